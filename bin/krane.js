@@ -1,0 +1,5 @@
+#!/usr/bin/env node
+// The `krane` executable: loads the TypeScript CLI through tsx (no build step).
+import { register } from "tsx/esm/api";
+register();
+await import("../src/cli/main.ts");

@@ -1,0 +1,16 @@
+// Lint rules for hand-written code; generated protobuf code (src/gen) is left as generated.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+export default tseslint.config(
+  { ignores: ["src/gen/**", "node_modules/**"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      "@typescript-eslint/no-explicit-any": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "no-constant-condition": ["error", { checkLoops: false }],
+    },
+  },
+);

@@ -1,0 +1,19 @@
+// The `krane` command line: one executable for every role (ctrl, agent, local cluster, dev
+// mode) and the user commands. Each area registers its own subcommands.
+import { Command } from "commander";
+import { registerClusterCommands } from "./cluster.js";
+
+const program = new Command()
+  .name("krane")
+  .description("Run untrusted user code on Kubernetes: control plane, agents and user commands.")
+  .showHelpAfterError()
+  .enablePositionalOptions();
+
+registerClusterCommands(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  console.error(`krane: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = process.exitCode && process.exitCode !== 0 ? process.exitCode : 1;
+}
