@@ -1,0 +1,64 @@
+// Drift detection: does a live object differ from the rendered one in the fields krane sets?
+//
+// krane applies complete intents with server-side apply, so the fields it owns are exactly the
+// fields of the rendered object. A live object matches when every rendered field is present
+// with an equal value; extra live fields (API-server defaults, status, other managers' fields)
+// are ignored. Lists must have the same length and match element-wise. Quantities are compared
+// by value because the API server canonicalises them ("1024Mi" is stored as "1Gi").
+// When nothing drifted the resync therefore writes nothing.
+
+/** The path of the first owned field that differs, or undefined when the live object matches. */
+export function findDrift(rendered: unknown, live: unknown, path = ""): string | undefined {
+  if (rendered === undefined) return undefined;
+  if (Array.isArray(rendered)) {
+    if (!Array.isArray(live) || live.length !== rendered.length) return path || "/";
+    for (let i = 0; i < rendered.length; i++) {
+      const d = findDrift(rendered[i], live[i], `${path}[${i}]`);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  }
+  if (typeof rendered === "object" && rendered !== null) {
+    if (typeof live !== "object" || live === null || Array.isArray(live)) return path || "/";
+    const l = live as Record<string, unknown>;
+    for (const [k, v] of Object.entries(rendered as Record<string, unknown>)) {
+      const d = findDrift(v, l[k], `${path}.${k}`);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  }
+  if (rendered === live) return undefined;
+  if (typeof rendered === "string" && typeof live === "string") {
+    const a = parseQuantity(rendered);
+    const b = parseQuantity(live);
+    if (a !== undefined && b !== undefined && a === b) return undefined;
+  }
+  return path || "/";
+}
+
+const suffixes: Record<string, number> = {
+  "": 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+/** A Kubernetes quantity as a number of base units (in thousandths, rounded), or undefined. */
+export function parseQuantity(q: string): number | undefined {
+  const m = /^([+-]?[0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  const mult = suffixes[m[2] ?? ""];
+  if (mult === undefined || !Number.isFinite(n)) return undefined;
+  return Math.round(n * mult * 1000);
+}

@@ -1,0 +1,355 @@
+// Raw Kubernetes REST I/O for the agent: get, list (paginated), server-side apply, create,
+// delete and watch, on plain JSON. Credentials come from a client-node KubeConfig (kubeconfig
+// file, in-cluster service account, or a bearer token built in tests); connections are pooled
+// in one keep-alive agent (client-node 1.4.0 makes a new agent per request), requests are
+// rate-limited (QPS + burst) and counted per verb and resource.
+import * as http from "node:http";
+import * as https from "node:https";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { isKubeObject, isRecord, type KubeList, type KubeObject } from "./object.js";
+import { TokenBucket } from "./ratelimit.js";
+import { apiVersionOf, resourcePath, type ResourceType } from "./resources.js";
+
+export const FIELD_MANAGER = "krane";
+
+export type KubeVerb = "get" | "list" | "watch" | "apply" | "create" | "delete";
+
+export interface KubeClientOptions {
+  readonly qps?: number;
+  readonly burst?: number;
+  readonly requestTimeoutMs?: number;
+  readonly fieldManager?: string;
+  /** Called once per request with its outcome: the HTTP status, or 0 for a transport error. */
+  readonly onRequest?: (verb: KubeVerb, resource: string, status: number) => void;
+}
+
+/** A non-2xx answer from the API server. */
+export class KubeApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "KubeApiError";
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  return err instanceof KubeApiError && err.status === 404;
+}
+
+export function isGone(err: unknown): boolean {
+  return err instanceof KubeApiError && err.status === 410;
+}
+
+/** Errors that will not go away by retrying the same request (bad object, forbidden, …). */
+export function isPermanentKubeError(err: unknown): boolean {
+  return err instanceof KubeApiError && [400, 403, 422].includes(err.status);
+}
+
+export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+
+export interface WatchParams {
+  readonly resourceVersion?: string;
+  readonly labelSelector?: string;
+  readonly timeoutSeconds?: number;
+  readonly allowWatchBookmarks?: boolean;
+}
+
+interface RequestOptions {
+  readonly query?: Record<string, string | number | boolean | undefined>;
+  readonly body?: unknown;
+  readonly contentType?: string;
+  readonly signal?: AbortSignal;
+}
+
+export class KubeClient {
+  readonly server: URL;
+  readonly #kc: KubeConfig;
+  readonly #opts: KubeClientOptions;
+  readonly #limiter: TokenBucket;
+  #agent: http.Agent | undefined;
+  #watchAgent: http.Agent | undefined;
+
+  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error("kubeconfig has no current cluster");
+    this.server = new URL(cluster.server);
+    this.#kc = kc;
+    this.#opts = opts;
+    this.#limiter = new TokenBucket(opts.qps ?? 0, opts.burst ?? Math.max(1, (opts.qps ?? 0) * 2));
+  }
+
+  get fieldManager(): string {
+    return this.#opts.fieldManager ?? FIELD_MANAGER;
+  }
+
+  close(): void {
+    this.#agent?.destroy();
+    this.#watchAgent?.destroy();
+  }
+
+  async get(r: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+    try {
+      const body = await this.#request("get", r, "GET", resourcePath(r, namespace, name), { signal });
+      return isKubeObject(body) ? body : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** One page of a list. */
+  async listPage(
+    r: ResourceType,
+    opts: { namespace?: string; labelSelector?: string; limit?: number; continue?: string; signal?: AbortSignal },
+  ): Promise<KubeList> {
+    const body = await this.#request("list", r, "GET", resourcePath(r, opts.namespace), {
+      query: { labelSelector: opts.labelSelector, limit: opts.limit, continue: opts.continue },
+      signal: opts.signal,
+    });
+    if (!isRecord(body) || !Array.isArray(body.items)) throw new Error(`unexpected list answer for ${r.plural}`);
+    const meta = isRecord(body.metadata) ? body.metadata : {};
+    const items = (body.items as unknown[]).filter(isKubeObject).map((o) => {
+      // Lists omit apiVersion/kind on items; put them back so cached objects are complete.
+      o.apiVersion ??= apiVersionOf(r);
+      o.kind ??= r.kind;
+      return o;
+    });
+    return {
+      metadata: {
+        resourceVersion: typeof meta.resourceVersion === "string" ? meta.resourceVersion : undefined,
+        continue: typeof meta.continue === "string" && meta.continue !== "" ? meta.continue : undefined,
+      },
+      items,
+    };
+  }
+
+  /** All pages of a list, and the resourceVersion to watch from. */
+  async list(
+    r: ResourceType,
+    opts: { namespace?: string; labelSelector?: string; pageSize?: number; signal?: AbortSignal } = {},
+  ): Promise<{ items: KubeObject[]; resourceVersion: string }> {
+    const items: KubeObject[] = [];
+    let cont: string | undefined;
+    let rv = "";
+    do {
+      const page = await this.listPage(r, { ...opts, limit: opts.pageSize ?? 500, continue: cont });
+      items.push(...page.items);
+      cont = page.metadata.continue;
+      rv = page.metadata.resourceVersion ?? rv;
+    } while (cont);
+    return { items, resourceVersion: rv };
+  }
+
+  /** Server-side apply with krane's field manager; `force` takes over fields others set. */
+  async apply(r: ResourceType, obj: KubeObject, opts: { force?: boolean; signal?: AbortSignal } = {}): Promise<KubeObject> {
+    const name = obj.metadata.name;
+    if (!name) throw new Error("apply: object has no name");
+    const body = await this.#request("apply", r, "PATCH", resourcePath(r, obj.metadata.namespace, name), {
+      query: { fieldManager: this.fieldManager, force: opts.force ?? true },
+      body: { ...obj, apiVersion: apiVersionOf(r), kind: r.kind },
+      contentType: "application/apply-patch+yaml",
+      signal: opts.signal,
+    });
+    if (!isKubeObject(body)) throw new Error(`unexpected apply answer for ${r.plural}/${name}`);
+    return body;
+  }
+
+  /** Creates the object; an existing one is left alone. */
+  async create(r: ResourceType, obj: KubeObject, signal?: AbortSignal): Promise<"created" | "exists"> {
+    try {
+      await this.#request("create", r, "POST", resourcePath(r, obj.metadata.namespace), {
+        query: { fieldManager: this.fieldManager },
+        body: { ...obj, apiVersion: apiVersionOf(r), kind: r.kind },
+        contentType: "application/json",
+        signal,
+      });
+      return "created";
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 409) return "exists";
+      throw err;
+    }
+  }
+
+  /** Deletes with background propagation; a missing object counts as deleted. */
+  async delete(r: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<"deleted" | "not-found"> {
+    try {
+      await this.#request("delete", r, "DELETE", resourcePath(r, namespace, name), {
+        body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: "Background" },
+        contentType: "application/json",
+        signal,
+      });
+      return "deleted";
+    } catch (err) {
+      if (isNotFound(err)) return "not-found";
+      throw err;
+    }
+  }
+
+  /**
+   * Watches a collection. Resolves when the server ends the stream (or `signal` aborts);
+   * rejects with KubeApiError on a non-200 answer and with the transport error otherwise.
+   * `onEvent` runs synchronously for every decoded line.
+   */
+  async watch(
+    r: ResourceType,
+    params: WatchParams,
+    onEvent: (type: WatchEventType, object: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const query: Record<string, string | number | boolean | undefined> = {
+      watch: true,
+      resourceVersion: params.resourceVersion,
+      labelSelector: params.labelSelector,
+      timeoutSeconds: params.timeoutSeconds,
+      allowWatchBookmarks: params.allowWatchBookmarks,
+    };
+    const res = await this.#send("watch", r, "GET", resourcePath(r), { query, signal }, true);
+    if (res.statusCode !== 200) {
+      const text = await readAll(res);
+      this.#count("watch", r, res.statusCode ?? 0);
+      throw apiError(res.statusCode ?? 0, text);
+    }
+    this.#count("watch", r, 200);
+    await new Promise<void>((resolve, reject) => {
+      let buf = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line === "") continue;
+          let ev: unknown;
+          try {
+            ev = JSON.parse(line);
+          } catch {
+            continue;
+          }
+          if (isRecord(ev) && typeof ev.type === "string") {
+            try {
+              onEvent(ev.type as WatchEventType, ev.object);
+            } catch (err) {
+              res.destroy();
+              reject(err);
+              return;
+            }
+          }
+        }
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+      res.on("error", (err) => (signal.aborted ? resolve() : reject(err)));
+    });
+  }
+
+  async #request(verb: KubeVerb, r: ResourceType, method: string, path: string, opts: RequestOptions): Promise<unknown> {
+    await this.#limiter.take();
+    let res: http.IncomingMessage;
+    try {
+      res = await this.#send(verb, r, method, path, opts, false);
+    } catch (err) {
+      this.#count(verb, r, 0);
+      throw err;
+    }
+    const text = await readAll(res);
+    const status = res.statusCode ?? 0;
+    this.#count(verb, r, status);
+    if (status < 200 || status >= 300) throw apiError(status, text);
+    if (text === "") return undefined;
+    return JSON.parse(text) as unknown;
+  }
+
+  #count(verb: KubeVerb, r: ResourceType, status: number): void {
+    this.#opts.onRequest?.(verb, r.plural, status);
+  }
+
+  async #send(
+    _verb: KubeVerb,
+    _r: ResourceType,
+    method: string,
+    path: string,
+    opts: RequestOptions,
+    streaming: boolean,
+  ): Promise<http.IncomingMessage> {
+    const tls = await this.#tlsAndHeaders();
+    const url = new URL(path, this.server);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const headers: Record<string, string> = { ...tls.headers, accept: "application/json" };
+    if (body !== undefined) {
+      headers["content-type"] = opts.contentType ?? "application/json";
+      headers["content-length"] = String(Buffer.byteLength(body));
+    }
+    const isHttps = url.protocol === "https:";
+    const agent = streaming ? this.#getWatchAgent(tls.agentOptions, isHttps) : this.#getAgent(tls.agentOptions, isHttps);
+    const timeoutMs = streaming ? 0 : (this.#opts.requestTimeoutMs ?? 30_000);
+    return await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = (isHttps ? https : http).request(url, { method, headers, agent, signal: opts.signal }, resolve);
+      if (timeoutMs > 0) {
+        req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
+      }
+      req.on("error", reject);
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+
+  async #tlsAndHeaders(): Promise<{ headers: Record<string, string>; agentOptions: https.AgentOptions }> {
+    const opts: https.RequestOptions = {};
+    await this.#kc.applyToHTTPSOptions(opts);
+    (opts.agent as http.Agent | undefined)?.destroy?.();
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {})) {
+      if (typeof v === "string" || typeof v === "number") headers[k.toLowerCase()] = String(v);
+    }
+    if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
+    return {
+      headers,
+      agentOptions: {
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        rejectUnauthorized: opts.rejectUnauthorized,
+        servername: opts.servername,
+      },
+    };
+  }
+
+  #getAgent(o: https.AgentOptions, isHttps: boolean): http.Agent {
+    this.#agent ??= isHttps ? new https.Agent({ ...o, keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
+    return this.#agent;
+  }
+
+  #getWatchAgent(o: https.AgentOptions, isHttps: boolean): http.Agent {
+    this.#watchAgent ??= isHttps ? new https.Agent({ ...o, keepAlive: true }) : new http.Agent({ keepAlive: true });
+    return this.#watchAgent;
+  }
+}
+
+function readAll(res: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on("data", (c: Buffer) => chunks.push(c));
+    res.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    res.on("error", reject);
+  });
+}
+
+function apiError(status: number, text: string): KubeApiError {
+  let reason = "";
+  let message = text.slice(0, 500);
+  try {
+    const body: unknown = JSON.parse(text);
+    if (isRecord(body)) {
+      if (typeof body.reason === "string") reason = body.reason;
+      if (typeof body.message === "string") message = body.message;
+    }
+  } catch {
+    // not JSON
+  }
+  return new KubeApiError(status, reason, `kubernetes answered ${status}${reason ? ` ${reason}` : ""}: ${message}`);
+}

@@ -1,0 +1,35 @@
+// The Kubernetes resource types krane touches, and their REST paths.
+export interface ResourceType {
+  readonly group: string; // "" for the core group
+  readonly version: string;
+  readonly kind: string;
+  readonly plural: string;
+  readonly namespaced: boolean;
+}
+
+export const resources = {
+  namespaces: { group: "", version: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
+  pods: { group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true },
+  services: { group: "", version: "v1", kind: "Service", plural: "services", namespaced: true },
+  replicaSets: { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true },
+  deployments: { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true },
+  ciliumNetworkPolicies: {
+    group: "cilium.io",
+    version: "v2",
+    kind: "CiliumNetworkPolicy",
+    plural: "ciliumnetworkpolicies",
+    namespaced: true,
+  },
+} as const satisfies Record<string, ResourceType>;
+
+export function apiVersionOf(r: ResourceType): string {
+  return r.group === "" ? r.version : `${r.group}/${r.version}`;
+}
+
+/** The collection path (all namespaces when `namespace` is undefined) or an object path. */
+export function resourcePath(r: ResourceType, namespace?: string, name?: string): string {
+  const base = r.group === "" ? `/api/${r.version}` : `/apis/${r.group}/${r.version}`;
+  const ns = r.namespaced && namespace !== undefined ? `/namespaces/${encodeURIComponent(namespace)}` : "";
+  const n = name !== undefined ? `/${encodeURIComponent(name)}` : "";
+  return `${base}${ns}/${r.plural}${n}`;
+}
