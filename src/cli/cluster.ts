@@ -1,0 +1,85 @@
+// `krane cluster build | up | down | status | env`: the real local Kubernetes that tests and
+// `krane dev` run against, kept running in the background between commands.
+import type { Command } from "commander";
+import { dirname } from "node:path";
+import { ensureKubeAssets, getClusterStatus, loadCluster, startCluster } from "../cluster/index.js";
+
+const say = (line: string) => console.error(line);
+
+export function registerClusterCommands(program: Command): void {
+  const cluster = program.command("cluster").description("a real local Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, KWOK) on loopback");
+
+  cluster
+    .command("build")
+    .description("build the Kubernetes binaries into the cache (done on first use anyway)")
+    .action(async () => {
+      const t0 = Date.now();
+      const assets = await ensureKubeAssets(say);
+      console.log(`${assets.dir} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+    });
+
+  cluster
+    .command("up")
+    .description("start a local cluster in the background and wait until its nodes are Ready")
+    .option("--name <name>", "cluster name", "krane")
+    .action(async (opts: { name: string }) => {
+      const t0 = Date.now();
+      const c = await startCluster({ name: opts.name, detached: true, log: say });
+      say(`cluster "${c.name}" is up in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${c.server}`);
+      say(`use it with: eval "$(krane cluster env --name ${c.name})"`);
+      await printStatus(opts.name);
+    });
+
+  cluster
+    .command("down")
+    .description("stop a local cluster and remove its data")
+    .option("--name <name>", "cluster name", "krane")
+    .action(async (opts: { name: string }) => {
+      const c = await loadCluster(opts.name);
+      if (!c) {
+        say(`no cluster "${opts.name}" is running`);
+        return;
+      }
+      await c.stop();
+      say(`cluster "${opts.name}" stopped`);
+    });
+
+  cluster
+    .command("status")
+    .description("show a local cluster's components, nodes and memory")
+    .option("--name <name>", "cluster name", "krane")
+    .action(async (opts: { name: string }) => {
+      if (!(await printStatus(opts.name))) process.exitCode = 1;
+    });
+
+  cluster
+    .command("env")
+    .description("print the shell exports that point kubectl (and krane) at a local cluster")
+    .option("--name <name>", "cluster name", "krane")
+    .action(async (opts: { name: string }) => {
+      const c = await loadCluster(opts.name);
+      if (!c) throw new Error(`no cluster "${opts.name}" is running; start one with krane cluster up`);
+      console.log(`export KUBECONFIG=${c.kubeconfigPath}`);
+      // The kubectl built with the cluster, so client and server versions match.
+      console.log(`export PATH=${dirname(await kubectlPath())}:$PATH`);
+    });
+}
+
+async function kubectlPath(): Promise<string> {
+  return (await ensureKubeAssets(say)).bin.kubectl;
+}
+
+async function printStatus(name: string): Promise<boolean> {
+  const c = await loadCluster(name);
+  if (!c) {
+    say(`no cluster "${name}" is running; start one with krane cluster up`);
+    return false;
+  }
+  const s = await getClusterStatus(c);
+  console.log(`cluster ${s.name}  ${s.server}  Kubernetes ${s.kubeVersion}  api ${s.apiReady ? "ready" : "NOT ready"}`);
+  for (const [component, alive] of Object.entries(s.components)) console.log(`  ${component.padEnd(24)} ${alive ? "running" : "STOPPED"}`);
+  console.log(`  nodes ready              ${s.nodesReady}/${s.nodesTotal}  (${s.nodeSummary})`);
+  console.log(`  memory (rss)             ${(s.residentBytes / 1024 / 1024).toFixed(0)} MiB`);
+  console.log(`  kubeconfig               ${c.kubeconfigPath}`);
+  return s.apiReady && Object.values(s.components).every(Boolean);
+}

@@ -1,0 +1,523 @@
+// Starts and stops a real local Kubernetes control plane on loopback: etcd, kube-apiserver
+// (RBAC on), kube-controller-manager, kube-scheduler and KWOK simulating the nodes, on free
+// ports so several clusters can run at once.
+//
+// A cluster is either attached (tests, `krane dev`: a reaper stops it when the owning process
+// dies, however it dies, and its directory is removed) or detached (`krane cluster up`: it keeps
+// running and is found again by name through its state file).
+import { KubeConfig } from "@kubernetes/client-node";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseAllDocuments } from "yaml";
+import { ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
+import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
+import {
+  ComponentStartError,
+  isAlive,
+  logTail,
+  startComponent,
+  startReaper,
+  stopPid,
+  waitUntilHealthy,
+  type RunningComponent,
+} from "./process.js";
+import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, renderNodes, type NodePlan } from "./topology.js";
+
+export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
+export type ComponentName = (typeof COMPONENTS)[number];
+
+export interface StartOptions {
+  /** Cluster name; detached clusters are found again by it. Default "krane". */
+  name?: string;
+  /** Keep running after this process exits (`krane cluster up`). Default false. */
+  detached?: boolean;
+  nodes?: NodePlan;
+  /** Extra KWOK Stage documents (YAML), e.g. to keep some pods unready in tests. */
+  kwokStages?: string[];
+  log?: (line: string) => void;
+}
+
+export interface ClusterState {
+  name: string;
+  dir: string;
+  detached: boolean;
+  kubeVersion: string;
+  server: string;
+  kubeconfigPath: string;
+  adminToken: string;
+  ports: { etcd: number; etcdPeer: number; apiserver: number; kwok: number };
+  pids: Partial<Record<ComponentName, number>>;
+  logs: Record<ComponentName, string>;
+  reaperPid?: number;
+  startedAt: string;
+  nodes: string[];
+}
+
+/** Where detached clusters keep their state: $KRANE_HOME/clusters/<name>. */
+export function clustersHome(): string {
+  return join(process.env.KRANE_HOME || join(homedir(), ".krane"), "clusters");
+}
+
+export function clusterDir(name: string): string {
+  return join(clustersHome(), name);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => (addr && typeof addr === "object" ? resolve(addr.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+function validName(name: string): string {
+  if (!/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/.test(name)) {
+    throw new Error(`cluster name "${name}": use 1-40 lowercase letters, digits and dashes`);
+  }
+  return name;
+}
+
+export class LocalCluster {
+  private stopping: Promise<void> | undefined;
+
+  constructor(readonly state: ClusterState) {}
+
+  get name(): string {
+    return this.state.name;
+  }
+  get dir(): string {
+    return this.state.dir;
+  }
+  get server(): string {
+    return this.state.server;
+  }
+  get kubeconfigPath(): string {
+    return this.state.kubeconfigPath;
+  }
+
+  endpoint(): KubeEndpoint {
+    return { server: this.state.server, token: this.state.adminToken, ca: readFileSync(join(this.state.dir, "pki", "apiserver.crt"), "utf8") };
+  }
+
+  /** A client-node KubeConfig with admin rights on this cluster. */
+  kubeConfig(): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromFile(this.state.kubeconfigPath);
+    return kc;
+  }
+
+  /** Components whose process is running. */
+  alive(): Record<ComponentName, boolean> {
+    return Object.fromEntries(COMPONENTS.map((c) => [c, this.state.pids[c] !== undefined && isAlive(this.state.pids[c])])) as Record<
+      ComponentName,
+      boolean
+    >;
+  }
+
+  /** Resident memory of the control-plane processes, in bytes. */
+  residentBytes(): number {
+    let total = 0;
+    for (const pid of Object.values(this.state.pids)) {
+      try {
+        const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+        if (m) total += Number(m[1]) * 1024;
+      } catch {
+        // not running
+      }
+    }
+    return total;
+  }
+
+  /** Stops every component (newest first), then removes the cluster's directory. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const order = [...COMPONENTS].reverse();
+      for (const c of order) {
+        const pid = this.state.pids[c];
+        if (pid !== undefined) await stopPid(pid, c === "etcd" ? 5000 : 3000);
+      }
+      if (this.state.reaperPid !== undefined) await stopPid(this.state.reaperPid, 500);
+      await rm(this.state.dir, { recursive: true, force: true });
+    })();
+    return this.stopping;
+  }
+}
+
+/** Finds a detached cluster started earlier with `krane cluster up`. */
+export async function loadCluster(name = "krane"): Promise<LocalCluster | undefined> {
+  const file = join(clusterDir(validName(name)), "state.json");
+  if (!existsSync(file)) return undefined;
+  return new LocalCluster(JSON.parse(await readFile(file, "utf8")) as ClusterState);
+}
+
+function kubeconfigYaml(name: string, server: string, caPem: string, token: string): string {
+  const ca = Buffer.from(caPem).toString("base64");
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    `current-context: ${name}`,
+    "clusters:",
+    `- name: ${name}`,
+    "  cluster:",
+    `    server: ${server}`,
+    `    certificate-authority-data: ${ca}`,
+    "users:",
+    `- name: ${name}-admin`,
+    "  user:",
+    `    token: ${token}`,
+    "contexts:",
+    `- name: ${name}`,
+    "  context:",
+    `    cluster: ${name}`,
+    `    user: ${name}-admin`,
+    "",
+  ].join("\n");
+}
+
+function portInUse(err: unknown): boolean {
+  return err instanceof ComponentStartError && /address already in use|bind: /i.test(err.tail);
+}
+
+/** Starts a local cluster and waits until its nodes are Ready and its APIs are installed. */
+export async function startCluster(opts: StartOptions = {}): Promise<LocalCluster> {
+  const name = validName(opts.name ?? "krane");
+  const log = opts.log ?? (() => {});
+  const assets = await ensureKubeAssets(log);
+  const detached = opts.detached ?? false;
+
+  let dir: string;
+  if (detached) {
+    dir = clusterDir(name);
+    const existing = await loadCluster(name);
+    if (existing && Object.values(existing.alive()).some(Boolean)) {
+      throw new Error(`cluster "${name}" is already running (krane cluster status --name ${name}); stop it with krane cluster down --name ${name}`);
+    }
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+  } else {
+    dir = await mkdtemp(join(tmpdir(), `krane-${name}-`));
+  }
+  await mkdir(join(dir, "pki"), { recursive: true });
+  await mkdir(join(dir, "logs"), { recursive: true });
+
+  const state: ClusterState = {
+    name,
+    dir,
+    detached,
+    kubeVersion: KUBE_VERSION,
+    server: "",
+    kubeconfigPath: join(dir, "kubeconfig"),
+    adminToken: randomBytes(24).toString("hex"),
+    ports: { etcd: 0, etcdPeer: 0, apiserver: 0, kwok: 0 },
+    pids: {},
+    logs: Object.fromEntries(COMPONENTS.map((c) => [c, join(dir, "logs", `${c}.log`)])) as Record<ComponentName, string>,
+    startedAt: new Date().toISOString(),
+    nodes: [],
+  };
+  const cluster = new LocalCluster(state);
+  const pidFile = join(dir, "pids");
+  const track = async (c: RunningComponent, key: ComponentName) => {
+    state.pids[key] = c.pid;
+    await writeFile(pidFile, Object.values(state.pids).join(" "));
+  };
+  if (!detached) state.reaperPid = startReaper(process.pid, pidFile, dir);
+
+  try {
+    await writePki(dir, state.adminToken);
+    await startWithFreePorts(async () => {
+      state.ports.etcd = await freePort();
+      state.ports.etcdPeer = await freePort();
+      const etcd = startComponent({ name: "etcd", command: assets.bin.etcd, args: etcdArgs(dir, state.ports), logFile: state.logs.etcd });
+      await track(etcd, "etcd");
+      await waitUntilHealthy(etcd, () => etcdHealthy(state.ports.etcd), 30_000);
+    }, () => stopTracked(state, "etcd"));
+    await startWithFreePorts(async () => {
+      state.ports.apiserver = await freePort();
+      state.server = `https://127.0.0.1:${state.ports.apiserver}`;
+      const api = startComponent({
+        name: "kube-apiserver",
+        command: assets.bin["kube-apiserver"],
+        args: apiserverArgs(dir, state.ports),
+        logFile: state.logs["kube-apiserver"],
+      });
+      await track(api, "kube-apiserver");
+      const ep: KubeEndpoint = { server: state.server, token: state.adminToken };
+      await waitUntilHealthy(api, async () => (await kubeRequest(ep, "GET", "/readyz")).status === 200, 90_000);
+    }, () => stopTracked(state, "kube-apiserver"));
+
+    const caPem = await readFile(join(dir, "pki", "apiserver.crt"), "utf8");
+    await writeFile(state.kubeconfigPath, kubeconfigYaml(name, state.server, caPem, state.adminToken), { mode: 0o600 });
+    const ep = cluster.endpoint();
+
+    // The controllers, the scheduler and KWOK only need the API server; start them together.
+    state.ports.kwok = await freePort();
+    await writeFile(join(dir, "kwok.yaml"), await kwokConfig(assets, opts.kwokStages ?? []));
+    const kcm = startComponent({
+      name: "kube-controller-manager",
+      command: assets.bin["kube-controller-manager"],
+      args: controllerManagerArgs(dir, state.kubeconfigPath),
+      logFile: state.logs["kube-controller-manager"],
+    });
+    await track(kcm, "kube-controller-manager");
+    const sched = startComponent({
+      name: "kube-scheduler",
+      command: assets.bin["kube-scheduler"],
+      args: ["--kubeconfig", state.kubeconfigPath, "--leader-elect=false", "--secure-port=0", "-v=1"],
+      logFile: state.logs["kube-scheduler"],
+    });
+    await track(sched, "kube-scheduler");
+    const kwok = startComponent({
+      name: "kwok",
+      command: assets.bin.kwok,
+      args: [
+        "--kubeconfig", state.kubeconfigPath,
+        "--manage-all-nodes=true",
+        "--config", join(dir, "kwok.yaml"),
+        "--server-address", `127.0.0.1:${state.ports.kwok}`,
+        "--cidr", "10.244.0.0/16",
+        "--node-ip", "10.0.0.1",
+        "--node-lease-duration-seconds", "40",
+      ],
+      logFile: state.logs.kwok,
+    });
+    await track(kwok, "kwok");
+
+    await installApis(ep, assets);
+    const nodes = renderNodes(opts.nodes ?? DEFAULT_NODE_PLAN);
+    await Promise.all(nodes.map((n) => createIfMissing(ep, "/api/v1/nodes", n)));
+    state.nodes = nodes.map((n) => n.metadata.name);
+    await waitForNodesReady(ep, state.nodes, [kcm, sched, kwok]);
+    await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
+    await writeFile(join(dir, "state.json"), JSON.stringify(state, null, 2));
+    return cluster;
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+}
+
+async function stopTracked(state: ClusterState, c: ComponentName): Promise<void> {
+  const pid = state.pids[c];
+  if (pid !== undefined) await stopPid(pid, 2000);
+  delete state.pids[c];
+}
+
+/** Runs a start attempt; when the component lost a race for its port, tries fresh ports. */
+async function startWithFreePorts(attempt: () => Promise<void>, cleanup: () => Promise<void>): Promise<void> {
+  for (let i = 1; ; i++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (i >= 3 || !portInUse(err)) throw err;
+      await cleanup();
+    }
+  }
+}
+
+async function writePki(dir: string, adminToken: string): Promise<void> {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: "spki", format: "pem" },
+    privateKeyEncoding: { type: "pkcs8", format: "pem" },
+  });
+  await writeFile(join(dir, "pki", "sa.key"), privateKey, { mode: 0o600 });
+  await writeFile(join(dir, "pki", "sa.pub"), publicKey);
+  await writeFile(join(dir, "pki", "tokens.csv"), `${adminToken},admin,admin,"system:masters"\n`, { mode: 0o600 });
+}
+
+function etcdArgs(dir: string, ports: ClusterState["ports"]): string[] {
+  const client = `http://127.0.0.1:${ports.etcd}`;
+  const peer = `http://127.0.0.1:${ports.etcdPeer}`;
+  return [
+    "--name", "default",
+    "--data-dir", join(dir, "etcd"),
+    "--listen-client-urls", client,
+    "--advertise-client-urls", client,
+    "--listen-peer-urls", peer,
+    "--initial-advertise-peer-urls", peer,
+    "--initial-cluster", `default=${peer}`,
+    "--unsafe-no-fsync",
+    "--watch-progress-notify-interval", "5s",
+    "--log-level", "warn",
+  ];
+}
+
+function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
+  const pki = join(dir, "pki");
+  return [
+    "--etcd-servers", `http://127.0.0.1:${ports.etcd}`,
+    "--bind-address", "127.0.0.1",
+    "--advertise-address", "127.0.0.1",
+    "--secure-port", String(ports.apiserver),
+    "--cert-dir", pki,
+    // 127.0.0.1 is not a valid Service endpoint, so the kubernetes Service gets none.
+    "--endpoint-reconciler-type", "none",
+    "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+    "--service-account-key-file", join(pki, "sa.pub"),
+    "--service-account-signing-key-file", join(pki, "sa.key"),
+    "--token-auth-file", join(pki, "tokens.csv"),
+    "--authorization-mode", "RBAC",
+    "--service-cluster-ip-range", "10.96.0.0/16",
+    "--allow-privileged=true",
+    "--profiling=false",
+    "--max-requests-inflight", "800",
+    "--max-mutating-requests-inflight", "400",
+    "-v=1",
+  ];
+}
+
+function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
+  const pki = join(dir, "pki");
+  return [
+    "--kubeconfig", kubeconfig,
+    "--leader-elect=false",
+    "--secure-port=0",
+    "--controllers",
+    [
+      "replicaset-controller",
+      "deployment-controller",
+      "garbage-collector-controller",
+      "namespace-controller",
+      "serviceaccount-controller",
+      "serviceaccount-token-controller",
+      "pod-garbage-collector-controller",
+      "disruption-controller",
+      "node-lifecycle-controller",
+      "endpointslice-controller",
+    ].join(","),
+    "--service-account-private-key-file", join(pki, "sa.key"),
+    "--root-ca-file", join(pki, "apiserver.crt"),
+    "--kube-api-qps", "300",
+    "--kube-api-burst", "600",
+    "--concurrent-replicaset-syncs", "10",
+    "--concurrent-deployment-syncs", "10",
+    "--concurrent-gc-syncs", "20",
+    "-v=1",
+  ];
+}
+
+async function kwokConfig(assets: KubeAssets, extra: string[]): Promise<string> {
+  const docs = await Promise.all(assets.kwokStages.map((f) => readFile(f, "utf8")));
+  return [...docs, ...extra].map((d) => d.trim()).join("\n---\n") + "\n";
+}
+
+async function etcdHealthy(port: number): Promise<boolean> {
+  const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
+  return res.ok && (await res.text()).includes('"true"');
+}
+
+async function installApis(ep: KubeEndpoint, assets: KubeAssets): Promise<void> {
+  const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const crds: { metadata: { name: string } }[] = [ciliumNetworkPolicyCrd];
+  for (const file of assets.crds) {
+    for (const doc of parseAllDocuments(await readFile(file, "utf8"))) {
+      const obj = doc.toJS() as { kind?: string; metadata: { name: string } } | null;
+      if (obj?.kind === "CustomResourceDefinition") crds.push(obj);
+    }
+  }
+  await Promise.all([
+    createIfMissing(ep, "/apis/node.k8s.io/v1/runtimeclasses", gvisorRuntimeClass),
+    ...crds.map((crd) => createIfMissing(ep, crdPath, crd)),
+  ]);
+  const deadline = Date.now() + 60_000;
+  for (const crd of crds) {
+    for (;;) {
+      const obj = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(ep, `${crdPath}/${crd.metadata.name}`);
+      if (obj.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} was not established within 60s`);
+      await sleep(100);
+    }
+  }
+}
+
+interface NodeList {
+  items: {
+    metadata: { name: string };
+    spec?: { taints?: { key: string }[] };
+    status?: { conditions?: { type: string; status: string }[] };
+  }[];
+}
+
+/** Ready, and the controller-manager has lifted the not-ready taint the API server put on it. */
+function schedulable(n: NodeList["items"][number]): boolean {
+  return (
+    (n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false) &&
+    !(n.spec?.taints ?? []).some((t) => t.key.startsWith("node.kubernetes.io/"))
+  );
+}
+
+async function waitForNodesReady(ep: KubeEndpoint, names: string[], components: RunningComponent[]): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    for (const c of components) {
+      if (c.hasExited()) throw new ComponentStartError(c.name, `exited during start (${await c.exited})`, logTail(c.logFile));
+    }
+    const list = await getJson<NodeList>(ep, "/api/v1/nodes");
+    const ready = new Set(list.items.filter(schedulable).map((n) => n.metadata.name));
+    if (names.every((n) => ready.has(n))) return;
+    if (Date.now() > deadline) {
+      const kwok = components.find((c) => c.name === "kwok");
+      throw new ComponentStartError("kwok", `did not make the nodes Ready within 60s (${ready.size}/${names.length})`, kwok ? logTail(kwok.logFile) : "");
+    }
+    await sleep(100);
+  }
+}
+
+/** Pods need their namespace's default ServiceAccount, which the controller-manager creates. */
+async function defaultServiceAccountExists(ep: KubeEndpoint): Promise<boolean> {
+  return (await kubeRequest(ep, "GET", "/api/v1/namespaces/default/serviceaccounts/default")).status === 200;
+}
+
+export interface ClusterStatus {
+  name: string;
+  server: string;
+  kubeVersion: string;
+  apiReady: boolean;
+  components: Record<ComponentName, boolean>;
+  nodesReady: number;
+  nodesTotal: number;
+  /** Ready nodes per pool, e.g. "untrusted 6, sentinel 3, general 3". */
+  nodeSummary: string;
+  residentBytes: number;
+}
+
+/** Health of a running cluster, read from its processes and its API server. */
+export async function getClusterStatus(c: LocalCluster): Promise<ClusterStatus> {
+  const components = c.alive();
+  let apiReady = false;
+  let nodesReady = 0;
+  const pools = new Map<string, number>();
+  try {
+    const ep = c.endpoint();
+    apiReady = (await kubeRequest(ep, "GET", "/readyz")).status === 200;
+    const nodes = await getJson<NodeList & { items: { metadata: { labels?: Record<string, string> } }[] }>(ep, "/api/v1/nodes");
+    for (const n of nodes.items) {
+      if (!n.status?.conditions?.some((cond) => cond.type === "Ready" && cond.status === "True")) continue;
+      nodesReady++;
+      const pool = n.metadata.labels?.["node-class"] ?? "other";
+      pools.set(pool, (pools.get(pool) ?? 0) + 1);
+    }
+  } catch {
+    // reported as not ready
+  }
+  return {
+    name: c.name,
+    server: c.server,
+    kubeVersion: c.state.kubeVersion,
+    apiReady,
+    components,
+    nodesReady,
+    nodesTotal: c.state.nodes.length,
+    nodeSummary: [...pools].map(([p, n]) => `${p} ${n}`).join(", "),
+    residentBytes: c.residentBytes(),
+  };
+}
