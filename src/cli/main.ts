@@ -2,6 +2,7 @@
 // mode) and the user commands. Each area registers its own subcommands.
 import { Command } from "commander";
 import { registerClusterCommands } from "./cluster.js";
+import { registerRolloutPlanCommand } from "./rollout-plan.js";
 
 const program = new Command()
   .name("krane")
@@ -10,6 +11,7 @@ const program = new Command()
   .enablePositionalOptions();
 
 registerClusterCommands(program);
+registerRolloutPlanCommand(program);
 
 try {
   await program.parseAsync(process.argv);
