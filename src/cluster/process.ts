@@ -92,12 +92,19 @@ export async function waitUntilHealthy(
   throw new ComponentStartError(component.name, `was not healthy after ${timeoutMs / 1000}s`, logTail(component.logFile));
 }
 
+/** True while the process exists and is not a zombie (an exited child nobody reaped yet). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) S ..." — the state letter follows the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true;
   }
 }
 
