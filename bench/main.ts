@@ -1,0 +1,14 @@
+// `npm run bench`: runs every area's benchmark in turn and prints its figures.
+// Pass area names to run only some: `npm run bench -- cluster ctrl`.
+import { benchCluster } from "./cluster.js";
+
+const benches: Record<string, () => Promise<void>> = {
+  cluster: benchCluster,
+};
+
+const wanted = process.argv.slice(2);
+for (const [name, run] of Object.entries(benches)) {
+  if (wanted.length > 0 && !wanted.includes(name)) continue;
+  console.log(`\n== ${name}`);
+  await run();
+}
