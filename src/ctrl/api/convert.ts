@@ -1,0 +1,122 @@
+// Store rows → public API messages.
+import { create } from "@bufbuild/protobuf";
+import {
+  ClusterSchema,
+  DeploymentSchema,
+  EnvironmentSchema,
+  ProjectSchema,
+  RegionReplicasSchema,
+  RolloutPolicySchema,
+  RolloutStrategy,
+  SentinelSettingsSchema,
+  WorkspaceSchema,
+  type Cluster,
+  type Deployment,
+  type Environment,
+  type Project,
+  type Workspace,
+} from "../../gen/krane/ctrl/v1/api_pb.js";
+import { EnvVarSchema, Health, InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { healthCheckFromRow, parseJsonList, type DeploymentContext, type StoredEnvVar } from "../store/render.js";
+import type { ClusterRow, EnvironmentRow, InstanceRow, ProjectRow, WorkspaceRow } from "../store/schema.js";
+
+export function workspaceMsg(w: WorkspaceRow): Workspace {
+  return create(WorkspaceSchema, { id: w.id, slug: w.slug, name: w.name, k8sNamespace: w.k8s_namespace, createdAtUnixMs: BigInt(w.created_at) });
+}
+
+export function projectMsg(p: ProjectRow): Project {
+  return create(ProjectSchema, { id: p.id, workspaceId: p.workspace_id, slug: p.slug, name: p.name, createdAtUnixMs: BigInt(p.created_at) });
+}
+
+export function environmentMsg(e: EnvironmentRow, regions: { region: string; replicas: number }[]): Environment {
+  return create(EnvironmentSchema, {
+    id: e.id,
+    workspaceId: e.workspace_id,
+    projectId: e.project_id,
+    slug: e.slug,
+    regions: regions.map((r) => create(RegionReplicasSchema, r)),
+    sentinel:
+      e.sentinel_image === null
+        ? undefined
+        : create(SentinelSettingsSchema, {
+            image: e.sentinel_image,
+            replicas: e.sentinel_replicas,
+            cpuMillicores: BigInt(e.sentinel_cpu_millicores),
+            memoryMib: BigInt(e.sentinel_memory_mib),
+          }),
+    rollout: create(RolloutPolicySchema, {
+      strategy: e.strategy === "Recreate" ? RolloutStrategy.RECREATE : RolloutStrategy.ROLLING_UPDATE,
+      maxSurge: e.max_surge,
+      maxUnavailable: e.max_unavailable,
+      minReadySeconds: e.min_ready_seconds,
+      progressDeadlineSeconds: e.progress_deadline_seconds,
+      revisionHistoryLimit: e.revision_history_limit,
+      paused: e.paused === 1,
+    }),
+    createdAtUnixMs: BigInt(e.created_at),
+    updatedAtUnixMs: BigInt(e.updated_at),
+  });
+}
+
+export function deploymentMsg(ctx: DeploymentContext, regions: { region: string; replicas: number }[]): Deployment {
+  const d = ctx.deployment;
+  return create(DeploymentSchema, {
+    id: d.id,
+    workspaceId: d.workspace_id,
+    projectId: d.project_id,
+    environmentId: d.environment_id,
+    revision: BigInt(d.revision),
+    k8sNamespace: ctx.workspace.k8s_namespace,
+    k8sName: d.k8s_name,
+    image: d.image,
+    command: parseJsonList<string>(d.command),
+    args: parseJsonList<string>(d.args),
+    port: d.port,
+    env: parseJsonList<StoredEnvVar>(d.env).map((e) => create(EnvVarSchema, e)),
+    cpuMillicores: BigInt(d.cpu_millicores),
+    memoryMib: BigInt(d.memory_mib),
+    healthCheck: healthCheckFromRow(d.health_check),
+    buildId: d.build_id,
+    regions: regions.map((r) => create(RegionReplicasSchema, r)),
+    createdAtUnixMs: BigInt(d.created_at),
+  });
+}
+
+export function clusterMsg(c: ClusterRow): Cluster {
+  return create(ClusterSchema, {
+    id: c.id,
+    region: c.region,
+    name: c.name,
+    createdAtUnixMs: BigInt(c.created_at),
+    lastHeartbeatUnixMs: BigInt(c.last_heartbeat_at ?? 0),
+    agentId: c.agent_id,
+    build: c.build,
+    deploymentsVersion: BigInt(c.deployments_version),
+    sentinelsVersion: BigInt(c.sentinels_version),
+  });
+}
+
+const STATUS: Record<string, InstanceStatus> = {
+  pending: InstanceStatus.PENDING,
+  running: InstanceStatus.RUNNING,
+  failed: InstanceStatus.FAILED,
+};
+
+export function instanceMsg(i: InstanceRow): Instance {
+  return create(InstanceSchema, {
+    k8sName: i.k8s_name,
+    address: i.address,
+    status: STATUS[i.status] ?? InstanceStatus.UNSPECIFIED,
+    cpuMillicores: BigInt(i.cpu_millicores),
+    memoryMib: BigInt(i.memory_mib),
+    nodeName: i.node_name,
+    zone: i.zone,
+    readySinceUnixMs: BigInt(i.ready_since),
+  });
+}
+
+const HEALTH: Record<string, Health> = { healthy: Health.HEALTHY, unhealthy: Health.UNHEALTHY, paused: Health.PAUSED };
+
+export function healthEnum(h: string): Health {
+  return HEALTH[h] ?? Health.UNSPECIFIED;
+}

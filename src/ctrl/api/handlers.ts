@@ -1,0 +1,193 @@
+// The public API: workspaces, projects, environments, deployments, regions/clusters and status.
+// Each handler validates (→ InvalidArgument naming the field), calls the store, and converts.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  DeploymentRegionStatusSchema,
+  DeploymentService,
+  DeploymentStatusSchema,
+  EnvironmentService,
+  GetEnvironmentStatusResponseSchema,
+  ProjectService,
+  RegionSchema,
+  RegionService,
+  SentinelStatusSchema,
+  StatusService,
+  WorkspaceService,
+} from "../../gen/krane/ctrl/v1/api_pb.js";
+import { createRegion, issueClusterToken, listClusters, listRegions } from "../store/clusters.js";
+import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../store/deployments.js";
+import { environmentStatus } from "../store/status.js";
+import type { Store } from "../store/store.js";
+import {
+  createEnvironment,
+  createProject,
+  createWorkspace,
+  environmentRegions,
+  findEnvironment,
+  findProject,
+  findWorkspace,
+  listEnvironments,
+  listProjects,
+  listWorkspaces,
+} from "../store/tenancy.js";
+import {
+  deploymentId,
+  environmentRef,
+  projectRef,
+  regionName,
+  validateCreateDeployment,
+  validateCreateEnvironment,
+  validateCreateProject,
+  validateCreateWorkspace,
+  validateEnvironmentRef,
+  workspaceRef,
+} from "../validate/api.js";
+import * as rules from "../validate/rules.js";
+import { clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
+
+export interface ApiDeps {
+  store: Store;
+}
+
+export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
+  return {
+    async createWorkspace(req) {
+      return { workspace: workspaceMsg(await createWorkspace(store, validateCreateWorkspace(req))) };
+    },
+    async getWorkspace(req) {
+      return { workspace: workspaceMsg(await findWorkspace(store.db, workspaceRef("workspace", req.workspace))) };
+    },
+    async listWorkspaces() {
+      return { workspaces: (await listWorkspaces(store.db)).map(workspaceMsg) };
+    },
+  };
+}
+
+export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof ProjectService> {
+  return {
+    async createProject(req) {
+      return { project: projectMsg(await createProject(store, validateCreateProject(req))) };
+    },
+    async getProject(req) {
+      const { project } = await findProject(store.db, workspaceRef("workspace", req.workspace), projectRef("project", req.project));
+      return { project: projectMsg(project) };
+    },
+    async listProjects(req) {
+      return { projects: (await listProjects(store.db, workspaceRef("workspace", req.workspace))).map(projectMsg) };
+    },
+  };
+}
+
+export function environmentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof EnvironmentService> {
+  return {
+    async createEnvironment(req) {
+      const ctx = await createEnvironment(store, validateCreateEnvironment(req));
+      return { environment: environmentMsg(ctx.environment, await environmentRegions(store.db, ctx.environment.id)) };
+    },
+    async getEnvironment(req) {
+      const ctx = await findEnvironment(store.db, validateEnvironmentRef(req));
+      return { environment: environmentMsg(ctx.environment, await environmentRegions(store.db, ctx.environment.id)) };
+    },
+    async listEnvironments(req) {
+      const envs = await listEnvironments(store.db, workspaceRef("workspace", req.workspace), projectRef("project", req.project));
+      const out = [];
+      for (const e of envs) out.push(environmentMsg(e.environment, await environmentRegions(store.db, e.environment.id)));
+      return { environments: out };
+    },
+  };
+}
+
+export function deploymentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof DeploymentService> {
+  return {
+    async createDeployment(req) {
+      const ctx = await createDeployment(store, validateCreateDeployment(req));
+      return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
+    },
+    async getDeployment(req) {
+      const ctx = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));
+      return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
+    },
+    async listDeployments(req) {
+      const workspace = workspaceRef("workspace", req.workspace);
+      const project = req.project === "" ? undefined : projectRef("project", req.project);
+      let environment: string | undefined;
+      if (req.environment !== "") {
+        if (project === undefined) throw rules.requiredWith("project", "environment");
+        environment = environmentRef("environment", req.environment);
+      }
+      const list = await listDeployments(store.db, { workspace, project, environment });
+      const out = [];
+      for (const ctx of list) out.push(deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)));
+      return { deployments: out };
+    },
+    async deleteDeployment(req) {
+      await deleteDeployment(store, deploymentId("deployment_id", req.deploymentId));
+      return {};
+    },
+  };
+}
+
+export function regionServiceImpl({ store }: ApiDeps): ServiceImpl<typeof RegionService> {
+  return {
+    async createRegion(req) {
+      const r = await createRegion(store, regionName("name", req.name));
+      return { region: create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) }) };
+    },
+    async listRegions() {
+      return { regions: (await listRegions(store.db)).map((r) => create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) })) };
+    },
+    async createClusterToken(req) {
+      const region = regionName("region", req.region);
+      const name = req.clusterName === "" ? "default" : rules.slug("cluster_name", req.clusterName);
+      const { cluster, token } = await issueClusterToken(store, region, name);
+      return { cluster: clusterMsg(cluster), token };
+    },
+    async listClusters(req) {
+      const region = req.region === "" ? undefined : regionName("region", req.region);
+      return { clusters: (await listClusters(store.db, region)).map(clusterMsg) };
+    },
+  };
+}
+
+export function statusServiceImpl({ store }: ApiDeps): ServiceImpl<typeof StatusService> {
+  return {
+    async getEnvironmentStatus(req) {
+      const view = await environmentStatus(store.db, validateEnvironmentRef(req));
+      const env = view.environment.environment;
+      return create(GetEnvironmentStatusResponseSchema, {
+        environment: environmentMsg(env, view.regions),
+        deployments: view.deployments.map((d) =>
+          create(DeploymentStatusSchema, {
+            deployment: deploymentMsg(
+              d.deployment,
+              d.regions.filter((r) => r.desired).map((r) => ({ region: r.region, replicas: r.desiredReplicas })),
+            ),
+            regions: d.regions.map((r) =>
+              create(DeploymentRegionStatusSchema, {
+                region: r.region,
+                desiredReplicas: r.desiredReplicas,
+                runningInstances: r.instances.filter((i) => i.status === "running").length,
+                rejectedReason: r.rejectedReason ?? "",
+                instances: r.instances.map(instanceMsg),
+              }),
+            ),
+          }),
+        ),
+        sentinels: view.sentinels.map((s) =>
+          create(SentinelStatusSchema, {
+            sentinelId: s.id,
+            region: s.region,
+            k8sName: s.k8s_name,
+            desiredReplicas: env.sentinel_replicas,
+            availableReplicas: s.available_replicas,
+            health: healthEnum(s.health),
+            rejectedReason: s.rejected_reason ?? "",
+            reportedAtUnixMs: BigInt(s.reported_at ?? 0),
+          }),
+        ),
+        clusters: view.clusters.map(clusterMsg),
+      });
+    },
+  };
+}

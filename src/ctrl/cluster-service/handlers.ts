@@ -1,0 +1,174 @@
+// ClusterService: what agents call. Thin: authorize the region, validate, call the store or the
+// watch logic, and translate to protobuf.
+import { create, fromBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  ApplyDeploymentSchema,
+  ApplySentinelSchema,
+  ClusterService,
+  DeleteDeploymentSchema,
+  DeleteSentinelSchema,
+  DeploymentStateSchema,
+  GetDesiredDeploymentStatesResponseSchema,
+  GetDesiredSentinelStatesResponseSchema,
+  SentinelStateSchema,
+  SnapshotEndSchema,
+  SnapshotStartSchema,
+  type DeploymentState,
+  type SentinelState,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { recordHeartbeat } from "../store/clusters.js";
+import { readDesired } from "../store/outbox.js";
+import { recordDeploymentReport, recordSentinelReport } from "../store/reports.js";
+import type { ObjectKind } from "../store/schema.js";
+import type { Store } from "../store/store.js";
+import type { FeedHub } from "../stream/feed.js";
+import { watch, type WatchEvent } from "../stream/watch.js";
+import { validateDeploymentReport, validateHeartbeat, validateIdList, validateSentinelReport } from "../validate/cluster.js";
+import * as rules from "../validate/rules.js";
+import { agentPrincipal, agentRegion } from "../server/auth.js";
+import type { CtrlMetrics } from "../server/metrics.js";
+
+export interface ClusterServiceDeps {
+  store: Store;
+  hub: FeedHub;
+  metrics: CtrlMetrics;
+  /** Aborted when the server drains: streams then end cleanly. */
+  streamsStop: AbortSignal;
+}
+
+function cursorOf(v: bigint): number {
+  return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v);
+}
+
+function deploymentState(ev: WatchEvent): DeploymentState {
+  switch (ev.type) {
+    case "snapshot_start":
+      return create(DeploymentStateSchema, { version: 0n, state: { case: "snapshotStart", value: create(SnapshotStartSchema) } });
+    case "snapshot_end":
+      return create(DeploymentStateSchema, { version: 0n, state: { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) } });
+    case "snapshot_object":
+      return create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, ev.payload) } });
+    case "change":
+      return create(DeploymentStateSchema, {
+        version: BigInt(ev.change.version),
+        state:
+          ev.change.op === "apply"
+            ? { case: "apply", value: fromBinary(ApplyDeploymentSchema, ev.change.payload) }
+            : { case: "delete", value: fromBinary(DeleteDeploymentSchema, ev.change.payload) },
+      });
+  }
+}
+
+function sentinelState(ev: WatchEvent): SentinelState {
+  switch (ev.type) {
+    case "snapshot_start":
+      return create(SentinelStateSchema, { version: 0n, state: { case: "snapshotStart", value: create(SnapshotStartSchema) } });
+    case "snapshot_end":
+      return create(SentinelStateSchema, { version: 0n, state: { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) } });
+    case "snapshot_object":
+      return create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, ev.payload) } });
+    case "change":
+      return create(SentinelStateSchema, {
+        version: BigInt(ev.change.version),
+        state:
+          ev.change.op === "apply"
+            ? { case: "apply", value: fromBinary(ApplySentinelSchema, ev.change.payload) }
+            : { case: "delete", value: fromBinary(DeleteSentinelSchema, ev.change.payload) },
+      });
+  }
+}
+
+export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
+  const { store, hub, metrics } = deps;
+
+  async function* streamOf<T>(kind: ObjectKind, region: string, cursor: bigint, ctx: HandlerContext, map: (ev: WatchEvent) => T): AsyncGenerator<T> {
+    const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);
+    metrics.streamsActive.inc({ kind });
+    try {
+      for await (const ev of watch(store, hub, { kind, region, cursor: cursorOf(cursor), signal })) {
+        yield map(ev);
+        metrics.streamMessages.inc({ kind });
+      }
+    } finally {
+      metrics.streamsActive.dec({ kind });
+    }
+  }
+
+  async function desired(kind: ObjectKind, region: string, ids: readonly string[]): Promise<Map<string, Uint8Array>> {
+    return readDesired(store.db, region, kind, ids);
+  }
+
+  return {
+    watchDeployments(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      return streamOf("deployment", region, req.versionLastSeen, ctx, deploymentState);
+    },
+
+    watchSentinels(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      return streamOf("sentinel", region, req.versionLastSeen, ctx, sentinelState);
+    },
+
+    async getDesiredDeploymentState(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const id = rules.id("deployment_id", req.deploymentId, "dep");
+      const payload = (await desired("deployment", region, [id])).get(id);
+      if (!payload) throw new ConnectError(`deployment ${id} is not desired in region ${region}`, Code.NotFound);
+      return create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, payload) } });
+    },
+
+    async getDesiredDeploymentStates(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const ids = validateIdList("deployment_ids", req.deploymentIds, "dep");
+      const found = await desired("deployment", region, ids);
+      const res = create(GetDesiredDeploymentStatesResponseSchema);
+      for (const id of ids) {
+        const payload = found.get(id);
+        if (payload) res.states.push(create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, payload) } }));
+        else res.notFound.push(id);
+      }
+      return res;
+    },
+
+    async getDesiredSentinelState(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const id = rules.id("sentinel_id", req.sentinelId, "snt");
+      const payload = (await desired("sentinel", region, [id])).get(id);
+      if (!payload) throw new ConnectError(`sentinel ${id} is not desired in region ${region}`, Code.NotFound);
+      return create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, payload) } });
+    },
+
+    async getDesiredSentinelStates(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const ids = validateIdList("sentinel_ids", req.sentinelIds, "snt");
+      const found = await desired("sentinel", region, ids);
+      const res = create(GetDesiredSentinelStatesResponseSchema);
+      for (const id of ids) {
+        const payload = found.get(id);
+        if (payload) res.states.push(create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, payload) } }));
+        else res.notFound.push(id);
+      }
+      return res;
+    },
+
+    async reportDeploymentStatus(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      await recordDeploymentReport(store, region, validateDeploymentReport(req));
+      return {};
+    },
+
+    async reportSentinelStatus(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      await recordSentinelReport(store, region, validateSentinelReport(req));
+      return {};
+    },
+
+    async heartbeat(req, ctx) {
+      agentRegion(ctx, req.region);
+      const { clusterId } = agentPrincipal(ctx);
+      await recordHeartbeat(store, { clusterId, ...validateHeartbeat(req) });
+      return {};
+    },
+  };
+}

@@ -1,0 +1,40 @@
+// ctrl's Prometheus metrics, on a registry of its own (served on the ops port).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export class CtrlMetrics {
+  readonly registry = new Registry();
+  readonly rpcTotal = new Counter({
+    name: "krane_ctrl_rpc_total",
+    help: "RPCs handled, by service, method and result code.",
+    labelNames: ["service", "method", "code"] as const,
+    registers: [this.registry],
+  });
+  readonly rpcSeconds = new Histogram({
+    name: "krane_ctrl_rpc_duration_seconds",
+    help: "Duration of unary RPCs.",
+    labelNames: ["service", "method"] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly streamsActive = new Gauge({
+    name: "krane_ctrl_streams_active",
+    help: "Open watch streams, by kind.",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly streamMessages = new Counter({
+    name: "krane_ctrl_stream_messages_total",
+    help: "Messages sent on watch streams, by kind.",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly outboxCompacted = new Counter({
+    name: "krane_ctrl_outbox_compacted_rows_total",
+    help: "Outbox rows removed by retention.",
+    registers: [this.registry],
+  });
+
+  constructor(defaultMetrics = true) {
+    if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: "krane_ctrl_" });
+  }
+}

@@ -1,0 +1,233 @@
+// The ctrl server: one HTTP/2 port (h2c, or TLS when a certificate is configured) serving
+// Connect, gRPC and gRPC-Web for ClusterService and the public API, and an HTTP/1.1 ops port
+// with /healthz, /readyz and /metrics.
+//
+// Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
+// (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
+// their cursor), sessions close, and the database closes last.
+import { readFileSync } from "node:fs";
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { ConnectRouter } from "@connectrpc/connect";
+import { pino, type Logger } from "pino";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../gen/krane/ctrl/v1/api_pb.js";
+import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  deploymentServiceImpl,
+  environmentServiceImpl,
+  projectServiceImpl,
+  regionServiceImpl,
+  statusServiceImpl,
+  workspaceServiceImpl,
+} from "../api/handlers.js";
+import { clusterServiceImpl } from "../cluster-service/handlers.js";
+import { compactOutbox } from "../store/outbox.js";
+import { Store } from "../store/store.js";
+import { FeedHub } from "../stream/feed.js";
+import { storeFeedSource } from "../stream/watch.js";
+import { Authenticator } from "./auth.js";
+import { InflightTracker, observeInterceptor } from "./interceptors.js";
+import { CtrlMetrics } from "./metrics.js";
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+export interface CtrlConfig {
+  /** SQLite path or postgres:// URL. */
+  databaseUrl: string;
+  listen: ListenAddress;
+  /** The HTTP/1.1 ops port; null disables it. */
+  opsListen: ListenAddress | null;
+  tls?: { certFile: string; keyFile: string };
+  /** Versions kept per stream before compaction. */
+  outboxRetention?: number;
+  compactIntervalMs?: number;
+  unaryTimeoutMs?: number;
+  shutdownGraceMs?: number;
+  /** HTTP/2 PING interval on every session; a missed answer closes the session. */
+  pingIntervalMs?: number;
+  poolSize?: number;
+  logger?: Logger;
+  /** Registers process metrics (off in tests that run several servers). */
+  defaultMetrics?: boolean;
+}
+
+export interface RunningCtrl {
+  /** Base URL of the API port, e.g. http://127.0.0.1:7070. */
+  url: string;
+  opsUrl: string | null;
+  store: Store;
+  hub: FeedHub;
+  metrics: CtrlMetrics;
+  /** Graceful stop; safe to call twice. */
+  close(): Promise<void>;
+}
+
+function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(addr.port, addr.host, () => {
+      server.off("error", reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+function hostForUrl(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
+  const log = config.logger ?? pino({ level: "silent" });
+  const store = await Store.open({ url: config.databaseUrl, poolSize: config.poolSize });
+  const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
+  const hub = new FeedHub(storeFeedSource(store), store.notifier, {
+    onError: (err) => log.warn({ err: String(err) }, "feed read failed; retrying"),
+  });
+  const inflight = new InflightTracker();
+  const streamsStop = new AbortController();
+  const adapterStop = new AbortController();
+  const auth = new Authenticator(store);
+  let draining = false;
+
+  const routes = (router: ConnectRouter): void => {
+    const deps = { store };
+    router.service(ClusterService, clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal }));
+    router.service(WorkspaceService, workspaceServiceImpl(deps));
+    router.service(ProjectService, projectServiceImpl(deps));
+    router.service(EnvironmentService, environmentServiceImpl(deps));
+    router.service(DeploymentService, deploymentServiceImpl(deps));
+    router.service(RegionService, regionServiceImpl(deps));
+    router.service(StatusService, statusServiceImpl(deps));
+  };
+  const handler = connectNodeAdapter({
+    routes,
+    interceptors: [
+      observeInterceptor({
+        metrics,
+        inflight,
+        unaryTimeoutMs: config.unaryTimeoutMs ?? 30_000,
+        onUnexpected: (err, method) => log.error({ method, err: err instanceof Error ? err.message : String(err) }, "unexpected error"),
+      }),
+      auth.interceptor(),
+    ],
+    shutdownSignal: adapterStop.signal,
+    readMaxBytes: 4 * 1024 * 1024,
+  });
+
+  const server: http2.Http2Server = config.tls
+    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, handler)
+    : http2.createServer({}, handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const pingEvery = config.pingIntervalMs ?? 15_000;
+  server.on("session", (session: http2.ServerHttp2Session) => {
+    sessions.add(session);
+    // Keep-alive: a peer that does not answer a PING within the interval is gone; closing its
+    // session ends its streams and frees their resources.
+    let waiting = false;
+    const timer = setInterval(() => {
+      if (waiting) {
+        session.destroy();
+        return;
+      }
+      waiting = true;
+      try {
+        session.ping((err) => {
+          waiting = false;
+          if (err) session.destroy();
+        });
+      } catch {
+        session.destroy();
+      }
+    }, pingEvery);
+    timer.unref();
+    session.on("close", () => {
+      clearInterval(timer);
+      sessions.delete(session);
+    });
+    session.on("error", () => undefined);
+  });
+  server.on("sessionError", () => undefined);
+
+  const apiAddr = await listen(server, config.listen);
+  const scheme = config.tls ? "https" : "http";
+  const url = `${scheme}://${hostForUrl(config.listen.host)}:${apiAddr.port}`;
+
+  let ops: http.Server | null = null;
+  let opsUrl: string | null = null;
+  if (config.opsListen) {
+    ops = http.createServer((req, res) => {
+      void (async () => {
+        const path = (req.url ?? "/").split("?")[0];
+        if (path === "/healthz") {
+          res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+        } else if (path === "/readyz") {
+          let ok = !draining && store.notifier.healthy();
+          if (ok) ok = await store.ping().then(() => true, () => false);
+          res.writeHead(ok ? 200 : 503, { "content-type": "text/plain" }).end(ok ? "ready\n" : "not ready\n");
+        } else if (path === "/metrics") {
+          res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
+        } else {
+          res.writeHead(404).end();
+        }
+      })().catch(() => {
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+    });
+    const a = await listen(ops, config.opsListen);
+    opsUrl = `http://${hostForUrl(config.opsListen.host)}:${a.port}`;
+  }
+
+  const retain = config.outboxRetention ?? 100_000;
+  const compactTimer = setInterval(() => {
+    compactOutbox(store.db, retain)
+      .then((n) => metrics.outboxCompacted.inc(n))
+      .catch((err: unknown) => log.warn({ err: String(err) }, "outbox compaction failed"));
+  }, config.compactIntervalMs ?? 60_000);
+  compactTimer.unref();
+
+  log.info({ url, opsUrl, database: store.dialect }, "ctrl listening");
+
+  let closing: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      draining = true;
+      clearInterval(compactTimer);
+      const grace = config.shutdownGraceMs ?? 10_000;
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      // In-flight unary calls (and their transactions) finish first.
+      await Promise.race([inflight.idle(), new Promise((r) => setTimeout(r, grace).unref())]);
+      streamsStop.abort();
+      for (const s of sessions) s.close();
+      const forced = setTimeout(() => {
+        for (const s of sessions) s.destroy();
+      }, grace);
+      forced.unref();
+      await closed;
+      clearTimeout(forced);
+      adapterStop.abort();
+      hub.close();
+      if (ops) {
+        ops.closeAllConnections();
+        await new Promise<void>((r) => ops.close(() => r()));
+      }
+      await store.close();
+      log.info("ctrl stopped");
+    })();
+    return closing;
+  };
+
+  return { url, opsUrl, store, hub, metrics, close };
+}

@@ -1,0 +1,194 @@
+// Table shapes of ctrl's store, shared by the SQLite and PostgreSQL dialects.
+//
+// Conventions that keep one set of queries valid on both databases:
+//   - timestamps are integer unix milliseconds, booleans are 0/1 integers;
+//   - lists and small records are JSON text;
+//   - protobuf payloads are binary (BLOB / BYTEA);
+//   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
+//     versions stay far below 2^53), and become bigint only at the protobuf boundary.
+import type { Insertable, Selectable } from "kysely";
+
+/** The kinds of objects streamed to agents; each has its own stream and version sequence. */
+export type ObjectKind = "deployment" | "sentinel";
+export const OBJECT_KINDS: readonly ObjectKind[] = ["deployment", "sentinel"];
+
+export type ChangeOp = "apply" | "delete";
+
+export interface WorkspacesTable {
+  id: string;
+  slug: string;
+  name: string;
+  k8s_namespace: string;
+  created_at: number;
+}
+
+export interface ProjectsTable {
+  id: string;
+  workspace_id: string;
+  slug: string;
+  name: string;
+  created_at: number;
+}
+
+export interface EnvironmentsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  slug: string;
+  /** null when the environment has no sentinels. */
+  sentinel_image: string | null;
+  sentinel_replicas: number;
+  sentinel_cpu_millicores: number;
+  sentinel_memory_mib: number;
+  /** Rollout policy, stored for the rollout engine. */
+  strategy: string;
+  max_surge: string;
+  max_unavailable: string;
+  min_ready_seconds: number;
+  progress_deadline_seconds: number;
+  revision_history_limit: number;
+  paused: number;
+  /** Highest revision handed out; the next deployment gets last_revision + 1. */
+  last_revision: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface EnvironmentRegionsTable {
+  environment_id: string;
+  region: string;
+  replicas: number;
+}
+
+export interface DeploymentsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  revision: number;
+  k8s_name: string;
+  image: string;
+  command: string;
+  args: string;
+  port: number;
+  env: string;
+  cpu_millicores: number;
+  memory_mib: number;
+  health_check: string | null;
+  build_id: string;
+  created_at: number;
+}
+
+export interface SentinelsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  region: string;
+  k8s_name: string;
+  health: string;
+  available_replicas: number;
+  rejected_reason: string | null;
+  reported_at: number | null;
+}
+
+/** What each region should run right now, one row per object; the snapshot is read from here. */
+export interface DesiredObjectsTable {
+  region: string;
+  kind: ObjectKind;
+  object_id: string;
+  payload: Uint8Array;
+}
+
+/** Every change to desired_objects, versioned per (region, kind); streams read from here. */
+export interface OutboxTable {
+  region: string;
+  kind: ObjectKind;
+  version: number;
+  object_id: string;
+  op: ChangeOp;
+  payload: Uint8Array;
+  created_at: number;
+}
+
+/** The version counter of each stream and how far its outbox has been compacted. */
+export interface StreamVersionsTable {
+  region: string;
+  kind: ObjectKind;
+  version: number;
+  compacted_through: number;
+}
+
+export interface RegionsTable {
+  name: string;
+  created_at: number;
+}
+
+export interface ClustersTable {
+  id: string;
+  region: string;
+  name: string;
+  token_hash: string;
+  created_at: number;
+  last_heartbeat_at: number | null;
+  agent_id: string;
+  build: string;
+  deployments_version: number;
+  sentinels_version: number;
+}
+
+export interface ApiTokensTable {
+  id: string;
+  name: string;
+  token_hash: string;
+  created_at: number;
+}
+
+export interface InstancesTable {
+  deployment_id: string;
+  region: string;
+  k8s_name: string;
+  address: string;
+  status: string;
+  cpu_millicores: number;
+  memory_mib: number;
+  node_name: string;
+  zone: string;
+  ready_since: number;
+  reported_at: number;
+}
+
+/** Per (deployment, region) facts reported by agents that are not instances. */
+export interface DeploymentReportsTable {
+  deployment_id: string;
+  region: string;
+  rejected_reason: string | null;
+  reported_at: number;
+}
+
+export interface Database {
+  workspaces: WorkspacesTable;
+  projects: ProjectsTable;
+  environments: EnvironmentsTable;
+  environment_regions: EnvironmentRegionsTable;
+  deployments: DeploymentsTable;
+  sentinels: SentinelsTable;
+  desired_objects: DesiredObjectsTable;
+  outbox: OutboxTable;
+  stream_versions: StreamVersionsTable;
+  regions: RegionsTable;
+  clusters: ClustersTable;
+  api_tokens: ApiTokensTable;
+  instances: InstancesTable;
+  deployment_reports: DeploymentReportsTable;
+}
+
+export type WorkspaceRow = Selectable<WorkspacesTable>;
+export type ProjectRow = Selectable<ProjectsTable>;
+export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type DeploymentRow = Selectable<DeploymentsTable>;
+export type SentinelRow = Selectable<SentinelsTable>;
+export type ClusterRow = Selectable<ClustersTable>;
+export type InstanceRow = Selectable<InstancesTable>;
+export type OutboxRow = Selectable<OutboxTable>;
+export type NewOutboxRow = Insertable<OutboxTable>;

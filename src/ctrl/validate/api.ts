@@ -1,0 +1,169 @@
+// Validation of public API requests: a proto request in, a defaulted store input out, or an
+// InvalidArgument naming the field. Pure: no I/O, so it is property-tested directly.
+import type {
+  CreateDeploymentRequest,
+  CreateEnvironmentRequest,
+  CreateProjectRequest,
+  CreateWorkspaceRequest,
+  RolloutPolicy,
+  SentinelSettings,
+} from "../../gen/krane/ctrl/v1/api_pb.js";
+import { RolloutStrategy } from "../../gen/krane/ctrl/v1/api_pb.js";
+import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { invalidArgument } from "../errors.js";
+import type { StoredHealthCheck } from "../store/render.js";
+import type {
+  EnvironmentRef,
+  NewDeployment,
+  NewEnvironment,
+  NewProject,
+  NewWorkspace,
+  RolloutPolicyInput,
+  SentinelSettingsInput,
+} from "../store/types.js";
+import * as r from "./rules.js";
+
+export const DEFAULTS = {
+  port: 8080,
+  cpuMillicores: 250,
+  memoryMib: 256,
+  replicas: 1,
+  maxSurge: "25%",
+  maxUnavailable: "25%",
+  progressDeadlineSeconds: 600,
+  revisionHistoryLimit: 10,
+  sentinelReplicas: 1,
+  sentinelCpuMillicores: 250,
+  sentinelMemoryMib: 256,
+} as const;
+
+export function workspaceRef(field: string, v: string): string {
+  return r.ref(field, v, "ws");
+}
+export function projectRef(field: string, v: string): string {
+  return r.ref(field, v, "prj");
+}
+export function environmentRef(field: string, v: string): string {
+  return r.ref(field, v, "env");
+}
+export function deploymentId(field: string, v: string): string {
+  return r.id(field, v, "dep");
+}
+export function regionName(field: string, v: string): string {
+  return r.slug(field, v);
+}
+
+export function validateCreateWorkspace(req: CreateWorkspaceRequest): NewWorkspace {
+  const slug = r.slug("slug", req.slug);
+  const name = r.text("name", req.name, r.LIMITS.nameMax);
+  return { slug, name: name === "" ? slug : name };
+}
+
+export function validateCreateProject(req: CreateProjectRequest): NewProject {
+  const workspace = workspaceRef("workspace", req.workspace);
+  const slug = r.slug("slug", req.slug);
+  const name = r.text("name", req.name, r.LIMITS.nameMax);
+  return { workspace, slug, name: name === "" ? slug : name };
+}
+
+export function validateEnvironmentRef(req: { workspace: string; project: string; environment: string }): EnvironmentRef {
+  return {
+    workspace: workspaceRef("workspace", req.workspace),
+    project: projectRef("project", req.project),
+    environment: environmentRef("environment", req.environment),
+  };
+}
+
+function validateSentinel(s: SentinelSettings | undefined): SentinelSettingsInput | null {
+  if (s === undefined) return null;
+  return {
+    image: r.image("sentinel.image", s.image),
+    replicas: s.replicas === 0 ? DEFAULTS.sentinelReplicas : r.intRange("sentinel.replicas", s.replicas, 0, 100),
+    cpuMillicores: s.cpuMillicores === 0n ? DEFAULTS.sentinelCpuMillicores : r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax),
+    memoryMib: s.memoryMib === 0n ? DEFAULTS.sentinelMemoryMib : r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax),
+  };
+}
+
+export function validateRollout(p: RolloutPolicy | undefined): RolloutPolicyInput {
+  const strategy =
+    p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED || p.strategy === RolloutStrategy.ROLLING_UPDATE
+      ? "RollingUpdate"
+      : p.strategy === RolloutStrategy.RECREATE
+        ? "Recreate"
+        : null;
+  if (strategy === null) throw invalidArgument("rollout.strategy", "must be ROLLING_UPDATE or RECREATE");
+  const maxSurge = r.intOrPercent("rollout.max_surge", p?.maxSurge || DEFAULTS.maxSurge);
+  const maxUnavailable = r.intOrPercent("rollout.max_unavailable", p?.maxUnavailable || DEFAULTS.maxUnavailable);
+  if (strategy === "RollingUpdate" && r.isZeroIntOrPercent(maxSurge) && r.isZeroIntOrPercent(maxUnavailable)) {
+    throw invalidArgument("rollout.max_unavailable", "may not be 0 when rollout.max_surge is 0");
+  }
+  const minReadySeconds = r.intRange("rollout.min_ready_seconds", p?.minReadySeconds ?? 0, 0, 3600);
+  const progressDeadlineSeconds =
+    p === undefined || p.progressDeadlineSeconds === 0
+      ? DEFAULTS.progressDeadlineSeconds
+      : r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
+  if (progressDeadlineSeconds <= minReadySeconds) {
+    throw invalidArgument("rollout.progress_deadline_seconds", "must be greater than rollout.min_ready_seconds");
+  }
+  const revisionHistoryLimit =
+    p?.revisionHistoryLimit === undefined ? DEFAULTS.revisionHistoryLimit : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
+  return { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false };
+}
+
+export function validateCreateEnvironment(req: CreateEnvironmentRequest): NewEnvironment {
+  const workspace = workspaceRef("workspace", req.workspace);
+  const project = projectRef("project", req.project);
+  const slug = r.slug("slug", req.slug);
+  r.list("regions", req.regions, r.LIMITS.regionsMax);
+  const seen = new Set<string>();
+  const regions = req.regions.map((rr, i) => {
+    const region = regionName(`regions[${i}].region`, rr.region);
+    if (seen.has(region)) throw invalidArgument(`regions[${i}].region`, `duplicates region "${region}"`);
+    seen.add(region);
+    return { region, replicas: r.intRange(`regions[${i}].replicas`, rr.replicas, 0, r.LIMITS.replicasMax) };
+  });
+  return { workspace, project, slug, regions, sentinel: validateSentinel(req.sentinel), rollout: validateRollout(req.rollout) };
+}
+
+function validateHealthCheck(h: HealthCheck | undefined): StoredHealthCheck | null {
+  if (h === undefined) return null;
+  const method = h.method === "" ? "GET" : h.method;
+  if (method !== "GET" && method !== "POST") throw invalidArgument("health_check.method", "must be GET or POST");
+  if (!h.path.startsWith("/")) throw invalidArgument("health_check.path", "must start with '/'");
+  r.text("health_check.path", h.path, r.LIMITS.pathMax);
+  if (/\s/.test(h.path)) throw invalidArgument("health_check.path", "must not contain spaces");
+  return {
+    method,
+    path: h.path,
+    intervalSeconds: h.intervalSeconds === 0 ? 10 : r.intRange("health_check.interval_seconds", h.intervalSeconds, 1, 300),
+    timeoutSeconds: h.timeoutSeconds === 0 ? 1 : r.intRange("health_check.timeout_seconds", h.timeoutSeconds, 1, 60),
+    failureThreshold: h.failureThreshold === 0 ? 3 : r.intRange("health_check.failure_threshold", h.failureThreshold, 1, 30),
+    initialDelaySeconds: r.intRange("health_check.initial_delay_seconds", h.initialDelaySeconds, 0, 3600),
+  };
+}
+
+export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeployment {
+  const ref = validateEnvironmentRef(req);
+  const image = r.image("image", req.image);
+  const command = r.list("command", req.command, r.LIMITS.listMax).map((a, i) => r.arg(`command[${i}]`, a));
+  const args = r.list("args", req.args, r.LIMITS.listMax).map((a, i) => r.arg(`args[${i}]`, a));
+  const port = req.port === 0 ? DEFAULTS.port : r.intRange("port", req.port, 1, 65_535);
+  r.list("env", req.env, r.LIMITS.envMax);
+  const names = new Set<string>();
+  let total = 0;
+  const env = req.env.map((e, i) => {
+    const name = r.envName(`env[${i}].name`, e.name);
+    if (names.has(name)) throw invalidArgument(`env[${i}].name`, `duplicates "${name}"`);
+    names.add(name);
+    if (e.value.length > r.LIMITS.envValueMax) throw invalidArgument(`env[${i}].value`, `must be at most ${r.LIMITS.envValueMax} characters`);
+    if (e.value.includes("\u0000")) throw invalidArgument(`env[${i}].value`, "must not contain NUL");
+    total += name.length + e.value.length;
+    return { name, value: e.value };
+  });
+  if (total > r.LIMITS.envTotalMax) throw invalidArgument("env", `must total at most ${r.LIMITS.envTotalMax} characters`);
+  const cpuMillicores = req.cpuMillicores === 0n ? DEFAULTS.cpuMillicores : r.intRange("cpu_millicores", req.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
+  const memoryMib = req.memoryMib === 0n ? DEFAULTS.memoryMib : r.intRange("memory_mib", req.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
+  const buildId = r.text("build_id", req.buildId, r.LIMITS.shortTextMax);
+  const replicas = req.replicas === undefined ? null : r.intRange("replicas", req.replicas, 0, r.LIMITS.replicasMax);
+  return { ...ref, image, command: [...command], args: [...args], port, env, cpuMillicores, memoryMib, healthCheck: validateHealthCheck(req.healthCheck), buildId, replicas };
+}
