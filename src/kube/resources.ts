@@ -9,6 +9,7 @@ export interface ResourceType {
 
 export const resources = {
   namespaces: { group: "", version: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
+  nodes: { group: "", version: "v1", kind: "Node", plural: "nodes", namespaced: false },
   pods: { group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true },
   services: { group: "", version: "v1", kind: "Service", plural: "services", namespaced: true },
   replicaSets: { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true },

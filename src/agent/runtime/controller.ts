@@ -44,7 +44,7 @@ export interface CallOptions {
 }
 
 /** What a controller kind's apply/remove/observe get to work with. */
-export interface RuntimeContext<R> {
+export interface RuntimeContext<R, D = unknown> {
   readonly kube: KubeClient;
   readonly region: string;
   readonly log: Logger;
@@ -54,6 +54,8 @@ export interface RuntimeContext<R> {
   report(key: string, fingerprint: string, request: R): void;
   /** Whether the key's current desired state is "apply" (as far as this agent knows). */
   isActive(key: string): boolean;
+  /** The last accepted desired state of a key, when it is "apply". */
+  desiredOf(key: string): D | undefined;
 }
 
 export interface ControllerSpec<Msg, D, Del, R> {
@@ -64,6 +66,8 @@ export interface ControllerSpec<Msg, D, Del, R> {
   readonly primary: ResourceType;
   /** Further resources to cache: rendered kinds (for drift checks) and observed ones. */
   readonly secondary: readonly ResourceType[];
+  /** A different label selector for a cached resource (e.g. nodes); default labelSelector. */
+  readonly selectorFor?: (r: ResourceType) => string | undefined;
   /** Secondary index for a cached resource (e.g. pods by owning key). */
   readonly indexBy?: (r: ResourceType, obj: KubeObject) => string | undefined;
 
@@ -81,17 +85,17 @@ export interface ControllerSpec<Msg, D, Del, R> {
   validateDelete(ref: Del): string | undefined;
   /** Pure: the objects the desired state becomes (compared with the caches for drift). */
   render(desired: D): KubeObject[];
-  apply(desired: D, rendered: KubeObject[], ctx: RuntimeContext<R>, signal: AbortSignal): Promise<void>;
-  remove(key: string, ref: Del, ctx: RuntimeContext<R>, signal: AbortSignal): Promise<void>;
+  apply(desired: D, rendered: KubeObject[], ctx: RuntimeContext<R, D>, signal: AbortSignal): Promise<void>;
+  remove(key: string, ref: Del, ctx: RuntimeContext<R, D>, signal: AbortSignal): Promise<void>;
   /** Reports: refused desired state, deletion done. */
   rejectedReport(key: string, subject: { desired: D } | { ref: Del }, reason: string): R;
   deletedReport(key: string, ref: Del): R;
   /** Wire observation (called once, before the caches start). */
-  observe?(ctx: RuntimeContext<R>): void;
+  observe?(ctx: RuntimeContext<R, D>): void;
   /** Recompute and submit the status of a key (resync, after apply). */
-  refreshStatus?(key: string, ctx: RuntimeContext<R>): void;
+  refreshStatus?(key: string, ctx: RuntimeContext<R, D>): void;
   /** Extra garbage collection after a resync pass (objects shared between keys). */
-  collectGarbage?(ctx: RuntimeContext<R>, activeKeys: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
+  collectGarbage?(ctx: RuntimeContext<R, D>, activeKeys: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
 }
 
 export interface RuntimeOptions {
@@ -127,7 +131,7 @@ export class ControllerRuntime<Msg, D, Del, R> {
   /** Bumped whenever the stream touches a key; lets a resync detect that its read is stale. */
   readonly #touched = new Map<string, number>();
   #touchCounter = 0;
-  readonly #ctx: RuntimeContext<R>;
+  readonly #ctx: RuntimeContext<R, D>;
   #abort = new AbortController();
   #running: Promise<unknown> | undefined;
   #resyncs = 0;
@@ -152,7 +156,7 @@ export class ControllerRuntime<Msg, D, Del, R> {
     for (const r of [spec.primary, ...spec.secondary]) {
       const reflector = new Reflector({
         resource: r,
-        labelSelector: spec.labelSelector,
+        labelSelector: spec.selectorFor?.(r) ?? spec.labelSelector,
         client: opts.kube,
         log: opts.log,
         timeoutSeconds: opts.watchTimeoutSeconds,
@@ -200,6 +204,10 @@ export class ControllerRuntime<Msg, D, Del, R> {
         // Unknown (e.g. right after a restart): active while its primary object exists.
         return this.#primaryByKey(key) !== undefined;
       },
+      desiredOf: (key) => {
+        const d = this.#desired.get(key);
+        return d?.type === "apply" ? d.desired : undefined;
+      },
     };
     this.#stream = new DesiredStateStream<Msg, D, Del>({
       name: spec.name,
@@ -243,7 +251,7 @@ export class ControllerRuntime<Msg, D, Del, R> {
     return this.#resyncs;
   }
 
-  get context(): RuntimeContext<R> {
+  get context(): RuntimeContext<R, D> {
     return this.#ctx;
   }
 
@@ -452,7 +460,9 @@ export class ControllerRuntime<Msg, D, Del, R> {
   /** A primary object changed: if it no longer matches the desired state, repair it now. */
   #onPrimaryChange(type: "added" | "updated" | "deleted", obj: KubeObject): void {
     const key = this.#spec.keyOf(obj);
-    if (key === undefined || this.#queue.has(key)) return;
+    if (key === undefined) return;
+    if (type !== "deleted" && this.#ctx.isActive(key)) this.#spec.refreshStatus?.(key, this.#ctx);
+    if (this.#queue.has(key)) return;
     const d = this.#desired.get(key);
     if (d?.type !== "apply") return;
     const drift = type === "deleted" ? "(deleted)" : this.#drift(d.desired);

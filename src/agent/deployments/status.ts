@@ -1,0 +1,104 @@
+// Pure mapping from observed pods to the instance set reported to ctrl (DESIGN §4):
+//  - terminal pods (Succeeded/Failed), terminating pods and pods without an IP are left out;
+//  - RUNNING only when phase Running and ContainersReady=True;
+//  - FAILED while a container cannot start or keeps crashing (image pull errors,
+//    CrashLoopBackOff, bad config) — a pod that is there but broken;
+//  - PENDING otherwise (scheduled, starting, or running but not ready yet);
+//  - ready_since from the Ready condition's transition time, so ctrl can apply minReadySeconds.
+import { createHash } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { KubeObject } from "../../kube/object.js";
+import { isRecord } from "../../kube/object.js";
+import { parseQuantity } from "../runtime/drift.js";
+
+const failingReasons = new Set([
+  "CrashLoopBackOff",
+  "ErrImagePull",
+  "ImagePullBackOff",
+  "InvalidImageName",
+  "CreateContainerConfigError",
+  "CreateContainerError",
+  "RunContainerError",
+]);
+
+interface Condition {
+  type: string;
+  status: string;
+  lastTransitionTime?: string;
+}
+
+function conditions(pod: KubeObject): Condition[] {
+  const status = isRecord(pod.status) ? pod.status : {};
+  return Array.isArray(status.conditions) ? (status.conditions as Condition[]) : [];
+}
+
+function str(v: unknown): string {
+  return typeof v === "string" ? v : "";
+}
+
+export function instanceStatusOf(pod: KubeObject): InstanceStatus {
+  const status = isRecord(pod.status) ? pod.status : {};
+  const phase = str(status.phase);
+  const containerStatuses = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  for (const cs of containerStatuses) {
+    if (!isRecord(cs) || !isRecord(cs.state)) continue;
+    const waiting = cs.state.waiting;
+    if (isRecord(waiting) && failingReasons.has(str(waiting.reason))) return InstanceStatus.FAILED;
+  }
+  const containersReady = conditions(pod).some((c) => c.type === "ContainersReady" && c.status === "True");
+  if (phase === "Running" && containersReady) return InstanceStatus.RUNNING;
+  return InstanceStatus.PENDING;
+}
+
+/** The instance for a pod, or undefined when the pod is not reported. */
+export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => string): Instance | undefined {
+  if (pod.metadata.deletionTimestamp) return undefined;
+  const status = isRecord(pod.status) ? pod.status : {};
+  const phase = str(status.phase);
+  if (phase === "Succeeded" || phase === "Failed") return undefined;
+  const ip = str(status.podIP);
+  if (ip === "") return undefined;
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  const containers = Array.isArray(spec.containers) ? spec.containers : [];
+  const c = isRecord(containers[0]) ? containers[0] : {};
+  const ports = Array.isArray(c.ports) ? c.ports : [];
+  const port = isRecord(ports[0]) && typeof ports[0].containerPort === "number" ? ports[0].containerPort : 0;
+  const limits = isRecord(c.resources) && isRecord(c.resources.limits) ? c.resources.limits : {};
+  const cpu = parseQuantity(str(limits.cpu)) ?? 0; // thousandths of a core = millicores
+  const mem = parseQuantity(str(limits.memory)) ?? 0;
+  const ready = conditions(pod).find((x) => x.type === "Ready" && x.status === "True");
+  const readySince = ready?.lastTransitionTime ? Date.parse(ready.lastTransitionTime) : 0;
+  const nodeName = str(spec.nodeName);
+  return create(InstanceSchema, {
+    k8sName: pod.metadata.name ?? "",
+    address: ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`,
+    status: instanceStatusOf(pod),
+    cpuMillicores: BigInt(Math.round(cpu)),
+    memoryMib: BigInt(Math.round(mem / 1000 / 2 ** 20)),
+    nodeName,
+    zone: nodeName === "" ? "" : zoneOfNode(nodeName),
+    readySinceUnixMs: BigInt(Number.isFinite(readySince) ? readySince : 0),
+  });
+}
+
+/** Instances sorted by pod name (a stable order for reports and fingerprints). */
+export function instancesOf(pods: KubeObject[], zoneOfNode: (node: string) => string): Instance[] {
+  const out: Instance[] = [];
+  for (const p of pods) {
+    const i = podToInstance(p, zoneOfNode);
+    if (i) out.push(i);
+  }
+  return out.sort((a, b) => (a.k8sName < b.k8sName ? -1 : a.k8sName > b.k8sName ? 1 : 0));
+}
+
+/** Identifies an instance set: equal fingerprints mean ctrl would learn nothing new. */
+export function instancesFingerprint(k8sName: string, instances: Instance[]): string {
+  const h = createHash("sha256").update(k8sName);
+  for (const i of instances) {
+    h.update(
+      `\n${i.k8sName}|${i.address}|${i.status}|${i.cpuMillicores}|${i.memoryMib}|${i.nodeName}|${i.zone}|${i.readySinceUnixMs}`,
+    );
+  }
+  return h.digest("hex");
+}

@@ -1,0 +1,71 @@
+// Validation of an ApplyDeployment before anything is applied (DESIGN §4, §6.3). A refused
+// deployment is reported to ctrl as Rejected with the first reason found, and the stream moves on.
+import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { isDnsLabel, isLabelValue } from "../labels.js";
+
+/** Namespaces user code must never land in. */
+const reservedNamespaces = new Set(["default", "sentinel", "kube-system", "kube-public", "kube-node-lease"]);
+
+/** Env var names krane sets itself; the user's env may not redefine them. */
+export function isReservedEnvName(name: string): boolean {
+  return name === "PORT" || name.startsWith("KRANE_");
+}
+
+export function validateApplyDeployment(d: ApplyDeployment, agentRegion: string): string | undefined {
+  const required: Array<[string, string]> = [
+    ["workspace_id", d.workspaceId],
+    ["project_id", d.projectId],
+    ["environment_id", d.environmentId],
+    ["deployment_id", d.deploymentId],
+    ["k8s_namespace", d.k8sNamespace],
+    ["k8s_name", d.k8sName],
+    ["image", d.image],
+  ];
+  for (const [field, value] of required) if (value.trim() === "") return `${field} is required`;
+  for (const [field, value] of required.slice(0, 4)) {
+    if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
+  }
+  if (d.buildId !== "" && !isLabelValue(d.buildId)) return `build_id "${d.buildId}" is not a valid Kubernetes label value`;
+  if (!isDnsLabel(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is not a valid DNS label`;
+  if (reservedNamespaces.has(d.k8sNamespace) || d.k8sNamespace.startsWith("kube-")) {
+    return `k8s_namespace "${d.k8sNamespace}" is reserved`;
+  }
+  if (!isDnsLabel(d.k8sName)) return `k8s_name "${d.k8sName}" is not a valid DNS label`;
+  if (/\s/.test(d.image)) return "image must not contain whitespace";
+  if (d.region !== "" && d.region !== agentRegion) {
+    return `region "${d.region}" does not match this agent's region "${agentRegion}"`;
+  }
+  if (d.replicas < 0) return `replicas must be >= 0 (got ${d.replicas})`;
+  if (d.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${d.cpuMillicores})`;
+  if (d.memoryMib <= 0n) return `memory_mib must be > 0 (got ${d.memoryMib})`;
+  if (d.port < 1 || d.port > 65535) return `port must be between 1 and 65535 (got ${d.port})`;
+  if (d.minReadySeconds < 0) return `min_ready_seconds must be >= 0 (got ${d.minReadySeconds})`;
+  const names = new Set<string>();
+  for (const e of d.env) {
+    if (e.name === "" || e.name.includes("=") || /[\s\0]/.test(e.name)) return `env name "${e.name}" is invalid`;
+    if (isReservedEnvName(e.name)) return `env name "${e.name}" is reserved by krane`;
+    if (names.has(e.name)) return `env name "${e.name}" appears twice`;
+    names.add(e.name);
+  }
+  const hc = d.healthCheck;
+  if (hc) {
+    if (hc.method !== "" && hc.method !== "GET" && hc.method !== "POST") return `health_check.method "${hc.method}" must be GET or POST`;
+    if (!hc.path.startsWith("/")) return `health_check.path "${hc.path}" must start with "/"`;
+    for (const [field, v] of [
+      ["interval_seconds", hc.intervalSeconds],
+      ["timeout_seconds", hc.timeoutSeconds],
+      ["failure_threshold", hc.failureThreshold],
+      ["initial_delay_seconds", hc.initialDelaySeconds],
+    ] as const) {
+      if (v < 0) return `health_check.${field} must be >= 0 (got ${v})`;
+    }
+  }
+  return undefined;
+}
+
+export function validateDeleteDeployment(d: DeleteDeployment): string | undefined {
+  if (d.deploymentId === "") return "deployment_id is required";
+  if (!isDnsLabel(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is not a valid DNS label`;
+  if (!isDnsLabel(d.k8sName)) return `k8s_name "${d.k8sName}" is not a valid DNS label`;
+  return undefined;
+}
