@@ -1,11 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { create, type DescField } from "@bufbuild/protobuf";
+import { clone, create, type DescField } from "@bufbuild/protobuf";
 import {
   ApplyDeploymentSchema,
   EnvVarSchema,
   HealthCheckSchema,
   type ApplyDeployment,
+  type HealthCheck,
 } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { networkPolicyName, renderDeployment, renderReplicaSet } from "../../../../src/agent/deployments/render.js";
 import { validateApplyDeployment } from "../../../../src/agent/deployments/validate.js";
@@ -49,7 +50,7 @@ test("field coverage: every ApplyDeployment field reaches the rendered ReplicaSe
     if (field.fieldKind === "message") {
       // Every field of the nested message must reach it too.
       for (const sub of HealthCheckSchema.fields) {
-        const hc = create(HealthCheckSchema, { ...base.healthCheck });
+        const hc = clone(HealthCheckSchema, base.healthCheck as HealthCheck);
         const r = hc as unknown as Record<string, unknown>;
         const v = r[sub.localName];
         r[sub.localName] = sub.localName === "method" ? "POST" : typeof v === "string" ? `${v}x` : (v as number) + 1;
