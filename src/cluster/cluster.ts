@@ -26,6 +26,7 @@ import {
   waitUntilHealthy,
   type RunningComponent,
 } from "./process.js";
+import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, renderNodes, type NodePlan } from "./topology.js";
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
@@ -37,8 +38,8 @@ export interface StartOptions {
   /** Keep running after this process exits (`krane cluster up`). Default false. */
   detached?: boolean;
   nodes?: NodePlan;
-  /** Extra KWOK Stage documents (YAML), e.g. to keep some pods unready in tests. */
-  kwokStages?: string[];
+  /** How simulated pods behave (readiness delay, images that never become Ready). */
+  pods?: PodBehaviour;
   log?: (line: string) => void;
 }
 
@@ -260,7 +261,8 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
 
     // The controllers, the scheduler and KWOK only need the API server; start them together.
     state.ports.kwok = await freePort();
-    await writeFile(join(dir, "kwok.yaml"), await kwokConfig(assets, opts.kwokStages ?? []));
+    const kwokDocs = await Promise.all(assets.kwokStages.map((f) => readFile(f, "utf8")));
+    await writeFile(join(dir, "kwok.yaml"), kwokStagesConfig(kwokDocs, opts.pods));
     const kcm = startComponent({
       name: "kube-controller-manager",
       command: assets.bin["kube-controller-manager"],
@@ -403,11 +405,6 @@ function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
     "--concurrent-gc-syncs", "20",
     "-v=1",
   ];
-}
-
-async function kwokConfig(assets: KubeAssets, extra: string[]): Promise<string> {
-  const docs = await Promise.all(assets.kwokStages.map((f) => readFile(f, "utf8")));
-  return [...docs, ...extra].map((d) => d.trim()).join("\n---\n") + "\n";
 }
 
 async function etcdHealthy(port: number): Promise<boolean> {

@@ -2,4 +2,5 @@
 // with simulated zoned nodes (cluster.ts, topology.ts), stopped with nothing left behind.
 export { ensureKubeAssets, findKubeAssets, cacheRoot, KUBE_VERSION, GoMissingError, type KubeAssets } from "./build.js";
 export { startCluster, loadCluster, getClusterStatus, clusterDir, LocalCluster, COMPONENTS, type StartOptions, type ClusterState } from "./cluster.js";
+export { type PodBehaviour } from "./pods.js";
 export { NODE_CLASS_KEY, ZONE_KEY, ZONES, DEFAULT_NODE_PLAN, renderNodes, type NodePlan } from "./topology.js";
