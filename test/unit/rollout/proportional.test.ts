@@ -1,0 +1,114 @@
+// Scaling events: proportional scaling with leftovers and tie-breaks, one active revision,
+// saturation, and Recreate's refusal to scale several active revisions.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { RECREATE, deployment, input, messages, plan, rev, rolling, sizes } from "./helpers.js";
+
+describe("proportional scaling", () => {
+  it("spreads new replicas by share: 10 → 15 with v1 8 and v2 5 gives 3 and 2", () => {
+    const dep = deployment("v2", { replicas: 15, strategy: rolling(3, 2), status: { replicas: 13 } });
+    const out = plan(input(dep, [rev("v1", 1, 8, { desired: 10, max: 13 }), rev("v2", 2, 5, { desired: 10, max: 13 })]));
+    // allowed 18, toAdd 5; v1 round(8·18/13)=11 → +3; v2 round(5·18/13)=7 → +2.
+    assert.deepEqual(sizes(out), { v1: 11, v2: 7 });
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 11 from 8", "Scaled up replica set v2 to 7 from 5"]);
+    for (const r of out.revisions) assert.deepEqual([r.desiredReplicas, r.maxReplicas], [15, 18]);
+  });
+
+  it("gives the rounding leftover to the largest revision", () => {
+    const dep = deployment("v3", { replicas: 11, strategy: rolling(0, 1) });
+    const a = { desired: 10, max: 10 };
+    const out = plan(input(dep, [rev("v1", 1, 4, a), rev("v2", 2, 3, a), rev("v3", 3, 3, a)]));
+    // toAdd 1; every share rounds to +0 (4.4, 3.3, 3.3) → the 1 goes to v1.
+    assert.deepEqual(sizes(out), { v1: 5, v2: 3, v3: 3 });
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 5 from 4"]);
+    // Unchanged sizes still get the new annotations.
+    assert.deepEqual(out.revisions.map((r) => r.desiredReplicas), [11, 11, 11]);
+  });
+
+  it("on equal sizes scales the newer revision up first (and rounds halves away from zero)", () => {
+    const dep = deployment("v2", { replicas: 11, strategy: rolling(0, 1) });
+    const a = { desired: 10, max: 10 };
+    const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
+    // toAdd 1; v2 first: round(5.5) = 6 → +1, nothing left for v1.
+    assert.deepEqual(sizes(out), { v1: 5, v2: 6 });
+    assert.deepEqual(messages(out), ["Scaled up replica set v2 to 6 from 5"]);
+  });
+
+  it("on equal sizes scales the older revision down first", () => {
+    const dep = deployment("v2", { replicas: 9, strategy: rolling(0, 1) });
+    const a = { desired: 10, max: 10 };
+    const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
+    // toAdd −1; round(4.5) = 5 → 0 for both; leftover −1 to the first (older) one.
+    assert.deepEqual(sizes(out), { v1: 4, v2: 5 });
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 4 from 5"]);
+  });
+
+  it("breaks ties on equal creation time by name", () => {
+    const dep = deployment("b", { replicas: 11, strategy: rolling(0, 1) });
+    const t = "2025-12-01T00:00:00Z";
+    const a = { desired: 10, max: 10, createdAt: t };
+    const out = plan(input(dep, [rev("b", 2, 5, a), rev("a", 1, 5, a)]));
+    // Same timestamp: "b" sorts after "a", so it counts as newer and is scaled up first.
+    assert.deepEqual(sizes(out), { b: 6, a: 5 });
+  });
+
+  it("scales every active revision to 0 when replicas becomes 0", () => {
+    const dep = deployment("v2", { replicas: 0, strategy: rolling(3, 2) });
+    const a = { desired: 10, max: 13 };
+    const out = plan(input(dep, [rev("v1", 1, 8, a), rev("v2", 2, 5, a)]));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 8", "Scaled down replica set v2 to 0 from 5"]);
+    // max-replicas = 0 + maxSurge 3.
+    assert.deepEqual(out.revisions.map((r) => [r.desiredReplicas, r.maxReplicas]), [[0, 3], [0, 3]]);
+  });
+
+  it("falls back to the deployment's status.replicas when max-replicas is unknown", () => {
+    const dep = deployment("v2", { replicas: 20, strategy: rolling(2, 0), status: { replicas: 11 } });
+    const out = plan(input(dep, [rev("v1", 1, 7, { desired: 10 }), rev("v2", 2, 5, { desired: 10, max: 12 })]));
+    // toAdd 22 − 12 = 10; v1 round(7·22/11) = 14 → +7; v2 round(5·22/12) = 9 → +4, capped at 3.
+    assert.deepEqual(sizes(out), { v1: 14, v2: 8 });
+  });
+
+  it("treats an unknown share as 0 when status.replicas is 0 too, the leftover still going to the largest", () => {
+    const dep = deployment("v2", { replicas: 20, strategy: rolling(2, 0), status: { replicas: 0 } });
+    const out = plan(input(dep, [rev("v1", 1, 7, { desired: 10 }), rev("v2", 2, 5, { desired: 10, max: 12 })]));
+    // v1 +0; v2 +4; leftover 6 → v1.
+    assert.deepEqual(sizes(out), { v1: 13, v2: 9 });
+  });
+});
+
+describe("scaling events with at most one active revision", () => {
+  it("gives the only active revision the whole count, even an old one", () => {
+    const dep = deployment("v2", { replicas: 12 });
+    const out = plan(input(dep, [rev("v1", 1, 10, { desired: 10, max: 13 }), rev("v2", 2, 0)]));
+    assert.deepEqual(sizes(out), { v1: 12, v2: 0 });
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 12 from 10"]);
+  });
+});
+
+describe("saturation", () => {
+  it("scales old revisions to 0 once the new one runs every replica available", () => {
+    const dep = deployment("v2");
+    const out = plan(input(dep, [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13 })]));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 10 });
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 2"]);
+  });
+
+  it("is not saturated while the new revision's pods are not all available", () => {
+    const dep = deployment("v2", { status: { replicas: 12 } });
+    const revs = [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13, status: [10, 9, 9] })];
+    const out = plan(input(dep, revs));
+    // Proportional instead: allowed 13, total 12 → toAdd 1; v2 round(10·13/13) = +0; v1 round(2·13/15) = 2 → +0; leftover → v2 (largest).
+    assert.deepEqual(sizes(out), { v1: 2, v2: 11 });
+  });
+});
+
+describe("Recreate scaling events", () => {
+  it("does not scale several active revisions proportionally", () => {
+    const dep = deployment("v2", { replicas: 15, strategy: RECREATE });
+    const a = { desired: 10, max: 10 };
+    const out = plan(input(dep, [rev("v1", 1, 8, a), rev("v2", 2, 5, a)]));
+    assert.deepEqual(sizes(out), { v1: 8, v2: 5 });
+    assert.deepEqual(out.events, []);
+  });
+});
