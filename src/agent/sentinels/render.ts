@@ -1,0 +1,159 @@
+// Pure rendering of a sentinel's Kubernetes objects (DESIGN §2, §4): the shared `sentinel`
+// Namespace, the apps/v1 Deployment that runs the environment's routing proxy in this region,
+// and the ClusterIP Service in front of it. No I/O here: the same output is server-side applied
+// and compared with the watch caches for drift, so nothing empty is emitted (the API server
+// would drop it and every resync would then see drift).
+//
+// The Service is owned by the Deployment. Its ownerReference needs the Deployment's uid, which
+// only exists once the Deployment was applied, so it is a parameter: the drift check renders
+// the Service without an owner (the owner is not something a resync can compare), the apply
+// renders it with the uid the Deployment apply returned.
+import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { KubeObject } from "../../kube/object.js";
+import {
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_PROJECT_ID,
+  LABEL_REGION,
+  LABEL_SENTINEL_ID,
+  LABEL_WORKSPACE_ID,
+  MANAGED_BY,
+  NODE_CLASS_LABEL,
+  ZONE_LABEL,
+} from "../labels.js";
+
+export const COMPONENT = "sentinel";
+export const SENTINEL_NAMESPACE = "sentinel";
+export const SENTINEL_PORT = 8040;
+export const SENTINEL_PORT_NAME = "http";
+export const SENTINEL_NODE_CLASS = "sentinel";
+export const CONTAINER_NAME = "sentinel";
+export const READINESS_PATH = "/_krane/ready";
+export const LIVENESS_PATH = "/_krane/live";
+/** Requests are this fraction of the limits: proxies idle most of the time but may burst. */
+export const REQUEST_DIVISOR = 2n;
+
+export interface RenderedSentinel {
+  readonly namespace: KubeObject;
+  readonly deployment: KubeObject;
+  readonly service: KubeObject;
+}
+
+export function sentinelLabels(s: ApplySentinel, region: string): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_COMPONENT]: COMPONENT,
+    [LABEL_REGION]: region,
+    [LABEL_WORKSPACE_ID]: s.workspaceId,
+    [LABEL_PROJECT_ID]: s.projectId,
+    [LABEL_ENVIRONMENT_ID]: s.environmentId,
+    [LABEL_SENTINEL_ID]: s.sentinelId,
+  };
+}
+
+/** Selects the sentinel's pods (Deployment selector, Service selector, spread constraint). */
+export function sentinelSelector(s: ApplySentinel): Record<string, string> {
+  return { [LABEL_SENTINEL_ID]: s.sentinelId };
+}
+
+function resources(s: ApplySentinel): Record<string, Record<string, string>> {
+  const smaller = (v: bigint): bigint => (v / REQUEST_DIVISOR > 0n ? v / REQUEST_DIVISOR : 1n);
+  return {
+    limits: { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMib}Mi` },
+    requests: { cpu: `${smaller(s.cpuMillicores)}m`, memory: `${smaller(s.memoryMib)}Mi` },
+  };
+}
+
+function httpProbe(path: string, timing: Record<string, number>): Record<string, unknown> {
+  return { httpGet: { path, port: SENTINEL_PORT, scheme: "HTTP" }, ...timing };
+}
+
+export function renderSentinelNamespace(): KubeObject {
+  // Shared by every region's agent on the cluster, so no region label and never deleted.
+  return {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: SENTINEL_NAMESPACE, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
+  };
+}
+
+export function renderSentinelDeployment(s: ApplySentinel, region: string): KubeObject {
+  // Every label is on the pods too: the per-environment CiliumNetworkPolicy admits ingress from
+  // pods labelled component=sentinel + environment id, and user deployments prefer the zones
+  // of pods with those labels.
+  const labels = sentinelLabels(s, region);
+  const selector = sentinelSelector(s);
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: s.k8sName, namespace: SENTINEL_NAMESPACE, labels },
+    spec: {
+      replicas: s.replicas,
+      selector: { matchLabels: selector },
+      // Never below the wanted capacity while rolling: one extra pod at a time.
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+      template: {
+        metadata: { labels },
+        spec: {
+          // The proxy reads nothing from the Kubernetes API.
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          restartPolicy: "Always",
+          nodeSelector: { [NODE_CLASS_LABEL]: SENTINEL_NODE_CLASS },
+          tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: SENTINEL_NODE_CLASS, effect: "NoSchedule" }],
+          // Soft spread: losing a zone must not leave replacement pods Pending.
+          topologySpreadConstraints: [
+            { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: selector } },
+          ],
+          containers: [
+            {
+              name: CONTAINER_NAME,
+              image: s.image,
+              imagePullPolicy: "IfNotPresent",
+              ports: [{ name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" }],
+              env: [
+                { name: "PORT", value: String(SENTINEL_PORT) },
+                { name: "KRANE_REGION", value: region },
+                { name: "KRANE_WORKSPACE_ID", value: s.workspaceId },
+                { name: "KRANE_PROJECT_ID", value: s.projectId },
+                { name: "KRANE_ENVIRONMENT_ID", value: s.environmentId },
+                { name: "KRANE_SENTINEL_ID", value: s.sentinelId },
+              ],
+              resources: resources(s),
+              readinessProbe: httpProbe(READINESS_PATH, { initialDelaySeconds: 2, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 }),
+              livenessProbe: httpProbe(LIVENESS_PATH, { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3 }),
+              securityContext: { allowPrivilegeEscalation: false },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+/** The Service; `ownerUid` is the applied Deployment's uid (omitted for drift comparison). */
+export function renderSentinelService(s: ApplySentinel, region: string, ownerUid?: string): KubeObject {
+  const metadata: KubeObject["metadata"] = { name: s.k8sName, namespace: SENTINEL_NAMESPACE, labels: sentinelLabels(s, region) };
+  if (ownerUid !== undefined) {
+    metadata.ownerReferences = [{ apiVersion: "apps/v1", kind: "Deployment", name: s.k8sName, uid: ownerUid }];
+  }
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata,
+    spec: {
+      type: "ClusterIP",
+      selector: sentinelSelector(s),
+      ports: [{ name: SENTINEL_PORT_NAME, port: SENTINEL_PORT, targetPort: SENTINEL_PORT, protocol: "TCP" }],
+    },
+  };
+}
+
+export function renderSentinel(s: ApplySentinel, region: string, ownerUid?: string): RenderedSentinel {
+  return {
+    namespace: renderSentinelNamespace(),
+    deployment: renderSentinelDeployment(s, region),
+    service: renderSentinelService(s, region, ownerUid),
+  };
+}

@@ -1,0 +1,47 @@
+// Checks an ApplySentinel / DeleteSentinel before the sentinel controller touches the cluster
+// (DESIGN §4, §6.3). The first problem found is returned as a human-readable reason, which the
+// runtime reports to ctrl as Rejected; the stream carries on with the next message.
+import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { isDnsLabel, isLabelValue } from "../labels.js";
+
+/**
+ * The sentinel's name becomes a Service name as well as a Deployment name, and Service names
+ * are DNS-1035 labels: a DNS label that starts with a letter.
+ */
+export function isServiceName(v: string): boolean {
+  return isDnsLabel(v) && /^[a-z]/.test(v);
+}
+
+export function validateApplySentinel(s: ApplySentinel, agentRegion: string): string | undefined {
+  const ids: Array<[string, string]> = [
+    ["workspace_id", s.workspaceId],
+    ["project_id", s.projectId],
+    ["environment_id", s.environmentId],
+    ["sentinel_id", s.sentinelId],
+  ];
+  for (const [field, value] of [...ids, ["k8s_name", s.k8sName], ["image", s.image]] as const) {
+    if (value.trim() === "") return `${field} is required`;
+  }
+  // Ids end up as label values (selectors, network policies), so they must be valid ones.
+  for (const [field, value] of ids) {
+    if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
+  }
+  if (!isServiceName(s.k8sName)) {
+    return `k8s_name "${s.k8sName}" is not a valid DNS label starting with a letter`;
+  }
+  if (/\s/.test(s.image)) return "image must not contain whitespace";
+  if (s.region !== "" && s.region !== agentRegion) {
+    return `region "${s.region}" does not match this agent's region "${agentRegion}"`;
+  }
+  if (s.replicas < 0) return `replicas must be >= 0 (got ${s.replicas})`;
+  if (s.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${s.cpuMillicores})`;
+  if (s.memoryMib <= 0n) return `memory_mib must be > 0 (got ${s.memoryMib})`;
+  return undefined;
+}
+
+export function validateDeleteSentinel(d: DeleteSentinel): string | undefined {
+  if (d.sentinelId.trim() === "") return "sentinel_id is required";
+  // A name that could never have been applied cannot name anything to delete.
+  if (!isServiceName(d.k8sName)) return `k8s_name "${d.k8sName}" is not a valid DNS label starting with a letter`;
+  return undefined;
+}

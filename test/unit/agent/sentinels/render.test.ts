@@ -1,0 +1,166 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { create, type DescField } from "@bufbuild/protobuf";
+import { ApplySentinelSchema, type ApplySentinel } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  renderSentinel,
+  renderSentinelDeployment,
+  renderSentinelService,
+} from "../../../../src/agent/sentinels/render.js";
+import { validateApplySentinel } from "../../../../src/agent/sentinels/validate.js";
+import { findDrift } from "../../../../src/agent/runtime/drift.js";
+import { sampleSentinel } from "./fixtures.js";
+
+const REGION = "local";
+
+// Fields that do not show up in the Deployment on purpose, and where they go instead.
+const renderedElsewhere: Record<string, string> = {
+  region: "validated against the agent's region (a mismatch is rejected); the agent's own region is rendered",
+};
+
+/** A different, still valid value for one field of the message. */
+function mutate(s: ApplySentinel, field: DescField): ApplySentinel {
+  const copy = create(ApplySentinelSchema, { ...s });
+  const rec = copy as unknown as Record<string, unknown>;
+  const v = rec[field.localName];
+  if (typeof v === "string") rec[field.localName] = field.localName === "k8sName" ? `${v}-x` : `${v}x`;
+  else if (typeof v === "number") rec[field.localName] = v + 1;
+  else if (typeof v === "bigint") rec[field.localName] = v + 1n;
+  else throw new Error(`no mutation for field ${field.name} (${field.fieldKind}); extend this test`);
+  return copy;
+}
+
+test("field coverage: every ApplySentinel field reaches the rendered Deployment", () => {
+  const base = sampleSentinel();
+  assert.equal(validateApplySentinel(base, REGION), undefined);
+  const baseJson = JSON.stringify(renderSentinelDeployment(base, REGION));
+  const missing: string[] = [];
+  for (const field of ApplySentinelSchema.fields) {
+    if (field.name in renderedElsewhere) continue;
+    const changed = mutate(base, field);
+    assert.equal(validateApplySentinel(changed, REGION), undefined, `mutated ${field.name} must stay valid`);
+    if (JSON.stringify(renderSentinelDeployment(changed, REGION)) === baseJson) missing.push(field.name);
+  }
+  assert.deepEqual(missing, [], `fields that do not reach the Deployment: ${missing.join(", ")}`);
+  for (const name of Object.keys(renderedElsewhere)) {
+    assert.ok(ApplySentinelSchema.fields.some((f) => f.name === name), `stale entry in renderedElsewhere: ${name}`);
+  }
+});
+
+interface Dep {
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: {
+    replicas: number;
+    selector: { matchLabels: Record<string, string> };
+    strategy: { type: string; rollingUpdate: { maxUnavailable: number; maxSurge: number } };
+    template: {
+      metadata: { labels: Record<string, string> };
+      spec: {
+        nodeSelector: Record<string, string>;
+        tolerations: Array<Record<string, string>>;
+        topologySpreadConstraints: Array<{ maxSkew: number; topologyKey: string; labelSelector: { matchLabels: Record<string, string> } }>;
+        automountServiceAccountToken: boolean;
+        containers: Array<{
+          name: string;
+          image: string;
+          ports: Array<{ containerPort: number; protocol: string }>;
+          env: Array<{ name: string; value: string }>;
+          resources: { limits: Record<string, string>; requests: Record<string, string> };
+          readinessProbe: { httpGet: { port: number; path: string } };
+          livenessProbe: { httpGet: { port: number; path: string } };
+        }>;
+      };
+    };
+  };
+}
+
+const EXPECTED_LABELS = {
+  "app.kubernetes.io/managed-by": "krane",
+  "app.kubernetes.io/component": "sentinel",
+  "krane.dev/region": REGION,
+  "krane.dev/workspace-id": "ws_1",
+  "krane.dev/project-id": "proj_1",
+  "krane.dev/environment-id": "env_1",
+  "krane.dev/sentinel-id": "snt_1",
+};
+
+test("the Deployment: namespace, labels, selector, strategy, placement, probes, resources", () => {
+  const d = renderSentinelDeployment(sampleSentinel(), REGION) as unknown as Dep;
+  assert.equal(d.metadata.name, "snt-web-production-ab12cd34");
+  assert.equal(d.metadata.namespace, "sentinel");
+  assert.deepEqual(d.metadata.labels, EXPECTED_LABELS);
+  assert.equal(d.spec.replicas, 3);
+  assert.deepEqual(d.spec.selector.matchLabels, { "krane.dev/sentinel-id": "snt_1" });
+  assert.deepEqual(d.spec.strategy, { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+  const pod = d.spec.template;
+  // The selector must select the pod template, and the labels that the per-environment network
+  // policy and the deployments' sentinel-zone affinity match on must be on the pods.
+  for (const [k, v] of Object.entries(d.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[k], v);
+  assert.equal(pod.metadata.labels["app.kubernetes.io/component"], "sentinel");
+  assert.equal(pod.metadata.labels["krane.dev/environment-id"], "env_1");
+  assert.deepEqual(pod.spec.nodeSelector, { "node-class": "sentinel" });
+  assert.deepEqual(pod.spec.tolerations, [{ key: "node-class", operator: "Equal", value: "sentinel", effect: "NoSchedule" }]);
+  assert.equal(pod.spec.topologySpreadConstraints.length, 1);
+  const tsc = pod.spec.topologySpreadConstraints[0];
+  assert.equal(tsc?.maxSkew, 1);
+  assert.equal(tsc?.topologyKey, "topology.kubernetes.io/zone");
+  assert.deepEqual(tsc?.labelSelector.matchLabels, { "krane.dev/sentinel-id": "snt_1" });
+  assert.equal(pod.spec.automountServiceAccountToken, false);
+  const c = pod.spec.containers[0];
+  assert.ok(c);
+  assert.equal(c.image, "ghcr.io/krane/sentinel:1.0.0");
+  assert.deepEqual(c.ports.map((p) => p.containerPort), [8040]);
+  assert.equal(c.readinessProbe.httpGet.port, 8040);
+  assert.equal(c.livenessProbe.httpGet.port, 8040);
+  assert.deepEqual(c.resources, { limits: { cpu: "250m", memory: "256Mi" }, requests: { cpu: "125m", memory: "128Mi" } });
+  const env = new Map(c.env.map((e) => [e.name, e.value]));
+  assert.equal(env.get("PORT"), "8040");
+  assert.equal(env.get("KRANE_SENTINEL_ID"), "snt_1");
+  assert.equal(env.get("KRANE_REGION"), REGION);
+});
+
+test("requests never round down to zero", () => {
+  const d = renderSentinelDeployment(sampleSentinel({ cpuMillicores: 1n, memoryMib: 1n }), REGION) as unknown as Dep;
+  assert.deepEqual(d.spec.template.spec.containers[0]?.resources.requests, { cpu: "1m", memory: "1Mi" });
+});
+
+test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by the Deployment when its uid is known", () => {
+  const s = sampleSentinel();
+  const svc = renderSentinelService(s, REGION, "uid-123") as unknown as {
+    metadata: { name: string; namespace: string; labels: Record<string, string>; ownerReferences: unknown[] };
+    spec: { type: string; selector: Record<string, string>; ports: Array<{ port: number; targetPort: number; protocol: string }> };
+  };
+  assert.equal(svc.metadata.name, s.k8sName);
+  assert.equal(svc.metadata.namespace, "sentinel");
+  assert.deepEqual(svc.metadata.labels, EXPECTED_LABELS);
+  assert.deepEqual(svc.metadata.ownerReferences, [{ apiVersion: "apps/v1", kind: "Deployment", name: s.k8sName, uid: "uid-123" }]);
+  assert.equal(svc.spec.type, "ClusterIP");
+  assert.deepEqual(svc.spec.selector, { "krane.dev/sentinel-id": "snt_1" });
+  assert.deepEqual(svc.spec.ports.map((p) => [p.port, p.targetPort, p.protocol]), [[8040, 8040, "TCP"]]);
+  // Without a uid (the drift check) there is no owner, and everything else is identical.
+  const bare = renderSentinelService(s, REGION);
+  assert.equal(bare.metadata.ownerReferences, undefined);
+  assert.equal(findDrift(bare, svc), undefined);
+});
+
+test("render is pure and emits nothing empty (empty values would look like drift forever)", () => {
+  const s = sampleSentinel({ replicas: 0 });
+  const a = JSON.stringify(renderSentinel(s, REGION, "u"));
+  const b = JSON.stringify(renderSentinel(s, REGION, "u"));
+  assert.equal(a, b);
+  const walk = (v: unknown, path: string): void => {
+    if (Array.isArray(v)) {
+      assert.ok(v.length > 0, `empty list at ${path}`);
+      v.forEach((x, i) => walk(x, `${path}[${i}]`));
+    } else if (typeof v === "object" && v !== null) {
+      assert.ok(Object.keys(v).length > 0, `empty object at ${path}`);
+      for (const [k, x] of Object.entries(v)) walk(x, `${path}.${k}`);
+    } else {
+      assert.notEqual(v, undefined, `undefined at ${path}`);
+    }
+  };
+  walk(JSON.parse(a), "");
+  // A rendered object matches itself: no drift, so a resync writes nothing.
+  const r = renderSentinel(s, REGION);
+  assert.equal(findDrift(r.deployment, JSON.parse(JSON.stringify(r.deployment))), undefined);
+});

@@ -1,0 +1,54 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { DeleteSentinelSchema } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { validateApplySentinel, validateDeleteSentinel } from "../../../../src/agent/sentinels/validate.js";
+import { sampleSentinel } from "./fixtures.js";
+
+const REGION = "local";
+
+test("a complete sentinel is valid; replicas 0 (paused) is valid", () => {
+  assert.equal(validateApplySentinel(sampleSentinel(), REGION), undefined);
+  assert.equal(validateApplySentinel(sampleSentinel({ replicas: 0 }), REGION), undefined);
+  assert.equal(validateApplySentinel(sampleSentinel({ region: "" }), REGION), undefined);
+});
+
+test("each required field is named when empty", () => {
+  const cases: Array<[Partial<Parameters<typeof sampleSentinel>[0]>, string]> = [
+    [{ workspaceId: "" }, "workspace_id is required"],
+    [{ projectId: "" }, "project_id is required"],
+    [{ environmentId: "" }, "environment_id is required"],
+    [{ sentinelId: "" }, "sentinel_id is required"],
+    [{ k8sName: "" }, "k8s_name is required"],
+    [{ image: "" }, "image is required"],
+    [{ image: "   " }, "image is required"],
+  ];
+  for (const [override, reason] of cases) assert.equal(validateApplySentinel(sampleSentinel(override), REGION), reason);
+});
+
+test("numbers: replicas >= 0, cpu and memory > 0", () => {
+  assert.match(validateApplySentinel(sampleSentinel({ replicas: -1 }), REGION) ?? "", /^replicas must be >= 0/);
+  assert.match(validateApplySentinel(sampleSentinel({ cpuMillicores: 0n }), REGION) ?? "", /^cpu_millicores must be > 0/);
+  assert.match(validateApplySentinel(sampleSentinel({ cpuMillicores: -5n }), REGION) ?? "", /^cpu_millicores must be > 0/);
+  assert.match(validateApplySentinel(sampleSentinel({ memoryMib: 0n }), REGION) ?? "", /^memory_mib must be > 0/);
+});
+
+test("k8s_name must be a DNS label that starts with a letter (it also names the Service)", () => {
+  for (const bad of ["Snt-Upper", "snt_underscore", "-snt", "snt-", "1snt", "a".repeat(64), "snt.dot"]) {
+    assert.match(validateApplySentinel(sampleSentinel({ k8sName: bad }), REGION) ?? "", /^k8s_name /, bad);
+  }
+  assert.equal(validateApplySentinel(sampleSentinel({ k8sName: "a".repeat(63) }), REGION), undefined);
+});
+
+test("ids must be label values; image without whitespace; region must be the agent's", () => {
+  assert.match(validateApplySentinel(sampleSentinel({ sentinelId: "snt 1" }), REGION) ?? "", /^sentinel_id .* label value/);
+  assert.match(validateApplySentinel(sampleSentinel({ environmentId: "e".repeat(64) }), REGION) ?? "", /^environment_id /);
+  assert.equal(validateApplySentinel(sampleSentinel({ image: "a b" }), REGION), "image must not contain whitespace");
+  assert.match(validateApplySentinel(sampleSentinel({ region: "eu-west" }), REGION) ?? "", /does not match this agent's region/);
+});
+
+test("delete needs a sentinel id and a valid name", () => {
+  assert.equal(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a" })), undefined);
+  assert.equal(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "", k8sName: "snt-a" })), "sentinel_id is required");
+  assert.match(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "" })) ?? "", /^k8s_name /);
+});
