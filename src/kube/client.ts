@@ -188,6 +188,13 @@ export class KubeClient {
     }
   }
 
+  /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
+  async raw(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
+    const r: ResourceType = { group: "", version: "", kind: "", plural: path.split("/").filter(Boolean).slice(-2).join("/"), namespaced: false };
+    const verb: KubeVerb = method === "GET" ? "get" : method === "DELETE" ? "delete" : method === "PATCH" ? "apply" : "create";
+    return await this.#request(verb, r, method, path, { body, contentType: "application/json", signal });
+  }
+
   /**
    * Watches a collection. Resolves when the server ends the stream (or `signal` aborts);
    * rejects with KubeApiError on a non-200 answer and with the transport error otherwise.

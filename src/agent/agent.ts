@@ -1,0 +1,191 @@
+// The krane agent process: one per cluster/region. Builds the Kubernetes client and the ctrl
+// client, starts one controller runtime per controller kind (deployments now; sentinels and
+// others plug in the same way), sends Heartbeats, and serves /healthz, /readyz and /metrics on
+// HTTP/1.1 (kubelet probes and Prometheus scrapes speak HTTP/1.1, not h2c).
+import * as http from "node:http";
+import { hostname } from "node:os";
+import type { AddressInfo } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { Registry, collectDefaultMetrics } from "prom-client";
+import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import { KubeClient } from "../kube/client.js";
+import { deploymentControllerSpec, type ClusterClient } from "./deployments/controller.js";
+import { ControllerRuntime, type ControllerSpec, type RuntimeOptions } from "./runtime/controller.js";
+import type { Logger } from "./runtime/log.js";
+import { agentMetrics } from "./runtime/metrics.js";
+
+export interface AgentConfig {
+  readonly ctrlUrl: string;
+  readonly token: string;
+  readonly region: string;
+  /** A kubeconfig path, "in-cluster", or a KubeConfig object (tests). Default: the usual lookup. */
+  readonly kubeconfig?: string | KubeConfig;
+  readonly concurrency?: number;
+  readonly resyncPeriodMs?: number;
+  readonly kubeQps?: number;
+  readonly kubeBurst?: number;
+  /** Port of the HTTP/1.1 ops server (health, metrics); 0 picks a free one; -1 disables it. */
+  readonly opsPort?: number;
+  readonly opsHost?: string;
+  readonly agentId?: string;
+  readonly heartbeatMs?: number;
+  readonly callTimeoutMs?: number;
+  readonly log: Logger;
+  readonly registry?: Registry;
+  /** Advanced: runtime knobs for tests (backoffs, watch timeouts). */
+  readonly runtime?: Partial<Omit<RuntimeOptions, "region" | "kube" | "log" | "registry">>;
+}
+
+export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
+
+export function loadKubeConfig(source: string | KubeConfig | undefined): KubeConfig {
+  if (source instanceof KubeConfig) return source;
+  const kc = new KubeConfig();
+  if (source === "in-cluster") kc.loadFromCluster();
+  else if (source) kc.loadFromFile(source);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export function createCtrlClient(url: string, token: string): ClusterClient {
+  const bearer: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  const transport = createConnectTransport({
+    baseUrl: url,
+    httpVersion: "2",
+    interceptors: [bearer],
+    // HTTP/2 PINGs find dead connections under an idle stream.
+    pingIntervalMs: 15_000,
+    pingTimeoutMs: 10_000,
+    idleConnectionTimeoutMs: 15 * 60_000,
+  });
+  return createClient(ClusterService, transport);
+}
+
+type AnyRuntime = ControllerRuntime<unknown, unknown, unknown, unknown>;
+
+export class Agent {
+  readonly registry: Registry;
+  readonly kube: KubeClient;
+  readonly ctrl: ClusterClient;
+  readonly runtimes: AnyRuntime[] = [];
+  readonly #cfg: AgentConfig;
+  readonly #agentId: string;
+  #ops: http.Server | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(cfg: AgentConfig) {
+    if (!cfg.region) throw new Error("agent: region is required");
+    if (!cfg.ctrlUrl) throw new Error("agent: ctrl URL is required");
+    this.#cfg = cfg;
+    this.#agentId = cfg.agentId ?? `${hostname()}-${process.pid}`;
+    this.registry = cfg.registry ?? new Registry();
+    const metrics = agentMetrics(this.registry);
+    this.kube = new KubeClient(loadKubeConfig(cfg.kubeconfig), {
+      qps: cfg.kubeQps ?? 100,
+      burst: cfg.kubeBurst ?? Math.max(200, (cfg.kubeQps ?? 100) * 2),
+      onRequest: (verb, resource, status) => metrics.kubeRequests.inc({ verb, resource, code: String(status) }),
+    });
+    this.ctrl = createCtrlClient(cfg.ctrlUrl, cfg.token);
+    this.addController(deploymentControllerSpec({ region: cfg.region, ctrl: this.ctrl }));
+  }
+
+  /** Registers one more controller kind on the shared runtime machinery. */
+  addController<Msg, D, Del, R>(spec: ControllerSpec<Msg, D, Del, R>): ControllerRuntime<Msg, D, Del, R> {
+    const rt = new ControllerRuntime(spec, {
+      region: this.#cfg.region,
+      kube: this.kube,
+      log: this.#cfg.log,
+      registry: this.registry,
+      concurrency: this.#cfg.concurrency,
+      resyncPeriodMs: this.#cfg.resyncPeriodMs,
+      callTimeoutMs: this.#cfg.callTimeoutMs,
+      ...this.#cfg.runtime,
+    });
+    this.runtimes.push(rt as unknown as AnyRuntime);
+    return rt;
+  }
+
+  runtime(name: string): AnyRuntime | undefined {
+    return this.runtimes.find((r) => r.name === name);
+  }
+
+  get ready(): boolean {
+    return this.runtimes.every((r) => r.ready);
+  }
+
+  /** The ops server's address (after start), e.g. "http://127.0.0.1:8071". */
+  get opsUrl(): string | undefined {
+    const a = this.#ops?.address() as AddressInfo | null | undefined;
+    return a ? `http://${a.address.includes(":") ? `[${a.address}]` : a.address}:${a.port}` : undefined;
+  }
+
+  async start(): Promise<void> {
+    if ((this.#cfg.opsPort ?? 8071) >= 0) await this.#startOps();
+    for (const rt of this.runtimes) rt.start();
+    const beat = (): void => void this.#sendHeartbeat();
+    beat();
+    this.#heartbeat = setInterval(beat, this.#cfg.heartbeatMs ?? 10_000);
+    this.#cfg.log.info({ region: this.#cfg.region, agentId: this.#agentId, ctrl: this.#cfg.ctrlUrl }, "krane agent started");
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await Promise.all(this.runtimes.map((r) => r.stop()));
+    await new Promise<void>((resolve) => (this.#ops ? this.#ops.close(() => resolve()) : resolve()));
+    this.#ops?.closeAllConnections();
+    this.kube.close();
+    this.#cfg.log.info({ region: this.#cfg.region }, "krane agent stopped");
+  }
+
+  async #sendHeartbeat(): Promise<void> {
+    const cursorOf = (name: string): bigint => this.runtime(name)?.cursor ?? 0n;
+    try {
+      await this.ctrl.heartbeat(
+        {
+          region: this.#cfg.region,
+          agentId: this.#agentId,
+          build: AGENT_BUILD,
+          deploymentsVersion: cursorOf("deployments"),
+          sentinelsVersion: cursorOf("sentinels"),
+        },
+        { timeoutMs: this.#cfg.callTimeoutMs ?? 5_000 },
+      );
+    } catch (err) {
+      this.#cfg.log.debug({ err: err instanceof Error ? err.message : String(err) }, "heartbeat failed");
+    }
+  }
+
+  async #startOps(): Promise<void> {
+    collectDefaultMetrics({ register: this.registry });
+    const server = http.createServer((req, res) => {
+      const path = (req.url ?? "/").split("?")[0];
+      if (path === "/healthz") {
+        res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+      } else if (path === "/readyz") {
+        const detail = this.runtimes.map((r) => ({ controller: r.name, cachesSynced: r.cachesSynced, streamConnected: r.streamConnected }));
+        res.writeHead(this.ready ? 200 : 503, { "content-type": "application/json" }).end(`${JSON.stringify({ ready: this.ready, controllers: detail })}\n`);
+      } else if (path === "/metrics") {
+        this.registry.metrics().then(
+          (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),
+          (err: unknown) => res.writeHead(500).end(String(err)),
+        );
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    server.keepAliveTimeout = 5_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.#cfg.opsPort ?? 8071, this.#cfg.opsHost ?? "0.0.0.0", () => resolve());
+    });
+    this.#ops = server;
+  }
+}
