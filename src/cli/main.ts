@@ -3,6 +3,7 @@
 import { Command } from "commander";
 import { registerClusterCommands } from "./cluster.js";
 import { registerRolloutPlanCommand } from "./rollout-plan.js";
+import { registerAgentCommands } from "./agent.js";
 
 const program = new Command()
   .name("krane")
@@ -12,6 +13,7 @@ const program = new Command()
 
 registerClusterCommands(program);
 registerRolloutPlanCommand(program);
+registerAgentCommands(program);
 
 try {
   await program.parseAsync(process.argv);

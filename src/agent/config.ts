@@ -1,0 +1,87 @@
+// `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
+// defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
+import { parse } from "yaml";
+
+export interface AgentSettings {
+  ctrlUrl: string;
+  token: string;
+  region: string;
+  kubeconfig?: string;
+  concurrency: number;
+  resyncPeriodSeconds: number;
+  kubeQps: number;
+  opsPort: number;
+  agentId?: string;
+  logLevel: string;
+}
+
+type Raw = Partial<Record<keyof AgentSettings, string | number | undefined>>;
+
+const envNames: Record<keyof AgentSettings, string> = {
+  ctrlUrl: "KRANE_CTRL_URL",
+  token: "KRANE_CTRL_TOKEN",
+  region: "KRANE_REGION",
+  kubeconfig: "KRANE_KUBECONFIG",
+  concurrency: "KRANE_AGENT_CONCURRENCY",
+  resyncPeriodSeconds: "KRANE_RESYNC_PERIOD_SECONDS",
+  kubeQps: "KRANE_KUBE_QPS",
+  opsPort: "KRANE_OPS_PORT",
+  agentId: "KRANE_AGENT_ID",
+  logLevel: "KRANE_LOG_LEVEL",
+};
+
+const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info" };
+
+/** Reads the YAML config file's keys (camelCase or kebab-case). */
+export function parseConfigFile(text: string): Raw {
+  const doc: unknown = parse(text);
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== "object" || Array.isArray(doc)) throw new Error("agent config file must be a YAML mapping");
+  const out: Raw = {};
+  for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
+    const key = k.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()) as keyof AgentSettings;
+    if (!(key in envNames)) throw new Error(`agent config file: unknown key "${k}"`);
+    if (typeof v !== "string" && typeof v !== "number") throw new Error(`agent config file: "${k}" must be a string or number`);
+    out[key] = v;
+  }
+  return out;
+}
+
+export function resolveAgentSettings(
+  flags: Raw,
+  env: Record<string, string | undefined>,
+  file: Raw,
+): { settings?: AgentSettings; problems: string[] } {
+  const pick = (k: keyof AgentSettings): string | number | undefined => {
+    const e = env[envNames[k]];
+    return flags[k] ?? (e !== undefined && e !== "" ? e : undefined) ?? file[k] ?? defaults[k];
+  };
+  const problems: string[] = [];
+  const str = (k: keyof AgentSettings, required: boolean): string | undefined => {
+    const v = pick(k);
+    if (v === undefined || v === "") {
+      if (required) problems.push(`${k} is required (flag, ${envNames[k]} or config file)`);
+      return undefined;
+    }
+    return String(v);
+  };
+  const int = (k: keyof AgentSettings, min: number, max: number): number => {
+    const n = Number(pick(k));
+    if (!Number.isInteger(n) || n < min || n > max) problems.push(`${k} must be an integer between ${min} and ${max}`);
+    return n;
+  };
+  const settings: AgentSettings = {
+    ctrlUrl: str("ctrlUrl", true) ?? "",
+    token: str("token", true) ?? "",
+    region: str("region", true) ?? "",
+    kubeconfig: str("kubeconfig", false) ?? env.KUBECONFIG,
+    concurrency: int("concurrency", 1, 1024),
+    resyncPeriodSeconds: int("resyncPeriodSeconds", 1, 86_400),
+    kubeQps: int("kubeQps", 1, 100_000),
+    opsPort: int("opsPort", 0, 65_535),
+    agentId: str("agentId", false),
+    logLevel: str("logLevel", false) ?? "info",
+  };
+  if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
+  return problems.length > 0 ? { problems } : { settings, problems };
+}

@@ -1,0 +1,90 @@
+// `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM.
+import { readFileSync } from "node:fs";
+import type { Command } from "commander";
+import { pino } from "pino";
+import { Agent } from "../agent/agent.js";
+import { parseConfigFile, resolveAgentSettings } from "../agent/config.js";
+
+interface AgentFlags {
+  config?: string;
+  ctrlUrl?: string;
+  token?: string;
+  tokenFile?: string;
+  region?: string;
+  kubeconfig?: string;
+  concurrency?: string;
+  resyncPeriod?: string;
+  kubeQps?: string;
+  opsPort?: string;
+  agentId?: string;
+  logLevel?: string;
+}
+
+export function registerAgentCommands(program: Command): void {
+  program
+    .command("agent")
+    .description("Run the krane agent of one cluster: pull desired state from ctrl, apply it, report what runs.")
+    .option("--config <file>", "YAML config file (keys as the flags, camelCase or kebab-case); env KRANE_AGENT_CONFIG")
+    .option("--ctrl-url <url>", "ctrl's ClusterService URL; env KRANE_CTRL_URL")
+    .option("--token <token>", "the cluster's bearer token for ctrl; env KRANE_CTRL_TOKEN")
+    .option("--token-file <file>", "read the token from a file")
+    .option("--region <region>", "the region this cluster serves; env KRANE_REGION")
+    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster"; env KRANE_KUBECONFIG, KUBECONFIG')
+    .option("--concurrency <n>", "keys reconciled in parallel per controller (default 16); env KRANE_AGENT_CONCURRENCY")
+    .option("--resync-period <seconds>", "resync period (default 60); env KRANE_RESYNC_PERIOD_SECONDS")
+    .option("--kube-qps <n>", "Kubernetes requests per second (default 100); env KRANE_KUBE_QPS")
+    .option("--ops-port <port>", "HTTP port of /healthz, /readyz, /metrics (default 8071); env KRANE_OPS_PORT")
+    .option("--agent-id <id>", "a stable id of this agent (default host-pid); env KRANE_AGENT_ID")
+    .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .action(async (flags: AgentFlags) => {
+      const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
+      const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
+      const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
+      const { settings, problems } = resolveAgentSettings(
+        {
+          ctrlUrl: flags.ctrlUrl,
+          token,
+          region: flags.region,
+          kubeconfig: flags.kubeconfig,
+          concurrency: flags.concurrency,
+          resyncPeriodSeconds: flags.resyncPeriod,
+          kubeQps: flags.kubeQps,
+          opsPort: flags.opsPort,
+          agentId: flags.agentId,
+          logLevel: flags.logLevel,
+        },
+        process.env,
+        file,
+      );
+      if (!settings) throw new Error(`invalid agent configuration:\n  ${problems.join("\n  ")}`);
+      const log = pino({ level: settings.logLevel, base: { component: "krane-agent", region: settings.region } });
+      const agent = new Agent({
+        ctrlUrl: settings.ctrlUrl,
+        token: settings.token,
+        region: settings.region,
+        kubeconfig: settings.kubeconfig,
+        concurrency: settings.concurrency,
+        resyncPeriodMs: settings.resyncPeriodSeconds * 1000,
+        kubeQps: settings.kubeQps,
+        opsPort: settings.opsPort,
+        agentId: settings.agentId,
+        log,
+      });
+      await agent.start();
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string): void => {
+          log.info({ signal }, "stopping");
+          process.off("SIGINT", onInt);
+          process.off("SIGTERM", onTerm);
+          agent.stop().then(resolve, (err: unknown) => {
+            log.error({ err: String(err) }, "stop failed");
+            resolve();
+          });
+        };
+        const onInt = (): void => stop("SIGINT");
+        const onTerm = (): void => stop("SIGTERM");
+        process.on("SIGINT", onInt);
+        process.on("SIGTERM", onTerm);
+      });
+    });
+}
