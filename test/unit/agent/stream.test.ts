@@ -67,9 +67,11 @@ test("credential errors are logged loudly and retried no faster than the floor",
     open: () => {
       opens.push(performance.now());
       if (opens.length === 3) ac.abort();
-      return (async function* (): AsyncGenerator<Ev> {
-        throw new ConnectError("no", Code.Unauthenticated);
-      })();
+      return {
+        [Symbol.asyncIterator]: () => ({
+          next: () => Promise.reject(new ConnectError("no", Code.Unauthenticated)),
+        }),
+      };
     },
   });
   await stream.run(ac.signal);
