@@ -91,6 +91,11 @@ function world(strategy: fc.Arbitrary<Strategy>, desired: "current" | "random", 
             : { replicas: seed.statusReplicas, readyReplicas: seed.ready, availableReplicas: seed.available },
         };
       });
+      // Kubernetes never clears a scaling event whose only active ReplicaSet already has the right
+      // size (it returns before rewriting the annotation), so such a history cannot converge there
+      // either; it also cannot arise from the engine's own writes. Keep the annotation consistent.
+      const active = revisions.filter((r) => r.replicas > 0);
+      if (active.length === 1 && active[0] !== undefined && active[0].replicas === replicas) active[0].desiredReplicas = replicas;
       return { replicas, strategy: s, revisions, target: `r${targetIndex}` };
     });
 }

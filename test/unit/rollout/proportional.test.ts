@@ -86,6 +86,14 @@ describe("scaling events with at most one active revision", () => {
   });
 });
 
+describe("a stale desired-replicas annotation", () => {
+  it("is left alone when the only active revision already has the right size (as in Kubernetes)", () => {
+    const out = plan(input(deployment("v1"), [rev("v1", 1, 10, { desired: 7, max: 9 })]));
+    assert.deepEqual(out.events, []);
+    assert.deepEqual(out.revisions[0], { name: "v1", revision: 1, replicas: 10, desiredReplicas: 7, maxReplicas: 9 });
+  });
+});
+
 describe("saturation", () => {
   it("scales old revisions to 0 once the new one runs every replica available", () => {
     const dep = deployment("v2");
