@@ -1,0 +1,341 @@
+// The sentinel controller end to end against a real API server (RBAC on, KWOK nodes in three
+// zones), inside one agent next to the deployment controller, running as the agent's
+// least-privilege ServiceAccount (deploy/rbac/agent.yaml). ctrl is the in-memory two-kind
+// ClusterService of sentinel-ctrl.ts, which can fail one controller's methods at a time.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Registry } from "prom-client";
+import { eventually, useCluster } from "../../support/cluster.js";
+import { Health } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { resources } from "../../../src/kube/resources.js";
+import type { KubeClient } from "../../../src/kube/client.js";
+import { isRecord, type KubeObject } from "../../../src/kube/object.js";
+import { Agent } from "../../../src/agent/agent.js";
+import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { findDrift } from "../../../src/agent/runtime/drift.js";
+import { sentinelControllerSpec } from "../../../src/agent/sentinels/controller.js";
+import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
+import { TwoKindCtrl, type SentinelInit } from "./sentinel-ctrl.js";
+import { adminKube, agentKubeConfig } from "./support.js";
+
+const NEVER_READY = "ghcr.io/krane/never-ready:1";
+const handle = useCluster({ pods: { neverReadyImages: [NEVER_READY] } });
+const REGION = "local";
+const NS = "sentinel";
+const ctrl = new TwoKindCtrl();
+let admin: KubeClient;
+let agent: Agent;
+
+function sentinel(id: string, extra: Partial<SentinelInit> = {}): SentinelInit {
+  return {
+    workspaceId: "ws_it",
+    projectId: "proj_it",
+    environmentId: `env_${id}`,
+    sentinelId: id,
+    k8sName: `snt-${id.replace(/_/g, "-")}`,
+    image: "ghcr.io/krane/sentinel:1",
+    replicas: 3,
+    cpuMillicores: 250n,
+    memoryMib: 128n,
+    ...extra,
+  };
+}
+
+function spec(o: KubeObject | undefined): Record<string, unknown> {
+  return o && isRecord(o.spec) ? o.spec : {};
+}
+
+const getDeployment = (name: string): Promise<KubeObject | undefined> => admin.get(resources.deployments, NS, name);
+const getService = (name: string): Promise<KubeObject | undefined> => admin.get(resources.services, NS, name);
+
+function runtime(name: string): NonNullable<ReturnType<Agent["runtime"]>> {
+  const rt = agent.runtime(name);
+  if (!rt) throw new Error(`agent has no ${name} controller`);
+  return rt;
+}
+
+/** Waits until ctrl holds a report for the sentinel that satisfies `ok`. */
+async function reported(id: string, what: string, ok: (r: { availableReplicas?: number; health?: Health; deleted: boolean; rejected?: string }) => boolean): Promise<void> {
+  await eventually(`report for ${id}: ${what}`, async () => {
+    const r = ctrl.sentinelReports.get(id);
+    return r && ok(r) ? true : undefined;
+  }, 60_000);
+}
+
+/** Waits until the live Deployment and Service match what the desired state renders. */
+async function converged(s: SentinelInit): Promise<KubeObject> {
+  const desired = ctrl.applySentinelPreview(REGION, s);
+  return await eventually(`sentinel ${s.sentinelId} converged`, async () => {
+    const d = await getDeployment(desired.k8sName);
+    const svc = await getService(desired.k8sName);
+    if (!d || !svc) return undefined;
+    if (findDrift(renderSentinelDeployment(desired, REGION), d) !== undefined) return undefined;
+    if (findDrift(renderSentinelService(desired, REGION, d.metadata.uid), svc) !== undefined) return undefined;
+    return d;
+  }, 60_000);
+}
+
+function deploymentInit(id: string, ns: string): Parameters<TwoKindCtrl["applyDeployment"]>[1] {
+  return {
+    workspaceId: "ws_it",
+    projectId: "proj_it",
+    environmentId: `env_${id}`,
+    deploymentId: id,
+    k8sNamespace: ns,
+    k8sName: id.replace(/_/g, "-"),
+    image: "ghcr.io/acme/web:1",
+    port: 8080,
+    replicas: 1,
+    cpuMillicores: 100n,
+    memoryMib: 64n,
+    revision: 1n,
+  };
+}
+
+before(async () => {
+  // Node 20 runs top-level before hooks concurrently: wait for useCluster's to finish.
+  await eventually("the test cluster", async () => {
+    try {
+      return handle.cluster;
+    } catch {
+      return undefined;
+    }
+  }, 15 * 60_000);
+  const kc = await agentKubeConfig(handle.cluster);
+  admin = adminKube(handle.cluster);
+  await ctrl.start();
+  agent = new Agent({
+    ctrlUrl: ctrl.url,
+    token: ctrl.token,
+    region: REGION,
+    kubeconfig: kc,
+    log: silentLogger,
+    registry: new Registry(),
+    opsPort: 0,
+    opsHost: "127.0.0.1",
+    resyncPeriodMs: 2_000,
+    concurrency: 8,
+    heartbeatMs: 1_000,
+    callTimeoutMs: 3_000,
+    runtime: {
+      reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 },
+      retry: { baseMs: 100, capMs: 1_000, minMs: 50 },
+      breaker: { failureThreshold: 3, openMs: 500 },
+    },
+  });
+  // The agent wires the sentinel controller itself; older agents only the deployment one.
+  if (!agent.runtime("sentinels")) agent.addController(sentinelControllerSpec({ region: REGION, ctrl: agent.ctrl }));
+  await agent.start();
+  await eventually("agent ready", async () => (agent.ready ? true : undefined), 60_000);
+}, { timeout: 16 * 60_000 });
+
+after(async () => {
+  await agent?.stop();
+  await ctrl.stop();
+  admin?.close();
+});
+
+test("apply: Deployment and owned Service with every field; pods on sentinel nodes across zones; HEALTHY", { timeout: 120_000 }, async () => {
+  const s = sentinel("snt_a");
+  ctrl.applySentinel(REGION, s);
+  const d = await converged(s);
+  const svc = await getService("snt-snt-a");
+  assert.ok(svc);
+  assert.deepEqual(svc.metadata.ownerReferences?.map((o) => [o.kind, o.name, o.uid]), [["Deployment", "snt-snt-a", d.metadata.uid]]);
+  assert.equal(spec(svc).type, "ClusterIP");
+
+  const pods = await eventually("3 running sentinel pods", async () => {
+    const { items } = await admin.list(resources.pods, { namespace: NS, labelSelector: "krane.dev/sentinel-id=snt_a" });
+    const running = items.filter((p) => isRecord(p.status) && p.status.phase === "Running" && typeof spec(p).nodeName === "string");
+    return running.length === 3 ? running : undefined;
+  }, 60_000);
+  const zones = new Set<string>();
+  for (const p of pods) {
+    const node = await admin.get(resources.nodes, undefined, String(spec(p).nodeName));
+    assert.equal(node?.metadata.labels?.["node-class"], "sentinel", `pod ${p.metadata.name} is on ${String(spec(p).nodeName)}`);
+    zones.add(node?.metadata.labels?.["topology.kubernetes.io/zone"] ?? "");
+    // The labels the per-environment network policy and the deployments' zone affinity match.
+    assert.equal(p.metadata.labels?.["app.kubernetes.io/component"], "sentinel");
+    assert.equal(p.metadata.labels?.["krane.dev/environment-id"], "env_snt_a");
+  }
+  assert.equal(zones.size, 3, `zones: ${[...zones].join(",")}`);
+  await reported("snt_a", "3 available, HEALTHY", (r) => r.availableReplicas === 3 && r.health === Health.HEALTHY);
+});
+
+test("scale up, then to 0 (PAUSED), then back", { timeout: 120_000 }, async () => {
+  ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 5 });
+  await converged(sentinel("snt_a", { replicas: 5 }));
+  await reported("snt_a", "5 available", (r) => r.availableReplicas === 5 && r.health === Health.HEALTHY);
+
+  ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 0 });
+  await converged(sentinel("snt_a", { replicas: 0 }));
+  await reported("snt_a", "PAUSED with 0 available", (r) => r.availableReplicas === 0 && r.health === Health.PAUSED);
+
+  ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 2 });
+  await reported("snt_a", "2 available again", (r) => r.availableReplicas === 2 && r.health === Health.HEALTHY);
+});
+
+test("a sentinel whose pods never become ready is reported UNHEALTHY", { timeout: 120_000 }, async () => {
+  ctrl.applySentinel(REGION, sentinel("snt_sick", { image: NEVER_READY, replicas: 2 }));
+  await converged(sentinel("snt_sick", { image: NEVER_READY, replicas: 2 }));
+  // Wait for the pods to be Running (but not Ready) and for a resync after that, so the
+  // report reflects the pods and not just a Deployment without status.
+  await eventually("2 running, unready pods", async () => {
+    const { items } = await admin.list(resources.pods, { namespace: NS, labelSelector: "krane.dev/sentinel-id=snt_sick" });
+    return items.filter((p) => isRecord(p.status) && p.status.phase === "Running").length === 2 ? true : undefined;
+  }, 60_000);
+  const rt = runtime("sentinels");
+  const passes = rt.resyncCount;
+  await eventually("a resync after the pods started", async () => (rt.resyncCount > passes ? true : undefined), 60_000);
+  await rt.idle();
+  const d = await getDeployment("snt-snt-sick");
+  assert.equal(isRecord(d?.status) ? (d.status.availableReplicas ?? 0) : 0, 0);
+  await reported("snt_sick", "UNHEALTHY", (r) => r.health === Health.UNHEALTHY && r.availableReplicas === 0);
+  ctrl.deleteSentinel(REGION, "snt_sick");
+  await reported("snt_sick", "deleted", (r) => r.deleted);
+});
+
+test("drift: a deleted Service and replicas changed by another field manager are repaired", { timeout: 120_000 }, async () => {
+  const want = sentinel("snt_a", { replicas: 2 });
+  const before = await converged(want);
+  await admin.delete(resources.services, NS, "snt-snt-a");
+  await eventually("the Service deleted", async () => ((await getService("snt-snt-a")) ? undefined : true), 30_000);
+  await converged(want);
+
+  await admin.apply(
+    resources.deployments,
+    { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "snt-snt-a", namespace: NS }, spec: { replicas: 7 } },
+    { force: true },
+  );
+  await eventually("the other manager's replicas took effect", async () => {
+    const d = await getDeployment("snt-snt-a");
+    // Either seen at 7 or already repaired: both prove the write happened (the uid is the same).
+    return d && d.metadata.uid === before.metadata.uid && d.metadata.generation !== before.metadata.generation ? true : undefined;
+  }, 30_000);
+  const d = await converged(want);
+  assert.equal(spec(d).replicas, 2);
+});
+
+test("an invalid sentinel between two valid ones is rejected; the valid ones are applied", { timeout: 120_000 }, async () => {
+  ctrl.applySentinel(REGION, sentinel("snt_v1", { replicas: 1 }));
+  ctrl.applySentinel(REGION, sentinel("snt_bad", { replicas: 1, cpuMillicores: 0n }));
+  ctrl.applySentinel(REGION, sentinel("snt_v2", { replicas: 1 }));
+  await converged(sentinel("snt_v1", { replicas: 1 }));
+  await converged(sentinel("snt_v2", { replicas: 1 }));
+  await reported("snt_bad", "rejected", (r) => /cpu_millicores must be > 0/.test(r.rejected ?? ""));
+  assert.equal(await getDeployment("snt-snt-bad"), undefined);
+});
+
+test("delete: the Service and the Deployment are removed and the deletion is reported", { timeout: 120_000 }, async () => {
+  ctrl.deleteSentinel(REGION, "snt_v1");
+  await eventually("Deployment and Service gone", async () => {
+    const [d, s] = await Promise.all([getDeployment("snt-snt-v1"), getService("snt-snt-v1")]);
+    return !d && !s ? true : undefined;
+  }, 60_000);
+  await reported("snt_v1", "deleted", (r) => r.deleted);
+});
+
+test("orphans: unknown sentinels of this region are deleted, other regions' are left alone", { timeout: 120_000 }, async () => {
+  // Known to ctrl once, then dropped without a stream message.
+  ctrl.applySentinel(REGION, sentinel("snt_gone", { replicas: 1 }));
+  await converged(sentinel("snt_gone", { replicas: 1 }));
+  ctrl.forgetSentinel(REGION, "snt_gone");
+  // Never known to ctrl at all (a leftover of an earlier install of this region).
+  const stray = ctrl.applySentinelPreview(REGION, sentinel("snt_stray", { replicas: 1 }));
+  await admin.apply(resources.deployments, renderSentinelDeployment(stray, REGION));
+  // Another region's sentinel on the same cluster.
+  const foreign = ctrl.applySentinelPreview("elsewhere", sentinel("snt_foreign", { replicas: 1 }));
+  await admin.apply(resources.deployments, renderSentinelDeployment(foreign, "elsewhere"));
+
+  await eventually("orphans deleted", async () => {
+    const [a, b] = await Promise.all([getDeployment("snt-snt-gone"), getDeployment("snt-snt-stray")]);
+    return !a && !b ? true : undefined;
+  }, 60_000);
+  await eventually("Service of the orphan deleted", async () => ((await getService("snt-snt-gone")) ? undefined : true), 30_000);
+  await reported("snt_gone", "deleted", (r) => r.deleted);
+  // Two more full resync passes later the foreign one is still there.
+  const rt = runtime("sentinels");
+  const passes = rt.resyncCount;
+  await eventually("two more resyncs", async () => (rt.resyncCount >= passes + 2 ? true : undefined), 60_000);
+  assert.ok(await getDeployment("snt-snt-foreign"), "another region's sentinel must not be touched");
+  await admin.delete(resources.deployments, NS, "snt-snt-foreign");
+});
+
+test("ctrl outage: the agent keeps running, reconnects and converges with nothing missed", { timeout: 180_000 }, async () => {
+  const rt = runtime("sentinels");
+  await ctrl.stop();
+  // Changes committed while the agent cannot reach ctrl.
+  ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 4 });
+  ctrl.applySentinel(REGION, sentinel("snt_during", { replicas: 1 }));
+  ctrl.deleteSentinel(REGION, "snt_v2");
+  await eventually("the stream noticed", async () => (rt.streamConnected ? undefined : true), 30_000);
+  // Down for a while: several reconnect attempts and at least one failing resync.
+  await sleep(4_000);
+  assert.ok(await getDeployment("snt-snt-a"), "what runs keeps running while ctrl is down");
+  await ctrl.start();
+  await converged(sentinel("snt_a", { replicas: 4 }));
+  await converged(sentinel("snt_during", { replicas: 1 }));
+  await eventually("snt_v2 deleted", async () => ((await getDeployment("snt-snt-v2")) ? undefined : true), 60_000);
+  await reported("snt_a", "4 available", (r) => r.availableReplicas === 4);
+  await reported("snt_v2", "deleted", (r) => r.deleted);
+  await eventually("stream reconnected", async () => (rt.streamConnected ? true : undefined), 30_000);
+});
+
+const DEPLOYMENT_METHODS = ["watchDeployments", "getDesiredDeploymentStates", "reportDeploymentStatus"];
+const SENTINEL_METHODS = ["watchSentinels", "getDesiredSentinelStates", "reportSentinelStatus"];
+
+test("isolation: ctrl failing only the deployment stream (breaker open) does not stop sentinels", { timeout: 180_000 }, async () => {
+  const deployments = runtime("deployments");
+  const sentinels = runtime("sentinels");
+  // A deployment the agent already runs: its resync reads are what trip the breaker.
+  ctrl.applyDeployment(REGION, deploymentInit("dep_iso0", "ws-iso"));
+  await eventually("a first deployment applied", async () => admin.get(resources.replicaSets, "ws-iso", "dep-iso0"), 60_000);
+  ctrl.setFailing(DEPLOYMENT_METHODS, true);
+  try {
+    ctrl.applyDeployment(REGION, deploymentInit("dep_iso1", "ws-iso"));
+    await eventually("deployment breaker open", async () => (deployments.breaker.phase !== "closed" ? true : undefined), 60_000);
+    await eventually("deployment stream down", async () => (deployments.streamConnected ? undefined : true), 30_000);
+
+    ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 3 });
+    ctrl.applySentinel(REGION, sentinel("snt_iso1", { replicas: 2 }));
+    await converged(sentinel("snt_a", { replicas: 3 }));
+    await converged(sentinel("snt_iso1", { replicas: 2 }));
+    await reported("snt_iso1", "2 available", (r) => r.availableReplicas === 2 && r.health === Health.HEALTHY);
+    assert.equal(sentinels.breaker.phase, "closed");
+    assert.ok(sentinels.streamConnected);
+    // The failure was real: the deployment committed meanwhile has not reached the cluster.
+    assert.equal(await admin.get(resources.replicaSets, "ws-iso", "dep-iso1"), undefined);
+  } finally {
+    ctrl.setFailing(DEPLOYMENT_METHODS, false);
+  }
+  await eventually("deployment applied after recovery", async () => admin.get(resources.replicaSets, "ws-iso", "dep-iso1"), 60_000);
+  await eventually("deployment breaker closed", async () => (deployments.breaker.phase === "closed" ? true : undefined), 60_000);
+});
+
+test("isolation, the other way round: ctrl failing only the sentinel stream does not stop deployments", { timeout: 180_000 }, async () => {
+  const deployments = runtime("deployments");
+  const sentinels = runtime("sentinels");
+  ctrl.setFailing(SENTINEL_METHODS, true);
+  try {
+    ctrl.applySentinel(REGION, sentinel("snt_iso2", { replicas: 1 }));
+    await eventually("sentinel breaker open", async () => (sentinels.breaker.phase !== "closed" ? true : undefined), 60_000);
+    await eventually("sentinel stream down", async () => (sentinels.streamConnected ? undefined : true), 30_000);
+
+    ctrl.applyDeployment(REGION, deploymentInit("dep_iso2", "ws-iso"));
+    ctrl.applyDeployment(REGION, { deploymentId: "dep_iso1", replicas: 2 });
+    await eventually("deployments applied", async () => {
+      const [a, b] = await Promise.all([admin.get(resources.replicaSets, "ws-iso", "dep-iso2"), admin.get(resources.replicaSets, "ws-iso", "dep-iso1")]);
+      return a && b && spec(b).replicas === 2 ? true : undefined;
+    }, 60_000);
+    await eventually("deployment instances reported", async () => ((ctrl.deploymentReports.get("dep_iso2")?.instances ?? 0) === 1 ? true : undefined), 60_000);
+    assert.equal(deployments.breaker.phase, "closed");
+    assert.ok(deployments.streamConnected);
+    assert.equal(await getDeployment("snt-snt-iso2"), undefined);
+  } finally {
+    ctrl.setFailing(SENTINEL_METHODS, false);
+  }
+  await converged(sentinel("snt_iso2", { replicas: 1 }));
+  await reported("snt_iso2", "HEALTHY", (r) => r.health === Health.HEALTHY);
+  await eventually("sentinel breaker closed", async () => (sentinels.breaker.phase === "closed" ? true : undefined), 60_000);
+});
