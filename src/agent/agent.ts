@@ -1,6 +1,6 @@
 // The krane agent process: one per cluster/region. Builds the Kubernetes client and the ctrl
-// client, starts one controller runtime per controller kind (deployments now; sentinels and
-// others plug in the same way), sends Heartbeats, and serves /healthz, /readyz and /metrics on
+// client, starts one controller runtime per controller kind (deployments and sentinels; later
+// kinds plug in the same way), sends Heartbeats, and serves /healthz, /readyz and /metrics on
 // HTTP/1.1 (kubelet probes and Prometheus scrapes speak HTTP/1.1, not h2c).
 import * as http from "node:http";
 import { hostname } from "node:os";
@@ -13,6 +13,7 @@ import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
 import { deploymentControllerSpec, type ClusterClient } from "./deployments/controller.js";
 import { ControllerRuntime, type ControllerSpec, type RuntimeOptions } from "./runtime/controller.js";
+import { sentinelControllerSpec } from "./sentinels/controller.js";
 import type { Logger } from "./runtime/log.js";
 import { agentMetrics } from "./runtime/metrics.js";
 
@@ -93,6 +94,7 @@ export class Agent {
     });
     this.ctrl = createCtrlClient(cfg.ctrlUrl, cfg.token);
     this.addController(deploymentControllerSpec({ region: cfg.region, ctrl: this.ctrl }));
+    this.addController(sentinelControllerSpec({ region: cfg.region, ctrl: this.ctrl }));
   }
 
   /** Registers one more controller kind on the shared runtime machinery. */

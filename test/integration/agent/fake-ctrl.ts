@@ -11,6 +11,7 @@ import {
   ApplyDeploymentSchema,
   ClusterService,
   DeploymentStateSchema,
+  SentinelStateSchema,
   type ApplyDeployment,
   type DeploymentState,
   type Instance,
@@ -213,6 +214,28 @@ export class FakeCtrl {
           rep.rejected = c.value.reason;
         }
         self.reports.set(id, rep);
+        return {};
+      },
+      // Sentinels: this fake holds none (sentinel-ctrl.ts serves them for the sentinel tests);
+      // an empty stream and "not found" answers keep the agent's sentinel controller ready.
+      async *watchSentinels(req, ctx) {
+        self.#auth(ctx.requestHeader);
+        self.#count("watchSentinels");
+        if (req.versionLastSeen === 0n) {
+          yield create(SentinelStateSchema, { version: 0n, state: { case: "snapshotStart", value: {} } });
+          yield create(SentinelStateSchema, { version: 0n, state: { case: "snapshotEnd", value: { headVersion: 0n } } });
+        }
+        while (!ctx.signal.aborted) await self.#wait(ctx.signal);
+        throw new ConnectError("shutting down", Code.Unavailable);
+      },
+      async getDesiredSentinelStates(req, ctx) {
+        self.#auth(ctx.requestHeader);
+        self.#count("getDesiredSentinelStates");
+        return { states: [], notFound: req.sentinelIds };
+      },
+      async reportSentinelStatus(_req, ctx) {
+        self.#auth(ctx.requestHeader);
+        self.#count("reportSentinelStatus");
         return {};
       },
       async heartbeat(req, ctx) {
