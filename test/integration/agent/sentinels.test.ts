@@ -1,23 +1,32 @@
 // The sentinel controller end to end against a real API server (RBAC on, KWOK nodes in three
 // zones), inside one agent next to the deployment controller, running as the agent's
 // least-privilege ServiceAccount (deploy/rbac/agent.yaml). ctrl is the in-memory two-kind
-// ClusterService of sentinel-ctrl.ts, which can fail one controller's methods at a time.
+// ClusterService of sentinel-ctrl.ts, which can fail one controller's methods at a time; the
+// last test runs a second agent (another region) against the real ctrl.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Registry } from "prom-client";
 import { eventually, useCluster } from "../../support/cluster.js";
 import { Health } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { findDrift } from "../../../src/agent/runtime/drift.js";
-import { sentinelControllerSpec } from "../../../src/agent/sentinels/controller.js";
 import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
 import { TwoKindCtrl, type SentinelInit } from "./sentinel-ctrl.js";
 import { adminKube, agentKubeConfig } from "./support.js";
+import { startTestCtrl, tempDir } from "../ctrl/support.js";
 
 const NEVER_READY = "ghcr.io/krane/never-ready:1";
 const handle = useCluster({ pods: { neverReadyImages: [NEVER_READY] } });
@@ -124,8 +133,6 @@ before(async () => {
       breaker: { failureThreshold: 3, openMs: 500 },
     },
   });
-  // The agent wires the sentinel controller itself; older agents only the deployment one.
-  if (!agent.runtime("sentinels")) agent.addController(sentinelControllerSpec({ region: REGION, ctrl: agent.ctrl }));
   await agent.start();
   await eventually("agent ready", async () => (agent.ready ? true : undefined), 60_000);
 }, { timeout: 16 * 60_000 });
@@ -338,4 +345,59 @@ test("isolation, the other way round: ctrl failing only the sentinel stream does
   await converged(sentinel("snt_iso2", { replicas: 1 }));
   await reported("snt_iso2", "HEALTHY", (r) => r.health === Health.HEALTHY);
   await eventually("sentinel breaker closed", async () => (sentinels.breaker.phase === "closed" ? true : undefined), 60_000);
+});
+
+test("real ctrl: an environment's sentinel set through the public API runs, and its health reaches status", { timeout: 180_000 }, async () => {
+  // A second agent, for another region on the same cluster, against the real ctrl on SQLite.
+  const dir = tempDir("krane-snt-");
+  const real = await startTestCtrl(join(dir.path, "ctrl.db"));
+  const region = "eu-central";
+  let second: Agent | undefined;
+  try {
+    await real.client(RegionService, real.adminToken).createRegion({ name: region });
+    await real.client(WorkspaceService, real.adminToken).createWorkspace({ slug: "acme" });
+    await real.client(ProjectService, real.adminToken).createProject({ workspace: "acme", slug: "shop" });
+    await real.client(EnvironmentService, real.adminToken).createEnvironment({
+      workspace: "acme",
+      project: "shop",
+      slug: "production",
+      regions: [{ region, replicas: 1 }],
+      sentinel: { image: "ghcr.io/krane/sentinel:1", replicas: 2, cpuMillicores: 200n, memoryMib: 128n },
+    });
+    second = new Agent({
+      ctrlUrl: real.url,
+      token: await real.agentToken(region),
+      region,
+      kubeconfig: await agentKubeConfig(handle.cluster),
+      log: silentLogger,
+      registry: new Registry(),
+      opsPort: -1,
+      resyncPeriodMs: 2_000,
+      callTimeoutMs: 3_000,
+      runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
+    });
+    await second.start();
+    const status = real.client(StatusService, real.adminToken);
+    const snt = await eventually("sentinel HEALTHY with 2 available in ctrl's status", async () => {
+      const res = await status.getEnvironmentStatus({ workspace: "acme", project: "shop", environment: "production" });
+      const s = res.sentinels.find((x) => x.region === region);
+      return s && s.health === Health.HEALTHY && s.availableReplicas === 2 ? s : undefined;
+    }, 90_000);
+    const d = await getDeployment(snt.k8sName);
+    assert.ok(d, "the sentinel Deployment exists");
+    assert.equal(d.metadata.labels?.["krane.dev/region"], region);
+    assert.equal(d.metadata.labels?.["krane.dev/sentinel-id"], snt.sentinelId);
+    assert.equal(spec(d).replicas, 2);
+    const svc = await getService(snt.k8sName);
+    assert.equal(svc?.metadata.ownerReferences?.[0]?.uid, d.metadata.uid);
+    // The first agent (region "local") leaves this region's sentinel alone across its resyncs.
+    const rt = runtime("sentinels");
+    const passes = rt.resyncCount;
+    await eventually("two resyncs of the local agent", async () => (rt.resyncCount >= passes + 2 ? true : undefined), 60_000);
+    assert.equal((await getDeployment(snt.k8sName))?.metadata.uid, d.metadata.uid);
+  } finally {
+    await second?.stop();
+    await real.close();
+    dir.remove();
+  }
 });
