@@ -305,7 +305,18 @@ export class KubeClient {
     });
   }
 
+  #auth: { at: number; value: { headers: Record<string, string>; agentOptions: https.AgentOptions } } | undefined;
+
+  /** Credentials from the KubeConfig, re-read every 10 s (tokens and in-cluster files rotate). */
   async #tlsAndHeaders(): Promise<{ headers: Record<string, string>; agentOptions: https.AgentOptions }> {
+    const now = Date.now();
+    if (this.#auth && now - this.#auth.at < 10_000) return this.#auth.value;
+    const value = await this.#readCredentials();
+    this.#auth = { at: now, value };
+    return value;
+  }
+
+  async #readCredentials(): Promise<{ headers: Record<string, string>; agentOptions: https.AgentOptions }> {
     const opts: https.RequestOptions = {};
     await this.#kc.applyToHTTPSOptions(opts);
     (opts.agent as http.Agent | undefined)?.destroy?.();

@@ -99,6 +99,8 @@ export function deploymentControllerSpec(opts: DeploymentControllerOptions): Dep
       try {
         // The network policy first: pods must never run without their ingress fence.
         for (const obj of rendered) {
+          // Objects shared by an environment's deployments are applied only when they differ.
+          if (ctx.isCurrent(obj)) continue;
           const r = obj.kind === "CiliumNetworkPolicy" ? resources.ciliumNetworkPolicies : resources.replicaSets;
           await ctx.kube.apply(r, obj, { force: true, signal });
         }

@@ -56,6 +56,8 @@ export interface RuntimeContext<R, D = unknown> {
   isActive(key: string): boolean;
   /** The last accepted desired state of a key, when it is "apply". */
   desiredOf(key: string): D | undefined;
+  /** True when a cache holds this object and its owned fields already match (no write needed). */
+  isCurrent(obj: KubeObject): boolean;
 }
 
 export interface ControllerSpec<Msg, D, Del, R> {
@@ -208,6 +210,10 @@ export class ControllerRuntime<Msg, D, Del, R> {
         const d = this.#desired.get(key);
         return d?.type === "apply" ? d.desired : undefined;
       },
+      isCurrent: (obj) => {
+        const live = this.#cacheForObject(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
+        return live !== undefined && findDrift(obj, live) === undefined;
+      },
     };
     this.#stream = new DesiredStateStream<Msg, D, Del>({
       name: spec.name,
@@ -303,7 +309,11 @@ export class ControllerRuntime<Msg, D, Del, R> {
         ),
       );
       const fresh = (k: string): boolean => (this.#touched.get(k) ?? 0) === before.get(k) && !this.#queue.has(k);
+      let n = 0;
       for (const entry of answer.states) {
+        // Rendering and comparing thousands of objects is CPU work: let the stream, watches and
+        // queue run in between so a resync never stalls change propagation.
+        if (++n % 50 === 0) await new Promise<void>((r) => setImmediate(r));
         if (!before.has(entry.key) || !fresh(entry.key)) continue;
         if (entry.type === "apply") {
           const reason = spec.validate(entry.desired);

@@ -7,6 +7,7 @@
 // - A failing item is retried with that key's own jittered exponential backoff, without blocking
 //   other keys or the producer; a newer item for the key cancels the wait and runs at once.
 // Memory is bounded by the number of distinct keys (at most one waiting item per key).
+import { setMaxListeners } from "node:events";
 import { Backoff, type BackoffPolicy, type RandomSource } from "./backoff.js";
 
 export type WorkResult = "success" | "error";
@@ -45,6 +46,8 @@ export class KeyedWorkQueue<T> {
   constructor(opts: WorkQueueOptions<T>) {
     if (opts.concurrency < 1) throw new Error("concurrency must be >= 1");
     this.#opts = opts;
+    // Every running handler's requests listen on this one signal.
+    setMaxListeners(0, this.#abort.signal);
   }
 
   /** Queues `item` for `key`, replacing any item of that key that has not started yet. */
