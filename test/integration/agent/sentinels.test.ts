@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Registry } from "prom-client";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { eventually, useCluster } from "../../support/cluster.js";
 import { Health } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import {
@@ -35,6 +36,41 @@ const NS = "sentinel";
 const ctrl = new TwoKindCtrl();
 let admin: KubeClient;
 let agent: Agent;
+let agentKc: KubeConfig;
+
+/** The agent under test (region "local"), as the RBAC ServiceAccount, with short periods. */
+function localAgent(): Agent {
+  return new Agent({
+    ctrlUrl: ctrl.url,
+    token: ctrl.token,
+    region: REGION,
+    kubeconfig: agentKc,
+    log: silentLogger,
+    registry: new Registry(),
+    opsPort: 0,
+    opsHost: "127.0.0.1",
+    resyncPeriodMs: 2_000,
+    concurrency: 8,
+    heartbeatMs: 1_000,
+    callTimeoutMs: 3_000,
+    runtime: {
+      reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 },
+      retry: { baseMs: 100, capMs: 1_000, minMs: 50 },
+      breaker: { failureThreshold: 3, openMs: 500 },
+    },
+  });
+}
+
+/** Kubernetes writes the agent made to sentinel objects (Deployments, Services) so far. */
+async function sentinelWrites(a: Agent): Promise<number> {
+  const metric = a.registry.getSingleMetric("krane_agent_kube_requests_total");
+  if (!metric) return 0;
+  let n = 0;
+  for (const v of (await metric.get()).values) {
+    if (["apply", "create", "delete"].includes(String(v.labels.verb)) && ["deployments", "services"].includes(String(v.labels.resource))) n += v.value;
+  }
+  return n;
+}
 
 function sentinel(id: string, extra: Partial<SentinelInit> = {}): SentinelInit {
   return {
@@ -111,28 +147,10 @@ before(async () => {
       return undefined;
     }
   }, 15 * 60_000);
-  const kc = await agentKubeConfig(handle.cluster);
+  agentKc = await agentKubeConfig(handle.cluster);
   admin = adminKube(handle.cluster);
   await ctrl.start();
-  agent = new Agent({
-    ctrlUrl: ctrl.url,
-    token: ctrl.token,
-    region: REGION,
-    kubeconfig: kc,
-    log: silentLogger,
-    registry: new Registry(),
-    opsPort: 0,
-    opsHost: "127.0.0.1",
-    resyncPeriodMs: 2_000,
-    concurrency: 8,
-    heartbeatMs: 1_000,
-    callTimeoutMs: 3_000,
-    runtime: {
-      reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 },
-      retry: { baseMs: 100, capMs: 1_000, minMs: 50 },
-      breaker: { failureThreshold: 3, openMs: 500 },
-    },
-  });
+  agent = localAgent();
   await agent.start();
   await eventually("agent ready", async () => (agent.ready ? true : undefined), 60_000);
 }, { timeout: 16 * 60_000 });
@@ -345,6 +363,38 @@ test("isolation, the other way round: ctrl failing only the sentinel stream does
   await converged(sentinel("snt_iso2", { replicas: 1 }));
   await reported("snt_iso2", "HEALTHY", (r) => r.health === Health.HEALTHY);
   await eventually("sentinel breaker closed", async () => (sentinels.breaker.phase === "closed" ? true : undefined), 60_000);
+});
+
+test("a resync with nothing drifted writes nothing to sentinel objects", { timeout: 120_000 }, async () => {
+  const rt = runtime("sentinels");
+  const settled = rt.resyncCount;
+  await eventually("a settling resync", async () => (rt.resyncCount > settled ? true : undefined), 30_000);
+  await rt.idle();
+  const writes = await sentinelWrites(agent);
+  const live = (await admin.list(resources.deployments, { namespace: NS, labelSelector: "krane.dev/region=local" })).items.length;
+  assert.ok(live >= 3, `expected several sentinels to compare, found ${live}`);
+  const before = rt.resyncCount;
+  await eventually("two more resyncs", async () => (rt.resyncCount >= before + 2 ? true : undefined), 30_000);
+  await rt.idle();
+  assert.equal(await sentinelWrites(agent), writes);
+});
+
+test("agent restarted while changes happen: the snapshot converges it (scaled, added, deleted)", { timeout: 180_000 }, async () => {
+  await agent.stop();
+  ctrl.applySentinel(REGION, { sentinelId: "snt_a", replicas: 1 });
+  ctrl.applySentinel(REGION, sentinel("snt_restart", { replicas: 1 }));
+  // Deleted while no agent runs: only the snapshot (it no longer names snt_iso1) can tell.
+  ctrl.deleteSentinel(REGION, "snt_iso1");
+  agent = localAgent();
+  await agent.start();
+  await converged(sentinel("snt_a", { replicas: 1 }));
+  await converged(sentinel("snt_restart", { replicas: 1 }));
+  await eventually("snt_iso1 collected", async () => {
+    const [d, s] = await Promise.all([getDeployment("snt-snt-iso1"), getService("snt-snt-iso1")]);
+    return !d && !s ? true : undefined;
+  }, 60_000);
+  await reported("snt_iso1", "deleted", (r) => r.deleted);
+  await reported("snt_restart", "HEALTHY", (r) => r.health === Health.HEALTHY && r.availableReplicas === 1);
 });
 
 test("real ctrl: an environment's sentinel set through the public API runs, and its health reaches status", { timeout: 180_000 }, async () => {
