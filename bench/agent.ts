@@ -23,7 +23,7 @@ import { FakeCtrl } from "../test/integration/agent/fake-ctrl.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
 import { sampleDeploymentInit } from "./agent-fixtures.js";
 
-const N = 1000;
+const N = Number(process.env.KRANE_BENCH_AGENT_N ?? 1000);
 const REGION = "bench";
 
 function freePort(): Promise<number> {
@@ -151,7 +151,7 @@ export async function benchAgent(): Promise<void> {
 
     // --- one resync over 1,000 unchanged deployments.
     const writes = (): Promise<number> => metricSum(opsUrl, "krane_agent_kube_requests_total", (l) => /verb="(apply|create|delete)"/.test(l));
-    const resyncs = (): Promise<number> => metricSum(opsUrl, "krane_agent_resyncs_total", (l) => l.includes('result="ok"'));
+    const resyncs = (): Promise<number> => metricSum(opsUrl, "krane_agent_resyncs_total", (l) => l.includes('result="ok"') && l.includes('controller="deployments"'));
     // Read the counters right after a pass completes (the next one is a full period away), then
     // again after the following pass: the difference is exactly one pass.
     const r0 = await resyncs();
