@@ -11,6 +11,7 @@
 // Ordering: one key's work runs in order (latest wins); keys run in parallel up to
 // `concurrency`. A resync never overwrites newer stream state: it skips keys the stream touched
 // while its batched read was in flight.
+import { setMaxListeners } from "node:events";
 import type { KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
@@ -269,6 +270,8 @@ export class ControllerRuntime<Msg, D, Del, R> {
   start(): void {
     if (this.#running) return;
     const signal = this.#abort.signal;
+    // Watches, calls and sleeps of all loops listen on this one signal.
+    setMaxListeners(0, signal);
     const caches = [...this.#caches.values()];
     const loops: Promise<unknown>[] = caches.map((c) => c.run(signal));
     // The stream starts once the caches are synced: snapshot garbage collection and the
