@@ -1,11 +1,13 @@
 // `npm run bench`: runs every area's benchmark in turn and prints its figures.
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
+import { benchAgent } from "./agent.js";
 import { benchCluster } from "./cluster.js";
 import { benchRollout } from "./rollout.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   rollout: benchRollout,
+  agent: benchAgent,
 };
 
 const wanted = process.argv.slice(2);
