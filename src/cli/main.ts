@@ -4,6 +4,7 @@ import { Command } from "commander";
 import { registerClusterCommands } from "./cluster.js";
 import { registerRolloutPlanCommand } from "./rollout-plan.js";
 import { registerAgentCommands } from "./agent.js";
+import { registerDevCommand } from "./dev.js";
 
 const program = new Command()
   .name("krane")
@@ -14,6 +15,7 @@ const program = new Command()
 registerClusterCommands(program);
 registerRolloutPlanCommand(program);
 registerAgentCommands(program);
+registerDevCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -214,7 +214,10 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
         nodeSelector: { [NODE_CLASS_LABEL]: UNTRUSTED_NODE_CLASS },
         tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: UNTRUSTED_NODE_CLASS, effect: "NoSchedule" }],
         topologySpreadConstraints: [
-          { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: selector } },
+          // Hard spread: the sentinel-zone affinity is only a preference and must not pile every
+          // replica into one zone. Zones whose nodes are tainted (NotReady, unreachable) do not
+          // count, so losing a zone does not leave replacements Pending.
+          { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "DoNotSchedule", nodeTaintsPolicy: "Honor", labelSelector: { matchLabels: selector } },
         ],
         affinity: {
           podAffinity: {

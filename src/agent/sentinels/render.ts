@@ -102,9 +102,10 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string): Kube
           restartPolicy: "Always",
           nodeSelector: { [NODE_CLASS_LABEL]: SENTINEL_NODE_CLASS },
           tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: SENTINEL_NODE_CLASS, effect: "NoSchedule" }],
-          // Soft spread: losing a zone must not leave replacement pods Pending.
+          // Hard spread across zones; zones whose nodes are tainted (NotReady, unreachable) do not
+          // count, so losing a zone does not leave replacement pods Pending.
           topologySpreadConstraints: [
-            { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: selector } },
+            { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "DoNotSchedule", nodeTaintsPolicy: "Honor", labelSelector: { matchLabels: selector } },
           ],
           containers: [
             {

@@ -1,0 +1,67 @@
+// Human rendering of an environment's status (deployments with their instances per region,
+// sentinels, clusters), shared by `krane status` and `krane dev`.
+import Table from "cli-table3";
+import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
+import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+
+const instanceStatus: Record<InstanceStatus, string> = {
+  [InstanceStatus.UNSPECIFIED]: "unknown",
+  [InstanceStatus.PENDING]: "pending",
+  [InstanceStatus.RUNNING]: "running",
+  [InstanceStatus.FAILED]: "failed",
+};
+
+const health: Record<Health, string> = {
+  [Health.UNSPECIFIED]: "unknown",
+  [Health.HEALTHY]: "healthy",
+  [Health.UNHEALTHY]: "unhealthy",
+  [Health.PAUSED]: "paused",
+};
+
+function ago(unixMs: bigint, now: number): string {
+  if (unixMs === 0n) return "never";
+  const s = Math.max(0, Math.round((now - Number(unixMs)) / 1000));
+  return s < 120 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
+}
+
+const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
+
+export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = Date.now()): string {
+  const out: string[] = [];
+  const env = s.environment;
+  out.push(`environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`);
+
+  const deployments = new Table({ head: ["revision", "deployment", "image", "region", "desired", "running", "instances"], ...plain });
+  for (const d of s.deployments) {
+    const dep = d.deployment;
+    if (d.regions.length === 0) deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
+    for (const r of d.regions) {
+      const instances = r.rejectedReason
+        ? `REJECTED: ${r.rejectedReason}`
+        : r.instances.map((i) => `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}`).join("\n") || "-";
+      deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", r.region, String(r.desiredReplicas), String(r.runningInstances), instances]);
+    }
+  }
+  out.push(s.deployments.length ? deployments.toString() : "no deployments");
+
+  if (s.sentinels.length) {
+    const sentinels = new Table({ head: ["sentinel", "region", "desired", "available", "health", "reported"], ...plain });
+    for (const x of s.sentinels) {
+      sentinels.push([
+        x.k8sName,
+        x.region,
+        String(x.desiredReplicas),
+        String(x.availableReplicas),
+        x.rejectedReason ? `REJECTED: ${x.rejectedReason}` : health[x.health],
+        ago(x.reportedAtUnixMs, now),
+      ]);
+    }
+    out.push(sentinels.toString());
+  }
+  if (s.clusters.length) {
+    const clusters = new Table({ head: ["cluster", "region", "agent", "last heartbeat"], ...plain });
+    for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now)]);
+    out.push(clusters.toString());
+  }
+  return out.join("\n");
+}

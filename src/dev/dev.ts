@@ -1,0 +1,150 @@
+// `krane dev`: the whole system on one machine with the embedded defaults — a real local
+// Kubernetes, ctrl on SQLite, the agent of region `local` (running as its least-privilege
+// ServiceAccount), and an example workspace, project, environment (with a sentinel) and
+// deployment — until stopped. Everything it starts it also stops; a killed `krane dev` leaves
+// its cluster to the cluster's reaper.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino, type Logger } from "pino";
+import { Agent } from "../agent/agent.js";
+import { agentKubeConfigFrom } from "../agent/rbac.js";
+import { createApiClients, type ApiClients } from "../client/api.js";
+import { startCluster, type LocalCluster } from "../cluster/index.js";
+import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
+import { addUserToken, generateToken } from "../ctrl/store/clusters.js";
+import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
+import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+
+export interface DevOptions {
+  /** Use this cluster instead of starting a local one. */
+  kubeconfig?: string;
+  /** ctrl's API port (0 picks a free one). */
+  ctrlPort: number;
+  /** Where ctrl's SQLite database lives; a temporary directory when unset. */
+  dataDir?: string;
+  /** Print progress lines here. */
+  say: (line: string) => void;
+  logLevel?: string;
+}
+
+export const EXAMPLE = {
+  workspace: "example",
+  project: "hello",
+  environment: "production",
+  region: "local",
+  replicas: 3,
+  image: "registry.example.com/hello:1.0.0",
+  sentinelImage: "registry.example.com/krane-sentinel:1.0.0",
+} as const;
+
+export interface DevSession {
+  ctrlUrl: string;
+  userToken: string;
+  kubeconfigPath: string | undefined;
+  api: ApiClients;
+  cluster: LocalCluster | undefined;
+  stop(): Promise<void>;
+}
+
+export async function startDev(opts: DevOptions): Promise<DevSession> {
+  const log: Logger = pino({ level: opts.logLevel ?? "warn" }, pino.destination(2));
+  const cleanups: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch((err: unknown) => opts.say(`while stopping: ${String(err)}`));
+    cleanups.length = 0;
+  };
+  try {
+    let cluster: LocalCluster | undefined;
+    let admin: KubeConfig;
+    if (opts.kubeconfig) {
+      admin = new KubeConfig();
+      admin.loadFromFile(opts.kubeconfig);
+      opts.say(`using the cluster of ${opts.kubeconfig}`);
+    } else {
+      opts.say("starting a local Kubernetes (the first run builds it: several minutes)…");
+      const t0 = Date.now();
+      cluster = await startCluster({ name: "dev", log: opts.say });
+      cleanups.push(() => cluster!.stop());
+      opts.say(`local Kubernetes ready in ${((Date.now() - t0) / 1000).toFixed(1)}s at ${cluster.server}`);
+      admin = cluster.kubeConfig();
+    }
+
+    const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "krane-dev-")));
+    if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+    const ctrl: RunningCtrl = await startCtrl({
+      databaseUrl: join(dataDir, "ctrl.db"),
+      listen: { host: "127.0.0.1", port: opts.ctrlPort },
+      opsListen: { host: "127.0.0.1", port: 0 },
+      logger: log,
+    });
+    cleanups.push(() => ctrl.close());
+    const userToken = generateToken("user");
+    await addUserToken(ctrl.store, "dev", userToken);
+    opts.say(`ctrl serving on ${ctrl.url} (SQLite in ${dataDir}); ops on ${ctrl.opsUrl ?? "-"}`);
+
+    const api = createApiClients(ctrl.url, userToken);
+    await api.regions.createRegion({ name: EXAMPLE.region });
+    const { token: agentToken } = await api.regions.createClusterToken({ region: EXAMPLE.region, clusterName: "dev" });
+
+    const agent = new Agent({
+      ctrlUrl: ctrl.url,
+      token: agentToken,
+      region: EXAMPLE.region,
+      kubeconfig: await agentKubeConfigFrom(admin, 24 * 3600),
+      opsPort: 0,
+      opsHost: "127.0.0.1",
+      log,
+    });
+    await agent.start();
+    cleanups.push(() => agent.stop());
+    opts.say(`agent for region "${EXAMPLE.region}" running as ServiceAccount krane-system/krane-agent; ops on ${agent.opsUrl ?? "-"}`);
+
+    await createExample(api);
+    opts.say(`deployed ${EXAMPLE.image} to ${EXAMPLE.project}/${EXAMPLE.environment} (${EXAMPLE.replicas} replicas in "${EXAMPLE.region}")`);
+    return { ctrlUrl: ctrl.url, userToken, kubeconfigPath: cluster?.kubeconfigPath ?? opts.kubeconfig, api, cluster, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+async function createExample(api: ApiClients): Promise<void> {
+  const { workspace, project, environment } = EXAMPLE;
+  await api.workspaces.createWorkspace({ slug: workspace, name: "Example workspace" });
+  await api.projects.createProject({ workspace, slug: project });
+  await api.environments.createEnvironment({
+    workspace,
+    project,
+    slug: environment,
+    regions: [{ region: EXAMPLE.region, replicas: EXAMPLE.replicas }],
+    sentinel: { image: EXAMPLE.sentinelImage, replicas: 1, cpuMillicores: 250n, memoryMib: 256n },
+  });
+  await api.deployments.createDeployment({
+    workspace,
+    project,
+    environment,
+    image: EXAMPLE.image,
+    port: 8080,
+    cpuMillicores: 500n,
+    memoryMib: 512n,
+    env: [{ name: "GREETING", value: "hello from krane" }],
+    healthCheck: { method: "GET", path: "/healthz", intervalSeconds: 10, timeoutSeconds: 2, failureThreshold: 3, initialDelaySeconds: 1 },
+  });
+}
+
+export async function exampleStatus(api: ApiClients): Promise<GetEnvironmentStatusResponse> {
+  return api.status.getEnvironmentStatus({ workspace: EXAMPLE.workspace, project: EXAMPLE.project, environment: EXAMPLE.environment });
+}
+
+/** True once every replica of the newest deployment runs and every sentinel is healthy. */
+export function exampleConverged(s: GetEnvironmentStatusResponse): boolean {
+  const newest = s.deployments[0];
+  if (!newest || newest.regions.length === 0) return false;
+  const running = newest.regions.every(
+    (r) => r.instances.filter((i) => i.status === InstanceStatus.RUNNING).length >= r.desiredReplicas && r.desiredReplicas > 0,
+  );
+  const sentinels = s.sentinels.length > 0 && s.sentinels.every((x) => x.availableReplicas >= x.desiredReplicas && x.desiredReplicas > 0);
+  return running && sentinels;
+}

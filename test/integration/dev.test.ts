@@ -1,0 +1,54 @@
+// `krane dev` (the README's run command) brings the whole system up on the embedded defaults,
+// shows the example running, and stops everything on Ctrl-C.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname } from "node:path";
+
+function processesMentioning(text: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const state = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (cmd.includes(text) && !/\) Z /.test(state)) pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
+}
+
+test("krane dev runs the example end to end and Ctrl-C leaves nothing running", { timeout: 10 * 60_000 }, async () => {
+  const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      if (stderr.includes("Ctrl-C stops everything")) resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`krane dev exited early (${code}):\n${stderr}`)));
+  });
+  await ready;
+
+  // The status table shows the three replicas running with addresses in three zones, and a healthy sentinel.
+  const running = [...stdout.matchAll(/(\d+\.\d+\.\d+\.\d+:8080) running \((zone-[abc])\)/g)];
+  assert.equal(running.length, 3, stdout);
+  assert.deepEqual(new Set(running.map((m) => m[2])).size, 3, "one replica per zone");
+  assert.match(stdout, /snt-hello-production-\S+\s*│ local\s*│ 1\s*│ 1\s*│ healthy/);
+  const kubeconfig = /KUBECONFIG=(\S+)/.exec(stderr)?.[1];
+  assert.ok(kubeconfig && existsSync(kubeconfig), "the local cluster's kubeconfig is shown");
+  const clusterDir = dirname(kubeconfig);
+  assert.ok(processesMentioning(clusterDir).length >= 5, "etcd, apiserver, controller-manager, scheduler and KWOK run");
+
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  child.kill("SIGINT");
+  assert.equal(await exit, 130);
+  assert.match(stderr, /stopped; nothing is left running/);
+  assert.deepEqual(processesMentioning(clusterDir), [], "no cluster process is left");
+  assert.equal(existsSync(clusterDir), false);
+});
