@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
@@ -131,6 +131,13 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, handler)
     : http2.createServer({}, handler);
   const sessions = new Set<http2.ServerHttp2Session>();
+  // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
+  // half-closed, and the server only reports closed once every socket is gone.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
   const pingEvery = config.pingIntervalMs ?? 15_000;
   server.on("session", (session: http2.ServerHttp2Session) => {
     sessions.add(session);
@@ -210,13 +217,14 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       // In-flight unary calls (and their transactions) finish first.
       await Promise.race([inflight.idle(), new Promise((r) => setTimeout(r, grace).unref())]);
       streamsStop.abort();
+      // GOAWAY: open streams may finish; after the grace period whatever is left is cut.
       for (const s of sessions) s.close();
-      const forced = setTimeout(() => {
-        for (const s of sessions) s.destroy();
-      }, grace);
-      forced.unref();
-      await closed;
+      let forced: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((r) => (forced = setTimeout(r, grace)))]);
       clearTimeout(forced);
+      for (const s of sessions) s.destroy();
+      for (const s of sockets) s.destroy();
+      await closed;
       adapterStop.abort();
       hub.close();
       if (ops) {
