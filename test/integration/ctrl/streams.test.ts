@@ -151,9 +151,11 @@ describe("slow and dead watchers", () => {
     await new Promise<void>((r) => relay.listen(0, "127.0.0.1", () => r()));
     const relayUrl = `http://127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
     const deadAc = new AbortController();
-    const deadIt = createClient(ClusterService, transportFor(relayUrl, token))
-      .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: deadAc.signal })
-      [Symbol.asyncIterator]();
+    const deadStream = createClient(ClusterService, transportFor(relayUrl, token)).watchDeployments(
+      { region: "eu", versionLastSeen: 0n },
+      { signal: deadAc.signal },
+    );
+    const deadIt = deadStream[Symbol.asyncIterator]();
     await deadIt.next();
     for (const s of sockets) {
       s.unpipe();
