@@ -1,0 +1,172 @@
+// Authentication, authorization and input validation at the real server, plus a standard gRPC
+// client calling ClusterService.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { join } from "node:path";
+import fc from "fast-check";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  RolloutStrategy,
+  StatusService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+
+function codeOf(e: unknown): Code {
+  return ConnectError.from(e).code;
+}
+
+async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
+  await assert.rejects(p, (e) => {
+    const ce = ConnectError.from(e);
+    assert.equal(Code[ce.code], Code[code], ce.rawMessage);
+    if (message) assert.match(ce.rawMessage, message);
+    return true;
+  });
+}
+
+describe("auth, validation and gRPC", () => {
+  const dir = tempDir();
+  let ctrl: TestCtrl;
+  let euToken: string;
+  before(async () => {
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"));
+    const t = ctrl.adminToken;
+    await ctrl.client(RegionService, t).createRegion({ name: "eu" });
+    await ctrl.client(RegionService, t).createRegion({ name: "us" });
+    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" });
+    await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "web" });
+    await ctrl.client(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "eu", replicas: 1 }, { region: "us", replicas: 1 }] });
+    euToken = await ctrl.agentToken("eu");
+  });
+  after(async () => {
+    await ctrl.close();
+    dir.remove();
+  });
+
+  it("refuses calls without a valid token (Unauthenticated)", async () => {
+    await expectCode(ctrl.client(WorkspaceService, null).listWorkspaces({}), Code.Unauthenticated);
+    await expectCode(ctrl.client(WorkspaceService, "krane_user_nope").listWorkspaces({}), Code.Unauthenticated);
+    await expectCode(ctrl.client(ClusterService, null).heartbeat({ region: "eu" }), Code.Unauthenticated);
+    await expectCode(ctrl.client(ClusterService, "krane_agent_forged").heartbeat({ region: "eu" }), Code.Unauthenticated);
+    const stream = ctrl.client(ClusterService, null).watchDeployments({ region: "eu" });
+    await expectCode((async () => { for await (const _ of stream) break; })(), Code.Unauthenticated);
+  });
+
+  it("keeps agents to their own region and tokens to their own API (PermissionDenied)", async () => {
+    const eu = ctrl.client(ClusterService, euToken);
+    await eu.heartbeat({ region: "eu" });
+    await expectCode(eu.heartbeat({ region: "us" }), Code.PermissionDenied);
+    await expectCode(eu.getDesiredDeploymentStates({ region: "us", deploymentIds: [] }), Code.PermissionDenied);
+    await expectCode(eu.reportDeploymentStatus({ region: "us", change: { case: "delete", value: { deploymentId: "dep_x" } } }), Code.PermissionDenied);
+    const watchUs = eu.watchDeployments({ region: "us" });
+    await expectCode((async () => { for await (const _ of watchUs) break; })(), Code.PermissionDenied);
+    const watchSentinelsUs = eu.watchSentinels({ region: "us" });
+    await expectCode((async () => { for await (const _ of watchSentinelsUs) break; })(), Code.PermissionDenied);
+    // Agent tokens cannot use the public API, user tokens cannot act as agents.
+    await expectCode(ctrl.client(WorkspaceService, euToken).listWorkspaces({}), Code.PermissionDenied);
+    await expectCode(ctrl.client(ClusterService, ctrl.adminToken).heartbeat({ region: "eu" }), Code.PermissionDenied);
+  });
+
+  it("rotating a cluster token retires the old one", async () => {
+    const { token: first } = await ctrl.client(RegionService, ctrl.adminToken).createClusterToken({ region: "eu", clusterName: "rotating" });
+    await ctrl.client(ClusterService, first).heartbeat({ region: "eu" });
+    const res = await ctrl.client(RegionService, ctrl.adminToken).createClusterToken({ region: "eu", clusterName: "rotating" });
+    assert.notEqual(res.token, first);
+    await ctrl.client(ClusterService, res.token).heartbeat({ region: "eu" });
+    // The old token may live on in the 5 s auth cache of this process; a new process refuses it.
+    const { findClusterByTokenHash, hashToken } = await import("../../../src/ctrl/store/clusters.js");
+    assert.equal(await findClusterByTokenHash(ctrl.store.db, hashToken(first)), undefined);
+    const stored = await ctrl.store.db.selectFrom("clusters").select("token_hash").where("name", "=", "rotating").executeTakeFirstOrThrow();
+    assert.equal(stored.token_hash, hashToken(res.token));
+    assert.ok(!stored.token_hash.includes(res.token));
+  });
+
+  it("names the field at fault (InvalidArgument)", async () => {
+    const d = ctrl.client(DeploymentService, ctrl.adminToken);
+    const base = { workspace: "acme", project: "web", environment: "prod", image: "app:1" };
+    await expectCode(d.createDeployment({ ...base, image: "" }), Code.InvalidArgument, /^image: /);
+    await expectCode(d.createDeployment({ ...base, image: "UPPER/Case::" }), Code.InvalidArgument, /^image: /);
+    await expectCode(d.createDeployment({ ...base, port: 70000 }), Code.InvalidArgument, /^port: /);
+    await expectCode(d.createDeployment({ ...base, cpuMillicores: -5n }), Code.InvalidArgument, /^cpu_millicores: /);
+    await expectCode(d.createDeployment({ ...base, memoryMib: 1n << 40n }), Code.InvalidArgument, /^memory_mib: /);
+    await expectCode(d.createDeployment({ ...base, replicas: -1 }), Code.InvalidArgument, /^replicas: /);
+    await expectCode(d.createDeployment({ ...base, env: [{ name: "OK", value: "1" }, { name: "1BAD", value: "x" }] }), Code.InvalidArgument, /^env\[1\]\.name: /);
+    await expectCode(d.createDeployment({ ...base, env: [{ name: "PORT", value: "1" }] }), Code.InvalidArgument, /^env\[0\]\.name: /);
+    await expectCode(d.createDeployment({ ...base, healthCheck: { path: "health" } }), Code.InvalidArgument, /^health_check\.path: /);
+    await expectCode(d.createDeployment({ ...base, workspace: "Not A Slug" }), Code.InvalidArgument, /^workspace: /);
+    await expectCode(d.createDeployment({ ...base, args: Array.from({ length: 65 }, () => "a") }), Code.InvalidArgument, /^args: /);
+    const e = ctrl.client(EnvironmentService, ctrl.adminToken);
+    await expectCode(e.createEnvironment({ workspace: "acme", project: "web", slug: "x", regions: [{ region: "eu", replicas: -2 }] }), Code.InvalidArgument, /^regions\[0\]\.replicas: /);
+    await expectCode(e.createEnvironment({ workspace: "acme", project: "web", slug: "x", rollout: { maxSurge: "0", maxUnavailable: "0%" } }), Code.InvalidArgument, /^rollout\.max_unavailable: /);
+    await expectCode(e.createEnvironment({ workspace: "acme", project: "web", slug: "x", rollout: { maxSurge: "150%" } }), Code.InvalidArgument, /^rollout\.max_surge: /);
+    await expectCode(e.createEnvironment({ workspace: "acme", project: "web", slug: "x", rollout: { strategy: 7 as RolloutStrategy } }), Code.InvalidArgument, /^rollout\.strategy: /);
+    await expectCode(e.createEnvironment({ workspace: "acme", project: "web", slug: "x", regions: [{ region: "mars", replicas: 1 }] }), Code.FailedPrecondition, /mars/);
+    // Nothing was half-applied by the refused requests.
+    const list = await d.listDeployments({ workspace: "acme" });
+    assert.equal(list.deployments.length, 0);
+    const envs = await e.listEnvironments({ workspace: "acme", project: "web" });
+    assert.deepEqual(envs.environments.map((x) => x.slug), ["prod"]);
+    const eu = ctrl.client(ClusterService, euToken);
+    await expectCode(eu.reportDeploymentStatus({ region: "eu" }), Code.InvalidArgument, /^change: /);
+    await expectCode(eu.getDesiredDeploymentState({ region: "eu", deploymentId: "nope" }), Code.InvalidArgument, /^deployment_id: /);
+  });
+
+  it("random input to the public API never yields Internal or hurts the server", async () => {
+    const text = fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom("", "acme", "web", "prod", "eu", "app:1", "ws_", "dep_abc", "-a", "a".repeat(300)), fc.string({ unit: "grapheme", maxLength: 20 }));
+    const i32 = fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: -2, max: 70_000 }));
+    const i64 = fc.oneof(fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n }), fc.bigInt({ min: -5n, max: 300_000n }));
+    const d = ctrl.client(DeploymentService, ctrl.adminToken);
+    const e = ctrl.client(EnvironmentService, ctrl.adminToken);
+    const w = ctrl.client(WorkspaceService, ctrl.adminToken);
+    const p = ctrl.client(ProjectService, ctrl.adminToken);
+    const r = ctrl.client(RegionService, ctrl.adminToken);
+    const s = ctrl.client(StatusService, ctrl.adminToken);
+    const call = fc.oneof(
+      fc.record({ workspace: fc.oneof(text, fc.constant("acme")), project: fc.oneof(text, fc.constant("web")), environment: fc.oneof(text, fc.constant("prod")), image: text, command: fc.array(text, { maxLength: 3 }), args: fc.array(text, { maxLength: 3 }), port: i32, env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }), cpuMillicores: i64, memoryMib: i64, buildId: text, replicas: fc.option(i32, { nil: undefined }), healthCheck: fc.option(fc.record({ method: text, path: text, intervalSeconds: i32, timeoutSeconds: i32, failureThreshold: i32, initialDelaySeconds: i32 }), { nil: undefined }) }).map((req) => () => d.createDeployment(req)),
+      fc.record({ workspace: text, project: text, slug: text, regions: fc.array(fc.record({ region: fc.oneof(text, fc.constantFrom("eu", "us")), replicas: i32 }), { maxLength: 3 }), sentinel: fc.option(fc.record({ image: text, replicas: i32, cpuMillicores: i64, memoryMib: i64 }), { nil: undefined }), rollout: fc.option(fc.record({ strategy: fc.integer({ min: -1, max: 4 }), maxSurge: text, maxUnavailable: text, minReadySeconds: i32, progressDeadlineSeconds: i32, revisionHistoryLimit: fc.option(i32, { nil: undefined }), paused: fc.boolean() }), { nil: undefined }) }).map((req) => () => e.createEnvironment(req)),
+      fc.record({ slug: text, name: text }).map((req) => () => w.createWorkspace(req)),
+      fc.record({ workspace: text, slug: text, name: text }).map((req) => () => p.createProject(req)),
+      fc.record({ deploymentId: text }).map((req) => () => d.getDeployment(req)),
+      fc.record({ deploymentId: text }).map((req) => () => d.deleteDeployment(req)),
+      fc.record({ workspace: text, project: text, environment: text }).map((req) => () => d.listDeployments(req)),
+      fc.record({ workspace: text, project: text, environment: text }).map((req) => () => s.getEnvironmentStatus(req)),
+      fc.record({ region: text, clusterName: text }).map((req) => () => r.createClusterToken(req)),
+    );
+    const allowed = new Set([Code.InvalidArgument, Code.NotFound, Code.AlreadyExists, Code.FailedPrecondition]);
+    await fc.assert(
+      fc.asyncProperty(call, async (f) => {
+        try {
+          await f();
+        } catch (err) {
+          const c = codeOf(err);
+          assert.ok(allowed.has(c), `unexpected ${Code[c]}: ${ConnectError.from(err).rawMessage}`);
+          if (c === Code.InvalidArgument) assert.match(ConnectError.from(err).rawMessage, /^[a-z_]+(\[\d+\])?(\.[a-z_]+)*: /);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    // Still serving.
+    await w.listWorkspaces({});
+  });
+
+  it("a standard gRPC client can call ClusterService", async () => {
+    const grpc = ctrl.client(ClusterService, euToken, "grpc");
+    await grpc.heartbeat({ region: "eu", agentId: "grpc-agent", build: "v1" });
+    const ac = new AbortController();
+    const msgs = [];
+    for await (const m of grpc.watchSentinels({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })) {
+      msgs.push(m.state.case);
+      if (m.state.case === "snapshotEnd") break;
+    }
+    assert.deepEqual(msgs, ["snapshotStart", "snapshotEnd"]);
+    await expectCode(ctrl.client(ClusterService, null, "grpc").heartbeat({ region: "eu" }), Code.Unauthenticated);
+    const clusters = await ctrl.client(RegionService, ctrl.adminToken).listClusters({ region: "eu" });
+    assert.equal(clusters.clusters.find((c) => c.name === "default")?.agentId, "grpc-agent");
+  });
+});
