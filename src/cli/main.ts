@@ -5,6 +5,8 @@ import { registerClusterCommands } from "./cluster.js";
 import { registerRolloutPlanCommand } from "./rollout-plan.js";
 import { registerAgentCommands } from "./agent.js";
 import { registerDevCommand } from "./dev.js";
+import { registerCtrlCommands } from "./ctrl.js";
+import { registerUserCommands } from "./user.js";
 
 const program = new Command()
   .name("krane")
@@ -16,6 +18,8 @@ registerClusterCommands(program);
 registerRolloutPlanCommand(program);
 registerAgentCommands(program);
 registerDevCommand(program);
+registerCtrlCommands(program);
+registerUserCommands(program);
 
 try {
   await program.parseAsync(process.argv);

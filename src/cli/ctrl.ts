@@ -1,0 +1,88 @@
+// `krane ctrl serve`: runs the control plane until SIGINT/SIGTERM, then drains gracefully.
+// Settings and their precedence are documented in src/ctrl/server/config.ts.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Command } from "commander";
+import { pino } from "pino";
+import { addUserToken, countUserTokens, generateToken } from "../ctrl/store/clusters.js";
+import { parseCtrlConfigFile, resolveCtrlSettings, type RawSettings } from "../ctrl/server/config.js";
+import { startCtrl } from "../ctrl/server/server.js";
+
+interface ServeFlags {
+  config?: string;
+  database?: string;
+  listen?: string;
+  opsListen?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  adminToken?: string;
+  adminTokenFile?: string;
+  outboxRetention?: string;
+  logLevel?: string;
+}
+
+export function registerCtrlCommands(program: Command): void {
+  const ctrl = program.command("ctrl").description("the krane control plane");
+  ctrl
+    .command("serve")
+    .description("Serve the public API and the agents' ClusterService (one HTTP/2 port) plus /healthz, /readyz, /metrics.")
+    .option("--config <file>", "YAML config file (keys as the flags, camelCase or kebab-case); env KRANE_CONFIG")
+    .option("--database <url>", "SQLite file path or postgres:// URL (default ./.krane/ctrl.db); env KRANE_DATABASE_URL")
+    .option("--listen <host:port>", "API address, HTTP/2 (default 0.0.0.0:7070); env KRANE_LISTEN")
+    .option("--ops-listen <host:port>", 'ops address, HTTP/1.1, or "off" (default 0.0.0.0:7071); env KRANE_OPS_LISTEN')
+    .option("--tls-cert <file>", "serve TLS with this certificate (PEM); env KRANE_TLS_CERT")
+    .option("--tls-key <file>", "private key of --tls-cert (PEM); env KRANE_TLS_KEY")
+    .option("--admin-token <token>", "register this user API token for the admin; env KRANE_ADMIN_TOKEN")
+    .option("--admin-token-file <file>", "where a generated admin token is written on first start; env KRANE_ADMIN_TOKEN_FILE")
+    .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
+    .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .action(async (flags: ServeFlags) => {
+      const configPath = flags.config ?? process.env.KRANE_CONFIG;
+      const file = configPath ? parseCtrlConfigFile(readFileSync(configPath, "utf8")) : {};
+      const raw: RawSettings = {
+        database: flags.database,
+        listen: flags.listen,
+        opsListen: flags.opsListen,
+        tlsCert: flags.tlsCert,
+        tlsKey: flags.tlsKey,
+        adminToken: flags.adminToken,
+        adminTokenFile: flags.adminTokenFile,
+        outboxRetention: flags.outboxRetention,
+        logLevel: flags.logLevel,
+      };
+      for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
+      const settings = resolveCtrlSettings(raw, process.env, file);
+      const log = pino({ level: settings.logLevel, base: { component: "krane-ctrl" } });
+      const running = await startCtrl({
+        databaseUrl: settings.databaseUrl,
+        listen: settings.listen,
+        opsListen: settings.opsListen,
+        tls: settings.tls,
+        outboxRetention: settings.outboxRetention,
+        logger: log,
+        defaultMetrics: true,
+      });
+      if (settings.adminToken !== undefined) {
+        await addUserToken(running.store, "admin", settings.adminToken);
+      } else if ((await countUserTokens(running.store.db)) === 0) {
+        const token = generateToken("user");
+        mkdirSync(dirname(settings.adminTokenFile), { recursive: true });
+        writeFileSync(settings.adminTokenFile, `${token}\n`, { mode: 0o600 });
+        await addUserToken(running.store, "admin", token);
+        log.warn({ file: settings.adminTokenFile }, "created the first admin API token; use it as KRANE_TOKEN");
+      }
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string): void => {
+          log.info({ signal }, "shutting down");
+          process.off("SIGINT", stop);
+          process.off("SIGTERM", stop);
+          running.close().then(resolve, (err: unknown) => {
+            log.error({ err: String(err) }, "shutdown failed");
+            resolve();
+          });
+        };
+        process.on("SIGINT", stop);
+        process.on("SIGTERM", stop);
+      });
+    });
+}

@@ -1,0 +1,89 @@
+// Settings of `krane ctrl serve`, resolved from flags, then KRANE_* environment variables, then
+// a YAML config file, then defaults. Pure, so precedence and parsing are unit-testable.
+//
+//   flag                 env                        file key            default
+//   --database           KRANE_DATABASE_URL         database            ./.krane/ctrl.db
+//   --listen             KRANE_LISTEN               listen              0.0.0.0:7070
+//   --ops-listen         KRANE_OPS_LISTEN           opsListen           0.0.0.0:7071 ("off" disables)
+//   --tls-cert/--tls-key KRANE_TLS_CERT/_KEY        tlsCert/tlsKey      (h2c)
+//   --admin-token        KRANE_ADMIN_TOKEN          adminToken          (see below)
+//   --admin-token-file   KRANE_ADMIN_TOKEN_FILE     adminTokenFile      <database dir>/admin-token
+//   --outbox-retention   KRANE_OUTBOX_RETENTION     outboxRetention     100000 versions per stream
+//   --log-level          KRANE_LOG_LEVEL            logLevel            info
+//
+// Bootstrap: a given admin token is registered as a user API token (idempotent). Without one,
+// on a database that has no user token yet, ctrl creates one and writes it to the admin token
+// file (mode 0600), logging only the file's path: tokens never go to logs.
+import { dirname, join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import type { ListenAddress } from "./server.js";
+
+export interface CtrlSettings {
+  databaseUrl: string;
+  listen: ListenAddress;
+  opsListen: ListenAddress | null;
+  tls: { certFile: string; keyFile: string } | undefined;
+  adminToken: string | undefined;
+  adminTokenFile: string;
+  outboxRetention: number;
+  logLevel: string;
+}
+
+export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
+
+const ENV = {
+  database: "KRANE_DATABASE_URL",
+  listen: "KRANE_LISTEN",
+  opsListen: "KRANE_OPS_LISTEN",
+  tlsCert: "KRANE_TLS_CERT",
+  tlsKey: "KRANE_TLS_KEY",
+  adminToken: "KRANE_ADMIN_TOKEN",
+  adminTokenFile: "KRANE_ADMIN_TOKEN_FILE",
+  outboxRetention: "KRANE_OUTBOX_RETENTION",
+  logLevel: "KRANE_LOG_LEVEL",
+} as const;
+
+export function parseListen(what: string, v: string): ListenAddress {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(v.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65_535) throw new Error(`${what}: expected host:port, got "${v}"`);
+  const host = m[1] ?? m[2] ?? "";
+  return { host: host === "" ? "0.0.0.0" : host, port };
+}
+
+/** Reads a YAML config file's text into raw settings (camelCase or kebab-case keys). */
+export function parseCtrlConfigFile(text: string): RawSettings {
+  const doc: unknown = parseYaml(text);
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== "object" || Array.isArray(doc)) throw new Error("config file: expected a mapping");
+  const out: RawSettings = {};
+  for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
+    const key = k.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (!(key in ENV)) throw new Error(`config file: unknown key "${k}"`);
+    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean") throw new Error(`config file: "${k}" must be a scalar`);
+    out[key as keyof RawSettings] = String(v);
+  }
+  return out;
+}
+
+export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, file: RawSettings): CtrlSettings {
+  const pick = (k: keyof typeof ENV): string | undefined => flags[k] ?? env[ENV[k]] ?? file[k];
+  const databaseUrl = pick("database") ?? "./.krane/ctrl.db";
+  const ops = pick("opsListen") ?? "0.0.0.0:7071";
+  const cert = pick("tlsCert");
+  const key = pick("tlsKey");
+  if ((cert === undefined) !== (key === undefined)) throw new Error("TLS needs both a certificate and a key");
+  const retention = Number(pick("outboxRetention") ?? "100000");
+  if (!Number.isInteger(retention) || retention < 1) throw new Error("outbox retention must be a positive integer");
+  const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
+  return {
+    databaseUrl,
+    listen: parseListen("listen", pick("listen") ?? "0.0.0.0:7070"),
+    opsListen: ops === "off" ? null : parseListen("ops listen", ops),
+    tls: cert !== undefined && key !== undefined ? { certFile: cert, keyFile: key } : undefined,
+    adminToken: pick("adminToken"),
+    adminTokenFile: pick("adminTokenFile") ?? (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
+    outboxRetention: retention,
+    logLevel: pick("logLevel") ?? "info",
+  };
+}

@@ -1,0 +1,86 @@
+// The real `krane` CLI against a real `krane ctrl serve` process (SQLite).
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { join } from "node:path";
+import { krane, spawnCtrl, type CtrlProcess } from "./process.js";
+import { tempDir } from "./support.js";
+
+describe("krane CLI against krane ctrl serve", () => {
+  const dir = tempDir();
+  let ctrl: CtrlProcess;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    // No admin token given: ctrl bootstraps one into a 0600 file next to the database.
+    ctrl = await spawnCtrl(["--database", join(dir.path, "ctrl.db")]);
+    const tokenFile = join(dir.path, "admin-token");
+    assert.ok(existsSync(tokenFile));
+    assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
+    env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: readFileSync(tokenFile, "utf8").trim() };
+  });
+  after(async () => {
+    assert.equal(await ctrl.stop(), 0, "ctrl exits cleanly on SIGTERM");
+    dir.remove();
+  });
+
+  it("creates, deploys, lists and shows status, in tables and JSON", () => {
+    const ok = (args: string[]): string => {
+      const r = krane(args, env);
+      assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    ok(["region", "create", "eu-west"]);
+    ok(["workspace", "create", "acme"]);
+    assert.match(ok(["workspace", "list"]), /acme.*ws-acme/);
+    ok(["project", "create", "shop"]);
+    const envOut = ok(["env", "create", "shop/prod", "--region", "eu-west=2", "--strategy", "Recreate", "-o", "json"]);
+    const envJson = JSON.parse(envOut) as { slug: string; regions: { region: string; replicas: number }[]; rollout: { strategy: string } };
+    assert.equal(envJson.slug, "prod");
+    assert.deepEqual(envJson.regions, [{ region: "eu-west", replicas: 2 }]);
+    assert.equal(envJson.rollout.strategy, "ROLLOUT_STRATEGY_RECREATE");
+
+    const token = ok(["cluster-token", "create", "eu-west"]).trim();
+    assert.match(token, /^krane_agent_/);
+
+    const dep = JSON.parse(ok(["deploy", "shop/prod", "--image", "registry.example.com/shop:2", "--replicas", "3", "--env", "A=1", "--env", "B=x=y", "--port", "3000", "--arg", "serve", "-o", "json"])) as {
+      id: string;
+      revision: string;
+      port: number;
+      env: { name: string; value: string }[];
+      regions: { region: string; replicas: number }[];
+    };
+    assert.match(dep.id, /^dep_/);
+    assert.equal(dep.revision, "1");
+    assert.equal(dep.port, 3000);
+    assert.deepEqual(dep.env, [{ name: "A", value: "1" }, { name: "B", value: "x=y" }]);
+    assert.deepEqual(dep.regions, [{ region: "eu-west", replicas: 3 }]);
+
+    const table = ok(["deployments", "list", "shop/prod"]);
+    assert.match(table, new RegExp(`${dep.id}.*registry\\.example\\.com/shop:2.*eu-west=3`));
+    const listed = JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: { id: string }[] };
+    assert.deepEqual(listed.deployments.map((d) => d.id), [dep.id]);
+    assert.match(ok(["deployments", "get", dep.id]), /3000.*250m.*256Mi/s);
+
+    const status = JSON.parse(ok(["status", "shop/prod", "-o", "json"])) as { deployments: { deployment: { id: string }; regions: { region: string; desiredReplicas: number }[] }[]; clusters: { region: string }[] };
+    assert.equal(status.deployments[0]?.deployment.id, dep.id);
+    assert.deepEqual(status.deployments[0]?.regions.map((r) => [r.region, r.desiredReplicas]), [["eu-west", 3]]);
+    assert.equal(status.clusters[0]?.region, "eu-west");
+    assert.match(ok(["status", "shop/prod"]), /DEPLOYMENT.*REGION/s);
+
+    ok(["deployments", "delete", dep.id]);
+    assert.deepEqual((JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: unknown[] }).deployments, []);
+  });
+
+  it("fails with the server's message and a non-zero exit", () => {
+    const bad = krane(["deploy", "shop/prod", "--image", "Not A Valid Image"], env);
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /invalid_argument: image: /);
+    const missing = krane(["env", "get", "shop/staging"], env);
+    assert.notEqual(missing.status, 0);
+    assert.match(missing.stderr, /not_found: environment "staging"/);
+    const unauth = krane(["workspace", "list"], { ...env, KRANE_TOKEN: "krane_user_wrong" });
+    assert.notEqual(unauth.status, 0);
+    assert.match(unauth.stderr, /unauthenticated/);
+  });
+});

@@ -1,0 +1,64 @@
+// Runs `krane ctrl serve` as a real child process and finds its URL in its JSON log.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+
+export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathname;
+
+export interface CtrlProcess {
+  url: string;
+  child: ChildProcess;
+  /** SIGTERM and wait for a clean exit; returns the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CtrlProcess> {
+  const child = spawn(process.execPath, [KRANE_BIN, "ctrl", "serve", "--listen", "127.0.0.1:0", "--ops-listen", "off", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  const lines = createInterface({ input: child.stdout! });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`ctrl did not start: ${stderr}`)), 60_000);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`ctrl exited with ${code}: ${stderr}`));
+    });
+    lines.on("line", (line) => {
+      try {
+        const rec = JSON.parse(line) as { msg?: string; url?: string };
+        if (rec.msg === "ctrl listening" && rec.url) {
+          clearTimeout(timer);
+          resolve(rec.url);
+        }
+      } catch {
+        // not a log line
+      }
+    });
+  });
+  return {
+    url,
+    child,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      const exited = once(child, "exit");
+      child.kill("SIGTERM");
+      const [code] = (await exited) as [number | null];
+      return code;
+    },
+  };
+}
+
+export interface CliResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `krane` CLI. */
+export function krane(args: string[], env: NodeJS.ProcessEnv): CliResult {
+  const res = spawnSync(process.execPath, [KRANE_BIN, ...args], { env: { ...process.env, ...env }, encoding: "utf8", timeout: 120_000 });
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+}
