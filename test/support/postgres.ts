@@ -83,6 +83,18 @@ export async function startPostgres(): Promise<TestPostgres> {
     }
   }
   const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  let stopped = false;
+  const stopNow = (): void => {
+    if (stopped) return;
+    stopped = true;
+    try {
+      run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  // A test process that ends without running its `after` hooks still takes its server along.
+  process.once("exit", stopNow);
   let n = 0;
   return {
     adminUrl,
@@ -98,11 +110,8 @@ export async function startPostgres(): Promise<TestPostgres> {
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
     async stop() {
-      try {
-        run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      process.off("exit", stopNow);
+      stopNow();
     },
   };
 }

@@ -59,6 +59,8 @@ export interface CtrlConfig {
   pingIntervalMs?: number;
   poolSize?: number;
   logger?: Logger;
+  /** Backstop re-read of live streams in case a notification was lost (ms, 0 disables). */
+  feedSafetyIntervalMs?: number;
   /** Registers process metrics (off in tests that run several servers). */
   defaultMetrics?: boolean;
 }
@@ -94,6 +96,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const store = await Store.open({ url: config.databaseUrl, poolSize: config.poolSize });
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
   const hub = new FeedHub(storeFeedSource(store), store.notifier, {
+    safetyIntervalMs: config.feedSafetyIntervalMs,
     onError: (err) => log.warn({ err: String(err) }, "feed read failed; retrying"),
   });
   const inflight = new InflightTracker();
