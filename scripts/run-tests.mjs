@@ -36,6 +36,8 @@ const res = spawnSync(
     "--import", "tsx",
     "--test",
     `--test-concurrency=${concurrency}`,
+    // A hung test fails after 10 minutes instead of holding CI until its own deadline.
+    "--test-timeout=600000",
     "--test-reporter=spec", "--test-reporter-destination=stdout",
     "--test-reporter=./scripts/count-reporter.mjs", "--test-reporter-destination=stdout",
     ...files,
