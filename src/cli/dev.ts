@@ -45,8 +45,8 @@ export function registerDevCommand(program: Command): void {
       say("try, in another terminal:");
       say(`  export KRANE_CTRL_URL=${session.ctrlUrl} KRANE_TOKEN=${session.userToken}`);
       if (session.kubeconfigPath) say(`  export KUBECONFIG=${session.kubeconfigPath}`);
-      say(`  npx krane status ${EXAMPLE.workspace}/${EXAMPLE.project}/${EXAMPLE.environment}`);
-      say(`  npx krane deploy ${EXAMPLE.workspace}/${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.image.replace("1.0.0", "1.1.0")}`);
+      say(`  npx krane status ${EXAMPLE.project}/${EXAMPLE.environment}`);
+      say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.image.replace("1.0.0", "1.1.0")}`);
       if (opts.exitWhenReady) {
         await stop("ready");
         if (!exampleConverged(status)) process.exitCode = 1;
