@@ -2,7 +2,7 @@
 // shows the example running, and stops everything on Ctrl-C.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 
@@ -44,6 +44,19 @@ test("krane dev runs the example end to end and Ctrl-C leaves nothing running", 
   assert.ok(kubeconfig && existsSync(kubeconfig), "the local cluster's kubeconfig is shown");
   const clusterDir = dirname(kubeconfig);
   assert.ok(processesMentioning(clusterDir).length >= 5, "etcd, apiserver, controller-manager, scheduler and KWOK run");
+
+  // The hints work: the CLI, pointed at dev's ctrl with the printed URL and token, shows the same.
+  const url = /KRANE_CTRL_URL=(\S+)/.exec(stderr)?.[1];
+  const token = /KRANE_TOKEN=(\S+)/.exec(stderr)?.[1];
+  assert.ok(url && token);
+  const cli = spawnSync(process.execPath, ["bin/krane.js", "status", "hello/production", "--output", "json"], {
+    env: { ...process.env, KRANE_CTRL_URL: url, KRANE_TOKEN: token },
+    encoding: "utf8",
+  });
+  assert.equal(cli.status, 0, cli.stderr);
+  const status = JSON.parse(cli.stdout) as { deployments: { regions: { instances: { status: string }[] }[] }[] };
+  const statuses = status.deployments[0]?.regions[0]?.instances.map((i) => i.status);
+  assert.deepEqual(statuses, ["INSTANCE_STATUS_RUNNING", "INSTANCE_STATUS_RUNNING", "INSTANCE_STATUS_RUNNING"]);
 
   const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   child.kill("SIGINT");
