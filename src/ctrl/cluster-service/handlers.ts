@@ -41,6 +41,21 @@ function cursorOf(v: bigint): number {
   return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v);
 }
 
+// Watchers of one stream share the feed's row objects, so a change is decoded once per process
+// rather than once per watcher.
+const decodedDeployments = new WeakMap<object, DeploymentState>();
+const decodedSentinels = new WeakMap<object, SentinelState>();
+
+function memo<T>(cache: WeakMap<object, T>, ev: WatchEvent, make: (ev: WatchEvent) => T): T {
+  if (ev.type !== "change") return make(ev);
+  let v = cache.get(ev.change);
+  if (v === undefined) {
+    v = make(ev);
+    cache.set(ev.change, v);
+  }
+  return v;
+}
+
 function deploymentState(ev: WatchEvent): DeploymentState {
   switch (ev.type) {
     case "snapshot_start":
@@ -102,12 +117,12 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
   return {
     watchDeployments(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      return streamOf("deployment", region, req.versionLastSeen, ctx, deploymentState);
+      return streamOf("deployment", region, req.versionLastSeen, ctx, (ev) => memo(decodedDeployments, ev, deploymentState));
     },
 
     watchSentinels(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      return streamOf("sentinel", region, req.versionLastSeen, ctx, sentinelState);
+      return streamOf("sentinel", region, req.versionLastSeen, ctx, (ev) => memo(decodedSentinels, ev, sentinelState));
     },
 
     async getDesiredDeploymentState(req, ctx) {

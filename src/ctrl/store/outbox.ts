@@ -77,6 +77,60 @@ export class WriteTx {
     return this.pending.length;
   }
 
+  /** Portable path (SQLite, where a statement is a function call): three statements. */
+  private async writeGeneric(region: string, kind: ObjectKind, changes: PendingChange[]): Promise<number> {
+    const last = await allocateVersions(this.trx, region, kind, changes.length);
+    const base = last - changes.length;
+    const rows = changes.map((c, i) => ({
+      region,
+      kind,
+      version: base + i + 1,
+      object_id: c.objectId,
+      op: c.op,
+      payload: toBuffer(c.payload),
+      created_at: this.now,
+    }));
+    // Bounded batches keep us under SQLite's bound-parameter limit.
+    for (let i = 0; i < rows.length; i += 500) {
+      await this.trx.insertInto("outbox").values(rows.slice(i, i + 500)).execute();
+    }
+    return last;
+  }
+
+  /**
+   * PostgreSQL: version allocation, the outbox rows and the notification in one statement, so
+   * the counter's row lock is held for just that statement and the commit (one round trip
+   * fewer each than separate statements, which is what bounds a region's write rate).
+   */
+  private async writePostgres(region: string, kind: ObjectKind, changes: PendingChange[]): Promise<number> {
+    const n = changes.length;
+    const ids = changes.map((c) => c.objectId);
+    const ops = changes.map((c) => c.op);
+    const payloads = changes.map((c) => toBuffer(c.payload));
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const res = await sql<{ version: number }>`
+        WITH v AS (
+          UPDATE stream_versions SET version = version + ${n}::bigint
+          WHERE region = ${region} AND kind = ${kind}
+          RETURNING version
+        ), x AS (
+          SELECT * FROM unnest(${ids}::text[], ${ops}::text[], ${payloads}::bytea[]) WITH ORDINALITY AS x(object_id, op, payload, ord)
+        ), ins AS (
+          INSERT INTO outbox (region, kind, version, object_id, op, payload, created_at)
+          SELECT ${region}, ${kind}, v.version - ${n}::bigint + x.ord, x.object_id, x.op, x.payload, ${this.now}::bigint FROM v, x
+        )
+        SELECT version, pg_notify(${NOTIFY_CHANNEL}, ${`${kind}/${region}/`} || version::text) FROM v`.execute(this.trx);
+      const row = res.rows[0];
+      if (row) return Number(row.version);
+      await this.trx
+        .insertInto("stream_versions")
+        .values({ region, kind, version: 0, compacted_through: 0 })
+        .onConflict((oc) => oc.columns(["region", "kind"]).doNothing())
+        .execute();
+    }
+    throw new Error(`cannot allocate a version for ${kind}/${region}`);
+  }
+
   /** Allocates versions and writes the outbox rows; returns one poke per stream touched. */
   async flush(): Promise<Poke[]> {
     if (this.pending.length === 0) return [];
@@ -92,25 +146,11 @@ export class WriteTx {
       const changes = groups.get(key) ?? [];
       const first = changes[0];
       if (!first) continue;
-      const last = await allocateVersions(this.trx, first.region, first.kind, changes.length);
-      const base = last - changes.length;
-      const rows = changes.map((c, i) => ({
-        region: c.region,
-        kind: c.kind,
-        version: base + i + 1,
-        object_id: c.objectId,
-        op: c.op,
-        payload: toBuffer(c.payload),
-        created_at: this.now,
-      }));
-      // Bounded batches keep us under SQLite's bound-parameter limit.
-      for (let i = 0; i < rows.length; i += 500) {
-        await this.trx.insertInto("outbox").values(rows.slice(i, i + 500)).execute();
-      }
+      const last =
+        this.dialect === "postgres"
+          ? await this.writePostgres(first.region, first.kind, changes)
+          : await this.writeGeneric(first.region, first.kind, changes);
       const poke = { kind: first.kind, region: first.region, version: last };
-      if (this.dialect === "postgres") {
-        await sql`select pg_notify(${NOTIFY_CHANNEL}, ${encodePoke(poke)})`.execute(this.trx);
-      }
       pokes.push(poke);
     }
     this.pending.length = 0;
