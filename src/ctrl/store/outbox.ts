@@ -12,7 +12,7 @@
 // keep deployment writers from queueing behind sentinel writers.
 import { sql, type Kysely, type Transaction } from "kysely";
 import type { DialectName } from "./database.js";
-import { NOTIFY_CHANNEL, encodePoke, type Poke } from "./notify.js";
+import { NOTIFY_CHANNEL, type Poke } from "./notify.js";
 import type { ChangeOp, Database, ObjectKind } from "./schema.js";
 
 export interface OutboxChange {
