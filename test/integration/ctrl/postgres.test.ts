@@ -7,7 +7,7 @@ import { createClient } from "@connectrpc/connect";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { generateToken } from "../../../src/ctrl/store/clusters.js";
-import { createDeployment, deleteDeployment } from "../../../src/ctrl/store/deployments.js";
+import { loadDeploymentContext, removeFromRegion, setDesiredReplicas } from "../../../src/ctrl/store/deployments.js";
 import { Store } from "../../../src/ctrl/store/store.js";
 import { openDatabase } from "../../../src/ctrl/store/database.js";
 import { LocalNotifier } from "../../../src/ctrl/store/notify.js";
@@ -82,6 +82,10 @@ describe("ctrl on PostgreSQL", () => {
       const stream = ctrl.client(ClusterService, await ctrl.agentToken("eu")).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })[Symbol.asyncIterator]();
       await next(stream);
       await next(stream);
+      const { deployment } = await ctrl.client(DeploymentService, t).createDeployment({ workspace: "acme", project: "web", environment: "prod", image: "app:1" });
+      const id = deployment?.id ?? "";
+      let m = await next(stream);
+      while (!(m.state.case === "apply" && m.state.value.deploymentId === id)) m = await next(stream);
 
       // Kill the listener's backend, and at once commit a change through another store (as
       // another ctrl replica would, so no in-process poke helps): its notification is most
@@ -95,15 +99,12 @@ describe("ctrl on PostgreSQL", () => {
       try {
         const killed = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND datname = current_database()");
         assert.equal(killed.rowCount, 1);
-        const { deployment } = await createDeployment(other, {
-          workspace: "acme", project: "web", environment: "prod", image: "app:1", command: [], args: [], port: 8080, env: [],
-          cpuMillicores: 250, memoryMib: 256, healthCheck: null, buildId: "", replicas: null,
-        });
-        const m = await next(stream);
-        assert.equal(m.version, 1n);
-        assert.equal(m.state.case === "apply" ? m.state.value.deploymentId : "", deployment.id);
+        const ctx = await loadDeploymentContext(other.db, id);
+        await other.write((tx) => setDesiredReplicas(tx, ctx, "eu", 5));
+        m = await next(stream);
+        assert.equal(m.state.case === "apply" ? m.state.value.replicas : -1, 5);
         // And notifications flow again after the reconnect.
-        await deleteDeployment(other, deployment.id);
+        await other.write((tx) => removeFromRegion(tx, ctx, "eu"));
         assert.equal((await next(stream)).state.case, "delete");
       } finally {
         await admin.end();
