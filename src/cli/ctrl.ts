@@ -1,10 +1,8 @@
 // `krane ctrl serve`: runs the control plane until SIGINT/SIGTERM, then drains gracefully.
 // Settings and their precedence are documented in src/ctrl/server/config.ts.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { pino } from "pino";
-import { addUserToken, countUserTokens, generateToken } from "../ctrl/store/clusters.js";
 import { parseCtrlConfigFile, resolveCtrlSettings, type RawSettings } from "../ctrl/server/config.js";
 import { startCtrl } from "../ctrl/server/server.js";
 
@@ -59,18 +57,10 @@ export function registerCtrlCommands(program: Command): void {
         opsListen: settings.opsListen,
         tls: settings.tls,
         outboxRetention: settings.outboxRetention,
+        bootstrapAdmin: { token: settings.adminToken, file: settings.adminTokenFile },
         logger: log,
         defaultMetrics: true,
       });
-      if (settings.adminToken !== undefined) {
-        await addUserToken(running.store, "admin", settings.adminToken);
-      } else if ((await countUserTokens(running.store.db)) === 0) {
-        const token = generateToken("user");
-        mkdirSync(dirname(settings.adminTokenFile), { recursive: true });
-        writeFileSync(settings.adminTokenFile, `${token}\n`, { mode: 0o600 });
-        await addUserToken(running.store, "admin", token);
-        log.warn({ file: settings.adminTokenFile }, "created the first admin API token; use it as KRANE_TOKEN");
-      }
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {
           log.info({ signal }, "shutting down");

@@ -5,7 +5,8 @@
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
 // their cursor), sessions close, and the database closes last.
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
@@ -30,6 +31,7 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
+import { addUserToken, countUserTokens, generateToken } from "../store/clusters.js";
 import { compactOutbox } from "../store/outbox.js";
 import { Store } from "../store/store.js";
 import { FeedHub } from "../stream/feed.js";
@@ -59,6 +61,11 @@ export interface CtrlConfig {
   pingIntervalMs?: number;
   poolSize?: number;
   logger?: Logger;
+  /**
+   * Makes sure an admin user token exists before serving: `token` is registered as given; without
+   * one, a database with no user token gets a generated token written to `file` (mode 0600).
+   */
+  bootstrapAdmin?: { token?: string; file: string };
   /** Backstop re-read of live streams in case a notification was lost (ms, 0 disables). */
   feedSafetyIntervalMs?: number;
   /** Registers process metrics (off in tests that run several servers). */
@@ -86,6 +93,20 @@ function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): P
   });
 }
 
+async function bootstrapAdminToken(store: Store, admin: { token?: string; file: string }, log: Logger): Promise<void> {
+  if (admin.token !== undefined) {
+    await addUserToken(store, "admin", admin.token);
+    return;
+  }
+  if ((await countUserTokens(store.db)) > 0) return;
+  const token = generateToken("user");
+  mkdirSync(dirname(admin.file), { recursive: true });
+  writeFileSync(admin.file, `${token}\n`, { mode: 0o600 });
+  await addUserToken(store, "admin", token);
+  // Only the path is logged: tokens never go to logs.
+  log.warn({ file: admin.file }, "created the first admin API token; use it as KRANE_TOKEN");
+}
+
 function hostForUrl(host: string): string {
   if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
   return host.includes(":") ? `[${host}]` : host;
@@ -94,6 +115,14 @@ function hostForUrl(host: string): string {
 export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const log = config.logger ?? pino({ level: "silent" });
   const store = await Store.open({ url: config.databaseUrl, poolSize: config.poolSize });
+  if (config.bootstrapAdmin) {
+    try {
+      await bootstrapAdminToken(store, config.bootstrapAdmin, log);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+  }
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
   const hub = new FeedHub(storeFeedSource(store), store.notifier, {
     safetyIntervalMs: config.feedSafetyIntervalMs,
