@@ -48,6 +48,8 @@ import { clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, pro
 
 export interface ApiDeps {
   store: Store;
+  /** The rollout driver: runs passes after deployments change (absent in store-only tests). */
+  rollout?: { environmentChanged(environmentId: string): Promise<void> };
 }
 
 export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
@@ -98,10 +100,11 @@ export function environmentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof E
   };
 }
 
-export function deploymentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof DeploymentService> {
+export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<typeof DeploymentService> {
   return {
     async createDeployment(req) {
       const ctx = await createDeployment(store, validateCreateDeployment(req));
+      await rollout?.environmentChanged(ctx.environment.id);
       return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
     },
     async getDeployment(req) {
@@ -122,7 +125,9 @@ export function deploymentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof De
       return { deployments: out };
     },
     async deleteDeployment(req) {
-      await deleteDeployment(store, deploymentId("deployment_id", req.deploymentId));
+      const deleted = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));
+      await deleteDeployment(store, deleted.deployment.id);
+      await rollout?.environmentChanged(deleted.environment.id);
       return {};
     },
   };

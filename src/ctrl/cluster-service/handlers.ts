@@ -35,6 +35,8 @@ export interface ClusterServiceDeps {
   metrics: CtrlMetrics;
   /** Aborted when the server drains: streams then end cleanly. */
   streamsStop: AbortSignal;
+  /** The rollout driver: a report may change a rollout's counts (absent in stream-only tests). */
+  rollout?: { deploymentReported(region: string, deploymentId: string, k8sName: string): Promise<void> };
 }
 
 function cursorOf(v: bigint): number {
@@ -169,7 +171,9 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
 
     async reportDeploymentStatus(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      await recordDeploymentReport(store, region, validateDeploymentReport(req));
+      const report = validateDeploymentReport(req);
+      await recordDeploymentReport(store, region, report);
+      void deps.rollout?.deploymentReported(region, report.deploymentId, report.k8sName);
       return {};
     },
 

@@ -1,12 +1,10 @@
 // Deployments (immutable revisions of an environment) and the write path of their desired
 // replica counts.
 //
-// Replica policy until the rollout engine lands: a new deployment is desired in every region of
-// its environment with the environment's replica count for that region; older revisions keep
-// their current counts and keep running until they are deleted. The rollout engine will instead
-// call `setDesiredReplicas` for each revision as it steps through a rollout; that one function is
-// the only place that turns "revision R should run N replicas in region X" into desired state and
-// an outbox row.
+// Replica policy: creating a deployment only records the revision; the rollout driver
+// (src/ctrl/rollout) then calls `setDesiredReplicas` for each revision in each region as it steps
+// through the rollout. That one function is the only place that turns
+// "revision R should run N replicas in region X" into desired state and an outbox row.
 import type { Kysely } from "kysely";
 import { notFound } from "../errors.js";
 import { deploymentK8sName, newId } from "./ids.js";
@@ -84,13 +82,8 @@ export async function createDeployment(store: Store, input: NewDeployment): Prom
     };
     await tx.trx.insertInto("deployments").values(deployment).execute();
     const ctx: DeploymentContext = { ...envCtx, deployment };
-    const regions = await tx.trx
-      .selectFrom("environment_regions")
-      .select(["region", "replicas"])
-      .where("environment_id", "=", envCtx.environment.id)
-      .orderBy("region")
-      .execute();
-    for (const r of regions) await setDesiredReplicas(tx, ctx, r.region, r.replicas);
+    // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
+    // region and sizes it and the older revisions step by step.
     return ctx;
   });
 }

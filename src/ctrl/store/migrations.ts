@@ -5,6 +5,7 @@
 import { sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
 import { Migrator } from "kysely";
 import type { DialectName } from "./database.js";
+import { rolloutsMigration } from "../rollout/migration.js";
 
 function migrations(dialect: DialectName): Record<string, Migration> {
   const binary = dialect === "postgres" ? sql`bytea` : sql`blob`;
@@ -186,6 +187,7 @@ function migrations(dialect: DialectName): Record<string, Migration> {
         await db.schema.createIndex("outbox_created_at").on("outbox").column("created_at").execute();
       },
     },
+    "0002_rollouts": rolloutsMigration,
   };
 }
 

@@ -7,6 +7,7 @@
 //   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
 //     versions stay far below 2^53), and become bigint only at the protobuf boundary.
 import type { Insertable, Selectable } from "kysely";
+import type { RolloutEventsTable, RolloutRevisionsTable, RolloutsTable } from "../rollout/schema.js";
 
 /** The kinds of objects streamed to agents; each has its own stream and version sequence. */
 export type ObjectKind = "deployment" | "sentinel";
@@ -181,6 +182,9 @@ export interface Database {
   api_tokens: ApiTokensTable;
   instances: InstancesTable;
   deployment_reports: DeploymentReportsTable;
+  rollouts: RolloutsTable;
+  rollout_revisions: RolloutRevisionsTable;
+  rollout_events: RolloutEventsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;

@@ -42,7 +42,8 @@ describe("ctrl on PostgreSQL", () => {
       await viaA(RegionService).createRegion({ name: "eu" });
       await viaA(WorkspaceService).createWorkspace({ slug: "acme" });
       await viaA(ProjectService).createProject({ workspace: "acme", slug: "web" });
-      await viaA(EnvironmentService).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "eu", replicas: 2 }] });
+      // 0 replicas: each deployment is exactly one apply (the rollout driver has nothing to scale).
+      await viaA(EnvironmentService).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "eu", replicas: 0 }] });
       const { token } = await viaA(RegionService).createClusterToken({ region: "eu" });
 
       // The agent talks to B only.

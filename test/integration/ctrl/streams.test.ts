@@ -16,7 +16,15 @@ async function setupEnv(ctrl: TestCtrl, region: string): Promise<void> {
   await ctrl.client(RegionService, t).createRegion({ name: region });
   await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" }).catch(() => undefined);
   await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "web" }).catch(() => undefined);
-  await ctrl.client(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region, replicas: 1 }] });
+  // 0 replicas and a long history: each deployment is then exactly one apply in the outbox (the
+  // rollout driver creates its empty ReplicaSet and has nothing to scale or clean up).
+  await ctrl.client(EnvironmentService, t).createEnvironment({
+    workspace: "acme",
+    project: "web",
+    slug: "prod",
+    regions: [{ region, replicas: 0 }],
+    rollout: { revisionHistoryLimit: 100 },
+  });
 }
 
 async function deploy(ctrl: TestCtrl, n: number, envValueSize = 0): Promise<string[]> {

@@ -1,0 +1,238 @@
+// One rollout pass for one (environment, region) in one transaction: lock the region's rollout
+// record, read the environment, its revisions in the region and their instance reports, run the
+// engine, and write the new sizes through the outbox (setDesiredReplicas / removeFromRegion),
+// the revision records, status, conditions and events.
+//
+// Concurrency: the transaction first takes the rollout row with SELECT … FOR UPDATE on
+// PostgreSQL, so passes of one (environment, region) from several ctrl replicas run one after
+// the other, each on the state the previous one committed. SQLite has a single writer, so its
+// transactions are serial anyway. A row lock (rather than an advisory lock) is released by
+// commit/rollback on every path and needs no key hashing.
+import { fromBinary } from "@bufbuild/protobuf";
+import { sql } from "kysely";
+import { planRollout, type Condition, type DeploymentStatus } from "../../rollout/index.js";
+import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { removeFromRegion, setDesiredReplicas } from "../store/deployments.js";
+import type { WriteTx } from "../store/outbox.js";
+import type { DeploymentContext } from "../store/render.js";
+import type { DeploymentRow } from "../store/schema.js";
+import type { Store } from "../store/store.js";
+import { buildRolloutInput, EMPTY_STATUS, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
+
+/** Events kept per (environment, region). */
+export const EVENTS_KEPT = 50;
+
+export interface PassResult {
+  /** False when the environment or region is gone, or there is no deployment yet. */
+  ran: boolean;
+  changed: boolean;
+  /** When the next pass must run without an event (unix ms), or null. */
+  wakeAt: number | null;
+}
+
+const NOTHING: PassResult = { ran: false, changed: false, wakeAt: null };
+
+/** Creates the region's rollout record if missing (so it can be locked). */
+export async function ensureRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  await tx.trx
+    .insertInto("rollouts")
+    .values({
+      environment_id: environmentId,
+      region,
+      target_deployment_id: null,
+      target_seen_revision: 0,
+      rollback_to: null,
+      status: JSON.stringify(EMPTY_STATUS),
+      conditions: "[]",
+      observed_spec: "",
+      requeue_at: null,
+      updated_at: tx.now,
+    })
+    .onConflict((oc) => oc.columns(["environment_id", "region"]).doNothing())
+    .execute();
+}
+
+async function lockRolloutRow(tx: WriteTx, environmentId: string, region: string) {
+  await ensureRolloutRow(tx, environmentId, region);
+  const q = tx.trx.selectFrom("rollouts").selectAll().where("environment_id", "=", environmentId).where("region", "=", region);
+  return (tx.dialect === "postgres" ? q.forUpdate() : q).executeTakeFirstOrThrow();
+}
+
+/** Picks the target: the stored one, unless a newer deployment exists or it was deleted. */
+export function chooseTarget(
+  deployments: readonly Pick<DeploymentRow, "id" | "revision">[],
+  stored: { targetId: string | null; seenRevision: number },
+): { targetId: string; seenRevision: number } | null {
+  let newest: Pick<DeploymentRow, "id" | "revision"> | undefined;
+  for (const d of deployments) if (newest === undefined || Number(d.revision) > Number(newest.revision)) newest = d;
+  if (newest === undefined) return null;
+  const newestRev = Number(newest.revision);
+  const storedExists = stored.targetId !== null && deployments.some((d) => d.id === stored.targetId);
+  if (!storedExists || newestRev > stored.seenRevision) return { targetId: newest.id, seenRevision: newestRev };
+  return { targetId: stored.targetId ?? newest.id, seenRevision: stored.seenRevision };
+}
+
+export async function runPass(store: Store, environmentId: string, region: string): Promise<PassResult> {
+  return store.write(async (tx) => {
+    const environment = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+    if (!environment) return NOTHING;
+    const envRegion = await tx.trx
+      .selectFrom("environment_regions")
+      .select("replicas")
+      .where("environment_id", "=", environmentId)
+      .where("region", "=", region)
+      .executeTakeFirst();
+    if (!envRegion) return NOTHING;
+    const row = await lockRolloutRow(tx, environmentId, region);
+    const deployments = await tx.trx.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
+    const lastRevision = Number(environment.last_revision);
+    const chosen = chooseTarget(deployments, { targetId: row.target_deployment_id, seenRevision: Number(row.target_seen_revision) });
+    if (chosen === null) {
+      await tx.trx
+        .updateTable("rollouts")
+        .set({ target_deployment_id: null, target_seen_revision: lastRevision, requeue_at: null, updated_at: tx.now })
+        .where("environment_id", "=", environmentId)
+        .where("region", "=", region)
+        .execute();
+      return NOTHING;
+    }
+    // Every deployment up to last_revision has now been seen: only a newer one retargets.
+    const target = { targetId: chosen.targetId, seenRevision: Math.max(chosen.seenRevision, lastRevision) };
+
+    const ids = deployments.map((d) => d.id);
+    const records = await tx.trx.selectFrom("rollout_revisions").selectAll().where("environment_id", "=", environmentId).where("region", "=", region).execute();
+    const desired = await tx.trx
+      .selectFrom("desired_objects")
+      .select(["object_id", "payload"])
+      .where("region", "=", region)
+      .where("kind", "=", "deployment")
+      .where("object_id", "in", ids)
+      .execute();
+    const instances = await tx.trx
+      .selectFrom("instances")
+      .select(["deployment_id", "status", "ready_since"])
+      .where("region", "=", region)
+      .where("deployment_id", "in", ids)
+      .execute();
+    const recordOf = new Map(records.map((r) => [r.deployment_id, r]));
+    const desiredOf = new Map(desired.map((d) => [d.object_id, fromBinary(ApplyDeploymentSchema, d.payload).replicas]));
+
+    const revisions: RevisionFacts[] = [];
+    for (const d of deployments) {
+      const rec = recordOf.get(d.id);
+      const desiredReplicas = desiredOf.get(d.id);
+      if (rec === undefined && desiredReplicas === undefined && d.id !== target.targetId) continue;
+      let state: RevisionFacts["state"] = null;
+      if (rec !== undefined) {
+        state = {
+          revision: rec.revision === null ? null : Number(rec.revision),
+          replicas: desiredReplicas === undefined ? 0 : rec.replicas,
+          desiredReplicas: rec.desired_replicas,
+          maxReplicas: rec.max_replicas,
+        };
+      } else if (desiredReplicas !== undefined && (desiredReplicas > 0 || d.id !== target.targetId)) {
+        // Desired before the driver knew it (written by an older ctrl): its deployment revision.
+        state = { revision: Number(d.revision), replicas: desiredReplicas, desiredReplicas: null, maxReplicas: null };
+      }
+      revisions.push({
+        deploymentId: d.id,
+        name: d.k8s_name,
+        createdAtMs: Number(d.created_at),
+        state,
+        instances: instances.filter((i) => i.deployment_id === d.id).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
+      });
+    }
+
+    const rollbackTo = row.rollback_to === null ? null : Number(row.rollback_to);
+    const env: EnvironmentFacts = {
+      name: environment.slug,
+      replicas: envRegion.replicas,
+      strategy: environment.strategy,
+      maxSurge: environment.max_surge,
+      maxUnavailable: environment.max_unavailable,
+      minReadySeconds: environment.min_ready_seconds,
+      progressDeadlineSeconds: environment.progress_deadline_seconds,
+      revisionHistoryLimit: environment.revision_history_limit,
+      paused: environment.paused === 1,
+      targetDeploymentId: target.targetId,
+      rollbackTo,
+      status: JSON.parse(row.status) as DeploymentStatus,
+      conditions: JSON.parse(row.conditions) as Condition[],
+    };
+    const now = tx.now;
+    const out = planRollout(buildRolloutInput(env, revisions, now));
+    const w = planWrites(env, revisions, out);
+
+    const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
+    const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
+    const ctxOf = (id: string): DeploymentContext => {
+      const deployment = deployments.find((d) => d.id === id);
+      if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);
+      return { workspace, project, environment, deployment };
+    };
+    for (const r of w.revisions) {
+      if (r.putDesired) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
+      if (!r.recordChanged) continue;
+      const values = { revision: r.revision, replicas: r.replicas, desired_replicas: r.desiredReplicas, max_replicas: r.maxReplicas };
+      await tx.trx
+        .insertInto("rollout_revisions")
+        .values({ deployment_id: r.deploymentId, environment_id: environmentId, region, ...values })
+        .onConflict((oc) => oc.columns(["deployment_id", "region"]).doUpdateSet(values))
+        .execute();
+    }
+    for (const id of w.remove) {
+      await removeFromRegion(tx, ctxOf(id), region);
+      await tx.trx.deleteFrom("rollout_revisions").where("deployment_id", "=", id).where("region", "=", region).execute();
+    }
+    // Records of deleted deployments.
+    const stale = records.filter((r) => !ids.includes(r.deployment_id)).map((r) => r.deployment_id);
+    if (stale.length > 0) await tx.trx.deleteFrom("rollout_revisions").where("region", "=", region).where("deployment_id", "in", stale).execute();
+
+    let wakeAt: number | null = null;
+    if (!w.changed) {
+      if (w.requeueAfterSeconds !== null) wakeAt = now + Math.max(200, w.requeueAfterSeconds * 1000);
+      for (const r of revisions) {
+        const at = nextAvailabilityAt(r.instances, env.minReadySeconds, now);
+        if (at !== null && (wakeAt === null || at < wakeAt)) wakeAt = at;
+      }
+    }
+    const observedSpec = specKey({ ...env, rollbackTo: w.clearRollback ? null : rollbackTo }, lastRevision);
+    await tx.trx
+      .updateTable("rollouts")
+      .set({
+        target_deployment_id: w.targetDeploymentId,
+        target_seen_revision: target.seenRevision,
+        rollback_to: w.clearRollback ? null : rollbackTo,
+        status: JSON.stringify(w.status),
+        conditions: JSON.stringify(w.conditions),
+        observed_spec: observedSpec,
+        requeue_at: wakeAt,
+        updated_at: now,
+      })
+      .where("environment_id", "=", environmentId)
+      .where("region", "=", region)
+      .execute();
+    if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
+    return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
+  });
+}
+
+async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
+  const last = await tx.trx
+    .selectFrom("rollout_events")
+    .select(sql<number | null>`max(seq)`.as("seq"))
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  let seq = Number(last?.seq ?? 0);
+  await tx.trx
+    .insertInto("rollout_events")
+    .values(events.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
+    .execute();
+  await tx.trx
+    .deleteFrom("rollout_events")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .where("seq", "<=", seq - EVENTS_KEPT)
+    .execute();
+}
