@@ -31,6 +31,9 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
+import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
+import { RolloutDriver } from "../rollout/driver.js";
+import { rolloutServiceImpl } from "../rollout/service.js";
 import { addUserToken, countUserTokens, generateToken } from "../store/clusters.js";
 import { compactOutbox } from "../store/outbox.js";
 import { Store } from "../store/store.js";
@@ -70,6 +73,8 @@ export interface CtrlConfig {
   feedSafetyIntervalMs?: number;
   /** Registers process metrics (off in tests that run several servers). */
   defaultMetrics?: boolean;
+  /** How often the rollout driver looks for stored wake-ups (ms, 0 disables). */
+  rolloutSweepIntervalMs?: number;
 }
 
 export interface RunningCtrl {
@@ -79,6 +84,7 @@ export interface RunningCtrl {
   store: Store;
   hub: FeedHub;
   metrics: CtrlMetrics;
+  rollout: RolloutDriver;
   /** Graceful stop; safe to call twice. */
   close(): Promise<void>;
 }
@@ -132,17 +138,19 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store);
+  const rollout = new RolloutDriver(store, { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
   let draining = false;
 
   const routes = (router: ConnectRouter): void => {
-    const deps = { store };
-    router.service(ClusterService, clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal }));
+    const deps = { store, rollout };
+    router.service(ClusterService, clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, rollout }));
     router.service(WorkspaceService, workspaceServiceImpl(deps));
     router.service(ProjectService, projectServiceImpl(deps));
     router.service(EnvironmentService, environmentServiceImpl(deps));
     router.service(DeploymentService, deploymentServiceImpl(deps));
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
+    router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
   };
   const handler = connectNodeAdapter({
     routes,
@@ -259,6 +267,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       await closed;
       adapterStop.abort();
       hub.close();
+      await rollout.close();
       if (ops) {
         ops.closeAllConnections();
         await new Promise<void>((r) => ops.close(() => r()));
@@ -269,5 +278,5 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, close };
+  return { url, opsUrl, store, hub, metrics, rollout, close };
 }
