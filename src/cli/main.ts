@@ -7,6 +7,7 @@ import { registerAgentCommands } from "./agent.js";
 import { registerDevCommand } from "./dev.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerUserCommands } from "./user.js";
+import { registerRolloutCommands } from "./rollout.js";
 
 const program = new Command()
   .name("krane")
@@ -20,6 +21,7 @@ registerAgentCommands(program);
 registerDevCommand(program);
 registerCtrlCommands(program);
 registerUserCommands(program);
+registerRolloutCommands(program);
 
 try {
   await program.parseAsync(process.argv);

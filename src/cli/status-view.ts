@@ -3,6 +3,7 @@
 import Table from "cli-table3";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
 
 const instanceStatus: Record<InstanceStatus, string> = {
   [InstanceStatus.UNSPECIFIED]: "unknown",
@@ -26,7 +27,7 @@ function ago(unixMs: bigint, now: number): string {
 
 const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
 
-export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = Date.now()): string {
+export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = Date.now(), rollout?: RolloutStatus): string {
   const out: string[] = [];
   const env = s.environment;
   out.push(`environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`);
@@ -63,5 +64,52 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now)]);
     out.push(clusters.toString());
   }
+  if (rollout) out.push(renderRolloutStatus(rollout));
   return out.join("\n");
+}
+
+// ---------------------------------------------------------------- rollouts (issue 6)
+
+function iso(unixMs: bigint): string {
+  return unixMs === 0n ? "-" : new Date(Number(unixMs)).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+/** Per region: progress, each revision's desired/current/ready/available counts, conditions, recent events. */
+export function renderRolloutStatus(s: RolloutStatus, eventsShown = 5): string {
+  const out: string[] = [];
+  for (const r of s.regions) {
+    const state = r.deadlineExceeded ? "FAILED: progress deadline exceeded" : r.complete ? "complete" : r.message;
+    out.push(
+      `rollout ${r.region}: ${state}${r.paused ? " (paused)" : ""}  replicas ${r.replicas}, updated ${r.updatedReplicas}, ready ${r.readyReplicas}, available ${r.availableReplicas}`,
+    );
+    const revisions = new Table({ head: ["", "revision", "deployment", "image", "desired", "current", "ready", "available"], ...plain });
+    for (const x of r.revisions) {
+      revisions.push([
+        x.target ? "→" : "",
+        x.revision === 0n ? "-" : String(x.revision),
+        x.deploymentId,
+        x.image,
+        String(x.desiredReplicas),
+        String(x.currentReplicas),
+        String(x.readyReplicas),
+        String(x.availableReplicas),
+      ]);
+    }
+    if (r.revisions.length) out.push(revisions.toString());
+    for (const c of r.conditions) out.push(`  ${c.type}=${c.status} ${c.reason}: ${c.message} (since ${iso(c.lastTransitionUnixMs)})`);
+    for (const e of r.events.slice(-eventsShown)) out.push(`  ${iso(e.atUnixMs)} ${e.type} ${e.reason}: ${e.message}`);
+  }
+  return out.join("\n") || "no regions";
+}
+
+/** `krane rollout history`: revisions per region, newest first. */
+export function renderRolloutHistory(s: RolloutStatus): string {
+  const t = new Table({ head: ["region", "revision", "deployment", "image", "created", "replicas", ""], ...plain });
+  for (const r of s.regions) {
+    const byRevision = [...r.revisions].sort((a, b) => Number(b.revision - a.revision));
+    for (const x of byRevision) {
+      t.push([r.region, x.revision === 0n ? "-" : String(x.revision), x.deploymentId, x.image, iso(x.createdAtUnixMs), String(x.desiredReplicas), x.target ? "current" : ""]);
+    }
+  }
+  return t.toString();
 }

@@ -28,6 +28,8 @@ import {
   type Environment,
 } from "../gen/krane/ctrl/v1/api_pb.js";
 import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { renderRolloutStatus } from "./status-view.js";
 import { Ctrl, collect, intArg, printJson, printTable, run, splitTarget, when, withConnection, type ConnectionFlags } from "./user-client.js";
 
 function envRow(e: Environment): (string | number)[] {
@@ -353,6 +355,8 @@ export function registerUserCommands(program: Command): void {
           );
         }
         printTable(["CLUSTER", "REGION", "LAST HEARTBEAT"], res.clusters.map((k) => [k.name, k.region, when(k.lastHeartbeatUnixMs)]));
+        const { status: rollout } = await c.client(RolloutService).getRolloutStatus({ workspace: await c.workspace(), ...splitTarget(target) });
+        if (rollout) process.stdout.write(`${renderRolloutStatus(rollout)}\n`);
       }),
   );
 }

@@ -10,6 +10,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
+import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
 
 export interface ApiClients {
   workspaces: Client<typeof WorkspaceService>;
@@ -18,6 +19,7 @@ export interface ApiClients {
   deployments: Client<typeof DeploymentService>;
   regions: Client<typeof RegionService>;
   status: Client<typeof StatusService>;
+  rollouts: Client<typeof RolloutService>;
 }
 
 export function createApiClients(baseUrl: string, token: string, timeoutMs = 15_000): ApiClients {
@@ -33,5 +35,6 @@ export function createApiClients(baseUrl: string, token: string, timeoutMs = 15_
     deployments: createClient(DeploymentService, transport),
     regions: createClient(RegionService, transport),
     status: createClient(StatusService, transport),
+    rollouts: createClient(RolloutService, transport),
   };
 }

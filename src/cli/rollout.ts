@@ -1,0 +1,148 @@
+// User commands of rollouts (issue 6): `krane scale` and `krane rollout pause | resume | undo |
+// restart | history | status` against ctrl's RolloutService. Connection flags, output format,
+// workspace choice and error handling are the user commands' own (./user-client.ts).
+// `rollout status` follows the rollout per region until it completes (exit 0) or a region
+// exceeds its progress deadline (non-zero), like `kubectl rollout status`.
+import { Option, type Command } from "commander";
+import { RolloutStatusSchema, RolloutService, type RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { rolloutCommand } from "./rollout-plan.js";
+import { renderRolloutHistory, renderRolloutStatus } from "./status-view.js";
+import { Ctrl, intArg, printJson, run, splitTarget, withConnection, type ConnectionFlags } from "./user-client.js";
+
+interface EnvRef {
+  workspace: string;
+  project: string;
+  environment: string;
+}
+
+/** "<project>/<env>" (workspace from --workspace or the only one) or "<ws>/<project>/<env>". */
+export async function envTarget(c: Ctrl, target: string): Promise<EnvRef> {
+  const parts = target.split("/");
+  if (parts.length === 3 && parts.every((p) => p !== "")) {
+    const [workspace = "", project = "", environment = ""] = parts;
+    return { workspace, project, environment };
+  }
+  return { workspace: await c.workspace(), ...splitTarget(target) };
+}
+
+function print(c: Ctrl, status: RolloutStatus | undefined, render: (s: RolloutStatus) => string = renderRolloutStatus): void {
+  if (!status) return;
+  if (c.json) printJson(RolloutStatusSchema, status);
+  else process.stdout.write(`${render(status)}\n`);
+}
+
+export interface FollowOptions {
+  intervalMs: number;
+  /** 0: no limit. */
+  timeoutMs: number;
+  /** Progress lines (one per region whenever it changes). */
+  log: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * Polls the rollout status until every region is complete (resolves with the final status) or
+ * a region exceeded its progress deadline (rejects naming it).
+ */
+export async function followRollout(get: () => Promise<RolloutStatus | undefined>, opts: FollowOptions): Promise<RolloutStatus> {
+  const started = Date.now();
+  const last = new Map<string, string>();
+  for (;;) {
+    const status = await get();
+    if (!status) throw new Error("ctrl returned no rollout status");
+    const failed = status.regions.filter((r) => r.deadlineExceeded);
+    for (const r of status.regions) {
+      const line = r.complete ? "successfully rolled out" : `waiting for rollout to finish: ${r.message}`;
+      if (last.get(r.region) !== line) opts.log(`[${r.region}] ${line}`);
+      last.set(r.region, line);
+    }
+    if (failed.length > 0) throw new Error(`rollout exceeded its progress deadline in ${failed.map((r) => r.region).join(", ")}`);
+    if (status.regions.every((r) => r.complete)) return status;
+    if (opts.timeoutMs > 0 && Date.now() - started > opts.timeoutMs) throw new Error(`timed out after ${Math.round(opts.timeoutMs / 1000)} s waiting for the rollout`);
+    if (opts.signal?.aborted) throw new Error("interrupted");
+    await new Promise((r) => setTimeout(r, opts.intervalMs));
+  }
+}
+
+export function registerRolloutCommands(program: Command): void {
+  withConnection(
+    program
+      .command("scale <target>")
+      .description("set an environment's replicas (<project>/<env> or <ws>/<project>/<env>)")
+      .requiredOption("--replicas <n>", "replicas per region", intArg("--replicas"))
+      .option("--region <region>", "only this region (default: every region)"),
+    { workspace: true },
+  ).action((target: string, f: ConnectionFlags & { replicas: number; region?: string }) =>
+    run(async () => {
+      const c = new Ctrl(f);
+      const res = await c.client(RolloutService).scale({ ...(await envTarget(c, target)), replicas: f.replicas, region: f.region ?? "" });
+      print(c, res.status);
+    }),
+  );
+
+  const rollout = rolloutCommand(program);
+  const simple = (name: "pause" | "resume" | "history", description: string): void => {
+    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action((target: string, f: ConnectionFlags) =>
+      run(async () => {
+        const c = new Ctrl(f);
+        const client = c.client(RolloutService);
+        const ref = await envTarget(c, target);
+        const res = name === "pause" ? await client.pause(ref) : name === "resume" ? await client.resume(ref) : await client.history(ref);
+        print(c, res.status, name === "history" ? renderRolloutHistory : renderRolloutStatus);
+      }),
+    );
+  };
+  simple("pause", "pause an environment's rollouts (sizes hold; new deployments wait)");
+  simple("resume", "resume an environment's rollouts");
+  simple("history", "an environment's revisions per region");
+
+  withConnection(
+    rollout
+      .command("undo <target>")
+      .description("roll back to the previous revision, or to --to-revision (the region's revision number)")
+      .option("--to-revision <n>", "revision number (see `krane rollout history`)", intArg("--to-revision")),
+    { workspace: true },
+  ).action((target: string, f: ConnectionFlags & { toRevision?: number }) =>
+    run(async () => {
+      const c = new Ctrl(f);
+      const res = await c.client(RolloutService).undo({ ...(await envTarget(c, target)), toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision) });
+      print(c, res.status);
+    }),
+  );
+
+  withConnection(rollout.command("restart <target>").description("replace every pod by rolling out a fresh copy of the current revision"), { workspace: true }).action(
+    (target: string, f: ConnectionFlags) =>
+      run(async () => {
+        const c = new Ctrl(f);
+        const res = await c.client(RolloutService).restart(await envTarget(c, target));
+        if (!c.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
+        print(c, res.status);
+      }),
+  );
+
+  withConnection(
+    rollout
+      .command("status <target>")
+      .description("follow the rollout per region until it completes (exit 0) or exceeds its progress deadline (exit 1)")
+      .option("--no-watch", "print the status once instead of following it")
+      .addOption(new Option("--timeout <seconds>", "give up after this long (0: never)").argParser(intArg("--timeout")).default(0))
+      .addOption(new Option("--interval-ms <ms>", "poll interval").argParser(intArg("--interval-ms")).default(250).hideHelp()),
+    { workspace: true },
+  ).action((target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) =>
+    run(async () => {
+      const c = new Ctrl(f);
+      const client = c.client(RolloutService);
+      const ref = await envTarget(c, target);
+      if (!f.watch) {
+        print(c, (await client.getRolloutStatus(ref)).status);
+        return;
+      }
+      const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
+        intervalMs: Math.max(50, f.intervalMs),
+        timeoutMs: f.timeout * 1000,
+        log: (line) => (c.json ? process.stderr : process.stdout).write(`${line}\n`),
+      });
+      if (c.json) printJson(RolloutStatusSchema, final);
+    }),
+  );
+}
