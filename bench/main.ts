@@ -3,10 +3,12 @@
 import { benchAgent } from "./agent.js";
 import { benchCluster } from "./cluster.js";
 import { benchRollout } from "./rollout.js";
+import { benchRolloutPropagation } from "./rollout-e2e.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   rollout: benchRollout,
+  "rollout-e2e": benchRolloutPropagation,
   agent: benchAgent,
 };
 
