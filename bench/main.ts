@@ -2,11 +2,13 @@
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
 import { benchAgent } from "./agent.js";
 import { benchCluster } from "./cluster.js";
+import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
+  ctrl: benchCtrl,
   rollout: benchRollout,
   "rollout-e2e": benchRolloutPropagation,
   agent: benchAgent,
