@@ -56,7 +56,8 @@ describe("instance reports → revision status", () => {
       { status: "unknown", readySince: 0 },
       { status: "failed", readySince: 0 },
     ];
-    assert.deepEqual(revisionStatus(instances, 0, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 2 });
+    // Without minReadySeconds every running pod is available, even one reported without a ready time.
+    assert.deepEqual(revisionStatus(instances, 0, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 3 });
     assert.deepEqual(revisionStatus(instances, 5, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 1 });
     // Exactly minReadySeconds ago counts (Kubernetes: readyTime + minReady <= now).
     assert.equal(revisionStatus([{ status: "running", readySince: NOW - 5_000 }], 5, NOW).availableReplicas, 1);
