@@ -32,7 +32,7 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
   const env = s.environment;
   out.push(`environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`);
 
-  const deployments = new Table({ head: ["revision", "deployment", "image", "region", "desired", "running", "instances"], ...plain });
+  const deployments = new Table({ head: ["REVISION", "DEPLOYMENT", "IMAGE", "REGION", "DESIRED", "RUNNING", "INSTANCES"], ...plain });
   for (const d of s.deployments) {
     const dep = d.deployment;
     if (d.regions.length === 0) deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
@@ -46,7 +46,7 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
   out.push(s.deployments.length ? deployments.toString() : "no deployments");
 
   if (s.sentinels.length) {
-    const sentinels = new Table({ head: ["sentinel", "region", "desired", "available", "health", "reported"], ...plain });
+    const sentinels = new Table({ head: ["SENTINEL", "REGION", "DESIRED", "AVAILABLE", "HEALTH", "REPORTED"], ...plain });
     for (const x of s.sentinels) {
       sentinels.push([
         x.k8sName,
@@ -60,7 +60,7 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     out.push(sentinels.toString());
   }
   if (s.clusters.length) {
-    const clusters = new Table({ head: ["cluster", "region", "agent", "last heartbeat"], ...plain });
+    const clusters = new Table({ head: ["CLUSTER", "REGION", "AGENT", "LAST HEARTBEAT"], ...plain });
     for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now)]);
     out.push(clusters.toString());
   }

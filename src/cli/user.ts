@@ -27,9 +27,8 @@ import {
   type Deployment,
   type Environment,
 } from "../gen/krane/ctrl/v1/api_pb.js";
-import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
-import { renderRolloutStatus } from "./status-view.js";
+import { renderEnvironmentStatus } from "./status-view.js";
 import { Ctrl, collect, intArg, printJson, printTable, run, splitTarget, when, withConnection, type ConnectionFlags } from "./user-client.js";
 
 function envRow(e: Environment): (string | number)[] {
@@ -337,26 +336,8 @@ export function registerUserCommands(program: Command): void {
         const c = new Ctrl(f);
         const res = await c.client(StatusService).getEnvironmentStatus({ workspace: await c.workspace(), ...splitTarget(target) });
         if (c.json) return printJson(GetEnvironmentStatusResponseSchema, res);
-        const rows: (string | number)[][] = [];
-        for (const d of res.deployments) {
-          for (const r of d.regions) {
-            rows.push([d.deployment?.id ?? "", Number(d.deployment?.revision ?? 0n), r.region, r.desiredReplicas, r.runningInstances, r.instances.length, r.rejectedReason || "-"]);
-          }
-          if (d.regions.length === 0) rows.push([d.deployment?.id ?? "", Number(d.deployment?.revision ?? 0n), "-", 0, 0, 0, "-"]);
-        }
-        printTable(["DEPLOYMENT", "REV", "REGION", "DESIRED", "RUNNING", "INSTANCES", "REJECTED"], rows);
-        const instances: (string | number)[][] = [];
-        for (const d of res.deployments) for (const r of d.regions) for (const i of r.instances) instances.push([i.k8sName, r.region, InstanceStatus[i.status].toLowerCase(), i.address || "-", i.zone || "-"]);
-        if (instances.length > 0) printTable(["INSTANCE", "REGION", "STATUS", "ADDRESS", "ZONE"], instances);
-        if (res.sentinels.length > 0) {
-          printTable(
-            ["SENTINEL", "REGION", "HEALTH", "AVAILABLE", "DESIRED", "REJECTED"],
-            res.sentinels.map((s) => [s.k8sName, s.region, Health[s.health].toLowerCase(), s.availableReplicas, s.desiredReplicas, s.rejectedReason || "-"]),
-          );
-        }
-        printTable(["CLUSTER", "REGION", "LAST HEARTBEAT"], res.clusters.map((k) => [k.name, k.region, when(k.lastHeartbeatUnixMs)]));
         const { status: rollout } = await c.client(RolloutService).getRolloutStatus({ workspace: await c.workspace(), ...splitTarget(target) });
-        if (rollout) process.stdout.write(`${renderRolloutStatus(rollout)}\n`);
+        process.stdout.write(`${renderEnvironmentStatus(res, Date.now(), rollout)}\n`);
       }),
   );
 }

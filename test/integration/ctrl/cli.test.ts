@@ -66,7 +66,7 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.equal(status.deployments[0]?.deployment.id, dep.id);
     assert.deepEqual(status.deployments[0]?.regions.map((r) => [r.region, r.desiredReplicas]), [["eu-west", 3]]);
     assert.equal(status.clusters[0]?.region, "eu-west");
-    assert.match(ok(["status", "shop/prod"]), /DEPLOYMENT.*REGION/s);
+    assert.match(ok(["status", "shop/prod"]), new RegExp(`DEPLOYMENT.*REGION.*${dep.id}.*eu-west`, "s"));
 
     ok(["deployments", "delete", dep.id]);
     assert.deepEqual((JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: unknown[] }).deployments, []);
