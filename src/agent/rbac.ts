@@ -8,20 +8,18 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { KubeClient } from "../kube/client.js";
 import { isKubeObject, isRecord } from "../kube/object.js";
-import type { ResourceType } from "../kube/resources.js";
+import { resources, type ResourceType } from "../kube/resources.js";
 
 export const AGENT_RBAC_MANIFEST = fileURLToPath(new URL("../../deploy/rbac/agent.yaml", import.meta.url));
 const AGENT_NAMESPACE = "krane-system";
 const AGENT_SERVICE_ACCOUNT = "krane-agent";
 
-const rbacKinds: Record<string, ResourceType> = {
-  Namespace: { group: "", version: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
-  ServiceAccount: { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
-  ClusterRole: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", namespaced: false },
-  ClusterRoleBinding: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false },
-  Role: { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", namespaced: true },
-  RoleBinding: { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", namespaced: true },
-};
+/** The kinds the RBAC manifest may contain. */
+const rbacKinds: Record<string, ResourceType> = Object.fromEntries(
+  [resources.namespaces, resources.serviceAccounts, resources.clusterRoles, resources.clusterRoleBindings, resources.roles, resources.roleBindings].map(
+    (r) => [r.kind, r],
+  ),
+);
 
 /**
  * Applies the agent's RBAC with `admin` and returns a KubeConfig for the same cluster that

@@ -14,6 +14,11 @@ export const resources = {
   services: { group: "", version: "v1", kind: "Service", plural: "services", namespaced: true },
   replicaSets: { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true },
   deployments: { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true },
+  serviceAccounts: { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
+  clusterRoles: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", namespaced: false },
+  clusterRoleBindings: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false },
+  roles: { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", namespaced: true },
+  roleBindings: { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", namespaced: true },
   ciliumNetworkPolicies: {
     group: "cilium.io",
     version: "v2",

@@ -16,7 +16,7 @@ import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, ZONE_LABEL, managedSelector } from "../labels.js";
 import type { ControllerSpec, DesiredEntry, RuntimeContext } from "../runtime/controller.js";
-import type { StreamEvent } from "../runtime/cursor.js";
+import { decodeKState, type StreamEvent } from "../runtime/cursor.js";
 import { COMPONENT, renderDeployment } from "./render.js";
 import { instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
@@ -31,19 +31,7 @@ export interface DeploymentControllerOptions {
 }
 
 function decode(msg: DeploymentState): StreamEvent<ApplyDeployment, DeleteDeployment> {
-  const version = msg.version;
-  switch (msg.state.case) {
-    case "apply":
-      return { type: "apply", version, key: msg.state.value.deploymentId, desired: msg.state.value };
-    case "delete":
-      return { type: "delete", version, key: msg.state.value.deploymentId, ref: msg.state.value };
-    case "snapshotStart":
-      return { type: "snapshot-start", version };
-    case "snapshotEnd":
-      return { type: "snapshot-end", version, head: msg.state.value.headVersion };
-    default:
-      return { type: "empty", version };
-  }
+  return decodeKState<ApplyDeployment, DeleteDeployment>(msg, { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId });
 }
 
 export function deploymentControllerSpec(opts: DeploymentControllerOptions): DeploymentSpec {

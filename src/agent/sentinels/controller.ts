@@ -18,7 +18,7 @@ import { resources } from "../../kube/resources.js";
 import type { ClusterClient } from "../deployments/controller.js";
 import { LABEL_SENTINEL_ID, managedSelector } from "../labels.js";
 import type { ControllerSpec, DesiredEntry } from "../runtime/controller.js";
-import type { StreamEvent } from "../runtime/cursor.js";
+import { decodeKState, type StreamEvent } from "../runtime/cursor.js";
 import {
   COMPONENT,
   SENTINEL_NAMESPACE,
@@ -37,19 +37,7 @@ export interface SentinelControllerOptions {
 }
 
 export function decodeSentinelState(msg: SentinelState): StreamEvent<ApplySentinel, DeleteSentinel> {
-  const version = msg.version;
-  switch (msg.state.case) {
-    case "apply":
-      return { type: "apply", version, key: msg.state.value.sentinelId, desired: msg.state.value };
-    case "delete":
-      return { type: "delete", version, key: msg.state.value.sentinelId, ref: msg.state.value };
-    case "snapshotStart":
-      return { type: "snapshot-start", version };
-    case "snapshotEnd":
-      return { type: "snapshot-end", version, head: msg.state.value.headVersion };
-    default:
-      return { type: "empty", version };
-  }
+  return decodeKState<ApplySentinel, DeleteSentinel>(msg, { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId });
 }
 
 function toEntry(s: SentinelState): DesiredEntry<ApplySentinel, DeleteSentinel> | undefined {
