@@ -14,7 +14,9 @@ import { BENCH_MARK, BENCH_REGION, seedBench } from "./ctrl-seed.js";
 type Command = { type: "write"; rate: number; seconds: number } | { type: "stop" };
 
 const databaseUrl = process.argv[2] ?? "";
-const ctrl = await startCtrl({ databaseUrl, listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 1000 });
+// The seed writes desired replicas directly (this bench measures the outbox and its streams), so
+// the rollout driver's sweep must not take those revisions over and rewrite their replicas.
+const ctrl = await startCtrl({ databaseUrl, listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 1000, rolloutSweepIntervalMs: 0 });
 const deployments = await seedBench(ctrl.store, 100);
 const { token } = await issueClusterToken(ctrl.store, BENCH_REGION, "bench");
 const now = (): number => performance.timeOrigin + performance.now();
