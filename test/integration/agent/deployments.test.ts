@@ -150,15 +150,19 @@ test("drift is repaired: a deleted ReplicaSet and replicas changed by another fi
     const o = await rs("ws-b", "dep-b");
     return o && !o.metadata.deletionTimestamp ? o : undefined;
   });
-  // Another manager (kubectl scale, say) changes replicas.
-  await admin.apply(resources.replicaSets, {
+  // Another manager (kubectl scale, say) changes replicas. The agent may repair it before any
+  // later read, so the drift is proven by the server's answer to that write, and the repair by
+  // a write of the agent's own.
+  const writesBefore = await kubeWrites(agent);
+  const drifted = await admin.apply(resources.replicaSets, {
     apiVersion: "apps/v1",
     kind: "ReplicaSet",
     metadata: { name: "dep-b", namespace: "ws-b" },
     spec: { replicas: 5 },
   } as KubeObject, { force: true });
-  assert.equal(spec(await rs("ws-b", "dep-b")).replicas, 5);
+  assert.equal(spec(drifted).replicas, 5);
   await eventually("replicas repaired to 2", async () => (spec(await rs("ws-b", "dep-b")).replicas === 2 ? true : undefined));
+  assert.ok((await kubeWrites(agent)) > writesBefore, "the agent wrote the repair");
 });
 
 test("a resync with nothing drifted makes no Kubernetes write and reads desired state in batches", async () => {

@@ -26,7 +26,7 @@ import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { findDrift } from "../../../src/agent/runtime/drift.js";
 import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
 import { TwoKindCtrl, type SentinelInit } from "./sentinel-ctrl.js";
-import { adminKube, agentKubeConfig } from "./support.js";
+import { adminKube, agentKubeConfig, startAgent } from "./support.js";
 import { startTestCtrl, tempDir } from "../ctrl/support.js";
 
 const NEVER_READY = "ghcr.io/krane/never-ready:1";
@@ -40,25 +40,7 @@ let agentKc: KubeConfig;
 
 /** The agent under test (region "local"), as the RBAC ServiceAccount, with short periods. */
 function localAgent(): Agent {
-  return new Agent({
-    ctrlUrl: ctrl.url,
-    token: ctrl.token,
-    region: REGION,
-    kubeconfig: agentKc,
-    log: silentLogger,
-    registry: new Registry(),
-    opsPort: 0,
-    opsHost: "127.0.0.1",
-    resyncPeriodMs: 2_000,
-    concurrency: 8,
-    heartbeatMs: 1_000,
-    callTimeoutMs: 3_000,
-    runtime: {
-      reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 },
-      retry: { baseMs: 100, capMs: 1_000, minMs: 50 },
-      breaker: { failureThreshold: 3, openMs: 500 },
-    },
-  });
+  return startAgent(agentKc, ctrl, REGION);
 }
 
 /** Kubernetes writes the agent made to sentinel objects (Deployments, Services) so far. */

@@ -10,7 +10,6 @@ import type { ResourceType } from "../../../src/kube/resources.js";
 import { Agent, type AgentConfig } from "../../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../../src/agent/rbac.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
-import type { FakeCtrl } from "./fake-ctrl.js";
 
 export function adminKube(cluster: LocalCluster): KubeClient {
   return new KubeClient(cluster.kubeConfig(), { fieldManager: "test-admin" });
@@ -21,9 +20,10 @@ export function agentKubeConfig(cluster: LocalCluster): Promise<KubeConfig> {
   return agentKubeConfigFrom(cluster.kubeConfig());
 }
 
+/** An agent with short periods for tests (not started), talking to a test ctrl. */
 export function startAgent(
   kc: KubeConfig,
-  ctrl: FakeCtrl,
+  ctrl: { readonly url: string; readonly token: string },
   region: string,
   extra: Partial<AgentConfig> = {},
 ): Agent {
