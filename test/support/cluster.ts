@@ -7,17 +7,24 @@ import { startCluster, type LocalCluster, type StartOptions } from "../../src/cl
 export interface ClusterHandle {
   /** The running cluster; valid inside tests (after `before` ran). */
   readonly cluster: LocalCluster;
+  /**
+   * Resolves with the cluster once started. Node 20 runs a file's top-level `before` hooks
+   * concurrently, so a file's own `before` awaits this rather than reading `cluster`.
+   */
+  ready(): Promise<LocalCluster>;
 }
 
 export function useCluster(opts: Omit<StartOptions, "name" | "detached"> = {}): ClusterHandle {
   let cluster: LocalCluster | undefined;
-  before(async () => {
-    cluster = await startCluster({ ...opts, name: `t-${randomBytes(3).toString("hex")}` });
-  }, { timeout: 15 * 60_000 });
+  let started: Promise<LocalCluster> | undefined;
+  const start = (): Promise<LocalCluster> =>
+    (started ??= startCluster({ ...opts, name: `t-${randomBytes(3).toString("hex")}` }).then((c) => (cluster = c)));
+  before(() => start().then(() => undefined), { timeout: 15 * 60_000 });
   after(async () => {
     await cluster?.stop();
   });
   return {
+    ready: start,
     get cluster(): LocalCluster {
       if (!cluster) throw new Error("the test cluster is not running (used outside a test?)");
       return cluster;
