@@ -1,6 +1,6 @@
 // User commands against ctrl's public API: workspaces, projects, environments, regions and
 // cluster tokens, deploy, deployments and status. Tables by default, JSON with --output json.
-import { create } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 import type { Command } from "commander";
 import {
   CreateClusterTokenResponseSchema,
@@ -27,7 +27,7 @@ import {
   type Deployment,
   type Environment,
 } from "../gen/krane/ctrl/v1/api_pb.js";
-import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { RolloutService, RolloutStatusSchema } from "../gen/krane/ctrl/v1/rollout_pb.js";
 import { renderEnvironmentStatus } from "./status-view.js";
 import { Ctrl, collect, intArg, printJson, printTable, run, splitTarget, when, withConnection, type ConnectionFlags } from "./user-client.js";
 
@@ -335,8 +335,14 @@ export function registerUserCommands(program: Command): void {
       run(async () => {
         const c = new Ctrl(f);
         const res = await c.client(StatusService).getEnvironmentStatus({ workspace: await c.workspace(), ...splitTarget(target) });
-        if (c.json) return printJson(GetEnvironmentStatusResponseSchema, res);
         const { status: rollout } = await c.client(RolloutService).getRolloutStatus({ workspace: await c.workspace(), ...splitTarget(target) });
+        if (c.json) {
+          // The environment's status, plus its rollout per region under "rollout".
+          const json = { ...(toJson(GetEnvironmentStatusResponseSchema, res, { alwaysEmitImplicit: true }) as object) };
+          const withRollout = rollout ? { ...json, rollout: toJson(RolloutStatusSchema, rollout, { alwaysEmitImplicit: true }) } : json;
+          process.stdout.write(`${JSON.stringify(withRollout, null, 2)}\n`);
+          return;
+        }
         process.stdout.write(`${renderEnvironmentStatus(res, Date.now(), rollout)}\n`);
       }),
   );

@@ -62,7 +62,12 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.deepEqual(listed.deployments.map((d) => d.id), [dep.id]);
     assert.match(ok(["deployments", "get", dep.id]), /3000.*250m.*256Mi/s);
 
-    const status = JSON.parse(ok(["status", "shop/prod", "-o", "json"])) as { deployments: { deployment: { id: string }; regions: { region: string; desiredReplicas: number }[] }[]; clusters: { region: string }[] };
+    const status = JSON.parse(ok(["status", "shop/prod", "-o", "json"])) as {
+      deployments: { deployment: { id: string }; regions: { region: string; desiredReplicas: number }[] }[];
+      clusters: { region: string }[];
+      rollout: { regions: { region: string; replicas: number; targetDeploymentId: string }[] };
+    };
+    assert.deepEqual(status.rollout.regions.map((r) => [r.region, r.replicas, r.targetDeploymentId]), [["eu-west", 3, dep.id]]);
     assert.equal(status.deployments[0]?.deployment.id, dep.id);
     assert.deepEqual(status.deployments[0]?.regions.map((r) => [r.region, r.desiredReplicas]), [["eu-west", 3]]);
     assert.equal(status.clusters[0]?.region, "eu-west");
