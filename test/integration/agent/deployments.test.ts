@@ -56,14 +56,7 @@ async function rs(ns: string, name: string): Promise<KubeObject | undefined> {
 }
 
 before(async () => {
-  // Node 20 runs top-level before hooks concurrently: wait for useCluster's to finish.
-  await eventually("the test cluster", async () => {
-    try {
-      return handle.cluster;
-    } catch {
-      return undefined;
-    }
-  }, 15 * 60_000);
+  await handle.ready(); // Node 20 runs a file's top-level before hooks concurrently
   kc = await agentKubeConfig(handle.cluster);
   admin = adminKube(handle.cluster);
   await ctrl.start();
