@@ -11,7 +11,7 @@ import { setDesiredReplicas } from "../src/ctrl/store/deployments.js";
 import { startCtrl } from "../src/ctrl/server/server.js";
 import { BENCH_MARK, BENCH_REGION, seedBench } from "./ctrl-seed.js";
 
-type Command = { type: "write"; rate: number; seconds: number } | { type: "stop" };
+type Command = { type: "write"; rate: number; seconds: number; warmupSeconds: number } | { type: "stop" };
 
 const databaseUrl = process.argv[2] ?? "";
 // The seed writes desired replicas directly (this bench measures the outbox and its streams), so
@@ -21,7 +21,11 @@ const deployments = await seedBench(ctrl.store, 100);
 const { token } = await issueClusterToken(ctrl.store, BENCH_REGION, "bench");
 const now = (): number => performance.timeOrigin + performance.now();
 
-async function paced(rate: number, seconds: number): Promise<number[]> {
+/**
+ * Writes `rate` changes/s for `seconds`; change `seq` sets replicas to `mark + seq`. Returns the
+ * wall-clock commit time of each sequence number.
+ */
+async function paced(rate: number, seconds: number, mark: number): Promise<number[]> {
   const total = rate * seconds;
   const commits: number[] = new Array<number>(total + 1).fill(0);
   const start = performance.now();
@@ -34,7 +38,7 @@ async function paced(rate: number, seconds: number): Promise<number[]> {
       const ctx = deployments[seq % deployments.length];
       if (!ctx) continue;
       const p = ctrl.store
-        .write((tx) => setDesiredReplicas(tx, ctx, BENCH_REGION, BENCH_MARK + seq))
+        .write((tx) => setDesiredReplicas(tx, ctx, BENCH_REGION, mark + seq))
         .then(() => {
           commits[seq] = now();
         })
@@ -50,7 +54,10 @@ async function paced(rate: number, seconds: number): Promise<number[]> {
 process.on("message", (msg: Command) => {
   void (async () => {
     if (msg.type === "write") {
-      process.send?.({ type: "done", commits: await paced(msg.rate, msg.seconds) });
+      // The warm-up's changes are streamed like any other but fall below BENCH_MARK, so the
+      // readers do not count them.
+      if (msg.warmupSeconds > 0) await paced(msg.rate, msg.warmupSeconds, 0);
+      process.send?.({ type: "done", commits: await paced(msg.rate, msg.seconds, BENCH_MARK) });
     } else {
       await ctrl.close();
       process.disconnect?.();

@@ -6,7 +6,8 @@
 // Latency: 10 agent streams (each on its own HTTP/2 connection, in this process) watch one
 // region while ctrl and a writer paced at 1,000 changes/s run in a child process (each change
 // its own transaction, spread over 100 deployments); latency = wall-clock time a stream
-// receives a change - wall-clock time its transaction committed. Throughput: single-change transactions
+// receives a change - wall-clock time its transaction committed. Measured twice: after 3 s of
+// the same load (steady state) and from a cold start. Throughput: single-change transactions
 // as fast as the store takes them. Snapshot: 10,000 deployments desired in one region, streamed
 // from a `krane ctrl serve` child process whose resident memory is sampled meanwhile.
 import { readFileSync } from "node:fs";
@@ -35,8 +36,8 @@ function fmt(ms: number): string {
 }
 
 /** 10 streams in this process, ctrl and a writer paced at `rate`/s in a child process. */
-async function latency(databaseUrl: string, rate: number, seconds: number, streams = 10): Promise<{ p50: number; p99: number; max: number; delivered: number; expected: number }> {
-  const child = fork(new URL("./ctrl-server.ts", import.meta.url).pathname, [databaseUrl], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+async function latency(databaseUrl: string, rate: number, seconds: number, warmupSeconds: number, streams = 10): Promise<{ p50: number; p99: number; max: number; delivered: number; expected: number }> {
+  const child = fork(new URL("./ctrl-server.ts", import.meta.url).pathname, [databaseUrl], { execArgv: ["--import", "tsx", ...(process.env.KRANE_BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.KRANE_BENCH_CPU_PROF}`] : [])], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const messages = new EventEmitter();
   child.on("message", (m: ChildMessage) => messages.emit(m.type, m));
   const exited = once(child, "exit");
@@ -69,7 +70,7 @@ async function latency(databaseUrl: string, rate: number, seconds: number, strea
       })();
     });
     await Promise.all(started);
-    child.send({ type: "write", rate, seconds });
+    child.send({ type: "write", rate, seconds, warmupSeconds });
     const [done] = (await once(messages, "done")) as [Extract<ChildMessage, { type: "done" }>];
     await Promise.race([Promise.all(readers), sleep(30_000)]);
     ac.abort();
@@ -82,6 +83,19 @@ async function latency(databaseUrl: string, rate: number, seconds: number, strea
         if (at > 0) delivered++;
         if (at > 0 && committed > 0) latencies.push(Math.max(0, at - committed));
       }
+    }
+    if (process.env.KRANE_BENCH_BUCKETS) {
+      // Probe aid: the worst latency per 250 ms of commit time, to tell steady load from spikes.
+      const t0 = Math.min(...done.commits.filter((c) => c > 0));
+      const worst = new Map<number, number>();
+      for (const times of received) {
+        for (let i = 1; i <= total; i++) {
+          const at = times[i] ?? 0;
+          const c = done.commits[i] ?? 0;
+          if (at > 0 && c > 0) worst.set(Math.floor((c - t0) / 250), Math.max(worst.get(Math.floor((c - t0) / 250)) ?? 0, at - c));
+        }
+      }
+      console.log([...worst].sort((a, b) => a[0] - b[0]).map(([b, w]) => `${b * 250}ms:${w.toFixed(0)}`).join(" "));
     }
     latencies.sort((x, y) => x - y);
     return { p50: pct(latencies, 50), p99: pct(latencies, 99), max: latencies[latencies.length - 1] ?? NaN, delivered, expected: total * streams };
@@ -162,10 +176,12 @@ export async function benchCtrl(): Promise<void> {
       ["PostgreSQL", () => pg.newDatabase()],
     ];
     for (const [name, url] of dbs) {
-      for (const rate of name === "PostgreSQL" ? [1000, 500] : [1000]) {
-        const l = await latency(await url(), rate, 5);
+      // Steady state (a ctrl that has run the same load for 3 s: JIT-compiled, database caches
+      // warm) and a cold start (measuring from the first write after start).
+      for (const warmup of [3, 0]) {
+        const l = await latency(await url(), 1000, 5, warmup);
         console.log(
-          `ctrl ${name}: delivery latency, 10 streams, ${rate.toLocaleString("en")} changes/s for 5 s: p50 ${fmt(l.p50)}, p99 ${fmt(l.p99)}, max ${fmt(l.max)} (${l.delivered}/${l.expected} delivered)`,
+          `ctrl ${name}: delivery latency, 10 streams, 1,000 changes/s for 5 s, ${warmup > 0 ? "steady" : "cold start"}: p50 ${fmt(l.p50)}, p99 ${fmt(l.p99)}, max ${fmt(l.max)} (${l.delivered}/${l.expected} delivered)`,
         );
       }
     }
@@ -188,12 +204,17 @@ export async function benchCtrl(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.env.KRANE_BENCH_PROBE) {
+    // Ad-hoc latency probe: KRANE_BENCH_PROBE=sqlite|postgres, KRANE_BENCH_RATE (changes/s).
+    const rate = Number(process.env.KRANE_BENCH_RATE ?? 1000);
     const dir = tempDir("krane-bench-ctrl-");
-    for (const [rate, streams] of [[1000, 1], [200, 10], [1000, 10]] as const) {
-      const l = await latency(join(dir.path, `${rate}-${streams}.db`), rate, 3, streams);
-      console.log(rate, streams, l);
+    const pg = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
+    try {
+      const url = pg ? await pg.newDatabase() : join(dir.path, "probe.db");
+      console.log(process.env.KRANE_BENCH_PROBE, rate, await latency(url, rate, 5, Number(process.env.KRANE_BENCH_WARMUP ?? 0)));
+    } finally {
+      await pg?.stop();
+      dir.remove();
     }
-    dir.remove();
   } else {
     await benchCtrl();
   }

@@ -1,22 +1,8 @@
 // ClusterService: what agents call. Thin: authorize the region, validate, call the store or the
 // watch logic, and translate to protobuf.
-import { create, fromBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import {
-  ApplyDeploymentSchema,
-  ApplySentinelSchema,
-  ClusterService,
-  DeleteDeploymentSchema,
-  DeleteSentinelSchema,
-  DeploymentStateSchema,
-  GetDesiredDeploymentStatesResponseSchema,
-  GetDesiredSentinelStatesResponseSchema,
-  SentinelStateSchema,
-  SnapshotEndSchema,
-  SnapshotStartSchema,
-  type DeploymentState,
-  type SentinelState,
-} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { ClusterService, GetDesiredDeploymentStatesResponseSchema, GetDesiredSentinelStatesResponseSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordHeartbeat } from "../store/clusters.js";
 import { readDesired } from "../store/outbox.js";
 import { recordDeploymentReport, recordSentinelReport } from "../store/reports.js";
@@ -28,6 +14,7 @@ import { validateDeploymentReport, validateHeartbeat, validateIdList, validateSe
 import * as rules from "../validate/rules.js";
 import { agentPrincipal, agentRegion } from "../server/auth.js";
 import type { CtrlMetrics } from "../server/metrics.js";
+import { deploymentState, desiredDeploymentState, desiredSentinelState, encodingOf, sentinelState } from "./states.js";
 
 export interface ClusterServiceDeps {
   store: Store;
@@ -41,59 +28,6 @@ export interface ClusterServiceDeps {
 
 function cursorOf(v: bigint): number {
   return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v);
-}
-
-// Watchers of one stream share the feed's row objects, so a change is decoded once per process
-// rather than once per watcher.
-const decodedDeployments = new WeakMap<object, DeploymentState>();
-const decodedSentinels = new WeakMap<object, SentinelState>();
-
-function memo<T>(cache: WeakMap<object, T>, ev: WatchEvent, make: (ev: WatchEvent) => T): T {
-  if (ev.type !== "change") return make(ev);
-  let v = cache.get(ev.change);
-  if (v === undefined) {
-    v = make(ev);
-    cache.set(ev.change, v);
-  }
-  return v;
-}
-
-function deploymentState(ev: WatchEvent): DeploymentState {
-  switch (ev.type) {
-    case "snapshot_start":
-      return create(DeploymentStateSchema, { version: 0n, state: { case: "snapshotStart", value: create(SnapshotStartSchema) } });
-    case "snapshot_end":
-      return create(DeploymentStateSchema, { version: 0n, state: { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) } });
-    case "snapshot_object":
-      return create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, ev.payload) } });
-    case "change":
-      return create(DeploymentStateSchema, {
-        version: BigInt(ev.change.version),
-        state:
-          ev.change.op === "apply"
-            ? { case: "apply", value: fromBinary(ApplyDeploymentSchema, ev.change.payload) }
-            : { case: "delete", value: fromBinary(DeleteDeploymentSchema, ev.change.payload) },
-      });
-  }
-}
-
-function sentinelState(ev: WatchEvent): SentinelState {
-  switch (ev.type) {
-    case "snapshot_start":
-      return create(SentinelStateSchema, { version: 0n, state: { case: "snapshotStart", value: create(SnapshotStartSchema) } });
-    case "snapshot_end":
-      return create(SentinelStateSchema, { version: 0n, state: { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) } });
-    case "snapshot_object":
-      return create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, ev.payload) } });
-    case "change":
-      return create(SentinelStateSchema, {
-        version: BigInt(ev.change.version),
-        state:
-          ev.change.op === "apply"
-            ? { case: "apply", value: fromBinary(ApplySentinelSchema, ev.change.payload) }
-            : { case: "delete", value: fromBinary(DeleteSentinelSchema, ev.change.payload) },
-      });
-  }
 }
 
 export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
@@ -119,12 +53,14 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
   return {
     watchDeployments(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      return streamOf("deployment", region, req.versionLastSeen, ctx, (ev) => memo(decodedDeployments, ev, deploymentState));
+      const encoding = encodingOf(ctx.requestHeader.get("content-type"));
+      return streamOf("deployment", region, req.versionLastSeen, ctx, (ev) => deploymentState(ev, encoding));
     },
 
     watchSentinels(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      return streamOf("sentinel", region, req.versionLastSeen, ctx, (ev) => memo(decodedSentinels, ev, sentinelState));
+      const encoding = encodingOf(ctx.requestHeader.get("content-type"));
+      return streamOf("sentinel", region, req.versionLastSeen, ctx, (ev) => sentinelState(ev, encoding));
     },
 
     async getDesiredDeploymentState(req, ctx) {
@@ -132,7 +68,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const id = rules.id("deployment_id", req.deploymentId, "dep");
       const payload = (await desired("deployment", region, [id])).get(id);
       if (!payload) throw new ConnectError(`deployment ${id} is not desired in region ${region}`, Code.NotFound);
-      return create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, payload) } });
+      return desiredDeploymentState(payload);
     },
 
     async getDesiredDeploymentStates(req, ctx) {
@@ -142,7 +78,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const res = create(GetDesiredDeploymentStatesResponseSchema);
       for (const id of ids) {
         const payload = found.get(id);
-        if (payload) res.states.push(create(DeploymentStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplyDeploymentSchema, payload) } }));
+        if (payload) res.states.push(desiredDeploymentState(payload));
         else res.notFound.push(id);
       }
       return res;
@@ -153,7 +89,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const id = rules.id("sentinel_id", req.sentinelId, "snt");
       const payload = (await desired("sentinel", region, [id])).get(id);
       if (!payload) throw new ConnectError(`sentinel ${id} is not desired in region ${region}`, Code.NotFound);
-      return create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, payload) } });
+      return desiredSentinelState(payload);
     },
 
     async getDesiredSentinelStates(req, ctx) {
@@ -163,7 +99,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const res = create(GetDesiredSentinelStatesResponseSchema);
       for (const id of ids) {
         const payload = found.get(id);
-        if (payload) res.states.push(create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: fromBinary(ApplySentinelSchema, payload) } }));
+        if (payload) res.states.push(desiredSentinelState(payload));
         else res.notFound.push(id);
       }
       return res;

@@ -68,12 +68,21 @@ export async function openDatabase(config: DatabaseConfig): Promise<OpenDatabase
     };
   }
 
-  const pool = new pg.Pool({ connectionString: config.url, max: config.poolSize ?? 10, types: pgTypes() });
+  const poolSize = config.poolSize ?? 10;
+  // `min` keeps the pool's connections open once made, so a burst of writes after a quiet spell
+  // does not pay for new backends.
+  const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, types: pgTypes() });
   // An idle client's error (e.g. the server restarted) must not crash the process.
   pool.on("error", () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   try {
     await migrateToLatest(db as Kysely<unknown>, dialect);
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  try {
+    await warmPool(pool, poolSize);
   } catch (err) {
     await db.destroy();
     throw err;
@@ -95,4 +104,20 @@ export async function openDatabase(config: DatabaseConfig): Promise<OpenDatabase
       await db.destroy();
     },
   };
+}
+
+/**
+ * Opens every connection of the pool at start (a new backend costs a fork and cold catalog
+ * caches, which the first burst of writes would otherwise pay for), then returns them to it.
+ */
+async function warmPool(pool: pg.Pool, size: number): Promise<void> {
+  const settled = await Promise.allSettled(Array.from({ length: size }, () => pool.connect()));
+  const clients = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  try {
+    const failed = settled.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+    await Promise.all(clients.map((c) => c.query("SELECT 1 FROM stream_versions LIMIT 1")));
+  } finally {
+    for (const c of clients) c.release();
+  }
 }

@@ -6,6 +6,7 @@ import { sql, type Kysely, type Migration, type MigrationProvider } from "kysely
 import { Migrator } from "kysely";
 import type { DialectName } from "./database.js";
 import { rolloutsMigration } from "../rollout/migration.js";
+import { commitSequencerMigration } from "./commit-sequencer.js";
 
 function migrations(dialect: DialectName): Record<string, Migration> {
   const binary = dialect === "postgres" ? sql`bytea` : sql`blob`;
@@ -188,6 +189,7 @@ function migrations(dialect: DialectName): Record<string, Migration> {
       },
     },
     "0002_rollouts": rolloutsMigration,
+    "0003_commit_sequencer": commitSequencerMigration(dialect),
   };
 }
 

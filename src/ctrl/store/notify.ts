@@ -16,7 +16,8 @@ export const NOTIFY_CHANNEL = "krane_outbox";
 export interface Poke {
   kind: ObjectKind;
   region: string;
-  version: number;
+  /** The stream's new head; absent when only "it moved" is known. */
+  version?: number;
 }
 
 export interface ChangeNotifier {
@@ -30,7 +31,7 @@ export interface ChangeNotifier {
 }
 
 export function encodePoke(p: Poke): string {
-  return `${p.kind}/${p.region}/${p.version}`;
+  return `${p.kind}/${p.region}/${p.version ?? ""}`;
 }
 
 export function decodePoke(s: string): Poke | null {
@@ -38,6 +39,7 @@ export function decodePoke(s: string): Poke | null {
   if (parts.length !== 3) return null;
   const [kind, region, version] = parts as [string, string, string];
   if (kind !== "deployment" && kind !== "sentinel") return null;
+  if (version === "") return { kind, region };
   const v = Number(version);
   if (!Number.isSafeInteger(v)) return null;
   return { kind, region, version: v };

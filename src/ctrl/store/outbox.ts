@@ -3,16 +3,17 @@
 //
 // Allocation is `UPDATE stream_versions SET version = version + n ... RETURNING version`. The row
 // lock it takes is held until commit, so two writers of one stream commit in version order and
-// a reader that sees version v has already been able to see every version below v. Writers
-// allocate at the very end of their transaction, in a fixed (kind, region) order, so the lock is
-// short and two multi-region writers cannot deadlock on it.
+// a reader that sees version v has already been able to see every version below v. Allocation
+// happens in a fixed (kind, region) order, so two multi-region writers cannot deadlock on it,
+// and as late as possible: on SQLite at the end of the transaction (one writer at a time
+// anyway), on PostgreSQL inside the COMMIT itself (commit-sequencer.ts).
 //
 // Separate sequences per kind (rather than one per region with a kind column) keep each
 // stream's versions dense — a gap is always a bug or a compaction, never "the other kind" — and
 // keep deployment writers from queueing behind sentinel writers.
 import { sql, type Kysely, type Transaction } from "kysely";
 import type { DialectName } from "./database.js";
-import { NOTIFY_CHANNEL, type Poke } from "./notify.js";
+import type { Poke } from "./notify.js";
 import type { ChangeOp, Database, ObjectKind } from "./schema.js";
 
 export interface OutboxChange {
@@ -37,9 +38,20 @@ export function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** A write transaction that records desired-state changes and flushes them to the outbox. */
+/**
+ * A write transaction that records desired-state changes with their outbox rows.
+ *
+ * SQLite: each change updates `desired_objects` at once and is kept in memory; `flush` (at the
+ * end of the transaction) allocates the versions and writes the outbox rows.
+ * PostgreSQL: each change is one statement that updates `desired_objects` and stages the outbox
+ * row; versions are allocated by the commit trigger (commit-sequencer.ts).
+ */
 export class WriteTx {
   private readonly pending: PendingChange[] = [];
+  /** Changes staged so far on PostgreSQL; numbers them in the order they were made. */
+  private staged = 0;
+  /** Streams staged to on PostgreSQL, as `kind/region`. */
+  private readonly stagedStreams = new Map<string, Poke>();
 
   constructor(
     readonly trx: Transaction<Database>,
@@ -49,10 +61,22 @@ export class WriteTx {
 
   /** Sets the desired state of one object in one region (create or replace). */
   async putDesired(region: string, kind: ObjectKind, objectId: string, payload: Uint8Array): Promise<void> {
+    const bytes = toBuffer(payload);
+    if (this.dialect === "postgres") {
+      await sql`
+        WITH put AS (
+          INSERT INTO desired_objects (region, kind, object_id, payload) VALUES (${region}, ${kind}, ${objectId}, ${bytes})
+          ON CONFLICT (region, kind, object_id) DO UPDATE SET payload = excluded.payload
+        )
+        INSERT INTO outbox_staging (kind, region, seq, head, object_id, op, payload, created_at)
+        VALUES (${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, ${objectId}, 'apply', ${bytes}, ${this.now}::bigint)`.execute(this.trx);
+      this.noteStaged(kind, region);
+      return;
+    }
     await this.trx
       .insertInto("desired_objects")
-      .values({ region, kind, object_id: objectId, payload: toBuffer(payload) })
-      .onConflict((oc) => oc.columns(["region", "kind", "object_id"]).doUpdateSet({ payload: toBuffer(payload) }))
+      .values({ region, kind, object_id: objectId, payload: bytes })
+      .onConflict((oc) => oc.columns(["region", "kind", "object_id"]).doUpdateSet({ payload: bytes }))
       .execute();
     this.pending.push({ region, kind, objectId, op: "apply", payload });
   }
@@ -62,6 +86,20 @@ export class WriteTx {
    * was desired there; returns whether it was.
    */
   async removeDesired(region: string, kind: ObjectKind, objectId: string, payload: Uint8Array): Promise<boolean> {
+    if (this.dialect === "postgres") {
+      const res = await sql<{ n: number }>`
+        WITH gone AS (
+          DELETE FROM desired_objects WHERE region = ${region} AND kind = ${kind} AND object_id = ${objectId} RETURNING object_id
+        ), staged AS (
+          INSERT INTO outbox_staging (kind, region, seq, head, object_id, op, payload, created_at)
+          SELECT ${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, object_id, 'delete', ${toBuffer(payload)}, ${this.now}::bigint FROM gone
+          RETURNING 1
+        )
+        SELECT count(*)::integer AS n FROM staged`.execute(this.trx);
+      if ((res.rows[0]?.n ?? 0) === 0) return false;
+      this.noteStaged(kind, region);
+      return true;
+    }
     const res = await this.trx
       .deleteFrom("desired_objects")
       .where("region", "=", region)
@@ -73,12 +111,13 @@ export class WriteTx {
     return true;
   }
 
-  get changeCount(): number {
-    return this.pending.length;
+  private noteStaged(kind: ObjectKind, region: string): void {
+    this.staged++;
+    this.stagedStreams.set(`${kind}/${region}`, { kind, region });
   }
 
-  /** Portable path (SQLite, where a statement is a function call): three statements. */
-  private async writeGeneric(region: string, kind: ObjectKind, changes: PendingChange[]): Promise<number> {
+  /** SQLite: allocates the versions and writes the outbox rows of one stream. */
+  private async writeOutbox(region: string, kind: ObjectKind, changes: PendingChange[]): Promise<number> {
     const last = await allocateVersions(this.trx, region, kind, changes.length);
     const base = last - changes.length;
     const rows = changes.map((c, i) => ({
@@ -98,41 +137,13 @@ export class WriteTx {
   }
 
   /**
-   * PostgreSQL: version allocation, the outbox rows and the notification in one statement, so
-   * the counter's row lock is held for just that statement and the commit (one round trip
-   * fewer each than separate statements, which is what bounds a region's write rate).
+   * Called last in the transaction; returns one poke per stream touched, for this process's
+   * streams once committed. SQLite: writes the outbox first. PostgreSQL: nothing left to write,
+   * and the pokes carry no version (the commit trigger allocates it and NOTIFYs it to every
+   * ctrl replica, this one included).
    */
-  private async writePostgres(region: string, kind: ObjectKind, changes: PendingChange[]): Promise<number> {
-    const n = changes.length;
-    const ids = changes.map((c) => c.objectId);
-    const ops = changes.map((c) => c.op);
-    const payloads = changes.map((c) => toBuffer(c.payload));
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const res = await sql<{ version: number }>`
-        WITH v AS (
-          UPDATE stream_versions SET version = version + ${n}::bigint
-          WHERE region = ${region} AND kind = ${kind}
-          RETURNING version
-        ), x AS (
-          SELECT * FROM unnest(${ids}::text[], ${ops}::text[], ${payloads}::bytea[]) WITH ORDINALITY AS x(object_id, op, payload, ord)
-        ), ins AS (
-          INSERT INTO outbox (region, kind, version, object_id, op, payload, created_at)
-          SELECT ${region}, ${kind}, v.version - ${n}::bigint + x.ord, x.object_id, x.op, x.payload, ${this.now}::bigint FROM v, x
-        )
-        SELECT version, pg_notify(${NOTIFY_CHANNEL}, ${`${kind}/${region}/`} || version::text) FROM v`.execute(this.trx);
-      const row = res.rows[0];
-      if (row) return Number(row.version);
-      await this.trx
-        .insertInto("stream_versions")
-        .values({ region, kind, version: 0, compacted_through: 0 })
-        .onConflict((oc) => oc.columns(["region", "kind"]).doNothing())
-        .execute();
-    }
-    throw new Error(`cannot allocate a version for ${kind}/${region}`);
-  }
-
-  /** Allocates versions and writes the outbox rows; returns one poke per stream touched. */
   async flush(): Promise<Poke[]> {
+    if (this.dialect === "postgres") return [...this.stagedStreams.values()];
     if (this.pending.length === 0) return [];
     const groups = new Map<string, PendingChange[]>();
     for (const c of this.pending) {
@@ -142,16 +153,13 @@ export class WriteTx {
       else groups.set(key, [c]);
     }
     const pokes: Poke[] = [];
+    // A fixed (kind, region) order keeps two multi-stream writers from deadlocking.
     for (const key of [...groups.keys()].sort()) {
       const changes = groups.get(key) ?? [];
       const first = changes[0];
       if (!first) continue;
-      const last =
-        this.dialect === "postgres"
-          ? await this.writePostgres(first.region, first.kind, changes)
-          : await this.writeGeneric(first.region, first.kind, changes);
-      const poke = { kind: first.kind, region: first.region, version: last };
-      pokes.push(poke);
+      const version = await this.writeOutbox(first.region, first.kind, changes);
+      pokes.push({ kind: first.kind, region: first.region, version });
     }
     this.pending.length = 0;
     return pokes;

@@ -2,7 +2,7 @@
 //
 // Every mutation goes through `write`, which runs the caller's function in one transaction,
 // flushes the outbox rows it recorded (versions allocated inside that transaction), commits, and
-// only then pokes the streams of this process. Deadlocks and serialization failures reported by
+// only then pokes the streams of this process (SQLite; PostgreSQL's commit NOTIFYs them). Deadlocks and serialization failures reported by
 // PostgreSQL are retried: the function must be safe to run again (it only touches the database).
 import type { Kysely } from "kysely";
 import { openDatabase, type DatabaseConfig, type DialectName } from "./database.js";
@@ -61,7 +61,9 @@ export class Store {
             const pokes = await tx.flush();
             return { result, pokes };
           });
-          if (pokes.length > 0) this.notifier.publishLocal(pokes);
+          // On PostgreSQL the commit's NOTIFY wakes this process's streams too, and with the
+          // version; the local poke only stands in while the LISTEN connection is down.
+          if (pokes.length > 0 && (this.dialect === "sqlite" || !this.notifier.healthy())) this.notifier.publishLocal(pokes);
           return result;
         } catch (err) {
           const code = pgCode(err);

@@ -56,9 +56,14 @@ class Reader {
   snapshotHead: number | null = null;
   private readonly ac = new AbortController();
   readonly done: Promise<void>;
+  /** Resolves once the watcher is following the stream (after its snapshot, if it took one). */
+  readonly following: Promise<void>;
+  private nowFollowing: () => void = () => undefined;
 
   constructor(store: Store, hub: FeedHub, region: string, cursor: number) {
     this.last = cursor;
+    this.following = new Promise((resolve) => (this.nowFollowing = resolve));
+    if (cursor > 0) this.nowFollowing();
     this.done = (async () => {
       for await (const ev of watch(store, hub, { kind: "deployment", region, cursor, signal: this.ac.signal })) {
         if (ev.type === "change") {
@@ -67,6 +72,7 @@ class Reader {
         } else if (ev.type === "snapshot_end") {
           this.last = ev.head;
           this.snapshotHead = ev.head;
+          this.nowFollowing();
         }
       }
     })();
@@ -90,11 +96,13 @@ let runCounter = 0;
 async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<void> {
   const run = ++runCounter;
   const regions = [0, 1, 2].map((i) => `r${run}-${i}-${Math.random().toString(36).slice(2, 6)}`);
-  // Live watchers start at version 0 of fresh regions (empty snapshot, then everything).
+  // Live watchers start at version 0 of fresh regions and take their (empty) snapshot before
+  // the writes start, so every committed change must reach them as a change, versions 1..n. (A
+  // watcher that joined later would get the early changes inside its snapshot instead: the
+  // midway readers below cover that.)
   const live = regions.map((r) => new Reader(store, hub, r, 0));
-  // Give the live watchers a moment to join before writes start; they would be correct anyway
-  // (a late joiner still starts at 0), this just makes the live path carry the load.
-  await sleep(5);
+  await Promise.all(live.map((r) => r.following));
+  assert.deepEqual(live.map((r) => r.snapshotHead), [0, 0, 0]);
 
   const committed: { region: number; label: string; writer: number; seq: number }[] = [];
   let seq = 0;

@@ -67,6 +67,8 @@ describe("ids and Kubernetes names", () => {
   it("encodes pokes losslessly", () => {
     assert.deepEqual(decodePoke(encodePoke({ kind: "sentinel", region: "eu-west", version: 42 })), { kind: "sentinel", region: "eu-west", version: 42 });
     assert.equal(decodePoke("junk"), null);
+    assert.deepEqual(decodePoke(encodePoke({ kind: "deployment", region: "us-east" })), { kind: "deployment", region: "us-east" });
+    assert.equal(decodePoke("deployment/us-east/x1"), null);
   });
 });
 
