@@ -56,7 +56,11 @@ test("stopPid ends the whole process group, children included, even one that ign
     const childPid = Number(/child (\d+)/.exec(text)?.[1]);
     assert.ok(isAlive(c.pid) && isAlive(childPid));
     await stopPid(c.pid, 300);
+    // Components are unref'd children: hold the event loop open until their exit is observed,
+    // or node:test sees an empty loop with this test still pending.
+    const hold = setTimeout(() => undefined, 10_000);
     await c.exited;
+    clearTimeout(hold);
     assert.equal(isAlive(c.pid), false);
     for (let i = 0; i < 250 && isAlive(childPid); i++) await new Promise((r) => setTimeout(r, 20));
     assert.equal(isAlive(childPid), false, "the grandchild in the same group is gone too");
