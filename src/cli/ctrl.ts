@@ -16,6 +16,7 @@ interface ServeFlags {
   adminToken?: string;
   adminTokenFile?: string;
   outboxRetention?: string;
+  poolSize?: string;
   logLevel?: string;
 }
 
@@ -33,6 +34,7 @@ export function registerCtrlCommands(program: Command): void {
     .option("--admin-token <token>", "register this user API token for the admin; env KRANE_ADMIN_TOKEN")
     .option("--admin-token-file <file>", "where a generated admin token is written on first start; env KRANE_ADMIN_TOKEN_FILE")
     .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
+    .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .action(async (flags: ServeFlags) => {
       const configPath = flags.config ?? process.env.KRANE_CONFIG;
@@ -46,6 +48,7 @@ export function registerCtrlCommands(program: Command): void {
         adminToken: flags.adminToken,
         adminTokenFile: flags.adminTokenFile,
         outboxRetention: flags.outboxRetention,
+        poolSize: flags.poolSize,
         logLevel: flags.logLevel,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
@@ -57,6 +60,7 @@ export function registerCtrlCommands(program: Command): void {
         opsListen: settings.opsListen,
         tls: settings.tls,
         outboxRetention: settings.outboxRetention,
+        poolSize: settings.poolSize,
         bootstrapAdmin: { token: settings.adminToken, file: settings.adminTokenFile },
         logger: log,
         defaultMetrics: true,

@@ -9,6 +9,7 @@
 //   --admin-token        KRANE_ADMIN_TOKEN          adminToken          (see below)
 //   --admin-token-file   KRANE_ADMIN_TOKEN_FILE     adminTokenFile      <database dir>/admin-token
 //   --outbox-retention   KRANE_OUTBOX_RETENTION     outboxRetention     100000 versions per stream
+//   --pool-size          KRANE_POOL_SIZE            poolSize            10 PostgreSQL connections
 //   --log-level          KRANE_LOG_LEVEL            logLevel            info
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent). Without one,
@@ -26,6 +27,7 @@ export interface CtrlSettings {
   adminToken: string | undefined;
   adminTokenFile: string;
   outboxRetention: number;
+  poolSize: number;
   logLevel: string;
 }
 
@@ -40,6 +42,7 @@ const ENV = {
   adminToken: "KRANE_ADMIN_TOKEN",
   adminTokenFile: "KRANE_ADMIN_TOKEN_FILE",
   outboxRetention: "KRANE_OUTBOX_RETENTION",
+  poolSize: "KRANE_POOL_SIZE",
   logLevel: "KRANE_LOG_LEVEL",
 } as const;
 
@@ -75,6 +78,8 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
   if ((cert === undefined) !== (key === undefined)) throw new Error("TLS needs both a certificate and a key");
   const retention = Number(pick("outboxRetention") ?? "100000");
   if (!Number.isInteger(retention) || retention < 1) throw new Error("outbox retention must be a positive integer");
+  const poolSize = Number(pick("poolSize") ?? "10");
+  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error("pool size must be an integer from 1 to 1000");
   const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
   return {
     databaseUrl,
@@ -84,6 +89,7 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     adminToken: pick("adminToken"),
     adminTokenFile: pick("adminTokenFile") ?? (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
     outboxRetention: retention,
+    poolSize,
     logLevel: pick("logLevel") ?? "info",
   };
 }
