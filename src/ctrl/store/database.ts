@@ -50,22 +50,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<OpenDatabase
     sqlite.pragma("busy_timeout = 5000");
     sqlite.pragma("foreign_keys = ON");
     const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-    try {
-      await migrateToLatest(db as Kysely<unknown>, dialect);
-    } catch (err) {
-      await db.destroy();
-      throw err;
-    }
-    const notifier = new LocalNotifier();
-    return {
-      db,
-      dialect,
-      notifier,
-      async close() {
-        await notifier.close();
-        await db.destroy();
-      },
-    };
+    return ready(db, dialect, async () => new LocalNotifier());
   }
 
   const poolSize = config.poolSize ?? 10;
@@ -75,23 +60,26 @@ export async function openDatabase(config: DatabaseConfig): Promise<OpenDatabase
   // An idle client's error (e.g. the server restarted) must not crash the process.
   pool.on("error", () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return ready(db, dialect, async () => {
+    await warmPool(pool, poolSize);
+    const notifier = new PgNotifier(config.url);
+    try {
+      await notifier.start();
+    } catch (err) {
+      await notifier.close();
+      throw err;
+    }
+    return notifier;
+  });
+}
+
+/** Migrates, then makes the notifier; on any failure closes the database and rethrows. */
+async function ready(db: Kysely<Database>, dialect: DialectName, makeNotifier: () => Promise<ChangeNotifier>): Promise<OpenDatabase> {
+  let notifier: ChangeNotifier;
   try {
     await migrateToLatest(db as Kysely<unknown>, dialect);
+    notifier = await makeNotifier();
   } catch (err) {
-    await db.destroy();
-    throw err;
-  }
-  try {
-    await warmPool(pool, poolSize);
-  } catch (err) {
-    await db.destroy();
-    throw err;
-  }
-  const notifier = new PgNotifier(config.url);
-  try {
-    await notifier.start();
-  } catch (err) {
-    await notifier.close();
     await db.destroy();
     throw err;
   }
