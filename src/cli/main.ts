@@ -4,6 +4,7 @@ import { Command } from "commander";
 import { registerClusterCommands } from "./cluster.js";
 import { registerRolloutPlanCommand } from "./rollout-plan.js";
 import { registerAgentCommands } from "./agent.js";
+import { registerApiTokenCommands } from "./api-token.js";
 import { registerDevCommand } from "./dev.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerUserCommands } from "./user.js";
@@ -22,6 +23,7 @@ registerDevCommand(program);
 registerCtrlCommands(program);
 registerUserCommands(program);
 registerRolloutCommands(program);
+registerApiTokenCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -3,6 +3,7 @@
 import { create, toJson } from "@bufbuild/protobuf";
 import type { Command } from "commander";
 import {
+  ClusterSchema,
   CreateClusterTokenResponseSchema,
   CreateDeploymentRequestSchema,
   DeploymentSchema,
@@ -43,6 +44,28 @@ function parseKeyValue(what: string, v: string): { key: string; value: string } 
   const i = v.indexOf("=");
   if (i <= 0) throw new Error(`${what}: expected KEY=VALUE, got "${v}"`);
   return { key: v.slice(0, i), value: v.slice(i + 1) };
+}
+
+function parseStrategy(v: string): RolloutStrategy {
+  if (v === "RollingUpdate") return RolloutStrategy.ROLLING_UPDATE;
+  if (v === "Recreate") return RolloutStrategy.RECREATE;
+  throw new Error("--strategy: expected RollingUpdate or Recreate");
+}
+
+/** The environment, then its rollout policy. */
+function printEnvironment(c: Ctrl, environment: Environment): void {
+  if (c.json) {
+    printJson(EnvironmentSchema, environment);
+    return;
+  }
+  printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(environment)]);
+  const r = environment.rollout;
+  if (!r) return;
+  const strategy = r.strategy === RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
+  printTable(
+    ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
+    [[strategy, r.maxSurge, r.maxUnavailable, `${r.minReadySeconds}s`, `${r.progressDeadlineSeconds}s`, r.revisionHistoryLimit ?? 10, r.paused ? "yes" : "no"]],
+  );
 }
 
 export function registerUserCommands(program: Command): void {
@@ -147,9 +170,7 @@ export function registerUserCommands(program: Command): void {
         const { key, value } = parseKeyValue("--region", r.includes("=") ? r : `${r}=1`);
         return { region: key, replicas: intArg("--region")(value) };
       });
-      const strategy =
-        f.strategy === undefined ? RolloutStrategy.UNSPECIFIED : f.strategy === "Recreate" ? RolloutStrategy.RECREATE : f.strategy === "RollingUpdate" ? RolloutStrategy.ROLLING_UPDATE : null;
-      if (strategy === null) throw new Error("--strategy: expected RollingUpdate or Recreate");
+      const strategy = f.strategy === undefined ? RolloutStrategy.UNSPECIFIED : parseStrategy(f.strategy);
       const { environment: created } = await c.client(EnvironmentService).createEnvironment({
         workspace: await c.workspace(),
         project,
@@ -186,19 +207,75 @@ export function registerUserCommands(program: Command): void {
     run(async () => {
       const c = new Ctrl(f);
       const { environment } = await c.client(EnvironmentService).getEnvironment({ workspace: await c.workspace(), ...splitTarget(target) });
-      if (!environment) return;
-      if (c.json) printJson(EnvironmentSchema, environment);
-      else {
-        const r = environment.rollout;
-        printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(environment)]);
-        if (r) {
-          const strategy = r.strategy === RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
-          printTable(
-            ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
-            [[strategy, r.maxSurge, r.maxUnavailable, `${r.minReadySeconds}s`, `${r.progressDeadlineSeconds}s`, r.revisionHistoryLimit ?? 10, r.paused ? "yes" : "no"]],
-          );
-        }
+      if (environment) printEnvironment(c, environment);
+    }),
+  );
+  interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
+    removeRegion: string[];
+    /** false with --no-sentinel. */
+    sentinel: boolean;
+    /** --paused / --no-paused; undefined when neither. */
+    paused?: boolean;
+  }
+  withConnection(
+    env
+      .command("update <project/env>")
+      .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
+      .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
+      .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
+      .option("--sentinel-image <image>", "change the sentinel image, or add a sentinel with this image in every region")
+      .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
+      .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
+      .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
+      .option("--no-sentinel", "remove the sentinel from every region")
+      .option("--strategy <name>", "RollingUpdate or Recreate")
+      .option("--max-surge <n|n%>", "rolling update max surge")
+      .option("--max-unavailable <n|n%>", "rolling update max unavailable")
+      .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
+      .option("--progress-deadline-seconds <n>", "rollout progress deadline", intArg("--progress-deadline-seconds"))
+      .option("--revision-history-limit <n>", "old revisions kept", intArg("--revision-history-limit"))
+      .option("--paused", "pause rollouts (like `krane rollout pause`)")
+      .option("--no-paused", "resume rollouts (like `krane rollout resume`)"),
+    { workspace: true },
+  ).action((target: string, f: EnvUpdateFlags) =>
+    run(async () => {
+      const c = new Ctrl(f);
+      const regions = f.region.map((r) => {
+        const { key, value } = parseKeyValue("--region", r);
+        return { region: key, replicas: intArg("--region")(value) };
+      });
+      const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined);
+      if (sentinelGiven && !f.sentinel) throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+      const rollout = {
+        strategy: f.strategy === undefined ? undefined : parseStrategy(f.strategy),
+        maxSurge: f.maxSurge,
+        maxUnavailable: f.maxUnavailable,
+        minReadySeconds: f.minReadySeconds,
+        progressDeadlineSeconds: f.progressDeadlineSeconds,
+        revisionHistoryLimit: f.revisionHistoryLimit,
+        paused: f.paused,
+      };
+      const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
+      if (!sentinelGiven && f.sentinel && !rolloutGiven && regions.length === 0 && f.removeRegion.length === 0) {
+        throw new Error("nothing to change: give at least one option (krane env update --help)");
       }
+      const { environment: updated } = await c.client(EnvironmentService).updateEnvironment({
+        workspace: await c.workspace(),
+        ...splitTarget(target),
+        sentinel: sentinelGiven
+          ? {
+              image: f.sentinelImage,
+              replicas: f.sentinelReplicas,
+              cpuMillicores: f.sentinelCpu === undefined ? undefined : BigInt(f.sentinelCpu),
+              memoryMib: f.sentinelMemory === undefined ? undefined : BigInt(f.sentinelMemory),
+            }
+          : undefined,
+        removeSentinel: !f.sentinel,
+        rollout: rolloutGiven ? rollout : undefined,
+        regions,
+        removeRegions: f.removeRegion,
+      });
+      if (updated) printEnvironment(c, updated);
     }),
   );
 
@@ -226,7 +303,11 @@ export function registerUserCommands(program: Command): void {
       const c = new Ctrl(f);
       const res = await c.client(RegionService).listClusters({ region: name ?? "" });
       if (c.json) printJson(ListClustersResponseSchema, res);
-      else printTable(["REGION", "CLUSTER", "LAST HEARTBEAT", "AGENT", "BUILD", "ID"], res.clusters.map((k) => [k.region, k.name, when(k.lastHeartbeatUnixMs), k.agentId || "-", k.build || "-", k.id]));
+      else
+        printTable(
+          ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "AGENT", "BUILD", "ID"],
+          res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), k.agentId || "-", k.build || "-", k.id]),
+        );
     }),
   );
   const token = program.command("cluster-token").description("agent tokens");
@@ -238,6 +319,20 @@ export function registerUserCommands(program: Command): void {
       const res = await c.client(RegionService).createClusterToken({ region: name, clusterName: f.cluster });
       if (c.json) printJson(CreateClusterTokenResponseSchema, res);
       else process.stdout.write(`${res.token}\n`);
+    }),
+  );
+  withConnection(
+    token
+      .command("revoke <region>")
+      .description("cut off a cluster's agent token (the cluster stays registered; `create` issues a new token)")
+      .option("--cluster <name>", "cluster name", "default"),
+  ).action((name: string, f: ConnectionFlags & { cluster: string }) =>
+    run(async () => {
+      const c = new Ctrl(f);
+      const { cluster } = await c.client(RegionService).revokeClusterToken({ region: name, clusterName: f.cluster });
+      if (!cluster) return;
+      if (c.json) printJson(ClusterSchema, cluster);
+      else process.stdout.write(`revoked the agent token of cluster ${cluster.name} in region ${cluster.region}\n`);
     }),
   );
 

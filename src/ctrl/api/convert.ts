@@ -1,6 +1,7 @@
 // Store rows → public API messages.
 import { create } from "@bufbuild/protobuf";
 import {
+  ApiTokenSchema,
   ClusterSchema,
   DeploymentSchema,
   EnvironmentSchema,
@@ -10,6 +11,7 @@ import {
   RolloutStrategy,
   SentinelSettingsSchema,
   WorkspaceSchema,
+  type ApiToken,
   type Cluster,
   type Deployment,
   type Environment,
@@ -18,6 +20,7 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { EnvVarSchema, Health, InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { healthCheckFromRow, parseJsonList, type DeploymentContext, type StoredEnvVar } from "../store/render.js";
+import { clusterTokenRevoked, type ApiTokenRow } from "../store/clusters.js";
 import type { ClusterRow, EnvironmentRow, InstanceRow, ProjectRow, WorkspaceRow } from "../store/schema.js";
 
 export function workspaceMsg(w: WorkspaceRow): Workspace {
@@ -93,6 +96,18 @@ export function clusterMsg(c: ClusterRow): Cluster {
     build: c.build,
     deploymentsVersion: BigInt(c.deployments_version),
     sentinelsVersion: BigInt(c.sentinels_version),
+    tokenRevoked: clusterTokenRevoked(c),
+  });
+}
+
+/** `currentTokenId`: the token the call was made with. */
+export function apiTokenMsg(t: ApiTokenRow, currentTokenId?: string): ApiToken {
+  return create(ApiTokenSchema, {
+    id: t.id,
+    name: t.name,
+    createdAtUnixMs: BigInt(t.created_at),
+    lastUsedAtUnixMs: BigInt(t.last_used_at ?? 0),
+    current: t.id === currentTokenId,
   });
 }
 

@@ -1,8 +1,10 @@
-// The public API: workspaces, projects, environments, deployments, regions/clusters and status.
-// Each handler validates (→ InvalidArgument naming the field), calls the store, and converts.
+// The public API: workspaces, projects, environments, deployments, regions/clusters, API tokens
+// and status. Each handler validates (→ InvalidArgument naming the field), calls the store, and
+// converts.
 import { create } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
+  ApiTokenService,
   DeploymentRegionStatusSchema,
   DeploymentService,
   DeploymentStatusSchema,
@@ -15,8 +17,19 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import { createRegion, issueClusterToken, listClusters, listRegions } from "../store/clusters.js";
+import {
+  createApiToken,
+  createRegion,
+  hashToken,
+  issueClusterToken,
+  listApiTokens,
+  listClusters,
+  listRegions,
+  revokeApiToken,
+  revokeClusterToken,
+} from "../store/clusters.js";
 import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../store/deployments.js";
+import { settleEnvironment, updateEnvironment } from "../store/environment-update.js";
 import { environmentStatus } from "../store/status.js";
 import type { Store } from "../store/store.js";
 import {
@@ -31,7 +44,9 @@ import {
   listProjects,
   listWorkspaces,
 } from "../store/tenancy.js";
+import { principalKey, type RevocationListener } from "../server/auth.js";
 import {
+  apiTokenId,
   deploymentId,
   environmentRef,
   projectRef,
@@ -39,17 +54,21 @@ import {
   validateCreateDeployment,
   validateCreateEnvironment,
   validateCreateProject,
+  validateCreateApiToken,
   validateCreateWorkspace,
   validateEnvironmentRef,
+  validateUpdateEnvironment,
   workspaceRef,
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
-import { clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
+import { apiTokenMsg, clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
 
 export interface ApiDeps {
   store: Store;
   /** The rollout driver: runs passes after deployments change (absent in store-only tests). */
   rollout?: { environmentChanged(environmentId: string): Promise<void> };
+  /** This process's authenticator, told about revoked credentials (absent in store-only tests). */
+  auth?: RevocationListener;
 }
 
 export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
@@ -81,7 +100,7 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
   };
 }
 
-export function environmentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof EnvironmentService> {
+export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<typeof EnvironmentService> {
   return {
     async createEnvironment(req) {
       const ctx = await createEnvironment(store, validateCreateEnvironment(req));
@@ -96,6 +115,15 @@ export function environmentServiceImpl({ store }: ApiDeps): ServiceImpl<typeof E
       const out = [];
       for (const e of envs) out.push(environmentMsg(e.environment, await environmentRegions(store.db, e.environment.id)));
       return { environments: out };
+    },
+    async updateEnvironment(req) {
+      const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
+      if (updated.changed && rollout) {
+        await rollout.environmentChanged(updated.context.environment.id);
+        // A pass that was already running may have written with the old settings (see there).
+        if (updated.removedRegions.length > 0 || updated.rerendered) await settleEnvironment(store, updated.context.environment.id);
+      }
+      return { environment: environmentMsg(updated.context.environment, updated.regions) };
     },
   };
 }
@@ -133,7 +161,7 @@ export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<
   };
 }
 
-export function regionServiceImpl({ store }: ApiDeps): ServiceImpl<typeof RegionService> {
+export function regionServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof RegionService> {
   return {
     async createRegion(req) {
       const r = await createRegion(store, regionName("name", req.name));
@@ -146,11 +174,43 @@ export function regionServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Region
       const region = regionName("region", req.region);
       const name = req.clusterName === "" ? "default" : rules.slug("cluster_name", req.clusterName);
       const { cluster, token } = await issueClusterToken(store, region, name);
+      // Rotation retires the previous token at once here, streams included.
+      auth?.forgetCluster(cluster.id, hashToken(token));
       return { cluster: clusterMsg(cluster), token };
+    },
+    async revokeClusterToken(req) {
+      const region = regionName("region", req.region);
+      const name = req.clusterName === "" ? "default" : rules.slug("cluster_name", req.clusterName);
+      const cluster = await revokeClusterToken(store, region, name);
+      auth?.forgetCluster(cluster.id);
+      return { cluster: clusterMsg(cluster) };
     },
     async listClusters(req) {
       const region = req.region === "" ? undefined : regionName("region", req.region);
       return { clusters: (await listClusters(store.db, region)).map(clusterMsg) };
+    },
+  };
+}
+
+function callerTokenId(ctx: HandlerContext): string | undefined {
+  const p = ctx.values.get(principalKey);
+  return p?.kind === "user" ? p.tokenId : undefined;
+}
+
+export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof ApiTokenService> {
+  return {
+    async createApiToken(req, ctx) {
+      const { row, token } = await createApiToken(store, validateCreateApiToken(req).name);
+      return { apiToken: apiTokenMsg(row, callerTokenId(ctx)), token };
+    },
+    async listApiTokens(_req, ctx) {
+      const current = callerTokenId(ctx);
+      return { apiTokens: (await listApiTokens(store.db)).map((t) => apiTokenMsg(t, current)) };
+    },
+    async revokeApiToken(req, ctx) {
+      const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId));
+      auth?.forgetUserToken(row.id);
+      return { apiToken: apiTokenMsg(row, callerTokenId(ctx)) };
     },
   };
 }

@@ -14,6 +14,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
+  ApiTokenService,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -23,6 +24,7 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import {
+  apiTokenServiceImpl,
   deploymentServiceImpl,
   environmentServiceImpl,
   projectServiceImpl,
@@ -39,7 +41,7 @@ import { compactOutbox } from "../store/outbox.js";
 import { Store } from "../store/store.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
-import { Authenticator } from "./auth.js";
+import { Authenticator, type AuthOptions } from "./auth.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 
@@ -75,6 +77,8 @@ export interface CtrlConfig {
   defaultMetrics?: boolean;
   /** How often the rollout driver looks for stored wake-ups (ms, 0 disables). */
   rolloutSweepIntervalMs?: number;
+  /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
+  auth?: AuthOptions;
 }
 
 export interface RunningCtrl {
@@ -137,12 +141,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
-  const auth = new Authenticator(store);
+  const auth = new Authenticator(store, config.auth);
   const rollout = new RolloutDriver(store, { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
   let draining = false;
 
   const routes = (router: ConnectRouter): void => {
-    const deps = { store, rollout };
+    const deps = { store, rollout, auth };
     router.service(ClusterService, clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, rollout }));
     router.service(WorkspaceService, workspaceServiceImpl(deps));
     router.service(ProjectService, projectServiceImpl(deps));
@@ -150,6 +154,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(DeploymentService, deploymentServiceImpl(deps));
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
+    router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
   };
   const handler = connectNodeAdapter({

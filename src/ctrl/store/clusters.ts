@@ -1,9 +1,14 @@
 // Regions, clusters and credentials: agent tokens (one per cluster, bound to its region) and
 // user API tokens. Only SHA-256 hashes of tokens are stored; a token is shown once, when made.
+//
+// Revoking a cluster's token keeps the cluster (and its heartbeat record) but replaces the
+// stored digest with a marker no token can hash to; CreateClusterToken later issues a new one.
+// User tokens are deleted when revoked, never the last one, so the API cannot lock everyone out.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Kysely } from "kysely";
-import { notFound } from "../errors.js";
+import { sql, type Kysely } from "kysely";
+import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId } from "./ids.js";
+import type { ApiTokenUsageColumns } from "./migration-0004-api-tokens.js";
 import { OBJECT_KINDS, type ClusterRow, type Database } from "./schema.js";
 import type { Store } from "./store.js";
 import type { WriteTx } from "./outbox.js";
@@ -86,6 +91,25 @@ export async function issueClusterToken(store: Store, region: string, clusterNam
   return { cluster, token };
 }
 
+/** Stored instead of a digest when a cluster's token is revoked: hex digests never start with it. */
+const REVOKED_MARK = "revoked:";
+
+export function clusterTokenRevoked(c: Pick<ClusterRow, "token_hash">): boolean {
+  return c.token_hash.startsWith(REVOKED_MARK);
+}
+
+/** Cuts off a cluster's agent token (idempotent); the cluster stays registered. */
+export async function revokeClusterToken(store: Store, region: string, clusterName: string): Promise<ClusterRow> {
+  return store.write(async (tx) => {
+    const c = await tx.trx.selectFrom("clusters").selectAll().where("region", "=", region).where("name", "=", clusterName).executeTakeFirst();
+    if (!c) throw notFound(`cluster "${clusterName}" in region "${region}"`);
+    // Unique per cluster, as the column requires.
+    const mark = `${REVOKED_MARK}${c.id}`;
+    await tx.trx.updateTable("clusters").set({ token_hash: mark }).where("id", "=", c.id).execute();
+    return { ...c, token_hash: mark };
+  });
+}
+
 export async function listClusters(db: Reader, region?: string): Promise<ClusterRow[]> {
   let q = db.selectFrom("clusters").selectAll();
   if (region !== undefined && region !== "") q = q.where("region", "=", region);
@@ -139,4 +163,85 @@ export async function addUserToken(store: Store, name: string, token: string): P
 export async function countUserTokens(db: Reader): Promise<number> {
   const row = await db.selectFrom("api_tokens").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow();
   return Number(row.n);
+}
+
+// ---------------------------------------------------------------- user API tokens
+
+export interface ApiTokenRow {
+  id: string;
+  name: string;
+  created_at: number;
+  /** null when not recorded (never used, or the usage column is not migrated yet). */
+  last_used_at: number | null;
+}
+
+/** The api_tokens table with the usage column of migration 0004. */
+function withUsage(db: Reader): Kysely<Database & { api_tokens: ApiTokenUsageColumns }> {
+  return db.withTables<{ api_tokens: ApiTokenUsageColumns }>();
+}
+
+/**
+ * Serializes changes to the set of user tokens. On PostgreSQL two revocations could otherwise
+ * each see the other's token still there and together remove the last two; SQLite has one
+ * writer at a time anyway.
+ */
+async function lockApiTokens(tx: WriteTx): Promise<void> {
+  if (tx.dialect === "postgres") await sql`SELECT pg_advisory_xact_lock(hashtext('krane.api_tokens'))`.execute(tx.trx);
+}
+
+function apiTokenRow(r: { id: string; name: string; created_at: number; last_used_at?: number | null }): ApiTokenRow {
+  // `?? null`: before migration 0004 the column is absent from SELECT *.
+  return { id: r.id, name: r.name, created_at: Number(r.created_at), last_used_at: r.last_used_at === undefined || r.last_used_at === null ? null : Number(r.last_used_at) };
+}
+
+/** Creates a user token with a unique name; returns its record and the token (shown once). */
+export async function createApiToken(store: Store, name: string): Promise<{ row: ApiTokenRow; token: string }> {
+  const token = generateToken("user");
+  const row = await store.write(async (tx) => {
+    await lockApiTokens(tx);
+    const taken = await tx.trx.selectFrom("api_tokens").select("id").where("name", "=", name).executeTakeFirst();
+    if (taken) throw alreadyExists(`api token "${name}"`);
+    const r = { id: newId("tok"), name, token_hash: hashToken(token), created_at: tx.now };
+    await tx.trx.insertInto("api_tokens").values(r).execute();
+    return apiTokenRow({ ...r, last_used_at: null });
+  });
+  return { row, token };
+}
+
+/** Oldest first. */
+export async function listApiTokens(db: Reader): Promise<ApiTokenRow[]> {
+  const rows = await withUsage(db).selectFrom("api_tokens").selectAll().orderBy("created_at").orderBy("id").execute();
+  return rows.map(apiTokenRow);
+}
+
+/** Deletes a user token; refuses the last one (FailedPrecondition). */
+export async function revokeApiToken(store: Store, tokenId: string): Promise<ApiTokenRow> {
+  return store.write(async (tx) => {
+    await lockApiTokens(tx);
+    const row = await withUsage(tx.trx).selectFrom("api_tokens").selectAll().where("id", "=", tokenId).executeTakeFirst();
+    if (!row) throw notFound(`api token "${tokenId}"`);
+    if ((await countUserTokens(tx.trx)) <= 1) {
+      throw failedPrecondition(`api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`);
+    }
+    await tx.trx.deleteFrom("api_tokens").where("id", "=", tokenId).execute();
+    return apiTokenRow(row);
+  });
+}
+
+/**
+ * Records that a user token was used at `now`, unless a use less than `minIntervalMs` ago is
+ * already recorded (several ctrl replicas then write at most about once per interval). Never
+ * rejects: usage is bookkeeping, and before migration 0004 the column does not exist.
+ */
+export async function recordApiTokenUse(db: Reader, tokenId: string, now: number, minIntervalMs: number): Promise<void> {
+  try {
+    await withUsage(db)
+      .updateTable("api_tokens")
+      .set({ last_used_at: now })
+      .where("id", "=", tokenId)
+      .where((eb) => eb.or([eb("last_used_at", "is", null), eb("last_used_at", "<=", now - minIntervalMs)]))
+      .execute();
+  } catch {
+    // Best effort (see above).
+  }
 }

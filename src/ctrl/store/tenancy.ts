@@ -1,10 +1,11 @@
 // Workspaces, projects and environments: creation and lookup by slug or id. Creating an
 // environment also creates its sentinels (one per region) and puts them in the regions' outboxes.
+// Changing an environment afterwards is environment-update.ts.
 import type { Kysely } from "kysely";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId, sentinelK8sName, workspaceNamespace } from "./ids.js";
 import type { WriteTx } from "./outbox.js";
-import { encodeApplySentinel, renderApplySentinel } from "./render.js";
+import { encodeApplySentinel, encodeDeleteSentinel, renderApplySentinel } from "./render.js";
 import type { Database, EnvironmentRow, ProjectRow, SentinelRow, WorkspaceRow } from "./schema.js";
 import { isUniqueViolation, type Store } from "./store.js";
 import type { EnvironmentRef, NewEnvironment, NewProject, NewWorkspace } from "./types.js";
@@ -151,7 +152,8 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
   }
 }
 
-async function createSentinel(tx: WriteTx, project: ProjectRow, environment: EnvironmentRow, region: string): Promise<void> {
+/** Creates the environment's sentinel in a region and makes it desired there. */
+export async function createSentinel(tx: WriteTx, project: ProjectRow, environment: EnvironmentRow, region: string): Promise<void> {
   const sentinel: SentinelRow = {
     id: newId("snt"),
     workspace_id: environment.workspace_id,
@@ -165,7 +167,18 @@ async function createSentinel(tx: WriteTx, project: ProjectRow, environment: Env
     reported_at: null,
   };
   await tx.trx.insertInto("sentinels").values(sentinel).execute();
-  await tx.putDesired(region, "sentinel", sentinel.id, encodeApplySentinel(renderApplySentinel(environment, sentinel)));
+  await putSentinel(tx, environment, sentinel);
+}
+
+/** Re-renders a sentinel's desired state from the environment's (changed) settings. */
+export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
+  await tx.putDesired(sentinel.region, "sentinel", sentinel.id, encodeApplySentinel(renderApplySentinel(environment, sentinel)));
+}
+
+/** Removes a sentinel: its region's agent is told to delete it, and its record goes. */
+export async function dropSentinel(tx: WriteTx, sentinel: SentinelRow): Promise<void> {
+  await tx.removeDesired(sentinel.region, "sentinel", sentinel.id, encodeDeleteSentinel(sentinel));
+  await tx.trx.deleteFrom("sentinels").where("id", "=", sentinel.id).execute();
 }
 
 export async function listEnvironments(db: Reader, workspaceRef: string, projectRef: string): Promise<EnvironmentContext[]> {

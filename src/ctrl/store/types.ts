@@ -61,3 +61,27 @@ export interface EnvironmentRef {
   project: string;
   environment: string;
 }
+
+/** Sentinel fields to change; absent ones keep their value. */
+export interface SentinelSettingsPatch {
+  image?: string;
+  replicas?: number;
+  cpuMillicores?: number;
+  memoryMib?: number;
+}
+
+/** Rollout policy fields to change; absent ones keep their value. */
+export type RolloutPolicyPatch = Partial<RolloutPolicyInput>;
+
+/**
+ * A validated UpdateEnvironment. `index` is the entry's position in the request, so that errors
+ * found against the stored state still name the field (`regions[1].region`).
+ */
+export interface EnvironmentUpdate extends EnvironmentRef {
+  /** null: the sentinel is left as it is. */
+  sentinel: SentinelSettingsPatch | null;
+  removeSentinel: boolean;
+  rollout: RolloutPolicyPatch;
+  regions: { index: number; region: string; replicas: number }[];
+  removeRegions: { index: number; region: string }[];
+}

@@ -1,12 +1,16 @@
 // Validation of public API requests: a proto request in, a defaulted store input out, or an
 // InvalidArgument naming the field. Pure: no I/O, so it is property-tested directly.
 import type {
+  CreateApiTokenRequest,
   CreateDeploymentRequest,
   CreateEnvironmentRequest,
   CreateProjectRequest,
   CreateWorkspaceRequest,
   RolloutPolicy,
+  RolloutPolicyUpdate,
   SentinelSettings,
+  SentinelSettingsUpdate,
+  UpdateEnvironmentRequest,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { RolloutStrategy } from "../../gen/krane/ctrl/v1/api_pb.js";
 import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -14,12 +18,16 @@ import { invalidArgument } from "../errors.js";
 import type { StoredHealthCheck } from "../store/render.js";
 import type {
   EnvironmentRef,
+  EnvironmentUpdate,
   NewDeployment,
   NewEnvironment,
   NewProject,
   NewWorkspace,
   RolloutPolicyInput,
+  RolloutPolicyPatch,
   SentinelSettingsInput,
+  SentinelSettingsPatch,
+  StrategyName,
 } from "../store/types.js";
 import * as r from "./rules.js";
 
@@ -84,30 +92,46 @@ function validateSentinel(s: SentinelSettings | undefined): SentinelSettingsInpu
   };
 }
 
+function strategyName(field: string, v: RolloutStrategy): StrategyName {
+  if (v === RolloutStrategy.ROLLING_UPDATE) return "RollingUpdate";
+  if (v === RolloutStrategy.RECREATE) return "Recreate";
+  throw invalidArgument(field, "must be ROLLING_UPDATE or RECREATE");
+}
+
 export function validateRollout(p: RolloutPolicy | undefined): RolloutPolicyInput {
-  const strategy =
-    p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED || p.strategy === RolloutStrategy.ROLLING_UPDATE
-      ? "RollingUpdate"
-      : p.strategy === RolloutStrategy.RECREATE
-        ? "Recreate"
-        : null;
-  if (strategy === null) throw invalidArgument("rollout.strategy", "must be ROLLING_UPDATE or RECREATE");
+  const strategy = p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED ? "RollingUpdate" : strategyName("rollout.strategy", p.strategy);
   const maxSurge = r.intOrPercent("rollout.max_surge", p?.maxSurge || DEFAULTS.maxSurge);
   const maxUnavailable = r.intOrPercent("rollout.max_unavailable", p?.maxUnavailable || DEFAULTS.maxUnavailable);
-  if (strategy === "RollingUpdate" && r.isZeroIntOrPercent(maxSurge) && r.isZeroIntOrPercent(maxUnavailable)) {
-    throw invalidArgument("rollout.max_unavailable", "may not be 0 when rollout.max_surge is 0");
-  }
   const minReadySeconds = r.intRange("rollout.min_ready_seconds", p?.minReadySeconds ?? 0, 0, 3600);
   const progressDeadlineSeconds =
     p === undefined || p.progressDeadlineSeconds === 0
       ? DEFAULTS.progressDeadlineSeconds
       : r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
-  if (progressDeadlineSeconds <= minReadySeconds) {
-    throw invalidArgument("rollout.progress_deadline_seconds", "must be greater than rollout.min_ready_seconds");
-  }
   const revisionHistoryLimit =
     p?.revisionHistoryLimit === undefined ? DEFAULTS.revisionHistoryLimit : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
-  return { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false };
+  const policy = { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false };
+  checkRolloutPolicy(policy, {});
+  return policy;
+}
+
+/**
+ * The rules that tie policy fields together. `given` says which fields the request set, so the
+ * error names one of those (an update that only sets max_surge is told about max_surge).
+ */
+function checkRolloutPolicy(p: RolloutPolicyInput, given: RolloutPolicyPatch): void {
+  if (p.strategy === "RollingUpdate" && r.isZeroIntOrPercent(p.maxSurge) && r.isZeroIntOrPercent(p.maxUnavailable)) {
+    if (given.maxSurge !== undefined && given.maxUnavailable === undefined) throw invalidArgument("rollout.max_surge", "may not be 0 when rollout.max_unavailable is 0");
+    if (given.strategy !== undefined && given.maxSurge === undefined && given.maxUnavailable === undefined) {
+      throw invalidArgument("rollout.strategy", "RollingUpdate needs rollout.max_surge or rollout.max_unavailable above 0");
+    }
+    throw invalidArgument("rollout.max_unavailable", "may not be 0 when rollout.max_surge is 0");
+  }
+  if (p.progressDeadlineSeconds <= p.minReadySeconds) {
+    if (given.minReadySeconds !== undefined && given.progressDeadlineSeconds === undefined) {
+      throw invalidArgument("rollout.min_ready_seconds", `must be less than rollout.progress_deadline_seconds (${p.progressDeadlineSeconds})`);
+    }
+    throw invalidArgument("rollout.progress_deadline_seconds", "must be greater than rollout.min_ready_seconds");
+  }
 }
 
 export function validateCreateEnvironment(req: CreateEnvironmentRequest): NewEnvironment {
@@ -166,4 +190,87 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeplo
   const buildId = r.text("build_id", req.buildId, r.LIMITS.shortTextMax);
   const replicas = req.replicas === undefined ? null : r.intRange("replicas", req.replicas, 0, r.LIMITS.replicasMax);
   return { ...ref, image, command: [...command], args: [...args], port, env, cpuMillicores, memoryMib, healthCheck: validateHealthCheck(req.healthCheck), buildId, replicas };
+}
+
+// ---------------------------------------------------------------- updates
+
+function validateSentinelPatch(s: SentinelSettingsUpdate): SentinelSettingsPatch {
+  const out: SentinelSettingsPatch = {};
+  if (s.image !== undefined) out.image = r.image("sentinel.image", s.image);
+  if (s.replicas !== undefined) out.replicas = r.intRange("sentinel.replicas", s.replicas, 0, 100);
+  if (s.cpuMillicores !== undefined) out.cpuMillicores = r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
+  if (s.memoryMib !== undefined) out.memoryMib = r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
+  return out;
+}
+
+function validateRolloutPatch(p: RolloutPolicyUpdate | undefined): RolloutPolicyPatch {
+  const out: RolloutPolicyPatch = {};
+  if (p === undefined) return out;
+  if (p.strategy !== undefined) out.strategy = strategyName("rollout.strategy", p.strategy);
+  if (p.maxSurge !== undefined) out.maxSurge = r.intOrPercent("rollout.max_surge", p.maxSurge);
+  if (p.maxUnavailable !== undefined) out.maxUnavailable = r.intOrPercent("rollout.max_unavailable", p.maxUnavailable);
+  if (p.minReadySeconds !== undefined) out.minReadySeconds = r.intRange("rollout.min_ready_seconds", p.minReadySeconds, 0, 3600);
+  if (p.progressDeadlineSeconds !== undefined) out.progressDeadlineSeconds = r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
+  if (p.revisionHistoryLimit !== undefined) out.revisionHistoryLimit = r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
+  if (p.paused !== undefined) out.paused = p.paused;
+  return out;
+}
+
+/** Checks everything an UpdateEnvironment can be checked for without the stored environment. */
+export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): EnvironmentUpdate {
+  const ref = validateEnvironmentRef(req);
+  if (req.sentinel !== undefined && req.removeSentinel) throw invalidArgument("remove_sentinel", "cannot be combined with sentinel");
+  const sentinel = req.sentinel === undefined ? null : validateSentinelPatch(req.sentinel);
+  const rollout = validateRolloutPatch(req.rollout);
+  r.list("regions", req.regions, r.LIMITS.regionsMax);
+  r.list("remove_regions", req.removeRegions, r.LIMITS.regionsMax);
+  const seen = new Set<string>();
+  const regions = req.regions.map((rr, index) => {
+    const region = regionName(`regions[${index}].region`, rr.region);
+    if (seen.has(region)) throw invalidArgument(`regions[${index}].region`, `duplicates region "${region}"`);
+    seen.add(region);
+    return { index, region, replicas: r.intRange(`regions[${index}].replicas`, rr.replicas, 0, r.LIMITS.replicasMax) };
+  });
+  const removing = new Set<string>();
+  const removeRegions = req.removeRegions.map((name, index) => {
+    const region = regionName(`remove_regions[${index}]`, name);
+    if (removing.has(region)) throw invalidArgument(`remove_regions[${index}]`, `duplicates region "${region}"`);
+    if (seen.has(region)) throw invalidArgument(`remove_regions[${index}]`, `region "${region}" is also in regions`);
+    removing.add(region);
+    return { index, region };
+  });
+  return { ...ref, sentinel, removeSentinel: req.removeSentinel, rollout, regions, removeRegions };
+}
+
+/** The sentinel settings after an update; null when the environment has (or keeps) none. */
+export function mergeSentinel(current: SentinelSettingsInput | null, patch: SentinelSettingsPatch | null, remove: boolean): SentinelSettingsInput | null {
+  if (remove) return null;
+  if (patch === null) return current;
+  if (current === null) {
+    if (patch.image === undefined) throw invalidArgument("sentinel.image", "is required to add a sentinel to an environment that has none");
+    return {
+      image: patch.image,
+      replicas: patch.replicas ?? DEFAULTS.sentinelReplicas,
+      cpuMillicores: patch.cpuMillicores ?? DEFAULTS.sentinelCpuMillicores,
+      memoryMib: patch.memoryMib ?? DEFAULTS.sentinelMemoryMib,
+    };
+  }
+  return { ...current, ...patch };
+}
+
+/** The rollout policy after an update, checked as a whole. */
+export function mergeRolloutPolicy(current: RolloutPolicyInput, patch: RolloutPolicyPatch): RolloutPolicyInput {
+  const merged = { ...current, ...patch };
+  checkRolloutPolicy(merged, patch);
+  return merged;
+}
+
+// ---------------------------------------------------------------- API tokens
+
+export function validateCreateApiToken(req: CreateApiTokenRequest): { name: string } {
+  return { name: r.slug("name", req.name) };
+}
+
+export function apiTokenId(field: string, v: string): string {
+  return r.id(field, v, "tok");
 }

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
+  ApiTokenService,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -14,7 +15,8 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { fromBinary } from "@bufbuild/protobuf";
+import { ApplySentinelSchema, ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 function codeOf(e: unknown): Code {
@@ -127,6 +129,21 @@ describe("auth, validation and gRPC", () => {
     const p = ctrl.client(ProjectService, ctrl.adminToken);
     const r = ctrl.client(RegionService, ctrl.adminToken);
     const s = ctrl.client(StatusService, ctrl.adminToken);
+    const a = ctrl.client(ApiTokenService, ctrl.adminToken);
+    // UpdateEnvironment, RevokeApiToken and RevokeClusterToken are fuzzed away from what the tests
+    // after this one rely on: environment "prod" and regions eu/us stay as they are, the admin
+    // token is never offered for revocation (spare ones are), and eu's agent token is issued
+    // again below (CreateClusterToken and RevokeClusterToken may well hit eu/default).
+    await r.createRegion({ name: "fz1" });
+    await r.createRegion({ name: "fz2" });
+    await e.createEnvironment({ workspace: "acme", project: "web", slug: "fuzz", regions: [{ region: "fz1", replicas: 1 }] });
+    const spareIds: string[] = [];
+    for (const name of ["spare-a", "spare-b", "spare-c"]) spareIds.push((await a.createApiToken({ name })).apiToken?.id ?? "");
+    const awayFromProd = text.filter((t) => !["prod", "eu", "us"].includes(t));
+    const opt = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> => fc.option(arb, { nil: undefined, freq: 2 });
+    const usually = <T>(good: fc.Arbitrary<T>, any: fc.Arbitrary<T>): fc.Arbitrary<T> => fc.oneof({ arbitrary: good, weight: 6 }, { arbitrary: any, weight: 1 });
+    const mostly = <T>(value: T, other: fc.Arbitrary<T>): fc.Arbitrary<T> => usually(fc.constant(value), other);
+    const fuzzRegion = usually(fc.constantFrom("fz1", "fz2"), awayFromProd);
     const call = fc.oneof(
       fc.record({ workspace: fc.oneof(text, fc.constant("acme")), project: fc.oneof(text, fc.constant("web")), environment: fc.oneof(text, fc.constant("prod")), image: text, command: fc.array(text, { maxLength: 3 }), args: fc.array(text, { maxLength: 3 }), port: i32, env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }), cpuMillicores: i64, memoryMib: i64, buildId: text, replicas: fc.option(i32, { nil: undefined }), healthCheck: fc.option(fc.record({ method: text, path: text, intervalSeconds: i32, timeoutSeconds: i32, failureThreshold: i32, initialDelaySeconds: i32 }), { nil: undefined }) }).map((req) => () => d.createDeployment(req)),
       fc.record({ workspace: text, project: text, slug: text, regions: fc.array(fc.record({ region: fc.oneof(text, fc.constantFrom("eu", "us")), replicas: i32 }), { maxLength: 3 }), sentinel: fc.option(fc.record({ image: text, replicas: i32, cpuMillicores: i64, memoryMib: i64 }), { nil: undefined }), rollout: fc.option(fc.record({ strategy: fc.integer({ min: -1, max: 4 }), maxSurge: text, maxUnavailable: text, minReadySeconds: i32, progressDeadlineSeconds: i32, revisionHistoryLimit: fc.option(i32, { nil: undefined }), paused: fc.boolean() }), { nil: undefined }) }).map((req) => () => e.createEnvironment(req)),
@@ -137,7 +154,61 @@ describe("auth, validation and gRPC", () => {
       fc.record({ workspace: text, project: text, environment: text }).map((req) => () => d.listDeployments(req)),
       fc.record({ workspace: text, project: text, environment: text }).map((req) => () => s.getEnvironmentStatus(req)),
       fc.record({ region: text, clusterName: text }).map((req) => () => r.createClusterToken(req)),
+      {
+        // Weighted, and mostly aimed at the real "fuzz" environment with small changes, so that
+        // most calls get past the references to the store's checks and writes.
+        weight: 4,
+        arbitrary: fc
+          .record({
+            workspace: mostly("acme", text),
+            project: mostly("web", text),
+            environment: mostly("fuzz", awayFromProd),
+            sentinel: opt(
+              fc.record({
+                image: opt(usually(fc.constantFrom("registry.example.com/s:1", "s:2"), text)),
+                replicas: opt(usually(fc.integer({ min: 0, max: 3 }), i32)),
+                cpuMillicores: opt(usually(fc.bigInt({ min: 10n, max: 500n }), i64)),
+                memoryMib: opt(usually(fc.bigInt({ min: 16n, max: 512n }), i64)),
+              }),
+            ),
+            removeSentinel: mostly(false, fc.constant(true)),
+            rollout: opt(
+              fc.record({
+                strategy: opt(usually(fc.constantFrom(RolloutStrategy.ROLLING_UPDATE, RolloutStrategy.RECREATE), fc.integer({ min: -1, max: 4 }))),
+                maxSurge: opt(usually(fc.constantFrom("0", "1", "25%"), text)),
+                maxUnavailable: opt(usually(fc.constantFrom("0", "1", "25%"), text)),
+                minReadySeconds: opt(usually(fc.integer({ min: 0, max: 700 }), i32)),
+                progressDeadlineSeconds: opt(usually(fc.integer({ min: 1, max: 700 }), i32)),
+                revisionHistoryLimit: opt(usually(fc.integer({ min: 0, max: 10 }), i32)),
+                paused: opt(fc.boolean()),
+              }),
+            ),
+            regions: fc.array(fc.record({ region: fuzzRegion, replicas: usually(fc.integer({ min: 0, max: 5 }), i32) }), { maxLength: 2 }),
+            removeRegions: fc.array(fuzzRegion, { maxLength: 1 }),
+          })
+          .map((req) => () => e.updateEnvironment(req)),
+      },
+      fc.record({ name: text }).map((req) => () => a.createApiToken(req)),
+      fc.record({ tokenId: fc.oneof(text, fc.constantFrom(...spareIds)) }).map((req) => () => a.revokeApiToken(req)),
+      fc.record({ region: fc.oneof(text, fc.constant("fz1")), clusterName: text }).map((req) => () => r.revokeClusterToken(req)),
     );
+    // Whatever the updates did, the "fuzz" environment has a desired sentinel with its current
+    // settings in each of its regions when it has sentinel settings, and none otherwise.
+    const fuzzEnvironmentConsistent = async (): Promise<void> => {
+      const env = (await e.getEnvironment({ workspace: "acme", project: "web", environment: "fuzz" })).environment;
+      assert.ok(env);
+      const db = ctrl.store.db;
+      const sentinels = await db.selectFrom("sentinels").select(["id", "region"]).where("environment_id", "=", env.id).orderBy("region").execute();
+      assert.deepEqual(sentinels.map((x) => x.region), env.sentinel ? env.regions.map((x) => x.region) : []);
+      // In any region: the fuzzer may join it to regions other fuzzed calls registered.
+      const desired = (await db.selectFrom("desired_objects").select(["region", "object_id", "payload"]).where("kind", "=", "sentinel").orderBy("region").execute())
+        .map((o) => ({ ...o, apply: fromBinary(ApplySentinelSchema, o.payload) }))
+        .filter((o) => o.apply.environmentId === env.id);
+      assert.deepEqual(desired.map((o) => [o.region, o.object_id]), sentinels.map((x) => [x.region, x.id]));
+      for (const { apply } of desired) {
+        assert.deepEqual([apply.image, apply.replicas, apply.cpuMillicores, apply.memoryMib], [env.sentinel?.image, env.sentinel?.replicas, env.sentinel?.cpuMillicores, env.sentinel?.memoryMib]);
+      }
+    };
     const allowed = new Set([Code.InvalidArgument, Code.NotFound, Code.AlreadyExists, Code.FailedPrecondition]);
     await fc.assert(
       fc.asyncProperty(call, async (f) => {
@@ -148,11 +219,13 @@ describe("auth, validation and gRPC", () => {
           assert.ok(allowed.has(c), `unexpected ${Code[c]}: ${ConnectError.from(err).rawMessage}`);
           if (c === Code.InvalidArgument) assert.match(ConnectError.from(err).rawMessage, /^[a-z_]+(\[\d+\])?(\.[a-z_]+)*: /);
         }
+        await fuzzEnvironmentConsistent();
       }),
       { numRuns: 300 },
     );
     // Still serving.
     await w.listWorkspaces({});
+    euToken = await ctrl.agentToken("eu");
   });
 
   it("a standard gRPC client can call ClusterService", async () => {

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/api.proto.
  */
 export const file_krane_ctrl_v1_api: GenFile = /*@__PURE__*/
-  fileDesc("ChdrcmFuZS9jdHJsL3YxL2FwaS5wcm90bxINa3JhbmUuY3RybC52MSJmCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEc2x1ZxgCIAEoCRIMCgRuYW1lGAMgASgJEhUKDWs4c19uYW1lc3BhY2UYBCABKAkSGgoSY3JlYXRlZF9hdF91bml4X21zGAUgASgDIjQKFkNyZWF0ZVdvcmtzcGFjZVJlcXVlc3QSDAoEc2x1ZxgBIAEoCRIMCgRuYW1lGAIgASgJIkYKF0NyZWF0ZVdvcmtzcGFjZVJlc3BvbnNlEisKCXdvcmtzcGFjZRgBIAEoCzIYLmtyYW5lLmN0cmwudjEuV29ya3NwYWNlIigKE0dldFdvcmtzcGFjZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkMKFEdldFdvcmtzcGFjZVJlc3BvbnNlEisKCXdvcmtzcGFjZRgBIAEoCzIYLmtyYW5lLmN0cmwudjEuV29ya3NwYWNlIhcKFUxpc3RXb3Jrc3BhY2VzUmVxdWVzdCJGChZMaXN0V29ya3NwYWNlc1Jlc3BvbnNlEiwKCndvcmtzcGFjZXMYASADKAsyGC5rcmFuZS5jdHJsLnYxLldvcmtzcGFjZSJjCgdQcm9qZWN0EgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRIMCgRzbHVnGAMgASgJEgwKBG5hbWUYBCABKAkSGgoSY3JlYXRlZF9hdF91bml4X21zGAUgASgDIkUKFENyZWF0ZVByb2plY3RSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIMCgRzbHVnGAIgASgJEgwKBG5hbWUYAyABKAkiQAoVQ3JlYXRlUHJvamVjdFJlc3BvbnNlEicKB3Byb2plY3QYASABKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiNwoRR2V0UHJvamVjdFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkiPQoSR2V0UHJvamVjdFJlc3BvbnNlEicKB3Byb2plY3QYASABKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiKAoTTGlzdFByb2plY3RzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkiQAoUTGlzdFByb2plY3RzUmVzcG9uc2USKAoIcHJvamVjdHMYASADKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiMgoOUmVnaW9uUmVwbGljYXMSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFIl8KEFNlbnRpbmVsU2V0dGluZ3MSDQoFaW1hZ2UYASABKAkSEAoIcmVwbGljYXMYAiABKAUSFgoOY3B1X21pbGxpY29yZXMYAyABKAMSEgoKbWVtb3J5X21pYhgEIAEoAyL7AQoNUm9sbG91dFBvbGljeRIwCghzdHJhdGVneRgBIAEoDjIeLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0cmF0ZWd5EhEKCW1heF9zdXJnZRgCIAEoCRIXCg9tYXhfdW5hdmFpbGFibGUYAyABKAkSGQoRbWluX3JlYWR5X3NlY29uZHMYBCABKAUSIQoZcHJvZ3Jlc3NfZGVhZGxpbmVfc2Vjb25kcxgFIAEoBRIjChZyZXZpc2lvbl9oaXN0b3J5X2xpbWl0GAYgASgFSACIAQESDgoGcGF1c2VkGAcgASgIQhkKF19yZXZpc2lvbl9oaXN0b3J5X2xpbWl0IpsCCgtFbnZpcm9ubWVudBIKCgJpZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSEgoKcHJvamVjdF9pZBgDIAEoCRIMCgRzbHVnGAQgASgJEi4KB3JlZ2lvbnMYBSADKAsyHS5rcmFuZS5jdHJsLnYxLlJlZ2lvblJlcGxpY2FzEjEKCHNlbnRpbmVsGAYgASgLMh8ua3JhbmUuY3RybC52MS5TZW50aW5lbFNldHRpbmdzEi0KB3JvbGxvdXQYByABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRQb2xpY3kSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyLeAQoYQ3JlYXRlRW52aXJvbm1lbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBHNsdWcYAyABKAkSLgoHcmVnaW9ucxgEIAMoCzIdLmtyYW5lLmN0cmwudjEuUmVnaW9uUmVwbGljYXMSMQoIc2VudGluZWwYBSABKAsyHy5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU2V0dGluZ3MSLQoHcm9sbG91dBgGIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFBvbGljeSJMChlDcmVhdGVFbnZpcm9ubWVudFJlc3BvbnNlEi8KC2Vudmlyb25tZW50GAEgASgLMhoua3JhbmUuY3RybC52MS5FbnZpcm9ubWVudCJQChVHZXRFbnZpcm9ubWVudFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiSQoWR2V0RW52aXJvbm1lbnRSZXNwb25zZRIvCgtlbnZpcm9ubWVudBgBIAEoCzIaLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnQiPQoXTGlzdEVudmlyb25tZW50c1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkiTAoYTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlEjAKDGVudmlyb25tZW50cxgBIAMoCzIaLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnQisQMKCkRlcGxveW1lbnQSCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEhIKCnByb2plY3RfaWQYAyABKAkSFgoOZW52aXJvbm1lbnRfaWQYBCABKAkSEAoIcmV2aXNpb24YBSABKAMSFQoNazhzX25hbWVzcGFjZRgGIAEoCRIQCghrOHNfbmFtZRgHIAEoCRINCgVpbWFnZRgIIAEoCRIPCgdjb21tYW5kGAkgAygJEgwKBGFyZ3MYCiADKAkSDAoEcG9ydBgLIAEoBRIiCgNlbnYYDCADKAsyFS5rcmFuZS5jdHJsLnYxLkVudlZhchIWCg5jcHVfbWlsbGljb3JlcxgNIAEoAxISCgptZW1vcnlfbWliGA4gASgDEjAKDGhlYWx0aF9jaGVjaxgPIAEoCzIaLmtyYW5lLmN0cmwudjEuSGVhbHRoQ2hlY2sSEAoIYnVpbGRfaWQYECABKAkSLgoHcmVnaW9ucxgRIAMoCzIdLmtyYW5lLmN0cmwudjEuUmVnaW9uUmVwbGljYXMSGgoSY3JlYXRlZF9hdF91bml4X21zGBIgASgDIsYCChdDcmVhdGVEZXBsb3ltZW50UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRINCgVpbWFnZRgEIAEoCRIPCgdjb21tYW5kGAUgAygJEgwKBGFyZ3MYBiADKAkSDAoEcG9ydBgHIAEoBRIiCgNlbnYYCCADKAsyFS5rcmFuZS5jdHJsLnYxLkVudlZhchIWCg5jcHVfbWlsbGljb3JlcxgJIAEoAxISCgptZW1vcnlfbWliGAogASgDEjAKDGhlYWx0aF9jaGVjaxgLIAEoCzIaLmtyYW5lLmN0cmwudjEuSGVhbHRoQ2hlY2sSEAoIYnVpbGRfaWQYDCABKAkSFQoIcmVwbGljYXMYDSABKAVIAIgBAUILCglfcmVwbGljYXMiSQoYQ3JlYXRlRGVwbG95bWVudFJlc3BvbnNlEi0KCmRlcGxveW1lbnQYASABKAsyGS5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnQiLQoUR2V0RGVwbG95bWVudFJlcXVlc3QSFQoNZGVwbG95bWVudF9pZBgBIAEoCSJGChVHZXREZXBsb3ltZW50UmVzcG9uc2USLQoKZGVwbG95bWVudBgBIAEoCzIZLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudCJRChZMaXN0RGVwbG95bWVudHNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIkkKF0xpc3REZXBsb3ltZW50c1Jlc3BvbnNlEi4KC2RlcGxveW1lbnRzGAEgAygLMhkua3JhbmUuY3RybC52MS5EZXBsb3ltZW50IjAKF0RlbGV0ZURlcGxveW1lbnRSZXF1ZXN0EhUKDWRlcGxveW1lbnRfaWQYASABKAkiGgoYRGVsZXRlRGVwbG95bWVudFJlc3BvbnNlIjIKBlJlZ2lvbhIMCgRuYW1lGAEgASgJEhoKEmNyZWF0ZWRfYXRfdW5peF9tcxgCIAEoAyIjChNDcmVhdGVSZWdpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiPQoUQ3JlYXRlUmVnaW9uUmVzcG9uc2USJQoGcmVnaW9uGAEgASgLMhUua3JhbmUuY3RybC52MS5SZWdpb24iFAoSTGlzdFJlZ2lvbnNSZXF1ZXN0Ij0KE0xpc3RSZWdpb25zUmVzcG9uc2USJgoHcmVnaW9ucxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuUmVnaW9uIkEKGUNyZWF0ZUNsdXN0ZXJUb2tlblJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhQKDGNsdXN0ZXJfbmFtZRgCIAEoCSJUChpDcmVhdGVDbHVzdGVyVG9rZW5SZXNwb25zZRInCgdjbHVzdGVyGAEgASgLMhYua3JhbmUuY3RybC52MS5DbHVzdGVyEg0KBXRva2VuGAIgASgJIsgBCgdDbHVzdGVyEgoKAmlkGAEgASgJEg4KBnJlZ2lvbhgCIAEoCRIMCgRuYW1lGAMgASgJEhoKEmNyZWF0ZWRfYXRfdW5peF9tcxgEIAEoAxIeChZsYXN0X2hlYXJ0YmVhdF91bml4X21zGAUgASgDEhAKCGFnZW50X2lkGAYgASgJEg0KBWJ1aWxkGAcgASgJEhsKE2RlcGxveW1lbnRzX3ZlcnNpb24YCCABKAQSGQoRc2VudGluZWxzX3ZlcnNpb24YCSABKAQiJQoTTGlzdENsdXN0ZXJzUmVxdWVzdBIOCgZyZWdpb24YASABKAkiQAoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKAoIY2x1c3RlcnMYASADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXIiVgobR2V0RW52aXJvbm1lbnRTdGF0dXNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIqIBChZEZXBsb3ltZW50UmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIYChBkZXNpcmVkX3JlcGxpY2FzGAIgASgFEhkKEXJ1bm5pbmdfaW5zdGFuY2VzGAMgASgFEhcKD3JlamVjdGVkX3JlYXNvbhgEIAEoCRIqCglpbnN0YW5jZXMYBSADKAsyFy5rcmFuZS5jdHJsLnYxLkluc3RhbmNlInkKEERlcGxveW1lbnRTdGF0dXMSLQoKZGVwbG95bWVudBgBIAEoCzIZLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudBI2CgdyZWdpb25zGAIgAygLMiUua3JhbmUuY3RybC52MS5EZXBsb3ltZW50UmVnaW9uU3RhdHVzItoBCg5TZW50aW5lbFN0YXR1cxITCgtzZW50aW5lbF9pZBgBIAEoCRIOCgZyZWdpb24YAiABKAkSEAoIazhzX25hbWUYAyABKAkSGAoQZGVzaXJlZF9yZXBsaWNhcxgEIAEoBRIaChJhdmFpbGFibGVfcmVwbGljYXMYBSABKAUSJQoGaGVhbHRoGAYgASgOMhUua3JhbmUuY3RybC52MS5IZWFsdGgSFwoPcmVqZWN0ZWRfcmVhc29uGAcgASgJEhsKE3JlcG9ydGVkX2F0X3VuaXhfbXMYCCABKAMi4QEKHEdldEVudmlyb25tZW50U3RhdHVzUmVzcG9uc2USLwoLZW52aXJvbm1lbnQYASABKAsyGi5rcmFuZS5jdHJsLnYxLkVudmlyb25tZW50EjQKC2RlcGxveW1lbnRzGAIgAygLMh8ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdHVzEjAKCXNlbnRpbmVscxgDIAMoCzIdLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0dXMSKAoIY2x1c3RlcnMYBCADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXIqdwoPUm9sbG91dFN0cmF0ZWd5EiAKHFJPTExPVVRfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIjCh9ST0xMT1VUX1NUUkFURUdZX1JPTExJTkdfVVBEQVRFEAESHQoZUk9MTE9VVF9TVFJBVEVHWV9SRUNSRUFURRACMqwCChBXb3Jrc3BhY2VTZXJ2aWNlEmAKD0NyZWF0ZVdvcmtzcGFjZRIlLmtyYW5lLmN0cmwudjEuQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuQ3JlYXRlV29ya3NwYWNlUmVzcG9uc2USVwoMR2V0V29ya3NwYWNlEiIua3JhbmUuY3RybC52MS5HZXRXb3Jrc3BhY2VSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5HZXRXb3Jrc3BhY2VSZXNwb25zZRJdCg5MaXN0V29ya3NwYWNlcxIkLmtyYW5lLmN0cmwudjEuTGlzdFdvcmtzcGFjZXNSZXF1ZXN0GiUua3JhbmUuY3RybC52MS5MaXN0V29ya3NwYWNlc1Jlc3BvbnNlMpgCCg5Qcm9qZWN0U2VydmljZRJaCg1DcmVhdGVQcm9qZWN0EiMua3JhbmUuY3RybC52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBokLmtyYW5lLmN0cmwudjEuQ3JlYXRlUHJvamVjdFJlc3BvbnNlElEKCkdldFByb2plY3QSIC5rcmFuZS5jdHJsLnYxLkdldFByb2plY3RSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5HZXRQcm9qZWN0UmVzcG9uc2USVwoMTGlzdFByb2plY3RzEiIua3JhbmUuY3RybC52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0UHJvamVjdHNSZXNwb25zZTLAAgoSRW52aXJvbm1lbnRTZXJ2aWNlEmYKEUNyZWF0ZUVudmlyb25tZW50Eicua3JhbmUuY3RybC52MS5DcmVhdGVFbnZpcm9ubWVudFJlcXVlc3QaKC5rcmFuZS5jdHJsLnYxLkNyZWF0ZUVudmlyb25tZW50UmVzcG9uc2USXQoOR2V0RW52aXJvbm1lbnQSJC5rcmFuZS5jdHJsLnYxLkdldEVudmlyb25tZW50UmVxdWVzdBolLmtyYW5lLmN0cmwudjEuR2V0RW52aXJvbm1lbnRSZXNwb25zZRJjChBMaXN0RW52aXJvbm1lbnRzEiYua3JhbmUuY3RybC52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBonLmtyYW5lLmN0cmwudjEuTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlMpsDChFEZXBsb3ltZW50U2VydmljZRJjChBDcmVhdGVEZXBsb3ltZW50EiYua3JhbmUuY3RybC52MS5DcmVhdGVEZXBsb3ltZW50UmVxdWVzdBonLmtyYW5lLmN0cmwudjEuQ3JlYXRlRGVwbG95bWVudFJlc3BvbnNlEloKDUdldERlcGxveW1lbnQSIy5rcmFuZS5jdHJsLnYxLkdldERlcGxveW1lbnRSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5HZXREZXBsb3ltZW50UmVzcG9uc2USYAoPTGlzdERlcGxveW1lbnRzEiUua3JhbmUuY3RybC52MS5MaXN0RGVwbG95bWVudHNSZXF1ZXN0GiYua3JhbmUuY3RybC52MS5MaXN0RGVwbG95bWVudHNSZXNwb25zZRJjChBEZWxldGVEZXBsb3ltZW50EiYua3JhbmUuY3RybC52MS5EZWxldGVEZXBsb3ltZW50UmVxdWVzdBonLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudFJlc3BvbnNlMoIDCg1SZWdpb25TZXJ2aWNlElcKDENyZWF0ZVJlZ2lvbhIiLmtyYW5lLmN0cmwudjEuQ3JlYXRlUmVnaW9uUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuQ3JlYXRlUmVnaW9uUmVzcG9uc2USVAoLTGlzdFJlZ2lvbnMSIS5rcmFuZS5jdHJsLnYxLkxpc3RSZWdpb25zUmVxdWVzdBoiLmtyYW5lLmN0cmwudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJpChJDcmVhdGVDbHVzdGVyVG9rZW4SKC5rcmFuZS5jdHJsLnYxLkNyZWF0ZUNsdXN0ZXJUb2tlblJlcXVlc3QaKS5rcmFuZS5jdHJsLnYxLkNyZWF0ZUNsdXN0ZXJUb2tlblJlc3BvbnNlElcKDExpc3RDbHVzdGVycxIiLmtyYW5lLmN0cmwudjEuTGlzdENsdXN0ZXJzUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuTGlzdENsdXN0ZXJzUmVzcG9uc2UygAEKDVN0YXR1c1NlcnZpY2USbwoUR2V0RW52aXJvbm1lbnRTdGF0dXMSKi5rcmFuZS5jdHJsLnYxLkdldEVudmlyb25tZW50U3RhdHVzUmVxdWVzdBorLmtyYW5lLmN0cmwudjEuR2V0RW52aXJvbm1lbnRTdGF0dXNSZXNwb25zZWIGcHJvdG8z", [file_krane_ctrl_v1_cluster]);
+  fileDesc("ChdrcmFuZS9jdHJsL3YxL2FwaS5wcm90bxINa3JhbmUuY3RybC52MSJmCglXb3Jrc3BhY2USCgoCaWQYASABKAkSDAoEc2x1ZxgCIAEoCRIMCgRuYW1lGAMgASgJEhUKDWs4c19uYW1lc3BhY2UYBCABKAkSGgoSY3JlYXRlZF9hdF91bml4X21zGAUgASgDIjQKFkNyZWF0ZVdvcmtzcGFjZVJlcXVlc3QSDAoEc2x1ZxgBIAEoCRIMCgRuYW1lGAIgASgJIkYKF0NyZWF0ZVdvcmtzcGFjZVJlc3BvbnNlEisKCXdvcmtzcGFjZRgBIAEoCzIYLmtyYW5lLmN0cmwudjEuV29ya3NwYWNlIigKE0dldFdvcmtzcGFjZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkMKFEdldFdvcmtzcGFjZVJlc3BvbnNlEisKCXdvcmtzcGFjZRgBIAEoCzIYLmtyYW5lLmN0cmwudjEuV29ya3NwYWNlIhcKFUxpc3RXb3Jrc3BhY2VzUmVxdWVzdCJGChZMaXN0V29ya3NwYWNlc1Jlc3BvbnNlEiwKCndvcmtzcGFjZXMYASADKAsyGC5rcmFuZS5jdHJsLnYxLldvcmtzcGFjZSJjCgdQcm9qZWN0EgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRIMCgRzbHVnGAMgASgJEgwKBG5hbWUYBCABKAkSGgoSY3JlYXRlZF9hdF91bml4X21zGAUgASgDIkUKFENyZWF0ZVByb2plY3RSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIMCgRzbHVnGAIgASgJEgwKBG5hbWUYAyABKAkiQAoVQ3JlYXRlUHJvamVjdFJlc3BvbnNlEicKB3Byb2plY3QYASABKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiNwoRR2V0UHJvamVjdFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkiPQoSR2V0UHJvamVjdFJlc3BvbnNlEicKB3Byb2plY3QYASABKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiKAoTTGlzdFByb2plY3RzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkiQAoUTGlzdFByb2plY3RzUmVzcG9uc2USKAoIcHJvamVjdHMYASADKAsyFi5rcmFuZS5jdHJsLnYxLlByb2plY3QiMgoOUmVnaW9uUmVwbGljYXMSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFIl8KEFNlbnRpbmVsU2V0dGluZ3MSDQoFaW1hZ2UYASABKAkSEAoIcmVwbGljYXMYAiABKAUSFgoOY3B1X21pbGxpY29yZXMYAyABKAMSEgoKbWVtb3J5X21pYhgEIAEoAyL7AQoNUm9sbG91dFBvbGljeRIwCghzdHJhdGVneRgBIAEoDjIeLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0cmF0ZWd5EhEKCW1heF9zdXJnZRgCIAEoCRIXCg9tYXhfdW5hdmFpbGFibGUYAyABKAkSGQoRbWluX3JlYWR5X3NlY29uZHMYBCABKAUSIQoZcHJvZ3Jlc3NfZGVhZGxpbmVfc2Vjb25kcxgFIAEoBRIjChZyZXZpc2lvbl9oaXN0b3J5X2xpbWl0GAYgASgFSACIAQESDgoGcGF1c2VkGAcgASgIQhkKF19yZXZpc2lvbl9oaXN0b3J5X2xpbWl0IpsCCgtFbnZpcm9ubWVudBIKCgJpZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSEgoKcHJvamVjdF9pZBgDIAEoCRIMCgRzbHVnGAQgASgJEi4KB3JlZ2lvbnMYBSADKAsyHS5rcmFuZS5jdHJsLnYxLlJlZ2lvblJlcGxpY2FzEjEKCHNlbnRpbmVsGAYgASgLMh8ua3JhbmUuY3RybC52MS5TZW50aW5lbFNldHRpbmdzEi0KB3JvbGxvdXQYByABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRQb2xpY3kSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyLeAQoYQ3JlYXRlRW52aXJvbm1lbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBHNsdWcYAyABKAkSLgoHcmVnaW9ucxgEIAMoCzIdLmtyYW5lLmN0cmwudjEuUmVnaW9uUmVwbGljYXMSMQoIc2VudGluZWwYBSABKAsyHy5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU2V0dGluZ3MSLQoHcm9sbG91dBgGIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFBvbGljeSJMChlDcmVhdGVFbnZpcm9ubWVudFJlc3BvbnNlEi8KC2Vudmlyb25tZW50GAEgASgLMhoua3JhbmUuY3RybC52MS5FbnZpcm9ubWVudCJQChVHZXRFbnZpcm9ubWVudFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiSQoWR2V0RW52aXJvbm1lbnRSZXNwb25zZRIvCgtlbnZpcm9ubWVudBgBIAEoCzIaLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnQiPQoXTGlzdEVudmlyb25tZW50c1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkiTAoYTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlEjAKDGVudmlyb25tZW50cxgBIAMoCzIaLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnQisgEKFlNlbnRpbmVsU2V0dGluZ3NVcGRhdGUSEgoFaW1hZ2UYASABKAlIAIgBARIVCghyZXBsaWNhcxgCIAEoBUgBiAEBEhsKDmNwdV9taWxsaWNvcmVzGAMgASgDSAKIAQESFwoKbWVtb3J5X21pYhgEIAEoA0gDiAEBQggKBl9pbWFnZUILCglfcmVwbGljYXNCEQoPX2NwdV9taWxsaWNvcmVzQg0KC19tZW1vcnlfbWliIo0DChNSb2xsb3V0UG9saWN5VXBkYXRlEjUKCHN0cmF0ZWd5GAEgASgOMh4ua3JhbmUuY3RybC52MS5Sb2xsb3V0U3RyYXRlZ3lIAIgBARIWCgltYXhfc3VyZ2UYAiABKAlIAYgBARIcCg9tYXhfdW5hdmFpbGFibGUYAyABKAlIAogBARIeChFtaW5fcmVhZHlfc2Vjb25kcxgEIAEoBUgDiAEBEiYKGXByb2dyZXNzX2RlYWRsaW5lX3NlY29uZHMYBSABKAVIBIgBARIjChZyZXZpc2lvbl9oaXN0b3J5X2xpbWl0GAYgASgFSAWIAQESEwoGcGF1c2VkGAcgASgISAaIAQFCCwoJX3N0cmF0ZWd5QgwKCl9tYXhfc3VyZ2VCEgoQX21heF91bmF2YWlsYWJsZUIUChJfbWluX3JlYWR5X3NlY29uZHNCHAoaX3Byb2dyZXNzX2RlYWRsaW5lX3NlY29uZHNCGQoXX3JldmlzaW9uX2hpc3RvcnlfbGltaXRCCQoHX3BhdXNlZCKiAgoYVXBkYXRlRW52aXJvbm1lbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEjcKCHNlbnRpbmVsGAQgASgLMiUua3JhbmUuY3RybC52MS5TZW50aW5lbFNldHRpbmdzVXBkYXRlEhcKD3JlbW92ZV9zZW50aW5lbBgFIAEoCBIzCgdyb2xsb3V0GAYgASgLMiIua3JhbmUuY3RybC52MS5Sb2xsb3V0UG9saWN5VXBkYXRlEi4KB3JlZ2lvbnMYByADKAsyHS5rcmFuZS5jdHJsLnYxLlJlZ2lvblJlcGxpY2FzEhYKDnJlbW92ZV9yZWdpb25zGAggAygJIkwKGVVwZGF0ZUVudmlyb25tZW50UmVzcG9uc2USLwoLZW52aXJvbm1lbnQYASABKAsyGi5rcmFuZS5jdHJsLnYxLkVudmlyb25tZW50IrEDCgpEZXBsb3ltZW50EgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRISCgpwcm9qZWN0X2lkGAMgASgJEhYKDmVudmlyb25tZW50X2lkGAQgASgJEhAKCHJldmlzaW9uGAUgASgDEhUKDWs4c19uYW1lc3BhY2UYBiABKAkSEAoIazhzX25hbWUYByABKAkSDQoFaW1hZ2UYCCABKAkSDwoHY29tbWFuZBgJIAMoCRIMCgRhcmdzGAogAygJEgwKBHBvcnQYCyABKAUSIgoDZW52GAwgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEi4KB3JlZ2lvbnMYESADKAsyHS5rcmFuZS5jdHJsLnYxLlJlZ2lvblJlcGxpY2FzEhoKEmNyZWF0ZWRfYXRfdW5peF9tcxgSIAEoAyLGAgoXQ3JlYXRlRGVwbG95bWVudFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDQoFaW1hZ2UYBCABKAkSDwoHY29tbWFuZBgFIAMoCRIMCgRhcmdzGAYgAygJEgwKBHBvcnQYByABKAUSIgoDZW52GAggAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISFgoOY3B1X21pbGxpY29yZXMYCSABKAMSEgoKbWVtb3J5X21pYhgKIAEoAxIwCgxoZWFsdGhfY2hlY2sYCyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGAwgASgJEhUKCHJlcGxpY2FzGA0gASgFSACIAQFCCwoJX3JlcGxpY2FzIkkKGENyZWF0ZURlcGxveW1lbnRSZXNwb25zZRItCgpkZXBsb3ltZW50GAEgASgLMhkua3JhbmUuY3RybC52MS5EZXBsb3ltZW50Ii0KFEdldERlcGxveW1lbnRSZXF1ZXN0EhUKDWRlcGxveW1lbnRfaWQYASABKAkiRgoVR2V0RGVwbG95bWVudFJlc3BvbnNlEi0KCmRlcGxveW1lbnQYASABKAsyGS5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnQiUQoWTGlzdERlcGxveW1lbnRzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJJChdMaXN0RGVwbG95bWVudHNSZXNwb25zZRIuCgtkZXBsb3ltZW50cxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudCIwChdEZWxldGVEZXBsb3ltZW50UmVxdWVzdBIVCg1kZXBsb3ltZW50X2lkGAEgASgJIhoKGERlbGV0ZURlcGxveW1lbnRSZXNwb25zZSIyCgZSZWdpb24SDAoEbmFtZRgBIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYAiABKAMiIwoTQ3JlYXRlUmVnaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj0KFENyZWF0ZVJlZ2lvblJlc3BvbnNlEiUKBnJlZ2lvbhgBIAEoCzIVLmtyYW5lLmN0cmwudjEuUmVnaW9uIhQKEkxpc3RSZWdpb25zUmVxdWVzdCI9ChNMaXN0UmVnaW9uc1Jlc3BvbnNlEiYKB3JlZ2lvbnMYASADKAsyFS5rcmFuZS5jdHJsLnYxLlJlZ2lvbiJBChlDcmVhdGVDbHVzdGVyVG9rZW5SZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIUCgxjbHVzdGVyX25hbWUYAiABKAkiVAoaQ3JlYXRlQ2x1c3RlclRva2VuUmVzcG9uc2USJwoHY2x1c3RlchgBIAEoCzIWLmtyYW5lLmN0cmwudjEuQ2x1c3RlchINCgV0b2tlbhgCIAEoCSLfAQoHQ2x1c3RlchIKCgJpZBgBIAEoCRIOCgZyZWdpb24YAiABKAkSDAoEbmFtZRgDIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBCABKAMSHgoWbGFzdF9oZWFydGJlYXRfdW5peF9tcxgFIAEoAxIQCghhZ2VudF9pZBgGIAEoCRINCgVidWlsZBgHIAEoCRIbChNkZXBsb3ltZW50c192ZXJzaW9uGAggASgEEhkKEXNlbnRpbmVsc192ZXJzaW9uGAkgASgEEhUKDXRva2VuX3Jldm9rZWQYCiABKAgiJQoTTGlzdENsdXN0ZXJzUmVxdWVzdBIOCgZyZWdpb24YASABKAkiQAoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKAoIY2x1c3RlcnMYASADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXIiQQoZUmV2b2tlQ2x1c3RlclRva2VuUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFAoMY2x1c3Rlcl9uYW1lGAIgASgJIkUKGlJldm9rZUNsdXN0ZXJUb2tlblJlc3BvbnNlEicKB2NsdXN0ZXIYASABKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXIibwoIQXBpVG9rZW4SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYAyABKAMSHAoUbGFzdF91c2VkX2F0X3VuaXhfbXMYBCABKAMSDwoHY3VycmVudBgFIAEoCCIlChVDcmVhdGVBcGlUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJTChZDcmVhdGVBcGlUb2tlblJlc3BvbnNlEioKCWFwaV90b2tlbhgBIAEoCzIXLmtyYW5lLmN0cmwudjEuQXBpVG9rZW4SDQoFdG9rZW4YAiABKAkiFgoUTGlzdEFwaVRva2Vuc1JlcXVlc3QiRAoVTGlzdEFwaVRva2Vuc1Jlc3BvbnNlEisKCmFwaV90b2tlbnMYASADKAsyFy5rcmFuZS5jdHJsLnYxLkFwaVRva2VuIikKFVJldm9rZUFwaVRva2VuUmVxdWVzdBIQCgh0b2tlbl9pZBgBIAEoCSJEChZSZXZva2VBcGlUb2tlblJlc3BvbnNlEioKCWFwaV90b2tlbhgBIAEoCzIXLmtyYW5lLmN0cmwudjEuQXBpVG9rZW4iVgobR2V0RW52aXJvbm1lbnRTdGF0dXNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIqIBChZEZXBsb3ltZW50UmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIYChBkZXNpcmVkX3JlcGxpY2FzGAIgASgFEhkKEXJ1bm5pbmdfaW5zdGFuY2VzGAMgASgFEhcKD3JlamVjdGVkX3JlYXNvbhgEIAEoCRIqCglpbnN0YW5jZXMYBSADKAsyFy5rcmFuZS5jdHJsLnYxLkluc3RhbmNlInkKEERlcGxveW1lbnRTdGF0dXMSLQoKZGVwbG95bWVudBgBIAEoCzIZLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudBI2CgdyZWdpb25zGAIgAygLMiUua3JhbmUuY3RybC52MS5EZXBsb3ltZW50UmVnaW9uU3RhdHVzItoBCg5TZW50aW5lbFN0YXR1cxITCgtzZW50aW5lbF9pZBgBIAEoCRIOCgZyZWdpb24YAiABKAkSEAoIazhzX25hbWUYAyABKAkSGAoQZGVzaXJlZF9yZXBsaWNhcxgEIAEoBRIaChJhdmFpbGFibGVfcmVwbGljYXMYBSABKAUSJQoGaGVhbHRoGAYgASgOMhUua3JhbmUuY3RybC52MS5IZWFsdGgSFwoPcmVqZWN0ZWRfcmVhc29uGAcgASgJEhsKE3JlcG9ydGVkX2F0X3VuaXhfbXMYCCABKAMi4QEKHEdldEVudmlyb25tZW50U3RhdHVzUmVzcG9uc2USLwoLZW52aXJvbm1lbnQYASABKAsyGi5rcmFuZS5jdHJsLnYxLkVudmlyb25tZW50EjQKC2RlcGxveW1lbnRzGAIgAygLMh8ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdHVzEjAKCXNlbnRpbmVscxgDIAMoCzIdLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0dXMSKAoIY2x1c3RlcnMYBCADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXIqdwoPUm9sbG91dFN0cmF0ZWd5EiAKHFJPTExPVVRfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIjCh9ST0xMT1VUX1NUUkFURUdZX1JPTExJTkdfVVBEQVRFEAESHQoZUk9MTE9VVF9TVFJBVEVHWV9SRUNSRUFURRACMqwCChBXb3Jrc3BhY2VTZXJ2aWNlEmAKD0NyZWF0ZVdvcmtzcGFjZRIlLmtyYW5lLmN0cmwudjEuQ3JlYXRlV29ya3NwYWNlUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuQ3JlYXRlV29ya3NwYWNlUmVzcG9uc2USVwoMR2V0V29ya3NwYWNlEiIua3JhbmUuY3RybC52MS5HZXRXb3Jrc3BhY2VSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5HZXRXb3Jrc3BhY2VSZXNwb25zZRJdCg5MaXN0V29ya3NwYWNlcxIkLmtyYW5lLmN0cmwudjEuTGlzdFdvcmtzcGFjZXNSZXF1ZXN0GiUua3JhbmUuY3RybC52MS5MaXN0V29ya3NwYWNlc1Jlc3BvbnNlMpgCCg5Qcm9qZWN0U2VydmljZRJaCg1DcmVhdGVQcm9qZWN0EiMua3JhbmUuY3RybC52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBokLmtyYW5lLmN0cmwudjEuQ3JlYXRlUHJvamVjdFJlc3BvbnNlElEKCkdldFByb2plY3QSIC5rcmFuZS5jdHJsLnYxLkdldFByb2plY3RSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5HZXRQcm9qZWN0UmVzcG9uc2USVwoMTGlzdFByb2plY3RzEiIua3JhbmUuY3RybC52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0UHJvamVjdHNSZXNwb25zZTKoAwoSRW52aXJvbm1lbnRTZXJ2aWNlEmYKEUNyZWF0ZUVudmlyb25tZW50Eicua3JhbmUuY3RybC52MS5DcmVhdGVFbnZpcm9ubWVudFJlcXVlc3QaKC5rcmFuZS5jdHJsLnYxLkNyZWF0ZUVudmlyb25tZW50UmVzcG9uc2USXQoOR2V0RW52aXJvbm1lbnQSJC5rcmFuZS5jdHJsLnYxLkdldEVudmlyb25tZW50UmVxdWVzdBolLmtyYW5lLmN0cmwudjEuR2V0RW52aXJvbm1lbnRSZXNwb25zZRJjChBMaXN0RW52aXJvbm1lbnRzEiYua3JhbmUuY3RybC52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBonLmtyYW5lLmN0cmwudjEuTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlEmYKEVVwZGF0ZUVudmlyb25tZW50Eicua3JhbmUuY3RybC52MS5VcGRhdGVFbnZpcm9ubWVudFJlcXVlc3QaKC5rcmFuZS5jdHJsLnYxLlVwZGF0ZUVudmlyb25tZW50UmVzcG9uc2UymwMKEURlcGxveW1lbnRTZXJ2aWNlEmMKEENyZWF0ZURlcGxveW1lbnQSJi5rcmFuZS5jdHJsLnYxLkNyZWF0ZURlcGxveW1lbnRSZXF1ZXN0Gicua3JhbmUuY3RybC52MS5DcmVhdGVEZXBsb3ltZW50UmVzcG9uc2USWgoNR2V0RGVwbG95bWVudBIjLmtyYW5lLmN0cmwudjEuR2V0RGVwbG95bWVudFJlcXVlc3QaJC5rcmFuZS5jdHJsLnYxLkdldERlcGxveW1lbnRSZXNwb25zZRJgCg9MaXN0RGVwbG95bWVudHMSJS5rcmFuZS5jdHJsLnYxLkxpc3REZXBsb3ltZW50c1JlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLkxpc3REZXBsb3ltZW50c1Jlc3BvbnNlEmMKEERlbGV0ZURlcGxveW1lbnQSJi5rcmFuZS5jdHJsLnYxLkRlbGV0ZURlcGxveW1lbnRSZXF1ZXN0Gicua3JhbmUuY3RybC52MS5EZWxldGVEZXBsb3ltZW50UmVzcG9uc2Uy7QMKDVJlZ2lvblNlcnZpY2USVwoMQ3JlYXRlUmVnaW9uEiIua3JhbmUuY3RybC52MS5DcmVhdGVSZWdpb25SZXF1ZXN0GiMua3JhbmUuY3RybC52MS5DcmVhdGVSZWdpb25SZXNwb25zZRJUCgtMaXN0UmVnaW9ucxIhLmtyYW5lLmN0cmwudjEuTGlzdFJlZ2lvbnNSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5MaXN0UmVnaW9uc1Jlc3BvbnNlEmkKEkNyZWF0ZUNsdXN0ZXJUb2tlbhIoLmtyYW5lLmN0cmwudjEuQ3JlYXRlQ2x1c3RlclRva2VuUmVxdWVzdBopLmtyYW5lLmN0cmwudjEuQ3JlYXRlQ2x1c3RlclRva2VuUmVzcG9uc2USVwoMTGlzdENsdXN0ZXJzEiIua3JhbmUuY3RybC52MS5MaXN0Q2x1c3RlcnNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0Q2x1c3RlcnNSZXNwb25zZRJpChJSZXZva2VDbHVzdGVyVG9rZW4SKC5rcmFuZS5jdHJsLnYxLlJldm9rZUNsdXN0ZXJUb2tlblJlcXVlc3QaKS5rcmFuZS5jdHJsLnYxLlJldm9rZUNsdXN0ZXJUb2tlblJlc3BvbnNlMqsCCg9BcGlUb2tlblNlcnZpY2USXQoOQ3JlYXRlQXBpVG9rZW4SJC5rcmFuZS5jdHJsLnYxLkNyZWF0ZUFwaVRva2VuUmVxdWVzdBolLmtyYW5lLmN0cmwudjEuQ3JlYXRlQXBpVG9rZW5SZXNwb25zZRJaCg1MaXN0QXBpVG9rZW5zEiMua3JhbmUuY3RybC52MS5MaXN0QXBpVG9rZW5zUmVxdWVzdBokLmtyYW5lLmN0cmwudjEuTGlzdEFwaVRva2Vuc1Jlc3BvbnNlEl0KDlJldm9rZUFwaVRva2VuEiQua3JhbmUuY3RybC52MS5SZXZva2VBcGlUb2tlblJlcXVlc3QaJS5rcmFuZS5jdHJsLnYxLlJldm9rZUFwaVRva2VuUmVzcG9uc2UygAEKDVN0YXR1c1NlcnZpY2USbwoUR2V0RW52aXJvbm1lbnRTdGF0dXMSKi5rcmFuZS5jdHJsLnYxLkdldEVudmlyb25tZW50U3RhdHVzUmVxdWVzdBorLmtyYW5lLmN0cmwudjEuR2V0RW52aXJvbm1lbnRTdGF0dXNSZXNwb25zZWIGcHJvdG8z", [file_krane_ctrl_v1_cluster]);
 
 /**
  * @generated from message krane.ctrl.v1.Workspace
@@ -634,6 +634,175 @@ export const ListEnvironmentsResponseSchema: GenMessage<ListEnvironmentsResponse
   messageDesc(file_krane_ctrl_v1_api, 23);
 
 /**
+ * A change to the sentinel settings: absent fields keep their value. To add a sentinel to an
+ * environment without one, give at least the image (the other fields then default as in
+ * CreateEnvironment).
+ *
+ * @generated from message krane.ctrl.v1.SentinelSettingsUpdate
+ */
+export type SentinelSettingsUpdate = Message<"krane.ctrl.v1.SentinelSettingsUpdate"> & {
+  /**
+   * @generated from field: optional string image = 1;
+   */
+  image?: string | undefined;
+
+  /**
+   * Per region, 0 to 100.
+   *
+   * @generated from field: optional int32 replicas = 2;
+   */
+  replicas?: number | undefined;
+
+  /**
+   * @generated from field: optional int64 cpu_millicores = 3;
+   */
+  cpuMillicores?: bigint | undefined;
+
+  /**
+   * @generated from field: optional int64 memory_mib = 4;
+   */
+  memoryMib?: bigint | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.SentinelSettingsUpdate.
+ * Use `create(SentinelSettingsUpdateSchema)` to create a new message.
+ */
+export const SentinelSettingsUpdateSchema: GenMessage<SentinelSettingsUpdate> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 24);
+
+/**
+ * A change to the rollout policy: absent fields keep their value. The result must still be a
+ * valid policy (e.g. max_surge and max_unavailable not both 0 for RollingUpdate).
+ *
+ * @generated from message krane.ctrl.v1.RolloutPolicyUpdate
+ */
+export type RolloutPolicyUpdate = Message<"krane.ctrl.v1.RolloutPolicyUpdate"> & {
+  /**
+   * ROLLING_UPDATE or RECREATE.
+   *
+   * @generated from field: optional krane.ctrl.v1.RolloutStrategy strategy = 1;
+   */
+  strategy?: RolloutStrategy | undefined;
+
+  /**
+   * @generated from field: optional string max_surge = 2;
+   */
+  maxSurge?: string | undefined;
+
+  /**
+   * @generated from field: optional string max_unavailable = 3;
+   */
+  maxUnavailable?: string | undefined;
+
+  /**
+   * @generated from field: optional int32 min_ready_seconds = 4;
+   */
+  minReadySeconds?: number | undefined;
+
+  /**
+   * @generated from field: optional int32 progress_deadline_seconds = 5;
+   */
+  progressDeadlineSeconds?: number | undefined;
+
+  /**
+   * @generated from field: optional int32 revision_history_limit = 6;
+   */
+  revisionHistoryLimit?: number | undefined;
+
+  /**
+   * @generated from field: optional bool paused = 7;
+   */
+  paused?: boolean | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RolloutPolicyUpdate.
+ * Use `create(RolloutPolicyUpdateSchema)` to create a new message.
+ */
+export const RolloutPolicyUpdateSchema: GenMessage<RolloutPolicyUpdate> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 25);
+
+/**
+ * @generated from message krane.ctrl.v1.UpdateEnvironmentRequest
+ */
+export type UpdateEnvironmentRequest = Message<"krane.ctrl.v1.UpdateEnvironmentRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * Changes the sentinel settings in every region, or adds a sentinel to every region.
+   *
+   * @generated from field: krane.ctrl.v1.SentinelSettingsUpdate sentinel = 4;
+   */
+  sentinel?: SentinelSettingsUpdate | undefined;
+
+  /**
+   * Removes the sentinel from every region (the agents delete it). Not together with `sentinel`.
+   *
+   * @generated from field: bool remove_sentinel = 5;
+   */
+  removeSentinel: boolean;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RolloutPolicyUpdate rollout = 6;
+   */
+  rollout?: RolloutPolicyUpdate | undefined;
+
+  /**
+   * Sets each listed region's replica count; a region the environment is not in yet is added
+   * (it must be registered) and gets the environment's current revision and its sentinel.
+   *
+   * @generated from field: repeated krane.ctrl.v1.RegionReplicas regions = 7;
+   */
+  regions: RegionReplicas[];
+
+  /**
+   * Regions the environment leaves: its deployments and sentinel there are removed from the
+   * region's desired state, so that region's agent deletes them.
+   *
+   * @generated from field: repeated string remove_regions = 8;
+   */
+  removeRegions: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.UpdateEnvironmentRequest.
+ * Use `create(UpdateEnvironmentRequestSchema)` to create a new message.
+ */
+export const UpdateEnvironmentRequestSchema: GenMessage<UpdateEnvironmentRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 26);
+
+/**
+ * @generated from message krane.ctrl.v1.UpdateEnvironmentResponse
+ */
+export type UpdateEnvironmentResponse = Message<"krane.ctrl.v1.UpdateEnvironmentResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.Environment environment = 1;
+   */
+  environment?: Environment | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.UpdateEnvironmentResponse.
+ * Use `create(UpdateEnvironmentResponseSchema)` to create a new message.
+ */
+export const UpdateEnvironmentResponseSchema: GenMessage<UpdateEnvironmentResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 27);
+
+/**
  * @generated from message krane.ctrl.v1.Deployment
  */
 export type Deployment = Message<"krane.ctrl.v1.Deployment"> & {
@@ -735,7 +904,7 @@ export type Deployment = Message<"krane.ctrl.v1.Deployment"> & {
  * Use `create(DeploymentSchema)` to create a new message.
  */
 export const DeploymentSchema: GenMessage<Deployment> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 24);
+  messageDesc(file_krane_ctrl_v1_api, 28);
 
 /**
  * @generated from message krane.ctrl.v1.CreateDeploymentRequest
@@ -820,7 +989,7 @@ export type CreateDeploymentRequest = Message<"krane.ctrl.v1.CreateDeploymentReq
  * Use `create(CreateDeploymentRequestSchema)` to create a new message.
  */
 export const CreateDeploymentRequestSchema: GenMessage<CreateDeploymentRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 25);
+  messageDesc(file_krane_ctrl_v1_api, 29);
 
 /**
  * @generated from message krane.ctrl.v1.CreateDeploymentResponse
@@ -837,7 +1006,7 @@ export type CreateDeploymentResponse = Message<"krane.ctrl.v1.CreateDeploymentRe
  * Use `create(CreateDeploymentResponseSchema)` to create a new message.
  */
 export const CreateDeploymentResponseSchema: GenMessage<CreateDeploymentResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 26);
+  messageDesc(file_krane_ctrl_v1_api, 30);
 
 /**
  * @generated from message krane.ctrl.v1.GetDeploymentRequest
@@ -854,7 +1023,7 @@ export type GetDeploymentRequest = Message<"krane.ctrl.v1.GetDeploymentRequest">
  * Use `create(GetDeploymentRequestSchema)` to create a new message.
  */
 export const GetDeploymentRequestSchema: GenMessage<GetDeploymentRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 27);
+  messageDesc(file_krane_ctrl_v1_api, 31);
 
 /**
  * @generated from message krane.ctrl.v1.GetDeploymentResponse
@@ -871,7 +1040,7 @@ export type GetDeploymentResponse = Message<"krane.ctrl.v1.GetDeploymentResponse
  * Use `create(GetDeploymentResponseSchema)` to create a new message.
  */
 export const GetDeploymentResponseSchema: GenMessage<GetDeploymentResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 28);
+  messageDesc(file_krane_ctrl_v1_api, 32);
 
 /**
  * @generated from message krane.ctrl.v1.ListDeploymentsRequest
@@ -900,7 +1069,7 @@ export type ListDeploymentsRequest = Message<"krane.ctrl.v1.ListDeploymentsReque
  * Use `create(ListDeploymentsRequestSchema)` to create a new message.
  */
 export const ListDeploymentsRequestSchema: GenMessage<ListDeploymentsRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 29);
+  messageDesc(file_krane_ctrl_v1_api, 33);
 
 /**
  * @generated from message krane.ctrl.v1.ListDeploymentsResponse
@@ -919,7 +1088,7 @@ export type ListDeploymentsResponse = Message<"krane.ctrl.v1.ListDeploymentsResp
  * Use `create(ListDeploymentsResponseSchema)` to create a new message.
  */
 export const ListDeploymentsResponseSchema: GenMessage<ListDeploymentsResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 30);
+  messageDesc(file_krane_ctrl_v1_api, 34);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteDeploymentRequest
@@ -936,7 +1105,7 @@ export type DeleteDeploymentRequest = Message<"krane.ctrl.v1.DeleteDeploymentReq
  * Use `create(DeleteDeploymentRequestSchema)` to create a new message.
  */
 export const DeleteDeploymentRequestSchema: GenMessage<DeleteDeploymentRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 31);
+  messageDesc(file_krane_ctrl_v1_api, 35);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteDeploymentResponse
@@ -949,7 +1118,7 @@ export type DeleteDeploymentResponse = Message<"krane.ctrl.v1.DeleteDeploymentRe
  * Use `create(DeleteDeploymentResponseSchema)` to create a new message.
  */
 export const DeleteDeploymentResponseSchema: GenMessage<DeleteDeploymentResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 32);
+  messageDesc(file_krane_ctrl_v1_api, 36);
 
 /**
  * @generated from message krane.ctrl.v1.Region
@@ -971,7 +1140,7 @@ export type Region = Message<"krane.ctrl.v1.Region"> & {
  * Use `create(RegionSchema)` to create a new message.
  */
 export const RegionSchema: GenMessage<Region> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 33);
+  messageDesc(file_krane_ctrl_v1_api, 37);
 
 /**
  * @generated from message krane.ctrl.v1.CreateRegionRequest
@@ -988,7 +1157,7 @@ export type CreateRegionRequest = Message<"krane.ctrl.v1.CreateRegionRequest"> &
  * Use `create(CreateRegionRequestSchema)` to create a new message.
  */
 export const CreateRegionRequestSchema: GenMessage<CreateRegionRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 34);
+  messageDesc(file_krane_ctrl_v1_api, 38);
 
 /**
  * @generated from message krane.ctrl.v1.CreateRegionResponse
@@ -1005,7 +1174,7 @@ export type CreateRegionResponse = Message<"krane.ctrl.v1.CreateRegionResponse">
  * Use `create(CreateRegionResponseSchema)` to create a new message.
  */
 export const CreateRegionResponseSchema: GenMessage<CreateRegionResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 35);
+  messageDesc(file_krane_ctrl_v1_api, 39);
 
 /**
  * @generated from message krane.ctrl.v1.ListRegionsRequest
@@ -1018,7 +1187,7 @@ export type ListRegionsRequest = Message<"krane.ctrl.v1.ListRegionsRequest"> & {
  * Use `create(ListRegionsRequestSchema)` to create a new message.
  */
 export const ListRegionsRequestSchema: GenMessage<ListRegionsRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 36);
+  messageDesc(file_krane_ctrl_v1_api, 40);
 
 /**
  * @generated from message krane.ctrl.v1.ListRegionsResponse
@@ -1035,7 +1204,7 @@ export type ListRegionsResponse = Message<"krane.ctrl.v1.ListRegionsResponse"> &
  * Use `create(ListRegionsResponseSchema)` to create a new message.
  */
 export const ListRegionsResponseSchema: GenMessage<ListRegionsResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 37);
+  messageDesc(file_krane_ctrl_v1_api, 41);
 
 /**
  * @generated from message krane.ctrl.v1.CreateClusterTokenRequest
@@ -1059,7 +1228,7 @@ export type CreateClusterTokenRequest = Message<"krane.ctrl.v1.CreateClusterToke
  * Use `create(CreateClusterTokenRequestSchema)` to create a new message.
  */
 export const CreateClusterTokenRequestSchema: GenMessage<CreateClusterTokenRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 38);
+  messageDesc(file_krane_ctrl_v1_api, 42);
 
 /**
  * @generated from message krane.ctrl.v1.CreateClusterTokenResponse
@@ -1081,7 +1250,7 @@ export type CreateClusterTokenResponse = Message<"krane.ctrl.v1.CreateClusterTok
  * Use `create(CreateClusterTokenResponseSchema)` to create a new message.
  */
 export const CreateClusterTokenResponseSchema: GenMessage<CreateClusterTokenResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 39);
+  messageDesc(file_krane_ctrl_v1_api, 43);
 
 /**
  * @generated from message krane.ctrl.v1.Cluster
@@ -1133,6 +1302,13 @@ export type Cluster = Message<"krane.ctrl.v1.Cluster"> & {
    * @generated from field: uint64 sentinels_version = 9;
    */
   sentinelsVersion: bigint;
+
+  /**
+   * The cluster's token was revoked and no new one issued yet.
+   *
+   * @generated from field: bool token_revoked = 10;
+   */
+  tokenRevoked: boolean;
 };
 
 /**
@@ -1140,7 +1316,7 @@ export type Cluster = Message<"krane.ctrl.v1.Cluster"> & {
  * Use `create(ClusterSchema)` to create a new message.
  */
 export const ClusterSchema: GenMessage<Cluster> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 40);
+  messageDesc(file_krane_ctrl_v1_api, 44);
 
 /**
  * @generated from message krane.ctrl.v1.ListClustersRequest
@@ -1159,7 +1335,7 @@ export type ListClustersRequest = Message<"krane.ctrl.v1.ListClustersRequest"> &
  * Use `create(ListClustersRequestSchema)` to create a new message.
  */
 export const ListClustersRequestSchema: GenMessage<ListClustersRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 41);
+  messageDesc(file_krane_ctrl_v1_api, 45);
 
 /**
  * @generated from message krane.ctrl.v1.ListClustersResponse
@@ -1176,7 +1352,199 @@ export type ListClustersResponse = Message<"krane.ctrl.v1.ListClustersResponse">
  * Use `create(ListClustersResponseSchema)` to create a new message.
  */
 export const ListClustersResponseSchema: GenMessage<ListClustersResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 42);
+  messageDesc(file_krane_ctrl_v1_api, 46);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeClusterTokenRequest
+ */
+export type RevokeClusterTokenRequest = Message<"krane.ctrl.v1.RevokeClusterTokenRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * Empty means "default".
+   *
+   * @generated from field: string cluster_name = 2;
+   */
+  clusterName: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeClusterTokenRequest.
+ * Use `create(RevokeClusterTokenRequestSchema)` to create a new message.
+ */
+export const RevokeClusterTokenRequestSchema: GenMessage<RevokeClusterTokenRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 47);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeClusterTokenResponse
+ */
+export type RevokeClusterTokenResponse = Message<"krane.ctrl.v1.RevokeClusterTokenResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.Cluster cluster = 1;
+   */
+  cluster?: Cluster | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeClusterTokenResponse.
+ * Use `create(RevokeClusterTokenResponseSchema)` to create a new message.
+ */
+export const RevokeClusterTokenResponseSchema: GenMessage<RevokeClusterTokenResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 48);
+
+/**
+ * @generated from message krane.ctrl.v1.ApiToken
+ */
+export type ApiToken = Message<"krane.ctrl.v1.ApiToken"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: int64 created_at_unix_ms = 3;
+   */
+  createdAtUnixMs: bigint;
+
+  /**
+   * Recorded at most once a minute per token; 0 when not recorded (never used, or used only
+   * before the database had the column).
+   *
+   * @generated from field: int64 last_used_at_unix_ms = 4;
+   */
+  lastUsedAtUnixMs: bigint;
+
+  /**
+   * This is the token the call was made with.
+   *
+   * @generated from field: bool current = 5;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ApiToken.
+ * Use `create(ApiTokenSchema)` to create a new message.
+ */
+export const ApiTokenSchema: GenMessage<ApiToken> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 49);
+
+/**
+ * @generated from message krane.ctrl.v1.CreateApiTokenRequest
+ */
+export type CreateApiTokenRequest = Message<"krane.ctrl.v1.CreateApiTokenRequest"> & {
+  /**
+   * A DNS label, unique among the tokens (e.g. "ci-deploy").
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.CreateApiTokenRequest.
+ * Use `create(CreateApiTokenRequestSchema)` to create a new message.
+ */
+export const CreateApiTokenRequestSchema: GenMessage<CreateApiTokenRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 50);
+
+/**
+ * @generated from message krane.ctrl.v1.CreateApiTokenResponse
+ */
+export type CreateApiTokenResponse = Message<"krane.ctrl.v1.CreateApiTokenResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.ApiToken api_token = 1;
+   */
+  apiToken?: ApiToken | undefined;
+
+  /**
+   * The token itself, shown only here.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.CreateApiTokenResponse.
+ * Use `create(CreateApiTokenResponseSchema)` to create a new message.
+ */
+export const CreateApiTokenResponseSchema: GenMessage<CreateApiTokenResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 51);
+
+/**
+ * @generated from message krane.ctrl.v1.ListApiTokensRequest
+ */
+export type ListApiTokensRequest = Message<"krane.ctrl.v1.ListApiTokensRequest"> & {
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListApiTokensRequest.
+ * Use `create(ListApiTokensRequestSchema)` to create a new message.
+ */
+export const ListApiTokensRequestSchema: GenMessage<ListApiTokensRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 52);
+
+/**
+ * @generated from message krane.ctrl.v1.ListApiTokensResponse
+ */
+export type ListApiTokensResponse = Message<"krane.ctrl.v1.ListApiTokensResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated krane.ctrl.v1.ApiToken api_tokens = 1;
+   */
+  apiTokens: ApiToken[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListApiTokensResponse.
+ * Use `create(ListApiTokensResponseSchema)` to create a new message.
+ */
+export const ListApiTokensResponseSchema: GenMessage<ListApiTokensResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 53);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeApiTokenRequest
+ */
+export type RevokeApiTokenRequest = Message<"krane.ctrl.v1.RevokeApiTokenRequest"> & {
+  /**
+   * @generated from field: string token_id = 1;
+   */
+  tokenId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeApiTokenRequest.
+ * Use `create(RevokeApiTokenRequestSchema)` to create a new message.
+ */
+export const RevokeApiTokenRequestSchema: GenMessage<RevokeApiTokenRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 54);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeApiTokenResponse
+ */
+export type RevokeApiTokenResponse = Message<"krane.ctrl.v1.RevokeApiTokenResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.ApiToken api_token = 1;
+   */
+  apiToken?: ApiToken | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeApiTokenResponse.
+ * Use `create(RevokeApiTokenResponseSchema)` to create a new message.
+ */
+export const RevokeApiTokenResponseSchema: GenMessage<RevokeApiTokenResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_api, 55);
 
 /**
  * @generated from message krane.ctrl.v1.GetEnvironmentStatusRequest
@@ -1203,7 +1571,7 @@ export type GetEnvironmentStatusRequest = Message<"krane.ctrl.v1.GetEnvironmentS
  * Use `create(GetEnvironmentStatusRequestSchema)` to create a new message.
  */
 export const GetEnvironmentStatusRequestSchema: GenMessage<GetEnvironmentStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 43);
+  messageDesc(file_krane_ctrl_v1_api, 56);
 
 /**
  * @generated from message krane.ctrl.v1.DeploymentRegionStatus
@@ -1242,7 +1610,7 @@ export type DeploymentRegionStatus = Message<"krane.ctrl.v1.DeploymentRegionStat
  * Use `create(DeploymentRegionStatusSchema)` to create a new message.
  */
 export const DeploymentRegionStatusSchema: GenMessage<DeploymentRegionStatus> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 44);
+  messageDesc(file_krane_ctrl_v1_api, 57);
 
 /**
  * @generated from message krane.ctrl.v1.DeploymentStatus
@@ -1264,7 +1632,7 @@ export type DeploymentStatus = Message<"krane.ctrl.v1.DeploymentStatus"> & {
  * Use `create(DeploymentStatusSchema)` to create a new message.
  */
 export const DeploymentStatusSchema: GenMessage<DeploymentStatus> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 45);
+  messageDesc(file_krane_ctrl_v1_api, 58);
 
 /**
  * @generated from message krane.ctrl.v1.SentinelStatus
@@ -1316,7 +1684,7 @@ export type SentinelStatus = Message<"krane.ctrl.v1.SentinelStatus"> & {
  * Use `create(SentinelStatusSchema)` to create a new message.
  */
 export const SentinelStatusSchema: GenMessage<SentinelStatus> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 46);
+  messageDesc(file_krane_ctrl_v1_api, 59);
 
 /**
  * @generated from message krane.ctrl.v1.GetEnvironmentStatusResponse
@@ -1352,7 +1720,7 @@ export type GetEnvironmentStatusResponse = Message<"krane.ctrl.v1.GetEnvironment
  * Use `create(GetEnvironmentStatusResponseSchema)` to create a new message.
  */
 export const GetEnvironmentStatusResponseSchema: GenMessage<GetEnvironmentStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_api, 47);
+  messageDesc(file_krane_ctrl_v1_api, 60);
 
 /**
  * @generated from enum krane.ctrl.v1.RolloutStrategy
@@ -1470,6 +1838,20 @@ export const EnvironmentService: GenService<{
     input: typeof ListEnvironmentsRequestSchema;
     output: typeof ListEnvironmentsResponseSchema;
   },
+  /**
+   * Changes an environment after creation: only the fields given change, all in one
+   * transaction, and a refused request changes nothing. Sentinel changes reach each region's
+   * desired state at once; replica and rollout policy changes are acted on by the rollout engine
+   * like `RolloutService.Scale`, `Pause` and `Resume` (which are shorthands for some of these
+   * fields).
+   *
+   * @generated from rpc krane.ctrl.v1.EnvironmentService.UpdateEnvironment
+   */
+  updateEnvironment: {
+    methodKind: "unary";
+    input: typeof UpdateEnvironmentRequestSchema;
+    output: typeof UpdateEnvironmentResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_api, 2);
 
@@ -1554,8 +1936,61 @@ export const RegionService: GenService<{
     input: typeof ListClustersRequestSchema;
     output: typeof ListClustersResponseSchema;
   },
+  /**
+   * Cuts off a cluster's agent token (e.g. after a leak). The cluster stays registered, with its
+   * heartbeat record, but no token works for it until CreateClusterToken issues a new one. The
+   * ctrl replica serving this call refuses the token at once and ends the watch streams opened
+   * with it; other replicas refuse it within their auth cache lifetime (5 s) and end its streams
+   * within their stream re-check interval (30 s).
+   *
+   * @generated from rpc krane.ctrl.v1.RegionService.RevokeClusterToken
+   */
+  revokeClusterToken: {
+    methodKind: "unary";
+    input: typeof RevokeClusterTokenRequestSchema;
+    output: typeof RevokeClusterTokenResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_api, 4);
+
+/**
+ * User API tokens: what people, CI and the CLI authenticate with. Every user token may manage
+ * them (there are no roles yet). Tokens look like `krane_user_…`; ctrl keeps only a SHA-256
+ * digest, so a token is shown once, when it is created.
+ *
+ * @generated from service krane.ctrl.v1.ApiTokenService
+ */
+export const ApiTokenService: GenService<{
+  /**
+   * @generated from rpc krane.ctrl.v1.ApiTokenService.CreateApiToken
+   */
+  createApiToken: {
+    methodKind: "unary";
+    input: typeof CreateApiTokenRequestSchema;
+    output: typeof CreateApiTokenResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ApiTokenService.ListApiTokens
+   */
+  listApiTokens: {
+    methodKind: "unary";
+    input: typeof ListApiTokensRequestSchema;
+    output: typeof ListApiTokensResponseSchema;
+  },
+  /**
+   * The ctrl replica serving this call refuses the token at once; other replicas within their
+   * auth cache lifetime (5 s). The last remaining token cannot be revoked (FailedPrecondition),
+   * so that nobody is locked out of the API.
+   *
+   * @generated from rpc krane.ctrl.v1.ApiTokenService.RevokeApiToken
+   */
+  revokeApiToken: {
+    methodKind: "unary";
+    input: typeof RevokeApiTokenRequestSchema;
+    output: typeof RevokeApiTokenResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_krane_ctrl_v1_api, 5);
 
 /**
  * @generated from service krane.ctrl.v1.StatusService
@@ -1570,5 +2005,5 @@ export const StatusService: GenService<{
     output: typeof GetEnvironmentStatusResponseSchema;
   },
 }> = /*@__PURE__*/
-  serviceDesc(file_krane_ctrl_v1_api, 5);
+  serviceDesc(file_krane_ctrl_v1_api, 6);
 

@@ -1,0 +1,109 @@
+// `krane api-token`, `krane cluster-token revoke` and `krane env update` as real processes
+// against a real `krane ctrl serve` process (SQLite).
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { krane, spawnCtrl, type CtrlProcess } from "./process.js";
+import { tempDir, transportFor } from "./support.js";
+
+describe("krane api-token, cluster-token revoke and env update against krane ctrl serve", () => {
+  const dir = tempDir();
+  let ctrl: CtrlProcess;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    ctrl = await spawnCtrl(["--database", join(dir.path, "ctrl.db")]);
+    env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: readFileSync(join(dir.path, "admin-token"), "utf8").trim() };
+  });
+  after(async () => {
+    assert.equal(await ctrl.stop(), 0, "ctrl exits cleanly on SIGTERM");
+    dir.remove();
+  });
+
+  const ok = (args: string[], as: NodeJS.ProcessEnv = env): string => {
+    const r = krane(args, as);
+    assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+    return r.stdout;
+  };
+  const fails = (args: string[], stderr: RegExp, as: NodeJS.ProcessEnv = env): void => {
+    const r = krane(args, as);
+    assert.notEqual(r.status, 0, `krane ${args.join(" ")} should fail`);
+    assert.match(r.stderr, stderr);
+  };
+
+  it("creates, lists and revokes API tokens; a revoked token stops working; the last one stays", () => {
+    const token = ok(["api-token", "create", "ci-deploy"]).trim();
+    assert.match(token, /^krane_user_/);
+    const asCi = { ...env, KRANE_TOKEN: token };
+    // The table marks the token in use.
+    assert.match(ok(["api-token", "list"], asCi), /tok_\w+.*ci-deploy.*\*/);
+    const listed = JSON.parse(ok(["api-token", "list", "-o", "json"])) as { apiTokens: { id: string; name: string; current: boolean }[] };
+    assert.deepEqual(listed.apiTokens.map((t) => [t.name, t.current]), [["admin", true], ["ci-deploy", false]]);
+    const ci = listed.apiTokens.find((t) => t.name === "ci-deploy");
+    const admin = listed.apiTokens.find((t) => t.name === "admin");
+    assert.ok(ci && admin);
+
+    fails(["api-token", "create", "Bad_Name"], /invalid_argument: name: /);
+    fails(["api-token", "create", "ci-deploy"], /already_exists: /);
+    assert.match(ok(["api-token", "revoke", ci.id]), new RegExp(`revoked ${ci.id} \\(ci-deploy\\)`));
+    fails(["workspace", "list"], /unauthenticated/, asCi);
+    fails(["api-token", "revoke", admin.id], /failed_precondition: .*last one/);
+    fails(["api-token", "revoke", "nope"], /invalid_argument: token_id: /);
+    ok(["workspace", "list"]);
+    const json = JSON.parse(ok(["api-token", "create", "ops", "-o", "json"])) as { apiToken: { name: string }; token: string };
+    assert.equal(json.apiToken.name, "ops");
+    assert.match(json.token, /^krane_user_/);
+  });
+
+  it("revokes a cluster's agent token: the agent is refused at once and the cluster is shown as revoked", async () => {
+    ok(["region", "create", "eu"]);
+    const token = ok(["cluster-token", "create", "eu"]).trim();
+    const agent = createClient(ClusterService, transportFor(ctrl.url, token));
+    await agent.heartbeat({ region: "eu", agentId: "a1" });
+    assert.match(ok(["cluster-token", "revoke", "eu"]), /revoked the agent token of cluster default in region eu/);
+    await assert.rejects(agent.heartbeat({ region: "eu" }), (e) => ConnectError.from(e).code === Code.Unauthenticated);
+    assert.match(ok(["region", "clusters", "eu"]), /eu.*default.*revoked.*a1/);
+    const clusters = JSON.parse(ok(["region", "clusters", "-o", "json"])) as { clusters: { name: string; tokenRevoked: boolean }[] };
+    assert.deepEqual(clusters.clusters.map((c) => [c.name, c.tokenRevoked]), [["default", true]]);
+    fails(["cluster-token", "revoke", "eu", "--cluster", "other"], /not_found: cluster "other" in region "eu"/);
+    const json = JSON.parse(ok(["cluster-token", "revoke", "eu", "-o", "json"])) as { name: string; tokenRevoked: boolean };
+    assert.deepEqual([json.name, json.tokenRevoked], ["default", true]);
+  });
+
+  it("updates an environment: only what is given changes; bad input changes nothing", () => {
+    ok(["region", "create", "us"]);
+    ok(["workspace", "create", "acme"]);
+    ok(["project", "create", "shop"]);
+    ok(["env", "create", "shop/prod", "--region", "eu=2", "--sentinel-image", "registry.example.com/sentinel:1"]);
+    const get = (): { regions: { region: string; replicas: number }[]; sentinel?: { image: string; replicas: number }; rollout: { strategy: string; paused: boolean; maxSurge: string } } =>
+      JSON.parse(ok(["env", "get", "shop/prod", "-o", "json"])) as ReturnType<typeof get>;
+
+    const updated = JSON.parse(
+      ok(["env", "update", "shop/prod", "--sentinel-image", "registry.example.com/sentinel:2", "--sentinel-replicas", "2", "--region", "eu=3", "--region", "us=1", "--strategy", "Recreate", "--paused", "-o", "json"]),
+    ) as ReturnType<typeof get>;
+    assert.deepEqual(updated.sentinel && [updated.sentinel.image, updated.sentinel.replicas], ["registry.example.com/sentinel:2", 2]);
+    assert.deepEqual(updated.regions, [{ region: "eu", replicas: 3 }, { region: "us", replicas: 1 }]);
+    assert.deepEqual([updated.rollout.strategy, updated.rollout.paused, updated.rollout.maxSurge], ["ROLLOUT_STRATEGY_RECREATE", true, "25%"]);
+
+    const table = ok(["env", "update", "shop/prod", "--no-paused", "--remove-region", "us", "--no-sentinel"]);
+    assert.match(table, /prod.*eu=3 .*- .*env_/s);
+    assert.match(table, /Recreate.*no/s);
+    const after = get();
+    assert.equal(after.sentinel, undefined);
+    assert.deepEqual(after.regions, [{ region: "eu", replicas: 3 }]);
+    assert.equal(after.rollout.paused, false);
+
+    fails(["env", "update", "shop/prod"], /nothing to change/);
+    fails(["env", "update", "shop/prod", "--region", "eu"], /--region: expected KEY=VALUE/);
+    fails(["env", "update", "shop/prod", "--no-sentinel", "--sentinel-image", "registry.example.com/sentinel:3"], /--no-sentinel cannot be combined/);
+    fails(["env", "update", "shop/prod", "--strategy", "Sometimes"], /--strategy: expected RollingUpdate or Recreate/);
+    fails(["env", "update", "shop/prod", "--strategy", "RollingUpdate", "--max-surge", "0", "--max-unavailable", "0"], /invalid_argument: rollout\.max_unavailable: /);
+    fails(["env", "update", "shop/prod", "--sentinel-replicas", "2"], /invalid_argument: sentinel\.image: is required/);
+    fails(["env", "update", "shop/prod", "--region", "eu=9", "--remove-region", "mars"], /failed_precondition: remove_regions\[0\]: /);
+    fails(["env", "update", "shop/staging", "--paused"], /not_found: environment "staging"/);
+    assert.deepEqual(get(), after);
+  });
+});
