@@ -102,7 +102,8 @@ export class Authenticator implements RevocationListener {
     if (last !== undefined && now - last < this.usageMs) return;
     if (this.usage.size >= this.max) this.usage.clear();
     this.usage.set(tokenId, now);
-    await recordApiTokenUse(this.store.db, tokenId, now, this.usageMs);
+    // Bookkeeping only: a database hiccup here must not fail the caller's request.
+    await recordApiTokenUse(this.store.db, tokenId, now, this.usageMs).catch(() => undefined);
   }
 
   forgetUserToken(tokenId: string): void {

@@ -8,7 +8,6 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { sql, type Kysely } from "kysely";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId } from "./ids.js";
-import type { ApiTokenUsageColumns } from "./migration-0004-api-tokens.js";
 import { OBJECT_KINDS, type ClusterRow, type Database } from "./schema.js";
 import type { Store } from "./store.js";
 import type { WriteTx } from "./outbox.js";
@@ -171,13 +170,8 @@ export interface ApiTokenRow {
   id: string;
   name: string;
   created_at: number;
-  /** null when not recorded (never used, or the usage column is not migrated yet). */
+  /** null until the first recorded use. */
   last_used_at: number | null;
-}
-
-/** The api_tokens table with the usage column of migration 0004. */
-function withUsage(db: Reader): Kysely<Database & { api_tokens: ApiTokenUsageColumns }> {
-  return db.withTables<{ api_tokens: ApiTokenUsageColumns }>();
 }
 
 /**
@@ -189,9 +183,8 @@ async function lockApiTokens(tx: WriteTx): Promise<void> {
   if (tx.dialect === "postgres") await sql`SELECT pg_advisory_xact_lock(hashtext('krane.api_tokens'))`.execute(tx.trx);
 }
 
-function apiTokenRow(r: { id: string; name: string; created_at: number; last_used_at?: number | null }): ApiTokenRow {
-  // `?? null`: before migration 0004 the column is absent from SELECT *.
-  return { id: r.id, name: r.name, created_at: Number(r.created_at), last_used_at: r.last_used_at === undefined || r.last_used_at === null ? null : Number(r.last_used_at) };
+function apiTokenRow(r: { id: string; name: string; created_at: number; last_used_at: number | null }): ApiTokenRow {
+  return { id: r.id, name: r.name, created_at: Number(r.created_at), last_used_at: r.last_used_at === null ? null : Number(r.last_used_at) };
 }
 
 /** Creates a user token with a unique name; returns its record and the token (shown once). */
@@ -210,7 +203,7 @@ export async function createApiToken(store: Store, name: string): Promise<{ row:
 
 /** Oldest first. */
 export async function listApiTokens(db: Reader): Promise<ApiTokenRow[]> {
-  const rows = await withUsage(db).selectFrom("api_tokens").selectAll().orderBy("created_at").orderBy("id").execute();
+  const rows = await db.selectFrom("api_tokens").selectAll().orderBy("created_at").orderBy("id").execute();
   return rows.map(apiTokenRow);
 }
 
@@ -218,7 +211,7 @@ export async function listApiTokens(db: Reader): Promise<ApiTokenRow[]> {
 export async function revokeApiToken(store: Store, tokenId: string): Promise<ApiTokenRow> {
   return store.write(async (tx) => {
     await lockApiTokens(tx);
-    const row = await withUsage(tx.trx).selectFrom("api_tokens").selectAll().where("id", "=", tokenId).executeTakeFirst();
+    const row = await tx.trx.selectFrom("api_tokens").selectAll().where("id", "=", tokenId).executeTakeFirst();
     if (!row) throw notFound(`api token "${tokenId}"`);
     if ((await countUserTokens(tx.trx)) <= 1) {
       throw failedPrecondition(`api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`);
@@ -230,18 +223,13 @@ export async function revokeApiToken(store: Store, tokenId: string): Promise<Api
 
 /**
  * Records that a user token was used at `now`, unless a use less than `minIntervalMs` ago is
- * already recorded (several ctrl replicas then write at most about once per interval). Never
- * rejects: usage is bookkeeping, and before migration 0004 the column does not exist.
+ * already recorded (several ctrl replicas then write at most about once per interval).
  */
 export async function recordApiTokenUse(db: Reader, tokenId: string, now: number, minIntervalMs: number): Promise<void> {
-  try {
-    await withUsage(db)
-      .updateTable("api_tokens")
-      .set({ last_used_at: now })
-      .where("id", "=", tokenId)
-      .where((eb) => eb.or([eb("last_used_at", "is", null), eb("last_used_at", "<=", now - minIntervalMs)]))
-      .execute();
-  } catch {
-    // Best effort (see above).
-  }
+  await db
+    .updateTable("api_tokens")
+    .set({ last_used_at: now })
+    .where("id", "=", tokenId)
+    .where((eb) => eb.or([eb("last_used_at", "is", null), eb("last_used_at", "<=", now - minIntervalMs)]))
+    .execute();
 }

@@ -6,7 +6,7 @@
 //   - protobuf payloads are binary (BLOB / BYTEA);
 //   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
 //     versions stay far below 2^53), and become bigint only at the protobuf boundary.
-import type { Insertable, Selectable } from "kysely";
+import type { ColumnType, Insertable, Selectable } from "kysely";
 import type { RolloutEventsTable, RolloutRevisionsTable, RolloutsTable } from "../rollout/schema.js";
 
 /** The kinds of objects streamed to agents; each has its own stream and version sequence. */
@@ -143,6 +143,8 @@ export interface ApiTokensTable {
   name: string;
   token_hash: string;
   created_at: number;
+  /** Migration 0004: unix ms of the last recorded use, at most once a minute; null if never. */
+  last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface InstancesTable {
