@@ -29,7 +29,7 @@ import {
   revokeClusterToken,
 } from "../store/clusters.js";
 import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../store/deployments.js";
-import { settleEnvironment, updateEnvironment } from "../store/environment-update.js";
+import { updateEnvironment } from "../store/environment-update.js";
 import { environmentStatus } from "../store/status.js";
 import type { Store } from "../store/store.js";
 import {
@@ -118,11 +118,7 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
     },
     async updateEnvironment(req) {
       const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
-      if (updated.changed && rollout) {
-        await rollout.environmentChanged(updated.context.environment.id);
-        // A pass that was already running may have written with the old settings (see there).
-        if (updated.removedRegions.length > 0 || updated.rerendered) await settleEnvironment(store, updated.context.environment.id);
-      }
+      if (updated.changed && rollout) await rollout.environmentChanged(updated.context.environment.id);
       return { environment: environmentMsg(updated.context.environment, updated.regions) };
     },
   };

@@ -3,9 +3,10 @@
 // engine, and write the new sizes through the outbox (setDesiredReplicas / removeFromRegion),
 // the revision records, status, conditions and events.
 //
-// Concurrency: the transaction first takes the rollout row with SELECT … FOR UPDATE on
-// PostgreSQL, so passes of one (environment, region) from several ctrl replicas run one after
-// the other, each on the state the previous one committed. SQLite has a single writer, so its
+// Concurrency: the transaction first takes the environment row shared and then the rollout row
+// with SELECT … FOR UPDATE on PostgreSQL, so passes of one (environment, region) from several
+// ctrl replicas run one after the other, each on the state the previous one committed, and
+// changes to the environment or its revisions never interleave with a pass. SQLite has a single writer, so its
 // transactions are serial anyway. A row lock (rather than an advisory lock) is released by
 // commit/rollback on every path and needs no key hashing.
 import { fromBinary } from "@bufbuild/protobuf";
@@ -17,6 +18,7 @@ import type { WriteTx } from "../store/outbox.js";
 import type { DeploymentContext } from "../store/render.js";
 import type { DeploymentRow } from "../store/schema.js";
 import type { Store } from "../store/store.js";
+import { lockEnvironment } from "../store/tenancy.js";
 import { buildRolloutInput, EMPTY_STATUS, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
 
 /** Events kept per (environment, region). */
@@ -74,7 +76,9 @@ export function chooseTarget(
 
 export async function runPass(store: Store, environmentId: string, region: string): Promise<PassResult> {
   return store.write(async (tx) => {
-    const environment = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+    // Shared: an environment update or a revision's deletion waits for this pass, and a pass
+    // that starts after one sees it (see lockEnvironment).
+    const environment = await lockEnvironment(tx, environmentId, "share");
     if (!environment) return NOTHING;
     const envRegion = await tx.trx
       .selectFrom("environment_regions")

@@ -12,7 +12,7 @@ import type { WriteTx } from "./outbox.js";
 import { encodeApplyDeployment, encodeDeleteDeployment, renderApplyDeployment, type DeploymentContext } from "./render.js";
 import type { Database, DeploymentRow } from "./schema.js";
 import type { Store } from "./store.js";
-import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
+import { findEnvironment, findProject, findWorkspace, lockEnvironment, type EnvironmentContext } from "./tenancy.js";
 import type { NewDeployment } from "./types.js";
 import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -91,6 +91,10 @@ export async function createDeployment(store: Store, input: NewDeployment): Prom
 /** Deletes a revision: removed from every region's desired state, then from the store. */
 export async function deleteDeployment(store: Store, deploymentId: string): Promise<void> {
   await store.write(async (tx) => {
+    // Wait for rollout passes of the environment in flight, which may be about to size this
+    // revision: otherwise one could desire it again after it is gone.
+    const owner = await tx.trx.selectFrom("deployments").select("environment_id").where("id", "=", deploymentId).executeTakeFirst();
+    if (owner) await lockEnvironment(tx, owner.environment_id, "update");
     const ctx = await loadDeploymentContext(tx.trx, deploymentId);
     const regions = await tx.trx
       .selectFrom("desired_objects")

@@ -16,7 +16,7 @@
 //     scales up.
 import { fromBinary } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { failedPrecondition } from "../errors.js";
+import { failedPrecondition, notFound } from "../errors.js";
 import { ensureRolloutRow } from "../rollout/pass.js";
 import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
 import { LIMITS } from "../validate/rules.js";
@@ -24,7 +24,7 @@ import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
 import type { WriteTx } from "./outbox.js";
 import type { DeploymentRow, EnvironmentRow } from "./schema.js";
 import type { Store } from "./store.js";
-import { createSentinel, dropSentinel, environmentRegions, findEnvironment, putSentinel, type EnvironmentContext } from "./tenancy.js";
+import { createSentinel, dropSentinel, environmentRegions, findEnvironment, lockEnvironment, putSentinel, type EnvironmentContext } from "./tenancy.js";
 import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "./types.js";
 
 export interface UpdatedEnvironment {
@@ -33,8 +33,6 @@ export interface UpdatedEnvironment {
   /** False when the request asked for nothing that differs from what is stored. */
   changed: boolean;
   removedRegions: string[];
-  /** min_ready_seconds changed, so desired deployments were re-rendered. */
-  rerendered: boolean;
 }
 
 function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
@@ -87,12 +85,6 @@ type Setting = (typeof SETTINGS)[number];
 
 function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
   return new Set(SETTINGS.filter((k) => a[k] !== b[k]));
-}
-
-/** Reads the environment row again, locked on PostgreSQL: updates and deploys of one environment serialize. */
-async function lockEnvironment(tx: WriteTx, id: string): Promise<EnvironmentRow> {
-  const q = tx.trx.selectFrom("environments").selectAll().where("id", "=", id);
-  return (tx.dialect === "postgres" ? q.forUpdate() : q).executeTakeFirstOrThrow();
 }
 
 /** Deployments of the environment that are desired somewhere, with where. */
@@ -152,7 +144,8 @@ async function joinRegion(tx: WriteTx, environmentId: string, region: string, re
 export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
   return store.write(async (tx) => {
     const found = await findEnvironment(tx.trx, input);
-    const before = await lockEnvironment(tx, found.environment.id);
+    const before = await lockEnvironment(tx, found.environment.id, "update");
+    if (!before) throw notFound(`environment "${found.environment.slug}"`);
     const envId = before.id;
     const regionsBefore = await environmentRegions(tx.trx, envId);
     const replicasOf = new Map(regionsBefore.map((r) => [r.region, r.replicas]));
@@ -178,7 +171,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     const changed = changedSettings(before, settings);
     const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
     if (changed.size === 0 && rescaled.length === 0 && joining.length === 0 && input.removeRegions.length === 0) {
-      return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [], rerendered: false };
+      return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
     }
 
     const after: EnvironmentRow = { ...settings, updated_at: tx.now };
@@ -222,40 +215,12 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
       }
     }
 
-    const rerendered = changed.has("min_ready_seconds");
-    if (rerendered) {
+    if (changed.has("min_ready_seconds")) {
       for (const d of await desiredDeployments(tx, envId)) {
         const replicas = fromBinary(ApplyDeploymentSchema, d.payload).replicas;
         await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, replicas);
       }
     }
-    return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region), rerendered };
-  });
-}
-
-/**
- * Repairs what a rollout pass that was already running during an update may have written with
- * the old settings: deployments desired in a region the environment has left, and deployments
- * rendered with an old min_ready_seconds. (A pass reads the environment before it takes its
- * lock, so on PostgreSQL one that started just before the update can commit just after it.)
- * The caller runs it once this process's passes of the environment are done. Idempotent; writes
- * nothing when nothing is off.
- */
-export async function settleEnvironment(store: Store, environmentId: string): Promise<void> {
-  await store.write(async (tx) => {
-    const environment = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
-    if (!environment) return;
-    const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
-    const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
-    const regions = new Set((await environmentRegions(tx.trx, environmentId)).map((r) => r.region));
-    for (const d of await desiredDeployments(tx, environmentId)) {
-      const ctx = { workspace, project, environment, deployment: d.deployment };
-      if (!regions.has(d.region)) {
-        await removeFromRegion(tx, ctx, d.region);
-        continue;
-      }
-      const msg = fromBinary(ApplyDeploymentSchema, d.payload);
-      if (msg.minReadySeconds !== environment.min_ready_seconds) await setDesiredReplicas(tx, ctx, d.region, msg.replicas);
-    }
+    return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
   });
 }

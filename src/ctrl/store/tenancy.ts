@@ -195,3 +195,16 @@ export async function environmentRegions(db: Reader, environmentId: string): Pro
     .orderBy("region")
     .execute();
 }
+
+/**
+ * Reads an environment row locked for the rest of the transaction (PostgreSQL; SQLite runs one
+ * write transaction at a time anyway). Rollout passes take it shared, so passes of several
+ * regions run side by side; whatever changes what a pass reads (its settings, regions or
+ * revisions) takes it exclusively, so it waits for passes in flight and passes that start after
+ * it see its commit. Undefined when the environment does not exist.
+ */
+export async function lockEnvironment(tx: WriteTx, id: string, mode: "share" | "update"): Promise<EnvironmentRow | undefined> {
+  const q = tx.trx.selectFrom("environments").selectAll().where("id", "=", id);
+  if (tx.dialect !== "postgres") return q.executeTakeFirst();
+  return (mode === "share" ? q.forShare() : q.forUpdate()).executeTakeFirst();
+}

@@ -21,7 +21,10 @@ import {
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { UpdateEnvironmentRequestSchema as UpdateSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { deleteDeployment } from "../../../src/ctrl/store/deployments.js";
 import { updateEnvironment } from "../../../src/ctrl/store/environment-update.js";
+import { lockEnvironment } from "../../../src/ctrl/store/tenancy.js";
 import { validateUpdateEnvironment } from "../../../src/ctrl/validate/api.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments, watchSentinels } from "./region-watch.js";
@@ -217,8 +220,7 @@ function suite(newUrl: () => Promise<string>): void {
   });
 
   it("leaving a region removes the environment's objects there within the update's own transaction", async (t) => {
-    // The API handler also runs a repair afterwards (settleEnvironment); this checks the update
-    // alone, through the store.
+    // The update alone, through the store: no rollout pass runs after it here.
     const f = await setup(t, await newUrl());
     const depId = await deploy(f, "registry.example.com/shop:1");
     const db = f.ctrl.store.db;
@@ -303,6 +305,31 @@ function suite(newUrl: () => Promise<string>): void {
 
     assert.deepEqual(await snapshot(), before);
     assert.deepEqual(await f.get("bare-surge"), beforeSurge);
+  });
+
+  it("an update and a revision's deletion wait for a rollout pass in flight", async (t) => {
+    const f = await setup(t, await newUrl());
+    const depId = await deploy(f, "registry.example.com/shop:1");
+    const envId = (await f.ctrl.store.db.selectFrom("environments").select("id").where("slug", "=", "prod").executeTakeFirstOrThrow()).id;
+    const order: string[] = [];
+    // A pass holds the environment shared for its whole transaction (rollout/pass.ts).
+    let holding: () => void = () => undefined;
+    const held = new Promise<void>((r) => (holding = r));
+    const pass = f.ctrl.store.write(async (tx) => {
+      await lockEnvironment(tx, envId, "share");
+      holding();
+      await sleep(300);
+      order.push("pass");
+    });
+    await held;
+    const changes = [
+      updateEnvironment(f.ctrl.store, validateUpdateEnvironment(create(UpdateSchema, { ...REF, removeRegions: ["us"] }))).then(() => order.push("update")),
+      deleteDeployment(f.ctrl.store, depId).then(() => order.push("delete")),
+    ];
+    await Promise.all([pass, ...changes]);
+    // SQLite runs one write transaction at a time; PostgreSQL gets the same order from the lock.
+    assert.equal(order[0], "pass");
+    assert.deepEqual([...order].sort(), ["delete", "pass", "update"]);
   });
 
   it("an update that changes nothing writes nothing", async (t) => {
