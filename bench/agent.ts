@@ -19,7 +19,7 @@ import { Reflector } from "../src/agent/runtime/reflector.js";
 import { silentLogger } from "../src/agent/runtime/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { resources } from "../src/kube/resources.js";
-import { FakeCtrl } from "../test/integration/agent/fake-ctrl.js";
+import { TestCtrl } from "../test/integration/agent/test-ctrl.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
 import { sampleDeploymentInit } from "./agent-fixtures.js";
 
@@ -64,7 +64,7 @@ export async function benchAgent(): Promise<void> {
   const kubectl = assets?.bin.kubectl;
   const cluster = await startCluster({ name: "bench-agent" });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-agent-"));
-  const ctrl = new FakeCtrl();
+  const ctrl = new TestCtrl();
   const admin = new KubeClient(cluster.kubeConfig(), { fieldManager: "bench" });
   const watchAbort = new AbortController();
   let child: ReturnType<typeof spawn> | undefined;
@@ -121,7 +121,7 @@ export async function benchAgent(): Promise<void> {
 
     // --- 1,000 deployments at once.
     const t0 = performance.now();
-    for (let i = 0; i < N; i++) ctrl.apply(REGION, sampleDeploymentInit(i, "bench-krane", 0));
+    for (let i = 0; i < N; i++) ctrl.applyDeployment(REGION, sampleDeploymentInit(i, "bench-krane", 0));
     await until(`${N} ReplicaSets`, () => seen.size >= N, 300_000, 5);
     console.log(`agent: krane ${N} deployments → ${N} ReplicaSets      ${((performance.now() - t0) / 1000).toFixed(2)} s`);
 
@@ -140,7 +140,7 @@ export async function benchAgent(): Promise<void> {
         waiters.add(check);
       });
       const t = performance.now();
-      ctrl.apply(REGION, { deploymentId: "bench_0", env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "GREETING", value }] });
+      ctrl.applyDeployment(REGION, { deploymentId: "bench_0", env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "GREETING", value }] });
       await done;
       lat.push(performance.now() - t);
     }
@@ -165,10 +165,10 @@ export async function benchAgent(): Promise<void> {
     console.log(`agent: resync of ${N} unchanged deployments      ${dw} Kubernetes writes, ${dc} GetDesiredDeploymentStates calls`);
 
     // --- memory with 1,000 deployments × 2 pods.
-    for (let i = 0; i < N; i++) ctrl.apply(REGION, { deploymentId: `bench_${i}`, replicas: 2 });
+    for (let i = 0; i < N; i++) ctrl.applyDeployment(REGION, { deploymentId: `bench_${i}`, replicas: 2 });
     const reported = (): number => {
       let n = 0;
-      for (let i = 0; i < N; i++) if ((ctrl.reports.get(`bench_${i}`)?.instances?.length ?? 0) >= 2) n++;
+      for (let i = 0; i < N; i++) if ((ctrl.deploymentReports.get(`bench_${i}`)?.instances?.length ?? 0) >= 2) n++;
       return n;
     };
     const t2 = performance.now();

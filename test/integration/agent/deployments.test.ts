@@ -1,5 +1,5 @@
 // The deployment controller end to end against a real API server (RBAC on, KWOK nodes), with
-// the agent running as its least-privilege ServiceAccount and a test ClusterService (fake-ctrl.ts).
+// the agent running as its least-privilege ServiceAccount and the test ClusterService (test-ctrl.ts).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { KubeConfig } from "@kubernetes/client-node";
@@ -10,17 +10,17 @@ import { KubeApiError, type KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { networkPolicyName } from "../../../src/agent/deployments/render.js";
 import type { Agent } from "../../../src/agent/agent.js";
-import { FakeCtrl } from "./fake-ctrl.js";
+import { TestCtrl, type DeploymentInit } from "./test-ctrl.js";
 import { adminKube, agentKubeConfig, kubeWrites, startAgent } from "./support.js";
 
 const handle = useCluster();
 let kc: KubeConfig;
 let admin: KubeClient;
-const ctrl = new FakeCtrl();
+const ctrl = new TestCtrl();
 let agent: Agent;
 const REGION = "local";
 
-function deployment(id: string, ns: string, extra: Record<string, unknown> = {}): Parameters<FakeCtrl["apply"]>[1] {
+function deployment(id: string, ns: string, extra: Partial<DeploymentInit> = {}): DeploymentInit {
   return {
     workspaceId: "ws_it",
     projectId: "proj_it",
@@ -85,7 +85,7 @@ test("the agent's identity is the least-privilege ServiceAccount, not admin", as
 });
 
 test("a deployment becomes a ReplicaSet with every field; pods run on untrusted nodes across zones and are reported", async () => {
-  ctrl.apply(REGION, deployment("dep_a", "ws-a"));
+  ctrl.applyDeployment(REGION, deployment("dep_a", "ws-a"));
   const live = await eventually("ReplicaSet dep-a", () => rs("ws-a", "dep-a"), 60_000);
   const s = spec(live);
   assert.equal(s.replicas, 3);
@@ -109,7 +109,7 @@ test("a deployment becomes a ReplicaSet with every field; pods run on untrusted 
   const instances = await eventually(
     "3 running instances reported",
     async () => {
-      const r = ctrl.reports.get("dep_a");
+      const r = ctrl.deploymentReports.get("dep_a");
       const running = r?.instances?.filter((i) => i.status === InstanceStatus.RUNNING) ?? [];
       return running.length === 3 ? running : undefined;
     },
@@ -127,16 +127,16 @@ test("a deployment becomes a ReplicaSet with every field; pods run on untrusted 
 });
 
 test("a replica change is followed and a delete removes the ReplicaSet and is reported", async () => {
-  ctrl.apply(REGION, { deploymentId: "dep_a", replicas: 1 });
+  ctrl.applyDeployment(REGION, { deploymentId: "dep_a", replicas: 1 });
   await eventually("replicas 1", async () => (spec(await rs("ws-a", "dep-a")).replicas === 1 ? true : undefined));
-  await eventually("1 instance reported", async () => (ctrl.reports.get("dep_a")?.instances?.length === 1 ? true : undefined), 60_000);
-  ctrl.delete(REGION, "dep_a");
+  await eventually("1 instance reported", async () => (ctrl.deploymentReports.get("dep_a")?.instances?.length === 1 ? true : undefined), 60_000);
+  ctrl.deleteDeployment(REGION, "dep_a");
   await eventually("ReplicaSet gone", async () => ((await rs("ws-a", "dep-a")) ? undefined : true));
-  await eventually("deletion reported", async () => (ctrl.reports.get("dep_a")?.deleted ? true : undefined));
+  await eventually("deletion reported", async () => (ctrl.deploymentReports.get("dep_a")?.deleted ? true : undefined));
 });
 
 test("drift is repaired: a deleted ReplicaSet and replicas changed by another field manager", async () => {
-  ctrl.apply(REGION, deployment("dep_b", "ws-b", { replicas: 2 }));
+  ctrl.applyDeployment(REGION, deployment("dep_b", "ws-b", { replicas: 2 }));
   await eventually("ReplicaSet dep-b", () => rs("ws-b", "dep-b"), 60_000);
   await admin.delete(resources.replicaSets, "ws-b", "dep-b");
   await eventually("ReplicaSet dep-b recreated", async () => {
@@ -145,7 +145,12 @@ test("drift is repaired: a deleted ReplicaSet and replicas changed by another fi
   });
   // Another manager (kubectl scale, say) changes replicas. The agent may repair it before any
   // later read, so the drift is proven by the server's answer to that write, and the repair by
-  // a write of the agent's own.
+  // a write of the agent's own. A write is counted only once its response has been read, which
+  // can be after a read of ours already sees its effect: so the count is taken with the agent's
+  // queue drained, before (the recreation above is in it) and after (the repair is).
+  const rt = agent.runtime("deployments");
+  assert.ok(rt);
+  await rt.idle();
   const writesBefore = await kubeWrites(agent);
   const drifted = await admin.apply(resources.replicaSets, {
     apiVersion: "apps/v1",
@@ -155,6 +160,7 @@ test("drift is repaired: a deleted ReplicaSet and replicas changed by another fi
   } as KubeObject, { force: true });
   assert.equal(spec(drifted).replicas, 5);
   await eventually("replicas repaired to 2", async () => (spec(await rs("ws-b", "dep-b")).replicas === 2 ? true : undefined));
+  await rt.idle();
   assert.ok((await kubeWrites(agent)) > writesBefore, "the agent wrote the repair");
 });
 
@@ -177,20 +183,20 @@ test("a resync with nothing drifted makes no Kubernetes write and reads desired 
 });
 
 test("an invalid deployment between two valid ones is rejected with its reason; the others are applied", async () => {
-  ctrl.apply(REGION, deployment("dep_c1", "ws-c"));
-  ctrl.apply(REGION, deployment("dep_c2", "ws-c", { cpuMillicores: 0n }));
-  ctrl.apply(REGION, deployment("dep_c3", "ws-c"));
+  ctrl.applyDeployment(REGION, deployment("dep_c1", "ws-c"));
+  ctrl.applyDeployment(REGION, deployment("dep_c2", "ws-c", { cpuMillicores: 0n }));
+  ctrl.applyDeployment(REGION, deployment("dep_c3", "ws-c"));
   await eventually("dep-c1", () => rs("ws-c", "dep-c1"), 60_000);
   await eventually("dep-c3", () => rs("ws-c", "dep-c3"), 60_000);
-  const reason = await eventually("rejection reported", async () => ctrl.reports.get("dep_c2")?.rejected);
+  const reason = await eventually("rejection reported", async () => ctrl.deploymentReports.get("dep_c2")?.rejected);
   assert.match(reason, /cpu_millicores must be > 0/);
   assert.equal(await rs("ws-c", "dep-c2"), undefined);
 });
 
 test("an orphan (unknown to ctrl) is deleted by the resync", async () => {
-  ctrl.apply(REGION, deployment("dep_o", "ws-o", { replicas: 0 }));
+  ctrl.applyDeployment(REGION, deployment("dep_o", "ws-o", { replicas: 0 }));
   await eventually("dep-o", () => rs("ws-o", "dep-o"), 60_000);
-  ctrl.forget(REGION, "dep_o");
+  ctrl.forgetDeployment(REGION, "dep_o");
   await eventually("orphan deleted", async () => ((await rs("ws-o", "dep-o")) ? undefined : true), 30_000);
 });
 
@@ -198,7 +204,7 @@ test("two agents for two regions on one cluster leave each other's objects alone
   const other = startAgent(kc, ctrl, "other");
   await other.start();
   try {
-    ctrl.apply("other", deployment("dep_x", "ws-c", { replicas: 1 }));
+    ctrl.applyDeployment("other", deployment("dep_x", "ws-c", { replicas: 1 }));
     await eventually("dep-x", () => rs("ws-c", "dep-x"), 60_000);
     // Region "local" resyncs and snapshots never touch region "other"'s ReplicaSet, and vice versa.
     const lrt = agent.runtime("deployments");
@@ -221,9 +227,9 @@ test("two agents for two regions on one cluster leave each other's objects alone
 
 test("an agent restarted mid-stream converges, including changes made while it was down", async () => {
   await agent.stop();
-  ctrl.apply(REGION, { deploymentId: "dep_c1", replicas: 1 });
-  ctrl.delete(REGION, "dep_c3");
-  ctrl.apply(REGION, deployment("dep_d", "ws-c", { replicas: 1 }));
+  ctrl.applyDeployment(REGION, { deploymentId: "dep_c1", replicas: 1 });
+  ctrl.deleteDeployment(REGION, "dep_c3");
+  ctrl.applyDeployment(REGION, deployment("dep_d", "ws-c", { replicas: 1 }));
   agent = startAgent(kc, ctrl, REGION);
   await agent.start();
   await eventually("dep-c1 scaled", async () => (spec(await rs("ws-c", "dep-c1")).replicas === 1 ? true : undefined), 60_000);
@@ -240,8 +246,8 @@ test("ctrl down for a while: the agent keeps running, reconnects with backoff an
   const before = await reconnects();
   await ctrl.stop();
   await eventually("stream disconnected", async () => (rt.streamConnected ? undefined : true), 30_000);
-  ctrl.apply(REGION, { deploymentId: "dep_d", replicas: 2 });
-  ctrl.apply(REGION, deployment("dep_e", "ws-c", { replicas: 1 }));
+  ctrl.applyDeployment(REGION, { deploymentId: "dep_d", replicas: 2 });
+  ctrl.applyDeployment(REGION, deployment("dep_e", "ws-c", { replicas: 1 }));
   await new Promise((r) => setTimeout(r, 3_000));
   assert.ok((await reconnects()) > before + 1, "it kept trying");
   const res = await fetch(`${agent.opsUrl}/healthz`);

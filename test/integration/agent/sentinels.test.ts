@@ -1,8 +1,8 @@
 // The sentinel controller end to end against a real API server (RBAC on, KWOK nodes in three
 // zones), inside one agent next to the deployment controller, running as the agent's
-// least-privilege ServiceAccount (deploy/rbac/agent.yaml). ctrl is the in-memory two-kind
-// ClusterService of sentinel-ctrl.ts, which can fail one controller's methods at a time; the
-// last test runs a second agent (another region) against the real ctrl.
+// least-privilege ServiceAccount (deploy/rbac/agent.yaml). ctrl is the test ClusterService of
+// test-ctrl.ts, which can fail one controller's methods at a time; the last test runs a second
+// agent (another region) against the real ctrl.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -25,7 +25,7 @@ import { Agent } from "../../../src/agent/agent.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { findDrift } from "../../../src/agent/runtime/drift.js";
 import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
-import { TwoKindCtrl, type SentinelInit } from "./sentinel-ctrl.js";
+import { TestCtrl, type ClusterMethod, type DeploymentInit, type SentinelInit, type SentinelReport } from "./test-ctrl.js";
 import { adminKube, agentKubeConfig, startAgent } from "./support.js";
 import { startTestCtrl, tempDir } from "../ctrl/support.js";
 
@@ -33,7 +33,7 @@ const NEVER_READY = "ghcr.io/krane/never-ready:1";
 const handle = useCluster({ pods: { neverReadyImages: [NEVER_READY] } });
 const REGION = "local";
 const NS = "sentinel";
-const ctrl = new TwoKindCtrl();
+const ctrl = new TestCtrl();
 let admin: KubeClient;
 let agent: Agent;
 let agentKc: KubeConfig;
@@ -83,7 +83,7 @@ function runtime(name: string): NonNullable<ReturnType<Agent["runtime"]>> {
 }
 
 /** Waits until ctrl holds a report for the sentinel that satisfies `ok`. */
-async function reported(id: string, what: string, ok: (r: { availableReplicas?: number; health?: Health; deleted: boolean; rejected?: string }) => boolean): Promise<void> {
+async function reported(id: string, what: string, ok: (r: SentinelReport) => boolean): Promise<void> {
   await eventually(`report for ${id}: ${what}`, async () => {
     const r = ctrl.sentinelReports.get(id);
     return r && ok(r) ? true : undefined;
@@ -92,7 +92,7 @@ async function reported(id: string, what: string, ok: (r: { availableReplicas?: 
 
 /** Waits until the live Deployment and Service match what the desired state renders. */
 async function converged(s: SentinelInit): Promise<KubeObject> {
-  const desired = ctrl.applySentinelPreview(REGION, s);
+  const desired = ctrl.previewSentinel(REGION, s);
   return await eventually(`sentinel ${s.sentinelId} converged`, async () => {
     const d = await getDeployment(desired.k8sName);
     const svc = await getService(desired.k8sName);
@@ -103,7 +103,7 @@ async function converged(s: SentinelInit): Promise<KubeObject> {
   }, 60_000);
 }
 
-function deploymentInit(id: string, ns: string): Parameters<TwoKindCtrl["applyDeployment"]>[1] {
+function deploymentInit(id: string, ns: string): DeploymentInit {
   return {
     workspaceId: "ws_it",
     projectId: "proj_it",
@@ -242,10 +242,10 @@ test("orphans: unknown sentinels of this region are deleted, other regions' are 
   await converged(sentinel("snt_gone", { replicas: 1 }));
   ctrl.forgetSentinel(REGION, "snt_gone");
   // Never known to ctrl at all (a leftover of an earlier install of this region).
-  const stray = ctrl.applySentinelPreview(REGION, sentinel("snt_stray", { replicas: 1 }));
+  const stray = ctrl.previewSentinel(REGION, sentinel("snt_stray", { replicas: 1 }));
   await admin.apply(resources.deployments, renderSentinelDeployment(stray, REGION));
   // Another region's sentinel on the same cluster.
-  const foreign = ctrl.applySentinelPreview("elsewhere", sentinel("snt_foreign", { replicas: 1 }));
+  const foreign = ctrl.previewSentinel("elsewhere", sentinel("snt_foreign", { replicas: 1 }));
   await admin.apply(resources.deployments, renderSentinelDeployment(foreign, "elsewhere"));
 
   await eventually("orphans deleted", async () => {
@@ -282,8 +282,8 @@ test("ctrl outage: the agent keeps running, reconnects and converges with nothin
   await eventually("stream reconnected", async () => (rt.streamConnected ? true : undefined), 30_000);
 });
 
-const DEPLOYMENT_METHODS = ["watchDeployments", "getDesiredDeploymentStates", "reportDeploymentStatus"];
-const SENTINEL_METHODS = ["watchSentinels", "getDesiredSentinelStates", "reportSentinelStatus"];
+const DEPLOYMENT_METHODS: ClusterMethod[] = ["watchDeployments", "getDesiredDeploymentStates", "reportDeploymentStatus"];
+const SENTINEL_METHODS: ClusterMethod[] = ["watchSentinels", "getDesiredSentinelStates", "reportSentinelStatus"];
 
 test("isolation: ctrl failing only the deployment stream (breaker open) does not stop sentinels", { timeout: 180_000 }, async () => {
   const deployments = runtime("deployments");
@@ -328,7 +328,7 @@ test("isolation, the other way round: ctrl failing only the sentinel stream does
       const [a, b] = await Promise.all([admin.get(resources.replicaSets, "ws-iso", "dep-iso2"), admin.get(resources.replicaSets, "ws-iso", "dep-iso1")]);
       return a && b && spec(b).replicas === 2 ? true : undefined;
     }, 60_000);
-    await eventually("deployment instances reported", async () => ((ctrl.deploymentReports.get("dep_iso2")?.instances ?? 0) === 1 ? true : undefined), 60_000);
+    await eventually("deployment instances reported", async () => ((ctrl.deploymentReports.get("dep_iso2")?.instances?.length ?? 0) === 1 ? true : undefined), 60_000);
     assert.equal(deployments.breaker.phase, "closed");
     assert.ok(deployments.streamConnected);
     assert.equal(await getDeployment("snt-snt-iso2"), undefined);
