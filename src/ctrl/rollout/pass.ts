@@ -19,10 +19,13 @@ import type { DeploymentContext } from "../store/render.js";
 import type { DeploymentRow } from "../store/schema.js";
 import type { Store } from "../store/store.js";
 import { lockEnvironment } from "../store/tenancy.js";
-import { buildRolloutInput, EMPTY_STATUS, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
+import { buildRolloutInput, EMPTY_STATUS, holdScaleUp, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
 
 /** Events kept per (environment, region). */
 export const EVENTS_KEPT = 50;
+
+/** How soon a pass held back by an unapplied scale-down looks again without a report. */
+const SCALE_DOWN_RECHECK_MS = 1000;
 
 export interface PassResult {
   /** False when the environment or region is gone, or there is no deployment yet. */
@@ -166,6 +169,8 @@ export async function runPass(store: Store, environmentId: string, region: strin
     const now = tx.now;
     const out = planRollout(buildRolloutInput(env, revisions, now));
     const w = planWrites(env, revisions, out);
+    // The agent's report of the scale-down runs the next pass; the wake is a backstop.
+    if (holdScaleUp(revisions, w.revisions)) return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
 
     const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
     const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();

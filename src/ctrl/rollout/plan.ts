@@ -237,3 +237,23 @@ export function rolloutProgress(replicas: number, status: DeploymentStatus, cond
   }
   return { observed, complete: true, failed: false, message: "successfully rolled out" };
 }
+
+/**
+ * True when the pass would grow some revision while another still runs more instances than it
+ * is desired at: a scale-down the agent has not applied yet.
+ *
+ * The engine sizes revisions from their desired replicas, as Kubernetes' Deployment controller
+ * sizes ReplicaSets from their specs. But the controller's writes land before its next sync,
+ * while ctrl's reach the cluster later, through the agent, which applies different ReplicaSets
+ * concurrently. Were a scale-up to go out while the scale-down it was sized against is still in
+ * flight, the agent could apply it first, and the cluster would run more than replicas +
+ * maxSurge for a while. So scale-ups wait until the agent's reports show the scale-down done
+ * (the ReplicaSet controller marks the extra pods for deletion, and the agent stops reporting
+ * them).
+ */
+export function holdScaleUp(revisions: readonly RevisionFacts[], writes: readonly RevisionWrite[]): boolean {
+  const before = new Map(revisions.map((r) => [r.deploymentId, r.state?.replicas ?? 0]));
+  const growing = writes.some((w) => w.replicas > (before.get(w.deploymentId) ?? 0));
+  if (!growing) return false;
+  return revisions.some((r) => r.state !== null && r.instances.length > r.state.replicas);
+}

@@ -4,10 +4,12 @@
 // the surge bound.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { planRollout } from "../../../src/rollout/index.js";
 import {
   buildRolloutInput,
   EMPTY_STATUS,
+  holdScaleUp,
   intOrPercent,
   nextAvailabilityAt,
   planWrites,
@@ -207,6 +209,97 @@ describe("simulated driver loop", () => {
     assert.equal(revs[1]?.state?.replicas, 10);
     assert.equal(revs[0]?.state?.replicas, 0);
     assert.equal(rolloutProgress(10, e.status, e.conditions, true).complete, true);
+  });
+});
+
+describe("scale-ups wait for scale-downs the agent has not applied", () => {
+  type Action = { kind: "pass" } | { kind: "apply"; pick: number } | { kind: "report" };
+  const action: fc.Arbitrary<Action> = fc.oneof(
+    fc.constant<Action>({ kind: "pass" }),
+    fc.record({ kind: fc.constant("apply" as const), pick: fc.nat() }),
+    fc.constant<Action>({ kind: "report" }),
+  );
+
+  /**
+   * ctrl's passes (with the hold) against an agent that applies pending ReplicaSet sizes one at
+   * a time in any order and reports pods equal to what it applied: the cluster never runs more
+   * than replicas + maxSurge, and the rollout still completes.
+   */
+  function run(actions: readonly Action[], hold: boolean): { maxApplied: number; done: boolean } {
+    let e = env();
+    const revs: RevisionFacts[] = [
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: running(10) },
+      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [] },
+    ];
+    const applied = new Map([["dep_1", 10], ["dep_2", 0]]);
+    let maxApplied = 10;
+    const pass = (): void => {
+      for (let p = 0; p < 50; p++) {
+        const w = planWrites(e, revs, planRollout(buildRolloutInput(e, revs, NOW)));
+        if (hold && holdScaleUp(revs, w.revisions)) return;
+        for (const r of w.revisions) {
+          const f = revs.find((x) => x.deploymentId === r.deploymentId);
+          if (f) f.state = { revision: r.revision, replicas: r.replicas, desiredReplicas: r.desiredReplicas, maxReplicas: r.maxReplicas };
+        }
+        e = { ...e, targetDeploymentId: w.targetDeploymentId, status: w.status, conditions: w.conditions };
+        if (!w.changed) return;
+      }
+    };
+    const pending = (): RevisionFacts[] => revs.filter((r) => (r.state?.replicas ?? 0) !== applied.get(r.deploymentId));
+    const apply = (r: RevisionFacts): void => {
+      applied.set(r.deploymentId, r.state?.replicas ?? 0);
+      maxApplied = Math.max(maxApplied, [...applied.values()].reduce((a, b) => a + b, 0));
+    };
+    const report = (): void => {
+      for (const r of revs) r.instances = running(applied.get(r.deploymentId) ?? 0);
+    };
+    for (const a of actions) {
+      if (a.kind === "pass") pass();
+      else if (a.kind === "report") report();
+      else {
+        const p = pending();
+        const r = p[a.pick % Math.max(1, p.length)];
+        if (r) apply(r);
+      }
+    }
+    // Then a fair agent: everything pending applied (largest growth first, the worst order), reported.
+    for (let round = 0; round < 100; round++) {
+      pass();
+      const p = pending().sort((a, b) => (b.state?.replicas ?? 0) - (applied.get(b.deploymentId) ?? 0) - ((a.state?.replicas ?? 0) - (applied.get(a.deploymentId) ?? 0)));
+      if (p.length === 0 && revs.every((r) => r.instances.length === applied.get(r.deploymentId))) break;
+      for (const r of p) apply(r);
+      report();
+    }
+    return { maxApplied, done: revs[1]?.state?.replicas === 10 && revs[0]?.state?.replicas === 0 && applied.get("dep_2") === 10 && applied.get("dep_1") === 0 };
+  }
+
+  it("keeps the cluster within replicas + maxSurge whatever order the agent applies sizes in", () => {
+    fc.assert(
+      fc.property(fc.array(action, { maxLength: 60 }), (actions) => {
+        const r = run(actions, true);
+        assert.ok(r.maxApplied <= 13, `the cluster ran ${r.maxApplied} > replicas + maxSurge (13)`);
+        assert.ok(r.done, "the rollout completed");
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("without the hold, an agent that applies a scale-up first exceeds the bound", () => {
+    assert.ok(run([], false).maxApplied > 13);
+    assert.equal(run([], true).maxApplied, 13);
+  });
+
+  it("holds only growth, and only while some revision runs more than it is desired at", () => {
+    const revs: RevisionFacts[] = [
+      { deploymentId: "a", name: "a", createdAtMs: 0, state: { revision: 1, replicas: 7, desiredReplicas: 7, maxReplicas: 13 }, instances: running(10) },
+      { deploymentId: "b", name: "b", createdAtMs: 1, state: { revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13 }, instances: running(3) },
+    ];
+    const grow = [{ deploymentId: "b", revision: 2, replicas: 6, desiredReplicas: 10, maxReplicas: 13, putDesired: true, recordChanged: true }];
+    const shrink = [{ deploymentId: "a", revision: 1, replicas: 5, desiredReplicas: 5, maxReplicas: 13, putDesired: true, recordChanged: true }];
+    assert.equal(holdScaleUp(revs, grow), true);
+    assert.equal(holdScaleUp(revs, shrink), false);
+    const applied = revs.map((r) => (r.deploymentId === "a" ? { ...r, instances: running(7) } : r));
+    assert.equal(holdScaleUp(applied, grow), false);
   });
 });
 
