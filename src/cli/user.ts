@@ -145,24 +145,13 @@ export function registerUserCommands(program: Command): void {
     revisionHistoryLimit?: number;
     paused?: boolean;
   }
-  withConnection(
-    env
-      .command("create <project/env>")
-      .description("create an environment")
-      .option("--region <region=replicas>", "a region and its replica count (repeatable)", collect, [])
-      .option("--sentinel-image <image>", "run a sentinel with this image in each region")
-      .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
-      .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
-      .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
-      .option("--strategy <name>", "RollingUpdate or Recreate")
-      .option("--max-surge <n|n%>", "rolling update max surge (default 25%)")
-      .option("--max-unavailable <n|n%>", "rolling update max unavailable (default 25%)")
-      .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
-      .option("--progress-deadline-seconds <n>", "rollout progress deadline (default 600)", intArg("--progress-deadline-seconds"))
-      .option("--revision-history-limit <n>", "old revisions kept (default 10)", intArg("--revision-history-limit"))
-      .option("--paused", "create the environment with rollouts paused"),
-    { workspace: true },
-  ).action((target: string, f: EnvFlags) =>
+  const envCreate = env
+    .command("create <project/env>")
+    .description("create an environment")
+    .option("--region <region=replicas>", "a region and its replica count (repeatable)", collect, [])
+    .option("--sentinel-image <image>", "run a sentinel with this image in each region");
+  withSettingsOptions(envCreate, { surge: " (default 25%)", unavailable: " (default 25%)", deadline: " (default 600)", history: " (default 10)" });
+  withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), { workspace: true }).action((target: string, f: EnvFlags) =>
     run(async () => {
       const c = new Ctrl(f);
       const { project, environment } = splitTarget(target);
@@ -217,27 +206,17 @@ export function registerUserCommands(program: Command): void {
     /** --paused / --no-paused; undefined when neither. */
     paused?: boolean;
   }
-  withConnection(
-    env
-      .command("update <project/env>")
-      .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
-      .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
-      .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
-      .option("--sentinel-image <image>", "change the sentinel image, or add a sentinel with this image in every region")
-      .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
-      .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
-      .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
-      .option("--no-sentinel", "remove the sentinel from every region")
-      .option("--strategy <name>", "RollingUpdate or Recreate")
-      .option("--max-surge <n|n%>", "rolling update max surge")
-      .option("--max-unavailable <n|n%>", "rolling update max unavailable")
-      .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
-      .option("--progress-deadline-seconds <n>", "rollout progress deadline", intArg("--progress-deadline-seconds"))
-      .option("--revision-history-limit <n>", "old revisions kept", intArg("--revision-history-limit"))
-      .option("--paused", "pause rollouts (like `krane rollout pause`)")
-      .option("--no-paused", "resume rollouts (like `krane rollout resume`)"),
-    { workspace: true },
-  ).action((target: string, f: EnvUpdateFlags) =>
+  const envUpdate = env
+    .command("update <project/env>")
+    .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
+    .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
+    .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
+    .option("--sentinel-image <image>", "change the sentinel image, or add a sentinel with this image in every region")
+    .option("--no-sentinel", "remove the sentinel from every region");
+  withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
+    .option("--paused", "pause rollouts (like `krane rollout pause`)")
+    .option("--no-paused", "resume rollouts (like `krane rollout resume`)");
+  withConnection(envUpdate, { workspace: true }).action((target: string, f: EnvUpdateFlags) =>
     run(async () => {
       const c = new Ctrl(f);
       const regions = f.region.map((r) => {
@@ -441,4 +420,18 @@ export function registerUserCommands(program: Command): void {
         process.stdout.write(`${renderEnvironmentStatus(res, Date.now(), rollout)}\n`);
       }),
   );
+}
+
+/** The sentinel size and rollout policy options `env create` and `env update` share. */
+function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailable: string; deadline: string; history: string }): Command {
+  return cmd
+    .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
+    .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
+    .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
+    .option("--strategy <name>", "RollingUpdate or Recreate")
+    .option("--max-surge <n|n%>", `rolling update max surge${defaults.surge}`)
+    .option("--max-unavailable <n|n%>", `rolling update max unavailable${defaults.unavailable}`)
+    .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
+    .option("--progress-deadline-seconds <n>", `rollout progress deadline${defaults.deadline}`, intArg("--progress-deadline-seconds"))
+    .option("--revision-history-limit <n>", `old revisions kept${defaults.history}`, intArg("--revision-history-limit"));
 }
