@@ -3,6 +3,11 @@
 //
 //   npx tsx bench/ctrl.ts          (or through the bench harness: benchCtrl())
 //
+// For looking into latency, one run of the latency part alone:
+//   KRANE_BENCH_PROBE=sqlite|postgres  which database        KRANE_BENCH_RATE     changes/s (1000)
+//   KRANE_BENCH_WARMUP=<s>             warm-up first (0)     KRANE_BENCH_BUCKETS=1  worst latency per 250 ms
+//   KRANE_BENCH_CPU_PROF=<dir>         write a V8 CPU profile of ctrl's process there
+//
 // Latency: 10 agent streams (each on its own HTTP/2 connection, in this process) watch one
 // region while ctrl and a writer paced at 1,000 changes/s run in a child process (each change
 // its own transaction, spread over 100 deployments); latency = wall-clock time a stream
@@ -204,7 +209,6 @@ export async function benchCtrl(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.env.KRANE_BENCH_PROBE) {
-    // Ad-hoc latency probe: KRANE_BENCH_PROBE=sqlite|postgres, KRANE_BENCH_RATE (changes/s).
     const rate = Number(process.env.KRANE_BENCH_RATE ?? 1000);
     const dir = tempDir("krane-bench-ctrl-");
     const pg = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
