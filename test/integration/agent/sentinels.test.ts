@@ -372,7 +372,7 @@ test("agent restarted while changes happen: the snapshot converges it (scaled, a
   await reported("snt_restart", "HEALTHY", (r) => r.health === Health.HEALTHY && r.availableReplicas === 1);
 });
 
-test("real ctrl: an environment's sentinel set through the public API runs, and its health reaches status", { timeout: 180_000 }, async () => {
+test("real ctrl: an environment's sentinel set, changed and removed through the public API; its health reaches status", { timeout: 180_000 }, async () => {
   // A second agent, for another region on the same cluster, against the real ctrl on SQLite.
   const dir = tempDir("krane-snt-");
   const real = await startTestCtrl(join(dir.path, "ctrl.db"));
@@ -420,6 +420,27 @@ test("real ctrl: an environment's sentinel set through the public API runs, and 
     const passes = rt.resyncCount;
     await eventually("two resyncs of the local agent", async () => (rt.resyncCount >= passes + 2 ? true : undefined), 60_000);
     assert.equal((await getDeployment(snt.k8sName))?.metadata.uid, d.metadata.uid);
+
+    // Changed through UpdateEnvironment: the same Deployment is rolled to the new image and size.
+    const envs = real.client(EnvironmentService, real.adminToken);
+    const ref = { workspace: "acme", project: "shop", environment: "production" };
+    await envs.updateEnvironment({ ...ref, sentinel: { image: "ghcr.io/krane/sentinel:2", replicas: 3 } });
+    await eventually("sentinel HEALTHY with 3 available after the update", async () => {
+      const res = await status.getEnvironmentStatus(ref);
+      const s = res.sentinels.find((x) => x.region === region);
+      return s && s.health === Health.HEALTHY && s.availableReplicas === 3 ? s : undefined;
+    }, 90_000);
+    const updated = await getDeployment(snt.k8sName);
+    assert.equal(updated?.metadata.uid, d.metadata.uid, "updated in place");
+    assert.equal(spec(updated).replicas, 3);
+    assert.match(JSON.stringify(spec(updated).template), /ghcr\.io\/krane\/sentinel:2/);
+
+    // Removed: the Deployment and its Service go, and status no longer lists the sentinel.
+    await envs.updateEnvironment({ ...ref, removeSentinel: true });
+    await eventually("the sentinel's Deployment and Service deleted", async () =>
+      (await getDeployment(snt.k8sName)) === undefined && (await getService(snt.k8sName)) === undefined ? true : undefined,
+    60_000);
+    assert.deepEqual((await status.getEnvironmentStatus(ref)).sentinels.filter((x) => x.region === region), []);
   } finally {
     await second?.stop();
     await real.close();
