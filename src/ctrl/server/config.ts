@@ -12,7 +12,8 @@
 //   --pool-size          KRANE_POOL_SIZE            poolSize            10 PostgreSQL connections
 //   --log-level          KRANE_LOG_LEVEL            logLevel            info
 //
-// Bootstrap: a given admin token is registered as a user API token (idempotent). Without one,
+// Bootstrap: a given admin token is registered as a user API token (idempotent; never again
+// once revoked through the API: ctrl then logs an error and serves without it). Without one,
 // on a database that has no user token yet, ctrl creates one and writes it to the admin token
 // file (mode 0600), logging only the file's path: tokens never go to logs.
 import { dirname, join } from "node:path";

@@ -105,7 +105,9 @@ function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): P
 
 async function bootstrapAdminToken(store: Store, admin: { token?: string; file: string }, log: Logger): Promise<void> {
   if (admin.token !== undefined) {
-    await addUserToken(store, "admin", admin.token);
+    if (!(await addUserToken(store, "admin", admin.token))) {
+      log.error("the configured admin token was revoked and is not registered again: remove it from the configuration (--admin-token, KRANE_ADMIN_TOKEN)");
+    }
     return;
   }
   if ((await countUserTokens(store.db)) > 0) return;

@@ -151,12 +151,22 @@ export async function findUserTokenByHash(db: Reader, tokenHash: string): Promis
 }
 
 /** Stores a user API token (idempotent for the same token). */
-export async function addUserToken(store: Store, name: string, token: string): Promise<void> {
-  await store.db
-    .insertInto("api_tokens")
-    .values({ id: newId("tok"), name, token_hash: hashToken(token), created_at: store.clock() })
-    .onConflict((oc) => oc.column("token_hash").doNothing())
-    .execute();
+/**
+ * Registers a user token given in full (bootstrap, tests, `krane dev`); idempotent. A token that
+ * was revoked is not registered again: returns false then.
+ */
+export async function addUserToken(store: Store, name: string, token: string): Promise<boolean> {
+  const digest = hashToken(token);
+  return store.write(async (tx) => {
+    const revoked = await tx.trx.selectFrom("revoked_tokens").select("token_hash").where("token_hash", "=", digest).executeTakeFirst();
+    if (revoked) return false;
+    await tx.trx
+      .insertInto("api_tokens")
+      .values({ id: newId("tok"), name, token_hash: digest, created_at: tx.now })
+      .onConflict((oc) => oc.column("token_hash").doNothing())
+      .execute();
+    return true;
+  });
 }
 
 export async function countUserTokens(db: Reader): Promise<number> {
@@ -217,6 +227,7 @@ export async function revokeApiToken(store: Store, tokenId: string): Promise<Api
       throw failedPrecondition(`api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`);
     }
     await tx.trx.deleteFrom("api_tokens").where("id", "=", tokenId).execute();
+    await tx.trx.insertInto("revoked_tokens").values({ token_hash: row.token_hash, revoked_at: tx.now }).onConflict((oc) => oc.column("token_hash").doNothing()).execute();
     return apiTokenRow(row);
   });
 }

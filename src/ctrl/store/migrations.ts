@@ -8,6 +8,7 @@ import type { DialectName } from "./database.js";
 import { rolloutsMigration } from "../rollout/migration.js";
 import { commitSequencerMigration } from "./commit-sequencer.js";
 import { apiTokensMigration } from "./migration-0004-api-tokens.js";
+import { revokedTokensMigration } from "./migration-0005-revoked-tokens.js";
 
 function migrations(dialect: DialectName): Record<string, Migration> {
   const binary = dialect === "postgres" ? sql`bytea` : sql`blob`;
@@ -192,6 +193,7 @@ function migrations(dialect: DialectName): Record<string, Migration> {
     "0002_rollouts": rolloutsMigration,
     "0003_commit_sequencer": commitSequencerMigration(dialect),
     "0004_api_tokens": apiTokensMigration,
+    "0005_revoked_tokens": revokedTokensMigration,
   };
 }
 

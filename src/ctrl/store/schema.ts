@@ -147,6 +147,12 @@ export interface ApiTokensTable {
   last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
+/** Migration 0005: digests of revoked user tokens, never registered again. */
+export interface RevokedTokensTable {
+  token_hash: string;
+  revoked_at: number;
+}
+
 export interface InstancesTable {
   deployment_id: string;
   region: string;
@@ -182,6 +188,7 @@ export interface Database {
   regions: RegionsTable;
   clusters: ClustersTable;
   api_tokens: ApiTokensTable;
+  revoked_tokens: RevokedTokensTable;
   instances: InstancesTable;
   deployment_reports: DeploymentReportsTable;
   rollouts: RolloutsTable;

@@ -5,13 +5,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
-import { sql, type Kysely } from "kysely";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiTokenService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { hashToken, revokeApiToken } from "../../../src/ctrl/store/clusters.js";
-import { apiTokensMigration } from "../../../src/ctrl/store/migration-0004-api-tokens.js";
-import { Store } from "../../../src/ctrl/store/store.js";
+import { generateToken, hashToken, revokeApiToken } from "../../../src/ctrl/store/clusters.js";
 import type { CtrlConfig } from "../../../src/ctrl/server/server.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments } from "./region-watch.js";
@@ -51,20 +48,6 @@ async function refusedWithin(call: () => Promise<unknown>, code: Code, ms: numbe
   }
 }
 
-/**
- * Migration 0004 adds api_tokens.last_used_at. Until it is registered in migrations.ts the test
- * database gets the column here, so usage recording is tested either way.
- */
-async function withUsageColumn(url: string): Promise<void> {
-  const store = await Store.open({ url });
-  try {
-    const ran = await sql<{ name: string }>`SELECT name FROM krane_migrations WHERE name = '0004_api_tokens'`.execute(store.db);
-    if (ran.rows.length === 0) await apiTokensMigration.up(store.db as unknown as Kysely<unknown>);
-  } finally {
-    await store.close();
-  }
-}
-
 interface Backend {
   /** A fresh, empty database. */
   newUrl(): Promise<string>;
@@ -74,7 +57,6 @@ function suite(backend: Backend): void {
   /** A ctrl on a fresh database, closed when the test ends. */
   const start = async (t: TestContext, extra: Partial<CtrlConfig> = {}): Promise<TestCtrl> => {
     const url = await backend.newUrl();
-    await withUsageColumn(url);
     const ctrl = await startTestCtrl(url, extra);
     t.after(() => ctrl.close());
     return ctrl;
@@ -114,6 +96,25 @@ function suite(backend: Backend): void {
     const self = await admin.createApiToken({ name: "short-lived" });
     await ctrl.client(ApiTokenService, self.token).revokeApiToken({ tokenId: self.apiToken?.id ?? "" });
     await expectCode(ctrl.client(ApiTokenService, self.token).listApiTokens({}), Code.Unauthenticated);
+  });
+
+  it("a revoked admin token stays revoked when ctrl starts again with it in its configuration", async (t) => {
+    const url = await backend.newUrl();
+    const configured = generateToken("user");
+    const bootstrapAdmin = { token: configured, file: "/nonexistent/admin-token" };
+    const first = await startTestCtrl(url, { bootstrapAdmin });
+    const tokens = first.client(ApiTokenService, configured);
+    const listed = await tokens.listApiTokens({});
+    const mine = listed.apiTokens.find((x) => x.current);
+    assert.equal(mine?.name, "admin");
+    await tokens.revokeApiToken({ tokenId: mine?.id ?? "" });
+    await first.close();
+
+    const second = await startTestCtrl(url, { bootstrapAdmin });
+    t.after(() => second.close());
+    await expectCode(second.client(WorkspaceService, configured).listWorkspaces({}), Code.Unauthenticated);
+    // Only the test's own admin tokens (one per start) are left.
+    assert.deepEqual((await second.client(ApiTokenService, second.adminToken).listApiTokens({})).apiTokens.map((x) => x.name), ["admin", "admin"]);
   });
 
   it("records a token's use at most once per interval", async (t) => {
@@ -236,7 +237,6 @@ describe("API and cluster tokens (PostgreSQL)", () => {
 
   it("another ctrl replica refuses a revoked token within its cache lifetime and ends its streams at its next re-check", async () => {
     const url = await pg.newDatabase();
-    await withUsageColumn(url);
     const auth = { cacheTtlMs: 500, streamRecheckMs: 300 };
     const a = await startTestCtrl(url, { auth });
     const b = await startTestCtrl(url, { auth });
