@@ -12,16 +12,7 @@ import { generateToken, hashToken, revokeApiToken } from "../../../src/ctrl/stor
 import type { CtrlConfig } from "../../../src/ctrl/server/server.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments } from "./region-watch.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
-
-async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
-  await assert.rejects(p, (e) => {
-    const ce = ConnectError.from(e);
-    assert.equal(Code[ce.code], Code[code], ce.rawMessage);
-    if (message) assert.match(ce.rawMessage, message);
-    return true;
-  });
-}
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

@@ -17,19 +17,10 @@ import {
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { ApplySentinelSchema, ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 function codeOf(e: unknown): Code {
   return ConnectError.from(e).code;
-}
-
-async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
-  await assert.rejects(p, (e) => {
-    const ce = ConnectError.from(e);
-    assert.equal(Code[ce.code], Code[code], ce.rawMessage);
-    if (message) assert.match(ce.rawMessage, message);
-    return true;
-  });
 }
 
 describe("auth, validation and gRPC", () => {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
-import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { Code, type Client } from "@connectrpc/connect";
 import {
   DeploymentService,
   EnvironmentService,
@@ -28,18 +28,9 @@ import { lockEnvironment } from "../../../src/ctrl/store/tenancy.js";
 import { validateUpdateEnvironment } from "../../../src/ctrl/validate/api.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments, watchSentinels } from "./region-watch.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 type UpdateInit = Omit<MessageInitShape<typeof UpdateEnvironmentRequestSchema>, "$typeName" | "workspace" | "project" | "environment">;
-
-async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
-  await assert.rejects(p, (e) => {
-    const ce = ConnectError.from(e);
-    assert.equal(Code[ce.code], Code[code], ce.rawMessage);
-    if (message) assert.match(ce.rawMessage, message);
-    return true;
-  });
-}
 
 const REF = { workspace: "acme", project: "shop", environment: "prod" };
 

@@ -1,10 +1,11 @@
 // Test helpers for ctrl: temporary SQLite files, servers with an admin token, and clients
-// (Connect over HTTP/2 by default) that carry a bearer token.
+// (Connect over HTTP/2 by default) that carry a bearer token; and the check of an RPC error code.
+import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { DescService } from "@bufbuild/protobuf";
-import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { addUserToken, generateToken, issueClusterToken } from "../../../src/ctrl/store/clusters.js";
 import { startCtrl, type CtrlConfig, type RunningCtrl } from "../../../src/ctrl/server/server.js";
@@ -52,4 +53,14 @@ export async function startTestCtrl(databaseUrl: string, extra: Partial<CtrlConf
       return createClient(service, transportFor(ctrl.url, token, kind));
     },
   };
+}
+
+/** Asserts that `p` fails with `code` (and a message matching `message`, when given). */
+export async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
+  await assert.rejects(p, (e) => {
+    const ce = ConnectError.from(e);
+    assert.equal(Code[ce.code], Code[code], ce.rawMessage);
+    if (message) assert.match(ce.rawMessage, message);
+    return true;
+  });
 }
