@@ -3,4 +3,4 @@
 export { ensureKubeAssets, findKubeAssets, cacheRoot, KUBE_VERSION, GoMissingError, type KubeAssets } from "./build.js";
 export { startCluster, loadCluster, getClusterStatus, clusterDir, LocalCluster, COMPONENTS, type StartOptions, type ClusterState } from "./cluster.js";
 export { type PodBehaviour } from "./pods.js";
-export { NODE_CLASS_KEY, ZONE_KEY, ZONES, DEFAULT_NODE_PLAN, renderNodes, type NodePlan } from "./topology.js";
+export { ZONES, DEFAULT_NODE_PLAN, renderNodes, type NodePlan } from "./topology.js";

@@ -2,9 +2,8 @@
 // pools, so placement rules really decide where pods go), the gVisor RuntimeClass and the
 // CiliumNetworkPolicy CRD. Pure data: cluster.ts creates these objects.
 
-/** The label and taint key that separates node pools, as krane's agents expect it. */
-export const NODE_CLASS_KEY = "node-class";
-export const ZONE_KEY = "topology.kubernetes.io/zone";
+import { NODE_CLASS_LABEL, ZONE_LABEL } from "../contracts/cluster.js";
+
 export const ZONES = ["zone-a", "zone-b", "zone-c"] as const;
 
 export type NodePool = "untrusted" | "sentinel" | "general";
@@ -50,14 +49,14 @@ export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN): NodeObject[] {
               "kubernetes.io/arch": "amd64",
               "node.kubernetes.io/instance-type": "kwok",
               "topology.kubernetes.io/region": "local",
-              [ZONE_KEY]: zone,
-              [NODE_CLASS_KEY]: pool,
+              [ZONE_LABEL]: zone,
+              [NODE_CLASS_LABEL]: pool,
               type: "kwok",
             },
             // KWOK manages these nodes (it runs with --manage-all-nodes; the annotation says so to a reader).
             annotations: { "kwok.x-k8s.io/node": "fake" },
           },
-          spec: pool === "general" ? {} : { taints: [{ key: NODE_CLASS_KEY, value: pool, effect: "NoSchedule" }] },
+          spec: pool === "general" ? {} : { taints: [{ key: NODE_CLASS_LABEL, value: pool, effect: "NoSchedule" }] },
           status: {
             capacity: resources,
             allocatable: resources,

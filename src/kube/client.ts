@@ -7,7 +7,7 @@ import * as http from "node:http";
 import * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { isKubeObject, isRecord, type KubeList, type KubeObject } from "./object.js";
-import { TokenBucket } from "./ratelimit.js";
+import { TokenBucket } from "../retry/rate-limit.js";
 import { apiVersionOf, resourcePath, type ResourceType } from "./resources.js";
 
 export const FIELD_MANAGER = "krane";

@@ -13,7 +13,7 @@ import {
   type V1ReplicaSet,
 } from "@kubernetes/client-node";
 import { eventually, useCluster } from "../support/cluster.js";
-import { NODE_CLASS_KEY, ZONE_KEY } from "../../src/cluster/index.js";
+import { NODE_CLASS_LABEL as NODE_CLASS_KEY, ZONE_LABEL as ZONE_KEY } from "../../src/contracts/cluster.js";
 
 const h = useCluster();
 const apply = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);

@@ -14,7 +14,8 @@ import {
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, ZONE_LABEL, managedSelector } from "../labels.js";
+import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, managedSelector } from "../../contracts/labels.js";
+import { ZONE_LABEL } from "../../contracts/cluster.js";
 import type { ControllerSpec, DesiredEntry, RuntimeContext } from "../runtime/controller.js";
 import { decodeKState, type StreamEvent } from "../runtime/cursor.js";
 import { COMPONENT, renderDeployment } from "./render.js";

@@ -20,15 +20,12 @@ import {
   LABEL_REGION,
   LABEL_WORKSPACE_ID,
   MANAGED_BY,
-  NODE_CLASS_LABEL,
-  ZONE_LABEL,
-} from "../labels.js";
+  COMPONENT as COMPONENTS,
+} from "../../contracts/labels.js";
+import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS, SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
 
-export const COMPONENT = "deployment";
+export const COMPONENT = COMPONENTS.deployment;
 export const CONTAINER_NAME = "app";
-export const RUNTIME_CLASS = "gvisor";
-export const UNTRUSTED_NODE_CLASS = "untrusted";
-export const SENTINEL_NAMESPACE = "sentinel";
 export const ANNOTATION_REVISION = "krane.dev/revision";
 export const ANNOTATION_HEALTH_METHOD = "krane.dev/health-check-method";
 /** Requests are this fraction of the limits (the untrusted pool is overcommitted 2:1). */
@@ -165,7 +162,7 @@ export function renderNetworkPolicy(d: ApplyDeployment, region: string): KubeObj
             {
               matchLabels: {
                 "k8s:io.kubernetes.pod.namespace": SENTINEL_NAMESPACE,
-                [LABEL_COMPONENT]: "sentinel",
+                [LABEL_COMPONENT]: COMPONENTS.sentinel,
                 [LABEL_ENVIRONMENT_ID]: d.environmentId,
               },
             },
@@ -211,8 +208,8 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
         automountServiceAccountToken: false,
         enableServiceLinks: false,
         restartPolicy: "Always",
-        nodeSelector: { [NODE_CLASS_LABEL]: UNTRUSTED_NODE_CLASS },
-        tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: UNTRUSTED_NODE_CLASS, effect: "NoSchedule" }],
+        nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.untrusted },
+        tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" }],
         topologySpreadConstraints: [
           // Hard spread: the sentinel-zone affinity is only a preference and must not pile every
           // replica into one zone. Zones whose nodes are tainted (NotReady, unreachable) do not
@@ -227,7 +224,7 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
                 podAffinityTerm: {
                   topologyKey: ZONE_LABEL,
                   namespaces: [SENTINEL_NAMESPACE],
-                  labelSelector: { matchLabels: { [LABEL_ENVIRONMENT_ID]: d.environmentId, [LABEL_COMPONENT]: "sentinel" } },
+                  labelSelector: { matchLabels: { [LABEL_ENVIRONMENT_ID]: d.environmentId, [LABEL_COMPONENT]: COMPONENTS.sentinel } },
                 },
               },
             ],

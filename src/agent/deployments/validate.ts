@@ -1,7 +1,7 @@
 // Validation of an ApplyDeployment before anything is applied (DESIGN §4, §6.3). A refused
 // deployment is reported to ctrl as Rejected with the first reason found, and the stream moves on.
 import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { isDnsLabel, isLabelValue } from "../labels.js";
+import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 
 /** Namespaces user code must never land in. */
 const reservedNamespaces = new Set(["default", "sentinel", "kube-system", "kube-public", "kube-node-lease"]);

@@ -13,7 +13,7 @@
 import { KubeApiError, isGone, type KubeClient, type WatchEventType, type WatchParams } from "../../kube/client.js";
 import { isKubeObject, objectKey, type KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
-import { Backoff, sleep, type BackoffPolicy } from "./backoff.js";
+import { Backoff, sleep, type BackoffPolicy } from "../../retry/backoff.js";
 import type { Logger } from "./log.js";
 
 export type ChangeType = "added" | "updated" | "deleted";

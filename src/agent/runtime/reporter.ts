@@ -6,7 +6,7 @@
 // circuit breaker, each with a deadline. A failed report is retried with backoff — while the
 // breaker is open, after the breaker's own retry-after.
 import { BreakerOpenError, type CircuitBreaker } from "./breaker.js";
-import type { BackoffPolicy } from "./backoff.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
 import type { Logger } from "./log.js";
 import { KeyedWorkQueue } from "./workqueue.js";
 

@@ -10,7 +10,7 @@
 // The agent keeps running (and keeps serving /readyz = not ready) instead of exiting, so a
 // rotated token or a fixed ctrl recovers without a restart and the process stays observable.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Backoff, sleep, type BackoffPolicy, type RandomSource } from "./backoff.js";
+import { Backoff, sleep, type BackoffPolicy, type RandomSource } from "../../retry/backoff.js";
 import {
   cursorReconnect,
   cursorStep,

@@ -8,7 +8,7 @@
 //   other keys or the producer; a newer item for the key cancels the wait and runs at once.
 // Memory is bounded by the number of distinct keys (at most one waiting item per key).
 import { setMaxListeners } from "node:events";
-import { Backoff, type BackoffPolicy, type RandomSource } from "./backoff.js";
+import { Backoff, type BackoffPolicy, type RandomSource } from "../../retry/backoff.js";
 
 export type WorkResult = "success" | "error";
 

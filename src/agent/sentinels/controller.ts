@@ -16,7 +16,7 @@ import {
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import type { ClusterClient } from "../deployments/controller.js";
-import { LABEL_SENTINEL_ID, managedSelector } from "../labels.js";
+import { LABEL_SENTINEL_ID, managedSelector } from "../../contracts/labels.js";
 import type { ControllerSpec, DesiredEntry } from "../runtime/controller.js";
 import { decodeKState, type StreamEvent } from "../runtime/cursor.js";
 import {

@@ -19,15 +19,12 @@ import {
   LABEL_SENTINEL_ID,
   LABEL_WORKSPACE_ID,
   MANAGED_BY,
-  NODE_CLASS_LABEL,
-  ZONE_LABEL,
-} from "../labels.js";
+  COMPONENT as COMPONENTS,
+} from "../../contracts/labels.js";
+import { NODE_CLASS, NODE_CLASS_LABEL, SENTINEL_NAMESPACE, SENTINEL_PORT, SENTINEL_PORT_NAME, ZONE_LABEL } from "../../contracts/cluster.js";
 
-export const COMPONENT = "sentinel";
-export const SENTINEL_NAMESPACE = "sentinel";
-export const SENTINEL_PORT = 8040;
-export const SENTINEL_PORT_NAME = "http";
-export const SENTINEL_NODE_CLASS = "sentinel";
+export { SENTINEL_NAMESPACE, SENTINEL_PORT };
+export const COMPONENT = COMPONENTS.sentinel;
 export const CONTAINER_NAME = "sentinel";
 export const READINESS_PATH = "/_krane/ready";
 export const LIVENESS_PATH = "/_krane/live";
@@ -100,8 +97,8 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string): Kube
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           restartPolicy: "Always",
-          nodeSelector: { [NODE_CLASS_LABEL]: SENTINEL_NODE_CLASS },
-          tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: SENTINEL_NODE_CLASS, effect: "NoSchedule" }],
+          nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },
+          tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.sentinel, effect: "NoSchedule" }],
           // Hard spread across zones; zones whose nodes are tainted (NotReady, unreachable) do not
           // count, so losing a zone does not leave replacement pods Pending.
           topologySpreadConstraints: [

@@ -2,7 +2,7 @@
 // (DESIGN §4, §6.3). The first problem found is returned as a human-readable reason, which the
 // runtime reports to ctrl as Rejected; the stream carries on with the next message.
 import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { isDnsLabel, isLabelValue } from "../labels.js";
+import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 
 /**
  * The sentinel's name becomes a Service name as well as a Deployment name, and Service names

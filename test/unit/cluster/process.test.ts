@@ -6,7 +6,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ComponentStartError, isAlive, startComponent, stopPid, waitUntilHealthy } from "../../../src/cluster/process.js";
-import { renderNodes, DEFAULT_NODE_PLAN, NODE_CLASS_KEY, ZONE_KEY, ZONES } from "../../../src/cluster/topology.js";
+import { renderNodes, DEFAULT_NODE_PLAN, ZONES } from "../../../src/cluster/topology.js";
+import { NODE_CLASS_LABEL as NODE_CLASS_KEY, ZONE_LABEL as ZONE_KEY } from "../../../src/contracts/cluster.js";
 
 test("a component that exits during start fails with its exit code and the tail of its log", async () => {
   const dir = await mkdtemp(join(tmpdir(), "krane-proc-"));

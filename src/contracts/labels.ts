@@ -1,6 +1,7 @@
 // Labels are the contract between krane, the cluster and ctrl (DESIGN §4). Every managed object
 // carries managed-by, component, region and the owning ids; agents list and collect only
-// objects labelled with their own region.
+// objects labelled with their own region. Both sides (ctrl, the agent's kinds, the sentinel,
+// the admission fence) read these names from here and nowhere else.
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const LABEL_COMPONENT = "app.kubernetes.io/component";
 export const LABEL_REGION = "krane.dev/region";
@@ -12,12 +13,21 @@ export const LABEL_BUILD_ID = "krane.dev/build-id";
 export const LABEL_SENTINEL_ID = "krane.dev/sentinel-id";
 export const MANAGED_BY = "krane";
 
-export const ZONE_LABEL = "topology.kubernetes.io/zone";
-export const NODE_CLASS_LABEL = "node-class";
+/** The value of LABEL_COMPONENT per kind of managed object. */
+export const COMPONENT = {
+  deployment: "deployment",
+  sentinel: "sentinel",
+} as const;
+export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
-/** The selector of everything one controller manages in one region. */
-export function managedSelector(component: string, region: string): string {
-  return `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=${component},${LABEL_REGION}=${region}`;
+/** The selector of every object krane manages in one region (all components). */
+export function regionSelector(region: string): string {
+  return `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_REGION}=${region}`;
+}
+
+/** The selector of everything one component manages in one region. */
+export function managedSelector(component: Component, region: string): string {
+  return `${regionSelector(region)},${LABEL_COMPONENT}=${component}`;
 }
 
 const labelValueRe = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { Backoff, fullJitterDelay } from "../../../src/agent/runtime/backoff.js";
+import { Backoff, fullJitterDelay } from "../../../src/retry/backoff.js";
 
 test("full jitter stays within [min, min(cap, base*2^n)]", () => {
   fc.assert(
