@@ -17,6 +17,8 @@ export const MANAGED_BY = "krane";
 export const COMPONENT = {
   deployment: "deployment",
   sentinel: "sentinel",
+  /** The routing table (contracts/routing.ts). */
+  routing: "routing",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 

@@ -1,0 +1,99 @@
+// The routing table: what the agent keeps in namespace `sentinel` for each environment, and what
+// the environment's sentinels read (DESIGN §1, §4). It lives in the cluster, so the data plane
+// keeps routing with its last table while ctrl or the agent is down.
+//
+//  - Addresses: one EndpointSlice per (environment, revision), written by the agent from its own
+//    pod cache (pod Ready → routable never waits for ctrl). It lists the revision's RUNNING pods
+//    only; a pod that starts terminating leaves the slice before it stops serving.
+//  - Policy: one ConfigMap per sentinel (environment and region), rendered from ctrl's sentinel
+//    desired state: the routing mode and the weight per revision, with ctrl's routing version.
+//
+// The sentinel selects both by LABEL_ENVIRONMENT_ID and LABEL_REGION and never reads anything
+// else. This file is the whole contract: names, labels and the policy document's shape.
+import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "./labels.js";
+
+/** LABEL_COMPONENT of routing-table objects (EndpointSlices and policy ConfigMaps). */
+export const ROUTING_COMPONENT = COMPONENT.routing;
+/** Marks the slices as ours so Kubernetes' EndpointSlice controllers leave them alone. */
+export const ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by";
+export const ENDPOINTSLICE_MANAGED_BY = "krane.dev/agent";
+/** The key of the policy document in the policy ConfigMap. */
+export const POLICY_KEY = "policy.json";
+/** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
+export const SENTINEL_OPS_PORT = 8041;
+
+/** The label selector a sentinel of one environment in one region watches with. */
+export function routingSelector(environmentId: string, region: string): string {
+  return `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=${ROUTING_COMPONENT},${LABEL_ENVIRONMENT_ID}=${environmentId},${LABEL_REGION}=${region}`;
+}
+
+/**
+ * How traffic is split between revisions.
+ *  - "instances": like a Kubernetes Service: every RUNNING instance of every revision gets an
+ *    equal share (the default, and what a rolling update needs).
+ *  - "weighted": each revision gets `weight` percent; the weights of revisions with no routable
+ *    instance go to the others in proportion (never to nothing).
+ */
+export type RoutingMode = "instances" | "weighted";
+
+export interface RevisionWeight {
+  readonly deploymentId: string;
+  /** 0–100; the weights of a weighted policy add up to 100. */
+  readonly weight: number;
+}
+
+export interface RoutingPolicy {
+  /** ctrl's routing version of this environment: grows with every change of the policy. */
+  readonly version: number;
+  readonly environmentId: string;
+  readonly mode: RoutingMode;
+  readonly revisions: readonly RevisionWeight[];
+}
+
+/** Parses and checks a policy document; throws an Error naming the bad field. */
+export function parseRoutingPolicy(text: string): RoutingPolicy {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`routing policy: not JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("routing policy: not an object");
+  const o = v as Record<string, unknown>;
+  const version = o.version;
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0) throw new Error("routing policy: version must be a non-negative integer");
+  if (typeof o.environmentId !== "string" || o.environmentId === "") throw new Error("routing policy: environmentId is required");
+  if (o.mode !== "instances" && o.mode !== "weighted") throw new Error('routing policy: mode must be "instances" or "weighted"');
+  if (!Array.isArray(o.revisions)) throw new Error("routing policy: revisions must be a list");
+  const revisions: RevisionWeight[] = [];
+  const seen = new Set<string>();
+  o.revisions.forEach((r: unknown, i) => {
+    if (typeof r !== "object" || r === null) throw new Error(`routing policy: revisions[${i}] is not an object`);
+    const { deploymentId, weight } = r as Record<string, unknown>;
+    if (typeof deploymentId !== "string" || deploymentId === "") throw new Error(`routing policy: revisions[${i}].deploymentId is required`);
+    if (seen.has(deploymentId)) throw new Error(`routing policy: revisions[${i}].deploymentId is repeated`);
+    seen.add(deploymentId);
+    if (typeof weight !== "number" || !Number.isInteger(weight) || weight < 0 || weight > 100) {
+      throw new Error(`routing policy: revisions[${i}].weight must be an integer 0–100`);
+    }
+    revisions.push({ deploymentId, weight });
+  });
+  if (o.mode === "weighted") {
+    const sum = revisions.reduce((s, r) => s + r.weight, 0);
+    if (sum !== 100) throw new Error(`routing policy: weights add up to ${sum}, not 100`);
+  }
+  return { version, environmentId: o.environmentId, mode: o.mode, revisions };
+}
+
+export function formatRoutingPolicy(p: RoutingPolicy): string {
+  return JSON.stringify({ version: p.version, environmentId: p.environmentId, mode: p.mode, revisions: p.revisions });
+}
+
+/** The sentinel's Prometheus metric names the agent reads back for rollout analysis. */
+export const SENTINEL_METRICS = {
+  requests: "krane_sentinel_requests_total",
+  duration: "krane_sentinel_request_duration_seconds",
+  upstreamConnectErrors: "krane_sentinel_upstream_connect_errors_total",
+  ejections: "krane_sentinel_ejections_total",
+  routingVersion: "krane_sentinel_routing_version",
+} as const;
