@@ -15,7 +15,7 @@ import { create } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { findKubeAssets, startCluster } from "../src/cluster/index.js";
 import { renderReplicaSet } from "../src/agent/deployments/render.js";
-import { Reflector } from "../src/agent/runtime/reflector.js";
+import { Informer } from "../src/kube/informer.js";
 import { silentLogger } from "../src/agent/runtime/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { resources } from "../src/kube/resources.js";
@@ -109,7 +109,7 @@ export async function benchAgent(): Promise<void> {
     // An admin watch sees ReplicaSets as they land.
     const seen = new Map<string, unknown>();
     const waiters = new Set<() => void>();
-    const rsCache = new Reflector({ resource: resources.replicaSets, labelSelector: `krane.dev/region=${REGION}`, client: admin, log: silentLogger });
+    const rsCache = new Informer({ resource: resources.replicaSets, labelSelector: `krane.dev/region=${REGION}`, client: admin, log: silentLogger });
     rsCache.onChange((type, o) => {
       const key = o.metadata.name ?? "";
       if (type === "deleted") seen.delete(key);

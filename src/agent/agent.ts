@@ -1,7 +1,7 @@
 // The krane agent process: one per cluster/region. Builds the Kubernetes client and the ctrl
-// client, starts one controller runtime per controller kind (deployments and sentinels; later
-// kinds plug in the same way), sends Heartbeats, and serves /healthz, /readyz and /metrics on
-// HTTP/1.1 (kubelet probes and Prometheus scrapes speak HTTP/1.1, not h2c).
+// client, a manager with shared caches and one controller per kind listed in kinds.ts, sends
+// Heartbeats, and serves /healthz, /readyz and /metrics on HTTP/1.1 (kubelet probes and
+// Prometheus scrapes speak HTTP/1.1, not h2c).
 import * as http from "node:http";
 import { hostname } from "node:os";
 import type { AddressInfo } from "node:net";
@@ -11,10 +11,11 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
-import { deploymentControllerSpec, type ClusterClient } from "./deployments/controller.js";
-import { ControllerRuntime, type ControllerSpec, type RuntimeOptions } from "./runtime/controller.js";
-import { sentinelControllerSpec } from "./sentinels/controller.js";
+import { KINDS } from "./kinds.js";
+import type { Controller, ControllerOptions } from "./runtime/controller.js";
+import type { ClusterClient } from "./runtime/kind.js";
 import type { Logger } from "./runtime/log.js";
+import { Manager } from "./runtime/manager.js";
 import { agentMetrics } from "./runtime/metrics.js";
 
 export interface AgentConfig {
@@ -36,7 +37,7 @@ export interface AgentConfig {
   readonly log: Logger;
   readonly registry?: Registry;
   /** Advanced: runtime knobs for tests (backoffs, watch timeouts). */
-  readonly runtime?: Partial<Omit<RuntimeOptions, "region" | "kube" | "log" | "registry">>;
+  readonly runtime?: Partial<ControllerOptions & { watchTimeoutSeconds: number; watchdogMs: number; probeIntervalMs: number }>;
 }
 
 export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
@@ -67,13 +68,13 @@ export function createCtrlClient(url: string, token: string): ClusterClient {
   return createClient(ClusterService, transport);
 }
 
-type AnyRuntime = ControllerRuntime<unknown, unknown, unknown, unknown>;
+type AnyController = Controller<unknown, unknown, unknown, unknown>;
 
 export class Agent {
   readonly registry: Registry;
   readonly kube: KubeClient;
   readonly ctrl: ClusterClient;
-  readonly runtimes: AnyRuntime[] = [];
+  readonly manager: Manager;
   readonly #cfg: AgentConfig;
   readonly #agentId: string;
   #ops: http.Server | undefined;
@@ -93,32 +94,32 @@ export class Agent {
       onRequest: (verb, resource, status) => metrics.kubeRequests.inc({ verb, resource, code: String(status) }),
     });
     this.ctrl = createCtrlClient(cfg.ctrlUrl, cfg.token);
-    this.addController(deploymentControllerSpec({ region: cfg.region, ctrl: this.ctrl }));
-    this.addController(sentinelControllerSpec({ region: cfg.region, ctrl: this.ctrl }));
-  }
-
-  /** Registers one more controller kind on the shared runtime machinery. */
-  addController<Msg, D, Del, R>(spec: ControllerSpec<Msg, D, Del, R>): ControllerRuntime<Msg, D, Del, R> {
-    const rt = new ControllerRuntime(spec, {
-      region: this.#cfg.region,
+    const rt = cfg.runtime ?? {};
+    this.manager = new Manager({
       kube: this.kube,
-      log: this.#cfg.log,
+      region: cfg.region,
+      log: cfg.log,
       registry: this.registry,
-      concurrency: this.#cfg.concurrency,
-      resyncPeriodMs: this.#cfg.resyncPeriodMs,
-      callTimeoutMs: this.#cfg.callTimeoutMs,
-      ...this.#cfg.runtime,
+      watchTimeoutSeconds: rt.watchTimeoutSeconds,
+      watchdogMs: rt.watchdogMs,
+      probeIntervalMs: rt.probeIntervalMs,
     });
-    this.runtimes.push(rt as unknown as AnyRuntime);
-    return rt;
+    const opts: ControllerOptions = {
+      concurrency: cfg.concurrency,
+      resyncPeriodMs: cfg.resyncPeriodMs,
+      callTimeoutMs: cfg.callTimeoutMs,
+      ...rt,
+    };
+    for (const register of KINDS) register(this.manager, { region: cfg.region, ctrl: this.ctrl }, opts);
   }
 
-  runtime(name: string): AnyRuntime | undefined {
-    return this.runtimes.find((r) => r.name === name);
+  /** The controller of a kind ("deployments", "sentinels", …). */
+  runtime(name: string): AnyController | undefined {
+    return this.manager.controller(name);
   }
 
   get ready(): boolean {
-    return this.runtimes.every((r) => r.ready);
+    return this.manager.cachesSynced && this.manager.controllers.every((c) => c.ready);
   }
 
   /** The ops server's address (after start), e.g. "http://127.0.0.1:8071". */
@@ -129,7 +130,7 @@ export class Agent {
 
   async start(): Promise<void> {
     if ((this.#cfg.opsPort ?? 8071) >= 0) await this.#startOps();
-    for (const rt of this.runtimes) rt.start();
+    this.manager.start();
     const beat = (): void => void this.#sendHeartbeat();
     beat();
     this.#heartbeat = setInterval(beat, this.#cfg.heartbeatMs ?? 10_000);
@@ -140,11 +141,32 @@ export class Agent {
     if (this.#stopped) return;
     this.#stopped = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
-    await Promise.all(this.runtimes.map((r) => r.stop()));
+    await this.manager.stop();
     await new Promise<void>((resolve) => (this.#ops ? this.#ops.close(() => resolve()) : resolve()));
     this.#ops?.closeAllConnections();
     this.kube.close();
     this.#cfg.log.info({ region: this.#cfg.region }, "krane agent stopped");
+  }
+
+  /** What /readyz answers: ready, and why not (caches, streams, the Kubernetes API). */
+  readiness(): object {
+    const now = Date.now();
+    const kube = this.manager.kubeApi;
+    const since = (t: number | undefined): string | undefined => (t === undefined ? undefined : new Date(t).toISOString());
+    return {
+      ready: this.ready,
+      kubernetesApi: {
+        answering: kube.up,
+        lastAnsweredSecondsAgo: kube.lastOkAt === undefined ? undefined : Math.round((now - kube.lastOkAt) / 100) / 10,
+      },
+      controllers: this.manager.controllers.map((c) => ({
+        controller: c.name,
+        cachesSynced: c.cachesSynced,
+        streamConnected: c.streamConnected,
+        ctrlDisconnectedSince: since(c.link.disconnectedSince),
+        breaker: c.breaker.phase,
+      })),
+    };
   }
 
   async #sendHeartbeat(): Promise<void> {
@@ -172,8 +194,7 @@ export class Agent {
       if (path === "/healthz") {
         res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
       } else if (path === "/readyz") {
-        const detail = this.runtimes.map((r) => ({ controller: r.name, cachesSynced: r.cachesSynced, streamConnected: r.streamConnected }));
-        res.writeHead(this.ready ? 200 : 503, { "content-type": "application/json" }).end(`${JSON.stringify({ ready: this.ready, controllers: detail })}\n`);
+        res.writeHead(this.ready ? 200 : 503, { "content-type": "application/json" }).end(`${JSON.stringify(this.readiness())}\n`);
       } else if (path === "/metrics") {
         this.registry.metrics().then(
           (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),

@@ -43,7 +43,12 @@ export function isGone(err: unknown): boolean {
   return err instanceof KubeApiError && err.status === 410;
 }
 
-/** Errors that will not go away by retrying the same request (bad object, forbidden, …). */
+/**
+ * True when the API server refused a request for a reason that retrying cannot fix: a malformed
+ * or invalid object (400, 422) or a request the caller may not make (403: RBAC or the admission
+ * fence). Timeouts, transport errors, 409 conflicts, 429 and 5xx are worth retrying; so are 401
+ * (credentials rotate) and 404 (e.g. a namespace that is being created).
+ */
 export function isPermanentKubeError(err: unknown): boolean {
   return err instanceof KubeApiError && [400, 403, 422].includes(err.status);
 }
@@ -51,6 +56,8 @@ export function isPermanentKubeError(err: unknown): boolean {
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
 
 export interface WatchParams {
+  /** Only this namespace (default: all namespaces). */
+  readonly namespace?: string;
   readonly resourceVersion?: string;
   readonly labelSelector?: string;
   readonly timeoutSeconds?: number;
@@ -213,7 +220,7 @@ export class KubeClient {
       timeoutSeconds: params.timeoutSeconds,
       allowWatchBookmarks: params.allowWatchBookmarks,
     };
-    const res = await this.#send("watch", r, "GET", resourcePath(r), { query, signal }, true);
+    const res = await this.#send("watch", r, "GET", resourcePath(r, params.namespace), { query, signal }, true);
     if (res.statusCode !== 200) {
       const text = await readAll(res);
       this.#count("watch", r, res.statusCode ?? 0);

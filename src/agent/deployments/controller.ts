@@ -1,162 +1,144 @@
-// The deployment controller: what differs for user deployments, plugged into the generic
-// controller runtime. Key = deployment id. Applies the workspace Namespace (create if
-// missing), the environment's CiliumNetworkPolicy and the ReplicaSet; observes pods of managed
-// ReplicaSets and reports each deployment's full instance set; deletes idempotently.
-import { create } from "@bufbuild/protobuf";
-import type { Client } from "@connectrpc/connect";
+// The deployment controller kind: user deployments on the shared runtime. Key = deployment id.
+//   owns      ReplicaSets (one per deployment and region)
+//   renders   the environment's CiliumNetworkPolicy (shared by its deployments)
+//   watches   Pods (an event re-reports the deployment's instance set)
+//   reads     Nodes (the zone of an instance)
+// Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
+// each only when the cache shows it differs. Status: the deployment's full instance set.
+// Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
+import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ClusterService,
+  ApplyDeploymentSchema,
   ReportDeploymentStatusRequestSchema,
   type ApplyDeployment,
   type DeleteDeployment,
   type DeploymentState,
   type ReportDeploymentStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { ZONE_LABEL } from "../../contracts/cluster.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, managedSelector } from "../../contracts/labels.js";
-import { ZONE_LABEL } from "../../contracts/cluster.js";
-import type { ControllerSpec, DesiredEntry, RuntimeContext } from "../runtime/controller.js";
-import { decodeKState, type StreamEvent } from "../runtime/cursor.js";
-import { COMPONENT, renderDeployment } from "./render.js";
+import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { oneKey, type KindEnv } from "../runtime/kind.js";
+import { kstateProtocol } from "../runtime/kstate.js";
+import { renderDeployment } from "./render.js";
 import { instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
-export type ClusterClient = Client<typeof ClusterService>;
-type Ctx = RuntimeContext<ReportDeploymentStatusRequest, ApplyDeployment>;
-export type DeploymentSpec = ControllerSpec<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>;
+type Ctx = KindContext<ApplyDeployment>;
+export type DeploymentDeclaration = ControllerDeclaration<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>;
 
-export interface DeploymentControllerOptions {
-  readonly region: string;
-  readonly ctrl: ClusterClient;
+/** The deployment id of a user-deployment object (ReplicaSet, Pod), or undefined. */
+export function deploymentKeyOf(obj: KubeObject): string | undefined {
+  const labels = obj.metadata.labels;
+  return labels?.[LABEL_COMPONENT] === COMPONENT.deployment ? labels[LABEL_DEPLOYMENT_ID] : undefined;
 }
 
-function decode(msg: DeploymentState): StreamEvent<ApplyDeployment, DeleteDeployment> {
-  return decodeKState<ApplyDeployment, DeleteDeployment>(msg, { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId });
-}
-
-export function deploymentControllerSpec(opts: DeploymentControllerOptions): DeploymentSpec {
-  const { region, ctrl } = opts;
-  const zoneOf = (ctx: Ctx) => (node: string): string =>
-    ctx.cache(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDeclaration {
+  const zoneOf = (ctx: Ctx) => (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+  // Namespaces are shared and never deleted by an agent; once created they are assumed present
+  // (a failed apply checks again).
   const ensuredNamespaces = new Set<string>();
+  const report = (change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"]): ReportDeploymentStatusRequest =>
+    create(ReportDeploymentStatusRequestSchema, { region, change });
 
-  return {
-    name: "deployments",
-    labelSelector: managedSelector(COMPONENT, region),
-    primary: resources.replicaSets,
-    secondary: [resources.ciliumNetworkPolicies, resources.pods, resources.nodes],
-    selectorFor: (r) => (r === resources.nodes ? ZONE_LABEL : undefined),
-    indexBy: (r, obj) => (r === resources.pods ? obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] : undefined),
-
-    watch: (cursor, signal, onOpen) =>
-      ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
-    decode,
-    async getDesired(keys, o) {
-      const res = await ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o);
-      const states: DesiredEntry<ApplyDeployment, DeleteDeployment>[] = [];
-      for (const s of res.states) {
-        if (s.state.case === "apply") states.push({ key: s.state.value.deploymentId, type: "apply", desired: s.state.value });
-        else if (s.state.case === "delete") states.push({ key: s.state.value.deploymentId, type: "delete", ref: s.state.value });
-      }
-      return { states, notFound: res.notFound };
-    },
-    async sendReport(request, o) {
-      await ctrl.reportDeploymentStatus(request, o);
-    },
-
-    keyOf: (obj) => obj.metadata.labels?.[LABEL_DEPLOYMENT_ID],
-    refOf: (obj: KubeObject) => ({
-      $typeName: "krane.ctrl.v1.DeleteDeployment",
-      k8sNamespace: obj.metadata.namespace ?? "",
-      k8sName: obj.metadata.name ?? "",
-      deploymentId: obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "",
-    }),
-    validate: (d) => validateApplyDeployment(d, region),
-    validateDelete: validateDeleteDeployment,
-    render: (d) => {
-      const r = renderDeployment(d, region);
-      return [r.networkPolicy, r.replicaSet];
-    },
-
-    async apply(d, rendered, ctx, signal) {
-      const { namespace } = renderDeployment(d, region);
-      if (!ensuredNamespaces.has(d.k8sNamespace)) {
-        await ctx.kube.create(resources.namespaces, namespace, signal);
-        ensuredNamespaces.add(d.k8sNamespace);
-      }
-      try {
-        // The network policy first: pods must never run without their ingress fence.
-        for (const obj of rendered) {
-          // Objects shared by an environment's deployments are applied only when they differ.
-          if (ctx.isCurrent(obj)) continue;
-          const r = obj.kind === "CiliumNetworkPolicy" ? resources.ciliumNetworkPolicies : resources.replicaSets;
-          await ctx.kube.apply(r, obj, { force: true, signal });
-        }
-      } catch (err) {
-        // The namespace may have been deleted behind our back; check it again next time.
-        ensuredNamespaces.delete(d.k8sNamespace);
-        throw err;
-      }
-    },
-
-    async remove(_key, ref, ctx, signal) {
-      await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
-      // The environment's network policy stays while any deployment of the environment may
-      // still need it; collectGarbage removes it once none is left.
-    },
-
-    rejectedReport: (key, subject, reason) =>
-      create(ReportDeploymentStatusRequestSchema, {
-        region,
-        change: {
-          case: "rejected",
-          value: { deploymentId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason },
-        },
+  return controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>("deployments")
+    .protocol(
+      kstateProtocol({
+        keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
+        watch: (cursor, signal, onOpen) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
+        sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
+        rejectedReport: (key, subject, reason) =>
+          report({ case: "rejected", value: { deploymentId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason } }),
+        deletedReport: (key, ref) => report({ case: "delete", value: { deploymentId: key, k8sName: ref.k8sName } }),
+        equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
       }),
-    deletedReport: (key, ref) =>
-      create(ReportDeploymentStatusRequestSchema, {
-        region,
-        change: { case: "delete", value: { deploymentId: key, k8sName: ref.k8sName } },
+    )
+    .owns(resources.replicaSets, {
+      keyOf: deploymentKeyOf,
+      refOf: (obj) => ({
+        $typeName: "krane.ctrl.v1.DeleteDeployment",
+        k8sNamespace: obj.metadata.namespace ?? "",
+        k8sName: obj.metadata.name ?? "",
+        deploymentId: obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "",
       }),
-
-    observe(ctx) {
-      const pods = ctx.cache(resources.pods);
-      pods.onChange((_type, obj) => {
-        const key = obj.metadata.labels?.[LABEL_DEPLOYMENT_ID];
-        if (key !== undefined && ctx.isActive(key)) this.refreshStatus?.(key, ctx);
-      });
-    },
-
-    refreshStatus(key, ctx) {
-      const rs = ctx.cache(resources.replicaSets).byIndex(key)[0];
-      if (!rs || !ctx.isActive(key)) return;
-      const k8sName = rs.metadata.name ?? "";
-      const instances = instancesOf(ctx.cache(resources.pods).byIndex(key), zoneOf(ctx));
-      ctx.report(
-        key,
-        instancesFingerprint(k8sName, instances),
-        create(ReportDeploymentStatusRequestSchema, {
-          region,
-          change: { case: "update", value: { k8sName, deploymentId: key, instances } },
-        }),
-      );
-    },
-
-    async collectGarbage(ctx, active, signal) {
-      // Environment network policies whose environment has no active deployment left here.
-      const liveEnvs = new Set<string>();
-      for (const key of active) {
-        const d = ctx.desiredOf(key);
-        const env = d?.environmentId ?? ctx.cache(resources.replicaSets).byIndex(key)[0]?.metadata.labels?.[LABEL_ENVIRONMENT_ID];
-        if (env !== undefined) liveEnvs.add(env);
-      }
-      for (const cnp of ctx.cache(resources.ciliumNetworkPolicies).list()) {
+      labelIndexes: [LABEL_ENVIRONMENT_ID],
+    })
+    .renders(resources.ciliumNetworkPolicies, {
+      // A policy event concerns the deployments of its environment.
+      keysOf: function* (cnp, ctx) {
         const env = cnp.metadata.labels?.[LABEL_ENVIRONMENT_ID];
-        if (env === undefined || liveEnvs.has(env)) continue;
-        ctx.log.info({ controller: "deployments", policy: cnp.metadata.name }, "deleting network policy of an environment with no deployments");
-        await ctx.kube.delete(resources.ciliumNetworkPolicies, cnp.metadata.namespace, cnp.metadata.name ?? "", signal);
-      }
-    },
-  };
+        if (env === undefined) return;
+        for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), env)) {
+          const k = deploymentKeyOf(rs);
+          if (k !== undefined) yield k;
+        }
+      },
+    })
+    .watches(resources.pods, { keysOf: (pod) => oneKey(deploymentKeyOf(pod)), labelIndexes: [LABEL_DEPLOYMENT_ID] })
+    .reads(resources.nodes, { selector: ZONE_LABEL })
+    .reconciler({
+      validate: (d) => validateApplyDeployment(d, region),
+      validateDelete: validateDeleteDeployment,
+      render: (d) => {
+        const r = renderDeployment(d, region);
+        // The network policy first: pods must never run without their ingress fence.
+        return [r.networkPolicy, r.replicaSet];
+      },
+
+      async apply(d, rendered, ctx, signal) {
+        if (!ensuredNamespaces.has(d.k8sNamespace)) {
+          await ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal);
+          ensuredNamespaces.add(d.k8sNamespace);
+        }
+        try {
+          for (const obj of rendered) {
+            // Objects shared by an environment's deployments are applied only when they differ.
+            if (ctx.isCurrent(obj)) continue;
+            const r = obj.kind === "CiliumNetworkPolicy" ? resources.ciliumNetworkPolicies : resources.replicaSets;
+            await ctx.kube.apply(r, obj, { force: true, signal });
+          }
+        } catch (err) {
+          // The namespace may have been deleted behind our back; check it again next time.
+          ensuredNamespaces.delete(d.k8sNamespace);
+          throw err;
+        }
+      },
+
+      async remove(_key, ref, ctx, signal) {
+        await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
+        // The environment's network policy stays while any deployment of the environment may
+        // still need it; collectGarbage removes it once none is left.
+      },
+
+      status(key, _d, ctx) {
+        const rs = ctx.primaryOf(key);
+        if (!rs) return undefined;
+        const k8sName = rs.metadata.name ?? "";
+        const instances = instancesOf(ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key), zoneOf(ctx));
+        return {
+          fingerprint: instancesFingerprint(k8sName, instances),
+          report: report({ case: "update", value: { k8sName, deploymentId: key, instances } }),
+        };
+      },
+
+      async collectGarbage(ctx, active, signal) {
+        // Environment network policies whose environment has no active deployment left here.
+        const liveEnvs = new Set<string>();
+        for (const key of active) {
+          const env = ctx.desiredOf(key)?.environmentId ?? ctx.primaryOf(key)?.metadata.labels?.[LABEL_ENVIRONMENT_ID];
+          if (env !== undefined) liveEnvs.add(env);
+        }
+        for (const cnp of ctx.informer(resources.ciliumNetworkPolicies).list()) {
+          const env = cnp.metadata.labels?.[LABEL_ENVIRONMENT_ID];
+          if (cnp.metadata.labels?.[LABEL_COMPONENT] !== COMPONENT.deployment || env === undefined || liveEnvs.has(env)) continue;
+          ctx.log.info({ controller: "deployments", policy: cnp.metadata.name }, "deleting network policy of an environment with no deployments");
+          await ctx.kube.delete(resources.ciliumNetworkPolicies, cnp.metadata.namespace, cnp.metadata.name ?? "", signal);
+        }
+      },
+    })
+    .build();
 }
+

@@ -1,111 +1,174 @@
-// The generic controller runtime (DESIGN §1, §6, §9): one instance per controller kind
-// (deployments, sentinels, later gateways). It owns the loops; the kind supplies only what
-// differs through ControllerSpec (decode, validate, render, apply, remove, observe).
+// One controller kind on the shared runtime (DESIGN §1, §6, §9), shaped like controller-runtime:
 //
-//   ctrl stream ──▶ cursor ──▶ validate ──▶ per-key work queue ──▶ spec.apply / spec.remove
-//                               │ invalid: Rejected report       │ skipped when the cache
-//                               ▼                                 ▼ already matches the render
-//   reflectors (watch caches) ──▶ drift checks on events, resync every period (batched reads)
-//   spec.observe ──▶ Reporter (dedup + breaker + deadline) ──▶ Report*Status
+//   ctrl ─stream/snapshot/resync─▶ CtrlLink ─▶ DesiredStore ─┐
+//                                                            ├─▶ WorkQueue(keys) ─▶ reconcile(key) → Result
+//   Manager's shared informers ─events─▶ keysOf(obj) ────────┘        │ apply when the caches differ
+//                                                                     ▼ from what it renders; status
+//   Reporter (dedup + breaker) ◀─ status / rejected / deleted ─────────┘
 //
-// Ordering: one key's work runs in order (latest wins); keys run in parallel up to
-// `concurrency`. A resync never overwrites newer stream state: it skips keys the stream touched
-// while its batched read was in flight.
-import { setMaxListeners } from "node:events";
+// A kind is declared with the builder below: the protocol it speaks with ctrl, the primary
+// resource it owns (one object per key marks the key's presence), the resources it renders
+// (compared for drift) and the ones it only watches or reads, how an event maps to keys, and a
+// Reconciler (validate, render, apply, remove, status). The runtime owns every loop.
+//
+// Results: a reconcile is done, or fails with a retriable error (the key's own backoff), or with
+// a terminal one (invalid object, forbidden: reported to ctrl as rejected and not retried until
+// the desired state changes or a resync looks again, about once a minute).
 import type { KubeClient } from "../../kube/client.js";
+import { isPermanentKubeError } from "../../kube/client.js";
+import type { Informer } from "../../kube/informer.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { sleep } from "../../retry/backoff.js";
-import { CircuitBreaker, type BreakerConfig } from "./breaker.js";
-import type { CursorAction, StreamEvent } from "./cursor.js";
+import { Result, WorkQueue } from "../../retry/queue.js";
+import type { BreakerConfig } from "./breaker.js";
+import { CtrlLink, type CtrlProtocol } from "./ctrl-link.js";
+import type { CursorAction } from "./cursor.js";
+import { DesiredStore, type DesiredEntry } from "./desired.js";
 import { findDrift } from "./drift.js";
 import type { Logger } from "./log.js";
-import { agentMetrics, breakerPhaseValue, type AgentMetrics } from "./metrics.js";
-import { Reflector } from "./reflector.js";
-import { Reporter } from "./reporter.js";
-import { DesiredStateStream } from "./stream.js";
-import { KeyedWorkQueue } from "./workqueue.js";
+import { agentMetrics, type AgentMetrics } from "./metrics.js";
 import type { Registry } from "prom-client";
-import { isCtrlDownstreamFailure } from "./ctrl-errors.js";
 
-export type DesiredEntry<D, Del> =
-  | { readonly key: string; readonly type: "apply"; readonly desired: D }
-  | { readonly key: string; readonly type: "delete"; readonly ref: Del };
-
-export interface DesiredBatch<D, Del> {
-  readonly states: DesiredEntry<D, Del>[];
-  /** Keys that should not exist in the region: their objects are deleted. */
-  readonly notFound: string[];
-}
-
-export interface CallOptions {
-  readonly signal: AbortSignal;
-  readonly timeoutMs: number;
-}
-
-/** What a controller kind's apply/remove/observe get to work with. */
-export interface RuntimeContext<R, D = unknown> {
+/** What a kind's reconciler works with. */
+export interface KindContext<D> {
   readonly kube: KubeClient;
   readonly region: string;
   readonly log: Logger;
-  /** The watch cache of a resource the spec declared. */
-  cache(r: ResourceType): Reflector;
-  /** Queue a status report (deduplicated against what ctrl acknowledged). */
-  report(key: string, fingerprint: string, request: R): void;
-  /** Whether the key's current desired state is "apply" (as far as this agent knows). */
-  isActive(key: string): boolean;
-  /** The last accepted desired state of a key, when it is "apply". */
+  /** The shared cache of a resource the kind declared. */
+  informer(r: ResourceType): Informer;
+  /** The primary object of a key, when the cache has one. */
+  primaryOf(key: string): KubeObject | undefined;
+  /** The desired state of a key when it is "apply". */
   desiredOf(key: string): D | undefined;
+  /** Keys whose desired state is "apply". */
+  activeKeys(): Iterable<string>;
   /** True when a cache holds this object and its owned fields already match (no write needed). */
   isCurrent(obj: KubeObject): boolean;
 }
 
-export interface ControllerSpec<Msg, D, Del, R> {
-  readonly name: string;
-  /** Label selector for everything this controller manages in its region. */
-  readonly labelSelector: string;
-  /** The resource whose objects identify a key's presence in the cluster (one per key). */
-  readonly primary: ResourceType;
-  /** Further resources to cache: rendered kinds (for drift checks) and observed ones. */
-  readonly secondary: readonly ResourceType[];
-  /** A different label selector for a cached resource (e.g. nodes); default labelSelector. */
-  readonly selectorFor?: (r: ResourceType) => string | undefined;
-  /** Secondary index for a cached resource (e.g. pods by owning key). */
-  readonly indexBy?: (r: ResourceType, obj: KubeObject) => string | undefined;
+/** A status report for one key. */
+export interface StatusReport<R> {
+  readonly fingerprint: string;
+  readonly report: R;
+}
 
-  watch(cursor: bigint, signal: AbortSignal, onOpen: () => void): AsyncIterable<Msg>;
-  decode(msg: Msg): StreamEvent<D, Del>;
-  getDesired(keys: string[], opts: CallOptions): Promise<DesiredBatch<D, Del>>;
-  sendReport(request: R, opts: CallOptions): Promise<void>;
-
-  /** The key of a cached primary object (undefined: not ours to manage). */
-  keyOf(obj: KubeObject): string | undefined;
-  /** How to delete the key of a cached primary object whose desired state is gone. */
-  refOf(obj: KubeObject): Del;
+/** The kind-specific logic; everything else is the runtime's. */
+export interface Reconciler<D, Del, R> {
   /** A reason to refuse the desired state, or undefined when it is valid. */
   validate(desired: D): string | undefined;
   validateDelete(ref: Del): string | undefined;
   /** Pure: the objects the desired state becomes (compared with the caches for drift). */
   render(desired: D): KubeObject[];
-  apply(desired: D, rendered: KubeObject[], ctx: RuntimeContext<R, D>, signal: AbortSignal): Promise<void>;
-  remove(key: string, ref: Del, ctx: RuntimeContext<R, D>, signal: AbortSignal): Promise<void>;
-  /** Reports: refused desired state, deletion done. */
-  rejectedReport(key: string, subject: { desired: D } | { ref: Del }, reason: string): R;
-  deletedReport(key: string, ref: Del): R;
-  /** Wire observation (called once, before the caches start). */
-  observe?(ctx: RuntimeContext<R, D>): void;
-  /** Recompute and submit the status of a key (resync, after apply). */
-  refreshStatus?(key: string, ctx: RuntimeContext<R, D>): void;
+  /** Makes the cluster match; called only when some rendered object differs from the cache. */
+  apply(desired: D, rendered: readonly KubeObject[], ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
+  /** Deletes a key's objects; a missing object counts as deleted. */
+  remove(key: string, ref: Del, ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
+  /** The key's observed status, computed from the caches after each reconcile. */
+  status?(key: string, desired: D, ctx: KindContext<D>): StatusReport<R> | undefined;
   /** Extra garbage collection after a resync pass (objects shared between keys). */
-  collectGarbage?(ctx: RuntimeContext<R, D>, activeKeys: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
+  collectGarbage?(ctx: KindContext<D>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
 }
 
-export interface RuntimeOptions {
-  readonly region: string;
-  readonly kube: KubeClient;
-  readonly log: Logger;
-  readonly registry: Registry;
+export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
+
+export interface WatchDecl<D> {
+  readonly resource: ResourceType;
+  /** The label selector of the shared cache (default: everything krane manages in the region). */
+  readonly selector?: string;
+  /** Rendered by this kind: compared with the rendered objects for drift. */
+  readonly rendered: boolean;
+  /** Which keys an event of this resource concerns (none: cached, no events). */
+  readonly keysOf?: KeysOf<D>;
+  /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
+  readonly labelIndexes: readonly string[];
+}
+
+export interface ControllerDeclaration<Msg = unknown, D = unknown, Del = unknown, R = unknown> {
+  readonly name: string;
+  readonly protocol: CtrlProtocol<Msg, D, Del, R>;
+  readonly primary: {
+    readonly resource: ResourceType;
+    readonly selector?: string;
+    keyOf(obj: KubeObject): string | undefined;
+    refOf(obj: KubeObject): Del;
+  };
+  readonly watches: readonly WatchDecl<D>[];
+  readonly reconciler: Reconciler<D, Del, R>;
+}
+
+/** The name of the shared informer index over one label's value. */
+export function labelIndex(label: string): string {
+  return `label:${label}`;
+}
+
+/** Builder-style declaration of a controller kind. */
+export class ControllerBuilder<Msg, D, Del, R> {
+  #protocol: CtrlProtocol<Msg, D, Del, R> | undefined;
+  #primary: ControllerDeclaration<Msg, D, Del, R>["primary"] | undefined;
+  readonly #watches: WatchDecl<D>[] = [];
+  #reconciler: Reconciler<D, Del, R> | undefined;
+
+  constructor(readonly name: string) {}
+
+  /** The ClusterService binding: stream, point reads, reports. */
+  protocol(p: CtrlProtocol<Msg, D, Del, R>): this {
+    this.#protocol = p;
+    return this;
+  }
+
+  /** The primary resource: one object per key; its events map to that key. */
+  owns(
+    resource: ResourceType,
+    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del; selector?: string; labelIndexes?: readonly string[] },
+  ): this {
+    this.#primary = { resource, selector: o.selector, keyOf: o.keyOf, refOf: o.refOf };
+    this.#watches.push({ resource, selector: o.selector, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
+    return this;
+  }
+
+  /** A further resource the kind renders (drift-checked); `keysOf` maps its events to keys. */
+  renders(resource: ResourceType, o: { keysOf?: KeysOf<D>; selector?: string; labelIndexes?: readonly string[] } = {}): this {
+    this.#watches.push({ resource, selector: o.selector, rendered: true, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
+    return this;
+  }
+
+  /** A resource the kind observes: its events map to keys through `keysOf`. */
+  watches(resource: ResourceType, o: { keysOf: KeysOf<D>; selector?: string; labelIndexes?: readonly string[] }): this {
+    this.#watches.push({ resource, selector: o.selector, rendered: false, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
+    return this;
+  }
+
+  /** A resource the kind only reads from the cache (no events). */
+  reads(resource: ResourceType, o: { selector?: string; labelIndexes?: readonly string[] } = {}): this {
+    this.#watches.push({ resource, selector: o.selector, rendered: false, labelIndexes: o.labelIndexes ?? [] });
+    return this;
+  }
+
+  reconciler(r: Reconciler<D, Del, R>): this {
+    this.#reconciler = r;
+    return this;
+  }
+
+  build(): ControllerDeclaration<Msg, D, Del, R> {
+    if (!this.#protocol) throw new Error(`controller ${this.name}: no protocol`);
+    if (!this.#primary) throw new Error(`controller ${this.name}: no primary resource (owns)`);
+    if (!this.#reconciler) throw new Error(`controller ${this.name}: no reconciler`);
+    return { name: this.name, protocol: this.#protocol, primary: this.#primary, watches: this.#watches, reconciler: this.#reconciler };
+  }
+}
+
+export function controller<Msg, D, Del, R>(name: string): ControllerBuilder<Msg, D, Del, R> {
+  return new ControllerBuilder<Msg, D, Del, R>(name);
+}
+
+function single(k: string | undefined): string[] {
+  return k === undefined ? [] : [k];
+}
+
+/** Per-controller settings (the agent passes the same to every kind). */
+export interface ControllerOptions {
   readonly concurrency?: number;
   readonly resyncPeriodMs?: number;
   readonly resyncBatchSize?: number;
@@ -113,139 +176,115 @@ export interface RuntimeOptions {
   readonly retry?: BackoffPolicy;
   readonly reconnect?: BackoffPolicy;
   readonly breaker?: Partial<BreakerConfig>;
-  readonly watchTimeoutSeconds?: number;
-  readonly watchdogMs?: number;
 }
 
-type Work<D, Del> = { readonly op: "apply"; readonly desired: D } | { readonly op: "delete"; readonly ref: Del };
+/** What the manager gives a controller. */
+export interface ControllerEnv {
+  readonly kube: KubeClient;
+  readonly region: string;
+  readonly log: Logger;
+  readonly registry: Registry;
+  informer(r: ResourceType, selector?: string): Informer;
+}
 
-export class ControllerRuntime<Msg, D, Del, R> {
+/** A running controller kind: its queue, desired store, ctrl link and loops. */
+export class Controller<Msg, D, Del, R> {
   readonly name: string;
-  readonly breaker: CircuitBreaker;
-  readonly #spec: ControllerSpec<Msg, D, Del, R>;
-  readonly #o: RuntimeOptions;
+  readonly link: CtrlLink<Msg, D, Del, R>;
+  readonly #decl: ControllerDeclaration<Msg, D, Del, R>;
+  readonly #o: ControllerOptions;
+  readonly #env: ControllerEnv;
   readonly #m: AgentMetrics;
-  readonly #caches = new Map<string, Reflector>();
-  readonly #queue: KeyedWorkQueue<Work<D, Del>>;
-  readonly #reporter: Reporter<R>;
-  readonly #stream: DesiredStateStream<Msg, D, Del>;
-  /** The last desired state accepted per key (from the stream or a resync). */
-  readonly #desired = new Map<string, { type: "apply"; desired: D } | { type: "delete" }>();
-  /** Bumped whenever the stream touches a key; lets a resync detect that its read is stale. */
-  readonly #touched = new Map<string, number>();
-  #touchCounter = 0;
-  readonly #ctx: RuntimeContext<R, D>;
+  readonly #desired: DesiredStore<D, Del>;
+  readonly #queue: WorkQueue;
+  readonly #informers = new Map<string, Informer>();
+  /** kind/apiVersion → informer, for the rendered kinds' drift checks. */
+  readonly #renderedCaches = new Map<string, Informer>();
+  readonly #primary: Informer;
+  readonly #primaryIndex: string;
+  readonly #ctx: KindContext<D>;
+  #started = false;
   #abort = new AbortController();
   #running: Promise<unknown> | undefined;
   #resyncs = 0;
 
-  constructor(spec: ControllerSpec<Msg, D, Del, R>, opts: RuntimeOptions) {
-    this.#spec = spec;
+  constructor(decl: ControllerDeclaration<Msg, D, Del, R>, env: ControllerEnv, opts: ControllerOptions = {}) {
+    this.#decl = decl;
+    this.#env = env;
     this.#o = opts;
-    this.name = spec.name;
-    const m = (this.#m = agentMetrics(opts.registry));
-    const labels = { controller: spec.name };
-    this.breaker = new CircuitBreaker({
-      name: spec.name,
-      config: opts.breaker,
-      isFailure: isCtrlDownstreamFailure,
-      onPhaseChange: (p) => {
-        m.breakerState.set(labels, breakerPhaseValue(p));
-        opts.log.warn({ controller: spec.name, phase: p }, "ctrl circuit breaker changed state");
-      },
+    this.name = decl.name;
+    this.#m = agentMetrics(env.registry);
+    this.link = new CtrlLink(decl.name, decl.protocol, {
+      log: env.log,
+      registry: env.registry,
+      callTimeoutMs: opts.callTimeoutMs,
+      reconnect: opts.reconnect,
+      breaker: opts.breaker,
     });
-    m.breakerState.set(labels, 0);
-    m.streamConnected.set(labels, 0);
-    for (const r of [spec.primary, ...spec.secondary]) {
-      const reflector = new Reflector({
-        resource: r,
-        labelSelector: spec.selectorFor?.(r) ?? spec.labelSelector,
-        client: opts.kube,
-        log: opts.log,
-        timeoutSeconds: opts.watchTimeoutSeconds,
-        watchdogMs: opts.watchdogMs,
-        // The primary cache is indexed by key; others by whatever the spec asks for.
-        indexBy: r === spec.primary ? (o) => spec.keyOf(o) : spec.indexBy ? (o) => spec.indexBy?.(r, o) : undefined,
-        onEvent: (event) => m.watchEvents.inc({ resource: r.plural, event }),
-      });
-      this.#caches.set(cacheId(r), reflector);
+    this.#desired = new DesiredStore<D, Del>((d) => decl.reconciler.render(d));
+    for (const w of decl.watches) {
+      const inf = env.informer(w.resource, w.selector);
+      this.#informers.set(resourceId(w.resource), inf);
+      if (w.rendered) this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
+      for (const label of w.labelIndexes) addLabelIndex(inf, label);
+      const keysOf = w.keysOf;
+      if (keysOf) {
+        inf.onChange((_type, obj) => {
+          if (!this.#started) return;
+          for (const k of keysOf(obj, this.#ctx)) this.#queue.add(k);
+        });
+      }
     }
-    this.#queue = new KeyedWorkQueue<Work<D, Del>>({
+    this.#primary = this.#informers.get(resourceId(decl.primary.resource)) as Informer;
+    // Every controller finds its primary objects by key through an index of its own.
+    this.#primaryIndex = `key:${decl.name}`;
+    this.#primary.addIndex(this.#primaryIndex, (o) => decl.primary.keyOf(o));
+    const labels = { controller: decl.name };
+    this.#queue = new WorkQueue({
       concurrency: opts.concurrency ?? 16,
       retry: opts.retry ?? { baseMs: 500, capMs: 60_000, minMs: 100 },
-      handle: (key, work, signal) => this.#reconcile(key, work, signal),
-      onResult: (key, result, ms, err) => {
-        if (result === "error") {
-          opts.log.warn({ controller: spec.name, key, err: err instanceof Error ? err.message : String(err) }, "reconcile failed; will retry");
+      reconcile: (key, signal) => this.#reconcile(key, signal),
+      onResult: (key, result) => {
+        if (result.type === "retry") {
+          const err = result.error;
+          env.log.warn({ controller: decl.name, key, err: err instanceof Error ? err.message : String(err) }, "reconcile failed; will retry");
         }
-        m.queueKeys.set(labels, this.#queue.size);
-        void ms;
+        this.#m.queueKeys.set(labels, this.#queue.size);
       },
-    });
-    this.#reporter = new Reporter<R>({
-      name: spec.name,
-      breaker: this.breaker,
-      send: (req, o) => this.#ctrlCall("report", () => spec.sendReport(req, o)),
-      timeoutMs: opts.callTimeoutMs,
-      log: opts.log,
-      onSent: (result) => m.reportsSent.inc({ ...labels, result }),
-      onDeduplicated: () => m.reportsDeduplicated.inc(labels),
     });
     this.#ctx = {
-      kube: opts.kube,
-      region: opts.region,
-      log: opts.log,
-      cache: (r) => {
-        const c = this.#caches.get(cacheId(r));
-        if (!c) throw new Error(`${spec.name}: ${r.plural} is not cached`);
-        return c;
+      kube: env.kube,
+      region: env.region,
+      log: env.log,
+      informer: (r) => {
+        const inf = this.#informers.get(resourceId(r));
+        if (!inf) throw new Error(`${decl.name}: ${r.plural} is not declared`);
+        return inf;
       },
-      report: (key, fp, req) => this.#reporter.submit(key, fp, req),
-      isActive: (key) => {
-        const d = this.#desired.get(key);
-        if (d) return d.type === "apply";
-        // Unknown (e.g. right after a restart): active while its primary object exists.
-        return this.#primaryByKey(key) !== undefined;
-      },
-      desiredOf: (key) => {
-        const d = this.#desired.get(key);
-        return d?.type === "apply" ? d.desired : undefined;
-      },
+      primaryOf: (key) => this.#primaryOf(key),
+      desiredOf: (key) => this.#desired.desiredOf(key),
+      activeKeys: () => this.#desired.activeKeys(),
       isCurrent: (obj) => {
-        const live = this.#cacheForObject(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
+        const live = this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
         return live !== undefined && findDrift(obj, live) === undefined;
       },
     };
-    this.#stream = new DesiredStateStream<Msg, D, Del>({
-      name: spec.name,
-      open: (cursor, signal, onOpen) => spec.watch(cursor, signal, onOpen),
-      decode: (msg) => {
-        m.streamMessages.inc(labels);
-        return spec.decode(msg);
-      },
-      onAction: (a) => this.#onStreamAction(a),
-      reconnect: opts.reconnect ?? { baseMs: 250, capMs: 30_000, minMs: 100 },
-      log: opts.log,
-      onConnectedChange: (c) => m.streamConnected.set(labels, c ? 1 : 0),
-      onCursor: (c) => m.cursor.set(labels, Number(c)),
-      onReconnect: (reason) => m.streamReconnects.inc({ ...labels, reason }),
-    });
-    spec.observe?.(this.#ctx);
-    for (const r of [spec.primary]) {
-      this.#caches.get(cacheId(r))?.onChange((type, obj) => this.#onPrimaryChange(type, obj));
-    }
   }
 
   get cursor(): bigint {
-    return this.#stream.cursor;
+    return this.link.cursor;
   }
 
   get streamConnected(): boolean {
-    return this.#stream.connected;
+    return this.link.connected;
+  }
+
+  get breaker(): CtrlLink<Msg, D, Del, R>["breaker"] {
+    return this.link.breaker;
   }
 
   get cachesSynced(): boolean {
-    for (const c of this.#caches.values()) if (!c.synced) return false;
+    for (const c of this.#informers.values()) if (!c.synced) return false;
     return true;
   }
 
@@ -258,121 +297,131 @@ export class ControllerRuntime<Msg, D, Del, R> {
     return this.#resyncs;
   }
 
-  get context(): RuntimeContext<R, D> {
+  get context(): KindContext<D> {
     return this.#ctx;
   }
 
-  /** Work still queued, running or retrying (keys), and reports not yet acknowledged. */
+  /** Keys queued, running or retrying, and reports not yet acknowledged. */
   get backlog(): { keys: number; reports: number } {
-    return { keys: this.#queue.size, reports: this.#reporter.pending };
+    return { keys: this.#queue.size, reports: this.link.reportsPending };
   }
 
+  /** Starts the stream, the queue and the resync loop (the manager calls it once caches synced). */
   start(): void {
     if (this.#running) return;
+    this.#started = true;
     const signal = this.#abort.signal;
-    // Watches, calls and sleeps of all loops listen on this one signal.
-    setMaxListeners(0, signal);
-    const caches = [...this.#caches.values()];
-    const loops: Promise<unknown>[] = caches.map((c) => c.run(signal));
-    // The stream starts once the caches are synced: snapshot garbage collection and the
-    // skip-if-unchanged check both read them.
-    loops.push(
-      Promise.all(caches.map((c) => c.waitSynced())).then(() => (signal.aborted ? undefined : this.#stream.run(signal))),
-    );
-    loops.push(this.#resyncLoop(signal));
-    this.#running = Promise.allSettled(loops);
+    this.#running = Promise.allSettled([this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)]);
   }
 
   async stop(): Promise<void> {
     this.#abort.abort();
     await this.#running;
     await this.#queue.stop();
-    await this.#reporter.stop();
+    await this.link.stop();
     this.#running = undefined;
+    this.#started = false;
   }
 
-  /** Runs one resync pass now (tests and benchmarks; the loop also calls it). */
-  async resyncOnce(signal: AbortSignal = this.#abort.signal): Promise<void> {
-    const spec = this.#spec;
-    const labels = { controller: spec.name };
-    const keys = new Set<string>();
-    for (const obj of this.#primaryCache().list()) {
-      const k = spec.keyOf(obj);
-      if (k !== undefined) keys.add(k);
-    }
-    for (const [k, d] of this.#desired) if (d.type === "apply") keys.add(k);
-    const candidates = [...keys].filter((k) => !this.#queue.has(k));
-    const batchSize = this.#o.resyncBatchSize ?? 500;
-    for (let i = 0; i < candidates.length && !signal.aborted; i += batchSize) {
-      const batch = candidates.slice(i, i + batchSize);
-      const before = new Map(batch.map((k) => [k, this.#touched.get(k) ?? 0]));
-      const answer = await this.breaker.execute(() =>
-        this.#ctrlCall("get-desired", () =>
-          spec.getDesired(batch, { signal, timeoutMs: this.#o.callTimeoutMs ?? 10_000 }),
-        ),
-      );
-      const fresh = (k: string): boolean => (this.#touched.get(k) ?? 0) === before.get(k) && !this.#queue.has(k);
-      let n = 0;
-      for (const entry of answer.states) {
-        // Rendering and comparing thousands of objects is CPU work: let the stream, watches and
-        // queue run in between so a resync never stalls change propagation.
-        if (++n % 50 === 0) await new Promise<void>((r) => setImmediate(r));
-        if (!before.has(entry.key) || !fresh(entry.key)) continue;
-        if (entry.type === "apply") {
-          const reason = spec.validate(entry.desired);
-          if (reason !== undefined) {
-            this.#reject(entry.key, { desired: entry.desired }, reason);
-            continue;
-          }
-          this.#desired.set(entry.key, { type: "apply", desired: entry.desired });
-          const drift = this.#drift(entry.desired);
-          if (drift !== undefined) {
-            this.#m.resyncRepairs.inc({ ...labels, reason: "drift" });
-            this.#o.log.info({ controller: spec.name, key: entry.key, field: drift }, "drift found; re-applying");
-            this.#queue.add(entry.key, { op: "apply", desired: entry.desired });
-          }
-        } else {
-          this.#desired.set(entry.key, { type: "delete" });
-          if (this.#primaryByKey(entry.key)) {
-            this.#m.resyncRepairs.inc({ ...labels, reason: "deleted" });
-            this.#queue.add(entry.key, { op: "delete", ref: entry.ref });
-          }
-        }
-      }
-      for (const key of answer.notFound) {
-        if (!before.has(key) || !fresh(key)) continue;
-        this.#desired.delete(key);
-        const live = this.#primaryByKey(key);
-        if (live) {
-          this.#m.resyncRepairs.inc({ ...labels, reason: "orphan" });
-          this.#o.log.info({ controller: spec.name, key }, "orphan found (ctrl does not know it); deleting");
-          this.#queue.add(key, { op: "delete", ref: spec.refOf(live) });
-        }
-      }
-    }
-    if (spec.collectGarbage && !signal.aborted) {
-      const active = new Set<string>();
-      for (const [k, d] of this.#desired) if (d.type === "apply") active.add(k);
-      for (const obj of this.#primaryCache().list()) {
-        const k = spec.keyOf(obj);
-        if (k !== undefined && this.#desired.get(k)?.type !== "delete") active.add(k);
-      }
-      await spec.collectGarbage(this.#ctx, active, signal);
-    }
-    if (spec.refreshStatus) for (const k of keys) spec.refreshStatus(k, this.#ctx);
-    this.#resyncs++;
-  }
-
-  /** Resolves when no work is queued, running or retrying and every report was acknowledged. */
+  /** Resolves when no key is queued, running or retrying and every report was acknowledged. */
   async idle(): Promise<void> {
     await this.#queue.drained();
-    await this.#reporter.drained();
+    await this.link.reportsDrained();
+  }
+
+  /**
+   * One resync pass now (the loop also calls it): batched point reads of every key this agent
+   * knows (live primary objects and active desired state); keys whose answer differs from what
+   * the caches hold are queued. Nothing is written when nothing drifted, and statuses are not
+   * recomputed for keys that did not change.
+   */
+  async resyncOnce(signal: AbortSignal = this.#abort.signal): Promise<void> {
+    const decl = this.#decl;
+    const rec = decl.reconciler;
+    const labels = { controller: decl.name };
+    const keys = new Set<string>(this.#desired.activeKeys());
+    for (const obj of this.#primary.values()) {
+      const k = decl.primary.keyOf(obj);
+      if (k !== undefined) keys.add(k);
+    }
+    const candidates = [...keys];
+    const batchSize = this.#o.resyncBatchSize ?? 500;
+    const tracker = this.#desired.track();
+    try {
+      for (let i = 0; i < candidates.length && !signal.aborted; i += batchSize) {
+        const batch = candidates.slice(i, i + batchSize);
+        const answer = await this.link.readDesired(batch, signal);
+        let n = 0;
+        for (const entry of answer.states) {
+          // Comparing thousands of objects is CPU work: let the stream, watches and queue run
+          // in between so a resync never stalls change propagation.
+          if (++n % 50 === 0) await new Promise<void>((r) => setImmediate(r));
+          if (tracker.touched.has(entry.key)) continue;
+          if (entry.type === "apply") {
+            const reason = rec.validate(entry.desired);
+            if (reason !== undefined) {
+              this.#reject(entry.key, { desired: entry.desired }, reason);
+              continue;
+            }
+            const prev = this.#desired.get(entry.key);
+            let e: DesiredEntry<D, Del>;
+            if (prev?.type === "apply" && decl.protocol.equal(prev.desired, entry.desired)) {
+              e = prev;
+              // A terminal failure is looked at again once per resync (its cause may be gone).
+              if (e.type === "apply" && e.terminal !== undefined) {
+                e.terminal = undefined;
+                this.#queue.add(entry.key);
+                continue;
+              }
+            } else {
+              e = this.#desired.apply(entry.key, entry.desired);
+            }
+            const drift = e.type === "apply" ? this.#driftOf(e.rendered) : undefined;
+            if (drift !== undefined) {
+              this.#m.resyncRepairs.inc({ ...labels, reason: "drift" });
+              this.#env.log.info({ controller: decl.name, key: entry.key, field: drift }, "drift found; re-applying");
+              this.#queue.add(entry.key);
+            } else if (prev !== e) {
+              this.#queue.add(entry.key);
+            }
+          } else {
+            this.#desired.delete(entry.key, entry.ref);
+            if (this.#primaryOf(entry.key)) {
+              this.#m.resyncRepairs.inc({ ...labels, reason: "deleted" });
+              this.#queue.add(entry.key);
+            }
+          }
+        }
+        for (const key of answer.notFound) {
+          if (tracker.touched.has(key)) continue;
+          const live = this.#primaryOf(key);
+          if (live) {
+            this.#m.resyncRepairs.inc({ ...labels, reason: "orphan" });
+            this.#env.log.info({ controller: decl.name, key }, "orphan found (ctrl does not know it); deleting");
+            this.#desired.delete(key, decl.primary.refOf(live));
+            this.#queue.add(key);
+          } else {
+            this.#desired.forget(key);
+          }
+        }
+      }
+    } finally {
+      tracker.stop();
+    }
+    if (rec.collectGarbage && !signal.aborted) {
+      const active = new Set<string>(this.#desired.activeKeys());
+      for (const obj of this.#primary.values()) {
+        const k = decl.primary.keyOf(obj);
+        if (k !== undefined && this.#desired.get(k)?.type !== "delete") active.add(k);
+      }
+      await rec.collectGarbage(this.#ctx, active, signal);
+    }
+    this.#resyncs++;
   }
 
   async #resyncLoop(signal: AbortSignal): Promise<void> {
     const period = this.#o.resyncPeriodMs ?? 60_000;
-    const labels = { controller: this.#spec.name };
-    await Promise.all([...this.#caches.values()].map((c) => c.waitSynced()));
+    const labels = { controller: this.name };
     while (!signal.aborted) {
       // ±10 % jitter keeps the agents of many clusters from resyncing in lockstep.
       await sleep(period * (0.9 + Math.random() * 0.2), signal);
@@ -382,56 +431,51 @@ export class ControllerRuntime<Msg, D, Del, R> {
         this.#m.resyncs.inc({ ...labels, result: "ok" });
       } catch (err) {
         this.#m.resyncs.inc({ ...labels, result: "error" });
-        this.#o.log.warn({ controller: this.#spec.name, err: err instanceof Error ? err.message : String(err) }, "resync failed");
+        this.#env.log.warn({ controller: this.name, err: err instanceof Error ? err.message : String(err) }, "resync failed");
       }
     }
   }
 
   #onStreamAction(a: CursorAction<D, Del>): void {
-    const spec = this.#spec;
+    const decl = this.#decl;
+    const rec = decl.reconciler;
     switch (a.type) {
       case "snapshot-started":
-        this.#reporter.forgetAll();
+        this.link.forgetReports();
         return;
       case "apply": {
-        this.#touch(a.key);
-        const reason = spec.validate(a.desired);
+        const reason = rec.validate(a.desired);
         if (reason !== undefined) {
+          // What was accepted before stays desired (and repaired); the new state is refused.
           this.#reject(a.key, { desired: a.desired }, reason);
           return;
         }
-        this.#desired.set(a.key, { type: "apply", desired: a.desired });
-        this.#queue.add(a.key, { op: "apply", desired: a.desired });
+        this.#desired.apply(a.key, a.desired);
+        this.#queue.add(a.key, { resetBackoff: true });
         return;
       }
       case "delete": {
-        this.#touch(a.key);
-        const reason = spec.validateDelete(a.ref);
+        const reason = rec.validateDelete(a.ref);
         if (reason !== undefined) {
           this.#reject(a.key, { ref: a.ref }, reason);
           return;
         }
-        this.#desired.set(a.key, { type: "delete" });
-        this.#queue.add(a.key, { op: "delete", ref: a.ref });
+        this.#desired.delete(a.key, a.ref);
+        this.#queue.add(a.key, { resetBackoff: true });
         return;
       }
       case "collect-garbage": {
-        for (const obj of this.#primaryCache().list()) {
-          const key = spec.keyOf(obj);
+        for (const obj of this.#primary.values()) {
+          const key = decl.primary.keyOf(obj);
           if (key === undefined || a.keep.has(key)) continue;
-          this.#touch(key);
-          this.#desired.set(key, { type: "delete" });
-          this.#m.resyncRepairs.inc({ controller: spec.name, reason: "snapshot-gc" });
-          this.#queue.add(key, { op: "delete", ref: spec.refOf(obj) });
+          this.#desired.delete(key, decl.primary.refOf(obj));
+          this.#m.resyncRepairs.inc({ controller: decl.name, reason: "snapshot-gc" });
+          this.#queue.add(key, { resetBackoff: true });
         }
-        // Keys this agent believed active but the snapshot no longer names (and that have no
+        // Keys this agent believed active that the snapshot no longer names (and that have no
         // object) are forgotten.
-        for (const [key, d] of [...this.#desired]) if (d.type === "apply" && !a.keep.has(key)) this.#desired.delete(key);
-        if (spec.refreshStatus) {
-          for (const obj of this.#primaryCache().list()) {
-            const key = spec.keyOf(obj);
-            if (key !== undefined && a.keep.has(key)) spec.refreshStatus(key, this.#ctx);
-          }
+        for (const [key, e] of [...this.#desired.entries()]) {
+          if (e.type === "apply" && !a.keep.has(key) && !this.#primaryOf(key)) this.#desired.forget(key);
         }
         return;
       }
@@ -439,60 +483,57 @@ export class ControllerRuntime<Msg, D, Del, R> {
   }
 
   #reject(key: string, subject: { desired: D } | { ref: Del }, reason: string): void {
-    this.#m.rejected.inc({ controller: this.#spec.name });
-    this.#o.log.warn({ controller: this.#spec.name, key, reason }, "desired state rejected; not applied");
-    this.#reporter.submit(key, `rejected:${reason}`, this.#spec.rejectedReport(key, subject, reason));
+    this.#m.rejected.inc({ controller: this.name });
+    this.#env.log.warn({ controller: this.name, key, reason }, "desired state rejected; not applied");
+    this.link.reject(key, subject, reason);
   }
 
-  async #reconcile(key: string, work: Work<D, Del>, signal: AbortSignal): Promise<void> {
-    const spec = this.#spec;
+  async #reconcile(key: string, signal: AbortSignal): Promise<Result> {
+    const entry = this.#desired.get(key);
+    if (!entry) return Result.done; // unknown: the stream, a snapshot or a resync will tell
+    const rec = this.#decl.reconciler;
+    const op = entry.type;
+    const labels = { controller: this.name, op };
     const started = performance.now();
-    const labels = { controller: spec.name, op: work.op };
     try {
-      if (work.op === "apply") {
-        const rendered = spec.render(work.desired);
-        if (this.#driftOf(rendered) === undefined) {
-          this.#m.reconcileSkipped.inc({ controller: spec.name });
-        } else {
-          await spec.apply(work.desired, rendered, this.#ctx, signal);
+      if (entry.type === "apply") {
+        if (entry.terminal === undefined) {
+          if (this.#driftOf(entry.rendered) === undefined) this.#m.reconcileSkipped.inc({ controller: this.name });
+          else await rec.apply(entry.desired, entry.rendered, this.#ctx, signal);
         }
-        spec.refreshStatus?.(key, this.#ctx);
+        const s = rec.status?.(key, entry.desired, this.#ctx);
+        if (s) this.link.report(key, s.fingerprint, s.report);
       } else {
-        await spec.remove(key, work.ref, this.#ctx, signal);
-        this.#reporter.submit(key, "deleted", spec.deletedReport(key, work.ref));
+        await rec.remove(key, entry.ref, this.#ctx, signal);
+        this.link.deleted(key, entry.ref);
+        this.#desired.forgetIf(key, entry);
       }
       this.#m.reconciles.inc({ ...labels, result: "ok" });
+      return Result.done;
     } catch (err) {
+      if (signal.aborted) return Result.done;
+      if (isPermanentKubeError(err)) {
+        const reason = err instanceof Error ? err.message : String(err);
+        this.#m.reconciles.inc({ ...labels, result: "terminal" });
+        if (entry.type === "apply") {
+          entry.terminal = reason;
+          this.#reject(key, { desired: entry.desired }, reason);
+        } else {
+          this.#reject(key, { ref: entry.ref }, reason);
+        }
+        return Result.terminal(reason);
+      }
       this.#m.reconciles.inc({ ...labels, result: "error" });
-      throw err;
+      return Result.retry(err);
     } finally {
       this.#m.reconcileSeconds.observe(labels, (performance.now() - started) / 1000);
     }
   }
 
-  /** A primary object changed: if it no longer matches the desired state, repair it now. */
-  #onPrimaryChange(type: "added" | "updated" | "deleted", obj: KubeObject): void {
-    const key = this.#spec.keyOf(obj);
-    if (key === undefined) return;
-    if (type !== "deleted" && this.#ctx.isActive(key)) this.#spec.refreshStatus?.(key, this.#ctx);
-    if (this.#queue.has(key)) return;
-    const d = this.#desired.get(key);
-    if (d?.type !== "apply") return;
-    const drift = type === "deleted" ? "(deleted)" : this.#drift(d.desired);
-    if (drift === undefined) return;
-    this.#m.resyncRepairs.inc({ controller: this.#spec.name, reason: "watch-drift" });
-    this.#o.log.info({ controller: this.#spec.name, key, field: drift }, "live object drifted; re-applying");
-    this.#queue.add(key, { op: "apply", desired: d.desired });
-  }
-
-  #drift(desired: D): string | undefined {
-    return this.#driftOf(this.#spec.render(desired));
-  }
-
   /** The first drifted field over the rendered objects that have a cache, or undefined. */
-  #driftOf(rendered: KubeObject[]): string | undefined {
+  #driftOf(rendered: readonly KubeObject[]): string | undefined {
     for (const obj of rendered) {
-      const cache = this.#cacheForObject(obj);
+      const cache = this.#cacheFor(obj);
       if (!cache) continue;
       const live = cache.get(obj.metadata.namespace, obj.metadata.name ?? "");
       if (!live) return `${obj.kind}/${obj.metadata.name}: missing`;
@@ -502,35 +543,26 @@ export class ControllerRuntime<Msg, D, Del, R> {
     return undefined;
   }
 
-  #cacheForObject(obj: KubeObject): Reflector | undefined {
-    for (const c of this.#caches.values()) if (c.resource.kind === obj.kind) return c;
-    return undefined;
+  #cacheFor(obj: KubeObject): Informer | undefined {
+    const group = (obj.apiVersion ?? "").includes("/") ? (obj.apiVersion ?? "").split("/")[0] ?? "" : "";
+    return this.#renderedCaches.get(renderedId(obj.kind ?? "", group));
   }
 
-  #primaryCache(): Reflector {
-    return this.#caches.get(cacheId(this.#spec.primary)) as Reflector;
-  }
-
-  #primaryByKey(key: string): KubeObject | undefined {
-    return this.#primaryCache().byIndex(key)[0];
-  }
-
-  #touch(key: string): void {
-    this.#touched.set(key, ++this.#touchCounter);
-  }
-
-  async #ctrlCall<T>(method: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      const r = await fn();
-      this.#m.ctrlRequests.inc({ controller: this.#spec.name, method, result: "ok" });
-      return r;
-    } catch (err) {
-      this.#m.ctrlRequests.inc({ controller: this.#spec.name, method, result: "error" });
-      throw err;
-    }
+  #primaryOf(key: string): KubeObject | undefined {
+    return this.#primary.byIndex(this.#primaryIndex, key)[0];
   }
 }
 
-function cacheId(r: ResourceType): string {
+function resourceId(r: ResourceType): string {
   return `${r.group}/${r.version}/${r.plural}`;
+}
+
+function renderedId(kind: string, group: string): string {
+  return `${group}/${kind}`;
+}
+
+/** Adds the shared index over a label's value, once per informer. */
+export function addLabelIndex(inf: Informer, label: string): void {
+  const name = labelIndex(label);
+  if (!inf.hasIndex(name)) inf.addIndex(name, (o) => o.metadata.labels?.[label]);
 }

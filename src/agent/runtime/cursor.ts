@@ -85,31 +85,3 @@ export function cursorStep<D, Del>(
 export function cursorReconnect(s: CursorState): CursorState {
   return { cursor: s.cursor, snapshotKeys: undefined };
 }
-
-/** The shape every KState message of the ClusterService has (DeploymentState, SentinelState, …). */
-export interface KStateMessage<D, Del> {
-  readonly version: bigint;
-  readonly state:
-    | { readonly case: "apply"; readonly value: D }
-    | { readonly case: "delete"; readonly value: Del }
-    | { readonly case: "snapshotStart"; readonly value: unknown }
-    | { readonly case: "snapshotEnd"; readonly value: { readonly headVersion: bigint } }
-    | { readonly case: undefined; readonly value?: undefined };
-}
-
-/** Decodes any KState message; a controller names only how its apply and delete are keyed. */
-export function decodeKState<D, Del>(msg: KStateMessage<D, Del>, keyOf: { apply(d: D): string; delete(ref: Del): string }): StreamEvent<D, Del> {
-  const version = msg.version;
-  switch (msg.state.case) {
-    case "apply":
-      return { type: "apply", version, key: keyOf.apply(msg.state.value), desired: msg.state.value };
-    case "delete":
-      return { type: "delete", version, key: keyOf.delete(msg.state.value), ref: msg.state.value };
-    case "snapshotStart":
-      return { type: "snapshot-start", version };
-    case "snapshotEnd":
-      return { type: "snapshot-end", version, head: msg.state.value.headVersion };
-    default:
-      return { type: "empty", version };
-  }
-}

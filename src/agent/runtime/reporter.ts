@@ -1,14 +1,14 @@
 // Status reports to ctrl with deduplication (DESIGN §3, §6.4).
 //
 // Each key has a fingerprint of the status last acknowledged by ctrl; a report whose
-// fingerprint matches is not sent. Reports go through a per-key work queue (latest wins, so a
-// burst of pod events becomes one call with the newest instance set), through the controller's
-// circuit breaker, each with a deadline. A failed report is retried with backoff — while the
-// breaker is open, after the breaker's own retry-after.
-import { BreakerOpenError, type CircuitBreaker } from "./breaker.js";
+// fingerprint matches is not sent. Reports wait in a keys-only WorkQueue (the newest report of a
+// key replaces an unsent one, so a burst of pod events becomes one call with the newest instance
+// set) and go through the controller's circuit breaker, each with a deadline. A failed report is
+// retried with the key's backoff — while the breaker is open, after the breaker's retry-after.
+import { Result, WorkQueue } from "../../retry/queue.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
+import { BreakerOpenError, type CircuitBreaker } from "./breaker.js";
 import type { Logger } from "./log.js";
-import { KeyedWorkQueue } from "./workqueue.js";
 
 export interface ReporterOptions<R> {
   readonly name: string;
@@ -30,17 +30,18 @@ interface PendingReport<R> {
 export class Reporter<R> {
   readonly #o: ReporterOptions<R>;
   readonly #acked = new Map<string, string>();
-  readonly #queue: KeyedWorkQueue<PendingReport<R>>;
+  readonly #pending = new Map<string, PendingReport<R>>();
+  readonly #queue: WorkQueue;
 
   constructor(opts: ReporterOptions<R>) {
     this.#o = opts;
-    this.#queue = new KeyedWorkQueue<PendingReport<R>>({
+    this.#queue = new WorkQueue({
       concurrency: opts.concurrency ?? 8,
       retry: opts.retry ?? { baseMs: 500, capMs: 30_000, minMs: 100 },
-      retryAfter: (err) => (err instanceof BreakerOpenError ? err.retryAfterMs + Math.floor(Math.random() * 250) : undefined),
-      handle: (key, item, signal) => this.#send(key, item, signal),
-      onResult: (key, result, _ms, err) => {
-        if (result === "error" && !(err instanceof BreakerOpenError)) {
+      reconcile: (key, signal) => this.#send(key, signal),
+      onResult: (key, result) => {
+        if (result.type === "retry" && !(result.error instanceof BreakerOpenError)) {
+          const err = result.error;
           opts.log.warn({ controller: opts.name, key, err: err instanceof Error ? err.message : String(err) }, "report failed");
         }
       },
@@ -49,11 +50,12 @@ export class Reporter<R> {
 
   /** Reports `request` for `key` unless ctrl already has a status with this fingerprint. */
   submit(key: string, fingerprint: string, request: R): void {
-    if (!this.#queue.has(key) && this.#acked.get(key) === fingerprint) {
+    if (!this.#pending.has(key) && this.#acked.get(key) === fingerprint) {
       this.#o.onDeduplicated?.();
       return;
     }
-    this.#queue.add(key, { fingerprint, request });
+    this.#pending.set(key, { fingerprint, request });
+    this.#queue.add(key, { resetBackoff: true });
   }
 
   /** Forget what ctrl acknowledged (e.g. after a snapshot: ctrl may have lost state). */
@@ -63,7 +65,7 @@ export class Reporter<R> {
 
   /** Keys with a report waiting, in flight or retrying. */
   get pending(): number {
-    return this.#queue.size;
+    return this.#pending.size;
   }
 
   drained(): Promise<void> {
@@ -74,19 +76,27 @@ export class Reporter<R> {
     return this.#queue.stop();
   }
 
-  async #send(key: string, item: PendingReport<R>, signal: AbortSignal): Promise<void> {
+  async #send(key: string, signal: AbortSignal): Promise<Result> {
+    const item = this.#pending.get(key);
+    if (!item) return Result.done;
     if (this.#acked.get(key) === item.fingerprint) {
+      this.#pending.delete(key);
       this.#o.onDeduplicated?.();
-      return;
+      return Result.done;
     }
     const timeoutMs = this.#o.timeoutMs ?? 5_000;
     try {
       await this.#o.breaker.execute(() => this.#o.send(item.request, { timeoutMs, signal }));
     } catch (err) {
-      if (!(err instanceof BreakerOpenError)) this.#o.onSent?.("error");
-      throw err;
+      if (err instanceof BreakerOpenError) return Result.retry(err, err.retryAfterMs + Math.floor(Math.random() * 250));
+      this.#o.onSent?.("error");
+      return Result.retry(err);
     }
     this.#o.onSent?.("ok");
     this.#acked.set(key, item.fingerprint);
+    // A newer report submitted while this one was in flight stays pending (the queue runs the
+    // key once more for it).
+    if (this.#pending.get(key) === item) this.#pending.delete(key);
+    return Result.done;
   }
 }

@@ -1,13 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Reflector, type ListWatchClient } from "../../../src/agent/runtime/reflector.js";
+import { Informer, type ListWatchClient } from "../../../src/kube/informer.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 import type { WatchEventType, WatchParams } from "../../../src/kube/client.js";
 
+/** An object whose content changes with its version (so every update is a visible change). */
 function obj(name: string, rv: string): KubeObject {
-  return { metadata: { name, namespace: "ns", resourceVersion: rv, labels: { k: name } } };
+  return { metadata: { name, namespace: "ns", resourceVersion: rv, generation: Number(rv), labels: { k: name } } };
 }
 
 type Script = (emit: (t: WatchEventType, o: unknown) => void, signal: AbortSignal, params: WatchParams) => Promise<void>;
@@ -51,7 +52,7 @@ test("list, watch with bookmarks from the list's version, re-watch after a clean
       },
     ],
   );
-  const r = new Reflector({ resource: resources.pods, labelSelector: "k", client, log: silentLogger, indexBy: (o) => o.metadata.labels?.k });
+  const r = new Informer({ resource: resources.pods, labelSelector: "k", client, log: silentLogger, indexes: { k: (o) => o.metadata.labels?.k } });
   r.onChange((t, o) => events.push(`${t}:${o.metadata.name}`));
   await r.run(ac.signal);
   assert.equal(client.listCalls, 2);
@@ -62,8 +63,8 @@ test("list, watch with bookmarks from the list's version, re-watch after a clean
   assert.equal(client.watchParams[2]?.resourceVersion, "10", "after 410: from the new list");
   assert.deepEqual(events, ["added:a", "added:b", "added:x", "updated:x", "deleted:x", "updated:a", "added:c", "deleted:b"]);
   assert.deepEqual(r.list().map((o) => o.metadata.name).sort(), ["a", "c"]);
-  assert.equal(r.byIndex("c")[0]?.metadata.name, "c");
-  assert.equal(r.byIndex("b").length, 0);
+  assert.equal(r.byIndex("k", "c")[0]?.metadata.name, "c");
+  assert.equal(r.byIndex("k", "b").length, 0);
 });
 
 test("a silent watch is aborted by the watchdog and restarted; failures retry forever", async () => {
@@ -81,7 +82,7 @@ test("a silent watch is aborted by the watchdog and restarted; failures retry fo
     ],
   );
   const kinds: string[] = [];
-  const r = new Reflector({
+  const r = new Informer({
     resource: resources.pods,
     labelSelector: "k",
     client,
@@ -95,4 +96,51 @@ test("a silent watch is aborted by the watchdog and restarted; failures retry fo
   assert.ok(kinds.includes("error"));
   assert.equal(client.watchParams.length, 3);
   assert.equal(r.synced, true);
+});
+
+test("a transform trims what is cached; an update that changes nothing kept is stored but not announced", async () => {
+  const ac = new AbortController();
+  const big = (rv: string, phase: string, noise: string): KubeObject => ({
+    metadata: { name: "p", namespace: "ns", resourceVersion: rv, labels: { k: "p" } },
+    status: { phase, noise },
+  });
+  const client = fakeClient(
+    [{ items: [big("1", "Pending", "a")], rv: "1" }],
+    [
+      async (emit, _s, params) => {
+        assert.equal(params.namespace, "only-here");
+        emit("MODIFIED", big("2", "Pending", "b")); // only a dropped field changed
+        emit("MODIFIED", big("3", "Running", "b"));
+        ac.abort();
+      },
+    ],
+  );
+  const r = new Informer({
+    resource: resources.pods,
+    labelSelector: "k",
+    namespace: "only-here",
+    client,
+    log: silentLogger,
+    transform: (o) => ({ metadata: o.metadata, status: { phase: (o.status as { phase: string }).phase } }),
+  });
+  const events: string[] = [];
+  r.onChange((t, o) => events.push(`${t}:${(o.status as { phase: string }).phase}`));
+  await r.run(ac.signal);
+  assert.deepEqual(events, ["added:Pending", "updated:Running"]);
+  const cached = r.get("ns", "p");
+  assert.deepEqual(cached?.status, { phase: "Running" }, "the dropped field is not cached");
+  assert.equal(cached?.metadata.resourceVersion, "3", "the quiet update was stored");
+});
+
+test("indexes are declared before the informer runs, and a value may index an object under several keys", async () => {
+  const ac = new AbortController();
+  const client = fakeClient([{ items: [obj("a", "1")], rv: "1" }], [async () => ac.abort()]);
+  const r = new Informer({ resource: resources.pods, labelSelector: "k", client, log: silentLogger });
+  r.addIndex("both", (o) => [`x-${o.metadata.name ?? ""}`, `y-${o.metadata.name ?? ""}`]);
+  assert.throws(() => r.addIndex("both", () => undefined), /declared twice/);
+  await r.run(ac.signal);
+  assert.equal(r.byIndex("both", "x-a").length, 1);
+  assert.equal(r.byIndex("both", "y-a").length, 1);
+  assert.throws(() => r.addIndex("late", () => undefined), /after start/);
+  assert.throws(() => r.byIndex("nope", "a"), /no index/);
 });

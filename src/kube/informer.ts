@@ -1,6 +1,8 @@
-// A reflector: a watch-backed cache of one Kubernetes resource type, filtered by a label
-// selector (DESIGN §6.5). Written by hand because client-node 1.4.0's informer stops for good
-// on most errors and has no watchdog.
+// An informer: a watch-backed cache of one Kubernetes resource type, filtered by a label
+// selector, with named indexes and change handlers (DESIGN §6.5). The agent's manager keeps one
+// per resource type and every controller kind shares it; the sentinel uses one for its routing
+// table. Written by hand because client-node 1.4.0's informer stops for good on most errors and
+// has no watchdog.
 //
 //  - LIST (raw JSON, paginated) then WATCH from the list's resourceVersion, with bookmarks and a
 //    server-side timeout so streams are recycled regularly;
@@ -9,19 +11,33 @@
 //  - a watchdog aborts a watch that has been silent for longer than the server timeout plus a
 //    margin (a half-open connection never ends by itself);
 //  - any other failure retries forever with full-jitter backoff, reset after the first event.
+//
+// Memory: an optional `transform` trims every object before it is cached (drop managedFields
+// and whatever no reader uses, as client-go's cache transforms do). An update whose trimmed
+// object equals the cached one apart from its resourceVersion is stored but not announced: no
+// handler runs for changes nobody can see.
 // Handlers are called synchronously and must only record/enqueue.
-import { KubeApiError, isGone, type KubeClient, type WatchEventType, type WatchParams } from "../../kube/client.js";
-import { isKubeObject, objectKey, type KubeObject } from "../../kube/object.js";
-import type { ResourceType } from "../../kube/resources.js";
-import { Backoff, sleep, type BackoffPolicy } from "../../retry/backoff.js";
-import type { Logger } from "./log.js";
+import { KubeApiError, isGone, type KubeClient, type WatchEventType, type WatchParams } from "./client.js";
+import { isKubeObject, objectKey, type KubeObject } from "./object.js";
+import type { ResourceType } from "./resources.js";
+import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
 
 export type ChangeType = "added" | "updated" | "deleted";
 export type ChangeHandler = (type: ChangeType, obj: KubeObject, old: KubeObject | undefined) => void;
+/** An index function: the values an object is found under (none: not indexed). */
+export type IndexFunc = (obj: KubeObject) => string | readonly string[] | undefined;
 
-/** The part of KubeClient a reflector needs (a test can supply its own). */
+/** The logger shape an informer needs (a subset of pino's). */
+export interface InformerLogger {
+  warn(obj: object, msg?: string): void;
+}
+
+/** The part of KubeClient an informer needs (a test can supply its own). */
 export interface ListWatchClient {
-  list(r: ResourceType, opts: { labelSelector?: string; signal?: AbortSignal }): Promise<{ items: KubeObject[]; resourceVersion: string }>;
+  list(
+    r: ResourceType,
+    opts: { namespace?: string; labelSelector?: string; signal?: AbortSignal },
+  ): Promise<{ items: KubeObject[]; resourceVersion: string }>;
   watch(
     r: ResourceType,
     params: WatchParams,
@@ -30,35 +46,58 @@ export interface ListWatchClient {
   ): Promise<void>;
 }
 
-export interface ReflectorOptions {
+export interface InformerOptions {
   readonly resource: ResourceType;
   readonly labelSelector: string;
+  /** Only this namespace (default: all namespaces). */
+  readonly namespace?: string;
   readonly client: ListWatchClient | KubeClient;
-  readonly log: Logger;
+  readonly log: InformerLogger;
   readonly timeoutSeconds?: number;
   /** Silence longer than this aborts the watch (default: timeoutSeconds + 30 s). */
   readonly watchdogMs?: number;
   readonly backoff?: BackoffPolicy;
-  /** An optional secondary index (e.g. pods by deployment id). */
-  readonly indexBy?: (obj: KubeObject) => string | undefined;
+  /** Trims each object before it is cached (must return a new or the same object). */
+  readonly transform?: (obj: KubeObject) => KubeObject;
+  readonly indexes?: Readonly<Record<string, IndexFunc>>;
   readonly onEvent?: (kind: "list" | "watch-start" | "watch-end" | "relist-410" | "watchdog" | "error") => void;
 }
 
 class GoneError extends Error {}
 
-export class Reflector {
+export class Informer {
   readonly resource: ResourceType;
-  readonly #o: ReflectorOptions;
+  readonly labelSelector: string;
+  readonly namespace: string | undefined;
+  readonly #o: InformerOptions;
   readonly #cache = new Map<string, KubeObject>();
-  readonly #index = new Map<string, Set<string>>();
+  readonly #indexFuncs = new Map<string, IndexFunc>();
+  /** index name → value → object keys */
+  readonly #indexes = new Map<string, Map<string, Set<string>>>();
   readonly #handlers: ChangeHandler[] = [];
   #rv: string | undefined;
   #synced = false;
+  #started = false;
   #syncWaiters: Array<() => void> = [];
 
-  constructor(opts: ReflectorOptions) {
+  constructor(opts: InformerOptions) {
     this.resource = opts.resource;
+    this.labelSelector = opts.labelSelector;
+    this.namespace = opts.namespace;
     this.#o = opts;
+    for (const [name, fn] of Object.entries(opts.indexes ?? {})) this.addIndex(name, fn);
+  }
+
+  /** Adds a named index; only before the informer runs (its contents would be incomplete). */
+  addIndex(name: string, fn: IndexFunc): void {
+    if (this.#started) throw new Error(`informer ${this.resource.plural}: index "${name}" added after start`);
+    if (this.#indexFuncs.has(name)) throw new Error(`informer ${this.resource.plural}: index "${name}" declared twice`);
+    this.#indexFuncs.set(name, fn);
+    this.#indexes.set(name, new Map());
+  }
+
+  hasIndex(name: string): boolean {
+    return this.#indexFuncs.has(name);
   }
 
   onChange(h: ChangeHandler): void {
@@ -83,12 +122,18 @@ export class Reflector {
     return [...this.#cache.values()];
   }
 
+  values(): IterableIterator<KubeObject> {
+    return this.#cache.values();
+  }
+
   get size(): number {
     return this.#cache.size;
   }
 
-  byIndex(value: string): KubeObject[] {
-    const keys = this.#index.get(value);
+  byIndex(index: string, value: string): KubeObject[] {
+    const idx = this.#indexes.get(index);
+    if (!idx) throw new Error(`informer ${this.resource.plural}: no index "${index}"`);
+    const keys = idx.get(value);
     if (!keys) return [];
     const out: KubeObject[] = [];
     for (const k of keys) {
@@ -100,6 +145,7 @@ export class Reflector {
 
   /** Runs until `signal` aborts; never throws. */
   async run(signal: AbortSignal): Promise<void> {
+    this.#started = true;
     const backoff = new Backoff(this.#o.backoff ?? { baseMs: 200, capMs: 30_000, minMs: 50 });
     const timeoutSeconds = this.#o.timeoutSeconds ?? 300;
     const watchdogMs = this.#o.watchdogMs ?? (timeoutSeconds + 30) * 1000;
@@ -107,7 +153,8 @@ export class Reflector {
       try {
         if (this.#rv === undefined) {
           const { items, resourceVersion } = await this.#o.client.list(this.resource, {
-            labelSelector: this.#o.labelSelector,
+            namespace: this.namespace,
+            labelSelector: this.labelSelector,
             signal,
           });
           this.#replace(items);
@@ -157,8 +204,9 @@ export class Reflector {
       await this.#o.client.watch(
         this.resource,
         {
+          namespace: this.namespace,
           resourceVersion: this.#rv,
-          labelSelector: this.#o.labelSelector,
+          labelSelector: this.labelSelector,
           timeoutSeconds,
           allowWatchBookmarks: true,
         },
@@ -202,27 +250,35 @@ export class Reflector {
     }
   }
 
-  #apply(type: WatchEventType, obj: KubeObject): void {
-    const key = objectKey(obj);
+  #trim(obj: KubeObject): KubeObject {
+    return this.#o.transform ? this.#o.transform(obj) : obj;
+  }
+
+  #apply(type: WatchEventType, raw: KubeObject): void {
+    const key = objectKey(raw);
     const old = this.#cache.get(key);
     if (type === "DELETED") {
       if (!old) return;
       this.#remove(key, old);
-      this.#emit("deleted", obj, old);
+      this.#emit("deleted", old, old);
       return;
     }
+    const obj = this.#trim(raw);
     this.#put(key, obj, old);
+    if (old && sameButVersion(old, obj)) return;
     this.#emit(old ? "updated" : "added", obj, old);
   }
 
   #replace(items: KubeObject[]): void {
     const seen = new Set<string>();
-    for (const obj of items) {
-      const key = objectKey(obj);
+    for (const raw of items) {
+      const key = objectKey(raw);
       seen.add(key);
       const old = this.#cache.get(key);
-      if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) continue;
+      if (old && old.metadata.resourceVersion === raw.metadata.resourceVersion) continue;
+      const obj = this.#trim(raw);
       this.#put(key, obj, old);
+      if (old && sameButVersion(old, obj)) continue;
       this.#emit(old ? "updated" : "added", obj, old);
     }
     for (const [key, old] of [...this.#cache]) {
@@ -235,11 +291,13 @@ export class Reflector {
   #put(key: string, obj: KubeObject, old: KubeObject | undefined): void {
     if (old) this.#unindex(key, old);
     this.#cache.set(key, obj);
-    const idx = this.#o.indexBy?.(obj);
-    if (idx !== undefined) {
-      let set = this.#index.get(idx);
-      if (!set) this.#index.set(idx, (set = new Set()));
-      set.add(key);
+    for (const [name, fn] of this.#indexFuncs) {
+      const idx = this.#indexes.get(name) as Map<string, Set<string>>;
+      for (const v of indexValues(fn, obj)) {
+        let set = idx.get(v);
+        if (!set) idx.set(v, (set = new Set()));
+        set.add(key);
+      }
     }
   }
 
@@ -249,11 +307,14 @@ export class Reflector {
   }
 
   #unindex(key: string, obj: KubeObject): void {
-    const idx = this.#o.indexBy?.(obj);
-    if (idx === undefined) return;
-    const set = this.#index.get(idx);
-    set?.delete(key);
-    if (set?.size === 0) this.#index.delete(idx);
+    for (const [name, fn] of this.#indexFuncs) {
+      const idx = this.#indexes.get(name) as Map<string, Set<string>>;
+      for (const v of indexValues(fn, obj)) {
+        const set = idx.get(v);
+        set?.delete(key);
+        if (set?.size === 0) idx.delete(v);
+      }
+    }
   }
 
   #emit(type: ChangeType, obj: KubeObject, old: KubeObject | undefined): void {
@@ -267,6 +328,37 @@ export class Reflector {
     this.#syncWaiters = [];
     for (const f of w) f();
   }
+}
+
+function indexValues(fn: IndexFunc, obj: KubeObject): readonly string[] {
+  const v = fn(obj);
+  if (v === undefined) return [];
+  return typeof v === "string" ? [v] : v;
+}
+
+/** Deep equality of two cached objects, ignoring metadata.resourceVersion. */
+export function sameButVersion(a: KubeObject, b: KubeObject): boolean {
+  const { resourceVersion: _ra, ...ma } = a.metadata;
+  const { resourceVersion: _rb, ...mb } = b.metadata;
+  return deepEqual({ ...a, metadata: ma }, { ...b, metadata: mb });
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  const rb = b as Record<string, unknown>;
+  const ra = a as Record<string, unknown>;
+  for (const k of ka) if (!(k in rb) || !deepEqual(ra[k], rb[k])) return false;
+  return true;
 }
 
 function isKubeObjectStatus(v: unknown): v is { code: number } {

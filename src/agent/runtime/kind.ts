@@ -1,0 +1,27 @@
+// What a controller kind is built from, and the shape of its registration. A kind folder
+// exports one factory `(env) => ControllerDeclaration`; src/agent/kinds.ts lists them with kind().
+import type { Client } from "@connectrpc/connect";
+import type { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { ControllerDeclaration, ControllerOptions } from "./controller.js";
+import type { Manager } from "./manager.js";
+
+export type ClusterClient = Client<typeof ClusterService>;
+
+/** What every kind is built from: the agent's region and its ctrl client. */
+export interface KindEnv {
+  readonly region: string;
+  readonly ctrl: ClusterClient;
+}
+
+/** A kind ready to be added to a manager (its message types stay inside). */
+export type KindRegistration = (manager: Manager, env: KindEnv, opts: ControllerOptions) => void;
+
+/** Wraps a kind's factory for the list in src/agent/kinds.ts. */
+export function kind<Msg, D, Del, R>(factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R>): KindRegistration {
+  return (manager, env, opts) => void manager.add(factory(env), opts);
+}
+
+/** A key list of zero or one key (for `keysOf` of objects labelled with their key). */
+export function oneKey(k: string | undefined): string[] {
+  return k === undefined ? [] : [k];
+}

@@ -1,0 +1,169 @@
+// The manager (DESIGN §9): owns one shared, trimmed watch cache per resource type and the
+// controllers built on them, and starts the controllers only once every cache has synced (the
+// snapshot's garbage collection and the skip-if-unchanged check both read the caches).
+//
+// Caches are shared: two kinds that both read pods share one pods watch and one cache. Each
+// cache selects what krane manages in this region (`regionSelector`) unless a kind asks for
+// another selector (nodes: by zone label); two kinds asking different selectors of one resource
+// is a programming error, reported at start-up.
+//
+// It also probes the Kubernetes API (GET /version every few seconds): watches can sit idle for
+// minutes, so "the API server is not answering" is measured, not inferred (metric and /readyz).
+import type { Registry } from "prom-client";
+import { Gauge } from "prom-client";
+import { regionSelector } from "../../contracts/labels.js";
+import type { KubeClient } from "../../kube/client.js";
+import { Informer } from "../../kube/informer.js";
+import type { ResourceType } from "../../kube/resources.js";
+import { sleep } from "../../retry/backoff.js";
+import { Controller, type ControllerDeclaration, type ControllerOptions } from "./controller.js";
+import type { Logger } from "./log.js";
+import { agentMetrics } from "./metrics.js";
+import { trimFor } from "./trim.js";
+
+export interface ManagerOptions {
+  readonly kube: KubeClient;
+  readonly region: string;
+  readonly log: Logger;
+  readonly registry: Registry;
+  readonly watchTimeoutSeconds?: number;
+  readonly watchdogMs?: number;
+  /** How often the Kubernetes API is probed (default 5 s; 0 disables). */
+  readonly probeIntervalMs?: number;
+}
+
+// Erasing a controller's type parameters for a heterogeneous list.
+type AnyController = Controller<unknown, unknown, unknown, unknown>;
+
+export class Manager {
+  readonly #o: ManagerOptions;
+  readonly #informers = new Map<string, Informer>();
+  readonly #controllers: AnyController[] = [];
+  readonly #abort = new AbortController();
+  #running: Promise<unknown> | undefined;
+  #kubeOkAt: number | undefined;
+  #kubeState: "unknown" | "up" | "down" = "unknown";
+
+  constructor(opts: ManagerOptions) {
+    this.#o = opts;
+    const up = (): number => (this.#kubeState === "up" ? 1 : 0);
+    const age = (): number => (this.#kubeOkAt === undefined ? -1 : (Date.now() - this.#kubeOkAt) / 1000);
+    new Gauge({
+      name: "krane_agent_kube_api_up",
+      help: "1 while the Kubernetes API server answers the agent's probe.",
+      registers: [opts.registry],
+      collect() {
+        this.set(up());
+      },
+    });
+    new Gauge({
+      name: "krane_agent_kube_api_last_ok_age_seconds",
+      help: "Seconds since the Kubernetes API server last answered the agent's probe (-1: never).",
+      registers: [opts.registry],
+      collect() {
+        this.set(age());
+      },
+    });
+  }
+
+  /** The shared cache of a resource type (created on first use, before start). */
+  informer(r: ResourceType, selector?: string): Informer {
+    const id = `${r.group}/${r.version}/${r.plural}`;
+    const want = selector ?? regionSelector(this.#o.region);
+    const existing = this.#informers.get(id);
+    if (existing) {
+      if (existing.labelSelector !== want) {
+        throw new Error(`${r.plural} is cached with selector "${existing.labelSelector}"; a kind asked for "${want}"`);
+      }
+      return existing;
+    }
+    if (this.#running) throw new Error(`${r.plural}: caches cannot be added after the manager started`);
+    const m = agentMetrics(this.#o.registry);
+    const inf = new Informer({
+      resource: r,
+      labelSelector: want,
+      client: this.#o.kube,
+      log: this.#o.log,
+      timeoutSeconds: this.#o.watchTimeoutSeconds,
+      watchdogMs: this.#o.watchdogMs,
+      transform: trimFor(r),
+      onEvent: (event) => m.watchEvents.inc({ resource: r.plural, event }),
+    });
+    this.#informers.set(id, inf);
+    return inf;
+  }
+
+  /** Builds a controller of a declared kind on the shared caches. */
+  add<Msg, D, Del, R>(decl: ControllerDeclaration<Msg, D, Del, R>, opts: ControllerOptions = {}): Controller<Msg, D, Del, R> {
+    if (this.#controllers.some((c) => c.name === decl.name)) throw new Error(`controller ${decl.name} registered twice`);
+    const c = new Controller(decl, { kube: this.#o.kube, region: this.#o.region, log: this.#o.log, registry: this.#o.registry, informer: (r, s) => this.informer(r, s) }, opts);
+    this.#controllers.push(c as unknown as AnyController);
+    return c;
+  }
+
+  get controllers(): readonly AnyController[] {
+    return this.#controllers;
+  }
+
+  controller(name: string): AnyController | undefined {
+    return this.#controllers.find((c) => c.name === name);
+  }
+
+  get cachesSynced(): boolean {
+    for (const i of this.#informers.values()) if (!i.synced) return false;
+    return true;
+  }
+
+  /** Whether the API server answered the last probe, and when it last did (unix ms). */
+  get kubeApi(): { up: boolean; lastOkAt: number | undefined } {
+    return { up: this.#kubeState === "up", lastOkAt: this.#kubeOkAt };
+  }
+
+  start(): void {
+    if (this.#running) return;
+    const signal = this.#abort.signal;
+    const informers = [...this.#informers.values()];
+    const loops: Promise<unknown>[] = informers.map((i) => i.run(signal));
+    loops.push(
+      Promise.all(informers.map((i) => i.waitSynced())).then(() => {
+        if (signal.aborted) return;
+        for (const c of this.#controllers) c.start();
+      }),
+    );
+    loops.push(this.#probeLoop(signal));
+    this.#running = Promise.allSettled(loops);
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#running;
+    await Promise.all(this.#controllers.map((c) => c.stop()));
+    this.#running = undefined;
+  }
+
+  async #probeLoop(signal: AbortSignal): Promise<void> {
+    const every = this.#o.probeIntervalMs ?? 5_000;
+    if (every <= 0) return;
+    while (!signal.aborted) {
+      const probe = new AbortController();
+      const cancel = (): void => probe.abort();
+      signal.addEventListener("abort", cancel, { once: true });
+      const timer = setTimeout(cancel, Math.min(every, 3_000));
+      try {
+        await this.#o.kube.raw("GET", "/version", undefined, probe.signal);
+        if (this.#kubeState === "down") this.#o.log.warn({}, "Kubernetes API answering again");
+        this.#kubeState = "up";
+        this.#kubeOkAt = Date.now();
+      } catch (err) {
+        if (signal.aborted) break;
+        // Logged once per outage, not per probe.
+        if (this.#kubeState !== "down") this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, "Kubernetes API not answering");
+        this.#kubeState = "down";
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", cancel);
+      }
+      await sleep(every, signal);
+    }
+  }
+}
