@@ -99,7 +99,7 @@ export async function benchAgent(): Promise<void> {
     const opsUrl = `http://127.0.0.1:${opsPort}`;
     child = spawn(
       process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "agent", "--ctrl-url", ctrl.url, "--token", ctrl.token, "--region", REGION,
+      ["--import", "tsx", "agent-only.mts", "agent", "--ctrl-url", ctrl.url, "--token", ctrl.token, "--region", REGION,
         "--kubeconfig", kubeconfig, "--ops-port", String(opsPort), "--resync-period", "15", "--kube-qps", "1000",
         "--concurrency", "32", "--log-level", "warn"],
       { stdio: ["ignore", "inherit", "inherit"] },

@@ -5,12 +5,12 @@
 import * as http from "node:http";
 import { hostname } from "node:os";
 import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
+import { KubeAccess, type KubeConfigSource } from "../kube/kubeconfig.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { ClusterClient } from "./runtime/kind.js";
@@ -22,8 +22,8 @@ export interface AgentConfig {
   readonly ctrlUrl: string;
   readonly token: string;
   readonly region: string;
-  /** A kubeconfig path, "in-cluster", or a KubeConfig object (tests). Default: the usual lookup. */
-  readonly kubeconfig?: string | KubeConfig;
+  /** A kubeconfig path, "in-cluster", or a loaded config (tests). Default: the usual lookup. */
+  readonly kubeconfig?: string | KubeConfigSource;
   readonly concurrency?: number;
   readonly resyncPeriodMs?: number;
   readonly kubeQps?: number;
@@ -42,13 +42,11 @@ export interface AgentConfig {
 
 export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
 
-export function loadKubeConfig(source: string | KubeConfig | undefined): KubeConfig {
-  if (source instanceof KubeConfig) return source;
-  const kc = new KubeConfig();
-  if (source === "in-cluster") kc.loadFromCluster();
-  else if (source) kc.loadFromFile(source);
-  else kc.loadFromDefault();
-  return kc;
+export function loadKubeConfig(source: string | KubeConfigSource | undefined): KubeConfigSource {
+  if (typeof source === "object") return source;
+  if (source === "in-cluster") return KubeAccess.inCluster();
+  if (source) return KubeAccess.fromFile(source);
+  return KubeAccess.fromDefault();
 }
 
 export function createCtrlClient(url: string, token: string): ClusterClient {

@@ -1,11 +1,11 @@
 // Raw Kubernetes REST I/O for the agent: get, list (paginated), server-side apply, create,
-// delete and watch, on plain JSON. Credentials come from a client-node KubeConfig (kubeconfig
-// file, in-cluster service account, or a bearer token built in tests); connections are pooled
+// delete and watch, on plain JSON. Credentials come from a KubeConfigSource (kubeconfig.ts: a
+// kubeconfig file or in-cluster service account; tests pass client-node KubeConfigs); connections are pooled
 // in one keep-alive agent (client-node 1.4.0 makes a new agent per request), requests are
 // rate-limited (QPS + burst) and counted per verb and resource.
 import * as http from "node:http";
 import * as https from "node:https";
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfigSource } from "./kubeconfig.js";
 import { isKubeObject, isRecord, type KubeList, type KubeObject } from "./object.js";
 import { TokenBucket } from "../retry/rate-limit.js";
 import { apiVersionOf, resourcePath, type ResourceType } from "./resources.js";
@@ -73,13 +73,13 @@ interface RequestOptions {
 
 export class KubeClient {
   readonly server: URL;
-  readonly #kc: KubeConfig;
+  readonly #kc: KubeConfigSource;
   readonly #opts: KubeClientOptions;
   readonly #limiter: TokenBucket;
   #agent: http.Agent | undefined;
   #watchAgent: http.Agent | undefined;
 
-  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
+  constructor(kc: KubeConfigSource, opts: KubeClientOptions = {}) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error("kubeconfig has no current cluster");
     this.server = new URL(cluster.server);

@@ -23,7 +23,7 @@ import { controller, labelIndex, type ControllerDeclaration, type KindContext } 
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderDeployment } from "./render.js";
-import { instancesFingerprint, instancesOf } from "./status.js";
+import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
 type Ctx = KindContext<ApplyDeployment>;
@@ -77,7 +77,12 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
         }
       },
     })
-    .watches(resources.pods, { keysOf: (pod) => oneKey(deploymentKeyOf(pod)), labelIndexes: [LABEL_DEPLOYMENT_ID] })
+    .watches(resources.pods, {
+      keysOf: (pod) => oneKey(deploymentKeyOf(pod)),
+      // Only a change of what is reported (the instance) concerns the deployment.
+      changed: (pod, old) => deploymentKeyOf(pod) !== deploymentKeyOf(old) || instanceKey(pod) !== instanceKey(old),
+      labelIndexes: [LABEL_DEPLOYMENT_ID],
+    })
     .reads(resources.nodes, { selector: ZONE_LABEL })
     .reconciler({
       validate: (d) => validateApplyDeployment(d, region),

@@ -95,10 +95,19 @@ export function instancesOf(pods: KubeObject[], zoneOfNode: (node: string) => st
 /** Identifies an instance set: equal fingerprints mean ctrl would learn nothing new. */
 export function instancesFingerprint(k8sName: string, instances: Instance[]): string {
   const h = createHash("sha256").update(k8sName);
-  for (const i of instances) {
-    h.update(
-      `\n${i.k8sName}|${i.address}|${i.status}|${i.cpuMillicores}|${i.memoryMib}|${i.nodeName}|${i.zone}|${i.readySinceUnixMs}`,
-    );
-  }
+  for (const i of instances) h.update(`\n${instanceLine(i)}|${i.zone}`);
   return h.digest("hex");
+}
+
+function instanceLine(i: Instance): string {
+  return `${i.k8sName}|${i.address}|${i.status}|${i.cpuMillicores}|${i.memoryMib}|${i.nodeName}|${i.readySinceUnixMs}`;
+}
+
+/**
+ * What a pod contributes to its deployment's report, as a string ("" when it is not reported);
+ * the node's zone is left out (a pod's node does not change once set).
+ */
+export function instanceKey(pod: KubeObject): string {
+  const i = podToInstance(pod, () => "");
+  return i ? instanceLine(i) : "";
 }

@@ -81,6 +81,8 @@ export interface WatchDecl<D> {
   readonly rendered: boolean;
   /** Which keys an event of this resource concerns (none: cached, no events). */
   readonly keysOf?: KeysOf<D>;
+  /** Whether an update matters to the kind (default: every visible update does). */
+  readonly changed?: (obj: KubeObject, old: KubeObject) => boolean;
   /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
   readonly labelIndexes: readonly string[];
 }
@@ -134,9 +136,15 @@ export class ControllerBuilder<Msg, D, Del, R> {
     return this;
   }
 
-  /** A resource the kind observes: its events map to keys through `keysOf`. */
-  watches(resource: ResourceType, o: { keysOf: KeysOf<D>; selector?: string; labelIndexes?: readonly string[] }): this {
-    this.#watches.push({ resource, selector: o.selector, rendered: false, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
+  /**
+   * A resource the kind observes: its events map to keys through `keysOf`; `changed` filters
+   * updates that cannot change what the kind reports (status work then follows real change).
+   */
+  watches(
+    resource: ResourceType,
+    o: { keysOf: KeysOf<D>; changed?: (obj: KubeObject, old: KubeObject) => boolean; selector?: string; labelIndexes?: readonly string[] },
+  ): this {
+    this.#watches.push({ resource, selector: o.selector, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
 
@@ -227,10 +235,11 @@ export class Controller<Msg, D, Del, R> {
       this.#informers.set(resourceId(w.resource), inf);
       if (w.rendered) this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
-      const keysOf = w.keysOf;
+      const { keysOf, changed } = w;
       if (keysOf) {
-        inf.onChange((_type, obj) => {
+        inf.onChange((type, obj, old) => {
           if (!this.#started) return;
+          if (type === "updated" && old && changed && !changed(obj, old)) return;
           for (const k of keysOf(obj, this.#ctx)) this.#queue.add(k);
         });
       }
