@@ -193,6 +193,29 @@ test("an invalid deployment between two valid ones is rejected with its reason; 
   assert.equal(await rs("ws-c", "dep-c2"), undefined);
 });
 
+test("an object the API server refuses for good is reported as rejected and not retried until it changes", async () => {
+  // Valid for the agent's own checks, refused by the API server (422: env names must be ASCII).
+  ctrl.applyDeployment(REGION, deployment("dep_t1", "ws-t", { env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "CAFÉ", value: "x" }] }));
+  const reason = await eventually("rejection reported", async () => ctrl.deploymentReports.get("dep_t1")?.rejected, 60_000);
+  assert.match(reason, /422|Invalid/);
+  const refused = async (): Promise<number> => {
+    const metric = agent.registry.getSingleMetric("krane_agent_kube_requests_total");
+    const { values } = (await metric?.get()) ?? { values: [] };
+    return values.filter((v) => v.labels.verb === "apply" && v.labels.resource === "replicasets" && v.labels.code === "422").reduce((a, v) => a + v.value, 0);
+  };
+  const first = await refused();
+  assert.ok(first >= 1);
+  // Pod events and queue runs do not retry it; only a resync looks again (every 2 s here, so at
+  // most 3 looks in 5 s; a backoff retry from 100 ms would make about ten).
+  await new Promise((r) => setTimeout(r, 5_000));
+  const later = await refused();
+  assert.ok(later - first <= 4, `a terminal key was retried ${later - first} times in 5 s`);
+  assert.equal(await rs("ws-t", "dep-t1"), undefined);
+  // A corrected desired state is applied at once.
+  ctrl.applyDeployment(REGION, deployment("dep_t1", "ws-t"));
+  await eventually("dep-t1 applied after the fix", () => rs("ws-t", "dep-t1"), 60_000);
+});
+
 test("an orphan (unknown to ctrl) is deleted by the resync", async () => {
   ctrl.applyDeployment(REGION, deployment("dep_o", "ws-o", { replicas: 0 }));
   await eventually("dep-o", () => rs("ws-o", "dep-o"), 60_000);
