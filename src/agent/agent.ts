@@ -11,6 +11,7 @@ import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
 import { KubeAccess, type KubeConfigSource } from "../kube/kubeconfig.js";
+import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { ClusterClient } from "./runtime/kind.js";
@@ -32,6 +33,8 @@ export interface AgentConfig {
   readonly opsPort?: number;
   readonly opsHost?: string;
   readonly agentId?: string;
+  /** krane's own sentinel image (default: krane's image of this build). */
+  readonly sentinelImage?: string;
   readonly heartbeatMs?: number;
   readonly callTimeoutMs?: number;
   readonly log: Logger;
@@ -41,6 +44,11 @@ export interface AgentConfig {
 }
 
 export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
+
+/** The sentinel image an agent uses by default: krane's image of the same build. */
+export function defaultSentinelImage(): string {
+  return `${KRANE_IMAGE_REPOSITORY}:${AGENT_BUILD}`;
+}
 
 export function loadKubeConfig(source: string | KubeConfigSource | undefined): KubeConfigSource {
   if (typeof source === "object") return source;
@@ -108,7 +116,8 @@ export class Agent {
       callTimeoutMs: cfg.callTimeoutMs,
       ...rt,
     };
-    for (const register of KINDS) register(this.manager, { region: cfg.region, ctrl: this.ctrl }, opts);
+    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() } };
+    for (const register of KINDS) register(this.manager, env, opts);
   }
 
   /** The controller of a kind ("deployments", "sentinels", …). */

@@ -13,6 +13,8 @@ export interface AgentSettings {
   opsPort: number;
   agentId?: string;
   logLevel: string;
+  /** The image of krane's own sentinel (environments that name no sentinel image). */
+  sentinelImage?: string;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | undefined>>;
@@ -28,6 +30,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   opsPort: "KRANE_OPS_PORT",
   agentId: "KRANE_AGENT_ID",
   logLevel: "KRANE_LOG_LEVEL",
+  sentinelImage: "KRANE_SENTINEL_IMAGE",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info" };
@@ -81,7 +84,9 @@ export function resolveAgentSettings(
     opsPort: int("opsPort", 0, 65_535),
     agentId: str("agentId", false),
     logLevel: str("logLevel", false) ?? "info",
+    sentinelImage: str("sentinelImage", false),
   };
+  if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
   return problems.length > 0 ? { problems } : { settings, problems };
 }

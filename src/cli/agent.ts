@@ -18,6 +18,7 @@ interface AgentFlags {
   opsPort?: string;
   agentId?: string;
   logLevel?: string;
+  sentinelImage?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -36,6 +37,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--ops-port <port>", "HTTP port of /healthz, /readyz, /metrics (default 8071); env KRANE_OPS_PORT")
     .option("--agent-id <id>", "a stable id of this agent (default host-pid); env KRANE_AGENT_ID")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
@@ -52,6 +54,7 @@ export function registerAgentCommands(program: Command): void {
           opsPort: flags.opsPort,
           agentId: flags.agentId,
           logLevel: flags.logLevel,
+          sentinelImage: flags.sentinelImage,
         },
         process.env,
         file,
@@ -68,6 +71,7 @@ export function registerAgentCommands(program: Command): void {
         kubeQps: settings.kubeQps,
         opsPort: settings.opsPort,
         agentId: settings.agentId,
+        sentinelImage: settings.sentinelImage,
         log,
       });
       await agent.start();

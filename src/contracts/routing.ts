@@ -16,11 +16,24 @@ import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LAB
 export const ROUTING_COMPONENT = COMPONENT.routing;
 /** Marks the slices as ours so Kubernetes' EndpointSlice controllers leave them alone. */
 export const ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by";
-export const ENDPOINTSLICE_MANAGED_BY = "krane.dev/agent";
+export const ENDPOINTSLICE_MANAGED_BY = "agent.krane.dev";
 /** The key of the policy document in the policy ConfigMap. */
 export const POLICY_KEY = "policy.json";
 /** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
 export const SENTINEL_OPS_PORT = 8041;
+
+/** Endpoints per EndpointSlice (the API's limit is 1,000); larger revisions get several slices. */
+export const ENDPOINTS_PER_SLICE = 1000;
+
+/** The policy ConfigMap of a sentinel (named after its Deployment). */
+export function routingPolicyName(sentinelName: string): string {
+  return `${sentinelName}-routes`;
+}
+
+/** The `chunk`-th EndpointSlice of one revision served by a sentinel. */
+export function routingSliceName(sentinelName: string, deploymentId: string, chunk: number): string {
+  return `${sentinelName}-${deploymentId.toLowerCase().replace(/[^a-z0-9-]/g, "-")}-${chunk}`;
+}
 
 /** The label selector a sentinel of one environment in one region watches with. */
 export function routingSelector(environmentId: string, region: string): string {

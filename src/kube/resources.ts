@@ -12,6 +12,8 @@ export const resources = {
   nodes: { group: "", version: "v1", kind: "Node", plural: "nodes", namespaced: false },
   pods: { group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true },
   services: { group: "", version: "v1", kind: "Service", plural: "services", namespaced: true },
+  configMaps: { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true },
+  endpointSlices: { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", namespaced: true },
   replicaSets: { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true },
   deployments: { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true },
   serviceAccounts: { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
@@ -27,6 +29,14 @@ export const resources = {
     namespaced: true,
   },
 } as const satisfies Record<string, ResourceType>;
+
+/** The known resource type of an object (by apiVersion and kind), or undefined. */
+export function resourceOf(obj: { apiVersion?: string; kind?: string }): ResourceType | undefined {
+  for (const r of Object.values(resources) as ResourceType[]) {
+    if (r.kind === obj.kind && apiVersionOf(r) === obj.apiVersion) return r;
+  }
+  return undefined;
+}
 
 export function apiVersionOf(r: ResourceType): string {
   return r.group === "" ? r.version : `${r.group}/${r.version}`;

@@ -61,8 +61,16 @@ export interface Reconciler<D, Del, R> {
   validateDelete(ref: Del): string | undefined;
   /** Pure: the objects the desired state becomes (compared with the caches for drift). */
   render(desired: D): KubeObject[];
-  /** Makes the cluster match; called only when some rendered object differs from the cache. */
-  apply(desired: D, rendered: readonly KubeObject[], ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
+  /**
+   * Objects computed at reconcile time from the caches as well as the desired state (e.g. a
+   * routing table from the pods); compared and applied like the rendered ones.
+   */
+  derive?(key: string, desired: D, ctx: KindContext<D>): KubeObject[];
+  /**
+   * Makes the cluster match; called only when some rendered or derived object differs from the
+   * cache, with all of them (`ctx.isCurrent` tells which already match).
+   */
+  apply(desired: D, objects: readonly KubeObject[], ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
   /** Deletes a key's objects; a missing object counts as deleted. */
   remove(key: string, ref: Del, ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
   /** The key's observed status, computed from the caches after each reconcile. */
@@ -77,6 +85,8 @@ export interface WatchDecl<D> {
   readonly resource: ResourceType;
   /** The label selector of the shared cache (default: everything krane manages in the region). */
   readonly selector?: string;
+  /** Only this namespace (default: all; narrower scopes need narrower RBAC). */
+  readonly namespace?: string;
   /** Rendered by this kind: compared with the rendered objects for drift. */
   readonly rendered: boolean;
   /** Which keys an event of this resource concerns (none: cached, no events). */
@@ -90,9 +100,16 @@ export interface WatchDecl<D> {
 export interface ControllerDeclaration<Msg = unknown, D = unknown, Del = unknown, R = unknown> {
   readonly name: string;
   readonly protocol: CtrlProtocol<Msg, D, Del, R>;
+  /**
+   * The label every object the kind writes for a key carries, with the key as value: objects of
+   * the rendered resources with it that the key no longer renders (or derives) are deleted, and
+   * all of them go when the key is deleted.
+   */
+  readonly ownerLabel?: string;
   readonly primary: {
     readonly resource: ResourceType;
     readonly selector?: string;
+    readonly namespace?: string;
     keyOf(obj: KubeObject): string | undefined;
     refOf(obj: KubeObject): Del;
   };
@@ -105,9 +122,20 @@ export function labelIndex(label: string): string {
   return `label:${label}`;
 }
 
+/** Where a declared resource is cached and what indexes the kind reads it by. */
+export interface Scope {
+  /** The cache's label selector (default: everything krane manages in the region). */
+  readonly selector?: string;
+  /** Only this namespace (default: all namespaces). */
+  readonly namespace?: string;
+  /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
+  readonly labelIndexes?: readonly string[];
+}
+
 /** Builder-style declaration of a controller kind. */
 export class ControllerBuilder<Msg, D, Del, R> {
   #protocol: CtrlProtocol<Msg, D, Del, R> | undefined;
+  #ownerLabel: string | undefined;
   #primary: ControllerDeclaration<Msg, D, Del, R>["primary"] | undefined;
   readonly #watches: WatchDecl<D>[] = [];
   #reconciler: Reconciler<D, Del, R> | undefined;
@@ -120,19 +148,25 @@ export class ControllerBuilder<Msg, D, Del, R> {
     return this;
   }
 
+  /** Objects the kind writes carry `label` = key; those it stops rendering are pruned. */
+  ownedBy(label: string): this {
+    this.#ownerLabel = label;
+    return this;
+  }
+
   /** The primary resource: one object per key; its events map to that key. */
   owns(
     resource: ResourceType,
-    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del; selector?: string; labelIndexes?: readonly string[] },
+    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del } & Scope,
   ): this {
-    this.#primary = { resource, selector: o.selector, keyOf: o.keyOf, refOf: o.refOf };
-    this.#watches.push({ resource, selector: o.selector, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
+    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf };
+    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
 
   /** A further resource the kind renders (drift-checked); `keysOf` maps its events to keys. */
-  renders(resource: ResourceType, o: { keysOf?: KeysOf<D>; selector?: string; labelIndexes?: readonly string[] } = {}): this {
-    this.#watches.push({ resource, selector: o.selector, rendered: true, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
+  renders(resource: ResourceType, o: { keysOf?: KeysOf<D> } & Scope = {}): this {
+    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
 
@@ -142,15 +176,15 @@ export class ControllerBuilder<Msg, D, Del, R> {
    */
   watches(
     resource: ResourceType,
-    o: { keysOf: KeysOf<D>; changed?: (obj: KubeObject, old: KubeObject) => boolean; selector?: string; labelIndexes?: readonly string[] },
+    o: { keysOf: KeysOf<D>; changed?: (obj: KubeObject, old: KubeObject) => boolean } & Scope,
   ): this {
-    this.#watches.push({ resource, selector: o.selector, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
+    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
 
   /** A resource the kind only reads from the cache (no events). */
-  reads(resource: ResourceType, o: { selector?: string; labelIndexes?: readonly string[] } = {}): this {
-    this.#watches.push({ resource, selector: o.selector, rendered: false, labelIndexes: o.labelIndexes ?? [] });
+  reads(resource: ResourceType, o: Scope = {}): this {
+    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
 
@@ -163,7 +197,14 @@ export class ControllerBuilder<Msg, D, Del, R> {
     if (!this.#protocol) throw new Error(`controller ${this.name}: no protocol`);
     if (!this.#primary) throw new Error(`controller ${this.name}: no primary resource (owns)`);
     if (!this.#reconciler) throw new Error(`controller ${this.name}: no reconciler`);
-    return { name: this.name, protocol: this.#protocol, primary: this.#primary, watches: this.#watches, reconciler: this.#reconciler };
+    return {
+      name: this.name,
+      protocol: this.#protocol,
+      ownerLabel: this.#ownerLabel,
+      primary: this.#primary,
+      watches: this.#watches,
+      reconciler: this.#reconciler,
+    };
   }
 }
 
@@ -192,7 +233,7 @@ export interface ControllerEnv {
   readonly region: string;
   readonly log: Logger;
   readonly registry: Registry;
-  informer(r: ResourceType, selector?: string): Informer;
+  informer(r: ResourceType, selector?: string, namespace?: string): Informer;
 }
 
 /** A running controller kind: its queue, desired store, ctrl link and loops. */
@@ -231,9 +272,12 @@ export class Controller<Msg, D, Del, R> {
     });
     this.#desired = new DesiredStore<D, Del>((d) => decl.reconciler.render(d));
     for (const w of decl.watches) {
-      const inf = env.informer(w.resource, w.selector);
+      const inf = env.informer(w.resource, w.selector, w.namespace);
       this.#informers.set(resourceId(w.resource), inf);
-      if (w.rendered) this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
+      if (w.rendered) {
+        this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
+        if (decl.ownerLabel !== undefined) addLabelIndex(inf, decl.ownerLabel);
+      }
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
       const { keysOf, changed } = w;
       if (keysOf) {
@@ -507,13 +551,17 @@ export class Controller<Msg, D, Del, R> {
     try {
       if (entry.type === "apply") {
         if (entry.terminal === undefined) {
-          if (this.#driftOf(entry.rendered) === undefined) this.#m.reconcileSkipped.inc({ controller: this.name });
-          else await rec.apply(entry.desired, entry.rendered, this.#ctx, signal);
+          const derived = rec.derive?.(key, entry.desired, this.#ctx);
+          const objects = derived && derived.length > 0 ? [...entry.rendered, ...derived] : entry.rendered;
+          if (this.#driftOf(objects) === undefined) this.#m.reconcileSkipped.inc({ controller: this.name });
+          else await rec.apply(entry.desired, objects, this.#ctx, signal);
+          await this.#prune(key, objects, signal);
         }
         const s = rec.status?.(key, entry.desired, this.#ctx);
         if (s) this.link.report(key, s.fingerprint, s.report);
       } else {
         await rec.remove(key, entry.ref, this.#ctx, signal);
+        await this.#prune(key, [], signal);
         this.link.deleted(key, entry.ref);
         this.#desired.forgetIf(key, entry);
       }
@@ -536,6 +584,20 @@ export class Controller<Msg, D, Del, R> {
       return Result.retry(err);
     } finally {
       this.#m.reconcileSeconds.observe(labels, (performance.now() - started) / 1000);
+    }
+  }
+
+  /** Deletes the objects of the rendered kinds labelled as the key's that `keep` does not name. */
+  async #prune(key: string, keep: readonly KubeObject[], signal: AbortSignal): Promise<void> {
+    const label = this.#decl.ownerLabel;
+    if (label === undefined) return;
+    const wanted = new Set(keep.map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`));
+    for (const inf of new Set(this.#renderedCaches.values())) {
+      for (const live of inf.byIndex(labelIndex(label), key)) {
+        if (live.metadata.deletionTimestamp || wanted.has(`${inf.resource.kind}/${live.metadata.namespace ?? ""}/${live.metadata.name ?? ""}`)) continue;
+        this.#m.resyncRepairs.inc({ controller: this.name, reason: "pruned" });
+        await this.#env.kube.delete(inf.resource, live.metadata.namespace, live.metadata.name ?? "", signal);
+      }
     }
   }
 

@@ -4,12 +4,15 @@
 // fields of the rendered object. A live object matches when every rendered field is present
 // with an equal value; extra live fields (API-server defaults, status, other managers' fields)
 // are ignored. Lists must have the same length and match element-wise. Quantities are compared
-// by value because the API server canonicalises them ("1024Mi" is stored as "1Gi").
+// by value because the API server canonicalises them ("1024Mi" is stored as "1Gi"). A rendered
+// `null` means "this field must be absent" (a list that became empty: the API server drops
+// empty lists, and server-side apply removes a field its manager no longer sets).
 // When nothing drifted the resync therefore writes nothing.
 
 /** The path of the first owned field that differs, or undefined when the live object matches. */
 export function findDrift(rendered: unknown, live: unknown, path = ""): string | undefined {
   if (rendered === undefined) return undefined;
+  if (rendered === null) return live === undefined || live === null ? undefined : path || "/";
   if (Array.isArray(rendered)) {
     if (!Array.isArray(live) || live.length !== rendered.length) return path || "/";
     for (let i = 0; i < rendered.length; i++) {

@@ -7,10 +7,18 @@ import type { Manager } from "./manager.js";
 
 export type ClusterClient = Client<typeof ClusterService>;
 
-/** What every kind is built from: the agent's region and its ctrl client. */
+/** The agent's settings for sentinels whose environment names no image of its own. */
+export interface SentinelDefaults {
+  /** krane's image, run as `krane sentinel`. */
+  readonly image: string;
+}
+
+/** What every kind is built from: the agent's region, its ctrl client and its settings. */
 export interface KindEnv {
   readonly region: string;
   readonly ctrl: ClusterClient;
+  /** What a sentinel runs when its environment names no image of its own. */
+  readonly sentinel: SentinelDefaults;
 }
 
 /** A kind ready to be added to a manager (its message types stay inside). */

@@ -66,9 +66,12 @@ export class Manager {
     });
   }
 
-  /** The shared cache of a resource type (created on first use, before start). */
-  informer(r: ResourceType, selector?: string): Informer {
-    const id = `${r.group}/${r.version}/${r.plural}`;
+  /**
+   * The shared cache of a resource type in one namespace (or all), created on first use before
+   * start. Kinds that read the same resource in the same scope share it.
+   */
+  informer(r: ResourceType, selector?: string, namespace?: string): Informer {
+    const id = `${r.group}/${r.version}/${r.plural}@${namespace ?? "*"}`;
     const want = selector ?? regionSelector(this.#o.region);
     const existing = this.#informers.get(id);
     if (existing) {
@@ -82,6 +85,7 @@ export class Manager {
     const inf = new Informer({
       resource: r,
       labelSelector: want,
+      namespace,
       client: this.#o.kube,
       log: this.#o.log,
       timeoutSeconds: this.#o.watchTimeoutSeconds,
@@ -96,7 +100,7 @@ export class Manager {
   /** Builds a controller of a declared kind on the shared caches. */
   add<Msg, D, Del, R>(decl: ControllerDeclaration<Msg, D, Del, R>, opts: ControllerOptions = {}): Controller<Msg, D, Del, R> {
     if (this.#controllers.some((c) => c.name === decl.name)) throw new Error(`controller ${decl.name} registered twice`);
-    const c = new Controller(decl, { kube: this.#o.kube, region: this.#o.region, log: this.#o.log, registry: this.#o.registry, informer: (r, s) => this.informer(r, s) }, opts);
+    const c = new Controller(decl, { kube: this.#o.kube, region: this.#o.region, log: this.#o.log, registry: this.#o.registry, informer: (r, s, ns) => this.informer(r, s, ns) }, opts);
     this.#controllers.push(c as unknown as AnyController);
     return c;
   }

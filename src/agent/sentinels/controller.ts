@@ -1,11 +1,16 @@
-// The sentinel controller kind: an environment's routing proxy in this region, on the shared
-// runtime next to the deployment kind (its own stream, cursor, breaker, queue and resync, so a
-// failing deployment stream never stalls it). Key = sentinel id.
+// The sentinel controller kind: an environment's routing proxy in this region and its routing
+// table, on the shared runtime next to the deployment kind (its own stream, cursor, breaker,
+// queue and resync, so a failing deployment stream never stalls it). Key = sentinel id.
 //   owns     the sentinel's Deployment in namespace `sentinel`
-//   renders  its Service (owned by the Deployment)
-// Apply: the `sentinel` Namespace (created if missing), then the Deployment, then the Service.
-// Status: available replicas and health from the Deployment's status (a Deployment event
-// re-reports). Delete: the Service and the Deployment, each idempotent.
+//   renders  its Service (owned by the Deployment) and the routing policy ConfigMap;
+//            derives one EndpointSlice per revision from the pods (sentinels/routing.ts)
+//   watches  the environment's user pods (a pod that becomes routable, or stops being so,
+//            reaches the table without a round trip through ctrl)
+//   reads    Nodes (the zone of an endpoint)
+// Everything it writes carries the sentinel id, so slices of revisions that left are pruned.
+// Apply: the `sentinel` Namespace (created if missing), the Deployment, the Service, then the
+// routing table. Status: available replicas and health from the Deployment's status.
+// Delete: the Service and the Deployment, then whatever else carries the sentinel id.
 import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   ApplySentinelSchema,
@@ -15,18 +20,28 @@ import {
   type ReportSentinelStatusRequest,
   type SentinelState,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_SENTINEL_ID } from "../../contracts/labels.js";
+import { SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
-import { resources } from "../../kube/resources.js";
-import { controller, type ControllerDeclaration } from "../runtime/controller.js";
+import { resourceOf, resources } from "../../kube/resources.js";
+import { deploymentKeyOf } from "../deployments/controller.js";
+import { instanceKey } from "../deployments/status.js";
+import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
+import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
 import { validateApplySentinel, validateDeleteSentinel } from "./validate.js";
 
 export type SentinelDeclaration = ControllerDeclaration<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>;
+
+/** The sentinel id of a routing-table object (policy ConfigMap, EndpointSlice), or undefined. */
+function routingKeyOf(obj: KubeObject): string | undefined {
+  if (obj.metadata.namespace !== SENTINEL_NAMESPACE) return undefined;
+  const labels = obj.metadata.labels;
+  return labels?.[LABEL_COMPONENT] === COMPONENT.routing ? labels[LABEL_SENTINEL_ID] : undefined;
+}
 
 /** The sentinel id of a sentinel object (Deployment, Service), or undefined. */
 export function sentinelKeyOf(obj: KubeObject): string | undefined {
@@ -35,7 +50,17 @@ export function sentinelKeyOf(obj: KubeObject): string | undefined {
   return labels?.[LABEL_COMPONENT] === COMPONENT.sentinel ? labels[LABEL_SENTINEL_ID] : undefined;
 }
 
-export function sentinelsController({ region, ctrl }: KindEnv): SentinelDeclaration {
+/** The sentinels of an environment in this region (normally one). */
+function sentinelsOfEnvironment(env: string, ctx: KindContext<ApplySentinel>): string[] {
+  const out: string[] = [];
+  for (const d of ctx.informer(resources.deployments).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), env)) {
+    const k = sentinelKeyOf(d);
+    if (k !== undefined) out.push(k);
+  }
+  return out;
+}
+
+export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
   const report = (change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"]): ReportSentinelStatusRequest =>
@@ -54,29 +79,69 @@ export function sentinelsController({ region, ctrl }: KindEnv): SentinelDeclarat
         equal: (a, b) => equals(ApplySentinelSchema, a, b),
       }),
     )
+    .ownedBy(LABEL_SENTINEL_ID)
     .owns(resources.deployments, {
       keyOf: sentinelKeyOf,
       refOf: (obj) => ({ $typeName: "krane.ctrl.v1.DeleteSentinel", k8sName: obj.metadata.name ?? "", sentinelId: obj.metadata.labels?.[LABEL_SENTINEL_ID] ?? "" }),
+      namespace: SENTINEL_NAMESPACE,
+      labelIndexes: [LABEL_ENVIRONMENT_ID],
     })
-    // Cached so a deleted or edited Service is drift.
-    .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)) })
+    // Cached so a deleted or edited Service is drift. Everything here lives in one namespace,
+    // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
+    .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)), namespace: SENTINEL_NAMESPACE })
+    .renders(resources.configMaps, { keysOf: (cm) => oneKey(routingKeyOf(cm)), namespace: SENTINEL_NAMESPACE })
+    .renders(resources.endpointSlices, { keysOf: (slice) => oneKey(routingKeyOf(slice)), namespace: SENTINEL_NAMESPACE })
+    .watches(resources.pods, {
+      keysOf: (pod, ctx) => {
+        const env = pod.metadata.labels?.[LABEL_ENVIRONMENT_ID];
+        return deploymentKeyOf(pod) === undefined || env === undefined ? [] : sentinelsOfEnvironment(env, ctx);
+      },
+      // Only a change of what is routed concerns the table.
+      changed: (pod, old) => instanceKey(pod) !== instanceKey(old),
+      labelIndexes: [LABEL_ENVIRONMENT_ID],
+    })
+    .reads(resources.nodes, { selector: ZONE_LABEL })
     .reconciler({
       validate: (s) => validateApplySentinel(s, region),
       validateDelete: validateDeleteSentinel,
       // The Service is compared without its owner reference (a resync cannot compare the uid).
-      render: (s) => [renderSentinelDeployment(s, region), renderSentinelService(s, region)],
+      render: (s) => [renderSentinelDeployment(s, region, defaults), renderSentinelService(s, region), renderRoutingPolicy(s, region)],
 
-      async apply(s, _rendered, ctx, signal) {
+      derive(_key, s, ctx) {
+        const zone = (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+        const byRevision = new Map<string, KubeObject[]>();
+        for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), s.environmentId)) {
+          const dep = deploymentKeyOf(pod);
+          if (dep === undefined) continue;
+          const list = byRevision.get(dep);
+          if (list) list.push(pod);
+          else byRevision.set(dep, [pod]);
+        }
+        return [...byRevision].flatMap(([dep, pods]) => renderRevisionSlices(s, region, dep, pods, zone));
+      },
+
+      async apply(s, objects, ctx, signal) {
         if (!namespaceEnsured) {
           await ctx.kube.create(resources.namespaces, renderSentinelNamespace(), signal);
           namespaceEnsured = true;
         }
         try {
           // The Deployment first: the Service's ownerReference needs its uid.
-          const applied = await ctx.kube.apply(resources.deployments, renderSentinelDeployment(s, region), { force: true, signal });
-          const uid = applied.metadata.uid;
-          if (!uid) throw new Error(`sentinel ${s.sentinelId}: the applied Deployment has no uid`);
-          await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
+          let deployment = ctx.primaryOf(s.sentinelId);
+          const wanted = renderSentinelDeployment(s, region, defaults);
+          if (!deployment || !ctx.isCurrent(wanted)) deployment = await ctx.kube.apply(resources.deployments, wanted, { force: true, signal });
+          const uid = deployment.metadata.uid;
+          if (!uid) throw new Error(`sentinel ${s.sentinelId}: the Deployment has no uid`);
+          if (!ctx.isCurrent(renderSentinelService(s, region))) {
+            await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
+          }
+          // Then the routing table: the policy and the revisions' slices that differ.
+          for (const obj of objects) {
+            if (obj.kind === "Deployment" || obj.kind === "Service" || ctx.isCurrent(obj)) continue;
+            const r = resourceOf(obj);
+            if (!r) throw new Error(`sentinel ${s.sentinelId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+            await ctx.kube.apply(r, obj, { force: true, signal });
+          }
         } catch (err) {
           namespaceEnsured = false;
           throw err;

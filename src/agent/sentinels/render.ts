@@ -21,13 +21,25 @@ import {
   MANAGED_BY,
   COMPONENT as COMPONENTS,
 } from "../../contracts/labels.js";
-import { NODE_CLASS, NODE_CLASS_LABEL, SENTINEL_NAMESPACE, SENTINEL_PORT, SENTINEL_PORT_NAME, ZONE_LABEL } from "../../contracts/cluster.js";
+import {
+  NODE_CLASS,
+  NODE_CLASS_LABEL,
+  SENTINEL_NAMESPACE,
+  SENTINEL_PORT,
+  SENTINEL_PORT_NAME,
+  SENTINEL_SERVICE_ACCOUNT,
+  ZONE_LABEL,
+} from "../../contracts/cluster.js";
+import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
+import type { SentinelDefaults } from "../runtime/kind.js";
 
 export { SENTINEL_NAMESPACE, SENTINEL_PORT };
 export const COMPONENT = COMPONENTS.sentinel;
 export const CONTAINER_NAME = "sentinel";
+/** A custom sentinel image's probes (on its proxy port). */
 export const READINESS_PATH = "/_krane/ready";
 export const LIVENESS_PATH = "/_krane/live";
+
 /** Requests are this fraction of the limits: proxies idle most of the time but may burst. */
 export const REQUEST_DIVISOR = 2n;
 
@@ -62,8 +74,44 @@ function resources(s: ApplySentinel): Record<string, Record<string, string>> {
   };
 }
 
-function httpProbe(path: string, timing: Record<string, number>): Record<string, unknown> {
-  return { httpGet: { path, port: SENTINEL_PORT, scheme: "HTTP" }, ...timing };
+function httpProbe(path: string, port: number, timing: Record<string, number>): Record<string, unknown> {
+  return { httpGet: { path, port, scheme: "HTTP" }, ...timing };
+}
+
+const readinessTiming = { initialDelaySeconds: 2, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 };
+const livenessTiming = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3 };
+
+/**
+ * The proxy container. krane's own sentinel (no image named) runs `krane sentinel` with the
+ * read-only ServiceAccount of the routing table and probes on its ops port; a custom image gets
+ * no Kubernetes token at all (it is tenant-chosen code: it must not read other environments'
+ * routing tables) and is probed on its proxy port.
+ */
+function proxyContainer(s: ApplySentinel, region: string, own: boolean, defaults: SentinelDefaults): Record<string, unknown> {
+  const ports: Array<Record<string, unknown>> = [{ name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" }];
+  if (own) ports.push({ name: "ops", containerPort: SENTINEL_OPS_PORT, protocol: "TCP" });
+  const container: Record<string, unknown> = {
+    name: CONTAINER_NAME,
+    image: own ? defaults.image : s.image,
+    imagePullPolicy: "IfNotPresent",
+    ports,
+    env: [
+      { name: "PORT", value: String(SENTINEL_PORT) },
+      { name: "KRANE_REGION", value: region },
+      { name: "KRANE_WORKSPACE_ID", value: s.workspaceId },
+      { name: "KRANE_PROJECT_ID", value: s.projectId },
+      { name: "KRANE_ENVIRONMENT_ID", value: s.environmentId },
+      { name: "KRANE_SENTINEL_ID", value: s.sentinelId },
+    ],
+    resources: resources(s),
+    readinessProbe: own ? httpProbe("/readyz", SENTINEL_OPS_PORT, readinessTiming) : httpProbe(READINESS_PATH, SENTINEL_PORT, readinessTiming),
+    livenessProbe: own ? httpProbe("/healthz", SENTINEL_OPS_PORT, livenessTiming) : httpProbe(LIVENESS_PATH, SENTINEL_PORT, livenessTiming),
+    securityContext: own
+      ? { allowPrivilegeEscalation: false, runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } }
+      : { allowPrivilegeEscalation: false },
+  };
+  if (own) container.args = ["sentinel"];
+  return container;
 }
 
 export function renderSentinelNamespace(): KubeObject {
@@ -75,7 +123,8 @@ export function renderSentinelNamespace(): KubeObject {
   };
 }
 
-export function renderSentinelDeployment(s: ApplySentinel, region: string): KubeObject {
+export function renderSentinelDeployment(s: ApplySentinel, region: string, defaults: SentinelDefaults): KubeObject {
+  const own = s.image === "";
   // Every label is on the pods too: the per-environment CiliumNetworkPolicy admits ingress from
   // pods labelled component=sentinel + environment id, and user deployments prefer the zones
   // of pods with those labels.
@@ -93,8 +142,7 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string): Kube
       template: {
         metadata: { labels },
         spec: {
-          // The proxy reads nothing from the Kubernetes API.
-          automountServiceAccountToken: false,
+          ...(own ? { serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true } : { automountServiceAccountToken: false }),
           enableServiceLinks: false,
           restartPolicy: "Always",
           nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },
@@ -104,26 +152,7 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string): Kube
           topologySpreadConstraints: [
             { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "DoNotSchedule", nodeTaintsPolicy: "Honor", labelSelector: { matchLabels: selector } },
           ],
-          containers: [
-            {
-              name: CONTAINER_NAME,
-              image: s.image,
-              imagePullPolicy: "IfNotPresent",
-              ports: [{ name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" }],
-              env: [
-                { name: "PORT", value: String(SENTINEL_PORT) },
-                { name: "KRANE_REGION", value: region },
-                { name: "KRANE_WORKSPACE_ID", value: s.workspaceId },
-                { name: "KRANE_PROJECT_ID", value: s.projectId },
-                { name: "KRANE_ENVIRONMENT_ID", value: s.environmentId },
-                { name: "KRANE_SENTINEL_ID", value: s.sentinelId },
-              ],
-              resources: resources(s),
-              readinessProbe: httpProbe(READINESS_PATH, { initialDelaySeconds: 2, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 }),
-              livenessProbe: httpProbe(LIVENESS_PATH, { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3 }),
-              securityContext: { allowPrivilegeEscalation: false },
-            },
-          ],
+          containers: [proxyContainer(s, region, own, defaults)],
         },
       },
     },
@@ -148,10 +177,10 @@ export function renderSentinelService(s: ApplySentinel, region: string, ownerUid
   };
 }
 
-export function renderSentinel(s: ApplySentinel, region: string, ownerUid?: string): RenderedSentinel {
+export function renderSentinel(s: ApplySentinel, region: string, defaults: SentinelDefaults, ownerUid?: string): RenderedSentinel {
   return {
     namespace: renderSentinelNamespace(),
-    deployment: renderSentinelDeployment(s, region),
+    deployment: renderSentinelDeployment(s, region, defaults),
     service: renderSentinelService(s, region, ownerUid),
   };
 }

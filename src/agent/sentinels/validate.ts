@@ -3,6 +3,7 @@
 // runtime reports to ctrl as Rejected; the stream carries on with the next message.
 import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { routingSliceName } from "../../contracts/routing.js";
 
 /**
  * The sentinel's name becomes a Service name as well as a Deployment name, and Service names
@@ -19,9 +20,10 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
     ["environment_id", s.environmentId],
     ["sentinel_id", s.sentinelId],
   ];
-  for (const [field, value] of [...ids, ["k8s_name", s.k8sName], ["image", s.image]] as const) {
+  for (const [field, value] of [...ids, ["k8s_name", s.k8sName]] as const) {
     if (value.trim() === "") return `${field} is required`;
   }
+  // An empty image means krane's own sentinel.
   // Ids end up as label values (selectors, network policies), so they must be valid ones.
   for (const [field, value] of ids) {
     if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
@@ -36,6 +38,21 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
   if (s.replicas < 0) return `replicas must be >= 0 (got ${s.replicas})`;
   if (s.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${s.cpuMillicores})`;
   if (s.memoryMib <= 0n) return `memory_mib must be > 0 (got ${s.memoryMib})`;
+  const r = s.routing;
+  if (r) {
+    if (r.mode !== "" && r.mode !== "instances" && r.mode !== "weighted") return `routing.mode "${r.mode}" must be "instances" or "weighted"`;
+    const seen = new Set<string>();
+    let sum = 0;
+    for (const [i, w] of r.revisions.entries()) {
+      if (!isLabelValue(w.deploymentId) || w.deploymentId === "") return `routing.revisions[${i}].deployment_id "${w.deploymentId}" is not a valid Kubernetes label value`;
+      if (seen.has(w.deploymentId)) return `routing.revisions[${i}].deployment_id "${w.deploymentId}" appears twice`;
+      seen.add(w.deploymentId);
+      if (w.weight > 100) return `routing.revisions[${i}].weight must be 0-100 (got ${w.weight})`;
+      if (routingSliceName(s.k8sName, w.deploymentId, 0).length > 253) return `routing.revisions[${i}].deployment_id is too long`;
+      sum += w.weight;
+    }
+    if (r.mode === "weighted" && sum !== 100) return `routing weights add up to ${sum}, not 100`;
+  }
   return undefined;
 }
 

@@ -97,7 +97,7 @@ async function converged(s: SentinelInit): Promise<KubeObject> {
     const d = await getDeployment(desired.k8sName);
     const svc = await getService(desired.k8sName);
     if (!d || !svc) return undefined;
-    if (findDrift(renderSentinelDeployment(desired, REGION), d) !== undefined) return undefined;
+    if (findDrift(renderSentinelDeployment(desired, REGION, { image: "unused: every sentinel here names its image" }), d) !== undefined) return undefined;
     if (findDrift(renderSentinelService(desired, REGION, d.metadata.uid), svc) !== undefined) return undefined;
     return d;
   }, 60_000);
@@ -243,10 +243,10 @@ test("orphans: unknown sentinels of this region are deleted, other regions' are 
   ctrl.forgetSentinel(REGION, "snt_gone");
   // Never known to ctrl at all (a leftover of an earlier install of this region).
   const stray = ctrl.previewSentinel(REGION, sentinel("snt_stray", { replicas: 1 }));
-  await admin.apply(resources.deployments, renderSentinelDeployment(stray, REGION));
+  await admin.apply(resources.deployments, renderSentinelDeployment(stray, REGION, { image: "unused: every sentinel here names its image" }));
   // Another region's sentinel on the same cluster.
   const foreign = ctrl.previewSentinel("elsewhere", sentinel("snt_foreign", { replicas: 1 }));
-  await admin.apply(resources.deployments, renderSentinelDeployment(foreign, "elsewhere"));
+  await admin.apply(resources.deployments, renderSentinelDeployment(foreign, "elsewhere", { image: "unused: every sentinel here names its image" }));
 
   await eventually("orphans deleted", async () => {
     const [a, b] = await Promise.all([getDeployment("snt-snt-gone"), getDeployment("snt-snt-stray")]);

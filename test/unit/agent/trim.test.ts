@@ -103,7 +103,7 @@ test("rendered kinds keep every rendered field (no drift after trimming) and los
       assert.equal(t.status, undefined, "ReplicaSet status is read by nobody");
 
       const s = create(ApplySentinelSchema, { workspaceId: "ws_1", projectId: "prj_1", environmentId: "env_1", sentinelId: "snt_1", k8sName: "snt-1", image: "s:1", replicas, cpuMillicores: 100n, memoryMib: 64n, region: "eu" });
-      const dep = renderSentinelDeployment(s, "eu");
+      const dep = renderSentinelDeployment(s, "eu", { image: "krane:test" });
       const liveDep = { ...structuredClone(dep), metadata: { ...structuredClone(dep.metadata), managedFields }, status: { availableReplicas: replicas } };
       const td = depTrim(liveDep);
       assert.equal(findDrift(dep, td), undefined);

@@ -12,10 +12,12 @@ import { findDrift } from "../../../../src/agent/runtime/drift.js";
 import { sampleSentinel } from "./fixtures.js";
 
 const REGION = "local";
+const DEFAULTS = { image: "ghcr.io/krane-dev/krane:test" };
 
 // Fields that do not show up in the Deployment on purpose, and where they go instead.
 const renderedElsewhere: Record<string, string> = {
   region: "validated against the agent's region (a mismatch is rejected); the agent's own region is rendered",
+  routing: "rendered into the routing policy ConfigMap (test/unit/agent/sentinels/routing.test.ts)",
 };
 
 /** A different, still valid value for one field of the message. */
@@ -33,13 +35,13 @@ function mutate(s: ApplySentinel, field: DescField): ApplySentinel {
 test("field coverage: every ApplySentinel field reaches the rendered Deployment", () => {
   const base = sampleSentinel();
   assert.equal(validateApplySentinel(base, REGION), undefined);
-  const baseJson = JSON.stringify(renderSentinelDeployment(base, REGION));
+  const baseJson = JSON.stringify(renderSentinelDeployment(base, REGION, DEFAULTS));
   const missing: string[] = [];
   for (const field of ApplySentinelSchema.fields) {
     if (field.name in renderedElsewhere) continue;
     const changed = mutate(base, field);
     assert.equal(validateApplySentinel(changed, REGION), undefined, `mutated ${field.name} must stay valid`);
-    if (JSON.stringify(renderSentinelDeployment(changed, REGION)) === baseJson) missing.push(field.name);
+    if (JSON.stringify(renderSentinelDeployment(changed, REGION, DEFAULTS)) === baseJson) missing.push(field.name);
   }
   assert.deepEqual(missing, [], `fields that do not reach the Deployment: ${missing.join(", ")}`);
   for (const name of Object.keys(renderedElsewhere)) {
@@ -85,7 +87,7 @@ const EXPECTED_LABELS = {
 };
 
 test("the Deployment: namespace, labels, selector, strategy, placement, probes, resources", () => {
-  const d = renderSentinelDeployment(sampleSentinel(), REGION) as unknown as Dep;
+  const d = renderSentinelDeployment(sampleSentinel(), REGION, DEFAULTS) as unknown as Dep;
   assert.equal(d.metadata.name, "snt-web-production-ab12cd34");
   assert.equal(d.metadata.namespace, "sentinel");
   assert.deepEqual(d.metadata.labels, EXPECTED_LABELS);
@@ -120,7 +122,7 @@ test("the Deployment: namespace, labels, selector, strategy, placement, probes, 
 });
 
 test("requests never round down to zero", () => {
-  const d = renderSentinelDeployment(sampleSentinel({ cpuMillicores: 1n, memoryMib: 1n }), REGION) as unknown as Dep;
+  const d = renderSentinelDeployment(sampleSentinel({ cpuMillicores: 1n, memoryMib: 1n }), REGION, DEFAULTS) as unknown as Dep;
   assert.deepEqual(d.spec.template.spec.containers[0]?.resources.requests, { cpu: "1m", memory: "1Mi" });
 });
 
@@ -145,8 +147,8 @@ test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by th
 
 test("render is pure and emits nothing empty (empty values would look like drift forever)", () => {
   const s = sampleSentinel({ replicas: 0 });
-  const a = JSON.stringify(renderSentinel(s, REGION, "u"));
-  const b = JSON.stringify(renderSentinel(s, REGION, "u"));
+  const a = JSON.stringify(renderSentinel(s, REGION, DEFAULTS, "u"));
+  const b = JSON.stringify(renderSentinel(s, REGION, DEFAULTS, "u"));
   assert.equal(a, b);
   const walk = (v: unknown, path: string): void => {
     if (Array.isArray(v)) {
@@ -161,6 +163,25 @@ test("render is pure and emits nothing empty (empty values would look like drift
   };
   walk(JSON.parse(a), "");
   // A rendered object matches itself: no drift, so a resync writes nothing.
-  const r = renderSentinel(s, REGION);
+  const r = renderSentinel(s, REGION, DEFAULTS);
   assert.equal(findDrift(r.deployment, JSON.parse(JSON.stringify(r.deployment))), undefined);
+});
+
+test("krane's own sentinel (no image named): krane's image as `krane sentinel`, the routing table's ServiceAccount, probes on the ops port, locked down", () => {
+  const d = renderSentinelDeployment(sampleSentinel({ image: "" }), REGION, DEFAULTS) as unknown as {
+    spec: { template: { spec: Record<string, unknown> & { containers: Array<Record<string, unknown>> } } };
+  };
+  const pod = d.spec.template.spec;
+  assert.equal(pod.serviceAccountName, "krane-sentinel");
+  assert.equal(pod.automountServiceAccountToken, true);
+  const c = pod.containers[0] as Record<string, unknown> & { readinessProbe: { httpGet: { port: number; path: string } }; livenessProbe: { httpGet: { port: number; path: string } } };
+  assert.equal(c.image, DEFAULTS.image);
+  assert.deepEqual(c.args, ["sentinel"]);
+  assert.deepEqual([c.readinessProbe.httpGet.path, c.readinessProbe.httpGet.port], ["/readyz", 8041]);
+  assert.deepEqual([c.livenessProbe.httpGet.path, c.livenessProbe.httpGet.port], ["/healthz", 8041]);
+  assert.deepEqual(c.securityContext, { allowPrivilegeEscalation: false, runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
+  // A custom image never gets a Kubernetes token (it is tenant-chosen code).
+  const custom = renderSentinelDeployment(sampleSentinel(), REGION, DEFAULTS) as unknown as { spec: { template: { spec: Record<string, unknown> } } };
+  assert.equal(custom.spec.template.spec.automountServiceAccountToken, false);
+  assert.equal(custom.spec.template.spec.serviceAccountName, undefined);
 });

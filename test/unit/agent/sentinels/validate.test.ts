@@ -11,6 +11,8 @@ test("a complete sentinel is valid; replicas 0 (paused) is valid", () => {
   assert.equal(validateApplySentinel(sampleSentinel(), REGION), undefined);
   assert.equal(validateApplySentinel(sampleSentinel({ replicas: 0 }), REGION), undefined);
   assert.equal(validateApplySentinel(sampleSentinel({ region: "" }), REGION), undefined);
+  // No image: krane's own sentinel (the agent's default image).
+  assert.equal(validateApplySentinel(sampleSentinel({ image: "" }), REGION), undefined);
 });
 
 test("each required field is named when empty", () => {
@@ -20,8 +22,7 @@ test("each required field is named when empty", () => {
     [{ environmentId: "" }, "environment_id is required"],
     [{ sentinelId: "" }, "sentinel_id is required"],
     [{ k8sName: "" }, "k8s_name is required"],
-    [{ image: "" }, "image is required"],
-    [{ image: "   " }, "image is required"],
+    [{ image: "   " }, "image must not contain whitespace"],
   ];
   for (const [override, reason] of cases) assert.equal(validateApplySentinel(sampleSentinel(override), REGION), reason);
 });
@@ -45,6 +46,25 @@ test("ids must be label values; image without whitespace; region must be the age
   assert.match(validateApplySentinel(sampleSentinel({ environmentId: "e".repeat(64) }), REGION) ?? "", /^environment_id /);
   assert.equal(validateApplySentinel(sampleSentinel({ image: "a b" }), REGION), "image must not contain whitespace");
   assert.match(validateApplySentinel(sampleSentinel({ region: "eu-west" }), REGION) ?? "", /does not match this agent's region/);
+});
+
+test("a routing policy: known mode, label-valued unique revisions, weights 0-100 adding up to 100 when weighted", () => {
+  const policy = (mode: string, revisions: Array<[string, number]>) =>
+    sampleSentinel({
+      routing: {
+        $typeName: "krane.ctrl.v1.RoutingPolicy",
+        version: 3n,
+        mode,
+        revisions: revisions.map(([deploymentId, weight]) => ({ $typeName: "krane.ctrl.v1.RevisionWeight", deploymentId, weight })),
+      },
+    });
+  assert.equal(validateApplySentinel(policy("weighted", [["dep_a", 90], ["dep_b", 10]]), REGION), undefined);
+  assert.equal(validateApplySentinel(policy("instances", []), REGION), undefined);
+  assert.match(validateApplySentinel(policy("random", []), REGION) ?? "", /^routing.mode/);
+  assert.match(validateApplySentinel(policy("weighted", [["dep_a", 90], ["dep_b", 5]]), REGION) ?? "", /add up to 95/);
+  assert.match(validateApplySentinel(policy("weighted", [["dep_a", 50], ["dep_a", 50]]), REGION) ?? "", /appears twice/);
+  assert.match(validateApplySentinel(policy("weighted", [["dep a", 100]]), REGION) ?? "", /label value/);
+  assert.match(validateApplySentinel(policy("weighted", [["dep_a", 101]]), REGION) ?? "", /0-100/);
 });
 
 test("delete needs a sentinel id and a valid name", () => {

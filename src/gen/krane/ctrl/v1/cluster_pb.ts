@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/cluster.proto.
  */
 export const file_krane_ctrl_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi+gMKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBSJSChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCSL7AQoPRGVwbG95bWVudFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLwoFYXBwbHkYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFwcGx5RGVwbG95bWVudEgAEjEKBmRlbGV0ZRgDIAEoCzIfLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkkKIEdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJIksKIUdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFgoOZGVwbG95bWVudF9pZHMYAiADKAkiZwoiR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRIuCgZzdGF0ZXMYASADKAsyHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRIRCglub3RfZm91bmQYAiADKAkixgEKCEluc3RhbmNlEhAKCGs4c19uYW1lGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSLQoGc3RhdHVzGAMgASgOMh0ua3JhbmUuY3RybC52MS5JbnN0YW5jZVN0YXR1cxIWCg5jcHVfbWlsbGljb3JlcxgEIAEoAxISCgptZW1vcnlfbWliGAUgASgDEhEKCW5vZGVfbmFtZRgGIAEoCRIMCgR6b25lGAcgASgJEhsKE3JlYWR5X3NpbmNlX3VuaXhfbXMYCCABKAMi6QMKHVJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJFCgZ1cGRhdGUYAiABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkUKBmRlbGV0ZRgDIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASSQoIcmVqZWN0ZWQYBCABKAsyNS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaXQoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSKgoJaW5zdGFuY2VzGAMgAygLMhcua3JhbmUuY3RybC52MS5JbnN0YW5jZRoxCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRpDCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiIAoeUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlIkIKFVdhdGNoU2VudGluZWxzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi1QEKDUFwcGx5U2VudGluZWwSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEwoLc2VudGluZWxfaWQYBCABKAkSEAoIazhzX25hbWUYBSABKAkSDQoFaW1hZ2UYBiABKAkSEAoIcmVwbGljYXMYByABKAUSFgoOY3B1X21pbGxpY29yZXMYCCABKAMSEgoKbWVtb3J5X21pYhgJIAEoAxIOCgZyZWdpb24YCiABKAkiNwoORGVsZXRlU2VudGluZWwSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAki9QEKDVNlbnRpbmVsU3RhdGUSDwoHdmVyc2lvbhgBIAEoBBItCgVhcHBseRgCIAEoCzIcLmtyYW5lLmN0cmwudjEuQXBwbHlTZW50aW5lbEgAEi8KBmRlbGV0ZRgDIAEoCzIdLmtyYW5lLmN0cmwudjEuRGVsZXRlU2VudGluZWxIABI2Cg5zbmFwc2hvdF9zdGFydBgEIAEoCzIcLmtyYW5lLmN0cmwudjEuU25hcHNob3RTdGFydEgAEjIKDHNuYXBzaG90X2VuZBgFIAEoCzIaLmtyYW5lLmN0cmwudjEuU25hcHNob3RFbmRIAEIHCgVzdGF0ZSJFCh5HZXREZXNpcmVkU2VudGluZWxTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJIkcKH0dldERlc2lyZWRTZW50aW5lbFN0YXRlc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhQKDHNlbnRpbmVsX2lkcxgCIAMoCSJjCiBHZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXNwb25zZRIsCgZzdGF0ZXMYASADKAsyHC5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU3RhdGUSEQoJbm90X2ZvdW5kGAIgAygJIvIDChtSZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEkMKBnVwZGF0ZRgCIAEoCzIxLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkMKBmRlbGV0ZRgDIAEoCzIxLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0LkRlbGV0ZUgAEkcKCHJlamVjdGVkGAQgASgLMjMua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QuUmVqZWN0ZWRIABpyCgZVcGRhdGUSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAMgASgFEiUKBmhlYWx0aBgEIAEoDjIVLmtyYW5lLmN0cmwudjEuSGVhbHRoGi8KBkRlbGV0ZRIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRpBCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAlCCAoGY2hhbmdlIh4KHFJlcG9ydFNlbnRpbmVsU3RhdHVzUmVzcG9uc2UiewoQSGVhcnRiZWF0UmVxdWVzdBIOCgZyZWdpb24YASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDQoFYnVpbGQYAyABKAkSGwoTZGVwbG95bWVudHNfdmVyc2lvbhgEIAEoBBIZChFzZW50aW5lbHNfdmVyc2lvbhgFIAEoBCITChFIZWFydGJlYXRSZXNwb25zZSqHAQoOSW5zdGFuY2VTdGF0dXMSHwobSU5TVEFOQ0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXSU5TVEFOQ0VfU1RBVFVTX1BFTkRJTkcQARIbChdJTlNUQU5DRV9TVEFUVVNfUlVOTklORxACEhoKFklOU1RBTkNFX1NUQVRVU19GQUlMRUQQAypdCgZIZWFsdGgSFgoSSEVBTFRIX1VOU1BFQ0lGSUVEEAASEgoOSEVBTFRIX0hFQUxUSFkQARIUChBIRUFMVEhfVU5IRUFMVEhZEAISEQoNSEVBTFRIX1BBVVNFRBADMtUHCg5DbHVzdGVyU2VydmljZRJcChBXYXRjaERlcGxveW1lbnRzEiYua3JhbmUuY3RybC52MS5XYXRjaERlcGxveW1lbnRzUmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudFN0YXRlMAESVgoOV2F0Y2hTZW50aW5lbHMSJC5rcmFuZS5jdHJsLnYxLldhdGNoU2VudGluZWxzUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0ZTABEmwKGUdldERlc2lyZWREZXBsb3ltZW50U3RhdGUSLy5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUSgQEKGkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzEjAua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlc1JlcXVlc3QaMS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVzcG9uc2USZgoXR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGUSLS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0ZRJ7ChhHZXREZXNpcmVkU2VudGluZWxTdGF0ZXMSLi5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlc1JlcXVlc3QaLy5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlc1Jlc3BvbnNlEnUKFlJlcG9ydERlcGxveW1lbnRTdGF0dXMSLC5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Gi0ua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVzcG9uc2USbwoUUmVwb3J0U2VudGluZWxTdGF0dXMSKi5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdBorLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5rcmFuZS5jdHJsLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkhlYXJ0YmVhdFJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi+gMKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBSJSChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCSL7AQoPRGVwbG95bWVudFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLwoFYXBwbHkYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFwcGx5RGVwbG95bWVudEgAEjEKBmRlbGV0ZRgDIAEoCzIfLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkkKIEdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJIksKIUdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFgoOZGVwbG95bWVudF9pZHMYAiADKAkiZwoiR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRIuCgZzdGF0ZXMYASADKAsyHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRIRCglub3RfZm91bmQYAiADKAkixgEKCEluc3RhbmNlEhAKCGs4c19uYW1lGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSLQoGc3RhdHVzGAMgASgOMh0ua3JhbmUuY3RybC52MS5JbnN0YW5jZVN0YXR1cxIWCg5jcHVfbWlsbGljb3JlcxgEIAEoAxISCgptZW1vcnlfbWliGAUgASgDEhEKCW5vZGVfbmFtZRgGIAEoCRIMCgR6b25lGAcgASgJEhsKE3JlYWR5X3NpbmNlX3VuaXhfbXMYCCABKAMi6QMKHVJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJFCgZ1cGRhdGUYAiABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkUKBmRlbGV0ZRgDIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASSQoIcmVqZWN0ZWQYBCABKAsyNS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaXQoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSKgoJaW5zdGFuY2VzGAMgAygLMhcua3JhbmUuY3RybC52MS5JbnN0YW5jZRoxCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRpDCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiIAoeUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlIkIKFVdhdGNoU2VudGluZWxzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQihAIKDUFwcGx5U2VudGluZWwSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEwoLc2VudGluZWxfaWQYBCABKAkSEAoIazhzX25hbWUYBSABKAkSDQoFaW1hZ2UYBiABKAkSEAoIcmVwbGljYXMYByABKAUSFgoOY3B1X21pbGxpY29yZXMYCCABKAMSEgoKbWVtb3J5X21pYhgJIAEoAxIOCgZyZWdpb24YCiABKAkSLQoHcm91dGluZxgLIAEoCzIcLmtyYW5lLmN0cmwudjEuUm91dGluZ1BvbGljeSJgCg1Sb3V0aW5nUG9saWN5Eg8KB3ZlcnNpb24YASABKAQSDAoEbW9kZRgCIAEoCRIwCglyZXZpc2lvbnMYAyADKAsyHS5rcmFuZS5jdHJsLnYxLlJldmlzaW9uV2VpZ2h0IjcKDlJldmlzaW9uV2VpZ2h0EhUKDWRlcGxveW1lbnRfaWQYASABKAkSDgoGd2VpZ2h0GAIgASgNIjcKDkRlbGV0ZVNlbnRpbmVsEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJIvUBCg1TZW50aW5lbFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLQoFYXBwbHkYAiABKAsyHC5rcmFuZS5jdHJsLnYxLkFwcGx5U2VudGluZWxIABIvCgZkZWxldGUYAyABKAsyHS5rcmFuZS5jdHJsLnYxLkRlbGV0ZVNlbnRpbmVsSAASNgoOc25hcHNob3Rfc3RhcnQYBCABKAsyHC5rcmFuZS5jdHJsLnYxLlNuYXBzaG90U3RhcnRIABIyCgxzbmFwc2hvdF9lbmQYBSABKAsyGi5rcmFuZS5jdHJsLnYxLlNuYXBzaG90RW5kSABCBwoFc3RhdGUiRQoeR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCSJHCh9HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIUCgxzZW50aW5lbF9pZHMYAiADKAkiYwogR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVzcG9uc2USLAoGc3RhdGVzGAEgAygLMhwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlEhEKCW5vdF9mb3VuZBgCIAMoCSLyAwobUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJDCgZ1cGRhdGUYAiABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5VcGRhdGVIABJDCgZkZWxldGUYAyABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5EZWxldGVIABJHCghyZWplY3RlZBgEIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAacgoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgDIAEoBRIlCgZoZWFsdGgYBCABKA4yFS5rcmFuZS5jdHJsLnYxLkhlYWx0aBovCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkaQQoIUmVqZWN0ZWQSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJQggKBmNoYW5nZSIeChxSZXBvcnRTZW50aW5lbFN0YXR1c1Jlc3BvbnNlInsKEEhlYXJ0YmVhdFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg0KBWJ1aWxkGAMgASgJEhsKE2RlcGxveW1lbnRzX3ZlcnNpb24YBCABKAQSGQoRc2VudGluZWxzX3ZlcnNpb24YBSABKAQiEwoRSGVhcnRiZWF0UmVzcG9uc2UqhwEKDkluc3RhbmNlU3RhdHVzEh8KG0lOU1RBTkNFX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0lOU1RBTkNFX1NUQVRVU19QRU5ESU5HEAESGwoXSU5TVEFOQ0VfU1RBVFVTX1JVTk5JTkcQAhIaChZJTlNUQU5DRV9TVEFUVVNfRkFJTEVEEAMqXQoGSGVhbHRoEhYKEkhFQUxUSF9VTlNQRUNJRklFRBAAEhIKDkhFQUxUSF9IRUFMVEhZEAESFAoQSEVBTFRIX1VOSEVBTFRIWRACEhEKDUhFQUxUSF9QQVVTRUQQAzLVBwoOQ2x1c3RlclNlcnZpY2USXAoQV2F0Y2hEZXBsb3ltZW50cxImLmtyYW5lLmN0cmwudjEuV2F0Y2hEZXBsb3ltZW50c1JlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZTABElYKDldhdGNoU2VudGluZWxzEiQua3JhbmUuY3RybC52MS5XYXRjaFNlbnRpbmVsc1JlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU3RhdGUwARJsChlHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlEi8ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlUmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudFN0YXRlEoEBChpHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlcxIwLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXF1ZXN0GjEua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlc1Jlc3BvbnNlEmYKF0dldERlc2lyZWRTZW50aW5lbFN0YXRlEi0ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZVJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU3RhdGUSewoYR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzEi4ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXF1ZXN0Gi8ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXNwb25zZRJ1ChZSZXBvcnREZXBsb3ltZW50U3RhdHVzEiwua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdBotLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlEm8KFFJlcG9ydFNlbnRpbmVsU3RhdHVzEioua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QaKy5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8ua3JhbmUuY3RybC52MS5IZWFydGJlYXRSZXF1ZXN0GiAua3JhbmUuY3RybC52MS5IZWFydGJlYXRSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message krane.ctrl.v1.EnvVar
@@ -623,7 +623,8 @@ export const WatchSentinelsRequestSchema: GenMessage<WatchSentinelsRequest> = /*
   messageDesc(file_krane_ctrl_v1_cluster, 14);
 
 /**
- * An environment's routing proxy in one region: a Deployment plus a Service on 8040.
+ * An environment's routing proxy in one region: a Deployment plus a Service on 8040, and the
+ * environment's routing policy (src/contracts/routing.ts).
  *
  * @generated from message krane.ctrl.v1.ApplySentinel
  */
@@ -654,6 +655,8 @@ export type ApplySentinel = Message<"krane.ctrl.v1.ApplySentinel"> & {
   k8sName: string;
 
   /**
+   * Empty: the agent's own sentinel image (krane's proxy, `krane sentinel`).
+   *
    * @generated from field: string image = 6;
    */
   image: string;
@@ -677,6 +680,13 @@ export type ApplySentinel = Message<"krane.ctrl.v1.ApplySentinel"> & {
    * @generated from field: string region = 10;
    */
   region: string;
+
+  /**
+   * Absent: every RUNNING instance of every revision gets an equal share.
+   *
+   * @generated from field: krane.ctrl.v1.RoutingPolicy routing = 11;
+   */
+  routing?: RoutingPolicy | undefined;
 };
 
 /**
@@ -685,6 +695,63 @@ export type ApplySentinel = Message<"krane.ctrl.v1.ApplySentinel"> & {
  */
 export const ApplySentinelSchema: GenMessage<ApplySentinel> = /*@__PURE__*/
   messageDesc(file_krane_ctrl_v1_cluster, 15);
+
+/**
+ * How an environment's traffic is split between its revisions.
+ *
+ * @generated from message krane.ctrl.v1.RoutingPolicy
+ */
+export type RoutingPolicy = Message<"krane.ctrl.v1.RoutingPolicy"> & {
+  /**
+   * Grows with every change of the policy; sentinels report the version they serve.
+   *
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * "instances" (like a Kubernetes Service) or "weighted" (by revision weight).
+   *
+   * @generated from field: string mode = 2;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.RevisionWeight revisions = 3;
+   */
+  revisions: RevisionWeight[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RoutingPolicy.
+ * Use `create(RoutingPolicySchema)` to create a new message.
+ */
+export const RoutingPolicySchema: GenMessage<RoutingPolicy> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 16);
+
+/**
+ * @generated from message krane.ctrl.v1.RevisionWeight
+ */
+export type RevisionWeight = Message<"krane.ctrl.v1.RevisionWeight"> & {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId: string;
+
+  /**
+   * Percent, 0-100; the weights of a weighted policy add up to 100.
+   *
+   * @generated from field: uint32 weight = 2;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevisionWeight.
+ * Use `create(RevisionWeightSchema)` to create a new message.
+ */
+export const RevisionWeightSchema: GenMessage<RevisionWeight> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 17);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteSentinel
@@ -706,7 +773,7 @@ export type DeleteSentinel = Message<"krane.ctrl.v1.DeleteSentinel"> & {
  * Use `create(DeleteSentinelSchema)` to create a new message.
  */
 export const DeleteSentinelSchema: GenMessage<DeleteSentinel> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 16);
+  messageDesc(file_krane_ctrl_v1_cluster, 18);
 
 /**
  * @generated from message krane.ctrl.v1.SentinelState
@@ -752,7 +819,7 @@ export type SentinelState = Message<"krane.ctrl.v1.SentinelState"> & {
  * Use `create(SentinelStateSchema)` to create a new message.
  */
 export const SentinelStateSchema: GenMessage<SentinelState> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 17);
+  messageDesc(file_krane_ctrl_v1_cluster, 19);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStateRequest
@@ -774,7 +841,7 @@ export type GetDesiredSentinelStateRequest = Message<"krane.ctrl.v1.GetDesiredSe
  * Use `create(GetDesiredSentinelStateRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStateRequestSchema: GenMessage<GetDesiredSentinelStateRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 18);
+  messageDesc(file_krane_ctrl_v1_cluster, 20);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesRequest
@@ -796,7 +863,7 @@ export type GetDesiredSentinelStatesRequest = Message<"krane.ctrl.v1.GetDesiredS
  * Use `create(GetDesiredSentinelStatesRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesRequestSchema: GenMessage<GetDesiredSentinelStatesRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 19);
+  messageDesc(file_krane_ctrl_v1_cluster, 21);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesResponse
@@ -818,7 +885,7 @@ export type GetDesiredSentinelStatesResponse = Message<"krane.ctrl.v1.GetDesired
  * Use `create(GetDesiredSentinelStatesResponseSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesResponseSchema: GenMessage<GetDesiredSentinelStatesResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 20);
+  messageDesc(file_krane_ctrl_v1_cluster, 22);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest
@@ -858,7 +925,7 @@ export type ReportSentinelStatusRequest = Message<"krane.ctrl.v1.ReportSentinelS
  * Use `create(ReportSentinelStatusRequestSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequestSchema: GenMessage<ReportSentinelStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21);
+  messageDesc(file_krane_ctrl_v1_cluster, 23);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Update
@@ -890,7 +957,7 @@ export type ReportSentinelStatusRequest_Update = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_UpdateSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_UpdateSchema: GenMessage<ReportSentinelStatusRequest_Update> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21, 0);
+  messageDesc(file_krane_ctrl_v1_cluster, 23, 0);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Delete
@@ -912,7 +979,7 @@ export type ReportSentinelStatusRequest_Delete = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_DeleteSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_DeleteSchema: GenMessage<ReportSentinelStatusRequest_Delete> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21, 1);
+  messageDesc(file_krane_ctrl_v1_cluster, 23, 1);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Rejected
@@ -939,7 +1006,7 @@ export type ReportSentinelStatusRequest_Rejected = Message<"krane.ctrl.v1.Report
  * Use `create(ReportSentinelStatusRequest_RejectedSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_RejectedSchema: GenMessage<ReportSentinelStatusRequest_Rejected> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21, 2);
+  messageDesc(file_krane_ctrl_v1_cluster, 23, 2);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusResponse
@@ -952,7 +1019,7 @@ export type ReportSentinelStatusResponse = Message<"krane.ctrl.v1.ReportSentinel
  * Use `create(ReportSentinelStatusResponseSchema)` to create a new message.
  */
 export const ReportSentinelStatusResponseSchema: GenMessage<ReportSentinelStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 22);
+  messageDesc(file_krane_ctrl_v1_cluster, 24);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatRequest
@@ -991,7 +1058,7 @@ export type HeartbeatRequest = Message<"krane.ctrl.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23);
+  messageDesc(file_krane_ctrl_v1_cluster, 25);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatResponse
@@ -1004,7 +1071,7 @@ export type HeartbeatResponse = Message<"krane.ctrl.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 24);
+  messageDesc(file_krane_ctrl_v1_cluster, 26);
 
 /**
  * @generated from enum krane.ctrl.v1.InstanceStatus

@@ -1,0 +1,150 @@
+// Pure rendering of an environment's routing table in this region (src/contracts/routing.ts):
+//  - the policy ConfigMap, from the sentinel's desired state (mode, weight per revision,
+//    ctrl's routing version);
+//  - one EndpointSlice per revision (more past 1,000 endpoints), from the agent's pod cache:
+//    the revision's pods that are RUNNING (Running and ContainersReady) with an IP and not
+//    terminating. A pod that starts terminating leaves its slice at once, before its container
+//    stops serving, so the sentinel stops sending it new requests first.
+// Both are owned by the sentinel (LABEL_SENTINEL_ID), so the runtime prunes slices of revisions
+// that no longer have pods here.
+import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
+import {
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_PROJECT_ID,
+  LABEL_REGION,
+  LABEL_SENTINEL_ID,
+  LABEL_WORKSPACE_ID,
+  MANAGED_BY,
+} from "../../contracts/labels.js";
+import {
+  ENDPOINTSLICE_MANAGED_BY,
+  ENDPOINTSLICE_MANAGED_BY_LABEL,
+  ENDPOINTS_PER_SLICE,
+  POLICY_KEY,
+  ROUTING_COMPONENT,
+  formatRoutingPolicy,
+  routingPolicyName,
+  routingSliceName,
+  type RoutingPolicy,
+} from "../../contracts/routing.js";
+import type { KubeObject } from "../../kube/object.js";
+import { isRecord } from "../../kube/object.js";
+import { instanceStatusOf } from "../deployments/status.js";
+
+function routingLabels(s: ApplySentinel, region: string): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_COMPONENT]: ROUTING_COMPONENT,
+    [LABEL_REGION]: region,
+    [LABEL_WORKSPACE_ID]: s.workspaceId,
+    [LABEL_PROJECT_ID]: s.projectId,
+    [LABEL_ENVIRONMENT_ID]: s.environmentId,
+    [LABEL_SENTINEL_ID]: s.sentinelId,
+  };
+}
+
+/** The policy a sentinel's desired state asks for (no policy: by instance count). */
+export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
+  const r = s.routing;
+  return {
+    version: r ? Number(r.version) : 0,
+    environmentId: s.environmentId,
+    mode: r?.mode === "weighted" ? "weighted" : "instances",
+    revisions: (r?.revisions ?? []).map((w) => ({ deploymentId: w.deploymentId, weight: w.weight })),
+  };
+}
+
+export function renderRoutingPolicy(s: ApplySentinel, region: string): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: routingPolicyName(s.k8sName), namespace: SENTINEL_NAMESPACE, labels: routingLabels(s, region) },
+    data: { [POLICY_KEY]: formatRoutingPolicy(routingPolicyOf(s)) },
+  };
+}
+
+interface Endpoint {
+  readonly ip: string;
+  readonly port: number;
+  readonly pod: string;
+  readonly namespace: string;
+  readonly node: string;
+}
+
+function str(v: unknown): string {
+  return typeof v === "string" ? v : "";
+}
+
+/** The routable endpoint of a pod, or undefined (not RUNNING, no IP, terminating). */
+export function endpointOf(pod: KubeObject): Endpoint | undefined {
+  if (pod.metadata.deletionTimestamp) return undefined;
+  const status = isRecord(pod.status) ? pod.status : {};
+  const ip = str(status.podIP);
+  if (ip === "" || instanceStatusOf(pod) !== InstanceStatus.RUNNING) return undefined;
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  const c = Array.isArray(spec.containers) && isRecord(spec.containers[0]) ? spec.containers[0] : {};
+  const ports = Array.isArray(c.ports) ? c.ports : [];
+  const port = isRecord(ports[0]) && typeof ports[0].containerPort === "number" ? ports[0].containerPort : 0;
+  if (port === 0) return undefined;
+  return { ip, port, pod: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "", node: str(spec.nodeName) };
+}
+
+/**
+ * The EndpointSlices of one revision from its pods (sorted by pod name, so the same pods always
+ * render the same slices); none when the revision has no pod here.
+ */
+export function renderRevisionSlices(
+  s: ApplySentinel,
+  region: string,
+  deploymentId: string,
+  pods: readonly KubeObject[],
+  zoneOf: (node: string) => string,
+): KubeObject[] {
+  if (pods.length === 0) return [];
+  const endpoints = pods
+    .map(endpointOf)
+    .filter((e): e is Endpoint => e !== undefined)
+    .sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  // The port of the revision (every pod of a revision has the same); 0 while none is routable.
+  const port = endpoints[0]?.port;
+  const chunks = Math.max(1, Math.ceil(endpoints.length / ENDPOINTS_PER_SLICE));
+  const out: KubeObject[] = [];
+  for (let c = 0; c < chunks; c++) {
+    const part = endpoints.slice(c * ENDPOINTS_PER_SLICE, (c + 1) * ENDPOINTS_PER_SLICE);
+    const slice: KubeObject = {
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      metadata: {
+        name: routingSliceName(s.k8sName, deploymentId, c),
+        namespace: SENTINEL_NAMESPACE,
+        labels: { ...routingLabels(s, region), [LABEL_DEPLOYMENT_ID]: deploymentId, [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY },
+      },
+      addressType: "IPv4",
+    };
+    if (port !== undefined) slice.ports = [{ name: "http", port, protocol: "TCP" }];
+    // null, not []: no endpoint left must remove the list (drift.ts).
+    slice.endpoints = null;
+    if (part.length > 0) {
+      slice.endpoints = part.map((e) => {
+        const ep: Record<string, unknown> = {
+          addresses: [e.ip],
+          conditions: { ready: true, serving: true, terminating: false },
+          targetRef: { kind: "Pod", namespace: e.namespace, name: e.pod },
+        };
+        if (e.node !== "") {
+          ep.nodeName = e.node;
+          const zone = zoneOf(e.node);
+          if (zone !== "") ep.zone = zone;
+        }
+        return ep;
+      });
+    }
+    out.push(slice);
+  }
+  return out;
+}
