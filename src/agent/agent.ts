@@ -11,6 +11,7 @@ import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
 import { KubeAccess, type KubeConfigSource } from "../kube/kubeconfig.js";
+import type { ElectionTiming } from "../kube/leader-election.js";
 import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
@@ -35,6 +36,15 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
+  /**
+   * Leader election among several replicas of this cluster's agent (a Lease; default off).
+   * Only the leader runs controllers and heartbeats; the others keep their caches warm.
+   */
+  readonly leaderElection?: {
+    readonly namespace?: string;
+    readonly name?: string;
+    readonly timing?: ElectionTiming;
+  };
   readonly heartbeatMs?: number;
   readonly callTimeoutMs?: number;
   readonly log: Logger;
@@ -44,6 +54,11 @@ export interface AgentConfig {
 }
 
 export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
+
+/** The Lease the agent replicas of one region elect their leader with. */
+export function leaseName(region: string): string {
+  return `krane-agent-${region}`;
+}
 
 /** The sentinel image an agent uses by default: krane's image of the same build. */
 export function defaultSentinelImage(): string {
@@ -98,6 +113,8 @@ export class Agent {
       qps: cfg.kubeQps ?? 100,
       burst: cfg.kubeBurst ?? Math.max(200, (cfg.kubeQps ?? 100) * 2),
       onRequest: (verb, resource, status) => metrics.kubeRequests.inc({ verb, resource, code: String(status) }),
+      // Fencing: a replica that does not hold the lease writes nothing (manager.ts).
+      writeGuard: () => this.manager.writeRefusal(),
     });
     this.ctrl = createCtrlClient(cfg.ctrlUrl, cfg.token);
     const rt = cfg.runtime ?? {};
@@ -109,6 +126,14 @@ export class Agent {
       watchTimeoutSeconds: rt.watchTimeoutSeconds,
       watchdogMs: rt.watchdogMs,
       probeIntervalMs: rt.probeIntervalMs,
+      election: cfg.leaderElection
+        ? {
+            namespace: cfg.leaderElection.namespace ?? "krane-system",
+            name: cfg.leaderElection.name ?? leaseName(cfg.region),
+            identity: this.#agentId,
+            timing: cfg.leaderElection.timing,
+          }
+        : undefined,
     });
     const opts: ControllerOptions = {
       concurrency: cfg.concurrency,
@@ -125,8 +150,10 @@ export class Agent {
     return this.manager.controller(name);
   }
 
+  /** Caches synced and, on the leader, every controller's stream connected (a follower stands by). */
   get ready(): boolean {
-    return this.manager.cachesSynced && this.manager.controllers.every((c) => c.ready);
+    if (!this.manager.cachesSynced) return false;
+    return !this.manager.leading || this.manager.controllers.every((c) => c.ready);
   }
 
   /** The ops server's address (after start), e.g. "http://127.0.0.1:8071". */
@@ -162,6 +189,7 @@ export class Agent {
     const since = (t: number | undefined): string | undefined => (t === undefined ? undefined : new Date(t).toISOString());
     return {
       ready: this.ready,
+      role: this.manager.identity === undefined ? "single" : this.manager.leading ? "leader" : "follower",
       kubernetesApi: {
         answering: kube.up,
         lastAnsweredSecondsAgo: kube.lastOkAt === undefined ? undefined : Math.round((now - kube.lastOkAt) / 100) / 10,
@@ -177,6 +205,8 @@ export class Agent {
   }
 
   async #sendHeartbeat(): Promise<void> {
+    // Only the replica that runs the controllers speaks for the cluster.
+    if (!this.manager.leading) return;
     const cursorOf = (name: string): bigint => this.runtime(name)?.cursor ?? 0n;
     try {
       await this.ctrl.heartbeat(

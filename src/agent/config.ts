@@ -15,9 +15,12 @@ export interface AgentSettings {
   logLevel: string;
   /** The image of krane's own sentinel (environments that name no sentinel image). */
   sentinelImage?: string;
+  /** Elect a leader among several replicas with a Lease ("true"/"false"). */
+  leaderElect: boolean;
+  leaderElectionNamespace: string;
 }
 
-type Raw = Partial<Record<keyof AgentSettings, string | number | undefined>>;
+type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
 
 const envNames: Record<keyof AgentSettings, string> = {
   ctrlUrl: "KRANE_CTRL_URL",
@@ -31,9 +34,11 @@ const envNames: Record<keyof AgentSettings, string> = {
   agentId: "KRANE_AGENT_ID",
   logLevel: "KRANE_LOG_LEVEL",
   sentinelImage: "KRANE_SENTINEL_IMAGE",
+  leaderElect: "KRANE_LEADER_ELECT",
+  leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
 };
 
-const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info" };
+const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
 
 /** Reads the YAML config file's keys (camelCase or kebab-case). */
 export function parseConfigFile(text: string): Raw {
@@ -44,7 +49,7 @@ export function parseConfigFile(text: string): Raw {
   for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
     const key = k.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()) as keyof AgentSettings;
     if (!(key in envNames)) throw new Error(`agent config file: unknown key "${k}"`);
-    if (typeof v !== "string" && typeof v !== "number") throw new Error(`agent config file: "${k}" must be a string or number`);
+    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean") throw new Error(`agent config file: "${k}" must be a string, number or boolean`);
     out[key] = v;
   }
   return out;
@@ -55,7 +60,7 @@ export function resolveAgentSettings(
   env: Record<string, string | undefined>,
   file: Raw,
 ): { settings?: AgentSettings; problems: string[] } {
-  const pick = (k: keyof AgentSettings): string | number | undefined => {
+  const pick = (k: keyof AgentSettings): string | number | boolean | undefined => {
     const e = env[envNames[k]];
     return flags[k] ?? (e !== undefined && e !== "" ? e : undefined) ?? file[k] ?? defaults[k];
   };
@@ -73,6 +78,13 @@ export function resolveAgentSettings(
     if (!Number.isInteger(n) || n < min || n > max) problems.push(`${k} must be an integer between ${min} and ${max}`);
     return n;
   };
+  const bool = (k: keyof AgentSettings): boolean => {
+    const v = pick(k);
+    if (v === true || v === "true" || v === "1") return true;
+    if (v === false || v === undefined || v === "false" || v === "0") return false;
+    problems.push(`${k} must be true or false`);
+    return false;
+  };
   const settings: AgentSettings = {
     ctrlUrl: str("ctrlUrl", true) ?? "",
     token: str("token", true) ?? "",
@@ -85,6 +97,8 @@ export function resolveAgentSettings(
     agentId: str("agentId", false),
     logLevel: str("logLevel", false) ?? "info",
     sentinelImage: str("sentinelImage", false),
+    leaderElect: bool("leaderElect"),
+    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
   };
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");

@@ -19,6 +19,8 @@ interface AgentFlags {
   agentId?: string;
   logLevel?: string;
   sentinelImage?: string;
+  leaderElect?: boolean;
+  leaderElectionNamespace?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -37,6 +39,8 @@ export function registerAgentCommands(program: Command): void {
     .option("--ops-port <port>", "HTTP port of /healthz, /readyz, /metrics (default 8071); env KRANE_OPS_PORT")
     .option("--agent-id <id>", "a stable id of this agent (default host-pid); env KRANE_AGENT_ID")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
+    .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
@@ -55,6 +59,8 @@ export function registerAgentCommands(program: Command): void {
           agentId: flags.agentId,
           logLevel: flags.logLevel,
           sentinelImage: flags.sentinelImage,
+          leaderElect: flags.leaderElect,
+          leaderElectionNamespace: flags.leaderElectionNamespace,
         },
         process.env,
         file,
@@ -72,6 +78,7 @@ export function registerAgentCommands(program: Command): void {
         opsPort: settings.opsPort,
         agentId: settings.agentId,
         sentinelImage: settings.sentinelImage,
+        leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
         log,
       });
       await agent.start();

@@ -12,7 +12,10 @@ import { apiVersionOf, resourcePath, type ResourceType } from "./resources.js";
 
 export const FIELD_MANAGER = "krane";
 
-export type KubeVerb = "get" | "list" | "watch" | "apply" | "create" | "delete";
+export type KubeVerb = "get" | "list" | "watch" | "apply" | "create" | "update" | "delete";
+
+/** Thrown instead of writing when the write guard refuses (e.g. this replica no longer leads). */
+export class WriteRefusedError extends Error {}
 
 export interface KubeClientOptions {
   readonly qps?: number;
@@ -21,6 +24,8 @@ export interface KubeClientOptions {
   readonly fieldManager?: string;
   /** Called once per request with its outcome: the HTTP status, or 0 for a transport error. */
   readonly onRequest?: (verb: KubeVerb, resource: string, status: number) => void;
+  /** Asked before every object write: a reason to refuse it, or undefined to go ahead. */
+  readonly writeGuard?: () => string | undefined;
 }
 
 /** A non-2xx answer from the API server. */
@@ -152,6 +157,7 @@ export class KubeClient {
 
   /** Server-side apply with krane's field manager; `force` takes over fields others set. */
   async apply(r: ResourceType, obj: KubeObject, opts: { force?: boolean; signal?: AbortSignal } = {}): Promise<KubeObject> {
+    this.#guard();
     const name = obj.metadata.name;
     if (!name) throw new Error("apply: object has no name");
     const body = await this.#request("apply", r, "PATCH", resourcePath(r, obj.metadata.namespace, name), {
@@ -166,6 +172,7 @@ export class KubeClient {
 
   /** Creates the object; an existing one is left alone. */
   async create(r: ResourceType, obj: KubeObject, signal?: AbortSignal): Promise<"created" | "exists"> {
+    this.#guard();
     try {
       await this.#request("create", r, "POST", resourcePath(r, obj.metadata.namespace), {
         query: { fieldManager: this.fieldManager },
@@ -182,6 +189,7 @@ export class KubeClient {
 
   /** Deletes with background propagation; a missing object counts as deleted. */
   async delete(r: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<"deleted" | "not-found"> {
+    this.#guard();
     try {
       await this.#request("delete", r, "DELETE", resourcePath(r, namespace, name), {
         body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: "Background" },
@@ -198,7 +206,7 @@ export class KubeClient {
   /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
   async raw(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
     const r: ResourceType = { group: "", version: "", kind: "", plural: path.split("/").filter(Boolean).slice(-2).join("/"), namespaced: false };
-    const verb: KubeVerb = method === "GET" ? "get" : method === "DELETE" ? "delete" : method === "PATCH" ? "apply" : "create";
+    const verb: KubeVerb = method === "GET" ? "get" : method === "DELETE" ? "delete" : method === "PATCH" ? "apply" : method === "PUT" ? "update" : "create";
     return await this.#request(verb, r, method, path, { body, contentType: "application/json", signal });
   }
 
@@ -275,6 +283,12 @@ export class KubeClient {
     if (status < 200 || status >= 300) throw apiError(status, text);
     if (text === "") return undefined;
     return JSON.parse(text) as unknown;
+  }
+
+  /** Writes of objects (apply, create, delete) ask the guard first; raw requests do not. */
+  #guard(): void {
+    const reason = this.#opts.writeGuard?.();
+    if (reason !== undefined) throw new WriteRefusedError(`write refused: ${reason}`);
   }
 
   #count(verb: KubeVerb, r: ResourceType, status: number): void {

@@ -236,16 +236,20 @@ export interface ControllerEnv {
   informer(r: ResourceType, selector?: string, namespace?: string): Informer;
 }
 
-/** A running controller kind: its queue, desired store, ctrl link and loops. */
+/**
+ * A controller kind on the shared caches. Its queue, desired store and ctrl link belong to one
+ * run (start → stop): a replica that loses leadership stops, and when it leads again it starts
+ * afresh from a snapshot, as after a restart.
+ */
 export class Controller<Msg, D, Del, R> {
   readonly name: string;
-  readonly link: CtrlLink<Msg, D, Del, R>;
+  #link: CtrlLink<Msg, D, Del, R>;
   readonly #decl: ControllerDeclaration<Msg, D, Del, R>;
   readonly #o: ControllerOptions;
   readonly #env: ControllerEnv;
   readonly #m: AgentMetrics;
-  readonly #desired: DesiredStore<D, Del>;
-  readonly #queue: WorkQueue;
+  #desired: DesiredStore<D, Del>;
+  #queue: WorkQueue;
   readonly #informers = new Map<string, Informer>();
   /** kind/apiVersion → informer, for the rendered kinds' drift checks. */
   readonly #renderedCaches = new Map<string, Informer>();
@@ -263,13 +267,7 @@ export class Controller<Msg, D, Del, R> {
     this.#o = opts;
     this.name = decl.name;
     this.#m = agentMetrics(env.registry);
-    this.link = new CtrlLink(decl.name, decl.protocol, {
-      log: env.log,
-      registry: env.registry,
-      callTimeoutMs: opts.callTimeoutMs,
-      reconnect: opts.reconnect,
-      breaker: opts.breaker,
-    });
+    this.#link = this.#newLink();
     this.#desired = new DesiredStore<D, Del>((d) => decl.reconciler.render(d));
     for (const w of decl.watches) {
       const inf = env.informer(w.resource, w.selector, w.namespace);
@@ -292,19 +290,7 @@ export class Controller<Msg, D, Del, R> {
     // Every controller finds its primary objects by key through an index of its own.
     this.#primaryIndex = `key:${decl.name}`;
     this.#primary.addIndex(this.#primaryIndex, (o) => decl.primary.keyOf(o));
-    const labels = { controller: decl.name };
-    this.#queue = new WorkQueue({
-      concurrency: opts.concurrency ?? 16,
-      retry: opts.retry ?? { baseMs: 500, capMs: 60_000, minMs: 100 },
-      reconcile: (key, signal) => this.#reconcile(key, signal),
-      onResult: (key, result) => {
-        if (result.type === "retry") {
-          const err = result.error;
-          env.log.warn({ controller: decl.name, key, err: err instanceof Error ? err.message : String(err) }, "reconcile failed; will retry");
-        }
-        this.#m.queueKeys.set(labels, this.#queue.size);
-      },
-    });
+    this.#queue = this.#newQueue();
     this.#ctx = {
       kube: env.kube,
       region: env.region,
@@ -322,6 +308,44 @@ export class Controller<Msg, D, Del, R> {
         return live !== undefined && findDrift(obj, live) === undefined;
       },
     };
+  }
+
+  #newLink(): CtrlLink<Msg, D, Del, R> {
+    const o = this.#o;
+    return new CtrlLink(this.#decl.name, this.#decl.protocol, {
+      log: this.#env.log,
+      registry: this.#env.registry,
+      callTimeoutMs: o.callTimeoutMs,
+      reconnect: o.reconnect,
+      breaker: o.breaker,
+    });
+  }
+
+  #newQueue(): WorkQueue {
+    const labels = { controller: this.#decl.name };
+    const queue: WorkQueue = new WorkQueue({
+      concurrency: this.#o.concurrency ?? 16,
+      retry: this.#o.retry ?? { baseMs: 500, capMs: 60_000, minMs: 100 },
+      reconcile: (key, signal) => this.#reconcile(key, signal),
+      onResult: (key, result) => {
+        if (result.type === "retry") {
+          const err = result.error;
+          this.#env.log.warn({ controller: this.name, key, err: err instanceof Error ? err.message : String(err) }, "reconcile failed; will retry");
+        }
+        this.#m.queueKeys.set(labels, queue.size);
+      },
+    });
+    return queue;
+  }
+
+  /** The ctrl side of the current (or last) run. */
+  get link(): CtrlLink<Msg, D, Del, R> {
+    return this.#link;
+  }
+
+  /** Whether the controller is running (on a leader, or with leader election off). */
+  get running(): boolean {
+    return this.#started;
   }
 
   get cursor(): bigint {
@@ -362,18 +386,25 @@ export class Controller<Msg, D, Del, R> {
   /** Starts the stream, the queue and the resync loop (the manager calls it once caches synced). */
   start(): void {
     if (this.#running) return;
+    if (this.#abort.signal.aborted) {
+      // A new run after a stop: fresh queue, desired state and cursor (ctrl sends a snapshot).
+      this.#abort = new AbortController();
+      this.#queue = this.#newQueue();
+      this.#link = this.#newLink();
+      this.#desired = new DesiredStore<D, Del>((d) => this.#decl.reconciler.render(d));
+    }
     this.#started = true;
     const signal = this.#abort.signal;
     this.#running = Promise.allSettled([this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)]);
   }
 
   async stop(): Promise<void> {
+    this.#started = false;
     this.#abort.abort();
     await this.#running;
     await this.#queue.stop();
     await this.link.stop();
     this.#running = undefined;
-    this.#started = false;
   }
 
   /** Resolves when no key is queued, running or retrying and every report was acknowledged. */

@@ -9,11 +9,17 @@
 //
 // It also probes the Kubernetes API (GET /version every few seconds): watches can sit idle for
 // minutes, so "the API server is not answering" is measured, not inferred (metric and /readyz).
+//
+// High availability: with leader election on, every replica keeps its caches warm but only the
+// replica holding the Lease runs controllers; one that stops leading stops them at once, and the
+// Kubernetes client refuses its writes from the moment its last renewal is older than the renew
+// deadline (`writeRefusal`), before any other replica can have taken over.
 import type { Registry } from "prom-client";
 import { Gauge } from "prom-client";
 import { regionSelector } from "../../contracts/labels.js";
 import type { KubeClient } from "../../kube/client.js";
 import { Informer } from "../../kube/informer.js";
+import { LeaderElector, type ElectionTiming } from "../../kube/leader-election.js";
 import type { ResourceType } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
 import { Controller, type ControllerDeclaration, type ControllerOptions } from "./controller.js";
@@ -30,6 +36,13 @@ export interface ManagerOptions {
   readonly watchdogMs?: number;
   /** How often the Kubernetes API is probed (default 5 s; 0 disables). */
   readonly probeIntervalMs?: number;
+  /** Leader election among the agent replicas of this cluster and region (default: off). */
+  readonly election?: {
+    readonly namespace: string;
+    readonly name: string;
+    readonly identity: string;
+    readonly timing?: ElectionTiming;
+  };
 }
 
 // Erasing a controller's type parameters for a heterogeneous list.
@@ -43,6 +56,8 @@ export class Manager {
   #running: Promise<unknown> | undefined;
   #kubeOkAt: number | undefined;
   #kubeState: "unknown" | "up" | "down" = "unknown";
+  readonly #elector: LeaderElector | undefined;
+  #transition: Promise<unknown> = Promise.resolve();
 
   constructor(opts: ManagerOptions) {
     this.#o = opts;
@@ -56,6 +71,29 @@ export class Manager {
         this.set(up());
       },
     });
+    const leading = (): number => (this.leading ? 1 : 0);
+    new Gauge({
+      name: "krane_agent_leader",
+      help: "1 while this replica runs the controllers (leads, or leader election is off).",
+      registers: [opts.registry],
+      collect() {
+        this.set(leading());
+      },
+    });
+    const e = opts.election;
+    if (e) {
+      this.#elector = new LeaderElector({
+        kube: opts.kube,
+        namespace: e.namespace,
+        name: e.name,
+        identity: e.identity,
+        timing: e.timing,
+        log: opts.log,
+        // Controllers start and stop in order: a stop finishes before the next start begins.
+        onStartedLeading: () => void (this.#transition = this.#transition.then(() => this.#startControllers())),
+        onStoppedLeading: () => (this.#transition = this.#transition.then(() => Promise.all(this.#controllers.map((c) => c.stop())))),
+      });
+    }
     new Gauge({
       name: "krane_agent_kube_api_last_ok_age_seconds",
       help: "Seconds since the Kubernetes API server last answered the agent's probe (-1: never).",
@@ -118,6 +156,27 @@ export class Manager {
     return true;
   }
 
+  /** Whether this replica runs the controllers (it leads, or leader election is off). */
+  get leading(): boolean {
+    return this.#elector === undefined || this.#elector.isLeading();
+  }
+
+  /** The leader-election identity (undefined with election off). */
+  get identity(): string | undefined {
+    return this.#elector?.identity;
+  }
+
+  /** Why a Kubernetes write must not happen now (undefined: go ahead). */
+  writeRefusal(): string | undefined {
+    if (this.#elector === undefined || this.#elector.isLeading()) return undefined;
+    return `this agent replica (${this.#elector.identity}) does not hold the leader lease`;
+  }
+
+  /** Test hook: stop renewing the lease, as a stalled replica would. */
+  pauseLeaseRenewals(paused: boolean): void {
+    this.#elector?.pauseRenewals(paused);
+  }
+
   /** Whether the API server answered the last probe, and when it last did (unix ms). */
   get kubeApi(): { up: boolean; lastOkAt: number | undefined } {
     return { up: this.#kubeState === "up", lastOkAt: this.#kubeOkAt };
@@ -131,7 +190,8 @@ export class Manager {
     loops.push(
       Promise.all(informers.map((i) => i.waitSynced())).then(() => {
         if (signal.aborted) return;
-        for (const c of this.#controllers) c.start();
+        if (this.#elector) return this.#elector.run(signal);
+        this.#startControllers();
       }),
     );
     loops.push(this.#probeLoop(signal));
@@ -141,8 +201,14 @@ export class Manager {
   async stop(): Promise<void> {
     this.#abort.abort();
     await this.#running;
+    await this.#transition;
     await Promise.all(this.#controllers.map((c) => c.stop()));
     this.#running = undefined;
+  }
+
+  #startControllers(): void {
+    if (this.#abort.signal.aborted) return;
+    for (const c of this.#controllers) c.start();
   }
 
   async #probeLoop(signal: AbortSignal): Promise<void> {

@@ -199,8 +199,13 @@ test("a sentinel whose pods never become ready is reported UNHEALTHY", { timeout
 test("drift: a deleted Service and replicas changed by another field manager are repaired", { timeout: 120_000 }, async () => {
   const want = sentinel("snt_a", { replicas: 2 });
   const before = await converged(want);
+  const svcBefore = await getService("snt-snt-a");
   await admin.delete(resources.services, NS, "snt-snt-a");
-  await eventually("the Service deleted", async () => ((await getService("snt-snt-a")) ? undefined : true), 30_000);
+  // Seen gone, or already re-created (a new uid): either proves the deletion happened.
+  await eventually("the Service deleted", async () => {
+    const svc = await getService("snt-snt-a");
+    return !svc || svc.metadata.uid !== svcBefore?.metadata.uid ? true : undefined;
+  }, 30_000);
   await converged(want);
 
   await admin.apply(
