@@ -1,7 +1,10 @@
 // Cross-cutting RPC behaviour: error mapping, metrics, and the server-side deadline of unary
-// calls. Tracks unary calls in flight so shutdown can wait for them.
+// calls. Tracks unary calls in flight so shutdown can wait for them. A server-streaming call's
+// request is decoded lazily, inside this interceptor's reach: an undecodable one becomes
+// invalid_argument here (unary calls are decoded before any interceptor: rpc-handler.ts).
+import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { toConnectError } from "./errors.js";
+import { toConnectError, undecodableRequest } from "./errors.js";
 import type { CtrlMetrics } from "./metrics.js";
 
 export class InflightTracker {
@@ -43,6 +46,21 @@ async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code 
   }
 }
 
+/** The one request message of a server-streaming call; a body that does not hold exactly one valid message is invalid_argument. */
+async function* singleRequestMessage<T>(source: AsyncIterable<T>, method: DescMethod): AsyncGenerator<T> {
+  let count = 0;
+  try {
+    for await (const m of source) {
+      if (++count > 1) break;
+      yield m;
+    }
+  } catch (err) {
+    const ce = err instanceof ConnectError ? err : undefined;
+    throw (ce && undecodableRequest(ce.code, ce.rawMessage, method)) ?? err;
+  }
+  if (count !== 1) throw new ConnectError(`invalid request: the body ${count === 0 ? "holds no" : "holds more than one"} ${method.input.typeName} message`, Code.InvalidArgument);
+}
+
 export function observeInterceptor(opts: {
   metrics: CtrlMetrics;
   inflight: InflightTracker;
@@ -73,7 +91,7 @@ export function observeInterceptor(opts: {
       }
     }
     try {
-      const res = await next(req);
+      const res = await next(req.method.methodKind === "server_streaming" ? { ...req, message: singleRequestMessage(req.message, req.method) } : req);
       if (!res.stream) return res;
       return { ...res, message: mapStreamErrors(res.message, count, unexpected) };
     } catch (err) {

@@ -5,13 +5,13 @@
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
 // their cursor), sessions close, and the database closes last.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
-import type { ConnectRouter } from "@connectrpc/connect";
+import { setMaxListeners } from "node:events";
+import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -44,6 +44,7 @@ import { storeFeedSource } from "../stream/watch.js";
 import { Authenticator, type AuthOptions } from "./auth.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
+import { createRpcHandler } from "./rpc-handler.js";
 
 export interface ListenAddress {
   host: string;
@@ -89,6 +90,8 @@ export interface RunningCtrl {
   hub: FeedHub;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
+  /** Aborted once the server has stopped; every call in flight holds one listener on it. */
+  shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
   close(): Promise<void>;
 }
@@ -110,13 +113,41 @@ async function bootstrapAdminToken(store: Store, admin: { token?: string; file: 
     }
     return;
   }
+  const fromFile = readAdminTokenFile(admin.file, log);
+  if (fromFile !== undefined) {
+    if (!(await addUserToken(store, "admin", fromFile))) {
+      log.warn({ file: admin.file }, "the admin token in this file was revoked and is not registered again: delete the file");
+    }
+    return;
+  }
   if ((await countUserTokens(store.db)) > 0) return;
-  const token = generateToken("user");
+  let token = generateToken("user");
   mkdirSync(dirname(admin.file), { recursive: true });
-  writeFileSync(admin.file, `${token}\n`, { mode: 0o600 });
+  try {
+    writeFileSync(admin.file, `${token}\n`, { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    // Another ctrl on this machine wrote it first: use its token.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    token = readAdminTokenFile(admin.file, log) ?? token;
+  }
   await addUserToken(store, "admin", token);
   // Only the path is logged: tokens never go to logs.
   log.warn({ file: admin.file }, "created the first admin API token; use it as KRANE_TOKEN");
+}
+
+/** The token in the admin token file, or undefined when there is no such file. */
+function readAdminTokenFile(file: string, log: Logger): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`admin token file ${file}: ${(err as Error).message}`);
+  }
+  const token = text.trim();
+  if (token === "" || /\s/.test(token)) throw new Error(`admin token file ${file}: expected one token on one line`);
+  if ((statSync(file).mode & 0o077) !== 0) log.warn({ file }, "the admin token file can be read by other users: chmod 600 it");
+  return token;
 }
 
 function hostForUrl(host: string): string {
@@ -159,7 +190,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
   };
-  const handler = connectNodeAdapter({
+  // Connect links every call's signal to this one with an "abort" listener, removed when the
+  // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
+  // sign of a leak here. test/integration/ctrl/listeners.test.ts checks they all go away.
+  setMaxListeners(0, adapterStop.signal);
+  const handler = createRpcHandler({
     routes,
     interceptors: [
       observeInterceptor({
@@ -172,6 +207,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
+    onEarlyEnd: (method, code) => metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
+    onHandlerError: (method, err) => log.error({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc handler failed"),
   });
 
   const server: http2.Http2Server = config.tls
@@ -285,5 +322,5 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, close };
+  return { url, opsUrl, store, hub, metrics, rollout, shutdownSignal: adapterStop.signal, close };
 }
