@@ -4,7 +4,7 @@
 // invalid_argument here (unary calls are decoded before any interceptor: rpc-handler.ts).
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { toConnectError, undecodableRequest } from "./errors.js";
+import { toConnectError, undecodableRequest, type ErrorSinks } from "./errors.js";
 import type { CtrlMetrics } from "./metrics.js";
 
 export class InflightTracker {
@@ -35,12 +35,12 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
 }
 
-async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code | "ok") => void, onUnexpected: (err: unknown) => void): AsyncGenerator<T> {
+async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code | "ok") => void, sinks: ErrorSinks): AsyncGenerator<T> {
   try {
     for await (const m of source) yield m;
     onEnd("ok");
   } catch (err) {
-    const ce = toConnectError(err, onUnexpected);
+    const ce = toConnectError(err, sinks);
     onEnd(ce.code);
     throw ce;
   }
@@ -65,12 +65,19 @@ export function observeInterceptor(opts: {
   metrics: CtrlMetrics;
   inflight: InflightTracker;
   unaryTimeoutMs: number;
+  /** "PostgreSQL" or "SQLite", named in outage answers. */
+  databaseKind: string;
   onUnexpected: (err: unknown, method: string) => void;
+  onDependencyFailure: ErrorSinks["dependency"];
 }): Interceptor {
   const { metrics, inflight } = opts;
   return (next) => async (req) => {
     const labels = { service: req.service.name, method: req.method.name };
-    const unexpected = (err: unknown): void => opts.onUnexpected(err, `${req.service.name}/${req.method.name}`);
+    const sinks: ErrorSinks = {
+      databaseKind: opts.databaseKind,
+      dependency: opts.onDependencyFailure,
+      unexpected: (err) => opts.onUnexpected(err, `${req.service.name}/${req.method.name}`),
+    };
     const count = (code: Code | "ok"): void => {
       metrics.rpcTotal.inc({ ...labels, code: code === "ok" ? "ok" : Code[code] });
     };
@@ -82,7 +89,7 @@ export function observeInterceptor(opts: {
         count("ok");
         return res;
       } catch (err) {
-        const ce = toConnectError(err, unexpected);
+        const ce = toConnectError(err, sinks);
         count(ce.code);
         throw ce;
       } finally {
@@ -93,9 +100,9 @@ export function observeInterceptor(opts: {
     try {
       const res = await next(req.method.methodKind === "server_streaming" ? { ...req, message: singleRequestMessage(req.message, req.method) } : req);
       if (!res.stream) return res;
-      return { ...res, message: mapStreamErrors(res.message, count, unexpected) };
+      return { ...res, message: mapStreamErrors(res.message, count, sinks) };
     } catch (err) {
-      const ce = toConnectError(err, unexpected);
+      const ce = toConnectError(err, sinks);
       count(ce.code);
       throw ce;
     }

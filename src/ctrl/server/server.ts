@@ -45,6 +45,8 @@ import { Authenticator, type AuthOptions } from "./auth.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
+import { classifyDependencyError } from "./dependency-errors.js";
+import { OutageWatch } from "./outage.js";
 
 export interface ListenAddress {
   host: string;
@@ -167,9 +169,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     }
   }
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
+  const databaseKind = store.dialect === "postgres" ? "PostgreSQL" : "SQLite";
+  const outage = new OutageWatch({ dependency: "database", probe: () => store.ping(), log, gauge: metrics.dependencyUp });
+  /** Background work that failed: an outage goes to the outage log (once), anything else is logged. */
+  const backgroundFailure = (what: string) => (err: unknown): void => {
+    const f = classifyDependencyError(err);
+    if (f) outage.failed(f);
+    else log.warn({ err: String(err) }, what);
+  };
   const hub = new FeedHub(storeFeedSource(store), store.notifier, {
     safetyIntervalMs: config.feedSafetyIntervalMs,
-    onError: (err) => log.warn({ err: String(err) }, "feed read failed; retrying"),
+    onError: backgroundFailure("feed read failed; retrying"),
   });
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
@@ -201,7 +211,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         metrics,
         inflight,
         unaryTimeoutMs: config.unaryTimeoutMs ?? 30_000,
+        databaseKind,
         onUnexpected: (err, method) => log.error({ method, err: err instanceof Error ? err.message : String(err) }, "unexpected error"),
+        onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
     ],
@@ -285,7 +297,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
-      .catch((err: unknown) => log.warn({ err: String(err) }, "outbox compaction failed"));
+      .catch(backgroundFailure("outbox compaction failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
@@ -311,6 +323,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       await closed;
       adapterStop.abort();
       hub.close();
+      outage.close();
       await rollout.close();
       if (ops) {
         ops.closeAllConnections();
