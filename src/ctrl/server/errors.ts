@@ -42,16 +42,15 @@ export function toConnectError(err: unknown, sinks: ErrorSinks): ConnectError {
 
 /**
  * What a failure before the interceptors means: the request could not be decoded. Connect
- * reports that as internal (the body is not a valid message) or unimplemented (no message, or
- * more than one, in a unary call); everything else it reports there (bad timeout, compression,
- * size) already has the right code.
+ * reports a body that is not a valid message as internal, and a unary body with no message or
+ * several as unimplemented; both become invalid_argument. Everything else it reports there
+ * already has the right code (a bad timeout, an unknown compression: unimplemented as gRPC
+ * wants, a body over the size limit).
  */
 export function undecodableRequest(code: Code, rawMessage: string, method: DescMethod): ConnectError | undefined {
   const type = method.input.typeName;
   if (code === Code.Internal) return new ConnectError(`invalid request: the body is not a valid ${type} (${rawMessage})`, Code.InvalidArgument);
-  if (code === Code.Unimplemented) {
-    const problem = /missing input message/.test(rawMessage) ? "holds no" : /extra input message/.test(rawMessage) ? "holds more than one" : "is not a";
-    return new ConnectError(`invalid request: the body ${problem} ${type} message`, Code.InvalidArgument);
-  }
+  if (code === Code.Unimplemented && /missing input message/.test(rawMessage)) return new ConnectError(`invalid request: the body holds no ${type} message`, Code.InvalidArgument);
+  if (code === Code.Unimplemented && /extra input message/.test(rawMessage)) return new ConnectError(`invalid request: the body holds more than one ${type} message`, Code.InvalidArgument);
   return undefined;
 }

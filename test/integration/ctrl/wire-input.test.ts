@@ -206,6 +206,12 @@ test("a valid body still works on each protocol (the rewrite touches failures on
   assert.equal(outcome("grpc", grpc)[0], "ok");
   const web = await send(path, { "content-type": "application/grpc-web+proto", authorization: auth }, envelope(0, Buffer.alloc(0)));
   assert.equal(outcome("grpc-web", web)[0], "ok");
+  // Failures of the request that already had their proper code keep it: an unknown compression is
+  // unimplemented, as gRPC specifies.
+  const snappy = await send(path, { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "snappy", authorization: auth }, envelope(1, Buffer.from([1, 2, 3])));
+  const [code, message] = outcome("grpc", snappy);
+  assert.equal(code, "unimplemented");
+  assert.match(message, /unknown compression "snappy"/);
   // A known domain error keeps its code and message.
   const get = services.find((s) => s.name === "WorkspaceService")?.methods.find((x) => x.name === "GetWorkspace");
   assert.ok(get);
