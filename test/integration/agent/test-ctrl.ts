@@ -6,6 +6,7 @@
 // directly, including dropping an object without telling the stream (an orphan). Per region and
 // kind it keeps the desired state and an outbox with its own version sequence; streams start with
 // a snapshot at cursor 0. It records reports and heartbeats and counts calls per method.
+import { setMaxListeners } from "node:events";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
@@ -279,6 +280,9 @@ export class TestCtrl {
   /** Listens on `port`; by default the port of the previous start (a fresh one the first time). */
   async start(port = this.#port): Promise<void> {
     this.#shutdown = new AbortController();
+    // Connect adds one listener per call in flight to the shutdown signal (removed when the call
+    // ends); past ten, Node would warn of a leak that is not one (as in ctrl's server.ts).
+    setMaxListeners(0, this.#shutdown.signal);
     const handler = connectNodeAdapter({ routes: (router) => this.#routes(router), shutdownSignal: this.#shutdown.signal });
     const server = http2.createServer(handler);
     server.on("session", (sess) => {
