@@ -6,12 +6,13 @@
 //    unary request before any interceptor runs and answers an undecodable body `internal`
 //    ("parse binary: premature EOF"), which tells a client the server is broken. Here, a call
 //    that failed before krane's interceptors ever saw it failed on its request by construction
-//    (routing is done, nothing of krane ran), so `internal` and `unimplemented` from that stage
-//    become `invalid_argument`, on the wire of each protocol (Connect's error JSON, gRPC's
+//    (routing is done, nothing of krane ran), so `internal` from that stage, and `unimplemented`
+//    for a body with no message or several, become `invalid_argument`, on the wire of each protocol (Connect's error JSON, gRPC's
 //    trailers, gRPC-Web's trailer frame). Streaming calls are decoded inside the interceptors
 //    (interceptors.ts does the same there).
 //  - Calls refused at that stage are counted in krane_ctrl_rpc_total like every other call.
-//  - A failing handler is logged through the logger, not console.error: logs stay JSON.
+//  - A response that could not be written (usually a peer gone mid-answer) is logged through the
+//    logger, not console.error: logs stay JSON.
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";

@@ -70,8 +70,9 @@ export interface CtrlConfig {
   poolSize?: number;
   logger?: Logger;
   /**
-   * Makes sure an admin user token exists before serving: `token` is registered as given; without
-   * one, a database with no user token gets a generated token written to `file` (mode 0600).
+   * Makes sure an admin user token exists before serving: `token` is registered as given;
+   * without one, the token in `file` is registered when the file exists, and otherwise a database
+   * with no user token gets a generated token written to `file` (mode 0600).
    */
   bootstrapAdmin?: { token?: string; file: string };
   /** Backstop re-read of live streams in case a notification was lost (ms, 0 disables). */
@@ -220,7 +221,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
     onEarlyEnd: (method, code) => metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
-    onHandlerError: (method, err) => log.error({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc handler failed"),
+    onHandlerError: (method, err) => log.warn({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc answer not delivered"),
   });
 
   const server: http2.Http2Server = config.tls
