@@ -31,8 +31,14 @@ export function registerCtrlCommands(program: Command): void {
     .option("--ops-listen <host:port>", 'ops address, HTTP/1.1, or "off" (default 0.0.0.0:7071); env KRANE_OPS_LISTEN')
     .option("--tls-cert <file>", "serve TLS with this certificate (PEM); env KRANE_TLS_CERT")
     .option("--tls-key <file>", "private key of --tls-cert (PEM); env KRANE_TLS_KEY")
-    .option("--admin-token <token>", "register this user API token for the admin; env KRANE_ADMIN_TOKEN")
-    .option("--admin-token-file <file>", "where a generated admin token is written on first start; env KRANE_ADMIN_TOKEN_FILE")
+    .option(
+      "--admin-token <token>",
+      "register this user API token for the admin; env KRANE_ADMIN_TOKEN. The flag form is visible to every user of the machine in the process list (ps): prefer --admin-token-file",
+    )
+    .option(
+      "--admin-token-file <file>",
+      "file with the admin's user API token, registered at start; when it does not exist and the database has no token yet, a generated token is written there (mode 0600). Default <database dir>/admin-token; env KRANE_ADMIN_TOKEN_FILE",
+    )
     .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
     .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
@@ -54,6 +60,13 @@ export function registerCtrlCommands(program: Command): void {
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
       const log = pino({ level: settings.logLevel, base: { component: "krane-ctrl" } });
+      // Node prints process warnings as plain text on stderr; ctrl's log is JSON, so they go
+      // through the logger instead.
+      process.removeAllListeners("warning");
+      process.on("warning", (w) => log.warn({ warning: w.name, detail: w.message }, "node process warning"));
+      if (settings.adminTokenSource === "flag") {
+        log.warn("the admin token was given with --admin-token, which every user of this machine can read in the process list: use --admin-token-file or KRANE_ADMIN_TOKEN");
+      }
       const running = await startCtrl({
         databaseUrl: settings.databaseUrl,
         listen: settings.listen,

@@ -1,6 +1,6 @@
 // Starts and stops a real local Kubernetes control plane on loopback: etcd, kube-apiserver
 // (RBAC on), kube-controller-manager, kube-scheduler and KWOK simulating the nodes, on free
-// ports so several clusters can run at once.
+// ports so several clusters can run at once, with the agent's admission fence installed.
 //
 // A cluster is either attached (tests, `krane dev`: a reaper stops it when the owning process
 // dies, however it dies, and its directory is removed) or detached (`krane cluster up`: it keeps
@@ -27,6 +27,7 @@ import {
   type RunningComponent,
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
+import { installFence } from "./fence.js";
 import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, renderNodes, type NodePlan } from "./topology.js";
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
@@ -40,6 +41,8 @@ export interface StartOptions {
   nodes?: NodePlan;
   /** How simulated pods behave (readiness delay, images that never become Ready). */
   pods?: PodBehaviour;
+  /** Install the agent's admission fence (deploy/rbac/fence.yaml). Default true. */
+  fence?: boolean;
   log?: (line: string) => void;
 }
 
@@ -294,6 +297,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await track(kwok, "kwok");
 
     await installApis(ep, assets);
+    if (opts.fence ?? true) await installFence(ep);
     const nodes = renderNodes(opts.nodes ?? DEFAULT_NODE_PLAN);
     await Promise.all(nodes.map((n) => createIfMissing(ep, "/api/v1/nodes", n)));
     state.nodes = nodes.map((n) => n.metadata.name);

@@ -14,7 +14,14 @@ export interface KubeResponse {
   body: string;
 }
 
-export function kubeRequest(ep: KubeEndpoint, method: string, path: string, body?: unknown, contentType = "application/json"): Promise<KubeResponse> {
+export function kubeRequest(
+  ep: KubeEndpoint,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = "application/json",
+  extraHeaders: Record<string, string | string[]> = {},
+): Promise<KubeResponse> {
   const url = new URL(path, ep.server);
   const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
@@ -25,6 +32,7 @@ export function kubeRequest(ep: KubeEndpoint, method: string, path: string, body
         headers: {
           authorization: `Bearer ${ep.token}`,
           accept: "application/json",
+          ...extraHeaders,
           ...(payload !== undefined ? { "content-type": contentType, "content-length": Buffer.byteLength(payload) } : {}),
         },
         ...(ep.ca ? { ca: ep.ca } : { rejectUnauthorized: false }),

@@ -7,8 +7,6 @@ export const SENTINEL_NAMESPACE = "sentinel";
 /** The port a sentinel listens on and its Service exposes. */
 export const SENTINEL_PORT = 8040;
 export const SENTINEL_PORT_NAME = "http";
-/** The ServiceAccount of krane's own sentinel pods (read-only on the routing table). */
-export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
 /** krane's image (one image, the `krane` entrypoint: ctrl, agent and sentinel). */
 export const KRANE_IMAGE_REPOSITORY = "ghcr.io/krane-dev/krane";
 
@@ -26,3 +24,15 @@ export const ZONE_LABEL = "topology.kubernetes.io/zone";
 
 /** The RuntimeClass user workloads run with. */
 export const RUNTIME_CLASS = "gvisor";
+
+/** Where the agent runs, and its ServiceAccount (deploy/rbac/agent.yaml; the fence keys on it). */
+export const AGENT_NAMESPACE = "krane-system";
+export const AGENT_SERVICE_ACCOUNT = "krane-agent";
+/** The Kubernetes user name of the agent's ServiceAccount, as admission and RBAC see it. */
+export const AGENT_USERNAME = `system:serviceaccount:${AGENT_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`;
+/** The sentinel pods' own ServiceAccount (read-only on the routing table in SENTINEL_NAMESPACE). */
+export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
+
+/** Pod Security admission's enforce label, and the levels a workspace namespace may enforce. */
+export const POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce";
+export const WORKSPACE_POD_SECURITY_LEVELS = ["baseline", "restricted"] as const;

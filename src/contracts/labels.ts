@@ -2,6 +2,8 @@
 // carries managed-by, component, region and the owning ids; agents list and collect only
 // objects labelled with their own region. Both sides (ctrl, the agent's kinds, the sentinel,
 // the admission fence) read these names from here and nowhere else.
+import { POD_SECURITY_ENFORCE_LABEL, WORKSPACE_POD_SECURITY_LEVELS } from "./cluster.js";
+
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const LABEL_COMPONENT = "app.kubernetes.io/component";
 export const LABEL_REGION = "krane.dev/region";
@@ -21,6 +23,44 @@ export const COMPONENT = {
   routing: "routing",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
+
+/**
+ * The labels that make a namespace a workspace namespace: the agent's fence
+ * (deploy/rbac/fence.yaml) lets the agent write only in namespaces carrying all three (plus
+ * `sentinel`), and lets it create no other namespace. The agent renders a workspace's namespace
+ * with exactly these; Pod Security "baseline" is a second fence for the pods themselves.
+ */
+export function workspaceNamespaceLabels(workspaceId: string): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_WORKSPACE_ID]: workspaceId,
+    [POD_SECURITY_ENFORCE_LABEL]: "baseline",
+  };
+}
+
+/** Whether a namespace's labels make it a workspace namespace (the fence's rule, in TypeScript). */
+export function isWorkspaceNamespace(labels: Readonly<Record<string, string>> | undefined): boolean {
+  const level = labels?.[POD_SECURITY_ENFORCE_LABEL] ?? "";
+  return (
+    labels?.[LABEL_MANAGED_BY] === MANAGED_BY &&
+    (labels[LABEL_WORKSPACE_ID] ?? "") !== "" &&
+    (WORKSPACE_POD_SECURITY_LEVELS as readonly string[]).includes(level)
+  );
+}
+
+/**
+ * The labels that say who owns a managed object. The fence refuses an update by the agent that
+ * removes or changes any of them (moving an object to another tenant, region or component).
+ */
+export const OWNERSHIP_LABELS = [
+  LABEL_COMPONENT,
+  LABEL_REGION,
+  LABEL_WORKSPACE_ID,
+  LABEL_PROJECT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_SENTINEL_ID,
+] as const;
 
 /** The selector of every object krane manages in one region (all components). */
 export function regionSelector(region: string): string {

@@ -205,7 +205,7 @@ export class KubeClient {
 
   /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
   async raw(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
-    const r: ResourceType = { group: "", version: "", kind: "", plural: path.split("/").filter(Boolean).slice(-2).join("/"), namespaced: false };
+    const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: false };
     const verb: KubeVerb = method === "GET" ? "get" : method === "DELETE" ? "delete" : method === "PATCH" ? "apply" : method === "PUT" ? "update" : "create";
     return await this.#request(verb, r, method, path, { body, contentType: "application/json", signal });
   }
@@ -367,6 +367,17 @@ export class KubeClient {
     this.#watchAgent ??= isHttps ? new https.Agent({ ...o, keepAlive: true }) : new http.Agent({ keepAlive: true });
     return this.#watchAgent;
   }
+}
+
+/**
+ * The resource a raw request is counted under: the collection after `namespaces/<ns>/` (with a
+ * subresource, e.g. "serviceaccounts/token"), else the last segment before a name.
+ */
+export function resourceLabel(path: string): string {
+  const parts = path.split("?")[0]?.split("/").filter(Boolean) ?? [];
+  const ns = parts.indexOf("namespaces");
+  const rest = ns >= 0 && parts.length > ns + 2 ? parts.slice(ns + 2) : parts.slice(-1);
+  return rest.length >= 3 ? `${rest[0]}/${rest[2]}` : (rest[0] ?? "");
 }
 
 function readAll(res: http.IncomingMessage): Promise<string> {

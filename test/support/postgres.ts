@@ -14,6 +14,10 @@ export interface TestPostgres {
   newDatabase(): Promise<string>;
   /** The URL of the server's maintenance database. */
   adminUrl: string;
+  /** Stops the server as an outage would (fast shutdown: sessions are terminated), keeping its data. */
+  halt(): Promise<void>;
+  /** Starts a halted server again, on the same port, with the same data. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -67,13 +71,15 @@ export async function startPostgres(): Promise<TestPostgres> {
   run(join(bin, "initdb"), ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]);
   let port = 0;
   let started = false;
+  const startOn = (p: number): void =>
+    run(join(bin, "pg_ctl"), [
+      "-D", data, "-w", "-t", "60", "-l", join(dir, "log"), "start",
+      "-o", `-p ${p} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+    ]);
   for (let attempt = 0; attempt < 5 && !started; attempt++) {
     port = await freePort();
     try {
-      run(join(bin, "pg_ctl"), [
-        "-D", data, "-w", "-t", "60", "-l", join(dir, "log"), "start",
-        "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
-      ]);
+      startOn(port);
       started = true;
     } catch (err) {
       if (attempt === 4) {
@@ -88,7 +94,8 @@ export async function startPostgres(): Promise<TestPostgres> {
     if (stopped) return;
     stopped = true;
     try {
-      run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
+      // A halted server has nothing to stop.
+      if (existsSync(join(data, "postmaster.pid"))) run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -108,6 +115,12 @@ export async function startPostgres(): Promise<TestPostgres> {
         await c.end();
       }
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
+    },
+    async halt() {
+      run(join(bin, "pg_ctl"), ["-D", data, "-m", "fast", "-w", "stop"]);
+    },
+    async resume() {
+      startOn(port);
     },
     async stop() {
       process.off("exit", stopNow);

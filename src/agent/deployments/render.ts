@@ -21,6 +21,7 @@ import {
   LABEL_WORKSPACE_ID,
   MANAGED_BY,
   COMPONENT as COMPONENTS,
+  workspaceNamespaceLabels,
 } from "../../contracts/labels.js";
 import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS, SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
 
@@ -119,15 +120,9 @@ export function renderNamespace(d: ApplyDeployment): KubeObject {
   return {
     apiVersion: "v1",
     kind: "Namespace",
-    metadata: {
-      name: d.k8sNamespace,
-      labels: {
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-        [LABEL_WORKSPACE_ID]: d.workspaceId,
-        // Pod Security admission as a second fence: nothing privileged ever runs here.
-        "pod-security.kubernetes.io/enforce": "baseline",
-      },
-    },
+    // managed-by, the workspace id and Pod Security `baseline` (a second fence: nothing
+    // privileged runs here) — what the admission fence checks a workspace namespace by.
+    metadata: { name: d.k8sNamespace, labels: workspaceNamespaceLabels(d.workspaceId) },
   };
 }
 

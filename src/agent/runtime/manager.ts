@@ -14,6 +14,7 @@
 // replica holding the Lease runs controllers; one that stops leading stops them at once, and the
 // Kubernetes client refuses its writes from the moment its last renewal is older than the renew
 // deadline (`writeRefusal`), before any other replica can have taken over.
+import { setMaxListeners } from "node:events";
 import type { Registry } from "prom-client";
 import { Gauge } from "prom-client";
 import { regionSelector } from "../../contracts/labels.js";
@@ -186,6 +187,10 @@ export class Manager {
     if (this.#running) return;
     const signal = this.#abort.signal;
     const informers = [...this.#informers.values()];
+    // Listeners on this signal, all removed when their wait or request ends: per informer its
+    // watch and a list request or backoff sleep (2), the API probe's request and sleep (2), the
+    // elector's request and sleep (2). More would be a leak, so the limit says exactly that.
+    setMaxListeners(2 * informers.length + 6, signal);
     const loops: Promise<unknown>[] = informers.map((i) => i.run(signal));
     loops.push(
       Promise.all(informers.map((i) => i.waitSynced())).then(() => {

@@ -6,16 +6,19 @@
 //   --listen             KRANE_LISTEN               listen              0.0.0.0:7070
 //   --ops-listen         KRANE_OPS_LISTEN           opsListen           0.0.0.0:7071 ("off" disables)
 //   --tls-cert/--tls-key KRANE_TLS_CERT/_KEY        tlsCert/tlsKey      (h2c)
-//   --admin-token        KRANE_ADMIN_TOKEN          adminToken          (see below)
+//   --admin-token        KRANE_ADMIN_TOKEN          adminToken          (see below; the flag form shows in `ps`)
 //   --admin-token-file   KRANE_ADMIN_TOKEN_FILE     adminTokenFile      <database dir>/admin-token
 //   --outbox-retention   KRANE_OUTBOX_RETENTION     outboxRetention     100000 versions per stream
 //   --pool-size          KRANE_POOL_SIZE            poolSize            10 PostgreSQL connections
 //   --log-level          KRANE_LOG_LEVEL            logLevel            info
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
-// once revoked through the API: ctrl then logs an error and serves without it). Without one,
-// on a database that has no user token yet, ctrl creates one and writes it to the admin token
-// file (mode 0600), logging only the file's path: tokens never go to logs.
+// once revoked through the API: ctrl then logs an error and serves without it). Without one, the
+// admin token file holds it: a token in an existing file is registered the same way (a file
+// keeps the token out of the process list, where --admin-token is visible to every user of the
+// machine); a missing file, on a database with no user token yet, is created with a generated
+// token (mode 0600), logging only the file's path: tokens never go to logs. --admin-token and an
+// explicitly given --admin-token-file exclude each other.
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { ListenAddress } from "./server.js";
@@ -27,6 +30,8 @@ export interface CtrlSettings {
   tls: { certFile: string; keyFile: string } | undefined;
   adminToken: string | undefined;
   adminTokenFile: string;
+  /** Where adminToken came from, so ctrl can warn about a token on the command line. */
+  adminTokenSource: "flag" | "env" | "config" | undefined;
   outboxRetention: number;
   poolSize: number;
   logLevel: string;
@@ -82,13 +87,20 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
   const poolSize = Number(pick("poolSize") ?? "10");
   if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error("pool size must be an integer from 1 to 1000");
   const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
+  const adminToken = pick("adminToken");
+  const explicitTokenFile = pick("adminTokenFile");
+  if (adminToken !== undefined && explicitTokenFile !== undefined) {
+    throw new Error("admin token: give either --admin-token (KRANE_ADMIN_TOKEN) or --admin-token-file (KRANE_ADMIN_TOKEN_FILE), not both");
+  }
+  if (adminToken !== undefined && adminToken.trim() === "") throw new Error("admin token: empty");
   return {
     databaseUrl,
     listen: parseListen("listen", pick("listen") ?? "0.0.0.0:7070"),
     opsListen: ops === "off" ? null : parseListen("ops listen", ops),
     tls: cert !== undefined && key !== undefined ? { certFile: cert, keyFile: key } : undefined,
-    adminToken: pick("adminToken"),
-    adminTokenFile: pick("adminTokenFile") ?? (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
+    adminToken,
+    adminTokenFile: explicitTokenFile ?? (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
+    adminTokenSource: flags.adminToken !== undefined ? "flag" : env[ENV.adminToken] !== undefined ? "env" : file.adminToken !== undefined ? "config" : undefined,
     outboxRetention: retention,
     poolSize,
     logLevel: pick("logLevel") ?? "info",

@@ -1,7 +1,10 @@
 // Cross-cutting RPC behaviour: error mapping, metrics, and the server-side deadline of unary
-// calls. Tracks unary calls in flight so shutdown can wait for them.
+// calls. Tracks unary calls in flight so shutdown can wait for them. A server-streaming call's
+// request is decoded lazily, inside this interceptor's reach: an undecodable one becomes
+// invalid_argument here (unary calls are decoded before any interceptor: rpc-handler.ts).
+import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { toConnectError } from "./errors.js";
+import { toConnectError, undecodableRequest, type ErrorSinks } from "./errors.js";
 import type { CtrlMetrics } from "./metrics.js";
 
 export class InflightTracker {
@@ -32,27 +35,49 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
 }
 
-async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code | "ok") => void, onUnexpected: (err: unknown) => void): AsyncGenerator<T> {
+async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code | "ok") => void, sinks: ErrorSinks): AsyncGenerator<T> {
   try {
     for await (const m of source) yield m;
     onEnd("ok");
   } catch (err) {
-    const ce = toConnectError(err, onUnexpected);
+    const ce = toConnectError(err, sinks);
     onEnd(ce.code);
     throw ce;
   }
+}
+
+/** The one request message of a server-streaming call; a body that does not hold exactly one valid message is invalid_argument. */
+async function* singleRequestMessage<T>(source: AsyncIterable<T>, method: DescMethod): AsyncGenerator<T> {
+  let count = 0;
+  try {
+    for await (const m of source) {
+      if (++count > 1) break;
+      yield m;
+    }
+  } catch (err) {
+    const ce = err instanceof ConnectError ? err : undefined;
+    throw (ce && undecodableRequest(ce.code, ce.rawMessage, method)) ?? err;
+  }
+  if (count !== 1) throw new ConnectError(`invalid request: the body ${count === 0 ? "holds no" : "holds more than one"} ${method.input.typeName} message`, Code.InvalidArgument);
 }
 
 export function observeInterceptor(opts: {
   metrics: CtrlMetrics;
   inflight: InflightTracker;
   unaryTimeoutMs: number;
+  /** "PostgreSQL" or "SQLite", named in outage answers. */
+  databaseKind: string;
   onUnexpected: (err: unknown, method: string) => void;
+  onDependencyFailure: ErrorSinks["dependency"];
 }): Interceptor {
   const { metrics, inflight } = opts;
   return (next) => async (req) => {
     const labels = { service: req.service.name, method: req.method.name };
-    const unexpected = (err: unknown): void => opts.onUnexpected(err, `${req.service.name}/${req.method.name}`);
+    const sinks: ErrorSinks = {
+      databaseKind: opts.databaseKind,
+      dependency: opts.onDependencyFailure,
+      unexpected: (err) => opts.onUnexpected(err, `${req.service.name}/${req.method.name}`),
+    };
     const count = (code: Code | "ok"): void => {
       metrics.rpcTotal.inc({ ...labels, code: code === "ok" ? "ok" : Code[code] });
     };
@@ -64,7 +89,7 @@ export function observeInterceptor(opts: {
         count("ok");
         return res;
       } catch (err) {
-        const ce = toConnectError(err, unexpected);
+        const ce = toConnectError(err, sinks);
         count(ce.code);
         throw ce;
       } finally {
@@ -73,11 +98,11 @@ export function observeInterceptor(opts: {
       }
     }
     try {
-      const res = await next(req);
+      const res = await next(req.method.methodKind === "server_streaming" ? { ...req, message: singleRequestMessage(req.message, req.method) } : req);
       if (!res.stream) return res;
-      return { ...res, message: mapStreamErrors(res.message, count, unexpected) };
+      return { ...res, message: mapStreamErrors(res.message, count, sinks) };
     } catch (err) {
-      const ce = toConnectError(err, unexpected);
+      const ce = toConnectError(err, sinks);
       count(ce.code);
       throw ce;
     }

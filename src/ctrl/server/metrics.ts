@@ -28,6 +28,12 @@ export class CtrlMetrics {
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });
+  readonly dependencyUp = new Gauge({
+    name: "krane_ctrl_dependency_up",
+    help: "1 while a dependency ctrl needs (the database) answers, 0 during an outage.",
+    labelNames: ["dependency"] as const,
+    registers: [this.registry],
+  });
   readonly outboxCompacted = new Counter({
     name: "krane_ctrl_outbox_compacted_rows_total",
     help: "Outbox rows removed by retention.",

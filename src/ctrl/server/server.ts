@@ -5,13 +5,13 @@
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
 // their cursor), sessions close, and the database closes last.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
-import type { ConnectRouter } from "@connectrpc/connect";
+import { setMaxListeners } from "node:events";
+import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -44,6 +44,9 @@ import { storeFeedSource } from "../stream/watch.js";
 import { Authenticator, type AuthOptions } from "./auth.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
+import { createRpcHandler } from "./rpc-handler.js";
+import { classifyDependencyError } from "./dependency-errors.js";
+import { OutageWatch } from "./outage.js";
 
 export interface ListenAddress {
   host: string;
@@ -67,8 +70,9 @@ export interface CtrlConfig {
   poolSize?: number;
   logger?: Logger;
   /**
-   * Makes sure an admin user token exists before serving: `token` is registered as given; without
-   * one, a database with no user token gets a generated token written to `file` (mode 0600).
+   * Makes sure an admin user token exists before serving: `token` is registered as given;
+   * without one, the token in `file` is registered when the file exists, and otherwise a database
+   * with no user token gets a generated token written to `file` (mode 0600).
    */
   bootstrapAdmin?: { token?: string; file: string };
   /** Backstop re-read of live streams in case a notification was lost (ms, 0 disables). */
@@ -89,6 +93,8 @@ export interface RunningCtrl {
   hub: FeedHub;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
+  /** Aborted once the server has stopped; every call in flight holds one listener on it. */
+  shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
   close(): Promise<void>;
 }
@@ -110,13 +116,41 @@ async function bootstrapAdminToken(store: Store, admin: { token?: string; file: 
     }
     return;
   }
+  const fromFile = readAdminTokenFile(admin.file, log);
+  if (fromFile !== undefined) {
+    if (!(await addUserToken(store, "admin", fromFile))) {
+      log.warn({ file: admin.file }, "the admin token in this file was revoked and is not registered again: delete the file");
+    }
+    return;
+  }
   if ((await countUserTokens(store.db)) > 0) return;
-  const token = generateToken("user");
+  let token = generateToken("user");
   mkdirSync(dirname(admin.file), { recursive: true });
-  writeFileSync(admin.file, `${token}\n`, { mode: 0o600 });
+  try {
+    writeFileSync(admin.file, `${token}\n`, { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    // Another ctrl on this machine wrote it first: use its token.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    token = readAdminTokenFile(admin.file, log) ?? token;
+  }
   await addUserToken(store, "admin", token);
   // Only the path is logged: tokens never go to logs.
   log.warn({ file: admin.file }, "created the first admin API token; use it as KRANE_TOKEN");
+}
+
+/** The token in the admin token file, or undefined when there is no such file. */
+function readAdminTokenFile(file: string, log: Logger): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`admin token file ${file}: ${(err as Error).message}`);
+  }
+  const token = text.trim();
+  if (token === "" || /\s/.test(token)) throw new Error(`admin token file ${file}: expected one token on one line`);
+  if ((statSync(file).mode & 0o077) !== 0) log.warn({ file }, "the admin token file can be read by other users: chmod 600 it");
+  return token;
 }
 
 function hostForUrl(host: string): string {
@@ -136,9 +170,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     }
   }
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
+  const databaseKind = store.dialect === "postgres" ? "PostgreSQL" : "SQLite";
+  const outage = new OutageWatch({ dependency: "database", probe: () => store.ping(), log, gauge: metrics.dependencyUp });
+  /** Background work that failed: an outage goes to the outage log (once), anything else is logged. */
+  const backgroundFailure = (what: string) => (err: unknown): void => {
+    const f = classifyDependencyError(err);
+    if (f) outage.failed(f);
+    else log.warn({ err: String(err) }, what);
+  };
   const hub = new FeedHub(storeFeedSource(store), store.notifier, {
     safetyIntervalMs: config.feedSafetyIntervalMs,
-    onError: (err) => log.warn({ err: String(err) }, "feed read failed; retrying"),
+    onError: backgroundFailure("feed read failed; retrying"),
   });
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
@@ -159,19 +201,27 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
   };
-  const handler = connectNodeAdapter({
+  // Connect links every call's signal to this one with an "abort" listener, removed when the
+  // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
+  // sign of a leak here. test/integration/ctrl/listeners.test.ts checks they all go away.
+  setMaxListeners(0, adapterStop.signal);
+  const handler = createRpcHandler({
     routes,
     interceptors: [
       observeInterceptor({
         metrics,
         inflight,
         unaryTimeoutMs: config.unaryTimeoutMs ?? 30_000,
+        databaseKind,
         onUnexpected: (err, method) => log.error({ method, err: err instanceof Error ? err.message : String(err) }, "unexpected error"),
+        onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
+    onEarlyEnd: (method, code) => metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
+    onHandlerError: (method, err) => log.warn({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc answer not delivered"),
   });
 
   const server: http2.Http2Server = config.tls
@@ -248,7 +298,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
-      .catch((err: unknown) => log.warn({ err: String(err) }, "outbox compaction failed"));
+      .catch(backgroundFailure("outbox compaction failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
@@ -274,6 +324,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       await closed;
       adapterStop.abort();
       hub.close();
+      outage.close();
       await rollout.close();
       if (ops) {
         ops.closeAllConnections();
@@ -285,5 +336,5 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, close };
+  return { url, opsUrl, store, hub, metrics, rollout, shutdownSignal: adapterStop.signal, close };
 }

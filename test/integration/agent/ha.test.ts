@@ -81,8 +81,9 @@ test("exactly one replica leads and applies; the follower is ready, writes nothi
   assert.equal(readyz.role, "follower");
   const lease = await admin.raw("GET", "/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-ha");
   assert.equal(isRecord(lease) && isRecord(lease.spec) ? lease.spec.holderIdentity : undefined, leader.manager.identity);
-  const beats = ctrl.heartbeats.filter((h) => h.region === REGION).map((h) => h.agentId);
-  assert.ok(beats.length > 0 && beats.every((id) => id === leader.manager.identity), `heartbeats only from the leader: ${[...new Set(beats)].join(",")}`);
+  await eventually("a heartbeat from the leader", async () => (ctrl.heartbeats.some((h) => h.region === REGION && h.agentId === leader.manager.identity) ? true : undefined), 30_000);
+  const beats = new Set(ctrl.heartbeats.filter((h) => h.region === REGION).map((h) => h.agentId));
+  assert.deepEqual([...beats], [leader.manager.identity], "heartbeats only from the leader");
 });
 
 test("a stalled leader is replaced and writes nothing once its lease could be taken; changes made meanwhile are applied by the new leader", { timeout: 120_000 }, async () => {

@@ -49,13 +49,13 @@ export function startAgent(
   });
 }
 
-/** Kubernetes write requests (apply, create, delete) the agent has made so far. */
+/** Kubernetes writes of objects (apply, create, delete; not its leader-election Lease) the agent has made so far. */
 export async function kubeWrites(agent: Agent): Promise<number> {
   const metric = agent.registry.getSingleMetric("krane_agent_kube_requests_total");
   if (!metric) return 0;
   const { values } = await metric.get();
   let n = 0;
-  for (const v of values) if (["apply", "create", "delete"].includes(String(v.labels.verb))) n += v.value;
+  for (const v of values) if (["apply", "create", "delete"].includes(String(v.labels.verb)) && v.labels.resource !== "leases") n += v.value;
   return n;
 }
 

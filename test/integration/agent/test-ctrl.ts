@@ -280,8 +280,8 @@ export class TestCtrl {
   /** Listens on `port`; by default the port of the previous start (a fresh one the first time). */
   async start(port = this.#port): Promise<void> {
     this.#shutdown = new AbortController();
-    // Connect links each in-flight request's signal to the shutdown signal (and unlinks it when
-    // the request ends): many concurrent agent calls are many listeners, not a leak.
+    // Connect adds one listener per call in flight to the shutdown signal (removed when the call
+    // ends); past ten, Node would warn of a leak that is not one (as in ctrl's server.ts).
     setMaxListeners(0, this.#shutdown.signal);
     const handler = connectNodeAdapter({ routes: (router) => this.#routes(router), shutdownSignal: this.#shutdown.signal });
     const server = http2.createServer(handler);

@@ -8,6 +8,8 @@ export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathn
 export interface CtrlProcess {
   url: string;
   child: ChildProcess;
+  /** Everything ctrl wrote to stdout (its JSON log) so far. */
+  stdout(): string;
   /** SIGTERM and wait for a clean exit; returns the exit code. */
   stop(): Promise<number | null>;
 }
@@ -18,7 +20,9 @@ export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Pr
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
+  let stdout = "";
   child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()));
   const lines = createInterface({ input: child.stdout! });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`ctrl did not start: ${stderr}`)), 60_000);
@@ -41,6 +45,7 @@ export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Pr
   return {
     url,
     child,
+    stdout: () => stdout,
     async stop() {
       if (child.exitCode !== null) return child.exitCode;
       const exited = once(child, "exit");

@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { checkTiming, decide, microTime, sameRecord, type LeaseRecord } from "../../../src/kube/leader-election.js";
+import { resourceLabel } from "../../../src/kube/client.js";
 
 const T = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 const WALL = "2026-11-23T10:00:00.123000Z";
@@ -50,4 +51,11 @@ test("timing rules and MicroTime's six fractional digits", () => {
   assert.equal(microTime(new Date("2026-01-02T03:04:05.678Z")), "2026-01-02T03:04:05.678000Z");
   assert.ok(sameRecord(rec("x"), rec("x")));
   assert.ok(!sameRecord(rec("x"), rec("x", { renewTime: "later" })));
+});
+
+test("raw requests are counted under their resource (leases, serviceaccounts/token, version)", () => {
+  assert.equal(resourceLabel("/apis/coordination.k8s.io/v1/namespaces/krane-system/leases"), "leases");
+  assert.equal(resourceLabel("/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-eu"), "leases");
+  assert.equal(resourceLabel("/api/v1/namespaces/krane-system/serviceaccounts/krane-agent/token"), "serviceaccounts/token");
+  assert.equal(resourceLabel("/version"), "version");
 });
