@@ -1,10 +1,10 @@
 // Migration 0005_revoked_tokens: digests of revoked user API tokens, so that a token revoked
 // through the API stays revoked even when it is still given in ctrl's configuration
-// (`--admin-token` is registered at every start). Registered in migrations.ts; never edit once
-// shipped.
-import type { Kysely, Migration } from "kysely";
+// (`--admin-token` is registered at every start). Never edit once shipped.
+import type { Kysely } from "kysely";
+import type { KraneMigration } from "./migration.js";
 
-export const revokedTokensMigration: Migration = {
+export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
     await db.schema
       .createTable("revoked_tokens")

@@ -1,4 +1,5 @@
-// Table shapes of ctrl's store, shared by the SQLite and PostgreSQL dialects.
+// Table shapes of ctrl's database, shared by the SQLite and PostgreSQL dialects (the rollout
+// driver's tables included). Migrations (./migrations) create them; nothing else defines tables.
 //
 // Conventions that keep one set of queries valid on both databases:
 //   - timestamps are integer unix milliseconds, booleans are 0/1 integers;
@@ -7,11 +8,13 @@
 //   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
 //     versions stay far below 2^53), and become bigint only at the protobuf boundary.
 import type { ColumnType, Insertable, Selectable } from "kysely";
-import type { RolloutEventsTable, RolloutRevisionsTable, RolloutsTable } from "../rollout/schema.js";
 
-/** The kinds of objects streamed to agents; each has its own stream and version sequence. */
-export type ObjectKind = "deployment" | "sentinel";
-export const OBJECT_KINDS: readonly ObjectKind[] = ["deployment", "sentinel"];
+/**
+ * The name of a kind of object streamed to agents ("deployment", "sentinel"): each kind has its
+ * own stream and version sequence per region. The database layer treats it as an opaque name;
+ * the kinds are registered in ../kinds/registry.ts.
+ */
+export type KindName = string;
 
 export type ChangeOp = "apply" | "delete";
 
@@ -96,15 +99,22 @@ export interface SentinelsTable {
 /** What each region should run right now, one row per object; the snapshot is read from here. */
 export interface DesiredObjectsTable {
   region: string;
-  kind: ObjectKind;
+  kind: KindName;
   object_id: string;
+  /** The encoded Apply message, rendered from the rows it describes when they change. */
   payload: Uint8Array;
+  /**
+   * Migration 0006: the desired replica count of the object in the region, the source of truth
+   * for kinds sized per region (deployments: set by the rollout driver); null for kinds whose
+   * replicas are not per region (sentinels: environments.sentinel_replicas).
+   */
+  replicas: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** Every change to desired_objects, versioned per (region, kind); streams read from here. */
 export interface OutboxTable {
   region: string;
-  kind: ObjectKind;
+  kind: KindName;
   version: number;
   object_id: string;
   op: ChangeOp;
@@ -115,7 +125,7 @@ export interface OutboxTable {
 /** The version counter of each stream and how far its outbox has been compacted. */
 export interface StreamVersionsTable {
   region: string;
-  kind: ObjectKind;
+  kind: KindName;
   version: number;
   compacted_through: number;
 }
@@ -175,6 +185,53 @@ export interface DeploymentReportsTable {
   reported_at: number;
 }
 
+// ---------------------------------------------------------------- the rollout driver's state
+// (migration 0002_rollouts): per environment and region, the Deployment-like record the engine
+// works on; per revision and region, the ReplicaSet-like record; and recent rollout events.
+
+/** One row per (environment, region): what Kubernetes keeps on the Deployment object. */
+export interface RolloutsTable {
+  environment_id: string;
+  region: string;
+  /** The revision the region should run (Kubernetes' new ReplicaSet); null until the first pass. */
+  target_deployment_id: string | null;
+  /** The environment's last_revision when the target was chosen: a newer deployment retargets. */
+  target_seen_revision: number;
+  /** Pending undo: null, 0 (previous revision) or a region revision number. */
+  rollback_to: number | null;
+  /** JSON of the engine's DeploymentStatus. */
+  status: string;
+  /** JSON of the engine's Condition[]. */
+  conditions: string;
+  /** The spec the last pass saw (see specKey); differs from the current one until observed. */
+  observed_spec: string;
+  /** When a pass must run even without events (progress deadline, minReadySeconds); null: none. */
+  requeue_at: number | null;
+  updated_at: number;
+}
+
+/** One row per (deployment, region) once the engine has sized the revision there. */
+export interface RolloutRevisionsTable {
+  deployment_id: string;
+  environment_id: string;
+  region: string;
+  /** The region's revision number (renumbered on rollback, like the ReplicaSet annotation). */
+  revision: number | null;
+  // Its size is desired_objects.replicas (migration 0006 dropped the copy that was kept here).
+  desired_replicas: number | null;
+  max_replicas: number | null;
+}
+
+export interface RolloutEventsTable {
+  environment_id: string;
+  region: string;
+  seq: number;
+  at: number;
+  type: string;
+  reason: string;
+  message: string;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -205,3 +262,9 @@ export type ClusterRow = Selectable<ClustersTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type OutboxRow = Selectable<OutboxTable>;
 export type NewOutboxRow = Insertable<OutboxTable>;
+
+/** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
+export function parseJsonList<T>(text: string): T[] {
+  const v: unknown = JSON.parse(text);
+  return Array.isArray(v) ? (v as T[]) : [];
+}

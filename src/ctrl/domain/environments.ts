@@ -1,104 +1,18 @@
-// Workspaces, projects and environments: creation and lookup by slug or id. Creating an
-// environment also creates its sentinels (one per region) and puts them in the regions' outboxes.
-// Changing an environment afterwards is environment-update.ts.
+// Environments: creation with their regions and sentinels (one per region, put into each
+// region's desired state), listing, the regions and their replicas, the environment lock, and
+// the sentinel's desired state as the environment's settings change. Changing an environment
+// after creation is ./environment-update.ts.
 import type { Kysely } from "kysely";
-import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
-import { newId, sentinelK8sName, workspaceNamespace } from "./ids.js";
-import type { WriteTx } from "./outbox.js";
-import { encodeApplySentinel, encodeDeleteSentinel, renderApplySentinel } from "./render.js";
-import type { Database, EnvironmentRow, ProjectRow, SentinelRow, WorkspaceRow } from "./schema.js";
-import { isUniqueViolation, type Store } from "./store.js";
-import type { EnvironmentRef, NewEnvironment, NewProject, NewWorkspace } from "./types.js";
+import type { WriteTx } from "../db/outbox.js";
+import type { Database, EnvironmentRow, ProjectRow, SentinelRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { alreadyExists, failedPrecondition } from "../errors.js";
+import { encodeApplySentinel, encodeDeleteSentinel, sentinelKind } from "../kinds/sentinel.js";
+import type { NewEnvironment } from "../validate/types.js";
+import { newId, sentinelK8sName } from "./ids.js";
+import { findProject, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
-
-export async function findWorkspace(db: Reader, ref: string): Promise<WorkspaceRow> {
-  const row = await db
-    .selectFrom("workspaces")
-    .selectAll()
-    .where(ref.startsWith("ws_") ? "id" : "slug", "=", ref)
-    .executeTakeFirst();
-  if (!row) throw notFound(`workspace "${ref}"`);
-  return row;
-}
-
-export async function findProject(db: Reader, workspaceRef: string, ref: string): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
-  const workspace = await findWorkspace(db, workspaceRef);
-  const project = await db
-    .selectFrom("projects")
-    .selectAll()
-    .where("workspace_id", "=", workspace.id)
-    .where(ref.startsWith("prj_") ? "id" : "slug", "=", ref)
-    .executeTakeFirst();
-  if (!project) throw notFound(`project "${ref}" in workspace "${workspace.slug}"`);
-  return { workspace, project };
-}
-
-export interface EnvironmentContext {
-  workspace: WorkspaceRow;
-  project: ProjectRow;
-  environment: EnvironmentRow;
-}
-
-export async function findEnvironment(db: Reader, ref: EnvironmentRef): Promise<EnvironmentContext> {
-  const { workspace, project } = await findProject(db, ref.workspace, ref.project);
-  const environment = await db
-    .selectFrom("environments")
-    .selectAll()
-    .where("project_id", "=", project.id)
-    .where(ref.environment.startsWith("env_") ? "id" : "slug", "=", ref.environment)
-    .executeTakeFirst();
-  if (!environment) throw notFound(`environment "${ref.environment}" in project "${project.slug}"`);
-  return { workspace, project, environment };
-}
-
-export async function createWorkspace(store: Store, input: NewWorkspace): Promise<WorkspaceRow> {
-  const row: WorkspaceRow = {
-    id: newId("ws"),
-    slug: input.slug,
-    name: input.name,
-    k8s_namespace: workspaceNamespace(input.slug),
-    created_at: store.clock(),
-  };
-  try {
-    await store.write(async (tx) => {
-      await tx.trx.insertInto("workspaces").values(row).execute();
-    });
-  } catch (err) {
-    if (isUniqueViolation(err)) throw alreadyExists(`workspace "${input.slug}"`);
-    throw err;
-  }
-  return row;
-}
-
-export async function listWorkspaces(db: Reader): Promise<WorkspaceRow[]> {
-  return db.selectFrom("workspaces").selectAll().orderBy("slug").execute();
-}
-
-export async function createProject(store: Store, input: NewProject): Promise<ProjectRow> {
-  try {
-    return await store.write(async (tx) => {
-      const workspace = await findWorkspace(tx.trx, input.workspace);
-      const row: ProjectRow = {
-        id: newId("prj"),
-        workspace_id: workspace.id,
-        slug: input.slug,
-        name: input.name,
-        created_at: tx.now,
-      };
-      await tx.trx.insertInto("projects").values(row).execute();
-      return row;
-    });
-  } catch (err) {
-    if (isUniqueViolation(err)) throw alreadyExists(`project "${input.slug}"`);
-    throw err;
-  }
-}
-
-export async function listProjects(db: Reader, workspaceRef: string): Promise<ProjectRow[]> {
-  const workspace = await findWorkspace(db, workspaceRef);
-  return db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).orderBy("slug").execute();
-}
 
 export async function createEnvironment(store: Store, input: NewEnvironment): Promise<EnvironmentContext> {
   try {
@@ -147,7 +61,7 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
       return { workspace, project, environment };
     });
   } catch (err) {
-    if (isUniqueViolation(err)) throw alreadyExists(`environment "${input.slug}"`);
+    if (store.isUniqueViolation(err)) throw alreadyExists(`environment "${input.slug}"`);
     throw err;
   }
 }
@@ -172,12 +86,12 @@ export async function createSentinel(tx: WriteTx, project: ProjectRow, environme
 
 /** Re-renders a sentinel's desired state from the environment's (changed) settings. */
 export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
-  await tx.putDesired(sentinel.region, "sentinel", sentinel.id, encodeApplySentinel(renderApplySentinel(environment, sentinel)));
+  await tx.putDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeApplySentinel(environment, sentinel));
 }
 
 /** Removes a sentinel: its region's agent is told to delete it, and its record goes. */
 export async function dropSentinel(tx: WriteTx, sentinel: SentinelRow): Promise<void> {
-  await tx.removeDesired(sentinel.region, "sentinel", sentinel.id, encodeDeleteSentinel(sentinel));
+  await tx.removeDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeDeleteSentinel(sentinel));
   await tx.trx.deleteFrom("sentinels").where("id", "=", sentinel.id).execute();
 }
 
@@ -204,7 +118,5 @@ export async function environmentRegions(db: Reader, environmentId: string): Pro
  * it see its commit. Undefined when the environment does not exist.
  */
 export async function lockEnvironment(tx: WriteTx, id: string, mode: "share" | "update"): Promise<EnvironmentRow | undefined> {
-  const q = tx.trx.selectFrom("environments").selectAll().where("id", "=", id);
-  if (tx.dialect !== "postgres") return q.executeTakeFirst();
-  return (mode === "share" ? q.forShare() : q.forUpdate()).executeTakeFirst();
+  return tx.dialect.lockRows(tx.trx.selectFrom("environments").selectAll().where("id", "=", id), mode).executeTakeFirst();
 }

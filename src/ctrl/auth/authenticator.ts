@@ -10,16 +10,12 @@
 // a revoked agent token. Another ctrl replica learns only from the database: it refuses the
 // token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
 // re-check (streamRecheckMs), which looks up every open stream's token again.
-import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { findClusterByTokenHash, findUserTokenByHash, hashToken, recordApiTokenUse } from "../store/clusters.js";
-import type { Store } from "../store/store.js";
-
-export type Principal =
-  | { kind: "agent"; clusterId: string; region: string }
-  | { kind: "user"; tokenId: string; name: string };
-
-export const principalKey = createContextKey<Principal | undefined>(undefined);
+import type { Store } from "../db/store.js";
+import { findClusterByTokenHash } from "../domain/clusters.js";
+import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { principalKey, type Principal, type RevocationListener } from "./principal.js";
 
 export interface AuthOptions {
   cacheTtlMs?: number;
@@ -28,13 +24,6 @@ export interface AuthOptions {
   streamRecheckMs?: number;
   /** Least time between two recorded uses of one user token (ms). Default one minute. */
   usageIntervalMs?: number;
-}
-
-/** What the API handlers call after revoking a credential (implemented by Authenticator). */
-export interface RevocationListener {
-  forgetUserToken(tokenId: string): void;
-  /** Ends everything authenticated as the cluster, except with the token whose digest is `keepDigest`. */
-  forgetCluster(clusterId: string, keepDigest?: string): void;
 }
 
 interface LiveStream {
@@ -216,20 +205,4 @@ export class Authenticator implements RevocationListener {
       this.rechecking = false;
     }
   }
-}
-
-/** The region an agent call acts on: the request's, which must be the token's (empty = the token's). */
-export function agentRegion(ctx: HandlerContext, requested: string): string {
-  const p = ctx.values.get(principalKey);
-  if (!p || p.kind !== "agent") throw new ConnectError("agent token required", Code.PermissionDenied);
-  if (requested !== "" && requested !== p.region) {
-    throw new ConnectError(`this token is bound to region "${p.region}", not "${requested.slice(0, 64)}"`, Code.PermissionDenied);
-  }
-  return p.region;
-}
-
-export function agentPrincipal(ctx: HandlerContext): { clusterId: string; region: string } {
-  const p = ctx.values.get(principalKey);
-  if (!p || p.kind !== "agent") throw new ConnectError("agent token required", Code.PermissionDenied);
-  return p;
 }

@@ -1,13 +1,12 @@
 // The status read model of an environment: its deployments with desired replicas and reported
 // instances per region, agent rejections, sentinel health, and the clusters of its regions.
 import type { Kysely } from "kysely";
-import { listDeployments } from "./deployments.js";
-import type { DeploymentContext } from "./render.js";
-import type { ClusterRow, Database, InstanceRow, SentinelRow } from "./schema.js";
-import { environmentRegions, findEnvironment, type EnvironmentContext } from "./tenancy.js";
-import type { EnvironmentRef } from "./types.js";
-import { fromBinary } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { ClusterRow, Database, InstanceRow, SentinelRow } from "../db/schema.js";
+import type { DeploymentContext } from "../kinds/deployment.js";
+import type { EnvironmentRef } from "../validate/types.js";
+import { desiredReplicasOf, listDeployments } from "./deployments.js";
+import { environmentRegions } from "./environments.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -40,9 +39,7 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
   const deployments = await listDeployments(db, { workspace: environment.workspace.id, project: environment.project.id, environment: envId });
   const ids = deployments.map((d) => d.deployment.id);
 
-  const desired = ids.length
-    ? await db.selectFrom("desired_objects").select(["region", "object_id", "payload"]).where("kind", "=", "deployment").where("object_id", "in", ids).execute()
-    : [];
+  const desired = await desiredReplicasOf(db, ids);
   const instances = ids.length ? await db.selectFrom("instances").selectAll().where("deployment_id", "in", ids).orderBy("k8s_name").execute() : [];
   const reports = ids.length ? await db.selectFrom("deployment_reports").selectAll().where("deployment_id", "in", ids).execute() : [];
 
@@ -56,11 +53,12 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
       }
       return r;
     };
-    for (const o of desired) {
-      if (o.object_id !== d.deployment.id) continue;
-      const r = regionOf(o.region);
+    for (const [region, replicas] of desired) {
+      const n = replicas.get(d.deployment.id);
+      if (n === undefined) continue;
+      const r = regionOf(region);
       r.desired = true;
-      r.desiredReplicas = fromBinary(ApplyDeploymentSchema, o.payload).replicas;
+      r.desiredReplicas = n;
     }
     for (const i of instances) if (i.deployment_id === d.deployment.id) regionOf(i.region).instances.push(i);
     for (const r of reports) if (r.deployment_id === d.deployment.id && r.rejected_reason !== null) regionOf(r.region).rejectedReason = r.rejected_reason;

@@ -1,8 +1,9 @@
-// Migration 0002_rollouts: the rollout driver's tables (see ./schema.ts). Appended to ctrl's
-// migration list; never edit once shipped.
-import type { Kysely, Migration } from "kysely";
+// Migration 0002_rollouts: the rollout driver's tables (rollouts, rollout_revisions,
+// rollout_events; shapes in ../schema.ts). Never edit once shipped.
+import type { Kysely } from "kysely";
+import type { KraneMigration } from "./migration.js";
 
-export const rolloutsMigration: Migration = {
+export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
     await db.schema
       .createTable("rollouts")

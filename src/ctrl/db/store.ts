@@ -1,30 +1,24 @@
-// Store: the database, its change notifier, and the transactional write path.
+// Store: the database, its dialect, its change notifier, and the transactional write path.
 //
 // Every mutation goes through `write`, which runs the caller's function in one transaction,
 // flushes the outbox rows it recorded (versions allocated inside that transaction), commits, and
-// only then pokes the streams of this process (SQLite; PostgreSQL's commit NOTIFYs them). Deadlocks and serialization failures reported by
-// PostgreSQL are retried: the function must be safe to run again (it only touches the database).
+// only then pokes the streams of this process where the dialect says so (SQLite; PostgreSQL's
+// commit NOTIFYs them). A transaction the dialect reports as retryable (PostgreSQL deadlocks and
+// serialization failures) runs again after a short full-jitter backoff (TX_RETRY, through
+// src/retry), at most TX_ATTEMPTS times in all: the function must be safe to run again (it only
+// touches the database).
 import type { Kysely } from "kysely";
-import { openDatabase, type DatabaseConfig, type DialectName } from "./database.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { retry } from "../../retry/retry.js";
+import type { DatabaseConfig, Dialect } from "./dialect.js";
 import type { ChangeNotifier } from "./notify.js";
+import { openDatabase } from "./open.js";
 import { WriteTx } from "./outbox.js";
 import type { Database } from "./schema.js";
 
-const RETRYABLE_PG_CODES = new Set(["40001", "40P01"]);
-
-function pgCode(err: unknown): string | undefined {
-  if (typeof err === "object" && err !== null && "code" in err) {
-    const code = (err as { code: unknown }).code;
-    return typeof code === "string" ? code : undefined;
-  }
-  return undefined;
-}
-
-/** True for unique-constraint violations on either database. */
-export function isUniqueViolation(err: unknown): boolean {
-  const code = pgCode(err);
-  return code === "23505" || code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
-}
+/** Backoff between attempts of a transaction that lost to a concurrent one. */
+export const TX_RETRY: BackoffPolicy = { baseMs: 5, capMs: 100 };
+export const TX_ATTEMPTS = 5;
 
 export interface StoreOptions {
   clock?: () => number;
@@ -37,7 +31,7 @@ export class Store {
 
   constructor(
     readonly db: Kysely<Database>,
-    readonly dialect: DialectName,
+    readonly dialect: Dialect,
     readonly notifier: ChangeNotifier,
     private readonly closeDb: () => Promise<void>,
     options: StoreOptions = {},
@@ -53,28 +47,27 @@ export class Store {
   async write<T>(fn: (tx: WriteTx) => Promise<T>): Promise<T> {
     this.writesInFlight++;
     try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const { result, pokes } = await this.db.transaction().execute(async (trx) => {
+      const { result, pokes } = await retry(
+        () =>
+          this.db.transaction().execute(async (trx) => {
             const tx = new WriteTx(trx, this.dialect, this.clock());
             const result = await fn(tx);
             const pokes = await tx.flush();
             return { result, pokes };
-          });
-          // On PostgreSQL the commit's NOTIFY wakes this process's streams too, and with the
-          // version; the local poke only stands in while the LISTEN connection is down.
-          if (pokes.length > 0 && (this.dialect === "sqlite" || !this.notifier.healthy())) this.notifier.publishLocal(pokes);
-          return result;
-        } catch (err) {
-          const code = pgCode(err);
-          if (attempt < 5 && code !== undefined && RETRYABLE_PG_CODES.has(code)) continue;
-          throw err;
-        }
-      }
+          }),
+        { policy: TX_RETRY, maxAttempts: TX_ATTEMPTS, retryable: (err) => this.dialect.isRetryable(err) },
+      );
+      if (pokes.length > 0 && this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishLocal(pokes);
+      return result;
     } finally {
       this.writesInFlight--;
       if (this.writesInFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
     }
+  }
+
+  /** True for unique-constraint violations (already exists). */
+  isUniqueViolation(err: unknown): boolean {
+    return this.dialect.isUniqueViolation(err);
   }
 
   /** Resolves when no write transaction is running (for graceful shutdown). */

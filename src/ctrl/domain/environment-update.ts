@@ -14,18 +14,18 @@
 //     record starts on the revision the environment's other regions are on (so a region added
 //     after a rollback runs the rolled-back revision, not the newest), which the driver then
 //     scales up.
-import { fromBinary } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { WriteTx } from "../db/outbox.js";
+import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
 import { failedPrecondition, notFound } from "../errors.js";
-import { ensureRolloutRow } from "../rollout/pass.js";
+import { deploymentKind } from "../kinds/deployment.js";
 import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
 import { LIMITS } from "../validate/rules.js";
+import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
 import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
-import type { WriteTx } from "./outbox.js";
-import type { DeploymentRow, EnvironmentRow } from "./schema.js";
-import type { Store } from "./store.js";
-import { createSentinel, dropSentinel, environmentRegions, findEnvironment, lockEnvironment, putSentinel, type EnvironmentContext } from "./tenancy.js";
-import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "./types.js";
+import { createSentinel, dropSentinel, environmentRegions, lockEnvironment, putSentinel } from "./environments.js";
+import { forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 export interface UpdatedEnvironment {
   context: EnvironmentContext;
@@ -87,18 +87,18 @@ function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
   return new Set(SETTINGS.filter((k) => a[k] !== b[k]));
 }
 
-/** Deployments of the environment that are desired somewhere, with where. */
-async function desiredDeployments(tx: WriteTx, environmentId: string, region?: string): Promise<{ deployment: DeploymentRow; region: string; payload: Uint8Array }[]> {
+/** Deployments of the environment that are desired somewhere, with where and at how many replicas. */
+async function desiredDeployments(tx: WriteTx, environmentId: string, region?: string): Promise<{ deployment: DeploymentRow; region: string; replicas: number }[]> {
   let q = tx.trx
     .selectFrom("desired_objects as o")
     .innerJoin("deployments as d", "d.id", "o.object_id")
     .selectAll("d")
-    .select(["o.region as desired_region", "o.payload as desired_payload"])
-    .where("o.kind", "=", "deployment")
+    .select(["o.region as desired_region", "o.replicas as desired_count"])
+    .where("o.kind", "=", deploymentKind.name)
     .where("d.environment_id", "=", environmentId);
   if (region !== undefined) q = q.where("o.region", "=", region);
   const rows = await q.orderBy("o.region").orderBy("d.revision").execute();
-  return rows.map(({ desired_region, desired_payload, ...deployment }) => ({ deployment, region: desired_region, payload: desired_payload }));
+  return rows.map(({ desired_region, desired_count, ...deployment }) => ({ deployment, region: desired_region, replicas: desired_count ?? 0 }));
 }
 
 /** Takes the environment out of a region: its deployments and sentinel there, and its rollout state. */
@@ -109,36 +109,14 @@ async function leaveRegion(tx: WriteTx, ctx: EnvironmentContext, region: string)
   if (sentinel) await dropSentinel(tx, sentinel);
   // Reported instances stay until the region's agent reports the deletions, as when the rollout
   // engine retires a revision: they are what still runs there.
-  await tx.trx.deleteFrom("rollout_events").where("environment_id", "=", envId).where("region", "=", region).execute();
-  await tx.trx.deleteFrom("rollout_revisions").where("environment_id", "=", envId).where("region", "=", region).execute();
-  await tx.trx.deleteFrom("rollouts").where("environment_id", "=", envId).where("region", "=", region).execute();
+  await forgetRolloutRegion(tx, envId, region);
   await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", envId).where("region", "=", region).execute();
 }
 
-/**
- * Starts a joining region's rollout record on the revision another region of the environment
- * targets. With none (no pass has run anywhere yet) the driver picks the newest revision itself.
- */
+/** Puts the environment into a region; its rollout there starts on the revision its siblings target. */
 async function joinRegion(tx: WriteTx, environmentId: string, region: string, replicas: number): Promise<void> {
   await tx.trx.insertInto("environment_regions").values({ environment_id: environmentId, region, replicas }).execute();
-  const sibling = await tx.trx
-    .selectFrom("rollouts")
-    .select(["target_deployment_id", "target_seen_revision"])
-    .where("environment_id", "=", environmentId)
-    .where("region", "!=", region)
-    .where("target_deployment_id", "is not", null)
-    .orderBy("region")
-    .executeTakeFirst();
-  if (!sibling) return;
-  await ensureRolloutRow(tx, environmentId, region);
-  await tx.trx
-    .updateTable("rollouts")
-    // The sibling's seen revision, not last_revision: a deployment the sibling has not picked up
-    // yet must still retarget the new region too.
-    .set({ target_deployment_id: sibling.target_deployment_id, target_seen_revision: sibling.target_seen_revision, updated_at: tx.now })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  await startLikeSiblings(tx, environmentId, region);
 }
 
 export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
@@ -216,10 +194,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     }
 
     if (changed.has("min_ready_seconds")) {
-      for (const d of await desiredDeployments(tx, envId)) {
-        const replicas = fromBinary(ApplyDeploymentSchema, d.payload).replicas;
-        await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, replicas);
-      }
+      for (const d of await desiredDeployments(tx, envId)) await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
     }
     return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
   });

@@ -1,8 +1,9 @@
 // Migration 0004_api_tokens: when each user API token was last used (for `krane api-token list`).
-// Registered in migrations.ts as "0004_api_tokens"; never edit once shipped.
-import type { Kysely, Migration } from "kysely";
+// Never edit once shipped.
+import type { Kysely } from "kysely";
+import type { KraneMigration } from "./migration.js";
 
-export const apiTokensMigration: Migration = {
+export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
     await db.schema.alterTable("api_tokens").addColumn("last_used_at", "bigint").execute();
   },

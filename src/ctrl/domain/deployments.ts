@@ -3,19 +3,19 @@
 //
 // Replica policy: creating a deployment only records the revision; the rollout driver
 // (src/ctrl/rollout) then calls `setDesiredReplicas` for each revision in each region as it steps
-// through the rollout. That one function is the only place that turns
-// "revision R should run N replicas in region X" into desired state and an outbox row.
+// through the rollout. That one function is the only place that turns "revision R should run N
+// replicas in region X" into desired state: desired_objects.replicas = N (the source of truth)
+// and the ApplyDeployment payload rendered from the rows with N, with its outbox row.
 import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
+import type { Database, DeploymentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
+import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
+import type { NewDeployment } from "../validate/types.js";
+import { lockEnvironment } from "./environments.js";
 import { deploymentK8sName, newId } from "./ids.js";
-import type { WriteTx } from "./outbox.js";
-import { encodeApplyDeployment, encodeDeleteDeployment, renderApplyDeployment, type DeploymentContext } from "./render.js";
-import type { Database, DeploymentRow } from "./schema.js";
-import type { Store } from "./store.js";
-import { findEnvironment, findProject, findWorkspace, lockEnvironment, type EnvironmentContext } from "./tenancy.js";
-import type { NewDeployment } from "./types.js";
-import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { fromBinary } from "@bufbuild/protobuf";
+import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -34,13 +34,12 @@ export async function loadDeploymentContext(db: Reader, deploymentId: string): P
  * ReplicaSet; removing the revision from the region is `removeFromRegion`.
  */
 export async function setDesiredReplicas(tx: WriteTx, ctx: DeploymentContext, region: string, replicas: number): Promise<void> {
-  const msg = renderApplyDeployment(ctx, region, replicas);
-  await tx.putDesired(region, "deployment", ctx.deployment.id, encodeApplyDeployment(msg));
+  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas);
 }
 
 /** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
 export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, region: string): Promise<boolean> {
-  return tx.removeDesired(region, "deployment", ctx.deployment.id, encodeDeleteDeployment(ctx.workspace, ctx.deployment));
+  return tx.removeDesired(region, deploymentKind.name, ctx.deployment.id, encodeDeleteDeployment(ctx.workspace, ctx.deployment));
 }
 
 export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
@@ -99,7 +98,7 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
     const regions = await tx.trx
       .selectFrom("desired_objects")
       .select("region")
-      .where("kind", "=", "deployment")
+      .where("kind", "=", deploymentKind.name)
       .where("object_id", "=", deploymentId)
       .execute();
     for (const r of regions) await removeFromRegion(tx, ctx, r.region);
@@ -151,10 +150,28 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter): Pro
 export async function desiredReplicasByRegion(db: Reader, deploymentId: string): Promise<{ region: string; replicas: number }[]> {
   const rows = await db
     .selectFrom("desired_objects")
-    .select(["region", "payload"])
-    .where("kind", "=", "deployment")
+    .select(["region", "replicas"])
+    .where("kind", "=", deploymentKind.name)
     .where("object_id", "=", deploymentId)
     .orderBy("region")
     .execute();
-  return rows.map((r) => ({ region: r.region, replicas: fromBinary(ApplyDeploymentSchema, r.payload).replicas }));
+  return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
+}
+
+/** Desired replicas of deployments by region then deployment id (absent: not desired there). */
+export async function desiredReplicasOf(db: Reader, deploymentIds: readonly string[], region?: string): Promise<Map<string, Map<string, number>>> {
+  const out = new Map<string, Map<string, number>>();
+  if (deploymentIds.length === 0) return out;
+  let q = db
+    .selectFrom("desired_objects")
+    .select(["region", "object_id", "replicas"])
+    .where("kind", "=", deploymentKind.name)
+    .where("object_id", "in", [...deploymentIds]);
+  if (region !== undefined) q = q.where("region", "=", region);
+  for (const r of await q.execute()) {
+    let m = out.get(r.region);
+    if (!m) out.set(r.region, (m = new Map()));
+    m.set(r.object_id, r.replicas ?? 0);
+  }
+  return out;
 }

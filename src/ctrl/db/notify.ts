@@ -3,18 +3,25 @@
 // so a lost or duplicated poke costs latency at worst, never correctness.
 //
 //   LocalNotifier — SQLite: one ctrl process owns the file, so an in-process emitter is enough.
-//   PgNotifier    — PostgreSQL: writers call pg_notify inside their transaction (delivered only
-//                   on commit, to every ctrl replica); each process LISTENs on a dedicated
-//                   connection, reconnects with backoff, and after every (re)connect tells its
-//                   streams to catch up, because notifications sent while disconnected are lost.
+//   PgNotifier    — PostgreSQL: the commit trigger calls pg_notify (delivered only on commit, to
+//                   every ctrl replica); each process LISTENs on a dedicated connection,
+//                   reconnects with backoff (retry() with RECONNECT, capped at 1 s so ctrl is
+//                   ready again soon after PostgreSQL answers), and after every (re)connect tells
+//                   its streams to catch up, because notifications sent while disconnected are lost.
 import { EventEmitter } from "node:events";
 import pg from "pg";
-import type { ObjectKind } from "./schema.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { retry } from "../../retry/retry.js";
+import type { KindName } from "./schema.js";
 
+/** The channel the commit trigger of migration 0003 notifies (the name is written out there). */
 export const NOTIFY_CHANNEL = "krane_outbox";
 
+/** Reconnect delays of the LISTEN connection: full jitter from 100 ms, never above 1 s. */
+export const RECONNECT: BackoffPolicy = { baseMs: 100, capMs: 1000 };
+
 export interface Poke {
-  kind: ObjectKind;
+  kind: KindName;
   region: string;
   /** The stream's new head; absent when only "it moved" is known. */
   version?: number;
@@ -34,11 +41,15 @@ export function encodePoke(p: Poke): string {
   return `${p.kind}/${p.region}/${p.version ?? ""}`;
 }
 
+/** Kind names are lower-case words (`deployment`, `gateway-route`); regions are slugs. */
+const NAME = /^[a-z][a-z0-9-]{0,62}$/;
+
+/** Parses a NOTIFY payload; null for anything that is not a poke (any kind name is accepted). */
 export function decodePoke(s: string): Poke | null {
   const parts = s.split("/");
   if (parts.length !== 3) return null;
   const [kind, region, version] = parts as [string, string, string];
-  if (kind !== "deployment" && kind !== "sentinel") return null;
+  if (!NAME.test(kind) || region === "") return null;
   if (version === "") return { kind, region };
   const v = Number(version);
   if (!Number.isSafeInteger(v)) return null;
@@ -68,15 +79,17 @@ export class LocalNotifier implements ChangeNotifier {
 export class PgNotifier extends LocalNotifier {
   private client: pg.Client | null = null;
   private connected = false;
-  private closed = false;
-  private retryTimer: NodeJS.Timeout | null = null;
-  private attempt = 0;
+  private reconnecting = false;
+  private readonly stop = new AbortController();
 
-  constructor(private readonly url: string) {
+  constructor(
+    private readonly url: string,
+    private readonly policy: BackoffPolicy = RECONNECT,
+  ) {
     super();
   }
 
-  /** Connects once; later disconnects reconnect in the background. */
+  /** Connects once (throws when it cannot); later disconnects reconnect in the background. */
   async start(): Promise<void> {
     await this.connect();
   }
@@ -95,10 +108,19 @@ export class PgNotifier extends LocalNotifier {
     client.on("error", () => this.lost(client));
     client.on("end", () => this.lost(client));
     this.client = client;
-    await client.connect();
-    await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+    } catch (err) {
+      if (this.client === client) this.client = null;
+      client.end().catch(() => undefined);
+      throw err;
+    }
+    if (this.stop.signal.aborted || this.client !== client) {
+      client.end().catch(() => undefined);
+      return;
+    }
     this.connected = true;
-    this.attempt = 0;
     // Anything committed while we were not listening is found by the streams' catch-up read.
     this.emitter.emit("poke", null);
   }
@@ -108,29 +130,24 @@ export class PgNotifier extends LocalNotifier {
     this.connected = false;
     this.client = null;
     client.end().catch(() => undefined);
-    this.scheduleReconnect();
+    void this.reconnect();
   }
 
-  private scheduleReconnect(): void {
-    if (this.closed || this.retryTimer) return;
-    const cap = Math.min(10_000, 100 * 2 ** this.attempt);
-    this.attempt++;
-    const delay = Math.random() * cap;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      if (this.closed) return;
-      this.connect().catch(() => {
-        const c = this.client;
-        if (c) this.lost(c);
-        else this.scheduleReconnect();
-      });
-    }, delay);
-    this.retryTimer.unref();
+  /** One reconnect loop at a time, until connected or closed. */
+  private async reconnect(): Promise<void> {
+    if (this.reconnecting || this.stop.signal.aborted) return;
+    this.reconnecting = true;
+    try {
+      await retry(() => this.connect(), { policy: this.policy, retryable: () => !this.stop.signal.aborted, signal: this.stop.signal });
+    } catch {
+      // Closed while reconnecting.
+    } finally {
+      this.reconnecting = false;
+    }
   }
 
   override async close(): Promise<void> {
-    this.closed = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.stop.abort();
     const c = this.client;
     this.client = null;
     this.connected = false;

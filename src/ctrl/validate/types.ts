@@ -1,5 +1,21 @@
-// Validated, defaulted inputs of the store's write operations (produced by ../validate).
-import type { StoredEnvVar, StoredHealthCheck } from "./render.js";
+// Validated, defaulted inputs of ctrl's write operations: produced by this folder's validators,
+// taken by ../domain. Pure types; the bottom of ctrl's layers, next to ../errors.ts.
+
+/** A deployment's health check as validated and stored (JSON text in deployments.health_check). */
+export interface StoredHealthCheck {
+  method: string;
+  path: string;
+  intervalSeconds: number;
+  timeoutSeconds: number;
+  failureThreshold: number;
+  initialDelaySeconds: number;
+}
+
+/** One environment variable as validated and stored (deployments.env is a JSON list of them). */
+export interface StoredEnvVar {
+  name: string;
+  value: string;
+}
 
 export interface NewWorkspace {
   slug: string;
