@@ -5,11 +5,12 @@
 // desired_objects.replicas of the region's revisions.
 //
 // Concurrency: the transaction first takes the environment row shared and then the rollout row
-// with SELECT … FOR UPDATE on PostgreSQL (the dialect's lockRows), so passes of one (environment, region) from several
-// ctrl replicas run one after the other, each on the state the previous one committed, and
-// changes to the environment or its revisions never interleave with a pass. SQLite has a single writer, so its
-// transactions are serial anyway. A row lock (rather than an advisory lock) is released by
-// commit/rollback on every path and needs no key hashing.
+// with SELECT … FOR UPDATE on PostgreSQL (the dialect's lockRows), so passes of one
+// (environment, region) from several ctrl replicas run one after the other, each on the state
+// the previous one committed, and changes to the environment or its revisions never interleave
+// with a pass. SQLite has a single writer, so its transactions are serial anyway. A row lock
+// (rather than an advisory lock) is released by commit/rollback on every path and needs no key
+// hashing.
 import { sql } from "kysely";
 import { planRollout, type Condition, type DeploymentStatus } from "../../rollout/index.js";
 import type { WriteTx } from "../db/outbox.js";
