@@ -194,17 +194,24 @@ export async function runPass(store: Store, environmentId: string, region: strin
   });
 }
 
-async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
+/**
+ * Appends a pass's events, numbered after the region's last one, keeping the newest EVENTS_KEPT.
+ * Only those are written: a pass that retires thousands of revisions emits an event for each,
+ * and one INSERT of them all would exceed SQLite's limit on bound parameters.
+ */
+export async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
   const last = await tx.trx
     .selectFrom("rollout_events")
     .select(sql<number | null>`max(seq)`.as("seq"))
     .where("environment_id", "=", environmentId)
     .where("region", "=", region)
     .executeTakeFirst();
-  let seq = Number(last?.seq ?? 0);
+  const first = Number(last?.seq ?? 0) + 1;
+  const kept = events.slice(-EVENTS_KEPT);
+  let seq = first + events.length - kept.length - 1;
   await tx.trx
     .insertInto("rollout_events")
-    .values(events.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
+    .values(kept.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
     .execute();
   await tx.trx
     .deleteFrom("rollout_events")
