@@ -5,6 +5,7 @@
 // of a deployment in a region, each report replacing the previous one, and rejections), and its
 // ClusterService methods.
 import { create, toBinary } from "@bufbuild/protobuf";
+import type { Kysely } from "kysely";
 import {
   ApplyDeploymentSchema,
   DeleteDeploymentSchema,
@@ -17,7 +18,6 @@ import {
   type HealthCheck,
   type ReportDeploymentStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import type { Kysely } from "kysely";
 import { parseJsonList, type Database, type DeploymentRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, invalidArgument, notFound } from "../errors.js";
@@ -151,9 +151,9 @@ export function validateDeploymentReport(req: ReportDeploymentStatusRequest): De
   }
 }
 
-async function findDeploymentForReport(db: Kysely<Database>, id: string, k8sName: string): Promise<DeploymentRow | undefined> {
+async function findDeploymentForReport(db: Kysely<Database>, id: string, name: string): Promise<DeploymentRow | undefined> {
   if (id !== "") return db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
-  return db.selectFrom("deployments").selectAll().where("k8s_name", "=", k8sName).executeTakeFirst();
+  return db.selectFrom("deployments").selectAll().where("k8s_name", "=", name).executeTakeFirst();
 }
 
 export async function recordDeploymentReport(store: Store, region: string, report: DeploymentReport): Promise<void> {
