@@ -1,11 +1,11 @@
 // Seed data shared by the ctrl benchmarks: one region, workspace, project and environment, and
 // `count` deployments desired in the region.
-import { createRegion } from "../src/ctrl/store/clusters.js";
-import { loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/store/deployments.js";
-import type { DeploymentContext } from "../src/ctrl/store/render.js";
-import type { Store } from "../src/ctrl/store/store.js";
-import { createEnvironment, createProject, createWorkspace } from "../src/ctrl/store/tenancy.js";
-import { createDeployment } from "../src/ctrl/store/deployments.js";
+import type { Store } from "../src/ctrl/db/store.js";
+import { createRegion } from "../src/ctrl/domain/clusters.js";
+import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
+import { createEnvironment } from "../src/ctrl/domain/environments.js";
+import { createProject, createWorkspace } from "../src/ctrl/domain/tenancy.js";
+import type { DeploymentContext } from "../src/ctrl/kinds/deployment.js";
 import { validateRollout } from "../src/ctrl/validate/api.js";
 
 export const BENCH_REGION = "bench";

@@ -6,8 +6,8 @@
 // with its own receive times.
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { issueClusterToken } from "../src/ctrl/store/clusters.js";
-import { setDesiredReplicas } from "../src/ctrl/store/deployments.js";
+import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
+import { setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
 import { startCtrl } from "../src/ctrl/server/server.js";
 import { BENCH_MARK, BENCH_REGION, seedBench } from "./ctrl-seed.js";
 

@@ -13,7 +13,7 @@ import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
 import { startCluster, type LocalCluster } from "../cluster/index.js";
 import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
-import { addUserToken, generateToken } from "../ctrl/store/clusters.js";
+import { addUserToken, generateToken } from "../ctrl/domain/tokens.js";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
 

@@ -12,7 +12,7 @@ import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
 import { createApiClients, type ApiClients } from "../../src/client/api.js";
 import { startCtrl, type RunningCtrl } from "../../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../../src/ctrl/store/clusters.js";
+import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../../src/kube/client.js";
 import type { KubeObject } from "../../src/kube/object.js";

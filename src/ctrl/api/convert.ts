@@ -1,4 +1,4 @@
-// Store rows → public API messages.
+// Database rows → public API messages.
 import { create } from "@bufbuild/protobuf";
 import {
   ApiTokenSchema,
@@ -19,9 +19,11 @@ import {
   type Workspace,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { EnvVarSchema, Health, InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { healthCheckFromRow, parseJsonList, type DeploymentContext, type StoredEnvVar } from "../store/render.js";
-import { clusterTokenRevoked, type ApiTokenRow } from "../store/clusters.js";
-import type { ClusterRow, EnvironmentRow, InstanceRow, ProjectRow, WorkspaceRow } from "../store/schema.js";
+import { parseJsonList, type ClusterRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
+import { clusterTokenRevoked } from "../domain/clusters.js";
+import type { ApiTokenRow } from "../domain/tokens.js";
+import { healthCheckFromRow, type DeploymentContext } from "../kinds/deployment.js";
+import type { StoredEnvVar } from "../validate/types.js";
 
 export function workspaceMsg(w: WorkspaceRow): Workspace {
   return create(WorkspaceSchema, { id: w.id, slug: w.slug, name: w.name, k8sNamespace: w.k8s_namespace, createdAtUnixMs: BigInt(w.created_at) });

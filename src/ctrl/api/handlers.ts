@@ -1,5 +1,5 @@
 // The public API: workspaces, projects, environments, deployments, regions/clusters, API tokens
-// and status. Each handler validates (→ InvalidArgument naming the field), calls the store, and
+// and status. Each handler validates (→ InvalidArgument naming the field), calls the domain, and
 // converts.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
@@ -17,34 +17,15 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import {
-  createApiToken,
-  createRegion,
-  hashToken,
-  issueClusterToken,
-  listApiTokens,
-  listClusters,
-  listRegions,
-  revokeApiToken,
-  revokeClusterToken,
-} from "../store/clusters.js";
-import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../store/deployments.js";
-import { updateEnvironment } from "../store/environment-update.js";
-import { environmentStatus } from "../store/status.js";
-import type { Store } from "../store/store.js";
-import {
-  createEnvironment,
-  createProject,
-  createWorkspace,
-  environmentRegions,
-  findEnvironment,
-  findProject,
-  findWorkspace,
-  listEnvironments,
-  listProjects,
-  listWorkspaces,
-} from "../store/tenancy.js";
-import { principalKey, type RevocationListener } from "../server/auth.js";
+import { principalKey, type RevocationListener } from "../auth/principal.js";
+import type { Store } from "../db/store.js";
+import { createRegion, issueClusterToken, listClusters, listRegions, revokeClusterToken } from "../domain/clusters.js";
+import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../domain/deployments.js";
+import { updateEnvironment } from "../domain/environment-update.js";
+import { createEnvironment, environmentRegions, listEnvironments } from "../domain/environments.js";
+import { environmentStatus } from "../domain/status.js";
+import { createProject, createWorkspace, findEnvironment, findProject, findWorkspace, listProjects, listWorkspaces } from "../domain/tenancy.js";
+import { createApiToken, hashToken, listApiTokens, revokeApiToken } from "../domain/tokens.js";
 import {
   apiTokenId,
   deploymentId,

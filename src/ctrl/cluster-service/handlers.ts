@@ -1,129 +1,113 @@
-// ClusterService: what agents call. Thin: authorize the region, validate, call the store or the
-// watch logic, and translate to protobuf.
-import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import { ClusterService, GetDesiredDeploymentStatesResponseSchema, GetDesiredSentinelStatesResponseSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { recordHeartbeat } from "../store/clusters.js";
-import { readDesired } from "../store/outbox.js";
-import { recordDeploymentReport, recordSentinelReport } from "../store/reports.js";
-import type { ObjectKind } from "../store/schema.js";
-import type { Store } from "../store/store.js";
+// ClusterService: what agents call. The methods of every kind are built here once, generically
+// (a watch stream, point reads, a report), and bound to each registered kind's descriptor
+// (../kinds/registry.ts), whose `methods` maps its proto methods onto them; heartbeats are the
+// one method that belongs to no kind. Thin: authorize the region, validate, call the store or
+// the watch logic, and translate to protobuf.
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { agentPrincipal, agentRegion } from "../auth/principal.js";
+import { readDesired } from "../db/outbox.js";
+import type { KindName } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { recordHeartbeat } from "../domain/clusters.js";
+import type { ClusterServiceMethods, Kind, KindHandlers, ReportSubject } from "../kinds/kind.js";
+import { KINDS } from "../kinds/registry.js";
+import { desiredState, encodingOf, streamState } from "../kinds/wire.js";
 import type { FeedHub } from "../stream/feed.js";
-import { watch, type WatchEvent } from "../stream/watch.js";
-import { validateDeploymentReport, validateHeartbeat, validateIdList, validateSentinelReport } from "../validate/cluster.js";
+import { watch } from "../stream/watch.js";
+import { validateHeartbeat, validateIdList } from "../validate/cluster.js";
 import * as rules from "../validate/rules.js";
-import { agentPrincipal, agentRegion } from "../server/auth.js";
-import type { CtrlMetrics } from "../server/metrics.js";
-import { deploymentState, desiredDeploymentState, desiredSentinelState, encodingOf, sentinelState } from "./states.js";
+
+/** The stream metrics this service keeps (ctrl's CtrlMetrics has them). */
+export interface StreamMetrics {
+  streamsActive: { inc(labels: { kind: string }): void; dec(labels: { kind: string }): void };
+  streamMessages: { inc(labels: { kind: string }): void };
+}
 
 export interface ClusterServiceDeps {
   store: Store;
   hub: FeedHub;
-  metrics: CtrlMetrics;
+  metrics: StreamMetrics;
   /** Aborted when the server drains: streams then end cleanly. */
   streamsStop: AbortSignal;
-  /** The rollout driver: a report may change a rollout's counts (absent in stream-only tests). */
-  rollout?: { deploymentReported(region: string, deploymentId: string, k8sName: string): Promise<void> };
+  /** Told about every recorded report (the rollout driver: a report may change a rollout's counts). */
+  onReport?: (kind: KindName, region: string, subject: ReportSubject) => void;
+  /** The kinds served (default: every registered kind). */
+  kinds?: readonly Kind[];
 }
 
 function cursorOf(v: bigint): number {
   return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v);
 }
 
-export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
+/** The shared handlers, bound to one kind. */
+export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: ClusterServiceDeps): KindHandlers<S, R> {
   const { store, hub, metrics } = deps;
-
-  async function* streamOf<T>(kind: ObjectKind, region: string, cursor: bigint, ctx: HandlerContext, map: (ev: WatchEvent) => T): AsyncGenerator<T> {
-    const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);
-    metrics.streamsActive.inc({ kind });
-    try {
-      for await (const ev of watch(store, hub, { kind, region, cursor: cursorOf(cursor), signal })) {
-        yield map(ev);
-        metrics.streamMessages.inc({ kind });
-      }
-    } finally {
-      metrics.streamsActive.dec({ kind });
-    }
-  }
-
-  async function desired(kind: ObjectKind, region: string, ids: readonly string[]): Promise<Map<string, Uint8Array>> {
-    return readDesired(store.db, region, kind, ids);
-  }
-
+  const labels = { kind: kind.name };
   return {
-    watchDeployments(req, ctx) {
+    async *watch(req, ctx) {
       const region = agentRegion(ctx, req.region);
       const encoding = encodingOf(ctx.requestHeader.get("content-type"));
-      return streamOf("deployment", region, req.versionLastSeen, ctx, (ev) => deploymentState(ev, encoding));
+      const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);
+      metrics.streamsActive.inc(labels);
+      try {
+        for await (const ev of watch(store, hub, { kind: kind.name, region, cursor: cursorOf(req.versionLastSeen), signal })) {
+          yield streamState(kind.wire, ev, encoding);
+          metrics.streamMessages.inc(labels);
+        }
+      } finally {
+        metrics.streamsActive.dec(labels);
+      }
     },
 
-    watchSentinels(req, ctx) {
+    async getOne(req, idField, rawId, ctx) {
       const region = agentRegion(ctx, req.region);
-      const encoding = encodingOf(ctx.requestHeader.get("content-type"));
-      return streamOf("sentinel", region, req.versionLastSeen, ctx, (ev) => sentinelState(ev, encoding));
+      const id = rules.id(idField, rawId, kind.idPrefix);
+      const payload = (await readDesired(store.db, region, kind.name, [id])).get(id);
+      if (!payload) throw new ConnectError(`${kind.name} ${id} is not desired in region ${region}`, Code.NotFound);
+      return desiredState(kind.wire, payload);
     },
 
-    async getDesiredDeploymentState(req, ctx) {
+    async getMany(req, idsField, rawIds, ctx) {
       const region = agentRegion(ctx, req.region);
-      const id = rules.id("deployment_id", req.deploymentId, "dep");
-      const payload = (await desired("deployment", region, [id])).get(id);
-      if (!payload) throw new ConnectError(`deployment ${id} is not desired in region ${region}`, Code.NotFound);
-      return desiredDeploymentState(payload);
-    },
-
-    async getDesiredDeploymentStates(req, ctx) {
-      const region = agentRegion(ctx, req.region);
-      const ids = validateIdList("deployment_ids", req.deploymentIds, "dep");
-      const found = await desired("deployment", region, ids);
-      const res = create(GetDesiredDeploymentStatesResponseSchema);
+      const ids = validateIdList(idsField, rawIds, kind.idPrefix);
+      const found = await readDesired(store.db, region, kind.name, ids);
+      const states: MessageShape<S>[] = [];
+      const notFound: string[] = [];
       for (const id of ids) {
         const payload = found.get(id);
-        if (payload) res.states.push(desiredDeploymentState(payload));
-        else res.notFound.push(id);
+        if (payload) states.push(desiredState(kind.wire, payload));
+        else notFound.push(id);
       }
-      return res;
+      return { states, notFound };
     },
 
-    async getDesiredSentinelState(req, ctx) {
+    async report(req, validate, ctx) {
       const region = agentRegion(ctx, req.region);
-      const id = rules.id("sentinel_id", req.sentinelId, "snt");
-      const payload = (await desired("sentinel", region, [id])).get(id);
-      if (!payload) throw new ConnectError(`sentinel ${id} is not desired in region ${region}`, Code.NotFound);
-      return desiredSentinelState(payload);
+      const report = validate();
+      await kind.recordReport(store, region, report);
+      deps.onReport?.(kind.name, region, kind.subject(report));
     },
+  };
+}
 
-    async getDesiredSentinelStates(req, ctx) {
-      const region = agentRegion(ctx, req.region);
-      const ids = validateIdList("sentinel_ids", req.sentinelIds, "snt");
-      const found = await desired("sentinel", region, ids);
-      const res = create(GetDesiredSentinelStatesResponseSchema);
-      for (const id of ids) {
-        const payload = found.get(id);
-        if (payload) res.states.push(desiredSentinelState(payload));
-        else res.notFound.push(id);
-      }
-      return res;
-    },
-
-    async reportDeploymentStatus(req, ctx) {
-      const region = agentRegion(ctx, req.region);
-      const report = validateDeploymentReport(req);
-      await recordDeploymentReport(store, region, report);
-      void deps.rollout?.deploymentReported(region, report.deploymentId, report.k8sName);
-      return {};
-    },
-
-    async reportSentinelStatus(req, ctx) {
-      const region = agentRegion(ctx, req.region);
-      await recordSentinelReport(store, region, validateSentinelReport(req));
-      return {};
-    },
-
+export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
+  const impl: ClusterServiceMethods = {
     async heartbeat(req, ctx) {
       agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);
-      await recordHeartbeat(store, { clusterId, ...validateHeartbeat(req) });
+      await recordHeartbeat(deps.store, { clusterId, ...validateHeartbeat(req) });
       return {};
     },
   };
+  for (const kind of deps.kinds ?? KINDS) {
+    for (const [name, method] of Object.entries(kind.methods(kindHandlers(kind, deps)))) {
+      if (name in impl) throw new Error(`ClusterService.${name} is implemented twice (kind ${kind.name})`);
+      Object.assign(impl, { [name]: method });
+    }
+  }
+  const missing = ClusterService.methods.filter((m) => !(m.localName in impl)).map((m) => m.localName);
+  if (missing.length > 0) throw new Error(`ClusterService methods without a kind: ${missing.join(", ")}`);
+  return impl as ServiceImpl<typeof ClusterService>;
 }

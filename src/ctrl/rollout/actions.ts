@@ -1,19 +1,17 @@
 // What users do to a rollout (scale, pause, resume, undo, restart) as store writes, and the
 // rollout read model (per region: revisions with counts, conditions, events, progress). The
 // caller runs the driver afterwards; these functions only change the spec.
-import { fromBinary } from "@bufbuild/protobuf";
-import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
-import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import type { Condition, DeploymentStatus, RolloutEvent } from "../../rollout/index.js";
-import { createDeployment } from "../store/deployments.js";
-import type { StoredEnvVar, StoredHealthCheck } from "../store/render.js";
-import { parseJsonList } from "../store/render.js";
-import type { Database, DeploymentRow } from "../store/schema.js";
-import type { Store } from "../store/store.js";
-import { environmentRegions, findEnvironment, type EnvironmentContext } from "../store/tenancy.js";
-import type { EnvironmentRef } from "../store/types.js";
 import type { Kysely } from "kysely";
-import { ensureRolloutRow, chooseTarget } from "./pass.js";
+import type { Condition, DeploymentStatus, RolloutEvent } from "../../rollout/index.js";
+import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { createDeployment, desiredReplicasOf } from "../domain/deployments.js";
+import { environmentRegions } from "../domain/environments.js";
+import { ensureRolloutRow } from "../domain/rollouts.js";
+import { findEnvironment, type EnvironmentContext } from "../domain/tenancy.js";
+import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
+import type { EnvironmentRef, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
+import { chooseTarget } from "./pass.js";
 import { EMPTY_STATUS, revisionStatus, rolloutProgress, specKey, type ProgressView } from "./plan.js";
 
 type Reader = Kysely<Database>;
@@ -137,9 +135,7 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
   const ids = deployments.map((d) => d.id);
   const rows = await db.selectFrom("rollouts").selectAll().where("environment_id", "=", env.id).execute();
   const records = await db.selectFrom("rollout_revisions").selectAll().where("environment_id", "=", env.id).execute();
-  const desired = ids.length
-    ? await db.selectFrom("desired_objects").select(["region", "object_id", "payload"]).where("kind", "=", "deployment").where("object_id", "in", ids).execute()
-    : [];
+  const desired = await desiredReplicasOf(db, ids);
   const instances = ids.length ? await db.selectFrom("instances").select(["deployment_id", "region", "status", "ready_since"]).where("deployment_id", "in", ids).execute() : [];
   const events = await db.selectFrom("rollout_events").selectAll().where("environment_id", "=", env.id).orderBy("seq").execute();
 
@@ -164,8 +160,8 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
     const revisions: RevisionView[] = [];
     for (const d of deployments) {
       const rec = records.find((r) => r.deployment_id === d.id && r.region === region);
-      const obj = desired.find((o) => o.object_id === d.id && o.region === region);
-      if (rec === undefined && obj === undefined) continue;
+      const desiredReplicas = desired.get(region)?.get(d.id);
+      if (rec === undefined && desiredReplicas === undefined) continue;
       const counts = revisionStatus(
         instances.filter((i) => i.deployment_id === d.id && i.region === region).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
         env.min_ready_seconds,
@@ -174,7 +170,7 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       revisions.push({
         deployment: d,
         revision: rec?.revision === null || rec === undefined ? null : Number(rec.revision),
-        desiredReplicas: obj ? fromBinary(ApplyDeploymentSchema, obj.payload).replicas : 0,
+        desiredReplicas: desiredReplicas ?? 0,
         currentReplicas: counts.replicas,
         readyReplicas: counts.readyReplicas,
         availableReplicas: counts.availableReplicas,

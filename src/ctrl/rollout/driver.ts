@@ -1,30 +1,103 @@
-// The rollout driver: ctrl's thin I/O shell around the engine. Runs passes for an (environment,
-// region) whenever something relevant happens — a deployment created or deleted, scale, pause,
-// resume, undo, restart, an instance report — and when a pass asked to be woken (progress
-// deadline, minReadySeconds). Passes of one key never interleave (CoalescingQueue), loop while
-// they change something (bounded), and a periodic sweep runs the passes whose wake-up time is
-// stored in the database, so deadlines survive restarts and are honoured with several replicas.
+// The rollout driver: ctrl's thin I/O shell around the engine, a reconciler on src/retry's
+// WorkQueue. Its keys are (environment, region); whenever something relevant happens — a
+// deployment created or deleted, scale, pause, resume, undo, restart, an environment update, an
+// instance report — the key is added, and reconcile(key) runs passes (./pass.ts) until one
+// changes nothing (bounded by maxPasses), then answers:
+//   - done, or requeue after the pass's wake time (progress deadline, minReadySeconds, a
+//     scale-up held for a scale-down report), or after 50 ms when still changing;
+//   - retry (a thrown error): the key's own full-jitter backoff (PASS_RETRY), reset by success.
+// The queue runs one reconcile per key at a time and coalesces adds while one waits; the API
+// handlers wait for "their" run with addAndWait. A periodic sweep adds the keys whose wake time
+// is stored in the database, so deadlines survive restarts and are honoured with several ctrl
+// replicas, and the keys with a deployment no pass has seen yet.
 import type { Logger } from "pino";
 import { pino } from "pino";
-import type { Store } from "../store/store.js";
-import { runPass } from "./pass.js";
-import { CoalescingQueue } from "./serial.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { Result, WorkQueue } from "../../retry/queue.js";
+import type { KindName } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { deploymentKind } from "../kinds/deployment.js";
+import { runPass, type PassResult } from "./pass.js";
+
+/** Backoff of an (environment, region) whose pass failed. */
+export const PASS_RETRY: BackoffPolicy = { baseMs: 500, capMs: 10_000, minMs: 100 };
+
+/** How soon a key whose passes were still changing after maxPasses runs again. */
+const CONTINUE_MS = 50;
+
+/** What the driver reads and runs; the store's in production (storeRolloutSource), fakes in unit tests. */
+export interface RolloutSource {
+  runPass(environmentId: string, region: string): Promise<PassResult>;
+  regionsOf(environmentId: string): Promise<string[]>;
+  /** The deployment a report names (by id, else by Kubernetes name) and its environment. */
+  deploymentOf(deploymentId: string, k8sName: string): Promise<{ id: string; environmentId: string } | undefined>;
+  /** Keys whose stored wake-up time has come, and keys with a deployment no pass has seen yet. */
+  due(now: number, limit: number): Promise<{ environmentId: string; region: string }[]>;
+}
+
+export function storeRolloutSource(store: Store): RolloutSource {
+  return {
+    runPass: (environmentId, region) => runPass(store, environmentId, region),
+    async regionsOf(environmentId) {
+      const rows = await store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute();
+      return rows.map((r) => r.region);
+    },
+    async deploymentOf(deploymentId, k8sName) {
+      let q = store.db.selectFrom("deployments").select(["id", "environment_id"]);
+      q = deploymentId !== "" ? q.where("id", "=", deploymentId) : q.where("k8s_name", "=", k8sName);
+      const row = await q.executeTakeFirst();
+      return row && { id: row.id, environmentId: row.environment_id };
+    },
+    async due(now, limit) {
+      const due = await store.db
+        .selectFrom("rollouts")
+        .select(["environment_id", "region"])
+        .where("requeue_at", "is not", null)
+        .where("requeue_at", "<=", now)
+        .limit(limit)
+        .execute();
+      // Deployments no pass has seen yet (the process that created one stopped before its pass).
+      const unseen = await store.db
+        .selectFrom("environment_regions as er")
+        .innerJoin("environments as e", "e.id", "er.environment_id")
+        .leftJoin("rollouts as r", (j) => j.onRef("r.environment_id", "=", "er.environment_id").onRef("r.region", "=", "er.region"))
+        .select(["er.environment_id", "er.region"])
+        .where("e.last_revision", ">", 0)
+        .where((eb) => eb.or([eb("r.environment_id", "is", null), eb("r.target_seen_revision", "<", eb.ref("e.last_revision"))]))
+        .limit(limit)
+        .execute();
+      return [...due, ...unseen].map((d) => ({ environmentId: d.environment_id, region: d.region }));
+    },
+  };
+}
 
 export interface RolloutDriverOptions {
   logger?: Logger;
-  /** Passes per trigger before giving up for a moment (each pass does one step). */
+  /** Passes per run before letting other keys go first (each pass does one step). */
   maxPasses?: number;
   /** How often stored wake-ups are looked for (ms); 0 disables the sweep. */
   sweepIntervalMs?: number;
+  /** Keys reconciled at the same time. */
+  concurrency?: number;
+  /** Backoff after a failed pass (default PASS_RETRY). */
+  retry?: BackoffPolicy;
   /** Called after every pass that ran (tests, metrics). */
   onPass?: (environmentId: string, region: string, changed: boolean) => void;
 }
 
-const RETRY_MS = 1000;
+const SEP = "\u0000";
+
+function keyOf(environmentId: string, region: string): string {
+  return `${environmentId}${SEP}${region}`;
+}
+
+function parseKey(key: string): [environmentId: string, region: string] {
+  const i = key.indexOf(SEP);
+  return [key.slice(0, i), key.slice(i + 1)];
+}
 
 export class RolloutDriver {
-  private readonly queue = new CoalescingQueue();
-  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private readonly queue: WorkQueue;
   private readonly envOfDeployment = new Map<string, string>();
   private readonly log: Logger;
   private readonly maxPasses: number;
@@ -32,114 +105,93 @@ export class RolloutDriver {
   private closed = false;
 
   constructor(
-    private readonly store: Store,
+    private readonly source: RolloutSource,
     private readonly options: RolloutDriverOptions = {},
   ) {
     this.log = options.logger ?? pino({ level: "silent" });
     this.maxPasses = options.maxPasses ?? 50;
+    this.queue = new WorkQueue({
+      concurrency: options.concurrency ?? 16,
+      retry: options.retry ?? PASS_RETRY,
+      reconcile: (key, signal) => this.reconcile(key, signal),
+      onResult: (key, result) => {
+        if (result.type !== "retry") return;
+        const [environmentId, region] = parseKey(key);
+        const err = result.error instanceof Error ? result.error.message : String(result.error);
+        this.log.warn({ environmentId, region, err }, "rollout pass failed; retrying with backoff");
+      },
+    });
     const sweepMs = options.sweepIntervalMs ?? 2000;
     this.sweepTimer = sweepMs > 0 ? setInterval(() => void this.sweep(), sweepMs) : null;
     this.sweepTimer?.unref();
   }
 
+  /** Runs passes until one changes nothing; the answer says when to look again. */
+  private async reconcile(key: string, signal: AbortSignal): Promise<Result> {
+    const [environmentId, region] = parseKey(key);
+    for (let n = 0; n < this.maxPasses; n++) {
+      if (signal.aborted) return Result.done;
+      const r = await this.source.runPass(environmentId, region);
+      if (r.ran) this.options.onPass?.(environmentId, region, r.changed);
+      if (!r.changed) return r.wakeAt === null ? Result.done : Result.requeueAfter(r.wakeAt - Date.now());
+    }
+    // Still changing after maxPasses: continue soon rather than hog the event loop.
+    return Result.requeueAfter(CONTINUE_MS);
+  }
+
   /** Runs passes in every region of the environment; resolves when they are done. */
   async environmentChanged(environmentId: string): Promise<void> {
-    const regions = await this.store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute();
-    await Promise.all(regions.map((r) => this.kick(environmentId, r.region)));
+    const regions = await this.source.regionsOf(environmentId);
+    await Promise.all(regions.map((region) => this.kick(environmentId, region)));
   }
 
   /** An agent reported a deployment's instances in a region. */
   async deploymentReported(region: string, deploymentId: string, k8sName: string): Promise<void> {
     let env = deploymentId === "" ? undefined : this.envOfDeployment.get(deploymentId);
     if (env === undefined) {
-      let q = this.store.db.selectFrom("deployments").select(["id", "environment_id"]);
-      q = deploymentId !== "" ? q.where("id", "=", deploymentId) : q.where("k8s_name", "=", k8sName);
-      const row = await q.executeTakeFirst();
-      if (!row) return;
-      env = row.environment_id;
+      const d = await this.source.deploymentOf(deploymentId, k8sName);
+      if (!d) return;
+      env = d.environmentId;
       if (this.envOfDeployment.size > 100_000) this.envOfDeployment.clear();
-      this.envOfDeployment.set(row.id, env);
+      this.envOfDeployment.set(d.id, env);
     }
     await this.kick(env, region);
   }
 
-  /** Runs passes for one (environment, region) until nothing changes; never rejects. */
-  kick(environmentId: string, region: string): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    const key = `${environmentId}\u0000${region}`;
-    return this.queue.run(key, async () => {
-      try {
-        await this.passes(environmentId, region, key);
-      } catch (err) {
-        this.log.warn({ environmentId, region, err: err instanceof Error ? err.message : String(err) }, "rollout pass failed; retrying");
-        this.wakeAt(key, environmentId, region, Date.now() + RETRY_MS);
-      }
+  /** ClusterService's report listener: deployment reports may move a rollout. Never rejects. */
+  reported(kind: KindName, region: string, subject: { id: string; k8sName: string }): void {
+    if (kind !== deploymentKind.name) return;
+    this.deploymentReported(region, subject.id, subject.k8sName).catch((err: unknown) => {
+      this.log.warn({ region, err: err instanceof Error ? err.message : String(err) }, "could not find the reported deployment's environment");
     });
   }
 
-  private async passes(environmentId: string, region: string, key: string): Promise<void> {
-    for (let n = 0; n < this.maxPasses && !this.closed; n++) {
-      const r = await runPass(this.store, environmentId, region);
-      if (r.ran) this.options.onPass?.(environmentId, region, r.changed);
-      if (!r.changed) {
-        if (r.wakeAt !== null) this.wakeAt(key, environmentId, region, r.wakeAt);
-        return;
-      }
-    }
-    // Still changing after maxPasses: continue soon rather than hog the event loop.
-    this.wakeAt(key, environmentId, region, Date.now() + 50);
+  /** Runs passes for one (environment, region) until nothing changes; resolves after that run. Never rejects. */
+  kick(environmentId: string, region: string): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return this.queue.addAndWait(keyOf(environmentId, region));
   }
 
-  private wakeAt(key: string, environmentId: string, region: string, at: number): void {
-    if (this.closed) return;
-    const existing = this.timers.get(key);
-    if (existing !== undefined && existing.at <= at) return;
-    if (existing !== undefined) clearTimeout(existing.timer);
-    const timer = setTimeout(() => {
-      this.timers.delete(key);
-      void this.kick(environmentId, region);
-    }, Math.max(0, at - Date.now()));
-    timer.unref();
-    this.timers.set(key, { at, timer });
-  }
-
-  /** Runs the passes whose stored wake-up time has come (any replica may have stored it). */
+  /** Adds the keys whose stored wake-up time has come (any replica may have stored it). */
   async sweep(): Promise<void> {
     if (this.closed) return;
     try {
-      const due = await this.store.db
-        .selectFrom("rollouts")
-        .select(["environment_id", "region"])
-        .where("requeue_at", "is not", null)
-        .where("requeue_at", "<=", Date.now())
-        .limit(500)
-        .execute();
-      // Deployments no pass has seen yet (the process that created one stopped before its pass).
-      const unseen = await this.store.db
-        .selectFrom("environment_regions as er")
-        .innerJoin("environments as e", "e.id", "er.environment_id")
-        .leftJoin("rollouts as r", (j) => j.onRef("r.environment_id", "=", "er.environment_id").onRef("r.region", "=", "er.region"))
-        .select(["er.environment_id", "er.region"])
-        .where("e.last_revision", ">", 0)
-        .where((eb) => eb.or([eb("r.environment_id", "is", null), eb("r.target_seen_revision", "<", eb.ref("e.last_revision"))]))
-        .limit(500)
-        .execute();
-      await Promise.all([...due, ...unseen].map((d) => this.kick(d.environment_id, d.region)));
+      const due = await this.source.due(Date.now(), 500);
+      await Promise.all(due.map((d) => this.kick(d.environmentId, d.region)));
     } catch (err) {
       this.log.warn({ err: err instanceof Error ? err.message : String(err) }, "rollout sweep failed");
     }
   }
 
-  /** Resolves when no pass is running or queued. */
+  /** Resolves when no key is queued, running or waiting for a retry. */
   idle(): Promise<void> {
-    return this.queue.idle();
+    return this.queue.drained();
   }
 
+  /** Stops the sweep and the queue; waits for passes in flight. */
   async close(): Promise<void> {
     this.closed = true;
     if (this.sweepTimer) clearInterval(this.sweepTimer);
-    for (const t of this.timers.values()) clearTimeout(t.timer);
-    this.timers.clear();
-    await this.queue.idle();
+    await this.queue.stop();
   }
 }

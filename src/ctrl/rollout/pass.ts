@@ -1,25 +1,26 @@
 // One rollout pass for one (environment, region) in one transaction: lock the region's rollout
 // record, read the environment, its revisions in the region and their instance reports, run the
 // engine, and write the new sizes through the outbox (setDesiredReplicas / removeFromRegion),
-// the revision records, status, conditions and events.
+// the revision records, status, conditions and events. The sizes it starts from are the typed
+// desired_objects.replicas of the region's revisions.
 //
 // Concurrency: the transaction first takes the environment row shared and then the rollout row
-// with SELECT … FOR UPDATE on PostgreSQL, so passes of one (environment, region) from several
-// ctrl replicas run one after the other, each on the state the previous one committed, and
-// changes to the environment or its revisions never interleave with a pass. SQLite has a single writer, so its
-// transactions are serial anyway. A row lock (rather than an advisory lock) is released by
-// commit/rollback on every path and needs no key hashing.
-import { fromBinary } from "@bufbuild/protobuf";
+// with SELECT … FOR UPDATE on PostgreSQL (the dialect's lockRows), so passes of one
+// (environment, region) from several ctrl replicas run one after the other, each on the state
+// the previous one committed, and changes to the environment or its revisions never interleave
+// with a pass. SQLite has a single writer, so its transactions are serial anyway. A row lock
+// (rather than an advisory lock) is released by commit/rollback on every path and needs no key
+// hashing.
 import { sql } from "kysely";
 import { planRollout, type Condition, type DeploymentStatus } from "../../rollout/index.js";
-import { ApplyDeploymentSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { removeFromRegion, setDesiredReplicas } from "../store/deployments.js";
-import type { WriteTx } from "../store/outbox.js";
-import type { DeploymentContext } from "../store/render.js";
-import type { DeploymentRow } from "../store/schema.js";
-import type { Store } from "../store/store.js";
-import { lockEnvironment } from "../store/tenancy.js";
-import { buildRolloutInput, EMPTY_STATUS, holdScaleUp, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
+import type { WriteTx } from "../db/outbox.js";
+import type { DeploymentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
+import { lockEnvironment } from "../domain/environments.js";
+import { lockRolloutRow } from "../domain/rollouts.js";
+import type { DeploymentContext } from "../kinds/deployment.js";
+import { buildRolloutInput, holdScaleUp, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
 
 /** Events kept per (environment, region). */
 export const EVENTS_KEPT = 50;
@@ -36,32 +37,6 @@ export interface PassResult {
 }
 
 const NOTHING: PassResult = { ran: false, changed: false, wakeAt: null };
-
-/** Creates the region's rollout record if missing (so it can be locked). */
-export async function ensureRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<void> {
-  await tx.trx
-    .insertInto("rollouts")
-    .values({
-      environment_id: environmentId,
-      region,
-      target_deployment_id: null,
-      target_seen_revision: 0,
-      rollback_to: null,
-      status: JSON.stringify(EMPTY_STATUS),
-      conditions: "[]",
-      observed_spec: "",
-      requeue_at: null,
-      updated_at: tx.now,
-    })
-    .onConflict((oc) => oc.columns(["environment_id", "region"]).doNothing())
-    .execute();
-}
-
-async function lockRolloutRow(tx: WriteTx, environmentId: string, region: string) {
-  await ensureRolloutRow(tx, environmentId, region);
-  const q = tx.trx.selectFrom("rollouts").selectAll().where("environment_id", "=", environmentId).where("region", "=", region);
-  return (tx.dialect === "postgres" ? q.forUpdate() : q).executeTakeFirstOrThrow();
-}
 
 /** Picks the target: the stored one, unless a newer deployment exists or it was deleted. */
 export function chooseTarget(
@@ -108,13 +83,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
 
     const ids = deployments.map((d) => d.id);
     const records = await tx.trx.selectFrom("rollout_revisions").selectAll().where("environment_id", "=", environmentId).where("region", "=", region).execute();
-    const desired = await tx.trx
-      .selectFrom("desired_objects")
-      .select(["object_id", "payload"])
-      .where("region", "=", region)
-      .where("kind", "=", "deployment")
-      .where("object_id", "in", ids)
-      .execute();
+    const desiredOf = (await desiredReplicasOf(tx.trx, ids, region)).get(region) ?? new Map<string, number>();
     const instances = await tx.trx
       .selectFrom("instances")
       .select(["deployment_id", "status", "ready_since"])
@@ -122,7 +91,6 @@ export async function runPass(store: Store, environmentId: string, region: strin
       .where("deployment_id", "in", ids)
       .execute();
     const recordOf = new Map(records.map((r) => [r.deployment_id, r]));
-    const desiredOf = new Map(desired.map((d) => [d.object_id, fromBinary(ApplyDeploymentSchema, d.payload).replicas]));
 
     const revisions: RevisionFacts[] = [];
     for (const d of deployments) {
@@ -133,7 +101,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
       if (rec !== undefined) {
         state = {
           revision: rec.revision === null ? null : Number(rec.revision),
-          replicas: desiredReplicas === undefined ? 0 : rec.replicas,
+          replicas: desiredReplicas ?? 0,
           desiredReplicas: rec.desired_replicas,
           maxReplicas: rec.max_replicas,
         };
@@ -182,7 +150,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
     for (const r of w.revisions) {
       if (r.putDesired) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
       if (!r.recordChanged) continue;
-      const values = { revision: r.revision, replicas: r.replicas, desired_replicas: r.desiredReplicas, max_replicas: r.maxReplicas };
+      const values = { revision: r.revision, desired_replicas: r.desiredReplicas, max_replicas: r.maxReplicas };
       await tx.trx
         .insertInto("rollout_revisions")
         .values({ deployment_id: r.deploymentId, environment_id: environmentId, region, ...values })
@@ -226,17 +194,24 @@ export async function runPass(store: Store, environmentId: string, region: strin
   });
 }
 
-async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
+/**
+ * Appends a pass's events, numbered after the region's last one, keeping the newest EVENTS_KEPT.
+ * Only those are written: a pass that retires thousands of revisions emits an event for each,
+ * and one INSERT of them all would exceed SQLite's limit on bound parameters.
+ */
+export async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
   const last = await tx.trx
     .selectFrom("rollout_events")
     .select(sql<number | null>`max(seq)`.as("seq"))
     .where("environment_id", "=", environmentId)
     .where("region", "=", region)
     .executeTakeFirst();
-  let seq = Number(last?.seq ?? 0);
+  const first = Number(last?.seq ?? 0) + 1;
+  const kept = events.slice(-EVENTS_KEPT);
+  let seq = first + events.length - kept.length - 1;
   await tx.trx
     .insertInto("rollout_events")
-    .values(events.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
+    .values(kept.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
     .execute();
   await tx.trx
     .deleteFrom("rollout_events")

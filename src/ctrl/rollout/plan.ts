@@ -2,6 +2,9 @@
 // revisions with their instance reports) into one engine input, and the engine's output back
 // into the writes of one pass. No I/O and no clock: `now` is an argument.
 import type { Condition, DeploymentStatus, IntOrPercent, RevisionStatus, RolloutEvent, RolloutInput, RolloutOutput } from "../../rollout/index.js";
+import { EMPTY_STATUS } from "../domain/rollouts.js";
+
+export { EMPTY_STATUS };
 
 /** An instance as reported by the region's agent. */
 export interface InstanceFact {
@@ -37,8 +40,6 @@ export interface EnvironmentFacts {
   status: DeploymentStatus;
   conditions: Condition[];
 }
-
-export const EMPTY_STATUS: DeploymentStatus = { replicas: 0, updatedReplicas: 0, readyReplicas: 0, availableReplicas: 0, unavailableReplicas: 0 };
 
 /** Stored "25%" / "3" → the engine's IntOrPercent. */
 export function intOrPercent(text: string): IntOrPercent {

@@ -12,10 +12,10 @@ import {
   RolloutStatusSchema,
   type RolloutStatus,
 } from "../../gen/krane/ctrl/v1/rollout_pb.js";
-import type { Store } from "../store/store.js";
-import type { EnvironmentRef } from "../store/types.js";
+import type { Store } from "../db/store.js";
 import { regionName, validateEnvironmentRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
+import type { EnvironmentRef } from "../validate/types.js";
 import { restartRollout, rolloutStatus, scaleEnvironment, setPaused, undoRollout, type RolloutView } from "./actions.js";
 import type { RolloutDriver } from "./driver.js";
 

@@ -32,16 +32,16 @@ import {
   statusServiceImpl,
   workspaceServiceImpl,
 } from "../api/handlers.js";
-import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
-import { RolloutDriver } from "../rollout/driver.js";
+import { Authenticator, type AuthOptions } from "../auth/authenticator.js";
+import { clusterServiceImpl } from "../cluster-service/handlers.js";
+import { compactOutbox } from "../db/outbox.js";
+import { Store } from "../db/store.js";
+import { addUserToken, countUserTokens, generateToken } from "../domain/tokens.js";
+import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
 import { rolloutServiceImpl } from "../rollout/service.js";
-import { addUserToken, countUserTokens, generateToken } from "../store/clusters.js";
-import { compactOutbox } from "../store/outbox.js";
-import { Store } from "../store/store.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
-import { Authenticator, type AuthOptions } from "./auth.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
@@ -170,7 +170,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     }
   }
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
-  const databaseKind = store.dialect === "postgres" ? "PostgreSQL" : "SQLite";
+  const databaseKind = store.dialect.name === "postgres" ? "PostgreSQL" : "SQLite";
   const outage = new OutageWatch({ dependency: "database", probe: () => store.ping(), log, gauge: metrics.dependencyUp });
   /** Background work that failed: an outage goes to the outage log (once), anything else is logged. */
   const backgroundFailure = (what: string) => (err: unknown): void => {
@@ -186,12 +186,15 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(store, { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
   let draining = false;
 
   const routes = (router: ConnectRouter): void => {
     const deps = { store, rollout, auth };
-    router.service(ClusterService, clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, rollout }));
+    router.service(
+      ClusterService,
+      clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, onReport: (kind, region, subject) => rollout.reported(kind, region, subject) }),
+    );
     router.service(WorkspaceService, workspaceServiceImpl(deps));
     router.service(ProjectService, projectServiceImpl(deps));
     router.service(EnvironmentService, environmentServiceImpl(deps));
@@ -302,7 +305,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
-  log.info({ url, opsUrl, database: store.dialect }, "ctrl listening");
+  log.info({ url, opsUrl, database: store.dialect.name }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {

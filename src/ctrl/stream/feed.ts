@@ -4,14 +4,20 @@
 // stream moved, the feed reads the new rows once (by cursor, so lost or merged pokes are
 // harmless) and wakes its watchers; each watcher then copies what it still needs at its own
 // pace. Watchers never block the feed or each other: a slow watcher that falls behind the tail
-// reads the outbox itself. Feeds exist only while someone watches.
-import type { ChangeNotifier, Poke } from "../store/notify.js";
-import type { OutboxChange, StreamPosition } from "../store/outbox.js";
-import type { ObjectKind } from "../store/schema.js";
+// reads the outbox itself. Feeds exist only while someone watches. A failed outbox read is
+// tried again with backoff (FEED_RETRY, through src/retry) while watchers keep waiting.
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { retry } from "../../retry/retry.js";
+import type { ChangeNotifier, Poke } from "../db/notify.js";
+import type { OutboxChange, StreamPosition } from "../db/outbox.js";
+import type { KindName } from "../db/schema.js";
+
+/** Delays between attempts of a failed outbox read: from 50 ms, never above 1 s. */
+export const FEED_RETRY: BackoffPolicy = { baseMs: 100, capMs: 1000, minMs: 50 };
 
 export interface FeedSource {
-  position(region: string, kind: ObjectKind): Promise<StreamPosition>;
-  readOutbox(region: string, kind: ObjectKind, after: number, limit: number): Promise<OutboxChange[]>;
+  position(region: string, kind: KindName): Promise<StreamPosition>;
+  readOutbox(region: string, kind: KindName, after: number, limit: number): Promise<OutboxChange[]>;
 }
 
 export interface FeedOptions {
@@ -44,11 +50,12 @@ export class StreamFeed {
   private fetching = false;
   private dirty = false;
   private closed = false;
+  private readonly stop = new AbortController();
   private wake: { promise: Promise<void>; resolve: () => void };
   watchers = 0;
 
   constructor(
-    readonly kind: ObjectKind,
+    readonly kind: KindName,
     readonly region: string,
     private readonly source: FeedSource,
     private readonly tailSize: number,
@@ -82,12 +89,15 @@ export class StreamFeed {
     this.dirty = true;
     if (this.fetching) return;
     this.fetching = true;
+    const attempt = (n: number): Promise<void> => {
+      // A failed attempt had taken the dirty mark: the next one reads again.
+      if (n > 1) this.dirty = true;
+      return this.fetchLoop();
+    };
     void this.ready
-      .then(() => this.fetchLoop())
+      .then(() => retry(attempt, { policy: FEED_RETRY, retryable: () => !this.closed, signal: this.stop.signal, onRetry: (err) => this.onError(err) }))
       .catch((err: unknown) => {
-        this.onError(err);
-        // Try again soon; watchers keep waiting meanwhile.
-        setTimeout(() => this.poke(), 500).unref();
+        if (!this.closed) this.onError(err);
       })
       .finally(() => {
         this.fetching = false;
@@ -127,6 +137,7 @@ export class StreamFeed {
 
   close(): void {
     this.closed = true;
+    this.stop.abort();
     this.wake.resolve();
   }
 }
@@ -163,7 +174,7 @@ export class FeedHub {
   }
 
   /** Joins the feed of a stream; call `release` when the watcher ends. */
-  async acquire(kind: ObjectKind, region: string): Promise<{ feed: StreamFeed; release: () => void }> {
+  async acquire(kind: KindName, region: string): Promise<{ feed: StreamFeed; release: () => void }> {
     const key = `${kind}/${region}`;
     let feed = this.feeds.get(key);
     if (!feed) {

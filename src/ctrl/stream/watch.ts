@@ -1,13 +1,13 @@
-// The watch logic behind WatchDeployments / WatchSentinels, independent of the wire format.
+// The watch logic behind every kind's Watch… stream, independent of the wire format.
 //
 // A watcher resumes from its cursor when the outbox still holds every version after it;
 // otherwise (cursor 0, compacted away, or ahead of the head after a database reset) it first
 // gets a snapshot of the region's desired state: SnapshotStart, every object, SnapshotEnd with
 // the head version the snapshot corresponds to. Then it follows the feed: changes in version
 // order as they commit, each exactly once.
-import { readOutbox, readSnapshot, streamPosition, type OutboxChange, type StreamPosition } from "../store/outbox.js";
-import type { ObjectKind } from "../store/schema.js";
-import type { Store } from "../store/store.js";
+import { readOutbox, readSnapshot, streamPosition, type OutboxChange, type StreamPosition } from "../db/outbox.js";
+import type { KindName } from "../db/schema.js";
+import type { Store } from "../db/store.js";
 import type { FeedHub, FeedSource } from "./feed.js";
 
 export type WatchEvent =
@@ -40,7 +40,7 @@ export function storeFeedSource(store: Store): FeedSource {
 }
 
 export interface WatchParams {
-  kind: ObjectKind;
+  kind: KindName;
   region: string;
   cursor: number;
   /** Ends the watch (client gone or server shutting down). */

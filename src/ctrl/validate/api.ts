@@ -1,4 +1,4 @@
-// Validation of public API requests: a proto request in, a defaulted store input out, or an
+// Validation of public API requests: a proto request in, a defaulted domain input out, or an
 // InvalidArgument naming the field. Pure: no I/O, so it is property-tested directly.
 import type {
   CreateApiTokenRequest,
@@ -15,7 +15,6 @@ import type {
 import { RolloutStrategy } from "../../gen/krane/ctrl/v1/api_pb.js";
 import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
-import type { StoredHealthCheck } from "../store/render.js";
 import type {
   EnvironmentRef,
   EnvironmentUpdate,
@@ -27,8 +26,9 @@ import type {
   RolloutPolicyPatch,
   SentinelSettingsInput,
   SentinelSettingsPatch,
+  StoredHealthCheck,
   StrategyName,
-} from "../store/types.js";
+} from "./types.js";
 import * as r from "./rules.js";
 
 export const DEFAULTS = {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { generateToken } from "../../../src/ctrl/store/clusters.js";
+import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { krane, spawnCtrl } from "./process.js";
 import { tempDir } from "./support.js";
 

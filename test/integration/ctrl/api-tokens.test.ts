@@ -8,7 +8,7 @@ import { after, before, describe, it, type TestContext } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiTokenService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { generateToken, hashToken, revokeApiToken } from "../../../src/ctrl/store/clusters.js";
+import { generateToken, hashToken, revokeApiToken } from "../../../src/ctrl/domain/tokens.js";
 import type { CtrlConfig } from "../../../src/ctrl/server/server.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments } from "./region-watch.js";

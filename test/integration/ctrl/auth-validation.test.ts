@@ -73,7 +73,8 @@ describe("auth, validation and gRPC", () => {
     assert.notEqual(res.token, first);
     await ctrl.client(ClusterService, res.token).heartbeat({ region: "eu" });
     // The old token may live on in the 5 s auth cache of this process; a new process refuses it.
-    const { findClusterByTokenHash, hashToken } = await import("../../../src/ctrl/store/clusters.js");
+    const { findClusterByTokenHash } = await import("../../../src/ctrl/domain/clusters.js");
+    const { hashToken } = await import("../../../src/ctrl/domain/tokens.js");
     assert.equal(await findClusterByTokenHash(ctrl.store.db, hashToken(first)), undefined);
     const stored = await ctrl.store.db.selectFrom("clusters").select("token_hash").where("name", "=", "rotating").executeTakeFirstOrThrow();
     assert.equal(stored.token_hash, hashToken(res.token));

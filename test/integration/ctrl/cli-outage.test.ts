@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { generateToken } from "../../../src/ctrl/store/clusters.js";
+import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { EXIT_UNAVAILABLE } from "../../../src/cli/user-client.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { KRANE_BIN, krane, spawnCtrl, type CtrlProcess } from "./process.js";

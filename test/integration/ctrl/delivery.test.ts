@@ -11,7 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
-import { Store } from "../../../src/ctrl/store/store.js";
+import { Store } from "../../../src/ctrl/db/store.js";
 import { FeedHub } from "../../../src/ctrl/stream/feed.js";
 import { storeFeedSource, watch } from "../../../src/ctrl/stream/watch.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";

@@ -11,8 +11,9 @@ import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
 import { spawnCtrl } from "./process.js";
-import { addUserToken, generateToken, issueClusterToken } from "../../../src/ctrl/store/clusters.js";
-import { Store } from "../../../src/ctrl/store/store.js";
+import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
+import { issueClusterToken } from "../../../src/ctrl/domain/clusters.js";
+import { Store } from "../../../src/ctrl/db/store.js";
 
 const CALLS = 50;
 const dir = tempDir();

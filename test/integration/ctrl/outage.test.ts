@@ -13,7 +13,7 @@ import pg from "pg";
 import { file_krane_ctrl_v1_api, DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService, ApiTokenService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_cluster } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
-import { generateToken } from "../../../src/ctrl/store/clusters.js";
+import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
 import { startTestCtrl, tempDir, transportFor } from "./support.js";

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
 import { ClusterService, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { compactOutbox } from "../../../src/ctrl/store/outbox.js";
+import { compactOutbox } from "../../../src/ctrl/db/outbox.js";
 import { startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
 
 async function setupEnv(ctrl: TestCtrl, region: string): Promise<void> {

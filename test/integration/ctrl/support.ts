@@ -7,7 +7,8 @@ import { join } from "node:path";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
-import { addUserToken, generateToken, issueClusterToken } from "../../../src/ctrl/store/clusters.js";
+import { issueClusterToken } from "../../../src/ctrl/domain/clusters.js";
+import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startCtrl, type CtrlConfig, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 
 export function tempDir(prefix = "krane-ctrl-"): { path: string; remove: () => void } {

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApiClients, type ApiClients } from "../../../src/client/api.js";
 import { startCtrl, type RunningCtrl } from "../../../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../../../src/ctrl/store/clusters.js";
+import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
 
 let dir: string;
 let ctrl: RunningCtrl;

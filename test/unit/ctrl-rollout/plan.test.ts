@@ -1,5 +1,5 @@
 // Unit tests of the rollout driver's pure parts: instance reports → engine input, engine output →
-// ctrl's writes, target choice, progress reading, and the keyed coalescing queue; plus a
+// ctrl's writes, target choice and progress reading (the driver's queue is driver.test.ts); plus a
 // simulated driver loop (engine + writes + pods becoming available) that must converge within
 // the surge bound.
 import assert from "node:assert/strict";
@@ -21,7 +21,6 @@ import {
   type RevisionFacts,
 } from "../../../src/ctrl/rollout/plan.js";
 import { chooseTarget } from "../../../src/ctrl/rollout/pass.js";
-import { CoalescingQueue } from "../../../src/ctrl/rollout/serial.js";
 
 const NOW = Date.parse("2026-01-01T00:00:00Z");
 
@@ -337,44 +336,3 @@ describe("target and progress", () => {
   });
 });
 
-describe("coalescing queue", () => {
-  it("never overlaps runs of one key and coalesces requests while one is queued", async () => {
-    const q = new CoalescingQueue();
-    let active = 0;
-    let runs = 0;
-    let release: () => void = () => undefined;
-    const first = q.run("a", async () => {
-      active++;
-      runs++;
-      await new Promise<void>((r) => (release = r));
-      active--;
-    });
-    await new Promise((r) => setImmediate(r));
-    const body = async (): Promise<void> => {
-      assert.equal(active, 0);
-      runs++;
-    };
-    const second = q.run("a", body);
-    const third = q.run("a", body);
-    assert.equal(second, third);
-    let otherRan = false;
-    await q.run("b", async () => {
-      otherRan = true;
-    });
-    assert.equal(otherRan, true);
-    release();
-    await Promise.all([first, second, third]);
-    assert.equal(runs, 2);
-    await q.idle();
-  });
-
-  it("a failing run does not block the next", async () => {
-    const q = new CoalescingQueue();
-    await assert.rejects(q.run("k", async () => Promise.reject(new Error("boom"))));
-    let ran = false;
-    await q.run("k", async () => {
-      ran = true;
-    });
-    assert.equal(ran, true);
-  });
-});

@@ -1,4 +1,4 @@
-// Unit tests of the watch-stream messages (src/ctrl/cluster-service/states.ts): the binary form
+// Unit tests of the watch-stream messages (src/ctrl/kinds/wire.ts): the binary form
 // relays the outbox bytes as an unknown field, and must be byte-for-byte the typed message.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -12,8 +12,14 @@ import {
   DeploymentStateSchema,
   SentinelStateSchema,
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { deploymentState, encodingOf, sentinelState } from "../../../src/ctrl/cluster-service/states.js";
-import type { OutboxChange } from "../../../src/ctrl/store/outbox.js";
+import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
+import { deploymentKind } from "../../../src/ctrl/kinds/deployment.js";
+import { sentinelKind } from "../../../src/ctrl/kinds/sentinel.js";
+import { encodingOf, streamState, type WireEncoding } from "../../../src/ctrl/kinds/wire.js";
+import type { WatchEvent } from "../../../src/ctrl/stream/watch.js";
+
+const deploymentState = (ev: WatchEvent, encoding: WireEncoding) => streamState(deploymentKind.wire, ev, encoding);
+const sentinelState = (ev: WatchEvent, encoding: WireEncoding) => streamState(sentinelKind.wire, ev, encoding);
 
 const text = fc.string({ maxLength: 40 });
 const applyDeployment = fc.record({

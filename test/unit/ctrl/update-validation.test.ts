@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { RolloutStrategy, UpdateEnvironmentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
-import type { RolloutPolicyInput, RolloutPolicyPatch, SentinelSettingsInput } from "../../../src/ctrl/store/types.js";
+import type { RolloutPolicyInput, RolloutPolicyPatch, SentinelSettingsInput } from "../../../src/ctrl/validate/types.js";
 import { mergeRolloutPolicy, mergeSentinel, validateRollout, validateUpdateEnvironment } from "../../../src/ctrl/validate/api.js";
 
 const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {

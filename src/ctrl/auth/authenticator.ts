@@ -1,0 +1,208 @@
+// Authentication and authorization of every RPC.
+//
+// Callers send `Authorization: Bearer <token>`. Agent tokens (one per cluster, bound to its
+// region) may call only ClusterService, and only for their own region; user API tokens may call
+// only the public API. Tokens are looked up by their SHA-256 digest and the digests compared in
+// constant time; lookups are cached briefly (cacheTtlMs).
+//
+// Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
+// forgetCluster), which drops the cached lookups at once and ends the watch streams opened with
+// a revoked agent token. Another ctrl replica learns only from the database: it refuses the
+// token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
+// re-check (streamRecheckMs), which looks up every open stream's token again.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { Store } from "../db/store.js";
+import { findClusterByTokenHash } from "../domain/clusters.js";
+import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { principalKey, type Principal, type RevocationListener } from "./principal.js";
+
+export interface AuthOptions {
+  cacheTtlMs?: number;
+  cacheMax?: number;
+  /** How often open agent streams look their token up again (ms; 0: never). Default 30 s. */
+  streamRecheckMs?: number;
+  /** Least time between two recorded uses of one user token (ms). Default one minute. */
+  usageIntervalMs?: number;
+}
+
+interface LiveStream {
+  digest: string;
+  clusterId: string;
+  end(err: ConnectError): void;
+}
+
+function revokedError(): ConnectError {
+  return new ConnectError("the agent token was revoked", Code.Unauthenticated);
+}
+
+export class Authenticator implements RevocationListener {
+  private readonly cache = new Map<string, { principal: Principal; expires: number }>();
+  private readonly streams = new Set<LiveStream>();
+  /** User token id → when this process last recorded its use. */
+  private readonly usage = new Map<string, number>();
+  private readonly ttl: number;
+  private readonly max: number;
+  private readonly recheckMs: number;
+  private readonly usageMs: number;
+  private recheckTimer: NodeJS.Timeout | null = null;
+  private rechecking = false;
+
+  constructor(
+    private readonly store: Store,
+    options: AuthOptions = {},
+  ) {
+    this.ttl = options.cacheTtlMs ?? 5000;
+    this.max = options.cacheMax ?? 10_000;
+    this.recheckMs = options.streamRecheckMs ?? 30_000;
+    this.usageMs = options.usageIntervalMs ?? 60_000;
+  }
+
+  async authenticate(authorization: string | null): Promise<Principal | undefined> {
+    return (await this.resolve(authorization))?.principal;
+  }
+
+  private async resolve(authorization: string | null): Promise<{ principal: Principal; digest: string } | undefined> {
+    if (authorization === null) return undefined;
+    const m = /^Bearer\s+(\S{1,512})\s*$/i.exec(authorization);
+    if (!m || m[1] === undefined) return undefined;
+    const digest = hashToken(m[1]);
+    const now = Date.now();
+    const hit = this.cache.get(digest);
+    if (hit && hit.expires > now) return { principal: hit.principal, digest };
+    let principal: Principal | undefined;
+    if (m[1].startsWith("krane_agent_")) {
+      const c = await findClusterByTokenHash(this.store.db, digest);
+      if (c) principal = { kind: "agent", clusterId: c.id, region: c.region };
+    } else {
+      const t = await findUserTokenByHash(this.store.db, digest);
+      if (t) principal = { kind: "user", tokenId: t.id, name: t.name };
+    }
+    if (!principal) return undefined;
+    if (this.cache.size >= this.max) this.cache.clear();
+    this.cache.set(digest, { principal, expires: now + this.ttl });
+    return { principal, digest };
+  }
+
+  /** Records a user token's use, at most once per usageIntervalMs from this process. */
+  private async noteUse(tokenId: string): Promise<void> {
+    const now = Date.now();
+    const last = this.usage.get(tokenId);
+    if (last !== undefined && now - last < this.usageMs) return;
+    if (this.usage.size >= this.max) this.usage.clear();
+    this.usage.set(tokenId, now);
+    // Bookkeeping only: a database hiccup here must not fail the caller's request.
+    await recordApiTokenUse(this.store.db, tokenId, now, this.usageMs).catch(() => undefined);
+  }
+
+  forgetUserToken(tokenId: string): void {
+    for (const [digest, e] of this.cache) if (e.principal.kind === "user" && e.principal.tokenId === tokenId) this.cache.delete(digest);
+    this.usage.delete(tokenId);
+  }
+
+  forgetCluster(clusterId: string, keepDigest?: string): void {
+    for (const [digest, e] of this.cache) {
+      if (e.principal.kind === "agent" && e.principal.clusterId === clusterId && digest !== keepDigest) this.cache.delete(digest);
+    }
+    for (const s of [...this.streams]) if (s.clusterId === clusterId && s.digest !== keepDigest) s.end(revokedError());
+  }
+
+  /** Number of open agent streams (tests, metrics). */
+  get openAgentStreams(): number {
+    return this.streams.size;
+  }
+
+  interceptor(): Interceptor {
+    return (next) => async (req) => {
+      const resolved = await this.resolve(req.header.get("authorization"));
+      if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
+      const { principal, digest } = resolved;
+      const forAgents = req.service.typeName === ClusterService.typeName;
+      if (forAgents && principal.kind !== "agent") {
+        throw new ConnectError("ClusterService needs an agent token", Code.PermissionDenied);
+      }
+      if (!forAgents && principal.kind !== "user") {
+        throw new ConnectError("the public API needs a user API token", Code.PermissionDenied);
+      }
+      if (principal.kind === "user") await this.noteUse(principal.tokenId);
+      req.contextValues.set(principalKey, principal);
+      const res = await next(req);
+      if (principal.kind !== "agent" || !res.stream) return res;
+      return { ...res, message: this.guard(res.message, digest, principal.clusterId) };
+    };
+  }
+
+  /** Passes an agent stream through until it ends, or until its token is revoked. */
+  private async *guard<T>(source: AsyncIterable<T>, digest: string, clusterId: string): AsyncGenerator<T> {
+    // One promise per message: racing a single long-lived "revoked" promise instead would add a
+    // reaction to it for every message a healthy stream sends, for as long as the stream lives.
+    let revoked: ConnectError | null = null;
+    let interrupt: ((err: ConnectError) => void) | null = null;
+    const live: LiveStream = {
+      digest,
+      clusterId,
+      end: (err) => {
+        revoked = err;
+        interrupt?.(err);
+      },
+    };
+    this.streams.add(live);
+    this.scheduleRecheck();
+    const it = source[Symbol.asyncIterator]();
+    let done = false;
+    try {
+      for (;;) {
+        if (revoked !== null) throw revoked;
+        const r = await new Promise<IteratorResult<T>>((resolve, reject) => {
+          interrupt = reject;
+          it.next().then(resolve, reject);
+        });
+        interrupt = null;
+        if (r.done) {
+          done = true;
+          return;
+        }
+        yield r.value;
+      }
+    } finally {
+      this.streams.delete(live);
+      // A revoked stream's source may be waiting for a change: its return() runs once the
+      // request closes (which aborts the watch), so it is not awaited here.
+      if (!done) it.return?.().catch(() => undefined);
+    }
+  }
+
+  private scheduleRecheck(): void {
+    if (this.recheckMs <= 0 || this.recheckTimer !== null) return;
+    this.recheckTimer = setInterval(() => void this.recheckStreams(), this.recheckMs);
+    this.recheckTimer.unref();
+  }
+
+  /** Looks every open stream's token up again; ends the streams whose token is gone. */
+  private async recheckStreams(): Promise<void> {
+    if (this.streams.size === 0) {
+      if (this.recheckTimer !== null) clearInterval(this.recheckTimer);
+      this.recheckTimer = null;
+      return;
+    }
+    if (this.rechecking) return;
+    this.rechecking = true;
+    try {
+      const digests = new Set([...this.streams].map((s) => s.digest));
+      for (const digest of digests) {
+        let gone: boolean;
+        try {
+          gone = (await findClusterByTokenHash(this.store.db, digest)) === undefined;
+        } catch {
+          // The database being unreachable is no reason to cut agents off.
+          continue;
+        }
+        if (!gone) continue;
+        this.cache.delete(digest);
+        for (const s of [...this.streams]) if (s.digest === digest) s.end(revokedError());
+      }
+    } finally {
+      this.rechecking = false;
+    }
+  }
+}

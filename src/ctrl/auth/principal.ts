@@ -1,0 +1,34 @@
+// Who is calling: the principal the Authenticator (./authenticator.ts) put on the call's
+// context, and what handlers ask of it — the region an agent call acts on — plus the interface
+// through which handlers report revoked credentials. Handlers import this, never the
+// Authenticator.
+import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
+
+export type Principal =
+  | { kind: "agent"; clusterId: string; region: string }
+  | { kind: "user"; tokenId: string; name: string };
+
+export const principalKey = createContextKey<Principal | undefined>(undefined);
+
+/** What the API handlers call after revoking a credential (implemented by Authenticator). */
+export interface RevocationListener {
+  forgetUserToken(tokenId: string): void;
+  /** Ends everything authenticated as the cluster, except with the token whose digest is `keepDigest`. */
+  forgetCluster(clusterId: string, keepDigest?: string): void;
+}
+
+/** The region an agent call acts on: the request's, which must be the token's (empty = the token's). */
+export function agentRegion(ctx: HandlerContext, requested: string): string {
+  const p = ctx.values.get(principalKey);
+  if (!p || p.kind !== "agent") throw new ConnectError("agent token required", Code.PermissionDenied);
+  if (requested !== "" && requested !== p.region) {
+    throw new ConnectError(`this token is bound to region "${p.region}", not "${requested.slice(0, 64)}"`, Code.PermissionDenied);
+  }
+  return p.region;
+}
+
+export function agentPrincipal(ctx: HandlerContext): { clusterId: string; region: string } {
+  const p = ctx.values.get(principalKey);
+  if (!p || p.kind !== "agent") throw new ConnectError("agent token required", Code.PermissionDenied);
+  return p;
+}

@@ -1,0 +1,22 @@
+// Every migration, by the name Kysely records for it in `krane_migrations`. The name is the
+// file's name: add `NNNN_what.ts` next to the others (the next number, snake_case) and one line
+// here. Names already recorded by a shipped release never change (test/unit/ctrl/migrations.test.ts
+// holds them to the files and to the names release be3ed9d recorded).
+import { migration as m0001 } from "./0001_initial.js";
+import { migration as m0002 } from "./0002_rollouts.js";
+import { migration as m0003 } from "./0003_commit_sequencer.js";
+import { migration as m0004 } from "./0004_api_tokens.js";
+import { migration as m0005 } from "./0005_revoked_tokens.js";
+import { migration as m0006 } from "./0006_desired_replicas.js";
+import type { KraneMigration } from "./migration.js";
+
+export type { KraneMigration, MigrationDialect } from "./migration.js";
+
+export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
+  "0001_initial": m0001,
+  "0002_rollouts": m0002,
+  "0003_commit_sequencer": m0003,
+  "0004_api_tokens": m0004,
+  "0005_revoked_tokens": m0005,
+  "0006_desired_replicas": m0006,
+};

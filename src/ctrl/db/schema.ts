@@ -1,0 +1,270 @@
+// Table shapes of ctrl's database, shared by the SQLite and PostgreSQL dialects (the rollout
+// driver's tables included). Migrations (./migrations) create them; nothing else defines tables.
+//
+// Conventions that keep one set of queries valid on both databases:
+//   - timestamps are integer unix milliseconds, booleans are 0/1 integers;
+//   - lists and small records are JSON text;
+//   - protobuf payloads are binary (BLOB / BYTEA);
+//   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
+//     versions stay far below 2^53), and become bigint only at the protobuf boundary.
+import type { ColumnType, Insertable, Selectable } from "kysely";
+
+/**
+ * The name of a kind of object streamed to agents ("deployment", "sentinel"): each kind has its
+ * own stream and version sequence per region. The database layer treats it as an opaque name;
+ * the kinds are registered in ../kinds/registry.ts.
+ */
+export type KindName = string;
+
+export type ChangeOp = "apply" | "delete";
+
+export interface WorkspacesTable {
+  id: string;
+  slug: string;
+  name: string;
+  k8s_namespace: string;
+  created_at: number;
+}
+
+export interface ProjectsTable {
+  id: string;
+  workspace_id: string;
+  slug: string;
+  name: string;
+  created_at: number;
+}
+
+export interface EnvironmentsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  slug: string;
+  /** null when the environment has no sentinels. */
+  sentinel_image: string | null;
+  sentinel_replicas: number;
+  sentinel_cpu_millicores: number;
+  sentinel_memory_mib: number;
+  /** Rollout policy, stored for the rollout engine. */
+  strategy: string;
+  max_surge: string;
+  max_unavailable: string;
+  min_ready_seconds: number;
+  progress_deadline_seconds: number;
+  revision_history_limit: number;
+  paused: number;
+  /** Highest revision handed out; the next deployment gets last_revision + 1. */
+  last_revision: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface EnvironmentRegionsTable {
+  environment_id: string;
+  region: string;
+  replicas: number;
+}
+
+export interface DeploymentsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  revision: number;
+  k8s_name: string;
+  image: string;
+  command: string;
+  args: string;
+  port: number;
+  env: string;
+  cpu_millicores: number;
+  memory_mib: number;
+  health_check: string | null;
+  build_id: string;
+  created_at: number;
+}
+
+export interface SentinelsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  region: string;
+  k8s_name: string;
+  health: string;
+  available_replicas: number;
+  rejected_reason: string | null;
+  reported_at: number | null;
+}
+
+/** What each region should run right now, one row per object; the snapshot is read from here. */
+export interface DesiredObjectsTable {
+  region: string;
+  kind: KindName;
+  object_id: string;
+  /** The encoded Apply message, rendered from the rows it describes when they change. */
+  payload: Uint8Array;
+  /**
+   * Migration 0006: the desired replica count of the object in the region, the source of truth
+   * for kinds sized per region (deployments: set by the rollout driver); null for kinds whose
+   * replicas are not per region (sentinels: environments.sentinel_replicas).
+   */
+  replicas: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+/** Every change to desired_objects, versioned per (region, kind); streams read from here. */
+export interface OutboxTable {
+  region: string;
+  kind: KindName;
+  version: number;
+  object_id: string;
+  op: ChangeOp;
+  payload: Uint8Array;
+  created_at: number;
+}
+
+/** The version counter of each stream and how far its outbox has been compacted. */
+export interface StreamVersionsTable {
+  region: string;
+  kind: KindName;
+  version: number;
+  compacted_through: number;
+}
+
+export interface RegionsTable {
+  name: string;
+  created_at: number;
+}
+
+export interface ClustersTable {
+  id: string;
+  region: string;
+  name: string;
+  token_hash: string;
+  created_at: number;
+  last_heartbeat_at: number | null;
+  agent_id: string;
+  build: string;
+  deployments_version: number;
+  sentinels_version: number;
+}
+
+export interface ApiTokensTable {
+  id: string;
+  name: string;
+  token_hash: string;
+  created_at: number;
+  /** Migration 0004: unix ms of the last recorded use, at most once a minute; null if never. */
+  last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+/** Migration 0005: digests of revoked user tokens, never registered again. */
+export interface RevokedTokensTable {
+  token_hash: string;
+  revoked_at: number;
+}
+
+export interface InstancesTable {
+  deployment_id: string;
+  region: string;
+  k8s_name: string;
+  address: string;
+  status: string;
+  cpu_millicores: number;
+  memory_mib: number;
+  node_name: string;
+  zone: string;
+  ready_since: number;
+  reported_at: number;
+}
+
+/** Per (deployment, region) facts reported by agents that are not instances. */
+export interface DeploymentReportsTable {
+  deployment_id: string;
+  region: string;
+  rejected_reason: string | null;
+  reported_at: number;
+}
+
+// ---------------------------------------------------------------- the rollout driver's state
+// (migration 0002_rollouts): per environment and region, the Deployment-like record the engine
+// works on; per revision and region, the ReplicaSet-like record; and recent rollout events.
+
+/** One row per (environment, region): what Kubernetes keeps on the Deployment object. */
+export interface RolloutsTable {
+  environment_id: string;
+  region: string;
+  /** The revision the region should run (Kubernetes' new ReplicaSet); null until the first pass. */
+  target_deployment_id: string | null;
+  /** The environment's last_revision when the target was chosen: a newer deployment retargets. */
+  target_seen_revision: number;
+  /** Pending undo: null, 0 (previous revision) or a region revision number. */
+  rollback_to: number | null;
+  /** JSON of the engine's DeploymentStatus. */
+  status: string;
+  /** JSON of the engine's Condition[]. */
+  conditions: string;
+  /** The spec the last pass saw (see specKey); differs from the current one until observed. */
+  observed_spec: string;
+  /** When a pass must run even without events (progress deadline, minReadySeconds); null: none. */
+  requeue_at: number | null;
+  updated_at: number;
+}
+
+/** One row per (deployment, region) once the engine has sized the revision there. */
+export interface RolloutRevisionsTable {
+  deployment_id: string;
+  environment_id: string;
+  region: string;
+  /** The region's revision number (renumbered on rollback, like the ReplicaSet annotation). */
+  revision: number | null;
+  // Its size is desired_objects.replicas (migration 0006 dropped the copy that was kept here).
+  desired_replicas: number | null;
+  max_replicas: number | null;
+}
+
+export interface RolloutEventsTable {
+  environment_id: string;
+  region: string;
+  seq: number;
+  at: number;
+  type: string;
+  reason: string;
+  message: string;
+}
+
+export interface Database {
+  workspaces: WorkspacesTable;
+  projects: ProjectsTable;
+  environments: EnvironmentsTable;
+  environment_regions: EnvironmentRegionsTable;
+  deployments: DeploymentsTable;
+  sentinels: SentinelsTable;
+  desired_objects: DesiredObjectsTable;
+  outbox: OutboxTable;
+  stream_versions: StreamVersionsTable;
+  regions: RegionsTable;
+  clusters: ClustersTable;
+  api_tokens: ApiTokensTable;
+  revoked_tokens: RevokedTokensTable;
+  instances: InstancesTable;
+  deployment_reports: DeploymentReportsTable;
+  rollouts: RolloutsTable;
+  rollout_revisions: RolloutRevisionsTable;
+  rollout_events: RolloutEventsTable;
+}
+
+export type WorkspaceRow = Selectable<WorkspacesTable>;
+export type ProjectRow = Selectable<ProjectsTable>;
+export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type DeploymentRow = Selectable<DeploymentsTable>;
+export type SentinelRow = Selectable<SentinelsTable>;
+export type ClusterRow = Selectable<ClustersTable>;
+export type InstanceRow = Selectable<InstancesTable>;
+export type OutboxRow = Selectable<OutboxTable>;
+export type NewOutboxRow = Insertable<OutboxTable>;
+
+/** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
+export function parseJsonList<T>(text: string): T[] {
+  const v: unknown = JSON.parse(text);
+  return Array.isArray(v) ? (v as T[]) : [];
+}

@@ -1,0 +1,131 @@
+// Regions and clusters: registering a region (with its stream counters, one per kind), the
+// clusters of a region with their agent tokens (one per cluster, bound to its region; only the
+// SHA-256 digest is stored, the token is shown once), and agents' heartbeats.
+//
+// Revoking a cluster's token keeps the cluster (and its heartbeat record) but replaces the
+// stored digest with a marker no token can hash to; CreateClusterToken later issues a new one.
+import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
+import type { ClusterRow, Database } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { notFound } from "../errors.js";
+import { KIND_NAMES } from "../kinds/registry.js";
+import { newId } from "./ids.js";
+import { digestsEqual, generateToken, hashToken } from "./tokens.js";
+
+type Reader = Kysely<Database>;
+
+async function ensureRegion(tx: WriteTx, name: string): Promise<void> {
+  await tx.trx
+    .insertInto("regions")
+    .values({ name, created_at: tx.now })
+    .onConflict((oc) => oc.column("name").doNothing())
+    .execute();
+  // Counter rows exist from the start, so writers only ever UPDATE them.
+  await tx.trx
+    .insertInto("stream_versions")
+    .values(KIND_NAMES.map((kind) => ({ region: name, kind, version: 0, compacted_through: 0 })))
+    .onConflict((oc) => oc.columns(["region", "kind"]).doNothing())
+    .execute();
+}
+
+export async function createRegion(store: Store, name: string): Promise<{ name: string; created_at: number }> {
+  return store.write(async (tx) => {
+    await ensureRegion(tx, name);
+    return tx.trx.selectFrom("regions").selectAll().where("name", "=", name).executeTakeFirstOrThrow();
+  });
+}
+
+export async function listRegions(db: Reader): Promise<{ name: string; created_at: number }[]> {
+  return db.selectFrom("regions").selectAll().orderBy("name").execute();
+}
+
+/** Registers (or finds) a cluster in a region and gives it a new token, replacing the old one. */
+export async function issueClusterToken(store: Store, region: string, clusterName: string): Promise<{ cluster: ClusterRow; token: string }> {
+  const token = generateToken("agent");
+  const tokenHash = hashToken(token);
+  const cluster = await store.write(async (tx) => {
+    await ensureRegion(tx, region);
+    const existing = await tx.trx
+      .selectFrom("clusters")
+      .selectAll()
+      .where("region", "=", region)
+      .where("name", "=", clusterName)
+      .executeTakeFirst();
+    if (existing) {
+      await tx.trx.updateTable("clusters").set({ token_hash: tokenHash }).where("id", "=", existing.id).execute();
+      return { ...existing, token_hash: tokenHash };
+    }
+    const row: ClusterRow = {
+      id: newId("cls"),
+      region,
+      name: clusterName,
+      token_hash: tokenHash,
+      created_at: tx.now,
+      last_heartbeat_at: null,
+      agent_id: "",
+      build: "",
+      deployments_version: 0,
+      sentinels_version: 0,
+    };
+    await tx.trx.insertInto("clusters").values(row).execute();
+    return row;
+  });
+  return { cluster, token };
+}
+
+/** Stored instead of a digest when a cluster's token is revoked: hex digests never start with it. */
+const REVOKED_MARK = "revoked:";
+
+export function clusterTokenRevoked(c: Pick<ClusterRow, "token_hash">): boolean {
+  return c.token_hash.startsWith(REVOKED_MARK);
+}
+
+/** Cuts off a cluster's agent token (idempotent); the cluster stays registered. */
+export async function revokeClusterToken(store: Store, region: string, clusterName: string): Promise<ClusterRow> {
+  return store.write(async (tx) => {
+    const c = await tx.trx.selectFrom("clusters").selectAll().where("region", "=", region).where("name", "=", clusterName).executeTakeFirst();
+    if (!c) throw notFound(`cluster "${clusterName}" in region "${region}"`);
+    // Unique per cluster, as the column requires.
+    const mark = `${REVOKED_MARK}${c.id}`;
+    await tx.trx.updateTable("clusters").set({ token_hash: mark }).where("id", "=", c.id).execute();
+    return { ...c, token_hash: mark };
+  });
+}
+
+export async function listClusters(db: Reader, region?: string): Promise<ClusterRow[]> {
+  let q = db.selectFrom("clusters").selectAll();
+  if (region !== undefined && region !== "") q = q.where("region", "=", region);
+  return q.orderBy("region").orderBy("name").execute();
+}
+
+export async function findClusterByTokenHash(db: Reader, tokenHash: string): Promise<ClusterRow | undefined> {
+  const row = await db.selectFrom("clusters").selectAll().where("token_hash", "=", tokenHash).executeTakeFirst();
+  // The index lookup already matched; the constant-time check guards against any collation or
+  // normalisation surprise in the database comparing the strings.
+  return row && digestsEqual(row.token_hash, tokenHash) ? row : undefined;
+}
+
+export interface HeartbeatInput {
+  clusterId: string;
+  agentId: string;
+  build: string;
+  deploymentsVersion: number;
+  sentinelsVersion: number;
+}
+
+export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise<void> {
+  const res = await store.db
+    .updateTable("clusters")
+    .set({
+      last_heartbeat_at: store.clock(),
+      agent_id: hb.agentId,
+      build: hb.build,
+      deployments_version: hb.deploymentsVersion,
+      sentinels_version: hb.sentinelsVersion,
+    })
+    .where("id", "=", hb.clusterId)
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) === 0) throw notFound("cluster");
+}
+

@@ -1,0 +1,177 @@
+// Deployments (immutable revisions of an environment) and the write path of their desired
+// replica counts.
+//
+// Replica policy: creating a deployment only records the revision; the rollout driver
+// (src/ctrl/rollout) then calls `setDesiredReplicas` for each revision in each region as it steps
+// through the rollout. That one function is the only place that turns "revision R should run N
+// replicas in region X" into desired state: desired_objects.replicas = N (the source of truth)
+// and the ApplyDeployment payload rendered from the rows with N, with its outbox row.
+import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
+import type { Database, DeploymentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { notFound } from "../errors.js";
+import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
+import type { NewDeployment } from "../validate/types.js";
+import { lockEnvironment } from "./environments.js";
+import { deploymentK8sName, newId } from "./ids.js";
+import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
+
+type Reader = Kysely<Database>;
+
+export async function loadDeploymentContext(db: Reader, deploymentId: string): Promise<DeploymentContext> {
+  const deployment = await db.selectFrom("deployments").selectAll().where("id", "=", deploymentId).executeTakeFirst();
+  if (!deployment) throw notFound(`deployment "${deploymentId}"`);
+  const environment = await db.selectFrom("environments").selectAll().where("id", "=", deployment.environment_id).executeTakeFirstOrThrow();
+  const project = await db.selectFrom("projects").selectAll().where("id", "=", deployment.project_id).executeTakeFirstOrThrow();
+  const workspace = await db.selectFrom("workspaces").selectAll().where("id", "=", deployment.workspace_id).executeTakeFirstOrThrow();
+  return { workspace, project, environment, deployment };
+}
+
+/**
+ * Sets how many replicas of one revision should run in one region: writes the full desired
+ * ApplyDeployment for the region and its outbox row. Zero replicas keeps the (scaled-down)
+ * ReplicaSet; removing the revision from the region is `removeFromRegion`.
+ */
+export async function setDesiredReplicas(tx: WriteTx, ctx: DeploymentContext, region: string, replicas: number): Promise<void> {
+  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas);
+}
+
+/** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
+export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, region: string): Promise<boolean> {
+  return tx.removeDesired(region, deploymentKind.name, ctx.deployment.id, encodeDeleteDeployment(ctx.workspace, ctx.deployment));
+}
+
+export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
+  return store.write(async (tx) => {
+    const envCtx: EnvironmentContext = await findEnvironment(tx.trx, input);
+    // Bumping last_revision locks the environment row, so concurrent deploys of one environment
+    // get distinct, ordered revisions.
+    const bumped = await tx.trx
+      .updateTable("environments")
+      .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
+      .where("id", "=", envCtx.environment.id)
+      .returning("last_revision")
+      .executeTakeFirstOrThrow();
+    const revision = Number(bumped.last_revision);
+    if (input.replicas !== null) {
+      await tx.trx
+        .updateTable("environment_regions")
+        .set({ replicas: input.replicas })
+        .where("environment_id", "=", envCtx.environment.id)
+        .execute();
+    }
+    const deployment: DeploymentRow = {
+      id: newId("dep"),
+      workspace_id: envCtx.workspace.id,
+      project_id: envCtx.project.id,
+      environment_id: envCtx.environment.id,
+      revision,
+      k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
+      image: input.image,
+      command: JSON.stringify(input.command),
+      args: JSON.stringify(input.args),
+      port: input.port,
+      env: JSON.stringify(input.env),
+      cpu_millicores: input.cpuMillicores,
+      memory_mib: input.memoryMib,
+      health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
+      build_id: input.buildId,
+      created_at: tx.now,
+    };
+    await tx.trx.insertInto("deployments").values(deployment).execute();
+    const ctx: DeploymentContext = { ...envCtx, deployment };
+    // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
+    // region and sizes it and the older revisions step by step.
+    return ctx;
+  });
+}
+
+/** Deletes a revision: removed from every region's desired state, then from the store. */
+export async function deleteDeployment(store: Store, deploymentId: string): Promise<void> {
+  await store.write(async (tx) => {
+    // Wait for rollout passes of the environment in flight, which may be about to size this
+    // revision: otherwise one could desire it again after it is gone.
+    const owner = await tx.trx.selectFrom("deployments").select("environment_id").where("id", "=", deploymentId).executeTakeFirst();
+    if (owner) await lockEnvironment(tx, owner.environment_id, "update");
+    const ctx = await loadDeploymentContext(tx.trx, deploymentId);
+    const regions = await tx.trx
+      .selectFrom("desired_objects")
+      .select("region")
+      .where("kind", "=", deploymentKind.name)
+      .where("object_id", "=", deploymentId)
+      .execute();
+    for (const r of regions) await removeFromRegion(tx, ctx, r.region);
+    await tx.trx.deleteFrom("instances").where("deployment_id", "=", deploymentId).execute();
+    await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "=", deploymentId).execute();
+    await tx.trx.deleteFrom("deployments").where("id", "=", deploymentId).execute();
+  });
+}
+
+export async function getDeployment(db: Reader, deploymentId: string): Promise<DeploymentContext> {
+  return loadDeploymentContext(db, deploymentId);
+}
+
+export interface DeploymentFilter {
+  workspace: string;
+  project?: string;
+  environment?: string;
+}
+
+/** Newest first. */
+export async function listDeployments(db: Reader, filter: DeploymentFilter): Promise<DeploymentContext[]> {
+  let q = db.selectFrom("deployments").selectAll();
+  if (filter.project !== undefined && filter.environment !== undefined) {
+    const { environment } = await findEnvironment(db, { workspace: filter.workspace, project: filter.project, environment: filter.environment });
+    q = q.where("environment_id", "=", environment.id);
+  } else if (filter.project !== undefined) {
+    const { project } = await findProject(db, filter.workspace, filter.project);
+    q = q.where("project_id", "=", project.id);
+  } else {
+    const workspace = await findWorkspace(db, filter.workspace);
+    q = q.where("workspace_id", "=", workspace.id);
+  }
+  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").limit(1000).execute();
+  const out: DeploymentContext[] = [];
+  const cache = new Map<string, Omit<DeploymentContext, "deployment">>();
+  for (const d of rows) {
+    let base = cache.get(d.environment_id);
+    if (!base) {
+      const full = await loadDeploymentContext(db, d.id);
+      base = { workspace: full.workspace, project: full.project, environment: full.environment };
+      cache.set(d.environment_id, base);
+    }
+    out.push({ ...base, deployment: d });
+  }
+  return out;
+}
+
+/** Desired replica count of a deployment per region (regions where it is not desired are absent). */
+export async function desiredReplicasByRegion(db: Reader, deploymentId: string): Promise<{ region: string; replicas: number }[]> {
+  const rows = await db
+    .selectFrom("desired_objects")
+    .select(["region", "replicas"])
+    .where("kind", "=", deploymentKind.name)
+    .where("object_id", "=", deploymentId)
+    .orderBy("region")
+    .execute();
+  return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
+}
+
+/** Desired replicas of deployments by region then deployment id (absent: not desired there). */
+export async function desiredReplicasOf(db: Reader, deploymentIds: readonly string[], region?: string): Promise<Map<string, Map<string, number>>> {
+  const out = new Map<string, Map<string, number>>();
+  if (deploymentIds.length === 0) return out;
+  let q = db
+    .selectFrom("desired_objects")
+    .select(["region", "object_id", "replicas"])
+    .where("kind", "=", deploymentKind.name)
+    .where("object_id", "in", [...deploymentIds]);
+  if (region !== undefined) q = q.where("region", "=", region);
+  for (const r of await q.execute()) {
+    let m = out.get(r.region);
+    if (!m) out.set(r.region, (m = new Map()));
+    m.set(r.object_id, r.replicas ?? 0);
+  }
+  return out;
+}

@@ -1,0 +1,201 @@
+// Changing an environment after creation (UpdateEnvironment): sentinel settings, rollout policy,
+// replicas per region, and the regions themselves, in one write transaction.
+//
+// What each change does to desired state:
+//   - sentinel settings: every sentinel of the environment is re-rendered (or created in each
+//     region when one is added, or deleted everywhere when removed);
+//   - min_ready_seconds: every desired deployment of the environment is re-rendered, since the
+//     apply message carries it (the replica counts stay as the rollout engine left them);
+//   - other policy fields and replicas: only the stored spec; the rollout driver, run by the
+//     caller after the commit, acts on them as it does after `krane scale` or `rollout pause`;
+//   - a region left: the environment's deployments and sentinel there are removed from that
+//     region's desired state (its agent deletes them) and the region's rollout record goes;
+//   - a region joined: the environment's sentinel is created there, and the region's rollout
+//     record starts on the revision the environment's other regions are on (so a region added
+//     after a rollback runs the rolled-back revision, not the newest), which the driver then
+//     scales up.
+import type { WriteTx } from "../db/outbox.js";
+import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { failedPrecondition, notFound } from "../errors.js";
+import { deploymentKind } from "../kinds/deployment.js";
+import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
+import { LIMITS } from "../validate/rules.js";
+import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
+import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
+import { createSentinel, dropSentinel, environmentRegions, lockEnvironment, putSentinel } from "./environments.js";
+import { forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
+
+export interface UpdatedEnvironment {
+  context: EnvironmentContext;
+  regions: { region: string; replicas: number }[];
+  /** False when the request asked for nothing that differs from what is stored. */
+  changed: boolean;
+  removedRegions: string[];
+}
+
+function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
+  if (e.sentinel_image === null) return null;
+  return { image: e.sentinel_image, replicas: e.sentinel_replicas, cpuMillicores: Number(e.sentinel_cpu_millicores), memoryMib: Number(e.sentinel_memory_mib) };
+}
+
+function policyOf(e: EnvironmentRow): RolloutPolicyInput {
+  return {
+    strategy: e.strategy === "Recreate" ? "Recreate" : ("RollingUpdate" satisfies StrategyName),
+    maxSurge: e.max_surge,
+    maxUnavailable: e.max_unavailable,
+    minReadySeconds: e.min_ready_seconds,
+    progressDeadlineSeconds: e.progress_deadline_seconds,
+    revisionHistoryLimit: e.revision_history_limit,
+    paused: e.paused === 1,
+  };
+}
+
+/** The environment row with the new settings (timestamps untouched). */
+function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: RolloutPolicyInput): EnvironmentRow {
+  return {
+    ...e,
+    sentinel_image: s ? s.image : null,
+    sentinel_replicas: s ? s.replicas : 0,
+    sentinel_cpu_millicores: s ? s.cpuMillicores : 0,
+    sentinel_memory_mib: s ? s.memoryMib : 0,
+    strategy: p.strategy,
+    max_surge: p.maxSurge,
+    max_unavailable: p.maxUnavailable,
+    min_ready_seconds: p.minReadySeconds,
+    progress_deadline_seconds: p.progressDeadlineSeconds,
+    revision_history_limit: p.revisionHistoryLimit,
+    paused: p.paused ? 1 : 0,
+  };
+}
+
+const SENTINEL_SETTINGS = ["sentinel_image", "sentinel_replicas", "sentinel_cpu_millicores", "sentinel_memory_mib"] as const;
+const SETTINGS = [
+  ...SENTINEL_SETTINGS,
+  "strategy",
+  "max_surge",
+  "max_unavailable",
+  "min_ready_seconds",
+  "progress_deadline_seconds",
+  "revision_history_limit",
+  "paused",
+] as const satisfies readonly (keyof EnvironmentRow)[];
+type Setting = (typeof SETTINGS)[number];
+
+function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
+  return new Set(SETTINGS.filter((k) => a[k] !== b[k]));
+}
+
+/** Deployments of the environment that are desired somewhere, with where and at how many replicas. */
+async function desiredDeployments(tx: WriteTx, environmentId: string, region?: string): Promise<{ deployment: DeploymentRow; region: string; replicas: number }[]> {
+  let q = tx.trx
+    .selectFrom("desired_objects as o")
+    .innerJoin("deployments as d", "d.id", "o.object_id")
+    .selectAll("d")
+    .select(["o.region as desired_region", "o.replicas as desired_count"])
+    .where("o.kind", "=", deploymentKind.name)
+    .where("d.environment_id", "=", environmentId);
+  if (region !== undefined) q = q.where("o.region", "=", region);
+  const rows = await q.orderBy("o.region").orderBy("d.revision").execute();
+  return rows.map(({ desired_region, desired_count, ...deployment }) => ({ deployment, region: desired_region, replicas: desired_count ?? 0 }));
+}
+
+/** Takes the environment out of a region: its deployments and sentinel there, and its rollout state. */
+async function leaveRegion(tx: WriteTx, ctx: EnvironmentContext, region: string): Promise<void> {
+  const envId = ctx.environment.id;
+  for (const d of await desiredDeployments(tx, envId, region)) await removeFromRegion(tx, { ...ctx, deployment: d.deployment }, region);
+  const sentinel = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).where("region", "=", region).executeTakeFirst();
+  if (sentinel) await dropSentinel(tx, sentinel);
+  // Reported instances stay until the region's agent reports the deletions, as when the rollout
+  // engine retires a revision: they are what still runs there.
+  await forgetRolloutRegion(tx, envId, region);
+  await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", envId).where("region", "=", region).execute();
+}
+
+/** Puts the environment into a region; its rollout there starts on the revision its siblings target. */
+async function joinRegion(tx: WriteTx, environmentId: string, region: string, replicas: number): Promise<void> {
+  await tx.trx.insertInto("environment_regions").values({ environment_id: environmentId, region, replicas }).execute();
+  await startLikeSiblings(tx, environmentId, region);
+}
+
+export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
+  return store.write(async (tx) => {
+    const found = await findEnvironment(tx.trx, input);
+    const before = await lockEnvironment(tx, found.environment.id, "update");
+    if (!before) throw notFound(`environment "${found.environment.slug}"`);
+    const envId = before.id;
+    const regionsBefore = await environmentRegions(tx.trx, envId);
+    const replicasOf = new Map(regionsBefore.map((r) => [r.region, r.replicas]));
+
+    // Everything that can be refused is checked before the first write.
+    for (const rm of input.removeRegions) {
+      if (!replicasOf.has(rm.region)) throw failedPrecondition(`remove_regions[${rm.index}]: environment "${before.slug}" is not in region "${rm.region}"`);
+    }
+    const joining = input.regions.filter((r) => !replicasOf.has(r.region));
+    if (joining.length > 0) {
+      const known = new Set((await tx.trx.selectFrom("regions").select("name").where("name", "in", joining.map((r) => r.region)).execute()).map((r) => r.name));
+      const missing = joining.find((r) => !known.has(r.region));
+      if (missing) {
+        throw failedPrecondition(`regions[${missing.index}].region: region "${missing.region}" is not registered (create it with \`krane region create ${missing.region}\`)`);
+      }
+    }
+    const regionCount = replicasOf.size - input.removeRegions.length + joining.length;
+    if (regionCount > LIMITS.regionsMax) throw failedPrecondition(`regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`);
+    const sentinel = mergeSentinel(sentinelOf(before), input.sentinel, input.removeSentinel);
+    const policy = mergeRolloutPolicy(policyOf(before), input.rollout);
+
+    const settings = applySettings(before, sentinel, policy);
+    const changed = changedSettings(before, settings);
+    const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
+    if (changed.size === 0 && rescaled.length === 0 && joining.length === 0 && input.removeRegions.length === 0) {
+      return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
+    }
+
+    const after: EnvironmentRow = { ...settings, updated_at: tx.now };
+    await tx.trx
+      .updateTable("environments")
+      .set({
+        sentinel_image: after.sentinel_image,
+        sentinel_replicas: after.sentinel_replicas,
+        sentinel_cpu_millicores: after.sentinel_cpu_millicores,
+        sentinel_memory_mib: after.sentinel_memory_mib,
+        strategy: after.strategy,
+        max_surge: after.max_surge,
+        max_unavailable: after.max_unavailable,
+        min_ready_seconds: after.min_ready_seconds,
+        progress_deadline_seconds: after.progress_deadline_seconds,
+        revision_history_limit: after.revision_history_limit,
+        paused: after.paused,
+        updated_at: after.updated_at,
+      })
+      .where("id", "=", envId)
+      .execute();
+    const ctx: EnvironmentContext = { ...found, environment: after };
+
+    for (const rm of input.removeRegions) await leaveRegion(tx, ctx, rm.region);
+    for (const r of rescaled) {
+      await tx.trx.updateTable("environment_regions").set({ replicas: r.replicas }).where("environment_id", "=", envId).where("region", "=", r.region).execute();
+    }
+    for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
+
+    // One sentinel per region while the environment has sentinel settings, none otherwise.
+    const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).execute();
+    const regions = await environmentRegions(tx.trx, envId);
+    if (sentinel === null) {
+      for (const s of sentinels) await dropSentinel(tx, s);
+    } else {
+      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k));
+      for (const { region } of regions) {
+        const existing = sentinels.find((s) => s.region === region);
+        if (!existing) await createSentinel(tx, ctx.project, after, region);
+        else if (sentinelChanged) await putSentinel(tx, after, existing);
+      }
+    }
+
+    if (changed.has("min_ready_seconds")) {
+      for (const d of await desiredDeployments(tx, envId)) await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
+    }
+    return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
+  });
+}

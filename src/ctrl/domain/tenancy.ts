@@ -1,0 +1,99 @@
+// Workspaces and projects: creation and lookup by slug or id; and finding an environment by its
+// workspace, project and slug (or ids). Environments themselves are ./environments.ts.
+import type { Kysely } from "kysely";
+import type { Database, EnvironmentRow, ProjectRow, WorkspaceRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { alreadyExists, notFound } from "../errors.js";
+import type { EnvironmentRef, NewProject, NewWorkspace } from "../validate/types.js";
+import { newId, workspaceNamespace } from "./ids.js";
+
+type Reader = Kysely<Database>;
+
+export async function findWorkspace(db: Reader, ref: string): Promise<WorkspaceRow> {
+  const row = await db
+    .selectFrom("workspaces")
+    .selectAll()
+    .where(ref.startsWith("ws_") ? "id" : "slug", "=", ref)
+    .executeTakeFirst();
+  if (!row) throw notFound(`workspace "${ref}"`);
+  return row;
+}
+
+export async function findProject(db: Reader, workspaceRef: string, ref: string): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
+  const workspace = await findWorkspace(db, workspaceRef);
+  const project = await db
+    .selectFrom("projects")
+    .selectAll()
+    .where("workspace_id", "=", workspace.id)
+    .where(ref.startsWith("prj_") ? "id" : "slug", "=", ref)
+    .executeTakeFirst();
+  if (!project) throw notFound(`project "${ref}" in workspace "${workspace.slug}"`);
+  return { workspace, project };
+}
+
+export interface EnvironmentContext {
+  workspace: WorkspaceRow;
+  project: ProjectRow;
+  environment: EnvironmentRow;
+}
+
+export async function findEnvironment(db: Reader, ref: EnvironmentRef): Promise<EnvironmentContext> {
+  const { workspace, project } = await findProject(db, ref.workspace, ref.project);
+  const environment = await db
+    .selectFrom("environments")
+    .selectAll()
+    .where("project_id", "=", project.id)
+    .where(ref.environment.startsWith("env_") ? "id" : "slug", "=", ref.environment)
+    .executeTakeFirst();
+  if (!environment) throw notFound(`environment "${ref.environment}" in project "${project.slug}"`);
+  return { workspace, project, environment };
+}
+
+export async function createWorkspace(store: Store, input: NewWorkspace): Promise<WorkspaceRow> {
+  const row: WorkspaceRow = {
+    id: newId("ws"),
+    slug: input.slug,
+    name: input.name,
+    k8s_namespace: workspaceNamespace(input.slug),
+    created_at: store.clock(),
+  };
+  try {
+    await store.write(async (tx) => {
+      await tx.trx.insertInto("workspaces").values(row).execute();
+    });
+  } catch (err) {
+    if (store.isUniqueViolation(err)) throw alreadyExists(`workspace "${input.slug}"`);
+    throw err;
+  }
+  return row;
+}
+
+export async function listWorkspaces(db: Reader): Promise<WorkspaceRow[]> {
+  return db.selectFrom("workspaces").selectAll().orderBy("slug").execute();
+}
+
+export async function createProject(store: Store, input: NewProject): Promise<ProjectRow> {
+  try {
+    return await store.write(async (tx) => {
+      const workspace = await findWorkspace(tx.trx, input.workspace);
+      const row: ProjectRow = {
+        id: newId("prj"),
+        workspace_id: workspace.id,
+        slug: input.slug,
+        name: input.name,
+        created_at: tx.now,
+      };
+      await tx.trx.insertInto("projects").values(row).execute();
+      return row;
+    });
+  } catch (err) {
+    if (store.isUniqueViolation(err)) throw alreadyExists(`project "${input.slug}"`);
+    throw err;
+  }
+}
+
+export async function listProjects(db: Reader, workspaceRef: string): Promise<ProjectRow[]> {
+  const workspace = await findWorkspace(db, workspaceRef);
+  return db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).orderBy("slug").execute();
+}
+

@@ -1,0 +1,132 @@
+// The sentinel kind: an environment's routing proxy, one per region the environment is in, sized
+// by the environment's sentinel settings. This file is the kind's whole ctrl side: how its rows
+// become the ApplySentinel / DeleteSentinel messages agents get, how its agents' reports
+// (health and available replicas, rejections) are validated and recorded, and its
+// ClusterService methods.
+import { create, toBinary } from "@bufbuild/protobuf";
+import {
+  ApplySentinelSchema,
+  DeleteSentinelSchema,
+  GetDesiredSentinelStatesResponseSchema,
+  Health,
+  SentinelStateSchema,
+  type ApplySentinel,
+  type ReportSentinelStatusRequest,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { EnvironmentRow, SentinelRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { DomainError, invalidArgument, notFound } from "../errors.js";
+import { rejectionReason, reportSubject } from "../validate/cluster.js";
+import * as r from "../validate/rules.js";
+import type { Kind } from "./kind.js";
+
+// ---------------------------------------------------------------- payload encoding
+
+export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
+  return create(ApplySentinelSchema, {
+    workspaceId: s.workspace_id,
+    projectId: s.project_id,
+    environmentId: s.environment_id,
+    sentinelId: s.id,
+    k8sName: s.k8s_name,
+    image: environment.sentinel_image ?? "",
+    replicas: environment.sentinel_replicas,
+    cpuMillicores: BigInt(environment.sentinel_cpu_millicores),
+    memoryMib: BigInt(environment.sentinel_memory_mib),
+    region: s.region,
+  });
+}
+
+export function encodeApplySentinel(environment: EnvironmentRow, s: SentinelRow): Uint8Array {
+  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s));
+}
+
+export function encodeDeleteSentinel(s: SentinelRow): Uint8Array {
+  return toBinary(DeleteSentinelSchema, create(DeleteSentinelSchema, { k8sName: s.k8s_name, sentinelId: s.id }));
+}
+
+// ---------------------------------------------------------------- reports
+
+export type HealthName = "unknown" | "healthy" | "unhealthy" | "paused";
+
+/** `id` may be empty: the agent then names the sentinel by its `k8sName`. */
+export type SentinelReport =
+  | { type: "update"; id: string; k8sName: string; availableReplicas: number; health: HealthName }
+  | { type: "delete"; id: string; k8sName: string }
+  | { type: "rejected"; id: string; k8sName: string; reason: string };
+
+function health(field: string, h: Health): HealthName {
+  switch (h) {
+    case Health.HEALTHY:
+      return "healthy";
+    case Health.UNHEALTHY:
+      return "unhealthy";
+    case Health.PAUSED:
+      return "paused";
+    case Health.UNSPECIFIED:
+      return "unknown";
+    default:
+      throw invalidArgument(field, "is not a known health");
+  }
+}
+
+export function validateSentinelReport(req: ReportSentinelStatusRequest): SentinelReport {
+  const c = req.change;
+  switch (c.case) {
+    case "update": {
+      const subject = reportSubject("update", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName });
+      return {
+        type: "update",
+        ...subject,
+        availableReplicas: r.intRange("update.available_replicas", c.value.availableReplicas, 0, 100_000),
+        health: health("update.health", c.value.health),
+      };
+    }
+    case "delete":
+      return { type: "delete", ...reportSubject("delete", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName }) };
+    case "rejected": {
+      const subject = reportSubject("rejected", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName });
+      return { type: "rejected", ...subject, reason: rejectionReason("rejected.reason", c.value.reason) };
+    }
+    default:
+      throw invalidArgument("change", "is required (update, delete or rejected)");
+  }
+}
+
+export async function recordSentinelReport(store: Store, region: string, report: SentinelReport): Promise<void> {
+  await store.write(async (tx) => {
+    const q = tx.trx.selectFrom("sentinels").selectAll();
+    const s = await (report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)).executeTakeFirst();
+    if (!s) {
+      if (report.type === "delete") return;
+      throw notFound(`sentinel "${report.id || report.k8sName}"`);
+    }
+    if (s.region !== region) throw new DomainError("permission_denied", `sentinel ${s.id} belongs to another region`);
+    const patch =
+      report.type === "update"
+        ? { health: report.health, available_replicas: report.availableReplicas, rejected_reason: null, reported_at: tx.now }
+        : report.type === "delete"
+          ? { health: "unknown", available_replicas: 0, reported_at: tx.now }
+          : { rejected_reason: report.reason, reported_at: tx.now };
+    await tx.trx.updateTable("sentinels").set(patch).where("id", "=", s.id).execute();
+  });
+}
+
+// ---------------------------------------------------------------- descriptor
+
+export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport> = {
+  name: "sentinel",
+  idPrefix: "snt",
+  wire: { state: SentinelStateSchema, apply: ApplySentinelSchema, delete: DeleteSentinelSchema },
+  recordReport: recordSentinelReport,
+  subject: (report) => ({ id: report.id, k8sName: report.k8sName }),
+  methods: (h) => ({
+    watchSentinels: (req, ctx) => h.watch(req, ctx),
+    getDesiredSentinelState: (req, ctx) => h.getOne(req, "sentinel_id", req.sentinelId, ctx),
+    getDesiredSentinelStates: async (req, ctx) => create(GetDesiredSentinelStatesResponseSchema, await h.getMany(req, "sentinel_ids", req.sentinelIds, ctx)),
+    reportSentinelStatus: async (req, ctx) => {
+      await h.report(req, () => validateSentinelReport(req), ctx);
+      return {};
+    },
+  }),
+};

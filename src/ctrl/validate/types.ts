@@ -1,0 +1,103 @@
+// Validated, defaulted inputs of ctrl's write operations: produced by this folder's validators,
+// taken by ../domain. Pure types; the bottom of ctrl's layers, next to ../errors.ts.
+
+/** A deployment's health check as validated and stored (JSON text in deployments.health_check). */
+export interface StoredHealthCheck {
+  method: string;
+  path: string;
+  intervalSeconds: number;
+  timeoutSeconds: number;
+  failureThreshold: number;
+  initialDelaySeconds: number;
+}
+
+/** One environment variable as validated and stored (deployments.env is a JSON list of them). */
+export interface StoredEnvVar {
+  name: string;
+  value: string;
+}
+
+export interface NewWorkspace {
+  slug: string;
+  name: string;
+}
+
+export interface NewProject {
+  workspace: string;
+  slug: string;
+  name: string;
+}
+
+export interface SentinelSettingsInput {
+  image: string;
+  replicas: number;
+  cpuMillicores: number;
+  memoryMib: number;
+}
+
+export type StrategyName = "RollingUpdate" | "Recreate";
+
+export interface RolloutPolicyInput {
+  strategy: StrategyName;
+  maxSurge: string;
+  maxUnavailable: string;
+  minReadySeconds: number;
+  progressDeadlineSeconds: number;
+  revisionHistoryLimit: number;
+  paused: boolean;
+}
+
+export interface NewEnvironment {
+  workspace: string;
+  project: string;
+  slug: string;
+  regions: { region: string; replicas: number }[];
+  sentinel: SentinelSettingsInput | null;
+  rollout: RolloutPolicyInput;
+}
+
+export interface NewDeployment {
+  workspace: string;
+  project: string;
+  environment: string;
+  image: string;
+  command: string[];
+  args: string[];
+  port: number;
+  env: StoredEnvVar[];
+  cpuMillicores: number;
+  memoryMib: number;
+  healthCheck: StoredHealthCheck | null;
+  buildId: string;
+  replicas: number | null;
+}
+
+export interface EnvironmentRef {
+  workspace: string;
+  project: string;
+  environment: string;
+}
+
+/** Sentinel fields to change; absent ones keep their value. */
+export interface SentinelSettingsPatch {
+  image?: string;
+  replicas?: number;
+  cpuMillicores?: number;
+  memoryMib?: number;
+}
+
+/** Rollout policy fields to change; absent ones keep their value. */
+export type RolloutPolicyPatch = Partial<RolloutPolicyInput>;
+
+/**
+ * A validated UpdateEnvironment. `index` is the entry's position in the request, so that errors
+ * found against the stored state still name the field (`regions[1].region`).
+ */
+export interface EnvironmentUpdate extends EnvironmentRef {
+  /** null: the sentinel is left as it is. */
+  sentinel: SentinelSettingsPatch | null;
+  removeSentinel: boolean;
+  rollout: RolloutPolicyPatch;
+  regions: { index: number; region: string; replicas: number }[];
+  removeRegions: { index: number; region: string }[];
+}
