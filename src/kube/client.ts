@@ -51,6 +51,8 @@ export function isPermanentKubeError(err: unknown): boolean {
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
 
 export interface WatchParams {
+  /** Watch one namespace only (a namespaced Role allows no more); default: all namespaces. */
+  readonly namespace?: string;
   readonly resourceVersion?: string;
   readonly labelSelector?: string;
   readonly timeoutSeconds?: number;
@@ -213,7 +215,7 @@ export class KubeClient {
       timeoutSeconds: params.timeoutSeconds,
       allowWatchBookmarks: params.allowWatchBookmarks,
     };
-    const res = await this.#send("watch", r, "GET", resourcePath(r), { query, signal }, true);
+    const res = await this.#send("watch", r, "GET", resourcePath(r, params.namespace), { query, signal }, true);
     if (res.statusCode !== 200) {
       const text = await readAll(res);
       this.#count("watch", r, res.statusCode ?? 0);

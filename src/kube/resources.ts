@@ -15,6 +15,8 @@ export const resources = {
   replicaSets: { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", namespaced: true },
   deployments: { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true },
   serviceAccounts: { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
+  configMaps: { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true },
+  endpointSlices: { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", namespaced: true },
   clusterRoles: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", namespaced: false },
   clusterRoleBindings: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false },
   roles: { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", namespaced: true },
