@@ -133,6 +133,7 @@ export function buildTable(
         problems.push(`endpoint ${key} is listed for revisions ${other} and ${deploymentId}; kept in ${other}`);
         continue;
       }
+      if (other !== undefined) continue; // listed twice for the same revision: the first one counts
       owner.set(key, deploymentId);
       const targetRef = isRecord(raw.targetRef) ? raw.targetRef : {};
       eps.set(key, {
