@@ -36,6 +36,8 @@ export const ENDPOINTSLICE_HEADLESS_LABEL = "service.kubernetes.io/headless";
 export const POLICY_KEY = "policy.json";
 /** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
 export const SENTINEL_OPS_PORT = 8041;
+/** The ServiceAccount sentinel pods run as (deploy/rbac/sentinel.yaml: read-only, namespace `sentinel`). */
+export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
 /** Also answered on the proxy port itself (never proxied), for kubelet probes on SENTINEL_PORT. */
 export const SENTINEL_LIVE_PATH = "/_krane/live";
 export const SENTINEL_READY_PATH = "/_krane/ready";

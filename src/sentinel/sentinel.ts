@@ -24,8 +24,9 @@ import { UpgradeRelay } from "./websocket.js";
 export interface SentinelOptions {
   readonly settings: SentinelSettings;
   readonly log: Logger;
-  /** Lists and watches in namespace `sentinel` (default: from settings.kubeconfig). */
+  /** Lists and watches in namespace `sentinel` (default: from kubeConfig or settings.kubeconfig). */
   readonly listWatch?: ListWatchClient;
+  readonly kubeConfig?: KubeConfig;
   readonly registry?: Registry;
   readonly health?: HealthPolicy;
   /** Watch timeout (tests shorten it). */
@@ -93,7 +94,7 @@ export class Sentinel {
     });
     let client = o.listWatch;
     if (!client) {
-      this.#kube = new KubeClient(loadKubeConfig(s.kubeconfig), { qps: 5, burst: 10, requestTimeoutMs: 15_000 });
+      this.#kube = new KubeClient(o.kubeConfig ?? loadKubeConfig(s.kubeconfig), { qps: 5, burst: 10, requestTimeoutMs: 15_000 });
       client = new NamespacedListWatch(this.#kube, SENTINEL_NAMESPACE);
     }
     this.#source = new RoutingSource({
