@@ -25,7 +25,8 @@ import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LAB
 export const ROUTING_COMPONENT = COMPONENT.routing;
 /** Marks the slices as ours so Kubernetes' EndpointSlice controllers leave them alone. */
 export const ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by";
-export const ENDPOINTSLICE_MANAGED_BY = "krane.dev/agent";
+// A label value: no "/" (Kubernetes uses "endpointslice-controller.k8s.io" the same way).
+export const ENDPOINTSLICE_MANAGED_BY = "agent.krane.dev";
 /** The slice port the sentinel dials. */
 export const ROUTING_PORT_NAME = "http";
 /** The API server refuses EndpointSlices with more endpoints than this. */

@@ -117,9 +117,13 @@ export class ProxyServer {
       socket.off("close", onClose);
       socket.pause();
       socket.unshift(buf);
-      if (proto === "h2") this.#h2.emit("connection", socket);
-      else asHttp1();
-      socket.resume();
+      if (proto === "h2") {
+        // The session reads what is buffered on the next tick, then takes the socket over.
+        this.#h2.emit("connection", socket);
+      } else {
+        asHttp1();
+        socket.resume();
+      }
     };
     const onClose = (): void => clearTimeout(timer);
     socket.on("data", onData);

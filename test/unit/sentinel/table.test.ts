@@ -117,3 +117,10 @@ test("CIDRs: parse, contain and map at the same offset", () => {
     }),
   );
 });
+
+test("the routing contract's label values are valid Kubernetes label values", async () => {
+  const { isLabelValue } = await import("../../../src/contracts/labels.js");
+  const { ENDPOINTSLICE_MANAGED_BY, ROUTING_COMPONENT } = await import("../../../src/contracts/routing.js");
+  assert.ok(isLabelValue(ENDPOINTSLICE_MANAGED_BY), ENDPOINTSLICE_MANAGED_BY);
+  assert.ok(isLabelValue(ROUTING_COMPONENT));
+});
