@@ -100,10 +100,20 @@ export function pickByShare(shares: readonly number[], r: number): number {
 export function powerOfTwo(n: number, load: (i: number) => number, r1: number, r2: number): number {
   if (n <= 0) return -1;
   if (n === 1) return 0;
-  const i = Math.min(n - 1, Math.floor(r1 * n));
-  let j = Math.min(n - 2, Math.floor(r2 * (n - 1)));
-  if (j >= i) j++;
+  const i = firstChoice(n, r1);
+  const j = secondChoice(n, i, r2);
   return load(j) < load(i) ? j : i;
+}
+
+/** The first candidate of power of two choices among n ≥ 2. */
+export function firstChoice(n: number, r: number): number {
+  return Math.min(n - 1, Math.floor(r * n));
+}
+
+/** The second candidate: uniform over the n - 1 others. */
+export function secondChoice(n: number, first: number, r: number): number {
+  const j = Math.min(n - 2, Math.floor(r * (n - 1)));
+  return j >= first ? j + 1 : j;
 }
 
 /** An instance as the balancer tracks it (mutable: outstanding and health change per request). */
@@ -201,8 +211,16 @@ export class Balancer {
     const idx = pickByShare(shares, this.#random());
     const list = idx >= 0 ? available[idx] : undefined;
     if (!list || list.length === 0) return undefined;
-    const k = powerOfTwo(list.length, (i) => list[i]?.outstanding ?? 0, this.#random(), this.#random());
-    return list[k];
+    // powerOfTwo, inlined (no closure per request); always two draws, so the random stream
+    // advances the same way whatever the list size.
+    const r1 = this.#random();
+    const r2 = this.#random();
+    const n = list.length;
+    if (n === 1) return list[0];
+    const i = firstChoice(n, r1);
+    const a = list[i] as Instance;
+    const b = list[secondChoice(n, i, r2)] as Instance;
+    return b.outstanding < a.outstanding ? b : a;
   }
 
   /** Records a failed connect or reset; true when it ejected the instance. */

@@ -2,15 +2,99 @@
 // from SENTINEL_METRICS (src/contracts/routing.ts); the rest are for operators. Label values are
 // bounded: revisions (deployment ids of this environment, or "none" when the sentinel answered
 // itself) and status classes, never paths or pod names.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+//
+// Per-request figures (count by status class, latency histogram) are kept in RequestStats, plain
+// counters indexed by revision, and turned into Prometheus samples only when scraped: the
+// request path pays a map lookup and a few increments, not prom-client's label hashing.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricType } from "prom-client";
 import { SENTINEL_METRICS } from "../contracts/routing.js";
 
 export const NO_REVISION = "none";
 
+/** Latency buckets in seconds. */
+export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+interface RevisionCounts {
+  readonly codes: Map<string, number>;
+  /** Observations per bucket (not cumulative); the last slot is +Inf. */
+  readonly buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/** Requests by revision and status class, and their latency, for the scrape to read. */
+export class RequestStats {
+  readonly #byRevision = new Map<string, RevisionCounts>();
+
+  record(revision: string, code: string, seconds: number): void {
+    let r = this.#byRevision.get(revision);
+    if (!r) {
+      r = { codes: new Map(), buckets: new Array<number>(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+      this.#byRevision.set(revision, r);
+    }
+    r.codes.set(code, (r.codes.get(code) ?? 0) + 1);
+    let i = 0;
+    while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] ?? Infinity)) i++;
+    r.buckets[i] = (r.buckets[i] ?? 0) + 1;
+    r.sum += seconds;
+    r.count++;
+  }
+
+  count(revision: string, code: string): number {
+    return this.#byRevision.get(revision)?.codes.get(code) ?? 0;
+  }
+
+  entries(): IterableIterator<[string, RevisionCounts]> {
+    return this.#byRevision.entries();
+  }
+}
+
+/** A prom-client Histogram whose samples come from RequestStats at scrape time. */
+class StatsHistogram extends Histogram<"revision"> {
+  constructor(
+    private readonly stats: RequestStats,
+    registry: Registry,
+  ) {
+    super({
+      name: SENTINEL_METRICS.duration,
+      help: "Time from request to the end of the response, by revision.",
+      labelNames: ["revision"],
+      buckets: [...DURATION_BUCKETS],
+      registers: [registry],
+    });
+  }
+
+  // prom-client's registry (and Histogram.get) read histograms through getForPromString, which its
+  // typings do not declare; this is that method, computing the samples from RequestStats.
+  async getForPromString(): ReturnType<Histogram<"revision">["get"]> {
+    const name = SENTINEL_METRICS.duration;
+    const values: Awaited<ReturnType<Histogram<"revision">["get"]>>["values"] = [];
+    for (const [revision, r] of this.stats.entries()) {
+      let acc = 0;
+      DURATION_BUCKETS.forEach((le, i) => {
+        acc += r.buckets[i] ?? 0;
+        values.push({ metricName: `${name}_bucket`, labels: { le, revision } as { revision: string }, value: acc });
+      });
+      values.push({ metricName: `${name}_bucket`, labels: { le: "+Inf", revision } as { revision: string }, value: r.count });
+      values.push({ metricName: `${name}_sum`, labels: { revision }, value: r.sum });
+      values.push({ metricName: `${name}_count`, labels: { revision }, value: r.count });
+    }
+    return {
+      name,
+      help: "Time from request to the end of the response, by revision.",
+      // prom-client types `type` as an enum that does not exist at run time; the registry wants the string.
+      type: "histogram" as unknown as MetricType,
+      aggregator: "sum",
+      collect: () => undefined,
+      values,
+    };
+  }
+}
+
 export interface SentinelMetrics {
   readonly registry: Registry;
-  readonly requests: Counter<"revision" | "code">;
-  readonly duration: Histogram<"revision">;
+  /** Requests and latency per revision (exposed as SENTINEL_METRICS.requests and .duration). */
+  readonly stats: RequestStats;
   readonly upstreamConnectErrors: Counter<"revision">;
   readonly upstreamResets: Counter<"revision">;
   readonly ejections: Counter<"revision">;
@@ -20,6 +104,8 @@ export interface SentinelMetrics {
   readonly tableUpdates: Counter;
   readonly policyErrors: Counter;
   readonly inFlight: Gauge;
+  /** Read at scrape time. */
+  inFlightNow: () => number;
   readonly webSockets: Gauge;
   readonly kubeConnected: Gauge;
   readonly clientErrors: Counter<"reason">;
@@ -39,16 +125,22 @@ export type EndpointCounts = () => readonly { revision: string; routable: number
 export function createSentinelMetrics(endpointCounts: EndpointCounts, registry = new Registry(), defaults = true): SentinelMetrics {
   if (defaults) collectDefaultMetrics({ register: registry });
   const r = [registry];
-  return {
+  const stats = new RequestStats();
+  new StatsHistogram(stats, registry);
+  new Counter({
+    name: SENTINEL_METRICS.requests,
+    help: "Requests answered, by revision and status class (\"aborted\": the client left first).",
+    labelNames: ["revision", "code"],
+    registers: r,
+    collect() {
+      this.reset();
+      for (const [revision, c] of stats.entries()) for (const [code, n] of c.codes) this.inc({ revision, code }, n);
+    },
+  });
+  const m: SentinelMetrics = {
     registry,
-    requests: new Counter({ name: SENTINEL_METRICS.requests, help: "Requests answered, by revision and status class.", labelNames: ["revision", "code"], registers: r }),
-    duration: new Histogram({
-      name: SENTINEL_METRICS.duration,
-      help: "Time from request to the end of the response, by revision.",
-      labelNames: ["revision"],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers: r,
-    }),
+    stats,
+    inFlightNow: () => 0,
     upstreamConnectErrors: new Counter({
       name: SENTINEL_METRICS.upstreamConnectErrors,
       help: "Attempts that could not connect to an instance (refused, unreachable, connect timeout).",
@@ -79,7 +171,14 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
     }),
     tableUpdates: new Counter({ name: "krane_sentinel_table_updates_total", help: "Routing table rebuilds.", registers: r }),
     policyErrors: new Counter({ name: "krane_sentinel_policy_errors_total", help: "Policy ConfigMaps refused (the last good policy stays).", registers: r }),
-    inFlight: new Gauge({ name: "krane_sentinel_in_flight_requests", help: "Requests being proxied now.", registers: r }),
+    inFlight: new Gauge({
+      name: "krane_sentinel_in_flight_requests",
+      help: "Requests being proxied now.",
+      registers: r,
+      collect() {
+        this.set(m.inFlightNow());
+      },
+    }),
     webSockets: new Gauge({ name: "krane_sentinel_websockets", help: "Upgraded (WebSocket) connections open now.", registers: r }),
     kubeConnected: new Gauge({ name: "krane_sentinel_kube_connected", help: "1 while the routing-table watches are healthy.", registers: r }),
     clientErrors: new Counter({
@@ -89,4 +188,5 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
       registers: r,
     }),
   };
+  return m;
 }

@@ -39,6 +39,14 @@ export interface ProxyOptions {
   readonly isReady: () => boolean;
 }
 
+const kExchange = Symbol("exchange");
+type TaggedResponse = ClientResponse & { [kExchange]?: Exchange };
+
+/** One shared 'close' listener for every response (no closure per request). */
+function onResponseClose(this: TaggedResponse): void {
+  this[kExchange]?.clientClosed();
+}
+
 function isHttp2(req: ClientRequest): req is Http2ServerRequest {
   return (req as Http2ServerRequest).stream !== undefined;
 }
@@ -128,6 +136,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   #lastFailure: UpstreamFailure | undefined;
   #counted = false;
   #finished = false;
+  /** Body bytes still to come when the length is known (-1: unknown). */
+  #remaining = -1;
+  #ended = false;
 
   constructor(proxy: Proxy, o: ProxyOptions, req: ClientRequest, res: ClientResponse, h2: boolean, started: number) {
     this.#proxy = proxy;
@@ -142,8 +153,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     const req = this.#req;
     const res = this.#res;
     this.#proxy.inFlight++;
-    this.#o.metrics.inFlight.inc();
-    res.once("close", this.#onClose);
+    (res as TaggedResponse)[kExchange] = this;
+    res.once("close", onResponseClose);
     const hdrs = req.headers as Record<string, HeaderValue>;
     const incomingId = first(hdrs[REQUEST_ID_HEADER]);
     this.#requestId = isSaneRequestId(incomingId) ? incomingId : randomUUID();
@@ -213,14 +224,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  readonly #onClose = (): void => {
+  /** The response closed: normally after it ended; before that, the client went away. */
+  clientClosed(): void {
+    (this.#res as TaggedResponse)[kExchange] = undefined;
     if (!this.#done) {
-      // The client went away before the response ended.
       this.#clientGone = true;
       this.#controller?.abort(new Error("client closed the connection"));
       this.#finish("aborted");
     }
-  };
+  }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
@@ -232,6 +244,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     const inst = this.#inst;
     if (inst) this.#o.balancer.success(inst);
     this.#responded = true;
+    const cl = headers["content-length"];
+    this.#remaining = typeof cl === "string" && this.#req.method !== "HEAD" ? Number(cl) : -1;
     const res = this.#res;
     if (this.#clientGone || res.destroyed) {
       controller.abort(new Error("client closed the connection"));
@@ -250,6 +264,14 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const res = this.#res;
+    if (this.#remaining > 0 && chunk.length === this.#remaining) {
+      // The last bytes of a response of known length: one write that also ends it.
+      this.#remaining = 0;
+      this.#ended = true;
+      res.end(chunk);
+      return;
+    }
+    if (this.#remaining > 0) this.#remaining -= chunk.length;
     const ok = this.#h2 ? (res as Http2ServerResponse).write(chunk) : (res as ServerResponse).write(chunk);
     if (!ok && !controller.paused) {
       controller.pause();
@@ -262,7 +284,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const res = this.#res;
     if (!this.#h2 && Object.keys(trailers).length > 0) res.addTrailers(downstreamTrailers(trailers));
     this.#done = true;
-    res.end();
+    if (!this.#ended) res.end();
     this.#finish(statusClass(res.statusCode));
   }
 
@@ -325,11 +347,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.#finished) return;
     this.#finished = true;
     this.#proxy.inFlight--;
-    const m = this.#o.metrics;
-    m.inFlight.dec();
-    const revision = this.#revision;
-    m.requests.inc({ revision, code });
-    m.duration.observe({ revision }, (performance.now() - this.#started) / 1000);
+    this.#o.metrics.stats.record(this.#revision, code, (performance.now() - this.#started) / 1000);
   }
 }
 

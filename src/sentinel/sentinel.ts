@@ -81,6 +81,7 @@ export class Sentinel {
       hasTable,
       isReady: () => this.ready,
     });
+    this.metrics.inFlightNow = () => this.#proxy.inFlight;
     this.#upgrades = new UpgradeRelay({ balancer: this.balancer, metrics: this.metrics, log: o.log, upstreamTimeoutMs: s.upstreamTimeoutMs, hasTable });
     this.#server = new ProxyServer({
       proxy: this.#proxy,

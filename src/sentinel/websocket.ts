@@ -187,7 +187,7 @@ export class UpgradeRelay {
   }
 
   #count(revision: string, code: string): void {
-    this.#o.metrics.requests.inc({ revision, code });
+    this.#o.metrics.stats.record(revision, code, 0);
   }
 
   closeAll(): void {
