@@ -1,7 +1,8 @@
 // Sentinel figures (`npm run bench -- sentinel`), all in one run on this machine:
 //  - throughput and latency with wrk (64 connections, 10 s): the upstream reached directly, through
 //    one `krane sentinel` process, and through nginx as a reverse proxy with one worker;
-//  - added latency at a fixed 1,000 requests/s (autocannon, open rate): p50/p99 of each path;
+//  - added latency at 1,000 requests/s (wrk pacing 10 connections to one request each per 10 ms,
+//    through its Lua delay() hook): p50/p99 of each path, microsecond resolution;
 //  - EndpointSlice change → first request routed to the new instance, and → last request routed
 //    to the removed one, p50/p99/max over repeated changes;
 //  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
@@ -15,7 +16,6 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import autocannon from "autocannon";
 import { Pool } from "undici";
 import { startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { localAddress } from "../src/cluster/pod-network.js";
@@ -100,8 +100,13 @@ function toMs(v: string): number {
   return m[2] === "us" ? n / 1000 : m[2] === "s" ? n * 1000 : n;
 }
 
-function wrk(url: string, seconds: number): WrkResult {
-  const out = spawnSync("wrk", ["-t1", "-c64", `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], { encoding: "utf8" });
+/** Each wrk connection waits this long before its next request (10 connections → ~1,000/s). */
+const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
+
+function wrk(url: string, seconds: number, paced = false, dir = tmpdir()): WrkResult {
+  const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
+  if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
+  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], { encoding: "utf8" });
   const text = `${out.stdout}${out.stderr}`;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]);
   const p50 = toMs(/\n\s+50%\s+(\S+)/.exec(text)?.[1] ?? "");
@@ -109,11 +114,6 @@ function wrk(url: string, seconds: number): WrkResult {
   const errors = /Non-2xx or 3xx responses: (\d+)/.exec(text)?.[1];
   if (errors) throw new Error(`wrk saw ${errors} non-2xx answers from ${url}`);
   return { rps, p50, p99 };
-}
-
-async function fixedRate(url: string, rate: number, seconds: number): Promise<{ p50: number; p99: number; errors: number }> {
-  const r = await autocannon({ url, connections: 16, overallRate: rate, duration: seconds, headers: { host: HOST } });
-  return { p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx + r.timeouts };
 }
 
 function nginxConfig(dir: string, listen: string, upstream: string | undefined): string {
@@ -252,17 +252,19 @@ export async function benchSentinel(): Promise<void> {
       const n = tput.get("nginx");
       if (s && n) console.log(`sentinel: throughput sentinel / nginx = ${(s.rps / n.rps).toFixed(2)} (target ≥ 0.5)`);
     }
-    const fixed = new Map<string, { p50: number; p99: number; errors: number }>();
-    for (const [name, url] of targets) {
-      await fixedRate(url, 1000, 2);
-      const r = await fixedRate(url, 1000, DURATION_S);
-      fixed.set(name, r);
-      console.log(`sentinel: 1,000 req/s   ${name.padEnd(8)} p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms   errors ${r.errors}`);
-    }
-    const d = fixed.get("direct");
-    for (const name of ["sentinel", "nginx"]) {
-      const r = fixed.get(name);
-      if (d && r) console.log(`sentinel: added p99 at 1,000 req/s: ${name.padEnd(8)} ${(r.p99 - d.p99).toFixed(2)} ms${name === "sentinel" ? " (target ≤ 2 ms)" : ""}`);
+    const fixed = new Map<string, WrkResult>();
+    if (withWrk) {
+      for (const [name, url] of targets) {
+        wrk(url, 2, true, dir);
+        const r = wrk(url, DURATION_S, true, dir);
+        fixed.set(name, r);
+        console.log(`sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`);
+      }
+      const d = fixed.get("direct");
+      for (const name of ["sentinel", "nginx"]) {
+        const r = fixed.get(name);
+        if (d && r) console.log(`sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`);
+      }
     }
 
     // EndpointSlice change → routing.
@@ -275,7 +277,9 @@ export async function benchSentinel(): Promise<void> {
     const pool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 8 });
     const bLocal = localAddress(net, b);
     const adds: number[] = [];
+    const addsAfterCommit: number[] = [];
     const removals: number[] = [];
+    const removalsAfterCommit: number[] = [];
     let probing = true;
     let lastB = -Infinity;
     let firstB = Infinity;
@@ -295,21 +299,27 @@ export async function benchSentinel(): Promise<void> {
       firstB = Infinity;
       t0 = performance.now();
       await writeSlice(kube, "change", [a, b], changePort);
+      const committed = performance.now();
       await until("b to get traffic", async () => firstB !== Infinity, 10_000, 1);
       adds.push(firstB - t0);
+      addsAfterCommit.push(Math.max(0, firstB - committed));
       await sleep(100);
       lastB = -Infinity;
       t0 = performance.now();
       await writeSlice(kube, "change", [a], changePort);
+      const removedAt = performance.now();
       await sleep(600);
       removals.push(Math.max(0, lastB - t0));
+      removalsAfterCommit.push(Math.max(0, lastB - removedAt));
     }
     probing = false;
     await Promise.all(probers);
     await pool.close();
     const fmt = (v: number[]): string => `p50 ${pct(v, 50).toFixed(0)} ms, p99 ${pct(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
-    console.log(`sentinel: slice change → first request to the added instance   ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`);
-    console.log(`sentinel: slice change → last request to the removed instance  ${fmt(removals)}`);
+    console.log(`sentinel: slice apply sent → first request to the added instance    ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`);
+    console.log(`sentinel: slice apply sent → last request to the removed instance   ${fmt(removals)}`);
+    console.log(`sentinel: apply answered → first request to the added instance      ${fmt(addsAfterCommit)}`);
+    console.log(`sentinel: apply answered → last request to the removed instance     ${fmt(removalsAfterCommit)}`);
 
     // 1,000 instances.
     const pid = sentinel.pid ?? 0;
@@ -318,13 +328,26 @@ export async function benchSentinel(): Promise<void> {
     await writeSlice(kube, "many", many, manyPort);
     await until("1,000 endpoints in the table", async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000), 30_000, 5);
     const tableMs = performance.now() - tTable;
-    const spread = await autocannon({ url: `http://127.0.0.1:${sentinelPort}/`, connections: 64, amount: 30_000, headers: { host: HOST } });
+    const spreadPool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 64 });
+    const seen = new Set<string>();
+    let errors = 0;
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, w) => {
+        for (let i = w; i < 30_000; i += 64) {
+          const res = await spreadPool.request({ method: "GET", path: "/", headers: { host: HOST } });
+          const text = await res.body.text();
+          if (res.statusCode !== 200) errors++;
+          else seen.add(text);
+        }
+      }),
+    );
+    await spreadPool.close();
     await sleep(1000);
     const after = rssBytes(pid);
     const st = await status(opsPort);
     console.log(
       `sentinel: 1,000 instances: table in force ${tableMs.toFixed(0)} ms after the apply; RSS ${(before / 2 ** 20).toFixed(0)} MiB → ${(after / 2 ** 20).toFixed(0)} MiB ` +
-        `after ${spread.requests.total} requests spread over ${st.revisions.reduce((n, r) => n + r.endpoints, 0)} instances (errors ${spread.errors + spread.non2xx})`,
+        `after 30,000 requests reached ${seen.size} of ${st.revisions.reduce((n, r) => n + r.endpoints, 0)} instances (errors ${errors})`,
     );
   } finally {
     for (const c of children.reverse()) c.kill("SIGTERM");
