@@ -69,33 +69,43 @@ function lockFile(slot: number): string {
   return join(podNetworkLockDir(), String(slot));
 }
 
-/** Claims a free pod network for the cluster living in `clusterDir`. */
+/**
+ * Takes `slot` for `clusterDir` if it is free, already ours (a detached cluster started again), or
+ * stale (its cluster directory is gone and the lock is over a minute old). False if taken.
+ */
+export async function tryClaimSlot(slot: number, clusterDir: string): Promise<boolean> {
+  const file = lockFile(slot);
+  try {
+    await writeFile(file, clusterDir, { flag: "wx" });
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+  const owner = await readFile(file, "utf8").catch(() => "");
+  if (owner === clusterDir) return true;
+  const age = await stat(file).then((s) => Date.now() - s.mtimeMs, () => 0);
+  if (owner === "" || existsSync(owner) || age <= 60_000) return false;
+  // Stale: take it over, unless somebody else does at the same moment.
+  await rm(file, { force: true });
+  try {
+    await writeFile(file, clusterDir, { flag: "wx" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Claims a pod network for the cluster living in `clusterDir` (its own one first, if it has one). */
 export async function claimPodNetwork(clusterDir: string): Promise<PodNetwork> {
   await mkdir(podNetworkLockDir(), { recursive: true });
   const count = LAST_SLOT - FIRST_SLOT + 1;
+  for (let slot = FIRST_SLOT; slot <= LAST_SLOT; slot++) {
+    if ((await readFile(lockFile(slot), "utf8").catch(() => "")) === clusterDir) return podNetworkForSlot(slot);
+  }
   const start = Math.floor(Math.random() * count);
   for (let i = 0; i < count; i++) {
     const slot = FIRST_SLOT + ((start + i) % count);
-    const file = lockFile(slot);
-    try {
-      await writeFile(file, clusterDir, { flag: "wx" });
-      return podNetworkForSlot(slot);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
-    const owner = await readFile(file, "utf8").catch(() => "");
-    if (owner === clusterDir) return podNetworkForSlot(slot); // our own (a detached cluster restarted)
-    const age = await stat(file).then((s) => Date.now() - s.mtimeMs, () => 0);
-    if (owner !== "" && !existsSync(owner) && age > 60_000) {
-      // Stale: its cluster is gone. Take it over if nobody else did meanwhile.
-      await rm(file, { force: true });
-      try {
-        await writeFile(file, clusterDir, { flag: "wx" });
-        return podNetworkForSlot(slot);
-      } catch {
-        // someone else was faster
-      }
-    }
+    if (await tryClaimSlot(slot, clusterDir)) return podNetworkForSlot(slot);
   }
   throw new Error(`all ${count} local pod networks are taken (locks in ${podNetworkLockDir()}); stop some clusters`);
 }
