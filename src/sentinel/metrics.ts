@@ -25,6 +25,7 @@ interface RevisionCounts {
 /** Requests by revision and status class, and their latency, for the scrape to read. */
 export class RequestStats {
   readonly #byRevision = new Map<string, RevisionCounts>();
+  readonly #leftAt = new Map<string, number>();
 
   record(revision: string, code: string, seconds: number): void {
     let r = this.#byRevision.get(revision);
@@ -38,6 +39,25 @@ export class RequestStats {
     r.buckets[i] = (r.buckets[i] ?? 0) + 1;
     r.sum += seconds;
     r.count++;
+  }
+
+  /**
+   * Drops the figures of revisions that left the table more than `afterMs` ago, so a long-lived
+   * sentinel does not keep a series for every revision it ever routed.
+   */
+  forgetExcept(keep: ReadonlySet<string>, now: number, afterMs = 600_000): void {
+    for (const id of this.#byRevision.keys()) {
+      if (keep.has(id) || id === NO_REVISION) {
+        this.#leftAt.delete(id);
+        continue;
+      }
+      const left = this.#leftAt.get(id);
+      if (left === undefined) this.#leftAt.set(id, now);
+      else if (now - left >= afterMs) {
+        this.#byRevision.delete(id);
+        this.#leftAt.delete(id);
+      }
+    }
   }
 
   count(revision: string, code: string): number {

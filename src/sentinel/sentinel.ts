@@ -225,6 +225,7 @@ export class Sentinel {
     const { removed } = this.balancer.setTable(u.table);
     this.#upstreams.release(removed.map((i) => i.endpoint));
     this.#tableUpdatedAt = new Date();
+    this.metrics.stats.forgetExcept(new Set(u.table.revisions.map((r) => r.deploymentId)), Date.now());
     this.metrics.tableUpdates.inc();
     this.metrics.routingVersion.set(u.table.version);
     if (!before || before.version !== u.table.version || endpointCount(before) !== endpointCount(u.table)) {

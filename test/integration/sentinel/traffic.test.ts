@@ -145,6 +145,16 @@ test("an instance that refuses connections is ejected and requests still succeed
     const r = await getJson(`http://${a[2]?.local}:8080/`).catch((err: unknown) => ({ status: -1, err }));
     return r.status === -1 ? true : undefined;
   });
+  // An idempotent request with a body is retried too (nothing was read before the connect failed).
+  const puts = await Promise.all(
+    Array.from({ length: 24 }, async (_, i) => {
+      const body = Buffer.alloc(20_000 + i, i);
+      const res = await pool.request({ method: "PUT", path: "/echo", headers: { host: "x" }, body });
+      const back = Buffer.from(await res.body.arrayBuffer());
+      return res.statusCode === 200 && back.equals(body);
+    }),
+  );
+  assert.deepEqual(puts.filter((ok) => !ok).length, 0, "every PUT was answered by a serving instance, body intact");
   const hits = await hitMany(pool, 400, 12);
   assert.deepEqual(hits.filter((x) => x.status !== 200).map((x) => x.status), [], "no request fails: a failed connect is retried elsewhere");
   assert.equal(hits.filter((x) => x.answer?.pod === "a-3").length, 0);

@@ -54,3 +54,18 @@ test("requests by revision and status class, and a cumulative latency histogram,
   assert.ok(again.includes("krane_sentinel_in_flight_requests 0"));
   assert.equal(m.stats.count("dep_a", "2xx"), 3);
 });
+
+test("figures of revisions gone from the table for 10 minutes are dropped", () => {
+  const m = createSentinelMetrics(() => [], undefined, false);
+  m.stats.record("old", "2xx", 0.01);
+  m.stats.record("new", "2xx", 0.01);
+  m.stats.record("none", "5xx", 0.01);
+  const keep = new Set(["new"]);
+  m.stats.forgetExcept(keep, 0);
+  m.stats.forgetExcept(keep, 599_999);
+  assert.equal(m.stats.count("old", "2xx"), 1, "kept for a while (a scrape still sees its last values)");
+  m.stats.forgetExcept(keep, 600_000);
+  assert.equal(m.stats.count("old", "2xx"), 0);
+  assert.equal(m.stats.count("new", "2xx"), 1);
+  assert.equal(m.stats.count("none", "5xx"), 1, "the sentinel's own answers stay");
+});
