@@ -7,6 +7,10 @@ export const SENTINEL_NAMESPACE = "sentinel";
 /** The port a sentinel listens on and its Service exposes. */
 export const SENTINEL_PORT = 8040;
 export const SENTINEL_PORT_NAME = "http";
+/** The ServiceAccount of krane's own sentinel pods (read-only on the routing table). */
+export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
+/** krane's image (one image, the `krane` entrypoint: ctrl, agent and sentinel). */
+export const KRANE_IMAGE_REPOSITORY = "ghcr.io/krane-dev/krane";
 
 /** The node label and taint key that separates node pools. */
 export const NODE_CLASS_LABEL = "node-class";

@@ -13,8 +13,9 @@
 //
 // What the sentinel reads from a slice (everything else is ignored):
 //  - LABEL_DEPLOYMENT_ID: the revision. A revision may have several slices (an EndpointSlice
-//    holds at most ROUTING_SLICE_MAX_ENDPOINTS endpoints); the sentinel merges them.
-//  - addressType IPv4 or IPv6; the port named ROUTING_PORT_NAME (else the only port).
+//    holds at most 1,000 endpoints); the sentinel merges them.
+//  - addressType IPv4 or IPv6; the port named ROUTING_PORT_NAME (else the only port). A slice
+//    without endpoints may have no port.
 //  - each endpoint's first address; `conditions.ready: false` is not routed (unset = ready, as
 //    in Kubernetes). Terminating pods are left out of the slice, not marked.
 // The API server refuses loopback addresses in EndpointSlices, which is why the local cluster
@@ -25,25 +26,11 @@ import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LAB
 export const ROUTING_COMPONENT = COMPONENT.routing;
 /** Marks the slices as ours so Kubernetes' EndpointSlice controllers leave them alone. */
 export const ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by";
-// A label value: no "/" (Kubernetes uses "endpointslice-controller.k8s.io" the same way).
 export const ENDPOINTSLICE_MANAGED_BY = "agent.krane.dev";
-/** The slice port the sentinel dials. */
-export const ROUTING_PORT_NAME = "http";
-/** The API server refuses EndpointSlices with more endpoints than this. */
-export const ROUTING_SLICE_MAX_ENDPOINTS = 1000;
-/** Keeps kube-proxy away from the slices (they belong to no Service). */
-export const ENDPOINTSLICE_HEADLESS_LABEL = "service.kubernetes.io/headless";
 /** The key of the policy document in the policy ConfigMap. */
 export const POLICY_KEY = "policy.json";
 /** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
 export const SENTINEL_OPS_PORT = 8041;
-/** The ServiceAccount sentinel pods run as (deploy/rbac/sentinel.yaml: read-only, namespace `sentinel`). */
-export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
-/** Also answered on the proxy port itself (never proxied), for kubelet probes on SENTINEL_PORT. */
-export const SENTINEL_LIVE_PATH = "/_krane/live";
-export const SENTINEL_READY_PATH = "/_krane/ready";
-/** The ops port's JSON status document (SentinelStatus), which the agent reads. */
-export const SENTINEL_STATUS_PATH = "/status";
 
 /** The label selector a sentinel of one environment in one region watches with. */
 export function routingSelector(environmentId: string, region: string): string {
@@ -158,3 +145,13 @@ export interface SentinelStatus {
   readonly tableUpdatedAt: string | null;
   readonly inFlight: number;
 }
+
+/** The slice port the sentinel dials. */
+export const ROUTING_PORT_NAME = "http";
+/** Keeps kube-proxy away from the slices (they belong to no Service; traffic §11.6). */
+export const ENDPOINTSLICE_HEADLESS_LABEL = "service.kubernetes.io/headless";
+/** Also answered on the proxy port itself (never proxied), for probes on SENTINEL_PORT. */
+export const SENTINEL_LIVE_PATH = "/_krane/live";
+export const SENTINEL_READY_PATH = "/_krane/ready";
+/** The ops port's JSON status document (SentinelStatus), which the agent reads. */
+export const SENTINEL_STATUS_PATH = "/status";

@@ -51,7 +51,7 @@ export function isPermanentKubeError(err: unknown): boolean {
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
 
 export interface WatchParams {
-  /** Watch one namespace only (a namespaced Role allows no more); default: all namespaces. */
+  /** Only this namespace (default: all namespaces). */
   readonly namespace?: string;
   readonly resourceVersion?: string;
   readonly labelSelector?: string;

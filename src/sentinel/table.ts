@@ -110,14 +110,15 @@ export function buildTable(
       problems.push(`EndpointSlice ${objName(slice)}: addressType ${String(addressType)} is not routed`);
       continue;
     }
+    let eps = byRevision.get(deploymentId);
+    if (!eps) byRevision.set(deploymentId, (eps = new Map()));
+    const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
+    if (endpoints.length === 0) continue; // an empty slice (it may carry no port): nothing to route
     const port = slicePort(slice.ports);
     if (port === undefined) {
       problems.push(`EndpointSlice ${objName(slice)}: no TCP port named "${ROUTING_PORT_NAME}"`);
       continue;
     }
-    let eps = byRevision.get(deploymentId);
-    if (!eps) byRevision.set(deploymentId, (eps = new Map()));
-    const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
     for (const raw of endpoints) {
       if (!isRecord(raw)) continue;
       const conditions = isRecord(raw.conditions) ? raw.conditions : {};

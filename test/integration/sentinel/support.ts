@@ -4,7 +4,7 @@
 // namespace `sentinel`, one policy ConfigMap per sentinel).
 import { connect, type Socket } from "node:net";
 import { Pool } from "undici";
-import { NODE_CLASS, NODE_CLASS_LABEL, SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../../src/contracts/cluster.js";
+import { NODE_CLASS, NODE_CLASS_LABEL, SENTINEL_NAMESPACE, SENTINEL_PORT, SENTINEL_SERVICE_ACCOUNT } from "../../../src/contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../../../src/contracts/labels.js";
 import {
   ENDPOINTSLICE_HEADLESS_LABEL,
@@ -15,7 +15,6 @@ import {
   ROUTING_COMPONENT,
   ROUTING_PORT_NAME,
   SENTINEL_OPS_PORT,
-  SENTINEL_SERVICE_ACCOUNT,
   type RoutingMode,
   type SentinelStatus,
 } from "../../../src/contracts/routing.js";

@@ -36,6 +36,8 @@ test("slices become revisions; unready endpoints and bad entries are skipped wit
       slice("fqdn", "dep_c", [ep("10.9.9.8", true)], { addressType: "FQDN" }),
       slice("noport", "dep_c", [ep("10.9.9.7", true)], { ports: [{ name: "grpc", port: 9 }, { name: "metrics", port: 10 }] }),
       slice("dup", "dep_d", [ep("10.1.1.1", true)]),
+      // What the agent writes for a revision with no routable pod: no endpoints, no port.
+      slice("empty", "dep_e", [], { ports: undefined, endpoints: null }),
     ],
     policy({ mode: "weighted", revisions: [{ deploymentId: "dep_a", weight: 90 }, { deploymentId: "dep_z", weight: 10 }] }),
   );
@@ -46,7 +48,9 @@ test("slices become revisions; unready endpoints and bad entries are skipped wit
     [
       ["dep_a", 90, ["10.1.0.1:8080", "10.1.0.3:8080", "10.1.0.4:8080"]],
       ["dep_b", null, ["10.1.1.1:8080"]],
+      ["dep_c", null, []],
       ["dep_d", null, []],
+      ["dep_e", null, []],
       ["dep_z", 10, []],
     ],
   );
