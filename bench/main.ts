@@ -5,6 +5,7 @@ import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
+import { benchSentinel } from "./sentinel.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -12,6 +13,7 @@ const benches: Record<string, () => Promise<void>> = {
   rollout: benchRollout,
   "rollout-e2e": benchRolloutPropagation,
   agent: benchAgent,
+  sentinel: benchSentinel,
 };
 
 const wanted = process.argv.slice(2);

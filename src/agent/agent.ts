@@ -10,7 +10,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
-import { KubeAccess, type KubeConfigSource } from "../kube/kubeconfig.js";
+import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
 import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
@@ -65,12 +65,6 @@ export function defaultSentinelImage(): string {
   return `${KRANE_IMAGE_REPOSITORY}:${AGENT_BUILD}`;
 }
 
-export function loadKubeConfig(source: string | KubeConfigSource | undefined): KubeConfigSource {
-  if (typeof source === "object") return source;
-  if (source === "in-cluster") return KubeAccess.inCluster();
-  if (source) return KubeAccess.fromFile(source);
-  return KubeAccess.fromDefault();
-}
 
 export function createCtrlClient(url: string, token: string): ClusterClient {
   const bearer: Interceptor = (next) => (req) => {

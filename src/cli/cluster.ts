@@ -2,7 +2,8 @@
 // `krane dev` run against, kept running in the background between commands.
 import type { Command } from "commander";
 import { dirname } from "node:path";
-import { ensureKubeAssets, getClusterStatus, loadCluster, startCluster } from "../cluster/index.js";
+import { ensureKubeAssets, getClusterStatus, loadCluster, startCluster, STANDIN } from "../cluster/index.js";
+import { isAlive } from "../cluster/process.js";
 
 const say = (line: string) => console.error(line);
 
@@ -22,9 +23,10 @@ export function registerClusterCommands(program: Command): void {
     .command("up")
     .description("start a local cluster in the background and wait until its nodes are Ready")
     .option("--name <name>", "cluster name", "krane")
-    .action(async (opts: { name: string }) => {
+    .option("--standins", "serve Running pods on this machine: user pods answer HTTP, sentinel pods run krane sentinel (a dev and test harness)")
+    .action(async (opts: { name: string; standins?: boolean }) => {
       const t0 = Date.now();
-      const c = await startCluster({ name: opts.name, detached: true, log: say });
+      const c = await startCluster({ name: opts.name, detached: true, log: say, standins: opts.standins ?? false });
       say(`cluster "${c.name}" is up in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${c.server}`);
       say(`use it with: eval "$(krane cluster env --name ${c.name})"`);
       await printStatus(opts.name);
@@ -81,5 +83,8 @@ async function printStatus(name: string): Promise<boolean> {
   console.log(`  nodes ready              ${s.nodesReady}/${s.nodesTotal}  (${s.nodeSummary})`);
   console.log(`  memory (rss)             ${(s.residentBytes / 1024 / 1024).toFixed(0)} MiB`);
   console.log(`  kubeconfig               ${c.kubeconfigPath}`);
+  if (c.podNetwork) console.log(`  pod network              ${c.podNetwork.cidr} (served on this machine at ${c.podNetwork.localCidr})`);
+  const standin = c.state.pids[STANDIN];
+  if (standin !== undefined) console.log(`  ${STANDIN.padEnd(24)} ${isAlive(standin) ? "running" : "STOPPED"}`);
   return s.apiReady && Object.values(s.components).every(Boolean);
 }

@@ -9,6 +9,7 @@ import { registerDevCommand } from "./dev.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerUserCommands } from "./user.js";
 import { registerRolloutCommands } from "./rollout.js";
+import { registerSentinelCommand } from "./sentinel.js";
 
 const program = new Command()
   .name("krane")
@@ -24,6 +25,7 @@ registerCtrlCommands(program);
 registerUserCommands(program);
 registerRolloutCommands(program);
 registerApiTokenCommands(program);
+registerSentinelCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,6 +1,8 @@
 // Starts and stops a real local Kubernetes control plane on loopback: etcd, kube-apiserver
 // (RBAC on), kube-controller-manager, kube-scheduler and KWOK simulating the nodes, on free
-// ports so several clusters can run at once, with the agent's admission fence installed.
+// ports so several clusters can run at once, with the agent's admission fence installed. Each
+// cluster claims its own pod network (pod-network.ts); with `standins` a pod stand-in process
+// serves Running pods on this machine.
 //
 // A cluster is either attached (tests, `krane dev`: a reaper stops it when the owning process
 // dies, however it dies, and its directory is removed) or detached (`krane cluster up`: it keeps
@@ -12,6 +14,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
 import { ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
@@ -28,7 +31,12 @@ import {
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
-import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, renderNodes, type NodePlan } from "./topology.js";
+import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, nodeCount, renderNodes, type NodePlan } from "./topology.js";
+import { claimPodNetwork, localAddress, nodePodCidrs, podNetworkLockFile, releasePodNetwork, type PodNetwork } from "./pod-network.js";
+
+/** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
+export const STANDIN = "pod-standin";
+type ProcessName = ComponentName | typeof STANDIN;
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
 export type ComponentName = (typeof COMPONENTS)[number];
@@ -43,6 +51,11 @@ export interface StartOptions {
   pods?: PodBehaviour;
   /** Install the agent's admission fence (deploy/rbac/fence.yaml). Default true. */
   fence?: boolean;
+  /**
+   * Serve Running pods on this machine (user pods: a small HTTP server; sentinel pods: a real
+   * `krane sentinel`). Off by default: it costs a process and about a second of start-up.
+   */
+  standins?: boolean;
   log?: (line: string) => void;
 }
 
@@ -55,8 +68,10 @@ export interface ClusterState {
   kubeconfigPath: string;
   adminToken: string;
   ports: { etcd: number; etcdPeer: number; apiserver: number; kwok: number };
-  pids: Partial<Record<ComponentName, number>>;
-  logs: Record<ComponentName, string>;
+  pids: Partial<Record<ProcessName, number>>;
+  logs: Record<ComponentName, string> & { [STANDIN]?: string };
+  /** Pod IPs come from podNetwork.cidr and are served on this machine in podNetwork.localCidr. */
+  podNetwork?: PodNetwork;
   reaperPid?: number;
   startedAt: string;
   nodes: string[];
@@ -108,6 +123,15 @@ export class LocalCluster {
     return this.state.kubeconfigPath;
   }
 
+  get podNetwork(): PodNetwork | undefined {
+    return this.state.podNetwork;
+  }
+
+  /** Where this machine serves a pod IP of this cluster (the pod stand-in listens there). */
+  localAddress(podIp: string): string {
+    return this.state.podNetwork ? localAddress(this.state.podNetwork, podIp) : podIp;
+  }
+
   endpoint(): KubeEndpoint {
     return { server: this.state.server, token: this.state.adminToken, ca: readFileSync(join(this.state.dir, "pki", "apiserver.crt"), "utf8") };
   }
@@ -144,12 +168,16 @@ export class LocalCluster {
   /** Stops every component (newest first), then removes the cluster's directory. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      // The stand-in first: its sentinels drain while the API server is still up.
+      const standin = this.state.pids[STANDIN];
+      if (standin !== undefined) await stopPid(standin, 8000);
       const order = [...COMPONENTS].reverse();
       for (const c of order) {
         const pid = this.state.pids[c];
         if (pid !== undefined) await stopPid(pid, c === "etcd" ? 5000 : 3000);
       }
       if (this.state.reaperPid !== undefined) await stopPid(this.state.reaperPid, 500);
+      if (this.state.podNetwork) await releasePodNetwork(this.state.podNetwork, this.state.dir);
       await rm(this.state.dir, { recursive: true, force: true });
     })();
     return this.stopping;
@@ -229,11 +257,13 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   };
   const cluster = new LocalCluster(state);
   const pidFile = join(dir, "pids");
-  const track = async (c: RunningComponent, key: ComponentName) => {
+  const track = async (c: RunningComponent, key: ProcessName) => {
     state.pids[key] = c.pid;
     await writeFile(pidFile, Object.values(state.pids).join(" "));
   };
-  if (!detached) state.reaperPid = startReaper(process.pid, pidFile, dir);
+  const network = await claimPodNetwork(dir);
+  state.podNetwork = network;
+  if (!detached) state.reaperPid = startReaper(process.pid, pidFile, dir, podNetworkLockFile(network));
 
   try {
     await writePki(dir, state.adminToken);
@@ -288,21 +318,41 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
         "--manage-all-nodes=true",
         "--config", join(dir, "kwok.yaml"),
         "--server-address", `127.0.0.1:${state.ports.kwok}`,
-        "--cidr", "10.244.0.0/16",
+        "--cidr", network.cidr,
         "--node-ip", "10.0.0.1",
         "--node-lease-duration-seconds", "40",
       ],
       logFile: state.logs.kwok,
     });
     await track(kwok, "kwok");
+    let standin: RunningComponent | undefined;
+    if (opts.standins) {
+      state.logs[STANDIN] = join(dir, "logs", `${STANDIN}.log`);
+      standin = startComponent({
+        name: STANDIN,
+        command: process.execPath,
+        args: [
+          "--import", import.meta.resolve("tsx"),
+          fileURLToPath(new URL("./standin/main.ts", import.meta.url)),
+          "--kubeconfig", state.kubeconfigPath,
+          "--dir", dir,
+          "--pod-network-slot", String(network.slot),
+          "--krane-bin", fileURLToPath(new URL("../../bin/krane.js", import.meta.url)),
+        ],
+        logFile: state.logs[STANDIN],
+      });
+      await track(standin, STANDIN);
+    }
 
     await installApis(ep, assets);
     if (opts.fence ?? true) await installFence(ep);
-    const nodes = renderNodes(opts.nodes ?? DEFAULT_NODE_PLAN);
+    const plan = opts.nodes ?? DEFAULT_NODE_PLAN;
+    const nodes = renderNodes(plan, nodePodCidrs(network, nodeCount(plan)));
     await Promise.all(nodes.map((n) => createIfMissing(ep, "/api/v1/nodes", n)));
     state.nodes = nodes.map((n) => n.metadata.name);
     await waitForNodesReady(ep, state.nodes, [kcm, sched, kwok]);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
+    if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
     await writeFile(join(dir, "state.json"), JSON.stringify(state, null, 2));
     return cluster;
   } catch (err) {

@@ -135,7 +135,7 @@ export async function stopPid(pid: number, graceMs = 5000): Promise<void> {
  * asked) as soon as `ownerPid` dies, even by SIGKILL. That keeps a crashed test run or a
  * killed `krane dev` from leaving a cluster behind.
  */
-export function startReaper(ownerPid: number, pidFile: string, removeDir?: string): number {
+export function startReaper(ownerPid: number, pidFile: string, removeDir?: string, removeFile?: string): number {
   const script = [
     `while kill -0 ${ownerPid} 2>/dev/null; do sleep 0.5; done`,
     `pids=$(cat '${pidFile}' 2>/dev/null)`,
@@ -143,6 +143,7 @@ export function startReaper(ownerPid: number, pidFile: string, removeDir?: strin
     `sleep 3`,
     `for p in $pids; do kill -KILL -$p 2>/dev/null; kill -KILL $p 2>/dev/null; done`,
     removeDir ? `rm -rf '${removeDir}'` : `true`,
+    removeFile ? `rm -f '${removeFile}'` : `true`,
   ].join("\n");
   const child = spawn("sh", ["-c", script], { detached: true, stdio: "ignore" });
   child.unref();

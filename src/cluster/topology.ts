@@ -21,7 +21,7 @@ export interface NodeObject {
   apiVersion: "v1";
   kind: "Node";
   metadata: { name: string; labels: Record<string, string>; annotations: Record<string, string> };
-  spec: { taints?: { key: string; value: string; effect: "NoSchedule" }[] };
+  spec: { taints?: { key: string; value: string; effect: "NoSchedule" }[]; podCIDR?: string; podCIDRs?: string[] };
   status: {
     capacity: Record<string, string>;
     allocatable: Record<string, string>;
@@ -29,8 +29,16 @@ export interface NodeObject {
   };
 }
 
-/** The nodes of a cluster: every pool in every zone; pools other than general are tainted. */
-export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN): NodeObject[] {
+/** Nodes in a plan. */
+export function nodeCount(plan: NodePlan = DEFAULT_NODE_PLAN): number {
+  return (plan.untrusted + plan.sentinel + plan.general) * ZONES.length;
+}
+
+/**
+ * The nodes of a cluster: every pool in every zone; pools other than general are tainted. With
+ * `podCidrs` (one per node, in order) each node gets its own pod range, which KWOK allocates from.
+ */
+export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN, podCidrs?: readonly string[]): NodeObject[] {
   const nodes: NodeObject[] = [];
   const pools: NodePool[] = ["untrusted", "sentinel", "general"];
   for (const pool of pools) {
@@ -56,7 +64,10 @@ export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN): NodeObject[] {
             // KWOK manages these nodes (it runs with --manage-all-nodes; the annotation says so to a reader).
             annotations: { "kwok.x-k8s.io/node": "fake" },
           },
-          spec: pool === "general" ? {} : { taints: [{ key: NODE_CLASS_LABEL, value: pool, effect: "NoSchedule" }] },
+          spec: {
+            ...(pool === "general" ? {} : { taints: [{ key: NODE_CLASS_LABEL, value: pool, effect: "NoSchedule" as const }] }),
+            ...(podCidrs?.[nodes.length] ? { podCIDR: podCidrs[nodes.length], podCIDRs: [podCidrs[nodes.length] as string] } : {}),
+          },
           status: {
             capacity: resources,
             allocatable: resources,

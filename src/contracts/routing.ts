@@ -10,6 +10,16 @@
 //
 // The sentinel selects both by LABEL_ENVIRONMENT_ID and LABEL_REGION and never reads anything
 // else. This file is the whole contract: names, labels and the policy document's shape.
+//
+// What the sentinel reads from a slice (everything else is ignored):
+//  - LABEL_DEPLOYMENT_ID: the revision. A revision may have several slices (an EndpointSlice
+//    holds at most 1,000 endpoints); the sentinel merges them.
+//  - addressType IPv4 or IPv6; the port named ROUTING_PORT_NAME (else the only port). A slice
+//    without endpoints may have no port.
+//  - each endpoint's first address; `conditions.ready: false` is not routed (unset = ready, as
+//    in Kubernetes). Terminating pods are left out of the slice, not marked.
+// The API server refuses loopback addresses in EndpointSlices, which is why the local cluster
+// gives pods addresses outside 127.0.0.0/8 (src/cluster/pod-network.ts).
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "./labels.js";
 
 /** LABEL_COMPONENT of routing-table objects (EndpointSlices and policy ConfigMaps). */
@@ -63,6 +73,11 @@ export interface RoutingPolicy {
   readonly revisions: readonly RevisionWeight[];
 }
 
+/** The policy a sentinel routes by until its policy ConfigMap has been read. */
+export function defaultRoutingPolicy(environmentId: string): RoutingPolicy {
+  return { version: 0, environmentId, mode: "instances", revisions: [] };
+}
+
 /** Parses and checks a policy document; throws an Error naming the bad field. */
 export function parseRoutingPolicy(text: string): RoutingPolicy {
   let v: unknown;
@@ -110,3 +125,46 @@ export const SENTINEL_METRICS = {
   ejections: "krane_sentinel_ejections_total",
   routingVersion: "krane_sentinel_routing_version",
 } as const;
+
+/** One revision as a sentinel routes it (part of SentinelStatus). */
+export interface SentinelRevisionStatus {
+  readonly deploymentId: string;
+  /** The policy's weight (weighted mode), or null when the policy does not name the revision. */
+  readonly weight: number | null;
+  /** Percent of new requests this revision gets now (0–100, after renormalisation). */
+  readonly share: number;
+  /** Endpoints in the slices, and those routable now (ready and not ejected). */
+  readonly endpoints: number;
+  readonly routable: number;
+  readonly ejected: number;
+}
+
+/** GET SENTINEL_STATUS_PATH on the ops port. */
+export interface SentinelStatus {
+  readonly environmentId: string;
+  readonly region: string;
+  /** Ready: both caches synced and a valid policy read; false while draining. */
+  readonly ready: boolean;
+  readonly draining: boolean;
+  /** The policy version served (0 before any policy was read). */
+  readonly routingVersion: number;
+  readonly mode: RoutingMode;
+  readonly revisions: readonly SentinelRevisionStatus[];
+  /** Why the last policy ConfigMap was refused, if it was. */
+  readonly policyError: string | null;
+  /** False while the watches of the API server fail (the last table keeps being served). */
+  readonly kubeConnected: boolean;
+  /** ISO time of the last change of the table. */
+  readonly tableUpdatedAt: string | null;
+  readonly inFlight: number;
+}
+
+/** The slice port the sentinel dials. */
+export const ROUTING_PORT_NAME = "http";
+/** Keeps kube-proxy away from the slices (they belong to no Service; traffic §11.6). */
+export const ENDPOINTSLICE_HEADLESS_LABEL = "service.kubernetes.io/headless";
+/** Also answered on the proxy port itself (never proxied), for probes on SENTINEL_PORT. */
+export const SENTINEL_LIVE_PATH = "/_krane/live";
+export const SENTINEL_READY_PATH = "/_krane/ready";
+/** The ops port's JSON status document (SentinelStatus), which the agent reads. */
+export const SENTINEL_STATUS_PATH = "/status";

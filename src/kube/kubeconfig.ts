@@ -213,3 +213,11 @@ function b64(o: Record<string, unknown>, k: string): Buffer | undefined {
   const v = str(o, k);
   return v === undefined ? undefined : Buffer.from(v, "base64");
 }
+
+/** A kubeconfig path, "in-cluster", an already loaded config, or (undefined) the usual lookup. */
+export function loadKubeConfig(source: string | KubeConfigSource | undefined): KubeConfigSource {
+  if (typeof source === "object") return source;
+  if (source === "in-cluster") return KubeAccess.inCluster();
+  if (source) return KubeAccess.fromFile(source);
+  return KubeAccess.fromDefault();
+}

@@ -1,0 +1,361 @@
+// Sentinel figures (`npm run bench -- sentinel`), all in one run on this machine:
+//  - throughput and latency with wrk (64 connections, 10 s): the upstream reached directly, through
+//    one `krane sentinel` process, and through nginx as a reverse proxy with one worker;
+//  - added latency at 1,000 requests/s (wrk pacing 10 connections to one request each per 10 ms,
+//    through its Lua delay() hook): p50/p99 of each path, microsecond resolution;
+//  - EndpointSlice change → first request routed to the new instance, and → last request routed
+//    to the removed one, p50/p99/max over repeated changes;
+//  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
+// The sentinel runs as its own process with the krane-sentinel ServiceAccount, reading its table
+// from a local cluster. The upstream is nginx serving a fixed answer (fast enough that the
+// proxies are what is measured) or, without nginx, a Node process. Nothing is installed here:
+// missing tools (Debian's `wrk`, `nginx`) are named and their figures skipped.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Pool } from "undici";
+import { startCluster, type LocalCluster } from "../src/cluster/index.js";
+import { localAddress } from "../src/cluster/pod-network.js";
+import { KubeClient } from "../src/kube/client.js";
+import { resources } from "../src/kube/resources.js";
+import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
+import { LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../src/contracts/labels.js";
+import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
+import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
+
+const ENV = "env_bench";
+const REGION = "bench";
+const DURATION_S = Number(process.env.KRANE_BENCH_SENTINEL_SECONDS ?? 10);
+const CHANGES = Number(process.env.KRANE_BENCH_SENTINEL_CHANGES ?? 30);
+const HOST = "bench.example.com";
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+function have(cmd: string): boolean {
+  return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function pct(values: number[], p: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000, stepMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(stepMs);
+  }
+}
+
+function labels(deploymentId?: string): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_COMPONENT]: ROUTING_COMPONENT,
+    [LABEL_ENVIRONMENT_ID]: ENV,
+    [LABEL_REGION]: REGION,
+    ...(deploymentId ? { [LABEL_DEPLOYMENT_ID]: deploymentId } : {}),
+  };
+}
+
+async function writeSlice(kube: KubeClient, deploymentId: string, ips: string[], port: number): Promise<void> {
+  await kube.apply(resources.endpointSlices, {
+    metadata: { name: `bench-${deploymentId}`, namespace: SENTINEL_NAMESPACE, labels: labels(deploymentId) },
+    addressType: "IPv4",
+    ports: [{ name: "http", port, protocol: "TCP" }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+  });
+}
+
+function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+interface WrkResult {
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+function toMs(v: string): number {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(v.trim());
+  if (!m) return NaN;
+  const n = Number(m[1]);
+  return m[2] === "us" ? n / 1000 : m[2] === "s" ? n * 1000 : n;
+}
+
+/** Each wrk connection waits this long before its next request (10 connections → ~1,000/s). */
+const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
+
+function wrk(url: string, seconds: number, paced = false, dir = tmpdir()): WrkResult {
+  const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
+  if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
+  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], { encoding: "utf8" });
+  const text = `${out.stdout}${out.stderr}`;
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]);
+  const p50 = toMs(/\n\s+50%\s+(\S+)/.exec(text)?.[1] ?? "");
+  const p99 = toMs(/\n\s+99%\s+(\S+)/.exec(text)?.[1] ?? "");
+  const errors = /Non-2xx or 3xx responses: (\d+)/.exec(text)?.[1];
+  if (errors) throw new Error(`wrk saw ${errors} non-2xx answers from ${url}`);
+  return { rps, p50, p99 };
+}
+
+function nginxConfig(dir: string, listen: string, upstream: string | undefined): string {
+  const user = process.getuid?.() === 0 ? "user root;" : "";
+  const location = upstream
+    ? `location / {
+        proxy_pass http://app;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $host;
+        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_set_header X-Forwarded-Host $host;
+        proxy_set_header X-Request-Id $request_id;
+        proxy_buffering off;
+      }`
+    : `location / { return 200 "ok\\n"; }`;
+  return `${user}
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fcgi;
+  uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;
+  keepalive_requests 10000000;
+  ${upstream ? `upstream app { server ${upstream}; keepalive 256; keepalive_requests 10000000; }` : ""}
+  server {
+    listen ${listen};
+    ${location}
+  }
+}
+`;
+}
+
+async function startNginx(name: string, listen: string, upstream: string | undefined): Promise<ChildProcess> {
+  const dir = mkdtempSync(join(tmpdir(), `krane-bench-nginx-${name}-`));
+  writeFileSync(join(dir, "nginx.conf"), nginxConfig(dir, listen, upstream));
+  const child = spawn("nginx", ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")], { stdio: "ignore" });
+  const [host, port] = [listen.slice(0, listen.lastIndexOf(":")), Number(listen.slice(listen.lastIndexOf(":") + 1))];
+  await until(`nginx (${name}) to listen`, async () => (await fetch(`http://${host}:${port}/`).catch(() => undefined))?.ok === true, 10_000);
+  child.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return child;
+}
+
+async function startUpstream(addresses: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), ...addresses], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve());
+    child.once("exit", (code) => reject(new Error(`upstream exited (${code})`)));
+  });
+  return child;
+}
+
+async function startSentinel(cluster: LocalCluster, dir: string, port: number, opsPort: number): Promise<ChildProcess> {
+  const kc = await sentinelKubeConfigFrom(cluster.kubeConfig());
+  const kubeconfig = join(dir, "sentinel.kubeconfig");
+  writeFileSync(kubeconfig, kc.exportConfig(), { mode: 0o600 });
+  const net = cluster.podNetwork;
+  if (!net) throw new Error("the cluster has no pod network");
+  const child = spawn(
+    process.execPath,
+    [join(root, "bin/krane.js"), "sentinel", "--environment-id", ENV, "--region", REGION, "--listen", "127.0.0.1", "--port", String(port), "--ops-port", String(opsPort), "--kubeconfig", kubeconfig, "--pod-address-map", `${net.cidr}=${net.localCidr}`],
+    { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
+  );
+  return child;
+}
+
+async function status(opsPort: number): Promise<SentinelStatus> {
+  return (await (await fetch(`http://127.0.0.1:${opsPort}/status`)).json()) as SentinelStatus;
+}
+
+export async function benchSentinel(): Promise<void> {
+  const missing = ["wrk", "nginx"].filter((c) => !have(c));
+  if (missing.length > 0) {
+    console.log(`sentinel: missing ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); their figures are skipped`);
+  }
+  const withNginx = !missing.includes("nginx");
+  const withWrk = !missing.includes("wrk");
+  const cluster = await startCluster({ name: "bench-sentinel" });
+  const dir = mkdtempSync(join(tmpdir(), "krane-bench-sentinel-"));
+  const children: ChildProcess[] = [];
+  const kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
+  try {
+    const net = cluster.podNetwork;
+    if (!net) throw new Error("the cluster has no pod network");
+    const pod = (i: number): string => `10.${net.slot}.${8 + Math.floor(i / 250)}.${(i % 250) + 1}`;
+    await applySentinelRbac(cluster.kubeConfig());
+    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort] = (await Promise.all(Array.from({ length: 6 }, freePort))) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    const app = `10.${net.slot}.0.10`;
+    const appLocal = `${localAddress(net, app)}:${appPort}`;
+    // The upstream all three paths share.
+    if (withNginx) children.push(await startNginx("upstream", appLocal, undefined));
+    else children.push(await startUpstream([appLocal]));
+    const a = `10.${net.slot}.0.20`;
+    const b = `10.${net.slot}.0.21`;
+    const many = Array.from({ length: 1000 }, (_, i) => pod(i));
+    children.push(await startUpstream([a, b, ...many].map((ip) => `${localAddress(net, ip)}:${ip === a || ip === b ? changePort : manyPort}`)));
+
+    await kube.apply(resources.configMaps, {
+      metadata: { name: "bench-policy", namespace: SENTINEL_NAMESPACE, labels: labels() },
+      data: { [POLICY_KEY]: formatRoutingPolicy({ version: 1, environmentId: ENV, mode: "instances", revisions: [] }) },
+    });
+    await writeSlice(kube, "app", [app], appPort);
+    const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort);
+    children.push(sentinel);
+    await until("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
+    if (withNginx) children.push(await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal));
+
+    const targets: [string, string][] = [
+      ["direct", `http://${appLocal}/`],
+      ["sentinel", `http://127.0.0.1:${sentinelPort}/`],
+      ...(withNginx ? ([["nginx", `http://127.0.0.1:${nginxPort}/`]] as [string, string][]) : []),
+    ];
+    console.log(`sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; 1 sentinel process, ${withNginx ? "nginx with 1 worker" : "no nginx"}; ${DURATION_S} s per run`);
+    const tput = new Map<string, WrkResult>();
+    if (withWrk) {
+      for (const [name, url] of targets) {
+        wrk(url, 2); // warm-up: connections, JIT
+        const r = wrk(url, DURATION_S);
+        tput.set(name, r);
+        console.log(`sentinel: wrk 64 conns  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms`);
+      }
+      const s = tput.get("sentinel");
+      const n = tput.get("nginx");
+      if (s && n) console.log(`sentinel: throughput sentinel / nginx = ${(s.rps / n.rps).toFixed(2)} (target ≥ 0.5)`);
+    }
+    const fixed = new Map<string, WrkResult>();
+    if (withWrk) {
+      for (const [name, url] of targets) {
+        wrk(url, 2, true, dir);
+        const r = wrk(url, DURATION_S, true, dir);
+        fixed.set(name, r);
+        console.log(`sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`);
+      }
+      const d = fixed.get("direct");
+      for (const name of ["sentinel", "nginx"]) {
+        const r = fixed.get(name);
+        if (d && r) console.log(`sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`);
+      }
+    }
+
+    // EndpointSlice change → routing.
+    await writeSlice(kube, "app", [], appPort);
+    await writeSlice(kube, "change", [a], changePort);
+    await until("the change revision alone", async () => {
+      const st = await status(opsPort);
+      return st.revisions.reduce((n, r) => n + r.endpoints, 0) === 1;
+    });
+    const pool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 8 });
+    const bLocal = localAddress(net, b);
+    const adds: number[] = [];
+    const addsAfterCommit: number[] = [];
+    const removals: number[] = [];
+    const removalsAfterCommit: number[] = [];
+    let probing = true;
+    let lastB = -Infinity;
+    let firstB = Infinity;
+    let t0 = 0;
+    const probers = Array.from({ length: 4 }, async () => {
+      while (probing) {
+        const start = performance.now();
+        const res = await pool.request({ method: "GET", path: "/", headers: { host: HOST } });
+        const text = await res.body.text();
+        if (text.includes(bLocal)) {
+          lastB = Math.max(lastB, start);
+          if (start >= t0) firstB = Math.min(firstB, performance.now());
+        }
+      }
+    });
+    for (let i = 0; i < CHANGES; i++) {
+      firstB = Infinity;
+      t0 = performance.now();
+      await writeSlice(kube, "change", [a, b], changePort);
+      const committed = performance.now();
+      await until("b to get traffic", async () => firstB !== Infinity, 10_000, 1);
+      adds.push(firstB - t0);
+      addsAfterCommit.push(Math.max(0, firstB - committed));
+      await sleep(100);
+      lastB = -Infinity;
+      t0 = performance.now();
+      await writeSlice(kube, "change", [a], changePort);
+      const removedAt = performance.now();
+      await sleep(600);
+      removals.push(Math.max(0, lastB - t0));
+      removalsAfterCommit.push(Math.max(0, lastB - removedAt));
+    }
+    probing = false;
+    await Promise.all(probers);
+    await pool.close();
+    const fmt = (v: number[]): string => `p50 ${pct(v, 50).toFixed(0)} ms, p99 ${pct(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
+    console.log(`sentinel: slice apply sent → first request to the added instance    ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`);
+    console.log(`sentinel: slice apply sent → last request to the removed instance   ${fmt(removals)}`);
+    console.log(`sentinel: apply answered → first request to the added instance      ${fmt(addsAfterCommit)}`);
+    console.log(`sentinel: apply answered → last request to the removed instance     ${fmt(removalsAfterCommit)}`);
+
+    // 1,000 instances.
+    const pid = sentinel.pid ?? 0;
+    const before = rssBytes(pid);
+    const tTable = performance.now();
+    await writeSlice(kube, "many", many, manyPort);
+    await until("1,000 endpoints in the table", async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000), 30_000, 5);
+    const tableMs = performance.now() - tTable;
+    const spreadPool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 64 });
+    const seen = new Set<string>();
+    let errors = 0;
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, w) => {
+        for (let i = w; i < 30_000; i += 64) {
+          const res = await spreadPool.request({ method: "GET", path: "/", headers: { host: HOST } });
+          const text = await res.body.text();
+          if (res.statusCode !== 200) errors++;
+          else seen.add(text);
+        }
+      }),
+    );
+    await spreadPool.close();
+    await sleep(1000);
+    const after = rssBytes(pid);
+    const st = await status(opsPort);
+    console.log(
+      `sentinel: 1,000 instances: table in force ${tableMs.toFixed(0)} ms after the apply; RSS ${(before / 2 ** 20).toFixed(0)} MiB → ${(after / 2 ** 20).toFixed(0)} MiB ` +
+        `after 30,000 requests reached ${seen.size} of ${st.revisions.reduce((n, r) => n + r.endpoints, 0)} instances (errors ${errors})`,
+    );
+  } finally {
+    for (const c of children.reverse()) c.kill("SIGTERM");
+    await sleep(500);
+    kube.close();
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await benchSentinel();

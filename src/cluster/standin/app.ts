@@ -1,0 +1,254 @@
+// The stand-in for a user pod (test and dev harness): a small HTTP server on the pod's port at
+// the pod's local address, answering with who answered (pod, revision, image) and misbehaving
+// on request so tests can exercise the data plane:
+//  - per pod, through annotations (live: the stand-in watches pods):
+//      standin.krane.dev/mode: serve | refuse (nothing listens: connection refused)
+//                              | reset (connections are reset at once) | hang (never answers)
+//      standin.krane.dev/status, standin.krane.dev/latency-ms: every answer's status and delay
+//      standin.krane.dev/termination-delay-ms: how long the "process" keeps serving after the
+//                              pod is deleted (a graceful shutdown), default 0
+//  - per request, through the query: ?status=503&latency=200&bytes=N&chunks=K&interval=ms;
+//    /echo streams the request body back; an Upgrade becomes a WebSocket that echoes.
+// One listener per local address and port; if a new pod gets the IP of a pod still in its
+// termination delay, the newest pod answers.
+import * as http from "node:http";
+import type { Socket } from "node:net";
+import { WebSocketServer } from "ws";
+import type { Logger } from "../../agent/runtime/log.js";
+
+export const STANDIN_ANNOTATION = {
+  mode: "standin.krane.dev/mode",
+  status: "standin.krane.dev/status",
+  latencyMs: "standin.krane.dev/latency-ms",
+  terminationDelayMs: "standin.krane.dev/termination-delay-ms",
+} as const;
+
+export type StandinMode = "serve" | "refuse" | "reset" | "hang";
+
+export interface AppPod {
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly revision: string;
+  readonly image: string;
+  readonly node: string;
+  readonly podIp: string;
+  readonly port: number;
+  /** Where this machine serves it. */
+  readonly localIp: string;
+  /** Newer pods win a shared address. */
+  readonly createdAt: number;
+  readonly mode: StandinMode;
+  readonly status: number;
+  readonly latencyMs: number;
+}
+
+/** What a user pod stand-in answers (JSON). */
+export interface StandinAnswer {
+  readonly pod: string;
+  readonly namespace: string;
+  readonly revision: string;
+  readonly image: string;
+  readonly node: string;
+  readonly podIp: string;
+  readonly port: number;
+  readonly method: string;
+  readonly path: string;
+  readonly host: string | null;
+  readonly requestId: string | null;
+  readonly forwardedFor: string | null;
+  readonly forwardedProto: string | null;
+  readonly forwardedHost: string | null;
+  readonly bodyBytes: number;
+}
+
+interface Listener {
+  readonly key: string;
+  readonly server: http.Server;
+  readonly wss: WebSocketServer;
+  readonly sockets: Set<Socket>;
+  owner: AppPod;
+  listening: Promise<void>;
+}
+
+function header(req: http.IncomingMessage, name: string): string | null {
+  const v = req.headers[name];
+  return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
+}
+
+function intParam(v: string | null, min: number, max: number): number | undefined {
+  if (v === null) return undefined;
+  const n = Number(v);
+  return Number.isInteger(n) && n >= min && n <= max ? n : undefined;
+}
+
+export class AppListeners {
+  readonly #log: Logger;
+  readonly #listeners = new Map<string, Listener>();
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  get size(): number {
+    return this.#listeners.size;
+  }
+
+  /** Makes the listeners match `pods` (the pods that serve now). */
+  async set(pods: readonly AppPod[]): Promise<void> {
+    const owners = new Map<string, AppPod>();
+    for (const p of pods) {
+      if (p.mode === "refuse") continue;
+      const key = `${p.localIp}:${p.port}`;
+      const cur = owners.get(key);
+      if (!cur || p.createdAt > cur.createdAt || (p.createdAt === cur.createdAt && p.uid > cur.uid)) owners.set(key, p);
+    }
+    const work: Promise<void>[] = [];
+    for (const [key, l] of this.#listeners) {
+      if (!owners.has(key)) work.push(this.#close(l));
+    }
+    for (const [key, pod] of owners) {
+      const l = this.#listeners.get(key);
+      if (l) {
+        l.owner = pod;
+        if (pod.mode === "reset") for (const s of l.sockets) s.resetAndDestroy();
+      } else {
+        work.push(this.#open(key, pod));
+      }
+    }
+    await Promise.all(work);
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.#listeners.values()].map((l) => this.#close(l)));
+  }
+
+  async #open(key: string, pod: AppPod): Promise<void> {
+    const sockets = new Set<Socket>();
+    const wss = new WebSocketServer({ noServer: true });
+    const server = http.createServer({ keepAliveTimeout: 5_000 });
+    const l: Listener = { key, server, wss, sockets, owner: pod, listening: Promise.resolve() };
+    server.on("connection", (s: Socket) => {
+      if (l.owner.mode === "reset") {
+        s.resetAndDestroy();
+        return;
+      }
+      sockets.add(s);
+      s.once("close", () => sockets.delete(s));
+    });
+    server.on("request", (req, res) => this.#answer(l, req, res));
+    server.on("upgrade", (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
+      const owner = l.owner;
+      if (owner.mode !== "serve") return;
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        ws.send(JSON.stringify(this.#identity(owner, req, 0)));
+        ws.on("message", (data, isBinary) => ws.send(data, { binary: isBinary }));
+      });
+    });
+    this.#listeners.set(key, l);
+    l.listening = new Promise<void>((resolve) => {
+      const attempt = (tries: number): void => {
+        server.once("error", (err: NodeJS.ErrnoException) => {
+          if (this.#listeners.get(key) !== l) return resolve();
+          if (err.code === "EADDRINUSE" && tries < 100) {
+            setTimeout(() => attempt(tries + 1), 100);
+            return;
+          }
+          this.#log.error({ address: key, pod: pod.name, err: err.message }, "stand-in could not listen");
+          this.#listeners.delete(key);
+          resolve();
+        });
+        server.listen(pod.port, pod.localIp, () => resolve());
+      };
+      attempt(0);
+    });
+    await l.listening;
+  }
+
+  async #close(l: Listener): Promise<void> {
+    if (this.#listeners.get(l.key) === l) this.#listeners.delete(l.key);
+    await l.listening;
+    // The pod's process is gone: its connections go with it.
+    const closed = new Promise<void>((resolve) => l.server.close(() => resolve()));
+    l.server.closeAllConnections();
+    for (const s of l.sockets) s.destroy();
+    for (const c of l.wss.clients) c.terminate();
+    l.wss.close();
+    if (!l.server.listening) return;
+    await closed;
+  }
+
+  #identity(pod: AppPod, req: http.IncomingMessage, bodyBytes: number): StandinAnswer {
+    return {
+      pod: pod.name,
+      namespace: pod.namespace,
+      revision: pod.revision,
+      image: pod.image,
+      node: pod.node,
+      podIp: pod.podIp,
+      port: pod.port,
+      method: req.method ?? "",
+      path: req.url ?? "",
+      host: header(req, "host"),
+      requestId: header(req, "x-request-id"),
+      forwardedFor: header(req, "x-forwarded-for"),
+      forwardedProto: header(req, "x-forwarded-proto"),
+      forwardedHost: header(req, "x-forwarded-host"),
+      bodyBytes,
+    };
+  }
+
+  #answer(l: Listener, req: http.IncomingMessage, res: http.ServerResponse): void {
+    const pod = l.owner;
+    if (pod.mode === "hang") return;
+    const url = new URL(req.url ?? "/", "http://standin");
+    const q = url.searchParams;
+    if (url.pathname === "/echo") {
+      res.writeHead(200, { "content-type": "application/octet-stream", "x-standin-pod": pod.name });
+      req.pipe(res);
+      return;
+    }
+    const status = intParam(q.get("status"), 200, 599) ?? pod.status;
+    const latency = intParam(q.get("latency"), 0, 600_000) ?? pod.latencyMs;
+    let bodyBytes = 0;
+    req.on("data", (c: Buffer) => (bodyBytes += c.length));
+    req.on("end", () => {
+      const respond = (): void => {
+        if (res.destroyed) return;
+        const bytes = intParam(q.get("bytes"), 0, 1 << 30);
+        if (bytes !== undefined) {
+          this.#stream(res, status, pod, bytes, intParam(q.get("chunks"), 1, 100_000) ?? 1, intParam(q.get("interval"), 0, 60_000) ?? 0);
+          return;
+        }
+        const body = JSON.stringify(this.#identity(pod, req, bodyBytes));
+        res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-standin-pod": pod.name });
+        res.end(body);
+      };
+      if (latency > 0) setTimeout(respond, latency);
+      else respond();
+    });
+  }
+
+  /** `bytes` in `chunks` pieces, `interval` ms apart, without a content-length (chunked). */
+  #stream(res: http.ServerResponse, status: number, pod: AppPod, bytes: number, chunks: number, interval: number): void {
+    res.writeHead(status, { "content-type": "application/octet-stream", "x-standin-pod": pod.name });
+    const per = Math.floor(bytes / chunks);
+    let sent = 0;
+    let i = 0;
+    const next = (): void => {
+      if (res.destroyed) return;
+      if (i >= chunks) {
+        res.end();
+        return;
+      }
+      const n = i === chunks - 1 ? bytes - sent : per;
+      sent += n;
+      i++;
+      const ok = res.write(Buffer.alloc(n, 120));
+      const go = (): void => void (interval > 0 ? setTimeout(next, interval) : setImmediate(next));
+      if (ok) go();
+      else res.once("drain", go);
+    };
+    next();
+  }
+}

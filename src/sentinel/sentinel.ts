@@ -1,0 +1,256 @@
+// `krane sentinel`, assembled: the routing source (watches) feeds the balancer; the proxy server
+// serves clients on the proxy port; the ops server answers /healthz, /readyz, /metrics and
+// /status. Ready means: both caches listed, a valid policy read, not draining. Requests are
+// routed as soon as the caches have listed (by the default policy until one is read).
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+import { SENTINEL_STATUS_PATH, type SentinelStatus } from "../contracts/routing.js";
+import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
+import { KubeClient } from "../kube/client.js";
+import type { ListWatchClient } from "../kube/informer.js";
+import type { Logger } from "../agent/runtime/log.js";
+import { Balancer, type HealthPolicy } from "./balancer.js";
+import type { SentinelSettings } from "./config.js";
+import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
+import { Proxy } from "./proxy.js";
+import { RoutingSource, type RoutingUpdate } from "./routing-source.js";
+import { ProxyServer } from "./server.js";
+import { endpointCount, type RoutingTable } from "./table.js";
+import { Upstreams } from "./upstreams.js";
+import { UpgradeRelay } from "./websocket.js";
+
+export interface SentinelOptions {
+  readonly settings: SentinelSettings;
+  readonly log: Logger;
+  /** Lists and watches in namespace `sentinel` (default: from kubeConfig or settings.kubeconfig). */
+  readonly listWatch?: ListWatchClient;
+  readonly kubeConfig?: KubeConfigSource;
+  readonly registry?: Registry;
+  readonly health?: HealthPolicy;
+  /** Watch timeout (tests shorten it). */
+  readonly watchTimeoutSeconds?: number;
+}
+
+
+export class Sentinel {
+  readonly settings: SentinelSettings;
+  readonly metrics: SentinelMetrics;
+  readonly balancer: Balancer;
+  readonly #log: Logger;
+  readonly #upstreams: Upstreams;
+  readonly #proxy: Proxy;
+  readonly #upgrades: UpgradeRelay;
+  readonly #server: ProxyServer;
+  readonly #source: RoutingSource;
+  readonly #kube: KubeClient | undefined;
+  #ops: http.Server | undefined;
+  #table: RoutingTable | undefined;
+  #policyKnown = false;
+  #policyError: string | undefined;
+  #problems = "";
+  #tableUpdatedAt: Date | undefined;
+  #draining = false;
+  #drained: Promise<void> | undefined;
+  #address: AddressInfo | undefined;
+  #opsAddress: AddressInfo | undefined;
+
+  constructor(o: SentinelOptions) {
+    const s = o.settings;
+    this.settings = s;
+    this.#log = o.log;
+    this.balancer = new Balancer({ health: o.health });
+    this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
+    this.#upstreams = new Upstreams({ connectTimeoutMs: s.connectTimeoutMs });
+    const hasTable = (): boolean => this.#table !== undefined;
+    this.#proxy = new Proxy({
+      balancer: this.balancer,
+      upstreams: this.#upstreams,
+      metrics: this.metrics,
+      log: o.log,
+      upstreamTimeoutMs: s.upstreamTimeoutMs,
+      bodyIdleTimeoutMs: s.bodyIdleTimeoutMs,
+      hasTable,
+      isReady: () => this.ready,
+    });
+    this.metrics.inFlightNow = () => this.#proxy.inFlight;
+    this.#upgrades = new UpgradeRelay({ balancer: this.balancer, metrics: this.metrics, log: o.log, upstreamTimeoutMs: s.upstreamTimeoutMs, hasTable });
+    this.#server = new ProxyServer({
+      proxy: this.#proxy,
+      upgrades: this.#upgrades,
+      metrics: this.metrics,
+      log: o.log,
+      headerTimeoutMs: s.headerTimeoutMs,
+      keepAliveTimeoutMs: s.keepAliveTimeoutMs,
+      idleTimeoutMs: s.idleTimeoutMs,
+      maxHeaderBytes: s.maxHeaderBytes,
+    });
+    let client = o.listWatch;
+    if (!client) {
+      this.#kube = new KubeClient(o.kubeConfig ?? loadKubeConfig(s.kubeconfig), { qps: 5, burst: 10, requestTimeoutMs: 15_000 });
+      client = this.#kube;
+    }
+    this.#source = new RoutingSource({
+      environmentId: s.environmentId,
+      region: s.region,
+      client,
+      log: o.log,
+      addressMap: s.podAddressMap,
+      watchTimeoutSeconds: o.watchTimeoutSeconds,
+      onUpdate: (u) => this.#install(u),
+      onConnectivity: (connected) => {
+        this.metrics.kubeConnected.set(connected ? 1 : 0);
+        if (connected) this.#log.info({}, "routing-table watches connected");
+        else this.#log.warn({}, "routing-table watches failing; serving the last table");
+      },
+    });
+  }
+
+  /** Routing, and not draining: what /readyz reports. */
+  get ready(): boolean {
+    return this.#table !== undefined && this.#policyKnown && !this.#draining;
+  }
+
+  get address(): AddressInfo | undefined {
+    return this.#address;
+  }
+
+  get opsAddress(): AddressInfo | undefined {
+    return this.#opsAddress;
+  }
+
+  async start(): Promise<void> {
+    const s = this.settings;
+    this.#address = await this.#server.listen(s.port, s.listen);
+    if (s.opsPort >= 0) {
+      this.#ops = http.createServer((req, res) => void this.#serveOps(req, res));
+      this.#opsAddress = await new Promise<AddressInfo>((resolve, reject) => {
+        const ops = this.#ops as http.Server;
+        ops.once("error", reject);
+        ops.listen(s.opsPort, s.listen, () => resolve(ops.address() as AddressInfo));
+      });
+    }
+    this.#source.start();
+    this.#log.info(
+      { environmentId: s.environmentId, region: s.region, port: this.#address.port, opsPort: this.#opsAddress?.port },
+      "sentinel listening",
+    );
+  }
+
+  /** SIGTERM: not ready, stop accepting, finish in-flight requests (up to the drain timeout), stop. */
+  drain(): Promise<void> {
+    this.#drained ??= (async () => {
+      this.#draining = true;
+      this.#log.info({ inFlight: this.#proxy.inFlight, timeoutMs: this.settings.drainTimeoutMs }, "draining");
+      await this.#server.drain(Date.now() + this.settings.drainTimeoutMs);
+      await this.#shutdown(false);
+      this.#log.info({}, "drained");
+    })();
+    return this.#drained;
+  }
+
+  /** Stops at once (tests). */
+  async stop(): Promise<void> {
+    this.#draining = true;
+    this.#drained ??= (async () => {
+      await this.#server.close();
+      await this.#shutdown(true);
+    })();
+    await this.#drained;
+  }
+
+  async #shutdown(force: boolean): Promise<void> {
+    await this.#source.stop();
+    await this.#upstreams.closeAll(force);
+    this.#kube?.close();
+    const ops = this.#ops;
+    if (ops) {
+      ops.closeAllConnections();
+      await new Promise<void>((resolve) => ops.close(() => resolve()));
+    }
+  }
+
+  status(): SentinelStatus {
+    const shares = new Map(this.balancer.shares().map((x) => [x.deploymentId, x]));
+    return {
+      environmentId: this.settings.environmentId,
+      region: this.settings.region,
+      ready: this.ready,
+      draining: this.#draining,
+      routingVersion: this.#table?.version ?? 0,
+      mode: this.#table?.mode ?? "instances",
+      revisions: this.balancer.revisions.map((r) => {
+        const ejected = r.instances.filter((i) => this.balancer.isEjected(i)).length;
+        const sh = shares.get(r.deploymentId);
+        return {
+          deploymentId: r.deploymentId,
+          weight: r.weight,
+          share: Math.round((sh?.share ?? 0) * 10_000) / 100,
+          endpoints: r.instances.length,
+          routable: r.instances.length - ejected,
+          ejected,
+        };
+      }),
+      policyError: this.#policyError ?? null,
+      kubeConnected: this.#source.connected,
+      tableUpdatedAt: this.#tableUpdatedAt?.toISOString() ?? null,
+      inFlight: this.#proxy.inFlight,
+    };
+  }
+
+  #install(u: RoutingUpdate): void {
+    const before = this.#table;
+    this.#table = u.table;
+    this.#policyKnown = u.policyKnown;
+    if (u.policyError !== this.#policyError) {
+      if (u.policyError) {
+        this.metrics.policyErrors.inc();
+        this.#log.error({ error: u.policyError }, "routing policy refused; keeping the last good one");
+      }
+      this.#policyError = u.policyError;
+    }
+    const problems = u.problems.join("; ");
+    if (problems !== this.#problems) {
+      if (problems) this.#log.warn({ problems: u.problems.slice(0, 20) }, "routing table: entries skipped");
+      this.#problems = problems;
+    }
+    const { removed } = this.balancer.setTable(u.table);
+    this.#upstreams.release(removed.map((i) => i.endpoint));
+    this.#tableUpdatedAt = new Date();
+    this.metrics.stats.forgetExcept(new Set(u.table.revisions.map((r) => r.deploymentId)), Date.now());
+    this.metrics.tableUpdates.inc();
+    this.metrics.routingVersion.set(u.table.version);
+    if (!before || before.version !== u.table.version || endpointCount(before) !== endpointCount(u.table)) {
+      this.#log.info(
+        { version: u.table.version, mode: u.table.mode, revisions: u.table.revisions.map((r) => `${r.deploymentId}:${r.endpoints.length}`) },
+        "routing table updated",
+      );
+    }
+  }
+
+  #endpointCounts(): { revision: string; routable: number; ejected: number }[] {
+    return this.balancer.revisions.map((r) => {
+      const ejected = r.instances.filter((i) => this.balancer.isEjected(i)).length;
+      return { revision: r.deploymentId, routable: r.instances.length - ejected, ejected };
+    });
+  }
+
+  async #serveOps(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0];
+    const send = (status: number, type: string, body: string): void => {
+      res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body), "cache-control": "no-store" });
+      res.end(body);
+    };
+    try {
+      if (path === "/healthz") send(200, "text/plain", "ok\n");
+      else if (path === "/readyz") {
+        if (this.ready) send(200, "text/plain", "ready\n");
+        else send(503, "text/plain", this.#draining ? "draining\n" : this.#table === undefined ? "no routing table yet\n" : "no routing policy yet\n");
+      } else if (path === "/metrics") send(200, this.metrics.registry.contentType, await this.metrics.registry.metrics());
+      else if (path === SENTINEL_STATUS_PATH) send(200, "application/json", `${JSON.stringify(this.status())}\n`);
+      else send(404, "text/plain", "not found\n");
+    } catch (err) {
+      send(500, "text/plain", `${err instanceof Error ? err.message : String(err)}\n`);
+    }
+  }
+}

@@ -1,0 +1,172 @@
+// The proxy port: Node's HTTP/1.1 server listens; each new connection is first sniffed, and one
+// that opens with the HTTP/2 connection preface (h2c with prior knowledge, as gRPC clients do) is
+// handed to Node's HTTP/2 server instead. Guards against malformed and slow clients live here:
+//  - headers must arrive within headerTimeoutMs (slowloris), and fit in maxHeaderBytes (431);
+//  - a parse error gets a 400 (or 408/431) and the connection closed; nothing reaches an instance;
+//  - idle keep-alive and idle sockets are closed after their timeouts.
+// drain() is the SIGTERM path: stop accepting, tell keep-alive clients to go (Connection: close,
+// HTTP/2 GOAWAY), let in-flight requests finish until the deadline, then close what is left.
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "../agent/runtime/log.js";
+import type { SentinelMetrics } from "./metrics.js";
+import type { Proxy } from "./proxy.js";
+import type { UpgradeRelay } from "./websocket.js";
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+export interface ServerOptions {
+  readonly proxy: Proxy;
+  readonly upgrades: UpgradeRelay;
+  readonly metrics: SentinelMetrics;
+  readonly log: Logger;
+  readonly headerTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+}
+
+/** "h2" when the bytes so far are the HTTP/2 preface, "h1" when they cannot be, undefined when undecided. */
+export function sniffProtocol(buf: Buffer): "h1" | "h2" | undefined {
+  const n = Math.min(buf.length, PREFACE.length);
+  if (buf.subarray(0, n).equals(PREFACE.subarray(0, n))) return n === PREFACE.length ? "h2" : undefined;
+  return "h1";
+}
+
+const CLIENT_ERROR_STATUS: Record<string, [number, string]> = {
+  HPE_HEADER_OVERFLOW: [431, "Request Header Fields Too Large"],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "Request Timeout"],
+  HPE_HEADERS_TIMEOUT: [408, "Request Timeout"],
+};
+
+export class ProxyServer {
+  readonly #o: ServerOptions;
+  readonly #h1: http.Server;
+  readonly #h2: http2.Http2Server;
+  readonly #sockets = new Set<net.Socket>();
+  readonly #sessions = new Set<http2.ServerHttp2Session>();
+
+  constructor(o: ServerOptions) {
+    this.#o = o;
+    this.#h1 = http.createServer({
+      maxHeaderSize: o.maxHeaderBytes,
+      headersTimeout: o.headerTimeoutMs,
+      // Whole-request limit off: uploads and long responses may take long; idle sockets are
+      // closed by the idle timeout instead, and the upstream side has its own timeouts.
+      requestTimeout: 0,
+      keepAliveTimeout: o.keepAliveTimeoutMs,
+      // Check the header timeout often, not every 30 s (Node's default).
+      connectionsCheckingInterval: Math.min(1000, o.headerTimeoutMs),
+      noDelay: true,
+    });
+    this.#h1.timeout = o.idleTimeoutMs;
+    this.#h1.on("request", o.proxy.handle);
+    this.#h1.on("upgrade", o.upgrades.handle);
+    this.#h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => this.#clientError(err, socket));
+    this.#h2 = http2.createServer({
+      maxHeaderListPairs: 256,
+      settings: { maxHeaderListSize: o.maxHeaderBytes, maxConcurrentStreams: 256 },
+      maxSessionMemory: 32,
+    });
+    this.#h2.setTimeout(o.idleTimeoutMs);
+    this.#h2.on("request", o.proxy.handle);
+    this.#h2.on("session", (s: http2.ServerHttp2Session) => {
+      this.#sessions.add(s);
+      s.once("close", () => this.#sessions.delete(s));
+      s.on("error", () => s.destroy());
+    });
+    this.#h2.on("sessionError", () => o.metrics.clientErrors.inc({ reason: "h2-session" }));
+    // Node's own connection handler runs only after the sniffing decided HTTP/1.1.
+    const h1Connection = this.#h1.listeners("connection")[0] as (socket: net.Socket) => void;
+    this.#h1.removeAllListeners("connection");
+    this.#h1.on("connection", (socket: net.Socket) => this.#accept(socket, () => h1Connection.call(this.#h1, socket)));
+  }
+
+  listen(port: number, host: string | undefined): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.#h1.once("error", reject);
+      this.#h1.listen({ port, host, backlog: 2048 }, () => {
+        this.#h1.off("error", reject);
+        resolve(this.#h1.address() as AddressInfo);
+      });
+    });
+  }
+
+  get connections(): number {
+    return this.#sockets.size;
+  }
+
+  #accept(socket: net.Socket, asHttp1: () => void): void {
+    this.#sockets.add(socket);
+    socket.once("close", () => this.#sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    let buf: Buffer = Buffer.alloc(0);
+    // Slowloris before the first request line: the same limit as for headers.
+    const timer = setTimeout(() => {
+      this.#o.metrics.clientErrors.inc({ reason: "timeout-before-request" });
+      socket.destroy();
+    }, this.#o.headerTimeoutMs);
+    const onData = (chunk: Buffer): void => {
+      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+      const proto = sniffProtocol(buf);
+      if (proto === undefined) return;
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("close", onClose);
+      socket.pause();
+      socket.unshift(buf);
+      if (proto === "h2") {
+        // The session reads what is buffered on the next tick, then takes the socket over.
+        this.#h2.emit("connection", socket);
+      } else {
+        asHttp1();
+        socket.resume();
+      }
+    };
+    const onClose = (): void => clearTimeout(timer);
+    socket.on("data", onData);
+    socket.once("close", onClose);
+  }
+
+  #clientError(err: NodeJS.ErrnoException, socket: net.Socket): void {
+    const code = err.code ?? "";
+    this.#o.metrics.clientErrors.inc({ reason: code.startsWith("HPE_") || code.startsWith("ERR_") ? code : "other" });
+    const inResponse = (socket as net.Socket & { _httpMessage?: http.ServerResponse })._httpMessage?.headersSent ?? false;
+    if (code === "ECONNRESET" || !socket.writable || inResponse) {
+      socket.destroy();
+      return;
+    }
+    const [status, text] = CLIENT_ERROR_STATUS[code] ?? [400, "Bad Request"];
+    const body = `krane sentinel: ${text.toLowerCase()}\n`;
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${body.length}\r\n` +
+        `x-krane-sentinel-error: ${status === 400 ? "bad-request" : status === 431 ? "headers-too-large" : "request-timeout"}\r\nconnection: close\r\n\r\n${body}`,
+    );
+    // A client that never reads must not hold the socket.
+    setTimeout(() => socket.destroy(), 1000).unref();
+  }
+
+  /** Stops accepting, lets in-flight work finish until `deadline` (ms since epoch), closes the rest. */
+  async drain(deadline: number): Promise<void> {
+    const proxy = this.#o.proxy;
+    proxy.draining = true;
+    const closed = new Promise<void>((resolve) => this.#h1.close(() => resolve()));
+    for (const s of this.#sessions) s.close();
+    while (Date.now() < deadline && (proxy.inFlight > 0 || this.#o.upgrades.open.size > 0)) {
+      this.#h1.closeIdleConnections();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    this.#h1.closeAllConnections();
+    this.#o.upgrades.closeAll();
+    for (const s of this.#sessions) s.destroy();
+    for (const s of this.#sockets) s.destroy();
+    await closed;
+  }
+
+  /** Closes everything at once. */
+  async close(): Promise<void> {
+    await this.drain(0);
+  }
+}

@@ -1,0 +1,163 @@
+// The routing table a sentinel serves, built from what its caches hold: the environment's
+// EndpointSlices (one or more per revision) and its policy ConfigMap (src/contracts/routing.ts).
+// Pure: objects in, table and the problems found out. A bad slice or endpoint is skipped with a
+// problem, never allowed to take the rest of the table down; a bad policy keeps the last good one
+// (the caller decides, readPolicy only says what it found).
+import { isIP } from "node:net";
+import { LABEL_DEPLOYMENT_ID } from "../contracts/labels.js";
+import { POLICY_KEY, ROUTING_PORT_NAME, parseRoutingPolicy, type RoutingMode, type RoutingPolicy } from "../contracts/routing.js";
+import { isRecord, type KubeObject } from "../kube/object.js";
+import { mapAddress, type AddressMapping } from "./address-map.js";
+
+export interface Endpoint {
+  /** "address:port" as the slice says: the identity used for health and load. */
+  readonly key: string;
+  readonly address: string;
+  readonly port: number;
+  /** Where to connect (the address, or its local alias; see address-map.ts). */
+  readonly dialHost: string;
+  readonly deploymentId: string;
+  readonly pod: string | undefined;
+}
+
+export interface RevisionRoute {
+  readonly deploymentId: string;
+  /** The policy's weight for this revision; null when the policy does not name it. */
+  readonly weight: number | null;
+  readonly endpoints: readonly Endpoint[];
+}
+
+export interface RoutingTable {
+  readonly version: number;
+  readonly mode: RoutingMode;
+  /** Sorted by deployment id; includes revisions the policy names that have no endpoints. */
+  readonly revisions: readonly RevisionRoute[];
+}
+
+export interface PolicyRead {
+  readonly policy: RoutingPolicy | undefined;
+  /** Why a ConfigMap was refused (undefined when all were fine). */
+  readonly error: string | undefined;
+}
+
+function objName(o: KubeObject): string {
+  return `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
+}
+
+/**
+ * The policy to route by: the valid policy document with the highest version among the
+ * ConfigMaps (normally exactly one), for this environment only.
+ */
+export function readPolicy(configMaps: readonly KubeObject[], environmentId: string): PolicyRead {
+  let best: RoutingPolicy | undefined;
+  const errors: string[] = [];
+  for (const cm of configMaps) {
+    const data = isRecord(cm.data) ? cm.data : {};
+    const text = data[POLICY_KEY];
+    if (typeof text !== "string") {
+      errors.push(`ConfigMap ${objName(cm)}: no ${POLICY_KEY} key`);
+      continue;
+    }
+    let p: RoutingPolicy;
+    try {
+      p = parseRoutingPolicy(text);
+    } catch (err) {
+      errors.push(`ConfigMap ${objName(cm)}: ${err instanceof Error ? err.message : String(err)}`);
+      continue;
+    }
+    if (p.environmentId !== environmentId) {
+      errors.push(`ConfigMap ${objName(cm)}: policy is for environment ${p.environmentId}, not ${environmentId}`);
+      continue;
+    }
+    if (!best || p.version > best.version) best = p;
+  }
+  return { policy: best, error: errors.length > 0 ? errors.join("; ") : undefined };
+}
+
+interface SlicePort {
+  readonly name?: unknown;
+  readonly port?: unknown;
+  readonly protocol?: unknown;
+}
+
+function slicePort(ports: unknown): number | undefined {
+  if (!Array.isArray(ports) || ports.length === 0) return undefined;
+  const list = ports.filter(isRecord) as SlicePort[];
+  const named = list.find((p) => p.name === ROUTING_PORT_NAME) ?? (list.length === 1 ? list[0] : undefined);
+  if (!named || (named.protocol !== undefined && named.protocol !== "TCP")) return undefined;
+  const port = named.port;
+  return typeof port === "number" && Number.isInteger(port) && port > 0 && port < 65_536 ? port : undefined;
+}
+
+/** Builds the table from the slices in the cache and the policy in force. */
+export function buildTable(
+  slices: readonly KubeObject[],
+  policy: RoutingPolicy,
+  addressMap?: AddressMapping,
+): { table: RoutingTable; problems: string[] } {
+  const problems: string[] = [];
+  const byRevision = new Map<string, Map<string, Endpoint>>();
+  const owner = new Map<string, string>();
+  for (const slice of [...slices].sort((a, b) => objName(a).localeCompare(objName(b)))) {
+    const labels = slice.metadata.labels ?? {};
+    const deploymentId = labels[LABEL_DEPLOYMENT_ID];
+    if (!deploymentId) {
+      problems.push(`EndpointSlice ${objName(slice)}: no ${LABEL_DEPLOYMENT_ID} label`);
+      continue;
+    }
+    const addressType = slice.addressType;
+    if (addressType !== "IPv4" && addressType !== "IPv6") {
+      problems.push(`EndpointSlice ${objName(slice)}: addressType ${String(addressType)} is not routed`);
+      continue;
+    }
+    let eps = byRevision.get(deploymentId);
+    if (!eps) byRevision.set(deploymentId, (eps = new Map()));
+    const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
+    if (endpoints.length === 0) continue; // an empty slice (it may carry no port): nothing to route
+    const port = slicePort(slice.ports);
+    if (port === undefined) {
+      problems.push(`EndpointSlice ${objName(slice)}: no TCP port named "${ROUTING_PORT_NAME}"`);
+      continue;
+    }
+    for (const raw of endpoints) {
+      if (!isRecord(raw)) continue;
+      const conditions = isRecord(raw.conditions) ? raw.conditions : {};
+      if (conditions.ready === false) continue;
+      const address = Array.isArray(raw.addresses) ? raw.addresses[0] : undefined;
+      if (typeof address !== "string" || isIP(address) === 0) {
+        problems.push(`EndpointSlice ${objName(slice)}: endpoint address ${String(address)} is not an IP`);
+        continue;
+      }
+      const key = isIP(address) === 6 ? `[${address}]:${port}` : `${address}:${port}`;
+      const other = owner.get(key);
+      if (other !== undefined && other !== deploymentId) {
+        problems.push(`endpoint ${key} is listed for revisions ${other} and ${deploymentId}; kept in ${other}`);
+        continue;
+      }
+      if (other !== undefined) continue; // listed twice for the same revision: the first one counts
+      owner.set(key, deploymentId);
+      const targetRef = isRecord(raw.targetRef) ? raw.targetRef : {};
+      eps.set(key, {
+        key,
+        address,
+        port,
+        dialHost: mapAddress(address, addressMap),
+        deploymentId,
+        pod: typeof targetRef.name === "string" ? targetRef.name : undefined,
+      });
+    }
+  }
+  const weights = new Map(policy.revisions.map((r) => [r.deploymentId, r.weight]));
+  const ids = new Set([...byRevision.keys(), ...weights.keys()]);
+  const revisions: RevisionRoute[] = [...ids].sort().map((deploymentId) => ({
+    deploymentId,
+    weight: weights.get(deploymentId) ?? null,
+    endpoints: [...(byRevision.get(deploymentId)?.values() ?? [])].sort((a, b) => a.key.localeCompare(b.key)),
+  }));
+  return { table: { version: policy.version, mode: policy.mode, revisions }, problems };
+}
+
+/** Total endpoints of a table. */
+export function endpointCount(t: RoutingTable): number {
+  return t.revisions.reduce((n, r) => n + r.endpoints.length, 0);
+}

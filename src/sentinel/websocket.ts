@@ -1,0 +1,196 @@
+// WebSocket (and any other HTTP/1.1 Upgrade) through the sentinel. undici's upgrade() turns an
+// instance's non-101 answer into an error (traffic §1), so the handshake goes through node:http's
+// client, which reports both outcomes: a 101 is relayed and the two sockets are piped together
+// (bytes, not frames: the proxy never parses WebSocket traffic); any other answer is relayed as
+// it came and the connection closed. Instance choice, health and retry follow the same rules as
+// plain requests (a handshake is a GET, so a failed connect is retried once elsewhere).
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Logger } from "../agent/runtime/log.js";
+import type { Balancer } from "./balancer.js";
+import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
+import { isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { NO_REVISION, type SentinelMetrics } from "./metrics.js";
+import { randomUUID } from "node:crypto";
+
+export interface UpgradeOptions {
+  readonly balancer: Balancer;
+  readonly metrics: SentinelMetrics;
+  readonly log: Logger;
+  /** No 101 or answer within this (connect included): 504. */
+  readonly upstreamTimeoutMs: number;
+  readonly hasTable: () => boolean;
+}
+
+const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout" };
+
+/** Writes one of the sentinel's own answers on a raw socket and closes it. */
+export function writeRawAnswer(socket: Duplex, cause: ProxyErrorCause, requestId?: string): void {
+  if (socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const { status, body } = errorAnswer(cause);
+  const lines = [
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}`,
+    "content-type: text/plain; charset=utf-8",
+    `content-length: ${Buffer.byteLength(body)}`,
+    `${ERROR_HEADER}: ${cause}`,
+    ...(requestId ? [`${REQUEST_ID_HEADER}: ${requestId}`] : []),
+    "connection: close",
+  ];
+  socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
+}
+
+function headLines(res: IncomingMessage, skip: (name: string) => boolean): string {
+  let out = "";
+  const raw = res.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] ?? "";
+    if (skip(name.toLowerCase())) continue;
+    out += `${name}: ${raw[i + 1] ?? ""}\r\n`;
+  }
+  return out;
+}
+
+export class UpgradeRelay {
+  readonly #o: UpgradeOptions;
+  /** Client sockets of open upgraded connections (closed at the end of a drain). */
+  readonly open = new Set<Duplex>();
+
+  constructor(o: UpgradeOptions) {
+    this.#o = o;
+  }
+
+  readonly handle = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    socket.on("error", () => socket.destroy());
+    const incoming = req.headers[REQUEST_ID_HEADER];
+    const requestId = isSaneRequestId(typeof incoming === "string" ? incoming : undefined) ? (incoming as string) : randomUUID();
+    const host = req.headers.host;
+    if (host === undefined || !isValidHost(host) || (req.url ?? "").charCodeAt(0) !== 47) {
+      this.#o.metrics.clientErrors.inc({ reason: "invalid-upgrade" });
+      writeRawAnswer(socket, host === undefined || !isValidHost(host) ? "invalid-host" : "bad-request", requestId);
+      return;
+    }
+    if (!this.#o.hasTable()) {
+      writeRawAnswer(socket, "not-ready", requestId);
+      return;
+    }
+    const headers = upstreamHeaders(req.rawHeaders, { clientAddress: req.socket.remoteAddress ?? "", proto: "http", host, requestId });
+    headers.push("connection", "upgrade", "upgrade", String(req.headers.upgrade ?? "websocket"));
+    this.#attempt(req, socket, head, headers, requestId, undefined);
+  };
+
+  #attempt(req: IncomingMessage, socket: Duplex, head: Buffer, headers: string[], requestId: string, tried: Set<string> | undefined): void {
+    const inst = this.#o.balancer.pick(tried);
+    if (!inst) {
+      this.#count(NO_REVISION, "5xx");
+      writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId);
+      return;
+    }
+    const revision = inst.endpoint.deploymentId;
+    inst.outstanding++;
+    let settled = false;
+    const settle = (): boolean => {
+      if (settled) return false;
+      settled = true;
+      inst.outstanding--;
+      return true;
+    };
+    const up = httpRequest({
+      host: inst.endpoint.dialHost,
+      port: inst.endpoint.port,
+      method: req.method,
+      path: req.url,
+      headers,
+      setHost: false,
+      agent: false,
+    });
+    const onClientGone = (): void => {
+      if (settle()) up.destroy();
+    };
+    socket.once("close", onClientGone);
+    up.setTimeout(this.#o.upstreamTimeoutMs, () => up.destroy(Object.assign(new Error("no answer in time"), { code: "UND_ERR_HEADERS_TIMEOUT" })));
+    up.on("upgrade", (res, upSocket, upHead) => {
+      socket.off("close", onClientGone);
+      if (!settle()) {
+        upSocket.destroy();
+        return;
+      }
+      this.#o.balancer.success(inst);
+      up.setTimeout(0);
+      this.#count(revision, "1xx");
+      const hop = (n: string): boolean => n === "transfer-encoding" || n === "content-length";
+      socket.write(`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}\r\n${headLines(res, hop)}\r\n`);
+      if (upHead.length > 0) socket.write(upHead);
+      if (head.length > 0) upSocket.write(head);
+      this.#pipe(socket, upSocket);
+    });
+    up.on("response", (res) => {
+      socket.off("close", onClientGone);
+      if (!settle()) {
+        res.destroy();
+        return;
+      }
+      this.#o.balancer.success(inst);
+      const status = res.statusCode ?? 502;
+      this.#count(revision, `${Math.floor(status / 100)}xx`);
+      // The connection closes after the body, so no framing headers are needed.
+      const skip = (n: string): boolean => n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
+      socket.write(`HTTP/1.1 ${status} ${res.statusMessage ?? ""}\r\n${headLines(res, skip)}connection: close\r\n\r\n`);
+      res.pipe(socket);
+      res.on("error", () => socket.destroy());
+    });
+    up.on("error", (err) => {
+      socket.off("close", onClientGone);
+      if (!settle()) return;
+      const failure: UpstreamFailure = classifyUpstreamError(err);
+      if (countsAgainstInstance(failure)) {
+        if (failure === "connect") this.#o.metrics.upstreamConnectErrors.inc({ revision });
+        else this.#o.metrics.upstreamResets.inc({ revision });
+        if (this.#o.balancer.failure(inst)) this.#o.metrics.ejections.inc({ revision });
+      }
+      if (failure === "connect" && !tried && !socket.destroyed) {
+        this.#o.metrics.retries.inc({ revision });
+        this.#attempt(req, socket, head, headers, requestId, new Set([inst.key]));
+        return;
+      }
+      this.#count(revision, "5xx");
+      writeRawAnswer(socket, causeOf(failure), requestId);
+    });
+    up.end();
+  }
+
+  #pipe(client: Duplex, upstream: Duplex): void {
+    this.open.add(client);
+    this.#o.metrics.webSockets.inc();
+    for (const s of [client, upstream]) {
+      const sock = s as Duplex & { setNoDelay?: (v: boolean) => void; setTimeout?: (ms: number) => void };
+      sock.setNoDelay?.(true);
+      sock.setTimeout?.(0);
+    }
+    let closed = false;
+    const close = (): void => {
+      if (closed) return;
+      closed = true;
+      this.open.delete(client);
+      this.#o.metrics.webSockets.dec();
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("close", close);
+    upstream.on("close", close);
+    upstream.on("error", close);
+    client.on("error", close);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+
+  #count(revision: string, code: string): void {
+    this.#o.metrics.stats.record(revision, code, 0);
+  }
+
+  closeAll(): void {
+    for (const s of this.open) s.destroy();
+  }
+}
