@@ -1,9 +1,6 @@
-// `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM.
-import { readFileSync } from "node:fs";
+// `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM. The agent, its
+// Kubernetes client and pino are loaded only when the command runs.
 import type { Command } from "commander";
-import { pino } from "pino";
-import { Agent } from "../agent/agent.js";
-import { parseConfigFile, resolveAgentSettings } from "../agent/config.js";
 
 interface AgentFlags {
   config?: string;
@@ -29,7 +26,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--token <token>", "the cluster's bearer token for ctrl; env KRANE_CTRL_TOKEN")
     .option("--token-file <file>", "read the token from a file")
     .option("--region <region>", "the region this cluster serves; env KRANE_REGION")
-    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster"; env KRANE_KUBECONFIG, KUBECONFIG')
+    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster" (the pod\'s ServiceAccount); env KRANE_KUBECONFIG, KUBECONFIG')
     .option("--concurrency <n>", "keys reconciled in parallel per controller (default 16); env KRANE_AGENT_CONCURRENCY")
     .option("--resync-period <seconds>", "resync period (default 60); env KRANE_RESYNC_PERIOD_SECONDS")
     .option("--kube-qps <n>", "Kubernetes requests per second (default 100); env KRANE_KUBE_QPS")
@@ -37,6 +34,8 @@ export function registerAgentCommands(program: Command): void {
     .option("--agent-id <id>", "a stable id of this agent (default host-pid); env KRANE_AGENT_ID")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .action(async (flags: AgentFlags) => {
+      const { readFileSync } = await import("node:fs");
+      const { parseConfigFile, resolveAgentSettings } = await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -57,12 +56,17 @@ export function registerAgentCommands(program: Command): void {
         file,
       );
       if (!settings) throw new Error(`invalid agent configuration:\n  ${problems.join("\n  ")}`);
+      const kubeconfig = settings.kubeconfig === "in-cluster" ? (await import("./in-cluster.js")).loadInClusterConfig() : settings.kubeconfig;
+      // The agent reads its Heartbeat's build from KRANE_BUILD when its module loads; until it
+      // imports src/build-info.ts itself, the CLI hands it this build's label.
+      process.env.KRANE_BUILD ??= (await import("../build-info.js")).buildLabel();
+      const [{ pino }, { Agent }] = await Promise.all([import("pino"), import("../agent/agent.js")]);
       const log = pino({ level: settings.logLevel, base: { component: "krane-agent", region: settings.region } });
       const agent = new Agent({
         ctrlUrl: settings.ctrlUrl,
         token: settings.token,
         region: settings.region,
-        kubeconfig: settings.kubeconfig,
+        kubeconfig,
         concurrency: settings.concurrency,
         resyncPeriodMs: settings.resyncPeriodSeconds * 1000,
         kubeQps: settings.kubeQps,

@@ -1,8 +1,10 @@
 // `krane cluster build | up | down | status | env`: the real local Kubernetes that tests and
-// `krane dev` run against, kept running in the background between commands.
+// `krane dev` run against, kept running in the background between commands. The cluster
+// harness is loaded only when one of these runs.
 import type { Command } from "commander";
 import { dirname } from "node:path";
-import { ensureKubeAssets, getClusterStatus, loadCluster, startCluster } from "../cluster/index.js";
+
+const harness = () => import("../cluster/index.js");
 
 const say = (line: string) => console.error(line);
 
@@ -13,9 +15,11 @@ export function registerClusterCommands(program: Command): void {
     .command("build")
     .description("build the Kubernetes binaries into the cache (done on first use anyway)")
     .action(async () => {
+      const { ensureKubeAssets, ensureHelm } = await harness();
       const t0 = Date.now();
       const assets = await ensureKubeAssets(say);
-      console.log(`${assets.dir} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+      const helm = await ensureHelm(say);
+      console.log(`${assets.dir}\n${helm.dir} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
     });
 
   cluster
@@ -23,6 +27,7 @@ export function registerClusterCommands(program: Command): void {
     .description("start a local cluster in the background and wait until its nodes are Ready")
     .option("--name <name>", "cluster name", "krane")
     .action(async (opts: { name: string }) => {
+      const { startCluster } = await harness();
       const t0 = Date.now();
       const c = await startCluster({ name: opts.name, detached: true, log: say });
       say(`cluster "${c.name}" is up in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${c.server}`);
@@ -35,7 +40,7 @@ export function registerClusterCommands(program: Command): void {
     .description("stop a local cluster and remove its data")
     .option("--name <name>", "cluster name", "krane")
     .action(async (opts: { name: string }) => {
-      const c = await loadCluster(opts.name);
+      const c = await (await harness()).loadCluster(opts.name);
       if (!c) {
         say(`no cluster "${opts.name}" is running`);
         return;
@@ -57,7 +62,7 @@ export function registerClusterCommands(program: Command): void {
     .description("print the shell exports that point kubectl (and krane) at a local cluster")
     .option("--name <name>", "cluster name", "krane")
     .action(async (opts: { name: string }) => {
-      const c = await loadCluster(opts.name);
+      const c = await (await harness()).loadCluster(opts.name);
       if (!c) throw new Error(`no cluster "${opts.name}" is running; start one with krane cluster up`);
       console.log(`export KUBECONFIG=${c.kubeconfigPath}`);
       // The kubectl built with the cluster, so client and server versions match.
@@ -66,10 +71,11 @@ export function registerClusterCommands(program: Command): void {
 }
 
 async function kubectlPath(): Promise<string> {
-  return (await ensureKubeAssets(say)).bin.kubectl;
+  return (await (await harness()).ensureKubeAssets(say)).bin.kubectl;
 }
 
 async function printStatus(name: string): Promise<boolean> {
+  const { getClusterStatus, loadCluster } = await harness();
   const c = await loadCluster(name);
   if (!c) {
     say(`no cluster "${name}" is running; start one with krane cluster up`);

@@ -1,6 +1,7 @@
 // The ctrl server: one HTTP/2 port (h2c, or TLS when a certificate is configured) serving
 // Connect, gRPC and gRPC-Web for ClusterService and the public API, and an HTTP/1.1 ops port
-// with /healthz, /readyz and /metrics.
+// with /healthz, /readyz, /metrics and /version. Every API answer carries ctrl's build in a
+// header (src/contracts/version.ts).
 //
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
@@ -34,6 +35,8 @@ import {
 } from "../api/handlers.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
+import { buildInfo, buildLabel } from "../../build-info.js";
+import { CTRL_VERSION_HEADER } from "../../contracts/version.js";
 import { RolloutDriver } from "../rollout/driver.js";
 import { rolloutServiceImpl } from "../rollout/service.js";
 import { addUserToken, countUserTokens, generateToken } from "../store/clusters.js";
@@ -174,9 +177,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     readMaxBytes: 4 * 1024 * 1024,
   });
 
+  // Every answer names ctrl's build (src/contracts/version.ts); headers set here merge into the
+  // ones Connect writes.
+  const build = buildLabel();
+  const withVersion = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    res.setHeader(CTRL_VERSION_HEADER, build);
+    handler(req, res);
+  };
   const server: http2.Http2Server = config.tls
-    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, handler)
-    : http2.createServer({}, handler);
+    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, withVersion)
+    : http2.createServer({}, withVersion);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
   // half-closed, and the server only reports closed once every socket is gone.
@@ -231,6 +241,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
           let ok = !draining && store.notifier.healthy();
           if (ok) ok = await store.ping().then(() => true, () => false);
           res.writeHead(ok ? 200 : 503, { "content-type": "text/plain" }).end(ok ? "ready\n" : "not ready\n");
+        } else if (path === "/version") {
+          res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(buildInfo())}\n`);
         } else if (path === "/metrics") {
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         } else {
@@ -252,7 +264,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
-  log.info({ url, opsUrl, database: store.dialect }, "ctrl listening");
+  log.info({ url, opsUrl, database: store.dialect, build }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
