@@ -23,14 +23,13 @@ export async function envTarget(x: UserContext, target: string): Promise<EnvRef>
   return { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
 }
 
-async function print(x: UserContext, status: RolloutStatus | undefined, view: "status" | "history" = "status"): Promise<void> {
+function print(x: UserContext, status: RolloutStatus | undefined, view: "status" | "history" = "status"): void {
   if (!status) return;
   if (x.json) {
     x.printJson(x.rollout.RolloutStatusSchema, status);
     return;
   }
-  const { renderRolloutHistory, renderRolloutStatus } = await import("./status-view.js");
-  process.stdout.write(`${view === "history" ? renderRolloutHistory(status) : renderRolloutStatus(status)}\n`);
+  process.stdout.write(`${view === "history" ? x.view.renderRolloutHistory(status) : x.view.renderRolloutStatus(status)}\n`);
 }
 
 export interface FollowOptions {
@@ -96,7 +95,7 @@ export function registerRolloutCommands(program: Command): void {
   ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { replicas: number; region?: string }) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
-      await print(x, res.status);
+      print(x, res.status);
     }),
   );
 
@@ -108,7 +107,7 @@ export function registerRolloutCommands(program: Command): void {
         const client = x.ctrl.client(x.rollout.RolloutService);
         const ref = await envTarget(x, target);
         const res = name === "pause" ? await client.pause(ref) : name === "resume" ? await client.resume(ref) : await client.history(ref);
-        await print(x, res.status, name === "history" ? "history" : "status");
+        print(x, res.status, name === "history" ? "history" : "status");
       }),
     );
   };
@@ -125,7 +124,7 @@ export function registerRolloutCommands(program: Command): void {
   ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { toRevision?: number }) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).undo({ ...(await envTarget(x, target)), toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision) });
-      await print(x, res.status);
+      print(x, res.status);
     }),
   );
 
@@ -133,7 +132,7 @@ export function registerRolloutCommands(program: Command): void {
     userAction(async (x, target: string) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).restart(await envTarget(x, target));
       if (!x.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
-      await print(x, res.status);
+      print(x, res.status);
     }),
   );
 
@@ -150,7 +149,7 @@ export function registerRolloutCommands(program: Command): void {
       const client = x.ctrl.client(x.rollout.RolloutService);
       const ref = await envTarget(x, target);
       if (!f.watch) {
-        await print(x, (await client.getRolloutStatus(ref)).status);
+        print(x, (await client.getRolloutStatus(ref)).status);
         return;
       }
       const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {

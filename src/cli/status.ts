@@ -19,8 +19,7 @@ export function registerStatusCommand(program: Command): void {
         process.stdout.write(`${JSON.stringify(withRollout, null, 2)}\n`);
         return;
       }
-      const { renderEnvironmentStatus } = await import("./status-view.js");
-      process.stdout.write(`${renderEnvironmentStatus(res, Date.now(), rollout)}\n`);
+      process.stdout.write(`${x.view.renderEnvironmentStatus(res, Date.now(), rollout)}\n`);
     }),
   );
 }

@@ -1,8 +1,9 @@
 // The heavy half of the user commands, loaded only when one runs (see command.ts): the
 // connection to ctrl (--ctrl-url / KRANE_CTRL_URL, --token / KRANE_TOKEN) over HTTP/2, the
-// generated API, output as tables or JSON (--output), the workspace in use (--workspace /
-// KRANE_WORKSPACE, or the only one there is), and turning ctrl's errors into a one-line message
-// and a non-zero exit.
+// generated API, output as tables or JSON (--output) and the status views, the workspace in use
+// (--workspace / KRANE_WORKSPACE, or the only one there is), and turning ctrl's errors into a
+// one-line message and a non-zero exit. `npm run build` bundles this file with everything it
+// imports into one module (scripts/build.mjs): it loads ~150 small files otherwise.
 import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
@@ -11,6 +12,7 @@ import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
+import * as view from "./status-view.js";
 
 export interface ConnectionFlags {
   ctrlUrl?: string;
@@ -26,6 +28,8 @@ export interface UserContext {
   readonly rollout: typeof rollout;
   readonly json: boolean;
   readonly toJson: typeof toJson;
+  /** Human renderings of statuses (status-view.ts). */
+  readonly view: typeof view;
   printJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): void;
   printTable(head: string[], rows: (string | number)[][]): void;
 }
@@ -68,7 +72,7 @@ export class Ctrl {
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
     const ctrl = new Ctrl(flags);
-    await body({ ctrl, api, rollout, json: ctrl.json, toJson, printJson, printTable });
+    await body({ ctrl, api, rollout, json: ctrl.json, toJson, view, printJson, printTable });
   });
 }
 
