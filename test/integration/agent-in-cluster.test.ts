@@ -66,7 +66,9 @@ before(async () => {
   const sa = join(dir, "root/var/run/secrets/kubernetes.io/serviceaccount");
   mkdirSync(sa, { recursive: true });
   writeFileSync(join(sa, "token"), token);
-  writeFileSync(join(sa, "ca.crt"), cluster.endpoint().ca);
+  const ca = cluster.endpoint().ca;
+  assert.ok(ca, "the local cluster serves TLS with its own CA");
+  writeFileSync(join(sa, "ca.crt"), ca);
   writeFileSync(join(sa, "namespace"), "krane-system");
   mkdirSync(join(dir, "home"), { recursive: true });
 }, { timeout: 15 * 60_000 });
