@@ -14,7 +14,8 @@
 //   node scripts/build.mjs              build
 //   node scripts/build.mjs --if-stale   build only when dist/ is older than src/
 //
-// SOURCE_DATE_EPOCH (seconds) fixes the build date for reproducible builds.
+// SOURCE_DATE_EPOCH (seconds) fixes the build date for reproducible builds; KRANE_BUILD_COMMIT
+// names the commit when there is no .git (a source archive).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -40,8 +41,10 @@ function git(args) {
   }
 }
 
-/** The short commit, "+dirty" when tracked files differ from it; "unknown" outside git. */
+/** The short commit, "-dirty" when tracked files differ from it; "unknown" outside git. */
 function commit() {
+  // A build from a source archive (no .git) can be told its commit.
+  if (process.env.KRANE_BUILD_COMMIT) return process.env.KRANE_BUILD_COMMIT;
   const head = git(["rev-parse", "--short=12", "HEAD"]);
   if (!head) return "unknown";
   return git(["status", "--porcelain", "--untracked-files=no"]) ? `${head}-dirty` : head;
