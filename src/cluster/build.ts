@@ -2,8 +2,8 @@
 // (tools/kube: the local Kubernetes; tools/helm: helm for the chart tests) into a cache outside
 // the repository, and finds them again in a warm cache in well under a second.
 //
-// Each build is one entry of GO_BUILDS-style specs (a module, its binaries, flags): adding a
-// binary is one more spec (or one more entry in a spec's list). The cache key hashes everything
+// Each build is a GoBuildSpec (a module, its binaries, flags) listed in GO_BUILDS: adding a Go
+// tool is one more spec there (or one more binary in a spec's list). The cache key hashes everything
 // that decides the output (go.mod, go.sum, other sources, the build flags and the Go version),
 // so a changed pin builds a fresh directory. A build is written to a temporary directory and
 // renamed into place only after its manifest is written, so a partial build is never mistaken
@@ -140,6 +140,9 @@ export const HELM_BUILD: GoBuildSpec = {
   keyExtras: [],
   coldEstimate: "about 2–3 minutes",
 };
+
+/** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD];
 
 export interface KubeAssets {
   dir: string;
