@@ -10,18 +10,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, it } from "node:test";
-import { packWorkingTree, repoCommit } from "../support/pack.js";
+import { packWorkingTree } from "../support/pack.js";
 import { deployment, input, rev } from "../unit/rollout/helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "krane-pack-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 let tarball = "";
+/** The commit the package's build was stamped with. */
+let commit = "";
 let entries: string[] = [];
 const inst = join(dir, "inst");
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
 before(() => {
-  tarball = packWorkingTree(dir);
+  ({ tarball, commit } = packWorkingTree(dir));
   entries = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" })
     .split("\n")
     .filter(Boolean)
@@ -58,7 +60,7 @@ describe("npm package", () => {
     assert.deepEqual(forbidden, []);
     const stamp = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/dist/build-stamp.json"], { encoding: "utf8" })) as { version: string; commit: string };
     assert.equal(stamp.version, pkg.version);
-    assert.equal(stamp.commit, repoCommit());
+    assert.equal(stamp.commit, commit);
   });
 
   it("installs from the tarball and runs without tsx", () => {
@@ -68,9 +70,9 @@ describe("npm package", () => {
     for (const devOnly of ["tsx", "typescript", "esbuild", "eslint"]) assert.equal(existsSync(join(inst, "node_modules", devOnly)), false, `${devOnly} is not installed`);
     const version = krane(["version"]);
     assert.match(version, new RegExp(`^krane\\s+${pkg.version.replace(/\./g, "\\.")}$`, "m"));
-    assert.match(version, new RegExp(`^commit\\s+${repoCommit()}$`, "m"));
+    assert.match(version, new RegExp(`^commit\\s+${commit}$`, "m"));
     const npx = execFileSync("npx", ["--no-install", "krane", "--version"], { cwd: inst, encoding: "utf8", timeout: 60_000 });
-    assert.match(npx, new RegExp(`^krane ${pkg.version.replace(/\./g, "\\.")} \\(commit ${repoCommit()}, built `));
+    assert.match(npx, new RegExp(`^krane ${pkg.version.replace(/\./g, "\\.")} \\(commit ${commit}, built `));
     // A pure command end to end.
     const example = input(deployment("v2", { status: { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10 } }), [
       rev("v1", 1, 10, { desired: 10, max: 13 }),
@@ -103,14 +105,16 @@ describe("npm package", () => {
         });
       });
       const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
-      assert.match(krane(["version", "--ctrl"], env), new RegExp(`^ctrl\\s+${pkg.version.replace(/\./g, "\\.")}\\+${repoCommit()}$`, "m"));
+      assert.match(krane(["version", "--ctrl"], env), new RegExp(`^ctrl\\s+${pkg.version.replace(/\./g, "\\.")}\\+${commit}$`, "m"));
       krane(["workspace", "create", "acme"], env);
       const list = JSON.parse(krane(["workspace", "list", "-o", "json"], env)) as { workspaces: { slug: string }[] };
       assert.deepEqual(list.workspaces.map((w) => w.slug), ["acme"]);
     } finally {
-      const exited = once(ctrl, "exit");
-      ctrl.kill("SIGTERM");
-      await exited;
+      if (ctrl.exitCode === null && ctrl.signalCode === null) {
+        const exited = once(ctrl, "exit");
+        ctrl.kill("SIGTERM");
+        await exited;
+      }
     }
   });
 });

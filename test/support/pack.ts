@@ -15,8 +15,12 @@ export function repoCommit(): string {
   }
 }
 
-/** Packs the working tree (tracked and new files, not ignored ones) into `out`; returns the tarball's path. */
-export function packWorkingTree(out: string): string {
+/**
+ * Packs the working tree (tracked and new files, not ignored ones) into `out`; returns the
+ * tarball's path and the commit its build was stamped with.
+ */
+export function packWorkingTree(out: string): { tarball: string; commit: string } {
+  const commit = repoCommit();
   const tree = join(out, "tree");
   const files = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: REPO, encoding: "utf8" })
     .split("\0")
@@ -29,12 +33,12 @@ export function packWorkingTree(out: string): string {
   const name = execFileSync("npm", ["pack", "--pack-destination", out, "--silent"], {
     cwd: tree,
     encoding: "utf8",
-    env: { ...process.env, KRANE_BUILD_COMMIT: repoCommit() },
+    env: { ...process.env, KRANE_BUILD_COMMIT: commit },
     stdio: ["ignore", "pipe", "pipe"],
   })
     .trim()
     .split("\n")
     .pop();
   if (!name) throw new Error("npm pack printed no file name");
-  return join(out, name);
+  return { tarball: join(out, name), commit };
 }
