@@ -6,8 +6,12 @@
 # image. Output: an OCI image layout and the same as one tar archive (`podman load -i`,
 # `skopeo copy oci-archive:…`).
 #
-#   scripts/build-image.sh [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG]
+#   scripts/build-image.sh [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG] [--native-from DIR]
 #   npm run image                      (packs the working tree first)
+#
+# --native-from DIR reuses better-sqlite3's compiled addon from DIR/node_modules when it is the
+# locked version (built by this machine's Node.js, whose ABI the build checks against the
+# image's): the tests use it to skip a minute-long compile; a release build compiles.
 #
 # Three layers, each a reproducible tar (sorted, owned by root, times set to the build date):
 # Debian libraries + the non-root user, Node.js, and /app. The image runs as 65532:65532 and
@@ -23,13 +27,14 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY=${DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 USER_ID=65532
 
-package="" out="dist-image" tag=""
+package="" out="dist-image" tag="" native_from=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --package) package=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --tag) tag=$2; shift 2 ;;
-    *) echo "usage: $0 [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG]" >&2; exit 2 ;;
+    --native-from) native_from=$2; shift 2 ;;
+    *) echo "usage: $0 [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG] [--native-from DIR]" >&2; exit 2 ;;
   esac
 done
 
@@ -80,7 +85,19 @@ fi
 # `npm ci`: the lockfile lacks other platforms' optional buf binaries (a dev tool), which npm ci
 # insists on; `npm install` keeps the locked versions.
 step "installing production dependencies"
-(cd "$work/app/app" && npm install --omit=dev --no-audit --no-fund --no-save --loglevel=error >&2)
+addon=node_modules/better-sqlite3/build/Release/better_sqlite3.node
+locked=$(node -p 'require(process.argv[1]).packages["node_modules/better-sqlite3"].version' "$work/app/app/npm-shrinkwrap.json")
+if [ -n "$native_from" ] && [ -f "$native_from/$addon" ] &&
+   [ "$(node -p 'require(process.argv[1]).version' "$native_from/node_modules/better-sqlite3/package.json")" = "$locked" ]; then
+  echo "reusing better-sqlite3 $locked's addon from $native_from" >&2
+  (cd "$work/app/app" && npm install --omit=dev --no-audit --no-fund --no-save --ignore-scripts --loglevel=error >&2)
+  mkdir -p "$(dirname "$work/app/app/$addon")"
+  cp "$native_from/$addon" "$work/app/app/$addon"
+else
+  (cd "$work/app/app" && npm install --omit=dev --no-audit --no-fund --no-save --loglevel=error >&2)
+fi
+# The addon must load in the image's Node.js.
+"$work/node/usr/local/bin/node" -e 'require(process.argv[1])' "$work/app/app/$addon"
 # What a running krane never reads: sources of the native addon, type declarations, maps, docs.
 rm -rf "$work/app/app/node_modules/better-sqlite3/"{deps,src,build/Release/obj,build/Release/obj.target,build/Release/test_extension.node,build/Release/sqlite3.a,build/Release/.deps}
 find "$work/app/app/node_modules" \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' -o -name '*.md' -o -name '*.markdown' \) -type f -delete

@@ -66,7 +66,7 @@ describe("container image", { skip }, () => {
     const packed = packWorkingTree(dir);
     const tarball = packed.tarball;
     commit = packed.commit;
-    buildLog = execFileSync("bash", [join(REPO, "scripts/build-image.sh"), "--package", tarball, "--out", join(dir, "out")], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 25 * 60_000 });
+    buildLog = execFileSync("bash", [join(REPO, "scripts/build-image.sh"), "--package", tarball, "--out", join(dir, "out"), "--native-from", REPO], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 25 * 60_000 });
     const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8")) as { manifests: { digest: string; annotations?: Record<string, string> }[] };
     const entry = index.manifests.find((m) => m.annotations?.["org.opencontainers.image.ref.name"] === pkg.version);
     assert.ok(entry, `the layout tags ${pkg.version}`);
@@ -136,9 +136,14 @@ describe("container image", { skip }, () => {
       });
       assert.match(out, new RegExp(`^ctrl\\s+${pkg.version.replace(/\./g, "\\.")}\\+${commit}$`, "m"));
     } finally {
+      // chroot --userspec changes the user, which clears unshare's --kill-child signal: stop
+      // krane itself (unshare's child: sh and chroot exec'd it), and unshare exits with it.
       if (ctrl.exitCode === null && ctrl.signalCode === null) {
         const exited = once(ctrl, "exit");
-        ctrl.kill("SIGTERM");
+        const pid = ctrl.pid ?? 0;
+        const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+        for (const c of children) process.kill(c, "SIGTERM");
+        if (children.length === 0) ctrl.kill("SIGTERM");
         await exited;
       }
     }
