@@ -3,11 +3,13 @@
 //     peak RSS, min/median/max of 10 runs, for the build (dist/, what ships) and from source
 //     (tsx, what bin/krane.js ran before the build); kubectl: `version --client`, `get namespaces`;
 //   - ctrl (SQLite, fresh database) and the agent: process start to /readyz answering 200, from
-//     the build and from source;
+//     the build and from source, as wall time and as the CPU time the process used (which the
+//     machine's load does not inflate);
 //   - the image's size, when `npm run image` built one into dist-image/.
 //
 //   npm run bench -- cli       (builds dist/ first when it is stale)
-// RSS comes from GNU time (/usr/bin/time -f %M); without it only wall times are printed.
+// RSS and CPU time come from GNU time (/usr/bin/time); without it only wall times are printed.
+// CPU time is printed because wall times on a shared, loaded machine are inflated.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -28,18 +30,20 @@ const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
 interface Sample {
   ms: number;
   rssKb: number;
+  /** User + system CPU seconds (0 when unknown). */
+  cpu: number;
 }
 
 /** One run of a command: wall time (ms) and peak resident memory (KiB, 0 when unknown). */
 function measure(command: string, args: string[], env: NodeJS.ProcessEnv): Sample {
   const file = join(tmpdir(), `krane-bench-time-${process.pid}`);
-  const [cmd, argv] = GNU_TIME ? [GNU_TIME, ["-f", "%M", "-o", file, command, ...args]] : [command, args];
+  const [cmd, argv] = GNU_TIME ? [GNU_TIME, ["-f", "%M %U %S", "-o", file, command, ...args]] : [command, args];
   const t = performance.now();
   const r = spawnSync(cmd, argv, { env: { ...process.env, ...env }, cwd: ROOT, encoding: "utf8", maxBuffer: 16 << 20 });
   const ms = performance.now() - t;
   if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${r.status}): ${r.stderr.slice(0, 400)}`);
-  const rssKb = GNU_TIME ? Number(readFileSync(file, "utf8").trim().split("\n").pop()) : 0;
-  return { ms, rssKb };
+  const [rssKb = 0, user = 0, sys = 0] = GNU_TIME ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number) : [];
+  return { ms, rssKb, cpu: user + sys };
 }
 
 function stats(values: number[]): { min: number; median: number; max: number } {
@@ -50,7 +54,8 @@ function stats(values: number[]): { min: number; median: number; max: number } {
 function row(label: string, samples: Sample[]): void {
   const t = stats(samples.map((x) => x.ms / 1000));
   const m = stats(samples.map((x) => x.rssKb / 1024));
-  const rss = GNU_TIME ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB` : "";
+  const c = stats(samples.map((x) => x.cpu));
+  const rss = GNU_TIME ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s` : "";
   console.log(`cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s${rss}`);
 }
 
@@ -75,8 +80,19 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** Starts a krane process and returns the time until its ops port's /readyz answers 200. */
-async function startToReady(entry: string[], args: string[], opsPort: number): Promise<number> {
+/** CPU time (ms, user + system) a process has used so far; the machine's load does not inflate it. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (100/s)
+}
+
+interface Ready {
+  wallMs: number;
+  cpuMs: number;
+}
+
+/** Starts a krane process; returns the wall and CPU time until its ops port's /readyz answers 200. */
+async function startToReady(entry: string[], args: string[], opsPort: number): Promise<Ready> {
   const t = performance.now();
   const child = spawn(process.execPath, [...entry, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
@@ -85,7 +101,7 @@ async function startToReady(entry: string[], args: string[], opsPort: number): P
     for (;;) {
       if (child.exitCode !== null) throw new Error(`exited: ${stderr.slice(0, 400)}`);
       const status = await fetch(`http://127.0.0.1:${opsPort}/readyz`).then((r) => r.status, () => 0);
-      if (status === 200) return performance.now() - t;
+      if (status === 200) return { wallMs: performance.now() - t, cpuMs: cpuMs(child.pid ?? 0) };
       if (performance.now() - t > 120_000) throw new Error("not ready within 120 s");
       await new Promise((r) => setTimeout(r, 5));
     }
@@ -94,9 +110,12 @@ async function startToReady(entry: string[], args: string[], opsPort: number): P
   }
 }
 
-function readyRow(label: string, ms: number[]): void {
-  const t = stats(ms.map((x) => x / 1000));
-  console.log(`cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s to ready (${ms.length} runs)`);
+function readyRow(label: string, runs: Ready[]): void {
+  const t = stats(runs.map((x) => x.wallMs / 1000));
+  const c = stats(runs.map((x) => x.cpuMs / 1000));
+  console.log(
+    `cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s to ready, CPU ${c.min.toFixed(2)}/${c.median.toFixed(2)}/${c.max.toFixed(2)} s (${runs.length} runs)`,
+  );
 }
 
 function imageSize(): void {
@@ -156,7 +175,7 @@ export async function benchCli(): Promise<void> {
 
     // Start to ready: ctrl on a fresh SQLite database each time (migrations included).
     for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
-      const ms: number[] = [];
+      const ms: Ready[] = [];
       for (let i = 0; i < 5; i++) {
         const ops = await freePort();
         ms.push(await startToReady(entry, ["ctrl", "serve", "--database", join(dir, `ready-${label.length}-${i}.db`), "--listen", "127.0.0.1:0", "--ops-listen", `127.0.0.1:${ops}`, "--admin-token", token, "--log-level", "warn"], ops));
@@ -169,7 +188,7 @@ export async function benchCli(): Promise<void> {
     const kubeconfig = join(dir, "agent.kubeconfig");
     writeFileSync(kubeconfig, (await agentKubeConfigFrom(cluster.kubeConfig())).exportConfig());
     for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
-      const ms: number[] = [];
+      const ms: Ready[] = [];
       for (let i = 0; i < 5; i++) {
         const ops = await freePort();
         ms.push(await startToReady(entry, ["agent", "--ctrl-url", url, "--token", clusterToken, "--region", "local", "--kubeconfig", kubeconfig, "--ops-port", String(ops), "--log-level", "warn"], ops));
