@@ -43,6 +43,7 @@ function measure(command: string, args: string[], env: NodeJS.ProcessEnv): Sampl
   const ms = performance.now() - t;
   if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${r.status}): ${r.stderr.slice(0, 400)}`);
   const [rssKb = 0, user = 0, sys = 0] = GNU_TIME ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number) : [];
+  rmSync(file, { force: true });
   return { ms, rssKb, cpu: user + sys };
 }
 
