@@ -1,6 +1,7 @@
 // `npm run bench`: runs every area's benchmark in turn and prints its figures.
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
 import { benchAgent } from "./agent.js";
+import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
@@ -14,6 +15,7 @@ const benches: Record<string, () => Promise<void>> = {
   "rollout-e2e": benchRolloutPropagation,
   agent: benchAgent,
   sentinel: benchSentinel,
+  cli: benchCli,
 };
 
 const wanted = process.argv.slice(2);

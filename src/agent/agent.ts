@@ -12,6 +12,7 @@ import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
+import { buildInfo, buildLabel } from "../build-info.js";
 import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
@@ -53,8 +54,6 @@ export interface AgentConfig {
   readonly runtime?: Partial<ControllerOptions & { watchTimeoutSeconds: number; watchdogMs: number; probeIntervalMs: number }>;
 }
 
-export const AGENT_BUILD = process.env.KRANE_BUILD ?? "dev";
-
 /** The Lease the agent replicas of one region elect their leader with. */
 export function leaseName(region: string): string {
   return `krane-agent-${region}`;
@@ -62,7 +61,7 @@ export function leaseName(region: string): string {
 
 /** The sentinel image an agent uses by default: krane's image of the same build. */
 export function defaultSentinelImage(): string {
-  return `${KRANE_IMAGE_REPOSITORY}:${AGENT_BUILD}`;
+  return `${KRANE_IMAGE_REPOSITORY}:${buildInfo().version}`;
 }
 
 
@@ -207,7 +206,7 @@ export class Agent {
         {
           region: this.#cfg.region,
           agentId: this.#agentId,
-          build: AGENT_BUILD,
+          build: buildLabel(),
           deploymentsVersion: cursorOf("deployments"),
           sentinelsVersion: cursorOf("sentinels"),
         },

@@ -1,9 +1,6 @@
-// `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM.
-import { readFileSync } from "node:fs";
+// `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM. The agent, its
+// Kubernetes client and pino are loaded only when the command runs.
 import type { Command } from "commander";
-import { pino } from "pino";
-import { Agent } from "../agent/agent.js";
-import { parseConfigFile, resolveAgentSettings } from "../agent/config.js";
 
 interface AgentFlags {
   config?: string;
@@ -32,7 +29,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--token <token>", "the cluster's bearer token for ctrl; env KRANE_CTRL_TOKEN")
     .option("--token-file <file>", "read the token from a file")
     .option("--region <region>", "the region this cluster serves; env KRANE_REGION")
-    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster"; env KRANE_KUBECONFIG, KUBECONFIG')
+    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster" (the pod\'s ServiceAccount); env KRANE_KUBECONFIG, KUBECONFIG')
     .option("--concurrency <n>", "keys reconciled in parallel per controller (default 16); env KRANE_AGENT_CONCURRENCY")
     .option("--resync-period <seconds>", "resync period (default 60); env KRANE_RESYNC_PERIOD_SECONDS")
     .option("--kube-qps <n>", "Kubernetes requests per second (default 100); env KRANE_KUBE_QPS")
@@ -43,6 +40,8 @@ export function registerAgentCommands(program: Command): void {
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
+      const { readFileSync } = await import("node:fs");
+      const { parseConfigFile, resolveAgentSettings } = await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -66,12 +65,14 @@ export function registerAgentCommands(program: Command): void {
         file,
       );
       if (!settings) throw new Error(`invalid agent configuration:\n  ${problems.join("\n  ")}`);
+      const kubeconfig = settings.kubeconfig === "in-cluster" ? (await import("./in-cluster.js")).loadInClusterConfig() : settings.kubeconfig;
+      const [{ pino }, { Agent }] = await Promise.all([import("pino"), import("../agent/agent.js")]);
       const log = pino({ level: settings.logLevel, base: { component: "krane-agent", region: settings.region } });
       const agent = new Agent({
         ctrlUrl: settings.ctrlUrl,
         token: settings.token,
         region: settings.region,
-        kubeconfig: settings.kubeconfig,
+        kubeconfig,
         concurrency: settings.concurrency,
         resyncPeriodMs: settings.resyncPeriodSeconds * 1000,
         kubeQps: settings.kubeQps,

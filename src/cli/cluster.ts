@@ -1,9 +1,10 @@
 // `krane cluster build | up | down | status | env`: the real local Kubernetes that tests and
-// `krane dev` run against, kept running in the background between commands.
+// `krane dev` run against, kept running in the background between commands. The cluster
+// harness is loaded only when one of these runs.
 import type { Command } from "commander";
 import { dirname } from "node:path";
-import { ensureKubeAssets, getClusterStatus, loadCluster, startCluster, STANDIN } from "../cluster/index.js";
-import { isAlive } from "../cluster/process.js";
+
+const harness = () => import("../cluster/index.js");
 
 const say = (line: string) => console.error(line);
 
@@ -12,11 +13,12 @@ export function registerClusterCommands(program: Command): void {
 
   cluster
     .command("build")
-    .description("build the Kubernetes binaries into the cache (done on first use anyway)")
+    .description("build the local Kubernetes and helm into the cache (the cluster builds its part on first use anyway)")
     .action(async () => {
+      const { ensureGoBuild, GO_BUILDS } = await harness();
       const t0 = Date.now();
-      const assets = await ensureKubeAssets(say);
-      console.log(`${assets.dir} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+      for (const spec of GO_BUILDS) console.log(await ensureGoBuild(spec, say));
+      say(`all built or found in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     });
 
   cluster
@@ -25,6 +27,7 @@ export function registerClusterCommands(program: Command): void {
     .option("--name <name>", "cluster name", "krane")
     .option("--standins", "serve Running pods on this machine: user pods answer HTTP, sentinel pods run krane sentinel (a dev and test harness)")
     .action(async (opts: { name: string; standins?: boolean }) => {
+      const { startCluster } = await harness();
       const t0 = Date.now();
       const c = await startCluster({ name: opts.name, detached: true, log: say, standins: opts.standins ?? false });
       say(`cluster "${c.name}" is up in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${c.server}`);
@@ -37,7 +40,7 @@ export function registerClusterCommands(program: Command): void {
     .description("stop a local cluster and remove its data")
     .option("--name <name>", "cluster name", "krane")
     .action(async (opts: { name: string }) => {
-      const c = await loadCluster(opts.name);
+      const c = await (await harness()).loadCluster(opts.name);
       if (!c) {
         say(`no cluster "${opts.name}" is running`);
         return;
@@ -59,7 +62,7 @@ export function registerClusterCommands(program: Command): void {
     .description("print the shell exports that point kubectl (and krane) at a local cluster")
     .option("--name <name>", "cluster name", "krane")
     .action(async (opts: { name: string }) => {
-      const c = await loadCluster(opts.name);
+      const c = await (await harness()).loadCluster(opts.name);
       if (!c) throw new Error(`no cluster "${opts.name}" is running; start one with krane cluster up`);
       console.log(`export KUBECONFIG=${c.kubeconfigPath}`);
       // The kubectl built with the cluster, so client and server versions match.
@@ -68,10 +71,11 @@ export function registerClusterCommands(program: Command): void {
 }
 
 async function kubectlPath(): Promise<string> {
-  return (await ensureKubeAssets(say)).bin.kubectl;
+  return (await (await harness()).ensureKubeAssets(say)).bin.kubectl;
 }
 
 async function printStatus(name: string): Promise<boolean> {
+  const { getClusterStatus, loadCluster, STANDIN } = await harness();
   const c = await loadCluster(name);
   if (!c) {
     say(`no cluster "${name}" is running; start one with krane cluster up`);
@@ -85,6 +89,9 @@ async function printStatus(name: string): Promise<boolean> {
   console.log(`  kubeconfig               ${c.kubeconfigPath}`);
   if (c.podNetwork) console.log(`  pod network              ${c.podNetwork.cidr} (served on this machine at ${c.podNetwork.localCidr})`);
   const standin = c.state.pids[STANDIN];
-  if (standin !== undefined) console.log(`  ${STANDIN.padEnd(24)} ${isAlive(standin) ? "running" : "STOPPED"}`);
+  if (standin !== undefined) {
+    const { isAlive } = await import("../cluster/process.js");
+    console.log(`  ${STANDIN.padEnd(24)} ${isAlive(standin) ? "running" : "STOPPED"}`);
+  }
   return s.apiReady && Object.values(s.components).every(Boolean);
 }

@@ -1,10 +1,8 @@
 // `krane ctrl serve`: runs the control plane until SIGINT/SIGTERM, then drains gracefully.
-// Settings and their precedence are documented in src/ctrl/server/config.ts.
-import { readFileSync } from "node:fs";
+// Settings and their precedence are documented in src/ctrl/server/config.ts. The store, the
+// servers and pino are loaded only when the command runs.
 import type { Command } from "commander";
-import { pino } from "pino";
-import { parseCtrlConfigFile, resolveCtrlSettings, type RawSettings } from "../ctrl/server/config.js";
-import { startCtrl } from "../ctrl/server/server.js";
+import type { RawSettings } from "../ctrl/server/config.js";
 
 interface ServeFlags {
   config?: string;
@@ -24,7 +22,7 @@ export function registerCtrlCommands(program: Command): void {
   const ctrl = program.command("ctrl").description("the krane control plane");
   ctrl
     .command("serve")
-    .description("Serve the public API and the agents' ClusterService (one HTTP/2 port) plus /healthz, /readyz, /metrics.")
+    .description("Serve the public API and the agents' ClusterService (one HTTP/2 port) plus /healthz, /readyz, /metrics, /version.")
     .option("--config <file>", "YAML config file (keys as the flags, camelCase or kebab-case); env KRANE_CONFIG")
     .option("--database <url>", "SQLite file path or postgres:// URL (default ./.krane/ctrl.db); env KRANE_DATABASE_URL")
     .option("--listen <host:port>", "API address, HTTP/2 (default 0.0.0.0:7070); env KRANE_LISTEN")
@@ -43,6 +41,8 @@ export function registerCtrlCommands(program: Command): void {
     .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .action(async (flags: ServeFlags) => {
+      const { readFileSync } = await import("node:fs");
+      const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
       const configPath = flags.config ?? process.env.KRANE_CONFIG;
       const file = configPath ? parseCtrlConfigFile(readFileSync(configPath, "utf8")) : {};
       const raw: RawSettings = {
@@ -59,6 +59,7 @@ export function registerCtrlCommands(program: Command): void {
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
+      const [{ pino }, { startCtrl }] = await Promise.all([import("pino"), import("../ctrl/server/server.js")]);
       const log = pino({ level: settings.logLevel, base: { component: "krane-ctrl" } });
       // Node prints process warnings as plain text on stderr; ctrl's log is JSON, so they go
       // through the logger instead.

@@ -1,7 +1,6 @@
-// `krane dev` (what `npm start` runs): the whole system locally until Ctrl-C.
+// `krane dev` (what `npm start` runs): the whole system locally until Ctrl-C. Everything it
+// runs is loaded only when the command does.
 import type { Command } from "commander";
-import { exampleConverged, exampleStatus, startDev, EXAMPLE } from "../dev/dev.js";
-import { renderEnvironmentStatus } from "./status-view.js";
 
 const say = (line: string) => console.error(line);
 
@@ -15,6 +14,10 @@ export function registerDevCommand(program: Command): void {
     .option("--log-level <level>", "log level of ctrl and the agent", "error")
     .option("--exit-when-ready", "stop once the example runs (for scripts and CI)")
     .action(async (opts: { kubeconfig?: string; ctrlPort: string; dataDir?: string; logLevel: string; exitWhenReady?: boolean }) => {
+      const [{ exampleConverged, exampleStatus, startDev, EXAMPLE }, { renderEnvironmentStatus }] = await Promise.all([
+        import("../dev/dev.js"),
+        import("./status-view.js"),
+      ]);
       const session = await startDev({
         kubeconfig: opts.kubeconfig,
         ctrlPort: Number(opts.ctrlPort),

@@ -1,15 +1,23 @@
 // The `krane` command line: one executable for every role (ctrl, agent, local cluster, dev
-// mode) and the user commands. Each area registers its own subcommands.
+// mode) and the user commands. Each command group registers itself from its own file with one
+// line below; registering loads only commander, and a command loads what it needs (ctrl client,
+// agent, store, cluster harness) when it runs, so `krane --help` and `krane version` stay quick.
+// How to add a command: README.md in this folder.
 import { Command } from "commander";
-import { registerClusterCommands } from "./cluster.js";
-import { registerRolloutPlanCommand } from "./rollout-plan.js";
 import { registerAgentCommands } from "./agent.js";
 import { registerApiTokenCommands } from "./api-token.js";
-import { registerDevCommand } from "./dev.js";
+import { registerClusterCommands } from "./cluster.js";
 import { registerCtrlCommands } from "./ctrl.js";
-import { registerUserCommands } from "./user.js";
+import { registerDeployCommands } from "./deploy.js";
+import { registerDevCommand } from "./dev.js";
+import { registerEnvCommands } from "./env.js";
+import { registerProjectCommands } from "./project.js";
+import { registerRegionCommands } from "./region.js";
 import { registerRolloutCommands } from "./rollout.js";
 import { registerSentinelCommand } from "./sentinel.js";
+import { registerStatusCommand } from "./status.js";
+import { registerVersionCommand } from "./version.js";
+import { registerWorkspaceCommands } from "./workspace.js";
 
 const program = new Command()
   .name("krane")
@@ -17,15 +25,22 @@ const program = new Command()
   .showHelpAfterError()
   .enablePositionalOptions();
 
-registerClusterCommands(program);
-registerRolloutPlanCommand(program);
-registerAgentCommands(program);
-registerDevCommand(program);
+// Servers and the local system.
 registerCtrlCommands(program);
-registerUserCommands(program);
+registerAgentCommands(program);
+registerClusterCommands(program);
+registerDevCommand(program);
+// User commands against ctrl's public API.
+registerWorkspaceCommands(program);
+registerProjectCommands(program);
+registerEnvCommands(program);
+registerDeployCommands(program);
 registerRolloutCommands(program);
+registerStatusCommand(program);
+registerRegionCommands(program);
 registerApiTokenCommands(program);
 registerSentinelCommand(program);
+registerVersionCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,13 +1,11 @@
 // User commands of rollouts (issue 6): `krane scale` and `krane rollout pause | resume | undo |
-// restart | history | status` against ctrl's RolloutService. Connection flags, output format,
-// workspace choice and error handling are the user commands' own (./user-client.ts).
-// `rollout status` follows the rollout per region until it completes (exit 0) or a region
-// exceeds its progress deadline (non-zero), like `kubectl rollout status`.
+// restart | history | status | plan` against ctrl's RolloutService (`plan` runs the engine
+// locally: rollout-plan.ts). `rollout status` follows the rollout per region until it
+// completes (exit 0) or a region exceeds its progress deadline (non-zero), like
+// `kubectl rollout status`.
 import { Option, type Command } from "commander";
-import { RolloutStatusSchema, RolloutService, type RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
-import { rolloutCommand } from "./rollout-plan.js";
-import { renderRolloutHistory, renderRolloutStatus } from "./status-view.js";
-import { Ctrl, intArg, printJson, run, splitTarget, withConnection, type ConnectionFlags } from "./user-client.js";
+import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { intArg, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
 
 interface EnvRef {
   workspace: string;
@@ -16,19 +14,22 @@ interface EnvRef {
 }
 
 /** "<project>/<env>" (workspace from --workspace or the only one) or "<ws>/<project>/<env>". */
-export async function envTarget(c: Ctrl, target: string): Promise<EnvRef> {
+export async function envTarget(x: UserContext, target: string): Promise<EnvRef> {
   const parts = target.split("/");
   if (parts.length === 3 && parts.every((p) => p !== "")) {
     const [workspace = "", project = "", environment = ""] = parts;
     return { workspace, project, environment };
   }
-  return { workspace: await c.workspace(), ...splitTarget(target) };
+  return { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
 }
 
-function print(c: Ctrl, status: RolloutStatus | undefined, render: (s: RolloutStatus) => string = renderRolloutStatus): void {
+function print(x: UserContext, status: RolloutStatus | undefined, view: "status" | "history" = "status"): void {
   if (!status) return;
-  if (c.json) printJson(RolloutStatusSchema, status);
-  else process.stdout.write(`${render(status)}\n`);
+  if (x.json) {
+    x.printJson(x.rollout.RolloutStatusSchema, status);
+    return;
+  }
+  process.stdout.write(`${view === "history" ? x.view.renderRolloutHistory(status) : x.view.renderRolloutStatus(status)}\n`);
 }
 
 export interface FollowOptions {
@@ -64,6 +65,25 @@ export async function followRollout(get: () => Promise<RolloutStatus | undefined
   }
 }
 
+/** The `rollout` command group on `program`, created on first use. */
+export function rolloutCommand(program: Command): Command {
+  const existing = program.commands.find((c) => c.name() === "rollout");
+  if (existing !== undefined) return existing;
+  return program.command("rollout").description("Manage rollouts: plan, and (per environment) pause, resume, undo, status, history.");
+}
+
+/** `krane rollout plan [--input FILE]`: one pass of the engine, JSON in and out (rollout-plan.ts). */
+export function registerRolloutPlanCommand(program: Command): void {
+  rolloutCommand(program)
+    .command("plan")
+    .description("Run one pass of the rollout engine on JSON input and print the result as JSON.")
+    .option("--input <file>", "read the input from FILE instead of stdin")
+    .action(async (opts: { input?: string }) => {
+      const { rolloutPlanCommand } = await import("./rollout-plan.js");
+      await rolloutPlanCommand(opts.input);
+    });
+}
+
 export function registerRolloutCommands(program: Command): void {
   withConnection(
     program
@@ -72,23 +92,22 @@ export function registerRolloutCommands(program: Command): void {
       .requiredOption("--replicas <n>", "replicas per region", intArg("--replicas"))
       .option("--region <region>", "only this region (default: every region)"),
     { workspace: true },
-  ).action((target: string, f: ConnectionFlags & { replicas: number; region?: string }) =>
-    run(async () => {
-      const c = new Ctrl(f);
-      const res = await c.client(RolloutService).scale({ ...(await envTarget(c, target)), replicas: f.replicas, region: f.region ?? "" });
-      print(c, res.status);
+  ).action(
+    userAction(async (x, target: string, f: ConnectionFlags & { replicas: number; region?: string }) => {
+      const res = await x.ctrl.client(x.rollout.RolloutService).scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
+      print(x, res.status);
     }),
   );
 
+  registerRolloutPlanCommand(program);
   const rollout = rolloutCommand(program);
   const simple = (name: "pause" | "resume" | "history", description: string): void => {
-    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action((target: string, f: ConnectionFlags) =>
-      run(async () => {
-        const c = new Ctrl(f);
-        const client = c.client(RolloutService);
-        const ref = await envTarget(c, target);
+    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action(
+      userAction(async (x, target: string) => {
+        const client = x.ctrl.client(x.rollout.RolloutService);
+        const ref = await envTarget(x, target);
         const res = name === "pause" ? await client.pause(ref) : name === "resume" ? await client.resume(ref) : await client.history(ref);
-        print(c, res.status, name === "history" ? renderRolloutHistory : renderRolloutStatus);
+        print(x, res.status, name === "history" ? "history" : "status");
       }),
     );
   };
@@ -102,22 +121,19 @@ export function registerRolloutCommands(program: Command): void {
       .description("roll back to the previous revision, or to --to-revision (the region's revision number)")
       .option("--to-revision <n>", "revision number (see `krane rollout history`)", intArg("--to-revision")),
     { workspace: true },
-  ).action((target: string, f: ConnectionFlags & { toRevision?: number }) =>
-    run(async () => {
-      const c = new Ctrl(f);
-      const res = await c.client(RolloutService).undo({ ...(await envTarget(c, target)), toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision) });
-      print(c, res.status);
+  ).action(
+    userAction(async (x, target: string, f: ConnectionFlags & { toRevision?: number }) => {
+      const res = await x.ctrl.client(x.rollout.RolloutService).undo({ ...(await envTarget(x, target)), toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision) });
+      print(x, res.status);
     }),
   );
 
   withConnection(rollout.command("restart <target>").description("replace every pod by rolling out a fresh copy of the current revision"), { workspace: true }).action(
-    (target: string, f: ConnectionFlags) =>
-      run(async () => {
-        const c = new Ctrl(f);
-        const res = await c.client(RolloutService).restart(await envTarget(c, target));
-        if (!c.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
-        print(c, res.status);
-      }),
+    userAction(async (x, target: string) => {
+      const res = await x.ctrl.client(x.rollout.RolloutService).restart(await envTarget(x, target));
+      if (!x.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
+      print(x, res.status);
+    }),
   );
 
   withConnection(
@@ -128,21 +144,20 @@ export function registerRolloutCommands(program: Command): void {
       .addOption(new Option("--timeout <seconds>", "give up after this long (0: never)").argParser(intArg("--timeout")).default(0))
       .addOption(new Option("--interval-ms <ms>", "poll interval").argParser(intArg("--interval-ms")).default(250).hideHelp()),
     { workspace: true },
-  ).action((target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) =>
-    run(async () => {
-      const c = new Ctrl(f);
-      const client = c.client(RolloutService);
-      const ref = await envTarget(c, target);
+  ).action(
+    userAction(async (x, target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) => {
+      const client = x.ctrl.client(x.rollout.RolloutService);
+      const ref = await envTarget(x, target);
       if (!f.watch) {
-        print(c, (await client.getRolloutStatus(ref)).status);
+        print(x, (await client.getRolloutStatus(ref)).status);
         return;
       }
       const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
         intervalMs: Math.max(50, f.intervalMs),
         timeoutMs: f.timeout * 1000,
-        log: (line) => (c.json ? process.stderr : process.stdout).write(`${line}\n`),
+        log: (line) => (x.json ? process.stderr : process.stdout).write(`${line}\n`),
       });
-      if (c.json) printJson(RolloutStatusSchema, final);
+      if (x.json) x.printJson(x.rollout.RolloutStatusSchema, final);
     }),
   );
 }

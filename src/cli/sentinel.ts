@@ -1,9 +1,7 @@
 // `krane sentinel`: runs the routing proxy of one environment in one region until SIGTERM or
 // SIGINT, then drains (stops accepting, finishes in-flight requests) and exits.
 import type { Command } from "commander";
-import { pino } from "pino";
 import { resolveSentinelSettings, SENTINEL_ENV, type SentinelFlags } from "../sentinel/config.js";
-import { Sentinel } from "../sentinel/sentinel.js";
 
 export function registerSentinelCommand(program: Command): void {
   const e = SENTINEL_ENV;
@@ -29,6 +27,8 @@ export function registerSentinelCommand(program: Command): void {
     .action(async (flags: SentinelFlags) => {
       const { settings, problems } = resolveSentinelSettings(flags, process.env);
       if (!settings) throw new Error(`invalid sentinel configuration:\n  ${problems.join("\n  ")}`);
+      // The proxy and the logger load only when a sentinel runs (krane --help stays light).
+      const [{ pino }, { Sentinel }] = await Promise.all([import("pino"), import("../sentinel/sentinel.js")]);
       const log = pino({ level: settings.logLevel, base: { component: "krane-sentinel", environmentId: settings.environmentId, region: settings.region } });
       const sentinel = new Sentinel({ settings, log });
       await sentinel.start();

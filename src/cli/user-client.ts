@@ -1,7 +1,9 @@
-// Shared plumbing of the user commands: the connection to ctrl (--ctrl-url / KRANE_CTRL_URL,
-// --token / KRANE_TOKEN), output as tables or JSON (--output), the workspace in use
+// The heavy half of the user commands, loaded only when one runs (see command.ts): the
+// connection to ctrl (--ctrl-url / KRANE_CTRL_URL, --token / KRANE_TOKEN) over HTTP/2, the
+// generated API, output as tables or JSON (--output) and the status views, the workspace in use
 // (--workspace / KRANE_WORKSPACE, or the only one there is), and turning ctrl's errors into a
-// one-line message and a non-zero exit.
+// one-line message and a non-zero exit. `npm run build` bundles this file with everything it
+// imports into one module (scripts/build.mjs): it loads ~150 small files otherwise.
 //
 // Outages: while ctrl is unreachable or answers unavailable / resource_exhausted (its database
 // is down), reads and idempotent calls are tried again with backoff for --retry-for (default
@@ -13,12 +15,14 @@ import { toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import Table from "cli-table3";
-import { Option, type Command } from "commander";
-import { WorkspaceService } from "../gen/krane/ctrl/v1/api_pb.js";
+import * as api from "../gen/krane/ctrl/v1/api_pb.js";
+import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { CTRL_VERSION_HEADER } from "../contracts/version.js";
+import * as view from "./status-view.js";
 import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
+import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 
-/** The exit code of a command that gave up because ctrl or its database was unavailable (sysexits EX_UNAVAILABLE). */
-export const EXIT_UNAVAILABLE = 69;
+export { EXIT_UNAVAILABLE };
 
 /** Public API methods that may be repeated after an outage: reads, and writes that set a state. */
 export const RETRY_SAFE: ReadonlySet<string> = new Set([
@@ -121,6 +125,7 @@ export function outageRetry(opts: OutageRetryOptions): Interceptor {
   };
 }
 
+
 export interface ConnectionFlags {
   ctrlUrl?: string;
   token?: string;
@@ -130,29 +135,31 @@ export interface ConnectionFlags {
   retryFor?: string;
 }
 
-/** Adds the connection and output options to a user command. */
-export function withConnection(cmd: Command, opts: { workspace?: boolean } = {}): Command {
-  cmd
-    .addOption(new Option("--ctrl-url <url>", "ctrl's API URL").env("KRANE_CTRL_URL").default("http://127.0.0.1:7070"))
-    .addOption(new Option("--token <token>", "user API token").env("KRANE_TOKEN"))
-    .addOption(new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"))
-    .addOption(
-      new Option("--retry-for <duration>", `retry reads and idempotent calls this long while ctrl or its database is unavailable (0 disables), then exit ${EXIT_UNAVAILABLE}`)
-        .env("KRANE_RETRY_FOR")
-        .default("10s"),
-    );
-  if (opts.workspace) cmd.addOption(new Option("-w, --workspace <slug>", "workspace (default: the only one)").env("KRANE_WORKSPACE"));
-  return cmd;
+/** What a user command's body gets: the connection, the generated API, and the printers. */
+export interface UserContext {
+  readonly ctrl: Ctrl;
+  readonly api: typeof api;
+  readonly rollout: typeof rollout;
+  readonly json: boolean;
+  readonly toJson: typeof toJson;
+  /** Human renderings of statuses (status-view.ts). */
+  readonly view: typeof view;
+  printJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): void;
+  printTable(head: string[], rows: (string | number)[][]): void;
 }
 
 export class Ctrl {
   private readonly transport;
+  /** ctrl's build, from the header of the last response (empty before the first call). */
+  ctrlBuild = "";
   constructor(readonly flags: ConnectionFlags) {
     if (!flags.token) throw new Error("no API token: pass --token or set KRANE_TOKEN");
     const token = flags.token;
     const bearer: Interceptor = (next) => async (req) => {
       req.header.set("authorization", `Bearer ${token}`);
-      return next(req);
+      const res = await next(req);
+      this.ctrlBuild = res.header.get(CTRL_VERSION_HEADER) ?? this.ctrlBuild;
+      return res;
     };
     const baseUrl = flags.ctrlUrl ?? "http://127.0.0.1:7070";
     const retry = outageRetry({ windowMs: parseDuration(flags.retryFor ?? "10s"), ctrlUrl: baseUrl, progress: (line) => process.stderr.write(`${line}\n`) });
@@ -170,11 +177,19 @@ export class Ctrl {
   /** The --workspace given, or the only workspace there is. */
   async workspace(): Promise<string> {
     if (this.flags.workspace) return this.flags.workspace;
-    const { workspaces } = await this.client(WorkspaceService).listWorkspaces({});
+    const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({});
     const only = workspaces[0];
     if (workspaces.length === 1 && only) return only.slug;
     throw new Error(workspaces.length === 0 ? "no workspace yet: krane workspace create <slug>" : "several workspaces: pass --workspace or set KRANE_WORKSPACE");
   }
+}
+
+/** Connects, runs a command body, and turns ctrl errors into "code: message" with exit code 1. */
+export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
+  await run(async () => {
+    const ctrl = new Ctrl(flags);
+    await body({ ctrl, api, rollout, json: ctrl.json, toJson, view, printJson, printTable });
+  });
 }
 
 /** Runs a command body, turning ctrl errors into "code: message" with exit code 1 (EXIT_UNAVAILABLE in an outage). */
@@ -202,26 +217,4 @@ export function printTable(head: string[], rows: (string | number)[][]): void {
   const table = new Table({ head, style: { head: [], border: [] } });
   for (const r of rows) table.push(r.map(String));
   process.stdout.write(`${table.toString()}\n`);
-}
-
-export function when(ms: bigint): string {
-  return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
-}
-
-/** "project/env" → both parts. */
-export function splitTarget(target: string): { project: string; environment: string } {
-  const m = /^([^/]+)\/([^/]+)$/.exec(target);
-  if (!m || m[1] === undefined || m[2] === undefined) throw new Error(`expected <project>/<env>, got "${target}"`);
-  return { project: m[1], environment: m[2] };
-}
-
-export function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
-}
-
-export function intArg(name: string): (v: string) => number {
-  return (v) => {
-    if (!/^-?\d+$/.test(v)) throw new Error(`${name}: expected an integer, got "${v}"`);
-    return Number(v);
-  };
 }

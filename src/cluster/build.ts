@@ -1,11 +1,15 @@
-// Builds the local Kubernetes binaries once, from the Go module in tools/kube, into a cache
-// outside the repository, and finds them again in a warm cache in well under a second.
+// Builds the Go binaries krane's tests and local mode need, once, from pinned Go modules
+// (tools/kube: the local Kubernetes; tools/helm: helm for the chart tests) into a cache outside
+// the repository, and finds them again in a warm cache in well under a second.
 //
-// The cache key hashes everything that decides the output (go.mod, go.sum, the etcd wrapper,
-// the build flags and the Go version), so a changed pin builds a fresh directory. A build is
-// written to a temporary directory and renamed into place only after its manifest is written,
-// so a partial build is never mistaken for a finished one; a finished one whose files no longer
-// match the manifest (sizes) is rebuilt.
+// Each build is a GoBuildSpec (a module, its binaries, flags) listed in GO_BUILDS: adding a Go
+// tool is one more spec there (or one more binary in a spec's list). The cache key hashes everything
+// that decides the output (go.mod, go.sum, other sources, the build flags and the Go version),
+// so a changed pin builds a fresh directory. A build is written to a temporary directory and
+// renamed into place only after its manifest is written, so a partial build is never mistaken
+// for a finished one; a finished one whose files no longer match the manifest (sizes), or that
+// lacks a binary its spec lists, is rebuilt. The first build takes minutes, so it reports each
+// step, how many are left and the time spent (progress.ts).
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { constants, existsSync } from "node:fs";
@@ -16,14 +20,18 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { isAlive } from "./process.js";
+import { Progress, formatDuration } from "./progress.js";
 
 const run = promisify(execFile);
 
 export const KUBE_VERSION = "v1.36.3";
+export const HELM_VERSION = "v4.2.4";
 const MIN_GO = [1, 26] as const;
 
 /** tools/kube: the Go wrapper module (go.mod and go.sum pinned). */
 export const kubeModuleDir = fileURLToPath(new URL("../../tools/kube/", import.meta.url));
+/** tools/helm: pins helm (go.mod and go.sum). */
+export const helmModuleDir = fileURLToPath(new URL("../../tools/helm/", import.meta.url));
 
 export const BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"] as const;
 export type BinaryName = (typeof BINARIES)[number];
@@ -54,6 +62,88 @@ const GATEWAY_CRDS = [
   "gateway.networking.k8s.io_referencegrants.yaml",
 ];
 
+/** One cached build of Go binaries from one pinned module. */
+export interface GoBuildSpec {
+  /** The cache directory is `<name>-<key>` under cacheRoot(), e.g. "kube-v1.36.3". */
+  readonly name: string;
+  /** What progress lines call it. */
+  readonly title: string;
+  readonly moduleDir: string;
+  /** Output file name and Go package, in build order. */
+  readonly binaries: readonly (readonly [name: string, pkg: string])[];
+  readonly tags: string;
+  readonly ldflags: string;
+  /** Files under moduleDir whose contents decide the output (hashed into the key, in order). */
+  readonly keyFiles: readonly string[];
+  /** Further strings hashed into the key after the flags and the Go version. */
+  readonly keyExtras: readonly string[];
+  /** A cold build's typical time on 2 cores, said before it starts. */
+  readonly coldEstimate: string;
+  /** Copies files other than binaries into the build; returns their paths relative to it. */
+  readonly extras?: (out: string, moduleDir: (mod: string) => Promise<string>) => Promise<string[]>;
+}
+
+function kubeLdflags(): string {
+  const [major, minor] = KUBE_VERSION.slice(1).split(".");
+  const v = (pkg: string, key: string, value: string) => `-X ${pkg}.${key}=${value}`;
+  return [
+    "-s -w",
+    v("k8s.io/component-base/version", "gitVersion", KUBE_VERSION),
+    v("k8s.io/component-base/version", "gitMajor", major ?? "1"),
+    v("k8s.io/component-base/version", "gitMinor", minor ?? "0"),
+    v("k8s.io/component-base/version", "gitTreeState", "clean"),
+    v("k8s.io/client-go/pkg/version", "gitVersion", KUBE_VERSION),
+    v("k8s.io/client-go/pkg/version", "gitMajor", major ?? "1"),
+    v("k8s.io/client-go/pkg/version", "gitMinor", minor ?? "0"),
+  ].join(" ");
+}
+
+/** The local Kubernetes: control plane, kubectl and KWOK, plus KWOK stages and Gateway API CRDs. */
+export const KUBE_BUILD: GoBuildSpec = {
+  name: `kube-${KUBE_VERSION}`,
+  title: `the local Kubernetes ${KUBE_VERSION}`,
+  moduleDir: kubeModuleDir,
+  binaries: BINARIES.map((b) => [b, PACKAGES[b]] as const),
+  tags: "selinux,notest",
+  ldflags: kubeLdflags(),
+  keyFiles: ["go.mod", "go.sum", "etcd/main.go"],
+  keyExtras: [KWOK_STAGES.join(), GATEWAY_CRDS.join()],
+  coldEstimate: "about 6–8 minutes",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "kwok"), { recursive: true });
+    await mkdir(join(out, "crds"), { recursive: true });
+    const kwokDir = await moduleDir("sigs.k8s.io/kwok");
+    const gatewayDir = await moduleDir("sigs.k8s.io/gateway-api");
+    const files: string[] = [];
+    for (const [i, rel] of KWOK_STAGES.entries()) {
+      await copyFile(join(kwokDir, rel), join(out, "kwok", `stage-${i}.yaml`));
+      files.push(`kwok/stage-${i}.yaml`);
+    }
+    for (const f of GATEWAY_CRDS) {
+      await copyFile(join(gatewayDir, "config/crd/standard", f), join(out, "crds", f));
+      files.push(`crds/${f}`);
+    }
+    return files;
+  },
+};
+
+/** helm, for the chart's tests (lint, template, install against the local cluster). */
+export const HELM_BUILD: GoBuildSpec = {
+  name: `helm-${HELM_VERSION}`,
+  title: `helm ${HELM_VERSION}`,
+  moduleDir: helmModuleDir,
+  binaries: [["helm", "helm.sh/helm/v4/cmd/helm"]],
+  tags: "",
+  // Without the version stamp `helm version` says only "v4.2".
+  ldflags: `-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}`,
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [],
+  coldEstimate: "about 2–3 minutes",
+};
+
+/** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD];
+
 export interface KubeAssets {
   dir: string;
   bin: Record<BinaryName, string>;
@@ -61,6 +151,12 @@ export interface KubeAssets {
   kwokStages: string[];
   /** CRD manifests to install (Gateway API). */
   crds: string[];
+}
+
+export interface HelmAssets {
+  dir: string;
+  /** The helm executable. */
+  bin: string;
 }
 
 interface Manifest {
@@ -102,29 +198,19 @@ export async function goVersion(): Promise<string> {
   return out;
 }
 
-function ldflags(): string {
-  const [major, minor] = KUBE_VERSION.slice(1).split(".");
-  const v = (pkg: string, key: string, value: string) => `-X ${pkg}.${key}=${value}`;
-  return [
-    "-s -w",
-    v("k8s.io/component-base/version", "gitVersion", KUBE_VERSION),
-    v("k8s.io/component-base/version", "gitMajor", major ?? "1"),
-    v("k8s.io/component-base/version", "gitMinor", minor ?? "0"),
-    v("k8s.io/component-base/version", "gitTreeState", "clean"),
-    v("k8s.io/client-go/pkg/version", "gitVersion", KUBE_VERSION),
-    v("k8s.io/client-go/pkg/version", "gitMajor", major ?? "1"),
-    v("k8s.io/client-go/pkg/version", "gitMinor", minor ?? "0"),
-  ].join(" ");
-}
-
-async function cacheKey(go: string): Promise<string> {
+async function cacheKey(spec: GoBuildSpec, go: string): Promise<string> {
   const h = createHash("sha256");
-  for (const f of ["go.mod", "go.sum", "etcd/main.go"]) h.update(await readFile(join(kubeModuleDir, f)));
-  h.update(ldflags()).update(go).update(KWOK_STAGES.join()).update(GATEWAY_CRDS.join());
+  for (const f of spec.keyFiles) h.update(await readFile(join(spec.moduleDir, f)));
+  h.update(spec.ldflags).update(go);
+  for (const x of spec.keyExtras) h.update(x);
   return h.digest("hex").slice(0, 12);
 }
 
-function assetsIn(dir: string): KubeAssets {
+async function buildDir(spec: GoBuildSpec, go: string): Promise<string> {
+  return join(cacheRoot(), `${spec.name}-${await cacheKey(spec, go)}`);
+}
+
+function kubeAssetsIn(dir: string): KubeAssets {
   const bin = Object.fromEntries(BINARIES.map((b) => [b, join(dir, "bin", b)])) as Record<BinaryName, string>;
   return {
     dir,
@@ -134,14 +220,15 @@ function assetsIn(dir: string): KubeAssets {
   };
 }
 
-/** True when every file the manifest lists is present with its recorded size. */
-async function verify(dir: string): Promise<boolean> {
+/** True when every file the manifest lists is present with its recorded size, and every binary the spec lists is there. */
+async function verify(spec: GoBuildSpec, dir: string): Promise<boolean> {
   let manifest: Manifest;
   try {
     manifest = JSON.parse(await readFile(join(dir, "manifest.json"), "utf8")) as Manifest;
   } catch {
     return false;
   }
+  if (spec.binaries.some(([name]) => !(`bin/${name}` in manifest.files))) return false;
   for (const [rel, size] of Object.entries(manifest.files)) {
     try {
       const s = await stat(join(dir, rel));
@@ -154,11 +241,16 @@ async function verify(dir: string): Promise<boolean> {
   return Object.keys(manifest.files).length > 0;
 }
 
+/** The directory of a finished build of `spec`, if the cache has one; never builds. */
+export async function findGoBuild(spec: GoBuildSpec): Promise<string | undefined> {
+  const dir = await buildDir(spec, await goVersion());
+  return (await verify(spec, dir)) ? dir : undefined;
+}
+
 /** The cache directory of a finished build, if there is one; never builds. */
 export async function findKubeAssets(): Promise<KubeAssets | undefined> {
-  const go = await goVersion();
-  const dir = join(cacheRoot(), `kube-${KUBE_VERSION}-${await cacheKey(go)}`);
-  return (await verify(dir)) ? assetsIn(dir) : undefined;
+  const dir = await findGoBuild(KUBE_BUILD);
+  return dir === undefined ? undefined : kubeAssetsIn(dir);
 }
 
 async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: string) => void): Promise<T> {
@@ -176,7 +268,7 @@ async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: st
         await rm(lockDir, { recursive: true, force: true });
         continue;
       }
-      if (!told) log(`waiting for another build of the local Kubernetes (pid ${holder || "?"})`);
+      if (!told) log(`waiting for another build into ${lockDir.replace(/\.lock$/, "")} (pid ${holder || "?"})`);
       told = true;
       await sleep(1000);
     }
@@ -188,22 +280,32 @@ async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: st
   }
 }
 
-/**
- * Returns the binaries and manifests of the local Kubernetes, building them first when the
- * cache does not hold a complete build (a cold build takes several minutes on 2 cores).
- */
-export async function ensureKubeAssets(log: (line: string) => void = () => {}): Promise<KubeAssets> {
+/** The directory of a finished build of `spec`, building it first when the cache lacks one. */
+export async function ensureGoBuild(spec: GoBuildSpec, log: (line: string) => void = () => {}): Promise<string> {
   const go = await goVersion();
-  const dir = join(cacheRoot(), `kube-${KUBE_VERSION}-${await cacheKey(go)}`);
-  if (await verify(dir)) return assetsIn(dir);
-  return withLock(`${dir}.lock`, async () => {
-    if (await verify(dir)) return assetsIn(dir);
-    await build(dir, go, log);
-    return assetsIn(dir);
+  const dir = await buildDir(spec, go);
+  if (await verify(spec, dir)) return dir;
+  await withLock(`${dir}.lock`, async () => {
+    if (!(await verify(spec, dir))) await build(spec, dir, go, log);
   }, log);
+  return dir;
 }
 
-async function build(dir: string, go: string, log: (line: string) => void): Promise<void> {
+/**
+ * Returns the binaries and manifests of the local Kubernetes, building them first when the
+ * cache does not hold a complete build (a cold build takes 6–8 minutes on 2 cores).
+ */
+export async function ensureKubeAssets(log: (line: string) => void = () => {}): Promise<KubeAssets> {
+  return kubeAssetsIn(await ensureGoBuild(KUBE_BUILD, log));
+}
+
+/** helm from tools/helm, built on first use. */
+export async function ensureHelm(log: (line: string) => void = () => {}): Promise<HelmAssets> {
+  const dir = await ensureGoBuild(HELM_BUILD, log);
+  return { dir, bin: join(dir, "bin", "helm") };
+}
+
+async function build(spec: GoBuildSpec, dir: string, go: string, log: (line: string) => void): Promise<void> {
   const started = Date.now();
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
@@ -212,36 +314,39 @@ async function build(dir: string, go: string, log: (line: string) => void): Prom
     await rm(dir, { recursive: true, force: true });
   }
   await mkdir(join(tmp, "bin"), { recursive: true });
-  await mkdir(join(tmp, "kwok"), { recursive: true });
-  await mkdir(join(tmp, "crds"), { recursive: true });
-  log(`building Kubernetes ${KUBE_VERSION} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) with ${go}; a cold build takes several minutes`);
-  const env = goEnv();
-  const opts = { cwd: kubeModuleDir, env, maxBuffer: 64 * 1024 * 1024 };
+  const names = spec.binaries.map(([name]) => name);
+  log(
+    `building ${spec.title} from source with ${go}: ${names.length} binar${names.length === 1 ? "y" : "ies"} (${names.join(", ")}). ` +
+      `The first build takes ${spec.coldEstimate} on 2 cores; later runs reuse ${dir}.`,
+  );
+  const progress = new Progress(1 + names.length + (spec.extras ? 1 : 0), { log });
+  const opts = { cwd: spec.moduleDir, env: goEnv(), maxBuffer: 64 * 1024 * 1024 };
+  const files: string[] = [];
+  let current = "downloading Go modules";
   try {
-    await run("go", ["mod", "download"], opts);
-    await run(
-      "go",
-      ["build", "-trimpath", "-tags=selinux,notest", "-ldflags", ldflags(), "-o", join(tmp, "bin") + "/", ...BINARIES.map((b) => PACKAGES[b])],
-      opts,
-    );
-    const moduleDir = async (mod: string) => (await run("go", ["list", "-m", "-f", "{{.Dir}}", mod], opts)).stdout.trim();
-    const kwokDir = await moduleDir("sigs.k8s.io/kwok");
-    const gatewayDir = await moduleDir("sigs.k8s.io/gateway-api");
-    for (const [i, rel] of KWOK_STAGES.entries()) await copyFile(join(kwokDir, rel), join(tmp, "kwok", `stage-${i}.yaml`));
-    for (const f of GATEWAY_CRDS) await copyFile(join(gatewayDir, "config/crd/standard", f), join(tmp, "crds", f));
+    await progress.step(current, () => run("go", ["mod", "download"], opts));
+    for (const [name, pkg] of spec.binaries) {
+      current = `building ${name}`;
+      const flags = ["build", "-trimpath", ...(spec.tags ? [`-tags=${spec.tags}`] : []), "-ldflags", spec.ldflags, "-o", join(tmp, "bin", name), pkg];
+      await progress.step(current, () => run("go", flags, opts));
+      files.push(`bin/${name}`);
+    }
+    if (spec.extras) {
+      const extras = spec.extras;
+      current = "copying manifests from the module cache";
+      const moduleDir = async (mod: string) => (await run("go", ["list", "-m", "-f", "{{.Dir}}", mod], opts)).stdout.trim();
+      files.push(...(await progress.step(current, () => extras(tmp, moduleDir))));
+    }
   } catch (err) {
     await rm(tmp, { recursive: true, force: true });
     const e = err as { stderr?: string; message: string };
-    throw new Error(`building the local Kubernetes failed: ${(e.stderr || e.message).trim().split("\n").slice(-20).join("\n")}`);
+    throw new Error(`building ${spec.title} failed while ${current}: ${(e.stderr || e.message).trim().split("\n").slice(-20).join("\n")}`);
   }
-  const files: Record<string, number> = {};
-  const assets = assetsIn(tmp);
-  for (const path of [...Object.values(assets.bin), ...assets.kwokStages, ...assets.crds]) {
-    files[path.slice(tmp.length + 1)] = (await stat(path)).size;
-  }
+  const sizes: Record<string, number> = {};
+  for (const rel of files) sizes[rel] = (await stat(join(tmp, rel))).size;
   const buildSeconds = Math.round((Date.now() - started) / 1000);
-  const manifest: Manifest = { version: KUBE_VERSION, go, builtAt: new Date().toISOString(), buildSeconds, files };
+  const manifest: Manifest = { version: spec.name, go, builtAt: new Date().toISOString(), buildSeconds, files: sizes };
   await writeFile(join(tmp, "manifest.json"), JSON.stringify(manifest, null, 2));
   await rename(tmp, dir);
-  log(`built the local Kubernetes in ${buildSeconds}s into ${dir}`);
+  log(`built ${spec.title} in ${formatDuration(buildSeconds * 1000)} into ${dir}`);
 }

@@ -23,10 +23,12 @@ import {
 } from "../../contracts/labels.js";
 import {
   ENDPOINTSLICE_MANAGED_BY,
+  ENDPOINTSLICE_HEADLESS_LABEL,
   ENDPOINTSLICE_MANAGED_BY_LABEL,
   ENDPOINTS_PER_SLICE,
   POLICY_KEY,
   ROUTING_COMPONENT,
+  ROUTING_PORT_NAME,
   formatRoutingPolicy,
   routingPolicyName,
   routingSliceName,
@@ -122,11 +124,16 @@ export function renderRevisionSlices(
       metadata: {
         name: routingSliceName(s.k8sName, deploymentId, c),
         namespace: SENTINEL_NAMESPACE,
-        labels: { ...routingLabels(s, region), [LABEL_DEPLOYMENT_ID]: deploymentId, [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY },
+        labels: {
+          ...routingLabels(s, region),
+          [LABEL_DEPLOYMENT_ID]: deploymentId,
+          [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY,
+          [ENDPOINTSLICE_HEADLESS_LABEL]: "",
+        },
       },
       addressType: "IPv4",
     };
-    if (port !== undefined) slice.ports = [{ name: "http", port, protocol: "TCP" }];
+    if (port !== undefined) slice.ports = [{ name: ROUTING_PORT_NAME, port, protocol: "TCP" }];
     // null, not []: no endpoint left must remove the list (drift.ts).
     slice.endpoints = null;
     if (part.length > 0) {

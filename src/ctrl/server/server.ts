@@ -1,6 +1,7 @@
 // The ctrl server: one HTTP/2 port (h2c, or TLS when a certificate is configured) serving
 // Connect, gRPC and gRPC-Web for ClusterService and the public API, and an HTTP/1.1 ops port
-// with /healthz, /readyz and /metrics.
+// with /healthz, /readyz, /metrics and /version. Every API answer carries ctrl's build in a
+// header (src/contracts/version.ts).
 //
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
@@ -39,6 +40,8 @@ import { compactOutbox } from "../db/outbox.js";
 import { Store } from "../db/store.js";
 import { addUserToken, countUserTokens, generateToken } from "../domain/tokens.js";
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
+import { buildInfo, buildLabel } from "../../build-info.js";
+import { CTRL_VERSION_HEADER } from "../../contracts/version.js";
 import { rolloutServiceImpl } from "../rollout/service.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
@@ -227,9 +230,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     onHandlerError: (method, err) => log.warn({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc answer not delivered"),
   });
 
+  // Every answer names ctrl's build (src/contracts/version.ts); headers set here merge into the
+  // ones Connect writes.
+  const build = buildLabel();
+  const withVersion = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    res.setHeader(CTRL_VERSION_HEADER, build);
+    handler(req, res);
+  };
   const server: http2.Http2Server = config.tls
-    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, handler)
-    : http2.createServer({}, handler);
+    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, withVersion)
+    : http2.createServer({}, withVersion);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
   // half-closed, and the server only reports closed once every socket is gone.
@@ -284,6 +294,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
           let ok = !draining && store.notifier.healthy();
           if (ok) ok = await store.ping().then(() => true, () => false);
           res.writeHead(ok ? 200 : 503, { "content-type": "text/plain" }).end(ok ? "ready\n" : "not ready\n");
+        } else if (path === "/version") {
+          res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(buildInfo())}\n`);
         } else if (path === "/metrics") {
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         } else {
@@ -305,7 +317,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
-  log.info({ url, opsUrl, database: store.dialect.name }, "ctrl listening");
+  log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {

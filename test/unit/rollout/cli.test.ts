@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Command } from "commander";
-import { registerRolloutPlanCommand, rolloutCommand, runRolloutPlan } from "../../../src/cli/rollout-plan.js";
+import { runRolloutPlan } from "../../../src/cli/rollout-plan.js";
+import { registerRolloutPlanCommand, rolloutCommand } from "../../../src/cli/rollout.js";
 import { deployment, input, rev } from "./helpers.js";
 
 const example = JSON.stringify(

@@ -1,0 +1,207 @@
+// CLI and start-up figures (issue 15), each against kubectl in the same run:
+//   - `krane --help`, `krane version`, `krane status <env>` against a running ctrl: wall time and
+//     peak RSS, min/median/max of 10 runs, for the build (dist/, what ships) and from source
+//     (tsx, what bin/krane.js ran before the build); kubectl: `version --client`, `get namespaces`;
+//   - ctrl (SQLite, fresh database) and the agent: process start to /readyz answering 200, from
+//     the build and from source, as wall time and as the CPU time the process used (which the
+//     machine's load does not inflate);
+//   - the image's size, when `npm run image` built one into dist-image/.
+//
+//   npm run bench -- cli       (builds dist/ first when it is stale)
+// RSS and CPU time come from GNU time (/usr/bin/time); without it only wall times are printed.
+// CPU time is printed because wall times on a shared, loaded machine are inflated.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { once } from "node:events";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { agentKubeConfigFrom } from "../src/agent/rbac.js";
+import { createApiClients } from "../src/client/api.js";
+import { findKubeAssets, startCluster } from "../src/cluster/index.js";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const RUNS = 10;
+const GNU_TIME = existsSync("/usr/bin/time") ? "/usr/bin/time" : undefined;
+const BUILD = [join(ROOT, "bin/krane.js")];
+const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
+
+interface Sample {
+  ms: number;
+  rssKb: number;
+  /** User + system CPU seconds (0 when unknown). */
+  cpu: number;
+}
+
+/** One run of a command: wall time (ms) and peak resident memory (KiB, 0 when unknown). */
+function measure(command: string, args: string[], env: NodeJS.ProcessEnv): Sample {
+  const file = join(tmpdir(), `krane-bench-time-${process.pid}`);
+  const [cmd, argv] = GNU_TIME ? [GNU_TIME, ["-f", "%M %U %S", "-o", file, command, ...args]] : [command, args];
+  const t = performance.now();
+  const r = spawnSync(cmd, argv, { env: { ...process.env, ...env }, cwd: ROOT, encoding: "utf8", maxBuffer: 16 << 20 });
+  const ms = performance.now() - t;
+  if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${r.status}): ${r.stderr.slice(0, 400)}`);
+  const [rssKb = 0, user = 0, sys = 0] = GNU_TIME ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number) : [];
+  rmSync(file, { force: true });
+  return { ms, rssKb, cpu: user + sys };
+}
+
+function stats(values: number[]): { min: number; median: number; max: number } {
+  const s = [...values].sort((a, b) => a - b);
+  return { min: s[0] ?? NaN, median: s[Math.floor(s.length / 2)] ?? NaN, max: s[s.length - 1] ?? NaN };
+}
+
+function row(label: string, samples: Sample[]): void {
+  const t = stats(samples.map((x) => x.ms / 1000));
+  const m = stats(samples.map((x) => x.rssKb / 1024));
+  const c = stats(samples.map((x) => x.cpu));
+  const rss = GNU_TIME ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s` : "";
+  console.log(`cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s${rss}`);
+}
+
+function series(label: string, command: string, args: string[], env: NodeJS.ProcessEnv = {}): void {
+  measure(command, args, env); // warm the file cache, as a user's second call would be
+  row(label, Array.from({ length: RUNS }, () => measure(command, args, env)));
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  s.listen(0, "127.0.0.1");
+  await once(s, "listening");
+  const port = (s.address() as { port: number }).port;
+  s.close();
+  return port;
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  await exited;
+}
+
+/** CPU time (ms, user + system) a process has used so far; the machine's load does not inflate it. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (100/s)
+}
+
+interface Ready {
+  wallMs: number;
+  cpuMs: number;
+}
+
+/** Starts a krane process; returns the wall and CPU time until its ops port's /readyz answers 200. */
+async function startToReady(entry: string[], args: string[], opsPort: number): Promise<Ready> {
+  const t = performance.now();
+  const child = spawn(process.execPath, [...entry, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`exited: ${stderr.slice(0, 400)}`);
+      const status = await fetch(`http://127.0.0.1:${opsPort}/readyz`).then((r) => r.status, () => 0);
+      if (status === 200) return { wallMs: performance.now() - t, cpuMs: cpuMs(child.pid ?? 0) };
+      if (performance.now() - t > 120_000) throw new Error("not ready within 120 s");
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  } finally {
+    await stop(child);
+  }
+}
+
+function readyRow(label: string, runs: Ready[]): void {
+  const t = stats(runs.map((x) => x.wallMs / 1000));
+  const c = stats(runs.map((x) => x.cpuMs / 1000));
+  console.log(
+    `cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s to ready, CPU ${c.min.toFixed(2)}/${c.median.toFixed(2)}/${c.max.toFixed(2)} s (${runs.length} runs)`,
+  );
+}
+
+function imageSize(): void {
+  const layout = join(ROOT, "dist-image/krane-oci");
+  if (!existsSync(join(layout, "index.json"))) {
+    console.log("cli: image size                                    (no image: npm run image builds dist-image/)");
+    return;
+  }
+  const blob = (d: string): string => join(layout, "blobs", ...d.split(":"));
+  const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8")) as { manifests: { digest: string }[] };
+  const manifest = JSON.parse(readFileSync(blob(index.manifests[0]?.digest ?? ""), "utf8")) as { config: { size: number }; layers: { size: number }[] };
+  const bytes = manifest.config.size + manifest.layers.reduce((n, l) => n + l.size, 0);
+  console.log(`cli: image size (dist-image/krane-oci)            ${(bytes / 1024 / 1024).toFixed(1)} MiB compressed, ${manifest.layers.length} layers`);
+}
+
+export async function benchCli(): Promise<void> {
+  const build = spawnSync(process.execPath, [join(ROOT, "scripts/build.mjs"), "--if-stale"], { stdio: "inherit" });
+  if (build.status !== 0) throw new Error("npm run build failed");
+  const kubectl = (await findKubeAssets())?.bin.kubectl;
+  console.log(`cli: min/median/max of ${RUNS} runs each (after one warm-up run); ${GNU_TIME ? "peak RSS from GNU time" : "no GNU time: RSS not measured"}`);
+  series("node -e '' (Node.js itself)", process.execPath, ["-e", ""]);
+  if (kubectl) series("kubectl version --client", kubectl, ["version", "--client"]);
+  series("krane --help (build)", process.execPath, [...BUILD, "--help"]);
+  series("krane version (build)", process.execPath, [...BUILD, "version"]);
+  series("krane --help (source, tsx)", process.execPath, [...SOURCE, "--help"]);
+  series("krane version (source, tsx)", process.execPath, [...SOURCE, "version"]);
+
+  const dir = mkdtempSync(join(tmpdir(), "krane-bench-cli-"));
+  const cluster = await startCluster({ name: "bench-cli" });
+  const children: ChildProcess[] = [];
+  try {
+    if (kubectl) series("kubectl get namespaces", kubectl, ["--kubeconfig", cluster.kubeconfigPath, "get", "namespaces"]);
+
+    // ctrl with an environment and a deployment for `krane status`.
+    const token = "krane_user_benchclibenchclibenchclibenchcli000";
+    const port = await freePort();
+    const ctrl = spawn(process.execPath, [...BUILD, "ctrl", "serve", "--database", join(dir, "status.db"), "--listen", `127.0.0.1:${port}`, "--ops-listen", "off", "--admin-token", token, "--log-level", "warn"], { cwd: ROOT, stdio: "ignore" });
+    children.push(ctrl);
+    const url = `http://127.0.0.1:${port}`;
+    const api = createApiClients(url, token);
+    for (let i = 0; ; i++) {
+      try {
+        await api.regions.createRegion({ name: "local" });
+        break;
+      } catch (err) {
+        if (i > 300) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    await api.workspaces.createWorkspace({ slug: "acme" });
+    await api.projects.createProject({ workspace: "acme", slug: "shop" });
+    await api.environments.createEnvironment({ workspace: "acme", project: "shop", slug: "prod", regions: [{ region: "local", replicas: 3 }] });
+    await api.deployments.createDeployment({ workspace: "acme", project: "shop", environment: "prod", image: "registry.example.com/shop:1" });
+    const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
+    series("krane status shop/prod (build)", process.execPath, [...BUILD, "status", "shop/prod"], env);
+    series("krane status shop/prod (source, tsx)", process.execPath, [...SOURCE, "status", "shop/prod"], env);
+
+    // Start to ready: ctrl on a fresh SQLite database each time (migrations included).
+    for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
+      const ms: Ready[] = [];
+      for (let i = 0; i < 5; i++) {
+        const ops = await freePort();
+        ms.push(await startToReady(entry, ["ctrl", "serve", "--database", join(dir, `ready-${label.length}-${i}.db`), "--listen", "127.0.0.1:0", "--ops-listen", `127.0.0.1:${ops}`, "--admin-token", token, "--log-level", "warn"], ops));
+      }
+      readyRow(`ctrl serve, SQLite (${label})`, ms);
+    }
+
+    // The agent: caches synced and streams to ctrl connected.
+    const clusterToken = (await api.regions.createClusterToken({ region: "local", clusterName: "bench" })).token;
+    const kubeconfig = join(dir, "agent.kubeconfig");
+    writeFileSync(kubeconfig, (await agentKubeConfigFrom(cluster.kubeConfig())).exportConfig());
+    for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
+      const ms: Ready[] = [];
+      for (let i = 0; i < 5; i++) {
+        const ops = await freePort();
+        ms.push(await startToReady(entry, ["agent", "--ctrl-url", url, "--token", clusterToken, "--region", "local", "--kubeconfig", kubeconfig, "--ops-port", String(ops), "--log-level", "warn"], ops));
+      }
+      readyRow(`agent (${label})`, ms);
+    }
+  } finally {
+    for (const c of children) await stop(c);
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  imageSize();
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await benchCli();

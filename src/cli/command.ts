@@ -1,0 +1,67 @@
+// What every user command file uses, kept light so that defining the whole command tree (for
+// `krane --help`) loads only commander: the connection and output options, argument parsers,
+// and userAction, which loads the ctrl client, the generated API and the table printer only
+// when a command actually runs.
+import { Option, type Command } from "commander";
+import { EXIT_UNAVAILABLE } from "./exit-codes.js";
+import type { ConnectionFlags, UserContext } from "./user-client.js";
+
+export type { ConnectionFlags, UserContext } from "./user-client.js";
+
+/** Adds the connection and output options to a user command. */
+export function withConnection(cmd: Command, opts: { workspace?: boolean } = {}): Command {
+  cmd
+    .addOption(new Option("--ctrl-url <url>", "ctrl's API URL").env("KRANE_CTRL_URL").default("http://127.0.0.1:7070"))
+    .addOption(new Option("--token <token>", "user API token").env("KRANE_TOKEN"))
+    .addOption(new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"))
+    .addOption(
+      new Option("--retry-for <duration>", `retry reads and idempotent calls this long while ctrl or its database is unavailable (0 disables), then exit ${EXIT_UNAVAILABLE}`)
+        .env("KRANE_RETRY_FOR")
+        .default("10s"),
+    );
+  if (opts.workspace) cmd.addOption(new Option("-w, --workspace <slug>", "workspace (default: the only one)").env("KRANE_WORKSPACE"));
+  return cmd;
+}
+
+/**
+ * A commander action for a command that talks to ctrl: commander passes the positional
+ * arguments, then the options, then the command; `body` gets a connected context first.
+ * Errors from ctrl become one line "code: message" and a non-zero exit (see user-client.ts).
+ */
+export function userAction<A extends unknown[]>(body: (ctx: UserContext, ...args: A) => Promise<void>): (...args: unknown[]) => Promise<void> {
+  return async (...args: unknown[]) => {
+    const flags = args[args.length - 2] as ConnectionFlags;
+    const { runUserCommand } = await import("./user-client.js");
+    await runUserCommand(flags, (ctx) => body(ctx, ...(args as A)));
+  };
+}
+
+/** "project/env" → both parts. */
+export function splitTarget(target: string): { project: string; environment: string } {
+  const m = /^([^/]+)\/([^/]+)$/.exec(target);
+  if (!m || m[1] === undefined || m[2] === undefined) throw new Error(`expected <project>/<env>, got "${target}"`);
+  return { project: m[1], environment: m[2] };
+}
+
+/** A repeatable option's accumulator. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+export function intArg(name: string): (v: string) => number {
+  return (v) => {
+    if (!/^-?\d+$/.test(v)) throw new Error(`${name}: expected an integer, got "${v}"`);
+    return Number(v);
+  };
+}
+
+export function parseKeyValue(what: string, v: string): { key: string; value: string } {
+  const i = v.indexOf("=");
+  if (i <= 0) throw new Error(`${what}: expected KEY=VALUE, got "${v}"`);
+  return { key: v.slice(0, i), value: v.slice(i + 1) };
+}
+
+/** A Unix-milliseconds time as ISO 8601 to the second; "-" for none. */
+export function when(ms: bigint): string {
+  return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
+}

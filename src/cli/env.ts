@@ -1,0 +1,174 @@
+// `krane env create | list | get | update`: the environments of a project through ctrl's
+// EnvironmentService — regions and replicas, the sentinel, and the rollout policy. `update`
+// changes only what is given, in one transaction.
+import type { Command } from "commander";
+import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.js";
+import { collect, intArg, parseKeyValue, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+
+interface EnvFlags extends ConnectionFlags {
+  region: string[];
+  sentinelImage?: string;
+  sentinelReplicas?: number;
+  sentinelCpu?: number;
+  sentinelMemory?: number;
+  strategy?: string;
+  maxSurge?: string;
+  maxUnavailable?: string;
+  minReadySeconds?: number;
+  progressDeadlineSeconds?: number;
+  revisionHistoryLimit?: number;
+  paused?: boolean;
+}
+
+interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
+  removeRegion: string[];
+  /** false with --no-sentinel. */
+  sentinel: boolean;
+  /** --paused / --no-paused; undefined when neither. */
+  paused?: boolean;
+}
+
+export function envRow(e: Environment): (string | number)[] {
+  return [e.slug, e.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-", e.sentinel ? e.sentinel.image : "-", e.id];
+}
+
+function parseStrategy(x: UserContext, v: string): RolloutStrategy {
+  if (v === "RollingUpdate") return x.api.RolloutStrategy.ROLLING_UPDATE;
+  if (v === "Recreate") return x.api.RolloutStrategy.RECREATE;
+  throw new Error("--strategy: expected RollingUpdate or Recreate");
+}
+
+/** The environment, then its rollout policy. */
+function printEnvironment(x: UserContext, environment: Environment): void {
+  if (x.json) {
+    x.printJson(x.api.EnvironmentSchema, environment);
+    return;
+  }
+  x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(environment)]);
+  const r = environment.rollout;
+  if (!r) return;
+  const strategy = r.strategy === x.api.RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
+  x.printTable(
+    ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
+    [[strategy, r.maxSurge, r.maxUnavailable, `${r.minReadySeconds}s`, `${r.progressDeadlineSeconds}s`, r.revisionHistoryLimit ?? 10, r.paused ? "yes" : "no"]],
+  );
+}
+
+/** The sentinel size and rollout policy options `env create` and `env update` share. */
+function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailable: string; deadline: string; history: string }): Command {
+  return cmd
+    .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
+    .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
+    .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
+    .option("--strategy <name>", "RollingUpdate or Recreate")
+    .option("--max-surge <n|n%>", `rolling update max surge${defaults.surge}`)
+    .option("--max-unavailable <n|n%>", `rolling update max unavailable${defaults.unavailable}`)
+    .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
+    .option("--progress-deadline-seconds <n>", `rollout progress deadline${defaults.deadline}`, intArg("--progress-deadline-seconds"))
+    .option("--revision-history-limit <n>", `old revisions kept${defaults.history}`, intArg("--revision-history-limit"));
+}
+
+export function registerEnvCommands(program: Command): void {
+  const env = program.command("env").description("environments of a project");
+  const envCreate = env
+    .command("create <project/env>")
+    .description("create an environment")
+    .option("--region <region=replicas>", "a region and its replica count (repeatable)", collect, [])
+    .option("--sentinel-image <image>", "run a sentinel with this image in each region");
+  withSettingsOptions(envCreate, { surge: " (default 25%)", unavailable: " (default 25%)", deadline: " (default 600)", history: " (default 10)" });
+  withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), { workspace: true }).action(
+    userAction(async (x, target: string, f: EnvFlags) => {
+      const { project, environment } = splitTarget(target);
+      const regions = f.region.map((r) => {
+        const { key, value } = parseKeyValue("--region", r.includes("=") ? r : `${r}=1`);
+        return { region: key, replicas: intArg("--region")(value) };
+      });
+      const strategy = f.strategy === undefined ? x.api.RolloutStrategy.UNSPECIFIED : parseStrategy(x, f.strategy);
+      const { environment: created } = await x.ctrl.client(x.api.EnvironmentService).createEnvironment({
+        workspace: await x.ctrl.workspace(),
+        project,
+        slug: environment,
+        regions,
+        sentinel:
+          f.sentinelImage === undefined
+            ? undefined
+            : { image: f.sentinelImage, replicas: f.sentinelReplicas ?? 0, cpuMillicores: BigInt(f.sentinelCpu ?? 0), memoryMib: BigInt(f.sentinelMemory ?? 0) },
+        rollout: {
+          strategy,
+          maxSurge: f.maxSurge ?? "",
+          maxUnavailable: f.maxUnavailable ?? "",
+          minReadySeconds: f.minReadySeconds ?? 0,
+          progressDeadlineSeconds: f.progressDeadlineSeconds ?? 0,
+          revisionHistoryLimit: f.revisionHistoryLimit,
+          paused: f.paused ?? false,
+        },
+      });
+      if (!created) return;
+      if (x.json) x.printJson(x.api.EnvironmentSchema, created);
+      else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(created)]);
+    }),
+  );
+  withConnection(env.command("list <project>").description("list the environments of a project"), { workspace: true }).action(
+    userAction(async (x, project: string) => {
+      const res = await x.ctrl.client(x.api.EnvironmentService).listEnvironments({ workspace: await x.ctrl.workspace(), project });
+      if (x.json) x.printJson(x.api.ListEnvironmentsResponseSchema, res);
+      else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], res.environments.map(envRow));
+    }),
+  );
+  withConnection(env.command("get <project/env>").description("show an environment"), { workspace: true }).action(
+    userAction(async (x, target: string) => {
+      const { environment } = await x.ctrl.client(x.api.EnvironmentService).getEnvironment({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      if (environment) printEnvironment(x, environment);
+    }),
+  );
+  const envUpdate = env
+    .command("update <project/env>")
+    .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
+    .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
+    .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
+    .option("--sentinel-image <image>", "change the sentinel image, or add a sentinel with this image in every region")
+    .option("--no-sentinel", "remove the sentinel from every region");
+  withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
+    .option("--paused", "pause rollouts (like `krane rollout pause`)")
+    .option("--no-paused", "resume rollouts (like `krane rollout resume`)");
+  withConnection(envUpdate, { workspace: true }).action(
+    userAction(async (x, target: string, f: EnvUpdateFlags) => {
+      const regions = f.region.map((r) => {
+        const { key, value } = parseKeyValue("--region", r);
+        return { region: key, replicas: intArg("--region")(value) };
+      });
+      const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined);
+      if (sentinelGiven && !f.sentinel) throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+      const rollout = {
+        strategy: f.strategy === undefined ? undefined : parseStrategy(x, f.strategy),
+        maxSurge: f.maxSurge,
+        maxUnavailable: f.maxUnavailable,
+        minReadySeconds: f.minReadySeconds,
+        progressDeadlineSeconds: f.progressDeadlineSeconds,
+        revisionHistoryLimit: f.revisionHistoryLimit,
+        paused: f.paused,
+      };
+      const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
+      if (!sentinelGiven && f.sentinel && !rolloutGiven && regions.length === 0 && f.removeRegion.length === 0) {
+        throw new Error("nothing to change: give at least one option (krane env update --help)");
+      }
+      const { environment: updated } = await x.ctrl.client(x.api.EnvironmentService).updateEnvironment({
+        workspace: await x.ctrl.workspace(),
+        ...splitTarget(target),
+        sentinel: sentinelGiven
+          ? {
+              image: f.sentinelImage,
+              replicas: f.sentinelReplicas,
+              cpuMillicores: f.sentinelCpu === undefined ? undefined : BigInt(f.sentinelCpu),
+              memoryMib: f.sentinelMemory === undefined ? undefined : BigInt(f.sentinelMemory),
+            }
+          : undefined,
+        removeSentinel: !f.sentinel,
+        rollout: rolloutGiven ? rollout : undefined,
+        regions,
+        removeRegions: f.removeRegion,
+      });
+      if (updated) printEnvironment(x, updated);
+    }),
+  );
+}

@@ -1,0 +1,30 @@
+// `krane project create | list | get`: the projects of a workspace through ctrl's ProjectService.
+import type { Command } from "commander";
+import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
+
+export function registerProjectCommands(program: Command): void {
+  const prj = program.command("project").description("projects of a workspace");
+  withConnection(prj.command("create <slug>").description("create a project").option("--name <name>", "display name"), { workspace: true }).action(
+    userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
+      const { project } = await x.ctrl.client(x.api.ProjectService).createProject({ workspace: await x.ctrl.workspace(), slug, name: f.name ?? "" });
+      if (!project) return;
+      if (x.json) x.printJson(x.api.ProjectSchema, project);
+      else x.printTable(["SLUG", "ID"], [[project.slug, project.id]]);
+    }),
+  );
+  withConnection(prj.command("list").description("list projects"), { workspace: true }).action(
+    userAction(async (x) => {
+      const res = await x.ctrl.client(x.api.ProjectService).listProjects({ workspace: await x.ctrl.workspace() });
+      if (x.json) x.printJson(x.api.ListProjectsResponseSchema, res);
+      else x.printTable(["SLUG", "NAME", "ID"], res.projects.map((p) => [p.slug, p.name, p.id]));
+    }),
+  );
+  withConnection(prj.command("get <project>").description("show a project"), { workspace: true }).action(
+    userAction(async (x, ref: string) => {
+      const { project } = await x.ctrl.client(x.api.ProjectService).getProject({ workspace: await x.ctrl.workspace(), project: ref });
+      if (!project) return;
+      if (x.json) x.printJson(x.api.ProjectSchema, project);
+      else x.printTable(["SLUG", "NAME", "ID", "CREATED"], [[project.slug, project.name, project.id, when(project.createdAtUnixMs)]]);
+    }),
+  );
+}

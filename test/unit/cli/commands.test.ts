@@ -1,0 +1,117 @@
+// The command tree after the split by noun: every command users and scripts had is still
+// there, and `krane --help`, `krane version` and `krane status` load neither the agent, the
+// store, the cluster harness nor their libraries (the build runs a command's code only when it
+// runs). Checked on the sources through tsx and, when built, on dist/ as shipped.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { buildIsFresh } from "../../../scripts/freshness.mjs";
+
+const root = new URL("../../../", import.meta.url).pathname;
+const hook = join(root, "test/support/record-imports.mjs");
+const dir = mkdtempSync(join(tmpdir(), "krane-cli-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs the CLI (sources through tsx, or dist/) and returns its output and the modules it loaded. */
+function krane(mode: "source" | "dist", args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string; loaded: string[] } {
+  const record = join(dir, `imports-${Math.random().toString(36).slice(2)}.txt`);
+  const entry = mode === "source" ? ["--import", "tsx", join(root, "src/cli/main.ts")] : [join(root, "dist/cli/main.js")];
+  const res = spawnSync(process.execPath, ["--import", hook, ...entry, ...args], {
+    env: { ...process.env, KRANE_TOKEN: "", KRANE_CTRL_URL: "", ...env, RECORD_IMPORTS: record },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  let loaded: string[] = [];
+  try {
+    loaded = readFileSync(record, "utf8").split("\n").filter(Boolean);
+  } catch {
+    // nothing recorded
+  }
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr, loaded };
+}
+
+/** Modules that only the servers and the local cluster need. */
+const SERVER_ONLY = [
+  /\/(src|dist)\/agent\//,
+  /\/(src|dist)\/ctrl\//,
+  /\/(src|dist)\/cluster\//,
+  /\/(src|dist)\/dev\//,
+  /\/(src|dist)\/kube\//,
+  /\/node_modules\/(@kubernetes\/client-node|better-sqlite3|pg|kysely|pino|prom-client|yaml)\//,
+];
+/** What a command that does not talk to ctrl needs neither. */
+const CLIENT = [/\/node_modules\/(@connectrpc|@bufbuild)\//, /\/(src|dist)\/gen\//, /\/node_modules\/cli-table3\//];
+
+function assertNotLoaded(loaded: string[], patterns: RegExp[], what: string): void {
+  assert.ok(loaded.length > 5, `the hook recorded modules (${loaded.length})`);
+  const bad = loaded.filter((u) => patterns.some((p) => p.test(u)));
+  assert.deepEqual([...new Set(bad)], [], `${what} loaded modules it does not need`);
+}
+
+const modes: ("source" | "dist")[] = ["source", "dist"];
+for (const mode of modes) {
+  const skip = mode === "dist" && !buildIsFresh(root) ? "dist/ is not built or older than src/ (npm run build; npm test builds first)" : false;
+  describe(`lazy loading (${mode})`, { skip }, () => {
+    it("krane --help loads only commander and the command definitions", () => {
+      const r = krane(mode, ["--help"]);
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /Usage: krane/);
+      assertNotLoaded(r.loaded, [...SERVER_ONLY, ...CLIENT], "--help");
+    });
+
+    it("krane version loads no client, server or cluster code", () => {
+      const r = krane(mode, ["version"]);
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /^krane\s+\d+\.\d+\.\d+/m);
+      assertNotLoaded(r.loaded, [...SERVER_ONLY, ...CLIENT], "version");
+    });
+
+    it("krane status loads the ctrl client but nothing of the servers or the cluster", () => {
+      // Port 1 refuses at once: the command runs its whole client path up to the call.
+      const r = krane(mode, ["status", "shop/prod", "--ctrl-url", "http://127.0.0.1:1", "--token", "t", "--workspace", "w", "--retry-for", "0"]);
+      assert.equal(r.status, 69, "the outage exit code");
+      assert.match(r.stderr, /unavailable: ctrl is not reachable at http:\/\/127\.0\.0\.1:1 .*ECONNREFUSED.*is it running\?/);
+      assert.ok(r.loaded.some((u) => /@connectrpc|user-client\.js|user-client\.ts/.test(u)), "the client was loaded");
+      assertNotLoaded(r.loaded, SERVER_ONLY, "status");
+    });
+  });
+}
+
+describe("the command tree", () => {
+  it("keeps every command", () => {
+    const r = krane("source", ["--help"]);
+    const expected: Record<string, string[]> = {
+      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version"],
+      ctrl: ["serve"],
+      cluster: ["build", "up", "down", "status", "env"],
+      workspace: ["create", "list", "get"],
+      project: ["create", "list", "get"],
+      env: ["create", "list", "get", "update"],
+      deployments: ["list", "get", "delete"],
+      rollout: ["plan", "pause", "resume", "history", "undo", "restart", "status"],
+      region: ["create", "list", "clusters"],
+      "cluster-token": ["create", "revoke"],
+      "api-token": ["create", "list", "revoke"],
+    };
+    for (const [group, names] of Object.entries(expected)) {
+      const help = group === "" ? r.stdout : krane("source", [group, "--help"]).stdout;
+      const listed = [...help.matchAll(/^ {2}([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]);
+      for (const n of names) assert.ok(listed.includes(n), `${group || "krane"} lists ${n}: ${listed.join(", ")}`);
+    }
+  });
+
+  it("--version prints one line", () => {
+    const r = krane("source", ["--version"]);
+    assert.equal(r.status, 0);
+    assert.match(r.stdout, /^krane \d+\.\d+\.\d+ \(commit dev, running from source\)\n$/);
+  });
+
+  it("a user command without a token says how to give one", () => {
+    const r = krane("source", ["workspace", "list"]);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^krane: no API token: pass --token or set KRANE_TOKEN$/m);
+  });
+});
