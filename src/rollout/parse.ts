@@ -1,6 +1,6 @@
 // Validates untrusted JSON into a RolloutInput, filling defaults. Every error names the field:
 //   deployment.strategy.rollingUpdate.maxSurge: percentage out of range
-import { MAX_INT32 } from "./fenceposts.js";
+import { MAX_INT32, scaledValue } from "./fenceposts.js";
 import { parseTime } from "./time.js";
 import type {
   Condition,
@@ -205,6 +205,14 @@ function deployment(v: unknown, field: string, revs: readonly RevisionInput[]): 
   const replicas = count(o["replicas"], `${field}.replicas`);
   if (o["strategy"] === undefined) fail(`${field}.strategy`, "is required");
   const strat = strategy(o["strategy"], `${field}.strategy`);
+  if (strat.type === "RollingUpdate") {
+    // Kubernetes keeps replicas + maxSurge in an int32 (the max-replicas annotation, the most pods
+    // a rolling update may run); beyond it its arithmetic wraps to negative sizes.
+    const max = replicas + scaledValue(strat.rollingUpdate.maxSurge, replicas, true);
+    if (max > MAX_INT32) {
+      fail(`${field}.strategy.rollingUpdate.maxSurge`, `replicas (${replicas}) + maxSurge must be at most ${MAX_INT32}, got ${max}`);
+    }
+  }
   const minReadySeconds = optional(o, "minReadySeconds", `${field}.minReadySeconds`, 0, count);
   const progressDeadlineSeconds = optional(o, "progressDeadlineSeconds", `${field}.progressDeadlineSeconds`, 600, nullable(count));
   if (progressDeadlineSeconds !== null && progressDeadlineSeconds <= minReadySeconds) {

@@ -1,6 +1,8 @@
 // Scaling events: when the desired replica count changes mid-rollout (or while paused), every
 // active ReplicaSet grows or shrinks in proportion to its share (Kubernetes' sync.go `scale`).
-import { isRollingUpdate, maxSurge } from "./fenceposts.js";
+// Arithmetic is exact where Kubernetes multiplies in int32 and can wrap around (see "Intended
+// differences" in README.md); a size is always kept within 0 … 2^31−1.
+import { MAX_INT32, isRollingUpdate, maxSurge } from "./fenceposts.js";
 import type { Deployment, Pass, ReplicaSet } from "./model.js";
 import { bySizeNewer, bySizeOlder, filterActive, findActiveOrLatest, sumSpec } from "./replicasets.js";
 import { scaleReplicaSet, scaleReplicaSetAndRecordEvent } from "./scaling.js";
@@ -22,8 +24,8 @@ export function replicaSetFraction(rs: ReplicaSet, d: Deployment, statusReplicas
     before = statusReplicas;
     if (before === 0) return 0;
   }
-  // int32 product as in Go (Math.imul wraps the same way).
-  const newSize = Math.imul(rs.replicas, deploymentMax) / before;
+  // Exact (below 2^53): Kubernetes' int32 product wraps once it passes 2^31−1.
+  const newSize = (rs.replicas * deploymentMax) / before;
   return roundHalfAwayFromZero(newSize) - rs.replicas;
 }
 
@@ -60,15 +62,9 @@ export function scale(pass: Pass, newRS: ReplicaSet | undefined, oldRSs: Replica
   const active = filterActive([...oldRSs, newRS]);
   const allowedSize = d.replicas > 0 ? d.replicas + maxSurge(d) : 0;
   const toAdd = allowedSize - sumSpec(active);
-  let operation: "up" | "down" | "" = "";
   // Largest first; on equal sizes newer ones grow first and older ones shrink first.
-  if (toAdd > 0) {
-    active.sort(bySizeNewer);
-    operation = "up";
-  } else if (toAdd < 0) {
-    active.sort(bySizeOlder);
-    operation = "down";
-  }
+  if (toAdd > 0) active.sort(bySizeNewer);
+  else if (toAdd < 0) active.sort(bySizeOlder);
 
   let added = 0;
   const sizes = new Map<ReplicaSet, number>();
@@ -85,7 +81,8 @@ export function scale(pass: Pass, newRS: ReplicaSet | undefined, oldRSs: Replica
   active.forEach((rs, i) => {
     let size = sizes.get(rs) ?? rs.replicas;
     // Rounding leftovers go to the first (largest) ReplicaSet, never below 0.
-    if (i === 0 && toAdd !== 0) size = Math.max(0, size + (toAdd - added));
-    scaleReplicaSet(pass, rs, size, operation);
+    if (i === 0 && toAdd !== 0) size = size + (toAdd - added);
+    // Every ReplicaSet is written (annotations too), as Kubernetes' forced update does.
+    scaleReplicaSet(pass, rs, Math.min(MAX_INT32, Math.max(0, size)));
   });
 }

@@ -20,9 +20,14 @@
 //
 // Three private parts of the controller are reached without copying any of its code:
 // syncDeployment through a pull-only //go:linkname; the package clocks (nowFn) of the controller
-// and of its util package, also by linkname, so that "now" is the input's time; and the
-// controller's event recorder and work queue, swapped through reflection so that events and
-// requeues are recorded.
+// and of its util package, also by linkname; and the controller's event recorder and work queue,
+// swapped through reflection so that events and requeues are recorded.
+//
+// Time: conditions the controller writes are stamped with the wall clock (metav1.Now), which
+// cannot be redirected. So the pass runs at the wall-clock instant F it starts: the package clocks
+// return F, every input time is shifted by F − now, and on the way out a time stamped during the
+// pass is reported as the input's now and any other time is shifted back. A requeue computed from
+// a condition stamped during the pass is corrected by the few microseconds between F and it.
 package main
 
 import (
@@ -256,7 +261,7 @@ func template(image string, hash string) v1.PodTemplateSpec {
 	}
 }
 
-func objects(in *rolloutInput) (*apps.Deployment, []*apps.ReplicaSet, error) {
+func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.ReplicaSet, error) {
 	d := in.Deployment
 	dep := &apps.Deployment{
 		TypeMeta: metav1.TypeMeta{Kind: "Deployment", APIVersion: "apps/v1"},
@@ -322,7 +327,7 @@ func objects(in *rolloutInput) (*apps.Deployment, []*apps.ReplicaSet, error) {
 		dep.Status.Conditions = append(dep.Status.Conditions, apps.DeploymentCondition{
 			Type: apps.DeploymentConditionType(c.Type), Status: v1.ConditionStatus(c.Status),
 			Reason: c.Reason, Message: c.Message,
-			LastUpdateTime: metav1.NewTime(upd), LastTransitionTime: metav1.NewTime(tr),
+			LastUpdateTime: metav1.NewTime(upd.Add(shift)), LastTransitionTime: metav1.NewTime(tr.Add(shift)),
 		})
 	}
 
@@ -352,7 +357,7 @@ func objects(in *rolloutInput) (*apps.Deployment, []*apps.ReplicaSet, error) {
 			TypeMeta: metav1.TypeMeta{Kind: "ReplicaSet", APIVersion: "apps/v1"},
 			ObjectMeta: metav1.ObjectMeta{
 				Name: r.Name, Namespace: namespace, UID: types.UID("rs-" + r.Name), Generation: 1,
-				CreationTimestamp: metav1.NewTime(created),
+				CreationTimestamp: metav1.NewTime(created.Add(shift)),
 				Labels:            map[string]string{"app": appLabel, hashLabel: hash},
 				Annotations:       ann,
 				OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(dep, apps.SchemeGroupVersion.WithKind("Deployment"))},
@@ -384,7 +389,10 @@ func runPass(in *rolloutInput) (out *rolloutOutput, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dep, rss, err := objects(in)
+	// The pass runs at the wall-clock instant it starts (see the file comment).
+	start := time.Now()
+	shift := start.Sub(now)
+	dep, rss, err := objects(in, shift)
 	if err != nil {
 		return nil, err
 	}
@@ -418,9 +426,8 @@ func runPass(in *rolloutInput) (out *rolloutOutput, err error) {
 		}
 	}
 
-	controllerNow = func() time.Time { return now }
-	utilNow = func() time.Time { return now }
-	started := time.Now()
+	controllerNow = func() time.Time { return start }
+	utilNow = func() time.Time { return start }
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("the controller panicked: %v", p)
@@ -428,13 +435,13 @@ func runPass(in *rolloutInput) (out *rolloutOutput, err error) {
 	}()
 	syncErr := syncDeployment(dc, ctx, namespace+"/"+dep.Name)
 	finished := time.Now()
-	return collect(in, client, dep, rss, events, q, syncErr, now, started, finished)
+	return collect(in, client, dep, rss, events, q, syncErr, now, shift, start, finished)
 }
 
 // collect reads what the sync did: final objects from the fake clientset, deletions from its
 // recorded actions, events and requeues from the recorders.
 func collect(in *rolloutInput, client *fake.Clientset, dep *apps.Deployment, rss []*apps.ReplicaSet,
-	events *recorder, q *queue, syncErr error, now, started, finished time.Time) (*rolloutOutput, error) {
+	events *recorder, q *queue, syncErr error, now time.Time, shift time.Duration, started, finished time.Time) (*rolloutOutput, error) {
 	ctx := context.Background()
 	// Newest object of each ReplicaSet name that the sync wrote (a deleted one keeps its last state).
 	last := map[string]*apps.ReplicaSet{}
@@ -447,18 +454,19 @@ func collect(in *rolloutInput, client *fake.Clientset, dep *apps.Deployment, rss
 		if a.GetResource().Resource != "replicasets" {
 			continue
 		}
-		switch act := a.(type) {
-		case core.CreateAction:
-			if rs, ok := act.GetObject().(*apps.ReplicaSet); ok {
+		// By verb: create and update actions have the same method set.
+		switch a.GetVerb() {
+		case "create":
+			if rs, ok := a.(core.CreateAction).GetObject().(*apps.ReplicaSet); ok {
 				created = rs.Name
 				last[rs.Name] = rs
 			}
-		case core.UpdateAction:
-			if rs, ok := act.GetObject().(*apps.ReplicaSet); ok {
+		case "update":
+			if rs, ok := a.(core.UpdateAction).GetObject().(*apps.ReplicaSet); ok {
 				last[rs.Name] = rs
 			}
-		case core.DeleteAction:
-			deleted = append(deleted, act.GetName())
+		case "delete":
+			deleted = append(deleted, a.(core.DeleteAction).GetName())
 		}
 	}
 	final, err := client.AppsV1().Deployments(namespace).Get(ctx, dep.Name, metav1.GetOptions{})
@@ -502,11 +510,12 @@ func collect(in *rolloutInput, client *fake.Clientset, dep *apps.Deployment, rss
 	s := final.Status
 	out.Status = deploymentStatus{s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas, s.UnavailableReplicas}
 	// Conditions written during the sync carry the wall clock (metav1.Now): report them as "now".
+	duringPass := func(t metav1.Time) bool { return !t.Time.Before(started) && !t.Time.After(finished) }
 	when := func(t metav1.Time) string {
-		if !t.Time.Before(started) && !t.Time.After(finished) {
+		if duringPass(t) {
 			return formatTime(now)
 		}
-		return formatTime(t.Time)
+		return formatTime(t.Time.Add(-shift))
 	}
 	for _, c := range s.Conditions {
 		out.Conditions = append(out.Conditions, condition{
@@ -519,7 +528,13 @@ func collect(in *rolloutInput, client *fake.Clientset, dep *apps.Deployment, rss
 	}
 	switch {
 	case len(q.after) > 0:
-		v := q.after[len(q.after)-1].Seconds()
+		after := q.after[len(q.after)-1]
+		for _, c := range s.Conditions {
+			if c.Type == apps.DeploymentProgressing && duringPass(c.LastUpdateTime) {
+				after -= c.LastUpdateTime.Time.Sub(started)
+			}
+		}
+		v := after.Seconds()
 		out.RequeueAfterSeconds = &v
 	case q.rateLimited > 0:
 		v := 0.0

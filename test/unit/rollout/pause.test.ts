@@ -47,7 +47,7 @@ describe("pause", () => {
     const out = plan(input(dep, midRollout));
     // allowed 20 + 5 = 25, toAdd 12; v1 round(10·25/13) = 19 → +9; v2 round(3·25/13) = 6 → +3.
     assert.deepEqual(sizes(out), { v1: 19, v2: 6 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 19 from 10", "Scaled up replica set v2 to 6 from 3"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 10 to 19", "Scaled up replica set v2 from 3 to 6"]);
   });
 
   it("does not create the target's replica set while paused", () => {

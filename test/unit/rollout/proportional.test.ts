@@ -10,7 +10,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 8, { desired: 10, max: 13 }), rev("v2", 2, 5, { desired: 10, max: 13 })]));
     // allowed 18, toAdd 5; v1 round(8·18/13)=11 → +3; v2 round(5·18/13)=7 → +2.
     assert.deepEqual(sizes(out), { v1: 11, v2: 7 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 11 from 8", "Scaled up replica set v2 to 7 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 8 to 11", "Scaled up replica set v2 from 5 to 7"]);
     for (const r of out.revisions) assert.deepEqual([r.desiredReplicas, r.maxReplicas], [15, 18]);
   });
 
@@ -20,7 +20,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 4, a), rev("v2", 2, 3, a), rev("v3", 3, 3, a)]));
     // toAdd 1; every share rounds to +0 (4.4, 3.3, 3.3) → the 1 goes to v1.
     assert.deepEqual(sizes(out), { v1: 5, v2: 3, v3: 3 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 5 from 4"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 4 to 5"]);
     // Unchanged sizes still get the new annotations.
     assert.deepEqual(out.revisions.map((r) => r.desiredReplicas), [11, 11, 11]);
   });
@@ -31,7 +31,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
     // toAdd 1; v2 first: round(5.5) = 6 → +1, nothing left for v1.
     assert.deepEqual(sizes(out), { v1: 5, v2: 6 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v2 to 6 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v2 from 5 to 6"]);
   });
 
   it("on equal sizes scales the older revision down first", () => {
@@ -40,7 +40,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
     // toAdd −1; round(4.5) = 5 → 0 for both; leftover −1 to the first (older) one.
     assert.deepEqual(sizes(out), { v1: 4, v2: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 4 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 5 to 4"]);
   });
 
   it("breaks ties on equal creation time by name", () => {
@@ -57,7 +57,7 @@ describe("proportional scaling", () => {
     const a = { desired: 10, max: 13 };
     const out = plan(input(dep, [rev("v1", 1, 8, a), rev("v2", 2, 5, a)]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 8", "Scaled down replica set v2 to 0 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 8 to 0", "Scaled down replica set v2 from 5 to 0"]);
     // max-replicas = 0 + maxSurge 3.
     assert.deepEqual(out.revisions.map((r) => [r.desiredReplicas, r.maxReplicas]), [[0, 3], [0, 3]]);
   });
@@ -82,7 +82,7 @@ describe("scaling events with at most one active revision", () => {
     const dep = deployment("v2", { replicas: 12 });
     const out = plan(input(dep, [rev("v1", 1, 10, { desired: 10, max: 13 }), rev("v2", 2, 0)]));
     assert.deepEqual(sizes(out), { v1: 12, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 12 from 10"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 10 to 12"]);
   });
 });
 
@@ -99,7 +99,7 @@ describe("saturation", () => {
     const dep = deployment("v2");
     const out = plan(input(dep, [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13 })]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 10 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 2"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 2 to 0"]);
   });
 
   it("is not saturated while the new revision's pods are not all available", () => {
