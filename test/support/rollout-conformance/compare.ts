@@ -3,7 +3,7 @@
 // status, conditions (status, reason, message, times), events and requeue. A difference is
 // either explained by an entry of INTENDED (each one is listed, with its reason, under
 // "Intended differences" in src/rollout/README.md) or it is a conformance failure.
-import type { RolloutInput, RolloutOutput } from "../../../src/rollout/index.js";
+import type { IntOrPercent, RolloutInput, RolloutOutput } from "../../../src/rollout/index.js";
 import type { KubeResult } from "./harness.js";
 
 export type KraneResult = { output: RolloutOutput } | { error: string };
@@ -104,7 +104,68 @@ export interface IntendedDifference {
   applies(input: RolloutInput, krane: KraneResult, kube: KubeResult): boolean;
 }
 
-export const INTENDED: readonly IntendedDifference[] = [];
+/** Kubernetes' GetScaledValueFromIntOrPercent. */
+function scaled(v: IntOrPercent, total: number, roundUp: boolean): number {
+  if (typeof v === "number") return v;
+  const exact = (Number.parseInt(v, 10) * total) / 100;
+  return roundUp ? Math.ceil(exact) : Math.floor(exact);
+}
+
+/** replicas + maxSurge: the most pods a rolling update may run (Kubernetes' max-replicas). */
+function maxPods(input: RolloutInput): number {
+  const d = input.deployment;
+  return d.strategy.type === "RollingUpdate" ? d.replicas + scaled(d.strategy.rollingUpdate.maxSurge, d.replicas, true) : d.replicas;
+}
+
+/**
+ * True when some int32 sum or product the controller computes for this input passes 2^31−1
+ * (Go wraps it around): Σ sizes or pod counts, replicas + maxSurge, a size × (replicas + maxSurge)
+ * in proportional scaling, or the old-pod scale-down budget.
+ */
+export function int32Overflows(input: RolloutInput): boolean {
+  const revs = input.revisions.filter((r) => r.revision !== null);
+  const sum = (f: (r: (typeof revs)[number]) => number): number => revs.reduce((n, r) => n + f(r), 0);
+  const max = maxPods(input);
+  if (max > MAX_INT32) return true;
+  if ([sum((r) => r.replicas), sum((r) => r.status.replicas), sum((r) => r.status.readyReplicas), sum((r) => r.status.availableReplicas)].some((n) => n > MAX_INT32)) return true;
+  if (revs.some((r) => r.replicas * max > MAX_INT32)) return true;
+  const target = revs.find((r) => r.name === input.deployment.target);
+  const newRSUnavailable = target === undefined ? 0 : target.replicas - target.status.availableReplicas;
+  return Math.abs(sum((r) => r.replicas) - input.deployment.replicas - newRSUnavailable) > MAX_INT32;
+}
+
+export const INTENDED: readonly IntendedDifference[] = [
+  {
+    id: "paused-cleanup-keeps-scaled-up",
+    summary: "a paused pass never deletes, in history cleanup, a revision it has just scaled up from 0",
+    kinds: /^delete$/,
+    applies(input, krane, kube) {
+      if (!("output" in krane) || !("output" in kube) || !input.deployment.paused) return false;
+      const k = krane.output;
+      const extra = kube.output.delete.filter((n) => !k.delete.includes(n));
+      const scaledUpFromZero = (name: string): boolean =>
+        input.revisions.some((r) => r.name === name && r.replicas === 0) && k.revisions.some((r) => r.name === name && r.replicas > 0);
+      return (
+        extra.length > 0 &&
+        extra.every(scaledUpFromZero) &&
+        same(kube.output.delete.filter((n) => !extra.includes(n)), k.delete)
+      );
+    },
+  },
+  {
+    id: "int32-refused",
+    summary: "krane refuses replicas + maxSurge beyond 2^31−1, where Kubernetes' sizes wrap around",
+    kinds: /^error$/,
+    applies: (input, krane) =>
+      "error" in krane && krane.error.startsWith("refused: deployment.strategy.rollingUpdate.maxSurge:") && maxPods(input) > MAX_INT32,
+  },
+  {
+    id: "int32-exact",
+    summary: "krane computes exactly where the controller's int32 arithmetic wraps around",
+    kinds: /^(?!krane\.invalid$)/,
+    applies: (input) => int32Overflows(input),
+  },
+];
 
 export interface Verdict {
   diffs: Difference[];

@@ -1,7 +1,7 @@
 // Seeded random single-pass inputs for the rollout engine, for the differential test against the
 // real Deployment controller. Each case belongs to a class that steers it at one part of the
-// controller (rolling step, Recreate, proportional scaling, pause, rollback, revision bump,
-// progress deadline, history cleanup, int32 limits); within the class everything else is random
+// controller (rolling step, Recreate, proportional scaling, pause, history cleanup while paused,
+// rollback, revision bump, progress deadline, history cleanup, int32 limits); within the class everything else is random
 // too: strategy, surge/unavailable as ints and percentages, replica counts, several old
 // revisions with their sizes and pod counts, stale or missing annotations, stored status and
 // conditions. Inputs are always valid for `krane rollout plan`, except that the int32 class
@@ -14,6 +14,7 @@ export const CLASSES = [
   "recreate",
   "scaling",
   "paused",
+  "paused-history",
   "rollback",
   "revision-bump",
   "progress",
@@ -76,7 +77,9 @@ function replicasFor(rng: Random, cls: CaseClass): number {
   ]);
 }
 
-function fencepost(rng: Random, replicas: number, cls: CaseClass): IntOrPercent {
+function fencepost(rng: Random, replicas: number, cls: CaseClass, surge: boolean): IntOrPercent {
+  // Near the int32 limit most surges overflow replicas + maxSurge (refused); keep most within it.
+  if (cls === "int32" && surge && rng.chance(0.7)) return rng.chance(0.5) ? rng.int(0, 3) : rng.int(0, MAX_INT32 - replicas);
   if (rng.chance(0.5)) {
     return `${rng.pick([0, 1, 5, 10, 20, 25, 30, 33, 34, 50, 66, 75, 99, 100, rng.int(0, 100)])}%`;
   }
@@ -131,10 +134,13 @@ function split(rng: Random, total: number, n: number): number[] {
 }
 
 function build(rng: Random, cls: CaseClass): RolloutInput {
-  const replicas = replicasFor(rng, cls);
+  // Paused cleanup: either nothing is active (the pass gives the newest revision every replica) or
+  // everything drains to 0, with a small history limit, so cleanup meets revisions it just resized.
+  const idle = cls === "paused-history" && rng.chance(0.5);
+  const replicas = cls === "paused-history" && !idle && rng.chance(0.5) ? 0 : replicasFor(rng, cls);
   const recreate = cls === "recreate" || (!["rolling", "scaling", "int32"].includes(cls) && rng.chance(0.2));
-  const maxSurge = fencepost(rng, replicas, cls);
-  const maxUnavailable = fencepost(rng, replicas, cls);
+  const maxSurge = fencepost(rng, replicas, cls, true);
+  const maxUnavailable = fencepost(rng, replicas, cls, false);
   const surge = recreate ? 0 : scaled(maxSurge, replicas, true);
   const minReadySeconds = rng.weighted([
     [6, 0],
@@ -149,14 +155,14 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
   const revisionHistoryLimit = rng.weighted<number | null>([
     [1, null],
     [1, MAX_INT32],
-    [cls === "history" || cls === "paused" ? 12 : 4, rng.int(0, 3)],
+    [cls === "history" || cls === "paused" ? 12 : cls === "paused-history" ? 1000 : 4, rng.int(0, 3)],
     [4, 10],
   ]);
-  const paused = cls === "paused" || rng.chance(0.04);
+  const paused = cls === "paused" || cls === "paused-history" || rng.chance(0.04);
 
   // Revisions in creation order; sometimes two share a creation time (the name breaks the tie).
   const nOld =
-    cls === "history"
+    cls === "history" || cls === "paused-history"
       ? rng.int(2, 8)
       : cls === "scaling" || cls === "rollback" || cls === "revision-bump"
         ? rng.int(1, 4)
@@ -188,7 +194,11 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
   const targetPos = rolledBack && nOld > 0 ? rng.int(0, nOld - 1) : nOld;
   const target = revs[targetPos] as RevisionInput;
   const targetExists =
-    cls === "revision-bump" || cls === "history" || cls === "progress" ? rng.chance(0.92) : rolledBack || rng.chance(0.5);
+    cls === "revision-bump" || cls === "history" || cls === "progress"
+      ? rng.chance(0.92)
+      : idle
+        ? rng.chance(0.4)
+        : rolledBack || rng.chance(0.5);
 
   // Revision numbers: increasing with creation (with gaps); a rolled-back target keeps its old, lower number.
   let n = rng.int(0, 3);
@@ -230,10 +240,13 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
     });
   }
 
+  if (idle) for (const r of existing) r.replicas = 0;
+
   // Pod counts and the desired/max-replicas annotations a previous pass left.
   const previousReplicas = cls === "scaling" ? replicasFor(rng, "rolling") : replicas;
   for (const r of existing) {
     r.status = podCounts(rng, r.replicas);
+    if (cls === "paused-history" && r !== target && rng.chance(0.5)) r.status = { replicas: 0, readyReplicas: 0, availableReplicas: 0 };
     const desired = rng.weighted<number | null>([
       [16, cls === "scaling" && r.replicas > 0 ? previousReplicas : replicas],
       [cls === "scaling" || cls === "paused" ? 4 : 1, replicasFor(rng, cls === "int32" ? "int32" : "rolling")],

@@ -1,17 +1,21 @@
 // Runs generated cases through krane's engine and the real controller (one harness process for
 // all of them) and tallies agreement per class: the body of the conformance test and bench.
-import { RolloutInputError, parseRolloutInput, planRollout } from "../../../src/rollout/index.js";
-import type { RolloutInput } from "../../../src/rollout/index.js";
+import { parseRolloutInput, planRollout } from "../../../src/rollout/index.js";
+import type { RolloutInput, RolloutOutput } from "../../../src/rollout/index.js";
 import { CLASSES, type CaseClass, type ConformanceCase } from "./generator.js";
 import { INTENDED, judge, type Difference, type IntendedDifference, type KraneResult, type Verdict } from "./compare.js";
 import type { KubeResult, RolloutHarness } from "./harness.js";
 
-export function runKrane(input: RolloutInput): KraneResult {
+/** The engine under test: `krane rollout plan` minus the I/O (validation, then one pass). */
+export type Engine = (json: unknown) => RolloutOutput;
+
+export const kraneEngine: Engine = (json) => planRollout(parseRolloutInput(json));
+
+export function runKrane(input: RolloutInput, engine: Engine = kraneEngine): KraneResult {
   try {
-    // Through the same validation as `krane rollout plan`, on a copy.
-    return { output: planRollout(parseRolloutInput(JSON.parse(JSON.stringify(input)))) };
+    return { output: engine(JSON.parse(JSON.stringify(input))) };
   } catch (err) {
-    if (err instanceof RolloutInputError) return { error: `refused: ${err.message}` };
+    if (err instanceof Error && err.name === "RolloutInputError") return { error: `refused: ${err.message}` };
     return { error: `crashed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}` };
   }
 }
@@ -52,12 +56,13 @@ export async function runConformance(
   cases: readonly ConformanceCase[],
   harness: RolloutHarness,
   intended: readonly IntendedDifference[] = INTENDED,
+  engine: Engine = kraneEngine,
 ): Promise<ConformanceReport> {
   const kubeStart = performance.now();
   const kube = await harness.runAll(cases.map((c) => c.input));
   const kubeMs = performance.now() - kubeStart;
   const kraneStart = performance.now();
-  const krane = cases.map((c) => runKrane(c.input));
+  const krane = cases.map((c) => runKrane(c.input, engine));
   const kraneMs = performance.now() - kraneStart;
 
   const byClass = new Map<CaseClass, ClassTally>(CLASSES.map((c) => [c, tally()]));

@@ -55,6 +55,8 @@ describe("parseRolloutInput rejects", () => {
     ["a missing now", (j) => delete j["now"], "now", /must be a string/],
     ["revisions that are not a list", (j) => (j["revisions"] = {}), "revisions", /must be an array/],
     ["a missing strategy", (j) => delete dep(j)["strategy"], "deployment.strategy", /required/],
+    ["replicas + maxSurge beyond int32", (j) => Object.assign(dep(j), { replicas: 2147483000, strategy: rolling("25%", 0) }), "deployment.strategy.rollingUpdate.maxSurge", /replicas \(2147483000\) \+ maxSurge must be at most 2147483647, got 2684353750/],
+    ["an int maxSurge one past int32", (j) => Object.assign(dep(j), { replicas: 10, strategy: rolling(2147483638, 0) }), "deployment.strategy.rollingUpdate.maxSurge", /got 2147483648$/],
   ];
   for (const [what, change, field, problem] of table) {
     it(what, () => rejects(withChange(change), field, problem));
@@ -119,5 +121,12 @@ describe("parseRolloutInput accepts", () => {
     assert.deepEqual(parseRolloutInput(withChange((j) => (dep(j)["strategy"] = { type: "Recreate" }))).deployment.strategy, { type: "Recreate" });
     const bounds = parseRolloutInput(withChange((j) => (dep(j)["strategy"] = rolling("100%", "0%"))));
     assert.deepEqual(bounds.deployment.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: "100%", maxUnavailable: "0%" } });
+  });
+
+  it("replicas + maxSurge exactly at the int32 limit, and any surge for Recreate", () => {
+    const at = parseRolloutInput(withChange((j) => Object.assign(dep(j), { replicas: 2147483637, strategy: rolling(10, 0) })));
+    assert.equal(at.deployment.replicas, 2147483637);
+    const recreate = parseRolloutInput(withChange((j) => Object.assign(dep(j), { replicas: 2147483647, strategy: { type: "Recreate", rollingUpdate: { maxSurge: "100%" } } })));
+    assert.equal(recreate.deployment.replicas, 2147483647);
   });
 });

@@ -55,6 +55,26 @@ describe("pause", () => {
     assert.deepEqual(out.revisions[1], { name: "v2", revision: null, replicas: 0 });
   });
 
+  it("keeps a revision it has just scaled to 0 until the next pass (Kubernetes judges the sizes it listed)", () => {
+    // replicas 0: v1 (2 wanted, no pod yet) goes to 0 in this pass; cleanup sees its listed 2.
+    const revs = [rev("v1", 1, 2, { desired: 2, max: 3, status: [0, 0, 0] }), rev("v2", 2, 0, { desired: 2, max: 3 })];
+    const dep = deployment("v2", { paused: true, replicas: 0, revisionHistoryLimit: 0 });
+    const out = plan(input(dep, revs));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
+    assert.deepEqual(out.delete, []);
+    const next = plan(input(dep, [rev("v1", 1, 0, { desired: 0, max: 0 }), rev("v2", 2, 0, { desired: 2, max: 3 })]));
+    assert.deepEqual(next.delete, ["v1"]);
+  });
+
+  it("never deletes a revision it has just scaled up from 0 (Kubernetes would: an intended difference)", () => {
+    // Nothing active and the target not created: the newest old revision (v2) gets every replica.
+    // Its listed size is 0, so Kubernetes' cleanup deletes it in the same pass, pods and all.
+    const revs = [rev("v1", 1, 0, { desired: 3, max: 4 }), rev("v2", 2, 0, { desired: 3, max: 4 }), rev("v3", null, 0)];
+    const out = plan(input(deployment("v3", { paused: true, replicas: 3, revisionHistoryLimit: 0 }), revs));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 0 });
+    assert.deepEqual(out.delete, ["v1"]);
+  });
+
   it("cleans up history while paused, unless a rollback is pending", () => {
     const revs = [rev("v1", 1, 0), rev("v2", 2, 0), rev("v3", 3, 10, A)];
     const dep = (over = {}) => deployment("v3", { paused: true, revisionHistoryLimit: 1, ...over });

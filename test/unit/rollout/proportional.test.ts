@@ -14,6 +14,30 @@ describe("proportional scaling", () => {
     for (const r of out.revisions) assert.deepEqual([r.desiredReplicas, r.maxReplicas], [15, 18]);
   });
 
+  it("names each revision's own direction in its event, even against the overall direction", () => {
+    // toAdd +2, but v1's stale max-replicas (20) gives it round(6·10/20) − 6 = −3; v2 gets
+    // round(2·10/4) − 2 = +3; the leftover +2 goes back to v1. v1 shrinks while the total grows.
+    const dep = deployment("v2", { replicas: 10, strategy: rolling(0, 1) });
+    const out = plan(input(dep, [rev("v1", 1, 6, { desired: 8, max: 20 }), rev("v2", 2, 2, { desired: 8, max: 4 })]));
+    assert.deepEqual(sizes(out), { v1: 5, v2: 5 });
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 6 to 5", "Scaled up replica set v2 from 2 to 5"]);
+  });
+
+  it("computes shares exactly where Kubernetes' int32 product would wrap (40,000 × 62,500)", () => {
+    const dep = deployment("v2", { replicas: 50_000, strategy: rolling("25%", 0), status: { replicas: 50_000 } });
+    const a = { desired: 40_000, max: 50_000 };
+    const out = plan(input(dep, [rev("v1", 1, 40_000, a), rev("v2", 2, 10_000, a)]));
+    assert.deepEqual(sizes(out), { v1: 50_000, v2: 12_500 });
+  });
+
+  it("never gives a size outside 0 … 2^31−1, even from a tiny stale max-replicas annotation", () => {
+    // Scaling down overall, but v2's max-replicas of 1 makes its share 1000 × (2^31−1): kept at the int32 limit.
+    const max = 2147483647;
+    const dep = deployment("v2", { replicas: max, strategy: rolling(0, 1), status: { replicas: 5 } });
+    const out = plan(input(dep, [rev("v1", 1, max, { desired: 1, max: max }), rev("v2", 2, 1000, { desired: 1, max: 1 })]));
+    for (const r of out.revisions) assert.ok(r.replicas >= 0 && r.replicas <= max, `${r.name}: ${r.replicas}`);
+  });
+
   it("gives the rounding leftover to the largest revision", () => {
     const dep = deployment("v3", { replicas: 11, strategy: rolling(0, 1) });
     const a = { desired: 10, max: 10 };
