@@ -5,12 +5,14 @@ import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
+import { benchRolloutConformance } from "./rollout-conformance.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   ctrl: benchCtrl,
   rollout: benchRollout,
   "rollout-e2e": benchRolloutPropagation,
+  "rollout-conformance": benchRolloutConformance,
   agent: benchAgent,
 };
 
