@@ -83,7 +83,12 @@ function startPass(input: RolloutInput): Pass {
     listed: { revision: r.revision, replicas: r.replicas },
     desiredReplicas: r.desiredReplicas,
     maxReplicas: r.maxReplicas,
-    status: { ...r.status },
+    status: {
+      replicas: r.status.replicas,
+      readyReplicas: r.status.readyReplicas,
+      availableReplicas: r.status.availableReplicas,
+      terminatingReplicas: r.status.terminatingReplicas ?? 0,
+    },
   }));
   const conditions: WorkingCondition[] = dep.conditions.map((c, i) => ({
     type: c.type,

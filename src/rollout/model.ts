@@ -19,7 +19,7 @@ export interface ReplicaSet {
   listed: { readonly revision: number | null; readonly replicas: number };
   desiredReplicas: number | null;
   maxReplicas: number | null;
-  readonly status: { replicas: number; readyReplicas: number; availableReplicas: number };
+  readonly status: { replicas: number; readyReplicas: number; availableReplicas: number; terminatingReplicas: number };
 }
 
 export interface WorkingCondition {

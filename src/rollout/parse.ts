@@ -152,7 +152,12 @@ function conditions(v: unknown, field: string): Condition[] {
 function revisionStatus(v: unknown, field: string): RevisionStatus {
   const o = object(v, field);
   const c = (key: string): number => optional(o, key, `${field}.${key}`, 0, count);
-  return { replicas: c("replicas"), readyReplicas: c("readyReplicas"), availableReplicas: c("availableReplicas") };
+  return {
+    replicas: c("replicas"),
+    readyReplicas: c("readyReplicas"),
+    availableReplicas: c("availableReplicas"),
+    terminatingReplicas: c("terminatingReplicas"),
+  };
 }
 
 function revisionNumber(v: unknown, field: string): number {
@@ -171,13 +176,16 @@ function revision(v: unknown, field: string): RevisionInput {
     replicas: count(o["replicas"], `${field}.replicas`),
     desiredReplicas: optional(o, "desiredReplicas", `${field}.desiredReplicas`, null, nullable(count)),
     maxReplicas: optional(o, "maxReplicas", `${field}.maxReplicas`, null, nullable(count)),
-    status: optional(o, "status", `${field}.status`, { replicas: 0, readyReplicas: 0, availableReplicas: 0 }, revisionStatus),
+    status: optional(o, "status", `${field}.status`, { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 }, revisionStatus),
   };
   if (rev.revision === null && rev.replicas !== 0) {
     fail(`${field}.replicas`, "must be 0 while the revision has no replica set (revision null)");
   }
   if (rev.revision === null && rev.status.replicas !== 0) {
     fail(`${field}.status.replicas`, "must be 0 while the revision has no replica set (revision null)");
+  }
+  if (rev.revision === null && rev.status.terminatingReplicas !== 0) {
+    fail(`${field}.status.terminatingReplicas`, "must be 0 while the revision has no replica set (revision null)");
   }
   return rev;
 }

@@ -15,8 +15,9 @@
 // is a ReplicaSet of that name, owned by the Deployment, whose pod template differs from the
 // others only in the container image (the revision's name); the Deployment's template is the
 // target's. A target without a revision number has no ReplicaSet: the controller creates one
-// (named <deployment>-<hash>), which is reported under the target's name. Pods are not modelled:
-// krane passes each revision's pod counts as ReplicaSet status.
+// (named <deployment>-<hash>), which is reported under the target's name. A revision's pod counts
+// become its ReplicaSet's status; only its terminating pods also exist as pods (with a deletion
+// timestamp), since Recreate looks at the pods themselves.
 //
 // Three private parts of the controller are reached without copying any of its code:
 // syncDeployment through a pull-only //go:linkname; the package clocks (nowFn) of the controller
@@ -130,6 +131,8 @@ type revisionInput struct {
 		Replicas          int32 `json:"replicas"`
 		ReadyReplicas     int32 `json:"readyReplicas"`
 		AvailableReplicas int32 `json:"availableReplicas"`
+		// Pods being deleted: modelled as pods with a deletion timestamp (Recreate waits for them).
+		TerminatingReplicas int32 `json:"terminatingReplicas"`
 	} `json:"status"`
 }
 
@@ -261,7 +264,10 @@ func template(image string, hash string) v1.PodTemplateSpec {
 	}
 }
 
-func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.ReplicaSet, error) {
+// maxTerminatingPods bounds the pods one revision may ask for (each is an object in memory).
+const maxTerminatingPods = 1000
+
+func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.ReplicaSet, []*v1.Pod, error) {
 	d := in.Deployment
 	dep := &apps.Deployment{
 		TypeMeta: metav1.TypeMeta{Kind: "Deployment", APIVersion: "apps/v1"},
@@ -284,27 +290,28 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 		dep.Spec.Strategy = apps.DeploymentStrategy{Type: apps.RecreateDeploymentStrategyType}
 	case "RollingUpdate":
 		if d.Strategy.RollingUpdate == nil {
-			return nil, nil, errors.New("deployment.strategy.rollingUpdate: missing")
+			return nil, nil, nil, errors.New("deployment.strategy.rollingUpdate: missing")
 		}
 		surge, err := intOrPercent(d.Strategy.RollingUpdate.MaxSurge, "maxSurge")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		unavailable, err := intOrPercent(d.Strategy.RollingUpdate.MaxUnavailable, "maxUnavailable")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		dep.Spec.Strategy = apps.DeploymentStrategy{
 			Type:          apps.RollingUpdateDeploymentStrategyType,
 			RollingUpdate: &apps.RollingUpdateDeployment{MaxSurge: surge, MaxUnavailable: unavailable},
 		}
 	default:
-		return nil, nil, fmt.Errorf("deployment.strategy.type: unknown %q", d.Strategy.Type)
+		return nil, nil, nil, fmt.Errorf("deployment.strategy.type: unknown %q", d.Strategy.Type)
 	}
 	if d.RollbackTo != nil {
 		dep.Annotations[rollbackAnn] = strconv.FormatInt(*d.RollbackTo, 10)
 	}
-	zero := int32(0)
+	// As the previous pass would have stored it: the sum over the ReplicaSets (added below).
+	terminating := int32(0)
 	dep.Status = apps.DeploymentStatus{
 		ObservedGeneration:  1,
 		Replicas:            d.Status.Replicas,
@@ -312,17 +319,16 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 		ReadyReplicas:       d.Status.ReadyReplicas,
 		AvailableReplicas:   d.Status.AvailableReplicas,
 		UnavailableReplicas: d.Status.UnavailableReplicas,
-		// krane's revisions report no terminating pods (see src/rollout/README.md).
-		TerminatingReplicas: &zero,
+		TerminatingReplicas: &terminating,
 	}
 	for i, c := range d.Conditions {
 		upd, err := parseTime(c.LastUpdateTime, fmt.Sprintf("deployment.conditions[%d].lastUpdateTime", i))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		tr, err := parseTime(c.LastTransitionTime, fmt.Sprintf("deployment.conditions[%d].lastTransitionTime", i))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		dep.Status.Conditions = append(dep.Status.Conditions, apps.DeploymentCondition{
 			Type: apps.DeploymentConditionType(c.Type), Status: v1.ConditionStatus(c.Status),
@@ -332,6 +338,7 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 	}
 
 	var rss []*apps.ReplicaSet
+	var pods []*v1.Pod
 	for i := range in.Revisions {
 		r := &in.Revisions[i]
 		if r.Revision == nil {
@@ -342,7 +349,7 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 		}
 		created, err := parseTime(r.CreatedAt, fmt.Sprintf("revisions[%d].createdAt", i))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		hash := fmt.Sprintf("h%d", i)
 		ann := map[string]string{revisionAnn: strconv.FormatInt(*r.Revision, 10)}
@@ -353,6 +360,10 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 			ann[maxAnn] = strconv.FormatInt(int64(*r.MaxReplicas), 10)
 		}
 		replicas := r.Replicas
+		terminatingPods := r.Status.TerminatingReplicas
+		if terminatingPods > maxTerminatingPods {
+			return nil, nil, nil, fmt.Errorf("revisions[%d].status.terminatingReplicas: at most %d modelled", i, maxTerminatingPods)
+		}
 		rs := &apps.ReplicaSet{
 			TypeMeta: metav1.TypeMeta{Kind: "ReplicaSet", APIVersion: "apps/v1"},
 			ObjectMeta: metav1.ObjectMeta{
@@ -373,13 +384,30 @@ func objects(in *rolloutInput, shift time.Duration) (*apps.Deployment, []*apps.R
 				Replicas:            r.Status.Replicas,
 				ReadyReplicas:       r.Status.ReadyReplicas,
 				AvailableReplicas:   r.Status.AvailableReplicas,
-				TerminatingReplicas: &zero,
+				TerminatingReplicas: &terminatingPods,
 				ObservedGeneration:  1,
 			},
 		}
 		rss = append(rss, rs)
+		for k := int32(0); k < terminatingPods; k++ {
+			deleting := metav1.NewTime(created.Add(shift))
+			pods = append(pods, &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: fmt.Sprintf("%s-terminating-%d", r.Name, k), Namespace: namespace,
+					UID:               types.UID(fmt.Sprintf("pod-%s-%d", r.Name, k)),
+					Labels:            rs.Spec.Template.Labels,
+					OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(rs, apps.SchemeGroupVersion.WithKind("ReplicaSet"))},
+					DeletionTimestamp: &deleting,
+				},
+				Spec:   rs.Spec.Template.Spec,
+				Status: v1.PodStatus{Phase: v1.PodRunning},
+			})
+		}
 	}
-	return dep, rss, nil
+	for _, rs := range rss {
+		*dep.Status.TerminatingReplicas += *rs.Status.TerminatingReplicas
+	}
+	return dep, rss, pods, nil
 }
 
 // ---- one pass ----
@@ -392,7 +420,7 @@ func runPass(in *rolloutInput) (out *rolloutOutput, err error) {
 	// The pass runs at the wall-clock instant it starts (see the file comment).
 	start := time.Now()
 	shift := start.Sub(now)
-	dep, rss, err := objects(in, shift)
+	dep, rss, pods, err := objects(in, shift)
 	if err != nil {
 		return nil, err
 	}
@@ -422,6 +450,11 @@ func runPass(in *rolloutInput) (out *rolloutOutput, err error) {
 	}
 	for _, rs := range rss {
 		if err := factory.Apps().V1().ReplicaSets().Informer().GetIndexer().Add(rs); err != nil {
+			return nil, err
+		}
+	}
+	for _, pod := range pods {
+		if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(pod); err != nil {
 			return nil, err
 		}
 	}

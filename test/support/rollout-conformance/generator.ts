@@ -5,7 +5,8 @@
 // too: strategy, surge/unavailable as ints and percentages, replica counts, several old
 // revisions with their sizes and pod counts, stale or missing annotations, stored status and
 // conditions. Inputs are always valid for `krane rollout plan`, except that the int32 class
-// sometimes asks for replicas + maxSurge beyond int32, which the engine refuses.
+// sometimes asks for replicas + maxSurge beyond int32, which the engine refuses. Terminating pods
+// are part of the inputs although ctrl does not report them yet (see src/rollout/README.md).
 import type { Condition, ConditionStatus, DeploymentStatus, IntOrPercent, RevisionInput, RolloutInput } from "../../../src/rollout/index.js";
 import { Random } from "./random.js";
 
@@ -246,6 +247,8 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
   const previousReplicas = cls === "scaling" ? replicasFor(rng, "rolling") : replicas;
   for (const r of existing) {
     r.status = podCounts(rng, r.replicas);
+    // Pods shutting down, above all of revisions being scaled down (Recreate waits for them).
+    if (rng.chance(cls === "recreate" ? 0.35 : 0.1)) r.status.terminatingReplicas = rng.int(1, 3);
     if (cls === "paused-history" && r !== target && rng.chance(0.5)) r.status = { replicas: 0, readyReplicas: 0, availableReplicas: 0 };
     const desired = rng.weighted<number | null>([
       [16, cls === "scaling" && r.replicas > 0 ? previousReplicas : replicas],

@@ -51,6 +51,8 @@ describe("parseRolloutInput rejects", () => {
     ["duplicate revision numbers", (j) => (revAt(j, 1)["revision"] = 1), "revisions[1].revision", /duplicate revision 1/],
     ["revision 0", (j) => (revAt(j, 1)["revision"] = 0), "revisions[1].revision", /at least 1/],
     ["replicas on a revision without a replica set", (j) => Object.assign(revAt(j, 1), { revision: null, replicas: 2 }), "revisions[1].replicas", /must be 0/],
+    ["terminating pods of a revision without a replica set", (j) => Object.assign(revAt(j, 1), { revision: null, status: { terminatingReplicas: 1 } }), "revisions[1].status.terminatingReplicas", /must be 0/],
+    ["negative terminating pods", (j) => (revAt(j, 0)["status"] = { terminatingReplicas: -1 }), "revisions[0].status.terminatingReplicas", /must not be negative/],
     ["a negative max-replicas annotation", (j) => (revAt(j, 0)["maxReplicas"] = -1), "revisions[0].maxReplicas", /must not be negative/],
     ["a missing now", (j) => delete j["now"], "now", /must be a string/],
     ["revisions that are not a list", (j) => (j["revisions"] = {}), "revisions", /must be an array/],
@@ -107,7 +109,7 @@ describe("parseRolloutInput accepts", () => {
       replicas: 3,
       desiredReplicas: null,
       maxReplicas: null,
-      status: { replicas: 0, readyReplicas: 0, availableReplicas: 0 },
+      status: { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 },
     });
   });
 
