@@ -13,6 +13,19 @@ function roundHalfAwayFromZero(x: number): number {
 }
 
 /**
+ * round(size × newMax / oldMax), as Kubernetes computes it in float64, but without its int32
+ * product (which wraps past 2^31−1); above 2^53 a double product loses digits, so BigInt.
+ */
+function roundedShare(size: number, newMax: number, oldMax: number): number {
+  const product = size * newMax;
+  if (Number.isSafeInteger(product)) return roundHalfAwayFromZero(product / oldMax);
+  const p = BigInt(size) * BigInt(newMax);
+  const q = BigInt(oldMax);
+  // All positive here: round half up = floor((2p + q) / 2q).
+  return Number((2n * p + q) / (2n * q));
+}
+
+/**
  * How much this ReplicaSet's share changes: its size times the new max (replicas + surge) over the
  * max recorded at its last scale (max-replicas annotation, else the deployment's status.replicas).
  */
@@ -24,9 +37,7 @@ export function replicaSetFraction(rs: ReplicaSet, d: Deployment, statusReplicas
     before = statusReplicas;
     if (before === 0) return 0;
   }
-  // Exact (below 2^53): Kubernetes' int32 product wraps once it passes 2^31−1.
-  const newSize = (rs.replicas * deploymentMax) / before;
-  return roundHalfAwayFromZero(newSize) - rs.replicas;
+  return roundedShare(rs.replicas, deploymentMax, before) - rs.replicas;
 }
 
 /** The change for one ReplicaSet, bounded by what is still left to add (or remove). */

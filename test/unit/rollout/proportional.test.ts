@@ -2,6 +2,8 @@
 // saturation, and Recreate's refusal to scale several active revisions.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { Deployment, ReplicaSet } from "../../../src/rollout/model.js";
+import { replicaSetFraction } from "../../../src/rollout/proportional.js";
 import { RECREATE, deployment, input, messages, plan, rev, rolling, sizes } from "./helpers.js";
 
 describe("proportional scaling", () => {
@@ -28,6 +30,13 @@ describe("proportional scaling", () => {
     const a = { desired: 40_000, max: 50_000 };
     const out = plan(input(dep, [rev("v1", 1, 40_000, a), rev("v2", 2, 10_000, a)]));
     assert.deepEqual(sizes(out), { v1: 50_000, v2: 12_500 });
+  });
+
+  it("rounds a share exactly even when size × max passes 2^53 (where a float product loses digits)", () => {
+    const d = { name: "d", replicas: 2144607460, strategyType: "RollingUpdate", maxSurge: 0, maxUnavailable: 1 } as unknown as Deployment;
+    const rs = { replicas: 2147483092, maxReplicas: 287176 } as unknown as ReplicaSet;
+    // 2147483092 × 2144607460 / 287176 = 16037232426550.4998 exactly; a float64 product rounds to …551.
+    assert.equal(replicaSetFraction(rs, d, 0), 16037232426550 - 2147483092);
   });
 
   it("never gives a size outside 0 … 2^31−1, even from a tiny stale max-replicas annotation", () => {
