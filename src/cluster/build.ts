@@ -272,7 +272,9 @@ export async function ensureRolloutHarness(log: (line: string) => void = () => {
     await mkdir(join(tmp, "bin"), { recursive: true });
     try {
       const opts = { cwd: rolloutHarnessModuleDir, env: goEnv(), maxBuffer: 64 * 1024 * 1024 };
-      await run("go", ["build", "-trimpath", "-o", join(tmp, "bin", "rollout-conformance"), "."], opts);
+      // Same flags and tags as the Kubernetes build above (and the same module versions, see its
+      // go.mod), so the packages both compile come from Go's build cache.
+      await run("go", ["build", "-trimpath", "-tags=selinux,notest", "-o", join(tmp, "bin", "rollout-conformance"), "."], opts);
     } catch (err) {
       await rm(tmp, { recursive: true, force: true });
       const e = err as { stderr?: string; message: string };
