@@ -7,12 +7,14 @@ import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchSentinel } from "./sentinel.js";
+import { benchRolloutConformance } from "./rollout-conformance.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   ctrl: benchCtrl,
   rollout: benchRollout,
   "rollout-e2e": benchRolloutPropagation,
+  "rollout-conformance": benchRolloutConformance,
   agent: benchAgent,
   sentinel: benchSentinel,
   cli: benchCli,

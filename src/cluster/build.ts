@@ -141,8 +141,22 @@ export const HELM_BUILD: GoBuildSpec = {
   coldEstimate: "about 2–3 minutes",
 };
 
+/** tools/rollout-conformance: a test tool running the real Deployment controller's sync pass. */
+export const ROLLOUT_HARNESS_BUILD: GoBuildSpec = {
+  name: `rollout-conformance-${KUBE_VERSION}`,
+  title: `the rollout conformance harness (Deployment controller of Kubernetes ${KUBE_VERSION})`,
+  moduleDir: fileURLToPath(new URL("../../tools/rollout-conformance/", import.meta.url)),
+  binaries: [["rollout-conformance", "."]],
+  // The Kubernetes build's tags, so the packages both compile come from Go's build cache.
+  tags: "selinux,notest",
+  ldflags: "",
+  keyFiles: ["go.mod", "go.sum", "main.go"],
+  keyExtras: [],
+  coldEstimate: "seconds after the Kubernetes build, about 5 minutes alone",
+};
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD];
 
 export interface KubeAssets {
   dir: string;
@@ -349,4 +363,15 @@ async function build(spec: GoBuildSpec, dir: string, go: string, log: (line: str
   await writeFile(join(tmp, "manifest.json"), JSON.stringify(manifest, null, 2));
   await rename(tmp, dir);
   log(`built ${spec.title} in ${formatDuration(buildSeconds * 1000)} into ${dir}`);
+}
+
+/**
+ * The rollout conformance harness binary (test/support/rollout-conformance): the real Deployment
+ * controller's sync pass, built from tools/rollout-conformance into the cache next to the
+ * Kubernetes binaries. It uses the Kubernetes build's tags and module versions, so right after
+ * that build it takes seconds (Go's build cache has the packages); alone and cold, about 4½
+ * CPU-minutes.
+ */
+export async function ensureRolloutHarness(log: (line: string) => void = () => {}): Promise<string> {
+  return join(await ensureGoBuild(ROLLOUT_HARNESS_BUILD, log), "bin", "rollout-conformance");
 }

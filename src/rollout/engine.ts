@@ -8,6 +8,8 @@ import { rolloutRolling } from "./rolling.js";
 import { cleanupDeployment } from "./history.js";
 import { syncRevision } from "./newrs.js";
 import { checkPausedConditions, syncDeploymentStatus } from "./status.js";
+import { quote } from "./conditions.js";
+import { MAX_INT32 } from "./fenceposts.js";
 import { formatTime, parseTime } from "./time.js";
 import type { Condition, RolloutInput, RolloutOutput } from "./types.js";
 
@@ -78,9 +80,15 @@ function startPass(input: RolloutInput): Pass {
     createdAtMs: requireTime(r.createdAt, `revisions[${index}].createdAt`),
     revision: r.revision,
     replicas: r.replicas,
+    listed: { revision: r.revision, replicas: r.replicas },
     desiredReplicas: r.desiredReplicas,
     maxReplicas: r.maxReplicas,
-    status: { ...r.status },
+    status: {
+      replicas: r.status.replicas,
+      readyReplicas: r.status.readyReplicas,
+      availableReplicas: r.status.availableReplicas,
+      terminatingReplicas: r.status.terminatingReplicas ?? 0,
+    },
   }));
   const conditions: WorkingCondition[] = dep.conditions.map((c, i) => ({
     type: c.type,
@@ -104,6 +112,14 @@ function startPass(input: RolloutInput): Pass {
 
 function finishPass(pass: Pass): RolloutOutput {
   const byIndex = [...pass.byCreation].sort((a, b) => a.index - b.index);
+  // Validated inputs never lead here; a bug must not reach the cluster as a negative size.
+  for (const rs of byIndex) {
+    for (const n of [rs.replicas, rs.desiredReplicas ?? 0, rs.maxReplicas ?? 0]) {
+      if (!Number.isSafeInteger(n) || n < 0 || n > MAX_INT32) {
+        throw new Error(`rollout engine bug: revision ${quote(rs.name)} would get ${n} (outside 0 … ${MAX_INT32})`);
+      }
+    }
+  }
   const { conditions, ...counts } = pass.status;
   return {
     target: pass.d.target,

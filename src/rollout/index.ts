@@ -14,8 +14,10 @@
 // - `requeueAfterSeconds` is set only when a pass changed nothing and a progress deadline is
 //   pending: run a pass then (0 = soon, rate-limited). Otherwise it is null.
 // - `rollbackTo` is consumed by any pass of an unpaused deployment; clear it after such a pass.
-// - A revision's `status.replicas` counts every pod that is not terminal (terminating ones too),
-//   and `availableReplicas` already applies minReadySeconds; Recreate waits on the former.
+// - A revision's `status.replicas` counts its pods that are neither terminal nor terminating (as a
+//   ReplicaSet's does), `terminatingReplicas` the ones shutting down, and `availableReplicas`
+//   already applies minReadySeconds; Recreate waits until both counts of old revisions are 0.
+//   README.md says what ctrl counts today and how the engine is checked against Kubernetes.
 // - `revision: null` means the region has no ReplicaSet for that revision yet; the engine creates
 //   the target's (NewReplicaSetCreated) and numbers it max(old revisions) + 1.
 export { planRollout } from "./engine.js";

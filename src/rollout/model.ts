@@ -11,9 +11,15 @@ export interface ReplicaSet {
   revision: number | null;
   /** spec.replicas */
   replicas: number;
+  /**
+   * Revision and spec.replicas as listed at the start of the pass (as created, for the one the
+   * pass creates). Kubernetes lists ReplicaSets once per sync and several of its decisions read
+   * that list after the pass has already written new values (see src/rollout/README.md).
+   */
+  listed: { readonly revision: number | null; readonly replicas: number };
   desiredReplicas: number | null;
   maxReplicas: number | null;
-  readonly status: { replicas: number; readyReplicas: number; availableReplicas: number };
+  readonly status: { replicas: number; readyReplicas: number; availableReplicas: number; terminatingReplicas: number };
 }
 
 export interface WorkingCondition {

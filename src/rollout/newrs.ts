@@ -28,6 +28,11 @@ export interface ReplicaSetSplit {
  * Kubernetes' getAllReplicaSetsAndSyncRevision. The target's revision is raised to max(old)+1 when
  * it is not already above every old one (a rollback makes it the newest again). When the target
  * has no ReplicaSet yet it is created only if `create` is set.
+ *
+ * A pass may call this more than once (a scaling-event check, then the rollout). Kubernetes
+ * reads the ReplicaSet as listed at the start of the sync every time, so in a pass that raises
+ * the revision every call raises it again and returns early: neither the deployment's revision
+ * nor the FoundNewReplicaSet condition is written until the next pass. Hence `listed.revision`.
  */
 export function syncRevision(pass: Pass, create: boolean): ReplicaSetSplit {
   const d = pass.d;
@@ -37,7 +42,7 @@ export function syncRevision(pass: Pass, create: boolean): ReplicaSetSplit {
   const newRevision = maxRevision(oldRSs) + 1;
 
   if (target.revision !== null) {
-    if (target.revision < newRevision) {
+    if ((target.listed.revision ?? 0) < newRevision) {
       // Kubernetes writes the new revision and returns; the next pass notices the RS again.
       target.revision = newRevision;
       return { newRS: target, oldRSs };
@@ -60,13 +65,14 @@ export function syncRevision(pass: Pass, create: boolean): ReplicaSetSplit {
   const count = newRSNewReplicas(d, oldRSs, 0);
   target.revision = newRevision;
   target.replicas = count;
+  target.listed = { revision: newRevision, replicas: count };
   target.desiredReplicas = d.replicas;
   target.maxReplicas = d.replicas + maxSurge(d);
   if (count > 0) {
     pass.events.push({
       type: "Normal",
       reason: "ScalingReplicaSet",
-      message: `Scaled up replica set ${target.name} to ${count}`,
+      message: `Scaled up replica set ${target.name} from 0 to ${count}`,
     });
   }
   if (hasProgressDeadline(d)) {

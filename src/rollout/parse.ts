@@ -1,6 +1,6 @@
 // Validates untrusted JSON into a RolloutInput, filling defaults. Every error names the field:
 //   deployment.strategy.rollingUpdate.maxSurge: percentage out of range
-import { MAX_INT32 } from "./fenceposts.js";
+import { MAX_INT32, scaledValue } from "./fenceposts.js";
 import { parseTime } from "./time.js";
 import type {
   Condition,
@@ -152,7 +152,12 @@ function conditions(v: unknown, field: string): Condition[] {
 function revisionStatus(v: unknown, field: string): RevisionStatus {
   const o = object(v, field);
   const c = (key: string): number => optional(o, key, `${field}.${key}`, 0, count);
-  return { replicas: c("replicas"), readyReplicas: c("readyReplicas"), availableReplicas: c("availableReplicas") };
+  return {
+    replicas: c("replicas"),
+    readyReplicas: c("readyReplicas"),
+    availableReplicas: c("availableReplicas"),
+    terminatingReplicas: c("terminatingReplicas"),
+  };
 }
 
 function revisionNumber(v: unknown, field: string): number {
@@ -171,13 +176,16 @@ function revision(v: unknown, field: string): RevisionInput {
     replicas: count(o["replicas"], `${field}.replicas`),
     desiredReplicas: optional(o, "desiredReplicas", `${field}.desiredReplicas`, null, nullable(count)),
     maxReplicas: optional(o, "maxReplicas", `${field}.maxReplicas`, null, nullable(count)),
-    status: optional(o, "status", `${field}.status`, { replicas: 0, readyReplicas: 0, availableReplicas: 0 }, revisionStatus),
+    status: optional(o, "status", `${field}.status`, { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 }, revisionStatus),
   };
   if (rev.revision === null && rev.replicas !== 0) {
     fail(`${field}.replicas`, "must be 0 while the revision has no replica set (revision null)");
   }
   if (rev.revision === null && rev.status.replicas !== 0) {
     fail(`${field}.status.replicas`, "must be 0 while the revision has no replica set (revision null)");
+  }
+  if (rev.revision === null && rev.status.terminatingReplicas !== 0) {
+    fail(`${field}.status.terminatingReplicas`, "must be 0 while the revision has no replica set (revision null)");
   }
   return rev;
 }
@@ -205,6 +213,14 @@ function deployment(v: unknown, field: string, revs: readonly RevisionInput[]): 
   const replicas = count(o["replicas"], `${field}.replicas`);
   if (o["strategy"] === undefined) fail(`${field}.strategy`, "is required");
   const strat = strategy(o["strategy"], `${field}.strategy`);
+  if (strat.type === "RollingUpdate") {
+    // Kubernetes keeps replicas + maxSurge in an int32 (the max-replicas annotation, the most pods
+    // a rolling update may run); beyond it its arithmetic wraps to negative sizes.
+    const max = replicas + scaledValue(strat.rollingUpdate.maxSurge, replicas, true);
+    if (max > MAX_INT32) {
+      fail(`${field}.strategy.rollingUpdate.maxSurge`, `replicas (${replicas}) + maxSurge must be at most ${MAX_INT32}, got ${max}`);
+    }
+  }
   const minReadySeconds = optional(o, "minReadySeconds", `${field}.minReadySeconds`, 0, count);
   const progressDeadlineSeconds = optional(o, "progressDeadlineSeconds", `${field}.progressDeadlineSeconds`, 600, nullable(count));
   if (progressDeadlineSeconds !== null && progressDeadlineSeconds <= minReadySeconds) {

@@ -1,6 +1,8 @@
 // Scaling events: when the desired replica count changes mid-rollout (or while paused), every
 // active ReplicaSet grows or shrinks in proportion to its share (Kubernetes' sync.go `scale`).
-import { isRollingUpdate, maxSurge } from "./fenceposts.js";
+// Arithmetic is exact where Kubernetes multiplies in int32 and can wrap around (see "Intended
+// differences" in README.md); a size is always kept within 0 … 2^31−1.
+import { MAX_INT32, isRollingUpdate, maxSurge } from "./fenceposts.js";
 import type { Deployment, Pass, ReplicaSet } from "./model.js";
 import { bySizeNewer, bySizeOlder, filterActive, findActiveOrLatest, sumSpec } from "./replicasets.js";
 import { scaleReplicaSet, scaleReplicaSetAndRecordEvent } from "./scaling.js";
@@ -8,6 +10,19 @@ import { scaleReplicaSet, scaleReplicaSetAndRecordEvent } from "./scaling.js";
 /** Go's math.Round: halves away from zero. */
 function roundHalfAwayFromZero(x: number): number {
   return x < 0 ? -Math.round(-x) : Math.round(x);
+}
+
+/**
+ * round(size × newMax / oldMax), as Kubernetes computes it in float64, but without its int32
+ * product (which wraps past 2^31−1); above 2^53 a double product loses digits, so BigInt.
+ */
+function roundedShare(size: number, newMax: number, oldMax: number): number {
+  const product = size * newMax;
+  if (Number.isSafeInteger(product)) return roundHalfAwayFromZero(product / oldMax);
+  const p = BigInt(size) * BigInt(newMax);
+  const q = BigInt(oldMax);
+  // All positive here: round half up = floor((2p + q) / 2q).
+  return Number((2n * p + q) / (2n * q));
 }
 
 /**
@@ -22,9 +37,7 @@ export function replicaSetFraction(rs: ReplicaSet, d: Deployment, statusReplicas
     before = statusReplicas;
     if (before === 0) return 0;
   }
-  // int32 product as in Go (Math.imul wraps the same way).
-  const newSize = Math.imul(rs.replicas, deploymentMax) / before;
-  return roundHalfAwayFromZero(newSize) - rs.replicas;
+  return roundedShare(rs.replicas, deploymentMax, before) - rs.replicas;
 }
 
 /** The change for one ReplicaSet, bounded by what is still left to add (or remove). */
@@ -60,15 +73,9 @@ export function scale(pass: Pass, newRS: ReplicaSet | undefined, oldRSs: Replica
   const active = filterActive([...oldRSs, newRS]);
   const allowedSize = d.replicas > 0 ? d.replicas + maxSurge(d) : 0;
   const toAdd = allowedSize - sumSpec(active);
-  let operation: "up" | "down" | "" = "";
   // Largest first; on equal sizes newer ones grow first and older ones shrink first.
-  if (toAdd > 0) {
-    active.sort(bySizeNewer);
-    operation = "up";
-  } else if (toAdd < 0) {
-    active.sort(bySizeOlder);
-    operation = "down";
-  }
+  if (toAdd > 0) active.sort(bySizeNewer);
+  else if (toAdd < 0) active.sort(bySizeOlder);
 
   let added = 0;
   const sizes = new Map<ReplicaSet, number>();
@@ -85,7 +92,8 @@ export function scale(pass: Pass, newRS: ReplicaSet | undefined, oldRSs: Replica
   active.forEach((rs, i) => {
     let size = sizes.get(rs) ?? rs.replicas;
     // Rounding leftovers go to the first (largest) ReplicaSet, never below 0.
-    if (i === 0 && toAdd !== 0) size = Math.max(0, size + (toAdd - added));
-    scaleReplicaSet(pass, rs, size, operation);
+    if (i === 0 && toAdd !== 0) size = size + (toAdd - added);
+    // Every ReplicaSet is written (annotations too), as Kubernetes' forced update does.
+    scaleReplicaSet(pass, rs, Math.min(MAX_INT32, Math.max(0, size)));
   });
 }

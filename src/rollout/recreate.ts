@@ -1,5 +1,6 @@
-// Recreate: scale every old ReplicaSet to 0, wait until none of their pods exist, then create and
-// scale the new ReplicaSet to the full count (Kubernetes' recreate.go).
+// Recreate: scale every old ReplicaSet to 0, wait until none of their pods exist (terminating
+// ones included), then create and scale the new ReplicaSet to the full count (Kubernetes'
+// recreate.go, which looks at the old ReplicaSets' pods for this).
 import { cleanupDeployment } from "./history.js";
 import type { Pass } from "./model.js";
 import { syncRevision } from "./newrs.js";
@@ -18,8 +19,10 @@ export function rolloutRecreate(pass: Pass): void {
   }
   if (scaledDown) return syncRolloutStatus(pass, allRSs, newRS);
 
-  // status.replicas counts every non-terminal pod, terminating ones included.
-  if (sumStatus(oldRSs, "replicas") > 0) return syncRolloutStatus(pass, allRSs, newRS);
+  // Old pods still there: running or starting (status.replicas), or shutting down.
+  if (sumStatus(oldRSs, "replicas") + sumStatus(oldRSs, "terminatingReplicas") > 0) {
+    return syncRolloutStatus(pass, allRSs, newRS);
+  }
 
   if (newRS === undefined) {
     ({ newRS, oldRSs } = syncRevision(pass, true));

@@ -7,6 +7,13 @@ export function sumSpec(list: readonly ReplicaSet[]): number {
   return n;
 }
 
+/** Σ spec.replicas as listed at the start of the pass. */
+export function sumListed(list: readonly ReplicaSet[]): number {
+  let n = 0;
+  for (const rs of list) n += rs.listed.replicas;
+  return n;
+}
+
 export function sumStatus(list: readonly ReplicaSet[], field: keyof ReplicaSet["status"]): number {
   let n = 0;
   for (const rs of list) n += rs.status[field];

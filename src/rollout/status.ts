@@ -14,9 +14,13 @@ import {
 } from "./conditions.js";
 import { hasProgressDeadline, maxUnavailable } from "./fenceposts.js";
 import type { Deployment, Pass, ReplicaSet, WorkingStatus } from "./model.js";
-import { sumSpec, sumStatus } from "./replicasets.js";
+import { sumListed, sumStatus } from "./replicasets.js";
 
-/** Status counts from the ReplicaSets (their new sizes, their observed pods) plus Available. */
+/**
+ * Status counts from the ReplicaSets plus Available. unavailableReplicas compares the sizes as
+ * listed at the start of the pass (not the ones it just wrote) with the available pods, as
+ * Kubernetes does; the pass that follows any resize reports the new sizes.
+ */
 export function calculateStatus(pass: Pass, allRSs: readonly ReplicaSet[], newRS: ReplicaSet | undefined): WorkingStatus {
   const available = sumStatus(allRSs, "availableReplicas");
   const status: WorkingStatus = {
@@ -24,7 +28,7 @@ export function calculateStatus(pass: Pass, allRSs: readonly ReplicaSet[], newRS
     updatedReplicas: newRS?.status.replicas ?? 0,
     readyReplicas: sumStatus(allRSs, "readyReplicas"),
     availableReplicas: available,
-    unavailableReplicas: Math.max(0, sumSpec(allRSs) - available),
+    unavailableReplicas: Math.max(0, sumListed(allRSs) - available),
     conditions: pass.status.conditions.map((c) => ({ ...c })),
   };
   const d = pass.d;

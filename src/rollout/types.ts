@@ -53,11 +53,13 @@ export interface DeploymentInput {
 }
 
 export interface RevisionStatus {
-  /** Pods that exist and are not terminal (terminating pods included). */
+  /** Pods that exist, are neither terminal nor terminating (see README.md for what ctrl counts). */
   replicas: number;
   readyReplicas: number;
   /** Ready for at least minReadySeconds. */
   availableReplicas: number;
+  /** Pods being deleted (deletion timestamp set), which Recreate waits for; absent = 0. */
+  terminatingReplicas?: number;
 }
 
 export interface RevisionInput {

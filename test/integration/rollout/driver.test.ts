@@ -76,7 +76,7 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
         ["shop:2", 4, 2],
         ["shop:1", 0, 1],
       ]);
-      assert.ok(r.events.some((e) => e.reason === "ScalingReplicaSet" && /Scaled down replica set .* to 0 from 1/.test(e.message)));
+      assert.ok(r.events.some((e) => e.reason === "ScalingReplicaSet" && /Scaled down replica set .* from 1 to 0/.test(e.message)));
     });
 
     it("scales proportionally, rejects bad input naming the field", async () => {

@@ -24,7 +24,7 @@ describe("runRolloutPlan", () => {
     assert.equal(r.exitCode, 0);
     const out = JSON.parse(r.stdout) as { revisions: { name: string; replicas: number }[]; events: { message: string }[] };
     assert.deepEqual(out.revisions.map((x) => x.replicas), [10, 3]);
-    assert.equal(out.events[0]?.message, "Scaled up replica set v2 to 3 from 0");
+    assert.equal(out.events[0]?.message, "Scaled up replica set v2 from 0 to 3");
   });
 
   it("exits 2 naming the field for bad input", () => {

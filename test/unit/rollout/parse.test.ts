@@ -51,10 +51,14 @@ describe("parseRolloutInput rejects", () => {
     ["duplicate revision numbers", (j) => (revAt(j, 1)["revision"] = 1), "revisions[1].revision", /duplicate revision 1/],
     ["revision 0", (j) => (revAt(j, 1)["revision"] = 0), "revisions[1].revision", /at least 1/],
     ["replicas on a revision without a replica set", (j) => Object.assign(revAt(j, 1), { revision: null, replicas: 2 }), "revisions[1].replicas", /must be 0/],
+    ["terminating pods of a revision without a replica set", (j) => Object.assign(revAt(j, 1), { revision: null, status: { terminatingReplicas: 1 } }), "revisions[1].status.terminatingReplicas", /must be 0/],
+    ["negative terminating pods", (j) => (revAt(j, 0)["status"] = { terminatingReplicas: -1 }), "revisions[0].status.terminatingReplicas", /must not be negative/],
     ["a negative max-replicas annotation", (j) => (revAt(j, 0)["maxReplicas"] = -1), "revisions[0].maxReplicas", /must not be negative/],
     ["a missing now", (j) => delete j["now"], "now", /must be a string/],
     ["revisions that are not a list", (j) => (j["revisions"] = {}), "revisions", /must be an array/],
     ["a missing strategy", (j) => delete dep(j)["strategy"], "deployment.strategy", /required/],
+    ["replicas + maxSurge beyond int32", (j) => Object.assign(dep(j), { replicas: 2147483000, strategy: rolling("25%", 0) }), "deployment.strategy.rollingUpdate.maxSurge", /replicas \(2147483000\) \+ maxSurge must be at most 2147483647, got 2684353750/],
+    ["an int maxSurge one past int32", (j) => Object.assign(dep(j), { replicas: 10, strategy: rolling(2147483638, 0) }), "deployment.strategy.rollingUpdate.maxSurge", /got 2147483648$/],
   ];
   for (const [what, change, field, problem] of table) {
     it(what, () => rejects(withChange(change), field, problem));
@@ -105,7 +109,7 @@ describe("parseRolloutInput accepts", () => {
       replicas: 3,
       desiredReplicas: null,
       maxReplicas: null,
-      status: { replicas: 0, readyReplicas: 0, availableReplicas: 0 },
+      status: { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 },
     });
   });
 
@@ -119,5 +123,12 @@ describe("parseRolloutInput accepts", () => {
     assert.deepEqual(parseRolloutInput(withChange((j) => (dep(j)["strategy"] = { type: "Recreate" }))).deployment.strategy, { type: "Recreate" });
     const bounds = parseRolloutInput(withChange((j) => (dep(j)["strategy"] = rolling("100%", "0%"))));
     assert.deepEqual(bounds.deployment.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: "100%", maxUnavailable: "0%" } });
+  });
+
+  it("replicas + maxSurge exactly at the int32 limit, and any surge for Recreate", () => {
+    const at = parseRolloutInput(withChange((j) => Object.assign(dep(j), { replicas: 2147483637, strategy: rolling(10, 0) })));
+    assert.equal(at.deployment.replicas, 2147483637);
+    const recreate = parseRolloutInput(withChange((j) => Object.assign(dep(j), { replicas: 2147483647, strategy: { type: "Recreate", rollingUpdate: { maxSurge: "100%" } } })));
+    assert.equal(recreate.deployment.replicas, 2147483647);
   });
 });

@@ -47,12 +47,32 @@ describe("pause", () => {
     const out = plan(input(dep, midRollout));
     // allowed 20 + 5 = 25, toAdd 12; v1 round(10·25/13) = 19 → +9; v2 round(3·25/13) = 6 → +3.
     assert.deepEqual(sizes(out), { v1: 19, v2: 6 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 19 from 10", "Scaled up replica set v2 to 6 from 3"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 10 to 19", "Scaled up replica set v2 from 3 to 6"]);
   });
 
   it("does not create the target's replica set while paused", () => {
     const out = plan(input(deployment("v2", { paused: true }), [rev("v1", 1, 10, A), rev("v2", null, 0)]));
     assert.deepEqual(out.revisions[1], { name: "v2", revision: null, replicas: 0 });
+  });
+
+  it("keeps a revision it has just scaled to 0 until the next pass (Kubernetes judges the sizes it listed)", () => {
+    // replicas 0: v1 (2 wanted, no pod yet) goes to 0 in this pass; cleanup sees its listed 2.
+    const revs = [rev("v1", 1, 2, { desired: 2, max: 3, status: [0, 0, 0] }), rev("v2", 2, 0, { desired: 2, max: 3 })];
+    const dep = deployment("v2", { paused: true, replicas: 0, revisionHistoryLimit: 0 });
+    const out = plan(input(dep, revs));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
+    assert.deepEqual(out.delete, []);
+    const next = plan(input(dep, [rev("v1", 1, 0, { desired: 0, max: 0 }), rev("v2", 2, 0, { desired: 2, max: 3 })]));
+    assert.deepEqual(next.delete, ["v1"]);
+  });
+
+  it("never deletes a revision it has just scaled up from 0 (Kubernetes would: an intended difference)", () => {
+    // Nothing active and the target not created: the newest old revision (v2) gets every replica.
+    // Its listed size is 0, so Kubernetes' cleanup deletes it in the same pass, pods and all.
+    const revs = [rev("v1", 1, 0, { desired: 3, max: 4 }), rev("v2", 2, 0, { desired: 3, max: 4 }), rev("v3", null, 0)];
+    const out = plan(input(deployment("v3", { paused: true, replicas: 3, revisionHistoryLimit: 0 }), revs));
+    assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 0 });
+    assert.deepEqual(out.delete, ["v1"]);
   });
 
   it("cleans up history while paused, unless a rollback is pending", () => {

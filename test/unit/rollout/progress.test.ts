@@ -3,7 +3,7 @@
 // completion, and when the next pass must run (requeueAfterSeconds).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { NOW, RECREATE, at, cond, condition, deployment, input, plan, rev } from "./helpers.js";
+import { NOW, RECREATE, at, cond, condition, deployment, input, plan, rev, sizes } from "./helpers.js";
 
 const A = { desired: 10, max: 13 };
 const available = cond("Available", "True", "MinimumReplicasAvailable", at(-3600), at(-3600), "Deployment has minimum availability.");
@@ -104,7 +104,7 @@ describe("Progressing", () => {
     const revs = [rev("v1", 1, 10, A), rev("v2", 2, 0, { status: [0, 0, 0] }), rev("v3", null, 0)];
     const out = plan(input(deployment("v3", { status, conditions }), revs));
     assert.deepEqual(out.revisions[2], { name: "v3", revision: 3, replicas: 3, desiredReplicas: 10, maxReplicas: 13 });
-    assert.deepEqual(out.events, [{ type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v3 to 3" }]);
+    assert.deepEqual(out.events, [{ type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v3 from 0 to 3" }]);
     assert.deepEqual(condition(out, "Progressing"), {
       type: "Progressing",
       status: "True",
@@ -163,10 +163,15 @@ describe("Available", () => {
     assert.equal(condition(out, "Available")?.reason, "MinimumReplicasAvailable");
   });
 
-  it("reports unavailableReplicas against the new sizes", () => {
-    // The issue's example: v2 goes to 3, 13 wanted, 10 available.
+  it("reports unavailableReplicas against the sizes at the start of the pass, the new ones a pass later", () => {
+    // v2 goes from 0 to 3: 13 wanted, 10 available. Kubernetes computes the status from the
+    // ReplicaSets it listed before scaling, so this pass still says 0 and requeues nothing.
     const status = { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10 };
     const out = plan(input(deployment("v2", { status }), [rev("v1", 1, 10, A), rev("v2", 2, 0)]));
-    assert.deepEqual(out.status, { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 3 });
+    assert.deepEqual(sizes(out), { v1: 10, v2: 3 });
+    assert.deepEqual(out.status, { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 0 });
+    // The next pass (v2's pods not created yet) lists v2 at 3.
+    const next = plan(input(deployment("v2", { status: out.status, conditions: out.conditions }), [rev("v1", 1, 10, A), rev("v2", 2, 3, { status: [0, 0, 0], ...A })]));
+    assert.deepEqual(next.status, { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 3 });
   });
 });

@@ -1,12 +1,13 @@
 // Invariants over random environments (fast-check):
 // - a rolling pass never takes the total above replicas + maxSurge (or above where it already was);
 // - a rolling pass never scales old revisions down below replicas − maxUnavailable available pods;
-// - repeated passes where every pod becomes available converge: target = replicas, others 0.
+// - repeated passes where every pod becomes available converge: target = replicas, others 0;
+// - whatever the sizes up to the int32 limit, no size leaves 0 … 2^31−1 (or the input is refused).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { resolveFenceposts } from "../../../src/rollout/fenceposts.js";
-import { planRollout } from "../../../src/rollout/index.js";
+import { RolloutInputError, parseRolloutInput, planRollout } from "../../../src/rollout/index.js";
 import type { IntOrPercent, RevisionInput, RolloutInput, RolloutOutput, Strategy } from "../../../src/rollout/index.js";
 import { NOW_MS } from "./helpers.js";
 
@@ -235,6 +236,67 @@ describe("convergence", () => {
         assert.equal(out.conditions.find((c) => c.type === "Available")?.status, "True");
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe("int32 limits", () => {
+  const MAX = 2147483647;
+  // Sizes anywhere up to the int32 limit, stale annotations included: whatever Kubernetes'
+  // int32 arithmetic would do, the engine refuses the input (naming the field) or answers with
+  // every size in 0 … 2^31−1.
+  const big = fc.oneof(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: MAX }), fc.integer({ min: MAX - 20, max: MAX }));
+  const bigIntOrPercent: fc.Arbitrary<IntOrPercent> = fc.oneof(big, fc.integer({ min: 0, max: 100 }).map((p) => `${p}%`));
+  const bigRev = fc.record({ spec: big, pods: big, desired: fc.option(big), max: fc.option(big) });
+
+  it("never answers a size outside 0 … 2^31−1", () => {
+    fc.assert(
+      fc.property(
+        big,
+        fc.tuple(bigIntOrPercent, bigIntOrPercent),
+        fc.array(bigRev, { minLength: 1, maxLength: 5 }),
+        fc.boolean(),
+        fc.boolean(),
+        (replicas, [maxSurge, maxUnavailable], revs, paused, newTarget) => {
+          const json = {
+            now: iso(NOW_MS),
+            deployment: {
+              replicas,
+              strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge, maxUnavailable } },
+              paused,
+              target: `r${revs.length}`,
+              status: { replicas: 5 },
+            },
+            revisions: [
+              ...revs.map((r, i) => ({
+                name: `r${i}`,
+                revision: i + 1,
+                createdAt: iso(NOW_MS - (10 - i) * 1000),
+                replicas: r.spec,
+                desiredReplicas: r.desired,
+                maxReplicas: r.max,
+                status: { replicas: r.pods, readyReplicas: r.pods, availableReplicas: r.pods },
+              })),
+              { name: `r${revs.length}`, revision: newTarget ? null : revs.length + 1, createdAt: iso(NOW_MS), replicas: 0 },
+            ],
+          };
+          let input: RolloutInput;
+          try {
+            input = parseRolloutInput(json);
+          } catch (err) {
+            assert.ok(err instanceof RolloutInputError);
+            assert.equal(err.field, "deployment.strategy.rollingUpdate.maxSurge");
+            return;
+          }
+          const out = planRollout(input);
+          for (const r of out.revisions) {
+            for (const n of [r.replicas, r.desiredReplicas ?? 0, r.maxReplicas ?? 0]) {
+              assert.ok(Number.isInteger(n) && n >= 0 && n <= MAX, `${r.name}: ${n}`);
+            }
+          }
+        },
+      ),
+      { numRuns: 1000 },
     );
   });
 });

@@ -2,6 +2,8 @@
 // saturation, and Recreate's refusal to scale several active revisions.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { Deployment, ReplicaSet } from "../../../src/rollout/model.js";
+import { replicaSetFraction } from "../../../src/rollout/proportional.js";
 import { RECREATE, deployment, input, messages, plan, rev, rolling, sizes } from "./helpers.js";
 
 describe("proportional scaling", () => {
@@ -10,8 +12,39 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 8, { desired: 10, max: 13 }), rev("v2", 2, 5, { desired: 10, max: 13 })]));
     // allowed 18, toAdd 5; v1 round(8·18/13)=11 → +3; v2 round(5·18/13)=7 → +2.
     assert.deepEqual(sizes(out), { v1: 11, v2: 7 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 11 from 8", "Scaled up replica set v2 to 7 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 8 to 11", "Scaled up replica set v2 from 5 to 7"]);
     for (const r of out.revisions) assert.deepEqual([r.desiredReplicas, r.maxReplicas], [15, 18]);
+  });
+
+  it("names each revision's own direction in its event, even against the overall direction", () => {
+    // toAdd +2, but v1's stale max-replicas (20) gives it round(6·10/20) − 6 = −3; v2 gets
+    // round(2·10/4) − 2 = +3; the leftover +2 goes back to v1. v1 shrinks while the total grows.
+    const dep = deployment("v2", { replicas: 10, strategy: rolling(0, 1) });
+    const out = plan(input(dep, [rev("v1", 1, 6, { desired: 8, max: 20 }), rev("v2", 2, 2, { desired: 8, max: 4 })]));
+    assert.deepEqual(sizes(out), { v1: 5, v2: 5 });
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 6 to 5", "Scaled up replica set v2 from 2 to 5"]);
+  });
+
+  it("computes shares exactly where Kubernetes' int32 product would wrap (40,000 × 62,500)", () => {
+    const dep = deployment("v2", { replicas: 50_000, strategy: rolling("25%", 0), status: { replicas: 50_000 } });
+    const a = { desired: 40_000, max: 50_000 };
+    const out = plan(input(dep, [rev("v1", 1, 40_000, a), rev("v2", 2, 10_000, a)]));
+    assert.deepEqual(sizes(out), { v1: 50_000, v2: 12_500 });
+  });
+
+  it("rounds a share exactly even when size × max passes 2^53 (where a float product loses digits)", () => {
+    const d = { name: "d", replicas: 2144607460, strategyType: "RollingUpdate", maxSurge: 0, maxUnavailable: 1 } as unknown as Deployment;
+    const rs = { replicas: 2147483092, maxReplicas: 287176 } as unknown as ReplicaSet;
+    // 2147483092 × 2144607460 / 287176 = 16037232426550.4998 exactly; a float64 product rounds to …551.
+    assert.equal(replicaSetFraction(rs, d, 0), 16037232426550 - 2147483092);
+  });
+
+  it("never gives a size outside 0 … 2^31−1, even from a tiny stale max-replicas annotation", () => {
+    // Scaling down overall, but v2's max-replicas of 1 makes its share 1000 × (2^31−1): kept at the int32 limit.
+    const max = 2147483647;
+    const dep = deployment("v2", { replicas: max, strategy: rolling(0, 1), status: { replicas: 5 } });
+    const out = plan(input(dep, [rev("v1", 1, max, { desired: 1, max: max }), rev("v2", 2, 1000, { desired: 1, max: 1 })]));
+    for (const r of out.revisions) assert.ok(r.replicas >= 0 && r.replicas <= max, `${r.name}: ${r.replicas}`);
   });
 
   it("gives the rounding leftover to the largest revision", () => {
@@ -20,7 +53,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 4, a), rev("v2", 2, 3, a), rev("v3", 3, 3, a)]));
     // toAdd 1; every share rounds to +0 (4.4, 3.3, 3.3) → the 1 goes to v1.
     assert.deepEqual(sizes(out), { v1: 5, v2: 3, v3: 3 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 5 from 4"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 4 to 5"]);
     // Unchanged sizes still get the new annotations.
     assert.deepEqual(out.revisions.map((r) => r.desiredReplicas), [11, 11, 11]);
   });
@@ -31,7 +64,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
     // toAdd 1; v2 first: round(5.5) = 6 → +1, nothing left for v1.
     assert.deepEqual(sizes(out), { v1: 5, v2: 6 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v2 to 6 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v2 from 5 to 6"]);
   });
 
   it("on equal sizes scales the older revision down first", () => {
@@ -40,7 +73,7 @@ describe("proportional scaling", () => {
     const out = plan(input(dep, [rev("v1", 1, 5, a), rev("v2", 2, 5, a)]));
     // toAdd −1; round(4.5) = 5 → 0 for both; leftover −1 to the first (older) one.
     assert.deepEqual(sizes(out), { v1: 4, v2: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 4 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 5 to 4"]);
   });
 
   it("breaks ties on equal creation time by name", () => {
@@ -57,7 +90,7 @@ describe("proportional scaling", () => {
     const a = { desired: 10, max: 13 };
     const out = plan(input(dep, [rev("v1", 1, 8, a), rev("v2", 2, 5, a)]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 8", "Scaled down replica set v2 to 0 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 8 to 0", "Scaled down replica set v2 from 5 to 0"]);
     // max-replicas = 0 + maxSurge 3.
     assert.deepEqual(out.revisions.map((r) => [r.desiredReplicas, r.maxReplicas]), [[0, 3], [0, 3]]);
   });
@@ -82,7 +115,7 @@ describe("scaling events with at most one active revision", () => {
     const dep = deployment("v2", { replicas: 12 });
     const out = plan(input(dep, [rev("v1", 1, 10, { desired: 10, max: 13 }), rev("v2", 2, 0)]));
     assert.deepEqual(sizes(out), { v1: 12, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v1 to 12 from 10"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v1 from 10 to 12"]);
   });
 });
 
@@ -99,7 +132,7 @@ describe("saturation", () => {
     const dep = deployment("v2");
     const out = plan(input(dep, [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13 })]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 10 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 2"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 2 to 0"]);
   });
 
   it("is not saturated while the new revision's pods are not all available", () => {

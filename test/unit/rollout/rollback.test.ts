@@ -2,7 +2,7 @@
 // target, and the next pass gives that revision the newest number and rolls out to it.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { deployment, input, plan, rev, sizes } from "./helpers.js";
+import { condition, deployment, input, plan, rev, sizes } from "./helpers.js";
 
 const A = { desired: 10, max: 13 };
 const three = [rev("v1", 1, 0), rev("v2", 2, 0), rev("v3", 3, 10, A)];
@@ -31,6 +31,18 @@ describe("rollback", () => {
     const out = plan(input(deployment("v2", { status: stored }), three));
     assert.deepEqual(out.revisions.map((r) => r.revision), [1, 4, 3]);
     assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 10 });
+  });
+
+  it("a pass that raises the revision writes no FoundNewReplicaSet yet; the next pass does", () => {
+    // Kubernetes reads the ReplicaSet as listed at the start of the sync in both of its revision
+    // checks, so the pass that raises v2 from 2 to 4 returns before the condition (checked
+    // against the real controller in test/integration/rollout-conformance.test.ts).
+    const bump = plan(input(deployment("v2", { status: stored }), three));
+    assert.deepEqual(bump.revisions.map((r) => r.revision), [1, 4, 3]);
+    assert.equal(condition(bump, "Progressing"), undefined);
+    const next = plan(input(deployment("v2", { status: bump.status, conditions: bump.conditions }), [rev("v1", 1, 0), rev("v2", 4, 3, { ...A, status: [0, 0, 0] }), rev("v3", 3, 10, A)]));
+    assert.equal(condition(next, "Progressing")?.reason, "FoundNewReplicaSet");
+    assert.equal(condition(next, "Progressing")?.message, 'Found new replica set "v2"');
   });
 
   it("warns when the revision is the current target", () => {

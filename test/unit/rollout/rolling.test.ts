@@ -9,7 +9,7 @@ describe("new revision size", () => {
   it("grows the new revision by the surge (25% of 10 rounds up to 3)", () => {
     const out = plan(input(deployment("v2"), [rev("v1", 1, 10, A), rev("v2", 2, 0)]));
     assert.deepEqual(sizes(out), { v1: 10, v2: 3 });
-    assert.deepEqual(messages(out), ["Scaled up replica set v2 to 3 from 0"]);
+    assert.deepEqual(messages(out), ["Scaled up replica set v2 from 0 to 3"]);
     // The scale writes the replica annotations of the current spec.
     assert.deepEqual(out.revisions[1], { name: "v2", revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13 });
   });
@@ -38,7 +38,7 @@ describe("new revision size", () => {
     const dep = deployment("v2", { replicas: 5 });
     const out = plan(input(dep, [rev("v1", 1, 0), rev("v2", 2, 7, { desired: 5, max: 7 })]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v2 to 5 from 7"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v2 from 7 to 5"]);
   });
 
   it("with maxSurge 0 and maxUnavailable 0, removes one old pod first (unavailable becomes 1)", () => {
@@ -46,7 +46,7 @@ describe("new revision size", () => {
     const out = plan(input(dep, [rev("v1", 1, 10, { desired: 10, max: 10 }), rev("v2", 2, 0)]));
     // New revision cannot grow (cap 10 reached); 10 available − 9 minimum = 1 old pod may go.
     assert.deepEqual(sizes(out), { v1: 9, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 9 from 10"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 10 to 9"]);
   });
 });
 
@@ -55,7 +55,7 @@ describe("old revision scale-down", () => {
     const out = plan(input(deployment("v2"), [rev("v1", 1, 10, A), rev("v2", 2, 3, A)]));
     // 13 available − 10 minimum = 3.
     assert.deepEqual(sizes(out), { v1: 7, v2: 3 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 7 from 10"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 10 to 7"]);
   });
 
   it("removes only as many old pods as new ones became available", () => {
@@ -70,7 +70,7 @@ describe("old revision scale-down", () => {
     // 13 total, min 8, v3 fully available → budget 13 − 8 = 5: v1 4 → 0, v2 4 → 3.
     const out = plan(input(dep, revs));
     assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 4", "Scaled down replica set v2 to 3 from 4"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 4 to 0", "Scaled down replica set v2 from 4 to 3"]);
   });
 
   it("cleans up unhealthy old pods first, then available ones", () => {
@@ -78,7 +78,7 @@ describe("old revision scale-down", () => {
     const out = plan(input(dep, [rev("v1", 1, 8, { ...A, status: [8, 6, 6] }), rev("v2", 2, 5, A)]));
     // maxScaledDown 13 − 8 − 0 = 5: 2 unhealthy go (8 → 6); then 6 + 5 available − 8 = 3 more (6 → 3).
     assert.deepEqual(sizes(out), { v1: 3, v2: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 6 from 8", "Scaled down replica set v1 to 3 from 6"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 8 to 6", "Scaled down replica set v1 from 6 to 3"]);
   });
 
   it("removes an older crashlooping revision when rolling over to a third", () => {
@@ -86,7 +86,7 @@ describe("old revision scale-down", () => {
     const out = plan(input(dep, [rev("v1", 1, 8, A), rev("v2", 2, 5, { ...A, status: [5, 0, 0] }), rev("v3", 3, 0)]));
     // v3 cannot grow (13 = cap); budget 13 − 8 − 0 = 5 takes v2's 5 unavailable pods; 8 available = min.
     assert.deepEqual(sizes(out), { v1: 8, v2: 0, v3: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v2 to 0 from 5"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v2 from 5 to 0"]);
   });
 
   it("follows Kubernetes' worked example: crashlooping v2, node failure, then undo to v1", () => {
@@ -100,12 +100,12 @@ describe("old revision scale-down", () => {
     const undone = plan(input(dep("v1"), [rev("v1", 1, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 5, { ...A, status: [5, 0, 0] })]));
     assert.deepEqual(sizes(undone), { v1: 8, v2: 1 });
     assert.equal(undone.revisions[0]?.revision, 3);
-    assert.deepEqual(messages(undone), ["Scaled down replica set v2 to 1 from 5"]);
+    assert.deepEqual(messages(undone), ["Scaled down replica set v2 from 5 to 1"]);
 
     // 9 pods in total: v1 may grow to 10.
     const next = plan(input(dep("v1"), [rev("v1", 3, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 1, { ...A, status: [1, 0, 0] })]));
     assert.deepEqual(sizes(next), { v1: 10, v2: 1 });
-    assert.deepEqual(messages(next), ["Scaled up replica set v1 to 10 from 8"]);
+    assert.deepEqual(messages(next), ["Scaled up replica set v1 from 8 to 10"]);
   });
 
   it("gives up for the pass when an old revision reports more available pods than its size", () => {
@@ -115,6 +115,6 @@ describe("old revision scale-down", () => {
     const revs = [rev("v1", 1, 2, { ...A, status: [2, 0, 0] }), rev("v2", 2, 5, { ...A, status: [7, 7, 7] }), rev("v3", 3, 6, A)];
     const out = plan(input(dep, revs));
     assert.deepEqual(sizes(out), { v1: 0, v2: 5, v3: 6 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 to 0 from 2"]);
+    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 2 to 0"]);
   });
 });
