@@ -38,8 +38,8 @@ export function deploymentKeyOf(obj: KubeObject): string | undefined {
 export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDeclaration {
   const zoneOf = (ctx: Ctx) => (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
   // Namespaces are shared and never deleted by an agent; once created they are assumed present
-  // (a failed apply checks again).
-  const ensuredNamespaces = new Set<string>();
+  // (a failed apply checks again). Keys of one namespace reconciled at once share one create.
+  const ensuredNamespaces = new Map<string, Promise<unknown>>();
   const report = (change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"]): ReportDeploymentStatusRequest =>
     create(ReportDeploymentStatusRequestSchema, { region, change });
 
@@ -79,8 +79,13 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
     })
     .watches(resources.pods, {
       keysOf: (pod) => oneKey(deploymentKeyOf(pod)),
-      // Only a change of what is reported (the instance) concerns the deployment.
-      changed: (pod, old) => deploymentKeyOf(pod) !== deploymentKeyOf(old) || instanceKey(pod) !== instanceKey(old),
+      // Only a change of what is reported (the instance) concerns the deployment: a pod added
+      // before it has an address, or deleted without one, changes nothing.
+      changed: (pod, old) => {
+        const now = instanceKey(pod);
+        if (now !== instanceKey(old)) return true;
+        return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
+      },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
     })
     .reads(resources.nodes, { selector: ZONE_LABEL })
@@ -94,16 +99,16 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
       },
 
       async apply(d, rendered, ctx, signal) {
-        if (!ensuredNamespaces.has(d.k8sNamespace)) {
-          await ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal);
-          ensuredNamespaces.add(d.k8sNamespace);
-        }
         try {
+          let ns = ensuredNamespaces.get(d.k8sNamespace);
+          if (!ns) ensuredNamespaces.set(d.k8sNamespace, (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)));
+          await ns;
           for (const obj of rendered) {
-            // Objects shared by an environment's deployments are applied only when they differ.
+            // Objects shared by an environment's deployments are applied only when they differ
+            // (and once, when several of its deployments find them missing at the same time).
             if (ctx.isCurrent(obj)) continue;
             const r = obj.kind === "CiliumNetworkPolicy" ? resources.ciliumNetworkPolicies : resources.replicaSets;
-            await ctx.kube.apply(r, obj, { force: true, signal });
+            await ctx.apply(r, obj, signal);
           }
         } catch (err) {
           // The namespace may have been deleted behind our back; check it again next time.

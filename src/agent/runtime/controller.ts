@@ -44,8 +44,19 @@ export interface KindContext<D> {
   desiredOf(key: string): D | undefined;
   /** Keys whose desired state is "apply". */
   activeKeys(): Iterable<string>;
-  /** True when a cache holds this object and its owned fields already match (no write needed). */
+  /**
+   * True when the object's owned fields already match (no write needed): the cache holds it and
+   * matches, or this controller wrote exactly this object and the cache has not shown that write
+   * yet.
+   */
   isCurrent(obj: KubeObject): boolean;
+  /**
+   * Server-side applies `obj` (forced, field manager krane) and remembers the write until the
+   * cache shows it, so `isCurrent` does not ask for the same write again meanwhile; concurrent
+   * applies of the same object by several keys (an environment's shared objects) become one
+   * request.
+   */
+  apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject>;
 }
 
 /** A status report for one key. */
@@ -81,6 +92,9 @@ export interface Reconciler<D, Del, R> {
 
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
 
+/** Whether an event changes what a kind observes (`now` undefined: deleted; `before`: added). */
+export type Changed = (now: KubeObject | undefined, before: KubeObject | undefined) => boolean;
+
 export interface WatchDecl<D> {
   readonly resource: ResourceType;
   /** The label selector of the shared cache (default: everything krane manages in the region). */
@@ -91,8 +105,11 @@ export interface WatchDecl<D> {
   readonly rendered: boolean;
   /** Which keys an event of this resource concerns (none: cached, no events). */
   readonly keysOf?: KeysOf<D>;
-  /** Whether an update matters to the kind (default: every visible update does). */
-  readonly changed?: (obj: KubeObject, old: KubeObject) => boolean;
+  /**
+   * Whether an event matters to the kind (default: every visible one does): `now` is undefined
+   * for a deletion, `before` for an addition.
+   */
+  readonly changed?: Changed;
   /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
   readonly labelIndexes: readonly string[];
 }
@@ -172,12 +189,11 @@ export class ControllerBuilder<Msg, D, Del, R> {
 
   /**
    * A resource the kind observes: its events map to keys through `keysOf`; `changed` filters
-   * updates that cannot change what the kind reports (status work then follows real change).
+   * events (additions, updates, deletions) that cannot change what the kind reports or derives,
+   * so status work follows real change. Each event that passes marks its keys' status for
+   * recomputation.
    */
-  watches(
-    resource: ResourceType,
-    o: { keysOf: KeysOf<D>; changed?: (obj: KubeObject, old: KubeObject) => boolean } & Scope,
-  ): this {
+  watches(resource: ResourceType, o: { keysOf: KeysOf<D>; changed?: Changed } & Scope): this {
     this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
@@ -256,6 +272,19 @@ export class Controller<Msg, D, Del, R> {
   readonly #primary: Informer;
   readonly #primaryIndex: string;
   readonly #ctx: KindContext<D>;
+  /**
+   * Objects this controller applied whose write its cache has not shown yet (object id → the
+   * applied JSON and the resourceVersion it got), and applies in flight (id + JSON).
+   */
+  readonly #written = new Map<string, { json: string; rv: string; at: number }>();
+  readonly #inflight = new Map<string, Promise<KubeObject>>();
+  /**
+   * Keys whose status was computed since the last event that could change it (an event of the
+   * primary or an observed resource for the key, a rejection, a snapshot): a reconcile computes
+   * the status only for keys not in here, so desired-state changes and drift checks cost no
+   * status work.
+   */
+  readonly #statusClean = new Set<string>();
   #started = false;
   #abort = new AbortController();
   #running: Promise<unknown> | undefined;
@@ -273,16 +302,29 @@ export class Controller<Msg, D, Del, R> {
       const inf = env.informer(w.resource, w.selector, w.namespace);
       this.#informers.set(resourceId(w.resource), inf);
       if (w.rendered) {
-        this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
+        const id = renderedId(w.resource.kind, w.resource.group);
+        if (!this.#renderedCaches.has(id)) {
+          // A deletion (or a re-list that no longer has the object) voids a remembered write.
+          inf.onChange((type, obj) => {
+            if (type === "deleted") this.#written.delete(writtenId(obj));
+          });
+        }
+        this.#renderedCaches.set(id, inf);
         if (decl.ownerLabel !== undefined) addLabelIndex(inf, decl.ownerLabel);
       }
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
       const { keysOf, changed } = w;
+      // Events of the primary resource and of observed ones change what a key reports; events
+      // of the other rendered resources only ask for a drift check.
+      const statusInput = !w.rendered || w.resource === decl.primary.resource;
       if (keysOf) {
         inf.onChange((type, obj, old) => {
           if (!this.#started) return;
-          if (type === "updated" && old && changed && !changed(obj, old)) return;
-          for (const k of keysOf(obj, this.#ctx)) this.#queue.add(k);
+          if (changed && !(type === "added" ? changed(obj, undefined) : type === "deleted" ? changed(undefined, obj) : changed(obj, old))) return;
+          for (const k of keysOf(obj, this.#ctx)) {
+            if (statusInput) this.#statusClean.delete(k);
+            this.#queue.add(k);
+          }
         });
       }
     }
@@ -303,10 +345,8 @@ export class Controller<Msg, D, Del, R> {
       primaryOf: (key) => this.#primaryOf(key),
       desiredOf: (key) => this.#desired.desiredOf(key),
       activeKeys: () => this.#desired.activeKeys(),
-      isCurrent: (obj) => {
-        const live = this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
-        return live !== undefined && findDrift(obj, live) === undefined;
-      },
+      isCurrent: (obj) => this.#liveDrift(obj, this.#cacheFor(obj)) === undefined,
+      apply: (r, obj, signal) => this.#apply(r, obj, signal),
     };
   }
 
@@ -525,7 +565,9 @@ export class Controller<Msg, D, Del, R> {
     const rec = decl.reconciler;
     switch (a.type) {
       case "snapshot-started":
+        // ctrl may have lost what it was told: every status is computed and sent again.
         this.link.forgetReports();
+        this.#statusClean.clear();
         return;
       case "apply": {
         const reason = rec.validate(a.desired);
@@ -567,6 +609,8 @@ export class Controller<Msg, D, Del, R> {
   }
 
   #reject(key: string, subject: { desired: D } | { ref: Del }, reason: string): void {
+    // ctrl now holds the rejection: the next successful reconcile reports the status again.
+    this.#statusClean.delete(key);
     this.#m.rejected.inc({ controller: this.name });
     this.#env.log.warn({ controller: this.name, key, reason }, "desired state rejected; not applied");
     this.link.reject(key, subject, reason);
@@ -588,11 +632,17 @@ export class Controller<Msg, D, Del, R> {
           else await rec.apply(entry.desired, objects, this.#ctx, signal);
           await this.#prune(key, objects, signal);
         }
-        const s = rec.status?.(key, entry.desired, this.#ctx);
-        if (s) this.link.report(key, s.fingerprint, s.report);
+        // Synchronous from here to the mark: an event that arrives later marks the key again.
+        const s = rec.status && !this.#statusClean.has(key) ? rec.status(key, entry.desired, this.#ctx) : undefined;
+        if (s) {
+          this.#statusClean.add(key);
+          this.#m.reportsComputed.inc({ controller: this.name });
+          this.link.report(key, s.fingerprint, s.report);
+        }
       } else {
         await rec.remove(key, entry.ref, this.#ctx, signal);
         await this.#prune(key, [], signal);
+        this.#statusClean.delete(key);
         this.link.deleted(key, entry.ref);
         this.#desired.forgetIf(key, entry);
       }
@@ -637,12 +687,44 @@ export class Controller<Msg, D, Del, R> {
     for (const obj of rendered) {
       const cache = this.#cacheFor(obj);
       if (!cache) continue;
-      const live = cache.get(obj.metadata.namespace, obj.metadata.name ?? "");
-      if (!live) return `${obj.kind}/${obj.metadata.name}: missing`;
-      const d = findDrift(obj, live);
+      const d = this.#liveDrift(obj, cache);
       if (d !== undefined) return `${obj.kind}/${obj.metadata.name}${d}`;
     }
     return undefined;
+  }
+
+  /**
+   * Where the live object differs from `obj` (": missing" when absent), or undefined when it
+   * matches — or when this controller applied exactly `obj` and the cache has not caught up with
+   * that write yet (its event is on the way; asking again would only repeat the write).
+   */
+  #liveDrift(obj: KubeObject, cache: Informer | undefined): string | undefined {
+    const live = cache?.get(obj.metadata.namespace, obj.metadata.name ?? "");
+    const id = writtenId(obj);
+    const w = this.#written.get(id);
+    if (w) {
+      if ((live !== undefined && live.metadata.resourceVersion === w.rv) || Date.now() - w.at > WRITTEN_TTL_MS) this.#written.delete(id);
+      else if (w.json === JSON.stringify(obj)) return undefined;
+    }
+    if (!live) return ": missing";
+    return findDrift(obj, live);
+  }
+
+  async #apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject> {
+    const id = writtenId(obj);
+    const json = JSON.stringify(obj);
+    const flight = `${id}\n${json}`;
+    let p = this.#inflight.get(flight);
+    if (!p) {
+      p = this.#env.kube.apply(r, obj, { force: true, signal }).finally(() => this.#inflight.delete(flight));
+      this.#inflight.set(flight, p);
+    }
+    const live = await p;
+    const rv = live.metadata.resourceVersion;
+    if (rv !== undefined && this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion !== rv) {
+      this.#written.set(id, { json, rv, at: Date.now() });
+    }
+    return live;
   }
 
   #cacheFor(obj: KubeObject): Informer | undefined {
@@ -653,6 +735,13 @@ export class Controller<Msg, D, Del, R> {
   #primaryOf(key: string): KubeObject | undefined {
     return this.#primary.byIndex(this.#primaryIndex, key)[0];
   }
+}
+
+/** How long a remembered write is trusted without the cache showing it (then the cache decides). */
+const WRITTEN_TTL_MS = 30_000;
+
+function writtenId(obj: KubeObject): string {
+  return `${obj.apiVersion ?? ""}/${obj.kind ?? ""}/${obj.metadata.namespace ?? ""}/${obj.metadata.name ?? ""}`;
 }
 
 function resourceId(r: ResourceType): string {
