@@ -58,6 +58,8 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
     )
     .owns(resources.replicaSets, {
       keyOf: deploymentKeyOf,
+      // The report names the ReplicaSet; a change of its spec (replicas) changes no instance.
+      statusChanged: (rs, old) => rs?.metadata.name !== old?.metadata.name,
       refOf: (obj) => ({
         $typeName: "krane.ctrl.v1.DeleteDeployment",
         k8sNamespace: obj.metadata.namespace ?? "",

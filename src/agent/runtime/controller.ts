@@ -129,6 +129,8 @@ export interface ControllerDeclaration<Msg = unknown, D = unknown, Del = unknown
     readonly namespace?: string;
     keyOf(obj: KubeObject): string | undefined;
     refOf(obj: KubeObject): Del;
+    /** Whether an event of the primary object can change the key's status (default: every one). */
+    readonly statusChanged?: Changed;
   };
   readonly watches: readonly WatchDecl<D>[];
   readonly reconciler: Reconciler<D, Del, R>;
@@ -171,12 +173,16 @@ export class ControllerBuilder<Msg, D, Del, R> {
     return this;
   }
 
-  /** The primary resource: one object per key; its events map to that key. */
+  /**
+   * The primary resource: one object per key; its events map to that key (a drift check), and
+   * mark the key's status for recomputation unless `statusChanged` says the event cannot change
+   * it (e.g. a kind that reports only the object's presence and name).
+   */
   owns(
     resource: ResourceType,
-    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del } & Scope,
+    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del; statusChanged?: Changed } & Scope,
   ): this {
-    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf };
+    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf, statusChanged: o.statusChanged };
     this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
@@ -278,6 +284,8 @@ export class Controller<Msg, D, Del, R> {
    */
   readonly #written = new Map<string, { json: string; rv: string; at: number }>();
   readonly #inflight = new Map<string, Promise<KubeObject>>();
+  /** Rendered object → the live resourceVersion it was last found to match. */
+  readonly #verified = new WeakMap<KubeObject, string>();
   /**
    * Keys whose status was computed since the last event that could change it (an event of the
    * primary or an observed resource for the key, a rejection, a snapshot): a reconcile computes
@@ -314,15 +322,18 @@ export class Controller<Msg, D, Del, R> {
       }
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
       const { keysOf, changed } = w;
-      // Events of the primary resource and of observed ones change what a key reports; events
-      // of the other rendered resources only ask for a drift check.
-      const statusInput = !w.rendered || w.resource === decl.primary.resource;
+      // Events of the primary resource and of observed ones can change what a key reports;
+      // events of the other rendered resources only ask for a drift check.
+      const isPrimary = w.resource === decl.primary.resource && w.rendered;
+      const statusChanged: Changed | undefined = isPrimary ? (decl.primary.statusChanged ?? (() => true)) : w.rendered ? undefined : () => true;
       if (keysOf) {
         inf.onChange((type, obj, old) => {
           if (!this.#started) return;
-          if (changed && !(type === "added" ? changed(obj, undefined) : type === "deleted" ? changed(undefined, obj) : changed(obj, old))) return;
+          const [now, before] = type === "added" ? [obj, undefined] : type === "deleted" ? [undefined, obj] : [obj, old];
+          if (changed && !changed(now, before)) return;
+          const status = statusChanged?.(now, before) ?? false;
           for (const k of keysOf(obj, this.#ctx)) {
-            if (statusInput) this.#statusClean.delete(k);
+            if (status) this.#statusClean.delete(k);
             this.#queue.add(k);
           }
         });
@@ -482,14 +493,16 @@ export class Controller<Msg, D, Del, R> {
           if (++n % 50 === 0) await new Promise<void>((r) => setImmediate(r));
           if (tracker.touched.has(entry.key)) continue;
           if (entry.type === "apply") {
-            const reason = rec.validate(entry.desired);
+            const prev = this.#desired.get(entry.key);
+            // What is stored was validated when it was accepted: only a changed state is checked.
+            const same = prev?.type === "apply" && decl.protocol.equal(prev.desired, entry.desired);
+            const reason = same ? undefined : rec.validate(entry.desired);
             if (reason !== undefined) {
               this.#reject(entry.key, { desired: entry.desired }, reason);
               continue;
             }
-            const prev = this.#desired.get(entry.key);
             let e: DesiredEntry<D, Del>;
-            if (prev?.type === "apply" && decl.protocol.equal(prev.desired, entry.desired)) {
+            if (same && prev?.type === "apply") {
               e = prev;
               // A terminal failure is looked at again once per resync (its cause may be gone).
               if (e.type === "apply" && e.terminal !== undefined) {
@@ -707,7 +720,13 @@ export class Controller<Msg, D, Del, R> {
       else if (w.json === JSON.stringify(obj)) return undefined;
     }
     if (!live) return ": missing";
-    return findDrift(obj, live);
+    // A rendered object (cached per desired state) already found to match this very version of
+    // the live object still matches: idle resyncs and repeated events cost no comparison.
+    const rv = live.metadata.resourceVersion;
+    if (rv !== undefined && this.#verified.get(obj) === rv) return undefined;
+    const d = findDrift(obj, live);
+    if (d === undefined && rv !== undefined) this.#verified.set(obj, rv);
+    return d;
   }
 
   async #apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject> {
