@@ -39,6 +39,11 @@ function line(what: string, figure: string): void {
   console.log(`agent: ${what.padEnd(58)} ${figure}   (${load()})`);
 }
 
+/** MiB spread over `n` objects, in KiB each. */
+function kib(mib: number, n: number): string {
+  return ((mib * 1024) / n).toFixed(1);
+}
+
 /** The lowest heap-used sample over `ms` (the floor of V8's sawtooth: what is live, not garbage). */
 async function heapFloorMiB(opsUrl: string, ms = 3000): Promise<number> {
   let floor = Infinity;
@@ -190,7 +195,10 @@ export async function benchAgent(): Promise<void> {
 
     const heapRs = await heapFloorMiB(opsUrl);
     const rssRs = rssMiB(pid);
-    line(`memory, ${N} deployments at 0 replicas`, `${rssRs.toFixed(0)} MiB RSS, ${heapRs.toFixed(1)} MiB heap = ${(((heapRs - heapIdle) * 1048576) / N / 1024).toFixed(1)} KiB heap per deployment`);
+    line(
+      `memory, ${N} deployments at 0 replicas`,
+      `${rssRs.toFixed(0)} MiB RSS, ${heapRs.toFixed(1)} MiB heap used; per deployment ${kib(rssRs - rssIdle, N)} KiB RSS, ${kib(heapRs - heapIdle, N)} KiB heap`,
+    );
 
     // --- every deployment to 2 replicas: the cluster's own time to Running vs krane's reports.
     let running = 0;
@@ -246,7 +254,10 @@ export async function benchAgent(): Promise<void> {
 
     const heapPods = await heapFloorMiB(opsUrl);
     const rssPods = rssMiB(pid);
-    line(`memory, ${N} deployments × 2 pods`, `${rssPods.toFixed(0)} MiB RSS, ${heapPods.toFixed(1)} MiB heap = ${(((heapPods - heapRs) * 1048576) / (2 * N) / 1024).toFixed(1)} KiB heap per pod`);
+    line(
+      `memory, ${N} deployments × 2 pods`,
+      `${rssPods.toFixed(0)} MiB RSS, ${heapPods.toFixed(1)} MiB heap used; per deployment with its pods ${kib(rssPods - rssIdle, N)} KiB RSS, ${kib(heapPods - heapIdle, N)} KiB heap`,
+    );
     line("agent CPU time, whole run", `${cpuSeconds(pid).toFixed(0)} s`);
   } finally {
     watchAbort.abort();
