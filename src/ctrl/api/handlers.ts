@@ -20,7 +20,7 @@ import {
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, listClusters, listRegions, revokeClusterToken } from "../domain/clusters.js";
-import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../domain/deployments.js";
+import { createDeployment, deleteDeployment, desiredReplicasByRegion, desiredReplicasByRegionOf, getDeployment, listDeployments } from "../domain/deployments.js";
 import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment, environmentRegions, listEnvironments } from "../domain/environments.js";
 import { environmentStatus } from "../domain/status.js";
@@ -125,9 +125,8 @@ export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<
         environment = environmentRef("environment", req.environment);
       }
       const list = await listDeployments(store.db, { workspace, project, environment });
-      const out = [];
-      for (const ctx of list) out.push(deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)));
-      return { deployments: out };
+      const desired = await desiredReplicasByRegionOf(store.db, list.map((ctx) => ctx.deployment.id));
+      return { deployments: list.map((ctx) => deploymentMsg(ctx, desired.get(ctx.deployment.id) ?? [])) };
     },
     async deleteDeployment(req) {
       const deleted = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));

@@ -158,6 +158,16 @@ export async function desiredReplicasByRegion(db: Reader, deploymentId: string):
   return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
 }
 
+/** desiredReplicasByRegion of many deployments in one query (a listing's rows). */
+export async function desiredReplicasByRegionOf(db: Reader, deploymentIds: readonly string[]): Promise<Map<string, { region: string; replicas: number }[]>> {
+  const out = new Map<string, { region: string; replicas: number }[]>(deploymentIds.map((id) => [id, []]));
+  const byRegion = await desiredReplicasOf(db, deploymentIds);
+  for (const region of [...byRegion.keys()].sort()) {
+    for (const [id, replicas] of byRegion.get(region) ?? []) out.get(id)?.push({ region, replicas });
+  }
+  return out;
+}
+
 /** Desired replicas of deployments by region then deployment id (absent: not desired there). */
 export async function desiredReplicasOf(db: Reader, deploymentIds: readonly string[], region?: string): Promise<Map<string, Map<string, number>>> {
   const out = new Map<string, Map<string, number>>();
