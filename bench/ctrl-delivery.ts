@@ -148,7 +148,7 @@ export function judge(rate: number, seconds: number, run: PacedRun, stats: Deliv
 }
 
 /** Rates tried, in order, until one fails. */
-export const RATES = [250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 24000, 32000];
+export const RATES = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 24000, 32000];
 
 /**
  * Steps the rate up until a step fails (or the list ends); the answer is the highest rate that

@@ -279,10 +279,10 @@ export class Controller<Msg, D, Del, R> {
   readonly #primaryIndex: string;
   readonly #ctx: KindContext<D>;
   /**
-   * Objects this controller applied whose write its cache has not shown yet (object id → the
-   * applied JSON and the resourceVersion it got), and applies in flight (id + JSON).
+   * Objects this controller applied while its cache has not moved yet (object id → the applied
+   * JSON and the cached resourceVersion from before the write), and applies in flight (id + JSON).
    */
-  readonly #written = new Map<string, { json: string; rv: string; at: number }>();
+  readonly #written = new Map<string, { json: string; before: string | undefined; at: number }>();
   readonly #inflight = new Map<string, Promise<KubeObject>>();
   /** Rendered object → the live resourceVersion it was last found to match. */
   readonly #verified = new WeakMap<KubeObject, string>();
@@ -716,7 +716,11 @@ export class Controller<Msg, D, Del, R> {
     const id = writtenId(obj);
     const w = this.#written.get(id);
     if (w) {
-      if ((live !== undefined && live.metadata.resourceVersion === w.rv) || Date.now() - w.at > WRITTEN_TTL_MS) this.#written.delete(id);
+      // Trusted only while the cache still shows the version it held before the write: once it
+      // shows any other (the write itself, or a later change by someone else — the informer
+      // does not announce every version, so waiting for the write's own would miss drift),
+      // the cache decides.
+      if (live?.metadata.resourceVersion !== w.before || Date.now() - w.at > WRITTEN_TTL_MS) this.#written.delete(id);
       else if (w.json === JSON.stringify(obj)) return undefined;
     }
     if (!live) return ": missing";
@@ -733,16 +737,17 @@ export class Controller<Msg, D, Del, R> {
     const id = writtenId(obj);
     const json = JSON.stringify(obj);
     const flight = `${id}\n${json}`;
+    const cache = this.#cacheFor(obj);
+    const versionOf = (): string | undefined => cache?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion;
+    const before = versionOf();
     let p = this.#inflight.get(flight);
     if (!p) {
       p = this.#env.kube.apply(r, obj, { force: true, signal }).finally(() => this.#inflight.delete(flight));
       this.#inflight.set(flight, p);
     }
     const live = await p;
-    const rv = live.metadata.resourceVersion;
-    if (rv !== undefined && this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion !== rv) {
-      this.#written.set(id, { json, rv, at: Date.now() });
-    }
+    // Remembered only while the cache has not moved since before the write (see #liveDrift).
+    if (live.metadata.resourceVersion !== undefined && versionOf() === before) this.#written.set(id, { json, before, at: Date.now() });
     return live;
   }
 
@@ -756,7 +761,7 @@ export class Controller<Msg, D, Del, R> {
   }
 }
 
-/** How long a remembered write is trusted without the cache showing it (then the cache decides). */
+/** How long a remembered write is trusted while the cache does not move (then the cache decides). */
 const WRITTEN_TTL_MS = 30_000;
 
 function writtenId(obj: KubeObject): string {
