@@ -213,7 +213,7 @@ export async function benchCtrl(): Promise<void> {
       const parallel = await throughput(await url(), 5000, 8);
       console.log(`ctrl ${name}: write throughput (one change per transaction): ${sequential.toFixed(0)} changes/s with 1 writer, ${parallel.toFixed(0)} changes/s with 8 writers   (${load()})`);
     }
-    const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number);
+    const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
     for (const [name, url] of dbs) {
       for (const n of sizes) await benchCtrlScale(name, await url(), n, await url());
     }
@@ -243,7 +243,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const dir = tempDir("krane-bench-ctrl-");
     const postgres = await startPostgres();
     try {
-      const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number);
+      const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
       const dbs = process.env.KRANE_BENCH_CTRL_DBS ?? "sqlite,postgres";
       if (dbs.includes("sqlite")) for (const n of sizes) await benchCtrlScale("SQLite", join(dir.path, `scale-${n}.db`), n, join(dir.path, `empty-${n}.db`));
       if (dbs.includes("postgres")) for (const n of sizes) await benchCtrlScale("PostgreSQL", await postgres.newDatabase(), n, await postgres.newDatabase());

@@ -132,18 +132,21 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter): Pro
     q = q.where("workspace_id", "=", workspace.id);
   }
   const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").limit(1000).execute();
-  const out: DeploymentContext[] = [];
-  const cache = new Map<string, Omit<DeploymentContext, "deployment">>();
-  for (const d of rows) {
-    let base = cache.get(d.environment_id);
-    if (!base) {
-      const full = await loadDeploymentContext(db, d.id);
-      base = { workspace: full.workspace, project: full.project, environment: full.environment };
-      cache.set(d.environment_id, base);
-    }
-    out.push({ ...base, deployment: d });
-  }
-  return out;
+  // The rows' environments, projects and workspaces in one query each (the newest 1,000
+  // deployments of a workspace can span as many environments).
+  const byId = <T extends { id: string }>(list: T[]): Map<string, T> => new Map(list.map((x) => [x.id, x]));
+  const ids = (f: (d: DeploymentRow) => string): string[] => [...new Set(rows.map(f))];
+  if (rows.length === 0) return [];
+  const environments = byId(await db.selectFrom("environments").selectAll().where("id", "in", ids((d) => d.environment_id)).execute());
+  const projects = byId(await db.selectFrom("projects").selectAll().where("id", "in", ids((d) => d.project_id)).execute());
+  const workspaces = byId(await db.selectFrom("workspaces").selectAll().where("id", "in", ids((d) => d.workspace_id)).execute());
+  return rows.map((deployment) => {
+    const environment = environments.get(deployment.environment_id);
+    const project = projects.get(deployment.project_id);
+    const workspace = workspaces.get(deployment.workspace_id);
+    if (!environment || !project || !workspace) throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
+    return { workspace, project, environment, deployment };
+  });
 }
 
 /** Desired replica count of a deployment per region (regions where it is not desired are absent). */
