@@ -458,7 +458,12 @@ export class Controller<Msg, D, Del, R> {
     const signal = this.#abort.signal;
     const loops = [this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)];
     const observe = this.#decl.reconciler.observe;
-    if (observe) loops.push(observe(this.#ctx, signal, (key) => this.#queue.add(key)));
+    // What the observer saw is part of the key's status: a requeue computes it again.
+    const requeue = (key: string): void => {
+      this.#statusClean.delete(key);
+      this.#queue.add(key);
+    };
+    if (observe) loops.push(observe(this.#ctx, signal, requeue));
     this.#running = Promise.allSettled(loops);
   }
 
