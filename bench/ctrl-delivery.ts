@@ -151,15 +151,22 @@ export function judge(rate: number, seconds: number, run: PacedRun, stats: Deliv
 export const RATES = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 24000, 32000];
 
 /**
- * Steps the rate up until a step fails (or the list ends); the answer is the highest rate that
- * passed (0 when none did) and every step's figures.
+ * Steps the rate up until a rate fails twice in a row (or the list ends); the answer is the
+ * highest rate that passed (0 when none did) and every step's figures.
  */
 export async function stepUp(runStep: (rate: number, mark: number) => Promise<StepResult>, rates = RATES): Promise<{ best: number; steps: StepResult[] }> {
   const steps: StepResult[] = [];
   let best = 0;
-  for (const [k, rate] of rates.entries()) {
-    const r = await runStep(rate, (k + 1) * STEP_SPAN);
+  let k = 0;
+  for (const rate of rates) {
+    // A failed step is tried once more: one stall (a GC, the shared machine) should not end the
+    // search; two failures at a rate do.
+    let r = await runStep(rate, ++k * STEP_SPAN);
     steps.push(r);
+    if (!r.ok) {
+      r = await runStep(rate, ++k * STEP_SPAN);
+      steps.push(r);
+    }
     if (!r.ok) break;
     best = rate;
   }

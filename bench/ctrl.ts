@@ -8,7 +8,7 @@
 //   10 in-process readers) and ctrl (bench/ctrl-server.ts: each change its own transaction
 //   through the domain, received by 10 agent streams over HTTP/2 in this process). Both are
 //   driven by the same open-loop paced writer (bench/ctrl-delivery.ts); the rate steps up
-//   (100, 250, 500, 1,000, 1,500, 2,000, 3,000/s …) until a step misses a change, cannot commit at the
+//   (100, 250, 500, 1,000, 1,500, 2,000, 3,000/s …) until a rate (tried twice) misses a change, cannot commit at the
 //   rate, or has p99 > 50 ms; the answer is the highest rate that passed. Latency = wall-clock
 //   receive time − wall-clock commit time.
 // - Write throughput: single-change transactions as fast as the store takes them.
