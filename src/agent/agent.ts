@@ -37,6 +37,8 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
+  /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
+  readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -134,7 +136,7 @@ export class Agent {
       callTimeoutMs: cfg.callTimeoutMs,
       ...rt,
     };
-    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() } };
+    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() }, secretStore: cfg.secretStore };
     for (const register of KINDS) register(this.manager, env, opts);
   }
 
@@ -209,6 +211,8 @@ export class Agent {
           build: buildLabel(),
           deploymentsVersion: cursorOf("deployments"),
           sentinelsVersion: cursorOf("sentinels"),
+          releasesVersion: cursorOf("releases"),
+          jobsVersion: cursorOf("jobs"),
         },
         { timeoutMs: this.#cfg.callTimeoutMs ?? 5_000 },
       );

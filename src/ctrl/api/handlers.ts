@@ -42,6 +42,7 @@ import {
   workspaceRef,
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
+import { deleteEnvironmentCall, deleteProjectCall, deleteWorkspaceCall } from "./deletion.js";
 import { apiTokenMsg, clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
 
 export interface ApiDeps {
@@ -63,6 +64,9 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
     async listWorkspaces() {
       return { workspaces: (await listWorkspaces(store.db)).map(workspaceMsg) };
     },
+    async deleteWorkspace(req, ctx) {
+      return { deletion: await deleteWorkspaceCall(store, req, ctx) };
+    },
   };
 }
 
@@ -77,6 +81,9 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
     },
     async listProjects(req) {
       return { projects: (await listProjects(store.db, workspaceRef("workspace", req.workspace))).map(projectMsg) };
+    },
+    async deleteProject(req, ctx) {
+      return { deletion: await deleteProjectCall(store, req, ctx) };
     },
   };
 }
@@ -101,6 +108,9 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
       const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
       if (updated.changed && rollout) await rollout.environmentChanged(updated.context.environment.id);
       return { environment: environmentMsg(updated.context.environment, updated.regions) };
+    },
+    async deleteEnvironment(req, ctx) {
+      return { deletion: await deleteEnvironmentCall(store, req, ctx) };
     },
   };
 }
