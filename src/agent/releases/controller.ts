@@ -31,8 +31,8 @@ import {
   type ReportReleaseStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { LABEL_RELEASE_ID, LABEL_RELEASE_OBJECT, LABEL_RELEASE_VERSION, RELEASE_FIELD_MANAGER } from "../../contracts/releases.js";
-import { isPermanentKubeError, isNotFound, KubeApiError, type KubeClient } from "../../kube/client.js";
-import type { KubeObject } from "../../kube/object.js";
+import { isPermanentKubeError, type KubeClient } from "../../kube/client.js";
+import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
 import { controller, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
 import type { KindEnv } from "../runtime/kind.js";
@@ -59,6 +59,8 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   let enqueue: (key: string) => void = () => undefined;
   /** Per release: objects that did not land in its current version, and why. */
   const outcomes = new Map<string, { version: bigint; byObject: Map<string, Outcome> }>();
+  /** Workspace namespaces this process created or found (a release may come before any deployment). */
+  const ensuredNamespaces = new Set<string>();
   /** Sealed Secrets applied by this process, per release version and object. */
   const sealedApplied = new Set<string>();
   /** Per release: the version whose write-only kinds were swept by this process. */
@@ -115,10 +117,6 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     } catch (err) {
       if (isPermanentKubeError(err)) {
         record(r.releaseId, r.version, o.id, { health: ObjectHealth.REFUSED, message: err instanceof Error ? err.message : String(err) });
-        return;
-      }
-      if (isNotFound(err) && err instanceof KubeApiError && err.reason !== "NotFound") {
-        record(r.releaseId, r.version, o.id, { health: ObjectHealth.KIND_MISSING, message: err.message });
         return;
       }
       throw err;
@@ -199,6 +197,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
 
       async apply(r, _objects, ctx, signal) {
         setup(ctx, signal);
+        if (!ensuredNamespaces.has(r.k8sNamespace)) {
+          await ctx.kube.create(resources.namespaces, { apiVersion: "v1", kind: "Namespace", metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) } }, signal);
+          ensuredNamespaces.add(r.k8sNamespace);
+        }
         const rendered = renderReleaseObjects(r, region);
         const keep = new Set<string>();
         for (const o of rendered) {
