@@ -47,6 +47,24 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "RolloutService.Resume",
   "RolloutService.History",
   "RolloutService.GetRolloutStatus",
+  // Issue 16: deletions are idempotent (a repeat continues or shows the same deletion); unsetting
+  // a key that is already gone changes nothing; release apply makes no version for identical
+  // content, job put replaces by name.
+  "EnvironmentService.DeleteEnvironment",
+  "ProjectService.DeleteProject",
+  "WorkspaceService.DeleteWorkspace",
+  "ConfigService.ListConfig",
+  "ConfigService.ListSecrets",
+  "ConfigService.SetConfig",
+  "ConfigService.UnsetConfig",
+  "ConfigService.UnsetSecrets",
+  "ReleaseService.ApplyRelease",
+  "ReleaseService.GetRelease",
+  "ReleaseService.ListReleases",
+  "ReleaseService.DeleteRelease",
+  "JobService.PutJob",
+  "JobService.ListJobs",
+  "JobService.DeleteJob",
 ]);
 
 /** Public API methods a repeat could apply twice (until they take idempotency keys). */
@@ -60,6 +78,8 @@ export const NOT_RETRIED: ReadonlySet<string> = new Set([
   "ApiTokenService.CreateApiToken",
   "RolloutService.Undo",
   "RolloutService.Restart",
+  // A secret value is sealed afresh on every call, so a repeat would make a second revision.
+  "ConfigService.SetSecrets",
 ]);
 
 export function methodKey(m: DescMethod): string {
