@@ -18,24 +18,10 @@ import { DomainError, invalidArgument, notFound } from "../errors.js";
 import { k8sName, rejectionReason, reportSubject } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
 import type { Kind } from "./kind.js";
-import { revisionSettingsMessages } from "./deployment.js";
+import type { StoredJobSpec } from "../validate/types.js";
 
-/** A job's spec as validated and stored (jobs.spec, JSON). */
-export interface StoredJobSpec {
-  name: string;
-  schedule: string;
-  timeZone: string;
-  image: string;
-  command: string[];
-  args: string[];
-  concurrencyPolicy: "Allow" | "Forbid" | "Replace";
-  deadlineSeconds: number;
-  successfulJobsHistoryLimit: number;
-  failedJobsHistoryLimit: number;
-  suspend: boolean;
-  cpuMillicores: number;
-  memoryMib: number;
-}
+export type { StoredJobSpec };
+import { revisionSettingsMessages } from "./deployment.js";
 
 export interface JobContext {
   workspace: WorkspaceRow;

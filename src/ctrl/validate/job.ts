@@ -5,7 +5,7 @@
 import { Cron } from "croner";
 import type { JobSpec } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { invalidArgument } from "../errors.js";
-import type { StoredJobSpec } from "../kinds/job.js";
+import type { StoredJobSpec } from "./types.js";
 import * as r from "./rules.js";
 
 const DESCRIPTORS = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"]);
