@@ -3,12 +3,12 @@
 //   owns     the release's inventory ConfigMap (one per release and region; ./render.ts)
 //   keeps    its own cache per kind the releases hold (./caches.ts), resolved through discovery
 //            (./discovery.ts): drift, health, events and the prune sweep's label query
-// Apply (only when something differs from the caches): each object with server-side apply under
-// the field manager "krane-release" (force), labelled with the release, its identity and the
-// version; a Secret's values fetched from ctrl (GetSecretValues) only to be applied. A kind the
-// cluster does not serve (CRD missing) or the API server refuses (RBAC, the fence, validation) is
-// recorded as that object's status — the other objects still go, and the key does not retry in a
-// storm: a missing kind is looked at again at the next resync. Then the inventory, then prune:
+// Apply (only when something differs from the caches): each object (16 at a time) with
+// server-side apply under the field manager "krane-release" (force), labelled with the release,
+// its identity and the version; the Secrets' values fetched from ctrl (GetSecretValues, one call
+// per version) only to be applied. A kind the cluster does not serve (CRD missing) or the API server refuses (RBAC,
+// the fence, validation) is recorded as that object's status — the other objects still go, and
+// the key does not retry in a storm: a missing kind is looked at again at the next resync. Then the inventory, then prune:
 //   - from the caches: live objects of the release (label) that the version no longer names, in
 //     every kind it ever had (ctrl's release_kinds, the inventory's kinds, this version's);
 //   - for kinds the agent cannot list (Secrets): a collection delete of the release's objects of
@@ -45,6 +45,27 @@ import { validateApplyRelease, validateDeleteRelease } from "./validate.js";
 
 export type ReleaseDeclaration = ControllerDeclaration<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>;
 type Ctx = KindContext<ApplyRelease>;
+
+/** Objects of a release written at once (the agent's Kubernetes QPS limit still applies). */
+const APPLY_CONCURRENCY = 16;
+
+/** Runs `fn` over `items`, at most `limit` at a time; rejects with the first error once all have settled. */
+async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed: { err: unknown } | undefined;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      try {
+        await fn(item);
+      } catch (err) {
+        failed ??= { err };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failed) throw failed.err;
+}
 
 /** What applying an object last came to, when it did not land (kept per release). */
 interface Outcome {
@@ -95,17 +116,29 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     return { resource: res.resource };
   };
 
-  const applyOne = async (r: ApplyRelease, o: RenderedReleaseObject, resource: ResourceType, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+  /** The data of the version's sealed Secrets not applied yet by this process: one GetSecretValues call. */
+  const sealedData = async (r: ApplyRelease, objects: readonly RenderedReleaseObject[], signal: AbortSignal): Promise<Map<string, Record<string, string>>> => {
+    const out = new Map<string, Record<string, string>>();
+    if (!objects.some((o) => o.sealed && !sealedApplied.has(`${r.releaseId}/${r.version}/${o.id}`))) return out;
+    const { releaseObjects } = await ctrl.getSecretValues(
+      { region, owner: { case: "releaseVersion", value: { releaseId: r.releaseId, version: r.version } } },
+      { signal, timeoutMs: 10_000 },
+    );
+    for (const x of releaseObjects) {
+      const data: Record<string, string> = {};
+      for (const v of x.values) data[v.key] = Buffer.from(v.value).toString("base64");
+      out.set(x.objectId, data);
+    }
+    return out;
+  };
+
+  const applyOne = async (r: ApplyRelease, o: RenderedReleaseObject, resource: ResourceType, sealed: ReadonlyMap<string, Record<string, string>>, ctx: Ctx, signal: AbortSignal): Promise<void> => {
     let obj = o.object;
     const sealedKey = `${r.releaseId}/${r.version}/${o.id}`;
     if (o.sealed) {
       if (sealedApplied.has(sealedKey)) return;
-      const { values } = await ctrl.getSecretValues(
-        { region, owner: { case: "releaseObject", value: { releaseId: r.releaseId, version: r.version, objectId: o.id } } },
-        { signal, timeoutMs: 10_000 },
-      );
-      const data: Record<string, string> = {};
-      for (const v of values) data[v.key] = Buffer.from(v.value).toString("base64");
+      const data = sealed.get(o.id);
+      if (!data) throw new Error(`ctrl sent no values for sealed object ${o.id} of release ${r.releaseId} version ${r.version}`);
       obj = { ...obj, data };
     } else if (ctx.isCurrent(obj)) {
       return;
@@ -203,6 +236,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
         }
         const rendered = renderReleaseObjects(r, region);
         const keep = new Set<string>();
+        const writes: { o: RenderedReleaseObject; resource: ResourceType }[] = [];
         for (const o of rendered) {
           const res = await resolve(o.kind, signal);
           if (!("resource" in res)) {
@@ -210,8 +244,13 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
             continue;
           }
           keep.add(`${res.resource.group}/${res.resource.kind}/${r.k8sNamespace}/${o.object.metadata.name ?? ""}`);
-          await applyOne(r, o, res.resource, ctx, signal);
+          writes.push({ o, resource: res.resource });
         }
+        // The objects do not depend on each other for the API server (as with kubectl, a Job
+        // naming a ServiceAccount applied later just waits for it), so they go
+        // APPLY_CONCURRENCY at a time; the first retriable failure fails the key after the others.
+        const sealed = await sealedData(r, writes.map((w) => w.o), signal);
+        await forEachLimit(writes, APPLY_CONCURRENCY, ({ o, resource }) => applyOne(r, o, resource, sealed, ctx, signal));
         const inventory = renderInventory(r, region);
         if (!ctx.isCurrent(inventory)) await ctx.kube.apply(resources.configMaps, inventory, { force: true, signal });
         const live = ctx.primaryOf(r.releaseId);

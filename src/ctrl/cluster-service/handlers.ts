@@ -12,7 +12,7 @@ import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { recordHeartbeat } from "../domain/clusters.js";
 import { confirmDeletion } from "../domain/deletion.js";
-import { secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
+import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
 import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ClusterServiceMethods, Kind, KindHandlers, ReportSubject } from "../kinds/kind.js";
@@ -112,6 +112,12 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const region = agentRegion(ctx, req.region);
       if (!deps.keyring) throw new ConnectError("this ctrl has no master key for secrets", Code.FailedPrecondition);
       const o = req.owner;
+      if (o.case === "releaseVersion") {
+        const id = rules.id("release_version.release_id", o.value.releaseId, "rel");
+        const version = rules.intRange("release_version.version", o.value.version, 1, Number.MAX_SAFE_INTEGER);
+        const objects = await releaseSecretValues(deps.store.db, deps.keyring, region, id, version);
+        return { releaseObjects: objects.map((x) => ({ objectId: x.objectId, values: x.values.map((v) => ({ key: v.key, value: v.value })) })) };
+      }
       const owner: SecretOwner =
         o.case === "deploymentId"
           ? { type: "deployment", id: rules.id("deployment_id", o.value, "dep") }
@@ -125,7 +131,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
                   objectId: rules.text("release_object.object_id", o.value.objectId, 600, true),
                 }
               : (() => {
-                  throw invalidArgument("owner", "is required (deployment_id, job_id or release_object)");
+                  throw invalidArgument("owner", "is required (deployment_id, job_id, release_object or release_version)");
                 })();
       const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
       return { values: values.map((v) => ({ key: v.key, value: v.value })) };

@@ -1,6 +1,7 @@
 // The one way a secret value leaves ctrl (ClusterService.GetSecretValues): decrypted in memory
 // for the agent of a region where its owner is desired — a revision, a cron job (the secrets of
-// the revision its payload names) or a sealed Secret of a release's current version — and sent
+// the revision its payload names) or the sealed Secrets of a release's current version (one, or
+// all of them in one call) — and sent
 // over the agent's authenticated connection. Streams, outbox rows, snapshots and reports carry
 // only names and keys. Nothing here is logged.
 import { fromBinary } from "@bufbuild/protobuf";
@@ -36,7 +37,34 @@ async function revisionSecrets(db: Reader, keyring: Keyring, deploymentId: strin
   return keys.map((key) => ({ key, value: openWith(dataKey, Buffer.from(sealed[key] ?? "", "base64"), envSecretAad(d.environment_id, key)) }));
 }
 
-export async function secretValuesFor(db: Reader, keyring: Keyring, region: string, owner: SecretOwner): Promise<{ key: string; value: Buffer }[]> {
+type Values = { key: string; value: Buffer }[];
+
+/** A release's current version, desired in the region, with its environment's data key. */
+async function releaseAt(db: Reader, keyring: Keyring, region: string, id: string, version: number): Promise<{ id: string; dataKey: Buffer }> {
+  await desiredPayload(db, region, "release", id);
+  const rel = await db.selectFrom("releases").select(["id", "environment_id", "version"]).where("id", "=", id).executeTakeFirst();
+  if (!rel) throw notFound(`release "${id}"`);
+  if (Number(rel.version) !== version) throw failedPrecondition(`release ${rel.id} is at version ${rel.version}, not ${version}`);
+  const dataKey = await existingDataKey(db, keyring, rel.environment_id);
+  if (!dataKey) throw failedPrecondition(`release ${rel.id} has no data key`);
+  return { id: rel.id, dataKey };
+}
+
+function openReleaseObject(dataKey: Buffer, releaseId: string, objectId: string, sealed: Uint8Array): Values {
+  const data = JSON.parse(openWith(dataKey, sealed, releaseSecretAad(releaseId, objectId)).toString("utf8")) as Record<string, string>;
+  return Object.keys(data)
+    .sort()
+    .map((key) => ({ key, value: Buffer.from(data[key] ?? "", "base64") }));
+}
+
+/** Every sealed object of a release version desired in the region (one call per version for the agent). */
+export async function releaseSecretValues(db: Reader, keyring: Keyring, region: string, id: string, version: number): Promise<{ objectId: string; values: Values }[]> {
+  const rel = await releaseAt(db, keyring, region, id, version);
+  const rows = await db.selectFrom("release_objects").select(["object_id", "sealed"]).where("release_id", "=", rel.id).where("sealed", "is not", null).orderBy("seq").execute();
+  return rows.map((o) => ({ objectId: o.object_id, values: openReleaseObject(rel.dataKey, rel.id, o.object_id, o.sealed as Uint8Array) }));
+}
+
+export async function secretValuesFor(db: Reader, keyring: Keyring, region: string, owner: SecretOwner): Promise<Values> {
   switch (owner.type) {
     case "deployment":
       await desiredPayload(db, region, "deployment", owner.id);
@@ -49,18 +77,10 @@ export async function secretValuesFor(db: Reader, keyring: Keyring, region: stri
       return revisionSecrets(db, keyring, job.deploymentId);
     }
     case "release": {
-      await desiredPayload(db, region, "release", owner.id);
-      const rel = await db.selectFrom("releases").select(["id", "environment_id", "version"]).where("id", "=", owner.id).executeTakeFirst();
-      if (!rel) throw notFound(`release "${owner.id}"`);
-      if (Number(rel.version) !== owner.version) throw failedPrecondition(`release ${rel.id} is at version ${rel.version}, not ${owner.version}`);
+      const rel = await releaseAt(db, keyring, region, owner.id, owner.version);
       const obj = await db.selectFrom("release_objects").select(["sealed"]).where("release_id", "=", rel.id).where("object_id", "=", owner.objectId).executeTakeFirst();
       if (!obj || obj.sealed === null) throw notFound(`sealed object "${owner.objectId}" of release ${rel.id}`);
-      const dataKey = await existingDataKey(db, keyring, rel.environment_id);
-      if (!dataKey) throw failedPrecondition(`release ${rel.id} has no data key`);
-      const data = JSON.parse(openWith(dataKey, obj.sealed, releaseSecretAad(rel.id, owner.objectId)).toString("utf8")) as Record<string, string>;
-      return Object.keys(data)
-        .sort()
-        .map((key) => ({ key, value: Buffer.from(data[key] ?? "", "base64") }));
+      return openReleaseObject(rel.dataKey, rel.id, owner.objectId, obj.sealed);
     }
   }
 }

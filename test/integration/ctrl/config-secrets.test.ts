@@ -16,6 +16,7 @@ import { pino } from "pino";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService, ListSecretsResponseSchema, SetSecretsResponseSchema } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { rotateDataKeys } from "../../../src/ctrl/domain/data-keys.js";
@@ -85,6 +86,23 @@ async function scenario(ctrl: TestCtrl, logs: string[], dump: () => string): Pro
   const us = ctrl.client(ClusterService, await ctrl.agentToken("us"));
   await expectCode(us.getSecretValues({ region: "us", owner: { case: "deploymentId", value: d3?.id ?? "" } }), Code.PermissionDenied);
   await expectCode(us.getSecretValues({ region: "eu", owner: { case: "deploymentId", value: d3?.id ?? "" } }), Code.PermissionDenied);
+
+  // A release's Secrets: sealed the same way; the agent of a region where the release is desired
+  // gets every sealed object of the version in one call, and nobody else does.
+  const rel = await ctrl.client(ReleaseService, admin).applyRelease({
+    ...REF,
+    files: [{ name: "s.yaml", content: `apiVersion: v1\nkind: Secret\nmetadata: {name: a}\nstringData: {token: ${marker}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {x: y}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: c}\ndata: {k: ${Buffer.from("v").toString("base64")}}` }],
+  });
+  clean("the ApplyRelease answer", JSON.stringify(rel.release?.objects.map((o) => o.name)));
+  const releaseVersion = { releaseId: rel.release?.id ?? "", version: rel.release?.version ?? 0n };
+  const relValues = await eu.getSecretValues({ region: "eu", owner: { case: "releaseVersion", value: releaseVersion } });
+  assert.deepEqual(
+    relValues.releaseObjects.map((o) => o.values.map((v) => [v.key, Buffer.from(v.value).toString()])),
+    [[["token", marker]], [["k", "v"]]],
+    "both Secrets, in manifest order, and not the ConfigMap",
+  );
+  await expectCode(us.getSecretValues({ region: "us", owner: { case: "releaseVersion", value: releaseVersion } }), Code.PermissionDenied);
+  await expectCode(eu.getSecretValues({ region: "eu", owner: { case: "releaseVersion", value: { ...releaseVersion, version: 2n } } }), Code.FailedPrecondition);
 
   // Undo: back to revision 2, which has its own configuration and no secret.
   await ctrl.client(RolloutService, admin).undo({ ...REF });
