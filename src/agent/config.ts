@@ -1,6 +1,7 @@
 // `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
+import { parseAddressMapping } from "../contracts/address-map.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -22,6 +23,8 @@ export interface AgentSettings {
   secretStoreProvider?: string;
   /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
   secretStoreParameters?: string;
+  /** Local cluster only: where pod IPs are served on this machine. */
+  podAddressMap?: string;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -42,6 +45,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
   secretStoreProvider: "KRANE_SECRET_STORE_PROVIDER",
   secretStoreParameters: "KRANE_SECRET_STORE_PARAMETERS",
+  podAddressMap: "KRANE_POD_ADDRESS_MAP",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
@@ -107,6 +111,7 @@ export function resolveAgentSettings(
     leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
     secretStoreProvider: str("secretStoreProvider", false),
     secretStoreParameters: str("secretStoreParameters", false),
+    podAddressMap: str("podAddressMap", false),
   };
   if (settings.secretStoreParameters !== undefined) {
     try {
@@ -115,6 +120,13 @@ export function resolveAgentSettings(
       problems.push((err as Error).message);
     }
     if (settings.secretStoreProvider === undefined) problems.push("secretStoreParameters needs secretStoreProvider");
+  }
+  if (settings.podAddressMap !== undefined) {
+    try {
+      parseAddressMapping(settings.podAddressMap);
+    } catch (err) {
+      problems.push(`podAddressMap: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");

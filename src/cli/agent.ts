@@ -20,6 +20,7 @@ interface AgentFlags {
   secretStoreParameters?: string;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
+  podAddressMap?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -42,6 +43,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
     .option("--secret-store-provider <name>", "the Secrets Store CSI provider of this cluster (e.g. vault), for external secrets; env KRANE_SECRET_STORE_PROVIDER")
     .option("--secret-store-parameters <k=v,...>", "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS")
+    .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
@@ -66,6 +68,7 @@ export function registerAgentCommands(program: Command): void {
           secretStoreParameters: flags.secretStoreParameters,
           leaderElect: flags.leaderElect,
           leaderElectionNamespace: flags.leaderElectionNamespace,
+          podAddressMap: flags.podAddressMap,
         },
         process.env,
         file,
@@ -87,6 +90,7 @@ export function registerAgentCommands(program: Command): void {
         sentinelImage: settings.sentinelImage,
         secretStore: settings.secretStoreProvider ? { provider: settings.secretStoreProvider, parameters: parseStoreParameters(settings.secretStoreParameters ?? "") } : undefined,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
+        podAddressMap: settings.podAddressMap,
         log,
       });
       await agent.start();

@@ -2,9 +2,14 @@
 // The fixtures (test/fixtures/upgrade-be3ed9d, made by make.mjs there with that release's code)
 // are loaded into a fresh database; this release's ctrl starts on it, which runs the new
 // migrations; then nothing may be lost:
-//   - every row of every table is still there, unchanged, except for what migration 0006 does
-//     (desired_objects gains `replicas`, rollout_revisions loses its copy of it, and
-//     krane_migrations records 0006 — under the names the old release recorded for the rest);
+//   - every row of every table is still there, unchanged, except for what migrations 0006 and
+//     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
+//     environments gain the routing policy, "instances" at version 1, and sentinels the reported
+//     address and served version, empty; krane_migrations records them — under the names the old
+//     release recorded for the rest); and 0009's (issue 16): its new tables, empty; deleting_at
+//     (null) on workspaces, projects and environments; a revision's configuration and secrets
+//     columns (null) on deployments; desired_objects.environment_id, back-filled from the
+//     deployment's or sentinel's environment;
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -33,6 +38,8 @@ import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
+/** The tables migration 0009 creates (issue 16): empty after the upgrade. */
+const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
 
 type Row = Record<string, string | null>;
@@ -150,22 +157,45 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()], [...before.keys()], "the same tables");
+        assert.deepEqual([...upgraded.keys()].filter((t) => !TABLES_0009.includes(t)), [...before.keys()], "the same tables, and 0009's");
+        for (const t of TABLES_0009) assert.deepEqual(rowsOf(upgraded, t), [], `0009's table ${t} is empty`);
         for (const [table, rows] of before) {
-          if (table === "desired_objects" || table === "rollout_revisions" || table === "krane_migrations") continue;
+          if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels", "workspaces", "projects", "deployments"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas"]);
+        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing", "0009_releases_config_deletion"]);
+        // Migration 0009: nothing being deleted, no revision with configuration or secrets.
+        for (const t of ["workspaces", "projects"]) {
+          assert.deepEqual(without(rowsOf(upgraded, t), "deleting_at"), rowsOf(before, t));
+          for (const row of rowsOf(upgraded, t)) assert.equal(row.deleting_at, null);
+        }
+        const revisionColumns = ["config", "secrets", "secret_keys", "secrets_digest", "external_secrets"];
+        assert.deepEqual(revisionColumns.reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")), rowsOf(before, "deployments"));
+        for (const d of rowsOf(upgraded, "deployments")) assert.deepEqual(revisionColumns.map((c) => d[c]), revisionColumns.map(() => null));
+        // Migration 0007: the routing policy every environment served ("instances", version 1),
+        // and nothing reported yet of it.
+        const environments = rowsOf(upgraded, "environments");
+        assert.deepEqual(without(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), "deleting_at"), rowsOf(before, "environments"));
+        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version, e.deleting_at], ["instances", "[]", "1", null]);
+        const sentinels = rowsOf(upgraded, "sentinels");
+        assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
+        for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
         assert.deepEqual(
           migrations.filter((m) => OLD_MIGRATIONS.includes(m.name ?? "")),
           rowsOf(before, "krane_migrations"),
           "old migration records untouched",
         );
 
-        // desired_objects: the same rows plus the typed replicas, equal to what the payloads say.
+        // desired_objects: the same rows plus the typed replicas, equal to what the payloads say,
+        // and (0009) the environment of each, from its deployment or sentinel.
         const desired = rowsOf(upgraded, "desired_objects");
-        assert.deepEqual(without(desired, "replicas"), rowsOf(before, "desired_objects"));
+        assert.deepEqual(without(without(desired, "replicas"), "environment_id"), rowsOf(before, "desired_objects"));
+        const environmentOf = new Map([...rowsOf(before, "deployments"), ...rowsOf(before, "sentinels")].map((r) => [r.id, r.environment_id]));
+        for (const d of desired) {
+          assert.ok(d.environment_id, `${d.kind} ${d.object_id}: an environment`);
+          assert.equal(d.environment_id, environmentOf.get(d.object_id), `${d.kind} ${d.object_id}: its environment`);
+        }
         const replicasOf = new Map<string, number>();
         for (const d of desired) {
           if (d.kind === "deployment") {
