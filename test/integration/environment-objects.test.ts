@@ -166,13 +166,17 @@ describe("releases", () => {
     assert.equal(v1.release?.version, 1n);
     await eventually("all healthy or known missing", async () => {
       const h = await health();
-      return h.get("ConfigMap/settings") === ObjectHealth.HEALTHY &&
+      if (
+        h.get("ConfigMap/settings") === ObjectHealth.HEALTHY &&
         h.get("Service/web") === ObjectHealth.HEALTHY &&
         h.get("Job/migrate") === ObjectHealth.HEALTHY &&
         h.get("Secret/creds") === ObjectHealth.HEALTHY &&
         h.get("ServiceMonitor/web") === ObjectHealth.KIND_MISSING
-        ? h
-        : undefined;
+      ) {
+        return h;
+      }
+      // (thrown, so a timeout says what was last reported)
+      throw new Error(`reported: ${JSON.stringify(Object.fromEntries([...h].map(([k, v]) => [k, ObjectHealth[v]])))}`);
     }, 120_000);
     const cm = await admin.get(resources.configMaps, NS, "settings");
     assert.equal(cm?.metadata.labels?.["krane.dev/release-id"], v1.release?.id);

@@ -47,9 +47,15 @@ export class ReleaseCaches {
     private readonly onChange: (releaseId: string) => void,
   ) {}
 
-  /** Informers run until this signal aborts (a new run of the controller gets new caches). */
+  /**
+   * Informers run until this signal aborts; a new run of the controller (the old signal aborted)
+   * gets new caches. While the caches run, another live signal changes nothing: reconciles and
+   * the resync's garbage collection are handed different signals of the same run, and clearing
+   * the caches between them would leave a release's status read from caches that no longer exist.
+   */
   start(signal: AbortSignal): void {
     if (this.#signal === signal) return;
+    if (this.#signal !== undefined && !this.#signal.aborted) return;
     this.#signal = signal;
     this.#byResource.clear();
     this.#byKind.clear();
