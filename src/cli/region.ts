@@ -22,14 +22,16 @@ export function registerRegionCommands(program: Command): void {
   );
   withConnection(region.command("list").description("list regions")).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.RegionService).listRegions({});
+      const regions = x.ctrl.client(x.api.RegionService);
+      const res = await x.ctrl.allPages("regions", (pageToken) => regions.listRegions({ pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListRegionsResponseSchema, res);
       else x.printTable(["REGION", "CREATED"], res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]));
     }),
   );
   withConnection(region.command("clusters [region]").description("list clusters, their last heartbeat and agent build, and ctrl's build")).action(
     userAction(async (x, name: string | undefined) => {
-      const res = await x.ctrl.client(x.api.RegionService).listClusters({ region: name ?? "" });
+      const regions = x.ctrl.client(x.api.RegionService);
+      const res = await x.ctrl.allPages("clusters", (pageToken) => regions.listClusters({ region: name ?? "", pageToken, pageSize: x.ctrl.pageSize }));
       const ctrlBuild = x.ctrl.ctrlBuild;
       if (x.json) {
         const json = x.toJson(x.api.ListClustersResponseSchema, res, { alwaysEmitImplicit: true }) as object;

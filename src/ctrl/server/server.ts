@@ -50,6 +50,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys } from "./idempotency.js";
 
 export interface ListenAddress {
   host: string;
@@ -86,6 +87,8 @@ export interface CtrlConfig {
   rolloutSweepIntervalMs?: number;
   /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
   auth?: AuthOptions;
+  /** How long Idempotency-Keys are remembered (ms; default 24 h). */
+  idempotencyRetentionMs?: number;
 }
 
 export interface RunningCtrl {
@@ -189,7 +192,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const rollout = new RolloutDriver(storeRolloutSource(store), {
+    logger: log,
+    sweepIntervalMs: config.rolloutSweepIntervalMs,
+    onSweepError: backgroundFailure("rollout sweep failed"),
+  });
   let draining = false;
 
   const routes = (router: ConnectRouter): void => {
@@ -223,6 +230,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
+      idempotencyInterceptor({ store, onRecordFailure: backgroundFailure("recording an idempotent answer failed") }),
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
@@ -310,10 +318,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }
 
   const retain = config.outboxRetention ?? 100_000;
+  const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
       .catch(backgroundFailure("outbox compaction failed"));
+    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(backgroundFailure("forgetting old idempotency keys failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 
