@@ -40,8 +40,8 @@ export function registerRegionCommands(program: Command): void {
       }
       process.stdout.write(`ctrl build: ${ctrlBuild || "unknown (ctrl sent no version header)"}\n`);
       x.printTable(
-        ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "AGENT", "BUILD", "ID"],
-        res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), k.agentId || "-", agentBuildCell(k.build, ctrlBuild), k.id]),
+        ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "BEHIND", "AGENT", "BUILD", "ID"],
+        res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), String(k.changesBehind), k.agentId || "-", agentBuildCell(k.build, ctrlBuild), k.id]),
       );
     }),
   );

@@ -101,9 +101,9 @@ export function isOutage(err: unknown): err is ConnectError {
   return err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.ResourceExhausted);
 }
 
-/** What is down, in one line: ctrl's own answers name their cause; anything else means ctrl was not reached. */
+/** What is down, in one line: ctrl's own answer names its database; anything else means ctrl was not reached. */
 export function outageMessage(err: ConnectError, ctrlUrl: string): string {
-  return /^ctrl(?:'s database| is still)/.test(err.rawMessage) ? err.rawMessage : `ctrl is not reachable at ${ctrlUrl} (${err.rawMessage}): is it running?`;
+  return /^ctrl's database/.test(err.rawMessage) ? err.rawMessage : `ctrl is not reachable at ${ctrlUrl} (${err.rawMessage}): is it running?`;
 }
 
 /** Parses "10s", "500ms", "2m" or plain seconds. */

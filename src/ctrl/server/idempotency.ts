@@ -19,7 +19,7 @@
 // after the commit). Then the repeat gets already_exists saying so, never a second application.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import { fromBinary, toBinary, type DescMessage } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
@@ -107,6 +107,32 @@ export async function pruneIdempotencyKeys(db: Kysely<Database>, before: number)
   return Number(res.numDeletedRows);
 }
 
+/** The answer a repeat gets, handed to the method by replayable() instead of running it. */
+const replayKey = createContextKey<object | undefined>(undefined);
+
+/**
+ * Wraps a service implementation so that a repeat the interceptor answers gets the recorded
+ * answer from "the method" itself: the protocol then writes it exactly as it writes any answer
+ * (content type, compression), with the header `Idempotency-Replayed: true`. Register every
+ * public service through it (server.ts does, for all of them at once).
+ */
+export function replayable<T extends object>(impl: T): T {
+  const out: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(impl)) {
+    if (typeof method !== "function") {
+      out[name] = method;
+      continue;
+    }
+    out[name] = (req: unknown, ctx: HandlerContext): unknown => {
+      const recorded = ctx.values.get(replayKey);
+      if (recorded === undefined) return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
+      ctx.responseHeader.set(IDEMPOTENCY_REPLAYED_HEADER, "true");
+      return recorded;
+    };
+  }
+  return out as T;
+}
+
 /** Thrown inside a write transaction whose key another attempt already claimed: the transaction rolls back. */
 class KeyTakenError extends Error {
   constructor() {
@@ -132,18 +158,20 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
   const now = opts.now ?? store.clock;
   /** This process, as recorded in the claims it makes. */
   const owner = randomUUID();
-  /** First attempts running in this process, by key. */
-  const running = new Map<string, Promise<unknown>>();
+  /** First attempts running in this process, by key: settled once the attempt recorded its answer. */
+  const running = new Map<string, Promise<void>>();
 
-  const replay = (req: UnaryRequest, id: KeyId, secret: string, sealed: Uint8Array): UnaryResponse => {
+  type Next = (req: UnaryRequest) => Promise<UnaryResponse>;
+  /** Answers through the method, which hands back the recorded answer (replayable()). */
+  const replay = (next: Next, req: UnaryRequest, id: KeyId, secret: string, sealed: Uint8Array): Promise<UnaryResponse> => {
     const plain = openAnswer(secret, id, sealed);
     if (!plain) throw new ConnectError("Idempotency-Key: the recorded answer cannot be read with this token", Code.FailedPrecondition);
-    const header = new Headers({ [IDEMPOTENCY_REPLAYED_HEADER]: "true" });
-    return { stream: false, service: req.service, method: req.method, header, trailer: new Headers(), message: fromBinary(req.method.output, plain) };
+    req.contextValues.set(replayKey, fromBinary(req.method.output, plain));
+    return next(req);
   };
 
   /** What a repeat answers once the key is known to be claimed (undefined: no claim after all). */
-  const answerRepeat = async (req: UnaryRequest, id: KeyId, digest: string, secret: string): Promise<UnaryResponse | undefined> => {
+  const answerRepeat = async (next: Next, req: UnaryRequest, id: KeyId, digest: string, secret: string): Promise<UnaryResponse | undefined> => {
     const deadline = Date.now() + (opts.waitMs ?? 2000);
     for (;;) {
       const rec = await findKey(store.db, id);
@@ -151,7 +179,7 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       if (rec.digest !== digest) {
         throw new ConnectError(`Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`, Code.InvalidArgument);
       }
-      if (rec.answer !== null) return replay(req, id, secret, rec.answer);
+      if (rec.answer !== null) return replay(next, req, id, secret, rec.answer);
       // Claimed, no answer yet: still running elsewhere, or ended without one.
       const finished = rec.answeredAt !== null || rec.owner === owner || Date.now() >= deadline;
       if (finished) {
@@ -174,8 +202,8 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     const secret = req.header.get("authorization") ?? "";
     const local = `${id.scope}\u0000${id.method}\u0000${id.key}`;
 
-    // A first attempt still running here: wait for it, then answer as a repeat.
-    for (let earlier = running.get(local); earlier; earlier = running.get(local)) await earlier.catch(() => undefined);
+    // A first attempt still running here: wait for it (answer recorded), then answer as a repeat.
+    for (let earlier = running.get(local); earlier; earlier = running.get(local)) await earlier;
 
     let claimed: WriteTx | "committed" | undefined;
     let closed = false;
@@ -194,10 +222,11 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
         if (claimed === tx) claimed = "committed";
       },
     };
-    const attempt = withWriteHook(hook, () => next(req));
-    running.set(local, attempt);
+    let done = (): void => undefined;
+    const finished = new Promise<void>((r) => (done = r));
+    running.set(local, finished);
     try {
-      const res = await attempt;
+      const res = await withWriteHook(hook, () => next(req));
       closed = true;
       if (claimed === "committed" && !res.stream) {
         const sealed = sealAnswer(secret, id, toBinary(req.method.output, res.message));
@@ -215,7 +244,7 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       // of what the first attempt deleted): the first answer, if there was a first attempt.
       let repeat: UnaryResponse | undefined;
       try {
-        repeat = await answerRepeat(req, id, digest, secret);
+        repeat = await answerRepeat(next as Next, req, id, digest, secret);
       } catch (lookup) {
         if (lookup instanceof ConnectError) throw lookup;
         throw err instanceof KeyTakenError ? lookup : err;
@@ -224,7 +253,8 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       if (err instanceof KeyTakenError) throw new ConnectError("a concurrent request with this Idempotency-Key did not finish; try again", Code.Aborted);
       throw err;
     } finally {
-      if (running.get(local) === attempt) running.delete(local);
+      if (running.get(local) === finished) running.delete(local);
+      done();
     }
   };
 }

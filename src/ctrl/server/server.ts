@@ -12,7 +12,8 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -50,7 +51,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
-import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys } from "./idempotency.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable } from "./idempotency.js";
 
 export interface ListenAddress {
   host: string;
@@ -199,7 +200,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   });
   let draining = false;
 
-  const routes = (router: ConnectRouter): void => {
+  const routes = (connectRouter: ConnectRouter): void => {
+    // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
+    const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
     const deps = { store, rollout, auth };
     router.service(
       ClusterService,

@@ -7,10 +7,12 @@
 // digits and `-_.:`; a UUID suits). ctrl remembers, for 24 hours, per caller token and method,
 // each key that made a change together with the request and the answer: a repeat of the same
 // request gets the first answer again (header `Idempotency-Replayed: true`) without applying
-// anything twice, and a different request under a remembered key is invalid_argument. While
-// the first request with a key is still running, a repeat answers unavailable (retry). Reads
-// and refused requests change nothing, so nothing is remembered for them. Rollout methods
-// (rollout.proto) take keys the same way.
+// anything twice, and a different request under a remembered key is invalid_argument. A repeat
+// that arrives while the first request is still running waits for its answer (for up to 2 s
+// when another ctrl replica runs it); when the first request was applied but its answer was
+// lost (ctrl stopped in between), a repeat answers already_exists saying so. Reads and refused
+// requests change nothing, so nothing is remembered for them. Rollout methods (rollout.proto)
+// take keys the same way.
 //
 // Pagination: every List method takes page_size and page_token and answers next_page_token
 // (AIP-158); items come in a stable order, the one each response documents.
