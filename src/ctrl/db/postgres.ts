@@ -115,6 +115,10 @@ export const postgresDialect: Dialect = {
     const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, connectionTimeoutMillis: POOL_WAIT_MS, types: pgTypes() });
     // An idle client's error (e.g. the server restarted) must not crash the process.
     pool.on("error", () => undefined);
+    // Nor a checked-out one's: the pool listens only while a client is idle, and a client in use
+    // (in a transaction, between statements) emits the server's "terminating connection" as an
+    // 'error' event; its queries are failed all the same, which is how the caller learns of it.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,
