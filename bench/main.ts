@@ -8,6 +8,8 @@ import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
+import { benchFaults } from "./faults.js";
+import { benchOutages } from "./outages.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -18,6 +20,8 @@ const benches: Record<string, () => Promise<void>> = {
   agent: benchAgent,
   sentinel: benchSentinel,
   cli: benchCli,
+  faults: benchFaults,
+  outages: benchOutages,
 };
 
 const wanted = process.argv.slice(2);

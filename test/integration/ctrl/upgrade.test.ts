@@ -34,6 +34,8 @@ import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
+/** Tables later migrations add (empty after an upgrade): 0010_a, 0010_b. */
+const NEW_TABLES = ["cluster_cursors", "idempotency_keys"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -150,13 +152,14 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()], [...before.keys()], "the same tables");
+        assert.deepEqual([...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t)), [...before.keys()], "the same tables, and the new ones");
+        for (const t of NEW_TABLES) assert.deepEqual(rowsOf(upgraded, t), [], `${t} starts empty`);
         for (const [table, rows] of before) {
           if (table === "desired_objects" || table === "rollout_revisions" || table === "krane_migrations") continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas"]);
+        assert.deepEqual(migrations.map((m) => m.name), Object.keys(MIGRATIONS), "every migration since, in order");
         assert.deepEqual(
           migrations.filter((m) => OLD_MIGRATIONS.includes(m.name ?? "")),
           rowsOf(before, "krane_migrations"),

@@ -32,12 +32,10 @@ export class H2FaultProxy {
   readonly streams = new Map<string, number>();
   /** Answer body bytes forwarded, by path and stream number (1 = the path's first stream). */
   readonly forwarded = new Map<string, number[]>();
-  readonly #o: H2ProxyOptions;
   readonly #server: http2.Http2Server;
   readonly #sessions = new Set<http2.ServerHttp2Session>();
 
   private constructor(opts: H2ProxyOptions) {
-    this.#o = opts;
     this.fault = opts.fault;
     this.#server = http2.createServer();
     this.#server.on("session", (session: http2.ServerHttp2Session) => {

@@ -97,6 +97,9 @@ export class KubeFaultProxy {
     const seen: SeenRequest = { at: Date.now(), method, path, watch, fault };
     this.seen.push(seen);
     const socket = req.socket;
+    // A request cut off mid-body (a reset client, or the upstream request aborted while undici
+    // still reads this body) errors the body stream: expected here, never an uncaught error.
+    req.on("error", () => undefined);
     try {
       if (fault?.kind === "reset") {
         socket.resetAndDestroy();
@@ -120,7 +123,9 @@ export class KubeFaultProxy {
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "keep-alive", "transfer-encoding"].includes(k)) headers[k] = v;
       const ac = new AbortController();
-      socket.once("close", () => ac.abort());
+      // The answer's close (not the socket's: keep-alive sockets serve many requests).
+      res.once("close", () => ac.abort());
+      res.on("error", () => undefined);
       const hasBody = WRITE.has(method);
       const up = await request(`${this.#o.server}${path}`, {
         method: method as "GET",
@@ -129,6 +134,8 @@ export class KubeFaultProxy {
         dispatcher: this.#upstream,
         signal: ac.signal,
       });
+      // Cutting or silencing an answer aborts its upstream body mid-read: that error is expected.
+      up.body.on("error", () => undefined);
       seen.status = up.statusCode;
       const out: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !["connection", "keep-alive", "transfer-encoding", "content-length"].includes(k)) out[k] = v;
@@ -144,7 +151,7 @@ export class KubeFaultProxy {
               socket.resetAndDestroy();
             } else {
               // Silent: keep the connection open, send nothing more, until the client gives up.
-              await new Promise<void>((r) => socket.once("close", () => r()));
+              await new Promise<void>((r) => res.once("close", () => r()));
             }
             ac.abort();
             return;
