@@ -60,7 +60,7 @@ export async function benchFaults(): Promise<void> {
 
     for (const db of ["sqlite", "postgres"] as const) {
       const database = db === "sqlite" ? join(dir, "burst.db") : await postgres.newDatabase();
-      const r = await ctrlKilledDuringWrites(database, dir, { writes: 400, everyMs: 400, concurrency: 4 });
+      const r = await ctrlKilledDuringWrites(database, dir, { writes: 200, everyMs: 400, concurrency: 4, maxKills: 20 });
       scenarios.push(r);
       line(r.name, `${r.passed ? "passed" : "FAILED"}; ${r.kills} kills; acknowledged ${r.acknowledged}, lost ${r.lost}, duplicated ${r.duplicated}; ready after restart ${spread(r.readyMs)}`);
     }

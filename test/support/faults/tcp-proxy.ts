@@ -82,10 +82,22 @@ export class TcpProxy {
     this.#latencyMs = ms;
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops: open connections are ended gracefully (FIN both ways) and reset only if still open
+   * after `graceMs`. A reset at the end would test something no scenario asked for: a client
+   * whose idle HTTP/2 session is closing when its connection is reset (connect-node has no error
+   * listener on such a session any more, so that ends the process).
+   */
+  async close(graceMs = 2000): Promise<void> {
     this.heal();
-    this.resetAll();
-    await new Promise<void>((r) => this.#server.close(() => r()));
+    for (const p of this.#pairs) {
+      p.client.end();
+      p.upstream?.end();
+    }
+    const closed = new Promise<void>((r) => this.#server.close(() => r()));
+    const timer = setTimeout(() => this.resetAll(), graceMs);
+    await closed;
+    clearTimeout(timer);
   }
 
   #accept(client: net.Socket): void {
