@@ -6,6 +6,7 @@ import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
+import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
@@ -19,6 +20,7 @@ const benches: Record<string, () => Promise<void>> = {
   "rollout-conformance": benchRolloutConformance,
   agent: benchAgent,
   sentinel: benchSentinel,
+  routing: benchRouting,
   cli: benchCli,
   faults: benchFaults,
   outages: benchOutages,

@@ -1,6 +1,7 @@
 // `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
+import { parseAddressMapping } from "../contracts/address-map.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -18,6 +19,8 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
+  /** Local cluster only: where pod IPs are served on this machine. */
+  podAddressMap?: string;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -36,6 +39,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   sentinelImage: "KRANE_SENTINEL_IMAGE",
   leaderElect: "KRANE_LEADER_ELECT",
   leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
+  podAddressMap: "KRANE_POD_ADDRESS_MAP",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
@@ -99,7 +103,15 @@ export function resolveAgentSettings(
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
     leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    podAddressMap: str("podAddressMap", false),
   };
+  if (settings.podAddressMap !== undefined) {
+    try {
+      parseAddressMapping(settings.podAddressMap);
+    } catch (err) {
+      problems.push(`podAddressMap: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
   return problems.length > 0 ? { problems } : { settings, problems };

@@ -18,6 +18,7 @@ interface AgentFlags {
   sentinelImage?: string;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
+  podAddressMap?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -38,6 +39,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
+    .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
@@ -60,6 +62,7 @@ export function registerAgentCommands(program: Command): void {
           sentinelImage: flags.sentinelImage,
           leaderElect: flags.leaderElect,
           leaderElectionNamespace: flags.leaderElectionNamespace,
+          podAddressMap: flags.podAddressMap,
         },
         process.env,
         file,
@@ -80,6 +83,7 @@ export function registerAgentCommands(program: Command): void {
         agentId: settings.agentId,
         sentinelImage: settings.sentinelImage,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
+        podAddressMap: settings.podAddressMap,
         log,
       });
       await agent.start();
