@@ -9,6 +9,8 @@ import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
+import { benchFaults } from "./faults.js";
+import { benchOutages } from "./outages.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -20,6 +22,8 @@ const benches: Record<string, () => Promise<void>> = {
   sentinel: benchSentinel,
   routing: benchRouting,
   cli: benchCli,
+  faults: benchFaults,
+  outages: benchOutages,
 };
 
 const wanted = process.argv.slice(2);
