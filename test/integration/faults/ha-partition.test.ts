@@ -26,9 +26,10 @@ test("agent leader killed twice: the other takes over within the lease; a frozen
   console.log(`${r.name}: ${r.passed ? "passed" : "FAILED"}; failover p50 ${ms(percentile(r.failoverMs, 50))}, max ${ms(percentile(r.failoverMs, 100))}; zombie writes ${r.zombieWrites}, new leader writes ${r.newLeaderWrites}`);
   assert.deepEqual(r.problems, []);
   assert.equal(r.failoverMs.length, 2);
-  // Measured from the kill: the lease (15 s) counts from when the follower last saw it renewed,
+  // Measured from the kill: the lease (10 s) counts from when the follower last saw it renewed,
   // which it checks every retry period (2 s, plus the time a check takes), and it takes over on
-  // the first check after that: 15 + 2 + 2 s, and the API calls' time on a loaded machine.
+  // the first check after that: 10 + 2 + 2 s, and the API calls' time on a loaded machine (the
+  // bench prints the figures against the 15 s target).
   assert.ok(Math.max(...r.failoverMs) <= 22_000, `failover ${r.failoverMs.join(", ")} ms`);
   assert.equal(r.zombieWrites, 0);
   assert.ok(r.newLeaderWrites > 0, "the audit saw the new leader's writes (it can see writes at all)");
