@@ -12,7 +12,8 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -57,6 +58,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable } from "./idempotency.js";
 
 export interface ListenAddress {
   host: string;
@@ -99,6 +101,8 @@ export interface CtrlConfig {
   releaseKinds?: readonly AllowedKind[];
   /** How often finished deletions are looked for (ms; confirmations also trigger it). */
   deletionSweepIntervalMs?: number;
+  /** How long Idempotency-Keys are remembered (ms; default 24 h). */
+  idempotencyRetentionMs?: number;
 }
 
 export interface RunningCtrl {
@@ -202,10 +206,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const rollout = new RolloutDriver(storeRolloutSource(store), {
+    logger: log,
+    sweepIntervalMs: config.rolloutSweepIntervalMs,
+    onSweepError: backgroundFailure("rollout sweep failed"),
+  });
   let draining = false;
 
-  const routes = (router: ConnectRouter): void => {
+  const routes = (connectRouter: ConnectRouter): void => {
+    // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
+    const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
     const deps = { store, rollout, auth };
     router.service(
       ClusterService,
@@ -248,6 +258,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
+      idempotencyInterceptor({ store, onRecordFailure: backgroundFailure("recording an idempotent answer failed") }),
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
@@ -335,10 +346,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }
 
   const retain = config.outboxRetention ?? 100_000;
+  const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
       .catch(backgroundFailure("outbox compaction failed"));
+    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(backgroundFailure("forgetting old idempotency keys failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
   // Issue 16: deletions finish when their last confirmation arrives; this catches the rest

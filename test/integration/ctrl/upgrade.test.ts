@@ -9,7 +9,8 @@
 //     release recorded for the rest); and 0009's (issue 16): its new tables, empty; deleting_at
 //     (null) on workspaces, projects and environments; a revision's configuration and secrets
 //     columns (null) on deployments; desired_objects.environment_id, back-filled from the
-//     deployment's or sentinel's environment;
+//     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
+//     agents' stream cursors), empty;
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -41,6 +42,8 @@ const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3e
 /** The tables migration 0009 creates (issue 16): empty after the upgrade. */
 const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
+/** Tables later migrations add (empty after an upgrade): 0010_a, 0010_b. */
+const NEW_TABLES = ["cluster_cursors", "idempotency_keys"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -157,14 +160,15 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()].filter((t) => !TABLES_0009.includes(t)), [...before.keys()], "the same tables, and 0009's");
-        for (const t of TABLES_0009) assert.deepEqual(rowsOf(upgraded, t), [], `0009's table ${t} is empty`);
+        assert.deepEqual([...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t) && !TABLES_0009.includes(t)), [...before.keys()], "the same tables, and the new ones");
+        for (const t of [...TABLES_0009, ...NEW_TABLES]) assert.deepEqual(rowsOf(upgraded, t), [], `${t} starts empty`);
         for (const [table, rows] of before) {
           if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels", "workspaces", "projects", "deployments"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing", "0009_releases_config_deletion"]);
+        assert.deepEqual(migrations.map((m) => m.name), Object.keys(MIGRATIONS), "every migration since, in order");
+        assert.deepEqual(Object.keys(MIGRATIONS).slice(0, OLD_MIGRATIONS.length + 2), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
         // Migration 0009: nothing being deleted, no revision with configuration or secrets.
         for (const t of ["workspaces", "projects"]) {
           assert.deepEqual(without(rowsOf(upgraded, t), "deleting_at"), rowsOf(before, t));
