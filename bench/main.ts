@@ -4,6 +4,7 @@ import { benchAgent } from "./agent.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
+import { benchReleases } from "./releases.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
@@ -24,6 +25,7 @@ const benches: Record<string, () => Promise<void>> = {
   cli: benchCli,
   faults: benchFaults,
   outages: benchOutages,
+  releases: benchReleases,
 };
 
 const wanted = process.argv.slice(2);

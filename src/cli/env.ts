@@ -3,6 +3,7 @@
 // changes only what is given, in one transaction.
 import type { Command } from "commander";
 import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.js";
+import { registerEnvironmentDelete } from "./deletion.js";
 import { collect, intArg, parseKeyValue, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
 
 interface EnvFlags extends ConnectionFlags {
@@ -70,6 +71,7 @@ function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailabl
 
 export function registerEnvCommands(program: Command): void {
   const env = program.command("env").description("environments of a project");
+  registerEnvironmentDelete(env);
   const envCreate = env
     .command("create <project/env>")
     .description("create an environment")

@@ -1,9 +1,11 @@
 // `krane project create | list | get`: the projects of a workspace through ctrl's ProjectService.
 import type { Command } from "commander";
+import { registerProjectDelete } from "./deletion.js";
 import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
 
 export function registerProjectCommands(program: Command): void {
   const prj = program.command("project").description("projects of a workspace");
+  registerProjectDelete(prj);
   withConnection(prj.command("create <slug>").description("create a project").option("--name <name>", "display name"), { workspace: true }).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
       const { project } = await x.ctrl.client(x.api.ProjectService).createProject({ workspace: await x.ctrl.workspace(), slug, name: f.name ?? "" });

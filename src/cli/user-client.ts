@@ -51,6 +51,24 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "RolloutService.Resume",
   "RolloutService.History",
   "RolloutService.GetRolloutStatus",
+  // Issue 16: deletions are idempotent (a repeat continues or shows the same deletion); unsetting
+  // a key that is already gone changes nothing; release apply makes no version for identical
+  // content, job put replaces by name.
+  "EnvironmentService.DeleteEnvironment",
+  "ProjectService.DeleteProject",
+  "WorkspaceService.DeleteWorkspace",
+  "ConfigService.ListConfig",
+  "ConfigService.ListSecrets",
+  "ConfigService.SetConfig",
+  "ConfigService.UnsetConfig",
+  "ConfigService.UnsetSecrets",
+  "ReleaseService.ApplyRelease",
+  "ReleaseService.GetRelease",
+  "ReleaseService.ListReleases",
+  "ReleaseService.DeleteRelease",
+  "JobService.PutJob",
+  "JobService.ListJobs",
+  "JobService.DeleteJob",
 ]);
 
 /**
@@ -68,6 +86,8 @@ export const RETRIED_WITH_KEY: ReadonlySet<string> = new Set([
   "ApiTokenService.CreateApiToken",
   "RolloutService.Undo",
   "RolloutService.Restart",
+  // A secret value is sealed afresh on every call, so a repeat would make a second revision.
+  "ConfigService.SetSecrets",
 ]);
 
 /** Public API methods never repeated (none today: a method that cannot be made safe goes here). */

@@ -1,9 +1,11 @@
 // `krane workspace create | list | get`: workspaces (tenants) through ctrl's WorkspaceService.
 import type { Command } from "commander";
+import { registerWorkspaceDelete } from "./deletion.js";
 import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
 
 export function registerWorkspaceCommands(program: Command): void {
   const ws = program.command("workspace").description("workspaces (tenants)");
+  registerWorkspaceDelete(ws);
   withConnection(ws.command("create <slug>").description("create a workspace").option("--name <name>", "display name")).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
       const { workspace } = await x.ctrl.client(x.api.WorkspaceService).createWorkspace({ slug, name: f.name ?? "" });

@@ -46,6 +46,8 @@ export interface KindContext<D> {
   activeKeys(): Iterable<string>;
   /** True when a cache holds this object and its owned fields already match (no write needed). */
   isCurrent(obj: KubeObject): boolean;
+  /** Queues a key (for caches a kind keeps itself, e.g. the release kind's per-kind caches). */
+  enqueue(key: string): void;
 }
 
 /** A status report for one key. */
@@ -77,6 +79,12 @@ export interface Reconciler<D, Del, R> {
   status?(key: string, desired: D, ctx: KindContext<D>): StatusReport<R> | undefined;
   /** Extra garbage collection after a resync pass (objects shared between keys). */
   collectGarbage?(ctx: KindContext<D>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
+  /**
+   * The cache of an object whose kind the declaration does not list (a kind that keeps caches of
+   * its own, e.g. per kind a release applies), for drift checks; undefined: not compared.
+   */
+  cacheFor?(obj: KubeObject): Informer | undefined;
+
   /**
    * A loop of the kind's own that runs while the controller runs (e.g. reading what the kind's
    * pods say about themselves); `requeue(key)` makes the key reconcile (and report) again.
@@ -330,6 +338,9 @@ export class Controller<Msg, D, Del, R> {
       isCurrent: (obj) => {
         const live = this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
         return live !== undefined && findDrift(obj, live) === undefined;
+      },
+      enqueue: (key) => {
+        if (this.#started) this.#queue.add(key);
       },
     };
   }
@@ -684,7 +695,7 @@ export class Controller<Msg, D, Del, R> {
 
   #cacheFor(obj: KubeObject): Informer | undefined {
     const group = (obj.apiVersion ?? "").includes("/") ? (obj.apiVersion ?? "").split("/")[0] ?? "" : "";
-    return this.#renderedCaches.get(renderedId(obj.kind ?? "", group));
+    return this.#renderedCaches.get(renderedId(obj.kind ?? "", group)) ?? this.#decl.reconciler.cacheFor?.(obj);
   }
 
   #primaryOf(key: string): KubeObject | undefined {

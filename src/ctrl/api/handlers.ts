@@ -43,6 +43,7 @@ import {
   workspaceRef,
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
+import { deleteEnvironmentCall, deleteProjectCall, deleteWorkspaceCall } from "./deletion.js";
 import { apiTokenMsg, clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
 import { keys, listPage } from "./page-token.js";
 
@@ -66,6 +67,9 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
       const page = await listPage(ctx, req, "ListWorkspaces", keys.string, (q) => listWorkspaces(store.db, q), (w) => w.slug);
       return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
     },
+    async deleteWorkspace(req, ctx) {
+      return { deletion: await deleteWorkspaceCall(store, req, ctx) };
+    },
   };
 }
 
@@ -82,6 +86,9 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
       const workspace = workspaceRef("workspace", req.workspace);
       const page = await listPage(ctx, req, `ListProjects\u0000${workspace}`, keys.string, (q) => listProjects(store.db, workspace, q), (p) => p.slug);
       return { projects: page.items.map(projectMsg), nextPageToken: page.nextPageToken };
+    },
+    async deleteProject(req, ctx) {
+      return { deletion: await deleteProjectCall(store, req, ctx) };
     },
   };
 }
@@ -114,6 +121,9 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
       const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
       if (updated.changed && rollout) await rollout.environmentChanged(updated.context.environment.id);
       return { environment: environmentMsg(updated.context.environment, updated.regions) };
+    },
+    async deleteEnvironment(req, ctx) {
+      return { deletion: await deleteEnvironmentCall(store, req, ctx) };
     },
   };
 }

@@ -51,12 +51,14 @@ class PgOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null): Promise<void> {
+  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
     const bytes = toBuffer(payload);
     await sql`
       WITH put AS (
-        INSERT INTO desired_objects (region, kind, object_id, payload, replicas) VALUES (${region}, ${kind}, ${objectId}, ${bytes}, ${replicas}::integer)
-        ON CONFLICT (region, kind, object_id) DO UPDATE SET payload = excluded.payload, replicas = excluded.replicas
+        INSERT INTO desired_objects (region, kind, object_id, payload, replicas, environment_id)
+        VALUES (${region}, ${kind}, ${objectId}, ${bytes}, ${replicas}::integer, ${environmentId}::text)
+        ON CONFLICT (region, kind, object_id) DO UPDATE SET payload = excluded.payload, replicas = excluded.replicas,
+          environment_id = coalesce(excluded.environment_id, desired_objects.environment_id)
       )
       INSERT INTO outbox_staging (kind, region, seq, head, object_id, op, payload, created_at)
       VALUES (${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, ${objectId}, 'apply', ${bytes}, ${this.now}::bigint)`.execute(this.trx);

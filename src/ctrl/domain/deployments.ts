@@ -14,6 +14,7 @@ import { notFound } from "../errors.js";
 import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
 import type { NewDeployment } from "../validate/types.js";
 import { lockEnvironment } from "./environments.js";
+import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
 import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
@@ -35,7 +36,7 @@ export async function loadDeploymentContext(db: Reader, deploymentId: string): P
  * ReplicaSet; removing the revision from the region is `removeFromRegion`.
  */
 export async function setDesiredReplicas(tx: WriteTx, ctx: DeploymentContext, region: string, replicas: number): Promise<void> {
-  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas);
+  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas, ctx.environment.id);
 }
 
 /** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
@@ -46,46 +47,56 @@ export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, regi
 export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
   return store.write(async (tx) => {
     const envCtx: EnvironmentContext = await findEnvironment(tx.trx, input);
-    // Bumping last_revision locks the environment row, so concurrent deploys of one environment
-    // get distinct, ordered revisions.
-    const bumped = await tx.trx
-      .updateTable("environments")
-      .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
-      .where("id", "=", envCtx.environment.id)
-      .returning("last_revision")
-      .executeTakeFirstOrThrow();
-    const revision = Number(bumped.last_revision);
-    if (input.replicas !== null) {
-      await tx.trx
-        .updateTable("environment_regions")
-        .set({ replicas: input.replicas })
-        .where("environment_id", "=", envCtx.environment.id)
-        .execute();
-    }
-    const deployment: DeploymentRow = {
-      id: newId("dep"),
-      workspace_id: envCtx.workspace.id,
-      project_id: envCtx.project.id,
-      environment_id: envCtx.environment.id,
-      revision,
-      k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
-      image: input.image,
-      command: JSON.stringify(input.command),
-      args: JSON.stringify(input.args),
-      port: input.port,
-      env: JSON.stringify(input.env),
-      cpu_millicores: input.cpuMillicores,
-      memory_mib: input.memoryMib,
-      health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
-      build_id: input.buildId,
-      created_at: tx.now,
-    };
-    await tx.trx.insertInto("deployments").values(deployment).execute();
-    const ctx: DeploymentContext = { ...envCtx, deployment };
-    // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
-    // region and sizes it and the older revisions step by step.
-    return ctx;
+    return insertDeployment(tx, envCtx, input);
   });
+}
+
+/**
+ * Adds a revision to an environment inside the caller's transaction: the next revision number,
+ * and a copy of the environment's current configuration and secrets (./settings.ts), which the
+ * revision keeps whatever changes later.
+ */
+export async function insertDeployment(tx: WriteTx, envCtx: EnvironmentContext, input: Omit<NewDeployment, "workspace" | "project" | "environment">): Promise<DeploymentContext> {
+  // Bumping last_revision locks the environment row, so concurrent deploys of one environment
+  // get distinct, ordered revisions.
+  const bumped = await tx.trx
+    .updateTable("environments")
+    .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
+    .where("id", "=", envCtx.environment.id)
+    .returning("last_revision")
+    .executeTakeFirstOrThrow();
+  const revision = Number(bumped.last_revision);
+  if (input.replicas !== null) {
+    await tx.trx
+      .updateTable("environment_regions")
+      .set({ replicas: input.replicas })
+      .where("environment_id", "=", envCtx.environment.id)
+      .execute();
+  }
+  const deployment: DeploymentRow = {
+    id: newId("dep"),
+    workspace_id: envCtx.workspace.id,
+    project_id: envCtx.project.id,
+    environment_id: envCtx.environment.id,
+    revision,
+    k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
+    image: input.image,
+    command: JSON.stringify(input.command),
+    args: JSON.stringify(input.args),
+    port: input.port,
+    env: JSON.stringify(input.env),
+    cpu_millicores: input.cpuMillicores,
+    memory_mib: input.memoryMib,
+    health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
+    build_id: input.buildId,
+    created_at: tx.now,
+    ...(await revisionSettings(tx.trx, envCtx.environment.id)),
+  };
+  await tx.trx.insertInto("deployments").values(deployment).execute();
+  const ctx: DeploymentContext = { ...envCtx, deployment };
+  // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
+  // region and sizes it and the older revisions step by step.
+  return ctx;
 }
 
 /** Deletes a revision: removed from every region's desired state, then from the store. */

@@ -51,6 +51,7 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
         routing_mode: "instances",
         routing_weights: "[]",
         routing_version: 1,
+        deleting_at: null,
       };
       await tx.trx.insertInto("environments").values(environment).execute();
       if (input.regions.length > 0) {
@@ -92,7 +93,7 @@ export async function createSentinel(tx: WriteTx, project: ProjectRow, environme
 
 /** Re-renders a sentinel's desired state from the environment's (changed) settings. */
 export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
-  await tx.putDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeApplySentinel(environment, sentinel));
+  await tx.putDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeApplySentinel(environment, sentinel), null, environment.id);
 }
 
 /** Removes a sentinel: its region's agent is told to delete it, and its record goes. */
