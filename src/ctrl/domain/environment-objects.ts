@@ -5,6 +5,7 @@
 // from the rows, idempotently; the callers are the writes that change any of that (releases,
 // jobs, environment updates, rollout passes that retarget).
 import type { WriteTx } from "../db/outbox.js";
+import { DomainError } from "../errors.js";
 import type { DeploymentRow, EnvironmentRow, WorkspaceRow } from "../db/schema.js";
 import { deletePayload } from "../kinds/delete-payload.js";
 import type { Kind } from "../kinds/kind.js";
@@ -67,4 +68,15 @@ export async function syncEnvironmentObjects(tx: WriteTx, environment: Environme
     changes++;
   }
   return changes;
+}
+
+/** At most this many releases per environment (so a list of them is one bounded answer). */
+export const MAX_RELEASES_PER_ENVIRONMENT = 100;
+/** At most this many cron jobs per environment (likewise). */
+export const MAX_JOBS_PER_ENVIRONMENT = 100;
+
+/** Refuses a new release or job once the environment holds `max` of them. */
+export async function refuseBeyondLimit(tx: WriteTx, table: "releases" | "jobs", environmentId: string, max: number, field: string, what: string): Promise<void> {
+  const row = await tx.trx.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).where("environment_id", "=", environmentId).executeTakeFirst();
+  if (Number(row?.n ?? 0) >= max) throw new DomainError("failed_precondition", `an environment holds at most ${max} ${what}; delete one first`, field);
 }

@@ -7,7 +7,7 @@ import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
 import type { StoredJobSpec } from "../kinds/job.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { syncEnvironmentObjects } from "./environment-objects.js";
+import { MAX_JOBS_PER_ENVIRONMENT, refuseBeyondLimit, syncEnvironmentObjects } from "./environment-objects.js";
 import { newId, objectK8sName, randomChars } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
@@ -28,6 +28,7 @@ export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobS
       jobId = existing.id;
       await tx.trx.updateTable("jobs").set({ spec: JSON.stringify(spec), updated_at: tx.now }).where("id", "=", existing.id).execute();
     } else {
+      await refuseBeyondLimit(tx, "jobs", env.environment.id, MAX_JOBS_PER_ENVIRONMENT, "spec.name", "jobs");
       jobId = newId("job");
       await tx.trx
         .insertInto("jobs")

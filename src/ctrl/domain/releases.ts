@@ -12,7 +12,7 @@ import type { Keyring } from "../secrets/keyring.js";
 import type { ReleaseObjectInput } from "../validate/release.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { dataKeyFor, releaseSecretAad, sealWith } from "./data-keys.js";
-import { syncEnvironmentObjects } from "./environment-objects.js";
+import { MAX_RELEASES_PER_ENVIRONMENT, refuseBeyondLimit, syncEnvironmentObjects } from "./environment-objects.js";
 import { newId } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
@@ -54,6 +54,7 @@ export async function applyRelease(
     const digest = dataKey ? createHmac("sha256", dataKey).update(canonical).digest("hex") : createHash("sha256").update(canonical).digest("hex");
     if (existing && existing.digest === digest) return false;
     const version = existing ? Number(existing.version) + 1 : 1;
+    if (!existing) await refuseBeyondLimit(tx, "releases", envId, MAX_RELEASES_PER_ENVIRONMENT, "name", "releases");
     if (existing) {
       await tx.trx.updateTable("releases").set({ version, digest, updated_at: tx.now }).where("id", "=", id).execute();
       await tx.trx.deleteFrom("release_objects").where("release_id", "=", id).execute();
