@@ -4,11 +4,14 @@ import { benchAgent } from "./agent.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
+import { benchReleases } from "./releases.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
+import { benchFaults } from "./faults.js";
+import { benchOutages } from "./outages.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -20,6 +23,9 @@ const benches: Record<string, () => Promise<void>> = {
   sentinel: benchSentinel,
   routing: benchRouting,
   cli: benchCli,
+  faults: benchFaults,
+  outages: benchOutages,
+  releases: benchReleases,
 };
 
 const wanted = process.argv.slice(2);

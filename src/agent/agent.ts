@@ -38,6 +38,8 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
+  /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
+  readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Local cluster only: where pod IPs are served on this machine ("10.S.0.0/16=127.S.0.0/16"). */
   readonly podAddressMap?: string;
   /** How often sentinel pods are asked what they serve (default 5 s). */
@@ -147,6 +149,7 @@ export class Agent {
         observeIntervalMs: cfg.sentinelObserveIntervalMs,
         podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,
       },
+      secretStore: cfg.secretStore,
     };
     for (const register of KINDS) register(this.manager, env, opts);
   }
@@ -222,6 +225,8 @@ export class Agent {
           build: buildLabel(),
           deploymentsVersion: cursorOf("deployments"),
           sentinelsVersion: cursorOf("sentinels"),
+          // Every controller's cursor, so ctrl can show how far this cluster is behind per kind.
+          cursors: this.manager.controllers.map((c) => ({ kind: c.name, version: c.cursor })),
         },
         { timeoutMs: this.#cfg.callTimeoutMs ?? 5_000 },
       );

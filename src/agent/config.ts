@@ -19,6 +19,10 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
+  /** Issue 16: the Secrets Store CSI provider of this cluster ("" or unset: none). */
+  secretStoreProvider?: string;
+  /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
+  secretStoreParameters?: string;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
 }
@@ -39,6 +43,8 @@ const envNames: Record<keyof AgentSettings, string> = {
   sentinelImage: "KRANE_SENTINEL_IMAGE",
   leaderElect: "KRANE_LEADER_ELECT",
   leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
+  secretStoreProvider: "KRANE_SECRET_STORE_PROVIDER",
+  secretStoreParameters: "KRANE_SECRET_STORE_PARAMETERS",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
 };
 
@@ -103,8 +109,18 @@ export function resolveAgentSettings(
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
     leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    secretStoreProvider: str("secretStoreProvider", false),
+    secretStoreParameters: str("secretStoreParameters", false),
     podAddressMap: str("podAddressMap", false),
   };
+  if (settings.secretStoreParameters !== undefined) {
+    try {
+      parseStoreParameters(settings.secretStoreParameters);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+    if (settings.secretStoreProvider === undefined) problems.push("secretStoreParameters needs secretStoreProvider");
+  }
   if (settings.podAddressMap !== undefined) {
     try {
       parseAddressMapping(settings.podAddressMap);
@@ -115,4 +131,17 @@ export function resolveAgentSettings(
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
   return problems.length > 0 ? { problems } : { settings, problems };
+}
+
+/** "k=v,k=v" → a map (the secret store's SecretProviderClass parameters). */
+export function parseStoreParameters(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const i = part.indexOf("=");
+    if (i <= 0) throw new Error(`secretStoreParameters: expected key=value, got "${part}"`);
+    const key = part.slice(0, i);
+    if (!/^[A-Za-z][A-Za-z0-9_.-]*$/.test(key) || key === "objects") throw new Error(`secretStoreParameters: "${key}" is not a parameter name (objects is krane's)`);
+    out[key] = part.slice(i + 1);
+  }
+  return out;
 }

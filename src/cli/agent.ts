@@ -16,6 +16,8 @@ interface AgentFlags {
   agentId?: string;
   logLevel?: string;
   sentinelImage?: string;
+  secretStoreProvider?: string;
+  secretStoreParameters?: string;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
   podAddressMap?: string;
@@ -39,11 +41,13 @@ export function registerAgentCommands(program: Command): void {
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
+    .option("--secret-store-provider <name>", "the Secrets Store CSI provider of this cluster (e.g. vault), for external secrets; env KRANE_SECRET_STORE_PROVIDER")
+    .option("--secret-store-parameters <k=v,...>", "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS")
     .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
-      const { parseConfigFile, resolveAgentSettings } = await import("../agent/config.js");
+      const { parseConfigFile, parseStoreParameters, resolveAgentSettings } = await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -60,6 +64,8 @@ export function registerAgentCommands(program: Command): void {
           agentId: flags.agentId,
           logLevel: flags.logLevel,
           sentinelImage: flags.sentinelImage,
+          secretStoreProvider: flags.secretStoreProvider,
+          secretStoreParameters: flags.secretStoreParameters,
           leaderElect: flags.leaderElect,
           leaderElectionNamespace: flags.leaderElectionNamespace,
           podAddressMap: flags.podAddressMap,
@@ -82,6 +88,7 @@ export function registerAgentCommands(program: Command): void {
         opsPort: settings.opsPort,
         agentId: settings.agentId,
         sentinelImage: settings.sentinelImage,
+        secretStore: settings.secretStoreProvider ? { provider: settings.secretStoreProvider, parameters: parseStoreParameters(settings.secretStoreParameters ?? "") } : undefined,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
         podAddressMap: settings.podAddressMap,
         log,

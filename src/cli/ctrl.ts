@@ -16,6 +16,13 @@ interface ServeFlags {
   outboxRetention?: string;
   poolSize?: string;
   logLevel?: string;
+  masterKeyFile?: string;
+  previousMasterKeyFile?: string[];
+  releaseAllowedKinds?: string;
+}
+
+function collectList(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
 }
 
 export function registerCtrlCommands(program: Command): void {
@@ -40,6 +47,12 @@ export function registerCtrlCommands(program: Command): void {
     .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
     .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .option(
+      "--master-key-file <file>",
+      "the master key that encrypts secrets at rest (32 random bytes, base64 or hex); env KRANE_MASTER_KEY_FILE, or the key itself in KRANE_MASTER_KEY. SQLite default: <database dir>/master-key, generated on first start",
+    )
+    .option("--previous-master-key-file <file>", "an older master key, still accepted to unwrap data keys during a rotation (repeatable); env KRANE_PREVIOUS_MASTER_KEY_FILES (comma-separated)", collectList, [])
+    .option("--release-allowed-kinds <list>", "kinds a release may hold, group/Kind comma-separated (default ConfigMap,Secret,Service,ServiceAccount,batch/Job,batch/CronJob,policy/PodDisruptionBudget,autoscaling/HorizontalPodAutoscaler); env KRANE_RELEASE_ALLOWED_KINDS")
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -56,6 +69,9 @@ export function registerCtrlCommands(program: Command): void {
         outboxRetention: flags.outboxRetention,
         poolSize: flags.poolSize,
         logLevel: flags.logLevel,
+        masterKeyFile: flags.masterKeyFile,
+        previousMasterKeyFiles: flags.previousMasterKeyFile && flags.previousMasterKeyFile.length > 0 ? flags.previousMasterKeyFile.join(",") : undefined,
+        releaseAllowedKinds: flags.releaseAllowedKinds,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -68,7 +84,11 @@ export function registerCtrlCommands(program: Command): void {
       if (settings.adminTokenSource === "flag") {
         log.warn("the admin token was given with --admin-token, which every user of this machine can read in the process list: use --admin-token-file or KRANE_ADMIN_TOKEN");
       }
+      const { loadKeyring } = await import("../ctrl/secrets/master-key.js");
+      const keyring = loadKeyring(settings.masterKey, (msg, file) => log.warn({ file }, msg));
       const running = await startCtrl({
+        keyring,
+        releaseKinds: settings.releaseKinds,
         databaseUrl: settings.databaseUrl,
         listen: settings.listen,
         opsListen: settings.opsListen,
@@ -92,5 +112,38 @@ export function registerCtrlCommands(program: Command): void {
         process.on("SIGINT", stop);
         process.on("SIGTERM", stop);
       });
+    });
+  ctrl
+    .command("rotate-key")
+    .description(
+      "Rewrap every environment's data key under the current master key (--master-key-file), unwrapping with --previous-master-key-file: a few rows in one transaction; secret values are not rewritten. Run ctrl with both keys during a rotation, then with the new one only.",
+    )
+    .option("--config <file>", "YAML config file, as for `ctrl serve`; env KRANE_CONFIG")
+    .option("--database <url>", "SQLite file path or postgres:// URL; env KRANE_DATABASE_URL")
+    .option("--master-key-file <file>", "the new (current) master key; env KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY")
+    .option("--previous-master-key-file <file>", "the key the data keys are wrapped with now (repeatable)", collectList, [])
+    .action(async (flags: { config?: string; database?: string; masterKeyFile?: string; previousMasterKeyFile: string[] }) => {
+      const { readFileSync } = await import("node:fs");
+      const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
+      const configPath = flags.config ?? process.env.KRANE_CONFIG;
+      const file = configPath ? parseCtrlConfigFile(readFileSync(configPath, "utf8")) : {};
+      const raw: RawSettings = {};
+      if (flags.database !== undefined) raw.database = flags.database;
+      if (flags.masterKeyFile !== undefined) raw.masterKeyFile = flags.masterKeyFile;
+      if (flags.previousMasterKeyFile.length > 0) raw.previousMasterKeyFiles = flags.previousMasterKeyFile.join(",");
+      const settings = resolveCtrlSettings(raw, process.env, file);
+      const [{ loadKeyring }, { Store }, { rotateDataKeys }] = await Promise.all([
+        import("../ctrl/secrets/master-key.js"),
+        import("../ctrl/db/store.js"),
+        import("../ctrl/domain/data-keys.js"),
+      ]);
+      const keyring = loadKeyring({ ...settings.masterKey, generateAt: undefined }, (msg, f) => console.error(`krane: ${msg} (${f})`));
+      const store = await Store.open({ url: settings.databaseUrl, poolSize: 2 });
+      try {
+        const { rewrapped, total } = await rotateDataKeys(store, keyring);
+        console.log(`rewrapped ${rewrapped} of ${total} data keys under master key ${keyring.currentId}`);
+      } finally {
+        await store.close();
+      }
     });
 }

@@ -3,6 +3,7 @@
 // changes only what is given, in one transaction.
 import type { Command } from "commander";
 import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.js";
+import { registerEnvironmentDelete } from "./deletion.js";
 import { collect, intArg, parseKeyValue, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
 
 interface EnvFlags extends ConnectionFlags {
@@ -70,6 +71,7 @@ function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailabl
 
 export function registerEnvCommands(program: Command): void {
   const env = program.command("env").description("environments of a project");
+  registerEnvironmentDelete(env);
   const envCreate = env
     .command("create <project/env>")
     .description("create an environment")
@@ -115,7 +117,9 @@ export function registerEnvCommands(program: Command): void {
   );
   withConnection(env.command("list <project>").description("list the environments of a project"), { workspace: true }).action(
     userAction(async (x, project: string) => {
-      const res = await x.ctrl.client(x.api.EnvironmentService).listEnvironments({ workspace: await x.ctrl.workspace(), project });
+      const workspace = await x.ctrl.workspace();
+      const envs = x.ctrl.client(x.api.EnvironmentService);
+      const res = await x.ctrl.allPages("environments", (pageToken) => envs.listEnvironments({ workspace, project, pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListEnvironmentsResponseSchema, res);
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], res.environments.map(envRow));
     }),

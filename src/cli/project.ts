@@ -1,9 +1,11 @@
 // `krane project create | list | get`: the projects of a workspace through ctrl's ProjectService.
 import type { Command } from "commander";
+import { registerProjectDelete } from "./deletion.js";
 import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
 
 export function registerProjectCommands(program: Command): void {
   const prj = program.command("project").description("projects of a workspace");
+  registerProjectDelete(prj);
   withConnection(prj.command("create <slug>").description("create a project").option("--name <name>", "display name"), { workspace: true }).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
       const { project } = await x.ctrl.client(x.api.ProjectService).createProject({ workspace: await x.ctrl.workspace(), slug, name: f.name ?? "" });
@@ -14,7 +16,9 @@ export function registerProjectCommands(program: Command): void {
   );
   withConnection(prj.command("list").description("list projects"), { workspace: true }).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.ProjectService).listProjects({ workspace: await x.ctrl.workspace() });
+      const workspace = await x.ctrl.workspace();
+      const projects = x.ctrl.client(x.api.ProjectService);
+      const res = await x.ctrl.allPages("projects", (pageToken) => projects.listProjects({ workspace, pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListProjectsResponseSchema, res);
       else x.printTable(["SLUG", "NAME", "ID"], res.projects.map((p) => [p.slug, p.name, p.id]));
     }),

@@ -1,9 +1,11 @@
 // `krane workspace create | list | get`: workspaces (tenants) through ctrl's WorkspaceService.
 import type { Command } from "commander";
+import { registerWorkspaceDelete } from "./deletion.js";
 import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
 
 export function registerWorkspaceCommands(program: Command): void {
   const ws = program.command("workspace").description("workspaces (tenants)");
+  registerWorkspaceDelete(ws);
   withConnection(ws.command("create <slug>").description("create a workspace").option("--name <name>", "display name")).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
       const { workspace } = await x.ctrl.client(x.api.WorkspaceService).createWorkspace({ slug, name: f.name ?? "" });
@@ -14,7 +16,8 @@ export function registerWorkspaceCommands(program: Command): void {
   );
   withConnection(ws.command("list").description("list workspaces")).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.WorkspaceService).listWorkspaces({});
+      const ws = x.ctrl.client(x.api.WorkspaceService);
+      const res = await x.ctrl.allPages("workspaces", (pageToken) => ws.listWorkspaces({ pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListWorkspacesResponseSchema, res);
       else x.printTable(["SLUG", "NAME", "NAMESPACE", "ID"], res.workspaces.map((w) => [w.slug, w.name, w.k8sNamespace, w.id]));
     }),

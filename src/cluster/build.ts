@@ -155,8 +155,34 @@ export const ROLLOUT_HARNESS_BUILD: GoBuildSpec = {
   coldEstimate: "seconds after the Kubernetes build, about 5 minutes alone",
 };
 
+/** The Secrets Store CSI driver's CRDs (issue 16), as its module ships them. */
+const SECRETS_STORE_CRDS = ["secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"];
+
+/**
+ * tools/secrets-store: no binary, only the Secrets Store CSI driver's SecretProviderClass CRD,
+ * copied from the pinned module (krane's external secrets are validated against it). Its own
+ * small spec, so adding it did not change the Kubernetes build's cache key.
+ */
+export const SECRETS_STORE_BUILD: GoBuildSpec = {
+  name: "secrets-store-crds",
+  title: "the Secrets Store CSI driver's CRDs",
+  moduleDir: fileURLToPath(new URL("../../tools/secrets-store/", import.meta.url)),
+  binaries: [],
+  tags: "",
+  ldflags: "",
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [SECRETS_STORE_CRDS.join()],
+  coldEstimate: "seconds",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const dir = await moduleDir("sigs.k8s.io/secrets-store-csi-driver");
+    for (const f of SECRETS_STORE_CRDS) await copyFile(join(dir, "config/crd/bases", f), join(out, "crds", f));
+    return SECRETS_STORE_CRDS.map((f) => `crds/${f}`);
+  },
+};
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, SECRETS_STORE_BUILD];
 
 export interface KubeAssets {
   dir: string;
@@ -264,7 +290,12 @@ export async function findGoBuild(spec: GoBuildSpec): Promise<string | undefined
 /** The cache directory of a finished build, if there is one; never builds. */
 export async function findKubeAssets(): Promise<KubeAssets | undefined> {
   const dir = await findGoBuild(KUBE_BUILD);
-  return dir === undefined ? undefined : kubeAssetsIn(dir);
+  const extra = await findGoBuild(SECRETS_STORE_BUILD);
+  return dir === undefined || extra === undefined ? undefined : withExtraCrds(kubeAssetsIn(dir), extra);
+}
+
+function withExtraCrds(assets: KubeAssets, secretsStoreDir: string): KubeAssets {
+  return { ...assets, crds: [...assets.crds, ...SECRETS_STORE_CRDS.map((f) => join(secretsStoreDir, "crds", f))] };
 }
 
 async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: string) => void): Promise<T> {
@@ -310,7 +341,8 @@ export async function ensureGoBuild(spec: GoBuildSpec, log: (line: string) => vo
  * cache does not hold a complete build (a cold build takes 6–8 minutes on 2 cores).
  */
 export async function ensureKubeAssets(log: (line: string) => void = () => {}): Promise<KubeAssets> {
-  return kubeAssetsIn(await ensureGoBuild(KUBE_BUILD, log));
+  const kube = kubeAssetsIn(await ensureGoBuild(KUBE_BUILD, log));
+  return withExtraCrds(kube, await ensureGoBuild(SECRETS_STORE_BUILD, log));
 }
 
 /** helm from tools/helm, built on first use. */

@@ -449,6 +449,9 @@ function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
       "disruption-controller",
       "node-lifecycle-controller",
       "endpointslice-controller",
+      // Issue 16: cron jobs (CronJob → Job → pods, which KWOK completes) and release Jobs.
+      "job-controller",
+      "cronjob-controller",
     ].join(","),
     "--service-account-private-key-file", join(pki, "sa.key"),
     "--root-ca-file", join(pki, "apiserver.crt"),

@@ -13,6 +13,8 @@ export const LABEL_ENVIRONMENT_ID = "krane.dev/environment-id";
 export const LABEL_DEPLOYMENT_ID = "krane.dev/deployment-id";
 export const LABEL_BUILD_ID = "krane.dev/build-id";
 export const LABEL_SENTINEL_ID = "krane.dev/sentinel-id";
+/** Issue 16: the cron job a CronJob (and its Jobs and pods) belongs to. */
+export const LABEL_JOB_ID = "krane.dev/job-id";
 export const MANAGED_BY = "krane";
 
 /** The value of LABEL_COMPONENT per kind of managed object. */
@@ -21,6 +23,10 @@ export const COMPONENT = {
   sentinel: "sentinel",
   /** The routing table (contracts/routing.ts). */
   routing: "routing",
+  /** Issue 16: an environment's cron jobs (CronJobs; their pods are labelled as deployment pods, see agent/jobs). */
+  job: "job",
+  /** Issue 16: objects of a release (contracts/releases.ts). */
+  release: "release",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 

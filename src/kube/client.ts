@@ -155,13 +155,13 @@ export class KubeClient {
     return { items, resourceVersion: rv };
   }
 
-  /** Server-side apply with krane's field manager; `force` takes over fields others set. */
-  async apply(r: ResourceType, obj: KubeObject, opts: { force?: boolean; signal?: AbortSignal } = {}): Promise<KubeObject> {
+  /** Server-side apply with krane's field manager (or `fieldManager`); `force` takes over fields others set. */
+  async apply(r: ResourceType, obj: KubeObject, opts: { force?: boolean; signal?: AbortSignal; fieldManager?: string } = {}): Promise<KubeObject> {
     this.#guard();
     const name = obj.metadata.name;
     if (!name) throw new Error("apply: object has no name");
     const body = await this.#request("apply", r, "PATCH", resourcePath(r, obj.metadata.namespace, name), {
-      query: { fieldManager: this.fieldManager, force: opts.force ?? true },
+      query: { fieldManager: opts.fieldManager ?? this.fieldManager, force: opts.force ?? true },
       body: { ...obj, apiVersion: apiVersionOf(r), kind: r.kind },
       contentType: "application/apply-patch+yaml",
       signal: opts.signal,
@@ -201,6 +201,20 @@ export class KubeClient {
       if (isNotFound(err)) return "not-found";
       throw err;
     }
+  }
+
+  /**
+   * Deletes every object of a collection in one namespace that matches a label selector
+   * (background propagation); for kinds the caller may delete but not list (Secrets).
+   */
+  async deleteCollection(r: ResourceType, namespace: string, labelSelector: string, signal?: AbortSignal): Promise<void> {
+    this.#guard();
+    await this.#request("delete", r, "DELETE", resourcePath(r, namespace), {
+      query: { labelSelector },
+      body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: "Background" },
+      contentType: "application/json",
+      signal,
+    });
   }
 
   /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
@@ -318,6 +332,7 @@ export class KubeClient {
         req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
       }
       req.on("error", reject);
+      if (streaming) req.once("socket", guardSocket);
       if (body !== undefined) req.write(body);
       req.end();
     });
@@ -364,6 +379,20 @@ export class KubeClient {
     this.#watchAgent ??= isHttps ? new https.Agent({ ...o, keepAlive: true }) : new http.Agent({ keepAlive: true });
     return this.#watchAgent;
   }
+}
+
+/**
+ * A watch aborted from its own event callback once the whole answer has arrived (the informer
+ * does so on a 410 ERROR event, which kube-apiserver sends as a complete answer) makes Node
+ * destroy the kept-alive socket with an AbortError no request listens for any more: without a
+ * listener that is an uncaught exception, which would end the agent. The request and its answer
+ * still see every error; this only keeps the socket's from escaping. Once per socket.
+ */
+const guardedSockets = new WeakSet<object>();
+function guardSocket(socket: { on(event: "error", listener: () => void): unknown }): void {
+  if (guardedSockets.has(socket)) return;
+  guardedSockets.add(socket);
+  socket.on("error", () => undefined);
 }
 
 /**

@@ -21,6 +21,16 @@ export const resources = {
   clusterRoleBindings: { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false },
   roles: { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", namespaced: true },
   roleBindings: { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", namespaced: true },
+  secrets: { group: "", version: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  jobs: { group: "batch", version: "v1", kind: "Job", plural: "jobs", namespaced: true },
+  cronJobs: { group: "batch", version: "v1", kind: "CronJob", plural: "cronjobs", namespaced: true },
+  secretProviderClasses: {
+    group: "secrets-store.csi.x-k8s.io",
+    version: "v1",
+    kind: "SecretProviderClass",
+    plural: "secretproviderclasses",
+    namespaced: true,
+  },
   ciliumNetworkPolicies: {
     group: "cilium.io",
     version: "v2",

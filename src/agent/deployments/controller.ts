@@ -4,7 +4,8 @@
 //   watches   Pods (an event re-reports the deployment's instance set)
 //   reads     Nodes (the zone of an instance)
 // Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
-// each only when the cache shows it differs. Status: the deployment's full instance set.
+// each only when the cache shows it differs; a scale-up first waits for the environment's
+// pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
 import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -18,11 +19,13 @@ import {
 import { ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
-import { resources } from "../../kube/resources.js";
-import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { resourceOf, resources } from "../../kube/resources.js";
+import { controller, labelIndex, NotYet, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
-import { renderDeployment } from "./render.js";
+import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
+import { deploymentLabels, renderDeployment } from "./render.js";
+import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
@@ -35,15 +38,52 @@ export function deploymentKeyOf(obj: KubeObject): string | undefined {
   return labels?.[LABEL_COMPONENT] === COMPONENT.deployment ? labels[LABEL_DEPLOYMENT_ID] : undefined;
 }
 
-export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDeclaration {
+export function deploymentsController({ region, ctrl, secretStore }: KindEnv): DeploymentDeclaration {
   const zoneOf = (ctx: Ctx) => (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
   // Namespaces are shared and never deleted by an agent; once created they are assumed present
   // (a failed apply checks again). Keys of one namespace reconciled at once share one create.
   const ensuredNamespaces = new Map<string, Promise<unknown>>();
+  // Scale-ups waiting for their siblings' scale-downs (order.ts): key → since when.
+  const waiting = new Map<string, number>();
+  const replicasOf = (rs: KubeObject | undefined): number | undefined => {
+    const r = (rs?.spec as { replicas?: unknown } | undefined)?.replicas;
+    return typeof r === "number" ? r : undefined;
+  };
+  /** Throws NotYet while a scale-up of `d` must wait for an environment sibling to shrink. */
+  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): void => {
+    const key = d.deploymentId;
+    const siblings: Sibling[] = [];
+    for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), d.environmentId)) {
+      const k = deploymentKeyOf(rs);
+      if (k === undefined || k === key) continue;
+      siblings.push({ key: k, liveReplicas: replicasOf(rs) ?? 0, desiredReplicas: ctx.desiredOf(k)?.replicas });
+    }
+    const blockers = scaleDownsFirst(key, d.replicas, replicasOf(ctx.primaryOf(key)), siblings);
+    const since = waiting.get(key);
+    if (blockers.length === 0 || (since !== undefined && Date.now() - since > SCALE_UP_WAIT_MS)) {
+      waiting.delete(key);
+      return;
+    }
+    if (since === undefined) waiting.set(key, Date.now());
+    throw new NotYet(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
+  };
   const report = (change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"]): ReportDeploymentStatusRequest =>
     create(ReportDeploymentStatusRequestSchema, { region, change });
 
-  return controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>("deployments")
+  // Issue 16: the revisions' Secrets this process created or found (the agent cannot read
+  // Secrets: a create that answers "exists" is how it finds one). Values are fetched from ctrl
+  // only to create a Secret, and never kept.
+  const createdSecrets = new Set<string>();
+  const ensureSecret = async (d: ApplyDeployment, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+    const s = d.secrets;
+    if (!s || s.keys.length === 0) return;
+    const id = `${d.k8sNamespace}/${s.secretName}`;
+    if (createdSecrets.has(id)) return;
+    const { values } = await ctrl.getSecretValues({ region, owner: { case: "deploymentId", value: d.deploymentId } }, { signal, timeoutMs: 10_000 });
+    await ctx.kube.create(resources.secrets, renderSecret(s, d.k8sNamespace, deploymentLabels(d, region), values), signal);
+    createdSecrets.add(id);
+  };
+  const builder = controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>("deployments")
     .protocol(
       kstateProtocol({
         keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
@@ -56,6 +96,8 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
         equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
       }),
     )
+    // Issue 16: a revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
+    .ownedBy(LABEL_DEPLOYMENT_ID)
     .owns(resources.replicaSets, {
       keyOf: deploymentKeyOf,
       // The report names the ReplicaSet; a change of its spec (replicas) changes no instance.
@@ -65,9 +107,11 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
         k8sNamespace: obj.metadata.namespace ?? "",
         k8sName: obj.metadata.name ?? "",
         deploymentId: obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "",
+        secretName: secretNameOfReplicaSet(obj),
       }),
       labelIndexes: [LABEL_ENVIRONMENT_ID],
     })
+    .renders(resources.configMaps, { keysOf: (cm) => oneKey(deploymentKeyOf(cm)) })
     .renders(resources.ciliumNetworkPolicies, {
       // A policy event concerns the deployments of its environment.
       keysOf: function* (cnp, ctx) {
@@ -90,26 +134,40 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
       },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
     })
-    .reads(resources.nodes, { selector: ZONE_LABEL })
+    .reads(resources.nodes, { selector: ZONE_LABEL });
+  // External secrets only where this cluster has a store: the SecretProviderClass CRD exists only there.
+  if (secretStore) builder.renders(resources.secretProviderClasses, { keysOf: (spc) => oneKey(deploymentKeyOf(spc)) });
+  return builder
     .reconciler({
-      validate: (d) => validateApplyDeployment(d, region),
+      validate: (d) => validateApplyDeployment(d, region, secretStore !== undefined),
       validateDelete: validateDeleteDeployment,
       render: (d) => {
         const r = renderDeployment(d, region);
-        // The network policy first: pods must never run without their ingress fence.
-        return [r.networkPolicy, r.replicaSet];
+        const labels = deploymentLabels(d, region);
+        const settings: KubeObject[] = [];
+        if (d.config && d.config.values.length > 0) settings.push(renderConfigMap(d.config, d.k8sNamespace, labels));
+        if (secretStore && d.externalSecrets && d.externalSecrets.secrets.length > 0) {
+          settings.push(renderSecretProviderClass(d.externalSecrets, secretStore, d.k8sNamespace, labels));
+        }
+        // The network policy first: pods must never run without their ingress fence; then what
+        // the pods read; the ReplicaSet last.
+        return [r.networkPolicy, ...settings, r.replicaSet];
       },
 
       async apply(d, rendered, ctx, signal) {
+        holdScaleUp(d, ctx);
         try {
           let ns = ensuredNamespaces.get(d.k8sNamespace);
           if (!ns) ensuredNamespaces.set(d.k8sNamespace, (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)));
           await ns;
           for (const obj of rendered) {
+            // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
+            if (obj.kind === "ReplicaSet") await ensureSecret(d, ctx, signal);
             // Objects shared by an environment's deployments are applied only when they differ
             // (and once, when several of its deployments find them missing at the same time).
             if (ctx.isCurrent(obj)) continue;
-            const r = obj.kind === "CiliumNetworkPolicy" ? resources.ciliumNetworkPolicies : resources.replicaSets;
+            const r = resourceOf(obj);
+            if (!r) throw new Error(`deployment ${d.deploymentId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
             await ctx.apply(r, obj, signal);
           }
         } catch (err) {
@@ -119,8 +177,16 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
         }
       },
 
-      async remove(_key, ref, ctx, signal) {
+      async remove(key, ref, ctx, signal) {
+        waiting.delete(key);
         await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
+        // The revision's Secret by name (the agent cannot list Secrets); its ConfigMap and
+        // SecretProviderClass carry its id and are pruned by the runtime right after.
+        const secret = ref.secretName !== "" ? ref.secretName : secretNameOfReplicaSet(ctx.primaryOf(ref.deploymentId) ?? { metadata: {} });
+        if (secret !== "") {
+          await ctx.kube.delete(resources.secrets, ref.k8sNamespace, secret, signal);
+          createdSecrets.delete(`${ref.k8sNamespace}/${secret}`);
+        }
         // The environment's network policy stays while any deployment of the environment may
         // still need it; collectGarbage removes it once none is left.
       },

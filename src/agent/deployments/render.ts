@@ -24,6 +24,7 @@ import {
   workspaceNamespaceLabels,
 } from "../../contracts/labels.js";
 import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS, SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
+import { settingsPodParts } from "./settings.js";
 
 export const COMPONENT = COMPONENTS.deployment;
 export const CONTAINER_NAME = "app";
@@ -188,6 +189,10 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
   };
   if (d.command.length > 0) container.command = [...d.command];
   if (d.args.length > 0) container.args = [...d.args];
+  // Issue 16: the revision's configuration and secrets (./settings.ts), as environment variables.
+  const settings = settingsPodParts(d);
+  if (settings.envFrom.length > 0) container.envFrom = settings.envFrom;
+  if (settings.volumeMounts.length > 0) container.volumeMounts = settings.volumeMounts;
   const p = probe(d);
   if (p) {
     container.readinessProbe = p;
@@ -226,6 +231,7 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
           },
         },
         containers: [container],
+        ...(settings.volumes.length > 0 ? { volumes: settings.volumes } : {}),
       },
     },
   };

@@ -57,6 +57,8 @@ export interface KindContext<D> {
    * request.
    */
   apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject>;
+  /** Queues a key (for caches a kind keeps itself, e.g. the release kind's per-kind caches). */
+  enqueue(key: string): void;
 }
 
 /** A status report for one key. */
@@ -89,10 +91,30 @@ export interface Reconciler<D, Del, R> {
   /** Extra garbage collection after a resync pass (objects shared between keys). */
   collectGarbage?(ctx: KindContext<D>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
   /**
+   * The cache of an object whose kind the declaration does not list (a kind that keeps caches of
+   * its own, e.g. per kind a release applies), for drift checks; undefined: not compared.
+   */
+  cacheFor?(obj: KubeObject): Informer | undefined;
+
+  /**
    * A loop of the kind's own that runs while the controller runs (e.g. reading what the kind's
    * pods say about themselves); `requeue(key)` makes the key reconcile (and report) again.
    */
   observe?(ctx: KindContext<D>, signal: AbortSignal, requeue: (key: string) => void): Promise<void>;
+}
+
+/**
+ * Thrown by a reconciler's apply when the key must wait for others (e.g. a scale-up until its
+ * siblings' scale-downs are applied): the key is reconciled again after `afterMs`, without an
+ * error being logged or counted against its backoff.
+ */
+export class NotYet extends Error {
+  constructor(
+    readonly afterMs: number,
+    reason: string,
+  ) {
+    super(reason);
+  }
 }
 
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
@@ -368,6 +390,12 @@ export class Controller<Msg, D, Del, R> {
       activeKeys: () => this.#desired.activeKeys(),
       isCurrent: (obj) => this.#liveDrift(obj, this.#cacheFor(obj)) === undefined,
       apply: (r, obj, signal) => this.#apply(r, obj, signal),
+      // An event of a cache the kind keeps itself may change what the key reports.
+      enqueue: (key) => {
+        if (!this.#started) return;
+        this.#statusClean.delete(key);
+        this.#queue.add(key);
+      },
     };
   }
 
@@ -681,6 +709,10 @@ export class Controller<Msg, D, Del, R> {
       return Result.done;
     } catch (err) {
       if (signal.aborted) return Result.done;
+      if (err instanceof NotYet) {
+        this.#m.reconciles.inc({ ...labels, result: "deferred" });
+        return Result.requeueAfter(err.afterMs);
+      }
       if (isPermanentKubeError(err)) {
         const reason = err instanceof Error ? err.message : String(err);
         this.#m.reconciles.inc({ ...labels, result: "terminal" });
@@ -777,7 +809,7 @@ export class Controller<Msg, D, Del, R> {
 
   #cacheFor(obj: KubeObject): Informer | undefined {
     const group = (obj.apiVersion ?? "").includes("/") ? (obj.apiVersion ?? "").split("/")[0] ?? "" : "";
-    return this.#renderedCaches.get(renderedId(obj.kind ?? "", group));
+    return this.#renderedCaches.get(renderedId(obj.kind ?? "", group)) ?? this.#decl.reconciler.cacheFor?.(obj);
   }
 
   #primaryOf(key: string): KubeObject | undefined {

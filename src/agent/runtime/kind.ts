@@ -24,6 +24,8 @@ export interface KindEnv {
   readonly ctrl: ClusterClient;
   /** What a sentinel runs when its environment names no image of its own. */
   readonly sentinel: SentinelDefaults;
+  /** Issue 16: this cluster's Secrets Store CSI provider, for external secrets (absent: none). */
+  readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
 }
 
 /** A kind ready to be added to a manager (its message types stay inside). */

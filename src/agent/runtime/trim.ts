@@ -12,7 +12,8 @@
 //         first container's ports and limits, nodeName, labels;
 //   Node: the zone label (deployments/status.ts, endpoints);
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
-//   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts).
+//   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
+//   CronJob, Job: drift, and status (last schedule, start, completion, result) for cron job runs (jobs/).
 //
 // Strings repeat across thousands of cached objects (label values, images, env names, node
 // names, condition types, timestamps of pods started in the same second): every kept string
@@ -153,6 +154,7 @@ function trimRendered(keepStatus: boolean): (o: KubeObject) => KubeObject {
 export function trimFor(r: ResourceType): (o: KubeObject) => KubeObject {
   if (r.group === "" && r.kind === "Pod") return trimPod;
   if (r.group === "" && r.kind === "Node") return trimNode;
-  // Deployment status carries availableReplicas (sentinel health); the others' status is unread.
-  return trimRendered(r.group === "apps" && r.kind === "Deployment");
+  // Deployment status carries availableReplicas (sentinel health); Job and CronJob status the
+  // runs a cron job reports (agent/jobs); the others' status is unread.
+  return trimRendered((r.group === "apps" && r.kind === "Deployment") || (r.group === "batch" && (r.kind === "Job" || r.kind === "CronJob")));
 }

@@ -11,6 +11,10 @@ import { readDesired } from "../db/outbox.js";
 import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { recordHeartbeat } from "../domain/clusters.js";
+import { confirmDeletion } from "../domain/deletion.js";
+import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
+import { invalidArgument } from "../errors.js";
+import type { Keyring } from "../secrets/keyring.js";
 import type { ClusterServiceMethods, Kind, KindHandlers, ReportSubject } from "../kinds/kind.js";
 import { KINDS } from "../kinds/registry.js";
 import { desiredState, encodingOf, streamState } from "../kinds/wire.js";
@@ -35,6 +39,10 @@ export interface ClusterServiceDeps {
   onReport?: (kind: KindName, region: string, subject: ReportSubject) => void;
   /** The kinds served (default: every registered kind). */
   kinds?: readonly Kind[];
+  /** Opens sealed secrets for GetSecretValues (absent: the method answers failed_precondition). */
+  keyring?: Keyring;
+  /** Told when an agent confirmed a pending deletion of an environment's object (issue 16). */
+  onDeletionConfirmed?: (environmentId: string) => void;
 }
 
 function cursorOf(v: bigint): number {
@@ -88,12 +96,46 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       const report = validate();
       await kind.recordReport(store, region, report);
       deps.onReport?.(kind.name, region, kind.subject(report));
+      // Issue 16: a delete report ends that object's pending deletion, whatever the kind.
+      const deleted = kind.confirmsDeletion ? kind.confirmsDeletion(report) : (report as { type?: unknown }).type === "delete";
+      if (deleted) {
+        const env = await confirmDeletion(store.db, kind.name, region, kind.subject(report).id);
+        if (env !== undefined) deps.onDeletionConfirmed?.(env);
+      }
     },
   };
 }
 
 export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
   const impl: ClusterServiceMethods = {
+    async getSecretValues(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      if (!deps.keyring) throw new ConnectError("this ctrl has no master key for secrets", Code.FailedPrecondition);
+      const o = req.owner;
+      if (o.case === "releaseVersion") {
+        const id = rules.id("release_version.release_id", o.value.releaseId, "rel");
+        const version = rules.intRange("release_version.version", o.value.version, 1, Number.MAX_SAFE_INTEGER);
+        const objects = await releaseSecretValues(deps.store.db, deps.keyring, region, id, version);
+        return { releaseObjects: objects.map((x) => ({ objectId: x.objectId, values: x.values.map((v) => ({ key: v.key, value: v.value })) })) };
+      }
+      const owner: SecretOwner =
+        o.case === "deploymentId"
+          ? { type: "deployment", id: rules.id("deployment_id", o.value, "dep") }
+          : o.case === "jobId"
+            ? { type: "job", id: rules.id("job_id", o.value, "job") }
+            : o.case === "releaseObject"
+              ? {
+                  type: "release",
+                  id: rules.id("release_object.release_id", o.value.releaseId, "rel"),
+                  version: rules.intRange("release_object.version", o.value.version, 1, Number.MAX_SAFE_INTEGER),
+                  objectId: rules.text("release_object.object_id", o.value.objectId, 600, true),
+                }
+              : (() => {
+                  throw invalidArgument("owner", "is required (deployment_id, job_id, release_object or release_version)");
+                })();
+      const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
+      return { values: values.map((v) => ({ key: v.key, value: v.value })) };
+    },
     async heartbeat(req, ctx) {
       agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);

@@ -35,8 +35,8 @@ export interface Connection {
  * transaction (how and when is the dialect's business).
  */
 export interface OutboxWriter {
-  /** Sets the desired state of one object in one region (create or replace). */
-  put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null): Promise<void>;
+  /** Sets the desired state of one object in one region (create or replace), with the environment it belongs to. */
+  put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void>;
   /** Removes an object from a region's desired state; streams the delete only if it was desired. */
   remove(region: string, kind: KindName, objectId: string, payload: Uint8Array): Promise<boolean>;
   /** Called last in the transaction; one poke per stream touched, for this process once committed. */

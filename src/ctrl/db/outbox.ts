@@ -44,10 +44,12 @@ export class WriteTx {
 
   /**
    * Sets the desired state of one object in one region (create or replace): its encoded Apply
-   * message and, for kinds sized per region, its desired replicas (null otherwise).
+   * message, for kinds sized per region its desired replicas (null otherwise), and the
+   * environment it belongs to (deleting the environment finds it by that; null keeps the one
+   * stored, and ../domain/deletion.ts falls back to the payload's environment_id field).
    */
-  putDesired(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null = null): Promise<void> {
-    return this.outbox.put(region, kind, objectId, payload, replicas);
+  putDesired(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null = null, environmentId: string | null = null): Promise<void> {
+    return this.outbox.put(region, kind, objectId, payload, replicas, environmentId);
   }
 
   /**

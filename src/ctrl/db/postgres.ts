@@ -51,12 +51,14 @@ class PgOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null): Promise<void> {
+  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
     const bytes = toBuffer(payload);
     await sql`
       WITH put AS (
-        INSERT INTO desired_objects (region, kind, object_id, payload, replicas) VALUES (${region}, ${kind}, ${objectId}, ${bytes}, ${replicas}::integer)
-        ON CONFLICT (region, kind, object_id) DO UPDATE SET payload = excluded.payload, replicas = excluded.replicas
+        INSERT INTO desired_objects (region, kind, object_id, payload, replicas, environment_id)
+        VALUES (${region}, ${kind}, ${objectId}, ${bytes}, ${replicas}::integer, ${environmentId}::text)
+        ON CONFLICT (region, kind, object_id) DO UPDATE SET payload = excluded.payload, replicas = excluded.replicas,
+          environment_id = coalesce(excluded.environment_id, desired_objects.environment_id)
       )
       INSERT INTO outbox_staging (kind, region, seq, head, object_id, op, payload, created_at)
       VALUES (${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, ${objectId}, 'apply', ${bytes}, ${this.now}::bigint)`.execute(this.trx);
@@ -92,6 +94,14 @@ class PgOutbox implements OutboxWriter {
   }
 }
 
+/**
+ * How long a query waits for a connection of the pool (or for a new connection to open). Without
+ * it a full pool keeps callers waiting until their 30 s deadline; with it they are answered
+ * resource_exhausted ("no free connection in ctrl's pool", server/dependency-errors.ts) after a
+ * few seconds, which clients retry with backoff.
+ */
+export const POOL_WAIT_MS = 5_000;
+
 /** serialization_failure, deadlock_detected */
 const RETRYABLE_CODES = new Set(["40001", "40P01"]);
 
@@ -104,9 +114,13 @@ export const postgresDialect: Dialect = {
     const poolSize = config.poolSize ?? 10;
     // `min` keeps the pool's connections open once made, so a burst of writes after a quiet
     // spell does not pay for new backends.
-    const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, types: pgTypes() });
+    const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, connectionTimeoutMillis: POOL_WAIT_MS, types: pgTypes() });
     // An idle client's error (e.g. the server restarted) must not crash the process.
     pool.on("error", () => undefined);
+    // Nor a checked-out one's: the pool listens only while a client is idle, and a client in use
+    // (in a transaction, between statements) emits the server's "terminating connection" as an
+    // 'error' event; its queries are failed all the same, which is how the caller learns of it.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,

@@ -24,6 +24,8 @@ export interface WorkspacesTable {
   name: string;
   k8s_namespace: string;
   created_at: number;
+  /** Migration 0009: when its deletion was requested; null while it lives. */
+  deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ProjectsTable {
@@ -32,6 +34,8 @@ export interface ProjectsTable {
   slug: string;
   name: string;
   created_at: number;
+  /** Migration 0009: when its deletion was requested; null while it lives. */
+  deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface EnvironmentsTable {
@@ -62,6 +66,8 @@ export interface EnvironmentsTable {
   routing_weights: ColumnType<string, string | undefined, string>;
   /** Migration 0007: grows with every change of the routing policy. */
   routing_version: ColumnType<number, number | undefined, number>;
+  /** Migration 0009: when its deletion was requested; null while it lives. */
+  deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface EnvironmentRegionsTable {
@@ -87,6 +93,16 @@ export interface DeploymentsTable {
   health_check: string | null;
   build_id: string;
   created_at: number;
+  /** Migration 0009: the revision's configuration, a JSON list of {name, value}; null: none. */
+  config: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0009: the revision's secrets, one AES-256-GCM ciphertext of a JSON map; null: none. */
+  secrets: ColumnType<Uint8Array | null, Uint8Array | null | undefined, Uint8Array | null>;
+  /** Migration 0009: the keys of `secrets` (JSON list), so rendering needs no decryption. */
+  secret_keys: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0009: a keyed digest of the secrets' content, part of the Secret's name. */
+  secrets_digest: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0009: external secret references, a JSON list of {key, path}; null: none. */
+  external_secrets: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface SentinelsTable {
@@ -119,6 +135,11 @@ export interface DesiredObjectsTable {
    * replicas are not per region (sentinels: environments.sentinel_replicas).
    */
   replicas: ColumnType<number | null, number | null | undefined, number | null>;
+  /**
+   * Migration 0009: the environment the object belongs to (deleting an environment finds every
+   * kind's objects by it); null for rows written without one.
+   */
+  environment_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Every change to desired_objects, versioned per (region, kind); streams read from here. */
@@ -171,6 +192,31 @@ export interface ApiTokensTable {
 export interface RevokedTokensTable {
   token_hash: string;
   revoked_at: number;
+}
+
+/** Migration 0010_a: the Idempotency-Key of each call that changed something (server/idempotency.ts). */
+export interface IdempotencyKeysTable {
+  /** Whose key: the caller (e.g. "user:tok_…"). */
+  scope: string;
+  /** "Service/Method". */
+  method: string;
+  idempotency_key: string;
+  /** SHA-256 of the encoded request: a different request under the same key is refused. */
+  request_digest: string;
+  created_at: number;
+  /** The ctrl process that claimed the key (a random id per process start). */
+  owner: string;
+  /** The encrypted answer; null until the call answered (or when it never could). */
+  answer: ColumnType<Uint8Array | null, Uint8Array | null | undefined, Uint8Array | null>;
+  answered_at: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+/** Migration 0010_b: each stream's cursor as the cluster's agent last reported it. */
+export interface ClusterCursorsTable {
+  cluster_id: string;
+  kind: string;
+  version: number;
+  reported_at: number;
 }
 
 export interface InstancesTable {
@@ -242,6 +288,134 @@ export interface RolloutEventsTable {
   message: string;
 }
 
+// ---------------------------------------------------------------- issue 16 (migration 0009)
+
+/** The plain configuration new revisions of an environment get. */
+export interface EnvironmentConfigTable {
+  environment_id: string;
+  key: string;
+  value: string;
+  updated_at: number;
+}
+
+/** The secrets new revisions get: a value's ciphertext (never the value) or an external path. */
+export interface EnvironmentSecretsTable {
+  environment_id: string;
+  key: string;
+  /** "value" or "external". */
+  source: string;
+  ciphertext: Uint8Array | null;
+  external_path: string | null;
+  updated_at: number;
+}
+
+/** An environment's data key, wrapped by the master key `master_key_id`. */
+export interface DataKeysTable {
+  id: string;
+  environment_id: string;
+  wrapped: Uint8Array;
+  master_key_id: string;
+  created_at: number;
+  rotated_at: number | null;
+}
+
+export interface ReleasesTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  name: string;
+  version: number;
+  /** sha256 of the current version's objects: an identical apply makes no new version. */
+  digest: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The objects of a release's current version, in order. */
+export interface ReleaseObjectsTable {
+  release_id: string;
+  object_id: string;
+  seq: number;
+  api_group: string;
+  api_version: string;
+  kind: string;
+  name: string;
+  /** JSON, krane's labels added; a sealed Secret's data removed. */
+  manifest: string;
+  /** A Secret's data (JSON map of base64 values), encrypted; null for other objects. */
+  sealed: Uint8Array | null;
+}
+
+/** Every kind a release ever had. */
+export interface ReleaseKindsTable {
+  release_id: string;
+  api_group: string;
+  api_version: string;
+  kind: string;
+}
+
+export interface ReleaseStatusTable {
+  release_id: string;
+  region: string;
+  observed_version: number;
+  /** JSON list of the reported object statuses. */
+  objects: string;
+  rejected_reason: string | null;
+  reported_at: number;
+}
+
+export interface JobsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  name: string;
+  k8s_name: string;
+  /** JSON of the validated job spec. */
+  spec: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface JobStatusTable {
+  job_id: string;
+  region: string;
+  /** JSON list of runs, newest first. */
+  runs: string;
+  last_schedule: number;
+  rejected_reason: string | null;
+  reported_at: number;
+}
+
+/** A deletion in progress (an environment, project or workspace id). */
+export interface DeletionsTable {
+  id: string;
+  scope: string;
+  requested_at: number;
+  /** JSON list of regions an operator forced past ("*": all). */
+  forced_regions: string;
+}
+
+/** An object whose deletion a region's agent has not confirmed yet. */
+export interface PendingDeletionsTable {
+  environment_id: string;
+  region: string;
+  kind: KindName;
+  object_id: string;
+  requested_at: number;
+}
+
+export interface AuditLogTable {
+  id: string;
+  at: number;
+  actor: string;
+  action: string;
+  target_id: string;
+  /** JSON. */
+  detail: string;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -256,11 +430,25 @@ export interface Database {
   clusters: ClustersTable;
   api_tokens: ApiTokensTable;
   revoked_tokens: RevokedTokensTable;
+  idempotency_keys: IdempotencyKeysTable;
+  cluster_cursors: ClusterCursorsTable;
   instances: InstancesTable;
   deployment_reports: DeploymentReportsTable;
   rollouts: RolloutsTable;
   rollout_revisions: RolloutRevisionsTable;
   rollout_events: RolloutEventsTable;
+  environment_config: EnvironmentConfigTable;
+  environment_secrets: EnvironmentSecretsTable;
+  data_keys: DataKeysTable;
+  releases: ReleasesTable;
+  release_objects: ReleaseObjectsTable;
+  release_kinds: ReleaseKindsTable;
+  release_status: ReleaseStatusTable;
+  jobs: JobsTable;
+  job_status: JobStatusTable;
+  deletions: DeletionsTable;
+  pending_deletions: PendingDeletionsTable;
+  audit_log: AuditLogTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -271,6 +459,8 @@ export type SentinelRow = Selectable<SentinelsTable>;
 export type ClusterRow = Selectable<ClustersTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type OutboxRow = Selectable<OutboxTable>;
+export type ReleaseRow = Selectable<ReleasesTable>;
+export type JobRow = Selectable<JobsTable>;
 export type NewOutboxRow = Insertable<OutboxTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */

@@ -49,12 +49,18 @@ class SqliteOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null): Promise<void> {
+  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
     const bytes = toBuffer(payload);
     await this.trx
       .insertInto("desired_objects")
-      .values({ region, kind, object_id: objectId, payload: bytes, replicas })
-      .onConflict((oc) => oc.columns(["region", "kind", "object_id"]).doUpdateSet({ payload: bytes, replicas }))
+      .values({ region, kind, object_id: objectId, payload: bytes, replicas, environment_id: environmentId })
+      .onConflict((oc) =>
+        oc.columns(["region", "kind", "object_id"]).doUpdateSet((eb) => ({
+          payload: bytes,
+          replicas,
+          environment_id: eb.fn.coalesce(eb.val(environmentId), eb.ref("desired_objects.environment_id")),
+        })),
+      )
       .execute();
     this.pending.push({ region, kind, objectId, op: "apply", payload });
   }

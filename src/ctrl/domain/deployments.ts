@@ -14,7 +14,9 @@ import { notFound } from "../errors.js";
 import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
 import type { NewDeployment } from "../validate/types.js";
 import { lockEnvironment } from "./environments.js";
+import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
@@ -34,7 +36,7 @@ export async function loadDeploymentContext(db: Reader, deploymentId: string): P
  * ReplicaSet; removing the revision from the region is `removeFromRegion`.
  */
 export async function setDesiredReplicas(tx: WriteTx, ctx: DeploymentContext, region: string, replicas: number): Promise<void> {
-  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas);
+  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas, ctx.environment.id);
 }
 
 /** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
@@ -45,46 +47,56 @@ export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, regi
 export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
   return store.write(async (tx) => {
     const envCtx: EnvironmentContext = await findEnvironment(tx.trx, input);
-    // Bumping last_revision locks the environment row, so concurrent deploys of one environment
-    // get distinct, ordered revisions.
-    const bumped = await tx.trx
-      .updateTable("environments")
-      .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
-      .where("id", "=", envCtx.environment.id)
-      .returning("last_revision")
-      .executeTakeFirstOrThrow();
-    const revision = Number(bumped.last_revision);
-    if (input.replicas !== null) {
-      await tx.trx
-        .updateTable("environment_regions")
-        .set({ replicas: input.replicas })
-        .where("environment_id", "=", envCtx.environment.id)
-        .execute();
-    }
-    const deployment: DeploymentRow = {
-      id: newId("dep"),
-      workspace_id: envCtx.workspace.id,
-      project_id: envCtx.project.id,
-      environment_id: envCtx.environment.id,
-      revision,
-      k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
-      image: input.image,
-      command: JSON.stringify(input.command),
-      args: JSON.stringify(input.args),
-      port: input.port,
-      env: JSON.stringify(input.env),
-      cpu_millicores: input.cpuMillicores,
-      memory_mib: input.memoryMib,
-      health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
-      build_id: input.buildId,
-      created_at: tx.now,
-    };
-    await tx.trx.insertInto("deployments").values(deployment).execute();
-    const ctx: DeploymentContext = { ...envCtx, deployment };
-    // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
-    // region and sizes it and the older revisions step by step.
-    return ctx;
+    return insertDeployment(tx, envCtx, input);
   });
+}
+
+/**
+ * Adds a revision to an environment inside the caller's transaction: the next revision number,
+ * and a copy of the environment's current configuration and secrets (./settings.ts), which the
+ * revision keeps whatever changes later.
+ */
+export async function insertDeployment(tx: WriteTx, envCtx: EnvironmentContext, input: Omit<NewDeployment, "workspace" | "project" | "environment">): Promise<DeploymentContext> {
+  // Bumping last_revision locks the environment row, so concurrent deploys of one environment
+  // get distinct, ordered revisions.
+  const bumped = await tx.trx
+    .updateTable("environments")
+    .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
+    .where("id", "=", envCtx.environment.id)
+    .returning("last_revision")
+    .executeTakeFirstOrThrow();
+  const revision = Number(bumped.last_revision);
+  if (input.replicas !== null) {
+    await tx.trx
+      .updateTable("environment_regions")
+      .set({ replicas: input.replicas })
+      .where("environment_id", "=", envCtx.environment.id)
+      .execute();
+  }
+  const deployment: DeploymentRow = {
+    id: newId("dep"),
+    workspace_id: envCtx.workspace.id,
+    project_id: envCtx.project.id,
+    environment_id: envCtx.environment.id,
+    revision,
+    k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
+    image: input.image,
+    command: JSON.stringify(input.command),
+    args: JSON.stringify(input.args),
+    port: input.port,
+    env: JSON.stringify(input.env),
+    cpu_millicores: input.cpuMillicores,
+    memory_mib: input.memoryMib,
+    health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
+    build_id: input.buildId,
+    created_at: tx.now,
+    ...(await revisionSettings(tx.trx, envCtx.environment.id)),
+  };
+  await tx.trx.insertInto("deployments").values(deployment).execute();
+  const ctx: DeploymentContext = { ...envCtx, deployment };
+  // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
+  // region and sizes it and the older revisions step by step.
+  return ctx;
 }
 
 /** Deletes a revision: removed from every region's desired state, then from the store. */
@@ -118,8 +130,11 @@ export interface DeploymentFilter {
   environment?: string;
 }
 
-/** Newest first. */
-export async function listDeployments(db: Reader, filter: DeploymentFilter): Promise<DeploymentContext[]> {
+/** Where a page of deployments ends: its last deployment's (created_at, revision, id). */
+export type DeploymentKey = readonly [createdAt: number, revision: number, id: string];
+
+/** Newest first: by created_at, then revision, then id, all descending (a total order, so pages never overlap or skip). */
+export async function listDeployments(db: Reader, filter: DeploymentFilter, page?: PageQuery<DeploymentKey>): Promise<Page<DeploymentContext>> {
   let q = db.selectFrom("deployments").selectAll();
   if (filter.project !== undefined && filter.environment !== undefined) {
     const { environment } = await findEnvironment(db, { workspace: filter.workspace, project: filter.project, environment: filter.environment });
@@ -131,22 +146,29 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter): Pro
     const workspace = await findWorkspace(db, filter.workspace);
     q = q.where("workspace_id", "=", workspace.id);
   }
-  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").limit(1000).execute();
-  // The rows' environments, projects and workspaces in one query each (the newest 1,000
-  // deployments of a workspace can span as many environments).
+  if (page?.after !== undefined) {
+    const [createdAt, revision, id] = page.after;
+    q = q.where((eb) => eb(eb.refTuple("created_at", "revision", "id"), "<", eb.tuple(createdAt, revision, id)));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").orderBy("id", "desc").execute();
+  if (rows.length === 0) return takePage([], page);
+  // The rows' environments, projects and workspaces in one query each (a page of a workspace's
+  // deployments can span as many environments as it has rows).
   const byId = <T extends { id: string }>(list: T[]): Map<string, T> => new Map(list.map((x) => [x.id, x]));
   const ids = (f: (d: DeploymentRow) => string): string[] => [...new Set(rows.map(f))];
-  if (rows.length === 0) return [];
   const environments = byId(await db.selectFrom("environments").selectAll().where("id", "in", ids((d) => d.environment_id)).execute());
   const projects = byId(await db.selectFrom("projects").selectAll().where("id", "in", ids((d) => d.project_id)).execute());
   const workspaces = byId(await db.selectFrom("workspaces").selectAll().where("id", "in", ids((d) => d.workspace_id)).execute());
-  return rows.map((deployment) => {
+  const out = rows.map((deployment): DeploymentContext => {
     const environment = environments.get(deployment.environment_id);
     const project = projects.get(deployment.project_id);
     const workspace = workspaces.get(deployment.workspace_id);
     if (!environment || !project || !workspace) throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
     return { workspace, project, environment, deployment };
   });
+  return takePage(out, page);
 }
 
 /** Desired replica count of a deployment per region (regions where it is not desired are absent). */
@@ -159,16 +181,6 @@ export async function desiredReplicasByRegion(db: Reader, deploymentId: string):
     .orderBy("region")
     .execute();
   return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
-}
-
-/** desiredReplicasByRegion of many deployments in one query (a listing's rows). */
-export async function desiredReplicasByRegionOf(db: Reader, deploymentIds: readonly string[]): Promise<Map<string, { region: string; replicas: number }[]>> {
-  const out = new Map<string, { region: string; replicas: number }[]>(deploymentIds.map((id) => [id, []]));
-  const byRegion = await desiredReplicasOf(db, deploymentIds);
-  for (const region of [...byRegion.keys()].sort()) {
-    for (const [id, replicas] of byRegion.get(region) ?? []) out.get(id)?.push({ region, replicas });
-  }
-  return out;
 }
 
 /** Desired replicas of deployments by region then deployment id (absent: not desired there). */

@@ -23,6 +23,7 @@ import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
 import { LIMITS } from "../validate/rules.js";
 import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
 import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
+import { syncEnvironmentObjects } from "./environment-objects.js";
 import { createSentinel, dropSentinel, environmentRegions, lockEnvironment, putSentinel } from "./environments.js";
 import { forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -196,6 +197,8 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (changed.has("min_ready_seconds")) {
       for (const d of await desiredDeployments(tx, envId)) await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
     }
+    // Releases and jobs follow the environment into the regions it joined and out of those it left.
+    if (joining.length > 0 || input.removeRegions.length > 0) await syncEnvironmentObjects(tx, after, ctx.workspace);
     return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
   });
 }

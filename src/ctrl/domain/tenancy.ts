@@ -3,24 +3,35 @@
 import type { Kysely } from "kysely";
 import type { Database, EnvironmentRow, ProjectRow, WorkspaceRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { alreadyExists, notFound } from "../errors.js";
+import { alreadyExists, DomainError, failedPrecondition, notFound } from "../errors.js";
 import type { EnvironmentRef, NewProject, NewWorkspace } from "../validate/types.js";
 import { newId, workspaceNamespace } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
-export async function findWorkspace(db: Reader, ref: string): Promise<WorkspaceRow> {
+/** Lookups refuse what is being deleted (failed_precondition) unless asked not to. */
+export interface FindOptions {
+  includeDeleting?: boolean;
+}
+
+function beingDeleted(what: string): DomainError {
+  return failedPrecondition(`${what} is being deleted (repeat its delete command to see what is left)`);
+}
+
+export async function findWorkspace(db: Reader, ref: string, opts: FindOptions = {}): Promise<WorkspaceRow> {
   const row = await db
     .selectFrom("workspaces")
     .selectAll()
     .where(ref.startsWith("ws_") ? "id" : "slug", "=", ref)
     .executeTakeFirst();
   if (!row) throw notFound(`workspace "${ref}"`);
+  if (row.deleting_at !== null && !opts.includeDeleting) throw beingDeleted(`workspace "${row.slug}"`);
   return row;
 }
 
-export async function findProject(db: Reader, workspaceRef: string, ref: string): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
-  const workspace = await findWorkspace(db, workspaceRef);
+export async function findProject(db: Reader, workspaceRef: string, ref: string, opts: FindOptions = {}): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
+  const workspace = await findWorkspace(db, workspaceRef, opts);
   const project = await db
     .selectFrom("projects")
     .selectAll()
@@ -28,6 +39,7 @@ export async function findProject(db: Reader, workspaceRef: string, ref: string)
     .where(ref.startsWith("prj_") ? "id" : "slug", "=", ref)
     .executeTakeFirst();
   if (!project) throw notFound(`project "${ref}" in workspace "${workspace.slug}"`);
+  if (project.deleting_at !== null && !opts.includeDeleting) throw beingDeleted(`project "${project.slug}"`);
   return { workspace, project };
 }
 
@@ -37,8 +49,8 @@ export interface EnvironmentContext {
   environment: EnvironmentRow;
 }
 
-export async function findEnvironment(db: Reader, ref: EnvironmentRef): Promise<EnvironmentContext> {
-  const { workspace, project } = await findProject(db, ref.workspace, ref.project);
+export async function findEnvironment(db: Reader, ref: EnvironmentRef, opts: FindOptions = {}): Promise<EnvironmentContext> {
+  const { workspace, project } = await findProject(db, ref.workspace, ref.project, opts);
   const environment = await db
     .selectFrom("environments")
     .selectAll()
@@ -46,6 +58,7 @@ export async function findEnvironment(db: Reader, ref: EnvironmentRef): Promise<
     .where(ref.environment.startsWith("env_") ? "id" : "slug", "=", ref.environment)
     .executeTakeFirst();
   if (!environment) throw notFound(`environment "${ref.environment}" in project "${project.slug}"`);
+  if (environment.deleting_at !== null && !opts.includeDeleting) throw beingDeleted(`environment "${environment.slug}"`);
   return { workspace, project, environment };
 }
 
@@ -56,6 +69,7 @@ export async function createWorkspace(store: Store, input: NewWorkspace): Promis
     name: input.name,
     k8s_namespace: workspaceNamespace(input.slug),
     created_at: store.clock(),
+    deleting_at: null,
   };
   try {
     await store.write(async (tx) => {
@@ -68,8 +82,13 @@ export async function createWorkspace(store: Store, input: NewWorkspace): Promis
   return row;
 }
 
-export async function listWorkspaces(db: Reader): Promise<WorkspaceRow[]> {
-  return db.selectFrom("workspaces").selectAll().orderBy("slug").execute();
+/** By slug; a page's key is the slug of its last workspace. */
+export async function listWorkspaces(db: Reader, page?: PageQuery<string>): Promise<Page<WorkspaceRow>> {
+  let q = db.selectFrom("workspaces").selectAll();
+  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("slug").execute(), page);
 }
 
 export async function createProject(store: Store, input: NewProject): Promise<ProjectRow> {
@@ -82,6 +101,7 @@ export async function createProject(store: Store, input: NewProject): Promise<Pr
         slug: input.slug,
         name: input.name,
         created_at: tx.now,
+        deleting_at: null,
       };
       await tx.trx.insertInto("projects").values(row).execute();
       return row;
@@ -92,8 +112,13 @@ export async function createProject(store: Store, input: NewProject): Promise<Pr
   }
 }
 
-export async function listProjects(db: Reader, workspaceRef: string): Promise<ProjectRow[]> {
+/** By slug; a page's key is the slug of its last project. */
+export async function listProjects(db: Reader, workspaceRef: string, page?: PageQuery<string>): Promise<Page<ProjectRow>> {
   const workspace = await findWorkspace(db, workspaceRef);
-  return db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).orderBy("slug").execute();
+  let q = db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id);
+  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("slug").execute(), page);
 }
 

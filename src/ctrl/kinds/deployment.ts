@@ -4,14 +4,18 @@
 // coverage is unit-tested), how its agents' reports are validated and recorded (the instance set
 // of a deployment in a region, each report replacing the previous one, and rejections), and its
 // ClusterService methods.
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
 import {
   ApplyDeploymentSchema,
   DeleteDeploymentSchema,
   DeploymentStateSchema,
   EnvVarSchema,
+  ExternalSecretRefSchema,
+  ExternalSecretsSchema,
   GetDesiredDeploymentStatesResponseSchema,
+  RevisionConfigSchema,
+  RevisionSecretsSchema,
   HealthCheckSchema,
   InstanceStatus,
   type ApplyDeployment,
@@ -21,6 +25,7 @@ import {
 import { parseJsonList, type Database, type DeploymentRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, invalidArgument, notFound } from "../errors.js";
+import { revisionSettingsView } from "./revision-settings.js";
 import { k8sName, rejectionReason, reportSubject } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
 import type { StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
@@ -67,7 +72,20 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
     environmentSlug: environment.slug,
     revision: BigInt(d.revision),
     minReadySeconds: environment.min_ready_seconds,
+    ...revisionSettingsMessages(d),
   });
+}
+
+/** A revision's configuration, secret keys and external references, as the agent gets them. */
+export function revisionSettingsMessages(d: DeploymentRow): Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets"> {
+  const v = revisionSettingsView(d);
+  return {
+    config: v.config ? create(RevisionConfigSchema, { configMapName: v.config.name, values: v.config.values.map((e) => create(EnvVarSchema, e)) }) : undefined,
+    secrets: v.secrets ? create(RevisionSecretsSchema, { secretName: v.secrets.name, keys: v.secrets.keys }) : undefined,
+    externalSecrets: v.external
+      ? create(ExternalSecretsSchema, { secretProviderClassName: v.external.name, secrets: v.external.refs.map((x) => create(ExternalSecretRefSchema, x)) })
+      : undefined,
+  };
 }
 
 /** The desired-state payload of a revision in a region at `replicas`. */
@@ -78,7 +96,12 @@ export function encodeApplyDeployment(ctx: DeploymentContext, region: string, re
 export function encodeDeleteDeployment(workspace: WorkspaceRow, d: DeploymentRow): Uint8Array {
   return toBinary(
     DeleteDeploymentSchema,
-    create(DeleteDeploymentSchema, { k8sNamespace: workspace.k8s_namespace, k8sName: d.k8s_name, deploymentId: d.id }),
+    create(DeleteDeploymentSchema, {
+      k8sNamespace: workspace.k8s_namespace,
+      k8sName: d.k8s_name,
+      deploymentId: d.id,
+      secretName: revisionSettingsView(d).secrets?.name ?? "",
+    }),
   );
 }
 
@@ -208,8 +231,18 @@ export async function recordDeploymentReport(store: Store, region: string, repor
 
 // ---------------------------------------------------------------- descriptor
 
+/** A DeleteDeployment from a stored ApplyDeployment (deleting an environment). */
+export function deleteDeploymentFromApply(payload: Uint8Array): Uint8Array {
+  const a = fromBinary(ApplyDeploymentSchema, payload);
+  return toBinary(
+    DeleteDeploymentSchema,
+    create(DeleteDeploymentSchema, { k8sNamespace: a.k8sNamespace, k8sName: a.k8sName, deploymentId: a.deploymentId, secretName: a.secrets?.secretName ?? "" }),
+  );
+}
+
 export const deploymentKind: Kind<typeof DeploymentStateSchema, DeploymentReport> = {
   name: "deployment",
+  deletePayloadOf: deleteDeploymentFromApply,
   idPrefix: "dep",
   wire: { state: DeploymentStateSchema, apply: ApplyDeploymentSchema, delete: DeleteDeploymentSchema },
   recordReport: recordDeploymentReport,

@@ -3,9 +3,11 @@
 // here; ClusterService, the outbox, the streams and the region counters pick it up from the list.
 import type { KindName } from "../db/schema.js";
 import { deploymentKind } from "./deployment.js";
+import { jobKind } from "./job.js";
 import type { Kind } from "./kind.js";
+import { releaseKind } from "./release.js";
 import { sentinelKind } from "./sentinel.js";
 
-export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind];
+export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind, releaseKind, jobKind];
 
 export const KIND_NAMES: readonly KindName[] = KINDS.map((k) => k.name);

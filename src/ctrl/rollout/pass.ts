@@ -17,6 +17,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
+import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { lockEnvironment } from "../domain/environments.js";
 import { lockRolloutRow } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../kinds/deployment.js";
@@ -190,6 +191,8 @@ export async function runPass(store: Store, environmentId: string, region: strin
       .where("region", "=", region)
       .execute();
     if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
+    // Issue 16: cron jobs run the revision their region runs; a new target re-renders them.
+    if (w.targetDeploymentId !== row.target_deployment_id) await syncEnvironmentObjects(tx, environment, workspace);
     return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
   });
 }

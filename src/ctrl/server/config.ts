@@ -11,6 +11,10 @@
 //   --outbox-retention   KRANE_OUTBOX_RETENTION     outboxRetention     100000 versions per stream
 //   --pool-size          KRANE_POOL_SIZE            poolSize            10 PostgreSQL connections
 //   --log-level          KRANE_LOG_LEVEL            logLevel            info
+//   --master-key-file    KRANE_MASTER_KEY_FILE      masterKeyFile       (SQLite: <database dir>/master-key, generated)
+//   (env only)           KRANE_MASTER_KEY           masterKey           the key itself (32 bytes, base64 or hex)
+//   --previous-master-key-file KRANE_PREVIOUS_MASTER_KEY_FILES previousMasterKeyFiles  comma-separated, unwrap only
+//   --release-allowed-kinds KRANE_RELEASE_ALLOWED_KINDS releaseAllowedKinds ConfigMap,Secret,Service,… (group/Kind)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -21,6 +25,7 @@
 // explicitly given --admin-token-file exclude each other.
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
 
 export interface CtrlSettings {
@@ -35,6 +40,9 @@ export interface CtrlSettings {
   outboxRetention: number;
   poolSize: number;
   logLevel: string;
+  /** Issue 16: where the master key of secrets at rest comes from (see src/ctrl/secrets). */
+  masterKey: { key?: string; file?: string; previousFiles: string[]; generateAt?: string };
+  releaseKinds: AllowedKind[];
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -50,6 +58,10 @@ const ENV = {
   outboxRetention: "KRANE_OUTBOX_RETENTION",
   poolSize: "KRANE_POOL_SIZE",
   logLevel: "KRANE_LOG_LEVEL",
+  masterKey: "KRANE_MASTER_KEY",
+  masterKeyFile: "KRANE_MASTER_KEY_FILE",
+  previousMasterKeyFiles: "KRANE_PREVIOUS_MASTER_KEY_FILES",
+  releaseAllowedKinds: "KRANE_RELEASE_ALLOWED_KINDS",
 } as const;
 
 export function parseListen(what: string, v: string): ListenAddress {
@@ -104,5 +116,13 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     outboxRetention: retention,
     poolSize,
     logLevel: pick("logLevel") ?? "info",
+    masterKey: {
+      key: pick("masterKey"),
+      file: pick("masterKeyFile"),
+      previousFiles: (pick("previousMasterKeyFiles") ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+      // Only a local SQLite database gets a generated key: replicas on PostgreSQL must share one.
+      generateAt: isPg || databaseUrl === ":memory:" ? undefined : join(dirname(databaseUrl), "master-key"),
+    },
+    releaseKinds: pick("releaseAllowedKinds") === undefined ? [...DEFAULT_RELEASE_KINDS] : parseAllowedKinds(pick("releaseAllowedKinds") ?? ""),
   };
 }

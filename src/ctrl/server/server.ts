@@ -12,7 +12,8 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -43,6 +44,13 @@ import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
 import { buildInfo, buildLabel } from "../../build-info.js";
 import { CTRL_VERSION_HEADER } from "../../contracts/version.js";
 import { rolloutServiceImpl } from "../rollout/service.js";
+import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
+import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
+import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
+import type { AllowedKind } from "../../contracts/releases.js";
+import { configServiceImpl, jobServiceImpl, releaseServiceImpl } from "../api/environment-objects.js";
+import { finishDeletions } from "../domain/deletion.js";
+import type { Keyring } from "../secrets/keyring.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
@@ -50,6 +58,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable } from "./idempotency.js";
 
 export interface ListenAddress {
   host: string;
@@ -86,6 +95,14 @@ export interface CtrlConfig {
   rolloutSweepIntervalMs?: number;
   /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
   auth?: AuthOptions;
+  /** Issue 16: the master keys that seal secrets at rest (absent: secrets are refused). */
+  keyring?: Keyring;
+  /** Issue 16: the platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
+  releaseKinds?: readonly AllowedKind[];
+  /** How often finished deletions are looked for (ms; confirmations also trigger it). */
+  deletionSweepIntervalMs?: number;
+  /** How long Idempotency-Keys are remembered (ms; default 24 h). */
+  idempotencyRetentionMs?: number;
 }
 
 export interface RunningCtrl {
@@ -189,14 +206,28 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const rollout = new RolloutDriver(storeRolloutSource(store), {
+    logger: log,
+    sweepIntervalMs: config.rolloutSweepIntervalMs,
+    onSweepError: backgroundFailure("rollout sweep failed"),
+  });
   let draining = false;
 
-  const routes = (router: ConnectRouter): void => {
+  const routes = (connectRouter: ConnectRouter): void => {
+    // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
+    const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
     const deps = { store, rollout, auth };
     router.service(
       ClusterService,
-      clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, onReport: (kind, region, subject) => rollout.reported(kind, region, subject) }),
+      clusterServiceImpl({
+        store,
+        hub,
+        metrics,
+        streamsStop: streamsStop.signal,
+        onReport: (kind, region, subject) => rollout.reported(kind, region, subject),
+        keyring: config.keyring,
+        onDeletionConfirmed: (environmentId) => void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),
+      }),
     );
     router.service(WorkspaceService, workspaceServiceImpl(deps));
     router.service(ProjectService, projectServiceImpl(deps));
@@ -206,6 +237,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
+    const objects = { store, rollout, keyring: config.keyring, releaseKinds: config.releaseKinds };
+    router.service(ConfigService, configServiceImpl(objects));
+    router.service(ReleaseService, releaseServiceImpl(objects));
+    router.service(JobService, jobServiceImpl(objects));
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -223,6 +258,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
+      idempotencyInterceptor({ store, onRecordFailure: backgroundFailure("recording an idempotent answer failed") }),
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
@@ -310,12 +346,18 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }
 
   const retain = config.outboxRetention ?? 100_000;
+  const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
       .catch(backgroundFailure("outbox compaction failed"));
+    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(backgroundFailure("forgetting old idempotency keys failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
+  // Issue 16: deletions finish when their last confirmation arrives; this catches the rest
+  // (forced regions, a confirmation recorded by another replica, a crash in between).
+  const deletionTimer = setInterval(() => void finishDeletions(store).catch(backgroundFailure("finishing deletions failed")), config.deletionSweepIntervalMs ?? 5_000);
+  deletionTimer.unref();
 
   log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
 
@@ -324,6 +366,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     closing ??= (async () => {
       draining = true;
       clearInterval(compactTimer);
+      clearInterval(deletionTimer);
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.

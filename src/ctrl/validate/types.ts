@@ -101,3 +101,20 @@ export interface EnvironmentUpdate extends EnvironmentRef {
   regions: { index: number; region: string; replicas: number }[];
   removeRegions: { index: number; region: string }[];
 }
+
+/** A job's spec as validated and stored (jobs.spec, JSON). */
+export interface StoredJobSpec {
+  name: string;
+  schedule: string;
+  timeZone: string;
+  image: string;
+  command: string[];
+  args: string[];
+  concurrencyPolicy: "Allow" | "Forbid" | "Replace";
+  deadlineSeconds: number;
+  successfulJobsHistoryLimit: number;
+  failedJobsHistoryLimit: number;
+  suspend: boolean;
+  cpuMillicores: number;
+  memoryMib: number;
+}

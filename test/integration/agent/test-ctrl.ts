@@ -17,6 +17,8 @@ import {
   ApplySentinelSchema,
   ClusterService,
   DeploymentStateSchema,
+  JobStateSchema,
+  ReleaseStateSchema,
   SentinelStateSchema,
   type ApplyDeployment,
   type ApplySentinel,
@@ -368,6 +370,18 @@ export class TestCtrl {
     throw new ConnectError("shutting down", Code.Unavailable);
   }
 
+  /** A stream of a kind with nothing desired: an empty snapshot, then nothing until it ends. */
+  async *#empty<D extends typeof ReleaseStateSchema | typeof JobStateSchema>(method: ClusterMethod, schema: D, ctx: HandlerContext): AsyncGenerator<MessageShape<D>> {
+    this.#enter(method, ctx);
+    yield create(schema, { version: 0n, state: { case: "snapshotStart", value: {} } } as never) as MessageShape<D>;
+    yield create(schema, { version: 0n, state: { case: "snapshotEnd", value: { headVersion: 0n } } } as never) as MessageShape<D>;
+    while (!ctx.signal.aborted) {
+      this.#failIfFailing(method);
+      await this.#wait(ctx.signal);
+    }
+    throw new ConnectError("shutting down", Code.Unavailable);
+  }
+
   #routes(router: ConnectRouter): void {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
@@ -417,6 +431,42 @@ export class TestCtrl {
         } else if (c.case === "delete") rep.availableReplicas = 0;
         else rep.rejected = c.value.reason;
         return {};
+      },
+      // Issue 16's kinds: nothing desired (an empty snapshot, then quiet), reports accepted. The
+      // release, job and secret tests use the real ctrl.
+      watchReleases(_req, ctx) {
+        return self.#empty("watchReleases", ReleaseStateSchema, ctx);
+      },
+      async getDesiredReleaseStates(req, ctx) {
+        self.#enter("getDesiredReleaseStates", ctx);
+        return { states: [], notFound: req.releaseIds };
+      },
+      async getDesiredReleaseState(_req, ctx) {
+        self.#enter("getDesiredReleaseState", ctx);
+        throw new ConnectError("not desired", Code.NotFound);
+      },
+      async reportReleaseStatus(_req, ctx) {
+        self.#enter("reportReleaseStatus", ctx);
+        return {};
+      },
+      watchJobs(_req, ctx) {
+        return self.#empty("watchJobs", JobStateSchema, ctx);
+      },
+      async getDesiredJobStates(req, ctx) {
+        self.#enter("getDesiredJobStates", ctx);
+        return { states: [], notFound: req.jobIds };
+      },
+      async getDesiredJobState(_req, ctx) {
+        self.#enter("getDesiredJobState", ctx);
+        throw new ConnectError("not desired", Code.NotFound);
+      },
+      async reportJobStatus(_req, ctx) {
+        self.#enter("reportJobStatus", ctx);
+        return {};
+      },
+      async getSecretValues(_req, ctx) {
+        self.#enter("getSecretValues", ctx);
+        throw new ConnectError("this test ctrl keeps no secrets", Code.NotFound);
       },
       async heartbeat(req, ctx) {
         self.#enter("heartbeat", ctx);

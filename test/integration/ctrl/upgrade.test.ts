@@ -6,7 +6,11 @@
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
 //     environments gain the routing policy, "instances" at version 1, and sentinels the reported
 //     address and served version, empty; krane_migrations records them — under the names the old
-//     release recorded for the rest);
+//     release recorded for the rest); and 0009's (issue 16): its new tables, empty; deleting_at
+//     (null) on workspaces, projects and environments; a revision's configuration and secrets
+//     columns (null) on deployments; desired_objects.environment_id, back-filled from the
+//     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
+//     agents' stream cursors), empty;
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -35,7 +39,11 @@ import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
+/** The tables migration 0009 creates (issue 16): empty after the upgrade. */
+const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
+/** Tables later migrations add (empty after an upgrade): 0010_a, 0010_b. */
+const NEW_TABLES = ["cluster_cursors", "idempotency_keys"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -152,18 +160,28 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()], [...before.keys()], "the same tables");
+        assert.deepEqual([...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t) && !TABLES_0009.includes(t)), [...before.keys()], "the same tables, and the new ones");
+        for (const t of [...TABLES_0009, ...NEW_TABLES]) assert.deepEqual(rowsOf(upgraded, t), [], `${t} starts empty`);
         for (const [table, rows] of before) {
-          if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels"].includes(table)) continue;
+          if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels", "workspaces", "projects", "deployments"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
+        assert.deepEqual(migrations.map((m) => m.name), Object.keys(MIGRATIONS), "every migration since, in order");
+        assert.deepEqual(Object.keys(MIGRATIONS).slice(0, OLD_MIGRATIONS.length + 2), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
+        // Migration 0009: nothing being deleted, no revision with configuration or secrets.
+        for (const t of ["workspaces", "projects"]) {
+          assert.deepEqual(without(rowsOf(upgraded, t), "deleting_at"), rowsOf(before, t));
+          for (const row of rowsOf(upgraded, t)) assert.equal(row.deleting_at, null);
+        }
+        const revisionColumns = ["config", "secrets", "secret_keys", "secrets_digest", "external_secrets"];
+        assert.deepEqual(revisionColumns.reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")), rowsOf(before, "deployments"));
+        for (const d of rowsOf(upgraded, "deployments")) assert.deepEqual(revisionColumns.map((c) => d[c]), revisionColumns.map(() => null));
         // Migration 0007: the routing policy every environment served ("instances", version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        assert.deepEqual(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), rowsOf(before, "environments"));
-        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version], ["instances", "[]", "1"]);
+        assert.deepEqual(without(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), "deleting_at"), rowsOf(before, "environments"));
+        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version, e.deleting_at], ["instances", "[]", "1", null]);
         const sentinels = rowsOf(upgraded, "sentinels");
         assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
         for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
@@ -173,9 +191,15 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           "old migration records untouched",
         );
 
-        // desired_objects: the same rows plus the typed replicas, equal to what the payloads say.
+        // desired_objects: the same rows plus the typed replicas, equal to what the payloads say,
+        // and (0009) the environment of each, from its deployment or sentinel.
         const desired = rowsOf(upgraded, "desired_objects");
-        assert.deepEqual(without(desired, "replicas"), rowsOf(before, "desired_objects"));
+        assert.deepEqual(without(without(desired, "replicas"), "environment_id"), rowsOf(before, "desired_objects"));
+        const environmentOf = new Map([...rowsOf(before, "deployments"), ...rowsOf(before, "sentinels")].map((r) => [r.id, r.environment_id]));
+        for (const d of desired) {
+          assert.ok(d.environment_id, `${d.kind} ${d.object_id}: an environment`);
+          assert.equal(d.environment_id, environmentOf.get(d.object_id), `${d.kind} ${d.object_id}: its environment`);
+        }
         const replicasOf = new Map<string, number>();
         for (const d of desired) {
           if (d.kind === "deployment") {

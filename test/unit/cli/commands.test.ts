@@ -84,12 +84,16 @@ describe("the command tree", () => {
   it("keeps every command", () => {
     const r = krane("source", ["--help"]);
     const expected: Record<string, string[]> = {
-      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version"],
-      ctrl: ["serve"],
+      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version", "config", "secret", "release", "job"],
+      ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
-      workspace: ["create", "list", "get"],
-      project: ["create", "list", "get"],
-      env: ["create", "list", "get", "update"],
+      workspace: ["create", "list", "get", "delete"],
+      project: ["create", "list", "get", "delete"],
+      env: ["create", "list", "get", "update", "delete"],
+      config: ["set", "unset", "list"],
+      secret: ["set", "unset", "list"],
+      release: ["apply", "get", "list", "delete"],
+      job: ["put", "list", "delete"],
       deployments: ["list", "get", "delete"],
       rollout: ["plan", "pause", "resume", "history", "undo", "restart", "status"],
       region: ["create", "list", "clusters"],

@@ -76,17 +76,23 @@ describe("renderApplyDeployment", () => {
   it("fills every field of ApplyDeployment", () => {
     const msg = renderApplyDeployment(
       {
-        workspace: { id: "ws_1", slug: "acme", name: "Acme", k8s_namespace: "ws-acme", created_at: 1 },
-        project: { id: "prj_1", workspace_id: "ws_1", slug: "web", name: "web", created_at: 1 },
+        workspace: { id: "ws_1", slug: "acme", name: "Acme", k8s_namespace: "ws-acme", created_at: 1, deleting_at: null },
+        project: { id: "prj_1", workspace_id: "ws_1", slug: "web", name: "web", created_at: 1, deleting_at: null },
         environment: {
           id: "env_1", workspace_id: "ws_1", project_id: "prj_1", slug: "prod", sentinel_image: null, sentinel_replicas: 0, sentinel_cpu_millicores: 0, sentinel_memory_mib: 0,
-          strategy: "RollingUpdate", max_surge: "25%", max_unavailable: "25%", min_ready_seconds: 7, progress_deadline_seconds: 600, revision_history_limit: 10, paused: 0, last_revision: 3, created_at: 1, updated_at: 1,
+          strategy: "RollingUpdate", max_surge: "25%", max_unavailable: "25%", min_ready_seconds: 7, progress_deadline_seconds: 600, revision_history_limit: 10, paused: 0, last_revision: 3, created_at: 1, updated_at: 1, deleting_at: null,
           routing_mode: "instances", routing_weights: "[]", routing_version: 1,
         },
         deployment: {
           id: "dep_1", workspace_id: "ws_1", project_id: "prj_1", environment_id: "env_1", revision: 3, k8s_name: "web-prod-abcdefgh", image: "app:1",
           command: '["node"]', args: '["s.js"]', port: 8080, env: '[{"name":"A","value":"b"}]', cpu_millicores: 250, memory_mib: 256,
           health_check: '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}', build_id: "b1", created_at: 1,
+          // Issue 16: the revision's configuration, sealed secrets (keys only reach the agent) and external references.
+          config: '[{"name":"LOG_LEVEL","value":"debug"}]',
+          secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
+          secret_keys: '["DB_PASSWORD"]',
+          secrets_digest: "0123456789",
+          external_secrets: '[{"key":"API_KEY","path":"secret/data/api#key"}]',
         },
       },
       "eu",

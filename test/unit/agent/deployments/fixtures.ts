@@ -26,6 +26,9 @@ export function sampleDeployment(overrides: Partial<Omit<ApplyDeployment, "$type
     environmentSlug: "production",
     revision: 7n,
     minReadySeconds: 15,
+    config: { configMapName: "dep-1-config-0123456789", values: [{ name: "LOG_LEVEL", value: "debug" }] },
+    secrets: { secretName: "dep-1-secrets-0123456789", keys: ["DB_PASSWORD"] },
+    externalSecrets: { secretProviderClassName: "dep-1-external-0123456789", secrets: [{ key: "API_KEY", path: "secret/data/api#key" }] },
     ...overrides,
   });
 }

@@ -40,13 +40,38 @@ function mutate(d: ApplyDeployment, field: DescField): ApplyDeployment {
   return copy;
 }
 
+/** Changes of each settings message that must reach the ReplicaSet (names the pods read by). */
+function settingsVariants(name: string): Partial<ApplyDeployment>[] {
+  const base = sampleDeployment();
+  switch (name) {
+    case "config":
+      return [{ config: { ...base.config, configMapName: "other-config" } as ApplyDeployment["config"] }];
+    case "secrets":
+      return [{ secrets: { ...base.secrets, secretName: "other-secrets" } as ApplyDeployment["secrets"] }];
+    case "external_secrets":
+      return [{ externalSecrets: { ...base.externalSecrets, secretProviderClassName: "other-external" } as ApplyDeployment["externalSecrets"] }];
+    default:
+      throw new Error(`no variants for message field ${name}: add them`);
+  }
+}
+
 test("field coverage: every ApplyDeployment field reaches the rendered ReplicaSet", () => {
   const base = sampleDeployment();
-  assert.equal(validateApplyDeployment(base, REGION), undefined);
+  assert.equal(validateApplyDeployment(base, REGION, true), undefined);
   const baseJson = JSON.stringify(renderReplicaSet(base, REGION));
   const missing: string[] = [];
   for (const field of ApplyDeploymentSchema.fields) {
     if (field.name in renderedElsewhere) continue;
+    if (field.fieldKind === "message" && field.name !== "health_check") {
+      // Issue 16: a revision's settings reach the pod template by object name (the ConfigMap,
+      // Secret and SecretProviderClass themselves are settings.ts's, tested there): a change of
+      // any of their fields changes the ReplicaSet.
+      for (const variant of settingsVariants(field.name)) {
+        const changed = JSON.stringify(renderReplicaSet(sampleDeployment(variant), REGION));
+        if (changed === baseJson) missing.push(`${field.name} (${JSON.stringify(variant, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))})`);
+      }
+      continue;
+    }
     if (field.fieldKind === "message") {
       // Every field of the nested message must reach it too.
       for (const sub of HealthCheckSchema.fields) {

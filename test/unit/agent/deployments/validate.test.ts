@@ -4,7 +4,7 @@ import { validateApplyDeployment } from "../../../../src/agent/deployments/valid
 import { sampleDeployment } from "./fixtures.js";
 
 test("a complete deployment is valid", () => {
-  assert.equal(validateApplyDeployment(sampleDeployment(), "local"), undefined);
+  assert.equal(validateApplyDeployment(sampleDeployment(), "local", true), undefined);
 });
 
 test("invalid deployments are refused with a reason naming the field", () => {
@@ -30,11 +30,22 @@ test("invalid deployments are refused with a reason naming the field", () => {
     [{ env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "1" }, { $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "2" }] }, /twice/],
   ];
   for (const [overrides, reason] of cases) {
-    const r = validateApplyDeployment(sampleDeployment(overrides), "local");
+    const r = validateApplyDeployment(sampleDeployment(overrides), "local", true);
     assert.match(r ?? "(valid)", reason, JSON.stringify(overrides, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)));
   }
 });
 
 test("replicas 0 is valid (scaled to zero)", () => {
-  assert.equal(validateApplyDeployment(sampleDeployment({ replicas: 0 }), "local"), undefined);
+  assert.equal(validateApplyDeployment(sampleDeployment({ replicas: 0 }), "local", true), undefined);
+});
+
+test("issue 16: external secrets need the cluster's store; settings keys must be usable environment variable names", () => {
+  const reason = validateApplyDeployment(sampleDeployment(), "local", false);
+  assert.match(reason ?? "", /external store/);
+  assert.equal(validateApplyDeployment(sampleDeployment({ externalSecrets: undefined }), "local", false), undefined);
+  for (const bad of ["1X", "PORT", "KRANE_ID", "A-B", ""]) {
+    assert.match(validateApplyDeployment(sampleDeployment({ config: { configMapName: "c", values: [{ name: bad, value: "v" }] } as never }), "local", true) ?? "", /config key/);
+    assert.match(validateApplyDeployment(sampleDeployment({ secrets: { secretName: "s", keys: [bad] } as never }), "local", true) ?? "", /secret key/);
+  }
+  assert.match(validateApplyDeployment(sampleDeployment({ secrets: { secretName: "Not_A_Name", keys: ["A"] } as never }), "local", true) ?? "", /secret_name/);
 });

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/cluster.proto.
  */
 export const file_krane_ctrl_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi+gMKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBSJSChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCSL7AQoPRGVwbG95bWVudFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLwoFYXBwbHkYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFwcGx5RGVwbG95bWVudEgAEjEKBmRlbGV0ZRgDIAEoCzIfLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkkKIEdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJIksKIUdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFgoOZGVwbG95bWVudF9pZHMYAiADKAkiZwoiR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRIuCgZzdGF0ZXMYASADKAsyHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRIRCglub3RfZm91bmQYAiADKAkixgEKCEluc3RhbmNlEhAKCGs4c19uYW1lGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSLQoGc3RhdHVzGAMgASgOMh0ua3JhbmUuY3RybC52MS5JbnN0YW5jZVN0YXR1cxIWCg5jcHVfbWlsbGljb3JlcxgEIAEoAxISCgptZW1vcnlfbWliGAUgASgDEhEKCW5vZGVfbmFtZRgGIAEoCRIMCgR6b25lGAcgASgJEhsKE3JlYWR5X3NpbmNlX3VuaXhfbXMYCCABKAMi6QMKHVJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJFCgZ1cGRhdGUYAiABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkUKBmRlbGV0ZRgDIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASSQoIcmVqZWN0ZWQYBCABKAsyNS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaXQoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSKgoJaW5zdGFuY2VzGAMgAygLMhcua3JhbmUuY3RybC52MS5JbnN0YW5jZRoxCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRpDCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiIAoeUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlIkIKFVdhdGNoU2VudGluZWxzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQihAIKDUFwcGx5U2VudGluZWwSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEwoLc2VudGluZWxfaWQYBCABKAkSEAoIazhzX25hbWUYBSABKAkSDQoFaW1hZ2UYBiABKAkSEAoIcmVwbGljYXMYByABKAUSFgoOY3B1X21pbGxpY29yZXMYCCABKAMSEgoKbWVtb3J5X21pYhgJIAEoAxIOCgZyZWdpb24YCiABKAkSLQoHcm91dGluZxgLIAEoCzIcLmtyYW5lLmN0cmwudjEuUm91dGluZ1BvbGljeSJgCg1Sb3V0aW5nUG9saWN5Eg8KB3ZlcnNpb24YASABKAQSDAoEbW9kZRgCIAEoCRIwCglyZXZpc2lvbnMYAyADKAsyHS5rcmFuZS5jdHJsLnYxLlJldmlzaW9uV2VpZ2h0IjcKDlJldmlzaW9uV2VpZ2h0EhUKDWRlcGxveW1lbnRfaWQYASABKAkSDgoGd2VpZ2h0GAIgASgNIjcKDkRlbGV0ZVNlbnRpbmVsEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJIvUBCg1TZW50aW5lbFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLQoFYXBwbHkYAiABKAsyHC5rcmFuZS5jdHJsLnYxLkFwcGx5U2VudGluZWxIABIvCgZkZWxldGUYAyABKAsyHS5rcmFuZS5jdHJsLnYxLkRlbGV0ZVNlbnRpbmVsSAASNgoOc25hcHNob3Rfc3RhcnQYBCABKAsyHC5rcmFuZS5jdHJsLnYxLlNuYXBzaG90U3RhcnRIABIyCgxzbmFwc2hvdF9lbmQYBSABKAsyGi5rcmFuZS5jdHJsLnYxLlNuYXBzaG90RW5kSABCBwoFc3RhdGUiRQoeR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCSJHCh9HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIUCgxzZW50aW5lbF9pZHMYAiADKAkiYwogR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVzcG9uc2USLAoGc3RhdGVzGAEgAygLMhwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlEhEKCW5vdF9mb3VuZBgCIAMoCSKdBAobUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJDCgZ1cGRhdGUYAiABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5VcGRhdGVIABJDCgZkZWxldGUYAyABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5EZWxldGVIABJHCghyZWplY3RlZBgEIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAanAEKBlVwZGF0ZRIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRIaChJhdmFpbGFibGVfcmVwbGljYXMYAyABKAUSJQoGaGVhbHRoGAQgASgOMhUua3JhbmUuY3RybC52MS5IZWFsdGgSDwoHYWRkcmVzcxgyIAEoCRIXCg9yb3V0aW5nX3ZlcnNpb24YMyABKAQaLwoGRGVsZXRlEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJGkEKCFJlamVjdGVkEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiHgocUmVwb3J0U2VudGluZWxTdGF0dXNSZXNwb25zZSJ7ChBIZWFydGJlYXRSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRINCgVidWlsZBgDIAEoCRIbChNkZXBsb3ltZW50c192ZXJzaW9uGAQgASgEEhkKEXNlbnRpbmVsc192ZXJzaW9uGAUgASgEIhMKEUhlYXJ0YmVhdFJlc3BvbnNlKocBCg5JbnN0YW5jZVN0YXR1cxIfChtJTlNUQU5DRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdJTlNUQU5DRV9TVEFUVVNfUEVORElORxABEhsKF0lOU1RBTkNFX1NUQVRVU19SVU5OSU5HEAISGgoWSU5TVEFOQ0VfU1RBVFVTX0ZBSUxFRBADKl0KBkhlYWx0aBIWChJIRUFMVEhfVU5TUEVDSUZJRUQQABISCg5IRUFMVEhfSEVBTFRIWRABEhQKEEhFQUxUSF9VTkhFQUxUSFkQAhIRCg1IRUFMVEhfUEFVU0VEEAMy1QcKDkNsdXN0ZXJTZXJ2aWNlElwKEFdhdGNoRGVwbG95bWVudHMSJi5rcmFuZS5jdHJsLnYxLldhdGNoRGVwbG95bWVudHNSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUwARJWCg5XYXRjaFNlbnRpbmVscxIkLmtyYW5lLmN0cmwudjEuV2F0Y2hTZW50aW5lbHNSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlMAESbAoZR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZRIvLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZVJlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRKBAQoaR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXMSMC5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBoxLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRJmChdHZXREZXNpcmVkU2VudGluZWxTdGF0ZRItLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlEnsKGEdldERlc2lyZWRTZW50aW5lbFN0YXRlcxIuLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVxdWVzdBovLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVzcG9uc2USdQoWUmVwb3J0RGVwbG95bWVudFN0YXR1cxIsLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QaLS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXNwb25zZRJvChRSZXBvcnRTZW50aW5lbFN0YXR1cxIqLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0Gisua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1Jlc3BvbnNlEk4KCUhlYXJ0YmVhdBIfLmtyYW5lLmN0cmwudjEuSGVhcnRiZWF0UmVxdWVzdBogLmtyYW5lLmN0cmwudjEuSGVhcnRiZWF0UmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQilwUKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBRIuCgZjb25maWcYyAEgASgLMh0ua3JhbmUuY3RybC52MS5SZXZpc2lvbkNvbmZpZxIwCgdzZWNyZXRzGMkBIAEoCzIeLmtyYW5lLmN0cmwudjEuUmV2aXNpb25TZWNyZXRzEjkKEGV4dGVybmFsX3NlY3JldHMYygEgASgLMh4ua3JhbmUuY3RybC52MS5FeHRlcm5hbFNlY3JldHMiUAoOUmV2aXNpb25Db25maWcSFwoPY29uZmlnX21hcF9uYW1lGAEgASgJEiUKBnZhbHVlcxgCIAMoCzIVLmtyYW5lLmN0cmwudjEuRW52VmFyIjQKD1JldmlzaW9uU2VjcmV0cxITCgtzZWNyZXRfbmFtZRgBIAEoCRIMCgRrZXlzGAIgAygJImgKD0V4dGVybmFsU2VjcmV0cxIiChpzZWNyZXRfcHJvdmlkZXJfY2xhc3NfbmFtZRgBIAEoCRIxCgdzZWNyZXRzGAIgAygLMiAua3JhbmUuY3RybC52MS5FeHRlcm5hbFNlY3JldFJlZiIuChFFeHRlcm5hbFNlY3JldFJlZhILCgNrZXkYASABKAkSDAoEcGF0aBgCIAEoCSJoChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCRIUCgtzZWNyZXRfbmFtZRjIASABKAki+wEKD0RlcGxveW1lbnRTdGF0ZRIPCgd2ZXJzaW9uGAEgASgEEi8KBWFwcGx5GAIgASgLMh4ua3JhbmUuY3RybC52MS5BcHBseURlcGxveW1lbnRIABIxCgZkZWxldGUYAyABKAsyHy5rcmFuZS5jdHJsLnYxLkRlbGV0ZURlcGxveW1lbnRIABI2Cg5zbmFwc2hvdF9zdGFydBgEIAEoCzIcLmtyYW5lLmN0cmwudjEuU25hcHNob3RTdGFydEgAEjIKDHNuYXBzaG90X2VuZBgFIAEoCzIaLmtyYW5lLmN0cmwudjEuU25hcHNob3RFbmRIAEIHCgVzdGF0ZSJJCiBHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCSJLCiFHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhYKDmRlcGxveW1lbnRfaWRzGAIgAygJImcKIkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVzcG9uc2USLgoGc3RhdGVzGAEgAygLMh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUSEQoJbm90X2ZvdW5kGAIgAygJIsYBCghJbnN0YW5jZRIQCghrOHNfbmFtZRgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEi0KBnN0YXR1cxgDIAEoDjIdLmtyYW5lLmN0cmwudjEuSW5zdGFuY2VTdGF0dXMSFgoOY3B1X21pbGxpY29yZXMYBCABKAMSEgoKbWVtb3J5X21pYhgFIAEoAxIRCglub2RlX25hbWUYBiABKAkSDAoEem9uZRgHIAEoCRIbChNyZWFkeV9zaW5jZV91bml4X21zGAggASgDIukDCh1SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSRQoGdXBkYXRlGAIgASgLMjMua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdC5VcGRhdGVIABJFCgZkZWxldGUYAyABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LkRlbGV0ZUgAEkkKCHJlamVjdGVkGAQgASgLMjUua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdC5SZWplY3RlZEgAGl0KBlVwZGF0ZRIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEioKCWluc3RhbmNlcxgDIAMoCzIXLmtyYW5lLmN0cmwudjEuSW5zdGFuY2UaMQoGRGVsZXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkaQwoIUmVqZWN0ZWQSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAlCCAoGY2hhbmdlIiAKHlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXNwb25zZSJCChVXYXRjaFNlbnRpbmVsc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhkKEXZlcnNpb25fbGFzdF9zZWVuGAIgASgEIoQCCg1BcHBseVNlbnRpbmVsEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEhMKC3NlbnRpbmVsX2lkGAQgASgJEhAKCGs4c19uYW1lGAUgASgJEg0KBWltYWdlGAYgASgJEhAKCHJlcGxpY2FzGAcgASgFEhYKDmNwdV9taWxsaWNvcmVzGAggASgDEhIKCm1lbW9yeV9taWIYCSABKAMSDgoGcmVnaW9uGAogASgJEi0KB3JvdXRpbmcYCyABKAsyHC5rcmFuZS5jdHJsLnYxLlJvdXRpbmdQb2xpY3kiYAoNUm91dGluZ1BvbGljeRIPCgd2ZXJzaW9uGAEgASgEEgwKBG1vZGUYAiABKAkSMAoJcmV2aXNpb25zGAMgAygLMh0ua3JhbmUuY3RybC52MS5SZXZpc2lvbldlaWdodCI3Cg5SZXZpc2lvbldlaWdodBIVCg1kZXBsb3ltZW50X2lkGAEgASgJEg4KBndlaWdodBgCIAEoDSI3Cg5EZWxldGVTZW50aW5lbBIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCSL1AQoNU2VudGluZWxTdGF0ZRIPCgd2ZXJzaW9uGAEgASgEEi0KBWFwcGx5GAIgASgLMhwua3JhbmUuY3RybC52MS5BcHBseVNlbnRpbmVsSAASLwoGZGVsZXRlGAMgASgLMh0ua3JhbmUuY3RybC52MS5EZWxldGVTZW50aW5lbEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkUKHkdldERlc2lyZWRTZW50aW5lbFN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkiRwofR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFAoMc2VudGluZWxfaWRzGAIgAygJImMKIEdldERlc2lyZWRTZW50aW5lbFN0YXRlc1Jlc3BvbnNlEiwKBnN0YXRlcxgBIAMoCzIcLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0ZRIRCglub3RfZm91bmQYAiADKAkinQQKG1JlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSQwoGdXBkYXRlGAIgASgLMjEua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QuVXBkYXRlSAASQwoGZGVsZXRlGAMgASgLMjEua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASRwoIcmVqZWN0ZWQYBCABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5SZWplY3RlZEgAGpwBCgZVcGRhdGUSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAMgASgFEiUKBmhlYWx0aBgEIAEoDjIVLmtyYW5lLmN0cmwudjEuSGVhbHRoEg8KB2FkZHJlc3MYMiABKAkSFwoPcm91dGluZ192ZXJzaW9uGDMgASgEGi8KBkRlbGV0ZRIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRpBCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAlCCAoGY2hhbmdlIh4KHFJlcG9ydFNlbnRpbmVsU3RhdHVzUmVzcG9uc2UiqgEKEEhlYXJ0YmVhdFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg0KBWJ1aWxkGAMgASgJEhsKE2RlcGxveW1lbnRzX3ZlcnNpb24YBCABKAQSGQoRc2VudGluZWxzX3ZlcnNpb24YBSABKAQSLQoHY3Vyc29ycxisAiADKAsyGy5rcmFuZS5jdHJsLnYxLlN0cmVhbUN1cnNvciItCgxTdHJlYW1DdXJzb3ISDAoEa2luZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEIhMKEUhlYXJ0YmVhdFJlc3BvbnNlIkEKFFdhdGNoUmVsZWFzZXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIZChF2ZXJzaW9uX2xhc3Rfc2VlbhgCIAEoBCI7CgtSZWxlYXNlS2luZBINCgVncm91cBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBGtpbmQYAyABKAkiegoNUmVsZWFzZU9iamVjdBIKCgJpZBgBIAEoCRIoCgRraW5kGAIgASgLMhoua3JhbmUuY3RybC52MS5SZWxlYXNlS2luZBIMCgRuYW1lGAMgASgJEhUKDW1hbmlmZXN0X2pzb24YBCABKAkSDgoGc2VhbGVkGAUgASgIIokCCgxBcHBseVJlbGVhc2USFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEgoKcmVsZWFzZV9pZBgEIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAUgASgJEgwKBG5hbWUYBiABKAkSDwoHdmVyc2lvbhgHIAEoAxIOCgZyZWdpb24YCCABKAkSLQoHb2JqZWN0cxgJIAMoCzIcLmtyYW5lLmN0cmwudjEuUmVsZWFzZU9iamVjdBIuCgpraW5kc19ldmVyGAogAygLMhoua3JhbmUuY3RybC52MS5SZWxlYXNlS2luZCJqCg1EZWxldGVSZWxlYXNlEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNazhzX25hbWVzcGFjZRgCIAEoCRIuCgpraW5kc19ldmVyGAMgAygLMhoua3JhbmUuY3RybC52MS5SZWxlYXNlS2luZCLyAQoMUmVsZWFzZVN0YXRlEg8KB3ZlcnNpb24YASABKAQSLAoFYXBwbHkYAiABKAsyGy5rcmFuZS5jdHJsLnYxLkFwcGx5UmVsZWFzZUgAEi4KBmRlbGV0ZRgDIAEoCzIcLmtyYW5lLmN0cmwudjEuRGVsZXRlUmVsZWFzZUgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkMKHUdldERlc2lyZWRSZWxlYXNlU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRISCgpyZWxlYXNlX2lkGAIgASgJIkUKHkdldERlc2lyZWRSZWxlYXNlU3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEwoLcmVsZWFzZV9pZHMYAiADKAkiYQofR2V0RGVzaXJlZFJlbGVhc2VTdGF0ZXNSZXNwb25zZRIrCgZzdGF0ZXMYASADKAsyGy5rcmFuZS5jdHJsLnYxLlJlbGVhc2VTdGF0ZRIRCglub3RfZm91bmQYAiADKAkiqgEKE1JlbGVhc2VPYmplY3RTdGF0dXMSCgoCaWQYASABKAkSKAoEa2luZBgCIAEoCzIaLmtyYW5lLmN0cmwudjEuUmVsZWFzZUtpbmQSEQoJbmFtZXNwYWNlGAMgASgJEgwKBG5hbWUYBCABKAkSKwoGaGVhbHRoGAUgASgOMhsua3JhbmUuY3RybC52MS5PYmplY3RIZWFsdGgSDwoHbWVzc2FnZRgGIAEoCSK4AwoaUmVwb3J0UmVsZWFzZVN0YXR1c1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEkIKBnVwZGF0ZRgCIAEoCzIwLmtyYW5lLmN0cmwudjEuUmVwb3J0UmVsZWFzZVN0YXR1c1JlcXVlc3QuVXBkYXRlSAASQgoGZGVsZXRlGAMgASgLMjAua3JhbmUuY3RybC52MS5SZXBvcnRSZWxlYXNlU3RhdHVzUmVxdWVzdC5EZWxldGVIABJGCghyZWplY3RlZBgEIAEoCzIyLmtyYW5lLmN0cmwudjEuUmVwb3J0UmVsZWFzZVN0YXR1c1JlcXVlc3QuUmVqZWN0ZWRIABpiCgZVcGRhdGUSEgoKcmVsZWFzZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEjMKB29iamVjdHMYAyADKAsyIi5rcmFuZS5jdHJsLnYxLlJlbGVhc2VPYmplY3RTdGF0dXMaHAoGRGVsZXRlEhIKCnJlbGVhc2VfaWQYASABKAkaLgoIUmVqZWN0ZWQSEgoKcmVsZWFzZV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAlCCAoGY2hhbmdlIh0KG1JlcG9ydFJlbGVhc2VTdGF0dXNSZXNwb25zZSI9ChBXYXRjaEpvYnNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIZChF2ZXJzaW9uX2xhc3Rfc2VlbhgCIAEoBCKIBQoIQXBwbHlKb2ISFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSDgoGam9iX2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDgoGcmVnaW9uGAcgASgJEhAKCHNjaGVkdWxlGAggASgJEhEKCXRpbWVfem9uZRgJIAEoCRINCgVpbWFnZRgKIAEoCRIPCgdjb21tYW5kGAsgAygJEgwKBGFyZ3MYDCADKAkSGgoSY29uY3VycmVuY3lfcG9saWN5GA0gASgJEhgKEGRlYWRsaW5lX3NlY29uZHMYDiABKAMSJQodc3VjY2Vzc2Z1bF9qb2JzX2hpc3RvcnlfbGltaXQYDyABKAUSIQoZZmFpbGVkX2pvYnNfaGlzdG9yeV9saW1pdBgQIAEoBRIPCgdzdXNwZW5kGBEgASgIEhYKDmNwdV9taWxsaWNvcmVzGBIgASgDEhIKCm1lbW9yeV9taWIYEyABKAMSIgoDZW52GBQgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISFQoNZGVwbG95bWVudF9pZBgVIAEoCRItCgZjb25maWcYFiABKAsyHS5rcmFuZS5jdHJsLnYxLlJldmlzaW9uQ29uZmlnEi8KB3NlY3JldHMYFyABKAsyHi5rcmFuZS5jdHJsLnYxLlJldmlzaW9uU2VjcmV0cxI4ChBleHRlcm5hbF9zZWNyZXRzGBggASgLMh4ua3JhbmUuY3RybC52MS5FeHRlcm5hbFNlY3JldHMSDAoEbmFtZRgZIAEoCSJECglEZWxldGVKb2ISDgoGam9iX2lkGAEgASgJEhUKDWs4c19uYW1lc3BhY2UYAiABKAkSEAoIazhzX25hbWUYAyABKAki5gEKCEpvYlN0YXRlEg8KB3ZlcnNpb24YASABKAQSKAoFYXBwbHkYAiABKAsyFy5rcmFuZS5jdHJsLnYxLkFwcGx5Sm9iSAASKgoGZGVsZXRlGAMgASgLMhgua3JhbmUuY3RybC52MS5EZWxldGVKb2JIABI2Cg5zbmFwc2hvdF9zdGFydBgEIAEoCzIcLmtyYW5lLmN0cmwudjEuU25hcHNob3RTdGFydEgAEjIKDHNuYXBzaG90X2VuZBgFIAEoCzIaLmtyYW5lLmN0cmwudjEuU25hcHNob3RFbmRIAEIHCgVzdGF0ZSI7ChlHZXREZXNpcmVkSm9iU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIOCgZqb2JfaWQYAiABKAkiPQoaR2V0RGVzaXJlZEpvYlN0YXRlc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEg8KB2pvYl9pZHMYAiADKAkiWQobR2V0RGVzaXJlZEpvYlN0YXRlc1Jlc3BvbnNlEicKBnN0YXRlcxgBIAMoCzIXLmtyYW5lLmN0cmwudjEuSm9iU3RhdGUSEQoJbm90X2ZvdW5kGAIgAygJInoKBkpvYlJ1bhIQCghrOHNfbmFtZRgBIAEoCRIXCg9zdGFydGVkX3VuaXhfbXMYAiABKAMSGAoQZmluaXNoZWRfdW5peF9tcxgDIAEoAxIrCgZyZXN1bHQYBCABKA4yGy5rcmFuZS5jdHJsLnYxLkpvYlJ1blJlc3VsdCLQAwoWUmVwb3J0Sm9iU3RhdHVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSPgoGdXBkYXRlGAIgASgLMiwua3JhbmUuY3RybC52MS5SZXBvcnRKb2JTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEj4KBmRlbGV0ZRgDIAEoCzIsLmtyYW5lLmN0cmwudjEuUmVwb3J0Sm9iU3RhdHVzUmVxdWVzdC5EZWxldGVIABJCCghyZWplY3RlZBgEIAEoCzIuLmtyYW5lLmN0cmwudjEuUmVwb3J0Sm9iU3RhdHVzUmVxdWVzdC5SZWplY3RlZEgAGm4KBlVwZGF0ZRIOCgZqb2JfaWQYASABKAkSEAoIazhzX25hbWUYAiABKAkSIwoEcnVucxgDIAMoCzIVLmtyYW5lLmN0cmwudjEuSm9iUnVuEh0KFWxhc3Rfc2NoZWR1bGVfdW5peF9tcxgEIAEoAxoqCgZEZWxldGUSDgoGam9iX2lkGAEgASgJEhAKCGs4c19uYW1lGAIgASgJGjwKCFJlamVjdGVkEg4KBmpvYl9pZBgBIAEoCRIQCghrOHNfbmFtZRgCIAEoCRIOCgZyZWFzb24YAyABKAlCCAoGY2hhbmdlIhkKF1JlcG9ydEpvYlN0YXR1c1Jlc3BvbnNlIkoKEFJlbGVhc2VTZWNyZXRSZWYSEgoKcmVsZWFzZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEhEKCW9iamVjdF9pZBgDIAEoCSLVAQoWR2V0U2VjcmV0VmFsdWVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFwoNZGVwbG95bWVudF9pZBgCIAEoCUgAEhAKBmpvYl9pZBgDIAEoCUgAEjkKDnJlbGVhc2Vfb2JqZWN0GAQgASgLMh8ua3JhbmUuY3RybC52MS5SZWxlYXNlU2VjcmV0UmVmSAASPAoPcmVsZWFzZV92ZXJzaW9uGMgBIAEoCzIgLmtyYW5lLmN0cmwudjEuUmVsZWFzZVZlcnNpb25SZWZIAEIHCgVvd25lciI4ChFSZWxlYXNlVmVyc2lvblJlZhISCgpyZWxlYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiWgoZUmVsZWFzZU9iamVjdFNlY3JldFZhbHVlcxIRCglvYmplY3RfaWQYASABKAkSKgoGdmFsdWVzGAIgAygLMhoua3JhbmUuY3RybC52MS5TZWNyZXRWYWx1ZSIpCgtTZWNyZXRWYWx1ZRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwiiQEKF0dldFNlY3JldFZhbHVlc1Jlc3BvbnNlEioKBnZhbHVlcxgBIAMoCzIaLmtyYW5lLmN0cmwudjEuU2VjcmV0VmFsdWUSQgoPcmVsZWFzZV9vYmplY3RzGMgBIAMoCzIoLmtyYW5lLmN0cmwudjEuUmVsZWFzZU9iamVjdFNlY3JldFZhbHVlcyqHAQoOSW5zdGFuY2VTdGF0dXMSHwobSU5TVEFOQ0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXSU5TVEFOQ0VfU1RBVFVTX1BFTkRJTkcQARIbChdJTlNUQU5DRV9TVEFUVVNfUlVOTklORxACEhoKFklOU1RBTkNFX1NUQVRVU19GQUlMRUQQAypdCgZIZWFsdGgSFgoSSEVBTFRIX1VOU1BFQ0lGSUVEEAASEgoOSEVBTFRIX0hFQUxUSFkQARIUChBIRUFMVEhfVU5IRUFMVEhZEAISEQoNSEVBTFRIX1BBVVNFRBADKtsBCgxPYmplY3RIZWFsdGgSHQoZT0JKRUNUX0hFQUxUSF9VTlNQRUNJRklFRBAAEh0KGU9CSkVDVF9IRUFMVEhfUFJPR1JFU1NJTkcQARIZChVPQkpFQ1RfSEVBTFRIX0hFQUxUSFkQAhIaChZPQkpFQ1RfSEVBTFRIX0RFR1JBREVEEAMSGwoXT0JKRUNUX0hFQUxUSF9TVVNQRU5ERUQQBBIeChpPQkpFQ1RfSEVBTFRIX0tJTkRfTUlTU0lORxAFEhkKFU9CSkVDVF9IRUFMVEhfUkVGVVNFRBAGKoMBCgxKb2JSdW5SZXN1bHQSHgoaSk9CX1JVTl9SRVNVTFRfVU5TUEVDSUZJRUQQABIaChZKT0JfUlVOX1JFU1VMVF9SVU5OSU5HEAESHAoYSk9CX1JVTl9SRVNVTFRfU1VDQ0VFREVEEAISGQoVSk9CX1JVTl9SRVNVTFRfRkFJTEVEEAMyyw4KDkNsdXN0ZXJTZXJ2aWNlElwKEFdhdGNoRGVwbG95bWVudHMSJi5rcmFuZS5jdHJsLnYxLldhdGNoRGVwbG95bWVudHNSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUwARJWCg5XYXRjaFNlbnRpbmVscxIkLmtyYW5lLmN0cmwudjEuV2F0Y2hTZW50aW5lbHNSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlMAESbAoZR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZRIvLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZVJlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRKBAQoaR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXMSMC5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBoxLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRJmChdHZXREZXNpcmVkU2VudGluZWxTdGF0ZRItLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlEnsKGEdldERlc2lyZWRTZW50aW5lbFN0YXRlcxIuLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVxdWVzdBovLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVzcG9uc2USdQoWUmVwb3J0RGVwbG95bWVudFN0YXR1cxIsLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QaLS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXNwb25zZRJvChRSZXBvcnRTZW50aW5lbFN0YXR1cxIqLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0Gisua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1Jlc3BvbnNlEk4KCUhlYXJ0YmVhdBIfLmtyYW5lLmN0cmwudjEuSGVhcnRiZWF0UmVxdWVzdBogLmtyYW5lLmN0cmwudjEuSGVhcnRiZWF0UmVzcG9uc2USUwoNV2F0Y2hSZWxlYXNlcxIjLmtyYW5lLmN0cmwudjEuV2F0Y2hSZWxlYXNlc1JlcXVlc3QaGy5rcmFuZS5jdHJsLnYxLlJlbGVhc2VTdGF0ZTABEmMKFkdldERlc2lyZWRSZWxlYXNlU3RhdGUSLC5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRSZWxlYXNlU3RhdGVSZXF1ZXN0Ghsua3JhbmUuY3RybC52MS5SZWxlYXNlU3RhdGUSeAoXR2V0RGVzaXJlZFJlbGVhc2VTdGF0ZXMSLS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRSZWxlYXNlU3RhdGVzUmVxdWVzdBouLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZFJlbGVhc2VTdGF0ZXNSZXNwb25zZRJsChNSZXBvcnRSZWxlYXNlU3RhdHVzEikua3JhbmUuY3RybC52MS5SZXBvcnRSZWxlYXNlU3RhdHVzUmVxdWVzdBoqLmtyYW5lLmN0cmwudjEuUmVwb3J0UmVsZWFzZVN0YXR1c1Jlc3BvbnNlEkcKCVdhdGNoSm9icxIfLmtyYW5lLmN0cmwudjEuV2F0Y2hKb2JzUmVxdWVzdBoXLmtyYW5lLmN0cmwudjEuSm9iU3RhdGUwARJXChJHZXREZXNpcmVkSm9iU3RhdGUSKC5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRKb2JTdGF0ZVJlcXVlc3QaFy5rcmFuZS5jdHJsLnYxLkpvYlN0YXRlEmwKE0dldERlc2lyZWRKb2JTdGF0ZXMSKS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRKb2JTdGF0ZXNSZXF1ZXN0Gioua3JhbmUuY3RybC52MS5HZXREZXNpcmVkSm9iU3RhdGVzUmVzcG9uc2USYAoPUmVwb3J0Sm9iU3RhdHVzEiUua3JhbmUuY3RybC52MS5SZXBvcnRKb2JTdGF0dXNSZXF1ZXN0GiYua3JhbmUuY3RybC52MS5SZXBvcnRKb2JTdGF0dXNSZXNwb25zZRJgCg9HZXRTZWNyZXRWYWx1ZXMSJS5rcmFuZS5jdHJsLnYxLkdldFNlY3JldFZhbHVlc1JlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLkdldFNlY3JldFZhbHVlc1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message krane.ctrl.v1.EnvVar
@@ -258,6 +258,29 @@ export type ApplyDeployment = Message<"krane.ctrl.v1.ApplyDeployment"> & {
    * @generated from field: int32 min_ready_seconds = 22;
    */
   minReadySeconds: number;
+
+  /**
+   * The revision's plain configuration: an immutable ConfigMap, exposed to the pods as
+   * environment variables. Absent when the revision has no configuration.
+   *
+   * @generated from field: krane.ctrl.v1.RevisionConfig config = 200;
+   */
+  config?: RevisionConfig | undefined;
+
+  /**
+   * The revision's secrets: an immutable Secret whose values the agent fetches with
+   * GetSecretValues (never carried here). Absent when the revision has none.
+   *
+   * @generated from field: krane.ctrl.v1.RevisionSecrets secrets = 201;
+   */
+  secrets?: RevisionSecrets | undefined;
+
+  /**
+   * Secrets read from an external store by the Secrets Store CSI driver. Absent when none.
+   *
+   * @generated from field: krane.ctrl.v1.ExternalSecrets external_secrets = 202;
+   */
+  externalSecrets?: ExternalSecrets | undefined;
 };
 
 /**
@@ -266,6 +289,106 @@ export type ApplyDeployment = Message<"krane.ctrl.v1.ApplyDeployment"> & {
  */
 export const ApplyDeploymentSchema: GenMessage<ApplyDeployment> = /*@__PURE__*/
   messageDesc(file_krane_ctrl_v1_cluster, 5);
+
+/**
+ * A revision's configuration values; the ConfigMap's name carries a hash of its content.
+ *
+ * @generated from message krane.ctrl.v1.RevisionConfig
+ */
+export type RevisionConfig = Message<"krane.ctrl.v1.RevisionConfig"> & {
+  /**
+   * @generated from field: string config_map_name = 1;
+   */
+  configMapName: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EnvVar values = 2;
+   */
+  values: EnvVar[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevisionConfig.
+ * Use `create(RevisionConfigSchema)` to create a new message.
+ */
+export const RevisionConfigSchema: GenMessage<RevisionConfig> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 6);
+
+/**
+ * A revision's secrets: only the Secret's name (with a keyed hash of its content) and its keys.
+ *
+ * @generated from message krane.ctrl.v1.RevisionSecrets
+ */
+export type RevisionSecrets = Message<"krane.ctrl.v1.RevisionSecrets"> & {
+  /**
+   * @generated from field: string secret_name = 1;
+   */
+  secretName: string;
+
+  /**
+   * @generated from field: repeated string keys = 2;
+   */
+  keys: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevisionSecrets.
+ * Use `create(RevisionSecretsSchema)` to create a new message.
+ */
+export const RevisionSecretsSchema: GenMessage<RevisionSecrets> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 7);
+
+/**
+ * External secrets: a SecretProviderClass mounted into the pods (its provider and parameters
+ * are the cluster's: the agent's --secret-store-* settings); the driver syncs a Secret the pods
+ * read as environment variables.
+ *
+ * @generated from message krane.ctrl.v1.ExternalSecrets
+ */
+export type ExternalSecrets = Message<"krane.ctrl.v1.ExternalSecrets"> & {
+  /**
+   * Also the name of the Secret the driver syncs.
+   *
+   * @generated from field: string secret_provider_class_name = 1;
+   */
+  secretProviderClassName: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.ExternalSecretRef secrets = 2;
+   */
+  secrets: ExternalSecretRef[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ExternalSecrets.
+ * Use `create(ExternalSecretsSchema)` to create a new message.
+ */
+export const ExternalSecretsSchema: GenMessage<ExternalSecrets> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 8);
+
+/**
+ * One value from the external store: exposed as environment variable `key`.
+ *
+ * @generated from message krane.ctrl.v1.ExternalSecretRef
+ */
+export type ExternalSecretRef = Message<"krane.ctrl.v1.ExternalSecretRef"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ExternalSecretRef.
+ * Use `create(ExternalSecretRefSchema)` to create a new message.
+ */
+export const ExternalSecretRefSchema: GenMessage<ExternalSecretRef> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 9);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteDeployment
@@ -285,6 +408,13 @@ export type DeleteDeployment = Message<"krane.ctrl.v1.DeleteDeployment"> & {
    * @generated from field: string deployment_id = 3;
    */
   deploymentId: string;
+
+  /**
+   * The revision's Secret (the agent cannot list Secrets: it deletes this one by name).
+   *
+   * @generated from field: string secret_name = 200;
+   */
+  secretName: string;
 };
 
 /**
@@ -292,7 +422,7 @@ export type DeleteDeployment = Message<"krane.ctrl.v1.DeleteDeployment"> & {
  * Use `create(DeleteDeploymentSchema)` to create a new message.
  */
 export const DeleteDeploymentSchema: GenMessage<DeleteDeployment> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 6);
+  messageDesc(file_krane_ctrl_v1_cluster, 10);
 
 /**
  * @generated from message krane.ctrl.v1.DeploymentState
@@ -340,7 +470,7 @@ export type DeploymentState = Message<"krane.ctrl.v1.DeploymentState"> & {
  * Use `create(DeploymentStateSchema)` to create a new message.
  */
 export const DeploymentStateSchema: GenMessage<DeploymentState> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 7);
+  messageDesc(file_krane_ctrl_v1_cluster, 11);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredDeploymentStateRequest
@@ -362,7 +492,7 @@ export type GetDesiredDeploymentStateRequest = Message<"krane.ctrl.v1.GetDesired
  * Use `create(GetDesiredDeploymentStateRequestSchema)` to create a new message.
  */
 export const GetDesiredDeploymentStateRequestSchema: GenMessage<GetDesiredDeploymentStateRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 8);
+  messageDesc(file_krane_ctrl_v1_cluster, 12);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredDeploymentStatesRequest
@@ -384,7 +514,7 @@ export type GetDesiredDeploymentStatesRequest = Message<"krane.ctrl.v1.GetDesire
  * Use `create(GetDesiredDeploymentStatesRequestSchema)` to create a new message.
  */
 export const GetDesiredDeploymentStatesRequestSchema: GenMessage<GetDesiredDeploymentStatesRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 9);
+  messageDesc(file_krane_ctrl_v1_cluster, 13);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredDeploymentStatesResponse
@@ -408,7 +538,7 @@ export type GetDesiredDeploymentStatesResponse = Message<"krane.ctrl.v1.GetDesir
  * Use `create(GetDesiredDeploymentStatesResponseSchema)` to create a new message.
  */
 export const GetDesiredDeploymentStatesResponseSchema: GenMessage<GetDesiredDeploymentStatesResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 10);
+  messageDesc(file_krane_ctrl_v1_cluster, 14);
 
 /**
  * A pod of a deployment, as the agent observes it.
@@ -467,7 +597,7 @@ export type Instance = Message<"krane.ctrl.v1.Instance"> & {
  * Use `create(InstanceSchema)` to create a new message.
  */
 export const InstanceSchema: GenMessage<Instance> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 11);
+  messageDesc(file_krane_ctrl_v1_cluster, 15);
 
 /**
  * @generated from message krane.ctrl.v1.ReportDeploymentStatusRequest
@@ -507,7 +637,7 @@ export type ReportDeploymentStatusRequest = Message<"krane.ctrl.v1.ReportDeploym
  * Use `create(ReportDeploymentStatusRequestSchema)` to create a new message.
  */
 export const ReportDeploymentStatusRequestSchema: GenMessage<ReportDeploymentStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 12);
+  messageDesc(file_krane_ctrl_v1_cluster, 16);
 
 /**
  * @generated from message krane.ctrl.v1.ReportDeploymentStatusRequest.Update
@@ -534,7 +664,7 @@ export type ReportDeploymentStatusRequest_Update = Message<"krane.ctrl.v1.Report
  * Use `create(ReportDeploymentStatusRequest_UpdateSchema)` to create a new message.
  */
 export const ReportDeploymentStatusRequest_UpdateSchema: GenMessage<ReportDeploymentStatusRequest_Update> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 12, 0);
+  messageDesc(file_krane_ctrl_v1_cluster, 16, 0);
 
 /**
  * @generated from message krane.ctrl.v1.ReportDeploymentStatusRequest.Delete
@@ -556,7 +686,7 @@ export type ReportDeploymentStatusRequest_Delete = Message<"krane.ctrl.v1.Report
  * Use `create(ReportDeploymentStatusRequest_DeleteSchema)` to create a new message.
  */
 export const ReportDeploymentStatusRequest_DeleteSchema: GenMessage<ReportDeploymentStatusRequest_Delete> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 12, 1);
+  messageDesc(file_krane_ctrl_v1_cluster, 16, 1);
 
 /**
  * The agent refused the desired state (validation failed); nothing was applied.
@@ -585,7 +715,7 @@ export type ReportDeploymentStatusRequest_Rejected = Message<"krane.ctrl.v1.Repo
  * Use `create(ReportDeploymentStatusRequest_RejectedSchema)` to create a new message.
  */
 export const ReportDeploymentStatusRequest_RejectedSchema: GenMessage<ReportDeploymentStatusRequest_Rejected> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 12, 2);
+  messageDesc(file_krane_ctrl_v1_cluster, 16, 2);
 
 /**
  * @generated from message krane.ctrl.v1.ReportDeploymentStatusResponse
@@ -598,7 +728,7 @@ export type ReportDeploymentStatusResponse = Message<"krane.ctrl.v1.ReportDeploy
  * Use `create(ReportDeploymentStatusResponseSchema)` to create a new message.
  */
 export const ReportDeploymentStatusResponseSchema: GenMessage<ReportDeploymentStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 13);
+  messageDesc(file_krane_ctrl_v1_cluster, 17);
 
 /**
  * @generated from message krane.ctrl.v1.WatchSentinelsRequest
@@ -620,7 +750,7 @@ export type WatchSentinelsRequest = Message<"krane.ctrl.v1.WatchSentinelsRequest
  * Use `create(WatchSentinelsRequestSchema)` to create a new message.
  */
 export const WatchSentinelsRequestSchema: GenMessage<WatchSentinelsRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 14);
+  messageDesc(file_krane_ctrl_v1_cluster, 18);
 
 /**
  * An environment's routing proxy in one region: a Deployment plus a Service on 8040, and the
@@ -694,7 +824,7 @@ export type ApplySentinel = Message<"krane.ctrl.v1.ApplySentinel"> & {
  * Use `create(ApplySentinelSchema)` to create a new message.
  */
 export const ApplySentinelSchema: GenMessage<ApplySentinel> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 15);
+  messageDesc(file_krane_ctrl_v1_cluster, 19);
 
 /**
  * How an environment's traffic is split between its revisions.
@@ -727,7 +857,7 @@ export type RoutingPolicy = Message<"krane.ctrl.v1.RoutingPolicy"> & {
  * Use `create(RoutingPolicySchema)` to create a new message.
  */
 export const RoutingPolicySchema: GenMessage<RoutingPolicy> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 16);
+  messageDesc(file_krane_ctrl_v1_cluster, 20);
 
 /**
  * @generated from message krane.ctrl.v1.RevisionWeight
@@ -751,7 +881,7 @@ export type RevisionWeight = Message<"krane.ctrl.v1.RevisionWeight"> & {
  * Use `create(RevisionWeightSchema)` to create a new message.
  */
 export const RevisionWeightSchema: GenMessage<RevisionWeight> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 17);
+  messageDesc(file_krane_ctrl_v1_cluster, 21);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteSentinel
@@ -773,7 +903,7 @@ export type DeleteSentinel = Message<"krane.ctrl.v1.DeleteSentinel"> & {
  * Use `create(DeleteSentinelSchema)` to create a new message.
  */
 export const DeleteSentinelSchema: GenMessage<DeleteSentinel> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 18);
+  messageDesc(file_krane_ctrl_v1_cluster, 22);
 
 /**
  * @generated from message krane.ctrl.v1.SentinelState
@@ -819,7 +949,7 @@ export type SentinelState = Message<"krane.ctrl.v1.SentinelState"> & {
  * Use `create(SentinelStateSchema)` to create a new message.
  */
 export const SentinelStateSchema: GenMessage<SentinelState> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 19);
+  messageDesc(file_krane_ctrl_v1_cluster, 23);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStateRequest
@@ -841,7 +971,7 @@ export type GetDesiredSentinelStateRequest = Message<"krane.ctrl.v1.GetDesiredSe
  * Use `create(GetDesiredSentinelStateRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStateRequestSchema: GenMessage<GetDesiredSentinelStateRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 20);
+  messageDesc(file_krane_ctrl_v1_cluster, 24);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesRequest
@@ -863,7 +993,7 @@ export type GetDesiredSentinelStatesRequest = Message<"krane.ctrl.v1.GetDesiredS
  * Use `create(GetDesiredSentinelStatesRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesRequestSchema: GenMessage<GetDesiredSentinelStatesRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21);
+  messageDesc(file_krane_ctrl_v1_cluster, 25);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesResponse
@@ -885,7 +1015,7 @@ export type GetDesiredSentinelStatesResponse = Message<"krane.ctrl.v1.GetDesired
  * Use `create(GetDesiredSentinelStatesResponseSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesResponseSchema: GenMessage<GetDesiredSentinelStatesResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 22);
+  messageDesc(file_krane_ctrl_v1_cluster, 26);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest
@@ -925,7 +1055,7 @@ export type ReportSentinelStatusRequest = Message<"krane.ctrl.v1.ReportSentinelS
  * Use `create(ReportSentinelStatusRequestSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequestSchema: GenMessage<ReportSentinelStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23);
+  messageDesc(file_krane_ctrl_v1_cluster, 27);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Update
@@ -970,7 +1100,7 @@ export type ReportSentinelStatusRequest_Update = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_UpdateSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_UpdateSchema: GenMessage<ReportSentinelStatusRequest_Update> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 0);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 0);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Delete
@@ -992,7 +1122,7 @@ export type ReportSentinelStatusRequest_Delete = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_DeleteSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_DeleteSchema: GenMessage<ReportSentinelStatusRequest_Delete> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 1);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 1);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Rejected
@@ -1019,7 +1149,7 @@ export type ReportSentinelStatusRequest_Rejected = Message<"krane.ctrl.v1.Report
  * Use `create(ReportSentinelStatusRequest_RejectedSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_RejectedSchema: GenMessage<ReportSentinelStatusRequest_Rejected> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 2);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 2);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusResponse
@@ -1032,7 +1162,7 @@ export type ReportSentinelStatusResponse = Message<"krane.ctrl.v1.ReportSentinel
  * Use `create(ReportSentinelStatusResponseSchema)` to create a new message.
  */
 export const ReportSentinelStatusResponseSchema: GenMessage<ReportSentinelStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 24);
+  messageDesc(file_krane_ctrl_v1_cluster, 28);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatRequest
@@ -1064,6 +1194,14 @@ export type HeartbeatRequest = Message<"krane.ctrl.v1.HeartbeatRequest"> & {
    * @generated from field: uint64 sentinels_version = 5;
    */
   sentinelsVersion: bigint;
+
+  /**
+   * The cursor of every desired-state stream of the agent, by kind ("deployments",
+   * "sentinels", and kinds added later): ctrl shows how far each region is behind.
+   *
+   * @generated from field: repeated krane.ctrl.v1.StreamCursor cursors = 300;
+   */
+  cursors: StreamCursor[];
 };
 
 /**
@@ -1071,7 +1209,29 @@ export type HeartbeatRequest = Message<"krane.ctrl.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 25);
+  messageDesc(file_krane_ctrl_v1_cluster, 29);
+
+/**
+ * @generated from message krane.ctrl.v1.StreamCursor
+ */
+export type StreamCursor = Message<"krane.ctrl.v1.StreamCursor"> & {
+  /**
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.StreamCursor.
+ * Use `create(StreamCursorSchema)` to create a new message.
+ */
+export const StreamCursorSchema: GenMessage<StreamCursor> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 30);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatResponse
@@ -1084,7 +1244,1129 @@ export type HeartbeatResponse = Message<"krane.ctrl.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 26);
+  messageDesc(file_krane_ctrl_v1_cluster, 31);
+
+/**
+ * @generated from message krane.ctrl.v1.WatchReleasesRequest
+ */
+export type WatchReleasesRequest = Message<"krane.ctrl.v1.WatchReleasesRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: uint64 version_last_seen = 2;
+   */
+  versionLastSeen: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.WatchReleasesRequest.
+ * Use `create(WatchReleasesRequestSchema)` to create a new message.
+ */
+export const WatchReleasesRequestSchema: GenMessage<WatchReleasesRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 32);
+
+/**
+ * A Kubernetes kind the release controller applies or sweeps.
+ *
+ * @generated from message krane.ctrl.v1.ReleaseKind
+ */
+export type ReleaseKind = Message<"krane.ctrl.v1.ReleaseKind"> & {
+  /**
+   * "" for the core group.
+   *
+   * @generated from field: string group = 1;
+   */
+  group: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string kind = 3;
+   */
+  kind: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseKind.
+ * Use `create(ReleaseKindSchema)` to create a new message.
+ */
+export const ReleaseKindSchema: GenMessage<ReleaseKind> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 33);
+
+/**
+ * One object of a release, validated by ctrl (allow-listed kind, the workspace namespace).
+ *
+ * @generated from message krane.ctrl.v1.ReleaseObject
+ */
+export type ReleaseObject = Message<"krane.ctrl.v1.ReleaseObject"> & {
+  /**
+   * Stable identity within the release: group/Kind/name.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.ReleaseKind kind = 2;
+   */
+  kind?: ReleaseKind | undefined;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * The object as JSON, with krane's labels added; a sealed Secret carries no data here.
+   *
+   * @generated from field: string manifest_json = 4;
+   */
+  manifestJson: string;
+
+  /**
+   * A Secret whose data the agent fetches with GetSecretValues.
+   *
+   * @generated from field: bool sealed = 5;
+   */
+  sealed: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseObject.
+ * Use `create(ReleaseObjectSchema)` to create a new message.
+ */
+export const ReleaseObjectSchema: GenMessage<ReleaseObject> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 34);
+
+/**
+ * A versioned set of objects applied in the environment's workspace namespace.
+ *
+ * @generated from message krane.ctrl.v1.ApplyRelease
+ */
+export type ApplyRelease = Message<"krane.ctrl.v1.ApplyRelease"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string environment_id = 3;
+   */
+  environmentId: string;
+
+  /**
+   * @generated from field: string release_id = 4;
+   */
+  releaseId: string;
+
+  /**
+   * @generated from field: string k8s_namespace = 5;
+   */
+  k8sNamespace: string;
+
+  /**
+   * @generated from field: string name = 6;
+   */
+  name: string;
+
+  /**
+   * @generated from field: int64 version = 7;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: string region = 8;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.ReleaseObject objects = 9;
+   */
+  objects: ReleaseObject[];
+
+  /**
+   * Every kind the release's objects ever had (its stored inventory), so objects of a kind that
+   * left the set entirely are still found and pruned.
+   *
+   * @generated from field: repeated krane.ctrl.v1.ReleaseKind kinds_ever = 10;
+   */
+  kindsEver: ReleaseKind[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ApplyRelease.
+ * Use `create(ApplyReleaseSchema)` to create a new message.
+ */
+export const ApplyReleaseSchema: GenMessage<ApplyRelease> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 35);
+
+/**
+ * @generated from message krane.ctrl.v1.DeleteRelease
+ */
+export type DeleteRelease = Message<"krane.ctrl.v1.DeleteRelease"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+
+  /**
+   * @generated from field: string k8s_namespace = 2;
+   */
+  k8sNamespace: string;
+
+  /**
+   * Every kind the release ever applied: all of its objects of these kinds go.
+   *
+   * @generated from field: repeated krane.ctrl.v1.ReleaseKind kinds_ever = 3;
+   */
+  kindsEver: ReleaseKind[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.DeleteRelease.
+ * Use `create(DeleteReleaseSchema)` to create a new message.
+ */
+export const DeleteReleaseSchema: GenMessage<DeleteRelease> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 36);
+
+/**
+ * @generated from message krane.ctrl.v1.ReleaseState
+ */
+export type ReleaseState = Message<"krane.ctrl.v1.ReleaseState"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.ReleaseState.state
+   */
+  state: {
+    /**
+     * @generated from field: krane.ctrl.v1.ApplyRelease apply = 2;
+     */
+    value: ApplyRelease;
+    case: "apply";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.DeleteRelease delete = 3;
+     */
+    value: DeleteRelease;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotStart snapshot_start = 4;
+     */
+    value: SnapshotStart;
+    case: "snapshotStart";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotEnd snapshot_end = 5;
+     */
+    value: SnapshotEnd;
+    case: "snapshotEnd";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseState.
+ * Use `create(ReleaseStateSchema)` to create a new message.
+ */
+export const ReleaseStateSchema: GenMessage<ReleaseState> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 37);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredReleaseStateRequest
+ */
+export type GetDesiredReleaseStateRequest = Message<"krane.ctrl.v1.GetDesiredReleaseStateRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string release_id = 2;
+   */
+  releaseId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredReleaseStateRequest.
+ * Use `create(GetDesiredReleaseStateRequestSchema)` to create a new message.
+ */
+export const GetDesiredReleaseStateRequestSchema: GenMessage<GetDesiredReleaseStateRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 38);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredReleaseStatesRequest
+ */
+export type GetDesiredReleaseStatesRequest = Message<"krane.ctrl.v1.GetDesiredReleaseStatesRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated string release_ids = 2;
+   */
+  releaseIds: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredReleaseStatesRequest.
+ * Use `create(GetDesiredReleaseStatesRequestSchema)` to create a new message.
+ */
+export const GetDesiredReleaseStatesRequestSchema: GenMessage<GetDesiredReleaseStatesRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 39);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredReleaseStatesResponse
+ */
+export type GetDesiredReleaseStatesResponse = Message<"krane.ctrl.v1.GetDesiredReleaseStatesResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.ReleaseState states = 1;
+   */
+  states: ReleaseState[];
+
+  /**
+   * @generated from field: repeated string not_found = 2;
+   */
+  notFound: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredReleaseStatesResponse.
+ * Use `create(GetDesiredReleaseStatesResponseSchema)` to create a new message.
+ */
+export const GetDesiredReleaseStatesResponseSchema: GenMessage<GetDesiredReleaseStatesResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 40);
+
+/**
+ * What a region's agent observed of one object of a release.
+ *
+ * @generated from message krane.ctrl.v1.ReleaseObjectStatus
+ */
+export type ReleaseObjectStatus = Message<"krane.ctrl.v1.ReleaseObjectStatus"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.ReleaseKind kind = 2;
+   */
+  kind?: ReleaseKind | undefined;
+
+  /**
+   * @generated from field: string namespace = 3;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.ObjectHealth health = 5;
+   */
+  health: ObjectHealth;
+
+  /**
+   * @generated from field: string message = 6;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseObjectStatus.
+ * Use `create(ReleaseObjectStatusSchema)` to create a new message.
+ */
+export const ReleaseObjectStatusSchema: GenMessage<ReleaseObjectStatus> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 41);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportReleaseStatusRequest
+ */
+export type ReportReleaseStatusRequest = Message<"krane.ctrl.v1.ReportReleaseStatusRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.ReportReleaseStatusRequest.change
+   */
+  change: {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportReleaseStatusRequest.Update update = 2;
+     */
+    value: ReportReleaseStatusRequest_Update;
+    case: "update";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportReleaseStatusRequest.Delete delete = 3;
+     */
+    value: ReportReleaseStatusRequest_Delete;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportReleaseStatusRequest.Rejected rejected = 4;
+     */
+    value: ReportReleaseStatusRequest_Rejected;
+    case: "rejected";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportReleaseStatusRequest.
+ * Use `create(ReportReleaseStatusRequestSchema)` to create a new message.
+ */
+export const ReportReleaseStatusRequestSchema: GenMessage<ReportReleaseStatusRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 42);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportReleaseStatusRequest.Update
+ */
+export type ReportReleaseStatusRequest_Update = Message<"krane.ctrl.v1.ReportReleaseStatusRequest.Update"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+
+  /**
+   * The version these statuses are of.
+   *
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.ReleaseObjectStatus objects = 3;
+   */
+  objects: ReleaseObjectStatus[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportReleaseStatusRequest.Update.
+ * Use `create(ReportReleaseStatusRequest_UpdateSchema)` to create a new message.
+ */
+export const ReportReleaseStatusRequest_UpdateSchema: GenMessage<ReportReleaseStatusRequest_Update> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 42, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportReleaseStatusRequest.Delete
+ */
+export type ReportReleaseStatusRequest_Delete = Message<"krane.ctrl.v1.ReportReleaseStatusRequest.Delete"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportReleaseStatusRequest.Delete.
+ * Use `create(ReportReleaseStatusRequest_DeleteSchema)` to create a new message.
+ */
+export const ReportReleaseStatusRequest_DeleteSchema: GenMessage<ReportReleaseStatusRequest_Delete> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 42, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportReleaseStatusRequest.Rejected
+ */
+export type ReportReleaseStatusRequest_Rejected = Message<"krane.ctrl.v1.ReportReleaseStatusRequest.Rejected"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportReleaseStatusRequest.Rejected.
+ * Use `create(ReportReleaseStatusRequest_RejectedSchema)` to create a new message.
+ */
+export const ReportReleaseStatusRequest_RejectedSchema: GenMessage<ReportReleaseStatusRequest_Rejected> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 42, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportReleaseStatusResponse
+ */
+export type ReportReleaseStatusResponse = Message<"krane.ctrl.v1.ReportReleaseStatusResponse"> & {
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportReleaseStatusResponse.
+ * Use `create(ReportReleaseStatusResponseSchema)` to create a new message.
+ */
+export const ReportReleaseStatusResponseSchema: GenMessage<ReportReleaseStatusResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 43);
+
+/**
+ * @generated from message krane.ctrl.v1.WatchJobsRequest
+ */
+export type WatchJobsRequest = Message<"krane.ctrl.v1.WatchJobsRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: uint64 version_last_seen = 2;
+   */
+  versionLastSeen: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.WatchJobsRequest.
+ * Use `create(WatchJobsRequestSchema)` to create a new message.
+ */
+export const WatchJobsRequestSchema: GenMessage<WatchJobsRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 44);
+
+/**
+ * A cron job of an environment, run as a CronJob with the user workloads' isolation, from the
+ * image, configuration and secrets of the revision the region runs (unless it names an image).
+ *
+ * @generated from message krane.ctrl.v1.ApplyJob
+ */
+export type ApplyJob = Message<"krane.ctrl.v1.ApplyJob"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string environment_id = 3;
+   */
+  environmentId: string;
+
+  /**
+   * @generated from field: string job_id = 4;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string k8s_namespace = 5;
+   */
+  k8sNamespace: string;
+
+  /**
+   * @generated from field: string k8s_name = 6;
+   */
+  k8sName: string;
+
+  /**
+   * @generated from field: string region = 7;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string schedule = 8;
+   */
+  schedule: string;
+
+  /**
+   * IANA time zone; empty means UTC.
+   *
+   * @generated from field: string time_zone = 9;
+   */
+  timeZone: string;
+
+  /**
+   * @generated from field: string image = 10;
+   */
+  image: string;
+
+  /**
+   * @generated from field: repeated string command = 11;
+   */
+  command: string[];
+
+  /**
+   * @generated from field: repeated string args = 12;
+   */
+  args: string[];
+
+  /**
+   * "Allow", "Forbid" or "Replace".
+   *
+   * @generated from field: string concurrency_policy = 13;
+   */
+  concurrencyPolicy: string;
+
+  /**
+   * A run longer than this is stopped (activeDeadlineSeconds); 0: no limit.
+   *
+   * @generated from field: int64 deadline_seconds = 14;
+   */
+  deadlineSeconds: bigint;
+
+  /**
+   * @generated from field: int32 successful_jobs_history_limit = 15;
+   */
+  successfulJobsHistoryLimit: number;
+
+  /**
+   * @generated from field: int32 failed_jobs_history_limit = 16;
+   */
+  failedJobsHistoryLimit: number;
+
+  /**
+   * @generated from field: bool suspend = 17;
+   */
+  suspend: boolean;
+
+  /**
+   * @generated from field: int64 cpu_millicores = 18;
+   */
+  cpuMillicores: bigint;
+
+  /**
+   * @generated from field: int64 memory_mib = 19;
+   */
+  memoryMib: bigint;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EnvVar env = 20;
+   */
+  env: EnvVar[];
+
+  /**
+   * The revision whose configuration and secrets the runs get (names only).
+   *
+   * @generated from field: string deployment_id = 21;
+   */
+  deploymentId: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RevisionConfig config = 22;
+   */
+  config?: RevisionConfig | undefined;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RevisionSecrets secrets = 23;
+   */
+  secrets?: RevisionSecrets | undefined;
+
+  /**
+   * @generated from field: krane.ctrl.v1.ExternalSecrets external_secrets = 24;
+   */
+  externalSecrets?: ExternalSecrets | undefined;
+
+  /**
+   * @generated from field: string name = 25;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ApplyJob.
+ * Use `create(ApplyJobSchema)` to create a new message.
+ */
+export const ApplyJobSchema: GenMessage<ApplyJob> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 45);
+
+/**
+ * @generated from message krane.ctrl.v1.DeleteJob
+ */
+export type DeleteJob = Message<"krane.ctrl.v1.DeleteJob"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string k8s_namespace = 2;
+   */
+  k8sNamespace: string;
+
+  /**
+   * @generated from field: string k8s_name = 3;
+   */
+  k8sName: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.DeleteJob.
+ * Use `create(DeleteJobSchema)` to create a new message.
+ */
+export const DeleteJobSchema: GenMessage<DeleteJob> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 46);
+
+/**
+ * @generated from message krane.ctrl.v1.JobState
+ */
+export type JobState = Message<"krane.ctrl.v1.JobState"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.JobState.state
+   */
+  state: {
+    /**
+     * @generated from field: krane.ctrl.v1.ApplyJob apply = 2;
+     */
+    value: ApplyJob;
+    case: "apply";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.DeleteJob delete = 3;
+     */
+    value: DeleteJob;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotStart snapshot_start = 4;
+     */
+    value: SnapshotStart;
+    case: "snapshotStart";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotEnd snapshot_end = 5;
+     */
+    value: SnapshotEnd;
+    case: "snapshotEnd";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.JobState.
+ * Use `create(JobStateSchema)` to create a new message.
+ */
+export const JobStateSchema: GenMessage<JobState> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 47);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredJobStateRequest
+ */
+export type GetDesiredJobStateRequest = Message<"krane.ctrl.v1.GetDesiredJobStateRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredJobStateRequest.
+ * Use `create(GetDesiredJobStateRequestSchema)` to create a new message.
+ */
+export const GetDesiredJobStateRequestSchema: GenMessage<GetDesiredJobStateRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 48);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredJobStatesRequest
+ */
+export type GetDesiredJobStatesRequest = Message<"krane.ctrl.v1.GetDesiredJobStatesRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated string job_ids = 2;
+   */
+  jobIds: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredJobStatesRequest.
+ * Use `create(GetDesiredJobStatesRequestSchema)` to create a new message.
+ */
+export const GetDesiredJobStatesRequestSchema: GenMessage<GetDesiredJobStatesRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 49);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredJobStatesResponse
+ */
+export type GetDesiredJobStatesResponse = Message<"krane.ctrl.v1.GetDesiredJobStatesResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.JobState states = 1;
+   */
+  states: JobState[];
+
+  /**
+   * @generated from field: repeated string not_found = 2;
+   */
+  notFound: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredJobStatesResponse.
+ * Use `create(GetDesiredJobStatesResponseSchema)` to create a new message.
+ */
+export const GetDesiredJobStatesResponseSchema: GenMessage<GetDesiredJobStatesResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 50);
+
+/**
+ * @generated from message krane.ctrl.v1.JobRun
+ */
+export type JobRun = Message<"krane.ctrl.v1.JobRun"> & {
+  /**
+   * @generated from field: string k8s_name = 1;
+   */
+  k8sName: string;
+
+  /**
+   * @generated from field: int64 started_unix_ms = 2;
+   */
+  startedUnixMs: bigint;
+
+  /**
+   * 0 while running.
+   *
+   * @generated from field: int64 finished_unix_ms = 3;
+   */
+  finishedUnixMs: bigint;
+
+  /**
+   * @generated from field: krane.ctrl.v1.JobRunResult result = 4;
+   */
+  result: JobRunResult;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.JobRun.
+ * Use `create(JobRunSchema)` to create a new message.
+ */
+export const JobRunSchema: GenMessage<JobRun> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 51);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportJobStatusRequest
+ */
+export type ReportJobStatusRequest = Message<"krane.ctrl.v1.ReportJobStatusRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.ReportJobStatusRequest.change
+   */
+  change: {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportJobStatusRequest.Update update = 2;
+     */
+    value: ReportJobStatusRequest_Update;
+    case: "update";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportJobStatusRequest.Delete delete = 3;
+     */
+    value: ReportJobStatusRequest_Delete;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportJobStatusRequest.Rejected rejected = 4;
+     */
+    value: ReportJobStatusRequest_Rejected;
+    case: "rejected";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportJobStatusRequest.
+ * Use `create(ReportJobStatusRequestSchema)` to create a new message.
+ */
+export const ReportJobStatusRequestSchema: GenMessage<ReportJobStatusRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 52);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportJobStatusRequest.Update
+ */
+export type ReportJobStatusRequest_Update = Message<"krane.ctrl.v1.ReportJobStatusRequest.Update"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string k8s_name = 2;
+   */
+  k8sName: string;
+
+  /**
+   * The most recent runs the cluster keeps, newest first.
+   *
+   * @generated from field: repeated krane.ctrl.v1.JobRun runs = 3;
+   */
+  runs: JobRun[];
+
+  /**
+   * @generated from field: int64 last_schedule_unix_ms = 4;
+   */
+  lastScheduleUnixMs: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportJobStatusRequest.Update.
+ * Use `create(ReportJobStatusRequest_UpdateSchema)` to create a new message.
+ */
+export const ReportJobStatusRequest_UpdateSchema: GenMessage<ReportJobStatusRequest_Update> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 52, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportJobStatusRequest.Delete
+ */
+export type ReportJobStatusRequest_Delete = Message<"krane.ctrl.v1.ReportJobStatusRequest.Delete"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string k8s_name = 2;
+   */
+  k8sName: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportJobStatusRequest.Delete.
+ * Use `create(ReportJobStatusRequest_DeleteSchema)` to create a new message.
+ */
+export const ReportJobStatusRequest_DeleteSchema: GenMessage<ReportJobStatusRequest_Delete> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 52, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportJobStatusRequest.Rejected
+ */
+export type ReportJobStatusRequest_Rejected = Message<"krane.ctrl.v1.ReportJobStatusRequest.Rejected"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string k8s_name = 2;
+   */
+  k8sName: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportJobStatusRequest.Rejected.
+ * Use `create(ReportJobStatusRequest_RejectedSchema)` to create a new message.
+ */
+export const ReportJobStatusRequest_RejectedSchema: GenMessage<ReportJobStatusRequest_Rejected> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 52, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportJobStatusResponse
+ */
+export type ReportJobStatusResponse = Message<"krane.ctrl.v1.ReportJobStatusResponse"> & {
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportJobStatusResponse.
+ * Use `create(ReportJobStatusResponseSchema)` to create a new message.
+ */
+export const ReportJobStatusResponseSchema: GenMessage<ReportJobStatusResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 53);
+
+/**
+ * @generated from message krane.ctrl.v1.ReleaseSecretRef
+ */
+export type ReleaseSecretRef = Message<"krane.ctrl.v1.ReleaseSecretRef"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+
+  /**
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: string object_id = 3;
+   */
+  objectId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseSecretRef.
+ * Use `create(ReleaseSecretRefSchema)` to create a new message.
+ */
+export const ReleaseSecretRefSchema: GenMessage<ReleaseSecretRef> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 54);
+
+/**
+ * @generated from message krane.ctrl.v1.GetSecretValuesRequest
+ */
+export type GetSecretValuesRequest = Message<"krane.ctrl.v1.GetSecretValuesRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.GetSecretValuesRequest.owner
+   */
+  owner: {
+    /**
+     * A revision's secrets (desired in the region).
+     *
+     * @generated from field: string deployment_id = 2;
+     */
+    value: string;
+    case: "deploymentId";
+  } | {
+    /**
+     * A cron job's secrets: those of the revision its payload names.
+     *
+     * @generated from field: string job_id = 3;
+     */
+    value: string;
+    case: "jobId";
+  } | {
+    /**
+     * A sealed Secret object of a release version desired in the region.
+     *
+     * @generated from field: krane.ctrl.v1.ReleaseSecretRef release_object = 4;
+     */
+    value: ReleaseSecretRef;
+    case: "releaseObject";
+  } | {
+    /**
+     * Every sealed Secret object of a release version desired in the region, in one call
+     * (answered in release_objects).
+     *
+     * @generated from field: krane.ctrl.v1.ReleaseVersionRef release_version = 200;
+     */
+    value: ReleaseVersionRef;
+    case: "releaseVersion";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetSecretValuesRequest.
+ * Use `create(GetSecretValuesRequestSchema)` to create a new message.
+ */
+export const GetSecretValuesRequestSchema: GenMessage<GetSecretValuesRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 55);
+
+/**
+ * @generated from message krane.ctrl.v1.ReleaseVersionRef
+ */
+export type ReleaseVersionRef = Message<"krane.ctrl.v1.ReleaseVersionRef"> & {
+  /**
+   * @generated from field: string release_id = 1;
+   */
+  releaseId: string;
+
+  /**
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseVersionRef.
+ * Use `create(ReleaseVersionRefSchema)` to create a new message.
+ */
+export const ReleaseVersionRefSchema: GenMessage<ReleaseVersionRef> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 56);
+
+/**
+ * @generated from message krane.ctrl.v1.ReleaseObjectSecretValues
+ */
+export type ReleaseObjectSecretValues = Message<"krane.ctrl.v1.ReleaseObjectSecretValues"> & {
+  /**
+   * @generated from field: string object_id = 1;
+   */
+  objectId: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.SecretValue values = 2;
+   */
+  values: SecretValue[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReleaseObjectSecretValues.
+ * Use `create(ReleaseObjectSecretValuesSchema)` to create a new message.
+ */
+export const ReleaseObjectSecretValuesSchema: GenMessage<ReleaseObjectSecretValues> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 57);
+
+/**
+ * @generated from message krane.ctrl.v1.SecretValue
+ */
+export type SecretValue = Message<"krane.ctrl.v1.SecretValue"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: bytes value = 2;
+   */
+  value: Uint8Array;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.SecretValue.
+ * Use `create(SecretValueSchema)` to create a new message.
+ */
+export const SecretValueSchema: GenMessage<SecretValue> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 58);
+
+/**
+ * @generated from message krane.ctrl.v1.GetSecretValuesResponse
+ */
+export type GetSecretValuesResponse = Message<"krane.ctrl.v1.GetSecretValuesResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.SecretValue values = 1;
+   */
+  values: SecretValue[];
+
+  /**
+   * For release_version: each sealed object's values (values is then empty).
+   *
+   * @generated from field: repeated krane.ctrl.v1.ReleaseObjectSecretValues release_objects = 200;
+   */
+  releaseObjects: ReleaseObjectSecretValues[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetSecretValuesResponse.
+ * Use `create(GetSecretValuesResponseSchema)` to create a new message.
+ */
+export const GetSecretValuesResponseSchema: GenMessage<GetSecretValuesResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 59);
 
 /**
  * @generated from enum krane.ctrl.v1.InstanceStatus
@@ -1147,6 +2429,87 @@ export enum Health {
  */
 export const HealthSchema: GenEnum<Health> = /*@__PURE__*/
   enumDesc(file_krane_ctrl_v1_cluster, 1);
+
+/**
+ * @generated from enum krane.ctrl.v1.ObjectHealth
+ */
+export enum ObjectHealth {
+  /**
+   * @generated from enum value: OBJECT_HEALTH_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: OBJECT_HEALTH_PROGRESSING = 1;
+   */
+  PROGRESSING = 1,
+
+  /**
+   * @generated from enum value: OBJECT_HEALTH_HEALTHY = 2;
+   */
+  HEALTHY = 2,
+
+  /**
+   * @generated from enum value: OBJECT_HEALTH_DEGRADED = 3;
+   */
+  DEGRADED = 3,
+
+  /**
+   * @generated from enum value: OBJECT_HEALTH_SUSPENDED = 4;
+   */
+  SUSPENDED = 4,
+
+  /**
+   * The cluster does not serve the object's kind (its CRD is missing): not applied.
+   *
+   * @generated from enum value: OBJECT_HEALTH_KIND_MISSING = 5;
+   */
+  KIND_MISSING = 5,
+
+  /**
+   * The API server refused the object (its message says why): not applied.
+   *
+   * @generated from enum value: OBJECT_HEALTH_REFUSED = 6;
+   */
+  REFUSED = 6,
+}
+
+/**
+ * Describes the enum krane.ctrl.v1.ObjectHealth.
+ */
+export const ObjectHealthSchema: GenEnum<ObjectHealth> = /*@__PURE__*/
+  enumDesc(file_krane_ctrl_v1_cluster, 2);
+
+/**
+ * @generated from enum krane.ctrl.v1.JobRunResult
+ */
+export enum JobRunResult {
+  /**
+   * @generated from enum value: JOB_RUN_RESULT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: JOB_RUN_RESULT_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * @generated from enum value: JOB_RUN_RESULT_SUCCEEDED = 2;
+   */
+  SUCCEEDED = 2,
+
+  /**
+   * @generated from enum value: JOB_RUN_RESULT_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum krane.ctrl.v1.JobRunResult.
+ */
+export const JobRunResultSchema: GenEnum<JobRunResult> = /*@__PURE__*/
+  enumDesc(file_krane_ctrl_v1_cluster, 3);
 
 /**
  * ClusterService is served by ctrl and called only by agents, with a bearer token that is
@@ -1235,6 +2598,82 @@ export const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof HeartbeatRequestSchema;
     output: typeof HeartbeatResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.WatchReleases
+   */
+  watchReleases: {
+    methodKind: "server_streaming";
+    input: typeof WatchReleasesRequestSchema;
+    output: typeof ReleaseStateSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredReleaseState
+   */
+  getDesiredReleaseState: {
+    methodKind: "unary";
+    input: typeof GetDesiredReleaseStateRequestSchema;
+    output: typeof ReleaseStateSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredReleaseStates
+   */
+  getDesiredReleaseStates: {
+    methodKind: "unary";
+    input: typeof GetDesiredReleaseStatesRequestSchema;
+    output: typeof GetDesiredReleaseStatesResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.ReportReleaseStatus
+   */
+  reportReleaseStatus: {
+    methodKind: "unary";
+    input: typeof ReportReleaseStatusRequestSchema;
+    output: typeof ReportReleaseStatusResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.WatchJobs
+   */
+  watchJobs: {
+    methodKind: "server_streaming";
+    input: typeof WatchJobsRequestSchema;
+    output: typeof JobStateSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredJobState
+   */
+  getDesiredJobState: {
+    methodKind: "unary";
+    input: typeof GetDesiredJobStateRequestSchema;
+    output: typeof JobStateSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredJobStates
+   */
+  getDesiredJobStates: {
+    methodKind: "unary";
+    input: typeof GetDesiredJobStatesRequestSchema;
+    output: typeof GetDesiredJobStatesResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.ReportJobStatus
+   */
+  reportJobStatus: {
+    methodKind: "unary";
+    input: typeof ReportJobStatusRequestSchema;
+    output: typeof ReportJobStatusResponseSchema;
+  },
+  /**
+   * The clear values of sealed secrets (a revision's secrets, or a release's Secret object),
+   * decrypted by ctrl in memory for the agent of a region where they are desired. They never
+   * travel in streams or outbox rows: those carry only names and keys.
+   *
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetSecretValues
+   */
+  getSecretValues: {
+    methodKind: "unary";
+    input: typeof GetSecretValuesRequestSchema;
+    output: typeof GetSecretValuesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_cluster, 0);

@@ -1,0 +1,109 @@
+// Issue 16: a revision's configuration and secrets in the cluster, pure. Each revision has its
+// own immutable objects, named by ctrl with a hash of their content and labelled with the
+// revision (deployment id), so they are pruned with it — by revision-history cleanup, an undo's
+// retarget, or the revision's deletion — and `rollout undo` finds the old revision's own again:
+//   - a ConfigMap of plain values;
+//   - a Secret of the revision's secrets — its values are never in the desired state: the agent
+//     fetches them from ctrl (GetSecretValues) only when it creates the Secret; it can neither
+//     read nor list Secrets (RBAC), so it creates it once per process (409: already there) and
+//     deletes it by name;
+//   - a Secrets Store CSI SecretProviderClass for external references (provider and parameters
+//     are this cluster's: the agent's --secret-store-* settings), mounted read-only into the
+//     pods; the driver syncs a Secret of the same name that the pods read as environment.
+// Pods get them with envFrom (explicit env vars — the user's, PORT, KRANE_* — win).
+import type { ApplyDeployment, ExternalSecrets, RevisionConfig, RevisionSecrets } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { KubeObject } from "../../kube/object.js";
+
+/** Where external secrets are mounted in the pods (one file per key). */
+export const EXTERNAL_SECRETS_MOUNT = "/var/run/secrets/krane/external";
+export const EXTERNAL_SECRETS_VOLUME = "krane-external-secrets";
+export const CSI_DRIVER = "secrets-store.csi.k8s.io";
+
+/** The cluster's external secret store (the agent's settings). */
+export interface SecretStoreSettings {
+  readonly provider: string;
+  readonly parameters: Readonly<Record<string, string>>;
+}
+
+export interface SettingsCarrier {
+  readonly config?: RevisionConfig;
+  readonly secrets?: RevisionSecrets;
+  readonly externalSecrets?: ExternalSecrets;
+}
+
+export interface SettingsPodParts {
+  envFrom: Record<string, unknown>[];
+  volumes: Record<string, unknown>[];
+  volumeMounts: Record<string, unknown>[];
+}
+
+export function settingsPodParts(d: SettingsCarrier): SettingsPodParts {
+  const out: SettingsPodParts = { envFrom: [], volumes: [], volumeMounts: [] };
+  if (d.config && d.config.values.length > 0) out.envFrom.push({ configMapRef: { name: d.config.configMapName } });
+  if (d.secrets && d.secrets.keys.length > 0) out.envFrom.push({ secretRef: { name: d.secrets.secretName } });
+  const ext = d.externalSecrets;
+  if (ext && ext.secrets.length > 0) {
+    // The driver creates the synced Secret once a pod mounts the volume, before the container
+    // starts; `optional` keeps a pod from failing on a Secret not synced yet.
+    out.envFrom.push({ secretRef: { name: ext.secretProviderClassName, optional: true } });
+    out.volumes.push({ name: EXTERNAL_SECRETS_VOLUME, csi: { driver: CSI_DRIVER, readOnly: true, volumeAttributes: { secretProviderClass: ext.secretProviderClassName } } });
+    out.volumeMounts.push({ name: EXTERNAL_SECRETS_VOLUME, mountPath: EXTERNAL_SECRETS_MOUNT, readOnly: true });
+  }
+  return out;
+}
+
+export function renderConfigMap(c: RevisionConfig, namespace: string, labels: Record<string, string>): KubeObject {
+  const data: Record<string, string> = {};
+  for (const v of c.values) data[v.name] = v.value;
+  return { apiVersion: "v1", kind: "ConfigMap", metadata: { name: c.configMapName, namespace, labels }, immutable: true, data };
+}
+
+/** The revision's Secret with its values (fetched from ctrl, never cached or logged). */
+export function renderSecret(s: RevisionSecrets, namespace: string, labels: Record<string, string>, values: readonly { key: string; value: Uint8Array }[]): KubeObject {
+  const data: Record<string, string> = {};
+  for (const v of values) data[v.key] = Buffer.from(v.value).toString("base64");
+  return { apiVersion: "v1", kind: "Secret", type: "Opaque", metadata: { name: s.secretName, namespace, labels }, immutable: true, data };
+}
+
+/** The provider's object list: one entry per key, the path as the object name. */
+function providerObjects(ext: ExternalSecrets): string {
+  return ext.secrets.map((s) => `- objectName: ${JSON.stringify(s.key)}\n  objectPath: ${JSON.stringify(s.path)}\n  secretPath: ${JSON.stringify(s.path)}`).join("\n");
+}
+
+export function renderSecretProviderClass(ext: ExternalSecrets, store: SecretStoreSettings, namespace: string, labels: Record<string, string>): KubeObject {
+  return {
+    apiVersion: "secrets-store.csi.x-k8s.io/v1",
+    kind: "SecretProviderClass",
+    metadata: { name: ext.secretProviderClassName, namespace, labels },
+    spec: {
+      provider: store.provider,
+      parameters: { ...store.parameters, objects: providerObjects(ext) },
+      secretObjects: [
+        {
+          secretName: ext.secretProviderClassName,
+          type: "Opaque",
+          labels,
+          data: ext.secrets.map((s) => ({ objectName: s.key, key: s.key })),
+        },
+      ],
+    },
+  };
+}
+
+/** The names of a revision's settings objects (what the revision's deletion removes by name). */
+export function settingsObjectNames(d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">): { configMap?: string; secret?: string; spc?: string } {
+  return {
+    configMap: d.config && d.config.values.length > 0 ? d.config.configMapName : undefined,
+    secret: d.secrets && d.secrets.keys.length > 0 ? d.secrets.secretName : undefined,
+    spc: d.externalSecrets && d.externalSecrets.secrets.length > 0 ? d.externalSecrets.secretProviderClassName : undefined,
+  };
+}
+
+/** The Secret a ReplicaSet's pods read (its revision's), from its pod template. */
+export function secretNameOfReplicaSet(rs: KubeObject, external?: string): string {
+  const spec = rs.spec as { template?: { spec?: { containers?: { envFrom?: { secretRef?: { name?: string; optional?: boolean } }[] }[] } } } | undefined;
+  for (const c of spec?.template?.spec?.containers ?? []) {
+    for (const e of c.envFrom ?? []) if (e.secretRef?.name && !e.secretRef.optional && e.secretRef.name !== external) return e.secretRef.name;
+  }
+  return "";
+}

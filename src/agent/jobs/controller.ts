@@ -1,0 +1,89 @@
+// The job controller kind (issue 16): an environment's cron jobs on the shared runtime. Key = job id.
+//   owns     CronJobs (one per job and region) in workspace namespaces
+//   watches  Jobs (a run started or finished re-reports the job's runs)
+// Apply: the CronJob (server-side apply), only when the cache shows it differs. Its runs read the
+// configuration and Secret of the revision the region runs, which the deployment kind keeps.
+// Status: the last runs (started, finished, succeeded/failed/running) and the last schedule.
+// Delete: the CronJob; its Jobs and their pods follow by owner reference (background deletion).
+import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  ApplyJobSchema,
+  ReportJobStatusRequestSchema,
+  type ApplyJob,
+  type DeleteJob,
+  type JobState,
+  type ReportJobStatusRequest,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels.js";
+import type { KubeObject } from "../../kube/object.js";
+import { resources } from "../../kube/resources.js";
+import { controller, labelIndex, type ControllerDeclaration } from "../runtime/controller.js";
+import { oneKey, type KindEnv } from "../runtime/kind.js";
+import { kstateProtocol } from "../runtime/kstate.js";
+import { renderCronJob } from "./render.js";
+import { lastScheduleOf, runsFingerprint, runsOf } from "./status.js";
+import { validateApplyJob, validateDeleteJob } from "./validate.js";
+
+export type JobDeclaration = ControllerDeclaration<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>;
+
+/** The job id of a CronJob this kind owns, or undefined. */
+export function cronJobKeyOf(obj: KubeObject): string | undefined {
+  const labels = obj.metadata.labels;
+  return labels?.[LABEL_COMPONENT] === COMPONENT.job ? labels[LABEL_JOB_ID] : undefined;
+}
+
+/** The job id of a run (a Job made by one of the CronJobs), or undefined. */
+function runKeyOf(obj: KubeObject): string | undefined {
+  return obj.metadata.labels?.[LABEL_JOB_ID];
+}
+
+export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDeclaration {
+  const report = (change: MessageInitShape<typeof ReportJobStatusRequestSchema>["change"]): ReportJobStatusRequest =>
+    create(ReportJobStatusRequestSchema, { region, change });
+  return controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
+    .protocol(
+      kstateProtocol({
+        keyOf: { apply: (j) => j.jobId, delete: (ref) => ref.jobId },
+        watch: (cursor, signal, onOpen) => ctrl.watchJobs({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        getDesired: (keys, o) => ctrl.getDesiredJobStates({ region, jobIds: keys }, o),
+        sendReport: (req, o) => ctrl.reportJobStatus(req, o),
+        rejectedReport: (key, subject, reason) =>
+          report({ case: "rejected", value: { jobId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason } }),
+        deletedReport: (key, ref) => report({ case: "delete", value: { jobId: key, k8sName: ref.k8sName } }),
+        equal: (a, b) => equals(ApplyJobSchema, a, b),
+      }),
+    )
+    .owns(resources.cronJobs, {
+      keyOf: cronJobKeyOf,
+      refOf: (obj) => ({
+        $typeName: "krane.ctrl.v1.DeleteJob",
+        jobId: obj.metadata.labels?.[LABEL_JOB_ID] ?? "",
+        k8sNamespace: obj.metadata.namespace ?? "",
+        k8sName: obj.metadata.name ?? "",
+      }),
+    })
+    .watches(resources.jobs, { keysOf: (job) => oneKey(runKeyOf(job)), labelIndexes: [LABEL_JOB_ID] })
+    .reconciler({
+      validate: (j) => validateApplyJob(j, region, secretStore !== undefined),
+      validateDelete: validateDeleteJob,
+      render: (j) => [renderCronJob(j, region)],
+      async apply(_j, objects, ctx, signal) {
+        for (const obj of objects) if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
+      },
+      async remove(_key, ref, ctx, signal) {
+        await ctx.kube.delete(resources.cronJobs, ref.k8sNamespace, ref.k8sName, signal);
+      },
+      status(key, _j, ctx) {
+        const cronJob = ctx.primaryOf(key);
+        if (!cronJob) return undefined;
+        const k8sName = cronJob.metadata.name ?? "";
+        const runs = runsOf(ctx.informer(resources.jobs).byIndex(labelIndex(LABEL_JOB_ID), key));
+        const lastSchedule = lastScheduleOf(cronJob);
+        return {
+          fingerprint: runsFingerprint(k8sName, lastSchedule, runs),
+          report: report({ case: "update", value: { jobId: key, k8sName, runs, lastScheduleUnixMs: BigInt(lastSchedule) } }),
+        };
+      },
+    })
+    .build();
+}

@@ -1,0 +1,279 @@
+// Deleting environments, projects and workspaces (issue 16), generically over the kind registry.
+//
+// Starting a deletion is one transaction: the environment is marked deleting (the API refuses
+// changes to it from then on), it leaves its regions (no rollout pass runs for it again), and
+// every object it has desired in any region — of every registered kind, found by
+// desired_objects.environment_id (or, for rows stored without it, by the Apply payload's
+// environment_id) — is removed from that region's desired state with its Delete message
+// (../kinds/delete-payload.ts), each recorded as a pending deletion. A project or workspace
+// deletion does this for each of its environments.
+//
+// Pending deletions end when the region's agent reports the object deleted (any kind's "delete"
+// report), or when an operator forces past a region whose agent is gone for good (its objects
+// are then its orphan GC's business when it returns: the outbox or a snapshot no longer names
+// them). Regions without any registered cluster are not waited for: nothing could have applied
+// there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
+// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports — and
+// then the project or workspace once its last environment is gone, leaving one audit_log row per
+// deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
+import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
+import { parseJsonList, type Database, type EnvironmentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { invalidArgument, notFound } from "../errors.js";
+import { deletePayload, environmentOfPayload } from "../kinds/delete-payload.js";
+import type { Kind } from "../kinds/kind.js";
+import { KINDS } from "../kinds/registry.js";
+import { lockEnvironment } from "./environments.js";
+import { newId } from "./ids.js";
+import { findEnvironment, findProject, findWorkspace } from "./tenancy.js";
+
+type Reader = Kysely<Database>;
+
+export type DeletionScope = "environment" | "project" | "workspace";
+
+export interface RegionDeletionView {
+  region: string;
+  remaining: number;
+  kinds: { kind: string; count: number }[];
+  forced: boolean;
+}
+
+export interface DeletionView {
+  scope: DeletionScope;
+  id: string;
+  done: boolean;
+  requestedAt: number;
+  regions: RegionDeletionView[];
+  environmentIds: string[];
+}
+
+export interface DeleteRequest {
+  /** The slug the caller repeated; must equal the target's. */
+  confirm: string;
+  /** Regions to stop waiting for ("*": all). */
+  forceRegions: readonly string[];
+  /** Who asked (a token id), for the audit log. */
+  actor: string;
+}
+
+function kindOf(name: string): Kind | undefined {
+  return KINDS.find((k) => k.name === name);
+}
+
+function checkConfirm(field: string, req: DeleteRequest, slug: string, what: string): void {
+  if (req.confirm !== slug) throw invalidArgument(field, `must repeat the ${what}'s slug "${slug}" to delete it (with everything it runs, in every region)`);
+}
+
+/** Starts deleting one environment (idempotent); returns whether it was already being deleted. */
+async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: number): Promise<boolean> {
+  const locked = await lockEnvironment(tx, env.id, "update");
+  if (!locked) return true;
+  if (locked.deleting_at !== null) return true;
+  await tx.trx.updateTable("environments").set({ deleting_at: requestedAt }).where("id", "=", env.id).execute();
+  await tx.trx
+    .insertInto("deletions")
+    .values({ id: env.id, scope: "environment", requested_at: requestedAt, forced_regions: "[]" })
+    .onConflict((oc) => oc.column("id").doNothing())
+    .execute();
+  const withClusters = new Set((await tx.trx.selectFrom("clusters").select("region").distinct().execute()).map((r) => r.region));
+  const rows = await tx.trx.selectFrom("desired_objects").select(["region", "kind", "object_id", "payload"]).where("environment_id", "=", env.id).execute();
+  // Rows written without an environment id (a kind that does not pass it): read their payloads.
+  for (const r of await tx.trx.selectFrom("desired_objects").select(["region", "kind", "object_id", "payload"]).where("environment_id", "is", null).execute()) {
+    const k = kindOf(r.kind);
+    if (k && environmentOfPayload(k, r.payload) === env.id) rows.push(r);
+  }
+  for (const r of rows) {
+    const k = kindOf(r.kind);
+    if (!k) continue;
+    await tx.removeDesired(r.region, r.kind, r.object_id, deletePayload(k, r.payload));
+    if (!withClusters.has(r.region)) continue;
+    await tx.trx
+      .insertInto("pending_deletions")
+      .values({ environment_id: env.id, region: r.region, kind: r.kind, object_id: r.object_id, requested_at: requestedAt })
+      .onConflict((oc) => oc.columns(["environment_id", "region", "kind", "object_id"]).doNothing())
+      .execute();
+  }
+  // Out of its regions: no rollout pass runs for it again (passes find no region row).
+  await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", env.id).execute();
+  return false;
+}
+
+async function force(tx: WriteTx, deletionId: string, environmentIds: readonly string[], regions: readonly string[]): Promise<void> {
+  if (regions.length === 0) return;
+  const row = await tx.trx.selectFrom("deletions").select("forced_regions").where("id", "=", deletionId).executeTakeFirst();
+  const forced = new Set(parseJsonList<string>(row?.forced_regions ?? "[]"));
+  for (const r of regions) forced.add(r);
+  await tx.trx.updateTable("deletions").set({ forced_regions: JSON.stringify([...forced].sort()) }).where("id", "=", deletionId).execute();
+  if (environmentIds.length === 0) return;
+  let q = tx.trx.deleteFrom("pending_deletions").where("environment_id", "in", [...environmentIds]);
+  if (!forced.has("*")) q = q.where("region", "in", [...forced]);
+  await q.execute();
+}
+
+async function audit(tx: WriteTx, actor: string, action: string, targetId: string, detail: Record<string, unknown>): Promise<void> {
+  await tx.trx.insertInto("audit_log").values({ id: newId("aud"), at: tx.now, actor, action, target_id: targetId, detail: JSON.stringify(detail) }).execute();
+}
+
+export async function deleteEnvironment(store: Store, ref: { workspace: string; project: string; environment: string }, req: DeleteRequest): Promise<string> {
+  return store.write(async (tx) => {
+    const { environment } = await findEnvironment(tx.trx, ref, { includeDeleting: true });
+    checkConfirm("confirm", req, environment.slug, "environment");
+    const already = await startEnvironment(tx, environment, tx.now);
+    if (!already) await audit(tx, req.actor, "environment.delete.requested", environment.id, { slug: environment.slug, project_id: environment.project_id });
+    await force(tx, environment.id, [environment.id], req.forceRegions);
+    return environment.id;
+  });
+}
+
+export async function deleteProject(store: Store, ref: { workspace: string; project: string }, req: DeleteRequest): Promise<string> {
+  return store.write(async (tx) => {
+    const { project } = await findProject(tx.trx, ref.workspace, ref.project, { includeDeleting: true });
+    checkConfirm("confirm", req, project.slug, "project");
+    if (project.deleting_at === null) {
+      await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", project.id).execute();
+      await tx.trx.insertInto("deletions").values({ id: project.id, scope: "project", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
+      await audit(tx, req.actor, "project.delete.requested", project.id, { slug: project.slug, workspace_id: project.workspace_id });
+    }
+    const envs = await tx.trx.selectFrom("environments").selectAll().where("project_id", "=", project.id).execute();
+    for (const e of envs) await startEnvironment(tx, e, tx.now);
+    await force(tx, project.id, envs.map((e) => e.id), req.forceRegions);
+    for (const e of envs) await force(tx, e.id, [e.id], req.forceRegions);
+    return project.id;
+  });
+}
+
+export async function deleteWorkspace(store: Store, ref: { workspace: string }, req: DeleteRequest): Promise<string> {
+  return store.write(async (tx) => {
+    const workspace = await findWorkspace(tx.trx, ref.workspace, { includeDeleting: true });
+    checkConfirm("confirm", req, workspace.slug, "workspace");
+    if (workspace.deleting_at === null) {
+      await tx.trx.updateTable("workspaces").set({ deleting_at: tx.now }).where("id", "=", workspace.id).execute();
+      await tx.trx.insertInto("deletions").values({ id: workspace.id, scope: "workspace", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
+      await audit(tx, req.actor, "workspace.delete.requested", workspace.id, { slug: workspace.slug });
+    }
+    const projects = await tx.trx.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).execute();
+    for (const p of projects) {
+      if (p.deleting_at === null) {
+        await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", p.id).execute();
+        await tx.trx.insertInto("deletions").values({ id: p.id, scope: "project", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
+      }
+    }
+    const envs = await tx.trx.selectFrom("environments").selectAll().where("workspace_id", "=", workspace.id).execute();
+    for (const e of envs) await startEnvironment(tx, e, tx.now);
+    await force(tx, workspace.id, envs.map((e) => e.id), req.forceRegions);
+    for (const p of projects) await force(tx, p.id, [], req.forceRegions);
+    for (const e of envs) await force(tx, e.id, [e.id], req.forceRegions);
+    return workspace.id;
+  });
+}
+
+/** An agent confirmed an object gone from its region: its pending deletion ends. Returns the environment, if one was waiting. */
+export async function confirmDeletion(db: Reader, kind: string, region: string, objectId: string): Promise<string | undefined> {
+  if (objectId === "") return undefined;
+  const row = await db.selectFrom("pending_deletions").select("environment_id").where("kind", "=", kind).where("object_id", "=", objectId).where("region", "=", region).executeTakeFirst();
+  if (!row) return undefined;
+  await db.deleteFrom("pending_deletions").where("kind", "=", kind).where("object_id", "=", objectId).where("region", "=", region).execute();
+  return row.environment_id;
+}
+
+/** Deletes every row an environment owns (nothing is pending any more). */
+async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void> {
+  const id = env.id;
+  const deployments = (await tx.trx.selectFrom("deployments").select("id").where("environment_id", "=", id).execute()).map((d) => d.id);
+  for (let i = 0; i < deployments.length; i += 500) {
+    const ids = deployments.slice(i, i + 500);
+    await tx.trx.deleteFrom("instances").where("deployment_id", "in", ids).execute();
+    await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "in", ids).execute();
+  }
+  const releases = (await tx.trx.selectFrom("releases").select("id").where("environment_id", "=", id).execute()).map((r) => r.id);
+  if (releases.length > 0) {
+    for (const t of ["release_objects", "release_kinds", "release_status"] as const) await tx.trx.deleteFrom(t).where("release_id", "in", releases).execute();
+  }
+  const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map((j) => j.id);
+  if (jobs.length > 0) await tx.trx.deleteFrom("job_status").where("job_id", "in", jobs).execute();
+  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions"] as const) {
+    await tx.trx.deleteFrom(t).where("environment_id", "=", id).execute();
+  }
+  await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
+  await tx.trx.deleteFrom("environments").where("id", "=", id).execute();
+  await audit(tx, "ctrl", "environment.deleted", id, { slug: env.slug, project_id: env.project_id });
+}
+
+/**
+ * Purges what has finished: environments with nothing pending, then projects and workspaces
+ * being deleted whose last environment (project) is gone. Idempotent; returns how many scopes it
+ * finished.
+ */
+export async function finishDeletions(store: Store, only?: string): Promise<number> {
+  let q = store.db.selectFrom("environments").select("id").where("deleting_at", "is not", null);
+  if (only !== undefined) q = q.where("id", "=", only);
+  const candidates = await q.execute();
+  let finished = 0;
+  for (const c of candidates) {
+    finished += await store.write(async (tx) => {
+      const env = await lockEnvironment(tx, c.id, "update");
+      if (!env || env.deleting_at === null) return 0;
+      const pending = await tx.trx.selectFrom("pending_deletions").select("object_id").where("environment_id", "=", env.id).limit(1).executeTakeFirst();
+      if (pending) return 0;
+      await purgeEnvironment(tx, env);
+      return 1;
+    });
+  }
+  const projects = await store.db.selectFrom("projects").select(["id", "slug", "workspace_id"]).where("deleting_at", "is not", null).execute();
+  for (const p of projects) {
+    finished += await store.write(async (tx) => {
+      const left = await tx.trx.selectFrom("environments").select("id").where("project_id", "=", p.id).limit(1).executeTakeFirst();
+      if (left) return 0;
+      await tx.trx.deleteFrom("deletions").where("id", "=", p.id).execute();
+      const res = await tx.trx.deleteFrom("projects").where("id", "=", p.id).executeTakeFirst();
+      if (Number(res.numDeletedRows) === 0) return 0;
+      await audit(tx, "ctrl", "project.deleted", p.id, { slug: p.slug, workspace_id: p.workspace_id });
+      return 1;
+    });
+  }
+  const workspaces = await store.db.selectFrom("workspaces").select(["id", "slug"]).where("deleting_at", "is not", null).execute();
+  for (const w of workspaces) {
+    finished += await store.write(async (tx) => {
+      const left = await tx.trx.selectFrom("projects").select("id").where("workspace_id", "=", w.id).limit(1).executeTakeFirst();
+      if (left) return 0;
+      await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
+      const res = await tx.trx.deleteFrom("workspaces").where("id", "=", w.id).executeTakeFirst();
+      if (Number(res.numDeletedRows) === 0) return 0;
+      await audit(tx, "ctrl", "workspace.deleted", w.id, { slug: w.slug });
+      return 1;
+    });
+  }
+  return finished;
+}
+
+/** Where a deletion stands (done when its target is gone). */
+export async function deletionStatus(db: Reader, scope: DeletionScope, id: string): Promise<DeletionView> {
+  const row = await db.selectFrom("deletions").selectAll().where("id", "=", id).executeTakeFirst();
+  if (!row) {
+    const table = scope === "environment" ? "environments" : scope === "project" ? "projects" : "workspaces";
+    const alive = await db.selectFrom(table).select("id").where("id", "=", id).executeTakeFirst();
+    if (alive) throw notFound(`a deletion of ${scope} ${id}`);
+    return { scope, id, done: true, requestedAt: 0, regions: [], environmentIds: [] };
+  }
+  const col = scope === "environment" ? "id" : scope === "project" ? "project_id" : "workspace_id";
+  const envIds = (await db.selectFrom("environments").select("id").where(col, "=", id).execute()).map((e) => e.id);
+  const forced = new Set(parseJsonList<string>(row.forced_regions));
+  const pending = envIds.length
+    ? await db.selectFrom("pending_deletions").select(["region", "kind"]).where("environment_id", "in", envIds).execute()
+    : [];
+  const byRegion = new Map<string, Map<string, number>>();
+  for (const p of pending) {
+    let m = byRegion.get(p.region);
+    if (!m) byRegion.set(p.region, (m = new Map()));
+    m.set(p.kind, (m.get(p.kind) ?? 0) + 1);
+  }
+  for (const r of forced) if (r !== "*" && !byRegion.has(r)) byRegion.set(r, new Map());
+  const regions = [...byRegion].sort(([a], [b]) => a.localeCompare(b)).map(([region, kinds]) => ({
+    region,
+    remaining: [...kinds.values()].reduce((a, b) => a + b, 0),
+    kinds: [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([kind, count]) => ({ kind, count })),
+    forced: forced.has(region) || forced.has("*"),
+  }));
+  return { scope, id, done: false, requestedAt: Number(row.requested_at), regions, environmentIds: scope === "environment" ? [] : envIds };
+}

@@ -1,0 +1,179 @@
+// Configuration and secrets of an environment (ConfigService): the working set new revisions
+// copy (./revision-settings.ts), and — since configuration belongs to a revision — a change
+// that alters the working set makes a new revision in the same transaction: a copy of the
+// revision the environment runs (image, command, resources …) with the new values, which the
+// rollout driver then rolls out like any new deployment. Before the first deployment only the
+// working set changes.
+//
+// Secret values are sealed with the environment's data key before they are stored (./data-keys.ts);
+// lists show keys, sources and times, never values.
+import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
+import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { invalidArgument } from "../errors.js";
+import type { DeploymentContext } from "../kinds/deployment.js";
+import type { Keyring } from "../secrets/keyring.js";
+import type { ConfigValueInput, SecretInputValue } from "../validate/settings.js";
+import { SETTINGS_LIMITS } from "../validate/settings.js";
+import type { EnvironmentRef, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
+import { dataKeyFor, envSecretAad, sealWith } from "./data-keys.js";
+import { insertDeployment } from "./deployments.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
+
+type Reader = Kysely<Database>;
+
+export interface SettingsChange {
+  environmentId: string;
+  /** The revision made for the change; null when nothing changed or nothing is deployed yet. */
+  revision: DeploymentContext | null;
+  changed: boolean;
+}
+
+/** The revision the environment runs: the first region's rollout target, else the newest. */
+export async function currentRevision(db: Reader, environmentId: string): Promise<DeploymentRow | undefined> {
+  const target = await db
+    .selectFrom("rollouts")
+    .select("target_deployment_id")
+    .where("environment_id", "=", environmentId)
+    .where("target_deployment_id", "is not", null)
+    .orderBy("region")
+    .executeTakeFirst();
+  if (target?.target_deployment_id) {
+    const d = await db.selectFrom("deployments").selectAll().where("id", "=", target.target_deployment_id).executeTakeFirst();
+    if (d) return d;
+  }
+  return db.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).orderBy("revision", "desc").executeTakeFirst();
+}
+
+/** A new revision copying the current one, with the environment's (changed) settings. */
+async function newRevision(tx: WriteTx, env: EnvironmentContext): Promise<DeploymentContext | null> {
+  const d = await currentRevision(tx.trx, env.environment.id);
+  if (!d) return null;
+  return insertDeployment(tx, env, {
+    image: d.image,
+    command: parseJsonList<string>(d.command),
+    args: parseJsonList<string>(d.args),
+    port: d.port,
+    env: parseJsonList<StoredEnvVar>(d.env),
+    cpuMillicores: d.cpu_millicores,
+    memoryMib: d.memory_mib,
+    healthCheck: d.health_check === null ? null : (JSON.parse(d.health_check) as StoredHealthCheck),
+    buildId: d.build_id,
+    replicas: null,
+  });
+}
+
+async function keysOf(db: Reader, table: "environment_config" | "environment_secrets", environmentId: string): Promise<Set<string>> {
+  const rows = await db.selectFrom(table).select("key").where("environment_id", "=", environmentId).execute();
+  return new Set(rows.map((r) => r.key));
+}
+
+async function checkTotals(tx: WriteTx, environmentId: string): Promise<void> {
+  const config = await tx.trx.selectFrom("environment_config").select(["value"]).where("environment_id", "=", environmentId).execute();
+  if (config.length > SETTINGS_LIMITS.keysMax) throw invalidArgument("values", `an environment has at most ${SETTINGS_LIMITS.keysMax} config keys`);
+  const bytes = config.reduce((n, c) => n + Buffer.byteLength(c.value, "utf8"), 0);
+  if (bytes > SETTINGS_LIMITS.totalMax) throw invalidArgument("values", `an environment's config values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`);
+  const secrets = await tx.trx.selectFrom("environment_secrets").select(["ciphertext"]).where("environment_id", "=", environmentId).execute();
+  if (secrets.length > SETTINGS_LIMITS.keysMax) throw invalidArgument("secrets", `an environment has at most ${SETTINGS_LIMITS.keysMax} secrets`);
+  // A ciphertext is its value plus 29 bytes.
+  const sealed = secrets.reduce((n, s) => n + (s.ciphertext ? s.ciphertext.length - 29 : 0), 0);
+  if (sealed > SETTINGS_LIMITS.totalMax) throw invalidArgument("secrets", `an environment's secret values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`);
+}
+
+async function finish(tx: WriteTx, env: EnvironmentContext, changed: boolean): Promise<SettingsChange> {
+  if (!changed) return { environmentId: env.environment.id, revision: null, changed: false };
+  await checkTotals(tx, env.environment.id);
+  return { environmentId: env.environment.id, revision: await newRevision(tx, env), changed: true };
+}
+
+export async function setConfig(store: Store, ref: EnvironmentRef, values: readonly ConfigValueInput[]): Promise<SettingsChange> {
+  return store.write(async (tx) => {
+    const env = await findEnvironment(tx.trx, ref);
+    const id = env.environment.id;
+    const secretKeys = await keysOf(tx.trx, "environment_secrets", id);
+    const current = new Map((await tx.trx.selectFrom("environment_config").select(["key", "value"]).where("environment_id", "=", id).execute()).map((r) => [r.key, r.value]));
+    let changed = false;
+    for (const [i, v] of values.entries()) {
+      if (secretKeys.has(v.key)) throw invalidArgument(`values[${i}].key`, `"${v.key}" is a secret of this environment: unset the secret first`);
+      if (current.get(v.key) === v.value) continue;
+      changed = true;
+      await tx.trx
+        .insertInto("environment_config")
+        .values({ environment_id: id, key: v.key, value: v.value, updated_at: tx.now })
+        .onConflict((oc) => oc.columns(["environment_id", "key"]).doUpdateSet({ value: v.value, updated_at: tx.now }))
+        .execute();
+    }
+    return finish(tx, env, changed);
+  });
+}
+
+export async function unsetConfig(store: Store, ref: EnvironmentRef, keys: readonly string[]): Promise<SettingsChange> {
+  return store.write(async (tx) => {
+    const env = await findEnvironment(tx.trx, ref);
+    const res = await tx.trx.deleteFrom("environment_config").where("environment_id", "=", env.environment.id).where("key", "in", [...keys]).executeTakeFirst();
+    return finish(tx, env, Number(res.numDeletedRows) > 0);
+  });
+}
+
+export async function listConfig(db: Reader, ref: EnvironmentRef): Promise<{ key: string; value: string; updated_at: number }[]> {
+  const env = await findEnvironment(db, ref);
+  return db.selectFrom("environment_config").select(["key", "value", "updated_at"]).where("environment_id", "=", env.environment.id).orderBy("key").execute();
+}
+
+/**
+ * Seals and stores secret values (or external references). A value is sealed afresh each time,
+ * so setting the same value again still makes a new revision (the store cannot tell it is the
+ * same without keeping something derived from it).
+ */
+export async function setSecrets(store: Store, keyring: Keyring, ref: EnvironmentRef, secrets: readonly SecretInputValue[]): Promise<SettingsChange> {
+  return store.write(async (tx) => {
+    const env = await findEnvironment(tx.trx, ref);
+    const id = env.environment.id;
+    const configKeys = await keysOf(tx.trx, "environment_config", id);
+    let dataKey: Buffer | undefined;
+    for (const [i, s] of secrets.entries()) {
+      if (configKeys.has(s.key)) throw invalidArgument(`secrets[${i}].key`, `"${s.key}" is a config value of this environment: unset it first`);
+      let row: { source: string; ciphertext: Buffer | null; external_path: string | null };
+      if (s.source === "value") {
+        dataKey ??= await dataKeyFor(tx, keyring, id);
+        row = { source: "value", ciphertext: sealWith(dataKey, s.value, envSecretAad(id, s.key)), external_path: null };
+      } else {
+        row = { source: "external", ciphertext: null, external_path: s.path };
+      }
+      await tx.trx
+        .insertInto("environment_secrets")
+        .values({ environment_id: id, key: s.key, ...row, updated_at: tx.now })
+        .onConflict((oc) => oc.columns(["environment_id", "key"]).doUpdateSet({ ...row, updated_at: tx.now }))
+        .execute();
+    }
+    return finish(tx, env, true);
+  });
+}
+
+export async function unsetSecrets(store: Store, ref: EnvironmentRef, keys: readonly string[]): Promise<SettingsChange> {
+  return store.write(async (tx) => {
+    const env = await findEnvironment(tx.trx, ref);
+    const res = await tx.trx.deleteFrom("environment_secrets").where("environment_id", "=", env.environment.id).where("key", "in", [...keys]).executeTakeFirst();
+    return finish(tx, env, Number(res.numDeletedRows) > 0);
+  });
+}
+
+export interface SecretListing {
+  key: string;
+  source: string;
+  externalPath: string;
+  updatedAt: number;
+}
+
+/** Keys, sources and times: never a value, never a ciphertext. */
+export async function listSecrets(db: Reader, ref: EnvironmentRef): Promise<SecretListing[]> {
+  const env = await findEnvironment(db, ref);
+  const rows = await db
+    .selectFrom("environment_secrets")
+    .select(["key", "source", "external_path", "updated_at"])
+    .where("environment_id", "=", env.environment.id)
+    .orderBy("key")
+    .execute();
+  return rows.map((r) => ({ key: r.key, source: r.source, externalPath: r.external_path ?? "", updatedAt: Number(r.updated_at) }));
+}
