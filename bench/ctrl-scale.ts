@@ -164,7 +164,7 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
       db,
       n,
       "krane deployments list -o json (whole workspace)",
-      res.status === 0 ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated: no pagination yet)" : ""}` : `failed (${res.status}): ${res.stderr.slice(0, 200)}`,
+      res.status === 0 ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated)" : ""}` : `failed (${res.status}): ${res.stderr.slice(0, 200)}`,
     );
 
     await sleep(1000);
