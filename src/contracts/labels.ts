@@ -13,6 +13,8 @@ export const LABEL_ENVIRONMENT_ID = "krane.dev/environment-id";
 export const LABEL_DEPLOYMENT_ID = "krane.dev/deployment-id";
 export const LABEL_BUILD_ID = "krane.dev/build-id";
 export const LABEL_SENTINEL_ID = "krane.dev/sentinel-id";
+/** The gateway (an environment's exposure in a region) an HTTPRoute, Certificate or policy belongs to. */
+export const LABEL_GATEWAY_ID = "krane.dev/gateway-id";
 export const MANAGED_BY = "krane";
 
 /** The value of LABEL_COMPONENT per kind of managed object. */
@@ -21,6 +23,8 @@ export const COMPONENT = {
   sentinel: "sentinel",
   /** The routing table (contracts/routing.ts). */
   routing: "routing",
+  /** An environment's exposure: HTTPRoutes, Certificates, ReferenceGrants, gateway policies. */
+  gateway: "gateway",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
@@ -60,6 +64,7 @@ export const OWNERSHIP_LABELS = [
   LABEL_ENVIRONMENT_ID,
   LABEL_DEPLOYMENT_ID,
   LABEL_SENTINEL_ID,
+  LABEL_GATEWAY_ID,
 ] as const;
 
 /** The selector of every object krane manages in one region (all components). */

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/cluster.proto.
  */
 export const file_krane_ctrl_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi+gMKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBSJSChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCSL7AQoPRGVwbG95bWVudFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLwoFYXBwbHkYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFwcGx5RGVwbG95bWVudEgAEjEKBmRlbGV0ZRgDIAEoCzIfLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkkKIEdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJIksKIUdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFgoOZGVwbG95bWVudF9pZHMYAiADKAkiZwoiR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRIuCgZzdGF0ZXMYASADKAsyHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRIRCglub3RfZm91bmQYAiADKAkixgEKCEluc3RhbmNlEhAKCGs4c19uYW1lGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSLQoGc3RhdHVzGAMgASgOMh0ua3JhbmUuY3RybC52MS5JbnN0YW5jZVN0YXR1cxIWCg5jcHVfbWlsbGljb3JlcxgEIAEoAxISCgptZW1vcnlfbWliGAUgASgDEhEKCW5vZGVfbmFtZRgGIAEoCRIMCgR6b25lGAcgASgJEhsKE3JlYWR5X3NpbmNlX3VuaXhfbXMYCCABKAMi6QMKHVJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJFCgZ1cGRhdGUYAiABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkUKBmRlbGV0ZRgDIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASSQoIcmVqZWN0ZWQYBCABKAsyNS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaXQoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSKgoJaW5zdGFuY2VzGAMgAygLMhcua3JhbmUuY3RybC52MS5JbnN0YW5jZRoxCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRpDCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiIAoeUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlIkIKFVdhdGNoU2VudGluZWxzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQihAIKDUFwcGx5U2VudGluZWwSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEwoLc2VudGluZWxfaWQYBCABKAkSEAoIazhzX25hbWUYBSABKAkSDQoFaW1hZ2UYBiABKAkSEAoIcmVwbGljYXMYByABKAUSFgoOY3B1X21pbGxpY29yZXMYCCABKAMSEgoKbWVtb3J5X21pYhgJIAEoAxIOCgZyZWdpb24YCiABKAkSLQoHcm91dGluZxgLIAEoCzIcLmtyYW5lLmN0cmwudjEuUm91dGluZ1BvbGljeSJgCg1Sb3V0aW5nUG9saWN5Eg8KB3ZlcnNpb24YASABKAQSDAoEbW9kZRgCIAEoCRIwCglyZXZpc2lvbnMYAyADKAsyHS5rcmFuZS5jdHJsLnYxLlJldmlzaW9uV2VpZ2h0IjcKDlJldmlzaW9uV2VpZ2h0EhUKDWRlcGxveW1lbnRfaWQYASABKAkSDgoGd2VpZ2h0GAIgASgNIjcKDkRlbGV0ZVNlbnRpbmVsEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJIvUBCg1TZW50aW5lbFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLQoFYXBwbHkYAiABKAsyHC5rcmFuZS5jdHJsLnYxLkFwcGx5U2VudGluZWxIABIvCgZkZWxldGUYAyABKAsyHS5rcmFuZS5jdHJsLnYxLkRlbGV0ZVNlbnRpbmVsSAASNgoOc25hcHNob3Rfc3RhcnQYBCABKAsyHC5rcmFuZS5jdHJsLnYxLlNuYXBzaG90U3RhcnRIABIyCgxzbmFwc2hvdF9lbmQYBSABKAsyGi5rcmFuZS5jdHJsLnYxLlNuYXBzaG90RW5kSABCBwoFc3RhdGUiRQoeR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCSJHCh9HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIUCgxzZW50aW5lbF9pZHMYAiADKAkiYwogR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVzcG9uc2USLAoGc3RhdGVzGAEgAygLMhwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlEhEKCW5vdF9mb3VuZBgCIAMoCSLyAwobUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJDCgZ1cGRhdGUYAiABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5VcGRhdGVIABJDCgZkZWxldGUYAyABKAsyMS5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5EZWxldGVIABJHCghyZWplY3RlZBgEIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0U2VudGluZWxTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAacgoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgDIAEoBRIlCgZoZWFsdGgYBCABKA4yFS5rcmFuZS5jdHJsLnYxLkhlYWx0aBovCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkaQQoIUmVqZWN0ZWQSEAoIazhzX25hbWUYASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJQggKBmNoYW5nZSIeChxSZXBvcnRTZW50aW5lbFN0YXR1c1Jlc3BvbnNlInsKEEhlYXJ0YmVhdFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg0KBWJ1aWxkGAMgASgJEhsKE2RlcGxveW1lbnRzX3ZlcnNpb24YBCABKAQSGQoRc2VudGluZWxzX3ZlcnNpb24YBSABKAQiEwoRSGVhcnRiZWF0UmVzcG9uc2UqhwEKDkluc3RhbmNlU3RhdHVzEh8KG0lOU1RBTkNFX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0lOU1RBTkNFX1NUQVRVU19QRU5ESU5HEAESGwoXSU5TVEFOQ0VfU1RBVFVTX1JVTk5JTkcQAhIaChZJTlNUQU5DRV9TVEFUVVNfRkFJTEVEEAMqXQoGSGVhbHRoEhYKEkhFQUxUSF9VTlNQRUNJRklFRBAAEhIKDkhFQUxUSF9IRUFMVEhZEAESFAoQSEVBTFRIX1VOSEVBTFRIWRACEhEKDUhFQUxUSF9QQVVTRUQQAzLVBwoOQ2x1c3RlclNlcnZpY2USXAoQV2F0Y2hEZXBsb3ltZW50cxImLmtyYW5lLmN0cmwudjEuV2F0Y2hEZXBsb3ltZW50c1JlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZTABElYKDldhdGNoU2VudGluZWxzEiQua3JhbmUuY3RybC52MS5XYXRjaFNlbnRpbmVsc1JlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU3RhdGUwARJsChlHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlEi8ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlUmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuRGVwbG95bWVudFN0YXRlEoEBChpHZXREZXNpcmVkRGVwbG95bWVudFN0YXRlcxIwLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXF1ZXN0GjEua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlc1Jlc3BvbnNlEmYKF0dldERlc2lyZWRTZW50aW5lbFN0YXRlEi0ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZVJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNlbnRpbmVsU3RhdGUSewoYR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzEi4ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXF1ZXN0Gi8ua3JhbmUuY3RybC52MS5HZXREZXNpcmVkU2VudGluZWxTdGF0ZXNSZXNwb25zZRJ1ChZSZXBvcnREZXBsb3ltZW50U3RhdHVzEiwua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdBotLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlEm8KFFJlcG9ydFNlbnRpbmVsU3RhdHVzEioua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QaKy5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8ua3JhbmUuY3RybC52MS5IZWFydGJlYXRSZXF1ZXN0GiAua3JhbmUuY3RybC52MS5IZWFydGJlYXRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChtrcmFuZS9jdHJsL3YxL2NsdXN0ZXIucHJvdG8SDWtyYW5lLmN0cmwudjEiJQoGRW52VmFyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkimAEKC0hlYWx0aENoZWNrEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEhgKEGludGVydmFsX3NlY29uZHMYAyABKAUSFwoPdGltZW91dF9zZWNvbmRzGAQgASgFEhkKEWZhaWx1cmVfdGhyZXNob2xkGAUgASgFEh0KFWluaXRpYWxfZGVsYXlfc2Vjb25kcxgGIAEoBSIPCg1TbmFwc2hvdFN0YXJ0IiMKC1NuYXBzaG90RW5kEhQKDGhlYWRfdmVyc2lvbhgBIAEoBCJEChdXYXRjaERlcGxveW1lbnRzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQi+gMKD0FwcGx5RGVwbG95bWVudBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIVCg1kZXBsb3ltZW50X2lkGAQgASgJEhUKDWs4c19uYW1lc3BhY2UYBSABKAkSEAoIazhzX25hbWUYBiABKAkSDQoFaW1hZ2UYByABKAkSDwoHY29tbWFuZBgIIAMoCRIMCgRhcmdzGAkgAygJEgwKBHBvcnQYCiABKAUSIgoDZW52GAsgAygLMhUua3JhbmUuY3RybC52MS5FbnZWYXISEAoIcmVwbGljYXMYDCABKAUSFgoOY3B1X21pbGxpY29yZXMYDSABKAMSEgoKbWVtb3J5X21pYhgOIAEoAxIwCgxoZWFsdGhfY2hlY2sYDyABKAsyGi5rcmFuZS5jdHJsLnYxLkhlYWx0aENoZWNrEhAKCGJ1aWxkX2lkGBAgASgJEg4KBnJlZ2lvbhgRIAEoCRIWCg53b3Jrc3BhY2Vfc2x1ZxgSIAEoCRIUCgxwcm9qZWN0X3NsdWcYEyABKAkSGAoQZW52aXJvbm1lbnRfc2x1ZxgUIAEoCRIQCghyZXZpc2lvbhgVIAEoAxIZChFtaW5fcmVhZHlfc2Vjb25kcxgWIAEoBSJSChBEZWxldGVEZXBsb3ltZW50EhUKDWs4c19uYW1lc3BhY2UYASABKAkSEAoIazhzX25hbWUYAiABKAkSFQoNZGVwbG95bWVudF9pZBgDIAEoCSL7AQoPRGVwbG95bWVudFN0YXRlEg8KB3ZlcnNpb24YASABKAQSLwoFYXBwbHkYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFwcGx5RGVwbG95bWVudEgAEjEKBmRlbGV0ZRgDIAEoCzIfLmtyYW5lLmN0cmwudjEuRGVsZXRlRGVwbG95bWVudEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkkKIEdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJIksKIUdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFgoOZGVwbG95bWVudF9pZHMYAiADKAkiZwoiR2V0RGVzaXJlZERlcGxveW1lbnRTdGF0ZXNSZXNwb25zZRIuCgZzdGF0ZXMYASADKAsyHi5rcmFuZS5jdHJsLnYxLkRlcGxveW1lbnRTdGF0ZRIRCglub3RfZm91bmQYAiADKAkixgEKCEluc3RhbmNlEhAKCGs4c19uYW1lGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSLQoGc3RhdHVzGAMgASgOMh0ua3JhbmUuY3RybC52MS5JbnN0YW5jZVN0YXR1cxIWCg5jcHVfbWlsbGljb3JlcxgEIAEoAxISCgptZW1vcnlfbWliGAUgASgDEhEKCW5vZGVfbmFtZRgGIAEoCRIMCgR6b25lGAcgASgJEhsKE3JlYWR5X3NpbmNlX3VuaXhfbXMYCCABKAMi6QMKHVJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJFCgZ1cGRhdGUYAiABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkUKBmRlbGV0ZRgDIAEoCzIzLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASSQoIcmVqZWN0ZWQYBCABKAsyNS5rcmFuZS5jdHJsLnYxLlJlcG9ydERlcGxveW1lbnRTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaXQoGVXBkYXRlEhAKCGs4c19uYW1lGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSKgoJaW5zdGFuY2VzGAMgAygLMhcua3JhbmUuY3RybC52MS5JbnN0YW5jZRoxCgZEZWxldGUSEAoIazhzX25hbWUYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRpDCghSZWplY3RlZBIQCghrOHNfbmFtZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiIAoeUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlIkIKFVdhdGNoU2VudGluZWxzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQihAIKDUFwcGx5U2VudGluZWwSFAoMd29ya3NwYWNlX2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSEwoLc2VudGluZWxfaWQYBCABKAkSEAoIazhzX25hbWUYBSABKAkSDQoFaW1hZ2UYBiABKAkSEAoIcmVwbGljYXMYByABKAUSFgoOY3B1X21pbGxpY29yZXMYCCABKAMSEgoKbWVtb3J5X21pYhgJIAEoAxIOCgZyZWdpb24YCiABKAkSLQoHcm91dGluZxgLIAEoCzIcLmtyYW5lLmN0cmwudjEuUm91dGluZ1BvbGljeSKHAQoNUm91dGluZ1BvbGljeRIPCgd2ZXJzaW9uGAEgASgEEgwKBG1vZGUYAiABKAkSMAoJcmV2aXNpb25zGAMgAygLMh0ua3JhbmUuY3RybC52MS5SZXZpc2lvbldlaWdodBIlCgRhdXRoGGQgASgLMhcua3JhbmUuY3RybC52MS5FZGdlQXV0aCJPCghFZGdlQXV0aBIqCgVydWxlcxgBIAMoCzIbLmtyYW5lLmN0cmwudjEuRWRnZUF1dGhSdWxlEhcKD3VubWF0Y2hlZF9ob3N0cxgCIAEoCSKSAQoMRWRnZUF1dGhSdWxlEg0KBWhvc3RzGAEgAygJEikKA2p3dBgCIAEoCzIcLmtyYW5lLmN0cmwudjEuSnd0VmFsaWRhdGlvbhIwCgpvcGVyYXRpb25zGAMgAygLMhwua3JhbmUuY3RybC52MS5BdXRoT3BlcmF0aW9uEhYKDmRlZmF1bHRfYWN0aW9uGAQgASgJIkQKDUp3dFZhbGlkYXRpb24SEAoIandrc191cmwYASABKAkSDgoGaXNzdWVyGAIgASgJEhEKCWF1ZGllbmNlcxgDIAMoCSI9Cg1BdXRoT3BlcmF0aW9uEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBnNjb3BlcxgDIAMoCSI3Cg5SZXZpc2lvbldlaWdodBIVCg1kZXBsb3ltZW50X2lkGAEgASgJEg4KBndlaWdodBgCIAEoDSI3Cg5EZWxldGVTZW50aW5lbBIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCSL1AQoNU2VudGluZWxTdGF0ZRIPCgd2ZXJzaW9uGAEgASgEEi0KBWFwcGx5GAIgASgLMhwua3JhbmUuY3RybC52MS5BcHBseVNlbnRpbmVsSAASLwoGZGVsZXRlGAMgASgLMh0ua3JhbmUuY3RybC52MS5EZWxldGVTZW50aW5lbEgAEjYKDnNuYXBzaG90X3N0YXJ0GAQgASgLMhwua3JhbmUuY3RybC52MS5TbmFwc2hvdFN0YXJ0SAASMgoMc25hcHNob3RfZW5kGAUgASgLMhoua3JhbmUuY3RybC52MS5TbmFwc2hvdEVuZEgAQgcKBXN0YXRlIkUKHkdldERlc2lyZWRTZW50aW5lbFN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEwoLc2VudGluZWxfaWQYAiABKAkiRwofR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFAoMc2VudGluZWxfaWRzGAIgAygJImMKIEdldERlc2lyZWRTZW50aW5lbFN0YXRlc1Jlc3BvbnNlEiwKBnN0YXRlcxgBIAMoCzIcLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0ZRIRCglub3RfZm91bmQYAiADKAki8gMKG1JlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSQwoGdXBkYXRlGAIgASgLMjEua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QuVXBkYXRlSAASQwoGZGVsZXRlGAMgASgLMjEua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QuRGVsZXRlSAASRwoIcmVqZWN0ZWQYBCABKAsyMy5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVxdWVzdC5SZWplY3RlZEgAGnIKBlVwZGF0ZRIQCghrOHNfbmFtZRgBIAEoCRITCgtzZW50aW5lbF9pZBgCIAEoCRIaChJhdmFpbGFibGVfcmVwbGljYXMYAyABKAUSJQoGaGVhbHRoGAQgASgOMhUua3JhbmUuY3RybC52MS5IZWFsdGgaLwoGRGVsZXRlEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJGkEKCFJlamVjdGVkEhAKCGs4c19uYW1lGAEgASgJEhMKC3NlbnRpbmVsX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCUIICgZjaGFuZ2UiHgocUmVwb3J0U2VudGluZWxTdGF0dXNSZXNwb25zZSJBChRXYXRjaEdhdGV3YXlzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSGQoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKAQiygEKDEFwcGx5R2F0ZXdheRIUCgx3b3Jrc3BhY2VfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRISCgpnYXRld2F5X2lkGAQgASgJEg4KBnJlZ2lvbhgFIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAYgASgJEhAKCGs4c19uYW1lGAcgASgJEisKBnJvdXRlcxgIIAMoCzIbLmtyYW5lLmN0cmwudjEuR2F0ZXdheVJvdXRlIpgBCgxHYXRld2F5Um91dGUSDAoEbmFtZRgBIAEoCRISCgp2aXNpYmlsaXR5GAIgASgJEhEKCWhvc3RuYW1lcxgDIAMoCRITCgtwYXRoX3ByZWZpeBgEIAEoCRITCgtjZXJ0aWZpY2F0ZRgFIAEoCBIpCgRhdXRoGAYgASgLMhsua3JhbmUuY3RybC52MS5FZGdlQXV0aFJ1bGUiOgoNRGVsZXRlR2F0ZXdheRISCgpnYXRld2F5X2lkGAEgASgJEhUKDWs4c19uYW1lc3BhY2UYAiABKAki8gEKDEdhdGV3YXlTdGF0ZRIPCgd2ZXJzaW9uGAEgASgEEiwKBWFwcGx5GAIgASgLMhsua3JhbmUuY3RybC52MS5BcHBseUdhdGV3YXlIABIuCgZkZWxldGUYAyABKAsyHC5rcmFuZS5jdHJsLnYxLkRlbGV0ZUdhdGV3YXlIABI2Cg5zbmFwc2hvdF9zdGFydBgEIAEoCzIcLmtyYW5lLmN0cmwudjEuU25hcHNob3RTdGFydEgAEjIKDHNuYXBzaG90X2VuZBgFIAEoCzIaLmtyYW5lLmN0cmwudjEuU25hcHNob3RFbmRIAEIHCgVzdGF0ZSJDCh1HZXREZXNpcmVkR2F0ZXdheVN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEgoKZ2F0ZXdheV9pZBgCIAEoCSJFCh5HZXREZXNpcmVkR2F0ZXdheVN0YXRlc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhMKC2dhdGV3YXlfaWRzGAIgAygJImEKH0dldERlc2lyZWRHYXRld2F5U3RhdGVzUmVzcG9uc2USKwoGc3RhdGVzGAEgAygLMhsua3JhbmUuY3RybC52MS5HYXRld2F5U3RhdGUSEQoJbm90X2ZvdW5kGAIgAygJIkMKEEdhdGV3YXlDb25kaXRpb24SDgoGc3RhdHVzGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJImoKEUNlcnRpZmljYXRlU3RhdHVzEhAKCGhvc3RuYW1lGAEgASgJEhMKC3NlY3JldF9uYW1lGAIgASgJEi4KBXJlYWR5GAMgASgLMh8ua3JhbmUuY3RybC52MS5HYXRld2F5Q29uZGl0aW9uIvsBChJHYXRld2F5Um91dGVTdGF0dXMSDAoEbmFtZRgBIAEoCRISCgp2aXNpYmlsaXR5GAIgASgJEg8KB2dhdGV3YXkYAyABKAkSMQoIYWNjZXB0ZWQYBCABKAsyHy5rcmFuZS5jdHJsLnYxLkdhdGV3YXlDb25kaXRpb24SNgoNcmVzb2x2ZWRfcmVmcxgFIAEoCzIfLmtyYW5lLmN0cmwudjEuR2F0ZXdheUNvbmRpdGlvbhI2CgxjZXJ0aWZpY2F0ZXMYBiADKAsyIC5rcmFuZS5jdHJsLnYxLkNlcnRpZmljYXRlU3RhdHVzEg8KB3Byb2JsZW0YByABKAkipQMKGlJlcG9ydEdhdGV3YXlTdGF0dXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRJCCgZ1cGRhdGUYAiABKAsyMC5rcmFuZS5jdHJsLnYxLlJlcG9ydEdhdGV3YXlTdGF0dXNSZXF1ZXN0LlVwZGF0ZUgAEkIKBmRlbGV0ZRgDIAEoCzIwLmtyYW5lLmN0cmwudjEuUmVwb3J0R2F0ZXdheVN0YXR1c1JlcXVlc3QuRGVsZXRlSAASRgoIcmVqZWN0ZWQYBCABKAsyMi5rcmFuZS5jdHJsLnYxLlJlcG9ydEdhdGV3YXlTdGF0dXNSZXF1ZXN0LlJlamVjdGVkSAAaTwoGVXBkYXRlEhIKCmdhdGV3YXlfaWQYASABKAkSMQoGcm91dGVzGAIgAygLMiEua3JhbmUuY3RybC52MS5HYXRld2F5Um91dGVTdGF0dXMaHAoGRGVsZXRlEhIKCmdhdGV3YXlfaWQYASABKAkaLgoIUmVqZWN0ZWQSEgoKZ2F0ZXdheV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAlCCAoGY2hhbmdlIh0KG1JlcG9ydEdhdGV3YXlTdGF0dXNSZXNwb25zZSJ7ChBIZWFydGJlYXRSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRINCgVidWlsZBgDIAEoCRIbChNkZXBsb3ltZW50c192ZXJzaW9uGAQgASgEEhkKEXNlbnRpbmVsc192ZXJzaW9uGAUgASgEIhMKEUhlYXJ0YmVhdFJlc3BvbnNlKocBCg5JbnN0YW5jZVN0YXR1cxIfChtJTlNUQU5DRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdJTlNUQU5DRV9TVEFUVVNfUEVORElORxABEhsKF0lOU1RBTkNFX1NUQVRVU19SVU5OSU5HEAISGgoWSU5TVEFOQ0VfU1RBVFVTX0ZBSUxFRBADKl0KBkhlYWx0aBIWChJIRUFMVEhfVU5TUEVDSUZJRUQQABISCg5IRUFMVEhfSEVBTFRIWRABEhQKEEhFQUxUSF9VTkhFQUxUSFkQAhIRCg1IRUFMVEhfUEFVU0VEEAMy9woKDkNsdXN0ZXJTZXJ2aWNlElwKEFdhdGNoRGVwbG95bWVudHMSJi5rcmFuZS5jdHJsLnYxLldhdGNoRGVwbG95bWVudHNSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUwARJWCg5XYXRjaFNlbnRpbmVscxIkLmtyYW5lLmN0cmwudjEuV2F0Y2hTZW50aW5lbHNSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5TZW50aW5lbFN0YXRlMAESUwoNV2F0Y2hHYXRld2F5cxIjLmtyYW5lLmN0cmwudjEuV2F0Y2hHYXRld2F5c1JlcXVlc3QaGy5rcmFuZS5jdHJsLnYxLkdhdGV3YXlTdGF0ZTABEmwKGUdldERlc2lyZWREZXBsb3ltZW50U3RhdGUSLy5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5EZXBsb3ltZW50U3RhdGUSgQEKGkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzEjAua3JhbmUuY3RybC52MS5HZXREZXNpcmVkRGVwbG95bWVudFN0YXRlc1JlcXVlc3QaMS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWREZXBsb3ltZW50U3RhdGVzUmVzcG9uc2USZgoXR2V0RGVzaXJlZFNlbnRpbmVsU3RhdGUSLS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuU2VudGluZWxTdGF0ZRJ7ChhHZXREZXNpcmVkU2VudGluZWxTdGF0ZXMSLi5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlc1JlcXVlc3QaLy5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRTZW50aW5lbFN0YXRlc1Jlc3BvbnNlEmMKFkdldERlc2lyZWRHYXRld2F5U3RhdGUSLC5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRHYXRld2F5U3RhdGVSZXF1ZXN0Ghsua3JhbmUuY3RybC52MS5HYXRld2F5U3RhdGUSeAoXR2V0RGVzaXJlZEdhdGV3YXlTdGF0ZXMSLS5rcmFuZS5jdHJsLnYxLkdldERlc2lyZWRHYXRld2F5U3RhdGVzUmVxdWVzdBouLmtyYW5lLmN0cmwudjEuR2V0RGVzaXJlZEdhdGV3YXlTdGF0ZXNSZXNwb25zZRJ1ChZSZXBvcnREZXBsb3ltZW50U3RhdHVzEiwua3JhbmUuY3RybC52MS5SZXBvcnREZXBsb3ltZW50U3RhdHVzUmVxdWVzdBotLmtyYW5lLmN0cmwudjEuUmVwb3J0RGVwbG95bWVudFN0YXR1c1Jlc3BvbnNlEm8KFFJlcG9ydFNlbnRpbmVsU3RhdHVzEioua3JhbmUuY3RybC52MS5SZXBvcnRTZW50aW5lbFN0YXR1c1JlcXVlc3QaKy5rcmFuZS5jdHJsLnYxLlJlcG9ydFNlbnRpbmVsU3RhdHVzUmVzcG9uc2USbAoTUmVwb3J0R2F0ZXdheVN0YXR1cxIpLmtyYW5lLmN0cmwudjEuUmVwb3J0R2F0ZXdheVN0YXR1c1JlcXVlc3QaKi5rcmFuZS5jdHJsLnYxLlJlcG9ydEdhdGV3YXlTdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5rcmFuZS5jdHJsLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkhlYXJ0YmVhdFJlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message krane.ctrl.v1.EnvVar
@@ -720,6 +720,14 @@ export type RoutingPolicy = Message<"krane.ctrl.v1.RoutingPolicy"> & {
    * @generated from field: repeated krane.ctrl.v1.RevisionWeight revisions = 3;
    */
   revisions: RevisionWeight[];
+
+  /**
+   * API authentication at the edge, enforced by the sentinel (absent: none). Field numbers
+   * 100-199 of this message belong to exposure (gateway) work.
+   *
+   * @generated from field: krane.ctrl.v1.EdgeAuth auth = 100;
+   */
+  auth?: EdgeAuth | undefined;
 };
 
 /**
@@ -728,6 +736,131 @@ export type RoutingPolicy = Message<"krane.ctrl.v1.RoutingPolicy"> & {
  */
 export const RoutingPolicySchema: GenMessage<RoutingPolicy> = /*@__PURE__*/
   messageDesc(file_krane_ctrl_v1_cluster, 16);
+
+/**
+ * API authentication at the edge: one rule per exposed address (its hosts), chosen by the
+ * request's Host header (port ignored).
+ *
+ * @generated from message krane.ctrl.v1.EdgeAuth
+ */
+export type EdgeAuth = Message<"krane.ctrl.v1.EdgeAuth"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgeAuthRule rules = 1;
+   */
+  rules: EdgeAuthRule[];
+
+  /**
+   * What a request whose host no rule names gets: "allow" or "deny".
+   *
+   * @generated from field: string unmatched_hosts = 2;
+   */
+  unmatchedHosts: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.EdgeAuth.
+ * Use `create(EdgeAuthSchema)` to create a new message.
+ */
+export const EdgeAuthSchema: GenMessage<EdgeAuth> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 17);
+
+/**
+ * @generated from message krane.ctrl.v1.EdgeAuthRule
+ */
+export type EdgeAuthRule = Message<"krane.ctrl.v1.EdgeAuthRule"> & {
+  /**
+   * @generated from field: repeated string hosts = 1;
+   */
+  hosts: string[];
+
+  /**
+   * Absent: requests to these hosts need no token.
+   *
+   * @generated from field: krane.ctrl.v1.JwtValidation jwt = 2;
+   */
+  jwt?: JwtValidation | undefined;
+
+  /**
+   * Operations that need a token with scopes; the most specific match wins.
+   *
+   * @generated from field: repeated krane.ctrl.v1.AuthOperation operations = 3;
+   */
+  operations: AuthOperation[];
+
+  /**
+   * "allow" (no token needed) or "deny" (403): what a request matching no operation gets.
+   *
+   * @generated from field: string default_action = 4;
+   */
+  defaultAction: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.EdgeAuthRule.
+ * Use `create(EdgeAuthRuleSchema)` to create a new message.
+ */
+export const EdgeAuthRuleSchema: GenMessage<EdgeAuthRule> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 18);
+
+/**
+ * How bearer tokens are checked: signature against the keys of a JWKS URL, then issuer and
+ * audience when given; exp is required.
+ *
+ * @generated from message krane.ctrl.v1.JwtValidation
+ */
+export type JwtValidation = Message<"krane.ctrl.v1.JwtValidation"> & {
+  /**
+   * @generated from field: string jwks_url = 1;
+   */
+  jwksUrl: string;
+
+  /**
+   * @generated from field: string issuer = 2;
+   */
+  issuer: string;
+
+  /**
+   * @generated from field: repeated string audiences = 3;
+   */
+  audiences: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.JwtValidation.
+ * Use `create(JwtValidationSchema)` to create a new message.
+ */
+export const JwtValidationSchema: GenMessage<JwtValidation> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 19);
+
+/**
+ * One API operation: a method ("GET", ... or "*") and a path template ("/books/{id}": each
+ * {name} is one path segment), and the scopes a token needs for it (all of them).
+ *
+ * @generated from message krane.ctrl.v1.AuthOperation
+ */
+export type AuthOperation = Message<"krane.ctrl.v1.AuthOperation"> & {
+  /**
+   * @generated from field: string method = 1;
+   */
+  method: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: repeated string scopes = 3;
+   */
+  scopes: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AuthOperation.
+ * Use `create(AuthOperationSchema)` to create a new message.
+ */
+export const AuthOperationSchema: GenMessage<AuthOperation> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 20);
 
 /**
  * @generated from message krane.ctrl.v1.RevisionWeight
@@ -751,7 +884,7 @@ export type RevisionWeight = Message<"krane.ctrl.v1.RevisionWeight"> & {
  * Use `create(RevisionWeightSchema)` to create a new message.
  */
 export const RevisionWeightSchema: GenMessage<RevisionWeight> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 17);
+  messageDesc(file_krane_ctrl_v1_cluster, 21);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteSentinel
@@ -773,7 +906,7 @@ export type DeleteSentinel = Message<"krane.ctrl.v1.DeleteSentinel"> & {
  * Use `create(DeleteSentinelSchema)` to create a new message.
  */
 export const DeleteSentinelSchema: GenMessage<DeleteSentinel> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 18);
+  messageDesc(file_krane_ctrl_v1_cluster, 22);
 
 /**
  * @generated from message krane.ctrl.v1.SentinelState
@@ -819,7 +952,7 @@ export type SentinelState = Message<"krane.ctrl.v1.SentinelState"> & {
  * Use `create(SentinelStateSchema)` to create a new message.
  */
 export const SentinelStateSchema: GenMessage<SentinelState> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 19);
+  messageDesc(file_krane_ctrl_v1_cluster, 23);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStateRequest
@@ -841,7 +974,7 @@ export type GetDesiredSentinelStateRequest = Message<"krane.ctrl.v1.GetDesiredSe
  * Use `create(GetDesiredSentinelStateRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStateRequestSchema: GenMessage<GetDesiredSentinelStateRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 20);
+  messageDesc(file_krane_ctrl_v1_cluster, 24);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesRequest
@@ -863,7 +996,7 @@ export type GetDesiredSentinelStatesRequest = Message<"krane.ctrl.v1.GetDesiredS
  * Use `create(GetDesiredSentinelStatesRequestSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesRequestSchema: GenMessage<GetDesiredSentinelStatesRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 21);
+  messageDesc(file_krane_ctrl_v1_cluster, 25);
 
 /**
  * @generated from message krane.ctrl.v1.GetDesiredSentinelStatesResponse
@@ -885,7 +1018,7 @@ export type GetDesiredSentinelStatesResponse = Message<"krane.ctrl.v1.GetDesired
  * Use `create(GetDesiredSentinelStatesResponseSchema)` to create a new message.
  */
 export const GetDesiredSentinelStatesResponseSchema: GenMessage<GetDesiredSentinelStatesResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 22);
+  messageDesc(file_krane_ctrl_v1_cluster, 26);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest
@@ -925,7 +1058,7 @@ export type ReportSentinelStatusRequest = Message<"krane.ctrl.v1.ReportSentinelS
  * Use `create(ReportSentinelStatusRequestSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequestSchema: GenMessage<ReportSentinelStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23);
+  messageDesc(file_krane_ctrl_v1_cluster, 27);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Update
@@ -957,7 +1090,7 @@ export type ReportSentinelStatusRequest_Update = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_UpdateSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_UpdateSchema: GenMessage<ReportSentinelStatusRequest_Update> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 0);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 0);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Delete
@@ -979,7 +1112,7 @@ export type ReportSentinelStatusRequest_Delete = Message<"krane.ctrl.v1.ReportSe
  * Use `create(ReportSentinelStatusRequest_DeleteSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_DeleteSchema: GenMessage<ReportSentinelStatusRequest_Delete> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 1);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 1);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusRequest.Rejected
@@ -1006,7 +1139,7 @@ export type ReportSentinelStatusRequest_Rejected = Message<"krane.ctrl.v1.Report
  * Use `create(ReportSentinelStatusRequest_RejectedSchema)` to create a new message.
  */
 export const ReportSentinelStatusRequest_RejectedSchema: GenMessage<ReportSentinelStatusRequest_Rejected> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 23, 2);
+  messageDesc(file_krane_ctrl_v1_cluster, 27, 2);
 
 /**
  * @generated from message krane.ctrl.v1.ReportSentinelStatusResponse
@@ -1019,7 +1152,502 @@ export type ReportSentinelStatusResponse = Message<"krane.ctrl.v1.ReportSentinel
  * Use `create(ReportSentinelStatusResponseSchema)` to create a new message.
  */
 export const ReportSentinelStatusResponseSchema: GenMessage<ReportSentinelStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 24);
+  messageDesc(file_krane_ctrl_v1_cluster, 28);
+
+/**
+ * @generated from message krane.ctrl.v1.WatchGatewaysRequest
+ */
+export type WatchGatewaysRequest = Message<"krane.ctrl.v1.WatchGatewaysRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: uint64 version_last_seen = 2;
+   */
+  versionLastSeen: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.WatchGatewaysRequest.
+ * Use `create(WatchGatewaysRequestSchema)` to create a new message.
+ */
+export const WatchGatewaysRequestSchema: GenMessage<WatchGatewaysRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 29);
+
+/**
+ * An environment's exposure in one region: HTTPRoutes on the cluster's Gateways to the
+ * environment's sentinel Service, cert-manager Certificates, and (for Envoy Gateway) JWT
+ * SecurityPolicies. One per environment and region; gateway_id is the environment id.
+ *
+ * @generated from message krane.ctrl.v1.ApplyGateway
+ */
+export type ApplyGateway = Message<"krane.ctrl.v1.ApplyGateway"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string environment_id = 3;
+   */
+  environmentId: string;
+
+  /**
+   * @generated from field: string gateway_id = 4;
+   */
+  gatewayId: string;
+
+  /**
+   * @generated from field: string region = 5;
+   */
+  region: string;
+
+  /**
+   * The workspace namespace the routes and certificates live in.
+   *
+   * @generated from field: string k8s_namespace = 6;
+   */
+  k8sNamespace: string;
+
+  /**
+   * The base of every object's name.
+   *
+   * @generated from field: string k8s_name = 7;
+   */
+  k8sName: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.GatewayRoute routes = 8;
+   */
+  routes: GatewayRoute[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ApplyGateway.
+ * Use `create(ApplyGatewaySchema)` to create a new message.
+ */
+export const ApplyGatewaySchema: GenMessage<ApplyGateway> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 30);
+
+/**
+ * One route: hostnames on the Gateway of a visibility, optionally under a path prefix that is
+ * rewritten away before the request reaches the sentinel.
+ *
+ * @generated from message krane.ctrl.v1.GatewayRoute
+ */
+export type GatewayRoute = Message<"krane.ctrl.v1.GatewayRoute"> & {
+  /**
+   * Unique within the gateway: "public", "organization", "domain-<hash>".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "public" (the external Gateway) or "organization" (the internal one).
+   *
+   * @generated from field: string visibility = 2;
+   */
+  visibility: string;
+
+  /**
+   * @generated from field: repeated string hostnames = 3;
+   */
+  hostnames: string[];
+
+  /**
+   * "" or "/": the whole host; otherwise a PathPrefix match, replaced by "/".
+   *
+   * @generated from field: string path_prefix = 4;
+   */
+  pathPrefix: string;
+
+  /**
+   * Render a cert-manager Certificate for each hostname.
+   *
+   * @generated from field: bool certificate = 5;
+   */
+  certificate: boolean;
+
+  /**
+   * The route's API authentication (rendered as an Envoy Gateway SecurityPolicy where enabled).
+   *
+   * @generated from field: krane.ctrl.v1.EdgeAuthRule auth = 6;
+   */
+  auth?: EdgeAuthRule | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GatewayRoute.
+ * Use `create(GatewayRouteSchema)` to create a new message.
+ */
+export const GatewayRouteSchema: GenMessage<GatewayRoute> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 31);
+
+/**
+ * @generated from message krane.ctrl.v1.DeleteGateway
+ */
+export type DeleteGateway = Message<"krane.ctrl.v1.DeleteGateway"> & {
+  /**
+   * @generated from field: string gateway_id = 1;
+   */
+  gatewayId: string;
+
+  /**
+   * @generated from field: string k8s_namespace = 2;
+   */
+  k8sNamespace: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.DeleteGateway.
+ * Use `create(DeleteGatewaySchema)` to create a new message.
+ */
+export const DeleteGatewaySchema: GenMessage<DeleteGateway> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 32);
+
+/**
+ * @generated from message krane.ctrl.v1.GatewayState
+ */
+export type GatewayState = Message<"krane.ctrl.v1.GatewayState"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.GatewayState.state
+   */
+  state: {
+    /**
+     * @generated from field: krane.ctrl.v1.ApplyGateway apply = 2;
+     */
+    value: ApplyGateway;
+    case: "apply";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.DeleteGateway delete = 3;
+     */
+    value: DeleteGateway;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotStart snapshot_start = 4;
+     */
+    value: SnapshotStart;
+    case: "snapshotStart";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.SnapshotEnd snapshot_end = 5;
+     */
+    value: SnapshotEnd;
+    case: "snapshotEnd";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GatewayState.
+ * Use `create(GatewayStateSchema)` to create a new message.
+ */
+export const GatewayStateSchema: GenMessage<GatewayState> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 33);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredGatewayStateRequest
+ */
+export type GetDesiredGatewayStateRequest = Message<"krane.ctrl.v1.GetDesiredGatewayStateRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string gateway_id = 2;
+   */
+  gatewayId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredGatewayStateRequest.
+ * Use `create(GetDesiredGatewayStateRequestSchema)` to create a new message.
+ */
+export const GetDesiredGatewayStateRequestSchema: GenMessage<GetDesiredGatewayStateRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 34);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredGatewayStatesRequest
+ */
+export type GetDesiredGatewayStatesRequest = Message<"krane.ctrl.v1.GetDesiredGatewayStatesRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated string gateway_ids = 2;
+   */
+  gatewayIds: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredGatewayStatesRequest.
+ * Use `create(GetDesiredGatewayStatesRequestSchema)` to create a new message.
+ */
+export const GetDesiredGatewayStatesRequestSchema: GenMessage<GetDesiredGatewayStatesRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 35);
+
+/**
+ * @generated from message krane.ctrl.v1.GetDesiredGatewayStatesResponse
+ */
+export type GetDesiredGatewayStatesResponse = Message<"krane.ctrl.v1.GetDesiredGatewayStatesResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.GatewayState states = 1;
+   */
+  states: GatewayState[];
+
+  /**
+   * @generated from field: repeated string not_found = 2;
+   */
+  notFound: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetDesiredGatewayStatesResponse.
+ * Use `create(GetDesiredGatewayStatesResponseSchema)` to create a new message.
+ */
+export const GetDesiredGatewayStatesResponseSchema: GenMessage<GetDesiredGatewayStatesResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 36);
+
+/**
+ * A condition as a Gateway (or cert-manager) wrote it; status "" means not reported yet.
+ *
+ * @generated from message krane.ctrl.v1.GatewayCondition
+ */
+export type GatewayCondition = Message<"krane.ctrl.v1.GatewayCondition"> & {
+  /**
+   * "True", "False", "Unknown" or "".
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GatewayCondition.
+ * Use `create(GatewayConditionSchema)` to create a new message.
+ */
+export const GatewayConditionSchema: GenMessage<GatewayCondition> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 37);
+
+/**
+ * @generated from message krane.ctrl.v1.CertificateStatus
+ */
+export type CertificateStatus = Message<"krane.ctrl.v1.CertificateStatus"> & {
+  /**
+   * @generated from field: string hostname = 1;
+   */
+  hostname: string;
+
+  /**
+   * @generated from field: string secret_name = 2;
+   */
+  secretName: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.GatewayCondition ready = 3;
+   */
+  ready?: GatewayCondition | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.CertificateStatus.
+ * Use `create(CertificateStatusSchema)` to create a new message.
+ */
+export const CertificateStatusSchema: GenMessage<CertificateStatus> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 38);
+
+/**
+ * @generated from message krane.ctrl.v1.GatewayRouteStatus
+ */
+export type GatewayRouteStatus = Message<"krane.ctrl.v1.GatewayRouteStatus"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string visibility = 2;
+   */
+  visibility: string;
+
+  /**
+   * The Gateway the route is attached to ("namespace/name"); empty when the cluster has none
+   * for the visibility.
+   *
+   * @generated from field: string gateway = 3;
+   */
+  gateway: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.GatewayCondition accepted = 4;
+   */
+  accepted?: GatewayCondition | undefined;
+
+  /**
+   * @generated from field: krane.ctrl.v1.GatewayCondition resolved_refs = 5;
+   */
+  resolvedRefs?: GatewayCondition | undefined;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.CertificateStatus certificates = 6;
+   */
+  certificates: CertificateStatus[];
+
+  /**
+   * Why the route is not served, when the agent knows (no Gateway, no sentinel Service, …).
+   *
+   * @generated from field: string problem = 7;
+   */
+  problem: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GatewayRouteStatus.
+ * Use `create(GatewayRouteStatusSchema)` to create a new message.
+ */
+export const GatewayRouteStatusSchema: GenMessage<GatewayRouteStatus> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 39);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportGatewayStatusRequest
+ */
+export type ReportGatewayStatusRequest = Message<"krane.ctrl.v1.ReportGatewayStatusRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.ReportGatewayStatusRequest.change
+   */
+  change: {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportGatewayStatusRequest.Update update = 2;
+     */
+    value: ReportGatewayStatusRequest_Update;
+    case: "update";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportGatewayStatusRequest.Delete delete = 3;
+     */
+    value: ReportGatewayStatusRequest_Delete;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ReportGatewayStatusRequest.Rejected rejected = 4;
+     */
+    value: ReportGatewayStatusRequest_Rejected;
+    case: "rejected";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportGatewayStatusRequest.
+ * Use `create(ReportGatewayStatusRequestSchema)` to create a new message.
+ */
+export const ReportGatewayStatusRequestSchema: GenMessage<ReportGatewayStatusRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 40);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportGatewayStatusRequest.Update
+ */
+export type ReportGatewayStatusRequest_Update = Message<"krane.ctrl.v1.ReportGatewayStatusRequest.Update"> & {
+  /**
+   * @generated from field: string gateway_id = 1;
+   */
+  gatewayId: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.GatewayRouteStatus routes = 2;
+   */
+  routes: GatewayRouteStatus[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportGatewayStatusRequest.Update.
+ * Use `create(ReportGatewayStatusRequest_UpdateSchema)` to create a new message.
+ */
+export const ReportGatewayStatusRequest_UpdateSchema: GenMessage<ReportGatewayStatusRequest_Update> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 40, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportGatewayStatusRequest.Delete
+ */
+export type ReportGatewayStatusRequest_Delete = Message<"krane.ctrl.v1.ReportGatewayStatusRequest.Delete"> & {
+  /**
+   * @generated from field: string gateway_id = 1;
+   */
+  gatewayId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportGatewayStatusRequest.Delete.
+ * Use `create(ReportGatewayStatusRequest_DeleteSchema)` to create a new message.
+ */
+export const ReportGatewayStatusRequest_DeleteSchema: GenMessage<ReportGatewayStatusRequest_Delete> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 40, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportGatewayStatusRequest.Rejected
+ */
+export type ReportGatewayStatusRequest_Rejected = Message<"krane.ctrl.v1.ReportGatewayStatusRequest.Rejected"> & {
+  /**
+   * @generated from field: string gateway_id = 1;
+   */
+  gatewayId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportGatewayStatusRequest.Rejected.
+ * Use `create(ReportGatewayStatusRequest_RejectedSchema)` to create a new message.
+ */
+export const ReportGatewayStatusRequest_RejectedSchema: GenMessage<ReportGatewayStatusRequest_Rejected> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 40, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.ReportGatewayStatusResponse
+ */
+export type ReportGatewayStatusResponse = Message<"krane.ctrl.v1.ReportGatewayStatusResponse"> & {
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ReportGatewayStatusResponse.
+ * Use `create(ReportGatewayStatusResponseSchema)` to create a new message.
+ */
+export const ReportGatewayStatusResponseSchema: GenMessage<ReportGatewayStatusResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_cluster, 41);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatRequest
@@ -1058,7 +1686,7 @@ export type HeartbeatRequest = Message<"krane.ctrl.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 25);
+  messageDesc(file_krane_ctrl_v1_cluster, 42);
 
 /**
  * @generated from message krane.ctrl.v1.HeartbeatResponse
@@ -1071,7 +1699,7 @@ export type HeartbeatResponse = Message<"krane.ctrl.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_cluster, 26);
+  messageDesc(file_krane_ctrl_v1_cluster, 43);
 
 /**
  * @generated from enum krane.ctrl.v1.InstanceStatus
@@ -1163,6 +1791,14 @@ export const ClusterService: GenService<{
     output: typeof SentinelStateSchema;
   },
   /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.WatchGateways
+   */
+  watchGateways: {
+    methodKind: "server_streaming";
+    input: typeof WatchGatewaysRequestSchema;
+    output: typeof GatewayStateSchema;
+  },
+  /**
    * Point and batched reads of desired state, for the agents' resync loops.
    * The unary forms answer NotFound when the object should not exist in the region.
    *
@@ -1198,6 +1834,22 @@ export const ClusterService: GenService<{
     output: typeof GetDesiredSentinelStatesResponseSchema;
   },
   /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredGatewayState
+   */
+  getDesiredGatewayState: {
+    methodKind: "unary";
+    input: typeof GetDesiredGatewayStateRequestSchema;
+    output: typeof GatewayStateSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.ClusterService.GetDesiredGatewayStates
+   */
+  getDesiredGatewayStates: {
+    methodKind: "unary";
+    input: typeof GetDesiredGatewayStatesRequestSchema;
+    output: typeof GetDesiredGatewayStatesResponseSchema;
+  },
+  /**
    * Actual state: the full instance set of a deployment each time, or a sentinel's health.
    *
    * @generated from rpc krane.ctrl.v1.ClusterService.ReportDeploymentStatus
@@ -1214,6 +1866,17 @@ export const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof ReportSentinelStatusRequestSchema;
     output: typeof ReportSentinelStatusResponseSchema;
+  },
+  /**
+   * An environment's exposure in the region: each route's conditions from its Gateway and its
+   * certificates' readiness.
+   *
+   * @generated from rpc krane.ctrl.v1.ClusterService.ReportGatewayStatus
+   */
+  reportGatewayStatus: {
+    methodKind: "unary";
+    input: typeof ReportGatewayStatusRequestSchema;
+    output: typeof ReportGatewayStatusResponseSchema;
   },
   /**
    * @generated from rpc krane.ctrl.v1.ClusterService.Heartbeat
