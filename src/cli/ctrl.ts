@@ -16,6 +16,12 @@ interface ServeFlags {
   outboxRetention?: string;
   poolSize?: string;
   logLevel?: string;
+  publicApex?: string;
+  organizationApex?: string;
+  hostPattern?: string;
+  sharedHostPattern?: string;
+  endpointScheme?: string;
+  dnsServers?: string;
 }
 
 export function registerCtrlCommands(program: Command): void {
@@ -40,6 +46,12 @@ export function registerCtrlCommands(program: Command): void {
     .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
     .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
+    .option("--public-apex <domain>", "endpoints' generated public hostnames are <label>.<domain> (default krane.localhost); env KRANE_PUBLIC_APEX")
+    .option("--organization-apex <domain>", "likewise for organization endpoints (default internal.<public apex>); env KRANE_ORGANIZATION_APEX")
+    .option("--host-pattern <label>", "the label of a generated hostname (default {env}-{project}-{workspace}); env KRANE_HOST_PATTERN")
+    .option("--shared-host-pattern <label>", "the label of a workspace's shared host for path routing (default {workspace}); env KRANE_SHARED_HOST_PATTERN")
+    .option("--endpoint-scheme <scheme>", "https|http: the scheme of endpoint URLs shown (default https); env KRANE_ENDPOINT_SCHEME")
+    .option("--dns-servers <list>", "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS")
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -56,6 +68,12 @@ export function registerCtrlCommands(program: Command): void {
         outboxRetention: flags.outboxRetention,
         poolSize: flags.poolSize,
         logLevel: flags.logLevel,
+        publicApex: flags.publicApex,
+        organizationApex: flags.organizationApex,
+        hostPattern: flags.hostPattern,
+        sharedHostPattern: flags.sharedHostPattern,
+        endpointScheme: flags.endpointScheme,
+        dnsServers: flags.dnsServers,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -78,6 +96,8 @@ export function registerCtrlCommands(program: Command): void {
         bootstrapAdmin: { token: settings.adminToken, file: settings.adminTokenFile },
         logger: log,
         defaultMetrics: true,
+        exposure: settings.exposure,
+        domains: { dnsServers: settings.dnsServers },
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

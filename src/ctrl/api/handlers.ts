@@ -24,6 +24,8 @@ import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeploym
 import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment, environmentRegions, listEnvironments } from "../domain/environments.js";
 import { environmentStatus } from "../domain/status.js";
+import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
+import { exposureStatus } from "./exposure.js";
 import { createProject, createWorkspace, findEnvironment, findProject, findWorkspace, listProjects, listWorkspaces } from "../domain/tenancy.js";
 import { createApiToken, hashToken, listApiTokens, revokeApiToken } from "../domain/tokens.js";
 import {
@@ -50,6 +52,8 @@ export interface ApiDeps {
   rollout?: { environmentChanged(environmentId: string): Promise<void> };
   /** This process's authenticator, told about revoked credentials (absent in store-only tests). */
   auth?: RevocationListener;
+  /** Generated addresses (status shows endpoint URLs); default DEFAULT_EXPOSURE. */
+  exposure?: ExposureSettings;
 }
 
 export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
@@ -192,11 +196,12 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
   };
 }
 
-export function statusServiceImpl({ store }: ApiDeps): ServiceImpl<typeof StatusService> {
+export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typeof StatusService> {
   return {
     async getEnvironmentStatus(req) {
       const view = await environmentStatus(store.db, validateEnvironmentRef(req));
       const env = view.environment.environment;
+      const exposed = await exposureStatus(store.db, env.id, view.regions.map((r) => r.region), exposure ?? DEFAULT_EXPOSURE);
       return create(GetEnvironmentStatusResponseSchema, {
         environment: environmentMsg(env, view.regions),
         deployments: view.deployments.map((d) =>
@@ -229,6 +234,8 @@ export function statusServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Status
           }),
         ),
         clusters: view.clusters.map(clusterMsg),
+        endpoints: exposed.endpoints,
+        domains: exposed.domains,
       });
     },
   };

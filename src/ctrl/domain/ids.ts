@@ -6,7 +6,7 @@
 // names are DNS-1035 labels (`<project>-<env>-<8 random chars>`), unique per object.
 import { randomBytes } from "node:crypto";
 
-export type IdPrefix = "ws" | "prj" | "env" | "dep" | "snt" | "cls" | "tok";
+export type IdPrefix = "ws" | "prj" | "env" | "dep" | "snt" | "cls" | "tok" | "ept" | "dom";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

@@ -3,9 +3,10 @@
 // here; ClusterService, the outbox, the streams and the region counters pick it up from the list.
 import type { KindName } from "../db/schema.js";
 import { deploymentKind } from "./deployment.js";
+import { gatewayKind } from "./gateway.js";
 import type { Kind } from "./kind.js";
 import { sentinelKind } from "./sentinel.js";
 
-export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind];
+export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind, gatewayKind];
 
 export const KIND_NAMES: readonly KindName[] = KINDS.map((k) => k.name);

@@ -11,6 +11,12 @@
 //   --outbox-retention   KRANE_OUTBOX_RETENTION     outboxRetention     100000 versions per stream
 //   --pool-size          KRANE_POOL_SIZE            poolSize            10 PostgreSQL connections
 //   --log-level          KRANE_LOG_LEVEL            logLevel            info
+//   --public-apex        KRANE_PUBLIC_APEX          publicApex          krane.localhost (endpoints' generated hostnames)
+//   --organization-apex  KRANE_ORGANIZATION_APEX    organizationApex    internal.<public apex>
+//   --host-pattern       KRANE_HOST_PATTERN         hostPattern         {env}-{project}-{workspace}
+//   --shared-host-pattern KRANE_SHARED_HOST_PATTERN sharedHostPattern   {workspace} (path routing)
+//   --endpoint-scheme    KRANE_ENDPOINT_SCHEME      endpointScheme      https (URLs shown for endpoints)
+//   --dns-servers        KRANE_DNS_SERVERS          dnsServers          the system's (domain verification; host[:port],…)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -35,6 +41,10 @@ export interface CtrlSettings {
   outboxRetention: number;
   poolSize: number;
   logLevel: string;
+  /** Endpoints' generated addresses. */
+  exposure: { publicApex: string; organizationApex: string; hostPattern: string; sharedHostPattern: string; scheme: "https" | "http" };
+  /** DNS servers for domain verification (empty: the system's). */
+  dnsServers: string[];
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -50,6 +60,12 @@ const ENV = {
   outboxRetention: "KRANE_OUTBOX_RETENTION",
   poolSize: "KRANE_POOL_SIZE",
   logLevel: "KRANE_LOG_LEVEL",
+  publicApex: "KRANE_PUBLIC_APEX",
+  organizationApex: "KRANE_ORGANIZATION_APEX",
+  hostPattern: "KRANE_HOST_PATTERN",
+  sharedHostPattern: "KRANE_SHARED_HOST_PATTERN",
+  endpointScheme: "KRANE_ENDPOINT_SCHEME",
+  dnsServers: "KRANE_DNS_SERVERS",
 } as const;
 
 export function parseListen(what: string, v: string): ListenAddress {
@@ -93,6 +109,11 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     throw new Error("admin token: give either --admin-token (KRANE_ADMIN_TOKEN) or --admin-token-file (KRANE_ADMIN_TOKEN_FILE), not both");
   }
   if (adminToken !== undefined && adminToken.trim() === "") throw new Error("admin token: empty");
+  const publicApex = (pick("publicApex") ?? "krane.localhost").toLowerCase();
+  const scheme = pick("endpointScheme") ?? "https";
+  if (scheme !== "https" && scheme !== "http") throw new Error('endpoint scheme must be "https" or "http"');
+  const dnsServers = (pick("dnsServers") ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "");
+  for (const d of dnsServers) if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(d)) throw new Error(`dns servers: "${d}" is not an IP address with an optional port`);
   return {
     databaseUrl,
     listen: parseListen("listen", pick("listen") ?? "0.0.0.0:7070"),
@@ -104,5 +125,13 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     outboxRetention: retention,
     poolSize,
     logLevel: pick("logLevel") ?? "info",
+    exposure: {
+      publicApex,
+      organizationApex: (pick("organizationApex") ?? `internal.${publicApex}`).toLowerCase(),
+      hostPattern: pick("hostPattern") ?? "{env}-{project}-{workspace}",
+      sharedHostPattern: pick("sharedHostPattern") ?? "{workspace}",
+      scheme,
+    },
+    dnsServers,
   };
 }

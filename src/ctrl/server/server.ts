@@ -24,6 +24,12 @@ import {
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
+import { domainServiceImpl, endpointServiceImpl } from "../api/exposure.js";
+import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
+import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
+import { systemTxtResolver } from "../exposure/dns.js";
+import { DomainVerifier } from "../exposure/verifier.js";
 import {
   apiTokenServiceImpl,
   deploymentServiceImpl,
@@ -86,6 +92,15 @@ export interface CtrlConfig {
   rolloutSweepIntervalMs?: number;
   /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
   auth?: AuthOptions;
+  /** Generated addresses of endpoints (apexes, patterns); defaults: DEFAULT_EXPOSURE. */
+  exposure?: Partial<ExposureSettings>;
+  /** Custom domain verification: DNS (servers, or a resolver of the caller's), schedule, sweep. */
+  domains?: {
+    resolver?: TxtResolver;
+    dnsServers?: readonly string[];
+    policy?: Partial<DomainCheckPolicy>;
+    sweepIntervalMs?: number;
+  };
 }
 
 export interface RunningCtrl {
@@ -96,6 +111,8 @@ export interface RunningCtrl {
   hub: FeedHub;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
+  /** Custom domains' DNS checks. */
+  domains: DomainVerifier;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
@@ -190,10 +207,20 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
   const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const exposure: ExposureSettings = { ...DEFAULT_EXPOSURE, ...config.exposure };
+  checkExposureSettings(exposure);
+  const domains = new DomainVerifier({
+    store,
+    resolver: config.domains?.resolver ?? systemTxtResolver({ servers: config.domains?.dnsServers }),
+    settings: exposure,
+    policy: config.domains?.policy,
+    sweepIntervalMs: config.domains?.sweepIntervalMs,
+    logger: log,
+  });
   let draining = false;
 
   const routes = (router: ConnectRouter): void => {
-    const deps = { store, rollout, auth };
+    const deps = { store, rollout, auth, exposure };
     router.service(
       ClusterService,
       clusterServiceImpl({ store, hub, metrics, streamsStop: streamsStop.signal, onReport: (kind, region, subject) => rollout.reported(kind, region, subject) }),
@@ -206,6 +233,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
+    const exposureDeps = { store, settings: exposure, policy: domains.policy, verifyNow: (id: string) => domains.verifyNow(id) };
+    router.service(EndpointService, endpointServiceImpl(exposureDeps));
+    router.service(DomainService, domainServiceImpl(exposureDeps));
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -341,6 +371,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       hub.close();
       outage.close();
       await rollout.close();
+      await domains.close();
       if (ops) {
         ops.closeAllConnections();
         await new Promise<void>((r) => ops.close(() => r()));
@@ -351,5 +382,5 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, shutdownSignal: adapterStop.signal, close };
+  return { url, opsUrl, store, hub, metrics, rollout, domains, shutdownSignal: adapterStop.signal, close };
 }
