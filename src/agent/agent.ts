@@ -16,7 +16,7 @@ import { buildInfo, buildLabel } from "../build-info.js";
 import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
-import type { ClusterClient } from "./runtime/kind.js";
+import type { ClusterClient, GatewaySettings } from "./runtime/kind.js";
 import type { Logger } from "./runtime/log.js";
 import { Manager } from "./runtime/manager.js";
 import { agentMetrics } from "./runtime/metrics.js";
@@ -37,6 +37,8 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
+  /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
+  readonly gateway?: GatewaySettings;
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -134,7 +136,7 @@ export class Agent {
       callTimeoutMs: cfg.callTimeoutMs,
       ...rt,
     };
-    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() } };
+    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() }, gateway: cfg.gateway };
     for (const register of KINDS) register(this.manager, env, opts);
   }
 

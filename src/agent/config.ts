@@ -1,6 +1,7 @@
 // `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
+import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -18,6 +19,13 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
+  /** Exposure: "namespace/name[/listener]" of the platform's Gateways. */
+  publicGateway?: string;
+  organizationGateway?: string;
+  /** "ClusterIssuer/name" or "Issuer/name" (cert-manager). */
+  certificateIssuer?: string;
+  endpointCertificates: boolean;
+  envoyGatewayPolicies: boolean;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -36,9 +44,42 @@ const envNames: Record<keyof AgentSettings, string> = {
   sentinelImage: "KRANE_SENTINEL_IMAGE",
   leaderElect: "KRANE_LEADER_ELECT",
   leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
+  publicGateway: "KRANE_PUBLIC_GATEWAY",
+  organizationGateway: "KRANE_ORGANIZATION_GATEWAY",
+  certificateIssuer: "KRANE_CERTIFICATE_ISSUER",
+  endpointCertificates: "KRANE_ENDPOINT_CERTIFICATES",
+  envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
+
+const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** "namespace/name[/listener]" → a Gateway reference, or undefined when malformed. */
+export function parseGatewayRef(v: string): GatewayRef | undefined {
+  const parts = v.split("/");
+  if (parts.length < 2 || parts.length > 3 || !parts.every((p) => LABEL.test(p))) return undefined;
+  return { namespace: parts[0] ?? "", name: parts[1] ?? "", sectionName: parts[2] ?? "" };
+}
+
+export function parseIssuer(v: string): GatewaySettings["certificateIssuer"] {
+  const m = /^(ClusterIssuer|Issuer)\/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$/.exec(v);
+  return m ? { kind: m[1] as "Issuer" | "ClusterIssuer", name: m[2] ?? "" } : undefined;
+}
+
+/** The gateway kind's settings, or undefined when no Gateway is configured. */
+export function gatewaySettingsOf(s: AgentSettings): GatewaySettings | undefined {
+  const pub = s.publicGateway === undefined ? undefined : parseGatewayRef(s.publicGateway);
+  const org = s.organizationGateway === undefined ? undefined : parseGatewayRef(s.organizationGateway);
+  if (!pub && !org) return undefined;
+  return {
+    public: pub,
+    organization: org,
+    certificateIssuer: s.certificateIssuer === undefined ? undefined : parseIssuer(s.certificateIssuer),
+    endpointCertificates: s.endpointCertificates,
+    envoyGatewayPolicies: s.envoyGatewayPolicies,
+  };
+}
 
 /** Reads the YAML config file's keys (camelCase or kebab-case). */
 export function parseConfigFile(text: string): Raw {
@@ -99,7 +140,19 @@ export function resolveAgentSettings(
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
     leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    publicGateway: str("publicGateway", false),
+    organizationGateway: str("organizationGateway", false),
+    certificateIssuer: str("certificateIssuer", false),
+    endpointCertificates: bool("endpointCertificates"),
+    envoyGatewayPolicies: bool("envoyGatewayPolicies"),
   };
+  for (const k of ["publicGateway", "organizationGateway"] as const) {
+    const v = settings[k];
+    if (v !== undefined && parseGatewayRef(v) === undefined) problems.push(`${k} must be namespace/name or namespace/name/listener (DNS labels)`);
+  }
+  if (settings.certificateIssuer !== undefined && parseIssuer(settings.certificateIssuer) === undefined) {
+    problems.push("certificateIssuer must be ClusterIssuer/<name> or Issuer/<name>");
+  }
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
   return problems.length > 0 ? { problems } : { settings, problems };

@@ -18,6 +18,11 @@ interface AgentFlags {
   sentinelImage?: string;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
+  publicGateway?: string;
+  organizationGateway?: string;
+  certificateIssuer?: string;
+  endpointCertificates?: boolean;
+  envoyGatewayPolicies?: boolean;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -39,9 +44,14 @@ export function registerAgentCommands(program: Command): void {
     .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
+    .option("--public-gateway <ns/name[/listener]>", "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY")
+    .option("--organization-gateway <ns/name[/listener]>", "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY")
+    .option("--certificate-issuer <Kind/name>", "cert-manager issuer of custom domains' Certificates (ClusterIssuer/… or Issuer/…); env KRANE_CERTIFICATE_ISSUER")
+    .option("--endpoint-certificates", "also a Certificate per generated endpoint hostname (default: the Gateway's wildcard certificate covers them); env KRANE_ENDPOINT_CERTIFICATES")
+    .option("--envoy-gateway-policies", "the Gateways are Envoy Gateway: also render JWT SecurityPolicies there; env KRANE_ENVOY_GATEWAY_POLICIES")
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
-      const { parseConfigFile, resolveAgentSettings } = await import("../agent/config.js");
+      const { gatewaySettingsOf, parseConfigFile, resolveAgentSettings } = await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -60,6 +70,11 @@ export function registerAgentCommands(program: Command): void {
           sentinelImage: flags.sentinelImage,
           leaderElect: flags.leaderElect,
           leaderElectionNamespace: flags.leaderElectionNamespace,
+          publicGateway: flags.publicGateway,
+          organizationGateway: flags.organizationGateway,
+          certificateIssuer: flags.certificateIssuer,
+          endpointCertificates: flags.endpointCertificates,
+          envoyGatewayPolicies: flags.envoyGatewayPolicies,
         },
         process.env,
         file,
@@ -80,6 +95,7 @@ export function registerAgentCommands(program: Command): void {
         agentId: settings.agentId,
         sentinelImage: settings.sentinelImage,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
+        gateway: gatewaySettingsOf(settings),
         log,
       });
       await agent.start();

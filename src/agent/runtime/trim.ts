@@ -10,7 +10,8 @@
 //   Pod:  status → instances (deployments/status.ts), routing table (endpoints);
 //   Node: the zone label (deployments/status.ts, endpoints);
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
-//   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts).
+//   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
+//   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts).
 import type { KubeObject, ObjectMeta } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
@@ -102,6 +103,11 @@ function trimRendered(keepStatus: boolean): (o: KubeObject) => KubeObject {
 export function trimFor(r: ResourceType): (o: KubeObject) => KubeObject {
   if (r.group === "" && r.kind === "Pod") return trimPod;
   if (r.group === "" && r.kind === "Node") return trimNode;
-  // Deployment status carries availableReplicas (sentinel health); the others' status is unread.
-  return trimRendered(r.group === "apps" && r.kind === "Deployment");
+  // Deployment status carries availableReplicas (sentinel health), HTTPRoute and Certificate
+  // status the conditions the gateway kind reports; the others' status is unread.
+  return trimRendered(
+    (r.group === "apps" && r.kind === "Deployment") ||
+      (r.group === "gateway.networking.k8s.io" && r.kind === "HTTPRoute") ||
+      (r.group === "cert-manager.io" && r.kind === "Certificate"),
+  );
 }
