@@ -81,7 +81,7 @@ export function endpointServiceImpl({ store, settings }: ExposureDeps): ServiceI
     },
     async deleteEndpoint(req) {
       const ref = validateEnvironmentRef(req);
-      await deleteEndpoint(store, ref, visibility("visibility", req.visibility), settings);
+      await deleteEndpoint(store, ref, visibility("visibility", req.visibility));
       return {};
     },
   };
@@ -103,7 +103,7 @@ export function domainServiceImpl({ store, settings, policy, verifyNow }: Exposu
       return { domain: domainMsg(checked) };
     },
     async removeDomain(req) {
-      await removeDomain(store, validateDomainRequest(req), settings);
+      await removeDomain(store, validateDomainRequest(req));
       return {};
     },
   };

@@ -159,7 +159,7 @@ export async function findDomain(db: Reader, input: DomainInput): Promise<Domain
   return d;
 }
 
-export async function removeDomain(store: Store, input: DomainInput, settings: ExposureSettings): Promise<void> {
+export async function removeDomain(store: Store, input: DomainInput): Promise<void> {
   await store.write(async (tx) => {
     const d = await findDomain(tx.trx, input);
     await tx.trx.deleteFrom("domains").where("id", "=", d.id).execute();

@@ -101,7 +101,7 @@ export async function listEndpoints(db: Reader, ref: EnvironmentRef): Promise<{ 
   return { context, endpoints };
 }
 
-export async function deleteEndpoint(store: Store, ref: EnvironmentRef, visibility: Visibility, settings: ExposureSettings): Promise<void> {
+export async function deleteEndpoint(store: Store, ref: EnvironmentRef, visibility: Visibility): Promise<void> {
   await store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
     const res = await tx.trx.deleteFrom("endpoints").where("environment_id", "=", environment.id).where("visibility", "=", visibility).executeTakeFirst();
