@@ -17,6 +17,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
+import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
 import * as view from "./status-view.js";
 import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
@@ -47,6 +48,13 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "RolloutService.Resume",
   "RolloutService.History",
   "RolloutService.GetRolloutStatus",
+  "EndpointService.SetEndpoint",
+  "EndpointService.ListEndpoints",
+  "EndpointService.DeleteEndpoint",
+  "DomainService.AddDomain",
+  "DomainService.ListDomains",
+  "DomainService.VerifyDomain",
+  "DomainService.RemoveDomain",
 ]);
 
 /** Public API methods a repeat could apply twice (until they take idempotency keys). */
@@ -140,6 +148,7 @@ export interface UserContext {
   readonly ctrl: Ctrl;
   readonly api: typeof api;
   readonly rollout: typeof rollout;
+  readonly exposure: typeof exposure;
   readonly json: boolean;
   readonly toJson: typeof toJson;
   /** Human renderings of statuses (status-view.ts). */
@@ -188,7 +197,7 @@ export class Ctrl {
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
     const ctrl = new Ctrl(flags);
-    await body({ ctrl, api, rollout, json: ctrl.json, toJson, view, printJson, printTable });
+    await body({ ctrl, api, rollout, exposure, json: ctrl.json, toJson, view, printJson, printTable });
   });
 }
 

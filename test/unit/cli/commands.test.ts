@@ -84,7 +84,7 @@ describe("the command tree", () => {
   it("keeps every command", () => {
     const r = krane("source", ["--help"]);
     const expected: Record<string, string[]> = {
-      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version"],
+      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version", "endpoint", "domain"],
       ctrl: ["serve"],
       cluster: ["build", "up", "down", "status", "env"],
       workspace: ["create", "list", "get"],
@@ -95,6 +95,8 @@ describe("the command tree", () => {
       region: ["create", "list", "clusters"],
       "cluster-token": ["create", "revoke"],
       "api-token": ["create", "list", "revoke"],
+      endpoint: ["set", "list", "delete"],
+      domain: ["add", "list", "verify", "remove"],
     };
     for (const [group, names] of Object.entries(expected)) {
       const help = group === "" ? r.stdout : krane("source", [group, "--help"]).stdout;

@@ -6,10 +6,11 @@ import assert from "node:assert/strict";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { file_krane_ctrl_v1_api, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
+import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { methodKey, NOT_RETRIED, outageRetry, parseDuration, RETRY_SAFE } from "../../../src/cli/user-client.js";
 
 test("every public method is either repeated after an outage or explicitly not (a new method needs a decision)", () => {
-  const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
+  const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout, file_krane_ctrl_v1_exposure].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
   const undecided = all.filter((k) => !RETRY_SAFE.has(k) && !NOT_RETRIED.has(k));
   assert.deepEqual(undecided, []);
   assert.deepEqual([...RETRY_SAFE].filter((k) => NOT_RETRIED.has(k)), []);
