@@ -155,8 +155,48 @@ export const ROLLOUT_HARNESS_BUILD: GoBuildSpec = {
   coldEstimate: "seconds after the Kubernetes build, about 5 minutes alone",
 };
 
+/** cert-manager's Certificate and Envoy Gateway's policy CRDs, as their modules ship them. */
+const EXPOSURE_CRDS = [
+  ["github.com/cert-manager/cert-manager", "deploy/crds/cert-manager.io_certificates.yaml"],
+  ["github.com/envoyproxy/gateway", "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_securitypolicies.yaml"],
+  ["github.com/envoyproxy/gateway", "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_httproutefilters.yaml"],
+] as const;
+
+/**
+ * tools/exposure-crds: no binary, only the CRDs of the objects the gateway kind renders besides
+ * Gateway API's (cert-manager v1.21.1, Envoy Gateway v1.6.0), so the local API server validates
+ * them exactly as a cluster running those controllers would.
+ */
+export const EXPOSURE_CRDS_BUILD: GoBuildSpec = {
+  name: "exposure-crds",
+  title: "the cert-manager and Envoy Gateway CRDs",
+  moduleDir: fileURLToPath(new URL("../../tools/exposure-crds/", import.meta.url)),
+  binaries: [],
+  tags: "",
+  ldflags: "",
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [EXPOSURE_CRDS.map(([m, f]) => `${m}/${f}`).join()],
+  coldEstimate: "under a minute (module downloads only)",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const files: string[] = [];
+    for (const [mod, rel] of EXPOSURE_CRDS) {
+      const name = rel.split("/").pop() ?? rel;
+      await copyFile(join(await moduleDir(mod), rel), join(out, "crds", name));
+      files.push(`crds/${name}`);
+    }
+    return files;
+  },
+};
+
+/** The CRD files of the exposure build (built on first use). */
+export async function ensureExposureCrds(log: (line: string) => void = () => {}): Promise<string[]> {
+  const dir = await ensureGoBuild(EXPOSURE_CRDS_BUILD, log);
+  return EXPOSURE_CRDS.map(([, rel]) => join(dir, "crds", rel.split("/").pop() ?? rel));
+}
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, EXPOSURE_CRDS_BUILD];
 
 export interface KubeAssets {
   dir: string;
@@ -243,6 +283,7 @@ async function verify(spec: GoBuildSpec, dir: string): Promise<boolean> {
     return false;
   }
   if (spec.binaries.some(([name]) => !(`bin/${name}` in manifest.files))) return false;
+  // A build without binaries (CRDs only) is whatever its manifest lists.
   for (const [rel, size] of Object.entries(manifest.files)) {
     try {
       const s = await stat(join(dir, rel));

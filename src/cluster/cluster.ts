@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
-import { ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
+import { ensureExposureCrds, ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
 import {
   ComponentStartError,
@@ -224,6 +224,8 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   const name = validName(opts.name ?? "krane");
   const log = opts.log ?? (() => {});
   const assets = await ensureKubeAssets(log);
+  // cert-manager's and Envoy Gateway's CRDs (the gateway kind's objects), installed with Gateway API's.
+  const exposureCrds = await ensureExposureCrds(log);
   const detached = opts.detached ?? false;
 
   let dir: string;
@@ -344,7 +346,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       await track(standin, STANDIN);
     }
 
-    await installApis(ep, assets);
+    await installApis(ep, { ...assets, crds: [...assets.crds, ...exposureCrds] });
     if (opts.fence ?? true) await installFence(ep);
     const plan = opts.nodes ?? DEFAULT_NODE_PLAN;
     const nodes = renderNodes(plan, nodePodCidrs(network, nodeCount(plan)));
