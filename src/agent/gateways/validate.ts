@@ -31,7 +31,7 @@ export function validateApplyGateway(g: ApplyGateway, region: string): string | 
       if (hosts.has(key)) return `${f}.hostnames: ${h} is routed twice`;
       hosts.add(key);
     }
-    if (r.pathPrefix !== "" && r.pathPrefix !== "/" && !PREFIX.test(r.pathPrefix)) return `${f}.path_prefix ${r.pathPrefix.slice(0, 256)} is not a path prefix`;
+    if (r.pathPrefix !== "" && r.pathPrefix !== "/" && (!PREFIX.test(r.pathPrefix) || r.pathPrefix.split("/").some((x) => x === "." || x === ".."))) return `${f}.path_prefix ${r.pathPrefix.slice(0, 256)} is not a path prefix`;
     const a = r.auth;
     if (a) {
       if (a.defaultAction !== "allow" && a.defaultAction !== "deny") return `${f}.auth.default_action must be "allow" or "deny"`;
