@@ -195,8 +195,42 @@ export async function ensureExposureCrds(log: (line: string) => void = () => {})
   return EXPOSURE_CRDS.map(([, rel]) => join(dir, "crds", rel.split("/").pop() ?? rel));
 }
 
+export const TRAEFIK_VERSION = "v3.6.12";
+
+/** Gateway API CRDs Traefik's provider watches besides the ones KUBE_BUILD installs (v1.4.0, Traefik's pin). */
+const TRAEFIK_EXTRA_CRDS = ["gateway.networking.k8s.io_grpcroutes.yaml", "gateway.networking.k8s.io_backendtlspolicies.yaml"];
+
+/**
+ * tools/traefik: Traefik, a Gateway API implementation in one Go binary (its data plane is Go
+ * too), for tests that send traffic through a real Gateway (./gateway.ts). Built only by
+ * `krane cluster build` and by the first test that asks for it; about 10-15 CPU-minutes cold.
+ */
+export const TRAEFIK_BUILD: GoBuildSpec = {
+  name: `traefik-${TRAEFIK_VERSION}`,
+  title: `Traefik ${TRAEFIK_VERSION} (the local cluster's Gateway)`,
+  moduleDir: fileURLToPath(new URL("../../tools/traefik/", import.meta.url)),
+  binaries: [["traefik", "github.com/traefik/traefik/v3/cmd/traefik"]],
+  tags: "",
+  ldflags: `-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}`,
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [TRAEFIK_EXTRA_CRDS.join()],
+  coldEstimate: "about 10-15 minutes",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const gatewayDir = await moduleDir("sigs.k8s.io/gateway-api");
+    for (const f of TRAEFIK_EXTRA_CRDS) await copyFile(join(gatewayDir, "config/crd/standard", f), join(out, "crds", f));
+    return TRAEFIK_EXTRA_CRDS.map((f) => `crds/${f}`);
+  },
+};
+
+/** Traefik's binary and the extra CRDs its Gateway API provider needs (built on first use). */
+export async function ensureTraefik(log: (line: string) => void = () => {}): Promise<{ bin: string; crds: string[] }> {
+  const dir = await ensureGoBuild(TRAEFIK_BUILD, log);
+  return { bin: join(dir, "bin", "traefik"), crds: TRAEFIK_EXTRA_CRDS.map((f) => join(dir, "crds", f)) };
+}
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, EXPOSURE_CRDS_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, EXPOSURE_CRDS_BUILD, TRAEFIK_BUILD];
 
 export interface KubeAssets {
   dir: string;
