@@ -4,6 +4,7 @@ import { benchAgent } from "./agent.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
+import { benchGateway } from "./gateway.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchSentinel } from "./sentinel.js";
@@ -18,6 +19,7 @@ const benches: Record<string, () => Promise<void>> = {
   agent: benchAgent,
   sentinel: benchSentinel,
   cli: benchCli,
+  gateway: benchGateway,
 };
 
 const wanted = process.argv.slice(2);
