@@ -11,7 +11,7 @@
 // Needs Debian's `wrk` for the throughput figures (skipped, and named, without it).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer as createHttpServer } from "node:http";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -217,12 +217,25 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
     const url = `http://127.0.0.1:${sentinelPort}/books/1`;
     wrk(url, 2, []);
     const off = wrk(url, SECONDS, []);
+    const tok = await new SignJWT({ scope: "read" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("1h").sign(key.privateKey);
     await policy(2, {
       rules: [{ hosts: [HOST], jwt: { jwksUrl, issuer: "", audiences: [] }, operations: [{ method: "GET", path: "/books/{id}", scopes: ["read"] }], defaultAction: "deny" }],
       unmatchedHosts: "deny",
     });
-    const tok = await new SignJWT({ scope: "read" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("1h").sign(key.privateKey);
-    await until("tokens required", async () => (await fetch(url, { headers: { host: HOST } })).status === 401);
+    // fetch cannot set Host: node:http can.
+    const statusWithHost = (authorization?: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port: sentinelPort, path: "/books/1", headers: { host: HOST, ...(authorization ? { authorization } : {}) } }, (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => (body += c.toString()));
+          res.on("end", () => resolve(`${res.statusCode ?? 0} ${body.trim()}`));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    await until("tokens required", async () => (await statusWithHost()).startsWith("401"));
+    const first = await statusWithHost(`Bearer ${tok}`);
+    if (!first.startsWith("200")) throw new Error(`a request with a valid token was answered ${first}`);
     wrk(url, 2, [`Authorization: Bearer ${tok}`]);
     const on = wrk(url, SECONDS, [`Authorization: Bearer ${tok}`]);
     console.log(`gateway: sentinel, wrk 64 conns, JWT off  ${off.rps.toFixed(0).padStart(7)} req/s  p99 ${off.p99}`);
