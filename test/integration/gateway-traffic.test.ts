@@ -11,6 +11,8 @@ import assert from "node:assert/strict";
 import { request as httpRequest, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { readdir, readFile } from "node:fs/promises";
+import { createIfMissing, kubeRequest, type KubeEndpoint } from "../../src/cluster/kube-http.js";
 import { Registry } from "prom-client";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { eventually, useCluster } from "../support/cluster.js";
@@ -56,11 +58,39 @@ function get(port: number, host: string, path: string, headers: Record<string, s
   });
 }
 
+/**
+ * ctrl here cannot yet ask for krane's own sentinel (an environment's sentinel names an image;
+ * the default sentinel is other work of this wave), and a sentinel with a named image gets no
+ * ServiceAccount token, so the stand-in's `krane sentinel` reads its routing table anonymously.
+ * This test cluster lets anonymous requests read exactly what a sentinel reads (namespace
+ * `sentinel`, its ConfigMaps and EndpointSlices), so the traffic path under test is complete.
+ */
+async function letSentinelsWithoutTokenRead(ep: KubeEndpoint): Promise<void> {
+  const rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/sentinel";
+  await createIfMissing(ep, `${rbac}/roles`, {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "Role",
+    metadata: { name: "test-anonymous-routing-read", namespace: "sentinel" },
+    rules: [
+      { apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+    ],
+  });
+  await createIfMissing(ep, `${rbac}/rolebindings`, {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: "test-anonymous-routing-read", namespace: "sentinel" },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "test-anonymous-routing-read" },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: "system:anonymous" }],
+  });
+}
+
 before(async () => {
   const cluster = await handle.ready();
   const gws = cluster.gateways;
   assert.ok(gws, "the cluster runs Gateways");
   await applySentinelRbac(cluster.kubeConfig());
+  await letSentinelsWithoutTokenRead(cluster.endpoint());
   key = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(key.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
   jwks = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] })));
@@ -106,6 +136,16 @@ after(async () => {
   dir.remove();
 });
 
+/** What a failed wait prints: the routes and their status, and the end of Traefik's log. */
+async function diagnostics(): Promise<string> {
+  const c = handle.cluster;
+  const routes = await kubeRequest(c.endpoint(), "GET", "/apis/gateway.networking.k8s.io/v1/httproutes");
+  const logs = join(c.dir, "logs");
+  const tail = async (f: string, n = 3000): Promise<string> => `${f} (end): ${(await readFile(join(logs, f), "utf8").catch(() => "")).slice(-n)}`;
+  const sentinels = (await readdir(logs).catch(() => [] as string[])).filter((f) => f.startsWith("sentinel-"));
+  return [`HTTPRoutes: ${routes.body.slice(0, 3000)}`, await tail("traefik.log"), await tail("pod-standin.log"), ...(await Promise.all(sentinels.map((f) => tail(f))))].join("\n");
+}
+
 test("public host → Gateway → sentinel → instance; organization-only and path prefix; JWT; custom domain; deletion", { timeout: 10 * 60_000 }, async () => {
   const gws = handle.cluster.gateways;
   assert.ok(gws);
@@ -113,10 +153,13 @@ test("public host → Gateway → sentinel → instance; organization-only and p
   await endpoints.setEndpoint({ ...ref, visibility: "public" });
   await endpoints.setEndpoint({ ...ref, visibility: "organization", pathRouting: true });
 
+  let lastAnswer: Answer | undefined;
   const hello = await eventually("the public host answered by an instance through the Gateway", async () => {
-    const a = await get(gws.public.port, PUBLIC_HOST, "/hello?x=1");
+    const a = (lastAnswer = await get(gws.public.port, PUBLIC_HOST, "/hello?x=1"));
     return a.status === 200 ? a : undefined;
-  }, 180_000);
+  }, 180_000).catch(async (err: unknown) => {
+    throw new Error(`${String(err)}\nlast answer: ${JSON.stringify(lastAnswer)}\n${await diagnostics()}`);
+  });
   const who = JSON.parse(hello.body) as { path: string; host: string; image: string; forwardedFor: string | null };
   assert.equal(who.path, "/hello?x=1");
   assert.equal(who.host, PUBLIC_HOST, "the Host reaches the instance unchanged");
@@ -145,7 +188,8 @@ test("public host → Gateway → sentinel → instance; organization-only and p
   const denied = await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("write")}` });
   assert.equal(denied.status, 403);
   assert.match(String(denied.headers["www-authenticate"]), /insufficient_scope/);
-  assert.equal((await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("read")}` })).status, 200);
+  const allowed = await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("read")}` });
+  assert.equal(allowed.status, 200, JSON.stringify(allowed));
   assert.equal((await get(gws.public.port, PUBLIC_HOST, "/open")).status, 200);
 
   // A custom domain routes only after verification.

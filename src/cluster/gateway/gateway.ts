@@ -115,7 +115,7 @@ export async function startGateways(s: GatewayStart, track: (c: RunningComponent
       "--log.level=INFO",
     ],
     // Only what Traefik needs: the admin kubeconfig and the pod proxy for its upstreams.
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", KUBECONFIG: s.kubeconfigPath, HTTP_PROXY: `http://127.0.0.1:${proxyPort}`, http_proxy: `http://127.0.0.1:${proxyPort}` },
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", KUBECONFIG: s.kubeconfigPath, HTTP_PROXY: `socks5://127.0.0.1:${proxyPort}`, http_proxy: `socks5://127.0.0.1:${proxyPort}` },
     logFile: join(s.dir, "logs", "traefik.log"),
   });
   await track(gw);
