@@ -191,6 +191,13 @@ test("public host → Gateway → sentinel → instance; organization-only and p
   const allowed = await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("read")}` });
   assert.equal(allowed.status, 200, JSON.stringify(allowed));
   assert.equal((await get(gws.public.port, PUBLIC_HOST, "/open")).status, 200);
+  // A run of requests, each with a fresh token (a signature check each) or none, all answered.
+  const odd: Answer[] = [];
+  for (let i = 0; i < 20; i++) {
+    const a = i % 2 === 0 ? await get(gws.public.port, PUBLIC_HOST, `/secret/${i}`, { authorization: `Bearer ${await sign("read other")}` }) : await get(gws.public.port, PUBLIC_HOST, `/open/${i}`);
+    if (a.status !== 200) odd.push(a);
+  }
+  assert.deepEqual(odd, []);
 
   // A custom domain routes only after verification.
   const domains = ctrl.client(DomainService, ctrl.adminToken);
