@@ -31,13 +31,13 @@ import {
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
-import { startGateways, type LocalGateways } from "./gateway/gateway.js";
+import { startGateways, type LocalGateways } from "./gateway.js";
 import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, nodeCount, renderNodes, type NodePlan } from "./topology.js";
 import { claimPodNetwork, localAddress, nodePodCidrs, podNetworkLockFile, releasePodNetwork, type PodNetwork } from "./pod-network.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
-/** The local Gateways' processes (./gateway/gateway.ts), started only with `gateway: true`. */
+/** The local Gateways' processes (./gateway.ts), started only with `gateway: true`. */
 export const GATEWAY_PROCESSES = ["pod-proxy", "traefik"] as const;
 type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number];
 

@@ -1,21 +1,21 @@
 // The local cluster's Gateways (a test and dev harness, started by cluster.ts with
-// `gateway: true`): Traefik (TRAEFIK_BUILD, ../build.ts), a real Gateway API implementation,
+// `gateway: true`): Traefik (TRAEFIK_BUILD, ./build.ts), a real Gateway API implementation,
 // serving two Gateways the way a platform would: `krane-gateways/public` (the external one) and
 // `krane-gateways/internal` (the organization one), each an HTTP listener on its own loopback
 // port, admitting routes from namespaces krane manages. Traefik reads the cluster with the admin
 // kubeconfig, writes route and Gateway status like any Gateway controller, and reaches the pod
-// IPs of its backends through the pod-network proxy (./pod-proxy.ts), since those addresses are
+// IPs of its backends through the pod-network proxy (./gateway/pod-proxy.ts), since those addresses are
 // served at another offset on this machine.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
-import { LABEL_MANAGED_BY, MANAGED_BY } from "../../contracts/labels.js";
-import { ensureTraefik } from "../build.js";
-import { createIfMissing, getJson, type KubeEndpoint } from "../kube-http.js";
-import { podAddressMap, type PodNetwork } from "../pod-network.js";
-import { startComponent, waitUntilHealthy, type RunningComponent } from "../process.js";
+import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
+import { ensureTraefik } from "./build.js";
+import { createIfMissing, getJson, type KubeEndpoint } from "./kube-http.js";
+import { podAddressMap, type PodNetwork } from "./pod-network.js";
+import { startComponent, waitUntilHealthy, type RunningComponent } from "./process.js";
 
 export const GATEWAY_NAMESPACE = "krane-gateways";
 export const GATEWAY_CLASS = "krane-local";
@@ -101,7 +101,7 @@ export async function startGateways(s: GatewayStart, track: (c: RunningComponent
   const proxy = startComponent({
     name: "pod-proxy",
     command: process.execPath,
-    args: ["--import", import.meta.resolve("tsx"), fileURLToPath(new URL("./pod-proxy.ts", import.meta.url)), "--listen", `127.0.0.1:${proxyPort}`, "--map", podAddressMap(s.network)],
+    args: ["--import", import.meta.resolve("tsx"), fileURLToPath(new URL("./gateway/pod-proxy.ts", import.meta.url)), "--listen", `127.0.0.1:${proxyPort}`, "--map", podAddressMap(s.network)],
     logFile: join(s.dir, "logs", "pod-proxy.log"),
   });
   await track(proxy);
