@@ -143,7 +143,9 @@ async function diagnostics(): Promise<string> {
   const logs = join(c.dir, "logs");
   const tail = async (f: string, n = 3000): Promise<string> => `${f} (end): ${(await readFile(join(logs, f), "utf8").catch(() => "")).slice(-n)}`;
   const sentinels = (await readdir(logs).catch(() => [] as string[])).filter((f) => f.startsWith("sentinel-"));
-  return [`HTTPRoutes: ${routes.body.slice(0, 3000)}`, await tail("traefik.log"), await tail("pod-standin.log"), ...(await Promise.all(sentinels.map((f) => tail(f))))].join("\n");
+  const traefik = (await readFile(join(logs, "traefik.log"), "utf8").catch(() => "")).split("\n").filter((l) => !/Unable to load HTTPRoute backend/.test(l));
+  const traefikErrors = traefik.filter((l) => /ERR|WRN|500|caused by/i.test(l)).slice(-30).join("\n");
+  return [`HTTPRoutes: ${routes.body.slice(0, 3000)}`, `traefik errors: ${traefikErrors}`, `traefik log (end): ${traefik.slice(-20).join("\n")}`, await tail("pod-standin.log"), ...(await Promise.all(sentinels.map((f) => tail(f))))].join("\n");
 }
 
 test("public host → Gateway → sentinel → instance; organization-only and path prefix; JWT; custom domain; deletion", { timeout: 10 * 60_000 }, async () => {
@@ -186,10 +188,10 @@ test("public host → Gateway → sentinel → instance; organization-only and p
   const sign = (scope: string) => new SignJWT({ scope }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("5m").sign(key.privateKey);
   await eventually("tokens required for /secret", async () => ((await get(gws.public.port, PUBLIC_HOST, "/secret/1")).status === 401 ? true : undefined), 60_000);
   const denied = await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("write")}` });
-  assert.equal(denied.status, 403);
+  if (denied.status !== 403) assert.fail(`expected 403, got ${JSON.stringify(denied)}\n${await diagnostics()}`);
   assert.match(String(denied.headers["www-authenticate"]), /insufficient_scope/);
   const allowed = await get(gws.public.port, PUBLIC_HOST, "/secret/1", { authorization: `Bearer ${await sign("read")}` });
-  assert.equal(allowed.status, 200, JSON.stringify(allowed));
+  if (allowed.status !== 200) assert.fail(`expected 200, got ${JSON.stringify(allowed)}\n${await diagnostics()}`);
   assert.equal((await get(gws.public.port, PUBLIC_HOST, "/open")).status, 200);
   // A run of requests, each with a fresh token (a signature check each) or none, all answered.
   const odd: Answer[] = [];
