@@ -7,6 +7,7 @@ import { benchCtrl } from "./ctrl.js";
 import { benchGateway } from "./gateway.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
+import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
 
@@ -18,6 +19,7 @@ const benches: Record<string, () => Promise<void>> = {
   "rollout-conformance": benchRolloutConformance,
   agent: benchAgent,
   sentinel: benchSentinel,
+  routing: benchRouting,
   cli: benchCli,
   gateway: benchGateway,
 };

@@ -10,6 +10,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
+import { parseAddressMapping } from "../contracts/address-map.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
 import { buildInfo, buildLabel } from "../build-info.js";
@@ -39,6 +40,10 @@ export interface AgentConfig {
   readonly sentinelImage?: string;
   /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
   readonly gateway?: GatewaySettings;
+  /** Local cluster only: where pod IPs are served on this machine ("10.S.0.0/16=127.S.0.0/16"). */
+  readonly podAddressMap?: string;
+  /** How often sentinel pods are asked what they serve (default 5 s). */
+  readonly sentinelObserveIntervalMs?: number;
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -136,7 +141,16 @@ export class Agent {
       callTimeoutMs: cfg.callTimeoutMs,
       ...rt,
     };
-    const env = { region: cfg.region, ctrl: this.ctrl, sentinel: { image: cfg.sentinelImage ?? defaultSentinelImage() }, gateway: cfg.gateway };
+    const env = {
+      region: cfg.region,
+      ctrl: this.ctrl,
+      sentinel: {
+        image: cfg.sentinelImage ?? defaultSentinelImage(),
+        observeIntervalMs: cfg.sentinelObserveIntervalMs,
+        podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,
+      },
+      gateway: cfg.gateway,
+    };
     for (const register of KINDS) register(this.manager, env, opts);
   }
 

@@ -2,6 +2,7 @@
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
 import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
+import { parseAddressMapping } from "../contracts/address-map.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -26,6 +27,8 @@ export interface AgentSettings {
   certificateIssuer?: string;
   endpointCertificates: boolean;
   envoyGatewayPolicies: boolean;
+  /** Local cluster only: where pod IPs are served on this machine. */
+  podAddressMap?: string;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -49,6 +52,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   certificateIssuer: "KRANE_CERTIFICATE_ISSUER",
   endpointCertificates: "KRANE_ENDPOINT_CERTIFICATES",
   envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
+  podAddressMap: "KRANE_POD_ADDRESS_MAP",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
@@ -145,6 +149,7 @@ export function resolveAgentSettings(
     certificateIssuer: str("certificateIssuer", false),
     endpointCertificates: bool("endpointCertificates"),
     envoyGatewayPolicies: bool("envoyGatewayPolicies"),
+    podAddressMap: str("podAddressMap", false),
   };
   for (const k of ["publicGateway", "organizationGateway"] as const) {
     const v = settings[k];
@@ -152,6 +157,13 @@ export function resolveAgentSettings(
   }
   if (settings.certificateIssuer !== undefined && parseIssuer(settings.certificateIssuer) === undefined) {
     problems.push("certificateIssuer must be ClusterIssuer/<name> or Issuer/<name>");
+  }
+  if (settings.podAddressMap !== undefined) {
+    try {
+      parseAddressMapping(settings.podAddressMap);
+    } catch (err) {
+      problems.push(`podAddressMap: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
   if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
   if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");

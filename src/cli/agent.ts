@@ -23,6 +23,7 @@ interface AgentFlags {
   certificateIssuer?: string;
   endpointCertificates?: boolean;
   envoyGatewayPolicies?: boolean;
+  podAddressMap?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -43,6 +44,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
     .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
+    .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .option("--public-gateway <ns/name[/listener]>", "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY")
     .option("--organization-gateway <ns/name[/listener]>", "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY")
@@ -75,6 +77,7 @@ export function registerAgentCommands(program: Command): void {
           certificateIssuer: flags.certificateIssuer,
           endpointCertificates: flags.endpointCertificates,
           envoyGatewayPolicies: flags.envoyGatewayPolicies,
+          podAddressMap: flags.podAddressMap,
         },
         process.env,
         file,
@@ -96,6 +99,7 @@ export function registerAgentCommands(program: Command): void {
         sentinelImage: settings.sentinelImage,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
         gateway: gatewaySettingsOf(settings),
+        podAddressMap: settings.podAddressMap,
         log,
       });
       await agent.start();

@@ -18,18 +18,18 @@ interface EnvFlags extends ConnectionFlags {
   progressDeadlineSeconds?: number;
   revisionHistoryLimit?: number;
   paused?: boolean;
+  /** false with --no-sentinel. */
+  sentinel: boolean;
 }
 
 interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
   removeRegion: string[];
-  /** false with --no-sentinel. */
-  sentinel: boolean;
   /** --paused / --no-paused; undefined when neither. */
   paused?: boolean;
 }
 
 export function envRow(e: Environment): (string | number)[] {
-  return [e.slug, e.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-", e.sentinel ? e.sentinel.image : "-", e.id];
+  return [e.slug, e.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-", e.sentinel ? e.sentinel.image || "krane" : "-", e.id];
 }
 
 function parseStrategy(x: UserContext, v: string): RolloutStrategy {
@@ -74,7 +74,8 @@ export function registerEnvCommands(program: Command): void {
     .command("create <project/env>")
     .description("create an environment")
     .option("--region <region=replicas>", "a region and its replica count (repeatable)", collect, [])
-    .option("--sentinel-image <image>", "run a sentinel with this image in each region");
+    .option("--sentinel-image <image>", "run the sentinel with this image instead of krane's own (`krane sentinel`)")
+    .option("--no-sentinel", "no routing proxy: the environment's instances are not routed by krane");
   withSettingsOptions(envCreate, { surge: " (default 25%)", unavailable: " (default 25%)", deadline: " (default 600)", history: " (default 10)" });
   withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), { workspace: true }).action(
     userAction(async (x, target: string, f: EnvFlags) => {
@@ -84,15 +85,19 @@ export function registerEnvCommands(program: Command): void {
         return { region: key, replicas: intArg("--region")(value) };
       });
       const strategy = f.strategy === undefined ? x.api.RolloutStrategy.UNSPECIFIED : parseStrategy(x, f.strategy);
+      if (!f.sentinel && [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined)) {
+        throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+      }
       const { environment: created } = await x.ctrl.client(x.api.EnvironmentService).createEnvironment({
         workspace: await x.ctrl.workspace(),
         project,
         slug: environment,
         regions,
-        sentinel:
-          f.sentinelImage === undefined
-            ? undefined
-            : { image: f.sentinelImage, replicas: f.sentinelReplicas ?? 0, cpuMillicores: BigInt(f.sentinelCpu ?? 0), memoryMib: BigInt(f.sentinelMemory ?? 0) },
+        // Unless --no-sentinel: a sentinel, krane's own (an empty image) unless one is named;
+        // sizes 0 are ctrl's defaults.
+        sentinel: f.sentinel
+          ? { image: f.sentinelImage ?? "", replicas: f.sentinelReplicas ?? 0, cpuMillicores: BigInt(f.sentinelCpu ?? 0), memoryMib: BigInt(f.sentinelMemory ?? 0) }
+          : undefined,
         rollout: {
           strategy,
           maxSurge: f.maxSurge ?? "",
@@ -126,7 +131,7 @@ export function registerEnvCommands(program: Command): void {
     .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
     .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
     .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
-    .option("--sentinel-image <image>", "change the sentinel image, or add a sentinel with this image in every region")
+    .option("--sentinel-image <image>", "change the sentinel image (\"\" for krane's own), or add a sentinel with this image in every region")
     .option("--no-sentinel", "remove the sentinel from every region");
   withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
     .option("--paused", "pause rollouts (like `krane rollout pause`)")

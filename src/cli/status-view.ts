@@ -45,15 +45,19 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
   }
   out.push(s.deployments.length ? deployments.toString() : "no deployments");
 
+  /** The routing policy version a region serves against the current one. */
+  const routing = (want: bigint, served: bigint): string => (served === 0n ? `v${want} (not yet served)` : served === want ? `v${served}` : `v${served} → v${want}`);
   if (s.sentinels.length) {
-    const sentinels = new Table({ head: ["SENTINEL", "REGION", "DESIRED", "AVAILABLE", "HEALTH", "REPORTED"], ...plain });
+    const sentinels = new Table({ head: ["SENTINEL", "REGION", "ADDRESS", "DESIRED", "AVAILABLE", "HEALTH", "ROUTING", "REPORTED"], ...plain });
     for (const x of s.sentinels) {
       sentinels.push([
         x.k8sName,
         x.region,
+        x.address || "-",
         String(x.desiredReplicas),
         String(x.availableReplicas),
         x.rejectedReason ? `REJECTED: ${x.rejectedReason}` : health[x.health],
+        routing(x.routingVersion, x.servedRoutingVersion),
         ago(x.reportedAtUnixMs, now),
       ]);
     }

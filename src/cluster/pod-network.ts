@@ -12,7 +12,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { mapAddress, parseAddressMapping, type AddressMapping } from "../sentinel/address-map.js";
+import { mapAddress, parseAddressMapping, type AddressMapping } from "../contracts/address-map.js";
 
 export interface PodNetwork {
   /** The second octet S shared by both ranges. */

@@ -1,8 +1,9 @@
 // `krane dev`: the whole system on one machine with the embedded defaults — a real local
-// Kubernetes, ctrl on SQLite, the agent of region `local` (running as its least-privilege
-// ServiceAccount), and an example workspace, project, environment (with a sentinel) and
-// deployment — until stopped. Everything it starts it also stops; a killed `krane dev` leaves
-// its cluster to the cluster's reaper.
+// Kubernetes with pod stand-ins (so pods answer HTTP and sentinels really route), ctrl on SQLite,
+// the agent of region `local` (running as its least-privilege ServiceAccount), and an example
+// workspace, project, environment (with krane's own sentinel) and deployment — until stopped.
+// Everything it starts it also stops; a killed `krane dev` leaves its cluster to the cluster's
+// reaper.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,11 +12,17 @@ import { pino, type Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
-import { startCluster, type LocalCluster } from "../cluster/index.js";
+import { podAddressMap, startCluster, type LocalCluster } from "../cluster/index.js";
+import { applySentinelRbac } from "../sentinel/rbac.js";
 import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
 import { addUserToken, generateToken } from "../ctrl/domain/tokens.js";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../contracts/cluster.js";
+import { COMPONENT, LABEL_COMPONENT } from "../contracts/labels.js";
+import { KubeClient } from "../kube/client.js";
+import { isRecord } from "../kube/object.js";
+import { resources } from "../kube/resources.js";
 
 export interface DevOptions {
   /** Use this cluster instead of starting a local one. */
@@ -36,7 +43,6 @@ export const EXAMPLE = {
   region: "local",
   replicas: 3,
   image: "registry.example.com/hello:1.0.0",
-  sentinelImage: "registry.example.com/krane-sentinel:1.0.0",
 } as const;
 
 export interface DevSession {
@@ -65,7 +71,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     } else {
       opts.say("starting a local Kubernetes (the first run builds it: several minutes)…");
       const t0 = Date.now();
-      cluster = await startCluster({ name: "dev", log: opts.say });
+      cluster = await startCluster({ name: "dev", log: opts.say, standins: true });
       cleanups.push(() => cluster!.stop());
       opts.say(`local Kubernetes ready in ${((Date.now() - t0) / 1000).toFixed(1)}s at ${cluster.server}`);
       admin = cluster.kubeConfig();
@@ -88,6 +94,8 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     await api.regions.createRegion({ name: EXAMPLE.region });
     const { token: agentToken } = await api.regions.createClusterToken({ region: EXAMPLE.region, clusterName: "dev" });
 
+    // krane's own sentinels read their routing table as ServiceAccount krane-sentinel.
+    await applySentinelRbac(admin);
     const agent = new Agent({
       ctrlUrl: ctrl.url,
       token: agentToken,
@@ -95,6 +103,9 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       kubeconfig: await agentKubeConfigFrom(admin, 24 * 3600),
       opsPort: 0,
       opsHost: "127.0.0.1",
+      // The local cluster serves pod IPs on this machine at other addresses.
+      podAddressMap: cluster?.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+      sentinelObserveIntervalMs: 1_000,
       log,
     });
     await agent.start();
@@ -119,7 +130,8 @@ async function createExample(api: ApiClients): Promise<void> {
     project,
     slug: environment,
     regions: [{ region: EXAMPLE.region, replicas: EXAMPLE.replicas }],
-    sentinel: { image: EXAMPLE.sentinelImage, replicas: 1, cpuMillicores: 250n, memoryMib: 256n },
+    // krane's own sentinel (the default), one replica on a laptop.
+    sentinel: { image: "", replicas: 1, cpuMillicores: 250n, memoryMib: 256n },
   });
   await api.deployments.createDeployment({
     workspace,
@@ -134,17 +146,42 @@ async function createExample(api: ApiClients): Promise<void> {
   });
 }
 
+/**
+ * Where the example environment's traffic enters on this machine: a sentinel pod's address as
+ * the local cluster serves it (undefined on a cluster of your own, or before a sentinel runs).
+ */
+export async function exampleEntry(session: DevSession): Promise<string | undefined> {
+  const cluster = session.cluster;
+  if (!cluster) return undefined;
+  const kube = new KubeClient(cluster.kubeConfig(), { fieldManager: "krane-dev" });
+  try {
+    const pods = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel}` });
+    for (const pod of pods.items) {
+      const ip = isRecord(pod.status) && typeof pod.status.podIP === "string" ? pod.status.podIP : "";
+      if (ip !== "" && !pod.metadata.deletionTimestamp) return `http://${cluster.localAddress(ip)}:${SENTINEL_PORT}/`;
+    }
+    return undefined;
+  } finally {
+    kube.close();
+  }
+}
+
 export async function exampleStatus(api: ApiClients): Promise<GetEnvironmentStatusResponse> {
   return api.status.getEnvironmentStatus({ workspace: EXAMPLE.workspace, project: EXAMPLE.project, environment: EXAMPLE.environment });
 }
 
-/** True once every replica of the newest deployment runs and every sentinel is healthy. */
-export function exampleConverged(s: GetEnvironmentStatusResponse): boolean {
+/**
+ * True once every replica of the newest deployment runs and every sentinel is healthy — and, with
+ * `served` (the local cluster, where this machine reaches the sentinel pods), serves ctrl's
+ * current routing version, so the printed curl line answers.
+ */
+export function exampleConverged(s: GetEnvironmentStatusResponse, served = false): boolean {
   const newest = s.deployments[0];
   if (!newest || newest.regions.length === 0) return false;
   const running = newest.regions.every(
     (r) => r.instances.filter((i) => i.status === InstanceStatus.RUNNING).length >= r.desiredReplicas && r.desiredReplicas > 0,
   );
   const sentinels = s.sentinels.length > 0 && s.sentinels.every((x) => x.availableReplicas >= x.desiredReplicas && x.desiredReplicas > 0);
-  return running && sentinels;
+  const routed = !served || s.sentinels.every((x) => x.routingVersion > 0n && x.servedRoutingVersion === x.routingVersion);
+  return running && sentinels && routed;
 }

@@ -3,7 +3,7 @@
 // unit-tested. The sentinel Deployment sets KRANE_ENVIRONMENT_ID and KRANE_REGION.
 import { SENTINEL_PORT } from "../contracts/cluster.js";
 import { SENTINEL_OPS_PORT } from "../contracts/routing.js";
-import { parseAddressMapping, type AddressMapping } from "./address-map.js";
+import { parseAddressMapping, type AddressMapping } from "../contracts/address-map.js";
 
 export interface SentinelSettings {
   readonly environmentId: string;

@@ -8,7 +8,7 @@ import { defaultRoutingPolicy, routingSelector, type RoutingPolicy } from "../co
 import { resources } from "../kube/resources.js";
 import { Informer, type ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../agent/runtime/log.js";
-import type { AddressMapping } from "./address-map.js";
+import type { AddressMapping } from "../contracts/address-map.js";
 import type { EdgeAuthPolicy } from "../contracts/routing.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";
 

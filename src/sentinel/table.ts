@@ -7,7 +7,7 @@ import { isIP } from "node:net";
 import { LABEL_DEPLOYMENT_ID } from "../contracts/labels.js";
 import { POLICY_KEY, ROUTING_PORT_NAME, parseRoutingPolicy, type RoutingMode, type RoutingPolicy } from "../contracts/routing.js";
 import { isRecord, type KubeObject } from "../kube/object.js";
-import { mapAddress, type AddressMapping } from "./address-map.js";
+import { mapAddress, type AddressMapping } from "../contracts/address-map.js";
 
 export interface Endpoint {
   /** "address:port" as the slice says: the identity used for health and load. */

@@ -12,7 +12,8 @@ import { request as httpRequest, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { readdir, readFile } from "node:fs/promises";
-import { createIfMissing, kubeRequest, type KubeEndpoint } from "../../src/cluster/kube-http.js";
+import { kubeRequest } from "../../src/cluster/kube-http.js";
+import { podAddressMap } from "../../src/cluster/index.js";
 import { Registry } from "prom-client";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { eventually, useCluster } from "../support/cluster.js";
@@ -58,39 +59,11 @@ function get(port: number, host: string, path: string, headers: Record<string, s
   });
 }
 
-/**
- * ctrl here cannot yet ask for krane's own sentinel (an environment's sentinel names an image;
- * the default sentinel is other work of this wave), and a sentinel with a named image gets no
- * ServiceAccount token, so the stand-in's `krane sentinel` reads its routing table anonymously.
- * This test cluster lets anonymous requests read exactly what a sentinel reads (namespace
- * `sentinel`, its ConfigMaps and EndpointSlices), so the traffic path under test is complete.
- */
-async function letSentinelsWithoutTokenRead(ep: KubeEndpoint): Promise<void> {
-  const rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/sentinel";
-  await createIfMissing(ep, `${rbac}/roles`, {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "Role",
-    metadata: { name: "test-anonymous-routing-read", namespace: "sentinel" },
-    rules: [
-      { apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] },
-      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
-    ],
-  });
-  await createIfMissing(ep, `${rbac}/rolebindings`, {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "RoleBinding",
-    metadata: { name: "test-anonymous-routing-read", namespace: "sentinel" },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "test-anonymous-routing-read" },
-    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: "system:anonymous" }],
-  });
-}
-
 before(async () => {
   const cluster = await handle.ready();
   const gws = cluster.gateways;
   assert.ok(gws, "the cluster runs Gateways");
   await applySentinelRbac(cluster.kubeConfig());
-  await letSentinelsWithoutTokenRead(cluster.endpoint());
   key = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(key.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
   jwks = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] })));
@@ -109,7 +82,8 @@ before(async () => {
     ...ref,
     slug: "production",
     regions: [{ region: REGION, replicas: 2 }],
-    sentinel: { image: "ghcr.io/krane-dev/krane:dev", replicas: 1, cpuMillicores: 100n, memoryMib: 128n },
+    // krane's own sentinel (no image): the stand-ins run a real `krane sentinel` with its token.
+    sentinel: { image: "", replicas: 1, cpuMillicores: 100n, memoryMib: 128n },
   });
   agent = new Agent({
     ctrlUrl: ctrl.url,
@@ -123,6 +97,7 @@ before(async () => {
     callTimeoutMs: 3_000,
     runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 }, retry: { baseMs: 100, capMs: 1_000, minMs: 50 } },
     gateway: { public: parseGatewayRef(gws.public.ref), organization: parseGatewayRef(gws.organization.ref) },
+    podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
   });
   await agent.start();
   await ctrl.client(DeploymentService, t).createDeployment({ ...ref, image: "ghcr.io/acme/shop:1", port: 8080 });

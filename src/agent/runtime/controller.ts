@@ -77,6 +77,11 @@ export interface Reconciler<D, Del, R> {
   status?(key: string, desired: D, ctx: KindContext<D>): StatusReport<R> | undefined;
   /** Extra garbage collection after a resync pass (objects shared between keys). */
   collectGarbage?(ctx: KindContext<D>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
+  /**
+   * A loop of the kind's own that runs while the controller runs (e.g. reading what the kind's
+   * pods say about themselves); `requeue(key)` makes the key reconcile (and report) again.
+   */
+  observe?(ctx: KindContext<D>, signal: AbortSignal, requeue: (key: string) => void): Promise<void>;
 }
 
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
@@ -253,6 +258,11 @@ export class Controller<Msg, D, Del, R> {
   readonly #informers = new Map<string, Informer>();
   /** kind/apiVersion → informer, for the rendered kinds' drift checks. */
   readonly #renderedCaches = new Map<string, Informer>();
+  /**
+   * Objects this controller deleted, by "kind/namespace/name" → the resourceVersion deleted: until
+   * the cache hears of the deletion, a second reconcile must not delete the same version again.
+   */
+  readonly #pruned = new Map<string, string>();
   readonly #primary: Informer;
   readonly #primaryIndex: string;
   readonly #ctx: KindContext<D>;
@@ -395,7 +405,10 @@ export class Controller<Msg, D, Del, R> {
     }
     this.#started = true;
     const signal = this.#abort.signal;
-    this.#running = Promise.allSettled([this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)]);
+    const loops = [this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)];
+    const observe = this.#decl.reconciler.observe;
+    if (observe) loops.push(observe(this.#ctx, signal, (key) => this.#queue.add(key)));
+    this.#running = Promise.allSettled(loops);
   }
 
   async stop(): Promise<void> {
@@ -625,9 +638,15 @@ export class Controller<Msg, D, Del, R> {
     const wanted = new Set(keep.map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`));
     for (const inf of new Set(this.#renderedCaches.values())) {
       for (const live of inf.byIndex(labelIndex(label), key)) {
-        if (live.metadata.deletionTimestamp || wanted.has(`${inf.resource.kind}/${live.metadata.namespace ?? ""}/${live.metadata.name ?? ""}`)) continue;
+        const id = `${inf.resource.kind}/${live.metadata.namespace ?? ""}/${live.metadata.name ?? ""}`;
+        if (live.metadata.deletionTimestamp || wanted.has(id)) continue;
+        const version = live.metadata.resourceVersion ?? "";
+        if (version !== "" && this.#pruned.get(id) === version) continue;
         this.#m.resyncRepairs.inc({ controller: this.name, reason: "pruned" });
         await this.#env.kube.delete(inf.resource, live.metadata.namespace, live.metadata.name ?? "", signal);
+        // Bounded: entries of deletions the cache has long seen are worthless; start over when large.
+        if (this.#pruned.size >= 10_000) this.#pruned.clear();
+        this.#pruned.set(id, version);
       }
     }
   }

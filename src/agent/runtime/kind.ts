@@ -2,6 +2,7 @@
 // exports one factory `(env) => ControllerDeclaration`; src/agent/kinds.ts lists them with kind().
 import type { Client } from "@connectrpc/connect";
 import type { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { AddressMapping } from "../../contracts/address-map.js";
 import type { ControllerDeclaration, ControllerOptions } from "./controller.js";
 import type { Manager } from "./manager.js";
 
@@ -11,6 +12,10 @@ export type ClusterClient = Client<typeof ClusterService>;
 export interface SentinelDefaults {
   /** krane's image, run as `krane sentinel`. */
   readonly image: string;
+  /** How often the sentinels' pods are asked what they serve (default 5 s). */
+  readonly observeIntervalMs?: number;
+  /** Local cluster only: where pod IPs are served on this machine (src/contracts/address-map.ts). */
+  readonly podAddressMap?: AddressMapping;
 }
 
 /** A Gateway of the cluster's platform (Gateway API): where a visibility's routes attach. */

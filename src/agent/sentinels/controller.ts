@@ -20,7 +20,7 @@ import {
   type ReportSentinelStatusRequest,
   type SentinelState,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT, ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
@@ -30,6 +30,7 @@ import { controller, labelIndex, type ControllerDeclaration, type KindContext } 
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
+import { SentinelObserver } from "./observer.js";
 import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
 import { validateApplySentinel, validateDeleteSentinel } from "./validate.js";
@@ -60,7 +61,13 @@ function sentinelsOfEnvironment(env: string, ctx: KindContext<ApplySentinel>): s
   return out;
 }
 
+/** The in-cluster address of a sentinel's Service (what Gateway routes point at). */
+export function sentinelAddress(k8sName: string): string {
+  return `${k8sName}.${SENTINEL_NAMESPACE}.svc:${SENTINEL_PORT}`;
+}
+
 export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
+  const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
   const report = (change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"]): ReportSentinelStatusRequest =>
@@ -98,7 +105,8 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
       },
       // Only a change of what is routed concerns the table.
       changed: (pod, old) => instanceKey(pod) !== instanceKey(old),
-      labelIndexes: [LABEL_ENVIRONMENT_ID],
+      // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
+      labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
     })
     .reads(resources.nodes, { selector: ZONE_LABEL })
     .reconciler({
@@ -158,11 +166,18 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
         const deployment = ctx.primaryOf(key);
         if (!deployment) return undefined;
         const o = observeSentinel(deployment);
+        const address = sentinelAddress(o.k8sName);
+        const served = observer.get(key)?.servedVersion ?? 0;
         return {
-          fingerprint: observationFingerprint(o),
-          report: report({ case: "update", value: { k8sName: o.k8sName, sentinelId: key, availableReplicas: o.availableReplicas, health: o.health } }),
+          fingerprint: `${observationFingerprint(o)}|${address}|${served}`,
+          report: report({
+            case: "update",
+            value: { k8sName: o.k8sName, sentinelId: key, availableReplicas: o.availableReplicas, health: o.health, address, routingVersion: BigInt(served) },
+          }),
         };
       },
+
+      observe: (ctx, signal, requeue) => observer.run(ctx, signal, requeue),
     })
     .build();
 }

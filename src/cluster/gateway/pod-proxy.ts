@@ -12,7 +12,7 @@
 // reaches pods directly.
 import { parseArgs } from "node:util";
 import { createServer, defaultConnectionHandler } from "@pondwader/socks5-server";
-import { cidrContains, mapAddress, parseAddressMapping } from "../../sentinel/address-map.js";
+import { cidrContains, mapAddress, parseAddressMapping } from "../../contracts/address-map.js";
 
 const { values } = parseArgs({ options: { listen: { type: "string" }, map: { type: "string" } } });
 const listen = /^(.+):(\d+)$/.exec(values.listen ?? "");

@@ -6,7 +6,7 @@
 //                              | reset (connections are reset at once) | hang (never answers)
 //      standin.krane.dev/status, standin.krane.dev/latency-ms: every answer's status and delay
 //      standin.krane.dev/termination-delay-ms: how long the "process" keeps serving after the
-//                              pod is deleted (a graceful shutdown), default 0
+//                              pod is deleted (a graceful shutdown), default its grace period, at most 1 s
 //  - per request, through the query: ?status=503&latency=200&bytes=N&chunks=K&interval=ms;
 //    /echo streams the request body back; an Upgrade becomes a WebSocket that echoes.
 // One listener per local address and port; if a new pod gets the IP of a pod still in its

@@ -12,7 +12,7 @@ import { isRecord, type KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { Informer } from "../../kube/informer.js";
 import type { Logger } from "../../agent/runtime/log.js";
-import { cidrContains, parseCidr } from "../../sentinel/address-map.js";
+import { cidrContains, parseCidr } from "../../contracts/address-map.js";
 import { localAddress, podAddressMap, type PodNetwork } from "../pod-network.js";
 import { AppListeners, STANDIN_ANNOTATION, type AppPod, type StandinMode } from "./app.js";
 import { SentinelProcesses, type SentinelPod } from "./sentinel-pod.js";
@@ -95,7 +95,7 @@ export class PodStandins {
       if (uid && obj.metadata.deletionTimestamp && !this.#terminating.has(uid)) this.#terminating.set(uid, Date.now());
       if (type === "deleted" && obj.metadata.uid) {
         const since = this.#terminating.get(obj.metadata.uid) ?? Date.now();
-        this.#gone.set(obj.metadata.uid, { pod: obj, until: since + intAnnotation(obj, STANDIN_ANNOTATION.terminationDelayMs, 0) });
+        this.#gone.set(obj.metadata.uid, { pod: obj, until: since + terminationDelayMs(obj) });
       }
       this.#schedule();
     });
@@ -152,7 +152,7 @@ export class PodStandins {
       if (pod.metadata.deletionTimestamp) {
         const since = this.#terminating.get(uid) ?? now;
         this.#terminating.set(uid, since);
-        const until = since + intAnnotation(pod, STANDIN_ANNOTATION.terminationDelayMs, 0);
+        const until = since + terminationDelayMs(pod);
         if (now >= until) continue;
         wake = Math.min(wake, until);
       }
@@ -220,4 +220,15 @@ export class PodStandins {
     this.#timer = undefined;
     if (wake !== Infinity) this.#timer = setTimeout(() => this.#schedule(), Math.max(1, wake - Date.now()));
   }
+}
+
+/**
+ * How long a deleted pod's "process" keeps serving: the annotation when set, else what a
+ * well-behaved app does on SIGTERM (finish in-flight work, keep accepting briefly while the
+ * routers catch up, like a preStop sleep): its grace period, capped at one second.
+ */
+export function terminationDelayMs(pod: KubeObject): number {
+  const spec = pod.spec as { terminationGracePeriodSeconds?: unknown } | undefined;
+  const grace = typeof spec?.terminationGracePeriodSeconds === "number" ? spec.terminationGracePeriodSeconds * 1000 : 30_000;
+  return intAnnotation(pod, STANDIN_ANNOTATION.terminationDelayMs, Math.min(1000, grace));
 }

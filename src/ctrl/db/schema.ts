@@ -39,7 +39,7 @@ export interface EnvironmentsTable {
   workspace_id: string;
   project_id: string;
   slug: string;
-  /** null when the environment has no sentinels. */
+  /** null when the environment has no sentinels; "" for krane's own sentinel (the agent's image). */
   sentinel_image: string | null;
   sentinel_replicas: number;
   sentinel_cpu_millicores: number;
@@ -58,6 +58,12 @@ export interface EnvironmentsTable {
   updated_at: number;
   /** Migration 0008: the edge auth section of the sentinel's routing policy (JSON), null: none. */
   edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0007: "instances" or "weighted" (src/contracts/routing.ts). */
+  routing_mode: ColumnType<string, string | undefined, string>;
+  /** Migration 0007: JSON [{deploymentId, weight}] of a weighted policy. */
+  routing_weights: ColumnType<string, string | undefined, string>;
+  /** Migration 0007: grows with every change of the routing policy. */
+  routing_version: ColumnType<number, number | undefined, number>;
 }
 
 export interface EnvironmentRegionsTable {
@@ -96,6 +102,10 @@ export interface SentinelsTable {
   available_replicas: number;
   rejected_reason: string | null;
   reported_at: number | null;
+  /** Migration 0007: the sentinel Service's in-cluster address (host:port), as reported. */
+  address: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0007: the routing policy version every pod of the sentinel serves, as reported. */
+  served_routing_version: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** What each region should run right now, one row per object; the snapshot is read from here. */

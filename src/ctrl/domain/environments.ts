@@ -48,6 +48,9 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
         edge_auth: null,
         created_at: tx.now,
         updated_at: tx.now,
+        routing_mode: "instances",
+        routing_weights: "[]",
+        routing_version: 1,
       };
       await tx.trx.insertInto("environments").values(environment).execute();
       if (input.regions.length > 0) {
@@ -79,6 +82,8 @@ export async function createSentinel(tx: WriteTx, project: ProjectRow, environme
     health: "unknown",
     available_replicas: 0,
     rejected_reason: null,
+    address: null,
+    served_routing_version: null,
     reported_at: null,
   };
   await tx.trx.insertInto("sentinels").values(sentinel).execute();

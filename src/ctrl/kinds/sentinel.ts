@@ -26,8 +26,26 @@ import type { Kind } from "./kind.js";
 
 // ---------------------------------------------------------------- payload encoding
 
+/** The environment's routing policy as stored (migration 0007): mode, weights, version. */
+export function routingPolicyOf(environment: EnvironmentRow): { version: bigint; mode: string; revisions: { deploymentId: string; weight: number }[] } {
+  const weights: unknown = JSON.parse(environment.routing_weights);
+  const revisions = Array.isArray(weights)
+    ? weights.flatMap((w: unknown) =>
+        typeof w === "object" && w !== null && typeof (w as { deploymentId?: unknown }).deploymentId === "string" && typeof (w as { weight?: unknown }).weight === "number"
+          ? [{ deploymentId: (w as { deploymentId: string }).deploymentId, weight: (w as { weight: number }).weight }]
+          : [],
+      )
+    : [];
+  return { version: BigInt(environment.routing_version), mode: environment.routing_mode, revisions };
+}
+
 export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
   return create(ApplySentinelSchema, {
+    routing: {
+      ...routingPolicyOf(environment),
+      // The edge auth section (migration 0008: environments.edge_auth, kept by ../domain/exposure.ts).
+      ...(environment.edge_auth !== null ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) } : {}),
+    },
     workspaceId: s.workspace_id,
     projectId: s.project_id,
     environmentId: s.environment_id,
@@ -38,8 +56,6 @@ export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow)
     cpuMillicores: BigInt(environment.sentinel_cpu_millicores),
     memoryMib: BigInt(environment.sentinel_memory_mib),
     region: s.region,
-    // The edge auth section (migration 0008: environments.edge_auth, kept by ../domain/exposure.ts).
-    ...(environment.edge_auth !== null ? { routing: { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) } } : {}),
   });
 }
 
@@ -61,7 +77,7 @@ export type HealthName = "unknown" | "healthy" | "unhealthy" | "paused";
 
 /** `id` may be empty: the agent then names the sentinel by its `k8sName`. */
 export type SentinelReport =
-  | { type: "update"; id: string; k8sName: string; availableReplicas: number; health: HealthName }
+  | { type: "update"; id: string; k8sName: string; availableReplicas: number; health: HealthName; address: string; routingVersion: number }
   | { type: "delete"; id: string; k8sName: string }
   | { type: "rejected"; id: string; k8sName: string; reason: string };
 
@@ -90,6 +106,8 @@ export function validateSentinelReport(req: ReportSentinelStatusRequest): Sentin
         ...subject,
         availableReplicas: r.intRange("update.available_replicas", c.value.availableReplicas, 0, 100_000),
         health: health("update.health", c.value.health),
+        address: r.text("update.address", c.value.address, 300),
+        routingVersion: r.intRange("update.routing_version", c.value.routingVersion, 0, Number.MAX_SAFE_INTEGER),
       };
     }
     case "delete":
@@ -114,7 +132,14 @@ export async function recordSentinelReport(store: Store, region: string, report:
     if (s.region !== region) throw new DomainError("permission_denied", `sentinel ${s.id} belongs to another region`);
     const patch =
       report.type === "update"
-        ? { health: report.health, available_replicas: report.availableReplicas, rejected_reason: null, reported_at: tx.now }
+        ? {
+            health: report.health,
+            available_replicas: report.availableReplicas,
+            rejected_reason: null,
+            reported_at: tx.now,
+            address: report.address === "" ? null : report.address,
+            served_routing_version: report.routingVersion === 0 ? null : report.routingVersion,
+          }
         : report.type === "delete"
           ? { health: "unknown", available_replicas: 0, reported_at: tx.now }
           : { rejected_reason: report.reason, reported_at: tx.now };

@@ -40,7 +40,7 @@ export const DEFAULTS = {
   maxUnavailable: "25%",
   progressDeadlineSeconds: 600,
   revisionHistoryLimit: 10,
-  sentinelReplicas: 1,
+  sentinelReplicas: 2,
   sentinelCpuMillicores: 250,
   sentinelMemoryMib: 256,
 } as const;
@@ -82,10 +82,16 @@ export function validateEnvironmentRef(req: { workspace: string; project: string
   };
 }
 
+/** A sentinel image: "" is krane's own sentinel (the image the agents are configured with). */
+function sentinelImage(field: string, image: string): string {
+  return image === "" ? "" : r.image(field, image);
+}
+
+/** The sentinel an environment gets (none when absent; an empty image is krane's own). */
 function validateSentinel(s: SentinelSettings | undefined): SentinelSettingsInput | null {
   if (s === undefined) return null;
   return {
-    image: r.image("sentinel.image", s.image),
+    image: sentinelImage("sentinel.image", s.image),
     replicas: s.replicas === 0 ? DEFAULTS.sentinelReplicas : r.intRange("sentinel.replicas", s.replicas, 0, 100),
     cpuMillicores: s.cpuMillicores === 0n ? DEFAULTS.sentinelCpuMillicores : r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax),
     memoryMib: s.memoryMib === 0n ? DEFAULTS.sentinelMemoryMib : r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax),
@@ -196,7 +202,7 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeplo
 
 function validateSentinelPatch(s: SentinelSettingsUpdate): SentinelSettingsPatch {
   const out: SentinelSettingsPatch = {};
-  if (s.image !== undefined) out.image = r.image("sentinel.image", s.image);
+  if (s.image !== undefined) out.image = sentinelImage("sentinel.image", s.image);
   if (s.replicas !== undefined) out.replicas = r.intRange("sentinel.replicas", s.replicas, 0, 100);
   if (s.cpuMillicores !== undefined) out.cpuMillicores = r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
   if (s.memoryMib !== undefined) out.memoryMib = r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
@@ -247,9 +253,9 @@ export function mergeSentinel(current: SentinelSettingsInput | null, patch: Sent
   if (remove) return null;
   if (patch === null) return current;
   if (current === null) {
-    if (patch.image === undefined) throw invalidArgument("sentinel.image", "is required to add a sentinel to an environment that has none");
     return {
-      image: patch.image,
+      // No image named: krane's own sentinel.
+      image: patch.image ?? "",
       replicas: patch.replicas ?? DEFAULTS.sentinelReplicas,
       cpuMillicores: patch.cpuMillicores ?? DEFAULTS.sentinelCpuMillicores,
       memoryMib: patch.memoryMib ?? DEFAULTS.sentinelMemoryMib,

@@ -15,7 +15,7 @@ import type { KubeClient } from "../../../src/kube/client.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 import type { Agent } from "../../../src/agent/agent.js";
 import { TestCtrl, type DeploymentInit, type SentinelInit } from "./test-ctrl.js";
-import { adminKube, agentKubeConfig, kubeWrites, startAgent } from "./support.js";
+import { adminKube, agentKubeConfig, kubeWritesBy, startAgent } from "./support.js";
 
 const handle = useCluster();
 let admin: KubeClient;
@@ -147,11 +147,11 @@ test("a hand-edited slice is repaired; an idle resync writes nothing", { timeout
   const settled = rt.resyncCount;
   await eventually("a settling resync", async () => (rt.resyncCount > settled ? true : undefined), 30_000);
   await rt.idle();
-  const writes = await kubeWrites(agent);
+  const writes = await kubeWritesBy(agent);
   const before = rt.resyncCount;
   await eventually("two more resyncs", async () => (rt.resyncCount >= before + 2 ? true : undefined), 30_000);
   await rt.idle();
-  assert.equal(await kubeWrites(agent), writes);
+  assert.deepEqual(await kubeWritesBy(agent), writes);
 });
 
 test("deleting the sentinel removes its routing table", { timeout: 120_000 }, async () => {

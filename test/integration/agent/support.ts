@@ -49,14 +49,23 @@ export function startAgent(
   });
 }
 
-/** Kubernetes writes of objects (apply, create, delete; not its leader-election Lease) the agent has made so far. */
-export async function kubeWrites(agent: Agent): Promise<number> {
+/** Kubernetes writes of objects (apply, create, delete; not its leader-election Lease) the agent has made so far, by "verb resource". */
+export async function kubeWritesBy(agent: Agent): Promise<Record<string, number>> {
   const metric = agent.registry.getSingleMetric("krane_agent_kube_requests_total");
-  if (!metric) return 0;
+  const out: Record<string, number> = {};
+  if (!metric) return out;
   const { values } = await metric.get();
-  let n = 0;
-  for (const v of values) if (["apply", "create", "delete"].includes(String(v.labels.verb)) && v.labels.resource !== "leases") n += v.value;
-  return n;
+  for (const v of values) {
+    if (!["apply", "create", "delete"].includes(String(v.labels.verb)) || v.labels.resource === "leases") continue;
+    const k = `${String(v.labels.verb)} ${String(v.labels.resource)}`;
+    out[k] = (out[k] ?? 0) + v.value;
+  }
+  return out;
+}
+
+/** Kubernetes writes of objects the agent has made so far (see kubeWritesBy). */
+export async function kubeWrites(agent: Agent): Promise<number> {
+  return Object.values(await kubeWritesBy(agent)).reduce((a, b) => a + b, 0);
 }
 
 export async function getObject(kube: KubeClient, r: ResourceType, ns: string, name: string): Promise<KubeObject | undefined> {

@@ -101,9 +101,13 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     fails(["env", "update", "shop/prod", "--no-sentinel", "--sentinel-image", "registry.example.com/sentinel:3"], /--no-sentinel cannot be combined/);
     fails(["env", "update", "shop/prod", "--strategy", "Sometimes"], /--strategy: expected RollingUpdate or Recreate/);
     fails(["env", "update", "shop/prod", "--strategy", "RollingUpdate", "--max-surge", "0", "--max-unavailable", "0"], /invalid_argument: rollout\.max_unavailable: /);
-    fails(["env", "update", "shop/prod", "--sentinel-replicas", "2"], /invalid_argument: sentinel\.image: is required/);
+    fails(["env", "update", "shop/prod", "--sentinel-replicas", "101"], /invalid_argument: sentinel\.replicas: /);
     fails(["env", "update", "shop/prod", "--region", "eu=9", "--remove-region", "mars"], /failed_precondition: remove_regions\[0\]: /);
     fails(["env", "update", "shop/staging", "--paused"], /not_found: environment "staging"/);
     assert.deepEqual(get(), after);
+
+    // Naming no image gives the environment krane's own sentinel back.
+    const own = JSON.parse(ok(["env", "update", "shop/prod", "--sentinel-replicas", "3", "-o", "json"])) as ReturnType<typeof get>;
+    assert.deepEqual(own.sentinel && [own.sentinel.image, own.sentinel.replicas], ["", 3]);
   });
 });

@@ -120,12 +120,21 @@ function suite(newUrl: () => Promise<string>): void {
     assert.deepEqual(status.sentinels, []);
 
     const added = await f.update({ sentinel: { image: "registry.example.com/sentinel:3" } });
-    assert.deepEqual([added.sentinel?.image, added.sentinel?.replicas, added.sentinel?.memoryMib], ["registry.example.com/sentinel:3", 1, 256n]);
+    assert.deepEqual([added.sentinel?.image, added.sentinel?.replicas, added.sentinel?.memoryMib], ["registry.example.com/sentinel:3", 2, 256n]);
     const again = await eu.next();
     assert.equal(again.state.case, "apply");
     assert.notEqual(again.state.case === "apply" ? again.state.value.sentinelId : "", firstId, "a new sentinel, not the removed one");
     assert.equal((await us.next()).state.case, "apply");
     assert.deepEqual(await eu.quiet(150), []);
+
+    // A sentinel named by no image is krane's own (the agents' image): removed and added again.
+    await f.update({ removeSentinel: true });
+    for (const w of [eu, us]) assert.equal((await w.next()).state.case, "delete");
+    const own = await f.update({ sentinel: { replicas: 1 } });
+    assert.deepEqual([own.sentinel?.image, own.sentinel?.replicas], ["", 1]);
+    const ownApply = await eu.next();
+    assert.deepEqual(ownApply.state.case === "apply" ? [ownApply.state.value.image, ownApply.state.value.routing?.mode] : [], ["", "instances"]);
+    assert.equal((await us.next()).state.case, "apply");
     eu.close();
     us.close();
   });
@@ -265,7 +274,7 @@ function suite(newUrl: () => Promise<string>): void {
       [{ sentinel: { cpuMillicores: 1n } }, Code.InvalidArgument, /^sentinel\.cpu_millicores: /],
       [{ sentinel: { memoryMib: 1n << 40n } }, Code.InvalidArgument, /^sentinel\.memory_mib: /],
       [{ sentinel: { image: "registry.example.com/sentinel:9" }, removeSentinel: true }, Code.InvalidArgument, /^remove_sentinel: /],
-      [{ sentinel: { replicas: 2 } }, Code.InvalidArgument, /^sentinel\.image: is required/, "bare"],
+      [{ sentinel: { replicas: 101 } }, Code.InvalidArgument, /^sentinel\.replicas: /, "bare"],
       [{ rollout: { strategy: RolloutStrategy.UNSPECIFIED } }, Code.InvalidArgument, /^rollout\.strategy: /],
       [{ rollout: { strategy: 9 as RolloutStrategy } }, Code.InvalidArgument, /^rollout\.strategy: /],
       [{ rollout: { maxSurge: "" } }, Code.InvalidArgument, /^rollout\.max_surge: /],

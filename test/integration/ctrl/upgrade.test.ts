@@ -2,9 +2,11 @@
 // The fixtures (test/fixtures/upgrade-be3ed9d, made by make.mjs there with that release's code)
 // are loaded into a fresh database; this release's ctrl starts on it, which runs the new
 // migrations; then nothing may be lost:
-//   - every row of every table is still there, unchanged, except for what migration 0006 does
-//     (desired_objects gains `replicas`, rollout_revisions loses its copy of it, and
-//     krane_migrations records 0006 — under the names the old release recorded for the rest);
+//   - every row of every table is still there, unchanged, except for what migrations 0006 and
+//     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
+//     environments gain the routing policy, "instances" at version 1, and sentinels the reported
+//     address and served version, empty; krane_migrations records them — under the names the old
+//     release recorded for the rest);
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -152,11 +154,19 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
 
         assert.deepEqual([...upgraded.keys()], [...before.keys()], "the same tables");
         for (const [table, rows] of before) {
-          if (table === "desired_objects" || table === "rollout_revisions" || table === "krane_migrations") continue;
+          if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas"]);
+        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
+        // Migration 0007: the routing policy every environment served ("instances", version 1),
+        // and nothing reported yet of it.
+        const environments = rowsOf(upgraded, "environments");
+        assert.deepEqual(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), rowsOf(before, "environments"));
+        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version], ["instances", "[]", "1"]);
+        const sentinels = rowsOf(upgraded, "sentinels");
+        assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
+        for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
         assert.deepEqual(
           migrations.filter((m) => OLD_MIGRATIONS.includes(m.name ?? "")),
           rowsOf(before, "krane_migrations"),

@@ -19,7 +19,7 @@ import {
   tryClaimSlot,
 } from "../../../src/cluster/pod-network.js";
 import { DEFAULT_NODE_PLAN, nodeCount, renderNodes } from "../../../src/cluster/topology.js";
-import { cidrContains, parseCidr } from "../../../src/sentinel/address-map.js";
+import { cidrContains, parseCidr } from "../../../src/contracts/address-map.js";
 
 test("node pod CIDRs are disjoint, inside the cluster's /16, and at least /24", () => {
   const net = podNetworkForSlot(150);

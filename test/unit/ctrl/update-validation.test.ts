@@ -83,10 +83,11 @@ describe("mergeSentinel", () => {
   it("changes only the given fields, adds with defaults, removes", () => {
     assert.deepEqual(mergeSentinel(current, null, false), current);
     assert.deepEqual(mergeSentinel(current, { replicas: 0 }, false), { ...current, replicas: 0 });
-    assert.deepEqual(mergeSentinel(null, { image: "s:2" }, false), { image: "s:2", replicas: 1, cpuMillicores: 250, memoryMib: 256 });
+    assert.deepEqual(mergeSentinel(null, { image: "s:2" }, false), { image: "s:2", replicas: 2, cpuMillicores: 250, memoryMib: 256 });
     assert.equal(mergeSentinel(current, null, true), null);
     assert.equal(mergeSentinel(null, null, false), null);
-    assert.throws(() => mergeSentinel(null, { replicas: 3 }, false), (e) => e instanceof DomainError && e.field === "sentinel.image");
+    // No image named: krane's own sentinel ("").
+    assert.deepEqual(mergeSentinel(null, { replicas: 3 }, false), { image: "", replicas: 3, cpuMillicores: 250, memoryMib: 256 });
   });
 });
 

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { LABEL_DEPLOYMENT_ID } from "../../../src/contracts/labels.js";
 import { defaultRoutingPolicy, formatRoutingPolicy, POLICY_KEY, type RoutingPolicy } from "../../../src/contracts/routing.js";
 import type { KubeObject } from "../../../src/kube/object.js";
-import { cidrContains, formatAddressMapping, intToIpv4, ipv4ToInt, mapAddress, parseAddressMapping, parseCidr } from "../../../src/sentinel/address-map.js";
+import { cidrContains, formatAddressMapping, intToIpv4, ipv4ToInt, mapAddress, parseAddressMapping, parseCidr } from "../../../src/contracts/address-map.js";
 import { buildTable, endpointCount, readPolicy } from "../../../src/sentinel/table.js";
 
 function slice(name: string, deploymentId: string | undefined, endpoints: unknown[], extra: Record<string, unknown> = {}): KubeObject {

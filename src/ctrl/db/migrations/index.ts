@@ -8,6 +8,7 @@ import { migration as m0003 } from "./0003_commit_sequencer.js";
 import { migration as m0004 } from "./0004_api_tokens.js";
 import { migration as m0005 } from "./0005_revoked_tokens.js";
 import { migration as m0006 } from "./0006_desired_replicas.js";
+import { migration as m0007 } from "./0007_routing.js";
 import { migration as m0008 } from "./0008_exposure.js";
 import type { KraneMigration } from "./migration.js";
 
@@ -20,5 +21,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0004_api_tokens": m0004,
   "0005_revoked_tokens": m0005,
   "0006_desired_replicas": m0006,
+  "0007_routing": m0007,
   "0008_exposure": m0008,
 };

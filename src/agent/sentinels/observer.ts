@@ -1,0 +1,111 @@
+// What the sentinel kind learns from the sentinels themselves: every few seconds it reads each
+// running sentinel pod's status document (GET /status on the ops port, src/contracts/routing.ts)
+// and keeps, per sentinel, the routing policy version its pods serve (the lowest: a region routes
+// by a policy only once every pod does) and the document of each pod. A change requeues the
+// sentinel, whose status report then carries it to ctrl.
+//
+// On a real cluster the agent reaches the pods at their IPs; the local cluster serves pod IPs
+// at another address on this machine (`--pod-address-map`, src/contracts/address-map.ts).
+import { LABEL_SENTINEL_ID } from "../../contracts/labels.js";
+import { SENTINEL_OPS_PORT, SENTINEL_STATUS_PATH, type SentinelStatus } from "../../contracts/routing.js";
+import { mapAddress, type AddressMapping } from "../../contracts/address-map.js";
+import { isRecord, type KubeObject } from "../../kube/object.js";
+import { resources } from "../../kube/resources.js";
+import { sleep } from "../../retry/backoff.js";
+import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { labelIndex, type KindContext } from "../runtime/controller.js";
+
+export interface ObserverOptions {
+  /** How often the pods are read (default 5 s). */
+  readonly intervalMs?: number;
+  /** Per request (default 2 s). */
+  readonly timeoutMs?: number;
+  /** Local cluster only: where pod IPs are served on this machine. */
+  readonly addressMap?: AddressMapping;
+}
+
+/** What the pods of one sentinel said, as of the last read. */
+export interface SentinelObservation {
+  /** The lowest routing policy version among the pods that answered (0: none answered). */
+  readonly servedVersion: number;
+  /** Pods that answered, and their documents. */
+  readonly pods: ReadonlyMap<string, SentinelStatus>;
+}
+
+function podIp(pod: KubeObject): string | undefined {
+  const status = isRecord(pod.status) ? pod.status : {};
+  return !pod.metadata.deletionTimestamp && status.phase === "Running" && typeof status.podIP === "string" && status.podIP !== "" ? status.podIP : undefined;
+}
+
+function isStatus(v: unknown): v is SentinelStatus {
+  return isRecord(v) && typeof v.routingVersion === "number" && typeof v.environmentId === "string" && Array.isArray(v.revisions);
+}
+
+/** Pure: the observation of a sentinel from its pods' documents. */
+export function summarize(pods: ReadonlyMap<string, SentinelStatus>): SentinelObservation {
+  let served = 0;
+  for (const s of pods.values()) served = served === 0 ? s.routingVersion : Math.min(served, s.routingVersion);
+  return { servedVersion: served, pods };
+}
+
+export class SentinelObserver {
+  readonly #o: ObserverOptions;
+  readonly #seen = new Map<string, SentinelObservation>();
+
+  constructor(opts: ObserverOptions = {}) {
+    this.#o = opts;
+  }
+
+  /** The last observation of a sentinel (undefined before its pods were first read). */
+  get(key: string): SentinelObservation | undefined {
+    return this.#seen.get(key);
+  }
+
+  /** Reads every active sentinel's pods until `signal` aborts. */
+  async run(ctx: KindContext<ApplySentinel>, signal: AbortSignal, requeue: (key: string) => void): Promise<void> {
+    const every = this.#o.intervalMs ?? 5_000;
+    while (!signal.aborted) {
+      const active = new Set(ctx.activeKeys());
+      for (const key of [...this.#seen.keys()]) if (!active.has(key)) this.#seen.delete(key);
+      await Promise.all(
+        [...active].map(async (key) => {
+          const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_SENTINEL_ID), key);
+          const docs = new Map<string, SentinelStatus>();
+          await Promise.all(
+            pods.map(async (pod) => {
+              const ip = podIp(pod);
+              if (ip === undefined) return;
+              const doc = await this.#read(ip, signal);
+              if (doc) docs.set(pod.metadata.name ?? "", doc);
+            }),
+          );
+          const next = summarize(docs);
+          const prev = this.#seen.get(key);
+          this.#seen.set(key, next);
+          if ((prev?.servedVersion ?? 0) !== next.servedVersion) requeue(key);
+        }),
+      );
+      await sleep(every, signal);
+    }
+  }
+
+  async #read(ip: string, signal: AbortSignal): Promise<SentinelStatus | undefined> {
+    const host = this.#o.addressMap ? mapAddress(ip, this.#o.addressMap) : ip;
+    const timeout = new AbortController();
+    const cancel = (): void => timeout.abort();
+    const timer = setTimeout(cancel, this.#o.timeoutMs ?? 2_000);
+    signal.addEventListener("abort", cancel, { once: true });
+    try {
+      const res = await fetch(`http://${host}:${SENTINEL_OPS_PORT}${SENTINEL_STATUS_PATH}`, { signal: timeout.signal });
+      if (!res.ok) return undefined;
+      const body: unknown = await res.json();
+      return isStatus(body) ? body : undefined;
+    } catch {
+      // Not answering (starting, stopping, unreachable): it serves no known version.
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", cancel);
+    }
+  }
+}

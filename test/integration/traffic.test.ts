@@ -1,0 +1,277 @@
+// Routed traffic end to end, real parts only: ctrl (SQLite, HTTP/2) → the agent (as its RBAC
+// ServiceAccount) → the real local Kubernetes, whose pod stand-ins run krane's own sentinel for
+// the environment and small HTTP servers for the user's pods. Requests go through real sockets to
+// the sentinel pod and on to the instances. Nothing here writes the routing table by hand: the
+// agent derives it from its pod cache and ctrl's sentinel desired state.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { Registry } from "prom-client";
+import { Pool } from "undici";
+import { Agent } from "../../src/agent/agent.js";
+import { silentLogger } from "../../src/agent/runtime/log.js";
+import { podAddressMap } from "../../src/cluster/index.js";
+import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { RolloutService } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
+import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import type { KubeClient } from "../../src/kube/client.js";
+import { isRecord } from "../../src/kube/object.js";
+import { resources } from "../../src/kube/resources.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { eventually, useCluster } from "../support/cluster.js";
+import { adminKube, agentKubeConfig } from "./agent/support.js";
+import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
+
+const handle = useCluster({ standins: true, pods: { readyDelayMs: 500, readyJitterMs: 500 } });
+const REGION = "local";
+const NS = "ws-acme";
+const REF = { workspace: "acme", project: "shop", environment: "production" };
+const PORT = 8080;
+const RATE = 200;
+const dir = tempDir("krane-traffic-");
+let ctrl: TestCtrl;
+let agent: Agent;
+let kube: KubeClient;
+let pool: Pool | undefined;
+let envId = "";
+
+interface Hit {
+  readonly status: number;
+  readonly answer?: StandinAnswer;
+  readonly error?: string;
+  readonly cause?: string;
+}
+
+async function hit(p: Pool): Promise<Hit> {
+  try {
+    const res = await p.request({ method: "GET", path: "/", headers: { host: "shop.example.com" }, headersTimeout: 15_000, bodyTimeout: 15_000 });
+    const text = await res.body.text();
+    const cause = res.headers["x-krane-sentinel-error"];
+    try {
+      return { status: res.statusCode, answer: JSON.parse(text) as StandinAnswer, cause: typeof cause === "string" ? cause : undefined };
+    } catch {
+      return { status: res.statusCode, cause: typeof cause === "string" ? cause : text.slice(0, 80) };
+    }
+  } catch (err) {
+    return { status: 0, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+async function hits(p: Pool, n: number): Promise<Hit[]> {
+  const out: Hit[] = [];
+  let sent = 0;
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    while (sent < n) {
+      sent++;
+      out.push(await hit(p));
+    }
+  }));
+  return out;
+}
+
+function countBy<T>(items: readonly T[], key: (t: T) => string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const i of items) m.set(key(i), (m.get(key(i)) ?? 0) + 1);
+  return m;
+}
+
+/** Open-loop load: RATE requests per second whatever the answers take, until stopped. */
+function load(p: Pool): { stop: () => Promise<Hit[]> } {
+  const results: Promise<Hit>[] = [];
+  const started = performance.now();
+  let running = true;
+  const tick = (): void => {
+    if (!running) return;
+    const due = Math.floor(((performance.now() - started) / 1000) * RATE);
+    while (results.length < due) results.push(hit(p));
+    setTimeout(tick, 2);
+  };
+  tick();
+  return {
+    stop: async () => {
+      running = false;
+      return await Promise.all(results);
+    },
+  };
+}
+
+/** The environment's sentinel pod, as the local cluster serves it on this machine. */
+async function sentinelEntry(): Promise<string> {
+  const cluster = handle.cluster;
+  return eventually("a running sentinel pod", async () => {
+    const { items } = await kube.list(resources.pods, {
+      namespace: SENTINEL_NAMESPACE,
+      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}`,
+    });
+    for (const pod of items) {
+      const st = isRecord(pod.status) ? pod.status : {};
+      if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") {
+        return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}`;
+      }
+    }
+    return undefined;
+  }, 120_000);
+}
+
+async function running(deploymentId: string): Promise<string[]> {
+  const s = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(REF);
+  const d = s.deployments.find((x) => x.deployment?.id === deploymentId);
+  return (d?.regions[0]?.instances ?? []).filter((i) => i.status === InstanceStatus.RUNNING).map((i) => i.k8sName);
+}
+
+async function deploy(image: string): Promise<string> {
+  const { deployment } = await ctrl.client(DeploymentService, ctrl.adminToken).createDeployment({ ...REF, image, port: PORT });
+  assert.ok(deployment);
+  return deployment.id;
+}
+
+async function startAgent(): Promise<Agent> {
+  const a = new Agent({
+    ctrlUrl: ctrl.url,
+    token: await ctrl.agentToken(REGION),
+    region: REGION,
+    kubeconfig: await agentKubeConfig(handle.cluster),
+    log: silentLogger,
+    registry: new Registry(),
+    opsPort: -1,
+    resyncPeriodMs: 10_000,
+    podAddressMap: handle.cluster.podNetwork ? podAddressMap(handle.cluster.podNetwork) : undefined,
+    sentinelObserveIntervalMs: 500,
+    runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
+  });
+  await a.start();
+  return a;
+}
+
+describe("routed traffic through krane's own sentinel", () => {
+  let v1 = "";
+  let v2 = "";
+
+  before(async () => {
+    const cluster = await handle.ready();
+    await applySentinelRbac(cluster.kubeConfig());
+    kube = adminKube(cluster);
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
+    const t = ctrl.adminToken;
+    await ctrl.client(RegionService, t).createRegion({ name: REGION });
+    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
+    await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
+    // No sentinel image named: krane's own sentinel.
+    const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
+      workspace: REF.workspace,
+      project: REF.project,
+      slug: REF.environment,
+      regions: [{ region: REGION, replicas: 3 }],
+      sentinel: { image: "", replicas: 1 },
+      rollout: { maxSurge: "1", maxUnavailable: "0" },
+    });
+    envId = environment?.id ?? "";
+    agent = await startAgent();
+  }, { timeout: 15 * 60_000 });
+
+  after(async () => {
+    await pool?.close();
+    await agent?.stop();
+    await ctrl?.close();
+    kube?.close();
+    dir.remove();
+  });
+
+  test("every running instance receives traffic; a new one does too; one that refuses connections is ejected", { timeout: 240_000 }, async () => {
+    v1 = await deploy("registry.example.com/shop:1");
+    await eventually("3 running instances", async () => ((await running(v1)).length === 3 ? true : undefined), 120_000);
+    pool = new Pool(await sentinelEntry(), { connections: 32, pipelining: 1, keepAliveTimeout: 10_000 });
+    const p = pool;
+
+    const pods = await eventually("all 3 instances answering through the sentinel", async () => {
+      const seen = countBy(await hits(p, 60), (h) => h.answer?.pod ?? `${h.status} ${h.cause ?? h.error ?? ""}`);
+      return seen.size === 3 && (await running(v1)).every((n) => seen.has(n)) ? seen : undefined;
+    }, 60_000);
+    assert.equal(pods.size, 3);
+    const sample = await hit(p);
+    assert.equal(sample.answer?.revision, v1, "the answer names the revision");
+    assert.equal(sample.answer?.image, "registry.example.com/shop:1");
+    assert.equal(sample.answer?.port, PORT);
+
+    // The status shows the sentinel's address and that it serves ctrl's routing version.
+    await eventually("the sentinel's address and served routing version in status", async () => {
+      const s = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(REF);
+      const snt = s.sentinels[0];
+      return snt && snt.address !== "" && snt.servedRoutingVersion > 0n && snt.servedRoutingVersion === snt.routingVersion ? true : undefined;
+    }, 60_000);
+
+    // Scale up: the fourth instance receives traffic.
+    await ctrl.client(RolloutService, ctrl.adminToken).scale({ ...REF, replicas: 4 });
+    const names = await eventually("4 running instances", async () => {
+      const r = await running(v1);
+      return r.length === 4 ? r : undefined;
+    }, 120_000);
+    const fresh = names.find((n) => !pods.has(n));
+    assert.ok(fresh, `a new instance among ${names.join(", ")}`);
+    await eventually(`${fresh} to receive traffic`, async () => ((await hits(p, 40)).some((h) => h.answer?.pod === fresh) ? true : undefined), 60_000);
+
+    // One instance refuses connections (its stand-in misbehaves on request): requests still succeed.
+    const bad = names[0] ?? "";
+    await kube.apply(resources.pods, { metadata: { name: bad, namespace: NS, annotations: { [STANDIN_ANNOTATION.mode]: "refuse" } } }, { force: true });
+    await new Promise((r) => setTimeout(r, 1000));
+    const during = await hits(p, 200);
+    assert.deepEqual([...countBy(during.filter((h) => h.status !== 200), (h) => `${h.status} ${h.cause ?? h.error ?? ""}`)], [], "no request fails");
+    const late = during.slice(-100);
+    assert.equal(late.filter((h) => h.answer?.pod === bad).length, 0, "the refusing instance is ejected");
+    await kube.apply(resources.pods, { metadata: { name: bad, namespace: NS, annotations: { [STANDIN_ANNOTATION.mode]: "serve" } } }, { force: true });
+  });
+
+  test(`0 failed requests at ${RATE} requests/s through a rolling update 4 → 3 of a new revision (maxSurge 1, maxUnavailable 0) and a scale-down`, { timeout: 300_000 }, async () => {
+    const p = pool;
+    assert.ok(p);
+    await ctrl.client(RolloutService, ctrl.adminToken).scale({ ...REF, replicas: 3 });
+    await eventually("3 running instances", async () => ((await running(v1)).length === 3 ? true : undefined), 120_000);
+    await new Promise((r) => setTimeout(r, 1500));
+
+    const run = load(p);
+    await new Promise((r) => setTimeout(r, 1500));
+    v2 = await deploy("registry.example.com/shop:2");
+    await eventually("the rollout to v2 to complete", async () => {
+      const { status } = await ctrl.client(RolloutService, ctrl.adminToken).getRolloutStatus(REF);
+      const r = status?.regions[0];
+      return r?.complete && (await running(v1)).length === 0 && (await running(v2)).length === 3 ? true : undefined;
+    }, 180_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    await ctrl.client(RolloutService, ctrl.adminToken).scale({ ...REF, replicas: 1 });
+    await eventually("1 running instance", async () => ((await running(v2)).length === 1 ? true : undefined), 120_000);
+    await new Promise((r) => setTimeout(r, 2500));
+    const all = await run.stop();
+
+    const failed = all.filter((h) => h.status !== 200);
+    assert.deepEqual([...countBy(failed, (h) => `${h.status} ${h.cause ?? h.error ?? ""}`)], [], `0 of ${all.length} requests may fail`);
+    assert.ok(all.length >= RATE * 5, `a real load: ${all.length} requests`);
+    const byRevision = countBy(all, (h) => h.answer?.revision ?? "?");
+    assert.ok((byRevision.get(v1) ?? 0) > 0 && (byRevision.get(v2) ?? 0) > 0, `both revisions served: ${[...byRevision].join(" ")}`);
+    const last = all.slice(-RATE);
+    const remaining = await running(v2);
+    assert.deepEqual([...countBy(last, (h) => h.answer?.pod ?? "?")], [[remaining[0], RATE]], "in the end only the remaining instance serves");
+  });
+
+  test("with ctrl and the agent stopped, the sentinel keeps serving its last table", { timeout: 120_000 }, async () => {
+    const p = pool;
+    assert.ok(p);
+    await agent.stop();
+    await ctrl.close();
+    await new Promise((r) => setTimeout(r, 2000));
+    const served = await hits(p, 100);
+    assert.deepEqual([...countBy(served, (h) => `${h.status} ${h.answer?.revision ?? h.cause ?? h.error ?? ""}`)], [[`200 ${v2}`, 100]]);
+
+    // Both come back; deleting the deployment leaves the sentinel with nothing to route to.
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
+    agent = await startAgent();
+    await ctrl.client(DeploymentService, ctrl.adminToken).deleteDeployment({ deploymentId: v2 });
+    const none = await eventually("503 naming the cause", async () => {
+      const h = await hit(p);
+      return h.status === 503 ? h : undefined;
+    }, 60_000);
+    assert.match(none.cause ?? "", /instance/);
+  });
+});
