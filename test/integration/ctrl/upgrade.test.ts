@@ -5,7 +5,8 @@
 //   - every row of every table is still there, unchanged, except for what migrations 0006 and
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
 //     environments gain the routing policy, "instances" at version 1, and sentinels the reported
-//     address and served version, empty; krane_migrations records them — under the names the old
+//     address and served version, empty; 0008 adds the exposure tables, empty, and
+//     environments.edge_auth, null; krane_migrations records them — under the names the old
 //     release recorded for the rest);
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
@@ -152,18 +153,21 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()], [...before.keys()], "the same tables");
+        // Migration 0008 adds the exposure tables, empty.
+        const EXPOSURE_TABLES = ["domains", "endpoints", "gateway_reports"];
+        assert.deepEqual([...upgraded.keys()].filter((t) => !EXPOSURE_TABLES.includes(t)), [...before.keys()], "the same tables, and the exposure ones");
+        for (const t of EXPOSURE_TABLES) assert.deepEqual(rowsOf(upgraded, t), [], `table ${t} is new and empty`);
         for (const [table, rows] of before) {
           if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
+        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing", "0008_exposure"]);
         // Migration 0007: the routing policy every environment served ("instances", version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        assert.deepEqual(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), rowsOf(before, "environments"));
-        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version], ["instances", "[]", "1"]);
+        assert.deepEqual(without(without(without(without(environments, "routing_mode"), "routing_weights"), "routing_version"), "edge_auth"), rowsOf(before, "environments"));
+        for (const e of environments) assert.deepEqual([e.routing_mode, e.routing_weights, e.routing_version, e.edge_auth], ["instances", "[]", "1", null]);
         const sentinels = rowsOf(upgraded, "sentinels");
         assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
         for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
