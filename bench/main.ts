@@ -10,6 +10,8 @@ import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
+import { benchFaults } from "./faults.js";
+import { benchOutages } from "./outages.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -22,6 +24,8 @@ const benches: Record<string, () => Promise<void>> = {
   routing: benchRouting,
   cli: benchCli,
   gateway: benchGateway,
+  faults: benchFaults,
+  outages: benchOutages,
 };
 
 const wanted = process.argv.slice(2);

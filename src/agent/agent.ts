@@ -225,6 +225,8 @@ export class Agent {
           build: buildLabel(),
           deploymentsVersion: cursorOf("deployments"),
           sentinelsVersion: cursorOf("sentinels"),
+          // Every controller's cursor, so ctrl can show how far this cluster is behind per kind.
+          cursors: this.manager.controllers.map((c) => ({ kind: c.name, version: c.cursor })),
         },
         { timeoutMs: this.#cfg.callTimeoutMs ?? 5_000 },
       );

@@ -14,7 +14,8 @@ export function registerApiTokenCommands(program: Command): void {
   );
   withConnection(tokens.command("list").description("list user API tokens (* marks the one in use)")).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.ApiTokenService).listApiTokens({});
+      const api = x.ctrl.client(x.api.ApiTokenService);
+      const res = await x.ctrl.allPages("apiTokens", (pageToken) => api.listApiTokens({ pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListApiTokensResponseSchema, res);
       else
         x.printTable(

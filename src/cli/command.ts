@@ -15,7 +15,7 @@ export function withConnection(cmd: Command, opts: { workspace?: boolean } = {})
     .addOption(new Option("--token <token>", "user API token").env("KRANE_TOKEN"))
     .addOption(new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"))
     .addOption(
-      new Option("--retry-for <duration>", `retry reads and idempotent calls this long while ctrl or its database is unavailable (0 disables), then exit ${EXIT_UNAVAILABLE}`)
+      new Option("--retry-for <duration>", `retry calls this long while ctrl or its database is unavailable (0 disables; creates are repeated under their Idempotency-Key, never applied twice), then exit ${EXIT_UNAVAILABLE}`)
         .env("KRANE_RETRY_FOR")
         .default("10s"),
     );

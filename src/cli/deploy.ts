@@ -69,7 +69,9 @@ export function registerDeployCommands(program: Command): void {
   withConnection(deps.command("list [project[/env]]").description("list deployments, newest first"), { workspace: true }).action(
     userAction(async (x, target: string | undefined) => {
       const [project, environment] = target === undefined ? ["", ""] : target.includes("/") ? [splitTarget(target).project, splitTarget(target).environment] : [target, ""];
-      const res = await x.ctrl.client(x.api.DeploymentService).listDeployments({ workspace: await x.ctrl.workspace(), project, environment });
+      const workspace = await x.ctrl.workspace();
+      const deployments = x.ctrl.client(x.api.DeploymentService);
+      const res = await x.ctrl.allPages("deployments", (pageToken) => deployments.listDeployments({ workspace, project, environment, pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListDeploymentsResponseSchema, res);
       else x.printTable(DEPLOYMENT_HEAD, res.deployments.map(deploymentRow));
     }),

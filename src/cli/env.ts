@@ -115,7 +115,9 @@ export function registerEnvCommands(program: Command): void {
   );
   withConnection(env.command("list <project>").description("list the environments of a project"), { workspace: true }).action(
     userAction(async (x, project: string) => {
-      const res = await x.ctrl.client(x.api.EnvironmentService).listEnvironments({ workspace: await x.ctrl.workspace(), project });
+      const workspace = await x.ctrl.workspace();
+      const envs = x.ctrl.client(x.api.EnvironmentService);
+      const res = await x.ctrl.allPages("environments", (pageToken) => envs.listEnvironments({ workspace, project, pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListEnvironmentsResponseSchema, res);
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], res.environments.map(envRow));
     }),

@@ -14,7 +14,9 @@ export function registerProjectCommands(program: Command): void {
   );
   withConnection(prj.command("list").description("list projects"), { workspace: true }).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.ProjectService).listProjects({ workspace: await x.ctrl.workspace() });
+      const workspace = await x.ctrl.workspace();
+      const projects = x.ctrl.client(x.api.ProjectService);
+      const res = await x.ctrl.allPages("projects", (pageToken) => projects.listProjects({ workspace, pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListProjectsResponseSchema, res);
       else x.printTable(["SLUG", "NAME", "ID"], res.projects.map((p) => [p.slug, p.name, p.id]));
     }),

@@ -22,14 +22,16 @@ export function registerRegionCommands(program: Command): void {
   );
   withConnection(region.command("list").description("list regions")).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.RegionService).listRegions({});
+      const regions = x.ctrl.client(x.api.RegionService);
+      const res = await x.ctrl.allPages("regions", (pageToken) => regions.listRegions({ pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListRegionsResponseSchema, res);
       else x.printTable(["REGION", "CREATED"], res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]));
     }),
   );
   withConnection(region.command("clusters [region]").description("list clusters, their last heartbeat and agent build, and ctrl's build")).action(
     userAction(async (x, name: string | undefined) => {
-      const res = await x.ctrl.client(x.api.RegionService).listClusters({ region: name ?? "" });
+      const regions = x.ctrl.client(x.api.RegionService);
+      const res = await x.ctrl.allPages("clusters", (pageToken) => regions.listClusters({ region: name ?? "", pageToken, pageSize: x.ctrl.pageSize }));
       const ctrlBuild = x.ctrl.ctrlBuild;
       if (x.json) {
         const json = x.toJson(x.api.ListClustersResponseSchema, res, { alwaysEmitImplicit: true }) as object;
@@ -38,8 +40,8 @@ export function registerRegionCommands(program: Command): void {
       }
       process.stdout.write(`ctrl build: ${ctrlBuild || "unknown (ctrl sent no version header)"}\n`);
       x.printTable(
-        ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "AGENT", "BUILD", "ID"],
-        res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), k.agentId || "-", agentBuildCell(k.build, ctrlBuild), k.id]),
+        ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "BEHIND", "AGENT", "BUILD", "ID"],
+        res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), String(k.changesBehind), k.agentId || "-", agentBuildCell(k.build, ctrlBuild), k.id]),
       );
     }),
   );

@@ -25,6 +25,13 @@ function ago(unixMs: bigint, now: number): string {
   return s < 120 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
 }
 
+/** "0", or the total with the kinds that lag: "12 (deployments 10, sentinels 2)". */
+export function behind(c: { changesBehind: bigint; streams: { kind: string; behind: bigint }[] }): string {
+  if (c.changesBehind === 0n) return "0";
+  const parts = c.streams.filter((s) => s.behind > 0n).map((s) => `${s.kind} ${s.behind}`);
+  return `${c.changesBehind}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
 const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
 
 export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = Date.now(), rollout?: RolloutStatus): string {
@@ -83,8 +90,10 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     out.push(addresses.toString());
   }
   if (s.clusters.length) {
-    const clusters = new Table({ head: ["CLUSTER", "REGION", "AGENT", "LAST HEARTBEAT"], ...plain });
-    for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now)]);
+    // BEHIND: changes desired in the region that its agent has not taken yet (ctrl's newest
+    // version per kind minus the agent's cursor in its last heartbeat).
+    const clusters = new Table({ head: ["CLUSTER", "REGION", "AGENT", "LAST SEEN", "BEHIND"], ...plain });
+    for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now), behind(c)]);
     out.push(clusters.toString());
   }
   if (rollout) out.push(renderRolloutStatus(rollout));

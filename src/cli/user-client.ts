@@ -6,12 +6,16 @@
 // imports into one module (scripts/build.mjs): it loads ~150 small files otherwise.
 //
 // Outages: while ctrl is unreachable or answers unavailable / resource_exhausted (its database
-// is down), reads and idempotent calls are tried again with backoff for --retry-for (default
-// 10 s), with a line on stderr per retry; then the command exits with EXIT_UNAVAILABLE and says
-// what is down. Calls that are not idempotent (creates, new revisions, new tokens) are not
-// retried: a repeat whose first answer was lost could apply twice.
+// is down), calls are tried again with backoff for --retry-for (default 10 s), with a line on
+// stderr per retry; then the command exits with EXIT_UNAVAILABLE and says what is down. Every
+// call carries an Idempotency-Key (one per command invocation and call, the same on each
+// repeat), so a create or a new revision whose first answer was lost is answered again by ctrl
+// instead of applied twice (proto/krane/ctrl/v1/api.proto says how ctrl keeps keys).
+//
+// Lists follow pages (`Ctrl.allPages`): a command shows every item, asking for the largest page.
 import type { DescMessage, DescMethod, DescService, MessageShape } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
+import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import Table from "cli-table3";
@@ -25,7 +29,7 @@ import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 
 export { EXIT_UNAVAILABLE };
 
-/** Public API methods that may be repeated after an outage: reads, and writes that set a state. */
+/** Public API methods that may be repeated after an outage as they are: reads, and writes that set a state. */
 export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "WorkspaceService.GetWorkspace",
   "WorkspaceService.ListWorkspaces",
@@ -57,8 +61,12 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "DomainService.RemoveDomain",
 ]);
 
-/** Public API methods a repeat could apply twice (until they take idempotency keys). */
-export const NOT_RETRIED: ReadonlySet<string> = new Set([
+/**
+ * Public API methods a blind repeat could apply twice (creates, new revisions, new tokens): they
+ * are repeated after an outage only because every call carries an Idempotency-Key, which makes
+ * ctrl answer a repeat with the first answer.
+ */
+export const RETRIED_WITH_KEY: ReadonlySet<string> = new Set([
   "WorkspaceService.CreateWorkspace",
   "ProjectService.CreateProject",
   "EnvironmentService.CreateEnvironment",
@@ -69,6 +77,26 @@ export const NOT_RETRIED: ReadonlySet<string> = new Set([
   "RolloutService.Undo",
   "RolloutService.Restart",
 ]);
+
+/** Public API methods never repeated (none today: a method that cannot be made safe goes here). */
+export const NOT_RETRIED: ReadonlySet<string> = new Set<string>();
+
+/** The header ctrl keeps idempotency keys from (see proto/krane/ctrl/v1/api.proto). */
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+/** Set by ctrl on an answer it gave before, to a repeat under the same key. */
+export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
+
+/**
+ * Gives every unary call its own Idempotency-Key, `<invocation>:<n>`: the same on each repeat of
+ * the call (outageRetry repeats below this interceptor), different for the next call.
+ */
+export function idempotencyKeys(invocation: string = randomUUID()): Interceptor {
+  let n = 0;
+  return (next) => async (req) => {
+    if (!req.stream && !req.header.has(IDEMPOTENCY_KEY_HEADER)) req.header.set(IDEMPOTENCY_KEY_HEADER, `${invocation}:${++n}`);
+    return next(req);
+  };
+}
 
 export function methodKey(m: DescMethod): string {
   return `${m.parent.name}.${m.name}`;
@@ -110,7 +138,8 @@ export interface OutageRetryOptions {
 export function outageRetry(opts: OutageRetryOptions): Interceptor {
   const now = opts.now ?? Date.now;
   return (next) => async (req) => {
-    const safe = !req.stream && RETRY_SAFE.has(methodKey(req.method));
+    const key = methodKey(req.method);
+    const safe = !req.stream && (RETRY_SAFE.has(key) || (RETRIED_WITH_KEY.has(key) && req.header.has(IDEMPOTENCY_KEY_HEADER)));
     const started = now();
     const backoff = new Backoff(opts.policy ?? OUTAGE_BACKOFF);
     for (;;) {
@@ -119,7 +148,7 @@ export function outageRetry(opts: OutageRetryOptions): Interceptor {
       } catch (err) {
         if (!isOutage(err)) throw err;
         const what = outageMessage(err, opts.ctrlUrl);
-        if (!safe) throw new ConnectError(`${what}; ${req.method.name} is not repeated automatically (it is not idempotent)`, err.code);
+        if (!safe) throw new ConnectError(`${what}; ${req.method.name} is not repeated automatically (it is not idempotent without an Idempotency-Key)`, err.code);
         const left = opts.windowMs - (now() - started);
         if (left <= 0 || req.signal.aborted) {
           const tried = opts.windowMs > 0 ? ` (retried for ${(opts.windowMs / 1000).toFixed(opts.windowMs % 1000 === 0 ? 0 : 1)} s)` : "";
@@ -139,7 +168,7 @@ export interface ConnectionFlags {
   token?: string;
   output?: string;
   workspace?: string;
-  /** How long reads and idempotent calls are retried while ctrl is unavailable ("10s"). */
+  /** How long calls are retried while ctrl is unavailable ("10s"). */
   retryFor?: string;
 }
 
@@ -172,7 +201,29 @@ export class Ctrl {
     };
     const baseUrl = flags.ctrlUrl ?? "http://127.0.0.1:7070";
     const retry = outageRetry({ windowMs: parseDuration(flags.retryFor ?? "10s"), ctrlUrl: baseUrl, progress: (line) => process.stderr.write(`${line}\n`) });
-    this.transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [retry, bearer], defaultTimeoutMs: 30_000 });
+    this.transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [idempotencyKeys(), retry, bearer], defaultTimeoutMs: 30_000 });
+  }
+
+  /** The page size lists are read with: ctrl's maximum, so few round trips. */
+  readonly pageSize = 1000;
+
+  /**
+   * Every item of a paginated list, as one answer: calls `fetch` with each next_page_token until
+   * ctrl answers the last page, and concatenates the pages' `field`.
+   */
+  async allPages<F extends string, R extends { nextPageToken: string } & { [K in F]: unknown[] }>(field: F, fetch: (pageToken: string) => Promise<R>): Promise<R> {
+    const first = await fetch("");
+    const seen = new Set<string>();
+    let token = first.nextPageToken;
+    while (token !== "") {
+      if (seen.has(token)) throw new Error("ctrl answered the same page token twice: stopping instead of looping");
+      seen.add(token);
+      const next = await fetch(token);
+      first[field].push(...next[field]);
+      token = next.nextPageToken;
+    }
+    first.nextPageToken = "";
+    return first;
   }
 
   client<S extends DescService>(service: S): Client<S> {
@@ -186,7 +237,7 @@ export class Ctrl {
   /** The --workspace given, or the only workspace there is. */
   async workspace(): Promise<string> {
     if (this.flags.workspace) return this.flags.workspace;
-    const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({});
+    const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({ pageSize: 2 });
     const only = workspaces[0];
     if (workspaces.length === 1 && only) return only.slug;
     throw new Error(workspaces.length === 0 ? "no workspace yet: krane workspace create <slug>" : "several workspaces: pass --workspace or set KRANE_WORKSPACE");

@@ -14,7 +14,8 @@ export function registerWorkspaceCommands(program: Command): void {
   );
   withConnection(ws.command("list").description("list workspaces")).action(
     userAction(async (x) => {
-      const res = await x.ctrl.client(x.api.WorkspaceService).listWorkspaces({});
+      const ws = x.ctrl.client(x.api.WorkspaceService);
+      const res = await x.ctrl.allPages("workspaces", (pageToken) => ws.listWorkspaces({ pageToken, pageSize: x.ctrl.pageSize }));
       if (x.json) x.printJson(x.api.ListWorkspacesResponseSchema, res);
       else x.printTable(["SLUG", "NAME", "NAMESPACE", "ID"], res.workspaces.map((w) => [w.slug, w.name, w.k8sNamespace, w.id]));
     }),

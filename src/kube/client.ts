@@ -321,6 +321,7 @@ export class KubeClient {
         req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
       }
       req.on("error", reject);
+      if (streaming) req.once("socket", guardSocket);
       if (body !== undefined) req.write(body);
       req.end();
     });
@@ -367,6 +368,20 @@ export class KubeClient {
     this.#watchAgent ??= isHttps ? new https.Agent({ ...o, keepAlive: true }) : new http.Agent({ keepAlive: true });
     return this.#watchAgent;
   }
+}
+
+/**
+ * A watch aborted from its own event callback once the whole answer has arrived (the informer
+ * does so on a 410 ERROR event, which kube-apiserver sends as a complete answer) makes Node
+ * destroy the kept-alive socket with an AbortError no request listens for any more: without a
+ * listener that is an uncaught exception, which would end the agent. The request and its answer
+ * still see every error; this only keeps the socket's from escaping. Once per socket.
+ */
+const guardedSockets = new WeakSet<object>();
+function guardSocket(socket: { on(event: "error", listener: () => void): unknown }): void {
+  if (guardedSockets.has(socket)) return;
+  guardedSockets.add(socket);
+  socket.on("error", () => undefined);
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   RolloutPolicySchema,
   RolloutStrategy,
   SentinelSettingsSchema,
+  StreamLagSchema,
   WorkspaceSchema,
   type ApiToken,
   type Cluster,
@@ -20,7 +21,7 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { EnvVarSchema, Health, InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { parseJsonList, type ClusterRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
-import { clusterTokenRevoked } from "../domain/clusters.js";
+import { clusterTokenRevoked, type StreamLag } from "../domain/clusters.js";
 import type { ApiTokenRow } from "../domain/tokens.js";
 import { healthCheckFromRow, type DeploymentContext } from "../kinds/deployment.js";
 import type { StoredEnvVar } from "../validate/types.js";
@@ -87,8 +88,11 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
   });
 }
 
-export function clusterMsg(c: ClusterRow): Cluster {
+/** `lag`: how far each of the cluster's streams is behind (absent: not computed for this answer). */
+export function clusterMsg(c: ClusterRow, lag?: readonly StreamLag[]): Cluster {
   return create(ClusterSchema, {
+    changesBehind: BigInt((lag ?? []).reduce((n, l) => n + l.behind, 0)),
+    streams: (lag ?? []).map((l) => create(StreamLagSchema, { kind: l.kind, headVersion: BigInt(l.head), agentVersion: BigInt(l.agent), behind: BigInt(l.behind) })),
     id: c.id,
     region: c.region,
     name: c.name,

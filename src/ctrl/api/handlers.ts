@@ -1,6 +1,7 @@
 // The public API: workspaces, projects, environments, deployments, regions/clusters, API tokens
 // and status. Each handler validates (→ InvalidArgument naming the field), calls the domain, and
-// converts.
+// converts. Every List method answers one page (./page-token.ts) in the order its response
+// documents.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
@@ -19,10 +20,10 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { createRegion, issueClusterToken, listClusters, listRegions, revokeClusterToken } from "../domain/clusters.js";
-import { createDeployment, deleteDeployment, desiredReplicasByRegion, getDeployment, listDeployments } from "../domain/deployments.js";
+import { clusterLag, createRegion, issueClusterToken, listClusters, listRegions, revokeClusterToken } from "../domain/clusters.js";
+import { createDeployment, deleteDeployment, desiredReplicasByRegion, desiredReplicasOf, getDeployment, listDeployments } from "../domain/deployments.js";
 import { updateEnvironment } from "../domain/environment-update.js";
-import { createEnvironment, environmentRegions, listEnvironments } from "../domain/environments.js";
+import { createEnvironment, environmentRegions, listEnvironments, regionsOfEnvironments } from "../domain/environments.js";
 import { environmentStatus } from "../domain/status.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { exposureStatus } from "./exposure.js";
@@ -45,6 +46,7 @@ import {
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
 import { apiTokenMsg, clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
+import { keys, listPage } from "./page-token.js";
 
 export interface ApiDeps {
   store: Store;
@@ -64,8 +66,9 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
     async getWorkspace(req) {
       return { workspace: workspaceMsg(await findWorkspace(store.db, workspaceRef("workspace", req.workspace))) };
     },
-    async listWorkspaces() {
-      return { workspaces: (await listWorkspaces(store.db)).map(workspaceMsg) };
+    async listWorkspaces(req, ctx) {
+      const page = await listPage(ctx, req, "ListWorkspaces", keys.string, (q) => listWorkspaces(store.db, q), (w) => w.slug);
+      return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
     },
   };
 }
@@ -79,8 +82,10 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
       const { project } = await findProject(store.db, workspaceRef("workspace", req.workspace), projectRef("project", req.project));
       return { project: projectMsg(project) };
     },
-    async listProjects(req) {
-      return { projects: (await listProjects(store.db, workspaceRef("workspace", req.workspace))).map(projectMsg) };
+    async listProjects(req, ctx) {
+      const workspace = workspaceRef("workspace", req.workspace);
+      const page = await listPage(ctx, req, `ListProjects\u0000${workspace}`, keys.string, (q) => listProjects(store.db, workspace, q), (p) => p.slug);
+      return { projects: page.items.map(projectMsg), nextPageToken: page.nextPageToken };
     },
   };
 }
@@ -95,11 +100,19 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
       const ctx = await findEnvironment(store.db, validateEnvironmentRef(req));
       return { environment: environmentMsg(ctx.environment, await environmentRegions(store.db, ctx.environment.id)) };
     },
-    async listEnvironments(req) {
-      const envs = await listEnvironments(store.db, workspaceRef("workspace", req.workspace), projectRef("project", req.project));
-      const out = [];
-      for (const e of envs) out.push(environmentMsg(e.environment, await environmentRegions(store.db, e.environment.id)));
-      return { environments: out };
+    async listEnvironments(req, ctx) {
+      const workspace = workspaceRef("workspace", req.workspace);
+      const project = projectRef("project", req.project);
+      const page = await listPage(
+        ctx,
+        req,
+        `ListEnvironments\u0000${workspace}\u0000${project}`,
+        keys.string,
+        (q) => listEnvironments(store.db, workspace, project, q),
+        (e) => e.environment.slug,
+      );
+      const regions = await regionsOfEnvironments(store.db, page.items.map((e) => e.environment.id));
+      return { environments: page.items.map((e) => environmentMsg(e.environment, regions.get(e.environment.id) ?? [])), nextPageToken: page.nextPageToken };
     },
     async updateEnvironment(req) {
       const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
@@ -120,7 +133,7 @@ export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<
       const ctx = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));
       return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
     },
-    async listDeployments(req) {
+    async listDeployments(req, ctx) {
       const workspace = workspaceRef("workspace", req.workspace);
       const project = req.project === "" ? undefined : projectRef("project", req.project);
       let environment: string | undefined;
@@ -128,10 +141,18 @@ export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<
         if (project === undefined) throw rules.requiredWith("project", "environment");
         environment = environmentRef("environment", req.environment);
       }
-      const list = await listDeployments(store.db, { workspace, project, environment });
-      const out = [];
-      for (const ctx of list) out.push(deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)));
-      return { deployments: out };
+      const page = await listPage(
+        ctx,
+        req,
+        `ListDeployments\u0000${workspace}\u0000${project ?? ""}\u0000${environment ?? ""}`,
+        keys.tuple("number", "number", "string"),
+        (q) => listDeployments(store.db, { workspace, project, environment }, q),
+        (d) => [d.deployment.created_at, d.deployment.revision, d.deployment.id] as const,
+      );
+      const byRegion = await desiredReplicasOf(store.db, page.items.map((d) => d.deployment.id));
+      const replicasOf = (id: string): { region: string; replicas: number }[] =>
+        [...byRegion].flatMap(([region, m]) => (m.has(id) ? [{ region, replicas: m.get(id) ?? 0 }] : [])).sort((a, b) => (a.region < b.region ? -1 : 1));
+      return { deployments: page.items.map((d) => deploymentMsg(d, replicasOf(d.deployment.id))), nextPageToken: page.nextPageToken };
     },
     async deleteDeployment(req) {
       const deleted = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));
@@ -148,8 +169,9 @@ export function regionServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof 
       const r = await createRegion(store, regionName("name", req.name));
       return { region: create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) }) };
     },
-    async listRegions() {
-      return { regions: (await listRegions(store.db)).map((r) => create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) })) };
+    async listRegions(req, ctx) {
+      const page = await listPage(ctx, req, "ListRegions", keys.string, (q) => listRegions(store.db, q), (r) => r.name);
+      return { regions: page.items.map((r) => create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) })), nextPageToken: page.nextPageToken };
     },
     async createClusterToken(req) {
       const region = regionName("region", req.region);
@@ -166,9 +188,18 @@ export function regionServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof 
       auth?.forgetCluster(cluster.id);
       return { cluster: clusterMsg(cluster) };
     },
-    async listClusters(req) {
+    async listClusters(req, ctx) {
       const region = req.region === "" ? undefined : regionName("region", req.region);
-      return { clusters: (await listClusters(store.db, region)).map(clusterMsg) };
+      const page = await listPage(
+        ctx,
+        req,
+        `ListClusters\u0000${region ?? ""}`,
+        keys.tuple("string", "string"),
+        (q) => listClusters(store.db, region, q),
+        (c) => [c.region, c.name] as const,
+      );
+      const lag = await clusterLag(store.db, page.items);
+      return { clusters: page.items.map((c) => clusterMsg(c, lag.get(c.id))), nextPageToken: page.nextPageToken };
     },
   };
 }
@@ -184,9 +215,10 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
       const { row, token } = await createApiToken(store, validateCreateApiToken(req).name);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)), token };
     },
-    async listApiTokens(_req, ctx) {
+    async listApiTokens(req, ctx) {
       const current = callerTokenId(ctx);
-      return { apiTokens: (await listApiTokens(store.db)).map((t) => apiTokenMsg(t, current)) };
+      const page = await listPage(ctx, req, "ListApiTokens", keys.tuple("number", "string"), (q) => listApiTokens(store.db, q), (t) => [t.created_at, t.id] as const);
+      return { apiTokens: page.items.map((t) => apiTokenMsg(t, current)), nextPageToken: page.nextPageToken };
     },
     async revokeApiToken(req, ctx) {
       const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId));
@@ -201,6 +233,7 @@ export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typ
     async getEnvironmentStatus(req) {
       const view = await environmentStatus(store.db, validateEnvironmentRef(req));
       const env = view.environment.environment;
+      const lag = await clusterLag(store.db, view.clusters);
       const exposed = await exposureStatus(store.db, env.id, view.regions.map((r) => r.region), exposure ?? DEFAULT_EXPOSURE);
       return create(GetEnvironmentStatusResponseSchema, {
         environment: environmentMsg(env, view.regions),
@@ -236,7 +269,7 @@ export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typ
             servedRoutingVersion: BigInt(s.served_routing_version ?? 0),
           }),
         ),
-        clusters: view.clusters.map(clusterMsg),
+        clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
         endpoints: exposed.endpoints,
         domains: exposed.domains,
       });

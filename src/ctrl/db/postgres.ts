@@ -92,6 +92,14 @@ class PgOutbox implements OutboxWriter {
   }
 }
 
+/**
+ * How long a query waits for a connection of the pool (or for a new connection to open). Without
+ * it a full pool keeps callers waiting until their 30 s deadline; with it they are answered
+ * resource_exhausted ("no free connection in ctrl's pool", server/dependency-errors.ts) after a
+ * few seconds, which clients retry with backoff.
+ */
+export const POOL_WAIT_MS = 5_000;
+
 /** serialization_failure, deadlock_detected */
 const RETRYABLE_CODES = new Set(["40001", "40P01"]);
 
@@ -104,9 +112,13 @@ export const postgresDialect: Dialect = {
     const poolSize = config.poolSize ?? 10;
     // `min` keeps the pool's connections open once made, so a burst of writes after a quiet
     // spell does not pay for new backends.
-    const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, types: pgTypes() });
+    const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, connectionTimeoutMillis: POOL_WAIT_MS, types: pgTypes() });
     // An idle client's error (e.g. the server restarted) must not crash the process.
     pool.on("error", () => undefined);
+    // Nor a checked-out one's: the pool listens only while a client is idle, and a client in use
+    // (in a transaction, between statements) emits the server's "terminating connection" as an
+    // 'error' event; its queries are failed all the same, which is how the caller learns of it.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,

@@ -175,6 +175,31 @@ export interface RevokedTokensTable {
   revoked_at: number;
 }
 
+/** Migration 0010_a: the Idempotency-Key of each call that changed something (server/idempotency.ts). */
+export interface IdempotencyKeysTable {
+  /** Whose key: the caller (e.g. "user:tok_…"). */
+  scope: string;
+  /** "Service/Method". */
+  method: string;
+  idempotency_key: string;
+  /** SHA-256 of the encoded request: a different request under the same key is refused. */
+  request_digest: string;
+  created_at: number;
+  /** The ctrl process that claimed the key (a random id per process start). */
+  owner: string;
+  /** The encrypted answer; null until the call answered (or when it never could). */
+  answer: ColumnType<Uint8Array | null, Uint8Array | null | undefined, Uint8Array | null>;
+  answered_at: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+/** Migration 0010_b: each stream's cursor as the cluster's agent last reported it. */
+export interface ClusterCursorsTable {
+  cluster_id: string;
+  kind: string;
+  version: number;
+  reported_at: number;
+}
+
 export interface InstancesTable {
   deployment_id: string;
   region: string;
@@ -307,6 +332,8 @@ export interface Database {
   clusters: ClustersTable;
   api_tokens: ApiTokensTable;
   revoked_tokens: RevokedTokensTable;
+  idempotency_keys: IdempotencyKeysTable;
+  cluster_cursors: ClusterCursorsTable;
   instances: InstancesTable;
   deployment_reports: DeploymentReportsTable;
   rollouts: RolloutsTable;

@@ -6,7 +6,8 @@
 // commit NOTIFYs them). A transaction the dialect reports as retryable (PostgreSQL deadlocks and
 // serialization failures) runs again after a short full-jitter backoff (TX_RETRY, through
 // src/retry), at most TX_ATTEMPTS times in all: the function must be safe to run again (it only
-// touches the database).
+// touches the database). A write hook of the caller's async context (./write-hook.ts) runs first
+// in each transaction and hears of its commit.
 import type { Kysely } from "kysely";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { retry } from "../../retry/retry.js";
@@ -15,6 +16,7 @@ import type { ChangeNotifier } from "./notify.js";
 import { openDatabase } from "./open.js";
 import { WriteTx } from "./outbox.js";
 import type { Database } from "./schema.js";
+import { currentWriteHook } from "./write-hook.js";
 
 /** Backoff between attempts of a transaction that lost to a concurrent one. */
 export const TX_RETRY: BackoffPolicy = { baseMs: 5, capMs: 100 };
@@ -46,17 +48,20 @@ export class Store {
 
   async write<T>(fn: (tx: WriteTx) => Promise<T>): Promise<T> {
     this.writesInFlight++;
+    const hook = currentWriteHook();
     try {
-      const { result, pokes } = await retry(
+      const { result, pokes, tx } = await retry(
         () =>
           this.db.transaction().execute(async (trx) => {
             const tx = new WriteTx(trx, this.dialect, this.clock());
+            await hook?.begin(tx);
             const result = await fn(tx);
             const pokes = await tx.flush();
-            return { result, pokes };
+            return { result, pokes, tx };
           }),
         { policy: TX_RETRY, maxAttempts: TX_ATTEMPTS, retryable: (err) => this.dialect.isRetryable(err) },
       );
+      hook?.committed(tx);
       if (pokes.length > 0 && this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishLocal(pokes);
       return result;
     } finally {

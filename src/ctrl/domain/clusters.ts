@@ -11,6 +11,7 @@ import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
 import { KIND_NAMES } from "../kinds/registry.js";
 import { newId } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { digestsEqual, generateToken, hashToken } from "./tokens.js";
 
 type Reader = Kysely<Database>;
@@ -36,8 +37,13 @@ export async function createRegion(store: Store, name: string): Promise<{ name: 
   });
 }
 
-export async function listRegions(db: Reader): Promise<{ name: string; created_at: number }[]> {
-  return db.selectFrom("regions").selectAll().orderBy("name").execute();
+/** By name; a page's key is the name of its last region. */
+export async function listRegions(db: Reader, page?: PageQuery<string>): Promise<Page<{ name: string; created_at: number }>> {
+  let q = db.selectFrom("regions").selectAll();
+  if (page?.after !== undefined) q = q.where("name", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("name").execute(), page);
 }
 
 /** Registers (or finds) a cluster in a region and gives it a new token, replacing the old one. */
@@ -93,10 +99,20 @@ export async function revokeClusterToken(store: Store, region: string, clusterNa
   });
 }
 
-export async function listClusters(db: Reader, region?: string): Promise<ClusterRow[]> {
+/** Where a page of clusters ends: its last cluster's (region, name). */
+export type ClusterKey = readonly [region: string, name: string];
+
+/** By region, then name. */
+export async function listClusters(db: Reader, region?: string, page?: PageQuery<ClusterKey>): Promise<Page<ClusterRow>> {
   let q = db.selectFrom("clusters").selectAll();
   if (region !== undefined && region !== "") q = q.where("region", "=", region);
-  return q.orderBy("region").orderBy("name").execute();
+  if (page?.after !== undefined) {
+    const [r, n] = page.after;
+    q = q.where((eb) => eb(eb.refTuple("region", "name"), ">", eb.tuple(r, n)));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("region").orderBy("name").execute(), page);
 }
 
 export async function findClusterByTokenHash(db: Reader, tokenHash: string): Promise<ClusterRow | undefined> {
@@ -112,13 +128,16 @@ export interface HeartbeatInput {
   build: string;
   deploymentsVersion: number;
   sentinelsVersion: number;
+  /** Every stream's cursor by kind (agents before this field send none: the two columns stand in). */
+  cursors?: readonly { kind: string; version: number }[];
 }
 
 export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise<void> {
+  const now = store.clock();
   const res = await store.db
     .updateTable("clusters")
     .set({
-      last_heartbeat_at: store.clock(),
+      last_heartbeat_at: now,
       agent_id: hb.agentId,
       build: hb.build,
       deployments_version: hb.deploymentsVersion,
@@ -127,5 +146,65 @@ export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise
     .where("id", "=", hb.clusterId)
     .executeTakeFirst();
   if (Number(res.numUpdatedRows) === 0) throw notFound("cluster");
+  // Only kinds this ctrl streams: an agent newer than ctrl may name more.
+  const known = (hb.cursors ?? []).flatMap((c) => {
+    const kind = KIND_OF_STREAM.get(c.kind);
+    return kind === undefined ? [] : [{ cluster_id: hb.clusterId, kind, version: c.version, reported_at: now }];
+  });
+  if (known.length === 0) return;
+  await store.db
+    .insertInto("cluster_cursors")
+    .values(known)
+    .onConflict((oc) => oc.columns(["cluster_id", "kind"]).doUpdateSet((eb) => ({ version: eb.ref("excluded.version"), reported_at: eb.ref("excluded.reported_at") })))
+    .execute();
+}
+
+/**
+ * A stream's name is its kind's in the plural, as its Watch method and the agent's controller
+ * have it ("deployment" → WatchDeployments, controller "deployments"); heartbeats and lags use it.
+ */
+export function streamName(kind: string): string {
+  return `${kind}s`;
+}
+
+const KIND_OF_STREAM: ReadonlyMap<string, string> = new Map(KIND_NAMES.map((k) => [streamName(k), k]));
+
+/** How far one stream of a cluster is behind: ctrl's newest version against the agent's cursor. */
+export interface StreamLag {
+  kind: string;
+  head: number;
+  agent: number;
+  behind: number;
+}
+
+/**
+ * Per cluster (by id), per kind ctrl streams: the newest version of the region's stream and the
+ * cursor the cluster's agent last reported (the per-kind cursors, else the columns older agents
+ * fill, else 0). Two reads however many clusters.
+ */
+export async function clusterLag(db: Reader, clusters: readonly ClusterRow[]): Promise<Map<string, StreamLag[]>> {
+  const out = new Map<string, StreamLag[]>();
+  if (clusters.length === 0) return out;
+  const regions = [...new Set(clusters.map((c) => c.region))];
+  const heads = await db.selectFrom("stream_versions").select(["region", "kind", "version"]).where("region", "in", regions).execute();
+  const cursors = await db
+    .selectFrom("cluster_cursors")
+    .select(["cluster_id", "kind", "version"])
+    .where("cluster_id", "in", clusters.map((c) => c.id))
+    .execute();
+  const headOf = new Map(heads.map((h) => [`${h.region}\u0000${h.kind}`, Number(h.version)]));
+  const cursorOf = new Map(cursors.map((c) => [`${c.cluster_id}\u0000${c.kind}`, Number(c.version)]));
+  for (const c of clusters) {
+    const legacy: Record<string, number> = { deployment: Number(c.deployments_version), sentinel: Number(c.sentinels_version) };
+    out.set(
+      c.id,
+      KIND_NAMES.map((kind) => {
+        const head = headOf.get(`${c.region}\u0000${kind}`) ?? 0;
+        const agent = cursorOf.get(`${c.id}\u0000${kind}`) ?? legacy[kind] ?? 0;
+        return { kind: streamName(kind), head, agent, behind: Math.max(0, head - agent) };
+      }),
+    );
+  }
+  return out;
 }
 

@@ -15,6 +15,7 @@ import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type Dep
 import type { NewDeployment } from "../validate/types.js";
 import { lockEnvironment } from "./environments.js";
 import { deploymentK8sName, newId } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
@@ -118,8 +119,11 @@ export interface DeploymentFilter {
   environment?: string;
 }
 
-/** Newest first. */
-export async function listDeployments(db: Reader, filter: DeploymentFilter): Promise<DeploymentContext[]> {
+/** Where a page of deployments ends: its last deployment's (created_at, revision, id). */
+export type DeploymentKey = readonly [createdAt: number, revision: number, id: string];
+
+/** Newest first: by created_at, then revision, then id, all descending (a total order, so pages never overlap or skip). */
+export async function listDeployments(db: Reader, filter: DeploymentFilter, page?: PageQuery<DeploymentKey>): Promise<Page<DeploymentContext>> {
   let q = db.selectFrom("deployments").selectAll();
   if (filter.project !== undefined && filter.environment !== undefined) {
     const { environment } = await findEnvironment(db, { workspace: filter.workspace, project: filter.project, environment: filter.environment });
@@ -131,7 +135,13 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter): Pro
     const workspace = await findWorkspace(db, filter.workspace);
     q = q.where("workspace_id", "=", workspace.id);
   }
-  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").limit(1000).execute();
+  if (page?.after !== undefined) {
+    const [createdAt, revision, id] = page.after;
+    q = q.where((eb) => eb(eb.refTuple("created_at", "revision", "id"), "<", eb.tuple(createdAt, revision, id)));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").orderBy("id", "desc").execute();
   const out: DeploymentContext[] = [];
   const cache = new Map<string, Omit<DeploymentContext, "deployment">>();
   for (const d of rows) {
@@ -143,7 +153,7 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter): Pro
     }
     out.push({ ...base, deployment: d });
   }
-  return out;
+  return takePage(out, page);
 }
 
 /** Desired replica count of a deployment per region (regions where it is not desired are absent). */

@@ -10,6 +10,7 @@ import { alreadyExists, failedPrecondition } from "../errors.js";
 import { encodeApplySentinel, encodeDeleteSentinel, sentinelKind } from "../kinds/sentinel.js";
 import type { NewEnvironment } from "../validate/types.js";
 import { newId, sentinelK8sName } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { findProject, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
@@ -101,10 +102,33 @@ export async function dropSentinel(tx: WriteTx, sentinel: SentinelRow): Promise<
   await tx.trx.deleteFrom("sentinels").where("id", "=", sentinel.id).execute();
 }
 
-export async function listEnvironments(db: Reader, workspaceRef: string, projectRef: string): Promise<EnvironmentContext[]> {
+/** By slug; a page's key is the slug of its last environment. */
+export async function listEnvironments(db: Reader, workspaceRef: string, projectRef: string, page?: PageQuery<string>): Promise<Page<EnvironmentContext>> {
   const { workspace, project } = await findProject(db, workspaceRef, projectRef);
-  const rows = await db.selectFrom("environments").selectAll().where("project_id", "=", project.id).orderBy("slug").execute();
-  return rows.map((environment) => ({ workspace, project, environment }));
+  let q = db.selectFrom("environments").selectAll().where("project_id", "=", project.id);
+  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.orderBy("slug").execute();
+  return takePage(
+    rows.map((environment) => ({ workspace, project, environment })),
+    page,
+  );
+}
+
+/** The regions of several environments, by environment id (each list by region). */
+export async function regionsOfEnvironments(db: Reader, environmentIds: readonly string[]): Promise<Map<string, { region: string; replicas: number }[]>> {
+  const out = new Map<string, { region: string; replicas: number }[]>(environmentIds.map((id) => [id, []]));
+  if (environmentIds.length === 0) return out;
+  const rows = await db
+    .selectFrom("environment_regions")
+    .select(["environment_id", "region", "replicas"])
+    .where("environment_id", "in", [...environmentIds])
+    .orderBy("environment_id")
+    .orderBy("region")
+    .execute();
+  for (const r of rows) out.get(r.environment_id)?.push({ region: r.region, replicas: r.replicas });
+  return out;
 }
 
 export async function environmentRegions(db: Reader, environmentId: string): Promise<{ region: string; replicas: number }[]> {

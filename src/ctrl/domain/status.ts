@@ -36,7 +36,7 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
   const environment = await findEnvironment(db, ref);
   const envId = environment.environment.id;
   const regions = await environmentRegions(db, envId);
-  const deployments = await listDeployments(db, { workspace: environment.workspace.id, project: environment.project.id, environment: envId });
+  const deployments = (await listDeployments(db, { workspace: environment.workspace.id, project: environment.project.id, environment: envId })).items;
   const ids = deployments.map((d) => d.deployment.id);
 
   const desired = await desiredReplicasOf(db, ids);

@@ -6,6 +6,7 @@ import type { Store } from "../db/store.js";
 import { alreadyExists, notFound } from "../errors.js";
 import type { EnvironmentRef, NewProject, NewWorkspace } from "../validate/types.js";
 import { newId, workspaceNamespace } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -68,8 +69,13 @@ export async function createWorkspace(store: Store, input: NewWorkspace): Promis
   return row;
 }
 
-export async function listWorkspaces(db: Reader): Promise<WorkspaceRow[]> {
-  return db.selectFrom("workspaces").selectAll().orderBy("slug").execute();
+/** By slug; a page's key is the slug of its last workspace. */
+export async function listWorkspaces(db: Reader, page?: PageQuery<string>): Promise<Page<WorkspaceRow>> {
+  let q = db.selectFrom("workspaces").selectAll();
+  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("slug").execute(), page);
 }
 
 export async function createProject(store: Store, input: NewProject): Promise<ProjectRow> {
@@ -92,8 +98,13 @@ export async function createProject(store: Store, input: NewProject): Promise<Pr
   }
 }
 
-export async function listProjects(db: Reader, workspaceRef: string): Promise<ProjectRow[]> {
+/** By slug; a page's key is the slug of its last project. */
+export async function listProjects(db: Reader, workspaceRef: string, page?: PageQuery<string>): Promise<Page<ProjectRow>> {
   const workspace = await findWorkspace(db, workspaceRef);
-  return db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).orderBy("slug").execute();
+  let q = db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id);
+  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  return takePage(await q.orderBy("slug").execute(), page);
 }
 

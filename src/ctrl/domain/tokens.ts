@@ -10,6 +10,7 @@ import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId } from "./ids.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -94,9 +95,20 @@ export async function createApiToken(store: Store, name: string): Promise<{ row:
 }
 
 /** Oldest first. */
-export async function listApiTokens(db: Reader): Promise<ApiTokenRow[]> {
-  const rows = await db.selectFrom("api_tokens").selectAll().orderBy("created_at").orderBy("id").execute();
-  return rows.map(apiTokenRow);
+/** Where a page of API tokens ends: its last token's (created_at, id). */
+export type ApiTokenKey = readonly [createdAt: number, id: string];
+
+/** Oldest first: by created_at, then id. */
+export async function listApiTokens(db: Reader, page?: PageQuery<ApiTokenKey>): Promise<Page<ApiTokenRow>> {
+  let q = db.selectFrom("api_tokens").selectAll();
+  if (page?.after !== undefined) {
+    const [createdAt, id] = page.after;
+    q = q.where((eb) => eb(eb.refTuple("created_at", "id"), ">", eb.tuple(createdAt, id)));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.orderBy("created_at").orderBy("id").execute();
+  return takePage(rows.map(apiTokenRow), page);
 }
 
 /** Deletes a user token; refuses the last one (FailedPrecondition). */

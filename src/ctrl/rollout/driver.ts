@@ -83,6 +83,11 @@ export interface RolloutDriverOptions {
   retry?: BackoffPolicy;
   /** Called after every pass that ran (tests, metrics). */
   onPass?: (environmentId: string, region: string, changed: boolean) => void;
+  /**
+   * Where a failed sweep goes (default: a warning per sweep). ctrl's server routes it through its
+   * outage classification, so a database outage is logged once, not every sweep interval.
+   */
+  onSweepError?: (err: unknown) => void;
 }
 
 const SEP = "\u0000";
@@ -179,7 +184,8 @@ export class RolloutDriver {
       const due = await this.source.due(Date.now(), 500);
       await Promise.all(due.map((d) => this.kick(d.environmentId, d.region)));
     } catch (err) {
-      this.log.warn({ err: err instanceof Error ? err.message : String(err) }, "rollout sweep failed");
+      if (this.options.onSweepError) this.options.onSweepError(err);
+      else this.log.warn({ err: err instanceof Error ? err.message : String(err) }, "rollout sweep failed");
     }
   }
 

@@ -12,7 +12,8 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import {
   ApiTokenService,
@@ -56,6 +57,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable } from "./idempotency.js";
 
 export interface ListenAddress {
   host: string;
@@ -101,6 +103,8 @@ export interface CtrlConfig {
     policy?: Partial<DomainCheckPolicy>;
     sweepIntervalMs?: number;
   };
+  /** How long Idempotency-Keys are remembered (ms; default 24 h). */
+  idempotencyRetentionMs?: number;
 }
 
 export interface RunningCtrl {
@@ -206,7 +210,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(storeRolloutSource(store), { logger: log, sweepIntervalMs: config.rolloutSweepIntervalMs });
+  const rollout = new RolloutDriver(storeRolloutSource(store), {
+    logger: log,
+    sweepIntervalMs: config.rolloutSweepIntervalMs,
+    onSweepError: backgroundFailure("rollout sweep failed"),
+  });
   const exposure: ExposureSettings = { ...DEFAULT_EXPOSURE, ...config.exposure };
   checkExposureSettings(exposure);
   const domains = new DomainVerifier({
@@ -219,7 +227,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   });
   let draining = false;
 
-  const routes = (router: ConnectRouter): void => {
+  const routes = (connectRouter: ConnectRouter): void => {
+    // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
+    const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
     const deps = { store, rollout, auth, exposure };
     router.service(
       ClusterService,
@@ -253,6 +263,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
+      idempotencyInterceptor({ store, onRecordFailure: backgroundFailure("recording an idempotent answer failed") }),
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
@@ -340,10 +351,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }
 
   const retain = config.outboxRetention ?? 100_000;
+  const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactTimer = setInterval(() => {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
       .catch(backgroundFailure("outbox compaction failed"));
+    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(backgroundFailure("forgetting old idempotency keys failed"));
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
 

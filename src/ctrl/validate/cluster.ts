@@ -39,11 +39,28 @@ export function validateIdList(field: string, ids: readonly string[], prefix: st
   return ids.map((v, i) => r.id(`${field}[${i}]`, v, prefix));
 }
 
-export function validateHeartbeat(req: HeartbeatRequest): { agentId: string; build: string; deploymentsVersion: number; sentinelsVersion: number } {
+const KIND = /^[a-z][a-z0-9-]{0,39}$/;
+
+export function validateHeartbeat(req: HeartbeatRequest): {
+  agentId: string;
+  build: string;
+  deploymentsVersion: number;
+  sentinelsVersion: number;
+  cursors: { kind: string; version: number }[];
+} {
+  r.list("cursors", req.cursors, r.LIMITS.listMax);
+  const seen = new Set<string>();
+  const cursors = req.cursors.map((c, i) => {
+    if (!KIND.test(c.kind)) throw invalidArgument(`cursors[${i}].kind`, "must be a kind name (lowercase letters, digits and '-')");
+    if (seen.has(c.kind)) throw invalidArgument(`cursors[${i}].kind`, `"${c.kind}" is listed twice`);
+    seen.add(c.kind);
+    return { kind: c.kind, version: r.intRange(`cursors[${i}].version`, c.version, 0, Number.MAX_SAFE_INTEGER) };
+  });
   return {
     agentId: r.text("agent_id", req.agentId, r.LIMITS.shortTextMax),
     build: r.text("build", req.build, r.LIMITS.shortTextMax),
     deploymentsVersion: r.intRange("deployments_version", req.deploymentsVersion, 0, Number.MAX_SAFE_INTEGER),
     sentinelsVersion: r.intRange("sentinels_version", req.sentinelsVersion, 0, Number.MAX_SAFE_INTEGER),
+    cursors,
   };
 }

@@ -1,7 +1,8 @@
 // The `krane` CLI in an outage, all real processes: `krane ctrl serve` on PostgreSQL, PostgreSQL
 // stopped. A read retries for --retry-for with progress on stderr and then exits 69 saying the
-// database is down; a deploy (not idempotent) is not repeated; a read still retrying when
-// PostgreSQL comes back succeeds; ctrl itself gone is named as such.
+// database is down; a deploy still retrying under its Idempotency-Key when PostgreSQL comes back
+// succeeds, once; a read still retrying when PostgreSQL comes back succeeds; ctrl itself gone is
+// named as such.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -52,11 +53,29 @@ describe("the CLI while ctrl's database is down", () => {
     assert.ok(elapsed >= 2000, `gave up after ${elapsed} ms`);
   });
 
-  it("a deploy is not repeated: it exits at once, saying so", () => {
-    const r = krane(["deploy", "web/prod", "-w", "acme", "--image", "registry.example.com/web:1", "--retry-for", "30s"], env);
-    assert.equal(r.status, EXIT_UNAVAILABLE, r.stderr);
-    assert.doesNotMatch(r.stderr, /retrying/);
-    assert.match(r.stderr, /ctrl's database \(PostgreSQL\) is unavailable: .*CreateDeployment is not repeated automatically/);
+  it("a deploy retries under its Idempotency-Key and, once PostgreSQL is back, makes exactly one revision", async () => {
+    const child = spawn(process.execPath, [KRANE_BIN, "deploy", "web/prod", "-w", "acme", "--image", "registry.example.com/web:1", "-o", "json", "--retry-for", "60s"], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    const retrying = new Promise<void>((resolve) => {
+      child.stderr.on("data", (d: Buffer) => {
+        stderr += d.toString();
+        if (/retrying CreateDeployment/.test(stderr)) resolve();
+      });
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    await retrying;
+    await postgres.resume();
+    assert.equal(await exited, 0, stderr);
+    assert.equal((JSON.parse(stdout) as { revision: string }).revision, "1");
+    const list = krane(["deployments", "list", "web/prod", "-w", "acme", "-o", "json"], env);
+    assert.equal(list.status, 0, list.stderr);
+    assert.equal((JSON.parse(list.stdout) as { deployments: unknown[] }).deployments.length, 1);
+    await postgres.halt();
   });
 
   it("a read still retrying when PostgreSQL comes back succeeds", async () => {

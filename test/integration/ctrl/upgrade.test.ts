@@ -5,9 +5,10 @@
 //   - every row of every table is still there, unchanged, except for what migrations 0006 and
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
 //     environments gain the routing policy, "instances" at version 1, and sentinels the reported
-//     address and served version, empty; 0008 adds the exposure tables, empty, and
-//     environments.edge_auth, null; krane_migrations records them — under the names the old
-//     release recorded for the rest);
+//     address and served version, empty; krane_migrations records them — under the names the old
+//     release recorded for the rest); migration 0010 adds two tables (idempotency keys, agents'
+//     stream cursors), empty; 0008 adds the exposure tables, empty, and environments.edge_auth,
+//     null;
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -37,6 +38,8 @@ import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
+/** Tables later migrations add (empty after an upgrade): 0010_a, 0010_b. */
+const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -153,16 +156,15 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const upgraded = await r1.tables();
         await r1.close();
 
-        // Migration 0008 adds the exposure tables, empty.
-        const EXPOSURE_TABLES = ["domains", "endpoints", "gateway_reports"];
-        assert.deepEqual([...upgraded.keys()].filter((t) => !EXPOSURE_TABLES.includes(t)), [...before.keys()], "the same tables, and the exposure ones");
-        for (const t of EXPOSURE_TABLES) assert.deepEqual(rowsOf(upgraded, t), [], `table ${t} is new and empty`);
+        assert.deepEqual([...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t)), [...before.keys()], "the same tables, and the new ones");
+        for (const t of NEW_TABLES) assert.deepEqual(rowsOf(upgraded, t), [], `${t} starts empty`);
         for (const [table, rows] of before) {
           if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels"].includes(table)) continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing", "0008_exposure"]);
+        assert.deepEqual(migrations.map((m) => m.name), Object.keys(MIGRATIONS), "every migration since, in order");
+        assert.deepEqual(Object.keys(MIGRATIONS).slice(0, OLD_MIGRATIONS.length + 2), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
         // Migration 0007: the routing policy every environment served ("instances", version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");

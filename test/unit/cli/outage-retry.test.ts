@@ -7,19 +7,20 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import { file_krane_ctrl_v1_api, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { methodKey, NOT_RETRIED, outageRetry, parseDuration, RETRY_SAFE } from "../../../src/cli/user-client.js";
+import { IDEMPOTENCY_KEY_HEADER, idempotencyKeys, methodKey, NOT_RETRIED, outageRetry, parseDuration, RETRIED_WITH_KEY, RETRY_SAFE } from "../../../src/cli/user-client.js";
 
-test("every public method is either repeated after an outage or explicitly not (a new method needs a decision)", () => {
+test("every public method is repeated after an outage as it is, repeated under its idempotency key, or explicitly not (a new method needs a decision)", () => {
   const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout, file_krane_ctrl_v1_exposure].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
-  const undecided = all.filter((k) => !RETRY_SAFE.has(k) && !NOT_RETRIED.has(k));
+  const sets = [RETRY_SAFE, RETRIED_WITH_KEY, NOT_RETRIED];
+  const undecided = all.filter((k) => !sets.some((s) => s.has(k)));
   assert.deepEqual(undecided, []);
-  assert.deepEqual([...RETRY_SAFE].filter((k) => NOT_RETRIED.has(k)), []);
-  assert.deepEqual([...RETRY_SAFE, ...NOT_RETRIED].filter((k) => !all.includes(k)), [], "names of methods that do not exist");
+  assert.deepEqual(all.filter((k) => sets.filter((s) => s.has(k)).length > 1), [], "a method in two sets");
+  assert.deepEqual([...RETRY_SAFE, ...RETRIED_WITH_KEY, ...NOT_RETRIED].filter((k) => !all.includes(k)), [], "names of methods that do not exist");
 });
 
 /** A WorkspaceService whose calls fail with `failures` (in order) before they answer. */
-function flaky(failures: ConnectError[], windowMs: number, progress: string[]) {
-  const calls = { list: 0, create: 0 };
+function flaky(failures: ConnectError[], windowMs: number, progress: string[], opts: { keys?: boolean } = {}) {
+  const calls = { list: 0, create: 0, keys: [] as (string | null)[] };
   const transport = createRouterTransport(
     ({ service }) => {
       service(WorkspaceService, {
@@ -28,16 +29,25 @@ function flaky(failures: ConnectError[], windowMs: number, progress: string[]) {
           if (f) throw f;
           return { workspaces: [{ slug: "acme" }] };
         },
-        createWorkspace() {
-          calls.create++;
-          throw failures[0] ?? new ConnectError("no", Code.Internal);
+        createWorkspace(req, ctx) {
+          calls.keys.push(ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER));
+          const f = failures[calls.create++];
+          if (f) throw f;
+          return { workspace: { slug: req.slug } };
         },
         getWorkspace() {
           throw new ConnectError("workspace x not found", Code.NotFound);
         },
       });
     },
-    { transport: { interceptors: [outageRetry({ windowMs, ctrlUrl: "http://ctrl:7070", progress: (l) => progress.push(l), policy: { baseMs: 2, capMs: 10, minMs: 1 } })] } },
+    {
+      transport: {
+        interceptors: [
+          ...(opts.keys ? [idempotencyKeys("inv-1")] : []),
+          outageRetry({ windowMs, ctrlUrl: "http://ctrl:7070", progress: (l) => progress.push(l), policy: { baseMs: 2, capMs: 10, minMs: 1 } }),
+        ],
+      },
+    },
   );
   return { client: createClient(WorkspaceService, transport), calls };
 }
@@ -65,7 +75,7 @@ test("it gives up after the window with what is down, and never waits past it", 
   assert.ok(calls.list >= 2 && calls.list === progress.length + 1);
 });
 
-test("ctrl itself unreachable is named as such; a call that is not idempotent is not repeated", async () => {
+test("ctrl itself unreachable is named as such; a create without an idempotency key is not repeated", async () => {
   const progress: string[] = [];
   const refused = new ConnectError("connect ECONNREFUSED 127.0.0.1:7070", Code.Unavailable);
   const { client, calls } = flaky([refused], 0, progress);
@@ -73,9 +83,21 @@ test("ctrl itself unreachable is named as such; a call that is not idempotent is
   assert.match(read?.rawMessage ?? "", /^ctrl is not reachable at http:\/\/ctrl:7070 \(.*ECONNREFUSED.*\): is it running\?$/);
   const write = await client.createWorkspace({ slug: "x" }).then(() => undefined, (e: unknown) => ConnectError.from(e));
   assert.equal(write?.code, Code.Unavailable);
-  assert.match(write?.rawMessage ?? "", /CreateWorkspace is not repeated automatically/);
+  assert.match(write?.rawMessage ?? "", /CreateWorkspace is not repeated automatically \(it is not idempotent without an Idempotency-Key\)/);
   assert.equal(calls.create, 1);
   assert.deepEqual(progress, []);
+});
+
+test("a create carrying an idempotency key is repeated with the same key; the next call gets a new one", async () => {
+  const progress: string[] = [];
+  const { client, calls } = flaky([dbDown, dbDown], 5000, progress, { keys: true });
+  const res = await client.createWorkspace({ slug: "x" });
+  assert.equal(res.workspace?.slug, "x");
+  assert.equal(calls.create, 3);
+  assert.deepEqual(calls.keys, ["inv-1:1", "inv-1:1", "inv-1:1"], "every attempt of one call carries its key");
+  assert.equal(progress.length, 2);
+  await client.createWorkspace({ slug: "y" });
+  assert.equal(calls.keys.at(-1), "inv-1:2");
 });
 
 test("other errors pass straight through", async () => {

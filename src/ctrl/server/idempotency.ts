@@ -1,0 +1,270 @@
+// Idempotency keys for the public API: a call with an `Idempotency-Key` header that changes
+// something is applied once; a repeat (a client retrying after a lost answer) gets the first
+// answer again. Keys are scoped by caller (the user token) and method, remembered for a bounded
+// time (24 h by default, pruned with the outbox), and a different request under a remembered key
+// is invalid_argument. Reads are untouched: nothing is recorded unless the call writes.
+//
+// How it cannot lie after a crash: the key is claimed inside the call's own first write
+// transaction (a write hook, ../db/write-hook.ts), so the claim commits exactly when the change
+// does. A repeat finds the claim when its own first write tries to claim the same key (ON
+// CONFLICT DO NOTHING: PostgreSQL makes it wait for a concurrent first attempt to finish) — or,
+// for a call that fails before writing on a repeat (a delete of something already deleted), when
+// the interceptor looks the key up after the failure. The answer is recorded right after the
+// handler returns, encrypted under a key derived from the caller's bearer token (which ctrl never
+// stores), so an answer holding a secret (a new token) is worthless to a database reader.
+//
+// A claim without an answer means the change was applied but the answer is not known: the first
+// attempt is still running (in this process: the repeat waits for it; in another: the repeat
+// polls for a moment), or it ended without one (a crash between commit and answer, or a failure
+// after the commit). Then the repeat gets already_exists saying so, never a second application.
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
+import { fromBinary, toBinary, type DescMessage } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import type { Kysely } from "kysely";
+import { principalKey } from "../auth/principal.js";
+import type { WriteTx } from "../db/outbox.js";
+import type { Database } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { withWriteHook, type WriteHook } from "../db/write-hook.js";
+
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
+/** How long a key is remembered by default. */
+export const DEFAULT_IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
+
+const KEY = /^[A-Za-z0-9._:-]{1,255}$/;
+
+/** The header's value, checked: 1 to 255 characters of letters, digits and `-_.:`. */
+export function parseIdempotencyKey(value: string): string {
+  if (!KEY.test(value)) {
+    throw new ConnectError("Idempotency-Key header: must be 1 to 255 characters of letters, digits and -_.: (a UUID suits)", Code.InvalidArgument);
+  }
+  return value;
+}
+
+/** SHA-256 of the encoded request: what "the same request" means. */
+export function requestDigest(schema: DescMessage, message: Parameters<typeof toBinary>[1]): string {
+  return createHash("sha256").update(toBinary(schema, message)).digest("hex");
+}
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+function answerKey(secret: string, id: KeyId): Buffer {
+  return createHmac("sha256", secret).update(`krane idempotency v1\u0000${id.scope}\u0000${id.method}\u0000${id.key}`).digest();
+}
+
+/** The answer as stored: AES-256-GCM under a key only the caller's bearer token gives. */
+export function sealAnswer(secret: string, id: KeyId, plain: Uint8Array): Uint8Array {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv("aes-256-gcm", answerKey(secret, id), iv);
+  const body = Buffer.concat([cipher.update(plain), cipher.final()]);
+  return Buffer.concat([iv, body, cipher.getAuthTag()]);
+}
+
+/** The stored answer's bytes, or undefined when this secret cannot open it. */
+export function openAnswer(secret: string, id: KeyId, sealed: Uint8Array): Uint8Array | undefined {
+  const raw = Buffer.from(sealed);
+  if (raw.length < IV_BYTES + TAG_BYTES) return undefined;
+  try {
+    const decipher = createDecipheriv("aes-256-gcm", answerKey(secret, id), raw.subarray(0, IV_BYTES));
+    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
+    return Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
+  } catch {
+    return undefined;
+  }
+}
+
+export interface KeyId {
+  readonly scope: string;
+  readonly method: string;
+  readonly key: string;
+}
+
+/** The record of a key, as a repeat finds it. */
+interface KeyRecord {
+  readonly digest: string;
+  readonly createdAt: number;
+  readonly owner: string;
+  readonly answer: Uint8Array | null;
+  readonly answeredAt: number | null;
+}
+
+async function findKey(db: Kysely<Database>, id: KeyId): Promise<KeyRecord | undefined> {
+  const row = await db
+    .selectFrom("idempotency_keys")
+    .select(["request_digest", "created_at", "owner", "answer", "answered_at"])
+    .where("scope", "=", id.scope)
+    .where("method", "=", id.method)
+    .where("idempotency_key", "=", id.key)
+    .executeTakeFirst();
+  return row && { digest: row.request_digest, createdAt: Number(row.created_at), owner: row.owner, answer: row.answer, answeredAt: row.answered_at === null ? null : Number(row.answered_at) };
+}
+
+/** Forgets keys older than `before` (unix ms); returns how many. */
+export async function pruneIdempotencyKeys(db: Kysely<Database>, before: number): Promise<number> {
+  const res = await db.deleteFrom("idempotency_keys").where("created_at", "<", before).executeTakeFirst();
+  return Number(res.numDeletedRows);
+}
+
+/** The answer a repeat gets, handed to the method by replayable() instead of running it. */
+const replayKey = createContextKey<object | undefined>(undefined);
+
+/**
+ * Wraps a service implementation so that a repeat the interceptor answers gets the recorded
+ * answer from "the method" itself: the protocol then writes it exactly as it writes any answer
+ * (content type, compression), with the header `Idempotency-Replayed: true`. Register every
+ * public service through it (server.ts does, for all of them at once).
+ */
+export function replayable<T extends object>(impl: T): T {
+  const out: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(impl)) {
+    if (typeof method !== "function") {
+      out[name] = method;
+      continue;
+    }
+    out[name] = (req: unknown, ctx: HandlerContext): unknown => {
+      const recorded = ctx.values.get(replayKey);
+      if (recorded === undefined) return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
+      ctx.responseHeader.set(IDEMPOTENCY_REPLAYED_HEADER, "true");
+      return recorded;
+    };
+  }
+  return out as T;
+}
+
+/** Thrown inside a write transaction whose key another attempt already claimed: the transaction rolls back. */
+class KeyTakenError extends Error {
+  constructor() {
+    super("idempotency key already claimed");
+  }
+}
+
+export interface IdempotencyOptions {
+  readonly store: Store;
+  /** How long a repeat polls for the answer of a first attempt running elsewhere (default 2 s). */
+  readonly waitMs?: number;
+  readonly now?: () => number;
+  /** Told when recording an answer failed (the call still answers; a repeat then learns the answer was lost). */
+  readonly onRecordFailure?: (err: unknown) => void;
+}
+
+/**
+ * The interceptor: put it after authentication (it keys by the caller). Unary public API calls
+ * with a user principal and the header take part; everything else passes through.
+ */
+export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
+  const { store } = opts;
+  const now = opts.now ?? store.clock;
+  /** This process, as recorded in the claims it makes. */
+  const owner = randomUUID();
+  /** First attempts running in this process, by key: settled once the attempt recorded its answer. */
+  const running = new Map<string, Promise<void>>();
+
+  type Next = (req: UnaryRequest) => Promise<UnaryResponse>;
+  /** Answers through the method, which hands back the recorded answer (replayable()). */
+  const replay = (next: Next, req: UnaryRequest, id: KeyId, secret: string, sealed: Uint8Array): Promise<UnaryResponse> => {
+    const plain = openAnswer(secret, id, sealed);
+    if (!plain) throw new ConnectError("Idempotency-Key: the recorded answer cannot be read with this token", Code.FailedPrecondition);
+    req.contextValues.set(replayKey, fromBinary(req.method.output, plain));
+    return next(req);
+  };
+
+  /** What a repeat answers once the key is known to be claimed (undefined: no claim after all). */
+  const answerRepeat = async (next: Next, req: UnaryRequest, id: KeyId, digest: string, secret: string): Promise<UnaryResponse | undefined> => {
+    const deadline = Date.now() + (opts.waitMs ?? 2000);
+    for (;;) {
+      const rec = await findKey(store.db, id);
+      if (!rec) return undefined;
+      if (rec.digest !== digest) {
+        throw new ConnectError(`Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`, Code.InvalidArgument);
+      }
+      if (rec.answer !== null) return replay(next, req, id, secret, rec.answer);
+      // Claimed, no answer yet: still running elsewhere, or ended without one.
+      const finished = rec.answeredAt !== null || rec.owner === owner || Date.now() >= deadline;
+      if (finished) {
+        throw new ConnectError(
+          `the ${req.method.name} request with Idempotency-Key "${id.key}" was applied at ${new Date(rec.createdAt).toISOString()}, but its answer was lost (the call ended without one); it is not applied again: read the current state instead`,
+          Code.AlreadyExists,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  return (next) => async (req) => {
+    if (req.stream) return next(req);
+    const header = req.header.get(IDEMPOTENCY_KEY_HEADER);
+    const principal = req.contextValues.get(principalKey);
+    if (header === null || principal?.kind !== "user") return next(req);
+    const id: KeyId = { scope: `user:${principal.tokenId}`, method: `${req.service.name}/${req.method.name}`, key: parseIdempotencyKey(header) };
+    const digest = requestDigest(req.method.input, req.message);
+    const secret = req.header.get("authorization") ?? "";
+    const local = `${id.scope}\u0000${id.method}\u0000${id.key}`;
+
+    // A first attempt still running here: wait for it (answer recorded), then answer as a repeat.
+    for (let earlier = running.get(local); earlier; earlier = running.get(local)) await earlier;
+
+    let claimed: WriteTx | "committed" | undefined;
+    let closed = false;
+    const hook: WriteHook = {
+      async begin(tx) {
+        if (claimed === "committed" || closed) return;
+        const res = await tx.trx
+          .insertInto("idempotency_keys")
+          .values({ scope: id.scope, method: id.method, idempotency_key: id.key, request_digest: digest, created_at: now(), owner })
+          .onConflict((oc) => oc.columns(["scope", "method", "idempotency_key"]).doNothing())
+          .executeTakeFirst();
+        if (Number(res.numInsertedOrUpdatedRows ?? 0n) === 0) throw new KeyTakenError();
+        claimed = tx;
+      },
+      committed(tx) {
+        if (claimed === tx) claimed = "committed";
+      },
+    };
+    let done = (): void => undefined;
+    const finished = new Promise<void>((r) => (done = r));
+    running.set(local, finished);
+    try {
+      const res = await withWriteHook(hook, () => next(req));
+      closed = true;
+      if (claimed === "committed" && !res.stream) {
+        const sealed = sealAnswer(secret, id, toBinary(req.method.output, res.message));
+        await recordAnswer(store, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
+      }
+      return res;
+    } catch (err) {
+      closed = true;
+      if (claimed === "committed") {
+        // Applied, but no answer to keep: a repeat is told so.
+        await recordAnswer(store, id, null, now()).catch((e: unknown) => opts.onRecordFailure?.(e));
+        throw err;
+      }
+      // A repeat whose own attempt found the key taken, or failed before writing (say, a delete
+      // of what the first attempt deleted): the first answer, if there was a first attempt.
+      let repeat: UnaryResponse | undefined;
+      try {
+        repeat = await answerRepeat(next as Next, req, id, digest, secret);
+      } catch (lookup) {
+        if (lookup instanceof ConnectError) throw lookup;
+        throw err instanceof KeyTakenError ? lookup : err;
+      }
+      if (repeat) return repeat;
+      if (err instanceof KeyTakenError) throw new ConnectError("a concurrent request with this Idempotency-Key did not finish; try again", Code.Aborted);
+      throw err;
+    } finally {
+      if (running.get(local) === finished) running.delete(local);
+      done();
+    }
+  };
+}
+
+async function recordAnswer(store: Store, id: KeyId, sealed: Uint8Array | null, at: number): Promise<void> {
+  await store.db
+    .updateTable("idempotency_keys")
+    .set({ answer: sealed, answered_at: at })
+    .where("scope", "=", id.scope)
+    .where("method", "=", id.method)
+    .where("idempotency_key", "=", id.key)
+    .execute();
+}
