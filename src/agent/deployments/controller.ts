@@ -4,7 +4,8 @@
 //   watches   Pods (an event re-reports the deployment's instance set)
 //   reads     Nodes (the zone of an instance)
 // Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
-// each only when the cache shows it differs. Status: the deployment's full instance set.
+// each only when the cache shows it differs; a scale-up first waits for the environment's
+// pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
 import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -19,9 +20,10 @@ import { ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { controller, labelIndex, NotYet, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
+import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { renderDeployment } from "./render.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
@@ -40,6 +42,30 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
   // Namespaces are shared and never deleted by an agent; once created they are assumed present
   // (a failed apply checks again).
   const ensuredNamespaces = new Set<string>();
+  // Scale-ups waiting for their siblings' scale-downs (order.ts): key → since when.
+  const waiting = new Map<string, number>();
+  const replicasOf = (rs: KubeObject | undefined): number | undefined => {
+    const r = (rs?.spec as { replicas?: unknown } | undefined)?.replicas;
+    return typeof r === "number" ? r : undefined;
+  };
+  /** Throws NotYet while a scale-up of `d` must wait for an environment sibling to shrink. */
+  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): void => {
+    const key = d.deploymentId;
+    const siblings: Sibling[] = [];
+    for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), d.environmentId)) {
+      const k = deploymentKeyOf(rs);
+      if (k === undefined || k === key) continue;
+      siblings.push({ key: k, liveReplicas: replicasOf(rs) ?? 0, desiredReplicas: ctx.desiredOf(k)?.replicas });
+    }
+    const blockers = scaleDownsFirst(key, d.replicas, replicasOf(ctx.primaryOf(key)), siblings);
+    const since = waiting.get(key);
+    if (blockers.length === 0 || (since !== undefined && Date.now() - since > SCALE_UP_WAIT_MS)) {
+      waiting.delete(key);
+      return;
+    }
+    if (since === undefined) waiting.set(key, Date.now());
+    throw new NotYet(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
+  };
   const report = (change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"]): ReportDeploymentStatusRequest =>
     create(ReportDeploymentStatusRequestSchema, { region, change });
 
@@ -94,6 +120,7 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
       },
 
       async apply(d, rendered, ctx, signal) {
+        holdScaleUp(d, ctx);
         if (!ensuredNamespaces.has(d.k8sNamespace)) {
           await ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal);
           ensuredNamespaces.add(d.k8sNamespace);
@@ -112,7 +139,8 @@ export function deploymentsController({ region, ctrl }: KindEnv): DeploymentDecl
         }
       },
 
-      async remove(_key, ref, ctx, signal) {
+      async remove(key, ref, ctx, signal) {
+        waiting.delete(key);
         await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
         // The environment's network policy stays while any deployment of the environment may
         // still need it; collectGarbage removes it once none is left.

@@ -84,6 +84,20 @@ export interface Reconciler<D, Del, R> {
   observe?(ctx: KindContext<D>, signal: AbortSignal, requeue: (key: string) => void): Promise<void>;
 }
 
+/**
+ * Thrown by a reconciler's apply when the key must wait for others (e.g. a scale-up until its
+ * siblings' scale-downs are applied): the key is reconciled again after `afterMs`, without an
+ * error being logged or counted against its backoff.
+ */
+export class NotYet extends Error {
+  constructor(
+    readonly afterMs: number,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
 
 export interface WatchDecl<D> {
@@ -613,6 +627,10 @@ export class Controller<Msg, D, Del, R> {
       return Result.done;
     } catch (err) {
       if (signal.aborted) return Result.done;
+      if (err instanceof NotYet) {
+        this.#m.reconciles.inc({ ...labels, result: "deferred" });
+        return Result.requeueAfter(err.afterMs);
+      }
       if (isPermanentKubeError(err)) {
         const reason = err instanceof Error ? err.message : String(err);
         this.#m.reconciles.inc({ ...labels, result: "terminal" });

@@ -230,7 +230,7 @@ async function leaseOf(w: World, name: string): Promise<{ holder: string; renew:
 
 /**
  * Agent high availability with real processes: two `krane agent --leader-elect` replicas (the
- * production lease timing: 15 s lease, 10 s renew deadline, 2 s retry), each talking to the API
+ * production lease timing: 10 s lease, 7 s renew deadline, 2 s retry), each talking to the API
  * server through its own proxy, which records its writes from outside the process.
  *  - `kills` times: SIGKILL of the leader (no lease release); failover = until the API server's
  *    Lease names the other replica; a change made right after the kill must be applied.
