@@ -5,6 +5,7 @@ import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchReleases } from "./releases.js";
+import { benchGateway } from "./gateway.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
@@ -23,6 +24,7 @@ const benches: Record<string, () => Promise<void>> = {
   sentinel: benchSentinel,
   routing: benchRouting,
   cli: benchCli,
+  gateway: benchGateway,
   faults: benchFaults,
   outages: benchOutages,
   releases: benchReleases,

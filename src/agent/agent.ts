@@ -17,7 +17,7 @@ import { buildInfo, buildLabel } from "../build-info.js";
 import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
-import type { ClusterClient } from "./runtime/kind.js";
+import type { ClusterClient, GatewaySettings } from "./runtime/kind.js";
 import type { Logger } from "./runtime/log.js";
 import { Manager } from "./runtime/manager.js";
 import { agentMetrics } from "./runtime/metrics.js";
@@ -40,6 +40,8 @@ export interface AgentConfig {
   readonly sentinelImage?: string;
   /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
+  /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
+  readonly gateway?: GatewaySettings;
   /** Local cluster only: where pod IPs are served on this machine ("10.S.0.0/16=127.S.0.0/16"). */
   readonly podAddressMap?: string;
   /** How often sentinel pods are asked what they serve (default 5 s). */
@@ -150,6 +152,7 @@ export class Agent {
         podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,
       },
       secretStore: cfg.secretStore,
+      gateway: cfg.gateway,
     };
     for (const register of KINDS) register(this.manager, env, opts);
   }

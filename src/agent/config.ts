@@ -1,6 +1,7 @@
 // `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
+import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
 
 export interface AgentSettings {
@@ -23,6 +24,13 @@ export interface AgentSettings {
   secretStoreProvider?: string;
   /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
   secretStoreParameters?: string;
+  /** Exposure: "namespace/name[/listener]" of the platform's Gateways. */
+  publicGateway?: string;
+  organizationGateway?: string;
+  /** "ClusterIssuer/name" or "Issuer/name" (cert-manager). */
+  certificateIssuer?: string;
+  endpointCertificates: boolean;
+  envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
 }
@@ -45,10 +53,43 @@ const envNames: Record<keyof AgentSettings, string> = {
   leaderElectionNamespace: "KRANE_LEADER_ELECTION_NAMESPACE",
   secretStoreProvider: "KRANE_SECRET_STORE_PROVIDER",
   secretStoreParameters: "KRANE_SECRET_STORE_PARAMETERS",
+  publicGateway: "KRANE_PUBLIC_GATEWAY",
+  organizationGateway: "KRANE_ORGANIZATION_GATEWAY",
+  certificateIssuer: "KRANE_CERTIFICATE_ISSUER",
+  endpointCertificates: "KRANE_ENDPOINT_CERTIFICATES",
+  envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
 };
 
 const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
+
+const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** "namespace/name[/listener]" → a Gateway reference, or undefined when malformed. */
+export function parseGatewayRef(v: string): GatewayRef | undefined {
+  const parts = v.split("/");
+  if (parts.length < 2 || parts.length > 3 || !parts.every((p) => LABEL.test(p))) return undefined;
+  return { namespace: parts[0] ?? "", name: parts[1] ?? "", sectionName: parts[2] ?? "" };
+}
+
+export function parseIssuer(v: string): GatewaySettings["certificateIssuer"] {
+  const m = /^(ClusterIssuer|Issuer)\/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$/.exec(v);
+  return m ? { kind: m[1] as "Issuer" | "ClusterIssuer", name: m[2] ?? "" } : undefined;
+}
+
+/** The gateway kind's settings, or undefined when no Gateway is configured. */
+export function gatewaySettingsOf(s: AgentSettings): GatewaySettings | undefined {
+  const pub = s.publicGateway === undefined ? undefined : parseGatewayRef(s.publicGateway);
+  const org = s.organizationGateway === undefined ? undefined : parseGatewayRef(s.organizationGateway);
+  if (!pub && !org) return undefined;
+  return {
+    public: pub,
+    organization: org,
+    certificateIssuer: s.certificateIssuer === undefined ? undefined : parseIssuer(s.certificateIssuer),
+    endpointCertificates: s.endpointCertificates,
+    envoyGatewayPolicies: s.envoyGatewayPolicies,
+  };
+}
 
 /** Reads the YAML config file's keys (camelCase or kebab-case). */
 export function parseConfigFile(text: string): Raw {
@@ -111,6 +152,11 @@ export function resolveAgentSettings(
     leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
     secretStoreProvider: str("secretStoreProvider", false),
     secretStoreParameters: str("secretStoreParameters", false),
+    publicGateway: str("publicGateway", false),
+    organizationGateway: str("organizationGateway", false),
+    certificateIssuer: str("certificateIssuer", false),
+    endpointCertificates: bool("endpointCertificates"),
+    envoyGatewayPolicies: bool("envoyGatewayPolicies"),
     podAddressMap: str("podAddressMap", false),
   };
   if (settings.secretStoreParameters !== undefined) {
@@ -120,6 +166,13 @@ export function resolveAgentSettings(
       problems.push((err as Error).message);
     }
     if (settings.secretStoreProvider === undefined) problems.push("secretStoreParameters needs secretStoreProvider");
+  }
+  for (const k of ["publicGateway", "organizationGateway"] as const) {
+    const v = settings[k];
+    if (v !== undefined && parseGatewayRef(v) === undefined) problems.push(`${k} must be namespace/name or namespace/name/listener (DNS labels)`);
+  }
+  if (settings.certificateIssuer !== undefined && parseIssuer(settings.certificateIssuer) === undefined) {
+    problems.push("certificateIssuer must be ClusterIssuer/<name> or Issuer/<name>");
   }
   if (settings.podAddressMap !== undefined) {
     try {

@@ -20,6 +20,11 @@ interface AgentFlags {
   secretStoreParameters?: string;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
+  publicGateway?: string;
+  organizationGateway?: string;
+  certificateIssuer?: string;
+  endpointCertificates?: boolean;
+  envoyGatewayPolicies?: boolean;
   podAddressMap?: string;
 }
 
@@ -45,9 +50,14 @@ export function registerAgentCommands(program: Command): void {
     .option("--secret-store-parameters <k=v,...>", "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS")
     .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
+    .option("--public-gateway <ns/name[/listener]>", "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY")
+    .option("--organization-gateway <ns/name[/listener]>", "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY")
+    .option("--certificate-issuer <Kind/name>", "cert-manager issuer of custom domains' Certificates (ClusterIssuer/… or Issuer/…); env KRANE_CERTIFICATE_ISSUER")
+    .option("--endpoint-certificates", "also a Certificate per generated endpoint hostname (default: the Gateway's wildcard certificate covers them); env KRANE_ENDPOINT_CERTIFICATES")
+    .option("--envoy-gateway-policies", "the Gateways are Envoy Gateway: also render JWT SecurityPolicies there; env KRANE_ENVOY_GATEWAY_POLICIES")
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
-      const { parseConfigFile, parseStoreParameters, resolveAgentSettings } = await import("../agent/config.js");
+      const { gatewaySettingsOf, parseConfigFile, parseStoreParameters, resolveAgentSettings } = await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -68,6 +78,11 @@ export function registerAgentCommands(program: Command): void {
           secretStoreParameters: flags.secretStoreParameters,
           leaderElect: flags.leaderElect,
           leaderElectionNamespace: flags.leaderElectionNamespace,
+          publicGateway: flags.publicGateway,
+          organizationGateway: flags.organizationGateway,
+          certificateIssuer: flags.certificateIssuer,
+          endpointCertificates: flags.endpointCertificates,
+          envoyGatewayPolicies: flags.envoyGatewayPolicies,
           podAddressMap: flags.podAddressMap,
         },
         process.env,
@@ -90,6 +105,7 @@ export function registerAgentCommands(program: Command): void {
         sentinelImage: settings.sentinelImage,
         secretStore: settings.secretStoreProvider ? { provider: settings.secretStoreProvider, parameters: parseStoreParameters(settings.secretStoreParameters ?? "") } : undefined,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
+        gateway: gatewaySettingsOf(settings),
         podAddressMap: settings.podAddressMap,
         log,
       });

@@ -19,6 +19,12 @@ interface ServeFlags {
   masterKeyFile?: string;
   previousMasterKeyFile?: string[];
   releaseAllowedKinds?: string;
+  publicApex?: string;
+  organizationApex?: string;
+  hostPattern?: string;
+  sharedHostPattern?: string;
+  endpointScheme?: string;
+  dnsServers?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -53,6 +59,12 @@ export function registerCtrlCommands(program: Command): void {
     )
     .option("--previous-master-key-file <file>", "an older master key, still accepted to unwrap data keys during a rotation (repeatable); env KRANE_PREVIOUS_MASTER_KEY_FILES (comma-separated)", collectList, [])
     .option("--release-allowed-kinds <list>", "kinds a release may hold, group/Kind comma-separated (default ConfigMap,Secret,Service,ServiceAccount,batch/Job,batch/CronJob,policy/PodDisruptionBudget,autoscaling/HorizontalPodAutoscaler); env KRANE_RELEASE_ALLOWED_KINDS")
+    .option("--public-apex <domain>", "endpoints' generated public hostnames are <label>.<domain> (default krane.localhost); env KRANE_PUBLIC_APEX")
+    .option("--organization-apex <domain>", "likewise for organization endpoints (default internal.<public apex>); env KRANE_ORGANIZATION_APEX")
+    .option("--host-pattern <label>", "the label of a generated hostname (default {env}-{project}-{workspace}); env KRANE_HOST_PATTERN")
+    .option("--shared-host-pattern <label>", "the label of a workspace's shared host for path routing (default {workspace}); env KRANE_SHARED_HOST_PATTERN")
+    .option("--endpoint-scheme <scheme>", "https|http: the scheme of endpoint URLs shown (default https); env KRANE_ENDPOINT_SCHEME")
+    .option("--dns-servers <list>", "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS")
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -72,6 +84,12 @@ export function registerCtrlCommands(program: Command): void {
         masterKeyFile: flags.masterKeyFile,
         previousMasterKeyFiles: flags.previousMasterKeyFile && flags.previousMasterKeyFile.length > 0 ? flags.previousMasterKeyFile.join(",") : undefined,
         releaseAllowedKinds: flags.releaseAllowedKinds,
+        publicApex: flags.publicApex,
+        organizationApex: flags.organizationApex,
+        hostPattern: flags.hostPattern,
+        sharedHostPattern: flags.sharedHostPattern,
+        endpointScheme: flags.endpointScheme,
+        dnsServers: flags.dnsServers,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -98,6 +116,8 @@ export function registerCtrlCommands(program: Command): void {
         bootstrapAdmin: { token: settings.adminToken, file: settings.adminTokenFile },
         logger: log,
         defaultMetrics: true,
+        exposure: settings.exposure,
+        domains: { dnsServers: settings.dnsServers },
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

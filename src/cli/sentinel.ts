@@ -22,6 +22,8 @@ export function registerSentinelCommand(program: Command): void {
     .option("--idle-timeout-ms <ms>", `a socket with no traffic either way is closed after (default 300000); env ${e.idleTimeoutMs}`)
     .option("--max-header-bytes <n>", `largest request head accepted, else 431 (default 16384); env ${e.maxHeaderBytes}`)
     .option("--drain-timeout-ms <ms>", `on SIGTERM, how long in-flight requests may take (default 25000); env ${e.drainTimeoutMs}`)
+    .option("--jwks-cache-ms <ms>", `API authentication: JWKS refreshed after this long (default 600000); env ${e.jwksCacheMs}`)
+    .option("--jwks-cooldown-ms <ms>", `API authentication: least time between refetches for an unknown key (default 30000); env ${e.jwksCooldownMs}`)
     .option("--pod-address-map <from=to>", `local cluster only: connect to pod IPs in FROM_CIDR at the same offset in TO_CIDR; env ${e.podAddressMap}`)
     .option("--log-level <level>", `debug|info|warn|error (default info); env ${e.logLevel}`)
     .action(async (flags: SentinelFlags) => {

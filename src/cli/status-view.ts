@@ -70,6 +70,25 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     }
     out.push(sentinels.toString());
   }
+  if (s.endpoints.length || s.domains.length) {
+    // Exposure: each address and its readiness per region (gateway reports).
+    const addresses = new Table({ head: ["ADDRESS", "KIND", "REGION", "READINESS", "WHY"], ...plain });
+    for (const e of s.endpoints) {
+      const url = e.endpoint?.url ?? "";
+      const kind = `${e.endpoint?.visibility ?? ""} endpoint${e.endpoint?.auth ? " (jwt)" : ""}`;
+      if (e.regions.length === 0) addresses.push([url, kind, "-", "-", "the environment is in no region"]);
+      for (const r of e.regions) addresses.push([url, kind, r.region, r.readiness, r.message || "-"]);
+    }
+    for (const d of s.domains) {
+      const host = d.domain?.hostname ?? "";
+      if (d.domain?.state !== "verified") {
+        addresses.push([host, "domain", "-", d.domain?.state ?? "?", d.domain?.lastError || `create TXT ${d.domain?.txtName ?? ""} = ${d.domain?.txtValue ?? ""}`]);
+        continue;
+      }
+      for (const r of d.regions) addresses.push([host, "domain", r.region, r.readiness, r.message || "-"]);
+    }
+    out.push(addresses.toString());
+  }
   if (s.clusters.length) {
     // BEHIND: changes desired in the region that its agent has not taken yet (ctrl's newest
     // version per kind minus the agent's cursor in its last heartbeat).

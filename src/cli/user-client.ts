@@ -21,6 +21,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
+import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
 import * as view from "./status-view.js";
 import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
@@ -69,6 +70,13 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "JobService.PutJob",
   "JobService.ListJobs",
   "JobService.DeleteJob",
+  "EndpointService.SetEndpoint",
+  "EndpointService.ListEndpoints",
+  "EndpointService.DeleteEndpoint",
+  "DomainService.AddDomain",
+  "DomainService.ListDomains",
+  "DomainService.VerifyDomain",
+  "DomainService.RemoveDomain",
 ]);
 
 /**
@@ -189,6 +197,7 @@ export interface UserContext {
   readonly ctrl: Ctrl;
   readonly api: typeof api;
   readonly rollout: typeof rollout;
+  readonly exposure: typeof exposure;
   readonly json: boolean;
   readonly toJson: typeof toJson;
   /** Human renderings of statuses (status-view.ts). */
@@ -259,7 +268,7 @@ export class Ctrl {
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
     const ctrl = new Ctrl(flags);
-    await body({ ctrl, api, rollout, json: ctrl.json, toJson, view, printJson, printTable });
+    await body({ ctrl, api, rollout, exposure, json: ctrl.json, toJson, view, printJson, printTable });
   });
 }
 

@@ -181,8 +181,82 @@ export const SECRETS_STORE_BUILD: GoBuildSpec = {
   },
 };
 
+/** cert-manager's Certificate and Envoy Gateway's policy CRDs, as their modules ship them. */
+const EXPOSURE_CRDS = [
+  ["github.com/cert-manager/cert-manager", "deploy/crds/cert-manager.io_certificates.yaml"],
+  ["github.com/envoyproxy/gateway", "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_securitypolicies.yaml"],
+  ["github.com/envoyproxy/gateway", "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_httproutefilters.yaml"],
+] as const;
+
+/**
+ * tools/exposure-crds: no binary, only the CRDs of the objects the gateway kind renders besides
+ * Gateway API's (cert-manager v1.21.1, Envoy Gateway v1.6.0), so the local API server validates
+ * them exactly as a cluster running those controllers would.
+ */
+export const EXPOSURE_CRDS_BUILD: GoBuildSpec = {
+  name: "exposure-crds",
+  title: "the cert-manager and Envoy Gateway CRDs",
+  moduleDir: fileURLToPath(new URL("../../tools/exposure-crds/", import.meta.url)),
+  binaries: [],
+  tags: "",
+  ldflags: "",
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [EXPOSURE_CRDS.map(([m, f]) => `${m}/${f}`).join()],
+  coldEstimate: "under a minute (module downloads only)",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const files: string[] = [];
+    for (const [mod, rel] of EXPOSURE_CRDS) {
+      const name = rel.split("/").pop() ?? rel;
+      await copyFile(join(await moduleDir(mod), rel), join(out, "crds", name));
+      files.push(`crds/${name}`);
+    }
+    return files;
+  },
+};
+
+/** The CRD files of the exposure build (built on first use). */
+export async function ensureExposureCrds(log: (line: string) => void = () => {}): Promise<string[]> {
+  const dir = await ensureGoBuild(EXPOSURE_CRDS_BUILD, log);
+  return EXPOSURE_CRDS.map(([, rel]) => join(dir, "crds", rel.split("/").pop() ?? rel));
+}
+
+export const TRAEFIK_VERSION = "v3.6.12";
+
+/** Gateway API CRDs Traefik's provider watches besides the ones KUBE_BUILD installs (v1.4.0, Traefik's pin). */
+const TRAEFIK_EXTRA_CRDS = ["gateway.networking.k8s.io_grpcroutes.yaml", "gateway.networking.k8s.io_backendtlspolicies.yaml"];
+
+/**
+ * tools/traefik: Traefik, a Gateway API implementation in one Go binary (its data plane is Go
+ * too), for tests that send traffic through a real Gateway (./gateway.ts). Built only by
+ * `krane cluster build` and by the first test that asks for it; about 10-15 CPU-minutes cold.
+ */
+export const TRAEFIK_BUILD: GoBuildSpec = {
+  name: `traefik-${TRAEFIK_VERSION}`,
+  title: `Traefik ${TRAEFIK_VERSION} (the local cluster's Gateway)`,
+  moduleDir: fileURLToPath(new URL("../../tools/traefik/", import.meta.url)),
+  binaries: [["traefik", "github.com/traefik/traefik/v3/cmd/traefik"]],
+  tags: "",
+  ldflags: `-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}`,
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [TRAEFIK_EXTRA_CRDS.join()],
+  coldEstimate: "about 10-15 minutes",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const gatewayDir = await moduleDir("sigs.k8s.io/gateway-api");
+    for (const f of TRAEFIK_EXTRA_CRDS) await copyFile(join(gatewayDir, "config/crd/standard", f), join(out, "crds", f));
+    return TRAEFIK_EXTRA_CRDS.map((f) => `crds/${f}`);
+  },
+};
+
+/** Traefik's binary and the extra CRDs its Gateway API provider needs (built on first use). */
+export async function ensureTraefik(log: (line: string) => void = () => {}): Promise<{ bin: string; crds: string[] }> {
+  const dir = await ensureGoBuild(TRAEFIK_BUILD, log);
+  return { bin: join(dir, "bin", "traefik"), crds: TRAEFIK_EXTRA_CRDS.map((f) => join(dir, "crds", f)) };
+}
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, SECRETS_STORE_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, SECRETS_STORE_BUILD, EXPOSURE_CRDS_BUILD, TRAEFIK_BUILD];
 
 export interface KubeAssets {
   dir: string;
@@ -269,6 +343,7 @@ async function verify(spec: GoBuildSpec, dir: string): Promise<boolean> {
     return false;
   }
   if (spec.binaries.some(([name]) => !(`bin/${name}` in manifest.files))) return false;
+  // A build without binaries (CRDs only) is whatever its manifest lists.
   for (const [rel, size] of Object.entries(manifest.files)) {
     try {
       const s = await stat(join(dir, rel));

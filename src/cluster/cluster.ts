@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
-import { ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
+import { ensureExposureCrds, ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
 import {
   ComponentStartError,
@@ -31,12 +31,15 @@ import {
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
+import { startGateways, type LocalGateways } from "./gateway.js";
 import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, nodeCount, renderNodes, type NodePlan } from "./topology.js";
 import { claimPodNetwork, localAddress, nodePodCidrs, podNetworkLockFile, releasePodNetwork, type PodNetwork } from "./pod-network.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
-type ProcessName = ComponentName | typeof STANDIN;
+/** The local Gateways' processes (./gateway.ts), started only with `gateway: true`. */
+export const GATEWAY_PROCESSES = ["pod-proxy", "traefik"] as const;
+type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number];
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
 export type ComponentName = (typeof COMPONENTS)[number];
@@ -56,6 +59,11 @@ export interface StartOptions {
    * `krane sentinel`). Off by default: it costs a process and about a second of start-up.
    */
   standins?: boolean;
+  /**
+   * Run real Gateways (Traefik, built from Go modules on first use): `krane-gateways/public`
+   * and `krane-gateways/internal`, each on a loopback port (state.gateways). Off by default.
+   */
+  gateway?: boolean;
   log?: (line: string) => void;
 }
 
@@ -73,6 +81,8 @@ export interface ClusterState {
   /** Pod IPs come from podNetwork.cidr and are served on this machine in podNetwork.localCidr. */
   podNetwork?: PodNetwork;
   reaperPid?: number;
+  /** With `gateway: true`: the Gateways and the loopback ports they listen on. */
+  gateways?: LocalGateways;
   startedAt: string;
   nodes: string[];
 }
@@ -165,9 +175,18 @@ export class LocalCluster {
     return total;
   }
 
+  /** The local Gateways, when the cluster was started with `gateway: true`. */
+  get gateways(): LocalGateways | undefined {
+    return this.state.gateways;
+  }
+
   /** Stops every component (newest first), then removes the cluster's directory. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      for (const g of [...GATEWAY_PROCESSES].reverse()) {
+        const pid = this.state.pids[g];
+        if (pid !== undefined) await stopPid(pid, 3000);
+      }
       // The stand-in first: its sentinels drain while the API server is still up.
       const standin = this.state.pids[STANDIN];
       if (standin !== undefined) await stopPid(standin, 8000);
@@ -224,6 +243,8 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   const name = validName(opts.name ?? "krane");
   const log = opts.log ?? (() => {});
   const assets = await ensureKubeAssets(log);
+  // cert-manager's and Envoy Gateway's CRDs (the gateway kind's objects), installed with Gateway API's.
+  const exposureCrds = await ensureExposureCrds(log);
   const detached = opts.detached ?? false;
 
   let dir: string;
@@ -344,7 +365,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       await track(standin, STANDIN);
     }
 
-    await installApis(ep, assets);
+    await installApis(ep, { ...assets, crds: [...assets.crds, ...exposureCrds] });
     if (opts.fence ?? true) await installFence(ep);
     const plan = opts.nodes ?? DEFAULT_NODE_PLAN;
     const nodes = renderNodes(plan, nodePodCidrs(network, nodeCount(plan)));
@@ -353,6 +374,12 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await waitForNodesReady(ep, state.nodes, [kcm, sched, kwok]);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
+    if (opts.gateway) {
+      state.gateways = await startGateways(
+        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, network, freePort, log },
+        (c) => track(c, c.name as ProcessName),
+      );
+    }
     await writeFile(join(dir, "state.json"), JSON.stringify(state, null, 2));
     return cluster;
   } catch (err) {

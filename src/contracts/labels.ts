@@ -15,6 +15,8 @@ export const LABEL_BUILD_ID = "krane.dev/build-id";
 export const LABEL_SENTINEL_ID = "krane.dev/sentinel-id";
 /** Issue 16: the cron job a CronJob (and its Jobs and pods) belongs to. */
 export const LABEL_JOB_ID = "krane.dev/job-id";
+/** The gateway (an environment's exposure in a region) an HTTPRoute, Certificate or policy belongs to. */
+export const LABEL_GATEWAY_ID = "krane.dev/gateway-id";
 export const MANAGED_BY = "krane";
 
 /** The value of LABEL_COMPONENT per kind of managed object. */
@@ -27,6 +29,8 @@ export const COMPONENT = {
   job: "job",
   /** Issue 16: objects of a release (contracts/releases.ts). */
   release: "release",
+  /** An environment's exposure: HTTPRoutes, Certificates, ReferenceGrants, gateway policies. */
+  gateway: "gateway",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
@@ -66,6 +70,7 @@ export const OWNERSHIP_LABELS = [
   LABEL_ENVIRONMENT_ID,
   LABEL_DEPLOYMENT_ID,
   LABEL_SENTINEL_ID,
+  LABEL_GATEWAY_ID,
 ] as const;
 
 /** The selector of every object krane manages in one region (all components). */

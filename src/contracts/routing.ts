@@ -71,6 +71,125 @@ export interface RoutingPolicy {
   readonly environmentId: string;
   readonly mode: RoutingMode;
   readonly revisions: readonly RevisionWeight[];
+  /** API authentication at the edge (absent: none). */
+  readonly auth?: EdgeAuthPolicy;
+}
+
+// ---------------------------------------------------------------- the auth section
+// API authentication at the edge, enforced by the sentinel (src/sentinel/auth.ts). One rule per
+// exposed address of the environment (its endpoints and custom domains), chosen by the request's
+// Host (port ignored, case-insensitive). A rule with `jwt` validates bearer tokens against the
+// JWKS; its operations (method + path template) say which scopes a request needs, and
+// `defaultAction` what a request matching no operation gets.
+
+export type AuthAction = "allow" | "deny";
+
+export interface AuthOperationSpec {
+  /** "GET", "POST", … or "*". */
+  readonly method: string;
+  /** A path template: literal segments and `{name}` segments (one segment each). */
+  readonly path: string;
+  readonly scopes: readonly string[];
+}
+
+export interface JwtSpec {
+  readonly jwksUrl: string;
+  /** "" when any issuer is accepted. */
+  readonly issuer: string;
+  readonly audiences: readonly string[];
+}
+
+export interface EdgeAuthRuleSpec {
+  /** Lowercase hostnames. */
+  readonly hosts: readonly string[];
+  readonly jwt: JwtSpec | null;
+  readonly operations: readonly AuthOperationSpec[];
+  readonly defaultAction: AuthAction;
+}
+
+export interface EdgeAuthPolicy {
+  readonly rules: readonly EdgeAuthRuleSpec[];
+  /** What a request whose Host no rule names gets. */
+  readonly unmatchedHosts: AuthAction;
+}
+
+export const AUTH_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "*"] as const;
+/** A scope token (RFC 6749 §3.3: printable ASCII except space, '"' and '\\'). */
+export const SCOPE_RE = /^[\x21\x23-\x5B\x5D-\x7E]{1,128}$/;
+/** A path template: "/", or "/"-separated segments, each literal (RFC 3986 pchar) or {name}. */
+export const PATH_TEMPLATE_RE = /^\/$|^(\/([A-Za-z0-9._~!$&'()*+,;=:@%-]+|\{[A-Za-z_][A-Za-z0-9_]*\}))+\/?$/;
+
+/** Whether a JWKS URL is acceptable: https, or http on a loopback host (nothing to sniff there). */
+export function jwksUrlProblem(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return "must be an absolute URL";
+  }
+  if (u.username !== "" || u.password !== "") return "must not carry credentials";
+  if (u.hash !== "") return "must not have a fragment";
+  if (u.protocol === "https:") return undefined;
+  const host = u.hostname.replace(/^\[|\]$/g, "");
+  if (u.protocol === "http:" && (host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host))) return undefined;
+  return "must be https:// (http:// only on a loopback host)";
+}
+
+function fail(path: string, problem: string): never {
+  throw new Error(`routing policy: ${path} ${problem}`);
+}
+
+function strings(path: string, v: unknown, check: (s: string) => boolean, what: string): string[] {
+  if (!Array.isArray(v)) fail(path, "must be a list");
+  return v.map((x: unknown, i) => {
+    if (typeof x !== "string" || !check(x)) fail(`${path}[${i}]`, `must be ${what}`);
+    return x;
+  });
+}
+
+function action(path: string, v: unknown): AuthAction {
+  if (v !== "allow" && v !== "deny") fail(path, 'must be "allow" or "deny"');
+  return v;
+}
+
+/** Parses and checks the auth section; throws an Error naming the bad field. */
+export function parseEdgeAuth(v: unknown): EdgeAuthPolicy {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) fail("auth", "is not an object");
+  const o = v as Record<string, unknown>;
+  if (!Array.isArray(o.rules)) fail("auth.rules", "must be a list");
+  const seen = new Set<string>();
+  const rules = o.rules.map((r: unknown, i): EdgeAuthRuleSpec => {
+    const p = `auth.rules[${i}]`;
+    if (typeof r !== "object" || r === null) fail(p, "is not an object");
+    const rr = r as Record<string, unknown>;
+    const hosts = strings(`${p}.hosts`, rr.hosts, (h) => /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(h) && h.length <= 253, "a lowercase hostname");
+    for (const h of hosts) {
+      if (seen.has(h)) fail(`${p}.hosts`, `repeats ${h}`);
+      seen.add(h);
+    }
+    let jwt: JwtSpec | null = null;
+    if (rr.jwt !== null && rr.jwt !== undefined) {
+      if (typeof rr.jwt !== "object" || Array.isArray(rr.jwt)) fail(`${p}.jwt`, "is not an object");
+      const j = rr.jwt as Record<string, unknown>;
+      if (typeof j.jwksUrl !== "string") fail(`${p}.jwt.jwksUrl`, "is required");
+      const problem = jwksUrlProblem(j.jwksUrl);
+      if (problem) fail(`${p}.jwt.jwksUrl`, problem);
+      if (typeof j.issuer !== "string") fail(`${p}.jwt.issuer`, "must be a string");
+      jwt = { jwksUrl: j.jwksUrl, issuer: j.issuer, audiences: strings(`${p}.jwt.audiences`, j.audiences, (a) => a !== "" && a.length <= 512, "a non-empty string") };
+    }
+    if (!Array.isArray(rr.operations)) fail(`${p}.operations`, "must be a list");
+    const operations = rr.operations.map((op: unknown, k): AuthOperationSpec => {
+      const q = `${p}.operations[${k}]`;
+      if (typeof op !== "object" || op === null) fail(q, "is not an object");
+      const oo = op as Record<string, unknown>;
+      if (typeof oo.method !== "string" || !(AUTH_METHODS as readonly string[]).includes(oo.method)) fail(`${q}.method`, `must be one of ${AUTH_METHODS.join(", ")}`);
+      if (typeof oo.path !== "string" || !PATH_TEMPLATE_RE.test(oo.path)) fail(`${q}.path`, "must be a path template such as /books/{id}");
+      return { method: oo.method, path: oo.path, scopes: strings(`${q}.scopes`, oo.scopes, (s) => SCOPE_RE.test(s), "a scope token") };
+    });
+    if (operations.length > 0 && jwt === null) fail(`${p}.operations`, "need jwt");
+    return { hosts, jwt, operations, defaultAction: action(`${p}.defaultAction`, rr.defaultAction) };
+  });
+  return { rules, unmatchedHosts: action("auth.unmatchedHosts", o.unmatchedHosts) };
 }
 
 /** The policy a sentinel routes by until its policy ConfigMap has been read. */
@@ -110,11 +229,12 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     const sum = revisions.reduce((s, r) => s + r.weight, 0);
     if (sum !== 100) throw new Error(`routing policy: weights add up to ${sum}, not 100`);
   }
-  return { version, environmentId: o.environmentId, mode: o.mode, revisions };
+  const auth = o.auth === undefined || o.auth === null ? undefined : parseEdgeAuth(o.auth);
+  return { version, environmentId: o.environmentId, mode: o.mode, revisions, ...(auth ? { auth } : {}) };
 }
 
 export function formatRoutingPolicy(p: RoutingPolicy): string {
-  return JSON.stringify({ version: p.version, environmentId: p.environmentId, mode: p.mode, revisions: p.revisions });
+  return JSON.stringify({ version: p.version, environmentId: p.environmentId, mode: p.mode, revisions: p.revisions, ...(p.auth ? { auth: p.auth } : {}) });
 }
 
 /** The sentinel's Prometheus metric names the agent reads back for rollout analysis. */

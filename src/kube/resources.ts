@@ -38,6 +38,12 @@ export const resources = {
     plural: "ciliumnetworkpolicies",
     namespaced: true,
   },
+  // Exposure (the gateway kind): Gateway API, cert-manager, Envoy Gateway.
+  gateways: { group: "gateway.networking.k8s.io", version: "v1", kind: "Gateway", plural: "gateways", namespaced: true },
+  httpRoutes: { group: "gateway.networking.k8s.io", version: "v1", kind: "HTTPRoute", plural: "httproutes", namespaced: true },
+  referenceGrants: { group: "gateway.networking.k8s.io", version: "v1beta1", kind: "ReferenceGrant", plural: "referencegrants", namespaced: true },
+  certificates: { group: "cert-manager.io", version: "v1", kind: "Certificate", plural: "certificates", namespaced: true },
+  securityPolicies: { group: "gateway.envoyproxy.io", version: "v1alpha1", kind: "SecurityPolicy", plural: "securitypolicies", namespaced: true },
 } as const satisfies Record<string, ResourceType>;
 
 /** The known resource type of an object (by apiVersion and kind), or undefined. */

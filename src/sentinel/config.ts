@@ -25,6 +25,9 @@ export interface SentinelSettings {
   readonly maxHeaderBytes: number;
   /** SIGTERM: how long in-flight requests may take to finish. */
   readonly drainTimeoutMs: number;
+  /** API authentication: JWKS refresh age, and the least time between early refetches (unknown key). */
+  readonly jwksCacheMs: number;
+  readonly jwksCooldownMs: number;
   readonly podAddressMap: AddressMapping | undefined;
   readonly logLevel: string;
 }
@@ -46,6 +49,8 @@ const envNames: Record<keyof SentinelSettings, string> = {
   idleTimeoutMs: "KRANE_SENTINEL_IDLE_TIMEOUT_MS",
   maxHeaderBytes: "KRANE_SENTINEL_MAX_HEADER_BYTES",
   drainTimeoutMs: "KRANE_SENTINEL_DRAIN_TIMEOUT_MS",
+  jwksCacheMs: "KRANE_SENTINEL_JWKS_CACHE_MS",
+  jwksCooldownMs: "KRANE_SENTINEL_JWKS_COOLDOWN_MS",
   podAddressMap: "KRANE_SENTINEL_POD_ADDRESS_MAP",
   logLevel: "KRANE_LOG_LEVEL",
 };
@@ -66,6 +71,8 @@ const defaults: Partial<Record<keyof SentinelSettings, string>> = {
   maxHeaderBytes: "16384",
   // Inside Kubernetes' default 30 s grace period.
   drainTimeoutMs: "25000",
+  jwksCacheMs: "600000",
+  jwksCooldownMs: "30000",
   logLevel: "info",
 };
 
@@ -117,6 +124,8 @@ export function resolveSentinelSettings(flags: SentinelFlags, env: Record<string
     idleTimeoutMs: int("idleTimeoutMs", 0, 86_400_000),
     maxHeaderBytes: int("maxHeaderBytes", 1024, 1_048_576),
     drainTimeoutMs: int("drainTimeoutMs", 0, 3_600_000),
+    jwksCacheMs: int("jwksCacheMs", 1000, 86_400_000),
+    jwksCooldownMs: int("jwksCooldownMs", 0, 3_600_000),
     podAddressMap,
     logLevel,
   };

@@ -129,6 +129,8 @@ export interface SentinelMetrics {
   readonly webSockets: Gauge;
   readonly kubeConnected: Gauge;
   readonly clientErrors: Counter<"reason">;
+  /** Requests refused at the edge by API authentication (./auth.ts), by status. */
+  readonly authRefusals: Counter<"status">;
 }
 
 export function statusClass(status: number): string {
@@ -205,6 +207,12 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
       name: "krane_sentinel_client_errors_total",
       help: "Malformed client requests and connections answered 4xx or closed, by reason.",
       labelNames: ["reason"],
+      registers: r,
+    }),
+    authRefusals: new Counter({
+      name: "krane_sentinel_auth_refusals_total",
+      help: "Requests refused by API authentication at the edge (401, 403, 400), by status.",
+      labelNames: ["status"],
       registers: r,
     }),
   };

@@ -15,6 +15,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants as h2constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import type { Dispatcher } from "undici";
 import { SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
+import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Logger } from "../agent/runtime/log.js";
 import type { Balancer, Instance } from "./balancer.js";
 import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
@@ -37,6 +38,8 @@ export interface ProxyOptions {
   readonly hasTable: () => boolean;
   /** True while the probe paths should answer "ready". */
   readonly isReady: () => boolean;
+  /** API authentication at the edge (./auth.ts); checked before an instance is picked. */
+  readonly auth?: EdgeAuth;
 }
 
 const kExchange = Symbol("exchange");
@@ -190,7 +193,40 @@ class Exchange implements Dispatcher.DispatchHandler {
       requestId: this.#requestId,
     });
     this.#hasBody = this.#h2 ? !(req as Http2ServerRequest).stream.endAfterHeaders : !http1HasNoBody(hdrs);
+    const auth = this.#o.auth;
+    if (auth?.active) {
+      const decision = auth.check(req.method ?? "GET", host ?? "", path, first(hdrs.authorization));
+      if (decision instanceof Promise) {
+        decision.then(
+          (d) => this.#authorized(d),
+          () => this.#authorized({ type: "deny", status: 401, error: "invalid_token", description: "the token could not be verified" }),
+        );
+        return;
+      }
+      if (decision.type === "deny") {
+        this.#refuse(decision);
+        return;
+      }
+    }
     this.#attempt();
+  }
+
+  #authorized(d: AuthDecision): void {
+    if (this.#done || this.#clientGone) return;
+    if (d.type === "deny") this.#refuse(d);
+    else this.#attempt();
+  }
+
+  /** The edge's own refusal (401/403/400); the instance never sees the request. */
+  #refuse(d: Extract<AuthDecision, { type: "deny" }>): void {
+    this.#done = true;
+    const a = authAnswer(d);
+    const headers: Record<string, string> = { ...a.headers, [ERROR_HEADER]: d.status === 401 ? "unauthorized" : d.status === 403 ? "forbidden" : "bad-request" };
+    if (this.#requestId) headers[REQUEST_ID_HEADER] = this.#requestId;
+    this.#o.metrics.authRefusals.inc({ status: String(d.status) });
+    this.#res.writeHead(a.status, headers);
+    this.#res.end(a.body);
+    this.#finish(statusClass(a.status));
   }
 
   #attempt(): void {

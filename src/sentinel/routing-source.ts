@@ -9,6 +9,7 @@ import { resources } from "../kube/resources.js";
 import { Informer, type ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../agent/runtime/log.js";
 import type { AddressMapping } from "../contracts/address-map.js";
+import type { EdgeAuthPolicy } from "../contracts/routing.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";
 
 export interface RoutingUpdate {
@@ -17,6 +18,8 @@ export interface RoutingUpdate {
   readonly policyKnown: boolean;
   readonly policyError: string | undefined;
   readonly problems: readonly string[];
+  /** The policy's API authentication section (absent: none). */
+  readonly auth?: EdgeAuthPolicy;
 }
 
 export interface RoutingSourceOptions {
@@ -113,6 +116,6 @@ export class RoutingSource {
     if (read.policy) this.#policy = read.policy;
     const policy = this.#policy ?? defaultRoutingPolicy(this.#o.environmentId);
     const { table, problems } = buildTable(this.#slices.list(), policy, this.#o.addressMap);
-    this.#o.onUpdate({ table, policyKnown: this.#policy !== undefined, policyError: read.error, problems });
+    this.#o.onUpdate({ table, policyKnown: this.#policy !== undefined, policyError: read.error, problems, auth: policy.auth });
   }
 }

@@ -5,11 +5,12 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
-import { SENTINEL_STATUS_PATH, type SentinelStatus } from "../contracts/routing.js";
+import { SENTINEL_STATUS_PATH, type EdgeAuthPolicy, type SentinelStatus } from "../contracts/routing.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import { KubeClient } from "../kube/client.js";
 import type { ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../agent/runtime/log.js";
+import { EdgeAuth } from "./auth.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
 import type { SentinelSettings } from "./config.js";
 import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
@@ -19,6 +20,9 @@ import { ProxyServer } from "./server.js";
 import { endpointCount, type RoutingTable } from "./table.js";
 import { Upstreams } from "./upstreams.js";
 import { UpgradeRelay } from "./websocket.js";
+
+/** Every host refused: the policy in the cluster could not be read and none was before. */
+const FAIL_CLOSED: EdgeAuthPolicy = { rules: [], unmatchedHosts: "deny" };
 
 export interface SentinelOptions {
   readonly settings: SentinelSettings;
@@ -37,6 +41,8 @@ export class Sentinel {
   readonly settings: SentinelSettings;
   readonly metrics: SentinelMetrics;
   readonly balancer: Balancer;
+  /** API authentication at the edge (the policy's auth section). */
+  readonly auth: EdgeAuth;
   readonly #log: Logger;
   readonly #upstreams: Upstreams;
   readonly #proxy: Proxy;
@@ -63,7 +69,9 @@ export class Sentinel {
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
     this.#upstreams = new Upstreams({ connectTimeoutMs: s.connectTimeoutMs });
     const hasTable = (): boolean => this.#table !== undefined;
+    this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
     this.#proxy = new Proxy({
+      auth: this.auth,
       balancer: this.balancer,
       upstreams: this.#upstreams,
       metrics: this.metrics,
@@ -74,7 +82,7 @@ export class Sentinel {
       isReady: () => this.ready,
     });
     this.metrics.inFlightNow = () => this.#proxy.inFlight;
-    this.#upgrades = new UpgradeRelay({ balancer: this.balancer, metrics: this.metrics, log: o.log, upstreamTimeoutMs: s.upstreamTimeoutMs, hasTable });
+    this.#upgrades = new UpgradeRelay({ balancer: this.balancer, metrics: this.metrics, log: o.log, upstreamTimeoutMs: s.upstreamTimeoutMs, hasTable, auth: this.auth });
     this.#server = new ProxyServer({
       proxy: this.#proxy,
       upgrades: this.#upgrades,
@@ -200,6 +208,9 @@ export class Sentinel {
 
   #install(u: RoutingUpdate): void {
     const before = this.#table;
+    // A policy that could not be read yet (present but refused, none good before): refuse every
+    // request rather than serve an environment that may want authentication without it.
+    this.auth.setPolicy(u.policyKnown ? u.auth : u.policyError !== undefined ? FAIL_CLOSED : undefined);
     this.#table = u.table;
     this.#policyKnown = u.policyKnown;
     if (u.policyError !== this.#policyError) {

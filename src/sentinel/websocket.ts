@@ -7,6 +7,7 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../agent/runtime/log.js";
+import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Balancer } from "./balancer.js";
 import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
 import { isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
@@ -20,6 +21,8 @@ export interface UpgradeOptions {
   /** No 101 or answer within this (connect included): 504. */
   readonly upstreamTimeoutMs: number;
   readonly hasTable: () => boolean;
+  /** API authentication at the edge, checked before an instance is dialled. */
+  readonly auth?: EdgeAuth;
 }
 
 const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout" };
@@ -78,7 +81,22 @@ export class UpgradeRelay {
     }
     const headers = upstreamHeaders(req.rawHeaders, { clientAddress: req.socket.remoteAddress ?? "", proto: "http", host, requestId });
     headers.push("connection", "upgrade", "upgrade", String(req.headers.upgrade ?? "websocket"));
-    this.#attempt(req, socket, head, headers, requestId, undefined);
+    const go = (d: AuthDecision): void => {
+      if (d.type === "pass") {
+        this.#attempt(req, socket, head, headers, requestId, undefined);
+        return;
+      }
+      // Refused at the edge, like a plain request (./auth.ts).
+      this.#o.metrics.authRefusals.inc({ status: String(d.status) });
+      const a = authAnswer(d);
+      const lines = [`HTTP/1.1 ${a.status} ${a.status === 401 ? "Unauthorized" : a.status === 403 ? "Forbidden" : "Bad Request"}`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`), "connection: close"];
+      socket.end(`${lines.join("\r\n")}\r\n\r\n${a.body}`);
+    };
+    const auth = this.#o.auth;
+    if (!auth?.active) return go({ type: "pass" });
+    const decision = auth.check(req.method ?? "GET", host, req.url ?? "/", req.headers.authorization);
+    if (decision instanceof Promise) decision.then(go, () => go({ type: "deny", status: 401, error: "invalid_token", description: "the token could not be verified" }));
+    else go(decision);
   };
 
   #attempt(req: IncomingMessage, socket: Duplex, head: Buffer, headers: string[], requestId: string, tried: Set<string> | undefined): void {

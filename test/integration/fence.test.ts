@@ -12,9 +12,14 @@ import { kubeRequest, type KubeEndpoint, type KubeResponse } from "../../src/clu
 import { AS_UNRESTRICTED_AGENT } from "../../src/cluster/index.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { renderDeployment } from "../../src/agent/deployments/render.js";
+import { renderRoutes, renderStatic } from "../../src/agent/gateways/render.js";
+import { create } from "@bufbuild/protobuf";
+import { ApplyGatewaySchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { resourceOf, resourcePath } from "../../src/kube/resources.js";
+import type { KubeObject } from "../../src/kube/object.js";
 import { renderSentinel } from "../../src/agent/sentinels/render.js";
 import { renderRevisionSlices, renderRoutingPolicy } from "../../src/agent/sentinels/routing.js";
-import { workspaceNamespaceLabels, LABEL_MANAGED_BY, MANAGED_BY, LABEL_WORKSPACE_ID, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { workspaceNamespaceLabels, LABEL_MANAGED_BY, MANAGED_BY, LABEL_WORKSPACE_ID, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_GATEWAY_ID } from "../../src/contracts/labels.js";
 import { AGENT_NAMESPACE, SENTINEL_NAMESPACE, SENTINEL_SERVICE_ACCOUNT } from "../../src/contracts/cluster.js";
 import { sampleDeployment } from "../unit/agent/deployments/fixtures.js";
 import { sampleSentinel } from "../unit/agent/sentinels/fixtures.js";
@@ -331,6 +336,45 @@ describe("the agent's own writes pass", () => {
     for (const path of [slicePath, core(SENTINEL_NAMESPACE, "configmaps", cm.metadata.name ?? ""), deployPath(SENTINEL_NAMESPACE, s.k8sName)]) {
       assert.equal((await who.send("DELETE", path)).status, 200, path);
     }
+  });
+
+  test("an environment's exposure as the gateway controller renders it: HTTPRoutes, ReferenceGrants, Certificate, SecurityPolicy; a relabel to another gateway is refused", async () => {
+    const who = identities()[0];
+    assert.ok(who);
+    const g = create(ApplyGatewaySchema, {
+      workspaceId: "ws_fenced",
+      projectId: "prj_1",
+      environmentId: "env_fenced",
+      gatewayId: "env_fenced",
+      region: "local",
+      k8sNamespace: "ws-fenced-gw",
+      k8sName: "gw-shop-prod-abc123",
+      routes: [
+        { name: "public", visibility: "public", hostnames: ["p.apps.example"], pathPrefix: "/", auth: { hosts: ["p.apps.example"], jwt: { jwksUrl: "https://idp.example/jwks", issuer: "", audiences: [] }, operations: [{ method: "GET", path: "/x", scopes: ["s"] }], defaultAction: "deny" } },
+        { name: "domain-0123456789", visibility: "public", hostnames: ["www.shop.example"], pathPrefix: "/", certificate: true },
+      ],
+    });
+    const settings = { public: { namespace: "platform", name: "external", sectionName: "" }, certificateIssuer: { kind: "ClusterIssuer" as const, name: "le" }, envoyGatewayPolicies: true };
+    const ns = await who.send("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) } });
+    assert.equal(ns.status, 201, ns.body);
+    const objects = [...renderRoutes(g, "local", settings, "snt-fenced"), ...renderStatic(g, "local", settings)];
+    assert.deepEqual(objects.map((o) => o.kind).sort(), ["Certificate", "HTTPRoute", "HTTPRoute", "ReferenceGrant", "ReferenceGrant", "SecurityPolicy"]);
+    const pathOf = (o: KubeObject): string => {
+      const r = resourceOf(o);
+      assert.ok(r, `${o.kind}`);
+      return resourcePath(r, o.metadata.namespace, o.metadata.name);
+    };
+    for (const o of objects) {
+      const res = await who.send("PATCH", pathOf(o) + applyQuery, o, APPLY);
+      assert.equal(res.status, 201, `${o.kind} ${o.metadata.namespace}/${o.metadata.name}: ${res.body.slice(0, 300)}`);
+    }
+    // Moving a route to another environment's gateway (ownership label) is refused.
+    const route = objects[0] as KubeObject;
+    const moved = { ...route, metadata: { ...route.metadata, labels: { ...route.metadata.labels, [LABEL_GATEWAY_ID]: "env_other" } } };
+    const refused = await who.send("PATCH", pathOf(route) + applyQuery, moved, APPLY);
+    assert.equal(refused.status, 403, refused.body.slice(0, 300));
+    assert.match(refused.body, /krane ownership labels/);
+    for (const o of objects) assert.equal((await who.send("DELETE", pathOf(o))).status, 200, `${o.kind}`);
   });
 
   test("the kinds the agent will write later already fit the fence (dry run, RBAC lifted)", async () => {

@@ -18,6 +18,26 @@ export interface SentinelDefaults {
   readonly podAddressMap?: AddressMapping;
 }
 
+/** A Gateway of the cluster's platform (Gateway API): where a visibility's routes attach. */
+export interface GatewayRef {
+  readonly namespace: string;
+  readonly name: string;
+  /** A listener of the Gateway (empty: any that accepts the route). */
+  readonly sectionName: string;
+}
+
+/** The agent's exposure settings (the gateway kind runs only when a Gateway is configured). */
+export interface GatewaySettings {
+  readonly public?: GatewayRef;
+  readonly organization?: GatewayRef;
+  /** cert-manager issuer of the Certificates (absent: none are rendered). */
+  readonly certificateIssuer?: { readonly kind: "Issuer" | "ClusterIssuer"; readonly name: string };
+  /** Also a Certificate per generated endpoint hostname (not only per custom domain). */
+  readonly endpointCertificates?: boolean;
+  /** The Gateways are Envoy Gateway: render JWT SecurityPolicies there too. */
+  readonly envoyGatewayPolicies?: boolean;
+}
+
 /** What every kind is built from: the agent's region, its ctrl client and its settings. */
 export interface KindEnv {
   readonly region: string;
@@ -26,6 +46,8 @@ export interface KindEnv {
   readonly sentinel: SentinelDefaults;
   /** Issue 16: this cluster's Secrets Store CSI provider, for external secrets (absent: none). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
+  /** Exposure through the cluster's Gateways (absent: this cluster exposes nothing). */
+  readonly gateway?: GatewaySettings;
 }
 
 /** A kind ready to be added to a manager (its message types stay inside). */
@@ -34,6 +56,14 @@ export type KindRegistration = (manager: Manager, env: KindEnv, opts: Controller
 /** Wraps a kind's factory for the list in src/agent/kinds.ts. */
 export function kind<Msg, D, Del, R>(factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R>): KindRegistration {
   return (manager, env, opts) => void manager.add(factory(env), opts);
+}
+
+/** Like kind(), for a kind that runs only when the agent's settings call for it (undefined: not added). */
+export function optionalKind<Msg, D, Del, R>(factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R> | undefined): KindRegistration {
+  return (manager, env, opts) => {
+    const decl = factory(env);
+    if (decl) manager.add(decl, opts);
+  };
 }
 
 /** A key list of zero or one key (for `keysOf` of objects labelled with their key). */

@@ -14,6 +14,7 @@
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
 //   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
 //   CronJob, Job: drift, and status (last schedule, start, completion, result) for cron job runs (jobs/).
+//   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts).
 //
 // Strings repeat across thousands of cached objects (label values, images, env names, node
 // names, condition types, timestamps of pods started in the same second): every kept string
@@ -155,6 +156,12 @@ export function trimFor(r: ResourceType): (o: KubeObject) => KubeObject {
   if (r.group === "" && r.kind === "Pod") return trimPod;
   if (r.group === "" && r.kind === "Node") return trimNode;
   // Deployment status carries availableReplicas (sentinel health); Job and CronJob status the
-  // runs a cron job reports (agent/jobs); the others' status is unread.
-  return trimRendered((r.group === "apps" && r.kind === "Deployment") || (r.group === "batch" && (r.kind === "Job" || r.kind === "CronJob")));
+  // runs a cron job reports (agent/jobs); HTTPRoute and Certificate status the conditions the
+  // gateway kind reports; the others' status is unread.
+  return trimRendered(
+    (r.group === "apps" && r.kind === "Deployment") ||
+      (r.group === "batch" && (r.kind === "Job" || r.kind === "CronJob")) ||
+      (r.group === "gateway.networking.k8s.io" && r.kind === "HTTPRoute") ||
+      (r.group === "cert-manager.io" && r.kind === "Certificate"),
+  );
 }

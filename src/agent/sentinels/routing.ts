@@ -7,7 +7,7 @@
 //    stops serving, so the sentinel stops sending it new requests first.
 // Both are owned by the sentinel (LABEL_SENTINEL_ID), so the runtime prunes slices of revisions
 // that no longer have pods here.
-import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
 import {
@@ -32,6 +32,7 @@ import {
   formatRoutingPolicy,
   routingPolicyName,
   routingSliceName,
+  type EdgeAuthPolicy,
   type RoutingPolicy,
 } from "../../contracts/routing.js";
 import type { KubeObject } from "../../kube/object.js";
@@ -50,14 +51,30 @@ function routingLabels(s: ApplySentinel, region: string): Record<string, string>
   };
 }
 
+/** The edge auth section of the policy (absent when nothing asks for a token). */
+export function edgeAuthOf(a: EdgeAuth | undefined): EdgeAuthPolicy | undefined {
+  if (!a || a.rules.length === 0) return undefined;
+  return {
+    rules: a.rules.map((r) => ({
+      hosts: [...r.hosts],
+      jwt: r.jwt ? { jwksUrl: r.jwt.jwksUrl, issuer: r.jwt.issuer, audiences: [...r.jwt.audiences] } : null,
+      operations: r.operations.map((o) => ({ method: o.method, path: o.path, scopes: [...o.scopes] })),
+      defaultAction: r.defaultAction === "deny" ? "deny" : "allow",
+    })),
+    unmatchedHosts: a.unmatchedHosts === "allow" ? "allow" : "deny",
+  };
+}
+
 /** The policy a sentinel's desired state asks for (no policy: by instance count). */
 export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
   const r = s.routing;
+  const auth = edgeAuthOf(r?.auth);
   return {
     version: r ? Number(r.version) : 0,
     environmentId: s.environmentId,
     mode: r?.mode === "weighted" ? "weighted" : "instances",
     revisions: (r?.revisions ?? []).map((w) => ({ deploymentId: w.deploymentId, weight: w.weight })),
+    ...(auth ? { auth } : {}),
   };
 }
 

@@ -25,6 +25,8 @@ import { createDeployment, deleteDeployment, desiredReplicasByRegion, desiredRep
 import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment, environmentRegions, listEnvironments, regionsOfEnvironments } from "../domain/environments.js";
 import { environmentStatus } from "../domain/status.js";
+import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
+import { exposureStatus } from "./exposure.js";
 import { createProject, createWorkspace, findEnvironment, findProject, findWorkspace, listProjects, listWorkspaces } from "../domain/tenancy.js";
 import { createApiToken, hashToken, listApiTokens, revokeApiToken } from "../domain/tokens.js";
 import {
@@ -53,6 +55,8 @@ export interface ApiDeps {
   rollout?: { environmentChanged(environmentId: string): Promise<void> };
   /** This process's authenticator, told about revoked credentials (absent in store-only tests). */
   auth?: RevocationListener;
+  /** Generated addresses (status shows endpoint URLs); default DEFAULT_EXPOSURE. */
+  exposure?: ExposureSettings;
 }
 
 export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
@@ -234,12 +238,13 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
   };
 }
 
-export function statusServiceImpl({ store }: ApiDeps): ServiceImpl<typeof StatusService> {
+export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typeof StatusService> {
   return {
     async getEnvironmentStatus(req) {
       const view = await environmentStatus(store.db, validateEnvironmentRef(req));
       const env = view.environment.environment;
       const lag = await clusterLag(store.db, view.clusters);
+      const exposed = await exposureStatus(store.db, env.id, view.regions.map((r) => r.region), exposure ?? DEFAULT_EXPOSURE);
       return create(GetEnvironmentStatusResponseSchema, {
         environment: environmentMsg(env, view.regions),
         deployments: view.deployments.map((d) =>
@@ -275,6 +280,8 @@ export function statusServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Status
           }),
         ),
         clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
+        endpoints: exposed.endpoints,
+        domains: exposed.domains,
       });
     },
   };

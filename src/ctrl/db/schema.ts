@@ -60,6 +60,8 @@ export interface EnvironmentsTable {
   last_revision: number;
   created_at: number;
   updated_at: number;
+  /** Migration 0008: the edge auth section of the sentinel's routing policy (JSON), null: none. */
+  edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0007: "instances" or "weighted" (src/contracts/routing.ts). */
   routing_mode: ColumnType<string, string | undefined, string>;
   /** Migration 0007: JSON [{deploymentId, weight}] of a weighted policy. */
@@ -416,6 +418,55 @@ export interface AuditLogTable {
   detail: string;
 }
 
+// ---------------------------------------------------------------- exposure (migration 0008_exposure)
+
+/** An environment's endpoint of one visibility. */
+export interface EndpointsTable {
+  id: string;
+  environment_id: string;
+  workspace_id: string;
+  project_id: string;
+  /** "public" or "organization". */
+  visibility: string;
+  hostname: string;
+  /** "/" on a host of its own; the prefix on a shared host. */
+  path_prefix: string;
+  /** JSON of the endpoint's JWT settings (EndpointAuthSettings), null: none. */
+  auth: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A custom domain claimed by an environment; routed only while verified. */
+export interface DomainsTable {
+  id: string;
+  environment_id: string;
+  workspace_id: string;
+  project_id: string;
+  hostname: string;
+  /** The secret part of the TXT record's value. */
+  token: string;
+  /** "pending", "verified" or "failed". */
+  state: string;
+  last_error: string | null;
+  last_checked_at: number | null;
+  verified_at: number | null;
+  /** A verified domain whose record went missing: since when (it stays routed for a grace period). */
+  lost_since: number | null;
+  next_check_at: number;
+  created_at: number;
+}
+
+/** The last gateway report of an environment's exposure in a region. */
+export interface GatewayReportsTable {
+  environment_id: string;
+  region: string;
+  /** JSON of the reported routes (GatewayRouteStatus as JSON). */
+  routes: string;
+  rejected_reason: string | null;
+  reported_at: number;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -449,6 +500,9 @@ export interface Database {
   deletions: DeletionsTable;
   pending_deletions: PendingDeletionsTable;
   audit_log: AuditLogTable;
+  endpoints: EndpointsTable;
+  domains: DomainsTable;
+  gateway_reports: GatewayReportsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -456,6 +510,8 @@ export type ProjectRow = Selectable<ProjectsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type SentinelRow = Selectable<SentinelsTable>;
+export type EndpointRow = Selectable<EndpointsTable>;
+export type DomainRow = Selectable<DomainsTable>;
 export type ClusterRow = Selectable<ClustersTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type OutboxRow = Selectable<OutboxTable>;

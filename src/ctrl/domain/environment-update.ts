@@ -24,6 +24,7 @@ import { LIMITS } from "../validate/rules.js";
 import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
 import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
 import { syncEnvironmentObjects } from "./environment-objects.js";
+import { refreshExposure } from "./exposure.js";
 import { createSentinel, dropSentinel, environmentRegions, lockEnvironment, putSentinel } from "./environments.js";
 import { forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -193,6 +194,9 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
         else if (sentinelChanged) await putSentinel(tx, after, existing);
       }
     }
+
+    // The environment's exposure follows its regions (gateway objects in joined regions, none in left ones).
+    if (joining.length > 0 || input.removeRegions.length > 0) await refreshExposure(tx, envId);
 
     if (changed.has("min_ready_seconds")) {
       for (const d of await desiredDeployments(tx, envId)) await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);

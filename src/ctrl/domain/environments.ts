@@ -46,6 +46,7 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
         revision_history_limit: input.rollout.revisionHistoryLimit,
         paused: input.rollout.paused ? 1 : 0,
         last_revision: 0,
+        edge_auth: null,
         created_at: tx.now,
         updated_at: tx.now,
         routing_mode: "instances",

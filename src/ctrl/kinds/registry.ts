@@ -4,10 +4,11 @@
 import type { KindName } from "../db/schema.js";
 import { deploymentKind } from "./deployment.js";
 import { jobKind } from "./job.js";
+import { gatewayKind } from "./gateway.js";
 import type { Kind } from "./kind.js";
 import { releaseKind } from "./release.js";
 import { sentinelKind } from "./sentinel.js";
 
-export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind, releaseKind, jobKind];
+export const KINDS: readonly Kind[] = [deploymentKind, sentinelKind, releaseKind, jobKind, gatewayKind];
 
 export const KIND_NAMES: readonly KindName[] = KINDS.map((k) => k.name);

@@ -7,17 +7,21 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import {
   ApplySentinelSchema,
   DeleteSentinelSchema,
+  EdgeAuthSchema,
   GetDesiredSentinelStatesResponseSchema,
   Health,
   SentinelStateSchema,
   type ApplySentinel,
+  type EdgeAuth,
   type ReportSentinelStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { EdgeAuthPolicy } from "../../contracts/routing.js";
 import type { EnvironmentRow, SentinelRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, invalidArgument, notFound } from "../errors.js";
 import { rejectionReason, reportSubject } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
+import { edgeAuthRuleMsg } from "./gateway.js";
 import type { Kind } from "./kind.js";
 
 // ---------------------------------------------------------------- payload encoding
@@ -37,7 +41,11 @@ export function routingPolicyOf(environment: EnvironmentRow): { version: bigint;
 
 export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
   return create(ApplySentinelSchema, {
-    routing: routingPolicyOf(environment),
+    routing: {
+      ...routingPolicyOf(environment),
+      // The edge auth section (migration 0008: environments.edge_auth, kept by ../domain/exposure.ts).
+      ...(environment.edge_auth !== null ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) } : {}),
+    },
     workspaceId: s.workspace_id,
     projectId: s.project_id,
     environmentId: s.environment_id,
@@ -49,6 +57,10 @@ export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow)
     memoryMib: BigInt(environment.sentinel_memory_mib),
     region: s.region,
   });
+}
+
+function edgeAuthMsg(a: EdgeAuthPolicy): EdgeAuth {
+  return create(EdgeAuthSchema, { rules: a.rules.map(edgeAuthRuleMsg), unmatchedHosts: a.unmatchedHosts });
 }
 
 export function encodeApplySentinel(environment: EnvironmentRow, s: SentinelRow): Uint8Array {

@@ -15,6 +15,12 @@
 //   (env only)           KRANE_MASTER_KEY           masterKey           the key itself (32 bytes, base64 or hex)
 //   --previous-master-key-file KRANE_PREVIOUS_MASTER_KEY_FILES previousMasterKeyFiles  comma-separated, unwrap only
 //   --release-allowed-kinds KRANE_RELEASE_ALLOWED_KINDS releaseAllowedKinds ConfigMap,Secret,Service,… (group/Kind)
+//   --public-apex        KRANE_PUBLIC_APEX          publicApex          krane.localhost (endpoints' generated hostnames)
+//   --organization-apex  KRANE_ORGANIZATION_APEX    organizationApex    internal.<public apex>
+//   --host-pattern       KRANE_HOST_PATTERN         hostPattern         {env}-{project}-{workspace}
+//   --shared-host-pattern KRANE_SHARED_HOST_PATTERN sharedHostPattern   {workspace} (path routing)
+//   --endpoint-scheme    KRANE_ENDPOINT_SCHEME      endpointScheme      https (URLs shown for endpoints)
+//   --dns-servers        KRANE_DNS_SERVERS          dnsServers          the system's (domain verification; host[:port],…)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -43,6 +49,10 @@ export interface CtrlSettings {
   /** Issue 16: where the master key of secrets at rest comes from (see src/ctrl/secrets). */
   masterKey: { key?: string; file?: string; previousFiles: string[]; generateAt?: string };
   releaseKinds: AllowedKind[];
+  /** Endpoints' generated addresses. */
+  exposure: { publicApex: string; organizationApex: string; hostPattern: string; sharedHostPattern: string; scheme: "https" | "http" };
+  /** DNS servers for domain verification (empty: the system's). */
+  dnsServers: string[];
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -62,6 +72,12 @@ const ENV = {
   masterKeyFile: "KRANE_MASTER_KEY_FILE",
   previousMasterKeyFiles: "KRANE_PREVIOUS_MASTER_KEY_FILES",
   releaseAllowedKinds: "KRANE_RELEASE_ALLOWED_KINDS",
+  publicApex: "KRANE_PUBLIC_APEX",
+  organizationApex: "KRANE_ORGANIZATION_APEX",
+  hostPattern: "KRANE_HOST_PATTERN",
+  sharedHostPattern: "KRANE_SHARED_HOST_PATTERN",
+  endpointScheme: "KRANE_ENDPOINT_SCHEME",
+  dnsServers: "KRANE_DNS_SERVERS",
 } as const;
 
 export function parseListen(what: string, v: string): ListenAddress {
@@ -105,6 +121,11 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     throw new Error("admin token: give either --admin-token (KRANE_ADMIN_TOKEN) or --admin-token-file (KRANE_ADMIN_TOKEN_FILE), not both");
   }
   if (adminToken !== undefined && adminToken.trim() === "") throw new Error("admin token: empty");
+  const publicApex = (pick("publicApex") ?? "krane.localhost").toLowerCase();
+  const scheme = pick("endpointScheme") ?? "https";
+  if (scheme !== "https" && scheme !== "http") throw new Error('endpoint scheme must be "https" or "http"');
+  const dnsServers = (pick("dnsServers") ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "");
+  for (const d of dnsServers) if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(d)) throw new Error(`dns servers: "${d}" is not an IP address with an optional port`);
   return {
     databaseUrl,
     listen: parseListen("listen", pick("listen") ?? "0.0.0.0:7070"),
@@ -124,5 +145,13 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       generateAt: isPg || databaseUrl === ":memory:" ? undefined : join(dirname(databaseUrl), "master-key"),
     },
     releaseKinds: pick("releaseAllowedKinds") === undefined ? [...DEFAULT_RELEASE_KINDS] : parseAllowedKinds(pick("releaseAllowedKinds") ?? ""),
+    exposure: {
+      publicApex,
+      organizationApex: (pick("organizationApex") ?? `internal.${publicApex}`).toLowerCase(),
+      hostPattern: pick("hostPattern") ?? "{env}-{project}-{workspace}",
+      sharedHostPattern: pick("sharedHostPattern") ?? "{workspace}",
+      scheme,
+    },
+    dnsServers,
   };
 }

@@ -25,6 +25,12 @@ import {
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
+import { domainServiceImpl, endpointServiceImpl } from "../api/exposure.js";
+import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
+import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
+import { systemTxtResolver } from "../exposure/dns.js";
+import { DomainVerifier } from "../exposure/verifier.js";
 import {
   apiTokenServiceImpl,
   deploymentServiceImpl,
@@ -101,6 +107,15 @@ export interface CtrlConfig {
   releaseKinds?: readonly AllowedKind[];
   /** How often finished deletions are looked for (ms; confirmations also trigger it). */
   deletionSweepIntervalMs?: number;
+  /** Generated addresses of endpoints (apexes, patterns); defaults: DEFAULT_EXPOSURE. */
+  exposure?: Partial<ExposureSettings>;
+  /** Custom domain verification: DNS (servers, or a resolver of the caller's), schedule, sweep. */
+  domains?: {
+    resolver?: TxtResolver;
+    dnsServers?: readonly string[];
+    policy?: Partial<DomainCheckPolicy>;
+    sweepIntervalMs?: number;
+  };
   /** How long Idempotency-Keys are remembered (ms; default 24 h). */
   idempotencyRetentionMs?: number;
 }
@@ -113,6 +128,8 @@ export interface RunningCtrl {
   hub: FeedHub;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
+  /** Custom domains' DNS checks. */
+  domains: DomainVerifier;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
@@ -211,12 +228,22 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     sweepIntervalMs: config.rolloutSweepIntervalMs,
     onSweepError: backgroundFailure("rollout sweep failed"),
   });
+  const exposure: ExposureSettings = { ...DEFAULT_EXPOSURE, ...config.exposure };
+  checkExposureSettings(exposure);
+  const domains = new DomainVerifier({
+    store,
+    resolver: config.domains?.resolver ?? systemTxtResolver({ servers: config.domains?.dnsServers }),
+    settings: exposure,
+    policy: config.domains?.policy,
+    sweepIntervalMs: config.domains?.sweepIntervalMs,
+    logger: log,
+  });
   let draining = false;
 
   const routes = (connectRouter: ConnectRouter): void => {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
     const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
-    const deps = { store, rollout, auth };
+    const deps = { store, rollout, auth, exposure };
     router.service(
       ClusterService,
       clusterServiceImpl({
@@ -241,6 +268,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(ConfigService, configServiceImpl(objects));
     router.service(ReleaseService, releaseServiceImpl(objects));
     router.service(JobService, jobServiceImpl(objects));
+    const exposureDeps = { store, settings: exposure, policy: domains.policy, verifyNow: (id: string) => domains.verifyNow(id) };
+    router.service(EndpointService, endpointServiceImpl(exposureDeps));
+    router.service(DomainService, domainServiceImpl(exposureDeps));
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -384,6 +414,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       hub.close();
       outage.close();
       await rollout.close();
+      await domains.close();
       if (ops) {
         ops.closeAllConnections();
         await new Promise<void>((r) => ops.close(() => r()));
@@ -394,5 +425,5 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, shutdownSignal: adapterStop.signal, close };
+  return { url, opsUrl, store, hub, metrics, rollout, domains, shutdownSignal: adapterStop.signal, close };
 }

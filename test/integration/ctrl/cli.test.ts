@@ -88,4 +88,50 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.notEqual(unauth.status, 0);
     assert.match(unauth.stderr, /unauthenticated/);
   });
+
+  it("exposes an environment: endpoints and domains, bad input refused naming the field", () => {
+    const ok = (args: string[]): string => {
+      const r = krane(args, env);
+      assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    const pub = JSON.parse(ok(["endpoint", "set", "shop/prod", "--visibility", "public", "--jwks-url", "https://idp.example.com/jwks.json", "--operation", "GET /orders/{id}=orders:read", "-o", "json"])) as {
+      visibility: string;
+      url: string;
+      auth?: { operations: { method: string; path: string; scopes: string[] }[]; defaultAction: string };
+    };
+    assert.equal(pub.visibility, "public");
+    assert.match(pub.url, /prod-shop-acme\./);
+    assert.deepEqual(pub.auth?.operations, [{ method: "GET", path: "/orders/{id}", scopes: ["orders:read"] }]);
+    ok(["endpoint", "set", "shop/prod", "--visibility", "organization", "--path-routing"]);
+    const list = ok(["endpoint", "list", "shop/prod"]);
+    assert.match(list, /public.*jwt/);
+    assert.match(list, /organization.*\/shop\/prod/);
+
+    const dom = JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as { hostname: string; state: string; txtName: string; txtValue: string };
+    assert.equal(dom.hostname, "www.shop.example");
+    assert.equal(dom.txtName, "_krane-challenge.www.shop.example");
+    assert.ok(dom.txtValue.length > 20);
+    assert.match(ok(["domain", "list", "shop/prod"]), /www\.shop\.example/);
+
+    const refuse = (args: string[], message: RegExp): void => {
+      const r = krane(args, env);
+      assert.notEqual(r.status, 0, `krane ${args.join(" ")} succeeded`);
+      assert.match(r.stderr, message);
+    };
+    refuse(["domain", "add", "shop/prod", "*.shop.example"], /invalid_argument: hostname: /);
+    refuse(["domain", "add", "shop/prod", "bücher.example"], /invalid_argument: hostname: .*xn--bcher-kva\.example/);
+    // Adding it again to the same environment is a retry (the same token); another environment's claim is refused.
+    assert.equal((JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as { txtValue: string }).txtValue, dom.txtValue);
+    ok(["env", "create", "shop/staging", "--region", "eu-west=1"]);
+    refuse(["domain", "add", "shop/staging", "www.shop.example"], /already_exists: .*www\.shop\.example.*claimed by another environment/);
+    refuse(["endpoint", "set", "shop/prod", "--visibility", "everyone"], /invalid_argument: visibility: /);
+    refuse(["endpoint", "set", "shop/prod", "--jwks-url", "https://idp.example.com/jwks", "--operation", "GET /x=bad scope"], /scope/);
+
+    ok(["domain", "remove", "shop/prod", "www.shop.example"]);
+    ok(["endpoint", "delete", "shop/prod", "--visibility", "organization"]);
+    const after = JSON.parse(ok(["endpoint", "list", "shop/prod", "-o", "json"])) as { endpoints: { visibility: string }[] };
+    assert.deepEqual(after.endpoints.map((e) => e.visibility), ["public"]);
+    assert.equal((JSON.parse(ok(["domain", "list", "shop/prod", "-o", "json"])) as { domains?: unknown[] }).domains?.length ?? 0, 0);
+  });
 });

@@ -84,7 +84,7 @@ describe("the command tree", () => {
   it("keeps every command", () => {
     const r = krane("source", ["--help"]);
     const expected: Record<string, string[]> = {
-      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version", "config", "secret", "release", "job"],
+      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version", "config", "secret", "release", "job", "endpoint", "domain"],
       ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
       workspace: ["create", "list", "get", "delete"],
@@ -99,6 +99,8 @@ describe("the command tree", () => {
       region: ["create", "list", "clusters"],
       "cluster-token": ["create", "revoke"],
       "api-token": ["create", "list", "revoke"],
+      endpoint: ["set", "list", "delete"],
+      domain: ["add", "list", "verify", "remove"],
     };
     for (const [group, names] of Object.entries(expected)) {
       const help = group === "" ? r.stdout : krane("source", [group, "--help"]).stdout;

@@ -7,12 +7,14 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import { file_krane_ctrl_v1_api, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKeys, methodKey, NOT_RETRIED, outageRetry, parseDuration, RETRIED_WITH_KEY, RETRY_SAFE } from "../../../src/cli/user-client.js";
 
 test("every public method is repeated after an outage as it is, repeated under its idempotency key, or explicitly not (a new method needs a decision)", () => {
-  const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout, file_krane_ctrl_v1_config, file_krane_ctrl_v1_release, file_krane_ctrl_v1_job].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
+  const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout, file_krane_ctrl_v1_config, file_krane_ctrl_v1_release, file_krane_ctrl_v1_job, file_krane_ctrl_v1_exposure].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
+
   const sets = [RETRY_SAFE, RETRIED_WITH_KEY, NOT_RETRIED];
   const undecided = all.filter((k) => !sets.some((s) => s.has(k)));
   assert.deepEqual(undecided, []);

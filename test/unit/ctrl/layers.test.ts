@@ -50,7 +50,7 @@ describe("kinds", () => {
   const deps = { store: undefined, hub: undefined, metrics: undefined, streamsStop: new AbortController().signal } as unknown as ClusterServiceDeps;
 
   it("are registered once each, under distinct names and id prefixes", () => {
-    assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job"]);
+    assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job", "gateway"]);
     assert.equal(new Set(KINDS.map((k) => k.idPrefix)).size, KINDS.length);
   });
 

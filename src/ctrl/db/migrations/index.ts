@@ -9,6 +9,7 @@ import { migration as m0004 } from "./0004_api_tokens.js";
 import { migration as m0005 } from "./0005_revoked_tokens.js";
 import { migration as m0006 } from "./0006_desired_replicas.js";
 import { migration as m0007 } from "./0007_routing.js";
+import { migration as m0008 } from "./0008_exposure.js";
 import { migration as m0009 } from "./0009_releases_config_deletion.js";
 import { migration as m0010a } from "./0010_a_idempotency_keys.js";
 import { migration as m0010b } from "./0010_b_cluster_cursors.js";
@@ -24,6 +25,7 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0005_revoked_tokens": m0005,
   "0006_desired_replicas": m0006,
   "0007_routing": m0007,
+  "0008_exposure": m0008,
   "0009_releases_config_deletion": m0009,
   "0010_a_idempotency_keys": m0010a,
   "0010_b_cluster_cursors": m0010b,

@@ -1,0 +1,223 @@
+// Pure rendering of an environment's exposure in this region (ApplyGateway → objects):
+//  - one HTTPRoute per route, in the workspace namespace, attached to the Gateway of its
+//    visibility (agent settings), with its hostnames, a PathPrefix match (never a regular
+//    expression: ordering between routes is then the Gateway API's own precedence, longest
+//    prefix first, not an implementation's regex sort), a URLRewrite ReplacePrefixMatch "/" when
+//    routed under a prefix, and one backendRef: the environment's sentinel Service on 8040 in
+//    namespace `sentinel`;
+//  - the ReferenceGrant in `sentinel` that lets exactly those HTTPRoutes of the workspace
+//    namespace refer to exactly that Service (Gateway API refuses cross-namespace backendRefs
+//    without one);
+//  - a cert-manager Certificate per hostname that needs one (custom domains; endpoints' own too
+//    when the agent says so), from the configured issuer, and the ReferenceGrant that lets the
+//    Gateways' namespaces use their Secrets;
+//  - for Envoy Gateway, a SecurityPolicy per route with JWT: token validation against the JWKS,
+//    and a method-level scope gate (Envoy Gateway's authorization rules match methods, not
+//    paths: the exact per-operation check is the sentinel's, src/sentinel/auth.ts).
+// Every object carries the gateway id (ownership: what the key stops rendering is pruned) and
+// every field is given with the value the API server would default it to, so a live object
+// matches its rendering and a resync writes nothing.
+import { createHash } from "node:crypto";
+import type { ApplyGateway, EdgeAuthRule, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_GATEWAY_ID,
+  LABEL_MANAGED_BY,
+  LABEL_PROJECT_ID,
+  LABEL_REGION,
+  LABEL_WORKSPACE_ID,
+  MANAGED_BY,
+} from "../../contracts/labels.js";
+import type { KubeObject } from "../../kube/object.js";
+import type { GatewayRef, GatewaySettings } from "../runtime/kind.js";
+
+export const GATEWAY_API = "gateway.networking.k8s.io";
+
+export function gatewayLabels(g: ApplyGateway, region: string): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_COMPONENT]: COMPONENT.gateway,
+    [LABEL_REGION]: region,
+    [LABEL_WORKSPACE_ID]: g.workspaceId,
+    [LABEL_PROJECT_ID]: g.projectId,
+    [LABEL_ENVIRONMENT_ID]: g.environmentId,
+    [LABEL_GATEWAY_ID]: g.gatewayId,
+  };
+}
+
+export function routeName(g: ApplyGateway, route: GatewayRoute): string {
+  return `${g.k8sName}-${route.name}`;
+}
+
+export function gatewayOf(settings: GatewaySettings, visibility: string): GatewayRef | undefined {
+  return visibility === "organization" ? settings.organization : settings.public;
+}
+
+/** A route is served under a prefix (rewritten away) unless its prefix is "/" or empty. */
+function prefixOf(route: GatewayRoute): string | undefined {
+  return route.pathPrefix === "" || route.pathPrefix === "/" ? undefined : route.pathPrefix;
+}
+
+export function renderHttpRoute(g: ApplyGateway, route: GatewayRoute, region: string, gateway: GatewayRef, sentinelService: string): KubeObject {
+  const prefix = prefixOf(route);
+  const parentRef: Record<string, unknown> = { group: GATEWAY_API, kind: "Gateway", namespace: gateway.namespace, name: gateway.name };
+  if (gateway.sectionName !== "") parentRef.sectionName = gateway.sectionName;
+  const rule: Record<string, unknown> = {
+    matches: [{ path: { type: "PathPrefix", value: prefix ?? "/" } }],
+    backendRefs: [{ group: "", kind: "Service", namespace: SENTINEL_NAMESPACE, name: sentinelService, port: SENTINEL_PORT, weight: 1 }],
+  };
+  if (prefix !== undefined) {
+    rule.filters = [{ type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } }];
+  }
+  return {
+    apiVersion: `${GATEWAY_API}/v1`,
+    kind: "HTTPRoute",
+    metadata: { name: routeName(g, route), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
+    spec: {
+      parentRefs: [parentRef],
+      hostnames: [...route.hostnames].sort(),
+      rules: [rule],
+    },
+  };
+}
+
+/** Lets the gateway's HTTPRoutes (workspace namespace) use the sentinel Service. */
+export function renderSentinelGrant(g: ApplyGateway, region: string, sentinelService: string): KubeObject {
+  return {
+    apiVersion: `${GATEWAY_API}/v1beta1`,
+    kind: "ReferenceGrant",
+    metadata: { name: `${g.k8sName}-to-sentinel`, namespace: SENTINEL_NAMESPACE, labels: gatewayLabels(g, region) },
+    spec: {
+      from: [{ group: GATEWAY_API, kind: "HTTPRoute", namespace: g.k8sNamespace }],
+      to: [{ group: "", kind: "Service", name: sentinelService }],
+    },
+  };
+}
+
+function hostHash(hostname: string): string {
+  return createHash("sha256").update(hostname).digest("hex").slice(0, 10);
+}
+
+export function certificateName(g: ApplyGateway, hostname: string): string {
+  return `${g.k8sName}-${hostHash(hostname)}`;
+}
+
+export function certificateSecretName(g: ApplyGateway, hostname: string): string {
+  return `${certificateName(g, hostname)}-tls`;
+}
+
+/** The hostnames that get a Certificate in this cluster, sorted and unique. */
+export function certificateHostnames(g: ApplyGateway, settings: GatewaySettings): string[] {
+  if (!settings.certificateIssuer) return [];
+  const out = new Set<string>();
+  for (const r of g.routes) if (r.certificate || settings.endpointCertificates) for (const h of r.hostnames) out.add(h);
+  return [...out].sort();
+}
+
+export function renderCertificate(g: ApplyGateway, hostname: string, region: string, settings: GatewaySettings): KubeObject {
+  const issuer = settings.certificateIssuer ?? { kind: "ClusterIssuer", name: "" };
+  return {
+    apiVersion: "cert-manager.io/v1",
+    kind: "Certificate",
+    metadata: { name: certificateName(g, hostname), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
+    spec: {
+      secretName: certificateSecretName(g, hostname),
+      dnsNames: [hostname],
+      issuerRef: { group: "cert-manager.io", kind: issuer.kind, name: issuer.name },
+    },
+  };
+}
+
+/** Lets the configured Gateways' namespaces refer to the certificates' Secrets. */
+export function renderSecretGrant(g: ApplyGateway, region: string, settings: GatewaySettings, secrets: readonly string[]): KubeObject | undefined {
+  const namespaces = [...new Set([settings.public?.namespace, settings.organization?.namespace].filter((n): n is string => n !== undefined && n !== g.k8sNamespace))].sort();
+  if (namespaces.length === 0 || secrets.length === 0) return undefined;
+  return {
+    apiVersion: `${GATEWAY_API}/v1beta1`,
+    kind: "ReferenceGrant",
+    metadata: { name: `${g.k8sName}-certificates`, namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
+    spec: {
+      from: namespaces.map((namespace) => ({ group: GATEWAY_API, kind: "Gateway", namespace })),
+      to: secrets.map((name) => ({ group: "", kind: "Secret", name })),
+    },
+  };
+}
+
+const EVERYONE = { clientCIDRs: ["0.0.0.0/0", "::/0"] };
+
+/**
+ * Envoy Gateway's SecurityPolicy for a route with JWT: the provider (remote JWKS, issuer,
+ * audiences); per operation method, Allow with the operation's scopes, then Deny for the method;
+ * the default action for the rest. Undefined when the route has no JWT.
+ */
+export function renderSecurityPolicy(g: ApplyGateway, route: GatewayRoute, region: string): KubeObject | undefined {
+  const auth: EdgeAuthRule | undefined = route.auth;
+  if (!auth?.jwt) return undefined;
+  const provider: Record<string, unknown> = { name: "krane", remoteJWKS: { uri: auth.jwt.jwksUrl } };
+  if (auth.jwt.issuer !== "") provider.issuer = auth.jwt.issuer;
+  if (auth.jwt.audiences.length > 0) provider.audiences = [...auth.jwt.audiences];
+  const rules: Record<string, unknown>[] = [];
+  const methods = [...new Set(auth.operations.map((o) => o.method))].sort();
+  for (const method of methods) {
+    const ops = auth.operations.filter((o) => o.method === method);
+    const methodList = method === "*" ? undefined : [method];
+    for (const op of ops) {
+      const rule: Record<string, unknown> = { action: "Allow", principal: { jwt: { provider: "krane", scopes: [...op.scopes].sort() } } };
+      if (methodList) rule.operation = { methods: methodList };
+      rules.push(rule);
+    }
+    const deny: Record<string, unknown> = { action: "Deny", principal: EVERYONE };
+    if (methodList) deny.operation = { methods: methodList };
+    rules.push(deny);
+  }
+  return {
+    apiVersion: "gateway.envoyproxy.io/v1alpha1",
+    kind: "SecurityPolicy",
+    metadata: { name: routeName(g, route), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
+    spec: {
+      targetRefs: [{ group: GATEWAY_API, kind: "HTTPRoute", name: routeName(g, route) }],
+      // A request outside every operation needs no token when the default is to allow it.
+      jwt: { optional: auth.defaultAction === "allow", providers: [provider] },
+      authorization: { defaultAction: auth.defaultAction === "allow" ? "Allow" : "Deny", rules },
+    },
+  };
+}
+
+/** Everything the desired state renders without the caches (Certificates, grants, policies). */
+export function renderStatic(g: ApplyGateway, region: string, settings: GatewaySettings): KubeObject[] {
+  const out: KubeObject[] = [];
+  const hosts = certificateHostnames(g, settings);
+  for (const h of hosts) out.push(renderCertificate(g, h, region, settings));
+  const grant = renderSecretGrant(g, region, settings, hosts.map((h) => certificateSecretName(g, h)));
+  if (grant) out.push(grant);
+  if (settings.envoyGatewayPolicies) {
+    for (const r of g.routes) {
+      if (!gatewayOf(settings, r.visibility)) continue;
+      const p = renderSecurityPolicy(g, r, region);
+      if (p) out.push(p);
+    }
+  }
+  return out;
+}
+
+/** Why a route cannot be rendered here, or undefined. */
+export function routeProblem(route: GatewayRoute, settings: GatewaySettings, sentinelService: string | undefined): string | undefined {
+  if (!gatewayOf(settings, route.visibility)) return `no ${route.visibility} Gateway is configured for this region's agent (--${route.visibility}-gateway)`;
+  if (sentinelService === undefined) return "the environment has no sentinel Service in this region";
+  return undefined;
+}
+
+/** The HTTPRoutes (and the sentinel grant) of the routes that can be served. */
+export function renderRoutes(g: ApplyGateway, region: string, settings: GatewaySettings, sentinelService: string | undefined): KubeObject[] {
+  if (sentinelService === undefined) return [];
+  const out: KubeObject[] = [];
+  for (const r of g.routes) {
+    const gw = gatewayOf(settings, r.visibility);
+    if (gw) out.push(renderHttpRoute(g, r, region, gw, sentinelService));
+  }
+  if (out.length > 0) out.push(renderSentinelGrant(g, region, sentinelService));
+  return out;
+}

@@ -1,0 +1,166 @@
+// Exposure: the platform's settings for addresses (apexes, hostname patterns, which hostnames
+// get certificates), hostname generation (pure), and `refreshExposure`, the one write that
+// turns an environment's endpoint and domain rows into desired state: its gateway object in each
+// of its regions (removed from regions it left, or when nothing is exposed) and the edge auth
+// section its sentinels route by. Every endpoint or domain write calls it in its transaction.
+import { createHash } from "node:crypto";
+import type { WriteTx } from "../db/outbox.js";
+import type { EnvironmentRow, ProjectRow, WorkspaceRow } from "../db/schema.js";
+import {
+  edgeAuthPolicy,
+  encodeApplyGateway,
+  encodeDeleteGateway,
+  exposureRoutes,
+  gatewayK8sName,
+  gatewayKind,
+  type GatewayContext,
+} from "../kinds/gateway.js";
+import type { Visibility } from "../validate/exposure.js";
+import { putSentinel } from "./environments.js";
+
+export interface ExposureSettings {
+  /** Generated public hostnames are `<label>.<publicApex>`. */
+  readonly publicApex: string;
+  /** Generated organization hostnames are `<label>.<organizationApex>`. */
+  readonly organizationApex: string;
+  /** The label of a generated hostname: {env}, {project} and {workspace} are replaced. */
+  readonly hostPattern: string;
+  /** The label of a workspace's shared host (path routing). */
+  readonly sharedHostPattern: string;
+  /** https unless the Gateways serve plain HTTP (local clusters). */
+  readonly scheme: "https" | "http";
+}
+
+export const DEFAULT_EXPOSURE: ExposureSettings = {
+  publicApex: "krane.localhost",
+  organizationApex: "internal.krane.localhost",
+  hostPattern: "{env}-{project}-{workspace}",
+  sharedHostPattern: "{workspace}",
+  scheme: "https",
+};
+
+const PLACEHOLDER = /\{(env|project|workspace)\}/g;
+
+/** Checks an apex and a pattern at start-up (ctrl refuses to start with bad ones). */
+export function checkExposureSettings(s: ExposureSettings): void {
+  for (const [what, apex] of [["public apex", s.publicApex], ["organization apex", s.organizationApex]] as const) {
+    if (apex.length > 200 || !apex.split(".").every((l) => /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(l))) {
+      throw new Error(`${what} "${apex}" is not a lowercase DNS name`);
+    }
+  }
+  for (const [what, p] of [["host pattern", s.hostPattern], ["shared host pattern", s.sharedHostPattern]] as const) {
+    const filled = p.replace(PLACEHOLDER, "a");
+    if (/[{}]/.test(filled) || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(filled)) {
+      throw new Error(`${what} "${p}" must be one DNS label made of {env}, {project}, {workspace}, letters, digits and '-'`);
+    }
+  }
+}
+
+function hash6(s: string): string {
+  return createHash("sha256").update(s).digest("hex").slice(0, 6);
+}
+
+/** A pattern filled with the slugs, as one DNS label (a hash keeps it unique when cut to 63). */
+export function hostLabel(pattern: string, slugs: { env: string; project: string; workspace: string }, salt: string): string {
+  const label = pattern.replace(PLACEHOLDER, (_m, k: "env" | "project" | "workspace") => slugs[k]);
+  if (label.length <= 63) return label;
+  return `${label.slice(0, 56).replace(/-+$/, "")}-${hash6(salt)}`;
+}
+
+/** The same label made unique with a hash of the environment id (a generated name was taken). */
+export function disambiguated(label: string, environmentId: string): string {
+  return `${label.slice(0, 56).replace(/-+$/, "")}-${hash6(environmentId)}`;
+}
+
+export function apexOf(s: ExposureSettings, v: Visibility): string {
+  return v === "public" ? s.publicApex : s.organizationApex;
+}
+
+/** Whether a hostname is the platform's (an apex or under one): never claimable as a custom domain. */
+export function isPlatformHostname(s: ExposureSettings, hostname: string): boolean {
+  return [s.publicApex, s.organizationApex].some((apex) => hostname === apex || hostname.endsWith(`.${apex}`));
+}
+
+export function endpointUrl(s: ExposureSettings, hostname: string, pathPrefix: string): string {
+  return `${s.scheme}://${hostname}${pathPrefix === "/" ? "/" : `${pathPrefix}/`}`;
+}
+
+export interface ExposureScope {
+  workspace: WorkspaceRow;
+  project: ProjectRow;
+  environment: EnvironmentRow;
+}
+
+export function gatewayContext(c: ExposureScope): GatewayContext {
+  return {
+    workspaceId: c.workspace.id,
+    projectId: c.project.id,
+    environmentId: c.environment.id,
+    namespace: c.workspace.k8s_namespace,
+    k8sName: gatewayK8sName(c.project.slug, c.environment.slug, c.environment.id),
+  };
+}
+
+/**
+ * Makes the environment's desired exposure match its rows, in the caller's transaction: the
+ * gateway object in every region of the environment (or its removal when nothing is exposed),
+ * its removal from regions the environment left, and the sentinels' edge auth section (their
+ * desired state is re-put only when it changed). Writes nothing that did not change.
+ */
+export async function refreshExposure(tx: WriteTx, environmentId: string): Promise<void> {
+  const environment = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+  // Gone, or being deleted: its exposure is being removed region by region (deletion.ts), and a
+  // domain check finishing meanwhile must not desire its routes again.
+  if (!environment || environment.deleting_at !== null) return;
+  const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
+  const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
+  const endpoints = await tx.trx.selectFrom("endpoints").selectAll().where("environment_id", "=", environmentId).orderBy("visibility").execute();
+  const domains = await tx.trx.selectFrom("domains").selectAll().where("environment_id", "=", environmentId).orderBy("hostname").execute();
+  const routes = exposureRoutes(endpoints, domains);
+  const g = gatewayContext({ workspace, project, environment });
+
+  const regions = (await tx.trx.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute()).map((r) => r.region);
+  const desiredIn = await tx.trx.selectFrom("desired_objects").select(["region", "payload"]).where("kind", "=", gatewayKind.name).where("object_id", "=", environmentId).execute();
+  const current = new Map(desiredIn.map((d) => [d.region, d.payload]));
+  for (const region of regions) {
+    if (routes.length === 0) continue;
+    const payload = encodeApplyGateway(g, region, routes);
+    const before = current.get(region);
+    if (before && Buffer.from(before).equals(Buffer.from(payload))) continue;
+    await tx.putDesired(region, gatewayKind.name, environmentId, payload);
+  }
+  for (const region of current.keys()) {
+    if (routes.length > 0 && regions.includes(region)) continue;
+    await tx.removeDesired(region, gatewayKind.name, environmentId, encodeDeleteGateway(environmentId, workspace.k8s_namespace));
+  }
+
+  const auth = edgeAuthPolicy(routes);
+  const text = auth === null ? null : JSON.stringify(auth);
+  if (text !== environment.edge_auth) {
+    await tx.trx.updateTable("environments").set({ edge_auth: text }).where("id", "=", environmentId).execute();
+    const updated = { ...environment, edge_auth: text };
+    const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", environmentId).execute();
+    for (const s of sentinels) await putSentinel(tx, updated, s);
+  }
+}
+
+/** Regions where an environment's gateway object is desired (for deletion by environment). */
+export async function gatewayRegions(tx: WriteTx, environmentId: string): Promise<string[]> {
+  const rows = await tx.trx.selectFrom("desired_objects").select("region").where("kind", "=", gatewayKind.name).where("object_id", "=", environmentId).execute();
+  return rows.map((r) => r.region);
+}
+
+/**
+ * Removes everything an environment exposes, in every region (its gateway objects; the rows go
+ * with the environment, or here when `dropRows`). For environment deletion.
+ */
+export async function removeExposure(tx: WriteTx, environmentId: string, namespace: string, dropRows = false): Promise<void> {
+  for (const region of await gatewayRegions(tx, environmentId)) {
+    await tx.removeDesired(region, gatewayKind.name, environmentId, encodeDeleteGateway(environmentId, namespace));
+  }
+  if (dropRows) {
+    await tx.trx.deleteFrom("endpoints").where("environment_id", "=", environmentId).execute();
+    await tx.trx.deleteFrom("domains").where("environment_id", "=", environmentId).execute();
+    await tx.trx.deleteFrom("gateway_reports").where("environment_id", "=", environmentId).execute();
+  }
+}

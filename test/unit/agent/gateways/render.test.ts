@@ -1,0 +1,159 @@
+// The gateway kind's pure parts: rendering (HTTPRoutes with PathPrefix and rewrite, the
+// ReferenceGrants, Certificates, Envoy Gateway SecurityPolicies), validation, and the status
+// read from route and certificate conditions.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { ApplyGatewaySchema, type ApplyGateway } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  certificateHostnames,
+  renderHttpRoute,
+  renderRoutes,
+  renderSecurityPolicy,
+  renderStatic,
+} from "../../../../src/agent/gateways/render.js";
+import { gatewayFingerprint, observeGateway } from "../../../../src/agent/gateways/status.js";
+import { validateApplyGateway } from "../../../../src/agent/gateways/validate.js";
+import type { GatewaySettings } from "../../../../src/agent/runtime/kind.js";
+import type { KubeObject } from "../../../../src/kube/object.js";
+
+const settings: GatewaySettings = {
+  public: { namespace: "platform", name: "external", sectionName: "" },
+  organization: { namespace: "platform", name: "internal", sectionName: "http" },
+  certificateIssuer: { kind: "ClusterIssuer", name: "le" },
+  envoyGatewayPolicies: true,
+};
+
+function gateway(extra: Partial<Omit<ApplyGateway, "$typeName">> = {}): ApplyGateway {
+  return create(ApplyGatewaySchema, {
+    workspaceId: "ws_1",
+    projectId: "prj_1",
+    environmentId: "env_1",
+    gatewayId: "env_1",
+    region: "eu",
+    k8sNamespace: "ws-acme",
+    k8sName: "gw-shop-production-abc123",
+    routes: [
+      {
+        name: "public",
+        visibility: "public",
+        hostnames: ["p.apps.example"],
+        pathPrefix: "/",
+        auth: {
+          hosts: ["p.apps.example"],
+          jwt: { jwksUrl: "https://idp.example/jwks", issuer: "https://idp.example", audiences: [] },
+          operations: [
+            { method: "GET", path: "/books/{id}", scopes: ["books:read"] },
+            { method: "*", path: "/admin", scopes: ["admin"] },
+          ],
+          defaultAction: "allow",
+        },
+      },
+      { name: "organization", visibility: "organization", hostnames: ["acme.internal.example"], pathPrefix: "/shop/production", auth: { hosts: ["acme.internal.example"], defaultAction: "allow" } },
+      { name: "domain-0123456789", visibility: "public", hostnames: ["www.shop.example"], pathPrefix: "/", certificate: true },
+    ],
+    ...extra,
+  } as never);
+}
+
+describe("rendering", () => {
+  it("an HTTPRoute per route on its visibility's Gateway, PathPrefix only, rewritten under a prefix", () => {
+    const g = gateway();
+    const objs = renderRoutes(g, "eu", settings, "snt-shop-production-x");
+    assert.deepEqual(objs.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`), [
+      "HTTPRoute/ws-acme/gw-shop-production-abc123-public",
+      "HTTPRoute/ws-acme/gw-shop-production-abc123-organization",
+      "HTTPRoute/ws-acme/gw-shop-production-abc123-domain-0123456789",
+      "ReferenceGrant/sentinel/gw-shop-production-abc123-to-sentinel",
+    ]);
+    const org = objs[1] as KubeObject;
+    assert.deepEqual(org.spec, {
+      parentRefs: [{ group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform", name: "internal", sectionName: "http" }],
+      hostnames: ["acme.internal.example"],
+      rules: [
+        {
+          matches: [{ path: { type: "PathPrefix", value: "/shop/production" } }],
+          backendRefs: [{ group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 }],
+          filters: [{ type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } }],
+        },
+      ],
+    });
+    assert.equal(JSON.stringify(objs).includes("RegularExpression"), false, "never a regular expression match");
+    for (const o of objs) assert.equal(o.metadata.labels?.["krane.dev/gateway-id"], "env_1");
+  });
+
+  it("no sentinel Service or no Gateway for a visibility: those routes are not rendered", () => {
+    assert.deepEqual(renderRoutes(gateway(), "eu", settings, undefined), []);
+    const onlyPublic = renderRoutes(gateway(), "eu", { public: settings.public }, "snt");
+    assert.deepEqual(onlyPublic.filter((o) => o.kind === "HTTPRoute").map((o) => o.metadata.name?.split("-").pop()), ["public", "0123456789"]);
+  });
+
+  it("certificates for custom domains (all hostnames on request) and a grant for the Gateways' namespace", () => {
+    const g = gateway();
+    assert.deepEqual(certificateHostnames(g, settings), ["www.shop.example"]);
+    assert.deepEqual(certificateHostnames(g, { ...settings, endpointCertificates: true }), ["acme.internal.example", "p.apps.example", "www.shop.example"]);
+    assert.deepEqual(certificateHostnames(g, { public: settings.public }), [], "no issuer, no certificates");
+    const objs = renderStatic(g, "eu", settings);
+    const kinds = objs.map((o) => o.kind);
+    assert.deepEqual(kinds, ["Certificate", "ReferenceGrant", "SecurityPolicy"]);
+    const grant = objs[1] as KubeObject;
+    assert.deepEqual((grant.spec as { from: unknown }).from, [{ group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform" }]);
+  });
+
+  it("the SecurityPolicy gates methods by scope, and a route without JWT gets none", () => {
+    const g = gateway();
+    const p = renderSecurityPolicy(g, g.routes[0] as never, "eu") as KubeObject;
+    const spec = p.spec as { jwt: { optional: boolean; providers: { remoteJWKS: { uri: string } }[] }; authorization: { defaultAction: string; rules: { action: string; operation?: { methods: string[] } }[] } };
+    assert.equal(spec.jwt.optional, true);
+    assert.equal(spec.jwt.providers[0]?.remoteJWKS.uri, "https://idp.example/jwks");
+    assert.equal(spec.authorization.defaultAction, "Allow");
+    assert.deepEqual(spec.authorization.rules.map((r) => `${r.action}:${r.operation?.methods.join() ?? "*"}`), ["Allow:*", "Deny:*", "Allow:GET", "Deny:GET"]);
+    assert.equal(renderSecurityPolicy(g, g.routes[1] as never, "eu"), undefined);
+    assert.equal(renderHttpRoute(g, g.routes[0] as never, "eu", settings.public as never, "snt").spec !== undefined, true);
+  });
+});
+
+describe("validation", () => {
+  it("refuses what the API server or the Gateway would, before anything is applied", () => {
+    assert.equal(validateApplyGateway(gateway(), "eu"), undefined);
+    const bad: [Partial<Omit<ApplyGateway, "$typeName">>, RegExp][] = [
+      [{ region: "us" }, /sent to region eu/],
+      [{ k8sNamespace: "Bad_NS" }, /k8s_namespace/],
+      [{ routes: [] }, /at least one/],
+    ];
+    for (const [x, re] of bad) assert.match(validateApplyGateway(gateway(x), "eu") ?? "", re);
+    const g = gateway();
+    (g.routes[0] as { hostnames: string[] }).hostnames = ["*.example.com"];
+    assert.match(validateApplyGateway(g, "eu") ?? "", /not a lowercase RFC 1123 hostname/);
+    const h = gateway();
+    (h.routes[1] as { pathPrefix: string }).pathPrefix = "/a/../b";
+    assert.match(validateApplyGateway(h, "eu") ?? "", /not a path prefix/);
+  });
+});
+
+describe("status", () => {
+  const g = gateway();
+  const route = (name: string, generation: number, conditions: unknown[]): KubeObject => ({
+    metadata: { name, namespace: "ws-acme", generation },
+    status: { parents: [{ parentRef: { name: "external", namespace: "platform" }, conditions }] },
+  });
+
+  it("reads Accepted/ResolvedRefs per route for its Gateway, stale generations as pending, certificates' Ready", () => {
+    const routes = new Map<string, KubeObject>([
+      ["gw-shop-production-abc123-public", route("gw-shop-production-abc123-public", 2, [{ type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 }, { type: "ResolvedRefs", status: "False", reason: "RefNotPermitted", message: "no grant", observedGeneration: 2 }])],
+      ["gw-shop-production-abc123-domain-0123456789", route("gw-shop-production-abc123-domain-0123456789", 3, [{ type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 }])],
+    ]);
+    const observed = observeGateway(g, settings, "snt", { route: (_ns, n) => routes.get(n), certificate: () => ({ metadata: { generation: 1 }, status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] } }) });
+    const [pub, org, dom] = observed;
+    assert.equal(pub?.accepted?.status, "True");
+    assert.deepEqual([pub?.resolvedRefs?.status, pub?.resolvedRefs?.reason, pub?.resolvedRefs?.message], ["False", "RefNotPermitted", "no grant"]);
+    assert.equal(org?.accepted?.status, "", "the internal Gateway wrote nothing yet");
+    assert.equal(org?.gateway, "platform/internal");
+    assert.deepEqual([dom?.accepted?.status, dom?.accepted?.reason], ["Unknown", "Pending"], "observed an older generation");
+    assert.deepEqual(dom?.certificates.map((c) => [c.hostname, c.ready?.status, c.ready?.reason]), [["www.shop.example", "False", "Pending"]]);
+    assert.equal(gatewayFingerprint(observed), gatewayFingerprint(observeGateway(g, settings, "snt", { route: (_ns, n) => routes.get(n), certificate: () => ({ metadata: { generation: 1 }, status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] } }) })));
+    const none = observeGateway(g, { public: settings.public }, undefined, { route: () => undefined, certificate: () => undefined });
+    assert.match(none[0]?.problem ?? "", /no sentinel Service/);
+    assert.match(none[1]?.problem ?? "", /no organization Gateway is configured/);
+  });
+});
