@@ -354,16 +354,17 @@ export class Controller<Msg, D, Del, R> {
       }
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
       const { keysOf, changed } = w;
-      // Events of the primary resource and of observed ones can change what a key reports;
-      // events of the other rendered resources only ask for a drift check.
+      // Events of every watched resource can change what a key reports (a kind may report the
+      // status of what it rendered, e.g. a route's or certificate's conditions), except those
+      // of the primary resource that the kind's statusChanged rules out.
       const isPrimary = w.resource === decl.primary.resource && w.rendered;
-      const statusChanged: Changed | undefined = isPrimary ? (decl.primary.statusChanged ?? (() => true)) : w.rendered ? undefined : () => true;
+      const statusChanged: Changed = isPrimary ? (decl.primary.statusChanged ?? (() => true)) : () => true;
       if (keysOf) {
         inf.onChange((type, obj, old) => {
           if (!this.#started) return;
           const [now, before] = type === "added" ? [obj, undefined] : type === "deleted" ? [undefined, obj] : [obj, old];
           if (changed && !changed(now, before)) return;
-          const status = statusChanged?.(now, before) ?? false;
+          const status = statusChanged(now, before);
           for (const k of keysOf(obj, this.#ctx)) {
             if (status) this.#statusClean.delete(k);
             this.#queue.add(k);
