@@ -1,75 +1,92 @@
-// Agent figures on the local cluster, with the agent running as a child process (`krane agent`,
-// its least-privilege ServiceAccount) against a test ClusterService:
-//  - 1,000 deployments committed at once: time until all 1,000 ReplicaSets exist, against
-//    `kubectl apply --server-side` of the same 1,000 ReplicaSets in the same run;
+// Agent figures at any size: `KRANE_BENCH_AGENT_N=10000 npm run bench -- agent` (default 1,000).
+// The agent runs as shipped (`node bin/krane.js agent`, the compiled dist/, with its
+// least-privilege ServiceAccount) against a test ClusterService, on a local cluster whose
+// untrusted pool is sized for 2 × N pods (planForPods). In one run:
+//  - bulk apply: N deployments committed at once → N ReplicaSets (seen by a watch), against
+//    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster;
 //  - single-change propagation, ctrl commit → ReplicaSet changed (seen by a watch), p50/p99;
-//  - one resync over 1,000 unchanged deployments: Kubernetes writes and ctrl requests;
-//  - the agent's resident memory with 1,000 deployments of 2 pods each.
+//  - one resync over N unchanged deployments: Kubernetes writes and ctrl requests;
+//  - every deployment to 2 replicas: how long the cluster itself takes to get 2 × N pods Running
+//    (a watch on pods) next to how long until krane has reported 2 Running instances for all;
+//  - status reports computed, sent and deduplicated; agent RSS, heap and CPU time, and the
+//    heap each cached deployment and pod costs; the control plane's CPU during the scale-up.
+// Every line carries the machine's 1-minute load average: the machine may be shared.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { create } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { findKubeAssets, startCluster } from "../src/cluster/index.js";
+import { ApplyDeploymentSchema, InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
+import { regionSelector } from "../src/contracts/labels.js";
 import { renderReplicaSet } from "../src/agent/deployments/render.js";
 import { Informer } from "../src/kube/informer.js";
 import { silentLogger } from "../src/agent/runtime/log.js";
 import { KubeClient } from "../src/kube/client.js";
+import { isRecord, type KubeObject } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { TestCtrl } from "../test/integration/agent/test-ctrl.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
-import { sampleDeploymentInit } from "./agent-fixtures.js";
+import { sampleDeploymentInit, SAMPLE_POD_REQUEST } from "./agent-fixtures.js";
+import { cpuSeconds, ensureBuild, fmtS, freePort, KRANE_BIN, load, metricSum, pct, ROOT, rssMiB, until } from "./support.js";
 
 const N = Number(process.env.KRANE_BENCH_AGENT_N ?? 1000);
 const REGION = "bench";
+const PROPAGATION_CHANGES = 200;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
+function line(what: string, figure: string): void {
+  console.log(`agent: ${what.padEnd(58)} ${figure}   (${load()})`);
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
+/** MiB spread over `n` objects, in KiB each. */
+function kib(mib: number, n: number): string {
+  return ((mib * 1024) / n).toFixed(1);
+}
+
+/** The lowest heap-used sample over `ms` (the floor of V8's sawtooth: what is live, not garbage). */
+async function heapFloorMiB(opsUrl: string, ms = 3000): Promise<number> {
+  let floor = Infinity;
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    floor = Math.min(floor, await metricSum(opsUrl, "nodejs_heap_size_used_bytes"));
+    await new Promise((r) => setTimeout(r, 100));
   }
+  return floor / 1048576;
 }
 
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+/** CPU seconds of the cluster's processes, by component. */
+function clusterCpu(cluster: LocalCluster): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(cluster.state.pids)) if (pid !== undefined) out[name] = cpuSeconds(pid);
+  return out;
 }
 
-async function metricSum(opsUrl: string, name: string, filter: (labels: string) => boolean = () => true): Promise<number> {
-  const text = await (await fetch(`${opsUrl}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(name)) continue;
-    const m = /^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$/.exec(line);
-    if (m && m[1] === name && filter(m[2] ?? "")) sum += Number(m[3]);
-  }
-  return sum;
+/** A pod reduced to what the bench counts: Running with its containers ready (krane's RUNNING). */
+function podRunning(p: KubeObject): KubeObject {
+  const status = isRecord(p.status) ? p.status : {};
+  const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+  const ready = conditions.some((c) => isRecord(c) && c.type === "ContainersReady" && c.status === "True");
+  return { metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, running: status.phase === "Running" && ready };
 }
 
 export async function benchAgent(): Promise<void> {
+  const build = ensureBuild();
   const assets = await findKubeAssets();
   const kubectl = assets?.bin.kubectl;
-  const cluster = await startCluster({ name: "bench-agent" });
+  const plan = planForPods(2 * N, SAMPLE_POD_REQUEST);
+  const cap = plan.capacity?.untrusted;
+  line(`N = ${N}; agent build`, build);
+  line(`cluster sized for ${2 * N} pods`, `${plan.untrusted * 3} untrusted nodes × ${cap?.cpu} CPU, ${cap?.memoryGi} GiB, ${cap?.pods} pods`);
+  const cluster = await startCluster({ name: "bench-agent", nodes: plan });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-agent-"));
   const ctrl = new TestCtrl();
-  const admin = new KubeClient(cluster.kubeConfig(), { fieldManager: "bench" });
+  const admin = new KubeClient(cluster.kubeConfig(), { fieldManager: "bench", qps: 0 });
   const watchAbort = new AbortController();
   let child: ReturnType<typeof spawn> | undefined;
   try {
-    // --- kubectl baseline: the same 1,000 ReplicaSets, server-side applied in one run.
+    // --- kubectl baseline: the same N ReplicaSets, server-side applied in one run.
+    let kubectlMs = NaN;
     if (kubectl) {
       await admin.create(resources.namespaces, { metadata: { name: "bench-kubectl" } });
       const docs = [];
@@ -81,35 +98,40 @@ export async function benchAgent(): Promise<void> {
       const t = performance.now();
       const r = spawnSync(kubectl, ["--kubeconfig", cluster.kubeconfigPath, "apply", "--server-side", "--field-manager", "kubectl-bench", "-f", file], {
         encoding: "utf8",
-        maxBuffer: 64 << 20,
+        maxBuffer: 256 << 20,
       });
-      const ms = performance.now() - t;
+      kubectlMs = performance.now() - t;
       if (r.status !== 0) throw new Error(`kubectl failed: ${r.stderr.slice(0, 500)}`);
-      console.log(`agent: kubectl apply --server-side ${N} ReplicaSets   ${(ms / 1000).toFixed(2)} s`);
+      line(`kubectl apply --server-side ${N} ReplicaSets`, fmtS(kubectlMs));
     } else {
       console.log("agent: kubectl not found in the build cache; baseline skipped");
     }
 
-    // --- the agent, as a child process with its ServiceAccount's kubeconfig.
+    // --- the agent, as shipped, with its ServiceAccount's kubeconfig.
     const kc = await agentKubeConfig(cluster);
     const kubeconfig = join(dir, "agent.kubeconfig");
     writeFileSync(kubeconfig, kc.exportConfig());
     await ctrl.start();
     const opsPort = await freePort();
     const opsUrl = `http://127.0.0.1:${opsPort}`;
+    const extraArgs = (process.env.KRANE_BENCH_AGENT_NODE_ARGS ?? "").split(" ").filter(Boolean);
     child = spawn(
       process.execPath,
-      ["--import", "tsx", "agent-only.mts", "agent", "--ctrl-url", ctrl.url, "--token", ctrl.token, "--region", REGION,
+      [...extraArgs, KRANE_BIN, "agent", "--ctrl-url", ctrl.url, "--token", ctrl.token, "--region", REGION,
         "--kubeconfig", kubeconfig, "--ops-port", String(opsPort), "--resync-period", "15", "--kube-qps", "1000",
         "--concurrency", "32", "--log-level", "warn"],
-      { stdio: ["ignore", "inherit", "inherit"] },
+      { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] },
     );
+    const pid = child.pid ?? 0;
     await until("agent ready", async () => (await fetch(`${opsUrl}/readyz`).then((r) => r.status, () => 0)) === 200, 120_000, 200);
+    const heapIdle = await heapFloorMiB(opsUrl);
+    const rssIdle = rssMiB(pid);
+    line("agent ready, empty caches", `${rssIdle.toFixed(0)} MiB RSS, ${heapIdle.toFixed(1)} MiB heap`);
 
     // An admin watch sees ReplicaSets as they land.
     const seen = new Map<string, unknown>();
     const waiters = new Set<() => void>();
-    const rsCache = new Informer({ resource: resources.replicaSets, labelSelector: `krane.dev/region=${REGION}`, client: admin, log: silentLogger });
+    const rsCache = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(REGION), client: admin, log: silentLogger });
     rsCache.onChange((type, o) => {
       const key = o.metadata.name ?? "";
       if (type === "deleted") seen.delete(key);
@@ -119,15 +141,20 @@ export async function benchAgent(): Promise<void> {
     void rsCache.run(watchAbort.signal);
     await rsCache.waitSynced();
 
-    // --- 1,000 deployments at once.
+    // --- N deployments at once.
+    const cpu0 = cpuSeconds(pid);
     const t0 = performance.now();
     for (let i = 0; i < N; i++) ctrl.applyDeployment(REGION, sampleDeploymentInit(i, "bench-krane", 0));
-    await until(`${N} ReplicaSets`, () => seen.size >= N, 300_000, 5);
-    console.log(`agent: krane ${N} deployments → ${N} ReplicaSets      ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+    await until(`${N} ReplicaSets`, () => seen.size >= N, 1_800_000, 5);
+    const bulkMs = performance.now() - t0;
+    line(
+      `krane ${N} deployments → ${N} ReplicaSets`,
+      `${fmtS(bulkMs)}${Number.isFinite(kubectlMs) ? ` = ${(bulkMs / kubectlMs).toFixed(2)}× kubectl` : ""}; agent CPU ${(cpuSeconds(pid) - cpu0).toFixed(1)} s`,
+    );
 
     // --- single-change propagation (env change on a 0-replica deployment: pure API path).
     const lat: number[] = [];
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < PROPAGATION_CHANGES; i++) {
       const value = `v${i}`;
       const done = new Promise<void>((resolve) => {
         const check = (): void => {
@@ -145,46 +172,93 @@ export async function benchAgent(): Promise<void> {
       lat.push(performance.now() - t);
     }
     lat.sort((a, b) => a - b);
-    console.log(
-      `agent: change propagation ctrl→ReplicaSet      p50 ${pct(lat, 50).toFixed(1)} ms, p90 ${pct(lat, 90).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms (200 changes)`,
+    line(
+      `change propagation ctrl → ReplicaSet (${PROPAGATION_CHANGES} changes)`,
+      `p50 ${pct(lat, 50).toFixed(1)} ms, p90 ${pct(lat, 90).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms`,
     );
 
-    // --- one resync over 1,000 unchanged deployments.
-    const writes = (): Promise<number> => metricSum(opsUrl, "krane_agent_kube_requests_total", (l) => /verb="(apply|create|delete)"/.test(l));
+    // --- one resync over N unchanged deployments.
+    const writes = (): Promise<number> => metricSum(opsUrl, "krane_agent_kube_requests_total", (l) => /verb="(apply|create|delete)"/.test(l) && !l.includes('resource="leases"'));
     const resyncs = (): Promise<number> => metricSum(opsUrl, "krane_agent_resyncs_total", (l) => l.includes('result="ok"') && l.includes('controller="deployments"'));
     // Read the counters right after a pass completes (the next one is a full period away), then
     // again after the following pass: the difference is exactly one pass.
     const r0 = await resyncs();
-    await until("a resync to complete", async () => (await resyncs()) > r0, 60_000, 50);
+    await until("a resync to complete", async () => (await resyncs()) > r0, 120_000, 50);
     const r1 = await resyncs();
     const w0 = await writes();
     const c0 = ctrl.count("getDesiredDeploymentStates");
-    await until("one more resync", async () => (await resyncs()) > r1, 60_000, 50);
+    const cpuR = cpuSeconds(pid);
+    await until("one more resync", async () => (await resyncs()) > r1, 120_000, 50);
     const dw = (await writes()) - w0;
     const dc = ctrl.count("getDesiredDeploymentStates") - c0;
-    console.log(`agent: resync of ${N} unchanged deployments      ${dw} Kubernetes writes, ${dc} GetDesiredDeploymentStates calls`);
+    line(`idle resync of ${N} unchanged deployments`, `${dw} Kubernetes writes, ${dc} GetDesiredDeploymentStates calls, agent CPU ${(cpuSeconds(pid) - cpuR).toFixed(1)} s per period`);
 
-    // --- memory with 1,000 deployments × 2 pods.
-    for (let i = 0; i < N; i++) ctrl.applyDeployment(REGION, { deploymentId: `bench_${i}`, replicas: 2 });
+    const heapRs = await heapFloorMiB(opsUrl);
+    const rssRs = rssMiB(pid);
+    line(
+      `memory, ${N} deployments at 0 replicas`,
+      `${rssRs.toFixed(0)} MiB RSS, ${heapRs.toFixed(1)} MiB heap used; per deployment ${kib(rssRs - rssIdle, N)} KiB RSS, ${kib(heapRs - heapIdle, N)} KiB heap`,
+    );
+
+    // --- every deployment to 2 replicas: the cluster's own time to Running vs krane's reports.
+    let running = 0;
+    let clusterDoneAt = 0;
+    const podCache = new Informer({ resource: resources.pods, labelSelector: regionSelector(REGION), client: admin, log: silentLogger, transform: podRunning });
+    let t2 = 0;
+    podCache.onChange((type, o, old) => {
+      const was = old?.running === true;
+      const is = type !== "deleted" && o.running === true;
+      running += (is ? 1 : 0) - (was ? 1 : 0);
+      if (running >= 2 * N && clusterDoneAt === 0 && t2 > 0) clusterDoneAt = performance.now();
+    });
+    void podCache.run(watchAbort.signal);
+    await podCache.waitSynced();
     const reported = (): number => {
       let n = 0;
-      for (let i = 0; i < N; i++) if ((ctrl.deploymentReports.get(`bench_${i}`)?.instances?.length ?? 0) >= 2) n++;
+      for (let i = 0; i < N; i++) {
+        const inst = ctrl.deploymentReports.get(`bench_${i}`)?.instances ?? [];
+        if (inst.length === 2 && inst.every((x) => x.status === InstanceStatus.RUNNING)) n++;
+      }
       return n;
     };
-    const t2 = performance.now();
+    const reportsBefore = {
+      computed: await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) => l.includes('controller="deployments"')),
+      sent: await metricSum(opsUrl, "krane_agent_reports_total", (l) => l.includes('controller="deployments"')),
+      dedup: await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) => l.includes('controller="deployments"')),
+    };
+    const cpuA = cpuSeconds(pid);
+    const cpuCluster = clusterCpu(cluster);
+    t2 = performance.now();
+    for (let i = 0; i < N; i++) ctrl.applyDeployment(REGION, { deploymentId: `bench_${i}`, replicas: 2 });
+    let kraneDoneAt = 0;
     try {
-      await until("2,000 instances reported", () => reported() >= N, 600_000, 500);
-      console.log(`agent: 2,000 pods scheduled, running, reported  ${((performance.now() - t2) / 1000).toFixed(1)} s`);
+      await until(`${2 * N} instances reported Running`, () => reported() >= N, Math.max(900_000, N * 180), 50);
+      kraneDoneAt = performance.now();
     } catch {
-      console.log(`agent: only ${reported()} of ${N} deployments had 2 instances reported after 10 min`);
+      console.log(`agent: only ${reported()} of ${N} deployments had 2 Running instances reported; ${running} of ${2 * N} pods Running`);
     }
-    const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
-    const rss = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
-    const heap = await metricSum(opsUrl, "nodejs_heap_size_used_bytes");
-    console.log(`agent: resident memory, ${N} deployments × 2 pods   ${rss ? (Number(rss) / 1024).toFixed(0) : "?"} MiB RSS (${(heap / 1048576).toFixed(0)} MiB heap used)`);
-    const dedup = await metricSum(opsUrl, "krane_agent_reports_deduplicated_total");
-    const sent = await metricSum(opsUrl, "krane_agent_reports_total");
-    console.log(`agent: status reports sent / deduplicated       ${sent} / ${dedup}`);
+    if (kraneDoneAt > 0 && clusterDoneAt > 0) {
+      const clusterMs = clusterDoneAt - t2;
+      const kraneMs = kraneDoneAt - t2;
+      line(`replicas 2 for all → ${2 * N} pods Running (the cluster, a watch)`, fmtS(clusterMs));
+      line(`replicas 2 for all → all ${2 * N} reported Running (krane)`, `${fmtS(kraneMs)} = ${(kraneMs / clusterMs).toFixed(2)}× the cluster`);
+    }
+    const cpuAgent = cpuSeconds(pid) - cpuA;
+    const after = clusterCpu(cluster);
+    const parts = Object.entries(after).map(([k, v]) => `${k} ${(v - (cpuCluster[k] ?? 0)).toFixed(0)}`);
+    line("CPU seconds during the scale-up", `agent ${cpuAgent.toFixed(0)}; ${parts.join(", ")}`);
+    const computed = (await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.computed;
+    const sent = (await metricSum(opsUrl, "krane_agent_reports_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.sent;
+    const dedup = (await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.dedup;
+    line("status reports in the scale-up: computed / sent / deduplicated", `${computed} / ${sent} / ${dedup} = ${(computed / sent).toFixed(2)} computed per sent`);
+
+    const heapPods = await heapFloorMiB(opsUrl);
+    const rssPods = rssMiB(pid);
+    line(
+      `memory, ${N} deployments × 2 pods`,
+      `${rssPods.toFixed(0)} MiB RSS, ${heapPods.toFixed(1)} MiB heap used; per deployment with its pods ${kib(rssPods - rssIdle, N)} KiB RSS, ${kib(heapPods - heapIdle, N)} KiB heap`,
+    );
+    line("agent CPU time, whole run", `${cpuSeconds(pid).toFixed(0)} s`);
   } finally {
     watchAbort.abort();
     if (child && child.exitCode === null) {
@@ -199,4 +273,3 @@ export async function benchAgent(): Promise<void> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await benchAgent();
-

@@ -9,8 +9,6 @@ import type { DeploymentContext } from "../src/ctrl/kinds/deployment.js";
 import { validateRollout } from "../src/ctrl/validate/api.js";
 
 export const BENCH_REGION = "bench";
-/** Paced writes set replicas to BENCH_MARK + their sequence number, so readers can tell them apart. */
-export const BENCH_MARK = 1_000_000;
 
 export async function seedBench(store: Store, count: number): Promise<DeploymentContext[]> {
   await createRegion(store, BENCH_REGION);

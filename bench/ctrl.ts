@@ -1,116 +1,171 @@
-// ctrl benchmarks: commit-to-stream delivery latency under load, write throughput, and a large
-// snapshot, on SQLite and PostgreSQL (a throwaway server from the Debian binaries).
+// ctrl benchmarks, on SQLite and PostgreSQL (a throwaway server from the Debian binaries):
 //
-//   npx tsx bench/ctrl.ts          (or through the bench harness: benchCtrl())
+//   npm run bench -- ctrl          (or npx tsx bench/ctrl.ts)
 //
-// For looking into latency, one run of the latency part alone:
-//   KRANE_BENCH_PROBE=sqlite|postgres  which database        KRANE_BENCH_RATE     changes/s (1000)
-//   KRANE_BENCH_WARMUP=<s>             warm-up first (0)     KRANE_BENCH_BUCKETS=1  worst latency per 250 ms
-//   KRANE_BENCH_CPU_PROF=<dir>         write a V8 CPU profile of ctrl's process there
+// - Delivery against the database's own limit: in the same run and on the same server, a bare
+//   loop (bench/ctrl-bare.ts: one INSERT and one NOTIFY per transaction through `pg`, received by
+//   10 LISTEN connections; for SQLite one insert per transaction with an in-process wake-up and
+//   10 in-process readers) and ctrl (bench/ctrl-server.ts: each change its own transaction
+//   through the domain, received by 10 agent streams over HTTP/2 in this process). Both are
+//   driven by the same open-loop paced writer (bench/ctrl-delivery.ts); the rate steps up
+//   (100, 250, 500, 1,000, 1,500, 2,000, 3,000/s …) until a rate (tried twice) misses a change, cannot commit at the
+//   rate, or has p99 > 50 ms; the answer is the highest rate that passed. Latency = wall-clock
+//   receive time − wall-clock commit time.
+// - Write throughput: single-change transactions as fast as the store takes them.
+// - Scale (bench/ctrl-scale.ts): 10,000 and 100,000 deployments over 10 regions
+//   (KRANE_BENCH_CTRL_N=10000,100000): ctrl start-up, RSS, one region's snapshot, the CLI list,
+//   the rollout driver's idle cost. `KRANE_BENCH_CTRL_ONLY=scale npx tsx bench/ctrl.ts` runs only it.
 //
-// Latency: 10 agent streams (each on its own HTTP/2 connection, in this process) watch one
-// region while ctrl and a writer paced at 1,000 changes/s run in a child process (each change
-// its own transaction, spread over 100 deployments); latency = wall-clock time a stream
-// receives a change - wall-clock time its transaction committed. Measured twice: after 3 s of
-// the same load (steady state) and from a cold start. Throughput: single-change transactions
-// as fast as the store takes them. Snapshot: 10,000 deployments desired in one region, streamed
-// from a `krane ctrl serve` child process whose resident memory is sampled meanwhile.
-import { readFileSync } from "node:fs";
+// Every line carries the machine's 1-minute load average: the machine may be shared.
+import { fork, type ChildProcess } from "node:child_process";
+import { EventEmitter, once } from "node:events";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
-import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { fork } from "node:child_process";
-import { EventEmitter, once } from "node:events";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
+import pg from "pg";
 import { setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
 import { Store } from "../src/ctrl/db/store.js";
-import { BENCH_MARK, BENCH_REGION, seedBench } from "./ctrl-seed.js";
+import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startPostgres } from "../test/support/postgres.js";
-import { spawnCtrl } from "../test/integration/ctrl/process.js";
 import { tempDir, transportFor } from "../test/integration/ctrl/support.js";
-
-function pct(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
+import { BARE_CHANNEL, deliveryStats, judge, P99_LIMIT_MS, StreamRecorder, STEP_SPAN, STREAMS, stepUp, type DeliveryStats, type StepResult, type WriteCommand } from "./ctrl-delivery.js";
+import { benchCtrlScale } from "./ctrl-scale.js";
+import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
+import { ensureBuild, load } from "./support.js";
 
 function fmt(ms: number): string {
   return `${ms.toFixed(2)} ms`;
 }
 
-/** 10 streams in this process, ctrl and a writer paced at `rate`/s in a child process. */
-async function latency(databaseUrl: string, rate: number, seconds: number, warmupSeconds: number, streams = 10): Promise<{ p50: number; p99: number; max: number; delivered: number; expected: number }> {
-  const child = fork(new URL("./ctrl-server.ts", import.meta.url).pathname, [databaseUrl], { execArgv: ["--import", "tsx", ...(process.env.KRANE_BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.KRANE_BENCH_CPU_PROF}`] : [])], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  const messages = new EventEmitter();
-  child.on("message", (m: ChildMessage) => messages.emit(m.type, m));
-  const exited = once(child, "exit");
-  try {
-    const [ready] = (await once(messages, "ready")) as [Extract<ChildMessage, { type: "ready" }>];
-    const total = rate * seconds;
-    const received: number[][] = [];
-    const ac = new AbortController();
-    const started: Promise<void>[] = [];
-    const readers = Array.from({ length: streams }, () => {
-      let snapshotDone: () => void = () => undefined;
-      started.push(new Promise((r) => (snapshotDone = r)));
-      const times: number[] = new Array<number>(total + 1).fill(0);
-      received.push(times);
-      const client = createClient(ClusterService, transportFor(ready.url, ready.token));
-      return (async () => {
-        let seen = 0;
-        try {
-          for await (const m of client.watchDeployments({ region: BENCH_REGION, versionLastSeen: 0n }, { signal: ac.signal })) {
-            if (m.state.case === "snapshotEnd") snapshotDone();
-            if (m.version === 0n || m.state.case !== "apply") continue;
-            const seq = m.state.value.replicas - BENCH_MARK;
-            if (seq < 1 || seq > total || (times[seq] ?? 0) > 0) continue;
-            times[seq] = performance.timeOrigin + performance.now();
-            if (++seen === total) return;
-          }
-        } catch {
-          // aborted
-        }
-      })();
+type ChildMessage =
+  | { type: "ready"; url?: string; token?: string }
+  | { type: "done"; commits: number[]; lastCommitMs: number; stats?: DeliveryStats };
+
+/** A child process (ctrl's or the bare loop's) that writes paced changes on command. */
+class Writer {
+  readonly messages = new EventEmitter();
+  readonly child: ChildProcess;
+  readonly exited: Promise<unknown>;
+
+  constructor(script: string, target: string) {
+    const prof = process.env.KRANE_BENCH_CPU_PROF;
+    this.child = fork(new URL(script, import.meta.url).pathname, [target], {
+      execArgv: ["--import", "tsx", ...(prof ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : [])],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
-    await Promise.all(started);
-    child.send({ type: "write", rate, seconds, warmupSeconds });
-    const [done] = (await once(messages, "done")) as [Extract<ChildMessage, { type: "done" }>];
-    await Promise.race([Promise.all(readers), sleep(30_000)]);
-    ac.abort();
-    const latencies: number[] = [];
-    let delivered = 0;
-    for (const times of received) {
-      for (let i = 1; i <= total; i++) {
-        const at = times[i] ?? 0;
-        const committed = done.commits[i] ?? 0;
-        if (at > 0) delivered++;
-        if (at > 0 && committed > 0) latencies.push(Math.max(0, at - committed));
-      }
-    }
-    if (process.env.KRANE_BENCH_BUCKETS) {
-      // Probe aid: the worst latency per 250 ms of commit time, to tell steady load from spikes.
-      const t0 = Math.min(...done.commits.filter((c) => c > 0));
-      const worst = new Map<number, number>();
-      for (const times of received) {
-        for (let i = 1; i <= total; i++) {
-          const at = times[i] ?? 0;
-          const c = done.commits[i] ?? 0;
-          if (at > 0 && c > 0) worst.set(Math.floor((c - t0) / 250), Math.max(worst.get(Math.floor((c - t0) / 250)) ?? 0, at - c));
-        }
-      }
-      console.log([...worst].sort((a, b) => a[0] - b[0]).map(([b, w]) => `${b * 250}ms:${w.toFixed(0)}`).join(" "));
-    }
-    latencies.sort((x, y) => x - y);
-    return { p50: pct(latencies, 50), p99: pct(latencies, 99), max: latencies[latencies.length - 1] ?? NaN, delivered, expected: total * streams };
-  } finally {
-    if (child.connected) child.send({ type: "stop" });
-    await exited;
+    this.child.on("message", (m: ChildMessage) => this.messages.emit(m.type, m));
+    this.exited = once(this.child, "exit");
+  }
+
+  async ready(): Promise<Extract<ChildMessage, { type: "ready" }>> {
+    const [m] = (await once(this.messages, "ready")) as [Extract<ChildMessage, { type: "ready" }>];
+    return m;
+  }
+
+  async write(cmd: WriteCommand): Promise<Extract<ChildMessage, { type: "done" }>> {
+    this.child.send(cmd);
+    const [m] = (await once(this.messages, "done")) as [Extract<ChildMessage, { type: "done" }>];
+    return m;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.connected) this.child.send({ type: "stop" });
+    await this.exited;
   }
 }
 
-type ChildMessage = { type: "ready"; url: string; token: string } | { type: "done"; commits: number[] };
+/** The 10 streams a step is judged by, open for the whole step-up. */
+interface Streams {
+  recorder: StreamRecorder;
+  close(): Promise<void>;
+}
+
+/** 10 agent streams on ctrl's WatchDeployments, each on its own HTTP/2 connection; resolves once every snapshot ended. */
+async function ctrlStreams(url: string, token: string): Promise<Streams> {
+  const recorder = new StreamRecorder(STREAMS);
+  const ac = new AbortController();
+  const started: Promise<void>[] = [];
+  const readers = Array.from({ length: STREAMS }, (_, s) => {
+    let snapshotDone: () => void = () => undefined;
+    started.push(new Promise((r) => (snapshotDone = r)));
+    const client = createClient(ClusterService, transportFor(url, token));
+    return (async () => {
+      try {
+        for await (const m of client.watchDeployments({ region: BENCH_REGION, versionLastSeen: 0n }, { signal: ac.signal })) {
+          if (m.state.case === "snapshotEnd") snapshotDone();
+          if (m.version !== 0n && m.state.case === "apply") recorder.saw(s, m.state.value.replicas);
+        }
+      } catch {
+        // aborted
+      }
+    })();
+  });
+  await Promise.all(started);
+  return {
+    recorder,
+    async close() {
+      ac.abort();
+      await Promise.all(readers);
+    },
+  };
+}
+
+/** 10 LISTEN connections on the bare loop's channel, with the same client library (pg). */
+async function listenStreams(url: string): Promise<Streams> {
+  const recorder = new StreamRecorder(STREAMS);
+  const clients = await Promise.all(
+    Array.from({ length: STREAMS }, async (_, s) => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      c.on("notification", (n) => {
+        const value = Number((n.payload ?? "").split(":")[1]);
+        recorder.saw(s, value);
+      });
+      await c.query(`LISTEN ${BARE_CHANNEL}`);
+      return c;
+    }),
+  );
+  return {
+    recorder,
+    async close() {
+      await Promise.all(clients.map((c) => c.end()));
+    },
+  };
+}
+
+/** Seconds measured per step, after a warm-up at the same rate (3 s before the first step, 1 s before the others). */
+const STEP_SECONDS = 3;
+
+/**
+ * Steps the change rate up on one system ("ctrl" or the bare loop) until 10 streams miss a
+ * change or their p99 passes 50 ms; answers the highest rate that passed and every step.
+ */
+async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: StepResult[] }> {
+  const writer = new Writer(system === "ctrl" ? "./ctrl-server.ts" : "./ctrl-bare.ts", databaseUrl);
+  let streams: Streams | null = null;
+  try {
+    const ready = await writer.ready();
+    if (system === "ctrl") streams = await ctrlStreams(ready.url ?? "", ready.token ?? "");
+    else if (databaseUrl.startsWith("postgres")) streams = await listenStreams(databaseUrl);
+    const s = streams;
+    return await stepUp(async (rate, mark) => {
+      const total = rate * STEP_SECONDS;
+      s?.recorder.begin(mark, total);
+      // The first step warms a fresh process up longer (JIT, caches): a single start-up stall
+      // would otherwise decide the p99 of a slow step.
+      const done = await writer.write({ type: "write", rate, seconds: STEP_SECONDS, warmupSeconds: mark === STEP_SPAN ? 3 : 1, mark });
+      const stats = done.stats ?? deliveryStats(done.commits, s ? await s.recorder.settle(5_000) : []);
+      return judge(rate, STEP_SECONDS, done, stats);
+    }, rates);
+  } finally {
+    await streams?.close();
+    await writer.stop();
+  }
+}
+
+function stepLine(r: StepResult): string {
+  return `${r.rate}/s ${r.ok ? "ok" : "FAIL"} (p99 ${fmt(r.p99)}${r.ok ? "" : `; ${r.why}`})`;
+}
 
 /** Single-change transactions as fast as possible with `concurrency` writers. */
 async function throughput(databaseUrl: string, total: number, concurrency: number): Promise<number> {
@@ -134,89 +189,68 @@ async function throughput(databaseUrl: string, total: number, concurrency: numbe
   }
 }
 
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
-/** 10,000 deployments in one region, streamed as a snapshot from a ctrl child process. */
-async function snapshot(databaseUrl: string, count: number): Promise<{ ms: number; messages: number; baseRss: number; peakRss: number }> {
-  const store = await Store.open({ url: databaseUrl });
-  let token: string;
-  try {
-    await seedBench(store, count);
-    token = (await issueClusterToken(store, BENCH_REGION, "snap")).token;
-  } finally {
-    await store.close();
-  }
-  const proc = await spawnCtrl(["--database", databaseUrl, "--log-level", "info"]);
-  try {
-    const pid = proc.child.pid ?? 0;
-    await sleep(500);
-    const baseRss = rssMiB(pid);
-    let peakRss = baseRss;
-    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pid))), 5);
-    const client = createClient(ClusterService, transportFor(proc.url, token));
-    const start = performance.now();
-    let messages = 0;
-    for await (const m of client.watchDeployments({ region: BENCH_REGION, versionLastSeen: 0n })) {
-      messages++;
-      if (m.state.case === "snapshotEnd") break;
-    }
-    const ms = performance.now() - start;
-    clearInterval(sampler);
-    peakRss = Math.max(peakRss, rssMiB(pid));
-    return { ms, messages, baseRss, peakRss };
-  } finally {
-    await proc.stop();
-  }
-}
-
 export async function benchCtrl(): Promise<void> {
+  ensureBuild();
   const dir = tempDir("krane-bench-ctrl-");
-  const pg = await startPostgres();
+  const postgres = await startPostgres();
   try {
     const dbs: [string, () => Promise<string>][] = [
       ["SQLite", async () => join(dir.path, `${Math.random().toString(36).slice(2)}.db`)],
-      ["PostgreSQL", () => pg.newDatabase()],
+      ["PostgreSQL", () => postgres.newDatabase()],
     ];
+    // Delivery against the database's own limit: the bare loop and ctrl on the same server, in
+    // the same run, each on a fresh database.
     for (const [name, url] of dbs) {
-      // Steady state (a ctrl that has run the same load for 3 s: JIT-compiled, database caches
-      // warm) and a cold start (measuring from the first write after start).
-      for (const warmup of [3, 0]) {
-        const l = await latency(await url(), 1000, 5, warmup);
-        console.log(
-          `ctrl ${name}: delivery latency, 10 streams, 1,000 changes/s for 5 s, ${warmup > 0 ? "steady" : "cold start"}: p50 ${fmt(l.p50)}, p99 ${fmt(l.p99)}, max ${fmt(l.max)} (${l.delivered}/${l.expected} delivered)`,
-        );
-      }
+      const bare = await deliveryLimit("bare", await url());
+      console.log(`ctrl ${name}: bare loop  ${bare.steps.map(stepLine).join(", ")}   (${load()})`);
+      const krane = await deliveryLimit("ctrl", await url());
+      console.log(`ctrl ${name}: ctrl       ${krane.steps.map(stepLine).join(", ")}   (${load()})`);
+      const ratio = bare.best > 0 ? (krane.best / bare.best).toFixed(2) : "n/a";
+      console.log(
+        `ctrl ${name}: highest rate at which 10 streams receive every change with p99 ≤ ${P99_LIMIT_MS} ms: bare loop ${bare.best}/s, ctrl ${krane.best}/s (${ratio}× the bare loop)   (${load()})`,
+      );
     }
     for (const [name, url] of dbs) {
       const sequential = await throughput(await url(), 3000, 1);
       const parallel = await throughput(await url(), 5000, 8);
-      console.log(`ctrl ${name}: write throughput (one change per transaction): ${sequential.toFixed(0)} changes/s with 1 writer, ${parallel.toFixed(0)} changes/s with 8 writers`);
+      console.log(`ctrl ${name}: write throughput (one change per transaction): ${sequential.toFixed(0)} changes/s with 1 writer, ${parallel.toFixed(0)} changes/s with 8 writers   (${load()})`);
     }
+    const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
     for (const [name, url] of dbs) {
-      const s = await snapshot(await url(), 10_000);
-      console.log(
-        `ctrl ${name}: snapshot of 10,000 deployments: ${fmt(s.ms)} to stream ${s.messages} messages; ctrl RSS ${s.baseRss.toFixed(0)} MiB before, peak ${s.peakRss.toFixed(0)} MiB`,
-      );
+      for (const n of sizes) await benchCtrlScale(name, await url(), n, await url());
     }
   } finally {
-    await pg.stop();
+    await postgres.stop();
     dir.remove();
   }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.env.KRANE_BENCH_PROBE) {
-    const rate = Number(process.env.KRANE_BENCH_RATE ?? 1000);
+    // One system on one database at chosen rates, for looking into delivery:
+    //   KRANE_BENCH_PROBE=sqlite|postgres  KRANE_BENCH_SYSTEM=ctrl|bare  KRANE_BENCH_RATES=1000,2000
     const dir = tempDir("krane-bench-ctrl-");
-    const pg = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
+    const postgres = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
     try {
-      const url = pg ? await pg.newDatabase() : join(dir.path, "probe.db");
-      console.log(process.env.KRANE_BENCH_PROBE, rate, await latency(url, rate, 5, Number(process.env.KRANE_BENCH_WARMUP ?? 0)));
+      const url = postgres ? await postgres.newDatabase() : join(dir.path, "probe.db");
+      const system = process.env.KRANE_BENCH_SYSTEM === "bare" ? "bare" : "ctrl";
+      const rates = (process.env.KRANE_BENCH_RATES ?? "1000").split(",").map(Number);
+      const r = await deliveryLimit(system, url, rates);
+      for (const st of r.steps) console.log(system, process.env.KRANE_BENCH_PROBE, st);
     } finally {
-      await pg?.stop();
+      await postgres?.stop();
+      dir.remove();
+    }
+  } else if (process.env.KRANE_BENCH_CTRL_ONLY === "scale") {
+    const dir = tempDir("krane-bench-ctrl-");
+    const postgres = await startPostgres();
+    try {
+      const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
+      const dbs = process.env.KRANE_BENCH_CTRL_DBS ?? "sqlite,postgres";
+      if (dbs.includes("sqlite")) for (const n of sizes) await benchCtrlScale("SQLite", join(dir.path, `scale-${n}.db`), n, join(dir.path, `empty-${n}.db`));
+      if (dbs.includes("postgres")) for (const n of sizes) await benchCtrlScale("PostgreSQL", await postgres.newDatabase(), n, await postgres.newDatabase());
+    } finally {
+      await postgres.stop();
       dir.remove();
     }
   } else {

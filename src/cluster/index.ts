@@ -6,4 +6,4 @@ export { FENCE_MANIFEST, AS_UNRESTRICTED_AGENT } from "./fence.js";
 export { startCluster, loadCluster, getClusterStatus, clusterDir, LocalCluster, COMPONENTS, STANDIN, type StartOptions, type ClusterState } from "./cluster.js";
 export { type PodBehaviour } from "./pods.js";
 export { localAddress, podAddressMap, type PodNetwork } from "./pod-network.js";
-export { ZONES, DEFAULT_NODE_PLAN, renderNodes, type NodePlan } from "./topology.js";
+export { ZONES, DEFAULT_NODE_PLAN, DEFAULT_NODE_CAPACITY, planForPods, renderNodes, type NodePlan, type NodeCapacity } from "./topology.js";

@@ -46,15 +46,21 @@ export function localAddress(net: PodNetwork, podIp: string): string {
   return mapAddress(podIp, podAddressMapping(net));
 }
 
+/** Addresses in each node's pod CIDR when a cluster has `nodes` nodes (nodePodCidrs). */
+export function nodePodCidrSize(nodes: number): number {
+  const bits = Math.max(0, Math.ceil(Math.log2(Math.max(1, nodes))));
+  const prefix = 16 + bits;
+  if (prefix > 24) throw new Error(`${nodes} nodes do not fit one /16 pod network with a /24 or more each`);
+  return 2 ** (32 - prefix);
+}
+
 /**
  * Splits the /16 into one pod CIDR per node, as large as possible (at least /24: KWOK hands out
  * addresses without checking its range, so a node must never run out into its neighbour's).
  */
 export function nodePodCidrs(net: PodNetwork, nodes: number): string[] {
-  const bits = Math.max(0, Math.ceil(Math.log2(Math.max(1, nodes))));
-  const prefix = 16 + bits;
-  if (prefix > 24) throw new Error(`${nodes} nodes do not fit one /16 pod network with a /24 or more each`);
-  const size = 2 ** (32 - prefix);
+  const size = nodePodCidrSize(nodes);
+  const prefix = 32 - Math.log2(size);
   return Array.from({ length: nodes }, (_, i) => {
     const offset = i * size;
     return `10.${net.slot}.${Math.floor(offset / 256)}.${offset % 256}/${prefix}`;

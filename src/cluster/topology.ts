@@ -1,21 +1,71 @@
 // What a local cluster contains besides its control plane: the simulated nodes (zones and node
 // pools, so placement rules really decide where pods go), the gVisor RuntimeClass and the
-// CiliumNetworkPolicy CRD. Pure data: cluster.ts creates these objects.
+// CiliumNetworkPolicy CRD. Pure data: cluster.ts creates these objects. A plan can be sized for
+// a number of pods (planForPods), so a benchmark or a big dev cluster asks for capacity, not
+// for node counts.
 
 import { NODE_CLASS_LABEL, ZONE_LABEL } from "../contracts/cluster.js";
+import { nodePodCidrSize } from "./pod-network.js";
 
 export const ZONES = ["zone-a", "zone-b", "zone-c"] as const;
 
 export type NodePool = "untrusted" | "sentinel" | "general";
+
+/** What one simulated node offers the scheduler (capacity = allocatable). */
+export interface NodeCapacity {
+  /** Cores. */
+  cpu: number;
+  memoryGi: number;
+  pods: number;
+}
+
+export const DEFAULT_NODE_CAPACITY: NodeCapacity = { cpu: 32, memoryGi: 128, pods: 1000 };
 
 export interface NodePlan {
   /** Nodes per zone in each pool. */
   untrusted: number;
   sentinel: number;
   general: number;
+  /** Per-node capacity of a pool (default DEFAULT_NODE_CAPACITY). */
+  capacity?: Partial<Record<NodePool, NodeCapacity>>;
 }
 
 export const DEFAULT_NODE_PLAN: NodePlan = { untrusted: 2, sentinel: 1, general: 1 };
+
+/**
+ * Addresses of a node's pod CIDR kept free of pods. KWOK hands out pod IPs from the node's range
+ * without checking its end, so the pods a node admits must stay below its range's size.
+ */
+const RESERVED_POD_ADDRESSES = 2;
+
+/** Capacity planned above what the pods request, so the scheduler never packs a node to the last byte. */
+const HEADROOM = 1.25;
+
+/**
+ * The smallest change to `base` whose untrusted pool holds `pods` pods requesting
+ * `cpuMillicores` and `memoryMib` each: the untrusted nodes get the allocatable the pods need
+ * (with 25 % headroom, never less than the default), and more nodes per zone are added only when
+ * one node's pod CIDR could not address its share. Throws when the pods do not fit one /16.
+ */
+export function planForPods(pods: number, request: { cpuMillicores: number; memoryMib: number }, base: NodePlan = DEFAULT_NODE_PLAN): NodePlan {
+  if (!Number.isInteger(pods) || pods < 0) throw new Error(`planForPods: pods must be a non-negative integer, got ${pods}`);
+  const def = base.capacity?.untrusted ?? DEFAULT_NODE_CAPACITY;
+  for (let perZone = Math.max(1, base.untrusted); ; perZone++) {
+    const plan: NodePlan = { ...base, untrusted: perZone };
+    const untrustedNodes = perZone * ZONES.length;
+    const total = nodeCount(plan);
+    if (total > 256) throw new Error(`${pods} pods do not fit one cluster's /16 pod network`);
+    const addressable = nodePodCidrSize(total) - RESERVED_POD_ADDRESSES;
+    const perNode = Math.ceil((pods * HEADROOM) / untrustedNodes);
+    if (perNode > addressable) continue;
+    const capacity: NodeCapacity = {
+      cpu: Math.max(def.cpu, Math.ceil((perNode * request.cpuMillicores) / 1000)),
+      memoryGi: Math.max(def.memoryGi, Math.ceil((perNode * request.memoryMib) / 1024)),
+      pods: Math.min(addressable, Math.max(def.pods, perNode)),
+    };
+    return { ...plan, capacity: { ...base.capacity, untrusted: capacity } };
+  }
+}
 
 export interface NodeObject {
   apiVersion: "v1";
@@ -45,7 +95,8 @@ export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN, podCidrs?: reado
     for (const zone of ZONES) {
       for (let i = 1; i <= plan[pool]; i++) {
         const name = `${pool}-${zone.replace("zone-", "")}-${i}`;
-        const resources = { cpu: "32", memory: "128Gi", pods: "1000", "ephemeral-storage": "500Gi" };
+        const cap = plan.capacity?.[pool] ?? DEFAULT_NODE_CAPACITY;
+        const resources = { cpu: String(cap.cpu), memory: `${cap.memoryGi}Gi`, pods: String(cap.pods), "ephemeral-storage": "500Gi" };
         nodes.push({
           apiVersion: "v1",
           kind: "Node",

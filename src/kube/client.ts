@@ -250,20 +250,16 @@ export class KubeClient {
     }
     this.#count("watch", r, 200);
     await new Promise<void>((resolve, reject) => {
+      // One event per line; only the unfinished tail of a chunk is kept.
       let buf = "";
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (line === "") continue;
+        buf = takeLines(buf === "" ? chunk : buf + chunk, (line) => {
           let ev: unknown;
           try {
             ev = JSON.parse(line);
           } catch {
-            continue;
+            return true;
           }
           if (isRecord(ev) && typeof ev.type === "string") {
             try {
@@ -271,10 +267,11 @@ export class KubeClient {
             } catch (err) {
               res.destroy();
               reject(err);
-              return;
+              return false;
             }
           }
-        }
+          return true;
+        });
       });
       res.on("end", () => resolve());
       res.on("close", () => resolve());
@@ -407,6 +404,23 @@ export function resourceLabel(path: string): string {
   const ns = parts.indexOf("namespaces");
   const rest = ns >= 0 && parts.length > ns + 2 ? parts.slice(ns + 2) : parts.slice(-1);
   return rest.length >= 3 ? `${rest[0]}/${rest[2]}` : (rest[0] ?? "");
+}
+
+/**
+ * Hands each complete, non-blank line of `buf` to `onLine` (until it answers false) and returns
+ * the unfinished rest. Lines are cut out by index: re-slicing the remainder after every line
+ * would copy a big chunk once per line.
+ */
+export function takeLines(buf: string, onLine: (line: string) => boolean): string {
+  let start = 0;
+  let nl: number;
+  while ((nl = buf.indexOf("\n", start)) >= 0) {
+    const line = buf.slice(start, nl);
+    start = nl + 1;
+    if (line.trim() === "") continue;
+    if (!onLine(line)) return "";
+  }
+  return start === 0 ? buf : buf.slice(start);
 }
 
 function readAll(res: http.IncomingMessage): Promise<string> {

@@ -55,6 +55,9 @@ interface Entry {
   backoff: Backoff | undefined;
   /** Resolved when the next run that starts ends. */
   waiters: Array<() => void>;
+  /** Counted in `size` (queued, running or retrying) and in `retrying`, as last synced. */
+  busy: boolean;
+  retryCounted: boolean;
 }
 
 export class WorkQueue {
@@ -63,6 +66,9 @@ export class WorkQueue {
   readonly #ready: string[] = [];
   #readyHead = 0;
   #running = 0;
+  /** Entries queued, running or retrying, and entries retrying (kept so `size` is O(1)). */
+  #busy = 0;
+  #retrying = 0;
   #stopped = false;
   readonly #abort = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
@@ -108,16 +114,12 @@ export class WorkQueue {
 
   /** Keys queued, running or waiting for a retry. */
   get size(): number {
-    let n = 0;
-    for (const e of this.#entries.values()) if (e.queued || e.running || e.retrying) n++;
-    return n;
+    return this.#busy;
   }
 
   /** Keys waiting for a retry after a failure. */
   get retrying(): number {
-    let n = 0;
-    for (const e of this.#entries.values()) if (e.retrying) n++;
-    return n;
+    return this.#retrying;
   }
 
   /** Resolves when no key is queued, running or waiting for a retry (requeues do not count). */
@@ -132,15 +134,21 @@ export class WorkQueue {
     this.#abort.abort();
     for (const e of this.#entries.values()) this.#clearTimer(e);
     await Promise.allSettled([...this.#inFlight]);
-    for (const e of this.#entries.values()) for (const w of e.waiters.splice(0)) w();
+    for (const e of this.#entries.values()) {
+      for (const w of e.waiters.splice(0)) w();
+      // Forgotten by the counters: a run still finishing must not count them down again.
+      e.busy = e.queued = e.running = e.retrying = e.retryCounted = false;
+    }
     this.#entries.clear();
+    this.#busy = 0;
+    this.#retrying = 0;
     this.#notifyIdle();
   }
 
   #entry(key: string): Entry {
     let e = this.#entries.get(key);
     if (!e) {
-      e = { queued: false, running: false, dirty: false, timer: undefined, timerAt: 0, retrying: false, backoff: undefined, waiters: [] };
+      e = { queued: false, running: false, dirty: false, timer: undefined, timerAt: 0, retrying: false, backoff: undefined, waiters: [], busy: false, retryCounted: false };
       this.#entries.set(key, e);
     }
     return e;
@@ -152,16 +160,19 @@ export class WorkQueue {
     if (e.queued || e.dirty) return; // runs sooner anyway
     if (e.timer !== undefined && e.timerAt <= at) {
       e.retrying ||= retrying;
+      this.#sync(e);
       return;
     }
     this.#clearTimer(e);
     e.timerAt = at;
     e.retrying = retrying;
+    this.#sync(e);
     e.timer = setTimeout(() => {
       e.timer = undefined;
       e.retrying = false;
       if (e.running) e.dirty = true;
       else if (!e.queued) this.#markReady(key, e);
+      this.#sync(e);
       this.#pump();
     }, Math.max(0, at - Date.now()));
     // A requeue alone must not keep the process alive; a retry is work still to do.
@@ -172,11 +183,26 @@ export class WorkQueue {
     if (e.timer !== undefined) clearTimeout(e.timer);
     e.timer = undefined;
     e.retrying = false;
+    this.#sync(e);
   }
 
   #markReady(key: string, e: Entry): void {
     e.queued = true;
     this.#ready.push(key);
+    this.#sync(e);
+  }
+
+  /** Brings the counters behind `size` and `retrying` up to date with an entry's flags. */
+  #sync(e: Entry): void {
+    const busy = e.queued || e.running || e.retrying;
+    if (busy !== e.busy) {
+      this.#busy += busy ? 1 : -1;
+      e.busy = busy;
+    }
+    if (e.retrying !== e.retryCounted) {
+      this.#retrying += e.retrying ? 1 : -1;
+      e.retryCounted = e.retrying;
+    }
   }
 
   #pump(): void {
@@ -190,6 +216,7 @@ export class WorkQueue {
       if (!e || !e.queued) continue;
       e.queued = false;
       e.running = true;
+      this.#sync(e);
       this.#running++;
       const waiters = e.waiters.splice(0);
       const p = this.#run(key, e, waiters);
@@ -207,6 +234,7 @@ export class WorkQueue {
       result = this.#o.classify?.(err) ?? Result.retry(err);
     }
     e.running = false;
+    this.#sync(e);
     this.#running--;
     this.#o.onResult?.(key, result, performance.now() - started);
     if (!this.#stopped) {

@@ -41,8 +41,8 @@ export function deploymentKeyOf(obj: KubeObject): string | undefined {
 export function deploymentsController({ region, ctrl, secretStore }: KindEnv): DeploymentDeclaration {
   const zoneOf = (ctx: Ctx) => (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
   // Namespaces are shared and never deleted by an agent; once created they are assumed present
-  // (a failed apply checks again).
-  const ensuredNamespaces = new Set<string>();
+  // (a failed apply checks again). Keys of one namespace reconciled at once share one create.
+  const ensuredNamespaces = new Map<string, Promise<unknown>>();
   // Scale-ups waiting for their siblings' scale-downs (order.ts): key → since when.
   const waiting = new Map<string, number>();
   const replicasOf = (rs: KubeObject | undefined): number | undefined => {
@@ -100,6 +100,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     .ownedBy(LABEL_DEPLOYMENT_ID)
     .owns(resources.replicaSets, {
       keyOf: deploymentKeyOf,
+      // The report names the ReplicaSet; a change of its spec (replicas) changes no instance.
+      statusChanged: (rs, old) => rs?.metadata.name !== old?.metadata.name,
       refOf: (obj) => ({
         $typeName: "krane.ctrl.v1.DeleteDeployment",
         k8sNamespace: obj.metadata.namespace ?? "",
@@ -123,8 +125,13 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     })
     .watches(resources.pods, {
       keysOf: (pod) => oneKey(deploymentKeyOf(pod)),
-      // Only a change of what is reported (the instance) concerns the deployment.
-      changed: (pod, old) => deploymentKeyOf(pod) !== deploymentKeyOf(old) || instanceKey(pod) !== instanceKey(old),
+      // Only a change of what is reported (the instance) concerns the deployment: a pod added
+      // before it has an address, or deleted without one, changes nothing.
+      changed: (pod, old) => {
+        const now = instanceKey(pod);
+        if (now !== instanceKey(old)) return true;
+        return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
+      },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
     })
     .reads(resources.nodes, { selector: ZONE_LABEL });
@@ -149,19 +156,19 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
 
       async apply(d, rendered, ctx, signal) {
         holdScaleUp(d, ctx);
-        if (!ensuredNamespaces.has(d.k8sNamespace)) {
-          await ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal);
-          ensuredNamespaces.add(d.k8sNamespace);
-        }
         try {
+          let ns = ensuredNamespaces.get(d.k8sNamespace);
+          if (!ns) ensuredNamespaces.set(d.k8sNamespace, (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)));
+          await ns;
           for (const obj of rendered) {
             // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
             if (obj.kind === "ReplicaSet") await ensureSecret(d, ctx, signal);
-            // Objects shared by an environment's deployments are applied only when they differ.
+            // Objects shared by an environment's deployments are applied only when they differ
+            // (and once, when several of its deployments find them missing at the same time).
             if (ctx.isCurrent(obj)) continue;
             const r = resourceOf(obj);
             if (!r) throw new Error(`deployment ${d.deploymentId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
-            await ctx.kube.apply(r, obj, { force: true, signal });
+            await ctx.apply(r, obj, signal);
           }
         } catch (err) {
           // The namespace may have been deleted behind our back; check it again next time.

@@ -104,10 +104,11 @@ function instanceLine(i: Instance): string {
 }
 
 /**
- * What a pod contributes to its deployment's report, as a string ("" when it is not reported);
- * the node's zone is left out (a pod's node does not change once set).
+ * What a pod contributes to its deployment's report, as a string ("" when it is not reported,
+ * or there is no pod); the node's zone is left out (a pod's node does not change once set).
  */
-export function instanceKey(pod: KubeObject): string {
+export function instanceKey(pod: KubeObject | undefined): string {
+  if (pod === undefined) return "";
   const i = podToInstance(pod, () => "");
   return i ? instanceLine(i) : "";
 }

@@ -90,7 +90,9 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
         const env = sentinelKeyOf(svc) !== undefined ? svc.metadata.labels?.[LABEL_ENVIRONMENT_ID] : undefined;
         return oneKey(env);
       },
-      changed: (svc, old) => sentinelKeyOf(svc) !== sentinelKeyOf(old) || Boolean(svc.metadata.deletionTimestamp) !== Boolean(old.metadata.deletionTimestamp),
+      // Additions and deletions always count (a Service appearing or going is a backend change).
+      changed: (svc, old) =>
+        svc === undefined || old === undefined || sentinelKeyOf(svc) !== sentinelKeyOf(old) || Boolean(svc.metadata.deletionTimestamp) !== Boolean(old.metadata.deletionTimestamp),
       labelIndexes: [LABEL_ENVIRONMENT_ID],
     });
   if (settings.certificateIssuer) b = b.renders(resources.certificates, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });

@@ -44,8 +44,19 @@ export interface KindContext<D> {
   desiredOf(key: string): D | undefined;
   /** Keys whose desired state is "apply". */
   activeKeys(): Iterable<string>;
-  /** True when a cache holds this object and its owned fields already match (no write needed). */
+  /**
+   * True when the object's owned fields already match (no write needed): the cache holds it and
+   * matches, or this controller wrote exactly this object and the cache has not shown that write
+   * yet.
+   */
   isCurrent(obj: KubeObject): boolean;
+  /**
+   * Server-side applies `obj` (forced, field manager krane) and remembers the write until the
+   * cache shows it, so `isCurrent` does not ask for the same write again meanwhile; concurrent
+   * applies of the same object by several keys (an environment's shared objects) become one
+   * request.
+   */
+  apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject>;
   /** Queues a key (for caches a kind keeps itself, e.g. the release kind's per-kind caches). */
   enqueue(key: string): void;
 }
@@ -108,6 +119,9 @@ export class NotYet extends Error {
 
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;
 
+/** Whether an event changes what a kind observes (`now` undefined: deleted; `before`: added). */
+export type Changed = (now: KubeObject | undefined, before: KubeObject | undefined) => boolean;
+
 export interface WatchDecl<D> {
   readonly resource: ResourceType;
   /** The label selector of the shared cache (default: everything krane manages in the region). */
@@ -118,8 +132,11 @@ export interface WatchDecl<D> {
   readonly rendered: boolean;
   /** Which keys an event of this resource concerns (none: cached, no events). */
   readonly keysOf?: KeysOf<D>;
-  /** Whether an update matters to the kind (default: every visible update does). */
-  readonly changed?: (obj: KubeObject, old: KubeObject) => boolean;
+  /**
+   * Whether an event matters to the kind (default: every visible one does): `now` is undefined
+   * for a deletion, `before` for an addition.
+   */
+  readonly changed?: Changed;
   /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
   readonly labelIndexes: readonly string[];
 }
@@ -139,6 +156,8 @@ export interface ControllerDeclaration<Msg = unknown, D = unknown, Del = unknown
     readonly namespace?: string;
     keyOf(obj: KubeObject): string | undefined;
     refOf(obj: KubeObject): Del;
+    /** Whether an event of the primary object can change the key's status (default: every one). */
+    readonly statusChanged?: Changed;
   };
   readonly watches: readonly WatchDecl<D>[];
   readonly reconciler: Reconciler<D, Del, R>;
@@ -181,12 +200,16 @@ export class ControllerBuilder<Msg, D, Del, R> {
     return this;
   }
 
-  /** The primary resource: one object per key; its events map to that key. */
+  /**
+   * The primary resource: one object per key; its events map to that key (a drift check), and
+   * mark the key's status for recomputation unless `statusChanged` says the event cannot change
+   * it (e.g. a kind that reports only the object's presence and name).
+   */
   owns(
     resource: ResourceType,
-    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del } & Scope,
+    o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del; statusChanged?: Changed } & Scope,
   ): this {
-    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf };
+    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf, statusChanged: o.statusChanged };
     this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
@@ -199,12 +222,11 @@ export class ControllerBuilder<Msg, D, Del, R> {
 
   /**
    * A resource the kind observes: its events map to keys through `keysOf`; `changed` filters
-   * updates that cannot change what the kind reports (status work then follows real change).
+   * events (additions, updates, deletions) that cannot change what the kind reports or derives,
+   * so status work follows real change. Each event that passes marks its keys' status for
+   * recomputation.
    */
-  watches(
-    resource: ResourceType,
-    o: { keysOf: KeysOf<D>; changed?: (obj: KubeObject, old: KubeObject) => boolean } & Scope,
-  ): this {
+  watches(resource: ResourceType, o: { keysOf: KeysOf<D>; changed?: Changed } & Scope): this {
     this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
     return this;
   }
@@ -288,6 +310,21 @@ export class Controller<Msg, D, Del, R> {
   readonly #primary: Informer;
   readonly #primaryIndex: string;
   readonly #ctx: KindContext<D>;
+  /**
+   * Objects this controller applied while its cache has not moved yet (object id → the applied
+   * JSON and the cached resourceVersion from before the write), and applies in flight (id + JSON).
+   */
+  readonly #written = new Map<string, { json: string; before: string | undefined; at: number }>();
+  readonly #inflight = new Map<string, Promise<KubeObject>>();
+  /** Rendered object → the live resourceVersion it was last found to match. */
+  readonly #verified = new WeakMap<KubeObject, string>();
+  /**
+   * Keys whose status was computed since the last event that could change it (an event of the
+   * primary or an observed resource for the key, a rejection, a snapshot): a reconcile computes
+   * the status only for keys not in here, so desired-state changes and drift checks cost no
+   * status work.
+   */
+  readonly #statusClean = new Set<string>();
   #started = false;
   #abort = new AbortController();
   #running: Promise<unknown> | undefined;
@@ -305,16 +342,33 @@ export class Controller<Msg, D, Del, R> {
       const inf = env.informer(w.resource, w.selector, w.namespace);
       this.#informers.set(resourceId(w.resource), inf);
       if (w.rendered) {
-        this.#renderedCaches.set(renderedId(w.resource.kind, w.resource.group), inf);
+        const id = renderedId(w.resource.kind, w.resource.group);
+        if (!this.#renderedCaches.has(id)) {
+          // A deletion (or a re-list that no longer has the object) voids a remembered write.
+          inf.onChange((type, obj) => {
+            if (type === "deleted") this.#written.delete(writtenId(obj));
+          });
+        }
+        this.#renderedCaches.set(id, inf);
         if (decl.ownerLabel !== undefined) addLabelIndex(inf, decl.ownerLabel);
       }
       for (const label of w.labelIndexes) addLabelIndex(inf, label);
       const { keysOf, changed } = w;
+      // Events of every watched resource can change what a key reports (a kind may report the
+      // status of what it rendered, e.g. a route's or certificate's conditions), except those
+      // of the primary resource that the kind's statusChanged rules out.
+      const isPrimary = w.resource === decl.primary.resource && w.rendered;
+      const statusChanged: Changed = isPrimary ? (decl.primary.statusChanged ?? (() => true)) : () => true;
       if (keysOf) {
         inf.onChange((type, obj, old) => {
           if (!this.#started) return;
-          if (type === "updated" && old && changed && !changed(obj, old)) return;
-          for (const k of keysOf(obj, this.#ctx)) this.#queue.add(k);
+          const [now, before] = type === "added" ? [obj, undefined] : type === "deleted" ? [undefined, obj] : [obj, old];
+          if (changed && !changed(now, before)) return;
+          const status = statusChanged(now, before);
+          for (const k of keysOf(obj, this.#ctx)) {
+            if (status) this.#statusClean.delete(k);
+            this.#queue.add(k);
+          }
         });
       }
     }
@@ -335,12 +389,13 @@ export class Controller<Msg, D, Del, R> {
       primaryOf: (key) => this.#primaryOf(key),
       desiredOf: (key) => this.#desired.desiredOf(key),
       activeKeys: () => this.#desired.activeKeys(),
-      isCurrent: (obj) => {
-        const live = this.#cacheFor(obj)?.get(obj.metadata.namespace, obj.metadata.name ?? "");
-        return live !== undefined && findDrift(obj, live) === undefined;
-      },
+      isCurrent: (obj) => this.#liveDrift(obj, this.#cacheFor(obj)) === undefined,
+      apply: (r, obj, signal) => this.#apply(r, obj, signal),
+      // An event of a cache the kind keeps itself may change what the key reports.
       enqueue: (key) => {
-        if (this.#started) this.#queue.add(key);
+        if (!this.#started) return;
+        this.#statusClean.delete(key);
+        this.#queue.add(key);
       },
     };
   }
@@ -432,7 +487,12 @@ export class Controller<Msg, D, Del, R> {
     const signal = this.#abort.signal;
     const loops = [this.link.run(signal, (a) => this.#onStreamAction(a)), this.#resyncLoop(signal)];
     const observe = this.#decl.reconciler.observe;
-    if (observe) loops.push(observe(this.#ctx, signal, (key) => this.#queue.add(key)));
+    // What the observer saw is part of the key's status: a requeue computes it again.
+    const requeue = (key: string): void => {
+      this.#statusClean.delete(key);
+      this.#queue.add(key);
+    };
+    if (observe) loops.push(observe(this.#ctx, signal, requeue));
     this.#running = Promise.allSettled(loops);
   }
 
@@ -480,14 +540,16 @@ export class Controller<Msg, D, Del, R> {
           if (++n % 50 === 0) await new Promise<void>((r) => setImmediate(r));
           if (tracker.touched.has(entry.key)) continue;
           if (entry.type === "apply") {
-            const reason = rec.validate(entry.desired);
+            const prev = this.#desired.get(entry.key);
+            // What is stored was validated when it was accepted: only a changed state is checked.
+            const same = prev?.type === "apply" && decl.protocol.equal(prev.desired, entry.desired);
+            const reason = same ? undefined : rec.validate(entry.desired);
             if (reason !== undefined) {
               this.#reject(entry.key, { desired: entry.desired }, reason);
               continue;
             }
-            const prev = this.#desired.get(entry.key);
             let e: DesiredEntry<D, Del>;
-            if (prev?.type === "apply" && decl.protocol.equal(prev.desired, entry.desired)) {
+            if (same && prev?.type === "apply") {
               e = prev;
               // A terminal failure is looked at again once per resync (its cause may be gone).
               if (e.type === "apply" && e.terminal !== undefined) {
@@ -563,7 +625,9 @@ export class Controller<Msg, D, Del, R> {
     const rec = decl.reconciler;
     switch (a.type) {
       case "snapshot-started":
+        // ctrl may have lost what it was told: every status is computed and sent again.
         this.link.forgetReports();
+        this.#statusClean.clear();
         return;
       case "apply": {
         const reason = rec.validate(a.desired);
@@ -605,6 +669,8 @@ export class Controller<Msg, D, Del, R> {
   }
 
   #reject(key: string, subject: { desired: D } | { ref: Del }, reason: string): void {
+    // ctrl now holds the rejection: the next successful reconcile reports the status again.
+    this.#statusClean.delete(key);
     this.#m.rejected.inc({ controller: this.name });
     this.#env.log.warn({ controller: this.name, key, reason }, "desired state rejected; not applied");
     this.link.reject(key, subject, reason);
@@ -626,11 +692,17 @@ export class Controller<Msg, D, Del, R> {
           else await rec.apply(entry.desired, objects, this.#ctx, signal);
           await this.#prune(key, objects, signal);
         }
-        const s = rec.status?.(key, entry.desired, this.#ctx);
-        if (s) this.link.report(key, s.fingerprint, s.report);
+        // Synchronous from here to the mark: an event that arrives later marks the key again.
+        const s = rec.status && !this.#statusClean.has(key) ? rec.status(key, entry.desired, this.#ctx) : undefined;
+        if (s) {
+          this.#statusClean.add(key);
+          this.#m.reportsComputed.inc({ controller: this.name });
+          this.link.report(key, s.fingerprint, s.report);
+        }
       } else {
         await rec.remove(key, entry.ref, this.#ctx, signal);
         await this.#prune(key, [], signal);
+        this.#statusClean.delete(key);
         this.link.deleted(key, entry.ref);
         this.#desired.forgetIf(key, entry);
       }
@@ -685,12 +757,55 @@ export class Controller<Msg, D, Del, R> {
     for (const obj of rendered) {
       const cache = this.#cacheFor(obj);
       if (!cache) continue;
-      const live = cache.get(obj.metadata.namespace, obj.metadata.name ?? "");
-      if (!live) return `${obj.kind}/${obj.metadata.name}: missing`;
-      const d = findDrift(obj, live);
+      const d = this.#liveDrift(obj, cache);
       if (d !== undefined) return `${obj.kind}/${obj.metadata.name}${d}`;
     }
     return undefined;
+  }
+
+  /**
+   * Where the live object differs from `obj` (": missing" when absent), or undefined when it
+   * matches — or when this controller applied exactly `obj` and the cache has not caught up with
+   * that write yet (its event is on the way; asking again would only repeat the write).
+   */
+  #liveDrift(obj: KubeObject, cache: Informer | undefined): string | undefined {
+    const live = cache?.get(obj.metadata.namespace, obj.metadata.name ?? "");
+    const id = writtenId(obj);
+    const w = this.#written.get(id);
+    if (w) {
+      // Trusted only while the cache still shows the version it held before the write: once it
+      // shows any other (the write itself, or a later change by someone else — the informer
+      // does not announce every version, so waiting for the write's own would miss drift),
+      // the cache decides.
+      if (live?.metadata.resourceVersion !== w.before || Date.now() - w.at > WRITTEN_TTL_MS) this.#written.delete(id);
+      else if (w.json === JSON.stringify(obj)) return undefined;
+    }
+    if (!live) return ": missing";
+    // A rendered object (cached per desired state) already found to match this very version of
+    // the live object still matches: idle resyncs and repeated events cost no comparison.
+    const rv = live.metadata.resourceVersion;
+    if (rv !== undefined && this.#verified.get(obj) === rv) return undefined;
+    const d = findDrift(obj, live);
+    if (d === undefined && rv !== undefined) this.#verified.set(obj, rv);
+    return d;
+  }
+
+  async #apply(r: ResourceType, obj: KubeObject, signal: AbortSignal): Promise<KubeObject> {
+    const id = writtenId(obj);
+    const json = JSON.stringify(obj);
+    const flight = `${id}\n${json}`;
+    const cache = this.#cacheFor(obj);
+    const versionOf = (): string | undefined => cache?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion;
+    const before = versionOf();
+    let p = this.#inflight.get(flight);
+    if (!p) {
+      p = this.#env.kube.apply(r, obj, { force: true, signal }).finally(() => this.#inflight.delete(flight));
+      this.#inflight.set(flight, p);
+    }
+    const live = await p;
+    // Remembered only while the cache has not moved since before the write (see #liveDrift).
+    if (live.metadata.resourceVersion !== undefined && versionOf() === before) this.#written.set(id, { json, before, at: Date.now() });
+    return live;
   }
 
   #cacheFor(obj: KubeObject): Informer | undefined {
@@ -701,6 +816,13 @@ export class Controller<Msg, D, Del, R> {
   #primaryOf(key: string): KubeObject | undefined {
     return this.#primary.byIndex(this.#primaryIndex, key)[0];
   }
+}
+
+/** How long a remembered write is trusted while the cache does not move (then the cache decides). */
+const WRITTEN_TTL_MS = 30_000;
+
+function writtenId(obj: KubeObject): string {
+  return `${obj.apiVersion ?? ""}/${obj.kind ?? ""}/${obj.metadata.namespace ?? ""}/${obj.metadata.name ?? ""}`;
 }
 
 function resourceId(r: ResourceType): string {

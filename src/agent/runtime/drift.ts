@@ -10,13 +10,44 @@
 // When nothing drifted the resync therefore writes nothing.
 
 /** The path of the first owned field that differs, or undefined when the live object matches. */
-export function findDrift(rendered: unknown, live: unknown, path = ""): string | undefined {
+export function findDrift(rendered: unknown, live: unknown): string | undefined {
+  // The common answer (no drift) without building a path for every field; the path is only
+  // worked out when something differs.
+  return matches(rendered, live) ? undefined : driftPath(rendered, live, "");
+}
+
+/** Whether `live` has every field of `rendered` with an equal value (no allocation). */
+function matches(rendered: unknown, live: unknown): boolean {
+  if (rendered === undefined) return true;
+  if (rendered === null) return live === undefined || live === null;
+  if (typeof rendered !== "object") {
+    if (rendered === live) return true;
+    return typeof rendered === "string" && typeof live === "string" && sameQuantity(rendered, live);
+  }
+  if (Array.isArray(rendered)) {
+    if (!Array.isArray(live) || live.length !== rendered.length) return false;
+    for (let i = 0; i < rendered.length; i++) if (!matches(rendered[i], live[i])) return false;
+    return true;
+  }
+  if (typeof live !== "object" || live === null || Array.isArray(live)) return false;
+  const r = rendered as Record<string, unknown>;
+  const l = live as Record<string, unknown>;
+  for (const k in r) if (!matches(r[k], l[k])) return false;
+  return true;
+}
+
+function sameQuantity(a: string, b: string): boolean {
+  const x = parseQuantity(a);
+  return x !== undefined && x === parseQuantity(b);
+}
+
+function driftPath(rendered: unknown, live: unknown, path: string): string | undefined {
   if (rendered === undefined) return undefined;
   if (rendered === null) return live === undefined || live === null ? undefined : path || "/";
   if (Array.isArray(rendered)) {
     if (!Array.isArray(live) || live.length !== rendered.length) return path || "/";
     for (let i = 0; i < rendered.length; i++) {
-      const d = findDrift(rendered[i], live[i], `${path}[${i}]`);
+      const d = driftPath(rendered[i], live[i], `${path}[${i}]`);
       if (d !== undefined) return d;
     }
     return undefined;
@@ -25,7 +56,7 @@ export function findDrift(rendered: unknown, live: unknown, path = ""): string |
     if (typeof live !== "object" || live === null || Array.isArray(live)) return path || "/";
     const l = live as Record<string, unknown>;
     for (const [k, v] of Object.entries(rendered as Record<string, unknown>)) {
-      const d = findDrift(v, l[k], `${path}.${k}`);
+      const d = driftPath(v, l[k], `${path}.${k}`);
       if (d !== undefined) return d;
     }
     return undefined;

@@ -15,6 +15,7 @@ export interface AgentMetrics {
   readonly breakerState: Gauge<"controller">;
   readonly reportsSent: Counter<"controller" | "result">;
   readonly reportsDeduplicated: Counter<"controller">;
+  readonly reportsComputed: Counter<"controller">;
   readonly ctrlRequests: Counter<"controller" | "method" | "result">;
   readonly kubeRequests: Counter<"verb" | "resource" | "code">;
   readonly watchEvents: Counter<"resource" | "event">;
@@ -98,6 +99,12 @@ export function agentMetrics(registry: Registry): AgentMetrics {
     reportsDeduplicated: new Counter({
       name: "krane_agent_reports_deduplicated_total",
       help: "Status reports not sent because ctrl already has the same status.",
+      labelNames: ["controller"],
+      registers,
+    }),
+    reportsComputed: new Counter({
+      name: "krane_agent_reports_computed_total",
+      help: "Status reports computed from the caches (sent, deduplicated or replaced by a newer one before sending).",
       labelNames: ["controller"],
       registers,
     }),

@@ -7,30 +7,78 @@
 //
 // When a kind starts reading a field that is cut here, add it here: the informer cannot give a
 // reader what its transform dropped. Readers today:
-//   Pod:  status → instances (deployments/status.ts), routing table (endpoints);
+//   Pod:  status → instances (deployments/status.ts), routing table (endpoints): the phase,
+//         podIP, the Ready and ContainersReady conditions, containers' waiting reasons, the
+//         first container's ports and limits, nodeName, labels;
 //   Node: the zone label (deployments/status.ts, endpoints);
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
 //   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
 //   CronJob, Job: drift, and status (last schedule, start, completion, result) for cron job runs (jobs/).
 //   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts).
+//
+// Strings repeat across thousands of cached objects (label values, images, env names, node
+// names, condition types, timestamps of pods started in the same second): every kept string
+// that is not unique to its object is interned, so each distinct value is held once.
 import type { KubeObject, ObjectMeta } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
 
 type Json = Record<string, unknown>;
 
-function meta(m: ObjectMeta, keepAnnotations: boolean): ObjectMeta {
+/**
+ * One copy of each repeated string. Bounded: when it holds too many distinct strings it starts
+ * afresh (values already cached keep their copies; only later ones share anew), so strings of
+ * objects long gone are not kept forever.
+ */
+const INTERN_MAX = 200_000;
+let interned = new Map<string, string>();
+
+export function intern(s: string): string {
+  const got = interned.get(s);
+  if (got !== undefined) return got;
+  if (interned.size >= INTERN_MAX) interned = new Map();
+  interned.set(s, s);
+  return s;
+}
+
+function internValue(v: unknown): unknown {
+  return typeof v === "string" ? intern(v) : v;
+}
+
+/** Interns every string of a JSON value in place (keys are already shared by V8). */
+function internDeep(v: unknown): unknown {
+  if (typeof v === "string") return intern(v);
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = internDeep(v[i]);
+  } else if (isRecord(v)) {
+    for (const k in v) v[k] = internDeep(v[k]);
+  }
+  return v;
+}
+
+function internLabels(l: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (l === undefined) return undefined;
+  for (const k in l) l[k] = intern(l[k] as string);
+  return l;
+}
+
+/**
+ * Metadata kept for every cached object: what identifies it, its labels, and for rendered kinds
+ * (`full`) what drift and owner references read. The uid is kept only there (the sentinel's
+ * Service is owned by its Deployment); nothing reads a pod's or node's uid.
+ */
+function meta(m: ObjectMeta, full: boolean): ObjectMeta {
   const out: ObjectMeta = { name: m.name, resourceVersion: m.resourceVersion };
-  if (m.namespace !== undefined) out.namespace = m.namespace;
-  if (m.uid !== undefined) out.uid = m.uid;
-  if (m.labels !== undefined) out.labels = m.labels;
+  if (m.namespace !== undefined) out.namespace = intern(m.namespace);
+  if (full && m.uid !== undefined) out.uid = m.uid;
+  if (m.labels !== undefined) out.labels = internLabels(m.labels);
   if (m.deletionTimestamp !== undefined) out.deletionTimestamp = m.deletionTimestamp;
-  if (keepAnnotations) {
+  if (full) {
     if (m.generation !== undefined) out.generation = m.generation;
     if (m.ownerReferences !== undefined) out.ownerReferences = m.ownerReferences;
     if (m.annotations !== undefined) {
       const { "kubectl.kubernetes.io/last-applied-configuration": _lastApplied, ...rest } = m.annotations;
-      out.annotations = rest;
+      out.annotations = internLabels(rest);
     }
   }
   return out;
@@ -53,34 +101,37 @@ function list(o: unknown, f: (x: unknown) => Json | undefined): Json[] | undefin
   return out;
 }
 
+/** The pod conditions a reader looks at (instances: ContainersReady; ready since: Ready). */
+const POD_CONDITIONS = new Set(["Ready", "ContainersReady"]);
+
 function trimPod(p: KubeObject): KubeObject {
   const spec = isRecord(p.spec) ? p.spec : {};
   const status = isRecord(p.status) ? p.status : {};
+  const conditions = Array.isArray(status.conditions) ? status.conditions.filter((c) => isRecord(c) && POD_CONDITIONS.has(c.type as string)) : undefined;
   return {
-    apiVersion: p.apiVersion,
-    kind: p.kind,
+    apiVersion: p.apiVersion === undefined ? undefined : intern(p.apiVersion),
+    kind: p.kind === undefined ? undefined : intern(p.kind),
     metadata: meta(p.metadata, false),
     spec: {
-      nodeName: spec.nodeName,
+      nodeName: internValue(spec.nodeName),
       containers: list(spec.containers, (c) => {
-        const out = pick(c, ["name"]);
-        if (!out || !isRecord(c)) return out;
-        const ports = list(c.ports, (x) => pick(x, ["name", "containerPort", "protocol"]));
+        if (!isRecord(c)) return undefined;
+        const out: Json = {};
+        const ports = list(c.ports, (x) => internDeep(pick(x, ["name", "containerPort", "protocol"])) as Json | undefined);
         if (ports) out.ports = ports;
         const limits = isRecord(c.resources) ? c.resources.limits : undefined;
-        if (isRecord(limits)) out.resources = { limits: pick(limits, ["cpu", "memory"]) };
+        if (isRecord(limits)) out.resources = { limits: internDeep(pick(limits, ["cpu", "memory"])) };
         return out;
       }),
     },
     status: {
-      phase: status.phase,
+      phase: internValue(status.phase),
       podIP: status.podIP,
-      conditions: list(status.conditions, (c) => pick(c, ["type", "status", "lastTransitionTime"])),
+      conditions: list(conditions, (c) => internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined),
+      // Only the waiting reason is read (a container that cannot start); one entry per container.
       containerStatuses: list(status.containerStatuses, (c) => {
-        const out = pick(c, ["name", "ready"]);
-        const waiting = isRecord(c) && isRecord(c.state) ? pick(c.state.waiting, ["reason"]) : undefined;
-        if (out && waiting) out.state = { waiting };
-        return out;
+        const waiting = isRecord(c) && isRecord(c.state) && isRecord(c.state.waiting) ? c.state.waiting.reason : undefined;
+        return waiting === undefined ? {} : { state: { waiting: { reason: internValue(waiting) } } };
       }),
     },
   };
@@ -94,7 +145,7 @@ function trimNode(n: KubeObject): KubeObject {
 function trimRendered(keepStatus: boolean): (o: KubeObject) => KubeObject {
   return (o) => {
     const { metadata, status, ...rest } = o;
-    const out: KubeObject = { ...rest, metadata: meta(metadata, true) };
+    const out: KubeObject = { ...(internDeep(rest) as Json), metadata: meta(metadata, true) };
     if (keepStatus && status !== undefined) out.status = status;
     return out;
   };

@@ -103,8 +103,10 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
         const env = pod.metadata.labels?.[LABEL_ENVIRONMENT_ID];
         return deploymentKeyOf(pod) === undefined || env === undefined ? [] : sentinelsOfEnvironment(env, ctx);
       },
-      // Only a change of what is routed concerns the table.
-      changed: (pod, old) => instanceKey(pod) !== instanceKey(old),
+      // A change of what is routed concerns the table, and so does a pod added or deleted: a
+      // revision keeps its (maybe empty) slice while any of its pods exists, so the deletion of
+      // its last, already unroutable pod is what prunes it.
+      changed: (pod, old) => pod === undefined || old === undefined || instanceKey(pod) !== instanceKey(old),
       // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
       labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
     })

@@ -153,17 +153,21 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter, page
   const limit = readLimit(page);
   if (limit !== undefined) q = q.limit(limit);
   const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").orderBy("id", "desc").execute();
-  const out: DeploymentContext[] = [];
-  const cache = new Map<string, Omit<DeploymentContext, "deployment">>();
-  for (const d of rows) {
-    let base = cache.get(d.environment_id);
-    if (!base) {
-      const full = await loadDeploymentContext(db, d.id);
-      base = { workspace: full.workspace, project: full.project, environment: full.environment };
-      cache.set(d.environment_id, base);
-    }
-    out.push({ ...base, deployment: d });
-  }
+  if (rows.length === 0) return takePage([], page);
+  // The rows' environments, projects and workspaces in one query each (a page of a workspace's
+  // deployments can span as many environments as it has rows).
+  const byId = <T extends { id: string }>(list: T[]): Map<string, T> => new Map(list.map((x) => [x.id, x]));
+  const ids = (f: (d: DeploymentRow) => string): string[] => [...new Set(rows.map(f))];
+  const environments = byId(await db.selectFrom("environments").selectAll().where("id", "in", ids((d) => d.environment_id)).execute());
+  const projects = byId(await db.selectFrom("projects").selectAll().where("id", "in", ids((d) => d.project_id)).execute());
+  const workspaces = byId(await db.selectFrom("workspaces").selectAll().where("id", "in", ids((d) => d.workspace_id)).execute());
+  const out = rows.map((deployment): DeploymentContext => {
+    const environment = environments.get(deployment.environment_id);
+    const project = projects.get(deployment.project_id);
+    const workspace = workspaces.get(deployment.workspace_id);
+    if (!environment || !project || !workspace) throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
+    return { workspace, project, environment, deployment };
+  });
   return takePage(out, page);
 }
 

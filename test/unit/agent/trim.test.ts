@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { create } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema, ApplySentinelSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { podToInstance } from "../../../src/agent/deployments/status.js";
+import { instanceKey, podToInstance } from "../../../src/agent/deployments/status.js";
+import { endpointOf } from "../../../src/agent/sentinels/routing.js";
 import { renderReplicaSet } from "../../../src/agent/deployments/render.js";
 import { renderSentinelDeployment } from "../../../src/agent/sentinels/render.js";
 import { observeSentinel } from "../../../src/agent/sentinels/status.js";
@@ -65,6 +66,7 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
       conditions: [
         { type: "Ready", status: p.ready ? "True" : "False", lastTransitionTime: "2026-01-01T00:00:05Z", lastProbeTime: null },
         { type: "ContainersReady", status: p.containersReady ? "True" : "False", lastTransitionTime: "2026-01-01T00:00:04Z" },
+        { type: "PodScheduled", status: "True", lastTransitionTime: "2026-01-01T00:00:01Z" },
       ],
       containerStatuses: [
         { name: "app", ready: p.ready, restartCount: 2, image: "x", imageID: "y", state: p.waiting ? { waiting: { reason: p.waiting, message: "m" } } : { running: { startedAt: "t" } } },
@@ -79,6 +81,8 @@ test("trimmed pods give the same instance as the full pods, and are smaller", ()
     fc.property(arbPod, (pod) => {
       const trimmed = trim(pod);
       assert.deepEqual(podToInstance(trimmed, zone), podToInstance(pod, zone));
+      assert.deepEqual(endpointOf(trimmed), endpointOf(pod), "the routing table reads the same endpoint");
+      assert.equal(instanceKey(trimmed), instanceKey(pod));
       assert.ok(JSON.stringify(trimmed).length < JSON.stringify(pod).length);
       assert.equal(trimmed.metadata.resourceVersion, "7", "the resourceVersion is kept (the informer needs it)");
       assert.equal((trimmed.metadata as Record<string, unknown>).managedFields, undefined);

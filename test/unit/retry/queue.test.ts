@@ -190,7 +190,7 @@ test("stop cancels pending retries and resolves waiters", async () => {
   await q.addAndWait("a"); // a stopped queue takes nothing and never hangs
 });
 
-test("property: every added key is reconciled at least once after its last add, and never concurrently", async () => {
+test("property: every added key is reconciled at least once after its last add, and never concurrently; size and retrying count keys with work", async () => {
   await fc.assert(
     fc.asyncProperty(
       fc.array(fc.tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 3 })), { minLength: 1, maxLength: 60 }),
@@ -201,12 +201,15 @@ test("property: every added key is reconciled at least once after its last add, 
         const active = new Set<string>();
         let clock = 0;
         let overlap = false;
-        const q = new WorkQueue({
+        let badCount = "";
+        const q: WorkQueue = new WorkQueue({
           concurrency,
           retry: fast,
           reconcile: async (k) => {
             if (active.has(k)) overlap = true;
             active.add(k);
+            // Every running key has work; no more keys have work than were ever added.
+            if (q.size < active.size || q.size > 6 || q.retrying < 0 || q.retrying > q.size) badCount = `size ${q.size}, retrying ${q.retrying}, running ${active.size}`;
             lastStart.set(k, ++clock);
             await new Promise((r) => setTimeout(r, Math.random() * 2));
             active.delete(k);
@@ -219,8 +222,12 @@ test("property: every added key is reconciled at least once after its last add, 
           if (pause > 0) await new Promise((r) => setTimeout(r, pause));
         }
         await q.drained();
+        assert.equal(q.size, 0);
+        assert.equal(q.retrying, 0);
         await q.stop();
+        assert.equal(q.size, 0);
         assert.ok(!overlap);
+        assert.equal(badCount, "");
         for (const [k, added] of lastAdd) assert.ok((lastStart.get(k) ?? 0) > added, `${k} not run after its last add`);
       },
     ),

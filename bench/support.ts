@@ -1,0 +1,94 @@
+// Small helpers shared by the scale benchmarks (agent, ctrl): waiting, percentiles, a process's
+// memory and CPU time from /proc, Prometheus text sums, the machine's load beside each figure,
+// and making sure `dist/` is the build the benchmarks run (processes run as shipped, not through
+// tsx).
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = fileURLToPath(new URL("../", import.meta.url));
+export const KRANE_BIN = fileURLToPath(new URL("../bin/krane.js", import.meta.url));
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+/** The p-th percentile (nearest rank) of ascending values. */
+export function pct(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+}
+
+/** Resident memory of a process, MiB (NaN when it is gone). */
+export function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU time (user + system) a process has used so far, in seconds (0 when it is gone). */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(rest[11]) + Number(rest[12]);
+    return ticks / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** The sum of a metric's samples in Prometheus text, over the label sets `filter` accepts. */
+export function metricSumOf(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$/.exec(line);
+    if (m && m[1] === name && filter(m[2] ?? "")) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+export async function metricSum(opsUrl: string, name: string, filter?: (labels: string) => boolean): Promise<number> {
+  return metricSumOf(await (await fetch(`${opsUrl}/metrics`)).text(), name, filter);
+}
+
+/** "load 1.23" — the 1-minute load average, printed beside every figure (the machine is shared). */
+export function load(): string {
+  return `load ${(loadavg()[0] ?? 0).toFixed(2)}`;
+}
+
+/**
+ * Builds `dist/` when the sources are newer (the same check `npm start` makes) and says which
+ * build `bin/krane.js` runs.
+ */
+export function ensureBuild(): string {
+  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--if-stale"], { cwd: ROOT, encoding: "utf8" });
+  if (b.status !== 0) throw new Error(`npm run build failed: ${b.stderr.slice(0, 500)}`);
+  const v = spawnSync(process.execPath, [KRANE_BIN, "version"], { cwd: ROOT, encoding: "utf8" });
+  return v.stdout.trim().split("\n")[0] ?? "";
+}
+
+export function fmtS(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
