@@ -102,8 +102,11 @@ export function registerCtrlCommands(program: Command): void {
       if (settings.adminTokenSource === "flag") {
         log.warn("the admin token was given with --admin-token, which every user of this machine can read in the process list: use --admin-token-file or KRANE_ADMIN_TOKEN");
       }
-      const { loadKeyring } = await import("../ctrl/secrets/master-key.js");
-      const keyring = loadKeyring(settings.masterKey, (msg, file) => log.warn({ file }, msg));
+      const { hasMasterKeySource, loadKeyring } = await import("../ctrl/secrets/master-key.js");
+      // Without a key (PostgreSQL and none given) ctrl serves everything but secrets, which are
+      // refused with failed_precondition naming the flag, and says so once at start.
+      const keyring = hasMasterKeySource(settings.masterKey) ? loadKeyring(settings.masterKey, (msg, file) => log.warn({ file }, msg)) : undefined;
+      if (!keyring) log.warn("no master key (--master-key-file, KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY): secrets are refused until ctrl is started with one");
       const running = await startCtrl({
         keyring,
         releaseKinds: settings.releaseKinds,

@@ -34,6 +34,7 @@ import { installFence } from "./fence.js";
 import { startGateways, type LocalGateways } from "./gateway.js";
 import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, nodeCount, renderNodes, type NodePlan } from "./topology.js";
 import { claimPodNetwork, localAddress, nodePodCidrs, podNetworkLockFile, releasePodNetwork, type PodNetwork } from "./pod-network.js";
+import { nodeEntryArgs } from "./node-entry.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
@@ -353,8 +354,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
         name: STANDIN,
         command: process.execPath,
         args: [
-          "--import", import.meta.resolve("tsx"),
-          fileURLToPath(new URL("./standin/main.ts", import.meta.url)),
+          ...nodeEntryArgs(import.meta.url, "./standin/main"),
           "--kubeconfig", state.kubeconfigPath,
           "--dir", dir,
           "--pod-network-slot", String(network.slot),

@@ -8,7 +8,6 @@
 // served at another offset on this machine.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
@@ -16,6 +15,7 @@ import { ensureTraefik } from "./build.js";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
 import { podAddressMap, type PodNetwork } from "./pod-network.js";
 import { ComponentStartError, startComponent, waitUntilHealthy, type RunningComponent } from "./process.js";
+import { nodeEntryArgs } from "./node-entry.js";
 
 export const GATEWAY_NAMESPACE = "krane-gateways";
 export const GATEWAY_CLASS = "krane-local";
@@ -118,7 +118,7 @@ export async function startGateways(s: GatewayStart, track: (c: RunningComponent
       const proxy = startComponent({
         name: "pod-proxy",
         command: process.execPath,
-        args: ["--import", import.meta.resolve("tsx"), fileURLToPath(new URL("./gateway/pod-proxy.ts", import.meta.url)), "--listen", `127.0.0.1:${proxyPort}`, "--map", podAddressMap(s.network)],
+        args: [...nodeEntryArgs(import.meta.url, "./gateway/pod-proxy"), "--listen", `127.0.0.1:${proxyPort}`, "--map", podAddressMap(s.network)],
         logFile: proxyLog,
       });
       await track(proxy);

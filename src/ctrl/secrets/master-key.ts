@@ -1,7 +1,8 @@
 // Where ctrl's master key comes from: `--master-key-file` (or KRANE_MASTER_KEY_FILE), the
 // KRANE_MASTER_KEY variable, or — for a local SQLite database only — a key generated on first
 // start into a file next to it (mode 0600; only the path is logged). A PostgreSQL installation
-// must be given its key: replicas must share it, and a generated one would be lost with the pod.
+// must be given its key for secrets: replicas must share it, and a generated one would be lost
+// with the pod (without one, ctrl runs and refuses secrets).
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { Keyring, KeyringError, generateMasterKey, parseMasterKey } from "./keyring.js";
 
@@ -25,6 +26,11 @@ function readKeyFile(file: string, what: string, warn: (msg: string, file: strin
   }
   if ((statSync(file).mode & 0o077) !== 0) warn("the master key file can be read by other users: chmod 600 it", file);
   return parseMasterKey(text, `${what} ${file}`);
+}
+
+/** Whether the settings name a key, or a place to generate one (else loadKeyring refuses). */
+export function hasMasterKeySource(s: MasterKeySettings): boolean {
+  return s.key !== undefined || s.file !== undefined || s.generateAt !== undefined;
 }
 
 /** The keyring from the settings; `warn` is told about loose file permissions and generated keys (paths only). */

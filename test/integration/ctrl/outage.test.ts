@@ -3,6 +3,7 @@
 // until it has one) answers unavailable naming the database, internal never; ctrl logs the
 // outage once when it starts and once when it ends, not per call; and once PostgreSQL is back,
 // the database holds exactly what it held before (nothing half-applied).
+import { randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -73,6 +74,22 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     Restart: target,
     History: target,
     GetRolloutStatus: target,
+    DeleteWorkspace: { workspace: "acme", confirm: "acme" },
+    DeleteProject: { workspace: "acme", project: "web", confirm: "web" },
+    DeleteEnvironment: { ...target, confirm: "prod" },
+    WatchGateways: { region: "local", versionLastSeen: 0n },
+    GetDesiredGatewayState: { region: "local", gatewayId: "env_none" },
+    GetDesiredGatewayStates: { region: "local", gatewayIds: ["env_none"] },
+    ReportGatewayStatus: { region: "local", change: { case: "delete", value: { gatewayId: "env_none" } } },
+    WatchReleases: { region: "local", versionLastSeen: 0n },
+    GetDesiredReleaseState: { region: "local", releaseId: "rel_none" },
+    GetDesiredReleaseStates: { region: "local", releaseIds: ["rel_none"] },
+    ReportReleaseStatus: { region: "local", change: { case: "delete", value: { releaseId: "rel_none" } } },
+    WatchJobs: { region: "local", versionLastSeen: 0n },
+    GetDesiredJobState: { region: "local", jobId: "job_none" },
+    GetDesiredJobStates: { region: "local", jobIds: ["job_none"] },
+    ReportJobStatus: { region: "local", change: { case: "delete", value: { jobId: "job_none", k8sName: "job-x" } } },
+    GetSecretValues: { region: "local", owner: { case: "deploymentId", value: deploymentId } },
   };
   return table[m.name];
 }
@@ -121,7 +138,8 @@ before(async () => {
   url = await postgres.newDatabase();
   const tokenFile = join(dir.path, "admin-token");
   writeFileSync(tokenFile, `${admin}\n`, { mode: 0o600 });
-  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile]);
+  // A master key, so the secret methods reach the database too.
+  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile], { KRANE_MASTER_KEY: randomBytes(32).toString("base64") });
   const t = transportFor(ctrl.url, admin);
   await createClient(RegionService, t).createRegion({ name: "local" });
   agent = (await createClient(RegionService, t).createClusterToken({ region: "local", clusterName: "default" })).token;
