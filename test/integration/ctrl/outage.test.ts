@@ -14,13 +14,25 @@ import pg from "pg";
 import { file_krane_ctrl_v1_api, DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService, ApiTokenService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_cluster } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
+import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
+import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
 import { startTestCtrl, tempDir, transportFor } from "./support.js";
 import SQLite from "better-sqlite3";
 
-const services: DescService[] = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_cluster, file_krane_ctrl_v1_rollout].flatMap((f) => f.services);
+const services: DescService[] = [
+  file_krane_ctrl_v1_api,
+  file_krane_ctrl_v1_cluster,
+  file_krane_ctrl_v1_rollout,
+  file_krane_ctrl_v1_config,
+  file_krane_ctrl_v1_release,
+  file_krane_ctrl_v1_job,
+  file_krane_ctrl_v1_exposure,
+].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
 let postgres: TestPostgres;
@@ -90,6 +102,26 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     GetDesiredJobStates: { region: "local", jobIds: ["job_none"] },
     ReportJobStatus: { region: "local", change: { case: "delete", value: { jobId: "job_none", k8sName: "job-x" } } },
     GetSecretValues: { region: "local", owner: { case: "deploymentId", value: deploymentId } },
+    SetConfig: { ...target, values: [{ key: "MODE", value: "outage" }] },
+    UnsetConfig: { ...target, keys: ["MODE"] },
+    ListConfig: target,
+    SetSecrets: { ...target, secrets: [{ key: "TOKEN", source: { case: "value", value: "s3cret" } }] },
+    UnsetSecrets: { ...target, keys: ["TOKEN"] },
+    ListSecrets: target,
+    ApplyRelease: { ...target, files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }] },
+    GetRelease: { ...target, name: "default" },
+    ListReleases: target,
+    DeleteRelease: { ...target, name: "default" },
+    PutJob: { ...target, spec: { name: "nightly", schedule: "@hourly" } },
+    ListJobs: target,
+    DeleteJob: { ...target, name: "nightly" },
+    SetEndpoint: { ...target, visibility: "public" },
+    ListEndpoints: target,
+    DeleteEndpoint: { ...target, visibility: "public" },
+    AddDomain: { ...target, hostname: "www.outage.test" },
+    ListDomains: target,
+    VerifyDomain: { ...target, hostname: "www.outage.test" },
+    RemoveDomain: { ...target, hostname: "www.outage.test" },
   };
   return table[m.name];
 }
