@@ -36,6 +36,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { percentileOf } from "./support.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
@@ -45,11 +46,6 @@ const SECONDS = Number(process.env.KRANE_BENCH_GATEWAY_SECONDS ?? 10);
 const root = fileURLToPath(new URL("..", import.meta.url));
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function pct(values: number[], p: number): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -163,7 +159,7 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
       applied.push((seen.get(prefix) ?? t1) - t1);
       await sleep(50);
     }
-    const fmt = (v: number[]): string => `p50 ${pct(v, 50).toFixed(1)} ms  p99 ${pct(v, 99).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
+    const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(1)} ms  p99 ${percentileOf(v, 99).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
     console.log(`gateway: SetEndpoint API time                         ${fmt(api)} (${CHANGES} changes)`);
     console.log(`gateway: change committed → HTTPRoute applied         ${fmt(applied)} (target p99 ≤ 100 ms + API time)`);
   } finally {

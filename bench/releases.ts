@@ -30,16 +30,13 @@ import { ConfigService } from "../src/gen/krane/ctrl/v1/config_pb.js";
 import { ReleaseService } from "../src/gen/krane/ctrl/v1/release_pb.js";
 import { agentKubeConfig, kubeWrites } from "../test/integration/agent/support.js";
 import { startTestCtrl } from "../test/integration/ctrl/support.js";
+import { pct } from "./support.js";
 
 const OBJECTS = 200;
 const ROUNDS = Number(process.env.KRANE_BENCH_RELEASE_ROUNDS ?? 3);
 const FILES = 20;
 const SECRET_CHANGES = Number(process.env.KRANE_BENCH_SECRET_CHANGES ?? 20);
 const REGION = "local";
-
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-}
 
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -19,12 +19,9 @@ import { DeploymentService, EnvironmentService, ProjectService, RegionService, W
 import { RolloutService } from "../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
 import { startTestCtrl } from "../test/integration/ctrl/support.js";
+import { pct } from "./support.js";
 
 const ROLLOUTS = Number(process.env.KRANE_BENCH_ROLLOUTS ?? 5);
-
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-}
 
 function podIsReady(obj: unknown): { name: string; ready: boolean } | null {
   if (!isRecord(obj) || !isRecord(obj.metadata) || typeof obj.metadata.name !== "string") return null;

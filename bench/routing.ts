@@ -27,17 +27,13 @@ import { Informer } from "../src/kube/informer.js";
 import { isRecord, type KubeObject } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
+import { percentileOf } from "./support.js";
 
 const CHANGES = Number(process.env.KRANE_BENCH_ROUTING_CHANGES ?? 20);
 const NS = "ws-bench";
 const REF = { workspace: "bench", project: "shop", environment: "production" };
 
-function pct(values: number[], p: number): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
-}
-
-const fmt = (v: number[]): string => `p50 ${pct(v, 50).toFixed(0)} ms, p99 ${pct(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
+const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
 function running(pod: KubeObject): string | undefined {
   const st = isRecord(pod.status) ? pod.status : {};

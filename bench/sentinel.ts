@@ -25,6 +25,7 @@ import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
 import { LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
+import { percentileOf } from "./support.js";
 
 const ENV = "env_bench";
 const REGION = "bench";
@@ -48,11 +49,6 @@ function freePort(): Promise<number> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function pct(values: number[], p: number): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
-}
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000, stepMs = 20): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -315,7 +311,7 @@ export async function benchSentinel(): Promise<void> {
     probing = false;
     await Promise.all(probers);
     await pool.close();
-    const fmt = (v: number[]): string => `p50 ${pct(v, 50).toFixed(0)} ms, p99 ${pct(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
+    const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
     console.log(`sentinel: slice apply sent → first request to the added instance    ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`);
     console.log(`sentinel: slice apply sent → last request to the removed instance   ${fmt(removals)}`);
     console.log(`sentinel: apply answered → first request to the added instance      ${fmt(addsAfterCommit)}`);

@@ -35,6 +35,11 @@ export function pct(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
+/** The p-th percentile (nearest rank) of values in any order. */
+export function percentileOf(values: readonly number[], p: number): number {
+  return pct([...values].sort((a, b) => a - b), p);
+}
+
 /** Resident memory of a process, MiB (NaN when it is gone). */
 export function rssMiB(pid: number): number {
   try {

@@ -73,6 +73,28 @@ export const OWNERSHIP_LABELS = [
   LABEL_GATEWAY_ID,
 ] as const;
 
+/** Who an object belongs to: the tenant path every streamed kind carries. */
+export interface Owner {
+  readonly workspaceId: string;
+  readonly projectId: string;
+  readonly environmentId: string;
+}
+
+/**
+ * The labels every object an agent writes carries: managed by krane, its component and region,
+ * and its owner (workspace, project, environment). Kinds add their own id after these.
+ */
+export function ownerLabels(component: Component, region: string, o: Owner): Record<string, string> {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_COMPONENT]: component,
+    [LABEL_REGION]: region,
+    [LABEL_WORKSPACE_ID]: o.workspaceId,
+    [LABEL_PROJECT_ID]: o.projectId,
+    [LABEL_ENVIRONMENT_ID]: o.environmentId,
+  };
+}
+
 /** The selector of every object krane manages in one region (all components). */
 export function regionSelector(region: string): string {
   return `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_REGION}=${region}`;

@@ -24,6 +24,7 @@ import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { adminKube, agentKubeConfig } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
+import { countBy } from "./sentinel/support.js";
 
 const handle = useCluster({ standins: true, pods: { readyDelayMs: 500, readyJitterMs: 500 } });
 const REGION = "local";
@@ -70,12 +71,6 @@ async function hits(p: Pool, n: number): Promise<Hit[]> {
     }
   }));
   return out;
-}
-
-function countBy<T>(items: readonly T[], key: (t: T) => string): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const i of items) m.set(key(i), (m.get(key(i)) ?? 0) + 1);
-  return m;
 }
 
 /** Open-loop load: RATE requests per second whatever the answers take, until stopped. */

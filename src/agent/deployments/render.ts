@@ -10,19 +10,7 @@
 import { createHash } from "node:crypto";
 import type { ApplyDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import {
-  LABEL_BUILD_ID,
-  LABEL_COMPONENT,
-  LABEL_DEPLOYMENT_ID,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-  COMPONENT as COMPONENTS,
-  workspaceNamespaceLabels,
-} from "../../contracts/labels.js";
+import { COMPONENT as COMPONENTS, LABEL_BUILD_ID, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY, ownerLabels, workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS, SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
 import { settingsPodParts } from "./settings.js";
 
@@ -41,12 +29,7 @@ export interface RenderedDeployment {
 
 export function deploymentLabels(d: ApplyDeployment, region: string): Record<string, string> {
   const labels: Record<string, string> = {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: d.workspaceId,
-    [LABEL_PROJECT_ID]: d.projectId,
-    [LABEL_ENVIRONMENT_ID]: d.environmentId,
+    ...ownerLabels(COMPONENT, region, d),
     [LABEL_DEPLOYMENT_ID]: d.deploymentId,
   };
   if (d.buildId !== "") labels[LABEL_BUILD_ID] = d.buildId;
@@ -134,14 +117,7 @@ export function renderNetworkPolicy(d: ApplyDeployment, region: string): KubeObj
     metadata: {
       name: networkPolicyName(d.environmentId, region),
       namespace: d.k8sNamespace,
-      labels: {
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-        [LABEL_COMPONENT]: COMPONENT,
-        [LABEL_REGION]: region,
-        [LABEL_WORKSPACE_ID]: d.workspaceId,
-        [LABEL_PROJECT_ID]: d.projectId,
-        [LABEL_ENVIRONMENT_ID]: d.environmentId,
-      },
+      labels: ownerLabels(COMPONENT, region, d),
     },
     spec: {
       endpointSelector: {

@@ -20,17 +20,7 @@
 import { createHash } from "node:crypto";
 import type { ApplyGateway, EdgeAuthRule, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_GATEWAY_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { COMPONENT, LABEL_GATEWAY_ID, ownerLabels } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { GatewayRef, GatewaySettings } from "../runtime/kind.js";
 
@@ -38,12 +28,7 @@ export const GATEWAY_API = "gateway.networking.k8s.io";
 
 export function gatewayLabels(g: ApplyGateway, region: string): Record<string, string> {
   return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT.gateway,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: g.workspaceId,
-    [LABEL_PROJECT_ID]: g.projectId,
-    [LABEL_ENVIRONMENT_ID]: g.environmentId,
+    ...ownerLabels(COMPONENT.gateway, region, g),
     [LABEL_GATEWAY_ID]: g.gatewayId,
   };
 }

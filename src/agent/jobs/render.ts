@@ -8,17 +8,7 @@
 import type { ApplyJob } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS } from "../../contracts/cluster.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_JOB_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID, ownerLabels } from "../../contracts/labels.js";
 import { REQUEST_DIVISOR } from "../deployments/render.js";
 import { settingsPodParts } from "../deployments/settings.js";
 
@@ -26,12 +16,7 @@ export const JOB_CONTAINER = "job";
 
 export function jobLabels(j: ApplyJob, region: string): Record<string, string> {
   return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT.job,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: j.workspaceId,
-    [LABEL_PROJECT_ID]: j.projectId,
-    [LABEL_ENVIRONMENT_ID]: j.environmentId,
+    ...ownerLabels(COMPONENT.job, region, j),
     [LABEL_JOB_ID]: j.jobId,
   };
 }

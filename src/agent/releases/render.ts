@@ -7,16 +7,7 @@
 import { createHash } from "node:crypto";
 import type { ApplyRelease, ReleaseKind } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { COMPONENT, LABEL_COMPONENT, ownerLabels } from "../../contracts/labels.js";
 import { LABEL_RELEASE_ID, LABEL_RELEASE_OBJECT, LABEL_RELEASE_VERSION } from "../../contracts/releases.js";
 
 /** The inventory ConfigMap's component label (the release's objects carry COMPONENT.release). */
@@ -43,12 +34,7 @@ export function objectHash(id: string): string {
 
 export function releaseLabels(r: ApplyRelease, region: string): Record<string, string> {
   return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT.release,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: r.workspaceId,
-    [LABEL_PROJECT_ID]: r.projectId,
-    [LABEL_ENVIRONMENT_ID]: r.environmentId,
+    ...ownerLabels(COMPONENT.release, region, r),
     [LABEL_RELEASE_ID]: r.releaseId,
     [LABEL_RELEASE_VERSION]: String(r.version),
   };

@@ -10,17 +10,7 @@
 // renders it with the uid the Deployment apply returned.
 import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import {
-  LABEL_COMPONENT,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_SENTINEL_ID,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-  COMPONENT as COMPONENTS,
-} from "../../contracts/labels.js";
+import { COMPONENT as COMPONENTS, LABEL_MANAGED_BY, LABEL_SENTINEL_ID, MANAGED_BY, ownerLabels } from "../../contracts/labels.js";
 import {
   NODE_CLASS,
   NODE_CLASS_LABEL,
@@ -51,12 +41,7 @@ export interface RenderedSentinel {
 
 export function sentinelLabels(s: ApplySentinel, region: string): Record<string, string> {
   return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: s.workspaceId,
-    [LABEL_PROJECT_ID]: s.projectId,
-    [LABEL_ENVIRONMENT_ID]: s.environmentId,
+    ...ownerLabels(COMPONENT, region, s),
     [LABEL_SENTINEL_ID]: s.sentinelId,
   };
 }

@@ -10,17 +10,7 @@
 import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
-import {
-  LABEL_COMPONENT,
-  LABEL_DEPLOYMENT_ID,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_MANAGED_BY,
-  LABEL_PROJECT_ID,
-  LABEL_REGION,
-  LABEL_SENTINEL_ID,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { LABEL_DEPLOYMENT_ID, LABEL_SENTINEL_ID, ownerLabels } from "../../contracts/labels.js";
 import {
   ENDPOINTSLICE_MANAGED_BY,
   ENDPOINTSLICE_HEADLESS_LABEL,
@@ -41,12 +31,7 @@ import { instanceStatusOf } from "../deployments/status.js";
 
 function routingLabels(s: ApplySentinel, region: string): Record<string, string> {
   return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: ROUTING_COMPONENT,
-    [LABEL_REGION]: region,
-    [LABEL_WORKSPACE_ID]: s.workspaceId,
-    [LABEL_PROJECT_ID]: s.projectId,
-    [LABEL_ENVIRONMENT_ID]: s.environmentId,
+    ...ownerLabels(ROUTING_COMPONENT, region, s),
     [LABEL_SENTINEL_ID]: s.sentinelId,
   };
 }
