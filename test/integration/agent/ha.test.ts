@@ -76,9 +76,19 @@ test("exactly one replica leads and applies; the follower is ready, writes nothi
   ctrl.applyDeployment(REGION, deployment("dep_h1", 2));
   await eventually("dep_h1 applied", async () => ((await replicasOf("dep-h1")) === 2 ? true : undefined), 60_000);
   assert.equal(await kubeWrites(follower), 0, "the follower never wrote");
-  assert.equal((await fetch(`${follower.opsUrl}/readyz`)).status, 200, "a follower standing by is ready");
-  const readyz = (await (await fetch(`${follower.opsUrl}/readyz`)).json()) as { role: string };
+  // The follower joins the election only once its own caches have synced; on a loaded machine
+  // that can finish after the leader has already applied, so readiness is awaited, not sampled.
+  const readyz = await eventually(
+    "the follower standing by is ready",
+    async () => {
+      const res = await fetch(`${follower.opsUrl}/readyz`);
+      const body = (await res.json()) as { role: string };
+      return res.status === 200 ? body : undefined;
+    },
+    30_000,
+  );
   assert.equal(readyz.role, "follower");
+  assert.equal(await kubeWrites(follower), 0, "the follower never wrote, also once ready");
   const lease = await admin.raw("GET", "/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-ha");
   assert.equal(isRecord(lease) && isRecord(lease.spec) ? lease.spec.holderIdentity : undefined, leader.manager.identity);
   await eventually("a heartbeat from the leader", async () => (ctrl.heartbeats.some((h) => h.region === REGION && h.agentId === leader.manager.identity) ? true : undefined), 30_000);
