@@ -13,6 +13,7 @@ import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import type { EnvironmentRef, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import { chooseTarget } from "./pass.js";
 import { EMPTY_STATUS, revisionStatus, rolloutProgress, specKey, type ProgressView } from "./plan.js";
+import { progressiveView, type ProgressiveView } from "./progressive.js";
 
 type Reader = Kysely<Database>;
 
@@ -125,6 +126,8 @@ export interface RegionRolloutView extends ProgressView {
 export interface RolloutView {
   environment: EnvironmentContext;
   regions: RegionRolloutView[];
+  /** Set when the environment has a progressive strategy. */
+  progressive: ProgressiveView | null;
 }
 
 export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number): Promise<RolloutView> {
@@ -189,5 +192,17 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       ...rolloutProgress(replicas, status, conditions, observed),
     });
   }
-  return { environment, regions: out };
+  const progressive = await progressiveView(db, env, regions.map((r) => r.region));
+  if (progressive !== null) {
+    // A progressive rollout's progress is the engine's phase, not the rolling engine's conditions.
+    const st = progressive.state;
+    const done = st.canary === null && st.phase === "Healthy";
+    for (const r of out) {
+      r.observed = progressive.pendingCommand === null;
+      r.complete = done;
+      r.failed = st.aborted;
+      r.message = `${st.phase}${st.reason !== "" ? `: ${st.reason}` : ""}`;
+    }
+  }
+  return { environment, regions: out, progressive };
 }
