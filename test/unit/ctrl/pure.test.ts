@@ -123,7 +123,7 @@ describe("validation", () => {
     assert.equal(d.memoryMib, 256);
     assert.equal(d.replicas, null);
     assert.deepEqual(validateRollout(undefined), {
-      strategy: "RollingUpdate", maxSurge: "25%", maxUnavailable: "25%", minReadySeconds: 0, progressDeadlineSeconds: 600, revisionHistoryLimit: 10, paused: false,
+      strategy: "RollingUpdate", maxSurge: "25%", maxUnavailable: "25%", minReadySeconds: 0, progressDeadlineSeconds: 600, revisionHistoryLimit: 10, paused: false, progressive: null,
     });
   });
 
