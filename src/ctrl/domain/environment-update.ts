@@ -160,6 +160,15 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     }
 
     const after: EnvironmentRow = { ...settings, updated_at: tx.now };
+    // Back from a progressive strategy: its per-region routing overrides and state go, and the
+    // sentinels return to the environment's own policy (a new routing version).
+    const leftProgressive = changed.has("progressive") && after.progressive === null;
+    if (leftProgressive && before.routing_regions !== null) {
+      after.routing_regions = null;
+      after.routing_version = Number(before.routing_version) + 1;
+      await tx.trx.updateTable("environments").set({ routing_regions: null, routing_version: after.routing_version }).where("id", "=", envId).execute();
+    }
+    if (leftProgressive) await tx.trx.deleteFrom("progressive_rollouts").where("environment_id", "=", envId).execute();
     await tx.trx
       .updateTable("environments")
       .set({
@@ -193,7 +202,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (sentinel === null) {
       for (const s of sentinels) await dropSentinel(tx, s);
     } else {
-      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k));
+      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k)) || after.routing_version !== before.routing_version;
       for (const { region } of regions) {
         const existing = sentinels.find((s) => s.region === region);
         if (!existing) await createSentinel(tx, ctx.project, after, region);
