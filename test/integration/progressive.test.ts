@@ -9,7 +9,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Registry } from "prom-client";
+import { Code } from "@connectrpc/connect";
 import { Pool } from "undici";
+import { followRollout } from "../../src/cli/rollout.js";
 import { Agent } from "../../src/agent/agent.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
 import { podAddressMap } from "../../src/cluster/index.js";
@@ -26,7 +28,7 @@ import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { adminKube, agentKubeConfig } from "./agent/support.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 import { countBy } from "./sentinel/support.js";
 
 const handle = useCluster({ standins: true, pods: { readyDelayMs: 300, readyJitterMs: 300 } });
@@ -283,6 +285,10 @@ describe("progressive delivery through krane's own sentinel", () => {
     await eventually("the canary's pods gone", async () => ((await running(CANARY, v3)) === 0 ? true : undefined), 120_000);
     const metrics = await (await fetch(`${ctrl.opsUrl ?? ""}/metrics`)).text();
     assert.match(metrics, /^krane_rollout_aborts_total 1$/m);
+    // `krane rollout status` fails on an aborted rollout, naming the reason.
+    await assert.rejects(followRollout(async () => rolloutStatus(CANARY), { intervalMs: 50, timeoutMs: 5_000, log: () => undefined }), /rollout aborted \(Degraded\): aborted by/);
+    // The rolling engine's undo does not apply; promote retries from the first step.
+    await expectCode(rollout.undo(CANARY), Code.FailedPrecondition, /progressively/);
   });
 
   test("blue-green: preview by header at 0 % normal traffic; promote switches; rollback within the window flips back with 0 new pods; 0 failed requests at 100 requests/s", { timeout: 600_000 }, async () => {

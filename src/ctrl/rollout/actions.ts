@@ -32,9 +32,17 @@ export async function scaleEnvironment(store: Store, ref: EnvironmentRef, region
   });
 }
 
+/** Pause, resume and undo are the rolling engine's; a progressive strategy has promote and abort. */
+function refuseProgressive(environment: { slug: string; progressive: string | null }, what: string): void {
+  if (environment.progressive !== null) {
+    throw failedPrecondition(`environment "${environment.slug}" rolls out progressively: ${what} does not apply (use \`krane rollout promote\` or \`krane rollout abort\`)`);
+  }
+}
+
 export async function setPaused(store: Store, ref: EnvironmentRef, paused: boolean): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    refuseProgressive(environment, paused ? "pause" : "resume");
     await tx.trx.updateTable("environments").set({ paused: paused ? 1 : 0, updated_at: tx.now }).where("id", "=", environment.id).execute();
     return environment.id;
   });
@@ -44,6 +52,7 @@ export async function setPaused(store: Store, ref: EnvironmentRef, paused: boole
 export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision: number | null): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    refuseProgressive(environment, "undo");
     const regions = await environmentRegions(tx.trx, environment.id);
     if (regions.length === 0) throw failedPrecondition(`environment "${environment.slug}" has no regions`);
     if (toRevision !== null) {
