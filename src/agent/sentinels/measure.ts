@@ -51,9 +51,11 @@ const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 function parseValue(s: string, line: number): number {
-  if (s === "+Inf" || s === "Inf") return Infinity;
-  if (s === "-Inf") return -Infinity;
-  if (s === "NaN") return NaN;
+  // As Prometheus reads them (Go's ParseFloat): special values in any case (prom-client writes "Nan").
+  const l = s.toLowerCase();
+  if (l === "+inf" || l === "inf" || l === "+infinity" || l === "infinity") return Infinity;
+  if (l === "-inf" || l === "-infinity") return -Infinity;
+  if (l === "nan") return NaN;
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s)) throw new Error(`line ${line}: bad value "${s.slice(0, 40)}"`);
   return Number(s);
 }
