@@ -103,7 +103,7 @@ export function buildReport(region: string, fromMs: number, toMs: number, incs: 
 
 export class MeasurementCollector {
   readonly #o: CollectorOptions;
-  readonly #tracker = new IncrementTracker();
+  #tracker = new IncrementTracker();
   readonly #m: CollectorMetrics | undefined;
   /** A report that failed once, sent again with the next round. */
   #retry: ReportMeasurementsRequest | undefined;
@@ -116,6 +116,10 @@ export class MeasurementCollector {
   async run(ctx: KindContext<ApplySentinel>, signal: AbortSignal): Promise<void> {
     const every = this.#o.intervalMs ?? 10_000;
     if (every <= 0) return;
+    // A new run (this replica became the leader again): readings from before may predate
+    // traffic another leader already reported, so start from fresh baselines.
+    this.#tracker = new IncrementTracker();
+    this.#retry = undefined;
     while (!signal.aborted) {
       const started = Date.now();
       try {

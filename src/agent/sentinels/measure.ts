@@ -10,7 +10,7 @@
 // Increments: per pod and revision, the difference to the previous reading of the same pod. A
 // counter that went down, or a process start time that changed, means the sentinel restarted: the
 // new reading counts from 0. A pod seen for the first time counts from 0 only if its process
-// started after the previous scrape round (a new pod, all of its traffic is new); otherwise
+// started after the collector's first round (a new pod: all of its traffic is new); otherwise
 // (agent restart, leader change) its reading is only the baseline, so nothing is counted twice.
 import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
 import { SENTINEL_METRICS } from "../../contracts/routing.js";
@@ -255,12 +255,18 @@ export interface RoundIncrement {
   readonly inc: Increment;
 }
 
+/** Pods remembered after they left the scrape targets (so one that returns is not counted twice). */
+const MAX_RETIRED = 10_000;
+
 /**
  * Remembers each pod's previous reading and turns a round of scrapes into increments. A pod
- * absent from a round (gone from the informer) is forgotten.
+ * absent from a round (gone from the informer, not running) is no longer counted; its last
+ * reading is kept (bounded) in case the same pod returns, so nothing is counted twice.
  */
 export class IncrementTracker {
   readonly #prev = new Map<string, PodReading>();
+  readonly #retired = new Map<string, PodReading>();
+  #firstRoundMs: number | undefined;
   #lastRoundMs: number | undefined;
 
   /** Start of the previous round (undefined before the first). */
@@ -271,16 +277,19 @@ export class IncrementTracker {
   round(nowMs: number, scrapes: readonly PodScrape[]): RoundIncrement[] {
     const sum = new Map<string, RoundIncrement>();
     const present = new Set<string>();
+    this.#firstRoundMs ??= nowMs;
     for (const s of scrapes) {
       present.add(s.pod);
-      if (!s.reading) continue;
-      const prev = this.#prev.get(s.pod);
-      this.#prev.set(s.pod, s.reading);
-      if (!prev) {
-        // New to us: count from 0 only when it started after the previous round began.
-        const fresh = this.#lastRoundMs !== undefined && s.reading.startedMs !== undefined && s.reading.startedMs >= this.#lastRoundMs - 1_000;
-        if (!fresh) continue;
+      const prev = this.#prev.get(s.pod) ?? this.#retired.get(s.pod);
+      this.#retired.delete(s.pod);
+      if (!s.reading) {
+        if (prev) this.#prev.set(s.pod, prev);
+        continue;
       }
+      this.#prev.set(s.pod, s.reading);
+      // New to us: all of its traffic is new if its process started after this tracker's first
+      // round (nothing of it can have been counted); otherwise this reading is the baseline.
+      if (!prev && !(s.reading.startedMs !== undefined && s.reading.startedMs >= this.#firstRoundMs)) continue;
       for (const [rev, inc] of podIncrements(prev, s.reading)) {
         const k = `${s.environmentId}\n${rev}`;
         const acc = sum.get(k);
@@ -292,7 +301,12 @@ export class IncrementTracker {
         inc.buckets.forEach((v, i) => (acc.inc.buckets[i] = (acc.inc.buckets[i] ?? 0) + v));
       }
     }
-    for (const k of [...this.#prev.keys()]) if (!present.has(k)) this.#prev.delete(k);
+    for (const [k, r] of [...this.#prev]) {
+      if (present.has(k)) continue;
+      this.#prev.delete(k);
+      this.#retired.set(k, r);
+      if (this.#retired.size > MAX_RETIRED) this.#retired.delete(this.#retired.keys().next().value as string);
+    }
     this.#lastRoundMs = nowMs;
     return [...sum.values()];
   }

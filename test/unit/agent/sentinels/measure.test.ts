@@ -141,7 +141,7 @@ describe("increments", () => {
 });
 
 describe("IncrementTracker", () => {
-  it("sums pods per environment and revision; baselines known pods on the first round; drops vanished pods", () => {
+  it("sums pods per environment and revision; baselines pods that predate it; remembers pods that leave", () => {
     const t = new IncrementTracker();
     const p = (n: number, startedMs = 0): PodReading => reading({ dep_a: { c: [n, 0, 0, 0], b: [n] } }, startedMs);
     // Round 1 (agent just started): baseline only, nothing counted twice.
@@ -163,14 +163,19 @@ describe("IncrementTracker", () => {
       { pod: "s/p3", environmentId: "env_1", reading: p(1_001, 10) },
     ]);
     assert.deepEqual(r[0]?.inc.classes, [3, 0, 0, 0]);
-    // Round 4: p1 answers again: both intervals' increments; p3 vanished, then comes back: baseline.
+    // Round 4: p1 answers again: both intervals' increments; p3 leaves the targets.
     r = t.round(400_000, [
       { pod: "s/p1", environmentId: "env_1", reading: p(75) },
       { pod: "s/p2", environmentId: "env_1", reading: p(2, 290_000) },
     ]);
     assert.deepEqual(r[0]?.inc.classes, [15, 0, 0, 0]);
-    r = t.round(500_000, [{ pod: "s/p3", environmentId: "env_1", reading: p(2_000, 10) }]);
-    assert.deepEqual(r, []);
+    // The same p3 process returns: only what is new since its last reading counts.
+    r = t.round(500_000, [{ pod: "s/p3", environmentId: "env_1", reading: p(1_011, 10) }]);
+    assert.deepEqual(r[0]?.inc.classes, [10, 0, 0, 0]);
+    // p1 returns after it left, restarted: from 0.
+    t.round(600_000, []);
+    r = t.round(700_000, [{ pod: "s/p1", environmentId: "env_1", reading: p(5, 650_000) }]);
+    assert.deepEqual(r[0]?.inc.classes, [5, 0, 0, 0]);
   });
 
   it("keeps environments apart", () => {
