@@ -159,7 +159,7 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
     dir.remove();
   });
 
-  test("two weighted revisions, one failing 10 % and slow: counts, 5xx fraction and latency; a replaced sentinel pod", { timeout: 600_000 }, async () => {
+  test("two weighted revisions, one failing 10 % and slow: counts, 5xx fraction and latency; a replaced sentinel pod", { timeout: 600_000 }, async (t) => {
     const admin = ctrl.adminToken;
     const rollout = ctrl.client(RolloutService, admin);
     const deploy = async (image: string): Promise<string> => {
@@ -241,6 +241,7 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
     const b = s.get(bad);
     assert.ok(g && b);
     const note = `sent good ${sentGood} bad ${sentBad}; measured good ${JSON.stringify(g.byClass)} bad ${JSON.stringify(b.byClass)}`;
+    t.diagnostic(note);
     assert.ok(sentGood > 500 && sentBad > 500, `the weighted policy splits the traffic: ${note}`);
     assert.ok(Math.abs(g.requests - sentGood) <= sentGood * 0.03, `good revision's count within 3 %: ${note}`);
     assert.ok(Math.abs(b.requests - sentBad) <= sentBad * 0.03, `bad revision's count within 3 % (not doubled by the pod's replacement): ${note}`);
