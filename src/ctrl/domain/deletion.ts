@@ -13,7 +13,8 @@
 // are then its orphan GC's business when it returns: the outbox or a snapshot no longer names
 // them). Regions without any registered cluster are not waited for: nothing could have applied
 // there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
-// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports — and
+// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
+// measurements (issue 13) — and
 // then the project or workspace once its last environment is gone, leaving one audit_log row per
 // deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
 import type { Kysely } from "kysely";
