@@ -6,7 +6,7 @@
 //    this bounds how fast an analysis can judge a canary;
 //  - the sentinel's throughput (closed loop, 32 connections) with the agent scraping it every
 //    second vs with collection off (--measure-interval 0), alternating, in the same run: the cost
-//    of collection to the data plane.
+//    of collection to the data plane; and how long one /metrics answer takes under that load.
 // The load average is printed beside the figures (the machine is shared).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,6 +19,7 @@ import { silentLogger } from "../src/agent/runtime/log.js";
 import { createApiClients } from "../src/client/api.js";
 import { podAddressMap, startCluster } from "../src/cluster/index.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
+import { SENTINEL_OPS_PORT } from "../src/contracts/routing.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
 import { StoredMeasurements } from "../src/ctrl/domain/measurements.js";
 import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
@@ -152,11 +153,26 @@ export async function benchMeasurements(): Promise<void> {
       await agent.stop();
       agent = await startAgent(1_000);
     }
-    const avg = (v: number[]): number => v.reduce((a, b) => a + b, 0) / v.length;
-    console.log(`  sentinel throughput, 32 connections, 3 × 6 s each (${load()}):`);
-    console.log(`    agent scraping every 1 s: ${avg(withScrape).toFixed(0)} req/s  (${withScrape.map((v) => v.toFixed(0)).join(", ")})`);
-    console.log(`    collection off:           ${avg(without).toFixed(0)} req/s  (${without.map((v) => v.toFixed(0)).join(", ")})`);
-    console.log(`    cost of collection: ${(((avg(without) - avg(withScrape)) / avg(without)) * 100).toFixed(1)} %`);
+    const med = (v: number[]): number => percentileOf(v, 50);
+    console.log(`  sentinel throughput, 32 connections, 3 × 6 s each, alternating (${load()}):`);
+    console.log(`    agent scraping every 1 s: median ${med(withScrape).toFixed(0)} req/s  (${withScrape.map((v) => v.toFixed(0)).join(", ")})`);
+    console.log(`    collection off:           median ${med(without).toFixed(0)} req/s  (${without.map((v) => v.toFixed(0)).join(", ")})`);
+    console.log(`    difference: ${(((med(without) - med(withScrape)) / med(without)) * 100).toFixed(1)} % (on a shared machine, compare with the spread of the runs)`);
+
+    // What one scrape costs the sentinel: its /metrics answer under the same load.
+    const ops = entry.replace(`:${SENTINEL_PORT}`, `:${SENTINEL_OPS_PORT}`);
+    const scrapeMs: number[] = [];
+    let bytes = 0;
+    const busy = throughput(p, 32, 5_000);
+    for (let i = 0; i < 40; i++) {
+      const t0 = performance.now();
+      const res = await fetch(`${ops}/metrics`);
+      bytes = (await res.text()).length;
+      scrapeMs.push(performance.now() - t0);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await busy;
+    console.log(`  one scrape of the sentinel's /metrics under load: ${fmt(scrapeMs)}, ${(bytes / 1024).toFixed(1)} KiB (once per interval per pod)`);
   } finally {
     await pool?.close();
     await agent?.stop();
