@@ -3,7 +3,9 @@
 // interval it scrapes the ops port /metrics of every serving pod of every active sentinel of this
 // region (the pods found by sentinelPods, as the observer finds them), several at once up to a
 // limit and each with a timeout, turns the readings into per-(environment, revision) increments
-// and reports them to ctrl (ClusterService.ReportMeasurements).
+// and reports them to ctrl (ClusterService.ReportMeasurements). Only revisions of the sentinel's
+// own environment are reported (its pods here, or its routing policy, in the last 15 minutes),
+// and a scrape body is read up to 4 MiB: an environment may run a sentinel image of its own.
 //
 // Best effort throughout: a pod that does not answer counts as not scraped (its previous reading
 // stays as the baseline), a slow one costs at most the timeout and never delays the controllers
@@ -18,6 +20,15 @@ import { sleep } from "../../retry/backoff.js";
 import type { KindContext } from "../runtime/controller.js";
 import { IncrementTracker, MAX_SCRAPE_BYTES, parseSentinelMetrics, type PodReading, type PodScrape, type RoundIncrement } from "./measure.js";
 import { sentinelPods } from "./observer.js";
+import { LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
+import { resources } from "../../kube/resources.js";
+import { deploymentKeyOf } from "../deployments/controller.js";
+import { labelIndex } from "../runtime/controller.js";
+
+/** How long a revision stays reportable after its last pod left (the sentinel keeps its counts 10 min). */
+const REVISION_MEMORY_MS = 15 * 60_000;
+/** A deployment id as ctrl accepts it (src/ctrl/validate/rules.ts). */
+const DEPLOYMENT_ID = /^dep_[a-z0-9]{1,60}$/;
 
 /** At most this many (environment, revision) entries per report (ctrl refuses more). */
 export const MAX_MEASUREMENTS_PER_REPORT = 2_000;
@@ -79,6 +90,28 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
+/** The body as text, or undefined (and the body cancelled) when it is larger than `max` bytes. */
+async function readBounded(res: Response, max: number): Promise<string | undefined> {
+  if (Number(res.headers.get("content-length") ?? "0") > max || !res.body) {
+    await res.body?.cancel();
+    return res.body ? undefined : "";
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
 /** A report of a round's increments, or undefined when there is nothing to say. */
 export function buildReport(region: string, fromMs: number, toMs: number, incs: readonly RoundIncrement[]): ReportMeasurementsRequest | undefined {
   if (incs.length === 0) return undefined;
@@ -107,6 +140,8 @@ export class MeasurementCollector {
   readonly #m: CollectorMetrics | undefined;
   /** A report that failed once, sent again with the next round. */
   #retry: ReportMeasurementsRequest | undefined;
+  /** Revisions of each environment seen in this cluster ("env\ndep" → last seen, ms). */
+  readonly #revisions = new Map<string, number>();
 
   constructor(opts: CollectorOptions) {
     this.#o = opts;
@@ -149,7 +184,24 @@ export class MeasurementCollector {
     });
     if (signal.aborted) return;
     const from = this.#tracker.lastRoundMs;
-    const incs = this.#tracker.round(at, scrapes);
+    // Only revisions of the sentinel's own environment (its pods in this cluster, or its routing
+    // policy): a sentinel image of the user's own could name anything, and ctrl refuses a whole
+    // report that names another environment's revision.
+    const envs = new Set(targets.map((t) => t.environmentId));
+    for (const env of envs) {
+      for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), env)) {
+        const dep = deploymentKeyOf(pod);
+        if (dep !== undefined) this.#revisions.set(`${env}\n${dep}`, at);
+      }
+    }
+    for (const key of ctx.activeKeys()) {
+      const d = ctx.desiredOf(key);
+      for (const r of d?.routing?.revisions ?? []) this.#revisions.set(`${d?.environmentId ?? ""}\n${r.deploymentId}`, at);
+    }
+    for (const [k, seen] of this.#revisions) if (at - seen > REVISION_MEMORY_MS) this.#revisions.delete(k);
+    const incs = this.#tracker
+      .round(at, scrapes)
+      .filter((i) => DEPLOYMENT_ID.test(i.deploymentId) && this.#revisions.has(`${i.environmentId}\n${i.deploymentId}`));
     const fresh = from === undefined ? undefined : buildReport(this.#o.region, from, at, incs);
     const retry = this.#retry;
     this.#retry = undefined;
@@ -175,12 +227,8 @@ export class MeasurementCollector {
         await res.body?.cancel();
         return undefined;
       }
-      const declared = Number(res.headers.get("content-length") ?? "0");
-      if (declared > MAX_SCRAPE_BYTES) {
-        await res.body?.cancel();
-        return undefined;
-      }
-      return parseSentinelMetrics(await res.text());
+      const text = await readBounded(res, MAX_SCRAPE_BYTES);
+      return text === undefined ? undefined : parseSentinelMetrics(text);
     } catch {
       // Not answering, too slow, or not a sentinel's metrics: not scraped this round.
       return undefined;
