@@ -177,8 +177,11 @@ export class MeasurementCollector {
     }
     const at = now();
     const scrapes: PodScrape[] = [];
+    // A round lasts at most one interval, however many pods do not answer (those left count as
+    // not scraped, their previous readings stay the baseline).
+    const roundSignal = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1_000, this.#o.intervalMs ?? 10_000))]);
     await eachLimited(targets, this.#o.parallel ?? 16, async (t) => {
-      const reading = await this.#scrape(t.host, signal);
+      const reading = await this.#scrape(t.host, roundSignal);
       this.#m?.scrapes.inc({ result: reading ? "ok" : "error" });
       scrapes.push({ pod: t.pod, environmentId: t.environmentId, reading });
     });
