@@ -10,6 +10,7 @@ import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
+import { noteWriteSubject } from "../db/write-hook.js";
 import { notFound } from "../errors.js";
 import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
 import type { NewDeployment } from "../validate/types.js";
@@ -93,6 +94,8 @@ export async function insertDeployment(tx: WriteTx, envCtx: EnvironmentContext, 
     ...(await revisionSettings(tx.trx, envCtx.environment.id)),
   };
   await tx.trx.insertInto("deployments").values(deployment).execute();
+  // A keyed API call remembers the revision it made, with the change (server/idempotency.ts).
+  await noteWriteSubject(tx, deployment.id);
   const ctx: DeploymentContext = { ...envCtx, deployment };
   // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
   // region and sizes it and the older revisions step by step.
