@@ -211,6 +211,8 @@ export interface IdempotencyKeysTable {
   /** The encrypted answer; null until the call answered (or when it never could). */
   answer: ColumnType<Uint8Array | null, Uint8Array | null | undefined, Uint8Array | null>;
   answered_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Migration 0014: what the call created (a deployment id), written with the change. */
+  subject: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Migration 0010_b: each stream's cursor as the cluster's agent last reported it. */
