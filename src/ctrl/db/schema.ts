@@ -469,6 +469,22 @@ export interface GatewayReportsTable {
   reported_at: number;
 }
 
+/** Migration 0012 (issue 13): one revision's responses in one region during one reported window. */
+export interface MeasurementsTable {
+  environment_id: string;
+  deployment_id: string;
+  region: string;
+  from_ms: number;
+  to_ms: number;
+  r2xx: number;
+  r3xx: number;
+  r4xx: number;
+  r5xx: number;
+  /** JSON list of non-cumulative latency observations (LATENCY_BUCKETS_MS then +Inf). */
+  latency: string;
+  received_at: number;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -505,6 +521,7 @@ export interface Database {
   endpoints: EndpointsTable;
   domains: DomainsTable;
   gateway_reports: GatewayReportsTable;
+  measurements: MeasurementsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
