@@ -6,6 +6,7 @@ import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchReleases } from "./releases.js";
 import { benchGateway } from "./gateway.js";
+import { benchMeasurements } from "./measurements.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
@@ -30,6 +31,7 @@ const benches: Record<string, () => Promise<void>> = {
   outages: benchOutages,
   releases: benchReleases,
   progressive: benchProgressive,
+  measurements: benchMeasurements,
 };
 
 const wanted = process.argv.slice(2);
