@@ -15,9 +15,10 @@ import { followRollout } from "../../src/cli/rollout.js";
 import { Agent } from "../../src/agent/agent.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
 import { podAddressMap } from "../../src/cluster/index.js";
-import type { StandinAnswer } from "../../src/cluster/standin/app.js";
+import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
+import { StoredMeasurements } from "../../src/ctrl/domain/measurements.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../src/contracts/routing.js";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService, type RolloutStatus } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
@@ -36,6 +37,10 @@ const REGION = "local";
 const NS = "ws-acme";
 const CANARY = { workspace: "acme", project: "shop", environment: "production" };
 const BLUE_GREEN = { workspace: "acme", project: "shop", environment: "staging" };
+const ANALYSED = { workspace: "acme", project: "shop", environment: "analysed" };
+/** The analysis step's interval (s) and the agent's collection interval (ms). */
+const INTERVAL = 3;
+const MEASURE_MS = 500;
 type Ref = typeof CANARY;
 const PORT = 8080;
 const RATE = 100;
@@ -167,7 +172,11 @@ describe("progressive delivery through krane's own sentinel", () => {
     const cluster = await handle.ready();
     await applySentinelRbac(cluster.kubeConfig());
     kube = adminKube(cluster);
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
+    // The real measurement source (the agent collects the sentinels' metrics, ctrl stores them).
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      rolloutSweepIntervalMs: 300,
+      measurements: { samples: (...a) => new StoredMeasurements(ctrl.store).samples(...a) },
+    });
     const t = ctrl.adminToken;
     await ctrl.client(RegionService, t).createRegion({ name: REGION });
     await ctrl.client(WorkspaceService, t).createWorkspace({ slug: CANARY.workspace });
@@ -202,6 +211,24 @@ describe("progressive delivery through krane's own sentinel", () => {
       rollout: { progressive: { blueGreen: { scaleDownDelaySeconds: 600 } } },
     });
     envIds.set(BLUE_GREEN.environment, bg.environment?.id ?? "");
+    const analysed = await envs.createEnvironment({
+      workspace: ANALYSED.workspace,
+      project: ANALYSED.project,
+      slug: ANALYSED.environment,
+      regions: [{ region: REGION, replicas: 2 }],
+      sentinel: { image: "", replicas: 1 },
+      rollout: {
+        progressive: {
+          canary: {
+            steps: [
+              { step: { case: "setWeight", value: 50 } },
+              { step: { case: "analysis", value: { minSuccessRatePercent: 99, minRequests: 20, intervalSeconds: INTERVAL, checks: 2, failuresAllowed: 0 } } },
+            ],
+          },
+        },
+      },
+    });
+    envIds.set(ANALYSED.environment, analysed.environment?.id ?? "");
     agent = new Agent({
       ctrlUrl: ctrl.url,
       token: await ctrl.agentToken(REGION),
@@ -213,6 +240,7 @@ describe("progressive delivery through krane's own sentinel", () => {
       resyncPeriodMs: 10_000,
       podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
       sentinelObserveIntervalMs: 300,
+      measureIntervalMs: MEASURE_MS,
       runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
     });
     await agent.start();
@@ -336,5 +364,50 @@ describe("progressive delivery through krane's own sentinel", () => {
     assert.equal(await shareOf(p, 1000, blue), 100, "blue serves again");
     const created = [...(await podNames(BLUE_GREEN))].filter((u) => !podsBefore.has(u));
     assert.deepEqual(created, [], "no pod created by the rollback");
+  });
+
+  test(`analysis: a canary answering 10 % 5xx is aborted within 2 intervals (${INTERVAL} s) naming the success rate; a healthy one completes`, { timeout: 600_000 }, async () => {
+    const v1 = await deploy(ANALYSED, "registry.example.com/shop:a1");
+    await eventually("v1 healthy", async () => ((await rolloutStatus(ANALYSED)).progressive?.phase === "Healthy" && (await running(ANALYSED, v1)) === 2 ? true : undefined), 120_000);
+    const p = await sentinelPool(ANALYSED);
+    await routingServed(ANALYSED);
+    const run = load(p);
+    try {
+      // A canary whose pods answer 10 % of requests with 500, from the moment they exist.
+      const bad = await deploy(ANALYSED, "registry.example.com/shop:a2");
+      await eventually("the bad canary's pod misbehaving", async () => {
+        const { items } = await kube.list(resources.pods, { namespace: NS, labelSelector: `${LABEL_DEPLOYMENT_ID}=${bad}` });
+        if (items.length === 0) return undefined;
+        for (const pod of items) await kube.apply(resources.pods, { metadata: { name: pod.metadata.name, namespace: NS, annotations: { [STANDIN_ANNOTATION.errorRate]: "0.1" } } }, { force: true });
+        return true;
+      }, 60_000);
+      const analysing = await eventually("the analysis step started", async () => {
+        const s = await rolloutStatus(ANALYSED);
+        return s.progressive?.stepName === "analysis" || s.progressive?.aborted ? performance.now() : undefined;
+      }, 60_000);
+      const aborted = await eventually("the analysis aborting the canary", async () => {
+        const s = await rolloutStatus(ANALYSED);
+        return s.progressive?.aborted ? { s, at: performance.now() } : undefined;
+      }, 60_000);
+      const pr = aborted.s.progressive;
+      assert.match(pr?.reason ?? "", /^analysis failed: success rate \d+(\.\d)? % < 99 % over [\d,]+ requests/);
+      assert.equal(pr?.lastAnalysis, "fail");
+      assert.equal(weightOf(aborted.s, v1), 100, "100 % stable");
+      assert.ok(aborted.at - analysing <= 2 * INTERVAL * 1000 + 1000, `aborted ${((aborted.at - analysing) / 1000).toFixed(1)} s after the analysis step started (2 intervals: ${2 * INTERVAL} s)`);
+      await routingServed(ANALYSED);
+      const after = await hits(p, 500);
+      assert.equal(after.filter((h) => h.answer?.revision === v1 && h.status === 200).length, 500, "all traffic on the stable revision, all answered");
+
+      // A healthy canary passes its checks and completes.
+      const good = await deploy(ANALYSED, "registry.example.com/shop:a3");
+      const done = await eventually("the healthy canary complete", async () => {
+        const s = await rolloutStatus(ANALYSED);
+        return s.progressive?.phase === "Healthy" && s.progressive.stableDeploymentId === good ? s : undefined;
+      }, 120_000);
+      assert.equal(done.progressive?.lastAnalysis, "pass");
+      assert.match(done.progressive?.lastAnalysisReason ?? "", /success rate .* over [\d,]+ requests/);
+    } finally {
+      await run.stop();
+    }
   });
 });
