@@ -5,7 +5,8 @@
 //    to `rollout promote` (the pass that moved the canary to its next weight commits before the
 //    call answers) until each region's sentinel reports the new routing version on its ops port
 //    (/status), the last of the three counting; over KRANE_BENCH_PROGRESSIVE_CHANGES (default 24)
-//    weight changes of canaries 10 → 20 → … → 90;
+//    weight changes of canaries 10 → 20 → … → 90, each started with every sentinel settled on
+//    the version before it (so a measurement never includes an earlier change's backlog);
 //  - abort decision → 100 % stable in every region: from the answer to `rollout abort` until
 //    every sentinel serves the version whose policy sends 100 % to the stable revision, over
 //    KRANE_BENCH_PROGRESSIVE_ABORTS (default 20) aborts.
@@ -134,6 +135,8 @@ export async function benchProgressive(): Promise<void> {
       await api.deployments.createDeployment({ ...REF, image: `registry.example.com/shop:${n++}`, port: 8080 });
       await until("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
       for (let i = 1; i < STEPS.length && weights.length < CHANGES; i++) {
+        // Start settled: every sentinel serves the current version (no earlier change in flight).
+        await propagated(ops, await version(), performance.now());
         const t0 = performance.now();
         await api.rollouts.promote(REF);
         weights.push(await propagated(ops, await version(), t0));
@@ -147,6 +150,7 @@ export async function benchProgressive(): Promise<void> {
     for (let i = 0; i < ABORTS; i++) {
       await api.rollouts.promote(REF);
       await until("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
+      await propagated(ops, await version(), performance.now());
       const t0 = performance.now();
       await api.rollouts.abort(REF);
       aborts.push(await propagated(ops, await version(), t0));
@@ -154,6 +158,7 @@ export async function benchProgressive(): Promise<void> {
 
     console.log(`weight change committed → every sentinel in ${REGIONS.length} regions routing with it: ${fmt(weights)}  (target p99 ≤ 1000 ms; anchor: unkey frontline route cache 5000 ms)`);
     console.log(`abort decision → 100 % stable in every region:                  ${fmt(aborts)}  (target p99 ≤ 5000 ms)`);
+    console.log(`  weight changes in order (ms): ${weights.map((w) => w.toFixed(0)).join(" ")}`);
     console.log(`load average: ${load()}`);
   } finally {
     for (const a of agents) await a.stop();
