@@ -14,6 +14,7 @@ import { benchSentinel } from "./sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
+import { benchProgressive } from "./progressive.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -29,6 +30,7 @@ const benches: Record<string, () => Promise<void>> = {
   faults: benchFaults,
   outages: benchOutages,
   releases: benchReleases,
+  progressive: benchProgressive,
   measurements: benchMeasurements,
 };
 

@@ -5,8 +5,9 @@ import type { Command } from "commander";
 import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.js";
 import { registerEnvironmentDelete } from "./deletion.js";
 import { collect, intArg, parseKeyValue, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import { isProgressive, progressiveGiven, progressiveOf, type ProgressiveFlags } from "./progressive-options.js";
 
-interface EnvFlags extends ConnectionFlags {
+interface EnvFlags extends ConnectionFlags, ProgressiveFlags {
   region: string[];
   sentinelImage?: string;
   sentinelReplicas?: number;
@@ -36,7 +37,16 @@ export function envRow(e: Environment): (string | number)[] {
 function parseStrategy(x: UserContext, v: string): RolloutStrategy {
   if (v === "RollingUpdate") return x.api.RolloutStrategy.ROLLING_UPDATE;
   if (v === "Recreate") return x.api.RolloutStrategy.RECREATE;
-  throw new Error("--strategy: expected RollingUpdate or Recreate");
+  // Progressive strategies run on top of the rolling policy (kept as it is).
+  if (isProgressive(v)) return x.api.RolloutStrategy.UNSPECIFIED;
+  throw new Error("--strategy: expected RollingUpdate, Recreate, canary or blue-green");
+}
+
+/** The progressive part of the options: the strategy, null to remove it, undefined to leave it. */
+function progressiveFlags(f: ProgressiveFlags): ReturnType<typeof progressiveOf> | null | undefined {
+  if (isProgressive(f.strategy)) return progressiveOf(f);
+  if (progressiveGiven(f)) throw new Error("--steps, --analysis, --auto-promote, --scale-down-delay, --waves and --wave-gate need --strategy canary or blue-green");
+  return f.strategy === undefined ? undefined : null;
 }
 
 /** The environment, then its rollout policy. */
@@ -53,6 +63,15 @@ function printEnvironment(x: UserContext, environment: Environment): void {
     ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
     [[strategy, r.maxSurge, r.maxUnavailable, `${r.minReadySeconds}s`, `${r.progressDeadlineSeconds}s`, r.revisionHistoryLimit ?? 10, r.paused ? "yes" : "no"]],
   );
+  const p = r.progressive;
+  if (!p) return;
+  const steps = p.canary
+    ? p.canary.steps
+        .map((s) => (s.step.case === "setWeight" ? `${s.step.value}%` : s.step.case === "pause" ? (s.step.value.seconds ? `pause ${s.step.value.seconds}s` : "pause") : "analysis"))
+        .join(" → ")
+    : `blue-green (auto-promote ${p.blueGreen?.autoPromoteSeconds ? `${p.blueGreen.autoPromoteSeconds}s` : "off"}, scale-down delay ${p.blueGreen?.scaleDownDelaySeconds ?? 0}s)`;
+  const waves = p.waves.map((w) => w.regions.join(",")).join(" ; ") || "-";
+  x.printTable(["PROGRESSIVE", "WAVES"], [[steps, waves]]);
 }
 
 /** The sentinel size and rollout policy options `env create` and `env update` share. */
@@ -61,7 +80,14 @@ function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailabl
     .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
     .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
     .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
-    .option("--strategy <name>", "RollingUpdate or Recreate")
+    .option("--strategy <name>", "RollingUpdate, Recreate, canary or blue-green (progressive delivery, see README)")
+    .option("--steps <list>", "canary steps: weights, pause, pause:<seconds>, analysis (e.g. 20,pause,50,analysis,100)")
+    .option("--analysis <rules>", "analysis rules: success>=99,p99<=500,requests>=100,interval=10s,checks=3,failures=1")
+    .option("--scale-down-stable", "canary: scale the stable revision down as the canary grows")
+    .option("--auto-promote <seconds>", "blue-green: switch this long after the new revision is available", intArg("--auto-promote"))
+    .option("--scale-down-delay <seconds>", "blue-green: keep the previous revision running this long after the switch", intArg("--scale-down-delay"))
+    .option("--waves <list>", "region waves, in order: regions by ',', waves by ';' (e.g. \"eu;us,ap\")")
+    .option("--wave-gate <seconds|analysis>", "between waves: available for N seconds, or analysis (--analysis rules)")
     .option("--max-surge <n|n%>", `rolling update max surge${defaults.surge}`)
     .option("--max-unavailable <n|n%>", `rolling update max unavailable${defaults.unavailable}`)
     .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
@@ -87,6 +113,7 @@ export function registerEnvCommands(program: Command): void {
         return { region: key, replicas: intArg("--region")(value) };
       });
       const strategy = f.strategy === undefined ? x.api.RolloutStrategy.UNSPECIFIED : parseStrategy(x, f.strategy);
+      const progressive = progressiveFlags(f) ?? undefined;
       if (!f.sentinel && [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined)) {
         throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
       }
@@ -108,6 +135,7 @@ export function registerEnvCommands(program: Command): void {
           progressDeadlineSeconds: f.progressDeadlineSeconds ?? 0,
           revisionHistoryLimit: f.revisionHistoryLimit,
           paused: f.paused ?? false,
+          progressive,
         },
       });
       if (!created) return;
@@ -148,8 +176,11 @@ export function registerEnvCommands(program: Command): void {
       });
       const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined);
       if (sentinelGiven && !f.sentinel) throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+      const progressive = progressiveFlags(f);
       const rollout = {
-        strategy: f.strategy === undefined ? undefined : parseStrategy(x, f.strategy),
+        strategy: f.strategy === undefined || isProgressive(f.strategy) ? undefined : parseStrategy(x, f.strategy),
+        progressive: progressive ?? undefined,
+        removeProgressive: progressive === null ? true : undefined,
         maxSurge: f.maxSurge,
         maxUnavailable: f.maxUnavailable,
         minReadySeconds: f.minReadySeconds,

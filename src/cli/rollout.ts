@@ -1,5 +1,5 @@
 // User commands of rollouts (issue 6): `krane scale` and `krane rollout pause | resume | undo |
-// restart | history | status | plan` against ctrl's RolloutService (`plan` runs the engine
+// restart | history | status | plan | promote | abort` (the last two: progressive strategies) against ctrl's RolloutService (`plan` runs the engine
 // locally: rollout-plan.ts). `rollout status` follows the rollout per region until it
 // completes (exit 0) or a region exceeds its progress deadline (non-zero), like
 // `kubectl rollout status`.
@@ -51,6 +51,8 @@ export async function followRollout(get: () => Promise<RolloutStatus | undefined
   for (;;) {
     const status = await get();
     if (!status) throw new Error("ctrl returned no rollout status");
+    const p = status.progressive;
+    if (p?.aborted) throw new Error(`rollout aborted (${p.phase}): ${p.reason}`);
     const failed = status.regions.filter((r) => r.deadlineExceeded);
     for (const r of status.regions) {
       const line = r.complete ? "successfully rolled out" : `waiting for rollout to finish: ${r.message}`;
@@ -111,6 +113,17 @@ export function registerRolloutCommands(program: Command): void {
       }),
     );
   };
+  const command = (name: "promote" | "abort", description: string): void => {
+    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action(
+      userAction(async (x, target: string) => {
+        const client = x.ctrl.client(x.rollout.RolloutService);
+        const ref = await envTarget(x, target);
+        print(x, (name === "promote" ? await client.promote(ref) : await client.abort(ref)).status);
+      }),
+    );
+  };
+  command("promote", "progressive rollouts: go to the next step (skip a pause or analysis, pass a wave gate, switch blue-green; after an abort, retry)");
+  command("abort", "progressive rollouts: 100 % of traffic back to the stable revision and the new one scaled down (blue-green: roll back within the scale-down window)");
   simple("pause", "pause an environment's rollouts (sizes hold; new deployments wait)");
   simple("resume", "resume an environment's rollouts");
   simple("history", "an environment's revisions per region");
@@ -149,7 +162,9 @@ export function registerRolloutCommands(program: Command): void {
       const client = x.ctrl.client(x.rollout.RolloutService);
       const ref = await envTarget(x, target);
       if (!f.watch) {
-        print(x, (await client.getRolloutStatus(ref)).status);
+        const { status } = await client.getRolloutStatus(ref);
+        print(x, status);
+        if (status?.progressive?.aborted) process.exitCode = 1;
         return;
       }
       const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {

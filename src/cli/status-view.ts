@@ -110,6 +110,18 @@ function iso(unixMs: bigint): string {
 /** Per region: progress, each revision's desired/current/ready/available counts, conditions, recent events. */
 export function renderRolloutStatus(s: RolloutStatus, eventsShown = 5): string {
   const out: string[] = [];
+  const p = s.progressive;
+  if (p) {
+    out.push(`${p.strategy} ${p.phase}${p.reason ? `: ${p.reason}` : ""}`);
+    out.push(`  step ${p.step}/${p.steps} (${p.stepName})${p.waves > 1 ? `, wave ${p.wave}/${p.waves}${p.atWaveGate ? " at its gate" : ""}` : ""}`);
+    out.push(`  stable ${p.stableDeploymentId || "-"}, new ${p.canaryDeploymentId || "-"}${p.aborted ? " (aborted)" : ""}`);
+    for (const w of p.weights) {
+      const ws = w.weights.map((x) => `${x.deploymentId} ${x.weight}%`).join(", ");
+      out.push(`  weights ${w.region}: ${ws}${w.previewDeploymentId ? ` (preview ${w.previewDeploymentId} via ${p.previewHeader})` : ""}`);
+    }
+    if (p.lastAnalysis) out.push(`  last analysis: ${p.lastAnalysis}: ${p.lastAnalysisReason} (${iso(p.lastAnalysisUnixMs)})`);
+    if (p.previousDeploymentId) out.push(`  previous ${p.previousDeploymentId} kept until ${iso(p.previousUntilUnixMs)} (abort = route swap)`);
+  }
   for (const r of s.regions) {
     const state = r.deadlineExceeded ? "FAILED: progress deadline exceeded" : r.complete ? "complete" : r.message;
     out.push(

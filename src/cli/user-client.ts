@@ -94,6 +94,9 @@ export const RETRIED_WITH_KEY: ReadonlySet<string> = new Set([
   "ApiTokenService.CreateApiToken",
   "RolloutService.Undo",
   "RolloutService.Restart",
+  // Under a key a repeated promote gets the first answer instead of moving one more step.
+  "RolloutService.Promote",
+  "RolloutService.Abort",
   // A secret value is sealed afresh on every call, so a repeat would make a second revision.
   "ConfigService.SetSecrets",
 ]);

@@ -73,7 +73,16 @@ export interface RoutingPolicy {
   readonly revisions: readonly RevisionWeight[];
   /** API authentication at the edge (absent: none). */
   readonly auth?: EdgeAuthPolicy;
+  /**
+   * Blue-green preview (absent: none): requests carrying PREVIEW_HEADER: PREVIEW_HEADER_VALUE go
+   * to this revision only, whatever the weights. Sentinels that predate the field ignore it.
+   */
+  readonly preview?: string;
 }
+
+/** The header (lowercase) and value that reach a blue-green preview revision through the sentinel. */
+export const PREVIEW_HEADER = "x-krane-preview";
+export const PREVIEW_HEADER_VALUE = "1";
 
 // ---------------------------------------------------------------- the auth section
 // API authentication at the edge, enforced by the sentinel (src/sentinel/auth.ts). One rule per
@@ -230,11 +239,20 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     if (sum !== 100) throw new Error(`routing policy: weights add up to ${sum}, not 100`);
   }
   const auth = o.auth === undefined || o.auth === null ? undefined : parseEdgeAuth(o.auth);
-  return { version, environmentId: o.environmentId, mode: o.mode, revisions, ...(auth ? { auth } : {}) };
+  if (o.preview !== undefined && o.preview !== null && (typeof o.preview !== "string" || o.preview === "")) throw new Error("routing policy: preview must be a deployment id");
+  const preview = typeof o.preview === "string" ? o.preview : undefined;
+  return { version, environmentId: o.environmentId, mode: o.mode, revisions, ...(auth ? { auth } : {}), ...(preview !== undefined ? { preview } : {}) };
 }
 
 export function formatRoutingPolicy(p: RoutingPolicy): string {
-  return JSON.stringify({ version: p.version, environmentId: p.environmentId, mode: p.mode, revisions: p.revisions, ...(p.auth ? { auth: p.auth } : {}) });
+  return JSON.stringify({
+    version: p.version,
+    environmentId: p.environmentId,
+    mode: p.mode,
+    revisions: p.revisions,
+    ...(p.auth ? { auth: p.auth } : {}),
+    ...(p.preview !== undefined ? { preview: p.preview } : {}),
+  });
 }
 
 /** The sentinel's Prometheus metric names the agent reads back for rollout analysis. */

@@ -143,6 +143,7 @@ export class Balancer {
   readonly #random: () => number;
   readonly #now: () => number;
   #mode: RoutingMode = "instances";
+  #preview: string | undefined;
   #revisions: RevisionView[] = [];
   #byKey = new Map<string, Instance>();
   // Cached candidates: valid until the table or an ejection changes, or an ejection ends.
@@ -188,12 +189,18 @@ export class Balancer {
     this.#byKey = next;
     this.#revisions = revisions;
     this.#mode = t.mode;
+    this.#preview = t.preview;
     this.#dirty = true;
     return { added, removed };
   }
 
-  /** The instance for the next request, or undefined when the table has none. */
-  pick(exclude?: ReadonlySet<string>): Instance | undefined {
+  /**
+   * The instance for the next request, or undefined when the table has none. `preview`: the
+   * request carries the preview header; with a preview revision in the table it goes there only
+   * (undefined when that revision has no instance), else it is routed as any other.
+   */
+  pick(exclude?: ReadonlySet<string>, preview = false): Instance | undefined {
+    if (preview && this.#preview !== undefined) return this.#pickPreview(this.#preview, exclude);
     const now = this.#now();
     if (this.#dirty || now >= this.#validUntil) this.#refresh(now);
     let available = this.#available;
@@ -220,6 +227,23 @@ export class Balancer {
     const i = firstChoice(n, r1);
     const a = list[i] as Instance;
     const b = list[secondChoice(n, i, r2)] as Instance;
+    return b.outstanding < a.outstanding ? b : a;
+  }
+
+  #pickPreview(deploymentId: string, exclude?: ReadonlySet<string>): Instance | undefined {
+    const rev = this.#revisions.find((r) => r.deploymentId === deploymentId);
+    if (rev === undefined) return undefined;
+    const now = this.#now();
+    const candidates = rev.instances.filter((i) => !exclude?.has(i.key));
+    const healthy = candidates.filter((i) => !isEjected(i.health, now));
+    const list = healthy.length > 0 ? healthy : candidates;
+    if (list.length === 0) return undefined;
+    const r1 = this.#random();
+    const r2 = this.#random();
+    if (list.length === 1) return list[0];
+    const i = firstChoice(list.length, r1);
+    const a = list[i] as Instance;
+    const b = list[secondChoice(list.length, i, r2)] as Instance;
     return b.outstanding < a.outstanding ? b : a;
   }
 

@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants as h2constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import type { Dispatcher } from "undici";
-import { SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
+import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Logger } from "../agent/runtime/log.js";
 import type { Balancer, Instance } from "./balancer.js";
@@ -131,6 +131,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   #hasBody = false;
   #inst: Instance | undefined;
   #tried: Set<string> | undefined;
+  /** The request asks for the blue-green preview revision (PREVIEW_HEADER). */
+  #preview = false;
   #controller: Dispatcher.DispatchController | undefined;
   #responded = false;
   #done = false;
@@ -161,6 +163,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const hdrs = req.headers as Record<string, HeaderValue>;
     const incomingId = first(hdrs[REQUEST_ID_HEADER]);
     this.#requestId = isSaneRequestId(incomingId) ? incomingId : randomUUID();
+    this.#preview = first(hdrs[PREVIEW_HEADER]) === PREVIEW_HEADER_VALUE;
 
     const host = this.#h2 ? (first(hdrs[":authority"]) ?? first(hdrs.host)) : first(hdrs.host);
     if (host === undefined ? !this.#h2 && req.httpVersion !== "1.0" : !isValidHost(host)) {
@@ -230,7 +233,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   #attempt(): void {
-    const inst = this.#o.balancer.pick(this.#tried);
+    const inst = this.#o.balancer.pick(this.#tried, this.#preview);
     if (!inst) {
       this.#answer(this.#lastFailure ? causeOf(this.#lastFailure) : "no-instance");
       return;

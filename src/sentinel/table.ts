@@ -32,6 +32,8 @@ export interface RoutingTable {
   readonly mode: RoutingMode;
   /** Sorted by deployment id; includes revisions the policy names that have no endpoints. */
   readonly revisions: readonly RevisionRoute[];
+  /** Blue-green preview: the revision requests with PREVIEW_HEADER go to (absent: none). */
+  readonly preview?: string;
 }
 
 export interface PolicyRead {
@@ -154,7 +156,7 @@ export function buildTable(
     weight: weights.get(deploymentId) ?? null,
     endpoints: [...(byRevision.get(deploymentId)?.values() ?? [])].sort((a, b) => a.key.localeCompare(b.key)),
   }));
-  return { table: { version: policy.version, mode: policy.mode, revisions }, problems };
+  return { table: { version: policy.version, mode: policy.mode, revisions, ...(policy.preview !== undefined ? { preview: policy.preview } : {}) }, problems };
 }
 
 /** Total endpoints of a table. */

@@ -11,6 +11,7 @@ import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Balancer } from "./balancer.js";
 import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
 import { isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
 import { NO_REVISION, type SentinelMetrics } from "./metrics.js";
 import { randomUUID } from "node:crypto";
 
@@ -100,7 +101,8 @@ export class UpgradeRelay {
   };
 
   #attempt(req: IncomingMessage, socket: Duplex, head: Buffer, headers: string[], requestId: string, tried: Set<string> | undefined): void {
-    const inst = this.#o.balancer.pick(tried);
+    // Blue-green preview: an upgrade carrying the preview header goes to the preview revision too.
+    const inst = this.#o.balancer.pick(tried, req.headers[PREVIEW_HEADER] === PREVIEW_HEADER_VALUE);
     if (!inst) {
       this.#count(NO_REVISION, "5xx");
       writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId);

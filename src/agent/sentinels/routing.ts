@@ -60,6 +60,7 @@ export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
     mode: r?.mode === "weighted" ? "weighted" : "instances",
     revisions: (r?.revisions ?? []).map((w) => ({ deploymentId: w.deploymentId, weight: w.weight })),
     ...(auth ? { auth } : {}),
+    ...(r !== undefined && r.previewDeploymentId !== "" ? { preview: r.previewDeploymentId } : {}),
   };
 }
 

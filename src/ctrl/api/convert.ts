@@ -1,4 +1,6 @@
 // Database rows → public API messages.
+import type { ProgressiveSpec } from "../../rollout/progressive/index.js";
+import { progressiveMsg } from "../validate/progressive.js";
 import { create } from "@bufbuild/protobuf";
 import {
   ApiTokenSchema,
@@ -58,6 +60,7 @@ export function environmentMsg(e: EnvironmentRow, regions: { region: string; rep
       progressDeadlineSeconds: e.progress_deadline_seconds,
       revisionHistoryLimit: e.revision_history_limit,
       paused: e.paused === 1,
+      ...(e.progressive !== null ? { progressive: progressiveMsg(JSON.parse(e.progressive) as ProgressiveSpec) } : {}),
     }),
     createdAtUnixMs: BigInt(e.created_at),
     updatedAtUnixMs: BigInt(e.updated_at),

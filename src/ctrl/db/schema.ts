@@ -70,6 +70,22 @@ export interface EnvironmentsTable {
   routing_version: ColumnType<number, number | undefined, number>;
   /** Migration 0009: when its deletion was requested; null while it lives. */
   deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Migration 0011: the progressive strategy (JSON ProgressiveSpec), null: rolling/recreate only. */
+  progressive: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0011: per-region routing overrides (JSON RegionRouting by region), null: none. */
+  routing_regions: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Migration 0011: the state of an environment's progressive rollout. */
+export interface ProgressiveRolloutsTable {
+  environment_id: string;
+  /** JSON ProgressiveState (src/rollout/progressive). */
+  state: string;
+  /** A pending "promote" or "abort", consumed by the next decision. */
+  command: string | null;
+  /** When to decide again (unix ms), or null. */
+  wake_at: number | null;
+  updated_at: number;
 }
 
 export interface EnvironmentRegionsTable {
@@ -506,6 +522,7 @@ export interface Database {
   rollouts: RolloutsTable;
   rollout_revisions: RolloutRevisionsTable;
   rollout_events: RolloutEventsTable;
+  progressive_rollouts: ProgressiveRolloutsTable;
   environment_config: EnvironmentConfigTable;
   environment_secrets: EnvironmentSecretsTable;
   data_keys: DataKeysTable;

@@ -193,7 +193,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   }
   const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map((j) => j.id);
   if (jobs.length > 0) await tx.trx.deleteFrom("job_status").where("job_id", "in", jobs).execute();
-  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions", "measurements"] as const) {
+  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "progressive_rollouts", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions", "measurements"] as const) {
     await tx.trx.deleteFrom(t).where("environment_id", "=", id).execute();
   }
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();

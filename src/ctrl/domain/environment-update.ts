@@ -14,6 +14,7 @@
 //     record starts on the revision the environment's other regions are on (so a region added
 //     after a rollback runs the rolled-back revision, not the newest), which the driver then
 //     scales up.
+import { formatSpec, parseStoredSpec } from "../../rollout/progressive/index.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
@@ -51,6 +52,7 @@ function policyOf(e: EnvironmentRow): RolloutPolicyInput {
     progressDeadlineSeconds: e.progress_deadline_seconds,
     revisionHistoryLimit: e.revision_history_limit,
     paused: e.paused === 1,
+    progressive: parseStoredSpec(e.progressive),
   };
 }
 
@@ -69,6 +71,7 @@ function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: Ro
     progress_deadline_seconds: p.progressDeadlineSeconds,
     revision_history_limit: p.revisionHistoryLimit,
     paused: p.paused ? 1 : 0,
+    progressive: formatSpec(p.progressive),
   };
 }
 
@@ -82,6 +85,7 @@ const SETTINGS = [
   "progress_deadline_seconds",
   "revision_history_limit",
   "paused",
+  "progressive",
 ] as const satisfies readonly (keyof EnvironmentRow)[];
 type Setting = (typeof SETTINGS)[number];
 
@@ -145,7 +149,8 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     const regionCount = replicasOf.size - input.removeRegions.length + joining.length;
     if (regionCount > LIMITS.regionsMax) throw failedPrecondition(`regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`);
     const sentinel = mergeSentinel(sentinelOf(before), input.sentinel, input.removeSentinel);
-    const policy = mergeRolloutPolicy(policyOf(before), input.rollout);
+    const regionsAfter = [...replicasOf.keys(), ...joining.map((r) => r.region)].filter((r) => !input.removeRegions.some((rm) => rm.region === r));
+    const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
 
     const settings = applySettings(before, sentinel, policy);
     const changed = changedSettings(before, settings);
@@ -155,6 +160,15 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     }
 
     const after: EnvironmentRow = { ...settings, updated_at: tx.now };
+    // Back from a progressive strategy: its per-region routing overrides and state go, and the
+    // sentinels return to the environment's own policy (a new routing version).
+    const leftProgressive = changed.has("progressive") && after.progressive === null;
+    if (leftProgressive && before.routing_regions !== null) {
+      after.routing_regions = null;
+      after.routing_version = Number(before.routing_version) + 1;
+      await tx.trx.updateTable("environments").set({ routing_regions: null, routing_version: after.routing_version }).where("id", "=", envId).execute();
+    }
+    if (leftProgressive) await tx.trx.deleteFrom("progressive_rollouts").where("environment_id", "=", envId).execute();
     await tx.trx
       .updateTable("environments")
       .set({
@@ -169,6 +183,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
         progress_deadline_seconds: after.progress_deadline_seconds,
         revision_history_limit: after.revision_history_limit,
         paused: after.paused,
+        progressive: after.progressive,
         updated_at: after.updated_at,
       })
       .where("id", "=", envId)
@@ -187,7 +202,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (sentinel === null) {
       for (const s of sentinels) await dropSentinel(tx, s);
     } else {
-      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k));
+      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k)) || after.routing_version !== before.routing_version;
       for (const { region } of regions) {
         const existing = sentinels.find((s) => s.region === region);
         if (!existing) await createSentinel(tx, ctx.project, after, region);

@@ -53,6 +53,8 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
         routing_weights: "[]",
         routing_version: 1,
         deleting_at: null,
+        progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
+        routing_regions: null,
       };
       await tx.trx.insertInto("environments").values(environment).execute();
       if (input.regions.length > 0) {

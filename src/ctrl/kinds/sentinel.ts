@@ -26,23 +26,55 @@ import type { Kind } from "./kind.js";
 
 // ---------------------------------------------------------------- payload encoding
 
-/** The environment's routing policy as stored (migration 0007): mode, weights, version. */
-export function routingPolicyOf(environment: EnvironmentRow): { version: bigint; mode: string; revisions: { deploymentId: string; weight: number }[] } {
-  const weights: unknown = JSON.parse(environment.routing_weights);
-  const revisions = Array.isArray(weights)
+/** A region's routing override (migration 0011, environments.routing_regions), written by progressive rollouts. */
+export interface RegionRouting {
+  readonly weights: readonly { readonly deploymentId: string; readonly weight: number }[];
+  readonly preview: string | null;
+}
+
+function weightList(weights: unknown): { deploymentId: string; weight: number }[] {
+  return Array.isArray(weights)
     ? weights.flatMap((w: unknown) =>
         typeof w === "object" && w !== null && typeof (w as { deploymentId?: unknown }).deploymentId === "string" && typeof (w as { weight?: unknown }).weight === "number"
           ? [{ deploymentId: (w as { deploymentId: string }).deploymentId, weight: (w as { weight: number }).weight }]
           : [],
       )
     : [];
-  return { version: BigInt(environment.routing_version), mode: environment.routing_mode, revisions };
+}
+
+/** The per-region overrides of an environment (empty without any). */
+export function regionRoutingOf(environment: Pick<EnvironmentRow, "routing_regions">): Map<string, RegionRouting> {
+  const out = new Map<string, RegionRouting>();
+  if (environment.routing_regions === null) return out;
+  const v: unknown = JSON.parse(environment.routing_regions);
+  if (typeof v !== "object" || v === null) return out;
+  for (const [region, r] of Object.entries(v as Record<string, unknown>)) {
+    if (typeof r !== "object" || r === null) continue;
+    const preview = (r as { preview?: unknown }).preview;
+    out.set(region, { weights: weightList((r as { weights?: unknown }).weights), preview: typeof preview === "string" && preview !== "" ? preview : null });
+  }
+  return out;
+}
+
+/**
+ * The routing policy a sentinel of the environment in `region` serves: the region's override
+ * (migration 0011) when a progressive rollout wrote one, else the environment's (migration 0007).
+ */
+export function routingPolicyOf(
+  environment: EnvironmentRow,
+  region?: string,
+): { version: bigint; mode: string; revisions: { deploymentId: string; weight: number }[]; previewDeploymentId: string } {
+  const override = region === undefined ? undefined : regionRoutingOf(environment).get(region);
+  if (override !== undefined && override.weights.length > 0) {
+    return { version: BigInt(environment.routing_version), mode: "weighted", revisions: [...override.weights], previewDeploymentId: override.preview ?? "" };
+  }
+  return { version: BigInt(environment.routing_version), mode: environment.routing_mode, revisions: weightList(JSON.parse(environment.routing_weights)), previewDeploymentId: "" };
 }
 
 export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
   return create(ApplySentinelSchema, {
     routing: {
-      ...routingPolicyOf(environment),
+      ...routingPolicyOf(environment, s.region),
       // The edge auth section (migration 0008: environments.edge_auth, kept by ../domain/exposure.ts).
       ...(environment.edge_auth !== null ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) } : {}),
     },

@@ -13,6 +13,7 @@ import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { chooseTarget } from "./pass.js";
 import { EMPTY_STATUS, revisionStatus, rolloutProgress, specKey, type ProgressView } from "./plan.js";
+import { progressiveView, type ProgressiveView } from "./progressive.js";
 
 type Reader = Kysely<Database>;
 
@@ -31,9 +32,17 @@ export async function scaleEnvironment(store: Store, ref: EnvironmentRef, region
   });
 }
 
+/** Pause, resume and undo are the rolling engine's; a progressive strategy has promote and abort. */
+function refuseProgressive(environment: { slug: string; progressive: string | null }, what: string): void {
+  if (environment.progressive !== null) {
+    throw failedPrecondition(`environment "${environment.slug}" rolls out progressively: ${what} does not apply (use \`krane rollout promote\` or \`krane rollout abort\`)`);
+  }
+}
+
 export async function setPaused(store: Store, ref: EnvironmentRef, paused: boolean): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    refuseProgressive(environment, paused ? "pause" : "resume");
     await tx.trx.updateTable("environments").set({ paused: paused ? 1 : 0, updated_at: tx.now }).where("id", "=", environment.id).execute();
     return environment.id;
   });
@@ -43,6 +52,7 @@ export async function setPaused(store: Store, ref: EnvironmentRef, paused: boole
 export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision: number | null): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    refuseProgressive(environment, "undo");
     const regions = await environmentRegions(tx.trx, environment.id);
     if (regions.length === 0) throw failedPrecondition(`environment "${environment.slug}" has no regions`);
     if (toRevision !== null) {
@@ -116,6 +126,8 @@ export interface RegionRolloutView extends ProgressView {
 export interface RolloutView {
   environment: EnvironmentContext;
   regions: RegionRolloutView[];
+  /** Set when the environment has a progressive strategy. */
+  progressive: ProgressiveView | null;
 }
 
 export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number): Promise<RolloutView> {
@@ -180,5 +192,17 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       ...rolloutProgress(replicas, status, conditions, observed),
     });
   }
-  return { environment, regions: out };
+  const progressive = await progressiveView(db, env, regions.map((r) => r.region));
+  if (progressive !== null) {
+    // A progressive rollout's progress is the engine's phase, not the rolling engine's conditions.
+    const st = progressive.state;
+    const done = st.canary === null && st.phase === "Healthy";
+    for (const r of out) {
+      r.observed = progressive.pendingCommand === null;
+      r.complete = done;
+      r.failed = st.aborted;
+      r.message = `${st.phase}${st.reason !== "" ? `: ${st.reason}` : ""}`;
+    }
+  }
+  return { environment, regions: out, progressive };
 }

@@ -18,6 +18,7 @@ import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { deploymentKind } from "../kinds/deployment.js";
 import { runPass, type PassResult } from "./pass.js";
+import { runProgressivePass, type ProgressiveOptions } from "./progressive.js";
 
 /** Backoff of an (environment, region) whose pass failed. */
 export const PASS_RETRY: BackoffPolicy = { baseMs: 500, capMs: 10_000, minMs: 100 };
@@ -35,9 +36,17 @@ export interface RolloutSource {
   due(now: number, limit: number): Promise<{ environmentId: string; region: string }[]>;
 }
 
-export function storeRolloutSource(store: Store): RolloutSource {
+/**
+ * The store's source. An environment with a progressive strategy (canary, blue-green, waves) runs
+ * the progressive engine's decision (./progressive.ts) instead of the rolling pass.
+ */
+export function storeRolloutSource(store: Store, progressive: ProgressiveOptions = {}): RolloutSource {
   return {
-    runPass: (environmentId, region) => runPass(store, environmentId, region),
+    async runPass(environmentId, region) {
+      const env = await store.db.selectFrom("environments").select("progressive").where("id", "=", environmentId).executeTakeFirst();
+      if (env?.progressive !== null && env?.progressive !== undefined) return runProgressivePass(store, environmentId, progressive);
+      return runPass(store, environmentId, region);
+    },
     async regionsOf(environmentId) {
       const rows = await store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute();
       return rows.map((r) => r.region);

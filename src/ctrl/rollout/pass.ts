@@ -58,7 +58,8 @@ export async function runPass(store: Store, environmentId: string, region: strin
     // Shared: an environment update or a revision's deletion waits for this pass, and a pass
     // that starts after one sees it (see lockEnvironment).
     const environment = await lockEnvironment(tx, environmentId, "share");
-    if (!environment) return NOTHING;
+    // Progressive strategies are decided by ./progressive.ts (the strategy changed since the driver looked).
+    if (!environment || environment.progressive !== null) return NOTHING;
     const envRegion = await tx.trx
       .selectFrom("environment_regions")
       .select("replicas")

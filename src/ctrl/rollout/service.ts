@@ -10,8 +10,15 @@ import {
   RolloutRevisionSchema,
   RolloutService,
   RolloutStatusSchema,
+  ProgressiveStatusSchema,
+  ProgressiveWeightSchema,
+  RegionWeightsSchema,
+  type ProgressiveStatus,
   type RolloutStatus,
 } from "../../gen/krane/ctrl/v1/rollout_pb.js";
+import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../contracts/routing.js";
+import { findEnvironment } from "../domain/tenancy.js";
+import { setProgressiveCommand, type ProgressiveView } from "./progressive.js";
 import type { Store } from "../db/store.js";
 import { regionName, validateEnvironmentRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
@@ -75,6 +82,52 @@ export function rolloutStatusMsg(v: RolloutView): RolloutStatus {
         message: r.message,
       }),
     ),
+    ...(v.progressive !== null ? { progressive: progressiveStatusMsg(v.progressive) } : {}),
+  });
+}
+
+export function progressiveStatusMsg(p: ProgressiveView): ProgressiveStatus {
+  const st = p.state;
+  const strategy = p.spec.strategy;
+  const steps = strategy.type === "canary" ? strategy.steps.length : 2;
+  const stepName =
+    strategy.type === "blueGreen"
+      ? st.step === 0
+        ? "preview"
+        : "switched"
+      : (() => {
+          const s = strategy.steps[st.step];
+          if (s === undefined) return "full rollout";
+          if (s.type === "setWeight") return `setWeight ${s.weight}`;
+          if (s.type === "pause") return s.seconds === null ? "pause (until promote)" : `pause ${s.seconds}s`;
+          return "analysis";
+        })();
+  return create(ProgressiveStatusSchema, {
+    strategy: strategy.type,
+    phase: st.phase,
+    reason: st.reason,
+    stableDeploymentId: st.stable ?? "",
+    canaryDeploymentId: st.canary ?? "",
+    aborted: st.aborted,
+    step: Math.min(st.step, steps) + 1,
+    steps,
+    stepName,
+    wave: st.wave + 1,
+    waves: p.waves.length,
+    atWaveGate: st.gate,
+    weights: [...p.routing].map(([region, r]) =>
+      create(RegionWeightsSchema, {
+        region,
+        weights: r.weights.map((w) => create(ProgressiveWeightSchema, { deploymentId: w.deploymentId, weight: w.weight })),
+        previewDeploymentId: r.preview ?? "",
+      }),
+    ),
+    lastAnalysis: st.lastVerdict?.result ?? "",
+    lastAnalysisReason: st.lastVerdict?.reason ?? "",
+    lastAnalysisUnixMs: BigInt(st.lastVerdict?.at ?? 0),
+    previousDeploymentId: st.previous ?? "",
+    previousUntilUnixMs: BigInt(st.previousUntil ?? 0),
+    previewHeader: `${PREVIEW_HEADER}: ${PREVIEW_HEADER_VALUE}`,
   });
 }
 
@@ -114,6 +167,18 @@ export function rolloutServiceImpl({ store, driver }: RolloutServiceDeps): Servi
     },
     async getRolloutStatus(req) {
       return { status: await status(validateEnvironmentRef(req)) };
+    },
+    async promote(req) {
+      const ref = validateEnvironmentRef(req);
+      const { environment } = await findEnvironment(store.db, ref);
+      await setProgressiveCommand(store, environment, "promote");
+      return { status: await after(ref, environment.id) };
+    },
+    async abort(req) {
+      const ref = validateEnvironmentRef(req);
+      const { environment } = await findEnvironment(store.db, ref);
+      await setProgressiveCommand(store, environment, "abort");
+      return { status: await after(ref, environment.id) };
     },
   };
 }

@@ -39,6 +39,11 @@ export class CtrlMetrics {
     help: "Outbox rows removed by retention.",
     registers: [this.registry],
   });
+  readonly rolloutAborts = new Counter({
+    name: "krane_rollout_aborts_total",
+    help: "Progressive rollouts aborted (by command, failed analysis or a step past its deadline).",
+    registers: [this.registry],
+  });
 
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: "krane_ctrl_" });

@@ -6,6 +6,7 @@
 // Shutdown drains: readiness turns false, the listener stops accepting, in-flight unary calls
 // (and so their writes) finish, then watch streams end cleanly (agents reconnect elsewhere with
 // their cursor), sessions close, and the database closes last.
+import type { MeasurementSource } from "../../contracts/analysis.js";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as http from "node:http";
@@ -119,6 +120,8 @@ export interface CtrlConfig {
   };
   /** How long Idempotency-Keys are remembered (ms; default 24 h). */
   idempotencyRetentionMs?: number;
+  /** Issue 13: where progressive rollouts' analysis reads samples (absent: analysis fails closed). */
+  measurements?: MeasurementSource;
 }
 
 export interface RunningCtrl {
@@ -224,7 +227,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const rollout = new RolloutDriver(storeRolloutSource(store), {
+  const progressive = { measurements: config.measurements, logger: log, onAbort: () => metrics.rolloutAborts.inc() };
+  const rollout = new RolloutDriver(storeRolloutSource(store, progressive), {
     logger: log,
     sweepIntervalMs: config.rolloutSweepIntervalMs,
     onSweepError: backgroundFailure("rollout sweep failed"),

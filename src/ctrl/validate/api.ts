@@ -13,6 +13,7 @@ import type {
   UpdateEnvironmentRequest,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { RolloutStrategy } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { checkProgressive, progressiveOf } from "./progressive.js";
 import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
 import type {
@@ -104,7 +105,8 @@ function strategyName(field: string, v: RolloutStrategy): StrategyName {
   throw invalidArgument(field, "must be ROLLING_UPDATE or RECREATE");
 }
 
-export function validateRollout(p: RolloutPolicy | undefined): RolloutPolicyInput {
+/** `regions`: the environment's (wave checks), null when not known yet. */
+export function validateRollout(p: RolloutPolicy | undefined, regions: readonly string[] | null = null): RolloutPolicyInput {
   const strategy = p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED ? "RollingUpdate" : strategyName("rollout.strategy", p.strategy);
   const maxSurge = r.intOrPercent("rollout.max_surge", p?.maxSurge || DEFAULTS.maxSurge);
   const maxUnavailable = r.intOrPercent("rollout.max_unavailable", p?.maxUnavailable || DEFAULTS.maxUnavailable);
@@ -115,7 +117,8 @@ export function validateRollout(p: RolloutPolicy | undefined): RolloutPolicyInpu
       : r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
   const revisionHistoryLimit =
     p?.revisionHistoryLimit === undefined ? DEFAULTS.revisionHistoryLimit : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
-  const policy = { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false };
+  const progressive = p?.progressive === undefined ? null : progressiveOf(p.progressive, progressDeadlineSeconds, regions);
+  const policy = { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false, progressive };
   checkRolloutPolicy(policy, {});
   return policy;
 }
@@ -152,7 +155,7 @@ export function validateCreateEnvironment(req: CreateEnvironmentRequest): NewEnv
     seen.add(region);
     return { region, replicas: r.intRange(`regions[${i}].replicas`, rr.replicas, 0, r.LIMITS.replicasMax) };
   });
-  return { workspace, project, slug, regions, sentinel: validateSentinel(req.sentinel), rollout: validateRollout(req.rollout) };
+  return { workspace, project, slug, regions, sentinel: validateSentinel(req.sentinel), rollout: validateRollout(req.rollout, regions.map((x) => x.region)) };
 }
 
 function validateHealthCheck(h: HealthCheck | undefined): StoredHealthCheck | null {
@@ -219,6 +222,10 @@ function validateRolloutPatch(p: RolloutPolicyUpdate | undefined): RolloutPolicy
   if (p.progressDeadlineSeconds !== undefined) out.progressDeadlineSeconds = r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
   if (p.revisionHistoryLimit !== undefined) out.revisionHistoryLimit = r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
   if (p.paused !== undefined) out.paused = p.paused;
+  if (p.progressive !== undefined && p.removeProgressive) throw invalidArgument("rollout.remove_progressive", "cannot be combined with rollout.progressive");
+  // Waves are checked against the environment's regions when the update is applied (mergeRolloutPolicy).
+  if (p.progressive !== undefined) out.progressive = progressiveOf(p.progressive, out.progressDeadlineSeconds ?? DEFAULTS.progressDeadlineSeconds, null);
+  if (p.removeProgressive) out.progressive = null;
   return out;
 }
 
@@ -265,9 +272,12 @@ export function mergeSentinel(current: SentinelSettingsInput | null, patch: Sent
 }
 
 /** The rollout policy after an update, checked as a whole. */
-export function mergeRolloutPolicy(current: RolloutPolicyInput, patch: RolloutPolicyPatch): RolloutPolicyInput {
+export function mergeRolloutPolicy(current: RolloutPolicyInput, patch: RolloutPolicyPatch, regions: readonly string[] = []): RolloutPolicyInput {
   const merged = { ...current, ...patch };
   checkRolloutPolicy(merged, patch);
+  if (merged.progressive !== null) {
+    merged.progressive = checkProgressive({ ...merged.progressive, progressDeadlineSeconds: merged.progressDeadlineSeconds }, regions);
+  }
   return merged;
 }
 

@@ -45,6 +45,8 @@ export interface RolloutPolicyInput {
   progressDeadlineSeconds: number;
   revisionHistoryLimit: number;
   paused: boolean;
+  /** Progressive delivery (canary / blue-green, waves); null: the rolling engine. */
+  progressive: ProgressiveSpec | null;
 }
 
 export interface NewEnvironment {
@@ -117,4 +119,5 @@ export interface StoredJobSpec {
   suspend: boolean;
   cpuMillicores: number;
   memoryMib: number;
-}
+}import type { ProgressiveSpec } from "../../rollout/progressive/index.js";
+

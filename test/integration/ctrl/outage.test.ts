@@ -85,6 +85,8 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     Resume: target,
     Undo: target,
     Restart: target,
+    Promote: target,
+    Abort: target,
     History: target,
     GetRolloutStatus: target,
     DeleteWorkspace: { workspace: "acme", confirm: "acme" },

@@ -11,7 +11,8 @@
 //     columns (null) on deployments; desired_objects.environment_id, back-filled from the
 //     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
 //     agents' stream cursors), empty; 0008 adds the exposure tables, empty, and
-//     environments.edge_auth, null;
+//     environments.edge_auth, null; 0011 adds progressive_rollouts, empty, and
+//     environments.progressive / routing_regions, null;
 //   - the new replicas column equals the count inside each deployment's payload (sentinels: null),
 //     and the dropped copy agreed with it;
 //   - each stream's outbox still replays, version by version, to exactly the desired state;
@@ -43,8 +44,8 @@ const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3e
 /** The tables migration 0009 creates (issue 16): empty after the upgrade. */
 const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
-/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0012. */
-const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys", "measurements"];
+/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012. */
+const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys", "progressive_rollouts", "measurements"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -181,9 +182,9 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         // Migration 0007: the routing policy every environment served ("instances", version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        const added = ["routing_mode", "routing_weights", "routing_version", "deleting_at", "edge_auth"];
+        const added = ["routing_mode", "routing_weights", "routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions"];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
-        for (const e of environments) assert.deepEqual(added.map((c) => e[c]), ["instances", "[]", "1", null, null]);
+        for (const e of environments) assert.deepEqual(added.map((c) => e[c]), ["instances", "[]", "1", null, null, null, null]);
         const sentinels = rowsOf(upgraded, "sentinels");
         assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
         for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);

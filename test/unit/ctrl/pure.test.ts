@@ -81,7 +81,7 @@ describe("renderApplyDeployment", () => {
         environment: {
           id: "env_1", workspace_id: "ws_1", project_id: "prj_1", slug: "prod", sentinel_image: null, sentinel_replicas: 0, sentinel_cpu_millicores: 0, sentinel_memory_mib: 0,
           strategy: "RollingUpdate", max_surge: "25%", max_unavailable: "25%", min_ready_seconds: 7, progress_deadline_seconds: 600, revision_history_limit: 10, paused: 0, last_revision: 3, edge_auth: null, created_at: 1, updated_at: 1, deleting_at: null,
-          routing_mode: "instances", routing_weights: "[]", routing_version: 1,
+          routing_mode: "instances", routing_weights: "[]", routing_version: 1, progressive: null, routing_regions: null,
         },
         deployment: {
           id: "dep_1", workspace_id: "ws_1", project_id: "prj_1", environment_id: "env_1", revision: 3, k8s_name: "web-prod-abcdefgh", image: "app:1",
@@ -123,7 +123,7 @@ describe("validation", () => {
     assert.equal(d.memoryMib, 256);
     assert.equal(d.replicas, null);
     assert.deepEqual(validateRollout(undefined), {
-      strategy: "RollingUpdate", maxSurge: "25%", maxUnavailable: "25%", minReadySeconds: 0, progressDeadlineSeconds: 600, revisionHistoryLimit: 10, paused: false,
+      strategy: "RollingUpdate", maxSurge: "25%", maxUnavailable: "25%", minReadySeconds: 0, progressDeadlineSeconds: 600, revisionHistoryLimit: 10, paused: false, progressive: null,
     });
   });
 

@@ -17,6 +17,7 @@ const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {
   progressDeadlineSeconds: "rollout.progress_deadline_seconds",
   revisionHistoryLimit: "rollout.revision_history_limit",
   paused: "rollout.paused",
+  progressive: "rollout.progressive",
 };
 
 const intOrPercent = fc.oneof(fc.constantFrom("0", "0%"), fc.integer({ min: 0, max: 5 }).map(String), fc.integer({ min: 0, max: 100 }).map((n) => `${n}%`));
@@ -29,10 +30,11 @@ const policy: fc.Arbitrary<RolloutPolicyInput> = fc
     progressDeadlineSeconds: fc.integer({ min: 1, max: 800 }),
     revisionHistoryLimit: fc.integer({ min: 0, max: 100 }),
     paused: fc.boolean(),
+    progressive: fc.constant(null),
   })
   .filter((p) => {
     try {
-      validateRollout({ ...p, strategy: p.strategy === "Recreate" ? RolloutStrategy.RECREATE : RolloutStrategy.ROLLING_UPDATE, $typeName: "krane.ctrl.v1.RolloutPolicy" });
+      validateRollout({ ...p, progressive: undefined, strategy: p.strategy === "Recreate" ? RolloutStrategy.RECREATE : RolloutStrategy.ROLLING_UPDATE, $typeName: "krane.ctrl.v1.RolloutPolicy" });
       return true;
     } catch {
       return false;

@@ -13,6 +13,7 @@ import { migration as m0008 } from "./0008_exposure.js";
 import { migration as m0009 } from "./0009_releases_config_deletion.js";
 import { migration as m0010a } from "./0010_a_idempotency_keys.js";
 import { migration as m0010b } from "./0010_b_cluster_cursors.js";
+import { migration as m0011 } from "./0011_progressive.js";
 import { migration as m0012 } from "./0012_measurements.js";
 import { migration as m0014 } from "./0014_idempotency_subject.js";
 import type { KraneMigration } from "./migration.js";
@@ -31,6 +32,7 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0009_releases_config_deletion": m0009,
   "0010_a_idempotency_keys": m0010a,
   "0010_b_cluster_cursors": m0010b,
+  "0011_progressive": m0011,
   "0012_measurements": m0012,
   "0014_idempotency_subject": m0014,
 };

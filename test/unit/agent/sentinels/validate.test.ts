@@ -54,6 +54,7 @@ test("a routing policy: known mode, label-valued unique revisions, weights 0-100
       routing: {
         $typeName: "krane.ctrl.v1.RoutingPolicy",
         version: 3n,
+        previewDeploymentId: "",
         mode,
         revisions: revisions.map(([deploymentId, weight]) => ({ $typeName: "krane.ctrl.v1.RevisionWeight", deploymentId, weight })),
       },

@@ -14,7 +14,95 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/rollout.proto.
  */
 export const file_krane_ctrl_v1_rollout: GenFile = /*@__PURE__*/
-  fileDesc("ChtrcmFuZS9jdHJsL3YxL3JvbGxvdXQucHJvdG8SDWtyYW5lLmN0cmwudjEiaQoMU2NhbGVSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCRIQCghyZXBsaWNhcxgFIAEoBSI9Cg1TY2FsZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxQYXVzZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNUGF1c2VSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSAoNUmVzdW1lUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSI+Cg5SZXN1bWVSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMicAoLVW5kb1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSGAoLdG9fcmV2aXNpb24YBCABKANIAIgBAUIOCgxfdG9fcmV2aXNpb24iPAoMVW5kb1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJJCg5SZXN0YXJ0UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJWCg9SZXN0YXJ0UmVzcG9uc2USFQoNZGVwbG95bWVudF9pZBgBIAEoCRIsCgZzdGF0dXMYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSQoOSGlzdG9yeVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPSGlzdG9yeVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJSChdHZXRSb2xsb3V0U3RhdHVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJIChhHZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgLMhwua3JhbmUuY3RybC52MS5Sb2xsb3V0U3RhdHVzIo8BChBSb2xsb3V0Q29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEhsKE2xhc3RfdXBkYXRlX3VuaXhfbXMYBSABKAMSHwoXbGFzdF90cmFuc2l0aW9uX3VuaXhfbXMYBiABKAMiUQoMUm9sbG91dEV2ZW50EhIKCmF0X3VuaXhfbXMYASABKAMSDAoEdHlwZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSL6AQoPUm9sbG91dFJldmlzaW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSGwoTZGVwbG95bWVudF9yZXZpc2lvbhgDIAEoAxINCgVpbWFnZRgEIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBSABKAMSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChBjdXJyZW50X3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRIOCgZ0YXJnZXQYCiABKAgiygMKDVJlZ2lvblJvbGxvdXQSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFEg4KBnBhdXNlZBgDIAEoCBIcChR0YXJnZXRfZGVwbG95bWVudF9pZBgEIAEoCRIYChBjdXJyZW50X3JlcGxpY2FzGAUgASgFEhgKEHVwZGF0ZWRfcmVwbGljYXMYBiABKAUSFgoOcmVhZHlfcmVwbGljYXMYByABKAUSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAggASgFEhwKFHVuYXZhaWxhYmxlX3JlcGxpY2FzGAkgASgFEjMKCmNvbmRpdGlvbnMYCiADKAsyHy5rcmFuZS5jdHJsLnYxLlJvbGxvdXRDb25kaXRpb24SMQoJcmV2aXNpb25zGAsgAygLMh4ua3JhbmUuY3RybC52MS5Sb2xsb3V0UmV2aXNpb24SKwoGZXZlbnRzGAwgAygLMhsua3JhbmUuY3RybC52MS5Sb2xsb3V0RXZlbnQSEAoIb2JzZXJ2ZWQYDSABKAgSEAoIY29tcGxldGUYDiABKAgSGQoRZGVhZGxpbmVfZXhjZWVkZWQYDyABKAgSDwoHbWVzc2FnZRgQIAEoCSJoCg1Sb2xsb3V0U3RhdHVzEhYKDmVudmlyb25tZW50X2lkGAEgASgJEhAKCHN0cmF0ZWd5GAIgASgJEi0KB3JlZ2lvbnMYAyADKAsyHC5rcmFuZS5jdHJsLnYxLlJlZ2lvblJvbGxvdXQymQQKDlJvbGxvdXRTZXJ2aWNlEkIKBVNjYWxlEhsua3JhbmUuY3RybC52MS5TY2FsZVJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNjYWxlUmVzcG9uc2USQgoFUGF1c2USGy5rcmFuZS5jdHJsLnYxLlBhdXNlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuUGF1c2VSZXNwb25zZRJFCgZSZXN1bWUSHC5rcmFuZS5jdHJsLnYxLlJlc3VtZVJlcXVlc3QaHS5rcmFuZS5jdHJsLnYxLlJlc3VtZVJlc3BvbnNlEj8KBFVuZG8SGi5rcmFuZS5jdHJsLnYxLlVuZG9SZXF1ZXN0Ghsua3JhbmUuY3RybC52MS5VbmRvUmVzcG9uc2USSAoHUmVzdGFydBIdLmtyYW5lLmN0cmwudjEuUmVzdGFydFJlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLlJlc3RhcnRSZXNwb25zZRJICgdIaXN0b3J5Eh0ua3JhbmUuY3RybC52MS5IaXN0b3J5UmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuSGlzdG9yeVJlc3BvbnNlEmMKEEdldFJvbGxvdXRTdGF0dXMSJi5rcmFuZS5jdHJsLnYxLkdldFJvbGxvdXRTdGF0dXNSZXF1ZXN0Gicua3JhbmUuY3RybC52MS5HZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChtrcmFuZS9jdHJsL3YxL3JvbGxvdXQucHJvdG8SDWtyYW5lLmN0cmwudjEiSQoOUHJvbW90ZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPUHJvbW90ZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxBYm9ydFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNQWJvcnRSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiaQoMU2NhbGVSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCRIQCghyZXBsaWNhcxgFIAEoBSI9Cg1TY2FsZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxQYXVzZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNUGF1c2VSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSAoNUmVzdW1lUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSI+Cg5SZXN1bWVSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMicAoLVW5kb1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSGAoLdG9fcmV2aXNpb24YBCABKANIAIgBAUIOCgxfdG9fcmV2aXNpb24iPAoMVW5kb1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJJCg5SZXN0YXJ0UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJWCg9SZXN0YXJ0UmVzcG9uc2USFQoNZGVwbG95bWVudF9pZBgBIAEoCRIsCgZzdGF0dXMYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSQoOSGlzdG9yeVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPSGlzdG9yeVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJSChdHZXRSb2xsb3V0U3RhdHVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJIChhHZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgLMhwua3JhbmUuY3RybC52MS5Sb2xsb3V0U3RhdHVzIo8BChBSb2xsb3V0Q29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEhsKE2xhc3RfdXBkYXRlX3VuaXhfbXMYBSABKAMSHwoXbGFzdF90cmFuc2l0aW9uX3VuaXhfbXMYBiABKAMiUQoMUm9sbG91dEV2ZW50EhIKCmF0X3VuaXhfbXMYASABKAMSDAoEdHlwZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSL6AQoPUm9sbG91dFJldmlzaW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSGwoTZGVwbG95bWVudF9yZXZpc2lvbhgDIAEoAxINCgVpbWFnZRgEIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBSABKAMSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChBjdXJyZW50X3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRIOCgZ0YXJnZXQYCiABKAgiygMKDVJlZ2lvblJvbGxvdXQSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFEg4KBnBhdXNlZBgDIAEoCBIcChR0YXJnZXRfZGVwbG95bWVudF9pZBgEIAEoCRIYChBjdXJyZW50X3JlcGxpY2FzGAUgASgFEhgKEHVwZGF0ZWRfcmVwbGljYXMYBiABKAUSFgoOcmVhZHlfcmVwbGljYXMYByABKAUSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAggASgFEhwKFHVuYXZhaWxhYmxlX3JlcGxpY2FzGAkgASgFEjMKCmNvbmRpdGlvbnMYCiADKAsyHy5rcmFuZS5jdHJsLnYxLlJvbGxvdXRDb25kaXRpb24SMQoJcmV2aXNpb25zGAsgAygLMh4ua3JhbmUuY3RybC52MS5Sb2xsb3V0UmV2aXNpb24SKwoGZXZlbnRzGAwgAygLMhsua3JhbmUuY3RybC52MS5Sb2xsb3V0RXZlbnQSEAoIb2JzZXJ2ZWQYDSABKAgSEAoIY29tcGxldGUYDiABKAgSGQoRZGVhZGxpbmVfZXhjZWVkZWQYDyABKAgSDwoHbWVzc2FnZRgQIAEoCSKgAQoNUm9sbG91dFN0YXR1cxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRIQCghzdHJhdGVneRgCIAEoCRItCgdyZWdpb25zGAMgAygLMhwua3JhbmUuY3RybC52MS5SZWdpb25Sb2xsb3V0EjYKC3Byb2dyZXNzaXZlGJADIAEoCzIgLmtyYW5lLmN0cmwudjEuUHJvZ3Jlc3NpdmVTdGF0dXMiOgoRUHJvZ3Jlc3NpdmVXZWlnaHQSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIOCgZ3ZWlnaHQYAiABKAUicQoNUmVnaW9uV2VpZ2h0cxIOCgZyZWdpb24YASABKAkSMQoHd2VpZ2h0cxgCIAMoCzIgLmtyYW5lLmN0cmwudjEuUHJvZ3Jlc3NpdmVXZWlnaHQSHQoVcHJldmlld19kZXBsb3ltZW50X2lkGAMgASgJIs8DChFQcm9ncmVzc2l2ZVN0YXR1cxIQCghzdHJhdGVneRgBIAEoCRINCgVwaGFzZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSHAoUc3RhYmxlX2RlcGxveW1lbnRfaWQYBCABKAkSHAoUY2FuYXJ5X2RlcGxveW1lbnRfaWQYBSABKAkSDwoHYWJvcnRlZBgGIAEoCBIMCgRzdGVwGAcgASgFEg0KBXN0ZXBzGAggASgFEhEKCXN0ZXBfbmFtZRgJIAEoCRIMCgR3YXZlGAogASgFEg0KBXdhdmVzGAsgASgFEhQKDGF0X3dhdmVfZ2F0ZRgMIAEoCBItCgd3ZWlnaHRzGA0gAygLMhwua3JhbmUuY3RybC52MS5SZWdpb25XZWlnaHRzEhUKDWxhc3RfYW5hbHlzaXMYDiABKAkSHAoUbGFzdF9hbmFseXNpc19yZWFzb24YDyABKAkSHQoVbGFzdF9hbmFseXNpc191bml4X21zGBAgASgDEh4KFnByZXZpb3VzX2RlcGxveW1lbnRfaWQYESABKAkSHgoWcHJldmlvdXNfdW50aWxfdW5peF9tcxgSIAEoAxIWCg5wcmV2aWV3X2hlYWRlchgTIAEoCTKnBQoOUm9sbG91dFNlcnZpY2USQgoFU2NhbGUSGy5rcmFuZS5jdHJsLnYxLlNjYWxlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuU2NhbGVSZXNwb25zZRJCCgVQYXVzZRIbLmtyYW5lLmN0cmwudjEuUGF1c2VSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5QYXVzZVJlc3BvbnNlEkUKBlJlc3VtZRIcLmtyYW5lLmN0cmwudjEuUmVzdW1lUmVxdWVzdBodLmtyYW5lLmN0cmwudjEuUmVzdW1lUmVzcG9uc2USPwoEVW5kbxIaLmtyYW5lLmN0cmwudjEuVW5kb1JlcXVlc3QaGy5rcmFuZS5jdHJsLnYxLlVuZG9SZXNwb25zZRJICgdSZXN0YXJ0Eh0ua3JhbmUuY3RybC52MS5SZXN0YXJ0UmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuUmVzdGFydFJlc3BvbnNlEkgKB0hpc3RvcnkSHS5rcmFuZS5jdHJsLnYxLkhpc3RvcnlSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5IaXN0b3J5UmVzcG9uc2USYwoQR2V0Um9sbG91dFN0YXR1cxImLmtyYW5lLmN0cmwudjEuR2V0Um9sbG91dFN0YXR1c1JlcXVlc3QaJy5rcmFuZS5jdHJsLnYxLkdldFJvbGxvdXRTdGF0dXNSZXNwb25zZRJICgdQcm9tb3RlEh0ua3JhbmUuY3RybC52MS5Qcm9tb3RlUmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuUHJvbW90ZVJlc3BvbnNlEkIKBUFib3J0Ehsua3JhbmUuY3RybC52MS5BYm9ydFJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLkFib3J0UmVzcG9uc2ViBnByb3RvMw");
+
+/**
+ * @generated from message krane.ctrl.v1.PromoteRequest
+ */
+export type PromoteRequest = Message<"krane.ctrl.v1.PromoteRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.PromoteRequest.
+ * Use `create(PromoteRequestSchema)` to create a new message.
+ */
+export const PromoteRequestSchema: GenMessage<PromoteRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.PromoteResponse
+ */
+export type PromoteResponse = Message<"krane.ctrl.v1.PromoteResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.RolloutStatus status = 1;
+   */
+  status?: RolloutStatus | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.PromoteResponse.
+ * Use `create(PromoteResponseSchema)` to create a new message.
+ */
+export const PromoteResponseSchema: GenMessage<PromoteResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.AbortRequest
+ */
+export type AbortRequest = Message<"krane.ctrl.v1.AbortRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AbortRequest.
+ * Use `create(AbortRequestSchema)` to create a new message.
+ */
+export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.AbortResponse
+ */
+export type AbortResponse = Message<"krane.ctrl.v1.AbortResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.RolloutStatus status = 1;
+   */
+  status?: RolloutStatus | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AbortResponse.
+ * Use `create(AbortResponseSchema)` to create a new message.
+ */
+export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 3);
 
 /**
  * @generated from message krane.ctrl.v1.ScaleRequest
@@ -53,7 +141,7 @@ export type ScaleRequest = Message<"krane.ctrl.v1.ScaleRequest"> & {
  * Use `create(ScaleRequestSchema)` to create a new message.
  */
 export const ScaleRequestSchema: GenMessage<ScaleRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 0);
+  messageDesc(file_krane_ctrl_v1_rollout, 4);
 
 /**
  * @generated from message krane.ctrl.v1.ScaleResponse
@@ -70,7 +158,7 @@ export type ScaleResponse = Message<"krane.ctrl.v1.ScaleResponse"> & {
  * Use `create(ScaleResponseSchema)` to create a new message.
  */
 export const ScaleResponseSchema: GenMessage<ScaleResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 1);
+  messageDesc(file_krane_ctrl_v1_rollout, 5);
 
 /**
  * @generated from message krane.ctrl.v1.PauseRequest
@@ -97,7 +185,7 @@ export type PauseRequest = Message<"krane.ctrl.v1.PauseRequest"> & {
  * Use `create(PauseRequestSchema)` to create a new message.
  */
 export const PauseRequestSchema: GenMessage<PauseRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 2);
+  messageDesc(file_krane_ctrl_v1_rollout, 6);
 
 /**
  * @generated from message krane.ctrl.v1.PauseResponse
@@ -114,7 +202,7 @@ export type PauseResponse = Message<"krane.ctrl.v1.PauseResponse"> & {
  * Use `create(PauseResponseSchema)` to create a new message.
  */
 export const PauseResponseSchema: GenMessage<PauseResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 3);
+  messageDesc(file_krane_ctrl_v1_rollout, 7);
 
 /**
  * @generated from message krane.ctrl.v1.ResumeRequest
@@ -141,7 +229,7 @@ export type ResumeRequest = Message<"krane.ctrl.v1.ResumeRequest"> & {
  * Use `create(ResumeRequestSchema)` to create a new message.
  */
 export const ResumeRequestSchema: GenMessage<ResumeRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 4);
+  messageDesc(file_krane_ctrl_v1_rollout, 8);
 
 /**
  * @generated from message krane.ctrl.v1.ResumeResponse
@@ -158,7 +246,7 @@ export type ResumeResponse = Message<"krane.ctrl.v1.ResumeResponse"> & {
  * Use `create(ResumeResponseSchema)` to create a new message.
  */
 export const ResumeResponseSchema: GenMessage<ResumeResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 5);
+  messageDesc(file_krane_ctrl_v1_rollout, 9);
 
 /**
  * @generated from message krane.ctrl.v1.UndoRequest
@@ -192,7 +280,7 @@ export type UndoRequest = Message<"krane.ctrl.v1.UndoRequest"> & {
  * Use `create(UndoRequestSchema)` to create a new message.
  */
 export const UndoRequestSchema: GenMessage<UndoRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 6);
+  messageDesc(file_krane_ctrl_v1_rollout, 10);
 
 /**
  * @generated from message krane.ctrl.v1.UndoResponse
@@ -209,7 +297,7 @@ export type UndoResponse = Message<"krane.ctrl.v1.UndoResponse"> & {
  * Use `create(UndoResponseSchema)` to create a new message.
  */
 export const UndoResponseSchema: GenMessage<UndoResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 7);
+  messageDesc(file_krane_ctrl_v1_rollout, 11);
 
 /**
  * @generated from message krane.ctrl.v1.RestartRequest
@@ -236,7 +324,7 @@ export type RestartRequest = Message<"krane.ctrl.v1.RestartRequest"> & {
  * Use `create(RestartRequestSchema)` to create a new message.
  */
 export const RestartRequestSchema: GenMessage<RestartRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 8);
+  messageDesc(file_krane_ctrl_v1_rollout, 12);
 
 /**
  * @generated from message krane.ctrl.v1.RestartResponse
@@ -260,7 +348,7 @@ export type RestartResponse = Message<"krane.ctrl.v1.RestartResponse"> & {
  * Use `create(RestartResponseSchema)` to create a new message.
  */
 export const RestartResponseSchema: GenMessage<RestartResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 9);
+  messageDesc(file_krane_ctrl_v1_rollout, 13);
 
 /**
  * @generated from message krane.ctrl.v1.HistoryRequest
@@ -287,7 +375,7 @@ export type HistoryRequest = Message<"krane.ctrl.v1.HistoryRequest"> & {
  * Use `create(HistoryRequestSchema)` to create a new message.
  */
 export const HistoryRequestSchema: GenMessage<HistoryRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 10);
+  messageDesc(file_krane_ctrl_v1_rollout, 14);
 
 /**
  * @generated from message krane.ctrl.v1.HistoryResponse
@@ -304,7 +392,7 @@ export type HistoryResponse = Message<"krane.ctrl.v1.HistoryResponse"> & {
  * Use `create(HistoryResponseSchema)` to create a new message.
  */
 export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 11);
+  messageDesc(file_krane_ctrl_v1_rollout, 15);
 
 /**
  * @generated from message krane.ctrl.v1.GetRolloutStatusRequest
@@ -331,7 +419,7 @@ export type GetRolloutStatusRequest = Message<"krane.ctrl.v1.GetRolloutStatusReq
  * Use `create(GetRolloutStatusRequestSchema)` to create a new message.
  */
 export const GetRolloutStatusRequestSchema: GenMessage<GetRolloutStatusRequest> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 12);
+  messageDesc(file_krane_ctrl_v1_rollout, 16);
 
 /**
  * @generated from message krane.ctrl.v1.GetRolloutStatusResponse
@@ -348,7 +436,7 @@ export type GetRolloutStatusResponse = Message<"krane.ctrl.v1.GetRolloutStatusRe
  * Use `create(GetRolloutStatusResponseSchema)` to create a new message.
  */
 export const GetRolloutStatusResponseSchema: GenMessage<GetRolloutStatusResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 13);
+  messageDesc(file_krane_ctrl_v1_rollout, 17);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutCondition
@@ -394,7 +482,7 @@ export type RolloutCondition = Message<"krane.ctrl.v1.RolloutCondition"> & {
  * Use `create(RolloutConditionSchema)` to create a new message.
  */
 export const RolloutConditionSchema: GenMessage<RolloutCondition> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 14);
+  messageDesc(file_krane_ctrl_v1_rollout, 18);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutEvent
@@ -428,7 +516,7 @@ export type RolloutEvent = Message<"krane.ctrl.v1.RolloutEvent"> & {
  * Use `create(RolloutEventSchema)` to create a new message.
  */
 export const RolloutEventSchema: GenMessage<RolloutEvent> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 15);
+  messageDesc(file_krane_ctrl_v1_rollout, 19);
 
 /**
  * One revision (ReplicaSet) in one region.
@@ -502,7 +590,7 @@ export type RolloutRevision = Message<"krane.ctrl.v1.RolloutRevision"> & {
  * Use `create(RolloutRevisionSchema)` to create a new message.
  */
 export const RolloutRevisionSchema: GenMessage<RolloutRevision> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 16);
+  messageDesc(file_krane_ctrl_v1_rollout, 20);
 
 /**
  * @generated from message krane.ctrl.v1.RegionRollout
@@ -608,7 +696,7 @@ export type RegionRollout = Message<"krane.ctrl.v1.RegionRollout"> & {
  * Use `create(RegionRolloutSchema)` to create a new message.
  */
 export const RegionRolloutSchema: GenMessage<RegionRollout> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 17);
+  messageDesc(file_krane_ctrl_v1_rollout, 21);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutStatus
@@ -628,6 +716,13 @@ export type RolloutStatus = Message<"krane.ctrl.v1.RolloutStatus"> & {
    * @generated from field: repeated krane.ctrl.v1.RegionRollout regions = 3;
    */
   regions: RegionRollout[];
+
+  /**
+   * Set when the environment has a progressive strategy.
+   *
+   * @generated from field: krane.ctrl.v1.ProgressiveStatus progressive = 400;
+   */
+  progressive?: ProgressiveStatus | undefined;
 };
 
 /**
@@ -635,7 +730,183 @@ export type RolloutStatus = Message<"krane.ctrl.v1.RolloutStatus"> & {
  * Use `create(RolloutStatusSchema)` to create a new message.
  */
 export const RolloutStatusSchema: GenMessage<RolloutStatus> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 18);
+  messageDesc(file_krane_ctrl_v1_rollout, 22);
+
+/**
+ * @generated from message krane.ctrl.v1.ProgressiveWeight
+ */
+export type ProgressiveWeight = Message<"krane.ctrl.v1.ProgressiveWeight"> & {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId: string;
+
+  /**
+   * @generated from field: int32 weight = 2;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ProgressiveWeight.
+ * Use `create(ProgressiveWeightSchema)` to create a new message.
+ */
+export const ProgressiveWeightSchema: GenMessage<ProgressiveWeight> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 23);
+
+/**
+ * @generated from message krane.ctrl.v1.RegionWeights
+ */
+export type RegionWeights = Message<"krane.ctrl.v1.RegionWeights"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.ProgressiveWeight weights = 2;
+   */
+  weights: ProgressiveWeight[];
+
+  /**
+   * Blue-green: the revision the preview header reaches (empty: none).
+   *
+   * @generated from field: string preview_deployment_id = 3;
+   */
+  previewDeploymentId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RegionWeights.
+ * Use `create(RegionWeightsSchema)` to create a new message.
+ */
+export const RegionWeightsSchema: GenMessage<RegionWeights> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 24);
+
+/**
+ * @generated from message krane.ctrl.v1.ProgressiveStatus
+ */
+export type ProgressiveStatus = Message<"krane.ctrl.v1.ProgressiveStatus"> & {
+  /**
+   * "canary" or "blueGreen".
+   *
+   * @generated from field: string strategy = 1;
+   */
+  strategy: string;
+
+  /**
+   * "Healthy", "Progressing", "Paused" or "Degraded".
+   *
+   * @generated from field: string phase = 2;
+   */
+  phase: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string stable_deployment_id = 4;
+   */
+  stableDeploymentId: string;
+
+  /**
+   * The revision being rolled out (or the one aborted); empty when none.
+   *
+   * @generated from field: string canary_deployment_id = 5;
+   */
+  canaryDeploymentId: string;
+
+  /**
+   * @generated from field: bool aborted = 6;
+   */
+  aborted: boolean;
+
+  /**
+   * 1-based step and the number of steps (blue-green: 1 preview, 2 switched).
+   *
+   * @generated from field: int32 step = 7;
+   */
+  step: number;
+
+  /**
+   * @generated from field: int32 steps = 8;
+   */
+  steps: number;
+
+  /**
+   * e.g. "setWeight 20", "pause (until promote)", "analysis".
+   *
+   * @generated from field: string step_name = 9;
+   */
+  stepName: string;
+
+  /**
+   * 1-based wave and the number of waves.
+   *
+   * @generated from field: int32 wave = 10;
+   */
+  wave: number;
+
+  /**
+   * @generated from field: int32 waves = 11;
+   */
+  waves: number;
+
+  /**
+   * @generated from field: bool at_wave_gate = 12;
+   */
+  atWaveGate: boolean;
+
+  /**
+   * @generated from field: repeated krane.ctrl.v1.RegionWeights weights = 13;
+   */
+  weights: RegionWeights[];
+
+  /**
+   * The last analysis verdict: "pass", "fail", "inconclusive" or empty.
+   *
+   * @generated from field: string last_analysis = 14;
+   */
+  lastAnalysis: string;
+
+  /**
+   * @generated from field: string last_analysis_reason = 15;
+   */
+  lastAnalysisReason: string;
+
+  /**
+   * @generated from field: int64 last_analysis_unix_ms = 16;
+   */
+  lastAnalysisUnixMs: bigint;
+
+  /**
+   * Blue-green: the previous revision kept for rollback, and until when.
+   *
+   * @generated from field: string previous_deployment_id = 17;
+   */
+  previousDeploymentId: string;
+
+  /**
+   * @generated from field: int64 previous_until_unix_ms = 18;
+   */
+  previousUntilUnixMs: bigint;
+
+  /**
+   * The header that reaches the preview revision through the sentinel.
+   *
+   * @generated from field: string preview_header = 19;
+   */
+  previewHeader: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ProgressiveStatus.
+ * Use `create(ProgressiveStatusSchema)` to create a new message.
+ */
+export const ProgressiveStatusSchema: GenMessage<ProgressiveStatus> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 25);
 
 /**
  * @generated from service krane.ctrl.v1.RolloutService
@@ -702,6 +973,28 @@ export const RolloutService: GenService<{
     methodKind: "unary";
     input: typeof GetRolloutStatusRequestSchema;
     output: typeof GetRolloutStatusResponseSchema;
+  },
+  /**
+   * Progressive strategies: the next step (skips a pause or an analysis, passes a wave gate,
+   * switches blue-green; after an abort, retries from the first step).
+   *
+   * @generated from rpc krane.ctrl.v1.RolloutService.Promote
+   */
+  promote: {
+    methodKind: "unary";
+    input: typeof PromoteRequestSchema;
+    output: typeof PromoteResponseSchema;
+  },
+  /**
+   * Progressive strategies: 100 % of traffic back to the stable revision, the new one scaled down;
+   * blue-green within the scale-down window: switches back to the previous revision.
+   *
+   * @generated from rpc krane.ctrl.v1.RolloutService.Abort
+   */
+  abort: {
+    methodKind: "unary";
+    input: typeof AbortRequestSchema;
+    output: typeof AbortResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_rollout, 0);

@@ -1,0 +1,235 @@
+// The progressive rollout shell: ctrl's I/O around src/rollout/progressive for an environment
+// whose rollout policy has a progressive strategy (canary, blue-green, region waves). One
+// decision covers the whole environment (waves cross regions), so whichever (environment, region)
+// key the driver runs, the pass:
+//   1. outside the transaction, asks the engine whether an analysis check is due and, if so,
+//      reads the samples through the injected MeasurementSource and judges them (no source:
+//      the check fails closed, "no measurements available");
+//   2. in one transaction holding the environment row for update: reads the state, the regions,
+//      the revisions and their instance reports, runs decide(), and writes the replica targets
+//      (setDesiredReplicas, through the outbox), the per-region routing (environments.
+//      routing_regions, routing_version + 1, every sentinel re-rendered), the state and the
+//      pending command consumed, the events, and the wake-up time on every region's rollout
+//      record (the driver's sweep reads those, so waits survive a restart).
+// A verdict measured for a state that changed before the transaction is dropped by the engine.
+import type { Logger } from "pino";
+import type { MeasurementSource } from "../../contracts/analysis.js";
+import {
+  analysisRequest,
+  wavesOf,
+  decide,
+  INITIAL_STATE,
+  judge,
+  parseStoredSpec,
+  type Command,
+  type ProgressiveSpec,
+  type ProgressiveState,
+  type RegionObservation,
+  type RevisionCounts,
+  type Verdict,
+} from "../../rollout/progressive/index.js";
+import type { Store } from "../db/store.js";
+import type { EnvironmentRow } from "../db/schema.js";
+import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
+import { putSentinel } from "../domain/environments.js";
+import { lockEnvironment } from "../domain/environments.js";
+import { ensureRolloutRow } from "../domain/rollouts.js";
+import { failedPrecondition } from "../errors.js";
+import type { DeploymentContext } from "../kinds/deployment.js";
+import { regionRoutingOf, type RegionRouting } from "../kinds/sentinel.js";
+import { appendEvents, type PassResult } from "./pass.js";
+import { revisionStatus } from "./plan.js";
+
+export interface ProgressiveOptions {
+  /** Where analysis samples come from; absent: analysis fails closed. */
+  measurements?: MeasurementSource;
+  /** Called once per aborted rollout (metrics). */
+  onAbort?: (environmentId: string, reason: string) => void;
+  logger?: Logger;
+}
+
+const NOTHING: PassResult = { ran: false, changed: false, wakeAt: null };
+
+/** The spec of an environment row (its progress deadline from the rollout policy), or null. */
+export function specOf(env: Pick<EnvironmentRow, "progressive" | "progress_deadline_seconds">): ProgressiveSpec | null {
+  const spec = parseStoredSpec(env.progressive);
+  return spec === null ? null : { ...spec, progressDeadlineSeconds: env.progress_deadline_seconds };
+}
+
+export function parseState(text: string | null | undefined): ProgressiveState {
+  if (text === null || text === undefined || text === "") return INITIAL_STATE;
+  return { ...INITIAL_STATE, ...(JSON.parse(text) as Partial<ProgressiveState>) };
+}
+
+/** Measures and judges a due analysis check, or null when none is due. Never throws. */
+async function measure(store: Store, environmentId: string, opts: ProgressiveOptions, now: number): Promise<{ stateText: string; verdict: Verdict } | null> {
+  const env = await store.db.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+  if (!env) return null;
+  const spec = specOf(env);
+  if (spec === null) return null;
+  const row = await store.db.selectFrom("progressive_rollouts").select("state").where("environment_id", "=", environmentId).executeTakeFirst();
+  const state = parseState(row?.state);
+  const regions = (await store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).orderBy("region").execute()).map((r) => r.region);
+  const req = analysisRequest(spec, state, regions, now);
+  if (req === null) return null;
+  const stateText = row?.state ?? "";
+  if (opts.measurements === undefined) return { stateText, verdict: { result: "fail", reason: "no measurements available", at: now } };
+  try {
+    const ids = req.stable === null ? [req.canary] : [req.canary, req.stable];
+    const samples = await opts.measurements.samples(environmentId, ids, req.sinceMs, req.regions);
+    const j = judge(req.rules, samples.get(req.canary), req.stable === null ? undefined : samples.get(req.stable));
+    return { stateText, verdict: { ...j, at: now } };
+  } catch (err) {
+    // Not a verdict on the revision: the next interval measures again.
+    const reason = `measurements unavailable: ${err instanceof Error ? err.message : String(err)}`;
+    opts.logger?.warn({ environmentId, err: reason }, "analysis check could not read measurements");
+    return { stateText, verdict: { result: "inconclusive", reason, at: now } };
+  }
+}
+
+function sameRouting(a: ReadonlyMap<string, RegionRouting>, b: ReadonlyMap<string, RegionRouting>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) {
+    const w = b.get(k);
+    if (w === undefined || w.preview !== v.preview || JSON.stringify(w.weights) !== JSON.stringify(v.weights)) return false;
+  }
+  return true;
+}
+
+export async function runProgressivePass(store: Store, environmentId: string, opts: ProgressiveOptions = {}): Promise<PassResult> {
+  const measured = await measure(store, environmentId, opts, Date.now());
+  const result = await store.write(async (tx) => {
+    const environment = await lockEnvironment(tx, environmentId, "update");
+    if (!environment) return { pass: NOTHING, abortReason: null };
+    const spec = specOf(environment);
+    if (spec === null) return { pass: NOTHING, abortReason: null };
+    const now = tx.now;
+    const regionRows = await tx.trx.selectFrom("environment_regions").select(["region", "replicas"]).where("environment_id", "=", environmentId).orderBy("region").execute();
+    const row = await tx.trx.selectFrom("progressive_rollouts").selectAll().where("environment_id", "=", environmentId).executeTakeFirst();
+    const state = parseState(row?.state);
+    const deployments = await tx.trx.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
+    let newest: (typeof deployments)[number] | undefined;
+    for (const d of deployments) if (newest === undefined || Number(d.revision) > Number(newest.revision)) newest = d;
+    const ids = deployments.map((d) => d.id);
+    const desired = await desiredReplicasOf(tx.trx, ids);
+    const instances = ids.length
+      ? await tx.trx.selectFrom("instances").select(["deployment_id", "region", "status", "ready_since"]).where("deployment_id", "in", ids).execute()
+      : [];
+    const observations: RegionObservation[] = regionRows.map(({ region, replicas }) => {
+      const revisions = new Map<string, RevisionCounts>();
+      for (const id of ids) {
+        const counts = revisionStatus(
+          instances.filter((i) => i.deployment_id === id && i.region === region).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
+          environment.min_ready_seconds,
+          now,
+        );
+        if (counts.replicas > 0) revisions.set(id, { available: counts.availableReplicas, ready: counts.readyReplicas, current: counts.replicas });
+      }
+      return { region, replicas, revisions };
+    });
+    const command = row?.command === "promote" || row?.command === "abort" ? (row.command as Command) : null;
+    const verdict = measured !== null && measured.stateText === (row?.state ?? "") ? measured.verdict : null;
+    const d = decide({ spec, state, newest: newest?.id ?? null, regions: observations, command, verdict, now });
+
+    // Replica targets.
+    let changed = false;
+    const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
+    const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
+    const ctxOf = (id: string): DeploymentContext => {
+      const deployment = deployments.find((x) => x.id === id);
+      if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);
+      return { workspace, project, environment, deployment };
+    };
+    const keep = new Set([d.state.stable, d.state.canary, d.state.previous].filter((x): x is string => x !== null));
+    for (const r of d.regions) {
+      const have = desired.get(r.region) ?? new Map<string, number>();
+      for (const id of ids) {
+        const want = r.replicas[id] ?? 0;
+        const current = have.get(id);
+        if (current === undefined && want === 0) continue;
+        if (current !== want) {
+          await setDesiredReplicas(tx, ctxOf(id), r.region, want);
+          changed = true;
+        } else if (want === 0 && !keep.has(id) && !instances.some((i) => i.deployment_id === id && i.region === r.region)) {
+          // Scaled down, no pod left, not needed for a rollback: out of the region.
+          await removeFromRegion(tx, ctxOf(id), r.region);
+        }
+      }
+    }
+
+    // Routing per region.
+    const routing = new Map<string, RegionRouting>(d.regions.filter((r) => r.weights.length > 0).map((r) => [r.region, { weights: r.weights, preview: r.preview }]));
+    if (!sameRouting(routing, regionRoutingOf(environment))) {
+      const after: EnvironmentRow = { ...environment, routing_regions: JSON.stringify(Object.fromEntries(routing)), routing_version: Number(environment.routing_version) + 1 };
+      await tx.trx.updateTable("environments").set({ routing_regions: after.routing_regions, routing_version: after.routing_version }).where("id", "=", environmentId).execute();
+      const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", environmentId).execute();
+      for (const s of sentinels) await putSentinel(tx, after, s);
+      changed = true;
+    }
+
+    // State, command, events, wake-ups.
+    const stateText = JSON.stringify(d.state);
+    if (stateText !== (row?.state ?? "") || command !== null || row === undefined) {
+      const values = { state: stateText, command: null, wake_at: d.wakeAt, updated_at: now };
+      await tx.trx
+        .insertInto("progressive_rollouts")
+        .values({ environment_id: environmentId, ...values })
+        .onConflict((oc) => oc.column("environment_id").doUpdateSet(values))
+        .execute();
+      if (stateText !== (row?.state ?? "")) changed = true;
+    }
+    for (const { region } of regionRows) {
+      await ensureRolloutRow(tx, environmentId, region);
+      await tx.trx
+        .updateTable("rollouts")
+        .set({
+          target_deployment_id: d.state.canary !== null && !d.state.aborted ? d.state.canary : d.state.stable,
+          target_seen_revision: Number(environment.last_revision),
+          requeue_at: changed ? null : d.wakeAt,
+          updated_at: now,
+        })
+        .where("environment_id", "=", environmentId)
+        .where("region", "=", region)
+        .execute();
+      if (d.events.length > 0) await appendEvents(tx, environmentId, region, [...d.events]);
+    }
+    return { pass: { ran: true, changed, wakeAt: changed ? null : d.wakeAt }, abortReason: d.aborted ? d.state.reason : null };
+  });
+  if (result.abortReason !== null) opts.onAbort?.(environmentId, result.abortReason);
+  return result.pass;
+}
+
+/** Records a promote or abort for the next decision; refuses environments without a progressive strategy. */
+export async function setProgressiveCommand(store: Store, environment: EnvironmentRow, command: Command): Promise<void> {
+  await store.write(async (tx) => {
+    const env = await lockEnvironment(tx, environment.id, "update");
+    if (!env || env.progressive === null) {
+      throw failedPrecondition(`environment "${environment.slug}" has no progressive strategy (set one with \`krane env update --strategy canary|blue-green\`)`);
+    }
+    await tx.trx
+      .insertInto("progressive_rollouts")
+      .values({ environment_id: env.id, state: JSON.stringify(INITIAL_STATE), command, wake_at: null, updated_at: tx.now })
+      .onConflict((oc) => oc.column("environment_id").doUpdateSet({ command, updated_at: tx.now }))
+      .execute();
+  });
+}
+
+// ---------------------------------------------------------------- read model
+
+export interface ProgressiveView {
+  spec: ProgressiveSpec;
+  state: ProgressiveState;
+  /** The routing each region's sentinels are told (empty before the first decision). */
+  routing: Map<string, RegionRouting>;
+  /** A command not yet acted on. */
+  pendingCommand: string | null;
+  /** Waves as the engine orders the environment's regions. */
+  waves: string[][];
+}
+
+export async function progressiveView(db: Store["db"], environment: EnvironmentRow, regions: readonly string[]): Promise<ProgressiveView | null> {
+  const spec = specOf(environment);
+  if (spec === null) return null;
+  const row = await db.selectFrom("progressive_rollouts").selectAll().where("environment_id", "=", environment.id).executeTakeFirst();
+  return { spec, state: parseState(row?.state), routing: regionRoutingOf(environment), pendingCommand: row?.command ?? null, waves: wavesOf(spec, regions) };
+}
