@@ -16,7 +16,6 @@ import { Agent } from "../../src/agent/agent.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
 import { podAddressMap } from "../../src/cluster/index.js";
 import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
-import { StoredMeasurements } from "../../src/ctrl/domain/measurements.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../src/contracts/routing.js";
@@ -172,11 +171,9 @@ describe("progressive delivery through krane's own sentinel", () => {
     const cluster = await handle.ready();
     await applySentinelRbac(cluster.kubeConfig());
     kube = adminKube(cluster);
-    // The real measurement source (the agent collects the sentinels' metrics, ctrl stores them).
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
-      rolloutSweepIntervalMs: 300,
-      measurements: { samples: (...a) => new StoredMeasurements(ctrl.store).samples(...a) },
-    });
+    // ctrl's own measurement source, as `ctrl serve` wires it: the agent collects the sentinels'
+    // metrics and reports them, ctrl stores them (StoredMeasurements).
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
     const t = ctrl.adminToken;
     await ctrl.client(RegionService, t).createRegion({ name: REGION });
     await ctrl.client(WorkspaceService, t).createWorkspace({ slug: CANARY.workspace });

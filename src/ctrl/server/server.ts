@@ -28,6 +28,7 @@ import {
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
 import { domainServiceImpl, endpointServiceImpl } from "../api/exposure.js";
+import { StoredMeasurements } from "../domain/measurements.js";
 import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
 import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { systemTxtResolver } from "../exposure/dns.js";
@@ -120,7 +121,7 @@ export interface CtrlConfig {
   };
   /** How long Idempotency-Keys are remembered (ms; default 24 h). */
   idempotencyRetentionMs?: number;
-  /** Issue 13: where progressive rollouts' analysis reads samples (absent: analysis fails closed). */
+  /** Issue 13: where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
   measurements?: MeasurementSource;
 }
 
@@ -227,7 +228,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
-  const progressive = { measurements: config.measurements, logger: log, onAbort: () => metrics.rolloutAborts.inc() };
+  // Analysis reads the sentinels' measurements the agents report (ReportMeasurements).
+  const progressive = { measurements: config.measurements ?? new StoredMeasurements(store), logger: log, onAbort: () => metrics.rolloutAborts.inc() };
   const rollout = new RolloutDriver(storeRolloutSource(store, progressive), {
     logger: log,
     sweepIntervalMs: config.rolloutSweepIntervalMs,
