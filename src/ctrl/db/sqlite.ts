@@ -17,6 +17,7 @@ import { CompiledQuery, Kysely, sql, SqliteDialect, type SelectQueryBuilder, typ
 import { errorCode, toBuffer, type Connection, type DatabaseConfig, type Dialect, type OutboxWriter } from "./dialect.js";
 import { LocalNotifier, type Poke } from "./notify.js";
 import type { ChangeOp, Database, KindName } from "./schema.js";
+import { Checkpointer } from "./sqlite-checkpoint.js";
 import { CachedStatements } from "./sqlite-statements.js";
 
 /** The hot path's statements, as Kysely would compile them (same tables, same semantics). */
@@ -125,12 +126,17 @@ export const sqliteDialect: Dialect = {
     file.pragma("synchronous = NORMAL");
     file.pragma("busy_timeout = 5000");
     file.pragma("foreign_keys = ON");
+    // WAL checkpoints run on a worker thread, not inside ctrl's commits (./sqlite-checkpoint.ts).
+    const checkpointer = await Checkpointer.start(file, config.url, undefined, (err) => process.emitWarning(`krane ctrl: SQLite checkpoints: ${String(err)}`));
     const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new CachedStatements(file) }) });
     return {
       db,
       // One process owns the file: an in-process emitter is all the notification there is.
       notifier: async () => new LocalNotifier(),
-      close: () => db.destroy(),
+      async close() {
+        await checkpointer.stop();
+        await db.destroy();
+      },
     };
   },
 

@@ -1,10 +1,14 @@
 // Unit tests of SQLite's fast write path (issue 18): the prepared-statement cache Kysely's driver
-// is given, and the Store's own writer queue and hand-written outbox statements, on a real
-// in-memory SQLite database.
+// is given, the Store's own writer queue and hand-written outbox statements, and WAL checkpoints
+// on a worker thread, on real SQLite databases (in memory, or a temporary file).
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
 import { readOutbox, readDesired, streamPosition } from "../../../src/ctrl/db/outbox.js";
+import { Checkpointer } from "../../../src/ctrl/db/sqlite-checkpoint.js";
 import { CachedStatements, type PreparingDatabase } from "../../../src/ctrl/db/sqlite-statements.js";
 import { Store } from "../../../src/ctrl/db/store.js";
 
@@ -144,5 +148,41 @@ describe("Store on SQLite", () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe("Checkpointer", () => {
+  it("checkpoints the WAL from its own thread while ctrl's connection does none itself, and closes cleanly", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "krane-checkpoint-"));
+    try {
+      const file = join(dir, "ctrl.db");
+      const db = new SQLite(file);
+      db.pragma("journal_mode = WAL");
+      const checkpointer = await Checkpointer.start(db, file, 20);
+      assert.equal(db.pragma("wal_autocheckpoint", { simple: true }), 0);
+      db.exec("create table t (a integer, b blob)");
+      const insert = db.prepare("insert into t values (?, ?)");
+      for (let i = 0; i < 2000; i++) insert.run(i, Buffer.alloc(1000, i % 256));
+      // ctrl's connection checkpoints nothing itself (autocheckpoint 0, and this test never asks),
+      // so the pages reach the database file only through the worker.
+      assert.ok(statSync(`${file}-wal`).size > 2_000_000, "the WAL holds the writes");
+      const deadline = Date.now() + 10_000;
+      while (statSync(file).size < 2_000_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(statSync(file).size >= 2_000_000, `the worker copied the WAL into the database file (${statSync(file).size} bytes)`);
+      await checkpointer.stop();
+      db.close();
+      const again = new SQLite(file, { readonly: true });
+      assert.equal((again.prepare("select count(*) as n from t").get() as { n: number }).n, 2000);
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("needs no worker for an in-memory database", async () => {
+    const db = new SQLite(":memory:");
+    const checkpointer = await Checkpointer.start(db, ":memory:");
+    await checkpointer.stop();
+    db.close();
   });
 });
