@@ -16,6 +16,9 @@ import { ctrlKilledDuringWrites, type DbScenarioResult } from "../test/support/f
 import { ms, percentile } from "../test/support/faults/processes.js";
 
 const KILLS = Number(process.env.KRANE_BENCH_FAILOVER_KILLS ?? 10);
+/** KRANE_BENCH_FAULTS=failover,ctrl-kill … runs only those (api, partition, agent-kill, failover, ctrl-kill, fence). */
+const ONLY = new Set((process.env.KRANE_BENCH_FAULTS ?? "").split(",").filter((x) => x !== ""));
+const want = (name: string): boolean => ONLY.size === 0 || ONLY.has(name);
 
 function line(label: string, value: string): void {
   console.log(`faults: ${label.padEnd(58)} ${value}`);
@@ -38,31 +41,41 @@ export async function benchFaults(): Promise<void> {
   const scenarios: (ScenarioResult | DbScenarioResult)[] = [];
   const convergence: number[] = [];
   try {
-    const api = await rolloutUnderApiErrors(cluster, { rate: 0.2, rollouts: 3, faultMs: 8000, seed: 2024, replicas: 6 });
-    scenarios.push(api);
-    convergence.push(...api.convergenceMs);
-    line(api.name, `${api.passed ? "passed" : "FAILED"}; converged after the faults ${spread(api.convergenceMs)}; ${api.notes.faulted}/${api.notes.requests} requests faulted (${api.notes.kinds})`);
+    if (want("api")) {
+      const api = await rolloutUnderApiErrors(cluster, { rate: 0.2, rollouts: 3, faultMs: 8000, seed: 2024, replicas: 6 });
+      scenarios.push(api);
+      convergence.push(...api.convergenceMs);
+      line(api.name, `${api.passed ? "passed" : "FAILED"}; converged after the faults ${spread(api.convergenceMs)}; ${api.notes.faulted}/${api.notes.requests} requests faulted (${api.notes.kinds})`);
+    }
 
-    const part = await agentCtrlPartition(cluster, { partitionMs: 30_000, replicas: 3 });
-    scenarios.push(part);
-    convergence.push(...part.convergenceMs);
-    line(part.name, `${part.passed ? "passed" : "FAILED"}; converged ${ms(percentile(part.convergenceMs, 50))} after it healed; ctrl showed ${part.behindDuring} changes behind during it, ${part.behindAfter} after`);
+    if (want("partition")) {
+      const part = await agentCtrlPartition(cluster, { partitionMs: 30_000, replicas: 3 });
+      scenarios.push(part);
+      convergence.push(...part.convergenceMs);
+      line(part.name, `${part.passed ? "passed" : "FAILED"}; converged ${ms(percentile(part.convergenceMs, 50))} after it healed; ctrl showed ${part.behindDuring} changes behind during it, ${part.behindAfter} after`);
+    }
 
-    const killed = await agentKilledDuringRollouts(cluster, { rollouts: 3, replicas: 6, everyMs: 1500 });
-    scenarios.push(killed);
-    convergence.push(...killed.convergenceMs);
-    line(killed.name, `${killed.passed ? "passed" : "FAILED"}; ${killed.kills} kills; converged after the last kill ${spread(killed.convergenceMs)}`);
+    if (want("agent-kill")) {
+      const killed = await agentKilledDuringRollouts(cluster, { rollouts: 3, replicas: 6, everyMs: 1500 });
+      scenarios.push(killed);
+      convergence.push(...killed.convergenceMs);
+      line(killed.name, `${killed.passed ? "passed" : "FAILED"}; ${killed.kills} kills; converged after the last kill ${spread(killed.convergenceMs)}`);
+    }
 
-    const ha = await agentFailover(cluster, { kills: KILLS });
-    scenarios.push(ha);
-    line(`agent failover over ${ha.failoverMs.length} SIGKILLs of the leader (lease 10 s; target ≤ 15 s)`, `${spread(ha.failoverMs)}; change applied by the new leader ${spread(ha.convergenceMs)}`);
-    line("writes by a leader frozen past its lease, once woken (audit)", `${ha.zombieWrites} (the new leader's seen: ${ha.newLeaderWrites}) ${ha.passed ? "passed" : "FAILED"}`);
+    if (want("failover")) {
+      const ha = await agentFailover(cluster, { kills: KILLS });
+      scenarios.push(ha);
+      line(`agent failover over ${ha.failoverMs.length} SIGKILLs of the leader (lease 10 s; target ≤ 15 s)`, `${spread(ha.failoverMs)}; change applied by the new leader ${spread(ha.convergenceMs)}`);
+      line("writes by a leader frozen past its lease, once woken (audit)", `${ha.zombieWrites} (the new leader's seen: ${ha.newLeaderWrites}) ${ha.passed ? "passed" : "FAILED"}`);
+    }
 
-    for (const db of ["sqlite", "postgres"] as const) {
-      const database = db === "sqlite" ? join(dir, "burst.db") : await postgres.newDatabase();
-      const r = await ctrlKilledDuringWrites(database, dir, { writes: 200, everyMs: 400, concurrency: 4, maxKills: 20 });
-      scenarios.push(r);
-      line(r.name, `${r.passed ? "passed" : "FAILED"}; ${r.kills} kills; acknowledged ${r.acknowledged}, lost ${r.lost}, duplicated ${r.duplicated}; ready after restart ${spread(r.readyMs)}`);
+    if (want("ctrl-kill")) {
+      for (const db of ["sqlite", "postgres"] as const) {
+        const database = db === "sqlite" ? join(dir, "burst.db") : await postgres.newDatabase();
+        const r = await ctrlKilledDuringWrites(database, dir, { writes: 200, everyMs: 400, concurrency: 4, maxKills: 20 });
+        scenarios.push(r);
+        line(r.name, `${r.passed ? "passed" : "FAILED"}; ${r.kills} kills; acknowledged ${r.acknowledged}, lost ${r.lost}, duplicated ${r.duplicated}; ready after restart ${spread(r.readyMs)}`);
+      }
     }
 
     const lost = scenarios.reduce((n, s) => n + ("lost" in s ? s.lost : 0), 0);
@@ -75,7 +88,7 @@ export async function benchFaults(): Promise<void> {
     await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  for (const f of fenceFigures()) line("fence", f);
+  if (want("fence")) for (const f of fenceFigures()) line("fence", f);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await benchFaults();

@@ -10,6 +10,7 @@ const instanceStatus: Record<InstanceStatus, string> = {
   [InstanceStatus.PENDING]: "pending",
   [InstanceStatus.RUNNING]: "running",
   [InstanceStatus.FAILED]: "failed",
+  [InstanceStatus.TERMINATING]: "terminating",
 };
 
 const health: Record<Health, string> = {

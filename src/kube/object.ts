@@ -11,6 +11,7 @@ export interface ObjectMeta {
   ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }>;
   deletionTimestamp?: string;
   creationTimestamp?: string;
+  finalizers?: string[];
 }
 
 export interface KubeObject {

@@ -1,5 +1,8 @@
 // Pure mapping from observed pods to the instance set reported to ctrl (DESIGN §4):
-//  - terminal pods (Succeeded/Failed), terminating pods and pods without an IP are left out;
+//  - terminal pods (Succeeded/Failed) are left out, and so are pods without an IP, except:
+//  - TERMINATING: a pod with a deletion timestamp that has not ended yet, IP or not — no longer a
+//    replica, but its process may still run, which Recreate must wait out (Kubernetes' Recreate
+//    looks at the old ReplicaSets' pods for the same reason);
 //  - RUNNING only when phase Running and ContainersReady=True;
 //  - FAILED while a container cannot start or keeps crashing (image pull errors,
 //    CrashLoopBackOff, bad config) — a pod that is there but broken;
@@ -53,12 +56,12 @@ export function instanceStatusOf(pod: KubeObject): InstanceStatus {
 
 /** The instance for a pod, or undefined when the pod is not reported. */
 export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => string): Instance | undefined {
-  if (pod.metadata.deletionTimestamp) return undefined;
   const status = isRecord(pod.status) ? pod.status : {};
   const phase = str(status.phase);
   if (phase === "Succeeded" || phase === "Failed") return undefined;
+  const terminating = pod.metadata.deletionTimestamp !== undefined;
   const ip = str(status.podIP);
-  if (ip === "") return undefined;
+  if (ip === "" && !terminating) return undefined;
   const spec = isRecord(pod.spec) ? pod.spec : {};
   const containers = Array.isArray(spec.containers) ? spec.containers : [];
   const c = isRecord(containers[0]) ? containers[0] : {};
@@ -67,13 +70,13 @@ export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => str
   const limits = isRecord(c.resources) && isRecord(c.resources.limits) ? c.resources.limits : {};
   const cpu = parseQuantity(str(limits.cpu)) ?? 0; // thousandths of a core = millicores
   const mem = parseQuantity(str(limits.memory)) ?? 0;
-  const ready = conditions(pod).find((x) => x.type === "Ready" && x.status === "True");
+  const ready = terminating ? undefined : conditions(pod).find((x) => x.type === "Ready" && x.status === "True");
   const readySince = ready?.lastTransitionTime ? Date.parse(ready.lastTransitionTime) : 0;
   const nodeName = str(spec.nodeName);
   return create(InstanceSchema, {
     k8sName: pod.metadata.name ?? "",
-    address: ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`,
-    status: instanceStatusOf(pod),
+    address: ip === "" ? "" : ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`,
+    status: terminating ? InstanceStatus.TERMINATING : instanceStatusOf(pod),
     cpuMillicores: BigInt(Math.round(cpu)),
     memoryMib: BigInt(Math.round(mem / 1000 / 2 ** 20)),
     nodeName,

@@ -121,6 +121,7 @@ const STATUS: Record<string, InstanceStatus> = {
   pending: InstanceStatus.PENDING,
   running: InstanceStatus.RUNNING,
   failed: InstanceStatus.FAILED,
+  terminating: InstanceStatus.TERMINATING,
 };
 
 export function instanceMsg(i: InstanceRow): Instance {

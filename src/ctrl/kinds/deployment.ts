@@ -107,7 +107,7 @@ export function encodeDeleteDeployment(workspace: WorkspaceRow, d: DeploymentRow
 
 // ---------------------------------------------------------------- reports
 
-export type InstanceStatusName = "pending" | "running" | "failed" | "unknown";
+export type InstanceStatusName = "pending" | "running" | "failed" | "terminating" | "unknown";
 
 export interface ReportedInstance {
   k8sName: string;
@@ -134,6 +134,8 @@ function instanceStatus(field: string, s: InstanceStatus): InstanceStatusName {
       return "running";
     case InstanceStatus.FAILED:
       return "failed";
+    case InstanceStatus.TERMINATING:
+      return "terminating";
     case InstanceStatus.UNSPECIFIED:
       return "unknown";
     default:

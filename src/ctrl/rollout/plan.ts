@@ -8,7 +8,7 @@ export { EMPTY_STATUS };
 
 /** An instance as reported by the region's agent. */
 export interface InstanceFact {
-  /** "pending" | "running" | "failed" | "unknown" */
+  /** "pending" | "running" | "failed" | "terminating" | "unknown" */
   status: string;
   /** Unix ms the pod last became ready; 0 when it is not ready. */
   readySince: number;
@@ -53,20 +53,26 @@ function isAvailable(i: InstanceFact, minReadySeconds: number, now: number): boo
 }
 
 /**
- * A revision's pod counts as the engine wants them: replicas = non-terminal instances, ready =
- * running ones, available = running and ready for at least minReadySeconds.
+ * A revision's pod counts as the engine wants them: replicas = non-terminal instances that are not
+ * terminating, ready = running ones, available = running and ready for at least minReadySeconds,
+ * terminating = the ones shutting down (which Recreate waits for).
  */
-export function revisionStatus(instances: readonly InstanceFact[], minReadySeconds: number, now: number): RevisionStatus {
+export function revisionStatus(instances: readonly InstanceFact[], minReadySeconds: number, now: number): Required<RevisionStatus> {
   let replicas = 0;
   let ready = 0;
   let available = 0;
+  let terminating = 0;
   for (const i of instances) {
+    if (i.status === "terminating") {
+      terminating++;
+      continue;
+    }
     if (i.status === "failed") continue;
     replicas++;
     if (i.status === "running") ready++;
     if (isAvailable(i, minReadySeconds, now)) available++;
   }
-  return { replicas, readyReplicas: ready, availableReplicas: available };
+  return { replicas, readyReplicas: ready, availableReplicas: available, terminatingReplicas: terminating };
 }
 
 /** The earliest time a ready instance becomes available (minReadySeconds), or null. */
@@ -79,6 +85,14 @@ export function nextAvailabilityAt(instances: readonly InstanceFact[], minReadyS
     if (at > now && (next === null || at < next)) next = at;
   }
   return next;
+}
+
+/**
+ * A revision this region has no ReplicaSet for yet cannot have pods shutting down (the engine
+ * refuses the combination); a late report of one is ignored rather than failing the pass.
+ */
+function withoutTerminatingBeforeRevision(revision: number | null, status: Required<RevisionStatus>): RevisionStatus {
+  return revision === null ? { ...status, terminatingReplicas: 0 } : status;
 }
 
 export function buildRolloutInput(env: EnvironmentFacts, revisions: readonly RevisionFacts[], now: number): RolloutInput {
@@ -109,7 +123,7 @@ export function buildRolloutInput(env: EnvironmentFacts, revisions: readonly Rev
       replicas: r.state?.replicas ?? 0,
       desiredReplicas: r.state?.desiredReplicas ?? null,
       maxReplicas: r.state?.maxReplicas ?? null,
-      status: revisionStatus(r.instances, env.minReadySeconds, now),
+      status: withoutTerminatingBeforeRevision(r.state?.revision ?? null, revisionStatus(r.instances, env.minReadySeconds, now)),
     })),
   };
 }
@@ -249,12 +263,20 @@ export function rolloutProgress(replicas: number, status: DeploymentStatus, cond
  * concurrently. Were a scale-up to go out while the scale-down it was sized against is still in
  * flight, the agent could apply it first, and the cluster would run more than replicas +
  * maxSurge for a while. So scale-ups wait until the agent's reports show the scale-down done
- * (the ReplicaSet controller marks the extra pods for deletion, and the agent stops reporting
- * them).
+ * (the ReplicaSet controller marks the extra pods for deletion, and the agent reports them as
+ * terminating).
  */
 export function holdScaleUp(revisions: readonly RevisionFacts[], writes: readonly RevisionWrite[]): boolean {
   const before = new Map(revisions.map((r) => [r.deploymentId, r.state?.replicas ?? 0]));
   const growing = writes.some((w) => w.replicas > (before.get(w.deploymentId) ?? 0));
   if (!growing) return false;
-  return revisions.some((r) => r.state !== null && r.instances.length > r.state.replicas);
+  // Pods already shutting down are not counted: the scale-down marked them, which is all a
+  // ReplicaSet's size says (a rolling update does not wait for them, as in Kubernetes).
+  return revisions.some((r) => r.state !== null && replicaCount(r.instances) > r.state.replicas);
+}
+
+function replicaCount(instances: readonly InstanceFact[]): number {
+  let n = 0;
+  for (const i of instances) if (i.status !== "terminating") n++;
+  return n;
 }

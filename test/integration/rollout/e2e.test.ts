@@ -241,7 +241,7 @@ describe("rollouts on the real cluster", () => {
     assert.match(ok.stdout, /successfully rolled out/);
   });
 
-  test("Recreate: the new revision gets no replicas until the old pods are gone", { timeout: 240_000 }, async () => {
+  test("Recreate: the new revision gets no replicas until the old pods are gone, terminating ones included", { timeout: 240_000 }, async () => {
     const t = ctrl.adminToken;
     const ref = { ...REF, environment: "batch" };
     const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
@@ -254,8 +254,29 @@ describe("rollouts on the real cluster", () => {
     const id = environment?.id ?? "";
     const old = await deploy("batch:1", ref);
     await complete(ref);
+    // A finalizer holds the old pods in Terminating once they are deleted, the way a slow
+    // shutdown would: their ReplicaSet no longer counts them, but their processes still run.
+    const HOLD = "test.krane.dev/hold";
+    const oldPods = (await kube.list(resources.pods, { namespace: NS, labelSelector: `krane.dev/deployment-id=${old}` })).items;
+    assert.equal(oldPods.length, 4);
+    const hold = (pod: KubeObject, finalizers: string[]): Promise<KubeObject> =>
+      kube.apply(resources.pods, { metadata: { name: pod.metadata.name, namespace: NS, finalizers } }, { fieldManager: "test-hold" });
+    await Promise.all(oldPods.map((p) => hold(p, [HOLD])));
     const rec = record(id);
     const next = await deploy("batch:2", ref);
+    try {
+      await eventually("the old pods terminating", async () => {
+        const s = (await replicaSets(id)).find((x) => x.deploymentId === old);
+        return s && s.spec === 0 && s.pods === 4 ? true : undefined;
+      });
+      // Held for a while: several passes run (the sweep is every 0.5 s) and none sizes the new revision.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const held = await replicaSets(id);
+      assert.equal(held.find((x) => x.deploymentId === next)?.spec ?? 0, 0, `new revision sized while old pods terminate: ${JSON.stringify(held)}`);
+      assert.equal((await region(ref)).complete, false, "not complete while the old pods terminate");
+    } finally {
+      await Promise.all(oldPods.map((p) => hold(p, []).catch(() => undefined)));
+    }
     await complete(ref);
     const samples = await rec.stop();
     for (const s of samples) {

@@ -56,10 +56,13 @@ describe("instance reports → revision status", () => {
       { status: "pending", readySince: 0 },
       { status: "unknown", readySince: 0 },
       { status: "failed", readySince: 0 },
+      { status: "terminating", readySince: 0 },
+      { status: "terminating", readySince: 0 },
     ];
     // Without minReadySeconds every running pod is available, even one reported without a ready time.
-    assert.deepEqual(revisionStatus(instances, 0, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 3 });
-    assert.deepEqual(revisionStatus(instances, 5, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 1 });
+    // Terminating pods are not replicas; they are counted apart (Recreate waits for them).
+    assert.deepEqual(revisionStatus(instances, 0, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 3, terminatingReplicas: 2 });
+    assert.deepEqual(revisionStatus(instances, 5, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 1, terminatingReplicas: 2 });
     // Exactly minReadySeconds ago counts (Kubernetes: readyTime + minReady <= now).
     assert.equal(revisionStatus([{ status: "running", readySince: NOW - 5_000 }], 5, NOW).availableReplicas, 1);
   });
@@ -85,8 +88,9 @@ describe("instance reports → revision status", () => {
 describe("engine input", () => {
   it("maps environment policy, revisions and reports", () => {
     const revisions: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: running(10) },
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [] },
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
+      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
     ];
     const input = buildRolloutInput(env(), revisions, NOW);
     assert.equal(input.now, "2026-01-01T00:00:00.000Z");
@@ -99,10 +103,11 @@ describe("engine input", () => {
       replicas: 10,
       desiredReplicas: 10,
       maxReplicas: 13,
-      status: { replicas: 10, readyReplicas: 10, availableReplicas: 10 },
+      status: { replicas: 10, readyReplicas: 10, availableReplicas: 10, terminatingReplicas: 1 },
     });
     assert.equal(input.revisions[1]?.revision, null);
     assert.equal(input.revisions[1]?.desiredReplicas, null);
+    assert.equal(input.revisions[1]?.status.terminatingReplicas, 0);
     assert.deepEqual(buildRolloutInput(env({ strategy: "Recreate" }), revisions, NOW).deployment.strategy, { type: "Recreate" });
     assert.throws(() => buildRolloutInput(env({ targetDeploymentId: "dep_9" }), revisions, NOW), /dep_9/);
   });
@@ -111,8 +116,9 @@ describe("engine input", () => {
 describe("engine output → writes", () => {
   it("creates the new revision with the surge and records annotations", () => {
     const revisions: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: running(10) },
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [] },
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
+      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
     ];
     const e = env();
     const out = planRollout(buildRolloutInput(e, revisions, NOW));
@@ -178,8 +184,9 @@ describe("simulated driver loop", () => {
   it("rolls 10 replicas from v1 to v2 within maxSurge 25% / maxUnavailable 0 and converges", () => {
     let e = env();
     const revs: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: running(10) },
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [] },
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
+      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
     ];
     for (let step = 0; step < 200; step++) {
       // One driver trigger: passes until nothing changes.
@@ -227,8 +234,9 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
   function run(actions: readonly Action[], hold: boolean): { maxApplied: number; done: boolean } {
     let e = env();
     const revs: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: running(10) },
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [] },
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
+      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
     ];
     const applied = new Map([["dep_1", 10], ["dep_2", 0]]);
     let maxApplied = 10;
@@ -299,6 +307,11 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
     assert.equal(holdScaleUp(revs, shrink), false);
     const applied = revs.map((r) => (r.deploymentId === "a" ? { ...r, instances: running(7) } : r));
     assert.equal(holdScaleUp(applied, grow), false);
+    // Pods the scale-down marked for deletion are done with as far as the size goes: a rolling
+    // update does not wait for them to finish shutting down.
+    const terminating: InstanceFact[] = [...running(7), ...Array.from({ length: 3 }, () => ({ status: "terminating", readySince: 0 }))];
+    const marked = revs.map((r) => (r.deploymentId === "a" ? { ...r, instances: terminating } : r));
+    assert.equal(holdScaleUp(marked, grow), false);
   });
 });
 

@@ -43,7 +43,14 @@ test("status mapping follows DESIGN §4", () => {
   assert.equal(podToInstance(pod("d", { phase: "Pending" }), zone), undefined, "no IP yet");
   assert.equal(podToInstance(pod("e", { phase: "Failed", podIP: "10.0.0.5" }), zone), undefined, "terminal");
   assert.equal(podToInstance(pod("f", { phase: "Succeeded", podIP: "10.0.0.6" }), zone), undefined, "terminal");
-  assert.equal(podToInstance(pod("g", { phase: "Running", podIP: "10.0.0.7", conditions: ready }, { deletionTimestamp: "2026-01-01T00:00:00Z" }), zone), undefined, "terminating");
+  const gone = { deletionTimestamp: "2026-01-01T00:00:00Z" };
+  const g = podToInstance(pod("g", { phase: "Running", podIP: "10.0.0.7", conditions: ready }, gone), zone);
+  assert.equal(g?.status, InstanceStatus.TERMINATING, "a ready pod being deleted is terminating, not running");
+  assert.equal(g?.readySinceUnixMs, 0n, "and no longer ready");
+  const h = podToInstance(pod("h", { phase: "Pending" }, gone), zone);
+  assert.equal(h?.status, InstanceStatus.TERMINATING, "terminating without an IP is still reported");
+  assert.equal(h?.address, "");
+  assert.equal(podToInstance(pod("i", { phase: "Failed", podIP: "10.0.0.8" }, gone), zone), undefined, "terminal wins over terminating");
 });
 
 test("instance sets are sorted and fingerprints change only when the set does", () => {
