@@ -122,7 +122,7 @@ export class StreamFeed {
     while (this.dirty && !this.closed) {
       // Pokes that arrive while we wait only keep the dirty mark: one read takes them all.
       const wait = this.lastReadAt + this.coalesceMs - performance.now();
-      if (wait > 0) await sleep(wait);
+      if (wait > 0) await sleep(wait, undefined, { signal: this.stop.signal });
       if (this.closed) return;
       this.dirty = false;
       this.lastReadAt = performance.now();
