@@ -6,6 +6,7 @@ import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
 import { benchReleases } from "./releases.js";
 import { benchGateway } from "./gateway.js";
+import { benchMeasurements } from "./measurements.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
@@ -28,6 +29,7 @@ const benches: Record<string, () => Promise<void>> = {
   faults: benchFaults,
   outages: benchOutages,
   releases: benchReleases,
+  measurements: benchMeasurements,
 };
 
 const wanted = process.argv.slice(2);

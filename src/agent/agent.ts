@@ -46,6 +46,8 @@ export interface AgentConfig {
   readonly podAddressMap?: string;
   /** How often sentinel pods are asked what they serve (default 5 s). */
   readonly sentinelObserveIntervalMs?: number;
+  /** How often sentinel metrics are collected for rollout analysis (default 10 s; 0 disables). */
+  readonly measureIntervalMs?: number;
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -149,6 +151,8 @@ export class Agent {
       sentinel: {
         image: cfg.sentinelImage ?? defaultSentinelImage(),
         observeIntervalMs: cfg.sentinelObserveIntervalMs,
+        measureIntervalMs: cfg.measureIntervalMs,
+        registry: this.registry,
         podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,
       },
       secretStore: cfg.secretStore,

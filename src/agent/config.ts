@@ -33,6 +33,8 @@ export interface AgentSettings {
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
+  /** Issue 13: seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
+  measureIntervalSeconds: number;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -59,9 +61,10 @@ const envNames: Record<keyof AgentSettings, string> = {
   endpointCertificates: "KRANE_ENDPOINT_CERTIFICATES",
   envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
+  measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
 };
 
-const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system" };
+const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system", measureIntervalSeconds: 10 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
@@ -158,6 +161,7 @@ export function resolveAgentSettings(
     endpointCertificates: bool("endpointCertificates"),
     envoyGatewayPolicies: bool("envoyGatewayPolicies"),
     podAddressMap: str("podAddressMap", false),
+    measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
   };
   if (settings.secretStoreParameters !== undefined) {
     try {

@@ -26,6 +26,7 @@ interface AgentFlags {
   endpointCertificates?: boolean;
   envoyGatewayPolicies?: boolean;
   podAddressMap?: string;
+  measureInterval?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -49,6 +50,7 @@ export function registerAgentCommands(program: Command): void {
     .option("--secret-store-provider <name>", "the Secrets Store CSI provider of this cluster (e.g. vault), for external secrets; env KRANE_SECRET_STORE_PROVIDER")
     .option("--secret-store-parameters <k=v,...>", "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS")
     .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
+    .option("--measure-interval <seconds>", "how often the sentinels' per-revision metrics are collected for rollout analysis (default 10, 0: off); env KRANE_MEASURE_INTERVAL_SECONDS")
     .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
     .option("--public-gateway <ns/name[/listener]>", "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY")
     .option("--organization-gateway <ns/name[/listener]>", "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY")
@@ -84,6 +86,7 @@ export function registerAgentCommands(program: Command): void {
           endpointCertificates: flags.endpointCertificates,
           envoyGatewayPolicies: flags.envoyGatewayPolicies,
           podAddressMap: flags.podAddressMap,
+          measureIntervalSeconds: flags.measureInterval,
         },
         process.env,
         file,
@@ -107,6 +110,7 @@ export function registerAgentCommands(program: Command): void {
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
         gateway: gatewaySettingsOf(settings),
         podAddressMap: settings.podAddressMap,
+        measureIntervalMs: settings.measureIntervalSeconds * 1000,
         log,
       });
       await agent.start();

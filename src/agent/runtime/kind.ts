@@ -2,6 +2,7 @@
 // exports one factory `(env) => ControllerDeclaration`; src/agent/kinds.ts lists them with kind().
 import type { Client } from "@connectrpc/connect";
 import type { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { Registry } from "prom-client";
 import type { AddressMapping } from "../../contracts/address-map.js";
 import type { ControllerDeclaration, ControllerOptions } from "./controller.js";
 import type { Manager } from "./manager.js";
@@ -16,6 +17,10 @@ export interface SentinelDefaults {
   readonly observeIntervalMs?: number;
   /** Local cluster only: where pod IPs are served on this machine (src/contracts/address-map.ts). */
   readonly podAddressMap?: AddressMapping;
+  /** How often the sentinels' metrics are collected for rollout analysis (default 10 s; 0: never). */
+  readonly measureIntervalMs?: number;
+  /** The agent's metrics registry (the collector's scrape and report counters). */
+  readonly registry?: Registry;
 }
 
 /** A Gateway of the cluster's platform (Gateway API): where a visibility's routes attach. */

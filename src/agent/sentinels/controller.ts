@@ -7,6 +7,8 @@
 //   watches  the environment's user pods (a pod that becomes routable, or stops being so,
 //            reaches the table without a round trip through ctrl)
 //   reads    Nodes (the zone of an endpoint)
+//   observes the sentinel pods: the routing version they serve (observer.ts) and their
+//            per-revision request counters, reported for rollout analysis (collector.ts)
 // Everything it writes carries the sentinel id, so slices of revisions that left are pruned.
 // Apply: the `sentinel` Namespace (created if missing), the Deployment, the Service, then the
 // routing table. Status: available replicas and health from the Deployment's status.
@@ -30,6 +32,7 @@ import { controller, labelIndex, type ControllerDeclaration, type KindContext } 
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
+import { MeasurementCollector } from "./collector.js";
 import { SentinelObserver } from "./observer.js";
 import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
@@ -68,6 +71,14 @@ export function sentinelAddress(k8sName: string): string {
 
 export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
   const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
+  // Issue 13 part 2: the sentinels' per-revision counters, for rollout analysis.
+  const collector = new MeasurementCollector({
+    region,
+    intervalMs: defaults.measureIntervalMs,
+    addressMap: defaults.podAddressMap,
+    registry: defaults.registry,
+    send: async (req, signal) => void (await ctrl.reportMeasurements(req, { signal, timeoutMs: 5_000 })),
+  });
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
   const report = (change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"]): ReportSentinelStatusRequest =>
@@ -179,7 +190,7 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
         };
       },
 
-      observe: (ctx, signal, requeue) => observer.run(ctx, signal, requeue),
+      observe: async (ctx, signal, requeue) => void (await Promise.all([observer.run(ctx, signal, requeue), collector.run(ctx, signal)])),
     })
     .build();
 }

@@ -48,6 +48,20 @@ export function summarize(pods: ReadonlyMap<string, SentinelStatus>): SentinelOb
   return { servedVersion: served, pods };
 }
 
+/**
+ * The pods of a sentinel that serve now (running, with an IP, not being deleted), and the address
+ * the agent dials for each: the one way the agent finds sentinel pods (the observer reads their
+ * status, the measurement collector their metrics).
+ */
+export function sentinelPods(ctx: KindContext<ApplySentinel>, key: string, addressMap: AddressMapping | undefined): { name: string; host: string }[] {
+  const out: { name: string; host: string }[] = [];
+  for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_SENTINEL_ID), key)) {
+    const ip = podIp(pod);
+    if (ip !== undefined) out.push({ name: pod.metadata.name ?? "", host: addressMap ? mapAddress(ip, addressMap) : ip });
+  }
+  return out;
+}
+
 export class SentinelObserver {
   readonly #o: ObserverOptions;
   readonly #seen = new Map<string, SentinelObservation>();
@@ -69,14 +83,11 @@ export class SentinelObserver {
       for (const key of [...this.#seen.keys()]) if (!active.has(key)) this.#seen.delete(key);
       await Promise.all(
         [...active].map(async (key) => {
-          const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_SENTINEL_ID), key);
           const docs = new Map<string, SentinelStatus>();
           await Promise.all(
-            pods.map(async (pod) => {
-              const ip = podIp(pod);
-              if (ip === undefined) return;
-              const doc = await this.#read(ip, signal);
-              if (doc) docs.set(pod.metadata.name ?? "", doc);
+            sentinelPods(ctx, key, this.#o.addressMap).map(async (pod) => {
+              const doc = await this.#read(pod.host, signal);
+              if (doc) docs.set(pod.name, doc);
             }),
           );
           const next = summarize(docs);
@@ -89,8 +100,7 @@ export class SentinelObserver {
     }
   }
 
-  async #read(ip: string, signal: AbortSignal): Promise<SentinelStatus | undefined> {
-    const host = this.#o.addressMap ? mapAddress(ip, this.#o.addressMap) : ip;
+  async #read(host: string, signal: AbortSignal): Promise<SentinelStatus | undefined> {
     const timeout = new AbortController();
     const cancel = (): void => timeout.abort();
     const timer = setTimeout(cancel, this.#o.timeoutMs ?? 2_000);

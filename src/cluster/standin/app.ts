@@ -5,6 +5,7 @@
 //      standin.krane.dev/mode: serve | refuse (nothing listens: connection refused)
 //                              | reset (connections are reset at once) | hang (never answers)
 //      standin.krane.dev/status, standin.krane.dev/latency-ms: every answer's status and delay
+//      standin.krane.dev/error-rate: the fraction (0–1) of answers that are 500 instead, at random
 //      standin.krane.dev/termination-delay-ms: how long the "process" keeps serving after the
 //                              pod is deleted (a graceful shutdown), default its grace period, at most 1 s
 //  - per request, through the query: ?status=503&latency=200&bytes=N&chunks=K&interval=ms;
@@ -20,6 +21,7 @@ export const STANDIN_ANNOTATION = {
   mode: "standin.krane.dev/mode",
   status: "standin.krane.dev/status",
   latencyMs: "standin.krane.dev/latency-ms",
+  errorRate: "standin.krane.dev/error-rate",
   terminationDelayMs: "standin.krane.dev/termination-delay-ms",
 } as const;
 
@@ -41,6 +43,8 @@ export interface AppPod {
   readonly mode: StandinMode;
   readonly status: number;
   readonly latencyMs: number;
+  /** Fraction (0–1) of answers that are 500 instead of `status` (issue 13: a failing canary). */
+  readonly errorRate?: number;
 }
 
 /** What a user pod stand-in answers (JSON). */
@@ -208,7 +212,8 @@ export class AppListeners {
       req.pipe(res);
       return;
     }
-    const status = intParam(q.get("status"), 200, 599) ?? pod.status;
+    const failing = (pod.errorRate ?? 0) > 0 && Math.random() < (pod.errorRate ?? 0);
+    const status = failing ? 500 : (intParam(q.get("status"), 200, 599) ?? pod.status);
     const latency = intParam(q.get("latency"), 0, 600_000) ?? pod.latencyMs;
     let bodyBytes = 0;
     req.on("data", (c: Buffer) => (bodyBytes += c.length));

@@ -38,6 +38,13 @@ function annotation(pod: KubeObject, key: string): string | undefined {
   return pod.metadata.annotations?.[key];
 }
 
+/** A fraction 0–1 (anything else: `def`). */
+function fractionAnnotation(pod: KubeObject, key: string, def: number): number {
+  const v = annotation(pod, key);
+  const n = v === undefined || v.trim() === "" ? NaN : Number(v);
+  return Number.isFinite(n) && n >= 0 && n <= 1 ? n : def;
+}
+
 function intAnnotation(pod: KubeObject, key: string, def: number): number {
   const v = annotation(pod, key);
   const n = v === undefined ? NaN : Number(v);
@@ -212,6 +219,7 @@ export class PodStandins {
           mode,
           status: Math.min(599, Math.max(200, intAnnotation(pod, STANDIN_ANNOTATION.status, 200))),
           latencyMs: intAnnotation(pod, STANDIN_ANNOTATION.latencyMs, 0),
+          errorRate: fractionAnnotation(pod, STANDIN_ANNOTATION.errorRate, 0),
         });
       }
     }

@@ -1,8 +1,8 @@
 // ClusterService: what agents call. The methods of every kind are built here once, generically
 // (a watch stream, point reads, a report), and bound to each registered kind's descriptor
-// (../kinds/registry.ts), whose `methods` maps its proto methods onto them; heartbeats are the
-// one method that belongs to no kind. Thin: authorize the region, validate, call the store or
-// the watch logic, and translate to protobuf.
+// (../kinds/registry.ts), whose `methods` maps its proto methods onto them; heartbeats, secret
+// values and measurements (issue 13) belong to no kind. Thin: authorize the region, validate,
+// call the store or the watch logic, and translate to protobuf.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -12,6 +12,7 @@ import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { recordHeartbeat } from "../domain/clusters.js";
 import { confirmDeletion } from "../domain/deletion.js";
+import { MEASUREMENT_RETENTION_MS, recordMeasurements } from "../domain/measurements.js";
 import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
 import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -21,6 +22,7 @@ import { desiredState, encodingOf, streamState } from "../kinds/wire.js";
 import type { FeedHub } from "../stream/feed.js";
 import { watch } from "../stream/watch.js";
 import { validateHeartbeat, validateIdList } from "../validate/cluster.js";
+import { validateMeasurementReport } from "../validate/measurements.js";
 import * as rules from "../validate/rules.js";
 
 /** The stream metrics this service keeps (ctrl's CtrlMetrics has them). */
@@ -135,6 +137,12 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
                 })();
       const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
       return { values: values.map((v) => ({ key: v.key, value: v.value })) };
+    },
+    // Issue 13 part 2: a region's sentinel measurements (belongs to no kind, like heartbeats).
+    async reportMeasurements(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const report = validateMeasurementReport(req, deps.store.clock(), MEASUREMENT_RETENTION_MS);
+      return { stored: await recordMeasurements(deps.store, region, report) };
     },
     async heartbeat(req, ctx) {
       agentRegion(ctx, req.region);

@@ -11,6 +11,8 @@ export interface WriteHook {
   begin(tx: WriteTx): Promise<void>;
   /** The transaction `tx` (one `begin` ran in) committed. */
   committed(tx: WriteTx): void;
+  /** Records, inside `tx`, what the work created (noteWriteSubject). */
+  subject?(tx: WriteTx, id: string): Promise<void>;
 }
 
 const current = new AsyncLocalStorage<WriteHook>();
@@ -23,4 +25,13 @@ export function withWriteHook<T>(hook: WriteHook, fn: () => Promise<T>): Promise
 /** The hook of the current context, if any (Store.write). */
 export function currentWriteHook(): WriteHook | undefined {
   return current.getStore();
+}
+
+/**
+ * Tells the hook of the current context, if any, what this transaction creates (e.g. a new
+ * deployment's id), inside the transaction: idempotency keys keep it so a repeat whose first
+ * answer was lost can be answered from it.
+ */
+export async function noteWriteSubject(tx: WriteTx, id: string): Promise<void> {
+  await current.getStore()?.subject?.(tx, id);
 }

@@ -13,7 +13,8 @@
 // are then its orphan GC's business when it returns: the outbox or a snapshot no longer names
 // them). Regions without any registered cluster are not waited for: nothing could have applied
 // there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
-// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports — and
+// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
+// measurements (issue 13) — and
 // then the project or workspace once its last environment is gone, leaving one audit_log row per
 // deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
 import type { Kysely } from "kysely";
@@ -192,7 +193,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   }
   const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map((j) => j.id);
   if (jobs.length > 0) await tx.trx.deleteFrom("job_status").where("job_id", "in", jobs).execute();
-  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions"] as const) {
+  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions", "measurements"] as const) {
     await tx.trx.deleteFrom(t).where("environment_id", "=", id).execute();
   }
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();

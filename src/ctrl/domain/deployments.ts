@@ -8,11 +8,12 @@
 // and the ApplyDeployment payload rendered from the rows with N, with its outbox row.
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
-import type { Database, DeploymentRow } from "../db/schema.js";
+import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
+import { noteWriteSubject } from "../db/write-hook.js";
 import { notFound } from "../errors.js";
 import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
-import type { NewDeployment } from "../validate/types.js";
+import type { NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import { lockEnvironment } from "./environments.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
@@ -49,6 +50,22 @@ export async function createDeployment(store: Store, input: NewDeployment): Prom
     const envCtx: EnvironmentContext = await findEnvironment(tx.trx, input);
     return insertDeployment(tx, envCtx, input);
   });
+}
+
+/** The settings of a stored revision as a new revision's, for a copy (restart, changed config). */
+export function revisionCopyOf(d: DeploymentRow): Omit<NewDeployment, "workspace" | "project" | "environment"> {
+  return {
+    image: d.image,
+    command: parseJsonList<string>(d.command),
+    args: parseJsonList<string>(d.args),
+    port: d.port,
+    env: parseJsonList<StoredEnvVar>(d.env),
+    cpuMillicores: d.cpu_millicores,
+    memoryMib: d.memory_mib,
+    healthCheck: d.health_check === null ? null : (JSON.parse(d.health_check) as StoredHealthCheck),
+    buildId: d.build_id,
+    replicas: null,
+  };
 }
 
 /**
@@ -93,6 +110,8 @@ export async function insertDeployment(tx: WriteTx, envCtx: EnvironmentContext, 
     ...(await revisionSettings(tx.trx, envCtx.environment.id)),
   };
   await tx.trx.insertInto("deployments").values(deployment).execute();
+  // A keyed API call remembers the revision it made, with the change (server/idempotency.ts).
+  await noteWriteSubject(tx, deployment.id);
   const ctx: DeploymentContext = { ...envCtx, deployment };
   // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
   // region and sizes it and the older revisions step by step.

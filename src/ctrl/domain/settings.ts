@@ -9,16 +9,16 @@
 // lists show keys, sources and times, never values.
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
-import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
+import type { Database, DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { invalidArgument } from "../errors.js";
 import type { DeploymentContext } from "../kinds/deployment.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ConfigValueInput, SecretInputValue } from "../validate/settings.js";
 import { SETTINGS_LIMITS } from "../validate/settings.js";
-import type { EnvironmentRef, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
+import type { EnvironmentRef } from "../validate/types.js";
 import { dataKeyFor, envSecretAad, sealWith } from "./data-keys.js";
-import { insertDeployment } from "./deployments.js";
+import { insertDeployment, revisionCopyOf } from "./deployments.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
@@ -50,18 +50,7 @@ export async function currentRevision(db: Reader, environmentId: string): Promis
 async function newRevision(tx: WriteTx, env: EnvironmentContext): Promise<DeploymentContext | null> {
   const d = await currentRevision(tx.trx, env.environment.id);
   if (!d) return null;
-  return insertDeployment(tx, env, {
-    image: d.image,
-    command: parseJsonList<string>(d.command),
-    args: parseJsonList<string>(d.args),
-    port: d.port,
-    env: parseJsonList<StoredEnvVar>(d.env),
-    cpuMillicores: d.cpu_millicores,
-    memoryMib: d.memory_mib,
-    healthCheck: d.health_check === null ? null : (JSON.parse(d.health_check) as StoredHealthCheck),
-    buildId: d.build_id,
-    replicas: null,
-  });
+  return insertDeployment(tx, env, revisionCopyOf(d));
 }
 
 async function keysOf(db: Reader, table: "environment_config" | "environment_secrets", environmentId: string): Promise<Set<string>> {

@@ -3,14 +3,14 @@
 // caller runs the driver afterwards; these functions only change the spec.
 import type { Kysely } from "kysely";
 import type { Condition, DeploymentStatus, RolloutEvent } from "../../rollout/index.js";
-import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
+import type { Database, DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { createDeployment, desiredReplicasOf } from "../domain/deployments.js";
+import { createDeployment, desiredReplicasOf, revisionCopyOf } from "../domain/deployments.js";
 import { environmentRegions } from "../domain/environments.js";
 import { ensureRolloutRow } from "../domain/rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
-import type { EnvironmentRef, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
+import type { EnvironmentRef } from "../validate/types.js";
 import { chooseTarget } from "./pass.js";
 import { EMPTY_STATUS, revisionStatus, rolloutProgress, specKey, type ProgressView } from "./plan.js";
 
@@ -85,16 +85,7 @@ export async function restartRollout(store: Store, ref: EnvironmentRef): Promise
     workspace: d.workspace_id,
     project: d.project_id,
     environment: d.environment_id,
-    image: d.image,
-    command: parseJsonList<string>(d.command),
-    args: parseJsonList<string>(d.args),
-    port: d.port,
-    env: parseJsonList<StoredEnvVar>(d.env),
-    cpuMillicores: d.cpu_millicores,
-    memoryMib: d.memory_mib,
-    healthCheck: d.health_check === null ? null : (JSON.parse(d.health_check) as StoredHealthCheck),
-    buildId: d.build_id,
-    replicas: null,
+    ...revisionCopyOf(d),
   });
   return { environmentId: environment.id, deploymentId: copy.deployment.id };
 }

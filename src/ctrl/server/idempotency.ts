@@ -16,10 +16,15 @@
 // A claim without an answer means the change was applied but the answer is not known: the first
 // attempt is still running (in this process: the repeat waits for it; in another: the repeat
 // polls for a moment), or it ended without one (a crash between commit and answer, or a failure
-// after the commit). Then the repeat gets already_exists saying so, never a second application.
+// after the commit). No answer was sent then either (the answer is recorded before it is sent),
+// so the repeat's answer is the first one the client gets: where the method has a way to answer
+// from the state the change left (`Reanswers`: the object it created or changed, read back; a new
+// revision's id is kept with the claim, in the change's transaction), the repeat is answered so,
+// and that answer is recorded for later repeats. Methods whose answer cannot be rebuilt (a new
+// token's secret is never stored) answer already_exists saying so. Never a second application.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
-import { fromBinary, toBinary, type DescMessage } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { fromBinary, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor, type ServiceImpl, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
@@ -88,17 +93,28 @@ interface KeyRecord {
   readonly owner: string;
   readonly answer: Uint8Array | null;
   readonly answeredAt: number | null;
+  /** What the call created, when it said (noteWriteSubject). */
+  readonly subject: string | null;
 }
 
 async function findKey(db: Kysely<Database>, id: KeyId): Promise<KeyRecord | undefined> {
   const row = await db
     .selectFrom("idempotency_keys")
-    .select(["request_digest", "created_at", "owner", "answer", "answered_at"])
+    .select(["request_digest", "created_at", "owner", "answer", "answered_at", "subject"])
     .where("scope", "=", id.scope)
     .where("method", "=", id.method)
     .where("idempotency_key", "=", id.key)
     .executeTakeFirst();
-  return row && { digest: row.request_digest, createdAt: Number(row.created_at), owner: row.owner, answer: row.answer, answeredAt: row.answered_at === null ? null : Number(row.answered_at) };
+  return (
+    row && {
+      digest: row.request_digest,
+      createdAt: Number(row.created_at),
+      owner: row.owner,
+      answer: row.answer,
+      answeredAt: row.answered_at === null ? null : Number(row.answered_at),
+      subject: row.subject,
+    }
+  );
 }
 
 /** Forgets keys older than `before` (unix ms); returns how many. */
@@ -109,15 +125,38 @@ export async function pruneIdempotencyKeys(db: Kysely<Database>, before: number)
 
 /** The answer a repeat gets, handed to the method by replayable() instead of running it. */
 const replayKey = createContextKey<object | undefined>(undefined);
+/** Set when a repeat is to be answered from the state the applied change left (its subject). */
+const reanswerKey = createContextKey<{ subject: string | null } | undefined>(undefined);
+
+/**
+ * How a method answers a repeat whose first answer was lost, from the state the change left:
+ * usually the object it created or changed, read back. `subject` is what the call created, when
+ * its domain write said (a new revision's id).
+ */
+export type Reanswers<S extends DescService> = Partial<{
+  [K in keyof ServiceImpl<S>]: (req: Parameters<ServiceImpl<S>[K]>[0], ctx: HandlerContext, subject: string | null) => Promise<object>;
+}>;
+
+/**
+ * A method without a Reanswers entry was asked to answer from state, or its entry cannot (thrown
+ * by the entry): the repeat answers already_exists saying the change was applied.
+ */
+export class NoReanswerError extends Error {
+  constructor() {
+    super("this method cannot answer from state");
+  }
+}
 
 /**
  * Wraps a service implementation so that a repeat the interceptor answers gets the recorded
  * answer from "the method" itself: the protocol then writes it exactly as it writes any answer
  * (content type, compression), with the header `Idempotency-Replayed: true`. Register every
- * public service through it (server.ts does, for all of them at once).
+ * public service through it (server.ts does, for all of them at once), with the service's
+ * Reanswers where it has them.
  */
-export function replayable<T extends object>(impl: T): T {
+export function replayable<S extends DescService, T extends Partial<ServiceImpl<S>>>(impl: T, again?: Reanswers<S>): T {
   const out: Record<string, unknown> = {};
+  const rebuild = (again ?? {}) as Record<string, ((req: unknown, ctx: HandlerContext, subject: string | null) => Promise<object>) | undefined>;
   for (const [name, method] of Object.entries(impl)) {
     if (typeof method !== "function") {
       out[name] = method;
@@ -125,13 +164,25 @@ export function replayable<T extends object>(impl: T): T {
     }
     out[name] = (req: unknown, ctx: HandlerContext): unknown => {
       const recorded = ctx.values.get(replayKey);
-      if (recorded === undefined) return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
+      const fromState = ctx.values.get(reanswerKey);
+      if (recorded === undefined && fromState === undefined) return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
       ctx.responseHeader.set(IDEMPOTENCY_REPLAYED_HEADER, "true");
-      return recorded;
+      if (recorded !== undefined) return recorded;
+      const fn = rebuild[name];
+      if (fn === undefined || fromState === undefined) throw new NoReanswerError();
+      return fn.call(again, req, ctx, fromState.subject);
     };
   }
   return out as T;
 }
+
+/** Refuses every write: an answer rebuilt from state must not change anything. */
+const READ_ONLY: WriteHook = {
+  begin() {
+    return Promise.reject(new Error("an answer rebuilt from state tried to write"));
+  },
+  committed() {},
+};
 
 /** Thrown inside a write transaction whose key another attempt already claimed: the transaction rolls back. */
 class KeyTakenError extends Error {
@@ -170,6 +221,29 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     return next(req);
   };
 
+  /**
+   * The repeat of an applied call whose answer was lost, answered from the state the change left
+   * (replayable() runs the method's Reanswers entry); the answer is recorded for later repeats.
+   * Undefined when the method has no such entry.
+   */
+  const answerFromState = async (next: Next, req: UnaryRequest, id: KeyId, secret: string, subject: string | null): Promise<UnaryResponse | undefined> => {
+    req.contextValues.set(reanswerKey, { subject });
+    let res: UnaryResponse;
+    try {
+      res = await withWriteHook(READ_ONLY, () => next(req));
+    } catch (err) {
+      if (err instanceof NoReanswerError) return undefined;
+      throw err;
+    } finally {
+      req.contextValues.delete(reanswerKey);
+    }
+    if (!res.stream) {
+      const sealed = sealAnswer(secret, id, toBinary(req.method.output, res.message));
+      await recordAnswer(store, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
+    }
+    return res;
+  };
+
   /** What a repeat answers once the key is known to be claimed (undefined: no claim after all). */
   const answerRepeat = async (next: Next, req: UnaryRequest, id: KeyId, digest: string, secret: string): Promise<UnaryResponse | undefined> => {
     const deadline = Date.now() + (opts.waitMs ?? 2000);
@@ -183,6 +257,8 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       // Claimed, no answer yet: still running elsewhere, or ended without one.
       const finished = rec.answeredAt !== null || rec.owner === owner || Date.now() >= deadline;
       if (finished) {
+        const rebuilt = await answerFromState(next, req, id, secret, rec.subject);
+        if (rebuilt) return rebuilt;
         throw new ConnectError(
           `the ${req.method.name} request with Idempotency-Key "${id.key}" was applied at ${new Date(rec.createdAt).toISOString()}, but its answer was lost (the call ended without one); it is not applied again: read the current state instead`,
           Code.AlreadyExists,
@@ -220,6 +296,16 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       },
       committed(tx) {
         if (claimed === tx) claimed = "committed";
+      },
+      async subject(tx, subject) {
+        if (claimed === undefined || closed) return;
+        await tx.trx
+          .updateTable("idempotency_keys")
+          .set({ subject })
+          .where("scope", "=", id.scope)
+          .where("method", "=", id.method)
+          .where("idempotency_key", "=", id.key)
+          .execute();
       },
     };
     let done = (): void => undefined;

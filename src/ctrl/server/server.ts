@@ -64,7 +64,8 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
-import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable } from "./idempotency.js";
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable, type Reanswers } from "./idempotency.js";
+import { deploymentReanswers, environmentReanswers, projectReanswers, rolloutReanswers, workspaceReanswers } from "./reanswers.js";
 
 export interface ListenAddress {
   host: string;
@@ -242,7 +243,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
 
   const routes = (connectRouter: ConnectRouter): void => {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
-    const router = { service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>) => connectRouter.service(s, replayable(impl)) };
+    // Repeats whose first answer was lost are answered from state where a method can be (reanswers.ts).
+    const router = {
+      service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>, again?: Reanswers<S>) => connectRouter.service(s, replayable<S, Partial<ServiceImpl<S>>>(impl, again)),
+    };
     const deps = { store, rollout, auth, exposure };
     router.service(
       ClusterService,
@@ -256,14 +260,19 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         onDeletionConfirmed: (environmentId) => void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),
       }),
     );
-    router.service(WorkspaceService, workspaceServiceImpl(deps));
-    router.service(ProjectService, projectServiceImpl(deps));
-    router.service(EnvironmentService, environmentServiceImpl(deps));
-    router.service(DeploymentService, deploymentServiceImpl(deps));
+    const workspaces = workspaceServiceImpl(deps);
+    router.service(WorkspaceService, workspaces, workspaceReanswers(workspaces));
+    const projects = projectServiceImpl(deps);
+    router.service(ProjectService, projects, projectReanswers(projects));
+    const environments = environmentServiceImpl(deps);
+    router.service(EnvironmentService, environments, environmentReanswers(environments));
+    const deployments = deploymentServiceImpl(deps);
+    router.service(DeploymentService, deployments, deploymentReanswers(deployments));
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
-    router.service(RolloutService, rolloutServiceImpl({ store, driver: rollout }));
+    const rollouts = rolloutServiceImpl({ store, driver: rollout });
+    router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: config.keyring, releaseKinds: config.releaseKinds };
     router.service(ConfigService, configServiceImpl(objects));
     router.service(ReleaseService, releaseServiceImpl(objects));

@@ -25,6 +25,7 @@ import {
   type DeploymentState,
   type Health,
   type Instance,
+  type ReportMeasurementsRequest,
   type SentinelState,
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 
@@ -195,6 +196,8 @@ export class TestCtrl {
   readonly deploymentReports = new Map<string, DeploymentReport>();
   readonly sentinelReports = new Map<string, SentinelReport>();
   readonly heartbeats: Heartbeat[] = [];
+  /** Measurement reports received (issue 13), in order. */
+  readonly measurements: ReportMeasurementsRequest[] = [];
   /** Methods that answer Unavailable until removed (see setFailing). */
   readonly failing = new Set<ClusterMethod>();
   readonly #deployments = new Kind(
@@ -467,6 +470,11 @@ export class TestCtrl {
       async getSecretValues(_req, ctx) {
         self.#enter("getSecretValues", ctx);
         throw new ConnectError("this test ctrl keeps no secrets", Code.NotFound);
+      },
+      async reportMeasurements(req, ctx) {
+        self.#enter("reportMeasurements", ctx);
+        self.measurements.push(req);
+        return { stored: req.revisions.length };
       },
       async heartbeat(req, ctx) {
         self.#enter("heartbeat", ctx);

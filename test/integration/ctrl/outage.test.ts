@@ -40,6 +40,7 @@ let url: string;
 let ctrl: CtrlProcess;
 let agent: string;
 let deploymentId: string;
+let environmentId: string;
 let spareTokenId: string;
 
 const target = { workspace: "acme", project: "web", environment: "prod" };
@@ -102,6 +103,7 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     GetDesiredJobStates: { region: "local", jobIds: ["job_none"] },
     ReportJobStatus: { region: "local", change: { case: "delete", value: { jobId: "job_none", k8sName: "job-x" } } },
     GetSecretValues: { region: "local", owner: { case: "deploymentId", value: deploymentId } },
+    ReportMeasurements: { region: "local", fromUnixMs: BigInt(Date.now() - 10_000), toUnixMs: BigInt(Date.now()), revisions: [{ environmentId, deploymentId, responses2xx: 1n }] },
     SetConfig: { ...target, values: [{ key: "MODE", value: "outage" }] },
     UnsetConfig: { ...target, keys: ["MODE"] },
     ListConfig: target,
@@ -177,7 +179,8 @@ before(async () => {
   agent = (await createClient(RegionService, t).createClusterToken({ region: "local", clusterName: "default" })).token;
   await createClient(WorkspaceService, t).createWorkspace({ slug: "acme" });
   await createClient(ProjectService, t).createProject({ workspace: "acme", slug: "web" });
-  await createClient(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "local", replicas: 1 }] });
+  const { environment } = await createClient(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "local", replicas: 1 }] });
+  environmentId = environment?.id ?? "";
   const { deployment } = await createClient(DeploymentService, t).createDeployment({ ...target, image: "registry.example.com/web:1" });
   deploymentId = deployment?.id ?? "";
   spareTokenId = (await createClient(ApiTokenService, t).createApiToken({ name: "spare" })).apiToken?.id ?? "";

@@ -43,8 +43,8 @@ const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3e
 /** The tables migration 0009 creates (issue 16): empty after the upgrade. */
 const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
 const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
-/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b. */
-const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys"];
+/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0012. */
+const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys", "measurements"];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;

@@ -27,8 +27,12 @@ const REGION = "burst";
 /** Writes through the public API, each repeated under its key until acknowledged. */
 class Writer {
   readonly acked = new Map<string, number>();
-  /** Writes whose repeats were told "applied, answer lost". */
+  /** Writes whose repeats were told "applied, answer lost" (CreateDeployment rebuilds its answer: target 0). */
   readonly appliedWithoutAnswer = new Set<string>();
+  /** Answers that were repeats (header Idempotency-Replayed). */
+  replayed = 0;
+  /** Answers naming another image than the request's: a wrong first answer (target none). */
+  readonly wrongAnswers: string[] = [];
   readonly attempted = new Set<string>();
   attempts = 0;
   #stop = false;
@@ -52,7 +56,13 @@ class Writer {
           const client = this.#clients[(lane + attempt) % this.#clients.length] as Client<typeof DeploymentService>;
           this.attempts++;
           try {
-            await client.createDeployment({ ...REF, image }, { headers: { "idempotency-key": key }, timeoutMs: 10_000 });
+            let replayed = false;
+            const res = await client.createDeployment(
+              { ...REF, image },
+              { headers: { "idempotency-key": key }, timeoutMs: 10_000, onHeader: (h) => (replayed = h.get("idempotency-replayed") === "true") },
+            );
+            if (replayed) this.replayed++;
+            if (res.deployment?.image !== image) this.wrongAnswers.push(`${key}: asked for ${image}, answered ${res.deployment?.image ?? "nothing"}`);
             this.acked.set(image, Date.now());
             break;
           } catch (err) {
@@ -166,6 +176,8 @@ async function verify(database: string, writer: Writer, reader: StreamReader): P
     const duplicated = [...count].filter(([, n]) => n > 1).map(([i]) => i);
     if (lost.length) problems.push(`${lost.length} acknowledged writes missing: ${lost.slice(0, 5).join(", ")}`);
     if (duplicated.length) problems.push(`${duplicated.length} writes applied twice: ${duplicated.slice(0, 5).join(", ")}`);
+    if (writer.wrongAnswers.length) problems.push(`${writer.wrongAnswers.length} answers for another request: ${writer.wrongAnswers.slice(0, 3).join("; ")}`);
+    if (writer.appliedWithoutAnswer.size) problems.push(`${writer.appliedWithoutAnswer.size} repeats told "applied, answer lost" instead of an answer`);
     const outbox = await outboxIntegrity(store.db);
     problems.push(...outbox.problems);
     const head = await store.db.selectFrom("stream_versions").select("version").where("region", "=", REGION).where("kind", "=", "deployment").executeTakeFirstOrThrow();
@@ -219,7 +231,7 @@ export async function ctrlKilledDuringWrites(database: string, dir: string, o: {
       acknowledged: writer.acked.size,
       lost: v.lost,
       duplicated: v.duplicated,
-      notes: { attempts: writer.attempts, appliedAnswerLost: writer.appliedWithoutAnswer.size, outboxVersions: v.versions, streamVersions: reader.versions.length },
+      notes: { attempts: writer.attempts, replayed: writer.replayed, appliedAnswerLost: writer.appliedWithoutAnswer.size, outboxVersions: v.versions, streamVersions: reader.versions.length },
       kills,
       readyMs,
     };

@@ -13,7 +13,9 @@ import { migration as m0008 } from "./0008_exposure.js";
 import { migration as m0009 } from "./0009_releases_config_deletion.js";
 import { migration as m0010a } from "./0010_a_idempotency_keys.js";
 import { migration as m0010b } from "./0010_b_cluster_cursors.js";
+import { migration as m0012 } from "./0012_measurements.js";
 import { migration as m0013 } from "./0013_deployment_page_indexes.js";
+import { migration as m0014 } from "./0014_idempotency_subject.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -30,5 +32,7 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0009_releases_config_deletion": m0009,
   "0010_a_idempotency_keys": m0010a,
   "0010_b_cluster_cursors": m0010b,
+  "0012_measurements": m0012,
   "0013_deployment_page_indexes": m0013,
+  "0014_idempotency_subject": m0014,
 };

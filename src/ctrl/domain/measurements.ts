@@ -1,0 +1,165 @@
+// Rollout analysis's measurements (issue 13 part 2): the per-revision increments each region's
+// agent reports from its sentinels (ClusterService.ReportMeasurements), stored one row per
+// (environment, revision, region, window), and added up over regions for the progressive
+// rollout engine (MeasurementSource, src/contracts/analysis.ts).
+//
+// Who may report what: an agent's token is bound to a region; it may report only for
+// environments that have a sentinel in that region, and only revisions of those environments, so
+// a compromised agent cannot poison another region's or workspace's analysis. A report ctrl
+// already has (same region, revision and window: a retry after a lost answer) counts once.
+// Retention: rows whose window ended more than MEASUREMENT_RETENTION_MS ago are pruned (at most
+// once a minute, by the report path), and an environment's rows go with its purge (deletion.ts).
+import { LATENCY_BUCKETS_MS, type MeasurementSource, type RevisionSample } from "../../contracts/analysis.js";
+import type { Store } from "../db/store.js";
+import { DomainError } from "../errors.js";
+import type { MeasurementReport } from "../validate/measurements.js";
+
+/** How long measurements are kept (analysis looks at minutes, not hours). */
+export const MEASUREMENT_RETENTION_MS = 3_600_000;
+const PRUNE_EVERY_MS = 60_000;
+const CHUNK = 200;
+const SLOTS = LATENCY_BUCKETS_MS.length + 1;
+
+function permissionDenied(field: string, problem: string): DomainError {
+  return new DomainError("permission_denied", `${field}: ${problem}`, field);
+}
+
+/** When pruning last ran, per store. */
+const lastPrune = new WeakMap<Store, number>();
+
+/**
+ * Stores a validated report of `region`'s agent. Refuses (permission_denied, naming the entry)
+ * environments without a sentinel in the region and revisions of other environments; stores
+ * nothing then. Returns how many rows were new.
+ */
+export async function recordMeasurements(store: Store, region: string, report: MeasurementReport): Promise<number> {
+  const entries = report.entries;
+  if (entries.length === 0) return 0;
+  const envs = [...new Set(entries.map((e) => e.environmentId))];
+  const deps = [...new Set(entries.map((e) => e.deploymentId))];
+  const withSentinel = new Set<string>();
+  for (let i = 0; i < envs.length; i += 500) {
+    const rows = await store.db
+      .selectFrom("sentinels")
+      .select("environment_id")
+      .where("region", "=", region)
+      .where("environment_id", "in", envs.slice(i, i + 500))
+      .execute();
+    for (const r of rows) withSentinel.add(r.environment_id);
+  }
+  const envOf = new Map<string, string>();
+  for (let i = 0; i < deps.length; i += 500) {
+    const rows = await store.db.selectFrom("deployments").select(["id", "environment_id"]).where("id", "in", deps.slice(i, i + 500)).execute();
+    for (const r of rows) envOf.set(r.id, r.environment_id);
+  }
+  entries.forEach((e, i) => {
+    if (!withSentinel.has(e.environmentId)) throw permissionDenied(`revisions[${i}].environment_id`, `environment ${e.environmentId} has no sentinel in region ${region}`);
+    if (envOf.get(e.deploymentId) !== e.environmentId) throw permissionDenied(`revisions[${i}].deployment_id`, `${e.deploymentId} is not a revision of environment ${e.environmentId}`);
+  });
+  const now = store.clock();
+  let stored = 0;
+  await store.db.transaction().execute(async (trx) => {
+    for (let i = 0; i < entries.length; i += CHUNK) {
+      const rows = entries.slice(i, i + CHUNK).map((e) => ({
+        environment_id: e.environmentId,
+        deployment_id: e.deploymentId,
+        region,
+        from_ms: report.fromMs,
+        to_ms: report.toMs,
+        r2xx: e.classes[0],
+        r3xx: e.classes[1],
+        r4xx: e.classes[2],
+        r5xx: e.classes[3],
+        latency: JSON.stringify(e.latency),
+        received_at: now,
+      }));
+      const res = await trx
+        .insertInto("measurements")
+        .values(rows)
+        .onConflict((oc) => oc.columns(["environment_id", "deployment_id", "region", "from_ms", "to_ms"]).doNothing())
+        .executeTakeFirst();
+      stored += Number(res.numInsertedOrUpdatedRows ?? 0n);
+    }
+  });
+  if (now - (lastPrune.get(store) ?? 0) >= PRUNE_EVERY_MS) {
+    lastPrune.set(store, now);
+    await pruneMeasurements(store, now - MEASUREMENT_RETENTION_MS);
+  }
+  return stored;
+}
+
+/** Deletes the rows whose window ended before `beforeMs`; returns how many. */
+export async function pruneMeasurements(store: Store, beforeMs: number): Promise<number> {
+  const res = await store.db.deleteFrom("measurements").where("to_ms", "<", beforeMs).executeTakeFirst();
+  return Number(res.numDeletedRows);
+}
+
+interface Acc {
+  classes: [number, number, number, number];
+  latency: number[];
+  regions: Set<string>;
+  from: number;
+  to: number;
+}
+
+/** Rows of one revision added up (exported for the unit tests). */
+export function addUp(deploymentId: string, rows: readonly { region: string; from_ms: number; to_ms: number; r2xx: number; r3xx: number; r4xx: number; r5xx: number; latency: string }[]): RevisionSample | undefined {
+  if (rows.length === 0) return undefined;
+  const a: Acc = { classes: [0, 0, 0, 0], latency: new Array<number>(SLOTS).fill(0), regions: new Set(), from: Infinity, to: -Infinity };
+  for (const r of rows) {
+    a.classes[0] += Number(r.r2xx);
+    a.classes[1] += Number(r.r3xx);
+    a.classes[2] += Number(r.r4xx);
+    a.classes[3] += Number(r.r5xx);
+    const lat: unknown = JSON.parse(r.latency);
+    if (Array.isArray(lat)) for (let i = 0; i < SLOTS; i++) a.latency[i] = (a.latency[i] ?? 0) + (typeof lat[i] === "number" ? (lat[i] as number) : 0);
+    a.regions.add(r.region);
+    a.from = Math.min(a.from, Number(r.from_ms));
+    a.to = Math.max(a.to, Number(r.to_ms));
+  }
+  const [c2, c3, c4, c5] = a.classes;
+  return {
+    deploymentId,
+    requests: c2 + c3 + c4 + c5,
+    byClass: { "2xx": c2, "3xx": c3, "4xx": c4, "5xx": c5 },
+    latencyBuckets: a.latency,
+    regions: [...a.regions].sort(),
+    fromMs: a.from,
+    toMs: a.to,
+  };
+}
+
+/** ctrl's MeasurementSource: the stored reports, added up over regions. */
+export class StoredMeasurements implements MeasurementSource {
+  constructor(private readonly store: Store) {}
+
+  /**
+   * The windows of the given revisions that ended at or after `sinceMs` (a window that began
+   * before it counts whole: reports are not split), added up over `regions` (all when absent).
+   */
+  async samples(environmentId: string, deploymentIds: readonly string[], sinceMs: number, regions?: readonly string[]): Promise<Map<string, RevisionSample>> {
+    const out = new Map<string, RevisionSample>();
+    if (deploymentIds.length === 0 || (regions !== undefined && regions.length === 0)) return out;
+    const ids = [...new Set(deploymentIds)];
+    const byDep = new Map<string, { region: string; from_ms: number; to_ms: number; r2xx: number; r3xx: number; r4xx: number; r5xx: number; latency: string }[]>();
+    for (let i = 0; i < ids.length; i += 500) {
+      let q = this.store.db
+        .selectFrom("measurements")
+        .select(["deployment_id", "region", "from_ms", "to_ms", "r2xx", "r3xx", "r4xx", "r5xx", "latency"])
+        .where("environment_id", "=", environmentId)
+        .where("deployment_id", "in", ids.slice(i, i + 500))
+        .where("to_ms", ">=", sinceMs);
+      if (regions !== undefined) q = q.where("region", "in", [...regions]);
+      for (const r of await q.execute()) {
+        const list = byDep.get(r.deployment_id);
+        if (list) list.push(r);
+        else byDep.set(r.deployment_id, [r]);
+      }
+    }
+    for (const [dep, rows] of byDep) {
+      const s = addUp(dep, rows);
+      if (s) out.set(dep, s);
+    }
+    return out;
+  }
+}
