@@ -45,6 +45,8 @@ export class Checkpointer {
   private constructor(
     private readonly worker: Worker | null,
     private readonly exited: Promise<void>,
+    /** Set by stop(): the worker's exit is then expected, not a failure to fall back from. */
+    private readonly state: { stopping: boolean } = { stopping: false },
   ) {}
 
   /**
@@ -55,12 +57,17 @@ export class Checkpointer {
     if (file === ":memory:") return new Checkpointer(null, Promise.resolve());
     const driver = createRequire(import.meta.url).resolve("better-sqlite3");
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, intervalMs } });
-    let stopping = false;
+    const state = { stopping: false };
     const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
     const fallBack = (err: unknown): void => {
-      if (stopping) return;
+      if (state.stopping) return;
       onError(err);
-      db.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT}`);
+      try {
+        db.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT}`);
+      } catch (e) {
+        // The connection is closed already: nothing is left to checkpoint.
+        onError(e);
+      }
     };
     try {
       await new Promise<void>((resolve, reject) => {
@@ -81,18 +88,14 @@ export class Checkpointer {
     worker.on("exit", () => fallBack(new Error("the checkpoint worker exited")));
     // Running, the worker alone does not keep the process alive (stop() holds it while it ends).
     worker.unref();
-    const checkpointer = new Checkpointer(worker, exited);
-    checkpointer.stopping = () => (stopping = true);
     db.pragma("wal_autocheckpoint = 0");
-    return checkpointer;
+    return new Checkpointer(worker, exited, state);
   }
-
-  private stopping: () => void = () => undefined;
 
   /** Ends the worker (closing its connection); ctrl's connection may close after this. */
   async stop(): Promise<void> {
     if (this.worker === null) return;
-    this.stopping();
+    this.state.stopping = true;
     this.worker.ref();
     this.worker.postMessage("stop");
     await this.exited;
