@@ -3,7 +3,8 @@
 // least-privilege ServiceAccount) against a test ClusterService, on a local cluster whose
 // untrusted pool is sized for 2 × N pods (planForPods). In one run:
 //  - bulk apply: N deployments committed at once → N ReplicaSets (seen by a watch), against
-//    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster;
+//    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster, as admin and
+//    as the agent's ServiceAccount (under the same admission fence as the agent);
 //  - single-change propagation, ctrl commit → ReplicaSet changed (seen by a watch), p50/p99;
 //  - one resync over N unchanged deployments: Kubernetes writes and ctrl requests;
 //  - every deployment to 2 replicas: how long the cluster itself takes to get 2 × N pods Running
@@ -20,7 +21,7 @@ import { create } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema, InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { regionSelector } from "../src/contracts/labels.js";
-import { renderReplicaSet } from "../src/agent/deployments/render.js";
+import { renderDeployment, renderReplicaSet } from "../src/agent/deployments/render.js";
 import { Informer } from "../src/kube/informer.js";
 import { silentLogger } from "../src/agent/runtime/log.js";
 import { KubeClient } from "../src/kube/client.js";
@@ -111,6 +112,25 @@ export async function benchAgent(): Promise<void> {
     const kc = await agentKubeConfig(cluster);
     const kubeconfig = join(dir, "agent.kubeconfig");
     writeFileSync(kubeconfig, kc.exportConfig());
+
+    // --- kubectl as the agent's ServiceAccount: the same N ReplicaSets as krane renders them,
+    // into a workspace namespace, under the admission fence the agent's writes go through
+    // (kubectl as admin above is not fenced): tells krane's own cost from the fence's.
+    let fencedMs = NaN;
+    if (kubectl) {
+      const ns = "bench-kubectl-fenced";
+      const region = "kubectl-fenced"; // not the watched region: these do not count as krane's
+      await admin.create(resources.namespaces, renderDeployment(create(ApplyDeploymentSchema, sampleDeploymentInit(0, ns, 0)), region).namespace);
+      const docs = [];
+      for (let i = 0; i < N; i++) docs.push(stringify(renderReplicaSet(create(ApplyDeploymentSchema, sampleDeploymentInit(i, ns, 0)), region)));
+      const file = join(dir, "replicasets-fenced.yaml");
+      writeFileSync(file, docs.join("---\n"));
+      const t = performance.now();
+      const r = spawnSync(kubectl, ["--kubeconfig", kubeconfig, "apply", "--server-side", "--field-manager", "kubectl-bench", "-f", file], { encoding: "utf8", maxBuffer: 256 << 20 });
+      fencedMs = performance.now() - t;
+      if (r.status !== 0) throw new Error(`kubectl as the agent failed: ${r.stderr.slice(0, 500)}`);
+      line(`kubectl apply --server-side ${N} ReplicaSets as the agent (fenced)`, fmtS(fencedMs));
+    }
     await ctrl.start();
     const opsPort = await freePort();
     const opsUrl = `http://127.0.0.1:${opsPort}`;
@@ -149,7 +169,7 @@ export async function benchAgent(): Promise<void> {
     const bulkMs = performance.now() - t0;
     line(
       `krane ${N} deployments → ${N} ReplicaSets`,
-      `${fmtS(bulkMs)}${Number.isFinite(kubectlMs) ? ` = ${(bulkMs / kubectlMs).toFixed(2)}× kubectl` : ""}; agent CPU ${(cpuSeconds(pid) - cpu0).toFixed(1)} s`,
+      `${fmtS(bulkMs)}${Number.isFinite(kubectlMs) ? ` = ${(bulkMs / kubectlMs).toFixed(2)}× kubectl` : ""}${Number.isFinite(fencedMs) ? `, ${(bulkMs / fencedMs).toFixed(2)}× kubectl as the agent` : ""}; agent CPU ${(cpuSeconds(pid) - cpu0).toFixed(1)} s`,
     );
 
     // --- single-change propagation (env change on a 0-replica deployment: pure API path).

@@ -17,6 +17,10 @@
 // object + outbox entry). Each environment's rollout record is written as a settled one (every
 // revision seen, no wake-up), as a running installation's is; otherwise the driver's first sweep
 // would start rolling 1,000 environments at once, which is not an idle cost.
+import { spawnSync } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
@@ -28,9 +32,9 @@ import { createProject, createWorkspace, type EnvironmentContext } from "../src/
 import type { DeploymentContext } from "../src/ctrl/kinds/deployment.js";
 import { validateRollout } from "../src/ctrl/validate/api.js";
 import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { krane, spawnCtrl } from "../test/integration/ctrl/process.js";
+import { spawnCtrl } from "../test/integration/ctrl/process.js";
 import { transportFor } from "../test/integration/ctrl/support.js";
-import { cpuSeconds, fmtS, load, rssMiB } from "./support.js";
+import { cpuSeconds, fmtS, KRANE_BIN, load, rssMiB } from "./support.js";
 
 export const SCALE_REGIONS = 10;
 const ENVS_PER_REGION = 100;
@@ -155,16 +159,38 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
     line(db, n, `snapshot of one region (${perRegion.toLocaleString("en-US")}) to a new agent`, `${fmtS(snapMs)}, ${applies} deployments, ctrl peak RSS ${Math.max(peak, rssMiB(pid)).toFixed(0)} MiB`);
     peak = Math.max(peak, peakBefore);
 
-    const listStart = performance.now();
-    const res = krane(["deployments", "list", "-o", "json"], { KRANE_CTRL_URL: proc.url, KRANE_TOKEN: ADMIN_TOKEN, KRANE_WORKSPACE: "scale" });
-    const listMs = performance.now() - listStart;
+    // The CLI's output goes to a file, as a user's `> all.json` would: 100,000 deployments are
+    // about 80 MB of JSON, more than a pipe read into memory should hold (spawnSync's buffer).
+    const outDir = mkdtempSync(join(tmpdir(), "krane-bench-list-"));
+    let listMs = 0;
+    let status: number | null = null;
+    let stderr = "";
     let rows = -1;
-    if (res.status === 0) rows = ((JSON.parse(res.stdout) as { deployments?: unknown[] }).deployments ?? []).length;
+    try {
+      const out = openSync(join(outDir, "list.json"), "w");
+      const listStart = performance.now();
+      try {
+        const res = spawnSync(process.execPath, [KRANE_BIN, "deployments", "list", "-o", "json"], {
+          env: { ...process.env, KRANE_CTRL_URL: proc.url, KRANE_TOKEN: ADMIN_TOKEN, KRANE_WORKSPACE: "scale" },
+          stdio: ["ignore", out, "pipe"],
+          encoding: "utf8",
+          timeout: 600_000,
+        });
+        status = res.status;
+        stderr = res.stderr ?? "";
+      } finally {
+        listMs = performance.now() - listStart;
+        closeSync(out);
+      }
+      if (status === 0) rows = ((JSON.parse(readFileSync(join(outDir, "list.json"), "utf8")) as { deployments?: unknown[] }).deployments ?? []).length;
+    } finally {
+      rmSync(outDir, { recursive: true, force: true });
+    }
     line(
       db,
       n,
       "krane deployments list -o json (whole workspace)",
-      res.status === 0 ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated)" : ""}` : `failed (${res.status}): ${res.stderr.slice(0, 200)}`,
+      status === 0 ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated)" : ""}` : `failed (${status}) after ${fmtS(listMs)}: ${stderr.slice(0, 200)}`,
     );
 
     await sleep(1000);

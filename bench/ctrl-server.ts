@@ -33,8 +33,13 @@ process.on("message", (msg: Command) => {
       // The warm-up's changes are streamed like any other but fall below the step's mark, so
       // the readers do not count them.
       if (msg.warmupSeconds > 0) await paced(write, msg.rate, msg.warmupSeconds, 0);
+      const cpu = process.cpuUsage();
       const run = await paced(write, msg.rate, msg.seconds, msg.mark);
-      process.send?.({ type: "done", commits: run.commits, lastCommitMs: run.lastCommitMs });
+      const used = process.cpuUsage(cpu);
+      // ctrl's CPU per change over the step (its writes and its 10 streams): less sensitive to
+      // a shared machine than latency.
+      const cpuMsPerChange = (used.user + used.system) / 1000 / (msg.rate * msg.seconds);
+      process.send?.({ type: "done", commits: run.commits, lastCommitMs: run.lastCommitMs, cpuMsPerChange });
     } else {
       await ctrl.close();
       process.disconnect?.();

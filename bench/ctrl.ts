@@ -14,7 +14,8 @@
 // - Write throughput: single-change transactions as fast as the store takes them.
 // - Scale (bench/ctrl-scale.ts): 10,000 and 100,000 deployments over 10 regions
 //   (KRANE_BENCH_CTRL_N=10000,100000): ctrl start-up, RSS, one region's snapshot, the CLI list,
-//   the rollout driver's idle cost. `KRANE_BENCH_CTRL_ONLY=scale npx tsx bench/ctrl.ts` runs only it.
+//   the rollout driver's idle cost. `KRANE_BENCH_CTRL_ONLY=scale npx tsx bench/ctrl.ts` runs only it;
+//   `KRANE_BENCH_CTRL_ONLY=delivery npx tsx bench/ctrl.ts` only the delivery comparison.
 //
 // Every line carries the machine's 1-minute load average: the machine may be shared.
 import { fork, type ChildProcess } from "node:child_process";
@@ -39,7 +40,7 @@ function fmt(ms: number): string {
 
 type ChildMessage =
   | { type: "ready"; url?: string; token?: string }
-  | { type: "done"; commits: number[]; lastCommitMs: number; stats?: DeliveryStats };
+  | { type: "done"; commits: number[]; lastCommitMs: number; stats?: DeliveryStats; cpuMsPerChange?: number };
 
 /** A child process (ctrl's or the bare loop's) that writes paced changes on command. */
 class Writer {
@@ -155,7 +156,7 @@ async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates
       // would otherwise decide the p99 of a slow step.
       const done = await writer.write({ type: "write", rate, seconds: STEP_SECONDS, warmupSeconds: mark === STEP_SPAN ? 3 : 1, mark });
       const stats = done.stats ?? deliveryStats(done.commits, s ? await s.recorder.settle(5_000) : []);
-      return judge(rate, STEP_SECONDS, done, stats);
+      return { ...judge(rate, STEP_SECONDS, done, stats), cpuMsPerChange: done.cpuMsPerChange };
     }, rates);
   } finally {
     await streams?.close();
@@ -163,8 +164,9 @@ async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates
   }
 }
 
-function stepLine(r: StepResult): string {
-  return `${r.rate}/s ${r.ok ? "ok" : "FAIL"} (p99 ${fmt(r.p99)}${r.ok ? "" : `; ${r.why}`})`;
+function stepLine(r: StepResult & { cpuMsPerChange?: number }): string {
+  const cpu = r.cpuMsPerChange === undefined ? "" : `, ${r.cpuMsPerChange.toFixed(3)} ms CPU/change`;
+  return `${r.rate}/s ${r.ok ? "ok" : "FAIL"} (p99 ${fmt(r.p99)}${cpu}${r.ok ? "" : `; ${r.why}`})`;
 }
 
 /** Single-change transactions as fast as possible with `concurrency` writers. */
@@ -189,7 +191,7 @@ async function throughput(databaseUrl: string, total: number, concurrency: numbe
   }
 }
 
-export async function benchCtrl(): Promise<void> {
+export async function benchCtrl(only?: "delivery"): Promise<void> {
   ensureBuild();
   const dir = tempDir("krane-bench-ctrl-");
   const postgres = await startPostgres();
@@ -210,6 +212,7 @@ export async function benchCtrl(): Promise<void> {
         `ctrl ${name}: highest rate at which 10 streams receive every change with p99 ≤ ${P99_LIMIT_MS} ms: bare loop ${bare.best}/s, ctrl ${krane.best}/s (${ratio}× the bare loop)   (${load()})`,
       );
     }
+    if (only === "delivery") return;
     for (const [name, url] of dbs) {
       const sequential = await throughput(await url(), 3000, 1);
       const parallel = await throughput(await url(), 5000, 8);
@@ -254,6 +257,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       dir.remove();
     }
   } else {
-    await benchCtrl();
+    await benchCtrl(process.env.KRANE_BENCH_CTRL_ONLY === "delivery" ? "delivery" : undefined);
   }
 }

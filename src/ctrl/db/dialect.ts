@@ -53,6 +53,11 @@ export interface Dialect {
   readonly binaryType: RawBuilder<unknown>;
   /** Outbox versions are allocated by a commit-time trigger (migration 0003 installs it). */
   readonly versionsAtCommit: boolean;
+  /**
+   * One connection runs every transaction (SQLite): Store.write then queues its writers in
+   * order itself, so a burst of them does not all wake at every commit.
+   */
+  readonly singleWriter: boolean;
 
   outboxWriter(trx: Transaction<Database>, now: number): OutboxWriter;
   /**

@@ -109,6 +109,7 @@ export const postgresDialect: Dialect = {
   name: "postgres",
   binaryType: sql`bytea`,
   versionsAtCommit: true,
+  singleWriter: false,
 
   async connect(config: DatabaseConfig): Promise<Connection> {
     const poolSize = config.poolSize ?? 10;

@@ -5,13 +5,28 @@
 // `flush`, the last step of the write transaction, allocates each touched stream's versions with
 // `allocateVersions` (UPDATE stream_versions … RETURNING, in (kind, region) order) and writes
 // the outbox rows. The transaction commits right after, so versions commit in order.
+//
+// Speed (issue 18): the database Kysely gets keeps its prepared statements (./sqlite-statements.ts),
+// and the statements every change runs (the desired_objects upsert, the version bump, the
+// outbox insert) are written out once below as SQL, so the write path neither builds nor
+// compiles a query per change.
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, sql, SqliteDialect, type SelectQueryBuilder, type Transaction } from "kysely";
+import { CompiledQuery, Kysely, sql, SqliteDialect, type SelectQueryBuilder, type Transaction } from "kysely";
 import { errorCode, toBuffer, type Connection, type DatabaseConfig, type Dialect, type OutboxWriter } from "./dialect.js";
 import { LocalNotifier, type Poke } from "./notify.js";
 import type { ChangeOp, Database, KindName } from "./schema.js";
+import { Checkpointer } from "./sqlite-checkpoint.js";
+import { CachedStatements } from "./sqlite-statements.js";
+
+/** The hot path's statements, as Kysely would compile them (same tables, same semantics). */
+const PUT_DESIRED =
+  'insert into "desired_objects" ("region", "kind", "object_id", "payload", "replicas", "environment_id") values (?, ?, ?, ?, ?, ?) ' +
+  'on conflict ("region", "kind", "object_id") do update set "payload" = excluded."payload", "replicas" = excluded."replicas", ' +
+  '"environment_id" = coalesce(excluded."environment_id", "desired_objects"."environment_id")';
+const BUMP_VERSION = 'update "stream_versions" set "version" = "version" + ? where "region" = ? and "kind" = ? returning "version"';
+const INSERT_OUTBOX = 'insert into "outbox" ("region", "kind", "version", "object_id", "op", "payload", "created_at") values (?, ?, ?, ?, ?, ?, ?)';
 
 interface PendingChange {
   region: string;
@@ -24,13 +39,8 @@ interface PendingChange {
 /** Reserves n versions of a stream inside the caller's transaction; returns the last one. */
 export async function allocateVersions(trx: Transaction<Database>, region: string, kind: KindName, n: number): Promise<number> {
   for (let attempt = 0; attempt < 2; attempt++) {
-    const row = await trx
-      .updateTable("stream_versions")
-      .set({ version: sql<number>`version + ${n}` })
-      .where("region", "=", region)
-      .where("kind", "=", kind)
-      .returning("version")
-      .executeTakeFirst();
+    const { rows } = await trx.executeQuery(CompiledQuery.raw(BUMP_VERSION, [n, region, kind]) as CompiledQuery<{ version: number }>);
+    const row = rows[0];
     if (row) return Number(row.version);
     await trx
       .insertInto("stream_versions")
@@ -50,18 +60,7 @@ class SqliteOutbox implements OutboxWriter {
   ) {}
 
   async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
-    const bytes = toBuffer(payload);
-    await this.trx
-      .insertInto("desired_objects")
-      .values({ region, kind, object_id: objectId, payload: bytes, replicas, environment_id: environmentId })
-      .onConflict((oc) =>
-        oc.columns(["region", "kind", "object_id"]).doUpdateSet((eb) => ({
-          payload: bytes,
-          replicas,
-          environment_id: eb.fn.coalesce(eb.val(environmentId), eb.ref("desired_objects.environment_id")),
-        })),
-      )
-      .execute();
+    await this.trx.executeQuery(CompiledQuery.raw(PUT_DESIRED, [region, kind, objectId, toBuffer(payload), replicas, environmentId]));
     this.pending.push({ region, kind, objectId, op: "apply", payload });
   }
 
@@ -103,18 +102,10 @@ class SqliteOutbox implements OutboxWriter {
   private async writeOutbox(region: string, kind: KindName, changes: PendingChange[]): Promise<number> {
     const last = await allocateVersions(this.trx, region, kind, changes.length);
     const base = last - changes.length;
-    const rows = changes.map((c, i) => ({
-      region,
-      kind,
-      version: base + i + 1,
-      object_id: c.objectId,
-      op: c.op,
-      payload: toBuffer(c.payload),
-      created_at: this.now,
-    }));
-    // Bounded batches keep us under SQLite's bound-parameter limit.
-    for (let i = 0; i < rows.length; i += 500) {
-      await this.trx.insertInto("outbox").values(rows.slice(i, i + 500)).execute();
+    // One prepared statement run per row: SQLite runs it in-process, so a multi-row statement
+    // would save no round trip, only add compiling.
+    for (const [i, c] of changes.entries()) {
+      await this.trx.executeQuery(CompiledQuery.raw(INSERT_OUTBOX, [region, kind, base + i + 1, c.objectId, c.op, toBuffer(c.payload), this.now]));
     }
     return last;
   }
@@ -126,6 +117,7 @@ export const sqliteDialect: Dialect = {
   name: "sqlite",
   binaryType: sql`blob`,
   versionsAtCommit: false,
+  singleWriter: true,
 
   async connect(config: DatabaseConfig): Promise<Connection> {
     if (config.url !== ":memory:") mkdirSync(dirname(config.url), { recursive: true });
@@ -134,12 +126,17 @@ export const sqliteDialect: Dialect = {
     file.pragma("synchronous = NORMAL");
     file.pragma("busy_timeout = 5000");
     file.pragma("foreign_keys = ON");
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: file }) });
+    // WAL checkpoints run on a worker thread, not inside ctrl's commits (./sqlite-checkpoint.ts).
+    const checkpointer = await Checkpointer.start(file, config.url, undefined, (err) => process.emitWarning(`krane ctrl: SQLite checkpoints: ${String(err)}`));
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new CachedStatements(file) }) });
     return {
       db,
       // One process owns the file: an in-process emitter is all the notification there is.
       notifier: async () => new LocalNotifier(),
-      close: () => db.destroy(),
+      async close() {
+        await checkpointer.stop();
+        await db.destroy();
+      },
     };
   },
 

@@ -8,6 +8,10 @@
 // src/retry), at most TX_ATTEMPTS times in all: the function must be safe to run again (it only
 // touches the database). A write hook of the caller's async context (./write-hook.ts) runs first
 // in each transaction and hears of its commit.
+//
+// With a single-connection database (SQLite) writers wait for their turn here, in arrival
+// order, each woken only by the one before it: the driver's own connection lock wakes every
+// waiter at each release, which under a burst of writes cost more CPU than the writes (issue 18).
 import type { Kysely } from "kysely";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { retry } from "../../retry/retry.js";
@@ -30,6 +34,8 @@ export class Store {
   readonly clock: () => number;
   private writesInFlight = 0;
   private idleWaiters: (() => void)[] = [];
+  /** Settles when the last queued writer is done (single-writer dialects). */
+  private writeTail: Promise<void> = Promise.resolve();
 
   constructor(
     readonly db: Kysely<Database>,
@@ -49,7 +55,13 @@ export class Store {
   async write<T>(fn: (tx: WriteTx) => Promise<T>): Promise<T> {
     this.writesInFlight++;
     const hook = currentWriteHook();
+    let turnDone: (() => void) | undefined;
     try {
+      if (this.dialect.singleWriter) {
+        const previous = this.writeTail;
+        this.writeTail = new Promise<void>((resolve) => (turnDone = resolve));
+        await previous;
+      }
       const { result, pokes, tx } = await retry(
         () =>
           this.db.transaction().execute(async (trx) => {
@@ -65,6 +77,7 @@ export class Store {
       if (pokes.length > 0 && this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishLocal(pokes);
       return result;
     } finally {
+      turnDone?.();
       this.writesInFlight--;
       if (this.writesInFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
     }

@@ -6,6 +6,13 @@
 // pace. Watchers never block the feed or each other: a slow watcher that falls behind the tail
 // reads the outbox itself. Feeds exist only while someone watches. A failed outbox read is
 // tried again with backoff (FEED_RETRY, through src/retry) while watchers keep waiting.
+//
+// Reads are coalesced (issue 18): a poke after a quiet spell is read at once, but a feed reads
+// at most once per `coalesceMs` (2 ms) while changes keep coming, so under a stream of commits
+// one read and one wake-up carry several changes, and each watcher writes them to its HTTP/2
+// connection in one go (one socket write for several messages instead of one per change).
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { retry } from "../../retry/retry.js";
 import type { ChangeNotifier, Poke } from "../db/notify.js";
@@ -14,6 +21,8 @@ import type { KindName } from "../db/schema.js";
 
 /** Delays between attempts of a failed outbox read: from 50 ms, never above 1 s. */
 export const FEED_RETRY: BackoffPolicy = { baseMs: 100, capMs: 1000, minMs: 50 };
+/** Least time between two outbox reads of one feed while changes keep coming. */
+export const FEED_COALESCE_MS = 2;
 
 export interface FeedSource {
   position(region: string, kind: KindName): Promise<StreamPosition>;
@@ -27,6 +36,8 @@ export interface FeedOptions {
   pageSize?: number;
   /** Backstop re-read of every live feed, in case a poke was lost (ms; 0 disables). */
   safetyIntervalMs?: number;
+  /** Least time between two outbox reads of a feed while changes keep coming (ms; 0: none). */
+  coalesceMs?: number;
   onError?: (err: unknown) => void;
 }
 
@@ -52,6 +63,8 @@ export class StreamFeed {
   private closed = false;
   private readonly stop = new AbortController();
   private wake: { promise: Promise<void>; resolve: () => void };
+  /** When the last outbox read started (performance.now()). */
+  private lastReadAt = -Infinity;
   watchers = 0;
 
   constructor(
@@ -61,6 +74,7 @@ export class StreamFeed {
     private readonly tailSize: number,
     private readonly pageSize: number,
     private readonly onError: (err: unknown) => void,
+    private readonly coalesceMs = 0,
   ) {
     this.wake = StreamFeed.deferred();
     this.ready = this.init();
@@ -106,7 +120,12 @@ export class StreamFeed {
 
   private async fetchLoop(): Promise<void> {
     while (this.dirty && !this.closed) {
+      // Pokes that arrive while we wait only keep the dirty mark: one read takes them all.
+      const wait = this.lastReadAt + this.coalesceMs - performance.now();
+      if (wait > 0) await sleep(wait, undefined, { signal: this.stop.signal });
+      if (this.closed) return;
       this.dirty = false;
+      this.lastReadAt = performance.now();
       const rows = await this.source.readOutbox(this.region, this.kind, this.loaded, this.pageSize);
       if (rows.length === 0) continue;
       const first = rows[0];
@@ -149,6 +168,7 @@ export class FeedHub {
   private readonly timer: NodeJS.Timeout | null;
   private readonly tailSize: number;
   private readonly pageSize: number;
+  private readonly coalesceMs: number;
   private readonly onError: (err: unknown) => void;
 
   constructor(
@@ -158,6 +178,7 @@ export class FeedHub {
   ) {
     this.tailSize = options.tailSize ?? 4096;
     this.pageSize = options.pageSize ?? 1000;
+    this.coalesceMs = options.coalesceMs ?? FEED_COALESCE_MS;
     this.onError = options.onError ?? (() => undefined);
     this.unsubscribe = notifier.subscribe((p) => this.onPoke(p));
     const interval = options.safetyIntervalMs ?? 5000;
@@ -178,7 +199,7 @@ export class FeedHub {
     const key = `${kind}/${region}`;
     let feed = this.feeds.get(key);
     if (!feed) {
-      feed = new StreamFeed(kind, region, this.source, this.tailSize, this.pageSize, this.onError);
+      feed = new StreamFeed(kind, region, this.source, this.tailSize, this.pageSize, this.onError, this.coalesceMs);
       this.feeds.set(key, feed);
     }
     feed.watchers++;

@@ -15,6 +15,7 @@ import { migration as m0010a } from "./0010_a_idempotency_keys.js";
 import { migration as m0010b } from "./0010_b_cluster_cursors.js";
 import { migration as m0011 } from "./0011_progressive.js";
 import { migration as m0012 } from "./0012_measurements.js";
+import { migration as m0013 } from "./0013_deployment_page_indexes.js";
 import { migration as m0014 } from "./0014_idempotency_subject.js";
 import type { KraneMigration } from "./migration.js";
 
@@ -34,5 +35,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0010_b_cluster_cursors": m0010b,
   "0011_progressive": m0011,
   "0012_measurements": m0012,
+  "0013_deployment_page_indexes": m0013,
   "0014_idempotency_subject": m0014,
 };
