@@ -99,7 +99,7 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     fails(["env", "update", "shop/prod"], /nothing to change/);
     fails(["env", "update", "shop/prod", "--region", "eu"], /--region: expected KEY=VALUE/);
     fails(["env", "update", "shop/prod", "--no-sentinel", "--sentinel-image", "registry.example.com/sentinel:3"], /--no-sentinel cannot be combined/);
-    fails(["env", "update", "shop/prod", "--strategy", "Sometimes"], /--strategy: expected RollingUpdate or Recreate/);
+    fails(["env", "update", "shop/prod", "--strategy", "Sometimes"], /--strategy: expected RollingUpdate, Recreate, canary or blue-green/);
     fails(["env", "update", "shop/prod", "--strategy", "RollingUpdate", "--max-surge", "0", "--max-unavailable", "0"], /invalid_argument: rollout\.max_unavailable: /);
     fails(["env", "update", "shop/prod", "--sentinel-replicas", "101"], /invalid_argument: sentinel\.replicas: /);
     fails(["env", "update", "shop/prod", "--region", "eu=9", "--remove-region", "mars"], /failed_precondition: remove_regions\[0\]: /);
