@@ -218,16 +218,7 @@ export class Balancer {
     const idx = pickByShare(shares, this.#random());
     const list = idx >= 0 ? available[idx] : undefined;
     if (!list || list.length === 0) return undefined;
-    // powerOfTwo, inlined (no closure per request); always two draws, so the random stream
-    // advances the same way whatever the list size.
-    const r1 = this.#random();
-    const r2 = this.#random();
-    const n = list.length;
-    if (n === 1) return list[0];
-    const i = firstChoice(n, r1);
-    const a = list[i] as Instance;
-    const b = list[secondChoice(n, i, r2)] as Instance;
-    return b.outstanding < a.outstanding ? b : a;
+    return this.#twoChoices(list);
   }
 
   #pickPreview(deploymentId: string, exclude?: ReadonlySet<string>): Instance | undefined {
@@ -238,12 +229,21 @@ export class Balancer {
     const healthy = candidates.filter((i) => !isEjected(i.health, now));
     const list = healthy.length > 0 ? healthy : candidates;
     if (list.length === 0) return undefined;
+    return this.#twoChoices(list);
+  }
+
+  /**
+   * Power of two choices over a non-empty list (no closure per request); always two draws, so
+   * the random stream advances the same way whatever the list size.
+   */
+  #twoChoices(list: readonly Instance[]): Instance | undefined {
     const r1 = this.#random();
     const r2 = this.#random();
-    if (list.length === 1) return list[0];
-    const i = firstChoice(list.length, r1);
+    const n = list.length;
+    if (n === 1) return list[0];
+    const i = firstChoice(n, r1);
     const a = list[i] as Instance;
-    const b = list[secondChoice(list.length, i, r2)] as Instance;
+    const b = list[secondChoice(n, i, r2)] as Instance;
     return b.outstanding < a.outstanding ? b : a;
   }
 
