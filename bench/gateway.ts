@@ -12,7 +12,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -36,7 +35,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { percentileOf } from "./support.js";
+import { percentileOf, until, freePort } from "./support.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
@@ -47,24 +46,8 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+/** `until` with this bench's defaults. */
+const waitFor = <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> => until(what, check, timeoutMs, 20, true);
 
 function wrk(url: string, seconds: number, headers: string[]): { rps: number; p99: string } {
   const args = ["-t2", "-c64", `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, ...headers.flatMap((h) => ["-H", h]), url];
@@ -146,7 +129,7 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
     .catch(() => undefined);
   try {
     await endpoints.setEndpoint({ ...ref, visibility: "organization", pathRouting: true, pathPrefix: "/warm/up" });
-    await until("the first HTTPRoute", async () => seen.has("/warm/up"));
+    await waitFor("the first HTTPRoute", async () => seen.has("/warm/up"));
     const api: number[] = [];
     const applied: number[] = [];
     for (let i = 0; i < CHANGES; i++) {
@@ -154,7 +137,7 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
       const t0 = performance.now();
       await endpoints.setEndpoint({ ...ref, visibility: "organization", pathRouting: true, pathPrefix: prefix });
       const t1 = performance.now();
-      await until(`route ${prefix}`, async () => seen.has(prefix), 30_000);
+      await waitFor(`route ${prefix}`, async () => seen.has(prefix), 30_000);
       api.push(t1 - t0);
       applied.push((seen.get(prefix) ?? t1) - t1);
       await sleep(50);
@@ -209,7 +192,7 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
       { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
     );
     children.push(sentinel);
-    await until("the sentinel ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok);
+    await waitFor("the sentinel ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok);
     const url = `http://127.0.0.1:${sentinelPort}/books/1`;
     wrk(url, 2, []);
     const off = wrk(url, SECONDS, []);
@@ -229,7 +212,7 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
         req.on("error", reject);
         req.end();
       });
-    await until("tokens required", async () => (await statusWithHost()).startsWith("401"));
+    await waitFor("tokens required", async () => (await statusWithHost()).startsWith("401"));
     const first = await statusWithHost(`Bearer ${tok}`);
     if (!first.startsWith("200")) throw new Error(`a request with a valid token was answered ${first}`);
     wrk(url, 2, [`Authorization: Bearer ${tok}`]);

@@ -28,21 +28,14 @@ import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { load, percentileOf } from "./support.js";
+import { load, percentileOf, until } from "./support.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_MEASURE_ROUNDS ?? 30);
 const REF = { workspace: "bench", project: "shop", environment: "production" };
 const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000, stepMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
+/** `until` with this bench's defaults. */
+const waitFor = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000, stepMs = 10): Promise<T> => until(what, check, timeoutMs, stepMs);
 
 async function ok(pool: Pool): Promise<boolean> {
   try {
@@ -111,7 +104,7 @@ export async function benchMeasurements(): Promise<void> {
     const envId = environment?.id ?? "";
     const { deployment } = await api.deployments.createDeployment({ ...REF, image: "registry.example.com/shop:1", port: 8080 });
     const dep = deployment?.id ?? "";
-    const entry = await until("a running sentinel pod", async () => {
+    const entry = await waitFor("a running sentinel pod", async () => {
       const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
       for (const pod of items) {
         const st = isRecord(pod.status) ? pod.status : {};
@@ -121,20 +114,20 @@ export async function benchMeasurements(): Promise<void> {
     }, 300_000, 200);
     pool = new Pool(entry, { connections: 32, pipelining: 1 });
     const p = pool;
-    await until("the instance routed", async () => ((await ok(p)) ? true : undefined), 300_000, 50);
+    await waitFor("the instance routed", async () => ((await ok(p)) ? true : undefined), 300_000, 50);
 
     // Answered → visible in samples().
     const source = new StoredMeasurements(ctrl.store);
     const since = Date.now() - 60_000;
     const seen = async (): Promise<number> => (await source.samples(envId, [dep], since)).get(dep)?.requests ?? 0;
-    await until("the first requests visible", async () => ((await seen()) > 0 ? true : undefined), 60_000, 50);
+    await waitFor("the first requests visible", async () => ((await seen()) > 0 ? true : undefined), 60_000, 50);
     const delays: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const before = await seen();
       let answered = 0;
       for (let k = 0; k < 10; k++) if (await ok(p)) answered++;
       const t0 = performance.now();
-      await until("the burst visible", async () => ((await seen()) >= before + answered ? true : undefined), 30_000, 10);
+      await waitFor("the burst visible", async () => ((await seen()) >= before + answered ? true : undefined), 30_000, 10);
       delays.push(performance.now() - t0);
       // Start the next burst at a random point of the scrape interval.
       await new Promise((r) => setTimeout(r, Math.random() * 1_000));

@@ -30,7 +30,7 @@ import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { load, percentileOf } from "./support.js";
+import { load, percentileOf, until } from "./support.js";
 
 const CHANGES = Number(process.env.KRANE_BENCH_PROGRESSIVE_CHANGES ?? 24);
 const ABORTS = Number(process.env.KRANE_BENCH_PROGRESSIVE_ABORTS ?? 20);
@@ -40,23 +40,12 @@ const STEPS = [10, 20, 30, 40, 50, 60, 70, 80, 90];
 
 const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 180_000, stepMs = 5): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
+/** `until` with this bench's defaults. */
+const waitFor = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 180_000, stepMs = 5): Promise<T> => until(what, check, timeoutMs, stepMs, true);
 
 /** The ops URL of the environment's running sentinel pod in a cluster. */
 async function sentinelOps(cluster: LocalCluster, kube: KubeClient, envId: string): Promise<string> {
-  return until("a running sentinel pod", async () => {
+  return waitFor("a running sentinel pod", async () => {
     const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
     for (const pod of items) {
       const st = isRecord(pod.status) ? pod.status : {};
@@ -73,7 +62,7 @@ async function servedVersion(ops: string): Promise<number> {
 
 /** Ms from t0 until every sentinel serves at least `version` (the slowest region counts). */
 async function propagated(ops: readonly string[], version: number, t0: number): Promise<number> {
-  const times = await Promise.all(ops.map((o) => until(`routing version ${version} at ${o}`, async () => ((await servedVersion(o)) >= version ? performance.now() : undefined), 60_000, 2)));
+  const times = await Promise.all(ops.map((o) => waitFor(`routing version ${version} at ${o}`, async () => ((await servedVersion(o)) >= version ? performance.now() : undefined), 60_000, 2)));
   return Math.max(...times) - t0;
 }
 
@@ -127,20 +116,20 @@ export async function benchProgressive(): Promise<void> {
     const phase = async (): Promise<string> => (await api.rollouts.getRolloutStatus(REF)).status?.progressive?.phase ?? "";
     let n = 1;
     await api.deployments.createDeployment({ ...REF, image: `registry.example.com/shop:${n++}`, port: 8080 });
-    await until("the first revision healthy", async () => ((await phase()) === "Healthy" ? true : undefined));
+    await waitFor("the first revision healthy", async () => ((await phase()) === "Healthy" ? true : undefined));
 
     // Weight changes: promote from one pause to the next setWeight (whose weight commits at once).
     const weights: number[] = [];
     while (weights.length < CHANGES) {
       await api.deployments.createDeployment({ ...REF, image: `registry.example.com/shop:${n++}`, port: 8080 });
-      await until("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
+      await waitFor("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
       for (let i = 1; i < STEPS.length && weights.length < CHANGES; i++) {
         // Start settled: every sentinel serves the current version (no earlier change in flight).
         await propagated(ops, await version(), performance.now());
         const t0 = performance.now();
         await api.rollouts.promote(REF);
         weights.push(await propagated(ops, await version(), t0));
-        await until("the canary paused again", async () => ((await phase()) === "Paused" ? true : undefined));
+        await waitFor("the canary paused again", async () => ((await phase()) === "Paused" ? true : undefined));
       }
       await api.rollouts.abort(REF);
     }
@@ -149,7 +138,7 @@ export async function benchProgressive(): Promise<void> {
     const aborts: number[] = [];
     for (let i = 0; i < ABORTS; i++) {
       await api.rollouts.promote(REF);
-      await until("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
+      await waitFor("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
       await propagated(ops, await version(), performance.now());
       const t0 = performance.now();
       await api.rollouts.abort(REF);

@@ -30,7 +30,7 @@ import { ConfigService } from "../src/gen/krane/ctrl/v1/config_pb.js";
 import { ReleaseService } from "../src/gen/krane/ctrl/v1/release_pb.js";
 import { agentKubeConfig, kubeWrites } from "../test/integration/agent/support.js";
 import { startTestCtrl } from "../test/integration/ctrl/support.js";
-import { pct } from "./support.js";
+import { pct, until } from "./support.js";
 
 const OBJECTS = 200;
 const ROUNDS = Number(process.env.KRANE_BENCH_RELEASE_ROUNDS ?? 3);
@@ -38,13 +38,6 @@ const FILES = 20;
 const SECRET_CHANGES = Number(process.env.KRANE_BENCH_SECRET_CHANGES ?? 20);
 const REGION = "local";
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
 
 /** A release: FILES files of OBJECTS/FILES objects each, a third each ConfigMaps, Services, Secrets. */
 function releaseFiles(prefix: string): { name: string; content: string }[] {

@@ -27,7 +27,7 @@ import { Informer } from "../src/kube/informer.js";
 import { isRecord, type KubeObject } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { percentileOf } from "./support.js";
+import { percentileOf, until } from "./support.js";
 
 const CHANGES = Number(process.env.KRANE_BENCH_ROUTING_CHANGES ?? 20);
 const NS = "ws-bench";
@@ -40,15 +40,8 @@ function running(pod: KubeObject): string | undefined {
   return !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "" ? st.podIP : undefined;
 }
 
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
+/** `until` with this bench's defaults. */
+const waitFor = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000): Promise<T> => until(what, check, timeoutMs, 2);
 
 async function who(pool: Pool): Promise<string | undefined> {
   try {
@@ -110,7 +103,7 @@ export async function benchRouting(): Promise<void> {
     });
     void pods.run(abort.signal);
 
-    const entry = await until("a running sentinel pod", async () => {
+    const entry = await waitFor("a running sentinel pod", async () => {
       const { items } = await kube.list(resources.pods, {
         namespace: SENTINEL_NAMESPACE,
         labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${environment?.id ?? ""}`,
@@ -120,7 +113,7 @@ export async function benchRouting(): Promise<void> {
     });
     pool = new Pool(entry, { connections: 4, pipelining: 1 });
     const p = pool;
-    await until("the first instance routed", async () => (await who(p)) ?? undefined);
+    await waitFor("the first instance routed", async () => (await who(p)) ?? undefined);
 
     const toRouted: number[] = [];
     const toDirect: number[] = [];
@@ -128,14 +121,14 @@ export async function benchRouting(): Promise<void> {
     for (let i = 0; i < CHANGES; i++) {
       const before = new Set(pods.list().map((x) => x.metadata.name ?? ""));
       await api.rollouts.scale({ ...REF, replicas: 2 });
-      const fresh = await until("a new pod Running", () => pods.list().find((x) => !before.has(x.metadata.name ?? "") && running(x) !== undefined));
+      const fresh = await waitFor("a new pod Running", () => pods.list().find((x) => !before.has(x.metadata.name ?? "") && running(x) !== undefined));
       const name = fresh.metadata.name ?? "";
       const ip = running(fresh) ?? "";
       const t0 = runningAt.get(name) ?? performance.now();
       const direct = new Pool(`http://${cluster.localAddress(ip)}:8080`, { connections: 1 });
       const [routed, reached] = await Promise.all([
-        until(`${name} routed`, async () => ((await who(p)) === name ? performance.now() : undefined)),
-        until(`${name} reachable`, async () => ((await who(direct)) === name ? performance.now() : undefined)),
+        waitFor(`${name} routed`, async () => ((await who(p)) === name ? performance.now() : undefined)),
+        waitFor(`${name} reachable`, async () => ((await who(direct)) === name ? performance.now() : undefined)),
       ]);
       await direct.close();
       toRouted.push(routed - t0);
@@ -143,7 +136,7 @@ export async function benchRouting(): Promise<void> {
 
       // Scale down: the newest pod goes (the ReplicaSet deletes the youngest first).
       await api.rollouts.scale({ ...REF, replicas: 1 });
-      const gone = await until("a pod deleted", () => [...deletedAt.keys()].find((n) => before.has(n) || n === name));
+      const gone = await waitFor("a pod deleted", () => [...deletedAt.keys()].find((n) => before.has(n) || n === name));
       const t1 = deletedAt.get(gone) ?? performance.now();
       // The last answer from it: keep asking until 300 answers in a row come from others.
       let last = t1;
@@ -156,7 +149,7 @@ export async function benchRouting(): Promise<void> {
         } else others++;
       }
       toUnrouted.push(Math.max(0, last - t1));
-      await until(`${gone} gone`, () => (pods.get(NS, gone) ? undefined : true));
+      await waitFor(`${gone} gone`, () => (pods.get(NS, gone) ? undefined : true));
     }
 
     console.log(`routing: ${CHANGES} scale-ups and scale-downs through ctrl → agent → EndpointSlice → krane sentinel (stand-ins serve the pods)`);

@@ -12,7 +12,6 @@
 // missing tools (Debian's `wrk`, `nginx`) are named and their figures skipped.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,7 +24,7 @@ import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
 import { LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
-import { percentileOf } from "./support.js";
+import { percentileOf, until, freePort } from "./support.js";
 
 const ENV = "env_bench";
 const REGION = "bench";
@@ -38,26 +37,10 @@ function have(cmd: string): boolean {
   return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000, stepMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(stepMs);
-  }
-}
+/** `until` with this bench's defaults. */
+const waitFor = <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, stepMs = 20): Promise<T> => until(what, check, timeoutMs, stepMs, true);
 
 function labels(deploymentId?: string): Record<string, string> {
   return {
@@ -152,7 +135,7 @@ async function startNginx(name: string, listen: string, upstream: string | undef
   writeFileSync(join(dir, "nginx.conf"), nginxConfig(dir, listen, upstream));
   const child = spawn("nginx", ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")], { stdio: "ignore" });
   const [host, port] = [listen.slice(0, listen.lastIndexOf(":")), Number(listen.slice(listen.lastIndexOf(":") + 1))];
-  await until(`nginx (${name}) to listen`, async () => (await fetch(`http://${host}:${port}/`).catch(() => undefined))?.ok === true, 10_000);
+  await waitFor(`nginx (${name}) to listen`, async () => (await fetch(`http://${host}:${port}/`).catch(() => undefined))?.ok === true, 10_000);
   child.once("exit", () => rmSync(dir, { recursive: true, force: true }));
   return child;
 }
@@ -227,7 +210,7 @@ export async function benchSentinel(): Promise<void> {
     await writeSlice(kube, "app", [app], appPort);
     const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort);
     children.push(sentinel);
-    await until("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
+    await waitFor("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
     if (withNginx) children.push(await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal));
 
     const targets: [string, string][] = [
@@ -266,7 +249,7 @@ export async function benchSentinel(): Promise<void> {
     // EndpointSlice change → routing.
     await writeSlice(kube, "app", [], appPort);
     await writeSlice(kube, "change", [a], changePort);
-    await until("the change revision alone", async () => {
+    await waitFor("the change revision alone", async () => {
       const st = await status(opsPort);
       return st.revisions.reduce((n, r) => n + r.endpoints, 0) === 1;
     });
@@ -296,7 +279,7 @@ export async function benchSentinel(): Promise<void> {
       t0 = performance.now();
       await writeSlice(kube, "change", [a, b], changePort);
       const committed = performance.now();
-      await until("b to get traffic", async () => firstB !== Infinity, 10_000, 1);
+      await waitFor("b to get traffic", async () => firstB !== Infinity, 10_000, 1);
       adds.push(firstB - t0);
       addsAfterCommit.push(Math.max(0, firstB - committed));
       await sleep(100);
@@ -322,7 +305,7 @@ export async function benchSentinel(): Promise<void> {
     const before = rssBytes(pid);
     const tTable = performance.now();
     await writeSlice(kube, "many", many, manyPort);
-    await until("1,000 endpoints in the table", async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000), 30_000, 5);
+    await waitFor("1,000 endpoints in the table", async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000), 30_000, 5);
     const tableMs = performance.now() - tTable;
     const spreadPool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 64 });
     const seen = new Set<string>();

@@ -21,9 +21,28 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 20): Promise<void> {
+/**
+ * Polls `check` every `stepMs` until it gives a value — anything but undefined or false — and
+ * answers it. A check that throws ends the wait, unless `retryErrors` (a server still starting:
+ * the throw counts as "not yet").
+ */
+export async function until<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs: number,
+  stepMs = 20,
+  retryErrors = false,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
+  for (;;) {
+    let v: T | undefined | false;
+    try {
+      v = await check();
+    } catch (err) {
+      if (!retryErrors) throw err;
+      v = undefined;
+    }
+    if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
