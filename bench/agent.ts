@@ -5,7 +5,8 @@
 //  - bulk apply: N deployments committed at once → N ReplicaSets (seen by a watch), against
 //    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster, as admin and
 //    as the agent's ServiceAccount (under the same admission fence as the agent);
-//  - single-change propagation, ctrl commit → ReplicaSet changed (seen by a watch), p50/p99;
+//  - single-change propagation, ctrl commit → ReplicaSet changed (seen by a watch), p50/p99,
+//    next to the cluster's own apply → watch latency for the same change;
 //  - one resync over N unchanged deployments: Kubernetes writes and ctrl requests;
 //  - every deployment to 2 replicas: how long the cluster itself takes to get 2 × N pods Running
 //    (a watch on pods) next to how long until krane has reported 2 Running instances for all;
@@ -69,6 +70,47 @@ function podRunning(p: KubeObject): KubeObject {
   const conditions = Array.isArray(status.conditions) ? status.conditions : [];
   const ready = conditions.some((c) => isRecord(c) && c.type === "ContainersReady" && c.status === "True");
   return { metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, running: status.phase === "Running" && ready };
+}
+
+/**
+ * The API server's apply → watch latency for the propagation test's change (a new env value on
+ * ReplicaSet bench-0 of a kubectl baseline in `namespace`), applied `n` times by `writer`, seen
+ * by an admin watch; sorted.
+ */
+async function applyToWatchLatency(admin: KubeClient, writer: KubeClient, namespace: string, region: string, n: number): Promise<number[]> {
+  const abort = new AbortController();
+  const values = new Map<string, string>();
+  const waiters = new Set<() => void>();
+  const inf = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(region), namespace, client: admin, log: silentLogger });
+  inf.onChange((_type, o) => {
+    values.set(o.metadata.name ?? "", JSON.stringify(o.spec));
+    for (const w of [...waiters]) w();
+  });
+  void inf.run(abort.signal);
+  await inf.waitSynced();
+  const lat: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const value = `floor${i}`;
+      const rs = renderReplicaSet(create(ApplyDeploymentSchema, { ...sampleDeploymentInit(0, namespace, 0), env: [{ name: "GREETING", value }] }), region);
+      const done = new Promise<void>((resolve) => {
+        const check = (): void => {
+          if ((values.get("bench-0") ?? "").includes(`"value":"${value}"`)) {
+            waiters.delete(check);
+            resolve();
+          }
+        };
+        waiters.add(check);
+      });
+      const t = performance.now();
+      await writer.apply(resources.replicaSets, rs, { force: true });
+      await done;
+      lat.push(performance.now() - t);
+    }
+  } finally {
+    abort.abort();
+  }
+  return lat.sort((a, b) => a - b);
 }
 
 export async function benchAgent(): Promise<void> {
@@ -172,7 +214,25 @@ export async function benchAgent(): Promise<void> {
       `${fmtS(bulkMs)}${Number.isFinite(kubectlMs) ? ` = ${(bulkMs / kubectlMs).toFixed(2)}× kubectl` : ""}${Number.isFinite(fencedMs) ? `, ${(bulkMs / fencedMs).toFixed(2)}× kubectl as the agent` : ""}; agent CPU ${(cpuSeconds(pid) - cpu0).toFixed(1)} s`,
     );
 
-    // --- single-change propagation (env change on a 0-replica deployment: pure API path).
+    // --- single-change propagation (env change on a 0-replica deployment: pure API path), in
+    // steady state: once the agent's work queues are empty and it has stopped sending reports
+    // (three samples 500 ms apart), so that a change does not queue behind the bulk apply's tail.
+    const settleStart = performance.now();
+    let idleSamples = 0;
+    let lastReports = -1;
+    await until(
+      "the agent to settle after the bulk apply",
+      async () => {
+        const queued = await metricSum(opsUrl, "krane_agent_queue_keys");
+        const reports = await metricSum(opsUrl, "krane_agent_reports_total");
+        idleSamples = queued === 0 && reports === lastReports ? idleSamples + 1 : 0;
+        lastReports = reports;
+        return idleSamples >= 3;
+      },
+      1_800_000,
+      500,
+    );
+    line("agent settled after the bulk apply (queues empty, no reports)", `${fmtS(performance.now() - settleStart)} later`);
     const lat: number[] = [];
     for (let i = 0; i < PROPAGATION_CHANGES; i++) {
       const value = `v${i}`;
@@ -196,6 +256,22 @@ export async function benchAgent(): Promise<void> {
       `change propagation ctrl → ReplicaSet (${PROPAGATION_CHANGES} changes)`,
       `p50 ${pct(lat, 50).toFixed(1)} ms, p90 ${pct(lat, 90).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms`,
     );
+    if (kubectl) {
+      // The cluster's own share: the same change server-side applied straight to the API server
+      // (one of kubectl's ReplicaSets) → seen by a watch, as admin and as the agent's
+      // ServiceAccount (through the admission fence, as the agent's writes go). krane's figure
+      // above adds ctrl's stream and the agent to the second.
+      const floors: [string, number[]][] = [
+        ["as admin", await applyToWatchLatency(admin, admin, "bench-kubectl", "kubectl", PROPAGATION_CHANGES)],
+        ["as the agent (fenced)", await applyToWatchLatency(admin, new KubeClient(kc, { fieldManager: "bench", qps: 0 }), "bench-kubectl-fenced", "kubectl-fenced", PROPAGATION_CHANGES)],
+      ];
+      for (const [who, floor] of floors) {
+        line(
+          `the cluster alone: apply ${who} → watch (${PROPAGATION_CHANGES})`,
+          `p50 ${pct(floor, 50).toFixed(1)} ms, p90 ${pct(floor, 90).toFixed(1)} ms, p99 ${pct(floor, 99).toFixed(1)} ms`,
+        );
+      }
+    }
 
     // --- one resync over N unchanged deployments.
     const writes = (): Promise<number> => metricSum(opsUrl, "krane_agent_kube_requests_total", (l) => /verb="(apply|create|delete)"/.test(l) && !l.includes('resource="leases"'));

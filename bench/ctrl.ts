@@ -20,6 +20,7 @@
 // Every line carries the machine's 1-minute load average: the machine may be shared.
 import { fork, type ChildProcess } from "node:child_process";
 import { EventEmitter, once } from "node:events";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createClient } from "@connectrpc/connect";
@@ -141,7 +142,7 @@ const STEP_SECONDS = 3;
  * Steps the change rate up on one system ("ctrl" or the bare loop) until 10 streams miss a
  * change or their p99 passes 50 ms; answers the highest rate that passed and every step.
  */
-async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: StepResult[] }> {
+async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: MeasuredStep[] }> {
   const writer = new Writer(system === "ctrl" ? "./ctrl-server.ts" : "./ctrl-bare.ts", databaseUrl);
   let streams: Streams | null = null;
   try {
@@ -154,9 +155,15 @@ async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates
       s?.recorder.begin(mark, total);
       // The first step warms a fresh process up longer (JIT, caches): a single start-up stall
       // would otherwise decide the p99 of a slow step.
+      const cpu = process.cpuUsage();
       const done = await writer.write({ type: "write", rate, seconds: STEP_SECONDS, warmupSeconds: mark === STEP_SPAN ? 3 : 1, mark });
       const stats = done.stats ?? deliveryStats(done.commits, s ? await s.recorder.settle(5_000) : []);
-      return { ...judge(rate, STEP_SECONDS, done, stats), cpuMsPerChange: done.cpuMsPerChange };
+      // The receiving side's CPU per message (this process: ctrl's 10 agent streams; warm-up
+      // messages included, as they are received too).
+      const used = process.cpuUsage(cpu);
+      const received = ((mark === STEP_SPAN ? 3 : 1) + STEP_SECONDS) * rate * STREAMS;
+      const readerUsPerMessage = system === "ctrl" ? (used.user + used.system) / received : undefined;
+      return { ...judge(rate, STEP_SECONDS, done, stats), cpuMsPerChange: done.cpuMsPerChange, readerUsPerMessage };
     }, rates);
   } finally {
     await streams?.close();
@@ -164,7 +171,9 @@ async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates
   }
 }
 
-function stepLine(r: StepResult & { cpuMsPerChange?: number }): string {
+type MeasuredStep = StepResult & { cpuMsPerChange?: number; readerUsPerMessage?: number };
+
+function stepLine(r: MeasuredStep): string {
   const cpu = r.cpuMsPerChange === undefined ? "" : `, ${r.cpuMsPerChange.toFixed(3)} ms CPU/change`;
   return `${r.rate}/s ${r.ok ? "ok" : "FAIL"} (p99 ${fmt(r.p99)}${cpu}${r.ok ? "" : `; ${r.why}`})`;
 }
@@ -211,6 +220,16 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
       console.log(
         `ctrl ${name}: highest rate at which 10 streams receive every change with p99 ≤ ${P99_LIMIT_MS} ms: bare loop ${bare.best}/s, ctrl ${krane.best}/s (${ratio}× the bare loop)   (${load()})`,
       );
+      // What half the bare loop's rate would ask of the receiving agents alone, at the CPU per
+      // message they used at ctrl's best rate: more than the machine's cores says that no ctrl
+      // could reach it here, whatever its own cost.
+      const atBest = krane.steps.filter((st) => st.ok && st.rate === krane.best).at(-1)?.readerUsPerMessage;
+      if (atBest !== undefined && bare.best > 0) {
+        const need = (bare.best / 2) * STREAMS * atBest / 1e6;
+        console.log(
+          `ctrl ${name}: the 10 agent streams received each message for ${atBest.toFixed(1)} µs CPU; half the bare loop's rate (${bare.best / 2}/s × ${STREAMS} streams) would take ${need.toFixed(2)} CPU-seconds a second for receiving alone, on a ${availableParallelism()}-core machine   (${load()})`,
+        );
+      }
     }
     if (only === "delivery") return;
     for (const [name, url] of dbs) {

@@ -1,6 +1,8 @@
 // Sentinel figures (`npm run bench -- sentinel`), all in one run on this machine:
 //  - throughput and latency with wrk (64 connections, 10 s): the upstream reached directly, through
-//    one `krane sentinel` process, and through nginx as a reverse proxy with one worker;
+//    one `krane sentinel` process, through nginx as a reverse proxy with one worker, and through
+//    the floor (bench/sentinel-floor.ts: a bare Node proxy on the sentinel's own parts, node:http
+//    and undici, doing nothing else), which tells the runtime's share of the gap from krane's;
 //  - added latency at 1,000 requests/s (wrk pacing 10 connections to one request each per 10 ms,
 //    through its Lua delay() hook): p50/p99 of each path, microsecond resolution;
 //  - EndpointSlice change → first request routed to the new instance, and → last request routed
@@ -151,6 +153,18 @@ async function startUpstream(addresses: string[]): Promise<ChildProcess> {
   return child;
 }
 
+/** The bare Node proxy (bench/sentinel-floor.ts) on `listen`, forwarding to `upstream`. */
+async function startFloor(listen: string, upstream: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-floor.ts"), listen, upstream], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve());
+    child.once("exit", (code) => reject(new Error(`the floor proxy exited (${code})`)));
+  });
+  return child;
+}
+
 async function startSentinel(cluster: LocalCluster, dir: string, port: number, opsPort: number): Promise<ChildProcess> {
   const kc = await sentinelKubeConfigFrom(cluster.kubeConfig());
   const kubeconfig = join(dir, "sentinel.kubeconfig");
@@ -185,7 +199,8 @@ export async function benchSentinel(): Promise<void> {
     if (!net) throw new Error("the cluster has no pod network");
     const pod = (i: number): string => `10.${net.slot}.${8 + Math.floor(i / 250)}.${(i % 250) + 1}`;
     await applySentinelRbac(cluster.kubeConfig());
-    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort] = (await Promise.all(Array.from({ length: 6 }, freePort))) as [
+    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort, floorPort] = (await Promise.all(Array.from({ length: 7 }, freePort))) as [
+      number,
       number,
       number,
       number,
@@ -212,11 +227,13 @@ export async function benchSentinel(): Promise<void> {
     children.push(sentinel);
     await waitFor("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
     if (withNginx) children.push(await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal));
+    children.push(await startFloor(`127.0.0.1:${floorPort}`, appLocal));
 
     const targets: [string, string][] = [
       ["direct", `http://${appLocal}/`],
       ["sentinel", `http://127.0.0.1:${sentinelPort}/`],
       ...(withNginx ? ([["nginx", `http://127.0.0.1:${nginxPort}/`]] as [string, string][]) : []),
+      ["floor", `http://127.0.0.1:${floorPort}/`],
     ];
     console.log(`sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; 1 sentinel process, ${withNginx ? "nginx with 1 worker" : "no nginx"}; ${DURATION_S} s per run`);
     const tput = new Map<string, WrkResult>();
@@ -229,7 +246,9 @@ export async function benchSentinel(): Promise<void> {
       }
       const s = tput.get("sentinel");
       const n = tput.get("nginx");
+      const f = tput.get("floor");
       if (s && n) console.log(`sentinel: throughput sentinel / nginx = ${(s.rps / n.rps).toFixed(2)} (target ≥ 0.5)`);
+      if (f && n) console.log(`sentinel: throughput floor / nginx = ${(f.rps / n.rps).toFixed(2)}, sentinel / floor = ${s ? (s.rps / f.rps).toFixed(2) : "n/a"} (the floor: a bare Node proxy on the same parts)`);
     }
     const fixed = new Map<string, WrkResult>();
     if (withWrk) {
@@ -240,7 +259,7 @@ export async function benchSentinel(): Promise<void> {
         console.log(`sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`);
       }
       const d = fixed.get("direct");
-      for (const name of ["sentinel", "nginx"]) {
+      for (const name of ["sentinel", "nginx", "floor"]) {
         const r = fixed.get(name);
         if (d && r) console.log(`sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`);
       }

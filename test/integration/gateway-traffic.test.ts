@@ -13,8 +13,6 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { readdir, readFile } from "node:fs/promises";
 import { kubeRequest } from "../../src/cluster/kube-http.js";
-import { podAddressMap } from "../../src/cluster/index.js";
-import { Registry } from "prom-client";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { eventually, useCluster } from "../support/cluster.js";
 import { startTestDns, type TestDns } from "../support/dns.js";
@@ -22,9 +20,8 @@ import { DeploymentService, EnvironmentService, ProjectService, RegionService, S
 import { DomainService, EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { Agent } from "../../src/agent/agent.js";
 import { parseGatewayRef } from "../../src/agent/config.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
-import { agentKubeConfig } from "./agent/support.js";
+import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
 const handle = useCluster({ standins: true, gateway: true });
@@ -108,19 +105,9 @@ before(async () => {
     // krane's own sentinel (no image): the stand-ins run a real `krane sentinel` with its token.
     sentinel: { image: "", replicas: 1, cpuMillicores: 100n, memoryMib: 128n },
   });
-  agent = new Agent({
-    ctrlUrl: ctrl.url,
-    token: await ctrl.agentToken(REGION),
-    region: REGION,
-    kubeconfig: await agentKubeConfig(cluster),
-    log: silentLogger,
-    registry: new Registry(),
-    opsPort: -1,
+  agent = await routingAgent(cluster, ctrl, REGION, {
     resyncPeriodMs: 5_000,
-    callTimeoutMs: 3_000,
-    runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 }, retry: { baseMs: 100, capMs: 1_000, minMs: 50 } },
     gateway: { public: parseGatewayRef(gws.public.ref), organization: parseGatewayRef(gws.organization.ref) },
-    podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
   });
   await agent.start();
   await ctrl.client(DeploymentService, t).createDeployment({ ...ref, image: "ghcr.io/acme/shop:1", port: 8080 });

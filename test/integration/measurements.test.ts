@@ -16,27 +16,24 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { Registry } from "prom-client";
 import { Pool } from "undici";
 import { Agent } from "../../src/agent/agent.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
-import { podAddressMap } from "../../src/cluster/index.js";
-import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
+import { STANDIN_ANNOTATION } from "../../src/cluster/standin/app.js";
 import { LATENCY_BUCKETS_MS } from "../../src/contracts/analysis.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
+import { LABEL_DEPLOYMENT_ID } from "../../src/contracts/labels.js";
 import { StoredMeasurements } from "../../src/ctrl/domain/measurements.js";
 import { putSentinel } from "../../src/ctrl/domain/environments.js";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService, InstanceStatus, ReportMeasurementsRequestSchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
-import { isRecord } from "../../src/kube/object.js";
 import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
-import { adminKube, agentKubeConfig } from "./agent/support.js";
+import { adminKube, routingAgent } from "./agent/support.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
+import { hit, hitMany, runningSentinel, type Hit } from "./sentinel/support.js";
 
 const handle = useCluster({ standins: true, pods: { readyDelayMs: 1_500, readyJitterMs: 300 } });
 const REGION = "local";
@@ -49,50 +46,8 @@ let agent: Agent;
 let kube: KubeClient;
 let envId = "";
 
-interface Hit {
-  readonly status: number;
-  readonly revision?: string;
-}
-
-async function hit(p: Pool): Promise<Hit> {
-  try {
-    const res = await p.request({ method: "GET", path: "/", headers: { host: "shop.example.com" }, headersTimeout: 15_000, bodyTimeout: 15_000 });
-    const text = await res.body.text();
-    try {
-      return { status: res.statusCode, revision: (JSON.parse(text) as StandinAnswer).revision };
-    } catch {
-      return { status: res.statusCode };
-    }
-  } catch {
-    return { status: 0 };
-  }
-}
-
-async function hits(p: Pool, n: number): Promise<Hit[]> {
-  const out: Hit[] = [];
-  let sent = 0;
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (sent < n) {
-        sent++;
-        out.push(await hit(p));
-      }
-    }),
-  );
-  return out;
-}
-
 async function sentinelPod(not?: string): Promise<{ name: string; url: string }> {
-  return eventually("a running sentinel pod", async () => {
-    const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
-    for (const pod of items) {
-      const st = isRecord(pod.status) ? pod.status : {};
-      if (pod.metadata.name !== not && !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") {
-        return { name: pod.metadata.name ?? "", url: `http://${handle.cluster.localAddress(st.podIP)}:${SENTINEL_PORT}` };
-      }
-    }
-    return undefined;
-  }, 120_000);
+  return runningSentinel(handle.cluster, kube, envId, not);
 }
 
 async function running(deploymentId: string): Promise<number> {
@@ -135,20 +90,7 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
       rollout: { maxSurge: "1", maxUnavailable: "0" },
     });
     envId = environment?.id ?? "";
-    agent = new Agent({
-      ctrlUrl: ctrl.url,
-      token: await ctrl.agentToken(REGION),
-      region: REGION,
-      kubeconfig: await agentKubeConfig(cluster),
-      log: silentLogger,
-      registry: new Registry(),
-      opsPort: -1,
-      resyncPeriodMs: 10_000,
-      podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
-      sentinelObserveIntervalMs: 500,
-      measureIntervalMs: 1_000,
-      runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
-    });
+    agent = await routingAgent(cluster, ctrl, REGION, { sentinelObserveIntervalMs: 500, measureIntervalMs: 1_000 });
     await agent.start();
   }, { timeout: 15 * 60_000 });
 
@@ -196,17 +138,17 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
     let pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
     // Warm up until both revisions answer through the weighted policy, the bad one with errors.
     await eventually("both revisions answering, the bad one failing sometimes", async () => {
-      const hs = await hits(pool, 200);
-      return hs.some((h) => h.revision === good) && hs.some((h) => h.revision === bad && h.status === 500) ? true : undefined;
+      const hs = await hitMany(pool, 200, 8);
+      return hs.some((h) => h.answer?.revision === good) && hs.some((h) => h.answer?.revision === bad && h.status === 500) ? true : undefined;
     }, 120_000);
     // Quiet for more than two scrape intervals, so no warm-up request falls in a window after `since`.
     await new Promise((r) => setTimeout(r, 3_000));
     const since = Date.now();
 
     const source = new StoredMeasurements(ctrl.store);
-    const sent: Hit[] = await hits(pool, 1_000);
+    const sent: Hit[] = await hitMany(pool, 1_000, 8);
     // Everything sent so far reaches ctrl; then the sentinel pod is replaced.
-    const firstHalf = sent.filter((h) => h.revision !== undefined).length;
+    const firstHalf = sent.filter((h) => h.answer?.revision !== undefined).length;
     await eventually("the first half reported", async () => {
       const s = await source.samples(envId, [good, bad], since);
       const n = (s.get(good)?.requests ?? 0) + (s.get(bad)?.requests ?? 0);
@@ -220,12 +162,12 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
     await eventually("the new sentinel pod routing", async () => {
       const h = await hit(pool);
       sent.push(h);
-      return h.revision !== undefined ? true : undefined;
+      return h.answer?.revision !== undefined ? true : undefined;
     }, 120_000);
-    sent.push(...(await hits(pool, 1_000)));
+    sent.push(...(await hitMany(pool, 1_000, 8)));
     await pool.close();
 
-    const byRev = (rev: string): Hit[] => sent.filter((h) => h.revision === rev);
+    const byRev = (rev: string): Hit[] => sent.filter((h) => h.answer?.revision === rev);
     const sentGood = byRev(good).length;
     const sentBad = byRev(bad).length;
     const settled = await eventually("the counts to settle", async () => {

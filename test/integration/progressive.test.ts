@@ -8,28 +8,23 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Registry } from "prom-client";
 import { Code } from "@connectrpc/connect";
 import { Pool } from "undici";
 import { followRollout } from "../../src/cli/rollout.js";
 import { Agent } from "../../src/agent/agent.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
-import { podAddressMap } from "../../src/cluster/index.js";
-import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { STANDIN_ANNOTATION } from "../../src/cluster/standin/app.js";
+import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../src/contracts/routing.js";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService, type RolloutStatus } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
-import { isRecord } from "../../src/kube/object.js";
 import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
-import { adminKube, agentKubeConfig } from "./agent/support.js";
+import { adminKube, routingAgent } from "./agent/support.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
-import { countBy } from "./sentinel/support.js";
+import { countBy, failure, hitMany, openLoad, runningSentinel } from "./sentinel/support.js";
 
 const handle = useCluster({ standins: true, pods: { readyDelayMs: 300, readyJitterMs: 300 } });
 const REGION = "local";
@@ -50,73 +45,8 @@ let kube: KubeClient;
 const envIds = new Map<string, string>();
 const pools: Pool[] = [];
 
-interface Hit {
-  readonly status: number;
-  readonly answer?: StandinAnswer;
-  readonly error?: string;
-}
-
-async function hit(p: Pool, preview = false): Promise<Hit> {
-  try {
-    const headers: Record<string, string> = { host: "shop.example.com" };
-    if (preview) headers[PREVIEW_HEADER] = PREVIEW_HEADER_VALUE;
-    const res = await p.request({ method: "GET", path: "/", headers, headersTimeout: 15_000, bodyTimeout: 15_000 });
-    const text = await res.body.text();
-    try {
-      return { status: res.statusCode, answer: JSON.parse(text) as StandinAnswer };
-    } catch {
-      return { status: res.statusCode, error: text.slice(0, 80) };
-    }
-  } catch (err) {
-    return { status: 0, error: err instanceof Error ? err.message : String(err) };
-  }
-}
-
-async function hits(p: Pool, n: number, preview = false): Promise<Hit[]> {
-  const out: Hit[] = [];
-  let sent = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (sent < n) {
-        sent++;
-        out.push(await hit(p, preview));
-      }
-    }),
-  );
-  return out;
-}
-
-/** Open-loop load: RATE requests per second whatever the answers take, until stopped. */
-function load(p: Pool): { stop: () => Promise<Hit[]> } {
-  const results: Promise<Hit>[] = [];
-  const started = performance.now();
-  let running = true;
-  const tick = (): void => {
-    if (!running) return;
-    const due = Math.floor(((performance.now() - started) / 1000) * RATE);
-    while (results.length < due) results.push(hit(p));
-    setTimeout(tick, 5);
-  };
-  tick();
-  return {
-    stop: async () => {
-      running = false;
-      return await Promise.all(results);
-    },
-  };
-}
-
 async function sentinelPool(ref: Ref): Promise<Pool> {
-  const envId = envIds.get(ref.environment) ?? "";
-  const cluster = handle.cluster;
-  const url = await eventually(`a running sentinel pod of ${ref.environment}`, async () => {
-    const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
-    for (const pod of items) {
-      const st = isRecord(pod.status) ? pod.status : {};
-      if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}`;
-    }
-    return undefined;
-  }, 120_000);
+  const { url } = await runningSentinel(handle.cluster, kube, envIds.get(ref.environment) ?? "");
   const p = new Pool(url, { connections: 32, pipelining: 1, keepAliveTimeout: 10_000 });
   pools.push(p);
   return p;
@@ -155,9 +85,9 @@ async function routingServed(ref: Ref): Promise<void> {
 
 /** Sends n requests and returns the percent that reached `deploymentId`; every request must succeed. */
 async function shareOf(p: Pool, n: number, deploymentId: string): Promise<number> {
-  const all = await hits(p, n);
+  const all = await hitMany(p, n);
   const failed = all.filter((h) => h.status !== 200);
-  assert.deepEqual([...countBy(failed, (h) => `${h.status} ${h.error ?? ""}`)], [], "no request fails");
+  assert.deepEqual([...countBy(failed, failure)], [], "no request fails");
   return (100 * all.filter((h) => h.answer?.revision === deploymentId).length) / n;
 }
 
@@ -226,20 +156,7 @@ describe("progressive delivery through krane's own sentinel", () => {
       },
     });
     envIds.set(ANALYSED.environment, analysed.environment?.id ?? "");
-    agent = new Agent({
-      ctrlUrl: ctrl.url,
-      token: await ctrl.agentToken(REGION),
-      region: REGION,
-      kubeconfig: await agentKubeConfig(cluster),
-      log: silentLogger,
-      registry: new Registry(),
-      opsPort: -1,
-      resyncPeriodMs: 10_000,
-      podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
-      sentinelObserveIntervalMs: 300,
-      measureIntervalMs: MEASURE_MS,
-      runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
-    });
+    agent = await routingAgent(cluster, ctrl, REGION, { sentinelObserveIntervalMs: 300, measureIntervalMs: MEASURE_MS });
     await agent.start();
   }, { timeout: 15 * 60_000 });
 
@@ -332,17 +249,17 @@ describe("progressive delivery through krane's own sentinel", () => {
     assert.equal(weightOf(preview, green), 0);
     await routingServed(BLUE_GREEN);
     assert.equal(await shareOf(p, 1000, blue), 100, "normal traffic stays on blue");
-    const viaHeader = await hits(p, 200, true);
-    assert.deepEqual([...countBy(viaHeader, (h) => `${h.status} ${h.answer?.revision ?? h.error ?? ""}`)], [[`200 ${green}`, 200]], "the preview header reaches green only");
+    const viaHeader = await hitMany(p, 200, 16, "/", { [PREVIEW_HEADER]: PREVIEW_HEADER_VALUE });
+    assert.deepEqual([...countBy(viaHeader, (h) => `${h.status} ${h.answer?.revision ?? h.cause ?? h.error ?? ""}`)], [[`200 ${green}`, 200]], "the preview header reaches green only");
 
     // Promote under load.
-    const run1 = load(p);
+    const run1 = openLoad(p, RATE);
     await new Promise((r) => setTimeout(r, 1500));
     await rollout.promote(BLUE_GREEN);
     await routingServed(BLUE_GREEN);
     await new Promise((r) => setTimeout(r, 1500));
     const during1 = await run1.stop();
-    assert.deepEqual([...countBy(during1.filter((h) => h.status !== 200), (h) => `${h.status} ${h.error ?? ""}`)], [], `0 of ${during1.length} requests fail during the switch`);
+    assert.deepEqual([...countBy(during1.filter((h) => h.status !== 200), failure)], [], `0 of ${during1.length} requests fail during the switch`);
     assert.equal(await shareOf(p, 1000, green), 100, "green takes all traffic");
     const switched = await rolloutStatus(BLUE_GREEN);
     assert.equal(switched.progressive?.previousDeploymentId, blue, "blue kept for the window");
@@ -350,14 +267,14 @@ describe("progressive delivery through krane's own sentinel", () => {
 
     // Rollback within the window: a route swap, no pod created.
     const podsBefore = await podNames(BLUE_GREEN);
-    const run2 = load(p);
+    const run2 = openLoad(p, RATE);
     await new Promise((r) => setTimeout(r, 1500));
     const { status: back } = await rollout.abort(BLUE_GREEN);
     assert.equal(back?.progressive?.stableDeploymentId, blue);
     await routingServed(BLUE_GREEN);
     await new Promise((r) => setTimeout(r, 1500));
     const during2 = await run2.stop();
-    assert.deepEqual([...countBy(during2.filter((h) => h.status !== 200), (h) => `${h.status} ${h.error ?? ""}`)], [], `0 of ${during2.length} requests fail during the rollback`);
+    assert.deepEqual([...countBy(during2.filter((h) => h.status !== 200), failure)], [], `0 of ${during2.length} requests fail during the rollback`);
     assert.equal(await shareOf(p, 1000, blue), 100, "blue serves again");
     const created = [...(await podNames(BLUE_GREEN))].filter((u) => !podsBefore.has(u));
     assert.deepEqual(created, [], "no pod created by the rollback");
@@ -368,7 +285,7 @@ describe("progressive delivery through krane's own sentinel", () => {
     await eventually("v1 healthy", async () => ((await rolloutStatus(ANALYSED)).progressive?.phase === "Healthy" && (await running(ANALYSED, v1)) === 2 ? true : undefined), 120_000);
     const p = await sentinelPool(ANALYSED);
     await routingServed(ANALYSED);
-    const run = load(p);
+    const run = openLoad(p, RATE);
     try {
       // A canary whose pods answer 10 % of requests with 500, from the moment they exist.
       const bad = await deploy(ANALYSED, "registry.example.com/shop:a2");
@@ -392,7 +309,7 @@ describe("progressive delivery through krane's own sentinel", () => {
       assert.equal(weightOf(aborted.s, v1), 100, "100 % stable");
       assert.ok(aborted.at - analysing <= 2 * INTERVAL * 1000 + 1000, `aborted ${((aborted.at - analysing) / 1000).toFixed(1)} s after the analysis step started (2 intervals: ${2 * INTERVAL} s)`);
       await routingServed(ANALYSED);
-      const after = await hits(p, 500);
+      const after = await hitMany(p, 500);
       assert.equal(after.filter((h) => h.answer?.revision === v1 && h.status === 200).length, 500, "all traffic on the stable revision, all answered");
 
       // A healthy canary passes its checks and completes.

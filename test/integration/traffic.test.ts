@@ -6,25 +6,19 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Registry } from "prom-client";
 import { Pool } from "undici";
 import { Agent } from "../../src/agent/agent.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
-import { podAddressMap } from "../../src/cluster/index.js";
-import { STANDIN_ANNOTATION, type StandinAnswer } from "../../src/cluster/standin/app.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { STANDIN_ANNOTATION } from "../../src/cluster/standin/app.js";
 import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
-import { isRecord } from "../../src/kube/object.js";
 import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
-import { adminKube, agentKubeConfig } from "./agent/support.js";
+import { adminKube, routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
-import { countBy } from "./sentinel/support.js";
+import { countBy, failure, hit, hitMany, openLoad, runningSentinel } from "./sentinel/support.js";
 
 const handle = useCluster({ standins: true, pods: { readyDelayMs: 500, readyJitterMs: 500 } });
 const REGION = "local";
@@ -39,76 +33,9 @@ let kube: KubeClient;
 let pool: Pool | undefined;
 let envId = "";
 
-interface Hit {
-  readonly status: number;
-  readonly answer?: StandinAnswer;
-  readonly error?: string;
-  readonly cause?: string;
-}
-
-async function hit(p: Pool): Promise<Hit> {
-  try {
-    const res = await p.request({ method: "GET", path: "/", headers: { host: "shop.example.com" }, headersTimeout: 15_000, bodyTimeout: 15_000 });
-    const text = await res.body.text();
-    const cause = res.headers["x-krane-sentinel-error"];
-    try {
-      return { status: res.statusCode, answer: JSON.parse(text) as StandinAnswer, cause: typeof cause === "string" ? cause : undefined };
-    } catch {
-      return { status: res.statusCode, cause: typeof cause === "string" ? cause : text.slice(0, 80) };
-    }
-  } catch (err) {
-    return { status: 0, error: err instanceof Error ? err.message : String(err) };
-  }
-}
-
-async function hits(p: Pool, n: number): Promise<Hit[]> {
-  const out: Hit[] = [];
-  let sent = 0;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (sent < n) {
-      sent++;
-      out.push(await hit(p));
-    }
-  }));
-  return out;
-}
-
-/** Open-loop load: RATE requests per second whatever the answers take, until stopped. */
-function load(p: Pool): { stop: () => Promise<Hit[]> } {
-  const results: Promise<Hit>[] = [];
-  const started = performance.now();
-  let running = true;
-  const tick = (): void => {
-    if (!running) return;
-    const due = Math.floor(((performance.now() - started) / 1000) * RATE);
-    while (results.length < due) results.push(hit(p));
-    setTimeout(tick, 2);
-  };
-  tick();
-  return {
-    stop: async () => {
-      running = false;
-      return await Promise.all(results);
-    },
-  };
-}
-
 /** The environment's sentinel pod, as the local cluster serves it on this machine. */
 async function sentinelEntry(): Promise<string> {
-  const cluster = handle.cluster;
-  return eventually("a running sentinel pod", async () => {
-    const { items } = await kube.list(resources.pods, {
-      namespace: SENTINEL_NAMESPACE,
-      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}`,
-    });
-    for (const pod of items) {
-      const st = isRecord(pod.status) ? pod.status : {};
-      if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") {
-        return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}`;
-      }
-    }
-    return undefined;
-  }, 120_000);
+  return (await runningSentinel(handle.cluster, kube, envId)).url;
 }
 
 async function running(deploymentId: string): Promise<string[]> {
@@ -124,19 +51,7 @@ async function deploy(image: string): Promise<string> {
 }
 
 async function startAgent(): Promise<Agent> {
-  const a = new Agent({
-    ctrlUrl: ctrl.url,
-    token: await ctrl.agentToken(REGION),
-    region: REGION,
-    kubeconfig: await agentKubeConfig(handle.cluster),
-    log: silentLogger,
-    registry: new Registry(),
-    opsPort: -1,
-    resyncPeriodMs: 10_000,
-    podAddressMap: handle.cluster.podNetwork ? podAddressMap(handle.cluster.podNetwork) : undefined,
-    sentinelObserveIntervalMs: 500,
-    runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
-  });
+  const a = await routingAgent(handle.cluster, ctrl, REGION, { sentinelObserveIntervalMs: 500 });
   await a.start();
   return a;
 }
@@ -182,7 +97,7 @@ describe("routed traffic through krane's own sentinel", () => {
     const p = pool;
 
     const pods = await eventually("all 3 instances answering through the sentinel", async () => {
-      const seen = countBy(await hits(p, 60), (h) => h.answer?.pod ?? `${h.status} ${h.cause ?? h.error ?? ""}`);
+      const seen = countBy(await hitMany(p, 60, 8), (h) => h.answer?.pod ?? failure(h));
       return seen.size === 3 && (await running(v1)).every((n) => seen.has(n)) ? seen : undefined;
     }, 60_000);
     assert.equal(pods.size, 3);
@@ -206,14 +121,14 @@ describe("routed traffic through krane's own sentinel", () => {
     }, 120_000);
     const fresh = names.find((n) => !pods.has(n));
     assert.ok(fresh, `a new instance among ${names.join(", ")}`);
-    await eventually(`${fresh} to receive traffic`, async () => ((await hits(p, 40)).some((h) => h.answer?.pod === fresh) ? true : undefined), 60_000);
+    await eventually(`${fresh} to receive traffic`, async () => ((await hitMany(p, 40, 8)).some((h) => h.answer?.pod === fresh) ? true : undefined), 60_000);
 
     // One instance refuses connections (its stand-in misbehaves on request): requests still succeed.
     const bad = names[0] ?? "";
     await kube.apply(resources.pods, { metadata: { name: bad, namespace: NS, annotations: { [STANDIN_ANNOTATION.mode]: "refuse" } } }, { force: true });
     await new Promise((r) => setTimeout(r, 1000));
-    const during = await hits(p, 200);
-    assert.deepEqual([...countBy(during.filter((h) => h.status !== 200), (h) => `${h.status} ${h.cause ?? h.error ?? ""}`)], [], "no request fails");
+    const during = await hitMany(p, 200, 8);
+    assert.deepEqual([...countBy(during.filter((h) => h.status !== 200), failure)], [], "no request fails");
     const late = during.slice(-100);
     assert.equal(late.filter((h) => h.answer?.pod === bad).length, 0, "the refusing instance is ejected");
     await kube.apply(resources.pods, { metadata: { name: bad, namespace: NS, annotations: { [STANDIN_ANNOTATION.mode]: "serve" } } }, { force: true });
@@ -226,7 +141,7 @@ describe("routed traffic through krane's own sentinel", () => {
     await eventually("3 running instances", async () => ((await running(v1)).length === 3 ? true : undefined), 120_000);
     await new Promise((r) => setTimeout(r, 1500));
 
-    const run = load(p);
+    const run = openLoad(p, RATE);
     await new Promise((r) => setTimeout(r, 1500));
     v2 = await deploy("registry.example.com/shop:2");
     await eventually("the rollout to v2 to complete", async () => {
@@ -241,7 +156,7 @@ describe("routed traffic through krane's own sentinel", () => {
     const all = await run.stop();
 
     const failed = all.filter((h) => h.status !== 200);
-    assert.deepEqual([...countBy(failed, (h) => `${h.status} ${h.cause ?? h.error ?? ""}`)], [], `0 of ${all.length} requests may fail`);
+    assert.deepEqual([...countBy(failed, failure)], [], `0 of ${all.length} requests may fail`);
     assert.ok(all.length >= RATE * 5, `a real load: ${all.length} requests`);
     const byRevision = countBy(all, (h) => h.answer?.revision ?? "?");
     assert.ok((byRevision.get(v1) ?? 0) > 0 && (byRevision.get(v2) ?? 0) > 0, `both revisions served: ${[...byRevision].join(" ")}`);
@@ -256,7 +171,7 @@ describe("routed traffic through krane's own sentinel", () => {
     await agent.stop();
     await ctrl.close();
     await new Promise((r) => setTimeout(r, 2000));
-    const served = await hits(p, 100);
+    const served = await hitMany(p, 100, 8);
     assert.deepEqual([...countBy(served, (h) => `${h.status} ${h.answer?.revision ?? h.cause ?? h.error ?? ""}`)], [[`200 ${v2}`, 100]]);
 
     // Both come back; deleting the deployment leaves the sentinel with nothing to route to.

@@ -3,7 +3,7 @@
 // identity — never the admin one.
 import { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
-import type { LocalCluster } from "../../../src/cluster/index.js";
+import { podAddressMap, type LocalCluster } from "../../../src/cluster/index.js";
 import { KubeClient } from "../../../src/kube/client.js";
 import { type KubeObject } from "../../../src/kube/object.js";
 import type { ResourceType } from "../../../src/kube/resources.js";
@@ -45,6 +45,25 @@ export function startAgent(
       retry: { baseMs: 100, capMs: 1_000, minMs: 50 },
       breaker: { failureThreshold: 3, openMs: 500 },
     },
+    ...extra,
+  });
+}
+
+/**
+ * An agent for routed-traffic tests (not started): startAgent's test settings as the region's
+ * ServiceAccount with a fresh agent token, no ops port, a 10 s resync, and the local cluster's
+ * pod addresses mapped so that it reaches its sentinel pods' stand-ins.
+ */
+export async function routingAgent(
+  cluster: LocalCluster,
+  ctrl: { readonly url: string; agentToken(region: string): Promise<string> },
+  region: string,
+  extra: Partial<AgentConfig> = {},
+): Promise<Agent> {
+  return startAgent(await agentKubeConfig(cluster), { url: ctrl.url, token: await ctrl.agentToken(region) }, region, {
+    opsPort: -1,
+    resyncPeriodMs: 10_000,
+    podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
     ...extra,
   });
 }

@@ -17,13 +17,13 @@ import {
   createAppPod,
   createSentinelPod,
   deletePod,
+  failure,
   ensureNamespace,
-  hit,
+  openLoad,
   kubeFor,
   proxyClient,
   RoutingWriter,
   sentinelStatus,
-  type Hit,
   type PodRef,
 } from "./support.js";
 
@@ -54,26 +54,6 @@ after(async () => {
   kube?.close();
 });
 
-/** Open-loop load: RATE requests per second whatever the answers take, until stopped. */
-function load(): { stop: () => Promise<Hit[]> } {
-  const results: Promise<Hit>[] = [];
-  const started = performance.now();
-  let running = true;
-  const tick = (): void => {
-    if (!running) return;
-    const due = Math.floor(((performance.now() - started) / 1000) * RATE);
-    while (results.length < due) results.push(hit(pool));
-    setTimeout(tick, 2);
-  };
-  tick();
-  return {
-    stop: async () => {
-      running = false;
-      return await Promise.all(results);
-    },
-  };
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 test("0 failed requests at 200 requests/s through a rolling update 3 → 3 (maxSurge 1, maxUnavailable 0) and a scale-down", async () => {
@@ -84,7 +64,7 @@ test("0 failed requests at 200 requests/s through a rolling update 3 → 3 (maxS
   await routes.slice("v1", v1.map((p) => ({ ip: p.ip, pod: p.name })));
   await eventually("3 endpoints", async () => ((await sentinelStatus(sentinel)).revisions[0]?.endpoints === 3 ? true : undefined));
 
-  const run = load();
+  const run = openLoad(pool, RATE);
   await sleep(2000);
   const live = [...v1];
   for (const next of ["v2-a", "v2-b", "v2-c"]) {
@@ -112,7 +92,7 @@ test("0 failed requests at 200 requests/s through a rolling update 3 → 3 (maxS
 
   const failed = hits.filter((x) => x.status !== 200);
   assert.deepEqual(
-    [...countBy(failed, (x) => `${x.status} ${x.error ?? x.headers["x-krane-sentinel-error"] ?? ""}`)],
+    [...countBy(failed, failure)],
     [],
     `0 of ${hits.length} requests may fail`,
   );

@@ -23,6 +23,7 @@ import { KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { StandinAnswer } from "../../../src/cluster/standin/app.js";
+import { ERROR_HEADER } from "../../../src/sentinel/errors.js";
 import { eventually } from "../../support/cluster.js";
 
 export const REGION = "local";
@@ -226,38 +227,89 @@ export interface Hit {
   readonly status: number;
   readonly answer: StandinAnswer | undefined;
   readonly headers: Record<string, string | string[] | undefined>;
+  /** Why the sentinel answered itself (its error header), or the start of a body that is not an instance's answer. */
+  readonly cause?: string;
+  /** Why no answer came (the client's error). */
   readonly error?: string;
 }
 
+/** One GET through a sentinel (Host shop.example.com); never throws. */
 export async function hit(pool: Pool, path = "/", headers: Record<string, string> = {}): Promise<Hit> {
   try {
     const res = await pool.request({ method: "GET", path, headers: { host: "shop.example.com", ...headers }, headersTimeout: 15_000, bodyTimeout: 15_000 });
     const text = await res.body.text();
+    const errorHeader = res.headers[ERROR_HEADER];
     let answer: StandinAnswer | undefined;
     try {
       answer = JSON.parse(text) as StandinAnswer;
     } catch {
       answer = undefined;
     }
-    return { status: res.statusCode, answer, headers: res.headers };
+    const cause = typeof errorHeader === "string" ? errorHeader : answer === undefined ? text.slice(0, 80) : undefined;
+    return { status: res.statusCode, answer, headers: res.headers, cause };
   } catch (err) {
     return { status: 0, answer: undefined, headers: {}, error: err instanceof Error ? `${(err as { code?: string }).code ?? ""} ${err.message}` : String(err) };
   }
 }
 
 /** `n` requests, `concurrency` at a time. */
-export async function hitMany(pool: Pool, n: number, concurrency = 16, path = "/"): Promise<Hit[]> {
+export async function hitMany(pool: Pool, n: number, concurrency = 16, path = "/", headers: Record<string, string> = {}): Promise<Hit[]> {
   const out: Hit[] = [];
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < n) {
         next++;
-        out.push(await hit(pool, path));
+        out.push(await hit(pool, path, headers));
       }
     }),
   );
   return out;
+}
+
+/** Open-loop load: `rate` requests a second whatever the answers take, until stopped. */
+export function openLoad(pool: Pool, rate: number): { stop: () => Promise<Hit[]> } {
+  const results: Promise<Hit>[] = [];
+  const started = performance.now();
+  let running = true;
+  const tick = (): void => {
+    if (!running) return;
+    const due = Math.floor(((performance.now() - started) / 1000) * rate);
+    while (results.length < due) results.push(hit(pool));
+    setTimeout(tick, 2);
+  };
+  tick();
+  return {
+    stop: async () => {
+      running = false;
+      return await Promise.all(results);
+    },
+  };
+}
+
+/** What a failed hit says, for assertion messages: status and cause or error. */
+export function failure(h: Hit): string {
+  return `${h.status} ${h.cause ?? h.error ?? ""}`;
+}
+
+/**
+ * A Running sentinel pod of an environment (other than `not`), as the local cluster serves it
+ * on this machine: its name and proxy URL.
+ */
+export async function runningSentinel(cluster: LocalCluster, kube: KubeClient, environmentId: string, not?: string): Promise<{ name: string; url: string }> {
+  return eventually(`a running sentinel pod of ${environmentId}`, async () => {
+    const { items } = await kube.list(resources.pods, {
+      namespace: SENTINEL_NAMESPACE,
+      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${environmentId}`,
+    });
+    for (const pod of items) {
+      const st = isRecord(pod.status) ? pod.status : {};
+      if (pod.metadata.name !== not && !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") {
+        return { name: pod.metadata.name ?? "", url: `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}` };
+      }
+    }
+    return undefined;
+  }, 120_000);
 }
 
 export function countBy<T>(items: readonly T[], key: (t: T) => string): Map<string, number> {
