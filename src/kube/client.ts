@@ -28,6 +28,16 @@ export interface KubeClientOptions {
   readonly writeGuard?: () => string | undefined;
 }
 
+/** Sends of one request again after its reused connection turned out closed (see #send). */
+const STALE_SOCKET_RETRIES = 3;
+
+/** A request sent on a reused keep-alive connection that the server had closed (`cause`: the reset). */
+class StaleSocketError extends Error {
+  constructor(override readonly cause: Error) {
+    super(cause.message);
+  }
+}
+
 /** A non-2xx answer from the API server. */
 export class KubeApiError extends Error {
   constructor(
@@ -326,16 +336,29 @@ export class KubeClient {
     const isHttps = url.protocol === "https:";
     const agent = streaming ? this.#getWatchAgent(tls.agentOptions, isHttps) : this.#getAgent(tls.agentOptions, isHttps);
     const timeoutMs = streaming ? 0 : (this.#opts.requestTimeoutMs ?? 30_000);
-    return await new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = (isHttps ? https : http).request(url, { method, headers, agent, signal: opts.signal }, resolve);
-      if (timeoutMs > 0) {
-        req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
+    const once = (): Promise<http.IncomingMessage> =>
+      new Promise<http.IncomingMessage>((resolve, reject) => {
+        const req = (isHttps ? https : http).request(url, { method, headers, agent, signal: opts.signal }, resolve);
+        if (timeoutMs > 0) {
+          req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
+        }
+        req.on("error", (err: NodeJS.ErrnoException) => reject(req.reusedSocket && err.code === "ECONNRESET" ? new StaleSocketError(err) : err));
+        if (streaming) req.once("socket", guardSocket);
+        if (body !== undefined) req.write(body);
+        req.end();
+      });
+    // A kept-alive connection the server closed just as it was reused (the server closes idle
+    // connections, and a pool's sockets go idle together): the request never reached the
+    // server, so it goes again — at most STALE_SOCKET_RETRIES times — unless it is a create
+    // (POST), which is not idempotent; the caller's own retry decides for that.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await once();
+      } catch (err) {
+        if (!(err instanceof StaleSocketError)) throw err;
+        if (method === "POST" || opts.signal?.aborted || attempt >= STALE_SOCKET_RETRIES) throw err.cause;
       }
-      req.on("error", reject);
-      if (streaming) req.once("socket", guardSocket);
-      if (body !== undefined) req.write(body);
-      req.end();
-    });
+    }
   }
 
   #auth: { at: number; value: { headers: Record<string, string>; agentOptions: https.AgentOptions } } | undefined;
