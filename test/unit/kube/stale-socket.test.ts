@@ -7,10 +7,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as http from "node:http";
-import type { AddressInfo, Socket } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { Socket } from "node:net";
 import { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
+import { loopbackKubeConfig } from "./support.js";
 
 async function withServer(fn: (client: KubeClient, seen: { connections: number; requests: string[] }) => Promise<void>): Promise<void> {
   const seen = { connections: 0, requests: [] as string[] };
@@ -30,14 +30,7 @@ async function withServer(fn: (client: KubeClient, seen: { connections: number; 
   });
   server.on("connection", () => seen.connections++);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: "u", token: "t" }],
-    contexts: [{ name: "c", cluster: "c", user: "u" }],
-    currentContext: "c",
-  });
-  const client = new KubeClient(kc);
+  const client = new KubeClient(loopbackKubeConfig(server));
   try {
     await fn(client, seen);
   } finally {

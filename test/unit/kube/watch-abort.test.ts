@@ -5,10 +5,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as http from "node:http";
-import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
+import { loopbackKubeConfig } from "./support.js";
 
 test("a watch aborted from its event callback ends without an uncaught error", async () => {
   const gone = { type: "ERROR", object: { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Expired", code: 410 } };
@@ -21,14 +20,7 @@ test("a watch aborted from its event callback ends without an uncaught error", a
   const uncaught: unknown[] = [];
   const monitor = (err: unknown): void => void uncaught.push(err);
   process.on("uncaughtExceptionMonitor", monitor);
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: "u", token: "t" }],
-    contexts: [{ name: "c", cluster: "c", user: "u" }],
-    currentContext: "c",
-  });
-  const client = new KubeClient(kc);
+  const client = new KubeClient(loopbackKubeConfig(server));
   try {
     for (let i = 0; i < 3; i++) {
       const ac = new AbortController();
