@@ -348,9 +348,10 @@ export class KubeClient {
         req.end();
       });
     // A kept-alive connection the server closed just as it was reused (the server closes idle
-    // connections, and a pool's sockets go idle together): the request never reached the
-    // server, so it goes again — at most STALE_SOCKET_RETRIES times — unless it is a create
-    // (POST), which is not idempotent; the caller's own retry decides for that.
+    // connections, and a pool's sockets go idle together): the request almost surely never
+    // reached the server, and every method here but POST is idempotent (get, list, apply,
+    // delete), so it goes again — at most STALE_SOCKET_RETRIES times. A create (POST) does not:
+    // the caller's own retry decides for it.
     for (let attempt = 0; ; attempt++) {
       try {
         return await once();
