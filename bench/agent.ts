@@ -72,6 +72,55 @@ function podRunning(p: KubeObject): KubeObject {
   return { metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, running: status.phase === "Running" && ready };
 }
 
+/** The ReplicaSet specs a watch has seen, by name; wakes whoever waits for a change. */
+class SeenSpecs {
+  readonly #specs = new Map<string, string>();
+  readonly #waiters = new Set<() => void>();
+
+  get size(): number {
+    return this.#specs.size;
+  }
+
+  saw(type: string, o: KubeObject): void {
+    const name = o.metadata.name ?? "";
+    if (type === "deleted") this.#specs.delete(name);
+    else this.#specs.set(name, JSON.stringify(o.spec));
+    for (const w of [...this.#waiters]) w();
+  }
+
+  /** Resolves once ReplicaSet `name`'s spec carries the env value `value`. */
+  carries(name: string, value: string): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const check = (): void => {
+        if ((this.#specs.get(name) ?? "").includes(`"value":"${value}"`)) {
+          this.#waiters.delete(check);
+          resolve();
+        }
+      };
+      this.#waiters.add(check);
+      check();
+    });
+  }
+}
+
+/** Times `n` changes of ReplicaSet bench-0's env value (`apply` makes one) until `seen` has it; sorted, ms. */
+async function timeChanges(n: number, prefix: string, seen: SeenSpecs, apply: (value: string) => Promise<unknown> | void): Promise<number[]> {
+  const lat: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const value = `${prefix}${i}`;
+    const done = seen.carries("bench-0", value);
+    const t = performance.now();
+    await apply(value);
+    await done;
+    lat.push(performance.now() - t);
+  }
+  return lat.sort((a, b) => a - b);
+}
+
+function latencies(lat: number[]): string {
+  return `p50 ${pct(lat, 50).toFixed(1)} ms, p90 ${pct(lat, 90).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms`;
+}
+
 /**
  * The API server's apply → watch latency for the propagation test's change (a new env value on
  * ReplicaSet bench-0 of a kubectl baseline in `namespace`), applied `n` times by `writer`, seen
@@ -79,38 +128,18 @@ function podRunning(p: KubeObject): KubeObject {
  */
 async function applyToWatchLatency(admin: KubeClient, writer: KubeClient, namespace: string, region: string, n: number): Promise<number[]> {
   const abort = new AbortController();
-  const values = new Map<string, string>();
-  const waiters = new Set<() => void>();
+  const seen = new SeenSpecs();
   const inf = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(region), namespace, client: admin, log: silentLogger });
-  inf.onChange((_type, o) => {
-    values.set(o.metadata.name ?? "", JSON.stringify(o.spec));
-    for (const w of [...waiters]) w();
-  });
+  inf.onChange((type, o) => seen.saw(type, o));
   void inf.run(abort.signal);
   await inf.waitSynced();
-  const lat: number[] = [];
   try {
-    for (let i = 0; i < n; i++) {
-      const value = `floor${i}`;
-      const rs = renderReplicaSet(create(ApplyDeploymentSchema, { ...sampleDeploymentInit(0, namespace, 0), env: [{ name: "GREETING", value }] }), region);
-      const done = new Promise<void>((resolve) => {
-        const check = (): void => {
-          if ((values.get("bench-0") ?? "").includes(`"value":"${value}"`)) {
-            waiters.delete(check);
-            resolve();
-          }
-        };
-        waiters.add(check);
-      });
-      const t = performance.now();
-      await writer.apply(resources.replicaSets, rs, { force: true });
-      await done;
-      lat.push(performance.now() - t);
-    }
+    return await timeChanges(n, "floor", seen, (value) =>
+      writer.apply(resources.replicaSets, renderReplicaSet(create(ApplyDeploymentSchema, { ...sampleDeploymentInit(0, namespace, 0), env: [{ name: "GREETING", value }] }), region), { force: true }),
+    );
   } finally {
     abort.abort();
   }
-  return lat.sort((a, b) => a - b);
 }
 
 export async function benchAgent(): Promise<void> {
@@ -191,15 +220,9 @@ export async function benchAgent(): Promise<void> {
     line("agent ready, empty caches", `${rssIdle.toFixed(0)} MiB RSS, ${heapIdle.toFixed(1)} MiB heap`);
 
     // An admin watch sees ReplicaSets as they land.
-    const seen = new Map<string, unknown>();
-    const waiters = new Set<() => void>();
+    const seen = new SeenSpecs();
     const rsCache = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(REGION), client: admin, log: silentLogger });
-    rsCache.onChange((type, o) => {
-      const key = o.metadata.name ?? "";
-      if (type === "deleted") seen.delete(key);
-      else seen.set(key, o.spec);
-      for (const w of [...waiters]) w();
-    });
+    rsCache.onChange((type, o) => seen.saw(type, o));
     void rsCache.run(watchAbort.signal);
     await rsCache.waitSynced();
 
@@ -233,29 +256,10 @@ export async function benchAgent(): Promise<void> {
       500,
     );
     line("agent settled after the bulk apply (queues empty, no reports)", `${fmtS(performance.now() - settleStart)} later`);
-    const lat: number[] = [];
-    for (let i = 0; i < PROPAGATION_CHANGES; i++) {
-      const value = `v${i}`;
-      const done = new Promise<void>((resolve) => {
-        const check = (): void => {
-          const spec = seen.get("bench-0");
-          if (JSON.stringify(spec).includes(`"value":"${value}"`)) {
-            waiters.delete(check);
-            resolve();
-          }
-        };
-        waiters.add(check);
-      });
-      const t = performance.now();
+    const lat = await timeChanges(PROPAGATION_CHANGES, "v", seen, (value) => {
       ctrl.applyDeployment(REGION, { deploymentId: "bench_0", env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "GREETING", value }] });
-      await done;
-      lat.push(performance.now() - t);
-    }
-    lat.sort((a, b) => a - b);
-    line(
-      `change propagation ctrl → ReplicaSet (${PROPAGATION_CHANGES} changes)`,
-      `p50 ${pct(lat, 50).toFixed(1)} ms, p90 ${pct(lat, 90).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms`,
-    );
+    });
+    line(`change propagation ctrl → ReplicaSet (${PROPAGATION_CHANGES} changes)`, latencies(lat));
     if (kubectl) {
       // The cluster's own share: the same change server-side applied straight to the API server
       // (one of kubectl's ReplicaSets) → seen by a watch, as admin and as the agent's
@@ -265,12 +269,7 @@ export async function benchAgent(): Promise<void> {
         ["as admin", await applyToWatchLatency(admin, admin, "bench-kubectl", "kubectl", PROPAGATION_CHANGES)],
         ["as the agent (fenced)", await applyToWatchLatency(admin, new KubeClient(kc, { fieldManager: "bench", qps: 0 }), "bench-kubectl-fenced", "kubectl-fenced", PROPAGATION_CHANGES)],
       ];
-      for (const [who, floor] of floors) {
-        line(
-          `the cluster alone: apply ${who} → watch (${PROPAGATION_CHANGES})`,
-          `p50 ${pct(floor, 50).toFixed(1)} ms, p90 ${pct(floor, 90).toFixed(1)} ms, p99 ${pct(floor, 99).toFixed(1)} ms`,
-        );
-      }
+      for (const [who, floor] of floors) line(`the cluster alone: apply ${who} → watch (${PROPAGATION_CHANGES})`, latencies(floor));
     }
 
     // --- one resync over N unchanged deployments.
