@@ -16,7 +16,7 @@ export const BARE_CHANNEL = "krane_bare";
 export const STEP_SPAN = 1_000_000;
 /** The latency every delivery must stay under, at the 99th percentile. */
 export const P99_LIMIT_MS = 50;
-export const STREAMS = 10;
+export const STREAMS = Number(process.env.KRANE_BENCH_STREAMS ?? 10);
 
 export interface WriteCommand {
   type: "write";
@@ -148,7 +148,9 @@ export function judge(rate: number, seconds: number, run: PacedRun, stats: Deliv
 }
 
 /** Rates tried, in order, until one fails. */
-export const RATES = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 24000, 32000];
+// Steps of at most a third above the one before from 1,000/s up, so a ratio of two limits is
+// not an artefact of where the steps fall.
+export const RATES = [100, 250, 500, 1000, 1250, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000, 20000, 24000, 32000, 40000, 48000, 64000];
 
 /**
  * Steps the rate up until a rate fails twice in a row (or the list ends); the answer is the

@@ -8,9 +8,13 @@
 //   10 in-process readers) and ctrl (bench/ctrl-server.ts: each change its own transaction
 //   through the domain, received by 10 agent streams over HTTP/2 in this process). Both are
 //   driven by the same open-loop paced writer (bench/ctrl-delivery.ts); the rate steps up
-//   (100, 250, 500, 1,000, 1,500, 2,000, 3,000/s …) until a rate (tried twice) misses a change, cannot commit at the
-//   rate, or has p99 > 50 ms; the answer is the highest rate that passed. Latency = wall-clock
-//   receive time − wall-clock commit time.
+//   (100, 250, 500, 1,000, 1,250, 1,500, 2,000, 2,500/s …, steps of at most a third) until a rate
+//   (tried twice) misses a change, cannot commit at the rate, or has p99 > 50 ms; the answer is
+//   the highest rate that passed. Latency = wall-clock receive time − wall-clock commit time.
+//   First, the same search on the floor (bench/ctrl-floor.ts): no database, the server only
+//   encodes each change once and writes it to the same 10 streams, so the bench can tell the
+//   wire's and the receivers' share of the limit on this machine from ctrl's.
+//   KRANE_BENCH_STREAMS=N changes the number of streams (default 10).
 // - Write throughput: single-change transactions as fast as the store takes them.
 // - Scale (bench/ctrl-scale.ts): 10,000 and 100,000 deployments over 10 regions
 //   (KRANE_BENCH_CTRL_N=10000,100000): ctrl start-up, RSS, one region's snapshot, the CLI list,
@@ -139,15 +143,22 @@ async function listenStreams(url: string): Promise<Streams> {
 const STEP_SECONDS = 3;
 
 /**
+ * What delivers the changes: ctrl; the bare database loop; or the floor (bench/ctrl-floor.ts: no
+ * database, the server only encodes each change once and writes it to the same 10 streams).
+ */
+type DeliverySystem = "ctrl" | "bare" | "floor";
+const SCRIPTS: Record<DeliverySystem, string> = { ctrl: "./ctrl-server.ts", bare: "./ctrl-bare.ts", floor: "./ctrl-floor.ts" };
+
+/**
  * Steps the change rate up on one system ("ctrl" or the bare loop) until 10 streams miss a
  * change or their p99 passes 50 ms; answers the highest rate that passed and every step.
  */
-async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: MeasuredStep[] }> {
-  const writer = new Writer(system === "ctrl" ? "./ctrl-server.ts" : "./ctrl-bare.ts", databaseUrl);
+async function deliveryLimit(system: DeliverySystem, databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: MeasuredStep[] }> {
+  const writer = new Writer(SCRIPTS[system], databaseUrl);
   let streams: Streams | null = null;
   try {
     const ready = await writer.ready();
-    if (system === "ctrl") streams = await ctrlStreams(ready.url ?? "", ready.token ?? "");
+    if (system !== "bare") streams = await ctrlStreams(ready.url ?? "", ready.token ?? "");
     else if (databaseUrl.startsWith("postgres")) streams = await listenStreams(databaseUrl);
     const s = streams;
     return await stepUp(async (rate, mark) => {
@@ -162,7 +173,7 @@ async function deliveryLimit(system: "ctrl" | "bare", databaseUrl: string, rates
       // messages included, as they are received too).
       const used = process.cpuUsage(cpu);
       const received = ((mark === STEP_SPAN ? 3 : 1) + STEP_SECONDS) * rate * STREAMS;
-      const readerUsPerMessage = system === "ctrl" ? (used.user + used.system) / received : undefined;
+      const readerUsPerMessage = system !== "bare" ? (used.user + used.system) / received : undefined;
       return { ...judge(rate, STEP_SECONDS, done, stats), cpuMsPerChange: done.cpuMsPerChange, readerUsPerMessage };
     }, rates);
   } finally {
@@ -209,6 +220,11 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
       ["SQLite", async () => join(dir.path, `${Math.random().toString(36).slice(2)}.db`)],
       ["PostgreSQL", () => postgres.newDatabase()],
     ];
+    // The floor first: what the wire and the 10 receivers take on this machine when the server
+    // only encodes each change once and writes it to every stream (no database). No ctrl can
+    // deliver faster than this here, whatever the database.
+    const floor = await deliveryLimit("floor", "");
+    console.log(`ctrl floor: no database ${floor.steps.map(stepLine).join(", ")}   (${load()})`);
     // Delivery against the database's own limit: the bare loop and ctrl on the same server, in
     // the same run, each on a fresh database.
     for (const [name, url] of dbs) {
@@ -216,9 +232,10 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
       console.log(`ctrl ${name}: bare loop  ${bare.steps.map(stepLine).join(", ")}   (${load()})`);
       const krane = await deliveryLimit("ctrl", await url());
       console.log(`ctrl ${name}: ctrl       ${krane.steps.map(stepLine).join(", ")}   (${load()})`);
-      const ratio = bare.best > 0 ? (krane.best / bare.best).toFixed(2) : "n/a";
+      const ratio = (a: number, b: number): string => (b > 0 ? (a / b).toFixed(2) : "n/a");
       console.log(
-        `ctrl ${name}: highest rate at which 10 streams receive every change with p99 ≤ ${P99_LIMIT_MS} ms: bare loop ${bare.best}/s, ctrl ${krane.best}/s (${ratio}× the bare loop)   (${load()})`,
+        `ctrl ${name}: highest rate at which ${STREAMS} streams receive every change with p99 ≤ ${P99_LIMIT_MS} ms: bare loop ${bare.best}/s, ctrl ${krane.best}/s (${ratio(krane.best, bare.best)}× the bare loop); ` +
+          `the floor (no database, same streams) ${floor.best}/s = ${ratio(floor.best, bare.best)}× the bare loop, ctrl ${ratio(krane.best, floor.best)}× the floor   (${load()})`,
       );
       // What half the bare loop's rate would ask of the receiving agents alone, at the CPU per
       // message they used at ctrl's best rate: more than the machine's cores says that no ctrl
@@ -227,7 +244,7 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
       if (atBest !== undefined && bare.best > 0) {
         const need = (bare.best / 2) * STREAMS * atBest / 1e6;
         console.log(
-          `ctrl ${name}: the 10 agent streams received each message for ${atBest.toFixed(1)} µs CPU; half the bare loop's rate (${bare.best / 2}/s × ${STREAMS} streams) would take ${need.toFixed(2)} CPU-seconds a second for receiving alone, on a ${availableParallelism()}-core machine   (${load()})`,
+          `ctrl ${name}: the ${STREAMS} agent streams received each message for ${atBest.toFixed(1)} µs CPU; half the bare loop's rate (${bare.best / 2}/s × ${STREAMS} streams) would take ${need.toFixed(2)} CPU-seconds a second for receiving alone, on a ${availableParallelism()}-core machine   (${load()})`,
         );
       }
     }
@@ -250,15 +267,16 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
 if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.env.KRANE_BENCH_PROBE) {
     // One system on one database at chosen rates, for looking into delivery:
-    //   KRANE_BENCH_PROBE=sqlite|postgres  KRANE_BENCH_SYSTEM=ctrl|bare  KRANE_BENCH_RATES=1000,2000
+    //   KRANE_BENCH_PROBE=sqlite|postgres  KRANE_BENCH_SYSTEM=ctrl|bare|floor  KRANE_BENCH_RATES=1000,2000
     const dir = tempDir("krane-bench-ctrl-");
     const postgres = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
     try {
       const url = postgres ? await postgres.newDatabase() : join(dir.path, "probe.db");
-      const system = process.env.KRANE_BENCH_SYSTEM === "bare" ? "bare" : "ctrl";
+      const asked = process.env.KRANE_BENCH_SYSTEM;
+      const system: DeliverySystem = asked === "bare" || asked === "floor" ? asked : "ctrl";
       const rates = (process.env.KRANE_BENCH_RATES ?? "1000").split(",").map(Number);
       const r = await deliveryLimit(system, url, rates);
-      for (const st of r.steps) console.log(system, process.env.KRANE_BENCH_PROBE, st);
+      for (const st of r.steps) console.log(`${system} ${process.env.KRANE_BENCH_PROBE}: ${stepLine(st)}, p50 ${fmt(st.p50)}, committed ${st.committedRate.toFixed(0)}/s${st.readerUsPerMessage === undefined ? "" : `, readers ${st.readerUsPerMessage.toFixed(1)} µs/message`}   (${load()})`);
     } finally {
       await postgres?.stop();
       dir.remove();

@@ -6,6 +6,7 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { FRAME_SINK, joinFrames } from "./frame-sink.js";
 import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import { readDesired } from "../db/outbox.js";
 import type { KindName } from "../db/schema.js";
@@ -18,9 +19,9 @@ import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ClusterServiceMethods, Kind, KindHandlers, ReportSubject } from "../kinds/kind.js";
 import { KINDS } from "../kinds/registry.js";
-import { desiredState, encodingOf, streamState } from "../kinds/wire.js";
+import { desiredState, encodingOf, streamFrame, streamState } from "../kinds/wire.js";
 import type { FeedHub } from "../stream/feed.js";
-import { watch } from "../stream/watch.js";
+import { watchBatches } from "../stream/watch.js";
 import { validateHeartbeat, validateIdList } from "../validate/cluster.js";
 import { validateMeasurementReport } from "../validate/measurements.js";
 import * as rules from "../validate/rules.js";
@@ -28,7 +29,7 @@ import * as rules from "../validate/rules.js";
 /** The stream metrics this service keeps (ctrl's CtrlMetrics has them). */
 export interface StreamMetrics {
   streamsActive: { inc(labels: { kind: string }): void; dec(labels: { kind: string }): void };
-  streamMessages: { inc(labels: { kind: string }): void };
+  streamMessages: { inc(labels: { kind: string }, value?: number): void };
 }
 
 export interface ClusterServiceDeps {
@@ -61,10 +62,20 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       const encoding = encodingOf(ctx.requestHeader.get("content-type"));
       const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);
       metrics.streamsActive.inc(labels);
+      // Binary watchers get each batch as frames in one write (./frame-sink.ts) once Connect
+      // has sent the headers with the stream's first message; JSON watchers get typed messages.
+      const sink = encoding === "binary" ? ctx.values.get(FRAME_SINK) : undefined;
       try {
-        for await (const ev of watch(store, hub, { kind: kind.name, region, cursor: cursorOf(req.versionLastSeen), signal })) {
-          yield streamState(kind.wire, ev, encoding);
-          metrics.streamMessages.inc(labels);
+        for await (const batch of watchBatches(store, hub, { kind: kind.name, region, cursor: cursorOf(req.versionLastSeen), signal })) {
+          if (sink?.ready()) {
+            if (!sink.write(joinFrames(batch.map((ev) => streamFrame(kind.wire, ev))))) await sink.drained(signal);
+            metrics.streamMessages.inc(labels, batch.length);
+            continue;
+          }
+          for (const ev of batch) {
+            yield streamState(kind.wire, ev, encoding);
+            metrics.streamMessages.inc(labels);
+          }
         }
       } finally {
         metrics.streamsActive.dec(labels);

@@ -8,8 +8,9 @@
 // per watcher. A JSON watcher cannot carry raw bytes, so it gets the decoded, typed message.
 // Either form of a change is built once per process and shared by the stream's watchers (they
 // share the feed's row objects).
-import { create, fromBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { SnapshotEndSchema, SnapshotStartSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { ChangeOp } from "../db/schema.js";
 import type { WatchEvent } from "../stream/watch.js";
@@ -66,6 +67,46 @@ export function streamState<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
         built.set(ev.change, forms);
       }
       return (forms[encoding] ??= build(k, ev.change.version, ev.change.op, ev.change.payload, encoding)) as MessageShape<S>;
+    }
+  }
+}
+
+/**
+ * A binary state message written out field by field: the version (field 1, absent when 0, as
+ * proto3 writes it), then the Apply or Delete payload as its oneof field — the same bytes
+ * `toBinary` gives for streamState's binary form, without building a message first.
+ */
+function stateBytes(version: number, op: ChangeOp, payload: Uint8Array): Uint8Array {
+  const w = new BinaryWriter();
+  if (version !== 0) w.tag(1, WireType.Varint).uint64(version);
+  return w
+    .tag(op === "apply" ? APPLY_FIELD : DELETE_FIELD, WireType.LengthDelimited)
+    .bytes(payload)
+    .finish();
+}
+
+/** Enveloped frames of change rows (a change row belongs to one kind). */
+const frames = new WeakMap<object, Uint8Array>();
+
+/**
+ * The enveloped binary frame (flags 0, length, message) of one watch event, as the stream's
+ * writer puts it on the wire (../cluster-service/frame-sink.ts). A change's frame is built once
+ * per process and shared by every watcher of its stream.
+ */
+export function streamFrame<S extends DescMessage>(k: KindWire<S>, ev: WatchEvent): Uint8Array {
+  switch (ev.type) {
+    case "snapshot_start":
+    case "snapshot_end":
+      return encodeEnvelope(0, toBinary(k.state, marker(k, ev)));
+    case "snapshot_object":
+      return encodeEnvelope(0, stateBytes(0, "apply", ev.payload));
+    case "change": {
+      let f = frames.get(ev.change);
+      if (f === undefined) {
+        f = encodeEnvelope(0, stateBytes(ev.change.version, ev.change.op, ev.change.payload));
+        frames.set(ev.change, f);
+      }
+      return f;
     }
   }
 }

@@ -22,6 +22,7 @@ import { createAsyncIterable, encodeEnvelope, type UniversalServerRequest, type 
 import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { FRAME_SINK, nodeFrameSink } from "../cluster-service/frame-sink.js";
 import { undecodableRequest } from "./errors.js";
 
 /** Set by the first interceptor: the call reached krane's code. */
@@ -63,6 +64,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): (req: NodeRequest, re
       return;
     }
     const contextValues = createContextValues();
+    if (handler.method.methodKind === "server_streaming") contextValues.set(FRAME_SINK, nodeFrameSink(res));
     const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
     handler(uReq)
       .then((uRes) => earlyFailuresAsInvalidArgument(uReq, uRes, handler.method, contextValues, opts.onEarlyEnd))

@@ -60,7 +60,15 @@ function abortable(p: Promise<void>, signal: AbortSignal): Promise<void> {
   });
 }
 
-export async function* watch(store: Store, hub: FeedHub, params: WatchParams): AsyncGenerator<WatchEvent> {
+/** Snapshot objects per batch: a batch is written to a watcher's connection in one go. */
+const SNAPSHOT_BATCH = 500;
+
+/**
+ * The watch as batches of events: each batch is what is ready for the watcher at once (a slice
+ * of the snapshot, or every change the feed holds after its cursor, up to `batchSize`), so a
+ * writer can put a whole batch on the wire in one write.
+ */
+export async function* watchBatches(store: Store, hub: FeedHub, params: WatchParams): AsyncGenerator<WatchEvent[]> {
   const { kind, region, signal } = params;
   const batchSize = params.batchSize ?? 500;
   let cursor = params.cursor;
@@ -70,12 +78,12 @@ export async function* watch(store: Store, hub: FeedHub, params: WatchParams): A
     const pos = await streamPosition(store.db, region, kind);
     if (planResume(cursor, pos) === "snapshot") {
       const snap = await readSnapshot(store.db, store.dialect, region, kind);
-      yield { type: "snapshot_start" };
-      for (const o of snap.objects) {
+      yield [{ type: "snapshot_start" }];
+      for (let i = 0; i < snap.objects.length; i += SNAPSHOT_BATCH) {
         if (signal.aborted) return;
-        yield { type: "snapshot_object", objectId: o.objectId, payload: o.payload };
+        yield snap.objects.slice(i, i + SNAPSHOT_BATCH).map((o): WatchEvent => ({ type: "snapshot_object", objectId: o.objectId, payload: o.payload }));
       }
-      yield { type: "snapshot_end", head: snap.head };
+      yield [{ type: "snapshot_end", head: snap.head }];
       cursor = snap.head;
     }
     while (!signal.aborted) {
@@ -87,14 +95,26 @@ export async function* watch(store: Store, hub: FeedHub, params: WatchParams): A
         if (first && first.version !== cursor + 1) throw new CursorCompactedError(cursor);
         if (!first && cursor < (await streamPosition(store.db, region, kind)).compactedThrough) throw new CursorCompactedError(cursor);
       }
-      for (const change of batch) {
+      const last = batch[batch.length - 1];
+      if (last) {
         if (signal.aborted) return;
-        yield { type: "change", change };
-        cursor = change.version;
+        yield batch.map((change): WatchEvent => ({ type: "change", change }));
+        cursor = last.version;
+      } else {
+        await abortable(next, signal);
       }
-      if (batch.length === 0) await abortable(next, signal);
     }
   } finally {
     release();
+  }
+}
+
+/** The watch event by event. */
+export async function* watch(store: Store, hub: FeedHub, params: WatchParams): AsyncGenerator<WatchEvent> {
+  for await (const batch of watchBatches(store, hub, params)) {
+    for (const ev of batch) {
+      if (params.signal.aborted) return;
+      yield ev;
+    }
   }
 }
