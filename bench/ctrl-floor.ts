@@ -8,20 +8,12 @@
 // {stop} → exit. "Commit" time = the moment the change was handed to the streams.
 import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { ApplyDeploymentSchema, DeploymentStateSchema, EnvVarSchema } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { paced, type WriteCommand } from "./ctrl-delivery.js";
 import { BENCH_REGION } from "./ctrl-seed.js";
 
 type Command = WriteCommand | { type: "stop" };
-
-/** One Connect streaming envelope: flags, big-endian length, message. */
-function envelope(flags: number, message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.byteLength);
-  out.writeUInt8(flags, 0);
-  out.writeUInt32BE(message.byteLength, 1);
-  out.set(message, 5);
-  return out;
-}
 
 // The same fields, and so about the same size, as the deployments bench/ctrl-seed.ts desires.
 const base = {
@@ -44,10 +36,10 @@ const base = {
 };
 
 let version = 0n;
-function frame(value: number): Buffer {
+function frame(value: number): Uint8Array {
   version++;
   const apply = create(ApplyDeploymentSchema, { ...base, deploymentId: `dep_bench${String(value % 100).padStart(8, "0")}`, k8sName: `app-prod-b${String(value % 100).padStart(7, "0")}`, replicas: value, revision: version });
-  return envelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { version, state: { case: "apply", value: apply } })));
+  return encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { version, state: { case: "apply", value: apply } })));
 }
 
 const streams = new Set<http2.ServerHttp2Stream>();
@@ -60,8 +52,8 @@ server.on("stream", (stream, headers) => {
   }
   stream.resume(); // the request (a region and a cursor) is not read: every watcher gets every change
   stream.respond({ ":status": 200, "content-type": "application/connect+proto" });
-  stream.write(envelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotStart", value: {} } }))));
-  stream.write(envelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotEnd", value: { headVersion: 0n } } }))));
+  stream.write(encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotStart", value: {} } }))));
+  stream.write(encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotEnd", value: { headVersion: 0n } } }))));
   streams.add(stream);
   stream.on("close", () => streams.delete(stream));
   stream.on("error", () => streams.delete(stream));
@@ -82,7 +74,7 @@ process.on("message", (msg: Command) => {
       const run = await paced(write, msg.rate, msg.seconds, msg.mark);
       process.send?.({ type: "done", commits: run.commits, lastCommitMs: run.lastCommitMs });
     } else {
-      const end = envelope(2, new TextEncoder().encode("{}"));
+      const end = encodeEnvelope(2, new TextEncoder().encode("{}"));
       for (const s of streams) s.end(end);
       server.close();
       process.disconnect?.();

@@ -49,8 +49,20 @@ function marker<S extends DescMessage>(k: KindWire<S>, ev: Extract<WatchEvent, {
   return create(k.state, { version: 0n, state } as never);
 }
 
-/** Built forms of each change row, per encoding (a change row belongs to one kind). */
-const built = new WeakMap<object, Partial<Record<WireEncoding, Message>>>();
+/**
+ * What has been built of each change row (a change row belongs to one kind): its message per
+ * encoding, and its enveloped frame (streamFrame).
+ */
+const built = new WeakMap<object, Partial<Record<WireEncoding, Message>> & { frame?: Uint8Array }>();
+
+function builtOf(row: object): Partial<Record<WireEncoding, Message>> & { frame?: Uint8Array } {
+  let forms = built.get(row);
+  if (forms === undefined) {
+    forms = {};
+    built.set(row, forms);
+  }
+  return forms;
+}
 
 /** The stream message of one watch event. */
 export function streamState<S extends DescMessage>(k: KindWire<S>, ev: WatchEvent, encoding: WireEncoding): MessageShape<S> {
@@ -60,14 +72,8 @@ export function streamState<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
       return marker(k, ev);
     case "snapshot_object":
       return build(k, 0, "apply", ev.payload, encoding);
-    case "change": {
-      let forms = built.get(ev.change);
-      if (forms === undefined) {
-        forms = {};
-        built.set(ev.change, forms);
-      }
-      return (forms[encoding] ??= build(k, ev.change.version, ev.change.op, ev.change.payload, encoding)) as MessageShape<S>;
-    }
+    case "change":
+      return (builtOf(ev.change)[encoding] ??= build(k, ev.change.version, ev.change.op, ev.change.payload, encoding)) as MessageShape<S>;
   }
 }
 
@@ -85,9 +91,6 @@ function stateBytes(version: number, op: ChangeOp, payload: Uint8Array): Uint8Ar
     .finish();
 }
 
-/** Enveloped frames of change rows (a change row belongs to one kind). */
-const frames = new WeakMap<object, Uint8Array>();
-
 /**
  * The enveloped binary frame (flags 0, length, message) of one watch event, as the stream's
  * writer puts it on the wire (../cluster-service/frame-sink.ts). A change's frame is built once
@@ -100,14 +103,8 @@ export function streamFrame<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
       return encodeEnvelope(0, toBinary(k.state, marker(k, ev)));
     case "snapshot_object":
       return encodeEnvelope(0, stateBytes(0, "apply", ev.payload));
-    case "change": {
-      let f = frames.get(ev.change);
-      if (f === undefined) {
-        f = encodeEnvelope(0, stateBytes(ev.change.version, ev.change.op, ev.change.payload));
-        frames.set(ev.change, f);
-      }
-      return f;
-    }
+    case "change":
+      return (builtOf(ev.change).frame ??= encodeEnvelope(0, stateBytes(ev.change.version, ev.change.op, ev.change.payload)));
   }
 }
 

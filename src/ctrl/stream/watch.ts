@@ -108,13 +108,3 @@ export async function* watchBatches(store: Store, hub: FeedHub, params: WatchPar
     release();
   }
 }
-
-/** The watch event by event. */
-export async function* watch(store: Store, hub: FeedHub, params: WatchParams): AsyncGenerator<WatchEvent> {
-  for await (const batch of watchBatches(store, hub, params)) {
-    for (const ev of batch) {
-      if (params.signal.aborted) return;
-      yield ev;
-    }
-  }
-}

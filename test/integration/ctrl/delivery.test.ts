@@ -13,7 +13,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { Store } from "../../../src/ctrl/db/store.js";
 import { FeedHub } from "../../../src/ctrl/stream/feed.js";
-import { storeFeedSource, watch } from "../../../src/ctrl/stream/watch.js";
+import { storeFeedSource, watchBatches } from "../../../src/ctrl/stream/watch.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { tempDir } from "./support.js";
 
@@ -65,14 +65,16 @@ class Reader {
     this.following = new Promise((resolve) => (this.nowFollowing = resolve));
     if (cursor > 0) this.nowFollowing();
     this.done = (async () => {
-      for await (const ev of watch(store, hub, { kind: "deployment", region, cursor, signal: this.ac.signal })) {
-        if (ev.type === "change") {
-          this.out.push({ version: ev.change.version, label: Buffer.from(ev.change.payload).toString("utf8") });
-          this.last = ev.change.version;
-        } else if (ev.type === "snapshot_end") {
-          this.last = ev.head;
-          this.snapshotHead = ev.head;
-          this.nowFollowing();
+      for await (const batch of watchBatches(store, hub, { kind: "deployment", region, cursor, signal: this.ac.signal })) {
+        for (const ev of batch) {
+          if (ev.type === "change") {
+            this.out.push({ version: ev.change.version, label: Buffer.from(ev.change.payload).toString("utf8") });
+            this.last = ev.change.version;
+          } else if (ev.type === "snapshot_end") {
+            this.last = ev.head;
+            this.snapshotHead = ev.head;
+            this.nowFollowing();
+          }
         }
       }
     })();

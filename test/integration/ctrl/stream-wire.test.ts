@@ -17,15 +17,18 @@ const REGION = "eu";
 const SNAPSHOT = 1_234; // more than one snapshot batch (500)
 const CHANGES = 300;
 
+/** The deployment id of snapshot object i. */
+const idOf = (i: number): string => `dep_w${String(i).padStart(6, "0")}`;
+
 function applyPayload(i: number, replicas: number): Uint8Array {
   return toBinary(
     ApplyDeploymentSchema,
-    create(ApplyDeploymentSchema, { deploymentId: `dep_w${String(i).padStart(6, "0")}`, k8sNamespace: "ws", k8sName: `app-${i}`, image: `app:${i}`, replicas, region: REGION, env: [{ name: "I", value: String(i) }] }),
+    create(ApplyDeploymentSchema, { deploymentId: idOf(i), k8sNamespace: "ws", k8sName: `app-${i}`, image: `app:${i}`, replicas, region: REGION, env: [{ name: "I", value: String(i) }] }),
   );
 }
 
 function deletePayload(i: number): Uint8Array {
-  return toBinary(DeleteDeploymentSchema, create(DeleteDeploymentSchema, { deploymentId: `dep_w${String(i).padStart(6, "0")}`, k8sNamespace: "ws", k8sName: `app-${i}` }));
+  return toBinary(DeleteDeploymentSchema, create(DeleteDeploymentSchema, { deploymentId: idOf(i), k8sNamespace: "ws", k8sName: `app-${i}` }));
 }
 
 /** Reads a stream until the message with version `last`, telling `onSnapshotEnd` when its snapshot ended. */
@@ -54,7 +57,7 @@ describe("watch streams on every wire", () => {
   it("Connect binary, gRPC, gRPC-Web and Connect JSON watchers get the same snapshot and changes", async () => {
     // The snapshot: SNAPSHOT objects, in one transaction.
     await ctrl.store.write(async (tx) => {
-      for (let i = 0; i < SNAPSHOT; i++) await tx.putDesired(REGION, "deployment", `dep_w${String(i).padStart(6, "0")}`, applyPayload(i, 1));
+      for (let i = 0; i < SNAPSHOT; i++) await tx.putDesired(REGION, "deployment", idOf(i), applyPayload(i, 1));
     });
     const token = await ctrl.agentToken(REGION);
     const opts = { baseUrl: ctrl.url, interceptors: [bearer(token)] };
@@ -82,7 +85,7 @@ describe("watch streams on every wire", () => {
     const expected: { op: "apply" | "delete"; i: number; replicas: number }[] = [];
     for (let c = 0; c < CHANGES; c++) {
       const i = (c * 37) % SNAPSHOT;
-      const id = `dep_w${String(i).padStart(6, "0")}`;
+      const id = idOf(i);
       if (c % 7 === 3) {
         assert.ok(await ctrl.store.write((tx) => tx.removeDesired(REGION, "deployment", id, deletePayload(i))));
         expected.push({ op: "delete", i, replicas: 0 });
