@@ -11,6 +11,8 @@ export default tseslint.config(
       "@typescript-eslint/no-explicit-any": "error",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "no-constant-condition": ["error", { checkLoops: false }],
+      // Prettier owns layout; it puts a long chain's `[Symbol.asyncIterator]()` on its own line.
+      "no-unexpected-multiline": "off",
     },
   },
 );

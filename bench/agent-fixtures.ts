@@ -5,7 +5,11 @@ import { ApplyDeploymentSchema, type ApplyDeployment } from "../src/gen/krane/ct
 /** What each sample pod requests (render.ts: half the 100m / 64 MiB limits). */
 export const SAMPLE_POD_REQUEST = { cpuMillicores: 50, memoryMib: 32 };
 
-export function sampleDeploymentInit(i: number, namespace: string, replicas: number): Omit<ApplyDeployment, "$typeName"> & { deploymentId: string } {
+export function sampleDeploymentInit(
+  i: number,
+  namespace: string,
+  replicas: number,
+): Omit<ApplyDeployment, "$typeName"> & { deploymentId: string } {
   const d = create(ApplyDeploymentSchema, {
     workspaceId: "ws_bench",
     projectId: "proj_bench",

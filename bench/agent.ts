@@ -31,7 +31,19 @@ import { resources } from "../src/kube/resources.js";
 import { TestCtrl } from "../test/integration/agent/test-ctrl.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
 import { sampleDeploymentInit, SAMPLE_POD_REQUEST } from "./agent-fixtures.js";
-import { cpuSeconds, ensureBuild, fmtS, freePort, KRANE_BIN, load, metricSum, pct, ROOT, rssMiB, until } from "./support.js";
+import {
+  cpuSeconds,
+  ensureBuild,
+  fmtS,
+  freePort,
+  KRANE_BIN,
+  load,
+  metricSum,
+  pct,
+  ROOT,
+  rssMiB,
+  until,
+} from "./support.js";
 
 const N = Number(process.env.KRANE_BENCH_AGENT_N ?? 1000);
 const REGION = "bench";
@@ -69,7 +81,10 @@ function podRunning(p: KubeObject): KubeObject {
   const status = isRecord(p.status) ? p.status : {};
   const conditions = Array.isArray(status.conditions) ? status.conditions : [];
   const ready = conditions.some((c) => isRecord(c) && c.type === "ContainersReady" && c.status === "True");
-  return { metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion }, running: status.phase === "Running" && ready };
+  return {
+    metadata: { name: p.metadata.name, namespace: p.metadata.namespace, resourceVersion: p.metadata.resourceVersion },
+    running: status.phase === "Running" && ready,
+  };
 }
 
 /** The ReplicaSet specs a watch has seen, by name; wakes whoever waits for a change. */
@@ -104,7 +119,12 @@ class SeenSpecs {
 }
 
 /** Times `n` changes of ReplicaSet bench-0's env value (`apply` makes one) until `seen` has it; sorted, ms. */
-async function timeChanges(n: number, prefix: string, seen: SeenSpecs, apply: (value: string) => Promise<unknown> | void): Promise<number[]> {
+async function timeChanges(
+  n: number,
+  prefix: string,
+  seen: SeenSpecs,
+  apply: (value: string) => Promise<unknown> | void,
+): Promise<number[]> {
   const lat: number[] = [];
   for (let i = 0; i < n; i++) {
     const value = `${prefix}${i}`;
@@ -126,16 +146,38 @@ function latencies(lat: number[]): string {
  * ReplicaSet bench-0 of a kubectl baseline in `namespace`), applied `n` times by `writer`, seen
  * by an admin watch; sorted.
  */
-async function applyToWatchLatency(admin: KubeClient, writer: KubeClient, namespace: string, region: string, n: number): Promise<number[]> {
+async function applyToWatchLatency(
+  admin: KubeClient,
+  writer: KubeClient,
+  namespace: string,
+  region: string,
+  n: number,
+): Promise<number[]> {
   const abort = new AbortController();
   const seen = new SeenSpecs();
-  const inf = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(region), namespace, client: admin, log: silentLogger });
+  const inf = new Informer({
+    resource: resources.replicaSets,
+    labelSelector: regionSelector(region),
+    namespace,
+    client: admin,
+    log: silentLogger,
+  });
   inf.onChange((type, o) => seen.saw(type, o));
   void inf.run(abort.signal);
   await inf.waitSynced();
   try {
     return await timeChanges(n, "floor", seen, (value) =>
-      writer.apply(resources.replicaSets, renderReplicaSet(create(ApplyDeploymentSchema, { ...sampleDeploymentInit(0, namespace, 0), env: [{ name: "GREETING", value }] }), region), { force: true }),
+      writer.apply(
+        resources.replicaSets,
+        renderReplicaSet(
+          create(ApplyDeploymentSchema, {
+            ...sampleDeploymentInit(0, namespace, 0),
+            env: [{ name: "GREETING", value }],
+          }),
+          region,
+        ),
+        { force: true },
+      ),
     );
   } finally {
     abort.abort();
@@ -149,7 +191,10 @@ export async function benchAgent(): Promise<void> {
   const plan = planForPods(2 * N, SAMPLE_POD_REQUEST);
   const cap = plan.capacity?.untrusted;
   line(`N = ${N}; agent build`, build);
-  line(`cluster sized for ${2 * N} pods`, `${plan.untrusted * 3} untrusted nodes × ${cap?.cpu} CPU, ${cap?.memoryGi} GiB, ${cap?.pods} pods`);
+  line(
+    `cluster sized for ${2 * N} pods`,
+    `${plan.untrusted * 3} untrusted nodes × ${cap?.cpu} CPU, ${cap?.memoryGi} GiB, ${cap?.pods} pods`,
+  );
   const cluster = await startCluster({ name: "bench-agent", nodes: plan });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-agent-"));
   const ctrl = new TestCtrl();
@@ -163,15 +208,32 @@ export async function benchAgent(): Promise<void> {
       await admin.create(resources.namespaces, { metadata: { name: "bench-kubectl" } });
       const docs = [];
       for (let i = 0; i < N; i++) {
-        docs.push(stringify(renderReplicaSet(create(ApplyDeploymentSchema, sampleDeploymentInit(i, "bench-kubectl", 0)), "kubectl")));
+        docs.push(
+          stringify(
+            renderReplicaSet(create(ApplyDeploymentSchema, sampleDeploymentInit(i, "bench-kubectl", 0)), "kubectl"),
+          ),
+        );
       }
       const file = join(dir, "replicasets.yaml");
       writeFileSync(file, docs.join("---\n"));
       const t = performance.now();
-      const r = spawnSync(kubectl, ["--kubeconfig", cluster.kubeconfigPath, "apply", "--server-side", "--field-manager", "kubectl-bench", "-f", file], {
-        encoding: "utf8",
-        maxBuffer: 256 << 20,
-      });
+      const r = spawnSync(
+        kubectl,
+        [
+          "--kubeconfig",
+          cluster.kubeconfigPath,
+          "apply",
+          "--server-side",
+          "--field-manager",
+          "kubectl-bench",
+          "-f",
+          file,
+        ],
+        {
+          encoding: "utf8",
+          maxBuffer: 256 << 20,
+        },
+      );
       kubectlMs = performance.now() - t;
       if (r.status !== 0) throw new Error(`kubectl failed: ${r.stderr.slice(0, 500)}`);
       line(`kubectl apply --server-side ${N} ReplicaSets`, fmtS(kubectlMs));
@@ -191,13 +253,21 @@ export async function benchAgent(): Promise<void> {
     if (kubectl) {
       const ns = "bench-kubectl-fenced";
       const region = "kubectl-fenced"; // not the watched region: these do not count as krane's
-      await admin.create(resources.namespaces, renderDeployment(create(ApplyDeploymentSchema, sampleDeploymentInit(0, ns, 0)), region).namespace);
+      await admin.create(
+        resources.namespaces,
+        renderDeployment(create(ApplyDeploymentSchema, sampleDeploymentInit(0, ns, 0)), region).namespace,
+      );
       const docs = [];
-      for (let i = 0; i < N; i++) docs.push(stringify(renderReplicaSet(create(ApplyDeploymentSchema, sampleDeploymentInit(i, ns, 0)), region)));
+      for (let i = 0; i < N; i++)
+        docs.push(stringify(renderReplicaSet(create(ApplyDeploymentSchema, sampleDeploymentInit(i, ns, 0)), region)));
       const file = join(dir, "replicasets-fenced.yaml");
       writeFileSync(file, docs.join("---\n"));
       const t = performance.now();
-      const r = spawnSync(kubectl, ["--kubeconfig", kubeconfig, "apply", "--server-side", "--field-manager", "kubectl-bench", "-f", file], { encoding: "utf8", maxBuffer: 256 << 20 });
+      const r = spawnSync(
+        kubectl,
+        ["--kubeconfig", kubeconfig, "apply", "--server-side", "--field-manager", "kubectl-bench", "-f", file],
+        { encoding: "utf8", maxBuffer: 256 << 20 },
+      );
       fencedMs = performance.now() - t;
       if (r.status !== 0) throw new Error(`kubectl as the agent failed: ${r.stderr.slice(0, 500)}`);
       line(`kubectl apply --server-side ${N} ReplicaSets as the agent (fenced)`, fmtS(fencedMs));
@@ -208,20 +278,54 @@ export async function benchAgent(): Promise<void> {
     const extraArgs = (process.env.KRANE_BENCH_AGENT_NODE_ARGS ?? "").split(" ").filter(Boolean);
     child = spawn(
       process.execPath,
-      [...extraArgs, KRANE_BIN, "agent", "--ctrl-url", ctrl.url, "--token", ctrl.token, "--region", REGION,
-        "--kubeconfig", kubeconfig, "--ops-port", String(opsPort), "--resync-period", "15", "--kube-qps", "1000",
-        "--concurrency", "32", "--log-level", "warn"],
+      [
+        ...extraArgs,
+        KRANE_BIN,
+        "agent",
+        "--ctrl-url",
+        ctrl.url,
+        "--token",
+        ctrl.token,
+        "--region",
+        REGION,
+        "--kubeconfig",
+        kubeconfig,
+        "--ops-port",
+        String(opsPort),
+        "--resync-period",
+        "15",
+        "--kube-qps",
+        "1000",
+        "--concurrency",
+        "32",
+        "--log-level",
+        "warn",
+      ],
       { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] },
     );
     const pid = child.pid ?? 0;
-    await until("agent ready", async () => (await fetch(`${opsUrl}/readyz`).then((r) => r.status, () => 0)) === 200, 120_000, 200);
+    await until(
+      "agent ready",
+      async () =>
+        (await fetch(`${opsUrl}/readyz`).then(
+          (r) => r.status,
+          () => 0,
+        )) === 200,
+      120_000,
+      200,
+    );
     const heapIdle = await heapFloorMiB(opsUrl);
     const rssIdle = rssMiB(pid);
     line("agent ready, empty caches", `${rssIdle.toFixed(0)} MiB RSS, ${heapIdle.toFixed(1)} MiB heap`);
 
     // An admin watch sees ReplicaSets as they land.
     const seen = new SeenSpecs();
-    const rsCache = new Informer({ resource: resources.replicaSets, labelSelector: regionSelector(REGION), client: admin, log: silentLogger });
+    const rsCache = new Informer({
+      resource: resources.replicaSets,
+      labelSelector: regionSelector(REGION),
+      client: admin,
+      log: silentLogger,
+    });
     rsCache.onChange((type, o) => seen.saw(type, o));
     void rsCache.run(watchAbort.signal);
     await rsCache.waitSynced();
@@ -255,9 +359,15 @@ export async function benchAgent(): Promise<void> {
       1_800_000,
       500,
     );
-    line("agent settled after the bulk apply (queues empty, no reports)", `${fmtS(performance.now() - settleStart)} later`);
+    line(
+      "agent settled after the bulk apply (queues empty, no reports)",
+      `${fmtS(performance.now() - settleStart)} later`,
+    );
     const lat = await timeChanges(PROPAGATION_CHANGES, "v", seen, (value) => {
-      ctrl.applyDeployment(REGION, { deploymentId: "bench_0", env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "GREETING", value }] });
+      ctrl.applyDeployment(REGION, {
+        deploymentId: "bench_0",
+        env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "GREETING", value }],
+      });
     });
     line(`change propagation ctrl → ReplicaSet (${PROPAGATION_CHANGES} changes)`, latencies(lat));
     if (kubectl) {
@@ -267,14 +377,34 @@ export async function benchAgent(): Promise<void> {
       // above adds ctrl's stream and the agent to the second.
       const floors: [string, number[]][] = [
         ["as admin", await applyToWatchLatency(admin, admin, "bench-kubectl", "kubectl", PROPAGATION_CHANGES)],
-        ["as the agent (fenced)", await applyToWatchLatency(admin, new KubeClient(kc, { fieldManager: "bench", qps: 0 }), "bench-kubectl-fenced", "kubectl-fenced", PROPAGATION_CHANGES)],
+        [
+          "as the agent (fenced)",
+          await applyToWatchLatency(
+            admin,
+            new KubeClient(kc, { fieldManager: "bench", qps: 0 }),
+            "bench-kubectl-fenced",
+            "kubectl-fenced",
+            PROPAGATION_CHANGES,
+          ),
+        ],
       ];
-      for (const [who, floor] of floors) line(`the cluster alone: apply ${who} → watch (${PROPAGATION_CHANGES})`, latencies(floor));
+      for (const [who, floor] of floors)
+        line(`the cluster alone: apply ${who} → watch (${PROPAGATION_CHANGES})`, latencies(floor));
     }
 
     // --- one resync over N unchanged deployments.
-    const writes = (): Promise<number> => metricSum(opsUrl, "krane_agent_kube_requests_total", (l) => /verb="(apply|create|delete)"/.test(l) && !l.includes('resource="leases"'));
-    const resyncs = (): Promise<number> => metricSum(opsUrl, "krane_agent_resyncs_total", (l) => l.includes('result="ok"') && l.includes('controller="deployments"'));
+    const writes = (): Promise<number> =>
+      metricSum(
+        opsUrl,
+        "krane_agent_kube_requests_total",
+        (l) => /verb="(apply|create|delete)"/.test(l) && !l.includes('resource="leases"'),
+      );
+    const resyncs = (): Promise<number> =>
+      metricSum(
+        opsUrl,
+        "krane_agent_resyncs_total",
+        (l) => l.includes('result="ok"') && l.includes('controller="deployments"'),
+      );
     // Read the counters right after a pass completes (the next one is a full period away), then
     // again after the following pass: the difference is exactly one pass.
     const r0 = await resyncs();
@@ -286,7 +416,10 @@ export async function benchAgent(): Promise<void> {
     await until("one more resync", async () => (await resyncs()) > r1, 120_000, 50);
     const dw = (await writes()) - w0;
     const dc = ctrl.count("getDesiredDeploymentStates") - c0;
-    line(`idle resync of ${N} unchanged deployments`, `${dw} Kubernetes writes, ${dc} GetDesiredDeploymentStates calls, agent CPU ${(cpuSeconds(pid) - cpuR).toFixed(1)} s per period`);
+    line(
+      `idle resync of ${N} unchanged deployments`,
+      `${dw} Kubernetes writes, ${dc} GetDesiredDeploymentStates calls, agent CPU ${(cpuSeconds(pid) - cpuR).toFixed(1)} s per period`,
+    );
 
     const heapRs = await heapFloorMiB(opsUrl);
     const rssRs = rssMiB(pid);
@@ -298,7 +431,13 @@ export async function benchAgent(): Promise<void> {
     // --- every deployment to 2 replicas: the cluster's own time to Running vs krane's reports.
     let running = 0;
     let clusterDoneAt = 0;
-    const podCache = new Informer({ resource: resources.pods, labelSelector: regionSelector(REGION), client: admin, log: silentLogger, transform: podRunning });
+    const podCache = new Informer({
+      resource: resources.pods,
+      labelSelector: regionSelector(REGION),
+      client: admin,
+      log: silentLogger,
+      transform: podRunning,
+    });
     let t2 = 0;
     podCache.onChange((type, o, old) => {
       const was = old?.running === true;
@@ -317,9 +456,13 @@ export async function benchAgent(): Promise<void> {
       return n;
     };
     const reportsBefore = {
-      computed: await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) => l.includes('controller="deployments"')),
+      computed: await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) =>
+        l.includes('controller="deployments"'),
+      ),
       sent: await metricSum(opsUrl, "krane_agent_reports_total", (l) => l.includes('controller="deployments"')),
-      dedup: await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) => l.includes('controller="deployments"')),
+      dedup: await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) =>
+        l.includes('controller="deployments"'),
+      ),
     };
     const cpuA = cpuSeconds(pid);
     const cpuCluster = clusterCpu(cluster);
@@ -330,22 +473,37 @@ export async function benchAgent(): Promise<void> {
       await until(`${2 * N} instances reported Running`, () => reported() >= N, Math.max(900_000, N * 180), 50);
       kraneDoneAt = performance.now();
     } catch {
-      console.log(`agent: only ${reported()} of ${N} deployments had 2 Running instances reported; ${running} of ${2 * N} pods Running`);
+      console.log(
+        `agent: only ${reported()} of ${N} deployments had 2 Running instances reported; ${running} of ${2 * N} pods Running`,
+      );
     }
     if (kraneDoneAt > 0 && clusterDoneAt > 0) {
       const clusterMs = clusterDoneAt - t2;
       const kraneMs = kraneDoneAt - t2;
       line(`replicas 2 for all → ${2 * N} pods Running (the cluster, a watch)`, fmtS(clusterMs));
-      line(`replicas 2 for all → all ${2 * N} reported Running (krane)`, `${fmtS(kraneMs)} = ${(kraneMs / clusterMs).toFixed(2)}× the cluster`);
+      line(
+        `replicas 2 for all → all ${2 * N} reported Running (krane)`,
+        `${fmtS(kraneMs)} = ${(kraneMs / clusterMs).toFixed(2)}× the cluster`,
+      );
     }
     const cpuAgent = cpuSeconds(pid) - cpuA;
     const after = clusterCpu(cluster);
     const parts = Object.entries(after).map(([k, v]) => `${k} ${(v - (cpuCluster[k] ?? 0)).toFixed(0)}`);
     line("CPU seconds during the scale-up", `agent ${cpuAgent.toFixed(0)}; ${parts.join(", ")}`);
-    const computed = (await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.computed;
-    const sent = (await metricSum(opsUrl, "krane_agent_reports_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.sent;
-    const dedup = (await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) => l.includes('controller="deployments"'))) - reportsBefore.dedup;
-    line("status reports in the scale-up: computed / sent / deduplicated", `${computed} / ${sent} / ${dedup} = ${(computed / sent).toFixed(2)} computed per sent`);
+    const computed =
+      (await metricSum(opsUrl, "krane_agent_reports_computed_total", (l) => l.includes('controller="deployments"'))) -
+      reportsBefore.computed;
+    const sent =
+      (await metricSum(opsUrl, "krane_agent_reports_total", (l) => l.includes('controller="deployments"'))) -
+      reportsBefore.sent;
+    const dedup =
+      (await metricSum(opsUrl, "krane_agent_reports_deduplicated_total", (l) =>
+        l.includes('controller="deployments"'),
+      )) - reportsBefore.dedup;
+    line(
+      "status reports in the scale-up: computed / sent / deduplicated",
+      `${computed} / ${sent} / ${dedup} = ${(computed / sent).toFixed(2)} computed per sent`,
+    );
 
     const heapPods = await heapFloorMiB(opsUrl);
     const rssPods = rssMiB(pid);

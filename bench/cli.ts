@@ -42,7 +42,9 @@ function measure(command: string, args: string[], env: NodeJS.ProcessEnv): Sampl
   const r = spawnSync(cmd, argv, { env: { ...process.env, ...env }, cwd: ROOT, encoding: "utf8", maxBuffer: 16 << 20 });
   const ms = performance.now() - t;
   if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${r.status}): ${r.stderr.slice(0, 400)}`);
-  const [rssKb = 0, user = 0, sys = 0] = GNU_TIME ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number) : [];
+  const [rssKb = 0, user = 0, sys = 0] = GNU_TIME
+    ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number)
+    : [];
   rmSync(file, { force: true });
   return { ms, rssKb, cpu: user + sys };
 }
@@ -56,13 +58,18 @@ function row(label: string, samples: Sample[]): void {
   const t = stats(samples.map((x) => x.ms / 1000));
   const m = stats(samples.map((x) => x.rssKb / 1024));
   const c = stats(samples.map((x) => x.cpu));
-  const rss = GNU_TIME ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s` : "";
+  const rss = GNU_TIME
+    ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s`
+    : "";
   console.log(`cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s${rss}`);
 }
 
 function series(label: string, command: string, args: string[], env: NodeJS.ProcessEnv = {}): void {
   measure(command, args, env); // warm the file cache, as a user's second call would be
-  row(label, Array.from({ length: RUNS }, () => measure(command, args, env)));
+  row(
+    label,
+    Array.from({ length: RUNS }, () => measure(command, args, env)),
+  );
 }
 
 async function freePort(): Promise<number> {
@@ -83,7 +90,9 @@ async function stop(child: ChildProcess): Promise<void> {
 
 /** CPU time (ms, user + system) a process has used so far; the machine's load does not inflate it. */
 function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8")
+    .replace(/^.*\) /, "")
+    .split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (100/s)
 }
 
@@ -101,7 +110,10 @@ async function startToReady(entry: string[], args: string[], opsPort: number): P
   try {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`exited: ${stderr.slice(0, 400)}`);
-      const status = await fetch(`http://127.0.0.1:${opsPort}/readyz`).then((r) => r.status, () => 0);
+      const status = await fetch(`http://127.0.0.1:${opsPort}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      );
       if (status === 200) return { wallMs: performance.now() - t, cpuMs: cpuMs(child.pid ?? 0) };
       if (performance.now() - t > 120_000) throw new Error("not ready within 120 s");
       await new Promise((r) => setTimeout(r, 5));
@@ -127,16 +139,23 @@ function imageSize(): void {
   }
   const blob = (d: string): string => join(layout, "blobs", ...d.split(":"));
   const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8")) as { manifests: { digest: string }[] };
-  const manifest = JSON.parse(readFileSync(blob(index.manifests[0]?.digest ?? ""), "utf8")) as { config: { size: number }; layers: { size: number }[] };
+  const manifest = JSON.parse(readFileSync(blob(index.manifests[0]?.digest ?? ""), "utf8")) as {
+    config: { size: number };
+    layers: { size: number }[];
+  };
   const bytes = manifest.config.size + manifest.layers.reduce((n, l) => n + l.size, 0);
-  console.log(`cli: image size (dist-image/krane-oci)            ${(bytes / 1024 / 1024).toFixed(1)} MiB compressed, ${manifest.layers.length} layers`);
+  console.log(
+    `cli: image size (dist-image/krane-oci)            ${(bytes / 1024 / 1024).toFixed(1)} MiB compressed, ${manifest.layers.length} layers`,
+  );
 }
 
 export async function benchCli(): Promise<void> {
   const build = spawnSync(process.execPath, [join(ROOT, "scripts/build.mjs"), "--if-stale"], { stdio: "inherit" });
   if (build.status !== 0) throw new Error("npm run build failed");
   const kubectl = (await findKubeAssets())?.bin.kubectl;
-  console.log(`cli: min/median/max of ${RUNS} runs each (after one warm-up run); ${GNU_TIME ? "peak RSS from GNU time" : "no GNU time: RSS not measured"}`);
+  console.log(
+    `cli: min/median/max of ${RUNS} runs each (after one warm-up run); ${GNU_TIME ? "peak RSS from GNU time" : "no GNU time: RSS not measured"}`,
+  );
   series("node -e '' (Node.js itself)", process.execPath, ["-e", ""]);
   if (kubectl) series("kubectl version --client", kubectl, ["version", "--client"]);
   series("krane --help (build)", process.execPath, [...BUILD, "--help"]);
@@ -148,12 +167,31 @@ export async function benchCli(): Promise<void> {
   const cluster = await startCluster({ name: "bench-cli" });
   const children: ChildProcess[] = [];
   try {
-    if (kubectl) series("kubectl get namespaces", kubectl, ["--kubeconfig", cluster.kubeconfigPath, "get", "namespaces"]);
+    if (kubectl)
+      series("kubectl get namespaces", kubectl, ["--kubeconfig", cluster.kubeconfigPath, "get", "namespaces"]);
 
     // ctrl with an environment and a deployment for `krane status`.
     const token = "krane_user_benchclibenchclibenchclibenchcli000";
     const port = await freePort();
-    const ctrl = spawn(process.execPath, [...BUILD, "ctrl", "serve", "--database", join(dir, "status.db"), "--listen", `127.0.0.1:${port}`, "--ops-listen", "off", "--admin-token", token, "--log-level", "warn"], { cwd: ROOT, stdio: "ignore" });
+    const ctrl = spawn(
+      process.execPath,
+      [
+        ...BUILD,
+        "ctrl",
+        "serve",
+        "--database",
+        join(dir, "status.db"),
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--ops-listen",
+        "off",
+        "--admin-token",
+        token,
+        "--log-level",
+        "warn",
+      ],
+      { cwd: ROOT, stdio: "ignore" },
+    );
     children.push(ctrl);
     const url = `http://127.0.0.1:${port}`;
     const api = createApiClients(url, token);
@@ -168,18 +206,50 @@ export async function benchCli(): Promise<void> {
     }
     await api.workspaces.createWorkspace({ slug: "acme" });
     await api.projects.createProject({ workspace: "acme", slug: "shop" });
-    await api.environments.createEnvironment({ workspace: "acme", project: "shop", slug: "prod", regions: [{ region: "local", replicas: 3 }] });
-    await api.deployments.createDeployment({ workspace: "acme", project: "shop", environment: "prod", image: "registry.example.com/shop:1" });
+    await api.environments.createEnvironment({
+      workspace: "acme",
+      project: "shop",
+      slug: "prod",
+      regions: [{ region: "local", replicas: 3 }],
+    });
+    await api.deployments.createDeployment({
+      workspace: "acme",
+      project: "shop",
+      environment: "prod",
+      image: "registry.example.com/shop:1",
+    });
     const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
     series("krane status shop/prod (build)", process.execPath, [...BUILD, "status", "shop/prod"], env);
     series("krane status shop/prod (source, tsx)", process.execPath, [...SOURCE, "status", "shop/prod"], env);
 
     // Start to ready: ctrl on a fresh SQLite database each time (migrations included).
-    for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
+    for (const [label, entry] of [
+      ["build", BUILD],
+      ["source, tsx", SOURCE],
+    ] as const) {
       const ms: Ready[] = [];
       for (let i = 0; i < 5; i++) {
         const ops = await freePort();
-        ms.push(await startToReady(entry, ["ctrl", "serve", "--database", join(dir, `ready-${label.length}-${i}.db`), "--listen", "127.0.0.1:0", "--ops-listen", `127.0.0.1:${ops}`, "--admin-token", token, "--log-level", "warn"], ops));
+        ms.push(
+          await startToReady(
+            entry,
+            [
+              "ctrl",
+              "serve",
+              "--database",
+              join(dir, `ready-${label.length}-${i}.db`),
+              "--listen",
+              "127.0.0.1:0",
+              "--ops-listen",
+              `127.0.0.1:${ops}`,
+              "--admin-token",
+              token,
+              "--log-level",
+              "warn",
+            ],
+            ops,
+          ),
+        );
       }
       readyRow(`ctrl serve, SQLite (${label})`, ms);
     }
@@ -188,11 +258,34 @@ export async function benchCli(): Promise<void> {
     const clusterToken = (await api.regions.createClusterToken({ region: "local", clusterName: "bench" })).token;
     const kubeconfig = join(dir, "agent.kubeconfig");
     writeFileSync(kubeconfig, (await agentKubeConfigFrom(cluster.kubeConfig())).exportConfig());
-    for (const [label, entry] of [["build", BUILD], ["source, tsx", SOURCE]] as const) {
+    for (const [label, entry] of [
+      ["build", BUILD],
+      ["source, tsx", SOURCE],
+    ] as const) {
       const ms: Ready[] = [];
       for (let i = 0; i < 5; i++) {
         const ops = await freePort();
-        ms.push(await startToReady(entry, ["agent", "--ctrl-url", url, "--token", clusterToken, "--region", "local", "--kubeconfig", kubeconfig, "--ops-port", String(ops), "--log-level", "warn"], ops));
+        ms.push(
+          await startToReady(
+            entry,
+            [
+              "agent",
+              "--ctrl-url",
+              url,
+              "--token",
+              clusterToken,
+              "--region",
+              "local",
+              "--kubeconfig",
+              kubeconfig,
+              "--ops-port",
+              String(ops),
+              "--log-level",
+              "warn",
+            ],
+            ops,
+          ),
+        );
       }
       readyRow(`agent (${label})`, ms);
     }

@@ -18,7 +18,9 @@ export async function benchCluster(): Promise<void> {
     await c.stop();
   }
   runs.sort((a, b) => a - b);
-  console.log(`cluster: up until 12 nodes Ready     min ${(runs[0]! / 1000).toFixed(1)} s, median ${(runs[1]! / 1000).toFixed(1)} s (3 runs)`);
+  console.log(
+    `cluster: up until 12 nodes Ready     min ${(runs[0]! / 1000).toFixed(1)} s, median ${(runs[1]! / 1000).toFixed(1)} s (3 runs)`,
+  );
   console.log(`cluster: control-plane memory (RSS)  ${(rss / 1024 / 1024).toFixed(0)} MiB, 5 s after start`);
 }
 

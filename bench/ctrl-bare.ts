@@ -31,7 +31,9 @@ interface Loop {
 
 async function postgresLoop(url: string): Promise<Loop> {
   const pool = new pg.Pool({ connectionString: url, max: 10 });
-  await pool.query("CREATE TABLE IF NOT EXISTS bare_changes (id bigserial PRIMARY KEY, value bigint NOT NULL, payload bytea NOT NULL)");
+  await pool.query(
+    "CREATE TABLE IF NOT EXISTS bare_changes (id bigserial PRIMARY KEY, value bigint NOT NULL, payload bytea NOT NULL)",
+  );
   // Open every connection first, as ctrl's pool does.
   const clients = await Promise.all(Array.from({ length: 10 }, () => pool.connect()));
   for (const c of clients) c.release();
@@ -41,7 +43,10 @@ async function postgresLoop(url: string): Promise<Loop> {
       const c = await pool.connect();
       try {
         await c.query("BEGIN");
-        const { rows } = await c.query<{ id: string }>("INSERT INTO bare_changes (value, payload) VALUES ($1, $2) RETURNING id", [value, payload]);
+        const { rows } = await c.query<{ id: string }>(
+          "INSERT INTO bare_changes (value, payload) VALUES ($1, $2) RETURNING id",
+          [value, payload],
+        );
         await c.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, `${rows[0]?.id ?? ""}:${value}`]);
         await c.query("COMMIT");
       } catch (err) {
@@ -60,7 +65,9 @@ function sqliteLoop(path: string): Loop {
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
-  db.exec("CREATE TABLE IF NOT EXISTS bare_changes (id INTEGER PRIMARY KEY, value INTEGER NOT NULL, payload BLOB NOT NULL)");
+  db.exec(
+    "CREATE TABLE IF NOT EXISTS bare_changes (id INTEGER PRIMARY KEY, value INTEGER NOT NULL, payload BLOB NOT NULL)",
+  );
   const insert = db.prepare("INSERT INTO bare_changes (value, payload) VALUES (?, ?)");
   const insertOne = db.transaction((value: number, payload: Buffer) => insert.run(value, payload));
   const read = db.prepare("SELECT id, value FROM bare_changes WHERE id > ? ORDER BY id");
@@ -95,7 +102,8 @@ function sqliteLoop(path: string): Loop {
     },
     collect(mark, total) {
       for (const m of received) m.clear();
-      return () => received.map((m) => Array.from({ length: total + 1 }, (_, i) => (i === 0 ? 0 : (m.get(mark + i) ?? 0))));
+      return () =>
+        received.map((m) => Array.from({ length: total + 1 }, (_, i) => (i === 0 ? 0 : (m.get(mark + i) ?? 0))));
     },
     async close() {
       db.close();

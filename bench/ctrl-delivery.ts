@@ -41,7 +41,12 @@ const wallNow = (): number => performance.timeOrigin + performance.now();
  * load, as from many clients); `write` resolves when its change committed, with the commit's
  * wall-clock time when it knows it better than its resolution does (a synchronous driver).
  */
-export async function paced(write: (value: number) => Promise<number | void>, rate: number, seconds: number, mark: number): Promise<PacedRun> {
+export async function paced(
+  write: (value: number) => Promise<number | void>,
+  rate: number,
+  seconds: number,
+  mark: number,
+): Promise<PacedRun> {
   const total = rate * seconds;
   const commits: number[] = new Array<number>(total + 1).fill(0);
   const start = performance.now();
@@ -88,7 +93,13 @@ export function deliveryStats(commits: readonly number[], received: readonly (re
     }
   }
   latencies.sort((a, b) => a - b);
-  return { p50: pct(latencies, 50), p99: pct(latencies, 99), max: latencies[latencies.length - 1] ?? NaN, delivered, expected: total * received.length };
+  return {
+    p50: pct(latencies, 50),
+    p99: pct(latencies, 99),
+    max: latencies[latencies.length - 1] ?? NaN,
+    delivered,
+    expected: total * received.length,
+  };
 }
 
 /** Receive times of the step being measured, per stream; streams call `saw` for every value they get. */
@@ -142,7 +153,8 @@ export function judge(rate: number, seconds: number, run: PacedRun, stats: Deliv
   const committedRate = (rate * seconds) / Math.max(seconds, run.lastCommitMs / 1000);
   let why = "";
   if (committedRate < rate * 0.95) why = `the writer committed only ${committedRate.toFixed(0)}/s`;
-  else if (stats.delivered < stats.expected) why = `${stats.expected - stats.delivered} of ${stats.expected} deliveries missing`;
+  else if (stats.delivered < stats.expected)
+    why = `${stats.expected - stats.delivered} of ${stats.expected} deliveries missing`;
   else if (!(stats.p99 <= P99_LIMIT_MS)) why = `p99 ${stats.p99.toFixed(1)} ms`;
   return { ...stats, rate, committedRate, ok: why === "", why };
 }
@@ -150,13 +162,19 @@ export function judge(rate: number, seconds: number, run: PacedRun, stats: Deliv
 /** Rates tried, in order, until one fails. */
 // Steps of at most a third above the one before from 1,000/s up, so a ratio of two limits is
 // not an artefact of where the steps fall.
-export const RATES = [100, 250, 500, 1000, 1250, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000, 20000, 24000, 32000, 40000, 48000, 64000];
+export const RATES = [
+  100, 250, 500, 1000, 1250, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000, 20000, 24000, 32000,
+  40000, 48000, 64000,
+];
 
 /**
  * Steps the rate up until a rate fails twice in a row (or the list ends); the answer is the
  * highest rate that passed (0 when none did) and every step's figures.
  */
-export async function stepUp(runStep: (rate: number, mark: number) => Promise<StepResult>, rates = RATES): Promise<{ best: number; steps: StepResult[] }> {
+export async function stepUp(
+  runStep: (rate: number, mark: number) => Promise<StepResult>,
+  rates = RATES,
+): Promise<{ best: number; steps: StepResult[] }> {
   const steps: StepResult[] = [];
   let best = 0;
   let k = 0;

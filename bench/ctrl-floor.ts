@@ -38,8 +38,17 @@ const base = {
 let version = 0n;
 function frame(value: number): Uint8Array {
   version++;
-  const apply = create(ApplyDeploymentSchema, { ...base, deploymentId: `dep_bench${String(value % 100).padStart(8, "0")}`, k8sName: `app-prod-b${String(value % 100).padStart(7, "0")}`, replicas: value, revision: version });
-  return encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { version, state: { case: "apply", value: apply } })));
+  const apply = create(ApplyDeploymentSchema, {
+    ...base,
+    deploymentId: `dep_bench${String(value % 100).padStart(8, "0")}`,
+    k8sName: `app-prod-b${String(value % 100).padStart(7, "0")}`,
+    replicas: value,
+    revision: version,
+  });
+  return encodeEnvelope(
+    0,
+    toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { version, state: { case: "apply", value: apply } })),
+  );
 }
 
 const streams = new Set<http2.ServerHttp2Stream>();
@@ -52,8 +61,21 @@ server.on("stream", (stream, headers) => {
   }
   stream.resume(); // the request (a region and a cursor) is not read: every watcher gets every change
   stream.respond({ ":status": 200, "content-type": "application/connect+proto" });
-  stream.write(encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotStart", value: {} } }))));
-  stream.write(encodeEnvelope(0, toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotEnd", value: { headVersion: 0n } } }))));
+  stream.write(
+    encodeEnvelope(
+      0,
+      toBinary(DeploymentStateSchema, create(DeploymentStateSchema, { state: { case: "snapshotStart", value: {} } })),
+    ),
+  );
+  stream.write(
+    encodeEnvelope(
+      0,
+      toBinary(
+        DeploymentStateSchema,
+        create(DeploymentStateSchema, { state: { case: "snapshotEnd", value: { headVersion: 0n } } }),
+      ),
+    ),
+  );
   streams.add(stream);
   stream.on("close", () => streams.delete(stream));
   stream.on("error", () => streams.delete(stream));

@@ -56,12 +56,32 @@ export async function seedScale(store: Store, n: number): Promise<{ token: strin
     await createProject(store, { workspace: "scale", slug: project, name: project });
     const envs: EnvironmentContext[] = [];
     for (let e = 0; e < ENVS_PER_REGION; e++) {
-      envs.push(await createEnvironment(store, { workspace: "scale", project, slug: `e${e}`, regions: [{ region, replicas: 1 }], sentinel: null, rollout: validateRollout(undefined) }));
+      envs.push(
+        await createEnvironment(store, {
+          workspace: "scale",
+          project,
+          slug: `e${e}`,
+          regions: [{ region, replicas: 1 }],
+          sentinel: null,
+          rollout: validateRollout(undefined),
+        }),
+      );
     }
     if (base === null) {
       const first = await createDeployment(store, {
-        workspace: "scale", project, environment: "e0", image: "registry.example.com/app:1", command: ["node"], args: ["server.js"], port: 8080,
-        env: [{ name: "MODE", value: "bench" }], cpuMillicores: 250, memoryMib: 256, healthCheck: null, buildId: "build-1", replicas: null,
+        workspace: "scale",
+        project,
+        environment: "e0",
+        image: "registry.example.com/app:1",
+        command: ["node"],
+        args: ["server.js"],
+        port: 8080,
+        env: [{ name: "MODE", value: "bench" }],
+        cpuMillicores: 250,
+        memoryMib: 256,
+        healthCheck: null,
+        buildId: "build-1",
+        replicas: null,
       });
       base = await loadDeploymentContext(store.db, first.deployment.id);
       // The template's own row stays (revision 1 of region-0/p0/e0); its clones start at revision 2 there.
@@ -94,7 +114,10 @@ export async function seedScale(store: Store, n: number): Promise<{ token: strin
       for (let batch = batches.shift(); batch; batch = batches.shift()) {
         const these = batch;
         await store.write(async (tx) => {
-          await tx.trx.insertInto("deployments").values(these.map((x) => x.ctx.deployment)).execute();
+          await tx.trx
+            .insertInto("deployments")
+            .values(these.map((x) => x.ctx.deployment))
+            .execute();
           for (const x of these) await setDesiredReplicas(tx, x.ctx, region, 1);
         });
       }
@@ -103,10 +126,25 @@ export async function seedScale(store: Store, n: number): Promise<{ token: strin
     // Settled rollout records: every revision seen, no wake-up.
     await store.write(async (tx) => {
       for (const env of envs) {
-        await tx.trx.updateTable("environments").set({ last_revision: perEnv }).where("id", "=", env.environment.id).execute();
+        await tx.trx
+          .updateTable("environments")
+          .set({ last_revision: perEnv })
+          .where("id", "=", env.environment.id)
+          .execute();
         await tx.trx
           .insertInto("rollouts")
-          .values({ environment_id: env.environment.id, region, target_deployment_id: null, target_seen_revision: perEnv, rollback_to: null, status: "{}", conditions: "[]", observed_spec: "", requeue_at: null, updated_at: tx.now })
+          .values({
+            environment_id: env.environment.id,
+            region,
+            target_deployment_id: null,
+            target_seen_revision: perEnv,
+            rollback_to: null,
+            status: "{}",
+            conditions: "[]",
+            observed_spec: "",
+            requeue_at: null,
+            updated_at: tx.now,
+          })
           .execute();
       }
     });
@@ -133,7 +171,12 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
     await store.close();
   }
   const seedMs = performance.now() - seedStart;
-  line(db, n, "seed (bulk rows, desired through the domain)", `${fmtS(seedMs)} (${((n / seedMs) * 1000).toFixed(0)} deployments/s)`);
+  line(
+    db,
+    n,
+    "seed (bulk rows, desired through the domain)",
+    `${fmtS(seedMs)} (${((n / seedMs) * 1000).toFixed(0)} deployments/s)`,
+  );
 
   const spawned = performance.now();
   const proc = await spawnCtrl(["--database", databaseUrl, "--log-level", "info", "--admin-token", ADMIN_TOKEN]);
@@ -143,7 +186,12 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
   const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(pid) || 0)), 10);
   try {
     await sleep(1000);
-    line(db, n, "ctrl start-up (spawn → listening), RSS after", `${fmtS(startMs)}, ${rssMiB(pid).toFixed(0)} MiB (empty database: ${fmtS(emptyMs)}, ${emptyRss.toFixed(0)} MiB)`);
+    line(
+      db,
+      n,
+      "ctrl start-up (spawn → listening), RSS after",
+      `${fmtS(startMs)}, ${rssMiB(pid).toFixed(0)} MiB (empty database: ${fmtS(emptyMs)}, ${emptyRss.toFixed(0)} MiB)`,
+    );
 
     const perRegion = n / SCALE_REGIONS;
     const client = createClient(ClusterService, transportFor(proc.url, token));
@@ -156,7 +204,12 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
       if (m.state.case === "snapshotEnd") break;
     }
     const snapMs = performance.now() - start;
-    line(db, n, `snapshot of one region (${perRegion.toLocaleString("en-US")}) to a new agent`, `${fmtS(snapMs)}, ${applies} deployments, ctrl peak RSS ${Math.max(peak, rssMiB(pid)).toFixed(0)} MiB`);
+    line(
+      db,
+      n,
+      `snapshot of one region (${perRegion.toLocaleString("en-US")}) to a new agent`,
+      `${fmtS(snapMs)}, ${applies} deployments, ctrl peak RSS ${Math.max(peak, rssMiB(pid)).toFixed(0)} MiB`,
+    );
     peak = Math.max(peak, peakBefore);
 
     // The CLI's output goes to a file, as a user's `> all.json` would: 100,000 deployments are
@@ -182,7 +235,10 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
         listMs = performance.now() - listStart;
         closeSync(out);
       }
-      if (status === 0) rows = ((JSON.parse(readFileSync(join(outDir, "list.json"), "utf8")) as { deployments?: unknown[] }).deployments ?? []).length;
+      if (status === 0)
+        rows = (
+          (JSON.parse(readFileSync(join(outDir, "list.json"), "utf8")) as { deployments?: unknown[] }).deployments ?? []
+        ).length;
     } finally {
       rmSync(outDir, { recursive: true, force: true });
     }
@@ -190,14 +246,21 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
       db,
       n,
       "krane deployments list -o json (whole workspace)",
-      status === 0 ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated)" : ""}` : `failed (${status}) after ${fmtS(listMs)}: ${stderr.slice(0, 200)}`,
+      status === 0
+        ? `${fmtS(listMs)}, ${rows.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} rows${rows < n ? " (truncated)" : ""}`
+        : `failed (${status}) after ${fmtS(listMs)}: ${stderr.slice(0, 200)}`,
     );
 
     await sleep(1000);
     const cpu0 = cpuSeconds(pid);
     await sleep(10_000);
     const idleCpu = cpuSeconds(pid) - cpu0;
-    line(db, n, "idle (rollout sweep every 2 s): ctrl CPU over 10 s", `${(idleCpu * 1000).toFixed(0)} ms (${((idleCpu / 10) * 100).toFixed(1)}% of a core), RSS ${rssMiB(pid).toFixed(0)} MiB`);
+    line(
+      db,
+      n,
+      "idle (rollout sweep every 2 s): ctrl CPU over 10 s",
+      `${(idleCpu * 1000).toFixed(0)} ms (${((idleCpu / 10) * 100).toFixed(1)}% of a core), RSS ${rssMiB(pid).toFixed(0)} MiB`,
+    );
     line(db, n, "ctrl peak RSS over the run", `${Math.max(peak, rssMiB(pid)).toFixed(0)} MiB`);
   } finally {
     clearInterval(sampler);

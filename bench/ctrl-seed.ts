@@ -14,10 +14,28 @@ export async function seedBench(store: Store, count: number): Promise<Deployment
   await createRegion(store, BENCH_REGION);
   await createWorkspace(store, { slug: "bench", name: "bench" });
   await createProject(store, { workspace: "bench", slug: "app", name: "app" });
-  await createEnvironment(store, { workspace: "bench", project: "app", slug: "prod", regions: [{ region: BENCH_REGION, replicas: 1 }], sentinel: null, rollout: validateRollout(undefined) });
+  await createEnvironment(store, {
+    workspace: "bench",
+    project: "app",
+    slug: "prod",
+    regions: [{ region: BENCH_REGION, replicas: 1 }],
+    sentinel: null,
+    rollout: validateRollout(undefined),
+  });
   const first = await createDeployment(store, {
-    workspace: "bench", project: "app", environment: "prod", image: "registry.example.com/app:1", command: ["node"], args: ["server.js"], port: 8080,
-    env: [{ name: "MODE", value: "bench" }], cpuMillicores: 250, memoryMib: 256, healthCheck: null, buildId: "build-1", replicas: null,
+    workspace: "bench",
+    project: "app",
+    environment: "prod",
+    image: "registry.example.com/app:1",
+    command: ["node"],
+    args: ["server.js"],
+    port: 8080,
+    env: [{ name: "MODE", value: "bench" }],
+    cpuMillicores: 250,
+    memoryMib: 256,
+    healthCheck: null,
+    buildId: "build-1",
+    replicas: null,
   });
   const base = await loadDeploymentContext(store.db, first.deployment.id);
   // Desired explicitly: whether creating a deployment already desires it depends on the rollout
@@ -29,7 +47,12 @@ export async function seedBench(store: Store, count: number): Promise<Deployment
     const made = await store.write(async (tx) => {
       const batch: DeploymentContext[] = [];
       for (let i = b; i < Math.min(count, b + 1000); i++) {
-        const d = { ...base.deployment, id: `dep_bench${String(i).padStart(8, "0")}`, k8s_name: `app-prod-b${String(i).padStart(7, "0")}`, revision: i + 1 };
+        const d = {
+          ...base.deployment,
+          id: `dep_bench${String(i).padStart(8, "0")}`,
+          k8s_name: `app-prod-b${String(i).padStart(7, "0")}`,
+          revision: i + 1,
+        };
         await tx.trx.insertInto("deployments").values(d).execute();
         const ctx = { ...base, deployment: d };
         await setDesiredReplicas(tx, ctx, BENCH_REGION, 1);

@@ -16,7 +16,13 @@ type Command = WriteCommand | { type: "stop" };
 const databaseUrl = process.argv[2] ?? "";
 // The seed writes desired replicas directly (this bench measures the outbox and its streams), so
 // the rollout driver's sweep must not take those revisions over and rewrite their replicas.
-const ctrl = await startCtrl({ databaseUrl, listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 1000, rolloutSweepIntervalMs: 0 });
+const ctrl = await startCtrl({
+  databaseUrl,
+  listen: { host: "127.0.0.1", port: 0 },
+  opsListen: null,
+  shutdownGraceMs: 1000,
+  rolloutSweepIntervalMs: 0,
+});
 const deployments = await seedBench(ctrl.store, 100);
 const { token } = await issueClusterToken(ctrl.store, BENCH_REGION, "bench");
 

@@ -34,7 +34,19 @@ import { Store } from "../src/ctrl/db/store.js";
 import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startPostgres } from "../test/support/postgres.js";
 import { tempDir, transportFor } from "../test/integration/ctrl/support.js";
-import { BARE_CHANNEL, deliveryStats, judge, P99_LIMIT_MS, StreamRecorder, STEP_SPAN, STREAMS, stepUp, type DeliveryStats, type StepResult, type WriteCommand } from "./ctrl-delivery.js";
+import {
+  BARE_CHANNEL,
+  deliveryStats,
+  judge,
+  P99_LIMIT_MS,
+  StreamRecorder,
+  STEP_SPAN,
+  STREAMS,
+  stepUp,
+  type DeliveryStats,
+  type StepResult,
+  type WriteCommand,
+} from "./ctrl-delivery.js";
 import { benchCtrlScale } from "./ctrl-scale.js";
 import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
 import { ensureBuild, load } from "./support.js";
@@ -97,7 +109,10 @@ async function ctrlStreams(url: string, token: string): Promise<Streams> {
     const client = createClient(ClusterService, transportFor(url, token));
     return (async () => {
       try {
-        for await (const m of client.watchDeployments({ region: BENCH_REGION, versionLastSeen: 0n }, { signal: ac.signal })) {
+        for await (const m of client.watchDeployments(
+          { region: BENCH_REGION, versionLastSeen: 0n },
+          { signal: ac.signal },
+        )) {
           if (m.state.case === "snapshotEnd") snapshotDone();
           if (m.version !== 0n && m.state.case === "apply") recorder.saw(s, m.state.value.replicas);
         }
@@ -147,13 +162,21 @@ const STEP_SECONDS = 3;
  * database, the server only encodes each change once and writes it to the same 10 streams).
  */
 type DeliverySystem = "ctrl" | "bare" | "floor";
-const SCRIPTS: Record<DeliverySystem, string> = { ctrl: "./ctrl-server.ts", bare: "./ctrl-bare.ts", floor: "./ctrl-floor.ts" };
+const SCRIPTS: Record<DeliverySystem, string> = {
+  ctrl: "./ctrl-server.ts",
+  bare: "./ctrl-bare.ts",
+  floor: "./ctrl-floor.ts",
+};
 
 /**
  * Steps the change rate up on one system ("ctrl" or the bare loop) until 10 streams miss a
  * change or their p99 passes 50 ms; answers the highest rate that passed and every step.
  */
-async function deliveryLimit(system: DeliverySystem, databaseUrl: string, rates?: number[]): Promise<{ best: number; steps: MeasuredStep[] }> {
+async function deliveryLimit(
+  system: DeliverySystem,
+  databaseUrl: string,
+  rates?: number[],
+): Promise<{ best: number; steps: MeasuredStep[] }> {
   const writer = new Writer(SCRIPTS[system], databaseUrl);
   let streams: Streams | null = null;
   try {
@@ -167,7 +190,13 @@ async function deliveryLimit(system: DeliverySystem, databaseUrl: string, rates?
       // The first step warms a fresh process up longer (JIT, caches): a single start-up stall
       // would otherwise decide the p99 of a slow step.
       const cpu = process.cpuUsage();
-      const done = await writer.write({ type: "write", rate, seconds: STEP_SECONDS, warmupSeconds: mark === STEP_SPAN ? 3 : 1, mark });
+      const done = await writer.write({
+        type: "write",
+        rate,
+        seconds: STEP_SECONDS,
+        warmupSeconds: mark === STEP_SPAN ? 3 : 1,
+        mark,
+      });
       const stats = done.stats ?? deliveryStats(done.commits, s ? await s.recorder.settle(5_000) : []);
       // The receiving side's CPU per message (this process: ctrl's 10 agent streams; warm-up
       // messages included, as they are received too).
@@ -242,7 +271,7 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
       // could reach it here, whatever its own cost.
       const atBest = krane.steps.filter((st) => st.ok && st.rate === krane.best).at(-1)?.readerUsPerMessage;
       if (atBest !== undefined && bare.best > 0) {
-        const need = (bare.best / 2) * STREAMS * atBest / 1e6;
+        const need = ((bare.best / 2) * STREAMS * atBest) / 1e6;
         console.log(
           `ctrl ${name}: the ${STREAMS} agent streams received each message for ${atBest.toFixed(1)} µs CPU; half the bare loop's rate (${bare.best / 2}/s × ${STREAMS} streams) would take ${need.toFixed(2)} CPU-seconds a second for receiving alone, on a ${availableParallelism()}-core machine   (${load()})`,
         );
@@ -252,9 +281,14 @@ export async function benchCtrl(only?: "delivery"): Promise<void> {
     for (const [name, url] of dbs) {
       const sequential = await throughput(await url(), 3000, 1);
       const parallel = await throughput(await url(), 5000, 8);
-      console.log(`ctrl ${name}: write throughput (one change per transaction): ${sequential.toFixed(0)} changes/s with 1 writer, ${parallel.toFixed(0)} changes/s with 8 writers   (${load()})`);
+      console.log(
+        `ctrl ${name}: write throughput (one change per transaction): ${sequential.toFixed(0)} changes/s with 1 writer, ${parallel.toFixed(0)} changes/s with 8 writers   (${load()})`,
+      );
     }
-    const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
+    const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000")
+      .split(",")
+      .map(Number)
+      .filter((n) => n > 0);
     for (const [name, url] of dbs) {
       for (const n of sizes) await benchCtrlScale(name, await url(), n, await url());
     }
@@ -276,7 +310,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       const system: DeliverySystem = asked === "bare" || asked === "floor" ? asked : "ctrl";
       const rates = (process.env.KRANE_BENCH_RATES ?? "1000").split(",").map(Number);
       const r = await deliveryLimit(system, url, rates);
-      for (const st of r.steps) console.log(`${system} ${process.env.KRANE_BENCH_PROBE}: ${stepLine(st)}, p50 ${fmt(st.p50)}, committed ${st.committedRate.toFixed(0)}/s${st.readerUsPerMessage === undefined ? "" : `, readers ${st.readerUsPerMessage.toFixed(1)} µs/message`}   (${load()})`);
+      for (const st of r.steps)
+        console.log(
+          `${system} ${process.env.KRANE_BENCH_PROBE}: ${stepLine(st)}, p50 ${fmt(st.p50)}, committed ${st.committedRate.toFixed(0)}/s${st.readerUsPerMessage === undefined ? "" : `, readers ${st.readerUsPerMessage.toFixed(1)} µs/message`}   (${load()})`,
+        );
     } finally {
       await postgres?.stop();
       dir.remove();
@@ -285,10 +322,17 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const dir = tempDir("krane-bench-ctrl-");
     const postgres = await startPostgres();
     try {
-      const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000").split(",").map(Number).filter((n) => n > 0);
+      const sizes = (process.env.KRANE_BENCH_CTRL_N ?? "10000,100000")
+        .split(",")
+        .map(Number)
+        .filter((n) => n > 0);
       const dbs = process.env.KRANE_BENCH_CTRL_DBS ?? "sqlite,postgres";
-      if (dbs.includes("sqlite")) for (const n of sizes) await benchCtrlScale("SQLite", join(dir.path, `scale-${n}.db`), n, join(dir.path, `empty-${n}.db`));
-      if (dbs.includes("postgres")) for (const n of sizes) await benchCtrlScale("PostgreSQL", await postgres.newDatabase(), n, await postgres.newDatabase());
+      if (dbs.includes("sqlite"))
+        for (const n of sizes)
+          await benchCtrlScale("SQLite", join(dir.path, `scale-${n}.db`), n, join(dir.path, `empty-${n}.db`));
+      if (dbs.includes("postgres"))
+        for (const n of sizes)
+          await benchCtrlScale("PostgreSQL", await postgres.newDatabase(), n, await postgres.newDatabase());
     } finally {
       await postgres.stop();
       dir.remove();

@@ -11,7 +11,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startCluster } from "../src/cluster/index.js";
 import { startPostgres } from "../test/support/postgres.js";
-import { agentCtrlPartition, agentFailover, agentKilledDuringRollouts, rolloutUnderApiErrors, type ScenarioResult } from "../test/support/faults/scenarios.js";
+import {
+  agentCtrlPartition,
+  agentFailover,
+  agentKilledDuringRollouts,
+  rolloutUnderApiErrors,
+  type ScenarioResult,
+} from "../test/support/faults/scenarios.js";
 import { ctrlKilledDuringWrites, type DbScenarioResult } from "../test/support/faults/db-scenarios.js";
 import { ms, percentile } from "../test/support/faults/processes.js";
 
@@ -30,7 +36,10 @@ function spread(values: number[]): string {
 
 /** The fence test's own figures ("escalations refused N / tried M"), from running it. */
 function fenceFigures(): string[] {
-  const res = spawnSync(process.execPath, ["scripts/run-tests.mjs", "test/integration/fence.test.ts"], { encoding: "utf8", env: { ...process.env, KRANE_TEST_CONCURRENCY: "1" } });
+  const res = spawnSync(process.execPath, ["scripts/run-tests.mjs", "test/integration/fence.test.ts"], {
+    encoding: "utf8",
+    env: { ...process.env, KRANE_TEST_CONCURRENCY: "1" },
+  });
   return [...(res.stdout ?? "").matchAll(/fence: (.*escalations refused \d+ \/ tried \d+)/g)].map((m) => m[1] ?? "");
 }
 
@@ -42,39 +51,68 @@ export async function benchFaults(): Promise<void> {
   const convergence: number[] = [];
   try {
     if (want("api")) {
-      const api = await rolloutUnderApiErrors(cluster, { rate: 0.2, rollouts: 3, faultMs: 8000, seed: 2024, replicas: 6 });
+      const api = await rolloutUnderApiErrors(cluster, {
+        rate: 0.2,
+        rollouts: 3,
+        faultMs: 8000,
+        seed: 2024,
+        replicas: 6,
+      });
       scenarios.push(api);
       convergence.push(...api.convergenceMs);
-      line(api.name, `${api.passed ? "passed" : "FAILED"}; converged after the faults ${spread(api.convergenceMs)}; ${api.notes.faulted}/${api.notes.requests} requests faulted (${api.notes.kinds})`);
+      line(
+        api.name,
+        `${api.passed ? "passed" : "FAILED"}; converged after the faults ${spread(api.convergenceMs)}; ${api.notes.faulted}/${api.notes.requests} requests faulted (${api.notes.kinds})`,
+      );
     }
 
     if (want("partition")) {
       const part = await agentCtrlPartition(cluster, { partitionMs: 30_000, replicas: 3 });
       scenarios.push(part);
       convergence.push(...part.convergenceMs);
-      line(part.name, `${part.passed ? "passed" : "FAILED"}; converged ${ms(percentile(part.convergenceMs, 50))} after it healed; ctrl showed ${part.behindDuring} changes behind during it, ${part.behindAfter} after`);
+      line(
+        part.name,
+        `${part.passed ? "passed" : "FAILED"}; converged ${ms(percentile(part.convergenceMs, 50))} after it healed; ctrl showed ${part.behindDuring} changes behind during it, ${part.behindAfter} after`,
+      );
     }
 
     if (want("agent-kill")) {
       const killed = await agentKilledDuringRollouts(cluster, { rollouts: 3, replicas: 6, everyMs: 1500 });
       scenarios.push(killed);
       convergence.push(...killed.convergenceMs);
-      line(killed.name, `${killed.passed ? "passed" : "FAILED"}; ${killed.kills} kills; converged after the last kill ${spread(killed.convergenceMs)}`);
+      line(
+        killed.name,
+        `${killed.passed ? "passed" : "FAILED"}; ${killed.kills} kills; converged after the last kill ${spread(killed.convergenceMs)}`,
+      );
     }
 
     if (want("failover")) {
       const ha = await agentFailover(cluster, { kills: KILLS });
       scenarios.push(ha);
-      line(`agent failover over ${ha.failoverMs.length} SIGKILLs of the leader (lease 10 s; target ≤ 15 s)`, `${spread(ha.failoverMs)}; change applied by the new leader ${spread(ha.convergenceMs)}`);
-      line("writes by a leader frozen past its lease, once woken (audit)", `${ha.zombieWrites} (the new leader's seen: ${ha.newLeaderWrites}) ${ha.passed ? "passed" : "FAILED"}`);
+      line(
+        `agent failover over ${ha.failoverMs.length} SIGKILLs of the leader (lease 10 s; target ≤ 15 s)`,
+        `${spread(ha.failoverMs)}; change applied by the new leader ${spread(ha.convergenceMs)}`,
+      );
+      line(
+        "writes by a leader frozen past its lease, once woken (audit)",
+        `${ha.zombieWrites} (the new leader's seen: ${ha.newLeaderWrites}) ${ha.passed ? "passed" : "FAILED"}`,
+      );
     }
 
     if (want("ctrl-kill")) {
       for (const db of ["sqlite", "postgres"] as const) {
         const database = db === "sqlite" ? join(dir, "burst.db") : await postgres.newDatabase();
-        const r = await ctrlKilledDuringWrites(database, dir, { writes: 200, everyMs: 400, concurrency: 4, maxKills: 20 });
+        const r = await ctrlKilledDuringWrites(database, dir, {
+          writes: 200,
+          everyMs: 400,
+          concurrency: 4,
+          maxKills: 20,
+        });
         scenarios.push(r);
-        line(r.name, `${r.passed ? "passed" : "FAILED"}; ${r.kills} kills; acknowledged ${r.acknowledged}, lost ${r.lost}, duplicated ${r.duplicated}; ready after restart ${spread(r.readyMs)}`);
+        line(
+          r.name,
+          `${r.passed ? "passed" : "FAILED"}; ${r.kills} kills; acknowledged ${r.acknowledged}, lost ${r.lost}, duplicated ${r.duplicated}; ready after restart ${spread(r.readyMs)}`,
+        );
       }
     }
 

@@ -22,7 +22,14 @@ import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
-import { LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../src/contracts/labels.js";
+import {
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_REGION,
+  MANAGED_BY,
+} from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type EdgeAuthPolicy } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
 import { Agent } from "../src/agent/agent.js";
@@ -33,7 +40,12 @@ import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
 import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { percentileOf, until, freePort } from "./support.js";
 
@@ -47,15 +59,28 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** `until` with this bench's defaults. */
-const waitFor = <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> => until(what, check, timeoutMs, 20, true);
+const waitFor = <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> =>
+  until(what, check, timeoutMs, 20, true);
 
 function wrk(url: string, seconds: number, headers: string[]): { rps: number; p99: string } {
-  const args = ["-t2", "-c64", `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, ...headers.flatMap((h) => ["-H", h]), url];
+  const args = [
+    "-t2",
+    "-c64",
+    `-d${seconds}s`,
+    "--latency",
+    "-H",
+    `Host: ${HOST}`,
+    ...headers.flatMap((h) => ["-H", h]),
+    url,
+  ];
   const out = spawnSync("wrk", args, { encoding: "utf8" });
   if (out.status !== 0) throw new Error(`wrk failed: ${out.stderr}`);
   const errors = /Non-2xx or 3xx responses: (\d+)/.exec(out.stdout);
   if (errors) throw new Error(`wrk saw ${errors[1]} non-2xx answers`);
-  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out.stdout)?.[1] ?? NaN), p99: /99%\s+(\S+)/.exec(out.stdout)?.[1] ?? "?" };
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out.stdout)?.[1] ?? NaN),
+    p99: /99%\s+(\S+)/.exec(out.stdout)?.[1] ?? "?",
+  };
 }
 
 function routingLabels(deploymentId?: string): Record<string, string> {
@@ -90,11 +115,24 @@ export async function benchGateway(): Promise<void> {
 }
 
 /** Endpoint change committed → HTTPRoute applied. */
-async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, kube: KubeClient, dir: string): Promise<void> {
-  const ctrl = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port: 0 }, opsListen: null, exposure: { publicApex: "apps.example", organizationApex: "internal.example" } });
+async function propagation(
+  cluster: Awaited<ReturnType<typeof startCluster>>,
+  kube: KubeClient,
+  dir: string,
+): Promise<void> {
+  const ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+    exposure: { publicApex: "apps.example", organizationApex: "internal.example" },
+  });
   const token = generateToken("user");
   await addUserToken(ctrl.store, "admin", token);
-  const transport = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "2", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
+  const transport = createConnectTransport({
+    baseUrl: ctrl.url,
+    httpVersion: "2",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+  });
   const ref = { workspace: "acme", project: "shop", environment: "production" };
   await createClient(RegionService, transport).createRegion({ name: REGION });
   await createClient(WorkspaceService, transport).createWorkspace({ slug: "acme" });
@@ -113,19 +151,30 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
     log: silentLogger,
     registry: new Registry(),
     opsPort: -1,
-    gateway: { public: { namespace: "platform", name: "external", sectionName: "" }, organization: { namespace: "platform", name: "internal", sectionName: "" } },
+    gateway: {
+      public: { namespace: "platform", name: "external", sectionName: "" },
+      organization: { namespace: "platform", name: "internal", sectionName: "" },
+    },
   });
   await agent.start();
   const endpoints = createClient(EndpointService, transport);
   const seen = new Map<string, number>();
   const stop = new AbortController();
   const watching = kube
-    .watch(resources.httpRoutes, { namespace: "ws-acme" }, (_type, obj) => {
-      if (!isRecord(obj) || !isRecord(obj.spec) || !Array.isArray(obj.spec.rules)) return;
-      const rule = obj.spec.rules[0];
-      const m = isRecord(rule) && Array.isArray(rule.matches) && isRecord(rule.matches[0]) && isRecord(rule.matches[0].path) ? rule.matches[0].path.value : undefined;
-      if (typeof m === "string" && !seen.has(m)) seen.set(m, performance.now());
-    }, stop.signal)
+    .watch(
+      resources.httpRoutes,
+      { namespace: "ws-acme" },
+      (_type, obj) => {
+        if (!isRecord(obj) || !isRecord(obj.spec) || !Array.isArray(obj.spec.rules)) return;
+        const rule = obj.spec.rules[0];
+        const m =
+          isRecord(rule) && Array.isArray(rule.matches) && isRecord(rule.matches[0]) && isRecord(rule.matches[0].path)
+            ? rule.matches[0].path.value
+            : undefined;
+        if (typeof m === "string" && !seen.has(m)) seen.set(m, performance.now());
+      },
+      stop.signal,
+    )
     .catch(() => undefined);
   try {
     await endpoints.setEndpoint({ ...ref, visibility: "organization", pathRouting: true, pathPrefix: "/warm/up" });
@@ -142,9 +191,12 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
       applied.push((seen.get(prefix) ?? t1) - t1);
       await sleep(50);
     }
-    const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(1)} ms  p99 ${percentileOf(v, 99).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
+    const fmt = (v: number[]): string =>
+      `p50 ${percentileOf(v, 50).toFixed(1)} ms  p99 ${percentileOf(v, 99).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
     console.log(`gateway: SetEndpoint API time                         ${fmt(api)} (${CHANGES} changes)`);
-    console.log(`gateway: change committed → HTTPRoute applied         ${fmt(applied)} (target p99 ≤ 100 ms + API time)`);
+    console.log(
+      `gateway: change committed → HTTPRoute applied         ${fmt(applied)} (target p99 ≤ 100 ms + API time)`,
+    );
   } finally {
     stop.abort();
     await watching;
@@ -154,13 +206,27 @@ async function propagation(cluster: Awaited<ReturnType<typeof startCluster>>, ku
 }
 
 /** Throughput of one sentinel with JWT validation off and on. */
-async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, kube: KubeClient, dir: string, children: ChildProcess[]): Promise<void> {
+async function jwtThroughput(
+  cluster: Awaited<ReturnType<typeof startCluster>>,
+  kube: KubeClient,
+  dir: string,
+  children: ChildProcess[],
+): Promise<void> {
   const net = cluster.podNetwork;
   if (!net) throw new Error("no pod network");
   await applySentinelRbac(cluster.kubeConfig());
   const [appPort, sentinelPort, opsPort] = [await freePort(), await freePort(), await freePort()];
   const podIp = `10.${net.slot}.9.1`;
-  const upstream = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), `127.${net.slot}.9.1:${appPort}`], { stdio: ["ignore", "pipe", "inherit"] });
+  const upstream = spawn(
+    process.execPath,
+    [
+      "--import",
+      import.meta.resolve("tsx"),
+      join(root, "bench/sentinel-upstream.ts"),
+      `127.${net.slot}.9.1:${appPort}`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
   children.push(upstream);
   await new Promise<void>((r) => upstream.stdout?.once("data", () => r()));
   await kube.create(resources.namespaces, { metadata: { name: SENTINEL_NAMESPACE } });
@@ -172,13 +238,23 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
   });
   const key = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(key.publicKey)), kid: "k1", alg: "ES256" };
-  const jwks = createHttpServer((_q, s) => s.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] })));
+  const jwks = createHttpServer((_q, s) =>
+    s.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] })),
+  );
   await new Promise<void>((r) => jwks.listen(0, "127.0.0.1", r));
   const jwksUrl = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/jwks`;
   const policy = async (version: number, auth?: EdgeAuthPolicy): Promise<void> => {
     await kube.apply(resources.configMaps, {
       metadata: { name: "bench-gw-routes", namespace: SENTINEL_NAMESPACE, labels: routingLabels() },
-      data: { [POLICY_KEY]: formatRoutingPolicy({ version, environmentId: ENV, mode: "instances", revisions: [], ...(auth ? { auth } : {}) }) },
+      data: {
+        [POLICY_KEY]: formatRoutingPolicy({
+          version,
+          environmentId: ENV,
+          mode: "instances",
+          revisions: [],
+          ...(auth ? { auth } : {}),
+        }),
+      },
     });
   };
   try {
@@ -188,7 +264,24 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
     writeFileSync(kubeconfig, kc.exportConfig(), { mode: 0o600 });
     const sentinel = spawn(
       process.execPath,
-      [join(root, "bin/krane.js"), "sentinel", "--environment-id", ENV, "--region", REGION, "--listen", "127.0.0.1", "--port", String(sentinelPort), "--ops-port", String(opsPort), "--kubeconfig", kubeconfig, "--pod-address-map", `${net.cidr}=${net.localCidr}`],
+      [
+        join(root, "bin/krane.js"),
+        "sentinel",
+        "--environment-id",
+        ENV,
+        "--region",
+        REGION,
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        String(sentinelPort),
+        "--ops-port",
+        String(opsPort),
+        "--kubeconfig",
+        kubeconfig,
+        "--pod-address-map",
+        `${net.cidr}=${net.localCidr}`,
+      ],
       { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
     );
     children.push(sentinel);
@@ -196,19 +289,37 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
     const url = `http://127.0.0.1:${sentinelPort}/books/1`;
     wrk(url, 2, []);
     const off = wrk(url, SECONDS, []);
-    const tok = await new SignJWT({ scope: "read" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("1h").sign(key.privateKey);
+    const tok = await new SignJWT({ scope: "read" })
+      .setProtectedHeader({ alg: "ES256", kid: "k1" })
+      .setExpirationTime("1h")
+      .sign(key.privateKey);
     await policy(2, {
-      rules: [{ hosts: [HOST], jwt: { jwksUrl, issuer: "", audiences: [] }, operations: [{ method: "GET", path: "/books/{id}", scopes: ["read"] }], defaultAction: "deny" }],
+      rules: [
+        {
+          hosts: [HOST],
+          jwt: { jwksUrl, issuer: "", audiences: [] },
+          operations: [{ method: "GET", path: "/books/{id}", scopes: ["read"] }],
+          defaultAction: "deny",
+        },
+      ],
       unmatchedHosts: "deny",
     });
     // fetch cannot set Host: node:http can.
     const statusWithHost = (authorization?: string): Promise<string> =>
       new Promise((resolve, reject) => {
-        const req = httpRequest({ host: "127.0.0.1", port: sentinelPort, path: "/books/1", headers: { host: HOST, ...(authorization ? { authorization } : {}) } }, (res) => {
-          let body = "";
-          res.on("data", (c: Buffer) => (body += c.toString()));
-          res.on("end", () => resolve(`${res.statusCode ?? 0} ${body.trim()}`));
-        });
+        const req = httpRequest(
+          {
+            host: "127.0.0.1",
+            port: sentinelPort,
+            path: "/books/1",
+            headers: { host: HOST, ...(authorization ? { authorization } : {}) },
+          },
+          (res) => {
+            let body = "";
+            res.on("data", (c: Buffer) => (body += c.toString()));
+            res.on("end", () => resolve(`${res.statusCode ?? 0} ${body.trim()}`));
+          },
+        );
         req.on("error", reject);
         req.end();
       });
@@ -229,9 +340,18 @@ async function jwtThroughput(cluster: Awaited<ReturnType<typeof startCluster>>, 
 async function verifyRate(): Promise<void> {
   const key = await generateKeyPair("ES256");
   const jwks = createLocalJWKSet({ keys: [{ ...(await exportJWK(key.publicKey)), kid: "k1", alg: "ES256" }] });
-  const tokens = await Promise.all(Array.from({ length: 2000 }, (_, i) => new SignJWT({ scope: "read", n: i }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("1h").sign(key.privateKey)));
+  const tokens = await Promise.all(
+    Array.from({ length: 2000 }, (_, i) =>
+      new SignJWT({ scope: "read", n: i })
+        .setProtectedHeader({ alg: "ES256", kid: "k1" })
+        .setExpirationTime("1h")
+        .sign(key.privateKey),
+    ),
+  );
   const t0 = performance.now();
   for (const t of tokens) await jwtVerify(t, jwks, { algorithms: ["ES256"], requiredClaims: ["exp"] });
   const s = (performance.now() - t0) / 1000;
-  console.log(`gateway: jose ES256 verification of distinct tokens: ${(tokens.length / s).toFixed(0)} tokens/s in one process`);
+  console.log(
+    `gateway: jose ES256 verification of distinct tokens: ${(tokens.length / s).toFixed(0)} tokens/s in one process`,
+  );
 }

@@ -32,10 +32,16 @@ import { load, percentileOf, until } from "./support.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_MEASURE_ROUNDS ?? 30);
 const REF = { workspace: "bench", project: "shop", environment: "production" };
-const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
+const fmt = (v: number[]): string =>
+  `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
 /** `until` with this bench's defaults. */
-const waitFor = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000, stepMs = 10): Promise<T> => until(what, check, timeoutMs, stepMs);
+const waitFor = <T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 120_000,
+  stepMs = 10,
+): Promise<T> => until(what, check, timeoutMs, stepMs);
 
 async function ok(pool: Pool): Promise<boolean> {
   try {
@@ -63,7 +69,12 @@ export async function benchMeasurements(): Promise<void> {
   const cluster = await startCluster({ name: "bench-measure", standins: true, pods: { readyDelayMs: 0 } });
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-measure-"));
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 });
-  const ctrl = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 500 });
+  const ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+    shutdownGraceMs: 500,
+  });
   let agent: Agent | undefined;
   let pool: Pool | undefined;
   try {
@@ -102,16 +113,34 @@ export async function benchMeasurements(): Promise<void> {
       sentinel: { image: "", replicas: 1 },
     });
     const envId = environment?.id ?? "";
-    const { deployment } = await api.deployments.createDeployment({ ...REF, image: "registry.example.com/shop:1", port: 8080 });
+    const { deployment } = await api.deployments.createDeployment({
+      ...REF,
+      image: "registry.example.com/shop:1",
+      port: 8080,
+    });
     const dep = deployment?.id ?? "";
-    const entry = await waitFor("a running sentinel pod", async () => {
-      const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
-      for (const pod of items) {
-        const st = isRecord(pod.status) ? pod.status : {};
-        if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}`;
-      }
-      return undefined;
-    }, 300_000, 200);
+    const entry = await waitFor(
+      "a running sentinel pod",
+      async () => {
+        const { items } = await kube.list(resources.pods, {
+          namespace: SENTINEL_NAMESPACE,
+          labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}`,
+        });
+        for (const pod of items) {
+          const st = isRecord(pod.status) ? pod.status : {};
+          if (
+            !pod.metadata.deletionTimestamp &&
+            st.phase === "Running" &&
+            typeof st.podIP === "string" &&
+            st.podIP !== ""
+          )
+            return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}`;
+        }
+        return undefined;
+      },
+      300_000,
+      200,
+    );
     pool = new Pool(entry, { connections: 32, pipelining: 1 });
     const p = pool;
     await waitFor("the instance routed", async () => ((await ok(p)) ? true : undefined), 300_000, 50);
@@ -127,13 +156,20 @@ export async function benchMeasurements(): Promise<void> {
       let answered = 0;
       for (let k = 0; k < 10; k++) if (await ok(p)) answered++;
       const t0 = performance.now();
-      await waitFor("the burst visible", async () => ((await seen()) >= before + answered ? true : undefined), 30_000, 10);
+      await waitFor(
+        "the burst visible",
+        async () => ((await seen()) >= before + answered ? true : undefined),
+        30_000,
+        10,
+      );
       delays.push(performance.now() - t0);
       // Start the next burst at a random point of the scrape interval.
       await new Promise((r) => setTimeout(r, Math.random() * 1_000));
     }
     console.log(`measurements: agent scraping every 1 s, ctrl on SQLite (${load()})`);
-    console.log(`  request answered by the sentinel → visible in samples(): ${fmt(delays)}   (bound: the interval + a scrape + a report)`);
+    console.log(
+      `  request answered by the sentinel → visible in samples(): ${fmt(delays)}   (bound: the interval + a scrape + a report)`,
+    );
 
     // The sentinel's throughput with and without collection, alternating.
     const withScrape: number[] = [];
@@ -148,9 +184,15 @@ export async function benchMeasurements(): Promise<void> {
     }
     const med = (v: number[]): number => percentileOf(v, 50);
     console.log(`  sentinel throughput, 32 connections, 3 × 6 s each, alternating (${load()}):`);
-    console.log(`    agent scraping every 1 s: median ${med(withScrape).toFixed(0)} req/s  (${withScrape.map((v) => v.toFixed(0)).join(", ")})`);
-    console.log(`    collection off:           median ${med(without).toFixed(0)} req/s  (${without.map((v) => v.toFixed(0)).join(", ")})`);
-    console.log(`    difference: ${(((med(without) - med(withScrape)) / med(without)) * 100).toFixed(1)} % (on a shared machine, compare with the spread of the runs)`);
+    console.log(
+      `    agent scraping every 1 s: median ${med(withScrape).toFixed(0)} req/s  (${withScrape.map((v) => v.toFixed(0)).join(", ")})`,
+    );
+    console.log(
+      `    collection off:           median ${med(without).toFixed(0)} req/s  (${without.map((v) => v.toFixed(0)).join(", ")})`,
+    );
+    console.log(
+      `    difference: ${(((med(without) - med(withScrape)) / med(without)) * 100).toFixed(1)} % (on a shared machine, compare with the spread of the runs)`,
+    );
 
     // What one scrape costs the sentinel: its /metrics answer under the same load.
     const ops = entry.replace(`:${SENTINEL_PORT}`, `:${SENTINEL_OPS_PORT}`);
@@ -165,7 +207,9 @@ export async function benchMeasurements(): Promise<void> {
       await new Promise((r) => setTimeout(r, 100));
     }
     await busy;
-    console.log(`  one scrape of the sentinel's /metrics under load: ${fmt(scrapeMs)}, ${(bytes / 1024).toFixed(1)} KiB (once per interval per pod)`);
+    console.log(
+      `  one scrape of the sentinel's /metrics under load: ${fmt(scrapeMs)}, ${(bytes / 1024).toFixed(1)} KiB (once per interval per pod)`,
+    );
   } finally {
     await pool?.close();
     await agent?.stop();

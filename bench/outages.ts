@@ -31,9 +31,21 @@ export async function benchOutages(): Promise<void> {
     for (const replicas of [1, 2]) {
       const r = await postgresRestarts(postgres, dir, { replicas, cycles: PG_CYCLES, downMs: 2000 });
       problems.push(...r.problems.map((x) => `${r.name}: ${x}`));
-      line(`PostgreSQL restarted ×${PG_CYCLES}, ${replicas} ctrl: ready after PostgreSQL is`, `p50 ${p(r.readyMs, 50)}, p99 ${p(r.readyMs, 99)}`, "p99 ≤ 1 s");
-      line(`  change → agent stream${replicas > 1 ? " on the other replica" : ""} after PostgreSQL is`, `p50 ${p(r.crossMs, 50)}, p99 ${p(r.crossMs, 99)}`, "≤ 2 s");
-      line(`  acknowledged ${r.acknowledged}: lost / duplicated / stream skips`, `${r.lost} / ${r.duplicated} / ${r.problems.filter((x) => /skipped/.test(x)).length}`, "0 / 0 / 0");
+      line(
+        `PostgreSQL restarted ×${PG_CYCLES}, ${replicas} ctrl: ready after PostgreSQL is`,
+        `p50 ${p(r.readyMs, 50)}, p99 ${p(r.readyMs, 99)}`,
+        "p99 ≤ 1 s",
+      );
+      line(
+        `  change → agent stream${replicas > 1 ? " on the other replica" : ""} after PostgreSQL is`,
+        `p50 ${p(r.crossMs, 50)}, p99 ${p(r.crossMs, 99)}`,
+        "≤ 2 s",
+      );
+      line(
+        `  acknowledged ${r.acknowledged}: lost / duplicated / stream skips`,
+        `${r.lost} / ${r.duplicated} / ${r.problems.filter((x) => /skipped/.test(x)).length}`,
+        "0 / 0 / 0",
+      );
     }
   } finally {
     await postgres.stop();
@@ -42,8 +54,16 @@ export async function benchOutages(): Promise<void> {
   try {
     const c = await ctrlRestartsWithAgent(cluster, dir, { cycles: CYCLES });
     problems.push(...c.problems.map((x) => `${c.name}: ${x}`));
-    line(`ctrl kill -9 ×${CYCLES}: agent reconnected after ctrl ready`, `p50 ${p(c.reconnectMs, 50)}, p99 ${p(c.reconnectMs, 99)}`, "p50 ≤ 0.5 s, p99 ≤ 2 s");
-    line("  deploy made at ctrl's readiness → ReplicaSet in the cluster", `p50 ${p(c.deployMs, 50)}, p99 ${p(c.deployMs, 99)}`, "p99 ≤ 3 s");
+    line(
+      `ctrl kill -9 ×${CYCLES}: agent reconnected after ctrl ready`,
+      `p50 ${p(c.reconnectMs, 50)}, p99 ${p(c.reconnectMs, 99)}`,
+      "p50 ≤ 0.5 s, p99 ≤ 2 s",
+    );
+    line(
+      "  deploy made at ctrl's readiness → ReplicaSet in the cluster",
+      `p50 ${p(c.deployMs, 50)}, p99 ${p(c.deployMs, 99)}`,
+      "p99 ≤ 3 s",
+    );
 
     const f = await apiServerFrozen(cluster, dir, { freezeMs: 30_000 });
     problems.push(...f.problems.map((x) => `${f.name}: ${x}`));

@@ -38,18 +38,24 @@ const REGIONS = ["r1", "r2", "r3"];
 const REF = { workspace: "bench", project: "shop", environment: "production" };
 const STEPS = [10, 20, 30, 40, 50, 60, 70, 80, 90];
 
-const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
+const fmt = (v: number[]): string =>
+  `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
 /** `until` with this bench's defaults. */
-const waitFor = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 180_000, stepMs = 5): Promise<T> => until(what, check, timeoutMs, stepMs, true);
+const waitFor = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 180_000, stepMs = 5): Promise<T> =>
+  until(what, check, timeoutMs, stepMs, true);
 
 /** The ops URL of the environment's running sentinel pod in a cluster. */
 async function sentinelOps(cluster: LocalCluster, kube: KubeClient, envId: string): Promise<string> {
   return waitFor("a running sentinel pod", async () => {
-    const { items } = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}` });
+    const { items } = await kube.list(resources.pods, {
+      namespace: SENTINEL_NAMESPACE,
+      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${envId}`,
+    });
     for (const pod of items) {
       const st = isRecord(pod.status) ? pod.status : {};
-      if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_OPS_PORT}`;
+      if (!pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "")
+        return `http://${cluster.localAddress(st.podIP)}:${SENTINEL_OPS_PORT}`;
     }
     return undefined;
   });
@@ -62,7 +68,16 @@ async function servedVersion(ops: string): Promise<number> {
 
 /** Ms from t0 until every sentinel serves at least `version` (the slowest region counts). */
 async function propagated(ops: readonly string[], version: number, t0: number): Promise<number> {
-  const times = await Promise.all(ops.map((o) => waitFor(`routing version ${version} at ${o}`, async () => ((await servedVersion(o)) >= version ? performance.now() : undefined), 60_000, 2)));
+  const times = await Promise.all(
+    ops.map((o) =>
+      waitFor(
+        `routing version ${version} at ${o}`,
+        async () => ((await servedVersion(o)) >= version ? performance.now() : undefined),
+        60_000,
+        2,
+      ),
+    ),
+  );
   return Math.max(...times) - t0;
 }
 
@@ -71,13 +86,23 @@ export async function benchProgressive(): Promise<void> {
   const kubes: KubeClient[] = [];
   const agents: Agent[] = [];
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-progressive-"));
-  const ctrl = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 500, rolloutSweepIntervalMs: 200 });
+  const ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+    shutdownGraceMs: 500,
+    rolloutSweepIntervalMs: 200,
+  });
   try {
     const token = generateToken("user");
     await addUserToken(ctrl.store, "bench", token);
     const api = createApiClients(ctrl.url, token);
     for (const region of REGIONS) {
-      const cluster = await startCluster({ name: `bench-progressive-${region}`, standins: true, pods: { readyDelayMs: 0 } });
+      const cluster = await startCluster({
+        name: `bench-progressive-${region}`,
+        standins: true,
+        pods: { readyDelayMs: 0 },
+      });
       clusters.push(cluster);
       kubes.push(new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 }));
       const net = cluster.podNetwork;
@@ -107,13 +132,22 @@ export async function benchProgressive(): Promise<void> {
       regions: REGIONS.map((region) => ({ region, replicas: 10 })),
       sentinel: { image: "", replicas: 1 },
       rollout: {
-        progressive: { canary: { steps: STEPS.flatMap((w) => [{ step: { case: "setWeight" as const, value: w } }, { step: { case: "pause" as const, value: { seconds: 0 } } }]) } },
+        progressive: {
+          canary: {
+            steps: STEPS.flatMap((w) => [
+              { step: { case: "setWeight" as const, value: w } },
+              { step: { case: "pause" as const, value: { seconds: 0 } } },
+            ]),
+          },
+        },
       },
     });
     const envId = environment?.id ?? "";
     const ops = await Promise.all(clusters.map((c, i) => sentinelOps(c, kubes[i] as KubeClient, envId)));
-    const version = async (): Promise<number> => Number((await api.status.getEnvironmentStatus(REF)).sentinels[0]?.routingVersion ?? 0n);
-    const phase = async (): Promise<string> => (await api.rollouts.getRolloutStatus(REF)).status?.progressive?.phase ?? "";
+    const version = async (): Promise<number> =>
+      Number((await api.status.getEnvironmentStatus(REF)).sentinels[0]?.routingVersion ?? 0n);
+    const phase = async (): Promise<string> =>
+      (await api.rollouts.getRolloutStatus(REF)).status?.progressive?.phase ?? "";
     let n = 1;
     await api.deployments.createDeployment({ ...REF, image: `registry.example.com/shop:${n++}`, port: 8080 });
     await waitFor("the first revision healthy", async () => ((await phase()) === "Healthy" ? true : undefined));
@@ -122,7 +156,9 @@ export async function benchProgressive(): Promise<void> {
     const weights: number[] = [];
     while (weights.length < CHANGES) {
       await api.deployments.createDeployment({ ...REF, image: `registry.example.com/shop:${n++}`, port: 8080 });
-      await waitFor("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
+      await waitFor("the canary paused at its first weight", async () =>
+        (await phase()) === "Paused" ? true : undefined,
+      );
       for (let i = 1; i < STEPS.length && weights.length < CHANGES; i++) {
         // Start settled: every sentinel serves the current version (no earlier change in flight).
         await propagated(ops, await version(), performance.now());
@@ -138,15 +174,21 @@ export async function benchProgressive(): Promise<void> {
     const aborts: number[] = [];
     for (let i = 0; i < ABORTS; i++) {
       await api.rollouts.promote(REF);
-      await waitFor("the canary paused at its first weight", async () => ((await phase()) === "Paused" ? true : undefined));
+      await waitFor("the canary paused at its first weight", async () =>
+        (await phase()) === "Paused" ? true : undefined,
+      );
       await propagated(ops, await version(), performance.now());
       const t0 = performance.now();
       await api.rollouts.abort(REF);
       aborts.push(await propagated(ops, await version(), t0));
     }
 
-    console.log(`weight change committed → every sentinel in ${REGIONS.length} regions routing with it: ${fmt(weights)}  (target p99 ≤ 1000 ms; anchor: unkey frontline route cache 5000 ms)`);
-    console.log(`abort decision → 100 % stable in every region:                  ${fmt(aborts)}  (target p99 ≤ 5000 ms)`);
+    console.log(
+      `weight change committed → every sentinel in ${REGIONS.length} regions routing with it: ${fmt(weights)}  (target p99 ≤ 1000 ms; anchor: unkey frontline route cache 5000 ms)`,
+    );
+    console.log(
+      `abort decision → 100 % stable in every region:                  ${fmt(aborts)}  (target p99 ≤ 5000 ms)`,
+    );
     console.log(`  weight changes in order (ms): ${weights.map((w) => w.toFixed(0)).join(" ")}`);
     console.log(`load average: ${load()}`);
   } finally {

@@ -25,7 +25,13 @@ import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { Keyring } from "../src/ctrl/secrets/keyring.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { ConfigService } from "../src/gen/krane/ctrl/v1/config_pb.js";
 import { ReleaseService } from "../src/gen/krane/ctrl/v1/release_pb.js";
 import { agentKubeConfig, kubeWrites } from "../test/integration/agent/support.js";
@@ -38,7 +44,6 @@ const FILES = 20;
 const SECRET_CHANGES = Number(process.env.KRANE_BENCH_SECRET_CHANGES ?? 20);
 const REGION = "local";
 
-
 /** A release: FILES files of OBJECTS/FILES objects each, a third each ConfigMaps, Services, Secrets. */
 function releaseFiles(prefix: string): { name: string; content: string }[] {
   const files: { name: string; content: string }[] = [];
@@ -47,19 +52,45 @@ function releaseFiles(prefix: string): { name: string; content: string }[] {
     for (let j = 0; j < OBJECTS / FILES; j++) {
       const i = f * (OBJECTS / FILES) + j;
       const name = `${prefix}-obj-${i}`;
-      if (i % 3 === 0) docs.push({ apiVersion: "v1", kind: "ConfigMap", metadata: { name }, data: { index: String(i), mode: "fast" } });
-      else if (i % 3 === 1) docs.push({ apiVersion: "v1", kind: "Service", metadata: { name }, spec: { selector: { app: name }, ports: [{ port: 80, targetPort: 8080 }] } });
+      if (i % 3 === 0)
+        docs.push({
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name },
+          data: { index: String(i), mode: "fast" },
+        });
+      else if (i % 3 === 1)
+        docs.push({
+          apiVersion: "v1",
+          kind: "Service",
+          metadata: { name },
+          spec: { selector: { app: name }, ports: [{ port: 80, targetPort: 8080 }] },
+        });
       else docs.push({ apiVersion: "v1", kind: "Secret", metadata: { name }, stringData: { token: `t-${i}` } });
     }
-    files.push({ name: `part-${String(f).padStart(2, "0")}.yaml`, content: docs.map((d) => stringify(d)).join("---\n") });
+    files.push({
+      name: `part-${String(f).padStart(2, "0")}.yaml`,
+      content: docs.map((d) => stringify(d)).join("---\n"),
+    });
   }
   return files;
 }
 
 function podRunningWith(obj: unknown): { name: string; running: boolean; refs: string } | null {
-  if (!isRecord(obj) || !isRecord(obj.metadata) || typeof obj.metadata.name !== "string" || !isRecord(obj.spec) || !isRecord(obj.status)) return null;
+  if (
+    !isRecord(obj) ||
+    !isRecord(obj.metadata) ||
+    typeof obj.metadata.name !== "string" ||
+    !isRecord(obj.spec) ||
+    !isRecord(obj.status)
+  )
+    return null;
   if (obj.metadata.deletionTimestamp) return { name: obj.metadata.name, running: false, refs: "" };
-  return { name: obj.metadata.name, running: obj.status.phase === "Running", refs: JSON.stringify([obj.metadata.labels, obj.spec.containers]) };
+  return {
+    name: obj.metadata.name,
+    running: obj.status.phase === "Running",
+    refs: JSON.stringify([obj.metadata.labels, obj.spec.containers]),
+  };
 }
 
 export async function benchReleases(): Promise<void> {
@@ -74,7 +105,11 @@ export async function benchReleases(): Promise<void> {
   const run = (args: string[]): number => {
     if (!kubectl) throw new Error("no kubectl");
     const t = performance.now();
-    const r = spawnSync(kubectl, ["--kubeconfig", cluster.kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), ...args], { encoding: "utf8", maxBuffer: 64 << 20 });
+    const r = spawnSync(
+      kubectl,
+      ["--kubeconfig", cluster.kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), ...args],
+      { encoding: "utf8", maxBuffer: 64 << 20 },
+    );
     if (r.status !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr.slice(0, 500)}`);
     return performance.now() - t;
   };
@@ -88,8 +123,18 @@ export async function benchReleases(): Promise<void> {
     });
     // kubectl's discovery cache is warmed by a first run in another namespace.
     if (kubectl) {
-      for (const ns of ["bench-warm", "bench-kubectl"]) await admin.create(resources.namespaces, { metadata: { name: ns } });
-      run(["apply", "--server-side", "--field-manager", "kubectl-bench", "-n", "bench-warm", "-f", rounds[0]?.manifests ?? ""]);
+      for (const ns of ["bench-warm", "bench-kubectl"])
+        await admin.create(resources.namespaces, { metadata: { name: ns } });
+      run([
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "kubectl-bench",
+        "-n",
+        "bench-warm",
+        "-f",
+        rounds[0]?.manifests ?? "",
+      ]);
     }
 
     // --- ctrl, an environment, the agent.
@@ -126,7 +171,12 @@ export async function benchReleases(): Promise<void> {
     // 200 objects' status per answer, would load this process (ctrl and the agent) as kubectl's
     // run is not. The answer is checked once it is there.
     const reported = async (id: string, version: bigint): Promise<boolean> => {
-      const row = await ctrl.store.db.selectFrom("release_status").select("observed_version").where("release_id", "=", id).where("region", "=", REGION).executeTakeFirst();
+      const row = await ctrl.store.db
+        .selectFrom("release_status")
+        .select("observed_version")
+        .where("release_id", "=", id)
+        .where("region", "=", REGION)
+        .executeTakeFirst();
       return row !== undefined && BigInt(row.observed_version) === version;
     };
     const done = async (name: string, version: bigint): Promise<void> => {
@@ -138,21 +188,57 @@ export async function benchReleases(): Promise<void> {
     const kraneMs: number[] = [];
     const callMs: number[] = [];
     for (const round of rounds) {
-      if (kubectl) kubectlMs.push(run(["apply", "--server-side", "--field-manager", "kubectl-bench", "-n", "bench-kubectl", "-f", round.manifests]));
+      if (kubectl)
+        kubectlMs.push(
+          run([
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "kubectl-bench",
+            "-n",
+            "bench-kubectl",
+            "-f",
+            round.manifests,
+          ]),
+        );
       const t0 = performance.now();
       const applied = await releases.applyRelease({ ...ref, name: round.name, files: round.files });
       callMs.push(performance.now() - t0);
-      await until(`${OBJECTS} objects of ${round.name} reported`, () => reported(applied.release?.id ?? "", applied.release?.version ?? 0n), 300_000, 10);
+      await until(
+        `${OBJECTS} objects of ${round.name} reported`,
+        () => reported(applied.release?.id ?? "", applied.release?.version ?? 0n),
+        300_000,
+        10,
+      );
       kraneMs.push(performance.now() - t0);
       await done(round.name, applied.release?.version ?? 0n);
     }
-    const counts = await Promise.all([resources.configMaps, resources.services, resources.secrets].map(async (r) =>
-      (await admin.list(r, { namespace: "ws-bench", labelSelector: "krane.dev/release-id,app.kubernetes.io/component=release" })).items.length));
+    const counts = await Promise.all(
+      [resources.configMaps, resources.services, resources.secrets].map(
+        async (r) =>
+          (
+            await admin.list(r, {
+              namespace: "ws-bench",
+              labelSelector: "krane.dev/release-id,app.kubernetes.io/component=release",
+            })
+          ).items.length,
+      ),
+    );
     const total = counts.reduce((a, b) => a + b, 0);
-    if (total !== OBJECTS * ROUNDS) throw new Error(`bench: ${total} release objects in the cluster (the inventories aside), expected ${OBJECTS * ROUNDS}`);
-    const med = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
+    if (total !== OBJECTS * ROUNDS)
+      throw new Error(
+        `bench: ${total} release objects in the cluster (the inventories aside), expected ${OBJECTS * ROUNDS}`,
+      );
+    const med = (xs: number[]): number =>
+      pct(
+        [...xs].sort((a, b) => a - b),
+        50,
+      );
     const list = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(", ");
-    if (kubectl) console.log(`releases: kubectl apply --server-side -f dir/ (${OBJECTS} objects, warm cache)   median ${med(kubectlMs).toFixed(0)} ms (rounds: ${list(kubectlMs)})`);
+    if (kubectl)
+      console.log(
+        `releases: kubectl apply --server-side -f dir/ (${OBJECTS} objects, warm cache)   median ${med(kubectlMs).toFixed(0)} ms (rounds: ${list(kubectlMs)})`,
+      );
     console.log(
       `releases: krane ApplyRelease → ${OBJECTS} objects applied and reported   median ${med(kraneMs).toFixed(0)} ms (rounds: ${list(kraneMs)})` +
         (kubectl ? `, ${(med(kraneMs) / med(kubectlMs)).toFixed(2)}× kubectl` : "") +
@@ -165,7 +251,9 @@ export async function benchReleases(): Promise<void> {
     const before = await kubeWrites(agent);
     await rt.resyncOnce();
     await rt.idle();
-    console.log(`releases: idle resync of ${ROUNDS} releases of ${OBJECTS} objects   ${(await kubeWrites(agent)) - before} Kubernetes writes`);
+    console.log(
+      `releases: idle resync of ${ROUNDS} releases of ${OBJECTS} objects   ${(await kubeWrites(agent)) - before} Kubernetes writes`,
+    );
 
     // --- where the difference goes: the same writes as krane renders them (its labels) by
     // kubectl as the agent's ServiceAccount, so under the admission fence as the agent is
@@ -178,9 +266,17 @@ export async function benchReleases(): Promise<void> {
         const { release } = await releases.getRelease({ ...ref, name: round.name });
         const docs: string[] = [];
         for (const r of [resources.configMaps, resources.services, resources.secrets]) {
-          for (const o of (await admin.list(r, { namespace: "ws-bench", labelSelector: `krane.dev/release-id=${release?.id ?? "?"},app.kubernetes.io/component=release` })).items) {
+          for (const o of (
+            await admin.list(r, {
+              namespace: "ws-bench",
+              labelSelector: `krane.dev/release-id=${release?.id ?? "?"},app.kubernetes.io/component=release`,
+            })
+          ).items) {
             const labels = { ...o.metadata.labels, "krane.dev/release-id": "rel_fenced" };
-            const body = { ...o, metadata: { name: `f${k}-${o.metadata.name ?? ""}`, namespace: "ws-bench", labels } } as Record<string, unknown>;
+            const body = {
+              ...o,
+              metadata: { name: `f${k}-${o.metadata.name ?? ""}`, namespace: "ws-bench", labels },
+            } as Record<string, unknown>;
             delete body.status;
             if (isRecord(body.spec)) {
               const { clusterIP: _a, clusterIPs: _b, ...spec } = body.spec;
@@ -192,13 +288,28 @@ export async function benchReleases(): Promise<void> {
         const fdir = join(dir, `fenced-${k}`);
         mkdirSync(fdir);
         writeFileSync(join(fdir, "objects.yaml"), docs.join("---\n"));
-        const args = ["--kubeconfig", agentKubeconfig, "--cache-dir", join(dir, "kube-cache-agent"), "apply", "--server-side", "--field-manager", "krane-release", "-n", "ws-bench", "-f", fdir];
+        const args = [
+          "--kubeconfig",
+          agentKubeconfig,
+          "--cache-dir",
+          join(dir, "kube-cache-agent"),
+          "apply",
+          "--server-side",
+          "--field-manager",
+          "krane-release",
+          "-n",
+          "ws-bench",
+          "-f",
+          fdir,
+        ];
         const t1 = performance.now();
         const r = spawnSync(kubectl, args, { encoding: "utf8", maxBuffer: 64 << 20 });
         if (r.status !== 0) throw new Error(`kubectl as the agent failed: ${r.stderr.slice(0, 500)}`);
         if (k > 0) fenced.push(performance.now() - t1); // the first run warms the discovery cache
       }
-      console.log(`releases: kubectl apply --server-side as the agent (fenced) of krane's rendered objects   median ${med(fenced).toFixed(0)} ms (rounds: ${list(fenced)})`);
+      console.log(
+        `releases: kubectl apply --server-side as the agent (fenced) of krane's rendered objects   median ${med(fenced).toFixed(0)} ms (rounds: ${list(fenced)})`,
+      );
     }
 
     // --- secret set → the new revision's pods Running with the new Secret.
@@ -227,15 +338,23 @@ export async function benchReleases(): Promise<void> {
 
     const config = ctrl.client(ConfigService, t);
     await ctrl.client(DeploymentService, t).createDeployment({ ...ref, image: "registry.example.com/app:1" });
-    const first = await config.setSecrets({ ...ref, secrets: [{ key: "TOKEN", source: { case: "value", value: "warm-up" } }] });
+    const first = await config.setSecrets({
+      ...ref,
+      secrets: [{ key: "TOKEN", source: { case: "value", value: "warm-up" } }],
+    });
     await runningWith(`"krane.dev/deployment-id":"${first.change?.deployment?.id ?? "?"}"`, 2);
     const lat: number[] = [];
     for (let i = 0; i < SECRET_CHANGES; i++) {
       const t1 = performance.now();
-      const { change } = await config.setSecrets({ ...ref, secrets: [{ key: "TOKEN", source: { case: "value", value: `v${i}-${randomBytes(6).toString("hex")}` } }] });
+      const { change } = await config.setSecrets({
+        ...ref,
+        secrets: [{ key: "TOKEN", source: { case: "value", value: `v${i}-${randomBytes(6).toString("hex")}` } }],
+      });
       await Promise.race([
         runningWith(`"krane.dev/deployment-id":"${change?.deployment?.id ?? "?"}"`, 2),
-        new Promise((_, reject) => setTimeout(() => reject(new Error("bench: new revision not running in 120 s")), 120_000).unref()),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error("bench: new revision not running in 120 s")), 120_000).unref(),
+        ),
       ]);
       lat.push(performance.now() - t1);
     }
@@ -248,7 +367,12 @@ export async function benchReleases(): Promise<void> {
     // the Deployment controller rolls the pods (maxSurge 100%, maxUnavailable 0 as above).
     if (kubectl) {
       const byHand = (i: number): string => {
-        const secret = { apiVersion: "v1", kind: "Secret", metadata: { name: `app-secret-${i}` }, stringData: { TOKEN: `v${i}` } };
+        const secret = {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: `app-secret-${i}` },
+          stringData: { TOKEN: `v${i}` },
+        };
         const deployment = {
           apiVersion: "apps/v1",
           kind: "Deployment",
@@ -259,7 +383,15 @@ export async function benchReleases(): Promise<void> {
             strategy: { rollingUpdate: { maxSurge: "100%", maxUnavailable: 0 } },
             template: {
               metadata: { labels: { app: "app" } },
-              spec: { containers: [{ name: "app", image: "registry.example.com/app:1", envFrom: [{ secretRef: { name: `app-secret-${i}` } }] }] },
+              spec: {
+                containers: [
+                  {
+                    name: "app",
+                    image: "registry.example.com/app:1",
+                    envFrom: [{ secretRef: { name: `app-secret-${i}` } }],
+                  },
+                ],
+              },
             },
           },
         };
@@ -267,7 +399,8 @@ export async function benchReleases(): Promise<void> {
         writeFileSync(file, `${stringify(secret)}---\n${stringify(deployment)}`);
         return file;
       };
-      const apply = (file: string): number => run(["apply", "--server-side", "--field-manager", "kubectl-bench", "-n", "bench-kubectl", "-f", file]);
+      const apply = (file: string): number =>
+        run(["apply", "--server-side", "--field-manager", "kubectl-bench", "-n", "bench-kubectl", "-f", file]);
       apply(byHand(-1));
       await runningWith(`"app-secret--1"`, 2);
       const hand: number[] = [];

@@ -32,13 +32,18 @@ export async function benchRolloutConformance(): Promise<void> {
     const t2 = performance.now();
     const report = await runConformance(cases, harness);
     const runMs = performance.now() - t2;
-    console.log(`${count.toLocaleString("en-US")} generated passes (seed ${seed}), krane's engine vs Kubernetes v1.36.3 syncDeployment:`);
+    console.log(
+      `${count.toLocaleString("en-US")} generated passes (seed ${seed}), krane's engine vs Kubernetes v1.36.3 syncDeployment:`,
+    );
     console.log(formatReport(report).replace(/^/gm, "  "));
     // The engine again, warm this time (the run above included its JIT warm-up).
     const t3 = performance.now();
     for (const c of cases) runKrane(c.input);
     const kraneWarmMs = performance.now() - t3;
-    const rate = (ms: number): string => `${Math.round((count * 1000) / ms).toLocaleString("en-US").padStart(9)} passes/s`;
+    const rate = (ms: number): string =>
+      `${Math.round((count * 1000) / ms)
+        .toLocaleString("en-US")
+        .padStart(9)} passes/s`;
     console.log(`  krane engine (validate + plan, warm)         ${rate(kraneWarmMs)}`);
     console.log(`  Kubernetes controller (fake clientset, pipe) ${rate(report.kubeMs)}`);
     console.log(

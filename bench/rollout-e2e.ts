@@ -15,7 +15,13 @@ import { silentLogger } from "../src/agent/runtime/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { agentKubeConfig } from "../test/integration/agent/support.js";
 import { startTestCtrl } from "../test/integration/ctrl/support.js";
@@ -27,7 +33,10 @@ function podIsReady(obj: unknown): { name: string; ready: boolean } | null {
   if (!isRecord(obj) || !isRecord(obj.metadata) || typeof obj.metadata.name !== "string") return null;
   const status = isRecord(obj.status) ? obj.status : {};
   const conditions: unknown[] = Array.isArray(status.conditions) ? status.conditions : [];
-  return { name: obj.metadata.name, ready: conditions.some((c) => isRecord(c) && c.type === "Ready" && c.status === "True") };
+  return {
+    name: obj.metadata.name,
+    ready: conditions.some((c) => isRecord(c) && c.type === "Ready" && c.status === "True"),
+  };
 }
 
 export async function benchRolloutPropagation(): Promise<void> {
@@ -69,21 +78,31 @@ export async function benchRolloutPropagation(): Promise<void> {
     const sizes = new Map<string, number>();
     const selector = `krane.dev/environment-id=${envId}`;
     void kube
-      .watch(resources.pods, { labelSelector: selector }, (type, obj) => {
-        const p = podIsReady(obj);
-        if (!p || type === "DELETED") return;
-        if (p.ready && !wasReady.has(p.name)) readyAt.push(performance.now());
-        if (p.ready) wasReady.add(p.name);
-      }, stop.signal)
+      .watch(
+        resources.pods,
+        { labelSelector: selector },
+        (type, obj) => {
+          const p = podIsReady(obj);
+          if (!p || type === "DELETED") return;
+          if (p.ready && !wasReady.has(p.name)) readyAt.push(performance.now());
+          if (p.ready) wasReady.add(p.name);
+        },
+        stop.signal,
+      )
       .catch(() => undefined);
     void kube
-      .watch(resources.replicaSets, { labelSelector: selector }, (_type, obj) => {
-        if (!isRecord(obj) || !isRecord(obj.metadata) || !isRecord(obj.spec)) return;
-        const name = String(obj.metadata.name);
-        const n = typeof obj.spec.replicas === "number" ? obj.spec.replicas : 0;
-        if (sizes.has(name) && sizes.get(name) !== n) stepAt.push(performance.now());
-        sizes.set(name, n);
-      }, stop.signal)
+      .watch(
+        resources.replicaSets,
+        { labelSelector: selector },
+        (_type, obj) => {
+          if (!isRecord(obj) || !isRecord(obj.metadata) || !isRecord(obj.spec)) return;
+          const name = String(obj.metadata.name);
+          const n = typeof obj.spec.replicas === "number" ? obj.spec.replicas : 0;
+          if (sizes.has(name) && sizes.get(name) !== n) stepAt.push(performance.now());
+          sizes.set(name, n);
+        },
+        stop.signal,
+      )
       .catch(() => undefined);
 
     const rollouts = ctrl.client(RolloutService, t);

@@ -33,15 +33,22 @@ const CHANGES = Number(process.env.KRANE_BENCH_ROUTING_CHANGES ?? 20);
 const NS = "ws-bench";
 const REF = { workspace: "bench", project: "shop", environment: "production" };
 
-const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
+const fmt = (v: number[]): string =>
+  `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms (n=${v.length})`;
 
 function running(pod: KubeObject): string | undefined {
   const st = isRecord(pod.status) ? pod.status : {};
-  return !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "" ? st.podIP : undefined;
+  return !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== ""
+    ? st.podIP
+    : undefined;
 }
 
 /** `until` with this bench's defaults. */
-const waitFor = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 120_000): Promise<T> => until(what, check, timeoutMs, 2);
+const waitFor = <T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> => until(what, check, timeoutMs, 2);
 
 async function who(pool: Pool): Promise<string | undefined> {
   try {
@@ -57,7 +64,12 @@ export async function benchRouting(): Promise<void> {
   const cluster = await startCluster({ name: "bench-routing", standins: true, pods: { readyDelayMs: 0 } });
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-routing-"));
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 });
-  const ctrl = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 500 });
+  const ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+    shutdownGraceMs: 500,
+  });
   const abort = new AbortController();
   let agent: Agent | undefined;
   let pool: Pool | undefined;
@@ -95,11 +107,18 @@ export async function benchRouting(): Promise<void> {
     // A watch of the environment's pods: when each became Running, and when each was deleted.
     const runningAt = new Map<string, number>();
     const deletedAt = new Map<string, number>();
-    const pods = new Informer({ resource: resources.pods, namespace: NS, labelSelector: "", client: kube, log: silentLogger });
+    const pods = new Informer({
+      resource: resources.pods,
+      namespace: NS,
+      labelSelector: "",
+      client: kube,
+      log: silentLogger,
+    });
     pods.onChange((type, pod) => {
       const name = pod.metadata.name ?? "";
       if (type !== "deleted" && running(pod) && !runningAt.has(name)) runningAt.set(name, performance.now());
-      if ((type === "deleted" || pod.metadata.deletionTimestamp) && !deletedAt.has(name)) deletedAt.set(name, performance.now());
+      if ((type === "deleted" || pod.metadata.deletionTimestamp) && !deletedAt.has(name))
+        deletedAt.set(name, performance.now());
     });
     void pods.run(abort.signal);
 
@@ -121,7 +140,9 @@ export async function benchRouting(): Promise<void> {
     for (let i = 0; i < CHANGES; i++) {
       const before = new Set(pods.list().map((x) => x.metadata.name ?? ""));
       await api.rollouts.scale({ ...REF, replicas: 2 });
-      const fresh = await waitFor("a new pod Running", () => pods.list().find((x) => !before.has(x.metadata.name ?? "") && running(x) !== undefined));
+      const fresh = await waitFor("a new pod Running", () =>
+        pods.list().find((x) => !before.has(x.metadata.name ?? "") && running(x) !== undefined),
+      );
       const name = fresh.metadata.name ?? "";
       const ip = running(fresh) ?? "";
       const t0 = runningAt.get(name) ?? performance.now();
@@ -152,9 +173,13 @@ export async function benchRouting(): Promise<void> {
       await waitFor(`${gone} gone`, () => (pods.get(NS, gone) ? undefined : true));
     }
 
-    console.log(`routing: ${CHANGES} scale-ups and scale-downs through ctrl → agent → EndpointSlice → krane sentinel (stand-ins serve the pods)`);
+    console.log(
+      `routing: ${CHANGES} scale-ups and scale-downs through ctrl → agent → EndpointSlice → krane sentinel (stand-ins serve the pods)`,
+    );
     console.log(`  pod Running → first request routed to it:     ${fmt(toRouted)}   (target p99 ≤ 200 ms)`);
-    console.log(`  pod Running → its own address answers (direct): ${fmt(toDirect)}   (the stand-in's start, not routing)`);
+    console.log(
+      `  pod Running → its own address answers (direct): ${fmt(toDirect)}   (the stand-in's start, not routing)`,
+    );
     console.log(`  pod deleted → last request routed to it:      ${fmt(toUnrouted)}   (target p99 ≤ 200 ms)`);
   } finally {
     abort.abort();

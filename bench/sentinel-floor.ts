@@ -32,7 +32,10 @@ function handler(res: http.ServerResponse): Dispatcher.DispatchHandler {
 }
 
 const server = http.createServer({ noDelay: true }, (req, res) => {
-  pool.dispatch({ method: req.method ?? "GET", path: req.url ?? "/", headers: req.rawHeaders, body: null, reset: false }, handler(res));
+  pool.dispatch(
+    { method: req.method ?? "GET", path: req.url ?? "/", headers: req.rawHeaders, body: null, reset: false },
+    handler(res),
+  );
 });
 const i = listen.lastIndexOf(":");
 server.listen(Number(listen.slice(i + 1)), listen.slice(0, i), () => process.stdout.write("listening\n"));

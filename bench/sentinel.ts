@@ -23,7 +23,14 @@ import { localAddress } from "../src/cluster/pod-network.js";
 import { KubeClient } from "../src/kube/client.js";
 import { resources } from "../src/kube/resources.js";
 import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
-import { LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../src/contracts/labels.js";
+import {
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_REGION,
+  MANAGED_BY,
+} from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
 import { percentileOf, until, freePort } from "./support.js";
@@ -42,7 +49,12 @@ function have(cmd: string): boolean {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** `until` with this bench's defaults. */
-const waitFor = <T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, stepMs = 20): Promise<T> => until(what, check, timeoutMs, stepMs, true);
+const waitFor = <T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+  stepMs = 20,
+): Promise<T> => until(what, check, timeoutMs, stepMs, true);
 
 function labels(deploymentId?: string): Record<string, string> {
   return {
@@ -87,7 +99,9 @@ const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
 function wrk(url: string, seconds: number, paced = false, dir = tmpdir()): WrkResult {
   const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
   if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
-  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], { encoding: "utf8" });
+  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], {
+    encoding: "utf8",
+  });
   const text = `${out.stdout}${out.stderr}`;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]);
   const p50 = toMs(/\n\s+50%\s+(\S+)/.exec(text)?.[1] ?? "");
@@ -135,17 +149,27 @@ http {
 async function startNginx(name: string, listen: string, upstream: string | undefined): Promise<ChildProcess> {
   const dir = mkdtempSync(join(tmpdir(), `krane-bench-nginx-${name}-`));
   writeFileSync(join(dir, "nginx.conf"), nginxConfig(dir, listen, upstream));
-  const child = spawn("nginx", ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")], { stdio: "ignore" });
+  const child = spawn("nginx", ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")], {
+    stdio: "ignore",
+  });
   const [host, port] = [listen.slice(0, listen.lastIndexOf(":")), Number(listen.slice(listen.lastIndexOf(":") + 1))];
-  await waitFor(`nginx (${name}) to listen`, async () => (await fetch(`http://${host}:${port}/`).catch(() => undefined))?.ok === true, 10_000);
+  await waitFor(
+    `nginx (${name}) to listen`,
+    async () => (await fetch(`http://${host}:${port}/`).catch(() => undefined))?.ok === true,
+    10_000,
+  );
   child.once("exit", () => rmSync(dir, { recursive: true, force: true }));
   return child;
 }
 
 async function startUpstream(addresses: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), ...addresses], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), ...addresses],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   await new Promise<void>((resolve, reject) => {
     child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve());
     child.once("exit", (code) => reject(new Error(`upstream exited (${code})`)));
@@ -155,9 +179,13 @@ async function startUpstream(addresses: string[]): Promise<ChildProcess> {
 
 /** The bare Node proxy (bench/sentinel-floor.ts) on `listen`, forwarding to `upstream`. */
 async function startFloor(listen: string, upstream: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-floor.ts"), listen, upstream], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-floor.ts"), listen, upstream],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   await new Promise<void>((resolve, reject) => {
     child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve());
     child.once("exit", (code) => reject(new Error(`the floor proxy exited (${code})`)));
@@ -173,7 +201,24 @@ async function startSentinel(cluster: LocalCluster, dir: string, port: number, o
   if (!net) throw new Error("the cluster has no pod network");
   const child = spawn(
     process.execPath,
-    [join(root, "bin/krane.js"), "sentinel", "--environment-id", ENV, "--region", REGION, "--listen", "127.0.0.1", "--port", String(port), "--ops-port", String(opsPort), "--kubeconfig", kubeconfig, "--pod-address-map", `${net.cidr}=${net.localCidr}`],
+    [
+      join(root, "bin/krane.js"),
+      "sentinel",
+      "--environment-id",
+      ENV,
+      "--region",
+      REGION,
+      "--listen",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--ops-port",
+      String(opsPort),
+      "--kubeconfig",
+      kubeconfig,
+      "--pod-address-map",
+      `${net.cidr}=${net.localCidr}`,
+    ],
     { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
   );
   return child;
@@ -186,7 +231,9 @@ async function status(opsPort: number): Promise<SentinelStatus> {
 export async function benchSentinel(): Promise<void> {
   const missing = ["wrk", "nginx"].filter((c) => !have(c));
   if (missing.length > 0) {
-    console.log(`sentinel: missing ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); their figures are skipped`);
+    console.log(
+      `sentinel: missing ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); their figures are skipped`,
+    );
   }
   const withNginx = !missing.includes("nginx");
   const withWrk = !missing.includes("wrk");
@@ -199,15 +246,9 @@ export async function benchSentinel(): Promise<void> {
     if (!net) throw new Error("the cluster has no pod network");
     const pod = (i: number): string => `10.${net.slot}.${8 + Math.floor(i / 250)}.${(i % 250) + 1}`;
     await applySentinelRbac(cluster.kubeConfig());
-    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort, floorPort] = (await Promise.all(Array.from({ length: 7 }, freePort))) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
+    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort, floorPort] = (await Promise.all(
+      Array.from({ length: 7 }, freePort),
+    )) as [number, number, number, number, number, number, number];
     const app = `10.${net.slot}.0.10`;
     const appLocal = `${localAddress(net, app)}:${appPort}`;
     // The upstream all three paths share.
@@ -216,7 +257,11 @@ export async function benchSentinel(): Promise<void> {
     const a = `10.${net.slot}.0.20`;
     const b = `10.${net.slot}.0.21`;
     const many = Array.from({ length: 1000 }, (_, i) => pod(i));
-    children.push(await startUpstream([a, b, ...many].map((ip) => `${localAddress(net, ip)}:${ip === a || ip === b ? changePort : manyPort}`)));
+    children.push(
+      await startUpstream(
+        [a, b, ...many].map((ip) => `${localAddress(net, ip)}:${ip === a || ip === b ? changePort : manyPort}`),
+      ),
+    );
 
     await kube.apply(resources.configMaps, {
       metadata: { name: "bench-policy", namespace: SENTINEL_NAMESPACE, labels: labels() },
@@ -225,7 +270,11 @@ export async function benchSentinel(): Promise<void> {
     await writeSlice(kube, "app", [app], appPort);
     const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort);
     children.push(sentinel);
-    await waitFor("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
+    await waitFor(
+      "the sentinel to be ready",
+      async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
+      60_000,
+    );
     if (withNginx) children.push(await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal));
     children.push(await startFloor(`127.0.0.1:${floorPort}`, appLocal));
 
@@ -235,20 +284,27 @@ export async function benchSentinel(): Promise<void> {
       ...(withNginx ? ([["nginx", `http://127.0.0.1:${nginxPort}/`]] as [string, string][]) : []),
       ["floor", `http://127.0.0.1:${floorPort}/`],
     ];
-    console.log(`sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; 1 sentinel process, ${withNginx ? "nginx with 1 worker" : "no nginx"}; ${DURATION_S} s per run`);
+    console.log(
+      `sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; 1 sentinel process, ${withNginx ? "nginx with 1 worker" : "no nginx"}; ${DURATION_S} s per run`,
+    );
     const tput = new Map<string, WrkResult>();
     if (withWrk) {
       for (const [name, url] of targets) {
         wrk(url, 2); // warm-up: connections, JIT
         const r = wrk(url, DURATION_S);
         tput.set(name, r);
-        console.log(`sentinel: wrk 64 conns  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms`);
+        console.log(
+          `sentinel: wrk 64 conns  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms`,
+        );
       }
       const s = tput.get("sentinel");
       const n = tput.get("nginx");
       const f = tput.get("floor");
       if (s && n) console.log(`sentinel: throughput sentinel / nginx = ${(s.rps / n.rps).toFixed(2)} (target ≥ 0.5)`);
-      if (f && n) console.log(`sentinel: throughput floor / nginx = ${(f.rps / n.rps).toFixed(2)}, sentinel / floor = ${s ? (s.rps / f.rps).toFixed(2) : "n/a"} (the floor: a bare Node proxy on the same parts)`);
+      if (f && n)
+        console.log(
+          `sentinel: throughput floor / nginx = ${(f.rps / n.rps).toFixed(2)}, sentinel / floor = ${s ? (s.rps / f.rps).toFixed(2) : "n/a"} (the floor: a bare Node proxy on the same parts)`,
+        );
     }
     const fixed = new Map<string, WrkResult>();
     if (withWrk) {
@@ -256,12 +312,17 @@ export async function benchSentinel(): Promise<void> {
         wrk(url, 2, true, dir);
         const r = wrk(url, DURATION_S, true, dir);
         fixed.set(name, r);
-        console.log(`sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`);
+        console.log(
+          `sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`,
+        );
       }
       const d = fixed.get("direct");
       for (const name of ["sentinel", "nginx", "floor"]) {
         const r = fixed.get(name);
-        if (d && r) console.log(`sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`);
+        if (d && r)
+          console.log(
+            `sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`,
+          );
       }
     }
 
@@ -313,8 +374,11 @@ export async function benchSentinel(): Promise<void> {
     probing = false;
     await Promise.all(probers);
     await pool.close();
-    const fmt = (v: number[]): string => `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
-    console.log(`sentinel: slice apply sent → first request to the added instance    ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`);
+    const fmt = (v: number[]): string =>
+      `p50 ${percentileOf(v, 50).toFixed(0)} ms, p99 ${percentileOf(v, 99).toFixed(0)} ms, max ${Math.max(...v).toFixed(0)} ms`;
+    console.log(
+      `sentinel: slice apply sent → first request to the added instance    ${fmt(adds)} (${CHANGES} changes; target p99 ≤ 200 ms)`,
+    );
     console.log(`sentinel: slice apply sent → last request to the removed instance   ${fmt(removals)}`);
     console.log(`sentinel: apply answered → first request to the added instance      ${fmt(addsAfterCommit)}`);
     console.log(`sentinel: apply answered → last request to the removed instance     ${fmt(removalsAfterCommit)}`);
@@ -324,7 +388,12 @@ export async function benchSentinel(): Promise<void> {
     const before = rssBytes(pid);
     const tTable = performance.now();
     await writeSlice(kube, "many", many, manyPort);
-    await waitFor("1,000 endpoints in the table", async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000), 30_000, 5);
+    await waitFor(
+      "1,000 endpoints in the table",
+      async () => (await status(opsPort)).revisions.some((r) => r.endpoints === 1000),
+      30_000,
+      5,
+    );
     const tableMs = performance.now() - tTable;
     const spreadPool = new Pool(`http://127.0.0.1:${sentinelPort}`, { connections: 64 });
     const seen = new Set<string>();

@@ -56,7 +56,10 @@ export function pct(sorted: readonly number[], p: number): number {
 
 /** The p-th percentile (nearest rank) of values in any order. */
 export function percentileOf(values: readonly number[], p: number): number {
-  return pct([...values].sort((a, b) => a - b), p);
+  return pct(
+    [...values].sort((a, b) => a - b),
+    p,
+  );
 }
 
 /** Resident memory of a process, MiB (NaN when it is gone). */

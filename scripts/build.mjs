@@ -77,24 +77,32 @@ try {
     target: "node20.19",
     metafile: true,
     // cli-table3 is CommonJS; its require() calls need a real require in an ES module.
-    banner: { js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);' },
+    banner: {
+      js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
+    },
     logLevel: "warning",
   });
   for (const input of Object.keys(bundled.metafile.inputs)) {
     if (!input.startsWith("src/")) continue;
     if (readFileSync(join(root, input), "utf8").includes("import.meta.url")) {
-      throw new Error(`${input} uses import.meta.url, which would point at dist/cli/ once bundled into user-client.js; load it lazily or keep it out of src/cli/user-client.ts's imports`);
+      throw new Error(
+        `${input} uses import.meta.url, which would point at dist/cli/ once bundled into user-client.js; load it lazily or keep it out of src/cli/user-client.ts's imports`,
+      );
     }
   }
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   const epoch = process.env.SOURCE_DATE_EPOCH;
-  const date = (epoch && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000) : new Date()).toISOString().replace(/\.\d+Z$/, "Z");
+  const date = (epoch && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000) : new Date())
+    .toISOString()
+    .replace(/\.\d+Z$/, "Z");
   const stamp = { version: pkg.version, commit: commit(), date };
   // Written last: its time is what "fresh" is measured against.
   writeFileSync(join(tmp, "build-stamp.json"), `${JSON.stringify(stamp, null, 2)}\n`);
   rmSync(out, { recursive: true, force: true });
   renameSync(tmp, out);
-  console.error(`built dist/ (krane ${stamp.version}, commit ${stamp.commit}) in ${Math.round(performance.now() - started)} ms`);
+  console.error(
+    `built dist/ (krane ${stamp.version}, commit ${stamp.commit}) in ${Math.round(performance.now() - started)} ms`,
+  );
 } catch (err) {
   rmSync(tmp, { recursive: true, force: true });
   console.error(`build failed: ${err instanceof Error ? err.message : String(err)}`);

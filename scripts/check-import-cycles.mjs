@@ -33,7 +33,15 @@ function sourceFiles(dir) {
 /** The file a relative specifier names, or undefined when it is not one of ours. */
 function resolveSpecifier(from, spec, known) {
   const base = resolve(dirname(from), spec);
-  const candidates = [base.replace(/\.js$/, ".ts"), base.replace(/\.mjs$/, ".mts"), base.replace(/\.cjs$/, ".cts"), base.replace(/\.jsx$/, ".tsx"), base, `${base}.ts`, join(base, "index.ts")];
+  const candidates = [
+    base.replace(/\.js$/, ".ts"),
+    base.replace(/\.mjs$/, ".mts"),
+    base.replace(/\.cjs$/, ".cts"),
+    base.replace(/\.jsx$/, ".tsx"),
+    base,
+    `${base}.ts`,
+    join(base, "index.ts"),
+  ];
   return candidates.find((c) => known.has(c));
 }
 
@@ -126,7 +134,9 @@ const report = (what, graph, c) => {
 for (const c of fileCycles) report("file", fileGraph, c);
 for (const c of folderCycles) report("folder", folderGraph, c);
 if (fileCycles.length + folderCycles.length > 0) {
-  console.error(`import cycles: ${fileCycles.length} among files, ${folderCycles.length} among folders (${files.length} files checked)`);
+  console.error(
+    `import cycles: ${fileCycles.length} among files, ${folderCycles.length} among folders (${files.length} files checked)`,
+  );
   process.exit(1);
 }
 console.log(`import cycles: none among ${files.length} files in ${folderGraph.size} folders of src/`);

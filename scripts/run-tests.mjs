@@ -10,7 +10,11 @@ import { join } from "node:path";
 function find(dir) {
   let out = [];
   let entries;
-  try { entries = readdirSync(dir); } catch { return out; }
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
   for (const e of entries.sort()) {
     const p = join(dir, e);
     if (statSync(p).isDirectory()) out = out.concat(find(p));
@@ -33,13 +37,16 @@ const concurrency = process.env.KRANE_TEST_CONCURRENCY ?? "2";
 const res = spawnSync(
   process.execPath,
   [
-    "--import", "tsx",
+    "--import",
+    "tsx",
     "--test",
     `--test-concurrency=${concurrency}`,
     // A hung test fails after 10 minutes instead of holding CI until its own deadline.
     "--test-timeout=600000",
-    "--test-reporter=spec", "--test-reporter-destination=stdout",
-    "--test-reporter=./scripts/count-reporter.mjs", "--test-reporter-destination=stdout",
+    "--test-reporter=spec",
+    "--test-reporter-destination=stdout",
+    "--test-reporter=./scripts/count-reporter.mjs",
+    "--test-reporter-destination=stdout",
     ...files,
   ],
   { stdio: "inherit" },

@@ -62,7 +62,9 @@ export interface AgentConfig {
   readonly log: Logger;
   readonly registry?: Registry;
   /** Advanced: runtime knobs for tests (backoffs, watch timeouts). */
-  readonly runtime?: Partial<ControllerOptions & { watchTimeoutSeconds: number; watchdogMs: number; probeIntervalMs: number }>;
+  readonly runtime?: Partial<
+    ControllerOptions & { watchTimeoutSeconds: number; watchdogMs: number; probeIntervalMs: number }
+  >;
 }
 
 /** The Lease the agent replicas of one region elect their leader with. */
@@ -74,7 +76,6 @@ export function leaseName(region: string): string {
 export function defaultSentinelImage(): string {
   return `${KRANE_IMAGE_REPOSITORY}:${buildInfo().version}`;
 }
-
 
 export function createCtrlClient(url: string, token: string): ClusterClient {
   const bearer: Interceptor = (next) => (req) => {
@@ -184,7 +185,10 @@ export class Agent {
     const beat = (): void => void this.#sendHeartbeat();
     beat();
     this.#heartbeat = setInterval(beat, this.#cfg.heartbeatMs ?? 10_000);
-    this.#cfg.log.info({ region: this.#cfg.region, agentId: this.#agentId, ctrl: this.#cfg.ctrlUrl }, "krane agent started");
+    this.#cfg.log.info(
+      { region: this.#cfg.region, agentId: this.#agentId, ctrl: this.#cfg.ctrlUrl },
+      "krane agent started",
+    );
   }
 
   async stop(): Promise<void> {
@@ -202,7 +206,8 @@ export class Agent {
   readiness(): object {
     const now = Date.now();
     const kube = this.manager.kubeApi;
-    const since = (t: number | undefined): string | undefined => (t === undefined ? undefined : new Date(t).toISOString());
+    const since = (t: number | undefined): string | undefined =>
+      t === undefined ? undefined : new Date(t).toISOString();
     return {
       ready: this.ready,
       role: this.manager.identity === undefined ? "single" : this.manager.leading ? "leader" : "follower",
@@ -249,7 +254,9 @@ export class Agent {
       if (path === "/healthz") {
         res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
       } else if (path === "/readyz") {
-        res.writeHead(this.ready ? 200 : 503, { "content-type": "application/json" }).end(`${JSON.stringify(this.readiness())}\n`);
+        res
+          .writeHead(this.ready ? 200 : 503, { "content-type": "application/json" })
+          .end(`${JSON.stringify(this.readiness())}\n`);
       } else if (path === "/metrics") {
         this.registry.metrics().then(
           (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),

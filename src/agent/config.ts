@@ -64,7 +64,16 @@ const envNames: Record<keyof AgentSettings, string> = {
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
 };
 
-const defaults: Raw = { concurrency: 16, resyncPeriodSeconds: 60, kubeQps: 100, opsPort: 8071, logLevel: "info", leaderElect: false, leaderElectionNamespace: "krane-system", measureIntervalSeconds: 10 };
+const defaults: Raw = {
+  concurrency: 16,
+  resyncPeriodSeconds: 60,
+  kubeQps: 100,
+  opsPort: 8071,
+  logLevel: "info",
+  leaderElect: false,
+  leaderElectionNamespace: "krane-system",
+  measureIntervalSeconds: 10,
+};
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
@@ -103,7 +112,8 @@ export function parseConfigFile(text: string): Raw {
   for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
     const key = k.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()) as keyof AgentSettings;
     if (!(key in envNames)) throw new Error(`agent config file: unknown key "${k}"`);
-    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean") throw new Error(`agent config file: "${k}" must be a string, number or boolean`);
+    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean")
+      throw new Error(`agent config file: "${k}" must be a string, number or boolean`);
     out[key] = v;
   }
   return out;
@@ -173,7 +183,8 @@ export function resolveAgentSettings(
   }
   for (const k of ["publicGateway", "organizationGateway"] as const) {
     const v = settings[k];
-    if (v !== undefined && parseGatewayRef(v) === undefined) problems.push(`${k} must be namespace/name or namespace/name/listener (DNS labels)`);
+    if (v !== undefined && parseGatewayRef(v) === undefined)
+      problems.push(`${k} must be namespace/name or namespace/name/listener (DNS labels)`);
   }
   if (settings.certificateIssuer !== undefined && parseIssuer(settings.certificateIssuer) === undefined) {
     problems.push("certificateIssuer must be ClusterIssuer/<name> or Issuer/<name>");
@@ -185,19 +196,25 @@ export function resolveAgentSettings(
       problems.push(`podAddressMap: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
-  if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage)) problems.push("sentinelImage must not contain whitespace");
-  if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl)) problems.push("ctrlUrl must start with http:// or https://");
+  if (settings.sentinelImage !== undefined && /\s/.test(settings.sentinelImage))
+    problems.push("sentinelImage must not contain whitespace");
+  if (settings.ctrlUrl && !/^https?:\/\//.test(settings.ctrlUrl))
+    problems.push("ctrlUrl must start with http:// or https://");
   return problems.length > 0 ? { problems } : { settings, problems };
 }
 
 /** "k=v,k=v" → a map (the secret store's SecretProviderClass parameters). */
 export function parseStoreParameters(text: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const i = part.indexOf("=");
     if (i <= 0) throw new Error(`secretStoreParameters: expected key=value, got "${part}"`);
     const key = part.slice(0, i);
-    if (!/^[A-Za-z][A-Za-z0-9_.-]*$/.test(key) || key === "objects") throw new Error(`secretStoreParameters: "${key}" is not a parameter name (objects is krane's)`);
+    if (!/^[A-Za-z][A-Za-z0-9_.-]*$/.test(key) || key === "objects")
+      throw new Error(`secretStoreParameters: "${key}" is not a parameter name (objects is krane's)`);
     out[key] = part.slice(i + 1);
   }
   return out;

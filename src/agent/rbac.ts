@@ -17,6 +17,13 @@ const AGENT_SERVICE_ACCOUNT = "krane-agent";
  */
 export async function agentKubeConfigFrom(admin: KubeConfig, tokenSeconds = 3600): Promise<KubeConfig> {
   const { namespaces, serviceAccounts, clusterRoles, clusterRoleBindings, roles, roleBindings } = resources;
-  await applyManifestFile(admin, AGENT_RBAC_MANIFEST, [namespaces, serviceAccounts, clusterRoles, clusterRoleBindings, roles, roleBindings]);
+  await applyManifestFile(admin, AGENT_RBAC_MANIFEST, [
+    namespaces,
+    serviceAccounts,
+    clusterRoles,
+    clusterRoleBindings,
+    roles,
+    roleBindings,
+  ]);
   return serviceAccountKubeConfig(admin, AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT, tokenSeconds);
 }

@@ -38,28 +38,68 @@ export function registerAgentCommands(program: Command): void {
     .option("--token <token>", "the cluster's bearer token for ctrl; env KRANE_CTRL_TOKEN")
     .option("--token-file <file>", "read the token from a file")
     .option("--region <region>", "the region this cluster serves; env KRANE_REGION")
-    .option("--kubeconfig <path>", 'kubeconfig file, or "in-cluster" (the pod\'s ServiceAccount); env KRANE_KUBECONFIG, KUBECONFIG')
+    .option(
+      "--kubeconfig <path>",
+      'kubeconfig file, or "in-cluster" (the pod\'s ServiceAccount); env KRANE_KUBECONFIG, KUBECONFIG',
+    )
     .option("--concurrency <n>", "keys reconciled in parallel per controller (default 16); env KRANE_AGENT_CONCURRENCY")
     .option("--resync-period <seconds>", "resync period (default 60); env KRANE_RESYNC_PERIOD_SECONDS")
     .option("--kube-qps <n>", "Kubernetes requests per second (default 100); env KRANE_KUBE_QPS")
     .option("--ops-port <port>", "HTTP port of /healthz, /readyz, /metrics (default 8071); env KRANE_OPS_PORT")
     .option("--agent-id <id>", "a stable id of this agent (default host-pid); env KRANE_AGENT_ID")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
-    .option("--leader-elect", "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT")
-    .option("--leader-election-namespace <ns>", "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE")
-    .option("--secret-store-provider <name>", "the Secrets Store CSI provider of this cluster (e.g. vault), for external secrets; env KRANE_SECRET_STORE_PROVIDER")
-    .option("--secret-store-parameters <k=v,...>", "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS")
-    .option("--pod-address-map <from=to>", "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP")
-    .option("--measure-interval <seconds>", "how often the sentinels' per-revision metrics are collected for rollout analysis (default 10, 0: off); env KRANE_MEASURE_INTERVAL_SECONDS")
-    .option("--sentinel-image <image>", "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE")
-    .option("--public-gateway <ns/name[/listener]>", "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY")
-    .option("--organization-gateway <ns/name[/listener]>", "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY")
-    .option("--certificate-issuer <Kind/name>", "cert-manager issuer of custom domains' Certificates (ClusterIssuer/… or Issuer/…); env KRANE_CERTIFICATE_ISSUER")
-    .option("--endpoint-certificates", "also a Certificate per generated endpoint hostname (default: the Gateway's wildcard certificate covers them); env KRANE_ENDPOINT_CERTIFICATES")
-    .option("--envoy-gateway-policies", "the Gateways are Envoy Gateway: also render JWT SecurityPolicies there; env KRANE_ENVOY_GATEWAY_POLICIES")
+    .option(
+      "--leader-elect",
+      "elect a leader among several replicas of this agent with a Lease (only the leader writes); env KRANE_LEADER_ELECT",
+    )
+    .option(
+      "--leader-election-namespace <ns>",
+      "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE",
+    )
+    .option(
+      "--secret-store-provider <name>",
+      "the Secrets Store CSI provider of this cluster (e.g. vault), for external secrets; env KRANE_SECRET_STORE_PROVIDER",
+    )
+    .option(
+      "--secret-store-parameters <k=v,...>",
+      "its SecretProviderClass parameters (e.g. vaultAddress=https://vault:8200,roleName=krane); env KRANE_SECRET_STORE_PARAMETERS",
+    )
+    .option(
+      "--pod-address-map <from=to>",
+      "local cluster only: reach pod IPs in FROM_CIDR at the same offset in TO_CIDR on this machine; env KRANE_POD_ADDRESS_MAP",
+    )
+    .option(
+      "--measure-interval <seconds>",
+      "how often the sentinels' per-revision metrics are collected for rollout analysis (default 10, 0: off); env KRANE_MEASURE_INTERVAL_SECONDS",
+    )
+    .option(
+      "--sentinel-image <image>",
+      "krane's sentinel image, for environments that name none (default: krane's image of this build); env KRANE_SENTINEL_IMAGE",
+    )
+    .option(
+      "--public-gateway <ns/name[/listener]>",
+      "the platform's external Gateway: public endpoints and custom domains attach there; env KRANE_PUBLIC_GATEWAY",
+    )
+    .option(
+      "--organization-gateway <ns/name[/listener]>",
+      "the platform's internal Gateway, for organization endpoints; env KRANE_ORGANIZATION_GATEWAY",
+    )
+    .option(
+      "--certificate-issuer <Kind/name>",
+      "cert-manager issuer of custom domains' Certificates (ClusterIssuer/… or Issuer/…); env KRANE_CERTIFICATE_ISSUER",
+    )
+    .option(
+      "--endpoint-certificates",
+      "also a Certificate per generated endpoint hostname (default: the Gateway's wildcard certificate covers them); env KRANE_ENDPOINT_CERTIFICATES",
+    )
+    .option(
+      "--envoy-gateway-policies",
+      "the Gateways are Envoy Gateway: also render JWT SecurityPolicies there; env KRANE_ENVOY_GATEWAY_POLICIES",
+    )
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
-      const { gatewaySettingsOf, parseConfigFile, parseStoreParameters, resolveAgentSettings } = await import("../agent/config.js");
+      const { gatewaySettingsOf, parseConfigFile, parseStoreParameters, resolveAgentSettings } =
+        await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
       const token = flags.token ?? (flags.tokenFile ? readFileSync(flags.tokenFile, "utf8").trim() : undefined);
@@ -92,7 +132,10 @@ export function registerAgentCommands(program: Command): void {
         file,
       );
       if (!settings) throw new Error(`invalid agent configuration:\n  ${problems.join("\n  ")}`);
-      const kubeconfig = settings.kubeconfig === "in-cluster" ? (await import("./in-cluster.js")).loadInClusterConfig() : settings.kubeconfig;
+      const kubeconfig =
+        settings.kubeconfig === "in-cluster"
+          ? (await import("./in-cluster.js")).loadInClusterConfig()
+          : settings.kubeconfig;
       const [{ pino }, { Agent }] = await Promise.all([import("pino"), import("../agent/agent.js")]);
       const log = pino({ level: settings.logLevel, base: { component: "krane-agent", region: settings.region } });
       const agent = new Agent({
@@ -106,7 +149,12 @@ export function registerAgentCommands(program: Command): void {
         opsPort: settings.opsPort,
         agentId: settings.agentId,
         sentinelImage: settings.sentinelImage,
-        secretStore: settings.secretStoreProvider ? { provider: settings.secretStoreProvider, parameters: parseStoreParameters(settings.secretStoreParameters ?? "") } : undefined,
+        secretStore: settings.secretStoreProvider
+          ? {
+              provider: settings.secretStoreProvider,
+              parameters: parseStoreParameters(settings.secretStoreParameters ?? ""),
+            }
+          : undefined,
         leaderElection: settings.leaderElect ? { namespace: settings.leaderElectionNamespace } : undefined,
         gateway: gatewaySettingsOf(settings),
         podAddressMap: settings.podAddressMap,

@@ -5,7 +5,9 @@ import { userAction, when, withConnection } from "./command.js";
 
 export function registerApiTokenCommands(program: Command): void {
   const tokens = program.command("api-token").description("user API tokens (for people, CI and this CLI)");
-  withConnection(tokens.command("create <name>").description("create a user API token and print it (shown once)")).action(
+  withConnection(
+    tokens.command("create <name>").description("create a user API token and print it (shown once)"),
+  ).action(
     userAction(async (x, name: string) => {
       const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({ name });
       if (x.json) x.printJson(x.api.CreateApiTokenResponseSchema, res);
@@ -15,12 +17,20 @@ export function registerApiTokenCommands(program: Command): void {
   withConnection(tokens.command("list").description("list user API tokens (* marks the one in use)")).action(
     userAction(async (x) => {
       const api = x.ctrl.client(x.api.ApiTokenService);
-      const res = await x.ctrl.allPages("apiTokens", (pageToken) => api.listApiTokens({ pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("apiTokens", (pageToken) =>
+        api.listApiTokens({ pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListApiTokensResponseSchema, res);
       else
         x.printTable(
           ["ID", "NAME", "CREATED", "LAST USED", ""],
-          res.apiTokens.map((t) => [t.id, t.name, when(t.createdAtUnixMs), when(t.lastUsedAtUnixMs), t.current ? "*" : ""]),
+          res.apiTokens.map((t) => [
+            t.id,
+            t.name,
+            when(t.createdAtUnixMs),
+            when(t.lastUsedAtUnixMs),
+            t.current ? "*" : "",
+          ]),
         );
     }),
   );

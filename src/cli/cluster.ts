@@ -9,7 +9,9 @@ const harness = () => import("../cluster/index.js");
 const say = (line: string) => console.error(line);
 
 export function registerClusterCommands(program: Command): void {
-  const cluster = program.command("cluster").description("a real local Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, KWOK) on loopback");
+  const cluster = program
+    .command("cluster")
+    .description("a real local Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, KWOK) on loopback");
 
   cluster
     .command("build")
@@ -25,7 +27,10 @@ export function registerClusterCommands(program: Command): void {
     .command("up")
     .description("start a local cluster in the background and wait until its nodes are Ready")
     .option("--name <name>", "cluster name", "krane")
-    .option("--standins", "serve Running pods on this machine: user pods answer HTTP, sentinel pods run krane sentinel (a dev and test harness)")
+    .option(
+      "--standins",
+      "serve Running pods on this machine: user pods answer HTTP, sentinel pods run krane sentinel (a dev and test harness)",
+    )
     .action(async (opts: { name: string; standins?: boolean }) => {
       const { startCluster } = await harness();
       const t0 = Date.now();
@@ -83,11 +88,15 @@ async function printStatus(name: string): Promise<boolean> {
   }
   const s = await getClusterStatus(c);
   console.log(`cluster ${s.name}  ${s.server}  Kubernetes ${s.kubeVersion}  api ${s.apiReady ? "ready" : "NOT ready"}`);
-  for (const [component, alive] of Object.entries(s.components)) console.log(`  ${component.padEnd(24)} ${alive ? "running" : "STOPPED"}`);
+  for (const [component, alive] of Object.entries(s.components))
+    console.log(`  ${component.padEnd(24)} ${alive ? "running" : "STOPPED"}`);
   console.log(`  nodes ready              ${s.nodesReady}/${s.nodesTotal}  (${s.nodeSummary})`);
   console.log(`  memory (rss)             ${(s.residentBytes / 1024 / 1024).toFixed(0)} MiB`);
   console.log(`  kubeconfig               ${c.kubeconfigPath}`);
-  if (c.podNetwork) console.log(`  pod network              ${c.podNetwork.cidr} (served on this machine at ${c.podNetwork.localCidr})`);
+  if (c.podNetwork)
+    console.log(
+      `  pod network              ${c.podNetwork.cidr} (served on this machine at ${c.podNetwork.localCidr})`,
+    );
   const standin = c.state.pids[STANDIN];
   if (standin !== undefined) {
     const { isAlive } = await import("../cluster/process.js");

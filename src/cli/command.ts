@@ -15,11 +15,15 @@ export function withConnection(cmd: Command, opts: { workspace?: boolean } = {})
     .addOption(new Option("--token <token>", "user API token").env("KRANE_TOKEN"))
     .addOption(new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"))
     .addOption(
-      new Option("--retry-for <duration>", `retry calls this long while ctrl or its database is unavailable (0 disables; creates are repeated under their Idempotency-Key, never applied twice), then exit ${EXIT_UNAVAILABLE}`)
+      new Option(
+        "--retry-for <duration>",
+        `retry calls this long while ctrl or its database is unavailable (0 disables; creates are repeated under their Idempotency-Key, never applied twice), then exit ${EXIT_UNAVAILABLE}`,
+      )
         .env("KRANE_RETRY_FOR")
         .default("10s"),
     );
-  if (opts.workspace) cmd.addOption(new Option("-w, --workspace <slug>", "workspace (default: the only one)").env("KRANE_WORKSPACE"));
+  if (opts.workspace)
+    cmd.addOption(new Option("-w, --workspace <slug>", "workspace (default: the only one)").env("KRANE_WORKSPACE"));
   return cmd;
 }
 
@@ -28,7 +32,9 @@ export function withConnection(cmd: Command, opts: { workspace?: boolean } = {})
  * arguments, then the options, then the command; `body` gets a connected context first.
  * Errors from ctrl become one line "code: message" and a non-zero exit (see user-client.ts).
  */
-export function userAction<A extends unknown[]>(body: (ctx: UserContext, ...args: A) => Promise<void>): (...args: unknown[]) => Promise<void> {
+export function userAction<A extends unknown[]>(
+  body: (ctx: UserContext, ...args: A) => Promise<void>,
+): (...args: unknown[]) => Promise<void> {
   return async (...args: unknown[]) => {
     const flags = args[args.length - 2] as ConnectionFlags;
     const { runUserCommand } = await import("./user-client.js");

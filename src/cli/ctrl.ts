@@ -35,9 +35,14 @@ export function registerCtrlCommands(program: Command): void {
   const ctrl = program.command("ctrl").description("the krane control plane");
   ctrl
     .command("serve")
-    .description("Serve the public API and the agents' ClusterService (one HTTP/2 port) plus /healthz, /readyz, /metrics, /version.")
+    .description(
+      "Serve the public API and the agents' ClusterService (one HTTP/2 port) plus /healthz, /readyz, /metrics, /version.",
+    )
     .option("--config <file>", "YAML config file (keys as the flags, camelCase or kebab-case); env KRANE_CONFIG")
-    .option("--database <url>", "SQLite file path or postgres:// URL (default ./.krane/ctrl.db); env KRANE_DATABASE_URL")
+    .option(
+      "--database <url>",
+      "SQLite file path or postgres:// URL (default ./.krane/ctrl.db); env KRANE_DATABASE_URL",
+    )
     .option("--listen <host:port>", "API address, HTTP/2 (default 0.0.0.0:7070); env KRANE_LISTEN")
     .option("--ops-listen <host:port>", 'ops address, HTTP/1.1, or "off" (default 0.0.0.0:7071); env KRANE_OPS_LISTEN')
     .option("--tls-cert <file>", "serve TLS with this certificate (PEM); env KRANE_TLS_CERT")
@@ -50,21 +55,50 @@ export function registerCtrlCommands(program: Command): void {
       "--admin-token-file <file>",
       "file with the admin's user API token, registered at start; when it does not exist and the database has no token yet, a generated token is written there (mode 0600). Default <database dir>/admin-token; env KRANE_ADMIN_TOKEN_FILE",
     )
-    .option("--outbox-retention <n>", "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION")
+    .option(
+      "--outbox-retention <n>",
+      "outbox versions kept per region stream (default 100000); env KRANE_OUTBOX_RETENTION",
+    )
     .option("--pool-size <n>", "PostgreSQL connections kept open (default 10); env KRANE_POOL_SIZE")
     .option("--log-level <level>", "debug|info|warn|error (default info); env KRANE_LOG_LEVEL")
     .option(
       "--master-key-file <file>",
       "the master key that encrypts secrets at rest (32 random bytes, base64 or hex); env KRANE_MASTER_KEY_FILE, or the key itself in KRANE_MASTER_KEY. SQLite default: <database dir>/master-key, generated on first start",
     )
-    .option("--previous-master-key-file <file>", "an older master key, still accepted to unwrap data keys during a rotation (repeatable); env KRANE_PREVIOUS_MASTER_KEY_FILES (comma-separated)", collectList, [])
-    .option("--release-allowed-kinds <list>", "kinds a release may hold, group/Kind comma-separated (default ConfigMap,Secret,Service,ServiceAccount,batch/Job,batch/CronJob,policy/PodDisruptionBudget,autoscaling/HorizontalPodAutoscaler); env KRANE_RELEASE_ALLOWED_KINDS")
-    .option("--public-apex <domain>", "endpoints' generated public hostnames are <label>.<domain> (default krane.localhost); env KRANE_PUBLIC_APEX")
-    .option("--organization-apex <domain>", "likewise for organization endpoints (default internal.<public apex>); env KRANE_ORGANIZATION_APEX")
-    .option("--host-pattern <label>", "the label of a generated hostname (default {env}-{project}-{workspace}); env KRANE_HOST_PATTERN")
-    .option("--shared-host-pattern <label>", "the label of a workspace's shared host for path routing (default {workspace}); env KRANE_SHARED_HOST_PATTERN")
-    .option("--endpoint-scheme <scheme>", "https|http: the scheme of endpoint URLs shown (default https); env KRANE_ENDPOINT_SCHEME")
-    .option("--dns-servers <list>", "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS")
+    .option(
+      "--previous-master-key-file <file>",
+      "an older master key, still accepted to unwrap data keys during a rotation (repeatable); env KRANE_PREVIOUS_MASTER_KEY_FILES (comma-separated)",
+      collectList,
+      [],
+    )
+    .option(
+      "--release-allowed-kinds <list>",
+      "kinds a release may hold, group/Kind comma-separated (default ConfigMap,Secret,Service,ServiceAccount,batch/Job,batch/CronJob,policy/PodDisruptionBudget,autoscaling/HorizontalPodAutoscaler); env KRANE_RELEASE_ALLOWED_KINDS",
+    )
+    .option(
+      "--public-apex <domain>",
+      "endpoints' generated public hostnames are <label>.<domain> (default krane.localhost); env KRANE_PUBLIC_APEX",
+    )
+    .option(
+      "--organization-apex <domain>",
+      "likewise for organization endpoints (default internal.<public apex>); env KRANE_ORGANIZATION_APEX",
+    )
+    .option(
+      "--host-pattern <label>",
+      "the label of a generated hostname (default {env}-{project}-{workspace}); env KRANE_HOST_PATTERN",
+    )
+    .option(
+      "--shared-host-pattern <label>",
+      "the label of a workspace's shared host for path routing (default {workspace}); env KRANE_SHARED_HOST_PATTERN",
+    )
+    .option(
+      "--endpoint-scheme <scheme>",
+      "https|http: the scheme of endpoint URLs shown (default https); env KRANE_ENDPOINT_SCHEME",
+    )
+    .option(
+      "--dns-servers <list>",
+      "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -82,7 +116,10 @@ export function registerCtrlCommands(program: Command): void {
         poolSize: flags.poolSize,
         logLevel: flags.logLevel,
         masterKeyFile: flags.masterKeyFile,
-        previousMasterKeyFiles: flags.previousMasterKeyFile && flags.previousMasterKeyFile.length > 0 ? flags.previousMasterKeyFile.join(",") : undefined,
+        previousMasterKeyFiles:
+          flags.previousMasterKeyFile && flags.previousMasterKeyFile.length > 0
+            ? flags.previousMasterKeyFile.join(",")
+            : undefined,
         releaseAllowedKinds: flags.releaseAllowedKinds,
         publicApex: flags.publicApex,
         organizationApex: flags.organizationApex,
@@ -100,13 +137,20 @@ export function registerCtrlCommands(program: Command): void {
       process.removeAllListeners("warning");
       process.on("warning", (w) => log.warn({ warning: w.name, detail: w.message }, "node process warning"));
       if (settings.adminTokenSource === "flag") {
-        log.warn("the admin token was given with --admin-token, which every user of this machine can read in the process list: use --admin-token-file or KRANE_ADMIN_TOKEN");
+        log.warn(
+          "the admin token was given with --admin-token, which every user of this machine can read in the process list: use --admin-token-file or KRANE_ADMIN_TOKEN",
+        );
       }
       const { hasMasterKeySource, loadKeyring } = await import("../ctrl/secrets/master-key.js");
       // Without a key (PostgreSQL and none given) ctrl serves everything but secrets, which are
       // refused with failed_precondition naming the flag, and says so once at start.
-      const keyring = hasMasterKeySource(settings.masterKey) ? loadKeyring(settings.masterKey, (msg, file) => log.warn({ file }, msg)) : undefined;
-      if (!keyring) log.warn("no master key (--master-key-file, KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY): secrets are refused until ctrl is started with one");
+      const keyring = hasMasterKeySource(settings.masterKey)
+        ? loadKeyring(settings.masterKey, (msg, file) => log.warn({ file }, msg))
+        : undefined;
+      if (!keyring)
+        log.warn(
+          "no master key (--master-key-file, KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY): secrets are refused until ctrl is started with one",
+        );
       const running = await startCtrl({
         keyring,
         releaseKinds: settings.releaseKinds,
@@ -144,29 +188,43 @@ export function registerCtrlCommands(program: Command): void {
     .option("--config <file>", "YAML config file, as for `ctrl serve`; env KRANE_CONFIG")
     .option("--database <url>", "SQLite file path or postgres:// URL; env KRANE_DATABASE_URL")
     .option("--master-key-file <file>", "the new (current) master key; env KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY")
-    .option("--previous-master-key-file <file>", "the key the data keys are wrapped with now (repeatable)", collectList, [])
-    .action(async (flags: { config?: string; database?: string; masterKeyFile?: string; previousMasterKeyFile: string[] }) => {
-      const { readFileSync } = await import("node:fs");
-      const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
-      const configPath = flags.config ?? process.env.KRANE_CONFIG;
-      const file = configPath ? parseCtrlConfigFile(readFileSync(configPath, "utf8")) : {};
-      const raw: RawSettings = {};
-      if (flags.database !== undefined) raw.database = flags.database;
-      if (flags.masterKeyFile !== undefined) raw.masterKeyFile = flags.masterKeyFile;
-      if (flags.previousMasterKeyFile.length > 0) raw.previousMasterKeyFiles = flags.previousMasterKeyFile.join(",");
-      const settings = resolveCtrlSettings(raw, process.env, file);
-      const [{ loadKeyring }, { Store }, { rotateDataKeys }] = await Promise.all([
-        import("../ctrl/secrets/master-key.js"),
-        import("../ctrl/db/store.js"),
-        import("../ctrl/domain/data-keys.js"),
-      ]);
-      const keyring = loadKeyring({ ...settings.masterKey, generateAt: undefined }, (msg, f) => console.error(`krane: ${msg} (${f})`));
-      const store = await Store.open({ url: settings.databaseUrl, poolSize: 2 });
-      try {
-        const { rewrapped, total } = await rotateDataKeys(store, keyring);
-        console.log(`rewrapped ${rewrapped} of ${total} data keys under master key ${keyring.currentId}`);
-      } finally {
-        await store.close();
-      }
-    });
+    .option(
+      "--previous-master-key-file <file>",
+      "the key the data keys are wrapped with now (repeatable)",
+      collectList,
+      [],
+    )
+    .action(
+      async (flags: {
+        config?: string;
+        database?: string;
+        masterKeyFile?: string;
+        previousMasterKeyFile: string[];
+      }) => {
+        const { readFileSync } = await import("node:fs");
+        const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
+        const configPath = flags.config ?? process.env.KRANE_CONFIG;
+        const file = configPath ? parseCtrlConfigFile(readFileSync(configPath, "utf8")) : {};
+        const raw: RawSettings = {};
+        if (flags.database !== undefined) raw.database = flags.database;
+        if (flags.masterKeyFile !== undefined) raw.masterKeyFile = flags.masterKeyFile;
+        if (flags.previousMasterKeyFile.length > 0) raw.previousMasterKeyFiles = flags.previousMasterKeyFile.join(",");
+        const settings = resolveCtrlSettings(raw, process.env, file);
+        const [{ loadKeyring }, { Store }, { rotateDataKeys }] = await Promise.all([
+          import("../ctrl/secrets/master-key.js"),
+          import("../ctrl/db/store.js"),
+          import("../ctrl/domain/data-keys.js"),
+        ]);
+        const keyring = loadKeyring({ ...settings.masterKey, generateAt: undefined }, (msg, f) =>
+          console.error(`krane: ${msg} (${f})`),
+        );
+        const store = await Store.open({ url: settings.databaseUrl, poolSize: 2 });
+        try {
+          const { rewrapped, total } = await rotateDataKeys(store, keyring);
+          console.log(`rewrapped ${rewrapped} of ${total} data keys under master key ${keyring.currentId}`);
+        } finally {
+          await store.close();
+        }
+      },
+    );
 }

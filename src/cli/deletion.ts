@@ -6,7 +6,15 @@
 // agent's orphan GC removes the objects if it ever returns.
 import type { Command } from "commander";
 import type { Deletion } from "../gen/krane/ctrl/v1/api_pb.js";
-import { collect, intArg, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import {
+  collect,
+  intArg,
+  splitTarget,
+  userAction,
+  withConnection,
+  type ConnectionFlags,
+  type UserContext,
+} from "./command.js";
 
 interface DeleteFlags extends ConnectionFlags {
   yes?: boolean;
@@ -30,7 +38,12 @@ function printDeletion(x: UserContext, d: Deletion | undefined): void {
   if (d.regions.length > 0) {
     x.printTable(
       ["REGION", "REMAINING", "KINDS", "FORCED"],
-      d.regions.map((r) => [r.region, r.remaining, r.kinds.map((k) => `${k.kind}=${k.count}`).join(" ") || "-", r.forced ? "yes" : "no"]),
+      d.regions.map((r) => [
+        r.region,
+        r.remaining,
+        r.kinds.map((k) => `${k.kind}=${k.count}`).join(" ") || "-",
+        r.forced ? "yes" : "no",
+      ]),
     );
   }
 }
@@ -44,7 +57,11 @@ function withDeleteOptions(cmd: Command): Command {
     .option("--timeout <seconds>", "with --wait: give up after this long (default 300)", intArg("--timeout"));
 }
 
-async function run(x: UserContext, f: DeleteFlags, call: (confirm: boolean, force: string[]) => Promise<Deletion | undefined>): Promise<void> {
+async function run(
+  x: UserContext,
+  f: DeleteFlags,
+  call: (confirm: boolean, force: string[]) => Promise<Deletion | undefined>,
+): Promise<void> {
   if (!f.yes) throw new Error("deleting removes everything it runs in every region: repeat with --yes to confirm");
   const force = f.force ? ["*"] : f.forceRegion;
   let d = await call(true, force);
@@ -58,28 +75,73 @@ async function run(x: UserContext, f: DeleteFlags, call: (confirm: boolean, forc
 }
 
 export function registerEnvironmentDelete(env: Command): void {
-  withConnection(withDeleteOptions(env.command("delete <project/env>").description("delete an environment with its deployments, sentinels, releases, jobs, config and secrets in every region")), { workspace: true }).action(
+  withConnection(
+    withDeleteOptions(
+      env
+        .command("delete <project/env>")
+        .description(
+          "delete an environment with its deployments, sentinels, releases, jobs, config and secrets in every region",
+        ),
+    ),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string, f: DeleteFlags) => {
       const ref = splitTarget(target);
       const workspace = await x.ctrl.workspace();
-      await run(x, f, async (_c, force) => (await x.ctrl.client(x.api.EnvironmentService).deleteEnvironment({ workspace, ...ref, confirm: ref.environment, forceRegions: force })).deletion);
+      await run(
+        x,
+        f,
+        async (_c, force) =>
+          (
+            await x.ctrl
+              .client(x.api.EnvironmentService)
+              .deleteEnvironment({ workspace, ...ref, confirm: ref.environment, forceRegions: force })
+          ).deletion,
+      );
     }),
   );
 }
 
 export function registerProjectDelete(prj: Command): void {
-  withConnection(withDeleteOptions(prj.command("delete <project>").description("delete a project with all its environments in every region")), { workspace: true }).action(
+  withConnection(
+    withDeleteOptions(
+      prj.command("delete <project>").description("delete a project with all its environments in every region"),
+    ),
+    { workspace: true },
+  ).action(
     userAction(async (x, project: string, f: DeleteFlags) => {
       const workspace = await x.ctrl.workspace();
-      await run(x, f, async (_c, force) => (await x.ctrl.client(x.api.ProjectService).deleteProject({ workspace, project, confirm: project, forceRegions: force })).deletion);
+      await run(
+        x,
+        f,
+        async (_c, force) =>
+          (
+            await x.ctrl
+              .client(x.api.ProjectService)
+              .deleteProject({ workspace, project, confirm: project, forceRegions: force })
+          ).deletion,
+      );
     }),
   );
 }
 
 export function registerWorkspaceDelete(ws: Command): void {
-  withConnection(withDeleteOptions(ws.command("delete <workspace>").description("delete a workspace with all its projects in every region"))).action(
+  withConnection(
+    withDeleteOptions(
+      ws.command("delete <workspace>").description("delete a workspace with all its projects in every region"),
+    ),
+  ).action(
     userAction(async (x, workspace: string, f: DeleteFlags) => {
-      await run(x, f, async (_c, force) => (await x.ctrl.client(x.api.WorkspaceService).deleteWorkspace({ workspace, confirm: workspace, forceRegions: force })).deletion);
+      await run(
+        x,
+        f,
+        async (_c, force) =>
+          (
+            await x.ctrl
+              .client(x.api.WorkspaceService)
+              .deleteWorkspace({ workspace, confirm: workspace, forceRegions: force })
+          ).deletion,
+      );
     }),
   );
 }

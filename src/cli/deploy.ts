@@ -3,7 +3,16 @@
 // command: see rollout.ts.)
 import type { Command } from "commander";
 import type { Deployment } from "../gen/krane/ctrl/v1/api_pb.js";
-import { collect, intArg, parseKeyValue, splitTarget, userAction, when, withConnection, type ConnectionFlags } from "./command.js";
+import {
+  collect,
+  intArg,
+  parseKeyValue,
+  splitTarget,
+  userAction,
+  when,
+  withConnection,
+  type ConnectionFlags,
+} from "./command.js";
 
 interface DeployFlags extends ConnectionFlags {
   image: string;
@@ -21,7 +30,14 @@ interface DeployFlags extends ConnectionFlags {
 const DEPLOYMENT_HEAD = ["ID", "REVISION", "IMAGE", "REGIONS", "K8S NAME", "CREATED"];
 
 function deploymentRow(d: Deployment): (string | number)[] {
-  return [d.id, Number(d.revision), d.image, d.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-", d.k8sName, when(d.createdAtUnixMs)];
+  return [
+    d.id,
+    Number(d.revision),
+    d.image,
+    d.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-",
+    d.k8sName,
+    when(d.createdAtUnixMs),
+  ];
 }
 
 export function registerDeployCommands(program: Command): void {
@@ -66,12 +82,21 @@ export function registerDeployCommands(program: Command): void {
   );
 
   const deps = program.command("deployments").description("deployments (revisions)");
-  withConnection(deps.command("list [project[/env]]").description("list deployments, newest first"), { workspace: true }).action(
+  withConnection(deps.command("list [project[/env]]").description("list deployments, newest first"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string | undefined) => {
-      const [project, environment] = target === undefined ? ["", ""] : target.includes("/") ? [splitTarget(target).project, splitTarget(target).environment] : [target, ""];
+      const [project, environment] =
+        target === undefined
+          ? ["", ""]
+          : target.includes("/")
+            ? [splitTarget(target).project, splitTarget(target).environment]
+            : [target, ""];
       const workspace = await x.ctrl.workspace();
       const deployments = x.ctrl.client(x.api.DeploymentService);
-      const res = await x.ctrl.allPages("deployments", (pageToken) => deployments.listDeployments({ workspace, project, environment, pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("deployments", (pageToken) =>
+        deployments.listDeployments({ workspace, project, environment, pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListDeploymentsResponseSchema, res);
       else x.printTable(DEPLOYMENT_HEAD, res.deployments.map(deploymentRow));
     }),
@@ -87,7 +112,17 @@ export function registerDeployCommands(program: Command): void {
       x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
       x.printTable(
         ["NAMESPACE", "PORT", "CPU", "MEMORY", "COMMAND", "ARGS", "ENV"],
-        [[deployment.k8sNamespace, deployment.port, `${deployment.cpuMillicores}m`, `${deployment.memoryMib}Mi`, deployment.command.join(" ") || "-", deployment.args.join(" ") || "-", deployment.env.map((e) => e.name).join(" ") || "-"]],
+        [
+          [
+            deployment.k8sNamespace,
+            deployment.port,
+            `${deployment.cpuMillicores}m`,
+            `${deployment.memoryMib}Mi`,
+            deployment.command.join(" ") || "-",
+            deployment.args.join(" ") || "-",
+            deployment.env.map((e) => e.name).join(" ") || "-",
+          ],
+        ],
       );
     }),
   );

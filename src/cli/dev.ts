@@ -13,55 +13,67 @@ export function registerDevCommand(program: Command): void {
     .option("--data-dir <dir>", "keep ctrl's SQLite database here (default: a temporary directory)")
     .option("--log-level <level>", "log level of ctrl and the agent", "error")
     .option("--exit-when-ready", "stop once the example runs (for scripts and CI)")
-    .action(async (opts: { kubeconfig?: string; ctrlPort: string; dataDir?: string; logLevel: string; exitWhenReady?: boolean }) => {
-      const [{ exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE }, { renderEnvironmentStatus }] = await Promise.all([
-        import("../dev/dev.js"),
-        import("./status-view.js"),
-      ]);
-      const session = await startDev({
-        kubeconfig: opts.kubeconfig,
-        ctrlPort: Number(opts.ctrlPort),
-        dataDir: opts.dataDir,
-        logLevel: opts.logLevel,
-        say,
-      });
-      let stopping = false;
-      const stop = async (why: string) => {
-        if (stopping) return;
-        stopping = true;
-        say(`\n${why}: stopping the agent, ctrl and the local cluster…`);
-        await session.stop();
-        say("stopped; nothing is left running");
-      };
-      process.once("SIGINT", () => void stop("interrupted").then(() => process.exit(130)));
-      process.once("SIGTERM", () => void stop("terminated").then(() => process.exit(143)));
+    .action(
+      async (opts: {
+        kubeconfig?: string;
+        ctrlPort: string;
+        dataDir?: string;
+        logLevel: string;
+        exitWhenReady?: boolean;
+      }) => {
+        const [{ exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE }, { renderEnvironmentStatus }] =
+          await Promise.all([import("../dev/dev.js"), import("./status-view.js")]);
+        const session = await startDev({
+          kubeconfig: opts.kubeconfig,
+          ctrlPort: Number(opts.ctrlPort),
+          dataDir: opts.dataDir,
+          logLevel: opts.logLevel,
+          say,
+        });
+        let stopping = false;
+        const stop = async (why: string) => {
+          if (stopping) return;
+          stopping = true;
+          say(`\n${why}: stopping the agent, ctrl and the local cluster…`);
+          await session.stop();
+          say("stopped; nothing is left running");
+        };
+        process.once("SIGINT", () => void stop("interrupted").then(() => process.exit(130)));
+        process.once("SIGTERM", () => void stop("terminated").then(() => process.exit(143)));
 
-      const deadline = Date.now() + 180_000;
-      const local = session.cluster !== undefined;
-      let status = await exampleStatus(session.api);
-      while (!exampleConverged(status, local) && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 500));
-        status = await exampleStatus(session.api);
-      }
-      console.log(renderEnvironmentStatus(status));
-      if (!exampleConverged(status, local)) say("the example has not converged yet; see `krane status` below");
-      say("");
-      say("try, in another terminal:");
-      say(`  export KRANE_CTRL_URL=${session.ctrlUrl} KRANE_TOKEN=${session.userToken}`);
-      if (session.kubeconfigPath) say(`  export KUBECONFIG=${session.kubeconfigPath}`);
-      say(`  npx krane status ${EXAMPLE.project}/${EXAMPLE.environment}`);
-      const entry = await exampleEntry(session);
-      if (entry) {
-        say(`  curl -s ${entry}                # through the sentinel: the answering instance, its revision and image`);
-        say(`  while sleep 0.2; do curl -s ${entry}; echo; done   # then deploy in a third terminal and watch traffic move`);
-      }
-      say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.image.replace("1.0.0", "1.1.0")}`);
-      if (opts.exitWhenReady) {
-        await stop("ready");
-        if (!exampleConverged(status)) process.exitCode = 1;
-        return;
-      }
-      say("Ctrl-C stops everything.");
-      setInterval(() => {}, 1 << 30); // keep running until a signal arrives
-    });
+        const deadline = Date.now() + 180_000;
+        const local = session.cluster !== undefined;
+        let status = await exampleStatus(session.api);
+        while (!exampleConverged(status, local) && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 500));
+          status = await exampleStatus(session.api);
+        }
+        console.log(renderEnvironmentStatus(status));
+        if (!exampleConverged(status, local)) say("the example has not converged yet; see `krane status` below");
+        say("");
+        say("try, in another terminal:");
+        say(`  export KRANE_CTRL_URL=${session.ctrlUrl} KRANE_TOKEN=${session.userToken}`);
+        if (session.kubeconfigPath) say(`  export KUBECONFIG=${session.kubeconfigPath}`);
+        say(`  npx krane status ${EXAMPLE.project}/${EXAMPLE.environment}`);
+        const entry = await exampleEntry(session);
+        if (entry) {
+          say(
+            `  curl -s ${entry}                # through the sentinel: the answering instance, its revision and image`,
+          );
+          say(
+            `  while sleep 0.2; do curl -s ${entry}; echo; done   # then deploy in a third terminal and watch traffic move`,
+          );
+        }
+        say(
+          `  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.image.replace("1.0.0", "1.1.0")}`,
+        );
+        if (opts.exitWhenReady) {
+          await stop("ready");
+          if (!exampleConverged(status)) process.exitCode = 1;
+          return;
+        }
+        say("Ctrl-C stops everything.");
+        setInterval(() => {}, 1 << 30); // keep running until a signal arrives
+      },
+    );
 }

@@ -4,7 +4,16 @@
 import type { Command } from "commander";
 import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.js";
 import { registerEnvironmentDelete } from "./deletion.js";
-import { collect, intArg, parseKeyValue, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import {
+  collect,
+  intArg,
+  parseKeyValue,
+  splitTarget,
+  userAction,
+  withConnection,
+  type ConnectionFlags,
+  type UserContext,
+} from "./command.js";
 import { isProgressive, progressiveGiven, progressiveOf, type ProgressiveFlags } from "./progressive-options.js";
 
 interface EnvFlags extends ConnectionFlags, ProgressiveFlags {
@@ -31,7 +40,12 @@ interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
 }
 
 export function envRow(e: Environment): (string | number)[] {
-  return [e.slug, e.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-", e.sentinel ? e.sentinel.image || "krane" : "-", e.id];
+  return [
+    e.slug,
+    e.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-",
+    e.sentinel ? e.sentinel.image || "krane" : "-",
+    e.id,
+  ];
 }
 
 function parseStrategy(x: UserContext, v: string): RolloutStrategy {
@@ -45,7 +59,10 @@ function parseStrategy(x: UserContext, v: string): RolloutStrategy {
 /** The progressive part of the options: the strategy, null to remove it, undefined to leave it. */
 function progressiveFlags(f: ProgressiveFlags): ReturnType<typeof progressiveOf> | null | undefined {
   if (isProgressive(f.strategy)) return progressiveOf(f);
-  if (progressiveGiven(f)) throw new Error("--steps, --analysis, --auto-promote, --scale-down-delay, --waves and --wave-gate need --strategy canary or blue-green");
+  if (progressiveGiven(f))
+    throw new Error(
+      "--steps, --analysis, --auto-promote, --scale-down-delay, --waves and --wave-gate need --strategy canary or blue-green",
+    );
   return f.strategy === undefined ? undefined : null;
 }
 
@@ -61,13 +78,31 @@ function printEnvironment(x: UserContext, environment: Environment): void {
   const strategy = r.strategy === x.api.RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
   x.printTable(
     ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
-    [[strategy, r.maxSurge, r.maxUnavailable, `${r.minReadySeconds}s`, `${r.progressDeadlineSeconds}s`, r.revisionHistoryLimit ?? 10, r.paused ? "yes" : "no"]],
+    [
+      [
+        strategy,
+        r.maxSurge,
+        r.maxUnavailable,
+        `${r.minReadySeconds}s`,
+        `${r.progressDeadlineSeconds}s`,
+        r.revisionHistoryLimit ?? 10,
+        r.paused ? "yes" : "no",
+      ],
+    ],
   );
   const p = r.progressive;
   if (!p) return;
   const steps = p.canary
     ? p.canary.steps
-        .map((s) => (s.step.case === "setWeight" ? `${s.step.value}%` : s.step.case === "pause" ? (s.step.value.seconds ? `pause ${s.step.value.seconds}s` : "pause") : "analysis"))
+        .map((s) =>
+          s.step.case === "setWeight"
+            ? `${s.step.value}%`
+            : s.step.case === "pause"
+              ? s.step.value.seconds
+                ? `pause ${s.step.value.seconds}s`
+                : "pause"
+              : "analysis",
+        )
         .join(" → ")
     : `blue-green (auto-promote ${p.blueGreen?.autoPromoteSeconds ? `${p.blueGreen.autoPromoteSeconds}s` : "off"}, scale-down delay ${p.blueGreen?.scaleDownDelaySeconds ?? 0}s)`;
   const waves = p.waves.map((w) => w.regions.join(",")).join(" ; ") || "-";
@@ -75,7 +110,10 @@ function printEnvironment(x: UserContext, environment: Environment): void {
 }
 
 /** The sentinel size and rollout policy options `env create` and `env update` share. */
-function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailable: string; deadline: string; history: string }): Command {
+function withSettingsOptions(
+  cmd: Command,
+  defaults: { surge: string; unavailable: string; deadline: string; history: string },
+): Command {
   return cmd
     .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
     .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
@@ -84,15 +122,35 @@ function withSettingsOptions(cmd: Command, defaults: { surge: string; unavailabl
     .option("--steps <list>", "canary steps: weights, pause, pause:<seconds>, analysis (e.g. 20,pause,50,analysis,100)")
     .option("--analysis <rules>", "analysis rules: success>=99,p99<=500,requests>=100,interval=10s,checks=3,failures=1")
     .option("--scale-down-stable", "canary: scale the stable revision down as the canary grows")
-    .option("--auto-promote <seconds>", "blue-green: switch this long after the new revision is available", intArg("--auto-promote"))
-    .option("--scale-down-delay <seconds>", "blue-green: keep the previous revision running this long after the switch", intArg("--scale-down-delay"))
+    .option(
+      "--auto-promote <seconds>",
+      "blue-green: switch this long after the new revision is available",
+      intArg("--auto-promote"),
+    )
+    .option(
+      "--scale-down-delay <seconds>",
+      "blue-green: keep the previous revision running this long after the switch",
+      intArg("--scale-down-delay"),
+    )
     .option("--waves <list>", "region waves, in order: regions by ',', waves by ';' (e.g. \"eu;us,ap\")")
     .option("--wave-gate <seconds|analysis>", "between waves: available for N seconds, or analysis (--analysis rules)")
     .option("--max-surge <n|n%>", `rolling update max surge${defaults.surge}`)
     .option("--max-unavailable <n|n%>", `rolling update max unavailable${defaults.unavailable}`)
-    .option("--min-ready-seconds <n>", "seconds a pod must be ready to count as available", intArg("--min-ready-seconds"))
-    .option("--progress-deadline-seconds <n>", `rollout progress deadline${defaults.deadline}`, intArg("--progress-deadline-seconds"))
-    .option("--revision-history-limit <n>", `old revisions kept${defaults.history}`, intArg("--revision-history-limit"));
+    .option(
+      "--min-ready-seconds <n>",
+      "seconds a pod must be ready to count as available",
+      intArg("--min-ready-seconds"),
+    )
+    .option(
+      "--progress-deadline-seconds <n>",
+      `rollout progress deadline${defaults.deadline}`,
+      intArg("--progress-deadline-seconds"),
+    )
+    .option(
+      "--revision-history-limit <n>",
+      `old revisions kept${defaults.history}`,
+      intArg("--revision-history-limit"),
+    );
 }
 
 export function registerEnvCommands(program: Command): void {
@@ -104,8 +162,15 @@ export function registerEnvCommands(program: Command): void {
     .option("--region <region=replicas>", "a region and its replica count (repeatable)", collect, [])
     .option("--sentinel-image <image>", "run the sentinel with this image instead of krane's own (`krane sentinel`)")
     .option("--no-sentinel", "no routing proxy: the environment's instances are not routed by krane");
-  withSettingsOptions(envCreate, { surge: " (default 25%)", unavailable: " (default 25%)", deadline: " (default 600)", history: " (default 10)" });
-  withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), { workspace: true }).action(
+  withSettingsOptions(envCreate, {
+    surge: " (default 25%)",
+    unavailable: " (default 25%)",
+    deadline: " (default 600)",
+    history: " (default 10)",
+  });
+  withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, f: EnvFlags) => {
       const { project, environment } = splitTarget(target);
       const regions = f.region.map((r) => {
@@ -114,7 +179,10 @@ export function registerEnvCommands(program: Command): void {
       });
       const strategy = f.strategy === undefined ? x.api.RolloutStrategy.UNSPECIFIED : parseStrategy(x, f.strategy);
       const progressive = progressiveFlags(f) ?? undefined;
-      if (!f.sentinel && [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined)) {
+      if (
+        !f.sentinel &&
+        [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined)
+      ) {
         throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
       }
       const { environment: created } = await x.ctrl.client(x.api.EnvironmentService).createEnvironment({
@@ -125,7 +193,12 @@ export function registerEnvCommands(program: Command): void {
         // Unless --no-sentinel: a sentinel, krane's own (an empty image) unless one is named;
         // sizes 0 are ctrl's defaults.
         sentinel: f.sentinel
-          ? { image: f.sentinelImage ?? "", replicas: f.sentinelReplicas ?? 0, cpuMillicores: BigInt(f.sentinelCpu ?? 0), memoryMib: BigInt(f.sentinelMemory ?? 0) }
+          ? {
+              image: f.sentinelImage ?? "",
+              replicas: f.sentinelReplicas ?? 0,
+              cpuMillicores: BigInt(f.sentinelCpu ?? 0),
+              memoryMib: BigInt(f.sentinelMemory ?? 0),
+            }
           : undefined,
         rollout: {
           strategy,
@@ -143,27 +216,48 @@ export function registerEnvCommands(program: Command): void {
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(created)]);
     }),
   );
-  withConnection(env.command("list <project>").description("list the environments of a project"), { workspace: true }).action(
+  withConnection(env.command("list <project>").description("list the environments of a project"), {
+    workspace: true,
+  }).action(
     userAction(async (x, project: string) => {
       const workspace = await x.ctrl.workspace();
       const envs = x.ctrl.client(x.api.EnvironmentService);
-      const res = await x.ctrl.allPages("environments", (pageToken) => envs.listEnvironments({ workspace, project, pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("environments", (pageToken) =>
+        envs.listEnvironments({ workspace, project, pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListEnvironmentsResponseSchema, res);
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], res.environments.map(envRow));
     }),
   );
   withConnection(env.command("get <project/env>").description("show an environment"), { workspace: true }).action(
     userAction(async (x, target: string) => {
-      const { environment } = await x.ctrl.client(x.api.EnvironmentService).getEnvironment({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const { environment } = await x.ctrl
+        .client(x.api.EnvironmentService)
+        .getEnvironment({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
       if (environment) printEnvironment(x, environment);
     }),
   );
   const envUpdate = env
     .command("update <project/env>")
-    .description("change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)")
-    .option("--region <region=replicas>", "set a region's replicas; a region the environment is not in yet is added (repeatable)", collect, [])
-    .option("--remove-region <region>", "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)", collect, [])
-    .option("--sentinel-image <image>", "change the sentinel image (\"\" for krane's own), or add a sentinel with this image in every region")
+    .description(
+      "change an environment; only what is given changes (scale, pause, resume: see also `krane scale`, `krane rollout pause|resume`)",
+    )
+    .option(
+      "--region <region=replicas>",
+      "set a region's replicas; a region the environment is not in yet is added (repeatable)",
+      collect,
+      [],
+    )
+    .option(
+      "--remove-region <region>",
+      "take the environment out of a region: its deployments and sentinel there are deleted (repeatable)",
+      collect,
+      [],
+    )
+    .option(
+      "--sentinel-image <image>",
+      'change the sentinel image ("" for krane\'s own), or add a sentinel with this image in every region',
+    )
     .option("--no-sentinel", "remove the sentinel from every region");
   withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
     .option("--paused", "pause rollouts (like `krane rollout pause`)")
@@ -174,8 +268,11 @@ export function registerEnvCommands(program: Command): void {
         const { key, value } = parseKeyValue("--region", r);
         return { region: key, replicas: intArg("--region")(value) };
       });
-      const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some((v) => v !== undefined);
-      if (sentinelGiven && !f.sentinel) throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+      const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some(
+        (v) => v !== undefined,
+      );
+      if (sentinelGiven && !f.sentinel)
+        throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
       const progressive = progressiveFlags(f);
       const rollout = {
         strategy: f.strategy === undefined || isProgressive(f.strategy) ? undefined : parseStrategy(x, f.strategy),

@@ -20,7 +20,8 @@ interface EndpointFlags extends ConnectionFlags {
 /** "GET /books/{id}=books:read,books:list" (scopes optional) → an operation. */
 export function parseOperation(v: string): { method: string; path: string; scopes: string[] } {
   const m = /^([A-Za-z*]+)\s+(\S+?)(?:=(\S*))?$/.exec(v.trim());
-  if (!m || m[1] === undefined || m[2] === undefined) throw new Error(`--operation: expected "METHOD /path[=scope,scope]", got "${v}"`);
+  if (!m || m[1] === undefined || m[2] === undefined)
+    throw new Error(`--operation: expected "METHOD /path[=scope,scope]", got "${v}"`);
   return { method: m[1].toUpperCase(), path: m[2], scopes: m[3] ? m[3].split(",").filter((s) => s !== "") : [] };
 }
 
@@ -31,7 +32,10 @@ export function registerExposureCommands(program: Command): void {
       .command("set <project/env>")
       .description("create or replace the environment's endpoint of a visibility")
       .option("--visibility <v>", "public or organization", "public")
-      .option("--path-routing", "route under a path prefix of the workspace's shared host (rewritten away) instead of a hostname of its own")
+      .option(
+        "--path-routing",
+        "route under a path prefix of the workspace's shared host (rewritten away) instead of a hostname of its own",
+      )
       .option("--path-prefix <prefix>", "with --path-routing: the prefix (default /<project>/<env>)")
       .option("--jwks-url <url>", "check bearer tokens against this JWKS (https)")
       .option("--issuer <iss>", "with --jwks-url: the tokens' issuer")
@@ -42,12 +46,23 @@ export function registerExposureCommands(program: Command): void {
   ).action(
     userAction(async (x, target: string, f: EndpointFlags) => {
       const { project, environment } = splitTarget(target);
-      const authGiven = f.issuer !== undefined || f.audience !== undefined || f.operation !== undefined || f.defaultAction !== undefined;
-      if (authGiven && f.jwksUrl === undefined) throw new Error("--issuer, --audience, --operation and --default-action need --jwks-url");
+      const authGiven =
+        f.issuer !== undefined ||
+        f.audience !== undefined ||
+        f.operation !== undefined ||
+        f.defaultAction !== undefined;
+      if (authGiven && f.jwksUrl === undefined)
+        throw new Error("--issuer, --audience, --operation and --default-action need --jwks-url");
       const auth =
         f.jwksUrl === undefined
           ? undefined
-          : { jwksUrl: f.jwksUrl, issuer: f.issuer ?? "", audiences: f.audience ?? [], operations: (f.operation ?? []).map(parseOperation), defaultAction: f.defaultAction ?? "" };
+          : {
+              jwksUrl: f.jwksUrl,
+              issuer: f.issuer ?? "",
+              audiences: f.audience ?? [],
+              operations: (f.operation ?? []).map(parseOperation),
+              defaultAction: f.defaultAction ?? "",
+            };
       const { endpoint } = await x.ctrl.client(x.exposure.EndpointService).setEndpoint({
         workspace: await x.ctrl.workspace(),
         project,
@@ -59,63 +74,130 @@ export function registerExposureCommands(program: Command): void {
       });
       if (!endpoint) return;
       if (x.json) x.printJson(x.exposure.EndpointSchema, endpoint);
-      else x.printTable(["VISIBILITY", "URL", "AUTH"], [[endpoint.visibility, endpoint.url, endpoint.auth ? `jwt (${endpoint.auth.operations.length} operations, default ${endpoint.auth.defaultAction})` : "-"]]);
+      else
+        x.printTable(
+          ["VISIBILITY", "URL", "AUTH"],
+          [
+            [
+              endpoint.visibility,
+              endpoint.url,
+              endpoint.auth
+                ? `jwt (${endpoint.auth.operations.length} operations, default ${endpoint.auth.defaultAction})`
+                : "-",
+            ],
+          ],
+        );
     }),
   );
-  withConnection(ep.command("list <project/env>").description("the environment's endpoints"), { workspace: true }).action(
-    userAction(async (x, target: string) => {
-      const { project, environment } = splitTarget(target);
-      const res = await x.ctrl.client(x.exposure.EndpointService).listEndpoints({ workspace: await x.ctrl.workspace(), project, environment });
-      if (x.json) x.printJson(x.exposure.ListEndpointsResponseSchema, res);
-      else x.printTable(["VISIBILITY", "URL", "AUTH", "UPDATED"], res.endpoints.map((e) => [e.visibility, e.url, e.auth ? "jwt" : "-", when(e.updatedAtUnixMs)]));
-    }),
-  );
-  withConnection(ep.command("delete <project/env>").description("remove an endpoint (its routes go in every region)").option("--visibility <v>", "public or organization", "public"), {
+  withConnection(ep.command("list <project/env>").description("the environment's endpoints"), {
     workspace: true,
   }).action(
+    userAction(async (x, target: string) => {
+      const { project, environment } = splitTarget(target);
+      const res = await x.ctrl
+        .client(x.exposure.EndpointService)
+        .listEndpoints({ workspace: await x.ctrl.workspace(), project, environment });
+      if (x.json) x.printJson(x.exposure.ListEndpointsResponseSchema, res);
+      else
+        x.printTable(
+          ["VISIBILITY", "URL", "AUTH", "UPDATED"],
+          res.endpoints.map((e) => [e.visibility, e.url, e.auth ? "jwt" : "-", when(e.updatedAtUnixMs)]),
+        );
+    }),
+  );
+  withConnection(
+    ep
+      .command("delete <project/env>")
+      .description("remove an endpoint (its routes go in every region)")
+      .option("--visibility <v>", "public or organization", "public"),
+    {
+      workspace: true,
+    },
+  ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { visibility: string }) => {
       const { project, environment } = splitTarget(target);
-      await x.ctrl.client(x.exposure.EndpointService).deleteEndpoint({ workspace: await x.ctrl.workspace(), project, environment, visibility: f.visibility });
+      await x.ctrl
+        .client(x.exposure.EndpointService)
+        .deleteEndpoint({ workspace: await x.ctrl.workspace(), project, environment, visibility: f.visibility });
       if (!x.json) process.stdout.write(`deleted the ${f.visibility} endpoint of ${target}\n`);
     }),
   );
 
-  const dom = program.command("domain").description("custom domains of an environment (routed once ownership is verified)");
-  withConnection(dom.command("add <project/env> <hostname>").description("claim a domain; prints the TXT record that proves ownership"), { workspace: true }).action(
+  const dom = program
+    .command("domain")
+    .description("custom domains of an environment (routed once ownership is verified)");
+  withConnection(
+    dom
+      .command("add <project/env> <hostname>")
+      .description("claim a domain; prints the TXT record that proves ownership"),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string, hostname: string) => {
       const { project, environment } = splitTarget(target);
-      const { domain } = await x.ctrl.client(x.exposure.DomainService).addDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+      const { domain } = await x.ctrl
+        .client(x.exposure.DomainService)
+        .addDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
       if (!domain) return;
       if (x.json) x.printJson(x.exposure.DomainSchema, domain);
       else {
-        x.printTable(["DOMAIN", "STATE", "TXT NAME", "TXT VALUE"], [[domain.hostname, domain.state, domain.txtName, domain.txtValue]]);
+        x.printTable(
+          ["DOMAIN", "STATE", "TXT NAME", "TXT VALUE"],
+          [[domain.hostname, domain.state, domain.txtName, domain.txtValue]],
+        );
         process.stdout.write("Create the TXT record; krane checks it on a schedule (or now: krane domain verify).\n");
       }
     }),
   );
-  const domainRows = (domains: { hostname: string; state: string; lastError: string; lastCheckedAtUnixMs: bigint; nextCheckAtUnixMs: bigint }[]): string[][] =>
-    domains.map((d) => [d.hostname, d.state, d.lastError || "-", when(d.lastCheckedAtUnixMs), when(d.nextCheckAtUnixMs)]);
-  withConnection(dom.command("list <project/env>").description("the environment's domains and their verification"), { workspace: true }).action(
+  const domainRows = (
+    domains: {
+      hostname: string;
+      state: string;
+      lastError: string;
+      lastCheckedAtUnixMs: bigint;
+      nextCheckAtUnixMs: bigint;
+    }[],
+  ): string[][] =>
+    domains.map((d) => [
+      d.hostname,
+      d.state,
+      d.lastError || "-",
+      when(d.lastCheckedAtUnixMs),
+      when(d.nextCheckAtUnixMs),
+    ]);
+  withConnection(dom.command("list <project/env>").description("the environment's domains and their verification"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string) => {
       const { project, environment } = splitTarget(target);
-      const res = await x.ctrl.client(x.exposure.DomainService).listDomains({ workspace: await x.ctrl.workspace(), project, environment });
+      const res = await x.ctrl
+        .client(x.exposure.DomainService)
+        .listDomains({ workspace: await x.ctrl.workspace(), project, environment });
       if (x.json) x.printJson(x.exposure.ListDomainsResponseSchema, res);
       else x.printTable(["DOMAIN", "STATE", "LAST ERROR", "CHECKED", "NEXT CHECK"], domainRows(res.domains));
     }),
   );
-  withConnection(dom.command("verify <project/env> <hostname>").description("check the domain's TXT record now"), { workspace: true }).action(
+  withConnection(dom.command("verify <project/env> <hostname>").description("check the domain's TXT record now"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, hostname: string) => {
       const { project, environment } = splitTarget(target);
-      const { domain } = await x.ctrl.client(x.exposure.DomainService).verifyDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+      const { domain } = await x.ctrl
+        .client(x.exposure.DomainService)
+        .verifyDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
       if (!domain) return;
       if (x.json) x.printJson(x.exposure.DomainSchema, domain);
       else x.printTable(["DOMAIN", "STATE", "LAST ERROR", "CHECKED", "NEXT CHECK"], domainRows([domain]));
     }),
   );
-  withConnection(dom.command("remove <project/env> <hostname>").description("release the domain (its routes and certificates go)"), { workspace: true }).action(
+  withConnection(
+    dom.command("remove <project/env> <hostname>").description("release the domain (its routes and certificates go)"),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string, hostname: string) => {
       const { project, environment } = splitTarget(target);
-      await x.ctrl.client(x.exposure.DomainService).removeDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+      await x.ctrl
+        .client(x.exposure.DomainService)
+        .removeDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
       if (!x.json) process.stdout.write(`removed ${hostname} from ${target}\n`);
     }),
   );

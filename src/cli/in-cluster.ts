@@ -11,13 +11,18 @@ export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccoun
 export const IN_CLUSTER_ROOT_ENV = "KRANE_IN_CLUSTER_ROOT";
 
 /** What is missing for in-cluster config; empty when everything is there. */
-export function inClusterProblems(env: Record<string, string | undefined>, readable: (path: string) => boolean): string[] {
+export function inClusterProblems(
+  env: Record<string, string | undefined>,
+  readable: (path: string) => boolean,
+): string[] {
   const problems: string[] = [];
   const root = env[IN_CLUSTER_ROOT_ENV] ?? "";
-  if (!env.KUBERNETES_SERVICE_HOST) problems.push("KUBERNETES_SERVICE_HOST is not set (is the agent running in a pod?)");
+  if (!env.KUBERNETES_SERVICE_HOST)
+    problems.push("KUBERNETES_SERVICE_HOST is not set (is the agent running in a pod?)");
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!port) problems.push("KUBERNETES_SERVICE_PORT is not set (is the agent running in a pod?)");
-  else if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65_535) problems.push(`KUBERNETES_SERVICE_PORT must be a port number, got "${port}"`);
+  else if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65_535)
+    problems.push(`KUBERNETES_SERVICE_PORT must be a port number, got "${port}"`);
   for (const file of ["token", "ca.crt"]) {
     const path = `${root}${SERVICE_ACCOUNT_DIR}/${file}`;
     if (!readable(path)) problems.push(`cannot read ${path} (is a ServiceAccount token mounted?)`);

@@ -28,9 +28,15 @@ function num(option: string, v: string): number {
 /** "success>=99,p99<=500,requests>=100,interval=10s,checks=3,failures=1" → AnalysisRules. */
 export function parseAnalysisRules(option: string, text: string): Rules {
   const out: Rules = {};
-  for (const part of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+  for (const part of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p !== "")) {
     const m = /^([a-z0-9]+)\s*(>=|<=|=)\s*(.+)$/.exec(part);
-    if (!m) throw new Error(`${option}: "${part}" is not name=value (success>=99, p99<=500, requests>=100, interval=10s, checks=3, failures=1)`);
+    if (!m)
+      throw new Error(
+        `${option}: "${part}" is not name=value (success>=99, p99<=500, requests>=100, interval=10s, checks=3, failures=1)`,
+      );
     const [, name, , value = ""] = m;
     if (name === "success") out.minSuccessRatePercent = num(option, value.replace(/%$/, ""));
     else if (name === "p99") out.maxP99Ms = num(option, value.replace(/ms$/, ""));
@@ -44,7 +50,10 @@ export function parseAnalysisRules(option: string, text: string): Rules {
 }
 
 /** "20,pause,50,pause:60s,analysis,100" → canary steps (analysis steps take --analysis). */
-export function parseSteps(text: string, rules: Rules | undefined): NonNullable<NonNullable<ProgressiveInit["canary"]>["steps"]> {
+export function parseSteps(
+  text: string,
+  rules: Rules | undefined,
+): NonNullable<NonNullable<ProgressiveInit["canary"]>["steps"]> {
   return text
     .split(",")
     .map((p) => p.trim())
@@ -69,21 +78,30 @@ export function isProgressive(strategy: string | undefined): boolean {
 
 /** Whether any progressive option was given (they need --strategy canary|blue-green). */
 export function progressiveGiven(f: ProgressiveFlags): boolean {
-  return [f.steps, f.analysis, f.scaleDownStable, f.autoPromote, f.scaleDownDelay, f.waves, f.waveGate].some((v) => v !== undefined);
+  return [f.steps, f.analysis, f.scaleDownStable, f.autoPromote, f.scaleDownDelay, f.waves, f.waveGate].some(
+    (v) => v !== undefined,
+  );
 }
 
 export function progressiveOf(f: ProgressiveFlags): ProgressiveInit {
   const rules = f.analysis === undefined ? undefined : parseAnalysisRules("--analysis", f.analysis);
   const out: ProgressiveInit = {};
   if (f.strategy === "canary") {
-    if (f.autoPromote !== undefined || f.scaleDownDelay !== undefined) throw new Error("--auto-promote and --scale-down-delay are blue-green options");
+    if (f.autoPromote !== undefined || f.scaleDownDelay !== undefined)
+      throw new Error("--auto-promote and --scale-down-delay are blue-green options");
     out.canary = { steps: parseSteps(f.steps ?? "", rules), scaleDownStable: f.scaleDownStable ?? false };
   } else {
-    if (f.steps !== undefined || f.scaleDownStable !== undefined) throw new Error("--steps and --scale-down-stable are canary options");
+    if (f.steps !== undefined || f.scaleDownStable !== undefined)
+      throw new Error("--steps and --scale-down-stable are canary options");
     out.blueGreen = { autoPromoteSeconds: f.autoPromote ?? 0, scaleDownDelaySeconds: f.scaleDownDelay ?? 0 };
   }
   if (f.waves !== undefined) {
-    out.waves = f.waves.split(";").map((w) => ({ regions: w.split(",").map((r) => r.trim()).filter((r) => r !== "") }));
+    out.waves = f.waves.split(";").map((w) => ({
+      regions: w
+        .split(",")
+        .map((r) => r.trim())
+        .filter((r) => r !== ""),
+    }));
     const gate = f.waveGate ?? "0";
     out.waveGate = gate === "analysis" ? { analysis: rules ?? {} } : { availableSeconds: num("--wave-gate", gate) };
   } else if (f.waveGate !== undefined) throw new Error("--wave-gate needs --waves");

@@ -6,9 +6,13 @@ import { userAction, when, withConnection, type ConnectionFlags } from "./comman
 export function registerProjectCommands(program: Command): void {
   const prj = program.command("project").description("projects of a workspace");
   registerProjectDelete(prj);
-  withConnection(prj.command("create <slug>").description("create a project").option("--name <name>", "display name"), { workspace: true }).action(
+  withConnection(prj.command("create <slug>").description("create a project").option("--name <name>", "display name"), {
+    workspace: true,
+  }).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
-      const { project } = await x.ctrl.client(x.api.ProjectService).createProject({ workspace: await x.ctrl.workspace(), slug, name: f.name ?? "" });
+      const { project } = await x.ctrl
+        .client(x.api.ProjectService)
+        .createProject({ workspace: await x.ctrl.workspace(), slug, name: f.name ?? "" });
       if (!project) return;
       if (x.json) x.printJson(x.api.ProjectSchema, project);
       else x.printTable(["SLUG", "ID"], [[project.slug, project.id]]);
@@ -18,17 +22,29 @@ export function registerProjectCommands(program: Command): void {
     userAction(async (x) => {
       const workspace = await x.ctrl.workspace();
       const projects = x.ctrl.client(x.api.ProjectService);
-      const res = await x.ctrl.allPages("projects", (pageToken) => projects.listProjects({ workspace, pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("projects", (pageToken) =>
+        projects.listProjects({ workspace, pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListProjectsResponseSchema, res);
-      else x.printTable(["SLUG", "NAME", "ID"], res.projects.map((p) => [p.slug, p.name, p.id]));
+      else
+        x.printTable(
+          ["SLUG", "NAME", "ID"],
+          res.projects.map((p) => [p.slug, p.name, p.id]),
+        );
     }),
   );
   withConnection(prj.command("get <project>").description("show a project"), { workspace: true }).action(
     userAction(async (x, ref: string) => {
-      const { project } = await x.ctrl.client(x.api.ProjectService).getProject({ workspace: await x.ctrl.workspace(), project: ref });
+      const { project } = await x.ctrl
+        .client(x.api.ProjectService)
+        .getProject({ workspace: await x.ctrl.workspace(), project: ref });
       if (!project) return;
       if (x.json) x.printJson(x.api.ProjectSchema, project);
-      else x.printTable(["SLUG", "NAME", "ID", "CREATED"], [[project.slug, project.name, project.id, when(project.createdAtUnixMs)]]);
+      else
+        x.printTable(
+          ["SLUG", "NAME", "ID", "CREATED"],
+          [[project.slug, project.name, project.id, when(project.createdAtUnixMs)]],
+        );
     }),
   );
 }

@@ -23,15 +23,27 @@ export function registerRegionCommands(program: Command): void {
   withConnection(region.command("list").description("list regions")).action(
     userAction(async (x) => {
       const regions = x.ctrl.client(x.api.RegionService);
-      const res = await x.ctrl.allPages("regions", (pageToken) => regions.listRegions({ pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("regions", (pageToken) =>
+        regions.listRegions({ pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListRegionsResponseSchema, res);
-      else x.printTable(["REGION", "CREATED"], res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]));
+      else
+        x.printTable(
+          ["REGION", "CREATED"],
+          res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]),
+        );
     }),
   );
-  withConnection(region.command("clusters [region]").description("list clusters, their last heartbeat and agent build, and ctrl's build")).action(
+  withConnection(
+    region
+      .command("clusters [region]")
+      .description("list clusters, their last heartbeat and agent build, and ctrl's build"),
+  ).action(
     userAction(async (x, name: string | undefined) => {
       const regions = x.ctrl.client(x.api.RegionService);
-      const res = await x.ctrl.allPages("clusters", (pageToken) => regions.listClusters({ region: name ?? "", pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("clusters", (pageToken) =>
+        regions.listClusters({ region: name ?? "", pageToken, pageSize: x.ctrl.pageSize }),
+      );
       const ctrlBuild = x.ctrl.ctrlBuild;
       if (x.json) {
         const json = x.toJson(x.api.ListClustersResponseSchema, res, { alwaysEmitImplicit: true }) as object;
@@ -41,14 +53,26 @@ export function registerRegionCommands(program: Command): void {
       process.stdout.write(`ctrl build: ${ctrlBuild || "unknown (ctrl sent no version header)"}\n`);
       x.printTable(
         ["REGION", "CLUSTER", "TOKEN", "LAST HEARTBEAT", "BEHIND", "AGENT", "BUILD", "ID"],
-        res.clusters.map((k) => [k.region, k.name, k.tokenRevoked ? "revoked" : "active", when(k.lastHeartbeatUnixMs), String(k.changesBehind), k.agentId || "-", agentBuildCell(k.build, ctrlBuild), k.id]),
+        res.clusters.map((k) => [
+          k.region,
+          k.name,
+          k.tokenRevoked ? "revoked" : "active",
+          when(k.lastHeartbeatUnixMs),
+          String(k.changesBehind),
+          k.agentId || "-",
+          agentBuildCell(k.build, ctrlBuild),
+          k.id,
+        ]),
       );
     }),
   );
 
   const token = program.command("cluster-token").description("agent tokens");
   withConnection(
-    token.command("create <region>").description("register a cluster in a region and print its agent token (shown once)").option("--cluster <name>", "cluster name", "default"),
+    token
+      .command("create <region>")
+      .description("register a cluster in a region and print its agent token (shown once)")
+      .option("--cluster <name>", "cluster name", "default"),
   ).action(
     userAction(async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
       const res = await x.ctrl.client(x.api.RegionService).createClusterToken({ region: name, clusterName: f.cluster });
@@ -63,7 +87,9 @@ export function registerRegionCommands(program: Command): void {
       .option("--cluster <name>", "cluster name", "default"),
   ).action(
     userAction(async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
-      const { cluster } = await x.ctrl.client(x.api.RegionService).revokeClusterToken({ region: name, clusterName: f.cluster });
+      const { cluster } = await x.ctrl
+        .client(x.api.RegionService)
+        .revokeClusterToken({ region: name, clusterName: f.cluster });
       if (!cluster) return;
       if (x.json) x.printJson(x.api.ClusterSchema, cluster);
       else process.stdout.write(`revoked the agent token of cluster ${cluster.name} in region ${cluster.region}\n`);

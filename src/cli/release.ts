@@ -6,12 +6,24 @@
 import type { Command } from "commander";
 import type { Release } from "../gen/krane/ctrl/v1/release_pb.js";
 import type { Job } from "../gen/krane/ctrl/v1/job_pb.js";
-import { collect, intArg, splitTarget, userAction, when, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import {
+  collect,
+  intArg,
+  splitTarget,
+  userAction,
+  when,
+  withConnection,
+  type ConnectionFlags,
+  type UserContext,
+} from "./command.js";
 
 const HEALTH = ["unknown", "Progressing", "Healthy", "Degraded", "Suspended", "KindMissing", "Refused"];
 const RESULT = ["unknown", "running", "succeeded", "failed"];
 
-async function manifestFiles(paths: readonly string[], recursive: boolean): Promise<{ name: string; content: string }[]> {
+async function manifestFiles(
+  paths: readonly string[],
+  recursive: boolean,
+): Promise<{ name: string; content: string }[]> {
   const { readdir, readFile, stat } = await import("node:fs/promises");
   const { join } = await import("node:path");
   const out: { name: string; content: string }[] = [];
@@ -38,11 +50,21 @@ function printRelease(x: UserContext, r: Release, schema: unknown): void {
     x.printJson(schema as never, r as never);
     return;
   }
-  x.printTable(["RELEASE", "VERSION", "OBJECTS", "UPDATED", "ID"], [[r.name, String(r.version), r.objects.length, when(r.updatedAtUnixMs), r.id]]);
+  x.printTable(
+    ["RELEASE", "VERSION", "OBJECTS", "UPDATED", "ID"],
+    [[r.name, String(r.version), r.objects.length, when(r.updatedAtUnixMs), r.id]],
+  );
   const rows: (string | number)[][] = [];
   for (const reg of r.regions) {
     if (reg.rejectedReason) rows.push([reg.region, String(reg.observedVersion), "-", "Rejected", reg.rejectedReason]);
-    for (const o of reg.objects) rows.push([reg.region, String(reg.observedVersion), `${o.kind?.kind ?? ""}/${o.name}`, HEALTH[o.health] ?? "unknown", o.message]);
+    for (const o of reg.objects)
+      rows.push([
+        reg.region,
+        String(reg.observedVersion),
+        `${o.kind?.kind ?? ""}/${o.name}`,
+        HEALTH[o.health] ?? "unknown",
+        o.message,
+      ]);
   }
   if (rows.length > 0) x.printTable(["REGION", "OBSERVED", "OBJECT", "HEALTH", "MESSAGE"], rows);
 }
@@ -50,20 +72,35 @@ function printRelease(x: UserContext, r: Release, schema: unknown): void {
 function printJob(x: UserContext, jobs: Job[]): void {
   x.printTable(
     ["JOB", "SCHEDULE", "IMAGE", "SUSPENDED", "ID"],
-    jobs.map((j) => [j.spec?.name ?? "", `${j.spec?.schedule ?? ""}${j.spec?.timeZone ? ` (${j.spec.timeZone})` : ""}`, j.spec?.image || "(revision's)", j.spec?.suspend ? "yes" : "no", j.id]),
+    jobs.map((j) => [
+      j.spec?.name ?? "",
+      `${j.spec?.schedule ?? ""}${j.spec?.timeZone ? ` (${j.spec.timeZone})` : ""}`,
+      j.spec?.image || "(revision's)",
+      j.spec?.suspend ? "yes" : "no",
+      j.id,
+    ]),
   );
   const rows: (string | number)[][] = [];
   for (const j of jobs) {
     for (const r of j.regions) {
       if (r.rejectedReason) rows.push([j.spec?.name ?? "", r.region, "-", "rejected", r.rejectedReason]);
-      for (const run of r.runs.slice(0, 5)) rows.push([j.spec?.name ?? "", r.region, run.k8sName, RESULT[run.result] ?? "unknown", `${when(run.startedUnixMs)} → ${when(run.finishedUnixMs)}`]);
+      for (const run of r.runs.slice(0, 5))
+        rows.push([
+          j.spec?.name ?? "",
+          r.region,
+          run.k8sName,
+          RESULT[run.result] ?? "unknown",
+          `${when(run.startedUnixMs)} → ${when(run.finishedUnixMs)}`,
+        ]);
     }
   }
   if (rows.length > 0) x.printTable(["JOB", "REGION", "RUN", "RESULT", "STARTED → FINISHED"], rows);
 }
 
 export function registerReleaseCommands(program: Command): void {
-  const release = program.command("release").description("releases of arbitrary objects (allow-listed kinds) in an environment's namespace");
+  const release = program
+    .command("release")
+    .description("releases of arbitrary objects (allow-listed kinds) in an environment's namespace");
   withConnection(
     release
       .command("apply <project/env>")
@@ -73,34 +110,67 @@ export function registerReleaseCommands(program: Command): void {
       .option("--name <name>", "the release's name (default: default)"),
     { workspace: true },
   ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { filename: string[]; recursive?: boolean; name?: string }) => {
-      const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      const files = await manifestFiles(f.filename, f.recursive ?? false);
-      const res = await x.ctrl.client(ReleaseService).applyRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "", files });
-      if (!res.release) return;
-      if (!x.json) process.stdout.write(res.changed ? `release ${res.release.name}: version ${res.release.version}\n` : `release ${res.release.name}: unchanged (version ${res.release.version})\n`);
-      printRelease(x, res.release, ReleaseSchema);
-    }),
+    userAction(
+      async (x, target: string, f: ConnectionFlags & { filename: string[]; recursive?: boolean; name?: string }) => {
+        const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
+        const files = await manifestFiles(f.filename, f.recursive ?? false);
+        const res = await x.ctrl
+          .client(ReleaseService)
+          .applyRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "", files });
+        if (!res.release) return;
+        if (!x.json)
+          process.stdout.write(
+            res.changed
+              ? `release ${res.release.name}: version ${res.release.version}\n`
+              : `release ${res.release.name}: unchanged (version ${res.release.version})\n`,
+          );
+        printRelease(x, res.release, ReleaseSchema);
+      },
+    ),
   );
-  withConnection(release.command("get <project/env>").description("a release's objects and their health per region").option("--name <name>", "the release's name (default: default)"), { workspace: true }).action(
+  withConnection(
+    release
+      .command("get <project/env>")
+      .description("a release's objects and their health per region")
+      .option("--name <name>", "the release's name (default: default)"),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { name?: string }) => {
       const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      const { release: r } = await x.ctrl.client(ReleaseService).getRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
+      const { release: r } = await x.ctrl
+        .client(ReleaseService)
+        .getRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
       if (r) printRelease(x, r, ReleaseSchema);
     }),
   );
-  withConnection(release.command("list <project/env>").description("the releases of an environment"), { workspace: true }).action(
+  withConnection(release.command("list <project/env>").description("the releases of an environment"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string) => {
       const { ReleaseService, ListReleasesResponseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      const res = await x.ctrl.client(ReleaseService).listReleases({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl
+        .client(ReleaseService)
+        .listReleases({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
       if (x.json) x.printJson(ListReleasesResponseSchema, res);
-      else x.printTable(["RELEASE", "VERSION", "OBJECTS", "UPDATED", "ID"], res.releases.map((r) => [r.name, String(r.version), r.objects.length, when(r.updatedAtUnixMs), r.id]));
+      else
+        x.printTable(
+          ["RELEASE", "VERSION", "OBJECTS", "UPDATED", "ID"],
+          res.releases.map((r) => [r.name, String(r.version), r.objects.length, when(r.updatedAtUnixMs), r.id]),
+        );
     }),
   );
-  withConnection(release.command("delete <project/env>").description("remove a release's objects from every region").option("--name <name>", "the release's name (default: default)"), { workspace: true }).action(
+  withConnection(
+    release
+      .command("delete <project/env>")
+      .description("remove a release's objects from every region")
+      .option("--name <name>", "the release's name (default: default)"),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { name?: string }) => {
       const { ReleaseService } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      await x.ctrl.client(ReleaseService).deleteRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
+      await x.ctrl
+        .client(ReleaseService)
+        .deleteRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
       if (!x.json) process.stdout.write("release deleted; each region's agent removes its objects\n");
     }),
   );
@@ -170,15 +240,21 @@ export function registerReleaseCommands(program: Command): void {
       },
     ),
   );
-  withConnection(job.command("list <project/env>").description("cron jobs and their last runs per region"), { workspace: true }).action(
+  withConnection(job.command("list <project/env>").description("cron jobs and their last runs per region"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string) => {
       const { JobService, ListJobsResponseSchema } = await import("../gen/krane/ctrl/v1/job_pb.js");
-      const res = await x.ctrl.client(JobService).listJobs({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl
+        .client(JobService)
+        .listJobs({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
       if (x.json) x.printJson(ListJobsResponseSchema, res);
       else printJob(x, res.jobs);
     }),
   );
-  withConnection(job.command("delete <project/env> <name>").description("delete a cron job in every region"), { workspace: true }).action(
+  withConnection(job.command("delete <project/env> <name>").description("delete a cron job in every region"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, name: string) => {
       const { JobService } = await import("../gen/krane/ctrl/v1/job_pb.js");
       await x.ctrl.client(JobService).deleteJob({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name });

@@ -37,7 +37,9 @@ export async function rolloutPlanCommand(input: string | undefined): Promise<voi
   try {
     text = input !== undefined ? await readFile(input, "utf8") : await readStdin();
   } catch (err) {
-    process.stderr.write(`krane rollout plan: cannot read input: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(
+      `krane rollout plan: cannot read input: ${err instanceof Error ? err.message : String(err)}\n`,
+    );
     process.exitCode = EXIT_BAD_INPUT;
     return;
   }

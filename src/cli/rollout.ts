@@ -29,7 +29,9 @@ function print(x: UserContext, status: RolloutStatus | undefined, view: "status"
     x.printJson(x.rollout.RolloutStatusSchema, status);
     return;
   }
-  process.stdout.write(`${view === "history" ? x.view.renderRolloutHistory(status) : x.view.renderRolloutStatus(status)}\n`);
+  process.stdout.write(
+    `${view === "history" ? x.view.renderRolloutHistory(status) : x.view.renderRolloutStatus(status)}\n`,
+  );
 }
 
 export interface FollowOptions {
@@ -45,7 +47,10 @@ export interface FollowOptions {
  * Polls the rollout status until every region is complete (resolves with the final status) or
  * a region exceeded its progress deadline (rejects naming it).
  */
-export async function followRollout(get: () => Promise<RolloutStatus | undefined>, opts: FollowOptions): Promise<RolloutStatus> {
+export async function followRollout(
+  get: () => Promise<RolloutStatus | undefined>,
+  opts: FollowOptions,
+): Promise<RolloutStatus> {
   const started = Date.now();
   const last = new Map<string, string>();
   for (;;) {
@@ -59,9 +64,11 @@ export async function followRollout(get: () => Promise<RolloutStatus | undefined
       if (last.get(r.region) !== line) opts.log(`[${r.region}] ${line}`);
       last.set(r.region, line);
     }
-    if (failed.length > 0) throw new Error(`rollout exceeded its progress deadline in ${failed.map((r) => r.region).join(", ")}`);
+    if (failed.length > 0)
+      throw new Error(`rollout exceeded its progress deadline in ${failed.map((r) => r.region).join(", ")}`);
     if (status.regions.every((r) => r.complete)) return status;
-    if (opts.timeoutMs > 0 && Date.now() - started > opts.timeoutMs) throw new Error(`timed out after ${Math.round(opts.timeoutMs / 1000)} s waiting for the rollout`);
+    if (opts.timeoutMs > 0 && Date.now() - started > opts.timeoutMs)
+      throw new Error(`timed out after ${Math.round(opts.timeoutMs / 1000)} s waiting for the rollout`);
     if (opts.signal?.aborted) throw new Error("interrupted");
     await new Promise((r) => setTimeout(r, opts.intervalMs));
   }
@@ -71,7 +78,9 @@ export async function followRollout(get: () => Promise<RolloutStatus | undefined
 export function rolloutCommand(program: Command): Command {
   const existing = program.commands.find((c) => c.name() === "rollout");
   if (existing !== undefined) return existing;
-  return program.command("rollout").description("Manage rollouts: plan, and (per environment) pause, resume, undo, status, history.");
+  return program
+    .command("rollout")
+    .description("Manage rollouts: plan, and (per environment) pause, resume, undo, status, history.");
 }
 
 /** `krane rollout plan [--input FILE]`: one pass of the engine, JSON in and out (rollout-plan.ts). */
@@ -96,7 +105,9 @@ export function registerRolloutCommands(program: Command): void {
     { workspace: true },
   ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { replicas: number; region?: string }) => {
-      const res = await x.ctrl.client(x.rollout.RolloutService).scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
+      const res = await x.ctrl
+        .client(x.rollout.RolloutService)
+        .scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
       print(x, res.status);
     }),
   );
@@ -108,7 +119,12 @@ export function registerRolloutCommands(program: Command): void {
       userAction(async (x, target: string) => {
         const client = x.ctrl.client(x.rollout.RolloutService);
         const ref = await envTarget(x, target);
-        const res = name === "pause" ? await client.pause(ref) : name === "resume" ? await client.resume(ref) : await client.history(ref);
+        const res =
+          name === "pause"
+            ? await client.pause(ref)
+            : name === "resume"
+              ? await client.resume(ref)
+              : await client.history(ref);
         print(x, res.status, name === "history" ? "history" : "status");
       }),
     );
@@ -122,8 +138,14 @@ export function registerRolloutCommands(program: Command): void {
       }),
     );
   };
-  command("promote", "progressive rollouts: go to the next step (skip a pause or analysis, pass a wave gate, switch blue-green; after an abort, retry)");
-  command("abort", "progressive rollouts: 100 % of traffic back to the stable revision and the new one scaled down (blue-green: roll back within the scale-down window)");
+  command(
+    "promote",
+    "progressive rollouts: go to the next step (skip a pause or analysis, pass a wave gate, switch blue-green; after an abort, retry)",
+  );
+  command(
+    "abort",
+    "progressive rollouts: 100 % of traffic back to the stable revision and the new one scaled down (blue-green: roll back within the scale-down window)",
+  );
   simple("pause", "pause an environment's rollouts (sizes hold; new deployments wait)");
   simple("resume", "resume an environment's rollouts");
   simple("history", "an environment's revisions per region");
@@ -136,12 +158,20 @@ export function registerRolloutCommands(program: Command): void {
     { workspace: true },
   ).action(
     userAction(async (x, target: string, f: ConnectionFlags & { toRevision?: number }) => {
-      const res = await x.ctrl.client(x.rollout.RolloutService).undo({ ...(await envTarget(x, target)), toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision) });
+      const res = await x.ctrl.client(x.rollout.RolloutService).undo({
+        ...(await envTarget(x, target)),
+        toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision),
+      });
       print(x, res.status);
     }),
   );
 
-  withConnection(rollout.command("restart <target>").description("replace every pod by rolling out a fresh copy of the current revision"), { workspace: true }).action(
+  withConnection(
+    rollout
+      .command("restart <target>")
+      .description("replace every pod by rolling out a fresh copy of the current revision"),
+    { workspace: true },
+  ).action(
     userAction(async (x, target: string) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).restart(await envTarget(x, target));
       if (!x.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
@@ -152,27 +182,37 @@ export function registerRolloutCommands(program: Command): void {
   withConnection(
     rollout
       .command("status <target>")
-      .description("follow the rollout per region until it completes (exit 0) or exceeds its progress deadline (exit 1)")
+      .description(
+        "follow the rollout per region until it completes (exit 0) or exceeds its progress deadline (exit 1)",
+      )
       .option("--no-watch", "print the status once instead of following it")
-      .addOption(new Option("--timeout <seconds>", "give up after this long (0: never)").argParser(intArg("--timeout")).default(0))
-      .addOption(new Option("--interval-ms <ms>", "poll interval").argParser(intArg("--interval-ms")).default(250).hideHelp()),
+      .addOption(
+        new Option("--timeout <seconds>", "give up after this long (0: never)")
+          .argParser(intArg("--timeout"))
+          .default(0),
+      )
+      .addOption(
+        new Option("--interval-ms <ms>", "poll interval").argParser(intArg("--interval-ms")).default(250).hideHelp(),
+      ),
     { workspace: true },
   ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) => {
-      const client = x.ctrl.client(x.rollout.RolloutService);
-      const ref = await envTarget(x, target);
-      if (!f.watch) {
-        const { status } = await client.getRolloutStatus(ref);
-        print(x, status);
-        if (status?.progressive?.aborted) process.exitCode = 1;
-        return;
-      }
-      const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
-        intervalMs: Math.max(50, f.intervalMs),
-        timeoutMs: f.timeout * 1000,
-        log: (line) => (x.json ? process.stderr : process.stdout).write(`${line}\n`),
-      });
-      if (x.json) x.printJson(x.rollout.RolloutStatusSchema, final);
-    }),
+    userAction(
+      async (x, target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) => {
+        const client = x.ctrl.client(x.rollout.RolloutService);
+        const ref = await envTarget(x, target);
+        if (!f.watch) {
+          const { status } = await client.getRolloutStatus(ref);
+          print(x, status);
+          if (status?.progressive?.aborted) process.exitCode = 1;
+          return;
+        }
+        const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
+          intervalMs: Math.max(50, f.intervalMs),
+          timeoutMs: f.timeout * 1000,
+          log: (line) => (x.json ? process.stderr : process.stdout).write(`${line}\n`),
+        });
+        if (x.json) x.printJson(x.rollout.RolloutStatusSchema, final);
+      },
+    ),
   );
 }

@@ -8,15 +8,29 @@
 // references a path in the cluster's external secret store (Secrets Store CSI).
 import type { Command } from "commander";
 import type { ConfigChange } from "../gen/krane/ctrl/v1/config_pb.js";
-import { collect, parseKeyValue, splitTarget, userAction, when, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import {
+  collect,
+  parseKeyValue,
+  splitTarget,
+  userAction,
+  when,
+  withConnection,
+  type ConnectionFlags,
+  type UserContext,
+} from "./command.js";
 
 function printChange(x: UserContext, change: ConfigChange | undefined, what: string): void {
   if (x.json) {
-    process.stdout.write(`${JSON.stringify({ changed: change?.changed ?? false, deploymentId: change?.deployment?.id ?? "", revision: String(change?.deployment?.revision ?? 0n) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ changed: change?.changed ?? false, deploymentId: change?.deployment?.id ?? "", revision: String(change?.deployment?.revision ?? 0n) })}\n`,
+    );
     return;
   }
   if (!change?.changed) process.stdout.write(`${what}: nothing changed\n`);
-  else if (change.deployment) process.stdout.write(`${what}: revision ${change.deployment.revision} (${change.deployment.id}) rolls out (krane rollout status)\n`);
+  else if (change.deployment)
+    process.stdout.write(
+      `${what}: revision ${change.deployment.revision} (${change.deployment.id}) rolls out (krane rollout status)\n`,
+    );
   else process.stdout.write(`${what}: stored; the first deployment gets it\n`);
 }
 
@@ -27,43 +41,71 @@ async function readStdin(): Promise<string> {
 }
 
 export function registerSettingsCommands(program: Command): void {
-  const config = program.command("config").description("an environment's configuration (plain values; each change is a new revision)");
-  withConnection(config.command("set <project/env> <KEY=VALUE...>").description("set configuration values"), { workspace: true }).action(
+  const config = program
+    .command("config")
+    .description("an environment's configuration (plain values; each change is a new revision)");
+  withConnection(config.command("set <project/env> <KEY=VALUE...>").description("set configuration values"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, pairs: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
       const values = pairs.map((p) => parseKeyValue("KEY=VALUE", p));
-      const { change } = await x.ctrl.client(ConfigService).setConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), values });
+      const { change } = await x.ctrl
+        .client(ConfigService)
+        .setConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), values });
       printChange(x, change, "config");
     }),
   );
-  withConnection(config.command("unset <project/env> <KEY...>").description("remove configuration values"), { workspace: true }).action(
+  withConnection(config.command("unset <project/env> <KEY...>").description("remove configuration values"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, keys: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const { change } = await x.ctrl.client(ConfigService).unsetConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
+      const { change } = await x.ctrl
+        .client(ConfigService)
+        .unsetConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
       printChange(x, change, "config");
     }),
   );
-  withConnection(config.command("list <project/env>").description("list configuration values"), { workspace: true }).action(
+  withConnection(config.command("list <project/env>").description("list configuration values"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string) => {
       const { ConfigService, ListConfigResponseSchema } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const res = await x.ctrl.client(ConfigService).listConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl
+        .client(ConfigService)
+        .listConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
       if (x.json) x.printJson(ListConfigResponseSchema, res);
-      else x.printTable(["KEY", "VALUE", "UPDATED"], res.entries.map((e) => [e.key, e.value, when(e.updatedAtUnixMs)]));
+      else
+        x.printTable(
+          ["KEY", "VALUE", "UPDATED"],
+          res.entries.map((e) => [e.key, e.value, when(e.updatedAtUnixMs)]),
+        );
     }),
   );
 
-  const secret = program.command("secret").description("an environment's secrets (encrypted at rest, write-only; each change is a new revision)");
+  const secret = program
+    .command("secret")
+    .description("an environment's secrets (encrypted at rest, write-only; each change is a new revision)");
   withConnection(
     secret
       .command("set <project/env> [KEY=VALUE...]")
-      .description("set secrets: KEY=@file reads a file, KEY=- standard input; KEY=value shows the value in the process list")
-      .option("--external <KEY=path>", "read KEY from this path of the cluster's external secret store (repeatable)", collect, []),
+      .description(
+        "set secrets: KEY=@file reads a file, KEY=- standard input; KEY=value shows the value in the process list",
+      )
+      .option(
+        "--external <KEY=path>",
+        "read KEY from this path of the cluster's external secret store (repeatable)",
+        collect,
+        [],
+      ),
     { workspace: true },
   ).action(
     userAction(async (x, target: string, pairs: string[], f: ConnectionFlags & { external: string[] }) => {
       const { readFile } = await import("node:fs/promises");
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      if (pairs.length === 0 && f.external.length === 0) throw new Error("nothing to set: give KEY=VALUE, KEY=@file, KEY=- or --external KEY=path");
+      if (pairs.length === 0 && f.external.length === 0)
+        throw new Error("nothing to set: give KEY=VALUE, KEY=@file, KEY=- or --external KEY=path");
       if (pairs.filter((p) => p.endsWith("=-")).length > 1) throw new Error("only one key can read standard input");
       const secrets = [];
       for (const p of pairs) {
@@ -77,23 +119,37 @@ export function registerSettingsCommands(program: Command): void {
         const { key, value } = parseKeyValue("--external", e);
         secrets.push({ key, source: { case: "externalPath" as const, value } });
       }
-      const { change } = await x.ctrl.client(ConfigService).setSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), secrets });
+      const { change } = await x.ctrl
+        .client(ConfigService)
+        .setSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), secrets });
       printChange(x, change, "secrets");
     }),
   );
-  withConnection(secret.command("unset <project/env> <KEY...>").description("remove secrets"), { workspace: true }).action(
+  withConnection(secret.command("unset <project/env> <KEY...>").description("remove secrets"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string, keys: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const { change } = await x.ctrl.client(ConfigService).unsetSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
+      const { change } = await x.ctrl
+        .client(ConfigService)
+        .unsetSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
       printChange(x, change, "secrets");
     }),
   );
-  withConnection(secret.command("list <project/env>").description("list secret keys (never values)"), { workspace: true }).action(
+  withConnection(secret.command("list <project/env>").description("list secret keys (never values)"), {
+    workspace: true,
+  }).action(
     userAction(async (x, target: string) => {
       const { ConfigService, ListSecretsResponseSchema } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const res = await x.ctrl.client(ConfigService).listSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl
+        .client(ConfigService)
+        .listSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
       if (x.json) x.printJson(ListSecretsResponseSchema, res);
-      else x.printTable(["KEY", "SOURCE", "EXTERNAL PATH", "UPDATED"], res.entries.map((e) => [e.key, e.source, e.externalPath || "-", when(e.updatedAtUnixMs)]));
+      else
+        x.printTable(
+          ["KEY", "SOURCE", "EXTERNAL PATH", "UPDATED"],
+          res.entries.map((e) => [e.key, e.source, e.externalPath || "-", when(e.updatedAtUnixMs)]),
+        );
     }),
   );
 }

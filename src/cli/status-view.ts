@@ -35,28 +35,52 @@ export function behind(c: { changesBehind: bigint; streams: { kind: string; behi
 
 const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
 
-export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = Date.now(), rollout?: RolloutStatus): string {
+export function renderEnvironmentStatus(
+  s: GetEnvironmentStatusResponse,
+  now = Date.now(),
+  rollout?: RolloutStatus,
+): string {
   const out: string[] = [];
   const env = s.environment;
-  out.push(`environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`);
+  out.push(
+    `environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`,
+  );
 
-  const deployments = new Table({ head: ["REVISION", "DEPLOYMENT", "IMAGE", "REGION", "DESIRED", "RUNNING", "INSTANCES"], ...plain });
+  const deployments = new Table({
+    head: ["REVISION", "DEPLOYMENT", "IMAGE", "REGION", "DESIRED", "RUNNING", "INSTANCES"],
+    ...plain,
+  });
   for (const d of s.deployments) {
     const dep = d.deployment;
-    if (d.regions.length === 0) deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
+    if (d.regions.length === 0)
+      deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
     for (const r of d.regions) {
       const instances = r.rejectedReason
         ? `REJECTED: ${r.rejectedReason}`
-        : r.instances.map((i) => `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}`).join("\n") || "-";
-      deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", r.region, String(r.desiredReplicas), String(r.runningInstances), instances]);
+        : r.instances
+            .map((i) => `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}`)
+            .join("\n") || "-";
+      deployments.push([
+        String(dep?.revision ?? ""),
+        dep?.id ?? "",
+        dep?.image ?? "",
+        r.region,
+        String(r.desiredReplicas),
+        String(r.runningInstances),
+        instances,
+      ]);
     }
   }
   out.push(s.deployments.length ? deployments.toString() : "no deployments");
 
   /** The routing policy version a region serves against the current one. */
-  const routing = (want: bigint, served: bigint): string => (served === 0n ? `v${want} (not yet served)` : served === want ? `v${served}` : `v${served} → v${want}`);
+  const routing = (want: bigint, served: bigint): string =>
+    served === 0n ? `v${want} (not yet served)` : served === want ? `v${served}` : `v${served} → v${want}`;
   if (s.sentinels.length) {
-    const sentinels = new Table({ head: ["SENTINEL", "REGION", "ADDRESS", "DESIRED", "AVAILABLE", "HEALTH", "ROUTING", "REPORTED"], ...plain });
+    const sentinels = new Table({
+      head: ["SENTINEL", "REGION", "ADDRESS", "DESIRED", "AVAILABLE", "HEALTH", "ROUTING", "REPORTED"],
+      ...plain,
+    });
     for (const x of s.sentinels) {
       sentinels.push([
         x.k8sName,
@@ -83,7 +107,13 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     for (const d of s.domains) {
       const host = d.domain?.hostname ?? "";
       if (d.domain?.state !== "verified") {
-        addresses.push([host, "domain", "-", d.domain?.state ?? "?", d.domain?.lastError || `create TXT ${d.domain?.txtName ?? ""} = ${d.domain?.txtValue ?? ""}`]);
+        addresses.push([
+          host,
+          "domain",
+          "-",
+          d.domain?.state ?? "?",
+          d.domain?.lastError || `create TXT ${d.domain?.txtName ?? ""} = ${d.domain?.txtValue ?? ""}`,
+        ]);
         continue;
       }
       for (const r of d.regions) addresses.push([host, "domain", r.region, r.readiness, r.message || "-"]);
@@ -94,7 +124,8 @@ export function renderEnvironmentStatus(s: GetEnvironmentStatusResponse, now = D
     // BEHIND: changes desired in the region that its agent has not taken yet (ctrl's newest
     // version per kind minus the agent's cursor in its last heartbeat).
     const clusters = new Table({ head: ["CLUSTER", "REGION", "AGENT", "LAST SEEN", "BEHIND"], ...plain });
-    for (const c of s.clusters) clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now), behind(c)]);
+    for (const c of s.clusters)
+      clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now), behind(c)]);
     out.push(clusters.toString());
   }
   if (rollout) out.push(renderRolloutStatus(rollout));
@@ -113,21 +144,32 @@ export function renderRolloutStatus(s: RolloutStatus, eventsShown = 5): string {
   const p = s.progressive;
   if (p) {
     out.push(`${p.strategy} ${p.phase}${p.reason ? `: ${p.reason}` : ""}`);
-    out.push(`  step ${p.step}/${p.steps} (${p.stepName})${p.waves > 1 ? `, wave ${p.wave}/${p.waves}${p.atWaveGate ? " at its gate" : ""}` : ""}`);
-    out.push(`  stable ${p.stableDeploymentId || "-"}, new ${p.canaryDeploymentId || "-"}${p.aborted ? " (aborted)" : ""}`);
+    out.push(
+      `  step ${p.step}/${p.steps} (${p.stepName})${p.waves > 1 ? `, wave ${p.wave}/${p.waves}${p.atWaveGate ? " at its gate" : ""}` : ""}`,
+    );
+    out.push(
+      `  stable ${p.stableDeploymentId || "-"}, new ${p.canaryDeploymentId || "-"}${p.aborted ? " (aborted)" : ""}`,
+    );
     for (const w of p.weights) {
       const ws = w.weights.map((x) => `${x.deploymentId} ${x.weight}%`).join(", ");
-      out.push(`  weights ${w.region}: ${ws}${w.previewDeploymentId ? ` (preview ${w.previewDeploymentId} via ${p.previewHeader})` : ""}`);
+      out.push(
+        `  weights ${w.region}: ${ws}${w.previewDeploymentId ? ` (preview ${w.previewDeploymentId} via ${p.previewHeader})` : ""}`,
+      );
     }
-    if (p.lastAnalysis) out.push(`  last analysis: ${p.lastAnalysis}: ${p.lastAnalysisReason} (${iso(p.lastAnalysisUnixMs)})`);
-    if (p.previousDeploymentId) out.push(`  previous ${p.previousDeploymentId} kept until ${iso(p.previousUntilUnixMs)} (abort = route swap)`);
+    if (p.lastAnalysis)
+      out.push(`  last analysis: ${p.lastAnalysis}: ${p.lastAnalysisReason} (${iso(p.lastAnalysisUnixMs)})`);
+    if (p.previousDeploymentId)
+      out.push(`  previous ${p.previousDeploymentId} kept until ${iso(p.previousUntilUnixMs)} (abort = route swap)`);
   }
   for (const r of s.regions) {
     const state = r.deadlineExceeded ? "FAILED: progress deadline exceeded" : r.complete ? "complete" : r.message;
     out.push(
       `rollout ${r.region}: ${state}${r.paused ? " (paused)" : ""}  replicas ${r.replicas}, updated ${r.updatedReplicas}, ready ${r.readyReplicas}, available ${r.availableReplicas}`,
     );
-    const revisions = new Table({ head: ["", "revision", "deployment", "image", "desired", "current", "ready", "available"], ...plain });
+    const revisions = new Table({
+      head: ["", "revision", "deployment", "image", "desired", "current", "ready", "available"],
+      ...plain,
+    });
     for (const x of r.revisions) {
       revisions.push([
         x.target ? "→" : "",
@@ -141,7 +183,8 @@ export function renderRolloutStatus(s: RolloutStatus, eventsShown = 5): string {
       ]);
     }
     if (r.revisions.length) out.push(revisions.toString());
-    for (const c of r.conditions) out.push(`  ${c.type}=${c.status} ${c.reason}: ${c.message} (since ${iso(c.lastTransitionUnixMs)})`);
+    for (const c of r.conditions)
+      out.push(`  ${c.type}=${c.status} ${c.reason}: ${c.message} (since ${iso(c.lastTransitionUnixMs)})`);
     for (const e of r.events.slice(-eventsShown)) out.push(`  ${iso(e.atUnixMs)} ${e.type} ${e.reason}: ${e.message}`);
   }
   return out.join("\n") || "no regions";
@@ -153,7 +196,15 @@ export function renderRolloutHistory(s: RolloutStatus): string {
   for (const r of s.regions) {
     const byRevision = [...r.revisions].sort((a, b) => Number(b.revision - a.revision));
     for (const x of byRevision) {
-      t.push([r.region, x.revision === 0n ? "-" : String(x.revision), x.deploymentId, x.image, iso(x.createdAtUnixMs), String(x.desiredReplicas), x.target ? "current" : ""]);
+      t.push([
+        r.region,
+        x.revision === 0n ? "-" : String(x.revision),
+        x.deploymentId,
+        x.image,
+        iso(x.createdAtUnixMs),
+        String(x.desiredReplicas),
+        x.target ? "current" : "",
+      ]);
     }
   }
   return t.toString();

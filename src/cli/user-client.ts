@@ -116,7 +116,8 @@ export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
 export function idempotencyKeys(invocation: string = randomUUID()): Interceptor {
   let n = 0;
   return (next) => async (req) => {
-    if (!req.stream && !req.header.has(IDEMPOTENCY_KEY_HEADER)) req.header.set(IDEMPOTENCY_KEY_HEADER, `${invocation}:${++n}`);
+    if (!req.stream && !req.header.has(IDEMPOTENCY_KEY_HEADER))
+      req.header.set(IDEMPOTENCY_KEY_HEADER, `${invocation}:${++n}`);
     return next(req);
   };
 }
@@ -134,7 +135,9 @@ export function isOutage(err: unknown): err is ConnectError {
 
 /** What is down, in one line: ctrl's own answer names its database; anything else means ctrl was not reached. */
 export function outageMessage(err: ConnectError, ctrlUrl: string): string {
-  return /^ctrl's database/.test(err.rawMessage) ? err.rawMessage : `ctrl is not reachable at ${ctrlUrl} (${err.rawMessage}): is it running?`;
+  return /^ctrl's database/.test(err.rawMessage)
+    ? err.rawMessage
+    : `ctrl is not reachable at ${ctrlUrl} (${err.rawMessage}): is it running?`;
 }
 
 /** Parses "10s", "500ms", "2m" or plain seconds. */
@@ -162,7 +165,8 @@ export function outageRetry(opts: OutageRetryOptions): Interceptor {
   const now = opts.now ?? Date.now;
   return (next) => async (req) => {
     const key = methodKey(req.method);
-    const safe = !req.stream && (RETRY_SAFE.has(key) || (RETRIED_WITH_KEY.has(key) && req.header.has(IDEMPOTENCY_KEY_HEADER)));
+    const safe =
+      !req.stream && (RETRY_SAFE.has(key) || (RETRIED_WITH_KEY.has(key) && req.header.has(IDEMPOTENCY_KEY_HEADER)));
     const started = now();
     const backoff = new Backoff(opts.policy ?? OUTAGE_BACKOFF);
     for (;;) {
@@ -171,20 +175,28 @@ export function outageRetry(opts: OutageRetryOptions): Interceptor {
       } catch (err) {
         if (!isOutage(err)) throw err;
         const what = outageMessage(err, opts.ctrlUrl);
-        if (!safe) throw new ConnectError(`${what}; ${req.method.name} is not repeated automatically (it is not idempotent without an Idempotency-Key)`, err.code);
+        if (!safe)
+          throw new ConnectError(
+            `${what}; ${req.method.name} is not repeated automatically (it is not idempotent without an Idempotency-Key)`,
+            err.code,
+          );
         const left = opts.windowMs - (now() - started);
         if (left <= 0 || req.signal.aborted) {
-          const tried = opts.windowMs > 0 ? ` (retried for ${(opts.windowMs / 1000).toFixed(opts.windowMs % 1000 === 0 ? 0 : 1)} s)` : "";
+          const tried =
+            opts.windowMs > 0
+              ? ` (retried for ${(opts.windowMs / 1000).toFixed(opts.windowMs % 1000 === 0 ? 0 : 1)} s)`
+              : "";
           throw new ConnectError(`${what}${tried}`, err.code);
         }
         const delay = Math.min(backoff.next(), left);
-        opts.progress(`krane: ${what}; retrying ${req.method.name} in ${(delay / 1000).toFixed(1)} s (${(left / 1000).toFixed(1)} s left)`);
+        opts.progress(
+          `krane: ${what}; retrying ${req.method.name} in ${(delay / 1000).toFixed(1)} s (${(left / 1000).toFixed(1)} s left)`,
+        );
         await sleep(delay, req.signal);
       }
     }
   };
 }
-
 
 export interface ConnectionFlags {
   ctrlUrl?: string;
@@ -223,8 +235,17 @@ export class Ctrl {
       return res;
     };
     const baseUrl = flags.ctrlUrl ?? "http://127.0.0.1:7070";
-    const retry = outageRetry({ windowMs: parseDuration(flags.retryFor ?? "10s"), ctrlUrl: baseUrl, progress: (line) => process.stderr.write(`${line}\n`) });
-    this.transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [idempotencyKeys(), retry, bearer], defaultTimeoutMs: 30_000 });
+    const retry = outageRetry({
+      windowMs: parseDuration(flags.retryFor ?? "10s"),
+      ctrlUrl: baseUrl,
+      progress: (line) => process.stderr.write(`${line}\n`),
+    });
+    this.transport = createConnectTransport({
+      baseUrl,
+      httpVersion: "2",
+      interceptors: [idempotencyKeys(), retry, bearer],
+      defaultTimeoutMs: 30_000,
+    });
   }
 
   /** The page size lists are read with: ctrl's maximum, so few round trips. */
@@ -234,7 +255,10 @@ export class Ctrl {
    * Every item of a paginated list, as one answer: calls `fetch` with each next_page_token until
    * ctrl answers the last page, and concatenates the pages' `field`.
    */
-  async allPages<F extends string, R extends { nextPageToken: string } & { [K in F]: unknown[] }>(field: F, fetch: (pageToken: string) => Promise<R>): Promise<R> {
+  async allPages<F extends string, R extends { nextPageToken: string } & { [K in F]: unknown[] }>(
+    field: F,
+    fetch: (pageToken: string) => Promise<R>,
+  ): Promise<R> {
     const first = await fetch("");
     const seen = new Set<string>();
     let token = first.nextPageToken;
@@ -263,7 +287,11 @@ export class Ctrl {
     const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({ pageSize: 2 });
     const only = workspaces[0];
     if (workspaces.length === 1 && only) return only.slug;
-    throw new Error(workspaces.length === 0 ? "no workspace yet: krane workspace create <slug>" : "several workspaces: pass --workspace or set KRANE_WORKSPACE");
+    throw new Error(
+      workspaces.length === 0
+        ? "no workspace yet: krane workspace create <slug>"
+        : "several workspaces: pass --workspace or set KRANE_WORKSPACE",
+    );
   }
 }
 

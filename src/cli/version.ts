@@ -32,7 +32,10 @@ export function registerVersionCommand(program: Command): void {
   ).action(async (f: ConnectionFlags & { ctrl?: boolean }, cmd: Command) => {
     const info = buildInfo();
     const print = (ctrl?: string): void => {
-      if (f.output === "json") process.stdout.write(`${JSON.stringify({ ...info, node: process.version, ...(ctrl === undefined ? {} : { ctrl }) }, null, 2)}\n`);
+      if (f.output === "json")
+        process.stdout.write(
+          `${JSON.stringify({ ...info, node: process.version, ...(ctrl === undefined ? {} : { ctrl }) }, null, 2)}\n`,
+        );
       else process.stdout.write(`${versionText(info, ctrl)}\n`);
     };
     if (!f.ctrl) {

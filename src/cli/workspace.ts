@@ -6,7 +6,9 @@ import { userAction, when, withConnection, type ConnectionFlags } from "./comman
 export function registerWorkspaceCommands(program: Command): void {
   const ws = program.command("workspace").description("workspaces (tenants)");
   registerWorkspaceDelete(ws);
-  withConnection(ws.command("create <slug>").description("create a workspace").option("--name <name>", "display name")).action(
+  withConnection(
+    ws.command("create <slug>").description("create a workspace").option("--name <name>", "display name"),
+  ).action(
     userAction(async (x, slug: string, f: ConnectionFlags & { name?: string }) => {
       const { workspace } = await x.ctrl.client(x.api.WorkspaceService).createWorkspace({ slug, name: f.name ?? "" });
       if (!workspace) return;
@@ -17,9 +19,15 @@ export function registerWorkspaceCommands(program: Command): void {
   withConnection(ws.command("list").description("list workspaces")).action(
     userAction(async (x) => {
       const ws = x.ctrl.client(x.api.WorkspaceService);
-      const res = await x.ctrl.allPages("workspaces", (pageToken) => ws.listWorkspaces({ pageToken, pageSize: x.ctrl.pageSize }));
+      const res = await x.ctrl.allPages("workspaces", (pageToken) =>
+        ws.listWorkspaces({ pageToken, pageSize: x.ctrl.pageSize }),
+      );
       if (x.json) x.printJson(x.api.ListWorkspacesResponseSchema, res);
-      else x.printTable(["SLUG", "NAME", "NAMESPACE", "ID"], res.workspaces.map((w) => [w.slug, w.name, w.k8sNamespace, w.id]));
+      else
+        x.printTable(
+          ["SLUG", "NAME", "NAMESPACE", "ID"],
+          res.workspaces.map((w) => [w.slug, w.name, w.k8sNamespace, w.id]),
+        );
     }),
   );
   withConnection(ws.command("get <workspace>").description("show a workspace")).action(
@@ -27,7 +35,11 @@ export function registerWorkspaceCommands(program: Command): void {
       const { workspace } = await x.ctrl.client(x.api.WorkspaceService).getWorkspace({ workspace: ref });
       if (!workspace) return;
       if (x.json) x.printJson(x.api.WorkspaceSchema, workspace);
-      else x.printTable(["SLUG", "NAME", "NAMESPACE", "ID", "CREATED"], [[workspace.slug, workspace.name, workspace.k8sNamespace, workspace.id, when(workspace.createdAtUnixMs)]]);
+      else
+        x.printTable(
+          ["SLUG", "NAME", "NAMESPACE", "ID", "CREATED"],
+          [[workspace.slug, workspace.name, workspace.k8sNamespace, workspace.id, when(workspace.createdAtUnixMs)]],
+        );
     }),
   );
 }

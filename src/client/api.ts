@@ -27,7 +27,12 @@ export function createApiClients(baseUrl: string, token: string, timeoutMs = 15_
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
-  const transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [bearer], defaultTimeoutMs: timeoutMs });
+  const transport = createConnectTransport({
+    baseUrl,
+    httpVersion: "2",
+    interceptors: [bearer],
+    defaultTimeoutMs: timeoutMs,
+  });
   return {
     workspaces: createClient(WorkspaceService, transport),
     projects: createClient(ProjectService, transport),

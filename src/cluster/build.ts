@@ -33,7 +33,14 @@ export const kubeModuleDir = fileURLToPath(new URL("../../tools/kube/", import.m
 /** tools/helm: pins helm (go.mod and go.sum). */
 export const helmModuleDir = fileURLToPath(new URL("../../tools/helm/", import.meta.url));
 
-export const BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"] as const;
+export const BINARIES = [
+  "etcd",
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "kubectl",
+  "kwok",
+] as const;
 export type BinaryName = (typeof BINARIES)[number];
 
 const PACKAGES: Record<BinaryName, string> = {
@@ -224,7 +231,10 @@ export async function ensureExposureCrds(log: (line: string) => void = () => {})
 export const TRAEFIK_VERSION = "v3.6.12";
 
 /** Gateway API CRDs Traefik's provider watches besides the ones KUBE_BUILD installs (v1.4.0, Traefik's pin). */
-const TRAEFIK_EXTRA_CRDS = ["gateway.networking.k8s.io_grpcroutes.yaml", "gateway.networking.k8s.io_backendtlspolicies.yaml"];
+const TRAEFIK_EXTRA_CRDS = [
+  "gateway.networking.k8s.io_grpcroutes.yaml",
+  "gateway.networking.k8s.io_backendtlspolicies.yaml",
+];
 
 /**
  * tools/traefik: Traefik, a Gateway API implementation in one Go binary (its data plane is Go
@@ -244,7 +254,8 @@ export const TRAEFIK_BUILD: GoBuildSpec = {
   async extras(out, moduleDir) {
     await mkdir(join(out, "crds"), { recursive: true });
     const gatewayDir = await moduleDir("sigs.k8s.io/gateway-api");
-    for (const f of TRAEFIK_EXTRA_CRDS) await copyFile(join(gatewayDir, "config/crd/standard", f), join(out, "crds", f));
+    for (const f of TRAEFIK_EXTRA_CRDS)
+      await copyFile(join(gatewayDir, "config/crd/standard", f), join(out, "crds", f));
     return TRAEFIK_EXTRA_CRDS.map((f) => `crds/${f}`);
   },
 };
@@ -256,7 +267,14 @@ export async function ensureTraefik(log: (line: string) => void = () => {}): Pro
 }
 
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
-export const GO_BUILDS: readonly GoBuildSpec[] = [KUBE_BUILD, HELM_BUILD, ROLLOUT_HARNESS_BUILD, SECRETS_STORE_BUILD, EXPOSURE_CRDS_BUILD, TRAEFIK_BUILD];
+export const GO_BUILDS: readonly GoBuildSpec[] = [
+  KUBE_BUILD,
+  HELM_BUILD,
+  ROLLOUT_HARNESS_BUILD,
+  SECRETS_STORE_BUILD,
+  EXPOSURE_CRDS_BUILD,
+  TRAEFIK_BUILD,
+];
 
 export interface KubeAssets {
   dir: string;
@@ -288,7 +306,13 @@ export function cacheRoot(): string {
 }
 
 function goEnv(): NodeJS.ProcessEnv {
-  return { ...process.env, GOTOOLCHAIN: "local", GOWORK: "off", CGO_ENABLED: "0", GOFLAGS: "-mod=readonly -buildvcs=false" };
+  return {
+    ...process.env,
+    GOTOOLCHAIN: "local",
+    GOWORK: "off",
+    CGO_ENABLED: "0",
+    GOFLAGS: "-mod=readonly -buildvcs=false",
+  };
 }
 
 export class GoMissingError extends Error {}
@@ -307,7 +331,9 @@ export async function goVersion(): Promise<string> {
   }
   const m = /^go(\d+)\.(\d+)/.exec(out);
   if (!m || Number(m[1]) < MIN_GO[0] || (Number(m[1]) === MIN_GO[0] && Number(m[2]) < MIN_GO[1])) {
-    throw new GoMissingError(`Go ${MIN_GO.join(".")} or newer is needed to build the local Kubernetes; found ${out}. Install a newer Go from https://go.dev/dl/.`);
+    throw new GoMissingError(
+      `Go ${MIN_GO.join(".")} or newer is needed to build the local Kubernetes; found ${out}. Install a newer Go from https://go.dev/dl/.`,
+    );
   }
   return out;
 }
@@ -405,9 +431,13 @@ export async function ensureGoBuild(spec: GoBuildSpec, log: (line: string) => vo
   const go = await goVersion();
   const dir = await buildDir(spec, go);
   if (await verify(spec, dir)) return dir;
-  await withLock(`${dir}.lock`, async () => {
-    if (!(await verify(spec, dir))) await build(spec, dir, go, log);
-  }, log);
+  await withLock(
+    `${dir}.lock`,
+    async () => {
+      if (!(await verify(spec, dir))) await build(spec, dir, go, log);
+    },
+    log,
+  );
   return dir;
 }
 
@@ -448,20 +478,32 @@ async function build(spec: GoBuildSpec, dir: string, go: string, log: (line: str
     await progress.step(current, () => run("go", ["mod", "download"], opts));
     for (const [name, pkg] of spec.binaries) {
       current = `building ${name}`;
-      const flags = ["build", "-trimpath", ...(spec.tags ? [`-tags=${spec.tags}`] : []), "-ldflags", spec.ldflags, "-o", join(tmp, "bin", name), pkg];
+      const flags = [
+        "build",
+        "-trimpath",
+        ...(spec.tags ? [`-tags=${spec.tags}`] : []),
+        "-ldflags",
+        spec.ldflags,
+        "-o",
+        join(tmp, "bin", name),
+        pkg,
+      ];
       await progress.step(current, () => run("go", flags, opts));
       files.push(`bin/${name}`);
     }
     if (spec.extras) {
       const extras = spec.extras;
       current = "copying manifests from the module cache";
-      const moduleDir = async (mod: string) => (await run("go", ["list", "-m", "-f", "{{.Dir}}", mod], opts)).stdout.trim();
+      const moduleDir = async (mod: string) =>
+        (await run("go", ["list", "-m", "-f", "{{.Dir}}", mod], opts)).stdout.trim();
       files.push(...(await progress.step(current, () => extras(tmp, moduleDir))));
     }
   } catch (err) {
     await rm(tmp, { recursive: true, force: true });
     const e = err as { stderr?: string; message: string };
-    throw new Error(`building ${spec.title} failed while ${current}: ${(e.stderr || e.message).trim().split("\n").slice(-20).join("\n")}`);
+    throw new Error(
+      `building ${spec.title} failed while ${current}: ${(e.stderr || e.message).trim().split("\n").slice(-20).join("\n")}`,
+    );
   }
   const sizes: Record<string, number> = {};
   for (const rel of files) sizes[rel] = (await stat(join(tmp, rel))).size;

@@ -32,8 +32,22 @@ import {
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
 import { startGateways, type LocalGateways } from "./gateway.js";
-import { ciliumNetworkPolicyCrd, DEFAULT_NODE_PLAN, gvisorRuntimeClass, nodeCount, renderNodes, type NodePlan } from "./topology.js";
-import { claimPodNetwork, localAddress, nodePodCidrs, podNetworkLockFile, releasePodNetwork, type PodNetwork } from "./pod-network.js";
+import {
+  ciliumNetworkPolicyCrd,
+  DEFAULT_NODE_PLAN,
+  gvisorRuntimeClass,
+  nodeCount,
+  renderNodes,
+  type NodePlan,
+} from "./topology.js";
+import {
+  claimPodNetwork,
+  localAddress,
+  nodePodCidrs,
+  podNetworkLockFile,
+  releasePodNetwork,
+  type PodNetwork,
+} from "./pod-network.js";
 import { nodeEntryArgs } from "./node-entry.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
@@ -144,7 +158,11 @@ export class LocalCluster {
   }
 
   endpoint(): KubeEndpoint {
-    return { server: this.state.server, token: this.state.adminToken, ca: readFileSync(join(this.state.dir, "pki", "apiserver.crt"), "utf8") };
+    return {
+      server: this.state.server,
+      token: this.state.adminToken,
+      ca: readFileSync(join(this.state.dir, "pki", "apiserver.crt"), "utf8"),
+    };
   }
 
   /** A client-node KubeConfig with admin rights on this cluster. */
@@ -156,10 +174,9 @@ export class LocalCluster {
 
   /** Components whose process is running. */
   alive(): Record<ComponentName, boolean> {
-    return Object.fromEntries(COMPONENTS.map((c) => [c, this.state.pids[c] !== undefined && isAlive(this.state.pids[c])])) as Record<
-      ComponentName,
-      boolean
-    >;
+    return Object.fromEntries(
+      COMPONENTS.map((c) => [c, this.state.pids[c] !== undefined && isAlive(this.state.pids[c])]),
+    ) as Record<ComponentName, boolean>;
   }
 
   /** Resident memory of the control-plane processes, in bytes. */
@@ -253,7 +270,9 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     dir = clusterDir(name);
     const existing = await loadCluster(name);
     if (existing && Object.values(existing.alive()).some(Boolean)) {
-      throw new Error(`cluster "${name}" is already running (krane cluster status --name ${name}); stop it with krane cluster down --name ${name}`);
+      throw new Error(
+        `cluster "${name}" is already running (krane cluster status --name ${name}); stop it with krane cluster down --name ${name}`,
+      );
     }
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
@@ -273,7 +292,10 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     adminToken: randomBytes(24).toString("hex"),
     ports: { etcd: 0, etcdPeer: 0, apiserver: 0, kwok: 0 },
     pids: {},
-    logs: Object.fromEntries(COMPONENTS.map((c) => [c, join(dir, "logs", `${c}.log`)])) as Record<ComponentName, string>,
+    logs: Object.fromEntries(COMPONENTS.map((c) => [c, join(dir, "logs", `${c}.log`)])) as Record<
+      ComponentName,
+      string
+    >,
     startedAt: new Date().toISOString(),
     nodes: [],
   };
@@ -289,26 +311,37 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
 
   try {
     await writePki(dir, state.adminToken);
-    await startWithFreePorts(async () => {
-      state.ports.etcd = await freePort();
-      state.ports.etcdPeer = await freePort();
-      const etcd = startComponent({ name: "etcd", command: assets.bin.etcd, args: etcdArgs(dir, state.ports), logFile: state.logs.etcd });
-      await track(etcd, "etcd");
-      await waitUntilHealthy(etcd, () => etcdHealthy(state.ports.etcd), 30_000);
-    }, () => stopTracked(state, "etcd"));
-    await startWithFreePorts(async () => {
-      state.ports.apiserver = await freePort();
-      state.server = `https://127.0.0.1:${state.ports.apiserver}`;
-      const api = startComponent({
-        name: "kube-apiserver",
-        command: assets.bin["kube-apiserver"],
-        args: apiserverArgs(dir, state.ports),
-        logFile: state.logs["kube-apiserver"],
-      });
-      await track(api, "kube-apiserver");
-      const ep: KubeEndpoint = { server: state.server, token: state.adminToken };
-      await waitUntilHealthy(api, async () => (await kubeRequest(ep, "GET", "/readyz")).status === 200, 90_000);
-    }, () => stopTracked(state, "kube-apiserver"));
+    await startWithFreePorts(
+      async () => {
+        state.ports.etcd = await freePort();
+        state.ports.etcdPeer = await freePort();
+        const etcd = startComponent({
+          name: "etcd",
+          command: assets.bin.etcd,
+          args: etcdArgs(dir, state.ports),
+          logFile: state.logs.etcd,
+        });
+        await track(etcd, "etcd");
+        await waitUntilHealthy(etcd, () => etcdHealthy(state.ports.etcd), 30_000);
+      },
+      () => stopTracked(state, "etcd"),
+    );
+    await startWithFreePorts(
+      async () => {
+        state.ports.apiserver = await freePort();
+        state.server = `https://127.0.0.1:${state.ports.apiserver}`;
+        const api = startComponent({
+          name: "kube-apiserver",
+          command: assets.bin["kube-apiserver"],
+          args: apiserverArgs(dir, state.ports),
+          logFile: state.logs["kube-apiserver"],
+        });
+        await track(api, "kube-apiserver");
+        const ep: KubeEndpoint = { server: state.server, token: state.adminToken };
+        await waitUntilHealthy(api, async () => (await kubeRequest(ep, "GET", "/readyz")).status === 200, 90_000);
+      },
+      () => stopTracked(state, "kube-apiserver"),
+    );
 
     const caPem = await readFile(join(dir, "pki", "apiserver.crt"), "utf8");
     await writeFile(state.kubeconfigPath, kubeconfigYaml(name, state.server, caPem, state.adminToken), { mode: 0o600 });
@@ -336,13 +369,19 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       name: "kwok",
       command: assets.bin.kwok,
       args: [
-        "--kubeconfig", state.kubeconfigPath,
+        "--kubeconfig",
+        state.kubeconfigPath,
         "--manage-all-nodes=true",
-        "--config", join(dir, "kwok.yaml"),
-        "--server-address", `127.0.0.1:${state.ports.kwok}`,
-        "--cidr", network.cidr,
-        "--node-ip", "10.0.0.1",
-        "--node-lease-duration-seconds", "40",
+        "--config",
+        join(dir, "kwok.yaml"),
+        "--server-address",
+        `127.0.0.1:${state.ports.kwok}`,
+        "--cidr",
+        network.cidr,
+        "--node-ip",
+        "10.0.0.1",
+        "--node-lease-duration-seconds",
+        "40",
       ],
       logFile: state.logs.kwok,
     });
@@ -355,10 +394,14 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
         command: process.execPath,
         args: [
           ...nodeEntryArgs(import.meta.url, "./standin/main"),
-          "--kubeconfig", state.kubeconfigPath,
-          "--dir", dir,
-          "--pod-network-slot", String(network.slot),
-          "--krane-bin", fileURLToPath(new URL("../../bin/krane.js", import.meta.url)),
+          "--kubeconfig",
+          state.kubeconfigPath,
+          "--dir",
+          dir,
+          "--pod-network-slot",
+          String(network.slot),
+          "--krane-bin",
+          fileURLToPath(new URL("../../bin/krane.js", import.meta.url)),
         ],
         logFile: state.logs[STANDIN],
       });
@@ -421,39 +464,62 @@ function etcdArgs(dir: string, ports: ClusterState["ports"]): string[] {
   const client = `http://127.0.0.1:${ports.etcd}`;
   const peer = `http://127.0.0.1:${ports.etcdPeer}`;
   return [
-    "--name", "default",
-    "--data-dir", join(dir, "etcd"),
-    "--listen-client-urls", client,
-    "--advertise-client-urls", client,
-    "--listen-peer-urls", peer,
-    "--initial-advertise-peer-urls", peer,
-    "--initial-cluster", `default=${peer}`,
+    "--name",
+    "default",
+    "--data-dir",
+    join(dir, "etcd"),
+    "--listen-client-urls",
+    client,
+    "--advertise-client-urls",
+    client,
+    "--listen-peer-urls",
+    peer,
+    "--initial-advertise-peer-urls",
+    peer,
+    "--initial-cluster",
+    `default=${peer}`,
     "--unsafe-no-fsync",
-    "--watch-progress-notify-interval", "5s",
-    "--log-level", "warn",
+    "--watch-progress-notify-interval",
+    "5s",
+    "--log-level",
+    "warn",
   ];
 }
 
 function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
   const pki = join(dir, "pki");
   return [
-    "--etcd-servers", `http://127.0.0.1:${ports.etcd}`,
-    "--bind-address", "127.0.0.1",
-    "--advertise-address", "127.0.0.1",
-    "--secure-port", String(ports.apiserver),
-    "--cert-dir", pki,
+    "--etcd-servers",
+    `http://127.0.0.1:${ports.etcd}`,
+    "--bind-address",
+    "127.0.0.1",
+    "--advertise-address",
+    "127.0.0.1",
+    "--secure-port",
+    String(ports.apiserver),
+    "--cert-dir",
+    pki,
     // 127.0.0.1 is not a valid Service endpoint, so the kubernetes Service gets none.
-    "--endpoint-reconciler-type", "none",
-    "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-    "--service-account-key-file", join(pki, "sa.pub"),
-    "--service-account-signing-key-file", join(pki, "sa.key"),
-    "--token-auth-file", join(pki, "tokens.csv"),
-    "--authorization-mode", "RBAC",
-    "--service-cluster-ip-range", "10.96.0.0/16",
+    "--endpoint-reconciler-type",
+    "none",
+    "--service-account-issuer",
+    "https://kubernetes.default.svc.cluster.local",
+    "--service-account-key-file",
+    join(pki, "sa.pub"),
+    "--service-account-signing-key-file",
+    join(pki, "sa.key"),
+    "--token-auth-file",
+    join(pki, "tokens.csv"),
+    "--authorization-mode",
+    "RBAC",
+    "--service-cluster-ip-range",
+    "10.96.0.0/16",
     "--allow-privileged=true",
     "--profiling=false",
-    "--max-requests-inflight", "800",
-    "--max-mutating-requests-inflight", "400",
+    "--max-requests-inflight",
+    "800",
+    "--max-mutating-requests-inflight",
+    "400",
     "-v=1",
   ];
 }
@@ -461,7 +527,8 @@ function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
 function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
   const pki = join(dir, "pki");
   return [
-    "--kubeconfig", kubeconfig,
+    "--kubeconfig",
+    kubeconfig,
     "--leader-elect=false",
     "--secure-port=0",
     "--controllers",
@@ -480,13 +547,20 @@ function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
       "job-controller",
       "cronjob-controller",
     ].join(","),
-    "--service-account-private-key-file", join(pki, "sa.key"),
-    "--root-ca-file", join(pki, "apiserver.crt"),
-    "--kube-api-qps", "300",
-    "--kube-api-burst", "600",
-    "--concurrent-replicaset-syncs", "10",
-    "--concurrent-deployment-syncs", "10",
-    "--concurrent-gc-syncs", "20",
+    "--service-account-private-key-file",
+    join(pki, "sa.key"),
+    "--root-ca-file",
+    join(pki, "apiserver.crt"),
+    "--kube-api-qps",
+    "300",
+    "--kube-api-burst",
+    "600",
+    "--concurrent-replicaset-syncs",
+    "10",
+    "--concurrent-deployment-syncs",
+    "10",
+    "--concurrent-gc-syncs",
+    "20",
     "-v=1",
   ];
 }
@@ -512,7 +586,10 @@ async function installApis(ep: KubeEndpoint, assets: KubeAssets): Promise<void> 
   const deadline = Date.now() + 60_000;
   for (const crd of crds) {
     for (;;) {
-      const obj = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(ep, `${crdPath}/${crd.metadata.name}`);
+      const obj = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        ep,
+        `${crdPath}/${crd.metadata.name}`,
+      );
       if (obj.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
       if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} was not established within 60s`);
       await sleep(100);
@@ -540,14 +617,19 @@ async function waitForNodesReady(ep: KubeEndpoint, names: string[], components: 
   const deadline = Date.now() + 60_000;
   for (;;) {
     for (const c of components) {
-      if (c.hasExited()) throw new ComponentStartError(c.name, `exited during start (${await c.exited})`, logTail(c.logFile));
+      if (c.hasExited())
+        throw new ComponentStartError(c.name, `exited during start (${await c.exited})`, logTail(c.logFile));
     }
     const list = await getJson<NodeList>(ep, "/api/v1/nodes");
     const ready = new Set(list.items.filter(schedulable).map((n) => n.metadata.name));
     if (names.every((n) => ready.has(n))) return;
     if (Date.now() > deadline) {
       const kwok = components.find((c) => c.name === "kwok");
-      throw new ComponentStartError("kwok", `did not make the nodes Ready within 60s (${ready.size}/${names.length})`, kwok ? logTail(kwok.logFile) : "");
+      throw new ComponentStartError(
+        "kwok",
+        `did not make the nodes Ready within 60s (${ready.size}/${names.length})`,
+        kwok ? logTail(kwok.logFile) : "",
+      );
     }
     await sleep(100);
   }
@@ -580,7 +662,10 @@ export async function getClusterStatus(c: LocalCluster): Promise<ClusterStatus> 
   try {
     const ep = c.endpoint();
     apiReady = (await kubeRequest(ep, "GET", "/readyz")).status === 200;
-    const nodes = await getJson<NodeList & { items: { metadata: { labels?: Record<string, string> } }[] }>(ep, "/api/v1/nodes");
+    const nodes = await getJson<NodeList & { items: { metadata: { labels?: Record<string, string> } }[] }>(
+      ep,
+      "/api/v1/nodes",
+    );
     for (const n of nodes.items) {
       if (!n.status?.conditions?.some((cond) => cond.type === "Ready" && cond.status === "True")) continue;
       nodesReady++;

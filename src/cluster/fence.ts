@@ -51,9 +51,19 @@ export async function installFence(ep: KubeEndpoint, timeoutMs = 30_000): Promis
   const probe = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "krane-fence-probe", namespace: "default" } };
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const res = await kubeRequest(ep, "POST", "/api/v1/namespaces/default/configmaps?dryRun=All", probe, "application/json", AS_UNRESTRICTED_AGENT);
+    const res = await kubeRequest(
+      ep,
+      "POST",
+      "/api/v1/namespaces/default/configmaps?dryRun=All",
+      probe,
+      "application/json",
+      AS_UNRESTRICTED_AGENT,
+    );
     if (res.status === 403 && res.body.includes("krane-agent-fence")) return;
-    if (Date.now() > deadline) throw new Error(`the agent's fence was not enforced within ${timeoutMs / 1000}s (probe answered HTTP ${res.status}: ${res.body.slice(0, 300)})`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `the agent's fence was not enforced within ${timeoutMs / 1000}s (probe answered HTTP ${res.status}: ${res.body.slice(0, 300)})`,
+      );
     await sleep(100);
   }
 }

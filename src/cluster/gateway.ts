@@ -48,7 +48,9 @@ function gatewayObject(name: string, port: number): unknown {
           name: "http",
           port,
           protocol: "HTTP",
-          allowedRoutes: { namespaces: { from: "Selector", selector: { matchLabels: { [LABEL_MANAGED_BY]: MANAGED_BY } } } },
+          allowedRoutes: {
+            namespaces: { from: "Selector", selector: { matchLabels: { [LABEL_MANAGED_BY]: MANAGED_BY } } },
+          },
         },
       ],
     },
@@ -78,7 +80,10 @@ async function installCrds(ep: KubeEndpoint, files: readonly string[]): Promise<
 }
 
 async function programmed(ep: KubeEndpoint, name: string): Promise<boolean> {
-  const gw = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(ep, `/apis/gateway.networking.k8s.io/v1/namespaces/${GATEWAY_NAMESPACE}/gateways/${name}`);
+  const gw = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(
+    ep,
+    `/apis/gateway.networking.k8s.io/v1/namespaces/${GATEWAY_NAMESPACE}/gateways/${name}`,
+  );
   return gw.status?.conditions?.some((c) => c.type === "Programmed" && c.status === "True") ?? false;
 }
 
@@ -90,8 +95,15 @@ function portTaken(err: unknown): boolean {
 /** Creates or updates a Gateway (a retry moves its listener to a fresh port). */
 async function putGateway(ep: KubeEndpoint, name: string, port: number): Promise<void> {
   const path = `/apis/gateway.networking.k8s.io/v1/namespaces/${GATEWAY_NAMESPACE}/gateways/${name}`;
-  const res = await kubeRequest(ep, "PATCH", `${path}?fieldManager=krane-local&force=true`, gatewayObject(name, port), "application/apply-patch+yaml");
-  if (res.status !== 200 && res.status !== 201) throw new Error(`apply Gateway ${name}: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
+  const res = await kubeRequest(
+    ep,
+    "PATCH",
+    `${path}?fieldManager=krane-local&force=true`,
+    gatewayObject(name, port),
+    "application/apply-patch+yaml",
+  );
+  if (res.status !== 200 && res.status !== 201)
+    throw new Error(`apply Gateway ${name}: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
 }
 
 /**
@@ -99,10 +111,17 @@ async function putGateway(ep: KubeEndpoint, name: string, port: number): Promise
  * free and bound a moment later, so another process on this machine can take one first: the
  * attempt then starts again on fresh ports (three attempts, as cluster.ts does for its own).
  */
-export async function startGateways(s: GatewayStart, track: (c: RunningComponent) => Promise<void>): Promise<LocalGateways> {
+export async function startGateways(
+  s: GatewayStart,
+  track: (c: RunningComponent) => Promise<void>,
+): Promise<LocalGateways> {
   const traefik = await ensureTraefik(s.log);
   await installCrds(s.endpoint, traefik.crds);
-  await createIfMissing(s.endpoint, "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: GATEWAY_NAMESPACE } });
+  await createIfMissing(s.endpoint, "/api/v1/namespaces", {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: GATEWAY_NAMESPACE },
+  });
   await createIfMissing(s.endpoint, "/apis/gateway.networking.k8s.io/v1/gatewayclasses", {
     apiVersion: "gateway.networking.k8s.io/v1",
     kind: "GatewayClass",
@@ -118,7 +137,13 @@ export async function startGateways(s: GatewayStart, track: (c: RunningComponent
       const proxy = startComponent({
         name: "pod-proxy",
         command: process.execPath,
-        args: [...nodeEntryArgs(import.meta.url, "./gateway/pod-proxy"), "--listen", `127.0.0.1:${proxyPort}`, "--map", podAddressMap(s.network)],
+        args: [
+          ...nodeEntryArgs(import.meta.url, "./gateway/pod-proxy"),
+          "--listen",
+          `127.0.0.1:${proxyPort}`,
+          "--map",
+          podAddressMap(s.network),
+        ],
         logFile: proxyLog,
       });
       await track(proxy);
@@ -146,12 +171,22 @@ export async function startGateways(s: GatewayStart, track: (c: RunningComponent
         "--log.level=INFO",
       ],
       // Only what Traefik needs: the admin kubeconfig and the pod proxy for its upstreams.
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", KUBECONFIG: s.kubeconfigPath, HTTP_PROXY: `socks5://127.0.0.1:${proxyPort}`, http_proxy: `socks5://127.0.0.1:${proxyPort}` },
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "",
+        KUBECONFIG: s.kubeconfigPath,
+        HTTP_PROXY: `socks5://127.0.0.1:${proxyPort}`,
+        http_proxy: `socks5://127.0.0.1:${proxyPort}`,
+      },
       logFile: join(s.dir, "logs", "traefik.log"),
     });
     await track(gw);
     try {
-      await waitUntilHealthy(gw, async () => (await programmed(s.endpoint, "public")) && (await programmed(s.endpoint, "internal")), 120_000);
+      await waitUntilHealthy(
+        gw,
+        async () => (await programmed(s.endpoint, "public")) && (await programmed(s.endpoint, "internal")),
+        120_000,
+      );
       return {
         public: { ref: `${GATEWAY_NAMESPACE}/public`, port: publicPort },
         organization: { ref: `${GATEWAY_NAMESPACE}/internal`, port: internalPort },

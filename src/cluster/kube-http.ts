@@ -33,7 +33,9 @@ export function kubeRequest(
           authorization: `Bearer ${ep.token}`,
           accept: "application/json",
           ...extraHeaders,
-          ...(payload !== undefined ? { "content-type": contentType, "content-length": Buffer.byteLength(payload) } : {}),
+          ...(payload !== undefined
+            ? { "content-type": contentType, "content-length": Buffer.byteLength(payload) }
+            : {}),
         },
         ...(ep.ca ? { ca: ep.ca } : { rejectUnauthorized: false }),
         timeout: 10_000,

@@ -28,7 +28,8 @@ export const FIRST_SLOT = 128;
 export const LAST_SLOT = 239;
 
 export function podNetworkForSlot(slot: number): PodNetwork {
-  if (!Number.isInteger(slot) || slot < FIRST_SLOT || slot > LAST_SLOT) throw new Error(`pod network slot ${slot} is outside ${FIRST_SLOT}–${LAST_SLOT}`);
+  if (!Number.isInteger(slot) || slot < FIRST_SLOT || slot > LAST_SLOT)
+    throw new Error(`pod network slot ${slot} is outside ${FIRST_SLOT}–${LAST_SLOT}`);
   return { slot, cidr: `10.${slot}.0.0/16`, localCidr: `127.${slot}.0.0/16` };
 }
 
@@ -89,7 +90,10 @@ export async function tryClaimSlot(slot: number, clusterDir: string): Promise<bo
   }
   const owner = await readFile(file, "utf8").catch(() => "");
   if (owner === clusterDir) return true;
-  const age = await stat(file).then((s) => Date.now() - s.mtimeMs, () => 0);
+  const age = await stat(file).then(
+    (s) => Date.now() - s.mtimeMs,
+    () => 0,
+  );
   if (owner === "" || existsSync(owner) || age <= 60_000) return false;
   // Stale: take it over, unless somebody else does at the same moment.
   await rm(file, { force: true });

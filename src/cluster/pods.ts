@@ -71,7 +71,7 @@ function unreadyStage(images: string[]): string {
           "    running:",
           "      startedAt: {{ $now | Quote }}",
           "{{ end }}",
-          "{{ $ips := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid \"\" ) ( or .metadata.name \"\" ) ( or .metadata.namespace \"\" ) }}",
+          '{{ $ips := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}',
           "{{ with $ips }}",
           "podIP: {{ index . 0 | Quote }}",
           "podIPs:",
@@ -108,7 +108,10 @@ export function kwokStagesConfig(kwokDocs: string[], pods: PodBehaviour = {}, ex
           ];
         }
         if (pods.readyDelayMs) {
-          stage.spec.delay = { durationMilliseconds: pods.readyDelayMs, jitterDurationMilliseconds: pods.readyDelayMs + (pods.readyJitterMs ?? 0) };
+          stage.spec.delay = {
+            durationMilliseconds: pods.readyDelayMs,
+            jitterDurationMilliseconds: pods.readyDelayMs + (pods.readyJitterMs ?? 0),
+          };
         }
       }
       out.push(stringify(stage));

@@ -89,7 +89,11 @@ export async function waitUntilHealthy(
     await sleep(delay);
     delay = Math.min(delay * 2, 500);
   }
-  throw new ComponentStartError(component.name, `was not healthy after ${timeoutMs / 1000}s`, logTail(component.logFile));
+  throw new ComponentStartError(
+    component.name,
+    `was not healthy after ${timeoutMs / 1000}s`,
+    logTail(component.logFile),
+  );
 }
 
 /** True while the process exists and is not a zombie (an exited child nobody reaped yet). */

@@ -53,7 +53,16 @@ export class Progress {
     const stepStarted = this.#now();
     this.opts.log(this.startLine(index, what));
     const every = this.opts.heartbeatMs ?? 30_000;
-    const timer = every > 0 ? setInterval(() => this.opts.log(`[${index}/${this.total}] … still ${what} (${formatDuration(this.#now() - stepStarted)} on this step, ${this.elapsed()} elapsed)`), every) : undefined;
+    const timer =
+      every > 0
+        ? setInterval(
+            () =>
+              this.opts.log(
+                `[${index}/${this.total}] … still ${what} (${formatDuration(this.#now() - stepStarted)} on this step, ${this.elapsed()} elapsed)`,
+              ),
+            every,
+          )
+        : undefined;
     timer?.unref();
     try {
       return await run();

@@ -47,8 +47,13 @@ const HEADROOM = 1.25;
  * (with 25 % headroom, never less than the default), and more nodes per zone are added only when
  * one node's pod CIDR could not address its share. Throws when the pods do not fit one /16.
  */
-export function planForPods(pods: number, request: { cpuMillicores: number; memoryMib: number }, base: NodePlan = DEFAULT_NODE_PLAN): NodePlan {
-  if (!Number.isInteger(pods) || pods < 0) throw new Error(`planForPods: pods must be a non-negative integer, got ${pods}`);
+export function planForPods(
+  pods: number,
+  request: { cpuMillicores: number; memoryMib: number },
+  base: NodePlan = DEFAULT_NODE_PLAN,
+): NodePlan {
+  if (!Number.isInteger(pods) || pods < 0)
+    throw new Error(`planForPods: pods must be a non-negative integer, got ${pods}`);
   const def = base.capacity?.untrusted ?? DEFAULT_NODE_CAPACITY;
   for (let perZone = Math.max(1, base.untrusted); ; perZone++) {
     const plan: NodePlan = { ...base, untrusted: perZone };
@@ -96,7 +101,12 @@ export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN, podCidrs?: reado
       for (let i = 1; i <= plan[pool]; i++) {
         const name = `${pool}-${zone.replace("zone-", "")}-${i}`;
         const cap = plan.capacity?.[pool] ?? DEFAULT_NODE_CAPACITY;
-        const resources = { cpu: String(cap.cpu), memory: `${cap.memoryGi}Gi`, pods: String(cap.pods), "ephemeral-storage": "500Gi" };
+        const resources = {
+          cpu: String(cap.cpu),
+          memory: `${cap.memoryGi}Gi`,
+          pods: String(cap.pods),
+          "ephemeral-storage": "500Gi",
+        };
         nodes.push({
           apiVersion: "v1",
           kind: "Node",
@@ -116,13 +126,22 @@ export function renderNodes(plan: NodePlan = DEFAULT_NODE_PLAN, podCidrs?: reado
             annotations: { "kwok.x-k8s.io/node": "fake" },
           },
           spec: {
-            ...(pool === "general" ? {} : { taints: [{ key: NODE_CLASS_LABEL, value: pool, effect: "NoSchedule" as const }] }),
-            ...(podCidrs?.[nodes.length] ? { podCIDR: podCidrs[nodes.length], podCIDRs: [podCidrs[nodes.length] as string] } : {}),
+            ...(pool === "general"
+              ? {}
+              : { taints: [{ key: NODE_CLASS_LABEL, value: pool, effect: "NoSchedule" as const }] }),
+            ...(podCidrs?.[nodes.length]
+              ? { podCIDR: podCidrs[nodes.length], podCIDRs: [podCidrs[nodes.length] as string] }
+              : {}),
           },
           status: {
             capacity: resources,
             allocatable: resources,
-            nodeInfo: { architecture: "amd64", operatingSystem: "linux", kubeletVersion: "fake", containerRuntimeVersion: "kwok" },
+            nodeInfo: {
+              architecture: "amd64",
+              operatingSystem: "linux",
+              kubeletVersion: "fake",
+              containerRuntimeVersion: "kwok",
+            },
           },
         });
       }
@@ -217,7 +236,10 @@ const ruleSchema = {
     egressDeny: { type: "array", items: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
     labels: {
       type: "array",
-      items: { type: "object", properties: { key: { type: "string" }, value: { type: "string" }, source: { type: "string" } } },
+      items: {
+        type: "object",
+        properties: { key: { type: "string" }, value: { type: "string" }, source: { type: "string" } },
+      },
     },
   },
 };

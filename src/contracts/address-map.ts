@@ -51,10 +51,12 @@ export function cidrContains(c: Cidr, ip: string): boolean {
 /** Parses "FROM=TO" (two CIDRs of the same size). */
 export function parseAddressMapping(text: string): AddressMapping {
   const [a, b, ...rest] = text.split("=");
-  if (a === undefined || b === undefined || rest.length > 0) throw new Error(`pod address map "${text}": expected FROM_CIDR=TO_CIDR`);
+  if (a === undefined || b === undefined || rest.length > 0)
+    throw new Error(`pod address map "${text}": expected FROM_CIDR=TO_CIDR`);
   const from = parseCidr(a);
   const to = parseCidr(b);
-  if (from.prefix !== to.prefix) throw new Error(`pod address map "${text}": both CIDRs must have the same prefix length`);
+  if (from.prefix !== to.prefix)
+    throw new Error(`pod address map "${text}": both CIDRs must have the same prefix length`);
   return { from, to };
 }
 

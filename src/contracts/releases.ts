@@ -56,11 +56,19 @@ export function kindName(k: AllowedKind): string {
 /** Parses "ConfigMap,batch/Job,policy/PodDisruptionBudget". */
 export function parseAllowedKinds(text: string): AllowedKind[] {
   const out: AllowedKind[] = [];
-  for (const part of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const i = part.lastIndexOf("/");
     const k = i < 0 ? { group: "", kind: part } : { group: part.slice(0, i), kind: part.slice(i + 1) };
-    if (!/^[A-Z][A-Za-z0-9]*$/.test(k.kind) || !/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$/.test(k.group)) {
-      throw new Error(`release allowed kinds: "${part}" is not group/Kind (e.g. batch/Job, or ConfigMap for the core group)`);
+    if (
+      !/^[A-Z][A-Za-z0-9]*$/.test(k.kind) ||
+      !/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$/.test(k.group)
+    ) {
+      throw new Error(
+        `release allowed kinds: "${part}" is not group/Kind (e.g. batch/Job, or ConfigMap for the core group)`,
+      );
     }
     out.push(k);
   }

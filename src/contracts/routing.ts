@@ -20,7 +20,14 @@
 //    in Kubernetes). Terminating pods are left out of the slice, not marked.
 // The API server refuses loopback addresses in EndpointSlices, which is why the local cluster
 // gives pods addresses outside 127.0.0.0/8 (src/cluster/pod-network.ts).
-import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "./labels.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_REGION,
+  MANAGED_BY,
+} from "./labels.js";
 
 /** LABEL_COMPONENT of routing-table objects (EndpointSlices and policy ConfigMaps). */
 export const ROUTING_COMPONENT = COMPONENT.routing;
@@ -140,7 +147,8 @@ export function jwksUrlProblem(url: string): string | undefined {
   if (u.hash !== "") return "must not have a fragment";
   if (u.protocol === "https:") return undefined;
   const host = u.hostname.replace(/^\[|\]$/g, "");
-  if (u.protocol === "http:" && (host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host))) return undefined;
+  if (u.protocol === "http:" && (host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)))
+    return undefined;
   return "must be https:// (http:// only on a loopback host)";
 }
 
@@ -171,7 +179,12 @@ export function parseEdgeAuth(v: unknown): EdgeAuthPolicy {
     const p = `auth.rules[${i}]`;
     if (typeof r !== "object" || r === null) fail(p, "is not an object");
     const rr = r as Record<string, unknown>;
-    const hosts = strings(`${p}.hosts`, rr.hosts, (h) => /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(h) && h.length <= 253, "a lowercase hostname");
+    const hosts = strings(
+      `${p}.hosts`,
+      rr.hosts,
+      (h) => /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(h) && h.length <= 253,
+      "a lowercase hostname",
+    );
     for (const h of hosts) {
       if (seen.has(h)) fail(`${p}.hosts`, `repeats ${h}`);
       seen.add(h);
@@ -184,16 +197,26 @@ export function parseEdgeAuth(v: unknown): EdgeAuthPolicy {
       const problem = jwksUrlProblem(j.jwksUrl);
       if (problem) fail(`${p}.jwt.jwksUrl`, problem);
       if (typeof j.issuer !== "string") fail(`${p}.jwt.issuer`, "must be a string");
-      jwt = { jwksUrl: j.jwksUrl, issuer: j.issuer, audiences: strings(`${p}.jwt.audiences`, j.audiences, (a) => a !== "" && a.length <= 512, "a non-empty string") };
+      jwt = {
+        jwksUrl: j.jwksUrl,
+        issuer: j.issuer,
+        audiences: strings(`${p}.jwt.audiences`, j.audiences, (a) => a !== "" && a.length <= 512, "a non-empty string"),
+      };
     }
     if (!Array.isArray(rr.operations)) fail(`${p}.operations`, "must be a list");
     const operations = rr.operations.map((op: unknown, k): AuthOperationSpec => {
       const q = `${p}.operations[${k}]`;
       if (typeof op !== "object" || op === null) fail(q, "is not an object");
       const oo = op as Record<string, unknown>;
-      if (typeof oo.method !== "string" || !(AUTH_METHODS as readonly string[]).includes(oo.method)) fail(`${q}.method`, `must be one of ${AUTH_METHODS.join(", ")}`);
-      if (typeof oo.path !== "string" || !PATH_TEMPLATE_RE.test(oo.path)) fail(`${q}.path`, "must be a path template such as /books/{id}");
-      return { method: oo.method, path: oo.path, scopes: strings(`${q}.scopes`, oo.scopes, (s) => SCOPE_RE.test(s), "a scope token") };
+      if (typeof oo.method !== "string" || !(AUTH_METHODS as readonly string[]).includes(oo.method))
+        fail(`${q}.method`, `must be one of ${AUTH_METHODS.join(", ")}`);
+      if (typeof oo.path !== "string" || !PATH_TEMPLATE_RE.test(oo.path))
+        fail(`${q}.path`, "must be a path template such as /books/{id}");
+      return {
+        method: oo.method,
+        path: oo.path,
+        scopes: strings(`${q}.scopes`, oo.scopes, (s) => SCOPE_RE.test(s), "a scope token"),
+      };
     });
     if (operations.length > 0 && jwt === null) fail(`${p}.operations`, "need jwt");
     return { hosts, jwt, operations, defaultAction: action(`${p}.defaultAction`, rr.defaultAction) };
@@ -217,16 +240,20 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("routing policy: not an object");
   const o = v as Record<string, unknown>;
   const version = o.version;
-  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0) throw new Error("routing policy: version must be a non-negative integer");
-  if (typeof o.environmentId !== "string" || o.environmentId === "") throw new Error("routing policy: environmentId is required");
-  if (o.mode !== "instances" && o.mode !== "weighted") throw new Error('routing policy: mode must be "instances" or "weighted"');
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0)
+    throw new Error("routing policy: version must be a non-negative integer");
+  if (typeof o.environmentId !== "string" || o.environmentId === "")
+    throw new Error("routing policy: environmentId is required");
+  if (o.mode !== "instances" && o.mode !== "weighted")
+    throw new Error('routing policy: mode must be "instances" or "weighted"');
   if (!Array.isArray(o.revisions)) throw new Error("routing policy: revisions must be a list");
   const revisions: RevisionWeight[] = [];
   const seen = new Set<string>();
   o.revisions.forEach((r: unknown, i) => {
     if (typeof r !== "object" || r === null) throw new Error(`routing policy: revisions[${i}] is not an object`);
     const { deploymentId, weight } = r as Record<string, unknown>;
-    if (typeof deploymentId !== "string" || deploymentId === "") throw new Error(`routing policy: revisions[${i}].deploymentId is required`);
+    if (typeof deploymentId !== "string" || deploymentId === "")
+      throw new Error(`routing policy: revisions[${i}].deploymentId is required`);
     if (seen.has(deploymentId)) throw new Error(`routing policy: revisions[${i}].deploymentId is repeated`);
     seen.add(deploymentId);
     if (typeof weight !== "number" || !Number.isInteger(weight) || weight < 0 || weight > 100) {
@@ -239,9 +266,17 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     if (sum !== 100) throw new Error(`routing policy: weights add up to ${sum}, not 100`);
   }
   const auth = o.auth === undefined || o.auth === null ? undefined : parseEdgeAuth(o.auth);
-  if (o.preview !== undefined && o.preview !== null && (typeof o.preview !== "string" || o.preview === "")) throw new Error("routing policy: preview must be a deployment id");
+  if (o.preview !== undefined && o.preview !== null && (typeof o.preview !== "string" || o.preview === ""))
+    throw new Error("routing policy: preview must be a deployment id");
   const preview = typeof o.preview === "string" ? o.preview : undefined;
-  return { version, environmentId: o.environmentId, mode: o.mode, revisions, ...(auth ? { auth } : {}), ...(preview !== undefined ? { preview } : {}) };
+  return {
+    version,
+    environmentId: o.environmentId,
+    mode: o.mode,
+    revisions,
+    ...(auth ? { auth } : {}),
+    ...(preview !== undefined ? { preview } : {}),
+  };
 }
 
 export function formatRoutingPolicy(p: RoutingPolicy): string {

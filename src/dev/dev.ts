@@ -110,11 +110,22 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     });
     await agent.start();
     cleanups.push(() => agent.stop());
-    opts.say(`agent for region "${EXAMPLE.region}" running as ServiceAccount krane-system/krane-agent; ops on ${agent.opsUrl ?? "-"}`);
+    opts.say(
+      `agent for region "${EXAMPLE.region}" running as ServiceAccount krane-system/krane-agent; ops on ${agent.opsUrl ?? "-"}`,
+    );
 
     await createExample(api);
-    opts.say(`deployed ${EXAMPLE.image} to ${EXAMPLE.project}/${EXAMPLE.environment} (${EXAMPLE.replicas} replicas in "${EXAMPLE.region}")`);
-    return { ctrlUrl: ctrl.url, userToken, kubeconfigPath: cluster?.kubeconfigPath ?? opts.kubeconfig, api, cluster, stop };
+    opts.say(
+      `deployed ${EXAMPLE.image} to ${EXAMPLE.project}/${EXAMPLE.environment} (${EXAMPLE.replicas} replicas in "${EXAMPLE.region}")`,
+    );
+    return {
+      ctrlUrl: ctrl.url,
+      userToken,
+      kubeconfigPath: cluster?.kubeconfigPath ?? opts.kubeconfig,
+      api,
+      cluster,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;
@@ -142,7 +153,14 @@ async function createExample(api: ApiClients): Promise<void> {
     cpuMillicores: 500n,
     memoryMib: 512n,
     env: [{ name: "GREETING", value: "hello from krane" }],
-    healthCheck: { method: "GET", path: "/healthz", intervalSeconds: 10, timeoutSeconds: 2, failureThreshold: 3, initialDelaySeconds: 1 },
+    healthCheck: {
+      method: "GET",
+      path: "/healthz",
+      intervalSeconds: 10,
+      timeoutSeconds: 2,
+      failureThreshold: 3,
+      initialDelaySeconds: 1,
+    },
   });
 }
 
@@ -155,7 +173,10 @@ export async function exampleEntry(session: DevSession): Promise<string | undefi
   if (!cluster) return undefined;
   const kube = new KubeClient(cluster.kubeConfig(), { fieldManager: "krane-dev" });
   try {
-    const pods = await kube.list(resources.pods, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel}` });
+    const pods = await kube.list(resources.pods, {
+      namespace: SENTINEL_NAMESPACE,
+      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel}`,
+    });
     for (const pod of pods.items) {
       const ip = isRecord(pod.status) && typeof pod.status.podIP === "string" ? pod.status.podIP : "";
       if (ip !== "" && !pod.metadata.deletionTimestamp) return `http://${cluster.localAddress(ip)}:${SENTINEL_PORT}/`;
@@ -167,7 +188,11 @@ export async function exampleEntry(session: DevSession): Promise<string | undefi
 }
 
 export async function exampleStatus(api: ApiClients): Promise<GetEnvironmentStatusResponse> {
-  return api.status.getEnvironmentStatus({ workspace: EXAMPLE.workspace, project: EXAMPLE.project, environment: EXAMPLE.environment });
+  return api.status.getEnvironmentStatus({
+    workspace: EXAMPLE.workspace,
+    project: EXAMPLE.project,
+    environment: EXAMPLE.environment,
+  });
 }
 
 /**
@@ -179,9 +204,14 @@ export function exampleConverged(s: GetEnvironmentStatusResponse, served = false
   const newest = s.deployments[0];
   if (!newest || newest.regions.length === 0) return false;
   const running = newest.regions.every(
-    (r) => r.instances.filter((i) => i.status === InstanceStatus.RUNNING).length >= r.desiredReplicas && r.desiredReplicas > 0,
+    (r) =>
+      r.instances.filter((i) => i.status === InstanceStatus.RUNNING).length >= r.desiredReplicas &&
+      r.desiredReplicas > 0,
   );
-  const sentinels = s.sentinels.length > 0 && s.sentinels.every((x) => x.availableReplicas >= x.desiredReplicas && x.desiredReplicas > 0);
-  const routed = !served || s.sentinels.every((x) => x.routingVersion > 0n && x.servedRoutingVersion === x.routingVersion);
+  const sentinels =
+    s.sentinels.length > 0 &&
+    s.sentinels.every((x) => x.availableReplicas >= x.desiredReplicas && x.desiredReplicas > 0);
+  const routed =
+    !served || s.sentinels.every((x) => x.routingVersion > 0n && x.servedRoutingVersion === x.routingVersion);
   return running && sentinels && routed;
 }

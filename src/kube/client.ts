@@ -112,7 +112,12 @@ export class KubeClient {
     this.#watchAgent?.destroy();
   }
 
-  async get(r: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+  async get(
+    r: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<KubeObject | undefined> {
     try {
       const body = await this.#request("get", r, "GET", resourcePath(r, namespace, name), { signal });
       return isKubeObject(body) ? body : undefined;
@@ -166,7 +171,11 @@ export class KubeClient {
   }
 
   /** Server-side apply with krane's field manager (or `fieldManager`); `force` takes over fields others set. */
-  async apply(r: ResourceType, obj: KubeObject, opts: { force?: boolean; signal?: AbortSignal; fieldManager?: string } = {}): Promise<KubeObject> {
+  async apply(
+    r: ResourceType,
+    obj: KubeObject,
+    opts: { force?: boolean; signal?: AbortSignal; fieldManager?: string } = {},
+  ): Promise<KubeObject> {
     this.#guard();
     const name = obj.metadata.name;
     if (!name) throw new Error("apply: object has no name");
@@ -198,7 +207,12 @@ export class KubeClient {
   }
 
   /** Deletes with background propagation; a missing object counts as deleted. */
-  async delete(r: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<"deleted" | "not-found"> {
+  async delete(
+    r: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<"deleted" | "not-found"> {
     this.#guard();
     try {
       await this.#request("delete", r, "DELETE", resourcePath(r, namespace, name), {
@@ -217,7 +231,12 @@ export class KubeClient {
    * Deletes every object of a collection in one namespace that matches a label selector
    * (background propagation); for kinds the caller may delete but not list (Secrets).
    */
-  async deleteCollection(r: ResourceType, namespace: string, labelSelector: string, signal?: AbortSignal): Promise<void> {
+  async deleteCollection(
+    r: ResourceType,
+    namespace: string,
+    labelSelector: string,
+    signal?: AbortSignal,
+  ): Promise<void> {
     this.#guard();
     await this.#request("delete", r, "DELETE", resourcePath(r, namespace), {
       query: { labelSelector },
@@ -230,7 +249,16 @@ export class KubeClient {
   /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
   async raw(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
     const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: false };
-    const verb: KubeVerb = method === "GET" ? "get" : method === "DELETE" ? "delete" : method === "PATCH" ? "apply" : method === "PUT" ? "update" : "create";
+    const verb: KubeVerb =
+      method === "GET"
+        ? "get"
+        : method === "DELETE"
+          ? "delete"
+          : method === "PATCH"
+            ? "apply"
+            : method === "PUT"
+              ? "update"
+              : "create";
     return await this.#request(verb, r, method, path, { body, contentType: "application/json", signal });
   }
 
@@ -289,7 +317,13 @@ export class KubeClient {
     });
   }
 
-  async #request(verb: KubeVerb, r: ResourceType, method: string, path: string, opts: RequestOptions): Promise<unknown> {
+  async #request(
+    verb: KubeVerb,
+    r: ResourceType,
+    method: string,
+    path: string,
+    opts: RequestOptions,
+  ): Promise<unknown> {
     await this.#limiter.take();
     let res: http.IncomingMessage;
     try {
@@ -334,15 +368,21 @@ export class KubeClient {
       headers["content-length"] = String(Buffer.byteLength(body));
     }
     const isHttps = url.protocol === "https:";
-    const agent = streaming ? this.#getWatchAgent(tls.agentOptions, isHttps) : this.#getAgent(tls.agentOptions, isHttps);
+    const agent = streaming
+      ? this.#getWatchAgent(tls.agentOptions, isHttps)
+      : this.#getAgent(tls.agentOptions, isHttps);
     const timeoutMs = streaming ? 0 : (this.#opts.requestTimeoutMs ?? 30_000);
     const once = (): Promise<http.IncomingMessage> =>
       new Promise<http.IncomingMessage>((resolve, reject) => {
         const req = (isHttps ? https : http).request(url, { method, headers, agent, signal: opts.signal }, resolve);
         if (timeoutMs > 0) {
-          req.setTimeout(timeoutMs, () => req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)));
+          req.setTimeout(timeoutMs, () =>
+            req.destroy(new Error(`kubernetes ${method} ${url.pathname} timed out after ${timeoutMs} ms`)),
+          );
         }
-        req.on("error", (err: NodeJS.ErrnoException) => reject(req.reusedSocket && err.code === "ECONNRESET" ? new StaleSocketError(err) : err));
+        req.on("error", (err: NodeJS.ErrnoException) =>
+          reject(req.reusedSocket && err.code === "ECONNRESET" ? new StaleSocketError(err) : err),
+        );
         if (streaming) req.once("socket", guardSocket);
         if (body !== undefined) req.write(body);
         req.end();
@@ -395,7 +435,9 @@ export class KubeClient {
   }
 
   #getAgent(o: https.AgentOptions, isHttps: boolean): http.Agent {
-    this.#agent ??= isHttps ? new https.Agent({ ...o, keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
+    this.#agent ??= isHttps
+      ? new https.Agent({ ...o, keepAlive: true, maxSockets: 64 })
+      : new http.Agent({ keepAlive: true, maxSockets: 64 });
     return this.#agent;
   }
 

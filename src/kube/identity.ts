@@ -11,7 +11,11 @@ import { isKubeObject, isRecord } from "./object.js";
 import type { ResourceType } from "./resources.js";
 
 /** Applies every object of the manifest at `path`; a kind outside `allowed` is refused, naming the file. */
-export async function applyManifestFile(admin: KubeConfig, path: string, allowed: readonly ResourceType[]): Promise<void> {
+export async function applyManifestFile(
+  admin: KubeConfig,
+  path: string,
+  allowed: readonly ResourceType[],
+): Promise<void> {
   const kinds = new Map(allowed.map((r) => [r.kind, r]));
   const kube = new KubeClient(admin, { fieldManager: "krane-install" });
   try {

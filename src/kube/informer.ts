@@ -187,7 +187,12 @@ export class Informer {
     }
   }
 
-  async #watchOnce(signal: AbortSignal, timeoutSeconds: number, watchdogMs: number, onFirst: () => void): Promise<void> {
+  async #watchOnce(
+    signal: AbortSignal,
+    timeoutSeconds: number,
+    watchdogMs: number,
+    onFirst: () => void,
+  ): Promise<void> {
     const ac = new AbortController();
     const stop = (): void => ac.abort();
     signal.addEventListener("abort", stop, { once: true });

@@ -89,12 +89,16 @@ export class KubeAccess implements KubeConfigSource {
   static inCluster(dir: string = SERVICE_ACCOUNT_DIR, env: NodeJS.ProcessEnv = process.env): KubeAccess {
     const host = env.KUBERNETES_SERVICE_HOST;
     const port = env.KUBERNETES_SERVICE_PORT;
-    if (!host || !port) throw new KubeConfigError("in-cluster config needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (is this a pod?)");
+    if (!host || !port)
+      throw new KubeConfigError(
+        "in-cluster config needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (is this a pod?)",
+      );
     const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
     return new KubeAccess(
       { server, caFile: join(dir, "ca.crt"), insecure: false },
       { tokenFile: join(dir, "token"), plugin: false },
-      (kc) => kc.loadFromCluster(dir.endsWith(SERVICE_ACCOUNT_DIR) ? dir.slice(0, -SERVICE_ACCOUNT_DIR.length) : undefined),
+      (kc) =>
+        kc.loadFromCluster(dir.endsWith(SERVICE_ACCOUNT_DIR) ? dir.slice(0, -SERVICE_ACCOUNT_DIR.length) : undefined),
     );
   }
 
@@ -187,7 +191,11 @@ function parseDoc(text: string, path: string): Record<string, unknown> {
 }
 
 /** Named entries of a kubeconfig list (`clusters`, `users`, `contexts`), first file wins. */
-function named(docs: readonly { path: string; doc: Record<string, unknown> }[], list: string, inner: string): Map<string, { value: Record<string, unknown>; dir: string }> {
+function named(
+  docs: readonly { path: string; doc: Record<string, unknown> }[],
+  list: string,
+  inner: string,
+): Map<string, { value: Record<string, unknown>; dir: string }> {
   const out = new Map<string, { value: Record<string, unknown>; dir: string }>();
   for (const { path, doc } of docs) {
     const items = doc[list];

@@ -66,7 +66,16 @@ export function decide(identity: string, obs: Observation, now: number, wallNow:
   const durationSeconds = Math.ceil(t.leaseDurationMs / 1000);
   const r = obs.record;
   if (r === undefined) {
-    return { type: "create", record: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: wallNow, renewTime: wallNow, leaseTransitions: 0 } };
+    return {
+      type: "create",
+      record: {
+        holderIdentity: identity,
+        leaseDurationSeconds: durationSeconds,
+        acquireTime: wallNow,
+        renewTime: wallNow,
+        leaseTransitions: 0,
+      },
+    };
   }
   if (r.holderIdentity === identity) {
     // Renewal keeps acquireTime and the transition count.
@@ -76,14 +85,26 @@ export function decide(identity: string, obs: Observation, now: number, wallNow:
   if (!expired) return { type: "wait" };
   return {
     type: "update",
-    record: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: wallNow, renewTime: wallNow, leaseTransitions: r.leaseTransitions + 1 },
+    record: {
+      holderIdentity: identity,
+      leaseDurationSeconds: durationSeconds,
+      acquireTime: wallNow,
+      renewTime: wallNow,
+      leaseTransitions: r.leaseTransitions + 1,
+    },
   };
 }
 
 /** Whether two records are the same (a change restarts the expiry clock). */
 export function sameRecord(a: LeaseRecord | undefined, b: LeaseRecord | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
-  return a.holderIdentity === b.holderIdentity && a.renewTime === b.renewTime && a.acquireTime === b.acquireTime && a.leaseTransitions === b.leaseTransitions && a.leaseDurationSeconds === b.leaseDurationSeconds;
+  return (
+    a.holderIdentity === b.holderIdentity &&
+    a.renewTime === b.renewTime &&
+    a.acquireTime === b.acquireTime &&
+    a.leaseTransitions === b.leaseTransitions &&
+    a.leaseDurationSeconds === b.leaseDurationSeconds
+  );
 }
 
 /** MicroTime as the API server parses it: exactly six fractional digits. */
@@ -172,10 +193,12 @@ export class LeaderElector {
   async #tick(signal: AbortSignal): Promise<void> {
     const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/leases`;
     try {
-      const got = await this.#o.kube.raw("GET", `${path}/${encodeURIComponent(this.#o.name)}`, undefined, signal).catch((err: unknown) => {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      });
+      const got = await this.#o.kube
+        .raw("GET", `${path}/${encodeURIComponent(this.#o.name)}`, undefined, signal)
+        .catch((err: unknown) => {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        });
       const now = this.#now();
       if (got === undefined) {
         this.#exists = false;
@@ -188,7 +211,13 @@ export class LeaderElector {
         const rec = readRecord(isRecord(got) ? got.spec : undefined);
         if (!sameRecord(rec, this.#obs.record)) this.#obs = { record: rec, observedAt: now };
       }
-      const d = decide(this.#o.identity, this.#exists ? this.#obs : { record: undefined, observedAt: now }, now, microTime(new Date()), this.#t);
+      const d = decide(
+        this.#o.identity,
+        this.#exists ? this.#obs : { record: undefined, observedAt: now },
+        now,
+        microTime(new Date()),
+        this.#t,
+      );
       if (d.type === "wait") {
         if (this.#leading) void this.#stop(`the lease is held by ${this.#obs.record?.holderIdentity ?? "?"}`);
         return;
@@ -196,7 +225,12 @@ export class LeaderElector {
       const body = {
         apiVersion: "coordination.k8s.io/v1",
         kind: "Lease",
-        metadata: { name: this.#o.name, namespace: this.#o.namespace, ...(d.type === "update" ? { resourceVersion: this.#resourceVersion } : {}), labels: { "app.kubernetes.io/managed-by": "krane" } },
+        metadata: {
+          name: this.#o.name,
+          namespace: this.#o.namespace,
+          ...(d.type === "update" ? { resourceVersion: this.#resourceVersion } : {}),
+          labels: { "app.kubernetes.io/managed-by": "krane" },
+        },
         spec: d.record,
       };
       const written =
@@ -210,21 +244,34 @@ export class LeaderElector {
       if (!this.#leading) {
         this.#leading = true;
         this.#transitions = d.record.leaseTransitions;
-        this.#o.log.info({ lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity, transitions: d.record.leaseTransitions }, "became leader");
+        this.#o.log.info(
+          {
+            lease: `${this.#o.namespace}/${this.#o.name}`,
+            identity: this.#o.identity,
+            transitions: d.record.leaseTransitions,
+          },
+          "became leader",
+        );
         this.#o.onStartedLeading();
       }
     } catch (err) {
       if (signal.aborted) return;
       // 409: someone else wrote first; anything else: try again next tick (the deadline decides).
       if (!(err instanceof KubeApiError && err.status === 409)) {
-        this.#o.log.warn({ lease: `${this.#o.namespace}/${this.#o.name}`, err: err instanceof Error ? err.message : String(err) }, "lease update failed");
+        this.#o.log.warn(
+          { lease: `${this.#o.namespace}/${this.#o.name}`, err: err instanceof Error ? err.message : String(err) },
+          "lease update failed",
+        );
       }
     }
   }
 
   #stop(reason: string): Promise<unknown> {
     this.#leading = false;
-    this.#o.log.warn({ lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity, reason }, "stopped leading");
+    this.#o.log.warn(
+      { lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity, reason },
+      "stopped leading",
+    );
     return Promise.resolve(this.#o.onStoppedLeading());
   }
 

@@ -26,7 +26,8 @@ export type Result =
 export const Result = {
   done: { type: "done" } as Result,
   requeueAfter: (afterMs: number): Result => ({ type: "requeue", afterMs: Math.max(0, afterMs) }),
-  retry: (error: unknown, afterMs?: number): Result => (afterMs === undefined ? { type: "retry", error } : { type: "retry", error, afterMs }),
+  retry: (error: unknown, afterMs?: number): Result =>
+    afterMs === undefined ? { type: "retry", error } : { type: "retry", error, afterMs },
   terminal: (reason: string): Result => ({ type: "terminal", reason }),
 };
 
@@ -148,7 +149,18 @@ export class WorkQueue {
   #entry(key: string): Entry {
     let e = this.#entries.get(key);
     if (!e) {
-      e = { queued: false, running: false, dirty: false, timer: undefined, timerAt: 0, retrying: false, backoff: undefined, waiters: [], busy: false, retryCounted: false };
+      e = {
+        queued: false,
+        running: false,
+        dirty: false,
+        timer: undefined,
+        timerAt: 0,
+        retrying: false,
+        backoff: undefined,
+        waiters: [],
+        busy: false,
+        retryCounted: false,
+      };
       this.#entries.set(key, e);
     }
     return e;
@@ -167,14 +179,17 @@ export class WorkQueue {
     e.timerAt = at;
     e.retrying = retrying;
     this.#sync(e);
-    e.timer = setTimeout(() => {
-      e.timer = undefined;
-      e.retrying = false;
-      if (e.running) e.dirty = true;
-      else if (!e.queued) this.#markReady(key, e);
-      this.#sync(e);
-      this.#pump();
-    }, Math.max(0, at - Date.now()));
+    e.timer = setTimeout(
+      () => {
+        e.timer = undefined;
+        e.retrying = false;
+        if (e.running) e.dirty = true;
+        else if (!e.queued) this.#markReady(key, e);
+        this.#sync(e);
+        this.#pump();
+      },
+      Math.max(0, at - Date.now()),
+    );
     // A requeue alone must not keep the process alive; a retry is work still to do.
     if (!retrying) e.timer.unref();
   }

@@ -132,16 +132,14 @@ function finishPass(pass: Pass): RolloutOutput {
     })),
     delete: [...pass.deleted],
     status: counts,
-    conditions: conditions.map(
-      (c): Condition => ({
-        type: c.type,
-        status: c.status,
-        reason: c.reason,
-        message: c.message,
-        lastUpdateTime: formatTime(c.lastUpdateMs),
-        lastTransitionTime: formatTime(c.lastTransitionMs),
-      }),
-    ),
+    conditions: conditions.map((c): Condition => ({
+      type: c.type,
+      status: c.status,
+      reason: c.reason,
+      message: c.message,
+      lastUpdateTime: formatTime(c.lastUpdateMs),
+      lastTransitionTime: formatTime(c.lastTransitionMs),
+    })),
     events: [...pass.events],
     requeueAfterSeconds: pass.requeueAfterSeconds,
   };

@@ -176,7 +176,13 @@ function revision(v: unknown, field: string): RevisionInput {
     replicas: count(o["replicas"], `${field}.replicas`),
     desiredReplicas: optional(o, "desiredReplicas", `${field}.desiredReplicas`, null, nullable(count)),
     maxReplicas: optional(o, "maxReplicas", `${field}.maxReplicas`, null, nullable(count)),
-    status: optional(o, "status", `${field}.status`, { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 }, revisionStatus),
+    status: optional(
+      o,
+      "status",
+      `${field}.status`,
+      { replicas: 0, readyReplicas: 0, availableReplicas: 0, terminatingReplicas: 0 },
+      revisionStatus,
+    ),
   };
   if (rev.revision === null && rev.replicas !== 0) {
     fail(`${field}.replicas`, "must be 0 while the revision has no replica set (revision null)");
@@ -197,11 +203,13 @@ function revisions(v: unknown, field: string): RevisionInput[] {
   const numbers = new Map<number, number>();
   out.forEach((r, i) => {
     const sameName = names.get(r.name);
-    if (sameName !== undefined) fail(`${field}[${i}].name`, `duplicate name ${JSON.stringify(r.name)} (also ${field}[${sameName}])`);
+    if (sameName !== undefined)
+      fail(`${field}[${i}].name`, `duplicate name ${JSON.stringify(r.name)} (also ${field}[${sameName}])`);
     names.set(r.name, i);
     if (r.revision === null) return;
     const sameNumber = numbers.get(r.revision);
-    if (sameNumber !== undefined) fail(`${field}[${i}].revision`, `duplicate revision ${r.revision} (also ${field}[${sameNumber}])`);
+    if (sameNumber !== undefined)
+      fail(`${field}[${i}].revision`, `duplicate revision ${r.revision} (also ${field}[${sameNumber}])`);
     numbers.set(r.revision, i);
   });
   return out;
@@ -218,15 +226,30 @@ function deployment(v: unknown, field: string, revs: readonly RevisionInput[]): 
     // a rolling update may run); beyond it its arithmetic wraps to negative sizes.
     const max = replicas + scaledValue(strat.rollingUpdate.maxSurge, replicas, true);
     if (max > MAX_INT32) {
-      fail(`${field}.strategy.rollingUpdate.maxSurge`, `replicas (${replicas}) + maxSurge must be at most ${MAX_INT32}, got ${max}`);
+      fail(
+        `${field}.strategy.rollingUpdate.maxSurge`,
+        `replicas (${replicas}) + maxSurge must be at most ${MAX_INT32}, got ${max}`,
+      );
     }
   }
   const minReadySeconds = optional(o, "minReadySeconds", `${field}.minReadySeconds`, 0, count);
-  const progressDeadlineSeconds = optional(o, "progressDeadlineSeconds", `${field}.progressDeadlineSeconds`, 600, nullable(count));
+  const progressDeadlineSeconds = optional(
+    o,
+    "progressDeadlineSeconds",
+    `${field}.progressDeadlineSeconds`,
+    600,
+    nullable(count),
+  );
   if (progressDeadlineSeconds !== null && progressDeadlineSeconds <= minReadySeconds) {
     fail(`${field}.progressDeadlineSeconds`, `must be greater than minReadySeconds (${minReadySeconds})`);
   }
-  const revisionHistoryLimit = optional(o, "revisionHistoryLimit", `${field}.revisionHistoryLimit`, 10, nullable(count));
+  const revisionHistoryLimit = optional(
+    o,
+    "revisionHistoryLimit",
+    `${field}.revisionHistoryLimit`,
+    10,
+    nullable(count),
+  );
   const paused = optional(o, "paused", `${field}.paused`, false, boolean);
   const target = nonEmpty(o["target"], `${field}.target`);
   if (!revs.some((r) => r.name === target)) fail(`${field}.target`, `${JSON.stringify(target)} is not a revision`);

@@ -41,7 +41,13 @@ export function replicaSetFraction(rs: ReplicaSet, d: Deployment, statusReplicas
 }
 
 /** The change for one ReplicaSet, bounded by what is still left to add (or remove). */
-export function proportion(rs: ReplicaSet, d: Deployment, statusReplicas: number, toAdd: number, added: number): number {
+export function proportion(
+  rs: ReplicaSet,
+  d: Deployment,
+  statusReplicas: number,
+  toAdd: number,
+  added: number,
+): number {
   if (rs.replicas === 0 || toAdd === 0 || toAdd === added) return 0;
   const fraction = replicaSetFraction(rs, d, statusReplicas);
   const allowed = toAdd - added;

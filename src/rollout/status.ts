@@ -21,7 +21,11 @@ import { sumListed, sumStatus } from "./replicasets.js";
  * listed at the start of the pass (not the ones it just wrote) with the available pods, as
  * Kubernetes does; the pass that follows any resize reports the new sizes.
  */
-export function calculateStatus(pass: Pass, allRSs: readonly ReplicaSet[], newRS: ReplicaSet | undefined): WorkingStatus {
+export function calculateStatus(
+  pass: Pass,
+  allRSs: readonly ReplicaSet[],
+  newRS: ReplicaSet | undefined,
+): WorkingStatus {
   const available = sumStatus(allRSs, "availableReplicas");
   const status: WorkingStatus = {
     replicas: sumStatus(allRSs, "replicas"),
@@ -34,8 +38,20 @@ export function calculateStatus(pass: Pass, allRSs: readonly ReplicaSet[], newRS
   const d = pass.d;
   const availability =
     available >= d.replicas - maxUnavailable(d)
-      ? newCondition(AVAILABLE, "True", Reason.minimumReplicasAvailable, "Deployment has minimum availability.", pass.now)
-      : newCondition(AVAILABLE, "False", Reason.minimumReplicasUnavailable, "Deployment does not have minimum availability.", pass.now);
+      ? newCondition(
+          AVAILABLE,
+          "True",
+          Reason.minimumReplicasAvailable,
+          "Deployment has minimum availability.",
+          pass.now,
+        )
+      : newCondition(
+          AVAILABLE,
+          "False",
+          Reason.minimumReplicasUnavailable,
+          "Deployment does not have minimum availability.",
+          pass.now,
+        );
   status.conditions = setCondition(status.conditions, availability);
   return status;
 }
@@ -89,8 +105,7 @@ export function syncRolloutStatus(pass: Pass, allRSs: readonly ReplicaSet[], new
 
   const current = getCondition(pass.status.conditions, PROGRESSING);
   // A finished rollout being resynced: nothing to estimate.
-  const alreadyComplete =
-    next.replicas === next.updatedReplicas && current?.reason === Reason.newReplicaSetAvailable;
+  const alreadyComplete = next.replicas === next.updatedReplicas && current?.reason === Reason.newReplicaSetAvailable;
   if (hasProgressDeadline(d) && !alreadyComplete) {
     if (deploymentComplete(d, next)) {
       const message = `${subject(pass, newRS)} has successfully progressed.`;

@@ -9,9 +9,7 @@ export interface RollingUpdateParams {
   maxUnavailable: IntOrPercent;
 }
 
-export type Strategy =
-  | { type: "RollingUpdate"; rollingUpdate: RollingUpdateParams }
-  | { type: "Recreate" };
+export type Strategy = { type: "RollingUpdate"; rollingUpdate: RollingUpdateParams } | { type: "Recreate" };
 
 export type ConditionStatus = "True" | "False" | "Unknown";
 

@@ -22,12 +22,25 @@
 //    whichever is sooner, so a client's repeated calls cost one signature check.
 // Answers: 401 with `WWW-Authenticate: Bearer` (missing, malformed, expired, bad signature, wrong
 // issuer or audience), 403 (insufficient scope, or denied by default), 400 (ambiguous path).
-import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import {
+  createLocalJWKSet,
+  errors as joseErrors,
+  jwtVerify,
+  type JSONWebKeySet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from "jose";
 import type { AuthOperationSpec, EdgeAuthPolicy, EdgeAuthRuleSpec } from "../contracts/routing.js";
 
 export type AuthDecision =
   | { readonly type: "pass" }
-  | { readonly type: "deny"; readonly status: 400 | 401 | 403; readonly error: string; readonly description: string; readonly scope?: string };
+  | {
+      readonly type: "deny";
+      readonly status: 400 | 401 | 403;
+      readonly error: string;
+      readonly description: string;
+      readonly scope?: string;
+    };
 
 const PASS: AuthDecision = { type: "pass" };
 
@@ -47,7 +60,7 @@ export function compileOperation(op: AuthOperationSpec): CompiledOperation {
   const segments = op.path
     .split("/")
     .filter((s) => s !== "")
-    .map((s) => (s.startsWith("{") && s.endsWith("}") ? null : safeDecode(s) ?? s));
+    .map((s) => (s.startsWith("{") && s.endsWith("}") ? null : (safeDecode(s) ?? s)));
   return { method: op.method, segments, scopes: op.scopes, spec: op };
 }
 
@@ -70,7 +83,8 @@ export function pathSegments(rawPath: string): string[] | undefined {
   for (const raw of path.split("/")) {
     if (raw === "") continue;
     const s = safeDecode(raw);
-    if (s === undefined || s === "." || s === ".." || s.includes("/") || s.includes("\\") || s.includes("\u0000")) return undefined;
+    if (s === undefined || s === "." || s === ".." || s.includes("/") || s.includes("\\") || s.includes("\u0000"))
+      return undefined;
     out.push(s);
   }
   return out;
@@ -103,7 +117,11 @@ function pathMatches(op: CompiledOperation, segments: readonly string[]): boolea
 }
 
 /** The operation a request matches (operations sorted most specific first), or undefined. */
-export function matchOperation(sorted: readonly CompiledOperation[], method: string, segments: readonly string[]): CompiledOperation | undefined {
+export function matchOperation(
+  sorted: readonly CompiledOperation[],
+  method: string,
+  segments: readonly string[],
+): CompiledOperation | undefined {
   // An explicit HEAD operation beats the GET one a HEAD request would otherwise fall back to.
   let fallback: CompiledOperation | undefined;
   for (const op of sorted) {
@@ -185,7 +203,11 @@ export class JwksCache {
   async #fetch(): Promise<void> {
     this.#attemptedAt = this.#o.now();
     this.fetches++;
-    const res = await this.#o.fetch(this.url, { redirect: "manual", signal: AbortSignal.timeout(this.#o.timeoutMs), headers: { accept: "application/json" } });
+    const res = await this.#o.fetch(this.url, {
+      redirect: "manual",
+      signal: AbortSignal.timeout(this.#o.timeoutMs),
+      headers: { accept: "application/json" },
+    });
     if (res.status !== 200) {
       await res.body?.cancel();
       throw new Error(`JWKS ${this.url} answered ${res.status}`);
@@ -217,7 +239,8 @@ export class JwksCache {
       return await keys(header, token);
     } catch (err) {
       // A key we do not know yet: the issuer may have rotated; look again, at most once per cooldown.
-      if (!(err instanceof joseErrors.JWKSNoMatchingKey) || this.#o.now() - this.#attemptedAt < this.#o.cooldownMs) throw err;
+      if (!(err instanceof joseErrors.JWKSNoMatchingKey) || this.#o.now() - this.#attemptedAt < this.#o.cooldownMs)
+        throw err;
       await this.#refresh();
       return (this.#keys as JWTVerifyGetKey)(header, token);
     }
@@ -241,7 +264,9 @@ export interface EdgeAuthOptions extends JwksOptions {
 }
 
 function deny(status: 400 | 401 | 403, error: string, description: string, scope?: string): AuthDecision {
-  return scope === undefined ? { type: "deny", status, error, description } : { type: "deny", status, error, description, scope };
+  return scope === undefined
+    ? { type: "deny", status, error, description }
+    : { type: "deny", status, error, description, scope };
 }
 
 function describe(err: unknown): string {
@@ -292,16 +317,27 @@ export class EdgeAuth {
   }
 
   /** The decision for a request; synchronous when no token has to be verified. */
-  check(method: string, host: string, path: string, authorization: string | undefined): AuthDecision | Promise<AuthDecision> {
+  check(
+    method: string,
+    host: string,
+    path: string,
+    authorization: string | undefined,
+  ): AuthDecision | Promise<AuthDecision> {
     const p = this.#policy;
     if (!p) return PASS;
     const rule = this.#byHost.get(hostOnly(host));
-    if (!rule) return p.unmatchedHosts === "allow" ? PASS : deny(403, "host_not_exposed", "this host is not an address of the environment");
+    if (!rule)
+      return p.unmatchedHosts === "allow"
+        ? PASS
+        : deny(403, "host_not_exposed", "this host is not an address of the environment");
     if (!rule.spec.jwt) return PASS;
     const segments = pathSegments(path);
     if (segments === undefined) return deny(400, "invalid_request", "the path cannot be read unambiguously");
     const op = matchOperation(rule.operations, method.toUpperCase(), segments);
-    if (!op) return rule.spec.defaultAction === "allow" ? PASS : deny(403, "access_denied", "no operation of this API matches the request");
+    if (!op)
+      return rule.spec.defaultAction === "allow"
+        ? PASS
+        : deny(403, "access_denied", "no operation of this API matches the request");
     const token = bearerToken(authorization);
     if (token === undefined) return deny(401, "", "a bearer token is required");
     const cached = this.#verified.get(`${rule.id}\u0000${token}`);
@@ -313,7 +349,12 @@ export class EdgeAuth {
     const have = scopesOf(claims);
     const missing = op.scopes.filter((s) => !have.has(s));
     if (missing.length === 0) return PASS;
-    return deny(403, "insufficient_scope", `the token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(" ")}`, op.scopes.join(" "));
+    return deny(
+      403,
+      "insufficient_scope",
+      `the token lacks the scope${missing.length > 1 ? "s" : ""} ${missing.join(" ")}`,
+      op.scopes.join(" "),
+    );
   }
 
   async #verify(rule: CompiledRule, op: CompiledOperation, token: string): Promise<AuthDecision> {
@@ -333,7 +374,10 @@ export class EdgeAuth {
       return deny(401, "invalid_token", describe(err));
     }
     const now = Date.now();
-    const until = Math.min(typeof claims.exp === "number" ? claims.exp * 1000 : now, now + (this.#o.verifiedTtlMs ?? 60_000));
+    const until = Math.min(
+      typeof claims.exp === "number" ? claims.exp * 1000 : now,
+      now + (this.#o.verifiedTtlMs ?? 60_000),
+    );
     if (this.#verified.size >= (this.#o.verifiedMax ?? 10_000)) {
       const oldest = this.#verified.keys().next();
       if (!oldest.done) this.#verified.delete(oldest.value);
@@ -344,7 +388,11 @@ export class EdgeAuth {
 }
 
 /** The headers and body of a refusal. */
-export function authAnswer(d: Extract<AuthDecision, { type: "deny" }>): { status: number; headers: Record<string, string>; body: string } {
+export function authAnswer(d: Extract<AuthDecision, { type: "deny" }>): {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+} {
   const headers: Record<string, string> = { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" };
   if (d.status === 401 || d.error === "insufficient_scope") {
     const parts = ['realm="krane"'];

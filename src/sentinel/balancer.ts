@@ -272,7 +272,11 @@ export class Balancer {
   shares(): { deploymentId: string; share: number; available: number }[] {
     const now = this.#now();
     if (this.#dirty || now >= this.#validUntil) this.#refresh(now);
-    return this.#revisions.map((r, i) => ({ deploymentId: r.deploymentId, share: this.#shares[i] ?? 0, available: this.#available[i]?.length ?? 0 }));
+    return this.#revisions.map((r, i) => ({
+      deploymentId: r.deploymentId,
+      share: this.#shares[i] ?? 0,
+      available: this.#available[i]?.length ?? 0,
+    }));
   }
 
   #refresh(now: number): void {

@@ -32,7 +32,9 @@ export interface SentinelSettings {
   readonly logLevel: string;
 }
 
-export type SentinelFlags = Partial<Record<Exclude<keyof SentinelSettings, "podAddressMap">, string>> & { podAddressMap?: string };
+export type SentinelFlags = Partial<Record<Exclude<keyof SentinelSettings, "podAddressMap">, string>> & {
+  podAddressMap?: string;
+};
 
 const envNames: Record<keyof SentinelSettings, string> = {
   environmentId: "KRANE_ENVIRONMENT_ID",
@@ -78,7 +80,10 @@ const defaults: Partial<Record<keyof SentinelSettings, string>> = {
 
 const LOG_LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
 
-export function resolveSentinelSettings(flags: SentinelFlags, env: Record<string, string | undefined>): { settings?: SentinelSettings; problems: string[] } {
+export function resolveSentinelSettings(
+  flags: SentinelFlags,
+  env: Record<string, string | undefined>,
+): { settings?: SentinelSettings; problems: string[] } {
   const problems: string[] = [];
   const pick = (k: keyof SentinelSettings): string | undefined => {
     const e = env[envNames[k]];
@@ -95,7 +100,8 @@ export function resolveSentinelSettings(flags: SentinelFlags, env: Record<string
   const int = (k: keyof SentinelSettings, min: number, max: number): number => {
     const raw = pick(k);
     const n = Number(raw);
-    if (raw === undefined || !Number.isInteger(n) || n < min || n > max) problems.push(`${k} must be an integer from ${min} to ${max} (got ${String(raw)})`);
+    if (raw === undefined || !Number.isInteger(n) || n < min || n > max)
+      problems.push(`${k} must be an integer from ${min} to ${max} (got ${String(raw)})`);
     return n;
   };
   let podAddressMap: AddressMapping | undefined;

@@ -37,19 +37,35 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
   const cause = codeOf((err as { cause?: unknown } | null)?.cause);
   if ((code && CONNECT_CODES.has(code)) || (cause && CONNECT_CODES.has(cause))) return "connect";
   if (code === "UND_ERR_HEADERS_TIMEOUT") return "timeout";
-  if (code === "UND_ERR_ABORTED" || code === "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH" || code === "ERR_STREAM_PREMATURE_CLOSE") return "client";
+  if (
+    code === "UND_ERR_ABORTED" ||
+    code === "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH" ||
+    code === "ERR_STREAM_PREMATURE_CLOSE"
+  )
+    return "client";
   if ((code && RESET_CODES.has(code)) || (cause && RESET_CODES.has(cause))) return "reset";
   return "other";
 }
 
-export type ProxyErrorCause = "not-ready" | "no-instance" | "all-instances-failing" | "upstream-reset" | "upstream-timeout" | "upstream-error" | "bad-request" | "invalid-host";
+export type ProxyErrorCause =
+  | "not-ready"
+  | "no-instance"
+  | "all-instances-failing"
+  | "upstream-reset"
+  | "upstream-timeout"
+  | "upstream-error"
+  | "bad-request"
+  | "invalid-host";
 
 export const ERROR_HEADER = "x-krane-sentinel-error";
 
 const answers: Record<ProxyErrorCause, { status: number; body: string }> = {
   "not-ready": { status: 503, body: "krane sentinel: no routing table yet\n" },
   "no-instance": { status: 503, body: "krane sentinel: no running instance of this environment\n" },
-  "all-instances-failing": { status: 502, body: "krane sentinel: all instances tried are failing (connection refused or unreachable)\n" },
+  "all-instances-failing": {
+    status: 502,
+    body: "krane sentinel: all instances tried are failing (connection refused or unreachable)\n",
+  },
   "upstream-reset": { status: 502, body: "krane sentinel: the instance closed the connection before answering\n" },
   "upstream-timeout": { status: 504, body: "krane sentinel: the instance did not answer in time\n" },
   "upstream-error": { status: 502, body: "krane sentinel: the instance's answer could not be read\n" },

@@ -109,9 +109,13 @@ export function upstreamHeaders(raw: readonly string[], ctx: ForwardContext): st
 export type HeaderValue = string | string[] | undefined;
 
 /** The upstream response's headers minus hop-by-hop ones, plus the request id. */
-export function downstreamHeaders(headers: Record<string, HeaderValue>, requestId: string): Record<string, string | string[]> {
+export function downstreamHeaders(
+  headers: Record<string, HeaderValue>,
+  requestId: string,
+): Record<string, string | string[]> {
   const conn = headers.connection;
-  const drop = conn === undefined ? undefined : connectionTokens(["connection", Array.isArray(conn) ? conn.join(",") : conn]);
+  const drop =
+    conn === undefined ? undefined : connectionTokens(["connection", Array.isArray(conn) ? conn.join(",") : conn]);
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
     const v = headers[name];
@@ -131,5 +135,12 @@ export function http1HasNoBody(headers: Record<string, HeaderValue>): boolean {
 
 /** Methods a retry cannot repeat a side effect of (RFC 9110 §9.2.2). */
 export function isIdempotent(method: string): boolean {
-  return method === "GET" || method === "HEAD" || method === "OPTIONS" || method === "PUT" || method === "DELETE" || method === "TRACE";
+  return (
+    method === "GET" ||
+    method === "HEAD" ||
+    method === "OPTIONS" ||
+    method === "PUT" ||
+    method === "DELETE" ||
+    method === "TRACE"
+  );
 }

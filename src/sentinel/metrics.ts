@@ -95,7 +95,11 @@ class StatsHistogram extends Histogram<"revision"> {
         acc += r.buckets[i] ?? 0;
         values.push({ metricName: `${name}_bucket`, labels: { le, revision } as { revision: string }, value: acc });
       });
-      values.push({ metricName: `${name}_bucket`, labels: { le: "+Inf", revision } as { revision: string }, value: r.count });
+      values.push({
+        metricName: `${name}_bucket`,
+        labels: { le: "+Inf", revision } as { revision: string },
+        value: r.count,
+      });
       values.push({ metricName: `${name}_sum`, labels: { revision }, value: r.sum });
       values.push({ metricName: `${name}_count`, labels: { revision }, value: r.count });
     }
@@ -144,14 +148,18 @@ export function statusClass(status: number): string {
 /** Endpoint counts read at scrape time (so ejections that end show up without an event). */
 export type EndpointCounts = () => readonly { revision: string; routable: number; ejected: number }[];
 
-export function createSentinelMetrics(endpointCounts: EndpointCounts, registry = new Registry(), defaults = true): SentinelMetrics {
+export function createSentinelMetrics(
+  endpointCounts: EndpointCounts,
+  registry = new Registry(),
+  defaults = true,
+): SentinelMetrics {
   if (defaults) collectDefaultMetrics({ register: registry });
   const r = [registry];
   const stats = new RequestStats();
   new StatsHistogram(stats, registry);
   new Counter({
     name: SENTINEL_METRICS.requests,
-    help: "Requests answered, by revision and status class (\"aborted\": the client left first).",
+    help: 'Requests answered, by revision and status class ("aborted": the client left first).',
     labelNames: ["revision", "code"],
     registers: r,
     collect() {
@@ -175,9 +183,23 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
       labelNames: ["revision"],
       registers: r,
     }),
-    ejections: new Counter({ name: SENTINEL_METRICS.ejections, help: "Instances ejected by passive health checks.", labelNames: ["revision"], registers: r }),
-    retries: new Counter({ name: "krane_sentinel_retries_total", help: "Requests retried on another instance after a failed connect.", labelNames: ["revision"], registers: r }),
-    routingVersion: new Gauge({ name: SENTINEL_METRICS.routingVersion, help: "The routing policy version served.", registers: r }),
+    ejections: new Counter({
+      name: SENTINEL_METRICS.ejections,
+      help: "Instances ejected by passive health checks.",
+      labelNames: ["revision"],
+      registers: r,
+    }),
+    retries: new Counter({
+      name: "krane_sentinel_retries_total",
+      help: "Requests retried on another instance after a failed connect.",
+      labelNames: ["revision"],
+      registers: r,
+    }),
+    routingVersion: new Gauge({
+      name: SENTINEL_METRICS.routingVersion,
+      help: "The routing policy version served.",
+      registers: r,
+    }),
     endpoints: new Gauge({
       name: "krane_sentinel_endpoints",
       help: "Instances in the routing table, by revision and state (routable, ejected).",
@@ -191,8 +213,16 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
         }
       },
     }),
-    tableUpdates: new Counter({ name: "krane_sentinel_table_updates_total", help: "Routing table rebuilds.", registers: r }),
-    policyErrors: new Counter({ name: "krane_sentinel_policy_errors_total", help: "Policy ConfigMaps refused (the last good policy stays).", registers: r }),
+    tableUpdates: new Counter({
+      name: "krane_sentinel_table_updates_total",
+      help: "Routing table rebuilds.",
+      registers: r,
+    }),
+    policyErrors: new Counter({
+      name: "krane_sentinel_policy_errors_total",
+      help: "Policy ConfigMaps refused (the last good policy stays).",
+      registers: r,
+    }),
     inFlight: new Gauge({
       name: "krane_sentinel_in_flight_requests",
       help: "Requests being proxied now.",
@@ -201,8 +231,16 @@ export function createSentinelMetrics(endpointCounts: EndpointCounts, registry =
         this.set(m.inFlightNow());
       },
     }),
-    webSockets: new Gauge({ name: "krane_sentinel_websockets", help: "Upgraded (WebSocket) connections open now.", registers: r }),
-    kubeConnected: new Gauge({ name: "krane_sentinel_kube_connected", help: "1 while the routing-table watches are healthy.", registers: r }),
+    webSockets: new Gauge({
+      name: "krane_sentinel_websockets",
+      help: "Upgraded (WebSocket) connections open now.",
+      registers: r,
+    }),
+    kubeConnected: new Gauge({
+      name: "krane_sentinel_kube_connected",
+      help: "1 while the routing-table watches are healthy.",
+      registers: r,
+    }),
     clientErrors: new Counter({
       name: "krane_sentinel_client_errors_total",
       help: "Malformed client requests and connections answered 4xx or closed, by reason.",

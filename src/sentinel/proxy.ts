@@ -18,8 +18,25 @@ import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READ
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Logger } from "../agent/runtime/log.js";
 import type { Balancer, Instance } from "./balancer.js";
-import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
-import { downstreamHeaders, http1HasNoBody, isIdempotent, isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders, type HeaderValue } from "./headers.js";
+import {
+  causeOf,
+  classifyUpstreamError,
+  countsAgainstInstance,
+  errorAnswer,
+  ERROR_HEADER,
+  type ProxyErrorCause,
+  type UpstreamFailure,
+} from "./errors.js";
+import {
+  downstreamHeaders,
+  http1HasNoBody,
+  isIdempotent,
+  isSaneRequestId,
+  isValidHost,
+  REQUEST_ID_HEADER,
+  upstreamHeaders,
+  type HeaderValue,
+} from "./headers.js";
 import { NO_REVISION, statusClass, type SentinelMetrics } from "./metrics.js";
 import type { Upstreams } from "./upstreams.js";
 
@@ -69,7 +86,12 @@ export function abortResponse(res: ClientResponse): void {
 }
 
 /** Writes one of the sentinel's own answers (or cuts the response if it already began). */
-export function sendAnswer(res: ClientResponse, cause: ProxyErrorCause, requestId: string | undefined, closeConnection = false): void {
+export function sendAnswer(
+  res: ClientResponse,
+  cause: ProxyErrorCause,
+  requestId: string | undefined,
+  closeConnection = false,
+): void {
   if (res.headersSent) {
     abortResponse(res);
     return;
@@ -112,7 +134,11 @@ export class Proxy {
   #probe(path: string, res: ClientResponse): void {
     const ok = path === SENTINEL_LIVE_PATH || this.#o.isReady();
     const body = ok ? "ok\n" : "not ready\n";
-    res.writeHead(ok ? 200 : 503, { "content-type": "text/plain", "content-length": String(body.length), "cache-control": "no-store" });
+    res.writeHead(ok ? 200 : 503, {
+      "content-type": "text/plain",
+      "content-length": String(body.length),
+      "cache-control": "no-store",
+    });
     res.end(body);
   }
 }
@@ -202,7 +228,13 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (decision instanceof Promise) {
         decision.then(
           (d) => this.#authorized(d),
-          () => this.#authorized({ type: "deny", status: 401, error: "invalid_token", description: "the token could not be verified" }),
+          () =>
+            this.#authorized({
+              type: "deny",
+              status: 401,
+              error: "invalid_token",
+              description: "the token could not be verified",
+            }),
         );
         return;
       }
@@ -224,7 +256,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   #refuse(d: Extract<AuthDecision, { type: "deny" }>): void {
     this.#done = true;
     const a = authAnswer(d);
-    const headers: Record<string, string> = { ...a.headers, [ERROR_HEADER]: d.status === 401 ? "unauthorized" : d.status === 403 ? "forbidden" : "bad-request" };
+    const headers: Record<string, string> = {
+      ...a.headers,
+      [ERROR_HEADER]: d.status === 401 ? "unauthorized" : d.status === 403 ? "forbidden" : "bad-request",
+    };
     if (this.#requestId) headers[REQUEST_ID_HEADER] = this.#requestId;
     this.#o.metrics.authRefusals.inc({ status: String(d.status) });
     this.#res.writeHead(a.status, headers);
@@ -278,7 +313,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.#clientGone) controller.abort(new Error("client closed the connection"));
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, HeaderValue>): void {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, HeaderValue>,
+  ): void {
     if (statusCode < 200) return; // 1xx informational: the final answer follows.
     const inst = this.#inst;
     if (inst) this.#o.balancer.success(inst);
@@ -347,7 +386,10 @@ class Exchange implements Dispatcher.DispatchHandler {
       else m.upstreamResets.inc({ revision: this.#revision });
       if (this.#o.balancer.failure(inst)) {
         m.ejections.inc({ revision: this.#revision });
-        this.#o.log.warn({ instance: inst.key, pod: inst.endpoint.pod, revision: this.#revision, failure, err: err.message }, "instance ejected");
+        this.#o.log.warn(
+          { instance: inst.key, pod: inst.endpoint.pod, revision: this.#revision, failure, err: err.message },
+          "instance ejected",
+        );
       }
     }
     this.#lastFailure = failure;

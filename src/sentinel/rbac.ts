@@ -18,5 +18,11 @@ export async function applySentinelRbac(admin: KubeConfig): Promise<void> {
 
 /** A KubeConfig for the same cluster that authenticates as the sentinel's ServiceAccount. */
 export function sentinelKubeConfigFrom(admin: KubeConfig, tokenSeconds = 3600): Promise<KubeConfig> {
-  return serviceAccountKubeConfig(admin, SENTINEL_NAMESPACE, SENTINEL_SERVICE_ACCOUNT, tokenSeconds, SENTINEL_NAMESPACE);
+  return serviceAccountKubeConfig(
+    admin,
+    SENTINEL_NAMESPACE,
+    SENTINEL_SERVICE_ACCOUNT,
+    tokenSeconds,
+    SENTINEL_NAMESPACE,
+  );
 }

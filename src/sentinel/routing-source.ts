@@ -116,6 +116,12 @@ export class RoutingSource {
     if (read.policy) this.#policy = read.policy;
     const policy = this.#policy ?? defaultRoutingPolicy(this.#o.environmentId);
     const { table, problems } = buildTable(this.#slices.list(), policy, this.#o.addressMap);
-    this.#o.onUpdate({ table, policyKnown: this.#policy !== undefined, policyError: read.error, problems, auth: policy.auth });
+    this.#o.onUpdate({
+      table,
+      policyKnown: this.#policy !== undefined,
+      policyError: read.error,
+      problems,
+      auth: policy.auth,
+    });
   }
 }

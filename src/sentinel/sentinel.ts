@@ -36,7 +36,6 @@ export interface SentinelOptions {
   readonly watchTimeoutSeconds?: number;
 }
 
-
 export class Sentinel {
   readonly settings: SentinelSettings;
   readonly metrics: SentinelMetrics;
@@ -82,7 +81,14 @@ export class Sentinel {
       isReady: () => this.ready,
     });
     this.metrics.inFlightNow = () => this.#proxy.inFlight;
-    this.#upgrades = new UpgradeRelay({ balancer: this.balancer, metrics: this.metrics, log: o.log, upstreamTimeoutMs: s.upstreamTimeoutMs, hasTable, auth: this.auth });
+    this.#upgrades = new UpgradeRelay({
+      balancer: this.balancer,
+      metrics: this.metrics,
+      log: o.log,
+      upstreamTimeoutMs: s.upstreamTimeoutMs,
+      hasTable,
+      auth: this.auth,
+    });
     this.#server = new ProxyServer({
       proxy: this.#proxy,
       upgrades: this.#upgrades,
@@ -95,7 +101,11 @@ export class Sentinel {
     });
     let client = o.listWatch;
     if (!client) {
-      this.#kube = new KubeClient(o.kubeConfig ?? loadKubeConfig(s.kubeconfig), { qps: 5, burst: 10, requestTimeoutMs: 15_000 });
+      this.#kube = new KubeClient(o.kubeConfig ?? loadKubeConfig(s.kubeconfig), {
+        qps: 5,
+        burst: 10,
+        requestTimeoutMs: 15_000,
+      });
       client = this.#kube;
     }
     this.#source = new RoutingSource({
@@ -233,7 +243,11 @@ export class Sentinel {
     this.metrics.routingVersion.set(u.table.version);
     if (!before || before.version !== u.table.version || endpointCount(before) !== endpointCount(u.table)) {
       this.#log.info(
-        { version: u.table.version, mode: u.table.mode, revisions: u.table.revisions.map((r) => `${r.deploymentId}:${r.endpoints.length}`) },
+        {
+          version: u.table.version,
+          mode: u.table.mode,
+          revisions: u.table.revisions.map((r) => `${r.deploymentId}:${r.endpoints.length}`),
+        },
         "routing table updated",
       );
     }
@@ -249,15 +263,29 @@ export class Sentinel {
   async #serveOps(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
     const send = (status: number, type: string, body: string): void => {
-      res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body), "cache-control": "no-store" });
+      res.writeHead(status, {
+        "content-type": type,
+        "content-length": Buffer.byteLength(body),
+        "cache-control": "no-store",
+      });
       res.end(body);
     };
     try {
       if (path === "/healthz") send(200, "text/plain", "ok\n");
       else if (path === "/readyz") {
         if (this.ready) send(200, "text/plain", "ready\n");
-        else send(503, "text/plain", this.#draining ? "draining\n" : this.#table === undefined ? "no routing table yet\n" : "no routing policy yet\n");
-      } else if (path === "/metrics") send(200, this.metrics.registry.contentType, await this.metrics.registry.metrics());
+        else
+          send(
+            503,
+            "text/plain",
+            this.#draining
+              ? "draining\n"
+              : this.#table === undefined
+                ? "no routing table yet\n"
+                : "no routing policy yet\n",
+          );
+      } else if (path === "/metrics")
+        send(200, this.metrics.registry.contentType, await this.metrics.registry.metrics());
       else if (path === SENTINEL_STATUS_PATH) send(200, "application/json", `${JSON.stringify(this.status())}\n`);
       else send(404, "text/plain", "not found\n");
     } catch (err) {

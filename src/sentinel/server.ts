@@ -133,7 +133,8 @@ export class ProxyServer {
   #clientError(err: NodeJS.ErrnoException, socket: net.Socket): void {
     const code = err.code ?? "";
     this.#o.metrics.clientErrors.inc({ reason: code.startsWith("HPE_") || code.startsWith("ERR_") ? code : "other" });
-    const inResponse = (socket as net.Socket & { _httpMessage?: http.ServerResponse })._httpMessage?.headersSent ?? false;
+    const inResponse =
+      (socket as net.Socket & { _httpMessage?: http.ServerResponse })._httpMessage?.headersSent ?? false;
     if (code === "ECONNRESET" || !socket.writable || inResponse) {
       socket.destroy();
       return;

@@ -5,7 +5,13 @@
 // (the caller decides, readPolicy only says what it found).
 import { isIP } from "node:net";
 import { LABEL_DEPLOYMENT_ID } from "../contracts/labels.js";
-import { POLICY_KEY, ROUTING_PORT_NAME, parseRoutingPolicy, type RoutingMode, type RoutingPolicy } from "../contracts/routing.js";
+import {
+  POLICY_KEY,
+  ROUTING_PORT_NAME,
+  parseRoutingPolicy,
+  type RoutingMode,
+  type RoutingPolicy,
+} from "../contracts/routing.js";
 import { isRecord, type KubeObject } from "../kube/object.js";
 import { mapAddress, type AddressMapping } from "../contracts/address-map.js";
 
@@ -156,7 +162,15 @@ export function buildTable(
     weight: weights.get(deploymentId) ?? null,
     endpoints: [...(byRevision.get(deploymentId)?.values() ?? [])].sort((a, b) => a.key.localeCompare(b.key)),
   }));
-  return { table: { version: policy.version, mode: policy.mode, revisions, ...(policy.preview !== undefined ? { preview: policy.preview } : {}) }, problems };
+  return {
+    table: {
+      version: policy.version,
+      mode: policy.mode,
+      revisions,
+      ...(policy.preview !== undefined ? { preview: policy.preview } : {}),
+    },
+    problems,
+  };
 }
 
 /** Total endpoints of a table. */

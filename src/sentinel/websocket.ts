@@ -9,7 +9,15 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "../agent/runtime/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Balancer } from "./balancer.js";
-import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER, type ProxyErrorCause, type UpstreamFailure } from "./errors.js";
+import {
+  causeOf,
+  classifyUpstreamError,
+  countsAgainstInstance,
+  errorAnswer,
+  ERROR_HEADER,
+  type ProxyErrorCause,
+  type UpstreamFailure,
+} from "./errors.js";
 import { isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
 import { NO_REVISION, type SentinelMetrics } from "./metrics.js";
@@ -26,7 +34,12 @@ export interface UpgradeOptions {
   readonly auth?: EdgeAuth;
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout" };
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+};
 
 /** Writes one of the sentinel's own answers on a raw socket and closes it. */
 export function writeRawAnswer(socket: Duplex, cause: ProxyErrorCause, requestId?: string): void {
@@ -69,7 +82,9 @@ export class UpgradeRelay {
   readonly handle = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on("error", () => socket.destroy());
     const incoming = req.headers[REQUEST_ID_HEADER];
-    const requestId = isSaneRequestId(typeof incoming === "string" ? incoming : undefined) ? (incoming as string) : randomUUID();
+    const requestId = isSaneRequestId(typeof incoming === "string" ? incoming : undefined)
+      ? (incoming as string)
+      : randomUUID();
     const host = req.headers.host;
     if (host === undefined || !isValidHost(host) || (req.url ?? "").charCodeAt(0) !== 47) {
       this.#o.metrics.clientErrors.inc({ reason: "invalid-upgrade" });
@@ -80,7 +95,12 @@ export class UpgradeRelay {
       writeRawAnswer(socket, "not-ready", requestId);
       return;
     }
-    const headers = upstreamHeaders(req.rawHeaders, { clientAddress: req.socket.remoteAddress ?? "", proto: "http", host, requestId });
+    const headers = upstreamHeaders(req.rawHeaders, {
+      clientAddress: req.socket.remoteAddress ?? "",
+      proto: "http",
+      host,
+      requestId,
+    });
     headers.push("connection", "upgrade", "upgrade", String(req.headers.upgrade ?? "websocket"));
     const go = (d: AuthDecision): void => {
       if (d.type === "pass") {
@@ -90,17 +110,31 @@ export class UpgradeRelay {
       // Refused at the edge, like a plain request (./auth.ts).
       this.#o.metrics.authRefusals.inc({ status: String(d.status) });
       const a = authAnswer(d);
-      const lines = [`HTTP/1.1 ${a.status} ${a.status === 401 ? "Unauthorized" : a.status === 403 ? "Forbidden" : "Bad Request"}`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`), "connection: close"];
+      const lines = [
+        `HTTP/1.1 ${a.status} ${a.status === 401 ? "Unauthorized" : a.status === 403 ? "Forbidden" : "Bad Request"}`,
+        ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`),
+        "connection: close",
+      ];
       socket.end(`${lines.join("\r\n")}\r\n\r\n${a.body}`);
     };
     const auth = this.#o.auth;
     if (!auth?.active) return go({ type: "pass" });
     const decision = auth.check(req.method ?? "GET", host, req.url ?? "/", req.headers.authorization);
-    if (decision instanceof Promise) decision.then(go, () => go({ type: "deny", status: 401, error: "invalid_token", description: "the token could not be verified" }));
+    if (decision instanceof Promise)
+      decision.then(go, () =>
+        go({ type: "deny", status: 401, error: "invalid_token", description: "the token could not be verified" }),
+      );
     else go(decision);
   };
 
-  #attempt(req: IncomingMessage, socket: Duplex, head: Buffer, headers: string[], requestId: string, tried: Set<string> | undefined): void {
+  #attempt(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    headers: string[],
+    requestId: string,
+    tried: Set<string> | undefined,
+  ): void {
     // Blue-green preview: an upgrade carrying the preview header goes to the preview revision too.
     const inst = this.#o.balancer.pick(tried, req.headers[PREVIEW_HEADER] === PREVIEW_HEADER_VALUE);
     if (!inst) {
@@ -130,7 +164,9 @@ export class UpgradeRelay {
       if (settle()) up.destroy();
     };
     socket.once("close", onClientGone);
-    up.setTimeout(this.#o.upstreamTimeoutMs, () => up.destroy(Object.assign(new Error("no answer in time"), { code: "UND_ERR_HEADERS_TIMEOUT" })));
+    up.setTimeout(this.#o.upstreamTimeoutMs, () =>
+      up.destroy(Object.assign(new Error("no answer in time"), { code: "UND_ERR_HEADERS_TIMEOUT" })),
+    );
     up.on("upgrade", (res, upSocket, upHead) => {
       socket.off("close", onClientGone);
       if (!settle()) {
@@ -156,7 +192,8 @@ export class UpgradeRelay {
       const status = res.statusCode ?? 502;
       this.#count(revision, `${Math.floor(status / 100)}xx`);
       // The connection closes after the body, so no framing headers are needed.
-      const skip = (n: string): boolean => n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
+      const skip = (n: string): boolean =>
+        n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
       socket.write(`HTTP/1.1 ${status} ${res.statusMessage ?? ""}\r\n${headLines(res, skip)}connection: close\r\n\r\n`);
       res.pipe(socket);
       res.on("error", () => socket.destroy());

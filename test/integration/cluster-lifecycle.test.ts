@@ -22,29 +22,35 @@ test("stop() ends every component process and removes the cluster's directory", 
   assert.equal(existsSync(c.dir), false);
 });
 
-test("a cluster whose owning process is killed with SIGKILL is stopped by its reaper", { timeout: 10 * 60_000 }, async () => {
-  const script = `
+test(
+  "a cluster whose owning process is killed with SIGKILL is stopped by its reaper",
+  { timeout: 10 * 60_000 },
+  async () => {
+    const script = `
     import { startCluster } from ${JSON.stringify(new URL("../../src/cluster/index.ts", import.meta.url).pathname)};
     const c = await startCluster({ name: "life-orphan" });
     console.log(JSON.stringify({ pids: Object.values(c.state.pids), dir: c.dir }));
     setInterval(() => {}, 1000);
   `;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = "";
-    child.stdout.on("data", (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf("\n");
-      if (nl >= 0) resolve(buf.slice(0, nl));
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
     });
-    child.once("exit", (code) => reject(new Error(`child exited early (${code})`)));
-  });
-  const { pids, dir } = JSON.parse(line) as { pids: number[]; dir: string };
-  assert.ok(pids.every(isAlive));
-  child.kill("SIGKILL");
-  await eventually("the reaper to stop every component", async () => (pids.some(isAlive) ? undefined : true), 30_000);
-  await eventually("the reaper to remove the directory", async () => (existsSync(dir) ? undefined : true), 10_000);
-});
+    const line = await new Promise<string>((resolve, reject) => {
+      let buf = "";
+      child.stdout.on("data", (d: Buffer) => {
+        buf += d.toString();
+        const nl = buf.indexOf("\n");
+        if (nl >= 0) resolve(buf.slice(0, nl));
+      });
+      child.once("exit", (code) => reject(new Error(`child exited early (${code})`)));
+    });
+    const { pids, dir } = JSON.parse(line) as { pids: number[]; dir: string };
+    assert.ok(pids.every(isAlive));
+    child.kill("SIGKILL");
+    await eventually("the reaper to stop every component", async () => (pids.some(isAlive) ? undefined : true), 30_000);
+    await eventually("the reaper to remove the directory", async () => (existsSync(dir) ? undefined : true), 10_000);
+  },
+);
 
 test("a warm build cache is found; a damaged one is not trusted", { timeout: 20 * 60_000 }, async () => {
   const assets = await ensureKubeAssets();
@@ -55,7 +61,9 @@ test("a warm build cache is found; a damaged one is not trusted", { timeout: 20 
     await cp(assets.dir, join(copy, dirName), { recursive: true });
     // The local cluster's assets include the Secrets Store CSI CRD, a build of its own.
     const cache = dirname(assets.dir);
-    for (const d of await readdir(cache)) if (d.startsWith("secrets-store-crds-") && !d.includes(".tmp")) await cp(join(cache, d), join(copy, d), { recursive: true });
+    for (const d of await readdir(cache))
+      if (d.startsWith("secrets-store-crds-") && !d.includes(".tmp"))
+        await cp(join(cache, d), join(copy, d), { recursive: true });
     process.env.KRANE_CACHE_DIR = copy;
     assert.equal((await findKubeAssets())?.dir, join(copy, dirName));
     await truncate(join(copy, dirName, "bin", "kwok"), 1000);

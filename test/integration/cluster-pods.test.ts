@@ -18,8 +18,14 @@ test("readiness is delayed, and a never-ready image runs with an IP but stays un
   await eventually("the namespace's default service account", async () =>
     (await core.readNamespacedServiceAccount({ name: "default", namespace: "pods" })) ? true : undefined,
   );
-  for (const [name, image] of [["good", "example.com/good:1"], ["broken", "example.com/broken:1"]] as const) {
-    await core.createNamespacedPod({ namespace: "pods", body: { metadata: { name }, spec: { containers: [{ name: "app", image }] } } });
+  for (const [name, image] of [
+    ["good", "example.com/good:1"],
+    ["broken", "example.com/broken:1"],
+  ] as const) {
+    await core.createNamespacedPod({
+      namespace: "pods",
+      body: { metadata: { name }, spec: { containers: [{ name: "app", image }] } },
+    });
   }
   const good = await eventually("the good pod to become Ready", async () => {
     const p = await core.readNamespacedPod({ name: "good", namespace: "pods" });

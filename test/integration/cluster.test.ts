@@ -23,7 +23,10 @@ function errorCode(err: unknown): number | undefined {
 }
 
 async function ensureNamespace(core: CoreV1Api, name: string): Promise<void> {
-  await core.patchNamespace({ name, body: { apiVersion: "v1", kind: "Namespace", metadata: { name } }, fieldManager: "krane" }, apply);
+  await core.patchNamespace(
+    { name, body: { apiVersion: "v1", kind: "Namespace", metadata: { name } }, fieldManager: "krane" },
+    apply,
+  );
 }
 
 test("a server-side applied ReplicaSet runs 3 gVisor pods on untrusted nodes in 3 zones, and its pods go with it", async () => {
@@ -47,14 +50,22 @@ test("a server-side applied ReplicaSet runs 3 gVisor pods on untrusted nodes in 
           tolerations: [{ key: NODE_CLASS_KEY, operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
           nodeSelector: { [NODE_CLASS_KEY]: "untrusted" },
           topologySpreadConstraints: [
-            { maxSkew: 1, topologyKey: ZONE_KEY, whenUnsatisfiable: "DoNotSchedule", labelSelector: { matchLabels: { app: "web" } } },
+            {
+              maxSkew: 1,
+              topologyKey: ZONE_KEY,
+              whenUnsatisfiable: "DoNotSchedule",
+              labelSelector: { matchLabels: { app: "web" } },
+            },
           ],
           containers: [{ name: "app", image: "example.com/web:1", ports: [{ containerPort: 8080 }] }],
         },
       },
     },
   };
-  const applied = await apps.patchNamespacedReplicaSet({ name: "web", namespace: "ssa", body: rs, fieldManager: "krane", force: true }, apply);
+  const applied = await apps.patchNamespacedReplicaSet(
+    { name: "web", namespace: "ssa", body: rs, fieldManager: "krane", force: true },
+    apply,
+  );
   assert.equal(applied.metadata?.managedFields?.[0]?.manager, "krane");
   assert.equal(applied.metadata?.managedFields?.[0]?.operation, "Apply");
 
@@ -105,10 +116,21 @@ test("a second field manager conflicts with krane's fields (409) unless it force
   const kc = h.cluster.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   await ensureNamespace(core, "conflict");
-  const cm = (value: string) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg", namespace: "conflict" }, data: { key: value } });
-  await core.patchNamespacedConfigMap({ name: "cfg", namespace: "conflict", body: cm("krane"), fieldManager: "krane" }, apply);
+  const cm = (value: string) => ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: "cfg", namespace: "conflict" },
+    data: { key: value },
+  });
+  await core.patchNamespacedConfigMap(
+    { name: "cfg", namespace: "conflict", body: cm("krane"), fieldManager: "krane" },
+    apply,
+  );
   await assert.rejects(
-    core.patchNamespacedConfigMap({ name: "cfg", namespace: "conflict", body: cm("other"), fieldManager: "someone-else" }, apply),
+    core.patchNamespacedConfigMap(
+      { name: "cfg", namespace: "conflict", body: cm("other"), fieldManager: "someone-else" },
+      apply,
+    ),
     (err: unknown) => {
       assert.equal(errorCode(err), 409);
       assert.match(String((err as { body?: unknown }).body), /conflict/i);
@@ -135,18 +157,33 @@ test("a CiliumNetworkPolicy and an HTTPRoute can be applied and read back", asyn
       endpointSelector: { matchLabels: { "krane.dev/environment-id": "env_1" } },
       ingress: [
         {
-          fromEndpoints: [{ matchLabels: { "app.kubernetes.io/component": "sentinel", "krane.dev/environment-id": "env_1" } }],
+          fromEndpoints: [
+            { matchLabels: { "app.kubernetes.io/component": "sentinel", "krane.dev/environment-id": "env_1" } },
+          ],
           toPorts: [{ ports: [{ port: "8080", protocol: "TCP" }] }],
         },
       ],
     },
   };
   await custom.patchNamespacedCustomObject(
-    { group: "cilium.io", version: "v2", namespace: "net", plural: "ciliumnetworkpolicies", name: "allow-sentinels", body: cnp, fieldManager: "krane", force: true },
+    {
+      group: "cilium.io",
+      version: "v2",
+      namespace: "net",
+      plural: "ciliumnetworkpolicies",
+      name: "allow-sentinels",
+      body: cnp,
+      fieldManager: "krane",
+      force: true,
+    },
     apply,
   );
   const readCnp = (await custom.getNamespacedCustomObject({
-    group: "cilium.io", version: "v2", namespace: "net", plural: "ciliumnetworkpolicies", name: "allow-sentinels",
+    group: "cilium.io",
+    version: "v2",
+    namespace: "net",
+    plural: "ciliumnetworkpolicies",
+    name: "allow-sentinels",
   })) as typeof cnp;
   assert.deepEqual(readCnp.spec, cnp.spec);
 
@@ -157,15 +194,30 @@ test("a CiliumNetworkPolicy and an HTTPRoute can be applied and read back", asyn
     spec: {
       parentRefs: [{ name: "public", namespace: "gateway" }],
       hostnames: ["web.example.com"],
-      rules: [{ matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs: [{ name: "sentinel", port: 8040 }] }],
+      rules: [
+        { matches: [{ path: { type: "PathPrefix", value: "/" } }], backendRefs: [{ name: "sentinel", port: 8040 }] },
+      ],
     },
   };
   await custom.patchNamespacedCustomObject(
-    { group: "gateway.networking.k8s.io", version: "v1", namespace: "net", plural: "httproutes", name: "web", body: route, fieldManager: "krane", force: true },
+    {
+      group: "gateway.networking.k8s.io",
+      version: "v1",
+      namespace: "net",
+      plural: "httproutes",
+      name: "web",
+      body: route,
+      fieldManager: "krane",
+      force: true,
+    },
     apply,
   );
   const readRoute = (await custom.getNamespacedCustomObject({
-    group: "gateway.networking.k8s.io", version: "v1", namespace: "net", plural: "httproutes", name: "web",
+    group: "gateway.networking.k8s.io",
+    version: "v1",
+    namespace: "net",
+    plural: "httproutes",
+    name: "web",
   })) as { spec: { hostnames: string[]; rules: { backendRefs: { name: string; port: number }[] }[] } };
   assert.deepEqual(readRoute.spec.hostnames, ["web.example.com"]);
   assert.equal(readRoute.spec.rules[0]?.backendRefs[0]?.port, 8040);
@@ -178,7 +230,16 @@ test("a CiliumNetworkPolicy and an HTTPRoute can be applied and read back", asyn
   firstPort.protocol = "HTTP";
   await assert.rejects(
     custom.patchNamespacedCustomObject(
-      { group: "cilium.io", version: "v2", namespace: "net", plural: "ciliumnetworkpolicies", name: "bad", body: bad, fieldManager: "krane", force: true },
+      {
+        group: "cilium.io",
+        version: "v2",
+        namespace: "net",
+        plural: "ciliumnetworkpolicies",
+        name: "bad",
+        body: bad,
+        fieldManager: "krane",
+        force: true,
+      },
       apply,
     ),
     (err: unknown) => errorCode(err) === 422,

@@ -22,7 +22,9 @@ function processesMentioning(text: string): number[] {
 }
 
 test("krane dev runs the example end to end and Ctrl-C leaves nothing running", { timeout: 10 * 60_000 }, async () => {
-  const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -35,7 +37,11 @@ test("krane dev runs the example end to end and Ctrl-C leaves nothing running", 
   });
   await ready;
   try {
-    await checkRunning(child, () => stdout, () => stderr);
+    await checkRunning(
+      child,
+      () => stdout,
+      () => stderr,
+    );
   } catch (err) {
     child.kill("SIGKILL");
     throw err;
@@ -51,7 +57,10 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   assert.equal(running.length, 3, stdout);
   assert.deepEqual(new Set(running.map((m) => m[2])).size, 3, "one replica per zone");
   // krane's own sentinel: its Service address, healthy, serving ctrl's routing version.
-  assert.match(stdout, /snt-hello-production-\S+\s*│ local\s*│ snt-hello-production-\S+\.sentinel\.svc:8040\s*│ 1\s*│ 1\s*│ healthy\s*│ v1\s*│/);
+  assert.match(
+    stdout,
+    /snt-hello-production-\S+\s*│ local\s*│ snt-hello-production-\S+\.sentinel\.svc:8040\s*│ 1\s*│ 1\s*│ healthy\s*│ v1\s*│/,
+  );
   const kubeconfig = /KUBECONFIG=(\S+)/.exec(stderr)?.[1];
   assert.ok(kubeconfig && existsSync(kubeconfig), "the local cluster's kubeconfig is shown");
   const clusterDir = dirname(kubeconfig);

@@ -30,7 +30,12 @@ let agent: Agent;
 let kube: KubeClient;
 
 async function serveCtrl(): Promise<RunningCtrl> {
-  const c = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port }, opsListen: null, shutdownGraceMs: 500 });
+  const c = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port },
+    opsListen: null,
+    shutdownGraceMs: 500,
+  });
   port = Number(new URL(c.url).port);
   return c;
 }
@@ -60,7 +65,11 @@ before(async () => {
   kube = new KubeClient(cluster.kubeConfig(), { fieldManager: "e2e-reader" });
   await api.workspaces.createWorkspace({ slug: target.workspace });
   await api.projects.createProject({ workspace: target.workspace, slug: target.project });
-  await api.environments.createEnvironment({ ...target, slug: target.environment, regions: [{ region: "eu", replicas: 3 }] });
+  await api.environments.createEnvironment({
+    ...target,
+    slug: target.environment,
+    regions: [{ region: "eu", replicas: 3 }],
+  });
 });
 
 after(async () => {
@@ -82,38 +91,67 @@ async function runningInstances(deploymentId: string): Promise<number> {
 }
 
 test("deploy, scale and delete through the public API reach the cluster and come back in status", async () => {
-  const { deployment } = await api.deployments.createDeployment({ ...target, image: "registry.example.com/shop:1", port: 9000 });
+  const { deployment } = await api.deployments.createDeployment({
+    ...target,
+    image: "registry.example.com/shop:1",
+    port: 9000,
+  });
   assert.ok(deployment);
-  const rs = await eventually("the ReplicaSet with 3 replicas", async () => {
-    const o = await kube.get(resources.replicaSets, deployment.k8sNamespace, deployment.k8sName);
-    return replicas(o) === 3 ? o : undefined;
-  }, 60_000);
+  const rs = await eventually(
+    "the ReplicaSet with 3 replicas",
+    async () => {
+      const o = await kube.get(resources.replicaSets, deployment.k8sNamespace, deployment.k8sName);
+      return replicas(o) === 3 ? o : undefined;
+    },
+    60_000,
+  );
   assert.equal(rs.metadata.labels?.["krane.dev/deployment-id"], deployment.id);
-  await eventually("3 running instances in status", async () => ((await runningInstances(deployment.id)) === 3 ? true : undefined), 60_000);
+  await eventually(
+    "3 running instances in status",
+    async () => ((await runningInstances(deployment.id)) === 3 ? true : undefined),
+    60_000,
+  );
   const s = await api.status.getEnvironmentStatus(target);
   const instances = s.deployments[0]?.regions[0]?.instances ?? [];
-  assert.ok(instances.every((i) => /^\d+\.\d+\.\d+\.\d+:9000$/.test(i.address)), "addresses are ip:port");
+  assert.ok(
+    instances.every((i) => /^\d+\.\d+\.\d+\.\d+:9000$/.test(i.address)),
+    "addresses are ip:port",
+  );
   assert.equal(new Set(instances.map((i) => i.zone)).size, 3, "one replica per zone");
 
   await api.rollouts.scale({ ...target, replicas: 5 });
   await eventually("the ReplicaSet scaled to 5", async () =>
-    replicas(await kube.get(resources.replicaSets, deployment.k8sNamespace, deployment.k8sName)) === 5 ? true : undefined,
+    replicas(await kube.get(resources.replicaSets, deployment.k8sNamespace, deployment.k8sName)) === 5
+      ? true
+      : undefined,
   );
-  await eventually("5 running instances", async () => ((await runningInstances(deployment.id)) === 5 ? true : undefined), 60_000);
+  await eventually(
+    "5 running instances",
+    async () => ((await runningInstances(deployment.id)) === 5 ? true : undefined),
+    60_000,
+  );
 
   await api.deployments.deleteDeployment({ deploymentId: deployment.id });
   await eventually("the ReplicaSet gone", async () =>
     (await kube.get(resources.replicaSets, deployment.k8sNamespace, deployment.k8sName)) ? undefined : true,
   );
-  await eventually("no instances left in status", async () => ((await runningInstances(deployment.id)) === 0 ? true : undefined));
+  await eventually("no instances left in status", async () =>
+    (await runningInstances(deployment.id)) === 0 ? true : undefined,
+  );
 });
 
 test("ctrl restarted while changes are committed: the agent reconnects and converges with nothing missed", async () => {
-  const { deployment: first } = await api.deployments.createDeployment({ ...target, image: "registry.example.com/shop:2" });
+  const { deployment: first } = await api.deployments.createDeployment({
+    ...target,
+    image: "registry.example.com/shop:2",
+  });
   assert.ok(first);
-  await eventually("the first ReplicaSet", async () =>
-    replicas(await kube.get(resources.replicaSets, first.k8sNamespace, first.k8sName)) === 5 ? true : undefined,
-  60_000);
+  await eventually(
+    "the first ReplicaSet",
+    async () =>
+      replicas(await kube.get(resources.replicaSets, first.k8sNamespace, first.k8sName)) === 5 ? true : undefined,
+    60_000,
+  );
 
   await ctrl.close();
   // The agent keeps running without ctrl (and keeps what it applied).
@@ -125,14 +163,26 @@ test("ctrl restarted while changes are committed: the agent reconnects and conve
   api = createApiClients(ctrl.url, userToken);
   await api.rollouts.scale({ ...target, replicas: 2 });
   await api.deployments.deleteDeployment({ deploymentId: first.id });
-  const { deployment: second } = await api.deployments.createDeployment({ ...target, image: "registry.example.com/shop:3" });
+  const { deployment: second } = await api.deployments.createDeployment({
+    ...target,
+    image: "registry.example.com/shop:3",
+  });
   assert.ok(second);
 
-  await eventually("the deleted revision's ReplicaSet gone", async () =>
-    (await kube.get(resources.replicaSets, first.k8sNamespace, first.k8sName)) ? undefined : true,
-  60_000);
-  await eventually("the new revision at 2 replicas", async () =>
-    replicas(await kube.get(resources.replicaSets, second.k8sNamespace, second.k8sName)) === 2 ? true : undefined,
-  60_000);
-  await eventually("2 running instances of the new revision", async () => ((await runningInstances(second.id)) === 2 ? true : undefined), 60_000);
+  await eventually(
+    "the deleted revision's ReplicaSet gone",
+    async () => ((await kube.get(resources.replicaSets, first.k8sNamespace, first.k8sName)) ? undefined : true),
+    60_000,
+  );
+  await eventually(
+    "the new revision at 2 replicas",
+    async () =>
+      replicas(await kube.get(resources.replicaSets, second.k8sNamespace, second.k8sName)) === 2 ? true : undefined,
+    60_000,
+  );
+  await eventually(
+    "2 running instances of the new revision",
+    async () => ((await runningInstances(second.id)) === 2 ? true : undefined),
+    60_000,
+  );
 });

@@ -19,7 +19,15 @@ import { resourceOf, resourcePath } from "../../src/kube/resources.js";
 import type { KubeObject } from "../../src/kube/object.js";
 import { renderSentinel } from "../../src/agent/sentinels/render.js";
 import { renderRevisionSlices, renderRoutingPolicy } from "../../src/agent/sentinels/routing.js";
-import { workspaceNamespaceLabels, LABEL_MANAGED_BY, MANAGED_BY, LABEL_WORKSPACE_ID, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_GATEWAY_ID } from "../../src/contracts/labels.js";
+import {
+  workspaceNamespaceLabels,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+  LABEL_WORKSPACE_ID,
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_GATEWAY_ID,
+} from "../../src/contracts/labels.js";
 import { AGENT_NAMESPACE, SENTINEL_NAMESPACE, SENTINEL_SERVICE_ACCOUNT } from "../../src/contracts/cluster.js";
 import { sampleDeployment } from "../unit/agent/deployments/fixtures.js";
 import { sampleSentinel } from "../unit/agent/sentinels/fixtures.js";
@@ -97,7 +105,11 @@ function replicaSet(ns: string, name: string, labels: Record<string, string>, po
     apiVersion: "apps/v1",
     kind: "ReplicaSet",
     metadata: { name, namespace: ns, labels },
-    spec: { replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { ...labels, app: name } }, spec } },
+    spec: {
+      replicas: 0,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { ...labels, app: name } }, spec },
+    },
   };
 }
 
@@ -106,20 +118,37 @@ function deployment(ns: string, name: string, labels: Record<string, string>, po
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name, namespace: ns, labels },
-    spec: { replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { ...labels, app: name } }, spec: podSpec } },
+    spec: {
+      replicas: 0,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { ...labels, app: name } }, spec: podSpec },
+    },
   };
 }
 
 function cnp(ns: string, name: string, labels: Record<string, string>): Obj {
-  return { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: { name, namespace: ns, labels }, spec: { endpointSelector: {}, ingress: [{}] } };
+  return {
+    apiVersion: "cilium.io/v2",
+    kind: "CiliumNetworkPolicy",
+    metadata: { name, namespace: ns, labels },
+    spec: { endpointSelector: {}, ingress: [{}] },
+  };
 }
 
-const OWNED = { ...KRANE, [LABEL_COMPONENT]: "deployment", [LABEL_WORKSPACE_ID]: "ws_victim", [LABEL_ENVIRONMENT_ID]: "env_v" };
+const OWNED = {
+  ...KRANE,
+  [LABEL_COMPONENT]: "deployment",
+  [LABEL_WORKSPACE_ID]: "ws_victim",
+  [LABEL_ENVIRONMENT_ID]: "env_v",
+};
 
 const rsPath = (ns: string, name = ""): string => `/apis/apps/v1/namespaces/${ns}/replicasets${name ? `/${name}` : ""}`;
-const cnpPath = (ns: string, name = ""): string => `/apis/cilium.io/v2/namespaces/${ns}/ciliumnetworkpolicies${name ? `/${name}` : ""}`;
-const deployPath = (ns: string, name = ""): string => `/apis/apps/v1/namespaces/${ns}/deployments${name ? `/${name}` : ""}`;
-const core = (ns: string, plural: string, name = ""): string => `/api/v1/namespaces/${ns}/${plural}${name ? `/${name}` : ""}`;
+const cnpPath = (ns: string, name = ""): string =>
+  `/apis/cilium.io/v2/namespaces/${ns}/ciliumnetworkpolicies${name ? `/${name}` : ""}`;
+const deployPath = (ns: string, name = ""): string =>
+  `/apis/apps/v1/namespaces/${ns}/deployments${name ? `/${name}` : ""}`;
+const core = (ns: string, plural: string, name = ""): string =>
+  `/api/v1/namespaces/${ns}/${plural}${name ? `/${name}` : ""}`;
 const MERGE = "application/merge-patch+json";
 const APPLY = "application/apply-patch+yaml";
 const applyQuery = "?fieldManager=krane&force=true";
@@ -137,29 +166,112 @@ const post = (name: string, path: string, body: Obj): Attempt => ({ name, method
 /** Everything issue 14 lists, and what follows from it. Each must be refused. */
 function escalations(): Attempt[] {
   let n = 0;
-  const userRs = (name: string, podSpec: Obj): Attempt => post(name, rsPath(VICTIM_NS), replicaSet(VICTIM_NS, `esc-rs-${++n}`, OWNED, podSpec));
+  const userRs = (name: string, podSpec: Obj): Attempt =>
+    post(name, rsPath(VICTIM_NS), replicaSet(VICTIM_NS, `esc-rs-${++n}`, OWNED, podSpec));
   return [
-    { name: "patch a non-krane ReplicaSet's image (other namespace)", method: "PATCH", path: rsPath(OTHER_NS, "payments"), body: { spec: { template: { spec: { containers: [{ name: "app", image: "evil/miner:1" }] } } } }, contentType: "application/strategic-merge-patch+json" },
-    { name: "patch a non-krane ReplicaSet's image (workspace namespace)", method: "PATCH", path: rsPath(VICTIM_NS, "hand-made"), body: { spec: { template: { spec: { containers: [{ name: "app", image: "evil/miner:1" }] } } } }, contentType: "application/strategic-merge-patch+json" },
-    { name: "server-side apply over a non-krane ReplicaSet", method: "PATCH", path: rsPath(OTHER_NS, "payments") + applyQuery, body: replicaSet(OTHER_NS, "payments", KRANE, userPodSpec(), "evil/miner:1"), contentType: APPLY },
+    {
+      name: "patch a non-krane ReplicaSet's image (other namespace)",
+      method: "PATCH",
+      path: rsPath(OTHER_NS, "payments"),
+      body: { spec: { template: { spec: { containers: [{ name: "app", image: "evil/miner:1" }] } } } },
+      contentType: "application/strategic-merge-patch+json",
+    },
+    {
+      name: "patch a non-krane ReplicaSet's image (workspace namespace)",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "hand-made"),
+      body: { spec: { template: { spec: { containers: [{ name: "app", image: "evil/miner:1" }] } } } },
+      contentType: "application/strategic-merge-patch+json",
+    },
+    {
+      name: "server-side apply over a non-krane ReplicaSet",
+      method: "PATCH",
+      path: rsPath(OTHER_NS, "payments") + applyQuery,
+      body: replicaSet(OTHER_NS, "payments", KRANE, userPodSpec(), "evil/miner:1"),
+      contentType: APPLY,
+    },
     { name: "delete a non-krane ReplicaSet", method: "DELETE", path: rsPath(OTHER_NS, "payments") },
-    { name: "delete a non-krane network policy (other namespace)", method: "DELETE", path: cnpPath(OTHER_NS, "deny-all") },
-    { name: "delete a non-krane network policy (workspace namespace)", method: "DELETE", path: cnpPath(VICTIM_NS, "hand-made") },
-    { name: "replace a non-krane network policy with an allow-all", method: "PATCH", path: cnpPath(VICTIM_NS, "hand-made"), body: { spec: { endpointSelector: {}, ingress: [{ fromEntities: ["world"] }] } }, contentType: MERGE },
-    post("create a ReplicaSet in kube-system running a privileged ServiceAccount", rsPath("kube-system"), replicaSet("kube-system", "esc-kube-system", KRANE, userPodSpec({ serviceAccountName: "clusterrole-aggregation-controller", automountServiceAccountToken: true }))),
-    post("create a krane-labelled network policy in kube-system", cnpPath("kube-system"), cnp("kube-system", "esc-allow", KRANE)),
-    post("create a ConfigMap in its own namespace krane-system", core(AGENT_NAMESPACE, "configmaps"), { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "esc", namespace: AGENT_NAMESPACE, labels: KRANE } }),
-    { name: "strip the krane labels from a krane ReplicaSet", method: "PATCH", path: rsPath(VICTIM_NS, "krane-web"), body: { metadata: { labels: { [LABEL_MANAGED_BY]: null } } }, contentType: MERGE },
-    { name: "move a krane ReplicaSet to another tenant (workspace-id label)", method: "PATCH", path: rsPath(VICTIM_NS, "krane-web"), body: { metadata: { labels: { [LABEL_WORKSPACE_ID]: "ws_attacker" } } }, contentType: MERGE },
-    { name: "drop a krane ReplicaSet's component label", method: "PATCH", path: rsPath(VICTIM_NS, "krane-web"), body: { metadata: { labels: { [LABEL_COMPONENT]: null } } }, contentType: MERGE },
-    { name: "adopt a non-krane ReplicaSet by labelling it", method: "PATCH", path: rsPath(VICTIM_NS, "hand-made"), body: { metadata: { labels: KRANE } }, contentType: MERGE },
-    { name: "scale a krane ReplicaSet through its scale subresource", method: "PATCH", path: rsPath(VICTIM_NS, "krane-web") + "/scale", body: { spec: { replicas: 50 } }, contentType: MERGE },
+    {
+      name: "delete a non-krane network policy (other namespace)",
+      method: "DELETE",
+      path: cnpPath(OTHER_NS, "deny-all"),
+    },
+    {
+      name: "delete a non-krane network policy (workspace namespace)",
+      method: "DELETE",
+      path: cnpPath(VICTIM_NS, "hand-made"),
+    },
+    {
+      name: "replace a non-krane network policy with an allow-all",
+      method: "PATCH",
+      path: cnpPath(VICTIM_NS, "hand-made"),
+      body: { spec: { endpointSelector: {}, ingress: [{ fromEntities: ["world"] }] } },
+      contentType: MERGE,
+    },
+    post(
+      "create a ReplicaSet in kube-system running a privileged ServiceAccount",
+      rsPath("kube-system"),
+      replicaSet(
+        "kube-system",
+        "esc-kube-system",
+        KRANE,
+        userPodSpec({ serviceAccountName: "clusterrole-aggregation-controller", automountServiceAccountToken: true }),
+      ),
+    ),
+    post(
+      "create a krane-labelled network policy in kube-system",
+      cnpPath("kube-system"),
+      cnp("kube-system", "esc-allow", KRANE),
+    ),
+    post("create a ConfigMap in its own namespace krane-system", core(AGENT_NAMESPACE, "configmaps"), {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "esc", namespace: AGENT_NAMESPACE, labels: KRANE },
+    }),
+    {
+      name: "strip the krane labels from a krane ReplicaSet",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "krane-web"),
+      body: { metadata: { labels: { [LABEL_MANAGED_BY]: null } } },
+      contentType: MERGE,
+    },
+    {
+      name: "move a krane ReplicaSet to another tenant (workspace-id label)",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "krane-web"),
+      body: { metadata: { labels: { [LABEL_WORKSPACE_ID]: "ws_attacker" } } },
+      contentType: MERGE,
+    },
+    {
+      name: "drop a krane ReplicaSet's component label",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "krane-web"),
+      body: { metadata: { labels: { [LABEL_COMPONENT]: null } } },
+      contentType: MERGE,
+    },
+    {
+      name: "adopt a non-krane ReplicaSet by labelling it",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "hand-made"),
+      body: { metadata: { labels: KRANE } },
+      contentType: MERGE,
+    },
+    {
+      name: "scale a krane ReplicaSet through its scale subresource",
+      method: "PATCH",
+      path: rsPath(VICTIM_NS, "krane-web") + "/scale",
+      body: { spec: { replicas: 50 } },
+      contentType: MERGE,
+    },
     userRs("hostPath volume", userPodSpec({ volumes: [{ name: "root", hostPath: { path: "/" } }] })),
     userRs("hostNetwork", userPodSpec({ hostNetwork: true })),
     userRs("hostPID", userPodSpec({ hostPID: true })),
     userRs("hostIPC", userPodSpec({ hostIPC: true })),
     userRs("privileged container", withContainer({ securityContext: { privileged: true } })),
-    userRs("privileged init container", userPodSpec({ initContainers: [{ name: "init", image: "busybox", securityContext: { privileged: true } }] })),
+    userRs(
+      "privileged init container",
+      userPodSpec({ initContainers: [{ name: "init", image: "busybox", securityContext: { privileged: true } }] }),
+    ),
     userRs("added capability", withContainer({ securityContext: { capabilities: { add: ["NET_ADMIN"] } } })),
     userRs("hostPort", withContainer({ ports: [{ containerPort: 8080, hostPort: 80 }] })),
     userRs("nodeName pinned to a general node", userPodSpec({ nodeName: "general-a-1" })),
@@ -168,29 +280,158 @@ function escalations(): Attempt[] {
     userRs("user workload with a service-account token", userPodSpec({ automountServiceAccountToken: true })),
     userRs("user workload with the token by default", userPodSpec({ automountServiceAccountToken: undefined })),
     userRs("user workload with another ServiceAccount", userPodSpec({ serviceAccountName: "builder" })),
-    userRs("projected service-account token volume", userPodSpec({ volumes: [{ name: "tok", projected: { sources: [{ serviceAccountToken: { path: "token" } }] } }] })),
+    userRs(
+      "projected service-account token volume",
+      userPodSpec({ volumes: [{ name: "tok", projected: { sources: [{ serviceAccountToken: { path: "token" } }] } }] }),
+    ),
     userRs("user workload off the untrusted nodes", userPodSpec({ nodeSelector: { "node-class": "sentinel" } })),
-    post("create a Pod directly without gvisor", core(VICTIM_NS, "pods"), { apiVersion: "v1", kind: "Pod", metadata: { name: "esc-pod", namespace: VICTIM_NS, labels: OWNED }, spec: userPodSpec({ runtimeClassName: undefined }) }),
-    post("create a privileged Pod directly in sentinel", core(SENTINEL_NAMESPACE, "pods"), { apiVersion: "v1", kind: "Pod", metadata: { name: "esc-pod", namespace: SENTINEL_NAMESPACE, labels: KRANE }, spec: withContainer({ securityContext: { privileged: true } }, sentinelPodSpec()) }),
-    post("create a DaemonSet on the host network", `/apis/apps/v1/namespaces/${VICTIM_NS}/daemonsets`, { apiVersion: "apps/v1", kind: "DaemonSet", metadata: { name: "esc-ds", namespace: VICTIM_NS, labels: OWNED }, spec: { selector: { matchLabels: { app: "x" } }, template: { metadata: { labels: { app: "x" } }, spec: userPodSpec({ hostNetwork: true }) } } }),
-    post("create a Job with a hostPath volume", `/apis/batch/v1/namespaces/${VICTIM_NS}/jobs`, { apiVersion: "batch/v1", kind: "Job", metadata: { name: "esc-job", namespace: VICTIM_NS, labels: OWNED }, spec: { template: { spec: userPodSpec({ restartPolicy: "Never", volumes: [{ name: "r", hostPath: { path: "/var/run" } }] }) } } }),
-    post("create a CronJob without gvisor", `/apis/batch/v1/namespaces/${VICTIM_NS}/cronjobs`, { apiVersion: "batch/v1", kind: "CronJob", metadata: { name: "esc-cron", namespace: VICTIM_NS, labels: OWNED }, spec: { schedule: "* * * * *", jobTemplate: { spec: { template: { spec: userPodSpec({ restartPolicy: "Never", runtimeClassName: undefined }) } } } } }),
-    post("sentinel Deployment on the host network", deployPath(SENTINEL_NAMESPACE), deployment(SENTINEL_NAMESPACE, "esc-snt-1", KRANE, sentinelPodSpec({ hostNetwork: true }))),
-    post("sentinel Deployment with the default ServiceAccount's token", deployPath(SENTINEL_NAMESPACE), deployment(SENTINEL_NAMESPACE, "esc-snt-2", KRANE, sentinelPodSpec({ automountServiceAccountToken: true }))),
-    post("sentinel Deployment with a foreign ServiceAccount", deployPath(SENTINEL_NAMESPACE), deployment(SENTINEL_NAMESPACE, "esc-snt-3", KRANE, sentinelPodSpec({ serviceAccountName: "admin" }))),
-    post("sentinel Deployment off the sentinel nodes", deployPath(SENTINEL_NAMESPACE), deployment(SENTINEL_NAMESPACE, "esc-snt-4", KRANE, sentinelPodSpec({ nodeSelector: { "node-class": "general" } }))),
-    post("create a namespace that is not a workspace namespace", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "esc-plain" } }),
-    post("create a workspace namespace that allows privileged pods", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "ws-esc-privileged", labels: { ...workspaceNamespaceLabels("ws_esc"), "pod-security.kubernetes.io/enforce": "privileged" } } }),
-    { name: "label kube-system as a workspace namespace", method: "PATCH", path: "/api/v1/namespaces/kube-system", body: { metadata: { labels: workspaceNamespaceLabels("ws_esc") } }, contentType: MERGE },
-    { name: "move a workspace namespace to another workspace", method: "PATCH", path: `/api/v1/namespaces/${VICTIM_NS}`, body: { metadata: { labels: { [LABEL_WORKSPACE_ID]: "ws_attacker" } } }, contentType: MERGE },
+    post("create a Pod directly without gvisor", core(VICTIM_NS, "pods"), {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "esc-pod", namespace: VICTIM_NS, labels: OWNED },
+      spec: userPodSpec({ runtimeClassName: undefined }),
+    }),
+    post("create a privileged Pod directly in sentinel", core(SENTINEL_NAMESPACE, "pods"), {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "esc-pod", namespace: SENTINEL_NAMESPACE, labels: KRANE },
+      spec: withContainer({ securityContext: { privileged: true } }, sentinelPodSpec()),
+    }),
+    post("create a DaemonSet on the host network", `/apis/apps/v1/namespaces/${VICTIM_NS}/daemonsets`, {
+      apiVersion: "apps/v1",
+      kind: "DaemonSet",
+      metadata: { name: "esc-ds", namespace: VICTIM_NS, labels: OWNED },
+      spec: {
+        selector: { matchLabels: { app: "x" } },
+        template: { metadata: { labels: { app: "x" } }, spec: userPodSpec({ hostNetwork: true }) },
+      },
+    }),
+    post("create a Job with a hostPath volume", `/apis/batch/v1/namespaces/${VICTIM_NS}/jobs`, {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name: "esc-job", namespace: VICTIM_NS, labels: OWNED },
+      spec: {
+        template: {
+          spec: userPodSpec({ restartPolicy: "Never", volumes: [{ name: "r", hostPath: { path: "/var/run" } }] }),
+        },
+      },
+    }),
+    post("create a CronJob without gvisor", `/apis/batch/v1/namespaces/${VICTIM_NS}/cronjobs`, {
+      apiVersion: "batch/v1",
+      kind: "CronJob",
+      metadata: { name: "esc-cron", namespace: VICTIM_NS, labels: OWNED },
+      spec: {
+        schedule: "* * * * *",
+        jobTemplate: {
+          spec: { template: { spec: userPodSpec({ restartPolicy: "Never", runtimeClassName: undefined }) } },
+        },
+      },
+    }),
+    post(
+      "sentinel Deployment on the host network",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(SENTINEL_NAMESPACE, "esc-snt-1", KRANE, sentinelPodSpec({ hostNetwork: true })),
+    ),
+    post(
+      "sentinel Deployment with the default ServiceAccount's token",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(SENTINEL_NAMESPACE, "esc-snt-2", KRANE, sentinelPodSpec({ automountServiceAccountToken: true })),
+    ),
+    post(
+      "sentinel Deployment with a foreign ServiceAccount",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(SENTINEL_NAMESPACE, "esc-snt-3", KRANE, sentinelPodSpec({ serviceAccountName: "admin" })),
+    ),
+    post(
+      "sentinel Deployment off the sentinel nodes",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(
+        SENTINEL_NAMESPACE,
+        "esc-snt-4",
+        KRANE,
+        sentinelPodSpec({ nodeSelector: { "node-class": "general" } }),
+      ),
+    ),
+    post("create a namespace that is not a workspace namespace", "/api/v1/namespaces", {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: "esc-plain" },
+    }),
+    post("create a workspace namespace that allows privileged pods", "/api/v1/namespaces", {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: {
+        name: "ws-esc-privileged",
+        labels: { ...workspaceNamespaceLabels("ws_esc"), "pod-security.kubernetes.io/enforce": "privileged" },
+      },
+    }),
+    {
+      name: "label kube-system as a workspace namespace",
+      method: "PATCH",
+      path: "/api/v1/namespaces/kube-system",
+      body: { metadata: { labels: workspaceNamespaceLabels("ws_esc") } },
+      contentType: MERGE,
+    },
+    {
+      name: "move a workspace namespace to another workspace",
+      method: "PATCH",
+      path: `/api/v1/namespaces/${VICTIM_NS}`,
+      body: { metadata: { labels: { [LABEL_WORKSPACE_ID]: "ws_attacker" } } },
+      contentType: MERGE,
+    },
     { name: "delete a namespace krane does not own", method: "DELETE", path: `/api/v1/namespaces/${OTHER_NS}` },
-    { name: "label a node into the untrusted pool", method: "PATCH", path: "/api/v1/nodes/general-a-1", body: { metadata: { labels: { "node-class": "untrusted" } } }, contentType: MERGE },
-    post("bind itself to cluster-admin", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: { name: "esc-admin", labels: KRANE }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" }, subjects: [{ kind: "ServiceAccount", name: "krane-agent", namespace: AGENT_NAMESPACE }] }),
-    post("a krane-labelled RoleBinding to admin in a workspace namespace", `/apis/rbac.authorization.k8s.io/v1/namespaces/${VICTIM_NS}/rolebindings`, { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: { name: "esc-admin", namespace: VICTIM_NS, labels: KRANE }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "admin" }, subjects: [{ kind: "ServiceAccount", name: "default", namespace: VICTIM_NS }] }),
-    post("mint a token for a kube-system ServiceAccount", "/api/v1/namespaces/kube-system/serviceaccounts/default/token", { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: { expirationSeconds: 600 } }),
-    post("a service-account-token Secret", core(VICTIM_NS, "secrets"), { apiVersion: "v1", kind: "Secret", type: "kubernetes.io/service-account-token", metadata: { name: "esc-token", namespace: VICTIM_NS, labels: KRANE, annotations: { "kubernetes.io/service-account.name": "default" } } }),
-    post("a ServiceAccount that mounts its token", core(VICTIM_NS, "serviceaccounts"), { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "esc-sa", namespace: VICTIM_NS, labels: KRANE } }),
-    post("a Service with externalIPs", core(VICTIM_NS, "services"), { apiVersion: "v1", kind: "Service", metadata: { name: "esc-svc", namespace: VICTIM_NS, labels: KRANE }, spec: { ports: [{ port: 80 }], externalIPs: ["10.0.0.1"] } }),
+    {
+      name: "label a node into the untrusted pool",
+      method: "PATCH",
+      path: "/api/v1/nodes/general-a-1",
+      body: { metadata: { labels: { "node-class": "untrusted" } } },
+      contentType: MERGE,
+    },
+    post("bind itself to cluster-admin", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: "esc-admin", labels: KRANE },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+      subjects: [{ kind: "ServiceAccount", name: "krane-agent", namespace: AGENT_NAMESPACE }],
+    }),
+    post(
+      "a krane-labelled RoleBinding to admin in a workspace namespace",
+      `/apis/rbac.authorization.k8s.io/v1/namespaces/${VICTIM_NS}/rolebindings`,
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "esc-admin", namespace: VICTIM_NS, labels: KRANE },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "admin" },
+        subjects: [{ kind: "ServiceAccount", name: "default", namespace: VICTIM_NS }],
+      },
+    ),
+    post(
+      "mint a token for a kube-system ServiceAccount",
+      "/api/v1/namespaces/kube-system/serviceaccounts/default/token",
+      { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: { expirationSeconds: 600 } },
+    ),
+    post("a service-account-token Secret", core(VICTIM_NS, "secrets"), {
+      apiVersion: "v1",
+      kind: "Secret",
+      type: "kubernetes.io/service-account-token",
+      metadata: {
+        name: "esc-token",
+        namespace: VICTIM_NS,
+        labels: KRANE,
+        annotations: { "kubernetes.io/service-account.name": "default" },
+      },
+    }),
+    post("a ServiceAccount that mounts its token", core(VICTIM_NS, "serviceaccounts"), {
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      metadata: { name: "esc-sa", namespace: VICTIM_NS, labels: KRANE },
+    }),
+    post("a Service with externalIPs", core(VICTIM_NS, "services"), {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "esc-svc", namespace: VICTIM_NS, labels: KRANE },
+      spec: { ports: [{ port: 80 }], externalIPs: ["10.0.0.1"] },
+    }),
   ];
 }
 
@@ -198,19 +439,110 @@ function escalations(): Attempt[] {
 function futureWrites(): Attempt[] {
   const ws = VICTIM_NS;
   return [
-    post("a Lease in krane-system (leader election)", `/apis/coordination.k8s.io/v1/namespaces/${AGENT_NAMESPACE}/leases`, { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "krane-agent", namespace: AGENT_NAMESPACE, labels: KRANE }, spec: { holderIdentity: "agent-0", leaseDurationSeconds: 15 } }),
-    post("a routing EndpointSlice in sentinel", `/apis/discovery.k8s.io/v1/namespaces/${SENTINEL_NAMESPACE}/endpointslices`, { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", metadata: { name: "rt-env", namespace: SENTINEL_NAMESPACE, labels: { ...KRANE, "endpointslice.kubernetes.io/managed-by": "krane" } }, addressType: "IPv4", endpoints: [{ addresses: ["10.244.0.7"] }], ports: [{ port: 8080 }] }),
-    post("a routing policy ConfigMap in sentinel", core(SENTINEL_NAMESPACE, "configmaps"), { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "rt-env", namespace: SENTINEL_NAMESPACE, labels: KRANE }, data: { "policy.json": "{}" } }),
-    post("a sentinel with its own ServiceAccount and token", deployPath(SENTINEL_NAMESPACE), deployment(SENTINEL_NAMESPACE, "snt-own-sa", KRANE, sentinelPodSpec({ serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true }))),
-    post("an HTTPRoute", `/apis/gateway.networking.k8s.io/v1/namespaces/${ws}/httproutes`, { apiVersion: "gateway.networking.k8s.io/v1", kind: "HTTPRoute", metadata: { name: "web", namespace: ws, labels: OWNED }, spec: { parentRefs: [{ name: "public", namespace: "gateway" }] } }),
-    post("a ConfigMap", core(ws, "configmaps"), { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg", namespace: ws, labels: OWNED }, data: { a: "b" } }),
-    post("a Secret", core(ws, "secrets"), { apiVersion: "v1", kind: "Secret", type: "Opaque", metadata: { name: "sec", namespace: ws, labels: OWNED }, stringData: { a: "b" } }),
-    post("a Service", core(ws, "services"), { apiVersion: "v1", kind: "Service", metadata: { name: "svc", namespace: ws, labels: OWNED }, spec: { ports: [{ port: 80 }] } }),
-    post("a Job", `/apis/batch/v1/namespaces/${ws}/jobs`, { apiVersion: "batch/v1", kind: "Job", metadata: { name: "job", namespace: ws, labels: OWNED }, spec: { template: { spec: userPodSpec({ restartPolicy: "Never" }) } } }),
-    post("a CronJob", `/apis/batch/v1/namespaces/${ws}/cronjobs`, { apiVersion: "batch/v1", kind: "CronJob", metadata: { name: "cron", namespace: ws, labels: OWNED }, spec: { schedule: "*/5 * * * *", jobTemplate: { spec: { template: { spec: userPodSpec({ restartPolicy: "Never" }) } } } } }),
-    post("a PodDisruptionBudget", `/apis/policy/v1/namespaces/${ws}/poddisruptionbudgets`, { apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata: { name: "pdb", namespace: ws, labels: OWNED }, spec: { maxUnavailable: 1, selector: { matchLabels: { app: "web" } } } }),
-    post("a HorizontalPodAutoscaler", `/apis/autoscaling/v2/namespaces/${ws}/horizontalpodautoscalers`, { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", metadata: { name: "hpa", namespace: ws, labels: OWNED }, spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "ReplicaSet", name: "web" }, minReplicas: 1, maxReplicas: 3 } }),
-    post("a ServiceAccount without tokens", core(ws, "serviceaccounts"), { apiVersion: "v1", kind: "ServiceAccount", automountServiceAccountToken: false, metadata: { name: "release-sa", namespace: ws, labels: OWNED } }),
+    post(
+      "a Lease in krane-system (leader election)",
+      `/apis/coordination.k8s.io/v1/namespaces/${AGENT_NAMESPACE}/leases`,
+      {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name: "krane-agent", namespace: AGENT_NAMESPACE, labels: KRANE },
+        spec: { holderIdentity: "agent-0", leaseDurationSeconds: 15 },
+      },
+    ),
+    post(
+      "a routing EndpointSlice in sentinel",
+      `/apis/discovery.k8s.io/v1/namespaces/${SENTINEL_NAMESPACE}/endpointslices`,
+      {
+        apiVersion: "discovery.k8s.io/v1",
+        kind: "EndpointSlice",
+        metadata: {
+          name: "rt-env",
+          namespace: SENTINEL_NAMESPACE,
+          labels: { ...KRANE, "endpointslice.kubernetes.io/managed-by": "krane" },
+        },
+        addressType: "IPv4",
+        endpoints: [{ addresses: ["10.244.0.7"] }],
+        ports: [{ port: 8080 }],
+      },
+    ),
+    post("a routing policy ConfigMap in sentinel", core(SENTINEL_NAMESPACE, "configmaps"), {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "rt-env", namespace: SENTINEL_NAMESPACE, labels: KRANE },
+      data: { "policy.json": "{}" },
+    }),
+    post(
+      "a sentinel with its own ServiceAccount and token",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(
+        SENTINEL_NAMESPACE,
+        "snt-own-sa",
+        KRANE,
+        sentinelPodSpec({ serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true }),
+      ),
+    ),
+    post("an HTTPRoute", `/apis/gateway.networking.k8s.io/v1/namespaces/${ws}/httproutes`, {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name: "web", namespace: ws, labels: OWNED },
+      spec: { parentRefs: [{ name: "public", namespace: "gateway" }] },
+    }),
+    post("a ConfigMap", core(ws, "configmaps"), {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "cfg", namespace: ws, labels: OWNED },
+      data: { a: "b" },
+    }),
+    post("a Secret", core(ws, "secrets"), {
+      apiVersion: "v1",
+      kind: "Secret",
+      type: "Opaque",
+      metadata: { name: "sec", namespace: ws, labels: OWNED },
+      stringData: { a: "b" },
+    }),
+    post("a Service", core(ws, "services"), {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "svc", namespace: ws, labels: OWNED },
+      spec: { ports: [{ port: 80 }] },
+    }),
+    post("a Job", `/apis/batch/v1/namespaces/${ws}/jobs`, {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name: "job", namespace: ws, labels: OWNED },
+      spec: { template: { spec: userPodSpec({ restartPolicy: "Never" }) } },
+    }),
+    post("a CronJob", `/apis/batch/v1/namespaces/${ws}/cronjobs`, {
+      apiVersion: "batch/v1",
+      kind: "CronJob",
+      metadata: { name: "cron", namespace: ws, labels: OWNED },
+      spec: {
+        schedule: "*/5 * * * *",
+        jobTemplate: { spec: { template: { spec: userPodSpec({ restartPolicy: "Never" }) } } },
+      },
+    }),
+    post("a PodDisruptionBudget", `/apis/policy/v1/namespaces/${ws}/poddisruptionbudgets`, {
+      apiVersion: "policy/v1",
+      kind: "PodDisruptionBudget",
+      metadata: { name: "pdb", namespace: ws, labels: OWNED },
+      spec: { maxUnavailable: 1, selector: { matchLabels: { app: "web" } } },
+    }),
+    post("a HorizontalPodAutoscaler", `/apis/autoscaling/v2/namespaces/${ws}/horizontalpodautoscalers`, {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name: "hpa", namespace: ws, labels: OWNED },
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "ReplicaSet", name: "web" },
+        minReplicas: 1,
+        maxReplicas: 3,
+      },
+    }),
+    post("a ServiceAccount without tokens", core(ws, "serviceaccounts"), {
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      automountServiceAccountToken: false,
+      metadata: { name: "release-sa", namespace: ws, labels: OWNED },
+    }),
   ];
 }
 
@@ -223,8 +555,16 @@ before(async () => {
   agentToken = token;
   // What other tenants and the platform own, and one object krane owns.
   await adminSend("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: OTHER_NS } });
-  await adminSend("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: VICTIM_NS, labels: workspaceNamespaceLabels("ws_victim") } });
-  await adminSend("POST", rsPath(OTHER_NS), replicaSet(OTHER_NS, "payments", {}, { containers: [{ name: "app", image: "nginx:1" }] }));
+  await adminSend("POST", "/api/v1/namespaces", {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: VICTIM_NS, labels: workspaceNamespaceLabels("ws_victim") },
+  });
+  await adminSend(
+    "POST",
+    rsPath(OTHER_NS),
+    replicaSet(OTHER_NS, "payments", {}, { containers: [{ name: "app", image: "nginx:1" }] }),
+  );
   await adminSend("POST", rsPath(VICTIM_NS), replicaSet(VICTIM_NS, "hand-made", {}, userPodSpec(), "nginx:1"));
   await adminSend("POST", rsPath(VICTIM_NS), replicaSet(VICTIM_NS, "krane-web", OWNED, userPodSpec()));
   await adminSend("POST", cnpPath(OTHER_NS), cnp(OTHER_NS, "deny-all", {}));
@@ -245,7 +585,8 @@ describe("escalations are refused", () => {
       for (const a of list) {
         const res = await who.send(a.method, a.path, a.body, a.contentType);
         if (res.status < 400) passed.push(`${a.name}: HTTP ${res.status}`);
-        else if (who.unrestricted && !(res.status === 403 && res.body.includes("krane-agent-fence"))) notByFence.push(`${a.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+        else if (who.unrestricted && !(res.status === 403 && res.body.includes("krane-agent-fence")))
+          notByFence.push(`${a.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`);
       }
       figures.push(`fence: ${who.name}: escalations refused ${list.length - passed.length} / tried ${list.length}`);
       assert.deepEqual(passed, [], "escalations that went through");
@@ -271,9 +612,22 @@ describe("escalations are refused", () => {
   });
 
   test("the agent holds no rights on admission objects (no API-created policy can guard them)", async () => {
-    const res = await kubeRequest({ ...admin, token: agentToken }, "DELETE", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/krane-agent-fence");
+    const res = await kubeRequest(
+      { ...admin, token: agentToken },
+      "DELETE",
+      "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/krane-agent-fence",
+    );
     assert.equal(res.status, 403);
-    assert.equal((await kubeRequest(admin, "GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/krane-agent-fence")).status, 200);
+    assert.equal(
+      (
+        await kubeRequest(
+          admin,
+          "GET",
+          "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/krane-agent-fence",
+        )
+      ).status,
+      200,
+    );
   });
 });
 
@@ -288,13 +642,22 @@ describe("the agent's own writes pass", () => {
     // Creating it again is what the agent does after a restart: the API server's answer is "exists".
     assert.equal((await who.send("POST", "/api/v1/namespaces", r.namespace)).status, 409);
     for (const [obj, path] of [
-      [r.networkPolicy, cnpPath(d.k8sNamespace, (r.networkPolicy.metadata.name ?? ""))],
+      [r.networkPolicy, cnpPath(d.k8sNamespace, r.networkPolicy.metadata.name ?? "")],
       [r.replicaSet, rsPath(d.k8sNamespace, d.k8sName)],
     ] as const) {
       const res = await who.send("PATCH", path + applyQuery, obj, APPLY);
       assert.equal(res.status, 201, `${obj.kind}: ${res.body.slice(0, 300)}`);
     }
-    const rescaled = renderDeployment(sampleDeployment({ k8sNamespace: "ws-fenced", k8sName: "fenced-web", workspaceId: "ws_fenced", replicas: 5, image: "ghcr.io/acme/web:2" }), "local");
+    const rescaled = renderDeployment(
+      sampleDeployment({
+        k8sNamespace: "ws-fenced",
+        k8sName: "fenced-web",
+        workspaceId: "ws_fenced",
+        replicas: 5,
+        image: "ghcr.io/acme/web:2",
+      }),
+      "local",
+    );
     const updated = await who.send("PATCH", rsPath(d.k8sNamespace, d.k8sName) + applyQuery, rescaled.replicaSet, APPLY);
     assert.equal(updated.status, 200, updated.body.slice(0, 300));
     assert.equal((await who.send("DELETE", rsPath(d.k8sNamespace, d.k8sName))).status, 200);
@@ -311,7 +674,12 @@ describe("the agent's own writes pass", () => {
     const dep = await who.send("PATCH", deployPath(SENTINEL_NAMESPACE, s.k8sName) + applyQuery, r.deployment, APPLY);
     assert.equal(dep.status, 201, dep.body.slice(0, 300));
     const uid = (JSON.parse(dep.body) as { metadata: { uid: string } }).metadata.uid;
-    const svc = await who.send("PATCH", core(SENTINEL_NAMESPACE, "services", s.k8sName) + applyQuery, renderSentinel(s, "local", SENTINEL_DEFAULTS, uid).service, APPLY);
+    const svc = await who.send(
+      "PATCH",
+      core(SENTINEL_NAMESPACE, "services", s.k8sName) + applyQuery,
+      renderSentinel(s, "local", SENTINEL_DEFAULTS, uid).service,
+      APPLY,
+    );
     assert.equal(svc.status, 201, svc.body.slice(0, 300));
     assert.equal((await who.send("DELETE", core(SENTINEL_NAMESPACE, "services", s.k8sName))).status, 200);
     assert.equal((await who.send("DELETE", deployPath(SENTINEL_NAMESPACE, s.k8sName))).status, 200);
@@ -325,15 +693,35 @@ describe("the agent's own writes pass", () => {
     const dep = await who.send("PATCH", deployPath(SENTINEL_NAMESPACE, s.k8sName) + applyQuery, r.deployment, APPLY);
     assert.equal(dep.status, 201, dep.body.slice(0, 300));
     const cm = renderRoutingPolicy(s, "local");
-    const cmRes = await who.send("PATCH", core(SENTINEL_NAMESPACE, "configmaps", cm.metadata.name ?? "") + applyQuery, cm, APPLY);
+    const cmRes = await who.send(
+      "PATCH",
+      core(SENTINEL_NAMESPACE, "configmaps", cm.metadata.name ?? "") + applyQuery,
+      cm,
+      APPLY,
+    );
     assert.equal(cmRes.status, 201, cmRes.body.slice(0, 300));
-    const pod = { metadata: { name: "p1", namespace: "ws-a" }, spec: { nodeName: "untrusted-a-1", containers: [{ name: "app", ports: [{ containerPort: 8080 }] }] }, status: { phase: "Running", podIP: "10.1.2.3", conditions: [{ type: "ContainersReady", status: "True" }, { type: "Ready", status: "True" }] } };
+    const pod = {
+      metadata: { name: "p1", namespace: "ws-a" },
+      spec: { nodeName: "untrusted-a-1", containers: [{ name: "app", ports: [{ containerPort: 8080 }] }] },
+      status: {
+        phase: "Running",
+        podIP: "10.1.2.3",
+        conditions: [
+          { type: "ContainersReady", status: "True" },
+          { type: "Ready", status: "True" },
+        ],
+      },
+    };
     const [slice] = renderRevisionSlices(s, "local", "dep_1", [pod], () => "zone-a");
     assert.ok(slice);
     const slicePath = `/apis/discovery.k8s.io/v1/namespaces/${SENTINEL_NAMESPACE}/endpointslices/${slice.metadata.name ?? ""}`;
     const sl = await who.send("PATCH", slicePath + applyQuery, slice, APPLY);
     assert.equal(sl.status, 201, sl.body.slice(0, 300));
-    for (const path of [slicePath, core(SENTINEL_NAMESPACE, "configmaps", cm.metadata.name ?? ""), deployPath(SENTINEL_NAMESPACE, s.k8sName)]) {
+    for (const path of [
+      slicePath,
+      core(SENTINEL_NAMESPACE, "configmaps", cm.metadata.name ?? ""),
+      deployPath(SENTINEL_NAMESPACE, s.k8sName),
+    ]) {
       assert.equal((await who.send("DELETE", path)).status, 200, path);
     }
   });
@@ -350,15 +738,47 @@ describe("the agent's own writes pass", () => {
       k8sNamespace: "ws-fenced-gw",
       k8sName: "gw-shop-prod-abc123",
       routes: [
-        { name: "public", visibility: "public", hostnames: ["p.apps.example"], pathPrefix: "/", auth: { hosts: ["p.apps.example"], jwt: { jwksUrl: "https://idp.example/jwks", issuer: "", audiences: [] }, operations: [{ method: "GET", path: "/x", scopes: ["s"] }], defaultAction: "deny" } },
-        { name: "domain-0123456789", visibility: "public", hostnames: ["www.shop.example"], pathPrefix: "/", certificate: true },
+        {
+          name: "public",
+          visibility: "public",
+          hostnames: ["p.apps.example"],
+          pathPrefix: "/",
+          auth: {
+            hosts: ["p.apps.example"],
+            jwt: { jwksUrl: "https://idp.example/jwks", issuer: "", audiences: [] },
+            operations: [{ method: "GET", path: "/x", scopes: ["s"] }],
+            defaultAction: "deny",
+          },
+        },
+        {
+          name: "domain-0123456789",
+          visibility: "public",
+          hostnames: ["www.shop.example"],
+          pathPrefix: "/",
+          certificate: true,
+        },
       ],
     });
-    const settings = { public: { namespace: "platform", name: "external", sectionName: "" }, certificateIssuer: { kind: "ClusterIssuer" as const, name: "le" }, envoyGatewayPolicies: true };
-    const ns = await who.send("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) } });
+    const settings = {
+      public: { namespace: "platform", name: "external", sectionName: "" },
+      certificateIssuer: { kind: "ClusterIssuer" as const, name: "le" },
+      envoyGatewayPolicies: true,
+    };
+    const ns = await who.send("POST", "/api/v1/namespaces", {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) },
+    });
     assert.equal(ns.status, 201, ns.body);
     const objects = [...renderRoutes(g, "local", settings, "snt-fenced"), ...renderStatic(g, "local", settings)];
-    assert.deepEqual(objects.map((o) => o.kind).sort(), ["Certificate", "HTTPRoute", "HTTPRoute", "ReferenceGrant", "ReferenceGrant", "SecurityPolicy"]);
+    assert.deepEqual(objects.map((o) => o.kind).sort(), [
+      "Certificate",
+      "HTTPRoute",
+      "HTTPRoute",
+      "ReferenceGrant",
+      "ReferenceGrant",
+      "SecurityPolicy",
+    ]);
     const pathOf = (o: KubeObject): string => {
       const r = resourceOf(o);
       assert.ok(r, `${o.kind}`);
@@ -370,7 +790,10 @@ describe("the agent's own writes pass", () => {
     }
     // Moving a route to another environment's gateway (ownership label) is refused.
     const route = objects[0] as KubeObject;
-    const moved = { ...route, metadata: { ...route.metadata, labels: { ...route.metadata.labels, [LABEL_GATEWAY_ID]: "env_other" } } };
+    const moved = {
+      ...route,
+      metadata: { ...route.metadata, labels: { ...route.metadata.labels, [LABEL_GATEWAY_ID]: "env_other" } },
+    };
     const refused = await who.send("PATCH", pathOf(route) + applyQuery, moved, APPLY);
     assert.equal(refused.status, 403, refused.body.slice(0, 300));
     assert.match(refused.body, /krane ownership labels/);

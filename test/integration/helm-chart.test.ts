@@ -25,11 +25,14 @@ let kubectl = "";
 const dir = mkdtempSync(join(tmpdir(), "krane-helm-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-before(async () => {
-  await h.ready();
-  helm = (await ensureHelm()).bin;
-  kubectl = (await ensureKubeAssets()).bin.kubectl;
-}, { timeout: 15 * 60_000 });
+before(
+  async () => {
+    await h.ready();
+    helm = (await ensureHelm()).bin;
+    kubectl = (await ensureKubeAssets()).bin.kubectl;
+  },
+  { timeout: 15 * 60_000 },
+);
 
 interface Out {
   code: number;
@@ -38,7 +41,13 @@ interface Out {
 }
 
 async function exec(bin: string, args: string[], input?: string): Promise<Out> {
-  const env = { ...process.env, KUBECONFIG: h.cluster.kubeconfigPath, HELM_CACHE_HOME: join(dir, "cache"), HELM_CONFIG_HOME: join(dir, "config"), HELM_DATA_HOME: join(dir, "data") };
+  const env = {
+    ...process.env,
+    KUBECONFIG: h.cluster.kubeconfigPath,
+    HELM_CACHE_HOME: join(dir, "cache"),
+    HELM_CONFIG_HOME: join(dir, "config"),
+    HELM_DATA_HOME: join(dir, "data"),
+  };
   const p = run(bin, args, { env, maxBuffer: 32 * 1024 * 1024 });
   if (input !== undefined) {
     p.child.stdin?.end(input);
@@ -94,9 +103,19 @@ describe("helm chart", () => {
       // Namespaced objects of a dry run need their namespaces for real; the chart's own ones
       // are removed again so that the install below starts from a clean cluster.
       const created = objects.filter((o) => o.kind === "Namespace").map((o) => o.metadata.name);
-      for (const ns of [NS, ...created]) await ok(kubectl, ["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } }));
+      for (const ns of [NS, ...created])
+        await ok(
+          kubectl,
+          ["apply", "-f", "-"],
+          JSON.stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } }),
+        );
       const out = await ok(kubectl, ["apply", "--dry-run=server", "-f", "-"], rendered);
-      for (const o of objects) assert.match(out, new RegExp(`${o.metadata.name} (created|configured|unchanged) \\(server dry run\\)`), `${name}: ${o.kind} ${o.metadata.name}`);
+      for (const o of objects)
+        assert.match(
+          out,
+          new RegExp(`${o.metadata.name} (created|configured|unchanged) \\(server dry run\\)`),
+          `${name}: ${o.kind} ${o.metadata.name}`,
+        );
       for (const ns of created) await ok(kubectl, ["delete", "namespace", ns, "--wait=true", "--timeout=60s"]);
     }
   });
@@ -109,7 +128,19 @@ describe("helm chart", () => {
       [["--set", "ctrl.database.type=mysql"], /at '\/ctrl\/database\/type'/],
       [["--set", "agent.enabled=true"], /at '\/agent\/region': minLength: got 0, want 1/],
       [["--set", "agent.replicas=9"], /at '\/agent\/replicas': maximum: got 9, want 5/],
-      [["--set", "agent.enabled=true", "--set", "agent.region=eu", "--set", "agent.token.value=t", "--set", "agent.leaderElection.enabled=false"], /agent.replicas > 1 needs agent.leaderElection.enabled/],
+      [
+        [
+          "--set",
+          "agent.enabled=true",
+          "--set",
+          "agent.region=eu",
+          "--set",
+          "agent.token.value=t",
+          "--set",
+          "agent.leaderElection.enabled=false",
+        ],
+        /agent.replicas > 1 needs agent.leaderElection.enabled/,
+      ],
       [["--set", "ctrl.database.type=postgres"], /at '\/ctrl\/database\/postgres\/url': minLength: got 0, want 1/],
     ];
     for (const [args, message] of cases) {
@@ -117,13 +148,25 @@ describe("helm chart", () => {
       assert.notEqual(r.code, 0, args.join(" "));
       assert.match(r.stderr, message, args.join(" "));
     }
-    const wrongNs = await exec(helm, ["template", "krane", chart, "--namespace", "default", "-f", join(chart, "ci/postgres-values.yaml")]);
+    const wrongNs = await exec(helm, [
+      "template",
+      "krane",
+      chart,
+      "--namespace",
+      "default",
+      "-f",
+      join(chart, "ci/postgres-values.yaml"),
+    ]);
     assert.match(wrongNs.stderr, /the agent runs in namespace krane-system/);
   });
 
   it("renders the agent's RBAC exactly as deploy/rbac/agent.yaml has it", async () => {
-    const file = docs(readFileSync(join(root, "deploy/rbac/agent.yaml"), "utf8")).filter((o) => !(o.kind === "Namespace" && o.metadata.name === NS));
-    const rendered = docs(await ok(helm, ["template", "krane", chart, "--namespace", NS, "-f", join(chart, "ci/postgres-values.yaml")]));
+    const file = docs(readFileSync(join(root, "deploy/rbac/agent.yaml"), "utf8")).filter(
+      (o) => !(o.kind === "Namespace" && o.metadata.name === NS),
+    );
+    const rendered = docs(
+      await ok(helm, ["template", "krane", chart, "--namespace", NS, "-f", join(chart, "ci/postgres-values.yaml")]),
+    );
     const key = (o: KubeDoc): string => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
     const strip = (o: KubeDoc): unknown => {
       const { metadata, ...rest } = o;
@@ -142,8 +185,18 @@ describe("helm chart", () => {
 
   it("installs into the cluster, and the agent's ServiceAccount may do what agent.yaml grants and no more", async () => {
     await ok(helm, [
-      "install", "krane", chart, "--namespace", NS, "--create-namespace",
-      "--set", "agent.enabled=true", "--set", "agent.region=local", "--set", "agent.token.value=krane_cluster_test",
+      "install",
+      "krane",
+      chart,
+      "--namespace",
+      NS,
+      "--create-namespace",
+      "--set",
+      "agent.enabled=true",
+      "--set",
+      "agent.region=local",
+      "--set",
+      "agent.token.value=krane_cluster_test",
     ]);
     const objects = [
       ["deployment", NS, "krane-ctrl"],
@@ -160,9 +213,12 @@ describe("helm chart", () => {
       ["role", "sentinel", "krane-agent-sentinel"],
       ["rolebinding", "sentinel", "krane-agent-sentinel"],
     ];
-    for (const [kind = "", ns = "", name = ""] of objects) await ok(kubectl, ["get", kind, name, ...(ns ? ["-n", ns] : [])]);
+    for (const [kind = "", ns = "", name = ""] of objects)
+      await ok(kubectl, ["get", kind, name, ...(ns ? ["-n", ns] : [])]);
     // The generated admin token is a krane user token.
-    const secret = JSON.parse(await ok(kubectl, ["get", "secret", "krane-ctrl", "-n", NS, "-o", "json"])) as { data: Record<string, string> };
+    const secret = JSON.parse(await ok(kubectl, ["get", "secret", "krane-ctrl", "-n", NS, "-o", "json"])) as {
+      data: Record<string, string>;
+    };
     assert.match(Buffer.from(secret.data["admin-token"] ?? "", "base64").toString(), /^krane_user_[A-Za-z0-9]{43}$/);
 
     // What the agent may do beyond what any ServiceAccount may (a bare one is the baseline).
@@ -171,14 +227,24 @@ describe("helm chart", () => {
     const rules = docs(readFileSync(join(root, "deploy/rbac/agent.yaml"), "utf8"));
     const clusterRole = rules.find((o) => o.kind === "ClusterRole") as unknown as { rules: Rule[] };
     const sentinelRole = rules.find((o) => o.kind === "Role") as unknown as { rules: Rule[] };
-    for (const [ns, granted] of [["ws-acme", clusterRole.rules], ["sentinel", [...clusterRole.rules, ...sentinelRole.rules]]] as const) {
+    for (const [ns, granted] of [
+      ["ws-acme", clusterRole.rules],
+      ["sentinel", [...clusterRole.rules, ...sentinelRole.rules]],
+    ] as const) {
       const agent = parseCanI(await ok(kubectl, ["auth", "can-i", "--list", "-n", ns, `--as=${AGENT}`]));
-      const baseline = parseCanI(await ok(kubectl, ["auth", "can-i", "--list", "-n", ns, `--as=system:serviceaccount:${NS}:nobody`]));
+      const baseline = parseCanI(
+        await ok(kubectl, ["auth", "can-i", "--list", "-n", ns, `--as=system:serviceaccount:${NS}:nobody`]),
+      );
       const beyond = [...agent].filter((p) => !baseline.has(p)).sort();
-      assert.deepEqual(beyond, [...expand(granted)].filter((p) => !baseline.has(p)).sort(), `permissions in namespace ${ns}`);
+      assert.deepEqual(
+        beyond,
+        [...expand(granted)].filter((p) => !baseline.has(p)).sort(),
+        `permissions in namespace ${ns}`,
+      );
     }
     // Spot checks through the authorizer itself.
-    const can = async (args: string[]): Promise<boolean> => (await exec(kubectl, ["auth", "can-i", ...args, `--as=${AGENT}`])).stdout.trim() === "yes";
+    const can = async (args: string[]): Promise<boolean> =>
+      (await exec(kubectl, ["auth", "can-i", ...args, `--as=${AGENT}`])).stdout.trim() === "yes";
     assert.equal(await can(["patch", "replicasets", "-n", "ws-acme"]), true);
     assert.equal(await can(["get", "secrets", "-n", "ws-acme"]), false);
     assert.equal(await can(["create", "pods/exec", "-n", "ws-acme"]), false);
@@ -206,7 +272,9 @@ interface Rule {
 /** "resource.group verb" pairs a rule list grants. */
 function expand(rules: readonly Rule[]): Set<string> {
   const out = new Set<string>();
-  for (const r of rules) for (const g of r.apiGroups) for (const res of r.resources) for (const v of r.verbs) out.add(`${g ? `${res}.${g}` : res} ${v}`);
+  for (const r of rules)
+    for (const g of r.apiGroups)
+      for (const res of r.resources) for (const v of r.verbs) out.add(`${g ? `${res}.${g}` : res} ${v}`);
   return out;
 }
 
@@ -216,7 +284,10 @@ function parseCanI(text: string): Set<string> {
   for (const line of text.split("\n").slice(1)) {
     if (!line.trim()) continue;
     const cols = line.trim().split(/\s{2,}/);
-    const verbs = (cols[cols.length - 1] ?? "").replace(/^\[|\]$/g, "").split(/\s+/).filter(Boolean);
+    const verbs = (cols[cols.length - 1] ?? "")
+      .replace(/^\[|\]$/g, "")
+      .split(/\s+/)
+      .filter(Boolean);
     const resource = cols[0]?.startsWith("[") ? "" : cols[0];
     const url = cols.find((c) => c.startsWith("[/")) ?? "";
     const names = cols.length >= 4 ? cols[cols.length - 2] : "";
@@ -224,4 +295,3 @@ function parseCanI(text: string): Set<string> {
   }
   return out;
 }
-

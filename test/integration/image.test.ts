@@ -15,7 +15,10 @@ import { packWorkingTree, REPO } from "../support/pack.js";
 
 /** Host tools by absolute path: the chrooted command runs with the image's PATH. */
 const tools = Object.fromEntries(
-  ["mmdebstrap", "umoci", "unshare", "chroot", "mount"].map((t) => [t, spawnSync("sh", ["-c", `command -v ${t}`], { encoding: "utf8" }).stdout.trim()]),
+  ["mmdebstrap", "umoci", "unshare", "chroot", "mount"].map((t) => [
+    t,
+    spawnSync("sh", ["-c", `command -v ${t}`], { encoding: "utf8" }).stdout.trim(),
+  ]),
 );
 const missing = Object.entries(tools)
   .filter(([, path]) => !path)
@@ -32,7 +35,14 @@ const dir = mkdtempSync(join(tmpdir(), "krane-image-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 interface ImageConfig {
-  config: { User: string; Entrypoint: string[]; Cmd: string[]; Env: string[]; WorkingDir: string; Labels: Record<string, string> };
+  config: {
+    User: string;
+    Entrypoint: string[];
+    Cmd: string[];
+    Env: string[];
+    WorkingDir: string;
+    Labels: Record<string, string>;
+  };
   rootfs: { diff_ids: string[] };
 }
 
@@ -57,25 +67,45 @@ function inImage(args: string[]): { command: string; argv: string[]; env: NodeJS
     `${tools.mount} -t tmpfs -o size=64m tmpfs ${rootfs}/tmp`,
     `exec ${tools.chroot} --userspec=${config.config.User} ${rootfs} ${entry}`,
   ].join(" && ");
-  const env = Object.fromEntries(config.config.Env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
-  return { command: tools.unshare ?? "unshare", argv: ["--mount", "--fork", "--kill-child=SIGTERM", "sh", "-c", script], env: { ...env, HOME: "/home/nonroot" } };
+  const env = Object.fromEntries(
+    config.config.Env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
+  );
+  return {
+    command: tools.unshare ?? "unshare",
+    argv: ["--mount", "--fork", "--kill-child=SIGTERM", "sh", "-c", script],
+    env: { ...env, HOME: "/home/nonroot" },
+  };
 }
 
 describe("container image", { skip }, () => {
-  before(() => {
-    const packed = packWorkingTree(dir);
-    const tarball = packed.tarball;
-    commit = packed.commit;
-    buildLog = execFileSync("bash", [join(REPO, "scripts/build-image.sh"), "--package", tarball, "--out", join(dir, "out"), "--native-from", REPO], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 25 * 60_000 });
-    const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8")) as { manifests: { digest: string; annotations?: Record<string, string> }[] };
-    const entry = index.manifests.find((m) => m.annotations?.["org.opencontainers.image.ref.name"] === pkg.version);
-    assert.ok(entry, `the layout tags ${pkg.version}`);
-    const manifest = JSON.parse(readFileSync(blob(entry.digest), "utf8")) as { config: { digest: string; size: number }; layers: { digest: string; size: number; mediaType: string }[] };
-    config = JSON.parse(readFileSync(blob(manifest.config.digest), "utf8")) as ImageConfig;
-    compressedBytes = manifest.config.size + manifest.layers.reduce((n, l) => n + l.size, 0);
-    execFileSync("umoci", ["unpack", "--image", `${layout}:${pkg.version}`, join(dir, "bundle")], { stdio: "ignore" });
-    rootfs = join(dir, "bundle/rootfs");
-  }, { timeout: 30 * 60_000 });
+  before(
+    () => {
+      const packed = packWorkingTree(dir);
+      const tarball = packed.tarball;
+      commit = packed.commit;
+      buildLog = execFileSync(
+        "bash",
+        [join(REPO, "scripts/build-image.sh"), "--package", tarball, "--out", join(dir, "out"), "--native-from", REPO],
+        { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 25 * 60_000 },
+      );
+      const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8")) as {
+        manifests: { digest: string; annotations?: Record<string, string> }[];
+      };
+      const entry = index.manifests.find((m) => m.annotations?.["org.opencontainers.image.ref.name"] === pkg.version);
+      assert.ok(entry, `the layout tags ${pkg.version}`);
+      const manifest = JSON.parse(readFileSync(blob(entry.digest), "utf8")) as {
+        config: { digest: string; size: number };
+        layers: { digest: string; size: number; mediaType: string }[];
+      };
+      config = JSON.parse(readFileSync(blob(manifest.config.digest), "utf8")) as ImageConfig;
+      compressedBytes = manifest.config.size + manifest.layers.reduce((n, l) => n + l.size, 0);
+      execFileSync("umoci", ["unpack", "--image", `${layout}:${pkg.version}`, join(dir, "bundle")], {
+        stdio: "ignore",
+      });
+      rootfs = join(dir, "bundle/rootfs");
+    },
+    { timeout: 30 * 60_000 },
+  );
 
   it("is an OCI image that runs krane as a numeric non-root user", () => {
     assert.equal(config.config.User, "65532:65532");
@@ -90,13 +120,28 @@ describe("container image", { skip }, () => {
   });
 
   it("holds no shell, no package manager, nothing setuid and nothing the user may change", () => {
-    for (const absent of ["bin/sh", "usr/bin/apt", "usr/bin/dpkg", "app/node_modules/typescript", "app/node_modules/tsx", "app/src"]) {
+    for (const absent of [
+      "bin/sh",
+      "usr/bin/apt",
+      "usr/bin/dpkg",
+      "app/node_modules/typescript",
+      "app/node_modules/tsx",
+      "app/src",
+    ]) {
       assert.equal(spawnSync("test", ["-e", join(rootfs, absent)]).status, 1, `${absent} is not in the image`);
     }
     const find = (args: string[]): string => execFileSync("find", args, { encoding: "utf8" }).trim();
     assert.equal(find([rootfs, "-perm", "/6000", "-type", "f"]), "", "setuid/setgid files");
-    assert.equal(find([rootfs, "-path", join(rootfs, "tmp"), "-prune", "-o", "-perm", "-o+w", "-not", "-type", "l", "-print"]), "", "world-writable files");
-    assert.equal(find([join(rootfs, "app"), "-perm", "/022", "-not", "-type", "l"]), "", "group- or world-writable files in /app");
+    assert.equal(
+      find([rootfs, "-path", join(rootfs, "tmp"), "-prune", "-o", "-perm", "-o+w", "-not", "-type", "l", "-print"]),
+      "",
+      "world-writable files",
+    );
+    assert.equal(
+      find([join(rootfs, "app"), "-perm", "/022", "-not", "-type", "l"]),
+      "",
+      "group- or world-writable files in /app",
+    );
     assert.equal(find([join(rootfs, "app"), "-not", "-user", "0"]), "", "/app belongs to root");
     const packages = readFileSync(join(rootfs, "var/lib/dpkg/status.d/libc6"), "utf8");
     assert.match(packages, /^Package: libc6$/m);
@@ -113,7 +158,18 @@ describe("container image", { skip }, () => {
 
   it("serves ctrl from the image on SQLite in /tmp, and the CLI talks to it", async () => {
     const token = "krane_user_imagetestimagetestimagetestimage0000";
-    const run = inImage(["ctrl", "serve", "--database", "/tmp/ctrl.db", "--listen", "127.0.0.1:0", "--ops-listen", "off", "--admin-token", token]);
+    const run = inImage([
+      "ctrl",
+      "serve",
+      "--database",
+      "/tmp/ctrl.db",
+      "--listen",
+      "127.0.0.1:0",
+      "--ops-listen",
+      "off",
+      "--admin-token",
+      token,
+    ]);
     const ctrl = spawn(run.command, run.argv, { env: run.env, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     ctrl.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
@@ -141,7 +197,11 @@ describe("container image", { skip }, () => {
       if (ctrl.exitCode === null && ctrl.signalCode === null) {
         const exited = once(ctrl, "exit");
         const pid = ctrl.pid ?? 0;
-        const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+        const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+          .trim()
+          .split(/\s+/)
+          .filter(Boolean)
+          .map(Number);
         for (const c of children) process.kill(c, "SIGTERM");
         if (children.length === 0) ctrl.kill("SIGTERM");
         await exited;

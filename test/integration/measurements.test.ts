@@ -24,8 +24,19 @@ import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import { LABEL_DEPLOYMENT_ID } from "../../src/contracts/labels.js";
 import { StoredMeasurements } from "../../src/ctrl/domain/measurements.js";
 import { putSentinel } from "../../src/ctrl/domain/environments.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ClusterService, InstanceStatus, ReportMeasurementsRequestSchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  ClusterService,
+  InstanceStatus,
+  ReportMeasurementsRequestSchema,
+} from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
 import { resources } from "../../src/kube/resources.js";
@@ -62,37 +73,49 @@ async function setWeights(weights: { deploymentId: string; weight: number }[]): 
     const env = await tx.trx.selectFrom("environments").selectAll().where("id", "=", envId).executeTakeFirstOrThrow();
     await tx.trx
       .updateTable("environments")
-      .set({ routing_mode: "weighted", routing_weights: JSON.stringify(weights), routing_version: env.routing_version + 1 })
+      .set({
+        routing_mode: "weighted",
+        routing_weights: JSON.stringify(weights),
+        routing_version: env.routing_version + 1,
+      })
       .where("id", "=", envId)
       .execute();
-    const updated = await tx.trx.selectFrom("environments").selectAll().where("id", "=", envId).executeTakeFirstOrThrow();
-    for (const s of await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).execute()) await putSentinel(tx, updated, s);
+    const updated = await tx.trx
+      .selectFrom("environments")
+      .selectAll()
+      .where("id", "=", envId)
+      .executeTakeFirstOrThrow();
+    for (const s of await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).execute())
+      await putSentinel(tx, updated, s);
   });
 }
 
 describe("measurements from the sentinels reach ctrl's MeasurementSource", () => {
-  before(async () => {
-    const cluster = await handle.ready();
-    await applySentinelRbac(cluster.kubeConfig());
-    kube = adminKube(cluster);
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 200 });
-    const t = ctrl.adminToken;
-    await ctrl.client(RegionService, t).createRegion({ name: REGION });
-    await ctrl.client(RegionService, t).createRegion({ name: "elsewhere" });
-    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
-    await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
-    const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
-      workspace: REF.workspace,
-      project: REF.project,
-      slug: REF.environment,
-      regions: [{ region: REGION, replicas: 3 }],
-      sentinel: { image: "", replicas: 1 },
-      rollout: { maxSurge: "1", maxUnavailable: "0" },
-    });
-    envId = environment?.id ?? "";
-    agent = await routingAgent(cluster, ctrl, REGION, { sentinelObserveIntervalMs: 500, measureIntervalMs: 1_000 });
-    await agent.start();
-  }, { timeout: 15 * 60_000 });
+  before(
+    async () => {
+      const cluster = await handle.ready();
+      await applySentinelRbac(cluster.kubeConfig());
+      kube = adminKube(cluster);
+      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 200 });
+      const t = ctrl.adminToken;
+      await ctrl.client(RegionService, t).createRegion({ name: REGION });
+      await ctrl.client(RegionService, t).createRegion({ name: "elsewhere" });
+      await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
+      await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
+      const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
+        workspace: REF.workspace,
+        project: REF.project,
+        slug: REF.environment,
+        regions: [{ region: REGION, replicas: 3 }],
+        sentinel: { image: "", replicas: 1 },
+        rollout: { maxSurge: "1", maxUnavailable: "0" },
+      });
+      envId = environment?.id ?? "";
+      agent = await routingAgent(cluster, ctrl, REGION, { sentinelObserveIntervalMs: 500, measureIntervalMs: 1_000 });
+      await agent.start();
+    },
+    { timeout: 15 * 60_000 },
+  );
 
   after(async () => {
     await agent?.stop();
@@ -101,107 +124,169 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
     dir.remove();
   });
 
-  test("two weighted revisions, one failing 10 % and slow: counts, 5xx fraction and latency; a replaced sentinel pod", { timeout: 600_000 }, async (t) => {
-    const admin = ctrl.adminToken;
-    const rollout = ctrl.client(RolloutService, admin);
-    const deploy = async (image: string): Promise<string> => {
-      const { deployment } = await ctrl.client(DeploymentService, admin).createDeployment({ ...REF, image, port: PORT });
-      assert.ok(deployment);
-      return deployment.id;
-    };
-    const good = await deploy("registry.example.com/shop:1");
-    await eventually("3 running instances of the first revision", async () => ((await running(good)) === 3 ? true : undefined), 180_000);
-    // The second revision: its rolling update is paused while both revisions run.
-    await rollout.pause(REF);
-    const bad = await deploy("registry.example.com/shop:2");
-    await rollout.resume(REF);
-    await eventually("both revisions running", async () => ((await running(bad)) >= 1 && (await running(good)) >= 1 ? true : undefined), 180_000);
-    await rollout.pause(REF);
-    await new Promise((r) => setTimeout(r, 3_000));
-    assert.ok((await running(good)) >= 1 && (await running(bad)) >= 1, "the paused rollout keeps both revisions");
-    await setWeights([
-      { deploymentId: good, weight: 50 },
-      { deploymentId: bad, weight: 50 },
-    ]);
-
-    // The bad revision's pods fail 10 % of requests and answer 30 ms late.
-    const { items } = await kube.list(resources.pods, { namespace: NS, labelSelector: `${LABEL_DEPLOYMENT_ID}=${bad}` });
-    for (const pod of items) {
-      await kube.apply(
-        resources.pods,
-        { metadata: { name: pod.metadata.name, namespace: NS, annotations: { [STANDIN_ANNOTATION.errorRate]: "0.1", [STANDIN_ANNOTATION.latencyMs]: "30" } } },
-        { force: true },
+  test(
+    "two weighted revisions, one failing 10 % and slow: counts, 5xx fraction and latency; a replaced sentinel pod",
+    { timeout: 600_000 },
+    async (t) => {
+      const admin = ctrl.adminToken;
+      const rollout = ctrl.client(RolloutService, admin);
+      const deploy = async (image: string): Promise<string> => {
+        const { deployment } = await ctrl
+          .client(DeploymentService, admin)
+          .createDeployment({ ...REF, image, port: PORT });
+        assert.ok(deployment);
+        return deployment.id;
+      };
+      const good = await deploy("registry.example.com/shop:1");
+      await eventually(
+        "3 running instances of the first revision",
+        async () => ((await running(good)) === 3 ? true : undefined),
+        180_000,
       );
-    }
+      // The second revision: its rolling update is paused while both revisions run.
+      await rollout.pause(REF);
+      const bad = await deploy("registry.example.com/shop:2");
+      await rollout.resume(REF);
+      await eventually(
+        "both revisions running",
+        async () => ((await running(bad)) >= 1 && (await running(good)) >= 1 ? true : undefined),
+        180_000,
+      );
+      await rollout.pause(REF);
+      await new Promise((r) => setTimeout(r, 3_000));
+      assert.ok((await running(good)) >= 1 && (await running(bad)) >= 1, "the paused rollout keeps both revisions");
+      await setWeights([
+        { deploymentId: good, weight: 50 },
+        { deploymentId: bad, weight: 50 },
+      ]);
 
-    let entry = await sentinelPod();
-    let pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
-    // Warm up until both revisions answer through the weighted policy, the bad one with errors.
-    await eventually("both revisions answering, the bad one failing sometimes", async () => {
-      const hs = await hitMany(pool, 200, 8);
-      return hs.some((h) => h.answer?.revision === good) && hs.some((h) => h.answer?.revision === bad && h.status === 500) ? true : undefined;
-    }, 120_000);
-    // Quiet for more than two scrape intervals, so no warm-up request falls in a window after `since`.
-    await new Promise((r) => setTimeout(r, 3_000));
-    const since = Date.now();
+      // The bad revision's pods fail 10 % of requests and answer 30 ms late.
+      const { items } = await kube.list(resources.pods, {
+        namespace: NS,
+        labelSelector: `${LABEL_DEPLOYMENT_ID}=${bad}`,
+      });
+      for (const pod of items) {
+        await kube.apply(
+          resources.pods,
+          {
+            metadata: {
+              name: pod.metadata.name,
+              namespace: NS,
+              annotations: { [STANDIN_ANNOTATION.errorRate]: "0.1", [STANDIN_ANNOTATION.latencyMs]: "30" },
+            },
+          },
+          { force: true },
+        );
+      }
 
-    const source = new StoredMeasurements(ctrl.store);
-    const sent: Hit[] = await hitMany(pool, 1_000, 8);
-    // Everything sent so far reaches ctrl; then the sentinel pod is replaced.
-    const firstHalf = sent.filter((h) => h.answer?.revision !== undefined).length;
-    await eventually("the first half reported", async () => {
+      let entry = await sentinelPod();
+      let pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
+      // Warm up until both revisions answer through the weighted policy, the bad one with errors.
+      await eventually(
+        "both revisions answering, the bad one failing sometimes",
+        async () => {
+          const hs = await hitMany(pool, 200, 8);
+          return hs.some((h) => h.answer?.revision === good) &&
+            hs.some((h) => h.answer?.revision === bad && h.status === 500)
+            ? true
+            : undefined;
+        },
+        120_000,
+      );
+      // Quiet for more than two scrape intervals, so no warm-up request falls in a window after `since`.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const since = Date.now();
+
+      const source = new StoredMeasurements(ctrl.store);
+      const sent: Hit[] = await hitMany(pool, 1_000, 8);
+      // Everything sent so far reaches ctrl; then the sentinel pod is replaced.
+      const firstHalf = sent.filter((h) => h.answer?.revision !== undefined).length;
+      await eventually(
+        "the first half reported",
+        async () => {
+          const s = await source.samples(envId, [good, bad], since);
+          const n = (s.get(good)?.requests ?? 0) + (s.get(bad)?.requests ?? 0);
+          return n >= firstHalf ? true : undefined;
+        },
+        60_000,
+      );
+      await pool.close();
+      await kube.delete(resources.pods, SENTINEL_NAMESPACE, entry.name);
+      entry = await sentinelPod(entry.name);
+      pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
+      // Probes count as sent: they go through the sentinel like the rest.
+      await eventually(
+        "the new sentinel pod routing",
+        async () => {
+          const h = await hit(pool);
+          sent.push(h);
+          return h.answer?.revision !== undefined ? true : undefined;
+        },
+        120_000,
+      );
+      sent.push(...(await hitMany(pool, 1_000, 8)));
+      await pool.close();
+
+      const byRev = (rev: string): Hit[] => sent.filter((h) => h.answer?.revision === rev);
+      const sentGood = byRev(good).length;
+      const sentBad = byRev(bad).length;
+      const settled = await eventually(
+        "the counts to settle",
+        async () => {
+          const s = await source.samples(envId, [good, bad], since);
+          const g = s.get(good)?.requests ?? 0;
+          const b = s.get(bad)?.requests ?? 0;
+          return g >= sentGood && b >= sentBad ? s : undefined;
+        },
+        60_000,
+      );
+      await new Promise((r) => setTimeout(r, 2_500));
       const s = await source.samples(envId, [good, bad], since);
-      const n = (s.get(good)?.requests ?? 0) + (s.get(bad)?.requests ?? 0);
-      return n >= firstHalf ? true : undefined;
-    }, 60_000);
-    await pool.close();
-    await kube.delete(resources.pods, SENTINEL_NAMESPACE, entry.name);
-    entry = await sentinelPod(entry.name);
-    pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
-    // Probes count as sent: they go through the sentinel like the rest.
-    await eventually("the new sentinel pod routing", async () => {
-      const h = await hit(pool);
-      sent.push(h);
-      return h.answer?.revision !== undefined ? true : undefined;
-    }, 120_000);
-    sent.push(...(await hitMany(pool, 1_000, 8)));
-    await pool.close();
-
-    const byRev = (rev: string): Hit[] => sent.filter((h) => h.answer?.revision === rev);
-    const sentGood = byRev(good).length;
-    const sentBad = byRev(bad).length;
-    const settled = await eventually("the counts to settle", async () => {
-      const s = await source.samples(envId, [good, bad], since);
-      const g = s.get(good)?.requests ?? 0;
-      const b = s.get(bad)?.requests ?? 0;
-      return g >= sentGood && b >= sentBad ? s : undefined;
-    }, 60_000);
-    await new Promise((r) => setTimeout(r, 2_500));
-    const s = await source.samples(envId, [good, bad], since);
-    assert.deepEqual([...s.keys()].sort(), [...settled.keys()].sort());
-    const g = s.get(good);
-    const b = s.get(bad);
-    assert.ok(g && b);
-    const note = `sent good ${sentGood} bad ${sentBad}; measured good ${JSON.stringify(g.byClass)} bad ${JSON.stringify(b.byClass)}`;
-    t.diagnostic(note);
-    assert.ok(sentGood > 500 && sentBad > 500, `the weighted policy splits the traffic: ${note}`);
-    assert.ok(Math.abs(g.requests - sentGood) <= sentGood * 0.03, `good revision's count within 3 %: ${note}`);
-    assert.ok(Math.abs(b.requests - sentBad) <= sentBad * 0.03, `bad revision's count within 3 % (not doubled by the pod's replacement): ${note}`);
-    assert.equal(g.byClass["5xx"], 0, note);
-    const badFraction = b.byClass["5xx"] / b.requests;
-    assert.ok(Math.abs(badFraction - 0.1) <= 0.03, `bad revision's 5xx fraction ${badFraction.toFixed(3)} ≈ 0.10: ${note}`);
-    assert.equal(b.byClass["5xx"], byRev(bad).filter((h) => h.status === 500).length, "the sentinel counted exactly the 500s the clients got");
-    for (const x of [g, b]) {
-      assert.equal(x.latencyBuckets.length, LATENCY_BUCKETS_MS.length + 1);
-      assert.ok(x.latencyBuckets.every((v) => v >= 0), "never negative");
-      assert.deepEqual(x.regions, [REGION]);
-    }
-    // Latency: the bad revision's answers take ≥ 30 ms, so almost none are in the ≤ 25 ms buckets.
-    const upTo25 = (buckets: readonly number[]): number => buckets.slice(0, LATENCY_BUCKETS_MS.indexOf(25) + 1).reduce((a, v) => a + v, 0);
-    const total = (buckets: readonly number[]): number => buckets.reduce((a, v) => a + v, 0);
-    assert.ok(upTo25(b.latencyBuckets) <= total(b.latencyBuckets) * 0.02, `bad revision ≥ 30 ms: ${JSON.stringify(b.latencyBuckets)}`);
-    assert.ok(upTo25(g.latencyBuckets) >= total(g.latencyBuckets) * 0.5, `good revision mostly fast: ${JSON.stringify(g.latencyBuckets)}`);
-  });
+      assert.deepEqual([...s.keys()].sort(), [...settled.keys()].sort());
+      const g = s.get(good);
+      const b = s.get(bad);
+      assert.ok(g && b);
+      const note = `sent good ${sentGood} bad ${sentBad}; measured good ${JSON.stringify(g.byClass)} bad ${JSON.stringify(b.byClass)}`;
+      t.diagnostic(note);
+      assert.ok(sentGood > 500 && sentBad > 500, `the weighted policy splits the traffic: ${note}`);
+      assert.ok(Math.abs(g.requests - sentGood) <= sentGood * 0.03, `good revision's count within 3 %: ${note}`);
+      assert.ok(
+        Math.abs(b.requests - sentBad) <= sentBad * 0.03,
+        `bad revision's count within 3 % (not doubled by the pod's replacement): ${note}`,
+      );
+      assert.equal(g.byClass["5xx"], 0, note);
+      const badFraction = b.byClass["5xx"] / b.requests;
+      assert.ok(
+        Math.abs(badFraction - 0.1) <= 0.03,
+        `bad revision's 5xx fraction ${badFraction.toFixed(3)} ≈ 0.10: ${note}`,
+      );
+      assert.equal(
+        b.byClass["5xx"],
+        byRev(bad).filter((h) => h.status === 500).length,
+        "the sentinel counted exactly the 500s the clients got",
+      );
+      for (const x of [g, b]) {
+        assert.equal(x.latencyBuckets.length, LATENCY_BUCKETS_MS.length + 1);
+        assert.ok(
+          x.latencyBuckets.every((v) => v >= 0),
+          "never negative",
+        );
+        assert.deepEqual(x.regions, [REGION]);
+      }
+      // Latency: the bad revision's answers take ≥ 30 ms, so almost none are in the ≤ 25 ms buckets.
+      const upTo25 = (buckets: readonly number[]): number =>
+        buckets.slice(0, LATENCY_BUCKETS_MS.indexOf(25) + 1).reduce((a, v) => a + v, 0);
+      const total = (buckets: readonly number[]): number => buckets.reduce((a, v) => a + v, 0);
+      assert.ok(
+        upTo25(b.latencyBuckets) <= total(b.latencyBuckets) * 0.02,
+        `bad revision ≥ 30 ms: ${JSON.stringify(b.latencyBuckets)}`,
+      );
+      assert.ok(
+        upTo25(g.latencyBuckets) >= total(g.latencyBuckets) * 0.5,
+        `good revision mostly fast: ${JSON.stringify(g.latencyBuckets)}`,
+      );
+    },
+  );
 
   test("an agent token of one region cannot report for another", async () => {
     const local = ctrl.client(ClusterService, await ctrl.agentToken(REGION));

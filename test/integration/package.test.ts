@@ -22,16 +22,24 @@ let entries: string[] = [];
 const inst = join(dir, "inst");
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
-before(() => {
-  ({ tarball, commit } = packWorkingTree(dir));
-  entries = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" })
-    .split("\n")
-    .filter(Boolean)
-    .map((e) => e.replace(/^package\//, ""));
-}, { timeout: 5 * 60_000 });
+before(
+  () => {
+    ({ tarball, commit } = packWorkingTree(dir));
+    entries = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean)
+      .map((e) => e.replace(/^package\//, ""));
+  },
+  { timeout: 5 * 60_000 },
+);
 
 function krane(args: string[], env: NodeJS.ProcessEnv = {}): string {
-  return execFileSync(join(inst, "node_modules/.bin/krane"), args, { cwd: inst, encoding: "utf8", env: { ...process.env, ...env }, timeout: 60_000 });
+  return execFileSync(join(inst, "node_modules/.bin/krane"), args, {
+    cwd: inst,
+    encoding: "utf8",
+    env: { ...process.env, ...env },
+    timeout: 60_000,
+  });
 }
 
 describe("npm package", () => {
@@ -56,9 +64,13 @@ describe("npm package", () => {
     ]) {
       assert.ok(entries.includes(required), `the package has ${required}`);
     }
-    const forbidden = entries.filter((e) => /^(src|test|bench|scripts|\.ci|node_modules|\.scratch)\//.test(e) || /\.ts$/.test(e) || e.endsWith(".tgz"));
+    const forbidden = entries.filter(
+      (e) => /^(src|test|bench|scripts|\.ci|node_modules|\.scratch)\//.test(e) || /\.ts$/.test(e) || e.endsWith(".tgz"),
+    );
     assert.deepEqual(forbidden, []);
-    const stamp = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/dist/build-stamp.json"], { encoding: "utf8" })) as { version: string; commit: string };
+    const stamp = JSON.parse(
+      execFileSync("tar", ["xzOf", tarball, "package/dist/build-stamp.json"], { encoding: "utf8" }),
+    ) as { version: string; commit: string };
     assert.equal(stamp.version, pkg.version);
     assert.equal(stamp.commit, commit);
   });
@@ -66,30 +78,60 @@ describe("npm package", () => {
   it("installs from the tarball and runs without tsx", () => {
     mkdirSync(inst, { recursive: true });
     writeFileSync(join(inst, "package.json"), JSON.stringify({ name: "krane-install-test", private: true }));
-    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", tarball], { cwd: inst, stdio: ["ignore", "ignore", "pipe"], timeout: 15 * 60_000 });
-    for (const devOnly of ["tsx", "typescript", "esbuild", "eslint"]) assert.equal(existsSync(join(inst, "node_modules", devOnly)), false, `${devOnly} is not installed`);
+    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", tarball], {
+      cwd: inst,
+      stdio: ["ignore", "ignore", "pipe"],
+      timeout: 15 * 60_000,
+    });
+    for (const devOnly of ["tsx", "typescript", "esbuild", "eslint"])
+      assert.equal(existsSync(join(inst, "node_modules", devOnly)), false, `${devOnly} is not installed`);
     const version = krane(["version"]);
     assert.match(version, new RegExp(`^krane\\s+${pkg.version.replace(/\./g, "\\.")}$`, "m"));
     assert.match(version, new RegExp(`^commit\\s+${commit}$`, "m"));
-    const npx = execFileSync("npx", ["--no-install", "krane", "--version"], { cwd: inst, encoding: "utf8", timeout: 60_000 });
+    const npx = execFileSync("npx", ["--no-install", "krane", "--version"], {
+      cwd: inst,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     assert.match(npx, new RegExp(`^krane ${pkg.version.replace(/\./g, "\\.")} \\(commit ${commit}, built `));
     // A pure command end to end.
-    const example = input(deployment("v2", { status: { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10 } }), [
-      rev("v1", 1, 10, { desired: 10, max: 13 }),
-      rev("v2", 2, 0),
-    ]);
+    const example = input(
+      deployment("v2", { status: { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10 } }),
+      [rev("v1", 1, 10, { desired: 10, max: 13 }), rev("v2", 2, 0)],
+    );
     writeFileSync(join(dir, "plan.json"), JSON.stringify(example));
-    const plan = JSON.parse(krane(["rollout", "plan", "--input", join(dir, "plan.json")])) as { target: string; revisions: { replicas: number }[] };
+    const plan = JSON.parse(krane(["rollout", "plan", "--input", join(dir, "plan.json")])) as {
+      target: string;
+      revisions: { replicas: number }[];
+    };
     assert.equal(plan.target, "v2");
-    assert.deepEqual(plan.revisions.map((r) => r.replicas), [10, 3]);
+    assert.deepEqual(
+      plan.revisions.map((r) => r.replicas),
+      [10, 3],
+    );
   });
 
   it("serves ctrl on SQLite from the installed package, and its CLI talks to it", async () => {
     const token = "krane_user_packagetestpackagetestpackagetest00";
-    const ctrl = spawn(join(inst, "node_modules/.bin/krane"), ["ctrl", "serve", "--database", join(dir, "ctrl.db"), "--listen", "127.0.0.1:0", "--ops-listen", "off", "--admin-token", token], {
-      cwd: inst,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const ctrl = spawn(
+      join(inst, "node_modules/.bin/krane"),
+      [
+        "ctrl",
+        "serve",
+        "--database",
+        join(dir, "ctrl.db"),
+        "--listen",
+        "127.0.0.1:0",
+        "--ops-listen",
+        "off",
+        "--admin-token",
+        token,
+      ],
+      {
+        cwd: inst,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stderr = "";
     ctrl.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
     try {
@@ -105,10 +147,16 @@ describe("npm package", () => {
         });
       });
       const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
-      assert.match(krane(["version", "--ctrl"], env), new RegExp(`^ctrl\\s+${pkg.version.replace(/\./g, "\\.")}\\+${commit}$`, "m"));
+      assert.match(
+        krane(["version", "--ctrl"], env),
+        new RegExp(`^ctrl\\s+${pkg.version.replace(/\./g, "\\.")}\\+${commit}$`, "m"),
+      );
       krane(["workspace", "create", "acme"], env);
       const list = JSON.parse(krane(["workspace", "list", "-o", "json"], env)) as { workspaces: { slug: string }[] };
-      assert.deepEqual(list.workspaces.map((w) => w.slug), ["acme"]);
+      assert.deepEqual(
+        list.workspaces.map((w) => w.slug),
+        ["acme"],
+      );
     } finally {
       if (ctrl.exitCode === null && ctrl.signalCode === null) {
         const exited = once(ctrl, "exit");

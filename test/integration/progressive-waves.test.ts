@@ -13,7 +13,13 @@ import { podAddressMap } from "../../src/cluster/index.js";
 import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { parseRoutingPolicy, POLICY_KEY } from "../../src/contracts/routing.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService, type RolloutStatus } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
 import { isRecord } from "../../src/kube/object.js";
@@ -24,7 +30,10 @@ import { adminKube, agentKubeConfig } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
 const REGIONS = ["eu", "us"] as const;
-const handles: Record<(typeof REGIONS)[number], ClusterHandle> = { eu: useCluster({ standins: true, pods: { readyDelayMs: 200 } }), us: useCluster({ standins: true, pods: { readyDelayMs: 200 } }) };
+const handles: Record<(typeof REGIONS)[number], ClusterHandle> = {
+  eu: useCluster({ standins: true, pods: { readyDelayMs: 200 } }),
+  us: useCluster({ standins: true, pods: { readyDelayMs: 200 } }),
+};
 const REF = { workspace: "acme", project: "shop", environment: "production" };
 const NS = "ws-acme";
 const dir = tempDir("krane-waves-");
@@ -43,7 +52,10 @@ async function status(): Promise<RolloutStatus> {
 async function replicaSets(region: string, deploymentId: string): Promise<number[]> {
   const kube = kubes.get(region);
   assert.ok(kube);
-  const { items } = await kube.list(resources.replicaSets, { namespace: NS, labelSelector: `${LABEL_DEPLOYMENT_ID}=${deploymentId}` });
+  const { items } = await kube.list(resources.replicaSets, {
+    namespace: NS,
+    labelSelector: `${LABEL_DEPLOYMENT_ID}=${deploymentId}`,
+  });
   return items.map((rs) => (isRecord(rs.spec) && typeof rs.spec.replicas === "number" ? rs.spec.replicas : -1));
 }
 
@@ -51,7 +63,10 @@ async function replicaSets(region: string, deploymentId: string): Promise<number
 async function policyWeights(region: string): Promise<string[]> {
   const kube = kubes.get(region);
   assert.ok(kube);
-  const { items } = await kube.list(resources.configMaps, { namespace: SENTINEL_NAMESPACE, labelSelector: `${LABEL_ENVIRONMENT_ID}=${envId}` });
+  const { items } = await kube.list(resources.configMaps, {
+    namespace: SENTINEL_NAMESPACE,
+    labelSelector: `${LABEL_ENVIRONMENT_ID}=${envId}`,
+  });
   const cm = items[0];
   const text = cm && isRecord(cm.data) ? cm.data[POLICY_KEY] : undefined;
   if (typeof text !== "string") return [];
@@ -60,54 +75,59 @@ async function policyWeights(region: string): Promise<string[]> {
 }
 
 async function deploy(image: string): Promise<string> {
-  const { deployment } = await ctrl.client(DeploymentService, ctrl.adminToken).createDeployment({ ...REF, image, port: 8080 });
+  const { deployment } = await ctrl
+    .client(DeploymentService, ctrl.adminToken)
+    .createDeployment({ ...REF, image, port: 8080 });
   assert.ok(deployment);
   return deployment.id;
 }
 
 describe("region waves", () => {
-  before(async () => {
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
-    const t = ctrl.adminToken;
-    for (const r of REGIONS) await ctrl.client(RegionService, t).createRegion({ name: r });
-    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
-    await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
-    const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
-      workspace: REF.workspace,
-      project: REF.project,
-      slug: REF.environment,
-      regions: REGIONS.map((region) => ({ region, replicas: 2 })),
-      sentinel: { image: "", replicas: 1 },
-      rollout: {
-        progressive: {
-          canary: { steps: [{ step: { case: "setWeight", value: 50 } }] },
-          waves: [{ regions: ["eu"] }, { regions: ["us"] }],
-          waveGate: { availableSeconds: 3600 },
+  before(
+    async () => {
+      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
+      const t = ctrl.adminToken;
+      for (const r of REGIONS) await ctrl.client(RegionService, t).createRegion({ name: r });
+      await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
+      await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
+      const { environment } = await ctrl.client(EnvironmentService, t).createEnvironment({
+        workspace: REF.workspace,
+        project: REF.project,
+        slug: REF.environment,
+        regions: REGIONS.map((region) => ({ region, replicas: 2 })),
+        sentinel: { image: "", replicas: 1 },
+        rollout: {
+          progressive: {
+            canary: { steps: [{ step: { case: "setWeight", value: 50 } }] },
+            waves: [{ regions: ["eu"] }, { regions: ["us"] }],
+            waveGate: { availableSeconds: 3600 },
+          },
         },
-      },
-    });
-    envId = environment?.id ?? "";
-    for (const region of REGIONS) {
-      const cluster = await handles[region].ready();
-      await applySentinelRbac(cluster.kubeConfig());
-      kubes.set(region, adminKube(cluster));
-      const a = new Agent({
-        ctrlUrl: ctrl.url,
-        token: await ctrl.agentToken(region),
-        region,
-        kubeconfig: await agentKubeConfig(cluster),
-        log: silentLogger,
-        registry: new Registry(),
-        opsPort: -1,
-        resyncPeriodMs: 10_000,
-        podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
-        sentinelObserveIntervalMs: 300,
-        runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
       });
-      await a.start();
-      agents.push(a);
-    }
-  }, { timeout: 15 * 60_000 });
+      envId = environment?.id ?? "";
+      for (const region of REGIONS) {
+        const cluster = await handles[region].ready();
+        await applySentinelRbac(cluster.kubeConfig());
+        kubes.set(region, adminKube(cluster));
+        const a = new Agent({
+          ctrlUrl: ctrl.url,
+          token: await ctrl.agentToken(region),
+          region,
+          kubeconfig: await agentKubeConfig(cluster),
+          log: silentLogger,
+          registry: new Registry(),
+          opsPort: -1,
+          resyncPeriodMs: 10_000,
+          podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+          sentinelObserveIntervalMs: 300,
+          runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
+        });
+        await a.start();
+        agents.push(a);
+      }
+    },
+    { timeout: 15 * 60_000 },
+  );
 
   after(async () => {
     for (const a of agents) await a.stop();
@@ -116,39 +136,74 @@ describe("region waves", () => {
     dir.remove();
   });
 
-  test("a later wave sees nothing before the gate; promote passes it; an aborted wave leaves the later region untouched", { timeout: 600_000 }, async () => {
-    const v1 = await deploy("registry.example.com/shop:1");
-    await eventually("v1 healthy in both regions", async () => {
-      const s = await status();
-      return s.progressive?.phase === "Healthy" && s.regions.every((r) => r.revisions.find((x) => x.deploymentId === v1)?.availableReplicas === 2) ? true : undefined;
-    }, 180_000);
+  test(
+    "a later wave sees nothing before the gate; promote passes it; an aborted wave leaves the later region untouched",
+    { timeout: 600_000 },
+    async () => {
+      const v1 = await deploy("registry.example.com/shop:1");
+      await eventually(
+        "v1 healthy in both regions",
+        async () => {
+          const s = await status();
+          return s.progressive?.phase === "Healthy" &&
+            s.regions.every((r) => r.revisions.find((x) => x.deploymentId === v1)?.availableReplicas === 2)
+            ? true
+            : undefined;
+        },
+        180_000,
+      );
 
-    const v2 = await deploy("registry.example.com/shop:2");
-    const gated = await eventually("wave 1 (eu) done, waiting at the gate", async () => {
-      const s = await status();
-      return s.progressive?.atWaveGate ? s : undefined;
-    }, 180_000);
-    assert.equal(gated.progressive?.wave, 1);
-    await eventually("eu's sentinel told 100 % v2", async () => ((await policyWeights("eu")).join() === `${v2}:100` ? true : undefined), 60_000);
-    assert.deepEqual(await replicaSets("us", v2), [], "us has no ReplicaSet of v2");
-    assert.deepEqual(await policyWeights("us"), [`${v1}:100`], "us's sentinel still sends everything to v1");
+      const v2 = await deploy("registry.example.com/shop:2");
+      const gated = await eventually(
+        "wave 1 (eu) done, waiting at the gate",
+        async () => {
+          const s = await status();
+          return s.progressive?.atWaveGate ? s : undefined;
+        },
+        180_000,
+      );
+      assert.equal(gated.progressive?.wave, 1);
+      await eventually(
+        "eu's sentinel told 100 % v2",
+        async () => ((await policyWeights("eu")).join() === `${v2}:100` ? true : undefined),
+        60_000,
+      );
+      assert.deepEqual(await replicaSets("us", v2), [], "us has no ReplicaSet of v2");
+      assert.deepEqual(await policyWeights("us"), [`${v1}:100`], "us's sentinel still sends everything to v1");
 
-    await ctrl.client(RolloutService, ctrl.adminToken).promote(REF);
-    await eventually("the rollout complete in both regions", async () => {
-      const s = await status();
-      return s.progressive?.phase === "Healthy" && s.progressive.stableDeploymentId === v2 ? true : undefined;
-    }, 180_000);
-    await eventually("us's sentinel told 100 % v2", async () => ((await policyWeights("us")).join() === `${v2}:100` ? true : undefined), 60_000);
+      await ctrl.client(RolloutService, ctrl.adminToken).promote(REF);
+      await eventually(
+        "the rollout complete in both regions",
+        async () => {
+          const s = await status();
+          return s.progressive?.phase === "Healthy" && s.progressive.stableDeploymentId === v2 ? true : undefined;
+        },
+        180_000,
+      );
+      await eventually(
+        "us's sentinel told 100 % v2",
+        async () => ((await policyWeights("us")).join() === `${v2}:100` ? true : undefined),
+        60_000,
+      );
 
-    // A wave that fails: abort while eu runs v3 (50 %, then 100 % at the gate); us never sees v3.
-    const v3 = await deploy("registry.example.com/shop:3");
-    await eventually("eu routing to v3", async () => ((await policyWeights("eu")).some((w) => w.startsWith(`${v3}:`)) ? true : undefined), 120_000);
-    const usBefore = await policyWeights("us");
-    assert.deepEqual(usBefore, [`${v2}:100`]);
-    const { status: aborted } = await ctrl.client(RolloutService, ctrl.adminToken).abort(REF);
-    assert.equal(aborted?.progressive?.phase, "Degraded");
-    await eventually("eu back to 100 % v2", async () => ((await policyWeights("eu")).join() === `${v2}:100` ? true : undefined), 60_000);
-    assert.deepEqual(await replicaSets("us", v3), [], "us never got a ReplicaSet of v3");
-    assert.deepEqual(await policyWeights("us"), usBefore, "us's weights unchanged");
-  });
+      // A wave that fails: abort while eu runs v3 (50 %, then 100 % at the gate); us never sees v3.
+      const v3 = await deploy("registry.example.com/shop:3");
+      await eventually(
+        "eu routing to v3",
+        async () => ((await policyWeights("eu")).some((w) => w.startsWith(`${v3}:`)) ? true : undefined),
+        120_000,
+      );
+      const usBefore = await policyWeights("us");
+      assert.deepEqual(usBefore, [`${v2}:100`]);
+      const { status: aborted } = await ctrl.client(RolloutService, ctrl.adminToken).abort(REF);
+      assert.equal(aborted?.progressive?.phase, "Degraded");
+      await eventually(
+        "eu back to 100 % v2",
+        async () => ((await policyWeights("eu")).join() === `${v2}:100` ? true : undefined),
+        60_000,
+      );
+      assert.deepEqual(await replicaSets("us", v3), [], "us never got a ReplicaSet of v3");
+      assert.deepEqual(await policyWeights("us"), usBefore, "us's weights unchanged");
+    },
+  );
 });

@@ -62,7 +62,15 @@ describe("rollout engine vs the real Deployment controller (v1.36.3)", () => {
           maxReplicas: 13,
           status: { replicas: 10, readyReplicas: 10, availableReplicas: 10 },
         },
-        { name: "v2", revision: null, createdAt: "2025-12-31T23:00:00Z", replicas: 0, desiredReplicas: null, maxReplicas: null, status: { replicas: 0, readyReplicas: 0, availableReplicas: 0 } },
+        {
+          name: "v2",
+          revision: null,
+          createdAt: "2025-12-31T23:00:00Z",
+          replicas: 0,
+          desiredReplicas: null,
+          maxReplicas: null,
+          status: { replicas: 0, readyReplicas: 0, availableReplicas: 0 },
+        },
       ],
     };
     const result = await started().run(input);
@@ -73,12 +81,20 @@ describe("rollout engine vs the real Deployment controller (v1.36.3)", () => {
       { name: "v1", revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 },
       { name: "v2", revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13 },
     ]);
-    assert.deepEqual(out.events, [{ type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v2 from 0 to 3" }]);
+    assert.deepEqual(out.events, [
+      { type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v2 from 0 to 3" },
+    ]);
     assert.deepEqual(
       out.conditions.map((c) => [c.type, c.status, c.reason, c.message, c.lastUpdateTime]),
       [
         ["Progressing", "True", "NewReplicaSetCreated", 'Created new replica set "v2"', "2026-01-01T00:00:00Z"],
-        ["Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.", "2026-01-01T00:00:00Z"],
+        [
+          "Available",
+          "True",
+          "MinimumReplicasAvailable",
+          "Deployment has minimum availability.",
+          "2026-01-01T00:00:00Z",
+        ],
       ],
     );
     // Computed from the sizes listed before the pass plus v2 as created: 13 wanted, 10 available.
@@ -102,13 +118,43 @@ describe("rollout engine vs the real Deployment controller (v1.36.3)", () => {
         rollbackTo: null,
         status: { replicas: 4, updatedReplicas: 1, readyReplicas: 3, availableReplicas: 3, unavailableReplicas: 1 },
         conditions: [
-          { type: "Progressing", status: "True", reason: "ReplicaSetUpdated", message: 'ReplicaSet "v2" is progressing.', lastUpdateTime: "2025-12-31T23:55:00Z", lastTransitionTime: "2025-12-31T23:50:00Z" },
-          { type: "Available", status: "True", reason: "MinimumReplicasAvailable", message: "Deployment has minimum availability.", lastUpdateTime: "2025-12-31T23:50:00Z", lastTransitionTime: "2025-12-31T23:50:00Z" },
+          {
+            type: "Progressing",
+            status: "True",
+            reason: "ReplicaSetUpdated",
+            message: 'ReplicaSet "v2" is progressing.',
+            lastUpdateTime: "2025-12-31T23:55:00Z",
+            lastTransitionTime: "2025-12-31T23:50:00Z",
+          },
+          {
+            type: "Available",
+            status: "True",
+            reason: "MinimumReplicasAvailable",
+            message: "Deployment has minimum availability.",
+            lastUpdateTime: "2025-12-31T23:50:00Z",
+            lastTransitionTime: "2025-12-31T23:50:00Z",
+          },
         ],
       },
       revisions: [
-        { name: "v1", revision: 1, createdAt: "2025-12-31T00:00:00Z", replicas: 3, desiredReplicas: 3, maxReplicas: 4, status: { replicas: 3, readyReplicas: 3, availableReplicas: 3 } },
-        { name: "v2", revision: 2, createdAt: "2025-12-31T23:00:00Z", replicas: 1, desiredReplicas: 3, maxReplicas: 4, status: { replicas: 1, readyReplicas: 0, availableReplicas: 0 } },
+        {
+          name: "v1",
+          revision: 1,
+          createdAt: "2025-12-31T00:00:00Z",
+          replicas: 3,
+          desiredReplicas: 3,
+          maxReplicas: 4,
+          status: { replicas: 3, readyReplicas: 3, availableReplicas: 3 },
+        },
+        {
+          name: "v2",
+          revision: 2,
+          createdAt: "2025-12-31T23:00:00Z",
+          replicas: 1,
+          desiredReplicas: 3,
+          maxReplicas: 4,
+          status: { replicas: 1, readyReplicas: 0, availableReplicas: 0 },
+        },
       ],
     };
     const result = await started().run(input);

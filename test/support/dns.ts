@@ -25,7 +25,10 @@ export async function startTestDns(): Promise<TestDns> {
         questions++;
         const name = q.name.toLowerCase().replace(/\.$/, "");
         if (q.type !== Packet.TYPE.TXT) continue;
-        for (const data of txt.get(name) ?? []) response.answers.push(new Packet.Resource({ name: q.name, type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 1, data }));
+        for (const data of txt.get(name) ?? [])
+          response.answers.push(
+            new Packet.Resource({ name: q.name, type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 1, data }),
+          );
       }
       send(response);
     },

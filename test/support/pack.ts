@@ -22,7 +22,10 @@ export function repoCommit(): string {
 export function packWorkingTree(out: string): { tarball: string; commit: string } {
   const commit = repoCommit();
   const tree = join(out, "tree");
-  const files = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: REPO, encoding: "utf8" })
+  const files = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
+    cwd: REPO,
+    encoding: "utf8",
+  })
     .split("\0")
     .filter((f) => f && existsSync(join(REPO, f)));
   for (const f of files) {

@@ -29,7 +29,8 @@ function findBinDir(): string {
         .sort((a, b) => Number(b) - Number(a))
     : [];
   const v = versions[0];
-  if (v === undefined) throw new Error("PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)");
+  if (v === undefined)
+    throw new Error("PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)");
   return join(root, v, "bin");
 }
 
@@ -73,8 +74,16 @@ export async function startPostgres(): Promise<TestPostgres> {
   let started = false;
   const startOn = (p: number): void =>
     run(join(bin, "pg_ctl"), [
-      "-D", data, "-w", "-t", "60", "-l", join(dir, "log"), "start",
-      "-o", `-p ${p} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+      "-D",
+      data,
+      "-w",
+      "-t",
+      "60",
+      "-l",
+      join(dir, "log"),
+      "start",
+      "-o",
+      `-p ${p} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
     ]);
   for (let attempt = 0; attempt < 5 && !started; attempt++) {
     port = await freePort();
@@ -95,7 +104,8 @@ export async function startPostgres(): Promise<TestPostgres> {
     stopped = true;
     try {
       // A halted server has nothing to stop.
-      if (existsSync(join(data, "postmaster.pid"))) run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
+      if (existsSync(join(data, "postmaster.pid")))
+        run(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "-w", "stop"]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

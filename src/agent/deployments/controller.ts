@@ -30,7 +30,12 @@ import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
 type Ctx = KindContext<ApplyDeployment>;
-export type DeploymentDeclaration = ControllerDeclaration<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>;
+export type DeploymentDeclaration = ControllerDeclaration<
+  DeploymentState,
+  ApplyDeployment,
+  DeleteDeployment,
+  ReportDeploymentStatusRequest
+>;
 
 /** The deployment id of a user-deployment object (ReplicaSet, Pod), or undefined. */
 export function deploymentKeyOf(obj: KubeObject): string | undefined {
@@ -39,7 +44,10 @@ export function deploymentKeyOf(obj: KubeObject): string | undefined {
 }
 
 export function deploymentsController({ region, ctrl, secretStore }: KindEnv): DeploymentDeclaration {
-  const zoneOf = (ctx: Ctx) => (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+  const zoneOf =
+    (ctx: Ctx) =>
+    (node: string): string =>
+      ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
   // Namespaces are shared and never deleted by an agent; once created they are assumed present
   // (a failed apply checks again). Keys of one namespace reconciled at once share one create.
   const ensuredNamespaces = new Map<string, Promise<unknown>>();
@@ -67,8 +75,9 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     if (since === undefined) waiting.set(key, Date.now());
     throw new NotYet(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
   };
-  const report = (change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"]): ReportDeploymentStatusRequest =>
-    create(ReportDeploymentStatusRequestSchema, { region, change });
+  const report = (
+    change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
+  ): ReportDeploymentStatusRequest => create(ReportDeploymentStatusRequestSchema, { region, change });
 
   // Issue 16: the revisions' Secrets this process created or found (the agent cannot read
   // Secrets: a create that answers "exists" is how it finds one). Values are fetched from ctrl
@@ -79,19 +88,36 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     if (!s || s.keys.length === 0) return;
     const id = `${d.k8sNamespace}/${s.secretName}`;
     if (createdSecrets.has(id)) return;
-    const { values } = await ctrl.getSecretValues({ region, owner: { case: "deploymentId", value: d.deploymentId } }, { signal, timeoutMs: 10_000 });
-    await ctx.kube.create(resources.secrets, renderSecret(s, d.k8sNamespace, deploymentLabels(d, region), values), signal);
+    const { values } = await ctrl.getSecretValues(
+      { region, owner: { case: "deploymentId", value: d.deploymentId } },
+      { signal, timeoutMs: 10_000 },
+    );
+    await ctx.kube.create(
+      resources.secrets,
+      renderSecret(s, d.k8sNamespace, deploymentLabels(d, region), values),
+      signal,
+    );
     createdSecrets.add(id);
   };
-  const builder = controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>("deployments")
+  const builder = controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>(
+    "deployments",
+  )
     .protocol(
       kstateProtocol({
         keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
-        watch: (cursor, signal, onOpen) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, signal, onOpen) =>
+          ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
         getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
         sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
         rejectedReport: (key, subject, reason) =>
-          report({ case: "rejected", value: { deploymentId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason } }),
+          report({
+            case: "rejected",
+            value: {
+              deploymentId: key,
+              k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
+              reason,
+            },
+          }),
         deletedReport: (key, ref) => report({ case: "delete", value: { deploymentId: key, k8sName: ref.k8sName } }),
         equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
       }),
@@ -158,7 +184,11 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         holdScaleUp(d, ctx);
         try {
           let ns = ensuredNamespaces.get(d.k8sNamespace);
-          if (!ns) ensuredNamespaces.set(d.k8sNamespace, (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)));
+          if (!ns)
+            ensuredNamespaces.set(
+              d.k8sNamespace,
+              (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
+            );
           await ns;
           for (const obj of rendered) {
             // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
@@ -182,7 +212,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
         // The revision's Secret by name (the agent cannot list Secrets); its ConfigMap and
         // SecretProviderClass carry its id and are pruned by the runtime right after.
-        const secret = ref.secretName !== "" ? ref.secretName : secretNameOfReplicaSet(ctx.primaryOf(ref.deploymentId) ?? { metadata: {} });
+        const secret =
+          ref.secretName !== ""
+            ? ref.secretName
+            : secretNameOfReplicaSet(ctx.primaryOf(ref.deploymentId) ?? { metadata: {} });
         if (secret !== "") {
           await ctx.kube.delete(resources.secrets, ref.k8sNamespace, secret, signal);
           createdSecrets.delete(`${ref.k8sNamespace}/${secret}`);
@@ -195,7 +228,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         const rs = ctx.primaryOf(key);
         if (!rs) return undefined;
         const k8sName = rs.metadata.name ?? "";
-        const instances = instancesOf(ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key), zoneOf(ctx));
+        const instances = instancesOf(
+          ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key),
+          zoneOf(ctx),
+        );
         return {
           fingerprint: instancesFingerprint(k8sName, instances),
           report: report({ case: "update", value: { k8sName, deploymentId: key, instances } }),
@@ -211,12 +247,20 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         }
         for (const cnp of ctx.informer(resources.ciliumNetworkPolicies).list()) {
           const env = cnp.metadata.labels?.[LABEL_ENVIRONMENT_ID];
-          if (cnp.metadata.labels?.[LABEL_COMPONENT] !== COMPONENT.deployment || env === undefined || liveEnvs.has(env)) continue;
-          ctx.log.info({ controller: "deployments", policy: cnp.metadata.name }, "deleting network policy of an environment with no deployments");
-          await ctx.kube.delete(resources.ciliumNetworkPolicies, cnp.metadata.namespace, cnp.metadata.name ?? "", signal);
+          if (cnp.metadata.labels?.[LABEL_COMPONENT] !== COMPONENT.deployment || env === undefined || liveEnvs.has(env))
+            continue;
+          ctx.log.info(
+            { controller: "deployments", policy: cnp.metadata.name },
+            "deleting network policy of an environment with no deployments",
+          );
+          await ctx.kube.delete(
+            resources.ciliumNetworkPolicies,
+            cnp.metadata.namespace,
+            cnp.metadata.name ?? "",
+            signal,
+          );
         }
       },
     })
     .build();
 }
-

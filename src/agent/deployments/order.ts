@@ -24,8 +24,12 @@ export interface Sibling {
  * Pure: the siblings a change of `key` to `desired` replicas (from `live`, undefined when its
  * ReplicaSet does not exist yet) must wait for; empty when it is not a scale-up or none shrinks.
  */
-export function scaleDownsFirst(key: string, desired: number, live: number | undefined, siblings: readonly Sibling[]): string[] {
+export function scaleDownsFirst(
+  key: string,
+  desired: number,
+  live: number | undefined,
+  siblings: readonly Sibling[],
+): string[] {
   if (desired <= (live ?? 0)) return [];
   return siblings.filter((s) => s.key !== key && s.liveReplicas > (s.desiredReplicas ?? 0)).map((s) => s.key);
 }
-

@@ -10,8 +10,25 @@
 import { createHash } from "node:crypto";
 import type { ApplyDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import { COMPONENT as COMPONENTS, LABEL_BUILD_ID, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY, ownerLabels, workspaceNamespaceLabels } from "../../contracts/labels.js";
-import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS, SENTINEL_NAMESPACE, ZONE_LABEL } from "../../contracts/cluster.js";
+import {
+  COMPONENT as COMPONENTS,
+  LABEL_BUILD_ID,
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_REGION,
+  MANAGED_BY,
+  ownerLabels,
+  workspaceNamespaceLabels,
+} from "../../contracts/labels.js";
+import {
+  NODE_CLASS,
+  NODE_CLASS_LABEL,
+  RUNTIME_CLASS,
+  SENTINEL_NAMESPACE,
+  ZONE_LABEL,
+} from "../../contracts/cluster.js";
 import { settingsPodParts } from "./settings.js";
 
 export const COMPONENT = COMPONENTS.deployment;
@@ -45,7 +62,11 @@ export function selectorLabels(d: ApplyDeployment, region: string): Record<strin
 /** A DNS-1123 name from free-form parts; a hash suffix keeps sanitised names unique. */
 export function safeName(prefix: string, ...parts: string[]): string {
   const raw = parts.join("-");
-  let clean = raw.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "");
+  let clean = raw
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .replace(/-+/g, "-")
+    .replace(/^-|-$/g, "");
   if (clean !== raw || `${prefix}-${clean}`.length > 63) {
     const hash = createHash("sha256").update(raw).digest("hex").slice(0, 8);
     clean = `${clean.slice(0, 63 - prefix.length - 10).replace(/-$/, "")}-${hash}`;
@@ -190,7 +211,13 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
           // Hard spread: the sentinel-zone affinity is only a preference and must not pile every
           // replica into one zone. Zones whose nodes are tainted (NotReady, unreachable) do not
           // count, so losing a zone does not leave replacements Pending.
-          { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "DoNotSchedule", nodeTaintsPolicy: "Honor", labelSelector: { matchLabels: selector } },
+          {
+            maxSkew: 1,
+            topologyKey: ZONE_LABEL,
+            whenUnsatisfiable: "DoNotSchedule",
+            nodeTaintsPolicy: "Honor",
+            labelSelector: { matchLabels: selector },
+          },
         ],
         affinity: {
           podAffinity: {
@@ -200,7 +227,9 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
                 podAffinityTerm: {
                   topologyKey: ZONE_LABEL,
                   namespaces: [SENTINEL_NAMESPACE],
-                  labelSelector: { matchLabels: { [LABEL_ENVIRONMENT_ID]: d.environmentId, [LABEL_COMPONENT]: COMPONENTS.sentinel } },
+                  labelSelector: {
+                    matchLabels: { [LABEL_ENVIRONMENT_ID]: d.environmentId, [LABEL_COMPONENT]: COMPONENTS.sentinel },
+                  },
                 },
               },
             ],

@@ -11,7 +11,12 @@
 //     are this cluster's: the agent's --secret-store-* settings), mounted read-only into the
 //     pods; the driver syncs a Secret of the same name that the pods read as environment.
 // Pods get them with envFrom (explicit env vars — the user's, PORT, KRANE_* — win).
-import type { ApplyDeployment, ExternalSecrets, RevisionConfig, RevisionSecrets } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type {
+  ApplyDeployment,
+  ExternalSecrets,
+  RevisionConfig,
+  RevisionSecrets,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 
 /** Where external secrets are mounted in the pods (one file per key). */
@@ -46,7 +51,14 @@ export function settingsPodParts(d: SettingsCarrier): SettingsPodParts {
     // The driver creates the synced Secret once a pod mounts the volume, before the container
     // starts; `optional` keeps a pod from failing on a Secret not synced yet.
     out.envFrom.push({ secretRef: { name: ext.secretProviderClassName, optional: true } });
-    out.volumes.push({ name: EXTERNAL_SECRETS_VOLUME, csi: { driver: CSI_DRIVER, readOnly: true, volumeAttributes: { secretProviderClass: ext.secretProviderClassName } } });
+    out.volumes.push({
+      name: EXTERNAL_SECRETS_VOLUME,
+      csi: {
+        driver: CSI_DRIVER,
+        readOnly: true,
+        volumeAttributes: { secretProviderClass: ext.secretProviderClassName },
+      },
+    });
     out.volumeMounts.push({ name: EXTERNAL_SECRETS_VOLUME, mountPath: EXTERNAL_SECRETS_MOUNT, readOnly: true });
   }
   return out;
@@ -55,22 +67,50 @@ export function settingsPodParts(d: SettingsCarrier): SettingsPodParts {
 export function renderConfigMap(c: RevisionConfig, namespace: string, labels: Record<string, string>): KubeObject {
   const data: Record<string, string> = {};
   for (const v of c.values) data[v.name] = v.value;
-  return { apiVersion: "v1", kind: "ConfigMap", metadata: { name: c.configMapName, namespace, labels }, immutable: true, data };
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: c.configMapName, namespace, labels },
+    immutable: true,
+    data,
+  };
 }
 
 /** The revision's Secret with its values (fetched from ctrl, never cached or logged). */
-export function renderSecret(s: RevisionSecrets, namespace: string, labels: Record<string, string>, values: readonly { key: string; value: Uint8Array }[]): KubeObject {
+export function renderSecret(
+  s: RevisionSecrets,
+  namespace: string,
+  labels: Record<string, string>,
+  values: readonly { key: string; value: Uint8Array }[],
+): KubeObject {
   const data: Record<string, string> = {};
   for (const v of values) data[v.key] = Buffer.from(v.value).toString("base64");
-  return { apiVersion: "v1", kind: "Secret", type: "Opaque", metadata: { name: s.secretName, namespace, labels }, immutable: true, data };
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    type: "Opaque",
+    metadata: { name: s.secretName, namespace, labels },
+    immutable: true,
+    data,
+  };
 }
 
 /** The provider's object list: one entry per key, the path as the object name. */
 function providerObjects(ext: ExternalSecrets): string {
-  return ext.secrets.map((s) => `- objectName: ${JSON.stringify(s.key)}\n  objectPath: ${JSON.stringify(s.path)}\n  secretPath: ${JSON.stringify(s.path)}`).join("\n");
+  return ext.secrets
+    .map(
+      (s) =>
+        `- objectName: ${JSON.stringify(s.key)}\n  objectPath: ${JSON.stringify(s.path)}\n  secretPath: ${JSON.stringify(s.path)}`,
+    )
+    .join("\n");
 }
 
-export function renderSecretProviderClass(ext: ExternalSecrets, store: SecretStoreSettings, namespace: string, labels: Record<string, string>): KubeObject {
+export function renderSecretProviderClass(
+  ext: ExternalSecrets,
+  store: SecretStoreSettings,
+  namespace: string,
+  labels: Record<string, string>,
+): KubeObject {
   return {
     apiVersion: "secrets-store.csi.x-k8s.io/v1",
     kind: "SecretProviderClass",
@@ -91,19 +131,27 @@ export function renderSecretProviderClass(ext: ExternalSecrets, store: SecretSto
 }
 
 /** The names of a revision's settings objects (what the revision's deletion removes by name). */
-export function settingsObjectNames(d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">): { configMap?: string; secret?: string; spc?: string } {
+export function settingsObjectNames(d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">): {
+  configMap?: string;
+  secret?: string;
+  spc?: string;
+} {
   return {
     configMap: d.config && d.config.values.length > 0 ? d.config.configMapName : undefined,
     secret: d.secrets && d.secrets.keys.length > 0 ? d.secrets.secretName : undefined,
-    spc: d.externalSecrets && d.externalSecrets.secrets.length > 0 ? d.externalSecrets.secretProviderClassName : undefined,
+    spc:
+      d.externalSecrets && d.externalSecrets.secrets.length > 0 ? d.externalSecrets.secretProviderClassName : undefined,
   };
 }
 
 /** The Secret a ReplicaSet's pods read (its revision's), from its pod template. */
 export function secretNameOfReplicaSet(rs: KubeObject, external?: string): string {
-  const spec = rs.spec as { template?: { spec?: { containers?: { envFrom?: { secretRef?: { name?: string; optional?: boolean } }[] }[] } } } | undefined;
+  const spec = rs.spec as
+    | { template?: { spec?: { containers?: { envFrom?: { secretRef?: { name?: string; optional?: boolean } }[] }[] } } }
+    | undefined;
   for (const c of spec?.template?.spec?.containers ?? []) {
-    for (const e of c.envFrom ?? []) if (e.secretRef?.name && !e.secretRef.optional && e.secretRef.name !== external) return e.secretRef.name;
+    for (const e of c.envFrom ?? [])
+      if (e.secretRef?.name && !e.secretRef.optional && e.secretRef.name !== external) return e.secretRef.name;
   }
   return "";
 }

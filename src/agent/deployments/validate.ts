@@ -15,35 +15,51 @@ const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function objectName(what: string, name: string): string | undefined {
-  return name.length <= 253 && DNS_SUBDOMAIN.test(name) ? undefined : `${what} "${name.slice(0, 80)}" is not a valid object name`;
+  return name.length <= 253 && DNS_SUBDOMAIN.test(name)
+    ? undefined
+    : `${what} "${name.slice(0, 80)}" is not a valid object name`;
 }
 
 /**
  * Issue 16: a revision's configuration, secret keys and external references (names valid,
  * keys environment variable names, external secrets only where this cluster has a store).
  */
-export function validateSettings(d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">, externalStore: boolean): string | undefined {
+export function validateSettings(
+  d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">,
+  externalStore: boolean,
+): string | undefined {
   if (d.config && d.config.values.length > 0) {
     const bad = objectName("config.config_map_name", d.config.configMapName);
     if (bad) return bad;
-    for (const v of d.config.values) if (!ENV_KEY.test(v.name) || isReservedEnvName(v.name)) return `config key "${v.name.slice(0, 80)}" is not a usable environment variable name`;
+    for (const v of d.config.values)
+      if (!ENV_KEY.test(v.name) || isReservedEnvName(v.name))
+        return `config key "${v.name.slice(0, 80)}" is not a usable environment variable name`;
   }
   if (d.secrets && d.secrets.keys.length > 0) {
     const bad = objectName("secrets.secret_name", d.secrets.secretName);
     if (bad) return bad;
-    for (const k of d.secrets.keys) if (!ENV_KEY.test(k) || isReservedEnvName(k)) return `secret key "${k.slice(0, 80)}" is not a usable environment variable name`;
+    for (const k of d.secrets.keys)
+      if (!ENV_KEY.test(k) || isReservedEnvName(k))
+        return `secret key "${k.slice(0, 80)}" is not a usable environment variable name`;
   }
   const ext = d.externalSecrets;
   if (ext && ext.secrets.length > 0) {
-    if (!externalStore) return "the revision reads secrets from an external store, and this cluster has none configured (krane agent --secret-store-provider)";
+    if (!externalStore)
+      return "the revision reads secrets from an external store, and this cluster has none configured (krane agent --secret-store-provider)";
     const bad = objectName("external_secrets.secret_provider_class_name", ext.secretProviderClassName);
     if (bad) return bad;
-    for (const s of ext.secrets) if (!ENV_KEY.test(s.key) || isReservedEnvName(s.key)) return `external secret key "${s.key.slice(0, 80)}" is not a usable environment variable name`;
+    for (const s of ext.secrets)
+      if (!ENV_KEY.test(s.key) || isReservedEnvName(s.key))
+        return `external secret key "${s.key.slice(0, 80)}" is not a usable environment variable name`;
   }
   return undefined;
 }
 
-export function validateApplyDeployment(d: ApplyDeployment, agentRegion: string, externalStore = false): string | undefined {
+export function validateApplyDeployment(
+  d: ApplyDeployment,
+  agentRegion: string,
+  externalStore = false,
+): string | undefined {
   const required: Array<[string, string]> = [
     ["workspace_id", d.workspaceId],
     ["project_id", d.projectId],
@@ -57,7 +73,8 @@ export function validateApplyDeployment(d: ApplyDeployment, agentRegion: string,
   for (const [field, value] of required.slice(0, 4)) {
     if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
   }
-  if (d.buildId !== "" && !isLabelValue(d.buildId)) return `build_id "${d.buildId}" is not a valid Kubernetes label value`;
+  if (d.buildId !== "" && !isLabelValue(d.buildId))
+    return `build_id "${d.buildId}" is not a valid Kubernetes label value`;
   if (!isDnsLabel(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is not a valid DNS label`;
   if (reservedNamespaces.has(d.k8sNamespace) || d.k8sNamespace.startsWith("kube-")) {
     return `k8s_namespace "${d.k8sNamespace}" is reserved`;
@@ -83,7 +100,8 @@ export function validateApplyDeployment(d: ApplyDeployment, agentRegion: string,
   if (settings !== undefined) return settings;
   const hc = d.healthCheck;
   if (hc) {
-    if (hc.method !== "" && hc.method !== "GET" && hc.method !== "POST") return `health_check.method "${hc.method}" must be GET or POST`;
+    if (hc.method !== "" && hc.method !== "GET" && hc.method !== "POST")
+      return `health_check.method "${hc.method}" must be GET or POST`;
     if (!hc.path.startsWith("/")) return `health_check.path "${hc.path}" must start with "/"`;
     for (const [field, v] of [
       ["interval_seconds", hc.intervalSeconds],

@@ -20,19 +20,36 @@ import {
   type ReportGatewayStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_GATEWAY_ID, workspaceNamespaceLabels } from "../../contracts/labels.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_GATEWAY_ID,
+  workspaceNamespaceLabels,
+} from "../../contracts/labels.js";
 import { isPermanentKubeError } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { sentinelKeyOf } from "../sentinels/controller.js";
-import { controller, labelIndex, type ControllerBuilder, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import {
+  controller,
+  labelIndex,
+  type ControllerBuilder,
+  type ControllerDeclaration,
+  type KindContext,
+} from "../runtime/controller.js";
 import { oneKey, type GatewaySettings, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderRoutes, renderStatic } from "./render.js";
 import { gatewayFingerprint, observeGateway } from "./status.js";
 import { validateApplyGateway, validateDeleteGateway } from "./validate.js";
 
-export type GatewayDeclaration = ControllerDeclaration<GatewayState, ApplyGateway, DeleteGateway, ReportGatewayStatusRequest>;
+export type GatewayDeclaration = ControllerDeclaration<
+  GatewayState,
+  ApplyGateway,
+  DeleteGateway,
+  ReportGatewayStatusRequest
+>;
 type Ctx = KindContext<ApplyGateway>;
 
 /** The gateway id of an exposure object, or undefined. */
@@ -57,8 +74,9 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
   if (!settings || (!settings.public && !settings.organization)) return undefined;
   const { region, ctrl } = env;
   const ensuredNamespaces = new Set<string>();
-  const report = (change: MessageInitShape<typeof ReportGatewayStatusRequestSchema>["change"]): ReportGatewayStatusRequest =>
-    create(ReportGatewayStatusRequestSchema, { region, change });
+  const report = (
+    change: MessageInitShape<typeof ReportGatewayStatusRequestSchema>["change"],
+  ): ReportGatewayStatusRequest => create(ReportGatewayStatusRequestSchema, { region, change });
 
   let b: ControllerBuilder<GatewayState, ApplyGateway, DeleteGateway, ReportGatewayStatusRequest> = controller<
     GatewayState,
@@ -69,7 +87,8 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
     .protocol(
       kstateProtocol({
         keyOf: { apply: (g) => g.gatewayId, delete: (ref) => ref.gatewayId },
-        watch: (cursor, signal, onOpen) => ctrl.watchGateways({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, signal, onOpen) =>
+          ctrl.watchGateways({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
         getDesired: (keys, o) => ctrl.getDesiredGatewayStates({ region, gatewayIds: keys }, o),
         sendReport: (req, o) => ctrl.reportGatewayStatus(req, o),
         rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { gatewayId: key, reason } }),
@@ -80,7 +99,11 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
     .ownedBy(LABEL_GATEWAY_ID)
     .owns(resources.httpRoutes, {
       keyOf: gatewayKeyOf,
-      refOf: (obj) => ({ $typeName: "krane.ctrl.v1.DeleteGateway", gatewayId: gatewayKeyOf(obj) ?? "", k8sNamespace: obj.metadata.namespace ?? "" }),
+      refOf: (obj) => ({
+        $typeName: "krane.ctrl.v1.DeleteGateway",
+        gatewayId: gatewayKeyOf(obj) ?? "",
+        k8sNamespace: obj.metadata.namespace ?? "",
+      }),
     })
     .renders(resources.referenceGrants, { keysOf: (o) => oneKey(gatewayKeyOf(o)) })
     // The sentinels' Services (the sentinel kind caches the same namespace): the backend of routes.
@@ -92,11 +115,15 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
       },
       // Additions and deletions always count (a Service appearing or going is a backend change).
       changed: (svc, old) =>
-        svc === undefined || old === undefined || sentinelKeyOf(svc) !== sentinelKeyOf(old) || Boolean(svc.metadata.deletionTimestamp) !== Boolean(old.metadata.deletionTimestamp),
+        svc === undefined ||
+        old === undefined ||
+        sentinelKeyOf(svc) !== sentinelKeyOf(old) ||
+        Boolean(svc.metadata.deletionTimestamp) !== Boolean(old.metadata.deletionTimestamp),
       labelIndexes: [LABEL_ENVIRONMENT_ID],
     });
   if (settings.certificateIssuer) b = b.renders(resources.certificates, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
-  if (settings.envoyGatewayPolicies) b = b.renders(resources.securityPolicies, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
+  if (settings.envoyGatewayPolicies)
+    b = b.renders(resources.securityPolicies, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
 
   return b
     .reconciler({
@@ -107,7 +134,15 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
 
       async apply(g, objects, ctx, signal) {
         if (!ensuredNamespaces.has(g.k8sNamespace)) {
-          await ctx.kube.create(resources.namespaces, { apiVersion: "v1", kind: "Namespace", metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) } }, signal);
+          await ctx.kube.create(
+            resources.namespaces,
+            {
+              apiVersion: "v1",
+              kind: "Namespace",
+              metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) },
+            },
+            signal,
+          );
           ensuredNamespaces.add(g.k8sNamespace);
         }
         // Every object gets its chance: one the API server refuses for good (a rejected
@@ -139,9 +174,13 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
       status(key, g, ctx) {
         const routes = observeGateway(g, settings, sentinelServiceOf(g.environmentId, ctx), {
           route: (ns, name) => ctx.informer(resources.httpRoutes).get(ns, name),
-          certificate: (ns, name) => (settings.certificateIssuer ? ctx.informer(resources.certificates).get(ns, name) : undefined),
+          certificate: (ns, name) =>
+            settings.certificateIssuer ? ctx.informer(resources.certificates).get(ns, name) : undefined,
         });
-        return { fingerprint: gatewayFingerprint(routes), report: report({ case: "update", value: { gatewayId: key, routes } }) };
+        return {
+          fingerprint: gatewayFingerprint(routes),
+          report: report({ case: "update", value: { gatewayId: key, routes } }),
+        };
       },
     })
     .build();

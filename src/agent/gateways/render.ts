@@ -46,16 +46,38 @@ function prefixOf(route: GatewayRoute): string | undefined {
   return route.pathPrefix === "" || route.pathPrefix === "/" ? undefined : route.pathPrefix;
 }
 
-export function renderHttpRoute(g: ApplyGateway, route: GatewayRoute, region: string, gateway: GatewayRef, sentinelService: string): KubeObject {
+export function renderHttpRoute(
+  g: ApplyGateway,
+  route: GatewayRoute,
+  region: string,
+  gateway: GatewayRef,
+  sentinelService: string,
+): KubeObject {
   const prefix = prefixOf(route);
-  const parentRef: Record<string, unknown> = { group: GATEWAY_API, kind: "Gateway", namespace: gateway.namespace, name: gateway.name };
+  const parentRef: Record<string, unknown> = {
+    group: GATEWAY_API,
+    kind: "Gateway",
+    namespace: gateway.namespace,
+    name: gateway.name,
+  };
   if (gateway.sectionName !== "") parentRef.sectionName = gateway.sectionName;
   const rule: Record<string, unknown> = {
     matches: [{ path: { type: "PathPrefix", value: prefix ?? "/" } }],
-    backendRefs: [{ group: "", kind: "Service", namespace: SENTINEL_NAMESPACE, name: sentinelService, port: SENTINEL_PORT, weight: 1 }],
+    backendRefs: [
+      {
+        group: "",
+        kind: "Service",
+        namespace: SENTINEL_NAMESPACE,
+        name: sentinelService,
+        port: SENTINEL_PORT,
+        weight: 1,
+      },
+    ],
   };
   if (prefix !== undefined) {
-    rule.filters = [{ type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } }];
+    rule.filters = [
+      { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+    ];
   }
   return {
     apiVersion: `${GATEWAY_API}/v1`,
@@ -102,7 +124,12 @@ export function certificateHostnames(g: ApplyGateway, settings: GatewaySettings)
   return [...out].sort();
 }
 
-export function renderCertificate(g: ApplyGateway, hostname: string, region: string, settings: GatewaySettings): KubeObject {
+export function renderCertificate(
+  g: ApplyGateway,
+  hostname: string,
+  region: string,
+  settings: GatewaySettings,
+): KubeObject {
   const issuer = settings.certificateIssuer ?? { kind: "ClusterIssuer", name: "" };
   return {
     apiVersion: "cert-manager.io/v1",
@@ -117,8 +144,19 @@ export function renderCertificate(g: ApplyGateway, hostname: string, region: str
 }
 
 /** Lets the configured Gateways' namespaces refer to the certificates' Secrets. */
-export function renderSecretGrant(g: ApplyGateway, region: string, settings: GatewaySettings, secrets: readonly string[]): KubeObject | undefined {
-  const namespaces = [...new Set([settings.public?.namespace, settings.organization?.namespace].filter((n): n is string => n !== undefined && n !== g.k8sNamespace))].sort();
+export function renderSecretGrant(
+  g: ApplyGateway,
+  region: string,
+  settings: GatewaySettings,
+  secrets: readonly string[],
+): KubeObject | undefined {
+  const namespaces = [
+    ...new Set(
+      [settings.public?.namespace, settings.organization?.namespace].filter(
+        (n): n is string => n !== undefined && n !== g.k8sNamespace,
+      ),
+    ),
+  ].sort();
   if (namespaces.length === 0 || secrets.length === 0) return undefined;
   return {
     apiVersion: `${GATEWAY_API}/v1beta1`,
@@ -150,7 +188,10 @@ export function renderSecurityPolicy(g: ApplyGateway, route: GatewayRoute, regio
     const ops = auth.operations.filter((o) => o.method === method);
     const methodList = method === "*" ? undefined : [method];
     for (const op of ops) {
-      const rule: Record<string, unknown> = { action: "Allow", principal: { jwt: { provider: "krane", scopes: [...op.scopes].sort() } } };
+      const rule: Record<string, unknown> = {
+        action: "Allow",
+        principal: { jwt: { provider: "krane", scopes: [...op.scopes].sort() } },
+      };
       if (methodList) rule.operation = { methods: methodList };
       rules.push(rule);
     }
@@ -176,7 +217,12 @@ export function renderStatic(g: ApplyGateway, region: string, settings: GatewayS
   const out: KubeObject[] = [];
   const hosts = certificateHostnames(g, settings);
   for (const h of hosts) out.push(renderCertificate(g, h, region, settings));
-  const grant = renderSecretGrant(g, region, settings, hosts.map((h) => certificateSecretName(g, h)));
+  const grant = renderSecretGrant(
+    g,
+    region,
+    settings,
+    hosts.map((h) => certificateSecretName(g, h)),
+  );
   if (grant) out.push(grant);
   if (settings.envoyGatewayPolicies) {
     for (const r of g.routes) {
@@ -189,14 +235,24 @@ export function renderStatic(g: ApplyGateway, region: string, settings: GatewayS
 }
 
 /** Why a route cannot be rendered here, or undefined. */
-export function routeProblem(route: GatewayRoute, settings: GatewaySettings, sentinelService: string | undefined): string | undefined {
-  if (!gatewayOf(settings, route.visibility)) return `no ${route.visibility} Gateway is configured for this region's agent (--${route.visibility}-gateway)`;
+export function routeProblem(
+  route: GatewayRoute,
+  settings: GatewaySettings,
+  sentinelService: string | undefined,
+): string | undefined {
+  if (!gatewayOf(settings, route.visibility))
+    return `no ${route.visibility} Gateway is configured for this region's agent (--${route.visibility}-gateway)`;
   if (sentinelService === undefined) return "the environment has no sentinel Service in this region";
   return undefined;
 }
 
 /** The HTTPRoutes (and the sentinel grant) of the routes that can be served. */
-export function renderRoutes(g: ApplyGateway, region: string, settings: GatewaySettings, sentinelService: string | undefined): KubeObject[] {
+export function renderRoutes(
+  g: ApplyGateway,
+  region: string,
+  settings: GatewaySettings,
+  sentinelService: string | undefined,
+): KubeObject[] {
   if (sentinelService === undefined) return [];
   const out: KubeObject[] = [];
   for (const r of g.routes) {

@@ -14,7 +14,14 @@ import {
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isRecord, type KubeObject } from "../../kube/object.js";
 import type { GatewaySettings } from "../runtime/kind.js";
-import { certificateHostnames, certificateName, certificateSecretName, gatewayOf, routeName, routeProblem } from "./render.js";
+import {
+  certificateHostnames,
+  certificateName,
+  certificateSecretName,
+  gatewayOf,
+  routeName,
+  routeProblem,
+} from "./render.js";
 
 type Json = Record<string, unknown>;
 
@@ -31,14 +38,23 @@ function condition(conds: readonly Json[], type: string, generation: number | un
   if (!c) return create(GatewayConditionSchema, {});
   const observed = typeof c.observedGeneration === "number" ? c.observedGeneration : undefined;
   if (generation !== undefined && observed !== undefined && observed < generation) {
-    return create(GatewayConditionSchema, { status: "Unknown", reason: "Pending", message: `observed generation ${observed} of ${generation}` });
+    return create(GatewayConditionSchema, {
+      status: "Unknown",
+      reason: "Pending",
+      message: `observed generation ${observed} of ${generation}`,
+    });
   }
-  return create(GatewayConditionSchema, { status: str(c.status), reason: str(c.reason), message: str(c.message).slice(0, 1024) });
+  return create(GatewayConditionSchema, {
+    status: str(c.status),
+    reason: str(c.reason),
+    message: str(c.message).slice(0, 1024),
+  });
 }
 
 /** The status.parents entry of a route for one Gateway. */
 function parentStatus(route: KubeObject, namespace: string, name: string): Json | undefined {
-  const parents = isRecord(route.status) && Array.isArray(route.status.parents) ? route.status.parents.filter(isRecord) : [];
+  const parents =
+    isRecord(route.status) && Array.isArray(route.status.parents) ? route.status.parents.filter(isRecord) : [];
   return parents.find((p) => {
     const ref = isRecord(p.parentRef) ? p.parentRef : {};
     const ns = str(ref.namespace) || route.metadata.namespace;
@@ -51,7 +67,12 @@ export interface GatewayLookups {
   certificate(namespace: string, name: string): KubeObject | undefined;
 }
 
-export function observeGateway(g: ApplyGateway, settings: GatewaySettings, sentinelService: string | undefined, look: GatewayLookups): GatewayRouteStatus[] {
+export function observeGateway(
+  g: ApplyGateway,
+  settings: GatewaySettings,
+  sentinelService: string | undefined,
+  look: GatewayLookups,
+): GatewayRouteStatus[] {
   const certHosts = new Set(certificateHostnames(g, settings));
   return g.routes.map((r) => {
     const gw = gatewayOf(settings, r.visibility);
@@ -65,7 +86,11 @@ export function observeGateway(g: ApplyGateway, settings: GatewaySettings, senti
       .sort()
       .map((h) => {
         const cert = look.certificate(g.k8sNamespace, certificateName(g, h));
-        return { hostname: h, secretName: certificateSecretName(g, h), ready: condition(conditionsOf(cert?.status), "Ready", cert?.metadata.generation) };
+        return {
+          hostname: h,
+          secretName: certificateSecretName(g, h),
+          ready: condition(conditionsOf(cert?.status), "Ready", cert?.metadata.generation),
+        };
       });
     return create(GatewayRouteStatusSchema, {
       name: r.name,
@@ -83,6 +108,15 @@ export function observeGateway(g: ApplyGateway, settings: GatewaySettings, senti
 export function gatewayFingerprint(routes: readonly GatewayRouteStatus[]): string {
   const c = (x: GatewayCondition | undefined): string => `${x?.status ?? ""}/${x?.reason ?? ""}/${x?.message ?? ""}`;
   return routes
-    .map((r) => [r.name, r.gateway, c(r.accepted), c(r.resolvedRefs), r.problem, ...r.certificates.map((k) => `${k.hostname}=${c(k.ready)}`)].join("|"))
+    .map((r) =>
+      [
+        r.name,
+        r.gateway,
+        c(r.accepted),
+        c(r.resolvedRefs),
+        r.problem,
+        ...r.certificates.map((k) => `${k.hostname}=${c(k.ready)}`),
+      ].join("|"),
+    )
     .join("\n");
 }

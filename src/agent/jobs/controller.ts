@@ -44,11 +44,19 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
     .protocol(
       kstateProtocol({
         keyOf: { apply: (j) => j.jobId, delete: (ref) => ref.jobId },
-        watch: (cursor, signal, onOpen) => ctrl.watchJobs({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, signal, onOpen) =>
+          ctrl.watchJobs({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
         getDesired: (keys, o) => ctrl.getDesiredJobStates({ region, jobIds: keys }, o),
         sendReport: (req, o) => ctrl.reportJobStatus(req, o),
         rejectedReport: (key, subject, reason) =>
-          report({ case: "rejected", value: { jobId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason } }),
+          report({
+            case: "rejected",
+            value: {
+              jobId: key,
+              k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
+              reason,
+            },
+          }),
         deletedReport: (key, ref) => report({ case: "delete", value: { jobId: key, k8sName: ref.k8sName } }),
         equal: (a, b) => equals(ApplyJobSchema, a, b),
       }),
@@ -68,7 +76,8 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
       validateDelete: validateDeleteJob,
       render: (j) => [renderCronJob(j, region)],
       async apply(_j, objects, ctx, signal) {
-        for (const obj of objects) if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
+        for (const obj of objects)
+          if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
       },
       async remove(_key, ref, ctx, signal) {
         await ctx.kube.delete(resources.cronJobs, ref.k8sNamespace, ref.k8sName, signal);
@@ -81,7 +90,10 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
         const lastSchedule = lastScheduleOf(cronJob);
         return {
           fingerprint: runsFingerprint(k8sName, lastSchedule, runs),
-          report: report({ case: "update", value: { jobId: key, k8sName, runs, lastScheduleUnixMs: BigInt(lastSchedule) } }),
+          report: report({
+            case: "update",
+            value: { jobId: key, k8sName, runs, lastScheduleUnixMs: BigInt(lastSchedule) },
+          }),
         };
       },
     })

@@ -81,5 +81,10 @@ export function renderCronJob(j: ApplyJob, region: string): KubeObject {
     jobTemplate: { metadata: { labels: jobLabels(j, region) }, spec: jobSpec },
   };
   if (j.timeZone !== "") spec.timeZone = j.timeZone;
-  return { apiVersion: "batch/v1", kind: "CronJob", metadata: { name: j.k8sName, namespace: j.k8sNamespace, labels: jobLabels(j, region) }, spec };
+  return {
+    apiVersion: "batch/v1",
+    kind: "CronJob",
+    metadata: { name: j.k8sName, namespace: j.k8sNamespace, labels: jobLabels(j, region) },
+    spec,
+  };
 }

@@ -25,7 +25,11 @@ export function runOf(job: KubeObject): JobRun {
   const failed = cond("Failed");
   const complete = cond("Complete");
   const result = complete ? JobRunResult.SUCCEEDED : failed ? JobRunResult.FAILED : JobRunResult.RUNNING;
-  const finished = complete ? ms(s.completionTime) || ms(complete.lastTransitionTime) : failed ? ms(failed.lastTransitionTime) : 0;
+  const finished = complete
+    ? ms(s.completionTime) || ms(complete.lastTransitionTime)
+    : failed
+      ? ms(failed.lastTransitionTime)
+      : 0;
   return create(JobRunSchema, {
     k8sName: job.metadata.name ?? "",
     startedUnixMs: BigInt(ms(s.startTime) || ms(job.metadata.creationTimestamp)),
@@ -42,7 +46,11 @@ export function runsOf(jobs: readonly KubeObject[]): JobRun[] {
 }
 
 export function runsFingerprint(k8sName: string, lastSchedule: number, runs: readonly JobRun[]): string {
-  return JSON.stringify([k8sName, lastSchedule, runs.map((r) => [r.k8sName, String(r.startedUnixMs), String(r.finishedUnixMs), r.result])]);
+  return JSON.stringify([
+    k8sName,
+    lastSchedule,
+    runs.map((r) => [r.k8sName, String(r.startedUnixMs), String(r.finishedUnixMs), r.result]),
+  ]);
 }
 
 export function lastScheduleOf(cronJob: KubeObject | undefined): number {

@@ -12,13 +12,21 @@ export function validateApplyJob(j: ApplyJob, agentRegion: string, externalStore
   ] as const) {
     if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
   }
-  if (!isDnsLabel(j.k8sNamespace) || j.k8sNamespace.startsWith("kube-") || ["default", "sentinel"].includes(j.k8sNamespace)) return `k8s_namespace "${j.k8sNamespace}" is not usable`;
-  if (!isDnsLabel(j.k8sName) || j.k8sName.length > 52) return `k8s_name "${j.k8sName}" is not a valid CronJob name (a DNS label of at most 52 characters)`;
-  if (j.region !== "" && j.region !== agentRegion) return `region "${j.region}" does not match this agent's region "${agentRegion}"`;
+  if (
+    !isDnsLabel(j.k8sNamespace) ||
+    j.k8sNamespace.startsWith("kube-") ||
+    ["default", "sentinel"].includes(j.k8sNamespace)
+  )
+    return `k8s_namespace "${j.k8sNamespace}" is not usable`;
+  if (!isDnsLabel(j.k8sName) || j.k8sName.length > 52)
+    return `k8s_name "${j.k8sName}" is not a valid CronJob name (a DNS label of at most 52 characters)`;
+  if (j.region !== "" && j.region !== agentRegion)
+    return `region "${j.region}" does not match this agent's region "${agentRegion}"`;
   if (j.image === "") return "the job has no image: it names none and the environment has no deployment yet";
   if (/\s/.test(j.image)) return "image must not contain whitespace";
   if (j.schedule.trim() === "") return "schedule is required";
-  if (!["Allow", "Forbid", "Replace", ""].includes(j.concurrencyPolicy)) return `concurrency_policy "${j.concurrencyPolicy}" must be Allow, Forbid or Replace`;
+  if (!["Allow", "Forbid", "Replace", ""].includes(j.concurrencyPolicy))
+    return `concurrency_policy "${j.concurrencyPolicy}" must be Allow, Forbid or Replace`;
   if (j.cpuMillicores <= 0n || j.memoryMib <= 0n) return "cpu_millicores and memory_mib must be > 0";
   if (j.successfulJobsHistoryLimit < 0 || j.failedJobsHistoryLimit < 0) return "history limits must be >= 0";
   return validateSettings(j, externalStore);

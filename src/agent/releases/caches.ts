@@ -69,7 +69,13 @@ export class ReleaseCaches {
     if (!inf) {
       const signal = this.#signal;
       if (!signal || signal.aborted) throw new Error("release caches are not running");
-      inf = new Informer({ resource: r, labelSelector: releaseSelector(this.region), client: this.kube, log: this.log, transform: trim });
+      inf = new Informer({
+        resource: r,
+        labelSelector: releaseSelector(this.region),
+        client: this.kube,
+        log: this.log,
+        transform: trim,
+      });
       inf.addIndex("release", (o) => releaseKeyOf(o));
       inf.onChange((_t, obj) => {
         const k = releaseKeyOf(obj);
@@ -86,7 +92,15 @@ export class ReleaseCaches {
       await Promise.race([
         inf.waitSynced(),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`the cache of ${r.plural}.${r.group || "core"} did not sync within ${SYNC_TIMEOUT_MS / 1000} s (may the agent list them?)`)), SYNC_TIMEOUT_MS);
+          timer = setTimeout(
+            () =>
+              reject(
+                new Error(
+                  `the cache of ${r.plural}.${r.group || "core"} did not sync within ${SYNC_TIMEOUT_MS / 1000} s (may the agent list them?)`,
+                ),
+              ),
+            SYNC_TIMEOUT_MS,
+          );
         }),
       ]);
     } finally {

@@ -30,7 +30,12 @@ import {
   type ReleaseState,
   type ReportReleaseStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { LABEL_RELEASE_ID, LABEL_RELEASE_OBJECT, LABEL_RELEASE_VERSION, RELEASE_FIELD_MANAGER } from "../../contracts/releases.js";
+import {
+  LABEL_RELEASE_ID,
+  LABEL_RELEASE_OBJECT,
+  LABEL_RELEASE_VERSION,
+  RELEASE_FIELD_MANAGER,
+} from "../../contracts/releases.js";
 import { isPermanentKubeError, type KubeClient } from "../../kube/client.js";
 import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
@@ -40,10 +45,25 @@ import { kstateProtocol } from "../runtime/kstate.js";
 import { ReleaseCaches, writeOnly } from "./caches.js";
 import { Discovery } from "./discovery.js";
 import { healthOf } from "./health.js";
-import { inventoryKeyOf, inventoryKinds, inventoryName, kindKey, kindsEver, renderInventory, renderReleaseObjects, type KindRef, type RenderedReleaseObject } from "./render.js";
+import {
+  inventoryKeyOf,
+  inventoryKinds,
+  inventoryName,
+  kindKey,
+  kindsEver,
+  renderInventory,
+  renderReleaseObjects,
+  type KindRef,
+  type RenderedReleaseObject,
+} from "./render.js";
 import { validateApplyRelease, validateDeleteRelease } from "./validate.js";
 
-export type ReleaseDeclaration = ControllerDeclaration<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>;
+export type ReleaseDeclaration = ControllerDeclaration<
+  ReleaseState,
+  ApplyRelease,
+  DeleteRelease,
+  ReportReleaseStatusRequest
+>;
 type Ctx = KindContext<ApplyRelease>;
 
 /** Objects of a release written at once (the agent's Kubernetes QPS limit still applies). */
@@ -87,8 +107,9 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   /** Per release: the version whose write-only kinds were swept by this process. */
   const sweptVersion = new Map<string, bigint>();
 
-  const report = (change: MessageInitShape<typeof ReportReleaseStatusRequestSchema>["change"]): ReportReleaseStatusRequest =>
-    create(ReportReleaseStatusRequestSchema, { region, change });
+  const report = (
+    change: MessageInitShape<typeof ReportReleaseStatusRequestSchema>["change"],
+  ): ReportReleaseStatusRequest => create(ReportReleaseStatusRequestSchema, { region, change });
 
   const setup = (ctx: Ctx, signal: AbortSignal): { caches: ReleaseCaches; discovery: Discovery } => {
     kube ??= ctx.kube;
@@ -111,13 +132,21 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     const d = discovery as Discovery;
     const res = await d.resolve(k, signal);
     if (res.type === "missing") return { health: ObjectHealth.KIND_MISSING, message: res.reason };
-    if (!res.resource.namespaced) return { health: ObjectHealth.REFUSED, message: `${k.kind} is cluster-scoped on this cluster: a release holds only namespaced objects` };
+    if (!res.resource.namespaced)
+      return {
+        health: ObjectHealth.REFUSED,
+        message: `${k.kind} is cluster-scoped on this cluster: a release holds only namespaced objects`,
+      };
     await (caches as ReleaseCaches).ensure(res.resource);
     return { resource: res.resource };
   };
 
   /** The data of the version's sealed Secrets not applied yet by this process: one GetSecretValues call. */
-  const sealedData = async (r: ApplyRelease, objects: readonly RenderedReleaseObject[], signal: AbortSignal): Promise<Map<string, Record<string, string>>> => {
+  const sealedData = async (
+    r: ApplyRelease,
+    objects: readonly RenderedReleaseObject[],
+    signal: AbortSignal,
+  ): Promise<Map<string, Record<string, string>>> => {
     const out = new Map<string, Record<string, string>>();
     if (!objects.some((o) => o.sealed && !sealedApplied.has(`${r.releaseId}/${r.version}/${o.id}`))) return out;
     const { releaseObjects } = await ctrl.getSecretValues(
@@ -132,13 +161,21 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     return out;
   };
 
-  const applyOne = async (r: ApplyRelease, o: RenderedReleaseObject, resource: ResourceType, sealed: ReadonlyMap<string, Record<string, string>>, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+  const applyOne = async (
+    r: ApplyRelease,
+    o: RenderedReleaseObject,
+    resource: ResourceType,
+    sealed: ReadonlyMap<string, Record<string, string>>,
+    ctx: Ctx,
+    signal: AbortSignal,
+  ): Promise<void> => {
     let obj = o.object;
     const sealedKey = `${r.releaseId}/${r.version}/${o.id}`;
     if (o.sealed) {
       if (sealedApplied.has(sealedKey)) return;
       const data = sealed.get(o.id);
-      if (!data) throw new Error(`ctrl sent no values for sealed object ${o.id} of release ${r.releaseId} version ${r.version}`);
+      if (!data)
+        throw new Error(`ctrl sent no values for sealed object ${o.id} of release ${r.releaseId} version ${r.version}`);
       obj = { ...obj, data };
     } else if (ctx.isCurrent(obj)) {
       return;
@@ -149,7 +186,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       if (o.sealed) sealedApplied.add(sealedKey);
     } catch (err) {
       if (isPermanentKubeError(err)) {
-        record(r.releaseId, r.version, o.id, { health: ObjectHealth.REFUSED, message: err instanceof Error ? err.message : String(err) });
+        record(r.releaseId, r.version, o.id, {
+          health: ObjectHealth.REFUSED,
+          message: err instanceof Error ? err.message : String(err),
+        });
         return;
       }
       throw err;
@@ -157,7 +197,14 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   };
 
   /** Deletes the release's live objects that `keep` does not name, in the given kinds. */
-  const prune = async (releaseId: string, namespace: string, kinds: readonly KindRef[], keep: ReadonlySet<string>, version: bigint | undefined, signal: AbortSignal): Promise<void> => {
+  const prune = async (
+    releaseId: string,
+    namespace: string,
+    kinds: readonly KindRef[],
+    keep: ReadonlySet<string>,
+    version: bigint | undefined,
+    signal: AbortSignal,
+  ): Promise<void> => {
     const c = caches as ReleaseCaches;
     const d = discovery as Discovery;
     for (const k of kinds) {
@@ -167,7 +214,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       if (writeOnly(r)) {
         // Not listable: every object of the release not applied by this version goes.
         if (version !== undefined && sweptVersion.get(`${releaseId}/${kindKey(k)}`) === version) continue;
-        const selector = version === undefined ? `${LABEL_RELEASE_ID}=${releaseId}` : `${LABEL_RELEASE_ID}=${releaseId},${LABEL_RELEASE_VERSION}!=${version}`;
+        const selector =
+          version === undefined
+            ? `${LABEL_RELEASE_ID}=${releaseId}`
+            : `${LABEL_RELEASE_ID}=${releaseId},${LABEL_RELEASE_VERSION}!=${version}`;
         await (kube as KubeClient).deleteCollection(r, namespace, selector, signal);
         if (version !== undefined) sweptVersion.set(`${releaseId}/${kindKey(k)}`, version);
         continue;
@@ -185,14 +235,30 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     const rendered = renderReleaseObjects(r, region);
     const out = outcomes.get(r.releaseId);
     return rendered.map((o) => {
-      const base = { id: o.id, kind: create(ReleaseKindSchema, o.kind), namespace: r.k8sNamespace, name: o.object.metadata.name ?? "" };
+      const base = {
+        id: o.id,
+        kind: create(ReleaseKindSchema, o.kind),
+        namespace: r.k8sNamespace,
+        name: o.object.metadata.name ?? "",
+      };
       const failed = out?.version === r.version ? out.byObject.get(o.id) : undefined;
       if (failed) return create(ReleaseObjectStatusSchema, { ...base, health: failed.health, message: failed.message });
       if (o.sealed) {
-        return create(ReleaseObjectStatusSchema, { ...base, health: sealedApplied.has(`${r.releaseId}/${r.version}/${o.id}`) ? ObjectHealth.HEALTHY : ObjectHealth.UNSPECIFIED, message: "" });
+        return create(ReleaseObjectStatusSchema, {
+          ...base,
+          health: sealedApplied.has(`${r.releaseId}/${r.version}/${o.id}`)
+            ? ObjectHealth.HEALTHY
+            : ObjectHealth.UNSPECIFIED,
+          message: "",
+        });
       }
       const live = caches?.forObject(o.object)?.get(r.k8sNamespace, base.name);
-      if (!live) return create(ReleaseObjectStatusSchema, { ...base, health: ObjectHealth.PROGRESSING, message: "not applied yet" });
+      if (!live)
+        return create(ReleaseObjectStatusSchema, {
+          ...base,
+          health: ObjectHealth.PROGRESSING,
+          message: "not applied yet",
+        });
       const h = healthOf(live);
       return create(ReleaseObjectStatusSchema, { ...base, health: h.health, message: h.message });
     });
@@ -202,7 +268,8 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     .protocol(
       kstateProtocol({
         keyOf: { apply: (r) => r.releaseId, delete: (ref) => ref.releaseId },
-        watch: (cursor, signal, onOpen) => ctrl.watchReleases({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, signal, onOpen) =>
+          ctrl.watchReleases({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
         getDesired: (keys, o) => ctrl.getDesiredReleaseStates({ region, releaseIds: keys }, o),
         sendReport: (req, o) => ctrl.reportReleaseStatus(req, o),
         rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { releaseId: key, reason } }),
@@ -231,7 +298,15 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       async apply(r, _objects, ctx, signal) {
         setup(ctx, signal);
         if (!ensuredNamespaces.has(r.k8sNamespace)) {
-          await ctx.kube.create(resources.namespaces, { apiVersion: "v1", kind: "Namespace", metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) } }, signal);
+          await ctx.kube.create(
+            resources.namespaces,
+            {
+              apiVersion: "v1",
+              kind: "Namespace",
+              metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) },
+            },
+            signal,
+          );
           ensuredNamespaces.add(r.k8sNamespace);
         }
         const rendered = renderReleaseObjects(r, region);
@@ -249,12 +324,25 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
         // The objects do not depend on each other for the API server (as with kubectl, a Job
         // naming a ServiceAccount applied later just waits for it), so they go
         // APPLY_CONCURRENCY at a time; the first retriable failure fails the key after the others.
-        const sealed = await sealedData(r, writes.map((w) => w.o), signal);
-        await forEachLimit(writes, APPLY_CONCURRENCY, ({ o, resource }) => applyOne(r, o, resource, sealed, ctx, signal));
+        const sealed = await sealedData(
+          r,
+          writes.map((w) => w.o),
+          signal,
+        );
+        await forEachLimit(writes, APPLY_CONCURRENCY, ({ o, resource }) =>
+          applyOne(r, o, resource, sealed, ctx, signal),
+        );
         const inventory = renderInventory(r, region);
         if (!ctx.isCurrent(inventory)) await ctx.kube.apply(resources.configMaps, inventory, { force: true, signal });
         const live = ctx.primaryOf(r.releaseId);
-        await prune(r.releaseId, r.k8sNamespace, kindsEver(r, live ? inventoryKinds(live) : []), keep, r.version, signal);
+        await prune(
+          r.releaseId,
+          r.k8sNamespace,
+          kindsEver(r, live ? inventoryKinds(live) : []),
+          keep,
+          r.version,
+          signal,
+        );
       },
 
       async remove(key, ref, ctx, signal) {
@@ -284,7 +372,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
             const rel = live.metadata.labels?.[LABEL_RELEASE_ID];
             if (rel === undefined || active.has(rel) || live.metadata.deletionTimestamp) continue;
             if (live.metadata.labels?.[LABEL_RELEASE_OBJECT] === undefined) continue;
-            ctx.log.info({ controller: "releases", release: rel, object: `${live.kind}/${live.metadata.name}` }, "deleting an object of a release this region does not have");
+            ctx.log.info(
+              { controller: "releases", release: rel, object: `${live.kind}/${live.metadata.name}` },
+              "deleting an object of a release this region does not have",
+            );
             await ctx.kube.delete(inf.resource, live.metadata.namespace, live.metadata.name ?? "", signal);
           }
         }
@@ -296,4 +387,3 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     })
     .build();
 }
-

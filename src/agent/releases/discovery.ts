@@ -34,9 +34,14 @@ export class Discovery {
     const gv = k.group === "" ? k.version : `${k.group}/${k.version}`;
     let e = this.#groups.get(gv);
     const stale = e !== undefined && e.kinds === null && this.#now() - e.at > MISSING_TTL_MS;
-    const lacks = e?.kinds !== null && e?.kinds !== undefined && !e.kinds.has(k.kind) && this.#now() - e.at > MISSING_TTL_MS;
+    const lacks =
+      e?.kinds !== null && e?.kinds !== undefined && !e.kinds.has(k.kind) && this.#now() - e.at > MISSING_TTL_MS;
     if (e === undefined || stale || lacks) e = await this.#load(k, gv, signal);
-    if (e.kinds === null) return { type: "missing", reason: `the cluster does not serve ${gv} (is its CustomResourceDefinition installed?)` };
+    if (e.kinds === null)
+      return {
+        type: "missing",
+        reason: `the cluster does not serve ${gv} (is its CustomResourceDefinition installed?)`,
+      };
     const r = e.kinds.get(k.kind);
     if (!r) return { type: "missing", reason: `the cluster serves ${gv} but not the kind ${k.kind}` };
     return { type: "served", resource: r };
@@ -71,7 +76,13 @@ export class Discovery {
     const list = isRecord(body) && Array.isArray(body.resources) ? body.resources : [];
     for (const r of list) {
       if (!isRecord(r) || typeof r.name !== "string" || typeof r.kind !== "string" || r.name.includes("/")) continue;
-      kinds.set(r.kind, { group: k.group, version: k.version, kind: r.kind, plural: r.name, namespaced: r.namespaced === true });
+      kinds.set(r.kind, {
+        group: k.group,
+        version: k.version,
+        kind: r.kind,
+        plural: r.name,
+        namespaced: r.namespaced === true,
+      });
     }
     const e: Entry = { at: this.#now(), kinds };
     this.#groups.set(gv, e);

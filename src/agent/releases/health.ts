@@ -19,7 +19,13 @@ interface Condition {
   message?: string;
 }
 
-const BAD_WAITING = new Set(["CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"]);
+const BAD_WAITING = new Set([
+  "CrashLoopBackOff",
+  "ImagePullBackOff",
+  "ErrImagePull",
+  "CreateContainerConfigError",
+  "InvalidImageName",
+]);
 
 function num(v: unknown): number {
   return typeof v === "number" ? v : 0;
@@ -50,12 +56,21 @@ function deployment(o: KubeObject): HealthVerdict {
   if (observed === 0 || gen > observed) return progressing("waiting for the controller to observe the change");
   const prog = cond(o, "Progressing");
   if (prog?.reason === "ProgressDeadlineExceeded") return degraded(prog.message ?? "progress deadline exceeded");
-  if (cond(o, "ReplicaFailure")?.status === "True") return degraded(cond(o, "ReplicaFailure")?.message ?? "replica failure");
+  if (cond(o, "ReplicaFailure")?.status === "True")
+    return degraded(cond(o, "ReplicaFailure")?.message ?? "replica failure");
   const updated = num(s.updatedReplicas);
   const available = num(s.availableReplicas);
   const ready = num(s.readyReplicas);
-  if (updated === desired && available === desired && ready === desired && num(s.unavailableReplicas) === 0 && num(s.replicas) === desired) return ok(`${available}/${desired} available`);
-  if (prog?.status === "True" && prog.reason === "NewReplicaSetAvailable" && available >= desired) return ok(`${available}/${desired} available`);
+  if (
+    updated === desired &&
+    available === desired &&
+    ready === desired &&
+    num(s.unavailableReplicas) === 0 &&
+    num(s.replicas) === desired
+  )
+    return ok(`${available}/${desired} available`);
+  if (prog?.status === "True" && prog.reason === "NewReplicaSetAvailable" && available >= desired)
+    return ok(`${available}/${desired} available`);
   return progressing(`${available}/${desired} available, ${updated} updated`);
 }
 
@@ -63,9 +78,11 @@ function statefulSet(o: KubeObject): HealthVerdict {
   const spec = (o.spec ?? {}) as { replicas?: number };
   const s = (o.status ?? {}) as Record<string, unknown>;
   const desired = spec.replicas ?? 1;
-  if (num(s.observedGeneration) < (o.metadata.generation ?? 0)) return progressing("waiting for the controller to observe the change");
+  if (num(s.observedGeneration) < (o.metadata.generation ?? 0))
+    return progressing("waiting for the controller to observe the change");
   if (s.currentRevision !== s.updateRevision) return progressing("rolling out a new revision");
-  if (num(s.readyReplicas) === desired && num(s.availableReplicas) === desired && num(s.updatedReplicas) === desired) return ok(`${desired}/${desired} ready`);
+  if (num(s.readyReplicas) === desired && num(s.availableReplicas) === desired && num(s.updatedReplicas) === desired)
+    return ok(`${desired}/${desired} ready`);
   return progressing(`${num(s.readyReplicas)}/${desired} ready`);
 }
 
@@ -86,7 +103,10 @@ function cronJob(o: KubeObject): HealthVerdict {
 }
 
 function pod(o: KubeObject): HealthVerdict {
-  const s = (o.status ?? {}) as { phase?: string; containerStatuses?: { ready?: boolean; state?: { waiting?: { reason?: string } } }[] };
+  const s = (o.status ?? {}) as {
+    phase?: string;
+    containerStatuses?: { ready?: boolean; state?: { waiting?: { reason?: string } } }[];
+  };
   switch (s.phase) {
     case "Pending":
       return progressing("pending");

@@ -58,7 +58,12 @@ export function renderReleaseObjects(r: ApplyRelease, region: string): RenderedR
     const parsed = JSON.parse(o.manifestJson) as KubeObject;
     const kind = { group: o.kind?.group ?? "", version: o.kind?.version ?? "", kind: o.kind?.kind ?? "" };
     const labels = { ...(parsed.metadata.labels ?? {}), ...base, [LABEL_RELEASE_OBJECT]: objectHash(o.id) };
-    const object: KubeObject = { ...parsed, apiVersion: apiVersionOfKind(kind), kind: kind.kind, metadata: { ...parsed.metadata, namespace: r.k8sNamespace, labels } };
+    const object: KubeObject = {
+      ...parsed,
+      apiVersion: apiVersionOfKind(kind),
+      kind: kind.kind,
+      metadata: { ...parsed.metadata, namespace: r.k8sNamespace, labels },
+    };
     return { id: o.id, kind, sealed: o.sealed, object };
   });
 }
@@ -94,7 +99,9 @@ export function inventoryKinds(cm: KubeObject): KindRef[] {
   const data = cm.data as Record<string, string> | undefined;
   try {
     const v: unknown = JSON.parse(data?.kinds ?? "[]");
-    return Array.isArray(v) ? v.filter((k): k is KindRef => typeof k === "object" && k !== null && typeof (k as KindRef).kind === "string") : [];
+    return Array.isArray(v)
+      ? v.filter((k): k is KindRef => typeof k === "object" && k !== null && typeof (k as KindRef).kind === "string")
+      : [];
   } catch {
     return [];
   }

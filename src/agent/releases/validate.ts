@@ -15,17 +15,23 @@ export function validateApplyRelease(r: ApplyRelease, agentRegion: string): stri
   ] as const) {
     if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
   }
-  if (!isDnsLabel(r.k8sNamespace) || r.k8sNamespace.startsWith("kube-") || ["default", "sentinel", "krane-system"].includes(r.k8sNamespace)) {
+  if (
+    !isDnsLabel(r.k8sNamespace) ||
+    r.k8sNamespace.startsWith("kube-") ||
+    ["default", "sentinel", "krane-system"].includes(r.k8sNamespace)
+  ) {
     return `k8s_namespace "${r.k8sNamespace}" is not a workspace namespace`;
   }
-  if (r.region !== "" && r.region !== agentRegion) return `region "${r.region}" does not match this agent's region "${agentRegion}"`;
+  if (r.region !== "" && r.region !== agentRegion)
+    return `region "${r.region}" does not match this agent's region "${agentRegion}"`;
   if (r.version < 1n) return "version must be >= 1";
   const ids = new Set<string>();
   for (const [i, o] of r.objects.entries()) {
     if (o.id === "" || ids.has(o.id)) return `objects[${i}].id "${o.id}" is empty or repeated`;
     ids.add(o.id);
     if (!o.kind || o.kind.kind === "" || o.kind.version === "") return `objects[${i}] has no kind`;
-    if (!DNS_SUBDOMAIN.test(o.name) || o.name.length > 253) return `objects[${i}].name "${o.name.slice(0, 80)}" is not a valid object name`;
+    if (!DNS_SUBDOMAIN.test(o.name) || o.name.length > 253)
+      return `objects[${i}].name "${o.name.slice(0, 80)}" is not a valid object name`;
     let parsed: unknown;
     try {
       parsed = JSON.parse(o.manifestJson);
@@ -33,9 +39,11 @@ export function validateApplyRelease(r: ApplyRelease, agentRegion: string): stri
       return `objects[${i}].manifest_json is not JSON`;
     }
     const meta = (parsed as { metadata?: { name?: unknown; namespace?: unknown } } | null)?.metadata;
-    if (typeof parsed !== "object" || parsed === null || typeof meta !== "object" || meta === null) return `objects[${i}].manifest_json is not a Kubernetes object`;
+    if (typeof parsed !== "object" || parsed === null || typeof meta !== "object" || meta === null)
+      return `objects[${i}].manifest_json is not a Kubernetes object`;
     if (meta.name !== o.name) return `objects[${i}].manifest_json names another object`;
-    if (meta.namespace !== undefined && meta.namespace !== r.k8sNamespace) return `objects[${i}] is in another namespace`;
+    if (meta.namespace !== undefined && meta.namespace !== r.k8sNamespace)
+      return `objects[${i}] is in another namespace`;
   }
   return undefined;
 }

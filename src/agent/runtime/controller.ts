@@ -209,14 +209,35 @@ export class ControllerBuilder<Msg, D, Del, R> {
     resource: ResourceType,
     o: { keyOf(obj: KubeObject): string | undefined; refOf(obj: KubeObject): Del; statusChanged?: Changed } & Scope,
   ): this {
-    this.#primary = { resource, selector: o.selector, namespace: o.namespace, keyOf: o.keyOf, refOf: o.refOf, statusChanged: o.statusChanged };
-    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: (obj) => single(o.keyOf(obj)), labelIndexes: o.labelIndexes ?? [] });
+    this.#primary = {
+      resource,
+      selector: o.selector,
+      namespace: o.namespace,
+      keyOf: o.keyOf,
+      refOf: o.refOf,
+      statusChanged: o.statusChanged,
+    };
+    this.#watches.push({
+      resource,
+      selector: o.selector,
+      namespace: o.namespace,
+      rendered: true,
+      keysOf: (obj) => single(o.keyOf(obj)),
+      labelIndexes: o.labelIndexes ?? [],
+    });
     return this;
   }
 
   /** A further resource the kind renders (drift-checked); `keysOf` maps its events to keys. */
   renders(resource: ResourceType, o: { keysOf?: KeysOf<D> } & Scope = {}): this {
-    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: true, keysOf: o.keysOf, labelIndexes: o.labelIndexes ?? [] });
+    this.#watches.push({
+      resource,
+      selector: o.selector,
+      namespace: o.namespace,
+      rendered: true,
+      keysOf: o.keysOf,
+      labelIndexes: o.labelIndexes ?? [],
+    });
     return this;
   }
 
@@ -227,13 +248,27 @@ export class ControllerBuilder<Msg, D, Del, R> {
    * recomputation.
    */
   watches(resource: ResourceType, o: { keysOf: KeysOf<D>; changed?: Changed } & Scope): this {
-    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, keysOf: o.keysOf, changed: o.changed, labelIndexes: o.labelIndexes ?? [] });
+    this.#watches.push({
+      resource,
+      selector: o.selector,
+      namespace: o.namespace,
+      rendered: false,
+      keysOf: o.keysOf,
+      changed: o.changed,
+      labelIndexes: o.labelIndexes ?? [],
+    });
     return this;
   }
 
   /** A resource the kind only reads from the cache (no events). */
   reads(resource: ResourceType, o: Scope = {}): this {
-    this.#watches.push({ resource, selector: o.selector, namespace: o.namespace, rendered: false, labelIndexes: o.labelIndexes ?? [] });
+    this.#watches.push({
+      resource,
+      selector: o.selector,
+      namespace: o.namespace,
+      rendered: false,
+      labelIndexes: o.labelIndexes ?? [],
+    });
     return this;
   }
 
@@ -362,7 +397,8 @@ export class Controller<Msg, D, Del, R> {
       if (keysOf) {
         inf.onChange((type, obj, old) => {
           if (!this.#started) return;
-          const [now, before] = type === "added" ? [obj, undefined] : type === "deleted" ? [undefined, obj] : [obj, old];
+          const [now, before] =
+            type === "added" ? [obj, undefined] : type === "deleted" ? [undefined, obj] : [obj, old];
           if (changed && !changed(now, before)) return;
           const status = statusChanged(now, before);
           for (const k of keysOf(obj, this.#ctx)) {
@@ -420,7 +456,10 @@ export class Controller<Msg, D, Del, R> {
       onResult: (key, result) => {
         if (result.type === "retry") {
           const err = result.error;
-          this.#env.log.warn({ controller: this.name, key, err: err instanceof Error ? err.message : String(err) }, "reconcile failed; will retry");
+          this.#env.log.warn(
+            { controller: this.name, key, err: err instanceof Error ? err.message : String(err) },
+            "reconcile failed; will retry",
+          );
         }
         this.#m.queueKeys.set(labels, queue.size);
       },
@@ -615,7 +654,10 @@ export class Controller<Msg, D, Del, R> {
         this.#m.resyncs.inc({ ...labels, result: "ok" });
       } catch (err) {
         this.#m.resyncs.inc({ ...labels, result: "error" });
-        this.#env.log.warn({ controller: this.name, err: err instanceof Error ? err.message : String(err) }, "resync failed");
+        this.#env.log.warn(
+          { controller: this.name, err: err instanceof Error ? err.message : String(err) },
+          "resync failed",
+        );
       }
     }
   }
@@ -795,7 +837,8 @@ export class Controller<Msg, D, Del, R> {
     const json = JSON.stringify(obj);
     const flight = `${id}\n${json}`;
     const cache = this.#cacheFor(obj);
-    const versionOf = (): string | undefined => cache?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion;
+    const versionOf = (): string | undefined =>
+      cache?.get(obj.metadata.namespace, obj.metadata.name ?? "")?.metadata.resourceVersion;
     const before = versionOf();
     let p = this.#inflight.get(flight);
     if (!p) {
@@ -804,12 +847,13 @@ export class Controller<Msg, D, Del, R> {
     }
     const live = await p;
     // Remembered only while the cache has not moved since before the write (see #liveDrift).
-    if (live.metadata.resourceVersion !== undefined && versionOf() === before) this.#written.set(id, { json, before, at: Date.now() });
+    if (live.metadata.resourceVersion !== undefined && versionOf() === before)
+      this.#written.set(id, { json, before, at: Date.now() });
     return live;
   }
 
   #cacheFor(obj: KubeObject): Informer | undefined {
-    const group = (obj.apiVersion ?? "").includes("/") ? (obj.apiVersion ?? "").split("/")[0] ?? "" : "";
+    const group = (obj.apiVersion ?? "").includes("/") ? ((obj.apiVersion ?? "").split("/")[0] ?? "") : "";
     return this.#renderedCaches.get(renderedId(obj.kind ?? "", group)) ?? this.#decl.reconciler.cacheFor?.(obj);
   }
 

@@ -141,7 +141,9 @@ export class CtrlLink<Msg, D, Del, R> {
   /** A resync's batched point read, through the breaker. */
   readDesired(keys: string[], signal: AbortSignal): Promise<DesiredBatch<D, Del>> {
     const timeoutMs = this.#o.callTimeoutMs ?? 10_000;
-    return this.breaker.execute(() => this.#count("get-desired", () => this.protocol.getDesired(keys, { signal, timeoutMs })));
+    return this.breaker.execute(() =>
+      this.#count("get-desired", () => this.protocol.getDesired(keys, { signal, timeoutMs })),
+    );
   }
 
   /** Queues a status report (deduplicated against what ctrl acknowledged). */

@@ -59,12 +59,16 @@ export interface KindEnv {
 export type KindRegistration = (manager: Manager, env: KindEnv, opts: ControllerOptions) => void;
 
 /** Wraps a kind's factory for the list in src/agent/kinds.ts. */
-export function kind<Msg, D, Del, R>(factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R>): KindRegistration {
+export function kind<Msg, D, Del, R>(
+  factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R>,
+): KindRegistration {
   return (manager, env, opts) => void manager.add(factory(env), opts);
 }
 
 /** Like kind(), for a kind that runs only when the agent's settings call for it (undefined: not added). */
-export function optionalKind<Msg, D, Del, R>(factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R> | undefined): KindRegistration {
+export function optionalKind<Msg, D, Del, R>(
+  factory: (env: KindEnv) => ControllerDeclaration<Msg, D, Del, R> | undefined,
+): KindRegistration {
   return (manager, env, opts) => {
     const decl = factory(env);
     if (decl) manager.add(decl, opts);

@@ -41,14 +41,19 @@ export function decodeKState<D, Del>(msg: KStateMessage<D, Del>, keyOf: KeyOf<D,
 export interface KStateBinding<Msg extends KStateMessage<D, Del>, D, Del, R> {
   readonly keyOf: KeyOf<D, Del>;
   watch(cursor: bigint, signal: AbortSignal, onOpen: () => void): AsyncIterable<Msg>;
-  getDesired(keys: string[], opts: CallOptions): Promise<{ readonly states: readonly Msg[]; readonly notFound: readonly string[] }>;
+  getDesired(
+    keys: string[],
+    opts: CallOptions,
+  ): Promise<{ readonly states: readonly Msg[]; readonly notFound: readonly string[] }>;
   sendReport(request: R, opts: CallOptions): Promise<unknown>;
   rejectedReport(key: string, subject: { desired: D } | { ref: Del }, reason: string): R;
   deletedReport(key: string, ref: Del): R;
   equal(a: D, b: D): boolean;
 }
 
-export function kstateProtocol<Msg extends KStateMessage<D, Del>, D, Del, R>(b: KStateBinding<Msg, D, Del, R>): CtrlProtocol<Msg, D, Del, R> {
+export function kstateProtocol<Msg extends KStateMessage<D, Del>, D, Del, R>(
+  b: KStateBinding<Msg, D, Del, R>,
+): CtrlProtocol<Msg, D, Del, R> {
   return {
     watch: (cursor, signal, onOpen) => b.watch(cursor, signal, onOpen),
     decode: (msg) => decodeKState(msg, b.keyOf),
@@ -56,8 +61,10 @@ export function kstateProtocol<Msg extends KStateMessage<D, Del>, D, Del, R>(b: 
       const res = await b.getDesired(keys, opts);
       const states: PointRead<D, Del>[] = [];
       for (const s of res.states) {
-        if (s.state.case === "apply") states.push({ key: b.keyOf.apply(s.state.value), type: "apply", desired: s.state.value });
-        else if (s.state.case === "delete") states.push({ key: b.keyOf.delete(s.state.value), type: "delete", ref: s.state.value });
+        if (s.state.case === "apply")
+          states.push({ key: b.keyOf.apply(s.state.value), type: "apply", desired: s.state.value });
+        else if (s.state.case === "delete")
+          states.push({ key: b.keyOf.delete(s.state.value), type: "delete", ref: s.state.value });
       }
       return { states, notFound: [...res.notFound] };
     },

@@ -92,7 +92,8 @@ export class Manager {
         log: opts.log,
         // Controllers start and stop in order: a stop finishes before the next start begins.
         onStartedLeading: () => void (this.#transition = this.#transition.then(() => this.#startControllers())),
-        onStoppedLeading: () => (this.#transition = this.#transition.then(() => Promise.all(this.#controllers.map((c) => c.stop())))),
+        onStoppedLeading: () =>
+          (this.#transition = this.#transition.then(() => Promise.all(this.#controllers.map((c) => c.stop())))),
       });
     }
     new Gauge({
@@ -137,9 +138,23 @@ export class Manager {
   }
 
   /** Builds a controller of a declared kind on the shared caches. */
-  add<Msg, D, Del, R>(decl: ControllerDeclaration<Msg, D, Del, R>, opts: ControllerOptions = {}): Controller<Msg, D, Del, R> {
-    if (this.#controllers.some((c) => c.name === decl.name)) throw new Error(`controller ${decl.name} registered twice`);
-    const c = new Controller(decl, { kube: this.#o.kube, region: this.#o.region, log: this.#o.log, registry: this.#o.registry, informer: (r, s, ns) => this.informer(r, s, ns) }, opts);
+  add<Msg, D, Del, R>(
+    decl: ControllerDeclaration<Msg, D, Del, R>,
+    opts: ControllerOptions = {},
+  ): Controller<Msg, D, Del, R> {
+    if (this.#controllers.some((c) => c.name === decl.name))
+      throw new Error(`controller ${decl.name} registered twice`);
+    const c = new Controller(
+      decl,
+      {
+        kube: this.#o.kube,
+        region: this.#o.region,
+        log: this.#o.log,
+        registry: this.#o.registry,
+        informer: (r, s, ns) => this.informer(r, s, ns),
+      },
+      opts,
+    );
     this.#controllers.push(c as unknown as AnyController);
     return c;
   }
@@ -232,7 +247,8 @@ export class Manager {
       } catch (err) {
         if (signal.aborted) break;
         // Logged once per outage, not per probe.
-        if (this.#kubeState !== "down") this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, "Kubernetes API not answering");
+        if (this.#kubeState !== "down")
+          this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, "Kubernetes API not answering");
         this.#kubeState = "down";
       } finally {
         clearTimeout(timer);

@@ -42,7 +42,10 @@ export class Reporter<R> {
       onResult: (key, result) => {
         if (result.type === "retry" && !(result.error instanceof BreakerOpenError)) {
           const err = result.error;
-          opts.log.warn({ controller: opts.name, key, err: err instanceof Error ? err.message : String(err) }, "report failed");
+          opts.log.warn(
+            { controller: opts.name, key, err: err instanceof Error ? err.message : String(err) },
+            "report failed",
+          );
         }
       },
     });

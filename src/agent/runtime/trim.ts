@@ -107,7 +107,9 @@ const POD_CONDITIONS = new Set(["Ready", "ContainersReady"]);
 function trimPod(p: KubeObject): KubeObject {
   const spec = isRecord(p.spec) ? p.spec : {};
   const status = isRecord(p.status) ? p.status : {};
-  const conditions = Array.isArray(status.conditions) ? status.conditions.filter((c) => isRecord(c) && POD_CONDITIONS.has(c.type as string)) : undefined;
+  const conditions = Array.isArray(status.conditions)
+    ? status.conditions.filter((c) => isRecord(c) && POD_CONDITIONS.has(c.type as string))
+    : undefined;
   return {
     apiVersion: p.apiVersion === undefined ? undefined : intern(p.apiVersion),
     kind: p.kind === undefined ? undefined : intern(p.kind),
@@ -117,7 +119,10 @@ function trimPod(p: KubeObject): KubeObject {
       containers: list(spec.containers, (c) => {
         if (!isRecord(c)) return undefined;
         const out: Json = {};
-        const ports = list(c.ports, (x) => internDeep(pick(x, ["name", "containerPort", "protocol"])) as Json | undefined);
+        const ports = list(
+          c.ports,
+          (x) => internDeep(pick(x, ["name", "containerPort", "protocol"])) as Json | undefined,
+        );
         if (ports) out.ports = ports;
         const limits = isRecord(c.resources) ? c.resources.limits : undefined;
         if (isRecord(limits)) out.resources = { limits: internDeep(pick(limits, ["cpu", "memory"])) };
@@ -127,10 +132,14 @@ function trimPod(p: KubeObject): KubeObject {
     status: {
       phase: internValue(status.phase),
       podIP: status.podIP,
-      conditions: list(conditions, (c) => internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined),
+      conditions: list(
+        conditions,
+        (c) => internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined,
+      ),
       // Only the waiting reason is read (a container that cannot start); one entry per container.
       containerStatuses: list(status.containerStatuses, (c) => {
-        const waiting = isRecord(c) && isRecord(c.state) && isRecord(c.state.waiting) ? c.state.waiting.reason : undefined;
+        const waiting =
+          isRecord(c) && isRecord(c.state) && isRecord(c.state.waiting) ? c.state.waiting.reason : undefined;
         return waiting === undefined ? {} : { state: { waiting: { reason: internValue(waiting) } } };
       }),
     },

@@ -13,12 +13,23 @@
 // round, then dropped: analysis wants fresh numbers, not a backlog.
 import { create } from "@bufbuild/protobuf";
 import { Counter, type Registry } from "prom-client";
-import { ReportMeasurementsRequestSchema, type ApplySentinel, type ReportMeasurementsRequest } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ReportMeasurementsRequestSchema,
+  type ApplySentinel,
+  type ReportMeasurementsRequest,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
 import type { AddressMapping } from "../../contracts/address-map.js";
 import { sleep } from "../../retry/backoff.js";
 import type { KindContext } from "../runtime/controller.js";
-import { IncrementTracker, MAX_SCRAPE_BYTES, parseSentinelMetrics, type PodReading, type PodScrape, type RoundIncrement } from "./measure.js";
+import {
+  IncrementTracker,
+  MAX_SCRAPE_BYTES,
+  parseSentinelMetrics,
+  type PodReading,
+  type PodScrape,
+  type RoundIncrement,
+} from "./measure.js";
 import { sentinelPods } from "./observer.js";
 import { LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import { resources } from "../../kube/resources.js";
@@ -113,11 +124,19 @@ async function readBounded(res: Response, max: number): Promise<string | undefin
 }
 
 /** A report of a round's increments, or undefined when there is nothing to say. */
-export function buildReport(region: string, fromMs: number, toMs: number, incs: readonly RoundIncrement[]): ReportMeasurementsRequest | undefined {
+export function buildReport(
+  region: string,
+  fromMs: number,
+  toMs: number,
+  incs: readonly RoundIncrement[],
+): ReportMeasurementsRequest | undefined {
   if (incs.length === 0) return undefined;
   // Bounded: the busiest revisions first when a region has more than a report may carry.
   const total = (i: RoundIncrement): number => i.inc.classes.reduce((a, b) => a + b, 0);
-  const chosen = incs.length > MAX_MEASUREMENTS_PER_REPORT ? [...incs].sort((a, b) => total(b) - total(a)).slice(0, MAX_MEASUREMENTS_PER_REPORT) : incs;
+  const chosen =
+    incs.length > MAX_MEASUREMENTS_PER_REPORT
+      ? [...incs].sort((a, b) => total(b) - total(a)).slice(0, MAX_MEASUREMENTS_PER_REPORT)
+      : incs;
   return create(ReportMeasurementsRequestSchema, {
     region,
     fromUnixMs: BigInt(fromMs),
@@ -173,7 +192,8 @@ export class MeasurementCollector {
     for (const key of ctx.activeKeys()) {
       const env = ctx.desiredOf(key)?.environmentId;
       if (!env) continue;
-      for (const p of sentinelPods(ctx, key, this.#o.addressMap)) targets.push({ pod: `${key}/${p.name}`, environmentId: env, host: p.host });
+      for (const p of sentinelPods(ctx, key, this.#o.addressMap))
+        targets.push({ pod: `${key}/${p.name}`, environmentId: env, host: p.host });
     }
     const at = now();
     const scrapes: PodScrape[] = [];
@@ -199,12 +219,15 @@ export class MeasurementCollector {
     }
     for (const key of ctx.activeKeys()) {
       const d = ctx.desiredOf(key);
-      for (const r of d?.routing?.revisions ?? []) this.#revisions.set(`${d?.environmentId ?? ""}\n${r.deploymentId}`, at);
+      for (const r of d?.routing?.revisions ?? [])
+        this.#revisions.set(`${d?.environmentId ?? ""}\n${r.deploymentId}`, at);
     }
     for (const [k, seen] of this.#revisions) if (at - seen > REVISION_MEMORY_MS) this.#revisions.delete(k);
     const incs = this.#tracker
       .round(at, scrapes)
-      .filter((i) => DEPLOYMENT_ID.test(i.deploymentId) && this.#revisions.has(`${i.environmentId}\n${i.deploymentId}`));
+      .filter(
+        (i) => DEPLOYMENT_ID.test(i.deploymentId) && this.#revisions.has(`${i.environmentId}\n${i.deploymentId}`),
+      );
     const fresh = from === undefined ? undefined : buildReport(this.#o.region, from, at, incs);
     const retry = this.#retry;
     this.#retry = undefined;
@@ -223,7 +246,10 @@ export class MeasurementCollector {
   }
 
   async #scrape(host: string, signal: AbortSignal): Promise<PodReading | undefined> {
-    const timeout = AbortSignal.any([signal, AbortSignal.timeout(Math.min(this.#o.timeoutMs ?? 2_000, this.#o.intervalMs ?? 10_000))]);
+    const timeout = AbortSignal.any([
+      signal,
+      AbortSignal.timeout(Math.min(this.#o.timeoutMs ?? 2_000, this.#o.intervalMs ?? 10_000)),
+    ]);
     try {
       const res = await fetch(`http://${host}:${SENTINEL_OPS_PORT}/metrics`, { signal: timeout });
       if (!res.ok) {

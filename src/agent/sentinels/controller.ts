@@ -38,7 +38,12 @@ import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
 import { validateApplySentinel, validateDeleteSentinel } from "./validate.js";
 
-export type SentinelDeclaration = ControllerDeclaration<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>;
+export type SentinelDeclaration = ControllerDeclaration<
+  SentinelState,
+  ApplySentinel,
+  DeleteSentinel,
+  ReportSentinelStatusRequest
+>;
 
 /** The sentinel id of a routing-table object (policy ConfigMap, EndpointSlice), or undefined. */
 function routingKeyOf(obj: KubeObject): string | undefined {
@@ -81,117 +86,148 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
   });
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
-  const report = (change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"]): ReportSentinelStatusRequest =>
-    create(ReportSentinelStatusRequestSchema, { region, change });
+  const report = (
+    change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"],
+  ): ReportSentinelStatusRequest => create(ReportSentinelStatusRequestSchema, { region, change });
 
-  return controller<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>("sentinels")
-    .protocol(
-      kstateProtocol({
-        keyOf: { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId },
-        watch: (cursor, signal, onOpen) => ctrl.watchSentinels({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
-        getDesired: (keys, o) => ctrl.getDesiredSentinelStates({ region, sentinelIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportSentinelStatus(req, o),
-        rejectedReport: (key, subject, reason) =>
-          report({ case: "rejected", value: { sentinelId: key, k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName, reason } }),
-        deletedReport: (key, ref) => report({ case: "delete", value: { sentinelId: key, k8sName: ref.k8sName } }),
-        equal: (a, b) => equals(ApplySentinelSchema, a, b),
-      }),
-    )
-    .ownedBy(LABEL_SENTINEL_ID)
-    .owns(resources.deployments, {
-      keyOf: sentinelKeyOf,
-      refOf: (obj) => ({ $typeName: "krane.ctrl.v1.DeleteSentinel", k8sName: obj.metadata.name ?? "", sentinelId: obj.metadata.labels?.[LABEL_SENTINEL_ID] ?? "" }),
-      namespace: SENTINEL_NAMESPACE,
-      labelIndexes: [LABEL_ENVIRONMENT_ID],
-    })
-    // Cached so a deleted or edited Service is drift. Everything here lives in one namespace,
-    // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
-    .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)), namespace: SENTINEL_NAMESPACE })
-    .renders(resources.configMaps, { keysOf: (cm) => oneKey(routingKeyOf(cm)), namespace: SENTINEL_NAMESPACE })
-    .renders(resources.endpointSlices, { keysOf: (slice) => oneKey(routingKeyOf(slice)), namespace: SENTINEL_NAMESPACE })
-    .watches(resources.pods, {
-      keysOf: (pod, ctx) => {
-        const env = pod.metadata.labels?.[LABEL_ENVIRONMENT_ID];
-        return deploymentKeyOf(pod) === undefined || env === undefined ? [] : sentinelsOfEnvironment(env, ctx);
-      },
-      // A change of what is routed concerns the table, and so does a pod added or deleted: a
-      // revision keeps its (maybe empty) slice while any of its pods exists, so the deletion of
-      // its last, already unroutable pod is what prunes it.
-      changed: (pod, old) => pod === undefined || old === undefined || instanceKey(pod) !== instanceKey(old),
-      // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
-      labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
-    })
-    .reads(resources.nodes, { selector: ZONE_LABEL })
-    .reconciler({
-      validate: (s) => validateApplySentinel(s, region),
-      validateDelete: validateDeleteSentinel,
-      // The Service is compared without its owner reference (a resync cannot compare the uid).
-      render: (s) => [renderSentinelDeployment(s, region, defaults), renderSentinelService(s, region), renderRoutingPolicy(s, region)],
+  return (
+    controller<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>("sentinels")
+      .protocol(
+        kstateProtocol({
+          keyOf: { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId },
+          watch: (cursor, signal, onOpen) =>
+            ctrl.watchSentinels({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+          getDesired: (keys, o) => ctrl.getDesiredSentinelStates({ region, sentinelIds: keys }, o),
+          sendReport: (req, o) => ctrl.reportSentinelStatus(req, o),
+          rejectedReport: (key, subject, reason) =>
+            report({
+              case: "rejected",
+              value: {
+                sentinelId: key,
+                k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
+                reason,
+              },
+            }),
+          deletedReport: (key, ref) => report({ case: "delete", value: { sentinelId: key, k8sName: ref.k8sName } }),
+          equal: (a, b) => equals(ApplySentinelSchema, a, b),
+        }),
+      )
+      .ownedBy(LABEL_SENTINEL_ID)
+      .owns(resources.deployments, {
+        keyOf: sentinelKeyOf,
+        refOf: (obj) => ({
+          $typeName: "krane.ctrl.v1.DeleteSentinel",
+          k8sName: obj.metadata.name ?? "",
+          sentinelId: obj.metadata.labels?.[LABEL_SENTINEL_ID] ?? "",
+        }),
+        namespace: SENTINEL_NAMESPACE,
+        labelIndexes: [LABEL_ENVIRONMENT_ID],
+      })
+      // Cached so a deleted or edited Service is drift. Everything here lives in one namespace,
+      // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
+      .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)), namespace: SENTINEL_NAMESPACE })
+      .renders(resources.configMaps, { keysOf: (cm) => oneKey(routingKeyOf(cm)), namespace: SENTINEL_NAMESPACE })
+      .renders(resources.endpointSlices, {
+        keysOf: (slice) => oneKey(routingKeyOf(slice)),
+        namespace: SENTINEL_NAMESPACE,
+      })
+      .watches(resources.pods, {
+        keysOf: (pod, ctx) => {
+          const env = pod.metadata.labels?.[LABEL_ENVIRONMENT_ID];
+          return deploymentKeyOf(pod) === undefined || env === undefined ? [] : sentinelsOfEnvironment(env, ctx);
+        },
+        // A change of what is routed concerns the table, and so does a pod added or deleted: a
+        // revision keeps its (maybe empty) slice while any of its pods exists, so the deletion of
+        // its last, already unroutable pod is what prunes it.
+        changed: (pod, old) => pod === undefined || old === undefined || instanceKey(pod) !== instanceKey(old),
+        // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
+        labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
+      })
+      .reads(resources.nodes, { selector: ZONE_LABEL })
+      .reconciler({
+        validate: (s) => validateApplySentinel(s, region),
+        validateDelete: validateDeleteSentinel,
+        // The Service is compared without its owner reference (a resync cannot compare the uid).
+        render: (s) => [
+          renderSentinelDeployment(s, region, defaults),
+          renderSentinelService(s, region),
+          renderRoutingPolicy(s, region),
+        ],
 
-      derive(_key, s, ctx) {
-        const zone = (node: string): string => ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
-        const byRevision = new Map<string, KubeObject[]>();
-        for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), s.environmentId)) {
-          const dep = deploymentKeyOf(pod);
-          if (dep === undefined) continue;
-          const list = byRevision.get(dep);
-          if (list) list.push(pod);
-          else byRevision.set(dep, [pod]);
-        }
-        return [...byRevision].flatMap(([dep, pods]) => renderRevisionSlices(s, region, dep, pods, zone));
-      },
-
-      async apply(s, objects, ctx, signal) {
-        if (!namespaceEnsured) {
-          await ctx.kube.create(resources.namespaces, renderSentinelNamespace(), signal);
-          namespaceEnsured = true;
-        }
-        try {
-          // The Deployment first: the Service's ownerReference needs its uid.
-          let deployment = ctx.primaryOf(s.sentinelId);
-          const wanted = renderSentinelDeployment(s, region, defaults);
-          if (!deployment || !ctx.isCurrent(wanted)) deployment = await ctx.kube.apply(resources.deployments, wanted, { force: true, signal });
-          const uid = deployment.metadata.uid;
-          if (!uid) throw new Error(`sentinel ${s.sentinelId}: the Deployment has no uid`);
-          if (!ctx.isCurrent(renderSentinelService(s, region))) {
-            await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
+        derive(_key, s, ctx) {
+          const zone = (node: string): string =>
+            ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+          const byRevision = new Map<string, KubeObject[]>();
+          for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), s.environmentId)) {
+            const dep = deploymentKeyOf(pod);
+            if (dep === undefined) continue;
+            const list = byRevision.get(dep);
+            if (list) list.push(pod);
+            else byRevision.set(dep, [pod]);
           }
-          // Then the routing table: the policy and the revisions' slices that differ.
-          for (const obj of objects) {
-            if (obj.kind === "Deployment" || obj.kind === "Service" || ctx.isCurrent(obj)) continue;
-            const r = resourceOf(obj);
-            if (!r) throw new Error(`sentinel ${s.sentinelId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
-            await ctx.kube.apply(r, obj, { force: true, signal });
+          return [...byRevision].flatMap(([dep, pods]) => renderRevisionSlices(s, region, dep, pods, zone));
+        },
+
+        async apply(s, objects, ctx, signal) {
+          if (!namespaceEnsured) {
+            await ctx.kube.create(resources.namespaces, renderSentinelNamespace(), signal);
+            namespaceEnsured = true;
           }
-        } catch (err) {
-          namespaceEnsured = false;
-          throw err;
-        }
-      },
+          try {
+            // The Deployment first: the Service's ownerReference needs its uid.
+            let deployment = ctx.primaryOf(s.sentinelId);
+            const wanted = renderSentinelDeployment(s, region, defaults);
+            if (!deployment || !ctx.isCurrent(wanted))
+              deployment = await ctx.kube.apply(resources.deployments, wanted, { force: true, signal });
+            const uid = deployment.metadata.uid;
+            if (!uid) throw new Error(`sentinel ${s.sentinelId}: the Deployment has no uid`);
+            if (!ctx.isCurrent(renderSentinelService(s, region))) {
+              await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
+            }
+            // Then the routing table: the policy and the revisions' slices that differ.
+            for (const obj of objects) {
+              if (obj.kind === "Deployment" || obj.kind === "Service" || ctx.isCurrent(obj)) continue;
+              const r = resourceOf(obj);
+              if (!r) throw new Error(`sentinel ${s.sentinelId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+              await ctx.kube.apply(r, obj, { force: true, signal });
+            }
+          } catch (err) {
+            namespaceEnsured = false;
+            throw err;
+          }
+        },
 
-      async remove(_key, ref, ctx, signal) {
-        // Both explicitly, so the Service goes even if its ownerReference was lost.
-        await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, ref.k8sName, signal);
-        await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, ref.k8sName, signal);
-      },
+        async remove(_key, ref, ctx, signal) {
+          // Both explicitly, so the Service goes even if its ownerReference was lost.
+          await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, ref.k8sName, signal);
+          await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, ref.k8sName, signal);
+        },
 
-      status(key, _s, ctx) {
-        const deployment = ctx.primaryOf(key);
-        if (!deployment) return undefined;
-        const o = observeSentinel(deployment);
-        const address = sentinelAddress(o.k8sName);
-        const served = observer.get(key)?.servedVersion ?? 0;
-        return {
-          fingerprint: `${observationFingerprint(o)}|${address}|${served}`,
-          report: report({
-            case: "update",
-            value: { k8sName: o.k8sName, sentinelId: key, availableReplicas: o.availableReplicas, health: o.health, address, routingVersion: BigInt(served) },
-          }),
-        };
-      },
+        status(key, _s, ctx) {
+          const deployment = ctx.primaryOf(key);
+          if (!deployment) return undefined;
+          const o = observeSentinel(deployment);
+          const address = sentinelAddress(o.k8sName);
+          const served = observer.get(key)?.servedVersion ?? 0;
+          return {
+            fingerprint: `${observationFingerprint(o)}|${address}|${served}`,
+            report: report({
+              case: "update",
+              value: {
+                k8sName: o.k8sName,
+                sentinelId: key,
+                availableReplicas: o.availableReplicas,
+                health: o.health,
+                address,
+                routingVersion: BigInt(served),
+              },
+            }),
+          };
+        },
 
-      observe: async (ctx, signal, requeue) => void (await Promise.all([observer.run(ctx, signal, requeue), collector.run(ctx, signal)])),
-    })
-    .build();
+        observe: async (ctx, signal, requeue) =>
+          void (await Promise.all([observer.run(ctx, signal, requeue), collector.run(ctx, signal)])),
+      })
+      .build()
+  );
 }
-

@@ -56,7 +56,8 @@ function parseValue(s: string, line: number): number {
   if (l === "+inf" || l === "inf" || l === "+infinity" || l === "infinity") return Infinity;
   if (l === "-inf" || l === "-infinity") return -Infinity;
   if (l === "nan") return NaN;
-  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s)) throw new Error(`line ${line}: bad value "${s.slice(0, 40)}"`);
+  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s))
+    throw new Error(`line ${line}: bad value "${s.slice(0, 40)}"`);
   return Number(s);
 }
 
@@ -107,8 +108,12 @@ export function parseSampleLine(text: string, line = 1): Sample {
       else if (text[i] !== "}") throw new Error(`line ${line}: expected "," or "}" after label ${key}`);
     }
   }
-  const rest = text.slice(i).trim().split(/[ \t]+/);
-  if (rest.length < 1 || rest.length > 2 || rest[0] === "") throw new Error(`line ${line}: expected a value (and an optional timestamp)`);
+  const rest = text
+    .slice(i)
+    .trim()
+    .split(/[ \t]+/);
+  if (rest.length < 1 || rest.length > 2 || rest[0] === "")
+    throw new Error(`line ${line}: expected a value (and an optional timestamp)`);
   const value = parseValue(rest[0] ?? "", line);
   if (rest.length === 2 && !/^-?\d+$/.test(rest[1] ?? "")) throw new Error(`line ${line}: bad timestamp`);
   return { name, labels, value };
@@ -142,7 +147,8 @@ function slotOf(le: string): number | undefined {
 }
 
 function counterValue(v: number, what: string): number {
-  if (!Number.isFinite(v) || v < 0 || !Number.isInteger(v)) throw new Error(`${what}: counter value ${v} is not a non-negative integer`);
+  if (!Number.isFinite(v) || v < 0 || !Number.isInteger(v))
+    throw new Error(`${what}: counter value ${v} is not a non-negative integer`);
   return v;
 }
 
@@ -217,7 +223,9 @@ function isEmpty(inc: Increment): boolean {
 function wentDown(prev: RevisionCounters, cur: RevisionCounters): boolean {
   if (cur.other < prev.other) return true;
   // Each status class and each (non-cumulative) latency slot only grows while the process lives.
-  return cur.classes.some((v, i) => v < (prev.classes[i] ?? 0)) || cur.buckets.some((v, i) => v < (prev.buckets[i] ?? 0));
+  return (
+    cur.classes.some((v, i) => v < (prev.classes[i] ?? 0)) || cur.buckets.some((v, i) => v < (prev.buckets[i] ?? 0))
+  );
 }
 
 /**
@@ -225,7 +233,11 @@ function wentDown(prev: RevisionCounters, cur: RevisionCounters): boolean {
  * negative: a revision whose counters went down restarted and counts from 0.
  */
 export function podIncrements(prev: PodReading | undefined, cur: PodReading): Map<string, Increment> {
-  const restarted = prev !== undefined && prev.startedMs !== undefined && cur.startedMs !== undefined && prev.startedMs !== cur.startedMs;
+  const restarted =
+    prev !== undefined &&
+    prev.startedMs !== undefined &&
+    cur.startedMs !== undefined &&
+    prev.startedMs !== cur.startedMs;
   const out = new Map<string, Increment>();
   for (const [rev, c] of cur.revisions) {
     const p = restarted ? undefined : prev?.revisions.get(rev);

@@ -34,11 +34,21 @@ export interface SentinelObservation {
 
 function podIp(pod: KubeObject): string | undefined {
   const status = isRecord(pod.status) ? pod.status : {};
-  return !pod.metadata.deletionTimestamp && status.phase === "Running" && typeof status.podIP === "string" && status.podIP !== "" ? status.podIP : undefined;
+  return !pod.metadata.deletionTimestamp &&
+    status.phase === "Running" &&
+    typeof status.podIP === "string" &&
+    status.podIP !== ""
+    ? status.podIP
+    : undefined;
 }
 
 function isStatus(v: unknown): v is SentinelStatus {
-  return isRecord(v) && typeof v.routingVersion === "number" && typeof v.environmentId === "string" && Array.isArray(v.revisions);
+  return (
+    isRecord(v) &&
+    typeof v.routingVersion === "number" &&
+    typeof v.environmentId === "string" &&
+    Array.isArray(v.revisions)
+  );
 }
 
 /** Pure: the observation of a sentinel from its pods' documents. */
@@ -53,11 +63,16 @@ export function summarize(pods: ReadonlyMap<string, SentinelStatus>): SentinelOb
  * the agent dials for each: the one way the agent finds sentinel pods (the observer reads their
  * status, the measurement collector their metrics).
  */
-export function sentinelPods(ctx: KindContext<ApplySentinel>, key: string, addressMap: AddressMapping | undefined): { name: string; host: string }[] {
+export function sentinelPods(
+  ctx: KindContext<ApplySentinel>,
+  key: string,
+  addressMap: AddressMapping | undefined,
+): { name: string; host: string }[] {
   const out: { name: string; host: string }[] = [];
   for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_SENTINEL_ID), key)) {
     const ip = podIp(pod);
-    if (ip !== undefined) out.push({ name: pod.metadata.name ?? "", host: addressMap ? mapAddress(ip, addressMap) : ip });
+    if (ip !== undefined)
+      out.push({ name: pod.metadata.name ?? "", host: addressMap ? mapAddress(ip, addressMap) : ip });
   }
   return out;
 }

@@ -10,7 +10,13 @@
 // renders it with the uid the Deployment apply returned.
 import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import { COMPONENT as COMPONENTS, LABEL_MANAGED_BY, LABEL_SENTINEL_ID, MANAGED_BY, ownerLabels } from "../../contracts/labels.js";
+import {
+  COMPONENT as COMPONENTS,
+  LABEL_MANAGED_BY,
+  LABEL_SENTINEL_ID,
+  MANAGED_BY,
+  ownerLabels,
+} from "../../contracts/labels.js";
 import {
   NODE_CLASS,
   NODE_CLASS_LABEL,
@@ -72,8 +78,15 @@ const livenessTiming = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeco
  * no Kubernetes token at all (it is tenant-chosen code: it must not read other environments'
  * routing tables) and is probed on its proxy port.
  */
-function proxyContainer(s: ApplySentinel, region: string, own: boolean, defaults: SentinelDefaults): Record<string, unknown> {
-  const ports: Array<Record<string, unknown>> = [{ name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" }];
+function proxyContainer(
+  s: ApplySentinel,
+  region: string,
+  own: boolean,
+  defaults: SentinelDefaults,
+): Record<string, unknown> {
+  const ports: Array<Record<string, unknown>> = [
+    { name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" },
+  ];
   if (own) ports.push({ name: "ops", containerPort: SENTINEL_OPS_PORT, protocol: "TCP" });
   const container: Record<string, unknown> = {
     name: CONTAINER_NAME,
@@ -89,10 +102,19 @@ function proxyContainer(s: ApplySentinel, region: string, own: boolean, defaults
       { name: "KRANE_SENTINEL_ID", value: s.sentinelId },
     ],
     resources: resources(s),
-    readinessProbe: own ? httpProbe("/readyz", SENTINEL_OPS_PORT, readinessTiming) : httpProbe(READINESS_PATH, SENTINEL_PORT, readinessTiming),
-    livenessProbe: own ? httpProbe("/healthz", SENTINEL_OPS_PORT, livenessTiming) : httpProbe(LIVENESS_PATH, SENTINEL_PORT, livenessTiming),
+    readinessProbe: own
+      ? httpProbe("/readyz", SENTINEL_OPS_PORT, readinessTiming)
+      : httpProbe(READINESS_PATH, SENTINEL_PORT, readinessTiming),
+    livenessProbe: own
+      ? httpProbe("/healthz", SENTINEL_OPS_PORT, livenessTiming)
+      : httpProbe(LIVENESS_PATH, SENTINEL_PORT, livenessTiming),
     securityContext: own
-      ? { allowPrivilegeEscalation: false, runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } }
+      ? {
+          allowPrivilegeEscalation: false,
+          runAsNonRoot: true,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ["ALL"] },
+        }
       : { allowPrivilegeEscalation: false },
   };
   if (own) container.args = ["sentinel"];
@@ -127,7 +149,9 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
       template: {
         metadata: { labels },
         spec: {
-          ...(own ? { serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true } : { automountServiceAccountToken: false }),
+          ...(own
+            ? { serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true }
+            : { automountServiceAccountToken: false }),
           enableServiceLinks: false,
           restartPolicy: "Always",
           nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },
@@ -135,7 +159,13 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
           // Hard spread across zones; zones whose nodes are tainted (NotReady, unreachable) do not
           // count, so losing a zone does not leave replacement pods Pending.
           topologySpreadConstraints: [
-            { maxSkew: 1, topologyKey: ZONE_LABEL, whenUnsatisfiable: "DoNotSchedule", nodeTaintsPolicy: "Honor", labelSelector: { matchLabels: selector } },
+            {
+              maxSkew: 1,
+              topologyKey: ZONE_LABEL,
+              whenUnsatisfiable: "DoNotSchedule",
+              nodeTaintsPolicy: "Honor",
+              labelSelector: { matchLabels: selector },
+            },
           ],
           containers: [proxyContainer(s, region, own, defaults)],
         },
@@ -146,7 +176,11 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
 
 /** The Service; `ownerUid` is the applied Deployment's uid (omitted for drift comparison). */
 export function renderSentinelService(s: ApplySentinel, region: string, ownerUid?: string): KubeObject {
-  const metadata: KubeObject["metadata"] = { name: s.k8sName, namespace: SENTINEL_NAMESPACE, labels: sentinelLabels(s, region) };
+  const metadata: KubeObject["metadata"] = {
+    name: s.k8sName,
+    namespace: SENTINEL_NAMESPACE,
+    labels: sentinelLabels(s, region),
+  };
   if (ownerUid !== undefined) {
     metadata.ownerReferences = [{ apiVersion: "apps/v1", kind: "Deployment", name: s.k8sName, uid: ownerUid }];
   }
@@ -162,7 +196,12 @@ export function renderSentinelService(s: ApplySentinel, region: string, ownerUid
   };
 }
 
-export function renderSentinel(s: ApplySentinel, region: string, defaults: SentinelDefaults, ownerUid?: string): RenderedSentinel {
+export function renderSentinel(
+  s: ApplySentinel,
+  region: string,
+  defaults: SentinelDefaults,
+  ownerUid?: string,
+): RenderedSentinel {
   return {
     namespace: renderSentinelNamespace(),
     deployment: renderSentinelDeployment(s, region, defaults),

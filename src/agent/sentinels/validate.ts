@@ -40,15 +40,18 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
   if (s.memoryMib <= 0n) return `memory_mib must be > 0 (got ${s.memoryMib})`;
   const r = s.routing;
   if (r) {
-    if (r.mode !== "" && r.mode !== "instances" && r.mode !== "weighted") return `routing.mode "${r.mode}" must be "instances" or "weighted"`;
+    if (r.mode !== "" && r.mode !== "instances" && r.mode !== "weighted")
+      return `routing.mode "${r.mode}" must be "instances" or "weighted"`;
     const seen = new Set<string>();
     let sum = 0;
     for (const [i, w] of r.revisions.entries()) {
-      if (!isLabelValue(w.deploymentId) || w.deploymentId === "") return `routing.revisions[${i}].deployment_id "${w.deploymentId}" is not a valid Kubernetes label value`;
+      if (!isLabelValue(w.deploymentId) || w.deploymentId === "")
+        return `routing.revisions[${i}].deployment_id "${w.deploymentId}" is not a valid Kubernetes label value`;
       if (seen.has(w.deploymentId)) return `routing.revisions[${i}].deployment_id "${w.deploymentId}" appears twice`;
       seen.add(w.deploymentId);
       if (w.weight > 100) return `routing.revisions[${i}].weight must be 0-100 (got ${w.weight})`;
-      if (routingSliceName(s.k8sName, w.deploymentId, 0).length > 253) return `routing.revisions[${i}].deployment_id is too long`;
+      if (routingSliceName(s.k8sName, w.deploymentId, 0).length > 253)
+        return `routing.revisions[${i}].deployment_id is too long`;
       sum += w.weight;
     }
     if (r.mode === "weighted" && sum !== 100) return `routing weights add up to ${sum}, not 100`;

@@ -28,7 +28,9 @@ server.setConnectionHandler((c, sendStatus) => {
   c.destAddress = mapAddress(c.destAddress, mapping);
   defaultConnectionHandler(c, sendStatus);
 });
-server.listen(Number(listen[2]), listen[1], () => console.log(`pod proxy (SOCKS5) listening on ${values.listen}, mapping ${values.map}`));
+server.listen(Number(listen[2]), listen[1], () =>
+  console.log(`pod proxy (SOCKS5) listening on ${values.listen}, mapping ${values.map}`),
+);
 const stop = (): void => void server.close(() => process.exit(0));
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

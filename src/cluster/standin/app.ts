@@ -222,11 +222,22 @@ export class AppListeners {
         if (res.destroyed) return;
         const bytes = intParam(q.get("bytes"), 0, 1 << 30);
         if (bytes !== undefined) {
-          this.#stream(res, status, pod, bytes, intParam(q.get("chunks"), 1, 100_000) ?? 1, intParam(q.get("interval"), 0, 60_000) ?? 0);
+          this.#stream(
+            res,
+            status,
+            pod,
+            bytes,
+            intParam(q.get("chunks"), 1, 100_000) ?? 1,
+            intParam(q.get("interval"), 0, 60_000) ?? 0,
+          );
           return;
         }
         const body = JSON.stringify(this.#identity(pod, req, bodyBytes));
-        res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-standin-pod": pod.name });
+        res.writeHead(status, {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          "x-standin-pod": pod.name,
+        });
         res.end(body);
       };
       if (latency > 0) setTimeout(respond, latency);
@@ -235,7 +246,14 @@ export class AppListeners {
   }
 
   /** `bytes` in `chunks` pieces, `interval` ms apart, without a content-length (chunked). */
-  #stream(res: http.ServerResponse, status: number, pod: AppPod, bytes: number, chunks: number, interval: number): void {
+  #stream(
+    res: http.ServerResponse,
+    status: number,
+    pod: AppPod,
+    bytes: number,
+    chunks: number,
+    interval: number,
+  ): void {
     res.writeHead(status, { "content-type": "application/octet-stream", "x-standin-pod": pod.name });
     const per = Math.floor(bytes / chunks);
     let sent = 0;

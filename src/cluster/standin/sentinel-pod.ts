@@ -59,7 +59,9 @@ function kubeconfigYaml(server: string, caPem: string, tokenFile: string | undef
     apiVersion: "v1",
     kind: "Config",
     "current-context": "pod",
-    clusters: [{ name: "local", cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") } }],
+    clusters: [
+      { name: "local", cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") } },
+    ],
     users: [{ name: "pod", user }],
     contexts: [{ name: "pod", context: { cluster: "local", user: "pod", namespace: "sentinel" } }],
   });
@@ -95,12 +97,17 @@ export class SentinelProcesses {
     const answer = await this.#o.kube.raw("POST", path, {
       apiVersion: "authentication.k8s.io/v1",
       kind: "TokenRequest",
-      spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod.name, uid: pod.uid } },
+      spec: {
+        expirationSeconds: 3600,
+        boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod.name, uid: pod.uid },
+      },
     });
     const status = isRecord(answer) && isRecord(answer.status) ? answer.status : {};
-    if (typeof status.token !== "string") throw new Error(`TokenRequest for ${pod.namespace}/${pod.serviceAccount}: no token in the answer`);
+    if (typeof status.token !== "string")
+      throw new Error(`TokenRequest for ${pod.namespace}/${pod.serviceAccount}: no token in the answer`);
     await writeFile(file, status.token, { mode: 0o600 });
-    const expires = typeof status.expirationTimestamp === "string" ? Date.parse(status.expirationTimestamp) : Date.now() + 3_600_000;
+    const expires =
+      typeof status.expirationTimestamp === "string" ? Date.parse(status.expirationTimestamp) : Date.now() + 3_600_000;
     return Math.max(10_000, (expires - Date.now()) * 0.8);
   }
 
@@ -114,14 +121,22 @@ export class SentinelProcesses {
         refreshIn = await this.#issueToken(pod, tokenFile);
       } catch (err) {
         // As a kubelet would: the pod does not start without its token; the next change retries.
-        this.#o.log.error({ pod: `${pod.namespace}/${pod.name}`, err: err instanceof Error ? err.message : String(err) }, "no service account token for the sentinel pod");
+        this.#o.log.error(
+          { pod: `${pod.namespace}/${pod.name}`, err: err instanceof Error ? err.message : String(err) },
+          "no service account token for the sentinel pod",
+        );
         return;
       }
     } else {
-      this.#o.log.warn({ pod: `${pod.namespace}/${pod.name}` }, "sentinel pod has automountServiceAccountToken: false; its sentinel runs without credentials and cannot read its routing table");
+      this.#o.log.warn(
+        { pod: `${pod.namespace}/${pod.name}` },
+        "sentinel pod has automountServiceAccountToken: false; its sentinel runs without credentials and cannot read its routing table",
+      );
     }
     const kubeconfig = join(files, "kubeconfig");
-    await writeFile(kubeconfig, kubeconfigYaml(this.#o.server, this.#o.caPem, pod.mountToken ? tokenFile : undefined), { mode: 0o600 });
+    await writeFile(kubeconfig, kubeconfigYaml(this.#o.server, this.#o.caPem, pod.mountToken ? tokenFile : undefined), {
+      mode: 0o600,
+    });
     const env: NodeJS.ProcessEnv = {};
     for (const k of INHERITED) if (process.env[k] !== undefined) env[k] = process.env[k];
     Object.assign(env, pod.env);
@@ -132,11 +147,16 @@ export class SentinelProcesses {
       [
         this.#o.kraneBin,
         "sentinel",
-        "--listen", pod.localIp,
-        "--port", String(SENTINEL_PORT),
-        "--ops-port", String(SENTINEL_OPS_PORT),
-        "--kubeconfig", kubeconfig,
-        "--pod-address-map", this.#o.podAddressMap,
+        "--listen",
+        pod.localIp,
+        "--port",
+        String(SENTINEL_PORT),
+        "--ops-port",
+        String(SENTINEL_OPS_PORT),
+        "--kubeconfig",
+        kubeconfig,
+        "--pod-address-map",
+        this.#o.podAddressMap,
       ],
       { env, stdio: ["ignore", fd, fd] },
     );
@@ -167,7 +187,10 @@ export class SentinelProcesses {
     };
     if (refreshIn !== undefined) schedule(refreshIn);
     this.#running.set(pod.uid, r);
-    this.#o.log.info({ pod: `${pod.namespace}/${pod.name}`, address: `${pod.localIp}:${SENTINEL_PORT}`, pid: child.pid }, "sentinel process started");
+    this.#o.log.info(
+      { pod: `${pod.namespace}/${pod.name}`, address: `${pod.localIp}:${SENTINEL_PORT}`, pid: child.pid },
+      "sentinel process started",
+    );
   }
 
   async #stop(r: Running): Promise<void> {

@@ -67,7 +67,8 @@ function firstContainer(pod: KubeObject): ContainerView {
   }
   const ports: number[] = [];
   for (const p of Array.isArray(c.ports) ? c.ports.filter(isRecord) : []) {
-    if (typeof p.containerPort === "number" && (p.protocol === undefined || p.protocol === "TCP")) ports.push(p.containerPort);
+    if (typeof p.containerPort === "number" && (p.protocol === undefined || p.protocol === "TCP"))
+      ports.push(p.containerPort);
   }
   if (ports.length === 0) ports.push(Number(env.PORT) > 0 ? Number(env.PORT) : 8080);
   return { image: typeof c.image === "string" ? c.image : "", ports, env };
@@ -96,7 +97,13 @@ export class PodStandins {
     kc.loadFromFile(o.kubeconfigPath);
     this.#kube = new KubeClient(kc, { qps: 50, burst: 100 });
     this.#cidr = parseCidr(o.network.cidr);
-    this.#pods = new Informer({ resource: resources.pods, labelSelector: "", client: this.#kube, log: o.log, timeoutSeconds: 120 });
+    this.#pods = new Informer({
+      resource: resources.pods,
+      labelSelector: "",
+      client: this.#kube,
+      log: o.log,
+      timeoutSeconds: 120,
+    });
     this.#pods.onChange((type, obj) => {
       const uid = obj.metadata.uid;
       if (uid && obj.metadata.deletionTimestamp && !this.#terminating.has(uid)) this.#terminating.set(uid, Date.now());
@@ -111,7 +118,11 @@ export class PodStandins {
     this.#sentinels = new SentinelProcesses({
       kube: this.#kube,
       server: cluster?.server ?? "",
-      caPem: cluster?.caData ? Buffer.from(cluster.caData, "base64").toString("utf8") : cluster?.caFile ? readFileSync(cluster.caFile, "utf8") : "",
+      caPem: cluster?.caData
+        ? Buffer.from(cluster.caData, "base64").toString("utf8")
+        : cluster?.caFile
+          ? readFileSync(cluster.caFile, "utf8")
+          : "",
       dir: o.dir,
       kraneBin: o.kraneBin,
       podAddressMap: podAddressMap(o.network),
@@ -143,7 +154,9 @@ export class PodStandins {
     this.#pending = true;
     setImmediate(() => {
       this.#pending = false;
-      this.#chain = this.#chain.then(() => this.#reconcile()).catch((err: unknown) => this.#o.log.error({ err: String(err) }, "stand-in reconcile failed"));
+      this.#chain = this.#chain
+        .then(() => this.#reconcile())
+        .catch((err: unknown) => this.#o.log.error({ err: String(err) }, "stand-in reconcile failed"));
     });
   }
 
@@ -174,7 +187,8 @@ export class PodStandins {
       wake = Math.min(wake, g.until);
       serving.push(g.pod);
     }
-    for (const uid of this.#terminating.keys()) if (!seen.has(uid) && !this.#gone.has(uid)) this.#terminating.delete(uid);
+    for (const uid of this.#terminating.keys())
+      if (!seen.has(uid) && !this.#gone.has(uid)) this.#terminating.delete(uid);
 
     const apps: AppPod[] = [];
     const sentinels: SentinelPod[] = [];
@@ -185,18 +199,26 @@ export class PodStandins {
       if (status.phase !== "Running" || !ip || spec.hostNetwork === true) continue;
       const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
       if (!cidrContains(this.#cidr, ip)) {
-        if (!this.#warned.has(key)) this.#o.log.warn({ pod: key, ip }, "pod IP outside the cluster's pod network; not served");
+        if (!this.#warned.has(key))
+          this.#o.log.warn({ pod: key, ip }, "pod IP outside the cluster's pod network; not served");
         this.#warned.add(key);
         continue;
       }
       const c = firstContainer(pod);
       const localIp = localAddress(this.#o.network, ip);
-      const base = { uid: pod.metadata.uid ?? "", namespace: pod.metadata.namespace ?? "", name: pod.metadata.name ?? "" };
+      const base = {
+        uid: pod.metadata.uid ?? "",
+        namespace: pod.metadata.namespace ?? "",
+        name: pod.metadata.name ?? "",
+      };
       if (pod.metadata.labels?.[LABEL_COMPONENT] === COMPONENT.sentinel) {
         const grace = typeof spec.terminationGracePeriodSeconds === "number" ? spec.terminationGracePeriodSeconds : 30;
         sentinels.push({
           ...base,
-          serviceAccount: typeof spec.serviceAccountName === "string" && spec.serviceAccountName ? spec.serviceAccountName : "default",
+          serviceAccount:
+            typeof spec.serviceAccountName === "string" && spec.serviceAccountName
+              ? spec.serviceAccountName
+              : "default",
           mountToken: spec.automountServiceAccountToken !== false,
           env: c.env,
           localIp,
@@ -237,6 +259,7 @@ export class PodStandins {
  */
 export function terminationDelayMs(pod: KubeObject): number {
   const spec = pod.spec as { terminationGracePeriodSeconds?: unknown } | undefined;
-  const grace = typeof spec?.terminationGracePeriodSeconds === "number" ? spec.terminationGracePeriodSeconds * 1000 : 30_000;
+  const grace =
+    typeof spec?.terminationGracePeriodSeconds === "number" ? spec.terminationGracePeriodSeconds * 1000 : 30_000;
   return intAnnotation(pod, STANDIN_ANNOTATION.terminationDelayMs, Math.min(1000, grace));
 }

@@ -21,19 +21,44 @@ import {
   type Project,
   type Workspace,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import { EnvVarSchema, Health, InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { parseJsonList, type ClusterRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
+import {
+  EnvVarSchema,
+  Health,
+  InstanceSchema,
+  InstanceStatus,
+  type Instance,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  parseJsonList,
+  type ClusterRow,
+  type EnvironmentRow,
+  type InstanceRow,
+  type ProjectRow,
+  type WorkspaceRow,
+} from "../db/schema.js";
 import { clusterTokenRevoked, type StreamLag } from "../domain/clusters.js";
 import type { ApiTokenRow } from "../domain/tokens.js";
 import { healthCheckFromRow, type DeploymentContext } from "../kinds/deployment.js";
 import type { StoredEnvVar } from "../validate/types.js";
 
 export function workspaceMsg(w: WorkspaceRow): Workspace {
-  return create(WorkspaceSchema, { id: w.id, slug: w.slug, name: w.name, k8sNamespace: w.k8s_namespace, createdAtUnixMs: BigInt(w.created_at) });
+  return create(WorkspaceSchema, {
+    id: w.id,
+    slug: w.slug,
+    name: w.name,
+    k8sNamespace: w.k8s_namespace,
+    createdAtUnixMs: BigInt(w.created_at),
+  });
 }
 
 export function projectMsg(p: ProjectRow): Project {
-  return create(ProjectSchema, { id: p.id, workspaceId: p.workspace_id, slug: p.slug, name: p.name, createdAtUnixMs: BigInt(p.created_at) });
+  return create(ProjectSchema, {
+    id: p.id,
+    workspaceId: p.workspace_id,
+    slug: p.slug,
+    name: p.name,
+    createdAtUnixMs: BigInt(p.created_at),
+  });
 }
 
 export function environmentMsg(e: EnvironmentRow, regions: { region: string; replicas: number }[]): Environment {
@@ -95,7 +120,14 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
 export function clusterMsg(c: ClusterRow, lag?: readonly StreamLag[]): Cluster {
   return create(ClusterSchema, {
     changesBehind: BigInt((lag ?? []).reduce((n, l) => n + l.behind, 0)),
-    streams: (lag ?? []).map((l) => create(StreamLagSchema, { kind: l.kind, headVersion: BigInt(l.head), agentVersion: BigInt(l.agent), behind: BigInt(l.behind) })),
+    streams: (lag ?? []).map((l) =>
+      create(StreamLagSchema, {
+        kind: l.kind,
+        headVersion: BigInt(l.head),
+        agentVersion: BigInt(l.agent),
+        behind: BigInt(l.behind),
+      }),
+    ),
     id: c.id,
     region: c.region,
     name: c.name,

@@ -3,10 +3,23 @@
 // finished be purged at once, and answer where the deletion stands.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { DeletionSchema, KindCountSchema, RegionDeletionSchema, type Deletion } from "../../gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeletionSchema,
+  KindCountSchema,
+  RegionDeletionSchema,
+  type Deletion,
+} from "../../gen/krane/ctrl/v1/api_pb.js";
 import { principalKey } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { deleteEnvironment, deleteProject, deleteWorkspace, deletionStatus, finishDeletions, type DeletionScope, type DeletionView } from "../domain/deletion.js";
+import {
+  deleteEnvironment,
+  deleteProject,
+  deleteWorkspace,
+  deletionStatus,
+  finishDeletions,
+  type DeletionScope,
+  type DeletionView,
+} from "../domain/deletion.js";
 import { invalidArgument } from "../errors.js";
 import { projectRef, regionName, validateEnvironmentRef, workspaceRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
@@ -17,7 +30,14 @@ export function deletionMsg(v: DeletionView): Deletion {
     id: v.id,
     done: v.done,
     requestedAtUnixMs: BigInt(v.requestedAt),
-    regions: v.regions.map((r) => create(RegionDeletionSchema, { region: r.region, remaining: r.remaining, forced: r.forced, kinds: r.kinds.map((k) => create(KindCountSchema, k)) })),
+    regions: v.regions.map((r) =>
+      create(RegionDeletionSchema, {
+        region: r.region,
+        remaining: r.remaining,
+        forced: r.forced,
+        kinds: r.kinds.map((k) => create(KindCountSchema, k)),
+      }),
+    ),
     environmentIds: v.environmentIds,
   });
 }
@@ -48,18 +68,38 @@ export async function deleteEnvironmentCall(
   ctx: HandlerContext,
 ): Promise<Deletion> {
   const ref = validateEnvironmentRef(req);
-  const id = await deleteEnvironment(store, ref, { confirm: confirmation("confirm", req.confirm), forceRegions: forceRegions("force_regions", req.forceRegions), actor: actorOf(ctx) });
+  const id = await deleteEnvironment(store, ref, {
+    confirm: confirmation("confirm", req.confirm),
+    forceRegions: forceRegions("force_regions", req.forceRegions),
+    actor: actorOf(ctx),
+  });
   return answer(store, "environment", id);
 }
 
-export async function deleteProjectCall(store: Store, req: { workspace: string; project: string; confirm: string; forceRegions: string[] }, ctx: HandlerContext): Promise<Deletion> {
+export async function deleteProjectCall(
+  store: Store,
+  req: { workspace: string; project: string; confirm: string; forceRegions: string[] },
+  ctx: HandlerContext,
+): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace), project: projectRef("project", req.project) };
-  const id = await deleteProject(store, ref, { confirm: confirmation("confirm", req.confirm), forceRegions: forceRegions("force_regions", req.forceRegions), actor: actorOf(ctx) });
+  const id = await deleteProject(store, ref, {
+    confirm: confirmation("confirm", req.confirm),
+    forceRegions: forceRegions("force_regions", req.forceRegions),
+    actor: actorOf(ctx),
+  });
   return answer(store, "project", id);
 }
 
-export async function deleteWorkspaceCall(store: Store, req: { workspace: string; confirm: string; forceRegions: string[] }, ctx: HandlerContext): Promise<Deletion> {
+export async function deleteWorkspaceCall(
+  store: Store,
+  req: { workspace: string; confirm: string; forceRegions: string[] },
+  ctx: HandlerContext,
+): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace) };
-  const id = await deleteWorkspace(store, ref, { confirm: confirmation("confirm", req.confirm), forceRegions: forceRegions("force_regions", req.forceRegions), actor: actorOf(ctx) });
+  const id = await deleteWorkspace(store, ref, {
+    confirm: confirmation("confirm", req.confirm),
+    forceRegions: forceRegions("force_regions", req.forceRegions),
+    actor: actorOf(ctx),
+  });
   return answer(store, "workspace", id);
 }

@@ -4,16 +4,46 @@
 // naming the field; a secret's value is never echoed), calls the domain, and converts.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { ConfigChangeSchema, ConfigEntrySchema, ConfigService, SecretEntrySchema } from "../../gen/krane/ctrl/v1/config_pb.js";
-import { JobRegionStatusSchema, JobSchema, JobService, JobSpecSchema, type Job } from "../../gen/krane/ctrl/v1/job_pb.js";
-import { JobRunSchema, ObjectHealth, ReleaseKindSchema, ReleaseObjectStatusSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { ReleaseObjectSummarySchema, ReleaseRegionStatusSchema, ReleaseSchema, ReleaseService, type Release } from "../../gen/krane/ctrl/v1/release_pb.js";
+import {
+  ConfigChangeSchema,
+  ConfigEntrySchema,
+  ConfigService,
+  SecretEntrySchema,
+} from "../../gen/krane/ctrl/v1/config_pb.js";
+import {
+  JobRegionStatusSchema,
+  JobSchema,
+  JobService,
+  JobSpecSchema,
+  type Job,
+} from "../../gen/krane/ctrl/v1/job_pb.js";
+import {
+  JobRunSchema,
+  ObjectHealth,
+  ReleaseKindSchema,
+  ReleaseObjectStatusSchema,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ReleaseObjectSummarySchema,
+  ReleaseRegionStatusSchema,
+  ReleaseSchema,
+  ReleaseService,
+  type Release,
+} from "../../gen/krane/ctrl/v1/release_pb.js";
 import { DEFAULT_RELEASE_KINDS, type AllowedKind } from "../../contracts/releases.js";
 import type { Store } from "../db/store.js";
 import { desiredReplicasByRegion } from "../domain/deployments.js";
 import { deleteJob, listJobs, putJob, type JobView } from "../domain/jobs.js";
 import { applyRelease, deleteRelease, getRelease, listReleases, type ReleaseView } from "../domain/releases.js";
-import { listConfig, listSecrets, setConfig, setSecrets, unsetConfig, unsetSecrets, type SettingsChange } from "../domain/settings.js";
+import {
+  listConfig,
+  listSecrets,
+  setConfig,
+  setSecrets,
+  unsetConfig,
+  unsetSecrets,
+  type SettingsChange,
+} from "../domain/settings.js";
 import { failedPrecondition } from "../errors.js";
 import type { ReportedRun, StoredJobSpec } from "../kinds/job.js";
 import type { ObjectHealthName, ReportedObject } from "../kinds/release.js";
@@ -36,12 +66,18 @@ export interface EnvironmentObjectsDeps {
   releaseKinds?: readonly AllowedKind[];
 }
 
-export function configServiceImpl({ store, rollout, keyring }: EnvironmentObjectsDeps): ServiceImpl<typeof ConfigService> {
+export function configServiceImpl({
+  store,
+  rollout,
+  keyring,
+}: EnvironmentObjectsDeps): ServiceImpl<typeof ConfigService> {
   const changeMsg = async (c: SettingsChange) => {
     if (c.changed) await rollout?.environmentChanged(c.environmentId);
     return create(ConfigChangeSchema, {
       changed: c.changed,
-      deployment: c.revision ? deploymentMsg(c.revision, await desiredReplicasByRegion(store.db, c.revision.deployment.id)) : undefined,
+      deployment: c.revision
+        ? deploymentMsg(c.revision, await desiredReplicasByRegion(store.db, c.revision.deployment.id))
+        : undefined,
     });
   };
   const needKeyring = (): Keyring => {
@@ -59,7 +95,11 @@ export function configServiceImpl({ store, rollout, keyring }: EnvironmentObject
     },
     async listConfig(req) {
       const rows = await listConfig(store.db, validateEnvironmentRef(req));
-      return { entries: rows.map((r) => create(ConfigEntrySchema, { key: r.key, value: r.value, updatedAtUnixMs: BigInt(r.updated_at) })) };
+      return {
+        entries: rows.map((r) =>
+          create(ConfigEntrySchema, { key: r.key, value: r.value, updatedAtUnixMs: BigInt(r.updated_at) }),
+        ),
+      };
     },
     async setSecrets(req) {
       const ref = validateEnvironmentRef(req);
@@ -72,7 +112,16 @@ export function configServiceImpl({ store, rollout, keyring }: EnvironmentObject
     },
     async listSecrets(req) {
       const rows = await listSecrets(store.db, validateEnvironmentRef(req));
-      return { entries: rows.map((r) => create(SecretEntrySchema, { key: r.key, source: r.source, externalPath: r.externalPath, updatedAtUnixMs: BigInt(r.updatedAt) })) };
+      return {
+        entries: rows.map((r) =>
+          create(SecretEntrySchema, {
+            key: r.key,
+            source: r.source,
+            externalPath: r.externalPath,
+            updatedAtUnixMs: BigInt(r.updatedAt),
+          }),
+        ),
+      };
     },
   };
 }
@@ -95,7 +144,13 @@ export function releaseMsg(v: ReleaseView): Release {
     version: BigInt(v.release.version),
     createdAtUnixMs: BigInt(v.release.created_at),
     updatedAtUnixMs: BigInt(v.release.updated_at),
-    objects: v.objects.map((o) => create(ReleaseObjectSummarySchema, { id: o.id, name: o.name, kind: create(ReleaseKindSchema, { group: o.group, version: o.version, kind: o.kind }) })),
+    objects: v.objects.map((o) =>
+      create(ReleaseObjectSummarySchema, {
+        id: o.id,
+        name: o.name,
+        kind: create(ReleaseKindSchema, { group: o.group, version: o.version, kind: o.kind }),
+      }),
+    ),
     regions: v.status.map((s) =>
       create(ReleaseRegionStatusSchema, {
         region: s.region,
@@ -121,20 +176,33 @@ function releaseName(field: string, v: string): string {
   return v === "" ? "default" : rules.slug(field, v);
 }
 
-export function releaseServiceImpl({ store, keyring, releaseKinds }: EnvironmentObjectsDeps): ServiceImpl<typeof ReleaseService> {
+export function releaseServiceImpl({
+  store,
+  keyring,
+  releaseKinds,
+}: EnvironmentObjectsDeps): ServiceImpl<typeof ReleaseService> {
   return {
     async applyRelease(req) {
       const ref = validateEnvironmentRef(req);
       const name = releaseName("name", req.name);
       const env = await findEnvironment(store.db, ref);
-      const objects = validateReleaseFiles(req.files, env.workspace.k8s_namespace, releaseKinds ?? DEFAULT_RELEASE_KINDS);
+      const objects = validateReleaseFiles(
+        req.files,
+        env.workspace.k8s_namespace,
+        releaseKinds ?? DEFAULT_RELEASE_KINDS,
+      );
       const secrets = objects.some((o) => o.group === "" && o.kind === "Secret");
-      if (secrets && !keyring) throw failedPrecondition("this ctrl has no master key for secrets (--master-key-file): a release with a Secret cannot be stored");
+      if (secrets && !keyring)
+        throw failedPrecondition(
+          "this ctrl has no master key for secrets (--master-key-file): a release with a Secret cannot be stored",
+        );
       const { view, changed } = await applyRelease(store, keyring as Keyring, ref, name, objects);
       return { release: releaseMsg(view), changed };
     },
     async getRelease(req) {
-      return { release: releaseMsg(await getRelease(store.db, validateEnvironmentRef(req), releaseName("name", req.name))) };
+      return {
+        release: releaseMsg(await getRelease(store.db, validateEnvironmentRef(req), releaseName("name", req.name))),
+      };
     },
     async listReleases(req) {
       return { releases: (await listReleases(store.db, validateEnvironmentRef(req))).map(releaseMsg) };
@@ -168,7 +236,12 @@ export function jobMsg(v: JobView): Job {
         rejectedReason: st.rejectedReason ?? "",
         reportedAtUnixMs: BigInt(st.reportedAt),
         runs: (st.runs as ReportedRun[]).map((r) =>
-          create(JobRunSchema, { k8sName: r.k8sName, startedUnixMs: BigInt(r.startedAt), finishedUnixMs: BigInt(r.finishedAt), result: RESULT[r.result] ?? 0 }),
+          create(JobRunSchema, {
+            k8sName: r.k8sName,
+            startedUnixMs: BigInt(r.startedAt),
+            finishedUnixMs: BigInt(r.finishedAt),
+            result: RESULT[r.result] ?? 0,
+          }),
         ),
       }),
     ),

@@ -5,7 +5,11 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
-import { GatewayConditionSchema, GatewayRouteStatusSchema, type GatewayRouteStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  GatewayConditionSchema,
+  GatewayRouteStatusSchema,
+  type GatewayRouteStatus,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import {
   AddressRegionStatusSchema,
   DomainSchema,
@@ -23,7 +27,16 @@ import {
 } from "../../gen/krane/ctrl/v1/exposure_pb.js";
 import type { Database, DomainRow, EndpointRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { addDomain, findDomain, listDomains, removeDomain, txtName, txtValue, NEVER, type DomainCheckPolicy } from "../domain/domains.js";
+import {
+  addDomain,
+  findDomain,
+  listDomains,
+  removeDomain,
+  txtName,
+  txtValue,
+  NEVER,
+  type DomainCheckPolicy,
+} from "../domain/domains.js";
 import { deleteEndpoint, listEndpoints, setEndpoint } from "../domain/endpoints.js";
 import { endpointUrl, type ExposureSettings } from "../domain/exposure.js";
 import { domainRouteName, parseEndpointAuth, type StoredCondition, type StoredRouteStatus } from "../kinds/gateway.js";
@@ -87,7 +100,12 @@ export function endpointServiceImpl({ store, settings }: ExposureDeps): ServiceI
   };
 }
 
-export function domainServiceImpl({ store, settings, policy, verifyNow }: ExposureDeps): ServiceImpl<typeof DomainService> {
+export function domainServiceImpl({
+  store,
+  settings,
+  policy,
+  verifyNow,
+}: ExposureDeps): ServiceImpl<typeof DomainService> {
   return {
     async addDomain(req) {
       const { domain } = await addDomain(store, validateDomainRequest(req), settings, policy);
@@ -122,25 +140,42 @@ function routeMsg(s: StoredRouteStatus): GatewayRouteStatus {
     gateway: s.gateway,
     accepted: conditionMsg(s.accepted),
     resolvedRefs: conditionMsg(s.resolvedRefs),
-    certificates: s.certificates.map((c) => ({ hostname: c.hostname, secretName: c.secretName, ready: conditionMsg(c.ready) })),
+    certificates: s.certificates.map((c) => ({
+      hostname: c.hostname,
+      secretName: c.secretName,
+      ready: conditionMsg(c.ready),
+    })),
     problem: s.problem,
   });
 }
 
 /** Pure: how ready one address is in one region, and why not, from its route's report. */
-export function addressReadiness(route: StoredRouteStatus | undefined, rejected: string | null): { readiness: string; message: string } {
+export function addressReadiness(
+  route: StoredRouteStatus | undefined,
+  rejected: string | null,
+): { readiness: string; message: string } {
   if (rejected !== null) return { readiness: "rejected", message: `the region's agent refused it: ${rejected}` };
   if (!route) return { readiness: "unknown", message: "no report from the region's agent yet" };
   if (route.problem !== "") return { readiness: "rejected", message: route.problem };
-  for (const [what, c] of [["Accepted", route.accepted], ["ResolvedRefs", route.resolvedRefs]] as const) {
-    if (c.status === "False") return { readiness: "rejected", message: `Gateway ${route.gateway}: ${what}=False ${c.reason}${c.message ? `: ${c.message}` : ""}` };
+  for (const [what, c] of [
+    ["Accepted", route.accepted],
+    ["ResolvedRefs", route.resolvedRefs],
+  ] as const) {
+    if (c.status === "False")
+      return {
+        readiness: "rejected",
+        message: `Gateway ${route.gateway}: ${what}=False ${c.reason}${c.message ? `: ${c.message}` : ""}`,
+      };
   }
   if (route.accepted.status !== "True" || route.resolvedRefs.status !== "True") {
     return { readiness: "pending", message: `waiting for Gateway ${route.gateway} to accept the route` };
   }
   for (const cert of route.certificates) {
     if (cert.ready.status !== "True") {
-      const why = cert.ready.status === "" ? "not issued yet" : `${cert.ready.reason}${cert.ready.message ? `: ${cert.ready.message}` : ""}`;
+      const why =
+        cert.ready.status === ""
+          ? "not issued yet"
+          : `${cert.ready.reason}${cert.ready.message ? `: ${cert.ready.message}` : ""}`;
       return { readiness: "pending", message: `certificate for ${cert.hostname}: ${why}` };
     }
   }
@@ -154,19 +189,50 @@ export async function exposureStatus(
   regions: readonly string[],
   settings: ExposureSettings,
 ): Promise<{ endpoints: EndpointStatus[]; domains: DomainStatus[] }> {
-  const endpoints = await db.selectFrom("endpoints").selectAll().where("environment_id", "=", environmentId).orderBy("visibility").execute();
-  const domains = await db.selectFrom("domains").selectAll().where("environment_id", "=", environmentId).orderBy("hostname").execute();
-  const reports = await db.selectFrom("gateway_reports").selectAll().where("environment_id", "=", environmentId).execute();
-  const byRegion = new Map(reports.map((r) => [r.region, { routes: JSON.parse(r.routes) as StoredRouteStatus[], rejected: r.rejected_reason }]));
+  const endpoints = await db
+    .selectFrom("endpoints")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("visibility")
+    .execute();
+  const domains = await db
+    .selectFrom("domains")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("hostname")
+    .execute();
+  const reports = await db
+    .selectFrom("gateway_reports")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .execute();
+  const byRegion = new Map(
+    reports.map((r) => [
+      r.region,
+      { routes: JSON.parse(r.routes) as StoredRouteStatus[], rejected: r.rejected_reason },
+    ]),
+  );
   const perRegion = (routeName: string): AddressRegionStatus[] =>
     regions.map((region) => {
       const rep = byRegion.get(region);
       const route = rep?.routes.find((x) => x.name === routeName);
       const { readiness, message } = addressReadiness(route, rep?.rejected ?? null);
-      return create(AddressRegionStatusSchema, { region, route: route ? routeMsg(route) : undefined, readiness, message });
+      return create(AddressRegionStatusSchema, {
+        region,
+        route: route ? routeMsg(route) : undefined,
+        readiness,
+        message,
+      });
     });
   return {
-    endpoints: endpoints.map((e) => create(EndpointStatusSchema, { endpoint: endpointMsg(e, settings), regions: perRegion(e.visibility) })),
-    domains: domains.map((d) => create(DomainStatusSchema, { domain: domainMsg(d), regions: d.state === "verified" ? perRegion(domainRouteName(d.hostname)) : [] })),
+    endpoints: endpoints.map((e) =>
+      create(EndpointStatusSchema, { endpoint: endpointMsg(e, settings), regions: perRegion(e.visibility) }),
+    ),
+    domains: domains.map((d) =>
+      create(DomainStatusSchema, {
+        domain: domainMsg(d),
+        regions: d.state === "verified" ? perRegion(domainRouteName(d.hostname)) : [],
+      }),
+    ),
   };
 }

@@ -20,14 +20,41 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { clusterLag, createRegion, issueClusterToken, listClusters, listRegions, revokeClusterToken } from "../domain/clusters.js";
-import { createDeployment, deleteDeployment, desiredReplicasByRegion, desiredReplicasOf, getDeployment, listDeployments } from "../domain/deployments.js";
+import {
+  clusterLag,
+  createRegion,
+  issueClusterToken,
+  listClusters,
+  listRegions,
+  revokeClusterToken,
+} from "../domain/clusters.js";
+import {
+  createDeployment,
+  deleteDeployment,
+  desiredReplicasByRegion,
+  desiredReplicasOf,
+  getDeployment,
+  listDeployments,
+} from "../domain/deployments.js";
 import { updateEnvironment } from "../domain/environment-update.js";
-import { createEnvironment, environmentRegions, listEnvironments, regionsOfEnvironments } from "../domain/environments.js";
+import {
+  createEnvironment,
+  environmentRegions,
+  listEnvironments,
+  regionsOfEnvironments,
+} from "../domain/environments.js";
 import { environmentStatus } from "../domain/status.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { exposureStatus } from "./exposure.js";
-import { createProject, createWorkspace, findEnvironment, findProject, findWorkspace, listProjects, listWorkspaces } from "../domain/tenancy.js";
+import {
+  createProject,
+  createWorkspace,
+  findEnvironment,
+  findProject,
+  findWorkspace,
+  listProjects,
+  listWorkspaces,
+} from "../domain/tenancy.js";
 import { createApiToken, hashToken, listApiTokens, revokeApiToken } from "../domain/tokens.js";
 import {
   apiTokenId,
@@ -46,7 +73,16 @@ import {
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
 import { deleteEnvironmentCall, deleteProjectCall, deleteWorkspaceCall } from "./deletion.js";
-import { apiTokenMsg, clusterMsg, deploymentMsg, environmentMsg, healthEnum, instanceMsg, projectMsg, workspaceMsg } from "./convert.js";
+import {
+  apiTokenMsg,
+  clusterMsg,
+  deploymentMsg,
+  environmentMsg,
+  healthEnum,
+  instanceMsg,
+  projectMsg,
+  workspaceMsg,
+} from "./convert.js";
 import { keys, listPage } from "./page-token.js";
 
 export interface ApiDeps {
@@ -68,7 +104,14 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
       return { workspace: workspaceMsg(await findWorkspace(store.db, workspaceRef("workspace", req.workspace))) };
     },
     async listWorkspaces(req, ctx) {
-      const page = await listPage(ctx, req, "ListWorkspaces", keys.string, (q) => listWorkspaces(store.db, q), (w) => w.slug);
+      const page = await listPage(
+        ctx,
+        req,
+        "ListWorkspaces",
+        keys.string,
+        (q) => listWorkspaces(store.db, q),
+        (w) => w.slug,
+      );
       return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
     },
     async deleteWorkspace(req, ctx) {
@@ -83,12 +126,23 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
       return { project: projectMsg(await createProject(store, validateCreateProject(req))) };
     },
     async getProject(req) {
-      const { project } = await findProject(store.db, workspaceRef("workspace", req.workspace), projectRef("project", req.project));
+      const { project } = await findProject(
+        store.db,
+        workspaceRef("workspace", req.workspace),
+        projectRef("project", req.project),
+      );
       return { project: projectMsg(project) };
     },
     async listProjects(req, ctx) {
       const workspace = workspaceRef("workspace", req.workspace);
-      const page = await listPage(ctx, req, `ListProjects\u0000${workspace}`, keys.string, (q) => listProjects(store.db, workspace, q), (p) => p.slug);
+      const page = await listPage(
+        ctx,
+        req,
+        `ListProjects\u0000${workspace}`,
+        keys.string,
+        (q) => listProjects(store.db, workspace, q),
+        (p) => p.slug,
+      );
       return { projects: page.items.map(projectMsg), nextPageToken: page.nextPageToken };
     },
     async deleteProject(req, ctx) {
@@ -118,8 +172,14 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
         (q) => listEnvironments(store.db, workspace, project, q),
         (e) => e.environment.slug,
       );
-      const regions = await regionsOfEnvironments(store.db, page.items.map((e) => e.environment.id));
-      return { environments: page.items.map((e) => environmentMsg(e.environment, regions.get(e.environment.id) ?? [])), nextPageToken: page.nextPageToken };
+      const regions = await regionsOfEnvironments(
+        store.db,
+        page.items.map((e) => e.environment.id),
+      );
+      return {
+        environments: page.items.map((e) => environmentMsg(e.environment, regions.get(e.environment.id) ?? [])),
+        nextPageToken: page.nextPageToken,
+      };
     },
     async updateEnvironment(req) {
       const updated = await updateEnvironment(store, validateUpdateEnvironment(req));
@@ -159,10 +219,18 @@ export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<
         (q) => listDeployments(store.db, { workspace, project, environment }, q),
         (d) => [d.deployment.created_at, d.deployment.revision, d.deployment.id] as const,
       );
-      const byRegion = await desiredReplicasOf(store.db, page.items.map((d) => d.deployment.id));
+      const byRegion = await desiredReplicasOf(
+        store.db,
+        page.items.map((d) => d.deployment.id),
+      );
       const replicasOf = (id: string): { region: string; replicas: number }[] =>
-        [...byRegion].flatMap(([region, m]) => (m.has(id) ? [{ region, replicas: m.get(id) ?? 0 }] : [])).sort((a, b) => (a.region < b.region ? -1 : 1));
-      return { deployments: page.items.map((d) => deploymentMsg(d, replicasOf(d.deployment.id))), nextPageToken: page.nextPageToken };
+        [...byRegion]
+          .flatMap(([region, m]) => (m.has(id) ? [{ region, replicas: m.get(id) ?? 0 }] : []))
+          .sort((a, b) => (a.region < b.region ? -1 : 1));
+      return {
+        deployments: page.items.map((d) => deploymentMsg(d, replicasOf(d.deployment.id))),
+        nextPageToken: page.nextPageToken,
+      };
     },
     async deleteDeployment(req) {
       const deleted = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));
@@ -180,8 +248,18 @@ export function regionServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof 
       return { region: create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) }) };
     },
     async listRegions(req, ctx) {
-      const page = await listPage(ctx, req, "ListRegions", keys.string, (q) => listRegions(store.db, q), (r) => r.name);
-      return { regions: page.items.map((r) => create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) })), nextPageToken: page.nextPageToken };
+      const page = await listPage(
+        ctx,
+        req,
+        "ListRegions",
+        keys.string,
+        (q) => listRegions(store.db, q),
+        (r) => r.name,
+      );
+      return {
+        regions: page.items.map((r) => create(RegionSchema, { name: r.name, createdAtUnixMs: BigInt(r.created_at) })),
+        nextPageToken: page.nextPageToken,
+      };
     },
     async createClusterToken(req) {
       const region = regionName("region", req.region);
@@ -227,7 +305,14 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
     },
     async listApiTokens(req, ctx) {
       const current = callerTokenId(ctx);
-      const page = await listPage(ctx, req, "ListApiTokens", keys.tuple("number", "string"), (q) => listApiTokens(store.db, q), (t) => [t.created_at, t.id] as const);
+      const page = await listPage(
+        ctx,
+        req,
+        "ListApiTokens",
+        keys.tuple("number", "string"),
+        (q) => listApiTokens(store.db, q),
+        (t) => [t.created_at, t.id] as const,
+      );
       return { apiTokens: page.items.map((t) => apiTokenMsg(t, current)), nextPageToken: page.nextPageToken };
     },
     async revokeApiToken(req, ctx) {
@@ -244,7 +329,12 @@ export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typ
       const view = await environmentStatus(store.db, validateEnvironmentRef(req));
       const env = view.environment.environment;
       const lag = await clusterLag(store.db, view.clusters);
-      const exposed = await exposureStatus(store.db, env.id, view.regions.map((r) => r.region), exposure ?? DEFAULT_EXPOSURE);
+      const exposed = await exposureStatus(
+        store.db,
+        env.id,
+        view.regions.map((r) => r.region),
+        exposure ?? DEFAULT_EXPOSURE,
+      );
       return create(GetEnvironmentStatusResponseSchema, {
         environment: environmentMsg(env, view.regions),
         deployments: view.deployments.map((d) =>

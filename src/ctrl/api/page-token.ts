@@ -56,7 +56,12 @@ export function encodePageToken(secret: string, scope: string, key: unknown): st
  * The key a page token holds; invalid_argument naming page_token when it was not issued to this
  * caller for this request, was altered, or holds a key `parse` refuses.
  */
-export function decodePageToken<K>(secret: string, scope: string, token: string, parse: (key: unknown) => K | undefined): K {
+export function decodePageToken<K>(
+  secret: string,
+  scope: string,
+  token: string,
+  parse: (key: unknown) => K | undefined,
+): K {
   const refuse = (why: string): Error => invalidArgument("page_token", why);
   if (token.length > MAX_TOKEN_CHARS || !/^[A-Za-z0-9_-]+$/.test(token)) throw refuse("is not a page token");
   const raw = Buffer.from(token, "base64url");
@@ -76,7 +81,8 @@ export function decodePageToken<K>(secret: string, scope: string, token: string,
     throw refuse("is not a page token");
   }
   const b = typeof body === "object" && body !== null ? (body as { s?: unknown; k?: unknown }) : {};
-  if (b.s !== scopeDigest(scope)) throw refuse("belongs to another request: keep the same method and filters across pages");
+  if (b.s !== scopeDigest(scope))
+    throw refuse("belongs to another request: keep the same method and filters across pages");
   const key = parse(b.k);
   if (key === undefined) throw refuse("is not a page token");
   return key;
@@ -85,12 +91,15 @@ export function decodePageToken<K>(secret: string, scope: string, token: string,
 /** Key parsers: tuples of strings and numbers, as the domain's keys are. */
 export const keys = {
   string: (k: unknown): string | undefined => (typeof k === "string" ? k : undefined),
-  tuple<T extends readonly ("string" | "number")[]>(...types: T): (k: unknown) => { readonly [I in keyof T]: T[I] extends "string" ? string : number } | undefined {
+  tuple<T extends readonly ("string" | "number")[]>(
+    ...types: T
+  ): (k: unknown) => { readonly [I in keyof T]: T[I] extends "string" ? string : number } | undefined {
     return (k) => {
       if (!Array.isArray(k) || k.length !== types.length) return undefined;
       for (let i = 0; i < types.length; i++) {
         const v: unknown = k[i];
-        if (types[i] === "string" ? typeof v !== "string" : typeof v !== "number" || !Number.isSafeInteger(v)) return undefined;
+        if (types[i] === "string" ? typeof v !== "string" : typeof v !== "number" || !Number.isSafeInteger(v))
+          return undefined;
       }
       return k as { readonly [I in keyof T]: T[I] extends "string" ? string : number };
     };
@@ -114,5 +123,8 @@ export async function listPage<T, K>(
   const after = req.pageToken === "" ? undefined : decodePageToken(secret, scope, req.pageToken, parse);
   const page = await read({ limit, after });
   const last = page.items[page.items.length - 1];
-  return { items: page.items, nextPageToken: page.more && last !== undefined ? encodePageToken(secret, scope, keyOf(last)) : "" };
+  return {
+    items: page.items,
+    nextPageToken: page.more && last !== undefined ? encodePageToken(secret, scope, keyOf(last)) : "",
+  };
 }

@@ -96,13 +96,15 @@ export class Authenticator implements RevocationListener {
   }
 
   forgetUserToken(tokenId: string): void {
-    for (const [digest, e] of this.cache) if (e.principal.kind === "user" && e.principal.tokenId === tokenId) this.cache.delete(digest);
+    for (const [digest, e] of this.cache)
+      if (e.principal.kind === "user" && e.principal.tokenId === tokenId) this.cache.delete(digest);
     this.usage.delete(tokenId);
   }
 
   forgetCluster(clusterId: string, keepDigest?: string): void {
     for (const [digest, e] of this.cache) {
-      if (e.principal.kind === "agent" && e.principal.clusterId === clusterId && digest !== keepDigest) this.cache.delete(digest);
+      if (e.principal.kind === "agent" && e.principal.clusterId === clusterId && digest !== keepDigest)
+        this.cache.delete(digest);
     }
     for (const s of [...this.streams]) if (s.clusterId === clusterId && s.digest !== keepDigest) s.end(revokedError());
   }

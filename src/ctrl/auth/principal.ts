@@ -5,8 +5,7 @@
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
 
 export type Principal =
-  | { kind: "agent"; clusterId: string; region: string }
-  | { kind: "user"; tokenId: string; name: string };
+  { kind: "agent"; clusterId: string; region: string } | { kind: "user"; tokenId: string; name: string };
 
 export const principalKey = createContextKey<Principal | undefined>(undefined);
 
@@ -22,7 +21,10 @@ export function agentRegion(ctx: HandlerContext, requested: string): string {
   const p = ctx.values.get(principalKey);
   if (!p || p.kind !== "agent") throw new ConnectError("agent token required", Code.PermissionDenied);
   if (requested !== "" && requested !== p.region) {
-    throw new ConnectError(`this token is bound to region "${p.region}", not "${requested.slice(0, 64)}"`, Code.PermissionDenied);
+    throw new ConnectError(
+      `this token is bound to region "${p.region}", not "${requested.slice(0, 64)}"`,
+      Code.PermissionDenied,
+    );
   }
   return p.region;
 }

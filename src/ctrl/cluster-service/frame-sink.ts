@@ -22,7 +22,9 @@ export interface FrameSink {
 }
 
 /** Set by the RPC handler (../server/rpc-handler.ts) on every server-streaming call. */
-export const FRAME_SINK = createContextKey<FrameSink | undefined>(undefined, { description: "krane: the raw response of a streaming call" });
+export const FRAME_SINK = createContextKey<FrameSink | undefined>(undefined, {
+  description: "krane: the raw response of a streaming call",
+});
 
 export function nodeFrameSink(res: http.ServerResponse | http2.Http2ServerResponse): FrameSink {
   const out: { write(chunk: Uint8Array): boolean } = res;

@@ -66,7 +66,12 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       // has sent the headers with the stream's first message; JSON watchers get typed messages.
       const sink = encoding === "binary" ? ctx.values.get(FRAME_SINK) : undefined;
       try {
-        for await (const batch of watchBatches(store, hub, { kind: kind.name, region, cursor: cursorOf(req.versionLastSeen), signal })) {
+        for await (const batch of watchBatches(store, hub, {
+          kind: kind.name,
+          region,
+          cursor: cursorOf(req.versionLastSeen),
+          signal,
+        })) {
           if (sink?.ready()) {
             if (!sink.write(joinFrames(batch.map((ev) => streamFrame(kind.wire, ev))))) await sink.drained(signal);
             metrics.streamMessages.inc(labels, batch.length);
@@ -110,7 +115,9 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       await kind.recordReport(store, region, report);
       deps.onReport?.(kind.name, region, kind.subject(report));
       // Issue 16: a delete report ends that object's pending deletion, whatever the kind.
-      const deleted = kind.confirmsDeletion ? kind.confirmsDeletion(report) : (report as { type?: unknown }).type === "delete";
+      const deleted = kind.confirmsDeletion
+        ? kind.confirmsDeletion(report)
+        : (report as { type?: unknown }).type === "delete";
       if (deleted) {
         const env = await confirmDeletion(store.db, kind.name, region, kind.subject(report).id);
         if (env !== undefined) deps.onDeletionConfirmed?.(env);
@@ -129,7 +136,12 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
         const id = rules.id("release_version.release_id", o.value.releaseId, "rel");
         const version = rules.intRange("release_version.version", o.value.version, 1, Number.MAX_SAFE_INTEGER);
         const objects = await releaseSecretValues(deps.store.db, deps.keyring, region, id, version);
-        return { releaseObjects: objects.map((x) => ({ objectId: x.objectId, values: x.values.map((v) => ({ key: v.key, value: v.value })) })) };
+        return {
+          releaseObjects: objects.map((x) => ({
+            objectId: x.objectId,
+            values: x.values.map((v) => ({ key: v.key, value: v.value })),
+          })),
+        };
       }
       const owner: SecretOwner =
         o.case === "deploymentId"
@@ -144,7 +156,10 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
                   objectId: rules.text("release_object.object_id", o.value.objectId, 600, true),
                 }
               : (() => {
-                  throw invalidArgument("owner", "is required (deployment_id, job_id, release_object or release_version)");
+                  throw invalidArgument(
+                    "owner",
+                    "is required (deployment_id, job_id, release_object or release_version)",
+                  );
                 })();
       const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
       return { values: values.map((v) => ({ key: v.key, value: v.value })) };

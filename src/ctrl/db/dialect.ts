@@ -36,7 +36,14 @@ export interface Connection {
  */
 export interface OutboxWriter {
   /** Sets the desired state of one object in one region (create or replace), with the environment it belongs to. */
-  put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void>;
+  put(
+    region: string,
+    kind: KindName,
+    objectId: string,
+    payload: Uint8Array,
+    replicas: number | null,
+    environmentId: string | null,
+  ): Promise<void>;
   /** Removes an object from a region's desired state; streams the delete only if it was desired. */
   remove(region: string, kind: KindName, objectId: string, payload: Uint8Array): Promise<boolean>;
   /** Called last in the transaction; one poke per stream touched, for this process once committed. */
@@ -68,7 +75,10 @@ export interface Dialect {
   pokeLocally(notifierHealthy: boolean): boolean;
 
   /** The rows `q` reads, locked until the transaction ends (a no-op where writers are serial). */
-  lockRows<TB extends keyof Database, O>(q: SelectQueryBuilder<Database, TB, O>, mode: LockMode): SelectQueryBuilder<Database, TB, O>;
+  lockRows<TB extends keyof Database, O>(
+    q: SelectQueryBuilder<Database, TB, O>,
+    mode: LockMode,
+  ): SelectQueryBuilder<Database, TB, O>;
   /** Serializes transactions that take the same named lock, until they end. */
   lockNamed(trx: Transaction<Database>, name: string): Promise<void>;
   /** A transaction whose reads all see one snapshot. */

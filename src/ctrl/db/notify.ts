@@ -138,7 +138,11 @@ export class PgNotifier extends LocalNotifier {
     if (this.reconnecting || this.stop.signal.aborted) return;
     this.reconnecting = true;
     try {
-      await retry(() => this.connect(), { policy: this.policy, retryable: () => !this.stop.signal.aborted, signal: this.stop.signal });
+      await retry(() => this.connect(), {
+        policy: this.policy,
+        retryable: () => !this.stop.signal.aborted,
+        signal: this.stop.signal,
+      });
     } catch {
       // Closed while reconnecting.
     } finally {

@@ -48,7 +48,14 @@ export class WriteTx {
    * environment it belongs to (deleting the environment finds it by that; null keeps the one
    * stored, and ../domain/deletion.ts falls back to the payload's environment_id field).
    */
-  putDesired(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null = null, environmentId: string | null = null): Promise<void> {
+  putDesired(
+    region: string,
+    kind: KindName,
+    objectId: string,
+    payload: Uint8Array,
+    replicas: number | null = null,
+    environmentId: string | null = null,
+  ): Promise<void> {
     return this.outbox.put(region, kind, objectId, payload, replicas, environmentId);
   }
 
@@ -80,7 +87,9 @@ export async function streamPosition(db: Kysely<Database>, region: string, kind:
     .where("region", "=", region)
     .where("kind", "=", kind)
     .executeTakeFirst();
-  return row ? { head: Number(row.version), compactedThrough: Number(row.compacted_through) } : { head: 0, compactedThrough: 0 };
+  return row
+    ? { head: Number(row.version), compactedThrough: Number(row.compacted_through) }
+    : { head: 0, compactedThrough: 0 };
 }
 
 /** Outbox rows after a cursor, in version order. */
@@ -116,7 +125,12 @@ export interface Snapshot {
 }
 
 /** The full desired state of a region for one kind, and the head version it corresponds to. */
-export async function readSnapshot(db: Kysely<Database>, dialect: Dialect, region: string, kind: KindName): Promise<Snapshot> {
+export async function readSnapshot(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  region: string,
+  kind: KindName,
+): Promise<Snapshot> {
   // One transaction so the rows and the head belong together.
   return dialect.snapshot(db).execute(async (trx) => {
     const pos = await trx
@@ -165,7 +179,10 @@ export async function readDesired(
  * Safe to run from several ctrl replicas at once.
  */
 export async function compactOutbox(db: Kysely<Database>, retain: number): Promise<number> {
-  const streams = await db.selectFrom("stream_versions").select(["region", "kind", "version", "compacted_through"]).execute();
+  const streams = await db
+    .selectFrom("stream_versions")
+    .select(["region", "kind", "version", "compacted_through"])
+    .execute();
   let deleted = 0;
   for (const s of streams) {
     const horizon = Number(s.version) - retain;

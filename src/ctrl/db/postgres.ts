@@ -9,7 +9,15 @@
 // change; deadlocks and serialization failures are reported as retryable.
 import { Kysely, PostgresDialect, sql, type SelectQueryBuilder, type Transaction } from "kysely";
 import pg from "pg";
-import { errorCode, toBuffer, type Connection, type DatabaseConfig, type Dialect, type LockMode, type OutboxWriter } from "./dialect.js";
+import {
+  errorCode,
+  toBuffer,
+  type Connection,
+  type DatabaseConfig,
+  type Dialect,
+  type LockMode,
+  type OutboxWriter,
+} from "./dialect.js";
 import { PgNotifier, type Poke } from "./notify.js";
 import type { Database, KindName } from "./schema.js";
 
@@ -51,7 +59,14 @@ class PgOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
+  async put(
+    region: string,
+    kind: KindName,
+    objectId: string,
+    payload: Uint8Array,
+    replicas: number | null,
+    environmentId: string | null,
+  ): Promise<void> {
     const bytes = toBuffer(payload);
     await sql`
       WITH put AS (
@@ -61,7 +76,9 @@ class PgOutbox implements OutboxWriter {
           environment_id = coalesce(excluded.environment_id, desired_objects.environment_id)
       )
       INSERT INTO outbox_staging (kind, region, seq, head, object_id, op, payload, created_at)
-      VALUES (${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, ${objectId}, 'apply', ${bytes}, ${this.now}::bigint)`.execute(this.trx);
+      VALUES (${kind}, ${region}, ${this.staged + 1}, ${this.staged === 0}, ${objectId}, 'apply', ${bytes}, ${this.now}::bigint)`.execute(
+      this.trx,
+    );
     this.noteStaged(kind, region);
   }
 
@@ -115,7 +132,13 @@ export const postgresDialect: Dialect = {
     const poolSize = config.poolSize ?? 10;
     // `min` keeps the pool's connections open once made, so a burst of writes after a quiet
     // spell does not pay for new backends.
-    const pool = new pg.Pool({ connectionString: config.url, max: poolSize, min: poolSize, connectionTimeoutMillis: POOL_WAIT_MS, types: pgTypes() });
+    const pool = new pg.Pool({
+      connectionString: config.url,
+      max: poolSize,
+      min: poolSize,
+      connectionTimeoutMillis: POOL_WAIT_MS,
+      types: pgTypes(),
+    });
     // An idle client's error (e.g. the server restarted) must not crash the process.
     pool.on("error", () => undefined);
     // Nor a checked-out one's: the pool listens only while a client is idle, and a client in use
@@ -145,7 +168,10 @@ export const postgresDialect: Dialect = {
   // stands in while the LISTEN connection is down.
   pokeLocally: (notifierHealthy) => !notifierHealthy,
 
-  lockRows<TB extends keyof Database, O>(q: SelectQueryBuilder<Database, TB, O>, mode: LockMode): SelectQueryBuilder<Database, TB, O> {
+  lockRows<TB extends keyof Database, O>(
+    q: SelectQueryBuilder<Database, TB, O>,
+    mode: LockMode,
+  ): SelectQueryBuilder<Database, TB, O> {
     return mode === "share" ? q.forShare() : q.forUpdate();
   },
   async lockNamed(trx, name) {

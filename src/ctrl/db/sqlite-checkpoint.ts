@@ -53,7 +53,12 @@ export class Checkpointer {
    * Moves checkpoints of `file` (opened by `db`, in WAL mode) to a worker thread. Answers a
    * checkpointer whose `stop` must run before `db` closes; ":memory:" databases need none.
    */
-  static async start(db: PragmaDatabase, file: string, intervalMs = CHECKPOINT_INTERVAL_MS, onError: (err: unknown) => void = () => undefined): Promise<Checkpointer> {
+  static async start(
+    db: PragmaDatabase,
+    file: string,
+    intervalMs = CHECKPOINT_INTERVAL_MS,
+    onError: (err: unknown) => void = () => undefined,
+  ): Promise<Checkpointer> {
     if (file === ":memory:") return new Checkpointer(null, Promise.resolve());
     const driver = createRequire(import.meta.url).resolve("better-sqlite3");
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, intervalMs } });

@@ -14,7 +14,14 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
 import { CompiledQuery, Kysely, sql, SqliteDialect, type SelectQueryBuilder, type Transaction } from "kysely";
-import { errorCode, toBuffer, type Connection, type DatabaseConfig, type Dialect, type OutboxWriter } from "./dialect.js";
+import {
+  errorCode,
+  toBuffer,
+  type Connection,
+  type DatabaseConfig,
+  type Dialect,
+  type OutboxWriter,
+} from "./dialect.js";
 import { LocalNotifier, type Poke } from "./notify.js";
 import type { ChangeOp, Database, KindName } from "./schema.js";
 import { Checkpointer } from "./sqlite-checkpoint.js";
@@ -25,8 +32,10 @@ const PUT_DESIRED =
   'insert into "desired_objects" ("region", "kind", "object_id", "payload", "replicas", "environment_id") values (?, ?, ?, ?, ?, ?) ' +
   'on conflict ("region", "kind", "object_id") do update set "payload" = excluded."payload", "replicas" = excluded."replicas", ' +
   '"environment_id" = coalesce(excluded."environment_id", "desired_objects"."environment_id")';
-const BUMP_VERSION = 'update "stream_versions" set "version" = "version" + ? where "region" = ? and "kind" = ? returning "version"';
-const INSERT_OUTBOX = 'insert into "outbox" ("region", "kind", "version", "object_id", "op", "payload", "created_at") values (?, ?, ?, ?, ?, ?, ?)';
+const BUMP_VERSION =
+  'update "stream_versions" set "version" = "version" + ? where "region" = ? and "kind" = ? returning "version"';
+const INSERT_OUTBOX =
+  'insert into "outbox" ("region", "kind", "version", "object_id", "op", "payload", "created_at") values (?, ?, ?, ?, ?, ?, ?)';
 
 interface PendingChange {
   region: string;
@@ -37,9 +46,16 @@ interface PendingChange {
 }
 
 /** Reserves n versions of a stream inside the caller's transaction; returns the last one. */
-export async function allocateVersions(trx: Transaction<Database>, region: string, kind: KindName, n: number): Promise<number> {
+export async function allocateVersions(
+  trx: Transaction<Database>,
+  region: string,
+  kind: KindName,
+  n: number,
+): Promise<number> {
   for (let attempt = 0; attempt < 2; attempt++) {
-    const { rows } = await trx.executeQuery(CompiledQuery.raw(BUMP_VERSION, [n, region, kind]) as CompiledQuery<{ version: number }>);
+    const { rows } = await trx.executeQuery(
+      CompiledQuery.raw(BUMP_VERSION, [n, region, kind]) as CompiledQuery<{ version: number }>,
+    );
     const row = rows[0];
     if (row) return Number(row.version);
     await trx
@@ -59,8 +75,17 @@ class SqliteOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(region: string, kind: KindName, objectId: string, payload: Uint8Array, replicas: number | null, environmentId: string | null): Promise<void> {
-    await this.trx.executeQuery(CompiledQuery.raw(PUT_DESIRED, [region, kind, objectId, toBuffer(payload), replicas, environmentId]));
+  async put(
+    region: string,
+    kind: KindName,
+    objectId: string,
+    payload: Uint8Array,
+    replicas: number | null,
+    environmentId: string | null,
+  ): Promise<void> {
+    await this.trx.executeQuery(
+      CompiledQuery.raw(PUT_DESIRED, [region, kind, objectId, toBuffer(payload), replicas, environmentId]),
+    );
     this.pending.push({ region, kind, objectId, op: "apply", payload });
   }
 
@@ -105,7 +130,9 @@ class SqliteOutbox implements OutboxWriter {
     // One prepared statement run per row: SQLite runs it in-process, so a multi-row statement
     // would save no round trip, only add compiling.
     for (const [i, c] of changes.entries()) {
-      await this.trx.executeQuery(CompiledQuery.raw(INSERT_OUTBOX, [region, kind, base + i + 1, c.objectId, c.op, toBuffer(c.payload), this.now]));
+      await this.trx.executeQuery(
+        CompiledQuery.raw(INSERT_OUTBOX, [region, kind, base + i + 1, c.objectId, c.op, toBuffer(c.payload), this.now]),
+      );
     }
     return last;
   }
@@ -127,7 +154,9 @@ export const sqliteDialect: Dialect = {
     file.pragma("busy_timeout = 5000");
     file.pragma("foreign_keys = ON");
     // WAL checkpoints run on a worker thread, not inside ctrl's commits (./sqlite-checkpoint.ts).
-    const checkpointer = await Checkpointer.start(file, config.url, undefined, (err) => process.emitWarning(`krane ctrl: SQLite checkpoints: ${String(err)}`));
+    const checkpointer = await Checkpointer.start(file, config.url, undefined, (err) =>
+      process.emitWarning(`krane ctrl: SQLite checkpoints: ${String(err)}`),
+    );
     const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new CachedStatements(file) }) });
     return {
       db,

@@ -38,7 +38,10 @@ export async function createRegion(store: Store, name: string): Promise<{ name: 
 }
 
 /** By name; a page's key is the name of its last region. */
-export async function listRegions(db: Reader, page?: PageQuery<string>): Promise<Page<{ name: string; created_at: number }>> {
+export async function listRegions(
+  db: Reader,
+  page?: PageQuery<string>,
+): Promise<Page<{ name: string; created_at: number }>> {
   let q = db.selectFrom("regions").selectAll();
   if (page?.after !== undefined) q = q.where("name", ">", page.after);
   const limit = readLimit(page);
@@ -47,7 +50,11 @@ export async function listRegions(db: Reader, page?: PageQuery<string>): Promise
 }
 
 /** Registers (or finds) a cluster in a region and gives it a new token, replacing the old one. */
-export async function issueClusterToken(store: Store, region: string, clusterName: string): Promise<{ cluster: ClusterRow; token: string }> {
+export async function issueClusterToken(
+  store: Store,
+  region: string,
+  clusterName: string,
+): Promise<{ cluster: ClusterRow; token: string }> {
   const token = generateToken("agent");
   const tokenHash = hashToken(token);
   const cluster = await store.write(async (tx) => {
@@ -90,7 +97,12 @@ export function clusterTokenRevoked(c: Pick<ClusterRow, "token_hash">): boolean 
 /** Cuts off a cluster's agent token (idempotent); the cluster stays registered. */
 export async function revokeClusterToken(store: Store, region: string, clusterName: string): Promise<ClusterRow> {
   return store.write(async (tx) => {
-    const c = await tx.trx.selectFrom("clusters").selectAll().where("region", "=", region).where("name", "=", clusterName).executeTakeFirst();
+    const c = await tx.trx
+      .selectFrom("clusters")
+      .selectAll()
+      .where("region", "=", region)
+      .where("name", "=", clusterName)
+      .executeTakeFirst();
     if (!c) throw notFound(`cluster "${clusterName}" in region "${region}"`);
     // Unique per cluster, as the column requires.
     const mark = `${REVOKED_MARK}${c.id}`;
@@ -103,7 +115,11 @@ export async function revokeClusterToken(store: Store, region: string, clusterNa
 export type ClusterKey = readonly [region: string, name: string];
 
 /** By region, then name. */
-export async function listClusters(db: Reader, region?: string, page?: PageQuery<ClusterKey>): Promise<Page<ClusterRow>> {
+export async function listClusters(
+  db: Reader,
+  region?: string,
+  page?: PageQuery<ClusterKey>,
+): Promise<Page<ClusterRow>> {
   let q = db.selectFrom("clusters").selectAll();
   if (region !== undefined && region !== "") q = q.where("region", "=", region);
   if (page?.after !== undefined) {
@@ -155,7 +171,11 @@ export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise
   await store.db
     .insertInto("cluster_cursors")
     .values(known)
-    .onConflict((oc) => oc.columns(["cluster_id", "kind"]).doUpdateSet((eb) => ({ version: eb.ref("excluded.version"), reported_at: eb.ref("excluded.reported_at") })))
+    .onConflict((oc) =>
+      oc
+        .columns(["cluster_id", "kind"])
+        .doUpdateSet((eb) => ({ version: eb.ref("excluded.version"), reported_at: eb.ref("excluded.reported_at") })),
+    )
     .execute();
 }
 
@@ -186,16 +206,27 @@ export async function clusterLag(db: Reader, clusters: readonly ClusterRow[]): P
   const out = new Map<string, StreamLag[]>();
   if (clusters.length === 0) return out;
   const regions = [...new Set(clusters.map((c) => c.region))];
-  const heads = await db.selectFrom("stream_versions").select(["region", "kind", "version"]).where("region", "in", regions).execute();
+  const heads = await db
+    .selectFrom("stream_versions")
+    .select(["region", "kind", "version"])
+    .where("region", "in", regions)
+    .execute();
   const cursors = await db
     .selectFrom("cluster_cursors")
     .select(["cluster_id", "kind", "version"])
-    .where("cluster_id", "in", clusters.map((c) => c.id))
+    .where(
+      "cluster_id",
+      "in",
+      clusters.map((c) => c.id),
+    )
     .execute();
   const headOf = new Map(heads.map((h) => [`${h.region}\u0000${h.kind}`, Number(h.version)]));
   const cursorOf = new Map(cursors.map((c) => [`${c.cluster_id}\u0000${c.kind}`, Number(c.version)]));
   for (const c of clusters) {
-    const legacy: Record<string, number> = { deployment: Number(c.deployments_version), sentinel: Number(c.sentinels_version) };
+    const legacy: Record<string, number> = {
+      deployment: Number(c.deployments_version),
+      sentinel: Number(c.sentinels_version),
+    };
     out.set(
       c.id,
       KIND_NAMES.map((kind) => {
@@ -207,4 +238,3 @@ export async function clusterLag(db: Reader, clusters: readonly ClusterRow[]): P
   }
   return out;
 }
-

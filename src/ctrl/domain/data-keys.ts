@@ -13,19 +13,38 @@ type Reader = Kysely<Database>;
 
 /** The environment's data key, created (wrapped under the current master key) when missing. */
 export async function dataKeyFor(tx: WriteTx, keyring: Keyring, environmentId: string): Promise<Buffer> {
-  const row = await tx.trx.selectFrom("data_keys").selectAll().where("environment_id", "=", environmentId).executeTakeFirst();
+  const row = await tx.trx
+    .selectFrom("data_keys")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .executeTakeFirst();
   if (row) return keyring.unwrap(row.wrapped, row.master_key_id, environmentId);
   const k = keyring.newDataKey(environmentId);
   await tx.trx
     .insertInto("data_keys")
-    .values({ id: newId("dek"), environment_id: environmentId, wrapped: Buffer.from(k.wrapped), master_key_id: k.masterKeyId, created_at: tx.now, rotated_at: null })
+    .values({
+      id: newId("dek"),
+      environment_id: environmentId,
+      wrapped: Buffer.from(k.wrapped),
+      master_key_id: k.masterKeyId,
+      created_at: tx.now,
+      rotated_at: null,
+    })
     .execute();
   return k.key;
 }
 
 /** The environment's data key to open its secrets; undefined when it never had one. */
-export async function existingDataKey(db: Reader, keyring: Keyring, environmentId: string): Promise<Buffer | undefined> {
-  const row = await db.selectFrom("data_keys").selectAll().where("environment_id", "=", environmentId).executeTakeFirst();
+export async function existingDataKey(
+  db: Reader,
+  keyring: Keyring,
+  environmentId: string,
+): Promise<Buffer | undefined> {
+  const row = await db
+    .selectFrom("data_keys")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .executeTakeFirst();
   return row ? keyring.unwrap(row.wrapped, row.master_key_id, environmentId) : undefined;
 }
 

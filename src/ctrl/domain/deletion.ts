@@ -63,7 +63,11 @@ function kindOf(name: string): Kind | undefined {
 }
 
 function checkConfirm(field: string, req: DeleteRequest, slug: string, what: string): void {
-  if (req.confirm !== slug) throw invalidArgument(field, `must repeat the ${what}'s slug "${slug}" to delete it (with everything it runs, in every region)`);
+  if (req.confirm !== slug)
+    throw invalidArgument(
+      field,
+      `must repeat the ${what}'s slug "${slug}" to delete it (with everything it runs, in every region)`,
+    );
 }
 
 /** Starts deleting one environment (idempotent); returns whether it was already being deleted. */
@@ -77,10 +81,20 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
     .values({ id: env.id, scope: "environment", requested_at: requestedAt, forced_regions: "[]" })
     .onConflict((oc) => oc.column("id").doNothing())
     .execute();
-  const withClusters = new Set((await tx.trx.selectFrom("clusters").select("region").distinct().execute()).map((r) => r.region));
-  const rows = await tx.trx.selectFrom("desired_objects").select(["region", "kind", "object_id", "payload"]).where("environment_id", "=", env.id).execute();
+  const withClusters = new Set(
+    (await tx.trx.selectFrom("clusters").select("region").distinct().execute()).map((r) => r.region),
+  );
+  const rows = await tx.trx
+    .selectFrom("desired_objects")
+    .select(["region", "kind", "object_id", "payload"])
+    .where("environment_id", "=", env.id)
+    .execute();
   // Rows written without an environment id (a kind that does not pass it): read their payloads.
-  for (const r of await tx.trx.selectFrom("desired_objects").select(["region", "kind", "object_id", "payload"]).where("environment_id", "is", null).execute()) {
+  for (const r of await tx.trx
+    .selectFrom("desired_objects")
+    .select(["region", "kind", "object_id", "payload"])
+    .where("environment_id", "is", null)
+    .execute()) {
     const k = kindOf(r.kind);
     if (k && environmentOfPayload(k, r.payload) === env.id) rows.push(r);
   }
@@ -91,7 +105,13 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
     if (!withClusters.has(r.region)) continue;
     await tx.trx
       .insertInto("pending_deletions")
-      .values({ environment_id: env.id, region: r.region, kind: r.kind, object_id: r.object_id, requested_at: requestedAt })
+      .values({
+        environment_id: env.id,
+        region: r.region,
+        kind: r.kind,
+        object_id: r.object_id,
+        requested_at: requestedAt,
+      })
       .onConflict((oc) => oc.columns(["environment_id", "region", "kind", "object_id"]).doNothing())
       .execute();
   }
@@ -100,45 +120,91 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
   return false;
 }
 
-async function force(tx: WriteTx, deletionId: string, environmentIds: readonly string[], regions: readonly string[]): Promise<void> {
+async function force(
+  tx: WriteTx,
+  deletionId: string,
+  environmentIds: readonly string[],
+  regions: readonly string[],
+): Promise<void> {
   if (regions.length === 0) return;
-  const row = await tx.trx.selectFrom("deletions").select("forced_regions").where("id", "=", deletionId).executeTakeFirst();
+  const row = await tx.trx
+    .selectFrom("deletions")
+    .select("forced_regions")
+    .where("id", "=", deletionId)
+    .executeTakeFirst();
   const forced = new Set(parseJsonList<string>(row?.forced_regions ?? "[]"));
   for (const r of regions) forced.add(r);
-  await tx.trx.updateTable("deletions").set({ forced_regions: JSON.stringify([...forced].sort()) }).where("id", "=", deletionId).execute();
+  await tx.trx
+    .updateTable("deletions")
+    .set({ forced_regions: JSON.stringify([...forced].sort()) })
+    .where("id", "=", deletionId)
+    .execute();
   if (environmentIds.length === 0) return;
   let q = tx.trx.deleteFrom("pending_deletions").where("environment_id", "in", [...environmentIds]);
   if (!forced.has("*")) q = q.where("region", "in", [...forced]);
   await q.execute();
 }
 
-async function audit(tx: WriteTx, actor: string, action: string, targetId: string, detail: Record<string, unknown>): Promise<void> {
-  await tx.trx.insertInto("audit_log").values({ id: newId("aud"), at: tx.now, actor, action, target_id: targetId, detail: JSON.stringify(detail) }).execute();
+async function audit(
+  tx: WriteTx,
+  actor: string,
+  action: string,
+  targetId: string,
+  detail: Record<string, unknown>,
+): Promise<void> {
+  await tx.trx
+    .insertInto("audit_log")
+    .values({ id: newId("aud"), at: tx.now, actor, action, target_id: targetId, detail: JSON.stringify(detail) })
+    .execute();
 }
 
-export async function deleteEnvironment(store: Store, ref: { workspace: string; project: string; environment: string }, req: DeleteRequest): Promise<string> {
+export async function deleteEnvironment(
+  store: Store,
+  ref: { workspace: string; project: string; environment: string },
+  req: DeleteRequest,
+): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref, { includeDeleting: true });
     checkConfirm("confirm", req, environment.slug, "environment");
     const already = await startEnvironment(tx, environment, tx.now);
-    if (!already) await audit(tx, req.actor, "environment.delete.requested", environment.id, { slug: environment.slug, project_id: environment.project_id });
+    if (!already)
+      await audit(tx, req.actor, "environment.delete.requested", environment.id, {
+        slug: environment.slug,
+        project_id: environment.project_id,
+      });
     await force(tx, environment.id, [environment.id], req.forceRegions);
     return environment.id;
   });
 }
 
-export async function deleteProject(store: Store, ref: { workspace: string; project: string }, req: DeleteRequest): Promise<string> {
+export async function deleteProject(
+  store: Store,
+  ref: { workspace: string; project: string },
+  req: DeleteRequest,
+): Promise<string> {
   return store.write(async (tx) => {
     const { project } = await findProject(tx.trx, ref.workspace, ref.project, { includeDeleting: true });
     checkConfirm("confirm", req, project.slug, "project");
     if (project.deleting_at === null) {
       await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", project.id).execute();
-      await tx.trx.insertInto("deletions").values({ id: project.id, scope: "project", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
-      await audit(tx, req.actor, "project.delete.requested", project.id, { slug: project.slug, workspace_id: project.workspace_id });
+      await tx.trx
+        .insertInto("deletions")
+        .values({ id: project.id, scope: "project", requested_at: tx.now, forced_regions: "[]" })
+        .onConflict((oc) => oc.column("id").doNothing())
+        .execute();
+      await audit(tx, req.actor, "project.delete.requested", project.id, {
+        slug: project.slug,
+        workspace_id: project.workspace_id,
+      });
     }
     const envs = await tx.trx.selectFrom("environments").selectAll().where("project_id", "=", project.id).execute();
     for (const e of envs) await startEnvironment(tx, e, tx.now);
-    await force(tx, project.id, envs.map((e) => e.id), req.forceRegions);
+    await force(
+      tx,
+      project.id,
+      envs.map((e) => e.id),
+      req.forceRegions,
+    );
     for (const e of envs) await force(tx, e.id, [e.id], req.forceRegions);
     return project.id;
   });
@@ -150,19 +216,32 @@ export async function deleteWorkspace(store: Store, ref: { workspace: string }, 
     checkConfirm("confirm", req, workspace.slug, "workspace");
     if (workspace.deleting_at === null) {
       await tx.trx.updateTable("workspaces").set({ deleting_at: tx.now }).where("id", "=", workspace.id).execute();
-      await tx.trx.insertInto("deletions").values({ id: workspace.id, scope: "workspace", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
+      await tx.trx
+        .insertInto("deletions")
+        .values({ id: workspace.id, scope: "workspace", requested_at: tx.now, forced_regions: "[]" })
+        .onConflict((oc) => oc.column("id").doNothing())
+        .execute();
       await audit(tx, req.actor, "workspace.delete.requested", workspace.id, { slug: workspace.slug });
     }
     const projects = await tx.trx.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).execute();
     for (const p of projects) {
       if (p.deleting_at === null) {
         await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", p.id).execute();
-        await tx.trx.insertInto("deletions").values({ id: p.id, scope: "project", requested_at: tx.now, forced_regions: "[]" }).onConflict((oc) => oc.column("id").doNothing()).execute();
+        await tx.trx
+          .insertInto("deletions")
+          .values({ id: p.id, scope: "project", requested_at: tx.now, forced_regions: "[]" })
+          .onConflict((oc) => oc.column("id").doNothing())
+          .execute();
       }
     }
     const envs = await tx.trx.selectFrom("environments").selectAll().where("workspace_id", "=", workspace.id).execute();
     for (const e of envs) await startEnvironment(tx, e, tx.now);
-    await force(tx, workspace.id, envs.map((e) => e.id), req.forceRegions);
+    await force(
+      tx,
+      workspace.id,
+      envs.map((e) => e.id),
+      req.forceRegions,
+    );
     for (const p of projects) await force(tx, p.id, [], req.forceRegions);
     for (const e of envs) await force(tx, e.id, [e.id], req.forceRegions);
     return workspace.id;
@@ -170,30 +249,69 @@ export async function deleteWorkspace(store: Store, ref: { workspace: string }, 
 }
 
 /** An agent confirmed an object gone from its region: its pending deletion ends. Returns the environment, if one was waiting. */
-export async function confirmDeletion(db: Reader, kind: string, region: string, objectId: string): Promise<string | undefined> {
+export async function confirmDeletion(
+  db: Reader,
+  kind: string,
+  region: string,
+  objectId: string,
+): Promise<string | undefined> {
   if (objectId === "") return undefined;
-  const row = await db.selectFrom("pending_deletions").select("environment_id").where("kind", "=", kind).where("object_id", "=", objectId).where("region", "=", region).executeTakeFirst();
+  const row = await db
+    .selectFrom("pending_deletions")
+    .select("environment_id")
+    .where("kind", "=", kind)
+    .where("object_id", "=", objectId)
+    .where("region", "=", region)
+    .executeTakeFirst();
   if (!row) return undefined;
-  await db.deleteFrom("pending_deletions").where("kind", "=", kind).where("object_id", "=", objectId).where("region", "=", region).execute();
+  await db
+    .deleteFrom("pending_deletions")
+    .where("kind", "=", kind)
+    .where("object_id", "=", objectId)
+    .where("region", "=", region)
+    .execute();
   return row.environment_id;
 }
 
 /** Deletes every row an environment owns (nothing is pending any more). */
 async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void> {
   const id = env.id;
-  const deployments = (await tx.trx.selectFrom("deployments").select("id").where("environment_id", "=", id).execute()).map((d) => d.id);
+  const deployments = (
+    await tx.trx.selectFrom("deployments").select("id").where("environment_id", "=", id).execute()
+  ).map((d) => d.id);
   for (let i = 0; i < deployments.length; i += 500) {
     const ids = deployments.slice(i, i + 500);
     await tx.trx.deleteFrom("instances").where("deployment_id", "in", ids).execute();
     await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "in", ids).execute();
   }
-  const releases = (await tx.trx.selectFrom("releases").select("id").where("environment_id", "=", id).execute()).map((r) => r.id);
+  const releases = (await tx.trx.selectFrom("releases").select("id").where("environment_id", "=", id).execute()).map(
+    (r) => r.id,
+  );
   if (releases.length > 0) {
-    for (const t of ["release_objects", "release_kinds", "release_status"] as const) await tx.trx.deleteFrom(t).where("release_id", "in", releases).execute();
+    for (const t of ["release_objects", "release_kinds", "release_status"] as const)
+      await tx.trx.deleteFrom(t).where("release_id", "in", releases).execute();
   }
-  const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map((j) => j.id);
+  const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map(
+    (j) => j.id,
+  );
   if (jobs.length > 0) await tx.trx.deleteFrom("job_status").where("job_id", "in", jobs).execute();
-  for (const t of ["releases", "jobs", "deployments", "sentinels", "rollouts", "rollout_revisions", "rollout_events", "progressive_rollouts", "environment_config", "environment_secrets", "data_keys", "environment_regions", "desired_objects", "pending_deletions", "measurements"] as const) {
+  for (const t of [
+    "releases",
+    "jobs",
+    "deployments",
+    "sentinels",
+    "rollouts",
+    "rollout_revisions",
+    "rollout_events",
+    "progressive_rollouts",
+    "environment_config",
+    "environment_secrets",
+    "data_keys",
+    "environment_regions",
+    "desired_objects",
+    "pending_deletions",
+    "measurements",
+  ] as const) {
     await tx.trx.deleteFrom(t).where("environment_id", "=", id).execute();
   }
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
@@ -215,16 +333,30 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
     finished += await store.write(async (tx) => {
       const env = await lockEnvironment(tx, c.id, "update");
       if (!env || env.deleting_at === null) return 0;
-      const pending = await tx.trx.selectFrom("pending_deletions").select("object_id").where("environment_id", "=", env.id).limit(1).executeTakeFirst();
+      const pending = await tx.trx
+        .selectFrom("pending_deletions")
+        .select("object_id")
+        .where("environment_id", "=", env.id)
+        .limit(1)
+        .executeTakeFirst();
       if (pending) return 0;
       await purgeEnvironment(tx, env);
       return 1;
     });
   }
-  const projects = await store.db.selectFrom("projects").select(["id", "slug", "workspace_id"]).where("deleting_at", "is not", null).execute();
+  const projects = await store.db
+    .selectFrom("projects")
+    .select(["id", "slug", "workspace_id"])
+    .where("deleting_at", "is not", null)
+    .execute();
   for (const p of projects) {
     finished += await store.write(async (tx) => {
-      const left = await tx.trx.selectFrom("environments").select("id").where("project_id", "=", p.id).limit(1).executeTakeFirst();
+      const left = await tx.trx
+        .selectFrom("environments")
+        .select("id")
+        .where("project_id", "=", p.id)
+        .limit(1)
+        .executeTakeFirst();
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", p.id).execute();
       const res = await tx.trx.deleteFrom("projects").where("id", "=", p.id).executeTakeFirst();
@@ -233,10 +365,19 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
       return 1;
     });
   }
-  const workspaces = await store.db.selectFrom("workspaces").select(["id", "slug"]).where("deleting_at", "is not", null).execute();
+  const workspaces = await store.db
+    .selectFrom("workspaces")
+    .select(["id", "slug"])
+    .where("deleting_at", "is not", null)
+    .execute();
   for (const w of workspaces) {
     finished += await store.write(async (tx) => {
-      const left = await tx.trx.selectFrom("projects").select("id").where("workspace_id", "=", w.id).limit(1).executeTakeFirst();
+      const left = await tx.trx
+        .selectFrom("projects")
+        .select("id")
+        .where("workspace_id", "=", w.id)
+        .limit(1)
+        .executeTakeFirst();
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
       const res = await tx.trx.deleteFrom("workspaces").where("id", "=", w.id).executeTakeFirst();
@@ -261,7 +402,11 @@ export async function deletionStatus(db: Reader, scope: DeletionScope, id: strin
   const envIds = (await db.selectFrom("environments").select("id").where(col, "=", id).execute()).map((e) => e.id);
   const forced = new Set(parseJsonList<string>(row.forced_regions));
   const pending = envIds.length
-    ? await db.selectFrom("pending_deletions").select(["region", "kind"]).where("environment_id", "in", envIds).execute()
+    ? await db
+        .selectFrom("pending_deletions")
+        .select(["region", "kind"])
+        .where("environment_id", "in", envIds)
+        .execute()
     : [];
   const byRegion = new Map<string, Map<string, number>>();
   for (const p of pending) {
@@ -270,11 +415,20 @@ export async function deletionStatus(db: Reader, scope: DeletionScope, id: strin
     m.set(p.kind, (m.get(p.kind) ?? 0) + 1);
   }
   for (const r of forced) if (r !== "*" && !byRegion.has(r)) byRegion.set(r, new Map());
-  const regions = [...byRegion].sort(([a], [b]) => a.localeCompare(b)).map(([region, kinds]) => ({
-    region,
-    remaining: [...kinds.values()].reduce((a, b) => a + b, 0),
-    kinds: [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([kind, count]) => ({ kind, count })),
-    forced: forced.has(region) || forced.has("*"),
-  }));
-  return { scope, id, done: false, requestedAt: Number(row.requested_at), regions, environmentIds: scope === "environment" ? [] : envIds };
+  const regions = [...byRegion]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([region, kinds]) => ({
+      region,
+      remaining: [...kinds.values()].reduce((a, b) => a + b, 0),
+      kinds: [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([kind, count]) => ({ kind, count })),
+      forced: forced.has(region) || forced.has("*"),
+    }));
+  return {
+    scope,
+    id,
+    done: false,
+    requestedAt: Number(row.requested_at),
+    regions,
+    environmentIds: scope === "environment" ? [] : envIds,
+  };
 }

@@ -12,7 +12,12 @@ import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.j
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
 import { notFound } from "../errors.js";
-import { deploymentKind, encodeApplyDeployment, encodeDeleteDeployment, type DeploymentContext } from "../kinds/deployment.js";
+import {
+  deploymentKind,
+  encodeApplyDeployment,
+  encodeDeleteDeployment,
+  type DeploymentContext,
+} from "../kinds/deployment.js";
 import type { NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import { lockEnvironment } from "./environments.js";
 import { revisionSettings } from "./revision-settings.js";
@@ -25,9 +30,21 @@ type Reader = Kysely<Database>;
 export async function loadDeploymentContext(db: Reader, deploymentId: string): Promise<DeploymentContext> {
   const deployment = await db.selectFrom("deployments").selectAll().where("id", "=", deploymentId).executeTakeFirst();
   if (!deployment) throw notFound(`deployment "${deploymentId}"`);
-  const environment = await db.selectFrom("environments").selectAll().where("id", "=", deployment.environment_id).executeTakeFirstOrThrow();
-  const project = await db.selectFrom("projects").selectAll().where("id", "=", deployment.project_id).executeTakeFirstOrThrow();
-  const workspace = await db.selectFrom("workspaces").selectAll().where("id", "=", deployment.workspace_id).executeTakeFirstOrThrow();
+  const environment = await db
+    .selectFrom("environments")
+    .selectAll()
+    .where("id", "=", deployment.environment_id)
+    .executeTakeFirstOrThrow();
+  const project = await db
+    .selectFrom("projects")
+    .selectAll()
+    .where("id", "=", deployment.project_id)
+    .executeTakeFirstOrThrow();
+  const workspace = await db
+    .selectFrom("workspaces")
+    .selectAll()
+    .where("id", "=", deployment.workspace_id)
+    .executeTakeFirstOrThrow();
   return { workspace, project, environment, deployment };
 }
 
@@ -36,13 +53,30 @@ export async function loadDeploymentContext(db: Reader, deploymentId: string): P
  * ApplyDeployment for the region and its outbox row. Zero replicas keeps the (scaled-down)
  * ReplicaSet; removing the revision from the region is `removeFromRegion`.
  */
-export async function setDesiredReplicas(tx: WriteTx, ctx: DeploymentContext, region: string, replicas: number): Promise<void> {
-  await tx.putDesired(region, deploymentKind.name, ctx.deployment.id, encodeApplyDeployment(ctx, region, replicas), replicas, ctx.environment.id);
+export async function setDesiredReplicas(
+  tx: WriteTx,
+  ctx: DeploymentContext,
+  region: string,
+  replicas: number,
+): Promise<void> {
+  await tx.putDesired(
+    region,
+    deploymentKind.name,
+    ctx.deployment.id,
+    encodeApplyDeployment(ctx, region, replicas),
+    replicas,
+    ctx.environment.id,
+  );
 }
 
 /** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
 export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, region: string): Promise<boolean> {
-  return tx.removeDesired(region, deploymentKind.name, ctx.deployment.id, encodeDeleteDeployment(ctx.workspace, ctx.deployment));
+  return tx.removeDesired(
+    region,
+    deploymentKind.name,
+    ctx.deployment.id,
+    encodeDeleteDeployment(ctx.workspace, ctx.deployment),
+  );
 }
 
 export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
@@ -73,7 +107,11 @@ export function revisionCopyOf(d: DeploymentRow): Omit<NewDeployment, "workspace
  * and a copy of the environment's current configuration and secrets (./settings.ts), which the
  * revision keeps whatever changes later.
  */
-export async function insertDeployment(tx: WriteTx, envCtx: EnvironmentContext, input: Omit<NewDeployment, "workspace" | "project" | "environment">): Promise<DeploymentContext> {
+export async function insertDeployment(
+  tx: WriteTx,
+  envCtx: EnvironmentContext,
+  input: Omit<NewDeployment, "workspace" | "project" | "environment">,
+): Promise<DeploymentContext> {
   // Bumping last_revision locks the environment row, so concurrent deploys of one environment
   // get distinct, ordered revisions.
   const bumped = await tx.trx
@@ -123,7 +161,11 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
   await store.write(async (tx) => {
     // Wait for rollout passes of the environment in flight, which may be about to size this
     // revision: otherwise one could desire it again after it is gone.
-    const owner = await tx.trx.selectFrom("deployments").select("environment_id").where("id", "=", deploymentId).executeTakeFirst();
+    const owner = await tx.trx
+      .selectFrom("deployments")
+      .select("environment_id")
+      .where("id", "=", deploymentId)
+      .executeTakeFirst();
     if (owner) await lockEnvironment(tx, owner.environment_id, "update");
     const ctx = await loadDeploymentContext(tx.trx, deploymentId);
     const regions = await tx.trx
@@ -153,10 +195,18 @@ export interface DeploymentFilter {
 export type DeploymentKey = readonly [createdAt: number, revision: number, id: string];
 
 /** Newest first: by created_at, then revision, then id, all descending (a total order, so pages never overlap or skip). */
-export async function listDeployments(db: Reader, filter: DeploymentFilter, page?: PageQuery<DeploymentKey>): Promise<Page<DeploymentContext>> {
+export async function listDeployments(
+  db: Reader,
+  filter: DeploymentFilter,
+  page?: PageQuery<DeploymentKey>,
+): Promise<Page<DeploymentContext>> {
   let q = db.selectFrom("deployments").selectAll();
   if (filter.project !== undefined && filter.environment !== undefined) {
-    const { environment } = await findEnvironment(db, { workspace: filter.workspace, project: filter.project, environment: filter.environment });
+    const { environment } = await findEnvironment(db, {
+      workspace: filter.workspace,
+      project: filter.project,
+      environment: filter.environment,
+    });
     q = q.where("environment_id", "=", environment.id);
   } else if (filter.project !== undefined) {
     const { project } = await findProject(db, filter.workspace, filter.project);
@@ -177,21 +227,55 @@ export async function listDeployments(db: Reader, filter: DeploymentFilter, page
   // deployments can span as many environments as it has rows).
   const byId = <T extends { id: string }>(list: T[]): Map<string, T> => new Map(list.map((x) => [x.id, x]));
   const ids = (f: (d: DeploymentRow) => string): string[] => [...new Set(rows.map(f))];
-  const environments = byId(await db.selectFrom("environments").selectAll().where("id", "in", ids((d) => d.environment_id)).execute());
-  const projects = byId(await db.selectFrom("projects").selectAll().where("id", "in", ids((d) => d.project_id)).execute());
-  const workspaces = byId(await db.selectFrom("workspaces").selectAll().where("id", "in", ids((d) => d.workspace_id)).execute());
+  const environments = byId(
+    await db
+      .selectFrom("environments")
+      .selectAll()
+      .where(
+        "id",
+        "in",
+        ids((d) => d.environment_id),
+      )
+      .execute(),
+  );
+  const projects = byId(
+    await db
+      .selectFrom("projects")
+      .selectAll()
+      .where(
+        "id",
+        "in",
+        ids((d) => d.project_id),
+      )
+      .execute(),
+  );
+  const workspaces = byId(
+    await db
+      .selectFrom("workspaces")
+      .selectAll()
+      .where(
+        "id",
+        "in",
+        ids((d) => d.workspace_id),
+      )
+      .execute(),
+  );
   const out = rows.map((deployment): DeploymentContext => {
     const environment = environments.get(deployment.environment_id);
     const project = projects.get(deployment.project_id);
     const workspace = workspaces.get(deployment.workspace_id);
-    if (!environment || !project || !workspace) throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
+    if (!environment || !project || !workspace)
+      throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
     return { workspace, project, environment, deployment };
   });
   return takePage(out, page);
 }
 
 /** Desired replica count of a deployment per region (regions where it is not desired are absent). */
-export async function desiredReplicasByRegion(db: Reader, deploymentId: string): Promise<{ region: string; replicas: number }[]> {
+export async function desiredReplicasByRegion(
+  db: Reader,
+  deploymentId: string,
+): Promise<{ region: string; replicas: number }[]> {
   const rows = await db
     .selectFrom("desired_objects")
     .select(["region", "replicas"])
@@ -203,7 +287,11 @@ export async function desiredReplicasByRegion(db: Reader, deploymentId: string):
 }
 
 /** Desired replicas of deployments by region then deployment id (absent: not desired there). */
-export async function desiredReplicasOf(db: Reader, deploymentIds: readonly string[], region?: string): Promise<Map<string, Map<string, number>>> {
+export async function desiredReplicasOf(
+  db: Reader,
+  deploymentIds: readonly string[],
+  region?: string,
+): Promise<Map<string, Map<string, number>>> {
   const out = new Map<string, Map<string, number>>();
   if (deploymentIds.length === 0) return out;
   let q = db

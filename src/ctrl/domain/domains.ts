@@ -72,20 +72,48 @@ export interface DomainTransition {
 }
 
 /** Pure: a domain's next state and check time after a check at `now`. */
-export function nextCheck(d: Pick<DomainRow, "state" | "created_at" | "verified_at" | "lost_since" | "last_checked_at">, outcome: CheckOutcome, now: number, p: DomainCheckPolicy): DomainTransition {
+export function nextCheck(
+  d: Pick<DomainRow, "state" | "created_at" | "verified_at" | "lost_since" | "last_checked_at">,
+  outcome: CheckOutcome,
+  now: number,
+  p: DomainCheckPolicy,
+): DomainTransition {
   if (outcome.ok) {
-    return { state: "verified", lastError: null, verifiedAt: d.state === "verified" ? (d.verified_at ?? now) : now, lostSince: null, nextCheckAt: now + p.verifiedIntervalMs };
+    return {
+      state: "verified",
+      lastError: null,
+      verifiedAt: d.state === "verified" ? (d.verified_at ?? now) : now,
+      lostSince: null,
+      nextCheckAt: now + p.verifiedIntervalMs,
+    };
   }
   if (d.state === "verified") {
     const lostSince = d.lost_since ?? now;
-    if (now - lostSince >= p.lostGraceMs) return { state: "failed", lastError: `${outcome.error} (missing since ${new Date(lostSince).toISOString()})`, verifiedAt: d.verified_at, lostSince, nextCheckAt: NEVER };
-    return { state: "verified", lastError: outcome.error, verifiedAt: d.verified_at, lostSince, nextCheckAt: now + p.lostIntervalMs };
+    if (now - lostSince >= p.lostGraceMs)
+      return {
+        state: "failed",
+        lastError: `${outcome.error} (missing since ${new Date(lostSince).toISOString()})`,
+        verifiedAt: d.verified_at,
+        lostSince,
+        nextCheckAt: NEVER,
+      };
+    return {
+      state: "verified",
+      lastError: outcome.error,
+      verifiedAt: d.verified_at,
+      lostSince,
+      nextCheckAt: now + p.lostIntervalMs,
+    };
   }
   // pending, or failed and checked again on request
   const started = d.state === "failed" ? now : d.created_at;
-  if (d.state === "pending" && now - started >= p.pendingTimeoutMs) return { state: "failed", lastError: outcome.error, verifiedAt: null, lostSince: null, nextCheckAt: NEVER };
+  if (d.state === "pending" && now - started >= p.pendingTimeoutMs)
+    return { state: "failed", lastError: outcome.error, verifiedAt: null, lostSince: null, nextCheckAt: NEVER };
   const age = Math.max(0, now - started);
-  const interval = Math.min(p.pendingMaxMs, Math.max(p.pendingFirstMs, 2 ** Math.floor(Math.log2(1 + age / p.pendingFirstMs)) * p.pendingFirstMs));
+  const interval = Math.min(
+    p.pendingMaxMs,
+    Math.max(p.pendingFirstMs, 2 ** Math.floor(Math.log2(1 + age / p.pendingFirstMs)) * p.pendingFirstMs),
+  );
   return { state: "pending", lastError: outcome.error, verifiedAt: null, lostSince: null, nextCheckAt: now + interval };
 }
 
@@ -98,30 +126,54 @@ export async function lookUp(resolver: TxtResolver, hostname: string, token: str
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENODATA" || code === "ENOTFOUND") return { ok: false, error: `no TXT record at ${name}` };
-    return { ok: false, error: `DNS lookup of ${name} failed (${code ?? (err instanceof Error ? err.message : String(err))})` };
+    return {
+      ok: false,
+      error: `DNS lookup of ${name} failed (${code ?? (err instanceof Error ? err.message : String(err))})`,
+    };
   }
   const want = txtValue(token);
   if (records.some((chunks) => chunks.join("") === want)) return { ok: true };
   return { ok: false, error: `the TXT record at ${name} does not hold ${TXT_VALUE_PREFIX}<the domain's token>` };
 }
 
-export async function addDomain(store: Store, input: DomainInput, settings: ExposureSettings, policy: DomainCheckPolicy): Promise<{ context: EnvironmentContext; domain: DomainRow }> {
+export async function addDomain(
+  store: Store,
+  input: DomainInput,
+  settings: ExposureSettings,
+  policy: DomainCheckPolicy,
+): Promise<{ context: EnvironmentContext; domain: DomainRow }> {
   if (isPlatformHostname(settings, input.hostname)) {
-    throw invalidArgument("hostname", `is under the platform's own domain (${settings.publicApex} / ${settings.organizationApex}); endpoints get those names`);
+    throw invalidArgument(
+      "hostname",
+      `is under the platform's own domain (${settings.publicApex} / ${settings.organizationApex}); endpoints get those names`,
+    );
   }
   try {
     return await store.write(async (tx) => {
       const context = await findEnvironment(tx.trx, input.ref);
-      const existing = await tx.trx.selectFrom("domains").selectAll().where("hostname", "=", input.hostname).executeTakeFirst();
+      const existing = await tx.trx
+        .selectFrom("domains")
+        .selectAll()
+        .where("hostname", "=", input.hostname)
+        .executeTakeFirst();
       if (existing) {
         if (existing.environment_id === context.environment.id) return { context, domain: existing };
         // Another environment's (perhaps another tenant's): never say whose.
-        if (existing.state !== "failed") throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
+        if (existing.state !== "failed")
+          throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
         await tx.trx.deleteFrom("domains").where("id", "=", existing.id).execute();
         await refreshExposure(tx, existing.environment_id);
       }
-      const count = await tx.trx.selectFrom("domains").select((eb) => eb.fn.countAll<number>().as("n")).where("environment_id", "=", context.environment.id).executeTakeFirstOrThrow();
-      if (Number(count.n) >= DOMAINS_PER_ENVIRONMENT) throw new DomainError("failed_precondition", `an environment may have at most ${DOMAINS_PER_ENVIRONMENT} domains`);
+      const count = await tx.trx
+        .selectFrom("domains")
+        .select((eb) => eb.fn.countAll<number>().as("n"))
+        .where("environment_id", "=", context.environment.id)
+        .executeTakeFirstOrThrow();
+      if (Number(count.n) >= DOMAINS_PER_ENVIRONMENT)
+        throw new DomainError(
+          "failed_precondition",
+          `an environment may have at most ${DOMAINS_PER_ENVIRONMENT} domains`,
+        );
       const domain: DomainRow = {
         id: newId("dom"),
         environment_id: context.environment.id,
@@ -141,20 +193,34 @@ export async function addDomain(store: Store, input: DomainInput, settings: Expo
       return { context, domain };
     });
   } catch (err) {
-    if (store.isUniqueViolation(err)) throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
+    if (store.isUniqueViolation(err))
+      throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
     throw err;
   }
 }
 
-export async function listDomains(db: Reader, ref: EnvironmentRef): Promise<{ context: EnvironmentContext; domains: DomainRow[] }> {
+export async function listDomains(
+  db: Reader,
+  ref: EnvironmentRef,
+): Promise<{ context: EnvironmentContext; domains: DomainRow[] }> {
   const context = await findEnvironment(db, ref);
-  const domains = await db.selectFrom("domains").selectAll().where("environment_id", "=", context.environment.id).orderBy("hostname").execute();
+  const domains = await db
+    .selectFrom("domains")
+    .selectAll()
+    .where("environment_id", "=", context.environment.id)
+    .orderBy("hostname")
+    .execute();
   return { context, domains };
 }
 
 export async function findDomain(db: Reader, input: DomainInput): Promise<DomainRow> {
   const { environment } = await findEnvironment(db, input.ref);
-  const d = await db.selectFrom("domains").selectAll().where("environment_id", "=", environment.id).where("hostname", "=", input.hostname).executeTakeFirst();
+  const d = await db
+    .selectFrom("domains")
+    .selectAll()
+    .where("environment_id", "=", environment.id)
+    .where("hostname", "=", input.hostname)
+    .executeTakeFirst();
   if (!d) throw notFound(`domain "${input.hostname}" of environment "${environment.slug}"`);
   return d;
 }
@@ -173,7 +239,13 @@ export async function removeDomain(store: Store, input: DomainInput): Promise<vo
  * against a claim replaced while the lookup ran. Returns the row as stored, or undefined when
  * the claim is gone.
  */
-export async function checkDomain(store: Store, resolver: TxtResolver, id: string, settings: ExposureSettings, policy: DomainCheckPolicy): Promise<DomainRow | undefined> {
+export async function checkDomain(
+  store: Store,
+  resolver: TxtResolver,
+  id: string,
+  settings: ExposureSettings,
+  policy: DomainCheckPolicy,
+): Promise<DomainRow | undefined> {
   const before = await store.db.selectFrom("domains").selectAll().where("id", "=", id).executeTakeFirst();
   if (!before) return undefined;
   const outcome = await lookUp(resolver, before.hostname, before.token);
@@ -181,7 +253,14 @@ export async function checkDomain(store: Store, resolver: TxtResolver, id: strin
     const d = await tx.trx.selectFrom("domains").selectAll().where("id", "=", id).executeTakeFirst();
     if (!d || d.token !== before.token) return d;
     const t = nextCheck(d, outcome, tx.now, policy);
-    const patch = { state: t.state, last_error: t.lastError, verified_at: t.verifiedAt, lost_since: t.lostSince, next_check_at: t.nextCheckAt, last_checked_at: tx.now };
+    const patch = {
+      state: t.state,
+      last_error: t.lastError,
+      verified_at: t.verifiedAt,
+      lost_since: t.lostSince,
+      next_check_at: t.nextCheckAt,
+      last_checked_at: tx.now,
+    };
     await tx.trx.updateTable("domains").set(patch).where("id", "=", id).execute();
     if ((d.state === "verified") !== (t.state === "verified")) await refreshExposure(tx, d.environment_id);
     return { ...d, ...patch };
@@ -194,7 +273,13 @@ export async function checkDomain(store: Store, resolver: TxtResolver, id: strin
  */
 export async function claimDueDomains(store: Store, limit: number, leaseMs: number): Promise<string[]> {
   return store.write(async (tx) => {
-    const due = await tx.trx.selectFrom("domains").select("id").where("next_check_at", "<=", tx.now).orderBy("next_check_at").limit(limit).execute();
+    const due = await tx.trx
+      .selectFrom("domains")
+      .select("id")
+      .where("next_check_at", "<=", tx.now)
+      .orderBy("next_check_at")
+      .limit(limit)
+      .execute();
     const ids = due.map((d) => d.id);
     if (ids.length === 0) return [];
     const claimed = await tx.trx

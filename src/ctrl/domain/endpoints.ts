@@ -18,16 +18,27 @@ import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 type Reader = Kysely<Database>;
 
 /** Endpoints that use a hostname (any prefix), other than the environment's own of a visibility. */
-async function othersOnHost(db: Reader, hostname: string, environmentId: string, visibility: Visibility): Promise<EndpointRow[]> {
+async function othersOnHost(
+  db: Reader,
+  hostname: string,
+  environmentId: string,
+  visibility: Visibility,
+): Promise<EndpointRow[]> {
   const rows = await db.selectFrom("endpoints").selectAll().where("hostname", "=", hostname).execute();
   return rows.filter((e) => !(e.environment_id === environmentId && e.visibility === visibility));
 }
 
 async function hostTakenByDomain(db: Reader, hostname: string): Promise<boolean> {
-  return (await db.selectFrom("domains").select("id").where("hostname", "=", hostname).executeTakeFirst()) !== undefined;
+  return (
+    (await db.selectFrom("domains").select("id").where("hostname", "=", hostname).executeTakeFirst()) !== undefined
+  );
 }
 
-export async function setEndpoint(store: Store, input: EndpointInput, settings: ExposureSettings): Promise<{ context: EnvironmentContext; endpoint: EndpointRow }> {
+export async function setEndpoint(
+  store: Store,
+  input: EndpointInput,
+  settings: ExposureSettings,
+): Promise<{ context: EnvironmentContext; endpoint: EndpointRow }> {
   const result = await store.write(async (tx) => {
     const context = await findEnvironment(tx.trx, input.ref);
     const { workspace, project, environment } = context;
@@ -47,10 +58,15 @@ export async function setEndpoint(store: Store, input: EndpointInput, settings: 
       pathPrefix = input.pathPrefix ?? `/${project.slug}/${environment.slug}`;
       for (const other of await othersOnHost(tx.trx, hostname, environment.id, input.visibility)) {
         if (other.path_prefix === "/") {
-          throw failedPrecondition(`the shared host ${hostname} is another endpoint's own hostname; path routing is not available for this workspace`);
+          throw failedPrecondition(
+            `the shared host ${hostname} is another endpoint's own hostname; path routing is not available for this workspace`,
+          );
         }
         if (prefixesOverlap(other.path_prefix, pathPrefix)) {
-          throw invalidArgument(input.pathPrefix === undefined ? "path_routing" : "path_prefix", `${pathPrefix} overlaps ${other.path_prefix}, already routed on ${hostname}`);
+          throw invalidArgument(
+            input.pathPrefix === undefined ? "path_routing" : "path_prefix",
+            `${pathPrefix} overlaps ${other.path_prefix}, already routed on ${hostname}`,
+          );
         }
       }
     } else {
@@ -61,7 +77,10 @@ export async function setEndpoint(store: Store, input: EndpointInput, settings: 
       } else {
         const label = hostLabel(settings.hostPattern, slugs, environment.id);
         hostname = `${label}.${apex}`;
-        if ((await othersOnHost(tx.trx, hostname, environment.id, input.visibility)).length > 0 || (await hostTakenByDomain(tx.trx, hostname))) {
+        if (
+          (await othersOnHost(tx.trx, hostname, environment.id, input.visibility)).length > 0 ||
+          (await hostTakenByDomain(tx.trx, hostname))
+        ) {
           hostname = `${disambiguated(label, environment.id)}.${apex}`;
           if ((await othersOnHost(tx.trx, hostname, environment.id, input.visibility)).length > 0) {
             throw failedPrecondition(`no free hostname for this endpoint (${hostname} is taken)`);
@@ -72,8 +91,21 @@ export async function setEndpoint(store: Store, input: EndpointInput, settings: 
     const auth = input.auth === null ? null : JSON.stringify(input.auth);
     let endpoint: EndpointRow;
     if (existing) {
-      endpoint = { ...existing, hostname, path_prefix: pathPrefix, auth, updated_at: existing.hostname === hostname && existing.path_prefix === pathPrefix && existing.auth === auth ? existing.updated_at : tx.now };
-      await tx.trx.updateTable("endpoints").set({ hostname, path_prefix: pathPrefix, auth, updated_at: endpoint.updated_at }).where("id", "=", existing.id).execute();
+      endpoint = {
+        ...existing,
+        hostname,
+        path_prefix: pathPrefix,
+        auth,
+        updated_at:
+          existing.hostname === hostname && existing.path_prefix === pathPrefix && existing.auth === auth
+            ? existing.updated_at
+            : tx.now,
+      };
+      await tx.trx
+        .updateTable("endpoints")
+        .set({ hostname, path_prefix: pathPrefix, auth, updated_at: endpoint.updated_at })
+        .where("id", "=", existing.id)
+        .execute();
     } else {
       endpoint = {
         id: newId("ept"),
@@ -95,16 +127,28 @@ export async function setEndpoint(store: Store, input: EndpointInput, settings: 
   return result;
 }
 
-export async function listEndpoints(db: Reader, ref: EnvironmentRef): Promise<{ context: EnvironmentContext; endpoints: EndpointRow[] }> {
+export async function listEndpoints(
+  db: Reader,
+  ref: EnvironmentRef,
+): Promise<{ context: EnvironmentContext; endpoints: EndpointRow[] }> {
   const context = await findEnvironment(db, ref);
-  const endpoints = await db.selectFrom("endpoints").selectAll().where("environment_id", "=", context.environment.id).orderBy("visibility").execute();
+  const endpoints = await db
+    .selectFrom("endpoints")
+    .selectAll()
+    .where("environment_id", "=", context.environment.id)
+    .orderBy("visibility")
+    .execute();
   return { context, endpoints };
 }
 
 export async function deleteEndpoint(store: Store, ref: EnvironmentRef, visibility: Visibility): Promise<void> {
   await store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
-    const res = await tx.trx.deleteFrom("endpoints").where("environment_id", "=", environment.id).where("visibility", "=", visibility).executeTakeFirst();
+    const res = await tx.trx
+      .deleteFrom("endpoints")
+      .where("environment_id", "=", environment.id)
+      .where("visibility", "=", visibility)
+      .executeTakeFirst();
     if (Number(res.numDeletedRows) === 0) throw notFound(`${visibility} endpoint of environment "${environment.slug}"`);
     await refreshExposure(tx, environment.id);
   });

@@ -13,13 +13,24 @@ import { encodeApplyJob, jobKind } from "../kinds/job.js";
 import { encodeApplyRelease, releaseKind } from "../kinds/release.js";
 
 /** The revision each region runs (its rollout target), else the environment's newest. */
-async function revisionsByRegion(tx: WriteTx, environmentId: string): Promise<{ byRegion: Map<string, DeploymentRow>; newest: DeploymentRow | undefined }> {
-  const deployments = await tx.trx.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
+async function revisionsByRegion(
+  tx: WriteTx,
+  environmentId: string,
+): Promise<{ byRegion: Map<string, DeploymentRow>; newest: DeploymentRow | undefined }> {
+  const deployments = await tx.trx
+    .selectFrom("deployments")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .execute();
   const byId = new Map(deployments.map((d) => [d.id, d]));
   let newest: DeploymentRow | undefined;
   for (const d of deployments) if (!newest || Number(d.revision) > Number(newest.revision)) newest = d;
   const byRegion = new Map<string, DeploymentRow>();
-  for (const r of await tx.trx.selectFrom("rollouts").select(["region", "target_deployment_id"]).where("environment_id", "=", environmentId).execute()) {
+  for (const r of await tx.trx
+    .selectFrom("rollouts")
+    .select(["region", "target_deployment_id"])
+    .where("environment_id", "=", environmentId)
+    .execute()) {
     const d = r.target_deployment_id === null ? undefined : byId.get(r.target_deployment_id);
     if (d) byRegion.set(r.region, d);
   }
@@ -30,11 +41,28 @@ async function revisionsByRegion(tx: WriteTx, environmentId: string): Promise<{ 
  * Puts the environment's releases and jobs into each of its regions (a put whose payload did not
  * change is skipped) and removes them from regions it left. Returns how many changes it streamed.
  */
-export async function syncEnvironmentObjects(tx: WriteTx, environment: EnvironmentRow, workspace?: WorkspaceRow): Promise<number> {
+export async function syncEnvironmentObjects(
+  tx: WriteTx,
+  environment: EnvironmentRow,
+  workspace?: WorkspaceRow,
+): Promise<number> {
   const envId = environment.id;
-  const ws = workspace ?? (await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow());
-  const regions = (await tx.trx.selectFrom("environment_regions").select("region").where("environment_id", "=", envId).execute()).map((r) => r.region);
-  const current = await tx.trx.selectFrom("desired_objects").select(["region", "kind", "object_id", "payload"]).where("environment_id", "=", envId).where("kind", "in", [releaseKind.name, jobKind.name]).execute();
+  const ws =
+    workspace ??
+    (await tx.trx
+      .selectFrom("workspaces")
+      .selectAll()
+      .where("id", "=", environment.workspace_id)
+      .executeTakeFirstOrThrow());
+  const regions = (
+    await tx.trx.selectFrom("environment_regions").select("region").where("environment_id", "=", envId).execute()
+  ).map((r) => r.region);
+  const current = await tx.trx
+    .selectFrom("desired_objects")
+    .select(["region", "kind", "object_id", "payload"])
+    .where("environment_id", "=", envId)
+    .where("kind", "in", [releaseKind.name, jobKind.name])
+    .execute();
   const stored = new Map(current.map((c) => [`${c.kind}/${c.object_id}/${c.region}`, c.payload]));
   const wanted = new Set<string>();
   let changes = 0;
@@ -49,22 +77,47 @@ export async function syncEnvironmentObjects(tx: WriteTx, environment: Environme
 
   const releases = await tx.trx.selectFrom("releases").selectAll().where("environment_id", "=", envId).execute();
   for (const release of releases) {
-    const objects = await tx.trx.selectFrom("release_objects").selectAll().where("release_id", "=", release.id).execute();
-    const kindsEver = await tx.trx.selectFrom("release_kinds").selectAll().where("release_id", "=", release.id).execute();
-    for (const region of regions) await put(releaseKind.name, release.id, region, encodeApplyRelease({ workspace: ws, environment, release, objects, kindsEver }, region));
+    const objects = await tx.trx
+      .selectFrom("release_objects")
+      .selectAll()
+      .where("release_id", "=", release.id)
+      .execute();
+    const kindsEver = await tx.trx
+      .selectFrom("release_kinds")
+      .selectAll()
+      .where("release_id", "=", release.id)
+      .execute();
+    for (const region of regions)
+      await put(
+        releaseKind.name,
+        release.id,
+        region,
+        encodeApplyRelease({ workspace: ws, environment, release, objects, kindsEver }, region),
+      );
   }
   const jobs = await tx.trx.selectFrom("jobs").selectAll().where("environment_id", "=", envId).execute();
   if (jobs.length > 0) {
     const { byRegion, newest } = await revisionsByRegion(tx, envId);
     for (const job of jobs) {
-      for (const region of regions) await put(jobKind.name, job.id, region, encodeApplyJob({ workspace: ws, environment, job, revision: byRegion.get(region) ?? newest }, region));
+      for (const region of regions)
+        await put(
+          jobKind.name,
+          job.id,
+          region,
+          encodeApplyJob({ workspace: ws, environment, job, revision: byRegion.get(region) ?? newest }, region),
+        );
     }
   }
   // Whatever is stored but no longer wanted (a region left, a release or job deleted): its
   // Delete is made from the stored Apply (the kind's generic delete payload).
   for (const c of current) {
     if (wanted.has(`${c.kind}/${c.object_id}/${c.region}`)) continue;
-    await tx.removeDesired(c.region, c.kind, c.object_id, deletePayload((c.kind === releaseKind.name ? releaseKind : jobKind) as unknown as Kind, c.payload));
+    await tx.removeDesired(
+      c.region,
+      c.kind,
+      c.object_id,
+      deletePayload((c.kind === releaseKind.name ? releaseKind : jobKind) as unknown as Kind, c.payload),
+    );
     changes++;
   }
   return changes;
@@ -76,7 +129,23 @@ export const MAX_RELEASES_PER_ENVIRONMENT = 100;
 export const MAX_JOBS_PER_ENVIRONMENT = 100;
 
 /** Refuses a new release or job once the environment holds `max` of them. */
-export async function refuseBeyondLimit(tx: WriteTx, table: "releases" | "jobs", environmentId: string, max: number, field: string, what: string): Promise<void> {
-  const row = await tx.trx.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).where("environment_id", "=", environmentId).executeTakeFirst();
-  if (Number(row?.n ?? 0) >= max) throw new DomainError("failed_precondition", `an environment holds at most ${max} ${what}; delete one first`, field);
+export async function refuseBeyondLimit(
+  tx: WriteTx,
+  table: "releases" | "jobs",
+  environmentId: string,
+  max: number,
+  field: string,
+  what: string,
+): Promise<void> {
+  const row = await tx.trx
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("environment_id", "=", environmentId)
+    .executeTakeFirst();
+  if (Number(row?.n ?? 0) >= max)
+    throw new DomainError(
+      "failed_precondition",
+      `an environment holds at most ${max} ${what}; delete one first`,
+      field,
+    );
 }

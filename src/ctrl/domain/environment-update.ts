@@ -40,7 +40,12 @@ export interface UpdatedEnvironment {
 
 function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
   if (e.sentinel_image === null) return null;
-  return { image: e.sentinel_image, replicas: e.sentinel_replicas, cpuMillicores: Number(e.sentinel_cpu_millicores), memoryMib: Number(e.sentinel_memory_mib) };
+  return {
+    image: e.sentinel_image,
+    replicas: e.sentinel_replicas,
+    cpuMillicores: Number(e.sentinel_cpu_millicores),
+    memoryMib: Number(e.sentinel_memory_mib),
+  };
 }
 
 function policyOf(e: EnvironmentRow): RolloutPolicyInput {
@@ -75,7 +80,12 @@ function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: Ro
   };
 }
 
-const SENTINEL_SETTINGS = ["sentinel_image", "sentinel_replicas", "sentinel_cpu_millicores", "sentinel_memory_mib"] as const;
+const SENTINEL_SETTINGS = [
+  "sentinel_image",
+  "sentinel_replicas",
+  "sentinel_cpu_millicores",
+  "sentinel_memory_mib",
+] as const;
 const SETTINGS = [
   ...SENTINEL_SETTINGS,
   "strategy",
@@ -94,7 +104,11 @@ function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
 }
 
 /** Deployments of the environment that are desired somewhere, with where and at how many replicas. */
-async function desiredDeployments(tx: WriteTx, environmentId: string, region?: string): Promise<{ deployment: DeploymentRow; region: string; replicas: number }[]> {
+async function desiredDeployments(
+  tx: WriteTx,
+  environmentId: string,
+  region?: string,
+): Promise<{ deployment: DeploymentRow; region: string; replicas: number }[]> {
   let q = tx.trx
     .selectFrom("desired_objects as o")
     .innerJoin("deployments as d", "d.id", "o.object_id")
@@ -104,19 +118,33 @@ async function desiredDeployments(tx: WriteTx, environmentId: string, region?: s
     .where("d.environment_id", "=", environmentId);
   if (region !== undefined) q = q.where("o.region", "=", region);
   const rows = await q.orderBy("o.region").orderBy("d.revision").execute();
-  return rows.map(({ desired_region, desired_count, ...deployment }) => ({ deployment, region: desired_region, replicas: desired_count ?? 0 }));
+  return rows.map(({ desired_region, desired_count, ...deployment }) => ({
+    deployment,
+    region: desired_region,
+    replicas: desired_count ?? 0,
+  }));
 }
 
 /** Takes the environment out of a region: its deployments and sentinel there, and its rollout state. */
 async function leaveRegion(tx: WriteTx, ctx: EnvironmentContext, region: string): Promise<void> {
   const envId = ctx.environment.id;
-  for (const d of await desiredDeployments(tx, envId, region)) await removeFromRegion(tx, { ...ctx, deployment: d.deployment }, region);
-  const sentinel = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).where("region", "=", region).executeTakeFirst();
+  for (const d of await desiredDeployments(tx, envId, region))
+    await removeFromRegion(tx, { ...ctx, deployment: d.deployment }, region);
+  const sentinel = await tx.trx
+    .selectFrom("sentinels")
+    .selectAll()
+    .where("environment_id", "=", envId)
+    .where("region", "=", region)
+    .executeTakeFirst();
   if (sentinel) await dropSentinel(tx, sentinel);
   // Reported instances stay until the region's agent reports the deletions, as when the rollout
   // engine retires a revision: they are what still runs there.
   await forgetRolloutRegion(tx, envId, region);
-  await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", envId).where("region", "=", region).execute();
+  await tx.trx
+    .deleteFrom("environment_regions")
+    .where("environment_id", "=", envId)
+    .where("region", "=", region)
+    .execute();
 }
 
 /** Puts the environment into a region; its rollout there starts on the revision its siblings target. */
@@ -136,20 +164,42 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
 
     // Everything that can be refused is checked before the first write.
     for (const rm of input.removeRegions) {
-      if (!replicasOf.has(rm.region)) throw failedPrecondition(`remove_regions[${rm.index}]: environment "${before.slug}" is not in region "${rm.region}"`);
+      if (!replicasOf.has(rm.region))
+        throw failedPrecondition(
+          `remove_regions[${rm.index}]: environment "${before.slug}" is not in region "${rm.region}"`,
+        );
     }
     const joining = input.regions.filter((r) => !replicasOf.has(r.region));
     if (joining.length > 0) {
-      const known = new Set((await tx.trx.selectFrom("regions").select("name").where("name", "in", joining.map((r) => r.region)).execute()).map((r) => r.name));
+      const known = new Set(
+        (
+          await tx.trx
+            .selectFrom("regions")
+            .select("name")
+            .where(
+              "name",
+              "in",
+              joining.map((r) => r.region),
+            )
+            .execute()
+        ).map((r) => r.name),
+      );
       const missing = joining.find((r) => !known.has(r.region));
       if (missing) {
-        throw failedPrecondition(`regions[${missing.index}].region: region "${missing.region}" is not registered (create it with \`krane region create ${missing.region}\`)`);
+        throw failedPrecondition(
+          `regions[${missing.index}].region: region "${missing.region}" is not registered (create it with \`krane region create ${missing.region}\`)`,
+        );
       }
     }
     const regionCount = replicasOf.size - input.removeRegions.length + joining.length;
-    if (regionCount > LIMITS.regionsMax) throw failedPrecondition(`regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`);
+    if (regionCount > LIMITS.regionsMax)
+      throw failedPrecondition(
+        `regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`,
+      );
     const sentinel = mergeSentinel(sentinelOf(before), input.sentinel, input.removeSentinel);
-    const regionsAfter = [...replicasOf.keys(), ...joining.map((r) => r.region)].filter((r) => !input.removeRegions.some((rm) => rm.region === r));
+    const regionsAfter = [...replicasOf.keys(), ...joining.map((r) => r.region)].filter(
+      (r) => !input.removeRegions.some((rm) => rm.region === r),
+    );
     const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
 
     const settings = applySettings(before, sentinel, policy);
@@ -166,7 +216,11 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (leftProgressive && before.routing_regions !== null) {
       after.routing_regions = null;
       after.routing_version = Number(before.routing_version) + 1;
-      await tx.trx.updateTable("environments").set({ routing_regions: null, routing_version: after.routing_version }).where("id", "=", envId).execute();
+      await tx.trx
+        .updateTable("environments")
+        .set({ routing_regions: null, routing_version: after.routing_version })
+        .where("id", "=", envId)
+        .execute();
     }
     if (leftProgressive) await tx.trx.deleteFrom("progressive_rollouts").where("environment_id", "=", envId).execute();
     await tx.trx
@@ -192,7 +246,12 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
 
     for (const rm of input.removeRegions) await leaveRegion(tx, ctx, rm.region);
     for (const r of rescaled) {
-      await tx.trx.updateTable("environment_regions").set({ replicas: r.replicas }).where("environment_id", "=", envId).where("region", "=", r.region).execute();
+      await tx.trx
+        .updateTable("environment_regions")
+        .set({ replicas: r.replicas })
+        .where("environment_id", "=", envId)
+        .where("region", "=", r.region)
+        .execute();
     }
     for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
 
@@ -202,7 +261,8 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (sentinel === null) {
       for (const s of sentinels) await dropSentinel(tx, s);
     } else {
-      const sentinelChanged = SENTINEL_SETTINGS.some((k) => changed.has(k)) || after.routing_version !== before.routing_version;
+      const sentinelChanged =
+        SENTINEL_SETTINGS.some((k) => changed.has(k)) || after.routing_version !== before.routing_version;
       for (const { region } of regions) {
         const existing = sentinels.find((s) => s.region === region);
         if (!existing) await createSentinel(tx, ctx.project, after, region);
@@ -214,7 +274,8 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     if (joining.length > 0 || input.removeRegions.length > 0) await refreshExposure(tx, envId);
 
     if (changed.has("min_ready_seconds")) {
-      for (const d of await desiredDeployments(tx, envId)) await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
+      for (const d of await desiredDeployments(tx, envId))
+        await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
     }
     // Releases and jobs follow the environment into the regions it joined and out of those it left.
     if (joining.length > 0 || input.removeRegions.length > 0) await syncEnvironmentObjects(tx, after, ctx.workspace);

@@ -25,7 +25,9 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
         const knownSet = new Set(known.map((r) => r.name));
         const missing = regionNames.filter((r) => !knownSet.has(r));
         if (missing.length > 0) {
-          throw failedPrecondition(`region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`);
+          throw failedPrecondition(
+            `region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`,
+          );
         }
       }
       const s = input.sentinel;
@@ -60,7 +62,9 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
       if (input.regions.length > 0) {
         await tx.trx
           .insertInto("environment_regions")
-          .values(input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })))
+          .values(
+            input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })),
+          )
           .execute();
       }
       if (s) {
@@ -75,7 +79,12 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
 }
 
 /** Creates the environment's sentinel in a region and makes it desired there. */
-export async function createSentinel(tx: WriteTx, project: ProjectRow, environment: EnvironmentRow, region: string): Promise<void> {
+export async function createSentinel(
+  tx: WriteTx,
+  project: ProjectRow,
+  environment: EnvironmentRow,
+  region: string,
+): Promise<void> {
   const sentinel: SentinelRow = {
     id: newId("snt"),
     workspace_id: environment.workspace_id,
@@ -96,7 +105,14 @@ export async function createSentinel(tx: WriteTx, project: ProjectRow, environme
 
 /** Re-renders a sentinel's desired state from the environment's (changed) settings. */
 export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
-  await tx.putDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeApplySentinel(environment, sentinel), null, environment.id);
+  await tx.putDesired(
+    sentinel.region,
+    sentinelKind.name,
+    sentinel.id,
+    encodeApplySentinel(environment, sentinel),
+    null,
+    environment.id,
+  );
 }
 
 /** Removes a sentinel: its region's agent is told to delete it, and its record goes. */
@@ -106,7 +122,12 @@ export async function dropSentinel(tx: WriteTx, sentinel: SentinelRow): Promise<
 }
 
 /** By slug; a page's key is the slug of its last environment. */
-export async function listEnvironments(db: Reader, workspaceRef: string, projectRef: string, page?: PageQuery<string>): Promise<Page<EnvironmentContext>> {
+export async function listEnvironments(
+  db: Reader,
+  workspaceRef: string,
+  projectRef: string,
+  page?: PageQuery<string>,
+): Promise<Page<EnvironmentContext>> {
   const { workspace, project } = await findProject(db, workspaceRef, projectRef);
   let q = db.selectFrom("environments").selectAll().where("project_id", "=", project.id);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
@@ -120,7 +141,10 @@ export async function listEnvironments(db: Reader, workspaceRef: string, project
 }
 
 /** The regions of several environments, by environment id (each list by region). */
-export async function regionsOfEnvironments(db: Reader, environmentIds: readonly string[]): Promise<Map<string, { region: string; replicas: number }[]>> {
+export async function regionsOfEnvironments(
+  db: Reader,
+  environmentIds: readonly string[],
+): Promise<Map<string, { region: string; replicas: number }[]>> {
   const out = new Map<string, { region: string; replicas: number }[]>(environmentIds.map((id) => [id, []]));
   if (environmentIds.length === 0) return out;
   const rows = await db
@@ -134,7 +158,10 @@ export async function regionsOfEnvironments(db: Reader, environmentIds: readonly
   return out;
 }
 
-export async function environmentRegions(db: Reader, environmentId: string): Promise<{ region: string; replicas: number }[]> {
+export async function environmentRegions(
+  db: Reader,
+  environmentId: string,
+): Promise<{ region: string; replicas: number }[]> {
   return db
     .selectFrom("environment_regions")
     .select(["region", "replicas"])
@@ -150,6 +177,12 @@ export async function environmentRegions(db: Reader, environmentId: string): Pro
  * revisions) takes it exclusively, so it waits for passes in flight and passes that start after
  * it see its commit. Undefined when the environment does not exist.
  */
-export async function lockEnvironment(tx: WriteTx, id: string, mode: "share" | "update"): Promise<EnvironmentRow | undefined> {
-  return tx.dialect.lockRows(tx.trx.selectFrom("environments").selectAll().where("id", "=", id), mode).executeTakeFirst();
+export async function lockEnvironment(
+  tx: WriteTx,
+  id: string,
+  mode: "share" | "update",
+): Promise<EnvironmentRow | undefined> {
+  return tx.dialect
+    .lockRows(tx.trx.selectFrom("environments").selectAll().where("id", "=", id), mode)
+    .executeTakeFirst();
 }

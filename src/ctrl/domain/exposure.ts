@@ -43,15 +43,23 @@ const PLACEHOLDER = /\{(env|project|workspace)\}/g;
 
 /** Checks an apex and a pattern at start-up (ctrl refuses to start with bad ones). */
 export function checkExposureSettings(s: ExposureSettings): void {
-  for (const [what, apex] of [["public apex", s.publicApex], ["organization apex", s.organizationApex]] as const) {
+  for (const [what, apex] of [
+    ["public apex", s.publicApex],
+    ["organization apex", s.organizationApex],
+  ] as const) {
     if (apex.length > 200 || !apex.split(".").every((l) => /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(l))) {
       throw new Error(`${what} "${apex}" is not a lowercase DNS name`);
     }
   }
-  for (const [what, p] of [["host pattern", s.hostPattern], ["shared host pattern", s.sharedHostPattern]] as const) {
+  for (const [what, p] of [
+    ["host pattern", s.hostPattern],
+    ["shared host pattern", s.sharedHostPattern],
+  ] as const) {
     const filled = p.replace(PLACEHOLDER, "a");
     if (/[{}]/.test(filled) || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(filled)) {
-      throw new Error(`${what} "${p}" must be one DNS label made of {env}, {project}, {workspace}, letters, digits and '-'`);
+      throw new Error(
+        `${what} "${p}" must be one DNS label made of {env}, {project}, {workspace}, letters, digits and '-'`,
+      );
     }
   }
 }
@@ -61,7 +69,11 @@ function hash6(s: string): string {
 }
 
 /** A pattern filled with the slugs, as one DNS label (a hash keeps it unique when cut to 63). */
-export function hostLabel(pattern: string, slugs: { env: string; project: string; workspace: string }, salt: string): string {
+export function hostLabel(
+  pattern: string,
+  slugs: { env: string; project: string; workspace: string },
+  salt: string,
+): string {
   const label = pattern.replace(PLACEHOLDER, (_m, k: "env" | "project" | "workspace") => slugs[k]);
   if (label.length <= 63) return label;
   return `${label.slice(0, 56).replace(/-+$/, "")}-${hash6(salt)}`;
@@ -108,19 +120,52 @@ export function gatewayContext(c: ExposureScope): GatewayContext {
  * desired state is re-put only when it changed). Writes nothing that did not change.
  */
 export async function refreshExposure(tx: WriteTx, environmentId: string): Promise<void> {
-  const environment = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+  const environment = await tx.trx
+    .selectFrom("environments")
+    .selectAll()
+    .where("id", "=", environmentId)
+    .executeTakeFirst();
   // Gone, or being deleted: its exposure is being removed region by region (deletion.ts), and a
   // domain check finishing meanwhile must not desire its routes again.
   if (!environment || environment.deleting_at !== null) return;
-  const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
-  const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
-  const endpoints = await tx.trx.selectFrom("endpoints").selectAll().where("environment_id", "=", environmentId).orderBy("visibility").execute();
-  const domains = await tx.trx.selectFrom("domains").selectAll().where("environment_id", "=", environmentId).orderBy("hostname").execute();
+  const project = await tx.trx
+    .selectFrom("projects")
+    .selectAll()
+    .where("id", "=", environment.project_id)
+    .executeTakeFirstOrThrow();
+  const workspace = await tx.trx
+    .selectFrom("workspaces")
+    .selectAll()
+    .where("id", "=", environment.workspace_id)
+    .executeTakeFirstOrThrow();
+  const endpoints = await tx.trx
+    .selectFrom("endpoints")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("visibility")
+    .execute();
+  const domains = await tx.trx
+    .selectFrom("domains")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("hostname")
+    .execute();
   const routes = exposureRoutes(endpoints, domains);
   const g = gatewayContext({ workspace, project, environment });
 
-  const regions = (await tx.trx.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute()).map((r) => r.region);
-  const desiredIn = await tx.trx.selectFrom("desired_objects").select(["region", "payload"]).where("kind", "=", gatewayKind.name).where("object_id", "=", environmentId).execute();
+  const regions = (
+    await tx.trx
+      .selectFrom("environment_regions")
+      .select("region")
+      .where("environment_id", "=", environmentId)
+      .execute()
+  ).map((r) => r.region);
+  const desiredIn = await tx.trx
+    .selectFrom("desired_objects")
+    .select(["region", "payload"])
+    .where("kind", "=", gatewayKind.name)
+    .where("object_id", "=", environmentId)
+    .execute();
   const current = new Map(desiredIn.map((d) => [d.region, d.payload]));
   for (const region of regions) {
     if (routes.length === 0) continue;
@@ -131,7 +176,12 @@ export async function refreshExposure(tx: WriteTx, environmentId: string): Promi
   }
   for (const region of current.keys()) {
     if (routes.length > 0 && regions.includes(region)) continue;
-    await tx.removeDesired(region, gatewayKind.name, environmentId, encodeDeleteGateway(environmentId, workspace.k8s_namespace));
+    await tx.removeDesired(
+      region,
+      gatewayKind.name,
+      environmentId,
+      encodeDeleteGateway(environmentId, workspace.k8s_namespace),
+    );
   }
 
   const auth = edgeAuthPolicy(routes);
@@ -139,14 +189,23 @@ export async function refreshExposure(tx: WriteTx, environmentId: string): Promi
   if (text !== environment.edge_auth) {
     await tx.trx.updateTable("environments").set({ edge_auth: text }).where("id", "=", environmentId).execute();
     const updated = { ...environment, edge_auth: text };
-    const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", environmentId).execute();
+    const sentinels = await tx.trx
+      .selectFrom("sentinels")
+      .selectAll()
+      .where("environment_id", "=", environmentId)
+      .execute();
     for (const s of sentinels) await putSentinel(tx, updated, s);
   }
 }
 
 /** Regions where an environment's gateway object is desired (for deletion by environment). */
 export async function gatewayRegions(tx: WriteTx, environmentId: string): Promise<string[]> {
-  const rows = await tx.trx.selectFrom("desired_objects").select("region").where("kind", "=", gatewayKind.name).where("object_id", "=", environmentId).execute();
+  const rows = await tx.trx
+    .selectFrom("desired_objects")
+    .select("region")
+    .where("kind", "=", gatewayKind.name)
+    .where("object_id", "=", environmentId)
+    .execute();
   return rows.map((r) => r.region);
 }
 
@@ -154,7 +213,12 @@ export async function gatewayRegions(tx: WriteTx, environmentId: string): Promis
  * Removes everything an environment exposes, in every region (its gateway objects; the rows go
  * with the environment, or here when `dropRows`). For environment deletion.
  */
-export async function removeExposure(tx: WriteTx, environmentId: string, namespace: string, dropRows = false): Promise<void> {
+export async function removeExposure(
+  tx: WriteTx,
+  environmentId: string,
+  namespace: string,
+  dropRows = false,
+): Promise<void> {
   for (const region of await gatewayRegions(tx, environmentId)) {
     await tx.removeDesired(region, gatewayKind.name, environmentId, encodeDeleteGateway(environmentId, namespace));
   }

@@ -6,7 +6,8 @@
 // names are DNS-1035 labels (`<project>-<env>-<8 random chars>`), unique per object.
 import { randomBytes } from "node:crypto";
 
-export type IdPrefix = "ws" | "prj" | "env" | "dep" | "snt" | "cls" | "tok" | "rel" | "job" | "dek" | "aud" | "ept" | "dom";
+export type IdPrefix =
+  "ws" | "prj" | "env" | "dep" | "snt" | "cls" | "tok" | "rel" | "job" | "dek" | "aud" | "ept" | "dom";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

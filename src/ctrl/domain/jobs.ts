@@ -16,17 +16,32 @@ type Reader = Kysely<Database>;
 export interface JobView {
   environment: EnvironmentContext;
   job: JobRow;
-  status: { region: string; runs: unknown[]; lastSchedule: number; rejectedReason: string | null; reportedAt: number }[];
+  status: {
+    region: string;
+    runs: unknown[];
+    lastSchedule: number;
+    rejectedReason: string | null;
+    reportedAt: number;
+  }[];
 }
 
 export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobSpec): Promise<JobView> {
   const id = await store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
-    const existing = await tx.trx.selectFrom("jobs").selectAll().where("environment_id", "=", env.environment.id).where("name", "=", spec.name).executeTakeFirst();
+    const existing = await tx.trx
+      .selectFrom("jobs")
+      .selectAll()
+      .where("environment_id", "=", env.environment.id)
+      .where("name", "=", spec.name)
+      .executeTakeFirst();
     let jobId: string;
     if (existing) {
       jobId = existing.id;
-      await tx.trx.updateTable("jobs").set({ spec: JSON.stringify(spec), updated_at: tx.now }).where("id", "=", existing.id).execute();
+      await tx.trx
+        .updateTable("jobs")
+        .set({ spec: JSON.stringify(spec), updated_at: tx.now })
+        .where("id", "=", existing.id)
+        .execute();
     } else {
       await refuseBeyondLimit(tx, "jobs", env.environment.id, MAX_JOBS_PER_ENVIRONMENT, "spec.name", "jobs");
       jobId = newId("job");
@@ -39,7 +54,14 @@ export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobS
           environment_id: env.environment.id,
           name: spec.name,
           // CronJob names are at most 52 characters (the Jobs it makes append 11).
-          k8s_name: objectK8sName(env.project.slug.slice(0, 14), env.environment.slug.slice(0, 14), `${spec.name.slice(0, 12)}-${randomChars(6)}`, "job-").slice(0, 52).replace(/-+$/, ""),
+          k8s_name: objectK8sName(
+            env.project.slug.slice(0, 14),
+            env.environment.slug.slice(0, 14),
+            `${spec.name.slice(0, 12)}-${randomChars(6)}`,
+            "job-",
+          )
+            .slice(0, 52)
+            .replace(/-+$/, ""),
           spec: JSON.stringify(spec),
           created_at: tx.now,
           updated_at: tx.now,
@@ -60,12 +82,23 @@ async function jobView(db: Reader, ref: EnvironmentRef, id: string): Promise<Job
 
 async function statusOf(db: Reader, jobId: string): Promise<JobView["status"]> {
   const rows = await db.selectFrom("job_status").selectAll().where("job_id", "=", jobId).orderBy("region").execute();
-  return rows.map((s) => ({ region: s.region, runs: JSON.parse(s.runs) as unknown[], lastSchedule: Number(s.last_schedule), rejectedReason: s.rejected_reason, reportedAt: Number(s.reported_at) }));
+  return rows.map((s) => ({
+    region: s.region,
+    runs: JSON.parse(s.runs) as unknown[],
+    lastSchedule: Number(s.last_schedule),
+    rejectedReason: s.rejected_reason,
+    reportedAt: Number(s.reported_at),
+  }));
 }
 
 export async function listJobs(db: Reader, ref: EnvironmentRef): Promise<JobView[]> {
   const environment = await findEnvironment(db, ref);
-  const jobs = await db.selectFrom("jobs").selectAll().where("environment_id", "=", environment.environment.id).orderBy("name").execute();
+  const jobs = await db
+    .selectFrom("jobs")
+    .selectAll()
+    .where("environment_id", "=", environment.environment.id)
+    .orderBy("name")
+    .execute();
   const out: JobView[] = [];
   for (const job of jobs) out.push({ environment, job, status: await statusOf(db, job.id) });
   return out;
@@ -74,7 +107,12 @@ export async function listJobs(db: Reader, ref: EnvironmentRef): Promise<JobView
 export async function deleteJob(store: Store, ref: EnvironmentRef, name: string): Promise<void> {
   await store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
-    const job = await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", env.environment.id).where("name", "=", name).executeTakeFirst();
+    const job = await tx.trx
+      .selectFrom("jobs")
+      .select("id")
+      .where("environment_id", "=", env.environment.id)
+      .where("name", "=", name)
+      .executeTakeFirst();
     if (!job) throw notFound(`job "${name}" of environment "${env.environment.slug}"`);
     await tx.trx.deleteFrom("job_status").where("job_id", "=", job.id).execute();
     await tx.trx.deleteFrom("jobs").where("id", "=", job.id).execute();

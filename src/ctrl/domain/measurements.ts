@@ -49,12 +49,24 @@ export async function recordMeasurements(store: Store, region: string, report: M
   }
   const envOf = new Map<string, string>();
   for (let i = 0; i < deps.length; i += 500) {
-    const rows = await store.db.selectFrom("deployments").select(["id", "environment_id"]).where("id", "in", deps.slice(i, i + 500)).execute();
+    const rows = await store.db
+      .selectFrom("deployments")
+      .select(["id", "environment_id"])
+      .where("id", "in", deps.slice(i, i + 500))
+      .execute();
     for (const r of rows) envOf.set(r.id, r.environment_id);
   }
   entries.forEach((e, i) => {
-    if (!withSentinel.has(e.environmentId)) throw permissionDenied(`revisions[${i}].environment_id`, `environment ${e.environmentId} has no sentinel in region ${region}`);
-    if (envOf.get(e.deploymentId) !== e.environmentId) throw permissionDenied(`revisions[${i}].deployment_id`, `${e.deploymentId} is not a revision of environment ${e.environmentId}`);
+    if (!withSentinel.has(e.environmentId))
+      throw permissionDenied(
+        `revisions[${i}].environment_id`,
+        `environment ${e.environmentId} has no sentinel in region ${region}`,
+      );
+    if (envOf.get(e.deploymentId) !== e.environmentId)
+      throw permissionDenied(
+        `revisions[${i}].deployment_id`,
+        `${e.deploymentId} is not a revision of environment ${e.environmentId}`,
+      );
   });
   const now = store.clock();
   let stored = 0;
@@ -103,16 +115,36 @@ interface Acc {
 }
 
 /** Rows of one revision added up (exported for the unit tests). */
-export function addUp(deploymentId: string, rows: readonly { region: string; from_ms: number; to_ms: number; r2xx: number; r3xx: number; r4xx: number; r5xx: number; latency: string }[]): RevisionSample | undefined {
+export function addUp(
+  deploymentId: string,
+  rows: readonly {
+    region: string;
+    from_ms: number;
+    to_ms: number;
+    r2xx: number;
+    r3xx: number;
+    r4xx: number;
+    r5xx: number;
+    latency: string;
+  }[],
+): RevisionSample | undefined {
   if (rows.length === 0) return undefined;
-  const a: Acc = { classes: [0, 0, 0, 0], latency: new Array<number>(SLOTS).fill(0), regions: new Set(), from: Infinity, to: -Infinity };
+  const a: Acc = {
+    classes: [0, 0, 0, 0],
+    latency: new Array<number>(SLOTS).fill(0),
+    regions: new Set(),
+    from: Infinity,
+    to: -Infinity,
+  };
   for (const r of rows) {
     a.classes[0] += Number(r.r2xx);
     a.classes[1] += Number(r.r3xx);
     a.classes[2] += Number(r.r4xx);
     a.classes[3] += Number(r.r5xx);
     const lat: unknown = JSON.parse(r.latency);
-    if (Array.isArray(lat)) for (let i = 0; i < SLOTS; i++) a.latency[i] = (a.latency[i] ?? 0) + (typeof lat[i] === "number" ? (lat[i] as number) : 0);
+    if (Array.isArray(lat))
+      for (let i = 0; i < SLOTS; i++)
+        a.latency[i] = (a.latency[i] ?? 0) + (typeof lat[i] === "number" ? (lat[i] as number) : 0);
     a.regions.add(r.region);
     a.from = Math.min(a.from, Number(r.from_ms));
     a.to = Math.max(a.to, Number(r.to_ms));
@@ -137,11 +169,28 @@ export class StoredMeasurements implements MeasurementSource {
    * The windows of the given revisions that ended at or after `sinceMs` (a window that began
    * before it counts whole: reports are not split), added up over `regions` (all when absent).
    */
-  async samples(environmentId: string, deploymentIds: readonly string[], sinceMs: number, regions?: readonly string[]): Promise<Map<string, RevisionSample>> {
+  async samples(
+    environmentId: string,
+    deploymentIds: readonly string[],
+    sinceMs: number,
+    regions?: readonly string[],
+  ): Promise<Map<string, RevisionSample>> {
     const out = new Map<string, RevisionSample>();
     if (deploymentIds.length === 0 || (regions !== undefined && regions.length === 0)) return out;
     const ids = [...new Set(deploymentIds)];
-    const byDep = new Map<string, { region: string; from_ms: number; to_ms: number; r2xx: number; r3xx: number; r4xx: number; r5xx: number; latency: string }[]>();
+    const byDep = new Map<
+      string,
+      {
+        region: string;
+        from_ms: number;
+        to_ms: number;
+        r2xx: number;
+        r3xx: number;
+        r4xx: number;
+        r5xx: number;
+        latency: string;
+      }[]
+    >();
     for (let i = 0; i < ids.length; i += 500) {
       let q = this.store.db
         .selectFrom("measurements")

@@ -15,8 +15,18 @@ type Reader = Kysely<Database>;
 
 /** The environment's current configuration and secrets, as a new revision's columns. */
 export async function revisionSettings(db: Reader, environmentId: string): Promise<RevisionSettingsColumns> {
-  const config = await db.selectFrom("environment_config").select(["key", "value"]).where("environment_id", "=", environmentId).orderBy("key").execute();
-  const secrets = await db.selectFrom("environment_secrets").selectAll().where("environment_id", "=", environmentId).orderBy("key").execute();
+  const config = await db
+    .selectFrom("environment_config")
+    .select(["key", "value"])
+    .where("environment_id", "=", environmentId)
+    .orderBy("key")
+    .execute();
+  const secrets = await db
+    .selectFrom("environment_secrets")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("key")
+    .execute();
   const sealed: SealedSecrets = {};
   const external: ExternalRef[] = [];
   for (const s of secrets) {
@@ -33,4 +43,3 @@ export async function revisionSettings(db: Reader, environmentId: string): Promi
     external_secrets: external.length > 0 ? JSON.stringify(external) : null,
   };
 }
-

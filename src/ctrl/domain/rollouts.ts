@@ -7,7 +7,13 @@ import type { WriteTx } from "../db/outbox.js";
 import type { RolloutsTable } from "../db/schema.js";
 
 /** The status of a rollout record before its first pass. */
-export const EMPTY_STATUS: DeploymentStatus = { replicas: 0, updatedReplicas: 0, readyReplicas: 0, availableReplicas: 0, unavailableReplicas: 0 };
+export const EMPTY_STATUS: DeploymentStatus = {
+  replicas: 0,
+  updatedReplicas: 0,
+  readyReplicas: 0,
+  availableReplicas: 0,
+  unavailableReplicas: 0,
+};
 
 /** Creates the region's rollout record if missing (so it can be locked). */
 export async function ensureRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<void> {
@@ -35,7 +41,11 @@ export async function ensureRolloutRow(tx: WriteTx, environmentId: string, regio
  */
 export async function lockRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<RolloutsTable> {
   await ensureRolloutRow(tx, environmentId, region);
-  const q = tx.trx.selectFrom("rollouts").selectAll().where("environment_id", "=", environmentId).where("region", "=", region);
+  const q = tx.trx
+    .selectFrom("rollouts")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region);
   return tx.dialect.lockRows(q, "update").executeTakeFirstOrThrow();
 }
 
@@ -58,7 +68,11 @@ export async function startLikeSiblings(tx: WriteTx, environmentId: string, regi
     .updateTable("rollouts")
     // The sibling's seen revision, not last_revision: a deployment the sibling has not picked up
     // yet must still retarget the new region too.
-    .set({ target_deployment_id: sibling.target_deployment_id, target_seen_revision: sibling.target_seen_revision, updated_at: tx.now })
+    .set({
+      target_deployment_id: sibling.target_deployment_id,
+      target_seen_revision: sibling.target_seen_revision,
+      updated_at: tx.now,
+    })
     .where("environment_id", "=", environmentId)
     .where("region", "=", region)
     .execute();
@@ -66,7 +80,19 @@ export async function startLikeSiblings(tx: WriteTx, environmentId: string, regi
 
 /** Deletes the rollout records of an environment in a region it leaves. */
 export async function forgetRolloutRegion(tx: WriteTx, environmentId: string, region: string): Promise<void> {
-  await tx.trx.deleteFrom("rollout_events").where("environment_id", "=", environmentId).where("region", "=", region).execute();
-  await tx.trx.deleteFrom("rollout_revisions").where("environment_id", "=", environmentId).where("region", "=", region).execute();
-  await tx.trx.deleteFrom("rollouts").where("environment_id", "=", environmentId).where("region", "=", region).execute();
+  await tx.trx
+    .deleteFrom("rollout_events")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
+  await tx.trx
+    .deleteFrom("rollout_revisions")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
+  await tx.trx
+    .deleteFrom("rollouts")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
 }

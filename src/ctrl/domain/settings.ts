@@ -40,10 +40,19 @@ export async function currentRevision(db: Reader, environmentId: string): Promis
     .orderBy("region")
     .executeTakeFirst();
   if (target?.target_deployment_id) {
-    const d = await db.selectFrom("deployments").selectAll().where("id", "=", target.target_deployment_id).executeTakeFirst();
+    const d = await db
+      .selectFrom("deployments")
+      .selectAll()
+      .where("id", "=", target.target_deployment_id)
+      .executeTakeFirst();
     if (d) return d;
   }
-  return db.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).orderBy("revision", "desc").executeTakeFirst();
+  return db
+    .selectFrom("deployments")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("revision", "desc")
+    .executeTakeFirst();
 }
 
 /** A new revision copying the current one, with the environment's (changed) settings. */
@@ -53,21 +62,43 @@ async function newRevision(tx: WriteTx, env: EnvironmentContext): Promise<Deploy
   return insertDeployment(tx, env, revisionCopyOf(d));
 }
 
-async function keysOf(db: Reader, table: "environment_config" | "environment_secrets", environmentId: string): Promise<Set<string>> {
+async function keysOf(
+  db: Reader,
+  table: "environment_config" | "environment_secrets",
+  environmentId: string,
+): Promise<Set<string>> {
   const rows = await db.selectFrom(table).select("key").where("environment_id", "=", environmentId).execute();
   return new Set(rows.map((r) => r.key));
 }
 
 async function checkTotals(tx: WriteTx, environmentId: string): Promise<void> {
-  const config = await tx.trx.selectFrom("environment_config").select(["value"]).where("environment_id", "=", environmentId).execute();
-  if (config.length > SETTINGS_LIMITS.keysMax) throw invalidArgument("values", `an environment has at most ${SETTINGS_LIMITS.keysMax} config keys`);
+  const config = await tx.trx
+    .selectFrom("environment_config")
+    .select(["value"])
+    .where("environment_id", "=", environmentId)
+    .execute();
+  if (config.length > SETTINGS_LIMITS.keysMax)
+    throw invalidArgument("values", `an environment has at most ${SETTINGS_LIMITS.keysMax} config keys`);
   const bytes = config.reduce((n, c) => n + Buffer.byteLength(c.value, "utf8"), 0);
-  if (bytes > SETTINGS_LIMITS.totalMax) throw invalidArgument("values", `an environment's config values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`);
-  const secrets = await tx.trx.selectFrom("environment_secrets").select(["ciphertext"]).where("environment_id", "=", environmentId).execute();
-  if (secrets.length > SETTINGS_LIMITS.keysMax) throw invalidArgument("secrets", `an environment has at most ${SETTINGS_LIMITS.keysMax} secrets`);
+  if (bytes > SETTINGS_LIMITS.totalMax)
+    throw invalidArgument(
+      "values",
+      `an environment's config values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`,
+    );
+  const secrets = await tx.trx
+    .selectFrom("environment_secrets")
+    .select(["ciphertext"])
+    .where("environment_id", "=", environmentId)
+    .execute();
+  if (secrets.length > SETTINGS_LIMITS.keysMax)
+    throw invalidArgument("secrets", `an environment has at most ${SETTINGS_LIMITS.keysMax} secrets`);
   // A ciphertext is its value plus 29 bytes.
   const sealed = secrets.reduce((n, s) => n + (s.ciphertext ? s.ciphertext.length - 29 : 0), 0);
-  if (sealed > SETTINGS_LIMITS.totalMax) throw invalidArgument("secrets", `an environment's secret values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`);
+  if (sealed > SETTINGS_LIMITS.totalMax)
+    throw invalidArgument(
+      "secrets",
+      `an environment's secret values add up to at most ${SETTINGS_LIMITS.totalMax / 1024} KiB`,
+    );
 }
 
 async function finish(tx: WriteTx, env: EnvironmentContext, changed: boolean): Promise<SettingsChange> {
@@ -76,15 +107,28 @@ async function finish(tx: WriteTx, env: EnvironmentContext, changed: boolean): P
   return { environmentId: env.environment.id, revision: await newRevision(tx, env), changed: true };
 }
 
-export async function setConfig(store: Store, ref: EnvironmentRef, values: readonly ConfigValueInput[]): Promise<SettingsChange> {
+export async function setConfig(
+  store: Store,
+  ref: EnvironmentRef,
+  values: readonly ConfigValueInput[],
+): Promise<SettingsChange> {
   return store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
     const id = env.environment.id;
     const secretKeys = await keysOf(tx.trx, "environment_secrets", id);
-    const current = new Map((await tx.trx.selectFrom("environment_config").select(["key", "value"]).where("environment_id", "=", id).execute()).map((r) => [r.key, r.value]));
+    const current = new Map(
+      (
+        await tx.trx
+          .selectFrom("environment_config")
+          .select(["key", "value"])
+          .where("environment_id", "=", id)
+          .execute()
+      ).map((r) => [r.key, r.value]),
+    );
     let changed = false;
     for (const [i, v] of values.entries()) {
-      if (secretKeys.has(v.key)) throw invalidArgument(`values[${i}].key`, `"${v.key}" is a secret of this environment: unset the secret first`);
+      if (secretKeys.has(v.key))
+        throw invalidArgument(`values[${i}].key`, `"${v.key}" is a secret of this environment: unset the secret first`);
       if (current.get(v.key) === v.value) continue;
       changed = true;
       await tx.trx
@@ -100,14 +144,26 @@ export async function setConfig(store: Store, ref: EnvironmentRef, values: reado
 export async function unsetConfig(store: Store, ref: EnvironmentRef, keys: readonly string[]): Promise<SettingsChange> {
   return store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
-    const res = await tx.trx.deleteFrom("environment_config").where("environment_id", "=", env.environment.id).where("key", "in", [...keys]).executeTakeFirst();
+    const res = await tx.trx
+      .deleteFrom("environment_config")
+      .where("environment_id", "=", env.environment.id)
+      .where("key", "in", [...keys])
+      .executeTakeFirst();
     return finish(tx, env, Number(res.numDeletedRows) > 0);
   });
 }
 
-export async function listConfig(db: Reader, ref: EnvironmentRef): Promise<{ key: string; value: string; updated_at: number }[]> {
+export async function listConfig(
+  db: Reader,
+  ref: EnvironmentRef,
+): Promise<{ key: string; value: string; updated_at: number }[]> {
   const env = await findEnvironment(db, ref);
-  return db.selectFrom("environment_config").select(["key", "value", "updated_at"]).where("environment_id", "=", env.environment.id).orderBy("key").execute();
+  return db
+    .selectFrom("environment_config")
+    .select(["key", "value", "updated_at"])
+    .where("environment_id", "=", env.environment.id)
+    .orderBy("key")
+    .execute();
 }
 
 /**
@@ -115,14 +171,20 @@ export async function listConfig(db: Reader, ref: EnvironmentRef): Promise<{ key
  * so setting the same value again still makes a new revision (the store cannot tell it is the
  * same without keeping something derived from it).
  */
-export async function setSecrets(store: Store, keyring: Keyring, ref: EnvironmentRef, secrets: readonly SecretInputValue[]): Promise<SettingsChange> {
+export async function setSecrets(
+  store: Store,
+  keyring: Keyring,
+  ref: EnvironmentRef,
+  secrets: readonly SecretInputValue[],
+): Promise<SettingsChange> {
   return store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
     const id = env.environment.id;
     const configKeys = await keysOf(tx.trx, "environment_config", id);
     let dataKey: Buffer | undefined;
     for (const [i, s] of secrets.entries()) {
-      if (configKeys.has(s.key)) throw invalidArgument(`secrets[${i}].key`, `"${s.key}" is a config value of this environment: unset it first`);
+      if (configKeys.has(s.key))
+        throw invalidArgument(`secrets[${i}].key`, `"${s.key}" is a config value of this environment: unset it first`);
       let row: { source: string; ciphertext: Buffer | null; external_path: string | null };
       if (s.source === "value") {
         dataKey ??= await dataKeyFor(tx, keyring, id);
@@ -140,10 +202,18 @@ export async function setSecrets(store: Store, keyring: Keyring, ref: Environmen
   });
 }
 
-export async function unsetSecrets(store: Store, ref: EnvironmentRef, keys: readonly string[]): Promise<SettingsChange> {
+export async function unsetSecrets(
+  store: Store,
+  ref: EnvironmentRef,
+  keys: readonly string[],
+): Promise<SettingsChange> {
   return store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
-    const res = await tx.trx.deleteFrom("environment_secrets").where("environment_id", "=", env.environment.id).where("key", "in", [...keys]).executeTakeFirst();
+    const res = await tx.trx
+      .deleteFrom("environment_secrets")
+      .where("environment_id", "=", env.environment.id)
+      .where("key", "in", [...keys])
+      .executeTakeFirst();
     return finish(tx, env, Number(res.numDeletedRows) > 0);
   });
 }
@@ -164,5 +234,10 @@ export async function listSecrets(db: Reader, ref: EnvironmentRef): Promise<Secr
     .where("environment_id", "=", env.environment.id)
     .orderBy("key")
     .execute();
-  return rows.map((r) => ({ key: r.key, source: r.source, externalPath: r.external_path ?? "", updatedAt: Number(r.updated_at) }));
+  return rows.map((r) => ({
+    key: r.key,
+    source: r.source,
+    externalPath: r.external_path ?? "",
+    updatedAt: Number(r.updated_at),
+  }));
 }

@@ -36,12 +36,22 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
   const environment = await findEnvironment(db, ref);
   const envId = environment.environment.id;
   const regions = await environmentRegions(db, envId);
-  const deployments = (await listDeployments(db, { workspace: environment.workspace.id, project: environment.project.id, environment: envId })).items;
+  const deployments = (
+    await listDeployments(db, {
+      workspace: environment.workspace.id,
+      project: environment.project.id,
+      environment: envId,
+    })
+  ).items;
   const ids = deployments.map((d) => d.deployment.id);
 
   const desired = await desiredReplicasOf(db, ids);
-  const instances = ids.length ? await db.selectFrom("instances").selectAll().where("deployment_id", "in", ids).orderBy("k8s_name").execute() : [];
-  const reports = ids.length ? await db.selectFrom("deployment_reports").selectAll().where("deployment_id", "in", ids).execute() : [];
+  const instances = ids.length
+    ? await db.selectFrom("instances").selectAll().where("deployment_id", "in", ids).orderBy("k8s_name").execute()
+    : [];
+  const reports = ids.length
+    ? await db.selectFrom("deployment_reports").selectAll().where("deployment_id", "in", ids).execute()
+    : [];
 
   const views: DeploymentStatusView[] = deployments.map((d) => {
     const byRegion = new Map<string, RegionStatus>();
@@ -61,14 +71,27 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
       r.desiredReplicas = n;
     }
     for (const i of instances) if (i.deployment_id === d.deployment.id) regionOf(i.region).instances.push(i);
-    for (const r of reports) if (r.deployment_id === d.deployment.id && r.rejected_reason !== null) regionOf(r.region).rejectedReason = r.rejected_reason;
+    for (const r of reports)
+      if (r.deployment_id === d.deployment.id && r.rejected_reason !== null)
+        regionOf(r.region).rejectedReason = r.rejected_reason;
     return { deployment: d, regions: [...byRegion.values()].sort((a, b) => a.region.localeCompare(b.region)) };
   });
 
-  const sentinels = await db.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).orderBy("region").execute();
+  const sentinels = await db
+    .selectFrom("sentinels")
+    .selectAll()
+    .where("environment_id", "=", envId)
+    .orderBy("region")
+    .execute();
   const regionNames = regions.map((r) => r.region);
   const clusters = regionNames.length
-    ? await db.selectFrom("clusters").selectAll().where("region", "in", regionNames).orderBy("region").orderBy("name").execute()
+    ? await db
+        .selectFrom("clusters")
+        .selectAll()
+        .where("region", "in", regionNames)
+        .orderBy("region")
+        .orderBy("name")
+        .execute()
     : [];
   return { environment, regions, deployments: views, sentinels, clusters };
 }

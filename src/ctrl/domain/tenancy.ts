@@ -30,7 +30,12 @@ export async function findWorkspace(db: Reader, ref: string, opts: FindOptions =
   return row;
 }
 
-export async function findProject(db: Reader, workspaceRef: string, ref: string, opts: FindOptions = {}): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
+export async function findProject(
+  db: Reader,
+  workspaceRef: string,
+  ref: string,
+  opts: FindOptions = {},
+): Promise<{ workspace: WorkspaceRow; project: ProjectRow }> {
   const workspace = await findWorkspace(db, workspaceRef, opts);
   const project = await db
     .selectFrom("projects")
@@ -49,7 +54,11 @@ export interface EnvironmentContext {
   environment: EnvironmentRow;
 }
 
-export async function findEnvironment(db: Reader, ref: EnvironmentRef, opts: FindOptions = {}): Promise<EnvironmentContext> {
+export async function findEnvironment(
+  db: Reader,
+  ref: EnvironmentRef,
+  opts: FindOptions = {},
+): Promise<EnvironmentContext> {
   const { workspace, project } = await findProject(db, ref.workspace, ref.project, opts);
   const environment = await db
     .selectFrom("environments")
@@ -58,7 +67,8 @@ export async function findEnvironment(db: Reader, ref: EnvironmentRef, opts: Fin
     .where(ref.environment.startsWith("env_") ? "id" : "slug", "=", ref.environment)
     .executeTakeFirst();
   if (!environment) throw notFound(`environment "${ref.environment}" in project "${project.slug}"`);
-  if (environment.deleting_at !== null && !opts.includeDeleting) throw beingDeleted(`environment "${environment.slug}"`);
+  if (environment.deleting_at !== null && !opts.includeDeleting)
+    throw beingDeleted(`environment "${environment.slug}"`);
   return { workspace, project, environment };
 }
 
@@ -113,7 +123,11 @@ export async function createProject(store: Store, input: NewProject): Promise<Pr
 }
 
 /** By slug; a page's key is the slug of its last project. */
-export async function listProjects(db: Reader, workspaceRef: string, page?: PageQuery<string>): Promise<Page<ProjectRow>> {
+export async function listProjects(
+  db: Reader,
+  workspaceRef: string,
+  page?: PageQuery<string>,
+): Promise<Page<ProjectRow>> {
   const workspace = await findWorkspace(db, workspaceRef);
   let q = db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
@@ -121,4 +135,3 @@ export async function listProjects(db: Reader, workspaceRef: string, page?: Page
   if (limit !== undefined) q = q.limit(limit);
   return takePage(await q.orderBy("slug").execute(), page);
 }
-

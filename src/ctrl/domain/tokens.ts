@@ -31,8 +31,15 @@ export function digestsEqual(a: string, b: string): boolean {
   return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
 }
 
-export async function findUserTokenByHash(db: Reader, tokenHash: string): Promise<{ id: string; name: string } | undefined> {
-  const row = await db.selectFrom("api_tokens").select(["id", "name", "token_hash"]).where("token_hash", "=", tokenHash).executeTakeFirst();
+export async function findUserTokenByHash(
+  db: Reader,
+  tokenHash: string,
+): Promise<{ id: string; name: string } | undefined> {
+  const row = await db
+    .selectFrom("api_tokens")
+    .select(["id", "name", "token_hash"])
+    .where("token_hash", "=", tokenHash)
+    .executeTakeFirst();
   return row && digestsEqual(row.token_hash, tokenHash) ? { id: row.id, name: row.name } : undefined;
 }
 
@@ -43,7 +50,11 @@ export async function findUserTokenByHash(db: Reader, tokenHash: string): Promis
 export async function addUserToken(store: Store, name: string, token: string): Promise<boolean> {
   const digest = hashToken(token);
   return store.write(async (tx) => {
-    const revoked = await tx.trx.selectFrom("revoked_tokens").select("token_hash").where("token_hash", "=", digest).executeTakeFirst();
+    const revoked = await tx.trx
+      .selectFrom("revoked_tokens")
+      .select("token_hash")
+      .where("token_hash", "=", digest)
+      .executeTakeFirst();
     if (revoked) return false;
     await tx.trx
       .insertInto("api_tokens")
@@ -55,7 +66,10 @@ export async function addUserToken(store: Store, name: string, token: string): P
 }
 
 export async function countUserTokens(db: Reader): Promise<number> {
-  const row = await db.selectFrom("api_tokens").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow();
+  const row = await db
+    .selectFrom("api_tokens")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -77,7 +91,12 @@ async function lockApiTokens(tx: WriteTx): Promise<void> {
 }
 
 function apiTokenRow(r: { id: string; name: string; created_at: number; last_used_at: number | null }): ApiTokenRow {
-  return { id: r.id, name: r.name, created_at: Number(r.created_at), last_used_at: r.last_used_at === null ? null : Number(r.last_used_at) };
+  return {
+    id: r.id,
+    name: r.name,
+    created_at: Number(r.created_at),
+    last_used_at: r.last_used_at === null ? null : Number(r.last_used_at),
+  };
 }
 
 /** Creates a user token with a unique name; returns its record and the token (shown once). */
@@ -118,10 +137,16 @@ export async function revokeApiToken(store: Store, tokenId: string): Promise<Api
     const row = await tx.trx.selectFrom("api_tokens").selectAll().where("id", "=", tokenId).executeTakeFirst();
     if (!row) throw notFound(`api token "${tokenId}"`);
     if ((await countUserTokens(tx.trx)) <= 1) {
-      throw failedPrecondition(`api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`);
+      throw failedPrecondition(
+        `api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`,
+      );
     }
     await tx.trx.deleteFrom("api_tokens").where("id", "=", tokenId).execute();
-    await tx.trx.insertInto("revoked_tokens").values({ token_hash: row.token_hash, revoked_at: tx.now }).onConflict((oc) => oc.column("token_hash").doNothing()).execute();
+    await tx.trx
+      .insertInto("revoked_tokens")
+      .values({ token_hash: row.token_hash, revoked_at: tx.now })
+      .onConflict((oc) => oc.column("token_hash").doNothing())
+      .execute();
     return apiTokenRow(row);
   });
 }
@@ -130,7 +155,12 @@ export async function revokeApiToken(store: Store, tokenId: string): Promise<Api
  * Records that a user token was used at `now`, unless a use less than `minIntervalMs` ago is
  * already recorded (several ctrl replicas then write at most about once per interval).
  */
-export async function recordApiTokenUse(db: Reader, tokenId: string, now: number, minIntervalMs: number): Promise<void> {
+export async function recordApiTokenUse(
+  db: Reader,
+  tokenId: string,
+  now: number,
+  minIntervalMs: number,
+): Promise<void> {
   await db
     .updateTable("api_tokens")
     .set({ last_used_at: now })

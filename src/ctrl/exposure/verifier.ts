@@ -10,7 +10,13 @@ import { pino } from "pino";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { Result, WorkQueue } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
-import { DEFAULT_DOMAIN_CHECKS, checkDomain, claimDueDomains, type DomainCheckPolicy, type TxtResolver } from "../domain/domains.js";
+import {
+  DEFAULT_DOMAIN_CHECKS,
+  checkDomain,
+  claimDueDomains,
+  type DomainCheckPolicy,
+  type TxtResolver,
+} from "../domain/domains.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import type { DomainRow } from "../db/schema.js";
 
@@ -52,7 +58,8 @@ export class DomainVerifier {
         return Result.done;
       },
       onResult: (id, r) => {
-        if (r.type === "retry") this.#log.warn({ domain: id, err: String(r.error) }, "domain check not recorded; will retry");
+        if (r.type === "retry")
+          this.#log.warn({ domain: id, err: String(r.error) }, "domain check not recorded; will retry");
       },
     });
     const every = o.sweepIntervalMs ?? 5_000;

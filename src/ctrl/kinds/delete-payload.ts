@@ -16,8 +16,15 @@ function copyShared(from: DescMessage, to: DescMessage, payload: Uint8Array): Ui
     const src = from.fields.find((g) => g.name === f.name);
     if (!src || src.fieldKind !== f.fieldKind) continue;
     if (f.fieldKind === "scalar" && src.fieldKind === "scalar" && f.scalar !== src.scalar) continue;
-    if (f.fieldKind === "message" && src.fieldKind === "message" && f.message.typeName !== src.message.typeName) continue;
-    if (f.fieldKind === "list" && src.fieldKind === "list" && (f.listKind !== src.listKind || (f.listKind === "message" && src.listKind === "message" && f.message.typeName !== src.message.typeName))) continue;
+    if (f.fieldKind === "message" && src.fieldKind === "message" && f.message.typeName !== src.message.typeName)
+      continue;
+    if (
+      f.fieldKind === "list" &&
+      src.fieldKind === "list" &&
+      (f.listKind !== src.listKind ||
+        (f.listKind === "message" && src.listKind === "message" && f.message.typeName !== src.message.typeName))
+    )
+      continue;
     init[f.localName] = apply[src.localName];
   }
   return toBinary(to, create(to, init as never));
@@ -25,7 +32,9 @@ function copyShared(from: DescMessage, to: DescMessage, payload: Uint8Array): Ui
 
 /** The Delete payload of a stored Apply payload of `kind`. */
 export function deletePayload(kind: Kind, applyPayload: Uint8Array): Uint8Array {
-  return kind.deletePayloadOf ? kind.deletePayloadOf(applyPayload) : copyShared(kind.wire.apply, kind.wire.delete, applyPayload);
+  return kind.deletePayloadOf
+    ? kind.deletePayloadOf(applyPayload)
+    : copyShared(kind.wire.apply, kind.wire.delete, applyPayload);
 }
 
 /** The `environment_id` an Apply payload names ("" when its message has none). */

@@ -22,7 +22,15 @@ import {
   type HealthCheck,
   type ReportDeploymentStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { parseJsonList, type Database, type DeploymentRow, type EnvironmentRow, type InstanceRow, type ProjectRow, type WorkspaceRow } from "../db/schema.js";
+import {
+  parseJsonList,
+  type Database,
+  type DeploymentRow,
+  type EnvironmentRow,
+  type InstanceRow,
+  type ProjectRow,
+  type WorkspaceRow,
+} from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, invalidArgument, notFound } from "../errors.js";
 import { revisionSettingsView } from "./revision-settings.js";
@@ -77,13 +85,25 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
 }
 
 /** A revision's configuration, secret keys and external references, as the agent gets them. */
-export function revisionSettingsMessages(d: DeploymentRow): Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets"> {
+export function revisionSettingsMessages(
+  d: DeploymentRow,
+): Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets"> {
   const v = revisionSettingsView(d);
   return {
-    config: v.config ? create(RevisionConfigSchema, { configMapName: v.config.name, values: v.config.values.map((e) => create(EnvVarSchema, e)) }) : undefined,
-    secrets: v.secrets ? create(RevisionSecretsSchema, { secretName: v.secrets.name, keys: v.secrets.keys }) : undefined,
+    config: v.config
+      ? create(RevisionConfigSchema, {
+          configMapName: v.config.name,
+          values: v.config.values.map((e) => create(EnvVarSchema, e)),
+        })
+      : undefined,
+    secrets: v.secrets
+      ? create(RevisionSecretsSchema, { secretName: v.secrets.name, keys: v.secrets.keys })
+      : undefined,
     externalSecrets: v.external
-      ? create(ExternalSecretsSchema, { secretProviderClassName: v.external.name, secrets: v.external.refs.map((x) => create(ExternalSecretRefSchema, x)) })
+      ? create(ExternalSecretsSchema, {
+          secretProviderClassName: v.external.name,
+          secrets: v.external.refs.map((x) => create(ExternalSecretRefSchema, x)),
+        })
       : undefined,
   };
 }
@@ -166,9 +186,15 @@ export function validateDeploymentReport(req: ReportDeploymentStatusRequest): De
       return { type: "update", ...subject, instances };
     }
     case "delete":
-      return { type: "delete", ...reportSubject("delete", "deployment_id", "dep", { id: c.value.deploymentId, k8sName: c.value.k8sName }) };
+      return {
+        type: "delete",
+        ...reportSubject("delete", "deployment_id", "dep", { id: c.value.deploymentId, k8sName: c.value.k8sName }),
+      };
     case "rejected": {
-      const subject = reportSubject("rejected", "deployment_id", "dep", { id: c.value.deploymentId, k8sName: c.value.k8sName });
+      const subject = reportSubject("rejected", "deployment_id", "dep", {
+        id: c.value.deploymentId,
+        k8sName: c.value.k8sName,
+      });
       return { type: "rejected", ...subject, reason: rejectionReason("rejected.reason", c.value.reason) };
     }
     default:
@@ -176,7 +202,11 @@ export function validateDeploymentReport(req: ReportDeploymentStatusRequest): De
   }
 }
 
-async function findDeploymentForReport(db: Kysely<Database>, id: string, name: string): Promise<DeploymentRow | undefined> {
+async function findDeploymentForReport(
+  db: Kysely<Database>,
+  id: string,
+  name: string,
+): Promise<DeploymentRow | undefined> {
   if (id !== "") return db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
   return db.selectFrom("deployments").selectAll().where("k8s_name", "=", name).executeTakeFirst();
 }
@@ -196,7 +226,9 @@ export async function recordDeploymentReport(store: Store, region: string, repor
       await tx.trx
         .insertInto("deployment_reports")
         .values({ deployment_id: d.id, region, rejected_reason: report.reason, reported_at: tx.now })
-        .onConflict((oc) => oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: report.reason, reported_at: tx.now }))
+        .onConflict((oc) =>
+          oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: report.reason, reported_at: tx.now }),
+        )
         .execute();
       return;
     }
@@ -204,7 +236,9 @@ export async function recordDeploymentReport(store: Store, region: string, repor
     await tx.trx
       .insertInto("deployment_reports")
       .values({ deployment_id: d.id, region, rejected_reason: null, reported_at: tx.now })
-      .onConflict((oc) => oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: null, reported_at: tx.now }))
+      .onConflict((oc) =>
+        oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: null, reported_at: tx.now }),
+      )
       .execute();
     if (report.type === "update" && report.instances.length > 0) {
       const seen = new Set<string>();
@@ -226,7 +260,11 @@ export async function recordDeploymentReport(store: Store, region: string, repor
           reported_at: tx.now,
         });
       }
-      for (let k = 0; k < rows.length; k += 200) await tx.trx.insertInto("instances").values(rows.slice(k, k + 200)).execute();
+      for (let k = 0; k < rows.length; k += 200)
+        await tx.trx
+          .insertInto("instances")
+          .values(rows.slice(k, k + 200))
+          .execute();
     }
   });
 }
@@ -238,7 +276,12 @@ export function deleteDeploymentFromApply(payload: Uint8Array): Uint8Array {
   const a = fromBinary(ApplyDeploymentSchema, payload);
   return toBinary(
     DeleteDeploymentSchema,
-    create(DeleteDeploymentSchema, { k8sNamespace: a.k8sNamespace, k8sName: a.k8sName, deploymentId: a.deploymentId, secretName: a.secrets?.secretName ?? "" }),
+    create(DeleteDeploymentSchema, {
+      k8sNamespace: a.k8sNamespace,
+      k8sName: a.k8sName,
+      deploymentId: a.deploymentId,
+      secretName: a.secrets?.secretName ?? "",
+    }),
   );
 }
 
@@ -252,7 +295,8 @@ export const deploymentKind: Kind<typeof DeploymentStateSchema, DeploymentReport
   methods: (h) => ({
     watchDeployments: (req, ctx) => h.watch(req, ctx),
     getDesiredDeploymentState: (req, ctx) => h.getOne(req, "deployment_id", req.deploymentId, ctx),
-    getDesiredDeploymentStates: async (req, ctx) => create(GetDesiredDeploymentStatesResponseSchema, await h.getMany(req, "deployment_ids", req.deploymentIds, ctx)),
+    getDesiredDeploymentStates: async (req, ctx) =>
+      create(GetDesiredDeploymentStatesResponseSchema, await h.getMany(req, "deployment_ids", req.deploymentIds, ctx)),
     reportDeploymentStatus: async (req, ctx) => {
       await h.report(req, () => validateDeploymentReport(req), ctx);
       return {};

@@ -97,7 +97,14 @@ export function exposureRoutes(endpoints: readonly EndpointRow[], domains: reado
     });
   }
   for (const d of routedDomains(domains)) {
-    out.push({ name: domainRouteName(d.hostname), visibility: "public", hostnames: [d.hostname], pathPrefix: "/", certificate: true, auth: authRuleSpec([d.hostname], publicAuth) });
+    out.push({
+      name: domainRouteName(d.hostname),
+      visibility: "public",
+      hostnames: [d.hostname],
+      pathPrefix: "/",
+      certificate: true,
+      auth: authRuleSpec([d.hostname], publicAuth),
+    });
   }
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
@@ -162,7 +169,10 @@ export function encodeApplyGateway(g: GatewayContext, region: string, routes: re
 
 /** Built from the ids alone: the agent deletes by the gateway-id label. */
 export function encodeDeleteGateway(environmentId: string, namespace: string): Uint8Array {
-  return toBinary(DeleteGatewaySchema, create(DeleteGatewaySchema, { gatewayId: environmentId, k8sNamespace: namespace }));
+  return toBinary(
+    DeleteGatewaySchema,
+    create(DeleteGatewaySchema, { gatewayId: environmentId, k8sNamespace: namespace }),
+  );
 }
 
 // ---------------------------------------------------------------- reports
@@ -193,7 +203,8 @@ const CONDITION_STATUS = ["", "True", "False", "Unknown"];
 
 function condition(field: string, c: { status: string; reason: string; message: string } | undefined): StoredCondition {
   if (!c) return { status: "", reason: "", message: "" };
-  if (!CONDITION_STATUS.includes(c.status)) throw invalidArgument(`${field}.status`, 'must be "True", "False", "Unknown" or empty');
+  if (!CONDITION_STATUS.includes(c.status))
+    throw invalidArgument(`${field}.status`, 'must be "True", "False", "Unknown" or empty');
   return {
     status: c.status,
     reason: r.text(`${field}.reason`, c.reason, r.LIMITS.shortTextMax),
@@ -229,7 +240,11 @@ export function validateGatewayReport(req: ReportGatewayStatusRequest): GatewayR
     case "delete":
       return { type: "delete", id: r.id("delete.gateway_id", c.value.gatewayId, "env") };
     case "rejected":
-      return { type: "rejected", id: r.id("rejected.gateway_id", c.value.gatewayId, "env"), reason: rejectionReason("rejected.reason", c.value.reason) };
+      return {
+        type: "rejected",
+        id: r.id("rejected.gateway_id", c.value.gatewayId, "env"),
+        reason: rejectionReason("rejected.reason", c.value.reason),
+      };
     default:
       throw invalidArgument("change", "is required (update, delete or rejected)");
   }
@@ -239,14 +254,35 @@ export async function recordGatewayReport(store: Store, region: string, report: 
   await store.write(async (tx) => {
     const env = await tx.trx.selectFrom("environments").select(["id"]).where("id", "=", report.id).executeTakeFirst();
     if (!env) return; // the environment is gone (its reports went with it)
-    const known = await tx.trx.selectFrom("environment_regions").select("region").where("environment_id", "=", report.id).where("region", "=", region).executeTakeFirst();
-    const desired = await tx.trx.selectFrom("desired_objects").select("object_id").where("kind", "=", gatewayKind.name).where("region", "=", region).where("object_id", "=", report.id).executeTakeFirst();
-    if (!known && !desired && report.type !== "delete") throw new DomainError("permission_denied", `environment ${report.id} is not in region ${region}`);
+    const known = await tx.trx
+      .selectFrom("environment_regions")
+      .select("region")
+      .where("environment_id", "=", report.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
+    const desired = await tx.trx
+      .selectFrom("desired_objects")
+      .select("object_id")
+      .where("kind", "=", gatewayKind.name)
+      .where("region", "=", region)
+      .where("object_id", "=", report.id)
+      .executeTakeFirst();
+    if (!known && !desired && report.type !== "delete")
+      throw new DomainError("permission_denied", `environment ${report.id} is not in region ${region}`);
     if (report.type === "delete") {
-      await tx.trx.deleteFrom("gateway_reports").where("environment_id", "=", report.id).where("region", "=", region).execute();
+      await tx.trx
+        .deleteFrom("gateway_reports")
+        .where("environment_id", "=", report.id)
+        .where("region", "=", region)
+        .execute();
       return;
     }
-    const prev = await tx.trx.selectFrom("gateway_reports").selectAll().where("environment_id", "=", report.id).where("region", "=", region).executeTakeFirst();
+    const prev = await tx.trx
+      .selectFrom("gateway_reports")
+      .selectAll()
+      .where("environment_id", "=", report.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
     const row = {
       environment_id: report.id,
       region,
@@ -255,7 +291,12 @@ export async function recordGatewayReport(store: Store, region: string, report: 
       reported_at: tx.now,
     };
     if (prev) {
-      await tx.trx.updateTable("gateway_reports").set(row).where("environment_id", "=", report.id).where("region", "=", region).execute();
+      await tx.trx
+        .updateTable("gateway_reports")
+        .set(row)
+        .where("environment_id", "=", report.id)
+        .where("region", "=", region)
+        .execute();
     } else {
       await tx.trx.insertInto("gateway_reports").values(row).execute();
     }
@@ -273,7 +314,8 @@ export const gatewayKind: Kind<typeof GatewayStateSchema, GatewayReport> = {
   methods: (h) => ({
     watchGateways: (req, ctx) => h.watch(req, ctx),
     getDesiredGatewayState: (req, ctx) => h.getOne(req, "gateway_id", req.gatewayId, ctx),
-    getDesiredGatewayStates: async (req, ctx) => create(GetDesiredGatewayStatesResponseSchema, await h.getMany(req, "gateway_ids", req.gatewayIds, ctx)),
+    getDesiredGatewayStates: async (req, ctx) =>
+      create(GetDesiredGatewayStatesResponseSchema, await h.getMany(req, "gateway_ids", req.gatewayIds, ctx)),
     reportGatewayStatus: async (req, ctx) => {
       await h.report(req, () => validateGatewayReport(req), ctx);
       return {};

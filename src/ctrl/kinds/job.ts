@@ -70,7 +70,10 @@ export function encodeApplyJob(ctx: JobContext, region: string): Uint8Array {
 }
 
 export function encodeDeleteJob(workspace: WorkspaceRow, job: JobRow): Uint8Array {
-  return toBinary(DeleteJobSchema, create(DeleteJobSchema, { jobId: job.id, k8sNamespace: workspace.k8s_namespace, k8sName: job.k8s_name }));
+  return toBinary(
+    DeleteJobSchema,
+    create(DeleteJobSchema, { jobId: job.id, k8sNamespace: workspace.k8s_namespace, k8sName: job.k8s_name }),
+  );
 }
 
 // ---------------------------------------------------------------- reports
@@ -122,7 +125,10 @@ export function validateJobReport(req: ReportJobStatusRequest): JobReport {
       };
     }
     case "delete":
-      return { type: "delete", ...reportSubject("delete", "job_id", "job", { id: c.value.jobId, k8sName: c.value.k8sName }) };
+      return {
+        type: "delete",
+        ...reportSubject("delete", "job_id", "job", { id: c.value.jobId, k8sName: c.value.k8sName }),
+      };
     case "rejected": {
       const subject = reportSubject("rejected", "job_id", "job", { id: c.value.jobId, k8sName: c.value.k8sName });
       return { type: "rejected", ...subject, reason: rejectionReason("rejected.reason", c.value.reason) };
@@ -135,7 +141,9 @@ export function validateJobReport(req: ReportJobStatusRequest): JobReport {
 export async function recordJobReport(store: Store, region: string, report: JobReport): Promise<void> {
   await store.write(async (tx) => {
     const q = tx.trx.selectFrom("jobs").select(["id", "environment_id"]);
-    const job = await (report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)).executeTakeFirst();
+    const job = await (
+      report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)
+    ).executeTakeFirst();
     if (!job) {
       if (report.type === "delete") return;
       throw notFound(`job "${report.id || report.k8sName}"`);
@@ -144,11 +152,22 @@ export async function recordJobReport(store: Store, region: string, report: JobR
       await tx.trx.deleteFrom("job_status").where("job_id", "=", job.id).where("region", "=", region).execute();
       return;
     }
-    const desired = await tx.trx.selectFrom("desired_objects").select("region").where("kind", "=", "job").where("object_id", "=", job.id).where("region", "=", region).executeTakeFirst();
+    const desired = await tx.trx
+      .selectFrom("desired_objects")
+      .select("region")
+      .where("kind", "=", "job")
+      .where("object_id", "=", job.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
     if (!desired) throw new DomainError("permission_denied", `job ${job.id} is not desired in region ${region}`);
     const values =
       report.type === "update"
-        ? { runs: JSON.stringify(report.runs), last_schedule: report.lastSchedule, rejected_reason: null, reported_at: tx.now }
+        ? {
+            runs: JSON.stringify(report.runs),
+            last_schedule: report.lastSchedule,
+            rejected_reason: null,
+            reported_at: tx.now,
+          }
         : { rejected_reason: report.reason, reported_at: tx.now };
     await tx.trx
       .insertInto("job_status")
@@ -169,7 +188,8 @@ export const jobKind: Kind<typeof JobStateSchema, JobReport> = {
   methods: (h) => ({
     watchJobs: (req, ctx) => h.watch(req, ctx),
     getDesiredJobState: (req, ctx) => h.getOne(req, "job_id", req.jobId, ctx),
-    getDesiredJobStates: async (req, ctx) => create(GetDesiredJobStatesResponseSchema, await h.getMany(req, "job_ids", req.jobIds, ctx)),
+    getDesiredJobStates: async (req, ctx) =>
+      create(GetDesiredJobStatesResponseSchema, await h.getMany(req, "job_ids", req.jobIds, ctx)),
     reportJobStatus: async (req, ctx) => {
       await h.report(req, () => validateJobReport(req), ctx);
       return {};

@@ -39,7 +39,12 @@ export interface KindHandlers<S extends DescMessage, R> {
   /** One desired object as a state message; NotFound when it is not desired in the region. */
   getOne(req: { region: string }, idField: string, id: string, ctx: HandlerContext): Promise<MessageShape<S>>;
   /** Several desired objects; the ids not desired in the region are listed, not failed. */
-  getMany(req: { region: string }, idsField: string, ids: readonly string[], ctx: HandlerContext): Promise<{ states: MessageShape<S>[]; notFound: string[] }>;
+  getMany(
+    req: { region: string },
+    idsField: string,
+    ids: readonly string[],
+    ctx: HandlerContext,
+  ): Promise<{ states: MessageShape<S>[]; notFound: string[] }>;
   /** Validates (after authorizing), records, and tells the report's listeners. */
   report(req: { region: string }, validate: () => R, ctx: HandlerContext): Promise<void>;
 }

@@ -64,13 +64,25 @@ export function encodeApplyRelease(ctx: ReleaseContext, region: string): Uint8Ar
   );
 }
 
-export function encodeDeleteRelease(workspace: WorkspaceRow, release: ReleaseRow, kindsEver: readonly { api_group: string; api_version: string; kind: string }[]): Uint8Array {
-  return toBinary(DeleteReleaseSchema, create(DeleteReleaseSchema, { releaseId: release.id, k8sNamespace: workspace.k8s_namespace, kindsEver: kindsOf(kindsEver) }));
+export function encodeDeleteRelease(
+  workspace: WorkspaceRow,
+  release: ReleaseRow,
+  kindsEver: readonly { api_group: string; api_version: string; kind: string }[],
+): Uint8Array {
+  return toBinary(
+    DeleteReleaseSchema,
+    create(DeleteReleaseSchema, {
+      releaseId: release.id,
+      k8sNamespace: workspace.k8s_namespace,
+      kindsEver: kindsOf(kindsEver),
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- reports
 
-export type ObjectHealthName = "unknown" | "progressing" | "healthy" | "degraded" | "suspended" | "kind-missing" | "refused";
+export type ObjectHealthName =
+  "unknown" | "progressing" | "healthy" | "degraded" | "suspended" | "kind-missing" | "refused";
 
 export interface ReportedObject {
   id: string;
@@ -155,13 +167,27 @@ export function validateReleaseReport(req: ReportReleaseStatusRequest): ReleaseR
 
 export async function recordReleaseReport(store: Store, region: string, report: ReleaseReport): Promise<void> {
   await store.write(async (tx) => {
-    const rel = await tx.trx.selectFrom("releases").select(["id", "environment_id"]).where("id", "=", report.id).executeTakeFirst();
+    const rel = await tx.trx
+      .selectFrom("releases")
+      .select(["id", "environment_id"])
+      .where("id", "=", report.id)
+      .executeTakeFirst();
     if (!rel) {
       if (report.type === "delete") return;
       throw notFound(`release "${report.id}"`);
     }
-    const regions = await tx.trx.selectFrom("desired_objects").select("region").where("kind", "=", "release").where("object_id", "=", rel.id).execute();
-    const pending = await tx.trx.selectFrom("pending_deletions").select("region").where("kind", "=", "release").where("object_id", "=", rel.id).execute();
+    const regions = await tx.trx
+      .selectFrom("desired_objects")
+      .select("region")
+      .where("kind", "=", "release")
+      .where("object_id", "=", rel.id)
+      .execute();
+    const pending = await tx.trx
+      .selectFrom("pending_deletions")
+      .select("region")
+      .where("kind", "=", "release")
+      .where("object_id", "=", rel.id)
+      .execute();
     if (![...regions, ...pending].some((x) => x.region === region) && report.type !== "delete") {
       throw new DomainError("permission_denied", `release ${rel.id} is not desired in region ${region}`);
     }
@@ -171,7 +197,12 @@ export async function recordReleaseReport(store: Store, region: string, report: 
     }
     const values =
       report.type === "update"
-        ? { observed_version: report.version, objects: JSON.stringify(report.objects), rejected_reason: null, reported_at: tx.now }
+        ? {
+            observed_version: report.version,
+            objects: JSON.stringify(report.objects),
+            rejected_reason: null,
+            reported_at: tx.now,
+          }
         : { rejected_reason: report.reason, reported_at: tx.now };
     await tx.trx
       .insertInto("release_status")
@@ -192,7 +223,8 @@ export const releaseKind: Kind<typeof ReleaseStateSchema, ReleaseReport> = {
   methods: (h) => ({
     watchReleases: (req, ctx) => h.watch(req, ctx),
     getDesiredReleaseState: (req, ctx) => h.getOne(req, "release_id", req.releaseId, ctx),
-    getDesiredReleaseStates: async (req, ctx) => create(GetDesiredReleaseStatesResponseSchema, await h.getMany(req, "release_ids", req.releaseIds, ctx)),
+    getDesiredReleaseStates: async (req, ctx) =>
+      create(GetDesiredReleaseStatesResponseSchema, await h.getMany(req, "release_ids", req.releaseIds, ctx)),
     reportReleaseStatus: async (req, ctx) => {
       await h.report(req, () => validateReleaseReport(req), ctx);
       return {};

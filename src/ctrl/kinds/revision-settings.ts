@@ -7,7 +7,10 @@ import { parseJsonList, type DeploymentRow } from "../db/schema.js";
 import type { StoredEnvVar } from "../validate/types.js";
 
 /** The settings columns of a deployments row. */
-export type RevisionSettingsColumns = Pick<DeploymentRow, "config" | "secrets" | "secret_keys" | "secrets_digest" | "external_secrets">;
+export type RevisionSettingsColumns = Pick<
+  DeploymentRow,
+  "config" | "secrets" | "secret_keys" | "secrets_digest" | "external_secrets"
+>;
 
 export interface ExternalRef {
   key: string;
@@ -34,14 +37,25 @@ export interface RevisionSettingsView {
 }
 
 /** What the agent is told about a revision's settings (no secret value). */
-export function revisionSettingsView(d: Pick<DeploymentRow, "k8s_name"> & RevisionSettingsColumns): RevisionSettingsView {
+export function revisionSettingsView(
+  d: Pick<DeploymentRow, "k8s_name"> & RevisionSettingsColumns,
+): RevisionSettingsView {
   const values = d.config === null ? [] : parseJsonList<StoredEnvVar>(d.config);
   const keys = d.secret_keys === null ? [] : parseJsonList<string>(d.secret_keys);
   const refs = d.external_secrets === null ? [] : parseJsonList<ExternalRef>(d.external_secrets);
   return {
-    config: values.length > 0 ? { name: revisionObjectName(d.k8s_name, "config", contentHash(d.config ?? "")), values } : null,
-    secrets: keys.length > 0 && d.secrets_digest !== null ? { name: revisionObjectName(d.k8s_name, "secrets", d.secrets_digest), keys } : null,
-    external: refs.length > 0 ? { name: revisionObjectName(d.k8s_name, "external", contentHash(d.external_secrets ?? "")), refs } : null,
+    config:
+      values.length > 0
+        ? { name: revisionObjectName(d.k8s_name, "config", contentHash(d.config ?? "")), values }
+        : null,
+    secrets:
+      keys.length > 0 && d.secrets_digest !== null
+        ? { name: revisionObjectName(d.k8s_name, "secrets", d.secrets_digest), keys }
+        : null,
+    external:
+      refs.length > 0
+        ? { name: revisionObjectName(d.k8s_name, "external", contentHash(d.external_secrets ?? "")), refs }
+        : null,
   };
 }
 

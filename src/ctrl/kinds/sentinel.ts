@@ -35,7 +35,10 @@ export interface RegionRouting {
 function weightList(weights: unknown): { deploymentId: string; weight: number }[] {
   return Array.isArray(weights)
     ? weights.flatMap((w: unknown) =>
-        typeof w === "object" && w !== null && typeof (w as { deploymentId?: unknown }).deploymentId === "string" && typeof (w as { weight?: unknown }).weight === "number"
+        typeof w === "object" &&
+        w !== null &&
+        typeof (w as { deploymentId?: unknown }).deploymentId === "string" &&
+        typeof (w as { weight?: unknown }).weight === "number"
           ? [{ deploymentId: (w as { deploymentId: string }).deploymentId, weight: (w as { weight: number }).weight }]
           : [],
       )
@@ -51,7 +54,10 @@ export function regionRoutingOf(environment: Pick<EnvironmentRow, "routing_regio
   for (const [region, r] of Object.entries(v as Record<string, unknown>)) {
     if (typeof r !== "object" || r === null) continue;
     const preview = (r as { preview?: unknown }).preview;
-    out.set(region, { weights: weightList((r as { weights?: unknown }).weights), preview: typeof preview === "string" && preview !== "" ? preview : null });
+    out.set(region, {
+      weights: weightList((r as { weights?: unknown }).weights),
+      preview: typeof preview === "string" && preview !== "" ? preview : null,
+    });
   }
   return out;
 }
@@ -63,12 +69,27 @@ export function regionRoutingOf(environment: Pick<EnvironmentRow, "routing_regio
 export function routingPolicyOf(
   environment: EnvironmentRow,
   region?: string,
-): { version: bigint; mode: string; revisions: { deploymentId: string; weight: number }[]; previewDeploymentId: string } {
+): {
+  version: bigint;
+  mode: string;
+  revisions: { deploymentId: string; weight: number }[];
+  previewDeploymentId: string;
+} {
   const override = region === undefined ? undefined : regionRoutingOf(environment).get(region);
   if (override !== undefined && override.weights.length > 0) {
-    return { version: BigInt(environment.routing_version), mode: "weighted", revisions: [...override.weights], previewDeploymentId: override.preview ?? "" };
+    return {
+      version: BigInt(environment.routing_version),
+      mode: "weighted",
+      revisions: [...override.weights],
+      previewDeploymentId: override.preview ?? "",
+    };
   }
-  return { version: BigInt(environment.routing_version), mode: environment.routing_mode, revisions: weightList(JSON.parse(environment.routing_weights)), previewDeploymentId: "" };
+  return {
+    version: BigInt(environment.routing_version),
+    mode: environment.routing_mode,
+    revisions: weightList(JSON.parse(environment.routing_weights)),
+    previewDeploymentId: "",
+  };
 }
 
 export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
@@ -76,7 +97,9 @@ export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow)
     routing: {
       ...routingPolicyOf(environment, s.region),
       // The edge auth section (migration 0008: environments.edge_auth, kept by ../domain/exposure.ts).
-      ...(environment.edge_auth !== null ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) } : {}),
+      ...(environment.edge_auth !== null
+        ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
+        : {}),
     },
     workspaceId: s.workspace_id,
     projectId: s.project_id,
@@ -109,7 +132,15 @@ export type HealthName = "unknown" | "healthy" | "unhealthy" | "paused";
 
 /** `id` may be empty: the agent then names the sentinel by its `k8sName`. */
 export type SentinelReport =
-  | { type: "update"; id: string; k8sName: string; availableReplicas: number; health: HealthName; address: string; routingVersion: number }
+  | {
+      type: "update";
+      id: string;
+      k8sName: string;
+      availableReplicas: number;
+      health: HealthName;
+      address: string;
+      routingVersion: number;
+    }
   | { type: "delete"; id: string; k8sName: string }
   | { type: "rejected"; id: string; k8sName: string; reason: string };
 
@@ -132,7 +163,10 @@ export function validateSentinelReport(req: ReportSentinelStatusRequest): Sentin
   const c = req.change;
   switch (c.case) {
     case "update": {
-      const subject = reportSubject("update", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName });
+      const subject = reportSubject("update", "sentinel_id", "snt", {
+        id: c.value.sentinelId,
+        k8sName: c.value.k8sName,
+      });
       return {
         type: "update",
         ...subject,
@@ -143,9 +177,15 @@ export function validateSentinelReport(req: ReportSentinelStatusRequest): Sentin
       };
     }
     case "delete":
-      return { type: "delete", ...reportSubject("delete", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName }) };
+      return {
+        type: "delete",
+        ...reportSubject("delete", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName }),
+      };
     case "rejected": {
-      const subject = reportSubject("rejected", "sentinel_id", "snt", { id: c.value.sentinelId, k8sName: c.value.k8sName });
+      const subject = reportSubject("rejected", "sentinel_id", "snt", {
+        id: c.value.sentinelId,
+        k8sName: c.value.k8sName,
+      });
       return { type: "rejected", ...subject, reason: rejectionReason("rejected.reason", c.value.reason) };
     }
     default:
@@ -156,7 +196,9 @@ export function validateSentinelReport(req: ReportSentinelStatusRequest): Sentin
 export async function recordSentinelReport(store: Store, region: string, report: SentinelReport): Promise<void> {
   await store.write(async (tx) => {
     const q = tx.trx.selectFrom("sentinels").selectAll();
-    const s = await (report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)).executeTakeFirst();
+    const s = await (
+      report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)
+    ).executeTakeFirst();
     if (!s) {
       if (report.type === "delete") return;
       throw notFound(`sentinel "${report.id || report.k8sName}"`);
@@ -190,7 +232,8 @@ export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport> = {
   methods: (h) => ({
     watchSentinels: (req, ctx) => h.watch(req, ctx),
     getDesiredSentinelState: (req, ctx) => h.getOne(req, "sentinel_id", req.sentinelId, ctx),
-    getDesiredSentinelStates: async (req, ctx) => create(GetDesiredSentinelStatesResponseSchema, await h.getMany(req, "sentinel_ids", req.sentinelIds, ctx)),
+    getDesiredSentinelStates: async (req, ctx) =>
+      create(GetDesiredSentinelStatesResponseSchema, await h.getMany(req, "sentinel_ids", req.sentinelIds, ctx)),
     reportSentinelStatus: async (req, ctx) => {
       await h.report(req, () => validateSentinelReport(req), ctx);
       return {};

@@ -31,17 +31,32 @@ function lengthDelimited(payload: Uint8Array): Uint8Array {
   return new BinaryWriter().bytes(payload).finish();
 }
 
-function build<S extends DescMessage>(k: KindWire<S>, version: number, op: ChangeOp, payload: Uint8Array, encoding: WireEncoding): MessageShape<S> {
+function build<S extends DescMessage>(
+  k: KindWire<S>,
+  version: number,
+  op: ChangeOp,
+  payload: Uint8Array,
+  encoding: WireEncoding,
+): MessageShape<S> {
   if (encoding === "binary") {
     const msg = create(k.state, { version: BigInt(version) } as never);
-    msg.$unknown = [{ no: op === "apply" ? APPLY_FIELD : DELETE_FIELD, wireType: WireType.LengthDelimited, data: lengthDelimited(payload) }];
+    msg.$unknown = [
+      {
+        no: op === "apply" ? APPLY_FIELD : DELETE_FIELD,
+        wireType: WireType.LengthDelimited,
+        data: lengthDelimited(payload),
+      },
+    ];
     return msg;
   }
   const value = fromBinary(op === "apply" ? k.apply : k.delete, payload);
   return create(k.state, { version: BigInt(version), state: { case: op, value } } as never);
 }
 
-function marker<S extends DescMessage>(k: KindWire<S>, ev: Extract<WatchEvent, { type: "snapshot_start" | "snapshot_end" }>): MessageShape<S> {
+function marker<S extends DescMessage>(
+  k: KindWire<S>,
+  ev: Extract<WatchEvent, { type: "snapshot_start" | "snapshot_end" }>,
+): MessageShape<S> {
   const state =
     ev.type === "snapshot_start"
       ? { case: "snapshotStart", value: create(SnapshotStartSchema) }
@@ -65,7 +80,11 @@ function builtOf(row: object): Partial<Record<WireEncoding, Message>> & { frame?
 }
 
 /** The stream message of one watch event. */
-export function streamState<S extends DescMessage>(k: KindWire<S>, ev: WatchEvent, encoding: WireEncoding): MessageShape<S> {
+export function streamState<S extends DescMessage>(
+  k: KindWire<S>,
+  ev: WatchEvent,
+  encoding: WireEncoding,
+): MessageShape<S> {
   switch (ev.type) {
     case "snapshot_start":
     case "snapshot_end":
@@ -73,7 +92,13 @@ export function streamState<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
     case "snapshot_object":
       return build(k, 0, "apply", ev.payload, encoding);
     case "change":
-      return (builtOf(ev.change)[encoding] ??= build(k, ev.change.version, ev.change.op, ev.change.payload, encoding)) as MessageShape<S>;
+      return (builtOf(ev.change)[encoding] ??= build(
+        k,
+        ev.change.version,
+        ev.change.op,
+        ev.change.payload,
+        encoding,
+      )) as MessageShape<S>;
   }
 }
 
@@ -104,7 +129,10 @@ export function streamFrame<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
     case "snapshot_object":
       return encodeEnvelope(0, stateBytes(0, "apply", ev.payload));
     case "change":
-      return (builtOf(ev.change).frame ??= encodeEnvelope(0, stateBytes(ev.change.version, ev.change.op, ev.change.payload)));
+      return (builtOf(ev.change).frame ??= encodeEnvelope(
+        0,
+        stateBytes(ev.change.version, ev.change.op, ev.change.payload),
+      ));
   }
 }
 

@@ -18,14 +18,21 @@ import { progressiveView, type ProgressiveView } from "./progressive.js";
 type Reader = Kysely<Database>;
 
 /** Sets the environment's replicas in one region (or all); returns the environment id. */
-export async function scaleEnvironment(store: Store, ref: EnvironmentRef, region: string | null, replicas: number): Promise<string> {
+export async function scaleEnvironment(
+  store: Store,
+  ref: EnvironmentRef,
+  region: string | null,
+  replicas: number,
+): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
     let q = tx.trx.updateTable("environment_regions").set({ replicas }).where("environment_id", "=", environment.id);
     if (region !== null) q = q.where("region", "=", region);
     const res = await q.executeTakeFirst();
     if (Number(res.numUpdatedRows) === 0) {
-      throw region !== null ? notFound(`region "${region}" of environment "${environment.slug}"`) : failedPrecondition(`environment "${environment.slug}" has no regions`);
+      throw region !== null
+        ? notFound(`region "${region}" of environment "${environment.slug}"`)
+        : failedPrecondition(`environment "${environment.slug}" has no regions`);
     }
     await tx.trx.updateTable("environments").set({ updated_at: tx.now }).where("id", "=", environment.id).execute();
     return environment.id;
@@ -35,7 +42,9 @@ export async function scaleEnvironment(store: Store, ref: EnvironmentRef, region
 /** Pause, resume and undo are the rolling engine's; a progressive strategy has promote and abort. */
 function refuseProgressive(environment: { slug: string; progressive: string | null }, what: string): void {
   if (environment.progressive !== null) {
-    throw failedPrecondition(`environment "${environment.slug}" rolls out progressively: ${what} does not apply (use \`krane rollout promote\` or \`krane rollout abort\`)`);
+    throw failedPrecondition(
+      `environment "${environment.slug}" rolls out progressively: ${what} does not apply (use \`krane rollout promote\` or \`krane rollout abort\`)`,
+    );
   }
 }
 
@@ -43,7 +52,11 @@ export async function setPaused(store: Store, ref: EnvironmentRef, paused: boole
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
     refuseProgressive(environment, paused ? "pause" : "resume");
-    await tx.trx.updateTable("environments").set({ paused: paused ? 1 : 0, updated_at: tx.now }).where("id", "=", environment.id).execute();
+    await tx.trx
+      .updateTable("environments")
+      .set({ paused: paused ? 1 : 0, updated_at: tx.now })
+      .where("id", "=", environment.id)
+      .execute();
     return environment.id;
   });
 }
@@ -62,7 +75,11 @@ export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision:
         .where("environment_id", "=", environment.id)
         .where("revision", "=", toRevision)
         .executeTakeFirst();
-      if (!found) throw invalidArgument("to_revision", `no region of environment "${environment.slug}" has revision ${toRevision}`);
+      if (!found)
+        throw invalidArgument(
+          "to_revision",
+          `no region of environment "${environment.slug}" has revision ${toRevision}`,
+        );
     }
     for (const r of regions) {
       await ensureRolloutRow(tx, environment.id, r.region);
@@ -79,16 +96,31 @@ export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision:
 
 /** The deployment the environment is rolling out to (the first region's target, else newest). */
 async function currentTarget(db: Reader, environmentId: string): Promise<DeploymentRow> {
-  const deployments = await db.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
-  const row = await db.selectFrom("rollouts").selectAll().where("environment_id", "=", environmentId).orderBy("region").executeTakeFirst();
-  const t = chooseTarget(deployments, { targetId: row?.target_deployment_id ?? null, seenRevision: Number(row?.target_seen_revision ?? 0) });
+  const deployments = await db
+    .selectFrom("deployments")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .execute();
+  const row = await db
+    .selectFrom("rollouts")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("region")
+    .executeTakeFirst();
+  const t = chooseTarget(deployments, {
+    targetId: row?.target_deployment_id ?? null,
+    seenRevision: Number(row?.target_seen_revision ?? 0),
+  });
   const d = t === null ? undefined : deployments.find((x) => x.id === t.targetId);
   if (d === undefined) throw failedPrecondition("the environment has no deployment to restart");
   return d;
 }
 
 /** A fresh copy of the current target as a new revision: every pod gets replaced. */
-export async function restartRollout(store: Store, ref: EnvironmentRef): Promise<{ environmentId: string; deploymentId: string }> {
+export async function restartRollout(
+  store: Store,
+  ref: EnvironmentRef,
+): Promise<{ environmentId: string; deploymentId: string }> {
   const { environment } = await findEnvironment(store.db, ref);
   const d = await currentTarget(store.db, environment.id);
   const copy = await createDeployment(store, {
@@ -134,13 +166,29 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
   const environment = await findEnvironment(db, ref);
   const env = environment.environment;
   const regions = await environmentRegions(db, env.id);
-  const deployments = await db.selectFrom("deployments").selectAll().where("environment_id", "=", env.id).orderBy("revision", "desc").execute();
+  const deployments = await db
+    .selectFrom("deployments")
+    .selectAll()
+    .where("environment_id", "=", env.id)
+    .orderBy("revision", "desc")
+    .execute();
   const ids = deployments.map((d) => d.id);
   const rows = await db.selectFrom("rollouts").selectAll().where("environment_id", "=", env.id).execute();
   const records = await db.selectFrom("rollout_revisions").selectAll().where("environment_id", "=", env.id).execute();
   const desired = await desiredReplicasOf(db, ids);
-  const instances = ids.length ? await db.selectFrom("instances").select(["deployment_id", "region", "status", "ready_since"]).where("deployment_id", "in", ids).execute() : [];
-  const events = await db.selectFrom("rollout_events").selectAll().where("environment_id", "=", env.id).orderBy("seq").execute();
+  const instances = ids.length
+    ? await db
+        .selectFrom("instances")
+        .select(["deployment_id", "region", "status", "ready_since"])
+        .where("deployment_id", "in", ids)
+        .execute()
+    : [];
+  const events = await db
+    .selectFrom("rollout_events")
+    .selectAll()
+    .where("environment_id", "=", env.id)
+    .orderBy("seq")
+    .execute();
 
   const out: RegionRolloutView[] = [];
   for (const { region, replicas } of regions) {
@@ -166,7 +214,9 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       const desiredReplicas = desired.get(region)?.get(d.id);
       if (rec === undefined && desiredReplicas === undefined) continue;
       const counts = revisionStatus(
-        instances.filter((i) => i.deployment_id === d.id && i.region === region).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
+        instances
+          .filter((i) => i.deployment_id === d.id && i.region === region)
+          .map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
         env.min_ready_seconds,
         now,
       );
@@ -188,11 +238,22 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       status,
       conditions,
       revisions,
-      events: events.filter((e) => e.region === region).map((e) => ({ at: Number(e.at), type: e.type === "Warning" ? "Warning" : "Normal", reason: e.reason, message: e.message })),
+      events: events
+        .filter((e) => e.region === region)
+        .map((e) => ({
+          at: Number(e.at),
+          type: e.type === "Warning" ? "Warning" : "Normal",
+          reason: e.reason,
+          message: e.message,
+        })),
       ...rolloutProgress(replicas, status, conditions, observed),
     });
   }
-  const progressive = await progressiveView(db, env, regions.map((r) => r.region));
+  const progressive = await progressiveView(
+    db,
+    env,
+    regions.map((r) => r.region),
+  );
   if (progressive !== null) {
     // A progressive rollout's progress is the engine's phase, not the rolling engine's conditions.
     const st = progressive.state;

@@ -43,12 +43,21 @@ export interface RolloutSource {
 export function storeRolloutSource(store: Store, progressive: ProgressiveOptions = {}): RolloutSource {
   return {
     async runPass(environmentId, region) {
-      const env = await store.db.selectFrom("environments").select("progressive").where("id", "=", environmentId).executeTakeFirst();
-      if (env?.progressive !== null && env?.progressive !== undefined) return runProgressivePass(store, environmentId, progressive);
+      const env = await store.db
+        .selectFrom("environments")
+        .select("progressive")
+        .where("id", "=", environmentId)
+        .executeTakeFirst();
+      if (env?.progressive !== null && env?.progressive !== undefined)
+        return runProgressivePass(store, environmentId, progressive);
       return runPass(store, environmentId, region);
     },
     async regionsOf(environmentId) {
-      const rows = await store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).execute();
+      const rows = await store.db
+        .selectFrom("environment_regions")
+        .select("region")
+        .where("environment_id", "=", environmentId)
+        .execute();
       return rows.map((r) => r.region);
     },
     async deploymentOf(deploymentId, k8sName) {
@@ -69,10 +78,14 @@ export function storeRolloutSource(store: Store, progressive: ProgressiveOptions
       const unseen = await store.db
         .selectFrom("environment_regions as er")
         .innerJoin("environments as e", "e.id", "er.environment_id")
-        .leftJoin("rollouts as r", (j) => j.onRef("r.environment_id", "=", "er.environment_id").onRef("r.region", "=", "er.region"))
+        .leftJoin("rollouts as r", (j) =>
+          j.onRef("r.environment_id", "=", "er.environment_id").onRef("r.region", "=", "er.region"),
+        )
         .select(["er.environment_id", "er.region"])
         .where("e.last_revision", ">", 0)
-        .where((eb) => eb.or([eb("r.environment_id", "is", null), eb("r.target_seen_revision", "<", eb.ref("e.last_revision"))]))
+        .where((eb) =>
+          eb.or([eb("r.environment_id", "is", null), eb("r.target_seen_revision", "<", eb.ref("e.last_revision"))]),
+        )
         .limit(limit)
         .execute();
       return [...due, ...unseen].map((d) => ({ environmentId: d.environment_id, region: d.region }));
@@ -176,7 +189,10 @@ export class RolloutDriver {
   reported(kind: KindName, region: string, subject: { id: string; k8sName: string }): void {
     if (kind !== deploymentKind.name) return;
     this.deploymentReported(region, subject.id, subject.k8sName).catch((err: unknown) => {
-      this.log.warn({ region, err: err instanceof Error ? err.message : String(err) }, "could not find the reported deployment's environment");
+      this.log.warn(
+        { region, err: err instanceof Error ? err.message : String(err) },
+        "could not find the reported deployment's environment",
+      );
     });
   }
 

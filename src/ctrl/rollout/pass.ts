@@ -21,7 +21,15 @@ import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { lockEnvironment } from "../domain/environments.js";
 import { lockRolloutRow } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../kinds/deployment.js";
-import { buildRolloutInput, holdScaleUp, nextAvailabilityAt, planWrites, specKey, type EnvironmentFacts, type RevisionFacts } from "./plan.js";
+import {
+  buildRolloutInput,
+  holdScaleUp,
+  nextAvailabilityAt,
+  planWrites,
+  specKey,
+  type EnvironmentFacts,
+  type RevisionFacts,
+} from "./plan.js";
 
 /** Events kept per (environment, region). */
 export const EVENTS_KEPT = 50;
@@ -68,9 +76,16 @@ export async function runPass(store: Store, environmentId: string, region: strin
       .executeTakeFirst();
     if (!envRegion) return NOTHING;
     const row = await lockRolloutRow(tx, environmentId, region);
-    const deployments = await tx.trx.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
+    const deployments = await tx.trx
+      .selectFrom("deployments")
+      .selectAll()
+      .where("environment_id", "=", environmentId)
+      .execute();
     const lastRevision = Number(environment.last_revision);
-    const chosen = chooseTarget(deployments, { targetId: row.target_deployment_id, seenRevision: Number(row.target_seen_revision) });
+    const chosen = chooseTarget(deployments, {
+      targetId: row.target_deployment_id,
+      seenRevision: Number(row.target_seen_revision),
+    });
     if (chosen === null) {
       await tx.trx
         .updateTable("rollouts")
@@ -84,7 +99,12 @@ export async function runPass(store: Store, environmentId: string, region: strin
     const target = { targetId: chosen.targetId, seenRevision: Math.max(chosen.seenRevision, lastRevision) };
 
     const ids = deployments.map((d) => d.id);
-    const records = await tx.trx.selectFrom("rollout_revisions").selectAll().where("environment_id", "=", environmentId).where("region", "=", region).execute();
+    const records = await tx.trx
+      .selectFrom("rollout_revisions")
+      .selectAll()
+      .where("environment_id", "=", environmentId)
+      .where("region", "=", region)
+      .execute();
     const desiredOf = (await desiredReplicasOf(tx.trx, ids, region)).get(region) ?? new Map<string, number>();
     const instances = await tx.trx
       .selectFrom("instances")
@@ -116,7 +136,9 @@ export async function runPass(store: Store, environmentId: string, region: strin
         name: d.k8s_name,
         createdAtMs: Number(d.created_at),
         state,
-        instances: instances.filter((i) => i.deployment_id === d.id).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
+        instances: instances
+          .filter((i) => i.deployment_id === d.id)
+          .map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
       });
     }
 
@@ -142,8 +164,16 @@ export async function runPass(store: Store, environmentId: string, region: strin
     // The agent's report of the scale-down runs the next pass; the wake is a backstop.
     if (holdScaleUp(revisions, w.revisions)) return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
 
-    const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
-    const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
+    const workspace = await tx.trx
+      .selectFrom("workspaces")
+      .selectAll()
+      .where("id", "=", environment.workspace_id)
+      .executeTakeFirstOrThrow();
+    const project = await tx.trx
+      .selectFrom("projects")
+      .selectAll()
+      .where("id", "=", environment.project_id)
+      .executeTakeFirstOrThrow();
     const ctxOf = (id: string): DeploymentContext => {
       const deployment = deployments.find((d) => d.id === id);
       if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);
@@ -161,11 +191,20 @@ export async function runPass(store: Store, environmentId: string, region: strin
     }
     for (const id of w.remove) {
       await removeFromRegion(tx, ctxOf(id), region);
-      await tx.trx.deleteFrom("rollout_revisions").where("deployment_id", "=", id).where("region", "=", region).execute();
+      await tx.trx
+        .deleteFrom("rollout_revisions")
+        .where("deployment_id", "=", id)
+        .where("region", "=", region)
+        .execute();
     }
     // Records of deleted deployments.
     const stale = records.filter((r) => !ids.includes(r.deployment_id)).map((r) => r.deployment_id);
-    if (stale.length > 0) await tx.trx.deleteFrom("rollout_revisions").where("region", "=", region).where("deployment_id", "in", stale).execute();
+    if (stale.length > 0)
+      await tx.trx
+        .deleteFrom("rollout_revisions")
+        .where("region", "=", region)
+        .where("deployment_id", "in", stale)
+        .execute();
 
     let wakeAt: number | null = null;
     if (!w.changed) {
@@ -203,7 +242,12 @@ export async function runPass(store: Store, environmentId: string, region: strin
  * Only those are written: a pass that retires thousands of revisions emits an event for each,
  * and one INSERT of them all would exceed SQLite's limit on bound parameters.
  */
-export async function appendEvents(tx: WriteTx, environmentId: string, region: string, events: { type: string; reason: string; message: string }[]): Promise<void> {
+export async function appendEvents(
+  tx: WriteTx,
+  environmentId: string,
+  region: string,
+  events: { type: string; reason: string; message: string }[],
+): Promise<void> {
   const last = await tx.trx
     .selectFrom("rollout_events")
     .select(sql<number | null>`max(seq)`.as("seq"))
@@ -215,7 +259,17 @@ export async function appendEvents(tx: WriteTx, environmentId: string, region: s
   let seq = first + events.length - kept.length - 1;
   await tx.trx
     .insertInto("rollout_events")
-    .values(kept.map((e) => ({ environment_id: environmentId, region, seq: ++seq, at: tx.now, type: e.type, reason: e.reason, message: e.message })))
+    .values(
+      kept.map((e) => ({
+        environment_id: environmentId,
+        region,
+        seq: ++seq,
+        at: tx.now,
+        type: e.type,
+        reason: e.reason,
+        message: e.message,
+      })),
+    )
     .execute();
   await tx.trx
     .deleteFrom("rollout_events")

@@ -1,7 +1,15 @@
 // The driver's pure core: turns what ctrl stores (environment policy, per-region rollout record,
 // revisions with their instance reports) into one engine input, and the engine's output back
 // into the writes of one pass. No I/O and no clock: `now` is an argument.
-import type { Condition, DeploymentStatus, IntOrPercent, RevisionStatus, RolloutEvent, RolloutInput, RolloutOutput } from "../../rollout/index.js";
+import type {
+  Condition,
+  DeploymentStatus,
+  IntOrPercent,
+  RevisionStatus,
+  RolloutEvent,
+  RolloutInput,
+  RolloutOutput,
+} from "../../rollout/index.js";
 import { EMPTY_STATUS } from "../domain/rollouts.js";
 
 export { EMPTY_STATUS };
@@ -21,7 +29,12 @@ export interface RevisionFacts {
   name: string;
   createdAtMs: number;
   /** null: the revision is not in the region yet (the engine creates it if it is the target). */
-  state: { revision: number | null; replicas: number; desiredReplicas: number | null; maxReplicas: number | null } | null;
+  state: {
+    revision: number | null;
+    replicas: number;
+    desiredReplicas: number | null;
+    maxReplicas: number | null;
+  } | null;
   instances: InstanceFact[];
 }
 
@@ -57,7 +70,11 @@ function isAvailable(i: InstanceFact, minReadySeconds: number, now: number): boo
  * terminating, ready = running ones, available = running and ready for at least minReadySeconds,
  * terminating = the ones shutting down (which Recreate waits for).
  */
-export function revisionStatus(instances: readonly InstanceFact[], minReadySeconds: number, now: number): Required<RevisionStatus> {
+export function revisionStatus(
+  instances: readonly InstanceFact[],
+  minReadySeconds: number,
+  now: number,
+): Required<RevisionStatus> {
   let replicas = 0;
   let ready = 0;
   let available = 0;
@@ -76,7 +93,11 @@ export function revisionStatus(instances: readonly InstanceFact[], minReadySecon
 }
 
 /** The earliest time a ready instance becomes available (minReadySeconds), or null. */
-export function nextAvailabilityAt(instances: readonly InstanceFact[], minReadySeconds: number, now: number): number | null {
+export function nextAvailabilityAt(
+  instances: readonly InstanceFact[],
+  minReadySeconds: number,
+  now: number,
+): number | null {
   if (minReadySeconds === 0) return null;
   let next: number | null = null;
   for (const i of instances) {
@@ -95,7 +116,11 @@ function withoutTerminatingBeforeRevision(revision: number | null, status: Requi
   return revision === null ? { ...status, terminatingReplicas: 0 } : status;
 }
 
-export function buildRolloutInput(env: EnvironmentFacts, revisions: readonly RevisionFacts[], now: number): RolloutInput {
+export function buildRolloutInput(
+  env: EnvironmentFacts,
+  revisions: readonly RevisionFacts[],
+  now: number,
+): RolloutInput {
   const target = revisions.find((r) => r.deploymentId === env.targetDeploymentId);
   if (target === undefined) throw new Error(`target ${env.targetDeploymentId} is not among the revisions`);
   return {
@@ -106,7 +131,10 @@ export function buildRolloutInput(env: EnvironmentFacts, revisions: readonly Rev
       strategy:
         env.strategy === "Recreate"
           ? { type: "Recreate" }
-          : { type: "RollingUpdate", rollingUpdate: { maxSurge: intOrPercent(env.maxSurge), maxUnavailable: intOrPercent(env.maxUnavailable) } },
+          : {
+              type: "RollingUpdate",
+              rollingUpdate: { maxSurge: intOrPercent(env.maxSurge), maxUnavailable: intOrPercent(env.maxUnavailable) },
+            },
       minReadySeconds: env.minReadySeconds,
       progressDeadlineSeconds: env.progressDeadlineSeconds,
       revisionHistoryLimit: env.revisionHistoryLimit,
@@ -123,7 +151,10 @@ export function buildRolloutInput(env: EnvironmentFacts, revisions: readonly Rev
       replicas: r.state?.replicas ?? 0,
       desiredReplicas: r.state?.desiredReplicas ?? null,
       maxReplicas: r.state?.maxReplicas ?? null,
-      status: withoutTerminatingBeforeRevision(r.state?.revision ?? null, revisionStatus(r.instances, env.minReadySeconds, now)),
+      status: withoutTerminatingBeforeRevision(
+        r.state?.revision ?? null,
+        revisionStatus(r.instances, env.minReadySeconds, now),
+      ),
     })),
   };
 }
@@ -197,7 +228,15 @@ export function planWrites(env: EnvironmentFacts, revisions: readonly RevisionFa
       before.desiredReplicas !== desiredReplicas ||
       before.maxReplicas !== maxReplicas;
     if (recordChanged) changed = true;
-    writes.push({ deploymentId: facts.deploymentId, revision: o.revision, replicas: o.replicas, desiredReplicas, maxReplicas, putDesired, recordChanged });
+    writes.push({
+      deploymentId: facts.deploymentId,
+      revision: o.revision,
+      replicas: o.replicas,
+      desiredReplicas,
+      maxReplicas,
+      putDesired,
+      recordChanged,
+    });
   }
   const targetDeploymentId = idOf(out.target);
   if (targetDeploymentId !== env.targetDeploymentId) changed = true;
@@ -222,8 +261,22 @@ export function planWrites(env: EnvironmentFacts, revisions: readonly RevisionFa
  * The spec a pass works from, as one string: when the stored one differs from the current one
  * the latest change has not been observed yet (Kubernetes' generation vs observedGeneration).
  */
-export function specKey(env: Omit<EnvironmentFacts, "status" | "conditions" | "targetDeploymentId" | "name">, lastRevision: number): string {
-  return JSON.stringify([lastRevision, env.replicas, env.strategy, env.maxSurge, env.maxUnavailable, env.minReadySeconds, env.progressDeadlineSeconds, env.revisionHistoryLimit, env.paused, env.rollbackTo]);
+export function specKey(
+  env: Omit<EnvironmentFacts, "status" | "conditions" | "targetDeploymentId" | "name">,
+  lastRevision: number,
+): string {
+  return JSON.stringify([
+    lastRevision,
+    env.replicas,
+    env.strategy,
+    env.maxSurge,
+    env.maxUnavailable,
+    env.minReadySeconds,
+    env.progressDeadlineSeconds,
+    env.revisionHistoryLimit,
+    env.paused,
+    env.rollbackTo,
+  ]);
 }
 
 export interface ProgressView {
@@ -235,20 +288,41 @@ export interface ProgressView {
 }
 
 /** kubectl rollout status' reading of a Deployment, per region. */
-export function rolloutProgress(replicas: number, status: DeploymentStatus, conditions: readonly Condition[], observed: boolean): ProgressView {
-  if (!observed) return { observed, complete: false, failed: false, message: "waiting for the rollout spec to be observed" };
+export function rolloutProgress(
+  replicas: number,
+  status: DeploymentStatus,
+  conditions: readonly Condition[],
+  observed: boolean,
+): ProgressView {
+  if (!observed)
+    return { observed, complete: false, failed: false, message: "waiting for the rollout spec to be observed" };
   const progressing = conditions.find((c) => c.type === "Progressing");
   if (progressing?.reason === "ProgressDeadlineExceeded") {
     return { observed, complete: false, failed: true, message: "exceeded its progress deadline" };
   }
   if (status.updatedReplicas < replicas) {
-    return { observed, complete: false, failed: false, message: `${status.updatedReplicas} of ${replicas} new replicas have been updated` };
+    return {
+      observed,
+      complete: false,
+      failed: false,
+      message: `${status.updatedReplicas} of ${replicas} new replicas have been updated`,
+    };
   }
   if (status.replicas > status.updatedReplicas) {
-    return { observed, complete: false, failed: false, message: `${status.replicas - status.updatedReplicas} old replicas are pending termination` };
+    return {
+      observed,
+      complete: false,
+      failed: false,
+      message: `${status.replicas - status.updatedReplicas} old replicas are pending termination`,
+    };
   }
   if (status.availableReplicas < status.updatedReplicas) {
-    return { observed, complete: false, failed: false, message: `${status.availableReplicas} of ${status.updatedReplicas} updated replicas are available` };
+    return {
+      observed,
+      complete: false,
+      failed: false,
+      message: `${status.availableReplicas} of ${status.updatedReplicas} updated replicas are available`,
+    };
   }
   return { observed, complete: true, failed: false, message: "successfully rolled out" };
 }

@@ -62,18 +62,35 @@ export function parseState(text: string | null | undefined): ProgressiveState {
 }
 
 /** Measures and judges a due analysis check, or null when none is due. Never throws. */
-async function measure(store: Store, environmentId: string, opts: ProgressiveOptions, now: number): Promise<{ stateText: string; verdict: Verdict } | null> {
+async function measure(
+  store: Store,
+  environmentId: string,
+  opts: ProgressiveOptions,
+  now: number,
+): Promise<{ stateText: string; verdict: Verdict } | null> {
   const env = await store.db.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
   if (!env) return null;
   const spec = specOf(env);
   if (spec === null) return null;
-  const row = await store.db.selectFrom("progressive_rollouts").select("state").where("environment_id", "=", environmentId).executeTakeFirst();
+  const row = await store.db
+    .selectFrom("progressive_rollouts")
+    .select("state")
+    .where("environment_id", "=", environmentId)
+    .executeTakeFirst();
   const state = parseState(row?.state);
-  const regions = (await store.db.selectFrom("environment_regions").select("region").where("environment_id", "=", environmentId).orderBy("region").execute()).map((r) => r.region);
+  const regions = (
+    await store.db
+      .selectFrom("environment_regions")
+      .select("region")
+      .where("environment_id", "=", environmentId)
+      .orderBy("region")
+      .execute()
+  ).map((r) => r.region);
   const req = analysisRequest(spec, state, regions, now);
   if (req === null) return null;
   const stateText = row?.state ?? "";
-  if (opts.measurements === undefined) return { stateText, verdict: { result: "fail", reason: "no measurements available", at: now } };
+  if (opts.measurements === undefined)
+    return { stateText, verdict: { result: "fail", reason: "no measurements available", at: now } };
   try {
     const ids = req.stable === null ? [req.canary] : [req.canary, req.stable];
     const samples = await opts.measurements.samples(environmentId, ids, req.sinceMs, req.regions);
@@ -91,12 +108,17 @@ function sameRouting(a: ReadonlyMap<string, RegionRouting>, b: ReadonlyMap<strin
   if (a.size !== b.size) return false;
   for (const [k, v] of a) {
     const w = b.get(k);
-    if (w === undefined || w.preview !== v.preview || JSON.stringify(w.weights) !== JSON.stringify(v.weights)) return false;
+    if (w === undefined || w.preview !== v.preview || JSON.stringify(w.weights) !== JSON.stringify(v.weights))
+      return false;
   }
   return true;
 }
 
-export async function runProgressivePass(store: Store, environmentId: string, opts: ProgressiveOptions = {}): Promise<PassResult> {
+export async function runProgressivePass(
+  store: Store,
+  environmentId: string,
+  opts: ProgressiveOptions = {},
+): Promise<PassResult> {
   const measured = await measure(store, environmentId, opts, Date.now());
   const result = await store.write(async (tx) => {
     const environment = await lockEnvironment(tx, environmentId, "update");
@@ -104,26 +126,50 @@ export async function runProgressivePass(store: Store, environmentId: string, op
     const spec = specOf(environment);
     if (spec === null) return { pass: NOTHING, abortReason: null };
     const now = tx.now;
-    const regionRows = await tx.trx.selectFrom("environment_regions").select(["region", "replicas"]).where("environment_id", "=", environmentId).orderBy("region").execute();
-    const row = await tx.trx.selectFrom("progressive_rollouts").selectAll().where("environment_id", "=", environmentId).executeTakeFirst();
+    const regionRows = await tx.trx
+      .selectFrom("environment_regions")
+      .select(["region", "replicas"])
+      .where("environment_id", "=", environmentId)
+      .orderBy("region")
+      .execute();
+    const row = await tx.trx
+      .selectFrom("progressive_rollouts")
+      .selectAll()
+      .where("environment_id", "=", environmentId)
+      .executeTakeFirst();
     const state = parseState(row?.state);
-    const deployments = await tx.trx.selectFrom("deployments").selectAll().where("environment_id", "=", environmentId).execute();
+    const deployments = await tx.trx
+      .selectFrom("deployments")
+      .selectAll()
+      .where("environment_id", "=", environmentId)
+      .execute();
     let newest: (typeof deployments)[number] | undefined;
     for (const d of deployments) if (newest === undefined || Number(d.revision) > Number(newest.revision)) newest = d;
     const ids = deployments.map((d) => d.id);
     const desired = await desiredReplicasOf(tx.trx, ids);
     const instances = ids.length
-      ? await tx.trx.selectFrom("instances").select(["deployment_id", "region", "status", "ready_since"]).where("deployment_id", "in", ids).execute()
+      ? await tx.trx
+          .selectFrom("instances")
+          .select(["deployment_id", "region", "status", "ready_since"])
+          .where("deployment_id", "in", ids)
+          .execute()
       : [];
     const observations: RegionObservation[] = regionRows.map(({ region, replicas }) => {
       const revisions = new Map<string, RevisionCounts>();
       for (const id of ids) {
         const counts = revisionStatus(
-          instances.filter((i) => i.deployment_id === id && i.region === region).map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
+          instances
+            .filter((i) => i.deployment_id === id && i.region === region)
+            .map((i) => ({ status: i.status, readySince: Number(i.ready_since) })),
           environment.min_ready_seconds,
           now,
         );
-        if (counts.replicas > 0) revisions.set(id, { available: counts.availableReplicas, ready: counts.readyReplicas, current: counts.replicas });
+        if (counts.replicas > 0)
+          revisions.set(id, {
+            available: counts.availableReplicas,
+            ready: counts.readyReplicas,
+            current: counts.replicas,
+          });
       }
       return { region, replicas, revisions };
     });
@@ -133,8 +179,16 @@ export async function runProgressivePass(store: Store, environmentId: string, op
 
     // Replica targets.
     let changed = false;
-    const workspace = await tx.trx.selectFrom("workspaces").selectAll().where("id", "=", environment.workspace_id).executeTakeFirstOrThrow();
-    const project = await tx.trx.selectFrom("projects").selectAll().where("id", "=", environment.project_id).executeTakeFirstOrThrow();
+    const workspace = await tx.trx
+      .selectFrom("workspaces")
+      .selectAll()
+      .where("id", "=", environment.workspace_id)
+      .executeTakeFirstOrThrow();
+    const project = await tx.trx
+      .selectFrom("projects")
+      .selectAll()
+      .where("id", "=", environment.project_id)
+      .executeTakeFirstOrThrow();
     const ctxOf = (id: string): DeploymentContext => {
       const deployment = deployments.find((x) => x.id === id);
       if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);
@@ -150,7 +204,11 @@ export async function runProgressivePass(store: Store, environmentId: string, op
         if (current !== want) {
           await setDesiredReplicas(tx, ctxOf(id), r.region, want);
           changed = true;
-        } else if (want === 0 && !keep.has(id) && !instances.some((i) => i.deployment_id === id && i.region === r.region)) {
+        } else if (
+          want === 0 &&
+          !keep.has(id) &&
+          !instances.some((i) => i.deployment_id === id && i.region === r.region)
+        ) {
           // Scaled down, no pod left, not needed for a rollback: out of the region.
           await removeFromRegion(tx, ctxOf(id), r.region);
         }
@@ -158,11 +216,25 @@ export async function runProgressivePass(store: Store, environmentId: string, op
     }
 
     // Routing per region.
-    const routing = new Map<string, RegionRouting>(d.regions.filter((r) => r.weights.length > 0).map((r) => [r.region, { weights: r.weights, preview: r.preview }]));
+    const routing = new Map<string, RegionRouting>(
+      d.regions.filter((r) => r.weights.length > 0).map((r) => [r.region, { weights: r.weights, preview: r.preview }]),
+    );
     if (!sameRouting(routing, regionRoutingOf(environment))) {
-      const after: EnvironmentRow = { ...environment, routing_regions: JSON.stringify(Object.fromEntries(routing)), routing_version: Number(environment.routing_version) + 1 };
-      await tx.trx.updateTable("environments").set({ routing_regions: after.routing_regions, routing_version: after.routing_version }).where("id", "=", environmentId).execute();
-      const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", environmentId).execute();
+      const after: EnvironmentRow = {
+        ...environment,
+        routing_regions: JSON.stringify(Object.fromEntries(routing)),
+        routing_version: Number(environment.routing_version) + 1,
+      };
+      await tx.trx
+        .updateTable("environments")
+        .set({ routing_regions: after.routing_regions, routing_version: after.routing_version })
+        .where("id", "=", environmentId)
+        .execute();
+      const sentinels = await tx.trx
+        .selectFrom("sentinels")
+        .selectAll()
+        .where("environment_id", "=", environmentId)
+        .execute();
       for (const s of sentinels) await putSentinel(tx, after, s);
       changed = true;
     }
@@ -193,22 +265,37 @@ export async function runProgressivePass(store: Store, environmentId: string, op
         .execute();
       if (d.events.length > 0) await appendEvents(tx, environmentId, region, [...d.events]);
     }
-    return { pass: { ran: true, changed, wakeAt: changed ? null : d.wakeAt }, abortReason: d.aborted ? d.state.reason : null };
+    return {
+      pass: { ran: true, changed, wakeAt: changed ? null : d.wakeAt },
+      abortReason: d.aborted ? d.state.reason : null,
+    };
   });
   if (result.abortReason !== null) opts.onAbort?.(environmentId, result.abortReason);
   return result.pass;
 }
 
 /** Records a promote or abort for the next decision; refuses environments without a progressive strategy. */
-export async function setProgressiveCommand(store: Store, environment: EnvironmentRow, command: Command): Promise<void> {
+export async function setProgressiveCommand(
+  store: Store,
+  environment: EnvironmentRow,
+  command: Command,
+): Promise<void> {
   await store.write(async (tx) => {
     const env = await lockEnvironment(tx, environment.id, "update");
     if (!env || env.progressive === null) {
-      throw failedPrecondition(`environment "${environment.slug}" has no progressive strategy (set one with \`krane env update --strategy canary|blue-green\`)`);
+      throw failedPrecondition(
+        `environment "${environment.slug}" has no progressive strategy (set one with \`krane env update --strategy canary|blue-green\`)`,
+      );
     }
     await tx.trx
       .insertInto("progressive_rollouts")
-      .values({ environment_id: env.id, state: JSON.stringify(INITIAL_STATE), command, wake_at: null, updated_at: tx.now })
+      .values({
+        environment_id: env.id,
+        state: JSON.stringify(INITIAL_STATE),
+        command,
+        wake_at: null,
+        updated_at: tx.now,
+      })
       .onConflict((oc) => oc.column("environment_id").doUpdateSet({ command, updated_at: tx.now }))
       .execute();
   });
@@ -227,9 +314,23 @@ export interface ProgressiveView {
   waves: string[][];
 }
 
-export async function progressiveView(db: Store["db"], environment: EnvironmentRow, regions: readonly string[]): Promise<ProgressiveView | null> {
+export async function progressiveView(
+  db: Store["db"],
+  environment: EnvironmentRow,
+  regions: readonly string[],
+): Promise<ProgressiveView | null> {
   const spec = specOf(environment);
   if (spec === null) return null;
-  const row = await db.selectFrom("progressive_rollouts").selectAll().where("environment_id", "=", environment.id).executeTakeFirst();
-  return { spec, state: parseState(row?.state), routing: regionRoutingOf(environment), pendingCommand: row?.command ?? null, waves: wavesOf(spec, regions) };
+  const row = await db
+    .selectFrom("progressive_rollouts")
+    .selectAll()
+    .where("environment_id", "=", environment.id)
+    .executeTakeFirst();
+  return {
+    spec,
+    state: parseState(row?.state),
+    routing: regionRoutingOf(environment),
+    pendingCommand: row?.command ?? null,
+    waves: wavesOf(spec, regions),
+  };
 }

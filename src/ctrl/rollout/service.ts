@@ -23,7 +23,14 @@ import type { Store } from "../db/store.js";
 import { regionName, validateEnvironmentRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { restartRollout, rolloutStatus, scaleEnvironment, setPaused, undoRollout, type RolloutView } from "./actions.js";
+import {
+  restartRollout,
+  rolloutStatus,
+  scaleEnvironment,
+  setPaused,
+  undoRollout,
+  type RolloutView,
+} from "./actions.js";
 import type { RolloutDriver } from "./driver.js";
 
 export interface RolloutServiceDeps {
@@ -75,7 +82,9 @@ export function rolloutStatusMsg(v: RolloutView): RolloutStatus {
             target: x.target,
           }),
         ),
-        events: r.events.map((e) => create(RolloutEventSchema, { atUnixMs: BigInt(e.at), type: e.type, reason: e.reason, message: e.message })),
+        events: r.events.map((e) =>
+          create(RolloutEventSchema, { atUnixMs: BigInt(e.at), type: e.type, reason: e.reason, message: e.message }),
+        ),
         observed: r.observed,
         complete: r.complete,
         deadlineExceeded: r.failed,
@@ -118,7 +127,9 @@ export function progressiveStatusMsg(p: ProgressiveView): ProgressiveStatus {
     weights: [...p.routing].map(([region, r]) =>
       create(RegionWeightsSchema, {
         region,
-        weights: r.weights.map((w) => create(ProgressiveWeightSchema, { deploymentId: w.deploymentId, weight: w.weight })),
+        weights: r.weights.map((w) =>
+          create(ProgressiveWeightSchema, { deploymentId: w.deploymentId, weight: w.weight }),
+        ),
         previewDeploymentId: r.preview ?? "",
       }),
     ),
@@ -132,7 +143,8 @@ export function progressiveStatusMsg(p: ProgressiveView): ProgressiveStatus {
 }
 
 export function rolloutServiceImpl({ store, driver }: RolloutServiceDeps): ServiceImpl<typeof RolloutService> {
-  const status = async (ref: EnvironmentRef): Promise<RolloutStatus> => rolloutStatusMsg(await rolloutStatus(store.db, ref, Date.now()));
+  const status = async (ref: EnvironmentRef): Promise<RolloutStatus> =>
+    rolloutStatusMsg(await rolloutStatus(store.db, ref, Date.now()));
   const after = async (ref: EnvironmentRef, environmentId: string): Promise<RolloutStatus> => {
     await driver.environmentChanged(environmentId);
     return status(ref);
@@ -154,7 +166,8 @@ export function rolloutServiceImpl({ store, driver }: RolloutServiceDeps): Servi
     },
     async undo(req) {
       const ref = validateEnvironmentRef(req);
-      const to = req.toRevision === undefined ? null : rules.intRange("to_revision", req.toRevision, 1, Number.MAX_SAFE_INTEGER);
+      const to =
+        req.toRevision === undefined ? null : rules.intRange("to_revision", req.toRevision, 1, Number.MAX_SAFE_INTEGER);
       return { status: await after(ref, await undoRollout(store, ref, to)) };
     },
     async restart(req) {

@@ -38,7 +38,8 @@ export function seal(key: Uint8Array, plaintext: Uint8Array, aad: string): Uint8
 
 export function open(key: Uint8Array, sealed: Uint8Array, aad: string): Buffer {
   if (key.length !== KEY_BYTES) throw new KeyringError("keys are 32 bytes");
-  if (sealed.length < 1 + NONCE + TAG || sealed[0] !== VERSION) throw new KeyringError("not a sealed value of a known format");
+  if (sealed.length < 1 + NONCE + TAG || sealed[0] !== VERSION)
+    throw new KeyringError("not a sealed value of a known format");
   const buf = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
   const nonce = buf.subarray(1, 1 + NONCE);
   const tag = buf.subarray(buf.length - TAG);
@@ -59,7 +60,10 @@ export function parseMasterKey(text: string, where: string): Buffer {
   let key: Buffer | undefined;
   if (/^[0-9a-fA-F]{64}$/.test(t)) key = Buffer.from(t, "hex");
   else if (/^[A-Za-z0-9+/_-]{43}=?$/.test(t)) key = Buffer.from(t.replace(/-/g, "+").replace(/_/g, "/"), "base64");
-  if (key === undefined || key.length !== KEY_BYTES) throw new KeyringError(`${where}: a master key is 32 random bytes as base64 or hex (e.g. \`openssl rand -base64 32\`)`);
+  if (key === undefined || key.length !== KEY_BYTES)
+    throw new KeyringError(
+      `${where}: a master key is 32 random bytes as base64 or hex (e.g. \`openssl rand -base64 32\`)`,
+    );
   return key;
 }
 
@@ -97,7 +101,10 @@ export class Keyring {
 
   unwrap(wrapped: Uint8Array, wrappedBy: string, owner: string): Buffer {
     const master = this.#byId.get(wrappedBy);
-    if (!master) throw new KeyringError(`the data key of ${owner} is wrapped by master key ${wrappedBy}, which this ctrl was not given (--master-key-file / --previous-master-key-file)`);
+    if (!master)
+      throw new KeyringError(
+        `the data key of ${owner} is wrapped by master key ${wrappedBy}, which this ctrl was not given (--master-key-file / --previous-master-key-file)`,
+      );
     return open(master, wrapped, `data key ${owner}`);
   }
 

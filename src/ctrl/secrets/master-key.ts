@@ -34,13 +34,19 @@ export function hasMasterKeySource(s: MasterKeySettings): boolean {
 }
 
 /** The keyring from the settings; `warn` is told about loose file permissions and generated keys (paths only). */
-export function loadKeyring(s: MasterKeySettings, warn: (msg: string, file: string) => void = () => undefined): Keyring {
-  if (s.key !== undefined && s.file !== undefined) throw new KeyringError("master key: give either KRANE_MASTER_KEY or --master-key-file, not both");
+export function loadKeyring(
+  s: MasterKeySettings,
+  warn: (msg: string, file: string) => void = () => undefined,
+): Keyring {
+  if (s.key !== undefined && s.file !== undefined)
+    throw new KeyringError("master key: give either KRANE_MASTER_KEY or --master-key-file, not both");
   const previous = (s.previousFiles ?? []).map((f) => readKeyFile(f, "previous master key file", warn));
   if (s.key !== undefined) return new Keyring(parseMasterKey(s.key, "KRANE_MASTER_KEY"), previous);
   if (s.file !== undefined) return new Keyring(readKeyFile(s.file, "master key file", warn), previous);
   if (s.generateAt === undefined) {
-    throw new KeyringError("no master key: give --master-key-file (or KRANE_MASTER_KEY_FILE, or KRANE_MASTER_KEY) — 32 random bytes, e.g. `openssl rand -base64 32`");
+    throw new KeyringError(
+      "no master key: give --master-key-file (or KRANE_MASTER_KEY_FILE, or KRANE_MASTER_KEY) — 32 random bytes, e.g. `openssl rand -base64 32`",
+    );
   }
   try {
     return new Keyring(readKeyFile(s.generateAt, "master key file", warn), previous);

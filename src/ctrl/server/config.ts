@@ -50,7 +50,13 @@ export interface CtrlSettings {
   masterKey: { key?: string; file?: string; previousFiles: string[]; generateAt?: string };
   releaseKinds: AllowedKind[];
   /** Endpoints' generated addresses. */
-  exposure: { publicApex: string; organizationApex: string; hostPattern: string; sharedHostPattern: string; scheme: "https" | "http" };
+  exposure: {
+    publicApex: string;
+    organizationApex: string;
+    hostPattern: string;
+    sharedHostPattern: string;
+    scheme: "https" | "http";
+  };
   /** DNS servers for domain verification (empty: the system's). */
   dnsServers: string[];
 }
@@ -97,7 +103,8 @@ export function parseCtrlConfigFile(text: string): RawSettings {
   for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
     const key = k.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
     if (!(key in ENV)) throw new Error(`config file: unknown key "${k}"`);
-    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean") throw new Error(`config file: "${k}" must be a scalar`);
+    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean")
+      throw new Error(`config file: "${k}" must be a scalar`);
     out[key as keyof RawSettings] = String(v);
   }
   return out;
@@ -113,38 +120,61 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
   const retention = Number(pick("outboxRetention") ?? "100000");
   if (!Number.isInteger(retention) || retention < 1) throw new Error("outbox retention must be a positive integer");
   const poolSize = Number(pick("poolSize") ?? "10");
-  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error("pool size must be an integer from 1 to 1000");
+  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000)
+    throw new Error("pool size must be an integer from 1 to 1000");
   const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
   const adminToken = pick("adminToken");
   const explicitTokenFile = pick("adminTokenFile");
   if (adminToken !== undefined && explicitTokenFile !== undefined) {
-    throw new Error("admin token: give either --admin-token (KRANE_ADMIN_TOKEN) or --admin-token-file (KRANE_ADMIN_TOKEN_FILE), not both");
+    throw new Error(
+      "admin token: give either --admin-token (KRANE_ADMIN_TOKEN) or --admin-token-file (KRANE_ADMIN_TOKEN_FILE), not both",
+    );
   }
   if (adminToken !== undefined && adminToken.trim() === "") throw new Error("admin token: empty");
   const publicApex = (pick("publicApex") ?? "krane.localhost").toLowerCase();
   const scheme = pick("endpointScheme") ?? "https";
   if (scheme !== "https" && scheme !== "http") throw new Error('endpoint scheme must be "https" or "http"');
-  const dnsServers = (pick("dnsServers") ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "");
-  for (const d of dnsServers) if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(d)) throw new Error(`dns servers: "${d}" is not an IP address with an optional port`);
+  const dnsServers = (pick("dnsServers") ?? "")
+    .split(",")
+    .map((x) => x.trim())
+    .filter((x) => x !== "");
+  for (const d of dnsServers)
+    if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|[0-9a-fA-F:]+)(:\d{1,5})?$/.test(d))
+      throw new Error(`dns servers: "${d}" is not an IP address with an optional port`);
   return {
     databaseUrl,
     listen: parseListen("listen", pick("listen") ?? "0.0.0.0:7070"),
     opsListen: ops === "off" ? null : parseListen("ops listen", ops),
     tls: cert !== undefined && key !== undefined ? { certFile: cert, keyFile: key } : undefined,
     adminToken,
-    adminTokenFile: explicitTokenFile ?? (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
-    adminTokenSource: flags.adminToken !== undefined ? "flag" : env[ENV.adminToken] !== undefined ? "env" : file.adminToken !== undefined ? "config" : undefined,
+    adminTokenFile:
+      explicitTokenFile ??
+      (isPg || databaseUrl === ":memory:" ? "./.krane/admin-token" : join(dirname(databaseUrl), "admin-token")),
+    adminTokenSource:
+      flags.adminToken !== undefined
+        ? "flag"
+        : env[ENV.adminToken] !== undefined
+          ? "env"
+          : file.adminToken !== undefined
+            ? "config"
+            : undefined,
     outboxRetention: retention,
     poolSize,
     logLevel: pick("logLevel") ?? "info",
     masterKey: {
       key: pick("masterKey"),
       file: pick("masterKeyFile"),
-      previousFiles: (pick("previousMasterKeyFiles") ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+      previousFiles: (pick("previousMasterKeyFiles") ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
       // Only a local SQLite database gets a generated key: replicas on PostgreSQL must share one.
       generateAt: isPg || databaseUrl === ":memory:" ? undefined : join(dirname(databaseUrl), "master-key"),
     },
-    releaseKinds: pick("releaseAllowedKinds") === undefined ? [...DEFAULT_RELEASE_KINDS] : parseAllowedKinds(pick("releaseAllowedKinds") ?? ""),
+    releaseKinds:
+      pick("releaseAllowedKinds") === undefined
+        ? [...DEFAULT_RELEASE_KINDS]
+        : parseAllowedKinds(pick("releaseAllowedKinds") ?? ""),
     exposure: {
       publicApex,
       organizationApex: (pick("organizationApex") ?? `internal.${publicApex}`).toLowerCase(),

@@ -20,21 +20,27 @@ export interface DependencyFailure {
 }
 
 /** Node's network errors: the database cannot be reached, or the connection broke. */
-const NETWORK = new Map<string, { reason: string; applied: "no" | "unknown" }>(Object.entries({
-  ECONNREFUSED: { reason: "connection refused", applied: "no" },
-  EHOSTUNREACH: { reason: "host unreachable", applied: "no" },
-  ENETUNREACH: { reason: "network unreachable", applied: "no" },
-  ENOTFOUND: { reason: "host not found", applied: "no" },
-  EAI_AGAIN: { reason: "host name lookup failed", applied: "no" },
-  ETIMEDOUT: { reason: "connection timed out", applied: "unknown" },
-  ECONNRESET: { reason: "connection reset", applied: "unknown" },
-  ECONNABORTED: { reason: "connection aborted", applied: "unknown" },
-  EPIPE: { reason: "connection closed", applied: "unknown" },
-}));
+const NETWORK = new Map<string, { reason: string; applied: "no" | "unknown" }>(
+  Object.entries({
+    ECONNREFUSED: { reason: "connection refused", applied: "no" },
+    EHOSTUNREACH: { reason: "host unreachable", applied: "no" },
+    ENETUNREACH: { reason: "network unreachable", applied: "no" },
+    ENOTFOUND: { reason: "host not found", applied: "no" },
+    EAI_AGAIN: { reason: "host name lookup failed", applied: "no" },
+    ETIMEDOUT: { reason: "connection timed out", applied: "unknown" },
+    ECONNRESET: { reason: "connection reset", applied: "unknown" },
+    ECONNABORTED: { reason: "connection aborted", applied: "unknown" },
+    EPIPE: { reason: "connection closed", applied: "unknown" },
+  }),
+);
 
 /** PostgreSQL SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 function fromSqlState(state: string): Omit<DependencyFailure, "dependency"> | undefined {
-  const unavailable = (reason: string, applied: "no" | "unknown"): Omit<DependencyFailure, "dependency"> => ({ code: Code.Unavailable, reason, applied });
+  const unavailable = (reason: string, applied: "no" | "unknown"): Omit<DependencyFailure, "dependency"> => ({
+    code: Code.Unavailable,
+    reason,
+    applied,
+  });
   switch (state) {
     case "57P01":
       return unavailable("the server is shutting down", "unknown");
@@ -61,34 +67,49 @@ function fromSqlState(state: string): Omit<DependencyFailure, "dependency"> | un
     case "58030":
       return unavailable("I/O error", "unknown");
   }
-  if (state.startsWith("08")) return unavailable("connection failure", state === "08001" || state === "08004" ? "no" : "unknown");
+  if (state.startsWith("08"))
+    return unavailable("connection failure", state === "08001" || state === "08004" ? "no" : "unknown");
   return undefined;
 }
 
 /** SQLite result codes (better-sqlite3 puts them on `code`, extended ones included). */
 function fromSqlite(code: string): Omit<DependencyFailure, "dependency"> | undefined {
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return { code: Code.Unavailable, reason: "the database file is locked", applied: "no" };
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+    return { code: Code.Unavailable, reason: "the database file is locked", applied: "no" };
   if (code === "SQLITE_FULL") return { code: Code.ResourceExhausted, reason: "disk full", applied: "no" };
   if (code.startsWith("SQLITE_IOERR")) return { code: Code.Unavailable, reason: "I/O error", applied: "unknown" };
-  if (code.startsWith("SQLITE_CANTOPEN")) return { code: Code.Unavailable, reason: "the database file cannot be opened", applied: "no" };
-  if (code.startsWith("SQLITE_READONLY")) return { code: Code.Unavailable, reason: "the database file is read-only", applied: "no" };
+  if (code.startsWith("SQLITE_CANTOPEN"))
+    return { code: Code.Unavailable, reason: "the database file cannot be opened", applied: "no" };
+  if (code.startsWith("SQLITE_READONLY"))
+    return { code: Code.Unavailable, reason: "the database file is read-only", applied: "no" };
   return undefined;
 }
 
 /** node-postgres and pg-pool errors that carry no code. */
 const MESSAGES: [RegExp, Omit<DependencyFailure, "dependency">][] = [
-  [/^timeout exceeded when trying to connect$/, { code: Code.ResourceExhausted, reason: "no free connection in ctrl's pool", applied: "no" }],
-  [/^Connection terminated due to connection timeout$/, { code: Code.Unavailable, reason: "connection timed out", applied: "no" }],
+  [
+    /^timeout exceeded when trying to connect$/,
+    { code: Code.ResourceExhausted, reason: "no free connection in ctrl's pool", applied: "no" },
+  ],
+  [
+    /^Connection terminated due to connection timeout$/,
+    { code: Code.Unavailable, reason: "connection timed out", applied: "no" },
+  ],
   [/^Connection terminated/, { code: Code.Unavailable, reason: "connection lost", applied: "unknown" }],
   [/is not queryable$/, { code: Code.Unavailable, reason: "connection lost", applied: "no" }],
   [/^Query read timeout$/, { code: Code.Unavailable, reason: "a query timed out", applied: "unknown" }],
-  [/^Cannot use a pool after calling end on the pool$/, { code: Code.Unavailable, reason: "ctrl is shutting down", applied: "no" }],
+  [
+    /^Cannot use a pool after calling end on the pool$/,
+    { code: Code.Unavailable, reason: "ctrl is shutting down", applied: "no" },
+  ],
   [/^The database connection is not open$/, { code: Code.Unavailable, reason: "ctrl is shutting down", applied: "no" }],
   [/^driver has already been destroyed$/, { code: Code.Unavailable, reason: "ctrl is shutting down", applied: "no" }],
 ];
 
 function fields(err: unknown): { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown } | undefined {
-  return typeof err === "object" && err !== null ? (err as { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown }) : undefined;
+  return typeof err === "object" && err !== null
+    ? (err as { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown })
+    : undefined;
 }
 
 /** The database failure `err` is, or undefined when it is something else (a bug, a domain error). */

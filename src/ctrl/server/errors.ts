@@ -49,8 +49,11 @@ export function toConnectError(err: unknown, sinks: ErrorSinks): ConnectError {
  */
 export function undecodableRequest(code: Code, rawMessage: string, method: DescMethod): ConnectError | undefined {
   const type = method.input.typeName;
-  if (code === Code.Internal) return new ConnectError(`invalid request: the body is not a valid ${type} (${rawMessage})`, Code.InvalidArgument);
-  if (code === Code.Unimplemented && /missing input message/.test(rawMessage)) return new ConnectError(`invalid request: the body holds no ${type} message`, Code.InvalidArgument);
-  if (code === Code.Unimplemented && /extra input message/.test(rawMessage)) return new ConnectError(`invalid request: the body holds more than one ${type} message`, Code.InvalidArgument);
+  if (code === Code.Internal)
+    return new ConnectError(`invalid request: the body is not a valid ${type} (${rawMessage})`, Code.InvalidArgument);
+  if (code === Code.Unimplemented && /missing input message/.test(rawMessage))
+    return new ConnectError(`invalid request: the body holds no ${type} message`, Code.InvalidArgument);
+  if (code === Code.Unimplemented && /extra input message/.test(rawMessage))
+    return new ConnectError(`invalid request: the body holds more than one ${type} message`, Code.InvalidArgument);
   return undefined;
 }

@@ -24,7 +24,16 @@
 // token's secret is never stored) answer already_exists saying so. Never a second application.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import { fromBinary, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor, type ServiceImpl, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  type HandlerContext,
+  type Interceptor,
+  type ServiceImpl,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
@@ -42,7 +51,10 @@ const KEY = /^[A-Za-z0-9._:-]{1,255}$/;
 /** The header's value, checked: 1 to 255 characters of letters, digits and `-_.:`. */
 export function parseIdempotencyKey(value: string): string {
   if (!KEY.test(value)) {
-    throw new ConnectError("Idempotency-Key header: must be 1 to 255 characters of letters, digits and -_.: (a UUID suits)", Code.InvalidArgument);
+    throw new ConnectError(
+      "Idempotency-Key header: must be 1 to 255 characters of letters, digits and -_.: (a UUID suits)",
+      Code.InvalidArgument,
+    );
   }
   return value;
 }
@@ -56,7 +68,9 @@ const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
 function answerKey(secret: string, id: KeyId): Buffer {
-  return createHmac("sha256", secret).update(`krane idempotency v1\u0000${id.scope}\u0000${id.method}\u0000${id.key}`).digest();
+  return createHmac("sha256", secret)
+    .update(`krane idempotency v1\u0000${id.scope}\u0000${id.method}\u0000${id.key}`)
+    .digest();
 }
 
 /** The answer as stored: AES-256-GCM under a key only the caller's bearer token gives. */
@@ -134,7 +148,11 @@ const reanswerKey = createContextKey<{ subject: string | null } | undefined>(und
  * its domain write said (a new revision's id).
  */
 export type Reanswers<S extends DescService> = Partial<{
-  [K in keyof ServiceImpl<S>]: (req: Parameters<ServiceImpl<S>[K]>[0], ctx: HandlerContext, subject: string | null) => Promise<object>;
+  [K in keyof ServiceImpl<S>]: (
+    req: Parameters<ServiceImpl<S>[K]>[0],
+    ctx: HandlerContext,
+    subject: string | null,
+  ) => Promise<object>;
 }>;
 
 /**
@@ -156,7 +174,10 @@ export class NoReanswerError extends Error {
  */
 export function replayable<S extends DescService, T extends Partial<ServiceImpl<S>>>(impl: T, again?: Reanswers<S>): T {
   const out: Record<string, unknown> = {};
-  const rebuild = (again ?? {}) as Record<string, ((req: unknown, ctx: HandlerContext, subject: string | null) => Promise<object>) | undefined>;
+  const rebuild = (again ?? {}) as Record<
+    string,
+    ((req: unknown, ctx: HandlerContext, subject: string | null) => Promise<object>) | undefined
+  >;
   for (const [name, method] of Object.entries(impl)) {
     if (typeof method !== "function") {
       out[name] = method;
@@ -165,7 +186,8 @@ export function replayable<S extends DescService, T extends Partial<ServiceImpl<
     out[name] = (req: unknown, ctx: HandlerContext): unknown => {
       const recorded = ctx.values.get(replayKey);
       const fromState = ctx.values.get(reanswerKey);
-      if (recorded === undefined && fromState === undefined) return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
+      if (recorded === undefined && fromState === undefined)
+        return (method as (r: unknown, c: HandlerContext) => unknown).call(impl, req, ctx);
       ctx.responseHeader.set(IDEMPOTENCY_REPLAYED_HEADER, "true");
       if (recorded !== undefined) return recorded;
       const fn = rebuild[name];
@@ -214,9 +236,19 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
 
   type Next = (req: UnaryRequest) => Promise<UnaryResponse>;
   /** Answers through the method, which hands back the recorded answer (replayable()). */
-  const replay = (next: Next, req: UnaryRequest, id: KeyId, secret: string, sealed: Uint8Array): Promise<UnaryResponse> => {
+  const replay = (
+    next: Next,
+    req: UnaryRequest,
+    id: KeyId,
+    secret: string,
+    sealed: Uint8Array,
+  ): Promise<UnaryResponse> => {
     const plain = openAnswer(secret, id, sealed);
-    if (!plain) throw new ConnectError("Idempotency-Key: the recorded answer cannot be read with this token", Code.FailedPrecondition);
+    if (!plain)
+      throw new ConnectError(
+        "Idempotency-Key: the recorded answer cannot be read with this token",
+        Code.FailedPrecondition,
+      );
     req.contextValues.set(replayKey, fromBinary(req.method.output, plain));
     return next(req);
   };
@@ -226,7 +258,13 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
    * (replayable() runs the method's Reanswers entry); the answer is recorded for later repeats.
    * Undefined when the method has no such entry.
    */
-  const answerFromState = async (next: Next, req: UnaryRequest, id: KeyId, secret: string, subject: string | null): Promise<UnaryResponse | undefined> => {
+  const answerFromState = async (
+    next: Next,
+    req: UnaryRequest,
+    id: KeyId,
+    secret: string,
+    subject: string | null,
+  ): Promise<UnaryResponse | undefined> => {
     req.contextValues.set(reanswerKey, { subject });
     let res: UnaryResponse;
     try {
@@ -245,13 +283,22 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
   };
 
   /** What a repeat answers once the key is known to be claimed (undefined: no claim after all). */
-  const answerRepeat = async (next: Next, req: UnaryRequest, id: KeyId, digest: string, secret: string): Promise<UnaryResponse | undefined> => {
+  const answerRepeat = async (
+    next: Next,
+    req: UnaryRequest,
+    id: KeyId,
+    digest: string,
+    secret: string,
+  ): Promise<UnaryResponse | undefined> => {
     const deadline = Date.now() + (opts.waitMs ?? 2000);
     for (;;) {
       const rec = await findKey(store.db, id);
       if (!rec) return undefined;
       if (rec.digest !== digest) {
-        throw new ConnectError(`Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`, Code.InvalidArgument);
+        throw new ConnectError(
+          `Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`,
+          Code.InvalidArgument,
+        );
       }
       if (rec.answer !== null) return replay(next, req, id, secret, rec.answer);
       // Claimed, no answer yet: still running elsewhere, or ended without one.
@@ -273,7 +320,11 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     const header = req.header.get(IDEMPOTENCY_KEY_HEADER);
     const principal = req.contextValues.get(principalKey);
     if (header === null || principal?.kind !== "user") return next(req);
-    const id: KeyId = { scope: `user:${principal.tokenId}`, method: `${req.service.name}/${req.method.name}`, key: parseIdempotencyKey(header) };
+    const id: KeyId = {
+      scope: `user:${principal.tokenId}`,
+      method: `${req.service.name}/${req.method.name}`,
+      key: parseIdempotencyKey(header),
+    };
     const digest = requestDigest(req.method.input, req.message);
     const secret = req.header.get("authorization") ?? "";
     const local = `${id.scope}\u0000${id.method}\u0000${id.key}`;
@@ -288,7 +339,14 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
         if (claimed === "committed" || closed) return;
         const res = await tx.trx
           .insertInto("idempotency_keys")
-          .values({ scope: id.scope, method: id.method, idempotency_key: id.key, request_digest: digest, created_at: now(), owner })
+          .values({
+            scope: id.scope,
+            method: id.method,
+            idempotency_key: id.key,
+            request_digest: digest,
+            created_at: now(),
+            owner,
+          })
           .onConflict((oc) => oc.columns(["scope", "method", "idempotency_key"]).doNothing())
           .executeTakeFirst();
         if (Number(res.numInsertedOrUpdatedRows ?? 0n) === 0) throw new KeyTakenError();
@@ -336,7 +394,11 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
         throw err instanceof KeyTakenError ? lookup : err;
       }
       if (repeat) return repeat;
-      if (err instanceof KeyTakenError) throw new ConnectError("a concurrent request with this Idempotency-Key did not finish; try again", Code.Aborted);
+      if (err instanceof KeyTakenError)
+        throw new ConnectError(
+          "a concurrent request with this Idempotency-Key did not finish; try again",
+          Code.Aborted,
+        );
       throw err;
     } finally {
       if (running.get(local) === finished) running.delete(local);

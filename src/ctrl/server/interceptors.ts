@@ -30,12 +30,19 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   if (ms <= 0) return p;
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ConnectError(`the call did not finish within ${ms} ms`, Code.DeadlineExceeded)), ms);
+    timer = setTimeout(
+      () => reject(new ConnectError(`the call did not finish within ${ms} ms`, Code.DeadlineExceeded)),
+      ms,
+    );
   });
   return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
 }
 
-async function* mapStreamErrors<T>(source: AsyncIterable<T>, onEnd: (code: Code | "ok") => void, sinks: ErrorSinks): AsyncGenerator<T> {
+async function* mapStreamErrors<T>(
+  source: AsyncIterable<T>,
+  onEnd: (code: Code | "ok") => void,
+  sinks: ErrorSinks,
+): AsyncGenerator<T> {
   try {
     for await (const m of source) yield m;
     onEnd("ok");
@@ -58,7 +65,11 @@ async function* singleRequestMessage<T>(source: AsyncIterable<T>, method: DescMe
     const ce = err instanceof ConnectError ? err : undefined;
     throw (ce && undecodableRequest(ce.code, ce.rawMessage, method)) ?? err;
   }
-  if (count !== 1) throw new ConnectError(`invalid request: the body ${count === 0 ? "holds no" : "holds more than one"} ${method.input.typeName} message`, Code.InvalidArgument);
+  if (count !== 1)
+    throw new ConnectError(
+      `invalid request: the body ${count === 0 ? "holds no" : "holds more than one"} ${method.input.typeName} message`,
+      Code.InvalidArgument,
+    );
 }
 
 export function observeInterceptor(opts: {
@@ -98,7 +109,11 @@ export function observeInterceptor(opts: {
       }
     }
     try {
-      const res = await next(req.method.methodKind === "server_streaming" ? { ...req, message: singleRequestMessage(req.message, req.method) } : req);
+      const res = await next(
+        req.method.methodKind === "server_streaming"
+          ? { ...req, message: singleRequestMessage(req.message, req.method) }
+          : req,
+      );
       if (!res.stream) return res;
       return { ...res, message: mapStreamErrors(res.message, count, sinks) };
     } catch (err) {

@@ -41,7 +41,10 @@ export class OutageWatch {
     }
     this.#down = { since: this.#now(), failures: 1 };
     this.#o.gauge?.set({ dependency: this.#o.dependency }, 0);
-    this.#o.log.warn({ dependency: this.#o.dependency, reason: f.reason }, `${this.#o.dependency} unavailable: calls that need it answer unavailable until it is back`);
+    this.#o.log.warn(
+      { dependency: this.#o.dependency, reason: f.reason },
+      `${this.#o.dependency} unavailable: calls that need it answer unavailable until it is back`,
+    );
     this.#schedule();
   }
 
@@ -67,7 +70,10 @@ export class OutageWatch {
     }
     this.#down = undefined;
     this.#o.gauge?.set({ dependency: this.#o.dependency }, 1);
-    this.#o.log.warn({ dependency: this.#o.dependency, downMs: this.#now() - down.since, failures: down.failures }, `${this.#o.dependency} available again`);
+    this.#o.log.warn(
+      { dependency: this.#o.dependency, downMs: this.#now() - down.since, failures: down.failures },
+      `${this.#o.dependency} available again`,
+    );
   }
 
   #now(): number {

@@ -22,7 +22,9 @@ import { NoReanswerError, type Reanswers } from "./idempotency.js";
 export function workspaceReanswers(impl: ServiceImpl<typeof WorkspaceService>): Reanswers<typeof WorkspaceService> {
   return {
     async createWorkspace(req, ctx) {
-      return { workspace: (await impl.getWorkspace(create(GetWorkspaceRequestSchema, { workspace: req.slug }), ctx)).workspace };
+      return {
+        workspace: (await impl.getWorkspace(create(GetWorkspaceRequestSchema, { workspace: req.slug }), ctx)).workspace,
+      };
     },
   };
 }
@@ -30,14 +32,27 @@ export function workspaceReanswers(impl: ServiceImpl<typeof WorkspaceService>): 
 export function projectReanswers(impl: ServiceImpl<typeof ProjectService>): Reanswers<typeof ProjectService> {
   return {
     async createProject(req, ctx) {
-      return { project: (await impl.getProject(create(GetProjectRequestSchema, { workspace: req.workspace, project: req.slug }), ctx)).project };
+      return {
+        project: (
+          await impl.getProject(create(GetProjectRequestSchema, { workspace: req.workspace, project: req.slug }), ctx)
+        ).project,
+      };
     },
   };
 }
 
-export function environmentReanswers(impl: ServiceImpl<typeof EnvironmentService>): Reanswers<typeof EnvironmentService> {
-  const get = async (workspace: string, project: string, environment: string, ctx: Parameters<typeof impl.getEnvironment>[1]): Promise<object> => ({
-    environment: (await impl.getEnvironment(create(GetEnvironmentRequestSchema, { workspace, project, environment }), ctx)).environment,
+export function environmentReanswers(
+  impl: ServiceImpl<typeof EnvironmentService>,
+): Reanswers<typeof EnvironmentService> {
+  const get = async (
+    workspace: string,
+    project: string,
+    environment: string,
+    ctx: Parameters<typeof impl.getEnvironment>[1],
+  ): Promise<object> => ({
+    environment: (
+      await impl.getEnvironment(create(GetEnvironmentRequestSchema, { workspace, project, environment }), ctx)
+    ).environment,
   });
   return {
     createEnvironment: (req, ctx) => get(req.workspace, req.project, req.slug, ctx),
@@ -50,15 +65,30 @@ export function deploymentReanswers(impl: ServiceImpl<typeof DeploymentService>)
     async createDeployment(_req, ctx, subject) {
       // The new revision's id was kept with the claim, in the same transaction.
       if (subject === null) throw new NoReanswerError();
-      return { deployment: (await impl.getDeployment(create(GetDeploymentRequestSchema, { deploymentId: subject }), ctx)).deployment };
+      return {
+        deployment: (await impl.getDeployment(create(GetDeploymentRequestSchema, { deploymentId: subject }), ctx))
+          .deployment,
+      };
     },
     deleteDeployment: () => Promise.resolve({}),
   };
 }
 
 export function rolloutReanswers(impl: ServiceImpl<typeof RolloutService>): Reanswers<typeof RolloutService> {
-  const status = async (req: { workspace: string; project: string; environment: string }, ctx: Parameters<typeof impl.getRolloutStatus>[1]): Promise<object> => ({
-    status: (await impl.getRolloutStatus(create(GetRolloutStatusRequestSchema, { workspace: req.workspace, project: req.project, environment: req.environment }), ctx)).status,
+  const status = async (
+    req: { workspace: string; project: string; environment: string },
+    ctx: Parameters<typeof impl.getRolloutStatus>[1],
+  ): Promise<object> => ({
+    status: (
+      await impl.getRolloutStatus(
+        create(GetRolloutStatusRequestSchema, {
+          workspace: req.workspace,
+          project: req.project,
+          environment: req.environment,
+        }),
+        ctx,
+      )
+    ).status,
   });
   return { scale: status, pause: status, resume: status, undo: status, restart: status };
 }

@@ -16,9 +16,28 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
-import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { createAsyncIterable, encodeEnvelope, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  createContextKey,
+  createContextValues,
+  type ConnectRouter,
+  type ContextValues,
+  type Interceptor,
+} from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import {
+  createAsyncIterable,
+  encodeEnvelope,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
@@ -82,7 +101,8 @@ function protocolOf(req: UniversalServerRequest): Protocol {
   if (type.startsWith("application/grpc-web")) return "grpc-web";
   if (type.startsWith("application/grpc")) return "grpc";
   if (type.startsWith("application/connect+")) return "connect-stream";
-  if (req.method === "GET" || type.startsWith("application/json") || type.startsWith("application/proto")) return "connect";
+  if (req.method === "GET" || type.startsWith("application/json") || type.startsWith("application/proto"))
+    return "connect";
   return "other";
 }
 
@@ -124,7 +144,8 @@ async function connectUnaryError(
   for await (const c of body) chunks.push(c);
   const bytes = Buffer.concat(chunks);
   const unchanged = { ...res, body: createAsyncIterable([bytes]) };
-  if (res.header?.get("content-encoding") || !(res.header?.get("content-type") ?? "").startsWith("application/json")) return unchanged;
+  if (res.header?.get("content-encoding") || !(res.header?.get("content-type") ?? "").startsWith("application/json"))
+    return unchanged;
   let error: ConnectError;
   try {
     error = errorFromJsonBytes(bytes, undefined, new ConnectError("unreadable error", Code.Unknown));
@@ -162,7 +183,12 @@ function grpcBody(
 }
 
 /** gRPC-Web: the status is in the last frame of the body (flag 0x80, uncompressed when it is ours). */
-function grpcWebBody(body: AsyncIterable<Uint8Array>, method: DescMethod, values: ContextValues, onEarlyEnd: (m: DescMethod, c: Code) => void): AsyncIterable<Uint8Array> {
+function grpcWebBody(
+  body: AsyncIterable<Uint8Array>,
+  method: DescMethod,
+  values: ContextValues,
+  onEarlyEnd: (m: DescMethod, c: Code) => void,
+): AsyncIterable<Uint8Array> {
   return (async function* () {
     for await (const chunk of body) {
       const flags = chunk[0] ?? 0;
@@ -172,7 +198,10 @@ function grpcWebBody(body: AsyncIterable<Uint8Array>, method: DescMethod, values
       }
       const trailer = trailerParse(chunk.subarray(5));
       const status = Number(trailer.get("grpc-status") ?? "0");
-      const fixed = status === 0 ? undefined : undecodableRequest(status as Code, decodeURIComponent(trailer.get("grpc-message") ?? ""), method);
+      const fixed =
+        status === 0
+          ? undefined
+          : undecodableRequest(status as Code, decodeURIComponent(trailer.get("grpc-message") ?? ""), method);
       if (status !== 0) onEarlyEnd(method, fixed?.code ?? (status as Code));
       if (!fixed) {
         yield chunk;

@@ -66,8 +66,20 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
-import { DEFAULT_IDEMPOTENCY_RETENTION_MS, idempotencyInterceptor, pruneIdempotencyKeys, replayable, type Reanswers } from "./idempotency.js";
-import { deploymentReanswers, environmentReanswers, projectReanswers, rolloutReanswers, workspaceReanswers } from "./reanswers.js";
+import {
+  DEFAULT_IDEMPOTENCY_RETENTION_MS,
+  idempotencyInterceptor,
+  pruneIdempotencyKeys,
+  replayable,
+  type Reanswers,
+} from "./idempotency.js";
+import {
+  deploymentReanswers,
+  environmentReanswers,
+  projectReanswers,
+  rolloutReanswers,
+  workspaceReanswers,
+} from "./reanswers.js";
 
 export interface ListenAddress {
   host: string;
@@ -154,14 +166,19 @@ function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): P
 async function bootstrapAdminToken(store: Store, admin: { token?: string; file: string }, log: Logger): Promise<void> {
   if (admin.token !== undefined) {
     if (!(await addUserToken(store, "admin", admin.token))) {
-      log.error("the configured admin token was revoked and is not registered again: remove it from the configuration (--admin-token, KRANE_ADMIN_TOKEN)");
+      log.error(
+        "the configured admin token was revoked and is not registered again: remove it from the configuration (--admin-token, KRANE_ADMIN_TOKEN)",
+      );
     }
     return;
   }
   const fromFile = readAdminTokenFile(admin.file, log);
   if (fromFile !== undefined) {
     if (!(await addUserToken(store, "admin", fromFile))) {
-      log.warn({ file: admin.file }, "the admin token in this file was revoked and is not registered again: delete the file");
+      log.warn(
+        { file: admin.file },
+        "the admin token in this file was revoked and is not registered again: delete the file",
+      );
     }
     return;
   }
@@ -191,7 +208,8 @@ function readAdminTokenFile(file: string, log: Logger): string | undefined {
   }
   const token = text.trim();
   if (token === "" || /\s/.test(token)) throw new Error(`admin token file ${file}: expected one token on one line`);
-  if ((statSync(file).mode & 0o077) !== 0) log.warn({ file }, "the admin token file can be read by other users: chmod 600 it");
+  if ((statSync(file).mode & 0o077) !== 0)
+    log.warn({ file }, "the admin token file can be read by other users: chmod 600 it");
   return token;
 }
 
@@ -213,13 +231,20 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   }
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
   const databaseKind = store.dialect.name === "postgres" ? "PostgreSQL" : "SQLite";
-  const outage = new OutageWatch({ dependency: "database", probe: () => store.ping(), log, gauge: metrics.dependencyUp });
+  const outage = new OutageWatch({
+    dependency: "database",
+    probe: () => store.ping(),
+    log,
+    gauge: metrics.dependencyUp,
+  });
   /** Background work that failed: an outage goes to the outage log (once), anything else is logged. */
-  const backgroundFailure = (what: string) => (err: unknown): void => {
-    const f = classifyDependencyError(err);
-    if (f) outage.failed(f);
-    else log.warn({ err: String(err) }, what);
-  };
+  const backgroundFailure =
+    (what: string) =>
+    (err: unknown): void => {
+      const f = classifyDependencyError(err);
+      if (f) outage.failed(f);
+      else log.warn({ err: String(err) }, what);
+    };
   const hub = new FeedHub(storeFeedSource(store), store.notifier, {
     safetyIntervalMs: config.feedSafetyIntervalMs,
     onError: backgroundFailure("feed read failed; retrying"),
@@ -229,7 +254,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const adapterStop = new AbortController();
   const auth = new Authenticator(store, config.auth);
   // Analysis reads the sentinels' measurements the agents report (ReportMeasurements).
-  const progressive = { measurements: config.measurements ?? new StoredMeasurements(store), logger: log, onAbort: () => metrics.rolloutAborts.inc() };
+  const progressive = {
+    measurements: config.measurements ?? new StoredMeasurements(store),
+    logger: log,
+    onAbort: () => metrics.rolloutAborts.inc(),
+  };
   const rollout = new RolloutDriver(storeRolloutSource(store, progressive), {
     logger: log,
     sweepIntervalMs: config.rolloutSweepIntervalMs,
@@ -251,7 +280,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
     // Repeats whose first answer was lost are answered from state where a method can be (reanswers.ts).
     const router = {
-      service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>, again?: Reanswers<S>) => connectRouter.service(s, replayable<S, Partial<ServiceImpl<S>>>(impl, again)),
+      service: <S extends DescService>(s: S, impl: Partial<ServiceImpl<S>>, again?: Reanswers<S>) =>
+        connectRouter.service(s, replayable<S, Partial<ServiceImpl<S>>>(impl, again)),
     };
     const deps = { store, rollout, auth, exposure };
     router.service(
@@ -263,7 +293,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         streamsStop: streamsStop.signal,
         onReport: (kind, region, subject) => rollout.reported(kind, region, subject),
         keyring: config.keyring,
-        onDeletionConfirmed: (environmentId) => void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),
+        onDeletionConfirmed: (environmentId) =>
+          void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),
       }),
     );
     const workspaces = workspaceServiceImpl(deps);
@@ -283,7 +314,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(ConfigService, configServiceImpl(objects));
     router.service(ReleaseService, releaseServiceImpl(objects));
     router.service(JobService, jobServiceImpl(objects));
-    const exposureDeps = { store, settings: exposure, policy: domains.policy, verifyNow: (id: string) => domains.verifyNow(id) };
+    const exposureDeps = {
+      store,
+      settings: exposure,
+      policy: domains.policy,
+      verifyNow: (id: string) => domains.verifyNow(id),
+    };
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
   };
@@ -299,7 +335,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         inflight,
         unaryTimeoutMs: config.unaryTimeoutMs ?? 30_000,
         databaseKind,
-        onUnexpected: (err, method) => log.error({ method, err: err instanceof Error ? err.message : String(err) }, "unexpected error"),
+        onUnexpected: (err, method) =>
+          log.error({ method, err: err instanceof Error ? err.message : String(err) }, "unexpected error"),
         onDependencyFailure: (f) => outage.failed(f),
       }),
       auth.interceptor(),
@@ -307,8 +344,13 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     ],
     shutdownSignal: adapterStop.signal,
     readMaxBytes: 4 * 1024 * 1024,
-    onEarlyEnd: (method, code) => metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
-    onHandlerError: (method, err) => log.warn({ method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) }, "rpc answer not delivered"),
+    onEarlyEnd: (method, code) =>
+      metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
+    onHandlerError: (method, err) =>
+      log.warn(
+        { method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) },
+        "rpc answer not delivered",
+      ),
   });
 
   // Every answer names ctrl's build (src/contracts/version.ts); headers set here merge into the
@@ -319,7 +361,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     handler(req, res);
   };
   const server: http2.Http2Server = config.tls
-    ? http2.createSecureServer({ cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true }, withVersion)
+    ? http2.createSecureServer(
+        { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true },
+        withVersion,
+      )
     : http2.createServer({}, withVersion);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
@@ -373,7 +418,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
           res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
         } else if (path === "/readyz") {
           let ok = !draining && store.notifier.healthy();
-          if (ok) ok = await store.ping().then(() => true, () => false);
+          if (ok)
+            ok = await store.ping().then(
+              () => true,
+              () => false,
+            );
           res.writeHead(ok ? 200 : 503, { "content-type": "text/plain" }).end(ok ? "ready\n" : "not ready\n");
         } else if (path === "/version") {
           res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(buildInfo())}\n`);
@@ -396,12 +445,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     compactOutbox(store.db, retain)
       .then((n) => metrics.outboxCompacted.inc(n))
       .catch(backgroundFailure("outbox compaction failed"));
-    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(backgroundFailure("forgetting old idempotency keys failed"));
+    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(
+      backgroundFailure("forgetting old idempotency keys failed"),
+    );
   }, config.compactIntervalMs ?? 60_000);
   compactTimer.unref();
   // Issue 16: deletions finish when their last confirmation arrives; this catches the rest
   // (forced regions, a confirmation recorded by another replica, a crash in between).
-  const deletionTimer = setInterval(() => void finishDeletions(store).catch(backgroundFailure("finishing deletions failed")), config.deletionSweepIntervalMs ?? 5_000);
+  const deletionTimer = setInterval(
+    () => void finishDeletions(store).catch(backgroundFailure("finishing deletions failed")),
+    config.deletionSweepIntervalMs ?? 5_000,
+  );
   deletionTimer.unref();
 
   log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");

@@ -109,7 +109,14 @@ export class StreamFeed {
       return this.fetchLoop();
     };
     void this.ready
-      .then(() => retry(attempt, { policy: FEED_RETRY, retryable: () => !this.closed, signal: this.stop.signal, onRetry: (err) => this.onError(err) }))
+      .then(() =>
+        retry(attempt, {
+          policy: FEED_RETRY,
+          retryable: () => !this.closed,
+          signal: this.stop.signal,
+          onRetry: (err) => this.onError(err),
+        }),
+      )
       .catch((err: unknown) => {
         if (!this.closed) this.onError(err);
       })

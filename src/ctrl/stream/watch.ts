@@ -81,7 +81,9 @@ export async function* watchBatches(store: Store, hub: FeedHub, params: WatchPar
       yield [{ type: "snapshot_start" }];
       for (let i = 0; i < snap.objects.length; i += SNAPSHOT_BATCH) {
         if (signal.aborted) return;
-        yield snap.objects.slice(i, i + SNAPSHOT_BATCH).map((o): WatchEvent => ({ type: "snapshot_object", objectId: o.objectId, payload: o.payload }));
+        yield snap.objects
+          .slice(i, i + SNAPSHOT_BATCH)
+          .map((o): WatchEvent => ({ type: "snapshot_object", objectId: o.objectId, payload: o.payload }));
       }
       yield [{ type: "snapshot_end", head: snap.head }];
       cursor = snap.head;
@@ -93,7 +95,8 @@ export async function* watchBatches(store: Store, hub: FeedHub, params: WatchPar
         batch = await readOutbox(store.db, region, kind, cursor, batchSize);
         const first = batch[0];
         if (first && first.version !== cursor + 1) throw new CursorCompactedError(cursor);
-        if (!first && cursor < (await streamPosition(store.db, region, kind)).compactedThrough) throw new CursorCompactedError(cursor);
+        if (!first && cursor < (await streamPosition(store.db, region, kind)).compactedThrough)
+          throw new CursorCompactedError(cursor);
       }
       const last = batch[batch.length - 1];
       if (last) {

@@ -75,7 +75,11 @@ export function validateCreateProject(req: CreateProjectRequest): NewProject {
   return { workspace, slug, name: name === "" ? slug : name };
 }
 
-export function validateEnvironmentRef(req: { workspace: string; project: string; environment: string }): EnvironmentRef {
+export function validateEnvironmentRef(req: {
+  workspace: string;
+  project: string;
+  environment: string;
+}): EnvironmentRef {
   return {
     workspace: workspaceRef("workspace", req.workspace),
     project: projectRef("project", req.project),
@@ -94,8 +98,14 @@ function validateSentinel(s: SentinelSettings | undefined): SentinelSettingsInpu
   return {
     image: sentinelImage("sentinel.image", s.image),
     replicas: s.replicas === 0 ? DEFAULTS.sentinelReplicas : r.intRange("sentinel.replicas", s.replicas, 0, 100),
-    cpuMillicores: s.cpuMillicores === 0n ? DEFAULTS.sentinelCpuMillicores : r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax),
-    memoryMib: s.memoryMib === 0n ? DEFAULTS.sentinelMemoryMib : r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax),
+    cpuMillicores:
+      s.cpuMillicores === 0n
+        ? DEFAULTS.sentinelCpuMillicores
+        : r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax),
+    memoryMib:
+      s.memoryMib === 0n
+        ? DEFAULTS.sentinelMemoryMib
+        : r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax),
   };
 }
 
@@ -106,8 +116,14 @@ function strategyName(field: string, v: RolloutStrategy): StrategyName {
 }
 
 /** `regions`: the environment's (wave checks), null when not known yet. */
-export function validateRollout(p: RolloutPolicy | undefined, regions: readonly string[] | null = null): RolloutPolicyInput {
-  const strategy = p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED ? "RollingUpdate" : strategyName("rollout.strategy", p.strategy);
+export function validateRollout(
+  p: RolloutPolicy | undefined,
+  regions: readonly string[] | null = null,
+): RolloutPolicyInput {
+  const strategy =
+    p === undefined || p.strategy === RolloutStrategy.UNSPECIFIED
+      ? "RollingUpdate"
+      : strategyName("rollout.strategy", p.strategy);
   const maxSurge = r.intOrPercent("rollout.max_surge", p?.maxSurge || DEFAULTS.maxSurge);
   const maxUnavailable = r.intOrPercent("rollout.max_unavailable", p?.maxUnavailable || DEFAULTS.maxUnavailable);
   const minReadySeconds = r.intRange("rollout.min_ready_seconds", p?.minReadySeconds ?? 0, 0, 3600);
@@ -116,9 +132,21 @@ export function validateRollout(p: RolloutPolicy | undefined, regions: readonly 
       ? DEFAULTS.progressDeadlineSeconds
       : r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
   const revisionHistoryLimit =
-    p?.revisionHistoryLimit === undefined ? DEFAULTS.revisionHistoryLimit : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
-  const progressive = p?.progressive === undefined ? null : progressiveOf(p.progressive, progressDeadlineSeconds, regions);
-  const policy = { strategy, maxSurge, maxUnavailable, minReadySeconds, progressDeadlineSeconds, revisionHistoryLimit, paused: p?.paused ?? false, progressive };
+    p?.revisionHistoryLimit === undefined
+      ? DEFAULTS.revisionHistoryLimit
+      : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
+  const progressive =
+    p?.progressive === undefined ? null : progressiveOf(p.progressive, progressDeadlineSeconds, regions);
+  const policy = {
+    strategy,
+    maxSurge,
+    maxUnavailable,
+    minReadySeconds,
+    progressDeadlineSeconds,
+    revisionHistoryLimit,
+    paused: p?.paused ?? false,
+    progressive,
+  };
   checkRolloutPolicy(policy, {});
   return policy;
 }
@@ -129,15 +157,22 @@ export function validateRollout(p: RolloutPolicy | undefined, regions: readonly 
  */
 function checkRolloutPolicy(p: RolloutPolicyInput, given: RolloutPolicyPatch): void {
   if (p.strategy === "RollingUpdate" && r.isZeroIntOrPercent(p.maxSurge) && r.isZeroIntOrPercent(p.maxUnavailable)) {
-    if (given.maxSurge !== undefined && given.maxUnavailable === undefined) throw invalidArgument("rollout.max_surge", "may not be 0 when rollout.max_unavailable is 0");
+    if (given.maxSurge !== undefined && given.maxUnavailable === undefined)
+      throw invalidArgument("rollout.max_surge", "may not be 0 when rollout.max_unavailable is 0");
     if (given.strategy !== undefined && given.maxSurge === undefined && given.maxUnavailable === undefined) {
-      throw invalidArgument("rollout.strategy", "RollingUpdate needs rollout.max_surge or rollout.max_unavailable above 0");
+      throw invalidArgument(
+        "rollout.strategy",
+        "RollingUpdate needs rollout.max_surge or rollout.max_unavailable above 0",
+      );
     }
     throw invalidArgument("rollout.max_unavailable", "may not be 0 when rollout.max_surge is 0");
   }
   if (p.progressDeadlineSeconds <= p.minReadySeconds) {
     if (given.minReadySeconds !== undefined && given.progressDeadlineSeconds === undefined) {
-      throw invalidArgument("rollout.min_ready_seconds", `must be less than rollout.progress_deadline_seconds (${p.progressDeadlineSeconds})`);
+      throw invalidArgument(
+        "rollout.min_ready_seconds",
+        `must be less than rollout.progress_deadline_seconds (${p.progressDeadlineSeconds})`,
+      );
     }
     throw invalidArgument("rollout.progress_deadline_seconds", "must be greater than rollout.min_ready_seconds");
   }
@@ -155,7 +190,17 @@ export function validateCreateEnvironment(req: CreateEnvironmentRequest): NewEnv
     seen.add(region);
     return { region, replicas: r.intRange(`regions[${i}].replicas`, rr.replicas, 0, r.LIMITS.replicasMax) };
   });
-  return { workspace, project, slug, regions, sentinel: validateSentinel(req.sentinel), rollout: validateRollout(req.rollout, regions.map((x) => x.region)) };
+  return {
+    workspace,
+    project,
+    slug,
+    regions,
+    sentinel: validateSentinel(req.sentinel),
+    rollout: validateRollout(
+      req.rollout,
+      regions.map((x) => x.region),
+    ),
+  };
 }
 
 function validateHealthCheck(h: HealthCheck | undefined): StoredHealthCheck | null {
@@ -168,9 +213,11 @@ function validateHealthCheck(h: HealthCheck | undefined): StoredHealthCheck | nu
   return {
     method,
     path: h.path,
-    intervalSeconds: h.intervalSeconds === 0 ? 10 : r.intRange("health_check.interval_seconds", h.intervalSeconds, 1, 300),
+    intervalSeconds:
+      h.intervalSeconds === 0 ? 10 : r.intRange("health_check.interval_seconds", h.intervalSeconds, 1, 300),
     timeoutSeconds: h.timeoutSeconds === 0 ? 1 : r.intRange("health_check.timeout_seconds", h.timeoutSeconds, 1, 60),
-    failureThreshold: h.failureThreshold === 0 ? 3 : r.intRange("health_check.failure_threshold", h.failureThreshold, 1, 30),
+    failureThreshold:
+      h.failureThreshold === 0 ? 3 : r.intRange("health_check.failure_threshold", h.failureThreshold, 1, 30),
     initialDelaySeconds: r.intRange("health_check.initial_delay_seconds", h.initialDelaySeconds, 0, 3600),
   };
 }
@@ -188,17 +235,37 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeplo
     const name = r.envName(`env[${i}].name`, e.name);
     if (names.has(name)) throw invalidArgument(`env[${i}].name`, `duplicates "${name}"`);
     names.add(name);
-    if (e.value.length > r.LIMITS.envValueMax) throw invalidArgument(`env[${i}].value`, `must be at most ${r.LIMITS.envValueMax} characters`);
+    if (e.value.length > r.LIMITS.envValueMax)
+      throw invalidArgument(`env[${i}].value`, `must be at most ${r.LIMITS.envValueMax} characters`);
     if (e.value.includes("\u0000")) throw invalidArgument(`env[${i}].value`, "must not contain NUL");
     total += name.length + e.value.length;
     return { name, value: e.value };
   });
-  if (total > r.LIMITS.envTotalMax) throw invalidArgument("env", `must total at most ${r.LIMITS.envTotalMax} characters`);
-  const cpuMillicores = req.cpuMillicores === 0n ? DEFAULTS.cpuMillicores : r.intRange("cpu_millicores", req.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
-  const memoryMib = req.memoryMib === 0n ? DEFAULTS.memoryMib : r.intRange("memory_mib", req.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
+  if (total > r.LIMITS.envTotalMax)
+    throw invalidArgument("env", `must total at most ${r.LIMITS.envTotalMax} characters`);
+  const cpuMillicores =
+    req.cpuMillicores === 0n
+      ? DEFAULTS.cpuMillicores
+      : r.intRange("cpu_millicores", req.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
+  const memoryMib =
+    req.memoryMib === 0n
+      ? DEFAULTS.memoryMib
+      : r.intRange("memory_mib", req.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
   const buildId = r.text("build_id", req.buildId, r.LIMITS.shortTextMax);
   const replicas = req.replicas === undefined ? null : r.intRange("replicas", req.replicas, 0, r.LIMITS.replicasMax);
-  return { ...ref, image, command: [...command], args: [...args], port, env, cpuMillicores, memoryMib, healthCheck: validateHealthCheck(req.healthCheck), buildId, replicas };
+  return {
+    ...ref,
+    image,
+    command: [...command],
+    args: [...args],
+    port,
+    env,
+    cpuMillicores,
+    memoryMib,
+    healthCheck: validateHealthCheck(req.healthCheck),
+    buildId,
+    replicas,
+  };
 }
 
 // ---------------------------------------------------------------- updates
@@ -207,8 +274,10 @@ function validateSentinelPatch(s: SentinelSettingsUpdate): SentinelSettingsPatch
   const out: SentinelSettingsPatch = {};
   if (s.image !== undefined) out.image = sentinelImage("sentinel.image", s.image);
   if (s.replicas !== undefined) out.replicas = r.intRange("sentinel.replicas", s.replicas, 0, 100);
-  if (s.cpuMillicores !== undefined) out.cpuMillicores = r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
-  if (s.memoryMib !== undefined) out.memoryMib = r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
+  if (s.cpuMillicores !== undefined)
+    out.cpuMillicores = r.intRange("sentinel.cpu_millicores", s.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
+  if (s.memoryMib !== undefined)
+    out.memoryMib = r.intRange("sentinel.memory_mib", s.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
   return out;
 }
 
@@ -218,13 +287,22 @@ function validateRolloutPatch(p: RolloutPolicyUpdate | undefined): RolloutPolicy
   if (p.strategy !== undefined) out.strategy = strategyName("rollout.strategy", p.strategy);
   if (p.maxSurge !== undefined) out.maxSurge = r.intOrPercent("rollout.max_surge", p.maxSurge);
   if (p.maxUnavailable !== undefined) out.maxUnavailable = r.intOrPercent("rollout.max_unavailable", p.maxUnavailable);
-  if (p.minReadySeconds !== undefined) out.minReadySeconds = r.intRange("rollout.min_ready_seconds", p.minReadySeconds, 0, 3600);
-  if (p.progressDeadlineSeconds !== undefined) out.progressDeadlineSeconds = r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
-  if (p.revisionHistoryLimit !== undefined) out.revisionHistoryLimit = r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
+  if (p.minReadySeconds !== undefined)
+    out.minReadySeconds = r.intRange("rollout.min_ready_seconds", p.minReadySeconds, 0, 3600);
+  if (p.progressDeadlineSeconds !== undefined)
+    out.progressDeadlineSeconds = r.intRange("rollout.progress_deadline_seconds", p.progressDeadlineSeconds, 1, 86_400);
+  if (p.revisionHistoryLimit !== undefined)
+    out.revisionHistoryLimit = r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
   if (p.paused !== undefined) out.paused = p.paused;
-  if (p.progressive !== undefined && p.removeProgressive) throw invalidArgument("rollout.remove_progressive", "cannot be combined with rollout.progressive");
+  if (p.progressive !== undefined && p.removeProgressive)
+    throw invalidArgument("rollout.remove_progressive", "cannot be combined with rollout.progressive");
   // Waves are checked against the environment's regions when the update is applied (mergeRolloutPolicy).
-  if (p.progressive !== undefined) out.progressive = progressiveOf(p.progressive, out.progressDeadlineSeconds ?? DEFAULTS.progressDeadlineSeconds, null);
+  if (p.progressive !== undefined)
+    out.progressive = progressiveOf(
+      p.progressive,
+      out.progressDeadlineSeconds ?? DEFAULTS.progressDeadlineSeconds,
+      null,
+    );
   if (p.removeProgressive) out.progressive = null;
   return out;
 }
@@ -232,7 +310,8 @@ function validateRolloutPatch(p: RolloutPolicyUpdate | undefined): RolloutPolicy
 /** Checks everything an UpdateEnvironment can be checked for without the stored environment. */
 export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): EnvironmentUpdate {
   const ref = validateEnvironmentRef(req);
-  if (req.sentinel !== undefined && req.removeSentinel) throw invalidArgument("remove_sentinel", "cannot be combined with sentinel");
+  if (req.sentinel !== undefined && req.removeSentinel)
+    throw invalidArgument("remove_sentinel", "cannot be combined with sentinel");
   const sentinel = req.sentinel === undefined ? null : validateSentinelPatch(req.sentinel);
   const rollout = validateRolloutPatch(req.rollout);
   r.list("regions", req.regions, r.LIMITS.regionsMax);
@@ -256,7 +335,11 @@ export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): Enviro
 }
 
 /** The sentinel settings after an update; null when the environment has (or keeps) none. */
-export function mergeSentinel(current: SentinelSettingsInput | null, patch: SentinelSettingsPatch | null, remove: boolean): SentinelSettingsInput | null {
+export function mergeSentinel(
+  current: SentinelSettingsInput | null,
+  patch: SentinelSettingsPatch | null,
+  remove: boolean,
+): SentinelSettingsInput | null {
   if (remove) return null;
   if (patch === null) return current;
   if (current === null) {
@@ -272,11 +355,18 @@ export function mergeSentinel(current: SentinelSettingsInput | null, patch: Sent
 }
 
 /** The rollout policy after an update, checked as a whole. */
-export function mergeRolloutPolicy(current: RolloutPolicyInput, patch: RolloutPolicyPatch, regions: readonly string[] = []): RolloutPolicyInput {
+export function mergeRolloutPolicy(
+  current: RolloutPolicyInput,
+  patch: RolloutPolicyPatch,
+  regions: readonly string[] = [],
+): RolloutPolicyInput {
   const merged = { ...current, ...patch };
   checkRolloutPolicy(merged, patch);
   if (merged.progressive !== null) {
-    merged.progressive = checkProgressive({ ...merged.progressive, progressDeadlineSeconds: merged.progressDeadlineSeconds }, regions);
+    merged.progressive = checkProgressive(
+      { ...merged.progressive, progressDeadlineSeconds: merged.progressDeadlineSeconds },
+      regions,
+    );
   }
   return merged;
 }

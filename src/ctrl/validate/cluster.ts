@@ -24,7 +24,12 @@ export function optionalId(field: string, v: string, prefix: string): string {
  * The object a report change is about: its id (`<case>.<idField>`, may be empty) and its
  * Kubernetes name (`<case>.k8s_name`, required when the id is empty).
  */
-export function reportSubject(change: string, idField: string, prefix: string, v: { id: string; k8sName: string }): { id: string; k8sName: string } {
+export function reportSubject(
+  change: string,
+  idField: string,
+  prefix: string,
+  v: { id: string; k8sName: string },
+): { id: string; k8sName: string } {
   const id = optionalId(`${change}.${idField}`, v.id, prefix);
   return { id, k8sName: k8sName(`${change}.k8s_name`, v.k8sName, id === "") };
 }
@@ -51,7 +56,8 @@ export function validateHeartbeat(req: HeartbeatRequest): {
   r.list("cursors", req.cursors, r.LIMITS.listMax);
   const seen = new Set<string>();
   const cursors = req.cursors.map((c, i) => {
-    if (!KIND.test(c.kind)) throw invalidArgument(`cursors[${i}].kind`, "must be a kind name (lowercase letters, digits and '-')");
+    if (!KIND.test(c.kind))
+      throw invalidArgument(`cursors[${i}].kind`, "must be a kind name (lowercase letters, digits and '-')");
     if (seen.has(c.kind)) throw invalidArgument(`cursors[${i}].kind`, `"${c.kind}" is listed twice`);
     seen.add(c.kind);
     return { kind: c.kind, version: r.intRange(`cursors[${i}].version`, c.version, 0, Number.MAX_SAFE_INTEGER) };

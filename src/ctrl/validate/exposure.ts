@@ -41,7 +41,8 @@ export interface EndpointInput {
 
 export function visibility(field: string, v: string): Visibility {
   if (v === "") throw invalidArgument(field, 'is required ("public" or "organization")');
-  if (!(VISIBILITIES as readonly string[]).includes(v)) throw invalidArgument(field, 'must be "public" or "organization"');
+  if (!(VISIBILITIES as readonly string[]).includes(v))
+    throw invalidArgument(field, 'must be "public" or "organization"');
   return v as Visibility;
 }
 
@@ -51,11 +52,13 @@ export function pathPrefix(field: string, v: string): string {
   if (v === "/") throw invalidArgument(field, 'must not be "/" (that is a host of its own: leave path_routing off)');
   if (v.length > 256) throw invalidArgument(field, "must be at most 256 characters");
   const segments = v.slice(1).split("/");
-  if (segments.length > EXPOSURE_LIMITS.prefixSegmentsMax) throw invalidArgument(field, `must have at most ${EXPOSURE_LIMITS.prefixSegmentsMax} segments`);
+  if (segments.length > EXPOSURE_LIMITS.prefixSegmentsMax)
+    throw invalidArgument(field, `must have at most ${EXPOSURE_LIMITS.prefixSegmentsMax} segments`);
   for (const s of segments) {
     if (s === "") throw invalidArgument(field, 'must not contain empty segments or end with "/"');
     if (s === "." || s === "..") throw invalidArgument(field, 'must not contain "." or ".." segments');
-    if (!/^[A-Za-z0-9._~-]+$/.test(s)) throw invalidArgument(field, "segments may hold letters, digits and . _ ~ - only");
+    if (!/^[A-Za-z0-9._~-]+$/.test(s))
+      throw invalidArgument(field, "segments may hold letters, digits and . _ ~ - only");
   }
   return v;
 }
@@ -78,11 +81,13 @@ function action(field: string, v: string): AuthAction {
 export function endpointAuth(field: string, a: EndpointAuth | undefined): EndpointAuthSettings | null {
   if (a === undefined) return null;
   if (a.jwksUrl === "") throw invalidArgument(`${field}.jwks_url`, "is required");
-  if (a.jwksUrl.length > EXPOSURE_LIMITS.urlMax) throw invalidArgument(`${field}.jwks_url`, `must be at most ${EXPOSURE_LIMITS.urlMax} characters`);
+  if (a.jwksUrl.length > EXPOSURE_LIMITS.urlMax)
+    throw invalidArgument(`${field}.jwks_url`, `must be at most ${EXPOSURE_LIMITS.urlMax} characters`);
   const urlProblem = jwksUrlProblem(a.jwksUrl);
   if (urlProblem) throw invalidArgument(`${field}.jwks_url`, urlProblem);
   const issuer = r.text(`${field}.issuer`, a.issuer, 512);
-  if (issuer.includes(":") && !URL.canParse(issuer)) throw invalidArgument(`${field}.issuer`, "must be a URI when it contains ':'");
+  if (issuer.includes(":") && !URL.canParse(issuer))
+    throw invalidArgument(`${field}.issuer`, "must be a URI when it contains ':'");
   r.list(`${field}.audiences`, a.audiences, EXPOSURE_LIMITS.audiencesMax);
   const audiences = a.audiences.map((x, i) => r.text(`${field}.audiences[${i}]`, x, 512, true));
   r.list(`${field}.operations`, a.operations, EXPOSURE_LIMITS.operationsMax);
@@ -90,19 +95,34 @@ export function endpointAuth(field: string, a: EndpointAuth | undefined): Endpoi
   const operations = a.operations.map((op, i) => {
     const f = `${field}.operations[${i}]`;
     const method = op.method.toUpperCase();
-    if (!(AUTH_METHODS as readonly string[]).includes(method)) throw invalidArgument(`${f}.method`, `must be one of ${AUTH_METHODS.join(", ")}`);
-    if (!PATH_TEMPLATE_RE.test(op.path)) throw invalidArgument(`${f}.path`, 'must be a path template such as "/books/{id}" (literal segments and {name} segments)');
+    if (!(AUTH_METHODS as readonly string[]).includes(method))
+      throw invalidArgument(`${f}.method`, `must be one of ${AUTH_METHODS.join(", ")}`);
+    if (!PATH_TEMPLATE_RE.test(op.path))
+      throw invalidArgument(
+        `${f}.path`,
+        'must be a path template such as "/books/{id}" (literal segments and {name} segments)',
+      );
     const key = `${method} ${op.path.replace(/\{[^}]*\}/g, "{}")}`;
     if (seen.has(key)) throw invalidArgument(`${f}`, `repeats the operation ${method} ${op.path}`);
     seen.add(key);
     r.list(`${f}.scopes`, op.scopes, EXPOSURE_LIMITS.scopesMax);
     const scopes = op.scopes.map((s, k) => {
-      if (!SCOPE_RE.test(s)) throw invalidArgument(`${f}.scopes[${k}]`, "must be 1-128 printable ASCII characters without spaces, quotes or backslashes");
+      if (!SCOPE_RE.test(s))
+        throw invalidArgument(
+          `${f}.scopes[${k}]`,
+          "must be 1-128 printable ASCII characters without spaces, quotes or backslashes",
+        );
       return s;
     });
     return { method, path: op.path, scopes };
   });
-  return { jwksUrl: a.jwksUrl, issuer, audiences, operations, defaultAction: action(`${field}.default_action`, a.defaultAction) };
+  return {
+    jwksUrl: a.jwksUrl,
+    issuer,
+    audiences,
+    operations,
+    defaultAction: action(`${field}.default_action`, a.defaultAction),
+  };
 }
 
 export function validateSetEndpoint(req: SetEndpointRequest): EndpointInput {
@@ -131,17 +151,26 @@ export function domainName(field: string, raw: string): string {
   // eslint-disable-next-line no-control-regex
   if (/[^\x00-\x7f]/.test(v)) {
     const ascii = domainToASCII(v);
-    throw invalidArgument(field, ascii !== "" ? `must be ASCII: give the internationalized name as ${ascii}` : "must be an ASCII hostname");
+    throw invalidArgument(
+      field,
+      ascii !== "" ? `must be ASCII: give the internationalized name as ${ascii}` : "must be an ASCII hostname",
+    );
   }
   v = v.toLowerCase();
   if (v.length > 253) throw invalidArgument(field, "must be at most 253 characters");
   const labels = v.split(".");
   if (labels.length < 2) throw invalidArgument(field, "must be a fully qualified hostname (e.g. www.example.com)");
   for (const l of labels) {
-    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(l)) throw invalidArgument(field, `label "${l.slice(0, 63)}" is not an RFC 1123 label (letters, digits, '-', 1-63 characters)`);
-    if (l.startsWith("xn--") && domainToASCII(l) !== l) throw invalidArgument(field, `label "${l}" is not a valid internationalized (xn--) label`);
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(l))
+      throw invalidArgument(
+        field,
+        `label "${l.slice(0, 63)}" is not an RFC 1123 label (letters, digits, '-', 1-63 characters)`,
+      );
+    if (l.startsWith("xn--") && domainToASCII(l) !== l)
+      throw invalidArgument(field, `label "${l}" is not a valid internationalized (xn--) label`);
   }
-  if (/^[0-9]+$/.test(labels[labels.length - 1] ?? "")) throw invalidArgument(field, "must be a hostname, not an IP address");
+  if (/^[0-9]+$/.test(labels[labels.length - 1] ?? ""))
+    throw invalidArgument(field, "must be a hostname, not an IP address");
   return v;
 }
 
@@ -150,6 +179,8 @@ export interface DomainInput {
   hostname: string;
 }
 
-export function validateDomainRequest(req: Pick<AddDomainRequest, "workspace" | "project" | "environment" | "hostname">): DomainInput {
+export function validateDomainRequest(
+  req: Pick<AddDomainRequest, "workspace" | "project" | "environment" | "hostname">,
+): DomainInput {
   return { ref: validateEnvironmentRef(req), hostname: domainName("hostname", req.hostname) };
 }

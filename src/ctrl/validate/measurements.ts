@@ -36,13 +36,19 @@ function count(field: string, v: bigint): number {
   return Number(v);
 }
 
-export function validateMeasurementReport(req: ReportMeasurementsRequest, nowMs: number, retentionMs: number): MeasurementReport {
+export function validateMeasurementReport(
+  req: ReportMeasurementsRequest,
+  nowMs: number,
+  retentionMs: number,
+): MeasurementReport {
   const fromMs = r.intRange("from_unix_ms", req.fromUnixMs, 1, Number.MAX_SAFE_INTEGER);
   const toMs = r.intRange("to_unix_ms", req.toUnixMs, 1, Number.MAX_SAFE_INTEGER);
   if (toMs <= fromMs) throw invalidArgument("to_unix_ms", "must be after from_unix_ms");
-  if (toMs - fromMs > MAX_WINDOW_MS) throw invalidArgument("from_unix_ms", `must be at most ${MAX_WINDOW_MS / 1000} s before to_unix_ms`);
+  if (toMs - fromMs > MAX_WINDOW_MS)
+    throw invalidArgument("from_unix_ms", `must be at most ${MAX_WINDOW_MS / 1000} s before to_unix_ms`);
   if (toMs > nowMs + MAX_SKEW_MS) throw invalidArgument("to_unix_ms", "is in the future");
-  if (toMs < nowMs - retentionMs) throw invalidArgument("to_unix_ms", `is older than the retention (${retentionMs / 1000} s)`);
+  if (toMs < nowMs - retentionMs)
+    throw invalidArgument("to_unix_ms", `is older than the retention (${retentionMs / 1000} s)`);
   r.list("revisions", req.revisions, MAX_MEASUREMENTS);
   const slots = LATENCY_BUCKETS_MS.length + 1;
   const seen = new Set<string>();
@@ -54,9 +60,15 @@ export function validateMeasurementReport(req: ReportMeasurementsRequest, nowMs:
     if (seen.has(key)) throw invalidArgument(`${f}.deployment_id`, "is repeated for this environment");
     seen.add(key);
     if (m.latencyBuckets.length !== 0 && m.latencyBuckets.length !== slots) {
-      throw invalidArgument(`${f}.latency_buckets`, `must have ${slots} entries (${LATENCY_BUCKETS_MS.length} bounds and +Inf) or none`);
+      throw invalidArgument(
+        `${f}.latency_buckets`,
+        `must have ${slots} entries (${LATENCY_BUCKETS_MS.length} bounds and +Inf) or none`,
+      );
     }
-    const latency = m.latencyBuckets.length === 0 ? new Array<number>(slots).fill(0) : m.latencyBuckets.map((v, j) => count(`${f}.latency_buckets[${j}]`, v));
+    const latency =
+      m.latencyBuckets.length === 0
+        ? new Array<number>(slots).fill(0)
+        : m.latencyBuckets.map((v, j) => count(`${f}.latency_buckets[${j}]`, v));
     return {
       environmentId,
       deploymentId,

@@ -14,7 +14,13 @@ import {
   type AnalysisRules as AnalysisRulesMsg,
   type ProgressiveStrategy,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import { checkSpec, SpecProblem, type AnalysisRules, type CanaryStep, type ProgressiveSpec } from "../../rollout/progressive/index.js";
+import {
+  checkSpec,
+  SpecProblem,
+  type AnalysisRules,
+  type CanaryStep,
+  type ProgressiveSpec,
+} from "../../rollout/progressive/index.js";
 import { invalidArgument } from "../errors.js";
 
 const FIELD = "rollout.progressive";
@@ -44,11 +50,17 @@ export function checkProgressive(spec: ProgressiveSpec, regions: readonly string
  * The spec a ProgressiveStrategy message describes, checked (regions: the environment's, or null
  * to skip the wave checks that need them). `progressDeadlineSeconds` comes from the rollout policy.
  */
-export function progressiveOf(m: ProgressiveStrategy, progressDeadlineSeconds: number, regions: readonly string[] | null): ProgressiveSpec {
-  if ((m.canary === undefined) === (m.blueGreen === undefined)) throw invalidArgument(FIELD, "needs exactly one of canary and blue_green");
+export function progressiveOf(
+  m: ProgressiveStrategy,
+  progressDeadlineSeconds: number,
+  regions: readonly string[] | null,
+): ProgressiveSpec {
+  if ((m.canary === undefined) === (m.blueGreen === undefined))
+    throw invalidArgument(FIELD, "needs exactly one of canary and blue_green");
   let strategy: ProgressiveSpec["strategy"];
   if (m.canary !== undefined) {
-    if (m.canary.steps.length > 50) throw invalidArgument(`${FIELD}.canary.steps`, `at most 50 steps, got ${m.canary.steps.length}`);
+    if (m.canary.steps.length > 50)
+      throw invalidArgument(`${FIELD}.canary.steps`, `at most 50 steps, got ${m.canary.steps.length}`);
     const steps = m.canary.steps.map((s, i): CanaryStep => {
       const st = s.step;
       if (st.case === "setWeight") return { type: "setWeight", weight: st.value };
@@ -59,14 +71,21 @@ export function progressiveOf(m: ProgressiveStrategy, progressDeadlineSeconds: n
     strategy = { type: "canary", steps, scaleDownStable: m.canary.scaleDownStable };
   } else {
     const bg = m.blueGreen;
-    strategy = { type: "blueGreen", autoPromoteSeconds: bg?.autoPromoteSeconds ? bg.autoPromoteSeconds : null, scaleDownDelaySeconds: bg?.scaleDownDelaySeconds ?? 0 };
+    strategy = {
+      type: "blueGreen",
+      autoPromoteSeconds: bg?.autoPromoteSeconds ? bg.autoPromoteSeconds : null,
+      scaleDownDelaySeconds: bg?.scaleDownDelaySeconds ?? 0,
+    };
   }
   let waves: ProgressiveSpec["waves"] = null;
   if (m.waves.length > 0) {
     const g = m.waveGate;
     waves = {
       regions: m.waves.map((w) => [...w.regions]),
-      gate: g?.analysis !== undefined ? { type: "analysis", rules: rulesOf(g.analysis) } : { type: "available", seconds: g?.availableSeconds ?? 0 },
+      gate:
+        g?.analysis !== undefined
+          ? { type: "analysis", rules: rulesOf(g.analysis) }
+          : { type: "available", seconds: g?.availableSeconds ?? 0 },
     };
   } else if (m.waveGate !== undefined) {
     throw invalidArgument(`${FIELD}.wave_gate`, "needs waves");
@@ -107,13 +126,20 @@ export function progressiveMsg(spec: ProgressiveSpec): ProgressiveStrategy {
             ),
           }),
         }
-      : { blueGreen: create(BlueGreenStrategySchema, { autoPromoteSeconds: st.autoPromoteSeconds ?? 0, scaleDownDelaySeconds: st.scaleDownDelaySeconds }) }),
+      : {
+          blueGreen: create(BlueGreenStrategySchema, {
+            autoPromoteSeconds: st.autoPromoteSeconds ?? 0,
+            scaleDownDelaySeconds: st.scaleDownDelaySeconds,
+          }),
+        }),
     waves: (spec.waves?.regions ?? []).map((regions) => create(RegionWaveSchema, { regions: [...regions] })),
     ...(spec.waves !== null
       ? {
           waveGate: create(
             WaveGateSchema,
-            spec.waves.gate.type === "analysis" ? { analysis: rulesMsg(spec.waves.gate.rules) } : { availableSeconds: spec.waves.gate.seconds },
+            spec.waves.gate.type === "analysis"
+              ? { analysis: rulesMsg(spec.waves.gate.rules) }
+              : { availableSeconds: spec.waves.gate.seconds },
           ),
         }
       : {}),

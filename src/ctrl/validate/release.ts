@@ -40,7 +40,8 @@ function splitApiVersion(field: string, v: unknown): { group: string; version: s
   if (typeof v !== "string" || v === "") throw invalidArgument(field, "apiVersion is required");
   const parts = v.split("/");
   if (parts.length === 1 && /^v[0-9a-z]+$/.test(v)) return { group: "", version: v };
-  if (parts.length === 2 && parts[0] && parts[1] && DNS_SUBDOMAIN.test(parts[0]) && /^v[0-9a-z]+$/.test(parts[1])) return { group: parts[0], version: parts[1] };
+  if (parts.length === 2 && parts[0] && parts[1] && DNS_SUBDOMAIN.test(parts[0]) && /^v[0-9a-z]+$/.test(parts[1]))
+    return { group: parts[0], version: parts[1] };
   throw invalidArgument(field, `apiVersion "${v.slice(0, 100)}" is not group/version`);
 }
 
@@ -52,7 +53,8 @@ function podSpecs(o: Json): Json[] {
   const t = spec.template;
   if (isObject(t) && isObject(t.spec)) out.push(t.spec);
   const jt = spec.jobTemplate;
-  if (isObject(jt) && isObject(jt.spec) && isObject(jt.spec.template) && isObject(jt.spec.template.spec)) out.push(jt.spec.template.spec);
+  if (isObject(jt) && isObject(jt.spec) && isObject(jt.spec.template) && isObject(jt.spec.template.spec))
+    out.push(jt.spec.template.spec);
   return out;
 }
 
@@ -61,19 +63,27 @@ function isolate(podSpec: Json): void {
   podSpec.automountServiceAccountToken = false;
   const selector = isObject(podSpec.nodeSelector) ? podSpec.nodeSelector : {};
   podSpec.nodeSelector = { ...selector, [NODE_CLASS_LABEL]: NODE_CLASS.untrusted };
-  const tolerations = Array.isArray(podSpec.tolerations) ? podSpec.tolerations.filter((t) => !(isObject(t) && t.key === NODE_CLASS_LABEL)) : [];
-  podSpec.tolerations = [...tolerations, { key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" }];
+  const tolerations = Array.isArray(podSpec.tolerations)
+    ? podSpec.tolerations.filter((t) => !(isObject(t) && t.key === NODE_CLASS_LABEL))
+    : [];
+  podSpec.tolerations = [
+    ...tolerations,
+    { key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" },
+  ];
 }
 
 function normalise(field: string, o: Json, group: string, kind: string): void {
   for (const spec of podSpecs(o)) {
     const sa = spec.serviceAccountName ?? spec.serviceAccount;
-    if (sa !== undefined && sa !== "default") throw invalidArgument(`${field}.spec`, "pods of a release run with the default ServiceAccount (no API token)");
+    if (sa !== undefined && sa !== "default")
+      throw invalidArgument(`${field}.spec`, "pods of a release run with the default ServiceAccount (no API token)");
     isolate(spec);
   }
   if (group === "" && kind === "ServiceAccount") {
-    if (o.automountServiceAccountToken === true) throw invalidArgument(`${field}.automountServiceAccountToken`, "must be false: release pods get no API token");
-    if (Array.isArray(o.secrets) && o.secrets.length > 0) throw invalidArgument(`${field}.secrets`, "a release ServiceAccount lists no secrets");
+    if (o.automountServiceAccountToken === true)
+      throw invalidArgument(`${field}.automountServiceAccountToken`, "must be false: release pods get no API token");
+    if (Array.isArray(o.secrets) && o.secrets.length > 0)
+      throw invalidArgument(`${field}.secrets`, "a release ServiceAccount lists no secrets");
     o.automountServiceAccountToken = false;
   }
   if (group === "" && kind === "Secret" && o.type === "kubernetes.io/service-account-token") {
@@ -85,9 +95,14 @@ function normalise(field: string, o: Json, group: string, kind: string): void {
  * Parses and checks a release's files. `namespace` is the environment's workspace namespace;
  * `allowed` the platform's allow-list.
  */
-export function validateReleaseFiles(files: readonly { name: string; content: string }[], namespace: string, allowed: readonly AllowedKind[]): ReleaseObjectInput[] {
+export function validateReleaseFiles(
+  files: readonly { name: string; content: string }[],
+  namespace: string,
+  allowed: readonly AllowedKind[],
+): ReleaseObjectInput[] {
   if (files.length === 0) throw invalidArgument("files", "must hold at least one manifest");
-  if (files.length > RELEASE_LIMITS.filesMax) throw invalidArgument("files", `must be at most ${RELEASE_LIMITS.filesMax} files`);
+  if (files.length > RELEASE_LIMITS.filesMax)
+    throw invalidArgument("files", `must be at most ${RELEASE_LIMITS.filesMax} files`);
   const out: ReleaseObjectInput[] = [];
   const ids = new Map<string, string>();
   for (const [fi, file] of files.entries()) {
@@ -96,7 +111,8 @@ export function validateReleaseFiles(files: readonly { name: string; content: st
     const list = Array.isArray(docs) ? docs : [docs];
     for (const [di, doc] of list.entries()) {
       const field = `${where} document ${di + 1}`;
-      if (doc.errors.length > 0) throw invalidArgument(field, `is not YAML: ${doc.errors[0]?.message.split("\n")[0] ?? "parse error"}`);
+      if (doc.errors.length > 0)
+        throw invalidArgument(field, `is not YAML: ${doc.errors[0]?.message.split("\n")[0] ?? "parse error"}`);
       let value: unknown;
       try {
         value = doc.toJS({ maxAliasCount: 100 });
@@ -104,12 +120,14 @@ export function validateReleaseFiles(files: readonly { name: string; content: st
         throw invalidArgument(field, `is not YAML: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
       }
       if (value === null || value === undefined) continue;
-      if (!isObject(value)) throw invalidArgument(field, "must be a Kubernetes object (a mapping with apiVersion, kind and metadata)");
+      if (!isObject(value))
+        throw invalidArgument(field, "must be a Kubernetes object (a mapping with apiVersion, kind and metadata)");
       const items = value.kind === "List" && Array.isArray(value.items) ? value.items : [value];
       for (const [ii, item] of items.entries()) {
         const f = items.length > 1 || value.kind === "List" ? `${field} items[${ii}]` : field;
         out.push(checkObject(f, item, namespace, allowed, ids));
-        if (out.length > RELEASE_LIMITS.objectsMax) throw invalidArgument("files", `a release holds at most ${RELEASE_LIMITS.objectsMax} objects`);
+        if (out.length > RELEASE_LIMITS.objectsMax)
+          throw invalidArgument("files", `a release holds at most ${RELEASE_LIMITS.objectsMax} objects`);
       }
     }
   }
@@ -117,33 +135,71 @@ export function validateReleaseFiles(files: readonly { name: string; content: st
   return out;
 }
 
-function checkObject(field: string, v: unknown, namespace: string, allowed: readonly AllowedKind[], ids: Map<string, string>): ReleaseObjectInput {
+function checkObject(
+  field: string,
+  v: unknown,
+  namespace: string,
+  allowed: readonly AllowedKind[],
+  ids: Map<string, string>,
+): ReleaseObjectInput {
   if (!isObject(v)) throw invalidArgument(field, "must be a Kubernetes object");
   const { group, version } = splitApiVersion(`${field}.apiVersion`, v.apiVersion);
   const kind = v.kind;
-  if (typeof kind !== "string" || !/^[A-Z][A-Za-z0-9]{0,62}$/.test(kind)) throw invalidArgument(`${field}.kind`, "kind is required (e.g. ConfigMap)");
+  if (typeof kind !== "string" || !/^[A-Z][A-Za-z0-9]{0,62}$/.test(kind))
+    throw invalidArgument(`${field}.kind`, "kind is required (e.g. ConfigMap)");
   const k = { group, kind };
-  if (CLUSTER_SCOPED_KINDS.some((c) => sameKind(c, k))) throw invalidArgument(`${field}.kind`, `${kindName(k)} is cluster-scoped: a release holds only objects of its workspace namespace`);
+  if (CLUSTER_SCOPED_KINDS.some((c) => sameKind(c, k)))
+    throw invalidArgument(
+      `${field}.kind`,
+      `${kindName(k)} is cluster-scoped: a release holds only objects of its workspace namespace`,
+    );
   if (!allowed.some((a) => sameKind(a, k))) {
-    throw invalidArgument(`${field}.kind`, `${kindName(k)} is not on the platform's allow-list (${allowed.map(kindName).join(", ")})`);
+    throw invalidArgument(
+      `${field}.kind`,
+      `${kindName(k)} is not on the platform's allow-list (${allowed.map(kindName).join(", ")})`,
+    );
   }
   const meta = v.metadata;
   if (!isObject(meta)) throw invalidArgument(`${field}.metadata`, "metadata.name is required");
   const name = meta.name;
-  if (typeof name !== "string" || name.length > 253 || !DNS_SUBDOMAIN.test(name)) throw invalidArgument(`${field}.metadata.name`, "must be a DNS subdomain name (lowercase letters, digits, '-' and '.')");
-  if (meta.generateName !== undefined) throw invalidArgument(`${field}.metadata.generateName`, "is not supported: give every object a name, so it can be updated and pruned");
+  if (typeof name !== "string" || name.length > 253 || !DNS_SUBDOMAIN.test(name))
+    throw invalidArgument(
+      `${field}.metadata.name`,
+      "must be a DNS subdomain name (lowercase letters, digits, '-' and '.')",
+    );
+  if (meta.generateName !== undefined)
+    throw invalidArgument(
+      `${field}.metadata.generateName`,
+      "is not supported: give every object a name, so it can be updated and pruned",
+    );
   if (meta.namespace !== undefined && meta.namespace !== namespace) {
-    throw invalidArgument(`${field}.metadata.namespace`, `objects go into the environment's namespace "${namespace}", not "${String(meta.namespace).slice(0, 100)}"`);
+    throw invalidArgument(
+      `${field}.metadata.namespace`,
+      `objects go into the environment's namespace "${namespace}", not "${String(meta.namespace).slice(0, 100)}"`,
+    );
   }
   const id = `${group}/${kind}/${name}`;
   const seen = ids.get(id);
-  if (seen !== undefined) throw invalidArgument(`${field}.metadata.name`, `${kindName(k)} "${name}" is also defined at ${seen}`);
+  if (seen !== undefined)
+    throw invalidArgument(`${field}.metadata.name`, `${kindName(k)} "${name}" is also defined at ${seen}`);
   ids.set(id, field);
   const object: Json = structuredClone(v);
-  const { uid: _u, resourceVersion: _rv, creationTimestamp: _c, managedFields: _m, selfLink: _s, generation: _g, ownerReferences: _o, finalizers: _f, deletionTimestamp: _d, ...keep } = meta;
+  const {
+    uid: _u,
+    resourceVersion: _rv,
+    creationTimestamp: _c,
+    managedFields: _m,
+    selfLink: _s,
+    generation: _g,
+    ownerReferences: _o,
+    finalizers: _f,
+    deletionTimestamp: _d,
+    ...keep
+  } = meta;
   object.metadata = { ...keep, namespace };
   delete object.status;
   normalise(field, object, group, kind);
-  if (Buffer.byteLength(JSON.stringify(object), "utf8") > RELEASE_LIMITS.objectBytesMax) throw invalidArgument(field, `is larger than ${RELEASE_LIMITS.objectBytesMax / 1024} KiB`);
+  if (Buffer.byteLength(JSON.stringify(object), "utf8") > RELEASE_LIMITS.objectBytesMax)
+    throw invalidArgument(field, `is larger than ${RELEASE_LIMITS.objectBytesMax / 1024} KiB`);
   return { id, group, version, kind, name, object };
 }

@@ -75,7 +75,8 @@ const IMAGE_REF =
 export function image(field: string, value: string): string {
   if (value === "") throw invalidArgument(field, "is required");
   if (value.length > LIMITS.imageMax) throw invalidArgument(field, `must be at most ${LIMITS.imageMax} characters`);
-  if (!IMAGE_REF.test(value)) throw invalidArgument(field, "must be an image reference such as registry.example.com/team/app:1.2");
+  if (!IMAGE_REF.test(value))
+    throw invalidArgument(field, "must be an image reference such as registry.example.com/team/app:1.2");
   return value;
 }
 
@@ -103,7 +104,7 @@ export function envName(field: string, value: string): string {
 /** "25%" or "1": Kubernetes' int-or-percent for maxSurge / maxUnavailable. */
 export function intOrPercent(field: string, value: string): string {
   const m = /^(\d{1,6})(%?)$/.exec(value);
-  if (!m) throw invalidArgument(field, "must be an integer (\"1\") or a percentage (\"25%\")");
+  if (!m) throw invalidArgument(field, 'must be an integer ("1") or a percentage ("25%")');
   const n = Number(m[1]);
   if (m[2] === "%" && n > 100) throw invalidArgument(field, "must be at most 100%");
   return `${n}${m[2]}`;

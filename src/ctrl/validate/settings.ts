@@ -22,7 +22,11 @@ const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
 export function settingValue(field: string, value: string, max: number): string {
   if (Buffer.byteLength(value, "utf8") > max) throw invalidArgument(field, `must be at most ${max / 1024} KiB`);
-  if (CONTROL.test(value)) throw invalidArgument(field, "must be text: no NUL or control characters other than tab and line breaks (binary data is not accepted)");
+  if (CONTROL.test(value))
+    throw invalidArgument(
+      field,
+      "must be text: no NUL or control characters other than tab and line breaks (binary data is not accepted)",
+    );
   if (value.includes("\ufffd")) throw invalidArgument(field, "must be valid UTF-8 text (binary data is not accepted)");
   return value;
 }
@@ -56,9 +60,18 @@ export function validateConfigValues(values: readonly { key: string; value: stri
   });
 }
 
-export type SecretInputValue = { key: string; source: "value"; value: string } | { key: string; source: "external"; path: string };
+export type SecretInputValue =
+  { key: string; source: "value"; value: string } | { key: string; source: "external"; path: string };
 
-export function validateSecretInputs(secrets: readonly { key: string; source: { case: "value"; value: string } | { case: "externalPath"; value: string } | { case: undefined; value?: undefined } }[]): SecretInputValue[] {
+export function validateSecretInputs(
+  secrets: readonly {
+    key: string;
+    source:
+      | { case: "value"; value: string }
+      | { case: "externalPath"; value: string }
+      | { case: undefined; value?: undefined };
+  }[],
+): SecretInputValue[] {
   if (secrets.length === 0) throw invalidArgument("secrets", "must set at least one key");
   r.list("secrets", secrets, SETTINGS_LIMITS.keysMax);
   const seen = new Set<string>();
@@ -68,7 +81,11 @@ export function validateSecretInputs(secrets: readonly { key: string; source: { 
     seen.add(key);
     switch (s.source.case) {
       case "value":
-        return { key, source: "value", value: settingValue(`secrets[${i}].value`, s.source.value, SETTINGS_LIMITS.secretValueMax) };
+        return {
+          key,
+          source: "value",
+          value: settingValue(`secrets[${i}].value`, s.source.value, SETTINGS_LIMITS.secretValueMax),
+        };
       case "externalPath": {
         const path = r.text(`secrets[${i}].external_path`, s.source.value, SETTINGS_LIMITS.externalPathMax, true);
         return { key, source: "external", path };

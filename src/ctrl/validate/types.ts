@@ -119,5 +119,5 @@ export interface StoredJobSpec {
   suspend: boolean;
   cpuMillicores: number;
   memoryMib: number;
-}import type { ProgressiveSpec } from "../../rollout/progressive/index.js";
-
+}
+import type { ProgressiveSpec } from "../../rollout/progressive/index.js";

@@ -87,7 +87,9 @@ function available(o: RegionObservation | undefined, id: string | null): number 
  * first available one when they have none).
  */
 export function safeWeights(weights: readonly RevisionWeight[], availableOf: (id: string) => number): RevisionWeight[] {
-  const ws = weights.filter((w, i) => weights.findIndex((x) => x.deploymentId === w.deploymentId) === i).map((w) => ({ ...w, weight: Math.max(0, Math.min(100, Math.round(w.weight))) }));
+  const ws = weights
+    .filter((w, i) => weights.findIndex((x) => x.deploymentId === w.deploymentId) === i)
+    .map((w) => ({ ...w, weight: Math.max(0, Math.min(100, Math.round(w.weight))) }));
   if (ws.length === 0) return [];
   const live = ws.filter((w) => availableOf(w.deploymentId) > 0);
   if (live.length === 0) return normalise(ws);
@@ -135,7 +137,12 @@ function currentRules(spec: ProgressiveSpec, s: ProgressiveState): AnalysisRules
 }
 
 /** Whether the shell must measure before deciding, and what. */
-export function analysisRequest(spec: ProgressiveSpec, s: ProgressiveState, regions: readonly string[], now: number): AnalysisRequest | null {
+export function analysisRequest(
+  spec: ProgressiveSpec,
+  s: ProgressiveState,
+  regions: readonly string[],
+  now: number,
+): AnalysisRequest | null {
   const rules = currentRules(spec, s);
   if (rules === null || s.canary === null) return null;
   const since = s.analysis.lastCheckAt ?? s.stepStartedAt;
@@ -159,7 +166,8 @@ export function decide(input: DecisionInput): Decision {
   const set = (patch: Partial<ProgressiveState>): void => {
     s = { ...s, ...patch };
   };
-  const startStep = (patch: Partial<ProgressiveState>): void => set({ stepStartedAt: now, readySince: null, analysis: EMPTY_ANALYSIS, promoteRequested: false, ...patch });
+  const startStep = (patch: Partial<ProgressiveState>): void =>
+    set({ stepStartedAt: now, readySince: null, analysis: EMPTY_ANALYSIS, promoteRequested: false, ...patch });
   const abort = (reason: string): void => {
     set({ aborted: true, phase: "Degraded", reason, gate: false, promoteRequested: false });
     events.push({ type: "Warning", reason: "RolloutAborted", message: reason });
@@ -167,7 +175,8 @@ export function decide(input: DecisionInput): Decision {
   };
 
   // The previous revision of a blue-green switch leaves when its window has passed.
-  if (s.previous !== null && (s.previousUntil === null || now >= s.previousUntil)) set({ previous: null, previousUntil: null });
+  if (s.previous !== null && (s.previousUntil === null || now >= s.previousUntil))
+    set({ previous: null, previousUntil: null });
 
   // A new deployment, or the one in flight deleted.
   const newest = input.newest;
@@ -176,12 +185,34 @@ export function decide(input: DecisionInput): Decision {
   } else if (newest !== s.stable && newest !== s.canary) {
     if (s.stable === null) {
       set({ stable: newest, canary: null, aborted: false, phase: "Progressing", reason: `rolling out ${newest}` });
-      events.push({ type: "Normal", reason: "RolloutStarted", message: `first revision ${newest}: no stable revision to compare with, rolled out at once` });
+      events.push({
+        type: "Normal",
+        reason: "RolloutStarted",
+        message: `first revision ${newest}: no stable revision to compare with, rolled out at once`,
+      });
     } else {
-      if (s.canary !== null && !s.aborted) events.push({ type: "Normal", reason: "CanaryReplaced", message: `${newest} replaces ${s.canary} as the new revision` });
-      set({ canary: newest, aborted: false, wave: 0, step: 0, gate: false, phase: "Progressing", reason: `rolling out ${newest}`, lastVerdict: null });
+      if (s.canary !== null && !s.aborted)
+        events.push({
+          type: "Normal",
+          reason: "CanaryReplaced",
+          message: `${newest} replaces ${s.canary} as the new revision`,
+        });
+      set({
+        canary: newest,
+        aborted: false,
+        wave: 0,
+        step: 0,
+        gate: false,
+        phase: "Progressing",
+        reason: `rolling out ${newest}`,
+        lastVerdict: null,
+      });
       startStep({});
-      events.push({ type: "Normal", reason: "RolloutStarted", message: `rolling out ${newest} (${spec.strategy.type}), stable ${s.stable}` });
+      events.push({
+        type: "Normal",
+        reason: "RolloutStarted",
+        message: `rolling out ${newest} (${spec.strategy.type}), stable ${s.stable}`,
+      });
     }
   } else if (newest === s.stable && s.canary !== null) {
     set({ canary: null, aborted: false, gate: false, phase: "Healthy", reason: "" });
@@ -193,26 +224,54 @@ export function decide(input: DecisionInput): Decision {
       abort(`aborted by \`krane rollout abort\` at ${stepName(spec, s.step)}; 100 % of traffic back to ${s.stable}`);
     } else if (s.previous !== null && s.stable !== null) {
       const rolledBack = s.stable;
-      set({ stable: s.previous, canary: rolledBack, previous: null, previousUntil: null, aborted: true, phase: "Degraded", reason: `rolled back to ${s.previous} within the scale-down window` });
-      events.push({ type: "Warning", reason: "RolledBack", message: `traffic switched back to ${s.stable}; ${rolledBack} scaled down (no pod created)` });
+      set({
+        stable: s.previous,
+        canary: rolledBack,
+        previous: null,
+        previousUntil: null,
+        aborted: true,
+        phase: "Degraded",
+        reason: `rolled back to ${s.previous} within the scale-down window`,
+      });
+      events.push({
+        type: "Warning",
+        reason: "RolledBack",
+        message: `traffic switched back to ${s.stable}; ${rolledBack} scaled down (no pod created)`,
+      });
       aborted = true;
     } else {
-      events.push({ type: "Normal", reason: "NothingToAbort", message: "no rollout in progress and no previous revision kept" });
+      events.push({
+        type: "Normal",
+        reason: "NothingToAbort",
+        message: "no rollout in progress and no previous revision kept",
+      });
     }
   } else if (input.command === "promote") {
     if (s.canary !== null && s.aborted) {
       set({ aborted: false, wave: 0, step: 0, gate: false, phase: "Progressing", reason: `retrying ${s.canary}` });
       startStep({});
-      events.push({ type: "Normal", reason: "RolloutRetried", message: `promote after an abort: ${s.canary} starts again from step 1` });
+      events.push({
+        type: "Normal",
+        reason: "RolloutRetried",
+        message: `promote after an abort: ${s.canary} starts again from step 1`,
+      });
     } else if (s.canary !== null) {
       if (s.gate) {
         events.push({ type: "Normal", reason: "Promoted", message: `wave ${s.wave + 1} gate skipped by promote` });
         nextWave();
       } else if (spec.strategy.type === "blueGreen") {
         set({ promoteRequested: true });
-        events.push({ type: "Normal", reason: "Promoted", message: s.step === 0 ? "switch requested" : "promote: nothing left to skip" });
+        events.push({
+          type: "Normal",
+          reason: "Promoted",
+          message: s.step === 0 ? "switch requested" : "promote: nothing left to skip",
+        });
       } else if (s.step < spec.strategy.steps.length) {
-        events.push({ type: "Normal", reason: "Promoted", message: `step ${s.step + 1} (${stepName(spec, s.step)}) skipped by promote` });
+        events.push({
+          type: "Normal",
+          reason: "Promoted",
+          message: `step ${s.step + 1} (${stepName(spec, s.step)}) skipped by promote`,
+        });
         set({ step: s.step + 1 });
         startStep({});
       }
@@ -226,7 +285,11 @@ export function decide(input: DecisionInput): Decision {
     }
     set({ wave: s.wave + 1, step: 0, gate: false });
     startStep({});
-    events.push({ type: "Normal", reason: "WaveStarted", message: `wave ${s.wave + 1} of ${waves.length}: ${(waves[s.wave] ?? []).join(", ")}` });
+    events.push({
+      type: "Normal",
+      reason: "WaveStarted",
+      message: `wave ${s.wave + 1} of ${waves.length}: ${(waves[s.wave] ?? []).join(", ")}`,
+    });
   }
 
   function complete(): void {
@@ -240,20 +303,27 @@ export function decide(input: DecisionInput): Decision {
       phase: "Healthy",
       reason: "",
       previous: keep ? old : null,
-      previousUntil: keep && spec.strategy.type === "blueGreen" ? now + spec.strategy.scaleDownDelaySeconds * 1000 : null,
+      previousUntil:
+        keep && spec.strategy.type === "blueGreen" ? now + spec.strategy.scaleDownDelaySeconds * 1000 : null,
     });
     events.push({ type: "Normal", reason: "RolloutCompleted", message: `${s.stable} serves 100 % in every region` });
   }
 
   // The verdict applies only to the step it was measured for.
-  let verdict = input.verdict !== null && stateKey(s) === stateKey(input.state) && currentRules(spec, s) !== null ? input.verdict : null;
+  let verdict =
+    input.verdict !== null && stateKey(s) === stateKey(input.state) && currentRules(spec, s) !== null
+      ? input.verdict
+      : null;
   let wakeAt: number | null = null;
   const wake = (t: number): void => {
     wakeAt = wakeAt === null ? t : Math.min(wakeAt, t);
   };
   const deadline = s.stepStartedAt + spec.progressDeadlineSeconds * 1000;
   const current = (): string[] => waves[s.wave] ?? [];
-  const fullyAvailable = (id: string | null, target: (r: RegionObservation) => number): { ok: boolean; lagging: string } => {
+  const fullyAvailable = (
+    id: string | null,
+    target: (r: RegionObservation) => number,
+  ): { ok: boolean; lagging: string } => {
     for (const name of current()) {
       const o = obs.get(name);
       if (o === undefined) continue;
@@ -264,7 +334,8 @@ export function decide(input: DecisionInput): Decision {
     return { ok: true, lagging: "" };
   };
   const waitOrFail = (what: string, lagging: string): void => {
-    if (now >= deadline) abort(`${s.canary} not available after ${spec.progressDeadlineSeconds}s at ${what}: ${lagging}`);
+    if (now >= deadline)
+      abort(`${s.canary} not available after ${spec.progressDeadlineSeconds}s at ${what}: ${lagging}`);
     else wake(deadline);
   };
   const judgeStep = (rules: AnalysisRules, onPass: () => void): boolean => {
@@ -277,7 +348,8 @@ export function decide(input: DecisionInput): Decision {
       set({ analysis: { passed, failed, lastCheckAt: v.at, last: v }, lastVerdict: v });
       events.push({
         type: v.result === "fail" ? "Warning" : "Normal",
-        reason: v.result === "pass" ? "AnalysisPassed" : v.result === "fail" ? "AnalysisFailed" : "AnalysisInconclusive",
+        reason:
+          v.result === "pass" ? "AnalysisPassed" : v.result === "fail" ? "AnalysisFailed" : "AnalysisInconclusive",
         message: v.reason,
       });
       if (failed > rules.failuresAllowed) {
@@ -311,7 +383,11 @@ export function decide(input: DecisionInput): Decision {
           const since = s.readySince ?? now;
           set({ readySince: since });
           if (now >= since + gate.seconds * 1000) {
-            events.push({ type: "Normal", reason: "WaveGatePassed", message: `wave ${s.wave + 1} available for ${gate.seconds}s` });
+            events.push({
+              type: "Normal",
+              reason: "WaveGatePassed",
+              message: `wave ${s.wave + 1} available for ${gate.seconds}s`,
+            });
             nextWave();
           } else wake(since + gate.seconds * 1000);
         }
@@ -323,26 +399,42 @@ export function decide(input: DecisionInput): Decision {
       if (step === undefined) {
         const full = fullyAvailable(canary, (o) => o.replicas);
         if (full.ok) {
-          events.push({ type: "Normal", reason: "WaveCompleted", message: `${canary} serves 100 % in ${current().join(", ")}` });
+          events.push({
+            type: "Normal",
+            reason: "WaveCompleted",
+            message: `${canary} serves 100 % in ${current().join(", ")}`,
+          });
           if (s.wave + 1 < waves.length) startStep({ gate: true });
           else complete();
         } else waitOrFail("the full rollout", full.lagging);
       } else if (step.type === "setWeight") {
         const full = fullyAvailable(canary, (o) => canaryReplicas(o.replicas, step.weight));
         if (full.ok) {
-          events.push({ type: "Normal", reason: "StepCompleted", message: `step ${s.step + 1}/${st.steps.length}: weight ${step.weight} %` });
+          events.push({
+            type: "Normal",
+            reason: "StepCompleted",
+            message: `step ${s.step + 1}/${st.steps.length}: weight ${step.weight} %`,
+          });
           set({ step: s.step + 1 });
           startStep({});
         } else waitOrFail(`setWeight ${step.weight}`, full.lagging);
       } else if (step.type === "pause") {
         if (step.seconds !== null && now >= s.stepStartedAt + step.seconds * 1000) {
-          events.push({ type: "Normal", reason: "StepCompleted", message: `step ${s.step + 1}/${st.steps.length}: paused ${step.seconds}s` });
+          events.push({
+            type: "Normal",
+            reason: "StepCompleted",
+            message: `step ${s.step + 1}/${st.steps.length}: paused ${step.seconds}s`,
+          });
           set({ step: s.step + 1 });
           startStep({});
         } else if (step.seconds !== null) wake(s.stepStartedAt + step.seconds * 1000);
       } else {
         judgeStep(step.rules, () => {
-          events.push({ type: "Normal", reason: "StepCompleted", message: `step ${s.step + 1}/${st.steps.length}: analysis passed` });
+          events.push({
+            type: "Normal",
+            reason: "StepCompleted",
+            message: `step ${s.step + 1}/${st.steps.length}: analysis passed`,
+          });
           set({ step: s.step + 1 });
           startStep({});
         });
@@ -356,7 +448,11 @@ export function decide(input: DecisionInput): Decision {
         set({ readySince: since });
         const auto = st.autoPromoteSeconds;
         if (s.promoteRequested || (auto !== null && now >= since + auto * 1000)) {
-          events.push({ type: "Normal", reason: "Switched", message: `${canary} takes 100 % of traffic in ${current().join(", ")}` });
+          events.push({
+            type: "Normal",
+            reason: "Switched",
+            message: `${canary} takes 100 % of traffic in ${current().join(", ")}`,
+          });
           set({ step: 1 });
           startStep({});
         } else if (auto !== null) wake(since + auto * 1000);
@@ -372,8 +468,12 @@ export function decide(input: DecisionInput): Decision {
   if (s.canary !== null && !s.aborted) {
     const paused =
       !s.gate &&
-      ((spec.strategy.type === "canary" && spec.strategy.steps[s.step]?.type === "pause") || (spec.strategy.type === "blueGreen" && s.step === 0 && s.readySince !== null));
-    set({ phase: paused ? "Paused" : "Progressing", reason: `${stepName(spec, s.step)}${s.gate ? `, gate of wave ${s.wave + 1}` : ""}` });
+      ((spec.strategy.type === "canary" && spec.strategy.steps[s.step]?.type === "pause") ||
+        (spec.strategy.type === "blueGreen" && s.step === 0 && s.readySince !== null));
+    set({
+      phase: paused ? "Paused" : "Progressing",
+      reason: `${stepName(spec, s.step)}${s.gate ? `, gate of wave ${s.wave + 1}` : ""}`,
+    });
   } else if (s.canary === null && s.stable !== null) {
     const stable = s.stable;
     const ok = input.regions.every((o) => available(o, stable) >= o.replicas);
@@ -385,7 +485,12 @@ export function decide(input: DecisionInput): Decision {
 }
 
 /** Replica targets and weights of one region for a state (pure; also used by tests). */
-export function regionDecision(spec: ProgressiveSpec, s: ProgressiveState, waves: readonly (readonly string[])[], o: RegionObservation): RegionDecision {
+export function regionDecision(
+  spec: ProgressiveSpec,
+  s: ProgressiveState,
+  waves: readonly (readonly string[])[],
+  o: RegionObservation,
+): RegionDecision {
   const R = o.replicas;
   const replicas: Record<string, number> = {};
   const weights: RevisionWeight[] = [];
@@ -419,6 +524,7 @@ export function regionDecision(spec: ProgressiveSpec, s: ProgressiveState, waves
       if (!switched) preview = canary;
     }
   }
-  if (s.previous !== null && s.previous !== stable && !weights.some((w) => w.deploymentId === s.previous)) weights.push({ deploymentId: s.previous, weight: 0 });
+  if (s.previous !== null && s.previous !== stable && !weights.some((w) => w.deploymentId === s.previous))
+    weights.push({ deploymentId: s.previous, weight: 0 });
   return { region: o.region, replicas, weights: safeWeights(weights, (id) => available(o, id)), preview };
 }

@@ -40,7 +40,10 @@ export function p99Ms(s: RevisionSample): number | null {
 export function judge(rules: AnalysisRules, canary: RevisionSample | undefined, stable?: RevisionSample): Judgement {
   const n = canary?.requests ?? 0;
   if (canary === undefined || n < Math.max(1, rules.minRequests)) {
-    return { result: "inconclusive", reason: `${fmt.format(n)} requests < ${fmt.format(Math.max(1, rules.minRequests))} needed to judge` };
+    return {
+      result: "inconclusive",
+      reason: `${fmt.format(n)} requests < ${fmt.format(Math.max(1, rules.minRequests))} needed to judge`,
+    };
   }
   const over = `over ${fmt.format(n)} requests`;
   if (rules.minSuccessRatePercent !== null) {
@@ -48,14 +51,20 @@ export function judge(rules: AnalysisRules, canary: RevisionSample | undefined, 
     if (rate < rules.minSuccessRatePercent) {
       const st = stable !== undefined ? successRate(stable) : null;
       const cmp = st === null ? "" : ` (stable ${fmt.format(st)} %)`;
-      return { result: "fail", reason: `success rate ${fmt.format(rate)} % < ${fmt.format(rules.minSuccessRatePercent)} % ${over}${cmp}` };
+      return {
+        result: "fail",
+        reason: `success rate ${fmt.format(rate)} % < ${fmt.format(rules.minSuccessRatePercent)} % ${over}${cmp}`,
+      };
     }
   }
   if (rules.maxP99Ms !== null) {
     const p = p99Ms(canary);
     if (p === null) return { result: "inconclusive", reason: `no latency observations ${over}` };
     if (p > rules.maxP99Ms) {
-      const shown = p === Infinity ? `> ${fmt.format(LATENCY_BUCKETS_MS[LATENCY_BUCKETS_MS.length - 1] ?? 0)}` : `≤ ${fmt.format(p)}`;
+      const shown =
+        p === Infinity
+          ? `> ${fmt.format(LATENCY_BUCKETS_MS[LATENCY_BUCKETS_MS.length - 1] ?? 0)}`
+          : `≤ ${fmt.format(p)}`;
       return { result: "fail", reason: `p99 ${shown} ms > ${fmt.format(rules.maxP99Ms)} ms ${over}` };
     }
   }

@@ -41,7 +41,9 @@ export interface BlueGreenStrategy {
   readonly scaleDownDelaySeconds: number;
 }
 
-export type WaveGate = { readonly type: "available"; readonly seconds: number } | { readonly type: "analysis"; readonly rules: AnalysisRules };
+export type WaveGate =
+  | { readonly type: "available"; readonly seconds: number }
+  | { readonly type: "analysis"; readonly rules: AnalysisRules };
 
 export interface Waves {
   /** Ordered lists of regions; every region of the environment in at most one. */
@@ -88,7 +90,12 @@ export interface ProgressiveState {
   /** Promote was asked for and not consumed yet (blue-green switches once available). */
   readonly promoteRequested: boolean;
   /** Analysis of the current step or gate. */
-  readonly analysis: { readonly passed: number; readonly failed: number; readonly lastCheckAt: number | null; readonly last: Verdict | null };
+  readonly analysis: {
+    readonly passed: number;
+    readonly failed: number;
+    readonly lastCheckAt: number | null;
+    readonly last: Verdict | null;
+  };
   /** The latest verdict of any step or gate of this rollout (kept across steps, for status). */
   readonly lastVerdict: Verdict | null;
   /** Blue-green: the revision replaced by the switch, kept running until previousUntil. */

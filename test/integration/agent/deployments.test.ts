@@ -36,7 +36,15 @@ function deployment(id: string, ns: string, extra: Partial<DeploymentInit> = {})
     replicas: 3,
     cpuMillicores: 200n,
     memoryMib: 128n,
-    healthCheck: { $typeName: "krane.ctrl.v1.HealthCheck", method: "GET", path: "/healthz", intervalSeconds: 5, timeoutSeconds: 1, failureThreshold: 3, initialDelaySeconds: 1 },
+    healthCheck: {
+      $typeName: "krane.ctrl.v1.HealthCheck",
+      method: "GET",
+      path: "/healthz",
+      intervalSeconds: 5,
+      timeoutSeconds: 1,
+      failureThreshold: 3,
+      initialDelaySeconds: 1,
+    },
     buildId: "b1",
     workspaceSlug: "acme",
     projectSlug: "web",
@@ -55,15 +63,18 @@ async function rs(ns: string, name: string): Promise<KubeObject | undefined> {
   return admin.get(resources.replicaSets, ns, name);
 }
 
-before(async () => {
-  await handle.ready(); // Node 20 runs a file's top-level before hooks concurrently
-  kc = await agentKubeConfig(handle.cluster);
-  admin = adminKube(handle.cluster);
-  await ctrl.start();
-  agent = startAgent(kc, ctrl, REGION);
-  await agent.start();
-  await eventually("agent ready", async () => (agent.ready ? true : undefined), 60_000);
-}, { timeout: 16 * 60_000 });
+before(
+  async () => {
+    await handle.ready(); // Node 20 runs a file's top-level before hooks concurrently
+    kc = await agentKubeConfig(handle.cluster);
+    admin = adminKube(handle.cluster);
+    await ctrl.start();
+    agent = startAgent(kc, ctrl, REGION);
+    await agent.start();
+    await eventually("agent ready", async () => (agent.ready ? true : undefined), 60_000);
+  },
+  { timeout: 16 * 60_000 },
+);
 
 after(async () => {
   await agent?.stop();
@@ -129,7 +140,11 @@ test("a deployment becomes a ReplicaSet with every field; pods run on untrusted 
 test("a replica change is followed and a delete removes the ReplicaSet and is reported", async () => {
   ctrl.applyDeployment(REGION, { deploymentId: "dep_a", replicas: 1 });
   await eventually("replicas 1", async () => (spec(await rs("ws-a", "dep-a")).replicas === 1 ? true : undefined));
-  await eventually("1 instance reported", async () => (ctrl.deploymentReports.get("dep_a")?.instances?.length === 1 ? true : undefined), 60_000);
+  await eventually(
+    "1 instance reported",
+    async () => (ctrl.deploymentReports.get("dep_a")?.instances?.length === 1 ? true : undefined),
+    60_000,
+  );
   ctrl.deleteDeployment(REGION, "dep_a");
   await eventually("ReplicaSet gone", async () => ((await rs("ws-a", "dep-a")) ? undefined : true));
   await eventually("deletion reported", async () => (ctrl.deploymentReports.get("dep_a")?.deleted ? true : undefined));
@@ -152,14 +167,20 @@ test("drift is repaired: a deleted ReplicaSet and replicas changed by another fi
   assert.ok(rt);
   await rt.idle();
   const writesBefore = await kubeWrites(agent);
-  const drifted = await admin.apply(resources.replicaSets, {
-    apiVersion: "apps/v1",
-    kind: "ReplicaSet",
-    metadata: { name: "dep-b", namespace: "ws-b" },
-    spec: { replicas: 5 },
-  } as KubeObject, { force: true });
+  const drifted = await admin.apply(
+    resources.replicaSets,
+    {
+      apiVersion: "apps/v1",
+      kind: "ReplicaSet",
+      metadata: { name: "dep-b", namespace: "ws-b" },
+      spec: { replicas: 5 },
+    } as KubeObject,
+    { force: true },
+  );
   assert.equal(spec(drifted).replicas, 5);
-  await eventually("replicas repaired to 2", async () => (spec(await rs("ws-b", "dep-b")).replicas === 2 ? true : undefined));
+  await eventually("replicas repaired to 2", async () =>
+    spec(await rs("ws-b", "dep-b")).replicas === 2 ? true : undefined,
+  );
   await rt.idle();
   assert.ok((await kubeWrites(agent)) > writesBefore, "the agent wrote the repair");
 });
@@ -195,13 +216,22 @@ test("an invalid deployment between two valid ones is rejected with its reason; 
 
 test("an object the API server refuses for good is reported as rejected and not retried until it changes", async () => {
   // Valid for the agent's own checks, refused by the API server (422: env names must be ASCII).
-  ctrl.applyDeployment(REGION, deployment("dep_t1", "ws-t", { env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "CAFÉ", value: "x" }] }));
-  const reason = await eventually("rejection reported", async () => ctrl.deploymentReports.get("dep_t1")?.rejected, 60_000);
+  ctrl.applyDeployment(
+    REGION,
+    deployment("dep_t1", "ws-t", { env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "CAFÉ", value: "x" }] }),
+  );
+  const reason = await eventually(
+    "rejection reported",
+    async () => ctrl.deploymentReports.get("dep_t1")?.rejected,
+    60_000,
+  );
   assert.match(reason, /422|Invalid/);
   const refused = async (): Promise<number> => {
     const metric = agent.registry.getSingleMetric("krane_agent_kube_requests_total");
     const { values } = (await metric?.get()) ?? { values: [] };
-    return values.filter((v) => v.labels.verb === "apply" && v.labels.resource === "replicasets" && v.labels.code === "422").reduce((a, v) => a + v.value, 0);
+    return values
+      .filter((v) => v.labels.verb === "apply" && v.labels.resource === "replicasets" && v.labels.code === "422")
+      .reduce((a, v) => a + v.value, 0);
   };
   const first = await refused();
   assert.ok(first >= 1);
@@ -255,7 +285,11 @@ test("an agent restarted mid-stream converges, including changes made while it w
   ctrl.applyDeployment(REGION, deployment("dep_d", "ws-c", { replicas: 1 }));
   agent = startAgent(kc, ctrl, REGION);
   await agent.start();
-  await eventually("dep-c1 scaled", async () => (spec(await rs("ws-c", "dep-c1")).replicas === 1 ? true : undefined), 60_000);
+  await eventually(
+    "dep-c1 scaled",
+    async () => (spec(await rs("ws-c", "dep-c1")).replicas === 1 ? true : undefined),
+    60_000,
+  );
   await eventually("dep-c3 collected", async () => ((await rs("ws-c", "dep-c3")) ? undefined : true), 60_000);
   await eventually("dep-d created", () => rs("ws-c", "dep-d"), 60_000);
   assert.ok(await rs("ws-c", "dep-x"), "the other region's object survived the snapshot");
@@ -265,7 +299,8 @@ test("ctrl down for a while: the agent keeps running, reconnects with backoff an
   const rt = agent.runtime("deployments");
   assert.ok(rt);
   const metric = agent.registry.getSingleMetric("krane_agent_stream_reconnects_total");
-  const reconnects = async (): Promise<number> => ((await metric?.get())?.values ?? []).reduce((a, v) => a + v.value, 0);
+  const reconnects = async (): Promise<number> =>
+    ((await metric?.get())?.values ?? []).reduce((a, v) => a + v.value, 0);
   const before = await reconnects();
   await ctrl.stop();
   await eventually("stream disconnected", async () => (rt.streamConnected ? undefined : true), 30_000);
@@ -277,9 +312,17 @@ test("ctrl down for a while: the agent keeps running, reconnects with backoff an
   assert.equal(res.status, 200, "still alive");
   assert.equal((await fetch(`${agent.opsUrl}/readyz`)).status, 503, "not ready without ctrl");
   await ctrl.start();
-  await eventually("dep-d scaled to 2", async () => (spec(await rs("ws-c", "dep-d")).replicas === 2 ? true : undefined), 60_000);
+  await eventually(
+    "dep-d scaled to 2",
+    async () => (spec(await rs("ws-c", "dep-d")).replicas === 2 ? true : undefined),
+    60_000,
+  );
   await eventually("dep-e created", () => rs("ws-c", "dep-e"), 60_000);
-  await eventually("ready again", async () => ((await fetch(`${agent.opsUrl}/readyz`)).status === 200 ? true : undefined), 30_000);
+  await eventually(
+    "ready again",
+    async () => ((await fetch(`${agent.opsUrl}/readyz`)).status === 200 ? true : undefined),
+    30_000,
+  );
   const metrics = await (await fetch(`${agent.opsUrl}/metrics`)).text();
   for (const name of [
     "krane_agent_reconciles_total",

@@ -13,7 +13,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Registry } from "prom-client";
 import { eventually, useCluster } from "../../support/cluster.js";
 import { startTestDns, type TestDns } from "../../support/dns.js";
-import { EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { resourcePath, resources, type ResourceType } from "../../../src/kube/resources.js";
 import type { KubeClient } from "../../../src/kube/client.js";
@@ -35,46 +41,49 @@ let admin: KubeClient;
 let agent: Agent;
 let envId = "";
 
-before(async () => {
-  const cluster = await handle.ready();
-  admin = adminKube(cluster);
-  dns = await startTestDns();
-  ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
-    exposure: { publicApex: "apps.example.net", organizationApex: "internal.example.net" },
-    domains: { dnsServers: [dns.server], sweepIntervalMs: 100, policy: { pendingFirstMs: 100, pendingMaxMs: 200 } },
-  });
-  const t = ctrl.adminToken;
-  await ctrl.client(RegionService, t).createRegion({ name: REGION });
-  await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" });
-  await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "shop" });
-  const env = await ctrl.client(EnvironmentService, t).createEnvironment({
-    ...ref,
-    slug: "production",
-    regions: [{ region: REGION, replicas: 0 }],
-    sentinel: { image: "ghcr.io/krane/sentinel:1", replicas: 1, cpuMillicores: 100n, memoryMib: 64n },
-  });
-  envId = env.environment?.id ?? "";
-  agent = new Agent({
-    ctrlUrl: ctrl.url,
-    token: await ctrl.agentToken(REGION),
-    region: REGION,
-    kubeconfig: await agentKubeConfig(cluster),
-    log: silentLogger,
-    registry: new Registry(),
-    opsPort: -1,
-    resyncPeriodMs: 1_500,
-    callTimeoutMs: 3_000,
-    heartbeatMs: 1_000,
-    runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 }, retry: { baseMs: 100, capMs: 1_000, minMs: 50 } },
-    gateway: {
-      public: { namespace: "platform", name: "external", sectionName: "" },
-      organization: { namespace: "platform", name: "internal", sectionName: "http" },
-      certificateIssuer: { kind: "ClusterIssuer", name: "letsencrypt" },
-      envoyGatewayPolicies: true,
-    },
-  });
-  await agent.start();
-}, { timeout: 15 * 60_000 });
+before(
+  async () => {
+    const cluster = await handle.ready();
+    admin = adminKube(cluster);
+    dns = await startTestDns();
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      exposure: { publicApex: "apps.example.net", organizationApex: "internal.example.net" },
+      domains: { dnsServers: [dns.server], sweepIntervalMs: 100, policy: { pendingFirstMs: 100, pendingMaxMs: 200 } },
+    });
+    const t = ctrl.adminToken;
+    await ctrl.client(RegionService, t).createRegion({ name: REGION });
+    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" });
+    await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "shop" });
+    const env = await ctrl.client(EnvironmentService, t).createEnvironment({
+      ...ref,
+      slug: "production",
+      regions: [{ region: REGION, replicas: 0 }],
+      sentinel: { image: "ghcr.io/krane/sentinel:1", replicas: 1, cpuMillicores: 100n, memoryMib: 64n },
+    });
+    envId = env.environment?.id ?? "";
+    agent = new Agent({
+      ctrlUrl: ctrl.url,
+      token: await ctrl.agentToken(REGION),
+      region: REGION,
+      kubeconfig: await agentKubeConfig(cluster),
+      log: silentLogger,
+      registry: new Registry(),
+      opsPort: -1,
+      resyncPeriodMs: 1_500,
+      callTimeoutMs: 3_000,
+      heartbeatMs: 1_000,
+      runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 }, retry: { baseMs: 100, capMs: 1_000, minMs: 50 } },
+      gateway: {
+        public: { namespace: "platform", name: "external", sectionName: "" },
+        organization: { namespace: "platform", name: "internal", sectionName: "http" },
+        certificateIssuer: { kind: "ClusterIssuer", name: "letsencrypt" },
+        envoyGatewayPolicies: true,
+      },
+    });
+    await agent.start();
+  },
+  { timeout: 15 * 60_000 },
+);
 
 after(async () => {
   await agent?.stop();
@@ -102,35 +111,80 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
   await endpoints.setEndpoint({
     ...ref,
     visibility: "public",
-    auth: { jwksUrl: "https://idp.example.com/jwks.json", issuer: "https://idp.example.com", operations: [{ method: "GET", path: "/books/{id}", scopes: ["books:read"] }] },
+    auth: {
+      jwksUrl: "https://idp.example.com/jwks.json",
+      issuer: "https://idp.example.com",
+      operations: [{ method: "GET", path: "/books/{id}", scopes: ["books:read"] }],
+    },
   });
   await endpoints.setEndpoint({ ...ref, visibility: "organization", pathRouting: true });
 
   // The sentinel Service exists (sentinel kind), then the routes lead to it.
-  const svc = await eventually("the sentinel Service", async () => (await admin.list(resources.services, { namespace: "sentinel", labelSelector: `krane.dev/environment-id=${envId}` })).items[0], 60_000);
-  const routes = await eventually("two HTTPRoutes", async () => {
-    const items = await labelled(resources.httpRoutes, NS);
-    return items.length === 2 ? items : undefined;
-  }, 60_000);
+  const svc = await eventually(
+    "the sentinel Service",
+    async () =>
+      (
+        await admin.list(resources.services, {
+          namespace: "sentinel",
+          labelSelector: `krane.dev/environment-id=${envId}`,
+        })
+      ).items[0],
+    60_000,
+  );
+  const routes = await eventually(
+    "two HTTPRoutes",
+    async () => {
+      const items = await labelled(resources.httpRoutes, NS);
+      return items.length === 2 ? items : undefined;
+    },
+    60_000,
+  );
   const pub = routes.find((r) => r.metadata.name?.endsWith("-public"));
   const org = routes.find((r) => r.metadata.name?.endsWith("-organization"));
   assert.ok(pub && org);
   assert.deepEqual(spec(pub).hostnames, ["production-shop-acme.apps.example.net"]);
-  assert.deepEqual((spec(pub).parentRefs as unknown[])[0], { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform", name: "external" });
+  assert.deepEqual((spec(pub).parentRefs as unknown[])[0], {
+    group: "gateway.networking.k8s.io",
+    kind: "Gateway",
+    namespace: "platform",
+    name: "external",
+  });
   const pubRule = (spec(pub).rules as Record<string, unknown>[])[0];
-  assert.deepEqual(pubRule?.backendRefs, [{ group: "", kind: "Service", namespace: "sentinel", name: svc.metadata.name, port: 8040, weight: 1 }]);
+  assert.deepEqual(pubRule?.backendRefs, [
+    { group: "", kind: "Service", namespace: "sentinel", name: svc.metadata.name, port: 8040, weight: 1 },
+  ]);
   assert.deepEqual(spec(org).hostnames, ["acme.internal.example.net"]);
   const orgRule = (spec(org).rules as Record<string, unknown>[])[0];
   assert.deepEqual(orgRule?.matches, [{ path: { type: "PathPrefix", value: "/shop/production" } }]);
-  assert.deepEqual(orgRule?.filters, [{ type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } }]);
-  const grant = await eventually("the ReferenceGrant in sentinel", async () => (await labelled(resources.referenceGrants, "sentinel"))[0]);
-  assert.deepEqual(spec(grant), { from: [{ group: "gateway.networking.k8s.io", kind: "HTTPRoute", namespace: NS }], to: [{ group: "", kind: "Service", name: svc.metadata.name }] });
+  assert.deepEqual(orgRule?.filters, [
+    { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+  ]);
+  const grant = await eventually(
+    "the ReferenceGrant in sentinel",
+    async () => (await labelled(resources.referenceGrants, "sentinel"))[0],
+  );
+  assert.deepEqual(spec(grant), {
+    from: [{ group: "gateway.networking.k8s.io", kind: "HTTPRoute", namespace: NS }],
+    to: [{ group: "", kind: "Service", name: svc.metadata.name }],
+  });
   // Envoy Gateway's SecurityPolicy, accepted by its real CRD (schema and CEL rules).
-  const policy = await eventually("the SecurityPolicy", async () => (await labelled(resources.securityPolicies, NS))[0]);
-  assert.deepEqual((spec(policy).targetRefs as unknown[])[0], { group: "gateway.networking.k8s.io", kind: "HTTPRoute", name: pub.metadata.name });
+  const policy = await eventually(
+    "the SecurityPolicy",
+    async () => (await labelled(resources.securityPolicies, NS))[0],
+  );
+  assert.deepEqual((spec(policy).targetRefs as unknown[])[0], {
+    group: "gateway.networking.k8s.io",
+    kind: "HTTPRoute",
+    name: pub.metadata.name,
+  });
   // The sentinel's routing policy carries the auth section.
   const cm = await eventually("the policy ConfigMap with auth", async () => {
-    const items = (await admin.list(resources.configMaps, { namespace: "sentinel", labelSelector: `krane.dev/environment-id=${envId}` })).items;
+    const items = (
+      await admin.list(resources.configMaps, {
+        namespace: "sentinel",
+        labelSelector: `krane.dev/environment-id=${envId}`,
+      })
+    ).items;
     const text = items[0]?.data && isRecord(items[0].data) ? items[0].data[POLICY_KEY] : undefined;
     return typeof text === "string" && parseRoutingPolicy(text).auth ? parseRoutingPolicy(text) : undefined;
   });
@@ -147,11 +201,31 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
   await writeStatus(resources.httpRoutes, NS, org.metadata.name ?? "", {
     parents: [
       {
-        parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform", name: "internal", sectionName: "http" },
+        parentRef: {
+          group: "gateway.networking.k8s.io",
+          kind: "Gateway",
+          namespace: "platform",
+          name: "internal",
+          sectionName: "http",
+        },
         controllerName: "example.com/gateway-controller",
         conditions: [
-          { type: "Accepted", status: "False", reason: "NotAllowedByListeners", message: "no listener allows routes from ws-acme", observedGeneration: org.metadata.generation, lastTransitionTime: new Date().toISOString() },
-          { type: "ResolvedRefs", status: "True", reason: "ResolvedRefs", message: "", observedGeneration: org.metadata.generation, lastTransitionTime: new Date().toISOString() },
+          {
+            type: "Accepted",
+            status: "False",
+            reason: "NotAllowedByListeners",
+            message: "no listener allows routes from ws-acme",
+            observedGeneration: org.metadata.generation,
+            lastTransitionTime: new Date().toISOString(),
+          },
+          {
+            type: "ResolvedRefs",
+            status: "True",
+            reason: "ResolvedRefs",
+            message: "",
+            observedGeneration: org.metadata.generation,
+            lastTransitionTime: new Date().toISOString(),
+          },
         ],
       },
     ],
@@ -167,8 +241,18 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
   await sleep(500);
   assert.equal((await labelled(resources.httpRoutes, NS)).length, 2, "not routed while pending");
   dns.txt.set("_krane-challenge.www.shop-example.com", [domain?.txtValue ?? ""]);
-  const domRoute = await eventually("the domain's HTTPRoute", async () => (await labelled(resources.httpRoutes, NS)).find((r) => (spec(r).hostnames as string[]).includes("www.shop-example.com")), 30_000);
-  const cert = await eventually("the domain's Certificate", async () => (await labelled(resources.certificates, NS))[0]);
+  const domRoute = await eventually(
+    "the domain's HTTPRoute",
+    async () =>
+      (await labelled(resources.httpRoutes, NS)).find((r) =>
+        (spec(r).hostnames as string[]).includes("www.shop-example.com"),
+      ),
+    30_000,
+  );
+  const cert = await eventually(
+    "the domain's Certificate",
+    async () => (await labelled(resources.certificates, NS))[0],
+  );
   assert.deepEqual(spec(cert).dnsNames, ["www.shop-example.com"]);
   assert.deepEqual(spec(cert).issuerRef, { group: "cert-manager.io", kind: "ClusterIssuer", name: "letsencrypt" });
   await writeStatus(resources.httpRoutes, NS, domRoute.metadata.name ?? "", {
@@ -176,7 +260,14 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
       {
         parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform", name: "external" },
         controllerName: "example.com/gateway-controller",
-        conditions: ["Accepted", "ResolvedRefs"].map((type) => ({ type, status: "True", reason: type, message: "", observedGeneration: domRoute.metadata.generation, lastTransitionTime: new Date().toISOString() })),
+        conditions: ["Accepted", "ResolvedRefs"].map((type) => ({
+          type,
+          status: "True",
+          reason: type,
+          message: "",
+          observedGeneration: domRoute.metadata.generation,
+          lastTransitionTime: new Date().toISOString(),
+        })),
       },
     ],
   });
@@ -186,9 +277,20 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
   });
   assert.match(waitingCert.message, /certificate for www\.shop-example\.com: not issued yet/);
   await writeStatus(resources.certificates, NS, cert.metadata.name ?? "", {
-    conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "Certificate is up to date and has not expired", observedGeneration: cert.metadata.generation, lastTransitionTime: new Date().toISOString() }],
+    conditions: [
+      {
+        type: "Ready",
+        status: "True",
+        reason: "Ready",
+        message: "Certificate is up to date and has not expired",
+        observedGeneration: cert.metadata.generation,
+        lastTransitionTime: new Date().toISOString(),
+      },
+    ],
   });
-  await eventually("the domain ready", async () => ((await statusOf()).domains[0]?.regions[0]?.readiness === "ready" ? true : undefined));
+  await eventually("the domain ready", async () =>
+    (await statusOf()).domains[0]?.regions[0]?.readiness === "ready" ? true : undefined,
+  );
 
   // A resync with nothing changed writes nothing.
   const rt = agent.runtime("gateways");
@@ -201,24 +303,45 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
 
   // Drift: an HTTPRoute deleted behind krane's back comes back.
   await admin.delete(resources.httpRoutes, NS, pub.metadata.name ?? "");
-  await eventually("the public route repaired", async () => ((await admin.get(resources.httpRoutes, NS, pub.metadata.name ?? ""))?.metadata.uid !== pub.metadata.uid ? true : undefined), 30_000);
+  await eventually(
+    "the public route repaired",
+    async () =>
+      (await admin.get(resources.httpRoutes, NS, pub.metadata.name ?? ""))?.metadata.uid !== pub.metadata.uid
+        ? true
+        : undefined,
+    30_000,
+  );
 
   // Deleting the endpoint and the domain removes what they rendered.
   await endpoints.deleteEndpoint({ ...ref, visibility: "organization" });
   await domains.removeDomain({ ...ref, hostname: "www.shop-example.com" });
-  await eventually("only the public route left, no certificate", async () => {
-    const left = await labelled(resources.httpRoutes, NS);
-    return left.length === 1 && left[0]?.metadata.name === pub.metadata.name && (await labelled(resources.certificates, NS)).length === 0 ? true : undefined;
-  }, 30_000);
+  await eventually(
+    "only the public route left, no certificate",
+    async () => {
+      const left = await labelled(resources.httpRoutes, NS);
+      return left.length === 1 &&
+        left[0]?.metadata.name === pub.metadata.name &&
+        (await labelled(resources.certificates, NS)).length === 0
+        ? true
+        : undefined;
+    },
+    30_000,
+  );
   await endpoints.deleteEndpoint({ ...ref, visibility: "public" });
-  await eventually("nothing left", async () => {
-    const counts = await Promise.all([
-      labelled(resources.httpRoutes),
-      labelled(resources.referenceGrants),
-      labelled(resources.certificates),
-      labelled(resources.securityPolicies),
-    ]);
-    return counts.every((c) => c.length === 0) ? true : undefined;
-  }, 30_000);
-  await eventually("the gateway report gone", async () => ((await statusOf()).endpoints.length === 0 ? true : undefined));
+  await eventually(
+    "nothing left",
+    async () => {
+      const counts = await Promise.all([
+        labelled(resources.httpRoutes),
+        labelled(resources.referenceGrants),
+        labelled(resources.certificates),
+        labelled(resources.securityPolicies),
+      ]);
+      return counts.every((c) => c.length === 0) ? true : undefined;
+    },
+    30_000,
+  );
+  await eventually("the gateway report gone", async () =>
+    (await statusOf()).endpoints.length === 0 ? true : undefined,
+  );
 });

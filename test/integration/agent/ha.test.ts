@@ -69,64 +69,100 @@ after(async () => {
   admin?.close();
 });
 
-test("exactly one replica leads and applies; the follower is ready, writes nothing and does not heartbeat", { timeout: 120_000 }, async () => {
-  const leader = await eventually("a leader", async () => (leaders().length === 1 ? leaders()[0] : undefined), 30_000);
-  const follower = agents.find((a) => a !== leader);
-  assert.ok(follower);
-  ctrl.applyDeployment(REGION, deployment("dep_h1", 2));
-  await eventually("dep_h1 applied", async () => ((await replicasOf("dep-h1")) === 2 ? true : undefined), 60_000);
-  assert.equal(await kubeWrites(follower), 0, "the follower never wrote");
-  // The follower joins the election only once its own caches have synced; on a loaded machine
-  // that can finish after the leader has already applied, so readiness is awaited, not sampled.
-  const readyz = await eventually(
-    "the follower standing by is ready",
-    async () => {
-      const res = await fetch(`${follower.opsUrl}/readyz`);
-      const body = (await res.json()) as { role: string };
-      return res.status === 200 ? body : undefined;
-    },
-    30_000,
-  );
-  assert.equal(readyz.role, "follower");
-  assert.equal(await kubeWrites(follower), 0, "the follower never wrote, also once ready");
-  const lease = await admin.raw("GET", "/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-ha");
-  assert.equal(isRecord(lease) && isRecord(lease.spec) ? lease.spec.holderIdentity : undefined, leader.manager.identity);
-  await eventually("a heartbeat from the leader", async () => (ctrl.heartbeats.some((h) => h.region === REGION && h.agentId === leader.manager.identity) ? true : undefined), 30_000);
-  const beats = new Set(ctrl.heartbeats.filter((h) => h.region === REGION).map((h) => h.agentId));
-  assert.deepEqual([...beats], [leader.manager.identity], "heartbeats only from the leader");
-});
+test(
+  "exactly one replica leads and applies; the follower is ready, writes nothing and does not heartbeat",
+  { timeout: 120_000 },
+  async () => {
+    const leader = await eventually(
+      "a leader",
+      async () => (leaders().length === 1 ? leaders()[0] : undefined),
+      30_000,
+    );
+    const follower = agents.find((a) => a !== leader);
+    assert.ok(follower);
+    ctrl.applyDeployment(REGION, deployment("dep_h1", 2));
+    await eventually("dep_h1 applied", async () => ((await replicasOf("dep-h1")) === 2 ? true : undefined), 60_000);
+    assert.equal(await kubeWrites(follower), 0, "the follower never wrote");
+    // The follower joins the election only once its own caches have synced; on a loaded machine
+    // that can finish after the leader has already applied, so readiness is awaited, not sampled.
+    const readyz = await eventually(
+      "the follower standing by is ready",
+      async () => {
+        const res = await fetch(`${follower.opsUrl}/readyz`);
+        const body = (await res.json()) as { role: string };
+        return res.status === 200 ? body : undefined;
+      },
+      30_000,
+    );
+    assert.equal(readyz.role, "follower");
+    assert.equal(await kubeWrites(follower), 0, "the follower never wrote, also once ready");
+    const lease = await admin.raw("GET", "/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-ha");
+    assert.equal(
+      isRecord(lease) && isRecord(lease.spec) ? lease.spec.holderIdentity : undefined,
+      leader.manager.identity,
+    );
+    await eventually(
+      "a heartbeat from the leader",
+      async () =>
+        ctrl.heartbeats.some((h) => h.region === REGION && h.agentId === leader.manager.identity) ? true : undefined,
+      30_000,
+    );
+    const beats = new Set(ctrl.heartbeats.filter((h) => h.region === REGION).map((h) => h.agentId));
+    assert.deepEqual([...beats], [leader.manager.identity], "heartbeats only from the leader");
+  },
+);
 
-test("a stalled leader is replaced and writes nothing once its lease could be taken; changes made meanwhile are applied by the new leader", { timeout: 120_000 }, async () => {
-  const old = leaders()[0];
-  assert.ok(old);
-  const next = agents.find((a) => a !== old);
-  assert.ok(next);
-  old.manager.pauseLeaseRenewals(true);
-  try {
-    // Its own clock stops it writing within the renew deadline, before the lease can expire.
-    await eventually("the stalled leader fences itself", async () => (old.manager.leading ? undefined : true), 10_000);
-    const writesAtFence = await kubeWrites(old);
-    ctrl.applyDeployment(REGION, { deploymentId: "dep_h1", replicas: 3 });
-    ctrl.applyDeployment(REGION, deployment("dep_h2", 1));
-    await eventually("the other replica took over", async () => (next.manager.leading ? true : undefined), 15_000);
-    await eventually("the changes applied by the new leader", async () => ((await replicasOf("dep-h1")) === 3 && (await replicasOf("dep-h2")) === 1 ? true : undefined), 60_000);
-    assert.equal(await kubeWrites(old), writesAtFence, "no write from the deposed leader");
-  } finally {
-    old.manager.pauseLeaseRenewals(false);
-  }
-  // Back from its stall it finds the lease held and stays a follower.
-  await new Promise((r) => setTimeout(r, 2 * TIMING.leaseDurationMs));
-  assert.deepEqual(leaders(), [next]);
-});
+test(
+  "a stalled leader is replaced and writes nothing once its lease could be taken; changes made meanwhile are applied by the new leader",
+  { timeout: 120_000 },
+  async () => {
+    const old = leaders()[0];
+    assert.ok(old);
+    const next = agents.find((a) => a !== old);
+    assert.ok(next);
+    old.manager.pauseLeaseRenewals(true);
+    try {
+      // Its own clock stops it writing within the renew deadline, before the lease can expire.
+      await eventually(
+        "the stalled leader fences itself",
+        async () => (old.manager.leading ? undefined : true),
+        10_000,
+      );
+      const writesAtFence = await kubeWrites(old);
+      ctrl.applyDeployment(REGION, { deploymentId: "dep_h1", replicas: 3 });
+      ctrl.applyDeployment(REGION, deployment("dep_h2", 1));
+      await eventually("the other replica took over", async () => (next.manager.leading ? true : undefined), 15_000);
+      await eventually(
+        "the changes applied by the new leader",
+        async () => ((await replicasOf("dep-h1")) === 3 && (await replicasOf("dep-h2")) === 1 ? true : undefined),
+        60_000,
+      );
+      assert.equal(await kubeWrites(old), writesAtFence, "no write from the deposed leader");
+    } finally {
+      old.manager.pauseLeaseRenewals(false);
+    }
+    // Back from its stall it finds the lease held and stays a follower.
+    await new Promise((r) => setTimeout(r, 2 * TIMING.leaseDurationMs));
+    assert.deepEqual(leaders(), [next]);
+  },
+);
 
-test("a leader that shuts down gives the lease up and the other takes over without waiting for expiry", { timeout: 120_000 }, async () => {
-  const old = leaders()[0];
-  assert.ok(old);
-  const next = agents.find((a) => a !== old);
-  assert.ok(next);
-  await old.stop();
-  agents = agents.filter((a) => a !== old);
-  await eventually("the other replica leads", async () => (next.manager.leading ? true : undefined), 10_000);
-  ctrl.applyDeployment(REGION, { deploymentId: "dep_h2", replicas: 2 });
-  await eventually("applied by the new leader", async () => ((await replicasOf("dep-h2")) === 2 ? true : undefined), 60_000);
-});
+test(
+  "a leader that shuts down gives the lease up and the other takes over without waiting for expiry",
+  { timeout: 120_000 },
+  async () => {
+    const old = leaders()[0];
+    assert.ok(old);
+    const next = agents.find((a) => a !== old);
+    assert.ok(next);
+    await old.stop();
+    agents = agents.filter((a) => a !== old);
+    await eventually("the other replica leads", async () => (next.manager.leading ? true : undefined), 10_000);
+    ctrl.applyDeployment(REGION, { deploymentId: "dep_h2", replicas: 2 });
+    await eventually(
+      "applied by the new leader",
+      async () => ((await replicasOf("dep-h2")) === 2 ? true : undefined),
+      60_000,
+    );
+  },
+);

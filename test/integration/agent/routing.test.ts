@@ -55,7 +55,10 @@ const SENTINEL: SentinelInit = {
 };
 
 async function slices(): Promise<Map<string, string[]>> {
-  const list = await admin.list(resources.endpointSlices, { namespace: SENTINEL_NAMESPACE, labelSelector: routingSelector(ENV, REGION) });
+  const list = await admin.list(resources.endpointSlices, {
+    namespace: SENTINEL_NAMESPACE,
+    labelSelector: routingSelector(ENV, REGION),
+  });
   const out = new Map<string, string[]>();
   for (const s of list.items) {
     const dep = s.metadata.labels?.["krane.dev/deployment-id"] ?? "";
@@ -66,9 +69,15 @@ async function slices(): Promise<Map<string, string[]>> {
 }
 
 async function runningIps(deploymentId: string): Promise<string[]> {
-  const pods = await admin.list(resources.pods, { namespace: "ws-route", labelSelector: `krane.dev/deployment-id=${deploymentId}` });
+  const pods = await admin.list(resources.pods, {
+    namespace: "ws-route",
+    labelSelector: `krane.dev/deployment-id=${deploymentId}`,
+  });
   return pods.items
-    .filter((p: KubeObject) => !p.metadata.deletionTimestamp && (p.status as { phase?: string } | undefined)?.phase === "Running")
+    .filter(
+      (p: KubeObject) =>
+        !p.metadata.deletionTimestamp && (p.status as { phase?: string } | undefined)?.phase === "Running",
+    )
     .map((p: KubeObject) => (p.status as { podIP?: string }).podIP ?? "")
     .filter((ip) => ip !== "")
     .sort();
@@ -88,29 +97,50 @@ after(async () => {
   admin?.close();
 });
 
-test("each revision's RUNNING pods become its EndpointSlice; scaling and new revisions follow; a revision that leaves is pruned", { timeout: 180_000 }, async () => {
-  ctrl.applySentinel(REGION, SENTINEL);
-  ctrl.applyDeployment(REGION, deployment("dep_r1", 2));
-  const first = await eventually("dep_r1's two pods in its slice", async () => {
-    const [ips, s] = [await runningIps("dep_r1"), await slices()];
-    return ips.length === 2 && JSON.stringify((s.get("dep_r1") ?? []).sort()) === JSON.stringify(ips) ? ips : undefined;
-  }, 90_000);
-  assert.equal(first.length, 2);
+test(
+  "each revision's RUNNING pods become its EndpointSlice; scaling and new revisions follow; a revision that leaves is pruned",
+  { timeout: 180_000 },
+  async () => {
+    ctrl.applySentinel(REGION, SENTINEL);
+    ctrl.applyDeployment(REGION, deployment("dep_r1", 2));
+    const first = await eventually(
+      "dep_r1's two pods in its slice",
+      async () => {
+        const [ips, s] = [await runningIps("dep_r1"), await slices()];
+        return ips.length === 2 && JSON.stringify((s.get("dep_r1") ?? []).sort()) === JSON.stringify(ips)
+          ? ips
+          : undefined;
+      },
+      90_000,
+    );
+    assert.equal(first.length, 2);
 
-  ctrl.applyDeployment(REGION, deployment("dep_r2", 1));
-  ctrl.applyDeployment(REGION, { deploymentId: "dep_r1", replicas: 1 });
-  await eventually("dep_r1 down to one endpoint, dep_r2 with one", async () => {
-    const s = await slices();
-    const [r1, r2] = [await runningIps("dep_r1"), await runningIps("dep_r2")];
-    return r1.length === 1 && r2.length === 1 && JSON.stringify((s.get("dep_r1") ?? []).sort()) === JSON.stringify(r1) && JSON.stringify(s.get("dep_r2")) === JSON.stringify(r2)
-      ? true
-      : undefined;
-  }, 90_000);
+    ctrl.applyDeployment(REGION, deployment("dep_r2", 1));
+    ctrl.applyDeployment(REGION, { deploymentId: "dep_r1", replicas: 1 });
+    await eventually(
+      "dep_r1 down to one endpoint, dep_r2 with one",
+      async () => {
+        const s = await slices();
+        const [r1, r2] = [await runningIps("dep_r1"), await runningIps("dep_r2")];
+        return r1.length === 1 &&
+          r2.length === 1 &&
+          JSON.stringify((s.get("dep_r1") ?? []).sort()) === JSON.stringify(r1) &&
+          JSON.stringify(s.get("dep_r2")) === JSON.stringify(r2)
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
 
-  ctrl.deleteDeployment(REGION, "dep_r1");
-  await eventually("dep_r1's slice pruned once its pods are gone", async () => ((await slices()).has("dep_r1") ? undefined : true), 90_000);
-  assert.ok((await slices()).has("dep_r2"));
-});
+    ctrl.deleteDeployment(REGION, "dep_r1");
+    await eventually(
+      "dep_r1's slice pruned once its pods are gone",
+      async () => ((await slices()).has("dep_r1") ? undefined : true),
+      90_000,
+    );
+    assert.ok((await slices()).has("dep_r2"));
+  },
+);
 
 test("the policy ConfigMap carries ctrl's routing policy and follows its changes", { timeout: 120_000 }, async () => {
   const name = routingPolicyName(SENTINEL.k8sName ?? "");
@@ -123,27 +153,57 @@ test("the policy ConfigMap carries ctrl's routing policy and follows its changes
   assert.equal(p0.mode, "instances");
   ctrl.applySentinel(REGION, {
     sentinelId: "snt_route",
-    routing: create(RoutingPolicySchema, { version: 4n, mode: "weighted", revisions: [{ deploymentId: "dep_r2", weight: 100 }] }),
+    routing: create(RoutingPolicySchema, {
+      version: 4n,
+      mode: "weighted",
+      revisions: [{ deploymentId: "dep_r2", weight: 100 }],
+    }),
   });
-  const p1 = await eventually("weighted policy", async () => {
-    const p = await policy();
-    return p?.version === 4 ? p : undefined;
-  }, 60_000);
-  assert.deepEqual(p1, { version: 4, environmentId: ENV, mode: "weighted", revisions: [{ deploymentId: "dep_r2", weight: 100 }] });
+  const p1 = await eventually(
+    "weighted policy",
+    async () => {
+      const p = await policy();
+      return p?.version === 4 ? p : undefined;
+    },
+    60_000,
+  );
+  assert.deepEqual(p1, {
+    version: 4,
+    environmentId: ENV,
+    mode: "weighted",
+    revisions: [{ deploymentId: "dep_r2", weight: 100 }],
+  });
 });
 
 test("a hand-edited slice is repaired; an idle resync writes nothing", { timeout: 120_000 }, async () => {
   const rt = agent.runtime("sentinels");
   assert.ok(rt);
-  const list = await admin.list(resources.endpointSlices, { namespace: SENTINEL_NAMESPACE, labelSelector: routingSelector(ENV, REGION) });
+  const list = await admin.list(resources.endpointSlices, {
+    namespace: SENTINEL_NAMESPACE,
+    labelSelector: routingSelector(ENV, REGION),
+  });
   const slice = list.items[0];
   assert.ok(slice);
   const want = JSON.stringify(slice.endpoints);
-  await admin.apply(resources.endpointSlices, { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", metadata: { name: slice.metadata.name, namespace: SENTINEL_NAMESPACE }, addressType: "IPv4", endpoints: [{ addresses: ["10.9.9.9"] }] } as KubeObject, { force: true });
-  await eventually("slice repaired", async () => {
-    const s = await admin.get(resources.endpointSlices, SENTINEL_NAMESPACE, slice.metadata.name ?? "");
-    return JSON.stringify(s?.endpoints) === want ? true : undefined;
-  }, 60_000);
+  await admin.apply(
+    resources.endpointSlices,
+    {
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      metadata: { name: slice.metadata.name, namespace: SENTINEL_NAMESPACE },
+      addressType: "IPv4",
+      endpoints: [{ addresses: ["10.9.9.9"] }],
+    } as KubeObject,
+    { force: true },
+  );
+  await eventually(
+    "slice repaired",
+    async () => {
+      const s = await admin.get(resources.endpointSlices, SENTINEL_NAMESPACE, slice.metadata.name ?? "");
+      return JSON.stringify(s?.endpoints) === want ? true : undefined;
+    },
+    60_000,
+  );
   const settled = rt.resyncCount;
   await eventually("a settling resync", async () => (rt.resyncCount > settled ? true : undefined), 30_000);
   await rt.idle();
@@ -156,8 +216,15 @@ test("a hand-edited slice is repaired; an idle resync writes nothing", { timeout
 
 test("deleting the sentinel removes its routing table", { timeout: 120_000 }, async () => {
   ctrl.deleteSentinel(REGION, "snt_route");
-  await eventually("routing table gone", async () => {
-    const [s, cm] = [await slices(), await admin.get(resources.configMaps, SENTINEL_NAMESPACE, routingPolicyName(SENTINEL.k8sName ?? ""))];
-    return s.size === 0 && cm === undefined ? true : undefined;
-  }, 60_000);
+  await eventually(
+    "routing table gone",
+    async () => {
+      const [s, cm] = [
+        await slices(),
+        await admin.get(resources.configMaps, SENTINEL_NAMESPACE, routingPolicyName(SENTINEL.k8sName ?? "")),
+      ];
+      return s.size === 0 && cm === undefined ? true : undefined;
+    },
+    60_000,
+  );
 });

@@ -16,7 +16,12 @@ import type { CursorAction } from "../../../src/agent/runtime/cursor.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import type { ApplyDeployment, DeleteDeployment, DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { createRegion } from "../../../src/ctrl/domain/clusters.js";
-import { createDeployment, loadDeploymentContext, removeFromRegion, setDesiredReplicas } from "../../../src/ctrl/domain/deployments.js";
+import {
+  createDeployment,
+  loadDeploymentContext,
+  removeFromRegion,
+  setDesiredReplicas,
+} from "../../../src/ctrl/domain/deployments.js";
 import { createEnvironment } from "../../../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace } from "../../../src/ctrl/domain/tenancy.js";
 import { validateRollout } from "../../../src/ctrl/validate/api.js";
@@ -56,12 +61,30 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 async function seed(ops: Op[]): Promise<{ region: string; desired: Map<string, number> }> {
   const region = `cut-${++regions}`;
   await createRegion(ctrl.store, region);
-  await createEnvironment(ctrl.store, { workspace: "acme", project: "web", slug: region, regions: [{ region, replicas: 0 }], sentinel: null, rollout: validateRollout(undefined) });
+  await createEnvironment(ctrl.store, {
+    workspace: "acme",
+    project: "web",
+    slug: region,
+    regions: [{ region, replicas: 0 }],
+    sentinel: null,
+    rollout: validateRollout(undefined),
+  });
   const deps: DeploymentContext[] = [];
   for (let i = 0; i < 3; i++) {
     const d = await createDeployment(ctrl.store, {
-      workspace: "acme", project: "web", environment: region, image: `registry.example.com/web:${i}`, command: [], args: [], port: 8080,
-      env: [{ name: "PAD", value: "x".repeat(40 * i) }], cpuMillicores: 250, memoryMib: 256, healthCheck: null, buildId: "", replicas: null,
+      workspace: "acme",
+      project: "web",
+      environment: region,
+      image: `registry.example.com/web:${i}`,
+      command: [],
+      args: [],
+      port: 8080,
+      env: [{ name: "PAD", value: "x".repeat(40 * i) }],
+      cpuMillicores: 250,
+      memoryMib: 256,
+      healthCheck: null,
+      buildId: "",
+      replicas: null,
     });
     deps.push(await loadDeploymentContext(ctrl.store.db, d.deployment.id));
   }
@@ -93,12 +116,14 @@ type Protocol = ReturnType<typeof deploymentsController>["protocol"];
 
 /** The deployments kind's own protocol (watch + decode), through the proxy. */
 function agentProtocol(region: string, token: string): Protocol {
-  return deploymentsController({ region, ctrl: createCtrlClient(proxy.url, token), sentinel: { image: "unused" } }).protocol;
+  return deploymentsController({ region, ctrl: createCtrlClient(proxy.url, token), sentinel: { image: "unused" } })
+    .protocol;
 }
 
 async function readThrough(protocol: Protocol, from: bigint, head: bigint, cutAt: number | undefined): Promise<Run> {
   const first = (proxy.streams.get(WATCH) ?? 0) + 1;
-  proxy.fault = ({ path, n }) => (cutAt !== undefined && path === WATCH && n === first ? { kind: "cut", afterBytes: cutAt } : undefined);
+  proxy.fault = ({ path, n }) =>
+    cutAt !== undefined && path === WATCH && n === first ? { kind: "cut", afterBytes: cutAt } : undefined;
   const run: Run = { versions: [], state: new Map(), opens: 0 };
   const ac = new AbortController();
   let inSnapshot = false;
@@ -139,37 +164,50 @@ async function readThrough(protocol: Protocol, from: bigint, head: bigint, cutAt
   return run;
 }
 
-test("a watch cut at every byte of its answer converges: each change once, in order; a snapshot ends at ctrl's state", { timeout: 15 * 60_000 }, async () => {
-  await fc.assert(
-    fc.asyncProperty(fc.array(opArb, { minLength: 2, maxLength: 4 }), async (ops) => {
-      const { region, desired } = await seed(ops);
-      const protocol = agentProtocol(region, await ctrl.agentToken(region));
-      const row = await ctrl.store.db.selectFrom("stream_versions").select("version").where("region", "=", region).where("kind", "=", "deployment").executeTakeFirstOrThrow();
-      const head = BigInt(row.version);
-      if (head === 0n) return;
-      // Resuming from the first change (a cursor of 0 asks for a snapshot instead).
-      const from = 1n;
-      if (head > from) {
-        const uncut = await readThrough(protocol, from, head, undefined);
-        const expected = Array.from({ length: Number(head - from) }, (_, i) => from + 1n + BigInt(i));
-        assert.deepEqual(uncut.versions, expected);
-        const length = proxy.forwarded.get(WATCH)?.at(-1) ?? 0;
-        assert.ok(length > 0);
-        for (let k = 0; k <= length; k++) {
-          const r = await readThrough(protocol, from, head, k);
-          assert.deepEqual(r.versions, expected, `cut after ${k} of ${length} bytes: each change once, in order`);
+test(
+  "a watch cut at every byte of its answer converges: each change once, in order; a snapshot ends at ctrl's state",
+  { timeout: 15 * 60_000 },
+  async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 2, maxLength: 4 }), async (ops) => {
+        const { region, desired } = await seed(ops);
+        const protocol = agentProtocol(region, await ctrl.agentToken(region));
+        const row = await ctrl.store.db
+          .selectFrom("stream_versions")
+          .select("version")
+          .where("region", "=", region)
+          .where("kind", "=", "deployment")
+          .executeTakeFirstOrThrow();
+        const head = BigInt(row.version);
+        if (head === 0n) return;
+        // Resuming from the first change (a cursor of 0 asks for a snapshot instead).
+        const from = 1n;
+        if (head > from) {
+          const uncut = await readThrough(protocol, from, head, undefined);
+          const expected = Array.from({ length: Number(head - from) }, (_, i) => from + 1n + BigInt(i));
+          assert.deepEqual(uncut.versions, expected);
+          const length = proxy.forwarded.get(WATCH)?.at(-1) ?? 0;
+          assert.ok(length > 0);
+          for (let k = 0; k <= length; k++) {
+            const r = await readThrough(protocol, from, head, k);
+            assert.deepEqual(r.versions, expected, `cut after ${k} of ${length} bytes: each change once, in order`);
+            cutsTried++;
+          }
+        }
+        // From cursor 0: a snapshot, cut anywhere, then restarted from scratch.
+        await readThrough(protocol, 0n, head, undefined);
+        const snapshotLength = proxy.forwarded.get(WATCH)?.at(-1) ?? 0;
+        for (let k = 0; k <= snapshotLength; k += 1) {
+          const r = await readThrough(protocol, 0n, head, k);
+          assert.deepEqual(
+            r.state,
+            desired,
+            `snapshot cut after ${k} of ${snapshotLength} bytes: the agent ends at ctrl's desired state`,
+          );
           cutsTried++;
         }
-      }
-      // From cursor 0: a snapshot, cut anywhere, then restarted from scratch.
-      await readThrough(protocol, 0n, head, undefined);
-      const snapshotLength = proxy.forwarded.get(WATCH)?.at(-1) ?? 0;
-      for (let k = 0; k <= snapshotLength; k += 1) {
-        const r = await readThrough(protocol, 0n, head, k);
-        assert.deepEqual(r.state, desired, `snapshot cut after ${k} of ${snapshotLength} bytes: the agent ends at ctrl's desired state`);
-        cutsTried++;
-      }
-    }),
-    { numRuns: 3, seed: 14 },
-  );
-});
+      }),
+      { numRuns: 3, seed: 14 },
+    );
+  },
+);

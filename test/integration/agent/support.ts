@@ -87,6 +87,11 @@ export async function kubeWrites(agent: Agent): Promise<number> {
   return Object.values(await kubeWritesBy(agent)).reduce((a, b) => a + b, 0);
 }
 
-export async function getObject(kube: KubeClient, r: ResourceType, ns: string, name: string): Promise<KubeObject | undefined> {
+export async function getObject(
+  kube: KubeClient,
+  r: ResourceType,
+  ns: string,
+  name: string,
+): Promise<KubeObject | undefined> {
   return kube.get(r, ns, name);
 }

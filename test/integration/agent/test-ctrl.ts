@@ -288,7 +288,10 @@ export class TestCtrl {
     // Connect adds one listener per call in flight to the shutdown signal (removed when the call
     // ends); past ten, Node would warn of a leak that is not one (as in ctrl's server.ts).
     setMaxListeners(0, this.#shutdown.signal);
-    const handler = connectNodeAdapter({ routes: (router) => this.#routes(router), shutdownSignal: this.#shutdown.signal });
+    const handler = connectNodeAdapter({
+      routes: (router) => this.#routes(router),
+      shutdownSignal: this.#shutdown.signal,
+    });
     const server = http2.createServer(handler);
     server.on("session", (sess) => {
       this.#sessions.add(sess);
@@ -336,7 +339,8 @@ export class TestCtrl {
 
   /** Auth, call counting and injected failures, for every method. */
   #enter(method: ClusterMethod, ctx: HandlerContext): void {
-    if (ctx.requestHeader.get("authorization") !== `Bearer ${this.token}`) throw new ConnectError("bad token", Code.Unauthenticated);
+    if (ctx.requestHeader.get("authorization") !== `Bearer ${this.token}`)
+      throw new ConnectError("bad token", Code.Unauthenticated);
     this.calls.set(method, this.count(method) + 1);
     this.#failIfFailing(method);
   }
@@ -346,7 +350,13 @@ export class TestCtrl {
   }
 
   /** A snapshot at cursor 0, then every change after the cursor, then new ones as they commit. */
-  async *#stream<D extends DescMessage, S>(method: ClusterMethod, kind: Kind<D, S>, region: string, versionLastSeen: bigint, ctx: HandlerContext): AsyncGenerator<S> {
+  async *#stream<D extends DescMessage, S>(
+    method: ClusterMethod,
+    kind: Kind<D, S>,
+    region: string,
+    versionLastSeen: bigint,
+    ctx: HandlerContext,
+  ): AsyncGenerator<S> {
     this.#enter(method, ctx);
     const log = kind.log(region);
     let cursor = versionLastSeen;
@@ -374,10 +384,17 @@ export class TestCtrl {
   }
 
   /** A stream of a kind with nothing desired: an empty snapshot, then nothing until it ends. */
-  async *#empty<D extends typeof ReleaseStateSchema | typeof JobStateSchema>(method: ClusterMethod, schema: D, ctx: HandlerContext): AsyncGenerator<MessageShape<D>> {
+  async *#empty<D extends typeof ReleaseStateSchema | typeof JobStateSchema>(
+    method: ClusterMethod,
+    schema: D,
+    ctx: HandlerContext,
+  ): AsyncGenerator<MessageShape<D>> {
     this.#enter(method, ctx);
     yield create(schema, { version: 0n, state: { case: "snapshotStart", value: {} } } as never) as MessageShape<D>;
-    yield create(schema, { version: 0n, state: { case: "snapshotEnd", value: { headVersion: 0n } } } as never) as MessageShape<D>;
+    yield create(schema, {
+      version: 0n,
+      state: { case: "snapshotEnd", value: { headVersion: 0n } },
+    } as never) as MessageShape<D>;
     while (!ctx.signal.aborted) {
       this.#failIfFailing(method);
       await this.#wait(ctx.signal);

@@ -48,9 +48,14 @@ describe("krane ctrl serve --admin-token-file", () => {
       assert.equal(revoked.status, 0, revoked.stderr);
       const other = revoked.stdout.trim();
       const list = krane(["api-token", "list", "-o", "json"], { KRANE_CTRL_URL: second.url, KRANE_TOKEN: other });
-      const adminId = (JSON.parse(list.stdout) as { apiTokens: { id: string; name: string }[] }).apiTokens.find((t) => t.name === "admin")?.id;
+      const adminId = (JSON.parse(list.stdout) as { apiTokens: { id: string; name: string }[] }).apiTokens.find(
+        (t) => t.name === "admin",
+      )?.id;
       assert.ok(adminId);
-      assert.equal(krane(["api-token", "revoke", adminId], { KRANE_CTRL_URL: second.url, KRANE_TOKEN: other }).status, 0);
+      assert.equal(
+        krane(["api-token", "revoke", adminId], { KRANE_CTRL_URL: second.url, KRANE_TOKEN: other }).status,
+        0,
+      );
     } finally {
       await second.stop();
     }
@@ -73,8 +78,14 @@ describe("krane ctrl serve --admin-token-file", () => {
     assert.match(ctrl.stdout(), /process list/);
     assert.ok(!ctrl.stdout().includes(token));
     const help = krane(["ctrl", "serve", "--help"], {});
-    assert.match(help.stdout.replace(/\s+/g, " "), /--admin-token <token>.*visible to every user of the machine in the process list/);
-    const both = krane(["ctrl", "serve", "--database", join(dir.path, "e.db"), "--admin-token", token, "--admin-token-file", "/tmp/x"], {});
+    assert.match(
+      help.stdout.replace(/\s+/g, " "),
+      /--admin-token <token>.*visible to every user of the machine in the process list/,
+    );
+    const both = krane(
+      ["ctrl", "serve", "--database", join(dir.path, "e.db"), "--admin-token", token, "--admin-token-file", "/tmp/x"],
+      {},
+    );
     assert.notEqual(both.status, 0);
     assert.match(both.stderr, /either --admin-token .* or --admin-token-file/);
   });

@@ -16,7 +16,9 @@ import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js"
 
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  const late = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)),
+  );
   try {
     return await Promise.race([p, late]);
   } finally {
@@ -63,14 +65,24 @@ function suite(backend: Backend): void {
     assert.equal(created.apiToken?.lastUsedAtUnixMs, 0n);
     const id = created.apiToken?.id ?? "";
     // Only the digest is stored.
-    const stored = await ctrl.store.db.selectFrom("api_tokens").select("token_hash").where("id", "=", id).executeTakeFirstOrThrow();
+    const stored = await ctrl.store.db
+      .selectFrom("api_tokens")
+      .select("token_hash")
+      .where("id", "=", id)
+      .executeTakeFirstOrThrow();
     assert.equal(stored.token_hash, hashToken(created.token));
 
     // The new token works, knows itself, and its use is recorded.
     const ci = ctrl.client(ApiTokenService, created.token);
     await ctrl.client(WorkspaceService, created.token).listWorkspaces({});
     const listed = await ci.listApiTokens({});
-    assert.deepEqual(listed.apiTokens.map((t) => [t.name, t.current]), [["admin", false], ["ci-deploy", true]]);
+    assert.deepEqual(
+      listed.apiTokens.map((t) => [t.name, t.current]),
+      [
+        ["admin", false],
+        ["ci-deploy", true],
+      ],
+    );
     const mine = listed.apiTokens.find((t) => t.id === id);
     assert.ok(mine && mine.lastUsedAtUnixMs > 0n && mine.createdAtUnixMs > 0n);
     // The admin call above was recorded too.
@@ -80,7 +92,10 @@ function suite(backend: Backend): void {
     assert.equal(revoked.apiToken?.name, "ci-deploy");
     // Its lookup was cached a moment ago; it is refused anyway.
     await expectCode(ctrl.client(WorkspaceService, created.token).listWorkspaces({}), Code.Unauthenticated);
-    assert.deepEqual((await admin.listApiTokens({})).apiTokens.map((t) => t.name), ["admin"]);
+    assert.deepEqual(
+      (await admin.listApiTokens({})).apiTokens.map((t) => t.name),
+      ["admin"],
+    );
     await expectCode(admin.revokeApiToken({ tokenId: id }), Code.NotFound);
 
     // A token may revoke itself while it is not the last one.
@@ -105,14 +120,18 @@ function suite(backend: Backend): void {
     t.after(() => second.close());
     await expectCode(second.client(WorkspaceService, configured).listWorkspaces({}), Code.Unauthenticated);
     // Only the test's own admin tokens (one per start) are left.
-    assert.deepEqual((await second.client(ApiTokenService, second.adminToken).listApiTokens({})).apiTokens.map((x) => x.name), ["admin", "admin"]);
+    assert.deepEqual(
+      (await second.client(ApiTokenService, second.adminToken).listApiTokens({})).apiTokens.map((x) => x.name),
+      ["admin", "admin"],
+    );
   });
 
   it("records a token's use at most once per interval", async (t) => {
     const ctrl = await start(t, { auth: { usageIntervalMs: 60_000 } });
     const admin = ctrl.client(ApiTokenService, ctrl.adminToken);
     const { token, apiToken } = await admin.createApiToken({ name: "usage" });
-    const usedAt = async (): Promise<bigint> => (await admin.listApiTokens({})).apiTokens.find((t) => t.id === apiToken?.id)?.lastUsedAtUnixMs ?? -1n;
+    const usedAt = async (): Promise<bigint> =>
+      (await admin.listApiTokens({})).apiTokens.find((t) => t.id === apiToken?.id)?.lastUsedAtUnixMs ?? -1n;
     assert.equal(await usedAt(), 0n);
     await ctrl.client(WorkspaceService, token).listWorkspaces({});
     const first = await usedAt();
@@ -141,11 +160,21 @@ function suite(backend: Backend): void {
 
     // Two tokens, both revoked at the same moment: exactly one revocation may succeed.
     const other = await admin.createApiToken({ name: "other" });
-    const results = await Promise.allSettled([revokeApiToken(ctrl.store, only?.id ?? ""), revokeApiToken(ctrl.store, other.apiToken?.id ?? "")]);
+    const results = await Promise.allSettled([
+      revokeApiToken(ctrl.store, only?.id ?? ""),
+      revokeApiToken(ctrl.store, other.apiToken?.id ?? ""),
+    ]);
     assert.deepEqual(results.map((r) => r.status).sort(), ["fulfilled", "rejected"]);
     const refused = results.find((r) => r.status === "rejected");
     assert.match(String(refused?.status === "rejected" ? refused.reason : ""), /last one/);
-    assert.equal(await ctrl.store.db.selectFrom("api_tokens").select("id").execute().then((r) => r.length), 1);
+    assert.equal(
+      await ctrl.store.db
+        .selectFrom("api_tokens")
+        .select("id")
+        .execute()
+        .then((r) => r.length),
+      1,
+    );
   });
 
   it("revoking a cluster token refuses its calls and ends its open streams at once; the cluster stays; a new token works", async (t) => {
@@ -173,7 +202,11 @@ function suite(backend: Backend): void {
     const listed = (await regions.listClusters({ region: "eu" })).clusters.find((c) => c.name === "default");
     assert.equal(listed?.tokenRevoked, true);
     assert.equal(listed?.agentId, "agent-a", "the cluster's record is kept");
-    const stored = await ctrl.store.db.selectFrom("clusters").select("token_hash").where("id", "=", listed?.id ?? "").executeTakeFirstOrThrow();
+    const stored = await ctrl.store.db
+      .selectFrom("clusters")
+      .select("token_hash")
+      .where("id", "=", listed?.id ?? "")
+      .executeTakeFirstOrThrow();
     assert.notEqual(stored.token_hash, hashToken(leaked));
 
     // Idempotent, and undone only by a new token.
@@ -185,7 +218,11 @@ function suite(backend: Backend): void {
 
     await expectCode(regions.revokeClusterToken({ region: "eu", clusterName: "nope" }), Code.NotFound);
     await expectCode(regions.revokeClusterToken({ region: "mars" }), Code.NotFound);
-    await expectCode(regions.revokeClusterToken({ region: "eu", clusterName: "Bad Name" }), Code.InvalidArgument, /^cluster_name: /);
+    await expectCode(
+      regions.revokeClusterToken({ region: "eu", clusterName: "Bad Name" }),
+      Code.InvalidArgument,
+      /^cluster_name: /,
+    );
     await expectCode(regions.revokeClusterToken({ region: "" }), Code.InvalidArgument, /^region: /);
     other.close();
   });
@@ -245,8 +282,20 @@ describe("API and cluster tokens (PostgreSQL)", () => {
       await a.client(ApiTokenService, a.adminToken).revokeApiToken({ tokenId: user.apiToken?.id ?? "" });
       const end = await within(onB.ended, 3000, "B ending the revoked token's stream");
       assert.equal(end === null ? "clean end" : Code[end.code], Code[Code.Unauthenticated]);
-      assert.ok((await refusedWithin(() => b.client(ClusterService, token).heartbeat({ region: "eu" }), Code.Unauthenticated, 2000)) <= 2000);
-      assert.ok((await refusedWithin(() => b.client(WorkspaceService, user.token).listWorkspaces({}), Code.Unauthenticated, 2000)) <= 2000);
+      assert.ok(
+        (await refusedWithin(
+          () => b.client(ClusterService, token).heartbeat({ region: "eu" }),
+          Code.Unauthenticated,
+          2000,
+        )) <= 2000,
+      );
+      assert.ok(
+        (await refusedWithin(
+          () => b.client(WorkspaceService, user.token).listWorkspaces({}),
+          Code.Unauthenticated,
+          2000,
+        )) <= 2000,
+      );
     } finally {
       await b.close();
       await a.close();

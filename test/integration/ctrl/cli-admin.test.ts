@@ -40,8 +40,16 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     const asCi = { ...env, KRANE_TOKEN: token };
     // The table marks the token in use.
     assert.match(ok(["api-token", "list"], asCi), /tok_\w+.*ci-deploy.*\*/);
-    const listed = JSON.parse(ok(["api-token", "list", "-o", "json"])) as { apiTokens: { id: string; name: string; current: boolean }[] };
-    assert.deepEqual(listed.apiTokens.map((t) => [t.name, t.current]), [["admin", true], ["ci-deploy", false]]);
+    const listed = JSON.parse(ok(["api-token", "list", "-o", "json"])) as {
+      apiTokens: { id: string; name: string; current: boolean }[];
+    };
+    assert.deepEqual(
+      listed.apiTokens.map((t) => [t.name, t.current]),
+      [
+        ["admin", true],
+        ["ci-deploy", false],
+      ],
+    );
     const ci = listed.apiTokens.find((t) => t.name === "ci-deploy");
     const admin = listed.apiTokens.find((t) => t.name === "admin");
     assert.ok(ci && admin);
@@ -53,7 +61,10 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     fails(["api-token", "revoke", admin.id], /failed_precondition: .*last one/);
     fails(["api-token", "revoke", "nope"], /invalid_argument: token_id: /);
     ok(["workspace", "list"]);
-    const json = JSON.parse(ok(["api-token", "create", "ops", "-o", "json"])) as { apiToken: { name: string }; token: string };
+    const json = JSON.parse(ok(["api-token", "create", "ops", "-o", "json"])) as {
+      apiToken: { name: string };
+      token: string;
+    };
     assert.equal(json.apiToken.name, "ops");
     assert.match(json.token, /^krane_user_/);
   });
@@ -66,10 +77,18 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     assert.match(ok(["cluster-token", "revoke", "eu"]), /revoked the agent token of cluster default in region eu/);
     await assert.rejects(agent.heartbeat({ region: "eu" }), (e) => ConnectError.from(e).code === Code.Unauthenticated);
     assert.match(ok(["region", "clusters", "eu"]), /eu.*default.*revoked.*a1/);
-    const clusters = JSON.parse(ok(["region", "clusters", "-o", "json"])) as { clusters: { name: string; tokenRevoked: boolean }[] };
-    assert.deepEqual(clusters.clusters.map((c) => [c.name, c.tokenRevoked]), [["default", true]]);
+    const clusters = JSON.parse(ok(["region", "clusters", "-o", "json"])) as {
+      clusters: { name: string; tokenRevoked: boolean }[];
+    };
+    assert.deepEqual(
+      clusters.clusters.map((c) => [c.name, c.tokenRevoked]),
+      [["default", true]],
+    );
     fails(["cluster-token", "revoke", "eu", "--cluster", "other"], /not_found: cluster "other" in region "eu"/);
-    const json = JSON.parse(ok(["cluster-token", "revoke", "eu", "-o", "json"])) as { name: string; tokenRevoked: boolean };
+    const json = JSON.parse(ok(["cluster-token", "revoke", "eu", "-o", "json"])) as {
+      name: string;
+      tokenRevoked: boolean;
+    };
     assert.deepEqual([json.name, json.tokenRevoked], ["default", true]);
   });
 
@@ -78,15 +97,44 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     ok(["workspace", "create", "acme"]);
     ok(["project", "create", "shop"]);
     ok(["env", "create", "shop/prod", "--region", "eu=2", "--sentinel-image", "registry.example.com/sentinel:1"]);
-    const get = (): { regions: { region: string; replicas: number }[]; sentinel?: { image: string; replicas: number }; rollout: { strategy: string; paused: boolean; maxSurge: string } } =>
-      JSON.parse(ok(["env", "get", "shop/prod", "-o", "json"])) as ReturnType<typeof get>;
+    const get = (): {
+      regions: { region: string; replicas: number }[];
+      sentinel?: { image: string; replicas: number };
+      rollout: { strategy: string; paused: boolean; maxSurge: string };
+    } => JSON.parse(ok(["env", "get", "shop/prod", "-o", "json"])) as ReturnType<typeof get>;
 
     const updated = JSON.parse(
-      ok(["env", "update", "shop/prod", "--sentinel-image", "registry.example.com/sentinel:2", "--sentinel-replicas", "2", "--region", "eu=3", "--region", "us=1", "--strategy", "Recreate", "--paused", "-o", "json"]),
+      ok([
+        "env",
+        "update",
+        "shop/prod",
+        "--sentinel-image",
+        "registry.example.com/sentinel:2",
+        "--sentinel-replicas",
+        "2",
+        "--region",
+        "eu=3",
+        "--region",
+        "us=1",
+        "--strategy",
+        "Recreate",
+        "--paused",
+        "-o",
+        "json",
+      ]),
     ) as ReturnType<typeof get>;
-    assert.deepEqual(updated.sentinel && [updated.sentinel.image, updated.sentinel.replicas], ["registry.example.com/sentinel:2", 2]);
-    assert.deepEqual(updated.regions, [{ region: "eu", replicas: 3 }, { region: "us", replicas: 1 }]);
-    assert.deepEqual([updated.rollout.strategy, updated.rollout.paused, updated.rollout.maxSurge], ["ROLLOUT_STRATEGY_RECREATE", true, "25%"]);
+    assert.deepEqual(updated.sentinel && [updated.sentinel.image, updated.sentinel.replicas], [
+      "registry.example.com/sentinel:2",
+      2,
+    ]);
+    assert.deepEqual(updated.regions, [
+      { region: "eu", replicas: 3 },
+      { region: "us", replicas: 1 },
+    ]);
+    assert.deepEqual(
+      [updated.rollout.strategy, updated.rollout.paused, updated.rollout.maxSurge],
+      ["ROLLOUT_STRATEGY_RECREATE", true, "25%"],
+    );
 
     const table = ok(["env", "update", "shop/prod", "--no-paused", "--remove-region", "us", "--no-sentinel"]);
     assert.match(table, /prod.*eu=3 .*- .*env_/s);
@@ -98,16 +146,30 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
 
     fails(["env", "update", "shop/prod"], /nothing to change/);
     fails(["env", "update", "shop/prod", "--region", "eu"], /--region: expected KEY=VALUE/);
-    fails(["env", "update", "shop/prod", "--no-sentinel", "--sentinel-image", "registry.example.com/sentinel:3"], /--no-sentinel cannot be combined/);
-    fails(["env", "update", "shop/prod", "--strategy", "Sometimes"], /--strategy: expected RollingUpdate, Recreate, canary or blue-green/);
-    fails(["env", "update", "shop/prod", "--strategy", "RollingUpdate", "--max-surge", "0", "--max-unavailable", "0"], /invalid_argument: rollout\.max_unavailable: /);
+    fails(
+      ["env", "update", "shop/prod", "--no-sentinel", "--sentinel-image", "registry.example.com/sentinel:3"],
+      /--no-sentinel cannot be combined/,
+    );
+    fails(
+      ["env", "update", "shop/prod", "--strategy", "Sometimes"],
+      /--strategy: expected RollingUpdate, Recreate, canary or blue-green/,
+    );
+    fails(
+      ["env", "update", "shop/prod", "--strategy", "RollingUpdate", "--max-surge", "0", "--max-unavailable", "0"],
+      /invalid_argument: rollout\.max_unavailable: /,
+    );
     fails(["env", "update", "shop/prod", "--sentinel-replicas", "101"], /invalid_argument: sentinel\.replicas: /);
-    fails(["env", "update", "shop/prod", "--region", "eu=9", "--remove-region", "mars"], /failed_precondition: remove_regions\[0\]: /);
+    fails(
+      ["env", "update", "shop/prod", "--region", "eu=9", "--remove-region", "mars"],
+      /failed_precondition: remove_regions\[0\]: /,
+    );
     fails(["env", "update", "shop/staging", "--paused"], /not_found: environment "staging"/);
     assert.deepEqual(get(), after);
 
     // Naming no image gives the environment krane's own sentinel back.
-    const own = JSON.parse(ok(["env", "update", "shop/prod", "--sentinel-replicas", "3", "-o", "json"])) as ReturnType<typeof get>;
+    const own = JSON.parse(ok(["env", "update", "shop/prod", "--sentinel-replicas", "3", "-o", "json"])) as ReturnType<
+      typeof get
+    >;
     assert.deepEqual(own.sentinel && [own.sentinel.image, own.sentinel.replicas], ["", 3]);
   });
 });

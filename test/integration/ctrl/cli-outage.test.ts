@@ -28,7 +28,12 @@ describe("the CLI while ctrl's database is down", () => {
     writeFileSync(tokenFile, `${admin}\n`, { mode: 0o600 });
     ctrl = await spawnCtrl(["--database", await postgres.newDatabase(), "--admin-token-file", tokenFile]);
     env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: admin };
-    for (const args of [["workspace", "create", "acme"], ["region", "create", "local"], ["project", "create", "web"], ["env", "create", "web/prod", "--region", "local=1"]]) {
+    for (const args of [
+      ["workspace", "create", "acme"],
+      ["region", "create", "local"],
+      ["project", "create", "web"],
+      ["env", "create", "web/prod", "--region", "local=1"],
+    ]) {
       const r = krane(args, env);
       assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
     }
@@ -49,15 +54,34 @@ describe("the CLI while ctrl's database is down", () => {
     const lines = r.stderr.trim().split("\n");
     const retries = lines.filter((l) => /retrying ListWorkspaces in/.test(l));
     assert.ok(retries.length >= 2, r.stderr);
-    assert.match(lines.at(-1) ?? "", /^krane: unavailable: ctrl's database \(PostgreSQL\) is unavailable: connection refused; the request was not applied, try again later \(retried for 2 s\)$/);
+    assert.match(
+      lines.at(-1) ?? "",
+      /^krane: unavailable: ctrl's database \(PostgreSQL\) is unavailable: connection refused; the request was not applied, try again later \(retried for 2 s\)$/,
+    );
     assert.ok(elapsed >= 2000, `gave up after ${elapsed} ms`);
   });
 
   it("a deploy retries under its Idempotency-Key and, once PostgreSQL is back, makes exactly one revision", async () => {
-    const child = spawn(process.execPath, [KRANE_BIN, "deploy", "web/prod", "-w", "acme", "--image", "registry.example.com/web:1", "-o", "json", "--retry-for", "60s"], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        KRANE_BIN,
+        "deploy",
+        "web/prod",
+        "-w",
+        "acme",
+        "--image",
+        "registry.example.com/web:1",
+        "-o",
+        "json",
+        "--retry-for",
+        "60s",
+      ],
+      {
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -79,7 +103,10 @@ describe("the CLI while ctrl's database is down", () => {
   });
 
   it("a read still retrying when PostgreSQL comes back succeeds", async () => {
-    const child = spawn(process.execPath, [KRANE_BIN, "workspace", "list", "-o", "json", "--retry-for", "60s"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KRANE_BIN, "workspace", "list", "-o", "json", "--retry-for", "60s"], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -93,7 +120,10 @@ describe("the CLI while ctrl's database is down", () => {
     await retrying;
     await postgres.resume();
     assert.equal(await exited, 0, stderr);
-    assert.deepEqual((JSON.parse(stdout) as { workspaces: { slug: string }[] }).workspaces.map((w) => w.slug), ["acme"]);
+    assert.deepEqual(
+      (JSON.parse(stdout) as { workspaces: { slug: string }[] }).workspaces.map((w) => w.slug),
+      ["acme"],
+    );
   });
 
   it(`ctrl itself not running: exits ${EXIT_UNAVAILABLE} saying ctrl is not reachable`, async () => {
@@ -104,8 +134,16 @@ describe("the CLI while ctrl's database is down", () => {
         s.close(() => resolve(p));
       });
     });
-    const r = krane(["workspace", "list", "--retry-for", "500ms"], { ...env, KRANE_CTRL_URL: `http://127.0.0.1:${port}` });
+    const r = krane(["workspace", "list", "--retry-for", "500ms"], {
+      ...env,
+      KRANE_CTRL_URL: `http://127.0.0.1:${port}`,
+    });
     assert.equal(r.status, EXIT_UNAVAILABLE, r.stderr);
-    assert.match(r.stderr, new RegExp(`ctrl is not reachable at http://127\\.0\\.0\\.1:${port} \\(.*\\): is it running\\? \\(retried for 0\\.5 s\\)`));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `ctrl is not reachable at http://127\\.0\\.0\\.1:${port} \\(.*\\): is it running\\? \\(retried for 0\\.5 s\\)`,
+      ),
+    );
   });
 });

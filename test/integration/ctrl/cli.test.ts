@@ -35,7 +35,11 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.match(ok(["workspace", "list"]), /acme.*ws-acme/);
     ok(["project", "create", "shop"]);
     const envOut = ok(["env", "create", "shop/prod", "--region", "eu-west=2", "--strategy", "Recreate", "-o", "json"]);
-    const envJson = JSON.parse(envOut) as { slug: string; regions: { region: string; replicas: number }[]; rollout: { strategy: string } };
+    const envJson = JSON.parse(envOut) as {
+      slug: string;
+      regions: { region: string; replicas: number }[];
+      rollout: { strategy: string };
+    };
     assert.equal(envJson.slug, "prod");
     assert.deepEqual(envJson.regions, [{ region: "eu-west", replicas: 2 }]);
     assert.equal(envJson.rollout.strategy, "ROLLOUT_STRATEGY_RECREATE");
@@ -43,7 +47,26 @@ describe("krane CLI against krane ctrl serve", () => {
     const token = ok(["cluster-token", "create", "eu-west"]).trim();
     assert.match(token, /^krane_agent_/);
 
-    const dep = JSON.parse(ok(["deploy", "shop/prod", "--image", "registry.example.com/shop:2", "--replicas", "3", "--env", "A=1", "--env", "B=x=y", "--port", "3000", "--arg", "serve", "-o", "json"])) as {
+    const dep = JSON.parse(
+      ok([
+        "deploy",
+        "shop/prod",
+        "--image",
+        "registry.example.com/shop:2",
+        "--replicas",
+        "3",
+        "--env",
+        "A=1",
+        "--env",
+        "B=x=y",
+        "--port",
+        "3000",
+        "--arg",
+        "serve",
+        "-o",
+        "json",
+      ]),
+    ) as {
       id: string;
       revision: string;
       port: number;
@@ -53,13 +76,19 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.match(dep.id, /^dep_/);
     assert.equal(dep.revision, "1");
     assert.equal(dep.port, 3000);
-    assert.deepEqual(dep.env, [{ name: "A", value: "1" }, { name: "B", value: "x=y" }]);
+    assert.deepEqual(dep.env, [
+      { name: "A", value: "1" },
+      { name: "B", value: "x=y" },
+    ]);
     assert.deepEqual(dep.regions, [{ region: "eu-west", replicas: 3 }]);
 
     const table = ok(["deployments", "list", "shop/prod"]);
     assert.match(table, new RegExp(`${dep.id}.*registry\\.example\\.com/shop:2.*eu-west=3`));
     const listed = JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: { id: string }[] };
-    assert.deepEqual(listed.deployments.map((d) => d.id), [dep.id]);
+    assert.deepEqual(
+      listed.deployments.map((d) => d.id),
+      [dep.id],
+    );
     assert.match(ok(["deployments", "get", dep.id]), /3000.*250m.*256Mi/s);
 
     const status = JSON.parse(ok(["status", "shop/prod", "-o", "json"])) as {
@@ -67,14 +96,23 @@ describe("krane CLI against krane ctrl serve", () => {
       clusters: { region: string }[];
       rollout: { regions: { region: string; replicas: number; targetDeploymentId: string }[] };
     };
-    assert.deepEqual(status.rollout.regions.map((r) => [r.region, r.replicas, r.targetDeploymentId]), [["eu-west", 3, dep.id]]);
+    assert.deepEqual(
+      status.rollout.regions.map((r) => [r.region, r.replicas, r.targetDeploymentId]),
+      [["eu-west", 3, dep.id]],
+    );
     assert.equal(status.deployments[0]?.deployment.id, dep.id);
-    assert.deepEqual(status.deployments[0]?.regions.map((r) => [r.region, r.desiredReplicas]), [["eu-west", 3]]);
+    assert.deepEqual(
+      status.deployments[0]?.regions.map((r) => [r.region, r.desiredReplicas]),
+      [["eu-west", 3]],
+    );
     assert.equal(status.clusters[0]?.region, "eu-west");
     assert.match(ok(["status", "shop/prod"]), new RegExp(`DEPLOYMENT.*REGION.*${dep.id}.*eu-west`, "s"));
 
     ok(["deployments", "delete", dep.id]);
-    assert.deepEqual((JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: unknown[] }).deployments, []);
+    assert.deepEqual(
+      (JSON.parse(ok(["deployments", "list", "-o", "json"])) as { deployments: unknown[] }).deployments,
+      [],
+    );
   });
 
   it("fails with the server's message and a non-zero exit", () => {
@@ -95,7 +133,21 @@ describe("krane CLI against krane ctrl serve", () => {
       assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
       return r.stdout;
     };
-    const pub = JSON.parse(ok(["endpoint", "set", "shop/prod", "--visibility", "public", "--jwks-url", "https://idp.example.com/jwks.json", "--operation", "GET /orders/{id}=orders:read", "-o", "json"])) as {
+    const pub = JSON.parse(
+      ok([
+        "endpoint",
+        "set",
+        "shop/prod",
+        "--visibility",
+        "public",
+        "--jwks-url",
+        "https://idp.example.com/jwks.json",
+        "--operation",
+        "GET /orders/{id}=orders:read",
+        "-o",
+        "json",
+      ]),
+    ) as {
       visibility: string;
       url: string;
       auth?: { operations: { method: string; path: string; scopes: string[] }[]; defaultAction: string };
@@ -108,7 +160,12 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.match(list, /public.*jwt/);
     assert.match(list, /organization.*\/shop\/prod/);
 
-    const dom = JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as { hostname: string; state: string; txtName: string; txtValue: string };
+    const dom = JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as {
+      hostname: string;
+      state: string;
+      txtName: string;
+      txtValue: string;
+    };
     assert.equal(dom.hostname, "www.shop.example");
     assert.equal(dom.txtName, "_krane-challenge.www.shop.example");
     assert.ok(dom.txtValue.length > 20);
@@ -122,16 +179,34 @@ describe("krane CLI against krane ctrl serve", () => {
     refuse(["domain", "add", "shop/prod", "*.shop.example"], /invalid_argument: hostname: /);
     refuse(["domain", "add", "shop/prod", "bücher.example"], /invalid_argument: hostname: .*xn--bcher-kva\.example/);
     // Adding it again to the same environment is a retry (the same token); another environment's claim is refused.
-    assert.equal((JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as { txtValue: string }).txtValue, dom.txtValue);
+    assert.equal(
+      (JSON.parse(ok(["domain", "add", "shop/prod", "www.shop.example", "-o", "json"])) as { txtValue: string })
+        .txtValue,
+      dom.txtValue,
+    );
     ok(["env", "create", "shop/staging", "--region", "eu-west=1"]);
-    refuse(["domain", "add", "shop/staging", "www.shop.example"], /already_exists: .*www\.shop\.example.*claimed by another environment/);
+    refuse(
+      ["domain", "add", "shop/staging", "www.shop.example"],
+      /already_exists: .*www\.shop\.example.*claimed by another environment/,
+    );
     refuse(["endpoint", "set", "shop/prod", "--visibility", "everyone"], /invalid_argument: visibility: /);
-    refuse(["endpoint", "set", "shop/prod", "--jwks-url", "https://idp.example.com/jwks", "--operation", "GET /x=bad scope"], /scope/);
+    refuse(
+      ["endpoint", "set", "shop/prod", "--jwks-url", "https://idp.example.com/jwks", "--operation", "GET /x=bad scope"],
+      /scope/,
+    );
 
     ok(["domain", "remove", "shop/prod", "www.shop.example"]);
     ok(["endpoint", "delete", "shop/prod", "--visibility", "organization"]);
-    const after = JSON.parse(ok(["endpoint", "list", "shop/prod", "-o", "json"])) as { endpoints: { visibility: string }[] };
-    assert.deepEqual(after.endpoints.map((e) => e.visibility), ["public"]);
-    assert.equal((JSON.parse(ok(["domain", "list", "shop/prod", "-o", "json"])) as { domains?: unknown[] }).domains?.length ?? 0, 0);
+    const after = JSON.parse(ok(["endpoint", "list", "shop/prod", "-o", "json"])) as {
+      endpoints: { visibility: string }[];
+    };
+    assert.deepEqual(
+      after.endpoints.map((e) => e.visibility),
+      ["public"],
+    );
+    assert.equal(
+      (JSON.parse(ok(["domain", "list", "shop/prod", "-o", "json"])) as { domains?: unknown[] }).domains?.length ?? 0,
+      0,
+    );
   });
 });

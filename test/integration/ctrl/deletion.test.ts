@@ -9,7 +9,13 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
@@ -24,7 +30,10 @@ describe("deletion", () => {
   const dir = tempDir();
   let ctrl: TestCtrl;
   before(async () => {
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { keyring: new Keyring(randomBytes(32)), deletionSweepIntervalMs: 200 });
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      keyring: new Keyring(randomBytes(32)),
+      deletionSweepIntervalMs: 200,
+    });
   });
   after(async () => {
     await ctrl?.close();
@@ -46,20 +55,34 @@ describe("deletion", () => {
         workspace: WS,
         project: PROJECT,
         slug: env,
-        regions: [{ region: "eu", replicas: 1 }, { region: "us", replicas: 1 }],
+        regions: [
+          { region: "eu", replicas: 1 },
+          { region: "us", replicas: 1 },
+        ],
         sentinel: { image: "registry.example.com/sentinel:1", replicas: 1, cpuMillicores: 0n, memoryMib: 0n },
       });
       ids.push(environment?.id ?? "");
       await ctrl.client(DeploymentService, admin).createDeployment({ ...ref, image: "registry.example.com/shop:1" });
-      await ctrl.client(ConfigService, admin).setSecrets({ ...ref, secrets: [{ key: "TOKEN", source: { case: "value", value: "s3cret" } }] });
-      await ctrl.client(ReleaseService, admin).applyRelease({ ...ref, files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }] });
+      await ctrl
+        .client(ConfigService, admin)
+        .setSecrets({ ...ref, secrets: [{ key: "TOKEN", source: { case: "value", value: "s3cret" } }] });
+      await ctrl.client(ReleaseService, admin).applyRelease({
+        ...ref,
+        files: [
+          { name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" },
+        ],
+      });
       await ctrl.client(JobService, admin).putJob({ ...ref, spec: { name: "report", schedule: "@hourly" } as never });
     }
     return ids;
   }
 
   async function pending(region: string): Promise<{ kind: string; object_id: string }[]> {
-    return ctrl.store.db.selectFrom("pending_deletions").select(["kind", "object_id"]).where("region", "=", region).execute();
+    return ctrl.store.db
+      .selectFrom("pending_deletions")
+      .select(["kind", "object_id"])
+      .where("region", "=", region)
+      .execute();
   }
 
   /** What an agent sends once it has deleted an object, for every kind. */
@@ -67,10 +90,20 @@ describe("deletion", () => {
     const agent = ctrl.client(ClusterService, await ctrl.agentToken(region, "default"));
     const rows = await pending(region);
     for (const r of rows) {
-      if (r.kind === "deployment") await agent.reportDeploymentStatus({ region, change: { case: "delete", value: { deploymentId: r.object_id, k8sName: "" } } });
-      else if (r.kind === "sentinel") await agent.reportSentinelStatus({ region, change: { case: "delete", value: { sentinelId: r.object_id, k8sName: "" } } });
-      else if (r.kind === "release") await agent.reportReleaseStatus({ region, change: { case: "delete", value: { releaseId: r.object_id } } });
-      else if (r.kind === "job") await agent.reportJobStatus({ region, change: { case: "delete", value: { jobId: r.object_id, k8sName: "" } } });
+      if (r.kind === "deployment")
+        await agent.reportDeploymentStatus({
+          region,
+          change: { case: "delete", value: { deploymentId: r.object_id, k8sName: "" } },
+        });
+      else if (r.kind === "sentinel")
+        await agent.reportSentinelStatus({
+          region,
+          change: { case: "delete", value: { sentinelId: r.object_id, k8sName: "" } },
+        });
+      else if (r.kind === "release")
+        await agent.reportReleaseStatus({ region, change: { case: "delete", value: { releaseId: r.object_id } } });
+      else if (r.kind === "job")
+        await agent.reportJobStatus({ region, change: { case: "delete", value: { jobId: r.object_id, k8sName: "" } } });
       else throw new Error(`a kind this test does not know: ${r.kind}`);
     }
     return rows.length;
@@ -78,13 +111,39 @@ describe("deletion", () => {
 
   async function rowsOf(envIds: string[]): Promise<Record<string, number>> {
     const db = ctrl.store.db;
-    const count = async (table: "deployments" | "sentinels" | "releases" | "jobs" | "environment_secrets" | "data_keys" | "desired_objects" | "rollouts" | "environments"): Promise<number> => {
+    const count = async (
+      table:
+        | "deployments"
+        | "sentinels"
+        | "releases"
+        | "jobs"
+        | "environment_secrets"
+        | "data_keys"
+        | "desired_objects"
+        | "rollouts"
+        | "environments",
+    ): Promise<number> => {
       const col = table === "environments" ? "id" : "environment_id";
-      const r = await db.selectFrom(table).select(db.fn.countAll<number>().as("n")).where(col, "in", envIds).executeTakeFirstOrThrow();
+      const r = await db
+        .selectFrom(table)
+        .select(db.fn.countAll<number>().as("n"))
+        .where(col, "in", envIds)
+        .executeTakeFirstOrThrow();
       return Number(r.n);
     };
     const out: Record<string, number> = {};
-    for (const t of ["deployments", "sentinels", "releases", "jobs", "environment_secrets", "data_keys", "desired_objects", "rollouts", "environments"] as const) out[t] = await count(t);
+    for (const t of [
+      "deployments",
+      "sentinels",
+      "releases",
+      "jobs",
+      "environment_secrets",
+      "data_keys",
+      "desired_objects",
+      "rollouts",
+      "environments",
+    ] as const)
+      out[t] = await count(t);
     return out;
   }
 
@@ -93,30 +152,58 @@ describe("deletion", () => {
     const admin = ctrl.adminToken;
     const projects = ctrl.client(ProjectService, admin);
     // Desired in both regions before: deployments, sentinels, releases, jobs.
-    const kinds = await ctrl.store.db.selectFrom("desired_objects").select(["kind", "region"]).where("environment_id", "in", envIds).execute();
+    const kinds = await ctrl.store.db
+      .selectFrom("desired_objects")
+      .select(["kind", "region"])
+      .where("environment_id", "in", envIds)
+      .execute();
     assert.deepEqual(new Set(kinds.map((k) => k.kind)), new Set(["deployment", "sentinel", "release", "job"]));
 
-    await expectCode(projects.deleteProject({ workspace: WS, project: PROJECT, confirm: "other", forceRegions: [] }), Code.InvalidArgument, /confirm: must repeat the project's slug "shop"/);
+    await expectCode(
+      projects.deleteProject({ workspace: WS, project: PROJECT, confirm: "other", forceRegions: [] }),
+      Code.InvalidArgument,
+      /confirm: must repeat the project's slug "shop"/,
+    );
     assert.equal((await rowsOf(envIds)).desired_objects, kinds.length, "a refused delete changes nothing");
 
-    const { deletion } = await projects.deleteProject({ workspace: WS, project: PROJECT, confirm: PROJECT, forceRegions: [] });
+    const { deletion } = await projects.deleteProject({
+      workspace: WS,
+      project: PROJECT,
+      confirm: PROJECT,
+      forceRegions: [],
+    });
     assert.equal(deletion?.done, false);
-    assert.deepEqual(deletion?.regions.map((r) => r.region), ["eu", "us"]);
+    assert.deepEqual(
+      deletion?.regions.map((r) => r.region),
+      ["eu", "us"],
+    );
     for (const r of deletion?.regions ?? []) {
       // Two revisions of each environment are desired (the secret made the second), one sentinel,
       // release and job per environment: exactly what was desired there.
-      const expected = ["deployment", "job", "release", "sentinel"].map((k) => [k, kinds.filter((x) => x.kind === k && x.region === r.region).length]);
-      assert.deepEqual(r.kinds.map((k) => [k.kind, k.count]), expected);
+      const expected = ["deployment", "job", "release", "sentinel"].map((k) => [
+        k,
+        kinds.filter((x) => x.kind === k && x.region === r.region).length,
+      ]);
+      assert.deepEqual(
+        r.kinds.map((k) => [k.kind, k.count]),
+        expected,
+      );
       assert.equal(expected[0]?.[1], 4);
     }
     assert.equal((await rowsOf(envIds)).desired_objects, 0, "every object left every region's desired state at once");
     // Each delete went to the outbox with its kind's Delete message.
-    const deletes = await ctrl.store.db.selectFrom("outbox").select(["kind", "region"]).where("op", "=", "delete").execute();
+    const deletes = await ctrl.store.db
+      .selectFrom("outbox")
+      .select(["kind", "region"])
+      .where("op", "=", "delete")
+      .execute();
     assert.equal(deletes.length, kinds.length);
 
     // The environment is frozen meanwhile.
     await expectCode(
-      ctrl.client(DeploymentService, admin).createDeployment({ workspace: WS, project: PROJECT, environment: "production", image: "x:1" }),
+      ctrl
+        .client(DeploymentService, admin)
+        .createDeployment({ workspace: WS, project: PROJECT, environment: "production", image: "x:1" }),
       Code.FailedPrecondition,
       /being deleted/,
     );
@@ -124,10 +211,18 @@ describe("deletion", () => {
     // eu's agent confirms everything; us's agent is gone.
     assert.equal(await confirm("eu"), 10);
     const mid = await projects.deleteProject({ workspace: WS, project: PROJECT, confirm: PROJECT, forceRegions: [] });
-    assert.deepEqual(mid.deletion?.regions.map((r) => [r.region, r.remaining]), [["us", 10]]);
+    assert.deepEqual(
+      mid.deletion?.regions.map((r) => [r.region, r.remaining]),
+      [["us", 10]],
+    );
     assert.equal((await rowsOf(envIds)).environments, 2, "nothing purged while a region is pending");
 
-    const forced = await projects.deleteProject({ workspace: WS, project: PROJECT, confirm: PROJECT, forceRegions: ["us"] });
+    const forced = await projects.deleteProject({
+      workspace: WS,
+      project: PROJECT,
+      confirm: PROJECT,
+      forceRegions: ["us"],
+    });
     assert.equal(forced.deletion?.done, true);
     assert.deepEqual(await rowsOf(envIds), {
       deployments: 0,
@@ -142,10 +237,17 @@ describe("deletion", () => {
     });
     await expectCode(projects.getProject({ workspace: WS, project: PROJECT }), Code.NotFound);
     const audit = await ctrl.store.db.selectFrom("audit_log").select(["action", "target_id"]).orderBy("at").execute();
-    assert.deepEqual(audit.map((a) => a.action).sort(), ["environment.deleted", "environment.deleted", "project.delete.requested", "project.deleted"]);
+    assert.deepEqual(audit.map((a) => a.action).sort(), [
+      "environment.deleted",
+      "environment.deleted",
+      "project.delete.requested",
+      "project.deleted",
+    ]);
 
     // The workspace goes once its last project is gone.
-    const ws = await ctrl.client(WorkspaceService, admin).deleteWorkspace({ workspace: WS, confirm: WS, forceRegions: [] });
+    const ws = await ctrl
+      .client(WorkspaceService, admin)
+      .deleteWorkspace({ workspace: WS, confirm: WS, forceRegions: [] });
     assert.equal(ws.deletion?.done, true);
     await expectCode(ctrl.client(WorkspaceService, admin).getWorkspace({ workspace: WS }), Code.NotFound);
   });

@@ -65,7 +65,12 @@ class Reader {
     this.following = new Promise((resolve) => (this.nowFollowing = resolve));
     if (cursor > 0) this.nowFollowing();
     this.done = (async () => {
-      for await (const batch of watchBatches(store, hub, { kind: "deployment", region, cursor, signal: this.ac.signal })) {
+      for await (const batch of watchBatches(store, hub, {
+        kind: "deployment",
+        region,
+        cursor,
+        signal: this.ac.signal,
+      })) {
         for (const ev of batch) {
           if (ev.type === "change") {
             this.out.push({ version: ev.change.version, label: Buffer.from(ev.change.payload).toString("utf8") });
@@ -104,7 +109,10 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
   // midway readers below cover that.)
   const live = regions.map((r) => new Reader(store, hub, r, 0));
   await Promise.all(live.map((r) => r.following));
-  assert.deepEqual(live.map((r) => r.snapshotHead), [0, 0, 0]);
+  assert.deepEqual(
+    live.map((r) => r.snapshotHead),
+    [0, 0, 0],
+  );
 
   const committed: { region: number; label: string; writer: number; seq: number }[] = [];
   let seq = 0;
@@ -144,7 +152,16 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
       (async () => {
         await sleep(2 + m * 3);
         const region = m % regions.length;
-        const cursor = Number((await store.db.selectFrom("stream_versions").select("version").where("region", "=", regions[region] ?? "").where("kind", "=", "deployment").executeTakeFirst())?.version ?? 0);
+        const cursor = Number(
+          (
+            await store.db
+              .selectFrom("stream_versions")
+              .select("version")
+              .where("region", "=", regions[region] ?? "")
+              .where("kind", "=", "deployment")
+              .executeTakeFirst()
+          )?.version ?? 0,
+        );
         return { region, cursor, reader: new Reader(store, hub, regions[region] ?? "", cursor) };
       })(),
     );
@@ -157,7 +174,11 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
   for (const [i, got] of liveResults.entries()) {
     const expected = committed.filter((c) => c.region === i);
     // Dense versions 1..n, each committed change exactly once.
-    assert.deepEqual(got.map((g) => g.version), expected.map((_, k) => k + 1), `region ${i}: versions`);
+    assert.deepEqual(
+      got.map((g) => g.version),
+      expected.map((_, k) => k + 1),
+      `region ${i}: versions`,
+    );
     assert.deepEqual([...got.map((g) => g.label)].sort(), expected.map((e) => e.label).sort(), `region ${i}: labels`);
     // Each writer's changes arrive in the order that writer committed them.
     for (let w = 0; w < s.writers.length; w++) {
@@ -173,7 +194,11 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
     // A reader that joined before its region's first commit (cursor 0) starts with a snapshot.
     const from = m.reader.snapshotHead ?? m.cursor;
     assert.equal(m.reader.snapshotHead !== null, m.cursor === 0);
-    assert.deepEqual(got, full.filter((g) => g.version > from), `midway reader of region ${m.region} from ${from}`);
+    assert.deepEqual(
+      got,
+      full.filter((g) => g.version > from),
+      `midway reader of region ${m.region} from ${from}`,
+    );
   }
 
   // Readers resuming from arbitrary cursors after the fact.
@@ -183,11 +208,19 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
     const cursor = Math.min(full.length, Math.max(1, Math.floor(pick * (full.length + 1))));
     if (full.length === 0) continue;
     const got = await new Reader(store, hub, regions[region] ?? "", cursor).until(counts[region] ?? 0);
-    assert.deepEqual(got, full.filter((g) => g.version > cursor), `resume of region ${region} from ${cursor}`);
+    assert.deepEqual(
+      got,
+      full.filter((g) => g.version > cursor),
+      `resume of region ${region} from ${cursor}`,
+    );
   }
 }
 
-function suite(name: string, open: () => Promise<{ url: string; cleanup: () => Promise<void> }>, numRuns: number): void {
+function suite(
+  name: string,
+  open: () => Promise<{ url: string; cleanup: () => Promise<void> }>,
+  numRuns: number,
+): void {
   describe(`exactly-once, in-order delivery (${name})`, () => {
     let store: Store;
     let hub: FeedHub;
@@ -204,7 +237,10 @@ function suite(name: string, open: () => Promise<{ url: string; cleanup: () => P
       await cleanup?.();
     });
     it("every reader gets exactly the committed changes after its cursor, in version order", async () => {
-      await fc.assert(fc.asyncProperty(scenario, (s) => runScenario(store, hub, s)), { numRuns });
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => runScenario(store, hub, s)),
+        { numRuns },
+      );
     });
   });
 }

@@ -30,7 +30,10 @@ import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchDeployments, watchSentinels } from "./region-watch.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
-type UpdateInit = Omit<MessageInitShape<typeof UpdateEnvironmentRequestSchema>, "$typeName" | "workspace" | "project" | "environment">;
+type UpdateInit = Omit<
+  MessageInitShape<typeof UpdateEnvironmentRequestSchema>,
+  "$typeName" | "workspace" | "project" | "environment"
+>;
 
 const REF = { workspace: "acme", project: "shop", environment: "prod" };
 
@@ -83,7 +86,9 @@ async function setup(t: TestContext, url: string): Promise<Fixture> {
 }
 
 async function deploy(f: Fixture, image: string, environment = "prod"): Promise<string> {
-  const { deployment } = await f.ctrl.client(DeploymentService, f.ctrl.adminToken).createDeployment({ ...REF, environment, image });
+  const { deployment } = await f.ctrl
+    .client(DeploymentService, f.ctrl.adminToken)
+    .createDeployment({ ...REF, environment, image });
   assert.ok(deployment);
   return deployment.id;
 }
@@ -102,7 +107,10 @@ function suite(newUrl: () => Promise<string>): void {
     assert.equal(changed.sentinel?.cpuMillicores, 250n, "fields not given keep their value");
     assert.ok(changed.updatedAtUnixMs >= changed.createdAtUnixMs);
     let firstId = "";
-    for (const [region, w] of [["eu", eu], ["us", us]] as const) {
+    for (const [region, w] of [
+      ["eu", eu],
+      ["us", us],
+    ] as const) {
       const m = await w.next();
       assert.equal(m.state.case, "apply", region);
       if (m.state.case !== "apply") continue;
@@ -120,10 +128,17 @@ function suite(newUrl: () => Promise<string>): void {
     assert.deepEqual(status.sentinels, []);
 
     const added = await f.update({ sentinel: { image: "registry.example.com/sentinel:3" } });
-    assert.deepEqual([added.sentinel?.image, added.sentinel?.replicas, added.sentinel?.memoryMib], ["registry.example.com/sentinel:3", 2, 256n]);
+    assert.deepEqual(
+      [added.sentinel?.image, added.sentinel?.replicas, added.sentinel?.memoryMib],
+      ["registry.example.com/sentinel:3", 2, 256n],
+    );
     const again = await eu.next();
     assert.equal(again.state.case, "apply");
-    assert.notEqual(again.state.case === "apply" ? again.state.value.sentinelId : "", firstId, "a new sentinel, not the removed one");
+    assert.notEqual(
+      again.state.case === "apply" ? again.state.value.sentinelId : "",
+      firstId,
+      "a new sentinel, not the removed one",
+    );
     assert.equal((await us.next()).state.case, "apply");
     assert.deepEqual(await eu.quiet(150), []);
 
@@ -133,7 +148,10 @@ function suite(newUrl: () => Promise<string>): void {
     const own = await f.update({ sentinel: { replicas: 1 } });
     assert.deepEqual([own.sentinel?.image, own.sentinel?.replicas], ["", 1]);
     const ownApply = await eu.next();
-    assert.deepEqual(ownApply.state.case === "apply" ? [ownApply.state.value.image, ownApply.state.value.routing?.mode] : [], ["", "instances"]);
+    assert.deepEqual(
+      ownApply.state.case === "apply" ? [ownApply.state.value.image, ownApply.state.value.routing?.mode] : [],
+      ["", "instances"],
+    );
     assert.equal((await us.next()).state.case, "apply");
     eu.close();
     us.close();
@@ -153,7 +171,11 @@ function suite(newUrl: () => Promise<string>): void {
       [{ progressDeadlineSeconds: 90 }, (e) => e.rollout?.progressDeadlineSeconds, 90],
       [{ revisionHistoryLimit: 2 }, (e) => e.rollout?.revisionHistoryLimit, 2],
       [{ paused: true }, (e) => e.rollout?.paused, true],
-      [{ strategy: RolloutStrategy.ROLLING_UPDATE, paused: false }, (e) => [e.rollout?.strategy, e.rollout?.paused], [RolloutStrategy.ROLLING_UPDATE, false]],
+      [
+        { strategy: RolloutStrategy.ROLLING_UPDATE, paused: false },
+        (e) => [e.rollout?.strategy, e.rollout?.paused],
+        [RolloutStrategy.ROLLING_UPDATE, false],
+      ],
     ];
     let prev = await f.get();
     for (const [rollout, pick, want] of steps) {
@@ -169,12 +191,17 @@ function suite(newUrl: () => Promise<string>): void {
     }
     // min_ready_seconds is part of what the agent applies: the deployment was re-rendered, with
     // the replica count the rollout engine had given it.
-    const rerendered = await eu.next((m) => m.state.case === "apply" && m.state.value.deploymentId === depId && m.state.value.minReadySeconds === 7);
+    const rerendered = await eu.next(
+      (m) => m.state.case === "apply" && m.state.value.deploymentId === depId && m.state.value.minReadySeconds === 7,
+    );
     assert.equal(rerendered.state.case === "apply" ? rerendered.state.value.replicas : -1, 2);
     // The rollout engine sees the new policy.
     const { status } = await f.ctrl.client(RolloutService, f.ctrl.adminToken).getRolloutStatus(REF);
     assert.equal(status?.strategy, "RollingUpdate");
-    assert.deepEqual(status?.regions.map((r) => r.paused), [false, false]);
+    assert.deepEqual(
+      status?.regions.map((r) => r.paused),
+      [false, false],
+    );
     eu.close();
   });
 
@@ -189,33 +216,85 @@ function suite(newUrl: () => Promise<string>): void {
     for (const w of [euDeps, usDeps, usSentinels, apDeps, apSentinels]) await w.synced();
 
     const scaled = await f.update({ regions: [{ region: "eu", replicas: 4 }] });
-    assert.deepEqual(scaled.regions.map((r) => [r.region, r.replicas]), [["eu", 4], ["us", 1]]);
+    assert.deepEqual(
+      scaled.regions.map((r) => [r.region, r.replicas]),
+      [
+        ["eu", 4],
+        ["us", 1],
+      ],
+    );
     const four = await euDeps.next((m) => m.state.case === "apply" && m.state.value.deploymentId === depId);
     assert.equal(four.state.case === "apply" ? four.state.value.replicas : -1, 4);
 
     const joined = await f.update({ regions: [{ region: "ap", replicas: 2 }] });
-    assert.deepEqual(joined.regions.map((r) => [r.region, r.replicas]), [["ap", 2], ["eu", 4], ["us", 1]]);
+    assert.deepEqual(
+      joined.regions.map((r) => [r.region, r.replicas]),
+      [
+        ["ap", 2],
+        ["eu", 4],
+        ["us", 1],
+      ],
+    );
     const apSentinel = await apSentinels.next();
-    assert.equal(apSentinel.state.case === "apply" ? apSentinel.state.value.image : "", "registry.example.com/sentinel:1");
+    assert.equal(
+      apSentinel.state.case === "apply" ? apSentinel.state.value.image : "",
+      "registry.example.com/sentinel:1",
+    );
     const apDep = await apDeps.next((m) => m.state.case === "apply" && m.state.value.replicas > 0);
-    assert.deepEqual(apDep.state.case === "apply" ? [apDep.state.value.deploymentId, apDep.state.value.region, apDep.state.value.replicas] : [], [depId, "ap", 2]);
+    assert.deepEqual(
+      apDep.state.case === "apply"
+        ? [apDep.state.value.deploymentId, apDep.state.value.region, apDep.state.value.replicas]
+        : [],
+      [depId, "ap", 2],
+    );
 
     const left = await f.update({ removeRegions: ["us"] });
-    assert.deepEqual(left.regions.map((r) => r.region), ["ap", "eu"]);
+    assert.deepEqual(
+      left.regions.map((r) => r.region),
+      ["ap", "eu"],
+    );
     const gone = await usDeps.next();
     assert.deepEqual(gone.state.case === "delete" ? gone.state.value.deploymentId : gone.state.case, depId);
     assert.equal((await usSentinels.next()).state.case, "delete");
     const db = f.ctrl.store.db;
     const envId = left.id;
-    assert.deepEqual(await db.selectFrom("desired_objects").select("object_id").where("region", "=", "us").execute(), []);
-    assert.deepEqual(await db.selectFrom("sentinels").select("region").where("environment_id", "=", envId).orderBy("region").execute(), [{ region: "ap" }, { region: "eu" }]);
-    assert.deepEqual(await db.selectFrom("rollouts").select("region").where("environment_id", "=", envId).where("region", "=", "us").execute(), []);
-    assert.deepEqual(await db.selectFrom("rollout_revisions").select("region").where("environment_id", "=", envId).where("region", "=", "us").execute(), []);
+    assert.deepEqual(
+      await db.selectFrom("desired_objects").select("object_id").where("region", "=", "us").execute(),
+      [],
+    );
+    assert.deepEqual(
+      await db.selectFrom("sentinels").select("region").where("environment_id", "=", envId).orderBy("region").execute(),
+      [{ region: "ap" }, { region: "eu" }],
+    );
+    assert.deepEqual(
+      await db
+        .selectFrom("rollouts")
+        .select("region")
+        .where("environment_id", "=", envId)
+        .where("region", "=", "us")
+        .execute(),
+      [],
+    );
+    assert.deepEqual(
+      await db
+        .selectFrom("rollout_revisions")
+        .select("region")
+        .where("environment_id", "=", envId)
+        .where("region", "=", "us")
+        .execute(),
+      [],
+    );
     const { status } = await f.ctrl.client(RolloutService, f.ctrl.adminToken).getRolloutStatus(REF);
-    assert.deepEqual(status?.regions.map((r) => r.region), ["ap", "eu"]);
+    assert.deepEqual(
+      status?.regions.map((r) => r.region),
+      ["ap", "eu"],
+    );
     // Nothing further reaches the region left, and eu was not disturbed by the change.
     assert.deepEqual(await usDeps.quiet(200), []);
-    assert.deepEqual((await euDeps.quiet(0)).filter((m) => m.state.case === "delete"), []);
+    assert.deepEqual(
+      (await euDeps.quiet(0)).filter((m) => m.state.case === "delete"),
+      [],
+    );
     for (const w of [euDeps, usDeps, usSentinels, apDeps, apSentinels]) w.close();
   });
 
@@ -224,19 +303,53 @@ function suite(newUrl: () => Promise<string>): void {
     const f = await setup(t, await newUrl());
     const depId = await deploy(f, "registry.example.com/shop:1");
     const db = f.ctrl.store.db;
-    const inUs = () => db.selectFrom("desired_objects").select(["kind", "object_id"]).where("region", "=", "us").orderBy("kind").execute();
-    assert.deepEqual((await inUs()).map((o) => o.kind), ["deployment", "sentinel"]);
-    const head = await db.selectFrom("stream_versions").select(["kind", "version"]).where("region", "=", "us").orderBy("kind").execute();
-    const res = await updateEnvironment(f.ctrl.store, validateUpdateEnvironment(create(UpdateSchema, { ...REF, removeRegions: ["us"] })));
+    const inUs = () =>
+      db
+        .selectFrom("desired_objects")
+        .select(["kind", "object_id"])
+        .where("region", "=", "us")
+        .orderBy("kind")
+        .execute();
+    assert.deepEqual(
+      (await inUs()).map((o) => o.kind),
+      ["deployment", "sentinel"],
+    );
+    const head = await db
+      .selectFrom("stream_versions")
+      .select(["kind", "version"])
+      .where("region", "=", "us")
+      .orderBy("kind")
+      .execute();
+    const res = await updateEnvironment(
+      f.ctrl.store,
+      validateUpdateEnvironment(create(UpdateSchema, { ...REF, removeRegions: ["us"] })),
+    );
     assert.deepEqual(res.removedRegions, ["us"]);
     assert.deepEqual(await inUs(), []);
-    const deletes = await db.selectFrom("outbox").select(["kind", "object_id", "op"]).where("region", "=", "us").where("version", ">", Math.min(...head.map((h) => Number(h.version)))).orderBy("kind").execute();
-    assert.deepEqual(deletes.filter((d) => d.op === "delete").map((d) => [d.kind, d.kind === "deployment" ? d.object_id : "…"]), [["deployment", depId], ["sentinel", "…"]]);
+    const deletes = await db
+      .selectFrom("outbox")
+      .select(["kind", "object_id", "op"])
+      .where("region", "=", "us")
+      .where("version", ">", Math.min(...head.map((h) => Number(h.version))))
+      .orderBy("kind")
+      .execute();
+    assert.deepEqual(
+      deletes.filter((d) => d.op === "delete").map((d) => [d.kind, d.kind === "deployment" ? d.object_id : "…"]),
+      [
+        ["deployment", depId],
+        ["sentinel", "…"],
+      ],
+    );
   });
 
   it("a region added after a rollback runs the rolled-back revision, not the newest", async (t) => {
     const f = await setup(t, await newUrl());
-    await f.envs.createEnvironment({ ...REF, slug: "canary", regions: [{ region: "eu", replicas: 1 }], rollout: { maxSurge: "1", maxUnavailable: "0" } });
+    await f.envs.createEnvironment({
+      ...REF,
+      slug: "canary",
+      regions: [{ region: "eu", replicas: 1 }],
+      rollout: { maxSurge: "1", maxUnavailable: "0" },
+    });
     const v1 = await deploy(f, "registry.example.com/shop:1", "canary");
     const v2 = await deploy(f, "registry.example.com/shop:2", "canary");
     const rollouts = f.ctrl.client(RolloutService, f.ctrl.adminToken);
@@ -262,9 +375,19 @@ function suite(newUrl: () => Promise<string>): void {
     const snapshot = async (): Promise<unknown> => ({
       prod: await f.get(),
       bare: await f.get("bare"),
-      versions: await db.selectFrom("stream_versions").select(["region", "kind", "version"]).orderBy("region").orderBy("kind").execute(),
+      versions: await db
+        .selectFrom("stream_versions")
+        .select(["region", "kind", "version"])
+        .orderBy("region")
+        .orderBy("kind")
+        .execute(),
       sentinels: await db.selectFrom("sentinels").select(["id", "region"]).orderBy("id").execute(),
-      rollouts: await db.selectFrom("rollouts").select(["environment_id", "region"]).orderBy("environment_id").orderBy("region").execute(),
+      rollouts: await db
+        .selectFrom("rollouts")
+        .select(["environment_id", "region"])
+        .orderBy("environment_id")
+        .orderBy("region")
+        .execute(),
     });
     const before = await snapshot();
 
@@ -273,7 +396,11 @@ function suite(newUrl: () => Promise<string>): void {
       [{ sentinel: { replicas: 101 } }, Code.InvalidArgument, /^sentinel\.replicas: /],
       [{ sentinel: { cpuMillicores: 1n } }, Code.InvalidArgument, /^sentinel\.cpu_millicores: /],
       [{ sentinel: { memoryMib: 1n << 40n } }, Code.InvalidArgument, /^sentinel\.memory_mib: /],
-      [{ sentinel: { image: "registry.example.com/sentinel:9" }, removeSentinel: true }, Code.InvalidArgument, /^remove_sentinel: /],
+      [
+        { sentinel: { image: "registry.example.com/sentinel:9" }, removeSentinel: true },
+        Code.InvalidArgument,
+        /^remove_sentinel: /,
+      ],
       [{ sentinel: { replicas: 101 } }, Code.InvalidArgument, /^sentinel\.replicas: /, "bare"],
       [{ rollout: { strategy: RolloutStrategy.UNSPECIFIED } }, Code.InvalidArgument, /^rollout\.strategy: /],
       [{ rollout: { strategy: 9 as RolloutStrategy } }, Code.InvalidArgument, /^rollout\.strategy: /],
@@ -281,25 +408,79 @@ function suite(newUrl: () => Promise<string>): void {
       [{ rollout: { maxUnavailable: "101%" } }, Code.InvalidArgument, /^rollout\.max_unavailable: /],
       [{ rollout: { maxSurge: "0", maxUnavailable: "0" } }, Code.InvalidArgument, /^rollout\.max_unavailable: /],
       [{ rollout: { minReadySeconds: -1 } }, Code.InvalidArgument, /^rollout\.min_ready_seconds: /],
-      [{ rollout: { minReadySeconds: 600 } }, Code.InvalidArgument, /^rollout\.min_ready_seconds: must be less than rollout\.progress_deadline_seconds/],
+      [
+        { rollout: { minReadySeconds: 600 } },
+        Code.InvalidArgument,
+        /^rollout\.min_ready_seconds: must be less than rollout\.progress_deadline_seconds/,
+      ],
       [{ rollout: { progressDeadlineSeconds: 0 } }, Code.InvalidArgument, /^rollout\.progress_deadline_seconds: /],
       [{ rollout: { revisionHistoryLimit: 101 } }, Code.InvalidArgument, /^rollout\.revision_history_limit: /],
-      [{ regions: [{ region: "eu", replicas: 1 }, { region: "us", replicas: -1 }] }, Code.InvalidArgument, /^regions\[1\]\.replicas: /],
-      [{ regions: [{ region: "eu", replicas: 1 }, { region: "eu", replicas: 2 }] }, Code.InvalidArgument, /^regions\[1\]\.region: duplicates/],
+      [
+        {
+          regions: [
+            { region: "eu", replicas: 1 },
+            { region: "us", replicas: -1 },
+          ],
+        },
+        Code.InvalidArgument,
+        /^regions\[1\]\.replicas: /,
+      ],
+      [
+        {
+          regions: [
+            { region: "eu", replicas: 1 },
+            { region: "eu", replicas: 2 },
+          ],
+        },
+        Code.InvalidArgument,
+        /^regions\[1\]\.region: duplicates/,
+      ],
       [{ regions: [{ region: "Bad Region", replicas: 1 }] }, Code.InvalidArgument, /^regions\[0\]\.region: /],
       [{ removeRegions: ["us", "us"] }, Code.InvalidArgument, /^remove_regions\[1\]: duplicates/],
-      [{ regions: [{ region: "us", replicas: 3 }], removeRegions: ["us"] }, Code.InvalidArgument, /^remove_regions\[0\]: /],
-      [{ regions: Array.from({ length: 21 }, (_, i) => ({ region: `r${i}`, replicas: 1 })) }, Code.InvalidArgument, /^regions: /],
+      [
+        { regions: [{ region: "us", replicas: 3 }], removeRegions: ["us"] },
+        Code.InvalidArgument,
+        /^remove_regions\[0\]: /,
+      ],
+      [
+        { regions: Array.from({ length: 21 }, (_, i) => ({ region: `r${i}`, replicas: 1 })) },
+        Code.InvalidArgument,
+        /^regions: /,
+      ],
       // Checked against what is stored, still before anything is written: the valid parts of
       // these requests (a new sentinel image, a rescale) must not be applied either.
-      [{ sentinel: { image: "registry.example.com/sentinel:9" }, removeRegions: ["ap"] }, Code.FailedPrecondition, /^remove_regions\[0\]: .*"ap"/],
-      [{ regions: [{ region: "eu", replicas: 5 }, { region: "mars", replicas: 1 }] }, Code.FailedPrecondition, /^regions\[1\]\.region: region "mars" is not registered/],
-      [{ sentinel: { image: "registry.example.com/sentinel:9" }, rollout: { maxSurge: "0" } }, Code.InvalidArgument, /^rollout\.max_surge: /, "bare-surge"],
+      [
+        { sentinel: { image: "registry.example.com/sentinel:9" }, removeRegions: ["ap"] },
+        Code.FailedPrecondition,
+        /^remove_regions\[0\]: .*"ap"/,
+      ],
+      [
+        {
+          regions: [
+            { region: "eu", replicas: 5 },
+            { region: "mars", replicas: 1 },
+          ],
+        },
+        Code.FailedPrecondition,
+        /^regions\[1\]\.region: region "mars" is not registered/,
+      ],
+      [
+        { sentinel: { image: "registry.example.com/sentinel:9" }, rollout: { maxSurge: "0" } },
+        Code.InvalidArgument,
+        /^rollout\.max_surge: /,
+        "bare-surge",
+      ],
     ];
     // An environment whose max_unavailable is 0: setting max_surge to 0 must name max_surge.
-    await f.envs.createEnvironment({ ...REF, slug: "bare-surge", regions: [], rollout: { maxSurge: "1", maxUnavailable: "0" } });
+    await f.envs.createEnvironment({
+      ...REF,
+      slug: "bare-surge",
+      regions: [],
+      rollout: { maxSurge: "1", maxUnavailable: "0" },
+    });
     const beforeSurge = await f.get("bare-surge");
-    for (const [req, code, message, environment] of bad) await expectCode(f.envs.updateEnvironment({ ...REF, environment: environment ?? "prod", ...req }), code, message);
+    for (const [req, code, message, environment] of bad)
+      await expectCode(f.envs.updateEnvironment({ ...REF, environment: environment ?? "prod", ...req }), code, message);
     await expectCode(f.envs.updateEnvironment({ ...REF, environment: "nope" }), Code.NotFound);
     await expectCode(f.envs.updateEnvironment({ ...REF, project: "" }), Code.InvalidArgument, /^project: /);
 
@@ -310,7 +491,9 @@ function suite(newUrl: () => Promise<string>): void {
   it("an update and a revision's deletion wait for a rollout pass in flight", async (t) => {
     const f = await setup(t, await newUrl());
     const depId = await deploy(f, "registry.example.com/shop:1");
-    const envId = (await f.ctrl.store.db.selectFrom("environments").select("id").where("slug", "=", "prod").executeTakeFirstOrThrow()).id;
+    const envId = (
+      await f.ctrl.store.db.selectFrom("environments").select("id").where("slug", "=", "prod").executeTakeFirstOrThrow()
+    ).id;
     const order: string[] = [];
     // A pass holds the environment shared for its whole transaction (rollout/pass.ts).
     let holding: () => void = () => undefined;
@@ -323,7 +506,10 @@ function suite(newUrl: () => Promise<string>): void {
     });
     await held;
     const changes = [
-      updateEnvironment(f.ctrl.store, validateUpdateEnvironment(create(UpdateSchema, { ...REF, removeRegions: ["us"] }))).then(() => order.push("update")),
+      updateEnvironment(
+        f.ctrl.store,
+        validateUpdateEnvironment(create(UpdateSchema, { ...REF, removeRegions: ["us"] })),
+      ).then(() => order.push("update")),
       deleteDeployment(f.ctrl.store, depId).then(() => order.push("delete")),
     ];
     await Promise.all([pass, ...changes]);

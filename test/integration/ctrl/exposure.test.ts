@@ -8,7 +8,13 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { EnvironmentService, ProjectService, RegionService, StatusService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ApplyGatewaySchema, ApplySentinelSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { eventually } from "../../support/cluster.js";
@@ -35,8 +41,18 @@ describe("exposure in ctrl", () => {
     await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" });
     await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "shop" });
     const sentinel = { image: "ghcr.io/krane/sentinel:1", replicas: 1, cpuMillicores: 100n, memoryMib: 64n };
-    await ctrl.client(EnvironmentService, t).createEnvironment({ ...ref, slug: "production", regions: [{ region: "eu", replicas: 1 }, { region: "us", replicas: 1 }], sentinel });
-    await ctrl.client(EnvironmentService, t).createEnvironment({ ...ref, slug: "staging", regions: [{ region: "eu", replicas: 1 }], sentinel });
+    await ctrl.client(EnvironmentService, t).createEnvironment({
+      ...ref,
+      slug: "production",
+      regions: [
+        { region: "eu", replicas: 1 },
+        { region: "us", replicas: 1 },
+      ],
+      sentinel,
+    });
+    await ctrl
+      .client(EnvironmentService, t)
+      .createEnvironment({ ...ref, slug: "staging", regions: [{ region: "eu", replicas: 1 }], sentinel });
   });
   after(async () => {
     await ctrl.close();
@@ -48,15 +64,29 @@ describe("exposure in ctrl", () => {
   const domains = () => ctrl.client(DomainService, ctrl.adminToken);
 
   async function desiredGateway(region: string, envId: string) {
-    const row = await ctrl.store.db.selectFrom("desired_objects").select("payload").where("kind", "=", "gateway").where("region", "=", region).where("object_id", "=", envId).executeTakeFirst();
+    const row = await ctrl.store.db
+      .selectFrom("desired_objects")
+      .select("payload")
+      .where("kind", "=", "gateway")
+      .where("region", "=", region)
+      .where("object_id", "=", envId)
+      .executeTakeFirst();
     return row ? fromBinary(ApplyGatewaySchema, row.payload) : undefined;
   }
   async function desiredSentinels(envId: string) {
-    const rows = await ctrl.store.db.selectFrom("desired_objects").select("payload").where("kind", "=", "sentinel").execute();
+    const rows = await ctrl.store.db
+      .selectFrom("desired_objects")
+      .select("payload")
+      .where("kind", "=", "sentinel")
+      .execute();
     return rows.map((r) => fromBinary(ApplySentinelSchema, r.payload)).filter((s) => s.environmentId === envId);
   }
   async function gatewayRows(): Promise<number> {
-    const r = await ctrl.store.db.selectFrom("desired_objects").select((eb) => eb.fn.countAll<number>().as("n")).where("kind", "=", "gateway").executeTakeFirstOrThrow();
+    const r = await ctrl.store.db
+      .selectFrom("desired_objects")
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .where("kind", "=", "gateway")
+      .executeTakeFirstOrThrow();
     return Number(r.n);
   }
 
@@ -68,12 +98,25 @@ describe("exposure in ctrl", () => {
       [{ visibility: "public", pathRouting: true, pathPrefix: "x" }, /^path_prefix:/],
       [{ visibility: "public", auth: { jwksUrl: "http://idp.example.com/jwks" } }, /^auth\.jwks_url: must be https/],
       [{ visibility: "public", auth: { jwksUrl: "not a url" } }, /^auth\.jwks_url/],
-      [{ visibility: "public", auth: { jwksUrl: JWKS, operations: [{ method: "GET", path: "/x", scopes: ["has space"] }] } }, /^auth\.operations\[0\]\.scopes\[0\]/],
-      [{ visibility: "public", auth: { jwksUrl: JWKS, operations: [{ method: "FETCH", path: "/x", scopes: [] }] } }, /^auth\.operations\[0\]\.method/],
-      [{ visibility: "public", auth: { jwksUrl: JWKS, operations: [{ method: "GET", path: "/x/{", scopes: [] }] } }, /^auth\.operations\[0\]\.path/],
+      [
+        {
+          visibility: "public",
+          auth: { jwksUrl: JWKS, operations: [{ method: "GET", path: "/x", scopes: ["has space"] }] },
+        },
+        /^auth\.operations\[0\]\.scopes\[0\]/,
+      ],
+      [
+        { visibility: "public", auth: { jwksUrl: JWKS, operations: [{ method: "FETCH", path: "/x", scopes: [] }] } },
+        /^auth\.operations\[0\]\.method/,
+      ],
+      [
+        { visibility: "public", auth: { jwksUrl: JWKS, operations: [{ method: "GET", path: "/x/{", scopes: [] }] } },
+        /^auth\.operations\[0\]\.path/,
+      ],
       [{ visibility: "public", auth: { jwksUrl: JWKS, defaultAction: "maybe" } }, /^auth\.default_action/],
     ];
-    for (const [req, msg] of bad) await expectCode(endpoints().setEndpoint({ ...ref, ...req }), Code.InvalidArgument, msg);
+    for (const [req, msg] of bad)
+      await expectCode(endpoints().setEndpoint({ ...ref, ...req }), Code.InvalidArgument, msg);
     for (const [hostname, msg] of [
       ["*.example.com", /^hostname: must not be a wildcard/],
       ["bücher.example", /^hostname: must be ASCII: give the internationalized name as xn--bcher-kva\.example/],
@@ -92,28 +135,51 @@ describe("exposure in ctrl", () => {
     const { endpoint } = await endpoints().setEndpoint({
       ...ref,
       visibility: "public",
-      auth: { jwksUrl: JWKS, issuer: "https://idp.example.com", audiences: ["shop"], operations: [{ method: "get", path: "/books/{id}", scopes: ["books:read"] }] },
+      auth: {
+        jwksUrl: JWKS,
+        issuer: "https://idp.example.com",
+        audiences: ["shop"],
+        operations: [{ method: "get", path: "/books/{id}", scopes: ["books:read"] }],
+      },
     });
     assert.ok(endpoint);
     assert.equal(endpoint.hostname, "production-shop-acme.apps.example.net");
     assert.equal(endpoint.url, "https://production-shop-acme.apps.example.net/");
     assert.equal(endpoint.auth?.defaultAction, "deny");
     // Setting the same again is idempotent.
-    const again = await endpoints().setEndpoint({ ...ref, visibility: "public", auth: { jwksUrl: JWKS, issuer: "https://idp.example.com", audiences: ["shop"], operations: [{ method: "GET", path: "/books/{id}", scopes: ["books:read"] }] } });
+    const again = await endpoints().setEndpoint({
+      ...ref,
+      visibility: "public",
+      auth: {
+        jwksUrl: JWKS,
+        issuer: "https://idp.example.com",
+        audiences: ["shop"],
+        operations: [{ method: "GET", path: "/books/{id}", scopes: ["books:read"] }],
+      },
+    });
     assert.equal(again.endpoint?.id, endpoint.id);
     for (const region of ["eu", "us"]) {
       const g = await desiredGateway(region, endpoint.environmentId);
       assert.ok(g, region);
       assert.equal(g.region, region);
-      assert.deepEqual(g.routes.map((r) => [r.name, r.visibility, r.hostnames, r.pathPrefix]), [["public", "public", ["production-shop-acme.apps.example.net"], "/"]]);
+      assert.deepEqual(
+        g.routes.map((r) => [r.name, r.visibility, r.hostnames, r.pathPrefix]),
+        [["public", "public", ["production-shop-acme.apps.example.net"], "/"]],
+      );
       assert.equal(g.routes[0]?.auth?.jwt?.jwksUrl, JWKS);
     }
     const sentinels = await desiredSentinels(endpoint.environmentId);
     assert.equal(sentinels.length, 2);
     for (const s of sentinels) {
       assert.equal(s.routing?.auth?.unmatchedHosts, "deny");
-      assert.deepEqual(s.routing?.auth?.rules.map((r) => r.hosts), [["production-shop-acme.apps.example.net"]]);
-      assert.deepEqual(s.routing?.auth?.rules[0]?.operations.map((o) => [o.method, o.path, o.scopes]), [["GET", "/books/{id}", ["books:read"]]]);
+      assert.deepEqual(
+        s.routing?.auth?.rules.map((r) => r.hosts),
+        [["production-shop-acme.apps.example.net"]],
+      );
+      assert.deepEqual(
+        s.routing?.auth?.rules[0]?.operations.map((o) => [o.method, o.path, o.scopes]),
+        [["GET", "/books/{id}", ["books:read"]]],
+      );
     }
   });
 
@@ -121,8 +187,23 @@ describe("exposure in ctrl", () => {
     const { endpoint } = await endpoints().setEndpoint({ ...ref, visibility: "organization", pathRouting: true });
     assert.equal(endpoint?.hostname, "acme.apps.internal.example.net");
     assert.equal(endpoint?.pathPrefix, "/shop/production");
-    await expectCode(endpoints().setEndpoint({ ...ref, environment: "staging", visibility: "organization", pathRouting: true, pathPrefix: "/shop" }), Code.InvalidArgument, /^path_prefix: \/shop overlaps \/shop\/production/);
-    const staging = await endpoints().setEndpoint({ ...ref, environment: "staging", visibility: "organization", pathRouting: true });
+    await expectCode(
+      endpoints().setEndpoint({
+        ...ref,
+        environment: "staging",
+        visibility: "organization",
+        pathRouting: true,
+        pathPrefix: "/shop",
+      }),
+      Code.InvalidArgument,
+      /^path_prefix: \/shop overlaps \/shop\/production/,
+    );
+    const staging = await endpoints().setEndpoint({
+      ...ref,
+      environment: "staging",
+      visibility: "organization",
+      pathRouting: true,
+    });
     assert.equal(staging.endpoint?.pathPrefix, "/shop/staging");
     await endpoints().deleteEndpoint({ ...ref, environment: "staging", visibility: "organization" });
   });
@@ -133,7 +214,11 @@ describe("exposure in ctrl", () => {
     assert.equal(domain.hostname, "www.shop-example.com");
     assert.equal(domain.state, "pending");
     assert.equal(domain.txtName, "_krane-challenge.www.shop-example.com");
-    await expectCode(domains().addDomain({ ...ref, environment: "staging", hostname: "www.shop-example.com" }), Code.AlreadyExists, /claimed by another environment/);
+    await expectCode(
+      domains().addDomain({ ...ref, environment: "staging", hostname: "www.shop-example.com" }),
+      Code.AlreadyExists,
+      /claimed by another environment/,
+    );
     // The loop checks on its own; without the record it stays pending with a clear error.
     const pending = await eventually("a failed check", async () => {
       const d = (await domains().listDomains(ref)).domains[0];
@@ -142,7 +227,11 @@ describe("exposure in ctrl", () => {
     assert.equal(pending.state, "pending");
     assert.match(pending.lastError, /no TXT record at _krane-challenge\.www\.shop-example\.com/);
     let g = await desiredGateway("eu", domain.environmentId);
-    assert.deepEqual(g?.routes.map((r) => r.name).filter((n) => n.startsWith("domain-")), [], "not routed before verification");
+    assert.deepEqual(
+      g?.routes.map((r) => r.name).filter((n) => n.startsWith("domain-")),
+      [],
+      "not routed before verification",
+    );
 
     dns.txt.set("_krane-challenge.www.shop-example.com", ["unrelated", domain.txtValue]);
     const verified = await eventually("verified by the loop", async () => {
@@ -156,8 +245,23 @@ describe("exposure in ctrl", () => {
     assert.equal(route.certificate, true);
     assert.equal(route.auth?.jwt?.jwksUrl, JWKS, "a domain takes the public endpoint's authentication");
     const status = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(ref);
-    assert.deepEqual(status.domains.map((d) => [d.domain?.hostname, d.domain?.state, d.regions.map((r) => [r.region, r.readiness])]), [["www.shop-example.com", "verified", [["eu", "unknown"], ["us", "unknown"]]]]);
-    assert.deepEqual(status.endpoints.map((e) => e.endpoint?.visibility), ["organization", "public"]);
+    assert.deepEqual(
+      status.domains.map((d) => [d.domain?.hostname, d.domain?.state, d.regions.map((r) => [r.region, r.readiness])]),
+      [
+        [
+          "www.shop-example.com",
+          "verified",
+          [
+            ["eu", "unknown"],
+            ["us", "unknown"],
+          ],
+        ],
+      ],
+    );
+    assert.deepEqual(
+      status.endpoints.map((e) => e.endpoint?.visibility),
+      ["organization", "public"],
+    );
   });
 
   it("verify on request, and removal takes the routes out of every region", async () => {
@@ -170,12 +274,22 @@ describe("exposure in ctrl", () => {
     await endpoints().deleteEndpoint({ ...ref, visibility: "organization" });
     const envId = (await endpoints().listEndpoints(ref)).endpoints[0]?.environmentId ?? "";
     const g = await desiredGateway("us", envId);
-    assert.deepEqual(g?.routes.map((r) => r.name), ["public"]);
+    assert.deepEqual(
+      g?.routes.map((r) => r.name),
+      ["public"],
+    );
     await endpoints().deleteEndpoint({ ...ref, visibility: "public" });
     assert.equal(await gatewayRows(), 0, "nothing exposed: the gateway objects are deleted in every region");
-    const deletes = await ctrl.store.db.selectFrom("outbox").select(["region"]).where("kind", "=", "gateway").where("op", "=", "delete").where("object_id", "=", envId).execute();
+    const deletes = await ctrl.store.db
+      .selectFrom("outbox")
+      .select(["region"])
+      .where("kind", "=", "gateway")
+      .where("op", "=", "delete")
+      .where("object_id", "=", envId)
+      .execute();
     assert.deepEqual(deletes.map((d) => d.region).sort(), ["eu", "us"]);
-    for (const s of await desiredSentinels(envId)) assert.equal(s.routing?.auth, undefined, "no auth left in the sentinels' policy");
+    for (const s of await desiredSentinels(envId))
+      assert.equal(s.routing?.auth, undefined, "no auth left in the sentinels' policy");
     await expectCode(endpoints().deleteEndpoint({ ...ref, visibility: "public" }), Code.NotFound);
   });
 });

@@ -12,7 +12,12 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ClusterService, Health, InstanceStatus, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ClusterService,
+  Health,
+  InstanceStatus,
+  type DeploymentState,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
@@ -62,7 +67,9 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     const us = ctrl.client(ClusterService, usToken);
 
     const ac = new AbortController();
-    const euStream = eu.watchDeployments({ region: "eu-west", versionLastSeen: 0n }, { signal: ac.signal })[Symbol.asyncIterator]();
+    const euStream = eu
+      .watchDeployments({ region: "eu-west", versionLastSeen: 0n }, { signal: ac.signal })
+      [Symbol.asyncIterator]();
     const [start, end] = await take(euStream, 2);
     assert.equal(start?.state.case, "snapshotStart");
     assert.equal(end?.state.case, "snapshotEnd");
@@ -98,17 +105,24 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     // The other region got its own copy in its own outbox, and a snapshot shows it.
     const usMsgs: DeploymentState[] = [];
     const usAc = new AbortController();
-    const usStream = us.watchDeployments({ region: "us-east", versionLastSeen: 0n }, { signal: usAc.signal })[Symbol.asyncIterator]();
+    const usStream = us
+      .watchDeployments({ region: "us-east", versionLastSeen: 0n }, { signal: usAc.signal })
+      [Symbol.asyncIterator]();
     usMsgs.push(...(await take(usStream, 3)));
     usAc.abort();
-    assert.deepEqual(usMsgs.map((m) => m.state.case), ["snapshotStart", "apply", "snapshotEnd"]);
+    assert.deepEqual(
+      usMsgs.map((m) => m.state.case),
+      ["snapshotStart", "apply", "snapshotEnd"],
+    );
     const usApply = usMsgs[1]?.state;
     assert.equal(usApply?.case === "apply" ? usApply.value.replicas : -1, 3);
     assert.equal(usMsgs[2]?.state.case === "snapshotEnd" ? usMsgs[2].state.value.headVersion : -1n, 1n);
 
     // Sentinels have their own stream.
     const sAc = new AbortController();
-    const sStream = eu.watchSentinels({ region: "eu-west", versionLastSeen: 0n }, { signal: sAc.signal })[Symbol.asyncIterator]();
+    const sStream = eu
+      .watchSentinels({ region: "eu-west", versionLastSeen: 0n }, { signal: sAc.signal })
+      [Symbol.asyncIterator]();
     const sMsgs = await take(sStream, 3);
     sAc.abort();
     assert.equal(sMsgs[1]?.state.case, "apply");
@@ -130,11 +144,22 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
         },
       },
     });
-    await us.reportDeploymentStatus({ region: "us-east", change: { case: "rejected", value: { deploymentId: deployment.id, reason: "quota exceeded" } } });
-    await eu.reportSentinelStatus({ region: "eu-west", change: { case: "update", value: { sentinelId: sentinel?.sentinelId ?? "", availableReplicas: 1, health: Health.HEALTHY } } });
+    await us.reportDeploymentStatus({
+      region: "us-east",
+      change: { case: "rejected", value: { deploymentId: deployment.id, reason: "quota exceeded" } },
+    });
+    await eu.reportSentinelStatus({
+      region: "eu-west",
+      change: {
+        case: "update",
+        value: { sentinelId: sentinel?.sentinelId ?? "", availableReplicas: 1, health: Health.HEALTHY },
+      },
+    });
     await eu.heartbeat({ region: "eu-west", agentId: "agent-0", build: "test", deploymentsVersion: 1n });
 
-    const status = await ctrl.client(StatusService, admin).getEnvironmentStatus({ workspace: "acme", project: "shop", environment: "production" });
+    const status = await ctrl
+      .client(StatusService, admin)
+      .getEnvironmentStatus({ workspace: "acme", project: "shop", environment: "production" });
     const ds = status.deployments[0];
     assert.equal(ds?.deployment?.id, deployment.id);
     const euStatus = ds?.regions.find((r) => r.region === "eu-west");
@@ -149,15 +174,29 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     // A second report replaces the instance set.
     await eu.reportDeploymentStatus({
       region: "eu-west",
-      change: { case: "update", value: { deploymentId: deployment.id, instances: [{ k8sName: `${deployment.k8sName}-c`, address: "10.0.0.3:8080", status: InstanceStatus.RUNNING }] } },
+      change: {
+        case: "update",
+        value: {
+          deploymentId: deployment.id,
+          instances: [{ k8sName: `${deployment.k8sName}-c`, address: "10.0.0.3:8080", status: InstanceStatus.RUNNING }],
+        },
+      },
     });
-    const status2 = await ctrl.client(StatusService, admin).getEnvironmentStatus({ workspace: "acme", project: "shop", environment: "production" });
-    assert.deepEqual(status2.deployments[0]?.regions.find((r) => r.region === "eu-west")?.instances.map((i) => i.k8sName), [`${deployment.k8sName}-c`]);
+    const status2 = await ctrl
+      .client(StatusService, admin)
+      .getEnvironmentStatus({ workspace: "acme", project: "shop", environment: "production" });
+    assert.deepEqual(
+      status2.deployments[0]?.regions.find((r) => r.region === "eu-west")?.instances.map((i) => i.k8sName),
+      [`${deployment.k8sName}-c`],
+    );
 
     // Point reads for the resync loop.
     const got = await eu.getDesiredDeploymentState({ region: "eu-west", deploymentId: deployment.id });
     assert.equal(got.state.case, "apply");
-    const batch = await eu.getDesiredDeploymentStates({ region: "eu-west", deploymentIds: [deployment.id, "dep_doesnotexist"] });
+    const batch = await eu.getDesiredDeploymentStates({
+      region: "eu-west",
+      deploymentIds: [deployment.id, "dep_doesnotexist"],
+    });
     assert.equal(batch.states.length, 1);
     assert.deepEqual(batch.notFound, ["dep_doesnotexist"]);
 
@@ -167,7 +206,10 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     assert.equal(del?.version, 2n);
     assert.equal(del?.state.case, "delete");
     assert.equal(del?.state.case === "delete" ? del.state.value.k8sName : "", deployment.k8sName);
-    await assert.rejects(eu.getDesiredDeploymentState({ region: "eu-west", deploymentId: deployment.id }), (e) => ConnectError.from(e).code === Code.NotFound);
+    await assert.rejects(
+      eu.getDesiredDeploymentState({ region: "eu-west", deploymentId: deployment.id }),
+      (e) => ConnectError.from(e).code === Code.NotFound,
+    );
     ac.abort();
   });
 });

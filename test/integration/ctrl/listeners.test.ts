@@ -36,7 +36,11 @@ async function openStreams(url: string, token: string, n: number): Promise<() =>
     ended.push(
       (async () => {
         try {
-          for await (const _ of client.watchDeployments({ region: "local", versionLastSeen: 0n }, { signal: stop.signal })) first();
+          for await (const _ of client.watchDeployments(
+            { region: "local", versionLastSeen: 0n },
+            { signal: stop.signal },
+          ))
+            first();
         } catch {
           // aborted by the test
         }
@@ -80,9 +84,13 @@ test(`${CALLS} streams and ${CALLS} unary calls in flight: no warning, and every
   await close();
   // The server sees the client's cancel a moment after the client does.
   const deadline = Date.now() + 5000;
-  while (getEventListeners(ctrl.shutdownSignal, "abort").length !== baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  while (getEventListeners(ctrl.shutdownSignal, "abort").length !== baseline && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20));
   assert.equal(getEventListeners(ctrl.shutdownSignal, "abort").length, baseline);
-  assert.ok(during >= baseline + CALLS, `the streams held ${during - baseline} listeners, expected ${CALLS}: is the signal still linked to calls?`);
+  assert.ok(
+    during >= baseline + CALLS,
+    `the streams held ${during - baseline} listeners, expected ${CALLS}: is the signal still linked to calls?`,
+  );
   assert.deepEqual(
     warnings.map((w) => `${w.name}: ${w.message}`),
     [],
@@ -108,7 +116,10 @@ test("the real `krane ctrl serve` writes only JSON lines under the same load", a
     assert.equal(await proc.stop(), 0);
   }
   assert.equal(stderr, "", "ctrl wrote to stderr");
-  const notJson = proc.stdout().split("\n").filter((l) => l.trim() !== "" && !isJson(l));
+  const notJson = proc
+    .stdout()
+    .split("\n")
+    .filter((l) => l.trim() !== "" && !isJson(l));
   assert.deepEqual(notJson, []);
 });
 

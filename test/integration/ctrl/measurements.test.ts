@@ -11,8 +11,18 @@ import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { LATENCY_BUCKETS_MS } from "../../../src/contracts/analysis.js";
 import { pruneMeasurements, StoredMeasurements } from "../../../src/ctrl/domain/measurements.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ClusterService, ReportMeasurementsRequestSchema, type ReportMeasurementsRequest } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  ClusterService,
+  ReportMeasurementsRequestSchema,
+  type ReportMeasurementsRequest,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
@@ -62,13 +72,21 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
       project: "shop",
       slug: "production",
       // A sentinel in eu and us, none in ap.
-      regions: [{ region: "eu", replicas: 1 }, { region: "us", replicas: 1 }],
+      regions: [
+        { region: "eu", replicas: 1 },
+        { region: "us", replicas: 1 },
+      ],
       sentinel: { image: "registry.example.com/sentinel:1", replicas: 1, cpuMillicores: 0n, memoryMib: 0n },
     });
     envs[ws] = environment?.id ?? "";
     deps[ws] = [];
     for (const tag of ["1", "2"]) {
-      const { deployment } = await ctrl.client(DeploymentService, admin).createDeployment({ workspace: ws, project: "shop", environment: "production", image: `registry.example.com/shop:${tag}` });
+      const { deployment } = await ctrl.client(DeploymentService, admin).createDeployment({
+        workspace: ws,
+        project: "shop",
+        environment: "production",
+        image: `registry.example.com/shop:${tag}`,
+      });
       deps[ws]?.push(deployment?.id ?? "");
     }
   }
@@ -87,8 +105,18 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
     { env, dep: bad, c: [80, 0, 0, 20], lat: slots(6, 100) },
   ]);
   assert.equal((await eu.reportMeasurements(first)).stored, 2);
-  assert.equal((await eu.reportMeasurements(report("", t0 + 10_000, t0 + 20_000, [{ env, dep: good, c: [10, 0, 0, 0] }]))).stored, 1);
-  assert.equal((await us.reportMeasurements(report("us", t0, t0 + 10_000, [{ env, dep: good, c: [100, 0, 0, 0], lat: slots(0, 100) }]))).stored, 1);
+  assert.equal(
+    (await eu.reportMeasurements(report("", t0 + 10_000, t0 + 20_000, [{ env, dep: good, c: [10, 0, 0, 0] }]))).stored,
+    1,
+  );
+  assert.equal(
+    (
+      await us.reportMeasurements(
+        report("us", t0, t0 + 10_000, [{ env, dep: good, c: [100, 0, 0, 0], lat: slots(0, 100) }]),
+      )
+    ).stored,
+    1,
+  );
   // The same report again (a retry after a lost answer): nothing new.
   assert.equal((await eu.reportMeasurements(first)).stored, 0);
 
@@ -116,34 +144,84 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   assert.equal((await source.samples(env, [good], 0, [])).size, 0);
 
   // Another region's name: refused.
-  await expectCode(eu.reportMeasurements(report("us", t0, t0 + 10_000, [{ env, dep: good, c: [1, 0, 0, 0] }])), Code.PermissionDenied, /bound to region "eu"/);
+  await expectCode(
+    eu.reportMeasurements(report("us", t0, t0 + 10_000, [{ env, dep: good, c: [1, 0, 0, 0] }])),
+    Code.PermissionDenied,
+    /bound to region "eu"/,
+  );
   // An environment without a sentinel in the token's region.
   await expectCode(
-    ctrl.client(ClusterService, tokens.ap).reportMeasurements(report("ap", t0, t0 + 10_000, [{ env, dep: good, c: [1, 0, 0, 0] }])),
+    ctrl
+      .client(ClusterService, tokens.ap)
+      .reportMeasurements(report("ap", t0, t0 + 10_000, [{ env, dep: good, c: [1, 0, 0, 0] }])),
     Code.PermissionDenied,
     /revisions\[0\]\.environment_id: .*no sentinel in region ap/,
   );
   // Another workspace's revision under this environment, after a valid entry: nothing stored.
   await expectCode(
-    eu.reportMeasurements(report("eu", t0 + 20_000, t0 + 25_000, [{ env, dep: good, c: [1, 0, 0, 0] }, { env, dep: evilDep, c: [1_000, 0, 0, 0] }])),
+    eu.reportMeasurements(
+      report("eu", t0 + 20_000, t0 + 25_000, [
+        { env, dep: good, c: [1, 0, 0, 0] },
+        { env, dep: evilDep, c: [1_000, 0, 0, 0] },
+      ]),
+    ),
     Code.PermissionDenied,
     /revisions\[1\]\.deployment_id/,
   );
-  assert.equal((await source.samples(env, [good], t0 + 20_000)).get(good)?.requests, 10, "a refused report stores nothing");
+  assert.equal(
+    (await source.samples(env, [good], t0 + 20_000)).get(good)?.requests,
+    10,
+    "a refused report stores nothing",
+  );
   // No token of an agent at all.
-  await expectCode(ctrl.client(ClusterService, admin).reportMeasurements(report("eu", t0, t0 + 1, [])), Code.PermissionDenied);
+  await expectCode(
+    ctrl.client(ClusterService, admin).reportMeasurements(report("eu", t0, t0 + 1, [])),
+    Code.PermissionDenied,
+  );
 
   // Malformed: the field is named.
-  const bad1 = (entries: Entry[], from = t0, to = t0 + 1_000): Promise<unknown> => eu.reportMeasurements(report("eu", from, to, entries));
-  await expectCode(bad1([{ env, dep: good, c: [1, 0, 0, 0], lat: [1, 2, 3] }]), Code.InvalidArgument, /revisions\[0\]\.latency_buckets: must have 15 entries/);
+  const bad1 = (entries: Entry[], from = t0, to = t0 + 1_000): Promise<unknown> =>
+    eu.reportMeasurements(report("eu", from, to, entries));
+  await expectCode(
+    bad1([{ env, dep: good, c: [1, 0, 0, 0], lat: [1, 2, 3] }]),
+    Code.InvalidArgument,
+    /revisions\[0\]\.latency_buckets: must have 15 entries/,
+  );
   await expectCode(bad1([], t0, t0), Code.InvalidArgument, /to_unix_ms: must be after from_unix_ms/);
   await expectCode(bad1([], t0 - 7_200_000, t0), Code.InvalidArgument, /from_unix_ms/);
-  await expectCode(bad1([], Date.now() + 3_600_000, Date.now() + 3_600_500), Code.InvalidArgument, /to_unix_ms: is in the future/);
-  await expectCode(bad1([], Date.now() - 7_200_000, Date.now() - 7_100_000), Code.InvalidArgument, /to_unix_ms: is older than the retention/);
-  await expectCode(bad1([{ env: "nope", dep: good, c: [1, 0, 0, 0] }]), Code.InvalidArgument, /revisions\[0\]\.environment_id: must be an id/);
-  await expectCode(bad1([{ env, dep: good, c: [1, 0, 0, 0] }, { env, dep: good, c: [1, 0, 0, 0] }]), Code.InvalidArgument, /revisions\[1\]\.deployment_id: is repeated/);
-  await expectCode(bad1([{ env, dep: good, c: [2e12, 0, 0, 0] }]), Code.InvalidArgument, /revisions\[0\]\.responses_2xx/);
-  const many = Array.from({ length: 2_001 }, (_, i) => ({ env, dep: `dep_x${i}`, c: [1, 0, 0, 0] as [number, number, number, number] }));
+  await expectCode(
+    bad1([], Date.now() + 3_600_000, Date.now() + 3_600_500),
+    Code.InvalidArgument,
+    /to_unix_ms: is in the future/,
+  );
+  await expectCode(
+    bad1([], Date.now() - 7_200_000, Date.now() - 7_100_000),
+    Code.InvalidArgument,
+    /to_unix_ms: is older than the retention/,
+  );
+  await expectCode(
+    bad1([{ env: "nope", dep: good, c: [1, 0, 0, 0] }]),
+    Code.InvalidArgument,
+    /revisions\[0\]\.environment_id: must be an id/,
+  );
+  await expectCode(
+    bad1([
+      { env, dep: good, c: [1, 0, 0, 0] },
+      { env, dep: good, c: [1, 0, 0, 0] },
+    ]),
+    Code.InvalidArgument,
+    /revisions\[1\]\.deployment_id: is repeated/,
+  );
+  await expectCode(
+    bad1([{ env, dep: good, c: [2e12, 0, 0, 0] }]),
+    Code.InvalidArgument,
+    /revisions\[0\]\.responses_2xx/,
+  );
+  const many = Array.from({ length: 2_001 }, (_, i) => ({
+    env,
+    dep: `dep_x${i}`,
+    c: [1, 0, 0, 0] as [number, number, number, number],
+  }));
   await expectCode(bad1(many), Code.InvalidArgument, /revisions: must have at most 2000 entries/);
   assert.equal((await source.samples(env, [good], 0)).get(good)?.requests, 210, "refused reports stored nothing");
 
@@ -152,8 +230,16 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   assert.equal((await source.samples(env, [good, bad], 0)).get(good)?.requests, 10);
 
   // Deleting the environment purges its rows; the other workspace's stay.
-  await eu.reportMeasurements(report("eu", t0 + 20_000, t0 + 25_000, [{ env: envs.evil ?? "", dep: evilDep, c: [7, 0, 0, 0] }]));
-  await ctrl.client(EnvironmentService, admin).deleteEnvironment({ workspace: "acme", project: "shop", environment: "production", confirm: "production", forceRegions: ["*"] });
+  await eu.reportMeasurements(
+    report("eu", t0 + 20_000, t0 + 25_000, [{ env: envs.evil ?? "", dep: evilDep, c: [7, 0, 0, 0] }]),
+  );
+  await ctrl.client(EnvironmentService, admin).deleteEnvironment({
+    workspace: "acme",
+    project: "shop",
+    environment: "production",
+    confirm: "production",
+    forceRegions: ["*"],
+  });
   const deadline = Date.now() + 20_000;
   for (;;) {
     const rows = await ctrl.store.db.selectFrom("measurements").select(["environment_id"]).execute();

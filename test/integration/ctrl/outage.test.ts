@@ -11,7 +11,15 @@ import { join } from "node:path";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import pg from "pg";
-import { file_krane_ctrl_v1_api, DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService, ApiTokenService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  file_krane_ctrl_v1_api,
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+  ApiTokenService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { file_krane_ctrl_v1_cluster } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
@@ -54,7 +62,12 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     CreateProject: { workspace: "acme", slug: "outage" },
     GetProject: { workspace: "acme", project: "web" },
     ListProjects: { workspace: "acme" },
-    CreateEnvironment: { workspace: "acme", project: "web", slug: "outage", regions: [{ region: "local", replicas: 1 }] },
+    CreateEnvironment: {
+      workspace: "acme",
+      project: "web",
+      slug: "outage",
+      regions: [{ region: "local", replicas: 1 }],
+    },
     GetEnvironment: target,
     ListEnvironments: { workspace: "acme", project: "web" },
     UpdateEnvironment: { ...target, regions: [{ region: "local", replicas: 3 }] },
@@ -77,8 +90,14 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     GetDesiredDeploymentStates: { region: "local", deploymentIds: [deploymentId] },
     GetDesiredSentinelState: { region: "local", sentinelId: "snt_none" },
     GetDesiredSentinelStates: { region: "local", sentinelIds: ["snt_none"] },
-    ReportDeploymentStatus: { region: "local", change: { case: "delete", value: { deploymentId, k8sName: "web-prod-x" } } },
-    ReportSentinelStatus: { region: "local", change: { case: "delete", value: { sentinelId: "snt_none", k8sName: "snt-x" } } },
+    ReportDeploymentStatus: {
+      region: "local",
+      change: { case: "delete", value: { deploymentId, k8sName: "web-prod-x" } },
+    },
+    ReportSentinelStatus: {
+      region: "local",
+      change: { case: "delete", value: { sentinelId: "snt_none", k8sName: "snt-x" } },
+    },
     Heartbeat: { region: "local", agentId: "agent-0", build: "test", deploymentsVersion: 1n },
     Scale: { ...target, region: "local", replicas: 2 },
     Pause: target,
@@ -105,14 +124,22 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     GetDesiredJobStates: { region: "local", jobIds: ["job_none"] },
     ReportJobStatus: { region: "local", change: { case: "delete", value: { jobId: "job_none", k8sName: "job-x" } } },
     GetSecretValues: { region: "local", owner: { case: "deploymentId", value: deploymentId } },
-    ReportMeasurements: { region: "local", fromUnixMs: BigInt(Date.now() - 10_000), toUnixMs: BigInt(Date.now()), revisions: [{ environmentId, deploymentId, responses2xx: 1n }] },
+    ReportMeasurements: {
+      region: "local",
+      fromUnixMs: BigInt(Date.now() - 10_000),
+      toUnixMs: BigInt(Date.now()),
+      revisions: [{ environmentId, deploymentId, responses2xx: 1n }],
+    },
     SetConfig: { ...target, values: [{ key: "MODE", value: "outage" }] },
     UnsetConfig: { ...target, keys: ["MODE"] },
     ListConfig: target,
     SetSecrets: { ...target, secrets: [{ key: "TOKEN", source: { case: "value", value: "s3cret" } }] },
     UnsetSecrets: { ...target, keys: ["TOKEN"] },
     ListSecrets: target,
-    ApplyRelease: { ...target, files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }] },
+    ApplyRelease: {
+      ...target,
+      files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }],
+    },
     GetRelease: { ...target, name: "default" },
     ListReleases: target,
     DeleteRelease: { ...target, name: "default" },
@@ -130,7 +157,10 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
   return table[m.name];
 }
 
-type AnyCall = (req: Record<string, unknown>, opts?: { timeoutMs?: number }) => Promise<unknown> | AsyncIterable<unknown>;
+type AnyCall = (
+  req: Record<string, unknown>,
+  opts?: { timeoutMs?: number },
+) => Promise<unknown> | AsyncIterable<unknown>;
 
 async function call(m: DescMethod): Promise<ConnectError | undefined> {
   const token = m.parent.typeName === "krane.ctrl.v1.ClusterService" ? agent : admin;
@@ -155,12 +185,16 @@ async function databaseContents(): Promise<Record<string, string[]>> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const tables = await c.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
+    const tables = await c.query<{ table_name: string }>(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+    );
     const out: Record<string, string[]> = {};
     for (const { table_name } of tables.rows) {
       const rows = await c.query<Record<string, unknown>>(`SELECT * FROM "${table_name}"`);
       out[table_name] = rows.rows
-        .map((r) => JSON.stringify(Object.fromEntries(Object.entries(r).filter(([k]) => !/last_used|heartbeat/.test(k)))))
+        .map((r) =>
+          JSON.stringify(Object.fromEntries(Object.entries(r).filter(([k]) => !/last_used|heartbeat/.test(k)))),
+        )
         .sort();
     }
     return out;
@@ -175,15 +209,25 @@ before(async () => {
   const tokenFile = join(dir.path, "admin-token");
   writeFileSync(tokenFile, `${admin}\n`, { mode: 0o600 });
   // A master key, so the secret methods reach the database too.
-  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile], { KRANE_MASTER_KEY: randomBytes(32).toString("base64") });
+  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile], {
+    KRANE_MASTER_KEY: randomBytes(32).toString("base64"),
+  });
   const t = transportFor(ctrl.url, admin);
   await createClient(RegionService, t).createRegion({ name: "local" });
   agent = (await createClient(RegionService, t).createClusterToken({ region: "local", clusterName: "default" })).token;
   await createClient(WorkspaceService, t).createWorkspace({ slug: "acme" });
   await createClient(ProjectService, t).createProject({ workspace: "acme", slug: "web" });
-  const { environment } = await createClient(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "local", replicas: 1 }] });
+  const { environment } = await createClient(EnvironmentService, t).createEnvironment({
+    workspace: "acme",
+    project: "web",
+    slug: "prod",
+    regions: [{ region: "local", replicas: 1 }],
+  });
   environmentId = environment?.id ?? "";
-  const { deployment } = await createClient(DeploymentService, t).createDeployment({ ...target, image: "registry.example.com/web:1" });
+  const { deployment } = await createClient(DeploymentService, t).createDeployment({
+    ...target,
+    image: "registry.example.com/web:1",
+  });
   deploymentId = deployment?.id ?? "";
   spareTokenId = (await createClient(ApiTokenService, t).createApiToken({ name: "spare" })).apiToken?.id ?? "";
 });
@@ -208,7 +252,8 @@ test("PostgreSQL stopped: every method answers unavailable naming the database; 
     const where = `${m.parent.name}/${m.name}`;
     if (!err) wrong.push(`${where}: succeeded`);
     else if (err.code !== Code.Unavailable) wrong.push(`${where}: ${Code[err.code]} "${err.rawMessage}"`);
-    else if (!/ctrl's database \(PostgreSQL\) is unavailable: .*the request was not applied/.test(err.rawMessage)) wrong.push(`${where}: "${err.rawMessage}"`);
+    else if (!/ctrl's database \(PostgreSQL\) is unavailable: .*the request was not applied/.test(err.rawMessage))
+      wrong.push(`${where}: "${err.rawMessage}"`);
   }
   const outageMs = Date.now() - started;
   assert.deepEqual(wrong, [], `${wrong.length} of ${methods.length} methods answered otherwise`);
@@ -223,14 +268,29 @@ test("PostgreSQL stopped: every method answers unavailable naming the database; 
   } while (answer && Date.now() < back);
   assert.equal(answer, undefined, `ctrl did not recover: ${answer?.rawMessage}`);
   const recovered = Date.now() + 10_000;
-  while (!/database available again/.test(ctrl.stdout()) && Date.now() < recovered) await new Promise((r) => setTimeout(r, 100));
+  while (!/database available again/.test(ctrl.stdout()) && Date.now() < recovered)
+    await new Promise((r) => setTimeout(r, 100));
 
   assert.deepEqual(await databaseContents(), before, "the database changed while it was down");
-  const log = ctrl.stdout().split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { level: number; msg: string });
-  assert.equal(log.filter((l) => l.msg.startsWith("database unavailable")).length, 1, "the outage's start is logged once");
+  const log = ctrl
+    .stdout()
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as { level: number; msg: string });
+  assert.equal(
+    log.filter((l) => l.msg.startsWith("database unavailable")).length,
+    1,
+    "the outage's start is logged once",
+  );
   assert.equal(log.filter((l) => l.msg === "database available again").length, 1, "its end is logged once");
-  assert.deepEqual(log.filter((l) => l.level >= 50).map((l) => l.msg), [], "nothing at error level");
-  console.log(`outage: ${methods.length} methods answered unavailable with PostgreSQL stopped (${outageMs} ms for all)`);
+  assert.deepEqual(
+    log.filter((l) => l.level >= 50).map((l) => l.msg),
+    [],
+    "nothing at error level",
+  );
+  console.log(
+    `outage: ${methods.length} methods answered unavailable with PostgreSQL stopped (${outageMs} ms for all)`,
+  );
 });
 
 test("SQLite locked by another process: a write answers unavailable naming SQLite, and is not applied", async () => {
@@ -245,9 +305,15 @@ test("SQLite locked by another process: a write answers unavailable naming SQLit
       (e: unknown) => ConnectError.from(e),
     );
     assert.equal(err?.code, Code.Unavailable, err?.rawMessage);
-    assert.match(err?.rawMessage ?? "", /^ctrl's database \(SQLite\) is unavailable: the database file is locked; the request was not applied/);
+    assert.match(
+      err?.rawMessage ?? "",
+      /^ctrl's database \(SQLite\) is unavailable: the database file is locked; the request was not applied/,
+    );
     holder.exec("ROLLBACK");
-    assert.deepEqual((await workspaces.listWorkspaces({})).workspaces.map((w) => w.slug), []);
+    assert.deepEqual(
+      (await workspaces.listWorkspaces({})).workspaces.map((w) => w.slug),
+      [],
+    );
   } finally {
     holder.close();
     await local.close();

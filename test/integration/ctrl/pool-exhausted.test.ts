@@ -30,7 +30,9 @@ before(async () => {
   url = await postgres.newDatabase();
   const tokenFile = join(dir.path, "admin-token");
   writeFileSync(tokenFile, `${admin}\n`, { mode: 0o600 });
-  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile, "--pool-size", String(POOL_SIZE)], { KRANE_MASTER_KEY: randomBytes(32).toString("base64") });
+  ctrl = await spawnCtrl(["--database", url, "--admin-token-file", tokenFile, "--pool-size", String(POOL_SIZE)], {
+    KRANE_MASTER_KEY: randomBytes(32).toString("base64"),
+  });
 });
 
 after(async () => {
@@ -39,40 +41,55 @@ after(async () => {
   dir.remove();
 });
 
-test("a full pool answers resource_exhausted after its bounded wait; the waiting calls finish once the lock goes", { timeout: 120_000 }, async () => {
-  const client = createClient(WorkspaceService, transportFor(ctrl.url, admin));
-  await client.createWorkspace({ slug: "acme", name: "Acme" });
+test(
+  "a full pool answers resource_exhausted after its bounded wait; the waiting calls finish once the lock goes",
+  { timeout: 120_000 },
+  async () => {
+    const client = createClient(WorkspaceService, transportFor(ctrl.url, admin));
+    await client.createWorkspace({ slug: "acme", name: "Acme" });
 
-  const locker = new pg.Client({ connectionString: url });
-  await locker.connect();
-  try {
-    await locker.query("BEGIN");
-    await locker.query("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE");
-    // As many reads as the pool has connections: each holds one while it waits on the lock.
-    const held = Array.from({ length: POOL_SIZE }, () => client.listWorkspaces({}));
-    await eventually(
-      "every pool connection waiting on the lock",
-      async () => {
-        const r = await locker.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE");
+      // As many reads as the pool has connections: each holds one while it waits on the lock.
+      const held = Array.from({ length: POOL_SIZE }, () => client.listWorkspaces({}));
+      await eventually(
+        "every pool connection waiting on the lock",
+        async () => {
+          const r = await locker.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+          );
+          return Number(r.rows[0]?.n ?? 0) >= POOL_SIZE ? true : undefined;
+        },
+        30_000,
+      );
+      const started = Date.now();
+      await expectCode(
+        client.getWorkspace({ workspace: "acme" }),
+        Code.ResourceExhausted,
+        /no free connection in ctrl's pool/,
+      );
+      const waited = Date.now() - started;
+      // It waited for a connection (the bounded wait), it was not refused without trying.
+      assert.ok(
+        waited >= POOL_WAIT_MS - 500,
+        `answered after ${waited} ms, before the pool's wait of ${POOL_WAIT_MS} ms`,
+      );
+      await locker.query("COMMIT");
+      const answers = await Promise.all(held);
+      for (const a of answers)
+        assert.deepEqual(
+          a.workspaces.map((w) => w.slug),
+          ["acme"],
         );
-        return Number(r.rows[0]?.n ?? 0) >= POOL_SIZE ? true : undefined;
-      },
-      30_000,
-    );
-    const started = Date.now();
-    await expectCode(client.getWorkspace({ workspace: "acme" }), Code.ResourceExhausted, /no free connection in ctrl's pool/);
-    const waited = Date.now() - started;
-    // It waited for a connection (the bounded wait), it was not refused without trying.
-    assert.ok(waited >= POOL_WAIT_MS - 500, `answered after ${waited} ms, before the pool's wait of ${POOL_WAIT_MS} ms`);
-    await locker.query("COMMIT");
-    const answers = await Promise.all(held);
-    for (const a of answers) assert.deepEqual(a.workspaces.map((w) => w.slug), ["acme"]);
-  } finally {
-    await locker.end();
-  }
-  // Served again, and a write goes through.
-  await client.createWorkspace({ slug: "after", name: "After" });
-  const list = await client.listWorkspaces({});
-  assert.deepEqual(list.workspaces.map((w) => w.slug).sort(), ["acme", "after"]);
-});
+    } finally {
+      await locker.end();
+    }
+    // Served again, and a write goes through.
+    await client.createWorkspace({ slug: "after", name: "After" });
+    const list = await client.listWorkspaces({});
+    assert.deepEqual(list.workspaces.map((w) => w.slug).sort(), ["acme", "after"]);
+  },
+);

@@ -4,7 +4,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
 import { createClient } from "@connectrpc/connect";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { loadDeploymentContext, removeFromRegion, setDesiredReplicas } from "../../../src/ctrl/domain/deployments.js";
@@ -43,18 +49,30 @@ describe("ctrl on PostgreSQL", () => {
       await viaA(WorkspaceService).createWorkspace({ slug: "acme" });
       await viaA(ProjectService).createProject({ workspace: "acme", slug: "web" });
       // 0 replicas: each deployment is exactly one apply (the rollout driver has nothing to scale).
-      await viaA(EnvironmentService).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "eu", replicas: 0 }] });
+      await viaA(EnvironmentService).createEnvironment({
+        workspace: "acme",
+        project: "web",
+        slug: "prod",
+        regions: [{ region: "eu", replicas: 0 }],
+      });
       const { token } = await viaA(RegionService).createClusterToken({ region: "eu" });
 
       // The agent talks to B only.
       const ac = new AbortController();
-      const stream = createClient(ClusterService, transportFor(b.url, token)).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })[Symbol.asyncIterator]();
+      const stream = createClient(ClusterService, transportFor(b.url, token))
+        .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
+        [Symbol.asyncIterator]();
       assert.equal((await next(stream)).state.case, "snapshotStart");
       assert.equal((await next(stream)).state.case, "snapshotEnd");
 
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) {
-        const { deployment } = await viaA(DeploymentService).createDeployment({ workspace: "acme", project: "web", environment: "prod", image: `app:${i}` });
+        const { deployment } = await viaA(DeploymentService).createDeployment({
+          workspace: "acme",
+          project: "web",
+          environment: "prod",
+          image: `app:${i}`,
+        });
         ids.push(deployment?.id ?? "");
       }
       const got: [bigint, string][] = [];
@@ -62,7 +80,10 @@ describe("ctrl on PostgreSQL", () => {
         const m = await next(stream);
         got.push([m.version, m.state.case === "apply" ? m.state.value.deploymentId : ""]);
       }
-      assert.deepEqual(got, ids.map((id, i) => [BigInt(i + 1), id]));
+      assert.deepEqual(
+        got,
+        ids.map((id, i) => [BigInt(i + 1), id]),
+      );
       ac.abort();
     } finally {
       for (const p of procs) assert.equal(await p.stop(), 0);
@@ -78,12 +99,22 @@ describe("ctrl on PostgreSQL", () => {
       await ctrl.client(RegionService, t).createRegion({ name: "eu" });
       await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" });
       await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "web" });
-      await ctrl.client(EnvironmentService, t).createEnvironment({ workspace: "acme", project: "web", slug: "prod", regions: [{ region: "eu", replicas: 1 }] });
+      await ctrl.client(EnvironmentService, t).createEnvironment({
+        workspace: "acme",
+        project: "web",
+        slug: "prod",
+        regions: [{ region: "eu", replicas: 1 }],
+      });
       const ac = new AbortController();
-      const stream = ctrl.client(ClusterService, await ctrl.agentToken("eu")).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })[Symbol.asyncIterator]();
+      const stream = ctrl
+        .client(ClusterService, await ctrl.agentToken("eu"))
+        .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
+        [Symbol.asyncIterator]();
       await next(stream);
       await next(stream);
-      const { deployment } = await ctrl.client(DeploymentService, t).createDeployment({ workspace: "acme", project: "web", environment: "prod", image: "app:1" });
+      const { deployment } = await ctrl
+        .client(DeploymentService, t)
+        .createDeployment({ workspace: "acme", project: "web", environment: "prod", image: "app:1" });
       const id = deployment?.id ?? "";
       let m = await next(stream);
       while (!(m.state.case === "apply" && m.state.value.deploymentId === id)) m = await next(stream);
@@ -98,7 +129,9 @@ describe("ctrl on PostgreSQL", () => {
       await opened.notifier.close();
       const other = new Store(opened.db, opened.dialect, new LocalNotifier(), opened.close);
       try {
-        const killed = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND datname = current_database()");
+        const killed = await admin.query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND datname = current_database()",
+        );
         assert.equal(killed.rowCount, 1);
         const ctx = await loadDeploymentContext(other.db, id);
         await other.write((tx) => setDesiredReplicas(tx, ctx, "eu", 5));

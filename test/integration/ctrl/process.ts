@@ -15,10 +15,14 @@ export interface CtrlProcess {
 }
 
 export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CtrlProcess> {
-  const child = spawn(process.execPath, [KRANE_BIN, "ctrl", "serve", "--listen", "127.0.0.1:0", "--ops-listen", "off", ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [KRANE_BIN, "ctrl", "serve", "--listen", "127.0.0.1:0", "--ops-listen", "off", ...args],
+    {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stderr = "";
   let stdout = "";
   child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
@@ -64,6 +68,10 @@ export interface CliResult {
 
 /** Runs the real `krane` CLI. */
 export function krane(args: string[], env: NodeJS.ProcessEnv): CliResult {
-  const res = spawnSync(process.execPath, [KRANE_BIN, ...args], { env: { ...process.env, ...env }, encoding: "utf8", timeout: 120_000 });
+  const res = spawnSync(process.execPath, [KRANE_BIN, ...args], {
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
 }

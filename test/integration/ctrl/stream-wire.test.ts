@@ -9,7 +9,13 @@ import { join } from "node:path";
 import { create, toBinary, toJson } from "@bufbuild/protobuf";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { ApplyDeploymentSchema, ClusterService, DeleteDeploymentSchema, DeploymentStateSchema, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ApplyDeploymentSchema,
+  ClusterService,
+  DeleteDeploymentSchema,
+  DeploymentStateSchema,
+  type DeploymentState,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { createRegion } from "../../../src/ctrl/domain/clusters.js";
 import { bearer, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
@@ -23,16 +29,31 @@ const idOf = (i: number): string => `dep_w${String(i).padStart(6, "0")}`;
 function applyPayload(i: number, replicas: number): Uint8Array {
   return toBinary(
     ApplyDeploymentSchema,
-    create(ApplyDeploymentSchema, { deploymentId: idOf(i), k8sNamespace: "ws", k8sName: `app-${i}`, image: `app:${i}`, replicas, region: REGION, env: [{ name: "I", value: String(i) }] }),
+    create(ApplyDeploymentSchema, {
+      deploymentId: idOf(i),
+      k8sNamespace: "ws",
+      k8sName: `app-${i}`,
+      image: `app:${i}`,
+      replicas,
+      region: REGION,
+      env: [{ name: "I", value: String(i) }],
+    }),
   );
 }
 
 function deletePayload(i: number): Uint8Array {
-  return toBinary(DeleteDeploymentSchema, create(DeleteDeploymentSchema, { deploymentId: idOf(i), k8sNamespace: "ws", k8sName: `app-${i}` }));
+  return toBinary(
+    DeleteDeploymentSchema,
+    create(DeleteDeploymentSchema, { deploymentId: idOf(i), k8sNamespace: "ws", k8sName: `app-${i}` }),
+  );
 }
 
 /** Reads a stream until the message with version `last`, telling `onSnapshotEnd` when its snapshot ended. */
-async function readUntil(stream: AsyncIterable<DeploymentState>, last: bigint, onSnapshotEnd: () => void): Promise<DeploymentState[]> {
+async function readUntil(
+  stream: AsyncIterable<DeploymentState>,
+  last: bigint,
+  onSnapshotEnd: () => void,
+): Promise<DeploymentState[]> {
   const all: DeploymentState[] = [];
   for await (const m of stream) {
     all.push(m);
@@ -76,7 +97,10 @@ describe("watch streams on every wire", () => {
     const reads = Object.entries(transports).map(async ([name, t]) => {
       const client = createClient(ClusterService, t);
       const stream = client.watchDeployments({ region: REGION, versionLastSeen: 0n });
-      return [name, await readUntil(stream, last, () => ++snapshotsEnded === Object.keys(transports).length && allEnded())] as const;
+      return [
+        name,
+        await readUntil(stream, last, () => ++snapshotsEnded === Object.keys(transports).length && allEnded()),
+      ] as const;
     });
     await ended;
 
@@ -96,7 +120,9 @@ describe("watch streams on every wire", () => {
     }
     const results = await Promise.race([
       Promise.all(reads),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the watchers did not get every change within 30 s")), 30_000).unref()),
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error("the watchers did not get every change within 30 s")), 30_000).unref(),
+      ),
     ]);
 
     for (const [name, messages] of results) {
@@ -111,7 +137,11 @@ describe("watch streams on every wire", () => {
       }
       const end = messages[1 + SNAPSHOT];
       assert.equal(end?.state.case, "snapshotEnd", `${name}: after the objects`);
-      assert.equal(end?.state.case === "snapshotEnd" ? end.state.value.headVersion : -1n, BigInt(SNAPSHOT), `${name}: snapshot head`);
+      assert.equal(
+        end?.state.case === "snapshotEnd" ? end.state.value.headVersion : -1n,
+        BigInt(SNAPSHOT),
+        `${name}: snapshot head`,
+      );
       // Changes: every version after the snapshot's head once, in order, as written.
       const changes = messages.slice(2 + SNAPSHOT);
       assert.equal(changes.length, CHANGES, `${name}: changes after the snapshot`);

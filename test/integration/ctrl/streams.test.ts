@@ -7,15 +7,27 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
 import { ClusterService, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { compactOutbox } from "../../../src/ctrl/db/outbox.js";
 import { startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
 
 async function setupEnv(ctrl: TestCtrl, region: string): Promise<void> {
   const t = ctrl.adminToken;
   await ctrl.client(RegionService, t).createRegion({ name: region });
-  await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" }).catch(() => undefined);
-  await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "web" }).catch(() => undefined);
+  await ctrl
+    .client(WorkspaceService, t)
+    .createWorkspace({ slug: "acme" })
+    .catch(() => undefined);
+  await ctrl
+    .client(ProjectService, t)
+    .createProject({ workspace: "acme", slug: "web" })
+    .catch(() => undefined);
   // 0 replicas and a long history: each deployment is then exactly one apply in the outbox (the
   // rollout driver creates its empty ReplicaSet and has nothing to scale or clean up).
   await ctrl.client(EnvironmentService, t).createEnvironment({
@@ -32,14 +44,23 @@ async function deploy(ctrl: TestCtrl, n: number, envValueSize = 0): Promise<stri
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const env = envValueSize > 0 ? [{ name: "PAD", value: "x".repeat(envValueSize) }] : [];
-    const { deployment } = await client.createDeployment({ workspace: "acme", project: "web", environment: "prod", image: `app:${i}`, env });
+    const { deployment } = await client.createDeployment({
+      workspace: "acme",
+      project: "web",
+      environment: "prod",
+      image: `app:${i}`,
+      env,
+    });
     ids.push(deployment?.id ?? "");
   }
   return ids;
 }
 
 /** Reads until `stop` says enough, returning the messages. */
-async function read(stream: AsyncIterable<DeploymentState>, stop: (m: DeploymentState, all: DeploymentState[]) => boolean): Promise<DeploymentState[]> {
+async function read(
+  stream: AsyncIterable<DeploymentState>,
+  stop: (m: DeploymentState, all: DeploymentState[]) => boolean,
+): Promise<DeploymentState[]> {
   const all: DeploymentState[] = [];
   for await (const m of stream) {
     all.push(m);
@@ -59,8 +80,14 @@ describe("resume after a ctrl restart (SQLite file)", () => {
     const token = await ctrl.agentToken("eu");
     await deploy(ctrl, 3);
     const agent = createClient(ClusterService, transportFor(ctrl.url, token));
-    const first = await read(agent.watchDeployments({ region: "eu", versionLastSeen: 0n }), (m) => m.state.case === "snapshotEnd");
-    assert.deepEqual(first.map((m) => m.state.case), ["snapshotStart", "apply", "apply", "apply", "snapshotEnd"]);
+    const first = await read(
+      agent.watchDeployments({ region: "eu", versionLastSeen: 0n }),
+      (m) => m.state.case === "snapshotEnd",
+    );
+    assert.deepEqual(
+      first.map((m) => m.state.case),
+      ["snapshotStart", "apply", "apply", "apply", "snapshotEnd"],
+    );
     const cursor = first[4]?.state.case === "snapshotEnd" ? first[4].state.value.headVersion : 0n;
     assert.equal(cursor, 3n);
 
@@ -75,11 +102,17 @@ describe("resume after a ctrl restart (SQLite file)", () => {
     try {
       await deploy(ctrl, 2);
       const agent2 = createClient(ClusterService, transportFor(ctrl.url, token));
-      const resumed = await read(agent2.watchDeployments({ region: "eu", versionLastSeen: cursor }), (_m, all) => all.length === 2);
-      assert.deepEqual(resumed.map((m) => [m.version, m.state.case]), [
-        [4n, "apply"],
-        [5n, "apply"],
-      ]);
+      const resumed = await read(
+        agent2.watchDeployments({ region: "eu", versionLastSeen: cursor }),
+        (_m, all) => all.length === 2,
+      );
+      assert.deepEqual(
+        resumed.map((m) => [m.version, m.state.case]),
+        [
+          [4n, "apply"],
+          [5n, "apply"],
+        ],
+      );
     } finally {
       await ctrl.close();
     }
@@ -106,7 +139,10 @@ describe("snapshot after compaction", () => {
     assert.ok((await compactOutbox(ctrl.store.db, 5)) > 0);
     const agent = ctrl.client(ClusterService, token);
 
-    const old = await read(agent.watchDeployments({ region: "eu", versionLastSeen: 3n }), (m) => m.state.case === "snapshotEnd");
+    const old = await read(
+      agent.watchDeployments({ region: "eu", versionLastSeen: 3n }),
+      (m) => m.state.case === "snapshotEnd",
+    );
     assert.equal(old[0]?.state.case, "snapshotStart");
     const applies = old.filter((m) => m.state.case === "apply");
     assert.equal(applies.length, 11, "the snapshot holds the 11 deployments still desired");
@@ -114,12 +150,21 @@ describe("snapshot after compaction", () => {
     const end = old[old.length - 1];
     assert.equal(end?.state.case === "snapshotEnd" ? end.state.value.headVersion : 0n, 13n);
 
-    const recent = await read(agent.watchDeployments({ region: "eu", versionLastSeen: 9n }), (_m, all) => all.length === 4);
-    assert.deepEqual(recent.map((m) => m.version), [10n, 11n, 12n, 13n]);
+    const recent = await read(
+      agent.watchDeployments({ region: "eu", versionLastSeen: 9n }),
+      (_m, all) => all.length === 4,
+    );
+    assert.deepEqual(
+      recent.map((m) => m.version),
+      [10n, 11n, 12n, 13n],
+    );
     assert.equal(recent[3]?.state.case, "delete");
 
     // The horizon itself is still resumable (everything after it is retained).
-    const edge = await read(agent.watchDeployments({ region: "eu", versionLastSeen: 8n }), (_m, all) => all.length === 1);
+    const edge = await read(
+      agent.watchDeployments({ region: "eu", versionLastSeen: 8n }),
+      (_m, all) => all.length === 1,
+    );
     assert.equal(edge[0]?.version, 9n);
   });
 });
@@ -141,7 +186,10 @@ describe("slow and dead watchers", () => {
 
     // Slow: a Connect client on its own connection that reads one message and then stops.
     const slowAc = new AbortController();
-    const slow = createClient(ClusterService, transportFor(ctrl.url, token)).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: slowAc.signal });
+    const slow = createClient(ClusterService, transportFor(ctrl.url, token)).watchDeployments(
+      { region: "eu", versionLastSeen: 0n },
+      { signal: slowAc.signal },
+    );
     const slowIt = slow[Symbol.asyncIterator]();
     await slowIt.next();
 
@@ -172,7 +220,9 @@ describe("slow and dead watchers", () => {
 
     // Fast: follows everything. ~2 MB of changes, far beyond the HTTP/2 windows of the others.
     const fastAc = new AbortController();
-    const fast = ctrl.client(ClusterService, token).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: fastAc.signal });
+    const fast = ctrl
+      .client(ClusterService, token)
+      .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: fastAc.signal });
     const fastIt = fast[Symbol.asyncIterator]();
     for (let i = 0; i < 2; i++) await fastIt.next(); // empty snapshot
     const total = 200;

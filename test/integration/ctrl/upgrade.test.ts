@@ -30,7 +30,11 @@ import { createClient, type Client } from "@connectrpc/connect";
 import SQLite from "better-sqlite3";
 import pg from "pg";
 import { StatusService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ApplyDeploymentSchema, ClusterService, type DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ApplyDeploymentSchema,
+  ClusterService,
+  type DeploymentState,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { Dialect } from "../../../src/ctrl/db/dialect.js";
 import { migrateToLatest } from "../../../src/ctrl/db/migrate.js";
@@ -42,10 +46,37 @@ import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
 /** The tables migration 0009 creates (issue 16): empty after the upgrade. */
-const TABLES_0009 = ["environment_config", "environment_secrets", "data_keys", "releases", "release_objects", "release_kinds", "release_status", "jobs", "job_status", "deletions", "pending_deletions", "audit_log"];
-const OLD_MIGRATIONS = ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"];
+const TABLES_0009 = [
+  "environment_config",
+  "environment_secrets",
+  "data_keys",
+  "releases",
+  "release_objects",
+  "release_kinds",
+  "release_status",
+  "jobs",
+  "job_status",
+  "deletions",
+  "pending_deletions",
+  "audit_log",
+];
+const OLD_MIGRATIONS = [
+  "0001_initial",
+  "0002_rollouts",
+  "0003_commit_sequencer",
+  "0004_api_tokens",
+  "0005_revoked_tokens",
+];
 /** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012. */
-const NEW_TABLES = ["cluster_cursors", "domains", "endpoints", "gateway_reports", "idempotency_keys", "progressive_rollouts", "measurements"];
+const NEW_TABLES = [
+  "cluster_cursors",
+  "domains",
+  "endpoints",
+  "gateway_reports",
+  "idempotency_keys",
+  "progressive_rollouts",
+  "measurements",
+];
 
 type Row = Record<string, string | null>;
 type Tables = Map<string, Row[]>;
@@ -63,7 +94,9 @@ function cell(v: unknown): string | null {
 }
 
 function normalize(rows: Record<string, unknown>[]): Row[] {
-  return rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, cell(v)]))).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  return rows
+    .map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, cell(v)])))
+    .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 }
 
 /** The database read with its plain driver (not ctrl's code). */
@@ -72,8 +105,11 @@ function rawSqlite(file: string): Raw {
   return {
     async tables() {
       const out: Tables = new Map();
-      const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as { name: string }[];
-      for (const { name } of names) out.set(name, normalize(db.prepare(`SELECT * FROM "${name}"`).all() as Record<string, unknown>[]));
+      const names = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .all() as { name: string }[];
+      for (const { name } of names)
+        out.set(name, normalize(db.prepare(`SELECT * FROM "${name}"`).all() as Record<string, unknown>[]));
       return out;
     },
     async close() {
@@ -88,8 +124,11 @@ async function rawPostgres(url: string): Promise<Raw> {
   return {
     async tables() {
       const out: Tables = new Map();
-      const names = await c.query<{ name: string }>("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
-      for (const { name } of names.rows) out.set(name, normalize((await c.query(`SELECT * FROM "${name}"`)).rows as Record<string, unknown>[]));
+      const names = await c.query<{ name: string }>(
+        "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+      );
+      for (const { name } of names.rows)
+        out.set(name, normalize((await c.query(`SELECT * FROM "${name}"`)).rows as Record<string, unknown>[]));
       return out;
     },
     close: () => c.end(),
@@ -117,9 +156,15 @@ function replay(t: Tables): Map<string, string | null> {
   const outbox = rowsOf(t, "outbox");
   const state = new Map<string, string | null>();
   for (const s of versions) {
-    const rows = outbox.filter((o) => o.region === s.region && o.kind === s.kind).sort((a, b) => Number(a.version) - Number(b.version));
+    const rows = outbox
+      .filter((o) => o.region === s.region && o.kind === s.kind)
+      .sort((a, b) => Number(a.version) - Number(b.version));
     assert.equal(Number(s.compacted_through), 0, "the fixture was never compacted");
-    assert.deepEqual(rows.map((r) => Number(r.version)), Array.from({ length: Number(s.version) }, (_, i) => i + 1), `${s.kind}/${s.region}: dense versions up to the head`);
+    assert.deepEqual(
+      rows.map((r) => Number(r.version)),
+      Array.from({ length: Number(s.version) }, (_, i) => i + 1),
+      `${s.kind}/${s.region}: dense versions up to the head`,
+    );
     for (const r of rows) {
       const key = `${r.region}/${r.kind}/${r.object_id}`;
       if (r.op === "apply") state.set(key, r.payload ?? null);
@@ -142,49 +187,110 @@ async function next(it: AsyncIterator<DeploymentState>): Promise<DeploymentState
 function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string; raw: () => Promise<Raw> }>): void {
   describe(`upgrading a ${name === "sqlite" ? "SQLite" : "PostgreSQL"} database of release be3ed9d`, () => {
     it("migrates at start and loses nothing: rows, desired objects, outbox history, tokens, streams", async () => {
-      const tokens = (JSON.parse(readFileSync(join(FIXTURES, "tokens.json"), "utf8")) as Record<string, { admin: string; agents: { eu: string } }>)[name];
+      const tokens = (
+        JSON.parse(readFileSync(join(FIXTURES, "tokens.json"), "utf8")) as Record<
+          string,
+          { admin: string; agents: { eu: string } }
+        >
+      )[name];
       assert.ok(tokens);
       const { url, raw } = await load();
       const r0 = await raw();
       const before = await r0.tables();
       await r0.close();
-      assert.deepEqual(rowsOf(before, "krane_migrations").map((m) => m.name), OLD_MIGRATIONS);
+      assert.deepEqual(
+        rowsOf(before, "krane_migrations").map((m) => m.name),
+        OLD_MIGRATIONS,
+      );
       // The old state is self-consistent to begin with.
       assert.deepEqual(replay(before), desiredState(before));
       const deploymentRows = rowsOf(before, "desired_objects").filter((r) => r.kind === "deployment");
-      assert.ok(deploymentRows.length >= 5 && new Set(deploymentRows.map((r) => fromBinary(ApplyDeploymentSchema, payloadOf(r.payload ?? null)).replicas)).size >= 2);
+      assert.ok(
+        deploymentRows.length >= 5 &&
+          new Set(deploymentRows.map((r) => fromBinary(ApplyDeploymentSchema, payloadOf(r.payload ?? null)).replicas))
+            .size >= 2,
+      );
 
       let ctrl: RunningCtrl | undefined;
       try {
         // No sweep: nothing may write between the migration and the look at what it left.
-        ctrl = await startCtrl({ databaseUrl: url, listen: { host: "127.0.0.1", port: 0 }, opsListen: null, shutdownGraceMs: 1000, rolloutSweepIntervalMs: 0 });
+        ctrl = await startCtrl({
+          databaseUrl: url,
+          listen: { host: "127.0.0.1", port: 0 },
+          opsListen: null,
+          shutdownGraceMs: 1000,
+          rolloutSweepIntervalMs: 0,
+        });
         const r1 = await raw();
         const upgraded = await r1.tables();
         await r1.close();
 
-        assert.deepEqual([...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t) && !TABLES_0009.includes(t)), [...before.keys()], "the same tables, and the new ones");
+        assert.deepEqual(
+          [...upgraded.keys()].filter((t) => !NEW_TABLES.includes(t) && !TABLES_0009.includes(t)),
+          [...before.keys()],
+          "the same tables, and the new ones",
+        );
         for (const t of [...TABLES_0009, ...NEW_TABLES]) assert.deepEqual(rowsOf(upgraded, t), [], `${t} starts empty`);
         for (const [table, rows] of before) {
-          if (["desired_objects", "rollout_revisions", "krane_migrations", "environments", "sentinels", "workspaces", "projects", "deployments"].includes(table)) continue;
+          if (
+            [
+              "desired_objects",
+              "rollout_revisions",
+              "krane_migrations",
+              "environments",
+              "sentinels",
+              "workspaces",
+              "projects",
+              "deployments",
+            ].includes(table)
+          )
+            continue;
           assert.deepEqual(rowsOf(upgraded, table), rows, `table ${table} is unchanged`);
         }
         const migrations = rowsOf(upgraded, "krane_migrations");
-        assert.deepEqual(migrations.map((m) => m.name), Object.keys(MIGRATIONS), "every migration since, in order");
-        assert.deepEqual(Object.keys(MIGRATIONS).slice(0, OLD_MIGRATIONS.length + 2), [...OLD_MIGRATIONS, "0006_desired_replicas", "0007_routing"]);
+        assert.deepEqual(
+          migrations.map((m) => m.name),
+          Object.keys(MIGRATIONS),
+          "every migration since, in order",
+        );
+        assert.deepEqual(Object.keys(MIGRATIONS).slice(0, OLD_MIGRATIONS.length + 2), [
+          ...OLD_MIGRATIONS,
+          "0006_desired_replicas",
+          "0007_routing",
+        ]);
         // Migration 0009: nothing being deleted, no revision with configuration or secrets.
         for (const t of ["workspaces", "projects"]) {
           assert.deepEqual(without(rowsOf(upgraded, t), "deleting_at"), rowsOf(before, t));
           for (const row of rowsOf(upgraded, t)) assert.equal(row.deleting_at, null);
         }
         const revisionColumns = ["config", "secrets", "secret_keys", "secrets_digest", "external_secrets"];
-        assert.deepEqual(revisionColumns.reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")), rowsOf(before, "deployments"));
-        for (const d of rowsOf(upgraded, "deployments")) assert.deepEqual(revisionColumns.map((c) => d[c]), revisionColumns.map(() => null));
+        assert.deepEqual(
+          revisionColumns.reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")),
+          rowsOf(before, "deployments"),
+        );
+        for (const d of rowsOf(upgraded, "deployments"))
+          assert.deepEqual(
+            revisionColumns.map((c) => d[c]),
+            revisionColumns.map(() => null),
+          );
         // Migration 0007: the routing policy every environment served ("instances", version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        const added = ["routing_mode", "routing_weights", "routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions"];
+        const added = [
+          "routing_mode",
+          "routing_weights",
+          "routing_version",
+          "deleting_at",
+          "edge_auth",
+          "progressive",
+          "routing_regions",
+        ];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
-        for (const e of environments) assert.deepEqual(added.map((c) => e[c]), ["instances", "[]", "1", null, null, null, null]);
+        for (const e of environments)
+          assert.deepEqual(
+            added.map((c) => e[c]),
+            ["instances", "[]", "1", null, null, null, null],
+          );
         const sentinels = rowsOf(upgraded, "sentinels");
         assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
         for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
@@ -198,7 +304,9 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         // and (0009) the environment of each, from its deployment or sentinel.
         const desired = rowsOf(upgraded, "desired_objects");
         assert.deepEqual(without(without(desired, "replicas"), "environment_id"), rowsOf(before, "desired_objects"));
-        const environmentOf = new Map([...rowsOf(before, "deployments"), ...rowsOf(before, "sentinels")].map((r) => [r.id, r.environment_id]));
+        const environmentOf = new Map(
+          [...rowsOf(before, "deployments"), ...rowsOf(before, "sentinels")].map((r) => [r.id, r.environment_id]),
+        );
         for (const d of desired) {
           assert.ok(d.environment_id, `${d.kind} ${d.object_id}: an environment`);
           assert.equal(d.environment_id, environmentOf.get(d.object_id), `${d.kind} ${d.object_id}: its environment`);
@@ -227,19 +335,28 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         assert.deepEqual(replay(upgraded), desiredState(upgraded));
 
         // Through the new ctrl: the old admin token, status with the old counts.
-        const client = <S extends DescService>(service: S, token: string): Client<S> => createClient(service, transportFor(ctrl?.url ?? "", token));
+        const client = <S extends DescService>(service: S, token: string): Client<S> =>
+          createClient(service, transportFor(ctrl?.url ?? "", token));
         const prod = { workspace: "acme", project: "shop", environment: "prod" };
         const status = await client(StatusService, tokens.admin).getEnvironmentStatus(prod);
-        const shown = new Map(status.deployments.flatMap((d) => (d.deployment?.regions ?? []).map((r): [string, number] => [`${d.deployment?.id}/${r.region}`, r.replicas])));
+        const shown = new Map(
+          status.deployments.flatMap((d) =>
+            (d.deployment?.regions ?? []).map((r): [string, number] => [`${d.deployment?.id}/${r.region}`, r.replicas]),
+          ),
+        );
         const prodIds = new Set(status.deployments.map((d) => d.deployment?.id));
         assert.deepEqual(shown, new Map([...replicasOf].filter(([k]) => prodIds.has(k.split("/")[0]))));
         assert.equal(shown.size, 4, "two revisions desired in two regions");
         assert.equal(status.sentinels.length, 2);
 
         // The old agent token: a snapshot of eu is the old desired state, byte for byte.
-        const head = Number(rowsOf(before, "stream_versions").find((s) => s.region === "eu" && s.kind === "deployment")?.version);
+        const head = Number(
+          rowsOf(before, "stream_versions").find((s) => s.region === "eu" && s.kind === "deployment")?.version,
+        );
         const ac = new AbortController();
-        const stream = client(ClusterService, tokens.agents.eu).watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })[Symbol.asyncIterator]();
+        const stream = client(ClusterService, tokens.agents.eu)
+          .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
+          [Symbol.asyncIterator]();
         assert.equal((await next(stream)).state.case, "snapshotStart");
         const snapshot = new Map<string, string>();
         for (;;) {
@@ -251,10 +368,14 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           assert.equal(m.state.case, "apply");
           if (m.state.case === "apply") snapshot.set(m.state.value.deploymentId, m.state.value.replicas.toString());
         }
-        const oldEu = new Map(deploymentRows.filter((r) => r.region === "eu").map((r) => {
-          const msg = fromBinary(ApplyDeploymentSchema, payloadOf(r.payload ?? null));
-          return [msg.deploymentId, msg.replicas.toString()];
-        }));
+        const oldEu = new Map(
+          deploymentRows
+            .filter((r) => r.region === "eu")
+            .map((r) => {
+              const msg = fromBinary(ApplyDeploymentSchema, payloadOf(r.payload ?? null));
+              return [msg.deploymentId, msg.replicas.toString()];
+            }),
+        );
         assert.deepEqual(snapshot, oldEu);
 
         // A new write: scaling prod in eu streams as the next version, rendered at the new count.
@@ -266,10 +387,17 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         const r2 = await raw();
         const written = await r2.tables();
         await r2.close();
-        const changed = rowsOf(written, "desired_objects").filter((d) => d.region === "eu" && d.kind === "deployment" && d.replicas !== String(replicasOf.get(`${d.object_id}/eu`)));
+        const changed = rowsOf(written, "desired_objects").filter(
+          (d) =>
+            d.region === "eu" && d.kind === "deployment" && d.replicas !== String(replicasOf.get(`${d.object_id}/eu`)),
+        );
         assert.ok(changed.length >= 1, "the scale changed a desired count in eu");
         for (const d of rowsOf(written, "desired_objects").filter((x) => x.kind === "deployment")) {
-          assert.equal(d.replicas, String(fromBinary(ApplyDeploymentSchema, payloadOf(d.payload ?? null)).replicas), "payloads are rendered at the column's count");
+          assert.equal(
+            d.replicas,
+            String(fromBinary(ApplyDeploymentSchema, payloadOf(d.payload ?? null)).replicas),
+            "payloads are rendered at the column's count",
+          );
         }
         assert.deepEqual(replay(written), desiredState(written));
       } finally {
@@ -283,7 +411,12 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
 async function migrateTo(db: Kysely<unknown>, dialect: Dialect, last: string): Promise<void> {
   const all: Record<string, Migration> = {};
   for (const [name, m] of Object.entries(MIGRATIONS)) all[name] = { up: (x) => m.up(x, dialect) };
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => all }, migrationTableName: "krane_migrations", migrationLockTableName: "krane_migrations_lock" });
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => all },
+    migrationTableName: "krane_migrations",
+    migrationLockTableName: "krane_migrations_lock",
+  });
   const { error } = await migrator.migrateTo(last);
   if (error !== undefined) throw error;
 }
@@ -307,13 +440,27 @@ function backfillScenario(name: string, url: () => Promise<string>): void {
           const id = `dep_${String(i).padStart(6, "0")}`;
           const replicas = (i * 7 + r) % 13;
           expected.set(`${region}/${id}`, replicas);
-          rows.push({ region, kind: "deployment", object_id: id, payload: Buffer.from(toBinary(ApplyDeploymentSchema, create(ApplyDeploymentSchema, { deploymentId: id, region, replicas }))) });
+          rows.push({
+            region,
+            kind: "deployment",
+            object_id: id,
+            payload: Buffer.from(
+              toBinary(ApplyDeploymentSchema, create(ApplyDeploymentSchema, { deploymentId: id, region, replicas })),
+            ),
+          });
         }
         rows.push({ region, kind: "sentinel", object_id: `snt_${region}`, payload: Buffer.from([0x0a, 0x01, 0x61]) });
       }
-      for (let i = 0; i < rows.length; i += 200) await conn.db.insertInto("desired_objects").values(rows.slice(i, i + 200)).execute();
+      for (let i = 0; i < rows.length; i += 200)
+        await conn.db
+          .insertInto("desired_objects")
+          .values(rows.slice(i, i + 200))
+          .execute();
       await migrateToLatest(db, dialect);
-      const after = await conn.db.selectFrom("desired_objects").select(["region", "kind", "object_id", "replicas"]).execute();
+      const after = await conn.db
+        .selectFrom("desired_objects")
+        .select(["region", "kind", "object_id", "replicas"])
+        .execute();
       assert.equal(after.length, rows.length);
       for (const a of after) {
         if (a.kind === "sentinel") assert.equal(a.replicas, null);

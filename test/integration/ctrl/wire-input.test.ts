@@ -12,7 +12,11 @@ import { file_krane_ctrl_v1_cluster } from "../../../src/gen/krane/ctrl/v1/clust
 import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
-const services: DescService[] = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_cluster, file_krane_ctrl_v1_rollout].flatMap((f) => f.services);
+const services: DescService[] = [
+  file_krane_ctrl_v1_api,
+  file_krane_ctrl_v1_cluster,
+  file_krane_ctrl_v1_rollout,
+].flatMap((f) => f.services);
 const dir = tempDir();
 let ctrl: TestCtrl;
 let agentToken: string;
@@ -66,7 +70,7 @@ function envelope(flags: number, payload: Buffer, claimedLength = payload.length
 
 function frames(body: Buffer): { flags: number; data: Buffer }[] {
   const out: { flags: number; data: Buffer }[] = [];
-  for (let i = 0; i + 5 <= body.length; ) {
+  for (let i = 0; i + 5 <= body.length;) {
     const len = body.readUInt32BE(i + 1);
     out.push({ flags: body[i] ?? 0, data: body.subarray(i + 5, i + 5 + len) });
     i += 5 + len;
@@ -94,10 +98,32 @@ function outcome(protocol: string, a: Answer): [string, string] {
       if (i > 0) fields[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
     }
   }
-  const pick = (k: string): string | undefined => fields[k] ?? (a.trailers[k] as string | undefined) ?? (a.headers[k] as string | undefined);
+  const pick = (k: string): string | undefined =>
+    fields[k] ?? (a.trailers[k] as string | undefined) ?? (a.headers[k] as string | undefined);
   fields = { "grpc-status": pick("grpc-status") ?? "", "grpc-message": pick("grpc-message") ?? "" };
-  const names = ["ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists", "permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated"];
-  return [names[Number(fields["grpc-status"])] ?? `grpc-status ${fields["grpc-status"]}`, decodeURIComponent(fields["grpc-message"] ?? "")];
+  const names = [
+    "ok",
+    "canceled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+    "unauthenticated",
+  ];
+  return [
+    names[Number(fields["grpc-status"])] ?? `grpc-status ${fields["grpc-status"]}`,
+    decodeURIComponent(fields["grpc-message"] ?? ""),
+  ];
 }
 
 // Protobuf that is not a message: an invalid wire type, and a length running past the end.
@@ -118,30 +144,132 @@ function cases(m: DescMethod): Case[] {
   const out: Case[] = [];
   if (unary) {
     out.push(
-      { protocol: "connect", what: "invalid wire type", contentType: "application/proto", body: INVALID_WIRE_TYPE, namesType: true },
-      { protocol: "connect", what: "truncated protobuf", contentType: "application/proto", body: TRUNCATED, namesType: true },
-      { protocol: "connect", what: "truncated JSON", contentType: "application/json", body: Buffer.from('{"name": "x'), namesType: false },
-      { protocol: "connect", what: "not JSON", contentType: "application/json", body: Buffer.from("garbage \u0000\u00ff"), namesType: false },
-      { protocol: "connect", what: "JSON of the wrong shape", contentType: "application/json", body: Buffer.from("[1, 2, 3]"), namesType: true },
+      {
+        protocol: "connect",
+        what: "invalid wire type",
+        contentType: "application/proto",
+        body: INVALID_WIRE_TYPE,
+        namesType: true,
+      },
+      {
+        protocol: "connect",
+        what: "truncated protobuf",
+        contentType: "application/proto",
+        body: TRUNCATED,
+        namesType: true,
+      },
+      {
+        protocol: "connect",
+        what: "truncated JSON",
+        contentType: "application/json",
+        body: Buffer.from('{"name": "x'),
+        namesType: false,
+      },
+      {
+        protocol: "connect",
+        what: "not JSON",
+        contentType: "application/json",
+        body: Buffer.from("garbage \u0000\u00ff"),
+        namesType: false,
+      },
+      {
+        protocol: "connect",
+        what: "JSON of the wrong shape",
+        contentType: "application/json",
+        body: Buffer.from("[1, 2, 3]"),
+        namesType: true,
+      },
     );
   } else {
     out.push(
-      { protocol: "connect-stream", what: "invalid wire type", contentType: "application/connect+proto", body: envelope(0, INVALID_WIRE_TYPE), namesType: true },
-      { protocol: "connect-stream", what: "truncated frame", contentType: "application/connect+proto", body: envelope(0, TRUNCATED, 40), namesType: false },
-      { protocol: "connect-stream", what: "not JSON", contentType: "application/connect+json", body: envelope(0, Buffer.from("{nope")), namesType: false },
-      { protocol: "connect-stream", what: "no message", contentType: "application/connect+proto", body: Buffer.alloc(0), namesType: true },
+      {
+        protocol: "connect-stream",
+        what: "invalid wire type",
+        contentType: "application/connect+proto",
+        body: envelope(0, INVALID_WIRE_TYPE),
+        namesType: true,
+      },
+      {
+        protocol: "connect-stream",
+        what: "truncated frame",
+        contentType: "application/connect+proto",
+        body: envelope(0, TRUNCATED, 40),
+        namesType: false,
+      },
+      {
+        protocol: "connect-stream",
+        what: "not JSON",
+        contentType: "application/connect+json",
+        body: envelope(0, Buffer.from("{nope")),
+        namesType: false,
+      },
+      {
+        protocol: "connect-stream",
+        what: "no message",
+        contentType: "application/connect+proto",
+        body: Buffer.alloc(0),
+        namesType: true,
+      },
     );
   }
   out.push(
-    { protocol: "grpc", what: "invalid wire type", contentType: "application/grpc", body: envelope(0, INVALID_WIRE_TYPE), namesType: true },
-    { protocol: "grpc", what: "truncated protobuf", contentType: "application/grpc+proto", body: envelope(0, TRUNCATED), namesType: true },
-    { protocol: "grpc", what: "truncated frame", contentType: "application/grpc", body: envelope(0, TRUNCATED, 40), namesType: false },
+    {
+      protocol: "grpc",
+      what: "invalid wire type",
+      contentType: "application/grpc",
+      body: envelope(0, INVALID_WIRE_TYPE),
+      namesType: true,
+    },
+    {
+      protocol: "grpc",
+      what: "truncated protobuf",
+      contentType: "application/grpc+proto",
+      body: envelope(0, TRUNCATED),
+      namesType: true,
+    },
+    {
+      protocol: "grpc",
+      what: "truncated frame",
+      contentType: "application/grpc",
+      body: envelope(0, TRUNCATED, 40),
+      namesType: false,
+    },
     { protocol: "grpc", what: "no message", contentType: "application/grpc", body: Buffer.alloc(0), namesType: true },
-    { protocol: "grpc", what: "two messages", contentType: "application/grpc", body: Buffer.concat([envelope(0, Buffer.alloc(0)), envelope(0, Buffer.alloc(0))]), namesType: true },
-    { protocol: "grpc-web", what: "invalid wire type", contentType: "application/grpc-web+proto", body: envelope(0, INVALID_WIRE_TYPE), namesType: true },
-    { protocol: "grpc-web", what: "truncated protobuf", contentType: "application/grpc-web", body: envelope(0, TRUNCATED), namesType: true },
-    { protocol: "grpc-web", what: "truncated frame", contentType: "application/grpc-web+proto", body: envelope(0, TRUNCATED, 40), namesType: false },
-    { protocol: "grpc-web", what: "no message", contentType: "application/grpc-web+proto", body: Buffer.alloc(0), namesType: true },
+    {
+      protocol: "grpc",
+      what: "two messages",
+      contentType: "application/grpc",
+      body: Buffer.concat([envelope(0, Buffer.alloc(0)), envelope(0, Buffer.alloc(0))]),
+      namesType: true,
+    },
+    {
+      protocol: "grpc-web",
+      what: "invalid wire type",
+      contentType: "application/grpc-web+proto",
+      body: envelope(0, INVALID_WIRE_TYPE),
+      namesType: true,
+    },
+    {
+      protocol: "grpc-web",
+      what: "truncated protobuf",
+      contentType: "application/grpc-web",
+      body: envelope(0, TRUNCATED),
+      namesType: true,
+    },
+    {
+      protocol: "grpc-web",
+      what: "truncated frame",
+      contentType: "application/grpc-web+proto",
+      body: envelope(0, TRUNCATED, 40),
+      namesType: false,
+    },
+    {
+      protocol: "grpc-web",
+      what: "no message",
+      contentType: "application/grpc-web+proto",
+      body: Buffer.alloc(0),
+      namesType: true,
+    },
   );
   return out;
 }
@@ -178,18 +306,23 @@ test("every method answers undecodable bodies with invalid_argument on every pro
       total++;
       if (code !== "invalid_argument") wrong.push(`${where}: ${code} "${message}"`);
       else if (message === "" || /internal error/.test(message)) wrong.push(`${where}: no message`);
-      else if (c.namesType && !message.includes(m.input.typeName)) wrong.push(`${where}: the message does not name ${m.input.typeName}: "${message}"`);
+      else if (c.namesType && !message.includes(m.input.typeName))
+        wrong.push(`${where}: the message does not name ${m.input.typeName}: "${message}"`);
       const key = `${m.parent.name}/${m.name}/InvalidArgument`;
       sent.set(key, (sent.get(key) ?? 0) + 1);
     }
   }
   assert.deepEqual(wrong, [], `${wrong.length} of ${total} answers were wrong`);
   const counted = await invalidArgumentCounts();
-  const miscounted = [...sent].filter(([k, n]) => counted.get(k) !== n).map(([k, n]) => `${k}: sent ${n}, counted ${counted.get(k) ?? 0}`);
+  const miscounted = [...sent]
+    .filter(([k, n]) => counted.get(k) !== n)
+    .map(([k, n]) => `${k}: sent ${n}, counted ${counted.get(k) ?? 0}`);
   assert.deepEqual(miscounted, []);
   const internal = [...counted].filter(([k]) => k.endsWith("/Internal"));
   assert.deepEqual(internal, []);
-  console.log(`wire input: ${total} undecodable requests to ${methods.length} methods over 4 protocols: all invalid_argument`);
+  console.log(
+    `wire input: ${total} undecodable requests to ${methods.length} methods over 4 protocols: all invalid_argument`,
+  );
 });
 
 test("a valid body still works on each protocol (the rewrite touches failures only)", async () => {
@@ -197,24 +330,48 @@ test("a valid body still works on each protocol (the rewrite touches failures on
   assert.ok(m);
   const path = `/${m.parent.typeName}/${m.name}`;
   const auth = `Bearer ${ctrl.adminToken}`;
-  const unary = await send(path, { "content-type": "application/proto", "connect-protocol-version": "1", authorization: auth }, Buffer.alloc(0));
+  const unary = await send(
+    path,
+    { "content-type": "application/proto", "connect-protocol-version": "1", authorization: auth },
+    Buffer.alloc(0),
+  );
   assert.equal(unary.status, 200);
-  const json = await send(path, { "content-type": "application/json", "connect-protocol-version": "1", authorization: auth }, Buffer.from("{}"));
+  const json = await send(
+    path,
+    { "content-type": "application/json", "connect-protocol-version": "1", authorization: auth },
+    Buffer.from("{}"),
+  );
   assert.equal(json.status, 200);
   assert.deepEqual(JSON.parse(json.body.toString()), {});
-  const grpc = await send(path, { "content-type": "application/grpc", te: "trailers", authorization: auth }, envelope(0, Buffer.alloc(0)));
+  const grpc = await send(
+    path,
+    { "content-type": "application/grpc", te: "trailers", authorization: auth },
+    envelope(0, Buffer.alloc(0)),
+  );
   assert.equal(outcome("grpc", grpc)[0], "ok");
-  const web = await send(path, { "content-type": "application/grpc-web+proto", authorization: auth }, envelope(0, Buffer.alloc(0)));
+  const web = await send(
+    path,
+    { "content-type": "application/grpc-web+proto", authorization: auth },
+    envelope(0, Buffer.alloc(0)),
+  );
   assert.equal(outcome("grpc-web", web)[0], "ok");
   // Failures of the request that already had their proper code keep it: an unknown compression is
   // unimplemented, as gRPC specifies.
-  const snappy = await send(path, { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "snappy", authorization: auth }, envelope(1, Buffer.from([1, 2, 3])));
+  const snappy = await send(
+    path,
+    { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "snappy", authorization: auth },
+    envelope(1, Buffer.from([1, 2, 3])),
+  );
   const [code, message] = outcome("grpc", snappy);
   assert.equal(code, "unimplemented");
   assert.match(message, /unknown compression "snappy"/);
   // A known domain error keeps its code and message.
   const get = services.find((s) => s.name === "WorkspaceService")?.methods.find((x) => x.name === "GetWorkspace");
   assert.ok(get);
-  const missing = await send(`/${get.parent.typeName}/${get.name}`, { "content-type": "application/json", "connect-protocol-version": "1", authorization: auth }, Buffer.from('{"workspace":"nope"}'));
+  const missing = await send(
+    `/${get.parent.typeName}/${get.name}`,
+    { "content-type": "application/json", "connect-protocol-version": "1", authorization: auth },
+    Buffer.from('{"workspace":"nope"}'),
+  );
   assert.equal(outcome("connect", missing)[0], "not_found");
 });

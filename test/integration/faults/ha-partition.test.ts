@@ -12,25 +12,37 @@ import { ms, percentile } from "../../support/faults/processes.js";
 
 const handle = useCluster({ pods: { readyDelayMs: 300, readyJitterMs: 700 } });
 
-test("agent↔ctrl partitioned 30 s during changes: ctrl shows the region behind, then all converges in order", { timeout: 15 * 60_000 }, async () => {
-  const r = await agentCtrlPartition(await handle.ready(), { partitionMs: 30_000, replicas: 3 });
-  console.log(`${r.name}: ${r.passed ? "passed" : "FAILED"}; converged ${ms(percentile(r.convergenceMs, 50))} after the partition healed; ${r.behindDuring} changes behind during it`);
-  // After a partition the agent receives a run of changes at once; a scale-up waits for the
-  // environment's pending scale-downs (src/agent/deployments/order.ts), so the total stays
-  // within replicas + maxSurge throughout.
-  assert.deepEqual(r.problems, []);
-});
+test(
+  "agent↔ctrl partitioned 30 s during changes: ctrl shows the region behind, then all converges in order",
+  { timeout: 15 * 60_000 },
+  async () => {
+    const r = await agentCtrlPartition(await handle.ready(), { partitionMs: 30_000, replicas: 3 });
+    console.log(
+      `${r.name}: ${r.passed ? "passed" : "FAILED"}; converged ${ms(percentile(r.convergenceMs, 50))} after the partition healed; ${r.behindDuring} changes behind during it`,
+    );
+    // After a partition the agent receives a run of changes at once; a scale-up waits for the
+    // environment's pending scale-downs (src/agent/deployments/order.ts), so the total stays
+    // within replicas + maxSurge throughout.
+    assert.deepEqual(r.problems, []);
+  },
+);
 
-test("agent leader killed twice: the other takes over within the lease; a frozen leader writes nothing once woken", { timeout: 15 * 60_000 }, async () => {
-  const r = await agentFailover(await handle.ready(), { kills: 2 });
-  console.log(`${r.name}: ${r.passed ? "passed" : "FAILED"}; failover p50 ${ms(percentile(r.failoverMs, 50))}, max ${ms(percentile(r.failoverMs, 100))}; zombie writes ${r.zombieWrites}, new leader writes ${r.newLeaderWrites}`);
-  assert.deepEqual(r.problems, []);
-  assert.equal(r.failoverMs.length, 2);
-  // Measured from the kill: the lease (10 s) counts from when the follower last saw it renewed,
-  // which it checks every retry period (2 s, plus the time a check takes), and it takes over on
-  // the first check after that: 10 + 2 + 2 s, and the API calls' time on a loaded machine (the
-  // bench prints the figures against the 15 s target).
-  assert.ok(Math.max(...r.failoverMs) <= 22_000, `failover ${r.failoverMs.join(", ")} ms`);
-  assert.equal(r.zombieWrites, 0);
-  assert.ok(r.newLeaderWrites > 0, "the audit saw the new leader's writes (it can see writes at all)");
-});
+test(
+  "agent leader killed twice: the other takes over within the lease; a frozen leader writes nothing once woken",
+  { timeout: 15 * 60_000 },
+  async () => {
+    const r = await agentFailover(await handle.ready(), { kills: 2 });
+    console.log(
+      `${r.name}: ${r.passed ? "passed" : "FAILED"}; failover p50 ${ms(percentile(r.failoverMs, 50))}, max ${ms(percentile(r.failoverMs, 100))}; zombie writes ${r.zombieWrites}, new leader writes ${r.newLeaderWrites}`,
+    );
+    assert.deepEqual(r.problems, []);
+    assert.equal(r.failoverMs.length, 2);
+    // Measured from the kill: the lease (10 s) counts from when the follower last saw it renewed,
+    // which it checks every retry period (2 s, plus the time a check takes), and it takes over on
+    // the first check after that: 10 + 2 + 2 s, and the API calls' time on a loaded machine (the
+    // bench prints the figures against the 15 s target).
+    assert.ok(Math.max(...r.failoverMs) <= 22_000, `failover ${r.failoverMs.join(", ")} ms`);
+    assert.equal(r.zombieWrites, 0);
+    assert.ok(r.newLeaderWrites > 0, "the audit saw the new leader's writes (it can see writes at all)");
+  },
+);

@@ -38,14 +38,22 @@ async function region() {
 
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), "krane-rollout-cli-"));
-  ctrl = await startCtrl({ databaseUrl: join(dir, "ctrl.db"), listen: { host: "127.0.0.1", port: 0 }, opsListen: null });
+  ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+  });
   token = generateToken("user");
   await addUserToken(ctrl.store, "cli", token);
   api = createApiClients(ctrl.url, token);
   await api.regions.createRegion({ name: "eu" });
   await api.workspaces.createWorkspace({ slug: target.workspace });
   await api.projects.createProject({ workspace: target.workspace, slug: target.project });
-  await api.environments.createEnvironment({ ...target, slug: target.environment, regions: [{ region: "eu", replicas: 3 }] });
+  await api.environments.createEnvironment({
+    ...target,
+    slug: target.environment,
+    regions: [{ region: "eu", replicas: 3 }],
+  });
   await api.deployments.createDeployment({ ...target, image: "registry.example.com/shop:1" });
   await api.deployments.createDeployment({ ...target, image: "registry.example.com/shop:2" });
 });

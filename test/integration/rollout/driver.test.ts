@@ -32,7 +32,10 @@ async function follow(ctrl: TestCtrl, agent: FakeAgent, maxTotal: number, minAva
     const total = [...s.values()].reduce((a, b) => a + b, 0);
     assert.ok(total <= maxTotal, `desired total ${total} > ${maxTotal}`);
     const r = await regionStatus(ctrl, REGION);
-    assert.ok(r.availableReplicas >= minAvailable || !r.observed || r.revisions.length === 1, `available ${r.availableReplicas} < ${minAvailable}`);
+    assert.ok(
+      r.availableReplicas >= minAvailable || !r.observed || r.revisions.length === 1,
+      `available ${r.availableReplicas} < ${minAvailable}`,
+    );
     return !moved && r.complete;
   }, "the rollout to complete");
 }
@@ -45,7 +48,12 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
 
     before(async () => {
       ctrl = await startTestCtrl(await databaseUrl(), { rolloutSweepIntervalMs: 200 });
-      await setupEnvironment(ctrl, REGION, { replicas: 4, maxSurge: "1", maxUnavailable: "0", revisionHistoryLimit: 10 });
+      await setupEnvironment(ctrl, REGION, {
+        replicas: 4,
+        maxSurge: "1",
+        maxUnavailable: "0",
+        revisionHistoryLimit: 10,
+      });
       agent = await FakeAgent.start(ctrl, REGION);
     });
     after(async () => {
@@ -68,15 +76,25 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
       const v2 = await deploy(ctrl, "shop:2");
       const s = await sizes(ctrl, REGION);
       assert.equal(s.get(v2.id), 1);
-      assert.equal([...s.values()].reduce((a, b) => a + b, 0), 5);
+      assert.equal(
+        [...s.values()].reduce((a, b) => a + b, 0),
+        5,
+      );
       await follow(ctrl, agent, 5, 4);
       const r = await regionStatus(ctrl, REGION);
       assert.equal(r.targetDeploymentId, v2.id);
-      assert.deepEqual(r.revisions.map((x) => [x.image, x.desiredReplicas, Number(x.revision)]), [
-        ["shop:2", 4, 2],
-        ["shop:1", 0, 1],
-      ]);
-      assert.ok(r.events.some((e) => e.reason === "ScalingReplicaSet" && /Scaled down replica set .* from 1 to 0/.test(e.message)));
+      assert.deepEqual(
+        r.revisions.map((x) => [x.image, x.desiredReplicas, Number(x.revision)]),
+        [
+          ["shop:2", 4, 2],
+          ["shop:1", 0, 1],
+        ],
+      );
+      assert.ok(
+        r.events.some(
+          (e) => e.reason === "ScalingReplicaSet" && /Scaled down replica set .* from 1 to 0/.test(e.message),
+        ),
+      );
     });
 
     it("scales proportionally, rejects bad input naming the field", async () => {
@@ -84,10 +102,24 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
       await rollouts.scale({ ...REF, replicas: 6 });
       await follow(ctrl, agent, 7, 4);
       assert.equal((await regionStatus(ctrl, REGION)).replicas, 6);
-      await assert.rejects(rollouts.scale({ ...REF, replicas: -1 }), (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument && /replicas/.test(e.rawMessage));
-      await assert.rejects(rollouts.scale({ ...REF, region: "nowhere", replicas: 2 }), (e: unknown) => e instanceof ConnectError && e.code === Code.NotFound);
-      await assert.rejects(rollouts.undo({ ...REF, toRevision: 99n }), (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument && /to_revision/.test(e.rawMessage));
-      await assert.rejects(rollouts.pause({ ...REF, environment: "" }), (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument && /environment/.test(e.rawMessage));
+      await assert.rejects(
+        rollouts.scale({ ...REF, replicas: -1 }),
+        (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument && /replicas/.test(e.rawMessage),
+      );
+      await assert.rejects(
+        rollouts.scale({ ...REF, region: "nowhere", replicas: 2 }),
+        (e: unknown) => e instanceof ConnectError && e.code === Code.NotFound,
+      );
+      await assert.rejects(
+        rollouts.undo({ ...REF, toRevision: 99n }),
+        (e: unknown) =>
+          e instanceof ConnectError && e.code === Code.InvalidArgument && /to_revision/.test(e.rawMessage),
+      );
+      await assert.rejects(
+        rollouts.pause({ ...REF, environment: "" }),
+        (e: unknown) =>
+          e instanceof ConnectError && e.code === Code.InvalidArgument && /environment/.test(e.rawMessage),
+      );
     });
 
     it("pause holds the sizes, resume continues", async () => {
@@ -183,7 +215,11 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
       }, "staging v1 to complete");
       await deployments.createDeployment({ ...ref, image: "shop:bad" });
       await report();
-      await eventually(async () => (await rollouts.getRolloutStatus(ref)).status?.regions[0]?.deadlineExceeded === true, "the progress deadline", 15_000);
+      await eventually(
+        async () => (await rollouts.getRolloutStatus(ref)).status?.regions[0]?.deadlineExceeded === true,
+        "the progress deadline",
+        15_000,
+      );
       const r = (await rollouts.getRolloutStatus(ref)).status?.regions[0];
       const progressing = r?.conditions.find((c) => c.type === "Progressing");
       assert.equal(progressing?.status, "False");

@@ -21,13 +21,28 @@ function scenario(name: string, url: () => Promise<string>): void {
   it(`keeps the newest events of a pass with 12,000 of them, numbered in order (${name})`, async () => {
     const store = await Store.open({ url: await url() });
     try {
-      const events = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ type: "Normal", reason: "ScalingReplicaSet", message: `${tag} ${i + 1}` }));
+      const events = (n: number, tag: string) =>
+        Array.from({ length: n }, (_, i) => ({
+          type: "Normal",
+          reason: "ScalingReplicaSet",
+          message: `${tag} ${i + 1}`,
+        }));
       const seqs = async () =>
-        (await store.db.selectFrom("rollout_events").select(["seq", "message"]).where("environment_id", "=", "env_1").where("region", "=", "eu").orderBy("seq").execute()).map(
-          (r) => [Number(r.seq), r.message] as const,
-        );
+        (
+          await store.db
+            .selectFrom("rollout_events")
+            .select(["seq", "message"])
+            .where("environment_id", "=", "env_1")
+            .where("region", "=", "eu")
+            .orderBy("seq")
+            .execute()
+        ).map((r) => [Number(r.seq), r.message] as const);
       await store.write((tx) => appendEvents(tx, "env_1", "eu", events(3, "first")));
-      assert.deepEqual(await seqs(), [[1, "first 1"], [2, "first 2"], [3, "first 3"]]);
+      assert.deepEqual(await seqs(), [
+        [1, "first 1"],
+        [2, "first 2"],
+        [3, "first 3"],
+      ]);
       await store.write((tx) => appendEvents(tx, "env_1", "eu", events(12_000, "big")));
       const big = await seqs();
       assert.equal(big.length, EVENTS_KEPT);
@@ -36,7 +51,10 @@ function scenario(name: string, url: () => Promise<string>): void {
       await store.write((tx) => appendEvents(tx, "env_1", "eu", events(2, "next")));
       const after2 = await seqs();
       assert.equal(after2.length, EVENTS_KEPT);
-      assert.deepEqual(after2.slice(-2), [[12_004, "next 1"], [12_005, "next 2"]]);
+      assert.deepEqual(after2.slice(-2), [
+        [12_004, "next 1"],
+        [12_005, "next 2"],
+      ]);
     } finally {
       await store.close();
     }

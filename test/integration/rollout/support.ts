@@ -3,7 +3,14 @@
 // image), and reads of the desired sizes.
 import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, RolloutStrategy, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  RolloutStrategy,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService, InstanceSchema, InstanceStatus } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService, type RegionRollout } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { TestCtrl } from "../ctrl/support.js";

@@ -35,17 +35,26 @@ let routes: RoutingWriter;
 let pods: PodRef[] = [];
 const pools: Pool[] = [];
 
-before(async () => {
-  const cluster = await h.ready();
-  kube = kubeFor(cluster);
-  routes = new RoutingWriter(kube, ENV);
-  await applySentinelRbac(cluster.kubeConfig());
-  await ensureNamespace(kube, APP_NAMESPACE);
-  await eventually("the app namespace's default service account", async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined);
-  pods = await Promise.all(["r-1", "r-2"].map((n) => createAppPod(cluster, kube, n, "dep-r")));
-  await routes.policy(7, "instances", [{ deploymentId: "dep-r", weight: 100 }]);
-  await routes.slice("dep-r", pods.map((p) => ({ ip: p.ip, pod: p.name })));
-}, { timeout: 10 * 60_000 });
+before(
+  async () => {
+    const cluster = await h.ready();
+    kube = kubeFor(cluster);
+    routes = new RoutingWriter(kube, ENV);
+    await applySentinelRbac(cluster.kubeConfig());
+    await ensureNamespace(kube, APP_NAMESPACE);
+    await eventually(
+      "the app namespace's default service account",
+      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
+    );
+    pods = await Promise.all(["r-1", "r-2"].map((n) => createAppPod(cluster, kube, n, "dep-r")));
+    await routes.policy(7, "instances", [{ deploymentId: "dep-r", weight: 100 }]);
+    await routes.slice(
+      "dep-r",
+      pods.map((p) => ({ ip: p.ip, pod: p.name })),
+    );
+  },
+  { timeout: 10 * 60_000 },
+);
 
 after(async () => {
   await Promise.all(pools.map((p) => p.close()));
@@ -72,15 +81,23 @@ test("SIGTERM drains: not ready, no new connections, in-flight requests finish, 
   const slow = hit(pool, "/?latency=3000");
   await new Promise((r) => setTimeout(r, 300));
   await deletePod(kube, SENTINEL_NAMESPACE, "snt-drain");
-  await eventually("/readyz to say draining", async () => {
-    const r = await getJson(`http://${s.local}:${SENTINEL_OPS_PORT}/readyz`);
-    return r.status === 503 && r.text.includes("draining") ? true : undefined;
-  }, 10_000);
+  await eventually(
+    "/readyz to say draining",
+    async () => {
+      const r = await getJson(`http://${s.local}:${SENTINEL_OPS_PORT}/readyz`);
+      return r.status === 503 && r.text.includes("draining") ? true : undefined;
+    },
+    10_000,
+  );
   assert.ok(await refused(s.local, SENTINEL_PORT), "the proxy port accepts no new connections");
   const done = await slow;
   assert.equal(done.status, 200, "the in-flight request finished");
   assert.equal(done.answer?.revision, "dep-r");
-  await eventually("the sentinel process to exit", async () => ((await refused(s.local, SENTINEL_OPS_PORT)) ? true : undefined), 10_000);
+  await eventually(
+    "the sentinel process to exit",
+    async () => ((await refused(s.local, SENTINEL_OPS_PORT)) ? true : undefined),
+    10_000,
+  );
 });
 
 test("with the API server stopped, the sentinel keeps serving its last table", async () => {
@@ -92,12 +109,20 @@ test("with the API server stopped, the sentinel keeps serving its last table", a
   const apiserver = h.cluster.state.pids["kube-apiserver"];
   assert.ok(apiserver);
   await stopPid(apiserver, 3000);
-  await eventually("the sentinel to notice", async () => ((await sentinelStatus(s)).kubeConnected === false ? true : undefined), 30_000);
+  await eventually(
+    "the sentinel to notice",
+    async () => ((await sentinelStatus(s)).kubeConnected === false ? true : undefined),
+    30_000,
+  );
   const started = Date.now();
   const during: Awaited<ReturnType<typeof hit>>[] = [];
   while (Date.now() - started < 6_000) during.push(...(await hitMany(pool, 40, 8)));
   assert.deepEqual([...countBy(during, (x) => String(x.status))], [["200", during.length]]);
-  assert.deepEqual([...countBy(during, (x) => x.answer?.pod ?? "?").keys()].sort(), ["r-1", "r-2"], "both instances still get traffic");
+  assert.deepEqual(
+    [...countBy(during, (x) => x.answer?.pod ?? "?").keys()].sort(),
+    ["r-1", "r-2"],
+    "both instances still get traffic",
+  );
   const status = await sentinelStatus(s);
   assert.equal(status.routingVersion, 7);
   assert.equal(status.ready, true, "still ready: the table it has is the table it serves");

@@ -4,8 +4,22 @@
 // namespace `sentinel`, one policy ConfigMap per sentinel).
 import { connect, type Socket } from "node:net";
 import { Pool } from "undici";
-import { NODE_CLASS, NODE_CLASS_LABEL, SENTINEL_NAMESPACE, SENTINEL_PORT, SENTINEL_SERVICE_ACCOUNT } from "../../../src/contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID, LABEL_MANAGED_BY, LABEL_REGION, MANAGED_BY } from "../../../src/contracts/labels.js";
+import {
+  NODE_CLASS,
+  NODE_CLASS_LABEL,
+  SENTINEL_NAMESPACE,
+  SENTINEL_PORT,
+  SENTINEL_SERVICE_ACCOUNT,
+} from "../../../src/contracts/cluster.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_MANAGED_BY,
+  LABEL_REGION,
+  MANAGED_BY,
+} from "../../../src/contracts/labels.js";
 import {
   ENDPOINTSLICE_HEADLESS_LABEL,
   ENDPOINTSLICE_MANAGED_BY,
@@ -62,7 +76,11 @@ export class RoutingWriter {
       metadata: {
         name: this.sliceName(deploymentId),
         namespace: SENTINEL_NAMESPACE,
-        labels: { ...routingLabels(this.environmentId, deploymentId), [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY, [ENDPOINTSLICE_HEADLESS_LABEL]: "" },
+        labels: {
+          ...routingLabels(this.environmentId, deploymentId),
+          [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY,
+          [ENDPOINTSLICE_HEADLESS_LABEL]: "",
+        },
       },
       addressType: "IPv4",
       ports: [{ name: ROUTING_PORT_NAME, port, protocol: "TCP" }],
@@ -79,9 +97,17 @@ export class RoutingWriter {
     await this.kube.delete(resources.endpointSlices, SENTINEL_NAMESPACE, this.sliceName(deploymentId));
   }
 
-  async policy(version: number, mode: RoutingMode, revisions: { deploymentId: string; weight: number }[]): Promise<void> {
+  async policy(
+    version: number,
+    mode: RoutingMode,
+    revisions: { deploymentId: string; weight: number }[],
+  ): Promise<void> {
     await this.kube.apply(resources.configMaps, {
-      metadata: { name: `${this.sliceName("policy")}`, namespace: SENTINEL_NAMESPACE, labels: routingLabels(this.environmentId) },
+      metadata: {
+        name: `${this.sliceName("policy")}`,
+        namespace: SENTINEL_NAMESPACE,
+        labels: routingLabels(this.environmentId),
+      },
       data: { [POLICY_KEY]: formatRoutingPolicy({ version, environmentId: this.environmentId, mode, revisions }) },
     });
   }
@@ -120,15 +146,30 @@ export async function createAppPod(
   annotations: Record<string, string> = {},
 ): Promise<PodRef> {
   await kube.create(resources.pods, {
-    metadata: { name, namespace: APP_NAMESPACE, labels: { [LABEL_DEPLOYMENT_ID]: deploymentId, app: "sentinel-test" }, annotations },
+    metadata: {
+      name,
+      namespace: APP_NAMESPACE,
+      labels: { [LABEL_DEPLOYMENT_ID]: deploymentId, app: "sentinel-test" },
+      annotations,
+    },
     spec: {
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 5,
-      containers: [{ name: "app", image: `registry.example.com/shop:${deploymentId}`, ports: [{ name: "http", containerPort: APP_PORT, protocol: "TCP" }] }],
+      containers: [
+        {
+          name: "app",
+          image: `registry.example.com/shop:${deploymentId}`,
+          ports: [{ name: "http", containerPort: APP_PORT, protocol: "TCP" }],
+        },
+      ],
     },
   });
   const ref = await waitRunning(cluster, kube, APP_NAMESPACE, name);
-  await eventually(`the stand-in of ${name} to answer`, async () => ((await getJson(`http://${ref.local}:${APP_PORT}/`)).status === 200 ? true : undefined), 30_000);
+  await eventually(
+    `the stand-in of ${name} to answer`,
+    async () => ((await getJson(`http://${ref.local}:${APP_PORT}/`)).status === 200 ? true : undefined),
+    30_000,
+  );
   return ref;
 }
 
@@ -154,7 +195,12 @@ export async function createSentinelPod(
     metadata: {
       name,
       namespace: SENTINEL_NAMESPACE,
-      labels: { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: COMPONENT.sentinel, [LABEL_ENVIRONMENT_ID]: environmentId, [LABEL_REGION]: REGION },
+      labels: {
+        [LABEL_MANAGED_BY]: MANAGED_BY,
+        [LABEL_COMPONENT]: COMPONENT.sentinel,
+        [LABEL_ENVIRONMENT_ID]: environmentId,
+        [LABEL_REGION]: REGION,
+      },
     },
     spec: {
       serviceAccountName: SENTINEL_SERVICE_ACCOUNT,
@@ -166,13 +212,20 @@ export async function createSentinelPod(
           name: "sentinel",
           image: "krane/sentinel:dev",
           ports: [{ name: "http", containerPort: SENTINEL_PORT, protocol: "TCP" }],
-          env: Object.entries({ KRANE_ENVIRONMENT_ID: environmentId, KRANE_REGION: REGION, ...env }).map(([k, v]) => ({ name: k, value: v })),
+          env: Object.entries({ KRANE_ENVIRONMENT_ID: environmentId, KRANE_REGION: REGION, ...env }).map(([k, v]) => ({
+            name: k,
+            value: v,
+          })),
         },
       ],
     },
   });
   const ref = await waitRunning(cluster, kube, SENTINEL_NAMESPACE, name);
-  await eventually(`sentinel ${name} to be ready`, async () => ((await getJson(`http://${ref.local}:${SENTINEL_OPS_PORT}/readyz`)).status === 200 ? true : undefined), 60_000);
+  await eventually(
+    `sentinel ${name} to be ready`,
+    async () => ((await getJson(`http://${ref.local}:${SENTINEL_OPS_PORT}/readyz`)).status === 200 ? true : undefined),
+    60_000,
+  );
   return ref;
 }
 
@@ -236,7 +289,13 @@ export interface Hit {
 /** One GET through a sentinel (Host shop.example.com); never throws. */
 export async function hit(pool: Pool, path = "/", headers: Record<string, string> = {}): Promise<Hit> {
   try {
-    const res = await pool.request({ method: "GET", path, headers: { host: "shop.example.com", ...headers }, headersTimeout: 15_000, bodyTimeout: 15_000 });
+    const res = await pool.request({
+      method: "GET",
+      path,
+      headers: { host: "shop.example.com", ...headers },
+      headersTimeout: 15_000,
+      bodyTimeout: 15_000,
+    });
     const text = await res.body.text();
     const errorHeader = res.headers[ERROR_HEADER];
     let answer: StandinAnswer | undefined;
@@ -248,12 +307,23 @@ export async function hit(pool: Pool, path = "/", headers: Record<string, string
     const cause = typeof errorHeader === "string" ? errorHeader : answer === undefined ? text.slice(0, 80) : undefined;
     return { status: res.statusCode, answer, headers: res.headers, cause };
   } catch (err) {
-    return { status: 0, answer: undefined, headers: {}, error: err instanceof Error ? `${(err as { code?: string }).code ?? ""} ${err.message}` : String(err) };
+    return {
+      status: 0,
+      answer: undefined,
+      headers: {},
+      error: err instanceof Error ? `${(err as { code?: string }).code ?? ""} ${err.message}` : String(err),
+    };
   }
 }
 
 /** `n` requests, `concurrency` at a time. */
-export async function hitMany(pool: Pool, n: number, concurrency = 16, path = "/", headers: Record<string, string> = {}): Promise<Hit[]> {
+export async function hitMany(
+  pool: Pool,
+  n: number,
+  concurrency = 16,
+  path = "/",
+  headers: Record<string, string> = {},
+): Promise<Hit[]> {
   const out: Hit[] = [];
   let next = 0;
   await Promise.all(
@@ -296,20 +366,35 @@ export function failure(h: Hit): string {
  * A Running sentinel pod of an environment (other than `not`), as the local cluster serves it
  * on this machine: its name and proxy URL.
  */
-export async function runningSentinel(cluster: LocalCluster, kube: KubeClient, environmentId: string, not?: string): Promise<{ name: string; url: string }> {
-  return eventually(`a running sentinel pod of ${environmentId}`, async () => {
-    const { items } = await kube.list(resources.pods, {
-      namespace: SENTINEL_NAMESPACE,
-      labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${environmentId}`,
-    });
-    for (const pod of items) {
-      const st = isRecord(pod.status) ? pod.status : {};
-      if (pod.metadata.name !== not && !pod.metadata.deletionTimestamp && st.phase === "Running" && typeof st.podIP === "string" && st.podIP !== "") {
-        return { name: pod.metadata.name ?? "", url: `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}` };
+export async function runningSentinel(
+  cluster: LocalCluster,
+  kube: KubeClient,
+  environmentId: string,
+  not?: string,
+): Promise<{ name: string; url: string }> {
+  return eventually(
+    `a running sentinel pod of ${environmentId}`,
+    async () => {
+      const { items } = await kube.list(resources.pods, {
+        namespace: SENTINEL_NAMESPACE,
+        labelSelector: `${LABEL_COMPONENT}=${COMPONENT.sentinel},${LABEL_ENVIRONMENT_ID}=${environmentId}`,
+      });
+      for (const pod of items) {
+        const st = isRecord(pod.status) ? pod.status : {};
+        if (
+          pod.metadata.name !== not &&
+          !pod.metadata.deletionTimestamp &&
+          st.phase === "Running" &&
+          typeof st.podIP === "string" &&
+          st.podIP !== ""
+        ) {
+          return { name: pod.metadata.name ?? "", url: `http://${cluster.localAddress(st.podIP)}:${SENTINEL_PORT}` };
+        }
       }
-    }
-    return undefined;
-  }, 120_000);
+      return undefined;
+    },
+    120_000,
+  );
 }
 
 export function countBy<T>(items: readonly T[], key: (t: T) => string): Map<string, number> {
@@ -319,7 +404,13 @@ export function countBy<T>(items: readonly T[], key: (t: T) => string): Map<stri
 }
 
 /** Sends raw bytes and returns everything the server sends back until it closes (or timeoutMs). */
-export function rawExchange(host: string, port: number, chunks: readonly (string | Buffer)[], timeoutMs = 5_000, gapMs = 0): Promise<{ text: string; closed: boolean }> {
+export function rawExchange(
+  host: string,
+  port: number,
+  chunks: readonly (string | Buffer)[],
+  timeoutMs = 5_000,
+  gapMs = 0,
+): Promise<{ text: string; closed: boolean }> {
   return new Promise((resolve) => {
     const sock: Socket = connect({ host, port });
     let text = "";

@@ -43,29 +43,41 @@ let sentinel: PodRef;
 let pool: Pool;
 const a: PodRef[] = [];
 
-before(async () => {
-  const cluster = await h.ready();
-  kube = kubeFor(cluster);
-  routes = new RoutingWriter(kube, ENV);
-  await applySentinelRbac(cluster.kubeConfig());
-  await ensureNamespace(kube, APP_NAMESPACE);
-  await eventually("the app namespace's default service account", async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined);
-  a.push(...(await Promise.all(["a-1", "a-2", "a-3"].map((n) => createAppPod(cluster, kube, n, "dep-a")))));
-  await routes.policy(1, "instances", [{ deploymentId: "dep-a", weight: 100 }]);
-  await routes.slice("dep-a", a.map((p) => ({ ip: p.ip, pod: p.name })));
-  sentinel = await createSentinelPod(cluster, kube, "snt-traffic-1", ENV, {
-    KRANE_SENTINEL_HEADER_TIMEOUT_MS: "1500",
-    KRANE_SENTINEL_UPSTREAM_TIMEOUT_MS: "1500",
-  });
-  pool = proxyClient(sentinel);
-}, { timeout: 10 * 60_000 });
+before(
+  async () => {
+    const cluster = await h.ready();
+    kube = kubeFor(cluster);
+    routes = new RoutingWriter(kube, ENV);
+    await applySentinelRbac(cluster.kubeConfig());
+    await ensureNamespace(kube, APP_NAMESPACE);
+    await eventually(
+      "the app namespace's default service account",
+      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
+    );
+    a.push(...(await Promise.all(["a-1", "a-2", "a-3"].map((n) => createAppPod(cluster, kube, n, "dep-a")))));
+    await routes.policy(1, "instances", [{ deploymentId: "dep-a", weight: 100 }]);
+    await routes.slice(
+      "dep-a",
+      a.map((p) => ({ ip: p.ip, pod: p.name })),
+    );
+    sentinel = await createSentinelPod(cluster, kube, "snt-traffic-1", ENV, {
+      KRANE_SENTINEL_HEADER_TIMEOUT_MS: "1500",
+      KRANE_SENTINEL_UPSTREAM_TIMEOUT_MS: "1500",
+    });
+    pool = proxyClient(sentinel);
+  },
+  { timeout: 10 * 60_000 },
+);
 
 after(async () => {
   await pool?.close();
   kube?.close();
 });
 
-async function waitStatus(what: string, check: (s: Awaited<ReturnType<typeof sentinelStatus>>) => boolean): Promise<void> {
+async function waitStatus(
+  what: string,
+  check: (s: Awaited<ReturnType<typeof sentinelStatus>>) => boolean,
+): Promise<void> {
   await eventually(what, async () => (check(await sentinelStatus(sentinel)) ? true : undefined), 20_000);
 }
 
@@ -91,7 +103,10 @@ test("the sentinel's role reads the routing table in namespace sentinel and noth
 
 test("traffic reaches every instance, with forwarding headers and a request id", async () => {
   const hits = await hitMany(pool, 300, 12);
-  assert.deepEqual(hits.filter((x) => x.status !== 200), []);
+  assert.deepEqual(
+    hits.filter((x) => x.status !== 200),
+    [],
+  );
   const byPod = countBy(hits, (x) => x.answer?.pod ?? "?");
   assert.deepEqual([...byPod.keys()].sort(), ["a-1", "a-2", "a-3"]);
   for (const n of byPod.values()) assert.ok(n > 50, `each instance gets a fair share: ${[...byPod]}`);
@@ -113,7 +128,10 @@ test("traffic reaches every instance, with forwarding headers and a request id",
   assert.equal(status.ready, true);
   assert.equal(status.routingVersion, 1);
   assert.equal(status.kubeConnected, true);
-  assert.deepEqual(status.revisions.map((r) => [r.deploymentId, r.endpoints, r.routable, r.share]), [["dep-a", 3, 3, 100]]);
+  assert.deepEqual(
+    status.revisions.map((r) => [r.deploymentId, r.endpoints, r.routable, r.share]),
+    [["dep-a", 3, 3, 100]],
+  );
   const metrics = await sentinelMetrics(sentinel);
   assert.ok(metricValue(metrics, SENTINEL_METRICS.requests, { revision: "dep-a", code: "2xx" }) >= 300);
   assert.equal(metricValue(metrics, SENTINEL_METRICS.routingVersion), 1);
@@ -123,8 +141,15 @@ test("traffic reaches every instance, with forwarding headers and a request id",
 test("a new instance in the slice receives traffic; a removed one receives none", async () => {
   const a4 = await createAppPod(h.cluster, kube, "a-4", "dep-a");
   a.push(a4);
-  await routes.slice("dep-a", a.map((p) => ({ ip: p.ip, pod: p.name })));
-  await eventually("a-4 to get traffic", async () => ((await hit(pool)).answer?.pod === "a-4" ? true : undefined), 10_000);
+  await routes.slice(
+    "dep-a",
+    a.map((p) => ({ ip: p.ip, pod: p.name })),
+  );
+  await eventually(
+    "a-4 to get traffic",
+    async () => ((await hit(pool)).answer?.pod === "a-4" ? true : undefined),
+    10_000,
+  );
   // An endpoint marked not ready is not routed either.
   await routes.slice(
     "dep-a",
@@ -132,9 +157,15 @@ test("a new instance in the slice receives traffic; a removed one receives none"
   );
   await waitStatus("2 routable endpoints", (s) => s.revisions[0]?.endpoints === 2);
   const hits = await hitMany(pool, 300, 12);
-  assert.deepEqual(hits.filter((x) => x.status !== 200), []);
+  assert.deepEqual(
+    hits.filter((x) => x.status !== 200),
+    [],
+  );
   assert.deepEqual([...countBy(hits, (x) => x.answer?.pod ?? "?").keys()].sort(), ["a-3", "a-4"]);
-  await routes.slice("dep-a", a.map((p) => ({ ip: p.ip, pod: p.name })));
+  await routes.slice(
+    "dep-a",
+    a.map((p) => ({ ip: p.ip, pod: p.name })),
+  );
   await waitStatus("4 endpoints again", (s) => s.revisions[0]?.endpoints === 4);
 });
 
@@ -156,11 +187,21 @@ test("an instance that refuses connections is ejected and requests still succeed
   );
   assert.deepEqual(puts.filter((ok) => !ok).length, 0, "every PUT was answered by a serving instance, body intact");
   const hits = await hitMany(pool, 400, 12);
-  assert.deepEqual(hits.filter((x) => x.status !== 200).map((x) => x.status), [], "no request fails: a failed connect is retried elsewhere");
+  assert.deepEqual(
+    hits.filter((x) => x.status !== 200).map((x) => x.status),
+    [],
+    "no request fails: a failed connect is retried elsewhere",
+  );
   assert.equal(hits.filter((x) => x.answer?.pod === "a-3").length, 0);
   const after = await sentinelMetrics(sentinel);
-  assert.ok(metricValue(after, SENTINEL_METRICS.ejections) > metricValue(before, SENTINEL_METRICS.ejections), "an ejection was counted");
-  assert.ok(metricValue(after, SENTINEL_METRICS.upstreamConnectErrors) > metricValue(before, SENTINEL_METRICS.upstreamConnectErrors));
+  assert.ok(
+    metricValue(after, SENTINEL_METRICS.ejections) > metricValue(before, SENTINEL_METRICS.ejections),
+    "an ejection was counted",
+  );
+  assert.ok(
+    metricValue(after, SENTINEL_METRICS.upstreamConnectErrors) >
+      metricValue(before, SENTINEL_METRICS.upstreamConnectErrors),
+  );
   // While ejected it is not even tried; /status says so.
   const s = await sentinelStatus(sentinel);
   assert.equal(s.revisions[0]?.ejected, 1);
@@ -168,21 +209,34 @@ test("an instance that refuses connections is ejected and requests still succeed
   await annotatePod(kube, "a-3", { [STANDIN_ANNOTATION.mode]: "reset" });
   await new Promise((r) => setTimeout(r, 1000));
   const hits2 = await hitMany(pool, 300, 12);
-  assert.deepEqual(hits2.filter((x) => x.status !== 200).map((x) => x.status), []);
+  assert.deepEqual(
+    hits2.filter((x) => x.status !== 200).map((x) => x.status),
+    [],
+  );
   // Healthy again: after its ejection ends it takes traffic again.
   await annotatePod(kube, "a-3", { [STANDIN_ANNOTATION.mode]: "serve" });
-  await eventually("a-3 to be back in rotation", async () => ((await hit(pool)).answer?.pod === "a-3" ? true : undefined), 40_000);
+  await eventually(
+    "a-3 to be back in rotation",
+    async () => ((await hit(pool)).answer?.pod === "a-3" ? true : undefined),
+    40_000,
+  );
 });
 
 test("weights split traffic within ±2 points over 10,000 requests", async () => {
   const cluster = h.cluster;
   const b = await Promise.all(["b-1", "b-2"].map((n) => createAppPod(cluster, kube, n, "dep-b")));
-  await routes.slice("dep-b", b.map((p) => ({ ip: p.ip, pod: p.name })));
+  await routes.slice(
+    "dep-b",
+    b.map((p) => ({ ip: p.ip, pod: p.name })),
+  );
   await routes.policy(2, "weighted", [
     { deploymentId: "dep-a", weight: 70 },
     { deploymentId: "dep-b", weight: 30 },
   ]);
-  await waitStatus("policy version 2 with both revisions", (s) => s.routingVersion === 2 && s.mode === "weighted" && s.revisions.length === 2);
+  await waitStatus(
+    "policy version 2 with both revisions",
+    (s) => s.routingVersion === 2 && s.mode === "weighted" && s.revisions.length === 2,
+  );
   const hits = await hitMany(pool, 10_000, 24);
   assert.deepEqual(hits.filter((x) => x.status !== 200).length, 0);
   const byRevision = countBy(hits, (x) => x.answer?.revision ?? "?");
@@ -190,10 +244,16 @@ test("weights split traffic within ±2 points over 10,000 requests", async () =>
   assert.ok(Math.abs(pctB - 30) <= 2, `dep-b got ${pctB}% (weight 30)`);
   assert.ok(Math.abs(100 - pctB - 70) <= 2);
   const metrics = await sentinelMetrics(sentinel);
-  assert.ok(metricValue(metrics, SENTINEL_METRICS.requests, { revision: "dep-b", code: "2xx" }) >= 2_500, "requests are counted per revision");
+  assert.ok(
+    metricValue(metrics, SENTINEL_METRICS.requests, { revision: "dep-b", code: "2xx" }) >= 2_500,
+    "requests are counted per revision",
+  );
   // A revision without instances hands its weight to the others.
   await routes.slice("dep-b", []);
-  await waitStatus("dep-b without endpoints", (s) => s.revisions.find((r) => r.deploymentId === "dep-b")?.endpoints === 0);
+  await waitStatus(
+    "dep-b without endpoints",
+    (s) => s.revisions.find((r) => r.deploymentId === "dep-b")?.endpoints === 0,
+  );
   const rest = await hitMany(pool, 200, 12);
   assert.deepEqual([...countBy(rest, (x) => `${x.status} ${x.answer?.revision}`)], [["200 dep-a", 200]]);
   await routes.policy(3, "instances", [{ deploymentId: "dep-a", weight: 100 }]);
@@ -215,14 +275,25 @@ test("malformed requests get a 4xx or a closed connection; the sentinel keeps se
   assert.match(noHost.text, /^HTTP\/1\.1 400 /);
   const badTarget = await rawExchange(host, port, ["GET nothing HTTP/1.1\r\nHost: x\r\n\r\n"]);
   assert.match(badTarget.text, /^HTTP\/1\.1 400 /);
-  const badLength = await rawExchange(host, port, ["POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"]);
+  const badLength = await rawExchange(host, port, [
+    "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+  ]);
   assert.match(badLength.text, /^HTTP\/1\.1 400 /);
   // Slowloris: headers trickle in more slowly than the 1.5 s header timeout allows.
-  const slow = rawExchange(host, port, ["GET / HTTP/1.1\r\n", "Host: x\r\n", "X-A: 1\r\n", "X-B: 2\r\n", "X-C: 3\r\n", "X-D: 4\r\n", "\r\n"], 10_000, 700);
+  const slow = rawExchange(
+    host,
+    port,
+    ["GET / HTTP/1.1\r\n", "Host: x\r\n", "X-A: 1\r\n", "X-B: 2\r\n", "X-C: 3\r\n", "X-D: 4\r\n", "\r\n"],
+    10_000,
+    700,
+  );
   const idle = rawExchange(host, port, [], 10_000);
   // Meanwhile others are served.
   const during = await hitMany(pool, 50, 5);
-  assert.deepEqual(during.filter((x) => x.status !== 200), []);
+  assert.deepEqual(
+    during.filter((x) => x.status !== 200),
+    [],
+  );
   const [s, i] = await Promise.all([slow, idle]);
   assert.ok(s.closed && !/ 200 /.test(s.text), `the slow client was cut off: ${s.text.slice(0, 40)}`);
   assert.ok(i.closed, "an idle connection that never sends a request is closed");
@@ -240,13 +311,22 @@ test("upstream timeouts answer 504 naming the cause; bodies stream both ways", a
   assert.ok(Date.now() - t0 < 3500, "answered at the 1.5 s upstream timeout");
   // A 4 MiB upload is echoed back through the proxy, streamed.
   const body = Buffer.alloc(4 << 20, 7);
-  const res = await pool.request({ method: "POST", path: "/echo", headers: { host: "x", "content-type": "application/octet-stream" }, body });
+  const res = await pool.request({
+    method: "POST",
+    path: "/echo",
+    headers: { host: "x", "content-type": "application/octet-stream" },
+    body,
+  });
   const echoed = Buffer.from(await res.body.arrayBuffer());
   assert.equal(res.statusCode, 200);
   assert.equal(echoed.length, body.length);
   assert.ok(echoed.equals(body));
   // A response streamed in 20 chunks 50 ms apart arrives piece by piece, not buffered.
-  const streamed = await pool.request({ method: "GET", path: "/?bytes=200000&chunks=20&interval=50", headers: { host: "x" } });
+  const streamed = await pool.request({
+    method: "GET",
+    path: "/?bytes=200000&chunks=20&interval=50",
+    headers: { host: "x" },
+  });
   const arrivals: number[] = [];
   let total = 0;
   const s0 = Date.now();
@@ -291,18 +371,20 @@ test("WebSocket and h2c through the proxy", async () => {
   const session = http2.connect(`http://${sentinel.local}:${SENTINEL_PORT}`);
   try {
     const answers = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        new Promise<{ status: number; body: string }>((resolve, reject) => {
-          const req = session.request({ ":path": "/h2?x=1", ":authority": "h2.example.com" });
-          let status = 0;
-          let body = "";
-          req.on("response", (hd) => (status = Number(hd[":status"])));
-          req.setEncoding("utf8");
-          req.on("data", (c: string) => (body += c));
-          req.on("end", () => resolve({ status, body }));
-          req.on("error", reject);
-          req.end();
-        }),
+      Array.from(
+        { length: 20 },
+        () =>
+          new Promise<{ status: number; body: string }>((resolve, reject) => {
+            const req = session.request({ ":path": "/h2?x=1", ":authority": "h2.example.com" });
+            let status = 0;
+            let body = "";
+            req.on("response", (hd) => (status = Number(hd[":status"])));
+            req.setEncoding("utf8");
+            req.on("data", (c: string) => (body += c));
+            req.on("end", () => resolve({ status, body }));
+            req.on("error", reject);
+            req.end();
+          }),
       ),
     );
     for (const x of answers) {
@@ -312,7 +394,10 @@ test("WebSocket and h2c through the proxy", async () => {
       assert.equal(ans.host, "h2.example.com");
       assert.equal(ans.path, "/h2?x=1");
     }
-    assert.ok(new Set(answers.map((x) => (JSON.parse(x.body) as StandinAnswer).pod)).size >= 2, "h2 streams are balanced too");
+    assert.ok(
+      new Set(answers.map((x) => (JSON.parse(x.body) as StandinAnswer).pod)).size >= 2,
+      "h2 streams are balanced too",
+    );
   } finally {
     session.close();
   }
@@ -320,14 +405,27 @@ test("WebSocket and h2c through the proxy", async () => {
 
 test("no instance → 503 naming the cause; /readyz and /healthz on the ops port", async () => {
   await routes.slice("dep-a", []);
-  await eventually("no endpoints", async () => ((await sentinelStatus(sentinel)).revisions[0]?.endpoints === 0 ? true : undefined));
+  await eventually("no endpoints", async () =>
+    (await sentinelStatus(sentinel)).revisions[0]?.endpoints === 0 ? true : undefined,
+  );
   const r = await hit(pool);
   assert.equal(r.status, 503);
   assert.equal(r.headers["x-krane-sentinel-error"], "no-instance");
   assert.match(r.headers["x-request-id"] as string, /^[0-9a-f-]{36}$/);
-  assert.equal((await getJson(`http://${sentinel.local}:${SENTINEL_OPS_PORT}/readyz`)).status, 200, "no instance is not a sentinel problem");
+  assert.equal(
+    (await getJson(`http://${sentinel.local}:${SENTINEL_OPS_PORT}/readyz`)).status,
+    200,
+    "no instance is not a sentinel problem",
+  );
   assert.equal((await getJson(`http://${sentinel.local}:${SENTINEL_OPS_PORT}/healthz`)).status, 200);
-  assert.equal((await getJson(`http://${sentinel.local}:${SENTINEL_PORT}/_krane/ready`)).status, 200, "the probe path on the proxy port");
-  await routes.slice("dep-a", a.map((p) => ({ ip: p.ip, pod: p.name })));
+  assert.equal(
+    (await getJson(`http://${sentinel.local}:${SENTINEL_PORT}/_krane/ready`)).status,
+    200,
+    "the probe path on the proxy port",
+  );
+  await routes.slice(
+    "dep-a",
+    a.map((p) => ({ ip: p.ip, pod: p.name })),
+  );
   await eventually("traffic again", async () => ((await hit(pool)).status === 200 ? true : undefined));
 });

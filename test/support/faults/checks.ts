@@ -18,7 +18,10 @@ import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { resources } from "../../../src/kube/resources.js";
 
 /** Whether `observed` (consecutive repeats collapsed) is a subsequence of `desired`; where it first is not. */
-export function appliedInOrder(desired: readonly number[], observed: readonly number[]): { ok: true } | { ok: false; at: number } {
+export function appliedInOrder(
+  desired: readonly number[],
+  observed: readonly number[],
+): { ok: true } | { ok: false; at: number } {
   let i = 0;
   let prev: number | undefined;
   for (let j = 0; j < observed.length; j++) {
@@ -54,9 +57,11 @@ export async function outboxIntegrity(db: Kysely<Database>): Promise<OutboxRepor
     versions += rows.length;
     const from = Number(h.compacted_through);
     const expected = Number(h.version) - from;
-    if (rows.length !== expected) problems.push(`${h.region}/${h.kind}: ${rows.length} rows for versions ${from + 1}..${h.version}`);
+    if (rows.length !== expected)
+      problems.push(`${h.region}/${h.kind}: ${rows.length} rows for versions ${from + 1}..${h.version}`);
     rows.forEach((r, i) => {
-      if (Number(r.version) !== from + 1 + i) problems.push(`${h.region}/${h.kind}: version ${r.version} at position ${i + 1} (gap or duplicate)`);
+      if (Number(r.version) !== from + 1 + i)
+        problems.push(`${h.region}/${h.kind}: version ${r.version} at position ${i + 1} (gap or duplicate)`);
     });
     if (from > 0) continue;
     const replay = new Map<string, string>();
@@ -64,10 +69,20 @@ export async function outboxIntegrity(db: Kysely<Database>): Promise<OutboxRepor
       if (r.op === "delete") replay.delete(r.object_id);
       else replay.set(r.object_id, Buffer.from(r.payload).toString("hex"));
     }
-    const stored = await db.selectFrom("desired_objects").select(["object_id", "payload"]).where("region", "=", h.region).where("kind", "=", h.kind).execute();
+    const stored = await db
+      .selectFrom("desired_objects")
+      .select(["object_id", "payload"])
+      .where("region", "=", h.region)
+      .where("kind", "=", h.kind)
+      .execute();
     const want = new Map(stored.map((s) => [s.object_id, Buffer.from(s.payload).toString("hex")]));
-    for (const [id, p] of want) if (replay.get(id) !== p) problems.push(`${h.region}/${h.kind}/${id}: the outbox replays to ${replay.has(id) ? "another payload" : "nothing"}`);
-    for (const id of replay.keys()) if (!want.has(id)) problems.push(`${h.region}/${h.kind}/${id}: in the outbox replay but not desired`);
+    for (const [id, p] of want)
+      if (replay.get(id) !== p)
+        problems.push(
+          `${h.region}/${h.kind}/${id}: the outbox replays to ${replay.has(id) ? "another payload" : "nothing"}`,
+        );
+    for (const id of replay.keys())
+      if (!want.has(id)) problems.push(`${h.region}/${h.kind}/${id}: in the outbox replay but not desired`);
   }
   return { streams: heads.length, versions, problems };
 }
@@ -102,7 +117,11 @@ export class ReplicaSetSampler {
   readonly #ac = new AbortController();
   readonly #running: Promise<void>;
 
-  constructor(kube: KubeClient, namespace: string, readonly environmentId: string) {
+  constructor(
+    kube: KubeClient,
+    namespace: string,
+    readonly environmentId: string,
+  ) {
     this.#informer = new Informer({
       resource: resources.replicaSets,
       labelSelector: `${LABEL_ENVIRONMENT_ID}=${environmentId}`,
@@ -112,7 +131,14 @@ export class ReplicaSetSampler {
       timeoutSeconds: 60,
     });
     this.#informer.onChange((type, obj) => {
-      this.events.push({ at: Date.now(), type, deploymentId: obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "", name: obj.metadata.name ?? "", replicas: specReplicas(obj), total: this.total() });
+      this.events.push({
+        at: Date.now(),
+        type,
+        deploymentId: obj.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "",
+        name: obj.metadata.name ?? "",
+        replicas: specReplicas(obj),
+        total: this.total(),
+      });
     });
     this.#running = this.#informer.run(this.#ac.signal);
   }

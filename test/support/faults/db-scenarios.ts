@@ -8,7 +8,13 @@
 import { join } from "node:path";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import pg from "pg";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import type { ApplyDeployment, DeleteDeployment, DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { createCtrlClient } from "../../../src/agent/agent.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
@@ -59,10 +65,15 @@ class Writer {
             let replayed = false;
             const res = await client.createDeployment(
               { ...REF, image },
-              { headers: { "idempotency-key": key }, timeoutMs: 10_000, onHeader: (h) => (replayed = h.get("idempotency-replayed") === "true") },
+              {
+                headers: { "idempotency-key": key },
+                timeoutMs: 10_000,
+                onHeader: (h) => (replayed = h.get("idempotency-replayed") === "true"),
+              },
             );
             if (replayed) this.replayed++;
-            if (res.deployment?.image !== image) this.wrongAnswers.push(`${key}: asked for ${image}, answered ${res.deployment?.image ?? "nothing"}`);
+            if (res.deployment?.image !== image)
+              this.wrongAnswers.push(`${key}: asked for ${image}, answered ${res.deployment?.image ?? "nothing"}`);
             this.acked.set(image, Date.now());
             break;
           } catch (err) {
@@ -72,7 +83,18 @@ class Writer {
               this.acked.set(image, Date.now());
               break;
             }
-            if (![Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Aborted, Code.Canceled].includes(ce.code)) throw ce;
+            if (
+              ![
+                Code.Unavailable,
+                Code.ResourceExhausted,
+                Code.DeadlineExceeded,
+                Code.Unknown,
+                Code.Internal,
+                Code.Aborted,
+                Code.Canceled,
+              ].includes(ce.code)
+            )
+              throw ce;
             await sleep(50 + Math.random() * 100);
           }
         }
@@ -96,7 +118,11 @@ class StreamReader {
   readonly #running: Promise<void>;
 
   constructor(url: string, token: string) {
-    const protocol = deploymentsController({ region: REGION, ctrl: createCtrlClient(url, token), sentinel: { image: "unused" } }).protocol;
+    const protocol = deploymentsController({
+      region: REGION,
+      ctrl: createCtrlClient(url, token),
+      sentinel: { image: "unused" },
+    }).protocol;
     let inSnapshot = false;
     this.#stream = new DesiredStateStream<DeploymentState, ApplyDeployment, DeleteDeployment>({
       name: "deployments",
@@ -148,7 +174,12 @@ async function seed(url: string, admin: string): Promise<string> {
   await createClient(RegionService, t).createRegion({ name: REGION });
   await createClient(WorkspaceService, t).createWorkspace({ slug: "acme" });
   await createClient(ProjectService, t).createProject({ workspace: "acme", slug: "web" });
-  await createClient(EnvironmentService, t).createEnvironment({ ...REF, slug: "prod", regions: [{ region: REGION, replicas: 1 }], rollout: { revisionHistoryLimit: 100 } });
+  await createClient(EnvironmentService, t).createEnvironment({
+    ...REF,
+    slug: "prod",
+    regions: [{ region: REGION, replicas: 1 }],
+    rollout: { revisionHistoryLimit: 100 },
+  });
   return (await createClient(RegionService, t).createClusterToken({ region: REGION })).token;
 }
 
@@ -165,7 +196,11 @@ export interface DbScenarioResult {
 }
 
 /** What the database holds against what the writer saw acknowledged; the outbox; the stream. */
-async function verify(database: string, writer: Writer, reader: StreamReader): Promise<{ problems: string[]; lost: number; duplicated: number; versions: number }> {
+async function verify(
+  database: string,
+  writer: Writer,
+  reader: StreamReader,
+): Promise<{ problems: string[]; lost: number; duplicated: number; versions: number }> {
   const problems: string[] = [];
   const store = await Store.open({ url: database, poolSize: 2 });
   try {
@@ -175,12 +210,22 @@ async function verify(database: string, writer: Writer, reader: StreamReader): P
     const lost = [...writer.acked.keys()].filter((i) => (count.get(i) ?? 0) === 0);
     const duplicated = [...count].filter(([, n]) => n > 1).map(([i]) => i);
     if (lost.length) problems.push(`${lost.length} acknowledged writes missing: ${lost.slice(0, 5).join(", ")}`);
-    if (duplicated.length) problems.push(`${duplicated.length} writes applied twice: ${duplicated.slice(0, 5).join(", ")}`);
-    if (writer.wrongAnswers.length) problems.push(`${writer.wrongAnswers.length} answers for another request: ${writer.wrongAnswers.slice(0, 3).join("; ")}`);
-    if (writer.appliedWithoutAnswer.size) problems.push(`${writer.appliedWithoutAnswer.size} repeats told "applied, answer lost" instead of an answer`);
+    if (duplicated.length)
+      problems.push(`${duplicated.length} writes applied twice: ${duplicated.slice(0, 5).join(", ")}`);
+    if (writer.wrongAnswers.length)
+      problems.push(
+        `${writer.wrongAnswers.length} answers for another request: ${writer.wrongAnswers.slice(0, 3).join("; ")}`,
+      );
+    if (writer.appliedWithoutAnswer.size)
+      problems.push(`${writer.appliedWithoutAnswer.size} repeats told "applied, answer lost" instead of an answer`);
     const outbox = await outboxIntegrity(store.db);
     problems.push(...outbox.problems);
-    const head = await store.db.selectFrom("stream_versions").select("version").where("region", "=", REGION).where("kind", "=", "deployment").executeTakeFirstOrThrow();
+    const head = await store.db
+      .selectFrom("stream_versions")
+      .select("version")
+      .where("region", "=", REGION)
+      .where("kind", "=", "deployment")
+      .executeTakeFirstOrThrow();
     const reached = await until(() => (reader.cursor >= BigInt(head.version) ? true : undefined), 15_000, 50);
     if (!reached) problems.push(`the stream stopped at ${reader.cursor}, ctrl's head is ${head.version}`);
     const gaps = reader.skipsOrRepeats();
@@ -196,7 +241,11 @@ async function verify(database: string, writer: Writer, reader: StreamReader): P
  * acknowledged write since the restart (at most `maxKills` times); restarted at once.
  * Reports kills, acknowledged, lost, duplicated, and how long ctrl took to be ready after each start.
  */
-export async function ctrlKilledDuringWrites(database: string, dir: string, o: { writes: number; everyMs: number; concurrency: number; maxKills?: number }): Promise<DbScenarioResult & { kills: number; readyMs: number[] }> {
+export async function ctrlKilledDuringWrites(
+  database: string,
+  dir: string,
+  o: { writes: number; everyMs: number; concurrency: number; maxKills?: number },
+): Promise<DbScenarioResult & { kills: number; readyMs: number[] }> {
   const admin = generateToken("user");
   const ctrl = await CtrlChild.create(database, dir, admin);
   const readyMs: number[] = [];
@@ -231,7 +280,13 @@ export async function ctrlKilledDuringWrites(database: string, dir: string, o: {
       acknowledged: writer.acked.size,
       lost: v.lost,
       duplicated: v.duplicated,
-      notes: { attempts: writer.attempts, replayed: writer.replayed, appliedAnswerLost: writer.appliedWithoutAnswer.size, outboxVersions: v.versions, streamVersions: reader.versions.length },
+      notes: {
+        attempts: writer.attempts,
+        replayed: writer.replayed,
+        appliedAnswerLost: writer.appliedWithoutAnswer.size,
+        outboxVersions: v.versions,
+        streamVersions: reader.versions.length,
+      },
       kills,
       readyMs,
     };
@@ -262,14 +317,21 @@ async function pgAccepts(url: string): Promise<boolean | undefined> {
  * from then until a create made through the first replica reaches the stream on the last one
  * (with two replicas, that is the LISTEN/NOTIFY path).
  */
-export async function postgresRestarts(postgres: TestPostgres, dir: string, o: { replicas: number; cycles: number; downMs: number }): Promise<DbScenarioResult & { readyMs: number[]; crossMs: number[] }> {
+export async function postgresRestarts(
+  postgres: TestPostgres,
+  dir: string,
+  o: { replicas: number; cycles: number; downMs: number },
+): Promise<DbScenarioResult & { readyMs: number[]; crossMs: number[] }> {
   const database = await postgres.newDatabase();
   const admin = generateToken("user");
   const ctrls: CtrlChild[] = [];
   for (let i = 0; i < o.replicas; i++) ctrls.push(await CtrlChild.create(database, dir, admin));
   const first = ctrls[0] as CtrlChild;
   const last = ctrls[ctrls.length - 1] as CtrlChild;
-  const writer = new Writer(ctrls.map((c) => c.url), admin);
+  const writer = new Writer(
+    ctrls.map((c) => c.url),
+    admin,
+  );
   let reader: StreamReader | undefined;
   const readyMs: number[] = [];
   const crossMs: number[] = [];
@@ -285,14 +347,25 @@ export async function postgresRestarts(postgres: TestPostgres, dir: string, o: {
       await postgres.halt();
       await sleep(o.downMs);
       await postgres.resume();
-      const back = (await until(() => pgAccepts(database).then((ok) => (ok ? Date.now() : undefined)), 30_000, 10)) ?? Date.now();
+      const back =
+        (await until(() => pgAccepts(database).then((ok) => (ok ? Date.now() : undefined)), 30_000, 10)) ?? Date.now();
       for (const c of ctrls) readyMs.push((await c.ready(30_000)) - back);
       // A change through the first replica, seen on the stream of the last.
       const image = `registry.example.com/web:probe-${cycle}`;
       const before = stream.cursor;
-      await until(() => probe.createDeployment({ ...REF, image }, { headers: { "idempotency-key": `probe-${cycle}` } }).then(() => true), 10_000, 50);
+      await until(
+        () =>
+          probe
+            .createDeployment({ ...REF, image }, { headers: { "idempotency-key": `probe-${cycle}` } })
+            .then(() => true),
+        10_000,
+        50,
+      );
       const seen = await until(() => (stream.cursor > before ? Date.now() : undefined), 10_000, 5);
-      if (seen === undefined) problems.push(`cycle ${cycle + 1}: the change made through the first replica did not reach the stream on the last within 10 s`);
+      if (seen === undefined)
+        problems.push(
+          `cycle ${cycle + 1}: the change made through the first replica did not reach the stream on the last within 10 s`,
+        );
       else crossMs.push(seen - back);
     }
     await sleep(1000);

@@ -24,7 +24,18 @@ export interface H2ProxyOptions {
   readonly fault?: (stream: { path: string; n: number }) => StreamFault | undefined;
 }
 
-const HOP = new Set([":path", ":method", ":authority", ":scheme", ":status", "connection", "keep-alive", "transfer-encoding", "upgrade", "http2-settings"]);
+const HOP = new Set([
+  ":path",
+  ":method",
+  ":authority",
+  ":scheme",
+  ":status",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "upgrade",
+  "http2-settings",
+]);
 
 export class H2FaultProxy {
   fault: H2ProxyOptions["fault"];
@@ -72,7 +83,12 @@ export class H2FaultProxy {
     await new Promise<void>((r) => this.#server.close(() => r()));
   }
 
-  async #forward(session: http2.ServerHttp2Session, upstream: http2.ClientHttp2Session, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): Promise<void> {
+  async #forward(
+    session: http2.ServerHttp2Session,
+    upstream: http2.ClientHttp2Session,
+    stream: http2.ServerHttp2Stream,
+    headers: http2.IncomingHttpHeaders,
+  ): Promise<void> {
     const path = String(headers[":path"] ?? "/");
     const n = (this.streams.get(path) ?? 0) + 1;
     this.streams.set(path, n);
@@ -128,7 +144,8 @@ export class H2FaultProxy {
       let trailers: http2.OutgoingHttpHeaders = {};
       up.on("trailers", (t) => {
         trailers = {};
-        for (const [k, v] of Object.entries(t)) if (!HOP.has(k) && (typeof v === "string" || Array.isArray(v))) trailers[k] = v as string | string[];
+        for (const [k, v] of Object.entries(t))
+          if (!HOP.has(k) && (typeof v === "string" || Array.isArray(v))) trailers[k] = v as string | string[];
       });
       stream.on("wantTrailers", () => stream.sendTrailers(trailers));
       up.on("end", () => {

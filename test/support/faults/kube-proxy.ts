@@ -75,7 +75,9 @@ export class KubeFaultProxy {
 
   /** Writes (POST, PUT, PATCH, DELETE) seen since `since`, Leases included or not. */
   writes(since = 0, opts: { leases?: boolean } = {}): SeenRequest[] {
-    return this.seen.filter((r) => r.at >= since && WRITE.has(r.method) && (opts.leases || !r.path.includes("/leases")));
+    return this.seen.filter(
+      (r) => r.at >= since && WRITE.has(r.method) && (opts.leases || !r.path.includes("/leases")),
+    );
   }
 
   /** Resets every connection clients have open (watches included). */
@@ -106,7 +108,14 @@ export class KubeFaultProxy {
         return;
       }
       if (fault?.kind === "status") {
-        const body = JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: `injected ${fault.status}`, reason: fault.status === 429 ? "TooManyRequests" : "InternalError", code: fault.status });
+        const body = JSON.stringify({
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          message: `injected ${fault.status}`,
+          reason: fault.status === 429 ? "TooManyRequests" : "InternalError",
+          code: fault.status,
+        });
         const headers: Record<string, string> = { "content-type": "application/json" };
         if (fault.retryAfterSeconds !== undefined) headers["retry-after"] = String(fault.retryAfterSeconds);
         await drain(req);
@@ -115,13 +124,25 @@ export class KubeFaultProxy {
       }
       if (fault?.kind === "gone" && watch) {
         await drain(req);
-        const status = { type: "ERROR", object: { kind: "Status", apiVersion: "v1", status: "Failure", message: "too old resource version", reason: "Expired", code: 410 } };
+        const status = {
+          type: "ERROR",
+          object: {
+            kind: "Status",
+            apiVersion: "v1",
+            status: "Failure",
+            message: "too old resource version",
+            reason: "Expired",
+            code: 410,
+          },
+        };
         res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(status)}\n`);
         return;
       }
       if (fault?.kind === "delay") await new Promise((r) => setTimeout(r, fault.ms));
       const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "keep-alive", "transfer-encoding"].includes(k)) headers[k] = v;
+      for (const [k, v] of Object.entries(req.headers))
+        if (typeof v === "string" && !["host", "connection", "keep-alive", "transfer-encoding"].includes(k))
+          headers[k] = v;
       const ac = new AbortController();
       // The answer's close (not the socket's: keep-alive sockets serve many requests).
       res.once("close", () => ac.abort());
@@ -138,7 +159,9 @@ export class KubeFaultProxy {
       up.body.on("error", () => undefined);
       seen.status = up.statusCode;
       const out: Record<string, string | string[]> = {};
-      for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !["connection", "keep-alive", "transfer-encoding", "content-length"].includes(k)) out[k] = v;
+      for (const [k, v] of Object.entries(up.headers))
+        if (v !== undefined && !["connection", "keep-alive", "transfer-encoding", "content-length"].includes(k))
+          out[k] = v;
       res.writeHead(up.statusCode, out);
       res.flushHeaders();
       let sent = 0;
@@ -193,8 +216,19 @@ export function randomFaults(rate: number, seed: number): NonNullable<KubeProxyO
     if (rnd() >= rate) return undefined;
     const resumes = /[?&]resourceVersion=[^&0]/.test(path);
     const choices: KubeFault[] = watch
-      ? [{ kind: "cut", afterBytes: Math.floor(rnd() * 4096) }, { kind: "silent", afterBytes: Math.floor(rnd() * 2048) }, { kind: "status", status: 503 }, ...(resumes ? [{ kind: "gone" } as const] : [])]
-      : [{ kind: "status", status: 500 }, { kind: "status", status: 503 }, { kind: "status", status: 429, retryAfterSeconds: 1 }, { kind: "reset" }, { kind: "delay", ms: 300 + Math.floor(rnd() * 700) }];
+      ? [
+          { kind: "cut", afterBytes: Math.floor(rnd() * 4096) },
+          { kind: "silent", afterBytes: Math.floor(rnd() * 2048) },
+          { kind: "status", status: 503 },
+          ...(resumes ? [{ kind: "gone" } as const] : []),
+        ]
+      : [
+          { kind: "status", status: 500 },
+          { kind: "status", status: 503 },
+          { kind: "status", status: 429, retryAfterSeconds: 1 },
+          { kind: "reset" },
+          { kind: "delay", ms: 300 + Math.floor(rnd() * 700) },
+        ];
     return choices[Math.floor(rnd() * choices.length)];
   };
 }

@@ -11,7 +11,13 @@
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { createClient } from "@connectrpc/connect";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { agentKubeConfigFrom } from "../../../src/agent/rbac.js";
 import type { LocalCluster } from "../../../src/cluster/index.js";
@@ -59,7 +65,10 @@ async function setup(cluster: LocalCluster, dir: string, region: string, replica
   });
   const environmentId = environment?.id ?? "";
   const { token } = await createClient(RegionService, t).createClusterToken({ region });
-  const kubeconfig = writeKubeconfig((await agentKubeConfigFrom(cluster.kubeConfig())) as KubeConfig, join(dir, `${region}.kubeconfig`));
+  const kubeconfig = writeKubeconfig(
+    (await agentKubeConfigFrom(cluster.kubeConfig())) as KubeConfig,
+    join(dir, `${region}.kubeconfig`),
+  );
   const agent = await AgentChild.create({ ctrlUrl: ctrl.url, token, region, kubeconfig, dir, agentId: region });
   agent.start();
   const kube = new KubeClient(cluster.kubeConfig(), { fieldManager: "outage-test" });
@@ -85,7 +94,10 @@ async function setup(cluster: LocalCluster, dir: string, region: string, replica
 
 /** Creates a deployment through ctrl; its id. */
 async function deploy(s: Setup, image: string): Promise<string> {
-  const { deployment } = await createClient(DeploymentService, transportFor(s.ctrl.url, s.admin)).createDeployment({ ...s.ref, image }, { timeoutMs: 5000 });
+  const { deployment } = await createClient(DeploymentService, transportFor(s.ctrl.url, s.admin)).createDeployment(
+    { ...s.ref, image },
+    { timeoutMs: 5000 },
+  );
   return deployment?.id ?? "";
 }
 
@@ -99,13 +111,18 @@ async function replicaSetSeen(s: Setup, id: string, timeoutMs: number): Promise<
  * until the agent's streams are all connected again, and the time until a deploy made then has
  * its ReplicaSet in the cluster.
  */
-export async function ctrlRestartsWithAgent(cluster: LocalCluster, dir: string, o: { cycles: number }): Promise<OutageResult & { reconnectMs: number[]; deployMs: number[] }> {
+export async function ctrlRestartsWithAgent(
+  cluster: LocalCluster,
+  dir: string,
+  o: { cycles: number },
+): Promise<OutageResult & { reconnectMs: number[]; deployMs: number[] }> {
   const s = await setup(cluster, dir, "ctrl-restarts", 1);
   const problems: string[] = [];
   const reconnectMs: number[] = [];
   const deployMs: number[] = [];
   try {
-    if (!(await until(() => s.agent.streamsConnected().then((c) => (c ? true : undefined)), 60_000, 50))) problems.push(`the agent never connected: ${s.agent.output.slice(-2000)}`);
+    if (!(await until(() => s.agent.streamsConnected().then((c) => (c ? true : undefined)), 60_000, 50)))
+      problems.push(`the agent never connected: ${s.agent.output.slice(-2000)}`);
     for (let i = 0; i < o.cycles && problems.length === 0; i++) {
       await s.ctrl.kill9();
       // The agent notices the reset connection; then ctrl comes back after a short, varying pause.
@@ -117,12 +134,17 @@ export async function ctrlRestartsWithAgent(cluster: LocalCluster, dir: string, 
         problems.push(`cycle ${i + 1}: deploy at readiness failed: ${String(err)}`);
         return "";
       });
-      const connected = await until(() => s.agent.streamsConnected().then((c) => (c ? Date.now() : undefined)), 30_000, 5);
+      const connected = await until(
+        () => s.agent.streamsConnected().then((c) => (c ? Date.now() : undefined)),
+        30_000,
+        5,
+      );
       if (connected === undefined) problems.push(`cycle ${i + 1}: the agent did not reconnect within 30 s`);
       else reconnectMs.push(Math.max(0, connected - ready));
       if (!id) continue;
       const seen = await replicaSetSeen(s, id, 30_000);
-      if (seen === undefined) problems.push(`cycle ${i + 1}: the deploy made at readiness did not reach the cluster within 30 s`);
+      if (seen === undefined)
+        problems.push(`cycle ${i + 1}: the deploy made at readiness did not reach the cluster within 30 s`);
       else deployMs.push(seen - ready);
     }
     return { name: `ctrl kill -9 and restart ×${o.cycles} with the agent connected`, problems, reconnectMs, deployMs };
@@ -137,7 +159,11 @@ export async function ctrlRestartsWithAgent(cluster: LocalCluster, dir: string, 
  * `krane_agent_kube_api_up` reads 0; from SIGCONT until the metric reads 1 and until the cluster
  * holds the scaled count.
  */
-export async function apiServerFrozen(cluster: LocalCluster, dir: string, o: { freezeMs: number }): Promise<OutageResult & { detectedMs?: number; upAgainMs?: number; convergedMs?: number }> {
+export async function apiServerFrozen(
+  cluster: LocalCluster,
+  dir: string,
+  o: { freezeMs: number },
+): Promise<OutageResult & { detectedMs?: number; upAgainMs?: number; convergedMs?: number }> {
   const s = await setup(cluster, dir, "api-frozen", 1);
   const problems: string[] = [];
   const pid = cluster.state.pids["kube-apiserver"];
@@ -146,27 +172,41 @@ export async function apiServerFrozen(cluster: LocalCluster, dir: string, o: { f
   const up = (): Promise<number | undefined> => metric(`${s.agent.opsUrl}/metrics`, "krane_agent_kube_api_up");
   try {
     const id = await deploy(s, "registry.example.com/web:0");
-    if ((await replicaSetSeen(s, id, 60_000)) === undefined) problems.push(`the first deploy never reached the cluster: ${s.agent.output.slice(-2000)}`);
-    if ((await until(() => up().then((v) => (v === 1 ? true : undefined)), 30_000, 100)) === undefined) problems.push("the agent never saw the API server up");
+    if ((await replicaSetSeen(s, id, 60_000)) === undefined)
+      problems.push(`the first deploy never reached the cluster: ${s.agent.output.slice(-2000)}`);
+    if ((await until(() => up().then((v) => (v === 1 ? true : undefined)), 30_000, 100)) === undefined)
+      problems.push("the agent never saw the API server up");
     if (problems.length > 0) return { name: "API server frozen", problems };
     process.kill(pid, "SIGSTOP");
     frozen = true;
     const stoppedAt = Date.now();
-    await createClient(RolloutService, transportFor(s.ctrl.url, s.admin)).scale({ ...s.ref, region: s.region, replicas: 2 });
+    await createClient(RolloutService, transportFor(s.ctrl.url, s.admin)).scale({
+      ...s.ref,
+      region: s.region,
+      replicas: 2,
+    });
     const detected = await until(() => up().then((v) => (v === 0 ? Date.now() : undefined)), o.freezeMs, 50);
     const rest = o.freezeMs - (Date.now() - stoppedAt);
     if (rest > 0) await sleep(rest);
     process.kill(pid, "SIGCONT");
     frozen = false;
     const resumedAt = Date.now();
-    const scaled = await until(async () => {
-      const rs = await s.kube.list(resources.replicaSets, { namespace: "ws-acme", labelSelector: `${LABEL_DEPLOYMENT_ID}=${id}` }).catch(() => undefined);
-      const first = rs?.items[0];
-      return first && specReplicas(first) === 2 ? Date.now() : undefined;
-    }, 60_000, 20);
+    const scaled = await until(
+      async () => {
+        const rs = await s.kube
+          .list(resources.replicaSets, { namespace: "ws-acme", labelSelector: `${LABEL_DEPLOYMENT_ID}=${id}` })
+          .catch(() => undefined);
+        const first = rs?.items[0];
+        return first && specReplicas(first) === 2 ? Date.now() : undefined;
+      },
+      60_000,
+      20,
+    );
     const upAgain = await until(() => up().then((v) => (v === 1 ? Date.now() : undefined)), 30_000, 50);
-    if (detected === undefined) problems.push(`the agent's metric did not show the frozen API server within ${o.freezeMs} ms`);
-    if (scaled === undefined) problems.push("the change made during the freeze did not reach the cluster within 60 s after it");
+    if (detected === undefined)
+      problems.push(`the agent's metric did not show the frozen API server within ${o.freezeMs} ms`);
+    if (scaled === undefined)
+      problems.push("the change made during the freeze did not reach the cluster within 60 s after it");
     return {
       name: `API server frozen ${o.freezeMs / 1000} s (SIGSTOP)`,
       problems,

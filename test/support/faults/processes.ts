@@ -25,7 +25,11 @@ export function freePort(): Promise<number> {
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` every `everyMs` until it returns a value; undefined after timeoutMs. */
-export async function until<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, everyMs = 20): Promise<T | undefined> {
+export async function until<T>(
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  everyMs = 20,
+): Promise<T | undefined> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
@@ -51,7 +55,11 @@ export async function statusOf(url: string, timeoutMs = 500): Promise<number> {
 }
 
 /** One sample of a Prometheus metric (by name and labels) from a /metrics URL, or undefined. */
-export async function metric(url: string, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+export async function metric(
+  url: string,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number | undefined> {
   const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
   const text = await res.text();
   for (const line of text.split("\n")) {
@@ -118,7 +126,10 @@ process.once("exit", () => {
 });
 
 function launch(args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const child = spawn(process.execPath, [KRANE_BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [KRANE_BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   live.add(child);
   child.once("exit", () => live.delete(child));
   const c: Child = { child, output: "" };
@@ -176,14 +187,30 @@ export class CtrlChild {
   /** Starts the process (not waiting for readiness). */
   start(): void {
     this.#c = launch(
-      ["ctrl", "serve", "--database", this.database, "--admin-token-file", this.adminTokenFile, "--listen", `127.0.0.1:${this.port}`, "--ops-listen", `127.0.0.1:${this.opsPort}`, ...this.extraArgs],
+      [
+        "ctrl",
+        "serve",
+        "--database",
+        this.database,
+        "--admin-token-file",
+        this.adminTokenFile,
+        "--listen",
+        `127.0.0.1:${this.port}`,
+        "--ops-listen",
+        `127.0.0.1:${this.opsPort}`,
+        ...this.extraArgs,
+      ],
       { KRANE_LOG_LEVEL: "warn" },
     );
   }
 
   /** Resolves when /readyz answers 200 (the time it did, unix ms). */
   async ready(timeoutMs = 60_000): Promise<number> {
-    const at = await until(async () => ((await statusOf(`${this.opsUrl}/readyz`, 300)) === 200 ? Date.now() : undefined), timeoutMs, 10);
+    const at = await until(
+      async () => ((await statusOf(`${this.opsUrl}/readyz`, 300)) === 200 ? Date.now() : undefined),
+      timeoutMs,
+      10,
+    );
     if (at === undefined) throw new Error(`ctrl not ready within ${timeoutMs} ms:\n${this.output.slice(-3000)}`);
     return at;
   }
@@ -251,17 +278,39 @@ export class AgentChild {
   start(): void {
     const o = this.#o;
     this.#c = launch([
-      "agent", "--ctrl-url", o.ctrlUrl, "--token-file", this.#tokenFile, "--region", o.region, "--kubeconfig", o.kubeconfig,
-      "--ops-port", this.opsUrl.split(":").at(-1) as string, "--agent-id", this.id, "--resync-period", "30", "--log-level", "warn",
-      ...(o.leaderElect ? ["--leader-elect"] : []), ...(o.extraArgs ?? []),
+      "agent",
+      "--ctrl-url",
+      o.ctrlUrl,
+      "--token-file",
+      this.#tokenFile,
+      "--region",
+      o.region,
+      "--kubeconfig",
+      o.kubeconfig,
+      "--ops-port",
+      this.opsUrl.split(":").at(-1) as string,
+      "--agent-id",
+      this.id,
+      "--resync-period",
+      "30",
+      "--log-level",
+      "warn",
+      ...(o.leaderElect ? ["--leader-elect"] : []),
+      ...(o.extraArgs ?? []),
     ]);
   }
 
   /** What /readyz says (undefined when nothing answers). */
-  async readiness(): Promise<{ ready: boolean; role: string; controllers: { controller: string; streamConnected: boolean }[] } | undefined> {
+  async readiness(): Promise<
+    { ready: boolean; role: string; controllers: { controller: string; streamConnected: boolean }[] } | undefined
+  > {
     try {
       const res = await fetch(`${this.opsUrl}/readyz`, { signal: AbortSignal.timeout(500) });
-      return (await res.json()) as { ready: boolean; role: string; controllers: { controller: string; streamConnected: boolean }[] };
+      return (await res.json()) as {
+        ready: boolean;
+        role: string;
+        controllers: { controller: string; streamConnected: boolean }[];
+      };
     } catch {
       return undefined;
     }

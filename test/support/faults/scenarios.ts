@@ -66,7 +66,8 @@ async function finalChecks(w: World, sampler: ReplicaSetSampler, surgeBound: num
   const dups = sampler.duplicates();
   if (dups.length > 0) problems.push(`more than one ReplicaSet for ${dups.join(", ")}`);
   const peak = sampler.maxTotal(since);
-  if (peak > surgeBound) problems.push(`the environment ran ${peak} replicas at once, above replicas + maxSurge = ${surgeBound}`);
+  if (peak > surgeBound)
+    problems.push(`the environment ran ${peak} replicas at once, above replicas + maxSurge = ${surgeBound}`);
   for (const id of (await w.desired()).keys()) {
     const order = appliedInOrder(await desiredHistory(w.ctrl.store.db, w.region, id), sampler.historyOf(id));
     if (!order.ok) problems.push(`${id}: replica counts applied out of order (${sampler.historyOf(id).join(" → ")})`);
@@ -81,8 +82,17 @@ async function finalChecks(w: World, sampler: ReplicaSetSampler, surgeBound: num
  * with Retry-After, resets, slow answers, cut and silent watches, 410 on watch resume). Each
  * rollout: deploy, faults for `faultMs`, faults off; convergence is timed from faults off.
  */
-export async function rolloutUnderApiErrors(cluster: LocalCluster, o: { rate: number; rollouts: number; faultMs: number; seed: number; replicas: number }): Promise<ScenarioResult> {
-  const w = await World.start(cluster, { region: "api-errors", environment: "api-errors", replicas: o.replicas, maxSurge: "1", maxUnavailable: "0" });
+export async function rolloutUnderApiErrors(
+  cluster: LocalCluster,
+  o: { rate: number; rollouts: number; faultMs: number; seed: number; replicas: number },
+): Promise<ScenarioResult> {
+  const w = await World.start(cluster, {
+    region: "api-errors",
+    environment: "api-errors",
+    replicas: o.replicas,
+    maxSurge: "1",
+    maxUnavailable: "0",
+  });
   const proxy = await KubeFaultProxy.start({ server: cluster.endpoint().server, ca: cluster.endpoint().ca ?? "" });
   const agent = inProcessAgent(w, { kubeconfig: kubeConfigVia(w.agentKubeConfig as KubeConfig, proxy.url) });
   const sampler = new ReplicaSetSampler(w.admin, w.namespace, w.environmentId);
@@ -110,13 +120,23 @@ export async function rolloutUnderApiErrors(cluster: LocalCluster, o: { rate: nu
     problems.push(...(await finalChecks(w, sampler, o.replicas + 1, since)));
     const faulted = proxy.seen.filter((r) => r.fault !== undefined);
     const kinds = new Map<string, number>();
-    for (const r of faulted) kinds.set(r.fault?.kind === "status" ? String(r.fault.status) : (r.fault?.kind ?? ""), (kinds.get(r.fault?.kind === "status" ? String(r.fault.status) : (r.fault?.kind ?? "")) ?? 0) + 1);
+    for (const r of faulted)
+      kinds.set(
+        r.fault?.kind === "status" ? String(r.fault.status) : (r.fault?.kind ?? ""),
+        (kinds.get(r.fault?.kind === "status" ? String(r.fault.status) : (r.fault?.kind ?? "")) ?? 0) + 1,
+      );
     return {
       name: `rollout while the API server fails ${Math.round(o.rate * 100)} % of requests`,
       passed: problems.length === 0,
       problems,
       convergenceMs,
-      notes: { requests: proxy.seen.length, faulted: faulted.length, watchesFaulted: faulted.filter((r) => r.watch).length, kinds: [...kinds].map(([k, n]) => `${k}×${n}`).join(" "), rollouts: o.rollouts },
+      notes: {
+        requests: proxy.seen.length,
+        faulted: faulted.length,
+        watchesFaulted: faulted.filter((r) => r.watch).length,
+        kinds: [...kinds].map(([k, n]) => `${k}×${n}`).join(" "),
+        rollouts: o.rollouts,
+      },
     };
   } finally {
     proxy.fault = undefined;
@@ -132,8 +152,17 @@ export async function rolloutUnderApiErrors(cluster: LocalCluster, o: { rate: nu
  * while changes are made through the public API (a new revision, a scale); then healed. Also
  * reads, during the partition, how far behind ctrl says the region is (Cluster.changes_behind).
  */
-export async function agentCtrlPartition(cluster: LocalCluster, o: { partitionMs: number; replicas: number }): Promise<ScenarioResult & { behindDuring: number; behindAfter: number }> {
-  const w = await World.start(cluster, { region: "partition", environment: "partition", replicas: o.replicas, maxSurge: "1", maxUnavailable: "0" });
+export async function agentCtrlPartition(
+  cluster: LocalCluster,
+  o: { partitionMs: number; replicas: number },
+): Promise<ScenarioResult & { behindDuring: number; behindAfter: number }> {
+  const w = await World.start(cluster, {
+    region: "partition",
+    environment: "partition",
+    replicas: o.replicas,
+    maxSurge: "1",
+    maxUnavailable: "0",
+  });
   const proxy = await TcpProxy.start({ target: { host: "127.0.0.1", port: Number(new URL(w.ctrl.url).port) } });
   const agent = inProcessAgent(w, { ctrlUrl: `http://127.0.0.1:${proxy.port}` });
   const sampler = new ReplicaSetSampler(w.admin, w.namespace, w.environmentId);
@@ -159,7 +188,8 @@ export async function agentCtrlPartition(cluster: LocalCluster, o: { partitionMs
     proxy.heal();
     const t = await w.converged(180_000);
     if (t === undefined) problems.push("did not converge within 180 s after the partition healed");
-    const behindAfter = (await until(async () => ((await behind()) === 0 ? 0 : undefined), 15_000, 200)) ?? (await behind());
+    const behindAfter =
+      (await until(async () => ((await behind()) === 0 ? 0 : undefined), 15_000, 200)) ?? (await behind());
     if (behindAfter !== 0) problems.push(`after convergence ctrl still showed ${behindAfter} changes behind`);
     problems.push(...(await finalChecks(w, sampler, o.replicas + 2, since)));
     return {
@@ -184,10 +214,26 @@ export async function agentCtrlPartition(cluster: LocalCluster, o: { partitionMs
  * `kill -9` of the agent (a `krane agent` process) every `everyMs` (±50 %) during rollouts; it is
  * restarted after a short pause. Samples the cluster throughout: the surge bound must hold.
  */
-export async function agentKilledDuringRollouts(cluster: LocalCluster, o: { rollouts: number; replicas: number; everyMs: number }): Promise<ScenarioResult & { kills: number }> {
-  const w = await World.start(cluster, { region: "agent-kill", environment: "agent-kill", replicas: o.replicas, maxSurge: "2", maxUnavailable: "0" });
+export async function agentKilledDuringRollouts(
+  cluster: LocalCluster,
+  o: { rollouts: number; replicas: number; everyMs: number },
+): Promise<ScenarioResult & { kills: number }> {
+  const w = await World.start(cluster, {
+    region: "agent-kill",
+    environment: "agent-kill",
+    replicas: o.replicas,
+    maxSurge: "2",
+    maxUnavailable: "0",
+  });
   const kubeconfig = writeKubeconfig(w.agentKubeConfig as KubeConfig, join(w.dir, "agent.kubeconfig"));
-  const agent = await AgentChild.create({ ctrlUrl: w.ctrl.url, token: w.agentToken, region: w.region, kubeconfig, dir: w.dir, agentId: "killed" });
+  const agent = await AgentChild.create({
+    ctrlUrl: w.ctrl.url,
+    token: w.agentToken,
+    region: w.region,
+    kubeconfig,
+    dir: w.dir,
+    agentId: "killed",
+  });
   const sampler = new ReplicaSetSampler(w.admin, w.namespace, w.environmentId);
   const problems: string[] = [];
   const convergenceMs: number[] = [];
@@ -196,7 +242,8 @@ export async function agentKilledDuringRollouts(cluster: LocalCluster, o: { roll
     await sampler.synced();
     agent.start();
     await w.deploy("registry.example.com/web:0");
-    if ((await w.converged(120_000)) === undefined) problems.push(`did not converge before the kills: ${agent.output.slice(-2000)}`);
+    if ((await w.converged(120_000)) === undefined)
+      problems.push(`did not converge before the kills: ${agent.output.slice(-2000)}`);
     const since = Date.now();
     for (let i = 1; i <= o.rollouts && problems.length === 0; i++) {
       await w.deploy(`registry.example.com/web:${i}`);
@@ -213,7 +260,14 @@ export async function agentKilledDuringRollouts(cluster: LocalCluster, o: { roll
       else convergenceMs.push(t);
     }
     problems.push(...(await finalChecks(w, sampler, o.replicas + 2, since)));
-    return { name: "agent kill -9 during rollouts", passed: problems.length === 0, problems, convergenceMs, notes: { kills }, kills };
+    return {
+      name: "agent kill -9 during rollouts",
+      passed: problems.length === 0,
+      problems,
+      convergenceMs,
+      notes: { kills },
+      kills,
+    };
   } finally {
     await agent.stop();
     await sampler.stop();
@@ -223,7 +277,9 @@ export async function agentKilledDuringRollouts(cluster: LocalCluster, o: { roll
 
 /** The Lease's holder and renew time, as the API server has it. */
 async function leaseOf(w: World, name: string): Promise<{ holder: string; renew: string } | undefined> {
-  const lease = await w.admin.raw("GET", `/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/${name}`).catch(() => undefined);
+  const lease = await w.admin
+    .raw("GET", `/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/${name}`)
+    .catch(() => undefined);
   if (!isRecord(lease) || !isRecord(lease.spec)) return undefined;
   return { holder: String(lease.spec.holderIdentity ?? ""), renew: String(lease.spec.renewTime ?? "") };
 }
@@ -237,8 +293,17 @@ async function leaseOf(w: World, name: string): Promise<{ holder: string; renew:
  *  - once: SIGSTOP of the leader until the other took over and wrote, then SIGCONT: the old
  *    leader must send no object write after its lease could be taken over (audit: its proxy).
  */
-export async function agentFailover(cluster: LocalCluster, o: { kills: number }): Promise<ScenarioResult & { failoverMs: number[]; zombieWrites: number; newLeaderWrites: number }> {
-  const w = await World.start(cluster, { region: "ha", environment: "ha", replicas: 2, maxSurge: "1", maxUnavailable: "0" });
+export async function agentFailover(
+  cluster: LocalCluster,
+  o: { kills: number },
+): Promise<ScenarioResult & { failoverMs: number[]; zombieWrites: number; newLeaderWrites: number }> {
+  const w = await World.start(cluster, {
+    region: "ha",
+    environment: "ha",
+    replicas: 2,
+    maxSurge: "1",
+    maxUnavailable: "0",
+  });
   const proxies: KubeFaultProxy[] = [];
   const agents: AgentChild[] = [];
   const problems: string[] = [];
@@ -252,16 +317,28 @@ export async function agentFailover(cluster: LocalCluster, o: { kills: number })
       const proxy = await KubeFaultProxy.start({ server: cluster.endpoint().server, ca: cluster.endpoint().ca ?? "" });
       proxies.push(proxy);
       const kubeconfig = writeKubeconfig(w.agentKubeConfig as KubeConfig, join(w.dir, `${id}.kubeconfig`), proxy.url);
-      const a = await AgentChild.create({ ctrlUrl: w.ctrl.url, token: w.agentToken, region: w.region, kubeconfig, dir: w.dir, agentId: id, leaderElect: true });
+      const a = await AgentChild.create({
+        ctrlUrl: w.ctrl.url,
+        token: w.agentToken,
+        region: w.region,
+        kubeconfig,
+        dir: w.dir,
+        agentId: id,
+        leaderElect: true,
+      });
       agents.push(a);
       a.start();
     }
     await w.deploy("registry.example.com/web:0");
-    if ((await w.converged(120_000)) === undefined) problems.push(`did not converge with a leader: ${agents.map((a) => a.output.slice(-1000)).join("\n")}`);
+    if ((await w.converged(120_000)) === undefined)
+      problems.push(`did not converge with a leader: ${agents.map((a) => a.output.slice(-1000)).join("\n")}`);
     const byId = (id: string): number => agents.findIndex((a) => a.id === id);
     let replicas = 2;
     for (let k = 0; k < o.kills && problems.length === 0; k++) {
-      const lease = await until(() => leaseOf(w, leaseName).then((l) => (l && byId(l.holder) >= 0 ? l : undefined)), 30_000);
+      const lease = await until(
+        () => leaseOf(w, leaseName).then((l) => (l && byId(l.holder) >= 0 ? l : undefined)),
+        30_000,
+      );
       if (!lease) {
         problems.push("no leader");
         break;
@@ -274,39 +351,59 @@ export async function agentFailover(cluster: LocalCluster, o: { kills: number })
       const killedAt = Date.now();
       replicas = replicas === 2 ? 3 : 2;
       await w.scale(replicas);
-      const took = await until(() => leaseOf(w, leaseName).then((l) => (l?.holder === other.id ? Date.now() : undefined)), 60_000, 50);
+      const took = await until(
+        () => leaseOf(w, leaseName).then((l) => (l?.holder === other.id ? Date.now() : undefined)),
+        60_000,
+        50,
+      );
       if (took === undefined) {
         problems.push(`kill ${k + 1}: ${other.id} did not take over within 60 s`);
         break;
       }
       failoverMs.push(took - killedAt);
       const t = await w.converged(60_000);
-      if (t === undefined) problems.push(`kill ${k + 1}: the change made after the kill was not applied by the new leader`);
+      if (t === undefined)
+        problems.push(`kill ${k + 1}: the change made after the kill was not applied by the new leader`);
       else convergenceMs.push(took - killedAt + t);
       leader.start();
     }
 
     // The zombie: a leader frozen past its lease, then woken.
     if (problems.length === 0) {
-      const lease = await until(() => leaseOf(w, leaseName).then((l) => (l && byId(l.holder) >= 0 ? l : undefined)), 30_000);
+      const lease = await until(
+        () => leaseOf(w, leaseName).then((l) => (l && byId(l.holder) >= 0 ? l : undefined)),
+        30_000,
+      );
       const leader = agents[byId(lease?.holder ?? "")];
       const other = agents.find((a) => a !== leader);
       const leaderProxy = proxies[byId(lease?.holder ?? "")];
       const otherProxy = proxies[agents.indexOf(other as AgentChild)];
       if (leader && other && leaderProxy && otherProxy) {
         leader.freeze(true);
-        const took = await until(() => leaseOf(w, leaseName).then((l) => (l?.holder === other.id ? Date.now() : undefined)), 60_000, 50);
+        const took = await until(
+          () => leaseOf(w, leaseName).then((l) => (l?.holder === other.id ? Date.now() : undefined)),
+          60_000,
+          50,
+        );
         if (took === undefined) problems.push("nobody took over from the frozen leader");
         replicas = replicas === 2 ? 3 : 2;
         await w.scale(replicas);
-        if ((await w.converged(60_000)) === undefined) problems.push("the new leader did not apply the change made while the old one was frozen");
+        if ((await w.converged(60_000)) === undefined)
+          problems.push("the new leader did not apply the change made while the old one was frozen");
         newLeaderWrites = otherProxy.writes(took ?? 0).length;
         leader.freeze(false);
         // Awake again: it must find its lease gone before writing anything but the Lease.
         await sleep(8000);
         zombieWrites = leaderProxy.writes(took ?? 0).length;
-        if (zombieWrites > 0) problems.push(`the deposed leader wrote ${zombieWrites} objects after its lease was taken over: ${leaderProxy.writes(took ?? 0).map((r) => `${r.method} ${r.path}`).join(", ")}`);
-        if (!(await w.matches())) problems.push("the cluster no longer holds what ctrl desires after the old leader woke");
+        if (zombieWrites > 0)
+          problems.push(
+            `the deposed leader wrote ${zombieWrites} objects after its lease was taken over: ${leaderProxy
+              .writes(took ?? 0)
+              .map((r) => `${r.method} ${r.path}`)
+              .join(", ")}`,
+          );
+        if (!(await w.matches()))
+          problems.push("the cluster no longer holds what ctrl desires after the old leader woke");
       }
     }
     return {

@@ -8,7 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DeploymentService, EnvironmentService, ProjectService, RegionService, WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { agentKubeConfigFrom } from "../../../src/agent/rbac.js";
 import type { LocalCluster } from "../../../src/cluster/index.js";
@@ -105,7 +111,10 @@ export class World {
 
   /** The environment's ReplicaSets in the cluster: spec.replicas per deployment id (and how many per id). */
   async inCluster(): Promise<{ replicas: Map<string, number>; copies: Map<string, number> }> {
-    const { items } = await this.admin.list(resources.replicaSets, { namespace: this.namespace, labelSelector: `${LABEL_ENVIRONMENT_ID}=${this.environmentId}` });
+    const { items } = await this.admin.list(resources.replicaSets, {
+      namespace: this.namespace,
+      labelSelector: `${LABEL_ENVIRONMENT_ID}=${this.environmentId}`,
+    });
     const replicas = new Map<string, number>();
     const copies = new Map<string, number>();
     for (const o of items) {

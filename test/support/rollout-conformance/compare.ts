@@ -51,7 +51,13 @@ export function compareResults(krane: KraneResult, kube: KubeResult): Difference
     }
   }
 
-  for (const f of ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"] as const) {
+  for (const f of [
+    "replicas",
+    "updatedReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "unavailableReplicas",
+  ] as const) {
     if (a.status[f] !== b.status[f]) diffs.push({ kind: `status.${f}`, krane: a.status[f], kube: b.status[f] });
   }
 
@@ -114,7 +120,9 @@ function scaled(v: IntOrPercent, total: number, roundUp: boolean): number {
 /** replicas + maxSurge: the most pods a rolling update may run (Kubernetes' max-replicas). */
 function maxPods(input: RolloutInput): number {
   const d = input.deployment;
-  return d.strategy.type === "RollingUpdate" ? d.replicas + scaled(d.strategy.rollingUpdate.maxSurge, d.replicas, true) : d.replicas;
+  return d.strategy.type === "RollingUpdate"
+    ? d.replicas + scaled(d.strategy.rollingUpdate.maxSurge, d.replicas, true)
+    : d.replicas;
 }
 
 /**
@@ -127,7 +135,15 @@ export function int32Overflows(input: RolloutInput): boolean {
   const sum = (f: (r: (typeof revs)[number]) => number): number => revs.reduce((n, r) => n + f(r), 0);
   const max = maxPods(input);
   if (max > MAX_INT32) return true;
-  if ([sum((r) => r.replicas), sum((r) => r.status.replicas), sum((r) => r.status.readyReplicas), sum((r) => r.status.availableReplicas)].some((n) => n > MAX_INT32)) return true;
+  if (
+    [
+      sum((r) => r.replicas),
+      sum((r) => r.status.replicas),
+      sum((r) => r.status.readyReplicas),
+      sum((r) => r.status.availableReplicas),
+    ].some((n) => n > MAX_INT32)
+  )
+    return true;
   if (revs.some((r) => r.replicas * max > MAX_INT32)) return true;
   const target = revs.find((r) => r.name === input.deployment.target);
   const newRSUnavailable = target === undefined ? 0 : target.replicas - target.status.availableReplicas;
@@ -144,11 +160,15 @@ export const INTENDED: readonly IntendedDifference[] = [
       const k = krane.output;
       const extra = kube.output.delete.filter((n) => !k.delete.includes(n));
       const scaledUpFromZero = (name: string): boolean =>
-        input.revisions.some((r) => r.name === name && r.replicas === 0) && k.revisions.some((r) => r.name === name && r.replicas > 0);
+        input.revisions.some((r) => r.name === name && r.replicas === 0) &&
+        k.revisions.some((r) => r.name === name && r.replicas > 0);
       return (
         extra.length > 0 &&
         extra.every(scaledUpFromZero) &&
-        same(kube.output.delete.filter((n) => !extra.includes(n)), k.delete)
+        same(
+          kube.output.delete.filter((n) => !extra.includes(n)),
+          k.delete,
+        )
       );
     },
   },
@@ -157,7 +177,9 @@ export const INTENDED: readonly IntendedDifference[] = [
     summary: "krane refuses replicas + maxSurge beyond 2^31−1, where Kubernetes' sizes wrap around",
     kinds: /^error$/,
     applies: (input, krane) =>
-      "error" in krane && krane.error.startsWith("refused: deployment.strategy.rollingUpdate.maxSurge:") && maxPods(input) > MAX_INT32,
+      "error" in krane &&
+      krane.error.startsWith("refused: deployment.strategy.rollingUpdate.maxSurge:") &&
+      maxPods(input) > MAX_INT32,
   },
   {
     id: "int32-exact",
@@ -175,7 +197,12 @@ export interface Verdict {
   unexplained: Difference[];
 }
 
-export function judge(input: RolloutInput, krane: KraneResult, kube: KubeResult, intended: readonly IntendedDifference[] = INTENDED): Verdict {
+export function judge(
+  input: RolloutInput,
+  krane: KraneResult,
+  kube: KubeResult,
+  intended: readonly IntendedDifference[] = INTENDED,
+): Verdict {
   const diffs = compareResults(krane, kube);
   const scope = intended.filter((d) => d.applies(input, krane, kube));
   const used = new Set<string>();

@@ -7,7 +7,14 @@
 // conditions. Inputs are always valid for `krane rollout plan`, except that the int32 class
 // sometimes asks for replicas + maxSurge beyond int32, which the engine refuses. Terminating pods
 // are part of the inputs although ctrl does not report them yet (see src/rollout/README.md).
-import type { Condition, ConditionStatus, DeploymentStatus, IntOrPercent, RevisionInput, RolloutInput } from "../../../src/rollout/index.js";
+import type {
+  Condition,
+  ConditionStatus,
+  DeploymentStatus,
+  IntOrPercent,
+  RevisionInput,
+  RolloutInput,
+} from "../../../src/rollout/index.js";
 import { Random } from "./random.js";
 
 export const CLASSES = [
@@ -80,12 +87,22 @@ function replicasFor(rng: Random, cls: CaseClass): number {
 
 function fencepost(rng: Random, replicas: number, cls: CaseClass, surge: boolean): IntOrPercent {
   // Near the int32 limit most surges overflow replicas + maxSurge (refused); keep most within it.
-  if (cls === "int32" && surge && rng.chance(0.7)) return rng.chance(0.5) ? rng.int(0, 3) : rng.int(0, MAX_INT32 - replicas);
+  if (cls === "int32" && surge && rng.chance(0.7))
+    return rng.chance(0.5) ? rng.int(0, 3) : rng.int(0, MAX_INT32 - replicas);
   if (rng.chance(0.5)) {
     return `${rng.pick([0, 1, 5, 10, 20, 25, 30, 33, 34, 50, 66, 75, 99, 100, rng.int(0, 100)])}%`;
   }
-  if (cls === "int32") return rng.weighted([[3, rng.int(0, 3)], [2, rng.int(0, MAX_INT32 - replicas)], [1, rng.int(0, MAX_INT32)]]);
-  return rng.weighted([[6, rng.int(0, 3)], [2, rng.int(0, replicas)], [1, rng.int(0, 10)]]);
+  if (cls === "int32")
+    return rng.weighted([
+      [3, rng.int(0, 3)],
+      [2, rng.int(0, MAX_INT32 - replicas)],
+      [1, rng.int(0, MAX_INT32)],
+    ]);
+  return rng.weighted([
+    [6, rng.int(0, 3)],
+    [2, rng.int(0, replicas)],
+    [1, rng.int(0, 10)],
+  ]);
 }
 
 const NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789";
@@ -249,7 +266,8 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
     r.status = podCounts(rng, r.replicas);
     // Pods shutting down, above all of revisions being scaled down (Recreate waits for them).
     if (rng.chance(cls === "recreate" ? 0.35 : 0.1)) r.status.terminatingReplicas = rng.int(1, 3);
-    if (cls === "paused-history" && r !== target && rng.chance(0.5)) r.status = { replicas: 0, readyReplicas: 0, availableReplicas: 0 };
+    if (cls === "paused-history" && r !== target && rng.chance(0.5))
+      r.status = { replicas: 0, readyReplicas: 0, availableReplicas: 0 };
     const desired = rng.weighted<number | null>([
       [16, cls === "scaling" && r.replicas > 0 ? previousReplicas : replicas],
       [cls === "scaling" || cls === "paused" ? 4 : 1, replicasFor(rng, cls === "int32" ? "int32" : "rolling")],
@@ -282,7 +300,9 @@ function build(rng: Random, cls: CaseClass): RolloutInput {
     deployment: {
       name: "web",
       replicas,
-      strategy: recreate ? { type: "Recreate" } : { type: "RollingUpdate", rollingUpdate: { maxSurge, maxUnavailable } },
+      strategy: recreate
+        ? { type: "Recreate" }
+        : { type: "RollingUpdate", rollingUpdate: { maxSurge, maxUnavailable } },
       minReadySeconds,
       progressDeadlineSeconds,
       revisionHistoryLimit,
@@ -316,7 +336,19 @@ function storedStatus(rng: Random, revs: readonly RevisionInput[], target: Revis
   });
   return rng.weighted<DeploymentStatus>([
     [7, bounded(exact)],
-    [2, bounded({ ...exact, [rng.pick(["replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"] as const)]: rng.int(0, 12) })],
+    [
+      2,
+      bounded({
+        ...exact,
+        [rng.pick([
+          "replicas",
+          "updatedReplicas",
+          "readyReplicas",
+          "availableReplicas",
+          "unavailableReplicas",
+        ] as const)]: rng.int(0, 12),
+      }),
+    ],
     [1, { replicas: 0, updatedReplicas: 0, readyReplicas: 0, availableReplicas: 0, unavailableReplicas: 0 }],
   ]);
 }
@@ -371,7 +403,14 @@ function conditions(rng: Random, cls: CaseClass, pds: number | null, target: str
   }
   if (rng.chance(0.03)) {
     const at = iso(NOW_MS - rng.int(0, 7200) * 1000);
-    out.push({ type: "ReplicaFailure", status: "True", reason: "FailedCreate", message: "quota", lastUpdateTime: at, lastTransitionTime: at });
+    out.push({
+      type: "ReplicaFailure",
+      status: "True",
+      reason: "FailedCreate",
+      message: "quota",
+      lastUpdateTime: at,
+      lastTransitionTime: at,
+    });
   }
   return rng.shuffle(out);
 }

@@ -3,7 +3,14 @@
 import { parseRolloutInput, planRollout } from "../../../src/rollout/index.js";
 import type { RolloutInput, RolloutOutput } from "../../../src/rollout/index.js";
 import { CLASSES, type CaseClass, type ConformanceCase } from "./generator.js";
-import { INTENDED, judge, type Difference, type IntendedDifference, type KraneResult, type Verdict } from "./compare.js";
+import {
+  INTENDED,
+  judge,
+  type Difference,
+  type IntendedDifference,
+  type KraneResult,
+  type Verdict,
+} from "./compare.js";
 import type { KubeResult, RolloutHarness } from "./harness.js";
 
 /** The engine under test: `krane rollout plan` minus the I/O (validation, then one pass). */
@@ -90,7 +97,9 @@ function pad(s: string | number, n: number): string {
 
 /** The report as a table: per class, inputs / agreed / intended / failed and the kinds of difference seen. */
 export function formatReport(r: ConformanceReport): string {
-  const lines = [`${"class".padEnd(14)}${pad("inputs", 8)}${pad("agreed", 8)}${pad("intended", 10)}${pad("failed", 8)}  differences (inputs)`];
+  const lines = [
+    `${"class".padEnd(14)}${pad("inputs", 8)}${pad("agreed", 8)}${pad("intended", 10)}${pad("failed", 8)}  differences (inputs)`,
+  ];
   const total = tally();
   for (const [cls, t] of r.byClass) {
     if (t.inputs === 0) continue;
@@ -98,10 +107,17 @@ export function formatReport(r: ConformanceReport): string {
     total.agreed += t.agreed;
     total.intended += t.intended;
     total.failed += t.failed;
-    const kinds = [...t.kinds].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ");
-    lines.push(`${cls.padEnd(14)}${pad(t.inputs, 8)}${pad(t.agreed, 8)}${pad(t.intended, 10)}${pad(t.failed, 8)}  ${kinds}`);
+    const kinds = [...t.kinds]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ");
+    lines.push(
+      `${cls.padEnd(14)}${pad(t.inputs, 8)}${pad(t.agreed, 8)}${pad(t.intended, 10)}${pad(t.failed, 8)}  ${kinds}`,
+    );
   }
-  lines.push(`${"all".padEnd(14)}${pad(total.inputs, 8)}${pad(total.agreed, 8)}${pad(total.intended, 10)}${pad(total.failed, 8)}`);
+  lines.push(
+    `${"all".padEnd(14)}${pad(total.inputs, 8)}${pad(total.agreed, 8)}${pad(total.intended, 10)}${pad(total.failed, 8)}`,
+  );
   if (r.byIntended.size > 0) {
     lines.push("intended differences (inputs): " + [...r.byIntended].map(([id, n]) => `${id} ${n}`).join(", "));
   }

@@ -31,7 +31,12 @@ async function outcome(p: Promise<unknown>): Promise<"ok" | "open" | "error"> {
 
 test("trips after the threshold of consecutive failures and refuses calls while open", async () => {
   const c = clock();
-  const b = new CircuitBreaker({ name: "t", config: { failureThreshold: 3, openMs: 10_000 }, now: c.now, isFailure: isCtrlDownstreamFailure });
+  const b = new CircuitBreaker({
+    name: "t",
+    config: { failureThreshold: 3, openMs: 10_000 },
+    now: c.now,
+    isFailure: isCtrlDownstreamFailure,
+  });
   for (let i = 0; i < 3; i++) assert.equal(await outcome(b.execute(fail)), "error");
   assert.equal(b.phase, "open");
   let called = false;
@@ -78,7 +83,11 @@ test("answers such as NotFound or InvalidArgument are not downstream failures", 
 
 test("half-open admits a bounded number of concurrent trials", async () => {
   const c = clock();
-  const b = new CircuitBreaker({ name: "t", config: { failureThreshold: 1, openMs: 100, halfOpenMaxCalls: 1 }, now: c.now });
+  const b = new CircuitBreaker({
+    name: "t",
+    config: { failureThreshold: 1, openMs: 100, halfOpenMaxCalls: 1 },
+    now: c.now,
+  });
   await outcome(b.execute(fail));
   c.advance(100);
   let release: () => void = () => {};
@@ -110,48 +119,64 @@ type Cmd = { t: "advance"; ms: number } | { t: "call"; result: "ok" | "fail" | "
 test("model: the breaker follows the documented rules for any sequence of calls", async () => {
   const cmd = fc.oneof(
     fc.record({ t: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 3_000 }) }),
-    fc.record({ t: fc.constant("call" as const), result: fc.constantFrom("ok" as const, "fail" as const, "answer" as const) }),
+    fc.record({
+      t: fc.constant("call" as const),
+      result: fc.constantFrom("ok" as const, "fail" as const, "answer" as const),
+    }),
   );
   await fc.assert(
-    fc.asyncProperty(fc.array(cmd, { maxLength: 60 }), fc.integer({ min: 1, max: 4 }), async (cmds: Cmd[], threshold) => {
-      const c = clock(0);
-      const openMs = 1_000;
-      const b = new CircuitBreaker({ name: "m", config: { failureThreshold: threshold, openMs }, now: c.now, isFailure: isCtrlDownstreamFailure });
-      // Reference model.
-      let phase: "closed" | "open" = "closed";
-      let failures = 0;
-      let openedAt = 0;
-      for (const k of cmds) {
-        if (k.t === "advance") {
-          c.advance(k.ms);
-          continue;
-        }
-        const now = c.now();
-        let expected: "ok" | "open" | "error";
-        if (phase === "open" && now < openedAt + openMs) expected = "open";
-        else {
-          const halfOpen = phase === "open";
-          expected = k.result === "ok" ? "ok" : "error";
-          if (k.result === "fail") {
-            if (halfOpen) {
-              openedAt = now;
-            } else if (++failures >= threshold) {
-              phase = "open";
-              openedAt = now;
+    fc.asyncProperty(
+      fc.array(cmd, { maxLength: 60 }),
+      fc.integer({ min: 1, max: 4 }),
+      async (cmds: Cmd[], threshold) => {
+        const c = clock(0);
+        const openMs = 1_000;
+        const b = new CircuitBreaker({
+          name: "m",
+          config: { failureThreshold: threshold, openMs },
+          now: c.now,
+          isFailure: isCtrlDownstreamFailure,
+        });
+        // Reference model.
+        let phase: "closed" | "open" = "closed";
+        let failures = 0;
+        let openedAt = 0;
+        for (const k of cmds) {
+          if (k.t === "advance") {
+            c.advance(k.ms);
+            continue;
+          }
+          const now = c.now();
+          let expected: "ok" | "open" | "error";
+          if (phase === "open" && now < openedAt + openMs) expected = "open";
+          else {
+            const halfOpen = phase === "open";
+            expected = k.result === "ok" ? "ok" : "error";
+            if (k.result === "fail") {
+              if (halfOpen) {
+                openedAt = now;
+              } else if (++failures >= threshold) {
+                phase = "open";
+                openedAt = now;
+                failures = 0;
+              }
+            } else {
+              phase = "closed";
               failures = 0;
             }
-          } else {
-            phase = "closed";
-            failures = 0;
           }
+          const fn =
+            k.result === "ok"
+              ? ok
+              : k.result === "fail"
+                ? fail
+                : () => Promise.reject(new ConnectError("nf", Code.NotFound));
+          const got = await outcome(b.execute(fn));
+          assert.equal(got, expected);
+          assert.equal(b.phase === "open" ? "open" : "closed", phase === "open" ? "open" : "closed");
         }
-        const fn =
-          k.result === "ok" ? ok : k.result === "fail" ? fail : () => Promise.reject(new ConnectError("nf", Code.NotFound));
-        const got = await outcome(b.execute(fn));
-        assert.equal(got, expected);
-        assert.equal(b.phase === "open" ? "open" : "closed", phase === "open" ? "open" : "closed");
-      }
-    }),
+      },
+    ),
     { numRuns: 300 },
   );
 });

@@ -1,7 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { cursorReconnect, cursorStep, initialCursor, type CursorState, type StreamEvent } from "../../../src/agent/runtime/cursor.js";
+import {
+  cursorReconnect,
+  cursorStep,
+  initialCursor,
+  type CursorState,
+  type StreamEvent,
+} from "../../../src/agent/runtime/cursor.js";
 
 type Ev = StreamEvent<string, string>;
 
@@ -44,7 +50,13 @@ test("a snapshot collects keys, garbage-collects the rest and jumps to the head"
 
 test("the cursor does not move inside a snapshot, and a broken snapshot is dropped", () => {
   let { state } = run([{ type: "apply", version: 7n, key: "x", desired: "X" }]);
-  ({ state } = run([{ type: "snapshot-start", version: 0n }, { type: "apply", version: 0n, key: "a", desired: "A" }], state));
+  ({ state } = run(
+    [
+      { type: "snapshot-start", version: 0n },
+      { type: "apply", version: 0n, key: "a", desired: "A" },
+    ],
+    state,
+  ));
   assert.equal(state.cursor, 7n);
   state = cursorReconnect(state);
   assert.equal(state.cursor, 7n);

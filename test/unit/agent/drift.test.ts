@@ -7,7 +7,12 @@ test("extra live fields (defaults, status) are not drift", () => {
   const rendered = { spec: { replicas: 2, template: { spec: { containers: [{ name: "a", image: "x" }] } } } };
   const live = {
     status: { replicas: 2 },
-    spec: { replicas: 2, template: { spec: { dnsPolicy: "ClusterFirst", containers: [{ name: "a", image: "x", terminationMessagePath: "/dev/x" }] } } },
+    spec: {
+      replicas: 2,
+      template: {
+        spec: { dnsPolicy: "ClusterFirst", containers: [{ name: "a", image: "x", terminationMessagePath: "/dev/x" }] },
+      },
+    },
   };
   assert.equal(findDrift(rendered, live), undefined);
 });
@@ -29,9 +34,18 @@ test("quantities compare by value", () => {
 
 test("property: drift is found exactly when some rendered field differs, and its path leads to a difference", () => {
   // Small values so that equal and unequal leaves both happen often.
-  const leaf = fc.oneof(fc.constantFrom("a", "b", "1", "1000m", "1Gi", "1024Mi", null), fc.integer({ min: 0, max: 2 }), fc.boolean());
+  const leaf = fc.oneof(
+    fc.constantFrom("a", "b", "1", "1000m", "1Gi", "1024Mi", null),
+    fc.integer({ min: 0, max: 2 }),
+    fc.boolean(),
+  );
   const { value } = fc.letrec((tie) => ({
-    value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 3 }), fc.dictionary(fc.constantFrom("x", "y", "z"), tie("value"), { maxKeys: 3 })),
+    value: fc.oneof(
+      { depthSize: "small" },
+      leaf,
+      fc.array(tie("value"), { maxLength: 3 }),
+      fc.dictionary(fc.constantFrom("x", "y", "z"), tie("value"), { maxKeys: 3 }),
+    ),
   }));
   // The definition, written plainly: every rendered field present and equal (quantities by value).
   const same = (r: unknown, l: unknown): boolean => {
@@ -59,7 +73,8 @@ test("property: drift is found exactly when some rendered field differs, and its
       const d = findDrift(r, l);
       assert.equal(d === undefined, same(r, l));
       assert.equal(findDrift(r, r), undefined);
-      if (d !== undefined && d !== "/") assert.equal(same(at(r, d), at(l, d)), false, `path ${d} leads to a difference`);
+      if (d !== undefined && d !== "/")
+        assert.equal(same(at(r, d), at(l, d)), false, `path ${d} leads to a difference`);
     }),
     { numRuns: 2000 },
   );

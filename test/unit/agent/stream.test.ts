@@ -22,7 +22,14 @@ test("reconnects after failures and resumes from the cursor; snapshot then live 
     reconnect: { baseMs: 1, capMs: 5 },
     log: recordingLogger(),
     decode: (e) => e,
-    onAction: (a: CursorAction<string, string>) => actions.push(a.type === "collect-garbage" ? `gc:${[...a.keep].join(",")}` : a.type === "snapshot-started" ? "snap" : `${a.type}:${a.key}`),
+    onAction: (a: CursorAction<string, string>) =>
+      actions.push(
+        a.type === "collect-garbage"
+          ? `gc:${[...a.keep].join(",")}`
+          : a.type === "snapshot-started"
+            ? "snap"
+            : `${a.type}:${a.key}`,
+      ),
     open: (cursor, _signal, onOpen) => {
       cursors.push(cursor);
       attempt++;

@@ -16,7 +16,9 @@ import { trimFor } from "../../../src/agent/runtime/trim.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 
-const managedFields = [{ manager: "kube-controller-manager", operation: "Update", fieldsV1: { "f:status": { "f:phase": {} } } }];
+const managedFields = [
+  { manager: "kube-controller-manager", operation: "Update", fieldsV1: { "f:status": { "f:phase": {} } } },
+];
 
 const arbPod: fc.Arbitrary<KubeObject> = fc
   .record({
@@ -64,12 +66,28 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
       hostIP: "10.0.0.1",
       startTime: "2026-01-01T00:00:00Z",
       conditions: [
-        { type: "Ready", status: p.ready ? "True" : "False", lastTransitionTime: "2026-01-01T00:00:05Z", lastProbeTime: null },
-        { type: "ContainersReady", status: p.containersReady ? "True" : "False", lastTransitionTime: "2026-01-01T00:00:04Z" },
+        {
+          type: "Ready",
+          status: p.ready ? "True" : "False",
+          lastTransitionTime: "2026-01-01T00:00:05Z",
+          lastProbeTime: null,
+        },
+        {
+          type: "ContainersReady",
+          status: p.containersReady ? "True" : "False",
+          lastTransitionTime: "2026-01-01T00:00:04Z",
+        },
         { type: "PodScheduled", status: "True", lastTransitionTime: "2026-01-01T00:00:01Z" },
       ],
       containerStatuses: [
-        { name: "app", ready: p.ready, restartCount: 2, image: "x", imageID: "y", state: p.waiting ? { waiting: { reason: p.waiting, message: "m" } } : { running: { startedAt: "t" } } },
+        {
+          name: "app",
+          ready: p.ready,
+          restartCount: 2,
+          image: "x",
+          imageID: "y",
+          state: p.waiting ? { waiting: { reason: p.waiting, message: "m" } } : { running: { startedAt: "t" } },
+        },
       ],
     },
   }));
@@ -96,19 +114,48 @@ test("rendered kinds keep every rendered field (no drift after trimming) and los
   fc.assert(
     fc.property(fc.integer({ min: 0, max: 50 }), fc.string({ maxLength: 8 }), (replicas, image) => {
       const d = create(ApplyDeploymentSchema, {
-        workspaceId: "ws_1", projectId: "prj_1", environmentId: "env_1", deploymentId: "dep_1", k8sNamespace: "ws-a", k8sName: "dep-1",
-        image: `img${image}`, port: 8080, replicas, cpuMillicores: 100n, memoryMib: 64n, revision: 2n,
+        workspaceId: "ws_1",
+        projectId: "prj_1",
+        environmentId: "env_1",
+        deploymentId: "dep_1",
+        k8sNamespace: "ws-a",
+        k8sName: "dep-1",
+        image: `img${image}`,
+        port: 8080,
+        replicas,
+        cpuMillicores: 100n,
+        memoryMib: 64n,
+        revision: 2n,
       });
       const rendered = renderReplicaSet(d, "eu");
-      const live = { ...structuredClone(rendered), metadata: { ...structuredClone(rendered.metadata), managedFields, resourceVersion: "9", uid: "u" }, status: { replicas, readyReplicas: 0 } };
+      const live = {
+        ...structuredClone(rendered),
+        metadata: { ...structuredClone(rendered.metadata), managedFields, resourceVersion: "9", uid: "u" },
+        status: { replicas, readyReplicas: 0 },
+      };
       const t = rsTrim(live);
       assert.equal(findDrift(rendered, t), undefined);
       assert.equal((t.metadata as Record<string, unknown>).managedFields, undefined);
       assert.equal(t.status, undefined, "ReplicaSet status is read by nobody");
 
-      const s = create(ApplySentinelSchema, { workspaceId: "ws_1", projectId: "prj_1", environmentId: "env_1", sentinelId: "snt_1", k8sName: "snt-1", image: "s:1", replicas, cpuMillicores: 100n, memoryMib: 64n, region: "eu" });
+      const s = create(ApplySentinelSchema, {
+        workspaceId: "ws_1",
+        projectId: "prj_1",
+        environmentId: "env_1",
+        sentinelId: "snt_1",
+        k8sName: "snt-1",
+        image: "s:1",
+        replicas,
+        cpuMillicores: 100n,
+        memoryMib: 64n,
+        region: "eu",
+      });
       const dep = renderSentinelDeployment(s, "eu", { image: "krane:test" });
-      const liveDep = { ...structuredClone(dep), metadata: { ...structuredClone(dep.metadata), managedFields }, status: { availableReplicas: replicas } };
+      const liveDep = {
+        ...structuredClone(dep),
+        metadata: { ...structuredClone(dep.metadata), managedFields },
+        status: { availableReplicas: replicas },
+      };
       const td = depTrim(liveDep);
       assert.equal(findDrift(dep, td), undefined);
       assert.deepEqual(observeSentinel(td), observeSentinel(liveDep), "sentinel health still reads Deployment status");

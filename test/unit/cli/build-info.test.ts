@@ -16,7 +16,10 @@ describe("build info", () => {
       date: "2026-01-01T00:00:00Z",
     });
     assert.throws(() => parseBuildStamp('{"version":"1.2.3","date":"x"}'), /"commit" must be a non-empty string/);
-    assert.throws(() => parseBuildStamp('{"version":"","commit":"a","date":"x"}'), /"version" must be a non-empty string/);
+    assert.throws(
+      () => parseBuildStamp('{"version":"","commit":"a","date":"x"}'),
+      /"version" must be a non-empty string/,
+    );
     assert.throws(() => parseBuildStamp("[]"), /"version"/);
     assert.throws(() => parseBuildStamp("null"), /expected a JSON object/);
   });

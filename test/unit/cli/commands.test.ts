@@ -16,9 +16,14 @@ const dir = mkdtempSync(join(tmpdir(), "krane-cli-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Runs the CLI (sources through tsx, or dist/) and returns its output and the modules it loaded. */
-function krane(mode: "source" | "dist", args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string; loaded: string[] } {
+function krane(
+  mode: "source" | "dist",
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): { status: number | null; stdout: string; stderr: string; loaded: string[] } {
   const record = join(dir, `imports-${Math.random().toString(36).slice(2)}.txt`);
-  const entry = mode === "source" ? ["--import", "tsx", join(root, "src/cli/main.ts")] : [join(root, "dist/cli/main.js")];
+  const entry =
+    mode === "source" ? ["--import", "tsx", join(root, "src/cli/main.ts")] : [join(root, "dist/cli/main.js")];
   const res = spawnSync(process.execPath, ["--import", hook, ...entry, ...args], {
     env: { ...process.env, KRANE_TOKEN: "", KRANE_CTRL_URL: "", ...env, RECORD_IMPORTS: record },
     encoding: "utf8",
@@ -53,7 +58,10 @@ function assertNotLoaded(loaded: string[], patterns: RegExp[], what: string): vo
 
 const modes: ("source" | "dist")[] = ["source", "dist"];
 for (const mode of modes) {
-  const skip = mode === "dist" && !buildIsFresh(root) ? "dist/ is not built or older than src/ (npm run build; npm test builds first)" : false;
+  const skip =
+    mode === "dist" && !buildIsFresh(root)
+      ? "dist/ is not built or older than src/ (npm run build; npm test builds first)"
+      : false;
   describe(`lazy loading (${mode})`, { skip }, () => {
     it("krane --help loads only commander and the command definitions", () => {
       const r = krane(mode, ["--help"]);
@@ -71,10 +79,27 @@ for (const mode of modes) {
 
     it("krane status loads the ctrl client but nothing of the servers or the cluster", () => {
       // Port 1 refuses at once: the command runs its whole client path up to the call.
-      const r = krane(mode, ["status", "shop/prod", "--ctrl-url", "http://127.0.0.1:1", "--token", "t", "--workspace", "w", "--retry-for", "0"]);
+      const r = krane(mode, [
+        "status",
+        "shop/prod",
+        "--ctrl-url",
+        "http://127.0.0.1:1",
+        "--token",
+        "t",
+        "--workspace",
+        "w",
+        "--retry-for",
+        "0",
+      ]);
       assert.equal(r.status, 69, "the outage exit code");
-      assert.match(r.stderr, /unavailable: ctrl is not reachable at http:\/\/127\.0\.0\.1:1 .*ECONNREFUSED.*is it running\?/);
-      assert.ok(r.loaded.some((u) => /@connectrpc|user-client\.js|user-client\.ts/.test(u)), "the client was loaded");
+      assert.match(
+        r.stderr,
+        /unavailable: ctrl is not reachable at http:\/\/127\.0\.0\.1:1 .*ECONNREFUSED.*is it running\?/,
+      );
+      assert.ok(
+        r.loaded.some((u) => /@connectrpc|user-client\.js|user-client\.ts/.test(u)),
+        "the client was loaded",
+      );
       assertNotLoaded(r.loaded, SERVER_ONLY, "status");
     });
   });
@@ -84,7 +109,30 @@ describe("the command tree", () => {
   it("keeps every command", () => {
     const r = krane("source", ["--help"]);
     const expected: Record<string, string[]> = {
-      "": ["ctrl", "agent", "cluster", "dev", "workspace", "project", "env", "deploy", "deployments", "scale", "rollout", "status", "region", "cluster-token", "api-token", "version", "config", "secret", "release", "job", "endpoint", "domain"],
+      "": [
+        "ctrl",
+        "agent",
+        "cluster",
+        "dev",
+        "workspace",
+        "project",
+        "env",
+        "deploy",
+        "deployments",
+        "scale",
+        "rollout",
+        "status",
+        "region",
+        "cluster-token",
+        "api-token",
+        "version",
+        "config",
+        "secret",
+        "release",
+        "job",
+        "endpoint",
+        "domain",
+      ],
       ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
       workspace: ["create", "list", "get", "delete"],

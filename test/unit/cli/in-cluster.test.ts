@@ -23,23 +23,32 @@ describe("in-cluster config", () => {
 
   it("refuses a port that is not a port", () => {
     for (const port of ["https", "0", "70000", "443 "]) {
-      const problems = inClusterProblems({ KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: port }, () => true);
+      const problems = inClusterProblems(
+        { KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: port },
+        () => true,
+      );
       assert.deepEqual(problems, [`KUBERNETES_SERVICE_PORT must be a port number, got "${port}"`]);
     }
   });
 
   it("looks for the files under KRANE_IN_CLUSTER_ROOT", () => {
     const asked: string[] = [];
-    inClusterProblems({ KUBERNETES_SERVICE_HOST: "h", KUBERNETES_SERVICE_PORT: "443", KRANE_IN_CLUSTER_ROOT: "/x" }, (p) => (asked.push(p), true));
+    inClusterProblems(
+      { KUBERNETES_SERVICE_HOST: "h", KUBERNETES_SERVICE_PORT: "443", KRANE_IN_CLUSTER_ROOT: "/x" },
+      (p) => (asked.push(p), true),
+    );
     assert.deepEqual(asked, [`/x${SERVICE_ACCOUNT_DIR}/token`, `/x${SERVICE_ACCOUNT_DIR}/ca.crt`]);
   });
 
   it("fails with the list when something is missing", () => {
-    assert.throws(() => loadInClusterConfig({ KRANE_IN_CLUSTER_ROOT: root }), (err: Error) => {
-      assert.match(err.message, /^--kubeconfig in-cluster:\n {2}KUBERNETES_SERVICE_HOST is not set/);
-      assert.match(err.message, new RegExp(`cannot read ${sa}/token`));
-      return true;
-    });
+    assert.throws(
+      () => loadInClusterConfig({ KRANE_IN_CLUSTER_ROOT: root }),
+      (err: Error) => {
+        assert.match(err.message, /^--kubeconfig in-cluster:\n {2}KUBERNETES_SERVICE_HOST is not set/);
+        assert.match(err.message, new RegExp(`cannot read ${sa}/token`));
+        return true;
+      },
+    );
   });
 
   it("builds a KubeConfig from the pod's files and variables", () => {
@@ -59,7 +68,10 @@ describe("in-cluster config", () => {
       assert.equal(kc.getCurrentUser()?.authProvider?.config?.tokenFile, join(sa, "token"));
       assert.equal(kc.getContextObject(kc.getCurrentContext())?.namespace, "krane-system");
     } finally {
-      for (const [k, v] of [["KUBERNETES_SERVICE_HOST", saved.host], ["KUBERNETES_SERVICE_PORT", saved.port]] as const) {
+      for (const [k, v] of [
+        ["KUBERNETES_SERVICE_HOST", saved.host],
+        ["KUBERNETES_SERVICE_PORT", saved.port],
+      ] as const) {
         if (v === undefined) delete process.env[k];
         else process.env[k] = v;
       }

@@ -10,16 +10,43 @@ import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config
 import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
-import { IDEMPOTENCY_KEY_HEADER, idempotencyKeys, methodKey, NOT_RETRIED, outageRetry, parseDuration, RETRIED_WITH_KEY, RETRY_SAFE } from "../../../src/cli/user-client.js";
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  idempotencyKeys,
+  methodKey,
+  NOT_RETRIED,
+  outageRetry,
+  parseDuration,
+  RETRIED_WITH_KEY,
+  RETRY_SAFE,
+} from "../../../src/cli/user-client.js";
 
 test("every public method is repeated after an outage as it is, repeated under its idempotency key, or explicitly not (a new method needs a decision)", () => {
-  const all = [file_krane_ctrl_v1_api, file_krane_ctrl_v1_rollout, file_krane_ctrl_v1_config, file_krane_ctrl_v1_release, file_krane_ctrl_v1_job, file_krane_ctrl_v1_exposure].flatMap((f) => f.services).flatMap((s) => s.methods).map(methodKey);
+  const all = [
+    file_krane_ctrl_v1_api,
+    file_krane_ctrl_v1_rollout,
+    file_krane_ctrl_v1_config,
+    file_krane_ctrl_v1_release,
+    file_krane_ctrl_v1_job,
+    file_krane_ctrl_v1_exposure,
+  ]
+    .flatMap((f) => f.services)
+    .flatMap((s) => s.methods)
+    .map(methodKey);
 
   const sets = [RETRY_SAFE, RETRIED_WITH_KEY, NOT_RETRIED];
   const undecided = all.filter((k) => !sets.some((s) => s.has(k)));
   assert.deepEqual(undecided, []);
-  assert.deepEqual(all.filter((k) => sets.filter((s) => s.has(k)).length > 1), [], "a method in two sets");
-  assert.deepEqual([...RETRY_SAFE, ...RETRIED_WITH_KEY, ...NOT_RETRIED].filter((k) => !all.includes(k)), [], "names of methods that do not exist");
+  assert.deepEqual(
+    all.filter((k) => sets.filter((s) => s.has(k)).length > 1),
+    [],
+    "a method in two sets",
+  );
+  assert.deepEqual(
+    [...RETRY_SAFE, ...RETRIED_WITH_KEY, ...NOT_RETRIED].filter((k) => !all.includes(k)),
+    [],
+    "names of methods that do not exist",
+  );
 });
 
 /** A WorkspaceService whose calls fail with `failures` (in order) before they answer. */
@@ -48,7 +75,12 @@ function flaky(failures: ConnectError[], windowMs: number, progress: string[], o
       transport: {
         interceptors: [
           ...(opts.keys ? [idempotencyKeys("inv-1")] : []),
-          outageRetry({ windowMs, ctrlUrl: "http://ctrl:7070", progress: (l) => progress.push(l), policy: { baseMs: 2, capMs: 10, minMs: 1 } }),
+          outageRetry({
+            windowMs,
+            ctrlUrl: "http://ctrl:7070",
+            progress: (l) => progress.push(l),
+            policy: { baseMs: 2, capMs: 10, minMs: 1 },
+          }),
         ],
       },
     },
@@ -56,23 +88,43 @@ function flaky(failures: ConnectError[], windowMs: number, progress: string[], o
   return { client: createClient(WorkspaceService, transport), calls };
 }
 
-const dbDown = new ConnectError("ctrl's database (PostgreSQL) is unavailable: connection refused; the request was not applied, try again later", Code.Unavailable);
+const dbDown = new ConnectError(
+  "ctrl's database (PostgreSQL) is unavailable: connection refused; the request was not applied, try again later",
+  Code.Unavailable,
+);
 
 test("a read is repeated while the database is down and succeeds once it is back, with a line per retry", async () => {
   const progress: string[] = [];
-  const { client, calls } = flaky([dbDown, dbDown, new ConnectError("no free connection", Code.ResourceExhausted)], 5000, progress);
+  const { client, calls } = flaky(
+    [dbDown, dbDown, new ConnectError("no free connection", Code.ResourceExhausted)],
+    5000,
+    progress,
+  );
   const res = await client.listWorkspaces({});
-  assert.deepEqual(res.workspaces.map((w) => w.slug), ["acme"]);
+  assert.deepEqual(
+    res.workspaces.map((w) => w.slug),
+    ["acme"],
+  );
   assert.equal(calls.list, 4);
   assert.equal(progress.length, 3);
-  assert.match(progress[0] ?? "", /^krane: ctrl's database \(PostgreSQL\) is unavailable: connection refused; .* retrying ListWorkspaces in \d+\.\d s \(\d+\.\d s left\)$/);
+  assert.match(
+    progress[0] ?? "",
+    /^krane: ctrl's database \(PostgreSQL\) is unavailable: connection refused; .* retrying ListWorkspaces in \d+\.\d s \(\d+\.\d s left\)$/,
+  );
 });
 
 test("it gives up after the window with what is down, and never waits past it", async () => {
   const progress: string[] = [];
-  const { client, calls } = flaky(Array.from({ length: 10_000 }, () => dbDown), 60, progress);
+  const { client, calls } = flaky(
+    Array.from({ length: 10_000 }, () => dbDown),
+    60,
+    progress,
+  );
   const started = Date.now();
-  const err = await client.listWorkspaces({}).then(() => undefined, (e: unknown) => ConnectError.from(e));
+  const err = await client.listWorkspaces({}).then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e),
+  );
   assert.equal(err?.code, Code.Unavailable);
   assert.match(err?.rawMessage ?? "", /^ctrl's database \(PostgreSQL\) is unavailable: .* \(retried for 0\.1 s\)$/);
   assert.ok(Date.now() - started >= 60);
@@ -83,11 +135,23 @@ test("ctrl itself unreachable is named as such; a create without an idempotency 
   const progress: string[] = [];
   const refused = new ConnectError("connect ECONNREFUSED 127.0.0.1:7070", Code.Unavailable);
   const { client, calls } = flaky([refused], 0, progress);
-  const read = await client.listWorkspaces({}).then(() => undefined, (e: unknown) => ConnectError.from(e));
-  assert.match(read?.rawMessage ?? "", /^ctrl is not reachable at http:\/\/ctrl:7070 \(.*ECONNREFUSED.*\): is it running\?$/);
-  const write = await client.createWorkspace({ slug: "x" }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+  const read = await client.listWorkspaces({}).then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e),
+  );
+  assert.match(
+    read?.rawMessage ?? "",
+    /^ctrl is not reachable at http:\/\/ctrl:7070 \(.*ECONNREFUSED.*\): is it running\?$/,
+  );
+  const write = await client.createWorkspace({ slug: "x" }).then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e),
+  );
   assert.equal(write?.code, Code.Unavailable);
-  assert.match(write?.rawMessage ?? "", /CreateWorkspace is not repeated automatically \(it is not idempotent without an Idempotency-Key\)/);
+  assert.match(
+    write?.rawMessage ?? "",
+    /CreateWorkspace is not repeated automatically \(it is not idempotent without an Idempotency-Key\)/,
+  );
   assert.equal(calls.create, 1);
   assert.deepEqual(progress, []);
 });
@@ -107,7 +171,10 @@ test("a create carrying an idempotency key is repeated with the same key; the ne
 test("other errors pass straight through", async () => {
   const progress: string[] = [];
   const { client } = flaky([], 5000, progress);
-  const err = await client.getWorkspace({ workspace: "x" }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+  const err = await client.getWorkspace({ workspace: "x" }).then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e),
+  );
   assert.equal(err?.code, Code.NotFound);
   assert.equal(err?.rawMessage, "workspace x not found");
   assert.deepEqual(progress, []);

@@ -31,9 +31,13 @@ test("node pod CIDRs are disjoint, inside the cluster's /16, and at least /24", 
     assert.equal(sizes.size, 1);
     const prefix = cidrs[0]?.prefix ?? 0;
     assert.ok(prefix <= 24);
-    for (const c of cidrs) assert.ok(cidrContains(outer, `${c.base >>> 24}.${(c.base >>> 16) & 255}.${(c.base >>> 8) & 255}.${c.base & 255}`));
+    for (const c of cidrs)
+      assert.ok(
+        cidrContains(outer, `${c.base >>> 24}.${(c.base >>> 16) & 255}.${(c.base >>> 8) & 255}.${c.base & 255}`),
+      );
     const bases = cidrs.map((c) => c.base).sort((a, b) => a - b);
-    for (let i = 1; i < bases.length; i++) assert.ok((bases[i] ?? 0) - (bases[i - 1] ?? 0) >= 2 ** (32 - prefix), "disjoint");
+    for (let i = 1; i < bases.length; i++)
+      assert.ok((bases[i] ?? 0) - (bases[i - 1] ?? 0) >= 2 ** (32 - prefix), "disjoint");
   }
   assert.throws(() => nodePodCidrs(net, 257), /do not fit/);
 });
@@ -51,19 +55,33 @@ test("rendered nodes carry their pod CIDR when given", () => {
   const net = podNetworkForSlot(160);
   const cidrs = nodePodCidrs(net, nodeCount(DEFAULT_NODE_PLAN));
   const nodes = renderNodes(DEFAULT_NODE_PLAN, cidrs);
-  assert.deepEqual(nodes.map((n) => n.spec.podCIDR), cidrs);
-  assert.deepEqual(nodes.map((n) => n.spec.podCIDRs?.[0]), cidrs);
-  assert.ok(nodes.filter((n) => n.metadata.labels["node-class"] !== "general").every((n) => n.spec.taints?.length === 1), "taints are kept");
-  assert.equal(renderNodes(DEFAULT_NODE_PLAN).some((n) => n.spec.podCIDR !== undefined), false);
+  assert.deepEqual(
+    nodes.map((n) => n.spec.podCIDR),
+    cidrs,
+  );
+  assert.deepEqual(
+    nodes.map((n) => n.spec.podCIDRs?.[0]),
+    cidrs,
+  );
+  assert.ok(
+    nodes.filter((n) => n.metadata.labels["node-class"] !== "general").every((n) => n.spec.taints?.length === 1),
+    "taints are kept",
+  );
+  assert.equal(
+    renderNodes(DEFAULT_NODE_PLAN).some((n) => n.spec.podCIDR !== undefined),
+    false,
+  );
 });
 
 test("clusters claim distinct networks; a claim is released, re-owned by its own directory, or taken over when stale", async () => {
   const base = await mkdtemp(join(tmpdir(), "krane-podnet-test-"));
-  const dirs = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-    const d = join(base, `c${i}`);
-    await writeFile(d, "");
-    return d;
-  }));
+  const dirs = await Promise.all(
+    Array.from({ length: 8 }, async (_, i) => {
+      const d = join(base, `c${i}`);
+      await writeFile(d, "");
+      return d;
+    }),
+  );
   const nets = await Promise.all(dirs.map((d) => claimPodNetwork(d)));
   try {
     assert.equal(new Set(nets.map((n) => n.slot)).size, 8, "8 clusters at once, 8 networks");
@@ -80,7 +98,11 @@ test("clusters claim distinct networks; a claim is released, re-owned by its own
     await utimes(lock, old, old);
     assert.equal(await tryClaimSlot(net1.slot, dirs[3] as string), true, "a stale one is");
     assert.equal(await readFile(lock, "utf8"), dirs[3]);
-    assert.equal(await tryClaimSlot((nets[4] as ReturnType<typeof podNetworkForSlot>).slot, dirs[3] as string), false, "a live one is not");
+    assert.equal(
+      await tryClaimSlot((nets[4] as ReturnType<typeof podNetworkForSlot>).slot, dirs[3] as string),
+      false,
+      "a live one is not",
+    );
     // Releasing by another directory does nothing; by the owner it frees the slot.
     await releasePodNetwork(nets[2] as ReturnType<typeof podNetworkForSlot>, "/not/the/owner");
     assert.equal(await readFile(podNetworkLockFile(nets[2] as ReturnType<typeof podNetworkForSlot>), "utf8"), dirs[2]);

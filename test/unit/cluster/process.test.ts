@@ -5,7 +5,13 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ComponentStartError, isAlive, startComponent, stopPid, waitUntilHealthy } from "../../../src/cluster/process.js";
+import {
+  ComponentStartError,
+  isAlive,
+  startComponent,
+  stopPid,
+  waitUntilHealthy,
+} from "../../../src/cluster/process.js";
 import { renderNodes, DEFAULT_NODE_PLAN, ZONES } from "../../../src/cluster/topology.js";
 import { NODE_CLASS_LABEL as NODE_CLASS_KEY, ZONE_LABEL as ZONE_KEY } from "../../../src/contracts/cluster.js";
 
@@ -15,17 +21,23 @@ test("a component that exits during start fails with its exit code and the tail 
     const c = startComponent({
       name: "broken",
       command: "sh",
-      args: ["-c", "for i in $(seq 1 40); do echo line $i; done; echo 'listen tcp: bind: address already in use'; exit 3"],
+      args: [
+        "-c",
+        "for i in $(seq 1 40); do echo line $i; done; echo 'listen tcp: bind: address already in use'; exit 3",
+      ],
       logFile: join(dir, "broken.log"),
     });
-    await assert.rejects(waitUntilHealthy(c, async () => false, 10_000), (err: unknown) => {
-      assert.ok(err instanceof ComponentStartError);
-      assert.equal(err.component, "broken");
-      assert.match(err.message, /exit code 3/);
-      assert.match(err.tail, /address already in use/);
-      assert.doesNotMatch(err.tail, /^line 1$/m, "only the tail of the log is shown");
-      return true;
-    });
+    await assert.rejects(
+      waitUntilHealthy(c, async () => false, 10_000),
+      (err: unknown) => {
+        assert.ok(err instanceof ComponentStartError);
+        assert.equal(err.component, "broken");
+        assert.match(err.message, /exit code 3/);
+        assert.match(err.tail, /address already in use/);
+        assert.doesNotMatch(err.tail, /^line 1$/m, "only the tail of the log is shown");
+        return true;
+      },
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -33,9 +45,17 @@ test("a component that exits during start fails with its exit code and the tail 
 
 test("a component that never becomes healthy times out with its log tail", async () => {
   const dir = await mkdtemp(join(tmpdir(), "krane-proc-"));
-  const c = startComponent({ name: "slow", command: "sh", args: ["-c", "echo starting slowly; sleep 30"], logFile: join(dir, "slow.log") });
+  const c = startComponent({
+    name: "slow",
+    command: "sh",
+    args: ["-c", "echo starting slowly; sleep 30"],
+    logFile: join(dir, "slow.log"),
+  });
   try {
-    await assert.rejects(waitUntilHealthy(c, async () => false, 300), /slow was not healthy after 0.3s[\s\S]*starting slowly/);
+    await assert.rejects(
+      waitUntilHealthy(c, async () => false, 300),
+      /slow was not healthy after 0.3s[\s\S]*starting slowly/,
+    );
   } finally {
     await stopPid(c.pid);
     await rm(dir, { recursive: true, force: true });
@@ -52,7 +72,12 @@ test("stopPid ends the whole process group, children included, even one that ign
       args: ["-c", "trap '' TERM; sleep 60 & echo child $!; wait"],
       logFile: join(dir, "stubborn.log"),
     });
-    await waitUntilHealthy(c, async () => (await import("node:fs/promises")).readFile(join(dir, "stubborn.log"), "utf8").then((t) => t.includes("child")), 5000);
+    await waitUntilHealthy(
+      c,
+      async () =>
+        (await import("node:fs/promises")).readFile(join(dir, "stubborn.log"), "utf8").then((t) => t.includes("child")),
+      5000,
+    );
     const text = await (await import("node:fs/promises")).readFile(join(dir, "stubborn.log"), "utf8");
     const childPid = Number(/child (\d+)/.exec(text)?.[1]);
     assert.ok(isAlive(c.pid) && isAlive(childPid));
@@ -72,7 +97,10 @@ test("stopPid ends the whole process group, children included, even one that ign
 
 test("the node plan puts every pool in every zone and taints all but the general pool", () => {
   const nodes = renderNodes(DEFAULT_NODE_PLAN);
-  assert.equal(nodes.length, ZONES.length * (DEFAULT_NODE_PLAN.untrusted + DEFAULT_NODE_PLAN.sentinel + DEFAULT_NODE_PLAN.general));
+  assert.equal(
+    nodes.length,
+    ZONES.length * (DEFAULT_NODE_PLAN.untrusted + DEFAULT_NODE_PLAN.sentinel + DEFAULT_NODE_PLAN.general),
+  );
   for (const pool of ["untrusted", "sentinel", "general"]) {
     const inPool = nodes.filter((n) => n.metadata.labels[NODE_CLASS_KEY] === pool);
     assert.deepEqual([...new Set(inPool.map((n) => n.metadata.labels[ZONE_KEY]))].sort(), [...ZONES]);

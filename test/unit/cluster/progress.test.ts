@@ -49,7 +49,10 @@ describe("Progress", () => {
     const lines: string[] = [];
     const p = new Progress(1, { log: (l) => lines.push(l), heartbeatMs: 20 });
     await assert.rejects(
-      p.step("building kube-apiserver", () => new Promise((_, reject) => setTimeout(() => reject(new Error("boom")), 110))),
+      p.step(
+        "building kube-apiserver",
+        () => new Promise((_, reject) => setTimeout(() => reject(new Error("boom")), 110)),
+      ),
       /boom/,
     );
     const still = lines.filter((l) => l.includes("… still building kube-apiserver"));

@@ -5,7 +5,14 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { nodePodCidrSize } from "../../../src/cluster/pod-network.js";
-import { DEFAULT_NODE_CAPACITY, DEFAULT_NODE_PLAN, nodeCount, planForPods, renderNodes, ZONES } from "../../../src/cluster/topology.js";
+import {
+  DEFAULT_NODE_CAPACITY,
+  DEFAULT_NODE_PLAN,
+  nodeCount,
+  planForPods,
+  renderNodes,
+  ZONES,
+} from "../../../src/cluster/topology.js";
 
 function quantityMilli(q: string): number {
   const m = /^(\d+)(m|Gi|Mi)?$/.exec(q);
@@ -31,7 +38,11 @@ test("20,000 pods of 50m/32Mi fit the untrusted pool; only that pool changes", (
   let fits = 0;
   for (const n of untrusted) {
     const a = n.status.allocatable;
-    fits += Math.min(Number(a.pods), Math.floor(quantityMilli(a.cpu ?? "0") / 50), Math.floor(quantityMilli(a.memory ?? "0") / 32));
+    fits += Math.min(
+      Number(a.pods),
+      Math.floor(quantityMilli(a.cpu ?? "0") / 50),
+      Math.floor(quantityMilli(a.memory ?? "0") / 32),
+    );
   }
   assert.ok(fits >= 20_000, `the untrusted pool admits ${fits} pods`);
   for (const n of nodes.filter((x) => x.metadata.labels["node-class"] !== "untrusted")) {
@@ -41,16 +52,25 @@ test("20,000 pods of 50m/32Mi fit the untrusted pool; only that pool changes", (
 
 test("planned nodes never admit more pods than their pod CIDR addresses, and always fit the pods", () => {
   fc.assert(
-    fc.property(fc.integer({ min: 0, max: 50_000 }), fc.integer({ min: 1, max: 4000 }), fc.integer({ min: 1, max: 8192 }), (pods, cpu, mem) => {
-      const plan = planForPods(pods, { cpuMillicores: cpu, memoryMib: mem });
-      const cap = plan.capacity?.untrusted ?? DEFAULT_NODE_CAPACITY;
-      const perNodeAddresses = nodePodCidrSize(nodeCount(plan));
-      assert.ok(cap.pods < perNodeAddresses, `${cap.pods} pods on a node with ${perNodeAddresses} addresses`);
-      const nodes = plan.untrusted * ZONES.length;
-      const perNode = Math.min(cap.pods, Math.floor((cap.cpu * 1000) / cpu), Math.floor((cap.memoryGi * 1024) / mem));
-      assert.ok(perNode * nodes >= pods, `${nodes} nodes × ${perNode} pods < ${pods}`);
-      assert.ok(plan.untrusted >= DEFAULT_NODE_PLAN.untrusted && plan.sentinel === DEFAULT_NODE_PLAN.sentinel && plan.general === DEFAULT_NODE_PLAN.general);
-    }),
+    fc.property(
+      fc.integer({ min: 0, max: 50_000 }),
+      fc.integer({ min: 1, max: 4000 }),
+      fc.integer({ min: 1, max: 8192 }),
+      (pods, cpu, mem) => {
+        const plan = planForPods(pods, { cpuMillicores: cpu, memoryMib: mem });
+        const cap = plan.capacity?.untrusted ?? DEFAULT_NODE_CAPACITY;
+        const perNodeAddresses = nodePodCidrSize(nodeCount(plan));
+        assert.ok(cap.pods < perNodeAddresses, `${cap.pods} pods on a node with ${perNodeAddresses} addresses`);
+        const nodes = plan.untrusted * ZONES.length;
+        const perNode = Math.min(cap.pods, Math.floor((cap.cpu * 1000) / cpu), Math.floor((cap.memoryGi * 1024) / mem));
+        assert.ok(perNode * nodes >= pods, `${nodes} nodes × ${perNode} pods < ${pods}`);
+        assert.ok(
+          plan.untrusted >= DEFAULT_NODE_PLAN.untrusted &&
+            plan.sentinel === DEFAULT_NODE_PLAN.sentinel &&
+            plan.general === DEFAULT_NODE_PLAN.general,
+        );
+      },
+    ),
     { numRuns: 300 },
   );
 });

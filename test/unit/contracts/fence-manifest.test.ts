@@ -23,7 +23,14 @@ import {
   SENTINEL_SERVICE_ACCOUNT,
   WORKSPACE_POD_SECURITY_LEVELS,
 } from "../../../src/contracts/cluster.js";
-import { isWorkspaceNamespace, LABEL_MANAGED_BY, LABEL_WORKSPACE_ID, MANAGED_BY, OWNERSHIP_LABELS, workspaceNamespaceLabels } from "../../../src/contracts/labels.js";
+import {
+  isWorkspaceNamespace,
+  LABEL_MANAGED_BY,
+  LABEL_WORKSPACE_ID,
+  MANAGED_BY,
+  OWNERSHIP_LABELS,
+  workspaceNamespaceLabels,
+} from "../../../src/contracts/labels.js";
 
 type Obj = Record<string, unknown>;
 
@@ -58,8 +65,20 @@ test("the fence is one policy and a binding that names it, denying, failing clos
   assert.deepEqual(spec(binding).validationActions, ["Deny"]);
   assert.equal(spec(policy).failurePolicy, "Fail");
   const rules = (spec(policy).matchConstraints as Obj).resourceRules as Obj[];
-  assert.deepEqual(rules, [{ apiGroups: ["*"], apiVersions: ["*"], operations: ["CREATE", "UPDATE", "DELETE", "CONNECT"], resources: ["*/*"], scope: "*" }]);
-  assert.equal((spec(policy).matchConstraints as Obj).objectSelector, undefined, "objectSelector matches old or new: the CEL checks both instead");
+  assert.deepEqual(rules, [
+    {
+      apiGroups: ["*"],
+      apiVersions: ["*"],
+      operations: ["CREATE", "UPDATE", "DELETE", "CONNECT"],
+      resources: ["*/*"],
+      scope: "*",
+    },
+  ]);
+  assert.equal(
+    (spec(policy).matchConstraints as Obj).objectSelector,
+    undefined,
+    "objectSelector matches old or new: the CEL checks both instead",
+  );
 });
 
 test("the fence applies to the agent's ServiceAccount, by its contract name", () => {
@@ -68,7 +87,11 @@ test("the fence applies to the agent's ServiceAccount, by its contract name", ()
   assert.equal(conds[0]?.expression, `request.userInfo.username == '${AGENT_USERNAME}'`);
   const rbac = docs(AGENT_RBAC_MANIFEST);
   const sa = rbac.find((o) => o.kind === "ServiceAccount");
-  assert.deepEqual(sa?.metadata, { name: AGENT_SERVICE_ACCOUNT, namespace: AGENT_NAMESPACE, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } });
+  assert.deepEqual(sa?.metadata, {
+    name: AGENT_SERVICE_ACCOUNT,
+    namespace: AGENT_NAMESPACE,
+    labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
+  });
 });
 
 test("every string the fence compares with is a contract value", () => {
@@ -113,7 +136,20 @@ test("every string the fence compares with is a contract value", () => {
   assert.deepEqual(unknown, []);
   // And the contract values the rules rely on do appear.
   const text = expressions().join("\n");
-  for (const v of [LABEL_MANAGED_BY, LABEL_WORKSPACE_ID, POD_SECURITY_ENFORCE_LABEL, SENTINEL_NAMESPACE, AGENT_NAMESPACE, RUNTIME_CLASS, NODE_CLASS_LABEL, NODE_CLASS.untrusted, NODE_CLASS.sentinel, SENTINEL_SERVICE_ACCOUNT, ...OWNERSHIP_LABELS, ...WORKSPACE_POD_SECURITY_LEVELS]) {
+  for (const v of [
+    LABEL_MANAGED_BY,
+    LABEL_WORKSPACE_ID,
+    POD_SECURITY_ENFORCE_LABEL,
+    SENTINEL_NAMESPACE,
+    AGENT_NAMESPACE,
+    RUNTIME_CLASS,
+    NODE_CLASS_LABEL,
+    NODE_CLASS.untrusted,
+    NODE_CLASS.sentinel,
+    SENTINEL_SERVICE_ACCOUNT,
+    ...OWNERSHIP_LABELS,
+    ...WORKSPACE_POD_SECURITY_LEVELS,
+  ]) {
     assert.ok(text.includes(`'${v}'`), `the fence does not mention '${v}'`);
   }
 });
@@ -127,7 +163,10 @@ test("the agent's RBAC never grants what the fence cannot guard", () => {
       const verbs = rule.verbs as string[];
       const where = `${String(name(role))}: ${JSON.stringify(rule)}`;
       assert.ok(!groups.includes("*") && !resources.includes("*") && !verbs.includes("*"), `wildcard in ${where}`);
-      assert.ok(!groups.includes("admissionregistration.k8s.io"), `admission objects are not guarded by admission: ${where}`);
+      assert.ok(
+        !groups.includes("admissionregistration.k8s.io"),
+        `admission objects are not guarded by admission: ${where}`,
+      );
       assert.ok(!groups.includes("rbac.authorization.k8s.io"), where);
       for (const v of ["escalate", "bind", "impersonate"]) assert.ok(!verbs.includes(v), `${v} in ${where}`);
       assert.ok(!resources.some((r) => r.includes("/")), `subresource in ${where}`);
@@ -135,22 +174,28 @@ test("the agent's RBAC never grants what the fence cannot guard", () => {
       // the fence guards every write), never readable: listing every Secret of the cluster is
       // not a right a leaked agent token may carry. ServiceAccounts are written only without
       // tokens (the fence's rule).
-      if (resources.includes("secrets")) assert.ok(!verbs.some((v) => ["get", "list", "watch"].includes(v)), `secrets readable in ${where}`);
-      if (resources.includes("namespaces")) assert.ok(!verbs.some((v) => ["update", "patch", "delete", "list"].includes(v)), where);
+      if (resources.includes("secrets"))
+        assert.ok(!verbs.some((v) => ["get", "list", "watch"].includes(v)), `secrets readable in ${where}`);
+      if (resources.includes("namespaces"))
+        assert.ok(!verbs.some((v) => ["update", "patch", "delete", "list"].includes(v)), where);
     }
   }
 });
 
 test("the namespace labels the agent renders make a workspace namespace, and none can be left out", () => {
   fc.assert(
-    fc.property(fc.stringMatching(/^[a-z0-9_]{1,20}$/), fc.constantFrom(...Object.keys(workspaceNamespaceLabels("x"))), (id, drop) => {
-      const labels = workspaceNamespaceLabels(id);
-      assert.equal(isWorkspaceNamespace(labels), true);
-      const without = { ...labels };
-      delete without[drop];
-      assert.equal(isWorkspaceNamespace(without), false);
-      assert.equal(isWorkspaceNamespace({ ...labels, [POD_SECURITY_ENFORCE_LABEL]: "privileged" }), false);
-    }),
+    fc.property(
+      fc.stringMatching(/^[a-z0-9_]{1,20}$/),
+      fc.constantFrom(...Object.keys(workspaceNamespaceLabels("x"))),
+      (id, drop) => {
+        const labels = workspaceNamespaceLabels(id);
+        assert.equal(isWorkspaceNamespace(labels), true);
+        const without = { ...labels };
+        delete without[drop];
+        assert.equal(isWorkspaceNamespace(without), false);
+        assert.equal(isWorkspaceNamespace({ ...labels, [POD_SECURITY_ENFORCE_LABEL]: "privileged" }), false);
+      },
+    ),
   );
   assert.equal(isWorkspaceNamespace(undefined), false);
 });

@@ -11,7 +11,10 @@ import type { PassResult } from "../../../src/ctrl/rollout/pass.js";
 
 const QUIET: PassResult = { ran: true, changed: false, wakeAt: null };
 
-function source(runPass: (environmentId: string, region: string) => Promise<PassResult>, extra: Partial<RolloutSource> = {}): RolloutSource {
+function source(
+  runPass: (environmentId: string, region: string) => Promise<PassResult>,
+  extra: Partial<RolloutSource> = {},
+): RolloutSource {
   return {
     runPass,
     regionsOf: async () => [],

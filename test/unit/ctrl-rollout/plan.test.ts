@@ -61,8 +61,18 @@ describe("instance reports → revision status", () => {
     ];
     // Without minReadySeconds every running pod is available, even one reported without a ready time.
     // Terminating pods are not replicas; they are counted apart (Recreate waits for them).
-    assert.deepEqual(revisionStatus(instances, 0, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 3, terminatingReplicas: 2 });
-    assert.deepEqual(revisionStatus(instances, 5, NOW), { replicas: 5, readyReplicas: 3, availableReplicas: 1, terminatingReplicas: 2 });
+    assert.deepEqual(revisionStatus(instances, 0, NOW), {
+      replicas: 5,
+      readyReplicas: 3,
+      availableReplicas: 3,
+      terminatingReplicas: 2,
+    });
+    assert.deepEqual(revisionStatus(instances, 5, NOW), {
+      replicas: 5,
+      readyReplicas: 3,
+      availableReplicas: 1,
+      terminatingReplicas: 2,
+    });
     // Exactly minReadySeconds ago counts (Kubernetes: readyTime + minReady <= now).
     assert.equal(revisionStatus([{ status: "running", readySince: NOW - 5_000 }], 5, NOW).availableReplicas, 1);
   });
@@ -88,13 +98,28 @@ describe("instance reports → revision status", () => {
 describe("engine input", () => {
   it("maps environment policy, revisions and reports", () => {
     const revisions: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_1",
+        name: "shop-1",
+        createdAtMs: NOW - 1000,
+        state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 },
+        instances: [...running(10), { status: "terminating", readySince: 0 }],
+      },
       // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_2",
+        name: "shop-2",
+        createdAtMs: NOW,
+        state: null,
+        instances: [{ status: "terminating", readySince: 0 }],
+      },
     ];
     const input = buildRolloutInput(env(), revisions, NOW);
     assert.equal(input.now, "2026-01-01T00:00:00.000Z");
-    assert.deepEqual(input.deployment.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 } });
+    assert.deepEqual(input.deployment.strategy, {
+      type: "RollingUpdate",
+      rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 },
+    });
     assert.equal(input.deployment.target, "shop-2");
     assert.deepEqual(input.revisions[0], {
       name: "shop-1",
@@ -108,7 +133,9 @@ describe("engine input", () => {
     assert.equal(input.revisions[1]?.revision, null);
     assert.equal(input.revisions[1]?.desiredReplicas, null);
     assert.equal(input.revisions[1]?.status.terminatingReplicas, 0);
-    assert.deepEqual(buildRolloutInput(env({ strategy: "Recreate" }), revisions, NOW).deployment.strategy, { type: "Recreate" });
+    assert.deepEqual(buildRolloutInput(env({ strategy: "Recreate" }), revisions, NOW).deployment.strategy, {
+      type: "Recreate",
+    });
     assert.throws(() => buildRolloutInput(env({ targetDeploymentId: "dep_9" }), revisions, NOW), /dep_9/);
   });
 });
@@ -116,29 +143,59 @@ describe("engine input", () => {
 describe("engine output → writes", () => {
   it("creates the new revision with the surge and records annotations", () => {
     const revisions: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_1",
+        name: "shop-1",
+        createdAtMs: NOW - 1000,
+        state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 },
+        instances: [...running(10), { status: "terminating", readySince: 0 }],
+      },
       // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_2",
+        name: "shop-2",
+        createdAtMs: NOW,
+        state: null,
+        instances: [{ status: "terminating", readySince: 0 }],
+      },
     ];
     const e = env();
     const out = planRollout(buildRolloutInput(e, revisions, NOW));
     const w = planWrites(e, revisions, out);
     assert.equal(w.changed, true);
     const v2 = w.revisions.find((r) => r.deploymentId === "dep_2");
-    assert.deepEqual(v2, { deploymentId: "dep_2", revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13, putDesired: true, recordChanged: true });
+    assert.deepEqual(v2, {
+      deploymentId: "dep_2",
+      revision: 2,
+      replicas: 3,
+      desiredReplicas: 10,
+      maxReplicas: 13,
+      putDesired: true,
+      recordChanged: true,
+    });
     const v1 = w.revisions.find((r) => r.deploymentId === "dep_1");
     assert.equal(v1?.putDesired, false);
     assert.ok(w.events.some((ev) => ev.reason === "ScalingReplicaSet"));
   });
 
   it("reports no change for a completed rollout and keeps a paused target out of the region", () => {
-    const revisions: RevisionFacts[] = [{ deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW, state: null, instances: [] }];
+    const revisions: RevisionFacts[] = [
+      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW, state: null, instances: [] },
+    ];
     let e = env({ targetDeploymentId: "dep_1", paused: true, replicas: 3 });
     let w = planWrites(e, revisions, planRollout(buildRolloutInput(e, revisions, NOW)));
     assert.deepEqual(w.revisions, []);
 
     e = env({ targetDeploymentId: "dep_1", replicas: 3 });
-    const done: RevisionFacts[] = [{ deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW, state: { revision: 1, replicas: 3, desiredReplicas: 3, maxReplicas: 4 }, instances: running(3) }];
+    const done: RevisionFacts[] = [
+      {
+        deploymentId: "dep_1",
+        name: "shop-1",
+        createdAtMs: NOW,
+        state: { revision: 1, replicas: 3, desiredReplicas: 3, maxReplicas: 4 },
+        instances: running(3),
+      },
+    ];
     // Drive it to a fixed point, then one more pass changes nothing.
     for (let i = 0; i < 10; i++) {
       w = planWrites(e, done, planRollout(buildRolloutInput(e, done, NOW)));
@@ -176,7 +233,10 @@ describe("engine output → writes", () => {
     assert.ok(wb.events.some((ev) => ev.reason === "DeploymentRollback"));
     // Paused: the rollback waits.
     const paused = env({ targetDeploymentId: "dep_3", replicas: 2, rollbackTo: 0, paused: true });
-    assert.equal(planWrites(paused, revisions, planRollout(buildRolloutInput(paused, revisions, NOW))).clearRollback, false);
+    assert.equal(
+      planWrites(paused, revisions, planRollout(buildRolloutInput(paused, revisions, NOW))).clearRollback,
+      false,
+    );
   });
 });
 
@@ -184,9 +244,21 @@ describe("simulated driver loop", () => {
   it("rolls 10 replicas from v1 to v2 within maxSurge 25% / maxUnavailable 0 and converges", () => {
     let e = env();
     const revs: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_1",
+        name: "shop-1",
+        createdAtMs: NOW - 1000,
+        state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 },
+        instances: [...running(10), { status: "terminating", readySince: 0 }],
+      },
       // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_2",
+        name: "shop-2",
+        createdAtMs: NOW,
+        state: null,
+        instances: [{ status: "terminating", readySince: 0 }],
+      },
     ];
     for (let step = 0; step < 200; step++) {
       // One driver trigger: passes until nothing changes.
@@ -194,7 +266,13 @@ describe("simulated driver loop", () => {
         const w = planWrites(e, revs, planRollout(buildRolloutInput(e, revs, NOW)));
         for (const r of w.revisions) {
           const f = revs.find((x) => x.deploymentId === r.deploymentId);
-          if (f) f.state = { revision: r.revision, replicas: r.replicas, desiredReplicas: r.desiredReplicas, maxReplicas: r.maxReplicas };
+          if (f)
+            f.state = {
+              revision: r.revision,
+              replicas: r.replicas,
+              desiredReplicas: r.desiredReplicas,
+              maxReplicas: r.maxReplicas,
+            };
         }
         e = { ...e, targetDeploymentId: w.targetDeploymentId, status: w.status, conditions: w.conditions };
         const total = revs.reduce((s, r) => s + (r.state?.replicas ?? 0), 0);
@@ -234,11 +312,26 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
   function run(actions: readonly Action[], hold: boolean): { maxApplied: number; done: boolean } {
     let e = env();
     const revs: RevisionFacts[] = [
-      { deploymentId: "dep_1", name: "shop-1", createdAtMs: NOW - 1000, state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 }, instances: [...running(10), { status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_1",
+        name: "shop-1",
+        createdAtMs: NOW - 1000,
+        state: { revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 },
+        instances: [...running(10), { status: "terminating", readySince: 0 }],
+      },
       // A late report of a pod shutting down for a revision with no ReplicaSet here is not passed on.
-      { deploymentId: "dep_2", name: "shop-2", createdAtMs: NOW, state: null, instances: [{ status: "terminating", readySince: 0 }] },
+      {
+        deploymentId: "dep_2",
+        name: "shop-2",
+        createdAtMs: NOW,
+        state: null,
+        instances: [{ status: "terminating", readySince: 0 }],
+      },
     ];
-    const applied = new Map([["dep_1", 10], ["dep_2", 0]]);
+    const applied = new Map([
+      ["dep_1", 10],
+      ["dep_2", 0],
+    ]);
     let maxApplied = 10;
     const pass = (): void => {
       for (let p = 0; p < 50; p++) {
@@ -246,7 +339,13 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
         if (hold && holdScaleUp(revs, w.revisions)) return;
         for (const r of w.revisions) {
           const f = revs.find((x) => x.deploymentId === r.deploymentId);
-          if (f) f.state = { revision: r.revision, replicas: r.replicas, desiredReplicas: r.desiredReplicas, maxReplicas: r.maxReplicas };
+          if (f)
+            f.state = {
+              revision: r.revision,
+              replicas: r.replicas,
+              desiredReplicas: r.desiredReplicas,
+              maxReplicas: r.maxReplicas,
+            };
         }
         e = { ...e, targetDeploymentId: w.targetDeploymentId, status: w.status, conditions: w.conditions };
         if (!w.changed) return;
@@ -255,7 +354,10 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
     const pending = (): RevisionFacts[] => revs.filter((r) => (r.state?.replicas ?? 0) !== applied.get(r.deploymentId));
     const apply = (r: RevisionFacts): void => {
       applied.set(r.deploymentId, r.state?.replicas ?? 0);
-      maxApplied = Math.max(maxApplied, [...applied.values()].reduce((a, b) => a + b, 0));
+      maxApplied = Math.max(
+        maxApplied,
+        [...applied.values()].reduce((a, b) => a + b, 0),
+      );
     };
     const report = (): void => {
       for (const r of revs) r.instances = running(applied.get(r.deploymentId) ?? 0);
@@ -272,12 +374,24 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
     // Then a fair agent: everything pending applied (largest growth first, the worst order), reported.
     for (let round = 0; round < 100; round++) {
       pass();
-      const p = pending().sort((a, b) => (b.state?.replicas ?? 0) - (applied.get(b.deploymentId) ?? 0) - ((a.state?.replicas ?? 0) - (applied.get(a.deploymentId) ?? 0)));
+      const p = pending().sort(
+        (a, b) =>
+          (b.state?.replicas ?? 0) -
+          (applied.get(b.deploymentId) ?? 0) -
+          ((a.state?.replicas ?? 0) - (applied.get(a.deploymentId) ?? 0)),
+      );
       if (p.length === 0 && revs.every((r) => r.instances.length === applied.get(r.deploymentId))) break;
       for (const r of p) apply(r);
       report();
     }
-    return { maxApplied, done: revs[1]?.state?.replicas === 10 && revs[0]?.state?.replicas === 0 && applied.get("dep_2") === 10 && applied.get("dep_1") === 0 };
+    return {
+      maxApplied,
+      done:
+        revs[1]?.state?.replicas === 10 &&
+        revs[0]?.state?.replicas === 0 &&
+        applied.get("dep_2") === 10 &&
+        applied.get("dep_1") === 0,
+    };
   }
 
   it("keeps the cluster within replicas + maxSurge whatever order the agent applies sizes in", () => {
@@ -298,18 +412,53 @@ describe("scale-ups wait for scale-downs the agent has not applied", () => {
 
   it("holds only growth, and only while some revision runs more than it is desired at", () => {
     const revs: RevisionFacts[] = [
-      { deploymentId: "a", name: "a", createdAtMs: 0, state: { revision: 1, replicas: 7, desiredReplicas: 7, maxReplicas: 13 }, instances: running(10) },
-      { deploymentId: "b", name: "b", createdAtMs: 1, state: { revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13 }, instances: running(3) },
+      {
+        deploymentId: "a",
+        name: "a",
+        createdAtMs: 0,
+        state: { revision: 1, replicas: 7, desiredReplicas: 7, maxReplicas: 13 },
+        instances: running(10),
+      },
+      {
+        deploymentId: "b",
+        name: "b",
+        createdAtMs: 1,
+        state: { revision: 2, replicas: 3, desiredReplicas: 10, maxReplicas: 13 },
+        instances: running(3),
+      },
     ];
-    const grow = [{ deploymentId: "b", revision: 2, replicas: 6, desiredReplicas: 10, maxReplicas: 13, putDesired: true, recordChanged: true }];
-    const shrink = [{ deploymentId: "a", revision: 1, replicas: 5, desiredReplicas: 5, maxReplicas: 13, putDesired: true, recordChanged: true }];
+    const grow = [
+      {
+        deploymentId: "b",
+        revision: 2,
+        replicas: 6,
+        desiredReplicas: 10,
+        maxReplicas: 13,
+        putDesired: true,
+        recordChanged: true,
+      },
+    ];
+    const shrink = [
+      {
+        deploymentId: "a",
+        revision: 1,
+        replicas: 5,
+        desiredReplicas: 5,
+        maxReplicas: 13,
+        putDesired: true,
+        recordChanged: true,
+      },
+    ];
     assert.equal(holdScaleUp(revs, grow), true);
     assert.equal(holdScaleUp(revs, shrink), false);
     const applied = revs.map((r) => (r.deploymentId === "a" ? { ...r, instances: running(7) } : r));
     assert.equal(holdScaleUp(applied, grow), false);
     // Pods the scale-down marked for deletion are done with as far as the size goes: a rolling
     // update does not wait for them to finish shutting down.
-    const terminating: InstanceFact[] = [...running(7), ...Array.from({ length: 3 }, () => ({ status: "terminating", readySince: 0 }))];
+    const terminating: InstanceFact[] = [
+      ...running(7),
+      ...Array.from({ length: 3 }, () => ({ status: "terminating", readySince: 0 })),
+    ];
     const marked = revs.map((r) => (r.deploymentId === "a" ? { ...r, instances: terminating } : r));
     assert.equal(holdScaleUp(marked, grow), false);
   });
@@ -322,9 +471,18 @@ describe("target and progress", () => {
       { id: "dep_2", revision: 2 },
     ];
     assert.deepEqual(chooseTarget(deps, { targetId: null, seenRevision: 0 }), { targetId: "dep_2", seenRevision: 2 });
-    assert.deepEqual(chooseTarget(deps, { targetId: "dep_1", seenRevision: 2 }), { targetId: "dep_1", seenRevision: 2 });
-    assert.deepEqual(chooseTarget([...deps, { id: "dep_3", revision: 3 }], { targetId: "dep_1", seenRevision: 2 }), { targetId: "dep_3", seenRevision: 3 });
-    assert.deepEqual(chooseTarget([deps[0]!], { targetId: "dep_2", seenRevision: 2 }), { targetId: "dep_1", seenRevision: 1 });
+    assert.deepEqual(chooseTarget(deps, { targetId: "dep_1", seenRevision: 2 }), {
+      targetId: "dep_1",
+      seenRevision: 2,
+    });
+    assert.deepEqual(chooseTarget([...deps, { id: "dep_3", revision: 3 }], { targetId: "dep_1", seenRevision: 2 }), {
+      targetId: "dep_3",
+      seenRevision: 3,
+    });
+    assert.deepEqual(chooseTarget([deps[0]!], { targetId: "dep_2", seenRevision: 2 }), {
+      targetId: "dep_1",
+      seenRevision: 1,
+    });
     assert.equal(chooseTarget([], { targetId: null, seenRevision: 0 }), null);
   });
 
@@ -332,9 +490,29 @@ describe("target and progress", () => {
     const s = { replicas: 12, updatedReplicas: 5, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 2 };
     assert.equal(rolloutProgress(10, s, [], false).observed, false);
     assert.match(rolloutProgress(10, s, [], true).message, /5 of 10 new replicas/);
-    assert.match(rolloutProgress(10, { ...s, updatedReplicas: 10 }, [], true).message, /2 old replicas are pending termination/);
-    assert.match(rolloutProgress(10, { ...s, updatedReplicas: 10, replicas: 10, availableReplicas: 8 }, [], true).message, /8 of 10 updated replicas are available/);
-    const failed = rolloutProgress(10, s, [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded", message: "", lastUpdateTime: "", lastTransitionTime: "" }], true);
+    assert.match(
+      rolloutProgress(10, { ...s, updatedReplicas: 10 }, [], true).message,
+      /2 old replicas are pending termination/,
+    );
+    assert.match(
+      rolloutProgress(10, { ...s, updatedReplicas: 10, replicas: 10, availableReplicas: 8 }, [], true).message,
+      /8 of 10 updated replicas are available/,
+    );
+    const failed = rolloutProgress(
+      10,
+      s,
+      [
+        {
+          type: "Progressing",
+          status: "False",
+          reason: "ProgressDeadlineExceeded",
+          message: "",
+          lastUpdateTime: "",
+          lastTransitionTime: "",
+        },
+      ],
+      true,
+    );
     assert.deepEqual([failed.failed, failed.complete], [true, false]);
   });
 
@@ -348,4 +526,3 @@ describe("target and progress", () => {
     assert.equal(specKey(env({ status: { ...EMPTY_STATUS, replicas: 4 }, targetDeploymentId: "dep_9" }), 3), k);
   });
 });
-

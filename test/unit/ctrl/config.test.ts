@@ -42,7 +42,10 @@ describe("ctrl settings", () => {
     const s = resolveCtrlSettings({ opsListen: "off", database: "/var/lib/krane/ctrl.db" }, {}, {});
     assert.equal(s.opsListen, null);
     assert.equal(s.adminTokenFile, "/var/lib/krane/admin-token");
-    assert.equal(resolveCtrlSettings({ database: "postgres://db/krane" }, {}, {}).adminTokenFile, "./.krane/admin-token");
+    assert.equal(
+      resolveCtrlSettings({ database: "postgres://db/krane" }, {}, {}).adminTokenFile,
+      "./.krane/admin-token",
+    );
   });
 
   it("takes the admin token from a flag, the environment or the config file, never with an explicit token file as well", () => {
@@ -50,8 +53,14 @@ describe("ctrl settings", () => {
     assert.equal(resolveCtrlSettings({}, { KRANE_ADMIN_TOKEN: "t" }, {}).adminTokenSource, "env");
     assert.equal(resolveCtrlSettings({}, {}, { adminToken: "t" }).adminTokenSource, "config");
     assert.equal(resolveCtrlSettings({}, {}, {}).adminTokenSource, undefined);
-    assert.equal(resolveCtrlSettings({ adminTokenFile: "/run/secrets/admin" }, {}, {}).adminTokenFile, "/run/secrets/admin");
-    assert.throws(() => resolveCtrlSettings({ adminToken: "t" }, { KRANE_ADMIN_TOKEN_FILE: "/f" }, {}), /either --admin-token .* or --admin-token-file/);
+    assert.equal(
+      resolveCtrlSettings({ adminTokenFile: "/run/secrets/admin" }, {}, {}).adminTokenFile,
+      "/run/secrets/admin",
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ adminToken: "t" }, { KRANE_ADMIN_TOKEN_FILE: "/f" }, {}),
+      /either --admin-token .* or --admin-token-file/,
+    );
     assert.throws(() => resolveCtrlSettings({ adminToken: " " }, {}, {}), /admin token: empty/);
   });
 });

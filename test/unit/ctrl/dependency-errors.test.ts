@@ -59,7 +59,12 @@ test("a locked SQLite file is unavailable, not a bug", () => {
     holder.exec("ROLLBACK");
     holder.close();
     other.close();
-    assert.deepEqual(classifyDependencyError(err), { dependency: "database", code: Code.Unavailable, reason: "the database file is locked", applied: "no" });
+    assert.deepEqual(classifyDependencyError(err), {
+      dependency: "database",
+      code: Code.Unavailable,
+      reason: "the database file is locked",
+      applied: "no",
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -85,7 +90,11 @@ test("the table: SQLSTATEs, network codes, driver messages, wrapped and aggregat
     [new Error("Connection terminated unexpectedly"), Code.Unavailable, "unknown"],
     [new Error("Connection terminated due to connection timeout"), Code.Unavailable, "no"],
     [new Error("timeout exceeded when trying to connect"), Code.ResourceExhausted, "no"],
-    [Object.assign(new AggregateError([coded("ECONNREFUSED"), coded("ECONNREFUSED")], "connect failed")), Code.Unavailable, "no"],
+    [
+      Object.assign(new AggregateError([coded("ECONNREFUSED"), coded("ECONNREFUSED")], "connect failed")),
+      Code.Unavailable,
+      "no",
+    ],
     [new Error("query failed", { cause: coded("57P01") }), Code.Unavailable, "unknown"],
     // Not outages: domain-level SQLSTATEs, SQLite corruption, plain bugs.
     [coded("23505", "duplicate key value violates unique constraint"), undefined, undefined],
@@ -98,16 +107,26 @@ test("the table: SQLSTATEs, network codes, driver messages, wrapped and aggregat
   ];
   for (const [err, code, applied] of cases) {
     const f = classifyDependencyError(err);
-    assert.equal(f?.code, code, String(err instanceof Error ? `${(err as { code?: string }).code ?? ""} ${err.message}` : err));
+    assert.equal(
+      f?.code,
+      code,
+      String(err instanceof Error ? `${(err as { code?: string }).code ?? ""} ${err.message}` : err),
+    );
     assert.equal(f?.applied, applied);
   }
 });
 
 test("errors that name no outage are never classified as one (arbitrary codes and messages)", () => {
-  const known = /^(08|57P0|57014|55P03|40001|40P01|25P03|53[123]00|58030)|^E(CONNREFUSED|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN|TIMEDOUT|CONNRESET|CONNABORTED|PIPE)$|^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY)/;
+  const known =
+    /^(08|57P0|57014|55P03|40001|40P01|25P03|53[123]00|58030)|^E(CONNREFUSED|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN|TIMEDOUT|CONNRESET|CONNABORTED|PIPE)$|^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY)/;
   fc.assert(
     fc.property(fc.string(), fc.string(), (code, message) => {
-      fc.pre(!known.test(code) && !/Connection terminated|not queryable|timeout exceeded|Query read timeout|after calling end|not open|already been destroyed/.test(message));
+      fc.pre(
+        !known.test(code) &&
+          !/Connection terminated|not queryable|timeout exceeded|Query read timeout|after calling end|not open|already been destroyed/.test(
+            message,
+          ),
+      );
       assert.equal(classifyDependencyError(coded(code, message)), undefined);
     }),
   );
@@ -125,15 +144,28 @@ test("the answer names the database and what the caller may assume; secrets and 
       this.bugs.push(err);
     },
   };
-  const refused = Object.assign(new Error("connect ECONNREFUSED 10.1.2.3:5432"), { code: "ECONNREFUSED", address: "10.1.2.3", port: 5432 });
+  const refused = Object.assign(new Error("connect ECONNREFUSED 10.1.2.3:5432"), {
+    code: "ECONNREFUSED",
+    address: "10.1.2.3",
+    port: 5432,
+  });
   const ce = toConnectError(refused, sinks);
   assert.equal(ce.code, Code.Unavailable);
-  assert.match(ce.rawMessage, /^ctrl's database \(PostgreSQL\) is unavailable: connection refused; the request was not applied/);
+  assert.match(
+    ce.rawMessage,
+    /^ctrl's database \(PostgreSQL\) is unavailable: connection refused; the request was not applied/,
+  );
   assert.ok(!ce.rawMessage.includes("10.1.2.3"));
   const lost = toConnectError(coded("57P01"), sinks);
   assert.match(lost.rawMessage, /not applied unless it completed just before the failure/);
   assert.equal(toConnectError(coded("53300"), sinks).code, Code.ResourceExhausted);
-  assert.match(dependencyMessage({ dependency: "database", code: Code.ResourceExhausted, reason: "disk full", applied: "no" }, "SQLite"), /SQLite\) is out of capacity: disk full/);
+  assert.match(
+    dependencyMessage(
+      { dependency: "database", code: Code.ResourceExhausted, reason: "disk full", applied: "no" },
+      "SQLite",
+    ),
+    /SQLite\) is out of capacity: disk full/,
+  );
   assert.equal(sinks.deps.length, 3);
   assert.equal(sinks.bugs.length, 0);
   // Domain errors and bugs keep their paths.
@@ -160,7 +192,12 @@ test("an outage is logged once when it starts and once when it ends, however man
       if (!answers) throw new Error("still down");
     },
   });
-  const f = { dependency: "database" as const, code: Code.Unavailable as const, reason: "connection refused", applied: "no" as const };
+  const f = {
+    dependency: "database" as const,
+    code: Code.Unavailable as const,
+    reason: "connection refused",
+    applied: "no" as const,
+  };
   for (let i = 0; i < 100; i++) watch.failed(f);
   assert.equal(watch.down, true);
   const probing = Date.now() + 5000;

@@ -4,7 +4,13 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { DEFAULT_DOMAIN_CHECKS, NEVER, nextCheck, lookUp } from "../../../src/ctrl/domain/domains.js";
-import { checkExposureSettings, DEFAULT_EXPOSURE, disambiguated, hostLabel, isPlatformHostname } from "../../../src/ctrl/domain/exposure.js";
+import {
+  checkExposureSettings,
+  DEFAULT_EXPOSURE,
+  disambiguated,
+  hostLabel,
+  isPlatformHostname,
+} from "../../../src/ctrl/domain/exposure.js";
 import { edgeAuthPolicy, exposureRoutes, gatewayK8sName } from "../../../src/ctrl/kinds/gateway.js";
 import type { DomainRow, EndpointRow } from "../../../src/ctrl/db/schema.js";
 import { domainName, pathPrefix, prefixesOverlap } from "../../../src/ctrl/validate/exposure.js";
@@ -23,35 +29,61 @@ describe("validation", () => {
 
   it("path prefixes and their overlap, segment-wise like Gateway API's PathPrefix", () => {
     assert.equal(pathPrefix("p", "/shop/prod"), "/shop/prod");
-    for (const bad of ["shop", "/", "/a//b", "/a/", "/a/..", "/a b"]) assert.throws(() => pathPrefix("p", bad), /^Error: p:|p:/);
+    for (const bad of ["shop", "/", "/a//b", "/a/", "/a/..", "/a b"])
+      assert.throws(() => pathPrefix("p", bad), /^Error: p:|p:/);
     assert.equal(prefixesOverlap("/shop", "/shop/prod"), true);
     assert.equal(prefixesOverlap("/shop/prod", "/shop/production"), false);
     assert.equal(prefixesOverlap("/a", "/b"), false);
-    fc.assert(fc.property(fc.array(fc.constantFrom("a", "b", "c"), { minLength: 1, maxLength: 4 }), fc.array(fc.constantFrom("a", "b", "c"), { minLength: 1, maxLength: 4 }), (x, y) => {
-      const a = `/${x.join("/")}`;
-      const b = `/${y.join("/")}`;
-      assert.equal(prefixesOverlap(a, b), prefixesOverlap(b, a));
-      // Overlap means one is a segment prefix of the other.
-      const shorter = x.length <= y.length ? x : y;
-      const longer = x.length <= y.length ? y : x;
-      assert.equal(prefixesOverlap(a, b), shorter.every((s, i) => longer[i] === s));
-    }));
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom("a", "b", "c"), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.constantFrom("a", "b", "c"), { minLength: 1, maxLength: 4 }),
+        (x, y) => {
+          const a = `/${x.join("/")}`;
+          const b = `/${y.join("/")}`;
+          assert.equal(prefixesOverlap(a, b), prefixesOverlap(b, a));
+          // Overlap means one is a segment prefix of the other.
+          const shorter = x.length <= y.length ? x : y;
+          const longer = x.length <= y.length ? y : x;
+          assert.equal(
+            prefixesOverlap(a, b),
+            shorter.every((s, i) => longer[i] === s),
+          );
+        },
+      ),
+    );
   });
 });
 
 describe("hostnames", () => {
   it("fill the pattern, stay one DNS label when cut, and can be made unique", () => {
-    assert.equal(hostLabel("{env}-{project}-{workspace}", { env: "prod", project: "shop", workspace: "acme" }, "env_1"), "prod-shop-acme");
-    fc.assert(fc.property(fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/), fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/), fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/), (env, project, workspace) => {
-      const l = hostLabel("{env}-{project}-{workspace}", { env, project, workspace }, "env_x");
-      assert.ok(isDnsLabel(l), l);
-      assert.ok(isDnsLabel(disambiguated(l, "env_y")));
-      assert.notEqual(disambiguated(l, "env_y"), l);
-    }));
+    assert.equal(
+      hostLabel("{env}-{project}-{workspace}", { env: "prod", project: "shop", workspace: "acme" }, "env_1"),
+      "prod-shop-acme",
+    );
+    fc.assert(
+      fc.property(
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/),
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/),
+        fc.stringMatching(/^[a-z][a-z0-9-]{0,38}[a-z0-9]$/),
+        (env, project, workspace) => {
+          const l = hostLabel("{env}-{project}-{workspace}", { env, project, workspace }, "env_x");
+          assert.ok(isDnsLabel(l), l);
+          assert.ok(isDnsLabel(disambiguated(l, "env_y")));
+          assert.notEqual(disambiguated(l, "env_y"), l);
+        },
+      ),
+    );
     assert.equal(isPlatformHostname(DEFAULT_EXPOSURE, "a.krane.localhost"), true);
     assert.equal(isPlatformHostname(DEFAULT_EXPOSURE, "krane.localhost.evil.com"), false);
-    assert.throws(() => checkExposureSettings({ ...DEFAULT_EXPOSURE, hostPattern: "{env}.{project}" }), /one DNS label/);
-    assert.throws(() => checkExposureSettings({ ...DEFAULT_EXPOSURE, publicApex: "Apps.Example" }), /lowercase DNS name/);
+    assert.throws(
+      () => checkExposureSettings({ ...DEFAULT_EXPOSURE, hostPattern: "{env}.{project}" }),
+      /one DNS label/,
+    );
+    assert.throws(
+      () => checkExposureSettings({ ...DEFAULT_EXPOSURE, publicApex: "Apps.Example" }),
+      /lowercase DNS name/,
+    );
     assert.ok(isDnsLabel(gatewayK8sName("a".repeat(40), "b".repeat(40), "env_1")));
   });
 });
@@ -85,32 +117,78 @@ describe("domain checks", () => {
   });
 
   it("lookUp joins TXT chunks and says what is wrong", async () => {
-    const resolver = (records: string[][] | Error) => ({ resolveTxt: async () => (records instanceof Error ? Promise.reject(records) : records) });
+    const resolver = (records: string[][] | Error) => ({
+      resolveTxt: async () => (records instanceof Error ? Promise.reject(records) : records),
+    });
     assert.deepEqual(await lookUp(resolver([["krane-domain-verify=", "tok"]]), "a.example", "tok"), { ok: true });
-    assert.match((await lookUp(resolver([["krane-domain-verify=other"]]), "a.example", "tok")).ok ? "" : "does not hold", /does not hold/);
+    assert.match(
+      (await lookUp(resolver([["krane-domain-verify=other"]]), "a.example", "tok")).ok ? "" : "does not hold",
+      /does not hold/,
+    );
     const nodata = Object.assign(new Error("x"), { code: "ENODATA" });
-    assert.deepEqual(await lookUp(resolver(nodata), "a.example", "tok"), { ok: false, error: "no TXT record at _krane-challenge.a.example" });
+    assert.deepEqual(await lookUp(resolver(nodata), "a.example", "tok"), {
+      ok: false,
+      error: "no TXT record at _krane-challenge.a.example",
+    });
     const timeout = Object.assign(new Error("x"), { code: "ETIMEOUT" });
-    assert.match((await lookUp(resolver(timeout), "a.example", "tok") as { error: string }).error, /ETIMEOUT/);
+    assert.match(((await lookUp(resolver(timeout), "a.example", "tok")) as { error: string }).error, /ETIMEOUT/);
   });
 });
 
 describe("routes from rows", () => {
   const endpoint = (visibility: string, hostname: string, auth: object | null): EndpointRow => ({
-    id: `ept_${visibility}`, environment_id: "env_1", workspace_id: "ws_1", project_id: "prj_1", visibility, hostname, path_prefix: "/", auth: auth ? JSON.stringify(auth) : null, created_at: 0, updated_at: 0,
+    id: `ept_${visibility}`,
+    environment_id: "env_1",
+    workspace_id: "ws_1",
+    project_id: "prj_1",
+    visibility,
+    hostname,
+    path_prefix: "/",
+    auth: auth ? JSON.stringify(auth) : null,
+    created_at: 0,
+    updated_at: 0,
   });
   const domain = (hostname: string, state: string): DomainRow => ({
-    id: `dom_${hostname}`, environment_id: "env_1", workspace_id: "ws_1", project_id: "prj_1", hostname, token: "t", state, last_error: null, last_checked_at: null, verified_at: null, lost_since: null, next_check_at: 0, created_at: 0,
+    id: `dom_${hostname}`,
+    environment_id: "env_1",
+    workspace_id: "ws_1",
+    project_id: "prj_1",
+    hostname,
+    token: "t",
+    state,
+    last_error: null,
+    last_checked_at: null,
+    verified_at: null,
+    lost_since: null,
+    next_check_at: 0,
+    created_at: 0,
   });
-  const auth = { jwksUrl: "https://idp/jwks", issuer: "", audiences: [], operations: [{ method: "GET", path: "/x", scopes: ["s"] }], defaultAction: "deny" };
+  const auth = {
+    jwksUrl: "https://idp/jwks",
+    issuer: "",
+    audiences: [],
+    operations: [{ method: "GET", path: "/x", scopes: ["s"] }],
+    defaultAction: "deny",
+  };
 
   it("verified domains only, taking the public endpoint's auth; the edge policy denies unknown hosts once a token is needed", () => {
-    const routes = exposureRoutes([endpoint("public", "p.apps", auth), endpoint("organization", "o.internal", null)], [domain("b.example", "verified"), domain("a.example", "pending")]);
-    assert.deepEqual(routes.map((r) => [r.name.startsWith("domain-") ? "domain" : r.name, r.hostnames[0], r.certificate, r.auth.jwt !== null]), [
-      ["domain", "b.example", true, true],
-      ["organization", "o.internal", false, false],
-      ["public", "p.apps", false, true],
-    ]);
+    const routes = exposureRoutes(
+      [endpoint("public", "p.apps", auth), endpoint("organization", "o.internal", null)],
+      [domain("b.example", "verified"), domain("a.example", "pending")],
+    );
+    assert.deepEqual(
+      routes.map((r) => [
+        r.name.startsWith("domain-") ? "domain" : r.name,
+        r.hostnames[0],
+        r.certificate,
+        r.auth.jwt !== null,
+      ]),
+      [
+        ["domain", "b.example", true, true],
+        ["organization", "o.internal", false, false],
+        ["public", "p.apps", false, true],
+      ],
+    );
     assert.equal(edgeAuthPolicy(routes)?.unmatchedHosts, "deny");
     assert.equal(edgeAuthPolicy(exposureRoutes([endpoint("public", "p.apps", null)], [])), null);
   });

@@ -13,7 +13,14 @@ class MemoryOutbox implements FeedSource {
   reads = 0;
   append(): number {
     const version = this.rows.length + 1;
-    this.rows.push({ region: "r", kind: "deployment", version, objectId: `dep_${version}`, op: "apply", payload: new Uint8Array([version % 256]) });
+    this.rows.push({
+      region: "r",
+      kind: "deployment",
+      version,
+      objectId: `dep_${version}`,
+      op: "apply",
+      payload: new Uint8Array([version % 256]),
+    });
     return version;
   }
   async position(): Promise<{ head: number; compactedThrough: number }> {
@@ -57,7 +64,8 @@ describe("StreamFeed coalescing", () => {
       await first;
       assert.equal(outbox.reads, 1);
       assert.deepEqual(feed.read(0, 10), outbox.rows);
-      for (let i = 0; i < 5; i++) notifier.publishLocal([{ kind: "deployment", region: "r", version: outbox.append() }]);
+      for (let i = 0; i < 5; i++)
+        notifier.publishLocal([{ kind: "deployment", region: "r", version: outbox.append() }]);
       await ticks(20);
       assert.equal(outbox.reads, 1, "pokes inside the window wait");
       assert.equal(feed.head, 1);

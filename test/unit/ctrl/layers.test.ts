@@ -33,21 +33,43 @@ describe("migrations", () => {
       assert.ok(m, `${name}: NNNN_name or NNNN_x_name`);
       const n = Number(m[1]);
       const letter = m[2] ?? "";
-      assert.ok(n > last || (n === last && letter > lastLetter && lastLetter !== ""), `${name} after number ${last}${lastLetter}`);
+      assert.ok(
+        n > last || (n === last && letter > lastLetter && lastLetter !== ""),
+        `${name} after number ${last}${lastLetter}`,
+      );
       [last, lastLetter] = [n, letter];
     }
-    assert.deepEqual(files.slice(0, 6).map((f) => f.slice(0, 4)), ["0001", "0002", "0003", "0004", "0005", "0006"]);
+    assert.deepEqual(
+      files.slice(0, 6).map((f) => f.slice(0, 4)),
+      ["0001", "0002", "0003", "0004", "0005", "0006"],
+    );
     // Every other file there is the registry or the migration type.
-    assert.deepEqual(readdirSync(MIGRATIONS_DIR).filter((f) => !/^\d{4}_/.test(f)).sort(), ["index.ts", "migration.ts"]);
+    assert.deepEqual(
+      readdirSync(MIGRATIONS_DIR)
+        .filter((f) => !/^\d{4}_/.test(f))
+        .sort(),
+      ["index.ts", "migration.ts"],
+    );
   });
 
   it("keep the names release be3ed9d recorded", () => {
-    assert.deepEqual(Object.keys(MIGRATIONS).slice(0, 5), ["0001_initial", "0002_rollouts", "0003_commit_sequencer", "0004_api_tokens", "0005_revoked_tokens"]);
+    assert.deepEqual(Object.keys(MIGRATIONS).slice(0, 5), [
+      "0001_initial",
+      "0002_rollouts",
+      "0003_commit_sequencer",
+      "0004_api_tokens",
+      "0005_revoked_tokens",
+    ]);
   });
 });
 
 describe("kinds", () => {
-  const deps = { store: undefined, hub: undefined, metrics: undefined, streamsStop: new AbortController().signal } as unknown as ClusterServiceDeps;
+  const deps = {
+    store: undefined,
+    hub: undefined,
+    metrics: undefined,
+    streamsStop: new AbortController().signal,
+  } as unknown as ClusterServiceDeps;
 
   it("are registered once each, under distinct names and id prefixes", () => {
     assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job", "gateway"]);
@@ -61,14 +83,22 @@ describe("kinds", () => {
   });
 
   it("stop ctrl from starting when a method has no kind or two", () => {
-    assert.throws(() => clusterServiceImpl({ ...deps, kinds: [deploymentKind as never] }), /without a kind: watchSentinels/);
+    assert.throws(
+      () => clusterServiceImpl({ ...deps, kinds: [deploymentKind as never] }),
+      /without a kind: watchSentinels/,
+    );
     assert.throws(() => clusterServiceImpl({ ...deps, kinds: [...KINDS, sentinelKind as never] }), /implemented twice/);
   });
 
   it("travel in pokes by name, whatever the kind", () => {
     for (const kind of [...KIND_NAMES, "gateway-route", "release"]) {
-      assert.deepEqual(decodePoke(encodePoke({ kind, region: "eu-west", version: 7 })), { kind, region: "eu-west", version: 7 });
+      assert.deepEqual(decodePoke(encodePoke({ kind, region: "eu-west", version: 7 })), {
+        kind,
+        region: "eu-west",
+        version: 7,
+      });
     }
-    for (const bad of ["Deployment/eu/1", "/eu/1", "deployment//1", "deploy ment/eu/1", "a/b/c/d"]) assert.equal(decodePoke(bad), null, bad);
+    for (const bad of ["Deployment/eu/1", "/eu/1", "deployment//1", "deploy ment/eu/1", "a/b/c/d"])
+      assert.equal(decodePoke(bad), null, bad);
   });
 });

@@ -9,18 +9,32 @@ import { LATENCY_BUCKETS_MS } from "../../../src/contracts/analysis.js";
 import { addUp } from "../../../src/ctrl/domain/measurements.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
 import { validateMeasurementReport } from "../../../src/ctrl/validate/measurements.js";
-import { ReportMeasurementsRequestSchema, RevisionMeasurementSchema, type ReportMeasurementsRequest } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ReportMeasurementsRequestSchema,
+  RevisionMeasurementSchema,
+  type ReportMeasurementsRequest,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 
 const SLOTS = LATENCY_BUCKETS_MS.length + 1;
 const NOW = 1_800_000_000_000;
 const HOUR = 3_600_000;
 
-function req(over: { from?: number; to?: number; revisions?: MessageInitShape<typeof RevisionMeasurementSchema>[] } = {}): ReportMeasurementsRequest {
+function req(
+  over: { from?: number; to?: number; revisions?: MessageInitShape<typeof RevisionMeasurementSchema>[] } = {},
+): ReportMeasurementsRequest {
   return create(ReportMeasurementsRequestSchema, {
     region: "eu",
     fromUnixMs: BigInt(over.from ?? NOW - 10_000),
     toUnixMs: BigInt(over.to ?? NOW),
-    revisions: over.revisions ?? [{ environmentId: "env_a", deploymentId: "dep_a", responses2xx: 5n, responses5xx: 1n, latencyBuckets: new Array<bigint>(SLOTS).fill(1n) }],
+    revisions: over.revisions ?? [
+      {
+        environmentId: "env_a",
+        deploymentId: "dep_a",
+        responses2xx: 5n,
+        responses5xx: 1n,
+        latencyBuckets: new Array<bigint>(SLOTS).fill(1n),
+      },
+    ],
   });
 }
 
@@ -38,7 +52,11 @@ describe("validateMeasurementReport", () => {
     const r = validateMeasurementReport(req(), NOW, HOUR);
     assert.equal(r.fromMs, NOW - 10_000);
     assert.deepEqual(r.entries[0]?.classes, [5, 0, 0, 1]);
-    const none = validateMeasurementReport(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", responses2xx: 1n }] }), NOW, HOUR);
+    const none = validateMeasurementReport(
+      req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", responses2xx: 1n }] }),
+      NOW,
+      HOUR,
+    );
     assert.deepEqual(none.entries[0]?.latency, new Array<number>(SLOTS).fill(0));
   });
 
@@ -49,16 +67,53 @@ describe("validateMeasurementReport", () => {
     assert.equal(v(req({ from: NOW - 2 * HOUR, to: NOW })), "from_unix_ms");
     assert.equal(v(req({ from: NOW + 100_000, to: NOW + 110_000 })), "to_unix_ms");
     assert.equal(v(req({ from: NOW - 3 * HOUR, to: NOW - 2 * HOUR })), "to_unix_ms");
-    assert.equal(v(req({ revisions: [{ environmentId: "dep_a", deploymentId: "dep_a" }] })), "revisions[0].environment_id");
-    assert.equal(v(req({ revisions: [{ environmentId: "env_a", deploymentId: "" }] })), "revisions[0].deployment_id");
-    assert.equal(v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", latencyBuckets: [1n] }] })), "revisions[0].latency_buckets");
-    assert.equal(v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", responses4xx: 10n ** 13n }] })), "revisions[0].responses_4xx");
-    assert.equal(v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", latencyBuckets: [...new Array<bigint>(SLOTS - 1).fill(0n), 10n ** 13n] }] })), `revisions[0].latency_buckets[${SLOTS - 1}]`);
     assert.equal(
-      v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a" }, { environmentId: "env_b", deploymentId: "dep_a" }, { environmentId: "env_a", deploymentId: "dep_a" }] })),
+      v(req({ revisions: [{ environmentId: "dep_a", deploymentId: "dep_a" }] })),
+      "revisions[0].environment_id",
+    );
+    assert.equal(v(req({ revisions: [{ environmentId: "env_a", deploymentId: "" }] })), "revisions[0].deployment_id");
+    assert.equal(
+      v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", latencyBuckets: [1n] }] })),
+      "revisions[0].latency_buckets",
+    );
+    assert.equal(
+      v(req({ revisions: [{ environmentId: "env_a", deploymentId: "dep_a", responses4xx: 10n ** 13n }] })),
+      "revisions[0].responses_4xx",
+    );
+    assert.equal(
+      v(
+        req({
+          revisions: [
+            {
+              environmentId: "env_a",
+              deploymentId: "dep_a",
+              latencyBuckets: [...new Array<bigint>(SLOTS - 1).fill(0n), 10n ** 13n],
+            },
+          ],
+        }),
+      ),
+      `revisions[0].latency_buckets[${SLOTS - 1}]`,
+    );
+    assert.equal(
+      v(
+        req({
+          revisions: [
+            { environmentId: "env_a", deploymentId: "dep_a" },
+            { environmentId: "env_b", deploymentId: "dep_a" },
+            { environmentId: "env_a", deploymentId: "dep_a" },
+          ],
+        }),
+      ),
       "revisions[2].deployment_id",
     );
-    assert.equal(v(req({ revisions: Array.from({ length: 2_001 }, (_, i) => ({ environmentId: "env_a", deploymentId: `dep_${i}` })) })), "revisions");
+    assert.equal(
+      v(
+        req({
+          revisions: Array.from({ length: 2_001 }, (_, i) => ({ environmentId: "env_a", deploymentId: `dep_${i}` })),
+        }),
+      ),
+      "revisions",
+    );
   });
 });
 
@@ -75,13 +130,25 @@ describe("addUp", () => {
       fc.property(fc.array(row, { minLength: 1, maxLength: 20 }), (rows) => {
         const s = addUp(
           "dep_a",
-          rows.map((r) => ({ region: r.region, from_ms: r.from_ms, to_ms: r.from_ms + r.len, r2xx: r.c[0] ?? 0, r3xx: r.c[1] ?? 0, r4xx: r.c[2] ?? 0, r5xx: r.c[3] ?? 0, latency: JSON.stringify(r.lat) })),
+          rows.map((r) => ({
+            region: r.region,
+            from_ms: r.from_ms,
+            to_ms: r.from_ms + r.len,
+            r2xx: r.c[0] ?? 0,
+            r3xx: r.c[1] ?? 0,
+            r4xx: r.c[2] ?? 0,
+            r5xx: r.c[3] ?? 0,
+            latency: JSON.stringify(r.lat),
+          })),
         );
         assert.ok(s);
         const sum = (i: number): number => rows.reduce((a, r) => a + (r.c[i] ?? 0), 0);
         assert.deepEqual(s.byClass, { "2xx": sum(0), "3xx": sum(1), "4xx": sum(2), "5xx": sum(3) });
         assert.equal(s.requests, sum(0) + sum(1) + sum(2) + sum(3));
-        assert.deepEqual(s.latencyBuckets, Array.from({ length: SLOTS }, (_, i) => rows.reduce((a, r) => a + (r.lat[i] ?? 0), 0)));
+        assert.deepEqual(
+          s.latencyBuckets,
+          Array.from({ length: SLOTS }, (_, i) => rows.reduce((a, r) => a + (r.lat[i] ?? 0), 0)),
+        );
         assert.deepEqual(s.regions, [...new Set(rows.map((r) => r.region))].sort());
         assert.equal(s.fromMs, Math.min(...rows.map((r) => r.from_ms)));
         assert.equal(s.toMs, Math.max(...rows.map((r) => r.from_ms + r.len)));

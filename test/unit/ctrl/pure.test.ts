@@ -29,23 +29,36 @@ describe("planResume", () => {
 });
 
 describe("readTail", () => {
-  const change = (version: number): OutboxChange => ({ region: "r", kind: "deployment", version, objectId: "o", op: "apply", payload: new Uint8Array() });
+  const change = (version: number): OutboxChange => ({
+    region: "r",
+    kind: "deployment",
+    version,
+    objectId: "o",
+    op: "apply",
+    payload: new Uint8Array(),
+  });
   it("returns exactly the rows after the cursor, or miss when the tail does not reach back", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 90 }), fc.integer({ min: 1, max: 20 }), (first, len, after, max) => {
-        const tail = Array.from({ length: len }, (_, i) => change(first + i));
-        const loaded = len === 0 ? first - 1 : first + len - 1;
-        const got = readTail(tail, loaded, after, max);
-        if (after >= loaded) assert.deepEqual(got, []);
-        else if (after < first - 1 || len === 0) assert.equal(got, "miss");
-        else {
-          assert.notEqual(got, "miss");
-          const versions = (got as OutboxChange[]).map((c) => c.version);
-          const expected = [];
-          for (let v = after + 1; v <= loaded && expected.length < max; v++) expected.push(v);
-          assert.deepEqual(versions, expected);
-        }
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 0, max: 30 }),
+        fc.integer({ min: 0, max: 90 }),
+        fc.integer({ min: 1, max: 20 }),
+        (first, len, after, max) => {
+          const tail = Array.from({ length: len }, (_, i) => change(first + i));
+          const loaded = len === 0 ? first - 1 : first + len - 1;
+          const got = readTail(tail, loaded, after, max);
+          if (after >= loaded) assert.deepEqual(got, []);
+          else if (after < first - 1 || len === 0) assert.equal(got, "miss");
+          else {
+            assert.notEqual(got, "miss");
+            const versions = (got as OutboxChange[]).map((c) => c.version);
+            const expected = [];
+            for (let v = after + 1; v <= loaded && expected.length < max; v++) expected.push(v);
+            assert.deepEqual(versions, expected);
+          }
+        },
+      ),
     );
   });
 });
@@ -55,19 +68,30 @@ describe("ids and Kubernetes names", () => {
     assert.match(newId("dep"), /^dep_[a-z0-9]{20}$/);
     assert.equal(workspaceNamespace("acme"), "ws-acme");
     fc.assert(
-      fc.property(fc.stringMatching(/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/), fc.stringMatching(/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/), (p, e) => {
-        for (const name of [deploymentK8sName(p, e), sentinelK8sName(p, e)]) {
-          assert.ok(name.length <= 63, name);
-          assert.match(name, DNS_1035);
-        }
-      }),
+      fc.property(
+        fc.stringMatching(/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/),
+        fc.stringMatching(/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/),
+        (p, e) => {
+          for (const name of [deploymentK8sName(p, e), sentinelK8sName(p, e)]) {
+            assert.ok(name.length <= 63, name);
+            assert.match(name, DNS_1035);
+          }
+        },
+      ),
     );
   });
 
   it("encodes pokes losslessly", () => {
-    assert.deepEqual(decodePoke(encodePoke({ kind: "sentinel", region: "eu-west", version: 42 })), { kind: "sentinel", region: "eu-west", version: 42 });
+    assert.deepEqual(decodePoke(encodePoke({ kind: "sentinel", region: "eu-west", version: 42 })), {
+      kind: "sentinel",
+      region: "eu-west",
+      version: 42,
+    });
     assert.equal(decodePoke("junk"), null);
-    assert.deepEqual(decodePoke(encodePoke({ kind: "deployment", region: "us-east" })), { kind: "deployment", region: "us-east" });
+    assert.deepEqual(decodePoke(encodePoke({ kind: "deployment", region: "us-east" })), {
+      kind: "deployment",
+      region: "us-east",
+    });
     assert.equal(decodePoke("deployment/us-east/x1"), null);
   });
 });
@@ -76,17 +100,60 @@ describe("renderApplyDeployment", () => {
   it("fills every field of ApplyDeployment", () => {
     const msg = renderApplyDeployment(
       {
-        workspace: { id: "ws_1", slug: "acme", name: "Acme", k8s_namespace: "ws-acme", created_at: 1, deleting_at: null },
+        workspace: {
+          id: "ws_1",
+          slug: "acme",
+          name: "Acme",
+          k8s_namespace: "ws-acme",
+          created_at: 1,
+          deleting_at: null,
+        },
         project: { id: "prj_1", workspace_id: "ws_1", slug: "web", name: "web", created_at: 1, deleting_at: null },
         environment: {
-          id: "env_1", workspace_id: "ws_1", project_id: "prj_1", slug: "prod", sentinel_image: null, sentinel_replicas: 0, sentinel_cpu_millicores: 0, sentinel_memory_mib: 0,
-          strategy: "RollingUpdate", max_surge: "25%", max_unavailable: "25%", min_ready_seconds: 7, progress_deadline_seconds: 600, revision_history_limit: 10, paused: 0, last_revision: 3, edge_auth: null, created_at: 1, updated_at: 1, deleting_at: null,
-          routing_mode: "instances", routing_weights: "[]", routing_version: 1, progressive: null, routing_regions: null,
+          id: "env_1",
+          workspace_id: "ws_1",
+          project_id: "prj_1",
+          slug: "prod",
+          sentinel_image: null,
+          sentinel_replicas: 0,
+          sentinel_cpu_millicores: 0,
+          sentinel_memory_mib: 0,
+          strategy: "RollingUpdate",
+          max_surge: "25%",
+          max_unavailable: "25%",
+          min_ready_seconds: 7,
+          progress_deadline_seconds: 600,
+          revision_history_limit: 10,
+          paused: 0,
+          last_revision: 3,
+          edge_auth: null,
+          created_at: 1,
+          updated_at: 1,
+          deleting_at: null,
+          routing_mode: "instances",
+          routing_weights: "[]",
+          routing_version: 1,
+          progressive: null,
+          routing_regions: null,
         },
         deployment: {
-          id: "dep_1", workspace_id: "ws_1", project_id: "prj_1", environment_id: "env_1", revision: 3, k8s_name: "web-prod-abcdefgh", image: "app:1",
-          command: '["node"]', args: '["s.js"]', port: 8080, env: '[{"name":"A","value":"b"}]', cpu_millicores: 250, memory_mib: 256,
-          health_check: '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}', build_id: "b1", created_at: 1,
+          id: "dep_1",
+          workspace_id: "ws_1",
+          project_id: "prj_1",
+          environment_id: "env_1",
+          revision: 3,
+          k8s_name: "web-prod-abcdefgh",
+          image: "app:1",
+          command: '["node"]',
+          args: '["s.js"]',
+          port: 8080,
+          env: '[{"name":"A","value":"b"}]',
+          cpu_millicores: 250,
+          memory_mib: 256,
+          health_check:
+            '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
+          build_id: "b1",
+          created_at: 1,
           // Issue 16: the revision's configuration, sealed secrets (keys only reach the agent) and external references.
           config: '[{"name":"LOG_LEVEL","value":"debug"}]',
           secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
@@ -112,26 +179,49 @@ describe("validation", () => {
   it("accepts valid slugs and rejects the rest, naming the field", () => {
     assert.equal(slug("slug", "my-app"), "my-app");
     for (const bad of ["", "-a", "a-", "A", "1abc", "a_b", "a".repeat(41)]) {
-      assert.throws(() => slug("slug", bad), (e) => e instanceof DomainError && e.field === "slug");
+      assert.throws(
+        () => slug("slug", bad),
+        (e) => e instanceof DomainError && e.field === "slug",
+      );
     }
   });
 
   it("applies defaults to a minimal deployment", () => {
-    const d = validateCreateDeployment(create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "nginx" }));
+    const d = validateCreateDeployment(
+      create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "nginx" }),
+    );
     assert.equal(d.port, 8080);
     assert.equal(d.cpuMillicores, 250);
     assert.equal(d.memoryMib, 256);
     assert.equal(d.replicas, null);
     assert.deepEqual(validateRollout(undefined), {
-      strategy: "RollingUpdate", maxSurge: "25%", maxUnavailable: "25%", minReadySeconds: 0, progressDeadlineSeconds: 600, revisionHistoryLimit: 10, paused: false, progressive: null,
+      strategy: "RollingUpdate",
+      maxSurge: "25%",
+      maxUnavailable: "25%",
+      minReadySeconds: 0,
+      progressDeadlineSeconds: 600,
+      revisionHistoryLimit: 10,
+      paused: false,
+      progressive: null,
     });
   });
 
   it("either accepts a random deployment request or throws InvalidArgument with a field", () => {
-    const text = fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom("acme", "app:1", "registry.example.com:5000/a/b:1.0", "A", ""));
+    const text = fc.oneof(
+      fc.string({ maxLength: 30 }),
+      fc.constantFrom("acme", "app:1", "registry.example.com:5000/a/b:1.0", "A", ""),
+    );
     fc.assert(
       fc.property(
-        fc.record({ workspace: text, project: text, environment: text, image: text, port: fc.integer({ min: -10, max: 70_000 }), cpuMillicores: fc.bigInt({ min: -10n, max: 100_000n }), env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }) }),
+        fc.record({
+          workspace: text,
+          project: text,
+          environment: text,
+          image: text,
+          port: fc.integer({ min: -10, max: 70_000 }),
+          cpuMillicores: fc.bigInt({ min: -10n, max: 100_000n }),
+          env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }),
+        }),
         (req) => {
           try {
             const out = validateCreateDeployment(create(CreateDeploymentRequestSchema, req));

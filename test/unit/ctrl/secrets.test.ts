@@ -14,7 +14,14 @@ import { validateReleaseFiles } from "../../../src/ctrl/validate/release.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds } from "../../../src/contracts/releases.js";
 import { deletePayload, environmentOfPayload } from "../../../src/ctrl/kinds/delete-payload.js";
 import { KINDS } from "../../../src/ctrl/kinds/registry.js";
-import { ApplyJobSchema, ApplyReleaseSchema, ApplySentinelSchema, DeleteJobSchema, DeleteReleaseSchema, DeleteSentinelSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ApplyJobSchema,
+  ApplyReleaseSchema,
+  ApplySentinelSchema,
+  DeleteJobSchema,
+  DeleteReleaseSchema,
+  DeleteSentinelSchema,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { JobSpecSchema } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 
@@ -35,7 +42,11 @@ test("seal/open: round trip, bound to its associated data, tamper-evident", () =
     { numRuns: 50 },
   );
   const key = randomBytes(32);
-  assert.notDeepEqual(seal(key, Buffer.from("same"), "a"), seal(key, Buffer.from("same"), "a"), "fresh nonce each time");
+  assert.notDeepEqual(
+    seal(key, Buffer.from("same"), "a"),
+    seal(key, Buffer.from("same"), "a"),
+    "fresh nonce each time",
+  );
 });
 
 test("keyring: wraps with the current key, unwraps with previous ones, rewraps on rotation", () => {
@@ -49,7 +60,11 @@ test("keyring: wraps with the current key, unwraps with previous ones, rewraps o
   const after = new Keyring(newKey);
   assert.deepEqual(after.unwrap(rewrapped, after.currentId, "env_1"), dk.key);
   assert.throws(() => after.unwrap(dk.wrapped, dk.masterKeyId, "env_1"), /not given/);
-  assert.throws(() => during.unwrap(dk.wrapped, dk.masterKeyId, "env_2"), KeyringError, "a data key is bound to its environment");
+  assert.throws(
+    () => during.unwrap(dk.wrapped, dk.masterKeyId, "env_2"),
+    KeyringError,
+    "a data key is bound to its environment",
+  );
   assert.equal(masterKeyId(newKey), after.currentId);
   assert.equal(parseMasterKey(newKey.toString("base64"), "k").equals(newKey), true);
   assert.equal(parseMasterKey(newKey.toString("hex"), "k").equals(newKey), true);
@@ -57,10 +72,19 @@ test("keyring: wraps with the current key, unwraps with previous ones, rewraps o
 });
 
 test("config and secret inputs: keys are environment variable names, values text within limits", () => {
-  assert.deepEqual(validateConfigValues([{ key: "LOG_LEVEL", value: "debug" }]), [{ key: "LOG_LEVEL", value: "debug" }]);
+  assert.deepEqual(validateConfigValues([{ key: "LOG_LEVEL", value: "debug" }]), [
+    { key: "LOG_LEVEL", value: "debug" },
+  ]);
   assert.throws(() => validateConfigValues([{ key: "1BAD", value: "x" }]), field("values[0].key"));
   assert.throws(() => validateConfigValues([{ key: "PORT", value: "x" }]), field("values[0].key"));
-  assert.throws(() => validateConfigValues([{ key: "A", value: "x" }, { key: "A", value: "y" }]), field("values[1].key"));
+  assert.throws(
+    () =>
+      validateConfigValues([
+        { key: "A", value: "x" },
+        { key: "A", value: "y" },
+      ]),
+    field("values[1].key"),
+  );
   assert.throws(() => validateConfigValues([{ key: "A", value: "x".repeat(32 * 1024 + 1) }]), field("values[0].value"));
   assert.throws(() => validateConfigValues([{ key: "A", value: "bin\u0000ary" }]), field("values[0].value"));
   assert.throws(() => validateConfigValues([]), field("values"));
@@ -70,21 +94,32 @@ test("config and secret inputs: keys are environment variable names, values text
     () => validateSecretInputs([{ key: "DB", source: { case: "value", value: secret } }]),
     (e) => e instanceof DomainError && e.field === "secrets[0].value" && !e.message.includes("hunter2"),
   );
-  assert.deepEqual(validateSecretInputs([{ key: "API", source: { case: "externalPath", value: "secret/data/api#key" } }]), [{ key: "API", source: "external", path: "secret/data/api#key" }]);
+  assert.deepEqual(
+    validateSecretInputs([{ key: "API", source: { case: "externalPath", value: "secret/data/api#key" } }]),
+    [{ key: "API", source: "external", path: "secret/data/api#key" }],
+  );
   assert.throws(() => validateSecretInputs([{ key: "X", source: { case: undefined } }]), field("secrets[0]"));
   assert.throws(() => settingKeys("keys", ["A", "A"]), field("keys[1]"));
 });
 
 test("cron schedules and time zones", () => {
-  for (const ok of ["*/5 * * * *", "0 9 * * MON-FRI", "@hourly", "@every 1h30m", "  0  0 * * *  "]) assert.ok(cronSchedule("schedule", ok));
-  for (const bad of ["* * * *", "61 * * * *", "@fortnightly", "TZ=UTC 0 * * * *", "", "* * * * * *"]) assert.throws(() => cronSchedule("schedule", bad), field("schedule"), bad);
+  for (const ok of ["*/5 * * * *", "0 9 * * MON-FRI", "@hourly", "@every 1h30m", "  0  0 * * *  "])
+    assert.ok(cronSchedule("schedule", ok));
+  for (const bad of ["* * * *", "61 * * * *", "@fortnightly", "TZ=UTC 0 * * * *", "", "* * * * * *"])
+    assert.throws(() => cronSchedule("schedule", bad), field("schedule"), bad);
   assert.equal(timeZone("tz", "Europe/Paris"), "Europe/Paris");
   assert.throws(() => timeZone("tz", "Mars/Olympus"), field("tz"));
   const spec = validateJobSpec(create(JobSpecSchema, { name: "report", schedule: "@daily" }));
   assert.equal(spec.concurrencyPolicy, "Forbid");
   assert.equal(spec.deadlineSeconds, 3600);
-  assert.throws(() => validateJobSpec(create(JobSpecSchema, { name: "Bad_Name", schedule: "@daily" })), field("spec.name"));
-  assert.throws(() => validateJobSpec(create(JobSpecSchema, { name: "a", schedule: "@daily", concurrencyPolicy: "Sometimes" })), field("spec.concurrency_policy"));
+  assert.throws(
+    () => validateJobSpec(create(JobSpecSchema, { name: "Bad_Name", schedule: "@daily" })),
+    field("spec.name"),
+  );
+  assert.throws(
+    () => validateJobSpec(create(JobSpecSchema, { name: "a", schedule: "@daily", concurrencyPolicy: "Sometimes" })),
+    field("spec.concurrency_policy"),
+  );
 });
 
 const NS = "ws-acme";
@@ -114,7 +149,10 @@ items:
     NS,
     DEFAULT_RELEASE_KINDS,
   );
-  assert.deepEqual(objs.map((o) => o.id), ["/ConfigMap/settings", "batch/Job/migrate", "/Service/web"]);
+  assert.deepEqual(
+    objs.map((o) => o.id),
+    ["/ConfigMap/settings", "batch/Job/migrate", "/Service/web"],
+  );
   const pod = ((objs[1]!.object.spec as Record<string, unknown>).template as { spec: Record<string, unknown> }).spec;
   assert.equal(pod.runtimeClassName, "gvisor");
   assert.equal(pod.automountServiceAccountToken, false);
@@ -128,15 +166,25 @@ items:
     ["apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}", /not on the platform's allow-list/],
     ["apiVersion: v1\nkind: Namespace\nmetadata: {name: x}", /cluster-scoped/],
     ["apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}", /cluster-scoped/],
-    ["apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}", /also defined/],
+    [
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}",
+      /also defined/,
+    ],
     ["apiVersion: v1\nkind: Secret\ntype: kubernetes.io/service-account-token\nmetadata: {name: x}", /token Secrets/],
     ["apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: x}\nautomountServiceAccountToken: true", /must be false/],
-    ["apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {template: {spec: {serviceAccountName: admin, containers: []}}}", /default ServiceAccount/],
+    [
+      "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {template: {spec: {serviceAccountName: admin, containers: []}}}",
+      /default ServiceAccount/,
+    ],
     ["apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}", /DNS subdomain/],
     ["just a string", /must be a Kubernetes object/],
   ];
   for (const [content, msg] of bad) {
-    assert.throws(() => validateReleaseFiles(files(content), NS, DEFAULT_RELEASE_KINDS), (e) => e instanceof DomainError && e.code === "invalid_argument" && msg.test(e.message), content);
+    assert.throws(
+      () => validateReleaseFiles(files(content), NS, DEFAULT_RELEASE_KINDS),
+      (e) => e instanceof DomainError && e.code === "invalid_argument" && msg.test(e.message),
+      content,
+    );
   }
   assert.throws(() => validateReleaseFiles([], NS, DEFAULT_RELEASE_KINDS), field("files"));
   assert.deepEqual(parseAllowedKinds("ConfigMap, batch/Job,monitoring.coreos.com/ServiceMonitor"), [
@@ -149,14 +197,37 @@ items:
 
 test("deleting an environment is generic over the registry: every kind's Delete from its stored Apply", () => {
   const kind = (name: string) => KINDS.find((k) => k.name === name)!;
-  const sentinel = toBinary(ApplySentinelSchema, create(ApplySentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a", environmentId: "env_9" }));
-  assert.deepEqual(fromBinary(DeleteSentinelSchema, deletePayload(kind("sentinel"), sentinel)), create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a" }));
+  const sentinel = toBinary(
+    ApplySentinelSchema,
+    create(ApplySentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a", environmentId: "env_9" }),
+  );
+  assert.deepEqual(
+    fromBinary(DeleteSentinelSchema, deletePayload(kind("sentinel"), sentinel)),
+    create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a" }),
+  );
   assert.equal(environmentOfPayload(kind("sentinel"), sentinel), "env_9");
-  const job = toBinary(ApplyJobSchema, create(ApplyJobSchema, { jobId: "job_1", k8sNamespace: "ws-a", k8sName: "job-x", environmentId: "env_9" }));
-  assert.deepEqual(fromBinary(DeleteJobSchema, deletePayload(kind("job"), job)), create(DeleteJobSchema, { jobId: "job_1", k8sNamespace: "ws-a", k8sName: "job-x" }));
-  const rel = toBinary(ApplyReleaseSchema, create(ApplyReleaseSchema, { releaseId: "rel_1", k8sNamespace: "ws-a", kindsEver: [{ group: "batch", version: "v1", kind: "Job" }] }));
+  const job = toBinary(
+    ApplyJobSchema,
+    create(ApplyJobSchema, { jobId: "job_1", k8sNamespace: "ws-a", k8sName: "job-x", environmentId: "env_9" }),
+  );
+  assert.deepEqual(
+    fromBinary(DeleteJobSchema, deletePayload(kind("job"), job)),
+    create(DeleteJobSchema, { jobId: "job_1", k8sNamespace: "ws-a", k8sName: "job-x" }),
+  );
+  const rel = toBinary(
+    ApplyReleaseSchema,
+    create(ApplyReleaseSchema, {
+      releaseId: "rel_1",
+      k8sNamespace: "ws-a",
+      kindsEver: [{ group: "batch", version: "v1", kind: "Job" }],
+    }),
+  );
   const del = fromBinary(DeleteReleaseSchema, deletePayload(kind("release"), rel));
   assert.equal(del.releaseId, "rel_1");
   assert.equal(del.kindsEver[0]?.kind, "Job", "kinds ever applied travel to the delete");
-  for (const k of KINDS) assert.ok(k.wire.apply.fields.some((f) => f.name === "environment_id"), `${k.name}'s Apply names its environment`);
+  for (const k of KINDS)
+    assert.ok(
+      k.wire.apply.fields.some((f) => f.name === "environment_id"),
+      `${k.name}'s Apply names its environment`,
+    );
 });

@@ -36,7 +36,10 @@ describe("CachedStatements", () => {
     const cache = new CachedStatements(db);
     for (let i = 0; i < 5; i++) cache.prepare("insert into t (a) values (?)").run([i]);
     assert.equal(prepared(), 1);
-    assert.deepEqual(cache.prepare("select a from t order by a").all([]), [0, 1, 2, 3, 4].map((a) => ({ a })));
+    assert.deepEqual(
+      cache.prepare("select a from t order by a").all([]),
+      [0, 1, 2, 3, 4].map((a) => ({ a })),
+    );
     assert.equal(prepared(), 2);
     cache.close();
   });
@@ -47,7 +50,8 @@ describe("CachedStatements", () => {
     const cache = new CachedStatements(db);
     const pairs: [number, number][] = [];
     for (const outer of cache.prepare("select a from t order by a").iterate([]) as Iterable<{ a: number }>) {
-      for (const inner of cache.prepare("select a from t order by a").iterate([]) as Iterable<{ a: number }>) pairs.push([outer.a, inner.a]);
+      for (const inner of cache.prepare("select a from t order by a").iterate([]) as Iterable<{ a: number }>)
+        pairs.push([outer.a, inner.a]);
     }
     assert.equal(pairs.length, 9);
     // The outer statement stays cached; each inner run got one of its own.
@@ -111,7 +115,11 @@ describe("Store on SQLite", () => {
       assert.equal((await streamPosition(store.db, "r1", "deployment")).head, n);
       const desired = await readDesired(store.db, "r1", "deployment", ["dep_0", "dep_4"]);
       assert.deepEqual([...(desired.get("dep_0") ?? [])], [45]);
-      const stored = await store.db.selectFrom("desired_objects").select(["object_id", "replicas", "environment_id"]).orderBy("object_id").execute();
+      const stored = await store.db
+        .selectFrom("desired_objects")
+        .select(["object_id", "replicas", "environment_id"])
+        .orderBy("object_id")
+        .execute();
       assert.deepEqual(
         stored.map((r) => [r.object_id, r.replicas, r.environment_id]),
         [0, 1, 2, 3, 4].map((k) => [`dep_${k}`, 45 + k, `env_${k}`]),
@@ -168,7 +176,10 @@ describe("Checkpointer", () => {
       assert.ok(statSync(`${file}-wal`).size > 2_000_000, "the WAL holds the writes");
       const deadline = Date.now() + 10_000;
       while (statSync(file).size < 2_000_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      assert.ok(statSync(file).size >= 2_000_000, `the worker copied the WAL into the database file (${statSync(file).size} bytes)`);
+      assert.ok(
+        statSync(file).size >= 2_000_000,
+        `the worker copied the WAL into the database file (${statSync(file).size} bytes)`,
+      );
       await checkpointer.stop();
       db.close();
       const again = new SQLite(file, { readonly: true });

@@ -23,9 +23,15 @@ const sentinelState = (ev: WatchEvent, encoding: WireEncoding) => streamState(se
 
 const text = fc.string({ maxLength: 40 });
 const applyDeployment = fc.record({
-  deploymentId: text, k8sNamespace: text, k8sName: text, image: text,
-  command: fc.array(text, { maxLength: 3 }), env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }),
-  replicas: fc.integer({ min: 0, max: 1000 }), cpuMillicores: fc.bigInt({ min: 0n, max: 64_000n }), revision: fc.bigInt({ min: 1n, max: 1n << 40n }),
+  deploymentId: text,
+  k8sNamespace: text,
+  k8sName: text,
+  image: text,
+  command: fc.array(text, { maxLength: 3 }),
+  env: fc.array(fc.record({ name: text, value: text }), { maxLength: 3 }),
+  replicas: fc.integer({ min: 0, max: 1000 }),
+  cpuMillicores: fc.bigInt({ min: 0n, max: 64_000n }),
+  revision: fc.bigInt({ min: 1n, max: 1n << 40n }),
 });
 const version = fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER });
 
@@ -38,28 +44,59 @@ describe("watch stream states", () => {
     fc.assert(
       fc.property(applyDeployment, version, fc.boolean(), (init, v, del) => {
         const typed = del
-          ? create(DeploymentStateSchema, { version: BigInt(v), state: { case: "delete", value: create(DeleteDeploymentSchema, { k8sName: init.k8sName, k8sNamespace: init.k8sNamespace, deploymentId: init.deploymentId }) } })
-          : create(DeploymentStateSchema, { version: BigInt(v), state: { case: "apply", value: create(ApplyDeploymentSchema, init) } });
+          ? create(DeploymentStateSchema, {
+              version: BigInt(v),
+              state: {
+                case: "delete",
+                value: create(DeleteDeploymentSchema, {
+                  k8sName: init.k8sName,
+                  k8sNamespace: init.k8sNamespace,
+                  deploymentId: init.deploymentId,
+                }),
+              },
+            })
+          : create(DeploymentStateSchema, {
+              version: BigInt(v),
+              state: { case: "apply", value: create(ApplyDeploymentSchema, init) },
+            });
         const payload = toBinary(del ? DeleteDeploymentSchema : ApplyDeploymentSchema, typed.state.value as never);
         const ev = { type: "change" as const, change: change(v, del ? "delete" : "apply", payload) };
         const relayed = toBinary(DeploymentStateSchema, deploymentState(ev, "binary"));
         assert.deepEqual(relayed, toBinary(DeploymentStateSchema, typed));
         assert.deepEqual(fromBinary(DeploymentStateSchema, relayed), typed);
         // JSON watchers get the typed message, which JSON can express.
-        assert.equal(toJsonString(DeploymentStateSchema, deploymentState(ev, "json")), toJsonString(DeploymentStateSchema, typed));
+        assert.equal(
+          toJsonString(DeploymentStateSchema, deploymentState(ev, "json")),
+          toJsonString(DeploymentStateSchema, typed),
+        );
       }),
       { numRuns: 200 },
     );
   });
 
   it("sentinel states and snapshot objects relay the same way; markers are typed", () => {
-    const apply = create(ApplySentinelSchema, { sentinelId: "snt_1", k8sName: "s-1", image: "proxy:1", replicas: 2, region: "eu" });
+    const apply = create(ApplySentinelSchema, {
+      sentinelId: "snt_1",
+      k8sName: "s-1",
+      image: "proxy:1",
+      replicas: 2,
+      region: "eu",
+    });
     const payload = toBinary(ApplySentinelSchema, apply);
     const fromSnapshot = sentinelState({ type: "snapshot_object", objectId: "snt_1", payload }, "binary");
-    assert.deepEqual(fromBinary(SentinelStateSchema, toBinary(SentinelStateSchema, fromSnapshot)), create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: apply } }));
+    assert.deepEqual(
+      fromBinary(SentinelStateSchema, toBinary(SentinelStateSchema, fromSnapshot)),
+      create(SentinelStateSchema, { version: 0n, state: { case: "apply", value: apply } }),
+    );
     const del = create(DeleteSentinelSchema, { k8sName: "s-1", sentinelId: "snt_1" });
-    const deleted = sentinelState({ type: "change", change: { ...change(7, "delete", toBinary(DeleteSentinelSchema, del)), kind: "sentinel" } }, "binary");
-    assert.deepEqual(fromBinary(SentinelStateSchema, toBinary(SentinelStateSchema, deleted)), create(SentinelStateSchema, { version: 7n, state: { case: "delete", value: del } }));
+    const deleted = sentinelState(
+      { type: "change", change: { ...change(7, "delete", toBinary(DeleteSentinelSchema, del)), kind: "sentinel" } },
+      "binary",
+    );
+    assert.deepEqual(
+      fromBinary(SentinelStateSchema, toBinary(SentinelStateSchema, deleted)),
+      create(SentinelStateSchema, { version: 7n, state: { case: "delete", value: del } }),
+    );
     const end = deploymentState({ type: "snapshot_end", head: 42 }, "binary");
     assert.equal(end.state.case, "snapshotEnd");
     assert.equal(end.state.case === "snapshotEnd" ? end.state.value.headVersion : -1n, 42n);
@@ -75,7 +112,20 @@ describe("watch stream states", () => {
   });
 
   it("picks JSON only for JSON content types", () => {
-    for (const ct of ["application/grpc", "application/grpc+proto", "application/connect+proto", "application/grpc-web-text", null]) assert.equal(encodingOf(ct), "binary", String(ct));
-    for (const ct of ["application/connect+json", "application/grpc+json", "application/grpc-web+json", "application/json"]) assert.equal(encodingOf(ct), "json", ct);
+    for (const ct of [
+      "application/grpc",
+      "application/grpc+proto",
+      "application/connect+proto",
+      "application/grpc-web-text",
+      null,
+    ])
+      assert.equal(encodingOf(ct), "binary", String(ct));
+    for (const ct of [
+      "application/connect+json",
+      "application/grpc+json",
+      "application/grpc-web+json",
+      "application/json",
+    ])
+      assert.equal(encodingOf(ct), "json", ct);
   });
 });

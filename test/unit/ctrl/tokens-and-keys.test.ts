@@ -34,20 +34,42 @@ test("a page token gives its key back to the same caller for the same request", 
 
 test("a page token is refused for another caller, another request, or with any bit changed", () => {
   fc.assert(
-    fc.property(fc.string({ minLength: 1 }), fc.string(), keyArb, fc.nat(), fc.integer({ min: 0, max: 5 }), (secret, scope, key, pos, bit) => {
-      const token = encodePageToken(secret, scope, key);
-      assert.equal(refusedField(() => decodePageToken(`${secret}x`, scope, token, deploymentKey)), "page_token");
-      assert.equal(refusedField(() => decodePageToken(secret, `${scope}x`, token, deploymentKey)), "page_token");
-      const raw = Buffer.from(token, "base64url");
-      const i = pos % raw.length;
-      raw[i] = (raw[i] ?? 0) ^ (1 << bit);
-      assert.equal(refusedField(() => decodePageToken(secret, scope, raw.toString("base64url"), deploymentKey)), "page_token");
-    }),
+    fc.property(
+      fc.string({ minLength: 1 }),
+      fc.string(),
+      keyArb,
+      fc.nat(),
+      fc.integer({ min: 0, max: 5 }),
+      (secret, scope, key, pos, bit) => {
+        const token = encodePageToken(secret, scope, key);
+        assert.equal(
+          refusedField(() => decodePageToken(`${secret}x`, scope, token, deploymentKey)),
+          "page_token",
+        );
+        assert.equal(
+          refusedField(() => decodePageToken(secret, `${scope}x`, token, deploymentKey)),
+          "page_token",
+        );
+        const raw = Buffer.from(token, "base64url");
+        const i = pos % raw.length;
+        raw[i] = (raw[i] ?? 0) ^ (1 << bit);
+        assert.equal(
+          refusedField(() => decodePageToken(secret, scope, raw.toString("base64url"), deploymentKey)),
+          "page_token",
+        );
+      },
+    ),
   );
   // A key of the wrong shape (a token of another list) is refused too.
   const other = encodePageToken("s", "scope", "just-a-slug");
-  assert.equal(refusedField(() => decodePageToken("s", "scope", other, deploymentKey)), "page_token");
-  assert.equal(refusedField(() => decodePageToken("s", "scope", "x".repeat(5000), deploymentKey)), "page_token");
+  assert.equal(
+    refusedField(() => decodePageToken("s", "scope", other, deploymentKey)),
+    "page_token",
+  );
+  assert.equal(
+    refusedField(() => decodePageToken("s", "scope", "x".repeat(5000), deploymentKey)),
+    "page_token",
+  );
 });
 
 test("page sizes: 0 is 100, above 1000 is 1000, negative is refused", () => {
@@ -55,31 +77,61 @@ test("page sizes: 0 is 100, above 1000 is 1000, negative is refused", () => {
   assert.equal(pageSize(1), 1);
   assert.equal(pageSize(1000), 1000);
   assert.equal(pageSize(2 ** 31 - 1), 1000);
-  assert.equal(refusedField(() => pageSize(-1)), "page_size");
+  assert.equal(
+    refusedField(() => pageSize(-1)),
+    "page_size",
+  );
 });
 
 test("a sealed answer opens for its caller and key only", () => {
   fc.assert(
-    fc.property(fc.string({ minLength: 1 }), fc.uint8Array({ maxLength: 512 }), fc.string({ minLength: 1, maxLength: 20 }), (secret, answer, key) => {
-      const id = { scope: "user:tok_a", method: "DeploymentService/CreateDeployment", key };
-      const sealed = sealAnswer(secret, id, answer);
-      assert.deepEqual(openAnswer(secret, id, sealed), Buffer.from(answer));
-      assert.equal(openAnswer(`${secret}!`, id, sealed), undefined);
-      assert.equal(openAnswer(secret, { ...id, key: `${key}!` }, sealed), undefined);
-      assert.equal(openAnswer(secret, { ...id, method: "DeploymentService/DeleteDeployment" }, sealed), undefined);
-    }),
+    fc.property(
+      fc.string({ minLength: 1 }),
+      fc.uint8Array({ maxLength: 512 }),
+      fc.string({ minLength: 1, maxLength: 20 }),
+      (secret, answer, key) => {
+        const id = { scope: "user:tok_a", method: "DeploymentService/CreateDeployment", key };
+        const sealed = sealAnswer(secret, id, answer);
+        assert.deepEqual(openAnswer(secret, id, sealed), Buffer.from(answer));
+        assert.equal(openAnswer(`${secret}!`, id, sealed), undefined);
+        assert.equal(openAnswer(secret, { ...id, key: `${key}!` }, sealed), undefined);
+        assert.equal(openAnswer(secret, { ...id, method: "DeploymentService/DeleteDeployment" }, sealed), undefined);
+      },
+    ),
   );
 });
 
 test("idempotency keys: 1 to 255 of letters, digits and -_.:", () => {
-  for (const ok of ["a", "3f2c9a1e-8d7b-4c1a-9e55-1b2c3d4e5f60", "cli:run-1:2", "k".repeat(255)]) assert.equal(parseIdempotencyKey(ok), ok);
-  for (const bad of ["", "k".repeat(256), "with space", "ünï", "a/b", "a\nb"]) assert.throws(() => parseIdempotencyKey(bad), /Idempotency-Key header/);
+  for (const ok of ["a", "3f2c9a1e-8d7b-4c1a-9e55-1b2c3d4e5f60", "cli:run-1:2", "k".repeat(255)])
+    assert.equal(parseIdempotencyKey(ok), ok);
+  for (const bad of ["", "k".repeat(256), "with space", "ünï", "a/b", "a\nb"])
+    assert.throws(() => parseIdempotencyKey(bad), /Idempotency-Key header/);
 });
 
 test("the request digest tells requests apart and ignores nothing", () => {
-  const a = create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "img:1" });
-  const same = create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "img:1" });
-  const other = create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "img:1", replicas: 0 });
+  const a = create(CreateDeploymentRequestSchema, {
+    workspace: "acme",
+    project: "web",
+    environment: "prod",
+    image: "img:1",
+  });
+  const same = create(CreateDeploymentRequestSchema, {
+    workspace: "acme",
+    project: "web",
+    environment: "prod",
+    image: "img:1",
+  });
+  const other = create(CreateDeploymentRequestSchema, {
+    workspace: "acme",
+    project: "web",
+    environment: "prod",
+    image: "img:1",
+    replicas: 0,
+  });
   assert.equal(requestDigest(CreateDeploymentRequestSchema, a), requestDigest(CreateDeploymentRequestSchema, same));
-  assert.notEqual(requestDigest(CreateDeploymentRequestSchema, a), requestDigest(CreateDeploymentRequestSchema, other), "an explicit 0 is another request");
+  assert.notEqual(
+    requestDigest(CreateDeploymentRequestSchema, a),
+    requestDigest(CreateDeploymentRequestSchema, other),
+    "an explicit 0 is another request",
+  );
 });

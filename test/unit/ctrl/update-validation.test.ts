@@ -6,8 +6,17 @@ import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { RolloutStrategy, UpdateEnvironmentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
-import type { RolloutPolicyInput, RolloutPolicyPatch, SentinelSettingsInput } from "../../../src/ctrl/validate/types.js";
-import { mergeRolloutPolicy, mergeSentinel, validateRollout, validateUpdateEnvironment } from "../../../src/ctrl/validate/api.js";
+import type {
+  RolloutPolicyInput,
+  RolloutPolicyPatch,
+  SentinelSettingsInput,
+} from "../../../src/ctrl/validate/types.js";
+import {
+  mergeRolloutPolicy,
+  mergeSentinel,
+  validateRollout,
+  validateUpdateEnvironment,
+} from "../../../src/ctrl/validate/api.js";
 
 const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {
   strategy: "rollout.strategy",
@@ -20,7 +29,11 @@ const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {
   progressive: "rollout.progressive",
 };
 
-const intOrPercent = fc.oneof(fc.constantFrom("0", "0%"), fc.integer({ min: 0, max: 5 }).map(String), fc.integer({ min: 0, max: 100 }).map((n) => `${n}%`));
+const intOrPercent = fc.oneof(
+  fc.constantFrom("0", "0%"),
+  fc.integer({ min: 0, max: 5 }).map(String),
+  fc.integer({ min: 0, max: 100 }).map((n) => `${n}%`),
+);
 const policy: fc.Arbitrary<RolloutPolicyInput> = fc
   .record({
     strategy: fc.constantFrom("RollingUpdate" as const, "Recreate" as const),
@@ -34,7 +47,12 @@ const policy: fc.Arbitrary<RolloutPolicyInput> = fc
   })
   .filter((p) => {
     try {
-      validateRollout({ ...p, progressive: undefined, strategy: p.strategy === "Recreate" ? RolloutStrategy.RECREATE : RolloutStrategy.ROLLING_UPDATE, $typeName: "krane.ctrl.v1.RolloutPolicy" });
+      validateRollout({
+        ...p,
+        progressive: undefined,
+        strategy: p.strategy === "Recreate" ? RolloutStrategy.RECREATE : RolloutStrategy.ROLLING_UPDATE,
+        $typeName: "krane.ctrl.v1.RolloutPolicy",
+      });
       return true;
     } catch {
       return false;
@@ -60,7 +78,9 @@ describe("mergeRolloutPolicy", () => {
     fc.assert(
       fc.property(policy, patch, (current, change) => {
         const expected = { ...current, ...change };
-        const valid = !(expected.strategy === "RollingUpdate" && isZero(expected.maxSurge) && isZero(expected.maxUnavailable)) && expected.progressDeadlineSeconds > expected.minReadySeconds;
+        const valid =
+          !(expected.strategy === "RollingUpdate" && isZero(expected.maxSurge) && isZero(expected.maxUnavailable)) &&
+          expected.progressDeadlineSeconds > expected.minReadySeconds;
         let merged: RolloutPolicyInput;
         try {
           merged = mergeRolloutPolicy(current, change);
@@ -85,11 +105,21 @@ describe("mergeSentinel", () => {
   it("changes only the given fields, adds with defaults, removes", () => {
     assert.deepEqual(mergeSentinel(current, null, false), current);
     assert.deepEqual(mergeSentinel(current, { replicas: 0 }, false), { ...current, replicas: 0 });
-    assert.deepEqual(mergeSentinel(null, { image: "s:2" }, false), { image: "s:2", replicas: 2, cpuMillicores: 250, memoryMib: 256 });
+    assert.deepEqual(mergeSentinel(null, { image: "s:2" }, false), {
+      image: "s:2",
+      replicas: 2,
+      cpuMillicores: 250,
+      memoryMib: 256,
+    });
     assert.equal(mergeSentinel(current, null, true), null);
     assert.equal(mergeSentinel(null, null, false), null);
     // No image named: krane's own sentinel ("").
-    assert.deepEqual(mergeSentinel(null, { replicas: 3 }, false), { image: "", replicas: 3, cpuMillicores: 250, memoryMib: 256 });
+    assert.deepEqual(mergeSentinel(null, { replicas: 3 }, false), {
+      image: "",
+      replicas: 3,
+      cpuMillicores: 250,
+      memoryMib: 256,
+    });
   });
 });
 
@@ -101,14 +131,20 @@ describe("validateUpdateEnvironment", () => {
         project: "shop",
         environment: "prod",
         rollout: { paused: false },
-        regions: [{ region: "eu", replicas: 0 }, { region: "us", replicas: 3 }],
+        regions: [
+          { region: "eu", replicas: 0 },
+          { region: "us", replicas: 3 },
+        ],
         removeRegions: ["ap"],
       }),
     );
     assert.deepEqual(u.rollout, { paused: false });
     assert.equal(u.sentinel, null);
     assert.equal(u.removeSentinel, false);
-    assert.deepEqual(u.regions, [{ index: 0, region: "eu", replicas: 0 }, { index: 1, region: "us", replicas: 3 }]);
+    assert.deepEqual(u.regions, [
+      { index: 0, region: "eu", replicas: 0 },
+      { index: 1, region: "us", replicas: 3 },
+    ]);
     assert.deepEqual(u.removeRegions, [{ index: 0, region: "ap" }]);
   });
 
@@ -123,15 +159,26 @@ describe("validateUpdateEnvironment", () => {
           environment: text,
           sentinel: opt(fc.record({ image: opt(text), replicas: opt(fc.integer({ min: -5, max: 200 })) })),
           removeSentinel: fc.boolean(),
-          rollout: opt(fc.record({ strategy: opt(fc.integer({ min: -1, max: 4 })), maxSurge: opt(text), minReadySeconds: opt(fc.integer({ min: -5, max: 5000 })) })),
-          regions: fc.array(fc.record({ region: text, replicas: fc.integer({ min: -2, max: 2000 }) }), { maxLength: 3 }),
+          rollout: opt(
+            fc.record({
+              strategy: opt(fc.integer({ min: -1, max: 4 })),
+              maxSurge: opt(text),
+              minReadySeconds: opt(fc.integer({ min: -5, max: 5000 })),
+            }),
+          ),
+          regions: fc.array(fc.record({ region: text, replicas: fc.integer({ min: -2, max: 2000 }) }), {
+            maxLength: 3,
+          }),
           removeRegions: fc.array(text, { maxLength: 3 }),
         }),
         (req) => {
           try {
             const u = validateUpdateEnvironment(create(UpdateEnvironmentRequestSchema, req));
             const added = new Set(u.regions.map((r) => r.region));
-            assert.ok(u.removeRegions.every((r) => !added.has(r.region)), "a region both added and removed");
+            assert.ok(
+              u.removeRegions.every((r) => !added.has(r.region)),
+              "a region both added and removed",
+            );
             assert.ok(!(u.sentinel !== null && u.removeSentinel));
           } catch (err) {
             assert.ok(err instanceof DomainError && err.code === "invalid_argument", String(err));

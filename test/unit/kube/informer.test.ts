@@ -11,9 +11,16 @@ function obj(name: string, rv: string): KubeObject {
   return { metadata: { name, namespace: "ns", resourceVersion: rv, generation: Number(rv), labels: { k: name } } };
 }
 
-type Script = (emit: (t: WatchEventType, o: unknown) => void, signal: AbortSignal, params: WatchParams) => Promise<void>;
+type Script = (
+  emit: (t: WatchEventType, o: unknown) => void,
+  signal: AbortSignal,
+  params: WatchParams,
+) => Promise<void>;
 
-function fakeClient(lists: Array<{ items: KubeObject[]; rv: string }>, watches: Script[]): ListWatchClient & { listCalls: number; watchParams: WatchParams[] } {
+function fakeClient(
+  lists: Array<{ items: KubeObject[]; rv: string }>,
+  watches: Script[],
+): ListWatchClient & { listCalls: number; watchParams: WatchParams[] } {
   const c = {
     listCalls: 0,
     watchParams: [] as WatchParams[],
@@ -22,9 +29,16 @@ function fakeClient(lists: Array<{ items: KubeObject[]; rv: string }>, watches: 
       c.listCalls++;
       return { items: l?.items ?? [], resourceVersion: l?.rv ?? "0" };
     },
-    async watch(_r: unknown, params: WatchParams, onEvent: (t: WatchEventType, o: unknown) => void, signal: AbortSignal) {
+    async watch(
+      _r: unknown,
+      params: WatchParams,
+      onEvent: (t: WatchEventType, o: unknown) => void,
+      signal: AbortSignal,
+    ) {
       c.watchParams.push(params);
-      const script = watches[c.watchParams.length - 1] ?? ((_e, s) => new Promise<void>((r) => s.addEventListener("abort", () => r())));
+      const script =
+        watches[c.watchParams.length - 1] ??
+        ((_e, s) => new Promise<void>((r) => s.addEventListener("abort", () => r())));
       await script(onEvent, signal, params);
     },
   };
@@ -52,7 +66,13 @@ test("list, watch with bookmarks from the list's version, re-watch after a clean
       },
     ],
   );
-  const r = new Informer({ resource: resources.pods, labelSelector: "k", client, log: silentLogger, indexes: { k: (o) => o.metadata.labels?.k } });
+  const r = new Informer({
+    resource: resources.pods,
+    labelSelector: "k",
+    client,
+    log: silentLogger,
+    indexes: { k: (o) => o.metadata.labels?.k },
+  });
   r.onChange((t, o) => events.push(`${t}:${o.metadata.name}`));
   await r.run(ac.signal);
   assert.equal(client.listCalls, 2);
@@ -61,8 +81,23 @@ test("list, watch with bookmarks from the list's version, re-watch after a clean
   assert.ok((client.watchParams[0]?.timeoutSeconds ?? 0) > 0);
   assert.equal(client.watchParams[1]?.resourceVersion, "8", "re-watch from the bookmark");
   assert.equal(client.watchParams[2]?.resourceVersion, "10", "after 410: from the new list");
-  assert.deepEqual(events, ["added:a", "added:b", "added:x", "updated:x", "deleted:x", "updated:a", "added:c", "deleted:b"]);
-  assert.deepEqual(r.list().map((o) => o.metadata.name).sort(), ["a", "c"]);
+  assert.deepEqual(events, [
+    "added:a",
+    "added:b",
+    "added:x",
+    "updated:x",
+    "deleted:x",
+    "updated:a",
+    "added:c",
+    "deleted:b",
+  ]);
+  assert.deepEqual(
+    r
+      .list()
+      .map((o) => o.metadata.name)
+      .sort(),
+    ["a", "c"],
+  );
   assert.equal(r.byIndex("k", "c")[0]?.metadata.name, "c");
   assert.equal(r.byIndex("k", "b").length, 0);
 });

@@ -28,8 +28,22 @@ function doc(users: Record<string, unknown>[], extra: Record<string, unknown> = 
       { name: "other", context: { cluster: "c2", user: "u2" } },
     ],
     clusters: [
-      { name: "c1", cluster: { server: "https://10.0.0.1:6443", "certificate-authority-data": Buffer.from("CA1").toString("base64") } },
-      { name: "c2", cluster: { server: "https://10.0.0.2:6443", "certificate-authority": "ca2.pem", "insecure-skip-tls-verify": true, "tls-server-name": "api.internal" } },
+      {
+        name: "c1",
+        cluster: {
+          server: "https://10.0.0.1:6443",
+          "certificate-authority-data": Buffer.from("CA1").toString("base64"),
+        },
+      },
+      {
+        name: "c2",
+        cluster: {
+          server: "https://10.0.0.2:6443",
+          "certificate-authority": "ca2.pem",
+          "insecure-skip-tls-verify": true,
+          "tls-server-name": "api.internal",
+        },
+      },
     ],
     users,
     ...extra,
@@ -39,7 +53,13 @@ function doc(users: Record<string, unknown>[], extra: Record<string, unknown> = 
 test("a token user: the current context's server, CA and bearer token", async () => {
   const d = dir();
   try {
-    writeFileSync(join(d.path, "config"), doc([{ name: "u1", user: { token: "t-1" } }, { name: "u2", user: {} }]));
+    writeFileSync(
+      join(d.path, "config"),
+      doc([
+        { name: "u1", user: { token: "t-1" } },
+        { name: "u2", user: {} },
+      ]),
+    );
     const a = KubeAccess.fromFile(join(d.path, "config"));
     assert.equal(a.getCurrentCluster().server, "https://10.0.0.1:6443");
     const o = await options(a);
@@ -85,7 +105,10 @@ test("several files: the first to name an entry wins, current-context from the f
   try {
     writeFileSync(join(d.path, "a"), stringify({ clusters: [{ name: "c1", cluster: { server: "https://first:1" } }] }));
     writeFileSync(join(d.path, "b"), doc([{ name: "u1", user: { token: "x" } }]));
-    assert.equal(KubeAccess.fromFiles([join(d.path, "a"), join(d.path, "b")]).getCurrentCluster().server, "https://first:1");
+    assert.equal(
+      KubeAccess.fromFiles([join(d.path, "a"), join(d.path, "b")]).getCurrentCluster().server,
+      "https://first:1",
+    );
   } finally {
     d.done();
   }
@@ -101,7 +124,11 @@ test("broken kubeconfigs name what is missing", () => {
     assert.throws(() => KubeAccess.fromFile(write("{")), KubeConfigError);
     assert.throws(() => KubeAccess.fromFile(write({ contexts: [] })), /no current-context/);
     assert.throws(() => KubeAccess.fromFile(write({ "current-context": "x" })), /context "x" not found/);
-    assert.throws(() => KubeAccess.fromFile(write({ "current-context": "x", contexts: [{ name: "x", context: { cluster: "nope" } }] })), /cluster "nope"/);
+    assert.throws(
+      () =>
+        KubeAccess.fromFile(write({ "current-context": "x", contexts: [{ name: "x", context: { cluster: "nope" } }] })),
+      /cluster "nope"/,
+    );
   } finally {
     d.done();
   }
@@ -134,10 +161,19 @@ test("an exec credential plugin is run through client-node, as kubectl would", a
     chmodSync(plugin, 0o755);
     writeFileSync(
       join(d.path, "config"),
-      doc([{ name: "u1", user: { exec: { apiVersion: "client.authentication.k8s.io/v1", command: plugin, interactiveMode: "Never" } } }, { name: "u2", user: {} }]),
+      doc([
+        {
+          name: "u1",
+          user: { exec: { apiVersion: "client.authentication.k8s.io/v1", command: plugin, interactiveMode: "Never" } },
+        },
+        { name: "u2", user: {} },
+      ]),
     );
     const o = await options(KubeAccess.fromFile(join(d.path, "config")));
-    assert.equal((o.headers as Record<string, string>).Authorization ?? (o.headers as Record<string, string>).authorization, "Bearer from-plugin");
+    assert.equal(
+      (o.headers as Record<string, string>).Authorization ?? (o.headers as Record<string, string>).authorization,
+      "Bearer from-plugin",
+    );
   } finally {
     d.done();
   }

@@ -12,7 +12,9 @@ import { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
 import { loopbackKubeConfig } from "./support.js";
 
-async function withServer(fn: (client: KubeClient, seen: { connections: number; requests: string[] }) => Promise<void>): Promise<void> {
+async function withServer(
+  fn: (client: KubeClient, seen: { connections: number; requests: string[] }) => Promise<void>,
+): Promise<void> {
   const seen = { connections: 0, requests: [] as string[] };
   const served = new WeakMap<Socket, number>();
   const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
@@ -25,8 +27,17 @@ async function withServer(fn: (client: KubeClient, seen: { connections: number; 
       return;
     }
     seen.requests.push(`${req.method ?? ""} ${req.url ?? ""}`);
-    const body = JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm", namespace: "ns", resourceVersion: "1" } });
-    res.writeHead(req.method === "POST" ? 201 : 200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) }).end(body);
+    const body = JSON.stringify({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "cm", namespace: "ns", resourceVersion: "1" },
+    });
+    res
+      .writeHead(req.method === "POST" ? 201 : 200, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(body),
+      })
+      .end(body);
   });
   server.on("connection", () => seen.connections++);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
@@ -45,9 +56,20 @@ test("a get or an apply on a reused connection the server closed is sent again o
     assert.equal((await client.get(resources.configMaps, "ns", "cm"))?.metadata.name, "cm");
     // The first connection is now idle in the pool; reusing it is reset.
     assert.equal((await client.get(resources.configMaps, "ns", "cm"))?.metadata.name, "cm");
-    const applied = await client.apply(resources.configMaps, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm", namespace: "ns" } });
+    const applied = await client.apply(resources.configMaps, {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "cm", namespace: "ns" },
+    });
     assert.equal(applied.metadata.name, "cm");
-    assert.deepEqual(seen.requests.map((r) => r.split("?")[0]), ["GET /api/v1/namespaces/ns/configmaps/cm", "GET /api/v1/namespaces/ns/configmaps/cm", "PATCH /api/v1/namespaces/ns/configmaps/cm"]);
+    assert.deepEqual(
+      seen.requests.map((r) => r.split("?")[0]),
+      [
+        "GET /api/v1/namespaces/ns/configmaps/cm",
+        "GET /api/v1/namespaces/ns/configmaps/cm",
+        "PATCH /api/v1/namespaces/ns/configmaps/cm",
+      ],
+    );
     assert.equal(seen.connections, 3, "each request that was reset went again on a new connection");
   });
 });
@@ -56,9 +78,16 @@ test("a create on a reused connection the server closed is not sent again: the r
   await withServer(async (client, seen) => {
     await client.get(resources.configMaps, "ns", "cm");
     await assert.rejects(
-      client.create(resources.configMaps, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm2", namespace: "ns" } }),
+      client.create(resources.configMaps, {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "cm2", namespace: "ns" },
+      }),
       (err: NodeJS.ErrnoException) => err.code === "ECONNRESET",
     );
-    assert.deepEqual(seen.requests.map((r) => r.split("?")[0]), ["GET /api/v1/namespaces/ns/configmaps/cm"]);
+    assert.deepEqual(
+      seen.requests.map((r) => r.split("?")[0]),
+      ["GET /api/v1/namespaces/ns/configmaps/cm"],
+    );
   });
 });

@@ -7,7 +7,9 @@ import { KubeConfig } from "@kubernetes/client-node";
 export function loopbackKubeConfig(server: Server): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    clusters: [
+      { name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
+    ],
     users: [{ name: "u", token: "t" }],
     contexts: [{ name: "c", cluster: "c", user: "u" }],
     currentContext: "c",

@@ -10,7 +10,10 @@ import { resources } from "../../../src/kube/resources.js";
 import { loopbackKubeConfig } from "./support.js";
 
 test("a watch aborted from its event callback ends without an uncaught error", async () => {
-  const gone = { type: "ERROR", object: { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Expired", code: 410 } };
+  const gone = {
+    type: "ERROR",
+    object: { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Expired", code: 410 },
+  };
   const server = http.createServer((_req, res) => {
     // The whole answer at once, as kube-apiserver's cache answers a too-old resourceVersion: the
     // callback aborts while the socket is about to go back to the agent's pool.
@@ -25,10 +28,15 @@ test("a watch aborted from its event callback ends without an uncaught error", a
     for (let i = 0; i < 3; i++) {
       const ac = new AbortController();
       const seen: string[] = [];
-      await client.watch(resources.replicaSets, { namespace: "ns" }, (type) => {
-        seen.push(type);
-        ac.abort();
-      }, ac.signal);
+      await client.watch(
+        resources.replicaSets,
+        { namespace: "ns" },
+        (type) => {
+          seen.push(type);
+          ac.abort();
+        },
+        ac.signal,
+      );
       assert.deepEqual(seen, ["ERROR"]);
     }
     await new Promise((r) => setTimeout(r, 100));

@@ -32,5 +32,8 @@ test("the ceiling doubles per attempt until the cap, and reset starts over", () 
 });
 
 test("random 0 gives the floor", () => {
-  assert.equal(fullJitterDelay(3, { baseMs: 100, capMs: 1000, minMs: 25 }, () => 0), 25);
+  assert.equal(
+    fullJitterDelay(3, { baseMs: 100, capMs: 1000, minMs: 25 }, () => 0),
+    25,
+  );
 });

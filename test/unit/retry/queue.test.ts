@@ -193,7 +193,10 @@ test("stop cancels pending retries and resolves waiters", async () => {
 test("property: every added key is reconciled at least once after its last add, and never concurrently; size and retrying count keys with work", async () => {
   await fc.assert(
     fc.asyncProperty(
-      fc.array(fc.tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 3 })), { minLength: 1, maxLength: 60 }),
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 3 })), {
+        minLength: 1,
+        maxLength: 60,
+      }),
       fc.integer({ min: 1, max: 4 }),
       async (ops, concurrency) => {
         const lastAdd = new Map<string, number>();
@@ -209,7 +212,8 @@ test("property: every added key is reconciled at least once after its last add, 
             if (active.has(k)) overlap = true;
             active.add(k);
             // Every running key has work; no more keys have work than were ever added.
-            if (q.size < active.size || q.size > 6 || q.retrying < 0 || q.retrying > q.size) badCount = `size ${q.size}, retrying ${q.retrying}, running ${active.size}`;
+            if (q.size < active.size || q.size > 6 || q.retrying < 0 || q.retrying > q.size)
+              badCount = `size ${q.size}, retrying ${q.retrying}, running ${active.size}`;
             lastStart.set(k, ++clock);
             await new Promise((r) => setTimeout(r, Math.random() * 2));
             active.delete(k);

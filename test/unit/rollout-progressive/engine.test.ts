@@ -23,7 +23,14 @@ import {
 } from "../../../src/rollout/progressive/index.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00Z");
-const RULES: AnalysisRules = { minSuccessRatePercent: 99, maxP99Ms: null, minRequests: 10, intervalSeconds: 10, checks: 2, failuresAllowed: 0 };
+const RULES: AnalysisRules = {
+  minSuccessRatePercent: 99,
+  maxP99Ms: null,
+  minRequests: 10,
+  intervalSeconds: 10,
+  checks: 2,
+  failuresAllowed: 0,
+};
 
 function canary(steps: CanaryStep[], waves: ProgressiveSpec["waves"] = null): ProgressiveSpec {
   return { strategy: { type: "canary", steps, scaleDownStable: false }, waves, progressDeadlineSeconds: 600 };
@@ -51,8 +58,21 @@ class Sim {
     readonly regions: string[],
     readonly replicas = 10,
   ) {}
-  step(newest: string | null, command: Command | null = null, verdict: Verdict | null = null, available = true): Decision {
-    const d = decide({ spec: this.spec, state: this.state, newest, regions: observe(this.regions, this.replicas, this.last, available), command, verdict, now: this.now });
+  step(
+    newest: string | null,
+    command: Command | null = null,
+    verdict: Verdict | null = null,
+    available = true,
+  ): Decision {
+    const d = decide({
+      spec: this.spec,
+      state: this.state,
+      newest,
+      regions: observe(this.regions, this.replicas, this.last, available),
+      command,
+      verdict,
+      now: this.now,
+    });
     this.state = d.state;
     this.last = d;
     return d;
@@ -74,7 +94,14 @@ class Sim {
 
 describe("progressive engine: canary", () => {
   it("walks 20 → pause → 50 → 100 and completes on promote", () => {
-    const sim = new Sim(canary([{ type: "setWeight", weight: 20 }, { type: "pause", seconds: null }, { type: "setWeight", weight: 50 }]), ["a"]);
+    const sim = new Sim(
+      canary([
+        { type: "setWeight", weight: 20 },
+        { type: "pause", seconds: null },
+        { type: "setWeight", weight: 50 },
+      ]),
+      ["a"],
+    );
     sim.settle("v1");
     assert.equal(sim.state.stable, "v1");
     assert.equal(sim.state.phase, "Healthy");
@@ -95,7 +122,13 @@ describe("progressive engine: canary", () => {
   });
 
   it("an abort returns 100 % to stable at once and scales the canary to 0; promote retries", () => {
-    const sim = new Sim(canary([{ type: "setWeight", weight: 30 }, { type: "pause", seconds: null }]), ["a", "b"]);
+    const sim = new Sim(
+      canary([
+        { type: "setWeight", weight: 30 },
+        { type: "pause", seconds: null },
+      ]),
+      ["a", "b"],
+    );
     sim.settle("v1");
     sim.settle("v2");
     assert.equal(sim.weight("b", "v2"), 30);
@@ -118,7 +151,15 @@ describe("progressive engine: canary", () => {
   });
 
   it("a failed analysis aborts with the measurement in the reason; passes advance", () => {
-    const sim = new Sim(canary([{ type: "setWeight", weight: 10 }, { type: "analysis", rules: RULES }, { type: "setWeight", weight: 60 }, { type: "pause", seconds: null }]), ["a"]);
+    const sim = new Sim(
+      canary([
+        { type: "setWeight", weight: 10 },
+        { type: "analysis", rules: RULES },
+        { type: "setWeight", weight: 60 },
+        { type: "pause", seconds: null },
+      ]),
+      ["a"],
+    );
     sim.settle("v1");
     sim.settle("v2");
     assert.equal(analysisRequest(sim.spec, sim.state, ["a"], sim.now), null, "not due before the interval");
@@ -137,7 +178,11 @@ describe("progressive engine: canary", () => {
     bad.settle("v1");
     bad.settle("v2");
     bad.now += 10_000;
-    const d = bad.step("v2", null, { result: "fail", reason: "success rate 89.7 % < 99 % over 1,214 requests", at: bad.now });
+    const d = bad.step("v2", null, {
+      result: "fail",
+      reason: "success rate 89.7 % < 99 % over 1,214 requests",
+      at: bad.now,
+    });
     assert.equal(d.aborted, true);
     assert.match(d.state.reason, /success rate 89\.7 % < 99 % over 1,214 requests/);
     assert.equal(bad.weight("a", "v1"), 100);
@@ -149,13 +194,27 @@ describe("progressive engine: canary", () => {
     const d = sim.step("v2", null, null, true);
     assert.equal(d.state.phase, "Progressing");
     sim.now += 31_000;
-    const after = decide({ spec: sim.spec, state: sim.state, newest: "v2", regions: [{ region: "a", replicas: 10, revisions: new Map([["v1", { available: 10, ready: 10, current: 10 }]]) }], command: null, verdict: null, now: sim.now });
+    const after = decide({
+      spec: sim.spec,
+      state: sim.state,
+      newest: "v2",
+      regions: [{ region: "a", replicas: 10, revisions: new Map([["v1", { available: 10, ready: 10, current: 10 }]]) }],
+      command: null,
+      verdict: null,
+      now: sim.now,
+    });
     assert.equal(after.aborted, true);
     assert.match(after.state.reason, /not available after 30s/);
   });
 
   it("a newer deployment mid-rollout replaces the canary", () => {
-    const sim = new Sim(canary([{ type: "setWeight", weight: 20 }, { type: "pause", seconds: null }]), ["a"]);
+    const sim = new Sim(
+      canary([
+        { type: "setWeight", weight: 20 },
+        { type: "pause", seconds: null },
+      ]),
+      ["a"],
+    );
     sim.settle("v1");
     sim.settle("v2");
     sim.settle("v3");
@@ -166,7 +225,11 @@ describe("progressive engine: canary", () => {
 });
 
 describe("progressive engine: blue-green", () => {
-  const spec: ProgressiveSpec = { strategy: { type: "blueGreen", autoPromoteSeconds: null, scaleDownDelaySeconds: 300 }, waves: null, progressDeadlineSeconds: 600 };
+  const spec: ProgressiveSpec = {
+    strategy: { type: "blueGreen", autoPromoteSeconds: null, scaleDownDelaySeconds: 300 },
+    waves: null,
+    progressDeadlineSeconds: 600,
+  };
   it("previews at full size with 0 %, switches on promote, rolls back within the window without scaling up", () => {
     const sim = new Sim(spec, ["a"], 3);
     sim.settle("v1");
@@ -190,7 +253,11 @@ describe("progressive engine: blue-green", () => {
     assert.equal(back.state.phase, "Degraded");
   });
   it("auto-promotes after N seconds and drops the previous revision after the window", () => {
-    const sim = new Sim({ ...spec, strategy: { type: "blueGreen", autoPromoteSeconds: 30, scaleDownDelaySeconds: 60 } }, ["a"], 2);
+    const sim = new Sim(
+      { ...spec, strategy: { type: "blueGreen", autoPromoteSeconds: 30, scaleDownDelaySeconds: 60 } },
+      ["a"],
+      2,
+    );
     sim.settle("v1");
     const d = sim.settle("v2");
     assert.equal(d.wakeAt, T0 + 30_000);
@@ -205,7 +272,10 @@ describe("progressive engine: blue-green", () => {
 
 describe("progressive engine: waves", () => {
   it("a later wave sees nothing until the gate passes; an abort leaves it untouched", () => {
-    const spec = canary([{ type: "setWeight", weight: 50 }], { regions: [["eu"], ["us"]], gate: { type: "available", seconds: 60 } });
+    const spec = canary([{ type: "setWeight", weight: 50 }], {
+      regions: [["eu"], ["us"]],
+      gate: { type: "available", seconds: 60 },
+    });
     const sim = new Sim(spec, ["eu", "us"], 4);
     sim.settle("v1");
     sim.settle("v2");
@@ -227,7 +297,13 @@ describe("progressive engine: waves", () => {
     assert.equal(failing.weight("eu", "v1"), 100);
   });
   it("regions no wave names form a last wave", () => {
-    assert.deepEqual(wavesOf(canary([{ type: "setWeight", weight: 1 }], { regions: [["b"]], gate: { type: "available", seconds: 0 } }), ["a", "b", "c"]), [["b"], ["a", "c"]]);
+    assert.deepEqual(
+      wavesOf(
+        canary([{ type: "setWeight", weight: 1 }], { regions: [["b"]], gate: { type: "available", seconds: 0 } }),
+        ["a", "b", "c"],
+      ),
+      [["b"], ["a", "c"]],
+    );
   });
 });
 
@@ -241,14 +317,32 @@ describe("progressive engine: sizing and weights", () => {
     assert.equal(canaryReplicas(0, 50), 0);
   });
   it("safeWeights moves the share of a revision with nothing available", () => {
-    assert.deepEqual(safeWeights([{ deploymentId: "s", weight: 80 }, { deploymentId: "c", weight: 20 }], (id) => (id === "s" ? 3 : 0)), [
-      { deploymentId: "s", weight: 100 },
-      { deploymentId: "c", weight: 0 },
-    ]);
-    assert.deepEqual(safeWeights([{ deploymentId: "s", weight: 0 }, { deploymentId: "c", weight: 100 }], (id) => (id === "s" ? 3 : 0)), [
-      { deploymentId: "s", weight: 100 },
-      { deploymentId: "c", weight: 0 },
-    ]);
+    assert.deepEqual(
+      safeWeights(
+        [
+          { deploymentId: "s", weight: 80 },
+          { deploymentId: "c", weight: 20 },
+        ],
+        (id) => (id === "s" ? 3 : 0),
+      ),
+      [
+        { deploymentId: "s", weight: 100 },
+        { deploymentId: "c", weight: 0 },
+      ],
+    );
+    assert.deepEqual(
+      safeWeights(
+        [
+          { deploymentId: "s", weight: 0 },
+          { deploymentId: "c", weight: 100 },
+        ],
+        (id) => (id === "s" ? 3 : 0),
+      ),
+      [
+        { deploymentId: "s", weight: 100 },
+        { deploymentId: "c", weight: 0 },
+      ],
+    );
   });
 });
 
@@ -270,13 +364,24 @@ const stepArb = fc.oneof(
 const REGIONS = ["r1", "r2", "r3"];
 const specArb: fc.Arbitrary<ProgressiveSpec> = fc.record({
   strategy: fc.oneof(
-    fc.record({ type: fc.constant("canary" as const), steps: fc.array(stepArb, { minLength: 1, maxLength: 6 }), scaleDownStable: fc.boolean() }),
-    fc.record({ type: fc.constant("blueGreen" as const), autoPromoteSeconds: fc.option(fc.integer({ min: 1, max: 60 }), { nil: null }), scaleDownDelaySeconds: fc.integer({ min: 0, max: 120 }) }),
+    fc.record({
+      type: fc.constant("canary" as const),
+      steps: fc.array(stepArb, { minLength: 1, maxLength: 6 }),
+      scaleDownStable: fc.boolean(),
+    }),
+    fc.record({
+      type: fc.constant("blueGreen" as const),
+      autoPromoteSeconds: fc.option(fc.integer({ min: 1, max: 60 }), { nil: null }),
+      scaleDownDelaySeconds: fc.integer({ min: 0, max: 120 }),
+    }),
   ),
   waves: fc.option(
     fc.record({
       regions: fc.constantFrom([["r1"], ["r2", "r3"]], [["r2"], ["r1"], ["r3"]], [["r3"]]),
-      gate: fc.oneof(fc.integer({ min: 0, max: 60 }).map((seconds) => ({ type: "available" as const, seconds })), ruleArb.map((rules) => ({ type: "analysis" as const, rules }))),
+      gate: fc.oneof(
+        fc.integer({ min: 0, max: 60 }).map((seconds) => ({ type: "available" as const, seconds })),
+        ruleArb.map((rules) => ({ type: "analysis" as const, rules })),
+      ),
     }),
     { nil: null },
   ),
@@ -292,7 +397,11 @@ const actionArb = fc.record({
   replicas: fc.integer({ min: 0, max: 10 }),
 });
 
-function observations(last: Decision | null, state: ProgressiveState, a: { availability: number[]; replicas: number }): RegionObservation[] {
+function observations(
+  last: Decision | null,
+  state: ProgressiveState,
+  a: { availability: number[]; replicas: number },
+): RegionObservation[] {
   return REGIONS.map((region, i) => {
     const d = last?.regions.find((r) => r.region === region);
     const revisions = new Map<string, { available: number; ready: number; current: number }>();
@@ -325,16 +434,31 @@ describe("progressive engine: properties", () => {
           for (const r of d.regions) {
             const o = regions.find((x) => x.region === r.region);
             const avail = (id: string): number => o?.revisions.get(id)?.available ?? 0;
-            if (r.weights.length > 0) assert.equal(r.weights.reduce((s, w) => s + w.weight, 0), 100, `weights of ${r.region} add up to 100`);
+            if (r.weights.length > 0)
+              assert.equal(
+                r.weights.reduce((s, w) => s + w.weight, 0),
+                100,
+                `weights of ${r.region} add up to 100`,
+              );
             const anyAvailable = r.weights.some((w) => avail(w.deploymentId) > 0);
-            if (anyAvailable) for (const w of r.weights) if (w.weight > 0) assert.ok(avail(w.deploymentId) > 0, `${r.region}: ${w.deploymentId} gets ${w.weight} % with nothing available`);
+            if (anyAvailable)
+              for (const w of r.weights)
+                if (w.weight > 0)
+                  assert.ok(
+                    avail(w.deploymentId) > 0,
+                    `${r.region}: ${w.deploymentId} gets ${w.weight} % with nothing available`,
+                  );
             for (const n of Object.values(r.replicas)) assert.ok(Number.isInteger(n) && n >= 0 && n <= a.replicas);
             // Later waves: the new revision is neither sized nor routed.
             const canaryId = d.state.canary;
             if (canaryId !== null && !d.state.aborted) {
               const wi = waves.findIndex((w) => w.includes(r.region));
               if (wi > d.state.wave) {
-                assert.equal(r.replicas[canaryId] ?? 0, 0, `${r.region} (wave ${wi}) has the new revision in wave ${d.state.wave}`);
+                assert.equal(
+                  r.replicas[canaryId] ?? 0,
+                  0,
+                  `${r.region} (wave ${wi}) has the new revision in wave ${d.state.wave}`,
+                );
                 assert.equal(r.weights.find((w) => w.deploymentId === canaryId)?.weight ?? 0, 0);
               }
             }
@@ -343,13 +467,21 @@ describe("progressive engine: properties", () => {
             for (const r of d.regions) {
               const o = regions.find((x) => x.region === r.region);
               const stableAvail = o?.revisions.get(d.state.stable)?.available ?? 0;
-              if (stableAvail > 0) assert.equal(r.weights.find((w) => w.deploymentId === d.state.stable)?.weight, 100, "abort: 100 % stable");
+              if (stableAvail > 0)
+                assert.equal(
+                  r.weights.find((w) => w.deploymentId === d.state.stable)?.weight,
+                  100,
+                  "abort: 100 % stable",
+                );
               assert.equal(r.replicas[d.state.canary] ?? 0, 0, "abort: canary scaled to 0");
             }
           }
           // Steps and waves only move forward while the same rollout goes on, unless aborted or retried.
           if (before.canary !== null && before.canary === d.state.canary && !before.aborted && !d.state.aborted) {
-            assert.ok(d.state.wave > before.wave || (d.state.wave === before.wave && d.state.step >= before.step), "steps never go backwards");
+            assert.ok(
+              d.state.wave > before.wave || (d.state.wave === before.wave && d.state.step >= before.step),
+              "steps never go backwards",
+            );
           }
           state = d.state;
           last = d;

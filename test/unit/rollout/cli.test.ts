@@ -22,8 +22,14 @@ describe("runRolloutPlan", () => {
   it("prints the engine's output as JSON with exit code 0", () => {
     const r = runRolloutPlan(example);
     assert.equal(r.exitCode, 0);
-    const out = JSON.parse(r.stdout) as { revisions: { name: string; replicas: number }[]; events: { message: string }[] };
-    assert.deepEqual(out.revisions.map((x) => x.replicas), [10, 3]);
+    const out = JSON.parse(r.stdout) as {
+      revisions: { name: string; replicas: number }[];
+      events: { message: string }[];
+    };
+    assert.deepEqual(
+      out.revisions.map((x) => x.replicas),
+      [10, 3],
+    );
     assert.equal(out.events[0]?.message, "Scaled up replica set v2 from 0 to 3");
   });
 
@@ -50,7 +56,10 @@ describe("the rollout command group", () => {
     const group = rolloutCommand(program);
     group.command("status");
     assert.equal(program.commands.filter((c) => c.name() === "rollout").length, 1);
-    assert.deepEqual(group.commands.map((c) => c.name()), ["plan", "status"]);
+    assert.deepEqual(
+      group.commands.map((c) => c.name()),
+      ["plan", "status"],
+    );
   });
 });
 
@@ -59,7 +68,10 @@ describe("krane rollout plan (process)", () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   function krane(args: string[], stdin?: string) {
-    return spawnSync(process.execPath, ["bin/krane.js", "rollout", "plan", ...args], { input: stdin ?? "", encoding: "utf8" });
+    return spawnSync(process.execPath, ["bin/krane.js", "rollout", "plan", ...args], {
+      input: stdin ?? "",
+      encoding: "utf8",
+    });
   }
 
   it("reads --input FILE", () => {

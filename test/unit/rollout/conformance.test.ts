@@ -44,11 +44,18 @@ describe("conformance generator", () => {
     const inputs = generateCases(3, 600).map((c) => c.input);
     const d = inputs.map((i) => i.deployment);
     assert.ok(d.some((x) => x.strategy.type === "Recreate") && d.some((x) => x.strategy.type === "RollingUpdate"));
-    const fences = d.flatMap((x) => (x.strategy.type === "RollingUpdate" ? [x.strategy.rollingUpdate.maxSurge, x.strategy.rollingUpdate.maxUnavailable] : []));
+    const fences = d.flatMap((x) =>
+      x.strategy.type === "RollingUpdate"
+        ? [x.strategy.rollingUpdate.maxSurge, x.strategy.rollingUpdate.maxUnavailable]
+        : [],
+    );
     assert.ok(fences.some((f) => typeof f === "number") && fences.some((f) => typeof f === "string"));
     assert.ok(d.some((x) => x.paused) && d.some((x) => !x.paused));
     assert.ok(d.some((x) => x.rollbackTo === 0) && d.some((x) => (x.rollbackTo ?? 0) > 0));
-    assert.ok(d.some((x) => x.progressDeadlineSeconds === null) && d.some((x) => x.conditions.length === 0 && x.progressDeadlineSeconds !== null));
+    assert.ok(
+      d.some((x) => x.progressDeadlineSeconds === null) &&
+        d.some((x) => x.conditions.length === 0 && x.progressDeadlineSeconds !== null),
+    );
     assert.ok(d.some((x) => x.conditions.some((c) => c.type === "Progressing")));
     assert.ok(d.some((x) => x.revisionHistoryLimit === 0) && d.some((x) => x.revisionHistoryLimit === null));
     assert.ok(d.some((x) => x.minReadySeconds > 0));
@@ -59,7 +66,10 @@ describe("conformance generator", () => {
 });
 
 describe("conformance comparator", () => {
-  const base = input(deployment("v2", { progressDeadlineSeconds: 600 }), [rev("v1", 1, 10, { desired: 10, max: 13 }), rev("v2", null, 0)]) as unknown as RolloutInput;
+  const base = input(deployment("v2", { progressDeadlineSeconds: 600 }), [
+    rev("v1", 1, 10, { desired: 10, max: 13 }),
+    rev("v2", null, 0),
+  ]) as unknown as RolloutInput;
   const out = kraneOf(base);
 
   it("finds no difference between equal results", () => {
@@ -89,19 +99,28 @@ describe("conformance comparator", () => {
     // Sizes of a revision deleted by either side are not compared; others are.
     const resized = structuredClone(out);
     (resized.revisions[1] as { replicas: number }).replicas = 4;
-    assert.deepEqual(compareResults({ output: out }, { output: resized }).map((d) => [d.kind, d.where]), [["revision.replicas", "v2"]]);
+    assert.deepEqual(
+      compareResults({ output: out }, { output: resized }).map((d) => [d.kind, d.where]),
+      [["revision.replicas", "v2"]],
+    );
   });
 
   it("reports a negative or oversized krane size even when Kubernetes says the same", () => {
     const bad = structuredClone(out);
     (bad.revisions[0] as { replicas: number }).replicas = -1;
     const v = judge(base, { output: bad }, { output: bad });
-    assert.deepEqual(v.unexplained.map((d) => d.kind), ["krane.invalid"]);
+    assert.deepEqual(
+      v.unexplained.map((d) => d.kind),
+      ["krane.invalid"],
+    );
   });
 
   it("explains Kubernetes deleting a revision a paused pass just scaled up from 0, and nothing else", () => {
     const revs = [rev("v1", 1, 0, { desired: 3, max: 4 }), rev("v2", 2, 0, { desired: 3, max: 4 }), rev("v3", null, 0)];
-    const paused = input(deployment("v3", { paused: true, replicas: 3, revisionHistoryLimit: 0 }), revs) as unknown as RolloutInput;
+    const paused = input(
+      deployment("v3", { paused: true, replicas: 3, revisionHistoryLimit: 0 }),
+      revs,
+    ) as unknown as RolloutInput;
     const k = kraneOf(paused);
     const kube = { ...structuredClone(k), delete: ["v1", "v2"] };
     assert.deepEqual(judge(paused, { output: k }, { output: kube }).intended, ["paused-cleanup-keeps-scaled-up"]);
@@ -115,11 +134,20 @@ describe("conformance comparator", () => {
   });
 
   it("explains int32 differences only where the controller's int32 arithmetic overflows", () => {
-    const small = input(deployment("v2", { replicas: 10 }), [rev("v1", 1, 10), rev("v2", 2, 0)]) as unknown as RolloutInput;
+    const small = input(deployment("v2", { replicas: 10 }), [
+      rev("v1", 1, 10),
+      rev("v2", 2, 0),
+    ]) as unknown as RolloutInput;
     assert.equal(int32Overflows(small), false);
-    const product = input(deployment("v2", { replicas: 50_000 }), [rev("v1", 1, 50_000), rev("v2", 2, 0)]) as unknown as RolloutInput;
+    const product = input(deployment("v2", { replicas: 50_000 }), [
+      rev("v1", 1, 50_000),
+      rev("v2", 2, 0),
+    ]) as unknown as RolloutInput;
     assert.equal(int32Overflows(product), true, "50,000 × (50,000 + surge) passes 2^31−1");
-    const sum = input(deployment("v2", { replicas: 1 }), [rev("v1", 1, 2_000_000_000, { status: [0, 0, 0] }), rev("v2", 2, 2_000_000_000, { status: [0, 0, 0] })]) as unknown as RolloutInput;
+    const sum = input(deployment("v2", { replicas: 1 }), [
+      rev("v1", 1, 2_000_000_000, { status: [0, 0, 0] }),
+      rev("v2", 2, 2_000_000_000, { status: [0, 0, 0] }),
+    ]) as unknown as RolloutInput;
     assert.equal(int32Overflows(sum), true);
     const k = kraneOf(small);
     const kube = { ...structuredClone(k), status: { ...k.status, replicas: -5 } };

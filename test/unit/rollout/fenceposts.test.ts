@@ -5,7 +5,12 @@ import { maxSurge, maxUnavailable, resolveFenceposts } from "../../../src/rollou
 import type { Deployment } from "../../../src/rollout/model.js";
 import type { IntOrPercent } from "../../../src/rollout/types.js";
 
-function dep(replicas: number, surge: IntOrPercent, unavailable: IntOrPercent, type: Deployment["strategyType"] = "RollingUpdate"): Deployment {
+function dep(
+  replicas: number,
+  surge: IntOrPercent,
+  unavailable: IntOrPercent,
+  type: Deployment["strategyType"] = "RollingUpdate",
+): Deployment {
   return {
     name: "d",
     replicas,
@@ -21,7 +26,13 @@ function dep(replicas: number, surge: IntOrPercent, unavailable: IntOrPercent, t
 }
 
 describe("resolveFenceposts", () => {
-  const table: [desired: number, surge: IntOrPercent, unavailable: IntOrPercent, expSurge: number, expUnavailable: number][] = [
+  const table: [
+    desired: number,
+    surge: IntOrPercent,
+    unavailable: IntOrPercent,
+    expSurge: number,
+    expUnavailable: number,
+  ][] = [
     [10, "39%", "39%", 4, 3], // 3.9 up, 3.9 down
     [3, "25%", "25%", 1, 0], // 0.75 up → 1, 0.75 down → 0
     [10, "25%", "25%", 3, 2], // 2.5 → 3 and 2

@@ -42,7 +42,14 @@ export function rolling(maxSurge: number | string, maxUnavailable: number | stri
 
 export const RECREATE: Json = { type: "Recreate" };
 
-export function cond(type: string, status: string, reason: string, lastUpdate = NOW, lastTransition = lastUpdate, message = ""): Json {
+export function cond(
+  type: string,
+  status: string,
+  reason: string,
+  lastUpdate = NOW,
+  lastTransition = lastUpdate,
+  message = "",
+): Json {
   return { type, status, reason, message, lastUpdateTime: lastUpdate, lastTransitionTime: lastTransition };
 }
 

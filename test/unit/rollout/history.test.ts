@@ -33,14 +33,24 @@ describe("revision history cleanup", () => {
   });
 
   it("skips a revision that still has pods, and the skip uses up its slot", () => {
-    const revs = [rev("v1", 1, 0, { status: [1, 0, 0] }), rev("v2", 2, 0), rev("v3", 3, 0), rev("v4", 4, 0), rev("v5", 5, 10, A)];
+    const revs = [
+      rev("v1", 1, 0, { status: [1, 0, 0] }),
+      rev("v2", 2, 0),
+      rev("v3", 3, 0),
+      rev("v4", 4, 0),
+      rev("v5", 5, 10, A),
+    ];
     assert.deepEqual(run({ revisionHistoryLimit: 2 }, revs).delete, ["v2"]);
   });
 
   it("skips a revision that is still meant to have replicas", () => {
     // v1 wants 1 pod that does not exist yet; v5 has one unavailable pod, so no scale-down happens
     // this pass (11 − 10 − 1 = 0) and the pass reaches the cleanup.
-    const revs = [rev("v1", 1, 1, { status: [0, 0, 0], ...A }), rev("v2", 2, 0), rev("v5", 5, 10, { ...A, status: [10, 9, 9] })];
+    const revs = [
+      rev("v1", 1, 1, { status: [0, 0, 0], ...A }),
+      rev("v2", 2, 0),
+      rev("v5", 5, 10, { ...A, status: [10, 9, 9] }),
+    ];
     const out = run({ revisionHistoryLimit: 0 }, revs);
     assert.deepEqual(out.events, []);
     assert.deepEqual(out.delete, ["v2"]);

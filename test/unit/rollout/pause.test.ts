@@ -38,7 +38,9 @@ describe("pause", () => {
   });
 
   it("adds no Progressing condition without a progress deadline", () => {
-    const out = plan(input(deployment("v2", { paused: true, progressDeadlineSeconds: null, status: stored }), midRollout));
+    const out = plan(
+      input(deployment("v2", { paused: true, progressDeadlineSeconds: null, status: stored }), midRollout),
+    );
     assert.equal(condition(out, "Progressing"), undefined);
   });
 
@@ -88,7 +90,9 @@ describe("pause", () => {
 
 describe("resume", () => {
   it("sets Progressing=Unknown/DeploymentResumed and continues the rollout in the same pass", () => {
-    const conditions = [cond("Progressing", "Unknown", "DeploymentPaused", at(-3600), at(-3600), "Deployment is paused")];
+    const conditions = [
+      cond("Progressing", "Unknown", "DeploymentPaused", at(-3600), at(-3600), "Deployment is paused"),
+    ];
     const out = plan(input(deployment("v2", { status: stored, conditions }), midRollout));
     assert.deepEqual(sizes(out), { v1: 7, v2: 3 });
     assert.deepEqual(condition(out, "Progressing"), {
@@ -106,7 +110,9 @@ describe("resume", () => {
     // Paused for two hours with a 600 s deadline: resuming restarts the clock.
     const conditions = [cond("Progressing", "Unknown", "DeploymentPaused", at(-7200))];
     const revs = [rev("v1", 1, 10, A), rev("v2", 2, 3, { ...A, status: [3, 0, 0] })];
-    const out = plan(input(deployment("v2", { status: { ...stored, readyReplicas: 10, availableReplicas: 10 }, conditions }), revs));
+    const out = plan(
+      input(deployment("v2", { status: { ...stored, readyReplicas: 10, availableReplicas: 10 }, conditions }), revs),
+    );
     assert.equal(condition(out, "Progressing")?.reason, "DeploymentResumed");
   });
 });

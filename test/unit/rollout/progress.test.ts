@@ -6,13 +6,28 @@ import { describe, it } from "node:test";
 import { NOW, RECREATE, at, cond, condition, deployment, input, plan, rev, sizes } from "./helpers.js";
 
 const A = { desired: 10, max: 13 };
-const available = cond("Available", "True", "MinimumReplicasAvailable", at(-3600), at(-3600), "Deployment has minimum availability.");
+const available = cond(
+  "Available",
+  "True",
+  "MinimumReplicasAvailable",
+  at(-3600),
+  at(-3600),
+  "Deployment has minimum availability.",
+);
 // v2 scaled to 3 but none of its pods is available: nothing can move.
 const stuckRevs = [rev("v1", 1, 10, A), rev("v2", 2, 3, { ...A, status: [3, 0, 0] })];
-const stuckStatus = { replicas: 13, updatedReplicas: 3, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 3 };
+const stuckStatus = {
+  replicas: 13,
+  updatedReplicas: 3,
+  readyReplicas: 10,
+  availableReplicas: 10,
+  unavailableReplicas: 3,
+};
 
 function stuck(progressing: Record<string, unknown>, over: Record<string, unknown> = {}) {
-  return plan(input(deployment("v2", { status: stuckStatus, conditions: [progressing, available], ...over }), stuckRevs));
+  return plan(
+    input(deployment("v2", { status: stuckStatus, conditions: [progressing, available], ...over }), stuckRevs),
+  );
 }
 
 describe("progress deadline", () => {
@@ -71,7 +86,10 @@ describe("progress deadline", () => {
 describe("Progressing", () => {
   it("progress refreshes lastUpdateTime and keeps lastTransitionTime", () => {
     const revs = [rev("v1", 1, 10, A), rev("v2", 2, 3, { ...A, status: [3, 2, 1] })];
-    const conditions = [cond("Progressing", "True", "ReplicaSetUpdated", at(-300), at(-900), 'ReplicaSet "v2" is progressing.'), available];
+    const conditions = [
+      cond("Progressing", "True", "ReplicaSetUpdated", at(-300), at(-900), 'ReplicaSet "v2" is progressing.'),
+      available,
+    ];
     const out = plan(input(deployment("v2", { status: stuckStatus, conditions }), revs));
     assert.deepEqual(condition(out, "Progressing"), {
       type: "Progressing",
@@ -104,7 +122,9 @@ describe("Progressing", () => {
     const revs = [rev("v1", 1, 10, A), rev("v2", 2, 0, { status: [0, 0, 0] }), rev("v3", null, 0)];
     const out = plan(input(deployment("v3", { status, conditions }), revs));
     assert.deepEqual(out.revisions[2], { name: "v3", revision: 3, replicas: 3, desiredReplicas: 10, maxReplicas: 13 });
-    assert.deepEqual(out.events, [{ type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v3 from 0 to 3" }]);
+    assert.deepEqual(out.events, [
+      { type: "Normal", reason: "ScalingReplicaSet", message: "Scaled up replica set v3 from 0 to 3" },
+    ]);
     assert.deepEqual(condition(out, "Progressing"), {
       type: "Progressing",
       status: "True",
@@ -118,7 +138,13 @@ describe("Progressing", () => {
 
 describe("completion", () => {
   const doneRevs = [rev("v1", 1, 0, A), rev("v2", 2, 10, A)];
-  const doneStatus = { replicas: 10, updatedReplicas: 10, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 0 };
+  const doneStatus = {
+    replicas: 10,
+    updatedReplicas: 10,
+    readyReplicas: 10,
+    availableReplicas: 10,
+    unavailableReplicas: 0,
+  };
 
   it("sets NewReplicaSetAvailable once every replica is updated and available", () => {
     const conditions = [cond("Progressing", "True", "ReplicaSetUpdated", at(-30), at(-900)), available];
@@ -135,7 +161,17 @@ describe("completion", () => {
   });
 
   it("is a fixed point: a complete deployment's pass changes nothing and sets no timer", () => {
-    const conditions = [cond("Progressing", "True", "NewReplicaSetAvailable", at(-30), at(-900), 'ReplicaSet "v2" has successfully progressed.'), available];
+    const conditions = [
+      cond(
+        "Progressing",
+        "True",
+        "NewReplicaSetAvailable",
+        at(-30),
+        at(-900),
+        'ReplicaSet "v2" has successfully progressed.',
+      ),
+      available,
+    ];
     const out = plan(input(deployment("v2", { status: doneStatus, conditions }), doneRevs));
     assert.deepEqual(out.events, []);
     assert.deepEqual(out.status, doneStatus);
@@ -158,7 +194,9 @@ describe("Available", () => {
   });
 
   it("is True/MinimumReplicasAvailable at replicas − maxUnavailable (25% of 10 → 2 may be missing)", () => {
-    const dep = deployment("v1", { strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: "25%" } } });
+    const dep = deployment("v1", {
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: "25%" } },
+    });
     const out = plan(input(dep, [rev("v1", 1, 10, { ...A, status: [10, 8, 8] })]));
     assert.equal(condition(out, "Available")?.reason, "MinimumReplicasAvailable");
   });
@@ -169,9 +207,26 @@ describe("Available", () => {
     const status = { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10 };
     const out = plan(input(deployment("v2", { status }), [rev("v1", 1, 10, A), rev("v2", 2, 0)]));
     assert.deepEqual(sizes(out), { v1: 10, v2: 3 });
-    assert.deepEqual(out.status, { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 0 });
+    assert.deepEqual(out.status, {
+      replicas: 10,
+      updatedReplicas: 0,
+      readyReplicas: 10,
+      availableReplicas: 10,
+      unavailableReplicas: 0,
+    });
     // The next pass (v2's pods not created yet) lists v2 at 3.
-    const next = plan(input(deployment("v2", { status: out.status, conditions: out.conditions }), [rev("v1", 1, 10, A), rev("v2", 2, 3, { status: [0, 0, 0], ...A })]));
-    assert.deepEqual(next.status, { replicas: 10, updatedReplicas: 0, readyReplicas: 10, availableReplicas: 10, unavailableReplicas: 3 });
+    const next = plan(
+      input(deployment("v2", { status: out.status, conditions: out.conditions }), [
+        rev("v1", 1, 10, A),
+        rev("v2", 2, 3, { status: [0, 0, 0], ...A }),
+      ]),
+    );
+    assert.deepEqual(next.status, {
+      replicas: 10,
+      updatedReplicas: 0,
+      readyReplicas: 10,
+      availableReplicas: 10,
+      unavailableReplicas: 3,
+    });
   });
 });

@@ -62,7 +62,11 @@ interface World {
  * events, for rolling updates only: Kubernetes never resolves a scaling event for a Recreate
  * deployment with several active revisions, see proportional.test.ts).
  */
-function world(strategy: fc.Arbitrary<Strategy>, desired: "current" | "random", allowUncreated = true): fc.Arbitrary<World> {
+function world(
+  strategy: fc.Arbitrary<Strategy>,
+  desired: "current" | "random",
+  allowUncreated = true,
+): fc.Arbitrary<World> {
   return fc
     .record({
       replicas: fc.integer({ min: 0, max: 20 }),
@@ -96,7 +100,8 @@ function world(strategy: fc.Arbitrary<Strategy>, desired: "current" | "random", 
       // size (it returns before rewriting the annotation), so such a history cannot converge there
       // either; it also cannot arise from the engine's own writes. Keep the annotation consistent.
       const active = revisions.filter((r) => r.replicas > 0);
-      if (active.length === 1 && active[0] !== undefined && active[0].replicas === replicas) active[0].desiredReplicas = replicas;
+      if (active.length === 1 && active[0] !== undefined && active[0].replicas === replicas)
+        active[0].desiredReplicas = replicas;
       return { replicas, strategy: s, revisions, target: `r${targetIndex}` };
     });
 }
@@ -153,8 +158,14 @@ describe("rolling pass invariants", () => {
       fc.property(world(rollingStrategy, "current"), (w) => {
         const out = planRollout(inputOf(w));
         const minAvailable = w.replicas - fenceposts(w).unavailable;
-        const before = availability(w.revisions, w.revisions.map((r) => r.replicas));
-        const after = availability(w.revisions, out.revisions.map((r) => r.replicas));
+        const before = availability(
+          w.revisions,
+          w.revisions.map((r) => r.replicas),
+        );
+        const after = availability(
+          w.revisions,
+          out.revisions.map((r) => r.replicas),
+        );
         assert.ok(after >= Math.min(before, minAvailable), `available ${before} → ${after}, minimum ${minAvailable}`);
       }),
       { numRuns: 500 },
@@ -167,7 +178,9 @@ describe("rolling pass invariants", () => {
       fc.property(world(rollingStrategy, "current", false), (w) => {
         const out = planRollout(inputOf(w));
         const grew = out.revisions.some((r, i) => r.name === w.target && r.replicas > (w.revisions[i]?.replicas ?? 0));
-        const shrank = out.revisions.some((r, i) => r.name !== w.target && r.replicas < (w.revisions[i]?.replicas ?? 0));
+        const shrank = out.revisions.some(
+          (r, i) => r.name !== w.target && r.replicas < (w.revisions[i]?.replicas ?? 0),
+        );
         assert.ok(!(grew && shrank), "grew the target and shrank old revisions in one pass");
       }),
       { numRuns: 300 },
@@ -194,7 +207,13 @@ function nextInput(prev: RolloutInput, out: RolloutOutput, now: number): Rollout
   });
   return {
     now: iso(now),
-    deployment: { ...prev.deployment, target: out.target, rollbackTo: null, status: out.status, conditions: out.conditions },
+    deployment: {
+      ...prev.deployment,
+      target: out.target,
+      rollbackTo: null,
+      status: out.status,
+      conditions: out.conditions,
+    },
     revisions,
   };
 }
@@ -204,7 +223,9 @@ function unchanged(inp: RolloutInput, out: RolloutOutput): boolean {
     out.events.length === 0 &&
     out.delete.length === 0 &&
     out.target === inp.deployment.target &&
-    out.revisions.every((r, i) => r.replicas === inp.revisions[i]?.replicas && r.revision === inp.revisions[i]?.revision) &&
+    out.revisions.every(
+      (r, i) => r.replicas === inp.revisions[i]?.replicas && r.revision === inp.revisions[i]?.revision,
+    ) &&
     JSON.stringify(out.status) === JSON.stringify(inp.deployment.status)
   );
 }
@@ -230,7 +251,11 @@ describe("convergence", () => {
           assert.equal(r.replicas, r.name === out.target ? w.replicas : 0, `${r.name} of target ${out.target}`);
         }
         const target = out.revisions.find((r) => r.name === out.target);
-        assert.equal(target?.revision, Math.max(...out.revisions.map((r) => r.revision ?? 0)), "target has the newest revision");
+        assert.equal(
+          target?.revision,
+          Math.max(...out.revisions.map((r) => r.revision ?? 0)),
+          "target has the newest revision",
+        );
         const progressing = out.conditions.find((c) => c.type === "Progressing");
         assert.equal(progressing?.reason, "NewReplicaSetAvailable");
         assert.equal(out.conditions.find((c) => c.type === "Available")?.status, "True");
@@ -245,8 +270,15 @@ describe("int32 limits", () => {
   // Sizes anywhere up to the int32 limit, stale annotations included: whatever Kubernetes'
   // int32 arithmetic would do, the engine refuses the input (naming the field) or answers with
   // every size in 0 … 2^31−1.
-  const big = fc.oneof(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: MAX }), fc.integer({ min: MAX - 20, max: MAX }));
-  const bigIntOrPercent: fc.Arbitrary<IntOrPercent> = fc.oneof(big, fc.integer({ min: 0, max: 100 }).map((p) => `${p}%`));
+  const big = fc.oneof(
+    fc.integer({ min: 0, max: 20 }),
+    fc.integer({ min: 0, max: MAX }),
+    fc.integer({ min: MAX - 20, max: MAX }),
+  );
+  const bigIntOrPercent: fc.Arbitrary<IntOrPercent> = fc.oneof(
+    big,
+    fc.integer({ min: 0, max: 100 }).map((p) => `${p}%`),
+  );
   const bigRev = fc.record({ spec: big, pods: big, desired: fc.option(big), max: fc.option(big) });
 
   it("never answers a size outside 0 … 2^31−1", () => {
@@ -277,7 +309,12 @@ describe("int32 limits", () => {
                 maxReplicas: r.max,
                 status: { replicas: r.pods, readyReplicas: r.pods, availableReplicas: r.pods },
               })),
-              { name: `r${revs.length}`, revision: newTarget ? null : revs.length + 1, createdAt: iso(NOW_MS), replicas: 0 },
+              {
+                name: `r${revs.length}`,
+                revision: newTarget ? null : revs.length + 1,
+                createdAt: iso(NOW_MS),
+                replicas: 0,
+              },
             ],
           };
           let input: RolloutInput;

@@ -9,7 +9,9 @@ import { RECREATE, deployment, input, messages, plan, rev, rolling, sizes } from
 describe("proportional scaling", () => {
   it("spreads new replicas by share: 10 → 15 with v1 8 and v2 5 gives 3 and 2", () => {
     const dep = deployment("v2", { replicas: 15, strategy: rolling(3, 2), status: { replicas: 13 } });
-    const out = plan(input(dep, [rev("v1", 1, 8, { desired: 10, max: 13 }), rev("v2", 2, 5, { desired: 10, max: 13 })]));
+    const out = plan(
+      input(dep, [rev("v1", 1, 8, { desired: 10, max: 13 }), rev("v2", 2, 5, { desired: 10, max: 13 })]),
+    );
     // allowed 18, toAdd 5; v1 round(8·18/13)=11 → +3; v2 round(5·18/13)=7 → +2.
     assert.deepEqual(sizes(out), { v1: 11, v2: 7 });
     assert.deepEqual(messages(out), ["Scaled up replica set v1 from 8 to 11", "Scaled up replica set v2 from 5 to 7"]);
@@ -33,7 +35,13 @@ describe("proportional scaling", () => {
   });
 
   it("rounds a share exactly even when size × max passes 2^53 (where a float product loses digits)", () => {
-    const d = { name: "d", replicas: 2144607460, strategyType: "RollingUpdate", maxSurge: 0, maxUnavailable: 1 } as unknown as Deployment;
+    const d = {
+      name: "d",
+      replicas: 2144607460,
+      strategyType: "RollingUpdate",
+      maxSurge: 0,
+      maxUnavailable: 1,
+    } as unknown as Deployment;
     const rs = { replicas: 2147483092, maxReplicas: 287176 } as unknown as ReplicaSet;
     // 2147483092 × 2144607460 / 287176 = 16037232426550.4998 exactly; a float64 product rounds to …551.
     assert.equal(replicaSetFraction(rs, d, 0), 16037232426550 - 2147483092);
@@ -43,7 +51,9 @@ describe("proportional scaling", () => {
     // Scaling down overall, but v2's max-replicas of 1 makes its share 1000 × (2^31−1): kept at the int32 limit.
     const max = 2147483647;
     const dep = deployment("v2", { replicas: max, strategy: rolling(0, 1), status: { replicas: 5 } });
-    const out = plan(input(dep, [rev("v1", 1, max, { desired: 1, max: max }), rev("v2", 2, 1000, { desired: 1, max: 1 })]));
+    const out = plan(
+      input(dep, [rev("v1", 1, max, { desired: 1, max: max }), rev("v2", 2, 1000, { desired: 1, max: 1 })]),
+    );
     for (const r of out.revisions) assert.ok(r.replicas >= 0 && r.replicas <= max, `${r.name}: ${r.replicas}`);
   });
 
@@ -55,7 +65,10 @@ describe("proportional scaling", () => {
     assert.deepEqual(sizes(out), { v1: 5, v2: 3, v3: 3 });
     assert.deepEqual(messages(out), ["Scaled up replica set v1 from 4 to 5"]);
     // Unchanged sizes still get the new annotations.
-    assert.deepEqual(out.revisions.map((r) => r.desiredReplicas), [11, 11, 11]);
+    assert.deepEqual(
+      out.revisions.map((r) => r.desiredReplicas),
+      [11, 11, 11],
+    );
   });
 
   it("on equal sizes scales the newer revision up first (and rounds halves away from zero)", () => {
@@ -90,9 +103,18 @@ describe("proportional scaling", () => {
     const a = { desired: 10, max: 13 };
     const out = plan(input(dep, [rev("v1", 1, 8, a), rev("v2", 2, 5, a)]));
     assert.deepEqual(sizes(out), { v1: 0, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 8 to 0", "Scaled down replica set v2 from 5 to 0"]);
+    assert.deepEqual(messages(out), [
+      "Scaled down replica set v1 from 8 to 0",
+      "Scaled down replica set v2 from 5 to 0",
+    ]);
     // max-replicas = 0 + maxSurge 3.
-    assert.deepEqual(out.revisions.map((r) => [r.desiredReplicas, r.maxReplicas]), [[0, 3], [0, 3]]);
+    assert.deepEqual(
+      out.revisions.map((r) => [r.desiredReplicas, r.maxReplicas]),
+      [
+        [0, 3],
+        [0, 3],
+      ],
+    );
   });
 
   it("falls back to the deployment's status.replicas when max-replicas is unknown", () => {
@@ -130,14 +152,19 @@ describe("a stale desired-replicas annotation", () => {
 describe("saturation", () => {
   it("scales old revisions to 0 once the new one runs every replica available", () => {
     const dep = deployment("v2");
-    const out = plan(input(dep, [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13 })]));
+    const out = plan(
+      input(dep, [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13 })]),
+    );
     assert.deepEqual(sizes(out), { v1: 0, v2: 10 });
     assert.deepEqual(messages(out), ["Scaled down replica set v1 from 2 to 0"]);
   });
 
   it("is not saturated while the new revision's pods are not all available", () => {
     const dep = deployment("v2", { status: { replicas: 12 } });
-    const revs = [rev("v1", 1, 2, { desired: 12, max: 15 }), rev("v2", 2, 10, { desired: 10, max: 13, status: [10, 9, 9] })];
+    const revs = [
+      rev("v1", 1, 2, { desired: 12, max: 15 }),
+      rev("v2", 2, 10, { desired: 10, max: 13, status: [10, 9, 9] }),
+    ];
     const out = plan(input(dep, revs));
     // Proportional instead: allowed 13, total 12 → toAdd 1; v2 round(10·13/13) = +0; v1 round(2·13/15) = 2 → +0; leftover → v2 (largest).
     assert.deepEqual(sizes(out), { v1: 2, v2: 11 });

@@ -10,7 +10,10 @@ describe("Recreate", () => {
   it("first scales every active old revision to 0, oldest first", () => {
     const out = plan(input(dep(), [rev("v0", 1, 1, A), rev("v1", 2, 3, A), rev("v2", 3, 0)]));
     assert.deepEqual(sizes(out), { v0: 0, v1: 0, v2: 0 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v0 from 1 to 0", "Scaled down replica set v1 from 3 to 0"]);
+    assert.deepEqual(messages(out), [
+      "Scaled down replica set v0 from 1 to 0",
+      "Scaled down replica set v1 from 3 to 0",
+    ]);
   });
 
   it("waits while old pods still exist", () => {

@@ -17,7 +17,10 @@ describe("rollback", () => {
     ]);
     // Only the target changes in this pass.
     assert.deepEqual(sizes(out), { v1: 0, v2: 0, v3: 10 });
-    assert.deepEqual(out.revisions.map((r) => r.revision), [1, 2, 3]);
+    assert.deepEqual(
+      out.revisions.map((r) => r.revision),
+      [1, 2, 3],
+    );
     assert.deepEqual(out.status, { ...stored, unavailableReplicas: 0 });
   });
 
@@ -29,7 +32,10 @@ describe("rollback", () => {
 
   it("the next pass renumbers the rolled-back revision as the newest and starts rolling to it", () => {
     const out = plan(input(deployment("v2", { status: stored }), three));
-    assert.deepEqual(out.revisions.map((r) => r.revision), [1, 4, 3]);
+    assert.deepEqual(
+      out.revisions.map((r) => r.revision),
+      [1, 4, 3],
+    );
     assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 10 });
   });
 
@@ -38,9 +44,18 @@ describe("rollback", () => {
     // checks, so the pass that raises v2 from 2 to 4 returns before the condition (checked
     // against the real controller in test/integration/rollout-conformance.test.ts).
     const bump = plan(input(deployment("v2", { status: stored }), three));
-    assert.deepEqual(bump.revisions.map((r) => r.revision), [1, 4, 3]);
+    assert.deepEqual(
+      bump.revisions.map((r) => r.revision),
+      [1, 4, 3],
+    );
     assert.equal(condition(bump, "Progressing"), undefined);
-    const next = plan(input(deployment("v2", { status: bump.status, conditions: bump.conditions }), [rev("v1", 1, 0), rev("v2", 4, 3, { ...A, status: [0, 0, 0] }), rev("v3", 3, 10, A)]));
+    const next = plan(
+      input(deployment("v2", { status: bump.status, conditions: bump.conditions }), [
+        rev("v1", 1, 0),
+        rev("v2", 4, 3, { ...A, status: [0, 0, 0] }),
+        rev("v3", 3, 10, A),
+      ]),
+    );
     assert.equal(condition(next, "Progressing")?.reason, "FoundNewReplicaSet");
     assert.equal(condition(next, "Progressing")?.message, 'Found new replica set "v2"');
   });
@@ -61,7 +76,11 @@ describe("rollback", () => {
     const out = plan(input(deployment("v3", { rollbackTo: 9 }), three));
     assert.equal(out.target, "v3");
     assert.deepEqual(out.events, [
-      { type: "Warning", reason: "DeploymentRollbackRevisionNotFound", message: "Unable to find the revision to rollback to." },
+      {
+        type: "Warning",
+        reason: "DeploymentRollbackRevisionNotFound",
+        message: "Unable to find the revision to rollback to.",
+      },
     ]);
   });
 
@@ -74,7 +93,9 @@ describe("rollback", () => {
   });
 
   it("creates a target that has no replica set yet before looking for the previous revision", () => {
-    const out = plan(input(deployment("v3", { rollbackTo: 0 }), [rev("v1", 1, 0), rev("v2", 2, 10, A), rev("v3", null, 0)]));
+    const out = plan(
+      input(deployment("v3", { rollbackTo: 0 }), [rev("v1", 1, 0), rev("v2", 2, 10, A), rev("v3", null, 0)]),
+    );
     // v3 becomes revision 3 (created with its first surge step), so "previous" is revision 2.
     assert.equal(out.revisions[2]?.revision, 3);
     assert.equal(out.target, "v2");

@@ -70,7 +70,10 @@ describe("old revision scale-down", () => {
     // 13 total, min 8, v3 fully available → budget 13 − 8 = 5: v1 4 → 0, v2 4 → 3.
     const out = plan(input(dep, revs));
     assert.deepEqual(sizes(out), { v1: 0, v2: 3, v3: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 4 to 0", "Scaled down replica set v2 from 4 to 3"]);
+    assert.deepEqual(messages(out), [
+      "Scaled down replica set v1 from 4 to 0",
+      "Scaled down replica set v2 from 4 to 3",
+    ]);
   });
 
   it("cleans up unhealthy old pods first, then available ones", () => {
@@ -78,7 +81,10 @@ describe("old revision scale-down", () => {
     const out = plan(input(dep, [rev("v1", 1, 8, { ...A, status: [8, 6, 6] }), rev("v2", 2, 5, A)]));
     // maxScaledDown 13 − 8 − 0 = 5: 2 unhealthy go (8 → 6); then 6 + 5 available − 8 = 3 more (6 → 3).
     assert.deepEqual(sizes(out), { v1: 3, v2: 5 });
-    assert.deepEqual(messages(out), ["Scaled down replica set v1 from 8 to 6", "Scaled down replica set v1 from 6 to 3"]);
+    assert.deepEqual(messages(out), [
+      "Scaled down replica set v1 from 8 to 6",
+      "Scaled down replica set v1 from 6 to 3",
+    ]);
   });
 
   it("removes an older crashlooping revision when rolling over to a third", () => {
@@ -92,18 +98,24 @@ describe("old revision scale-down", () => {
   it("follows Kubernetes' worked example: crashlooping v2, node failure, then undo to v1", () => {
     const dep = (target: string) => deployment(target, { strategy: rolling(3, 2) });
     // v2 crashloops at 5, v1 at 8 with one pod lost to a node failure: 13 − 8 − 5 = 0, nothing moves.
-    const stuck = plan(input(dep("v2"), [rev("v1", 1, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 5, { ...A, status: [5, 0, 0] })]));
+    const stuck = plan(
+      input(dep("v2"), [rev("v1", 1, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 5, { ...A, status: [5, 0, 0] })]),
+    );
     assert.deepEqual(sizes(stuck), { v1: 8, v2: 5 });
     assert.deepEqual(stuck.events, []);
 
     // After undo v1 is the new revision (numbered 3): 13 − 8 − 1 = 4 crashlooping pods go.
-    const undone = plan(input(dep("v1"), [rev("v1", 1, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 5, { ...A, status: [5, 0, 0] })]));
+    const undone = plan(
+      input(dep("v1"), [rev("v1", 1, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 5, { ...A, status: [5, 0, 0] })]),
+    );
     assert.deepEqual(sizes(undone), { v1: 8, v2: 1 });
     assert.equal(undone.revisions[0]?.revision, 3);
     assert.deepEqual(messages(undone), ["Scaled down replica set v2 from 5 to 1"]);
 
     // 9 pods in total: v1 may grow to 10.
-    const next = plan(input(dep("v1"), [rev("v1", 3, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 1, { ...A, status: [1, 0, 0] })]));
+    const next = plan(
+      input(dep("v1"), [rev("v1", 3, 8, { ...A, status: [8, 7, 7] }), rev("v2", 2, 1, { ...A, status: [1, 0, 0] })]),
+    );
     assert.deepEqual(sizes(next), { v1: 10, v2: 1 });
     assert.deepEqual(messages(next), ["Scaled up replica set v1 from 8 to 10"]);
   });
@@ -112,7 +124,11 @@ describe("old revision scale-down", () => {
     // Kubernetes' cleanup errors on v2 (5 wanted, 7 available) after trimming v1, and the error is
     // swallowed: no further scale-down this pass.
     const dep = deployment("v3", { strategy: rolling(3, 0) });
-    const revs = [rev("v1", 1, 2, { ...A, status: [2, 0, 0] }), rev("v2", 2, 5, { ...A, status: [7, 7, 7] }), rev("v3", 3, 6, A)];
+    const revs = [
+      rev("v1", 1, 2, { ...A, status: [2, 0, 0] }),
+      rev("v2", 2, 5, { ...A, status: [7, 7, 7] }),
+      rev("v3", 3, 6, A),
+    ];
     const out = plan(input(dep, revs));
     assert.deepEqual(sizes(out), { v1: 0, v2: 5, v3: 6 });
     assert.deepEqual(messages(out), ["Scaled down replica set v1 from 2 to 0"]);

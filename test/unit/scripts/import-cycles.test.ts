@@ -30,7 +30,8 @@ function check(files: Record<string, string>): { code: number; out: string } {
 describe("import-cycle check", () => {
   it("passes a tree whose files and folders import one way; ignores src/gen and packages", () => {
     const r = check({
-      "src/a/one.ts": 'import { two } from "./two.js";\nimport { x } from "../b/x.js";\nimport pg from "pg";\nexport const one = two + x + String(pg);\n',
+      "src/a/one.ts":
+        'import { two } from "./two.js";\nimport { x } from "../b/x.js";\nimport pg from "pg";\nexport const one = two + x + String(pg);\n',
       "src/a/two.ts": "export const two = 2;\n",
       "src/b/x.ts": 'export const x = 1;\nimport "node:fs";\n',
       "src/gen/p.ts": 'import { q } from "./q.js";\nexport const p = q;\n',

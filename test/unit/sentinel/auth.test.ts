@@ -23,7 +23,8 @@ import {
   type AuthDecision,
 } from "../../../src/sentinel/auth.js";
 
-const ops = (list: [string, string, string[]][]) => list.map(([method, path, scopes]) => compileOperation({ method, path, scopes })).sort(compareSpecificity);
+const ops = (list: [string, string, string[]][]) =>
+  list.map(([method, path, scopes]) => compileOperation({ method, path, scopes })).sort(compareSpecificity);
 
 describe("operation matching", () => {
   const sorted = ops([
@@ -52,7 +53,8 @@ describe("operation matching", () => {
   });
 
   it("refuses paths that cannot be read unambiguously", () => {
-    for (const p of ["/books/..", "/books/%2e%2e/admin", "/a%2Fb", "/a%5Cb", "/%zz", "/a/./b"]) assert.equal(pathSegments(p), undefined, p);
+    for (const p of ["/books/..", "/books/%2e%2e/admin", "/a%2Fb", "/a%5Cb", "/%zz", "/a/./b"])
+      assert.equal(pathSegments(p), undefined, p);
   });
 
   it("the winner never depends on the order operations are given in (property)", () => {
@@ -64,11 +66,16 @@ describe("operation matching", () => {
       ["POST", "/a/{x}", ["5"]],
     ];
     fc.assert(
-      fc.property(fc.shuffledSubarray(specs, { minLength: specs.length, maxLength: specs.length }), fc.constantFrom("GET", "POST", "PUT"), fc.constantFrom("/a/b", "/a/c", "/z/b"), (order, method, path) => {
-        const a = matchOperation(ops(order), method, pathSegments(path) ?? [])?.spec.scopes;
-        const b = matchOperation(ops(specs), method, pathSegments(path) ?? [])?.spec.scopes;
-        assert.deepEqual(a, b);
-      }),
+      fc.property(
+        fc.shuffledSubarray(specs, { minLength: specs.length, maxLength: specs.length }),
+        fc.constantFrom("GET", "POST", "PUT"),
+        fc.constantFrom("/a/b", "/a/c", "/z/b"),
+        (order, method, path) => {
+          const a = matchOperation(ops(order), method, pathSegments(path) ?? [])?.spec.scopes;
+          const b = matchOperation(ops(specs), method, pathSegments(path) ?? [])?.spec.scopes;
+          assert.deepEqual(a, b);
+        },
+      ),
     );
   });
 
@@ -126,7 +133,17 @@ describe("the edge gate against a real JWKS", () => {
       unmatchedHosts: "deny",
     });
 
-  async function token(o: { key?: Pair; kid?: string; alg?: string; scope?: string; exp?: number | string; iss?: string; aud?: string } = {}): Promise<string> {
+  async function token(
+    o: {
+      key?: Pair;
+      kid?: string;
+      alg?: string;
+      scope?: string;
+      exp?: number | string;
+      iss?: string;
+      aud?: string;
+    } = {},
+  ): Promise<string> {
     const t = new SignJWT({ scope: o.scope ?? "books:read" })
       .setProtectedHeader({ alg: o.alg ?? "ES256", kid: o.kid ?? "k1" })
       .setIssuer(o.iss ?? "https://issuer.example")
@@ -137,7 +154,13 @@ describe("the edge gate against a real JWKS", () => {
     return t.sign((o.key ?? k1).privateKey);
   }
 
-  const run = async (gate: EdgeAuth, method: string, host: string, path: string, authorization?: string): Promise<AuthDecision> => gate.check(method, host, path, authorization);
+  const run = async (
+    gate: EdgeAuth,
+    method: string,
+    host: string,
+    path: string,
+    authorization?: string,
+  ): Promise<AuthDecision> => gate.check(method, host, path, authorization);
   const status = (d: AuthDecision): number => (d.type === "pass" ? 200 : d.status);
 
   it("valid token with the scope passes; missing, expired, wrong scope, wrong signature, issuer or audience do not", async () => {
@@ -146,13 +169,39 @@ describe("the edge gate against a real JWKS", () => {
     assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token()}`)), 200);
     assert.equal(status(await run(gate, "GET", "API.example.com:443", "/books/1", `Bearer ${await token()}`)), 200);
     assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1")), 401);
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ exp: Math.floor(Date.now() / 1000) - 120 })}`)), 401);
+    assert.equal(
+      status(
+        await run(
+          gate,
+          "GET",
+          "api.example.com",
+          "/books/1",
+          `Bearer ${await token({ exp: Math.floor(Date.now() / 1000) - 120 })}`,
+        ),
+      ),
+      401,
+    );
     const scope = await run(gate, "POST", "api.example.com", "/books", `Bearer ${await token()}`);
     assert.equal(status(scope), 403);
-    assert.match(authAnswer(scope as Extract<AuthDecision, { type: "deny" }>).headers["www-authenticate"] ?? "", /insufficient_scope.*scope="books:write"/);
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ key: stranger })}`)), 401, "signed by another key under a known kid");
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ iss: "https://evil.example" })}`)), 401);
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ aud: "other" })}`)), 401);
+    assert.match(
+      authAnswer(scope as Extract<AuthDecision, { type: "deny" }>).headers["www-authenticate"] ?? "",
+      /insufficient_scope.*scope="books:write"/,
+    );
+    assert.equal(
+      status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ key: stranger })}`)),
+      401,
+      "signed by another key under a known kid",
+    );
+    assert.equal(
+      status(
+        await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ iss: "https://evil.example" })}`),
+      ),
+      401,
+    );
+    assert.equal(
+      status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ aud: "other" })}`)),
+      401,
+    );
     assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", "Bearer not.a.jwt")), 401);
     const alg = (await token()).split(".");
     const none = `${Buffer.from(JSON.stringify({ alg: "none" })).toString("base64url")}.${alg[1]}.`;
@@ -188,21 +237,82 @@ describe("the edge gate against a real JWKS", () => {
     keys = [{ ...(await exportJWK(k2.publicKey)), kid: "k2", alg: "RS256", use: "sig" }];
     const rotated = `Bearer ${await token({ key: k2, kid: "k2", alg: "RS256" })}`;
     await new Promise((r) => setTimeout(r, 350));
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", rotated)), 200, "the new key is fetched on first sight");
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token()}`)), 401, "the withdrawn key is refused once the keys were refetched");
+    assert.equal(
+      status(await run(gate, "GET", "api.example.com", "/books/1", rotated)),
+      200,
+      "the new key is fetched on first sight",
+    );
+    assert.equal(
+      status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token()}`)),
+      401,
+      "the withdrawn key is refused once the keys were refetched",
+    );
     // The identity provider goes down past the cache age: the last keys keep working.
     up = false;
     await new Promise((r) => setTimeout(r, 1100));
     const before = fetches;
-    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/3", `Bearer ${await token({ key: k2, kid: "k2", alg: "RS256", scope: "books:read x" })}`)), 200);
+    assert.equal(
+      status(
+        await run(
+          gate,
+          "GET",
+          "api.example.com",
+          "/books/3",
+          `Bearer ${await token({ key: k2, kid: "k2", alg: "RS256", scope: "books:read x" })}`,
+        ),
+      ),
+      200,
+    );
     assert.ok(fetches > before, "a refresh was attempted (and failed)");
     up = true;
   });
 
   it("the policy document's auth section is checked field by field", () => {
-    assert.throws(() => parseEdgeAuth({ rules: [{ hosts: ["a.example"], jwt: { jwksUrl: "http://idp.example/jwks", issuer: "", audiences: [] }, operations: [], defaultAction: "deny" }], unmatchedHosts: "deny" }), /jwksUrl must be https/);
-    assert.throws(() => parseEdgeAuth({ rules: [{ hosts: ["a.example"], jwt: null, operations: [{ method: "GET", path: "/x", scopes: [] }], defaultAction: "deny" }], unmatchedHosts: "deny" }), /need jwt/);
-    assert.throws(() => parseEdgeAuth({ rules: [{ hosts: ["a.example"], jwt: { jwksUrl, issuer: "", audiences: [] }, operations: [{ method: "GET", path: "/x", scopes: ["a b"] }], defaultAction: "deny" }], unmatchedHosts: "deny" }), /scopes\[0\]/);
+    assert.throws(
+      () =>
+        parseEdgeAuth({
+          rules: [
+            {
+              hosts: ["a.example"],
+              jwt: { jwksUrl: "http://idp.example/jwks", issuer: "", audiences: [] },
+              operations: [],
+              defaultAction: "deny",
+            },
+          ],
+          unmatchedHosts: "deny",
+        }),
+      /jwksUrl must be https/,
+    );
+    assert.throws(
+      () =>
+        parseEdgeAuth({
+          rules: [
+            {
+              hosts: ["a.example"],
+              jwt: null,
+              operations: [{ method: "GET", path: "/x", scopes: [] }],
+              defaultAction: "deny",
+            },
+          ],
+          unmatchedHosts: "deny",
+        }),
+      /need jwt/,
+    );
+    assert.throws(
+      () =>
+        parseEdgeAuth({
+          rules: [
+            {
+              hosts: ["a.example"],
+              jwt: { jwksUrl, issuer: "", audiences: [] },
+              operations: [{ method: "GET", path: "/x", scopes: ["a b"] }],
+              defaultAction: "deny",
+            },
+          ],
+          unmatchedHosts: "deny",
+        }),
+      /scopes\[0\]/,
+    );
     assert.throws(() => parseEdgeAuth({ rules: [], unmatchedHosts: "maybe" }), /unmatchedHosts/);
   });
 });

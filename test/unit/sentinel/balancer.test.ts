@@ -62,7 +62,14 @@ function table(mode: "instances" | "weighted", revs: { id: string; weight: numbe
       weight: r.weight,
       endpoints: Array.from({ length: r.n }, (_, i) => {
         const address = `10.0.${revs.indexOf(r)}.${i + 1}`;
-        return { key: `${address}:8080`, address, port: 8080, dialHost: address, deploymentId: r.id, pod: `${r.id}-${i}` };
+        return {
+          key: `${address}:8080`,
+          address,
+          port: 8080,
+          dialHost: address,
+          deploymentId: r.id,
+          pod: `${r.id}-${i}`,
+        };
       }),
     })),
   };
@@ -71,7 +78,12 @@ function table(mode: "instances" | "weighted", revs: { id: string; weight: numbe
 /** Weights 0–100 adding up to 100 over 1–5 revisions, each with 1–6 instances. */
 const weightedRevisions = fc
   .array(fc.integer({ min: 0, max: 100 }), { minLength: 1, maxLength: 5 })
-  .chain((raw) => fc.tuple(fc.constant(raw), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: raw.length, maxLength: raw.length })))
+  .chain((raw) =>
+    fc.tuple(
+      fc.constant(raw),
+      fc.array(fc.integer({ min: 1, max: 6 }), { minLength: raw.length, maxLength: raw.length }),
+    ),
+  )
   .map(([raw, counts]) => {
     const sum = raw.reduce((a, b) => a + b, 0);
     const weights = sum === 0 ? raw.map((_, i) => (i === 0 ? 100 : 0)) : raw.map((w) => Math.floor((w * 100) / sum));
@@ -114,23 +126,32 @@ test("weighted: the same with a pseudo-random source (fixed seeds: the check is 
 
 test("instances mode: every instance of every revision gets an equal share", () => {
   fc.assert(
-    fc.property(fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 4 }), fc.integer(), (counts, seed) => {
-      const b = new Balancer({ random: equidistributed(seed) });
-      b.setTable(table("instances", counts.map((n, i) => ({ id: `dep${i}`, weight: i === 0 ? 100 : 0, n }))));
-      const total = counts.reduce((a, c) => a + c, 0);
-      const perInstance = new Map<string, number>();
-      const picks = 2_000 * total;
-      for (let i = 0; i < picks; i++) {
-        const inst = b.pick();
-        assert.ok(inst);
-        perInstance.set(inst.key, (perInstance.get(inst.key) ?? 0) + 1);
-      }
-      assert.equal(perInstance.size, total, "every instance was picked");
-      for (const [key, n] of perInstance) {
-        const pct = (n / picks) * 100;
-        assert.ok(Math.abs(pct - 100 / total) <= 2, `${key}: ${pct.toFixed(2)}% of ${total} instances`);
-      }
-    }),
+    fc.property(
+      fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 4 }),
+      fc.integer(),
+      (counts, seed) => {
+        const b = new Balancer({ random: equidistributed(seed) });
+        b.setTable(
+          table(
+            "instances",
+            counts.map((n, i) => ({ id: `dep${i}`, weight: i === 0 ? 100 : 0, n })),
+          ),
+        );
+        const total = counts.reduce((a, c) => a + c, 0);
+        const perInstance = new Map<string, number>();
+        const picks = 2_000 * total;
+        for (let i = 0; i < picks; i++) {
+          const inst = b.pick();
+          assert.ok(inst);
+          perInstance.set(inst.key, (perInstance.get(inst.key) ?? 0) + 1);
+        }
+        assert.equal(perInstance.size, total, "every instance was picked");
+        for (const [key, n] of perInstance) {
+          const pct = (n / picks) * 100;
+          assert.ok(Math.abs(pct - 100 / total) <= 2, `${key}: ${pct.toFixed(2)}% of ${total} instances`);
+        }
+      },
+    ),
     { numRuns: 40 },
   );
 });
@@ -138,10 +159,16 @@ test("instances mode: every instance of every revision gets an equal share", () 
 test("shares: revisions without an available instance get nothing, the rest renormalise, weight 0 gets nothing", () => {
   fc.assert(
     fc.property(
-      fc.array(fc.record({ weight: fc.option(fc.integer({ min: 0, max: 100 }), { nil: null }), available: fc.integer({ min: 0, max: 5 }) }), {
-        minLength: 1,
-        maxLength: 6,
-      }),
+      fc.array(
+        fc.record({
+          weight: fc.option(fc.integer({ min: 0, max: 100 }), { nil: null }),
+          available: fc.integer({ min: 0, max: 5 }),
+        }),
+        {
+          minLength: 1,
+          maxLength: 6,
+        },
+      ),
       fc.constantFrom("instances" as const, "weighted" as const),
       (revs, mode) => {
         const shares = revisionShares(mode, revs);
@@ -160,7 +187,9 @@ test("shares: revisions without an available instance get nothing, the rest reno
           });
         } else if (anyAvailable) {
           const total = revs.reduce((a, r) => a + r.available, 0);
-          revs.forEach((r, i) => assert.ok(Math.abs((shares[i] ?? 0) - r.available / total) < 1e-9, "by instance count"));
+          revs.forEach((r, i) =>
+            assert.ok(Math.abs((shares[i] ?? 0) - r.available / total) < 1e-9, "by instance count"),
+          );
         }
       },
     ),
@@ -173,38 +202,62 @@ test("weighted: a revision with weight but no instance hands its weight to the o
     { weight: 30, available: 2 },
     { weight: 20, available: 1 },
   ]);
-  assert.deepEqual(shares.map((s) => Math.round(s * 100)), [0, 60, 40]);
+  assert.deepEqual(
+    shares.map((s) => Math.round(s * 100)),
+    [0, 60, 40],
+  );
   // Never to nothing: only weight-0 revisions have instances → by instance count.
-  assert.deepEqual(revisionShares("weighted", [{ weight: 100, available: 0 }, { weight: 0, available: 3 }]), [0, 1]);
+  assert.deepEqual(
+    revisionShares("weighted", [
+      { weight: 100, available: 0 },
+      { weight: 0, available: 3 },
+    ]),
+    [0, 1],
+  );
 });
 
 test("pickByShare returns an index with a positive share, and covers every such index", () => {
   fc.assert(
-    fc.property(fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 8 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (raw, r) => {
-      const sum = raw.reduce((a, b) => a + b, 0);
-      const shares = raw.map((x) => (sum > 0 ? x / sum : 0));
-      const i = pickByShare(shares, r);
-      if (sum === 0) assert.equal(i, -1);
-      else assert.ok((shares[i] ?? 0) > 0, `picked ${i} with share ${shares[i]}`);
-    }),
+    fc.property(
+      fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 8 }),
+      fc.double({ min: 0, max: 0.999999, noNaN: true }),
+      (raw, r) => {
+        const sum = raw.reduce((a, b) => a + b, 0);
+        const shares = raw.map((x) => (sum > 0 ? x / sum : 0));
+        const i = pickByShare(shares, r);
+        if (sum === 0) assert.equal(i, -1);
+        else assert.ok((shares[i] ?? 0) > 0, `picked ${i} with share ${shares[i]}`);
+      },
+    ),
   );
 });
 
 test("power of two choices: two distinct candidates, the less loaded wins", () => {
   fc.assert(
-    fc.property(fc.array(fc.nat({ max: 50 }), { minLength: 2, maxLength: 20 }), fc.double({ min: 0, max: 0.9999, noNaN: true }), fc.double({ min: 0, max: 0.9999, noNaN: true }), (loads, r1, r2) => {
-      const n = loads.length;
-      const i = Math.min(n - 1, Math.floor(r1 * n));
-      let j = Math.min(n - 2, Math.floor(r2 * (n - 1)));
-      if (j >= i) j++;
-      assert.notEqual(i, j);
-      const k = powerOfTwo(n, (x) => loads[x] ?? 0, r1, r2);
-      assert.ok(k === i || k === j);
-      assert.equal(loads[k], Math.min(loads[i] ?? 0, loads[j] ?? 0));
-    }),
+    fc.property(
+      fc.array(fc.nat({ max: 50 }), { minLength: 2, maxLength: 20 }),
+      fc.double({ min: 0, max: 0.9999, noNaN: true }),
+      fc.double({ min: 0, max: 0.9999, noNaN: true }),
+      (loads, r1, r2) => {
+        const n = loads.length;
+        const i = Math.min(n - 1, Math.floor(r1 * n));
+        let j = Math.min(n - 2, Math.floor(r2 * (n - 1)));
+        if (j >= i) j++;
+        assert.notEqual(i, j);
+        const k = powerOfTwo(n, (x) => loads[x] ?? 0, r1, r2);
+        assert.ok(k === i || k === j);
+        assert.equal(loads[k], Math.min(loads[i] ?? 0, loads[j] ?? 0));
+      },
+    ),
   );
-  assert.equal(powerOfTwo(1, () => 5, 0.3, 0.7), 0);
-  assert.equal(powerOfTwo(0, () => 0, 0.3, 0.7), -1);
+  assert.equal(
+    powerOfTwo(1, () => 5, 0.3, 0.7),
+    0,
+  );
+  assert.equal(
+    powerOfTwo(0, () => 0, 0.3, 0.7),
+    -1,
+  );
 });
 
 test("the most loaded instance is never picked while another exists", () => {
@@ -235,40 +288,48 @@ test("ejection lasts base·2^(n-1), capped, and grows with every ejection in a r
 
 test("failures eject after the threshold, not while ejected; a success heals; ejection ends by time", () => {
   fc.assert(
-    fc.property(healthPolicy, fc.array(fc.constantFrom("fail", "ok", "wait"), { maxLength: 60 }), (p: HealthPolicy, events) => {
-      let s = HEALTHY;
-      let now = 1_000;
-      let prevEjections = 0;
-      for (const e of events) {
-        if (e === "wait") {
-          now += p.ejectBaseMs;
-          continue;
+    fc.property(
+      healthPolicy,
+      fc.array(fc.constantFrom("fail", "ok", "wait"), { maxLength: 60 }),
+      (p: HealthPolicy, events) => {
+        let s = HEALTHY;
+        let now = 1_000;
+        let prevEjections = 0;
+        for (const e of events) {
+          if (e === "wait") {
+            now += p.ejectBaseMs;
+            continue;
+          }
+          if (e === "ok") {
+            s = afterSuccess(s);
+            assert.deepEqual(s, HEALTHY);
+            prevEjections = 0;
+            continue;
+          }
+          const wasEjected = isEjected(s, now);
+          const next = afterFailure(s, now, p);
+          if (wasEjected) assert.equal(next, s, "failures while ejected change nothing");
+          else if (s.failures + 1 >= p.failureThreshold) {
+            assert.ok(isEjected(next, now), "ejected at the threshold");
+            assert.equal(next.ejections, prevEjections + 1);
+            assert.equal(next.ejectedUntil, now + ejectionMs(next.ejections, p));
+            prevEjections = next.ejections;
+          } else assert.ok(!isEjected(next, now));
+          s = next;
+          if (isEjected(s, now)) assert.ok(!isEjected(s, s.ejectedUntil), "the ejection ends at ejectedUntil");
         }
-        if (e === "ok") {
-          s = afterSuccess(s);
-          assert.deepEqual(s, HEALTHY);
-          prevEjections = 0;
-          continue;
-        }
-        const wasEjected = isEjected(s, now);
-        const next = afterFailure(s, now, p);
-        if (wasEjected) assert.equal(next, s, "failures while ejected change nothing");
-        else if (s.failures + 1 >= p.failureThreshold) {
-          assert.ok(isEjected(next, now), "ejected at the threshold");
-          assert.equal(next.ejections, prevEjections + 1);
-          assert.equal(next.ejectedUntil, now + ejectionMs(next.ejections, p));
-          prevEjections = next.ejections;
-        } else assert.ok(!isEjected(next, now));
-        s = next;
-        if (isEjected(s, now)) assert.ok(!isEjected(s, s.ejectedUntil), "the ejection ends at ejectedUntil");
-      }
-    }),
+      },
+    ),
   );
 });
 
 test("ejected instances get no traffic until their ejection ends; all ejected → ignore ejection", () => {
   let now = 0;
-  const b = new Balancer({ random: prng(3), now: () => now, health: { failureThreshold: 1, ejectBaseMs: 1_000, ejectCapMs: 8_000 } });
+  const b = new Balancer({
+    random: prng(3),
+    now: () => now,
+    health: { failureThreshold: 1, ejectBaseMs: 1_000, ejectCapMs: 8_000 },
+  });
   b.setTable(table("instances", [{ id: "a", weight: null, n: 3 }]));
   const [x, y, z] = b.revisions[0]?.instances ?? [];
   assert.ok(x && y && z);
@@ -318,7 +379,12 @@ test("a new table keeps the health and load of instances that stay, and reports 
   assert.ok(kept);
   kept.outstanding = 7;
   b.failure(kept);
-  const { added, removed } = b.setTable(table("instances", [{ id: "a", weight: null, n: 1 }, { id: "b", weight: null, n: 2 }]));
+  const { added, removed } = b.setTable(
+    table("instances", [
+      { id: "a", weight: null, n: 1 },
+      { id: "b", weight: null, n: 2 },
+    ]),
+  );
   assert.equal(b.instance(kept.key), kept);
   assert.equal(kept.outstanding, 7);
   assert.ok(b.isEjected(kept));

@@ -50,7 +50,10 @@ test("requests by revision and status class, and a cumulative latency histogram,
   inFlight = 0;
   m.stats.record("dep_a", "2xx", 0.001);
   const again = await m.registry.metrics();
-  assert.ok(again.includes(`${R}{revision="dep_a",code="2xx"} 3`), "a second scrape sees new requests and no double counting");
+  assert.ok(
+    again.includes(`${R}{revision="dep_a",code="2xx"} 3`),
+    "a second scrape sees new requests and no double counting",
+  );
   assert.ok(again.includes("krane_sentinel_in_flight_requests 0"));
   assert.equal(m.stats.count("dep_a", "2xx"), 3);
 });

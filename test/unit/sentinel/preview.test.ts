@@ -16,7 +16,12 @@ function table(preview: string | undefined): RoutingTable {
       return { key: `${address}:8080`, address, port: 8080, dialHost: address, deploymentId: id, pod: `${id}-${i}` };
     }),
   });
-  return { version: 2, mode: "weighted", revisions: [rev("blue", 100, 3, 0), rev("green", 0, 3, 1)], ...(preview !== undefined ? { preview } : {}) };
+  return {
+    version: 2,
+    mode: "weighted",
+    revisions: [rev("blue", 100, 3, 0), rev("green", 0, 3, 1)],
+    ...(preview !== undefined ? { preview } : {}),
+  };
 }
 
 test("the preview header reaches only the preview revision; other requests never do", () => {
@@ -47,9 +52,20 @@ test("a preview revision with no instance answers no instance rather than the li
 });
 
 test("the policy's preview field round-trips and older documents still parse", () => {
-  const p = { version: 3, environmentId: "env_1", mode: "weighted" as const, revisions: [{ deploymentId: "a", weight: 100 }], preview: "b" };
+  const p = {
+    version: 3,
+    environmentId: "env_1",
+    mode: "weighted" as const,
+    revisions: [{ deploymentId: "a", weight: 100 }],
+    preview: "b",
+  };
   assert.deepEqual(parseRoutingPolicy(formatRoutingPolicy(p)), p);
-  const old = { version: 3, environmentId: "env_1", mode: "weighted" as const, revisions: [{ deploymentId: "a", weight: 100 }] };
+  const old = {
+    version: 3,
+    environmentId: "env_1",
+    mode: "weighted" as const,
+    revisions: [{ deploymentId: "a", weight: 100 }],
+  };
   assert.deepEqual(parseRoutingPolicy(formatRoutingPolicy(old)), old);
   assert.throws(() => parseRoutingPolicy(JSON.stringify({ ...old, preview: 7 })), /preview/);
 });

@@ -3,12 +3,30 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { LABEL_DEPLOYMENT_ID } from "../../../src/contracts/labels.js";
-import { defaultRoutingPolicy, formatRoutingPolicy, POLICY_KEY, type RoutingPolicy } from "../../../src/contracts/routing.js";
+import {
+  defaultRoutingPolicy,
+  formatRoutingPolicy,
+  POLICY_KEY,
+  type RoutingPolicy,
+} from "../../../src/contracts/routing.js";
 import type { KubeObject } from "../../../src/kube/object.js";
-import { cidrContains, formatAddressMapping, intToIpv4, ipv4ToInt, mapAddress, parseAddressMapping, parseCidr } from "../../../src/contracts/address-map.js";
+import {
+  cidrContains,
+  formatAddressMapping,
+  intToIpv4,
+  ipv4ToInt,
+  mapAddress,
+  parseAddressMapping,
+  parseCidr,
+} from "../../../src/contracts/address-map.js";
 import { buildTable, endpointCount, readPolicy } from "../../../src/sentinel/table.js";
 
-function slice(name: string, deploymentId: string | undefined, endpoints: unknown[], extra: Record<string, unknown> = {}): KubeObject {
+function slice(
+  name: string,
+  deploymentId: string | undefined,
+  endpoints: unknown[],
+  extra: Record<string, unknown> = {},
+): KubeObject {
   return {
     metadata: { name, namespace: "sentinel", labels: deploymentId ? { [LABEL_DEPLOYMENT_ID]: deploymentId } : {} },
     addressType: "IPv4",
@@ -24,7 +42,13 @@ const ep = (ip: string, ready?: boolean, pod?: string) => ({
   ...(pod ? { targetRef: { kind: "Pod", name: pod, namespace: "ws" } } : {}),
 });
 
-const policy = (p: Partial<RoutingPolicy> = {}): RoutingPolicy => ({ version: 4, environmentId: "env_a", mode: "instances", revisions: [], ...p });
+const policy = (p: Partial<RoutingPolicy> = {}): RoutingPolicy => ({
+  version: 4,
+  environmentId: "env_a",
+  mode: "instances",
+  revisions: [],
+  ...p,
+});
 
 test("slices become revisions; unready endpoints and bad entries are skipped with a problem", () => {
   const { table, problems } = buildTable(
@@ -34,12 +58,23 @@ test("slices become revisions; unready endpoints and bad entries are skipped wit
       slice("b", "dep_b", [ep("not-an-ip", true), ep("10.1.1.1", true)]),
       slice("nolabel", undefined, [ep("10.9.9.9", true)]),
       slice("fqdn", "dep_c", [ep("10.9.9.8", true)], { addressType: "FQDN" }),
-      slice("noport", "dep_c", [ep("10.9.9.7", true)], { ports: [{ name: "grpc", port: 9 }, { name: "metrics", port: 10 }] }),
+      slice("noport", "dep_c", [ep("10.9.9.7", true)], {
+        ports: [
+          { name: "grpc", port: 9 },
+          { name: "metrics", port: 10 },
+        ],
+      }),
       slice("dup", "dep_d", [ep("10.1.1.1", true)]),
       // What the agent writes for a revision with no routable pod: no endpoints, no port.
       slice("empty", "dep_e", [], { ports: undefined, endpoints: null }),
     ],
-    policy({ mode: "weighted", revisions: [{ deploymentId: "dep_a", weight: 90 }, { deploymentId: "dep_z", weight: 10 }] }),
+    policy({
+      mode: "weighted",
+      revisions: [
+        { deploymentId: "dep_a", weight: 90 },
+        { deploymentId: "dep_z", weight: 10 },
+      ],
+    }),
   );
   assert.equal(table.version, 4);
   assert.equal(table.mode, "weighted");
@@ -58,7 +93,10 @@ test("slices become revisions; unready endpoints and bad entries are skipped wit
   assert.equal(endpointCount(table), 4);
   assert.equal(problems.length, 5, problems.join("\n"));
   for (const word of ["not-an-ip", "label", "FQDN", "port", "10.1.1.1:8080"]) {
-    assert.ok(problems.some((p) => p.includes(word)), `a problem mentions ${word}`);
+    assert.ok(
+      problems.some((p) => p.includes(word)),
+      `a problem mentions ${word}`,
+    );
   }
 });
 
@@ -76,7 +114,10 @@ test("the dial address is mapped through the pod address map; the identity stays
 });
 
 test("readPolicy takes the valid policy with the highest version and says why others were refused", () => {
-  const cm = (name: string, data: Record<string, string>): KubeObject => ({ metadata: { name, namespace: "sentinel" }, data });
+  const cm = (name: string, data: Record<string, string>): KubeObject => ({
+    metadata: { name, namespace: "sentinel" },
+    data,
+  });
   const good = (v: number) => formatRoutingPolicy(policy({ version: v }));
   const r = readPolicy(
     [
@@ -85,12 +126,20 @@ test("readPolicy takes the valid policy with the highest version and says why ot
       cm("c", { [POLICY_KEY]: "{nope" }),
       cm("d", { other: "x" }),
       cm("e", { [POLICY_KEY]: formatRoutingPolicy(policy({ version: 99, environmentId: "env_other" })) }),
-      cm("f", { [POLICY_KEY]: JSON.stringify({ version: 100, environmentId: "env_a", mode: "weighted", revisions: [{ deploymentId: "x", weight: 50 }] }) }),
+      cm("f", {
+        [POLICY_KEY]: JSON.stringify({
+          version: 100,
+          environmentId: "env_a",
+          mode: "weighted",
+          revisions: [{ deploymentId: "x", weight: 50 }],
+        }),
+      }),
     ],
     "env_a",
   );
   assert.equal(r.policy?.version, 9);
-  for (const word of ["sentinel/c", "sentinel/d", "env_other", "add up to 50"]) assert.ok(r.error?.includes(word), `error mentions ${word}: ${r.error}`);
+  for (const word of ["sentinel/c", "sentinel/d", "env_other", "add up to 50"])
+    assert.ok(r.error?.includes(word), `error mentions ${word}: ${r.error}`);
   assert.deepEqual(readPolicy([], "env_a"), { policy: undefined, error: undefined });
   assert.equal(defaultRoutingPolicy("env_a").mode, "instances");
 });
@@ -108,17 +157,22 @@ test("CIDRs: parse, contain and map at the same offset", () => {
   assert.equal(mapAddress("fd00::1", m), "fd00::1");
   assert.equal(mapAddress("10.200.0.1", undefined), "10.200.0.1");
   fc.assert(
-    fc.property(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 8, max: 30 }), fc.integer({ min: 0, max: 0xffffffff }), (a, prefix, b) => {
-      const mask = (0xffffffff << (32 - prefix)) >>> 0;
-      const from = { base: (a & mask) >>> 0, prefix };
-      const to = { base: (b & mask) >>> 0, prefix };
-      const ip = intToIpv4((from.base | (b & ~mask)) >>> 0);
-      assert.equal(ipv4ToInt(ip), (from.base | (b & ~mask)) >>> 0);
-      assert.ok(cidrContains(from, ip));
-      const mapped = mapAddress(ip, { from, to });
-      assert.ok(cidrContains(to, mapped));
-      assert.equal((ipv4ToInt(mapped) & ~mask) >>> 0, (ipv4ToInt(ip) & ~mask) >>> 0, "same offset");
-    }),
+    fc.property(
+      fc.integer({ min: 0, max: 0xffffffff }),
+      fc.integer({ min: 8, max: 30 }),
+      fc.integer({ min: 0, max: 0xffffffff }),
+      (a, prefix, b) => {
+        const mask = (0xffffffff << (32 - prefix)) >>> 0;
+        const from = { base: (a & mask) >>> 0, prefix };
+        const to = { base: (b & mask) >>> 0, prefix };
+        const ip = intToIpv4((from.base | (b & ~mask)) >>> 0);
+        assert.equal(ipv4ToInt(ip), (from.base | (b & ~mask)) >>> 0);
+        assert.ok(cidrContains(from, ip));
+        const mapped = mapAddress(ip, { from, to });
+        assert.ok(cidrContains(to, mapped));
+        assert.equal((ipv4ToInt(mapped) & ~mask) >>> 0, (ipv4ToInt(ip) & ~mask) >>> 0, "same offset");
+      },
+    ),
   );
 });
 

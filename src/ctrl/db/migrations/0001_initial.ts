@@ -176,8 +176,16 @@ export const migration: KraneMigration = {
       .addPrimaryKeyConstraint("deployment_reports_pk", ["deployment_id", "region"])
       .execute();
 
-    await db.schema.createIndex("deployments_environment").on("deployments").columns(["environment_id", "revision"]).execute();
-    await db.schema.createIndex("desired_objects_object").on("desired_objects").columns(["kind", "object_id"]).execute();
+    await db.schema
+      .createIndex("deployments_environment")
+      .on("deployments")
+      .columns(["environment_id", "revision"])
+      .execute();
+    await db.schema
+      .createIndex("desired_objects_object")
+      .on("desired_objects")
+      .columns(["kind", "object_id"])
+      .execute();
     await db.schema.createIndex("outbox_created_at").on("outbox").column("created_at").execute();
   },
 };

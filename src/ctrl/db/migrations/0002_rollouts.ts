@@ -32,7 +32,11 @@ export const migration: KraneMigration = {
       .addColumn("max_replicas", "integer")
       .addPrimaryKeyConstraint("rollout_revisions_pk", ["deployment_id", "region"])
       .execute();
-    await db.schema.createIndex("rollout_revisions_env").on("rollout_revisions").columns(["environment_id", "region"]).execute();
+    await db.schema
+      .createIndex("rollout_revisions_env")
+      .on("rollout_revisions")
+      .columns(["environment_id", "region"])
+      .execute();
 
     await db.schema
       .createTable("rollout_events")

@@ -37,7 +37,9 @@ export const migration: KraneMigration = {
         try {
           replicas = fromBinary(ApplyDeploymentSchema, row.payload).replicas;
         } catch (err) {
-          throw new Error(`desired deployment ${row.object_id} in region ${row.region}: payload does not decode: ${err instanceof Error ? err.message : String(err)}`);
+          throw new Error(
+            `desired deployment ${row.object_id} in region ${row.region}: payload does not decode: ${err instanceof Error ? err.message : String(err)}`,
+          );
         }
         const key = `${row.region}\u0000${replicas}`;
         const g = groups.get(key);

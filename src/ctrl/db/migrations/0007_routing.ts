@@ -13,9 +13,18 @@ import type { KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("environments").addColumn("routing_mode", "text", (c) => c.notNull().defaultTo("instances")).execute();
-    await db.schema.alterTable("environments").addColumn("routing_weights", "text", (c) => c.notNull().defaultTo("[]")).execute();
-    await db.schema.alterTable("environments").addColumn("routing_version", "bigint", (c) => c.notNull().defaultTo(1)).execute();
+    await db.schema
+      .alterTable("environments")
+      .addColumn("routing_mode", "text", (c) => c.notNull().defaultTo("instances"))
+      .execute();
+    await db.schema
+      .alterTable("environments")
+      .addColumn("routing_weights", "text", (c) => c.notNull().defaultTo("[]"))
+      .execute();
+    await db.schema
+      .alterTable("environments")
+      .addColumn("routing_version", "bigint", (c) => c.notNull().defaultTo(1))
+      .execute();
     await db.schema.alterTable("sentinels").addColumn("address", "text").execute();
     await db.schema.alterTable("sentinels").addColumn("served_routing_version", "bigint").execute();
   },

@@ -23,9 +23,17 @@ import type { KraneMigration, MigrationDialect } from "./migration.js";
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect: MigrationDialect): Promise<void> {
     await db.schema.alterTable("desired_objects").addColumn("environment_id", "text").execute();
-    await sql`UPDATE desired_objects SET environment_id = (SELECT d.environment_id FROM deployments d WHERE d.id = desired_objects.object_id) WHERE kind = 'deployment'`.execute(db);
-    await sql`UPDATE desired_objects SET environment_id = (SELECT s.environment_id FROM sentinels s WHERE s.id = desired_objects.object_id) WHERE kind = 'sentinel'`.execute(db);
-    await db.schema.createIndex("desired_objects_environment").on("desired_objects").columns(["environment_id"]).execute();
+    await sql`UPDATE desired_objects SET environment_id = (SELECT d.environment_id FROM deployments d WHERE d.id = desired_objects.object_id) WHERE kind = 'deployment'`.execute(
+      db,
+    );
+    await sql`UPDATE desired_objects SET environment_id = (SELECT s.environment_id FROM sentinels s WHERE s.id = desired_objects.object_id) WHERE kind = 'sentinel'`.execute(
+      db,
+    );
+    await db.schema
+      .createIndex("desired_objects_environment")
+      .on("desired_objects")
+      .columns(["environment_id"])
+      .execute();
 
     for (const table of ["workspaces", "projects", "environments"]) {
       await db.schema.alterTable(table).addColumn("deleting_at", "bigint").execute();
@@ -157,7 +165,11 @@ export const migration: KraneMigration = {
       .addColumn("requested_at", "bigint", (c) => c.notNull())
       .addPrimaryKeyConstraint("pending_deletions_pk", ["environment_id", "region", "kind", "object_id"])
       .execute();
-    await db.schema.createIndex("pending_deletions_object").on("pending_deletions").columns(["kind", "object_id", "region"]).execute();
+    await db.schema
+      .createIndex("pending_deletions_object")
+      .on("pending_deletions")
+      .columns(["kind", "object_id", "region"])
+      .execute();
 
     await db.schema
       .createTable("audit_log")

@@ -18,7 +18,14 @@ export function sampleDeployment(overrides: Partial<Omit<ApplyDeployment, "$type
     replicas: 3,
     cpuMillicores: 500n,
     memoryMib: 256n,
-    healthCheck: { method: "GET", path: "/health", intervalSeconds: 10, timeoutSeconds: 2, failureThreshold: 3, initialDelaySeconds: 5 },
+    healthCheck: {
+      method: "GET",
+      path: "/health",
+      intervalSeconds: 10,
+      timeoutSeconds: 2,
+      failureThreshold: 3,
+      initialDelaySeconds: 5,
+    },
     buildId: "build_9",
     region: "local",
     workspaceSlug: "acme",
@@ -28,7 +35,10 @@ export function sampleDeployment(overrides: Partial<Omit<ApplyDeployment, "$type
     minReadySeconds: 15,
     config: { configMapName: "dep-1-config-0123456789", values: [{ name: "LOG_LEVEL", value: "debug" }] },
     secrets: { secretName: "dep-1-secrets-0123456789", keys: ["DB_PASSWORD"] },
-    externalSecrets: { secretProviderClassName: "dep-1-external-0123456789", secrets: [{ key: "API_KEY", path: "secret/data/api#key" }] },
+    externalSecrets: {
+      secretProviderClassName: "dep-1-external-0123456789",
+      secrets: [{ key: "API_KEY", path: "secret/data/api#key" }],
+    },
     ...overrides,
   });
 }

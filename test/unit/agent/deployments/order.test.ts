@@ -14,7 +14,9 @@ test("a scale-up waits for siblings whose desired replicas are below their live 
   // A ReplicaSet that does not exist yet is a scale-up from 0.
   assert.deepEqual(scaleDownsFirst("new", 1, undefined, siblings), ["old"]);
   // A sibling ctrl no longer wants here (its delete is pending) counts as shrinking to 0.
-  assert.deepEqual(scaleDownsFirst("new", 3, 2, [{ key: "gone", liveReplicas: 1, desiredReplicas: undefined }]), ["gone"]);
+  assert.deepEqual(scaleDownsFirst("new", 3, 2, [{ key: "gone", liveReplicas: 1, desiredReplicas: undefined }]), [
+    "gone",
+  ]);
 });
 
 test("scale-downs, unchanged sizes and scale-ups without shrinking siblings never wait", () => {
@@ -35,12 +37,19 @@ test("applied in the order it allows, the live total never exceeds the larger of
     fc.property(sizes, fc.array(fc.nat(1000)), (pairs, picks) => {
       const live = pairs.map(([from]) => from);
       const want = pairs.map(([, to]) => to);
-      const bound = Math.max(live.reduce((a, b) => a + b, 0), want.reduce((a, b) => a + b, 0));
+      const bound = Math.max(
+        live.reduce((a, b) => a + b, 0),
+        want.reduce((a, b) => a + b, 0),
+      );
       const pending = new Set(pairs.map((_, i) => i));
       let guard = 0;
       while (pending.size > 0 && guard++ < 100) {
         const ready = [...pending].filter((i) => {
-          const siblings = pairs.map((_, j) => ({ key: String(j), liveReplicas: live[j] ?? 0, desiredReplicas: want[j] }));
+          const siblings = pairs.map((_, j) => ({
+            key: String(j),
+            liveReplicas: live[j] ?? 0,
+            desiredReplicas: want[j],
+          }));
           return scaleDownsFirst(String(i), want[i] ?? 0, live[i], siblings).length === 0;
         });
         assert.ok(ready.length > 0, "some change can always proceed");

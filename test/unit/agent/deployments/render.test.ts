@@ -26,7 +26,8 @@ function mutate(d: ApplyDeployment, field: DescField): ApplyDeployment {
   const name = field.localName;
   const v = rec[name];
   if (field.fieldKind === "list") {
-    if (field.listKind === "message") rec[name] = [...(v as unknown[]), create(EnvVarSchema, { name: "EXTRA", value: "1" })];
+    if (field.listKind === "message")
+      rec[name] = [...(v as unknown[]), create(EnvVarSchema, { name: "EXTRA", value: "1" })];
     else rec[name] = [...(v as string[]), "extra"];
   } else if (field.fieldKind === "message") {
     throw new Error("handled separately");
@@ -49,7 +50,14 @@ function settingsVariants(name: string): Partial<ApplyDeployment>[] {
     case "secrets":
       return [{ secrets: { ...base.secrets, secretName: "other-secrets" } as ApplyDeployment["secrets"] }];
     case "external_secrets":
-      return [{ externalSecrets: { ...base.externalSecrets, secretProviderClassName: "other-external" } as ApplyDeployment["externalSecrets"] }];
+      return [
+        {
+          externalSecrets: {
+            ...base.externalSecrets,
+            secretProviderClassName: "other-external",
+          } as ApplyDeployment["externalSecrets"],
+        },
+      ];
     default:
       throw new Error(`no variants for message field ${name}: add them`);
   }
@@ -68,7 +76,10 @@ test("field coverage: every ApplyDeployment field reaches the rendered ReplicaSe
       // any of their fields changes the ReplicaSet.
       for (const variant of settingsVariants(field.name)) {
         const changed = JSON.stringify(renderReplicaSet(sampleDeployment(variant), REGION));
-        if (changed === baseJson) missing.push(`${field.name} (${JSON.stringify(variant, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))})`);
+        if (changed === baseJson)
+          missing.push(
+            `${field.name} (${JSON.stringify(variant, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))})`,
+          );
       }
       continue;
     }
@@ -89,7 +100,10 @@ test("field coverage: every ApplyDeployment field reaches the rendered ReplicaSe
   }
   assert.deepEqual(missing, [], `fields that do not reach the ReplicaSet: ${missing.join(", ")}`);
   for (const name of Object.keys(renderedElsewhere)) {
-    assert.ok(ApplyDeploymentSchema.fields.some((f) => f.name === name), `stale entry in renderedElsewhere: ${name}`);
+    assert.ok(
+      ApplyDeploymentSchema.fields.some((f) => f.name === name),
+      `stale entry in renderedElsewhere: ${name}`,
+    );
   }
 });
 
@@ -108,7 +122,13 @@ interface Rs {
         nodeSelector: Record<string, string>;
         tolerations: Array<Record<string, string>>;
         topologySpreadConstraints: Array<{ maxSkew: number; topologyKey: string }>;
-        affinity: { podAffinity: { preferredDuringSchedulingIgnoredDuringExecution: Array<{ podAffinityTerm: { labelSelector: { matchLabels: Record<string, string> } } }> } };
+        affinity: {
+          podAffinity: {
+            preferredDuringSchedulingIgnoredDuringExecution: Array<{
+              podAffinityTerm: { labelSelector: { matchLabels: Record<string, string> } };
+            }>;
+          };
+        };
         containers: Array<{
           image: string;
           command?: string[];
@@ -147,20 +167,29 @@ test("the ReplicaSet has the isolation, scheduling, resources and env krane prom
   assert.equal(pod.automountServiceAccountToken, false);
   assert.equal(pod.enableServiceLinks, false);
   assert.deepEqual(pod.nodeSelector, { "node-class": "untrusted" });
-  assert.deepEqual(pod.tolerations, [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }]);
+  assert.deepEqual(pod.tolerations, [
+    { key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" },
+  ]);
   assert.equal(pod.topologySpreadConstraints[0]?.maxSkew, 1);
   assert.equal(pod.topologySpreadConstraints[0]?.topologyKey, "topology.kubernetes.io/zone");
-  assert.deepEqual(pod.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]?.podAffinityTerm.labelSelector.matchLabels, {
-    "krane.dev/environment-id": "env_1",
-    "app.kubernetes.io/component": "sentinel",
-  });
+  assert.deepEqual(
+    pod.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]?.podAffinityTerm.labelSelector
+      .matchLabels,
+    {
+      "krane.dev/environment-id": "env_1",
+      "app.kubernetes.io/component": "sentinel",
+    },
+  );
   const c = pod.containers[0];
   assert.ok(c);
   assert.equal(c.image, "ghcr.io/acme/web:1.2.3");
   assert.deepEqual(c.command, ["/bin/web"]);
   assert.deepEqual(c.args, ["--listen", ":8080"]);
   assert.equal(c.ports[0]?.containerPort, 8080);
-  assert.deepEqual(c.resources, { limits: { cpu: "500m", memory: "256Mi" }, requests: { cpu: "250m", memory: "128Mi" } });
+  assert.deepEqual(c.resources, {
+    limits: { cpu: "500m", memory: "256Mi" },
+    requests: { cpu: "250m", memory: "128Mi" },
+  });
   const env = new Map(c.env.map((e) => [e.name, e.value ?? e.valueFrom]));
   assert.equal(env.get("PORT"), "8080");
   assert.equal(env.get("KRANE_DEPLOYMENT_ID"), "dep_1");
@@ -175,7 +204,10 @@ test("the ReplicaSet has the isolation, scheduling, resources and env krane prom
 });
 
 test("empty command/args/health check render nothing (no empty lists to drift on)", () => {
-  const rs = renderReplicaSet(sampleDeployment({ command: [], args: [], healthCheck: undefined, buildId: "", minReadySeconds: 0 }), REGION) as unknown as Rs;
+  const rs = renderReplicaSet(
+    sampleDeployment({ command: [], args: [], healthCheck: undefined, buildId: "", minReadySeconds: 0 }),
+    REGION,
+  ) as unknown as Rs;
   const c = rs.spec.template.spec.containers[0];
   assert.ok(c);
   assert.equal(c.command, undefined);
@@ -194,7 +226,10 @@ test("the network policy is per environment and region, admitting only that envi
   assert.deepEqual(other, networkPolicy, "two deployments of one environment share one policy");
   assert.equal(networkPolicy.metadata.name, networkPolicyName("env_1", "local"));
   assert.match(networkPolicy.metadata.name ?? "", /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
-  const spec = networkPolicy.spec as { endpointSelector: { matchLabels: Record<string, string> }; ingress: Array<{ fromEndpoints: Array<{ matchLabels: Record<string, string> }> }> };
+  const spec = networkPolicy.spec as {
+    endpointSelector: { matchLabels: Record<string, string> };
+    ingress: Array<{ fromEndpoints: Array<{ matchLabels: Record<string, string> }> }>;
+  };
   assert.equal(spec.endpointSelector.matchLabels["krane.dev/environment-id"], "env_1");
   assert.deepEqual(spec.ingress[0]?.fromEndpoints[0]?.matchLabels, {
     "k8s:io.kubernetes.pod.namespace": "sentinel",

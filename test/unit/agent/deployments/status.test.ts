@@ -9,7 +9,9 @@ function pod(name: string, status: Record<string, unknown>, extra: Partial<KubeO
     metadata: { name, namespace: "ws-1", ...extra },
     spec: {
       nodeName: "node-a-1",
-      containers: [{ name: "app", ports: [{ containerPort: 8080 }], resources: { limits: { cpu: "500m", memory: "256Mi" } } }],
+      containers: [
+        { name: "app", ports: [{ containerPort: 8080 }], resources: { limits: { cpu: "500m", memory: "256Mi" } } },
+      ],
     },
     status,
   };
@@ -30,12 +32,19 @@ test("status mapping follows DESIGN §4", () => {
   assert.equal(running?.zone, "zone-a");
   assert.equal(running?.readySinceUnixMs, BigInt(Date.parse("2026-01-01T00:00:00Z")));
 
-  const notReady = podToInstance(pod("b", { phase: "Running", podIP: "10.0.0.2", conditions: [{ type: "ContainersReady", status: "False" }] }), zone);
+  const notReady = podToInstance(
+    pod("b", { phase: "Running", podIP: "10.0.0.2", conditions: [{ type: "ContainersReady", status: "False" }] }),
+    zone,
+  );
   assert.equal(notReady?.status, InstanceStatus.PENDING);
   assert.equal(notReady?.readySinceUnixMs, 0n);
 
   const crashing = podToInstance(
-    pod("c", { phase: "Running", podIP: "10.0.0.3", containerStatuses: [{ name: "app", state: { waiting: { reason: "CrashLoopBackOff" } } }] }),
+    pod("c", {
+      phase: "Running",
+      podIP: "10.0.0.3",
+      containerStatuses: [{ name: "app", state: { waiting: { reason: "CrashLoopBackOff" } } }],
+    }),
     zone,
   );
   assert.equal(crashing?.status, InstanceStatus.FAILED);
@@ -50,14 +59,21 @@ test("status mapping follows DESIGN §4", () => {
   const h = podToInstance(pod("h", { phase: "Pending" }, gone), zone);
   assert.equal(h?.status, InstanceStatus.TERMINATING, "terminating without an IP is still reported");
   assert.equal(h?.address, "");
-  assert.equal(podToInstance(pod("i", { phase: "Failed", podIP: "10.0.0.8" }, gone), zone), undefined, "terminal wins over terminating");
+  assert.equal(
+    podToInstance(pod("i", { phase: "Failed", podIP: "10.0.0.8" }, gone), zone),
+    undefined,
+    "terminal wins over terminating",
+  );
 });
 
 test("instance sets are sorted and fingerprints change only when the set does", () => {
   const p1 = pod("b", { phase: "Running", podIP: "10.0.0.1", conditions: ready });
   const p2 = pod("a", { phase: "Pending", podIP: "10.0.0.2" });
   const set = instancesOf([p1, p2], zone);
-  assert.deepEqual(set.map((i) => i.k8sName), ["a", "b"]);
+  assert.deepEqual(
+    set.map((i) => i.k8sName),
+    ["a", "b"],
+  );
   const fp = instancesFingerprint("dep-1", set);
   assert.equal(instancesFingerprint("dep-1", instancesOf([p2, p1], zone)), fp);
   const p2ready = pod("a", { phase: "Running", podIP: "10.0.0.2", conditions: ready });

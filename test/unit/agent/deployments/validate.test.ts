@@ -27,11 +27,23 @@ test("invalid deployments are refused with a reason naming the field", () => {
     [{ region: "elsewhere" }, /region "elsewhere" does not match/],
     [{ deploymentId: "has space" }, /label value/],
     [{ env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "PORT", value: "1" }] }, /reserved/],
-    [{ env: [{ $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "1" }, { $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "2" }] }, /twice/],
+    [
+      {
+        env: [
+          { $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "1" },
+          { $typeName: "krane.ctrl.v1.EnvVar", name: "A", value: "2" },
+        ],
+      },
+      /twice/,
+    ],
   ];
   for (const [overrides, reason] of cases) {
     const r = validateApplyDeployment(sampleDeployment(overrides), "local", true);
-    assert.match(r ?? "(valid)", reason, JSON.stringify(overrides, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)));
+    assert.match(
+      r ?? "(valid)",
+      reason,
+      JSON.stringify(overrides, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)),
+    );
   }
 });
 
@@ -44,8 +56,29 @@ test("issue 16: external secrets need the cluster's store; settings keys must be
   assert.match(reason ?? "", /external store/);
   assert.equal(validateApplyDeployment(sampleDeployment({ externalSecrets: undefined }), "local", false), undefined);
   for (const bad of ["1X", "PORT", "KRANE_ID", "A-B", ""]) {
-    assert.match(validateApplyDeployment(sampleDeployment({ config: { configMapName: "c", values: [{ name: bad, value: "v" }] } as never }), "local", true) ?? "", /config key/);
-    assert.match(validateApplyDeployment(sampleDeployment({ secrets: { secretName: "s", keys: [bad] } as never }), "local", true) ?? "", /secret key/);
+    assert.match(
+      validateApplyDeployment(
+        sampleDeployment({ config: { configMapName: "c", values: [{ name: bad, value: "v" }] } as never }),
+        "local",
+        true,
+      ) ?? "",
+      /config key/,
+    );
+    assert.match(
+      validateApplyDeployment(
+        sampleDeployment({ secrets: { secretName: "s", keys: [bad] } as never }),
+        "local",
+        true,
+      ) ?? "",
+      /secret key/,
+    );
   }
-  assert.match(validateApplyDeployment(sampleDeployment({ secrets: { secretName: "Not_A_Name", keys: ["A"] } as never }), "local", true) ?? "", /secret_name/);
+  assert.match(
+    validateApplyDeployment(
+      sampleDeployment({ secrets: { secretName: "Not_A_Name", keys: ["A"] } as never }),
+      "local",
+      true,
+    ) ?? "",
+    /secret_name/,
+  );
 });

@@ -49,8 +49,20 @@ function gateway(extra: Partial<Omit<ApplyGateway, "$typeName">> = {}): ApplyGat
           defaultAction: "allow",
         },
       },
-      { name: "organization", visibility: "organization", hostnames: ["acme.internal.example"], pathPrefix: "/shop/production", auth: { hosts: ["acme.internal.example"], defaultAction: "allow" } },
-      { name: "domain-0123456789", visibility: "public", hostnames: ["www.shop.example"], pathPrefix: "/", certificate: true },
+      {
+        name: "organization",
+        visibility: "organization",
+        hostnames: ["acme.internal.example"],
+        pathPrefix: "/shop/production",
+        auth: { hosts: ["acme.internal.example"], defaultAction: "allow" },
+      },
+      {
+        name: "domain-0123456789",
+        visibility: "public",
+        hostnames: ["www.shop.example"],
+        pathPrefix: "/",
+        certificate: true,
+      },
     ],
     ...extra,
   } as never);
@@ -60,21 +72,36 @@ describe("rendering", () => {
   it("an HTTPRoute per route on its visibility's Gateway, PathPrefix only, rewritten under a prefix", () => {
     const g = gateway();
     const objs = renderRoutes(g, "eu", settings, "snt-shop-production-x");
-    assert.deepEqual(objs.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`), [
-      "HTTPRoute/ws-acme/gw-shop-production-abc123-public",
-      "HTTPRoute/ws-acme/gw-shop-production-abc123-organization",
-      "HTTPRoute/ws-acme/gw-shop-production-abc123-domain-0123456789",
-      "ReferenceGrant/sentinel/gw-shop-production-abc123-to-sentinel",
-    ]);
+    assert.deepEqual(
+      objs.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`),
+      [
+        "HTTPRoute/ws-acme/gw-shop-production-abc123-public",
+        "HTTPRoute/ws-acme/gw-shop-production-abc123-organization",
+        "HTTPRoute/ws-acme/gw-shop-production-abc123-domain-0123456789",
+        "ReferenceGrant/sentinel/gw-shop-production-abc123-to-sentinel",
+      ],
+    );
     const org = objs[1] as KubeObject;
     assert.deepEqual(org.spec, {
-      parentRefs: [{ group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform", name: "internal", sectionName: "http" }],
+      parentRefs: [
+        {
+          group: "gateway.networking.k8s.io",
+          kind: "Gateway",
+          namespace: "platform",
+          name: "internal",
+          sectionName: "http",
+        },
+      ],
       hostnames: ["acme.internal.example"],
       rules: [
         {
           matches: [{ path: { type: "PathPrefix", value: "/shop/production" } }],
-          backendRefs: [{ group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 }],
-          filters: [{ type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } }],
+          backendRefs: [
+            { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 },
+          ],
+          filters: [
+            { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+          ],
         },
       ],
     });
@@ -85,31 +112,49 @@ describe("rendering", () => {
   it("no sentinel Service or no Gateway for a visibility: those routes are not rendered", () => {
     assert.deepEqual(renderRoutes(gateway(), "eu", settings, undefined), []);
     const onlyPublic = renderRoutes(gateway(), "eu", { public: settings.public }, "snt");
-    assert.deepEqual(onlyPublic.filter((o) => o.kind === "HTTPRoute").map((o) => o.metadata.name?.split("-").pop()), ["public", "0123456789"]);
+    assert.deepEqual(
+      onlyPublic.filter((o) => o.kind === "HTTPRoute").map((o) => o.metadata.name?.split("-").pop()),
+      ["public", "0123456789"],
+    );
   });
 
   it("certificates for custom domains (all hostnames on request) and a grant for the Gateways' namespace", () => {
     const g = gateway();
     assert.deepEqual(certificateHostnames(g, settings), ["www.shop.example"]);
-    assert.deepEqual(certificateHostnames(g, { ...settings, endpointCertificates: true }), ["acme.internal.example", "p.apps.example", "www.shop.example"]);
+    assert.deepEqual(certificateHostnames(g, { ...settings, endpointCertificates: true }), [
+      "acme.internal.example",
+      "p.apps.example",
+      "www.shop.example",
+    ]);
     assert.deepEqual(certificateHostnames(g, { public: settings.public }), [], "no issuer, no certificates");
     const objs = renderStatic(g, "eu", settings);
     const kinds = objs.map((o) => o.kind);
     assert.deepEqual(kinds, ["Certificate", "ReferenceGrant", "SecurityPolicy"]);
     const grant = objs[1] as KubeObject;
-    assert.deepEqual((grant.spec as { from: unknown }).from, [{ group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform" }]);
+    assert.deepEqual((grant.spec as { from: unknown }).from, [
+      { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform" },
+    ]);
   });
 
   it("the SecurityPolicy gates methods by scope, and a route without JWT gets none", () => {
     const g = gateway();
     const p = renderSecurityPolicy(g, g.routes[0] as never, "eu") as KubeObject;
-    const spec = p.spec as { jwt: { optional: boolean; providers: { remoteJWKS: { uri: string } }[] }; authorization: { defaultAction: string; rules: { action: string; operation?: { methods: string[] } }[] } };
+    const spec = p.spec as {
+      jwt: { optional: boolean; providers: { remoteJWKS: { uri: string } }[] };
+      authorization: { defaultAction: string; rules: { action: string; operation?: { methods: string[] } }[] };
+    };
     assert.equal(spec.jwt.optional, true);
     assert.equal(spec.jwt.providers[0]?.remoteJWKS.uri, "https://idp.example/jwks");
     assert.equal(spec.authorization.defaultAction, "Allow");
-    assert.deepEqual(spec.authorization.rules.map((r) => `${r.action}:${r.operation?.methods.join() ?? "*"}`), ["Allow:*", "Deny:*", "Allow:GET", "Deny:GET"]);
+    assert.deepEqual(
+      spec.authorization.rules.map((r) => `${r.action}:${r.operation?.methods.join() ?? "*"}`),
+      ["Allow:*", "Deny:*", "Allow:GET", "Deny:GET"],
+    );
     assert.equal(renderSecurityPolicy(g, g.routes[1] as never, "eu"), undefined);
-    assert.equal(renderHttpRoute(g, g.routes[0] as never, "eu", settings.public as never, "snt").spec !== undefined, true);
+    assert.equal(
+      renderHttpRoute(g, g.routes[0] as never, "eu", settings.public as never, "snt").spec !== undefined,
+      true,
+    );
   });
 });
 
@@ -140,19 +185,66 @@ describe("status", () => {
 
   it("reads Accepted/ResolvedRefs per route for its Gateway, stale generations as pending, certificates' Ready", () => {
     const routes = new Map<string, KubeObject>([
-      ["gw-shop-production-abc123-public", route("gw-shop-production-abc123-public", 2, [{ type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 }, { type: "ResolvedRefs", status: "False", reason: "RefNotPermitted", message: "no grant", observedGeneration: 2 }])],
-      ["gw-shop-production-abc123-domain-0123456789", route("gw-shop-production-abc123-domain-0123456789", 3, [{ type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 }])],
+      [
+        "gw-shop-production-abc123-public",
+        route("gw-shop-production-abc123-public", 2, [
+          { type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 },
+          {
+            type: "ResolvedRefs",
+            status: "False",
+            reason: "RefNotPermitted",
+            message: "no grant",
+            observedGeneration: 2,
+          },
+        ]),
+      ],
+      [
+        "gw-shop-production-abc123-domain-0123456789",
+        route("gw-shop-production-abc123-domain-0123456789", 3, [
+          { type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 },
+        ]),
+      ],
     ]);
-    const observed = observeGateway(g, settings, "snt", { route: (_ns, n) => routes.get(n), certificate: () => ({ metadata: { generation: 1 }, status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] } }) });
+    const observed = observeGateway(g, settings, "snt", {
+      route: (_ns, n) => routes.get(n),
+      certificate: () => ({
+        metadata: { generation: 1 },
+        status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] },
+      }),
+    });
     const [pub, org, dom] = observed;
     assert.equal(pub?.accepted?.status, "True");
-    assert.deepEqual([pub?.resolvedRefs?.status, pub?.resolvedRefs?.reason, pub?.resolvedRefs?.message], ["False", "RefNotPermitted", "no grant"]);
+    assert.deepEqual(
+      [pub?.resolvedRefs?.status, pub?.resolvedRefs?.reason, pub?.resolvedRefs?.message],
+      ["False", "RefNotPermitted", "no grant"],
+    );
     assert.equal(org?.accepted?.status, "", "the internal Gateway wrote nothing yet");
     assert.equal(org?.gateway, "platform/internal");
-    assert.deepEqual([dom?.accepted?.status, dom?.accepted?.reason], ["Unknown", "Pending"], "observed an older generation");
-    assert.deepEqual(dom?.certificates.map((c) => [c.hostname, c.ready?.status, c.ready?.reason]), [["www.shop.example", "False", "Pending"]]);
-    assert.equal(gatewayFingerprint(observed), gatewayFingerprint(observeGateway(g, settings, "snt", { route: (_ns, n) => routes.get(n), certificate: () => ({ metadata: { generation: 1 }, status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] } }) })));
-    const none = observeGateway(g, { public: settings.public }, undefined, { route: () => undefined, certificate: () => undefined });
+    assert.deepEqual(
+      [dom?.accepted?.status, dom?.accepted?.reason],
+      ["Unknown", "Pending"],
+      "observed an older generation",
+    );
+    assert.deepEqual(
+      dom?.certificates.map((c) => [c.hostname, c.ready?.status, c.ready?.reason]),
+      [["www.shop.example", "False", "Pending"]],
+    );
+    assert.equal(
+      gatewayFingerprint(observed),
+      gatewayFingerprint(
+        observeGateway(g, settings, "snt", {
+          route: (_ns, n) => routes.get(n),
+          certificate: () => ({
+            metadata: { generation: 1 },
+            status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] },
+          }),
+        }),
+      ),
+    );
+    const none = observeGateway(g, { public: settings.public }, undefined, {
+      route: () => undefined,
+      certificate: () => undefined,
+    });
     assert.match(none[0]?.problem ?? "", /no sentinel Service/);
     assert.match(none[1]?.problem ?? "", /no organization Gateway is configured/);
   });

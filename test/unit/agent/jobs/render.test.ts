@@ -37,7 +37,19 @@ const job = create(ApplyJobSchema, {
 
 test("a CronJob with the user workloads' isolation and the environment's pod labels", () => {
   assert.equal(validateApplyJob(job, "local", false), undefined);
-  const cj = renderCronJob(job, "local") as unknown as { spec: Record<string, unknown> & { jobTemplate: { spec: { activeDeadlineSeconds: number; template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> & { containers: Record<string, unknown>[] } } } } } };
+  const cj = renderCronJob(job, "local") as unknown as {
+    spec: Record<string, unknown> & {
+      jobTemplate: {
+        spec: {
+          activeDeadlineSeconds: number;
+          template: {
+            metadata: { labels: Record<string, string> };
+            spec: Record<string, unknown> & { containers: Record<string, unknown>[] };
+          };
+        };
+      };
+    };
+  };
   assert.equal(cj.spec.schedule, "*/5 * * * *");
   assert.equal(cj.spec.timeZone, "Europe/Paris");
   assert.equal(cj.spec.concurrencyPolicy, "Forbid");
@@ -59,17 +71,37 @@ test("a CronJob with the user workloads' isolation and the environment's pod lab
 test("a job without an image, or for another region, is refused", () => {
   assert.match(validateApplyJob(create(ApplyJobSchema, { ...job, image: "" }), "local", false) ?? "", /no image/);
   assert.match(validateApplyJob(job, "eu", false) ?? "", /region/);
-  assert.match(validateApplyJob(create(ApplyJobSchema, { ...job, k8sName: "x".repeat(53) }), "local", false) ?? "", /52/);
+  assert.match(
+    validateApplyJob(create(ApplyJobSchema, { ...job, k8sName: "x".repeat(53) }), "local", false) ?? "",
+    /52/,
+  );
 });
 
 test("runs: newest first, with result and times", () => {
-  const mk = (name: string, start: string, status: Record<string, unknown>) => ({ apiVersion: "batch/v1", kind: "Job", metadata: { name }, status: { startTime: start, ...status } });
+  const mk = (name: string, start: string, status: Record<string, unknown>) => ({
+    apiVersion: "batch/v1",
+    kind: "Job",
+    metadata: { name },
+    status: { startTime: start, ...status },
+  });
   const runs = runsOf([
-    mk("a", "2026-01-01T00:00:00Z", { conditions: [{ type: "Complete", status: "True" }], completionTime: "2026-01-01T00:00:05Z" }),
-    mk("b", "2026-01-01T00:05:00Z", { conditions: [{ type: "Failed", status: "True", lastTransitionTime: "2026-01-01T00:05:09Z" }] }),
+    mk("a", "2026-01-01T00:00:00Z", {
+      conditions: [{ type: "Complete", status: "True" }],
+      completionTime: "2026-01-01T00:00:05Z",
+    }),
+    mk("b", "2026-01-01T00:05:00Z", {
+      conditions: [{ type: "Failed", status: "True", lastTransitionTime: "2026-01-01T00:05:09Z" }],
+    }),
     mk("c", "2026-01-01T00:10:00Z", { active: 1 }),
   ]);
-  assert.deepEqual(runs.map((r) => [r.k8sName, r.result]), [["c", JobRunResult.RUNNING], ["b", JobRunResult.FAILED], ["a", JobRunResult.SUCCEEDED]]);
+  assert.deepEqual(
+    runs.map((r) => [r.k8sName, r.result]),
+    [
+      ["c", JobRunResult.RUNNING],
+      ["b", JobRunResult.FAILED],
+      ["a", JobRunResult.SUCCEEDED],
+    ],
+  );
   assert.equal(runs[2]?.finishedUnixMs, BigInt(Date.parse("2026-01-01T00:00:05Z")));
   assert.equal(runs[0]?.finishedUnixMs, 0n);
 });

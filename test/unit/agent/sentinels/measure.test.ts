@@ -22,7 +22,10 @@ import {
 } from "../../../../src/agent/sentinels/measure.js";
 import { createSentinelMetrics } from "../../../../src/sentinel/metrics.js";
 
-async function sentinelText(record: (m: ReturnType<typeof createSentinelMetrics>) => void, defaults = false): Promise<string> {
+async function sentinelText(
+  record: (m: ReturnType<typeof createSentinelMetrics>) => void,
+  defaults = false,
+): Promise<string> {
   const m = createSentinelMetrics(() => [], new Registry(), defaults);
   record(m);
   return m.registry.metrics();
@@ -49,7 +52,11 @@ describe("parser", () => {
     }, true);
     const r = parseSentinelMetrics(text);
     assert.ok(r.startedMs !== undefined && r.startedMs > 0, "process_start_time_seconds read");
-    assert.deepEqual([...r.revisions.keys()].sort(), ["dep_a", "dep_b"], "the sentinel's own revision-less answers are skipped");
+    assert.deepEqual(
+      [...r.revisions.keys()].sort(),
+      ["dep_a", "dep_b"],
+      "the sentinel's own revision-less answers are skipped",
+    );
     const a = r.revisions.get("dep_a");
     assert.deepEqual(a?.classes, [7, 0, 0, 1]);
     assert.equal(a?.other, 1);
@@ -57,7 +64,10 @@ describe("parser", () => {
     assert.equal(a?.buckets[idx(5)], 7, "3 ms lands in the 5 ms bucket");
     assert.equal(a?.buckets[idx(250)], 1);
     assert.equal(a?.buckets[SLOTS - 1], 1, "40 s lands in +Inf");
-    assert.equal(a?.buckets.reduce((x, y) => x + y, 0), 9);
+    assert.equal(
+      a?.buckets.reduce((x, y) => x + y, 0),
+      9,
+    );
     assert.deepEqual(r.revisions.get("dep_b")?.classes, [0, 0, 1, 0]);
     assert.equal(r.revisions.get("dep_b")?.buckets[0], 1);
   });
@@ -75,7 +85,17 @@ describe("parser", () => {
   });
 
   it("refuses malformed lines, naming the line", () => {
-    for (const bad of ["1abc 1", 'm{a=1} 1', 'm{a="1" 1', 'm{a="\\x"} 1', "m", "m one", 'm{a="1",a="2"} 1', "m 1 2 3", "m 1 x"]) {
+    for (const bad of [
+      "1abc 1",
+      "m{a=1} 1",
+      'm{a="1" 1',
+      'm{a="\\x"} 1',
+      "m",
+      "m one",
+      'm{a="1",a="2"} 1',
+      "m 1 2 3",
+      "m 1 x",
+    ]) {
       assert.throws(() => parseExposition(`# ok\n${bad}\n`), /line 2/, bad);
     }
   });
@@ -85,16 +105,34 @@ describe("parser", () => {
     assert.throws(() => parseSentinelMetrics(`${base} -1`), /non-negative integer/);
     assert.throws(() => parseSentinelMetrics(`${base} 1.5`), /non-negative integer/);
     assert.throws(() => parseSentinelMetrics('krane_sentinel_requests_total{code="2xx"} 1'), /without a revision/);
-    assert.throws(() => parseSentinelMetrics('krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="0.3"} 1'), /unexpected bucket/);
-    assert.throws(() => parseSentinelMetrics('krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="+Inf"} 1'), /lacks bucket 0/);
-    const lines = LATENCY_BUCKETS_MS.map((ms, i) => `krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="${ms / 1000}"} ${i === 0 ? 5 : 1}`);
-    assert.throws(() => parseSentinelMetrics([...lines, 'krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="+Inf"} 5'].join("\n")), /not cumulative/);
+    assert.throws(
+      () => parseSentinelMetrics('krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="0.3"} 1'),
+      /unexpected bucket/,
+    );
+    assert.throws(
+      () => parseSentinelMetrics('krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="+Inf"} 1'),
+      /lacks bucket 0/,
+    );
+    const lines = LATENCY_BUCKETS_MS.map(
+      (ms, i) =>
+        `krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="${ms / 1000}"} ${i === 0 ? 5 : 1}`,
+    );
+    assert.throws(
+      () =>
+        parseSentinelMetrics(
+          [...lines, 'krane_sentinel_request_duration_seconds_bucket{revision="dep_a",le="+Inf"} 5'].join("\n"),
+        ),
+      /not cumulative/,
+    );
   });
 });
 
 describe("increments", () => {
   it("are the difference to the previous reading", () => {
-    const inc = podIncrements(reading({ a: { c: [10, 0, 1, 2], b: [5, 8] } }, 1), reading({ a: { c: [15, 0, 1, 4], b: [6, 14] }, b: { c: [1, 0, 0, 0], b: [1] } }, 1));
+    const inc = podIncrements(
+      reading({ a: { c: [10, 0, 1, 2], b: [5, 8] } }, 1),
+      reading({ a: { c: [15, 0, 1, 4], b: [6, 14] }, b: { c: [1, 0, 0, 0], b: [1] } }, 1),
+    );
     assert.deepEqual(inc.get("a")?.classes, [5, 0, 0, 2]);
     assert.deepEqual(inc.get("a")?.buckets.slice(0, 2), [1, 6]);
     assert.deepEqual(inc.get("b")?.classes, [1, 0, 0, 0], "a revision new in this reading counts from 0");
@@ -102,11 +140,22 @@ describe("increments", () => {
 
   it("count from 0 after a restart: a counter went down, or the process start time changed", () => {
     const prev = reading({ a: { c: [100, 0, 0, 0], b: [100] } }, 1);
-    assert.deepEqual(podIncrements(prev, reading({ a: { c: [3, 0, 0, 0], b: [3] } }, 1)).get("a")?.classes, [3, 0, 0, 0]);
+    assert.deepEqual(
+      podIncrements(prev, reading({ a: { c: [3, 0, 0, 0], b: [3] } }, 1)).get("a")?.classes,
+      [3, 0, 0, 0],
+    );
     // Counters above the old ones but a new process: still all new.
-    assert.deepEqual(podIncrements(prev, reading({ a: { c: [120, 0, 0, 0], b: [120] } }, 2)).get("a")?.classes, [120, 0, 0, 0]);
+    assert.deepEqual(
+      podIncrements(prev, reading({ a: { c: [120, 0, 0, 0], b: [120] } }, 2)).get("a")?.classes,
+      [120, 0, 0, 0],
+    );
     // Only the latency slots went down (a restart between scrapes with as many requests).
-    assert.deepEqual(podIncrements(reading({ a: { c: [5, 0, 0, 0], b: [0, 5] } }), reading({ a: { c: [6, 0, 0, 0], b: [6, 0] } })).get("a")?.buckets.slice(0, 2), [6, 0]);
+    assert.deepEqual(
+      podIncrements(reading({ a: { c: [5, 0, 0, 0], b: [0, 5] } }), reading({ a: { c: [6, 0, 0, 0], b: [6, 0] } }))
+        .get("a")
+        ?.buckets.slice(0, 2),
+      [6, 0],
+    );
     assert.equal(podIncrements(prev, prev).size, 0, "nothing new, nothing reported");
   });
 
@@ -125,7 +174,10 @@ describe("increments", () => {
         for (let i = 1; i < readings.length; i++) {
           const inc = podIncrements(readings[i - 1], readings[i] as PodReading).get("a");
           const all = inc ? [...inc.classes, ...inc.buckets] : new Array<number>(4 + SLOTS).fill(0);
-          assert.ok(all.every((v) => v >= 0), "never negative");
+          assert.ok(
+            all.every((v) => v >= 0),
+            "never negative",
+          );
           all.forEach((v, j) => (total[j] = (total[j] ?? 0) + v));
         }
         if (monotonic) {
@@ -133,7 +185,10 @@ describe("increments", () => {
           const last = readings.at(-1)?.revisions.get("a");
           const f = [...(first?.classes ?? []), ...(first?.buckets ?? [])];
           const l = [...(last?.classes ?? []), ...(last?.buckets ?? [])];
-          assert.deepEqual(total, l.map((v, j) => v - (f[j] ?? 0)));
+          assert.deepEqual(
+            total,
+            l.map((v, j) => v - (f[j] ?? 0)),
+          );
         }
       }),
     );
@@ -199,7 +254,10 @@ describe("IncrementTracker", () => {
 describe("buildReport", () => {
   it("carries the window and counts, nothing when empty, and at most the busiest MAX entries", () => {
     assert.equal(buildReport("eu", 1, 2, []), undefined);
-    const inc = (n: number): { classes: number[]; buckets: number[] } => ({ classes: [n, 0, 0, 1], buckets: new Array<number>(SLOTS).fill(1) });
+    const inc = (n: number): { classes: number[]; buckets: number[] } => ({
+      classes: [n, 0, 0, 1],
+      buckets: new Array<number>(SLOTS).fill(1),
+    });
     const one = buildReport("eu", 1_000, 2_000, [{ environmentId: "env_1", deploymentId: "dep_a", inc: inc(3) }]);
     assert.equal(one?.region, "eu");
     assert.equal(one?.fromUnixMs, 1_000n);
@@ -207,7 +265,11 @@ describe("buildReport", () => {
     assert.equal(one?.revisions[0]?.responses2xx, 3n);
     assert.equal(one?.revisions[0]?.responses5xx, 1n);
     assert.equal(one?.revisions[0]?.latencyBuckets.length, SLOTS);
-    const many = Array.from({ length: MAX_MEASUREMENTS_PER_REPORT + 10 }, (_, i) => ({ environmentId: "env_1", deploymentId: `dep_${i}`, inc: inc(i) }));
+    const many = Array.from({ length: MAX_MEASUREMENTS_PER_REPORT + 10 }, (_, i) => ({
+      environmentId: "env_1",
+      deploymentId: `dep_${i}`,
+      inc: inc(i),
+    }));
     const r = buildReport("eu", 1, 2, many);
     assert.equal(r?.revisions.length, MAX_MEASUREMENTS_PER_REPORT);
     assert.ok(!r?.revisions.some((x) => x.deploymentId === "dep_0"), "the quietest are left out");

@@ -45,7 +45,10 @@ test("field coverage: every ApplySentinel field reaches the rendered Deployment"
   }
   assert.deepEqual(missing, [], `fields that do not reach the Deployment: ${missing.join(", ")}`);
   for (const name of Object.keys(renderedElsewhere)) {
-    assert.ok(ApplySentinelSchema.fields.some((f) => f.name === name), `stale entry in renderedElsewhere: ${name}`);
+    assert.ok(
+      ApplySentinelSchema.fields.some((f) => f.name === name),
+      `stale entry in renderedElsewhere: ${name}`,
+    );
   }
 });
 
@@ -60,7 +63,11 @@ interface Dep {
       spec: {
         nodeSelector: Record<string, string>;
         tolerations: Array<Record<string, string>>;
-        topologySpreadConstraints: Array<{ maxSkew: number; topologyKey: string; labelSelector: { matchLabels: Record<string, string> } }>;
+        topologySpreadConstraints: Array<{
+          maxSkew: number;
+          topologyKey: string;
+          labelSelector: { matchLabels: Record<string, string> };
+        }>;
         automountServiceAccountToken: boolean;
         containers: Array<{
           name: string;
@@ -101,7 +108,9 @@ test("the Deployment: namespace, labels, selector, strategy, placement, probes, 
   assert.equal(pod.metadata.labels["app.kubernetes.io/component"], "sentinel");
   assert.equal(pod.metadata.labels["krane.dev/environment-id"], "env_1");
   assert.deepEqual(pod.spec.nodeSelector, { "node-class": "sentinel" });
-  assert.deepEqual(pod.spec.tolerations, [{ key: "node-class", operator: "Equal", value: "sentinel", effect: "NoSchedule" }]);
+  assert.deepEqual(pod.spec.tolerations, [
+    { key: "node-class", operator: "Equal", value: "sentinel", effect: "NoSchedule" },
+  ]);
   assert.equal(pod.spec.topologySpreadConstraints.length, 1);
   const tsc = pod.spec.topologySpreadConstraints[0];
   assert.equal(tsc?.maxSkew, 1);
@@ -111,10 +120,16 @@ test("the Deployment: namespace, labels, selector, strategy, placement, probes, 
   const c = pod.spec.containers[0];
   assert.ok(c);
   assert.equal(c.image, "ghcr.io/krane/sentinel:1.0.0");
-  assert.deepEqual(c.ports.map((p) => p.containerPort), [8040]);
+  assert.deepEqual(
+    c.ports.map((p) => p.containerPort),
+    [8040],
+  );
   assert.equal(c.readinessProbe.httpGet.port, 8040);
   assert.equal(c.livenessProbe.httpGet.port, 8040);
-  assert.deepEqual(c.resources, { limits: { cpu: "250m", memory: "256Mi" }, requests: { cpu: "125m", memory: "128Mi" } });
+  assert.deepEqual(c.resources, {
+    limits: { cpu: "250m", memory: "256Mi" },
+    requests: { cpu: "125m", memory: "128Mi" },
+  });
   const env = new Map(c.env.map((e) => [e.name, e.value]));
   assert.equal(env.get("PORT"), "8040");
   assert.equal(env.get("KRANE_SENTINEL_ID"), "snt_1");
@@ -122,7 +137,11 @@ test("the Deployment: namespace, labels, selector, strategy, placement, probes, 
 });
 
 test("requests never round down to zero", () => {
-  const d = renderSentinelDeployment(sampleSentinel({ cpuMillicores: 1n, memoryMib: 1n }), REGION, DEFAULTS) as unknown as Dep;
+  const d = renderSentinelDeployment(
+    sampleSentinel({ cpuMillicores: 1n, memoryMib: 1n }),
+    REGION,
+    DEFAULTS,
+  ) as unknown as Dep;
   assert.deepEqual(d.spec.template.spec.containers[0]?.resources.requests, { cpu: "1m", memory: "1Mi" });
 });
 
@@ -130,15 +149,24 @@ test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by th
   const s = sampleSentinel();
   const svc = renderSentinelService(s, REGION, "uid-123") as unknown as {
     metadata: { name: string; namespace: string; labels: Record<string, string>; ownerReferences: unknown[] };
-    spec: { type: string; selector: Record<string, string>; ports: Array<{ port: number; targetPort: number; protocol: string }> };
+    spec: {
+      type: string;
+      selector: Record<string, string>;
+      ports: Array<{ port: number; targetPort: number; protocol: string }>;
+    };
   };
   assert.equal(svc.metadata.name, s.k8sName);
   assert.equal(svc.metadata.namespace, "sentinel");
   assert.deepEqual(svc.metadata.labels, EXPECTED_LABELS);
-  assert.deepEqual(svc.metadata.ownerReferences, [{ apiVersion: "apps/v1", kind: "Deployment", name: s.k8sName, uid: "uid-123" }]);
+  assert.deepEqual(svc.metadata.ownerReferences, [
+    { apiVersion: "apps/v1", kind: "Deployment", name: s.k8sName, uid: "uid-123" },
+  ]);
   assert.equal(svc.spec.type, "ClusterIP");
   assert.deepEqual(svc.spec.selector, { "krane.dev/sentinel-id": "snt_1" });
-  assert.deepEqual(svc.spec.ports.map((p) => [p.port, p.targetPort, p.protocol]), [[8040, 8040, "TCP"]]);
+  assert.deepEqual(
+    svc.spec.ports.map((p) => [p.port, p.targetPort, p.protocol]),
+    [[8040, 8040, "TCP"]],
+  );
   // Without a uid (the drift check) there is no owner, and everything else is identical.
   const bare = renderSentinelService(s, REGION);
   assert.equal(bare.metadata.ownerReferences, undefined);
@@ -174,14 +202,24 @@ test("krane's own sentinel (no image named): krane's image as `krane sentinel`, 
   const pod = d.spec.template.spec;
   assert.equal(pod.serviceAccountName, "krane-sentinel");
   assert.equal(pod.automountServiceAccountToken, true);
-  const c = pod.containers[0] as Record<string, unknown> & { readinessProbe: { httpGet: { port: number; path: string } }; livenessProbe: { httpGet: { port: number; path: string } } };
+  const c = pod.containers[0] as Record<string, unknown> & {
+    readinessProbe: { httpGet: { port: number; path: string } };
+    livenessProbe: { httpGet: { port: number; path: string } };
+  };
   assert.equal(c.image, DEFAULTS.image);
   assert.deepEqual(c.args, ["sentinel"]);
   assert.deepEqual([c.readinessProbe.httpGet.path, c.readinessProbe.httpGet.port], ["/readyz", 8041]);
   assert.deepEqual([c.livenessProbe.httpGet.path, c.livenessProbe.httpGet.port], ["/healthz", 8041]);
-  assert.deepEqual(c.securityContext, { allowPrivilegeEscalation: false, runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
+  assert.deepEqual(c.securityContext, {
+    allowPrivilegeEscalation: false,
+    runAsNonRoot: true,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ["ALL"] },
+  });
   // A custom image never gets a Kubernetes token (it is tenant-chosen code).
-  const custom = renderSentinelDeployment(sampleSentinel(), REGION, DEFAULTS) as unknown as { spec: { template: { spec: Record<string, unknown> } } };
+  const custom = renderSentinelDeployment(sampleSentinel(), REGION, DEFAULTS) as unknown as {
+    spec: { template: { spec: Record<string, unknown> } };
+  };
   assert.equal(custom.spec.template.spec.automountServiceAccountToken, false);
   assert.equal(custom.spec.template.spec.serviceAccountName, undefined);
 });

@@ -14,9 +14,17 @@ const ready = [
   { type: "Ready", status: "True", lastTransitionTime: "2026-01-01T00:00:00Z" },
 ];
 
-function pod(name: string, opts: { ip?: string; running?: boolean; deleting?: boolean; node?: string } = {}): KubeObject {
+function pod(
+  name: string,
+  opts: { ip?: string; running?: boolean; deleting?: boolean; node?: string } = {},
+): KubeObject {
   return {
-    metadata: { name, namespace: "ws-a", labels: {}, ...(opts.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}) },
+    metadata: {
+      name,
+      namespace: "ws-a",
+      labels: {},
+      ...(opts.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+    },
     spec: { nodeName: opts.node ?? "untrusted-a-1", containers: [{ name: "app", ports: [{ containerPort: 8080 }] }] },
     status: { phase: "Running", podIP: opts.ip ?? "127.1.0.5", conditions: opts.running === false ? [] : ready },
   };
@@ -26,18 +34,35 @@ const zone = (node: string): string => (node.includes("-a-") ? "zone-a" : "zone-
 
 test("a revision's slice lists only RUNNING pods with an IP that are not terminating, sorted, with zone and target", () => {
   const s = sampleSentinel();
-  const [slice, ...rest] = renderRevisionSlices(s, REGION, "dep_1", [
-    pod("b", { ip: "127.1.0.2", node: "untrusted-b-1" }),
-    pod("a", { ip: "127.1.0.1" }),
-    pod("pending", { ip: "127.1.0.3", running: false }),
-    pod("going", { ip: "127.1.0.4", deleting: true }),
-    pod("noip", { ip: "" }),
-  ], zone);
+  const [slice, ...rest] = renderRevisionSlices(
+    s,
+    REGION,
+    "dep_1",
+    [
+      pod("b", { ip: "127.1.0.2", node: "untrusted-b-1" }),
+      pod("a", { ip: "127.1.0.1" }),
+      pod("pending", { ip: "127.1.0.3", running: false }),
+      pod("going", { ip: "127.1.0.4", deleting: true }),
+      pod("noip", { ip: "" }),
+    ],
+    zone,
+  );
   assert.equal(rest.length, 0);
   assert.ok(slice);
-  const eps = slice.endpoints as Array<{ addresses: string[]; zone: string; targetRef: { name: string }; conditions: Record<string, boolean> }>;
-  assert.deepEqual(eps.map((e) => e.addresses[0]), ["127.1.0.1", "127.1.0.2"]);
-  assert.deepEqual(eps.map((e) => e.zone), ["zone-a", "zone-b"]);
+  const eps = slice.endpoints as Array<{
+    addresses: string[];
+    zone: string;
+    targetRef: { name: string };
+    conditions: Record<string, boolean>;
+  }>;
+  assert.deepEqual(
+    eps.map((e) => e.addresses[0]),
+    ["127.1.0.1", "127.1.0.2"],
+  );
+  assert.deepEqual(
+    eps.map((e) => e.zone),
+    ["zone-a", "zone-b"],
+  );
   assert.deepEqual(eps[0]?.targetRef.name, "a");
   assert.deepEqual(eps[0]?.conditions, { ready: true, serving: true, terminating: false });
   assert.deepEqual(slice.ports, [{ name: "http", port: 8080, protocol: "TCP" }]);
@@ -67,9 +92,14 @@ test("a revision whose last pod stops being routable renders a slice without end
 });
 
 test("more than 1,000 endpoints are split over several slices with stable names", () => {
-  const pods = Array.from({ length: 2_345 }, (_, i) => pod(`p${String(i).padStart(5, "0")}`, { ip: `127.2.${Math.floor(i / 250)}.${(i % 250) + 1}` }));
+  const pods = Array.from({ length: 2_345 }, (_, i) =>
+    pod(`p${String(i).padStart(5, "0")}`, { ip: `127.2.${Math.floor(i / 250)}.${(i % 250) + 1}` }),
+  );
   const slices = renderRevisionSlices(sampleSentinel(), REGION, "dep_big", pods, zone);
-  assert.deepEqual(slices.map((x) => (x.endpoints as unknown[]).length), [1000, 1000, 345]);
+  assert.deepEqual(
+    slices.map((x) => (x.endpoints as unknown[]).length),
+    [1000, 1000, 345],
+  );
   assert.deepEqual(new Set(slices.map((x) => x.metadata.name)).size, 3);
   assert.ok(slices.every((x) => (x.metadata.name ?? "").length <= 253));
 });
@@ -79,9 +109,24 @@ test("the policy ConfigMap carries ctrl's policy (default: by instances) in the 
   const p0 = parseRoutingPolicy((plain.data as Record<string, string>)["policy.json"] ?? "");
   assert.deepEqual(p0, { version: 0, environmentId: "env_1", mode: "instances", revisions: [] });
   const s = sampleSentinel({
-    routing: create(RoutingPolicySchema, { version: 7n, mode: "weighted", revisions: [{ deploymentId: "dep_a", weight: 80 }, { deploymentId: "dep_b", weight: 20 }] }),
+    routing: create(RoutingPolicySchema, {
+      version: 7n,
+      mode: "weighted",
+      revisions: [
+        { deploymentId: "dep_a", weight: 80 },
+        { deploymentId: "dep_b", weight: 20 },
+      ],
+    }),
   });
-  assert.deepEqual(routingPolicyOf(s), { version: 7, environmentId: "env_1", mode: "weighted", revisions: [{ deploymentId: "dep_a", weight: 80 }, { deploymentId: "dep_b", weight: 20 }] });
+  assert.deepEqual(routingPolicyOf(s), {
+    version: 7,
+    environmentId: "env_1",
+    mode: "weighted",
+    revisions: [
+      { deploymentId: "dep_a", weight: 80 },
+      { deploymentId: "dep_b", weight: 20 },
+    ],
+  });
   const cm = renderRoutingPolicy(s, REGION);
   assert.deepEqual(parseRoutingPolicy((cm.data as Record<string, string>)["policy.json"] ?? ""), routingPolicyOf(s));
   assert.equal(cm.metadata.labels?.["krane.dev/sentinel-id"], s.sentinelId);

@@ -27,8 +27,16 @@ test("observation reads spec.replicas and status.availableReplicas, with API-ser
     health: Health.HEALTHY,
   });
   // A fresh Deployment has no status counters yet.
-  assert.deepEqual(observeSentinel(deployment({ replicas: 3 }, undefined)), { k8sName: "snt-a", availableReplicas: 0, health: Health.UNHEALTHY });
-  assert.deepEqual(observeSentinel(deployment({ replicas: 0 }, {})), { k8sName: "snt-a", availableReplicas: 0, health: Health.PAUSED });
+  assert.deepEqual(observeSentinel(deployment({ replicas: 3 }, undefined)), {
+    k8sName: "snt-a",
+    availableReplicas: 0,
+    health: Health.UNHEALTHY,
+  });
+  assert.deepEqual(observeSentinel(deployment({ replicas: 0 }, {})), {
+    k8sName: "snt-a",
+    availableReplicas: 0,
+    health: Health.PAUSED,
+  });
   // spec.replicas omitted means 1, not 0.
   assert.equal(observeSentinel(deployment({}, {})).health, Health.UNHEALTHY);
 });

@@ -29,8 +29,14 @@ test("each required field is named when empty", () => {
 
 test("numbers: replicas >= 0, cpu and memory > 0", () => {
   assert.match(validateApplySentinel(sampleSentinel({ replicas: -1 }), REGION) ?? "", /^replicas must be >= 0/);
-  assert.match(validateApplySentinel(sampleSentinel({ cpuMillicores: 0n }), REGION) ?? "", /^cpu_millicores must be > 0/);
-  assert.match(validateApplySentinel(sampleSentinel({ cpuMillicores: -5n }), REGION) ?? "", /^cpu_millicores must be > 0/);
+  assert.match(
+    validateApplySentinel(sampleSentinel({ cpuMillicores: 0n }), REGION) ?? "",
+    /^cpu_millicores must be > 0/,
+  );
+  assert.match(
+    validateApplySentinel(sampleSentinel({ cpuMillicores: -5n }), REGION) ?? "",
+    /^cpu_millicores must be > 0/,
+  );
   assert.match(validateApplySentinel(sampleSentinel({ memoryMib: 0n }), REGION) ?? "", /^memory_mib must be > 0/);
 });
 
@@ -42,10 +48,19 @@ test("k8s_name must be a DNS label that starts with a letter (it also names the 
 });
 
 test("ids must be label values; image without whitespace; region must be the agent's", () => {
-  assert.match(validateApplySentinel(sampleSentinel({ sentinelId: "snt 1" }), REGION) ?? "", /^sentinel_id .* label value/);
-  assert.match(validateApplySentinel(sampleSentinel({ environmentId: "e".repeat(64) }), REGION) ?? "", /^environment_id /);
+  assert.match(
+    validateApplySentinel(sampleSentinel({ sentinelId: "snt 1" }), REGION) ?? "",
+    /^sentinel_id .* label value/,
+  );
+  assert.match(
+    validateApplySentinel(sampleSentinel({ environmentId: "e".repeat(64) }), REGION) ?? "",
+    /^environment_id /,
+  );
   assert.equal(validateApplySentinel(sampleSentinel({ image: "a b" }), REGION), "image must not contain whitespace");
-  assert.match(validateApplySentinel(sampleSentinel({ region: "eu-west" }), REGION) ?? "", /does not match this agent's region/);
+  assert.match(
+    validateApplySentinel(sampleSentinel({ region: "eu-west" }), REGION) ?? "",
+    /does not match this agent's region/,
+  );
 });
 
 test("a routing policy: known mode, label-valued unique revisions, weights 0-100 adding up to 100 when weighted", () => {
@@ -56,20 +71,60 @@ test("a routing policy: known mode, label-valued unique revisions, weights 0-100
         version: 3n,
         previewDeploymentId: "",
         mode,
-        revisions: revisions.map(([deploymentId, weight]) => ({ $typeName: "krane.ctrl.v1.RevisionWeight", deploymentId, weight })),
+        revisions: revisions.map(([deploymentId, weight]) => ({
+          $typeName: "krane.ctrl.v1.RevisionWeight",
+          deploymentId,
+          weight,
+        })),
       },
     });
-  assert.equal(validateApplySentinel(policy("weighted", [["dep_a", 90], ["dep_b", 10]]), REGION), undefined);
+  assert.equal(
+    validateApplySentinel(
+      policy("weighted", [
+        ["dep_a", 90],
+        ["dep_b", 10],
+      ]),
+      REGION,
+    ),
+    undefined,
+  );
   assert.equal(validateApplySentinel(policy("instances", []), REGION), undefined);
   assert.match(validateApplySentinel(policy("random", []), REGION) ?? "", /^routing.mode/);
-  assert.match(validateApplySentinel(policy("weighted", [["dep_a", 90], ["dep_b", 5]]), REGION) ?? "", /add up to 95/);
-  assert.match(validateApplySentinel(policy("weighted", [["dep_a", 50], ["dep_a", 50]]), REGION) ?? "", /appears twice/);
+  assert.match(
+    validateApplySentinel(
+      policy("weighted", [
+        ["dep_a", 90],
+        ["dep_b", 5],
+      ]),
+      REGION,
+    ) ?? "",
+    /add up to 95/,
+  );
+  assert.match(
+    validateApplySentinel(
+      policy("weighted", [
+        ["dep_a", 50],
+        ["dep_a", 50],
+      ]),
+      REGION,
+    ) ?? "",
+    /appears twice/,
+  );
   assert.match(validateApplySentinel(policy("weighted", [["dep a", 100]]), REGION) ?? "", /label value/);
   assert.match(validateApplySentinel(policy("weighted", [["dep_a", 101]]), REGION) ?? "", /0-100/);
 });
 
 test("delete needs a sentinel id and a valid name", () => {
-  assert.equal(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a" })), undefined);
-  assert.equal(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "", k8sName: "snt-a" })), "sentinel_id is required");
-  assert.match(validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "" })) ?? "", /^k8s_name /);
+  assert.equal(
+    validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "snt-a" })),
+    undefined,
+  );
+  assert.equal(
+    validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "", k8sName: "snt-a" })),
+    "sentinel_id is required",
+  );
+  assert.match(
+    validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "" })) ?? "",
+    /^k8s_name /,
+  );
 });
