@@ -9,7 +9,9 @@
 // protobuf; bundled it is one file, which cut `krane status`'s CPU time by about a third
 // (measured with the client in the same run). Everything else stays one file per module, so
 // paths built from import.meta.url (deploy/, tools/) keep working; the build refuses to bundle
-// a module that uses import.meta.url. better-sqlite3 and pino never get bundled.
+// a module that uses import.meta.url. better-sqlite3 and pino never get bundled. The hello app
+// (src/cluster/workload/hello-main.ts) is bundled too, into dist/cluster/workload/hello.js: it
+// runs alone in the test workload image.
 //
 //   node scripts/build.mjs              build
 //   node scripts/build.mjs --if-stale   build only when dist/ is older than src/
@@ -77,6 +79,21 @@ try {
     target: "node20.19",
     metafile: true,
     // cli-table3 is CommonJS; its require() calls need a real require in an ES module.
+    banner: {
+      js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
+    },
+    logLevel: "warning",
+  });
+  // The hello app (the test workload image's one file, scripts/build-image.sh --hello): bundled
+  // with ws, since the image holds no node_modules.
+  await build({
+    entryPoints: [join(root, "src", "cluster", "workload", "hello-main.ts")],
+    outfile: join(tmp, "cluster", "workload", "hello.js"),
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20.19",
+    external: ["bufferutil", "utf-8-validate"],
     banner: {
       js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
     },
