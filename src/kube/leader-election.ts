@@ -18,6 +18,7 @@ import type { KubeClient } from "./client.js";
 import { KubeApiError, isNotFound } from "./client.js";
 import { isRecord } from "./object.js";
 import { sleep } from "../retry/backoff.js";
+import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
 
 export interface ElectionTiming {
   readonly leaseDurationMs: number;
@@ -229,7 +230,7 @@ export class LeaderElector {
           name: this.#o.name,
           namespace: this.#o.namespace,
           ...(d.type === "update" ? { resourceVersion: this.#resourceVersion } : {}),
-          labels: { "app.kubernetes.io/managed-by": "krane" },
+          labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
         },
         spec: d.record,
       };
@@ -275,7 +276,12 @@ export class LeaderElector {
     return Promise.resolve(this.#o.onStoppedLeading());
   }
 
-  /** Gives the lease up (empty holder, 1 s) so a follower takes over at once. */
+  /**
+   * Gives the lease up (empty holder, 1 s) so a follower takes over at once. A PUT replaces the
+   * whole object, so it carries krane's managed-by label like every other write (the agent's
+   * admission fence refuses a write that drops it). A refused release is logged: the followers
+   * then wait out the whole lease.
+   */
   async #release(): Promise<void> {
     const r = this.#obs.record;
     if (!r || r.holderIdentity !== this.#o.identity || this.#resourceVersion === undefined) return;
@@ -283,9 +289,25 @@ export class LeaderElector {
     const body = {
       apiVersion: "coordination.k8s.io/v1",
       kind: "Lease",
-      metadata: { name: this.#o.name, namespace: this.#o.namespace, resourceVersion: this.#resourceVersion },
+      metadata: {
+        name: this.#o.name,
+        namespace: this.#o.namespace,
+        resourceVersion: this.#resourceVersion,
+        labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
+      },
       spec: { ...r, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(new Date()) },
     };
-    await this.#o.kube.raw("PUT", path, body, AbortSignal.timeout(5_000)).catch(() => undefined);
+    try {
+      await this.#o.kube.raw("PUT", path, body, AbortSignal.timeout(5_000));
+      this.#o.log.info(
+        { lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity },
+        "released the lease",
+      );
+    } catch (err) {
+      this.#o.log.warn(
+        { lease: `${this.#o.namespace}/${this.#o.name}`, err: err instanceof Error ? err.message : String(err) },
+        "could not release the lease: the followers wait until it expires",
+      );
+    }
   }
 }
