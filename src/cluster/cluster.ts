@@ -75,6 +75,7 @@ import {
   type NodeImage,
 } from "./nodes/nodes.js";
 import { nodeDirs } from "./nodes/config.js";
+import { localStorageClass, localVolumes, volumePath, VOLUMES_PER_NODE } from "./nodes/volumes.js";
 import { sandboxImage } from "./images.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
@@ -569,6 +570,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       });
       waitOn.push(...kubelets);
       state.nodes.push(...realPlan.nodes.map((n) => n.name));
+      await installLocalVolumes(ep, realPlan, dir);
     }
     await waitForNodesReady(ep, state.nodes, waitOn);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
@@ -589,6 +591,16 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
 
 /** KWOK's own nodes carry this annotation (topology.ts); with real nodes beside them KWOK selects by it. */
 const KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+
+/** The default StorageClass `local` and each real node's pre-made volumes (nodes/volumes.ts). */
+async function installLocalVolumes(ep: KubeEndpoint, plan: RealNodesPlan, dir: string): Promise<void> {
+  await createIfMissing(ep, "/apis/storage.k8s.io/v1/storageclasses", localStorageClass);
+  for (const node of plan.nodes) {
+    const dirs = nodeDirs(dir, node);
+    for (let i = 0; i < VOLUMES_PER_NODE; i++) await mkdir(volumePath(dirs, i), { recursive: true, mode: 0o755 });
+    for (const pv of localVolumes(node, dirs)) await createIfMissing(ep, "/api/v1/persistentvolumes", pv);
+  }
+}
 
 /** What the DNS server reads: Services, their EndpointSlices and namespaces. */
 async function installClusterDnsRbac(ep: KubeEndpoint): Promise<void> {

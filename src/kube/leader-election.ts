@@ -27,12 +27,15 @@ export interface ElectionTiming {
 }
 
 /**
- * 10 s / 7 s / 2 s. controller-runtime's 15 s / 10 s / 2 s measured a failover of p50 17.7 s,
+ * 10 s / 7 s / 1 s. controller-runtime's 15 s / 10 s / 2 s measured a failover of p50 17.7 s,
  * p99 19.2 s after a SIGKILL (`npm run bench -- faults`): the lease, plus up to one retry period
  * before the follower sees the last renewal, plus one before it checks again. A 10 s lease brings
- * that under 15 s; a deposed leader still stops writing 3 s before anyone else may start.
+ * that under 15 s; a deposed leader still stops writing 3 s before anyone else may start. A
+ * leader that shuts down (a rolling update) releases the lease, and the follower takes it at its
+ * next check: retrying every second keeps that handover within about a second (one GET of the
+ * Lease per replica a second).
  */
-export const DEFAULT_TIMING: ElectionTiming = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 2_000 };
+export const DEFAULT_TIMING: ElectionTiming = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 1_000 };
 
 export function checkTiming(t: ElectionTiming): void {
   if (!(t.leaseDurationMs > t.renewDeadlineMs && t.renewDeadlineMs > 1.2 * t.retryPeriodMs && t.retryPeriodMs > 0)) {
