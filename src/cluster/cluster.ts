@@ -56,6 +56,7 @@ import {
   claimPodNetwork,
   localAddress,
   nodePodCidrs,
+  podAddressMap,
   podNetworkLockDir,
   podNetworkLockFile,
   releasePodNetwork,
@@ -199,6 +200,15 @@ export class LocalCluster {
   localAddress(podIp: string): string {
     if (this.state.realNodes) return podIp;
     return this.state.podNetwork ? localAddress(this.state.podNetwork, podIp) : podIp;
+  }
+
+  /**
+   * What processes on this machine pass as --pod-address-map (the agent, a sentinel) to reach
+   * this cluster's pods: the stand-ins' loopback addresses; undefined with real nodes, whose pod
+   * IPs this machine reaches as they are.
+   */
+  get podAddressMap(): string | undefined {
+    return this.state.podNetwork && !this.state.realNodes ? podAddressMap(this.state.podNetwork) : undefined;
   }
 
   /** The real nodes' layout (namespace, ranges, node names), when the cluster has real nodes. */

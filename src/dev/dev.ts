@@ -12,7 +12,7 @@ import { pino, type Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
-import { podAddressMap, startCluster, type LocalCluster } from "../cluster/index.js";
+import { startCluster, type LocalCluster } from "../cluster/index.js";
 import { applySentinelRbac } from "../sentinel/rbac.js";
 import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
 import { addUserToken, generateToken } from "../ctrl/domain/tokens.js";
@@ -104,7 +104,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       opsPort: 0,
       opsHost: "127.0.0.1",
       // The local cluster serves pod IPs on this machine at other addresses.
-      podAddressMap: cluster?.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+      podAddressMap: cluster?.podAddressMap,
       sentinelObserveIntervalMs: 1_000,
       log,
     });

@@ -21,15 +21,7 @@ import { getJson } from "../../src/cluster/kube-http.js";
 import { REPO } from "../../src/cluster/checkout.js";
 import { eventually } from "../support/cluster.js";
 import { startPostgres, type TestPostgres } from "../support/postgres.js";
-import {
-  krane,
-  kubectl,
-  kubectlJson,
-  kubectlOk,
-  portForward,
-  realNodesSkip,
-  useRealCluster,
-} from "../support/real-nodes.js";
+import { krane, kubectlJson, kubectlOk, portForward, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
 
 const run = promisify(execFile);
 const chart = join(REPO, "deploy/helm/krane");
