@@ -15,6 +15,7 @@ import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
 import { benchProgressive } from "./progressive.js";
+import { benchNodes } from "./nodes.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -32,6 +33,7 @@ const benches: Record<string, () => Promise<void>> = {
   releases: benchReleases,
   progressive: benchProgressive,
   measurements: benchMeasurements,
+  nodes: benchNodes,
 };
 
 const wanted = process.argv.slice(2);

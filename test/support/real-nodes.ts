@@ -51,8 +51,11 @@ export interface Out {
   stderr: string;
 }
 
+/** What kubectl needs of a cluster (a cluster another process started has only its kubeconfig). */
+type KubectlTarget = Pick<LocalCluster, "kubeconfigPath">;
+
 /** Runs kubectl (the one built with the cluster) against `cluster`. */
-export async function kubectl(cluster: LocalCluster, args: string[], input?: string): Promise<Out> {
+export async function kubectl(cluster: KubectlTarget, args: string[], input?: string): Promise<Out> {
   const bin = (await ensureKubeAssets()).bin.kubectl;
   const p = run(bin, args, {
     env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath },
@@ -69,14 +72,14 @@ export async function kubectl(cluster: LocalCluster, args: string[], input?: str
 }
 
 /** kubectl that must succeed; its stdout. */
-export async function kubectlOk(cluster: LocalCluster, args: string[], input?: string): Promise<string> {
+export async function kubectlOk(cluster: KubectlTarget, args: string[], input?: string): Promise<string> {
   const r = await kubectl(cluster, args, input);
   if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}${r.stdout}`);
   return r.stdout;
 }
 
 /** `kubectl get … -o json`, parsed. */
-export async function kubectlJson<T>(cluster: LocalCluster, args: string[]): Promise<T> {
+export async function kubectlJson<T>(cluster: KubectlTarget, args: string[]): Promise<T> {
   return JSON.parse(await kubectlOk(cluster, ["get", ...args, "-o", "json"])) as T;
 }
 
@@ -96,7 +99,7 @@ export async function krane(env: Record<string, string>, args: string[]): Promis
 
 /** `kubectl port-forward` to a Service, as the chart's notes say; stop() ends it. */
 export async function portForward(
-  cluster: LocalCluster,
+  cluster: KubectlTarget,
   namespace: string,
   target: string,
   port: number,
