@@ -172,7 +172,8 @@ describe("the Helm install on real nodes", { skip }, () => {
               return ((await res.json()) as { role: string }).role;
             }),
           );
-          return r.sort().join(",") === "follower,leader" ? r : undefined;
+          // Sorted as a copy: r stays in the order of agents.
+          return [...r].sort().join(",") === "follower,leader" ? r : undefined;
         },
         60_000,
       );

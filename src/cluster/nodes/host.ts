@@ -14,8 +14,8 @@ import type { RealNodesPlan } from "./plan.js";
 const run = promisify(execFile);
 
 /**
- * Commands real nodes run on this machine (Debian: iproute2, util-linux, iptables, openssl,
- * runc, containernetworking-plugins); and gcc and umoci, which build the sandbox image.
+ * Commands real nodes run on this machine (Debian: iproute2, util-linux, mount, procps, iptables,
+ * openssl, runc, containernetworking-plugins); and gcc and umoci, which build the sandbox image.
  */
 export const HOST_COMMANDS = [
   "ip",
@@ -23,6 +23,7 @@ export const HOST_COMMANDS = [
   "unshare",
   "mount",
   "umount",
+  "sysctl",
   "iptables",
   "openssl",
   "runc",
@@ -64,12 +65,15 @@ export async function realNodeSupport(): Promise<{ ok: true; tools: HostTools } 
   if (missing.length > 0)
     return {
       ok: false,
-      reason: `real nodes need ${missing.join(", ")} (Debian: apt-get install iproute2 util-linux iptables openssl runc containernetworking-plugins gcc libc6-dev umoci)`,
+      reason: `real nodes need ${missing.join(", ")} (Debian: apt-get install iproute2 util-linux mount procps iptables openssl runc containernetworking-plugins gcc libc6-dev umoci)`,
     };
   const hierarchies = await cgroupHierarchies();
   const absent = CONTROLLERS.filter((c) => !hierarchies.some((h) => h.controllers.includes(c)));
   if (absent.length > 0) return { ok: false, reason: `real nodes need the cgroup controllers ${absent.join(", ")}` };
   if (!existsSync("/proc/self/ns/net")) return { ok: false, reason: "real nodes need network namespaces" };
+  // kube-proxy's Service rules must see the traffic between pods on a node's bridge.
+  if (!existsSync("/proc/sys/net/bridge/bridge-nf-call-iptables"))
+    return { ok: false, reason: "real nodes need the kernel's br_netfilter (modprobe br_netfilter)" };
   return { ok: true, tools: { runc: paths.runc as string } };
 }
 
