@@ -2,7 +2,7 @@
 // answered by the new revision's real container (gVisor, image already on the node) — through the
 // environment's sentinel and straight at the pod — next to the kubelet's own pod start in the same
 // run: a bare Pod of the same image, RuntimeClass and probe posted to the API server, until Ready
-// and until it answers. The difference is krane's share: ctrl, the stream to the agent, the
+// and until it answers — and the same Pod under runc, to show what gVisor's sandbox costs. The difference is krane's share: ctrl, the stream to the agent, the
 // agent's ReplicaSet, the ReplicaSet controller and scheduler (which the bare Pod skips too), and
 // the routing table reaching the sentinel.
 import { join } from "node:path";
@@ -79,7 +79,9 @@ export async function benchNodes(): Promise<void> {
     await api.workspaces.createWorkspace({ slug: ref.workspace });
     await api.projects.createProject({ workspace: ref.workspace, slug: ref.project });
     await api.environments.createEnvironment({
-      ...ref,
+      workspace: ref.workspace,
+      project: ref.project,
+      slug: ref.environment,
       regions: [{ region: "local", replicas: 1 }],
       sentinel: { image: "", replicas: 1, cpuMillicores: 200n, memoryMib: 256n },
       rollout: { maxSurge: "1", maxUnavailable: "0" },
@@ -162,6 +164,8 @@ export async function benchNodes(): Promise<void> {
     // The kubelet alone: a bare Pod like the deployment's, straight to the API server.
     const readyMs: number[] = [];
     const answerMs: number[] = [];
+    const runcReadyMs: number[] = [];
+    const runcAnswerMs: number[] = [];
     const bareNs = "bench-bare";
     await kubeRequest(ep, "POST", "/api/v1/namespaces", {
       apiVersion: "v1",
@@ -174,15 +178,15 @@ export async function benchNodes(): Promise<void> {
       60_000,
       100,
     );
-    for (let i = 1; i <= RUNS; i++) {
-      const name = `bare-${i}`;
+    // The same bare Pod under gVisor (as the deployment) and under runc (no sandbox), alternating.
+    const bare = async (name: string, runtimeClassName: string | undefined): Promise<[number, number]> => {
       const started = performance.now();
       const res = await kubeRequest(ep, "POST", `/api/v1/namespaces/${bareNs}/pods`, {
         apiVersion: "v1",
         kind: "Pod",
         metadata: { name },
         spec: {
-          runtimeClassName: "gvisor",
+          ...(runtimeClassName ? { runtimeClassName } : {}),
           nodeName: "untrusted-real",
           automountServiceAccountToken: false,
           tolerations: [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
@@ -217,14 +221,23 @@ export async function benchNodes(): Promise<void> {
         300_000,
         20,
       );
-      readyMs.push((readyAt ?? 0) - started);
-      answerMs.push((answeredAt ?? 0) - started);
       await kubeRequest(ep, "DELETE", `/api/v1/namespaces/${bareNs}/pods/${name}?gracePeriodSeconds=0`);
+      return [(readyAt ?? 0) - started, (answeredAt ?? 0) - started];
+    };
+    for (let i = 1; i <= RUNS; i++) {
+      const [ready, answered] = await bare(`bare-gvisor-${i}`, "gvisor");
+      readyMs.push(ready);
+      answerMs.push(answered);
+      const [runcReady, runcAnswered] = await bare(`bare-runc-${i}`, undefined);
+      runcReadyMs.push(runcReady);
+      runcAnswerMs.push(runcAnswered);
     }
     console.log(line("nodes: krane deploy → new container answers (pod IP)", toPod));
     console.log(line("nodes: krane deploy → new container answers through the sentinel", toSentinel));
-    console.log(line("nodes: kubelet alone, bare Pod POST → answers (pod IP)", answerMs));
-    console.log(line("nodes: kubelet alone, bare Pod POST → Ready (its readiness probe)", readyMs));
+    console.log(line("nodes: kubelet alone under gVisor, bare Pod POST → answers", answerMs));
+    console.log(line("nodes: kubelet alone under gVisor, bare Pod POST → Ready", readyMs));
+    console.log(line("nodes: kubelet alone under runc, bare Pod POST → answers", runcAnswerMs));
+    console.log(line("nodes: kubelet alone under runc, bare Pod POST → Ready", runcReadyMs));
   } finally {
     await agent?.stop();
     await ctrl.close();
