@@ -14,7 +14,7 @@ import { parseAddressMapping } from "../contracts/address-map.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
 import { buildInfo, buildLabel } from "../build-info.js";
-import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
+import { AGENT_NAMESPACE, KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { ClusterClient, GatewaySettings } from "./runtime/kind.js";
@@ -133,7 +133,7 @@ export class Agent {
       probeIntervalMs: rt.probeIntervalMs,
       election: cfg.leaderElection
         ? {
-            namespace: cfg.leaderElection.namespace ?? "krane-system",
+            namespace: cfg.leaderElection.namespace ?? AGENT_NAMESPACE,
             name: cfg.leaderElection.name ?? leaseName(cfg.region),
             identity: this.#agentId,
             timing: cfg.leaderElection.timing,

@@ -3,6 +3,7 @@
 import { parse } from "yaml";
 import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
+import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -71,7 +72,7 @@ const defaults: Raw = {
   opsPort: 8071,
   logLevel: "info",
   leaderElect: false,
-  leaderElectionNamespace: "krane-system",
+  leaderElectionNamespace: AGENT_NAMESPACE,
   measureIntervalSeconds: 10,
 };
 
@@ -162,7 +163,7 @@ export function resolveAgentSettings(
     logLevel: str("logLevel", false) ?? "info",
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
-    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? AGENT_NAMESPACE,
     secretStoreProvider: str("secretStoreProvider", false),
     secretStoreParameters: str("secretStoreParameters", false),
     publicGateway: str("publicGateway", false),
