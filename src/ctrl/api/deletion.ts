@@ -15,11 +15,11 @@ import {
   deleteEnvironment,
   deleteProject,
   deleteWorkspace,
-  deletionStatus,
   finishDeletions,
   type DeletionScope,
   type DeletionView,
 } from "../domain/deletion.js";
+import { deletionStatus } from "../read/deletion.js";
 import { invalidArgument } from "../errors.js";
 import { projectRef, regionName, validateEnvironmentRef, workspaceRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";

@@ -62,17 +62,17 @@ export interface EnvironmentsTable {
   updated_at: number;
   /** Migration 0008: the edge auth section of the sentinel's routing policy (JSON), null: none. */
   edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
-  /** Migration 0007: "instances" or "weighted" (src/contracts/routing.ts). */
-  routing_mode: ColumnType<string, string | undefined, string>;
-  /** Migration 0007: JSON [{deploymentId, weight}] of a weighted policy. */
-  routing_weights: ColumnType<string, string | undefined, string>;
   /** Migration 0007: grows with every change of the routing policy. */
   routing_version: ColumnType<number, number | undefined, number>;
   /** Migration 0009: when its deletion was requested; null while it lives. */
   deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
   /** Migration 0011: the progressive strategy (JSON ProgressiveSpec), null: rolling/recreate only. */
   progressive: ColumnType<string | null, string | null | undefined, string | null>;
-  /** Migration 0011: per-region routing overrides (JSON RegionRouting by region), null: none. */
+  /**
+   * Migration 0011 (the one place routing lives since 0015): the weights and preview revision per
+   * region (JSON RegionRouting by region, ../payloads/sentinel.ts); a region without an entry, or
+   * null, routes every running instance an equal share.
+   */
   routing_regions: ColumnType<string | null, string | null | undefined, string | null>;
 }
 

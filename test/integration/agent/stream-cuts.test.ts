@@ -25,7 +25,7 @@ import {
 import { createEnvironment } from "../../../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace } from "../../../src/ctrl/domain/tenancy.js";
 import { validateRollout } from "../../../src/ctrl/validate/api.js";
-import type { DeploymentContext } from "../../../src/ctrl/kinds/deployment.js";
+import type { DeploymentContext } from "../../../src/ctrl/payloads/deployment.js";
 import { H2FaultProxy } from "../../support/faults/h2-proxy.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 

@@ -1,4 +1,4 @@
-// Keyset pagination for the domain's list functions: a page is "at most `limit` rows after this
+// Keyset pagination for the read model's list functions: a page is "at most `limit` rows after this
 // key" in the list's stable order, read with one indexed range query (never OFFSET, which costs
 // the skipped rows and shifts when rows are added between pages). The API layer turns the key of
 // a page's last row into an opaque page token (../api/page-token.ts).

@@ -17,21 +17,14 @@ import {
   type RolloutStatus,
 } from "../../gen/krane/ctrl/v1/rollout_pb.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../contracts/routing.js";
-import { findEnvironment } from "../domain/tenancy.js";
-import { setProgressiveCommand, type ProgressiveView } from "./progressive.js";
 import type { Store } from "../db/store.js";
+import { findEnvironment } from "../read/tenancy.js";
+import { rolloutStatus, type ProgressiveView, type RolloutView } from "../read/rollout.js";
 import { regionName, validateEnvironmentRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import {
-  restartRollout,
-  rolloutStatus,
-  scaleEnvironment,
-  setPaused,
-  undoRollout,
-  type RolloutView,
-} from "./actions.js";
-import type { RolloutDriver } from "./driver.js";
+import { restartRollout, scaleEnvironment, setPaused, setProgressiveCommand, undoRollout } from "../rollout/actions.js";
+import type { RolloutDriver } from "../rollout/driver.js";
 
 export interface RolloutServiceDeps {
   store: Store;

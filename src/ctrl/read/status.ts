@@ -2,11 +2,12 @@
 // instances per region, agent rejections, sentinel health, and the clusters of its regions.
 import type { Kysely } from "kysely";
 import type { ClusterRow, Database, InstanceRow, SentinelRow } from "../db/schema.js";
-import type { DeploymentContext } from "../kinds/deployment.js";
+import type { DeploymentContext } from "../payloads/deployment.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { desiredReplicasOf, listDeployments } from "./deployments.js";
-import { environmentRegions } from "./environments.js";
-import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
+import { desiredReplicasOf } from "../domain/deployments.js";
+import { environmentRegions } from "../domain/environments.js";
+import { findEnvironment, type EnvironmentContext } from "../domain/tenancy.js";
+import { listDeployments } from "./deployments.js";
 
 type Reader = Kysely<Database>;
 

@@ -1,11 +1,11 @@
-// Deleting an environment is generic over the kind registry (../domain/deletion.ts): for every
+// Deleting an environment is generic over the kinds (../domain/deletion.ts): for every
 // desired object of the environment, of every kind, it needs the kind's Delete message. A kind
 // may say how (`deletePayloadOf`); otherwise the Delete is made from the stored Apply by copying
 // the fields both messages have under the same name and type (ids, k8s names and namespaces,
 // which is what every Delete carries). The environment an object belongs to is read the same
 // way, from the Apply's `environment_id`, for rows stored without it.
 import { create, fromBinary, toBinary, type DescMessage } from "@bufbuild/protobuf";
-import type { Kind } from "./kind.js";
+import type { KindPayloads } from "./kind.js";
 
 type Fields = Record<string, unknown>;
 
@@ -31,16 +31,14 @@ function copyShared(from: DescMessage, to: DescMessage, payload: Uint8Array): Ui
 }
 
 /** The Delete payload of a stored Apply payload of `kind`. */
-export function deletePayload(kind: Kind, applyPayload: Uint8Array): Uint8Array {
-  return kind.deletePayloadOf
-    ? kind.deletePayloadOf(applyPayload)
-    : copyShared(kind.wire.apply, kind.wire.delete, applyPayload);
+export function deletePayload(kind: KindPayloads, applyPayload: Uint8Array): Uint8Array {
+  return kind.deletePayloadOf ? kind.deletePayloadOf(applyPayload) : copyShared(kind.apply, kind.delete, applyPayload);
 }
 
 /** The `environment_id` an Apply payload names ("" when its message has none). */
-export function environmentOfPayload(kind: Kind, applyPayload: Uint8Array): string {
-  const f = kind.wire.apply.fields.find((x) => x.name === "environment_id");
+export function environmentOfPayload(kind: KindPayloads, applyPayload: Uint8Array): string {
+  const f = kind.apply.fields.find((x) => x.name === "environment_id");
   if (!f) return "";
-  const v = (fromBinary(kind.wire.apply, applyPayload) as unknown as Fields)[f.localName];
+  const v = (fromBinary(kind.apply, applyPayload) as unknown as Fields)[f.localName];
   return typeof v === "string" ? v : "";
 }
