@@ -1,4 +1,4 @@
-// CLI and start-up figures (issue 15), each against kubectl in the same run:
+// CLI and start-up figures, each against kubectl in the same run:
 //   - `krane --help`, `krane version`, `krane status <env>` against a running ctrl: wall time and
 //     peak RSS, min/median/max of 10 runs, for the build (dist/, what ships) and from source
 //     (tsx, what bin/krane.js ran before the build); kubectl: `version --client`, `get namespaces`;

@@ -1,4 +1,4 @@
-// Outage figures (issue 19) on the real processes, each next to the issue's target: ctrl killed
+// Outage figures on the real processes, each next to its target: ctrl killed
 // with SIGKILL and restarted 20 times with a `krane agent` connected (agent reconnected after ctrl
 // is ready; a deploy made at ctrl's readiness reaching the cluster); PostgreSQL restarted under
 // writes with one and with two ctrl replicas (ctrl ready again after PostgreSQL accepts

@@ -38,7 +38,7 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
-  /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
+  /** This cluster's Secrets Store CSI provider and its parameters (external secrets). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
   readonly gateway?: GatewaySettings;

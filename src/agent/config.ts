@@ -21,7 +21,7 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
-  /** Issue 16: the Secrets Store CSI provider of this cluster ("" or unset: none). */
+  /** The Secrets Store CSI provider of this cluster ("" or unset: none). */
   secretStoreProvider?: string;
   /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
   secretStoreParameters?: string;
@@ -34,7 +34,7 @@ export interface AgentSettings {
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
-  /** Issue 13: seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
+  /** Seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
   measureIntervalSeconds: number;
 }
 

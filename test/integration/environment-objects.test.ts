@@ -1,4 +1,4 @@
-// Issue 16 end to end, real parts only: ctrl (SQLite, HTTP/2, a master key) ← agents (as their
+// Configuration, secrets, releases, cron jobs and deletion end to end, real parts only: ctrl (SQLite, HTTP/2, a master key) ← agents (as their
 // RBAC ServiceAccount, behind the admission fence) → the real local Kubernetes (KWOK completes
 // Job pods; the job and cronjob controllers run).
 //   - config and secret values reach the pods' environment (immutable objects per revision,

@@ -8,9 +8,9 @@
 // halfway: counts neither go negative nor double. An agent token of one region cannot report
 // for another.
 //
-// The weighted policy is written into ctrl's database here (the environment's routing columns,
-// migration 0007, and the sentinel's desired state re-rendered through the store's write path),
-// standing in for the canary API that h/canary adds; everything downstream of it is the product.
+// The weighted policy is written into ctrl's database here through the routing's owner
+// (domain/environments.ts setRouting: a new routing version, the sentinels re-rendered), standing
+// in for a progressive rollout's decision; everything downstream of it is the product.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";

@@ -1,5 +1,6 @@
-// Validation of an ApplyDeployment before anything is applied (DESIGN §4, §6.3). A refused
-// deployment is reported to ctrl as Rejected with the first reason found, and the stream moves on.
+// Validation of an ApplyDeployment before anything is applied (names, labels and namespaces as
+// the cluster contract wants them; nothing half-applied). A refused deployment is reported to
+// ctrl as Rejected with the first reason found, and the stream moves on.
 import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
@@ -19,7 +20,7 @@ function objectName(what: string, name: string): string | undefined {
 }
 
 /**
- * Issue 16: a revision's configuration, secret keys and external references (names valid,
+ * A revision's configuration, secret keys and external references (names valid,
  * keys environment variable names, external secrets only where this cluster has a store).
  */
 export function validateSettings(

@@ -1,5 +1,5 @@
-// Checks an ApplyGateway before anything is applied (DESIGN §6.3: invalid desired state is
-// refused with a reason and reported, never half-applied). Pure.
+// Checks an ApplyGateway before anything is applied: invalid desired state is refused with a
+// reason and reported to ctrl as Rejected, never half-applied. Pure.
 import type { ApplyGateway, DeleteGateway } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { AUTH_METHODS, PATH_TEMPLATE_RE, SCOPE_RE, jwksUrlProblem } from "../../contracts/routing.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";

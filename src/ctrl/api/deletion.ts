@@ -1,4 +1,4 @@
-// The delete calls of the public API (issue 16): DeleteEnvironment, DeleteProject and
+// The delete calls of the public API: DeleteEnvironment, DeleteProject and
 // DeleteWorkspace start (or continue, or force past regions of) a deletion, let whatever has
 // finished be purged at once, and answer where the deletion stands.
 import { create } from "@bufbuild/protobuf";

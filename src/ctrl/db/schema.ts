@@ -308,7 +308,7 @@ export interface RolloutEventsTable {
   message: string;
 }
 
-// ---------------------------------------------------------------- issue 16 (migration 0009)
+// ---------------------------------------------------------------- configuration, secrets, releases, jobs, deletion (migration 0009)
 
 /** The plain configuration new revisions of an environment get. */
 export interface EnvironmentConfigTable {
@@ -485,7 +485,7 @@ export interface GatewayReportsTable {
   reported_at: number;
 }
 
-/** Migration 0012 (issue 13): one revision's responses in one region during one reported window. */
+/** Migration 0012: one revision's responses in one region during one reported window. */
 export interface MeasurementsTable {
   environment_id: string;
   deployment_id: string;

@@ -1,4 +1,4 @@
-// Deleting environments, projects and workspaces (issue 16), generically over the kind registry.
+// Deleting environments, projects and workspaces, generically over the kind registry.
 //
 // Starting a deletion is one transaction: the environment is marked deleting (the API refuses
 // changes to it from then on), it leaves its regions (no rollout pass runs for it again), and
@@ -14,7 +14,7 @@
 // them). Regions without any registered cluster are not waited for: nothing could have applied
 // there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
 // sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
-// measurements (issue 13) — and
+// measurements — and
 // then the project or workspace once its last environment is gone, leaving one audit_log row per
 // deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
 import type { Kysely } from "kysely";

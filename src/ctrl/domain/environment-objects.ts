@@ -1,4 +1,4 @@
-// The environment-wide streamed objects of issue 16 — releases and cron jobs — follow the
+// The environment-wide streamed objects — releases and cron jobs — follow the
 // environment: desired in each of its regions, re-rendered when a region's running revision
 // changes (a job runs the image and settings of the revision its region runs), put into a region
 // the environment joins and removed from one it leaves. `syncEnvironmentObjects` does all of it

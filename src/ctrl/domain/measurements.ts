@@ -1,4 +1,4 @@
-// Rollout analysis's measurements (issue 13 part 2): the per-revision increments each region's
+// Rollout analysis's measurements: the per-revision increments each region's
 // agent reports from its sentinels (ClusterService.ReportMeasurements), stored one row per
 // (environment, revision, region, window), and added up over regions for the progressive
 // rollout engine (MeasurementSource, src/contracts/analysis.ts).

@@ -218,7 +218,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
       requeueAt: wakeAt,
     });
     if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
-    // Issue 16: cron jobs run the revision their region runs; a new target re-renders them.
+    // Cron jobs run the revision their region runs; a new target re-renders them.
     if (w.targetDeploymentId !== row.target_deployment_id) await syncEnvironmentObjects(tx, environment, workspace);
     return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
   });

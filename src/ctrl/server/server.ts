@@ -121,9 +121,9 @@ export interface CtrlConfig {
   rolloutSweepIntervalMs?: number;
   /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
   auth?: AuthOptions;
-  /** Issue 16: the master keys that seal secrets at rest (absent: secrets are refused). */
+  /** The master keys that seal secrets at rest (absent: secrets are refused). */
   keyring?: Keyring;
-  /** Issue 16: the platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
+  /** The platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
   releaseKinds?: readonly AllowedKind[];
   /** How often finished deletions are looked for (ms; confirmations also trigger it). */
   deletionSweepIntervalMs?: number;
@@ -138,7 +138,7 @@ export interface CtrlConfig {
   };
   /** How long Idempotency-Keys are remembered (ms; default 24 h). */
   idempotencyRetentionMs?: number;
-  /** Issue 13: where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
+  /** Where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
   measurements?: MeasurementSource;
 }
 

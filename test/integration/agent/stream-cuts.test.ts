@@ -1,4 +1,4 @@
-// The agent's desired-state stream cut at every byte boundary (issue 14): a real ctrl (SQLite)
+// The agent's desired-state stream cut at every byte boundary: a real ctrl (SQLite)
 // holds a generated sequence of changes for a region; the agent's own stream loop and decoding
 // (the deployments kind's protocol over a real Connect transport, HTTP/2) reads them through the
 // HTTP/2 fault proxy, which resets the first stream after exactly k bytes of its answer, for every

@@ -1,5 +1,5 @@
 // Pagination of every List method on a real ctrl over HTTP/2, on SQLite and on PostgreSQL: the
-// issue's 1,779 deployments come back complete across pages in a stable newest-first order (the
+// 1,779 deployments (a workspace's, as once reported) come back complete across pages in a stable newest-first order (the
 // store used to cut at 1,000 without a word), every list walks page by page to exactly its
 // items, page sizes are coerced as documented, items added between pages neither repeat nor
 // hide older ones, and a page token is refused (invalid_argument naming page_token) when it is
@@ -65,7 +65,7 @@ function suite(name: string, database: () => Promise<string>): void {
           rollout: validateRollout(undefined),
         });
       }
-      // The case, seeded through the domain (no rollout passes): 1,779 deployments.
+      // The reported case, seeded through the domain (no rollout passes): 1,779 deployments.
       for (let i = 0; i < 1779; i++) {
         await createDeployment(s, {
           workspace: "acme",

@@ -6,7 +6,7 @@
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
 //     environments gain the routing version, 1, routing by instances (0015 leaves the version and
 //     per-region routing only), and sentinels the reported address and served version, empty; krane_migrations records them — under the names the old
-//     release recorded for the rest); and 0009's (issue 16): its new tables, empty; deleting_at
+//     release recorded for the rest); and 0009's: its new tables, empty; deleting_at
 //     (null) on workspaces, projects and environments; a revision's configuration and secrets
 //     columns (null) on deployments; desired_objects.environment_id, back-filled from the
 //     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
@@ -47,7 +47,7 @@ import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { tempDir, transportFor } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
-/** The tables migration 0009 creates (issue 16): empty after the upgrade. */
+/** The tables migration 0009 creates: empty after the upgrade. */
 const TABLES_0009 = [
   "environment_config",
   "environment_secrets",

@@ -152,7 +152,7 @@ describe("renderApplyDeployment", () => {
             '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
           build_id: "b1",
           created_at: 1,
-          // Issue 16: the revision's configuration, sealed secrets (keys only reach the agent) and external references.
+          // The revision's configuration, sealed secrets (keys only reach the agent) and external references.
           config: '[{"name":"LOG_LEVEL","value":"debug"}]',
           secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
           secret_keys: '["DB_PASSWORD"]',

@@ -1,4 +1,4 @@
-// Migration 0011_progressive: progressive delivery (issue 13 part 2).
+// Migration 0011_progressive: progressive delivery.
 //  - environments.progressive: the strategy beyond rolling/recreate (JSON ProgressiveSpec of
 //    src/rollout/progressive: canary steps or blue-green, region waves), null: the rolling engine.
 //  - environments.routing_regions: per-region routing overrides (JSON {region: {weights,

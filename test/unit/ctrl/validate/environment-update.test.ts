@@ -4,19 +4,19 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { RolloutStrategy, UpdateEnvironmentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { DomainError } from "../../../src/ctrl/errors.js";
+import { RolloutStrategy, UpdateEnvironmentRequestSchema } from "../../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
 import type {
   RolloutPolicyInput,
   RolloutPolicyPatch,
   SentinelSettingsInput,
-} from "../../../src/ctrl/validate/types.js";
+} from "../../../../src/ctrl/validate/types.js";
 import {
   mergeRolloutPolicy,
   mergeSentinel,
   validateRollout,
   validateUpdateEnvironment,
-} from "../../../src/ctrl/validate/api.js";
+} from "../../../../src/ctrl/validate/api.js";
 
 const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {
   strategy: "rollout.strategy",

@@ -5,15 +5,15 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { LATENCY_BUCKETS_MS } from "../../../src/contracts/analysis.js";
-import { addUp } from "../../../src/ctrl/domain/measurements.js";
-import { DomainError } from "../../../src/ctrl/errors.js";
-import { validateMeasurementReport } from "../../../src/ctrl/validate/measurements.js";
+import { LATENCY_BUCKETS_MS } from "../../../../src/contracts/analysis.js";
+import { addUp } from "../../../../src/ctrl/domain/measurements.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
+import { validateMeasurementReport } from "../../../../src/ctrl/validate/measurements.js";
 import {
   ReportMeasurementsRequestSchema,
   RevisionMeasurementSchema,
   type ReportMeasurementsRequest,
-} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+} from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 
 const SLOTS = LATENCY_BUCKETS_MS.length + 1;
 const NOW = 1_800_000_000_000;

@@ -1,11 +1,11 @@
-// Unit tests of the feed's coalesced outbox reads (issue 18), with an in-memory outbox: a poke
+// Unit tests of the feed's coalesced outbox reads, with an in-memory outbox: a poke
 // after a quiet spell is read at once, pokes inside the coalescing window wait for one later
 // read, and nothing is ever lost or reordered by the coalescing.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { ChangeNotifier, Poke } from "../../../src/ctrl/db/notify.js";
-import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
-import { FeedHub, type FeedSource } from "../../../src/ctrl/stream/feed.js";
+import type { ChangeNotifier, Poke } from "../../../../src/ctrl/db/notify.js";
+import type { OutboxChange } from "../../../../src/ctrl/db/outbox.js";
+import { FeedHub, type FeedSource } from "../../../../src/ctrl/stream/feed.js";
 
 /** An outbox in memory that counts its reads. */
 class MemoryOutbox implements FeedSource {

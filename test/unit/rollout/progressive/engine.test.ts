@@ -20,7 +20,7 @@ import {
   type ProgressiveState,
   type RegionObservation,
   type Verdict,
-} from "../../../src/rollout/progressive/index.js";
+} from "../../../../src/rollout/progressive/index.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00Z");
 const RULES: AnalysisRules = {

@@ -6,8 +6,8 @@
 // after maxPasses; the sweep runs due keys; deployment reports find their environment.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { RolloutDriver, type RolloutSource } from "../../../src/ctrl/rollout/driver.js";
-import type { PassResult } from "../../../src/ctrl/rollout/pass.js";
+import { RolloutDriver, type RolloutSource } from "../../../../src/ctrl/rollout/driver.js";
+import type { PassResult } from "../../../../src/ctrl/rollout/pass.js";
 
 const QUIET: PassResult = { ran: true, changed: false, wakeAt: null };
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { planRollout } from "../../../src/rollout/index.js";
+import { planRollout } from "../../../../src/rollout/index.js";
 import {
   buildRolloutInput,
   EMPTY_STATUS,
@@ -19,8 +19,8 @@ import {
   type EnvironmentFacts,
   type InstanceFact,
   type RevisionFacts,
-} from "../../../src/ctrl/rollout/plan.js";
-import { chooseTarget } from "../../../src/ctrl/rollout/pass.js";
+} from "../../../../src/ctrl/rollout/plan.js";
+import { chooseTarget } from "../../../../src/ctrl/rollout/pass.js";
 
 const NOW = Date.parse("2026-01-01T00:00:00Z");
 

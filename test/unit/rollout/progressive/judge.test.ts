@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { LATENCY_BUCKETS_MS, type RevisionSample } from "../../../src/contracts/analysis.js";
+import { LATENCY_BUCKETS_MS, type RevisionSample } from "../../../../src/contracts/analysis.js";
 import {
   checkSpec,
   judge,
@@ -12,7 +12,7 @@ import {
   SpecProblem,
   type AnalysisRules,
   type ProgressiveSpec,
-} from "../../../src/rollout/progressive/index.js";
+} from "../../../../src/rollout/progressive/index.js";
 
 function sample(requests: number, errors: number, bucket = 3): RevisionSample {
   const latencyBuckets = Array.from({ length: LATENCY_BUCKETS_MS.length + 1 }, (_, i) => (i === bucket ? requests : 0));

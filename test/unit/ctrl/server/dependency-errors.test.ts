@@ -12,10 +12,10 @@ import pg from "pg";
 import SQLite from "better-sqlite3";
 import { pino } from "pino";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { classifyDependencyError, dependencyMessage } from "../../../src/ctrl/server/dependency-errors.js";
-import { toConnectError, type ErrorSinks } from "../../../src/ctrl/server/errors.js";
-import { OutageWatch } from "../../../src/ctrl/server/outage.js";
-import { DomainError } from "../../../src/ctrl/errors.js";
+import { classifyDependencyError, dependencyMessage } from "../../../../src/ctrl/server/dependency-errors.js";
+import { toConnectError, type ErrorSinks } from "../../../../src/ctrl/server/errors.js";
+import { OutageWatch } from "../../../../src/ctrl/server/outage.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
 
 function coded(code: string, message = "x"): Error {
   return Object.assign(new Error(message), { code });

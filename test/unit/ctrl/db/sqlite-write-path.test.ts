@@ -1,4 +1,4 @@
-// Unit tests of SQLite's fast write path (issue 18): the prepared-statement cache Kysely's driver
+// Unit tests of SQLite's fast write path: the prepared-statement cache Kysely's driver
 // is given, the Store's own writer queue and hand-written outbox statements, and WAL checkpoints
 // on a worker thread, on real SQLite databases (in memory, or a temporary file).
 import assert from "node:assert/strict";
@@ -7,10 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
-import { readOutbox, readDesired, streamPosition } from "../../../src/ctrl/db/outbox.js";
-import { Checkpointer } from "../../../src/ctrl/db/sqlite-checkpoint.js";
-import { CachedStatements, type PreparingDatabase } from "../../../src/ctrl/db/sqlite-statements.js";
-import { Store } from "../../../src/ctrl/db/store.js";
+import { readOutbox, readDesired, streamPosition } from "../../../../src/ctrl/db/outbox.js";
+import { Checkpointer } from "../../../../src/ctrl/db/sqlite-checkpoint.js";
+import { CachedStatements, type PreparingDatabase } from "../../../../src/ctrl/db/sqlite-statements.js";
+import { Store } from "../../../../src/ctrl/db/store.js";
 
 /** A real database that counts how often it prepares. */
 function counting(): { db: PreparingDatabase; raw: SQLite.Database; prepared: () => number } {

@@ -9,8 +9,8 @@ import {
   breakerRecord,
   initialBreakerState,
   type BreakerConfig,
-} from "../../../src/agent/runtime/breaker.js";
-import { isCtrlDownstreamFailure } from "../../../src/agent/runtime/ctrl-errors.js";
+} from "../../../../src/agent/runtime/breaker.js";
+import { isCtrlDownstreamFailure } from "../../../../src/agent/runtime/ctrl-errors.js";
 
 function clock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
   let t = start;

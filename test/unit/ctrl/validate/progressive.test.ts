@@ -4,15 +4,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { ProgressiveStrategySchema, type ProgressiveStrategy } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { DomainError } from "../../../src/ctrl/errors.js";
-import { progressiveMsg, progressiveOf } from "../../../src/ctrl/validate/progressive.js";
-import { mergeRolloutPolicy, validateRollout } from "../../../src/ctrl/validate/api.js";
+import { ProgressiveStrategySchema, type ProgressiveStrategy } from "../../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
+import { progressiveMsg, progressiveOf } from "../../../../src/ctrl/validate/progressive.js";
+import { mergeRolloutPolicy, validateRollout } from "../../../../src/ctrl/validate/api.js";
 import {
   parseAnalysisRules,
   parseSteps,
   progressiveOf as cliProgressive,
-} from "../../../src/cli/progressive-options.js";
+} from "../../../../src/cli/progressive-options.js";
 
 function fieldOf(f: () => unknown): string {
   try {

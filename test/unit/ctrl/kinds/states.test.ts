@@ -11,12 +11,12 @@ import {
   DeleteSentinelSchema,
   DeploymentStateSchema,
   SentinelStateSchema,
-} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
-import { deploymentKind } from "../../../src/ctrl/kinds/deployment.js";
-import { sentinelKind } from "../../../src/ctrl/kinds/sentinel.js";
-import { encodingOf, streamState, type WireEncoding } from "../../../src/ctrl/kinds/wire.js";
-import type { WatchEvent } from "../../../src/ctrl/stream/watch.js";
+} from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import type { OutboxChange } from "../../../../src/ctrl/db/outbox.js";
+import { deploymentKind } from "../../../../src/ctrl/kinds/deployment.js";
+import { sentinelKind } from "../../../../src/ctrl/kinds/sentinel.js";
+import { encodingOf, streamState, type WireEncoding } from "../../../../src/ctrl/kinds/wire.js";
+import type { WatchEvent } from "../../../../src/ctrl/stream/watch.js";
 
 const deploymentState = (ev: WatchEvent, encoding: WireEncoding) => streamState(deploymentKind.wire, ev, encoding);
 const sentinelState = (ev: WatchEvent, encoding: WireEncoding) => streamState(sentinelKind.wire, ev, encoding);

@@ -2,7 +2,7 @@
 // and the errors that name the bad setting.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { parseCtrlConfigFile, resolveCtrlSettings } from "../../../src/ctrl/server/config.js";
+import { parseCtrlConfigFile, resolveCtrlSettings } from "../../../../src/ctrl/server/config.js";
 
 describe("ctrl settings", () => {
   it("uses defaults when nothing is given", () => {

@@ -5,16 +5,16 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { create } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema, ApplySentinelSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { instanceKey, podToInstance } from "../../../src/agent/deployments/status.js";
-import { endpointOf } from "../../../src/agent/sentinels/routing.js";
-import { renderReplicaSet } from "../../../src/agent/deployments/render.js";
-import { renderSentinelDeployment } from "../../../src/agent/sentinels/render.js";
-import { observeSentinel } from "../../../src/agent/sentinels/status.js";
-import { findDrift } from "../../../src/agent/runtime/drift.js";
-import { trimFor } from "../../../src/agent/runtime/trim.js";
-import { resources } from "../../../src/kube/resources.js";
-import type { KubeObject } from "../../../src/kube/object.js";
+import { ApplyDeploymentSchema, ApplySentinelSchema } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { instanceKey, podToInstance } from "../../../../src/agent/deployments/status.js";
+import { endpointOf } from "../../../../src/agent/sentinels/routing.js";
+import { renderReplicaSet } from "../../../../src/agent/deployments/render.js";
+import { renderSentinelDeployment } from "../../../../src/agent/sentinels/render.js";
+import { observeSentinel } from "../../../../src/agent/sentinels/status.js";
+import { findDrift } from "../../../../src/agent/runtime/drift.js";
+import { trimFor } from "../../../../src/agent/runtime/trim.js";
+import { resources } from "../../../../src/kube/resources.js";
+import type { KubeObject } from "../../../../src/kube/object.js";
 
 const managedFields = [
   { manager: "kube-controller-manager", operation: "Update", fieldsV1: { "f:status": { "f:phase": {} } } },

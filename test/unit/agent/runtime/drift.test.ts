@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { findDrift, parseQuantity } from "../../../src/agent/runtime/drift.js";
+import { findDrift, parseQuantity } from "../../../../src/agent/runtime/drift.js";
 
 test("extra live fields (defaults, status) are not drift", () => {
   const rendered = { spec: { replicas: 2, template: { spec: { containers: [{ name: "a", image: "x" }] } } } };
