@@ -30,6 +30,7 @@ import { syncEnvironmentObjects } from "./environment-objects.js";
 import { refreshExposure } from "./exposure.js";
 import {
   addRegion,
+  ENVIRONMENT_SETTINGS,
   environmentRegions,
   lockEnvironment,
   removeRegion,
@@ -89,24 +90,10 @@ function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: Ro
   };
 }
 
-const SETTINGS = [
-  "sentinel_image",
-  "sentinel_replicas",
-  "sentinel_cpu_millicores",
-  "sentinel_memory_mib",
-  "strategy",
-  "max_surge",
-  "max_unavailable",
-  "min_ready_seconds",
-  "progress_deadline_seconds",
-  "revision_history_limit",
-  "paused",
-  "progressive",
-] as const satisfies readonly (keyof EnvironmentRow)[];
-type Setting = (typeof SETTINGS)[number];
+type Setting = (typeof ENVIRONMENT_SETTINGS)[number];
 
 function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
-  return new Set(SETTINGS.filter((k) => a[k] !== b[k]));
+  return new Set(ENVIRONMENT_SETTINGS.filter((k) => a[k] !== b[k]));
 }
 
 /** Deployments of the environment that are desired somewhere, with where and at how many replicas. */

@@ -180,8 +180,8 @@ export async function purgeEnvironment(tx: WriteTx, environmentId: string): Prom
   await tx.trx.deleteFrom("environments").where("id", "=", environmentId).execute();
 }
 
-/** The columns an environment update or a rollout may change, and what they are changed by. */
-const SAVED = [
+/** The settings an environment update may change (sentinel and rollout policy). */
+export const ENVIRONMENT_SETTINGS = [
   "sentinel_image",
   "sentinel_replicas",
   "sentinel_cpu_millicores",
@@ -194,6 +194,11 @@ const SAVED = [
   "revision_history_limit",
   "paused",
   "progressive",
+] as const satisfies readonly (keyof EnvironmentRow)[];
+
+/** The columns saveEnvironment stores: the settings, and what exposure and rollouts change. */
+const SAVED = [
+  ...ENVIRONMENT_SETTINGS,
   "edge_auth",
   "routing_regions",
   "routing_version",

@@ -18,6 +18,21 @@ export const EMPTY_STATUS: DeploymentStatus = {
   unavailableReplicas: 0,
 };
 
+/** Changes a region's rollout record. */
+async function updateRecord(
+  tx: WriteTx,
+  environmentId: string,
+  region: string,
+  patch: Partial<Omit<RolloutsTable, "environment_id" | "region" | "updated_at">>,
+): Promise<void> {
+  await tx.trx
+    .updateTable("rollouts")
+    .set({ ...patch, updated_at: tx.now })
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
+}
+
 /** Creates the region's rollout record if missing (so it can be locked). */
 export async function ensureRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<void> {
   await tx.trx
@@ -67,18 +82,12 @@ export async function startLikeSiblings(tx: WriteTx, environmentId: string, regi
     .executeTakeFirst();
   if (!sibling) return;
   await ensureRolloutRow(tx, environmentId, region);
-  await tx.trx
-    .updateTable("rollouts")
-    // The sibling's seen revision, not last_revision: a deployment the sibling has not picked up
-    // yet must still retarget the new region too.
-    .set({
-      target_deployment_id: sibling.target_deployment_id,
-      target_seen_revision: sibling.target_seen_revision,
-      updated_at: tx.now,
-    })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  // The sibling's seen revision, not last_revision: a deployment the sibling has not picked up
+  // yet must still retarget the new region too.
+  await updateRecord(tx, environmentId, region, {
+    target_deployment_id: sibling.target_deployment_id,
+    target_seen_revision: sibling.target_seen_revision,
+  });
 }
 
 /** Deletes the rollout records of an environment in a region it leaves. */
@@ -108,12 +117,7 @@ export async function requestRollback(
   toRevision: number | null,
 ): Promise<void> {
   await ensureRolloutRow(tx, environmentId, region);
-  await tx.trx
-    .updateTable("rollouts")
-    .set({ rollback_to: toRevision ?? 0, updated_at: tx.now })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  await updateRecord(tx, environmentId, region, { rollback_to: toRevision ?? 0 });
 }
 
 /** What one rolling pass leaves on the region's record. */
@@ -129,21 +133,15 @@ export interface PassRecord {
 
 /** Stores a pass's outcome on the region's record (which the pass holds locked). */
 export async function recordPass(tx: WriteTx, environmentId: string, region: string, p: PassRecord): Promise<void> {
-  await tx.trx
-    .updateTable("rollouts")
-    .set({
-      target_deployment_id: p.targetDeploymentId,
-      target_seen_revision: p.targetSeenRevision,
-      rollback_to: p.rollbackTo,
-      status: JSON.stringify(p.status),
-      conditions: JSON.stringify(p.conditions),
-      observed_spec: p.observedSpec,
-      requeue_at: p.requeueAt,
-      updated_at: tx.now,
-    })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  await updateRecord(tx, environmentId, region, {
+    target_deployment_id: p.targetDeploymentId,
+    target_seen_revision: p.targetSeenRevision,
+    rollback_to: p.rollbackTo,
+    status: JSON.stringify(p.status),
+    conditions: JSON.stringify(p.conditions),
+    observed_spec: p.observedSpec,
+    requeue_at: p.requeueAt,
+  });
 }
 
 /** A region with no revision to roll out: no target, every revision up to `seenRevision` seen. */
@@ -153,12 +151,11 @@ export async function clearTarget(
   region: string,
   seenRevision: number,
 ): Promise<void> {
-  await tx.trx
-    .updateTable("rollouts")
-    .set({ target_deployment_id: null, target_seen_revision: seenRevision, requeue_at: null, updated_at: tx.now })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  await updateRecord(tx, environmentId, region, {
+    target_deployment_id: null,
+    target_seen_revision: seenRevision,
+    requeue_at: null,
+  });
 }
 
 /**
@@ -172,17 +169,11 @@ export async function setDecidedTarget(
   target: { deploymentId: string | null; seenRevision: number; requeueAt: number | null },
 ): Promise<void> {
   await ensureRolloutRow(tx, environmentId, region);
-  await tx.trx
-    .updateTable("rollouts")
-    .set({
-      target_deployment_id: target.deploymentId,
-      target_seen_revision: target.seenRevision,
-      requeue_at: target.requeueAt,
-      updated_at: tx.now,
-    })
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .execute();
+  await updateRecord(tx, environmentId, region, {
+    target_deployment_id: target.deploymentId,
+    target_seen_revision: target.seenRevision,
+    requeue_at: target.requeueAt,
+  });
 }
 
 /** A revision's record in a region (created or replaced). */
