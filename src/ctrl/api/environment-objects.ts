@@ -1,7 +1,8 @@
-// The public API of an environment's objects: ConfigService (configuration and secrets — a change makes a new
-// revision, which the rollout driver then rolls out), ReleaseService (releases of arbitrary
-// allow-listed objects) and JobService (cron jobs). Each handler validates (→ InvalidArgument
-// naming the field; a secret's value is never echoed), calls the domain, and converts.
+// The public API of an environment's objects: ConfigService (configuration and secrets — a
+// change makes a new revision, which the rollout driver then rolls out), ReleaseService
+// (releases of arbitrary allow-listed objects) and JobService (cron jobs). Each handler
+// validates (→ InvalidArgument naming the field; a secret's value is never echoed), calls the
+// domain, reads its answer from ../read, and converts.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {

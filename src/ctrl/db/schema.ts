@@ -308,7 +308,8 @@ export interface RolloutEventsTable {
   message: string;
 }
 
-// ---------------------------------------------------------------- configuration, secrets, releases, jobs, deletion (migration 0009)
+// ---------------------------------------------------------------- migration 0009: configuration,
+// secrets, releases, jobs and deletion
 
 /** The plain configuration new revisions of an environment get. */
 export interface EnvironmentConfigTable {

@@ -26,12 +26,7 @@ import { deletePayload, environmentOfPayload } from "../payloads/delete-payload.
 import { payloadsOf } from "../payloads/registry.js";
 import { purgeDataKeys } from "./data-keys.js";
 import { purgeDeployments } from "./deployments.js";
-import {
-  leaveAllRegions,
-  lockEnvironment,
-  markEnvironmentDeleting,
-  purgeEnvironment as dropEnvironment,
-} from "./environments.js";
+import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnvironmentRow } from "./environments.js";
 import { newId } from "./ids.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
@@ -288,7 +283,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
-  await dropEnvironment(tx, id);
+  await purgeEnvironmentRow(tx, id);
   await audit(tx, "ctrl", "environment.deleted", id, { slug: env.slug, project_id: env.project_id });
 }
 

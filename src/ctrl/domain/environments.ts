@@ -175,7 +175,7 @@ export async function markEnvironmentDeleting(tx: WriteTx, environmentId: string
 }
 
 /** Deletes the environment's rows (the end of its deletion: everything it owned is gone). */
-export async function purgeEnvironment(tx: WriteTx, environmentId: string): Promise<void> {
+export async function purgeEnvironmentRow(tx: WriteTx, environmentId: string): Promise<void> {
   await leaveAllRegions(tx, environmentId);
   await tx.trx.deleteFrom("environments").where("id", "=", environmentId).execute();
 }

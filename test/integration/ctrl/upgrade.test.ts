@@ -4,9 +4,10 @@
 // migrations; then nothing may be lost:
 //   - every row of every table is still there, unchanged, except for what migrations 0006 and
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
-//     environments gain the routing version, 1, routing by instances (0015 leaves the version and
-//     per-region routing only), and sentinels the reported address and served version, empty; krane_migrations records them — under the names the old
-//     release recorded for the rest); and 0009's: its new tables, empty; deleting_at
+//     environments gain the routing version, 1, routing by instances (0015 leaves the version
+//     and per-region routing only), and sentinels the reported address and served version,
+//     empty; krane_migrations records them — under the names the old release recorded for the
+//     rest); and 0009's: its new tables, empty; deleting_at
 //     (null) on workspaces, projects and environments; a revision's configuration and secrets
 //     columns (null) on deployments; desired_objects.environment_id, back-filled from the
 //     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
