@@ -1,10 +1,9 @@
 // Pagination of every List method on a real ctrl over HTTP/2, on SQLite and on PostgreSQL: a
 // workspace's 1,779 deployments (a case once reported) come back complete across pages in a
 // stable newest-first order (the store used to cut at 1,000 without a word), every list walks
-// page by page to exactly its
-// items, page sizes are coerced as documented, items added between pages neither repeat nor
-// hide older ones, and a page token is refused (invalid_argument naming page_token) when it is
-// altered, comes from another caller, or is used with other filters.
+// page by page to exactly its items, page sizes are coerced as documented, items added between
+// pages neither repeat nor hide older ones, and a page token is refused (invalid_argument naming
+// page_token) when it is altered, comes from another caller, or is used with other filters.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
