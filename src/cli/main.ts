@@ -6,6 +6,7 @@
 import { Command } from "commander";
 import { registerAgentCommands } from "./agent.js";
 import { registerApiTokenCommands } from "./api-token.js";
+import { registerAuditCommands } from "./audit.js";
 import { registerClusterCommands } from "./cluster.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerDeployCommands } from "./deploy.js";
@@ -45,6 +46,7 @@ registerStatusCommand(program);
 registerExposureCommands(program);
 registerRegionCommands(program);
 registerApiTokenCommands(program);
+registerAuditCommands(program);
 registerSentinelCommand(program);
 registerVersionCommand(program);
 

@@ -59,6 +59,12 @@ import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import type { AllowedKind } from "../../contracts/releases.js";
 import { configServiceImpl, jobServiceImpl, releaseServiceImpl } from "../api/environment-objects.js";
+import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
+import { auditServiceImpl } from "../api/audit.js";
+import { AuditRecorder } from "../audit/recorder.js";
+import type { LimiterOptions } from "../audit/limiter.js";
+import { AuditWebhookSink } from "../audit/sink.js";
+import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
 import { finishDeletions } from "../domain/deletion.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { FeedHub } from "../stream/feed.js";
@@ -140,6 +146,30 @@ export interface CtrlConfig {
   idempotencyRetentionMs?: number;
   /** Where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
   measurements?: MeasurementSource;
+  /** The audit log: retention, its pruning, the webhook sink, the folding of anonymous refusals. */
+  audit?: AuditSettings;
+}
+
+/** Default retention of audit events: 400 days. */
+export const DEFAULT_AUDIT_RETENTION_MS = 400 * 24 * 60 * 60 * 1000;
+
+export interface AuditSettings {
+  /** How long events are kept (ms; default 400 days). */
+  retentionMs?: number;
+  /** How often old events are looked for (ms; default one hour). */
+  pruneIntervalMs?: number;
+  /** Delivers every event to this receiver (at least once, signed). */
+  webhook?: {
+    url: string;
+    secret: string;
+    batch?: number;
+    sweepIntervalMs?: number;
+    retry?: BackoffPolicy;
+    timeoutMs?: number;
+  };
+  refusalLimits?: LimiterOptions;
+  /** How often folded refusals are written (ms; default 10 s). */
+  flushIntervalMs?: number;
 }
 
 export interface RunningCtrl {
@@ -152,6 +182,10 @@ export interface RunningCtrl {
   rollout: RolloutDriver;
   /** Custom domains' DNS checks. */
   domains: DomainVerifier;
+  /** The audit log's webhook sink, when one is configured. */
+  auditSink: AuditWebhookSink | undefined;
+  /** Writes the refusals folded so far (the upkeep does it every few seconds). */
+  flushAuditRefusals(): Promise<number>;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
@@ -280,6 +314,33 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     logger: log,
   });
   let draining = false;
+  const audit = new AuditRecorder({
+    store,
+    limits: config.audit?.refusalLimits,
+    onFailure: (err, method) => {
+      const f = classifyDependencyError(err);
+      if (f) outage.failed(f);
+      else
+        log.error(
+          { method, err: err instanceof Error ? err.message : String(err) },
+          "an audit event could not be written",
+        );
+    },
+  });
+  const auditHook = config.audit?.webhook;
+  const auditSink = auditHook
+    ? new AuditWebhookSink({
+        store,
+        url: auditHook.url,
+        secret: auditHook.secret,
+        batch: auditHook.batch,
+        sweepIntervalMs: auditHook.sweepIntervalMs,
+        retry: auditHook.retry,
+        timeoutMs: auditHook.timeoutMs,
+        logger: log,
+        onDelivery: (ok, n) => metrics.auditDeliveries.inc({ result: ok ? "ok" : "failed" }, ok ? n : 1),
+      })
+    : undefined;
 
   const routes = (connectRouter: ConnectRouter): void => {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
@@ -327,6 +388,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     };
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
+    router.service(AuditService, auditServiceImpl({ store }));
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -335,6 +397,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const handler = createRpcHandler({
     routes,
     interceptors: [
+      // First: it sees every call's final outcome, refusals by authentication included.
+      audit.interceptor(),
       observeInterceptor({
         metrics,
         inflight,
@@ -451,7 +515,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     "compact-outbox": backgroundFailure("outbox compaction failed; retrying"),
     "prune-idempotency-keys": backgroundFailure("forgetting old idempotency keys failed; retrying"),
     "finish-deletions": backgroundFailure("finishing deletions failed; retrying"),
+    "prune-audit": backgroundFailure("pruning the audit log failed; retrying"),
+    "flush-audit-refusals": backgroundFailure("recording folded refusals failed; retrying"),
   };
+  const auditRetention = config.audit?.retentionMs ?? DEFAULT_AUDIT_RETENTION_MS;
   const upkeep = new PeriodicWork({
     retry: UPKEEP_RETRY,
     onError: (task, err) => upkeepFailed[task]?.(err),
@@ -473,9 +540,26 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         everyMs: config.deletionSweepIntervalMs ?? 5_000,
         run: async () => void (await finishDeletions(store)),
       },
+      // Retention of the audit log: never past what the webhook sink has yet to deliver.
+      {
+        name: "prune-audit",
+        everyMs: config.audit?.pruneIntervalMs ?? 60 * 60_000,
+        run: async () => {
+          const n = await pruneAuditEvents(store, store.clock() - auditRetention, {
+            keepFrom: auditSink ? (ws) => sinkPosition(store.db, auditSink.name, ws) : undefined,
+          });
+          metrics.auditPruned.inc(n);
+        },
+      },
+      {
+        name: "flush-audit-refusals",
+        everyMs: config.audit?.flushIntervalMs ?? 10_000,
+        run: async () => void (await audit.flushFolded()),
+      },
     ],
   });
   upkeep.start();
+  auditSink?.start();
 
   log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
 
@@ -484,6 +568,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     closing ??= (async () => {
       draining = true;
       await upkeep.stop();
+      await auditSink?.close();
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.
@@ -512,5 +597,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, domains, shutdownSignal: adapterStop.signal, close };
+  return {
+    url,
+    opsUrl,
+    store,
+    hub,
+    metrics,
+    rollout,
+    domains,
+    auditSink,
+    flushAuditRefusals: () => audit.flushFolded(),
+    shutdownSignal: adapterStop.signal,
+    close,
+  };
 }
