@@ -536,6 +536,8 @@ export interface PreviewHooksTable {
   provider: string;
   /** GitHub "owner/name"; GitLab the project's path or numeric id. */
   repository: string;
+  /** How deliveries are verified: "hmac-sha256" (GitHub), "signing-token" or "secret-token" (GitLab). */
+  verification: string;
   /** The webhook secret, sealed with the base environment's data key. */
   secret_sealed: Uint8Array;
   /** The commit-status API token, sealed likewise; null: no status is reported. */

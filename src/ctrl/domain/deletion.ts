@@ -32,6 +32,7 @@ import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnviron
 import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
+import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
 import { purgeRollouts } from "./rollouts.js";
 import { purgeSentinels } from "./sentinels.js";
@@ -71,6 +72,15 @@ function checkConfirm(field: string, req: DeleteRequest, slug: string, what: str
       field,
       `must repeat the ${what}'s slug "${slug}" to delete it (with everything it runs, in every region)`,
     );
+}
+
+/**
+ * Starts deleting one environment inside the caller's transaction (a preview's deletion, say):
+ * from then on it refuses changes and every object it has desired in any region is removed.
+ * Idempotent; returns whether it was already being deleted.
+ */
+export function startEnvironmentDeletion(tx: WriteTx, env: EnvironmentRow): Promise<boolean> {
+  return startEnvironment(tx, env, tx.now);
 }
 
 /** Starts deleting one environment (idempotent); returns whether it was already being deleted. */
@@ -284,6 +294,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await forgetDesiredOf(tx, id);
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
+  await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
   await purgeEnvironmentRow(tx, id);
   await audit(tx, "Environment", env.workspace_id, [env.workspace_id, env.project_id, id], env.slug);

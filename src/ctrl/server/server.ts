@@ -65,6 +65,12 @@ import { AuditRecorder } from "../audit/recorder.js";
 import type { LimiterOptions } from "../audit/limiter.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
+import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
+import { previewServiceImpl } from "../api/previews.js";
+import { pruneDeliveries } from "../domain/previews.js";
+import { expirePreviews } from "../previews/expiry.js";
+import { StatusReporter } from "../previews/status.js";
+import { DEFAULT_REPLAY_WINDOW_MS, WebhookReceiver } from "../previews/webhooks.js";
 import { finishDeletions } from "../domain/deletion.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { FeedHub } from "../stream/feed.js";
@@ -148,6 +154,21 @@ export interface CtrlConfig {
   measurements?: MeasurementSource;
   /** The audit log: retention, its pruning, the webhook sink, the folding of anonymous refusals. */
   audit?: AuditSettings;
+  /** Previews: the pull-request webhook listener (HTTP/1.1; null or absent: none), expiry, status reports. */
+  previews?: PreviewSettings;
+}
+
+export interface PreviewSettings {
+  /** Where GitHub and GitLab deliver pull-request events (HTTP/1.1); null: no listener. */
+  webhookListen?: ListenAddress | null;
+  /** How old a delivery may be (ms; default 10 minutes). */
+  replayWindowMs?: number;
+  /** How often expired previews are looked for (ms; default 30 s). */
+  expiryIntervalMs?: number;
+  /** How often due commit statuses are looked for (ms; default 1 s). */
+  statusSweepIntervalMs?: number;
+  /** How soon a deploying preview's status is looked at again (ms; default 2 s). */
+  statusRecheckMs?: number;
 }
 
 /** Default retention of audit events: 400 days. */
@@ -186,6 +207,12 @@ export interface RunningCtrl {
   auditSink: AuditWebhookSink | undefined;
   /** Writes the refusals folded so far (the upkeep does it every few seconds). */
   flushAuditRefusals(): Promise<number>;
+  /** The pull-request webhook listener's base URL (null: none). */
+  webhookUrl: string | null;
+  /** Reports previews' URLs and states to their pull requests. */
+  previewStatus: StatusReporter;
+  /** Deletes the previews whose TTL passed now (the upkeep does it every expiryIntervalMs). */
+  expirePreviews(): Promise<number>;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
@@ -342,6 +369,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       })
     : undefined;
 
+  const previewStatus = new StatusReporter({
+    store,
+    keyring: config.keyring,
+    exposure,
+    sweepIntervalMs: config.previews?.statusSweepIntervalMs,
+    recheckMs: config.previews?.statusRecheckMs,
+    logger: log,
+  });
+  const statusDue = (): void => void previewStatus.sweep();
+
   const routes = (connectRouter: ConnectRouter): void => {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
     // Repeats whose first answer was lost are answered from state where a method can be (reanswers.ts).
@@ -389,6 +426,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
     router.service(AuditService, auditServiceImpl({ store }));
+    router.service(
+      PreviewService,
+      previewServiceImpl({ store, keyring: config.keyring, exposure, rollout, statusDue }),
+    );
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -508,6 +549,34 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     opsUrl = `http://${hostForUrl(config.opsListen.host)}:${a.port}`;
   }
 
+  // Pull-request webhooks: a listener of their own (HTTP/1.1, as GitHub and GitLab send).
+  let webhooks: http.Server | null = null;
+  let webhookUrl: string | null = null;
+  const replayWindow = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
+  const webhookListen = config.previews?.webhookListen;
+  if (webhookListen) {
+    const receiver = new WebhookReceiver({
+      store,
+      deps: { keyring: config.keyring, exposure },
+      replayWindowMs: replayWindow,
+      onEnvironmentChanged: (id) => rollout.environmentChanged(id),
+      onStatusDue: statusDue,
+      onDeleted: () => void finishDeletions(store).catch(backgroundFailure("finishing a deletion failed")),
+      isOutage: (err) => {
+        const f = classifyDependencyError(err);
+        if (f) outage.failed(f);
+        return f !== undefined;
+      },
+      logger: log,
+    });
+    // Slow or idle senders are cut off: the listener faces the internet.
+    webhooks = http.createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, receiver.handle);
+    webhooks.keepAliveTimeout = 5_000;
+    const a = await listen(webhooks, webhookListen);
+    webhookUrl = `http://${hostForUrl(webhookListen.host)}:${a.port}`;
+  }
+  previewStatus.start();
+
   const retain = config.outboxRetention ?? 100_000;
   const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactEvery = config.compactIntervalMs ?? 60_000;
@@ -517,6 +586,13 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     "finish-deletions": backgroundFailure("finishing deletions failed; retrying"),
     "prune-audit": backgroundFailure("pruning the audit log failed; retrying"),
     "flush-audit-refusals": backgroundFailure("recording folded refusals failed; retrying"),
+    "expire-previews": backgroundFailure("deleting expired previews failed; retrying"),
+    "prune-webhook-deliveries": backgroundFailure("forgetting old webhook deliveries failed; retrying"),
+  };
+  const expire = async (): Promise<number> => {
+    const n = await expirePreviews(store, store.clock());
+    if (n > 0) await finishDeletions(store);
+    return n;
   };
   const auditRetention = config.audit?.retentionMs ?? DEFAULT_AUDIT_RETENTION_MS;
   const upkeep = new PeriodicWork({
@@ -556,12 +632,24 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         everyMs: config.audit?.flushIntervalMs ?? 10_000,
         run: async () => void (await audit.flushFolded()),
       },
+      // Previews whose TTL passed are deleted by ctrl itself (an audited system change).
+      {
+        name: "expire-previews",
+        everyMs: config.previews?.expiryIntervalMs ?? 30_000,
+        run: async () => void (await expire()),
+      },
+      // A delivery older than the replay window is refused by its age: its id can go.
+      {
+        name: "prune-webhook-deliveries",
+        everyMs: compactEvery,
+        run: async () => void (await pruneDeliveries(store.db, store.clock() - 2 * replayWindow)),
+      },
     ],
   });
   upkeep.start();
   auditSink?.start();
 
-  log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
+  log.info({ url, opsUrl, webhookUrl, database: store.dialect.name, build }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
@@ -569,6 +657,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       draining = true;
       await upkeep.stop();
       await auditSink?.close();
+      await previewStatus.close();
+      if (webhooks) {
+        webhooks.closeAllConnections();
+        await new Promise<void>((r) => webhooks.close(() => r()));
+      }
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.
@@ -607,6 +700,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     domains,
     auditSink,
     flushAuditRefusals: () => audit.flushFolded(),
+    webhookUrl,
+    previewStatus,
+    expirePreviews: expire,
     shutdownSignal: adapterStop.signal,
     close,
   };

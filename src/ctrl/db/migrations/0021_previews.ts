@@ -64,6 +64,8 @@ export const migration: KraneMigration = {
       .addColumn("base_environment_id", "text", (c) => c.notNull())
       .addColumn("provider", "text", (c) => c.notNull())
       .addColumn("repository", "text", (c) => c.notNull())
+      // "hmac-sha256" (GitHub), "signing-token" or "secret-token" (GitLab).
+      .addColumn("verification", "text", (c) => c.notNull())
       .addColumn("secret_sealed", dialect.binaryType, (c) => c.notNull())
       .addColumn("status_token_sealed", dialect.binaryType)
       .addColumn("status_api_url", "text", (c) => c.notNull())
