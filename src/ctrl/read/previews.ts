@@ -3,7 +3,7 @@
 // preview, and a workspace's pull-request hooks.
 import type { Kysely } from "kysely";
 import type { Database, PreviewHookRow, PreviewRow } from "../db/schema.js";
-import { previewLimitsOf, previewUsage, findPreview } from "../domain/previews.js";
+import { findPreview } from "../domain/previews.js";
 import { notFound } from "../errors.js";
 import { findProject } from "../domain/tenancy.js";
 import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
