@@ -113,15 +113,13 @@ describe("previews (SQLite)", () => {
     await ctrl
       .client(EndpointService, t)
       .setEndpoint({ ...BASE, visibility: "public", pathRouting: false, pathPrefix: "" });
-    await ctrl
-      .client(DeploymentService, t)
-      .createDeployment({
-        ...BASE,
-        image: "registry.example.com/shop:1",
-        port: 8080,
-        cpuMillicores: 200n,
-        memoryMib: 256n,
-      });
+    await ctrl.client(DeploymentService, t).createDeployment({
+      ...BASE,
+      image: "registry.example.com/shop:1",
+      port: 8080,
+      cpuMillicores: 200n,
+      memoryMib: 256n,
+    });
   });
 
   after(async () => {
