@@ -72,7 +72,9 @@ export function registerPreviewCommands(program: Command): void {
   withConnection(
     preview
       .command("create <project/base-env>")
-      .description("create a preview of an environment: its configuration, one region, one replica, its own hostname")
+      .description(
+        "create a preview of an environment: its configuration, one region, one replica, its own hostname (it keeps its replica while idle: krane has no scale-to-zero yet)",
+      )
       .requiredOption("--name <name>", "the preview's name (e.g. pr-123)")
       .requiredOption("--image <image>", "the image it runs")
       .option("--ttl <duration>", "deleted this long after creation (default 72h, at most 30d)")

@@ -175,6 +175,11 @@ export interface PreviewSettings {
 export const DEFAULT_AUDIT_RETENTION_MS = 400 * 24 * 60 * 60 * 1000;
 
 export interface AuditSettings {
+  /**
+   * false: nothing is recorded (no interceptor, no events) — only to measure what the log costs
+   * (`npm run bench -- audit`); `krane ctrl serve` always records.
+   */
+  record?: boolean;
   /** How long events are kept (ms; default 400 days). */
   retentionMs?: number;
   /** How often old events are looked for (ms; default one hour). */
@@ -439,7 +444,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     routes,
     interceptors: [
       // First: it sees every call's final outcome, refusals by authentication included.
-      audit.interceptor(),
+      ...(config.audit?.record === false ? [] : [audit.interceptor()]),
       observeInterceptor({
         metrics,
         inflight,
