@@ -25,6 +25,7 @@ interface ServeFlags {
   sharedHostPattern?: string;
   endpointScheme?: string;
   dnsServers?: string;
+  streamKeepalive?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -99,6 +100,10 @@ export function registerCtrlCommands(program: Command): void {
       "--dns-servers <list>",
       "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS",
     )
+    .option(
+      "--stream-keepalive <seconds>",
+      "a quiet agent stream gets a bookmark this often; agents reconnect after two silent intervals (default 10); env KRANE_STREAM_KEEPALIVE_SECONDS",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -127,6 +132,7 @@ export function registerCtrlCommands(program: Command): void {
         sharedHostPattern: flags.sharedHostPattern,
         endpointScheme: flags.endpointScheme,
         dnsServers: flags.dnsServers,
+        streamKeepalive: flags.streamKeepalive,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -165,6 +171,7 @@ export function registerCtrlCommands(program: Command): void {
         defaultMetrics: true,
         exposure: settings.exposure,
         domains: { dnsServers: settings.dnsServers },
+        streamKeepaliveMs: settings.streamKeepaliveMs,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

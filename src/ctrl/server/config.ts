@@ -21,6 +21,7 @@
 //   --shared-host-pattern KRANE_SHARED_HOST_PATTERN sharedHostPattern   {workspace} (path routing)
 //   --endpoint-scheme    KRANE_ENDPOINT_SCHEME      endpointScheme      https (URLs shown for endpoints)
 //   --dns-servers        KRANE_DNS_SERVERS          dnsServers          the system's (domain verification; host[:port],…)
+//   --stream-keepalive   KRANE_STREAM_KEEPALIVE_SECONDS streamKeepalive  10 s (a quiet watch stream gets a bookmark)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -59,6 +60,8 @@ export interface CtrlSettings {
   };
   /** DNS servers for domain verification (empty: the system's). */
   dnsServers: string[];
+  /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
+  streamKeepaliveMs: number;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -84,7 +87,11 @@ const ENV = {
   sharedHostPattern: "KRANE_SHARED_HOST_PATTERN",
   endpointScheme: "KRANE_ENDPOINT_SCHEME",
   dnsServers: "KRANE_DNS_SERVERS",
+  streamKeepalive: "KRANE_STREAM_KEEPALIVE_SECONDS",
 } as const;
+
+/** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
+export const STREAM_KEEPALIVE_SECONDS = { min: 0.1, max: 600, default: 10 } as const;
 
 export function parseListen(what: string, v: string): ListenAddress {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(v.trim());
@@ -122,6 +129,11 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
   const poolSize = Number(pick("poolSize") ?? "10");
   if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000)
     throw new Error("pool size must be an integer from 1 to 1000");
+  const keepalive = Number(pick("streamKeepalive") ?? String(STREAM_KEEPALIVE_SECONDS.default));
+  if (!(keepalive >= STREAM_KEEPALIVE_SECONDS.min && keepalive <= STREAM_KEEPALIVE_SECONDS.max))
+    throw new Error(
+      `stream keepalive must be a number of seconds from ${STREAM_KEEPALIVE_SECONDS.min} to ${STREAM_KEEPALIVE_SECONDS.max}`,
+    );
   const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
   const adminToken = pick("adminToken");
   const explicitTokenFile = pick("adminTokenFile");
@@ -183,5 +195,6 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       scheme,
     },
     dnsServers,
+    streamKeepaliveMs: Math.round(keepalive * 1000),
   };
 }

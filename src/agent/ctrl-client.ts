@@ -1,0 +1,74 @@
+// The agent's connection to ctrl: one HTTP/2 session (Connect's Http2SessionManager) shared by
+// every kind's stream and call, with the bearer token on each request.
+//
+// Bounds, so a dead or silent ctrl is noticed:
+//  - HTTP/2 PING (the session manager's pingIntervalMs / pingTimeoutMs): while streams are open,
+//    a session that received nothing for `pingIntervalMs` is pinged, and destroyed (failing
+//    every stream on it) when the answer does not come within `pingTimeoutMs`. Bookmarks count as
+//    data, so a healthy quiet link costs no PING. Idle sessions are not pinged (pingIdleConnection
+//    off: an agent always has streams open); a request on a session idle for longer than the
+//    interval is preceded by a PING (the manager's "verifying").
+//  - A connection that never completes (a blackholed SYN, a TLS handshake that never ends) has
+//    no timeout of its own in node:http2; `dropIfConnecting()`, called when a stream was not
+//    accepted in time, gives it up so the next attempt dials afresh.
+//  - Unary calls carry a deadline: their own (reports, point reads, heartbeats), else
+//    `defaultTimeoutMs`. Streams opt out with `timeoutMs: 0` (runtime/stream.ts) and are bounded
+//    by their keepalive instead.
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import type { ClusterClient } from "./runtime/kind.js";
+
+export interface CtrlConnectionOptions {
+  /** A PING is sent after this long without data from ctrl (default 10 s). */
+  readonly pingIntervalMs?: number;
+  /** A PING unanswered this long closes the session (default 5 s). */
+  readonly pingTimeoutMs?: number;
+  /** Deadline of a unary call that sets none (default 10 s). */
+  readonly defaultTimeoutMs?: number;
+}
+
+export const DEFAULT_PING_INTERVAL_MS = 10_000;
+export const DEFAULT_PING_TIMEOUT_MS = 5_000;
+
+export interface CtrlConnection {
+  readonly client: ClusterClient;
+  /** The session's state as Connect's manager sees it ("connecting", "open", "idle", …). */
+  state(): string;
+  /** Gives up a connection attempt that has not completed (the next call dials again). */
+  dropIfConnecting(): boolean;
+}
+
+export function createCtrlConnection(url: string, token: string, o: CtrlConnectionOptions = {}): CtrlConnection {
+  const bearer: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  const session = new Http2SessionManager(url, {
+    pingIntervalMs: o.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+    pingTimeoutMs: o.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
+    pingIdleConnection: false,
+    idleConnectionTimeoutMs: 15 * 60_000,
+  });
+  const transport = createConnectTransport({
+    baseUrl: url,
+    httpVersion: "2",
+    sessionManager: session,
+    interceptors: [bearer],
+    defaultTimeoutMs: o.defaultTimeoutMs ?? 10_000,
+  });
+  return {
+    client: createClient(ClusterService, transport),
+    state: () => session.state(),
+    dropIfConnecting() {
+      if (session.state() !== "connecting") return false;
+      session.abort(new ConnectError("the connection to ctrl did not complete in time", Code.Unavailable));
+      return true;
+    },
+  };
+}
+
+/** A ClusterService client on a connection of its own (tests, benches). */
+export function createCtrlClient(url: string, token: string, o: CtrlConnectionOptions = {}): ClusterClient {
+  return createCtrlConnection(url, token, o).client;
+}
