@@ -15,7 +15,7 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { compactOutbox } from "../../../src/ctrl/db/outbox.js";
-import { startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
+import { startTestCtrl, tempDir, transportFor, withoutBookmarks, type TestCtrl } from "./support.js";
 
 async function setupEnv(ctrl: TestCtrl, region: string): Promise<void> {
   const t = ctrl.adminToken;
@@ -62,7 +62,7 @@ async function read(
   stop: (m: DeploymentState, all: DeploymentState[]) => boolean,
 ): Promise<DeploymentState[]> {
   const all: DeploymentState[] = [];
-  for await (const m of stream) {
+  for await (const m of withoutBookmarks(stream)) {
     all.push(m);
     if (stop(m, all)) break;
   }
@@ -190,7 +190,7 @@ describe("slow and dead watchers", () => {
       { region: "eu", versionLastSeen: 0n },
       { signal: slowAc.signal },
     );
-    const slowIt = slow[Symbol.asyncIterator]();
+    const slowIt = withoutBookmarks(slow)[Symbol.asyncIterator]();
     await slowIt.next();
 
     // Dead: a peer behind a TCP relay that we freeze after its watch is open, as when a
@@ -211,7 +211,7 @@ describe("slow and dead watchers", () => {
       { region: "eu", versionLastSeen: 0n },
       { signal: deadAc.signal },
     );
-    const deadIt = deadStream[Symbol.asyncIterator]();
+    const deadIt = withoutBookmarks(deadStream)[Symbol.asyncIterator]();
     await deadIt.next();
     for (const s of sockets) {
       s.unpipe();
@@ -223,7 +223,7 @@ describe("slow and dead watchers", () => {
     const fast = ctrl
       .client(ClusterService, token)
       .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: fastAc.signal });
-    const fastIt = fast[Symbol.asyncIterator]();
+    const fastIt = withoutBookmarks(fast)[Symbol.asyncIterator]();
     for (let i = 0; i < 2; i++) await fastIt.next(); // empty snapshot
     const total = 200;
     const writer = deploy(ctrl, total, 10_000);
