@@ -97,8 +97,8 @@ export class Agent {
   #heartbeat: NodeJS.Timeout | undefined;
   #beating = false;
   #lastBeatAt = 0;
-  /** Controllers connected at the last heartbeat: one that connects since is told at once. */
-  #connectedAtBeat = new Set<string>();
+  /** The controllers' stream connections counted at the last heartbeat: a new one is told at once. */
+  #connectsAtBeat = "";
   #stopped = false;
 
   constructor(cfg: AgentConfig) {
@@ -193,9 +193,8 @@ export class Agent {
     // LAST SEEN and BEHIND are current again at once rather than a period later).
     const every = this.#cfg.heartbeatMs ?? 10_000;
     const tick = (): void => {
-      const connected = new Set(this.manager.controllers.filter((c) => c.streamConnected).map((c) => c.name));
-      const news = [...connected].some((n) => !this.#connectedAtBeat.has(n));
-      if (Date.now() - this.#lastBeatAt >= every || news) void this.#sendHeartbeat(connected);
+      const connects = this.manager.controllers.map((c) => `${c.name}:${c.link.connects}`).join(",");
+      if (Date.now() - this.#lastBeatAt >= every || connects !== this.#connectsAtBeat) void this.#sendHeartbeat(connects);
     };
     tick();
     this.#heartbeat = setInterval(tick, Math.min(every, 250));
@@ -244,12 +243,12 @@ export class Agent {
     };
   }
 
-  async #sendHeartbeat(connected: Set<string>): Promise<void> {
+  async #sendHeartbeat(connects: string): Promise<void> {
     // Only the replica that runs the controllers speaks for the cluster; one at a time.
     if (!this.manager.leading || this.#beating) return;
     this.#beating = true;
     this.#lastBeatAt = Date.now();
-    this.#connectedAtBeat = connected;
+    this.#connectsAtBeat = connects;
     const cursorOf = (name: string): bigint => this.runtime(name)?.cursor ?? 0n;
     try {
       await this.ctrl.heartbeat(

@@ -14,6 +14,12 @@
 //  - Unary calls carry a deadline: their own (reports, point reads, heartbeats), else
 //    `defaultTimeoutMs`. Streams opt out with `timeoutMs: 0` (runtime/stream.ts) and are bounded
 //    by their keepalive instead.
+//
+// Every session that carried a request keeps an 'error' listener for good. The manager destroys a
+// session whose PING timed out with an error, which node:http2 emits only when the socket has
+// closed; if a call opened the next session meanwhile, the manager has already removed its own
+// listener from the old one, and that late 'error' would end the process.
+import type * as http2 from "node:http2";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
@@ -50,10 +56,29 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
     pingIdleConnection: false,
     idleConnectionTimeoutMs: 15 * 60_000,
   });
+  const guarded = new WeakSet<http2.Http2Session>();
+  const sessionManager = {
+    authority: session.authority,
+    async request(
+      method: string,
+      path: string,
+      headers: http2.OutgoingHttpHeaders,
+      options: Omit<http2.ClientSessionRequestOptions, "signal">,
+    ): Promise<http2.ClientHttp2Stream> {
+      const stream = await session.request(method, path, headers, options);
+      const s = stream.session;
+      if (s && !guarded.has(s)) {
+        guarded.add(s);
+        s.on("error", () => undefined);
+      }
+      return stream;
+    },
+    notifyResponseByteRead: (stream: http2.ClientHttp2Stream): void => session.notifyResponseByteRead(stream),
+  };
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "2",
-    sessionManager: session,
+    sessionManager,
     interceptors: [bearer],
     defaultTimeoutMs: o.defaultTimeoutMs ?? 10_000,
   });

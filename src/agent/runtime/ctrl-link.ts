@@ -132,6 +132,11 @@ export class CtrlLink<Msg, D, Del, R> {
     return this.#stream.connected;
   }
 
+  /** How many times ctrl accepted this link's stream. */
+  get connects(): number {
+    return this.#stream.connects;
+  }
+
   /** Since when the stream has been down (unix ms; since creation before its first stream), or undefined while connected. */
   get disconnectedSince(): number | undefined {
     return this.#stream.downSince;

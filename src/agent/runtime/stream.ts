@@ -105,6 +105,7 @@ export class DesiredStateStream<Msg, D, Del> {
   #state: CursorState = initialCursor();
   #connected = false;
   #messages = 0;
+  #connects = 0;
   #phase: StreamPhase = "stopped";
   /** Since when the stream has been down (unix ms), undefined while connected. */
   #downSince: number | undefined = Date.now();
@@ -125,6 +126,11 @@ export class DesiredStateStream<Msg, D, Del> {
   /** Since when the stream has been down (unix ms); undefined while connected. */
   get downSince(): number | undefined {
     return this.#downSince;
+  }
+
+  /** How many times ctrl accepted a stream of this loop. */
+  get connects(): number {
+    return this.#connects;
   }
 
   /** Messages received over the life of the loop. */
@@ -298,6 +304,7 @@ export class DesiredStateStream<Msg, D, Del> {
     this.#connected = c;
     const now = Date.now();
     if (c) {
+      this.#connects++;
       const downMs = this.#downSince === undefined ? 0 : now - this.#downSince;
       if (this.#outage !== undefined)
         this.#o.log.info(

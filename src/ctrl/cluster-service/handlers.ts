@@ -60,6 +60,9 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
   const labels = { kind: kind.name };
   return {
     async *watch(req, ctx) {
+      // A stream its agent already gave up (a backlog ctrl works through after a pause: a frozen
+      // process, a long GC) costs no database read.
+      if (ctx.signal.aborted) return;
       const region = agentRegion(ctx, req.region);
       const encoding = encodingOf(ctx.requestHeader.get("content-type"));
       const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);

@@ -57,7 +57,7 @@ let bookmarksSeen = 0;
 /** A watcher collecting changes until stopped. */
 class Reader {
   readonly out: Seen[] = [];
-  last: number;
+  last = 0;
   /** Set when the watcher started with a snapshot (cursor 0): changes then follow this head. */
   snapshotHead: number | null = null;
   private readonly ac = new AbortController();
