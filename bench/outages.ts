@@ -39,7 +39,7 @@ function line(label: string, value: string, target: string): void {
 export function killSchedule(n: number): { point: KillPoint; downMs: number }[] {
   return Array.from({ length: n }, (_, i) => ({
     point: KILL_POINTS[i % KILL_POINTS.length] as KillPoint,
-    downMs: Math.round(100 * 300 ** ((i * 7) % n / Math.max(1, n - 1))),
+    downMs: Math.round(100 * 300 ** (((i * 7) % n) / Math.max(1, n - 1))),
   }));
 }
 
@@ -91,7 +91,9 @@ export async function benchOutages(): Promise<void> {
           "≤ 2 s",
         );
         for (const point of KILL_POINTS) {
-          const at = r.kills.filter((k) => k.point === point && k.readyMs !== undefined).map((k) => k.readyMs as number);
+          const at = r.kills
+            .filter((k) => k.point === point && k.readyMs !== undefined)
+            .map((k) => k.readyMs as number);
           line(`  killed ${point}`, `p50 ${p(at, 50)}, max ${p(at, 100)} (${at.length})`, "≤ 2 s");
         }
         line(
@@ -111,7 +113,11 @@ export async function benchOutages(): Promise<void> {
       });
       problems.push(...f.problems.map((x) => `ctrl frozen: ${x}`));
       const bound = 2 * DEFAULT_TIMINGS.keepaliveSeconds * 1000;
-      line("ctrl frozen 30 s (SIGSTOP): every kind reported down after", ms(f.downMs ?? NaN), `≤ ${ms(bound)} (2 keepalives)`);
+      line(
+        "ctrl frozen 30 s (SIGSTOP): every kind reported down after",
+        ms(f.downMs ?? NaN),
+        `≤ ${ms(bound)} (2 keepalives)`,
+      );
       line("  after SIGCONT: agent ready again after", ms(f.upMs ?? NaN), "≤ 2 s");
     }
     if (ONLY.has("deploy")) {

@@ -194,7 +194,8 @@ export class Agent {
     const every = this.#cfg.heartbeatMs ?? 10_000;
     const tick = (): void => {
       const connects = this.manager.controllers.map((c) => `${c.name}:${c.link.connects}`).join(",");
-      if (Date.now() - this.#lastBeatAt >= every || connects !== this.#connectsAtBeat) void this.#sendHeartbeat(connects);
+      if (Date.now() - this.#lastBeatAt >= every || connects !== this.#connectsAtBeat)
+        void this.#sendHeartbeat(connects);
     };
     tick();
     this.#heartbeat = setInterval(tick, Math.min(every, 250));

@@ -59,7 +59,10 @@ function marker<S extends DescMessage>(
 ): MessageShape<S> {
   switch (ev.type) {
     case "snapshot_start":
-      return create(k.state, { version: 0n, state: { case: "snapshotStart", value: create(SnapshotStartSchema) } } as never);
+      return create(k.state, {
+        version: 0n,
+        state: { case: "snapshotStart", value: create(SnapshotStartSchema) },
+      } as never);
     case "snapshot_end":
       return create(k.state, {
         version: 0n,

@@ -35,9 +35,9 @@ describe("the agent's connection to ctrl", () => {
       pingTimeoutMs: 300,
     });
     const ac = new AbortController();
-    const it = link.client.watchDeployments({ region: "eu" }, { signal: ac.signal, timeoutMs: 0 })[
-      Symbol.asyncIterator
-    ]();
+    const it = link.client
+      .watchDeployments({ region: "eu" }, { signal: ac.signal, timeoutMs: 0 })
+      [Symbol.asyncIterator]();
     assert.equal((await it.next()).value?.state.case, "bookmark");
     while ((await it.next()).value?.state.case !== "snapshotEnd");
     // ctrl's keepalive is a minute here: only the session's PINGs can notice the blackhole.

@@ -2,13 +2,14 @@
 // `krane ctrl serve` and `krane agent` processes on real ports, a real local cluster, SQLite and
 // PostgreSQL, and no transport mock anywhere: ctrl killed with SIGKILL at every point of the
 // link's life with downtimes from 0.1 s to 30 s and no change after the restart (every kind
-// connected and /readyz 200 within 2 s of ctrl being ready, then a change of every kind reaches
-// the cluster); ctrl frozen 30 s (every kind reported down within the keepalive bound, back within
-// 2 s of SIGCONT); ctrl showing the agent's heartbeat within 2 s of being ready; a blackhole and a reset in the middle of a frame through the TCP fault proxy;
-// and two ctrl replicas on PostgreSQL, the agent's killed (every kind streams from the other
-// within 2 s). ctrl's keepalive is 0.5 s here (a silent stream is dropped after 1 s) and the agent
-// gives ctrl 2 s to accept a stream. The scenarios run at once, on one cluster; `npm run bench --
-// outages` kills ctrl 20 times per database and prints the figures.
+// connected and /readyz 200 within 2 s of ctrl being ready, ctrl showing a current heartbeat as
+// soon, then a change of every kind reaches the cluster); ctrl frozen 30 s (every kind reported
+// down within the keepalive bound, back within 2 s of SIGCONT); a blackhole and a reset in the
+// middle of a frame through the TCP fault proxy; and two ctrl replicas on PostgreSQL, the agent's
+// killed (every kind streams from the other within 2 s). ctrl's keepalive is 0.5 s here (a silent
+// stream is dropped after 1 s) and the agent gives ctrl 2 s to accept a stream. The scenarios run
+// at once, on one cluster; `npm run bench -- outages` kills ctrl 20 times per database with the
+// default timings and prints the figures.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -70,7 +71,12 @@ describe("the agent↔ctrl link under faults", { concurrency: true }, () => {
       async () => {
         const cluster = await handle.ready();
         const database = db === "sqlite" ? join(dir, "kills.db") : await postgres.newDatabase();
-        const r = await ctrlKills(cluster, dir, { name: `kills-${db}`, database, kills: KILLS[db], timings: TEST_TIMINGS });
+        const r = await ctrlKills(cluster, dir, {
+          name: `kills-${db}`,
+          database,
+          kills: KILLS[db],
+          timings: TEST_TIMINGS,
+        });
         console.log(
           `${db}: after ctrl ready, agent ready / ctrl sees its heartbeat / nothing behind: ${r.kills.map((k) => `${k.point} (down ${ms(k.downMs)}) ${ms(k.readyMs ?? NaN)} / ${ms(k.heartbeatMs ?? NaN)} / ${ms(k.caughtUpMs ?? NaN)}`).join("; ")}; changes after the restarts: ${LINK_KINDS.map((k) => `${k} ${ms(r.changes?.[k] ?? NaN)}`).join(", ")}`,
         );
@@ -122,7 +128,9 @@ describe("the agent↔ctrl link under faults", { concurrency: true }, () => {
         faultMs: 8_000,
         timings: TEST_TIMINGS,
       });
-      console.log(`blackhole 8 s: every kind down after ${ms(r.downMs ?? NaN)}; up ${ms(r.upMs ?? NaN)} after it healed`);
+      console.log(
+        `blackhole 8 s: every kind down after ${ms(r.downMs ?? NaN)}; up ${ms(r.upMs ?? NaN)} after it healed`,
+      );
       assert.deepEqual(r.problems, []);
       assert.ok((r.downMs ?? Infinity) <= SILENCE_BOUND_MS + SLACK_MS, `reported down after ${r.downMs} ms`);
       assert.ok((r.upMs ?? Infinity) <= 5000, `up ${r.upMs} ms after the blackhole ended`);
@@ -158,7 +166,10 @@ describe("the agent↔ctrl link under faults", { concurrency: true }, () => {
         `replica killed: every kind on the other after ${ms(r.failoverMs ?? NaN)}; changes through it: ${LINK_KINDS.map((k) => `${k} ${ms(r.changes?.[k] ?? NaN)}`).join(", ")}`,
       );
       assert.deepEqual(r.problems, []);
-      assert.ok((r.failoverMs ?? Infinity) <= 2000, `every kind on the other replica ${r.failoverMs} ms after the kill`);
+      assert.ok(
+        (r.failoverMs ?? Infinity) <= 2000,
+        `every kind on the other replica ${r.failoverMs} ms after the kill`,
+      );
     },
   );
 });

@@ -456,7 +456,8 @@ export async function ctrlKills(
       const beat = await link.heartbeatAfter(ready, 30_000);
       if (beat.caughtUp === undefined)
         problems.push(`kill ${i + 1} (${k.point}): ctrl never showed a current heartbeat with nothing behind`);
-      const after = (t: number | undefined): number | undefined => (t === undefined ? undefined : Math.max(0, t - ready));
+      const after = (t: number | undefined): number | undefined =>
+        t === undefined ? undefined : Math.max(0, t - ready);
       kills.push({
         point: k.point,
         downMs: k.downMs,
@@ -575,7 +576,9 @@ export async function resetMidFrame(
           labelSelector: `${LABEL_DEPLOYMENT_ID}=${id}`,
         });
         const env = (
-          items[0] as { spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: string }[] }[] } } } }
+          items[0] as {
+            spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: string }[] }[] } } };
+          }
         )?.spec?.template?.spec?.containers?.[0]?.env;
         const value = (n: string): string | undefined => env?.find((e) => e.name === n)?.value;
         return value("PAD_A") === pad[0]?.value && value("PAD_B") === pad[1]?.value ? Date.now() : undefined;
@@ -624,7 +627,8 @@ export async function replicaKilled(
     if ((await link.upAt(90_000)) === undefined)
       return { problems: [`the agent never came up: ${link.agent.output.slice(-2000)}`] };
     const onA = await link.streamsOn(a);
-    if (!LINK_KINDS.every((k) => onA[k] >= 1)) problems.push(`not every kind streams from the first replica: ${JSON.stringify(onA)}`);
+    if (!LINK_KINDS.every((k) => onA[k] >= 1))
+      problems.push(`not every kind streams from the first replica: ${JSON.stringify(onA)}`);
     await a.kill9();
     const killed = Date.now();
     const moved = await until(
@@ -638,7 +642,8 @@ export async function replicaKilled(
     if (moved === undefined) problems.push("the agent's streams did not move to the other replica within 30 s");
     const changes = await link.changeEveryKind(30_000);
     for (const k of LINK_KINDS)
-      if (changes[k] === undefined) problems.push(`a ${k} change through the surviving replica did not reach the cluster`);
+      if (changes[k] === undefined)
+        problems.push(`a ${k} change through the surviving replica did not reach the cluster`);
     return { problems, changes, ...(moved !== undefined ? { failoverMs: moved - killed } : {}) };
   } finally {
     await link.close();
