@@ -137,7 +137,10 @@ export class CtrlLink<Msg, D, Del, R> {
     return this.#stream.connects;
   }
 
-  /** Since when the stream has been down (unix ms; since creation before its first stream), or undefined while connected. */
+  /**
+   * Since when the stream has been down (unix ms; since the link was made, before its first
+   * stream), or undefined while connected.
+   */
   get disconnectedSince(): number | undefined {
     return this.#stream.downSince;
   }

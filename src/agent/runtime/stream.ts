@@ -185,9 +185,24 @@ export class DesiredStateStream<Msg, D, Del> {
     };
     const onAbort = (): void => attempt.abort(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
-    const aborted = new Promise<typeof ABORTED>((resolve) =>
-      attempt.signal.addEventListener("abort", () => resolve(ABORTED), { once: true }),
-    );
+    // The next message, or ABORTED as soon as the attempt is, whether the transport honours its
+    // signal or not (one listener per wait, removed when it ends: a stream lives for weeks).
+    const next = (it: AsyncIterator<Msg>): Promise<IteratorResult<Msg> | typeof ABORTED> =>
+      new Promise((resolve, reject) => {
+        if (attempt.signal.aborted) return resolve(ABORTED);
+        const cancel = (): void => resolve(ABORTED);
+        attempt.signal.addEventListener("abort", cancel, { once: true });
+        it.next().then(
+          (r) => {
+            attempt.signal.removeEventListener("abort", cancel);
+            resolve(r);
+          },
+          (err: unknown) => {
+            attempt.signal.removeEventListener("abort", cancel);
+            reject(err);
+          },
+        );
+      });
     // One deadline at a time (opening, then silence), moved by every message. When its timer
     // fires, the verdict waits for setImmediate: after a long pause of this process (GC, CPU),
     // timers run before pending socket reads, and a message already waiting must count.
@@ -220,12 +235,13 @@ export class DesiredStateStream<Msg, D, Del> {
     arm(openTimeoutMs, { reason: "open-timeout", detail: `ctrl did not accept the stream within ${openTimeoutMs} ms` });
     // Until a bookmark says how often ctrl speaks, the HTTP/2 session's PINGs are the only bound.
     let silenceMs: number | undefined;
+    let silent: Ending = { reason: "silent", detail: "" };
     let end: Ending | undefined;
     let it: AsyncIterator<Msg> | undefined;
     try {
       it = o.open(this.#state.cursor, { signal: attempt.signal, timeoutMs: 0 })[Symbol.asyncIterator]();
       for (;;) {
-        const r = await Promise.race([it.next(), aborted]);
+        const r = await next(it);
         if (r === ABORTED) break;
         if (r.done === true) {
           end = { reason: "ended", detail: "ctrl ended the stream" };
@@ -233,14 +249,17 @@ export class DesiredStateStream<Msg, D, Del> {
         }
         this.#messages++;
         const ev = o.decode(r.value);
-        if (ev.type === "bookmark") silenceMs = silenceBoundMs(ev.keepaliveMs);
+        if (ev.type === "bookmark" && silenceBoundMs(ev.keepaliveMs) !== silenceMs) {
+          silenceMs = silenceBoundMs(ev.keepaliveMs);
+          silent = { reason: "silent", detail: `ctrl sent nothing for ${silenceMs} ms` };
+        }
         if (!this.#connected) {
           // ctrl's first message: it accepted the stream.
           backoff.reset();
           this.#setConnected(true);
         }
         this.#phase = "streaming";
-        arm(silenceMs, { reason: "silent", detail: `ctrl sent nothing for ${silenceMs} ms` });
+        arm(silenceMs, silent);
         this.#handle(ev);
       }
     } catch (err) {

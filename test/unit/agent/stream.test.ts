@@ -4,6 +4,7 @@
 // HTTP/2 and a real ctrl is tested in test/integration/faults/link.test.ts.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DesiredStateStream, silenceBoundMs, type EndReason } from "../../../src/agent/runtime/stream.js";
 import type { CursorAction, StreamEvent } from "../../../src/agent/runtime/cursor.js";
@@ -205,6 +206,33 @@ test("a stream quiet for two keepalive intervals is abandoned; bookmarks in time
   const silentFor = endedAt - lastMessageAt;
   assert.ok(silentFor >= 49, `abandoned after ${silentFor.toFixed(0)} ms of silence`);
   assert.ok(silentFor < 1000, `abandoned after ${silentFor.toFixed(0)} ms of silence`);
+});
+
+test("each wait for a message leaves no listener behind on the attempt's signal, however many messages a stream carries", async () => {
+  const ac = new AbortController();
+  const listeners: number[] = [];
+  const stream = new DesiredStateStream<Ev, string, string>({
+    name: "t",
+    reconnect: { baseMs: 1, capMs: 2 },
+    log: recordingLogger(),
+    decode: (e) => e,
+    onAction: () => undefined,
+    open: (_cursor, call) =>
+      (async function* (): AsyncGenerator<Ev> {
+        for (let i = 1; i <= 5000; i++) {
+          yield bookmark(BigInt(i), 60_000);
+          if (i % 1000 === 0) listeners.push(getEventListeners(call.signal, "abort").length);
+        }
+        ac.abort();
+        await aborted(call.signal);
+      })(),
+  });
+  await stream.run(ac.signal);
+  assert.equal(stream.cursor, 5000n);
+  assert.ok(
+    listeners.every((n) => n <= 2),
+    `abort listeners on the attempt's signal: ${listeners.join(", ")}`,
+  );
 });
 
 test("a stream whose ctrl announces no keepalive has no silence bound (the session's PINGs bound it)", async () => {
