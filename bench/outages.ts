@@ -90,6 +90,14 @@ export async function benchOutages(): Promise<void> {
           `p50 ${p(ready, 50)}, max ${p(ready, 100)} (${ready.length} of ${r.kills.length})`,
           "≤ 2 s",
         );
+        const beat = r.kills.flatMap((k) => (k.heartbeatMs === undefined ? [] : [k.heartbeatMs]));
+        const caughtUp = r.kills.flatMap((k) => (k.caughtUpMs === undefined ? [] : [k.caughtUpMs]));
+        line(
+          "  ctrl shows a heartbeat sent after it was ready (LAST SEEN)",
+          `p50 ${p(beat, 50)}, max ${p(beat, 100)}`,
+          "≤ 2 s",
+        );
+        line("  … and the agent 0 changes behind (BEHIND)", `p50 ${p(caughtUp, 50)}, max ${p(caughtUp, 100)}`, "≤ 2 s");
         for (const point of KILL_POINTS) {
           const at = r.kills
             .filter((k) => k.point === point && k.readyMs !== undefined)
