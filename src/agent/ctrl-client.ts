@@ -15,10 +15,12 @@
 //    `defaultTimeoutMs`. Streams opt out with `timeoutMs: 0` (runtime/stream.ts) and are bounded
 //    by their keepalive instead.
 //
-// Every session that carried a request keeps an 'error' listener for good. The manager destroys a
-// session whose PING timed out with an error, which node:http2 emits only when the socket has
-// closed; if a call opened the next session meanwhile, the manager has already removed its own
-// listener from the old one, and that late 'error' would end the process.
+// Every session that carried a request is guarded (`guardSession`), against two ways the session
+// manager can end the process: it destroys a session whose PING timed out with an error, which
+// node:http2 emits only once the socket has closed, and if a call opened the next session
+// meanwhile the manager has already removed its own 'error' listener from the old one; and its
+// keepalive timer can fire between a session's destruction and the manager's cleanup, when
+// node:http2's ping() throws rather than failing its callback.
 import type * as http2 from "node:http2";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
@@ -69,7 +71,7 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
       const s = stream.session;
       if (s && !guarded.has(s)) {
         guarded.add(s);
-        s.on("error", () => undefined);
+        guardSession(s);
       }
       return stream;
     },
@@ -91,6 +93,19 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
       return true;
     },
   };
+}
+
+/**
+ * Keeps a session's late failures from ending the process: an 'error' listener for good, and a
+ * ping() that answers false (no PING sent) on a session already closed or destroyed.
+ */
+export function guardSession(session: http2.Http2Session): void {
+  session.on("error", () => undefined);
+  const ping = session.ping.bind(session) as (...args: unknown[]) => boolean;
+  Object.defineProperty(session, "ping", {
+    configurable: true,
+    value: (...args: unknown[]): boolean => (session.destroyed || session.closed ? false : ping(...args)),
+  });
 }
 
 /** A ClusterService client on a connection of its own (tests, benches). */

@@ -7,7 +7,8 @@ import * as net from "node:net";
 import { after, before, describe, it } from "node:test";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createCtrlConnection } from "../../../src/agent/ctrl-client.js";
+import * as http2 from "node:http2";
+import { createCtrlConnection, guardSession } from "../../../src/agent/ctrl-client.js";
 import { createRegion } from "../../../src/ctrl/domain/clusters.js";
 import { TcpProxy } from "../../support/faults/tcp-proxy.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
@@ -58,6 +59,25 @@ describe("the agent's connection to ctrl", () => {
     // The next call gets a new session that works, while node:http2 emits the closed session's
     // error once its socket is gone (unheard, it would end this process).
     for (let i = 0; i < 3; i++) await link.client.heartbeat({ region: "eu", agentId: "ping-test", build: "test" });
+  });
+
+  it("a guarded session, destroyed under a keepalive timer, answers ping() with false instead of throwing", async () => {
+    const session = http2.connect(ctrl.url);
+    await new Promise<void>((resolve, reject) => session.once("connect", () => resolve()).once("error", reject));
+    const bare = http2.connect(ctrl.url);
+    bare.on("error", () => undefined);
+    await new Promise<void>((resolve) => bare.once("connect", () => resolve()));
+    guardSession(session);
+    session.destroy(new Error("gone"));
+    bare.destroy(new Error("gone"));
+    // What node:http2 does unguarded: a synchronous throw, out of a timer an uncaught exception.
+    assert.throws(() => bare.ping(() => undefined), { code: "ERR_HTTP2_INVALID_SESSION" });
+    assert.equal(
+      session.ping(() => assert.fail("no PING is sent")),
+      false,
+    );
+    // Its late 'error' is heard (an unheard one would end this process).
+    await new Promise((r) => setTimeout(r, 50));
   });
 
   it("a connection that never completes is given up, and the next call dials again", async () => {
