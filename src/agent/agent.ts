@@ -99,6 +99,10 @@ export class Agent {
   #lastBeatAt = 0;
   /** The controllers' stream connections counted at the last heartbeat: a new one is told at once. */
   #connectsAtBeat = "";
+  /** The cursors the last heartbeat carried. */
+  #cursorsAtBeat = "";
+  /** Until then (a period after a stream connected), a moved cursor is told within a second. */
+  #catchUpUntil = 0;
   #stopped = false;
 
   constructor(cfg: AgentConfig) {
@@ -189,13 +193,21 @@ export class Agent {
   async start(): Promise<void> {
     if ((this.#cfg.opsPort ?? 8071) >= 0) await this.#startOps();
     this.manager.start();
-    // Every heartbeat period, and as soon as a stream connects (after a ctrl restart, ctrl's
-    // LAST SEEN and BEHIND are current again at once rather than a period later).
+    // Every heartbeat period; as soon as a stream connects; and for a period after that, within a
+    // second of a cursor moving (what a resumed stream delivers first). After a ctrl restart, ctrl's
+    // LAST SEEN and BEHIND are current again at once rather than a period later.
     const every = this.#cfg.heartbeatMs ?? 10_000;
     const tick = (): void => {
-      const connects = this.manager.controllers.map((c) => `${c.name}:${c.link.connects}`).join(",");
-      if (Date.now() - this.#lastBeatAt >= every || connects !== this.#connectsAtBeat)
-        void this.#sendHeartbeat(connects);
+      const now = Date.now();
+      const controllers = this.manager.controllers;
+      const connects = controllers.map((c) => `${c.name}:${c.link.connects}`).join(",");
+      const cursors = controllers.map((c) => `${c.name}:${c.cursor}`).join(",");
+      if (connects !== this.#connectsAtBeat) this.#catchUpUntil = now + every;
+      const due =
+        now - this.#lastBeatAt >= every ||
+        connects !== this.#connectsAtBeat ||
+        (now < this.#catchUpUntil && cursors !== this.#cursorsAtBeat && now - this.#lastBeatAt >= 1000);
+      if (due) void this.#sendHeartbeat(connects, cursors);
     };
     tick();
     this.#heartbeat = setInterval(tick, Math.min(every, 250));
@@ -244,12 +256,13 @@ export class Agent {
     };
   }
 
-  async #sendHeartbeat(connects: string): Promise<void> {
+  async #sendHeartbeat(connects: string, cursors: string): Promise<void> {
     // Only the replica that runs the controllers speaks for the cluster; one at a time.
     if (!this.manager.leading || this.#beating) return;
     this.#beating = true;
     this.#lastBeatAt = Date.now();
     this.#connectsAtBeat = connects;
+    this.#cursorsAtBeat = cursors;
     const cursorOf = (name: string): bigint => this.runtime(name)?.cursor ?? 0n;
     try {
       await this.ctrl.heartbeat(

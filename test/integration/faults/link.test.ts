@@ -85,8 +85,11 @@ describe("the agent↔ctrl link under faults", { concurrency: true }, () => {
         for (const k of r.kills) {
           const what = `${k.point}, down ${k.downMs} ms`;
           assert.ok((k.readyMs ?? Infinity) <= 2000, `${what}: ready ${k.readyMs} ms after ctrl`);
-          // LAST SEEN is current as soon as a stream is back (a heartbeat then, not a period later).
+          // LAST SEEN is current as soon as a stream is back (a heartbeat then, not a period later),
+          // and BEHIND 0 once the resumed streams delivered what was missed (a cursor that moves
+          // after a reconnect is told within a second).
           assert.ok((k.heartbeatMs ?? Infinity) <= 2000, `${what}: heartbeat ${k.heartbeatMs} ms after ctrl`);
+          assert.ok((k.caughtUpMs ?? Infinity) <= 3000, `${what}: nothing behind ${k.caughtUpMs} ms after ctrl`);
         }
       },
     );
