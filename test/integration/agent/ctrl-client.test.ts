@@ -83,8 +83,10 @@ describe("the agent's connection to ctrl", () => {
   it("a connection that never completes is given up, and the next call dials again", async () => {
     // Accepts TCP and never answers the TLS handshake: node:http2 stays "connecting" for good.
     let connections = 0;
+    const accepted: net.Socket[] = [];
     const mute = net.createServer((s) => {
       connections++;
+      accepted.push(s);
       s.on("error", () => undefined);
     });
     await new Promise<void>((r) => mute.listen(0, "127.0.0.1", () => r()));
@@ -105,7 +107,8 @@ describe("the agent's connection to ctrl", () => {
       assert.equal(connections, 2, "dialed again");
       link.dropIfConnecting();
     } finally {
-      mute.close();
+      for (const s of accepted) s.destroy();
+      await new Promise<void>((r) => mute.close(() => r()));
     }
   });
 });
