@@ -59,6 +59,8 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
     idleConnectionTimeoutMs: 15 * 60_000,
   });
   const guarded = new WeakSet<http2.Http2Session>();
+  // After a dropped connection attempt, calls wait for the drop to settle (see dropIfConnecting).
+  let settling: Promise<void> | undefined;
   const sessionManager = {
     authority: session.authority,
     async request(
@@ -67,6 +69,7 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
       headers: http2.OutgoingHttpHeaders,
       options: Omit<http2.ClientSessionRequestOptions, "signal">,
     ): Promise<http2.ClientHttp2Stream> {
+      if (settling) await settling;
       const stream = await session.request(method, path, headers, options);
       const s = stream.session;
       if (s && !guarded.has(s)) {
@@ -90,6 +93,12 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
     dropIfConnecting() {
       if (session.state() !== "connecting") return false;
       session.abort(new ConnectError("the connection to ctrl did not complete in time", Code.Unavailable));
+      // The aborted attempt's own failure reaches the manager a microtask later and sets its
+      // state again: a connection dialed before that would be lost to the manager (and its
+      // errors to any listener). Calls made meanwhile wait until it has.
+      settling ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        settling = undefined;
+      });
       return true;
     },
   };
