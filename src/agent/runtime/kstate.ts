@@ -1,7 +1,8 @@
 // Every ClusterService kind speaks the same shape (DESIGN §3): a `KState{version, oneof apply |
 // delete | snapshot_start | snapshot_end | bookmark}` stream, batched point reads answering
-// KStates plus the ids not found, and a report call. kstateProtocol turns a kind's generated methods into the
-// runtime's CtrlProtocol, so a kind names only its methods, its keys and its report messages.
+// KStates plus the ids not found, and a report call. kstateProtocol turns a kind's generated
+// methods into the runtime's CtrlProtocol, so a kind names only its methods, its keys and its
+// report messages.
 import type { CallOptions, CtrlProtocol, DesiredBatch, PointRead, WatchCall } from "./ctrl-link.js";
 import type { StreamEvent } from "./cursor.js";
 
