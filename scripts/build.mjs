@@ -3,13 +3,17 @@
 //
 // esbuild transpiles each file on its own (the tsconfig's isolatedModules and
 // verbatimModuleSyntax make that exact) in well under a second, where tsc takes 10–20 s here;
-// type checking stays with `npm run typecheck`. One module is bundled instead:
+// type checking stays with `npm run typecheck`. Two modules are bundled instead:
 // src/cli/user-client.ts, the half of the user commands that loads when one runs (ctrl client,
 // generated API, tables, status views). Per file it pulls in ~150 modules of Connect and
 // protobuf; bundled it is one file, which cut `krane status`'s CPU time by about a third
-// (measured with the client in the same run). Everything else stays one file per module, so
-// paths built from import.meta.url (deploy/, tools/) keep working; the build refuses to bundle
-// a module that uses import.meta.url. better-sqlite3 and pino never get bundled.
+// (measured with the client in the same run). And src/cli/main.ts, the entry every `krane` run
+// loads, with the command definitions and commander (its dynamic imports stay modules of their
+// own). Everything else stays one file per module, so paths built from import.meta.url
+// (deploy/, tools/) keep working; the build refuses to bundle a module that uses
+// import.meta.url into user-client.js and keeps such modules out of main.js. better-sqlite3 and
+// pino never get bundled. The build also writes dist/cli/commands.json, the top-level command
+// listing src/cli/main.ts reads.
 //
 //   node scripts/build.mjs              build
 //   node scripts/build.mjs --if-stale   build only when dist/ is older than src/
