@@ -294,7 +294,7 @@ export async function benchSentinel(): Promise<void> {
   const cluster = await startCluster({ name: "bench-sentinel" });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-sentinel-"));
   const children: ChildProcess[] = [];
-  const kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
+  let kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
   try {
     const net = cluster.podNetwork;
     if (!net) throw new Error("the cluster has no pod network");
@@ -409,6 +409,11 @@ export async function benchSentinel(): Promise<void> {
       }
     }
     if (ONLY_PROXIES) return;
+    // A new client: the first one's keep-alive connections sat idle through minutes of wrk, and a
+    // connection the API server closed meanwhile fails its first write (EPIPE), which KubeClient
+    // does not take for a stale socket.
+    kube.close();
+    kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
 
     // EndpointSlice change → routing.
     await writeSlice(kube, "app", [], appPort);
