@@ -95,7 +95,8 @@ function directStream(source: {
   return new Ctor({ type: "direct", pull: source.pull, cancel: source.cancel });
 }
 
-function timeoutError(message: string, code: string): Error {
+/** An error carrying the code ./errors.ts classifies failures by. */
+function codedError(message: string, code: string): Error {
   return Object.assign(new Error(message), { code });
 }
 
@@ -219,10 +220,10 @@ export class BunProxyServer implements ProxyShell {
       if (!inst) return response(trip.noInstance(), o.path.draining);
       const ac = new AbortController();
       const headersTimer = setTimeout(
-        () => ac.abort(timeoutError("no answer in time", "UND_ERR_HEADERS_TIMEOUT")),
+        () => ac.abort(codedError("no answer in time", "UND_ERR_HEADERS_TIMEOUT")),
         o.settings.upstreamTimeoutMs,
       );
-      const onClientGone = (): void => ac.abort(timeoutError("client closed the connection", "UND_ERR_ABORTED"));
+      const onClientGone = (): void => ac.abort(codedError("client closed the connection", "UND_ERR_ABORTED"));
       req.signal.addEventListener("abort", onClientGone, { once: true });
       let up: Response;
       try {
@@ -277,7 +278,7 @@ export class BunProxyServer implements ProxyShell {
     let over = false;
     const idle = setTimeout(
       () => {
-        void reader.cancel(timeoutError("the instance's answer paused too long", "UND_ERR_BODY_TIMEOUT"));
+        void reader.cancel(codedError("the instance's answer paused too long", "UND_ERR_BODY_TIMEOUT"));
       },
       o.settings.bodyIdleTimeoutMs || 2 ** 31 - 1,
     );
@@ -358,10 +359,10 @@ export class BunProxyServer implements ProxyShell {
         // "Expected 101 status code: 403": the instance answered, and refused.
         const refused = /Expected 101 status code: (\d{3})/.exec(failure);
         const err = refused
-          ? timeoutError(`the instance refused the handshake (${refused[1]})`, "KRANE_WS_REFUSED")
+          ? codedError(`the instance refused the handshake (${refused[1]})`, "KRANE_WS_REFUSED")
           : failure === "no answer in time"
-            ? timeoutError(failure, "UND_ERR_HEADERS_TIMEOUT")
-            : timeoutError(failure, "ECONNREFUSED");
+            ? codedError(failure, "UND_ERR_HEADERS_TIMEOUT")
+            : codedError(failure, "ECONNREFUSED");
         const next = trip.failed(err, false);
         if (next === "retry") continue;
         return response(trip.answer(next.cause, next.closeConnection), o.path.draining);
