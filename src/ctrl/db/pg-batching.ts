@@ -83,7 +83,9 @@ export function inlineParameters(text: string, values: readonly unknown[]): stri
       out += text.slice(i, end);
       i = end;
     } else if (c === "$") {
-      const param = /^\$(\d+)/.exec(text.slice(i, i + 12));
+      // After a letter, digit or underscore, "$" belongs to an identifier (a$1), not a placeholder.
+      const inWord = /\w/.test(text[i - 1] ?? "");
+      const param = inWord ? null : /^\$(\d+)/.exec(text.slice(i, i + 12));
       if (param) {
         const k = Number(param[1]);
         const lit = k < 1 || k > values.length ? undefined : literal(values[k - 1]);
@@ -93,7 +95,7 @@ export function inlineParameters(text: string, values: readonly unknown[]): stri
         continue;
       }
       const tag = /^\$[A-Za-z_]*\$/.exec(text.slice(i, i + 64));
-      if (tag && !/\w/.test(text[i - 1] ?? "")) {
+      if (tag && !inWord) {
         const j = text.indexOf(tag[0], i + tag[0].length);
         const end = j < 0 ? n : j + tag[0].length;
         out += text.slice(i, end);

@@ -11,6 +11,7 @@ describe("inlineParameters", () => {
     assert.equal(inlineParameters("select $1, $10", ten), "select 'v1', 'v10'");
     assert.equal(inlineParameters("select $1::integer", [7]), "select '7'::integer");
     assert.equal(inlineParameters("select '$1' as \"$1\"", []), "select '$1' as \"$1\"");
+    assert.equal(inlineParameters("select a$1, $1", ["v"]), "select a$1, 'v'", "a$1 is an identifier");
   });
 
   it("copies quoted strings, identifiers, comments and dollar-quoted bodies untouched", () => {
