@@ -11,7 +11,7 @@ import { parseAddressMapping } from "../contracts/address-map.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
 import { buildInfo, buildLabel } from "../build-info.js";
-import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
+import { AGENT_NAMESPACE, KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { createCtrlConnection, type CtrlConnection } from "./ctrl-client.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
@@ -36,7 +36,7 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
-  /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
+  /** This cluster's Secrets Store CSI provider and its parameters (external secrets). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
   readonly gateway?: GatewaySettings;
@@ -137,7 +137,7 @@ export class Agent {
       probeIntervalMs: rt.probeIntervalMs,
       election: cfg.leaderElection
         ? {
-            namespace: cfg.leaderElection.namespace ?? "krane-system",
+            namespace: cfg.leaderElection.namespace ?? AGENT_NAMESPACE,
             name: cfg.leaderElection.name ?? leaseName(cfg.region),
             identity: this.#agentId,
             timing: cfg.leaderElection.timing,

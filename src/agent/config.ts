@@ -3,6 +3,7 @@
 import { parse } from "yaml";
 import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
+import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -20,7 +21,7 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
-  /** Issue 16: the Secrets Store CSI provider of this cluster ("" or unset: none). */
+  /** The Secrets Store CSI provider of this cluster ("" or unset: none). */
   secretStoreProvider?: string;
   /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
   secretStoreParameters?: string;
@@ -33,7 +34,7 @@ export interface AgentSettings {
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
-  /** Issue 13: seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
+  /** Seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
   measureIntervalSeconds: number;
   /** Seconds ctrl has to accept a stream and to answer an HTTP/2 PING (PINGs after twice this without data). */
   ctrlTimeoutSeconds: number;
@@ -74,7 +75,7 @@ const defaults: Raw = {
   opsPort: 8071,
   logLevel: "info",
   leaderElect: false,
-  leaderElectionNamespace: "krane-system",
+  leaderElectionNamespace: AGENT_NAMESPACE,
   measureIntervalSeconds: 10,
   ctrlTimeoutSeconds: 5,
 };
@@ -171,7 +172,7 @@ export function resolveAgentSettings(
     logLevel: str("logLevel", false) ?? "info",
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
-    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? AGENT_NAMESPACE,
     secretStoreProvider: str("secretStoreProvider", false),
     secretStoreParameters: str("secretStoreParameters", false),
     publicGateway: str("publicGateway", false),

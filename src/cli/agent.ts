@@ -1,6 +1,7 @@
 // `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM. The agent, its
 // Kubernetes client and pino are loaded only when the command runs.
 import type { Command } from "commander";
+import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 
 interface AgentFlags {
   config?: string;
@@ -55,7 +56,7 @@ export function registerAgentCommands(program: Command): void {
     )
     .option(
       "--leader-election-namespace <ns>",
-      "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE",
+      `namespace of the Lease (default ${AGENT_NAMESPACE}); env KRANE_LEADER_ELECTION_NAMESPACE`,
     )
     .option(
       "--secret-store-provider <name>",

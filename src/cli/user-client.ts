@@ -52,7 +52,7 @@ export const RETRY_SAFE: ReadonlySet<string> = new Set([
   "RolloutService.Resume",
   "RolloutService.History",
   "RolloutService.GetRolloutStatus",
-  // Issue 16: deletions are idempotent (a repeat continues or shows the same deletion); unsetting
+  // Deletions are idempotent (a repeat continues or shows the same deletion); unsetting
   // a key that is already gone changes nothing; release apply makes no version for identical
   // content, job put replaces by name.
   "EnvironmentService.DeleteEnvironment",

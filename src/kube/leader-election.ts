@@ -17,6 +17,7 @@
 import type { KubeClient } from "./client.js";
 import { KubeApiError, isNotFound } from "./client.js";
 import { isRecord } from "./object.js";
+import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
 import { sleep } from "../retry/backoff.js";
 
 export interface ElectionTiming {
@@ -229,7 +230,7 @@ export class LeaderElector {
           name: this.#o.name,
           namespace: this.#o.namespace,
           ...(d.type === "update" ? { resourceVersion: this.#resourceVersion } : {}),
-          labels: { "app.kubernetes.io/managed-by": "krane" },
+          labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
         },
         spec: d.record,
       };

@@ -1,5 +1,5 @@
-// A keys-only work queue with per-key retry, shaped like client-go's workqueue (DESIGN §6.2–6.3,
-// §9). The agent's controllers and ctrl's rollout driver both run on it.
+// A keys-only work queue with per-key retry, shaped like client-go's workqueue. The agent's
+// controllers, ctrl's rollout driver, its domain checks and its periodic upkeep all run on it.
 //
 // - The queue holds keys, never items: reconcile(key) reads the latest state for the key when it
 //   runs, so a burst of events for one key becomes one run (coalescing) and nothing stale is

@@ -79,7 +79,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
   ): ReportDeploymentStatusRequest => create(ReportDeploymentStatusRequestSchema, { region, change });
 
-  // Issue 16: the revisions' Secrets this process created or found (the agent cannot read
+  // The revisions' Secrets this process created or found (the agent cannot read
   // Secrets: a create that answers "exists" is how it finds one). Values are fetched from ctrl
   // only to create a Secret, and never kept.
   const createdSecrets = new Set<string>();
@@ -121,7 +121,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
       }),
     )
-    // Issue 16: a revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
+    // A revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
     .ownedBy(LABEL_DEPLOYMENT_ID)
     .owns(resources.replicaSets, {
       keyOf: deploymentKeyOf,

@@ -1,4 +1,4 @@
-// The job controller kind (issue 16): an environment's cron jobs on the shared runtime. Key = job id.
+// The job controller kind: an environment's cron jobs on the shared runtime. Key = job id.
 //   owns     CronJobs (one per job and region) in workspace namespaces
 //   watches  Jobs (a run started or finished re-reports the job's runs)
 // Apply: the CronJob (server-side apply), only when the cache shows it differs. Its runs read the

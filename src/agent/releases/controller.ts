@@ -1,4 +1,4 @@
-// The release controller kind (issue 16): releases of arbitrary allow-listed objects on the
+// The release controller kind: releases of arbitrary allow-listed objects on the
 // shared runtime. Key = release id.
 //   owns     the release's inventory ConfigMap (one per release and region; ./render.ts)
 //   keeps    its own cache per kind the releases hold (./caches.ts), resolved through discovery

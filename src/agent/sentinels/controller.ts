@@ -76,7 +76,7 @@ export function sentinelAddress(k8sName: string): string {
 
 export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
   const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
-  // Issue 13 part 2: the sentinels' per-revision counters, for rollout analysis.
+  // The sentinels' per-revision counters, for rollout analysis.
   const collector = new MeasurementCollector({
     region,
     intervalMs: defaults.measureIntervalMs,

@@ -1,4 +1,4 @@
-// The delete calls of the public API (issue 16): DeleteEnvironment, DeleteProject and
+// The delete calls of the public API: DeleteEnvironment, DeleteProject and
 // DeleteWorkspace start (or continue, or force past regions of) a deletion, let whatever has
 // finished be purged at once, and answer where the deletion stands.
 import { create } from "@bufbuild/protobuf";
@@ -15,11 +15,11 @@ import {
   deleteEnvironment,
   deleteProject,
   deleteWorkspace,
-  deletionStatus,
   finishDeletions,
   type DeletionScope,
   type DeletionView,
 } from "../domain/deletion.js";
+import { deletionStatus } from "../read/deletion.js";
 import { invalidArgument } from "../errors.js";
 import { projectRef, regionName, validateEnvironmentRef, workspaceRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";

@@ -62,17 +62,17 @@ export interface EnvironmentsTable {
   updated_at: number;
   /** Migration 0008: the edge auth section of the sentinel's routing policy (JSON), null: none. */
   edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
-  /** Migration 0007: "instances" or "weighted" (src/contracts/routing.ts). */
-  routing_mode: ColumnType<string, string | undefined, string>;
-  /** Migration 0007: JSON [{deploymentId, weight}] of a weighted policy. */
-  routing_weights: ColumnType<string, string | undefined, string>;
   /** Migration 0007: grows with every change of the routing policy. */
   routing_version: ColumnType<number, number | undefined, number>;
   /** Migration 0009: when its deletion was requested; null while it lives. */
   deleting_at: ColumnType<number | null, number | null | undefined, number | null>;
   /** Migration 0011: the progressive strategy (JSON ProgressiveSpec), null: rolling/recreate only. */
   progressive: ColumnType<string | null, string | null | undefined, string | null>;
-  /** Migration 0011: per-region routing overrides (JSON RegionRouting by region), null: none. */
+  /**
+   * Migration 0011 (the one place routing lives since 0015): the weights and preview revision per
+   * region (JSON RegionRouting by region, ../payloads/sentinel.ts); a region without an entry, or
+   * null, routes every running instance an equal share.
+   */
   routing_regions: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
@@ -308,7 +308,8 @@ export interface RolloutEventsTable {
   message: string;
 }
 
-// ---------------------------------------------------------------- issue 16 (migration 0009)
+// ---------------------------------------------------------------- migration 0009: configuration,
+// secrets, releases, jobs and deletion
 
 /** The plain configuration new revisions of an environment get. */
 export interface EnvironmentConfigTable {
@@ -485,7 +486,7 @@ export interface GatewayReportsTable {
   reported_at: number;
 }
 
-/** Migration 0012 (issue 13): one revision's responses in one region during one reported window. */
+/** Migration 0012: one revision's responses in one region during one reported window. */
 export interface MeasurementsTable {
   environment_id: string;
   deployment_id: string;

@@ -11,7 +11,7 @@
 //
 // With a single-connection database (SQLite) writers wait for their turn here, in arrival
 // order, each woken only by the one before it: the driver's own connection lock wakes every
-// waiter at each release, which under a burst of writes cost more CPU than the writes (issue 18).
+// waiter at each release, which under a burst of writes cost more CPU than the writes.
 import type { Kysely } from "kysely";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { retry } from "../../retry/retry.js";

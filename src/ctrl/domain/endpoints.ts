@@ -127,20 +127,6 @@ export async function setEndpoint(
   return result;
 }
 
-export async function listEndpoints(
-  db: Reader,
-  ref: EnvironmentRef,
-): Promise<{ context: EnvironmentContext; endpoints: EndpointRow[] }> {
-  const context = await findEnvironment(db, ref);
-  const endpoints = await db
-    .selectFrom("endpoints")
-    .selectAll()
-    .where("environment_id", "=", context.environment.id)
-    .orderBy("visibility")
-    .execute();
-  return { context, endpoints };
-}
-
 export async function deleteEndpoint(store: Store, ref: EnvironmentRef, visibility: Visibility): Promise<void> {
   await store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);

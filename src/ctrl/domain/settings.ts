@@ -1,4 +1,5 @@
-// Configuration and secrets of an environment (ConfigService): the working set new revisions
+// Configuration and secrets of an environment (ConfigService; tables environment_config and
+// environment_secrets): the working set new revisions
 // copy (./revision-settings.ts), and — since configuration belongs to a revision — a change
 // that alters the working set makes a new revision in the same transaction: a copy of the
 // revision the environment runs (image, command, resources …) with the new values, which the
@@ -12,7 +13,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { Database, DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { invalidArgument } from "../errors.js";
-import type { DeploymentContext } from "../kinds/deployment.js";
+import type { DeploymentContext } from "../payloads/deployment.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ConfigValueInput, SecretInputValue } from "../validate/settings.js";
 import { SETTINGS_LIMITS } from "../validate/settings.js";
@@ -153,19 +154,6 @@ export async function unsetConfig(store: Store, ref: EnvironmentRef, keys: reado
   });
 }
 
-export async function listConfig(
-  db: Reader,
-  ref: EnvironmentRef,
-): Promise<{ key: string; value: string; updated_at: number }[]> {
-  const env = await findEnvironment(db, ref);
-  return db
-    .selectFrom("environment_config")
-    .select(["key", "value", "updated_at"])
-    .where("environment_id", "=", env.environment.id)
-    .orderBy("key")
-    .execute();
-}
-
 /**
  * Seals and stores secret values (or external references). A value is sealed afresh each time,
  * so setting the same value again still makes a new revision (the store cannot tell it is the
@@ -218,26 +206,8 @@ export async function unsetSecrets(
   });
 }
 
-export interface SecretListing {
-  key: string;
-  source: string;
-  externalPath: string;
-  updatedAt: number;
-}
-
-/** Keys, sources and times: never a value, never a ciphertext. */
-export async function listSecrets(db: Reader, ref: EnvironmentRef): Promise<SecretListing[]> {
-  const env = await findEnvironment(db, ref);
-  const rows = await db
-    .selectFrom("environment_secrets")
-    .select(["key", "source", "external_path", "updated_at"])
-    .where("environment_id", "=", env.environment.id)
-    .orderBy("key")
-    .execute();
-  return rows.map((r) => ({
-    key: r.key,
-    source: r.source,
-    externalPath: r.external_path ?? "",
-    updatedAt: Number(r.updated_at),
-  }));
+/** Deletes an environment's configuration and secrets (the end of its deletion). */
+export async function purgeSettings(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.deleteFrom("environment_config").where("environment_id", "=", environmentId).execute();
+  await tx.trx.deleteFrom("environment_secrets").where("environment_id", "=", environmentId).execute();
 }

@@ -47,7 +47,7 @@ export interface CtrlSettings {
   outboxRetention: number;
   poolSize: number;
   logLevel: string;
-  /** Issue 16: where the master key of secrets at rest comes from (see src/ctrl/secrets). */
+  /** Where the master key of secrets at rest comes from (see src/ctrl/secrets). */
   masterKey: { key?: string; file?: string; previousFiles: string[]; generateAt?: string };
   releaseKinds: AllowedKind[];
   /** Endpoints' generated addresses. */

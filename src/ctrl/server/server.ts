@@ -44,6 +44,8 @@ import {
 } from "../api/handlers.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
 import { Authenticator, type AuthOptions } from "../auth/authenticator.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { PeriodicWork } from "../../retry/periodic.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import { compactOutbox } from "../db/outbox.js";
 import { Store } from "../db/store.js";
@@ -51,7 +53,7 @@ import { addUserToken, countUserTokens, generateToken } from "../domain/tokens.j
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
 import { buildInfo, buildLabel } from "../../build-info.js";
 import { CTRL_VERSION_HEADER } from "../../contracts/version.js";
-import { rolloutServiceImpl } from "../rollout/service.js";
+import { rolloutServiceImpl } from "../api/rollout.js";
 import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
 import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
@@ -80,6 +82,9 @@ import {
   rolloutReanswers,
   workspaceReanswers,
 } from "./reanswers.js";
+
+/** Backoff of ctrl's periodic upkeep (compaction, key pruning, the deletion sweep) after a failed run. */
+export const UPKEEP_RETRY: BackoffPolicy = { baseMs: 1_000, capMs: 60_000, minMs: 500 };
 
 export interface ListenAddress {
   host: string;
@@ -118,9 +123,9 @@ export interface CtrlConfig {
   rolloutSweepIntervalMs?: number;
   /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
   auth?: AuthOptions;
-  /** Issue 16: the master keys that seal secrets at rest (absent: secrets are refused). */
+  /** The master keys that seal secrets at rest (absent: secrets are refused). */
   keyring?: Keyring;
-  /** Issue 16: the platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
+  /** The platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
   releaseKinds?: readonly AllowedKind[];
   /** How often finished deletions are looked for (ms; confirmations also trigger it). */
   deletionSweepIntervalMs?: number;
@@ -135,7 +140,7 @@ export interface CtrlConfig {
   };
   /** How long Idempotency-Keys are remembered (ms; default 24 h). */
   idempotencyRetentionMs?: number;
-  /** Issue 13: where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
+  /** Where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
   measurements?: MeasurementSource;
 }
 
@@ -444,22 +449,36 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
 
   const retain = config.outboxRetention ?? 100_000;
   const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
-  const compactTimer = setInterval(() => {
-    compactOutbox(store.db, retain)
-      .then((n) => metrics.outboxCompacted.inc(n))
-      .catch(backgroundFailure("outbox compaction failed"));
-    pruneIdempotencyKeys(store.db, store.clock() - keysRetention).catch(
-      backgroundFailure("forgetting old idempotency keys failed"),
-    );
-  }, config.compactIntervalMs ?? 60_000);
-  compactTimer.unref();
-  // Issue 16: deletions finish when their last confirmation arrives; this catches the rest
-  // (forced regions, a confirmation recorded by another replica, a crash in between).
-  const deletionTimer = setInterval(
-    () => void finishDeletions(store).catch(backgroundFailure("finishing deletions failed")),
-    config.deletionSweepIntervalMs ?? 5_000,
-  );
-  deletionTimer.unref();
+  const compactEvery = config.compactIntervalMs ?? 60_000;
+  const upkeepFailed: Record<string, (err: unknown) => void> = {
+    "compact-outbox": backgroundFailure("outbox compaction failed; retrying"),
+    "prune-idempotency-keys": backgroundFailure("forgetting old idempotency keys failed; retrying"),
+    "finish-deletions": backgroundFailure("finishing deletions failed; retrying"),
+  };
+  const upkeep = new PeriodicWork({
+    retry: UPKEEP_RETRY,
+    onError: (task, err) => upkeepFailed[task]?.(err),
+    tasks: [
+      {
+        name: "compact-outbox",
+        everyMs: compactEvery,
+        run: async () => metrics.outboxCompacted.inc(await compactOutbox(store.db, retain)),
+      },
+      {
+        name: "prune-idempotency-keys",
+        everyMs: compactEvery,
+        run: async () => void (await pruneIdempotencyKeys(store.db, store.clock() - keysRetention)),
+      },
+      // Deletions finish when their last confirmation arrives; this catches the rest (forced
+      // regions, a confirmation recorded by another replica, a crash in between).
+      {
+        name: "finish-deletions",
+        everyMs: config.deletionSweepIntervalMs ?? 5_000,
+        run: async () => void (await finishDeletions(store)),
+      },
+    ],
+  });
+  upkeep.start();
 
   log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
 
@@ -467,8 +486,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const close = (): Promise<void> => {
     closing ??= (async () => {
       draining = true;
-      clearInterval(compactTimer);
-      clearInterval(deletionTimer);
+      await upkeep.stop();
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.

@@ -1,4 +1,4 @@
-// The agent's desired-state stream cut at every byte boundary (issue 14): a real ctrl (SQLite)
+// The agent's desired-state stream cut at every byte boundary: a real ctrl (SQLite)
 // holds a generated sequence of changes for a region; the agent's own stream loop and decoding
 // (the deployments kind's protocol over a real Connect transport, HTTP/2) reads them through the
 // HTTP/2 fault proxy, which resets the first stream after exactly k bytes of its answer, for every
@@ -25,7 +25,7 @@ import {
 import { createEnvironment } from "../../../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace } from "../../../src/ctrl/domain/tenancy.js";
 import { validateRollout } from "../../../src/ctrl/validate/api.js";
-import type { DeploymentContext } from "../../../src/ctrl/kinds/deployment.js";
+import type { DeploymentContext } from "../../../src/ctrl/payloads/deployment.js";
 import { H2FaultProxy } from "../../support/faults/h2-proxy.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 

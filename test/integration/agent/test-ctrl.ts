@@ -201,7 +201,7 @@ export class TestCtrl {
   readonly deploymentReports = new Map<string, DeploymentReport>();
   readonly sentinelReports = new Map<string, SentinelReport>();
   readonly heartbeats: Heartbeat[] = [];
-  /** Measurement reports received (issue 13), in order. */
+  /** Measurement reports received, in order. */
   readonly measurements: ReportMeasurementsRequest[] = [];
   /** Methods that answer Unavailable until removed (see setFailing). */
   readonly failing = new Set<ClusterMethod>();
@@ -472,7 +472,7 @@ export class TestCtrl {
         else rep.rejected = c.value.reason;
         return {};
       },
-      // Issue 16's kinds: nothing desired (an empty snapshot, then quiet), reports accepted. The
+      // Releases, jobs and gateways: nothing desired (an empty snapshot, then quiet), reports accepted. The
       // release, job and secret tests use the real ctrl.
       watchReleases(_req, ctx) {
         return self.#empty("watchReleases", ReleaseStateSchema, ctx);

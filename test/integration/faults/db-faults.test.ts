@@ -60,7 +60,7 @@ for (const replicas of [1, 2]) {
       assert.equal(r.lost, 0);
       assert.equal(r.duplicated, 0);
       assert.equal(r.readyMs.length, 2 * replicas);
-      // Loose bounds for a loaded CI machine; the issue's targets (1 s, 2 s) are measured by the bench.
+      // Loose bounds for a loaded CI machine; the targets (1 s, 2 s) are measured by the bench.
       assert.ok(Math.max(...r.readyMs) <= 10_000, `ctrl ready ${r.readyMs.join(", ")} ms after PostgreSQL`);
       assert.ok(Math.max(...r.crossMs) <= 10_000, `change across replicas ${r.crossMs.join(", ")} ms after PostgreSQL`);
     },
