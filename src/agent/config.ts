@@ -36,6 +36,8 @@ export interface AgentSettings {
   podAddressMap?: string;
   /** Seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
   measureIntervalSeconds: number;
+  /** Seconds ctrl has to accept a stream and to answer an HTTP/2 PING (PINGs after twice this without data). */
+  ctrlTimeoutSeconds: number;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -63,6 +65,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
+  ctrlTimeoutSeconds: "KRANE_CTRL_TIMEOUT_SECONDS",
 };
 
 const defaults: Raw = {
@@ -74,6 +77,7 @@ const defaults: Raw = {
   leaderElect: false,
   leaderElectionNamespace: AGENT_NAMESPACE,
   measureIntervalSeconds: 10,
+  ctrlTimeoutSeconds: 5,
 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -143,6 +147,11 @@ export function resolveAgentSettings(
     if (!Number.isInteger(n) || n < min || n > max) problems.push(`${k} must be an integer between ${min} and ${max}`);
     return n;
   };
+  const seconds = (k: keyof AgentSettings, min: number, max: number): number => {
+    const n = Number(pick(k));
+    if (!(n >= min && n <= max)) problems.push(`${k} must be a number of seconds between ${min} and ${max}`);
+    return n;
+  };
   const bool = (k: keyof AgentSettings): boolean => {
     const v = pick(k);
     if (v === true || v === "true" || v === "1") return true;
@@ -173,6 +182,7 @@ export function resolveAgentSettings(
     envoyGatewayPolicies: bool("envoyGatewayPolicies"),
     podAddressMap: str("podAddressMap", false),
     measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
+    ctrlTimeoutSeconds: seconds("ctrlTimeoutSeconds", 0.1, 300),
   };
   if (settings.secretStoreParameters !== undefined) {
     try {

@@ -28,6 +28,7 @@ interface AgentFlags {
   envoyGatewayPolicies?: boolean;
   podAddressMap?: string;
   measureInterval?: string;
+  ctrlTimeout?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -72,6 +73,10 @@ export function registerAgentCommands(program: Command): void {
     .option(
       "--measure-interval <seconds>",
       "how often the sentinels' per-revision metrics are collected for rollout analysis (default 10, 0: off); env KRANE_MEASURE_INTERVAL_SECONDS",
+    )
+    .option(
+      "--ctrl-timeout <seconds>",
+      "how long ctrl has to accept a stream and to answer an HTTP/2 PING (sent after twice this without data) (default 5); env KRANE_CTRL_TIMEOUT_SECONDS",
     )
     .option(
       "--sentinel-image <image>",
@@ -128,6 +133,7 @@ export function registerAgentCommands(program: Command): void {
           envoyGatewayPolicies: flags.envoyGatewayPolicies,
           podAddressMap: flags.podAddressMap,
           measureIntervalSeconds: flags.measureInterval,
+          ctrlTimeoutSeconds: flags.ctrlTimeout,
         },
         process.env,
         file,
@@ -160,6 +166,7 @@ export function registerAgentCommands(program: Command): void {
         gateway: gatewaySettingsOf(settings),
         podAddressMap: settings.podAddressMap,
         measureIntervalMs: settings.measureIntervalSeconds * 1000,
+        ctrlTimeoutMs: Math.round(settings.ctrlTimeoutSeconds * 1000),
         log,
       });
       await agent.start();

@@ -30,6 +30,7 @@ interface ServeFlags {
   auditWebhookSecretFile?: string;
   webhookListen?: string;
   webhookReplayWindow?: string;
+  streamKeepalive?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -124,6 +125,10 @@ export function registerCtrlCommands(program: Command): void {
       "--webhook-replay-window <duration>",
       "how old a pull-request delivery may be (default 10m); env KRANE_WEBHOOK_REPLAY_WINDOW",
     )
+    .option(
+      "--stream-keepalive <seconds>",
+      "a quiet agent stream gets a bookmark this often; agents reconnect after two silent intervals (default 10); env KRANE_STREAM_KEEPALIVE_SECONDS",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -157,6 +162,7 @@ export function registerCtrlCommands(program: Command): void {
         auditWebhookSecretFile: flags.auditWebhookSecretFile,
         webhookListen: flags.webhookListen,
         webhookReplayWindow: flags.webhookReplayWindow,
+        streamKeepalive: flags.streamKeepalive,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -207,6 +213,7 @@ export function registerCtrlCommands(program: Command): void {
         domains: { dnsServers: settings.dnsServers },
         audit: { retentionMs: settings.audit.retentionMs, webhook: auditWebhook },
         previews: settings.previews,
+        streamKeepaliveMs: settings.streamKeepaliveMs,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

@@ -105,8 +105,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     .protocol(
       kstateProtocol({
         keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
         sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
         rejectedReport: (key, subject, reason) =>

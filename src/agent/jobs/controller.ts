@@ -44,8 +44,7 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
     .protocol(
       kstateProtocol({
         keyOf: { apply: (j) => j.jobId, delete: (ref) => ref.jobId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchJobs({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchJobs({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredJobStates({ region, jobIds: keys }, o),
         sendReport: (req, o) => ctrl.reportJobStatus(req, o),
         rejectedReport: (key, subject, reason) =>

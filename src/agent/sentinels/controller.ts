@@ -95,8 +95,7 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
       .protocol(
         kstateProtocol({
           keyOf: { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId },
-          watch: (cursor, signal, onOpen) =>
-            ctrl.watchSentinels({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+          watch: (cursor, call) => ctrl.watchSentinels({ region, versionLastSeen: cursor }, call),
           getDesired: (keys, o) => ctrl.getDesiredSentinelStates({ region, sentinelIds: keys }, o),
           sendReport: (req, o) => ctrl.reportSentinelStatus(req, o),
           rejectedReport: (key, subject, reason) =>

@@ -27,6 +27,7 @@
 //   (env only)           KRANE_AUDIT_WEBHOOK_SECRET auditWebhookSecret  the key itself
 //   --webhook-listen     KRANE_WEBHOOK_LISTEN       webhookListen       off (pull-request webhooks, HTTP/1.1: host:port)
 //   --webhook-replay-window KRANE_WEBHOOK_REPLAY_WINDOW webhookReplayWindow 10m (how old a delivery may be)
+//   --stream-keepalive   KRANE_STREAM_KEEPALIVE_SECONDS streamKeepalive  10 s (a quiet watch stream gets a bookmark)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -69,6 +70,8 @@ export interface CtrlSettings {
   audit: { retentionMs: number; webhookUrl: string | undefined; webhookSecret: { value?: string; file?: string } };
   /** The pull-request webhook listener (null: none) and the replay window of its deliveries. */
   previews: { webhookListen: ListenAddress | null; replayWindowMs: number };
+  /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
+  streamKeepaliveMs: number;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -100,7 +103,11 @@ const ENV = {
   auditWebhookSecret: "KRANE_AUDIT_WEBHOOK_SECRET",
   webhookListen: "KRANE_WEBHOOK_LISTEN",
   webhookReplayWindow: "KRANE_WEBHOOK_REPLAY_WINDOW",
+  streamKeepalive: "KRANE_STREAM_KEEPALIVE_SECONDS",
 } as const;
+
+/** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
+export const STREAM_KEEPALIVE_SECONDS = { min: 0.1, max: 600, default: 10 } as const;
 
 /** "400d", "72h", "10m", "30s", "500ms": a duration in milliseconds. */
 export function parseDurationMs(what: string, v: string): number {
@@ -148,6 +155,11 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
   const poolSize = Number(pick("poolSize") ?? "10");
   if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000)
     throw new Error("pool size must be an integer from 1 to 1000");
+  const keepalive = Number(pick("streamKeepalive") ?? String(STREAM_KEEPALIVE_SECONDS.default));
+  if (!(keepalive >= STREAM_KEEPALIVE_SECONDS.min && keepalive <= STREAM_KEEPALIVE_SECONDS.max))
+    throw new Error(
+      `stream keepalive must be a number of seconds from ${STREAM_KEEPALIVE_SECONDS.min} to ${STREAM_KEEPALIVE_SECONDS.max}`,
+    );
   const isPg = /^postgres(ql)?:\/\//.test(databaseUrl);
   const adminToken = pick("adminToken");
   const explicitTokenFile = pick("adminTokenFile");
@@ -219,6 +231,7 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
         (pick("webhookListen") ?? "off") === "off" ? null : parseListen("webhook listen", pick("webhookListen") ?? ""),
       replayWindowMs: parseDurationMs("webhook replay window", pick("webhookReplayWindow") ?? "10m"),
     },
+    streamKeepaliveMs: Math.round(keepalive * 1000),
   };
 }
 

@@ -117,6 +117,8 @@ export interface CtrlConfig {
   shutdownGraceMs?: number;
   /** HTTP/2 PING interval on every session; a missed answer closes the session. */
   pingIntervalMs?: number;
+  /** A watch stream quiet this long gets a bookmark, so agents can tell it from a dead one (ms). */
+  streamKeepaliveMs?: number;
   poolSize?: number;
   logger?: Logger;
   /**
@@ -399,6 +401,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         hub,
         metrics,
         streamsStop: streamsStop.signal,
+        streamKeepaliveMs: config.streamKeepaliveMs,
         onReport: (kind, region, subject) => rollout.reported(kind, region, subject),
         keyring: config.keyring,
         onDeletionConfirmed: (environmentId) =>

@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import fc from "fast-check";
-import { createCtrlClient } from "../../../src/agent/agent.js";
+import { createCtrlClient } from "../../../src/agent/ctrl-client.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
 import type { CursorAction } from "../../../src/agent/runtime/cursor.js";
@@ -131,10 +131,10 @@ async function readThrough(protocol: Protocol, from: bigint, head: bigint, cutAt
     name: "deployments",
     log: silentLogger,
     reconnect: { baseMs: 1, capMs: 2, minMs: 0 },
-    open: (cursor, signal, onOpen) => {
+    open: (cursor, call) => {
       run.opens++;
       assert.ok(run.opens < 50, "reconnects without end");
-      return protocol.watch(cursor === 0n ? from : cursor, signal, onOpen);
+      return protocol.watch(cursor === 0n ? from : cursor, call);
     },
     decode: (msg) => {
       const ev = protocol.decode(msg);

@@ -45,7 +45,7 @@ import type { EnvironmentRow } from "../../../src/ctrl/db/schema.js";
 import { routingPolicyOf } from "../../../src/ctrl/payloads/sentinel.js";
 import { startCtrl, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
-import { tempDir, transportFor } from "./support.js";
+import { tempDir, transportFor, withoutBookmarks } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
 /** The tables migration 0009 creates: empty after the upgrade. */
@@ -361,9 +361,12 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           rowsOf(before, "stream_versions").find((s) => s.region === "eu" && s.kind === "deployment")?.version,
         );
         const ac = new AbortController();
-        const stream = client(ClusterService, tokens.agents.eu)
-          .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
-          [Symbol.asyncIterator]();
+        const stream = withoutBookmarks(
+          client(ClusterService, tokens.agents.eu).watchDeployments(
+            { region: "eu", versionLastSeen: 0n },
+            { signal: ac.signal },
+          ),
+        )[Symbol.asyncIterator]();
         assert.equal((await next(stream)).state.case, "snapshotStart");
         const snapshot = new Map<string, string>();
         for (;;) {

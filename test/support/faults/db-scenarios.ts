@@ -16,7 +16,7 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import type { ApplyDeployment, DeleteDeployment, DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { createCtrlClient } from "../../../src/agent/agent.js";
+import { createCtrlClient } from "../../../src/agent/ctrl-client.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
@@ -130,7 +130,7 @@ class StreamReader {
       name: "deployments",
       log: silentLogger,
       reconnect: { baseMs: 100, capMs: 1000, minMs: 50 },
-      open: (cursor, signal, onOpen) => protocol.watch(cursor, signal, onOpen),
+      open: (cursor, call) => protocol.watch(cursor, call),
       decode: (msg) => {
         const ev = protocol.decode(msg);
         if (ev.type === "snapshot-start") {

@@ -15,7 +15,7 @@ import {
 import type { OutboxChange } from "../../../../src/ctrl/db/outbox.js";
 import { deploymentKind } from "../../../../src/ctrl/kinds/deployment.js";
 import { sentinelKind } from "../../../../src/ctrl/kinds/sentinel.js";
-import { encodingOf, streamState, type WireEncoding } from "../../../../src/ctrl/kinds/wire.js";
+import { encodingOf, streamFrame, streamState, type WireEncoding } from "../../../../src/ctrl/kinds/wire.js";
 import type { WatchEvent } from "../../../../src/ctrl/stream/watch.js";
 
 const deploymentState = (ev: WatchEvent, encoding: WireEncoding) => streamState(deploymentKind.wire, ev, encoding);
@@ -100,6 +100,25 @@ describe("watch stream states", () => {
     const end = deploymentState({ type: "snapshot_end", head: 42 }, "binary");
     assert.equal(end.state.case, "snapshotEnd");
     assert.equal(end.state.case === "snapshotEnd" ? end.state.value.headVersion : -1n, 42n);
+  });
+
+  it("a bookmark carries the stream's position and the keepalive interval, in every form a watcher gets", () => {
+    const ev: WatchEvent = { type: "bookmark", version: 12, keepaliveMs: 1500 };
+    const expected = create(DeploymentStateSchema, {
+      version: 12n,
+      state: { case: "bookmark", value: { keepaliveIntervalMs: 1500 } },
+    });
+    for (const encoding of ["binary", "json"] as const)
+      assert.deepEqual(
+        fromBinary(DeploymentStateSchema, toBinary(DeploymentStateSchema, deploymentState(ev, encoding))),
+        expected,
+      );
+    // The frame a binary watcher gets (../cluster-service/frame-sink.ts): an uncompressed
+    // envelope around the same bytes.
+    const frame = streamFrame(deploymentKind.wire, ev);
+    assert.equal(frame[0], 0);
+    assert.equal(Buffer.from(frame).readUInt32BE(1), frame.length - 5);
+    assert.deepEqual(fromBinary(DeploymentStateSchema, frame.subarray(5)), expected);
   });
 
   it("builds a change once per encoding and shares it between watchers", () => {

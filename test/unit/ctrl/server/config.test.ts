@@ -14,6 +14,15 @@ describe("ctrl settings", () => {
     assert.equal(s.outboxRetention, 100_000);
     assert.equal(s.poolSize, 10);
     assert.equal(s.adminTokenFile, ".krane/admin-token");
+    assert.equal(s.streamKeepaliveMs, 10_000);
+  });
+
+  it("takes the stream keepalive in seconds, fractions allowed, within its bounds", () => {
+    assert.equal(resolveCtrlSettings({ streamKeepalive: "0.5" }, {}, {}).streamKeepaliveMs, 500);
+    assert.equal(resolveCtrlSettings({}, { KRANE_STREAM_KEEPALIVE_SECONDS: "30" }, {}).streamKeepaliveMs, 30_000);
+    assert.equal(resolveCtrlSettings({}, {}, parseCtrlConfigFile("stream-keepalive: 2\n")).streamKeepaliveMs, 2_000);
+    for (const bad of ["0", "0.05", "601", "soon", ""])
+      assert.throws(() => resolveCtrlSettings({ streamKeepalive: bad }, {}, {}), /stream keepalive/, bad);
   });
 
   it("prefers flags to environment variables to the config file", () => {
