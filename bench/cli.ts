@@ -1,20 +1,25 @@
-// CLI and start-up figures (issue 15), each against kubectl in the same run:
+// CLI and start-up figures, each against kubectl in the same run:
 //   - `krane --help`, `krane version`, `krane status <env>` against a running ctrl: wall time and
 //     peak RSS, min/median/max of 10 runs, for the build (dist/, what ships) and from source
 //     (tsx, what bin/krane.js ran before the build); kubectl: `version --client`, `get namespaces`;
 //   - ctrl (SQLite, fresh database) and the agent: process start to /readyz answering 200, from
 //     the build and from source, as wall time and as the CPU time the process used (which the
 //     machine's load does not inflate);
+//   - the start-up target: `kubectl version --client`, `node -e ''`, `krane --help`, `krane
+//     version` and `krane status` run in turn, RUNS_PAIRED rounds: the medians, and the median of
+//     each round's ratio to kubectl (the machine's load changes less within a round than across
+//     the run);
 //   - the image's size, when `npm run image` built one into dist-image/.
 //
 //   npm run bench -- cli       (builds dist/ first when it is stale)
+//   KRANE_BENCH_CLI_ONLY=startup   stops after the paired start-up figures
 // RSS and CPU time come from GNU time (/usr/bin/time); without it only wall times are printed.
 // CPU time is printed because wall times on a shared, loaded machine are inflated.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { once } from "node:events";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
@@ -23,6 +28,7 @@ import { findKubeAssets, startCluster } from "../src/cluster/index.js";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const RUNS = 10;
+const RUNS_PAIRED = 21;
 const GNU_TIME = existsSync("/usr/bin/time") ? "/usr/bin/time" : undefined;
 const BUILD = [join(ROOT, "bin/krane.js")];
 const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
@@ -70,6 +76,40 @@ function series(label: string, command: string, args: string[], env: NodeJS.Proc
     label,
     Array.from({ length: RUNS }, () => measure(command, args, env)),
   );
+}
+
+/**
+ * The start-up target, in rounds: kubectl, then each krane command, one after another; medians
+ * of wall and CPU time, and the median of the rounds' ratios to kubectl's wall time.
+ */
+function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
+  const runs: [string, string, string[], NodeJS.ProcessEnv][] = [
+    ["kubectl version --client", kubectl, ["version", "--client"], {}],
+    // Node.js starting and doing nothing: the part of every krane command no build can remove.
+    ["node -e '' (Node.js itself)", process.execPath, ["-e", ""], {}],
+    ["krane --help", process.execPath, [...BUILD, "--help"], {}],
+    ["krane version", process.execPath, [...BUILD, "version"], {}],
+    ["krane status shop/prod", process.execPath, [...BUILD, "status", "shop/prod"], env],
+  ];
+  for (const [, cmd, args, e] of runs) measure(cmd, args, e); // warm the file cache
+  const samples = runs.map(() => [] as Sample[]);
+  for (let i = 0; i < RUNS_PAIRED; i++) runs.forEach(([, cmd, args, e], k) => samples[k]?.push(measure(cmd, args, e)));
+  const median = (v: number[]): number => stats(v).median;
+  const base = samples[0] ?? [];
+  console.log(`cli: paired start-up, ${RUNS_PAIRED} rounds (each round runs every command once, in turn)   ${load()}`);
+  runs.forEach(([label], k) => {
+    const s = samples[k] ?? [];
+    const ratio = median(s.map((x, i) => x.ms / (base[i]?.ms ?? NaN)));
+    console.log(
+      `cli: paired  ${label.padEnd(26)} wall median ${(median(s.map((x) => x.ms)) / 1000).toFixed(3)} s` +
+        `${GNU_TIME ? `, CPU median ${median(s.map((x) => x.cpu)).toFixed(3)} s` : ""}` +
+        `${k === 0 ? "" : `; against kubectl: median of the rounds' ratios ${ratio.toFixed(2)}×${label.startsWith("krane --help") || label.startsWith("krane status") ? " (target ≤ 2)" : ""}`}`,
+    );
+  });
+}
+
+function load(): string {
+  return `load ${(loadavg()[0] ?? 0).toFixed(2)}`;
 }
 
 async function freePort(): Promise<number> {
@@ -219,6 +259,8 @@ export async function benchCli(): Promise<void> {
       image: "registry.example.com/shop:1",
     });
     const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
+    if (kubectl) paired(kubectl, env);
+    if (process.env.KRANE_BENCH_CLI_ONLY === "startup") return;
     series("krane status shop/prod (build)", process.execPath, [...BUILD, "status", "shop/prod"], env);
     series("krane status shop/prod (source, tsx)", process.execPath, [...SOURCE, "status", "shop/prod"], env);
 

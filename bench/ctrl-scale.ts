@@ -29,7 +29,7 @@ import { createRegion, issueClusterToken } from "../src/ctrl/domain/clusters.js"
 import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
 import { createEnvironment } from "../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace, type EnvironmentContext } from "../src/ctrl/domain/tenancy.js";
-import type { DeploymentContext } from "../src/ctrl/kinds/deployment.js";
+import type { DeploymentContext } from "../src/ctrl/payloads/deployment.js";
 import { validateRollout } from "../src/ctrl/validate/api.js";
 import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { spawnCtrl } from "../test/integration/ctrl/process.js";

@@ -5,7 +5,7 @@ import { createRegion } from "../src/ctrl/domain/clusters.js";
 import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
 import { createEnvironment } from "../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace } from "../src/ctrl/domain/tenancy.js";
-import type { DeploymentContext } from "../src/ctrl/kinds/deployment.js";
+import type { DeploymentContext } from "../src/ctrl/payloads/deployment.js";
 import { validateRollout } from "../src/ctrl/validate/api.js";
 
 export const BENCH_REGION = "bench";

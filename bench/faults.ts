@@ -1,4 +1,4 @@
-// Fault scenarios (issue 14) at bench size on a real local cluster and real processes: rollouts
+// Fault scenarios at bench size on a real local cluster and real processes: rollouts
 // while the API server fails 20 % of the agent's requests, the agent cut off from ctrl for 30 s,
 // the agent killed with SIGKILL mid-rollout, the agent leader killed 10 times (failover at the
 // API server's Lease) and frozen past its lease (its writes audited from outside), ctrl killed

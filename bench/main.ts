@@ -1,6 +1,7 @@
 // `npm run bench`: runs every area's benchmark in turn and prints its figures.
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
 import { benchAgent } from "./agent.js";
+import { benchAudit } from "./audit.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
@@ -33,6 +34,7 @@ const benches: Record<string, () => Promise<void>> = {
   releases: benchReleases,
   progressive: benchProgressive,
   measurements: benchMeasurements,
+  audit: benchAudit,
   nodes: benchNodes,
 };
 

@@ -1,4 +1,4 @@
-// Releases and secrets on the real local cluster (issue 16), ctrl on SQLite in this process with
+// Releases and secrets on the real local cluster, ctrl on SQLite in this process with
 // a master key, the agent in this process as its least-privilege ServiceAccount:
 //  - a release of 200 objects (ConfigMaps, Services, Secrets; 20 files in a directory):
 //    `ApplyRelease` → every object applied and reported back to ctrl, against

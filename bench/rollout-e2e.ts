@@ -1,4 +1,4 @@
-// Rollout propagation on the real cluster (issue 6): from an instance becoming ready in
+// Rollout propagation on the real cluster: from an instance becoming ready in
 // Kubernetes to the next scale step applied. Local cluster (KWOK pods ready after 1–2.5 s), ctrl on
 // SQLite in this process, the agent as its ServiceAccount; repeated 10-replica rollouts with
 // maxSurge 25% / maxUnavailable 0. Two watches on the API server time the pod Ready transitions

@@ -1,20 +1,24 @@
 // Sentinel figures (`npm run bench -- sentinel`), all in one run on this machine:
-//  - throughput and latency with wrk (64 connections, 10 s): the upstream reached directly, through
-//    one `krane sentinel` process, through nginx as a reverse proxy with one worker, and through
-//    the floor (bench/sentinel-floor.ts: a bare Node proxy on the sentinel's own parts, node:http
-//    and undici, doing nothing else), which tells the runtime's share of the gap from krane's;
+//  - throughput and latency with wrk (64 connections, 10 s) against an upstream faster than every
+//    proxy (nginx serving a fixed answer): the upstream reached directly; nginx as a reverse proxy
+//    with one worker; `krane sentinel` on each runtime it has a shell for (Node.js: one process;
+//    Bun); and each runtime's floor, a bare proxy on the same parts doing nothing else
+//    (bench/sentinel-floor.ts on Node, also as one process per core through node:cluster;
+//    bench/sentinel-floor-bun.ts on Bun), which tells the runtime's share of the gap from krane's.
+//    Besides requests a second, each proxy's CPU time over the run (its whole process tree) gives
+//    requests per CPU-second: throughput per core, which the machine's other load disturbs less;
 //  - added latency at 1,000 requests/s (wrk pacing 10 connections to one request each per 10 ms,
 //    through its Lua delay() hook): p50/p99 of each path, microsecond resolution;
 //  - EndpointSlice change → first request routed to the new instance, and → last request routed
-//    to the removed one, p50/p99/max over repeated changes;
+//    to the removed one, p50/p99/max over repeated changes (the Node.js sentinel);
 //  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
-// The sentinel runs as its own process with the krane-sentinel ServiceAccount, reading its table
-// from a local cluster. The upstream is nginx serving a fixed answer (fast enough that the
-// proxies are what is measured) or, without nginx, a Node process. Nothing is installed here:
-// missing tools (Debian's `wrk`, `nginx`) are named and their figures skipped.
+// The sentinels run as their own processes with the krane-sentinel ServiceAccount, reading their
+// table from a local cluster. Without nginx the upstream is a Node process. Nothing is installed
+// here: missing tools (Debian's `wrk`, `nginx`) are named and their figures skipped.
+// KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Pool } from "undici";
@@ -33,7 +37,7 @@ import {
 } from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
-import { percentileOf, until, freePort } from "./support.js";
+import { cpuSeconds, freePort, load, percentileOf, until } from "./support.js";
 
 const ENV = "env_bench";
 const REGION = "bench";
@@ -41,9 +45,32 @@ const DURATION_S = Number(process.env.KRANE_BENCH_SENTINEL_SECONDS ?? 10);
 const CHANGES = Number(process.env.KRANE_BENCH_SENTINEL_CHANGES ?? 30);
 const HOST = "bench.example.com";
 const root = fileURLToPath(new URL("..", import.meta.url));
+const BUN = join(root, "node_modules", ".bin", "bun");
+const ONLY_PROXIES = process.env.KRANE_BENCH_SENTINEL_ONLY === "proxies";
 
 function have(cmd: string): boolean {
   return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+}
+
+/** A process and all its descendants (a cluster's workers, nginx's worker). */
+function processTree(root: number): number[] {
+  const parent = new Map<number, number>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, "utf8");
+      parent.set(Number(e), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out = [root];
+  for (let i = 0; i < out.length; i++) for (const [pid, pp] of parent) if (pp === out[i]) out.push(pid);
+  return out;
+}
+
+function treeCpuSeconds(root: number): number {
+  return processTree(root).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -84,6 +111,8 @@ interface WrkResult {
   rps: number;
   p50: number;
   p99: number;
+  /** CPU-seconds the proxy's processes used per second of the run (NaN when not measured). */
+  cores: number;
 }
 
 function toMs(v: string): number {
@@ -96,19 +125,23 @@ function toMs(v: string): number {
 /** Each wrk connection waits this long before its next request (10 connections → ~1,000/s). */
 const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
 
-function wrk(url: string, seconds: number, paced = false, dir = tmpdir()): WrkResult {
+function wrk(url: string, seconds: number, paced = false, dir = tmpdir(), pid?: number): WrkResult {
   const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
   if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
+  const cpu0 = pid === undefined ? NaN : treeCpuSeconds(pid);
+  const t0 = performance.now();
   const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], {
     encoding: "utf8",
   });
+  const cores = pid === undefined ? NaN : (treeCpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
   const text = `${out.stdout}${out.stderr}`;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]);
   const p50 = toMs(/\n\s+50%\s+(\S+)/.exec(text)?.[1] ?? "");
   const p99 = toMs(/\n\s+99%\s+(\S+)/.exec(text)?.[1] ?? "");
   const errors = /Non-2xx or 3xx responses: (\d+)/.exec(text)?.[1];
   if (errors) throw new Error(`wrk saw ${errors} non-2xx answers from ${url}`);
-  return { rps, p50, p99 };
+  if (!Number.isFinite(rps) || rps === 0) throw new Error(`wrk got no answers from ${url}: ${text.slice(0, 300)}`);
+  return { rps, p50, p99, cores };
 }
 
 function nginxConfig(dir: string, listen: string, upstream: string | undefined): string {
@@ -177,30 +210,50 @@ async function startUpstream(addresses: string[]): Promise<ChildProcess> {
   return child;
 }
 
-/** The bare Node proxy (bench/sentinel-floor.ts) on `listen`, forwarding to `upstream`. */
-async function startFloor(listen: string, upstream: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-floor.ts"), listen, upstream],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve());
-    child.once("exit", (code) => reject(new Error(`the floor proxy exited (${code})`)));
+/** Waits for a child to print "listening". */
+function listening(child: ChildProcess, what: string): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => d.toString().includes("listening") && resolve(child));
+    child.once("exit", (code) => reject(new Error(`${what} exited (${code})`)));
   });
-  return child;
 }
 
-async function startSentinel(cluster: LocalCluster, dir: string, port: number, opsPort: number): Promise<ChildProcess> {
+/** A floor proxy on `listen`, forwarding to `upstream`: on Node (N processes) or on Bun. */
+function startFloor(runtime: "node" | "bun", listen: string, upstream: string, processes = 1): Promise<ChildProcess> {
+  const child =
+    runtime === "bun"
+      ? spawn(BUN, [join(root, "bench/sentinel-floor-bun.ts"), listen, upstream], {
+          stdio: ["ignore", "pipe", "inherit"],
+        })
+      : spawn(
+          process.execPath,
+          [
+            "--import",
+            import.meta.resolve("tsx"),
+            join(root, "bench/sentinel-floor.ts"),
+            listen,
+            upstream,
+            String(processes),
+          ],
+          { stdio: ["ignore", "pipe", "inherit"] },
+        );
+  return listening(child, `the ${runtime} floor proxy`);
+}
+
+async function startSentinel(
+  cluster: LocalCluster,
+  dir: string,
+  port: number,
+  opsPort: number,
+  runtime: "node" | "bun",
+): Promise<ChildProcess> {
   const kc = await sentinelKubeConfigFrom(cluster.kubeConfig());
   const kubeconfig = join(dir, "sentinel.kubeconfig");
   writeFileSync(kubeconfig, kc.exportConfig(), { mode: 0o600 });
   const net = cluster.podNetwork;
   if (!net) throw new Error("the cluster has no pod network");
   const child = spawn(
-    process.execPath,
+    runtime === "bun" ? BUN : process.execPath,
     [
       join(root, "bin/krane.js"),
       "sentinel",
@@ -221,6 +274,7 @@ async function startSentinel(cluster: LocalCluster, dir: string, port: number, o
     ],
     { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
   );
+  await waitFor("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
   return child;
 }
 
@@ -240,20 +294,20 @@ export async function benchSentinel(): Promise<void> {
   const cluster = await startCluster({ name: "bench-sentinel" });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-sentinel-"));
   const children: ChildProcess[] = [];
-  const kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
+  let kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
   try {
     const net = cluster.podNetwork;
     if (!net) throw new Error("the cluster has no pod network");
     const pod = (i: number): string => `10.${net.slot}.${8 + Math.floor(i / 250)}.${(i % 250) + 1}`;
     await applySentinelRbac(cluster.kubeConfig());
-    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort, floorPort] = (await Promise.all(
-      Array.from({ length: 7 }, freePort),
-    )) as [number, number, number, number, number, number, number];
+    const [appPort, changePort, manyPort, sentinelPort, opsPort, nginxPort] = (await Promise.all(
+      Array.from({ length: 6 }, freePort),
+    )) as [number, number, number, number, number, number];
     const app = `10.${net.slot}.0.10`;
     const appLocal = `${localAddress(net, app)}:${appPort}`;
-    // The upstream all three paths share.
-    if (withNginx) children.push(await startNginx("upstream", appLocal, undefined));
-    else children.push(await startUpstream([appLocal]));
+    // The upstream every path shares.
+    const upstream = withNginx ? await startNginx("upstream", appLocal, undefined) : await startUpstream([appLocal]);
+    children.push(upstream);
     const a = `10.${net.slot}.0.20`;
     const b = `10.${net.slot}.0.21`;
     const many = Array.from({ length: 1000 }, (_, i) => pod(i));
@@ -268,63 +322,98 @@ export async function benchSentinel(): Promise<void> {
       data: { [POLICY_KEY]: formatRoutingPolicy({ version: 1, environmentId: ENV, mode: "instances", revisions: [] }) },
     });
     await writeSlice(kube, "app", [app], appPort);
-    const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort);
+    const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort, "node");
     children.push(sentinel);
-    await waitFor(
-      "the sentinel to be ready",
-      async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok,
-      60_000,
-    );
-    if (withNginx) children.push(await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal));
-    children.push(await startFloor(`127.0.0.1:${floorPort}`, appLocal));
-
-    const targets: [string, string][] = [
-      ["direct", `http://${appLocal}/`],
-      ["sentinel", `http://127.0.0.1:${sentinelPort}/`],
-      ...(withNginx ? ([["nginx", `http://127.0.0.1:${nginxPort}/`]] as [string, string][]) : []),
-      ["floor", `http://127.0.0.1:${floorPort}/`],
+    const withBun = existsSync(BUN);
+    if (!withBun) console.log("sentinel: no Bun in node_modules (npm install); the Bun figures are skipped");
+    const cores = availableParallelism();
+    const targets: { name: string; url: string; pid: number | undefined }[] = [
+      { name: "direct", url: `http://${appLocal}/`, pid: undefined },
+      { name: "sentinel/node", url: `http://127.0.0.1:${sentinelPort}/`, pid: sentinel.pid },
     ];
+    const add = async (name: string, start: (listen: string) => Promise<ChildProcess>): Promise<void> => {
+      const port = await freePort();
+      const child = await start(`127.0.0.1:${port}`);
+      children.push(child);
+      targets.push({ name, url: `http://127.0.0.1:${port}/`, pid: child.pid });
+    };
+    if (withBun) {
+      const [bunPort, bunOps] = [await freePort(), await freePort()];
+      const child = await startSentinel(cluster, dir, bunPort, bunOps, "bun");
+      children.push(child);
+      targets.push({ name: "sentinel/bun", url: `http://127.0.0.1:${bunPort}/`, pid: child.pid });
+    }
+    if (withNginx) {
+      const child = await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal);
+      children.push(child);
+      targets.push({ name: "nginx", url: `http://127.0.0.1:${nginxPort}/`, pid: child.pid });
+    }
+    await add("floor/node", (l) => startFloor("node", l, appLocal));
+    if (cores > 1) await add(`floor/node×${cores}`, (l) => startFloor("node", l, appLocal, cores));
+    if (withBun) await add("floor/bun", (l) => startFloor("bun", l, appLocal));
+
     console.log(
-      `sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; 1 sentinel process, ${withNginx ? "nginx with 1 worker" : "no nginx"}; ${DURATION_S} s per run`,
+      `sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; ${cores} cores; ${DURATION_S} s per run; ${load()}`,
     );
     const tput = new Map<string, WrkResult>();
+    const perCore = (r: WrkResult | undefined): number => (r ? r.rps / r.cores : NaN);
     if (withWrk) {
-      for (const [name, url] of targets) {
-        wrk(url, 2); // warm-up: connections, JIT
-        const r = wrk(url, DURATION_S);
-        tput.set(name, r);
+      for (const t of targets) {
+        wrk(t.url, 2); // warm-up: connections, JIT
+        const r = wrk(t.url, DURATION_S, false, dir, t.pid);
+        tput.set(t.name, r);
+        const cpu = Number.isFinite(r.cores)
+          ? `CPU ${r.cores.toFixed(2)} cores, ${perCore(r).toFixed(0).padStart(6)} req per CPU-s`
+          : "CPU (not measured)";
         console.log(
-          `sentinel: wrk 64 conns  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms`,
+          `sentinel: wrk 64 conns  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   ${cpu}   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms   ${load()}`,
         );
       }
-      const s = tput.get("sentinel");
       const n = tput.get("nginx");
-      const f = tput.get("floor");
-      if (s && n) console.log(`sentinel: throughput sentinel / nginx = ${(s.rps / n.rps).toFixed(2)} (target ≥ 0.5)`);
-      if (f && n)
-        console.log(
-          `sentinel: throughput floor / nginx = ${(f.rps / n.rps).toFixed(2)}, sentinel / floor = ${s ? (s.rps / f.rps).toFixed(2) : "n/a"} (the floor: a bare Node proxy on the same parts)`,
-        );
-    }
-    const fixed = new Map<string, WrkResult>();
-    if (withWrk) {
-      for (const [name, url] of targets) {
-        wrk(url, 2, true, dir);
-        const r = wrk(url, DURATION_S, true, dir);
-        fixed.set(name, r);
-        console.log(
-          `sentinel: ~1,000 req/s  ${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms`,
-        );
-      }
-      const d = fixed.get("direct");
-      for (const name of ["sentinel", "nginx", "floor"]) {
-        const r = fixed.get(name);
-        if (d && r)
+      const ratio = (x: number, y: number): string => (Number.isFinite(x / y) ? `${(x / y).toFixed(2)}×` : "n/a");
+      if (n) {
+        for (const name of ["sentinel/node", "sentinel/bun", "floor/node", `floor/node×${cores}`, "floor/bun"]) {
+          const r = tput.get(name);
+          if (!r) continue;
           console.log(
-            `sentinel: added latency at ~1,000 req/s: ${name.padEnd(8)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${name === "sentinel" ? " (target p99 ≤ 2 ms)" : ""}`,
+            `sentinel: against nginx (1 worker): ${name.padEnd(13)} per core ${ratio(perCore(r), perCore(n))}${name.startsWith("sentinel") ? " (target ≥ 0.5)" : ""}, requests a second ${ratio(r.rps, n.rps)}`,
+          );
+        }
+      }
+      for (const rt of ["node", "bun"]) {
+        const s = tput.get(`sentinel/${rt}`);
+        const f = tput.get(`floor/${rt}`);
+        if (s && f)
+          console.log(
+            `sentinel: against its runtime's floor: sentinel/${rt} per core ${ratio(perCore(s), perCore(f))}, requests a second ${ratio(s.rps, f.rps)}`,
           );
       }
     }
+    const fixed = new Map<string, WrkResult>();
+    if (withWrk) {
+      for (const t of targets) {
+        wrk(t.url, 2, true, dir);
+        const r = wrk(t.url, DURATION_S, true, dir);
+        fixed.set(t.name, r);
+        console.log(
+          `sentinel: ~1,000 req/s  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms   ${load()}`,
+        );
+      }
+      const d = fixed.get("direct");
+      for (const t of targets) {
+        const r = fixed.get(t.name);
+        if (t.name === "direct" || !d || !r) continue;
+        console.log(
+          `sentinel: added latency at ~1,000 req/s: ${t.name.padEnd(13)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${t.name.startsWith("sentinel") ? " (target p99 ≤ 0.5 ms)" : ""}`,
+        );
+      }
+    }
+    if (ONLY_PROXIES) return;
+    // A new client: the first one's keep-alive connections sat idle through minutes of wrk, and a
+    // connection the API server closed meanwhile fails its first write (EPIPE), which KubeClient
+    // does not take for a stale socket.
+    kube.close();
+    kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
 
     // EndpointSlice change → routing.
     await writeSlice(kube, "app", [], appPort);

@@ -8,8 +8,11 @@ import { existsSync } from "node:fs";
 const root = new URL("../", import.meta.url);
 const checkout = existsSync(new URL("src/cli/main.ts", root));
 if (checkout && !(await import("../scripts/freshness.mjs")).buildIsFresh(root)) {
-  const { register } = await import("tsx/esm/api");
-  register();
+  // Bun runs TypeScript itself (`bun bin/krane.js sentinel` runs the sentinel on Bun).
+  if (process.versions.bun === undefined) {
+    const { register } = await import("tsx/esm/api");
+    register();
+  }
   await import("../src/cli/main.ts");
 } else {
   if (!existsSync(new URL("dist/cli/main.js", root))) {

@@ -5,16 +5,14 @@
 import * as http from "node:http";
 import { hostname } from "node:os";
 import type { AddressInfo } from "node:net";
-import { createClient, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry, collectDefaultMetrics } from "prom-client";
-import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import { KubeClient } from "../kube/client.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import type { ElectionTiming } from "../kube/leader-election.js";
 import { buildInfo, buildLabel } from "../build-info.js";
-import { KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
+import { AGENT_NAMESPACE, KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
+import { createCtrlConnection, type CtrlConnection } from "./ctrl-client.js";
 import { KINDS } from "./kinds.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { ClusterClient, GatewaySettings } from "./runtime/kind.js";
@@ -38,7 +36,7 @@ export interface AgentConfig {
   readonly agentId?: string;
   /** krane's own sentinel image (default: krane's image of this build). */
   readonly sentinelImage?: string;
-  /** Issue 16: this cluster's Secrets Store CSI provider and its parameters (external secrets). */
+  /** This cluster's Secrets Store CSI provider and its parameters (external secrets). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
   readonly gateway?: GatewaySettings;
@@ -59,6 +57,11 @@ export interface AgentConfig {
   };
   readonly heartbeatMs?: number;
   readonly callTimeoutMs?: number;
+  /**
+   * How long ctrl has to answer on the link (default 5 s): to accept a desired-state stream, and
+   * to answer an HTTP/2 PING; PINGs go out after twice this long without data from ctrl.
+   */
+  readonly ctrlTimeoutMs?: number;
   readonly log: Logger;
   readonly registry?: Registry;
   /** Advanced: runtime knobs for tests (backoffs, watch timeouts). */
@@ -77,22 +80,8 @@ export function defaultSentinelImage(): string {
   return `${KRANE_IMAGE_REPOSITORY}:${buildInfo().version}`;
 }
 
-export function createCtrlClient(url: string, token: string): ClusterClient {
-  const bearer: Interceptor = (next) => (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  };
-  const transport = createConnectTransport({
-    baseUrl: url,
-    httpVersion: "2",
-    interceptors: [bearer],
-    // HTTP/2 PINGs find dead connections under an idle stream.
-    pingIntervalMs: 15_000,
-    pingTimeoutMs: 10_000,
-    idleConnectionTimeoutMs: 15 * 60_000,
-  });
-  return createClient(ClusterService, transport);
-}
+/** How long ctrl has to answer on the link by default (stream acceptance, PING). */
+export const DEFAULT_CTRL_TIMEOUT_MS = 5_000;
 
 type AnyController = Controller<unknown, unknown, unknown, unknown>;
 
@@ -103,8 +92,17 @@ export class Agent {
   readonly manager: Manager;
   readonly #cfg: AgentConfig;
   readonly #agentId: string;
+  readonly #link: CtrlConnection;
   #ops: http.Server | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
+  #beating = false;
+  #lastBeatAt = 0;
+  /** The controllers' stream connections counted at the last heartbeat: a new one is told at once. */
+  #connectsAtBeat = "";
+  /** The cursors the last heartbeat carried. */
+  #cursorsAtBeat = "";
+  /** Until then (a period after a stream connected), a moved cursor is told within a second. */
+  #catchUpUntil = 0;
   #stopped = false;
 
   constructor(cfg: AgentConfig) {
@@ -121,7 +119,13 @@ export class Agent {
       // Fencing: a replica that does not hold the lease writes nothing (manager.ts).
       writeGuard: () => this.manager.writeRefusal(),
     });
-    this.ctrl = createCtrlClient(cfg.ctrlUrl, cfg.token);
+    const ctrlTimeoutMs = cfg.ctrlTimeoutMs ?? DEFAULT_CTRL_TIMEOUT_MS;
+    this.#link = createCtrlConnection(cfg.ctrlUrl, cfg.token, {
+      pingIntervalMs: 2 * ctrlTimeoutMs,
+      pingTimeoutMs: ctrlTimeoutMs,
+      defaultTimeoutMs: cfg.callTimeoutMs ?? 10_000,
+    });
+    this.ctrl = this.#link.client;
     const rt = cfg.runtime ?? {};
     this.manager = new Manager({
       kube: this.kube,
@@ -133,7 +137,7 @@ export class Agent {
       probeIntervalMs: rt.probeIntervalMs,
       election: cfg.leaderElection
         ? {
-            namespace: cfg.leaderElection.namespace ?? "krane-system",
+            namespace: cfg.leaderElection.namespace ?? AGENT_NAMESPACE,
             name: cfg.leaderElection.name ?? leaseName(cfg.region),
             identity: this.#agentId,
             timing: cfg.leaderElection.timing,
@@ -144,6 +148,13 @@ export class Agent {
       concurrency: cfg.concurrency,
       resyncPeriodMs: cfg.resyncPeriodMs,
       callTimeoutMs: cfg.callTimeoutMs,
+      openTimeoutMs: ctrlTimeoutMs,
+      // A stream ctrl did not accept in time may sit on a connection that never completed (a
+      // dropped SYN, a stalled TLS handshake): give that up so the next attempt dials again.
+      onOpenTimeout: () => {
+        if (this.#link.dropIfConnecting())
+          cfg.log.warn({ ctrl: cfg.ctrlUrl }, "the connection to ctrl did not complete in time; dialing again");
+      },
       ...rt,
     };
     const env = {
@@ -182,9 +193,24 @@ export class Agent {
   async start(): Promise<void> {
     if ((this.#cfg.opsPort ?? 8071) >= 0) await this.#startOps();
     this.manager.start();
-    const beat = (): void => void this.#sendHeartbeat();
-    beat();
-    this.#heartbeat = setInterval(beat, this.#cfg.heartbeatMs ?? 10_000);
+    // Every heartbeat period; as soon as a stream connects; and for a period after that, within a
+    // second of a cursor moving (what a resumed stream delivers first). After a ctrl restart, ctrl's
+    // LAST SEEN and BEHIND are current again at once rather than a period later.
+    const every = this.#cfg.heartbeatMs ?? 10_000;
+    const tick = (): void => {
+      const now = Date.now();
+      const controllers = this.manager.controllers;
+      const connects = controllers.map((c) => `${c.name}:${c.link.connects}`).join(",");
+      const cursors = controllers.map((c) => `${c.name}:${c.cursor}`).join(",");
+      if (connects !== this.#connectsAtBeat) this.#catchUpUntil = now + every;
+      const due =
+        now - this.#lastBeatAt >= every ||
+        connects !== this.#connectsAtBeat ||
+        (now < this.#catchUpUntil && cursors !== this.#cursorsAtBeat && now - this.#lastBeatAt >= 1000);
+      if (due) void this.#sendHeartbeat(connects, cursors);
+    };
+    tick();
+    this.#heartbeat = setInterval(tick, Math.min(every, 250));
     this.#cfg.log.info(
       { region: this.#cfg.region, agentId: this.#agentId, ctrl: this.#cfg.ctrlUrl },
       "krane agent started",
@@ -215,19 +241,28 @@ export class Agent {
         answering: kube.up,
         lastAnsweredSecondsAgo: kube.lastOkAt === undefined ? undefined : Math.round((now - kube.lastOkAt) / 100) / 10,
       },
-      controllers: this.manager.controllers.map((c) => ({
-        controller: c.name,
-        cachesSynced: c.cachesSynced,
-        streamConnected: c.streamConnected,
-        ctrlDisconnectedSince: since(c.link.disconnectedSince),
-        breaker: c.breaker.phase,
-      })),
+      ctrlConnection: this.#link.state(),
+      controllers: this.manager.controllers.map((c) => {
+        const down = c.running ? c.link.disconnectedSince : undefined;
+        return {
+          controller: c.name,
+          cachesSynced: c.cachesSynced,
+          streamConnected: c.streamConnected,
+          ctrlDisconnectedSince: since(down),
+          streamDownSeconds: down === undefined ? 0 : Math.round((now - down) / 100) / 10,
+          breaker: c.breaker.phase,
+        };
+      }),
     };
   }
 
-  async #sendHeartbeat(): Promise<void> {
-    // Only the replica that runs the controllers speaks for the cluster.
-    if (!this.manager.leading) return;
+  async #sendHeartbeat(connects: string, cursors: string): Promise<void> {
+    // Only the replica that runs the controllers speaks for the cluster; one at a time.
+    if (!this.manager.leading || this.#beating) return;
+    this.#beating = true;
+    this.#lastBeatAt = Date.now();
+    this.#connectsAtBeat = connects;
+    this.#cursorsAtBeat = cursors;
     const cursorOf = (name: string): bigint => this.runtime(name)?.cursor ?? 0n;
     try {
       await this.ctrl.heartbeat(
@@ -244,6 +279,8 @@ export class Agent {
       );
     } catch (err) {
       this.#cfg.log.debug({ err: err instanceof Error ? err.message : String(err) }, "heartbeat failed");
+    } finally {
+      this.#beating = false;
     }
   }
 

@@ -3,6 +3,7 @@
 import { parse } from "yaml";
 import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
+import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -20,7 +21,7 @@ export interface AgentSettings {
   /** Elect a leader among several replicas with a Lease ("true"/"false"). */
   leaderElect: boolean;
   leaderElectionNamespace: string;
-  /** Issue 16: the Secrets Store CSI provider of this cluster ("" or unset: none). */
+  /** The Secrets Store CSI provider of this cluster ("" or unset: none). */
   secretStoreProvider?: string;
   /** Its parameters, "k=v,k=v" (e.g. vaultAddress=https://vault:8200,roleName=krane). */
   secretStoreParameters?: string;
@@ -33,8 +34,10 @@ export interface AgentSettings {
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
-  /** Issue 13: seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
+  /** Seconds between collections of the sentinels' metrics for rollout analysis (0: off). */
   measureIntervalSeconds: number;
+  /** Seconds ctrl has to accept a stream and to answer an HTTP/2 PING (PINGs after twice this without data). */
+  ctrlTimeoutSeconds: number;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -62,6 +65,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
+  ctrlTimeoutSeconds: "KRANE_CTRL_TIMEOUT_SECONDS",
 };
 
 const defaults: Raw = {
@@ -71,8 +75,9 @@ const defaults: Raw = {
   opsPort: 8071,
   logLevel: "info",
   leaderElect: false,
-  leaderElectionNamespace: "krane-system",
+  leaderElectionNamespace: AGENT_NAMESPACE,
   measureIntervalSeconds: 10,
+  ctrlTimeoutSeconds: 5,
 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -142,6 +147,11 @@ export function resolveAgentSettings(
     if (!Number.isInteger(n) || n < min || n > max) problems.push(`${k} must be an integer between ${min} and ${max}`);
     return n;
   };
+  const seconds = (k: keyof AgentSettings, min: number, max: number): number => {
+    const n = Number(pick(k));
+    if (!(n >= min && n <= max)) problems.push(`${k} must be a number of seconds between ${min} and ${max}`);
+    return n;
+  };
   const bool = (k: keyof AgentSettings): boolean => {
     const v = pick(k);
     if (v === true || v === "true" || v === "1") return true;
@@ -162,7 +172,7 @@ export function resolveAgentSettings(
     logLevel: str("logLevel", false) ?? "info",
     sentinelImage: str("sentinelImage", false),
     leaderElect: bool("leaderElect"),
-    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? "krane-system",
+    leaderElectionNamespace: str("leaderElectionNamespace", false) ?? AGENT_NAMESPACE,
     secretStoreProvider: str("secretStoreProvider", false),
     secretStoreParameters: str("secretStoreParameters", false),
     publicGateway: str("publicGateway", false),
@@ -172,6 +182,7 @@ export function resolveAgentSettings(
     envoyGatewayPolicies: bool("envoyGatewayPolicies"),
     podAddressMap: str("podAddressMap", false),
     measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
+    ctrlTimeoutSeconds: seconds("ctrlTimeoutSeconds", 0.1, 300),
   };
   if (settings.secretStoreParameters !== undefined) {
     try {

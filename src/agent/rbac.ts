@@ -4,12 +4,11 @@
 // the integration tests and the benchmarks, so all of them run the agent as in production.
 import { fileURLToPath } from "node:url";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT } from "../contracts/cluster.js";
 import { applyManifestFile, serviceAccountKubeConfig } from "../kube/identity.js";
 import { resources } from "../kube/resources.js";
 
 export const AGENT_RBAC_MANIFEST = fileURLToPath(new URL("../../deploy/rbac/agent.yaml", import.meta.url));
-const AGENT_NAMESPACE = "krane-system";
-const AGENT_SERVICE_ACCOUNT = "krane-agent";
 
 /**
  * Applies the agent's RBAC with `admin` and returns a KubeConfig for the same cluster that

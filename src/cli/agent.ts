@@ -1,6 +1,7 @@
 // `krane agent`: runs the agent of one cluster/region until SIGINT/SIGTERM. The agent, its
 // Kubernetes client and pino are loaded only when the command runs.
 import type { Command } from "commander";
+import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 
 interface AgentFlags {
   config?: string;
@@ -27,6 +28,7 @@ interface AgentFlags {
   envoyGatewayPolicies?: boolean;
   podAddressMap?: string;
   measureInterval?: string;
+  ctrlTimeout?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -54,7 +56,7 @@ export function registerAgentCommands(program: Command): void {
     )
     .option(
       "--leader-election-namespace <ns>",
-      "namespace of the Lease (default krane-system); env KRANE_LEADER_ELECTION_NAMESPACE",
+      `namespace of the Lease (default ${AGENT_NAMESPACE}); env KRANE_LEADER_ELECTION_NAMESPACE`,
     )
     .option(
       "--secret-store-provider <name>",
@@ -71,6 +73,10 @@ export function registerAgentCommands(program: Command): void {
     .option(
       "--measure-interval <seconds>",
       "how often the sentinels' per-revision metrics are collected for rollout analysis (default 10, 0: off); env KRANE_MEASURE_INTERVAL_SECONDS",
+    )
+    .option(
+      "--ctrl-timeout <seconds>",
+      "how long ctrl has to accept a stream and to answer an HTTP/2 PING (sent after twice this without data) (default 5); env KRANE_CTRL_TIMEOUT_SECONDS",
     )
     .option(
       "--sentinel-image <image>",
@@ -127,6 +133,7 @@ export function registerAgentCommands(program: Command): void {
           envoyGatewayPolicies: flags.envoyGatewayPolicies,
           podAddressMap: flags.podAddressMap,
           measureIntervalSeconds: flags.measureInterval,
+          ctrlTimeoutSeconds: flags.ctrlTimeout,
         },
         process.env,
         file,
@@ -159,6 +166,7 @@ export function registerAgentCommands(program: Command): void {
         gateway: gatewaySettingsOf(settings),
         podAddressMap: settings.podAddressMap,
         measureIntervalMs: settings.measureIntervalSeconds * 1000,
+        ctrlTimeoutMs: Math.round(settings.ctrlTimeoutSeconds * 1000),
         log,
       });
       await agent.start();

@@ -1,4 +1,4 @@
-// User commands of rollouts (issue 6): `krane scale` and `krane rollout pause | resume | undo |
+// User commands of rollouts: `krane scale` and `krane rollout pause | resume | undo |
 // restart | history | status | plan | promote | abort` (the last two: progressive strategies) against ctrl's RolloutService (`plan` runs the engine
 // locally: rollout-plan.ts). `rollout status` follows the rollout per region until it
 // completes (exit 0) or a region exceeds its progress deadline (non-zero), like

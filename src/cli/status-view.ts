@@ -132,7 +132,7 @@ export function renderEnvironmentStatus(
   return out.join("\n");
 }
 
-// ---------------------------------------------------------------- rollouts (issue 6)
+// ---------------------------------------------------------------- rollouts
 
 function iso(unixMs: bigint): string {
   return unixMs === 0n ? "-" : new Date(Number(unixMs)).toISOString().replace(/\.\d+Z$/, "Z");

@@ -4,12 +4,12 @@
 // a number of pods (planForPods), so a benchmark or a big dev cluster asks for capacity, not
 // for node counts.
 
-import { NODE_CLASS_LABEL, ZONE_LABEL } from "../contracts/cluster.js";
+import { NODE_CLASS_LABEL, ZONE_LABEL, type NodeClass } from "../contracts/cluster.js";
 import { nodePodCidrSize } from "./pod-network.js";
 
 export const ZONES = ["zone-a", "zone-b", "zone-c"] as const;
 
-export type NodePool = "untrusted" | "sentinel" | "general";
+export type NodePool = NodeClass | "general";
 
 /** What one simulated node offers the scheduler (capacity = allocatable). */
 export interface NodeCapacity {

@@ -33,6 +33,25 @@ export const AGENT_USERNAME = `system:serviceaccount:${AGENT_NAMESPACE}:${AGENT_
 /** The sentinel pods' own ServiceAccount (read-only on the routing table in SENTINEL_NAMESPACE). */
 export const SENTINEL_SERVICE_ACCOUNT = "krane-sentinel";
 
+/**
+ * Namespaces no user object may land in: Kubernetes' own, krane's (the agent's and the
+ * sentinels'), and `default`. Every agent kind that applies into a workspace namespace refuses
+ * these (isReservedNamespace), whatever ctrl sent.
+ */
+export const RESERVED_NAMESPACES: readonly string[] = [
+  "default",
+  "kube-system",
+  "kube-public",
+  "kube-node-lease",
+  SENTINEL_NAMESPACE,
+  AGENT_NAMESPACE,
+];
+
+/** Whether user objects must stay out of `namespace`: a reserved one, or any `kube-` namespace. */
+export function isReservedNamespace(namespace: string): boolean {
+  return RESERVED_NAMESPACES.includes(namespace) || namespace.startsWith("kube-");
+}
+
 /** Pod Security admission's enforce label, and the levels a workspace namespace may enforce. */
 export const POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce";
 export const WORKSPACE_POD_SECURITY_LEVELS = ["baseline", "restricted"] as const;

@@ -1,4 +1,4 @@
-// Labels are the contract between krane, the cluster and ctrl (DESIGN §4). Every managed object
+// Labels are the contract between krane, the cluster and ctrl. Every managed object
 // carries managed-by, component, region and the owning ids; agents list and collect only
 // objects labelled with their own region. Both sides (ctrl, the agent's kinds, the sentinel,
 // the admission fence) read these names from here and nowhere else.
@@ -13,7 +13,7 @@ export const LABEL_ENVIRONMENT_ID = "krane.dev/environment-id";
 export const LABEL_DEPLOYMENT_ID = "krane.dev/deployment-id";
 export const LABEL_BUILD_ID = "krane.dev/build-id";
 export const LABEL_SENTINEL_ID = "krane.dev/sentinel-id";
-/** Issue 16: the cron job a CronJob (and its Jobs and pods) belongs to. */
+/** The cron job a CronJob (and its Jobs and pods) belongs to. */
 export const LABEL_JOB_ID = "krane.dev/job-id";
 /** The gateway (an environment's exposure in a region) an HTTPRoute, Certificate or policy belongs to. */
 export const LABEL_GATEWAY_ID = "krane.dev/gateway-id";
@@ -25,9 +25,9 @@ export const COMPONENT = {
   sentinel: "sentinel",
   /** The routing table (contracts/routing.ts). */
   routing: "routing",
-  /** Issue 16: an environment's cron jobs (CronJobs; their pods are labelled as deployment pods, see agent/jobs). */
+  /** An environment's cron jobs (CronJobs; their pods are labelled as deployment pods, see agent/jobs). */
   job: "job",
-  /** Issue 16: objects of a release (contracts/releases.ts). */
+  /** Objects of a release (contracts/releases.ts). */
   release: "release",
   /** An environment's exposure: HTTPRoutes, Certificates, ReferenceGrants, gateway policies. */
   gateway: "gateway",

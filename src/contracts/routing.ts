@@ -1,5 +1,5 @@
 // The routing table: what the agent keeps in namespace `sentinel` for each environment, and what
-// the environment's sentinels read (DESIGN §1, §4). It lives in the cluster, so the data plane
+// the environment's sentinels read. It lives in the cluster, so the data plane
 // keeps routing with its last table while ctrl or the agent is down.
 //
 //  - Addresses: one EndpointSlice per (environment, revision), written by the agent from its own
@@ -334,7 +334,7 @@ export interface SentinelStatus {
 
 /** The slice port the sentinel dials. */
 export const ROUTING_PORT_NAME = "http";
-/** Keeps kube-proxy away from the slices (they belong to no Service; traffic §11.6). */
+/** Keeps kube-proxy away from the slices: they belong to no Service, and kube-proxy must not program them. */
 export const ENDPOINTSLICE_HEADLESS_LABEL = "service.kubernetes.io/headless";
 /** Also answered on the proxy port itself (never proxied), for probes on SENTINEL_PORT. */
 export const SENTINEL_LIVE_PATH = "/_krane/live";

@@ -23,7 +23,7 @@ import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
 import { addUserToken, generateToken } from "../ctrl/domain/tokens.js";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../contracts/cluster.js";
+import { AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT, SENTINEL_NAMESPACE, SENTINEL_PORT } from "../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT } from "../contracts/labels.js";
 import { KubeClient } from "../kube/client.js";
 import { isRecord } from "../kube/object.js";
@@ -157,7 +157,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     await agent.start();
     cleanups.push(() => agent.stop());
     opts.say(
-      `agent for region "${EXAMPLE.region}" running as ServiceAccount krane-system/krane-agent; ops on ${agent.opsUrl ?? "-"}`,
+      `agent for region "${EXAMPLE.region}" running as ServiceAccount ${AGENT_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}; ops on ${agent.opsUrl ?? "-"}`,
     );
 
     await createExample(api);

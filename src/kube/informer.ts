@@ -1,5 +1,5 @@
 // An informer: a watch-backed cache of one Kubernetes resource type, filtered by a label
-// selector, with named indexes and change handlers (DESIGN §6.5). The agent's manager keeps one
+// selector, with named indexes and change handlers. The agent's manager keeps one
 // per resource type and every controller kind shares it; the sentinel uses one for its routing
 // table. Written by hand because client-node 1.4.0's informer stops for good on most errors and
 // has no watchdog.

@@ -17,8 +17,8 @@
 import type { KubeClient } from "./client.js";
 import { KubeApiError, isNotFound } from "./client.js";
 import { isRecord } from "./object.js";
-import { sleep } from "../retry/backoff.js";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
+import { sleep } from "../retry/backoff.js";
 
 export interface ElectionTiming {
   readonly leaseDurationMs: number;

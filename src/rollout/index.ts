@@ -1,12 +1,12 @@
 // krane's rollout engine.
 //
-// Owns the Kubernetes Deployment controller's semantics over krane's model (DESIGN §5): in each
+// Owns the Kubernetes Deployment controller's semantics over krane's model: in each
 // region an environment behaves like one Deployment whose ReplicaSets are the environment's
 // deployments (revisions). `planRollout` runs one pass of the controller's sync — rolling update,
 // recreate, proportional scaling, pause/resume, rollback, revision-history cleanup, the
 // Available/Progressing conditions and the progress deadline — and returns the new replica counts,
 // status, conditions and events. Pure: no I/O, no clock (`now` is an input); ctrl applies the
-// output. `parseRolloutInput` validates untrusted JSON (the `krane rollout plan` format, issue 6).
+// output. `parseRolloutInput` validates untrusted JSON (the `krane rollout plan` format).
 //
 // Contract with the caller (ctrl), where Kubernetes relies on its API server:
 // - Run another pass whenever a pass changed anything (target, sizes, status, conditions): in

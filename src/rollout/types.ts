@@ -1,4 +1,4 @@
-// The JSON shapes of one rollout pass (issue 6): what ctrl feeds the engine and what it gets back.
+// The JSON shapes of one rollout pass: what ctrl feeds the engine and what it gets back.
 // Times are RFC 3339 strings on the wire; counts are non-negative integers.
 
 /** An absolute count or a percentage of the desired replicas, e.g. 2 or "25%". */

@@ -14,12 +14,20 @@ import { EdgeAuth } from "./auth.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
 import type { SentinelSettings } from "./config.js";
 import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
-import { Proxy } from "./proxy.js";
+import { RequestPath } from "./request-path.js";
 import { RoutingSource, type RoutingUpdate } from "./routing-source.js";
-import { ProxyServer } from "./server.js";
+import { runningOnBun, type ProxyShell, type ShellOptions } from "./shell.js";
 import { endpointCount, type RoutingTable } from "./table.js";
-import { Upstreams } from "./upstreams.js";
-import { UpgradeRelay } from "./websocket.js";
+
+/** The proxy port's shell for the runtime this process runs on, loaded only there. */
+async function createShell(o: ShellOptions): Promise<ProxyShell> {
+  if (runningOnBun()) {
+    const { BunProxyServer } = await import("./bun-server.js");
+    return new BunProxyServer(o);
+  }
+  const { createNodeShell } = await import("./server.js");
+  return createNodeShell(o);
+}
 
 /** Every host refused: the policy in the cluster could not be read and none was before. */
 const FAIL_CLOSED: EdgeAuthPolicy = { rules: [], unmatchedHosts: "deny" };
@@ -43,10 +51,8 @@ export class Sentinel {
   /** API authentication at the edge (the policy's auth section). */
   readonly auth: EdgeAuth;
   readonly #log: Logger;
-  readonly #upstreams: Upstreams;
-  readonly #proxy: Proxy;
-  readonly #upgrades: UpgradeRelay;
-  readonly #server: ProxyServer;
+  readonly #path: RequestPath;
+  #shell: ProxyShell | undefined;
   readonly #source: RoutingSource;
   readonly #kube: KubeClient | undefined;
   #ops: http.Server | undefined;
@@ -66,39 +72,16 @@ export class Sentinel {
     this.#log = o.log;
     this.balancer = new Balancer({ health: o.health });
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
-    this.#upstreams = new Upstreams({ connectTimeoutMs: s.connectTimeoutMs });
-    const hasTable = (): boolean => this.#table !== undefined;
     this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
-    this.#proxy = new Proxy({
+    this.#path = new RequestPath({
       auth: this.auth,
       balancer: this.balancer,
-      upstreams: this.#upstreams,
       metrics: this.metrics,
       log: o.log,
-      upstreamTimeoutMs: s.upstreamTimeoutMs,
-      bodyIdleTimeoutMs: s.bodyIdleTimeoutMs,
-      hasTable,
+      hasTable: () => this.#table !== undefined,
       isReady: () => this.ready,
     });
-    this.metrics.inFlightNow = () => this.#proxy.inFlight;
-    this.#upgrades = new UpgradeRelay({
-      balancer: this.balancer,
-      metrics: this.metrics,
-      log: o.log,
-      upstreamTimeoutMs: s.upstreamTimeoutMs,
-      hasTable,
-      auth: this.auth,
-    });
-    this.#server = new ProxyServer({
-      proxy: this.#proxy,
-      upgrades: this.#upgrades,
-      metrics: this.metrics,
-      log: o.log,
-      headerTimeoutMs: s.headerTimeoutMs,
-      keepAliveTimeoutMs: s.keepAliveTimeoutMs,
-      idleTimeoutMs: s.idleTimeoutMs,
-      maxHeaderBytes: s.maxHeaderBytes,
-    });
+    this.metrics.inFlightNow = () => this.#path.inFlight;
     let client = o.listWatch;
     if (!client) {
       this.#kube = new KubeClient(o.kubeConfig ?? loadKubeConfig(s.kubeconfig), {
@@ -139,7 +122,17 @@ export class Sentinel {
 
   async start(): Promise<void> {
     const s = this.settings;
-    this.#address = await this.#server.listen(s.port, s.listen);
+    const shell = await createShell({
+      path: this.#path,
+      balancer: this.balancer,
+      metrics: this.metrics,
+      log: this.#log,
+      auth: this.auth,
+      settings: s,
+      hasTable: () => this.#table !== undefined,
+    });
+    this.#shell = shell;
+    this.#address = await shell.listen(s.port, s.listen);
     if (s.opsPort >= 0) {
       this.#ops = http.createServer((req, res) => void this.#serveOps(req, res));
       this.#opsAddress = await new Promise<AddressInfo>((resolve, reject) => {
@@ -150,7 +143,13 @@ export class Sentinel {
     }
     this.#source.start();
     this.#log.info(
-      { environmentId: s.environmentId, region: s.region, port: this.#address.port, opsPort: this.#opsAddress?.port },
+      {
+        environmentId: s.environmentId,
+        region: s.region,
+        port: this.#address.port,
+        opsPort: this.#opsAddress?.port,
+        runtime: shell.runtime,
+      },
       "sentinel listening",
     );
   }
@@ -159,9 +158,9 @@ export class Sentinel {
   drain(): Promise<void> {
     this.#drained ??= (async () => {
       this.#draining = true;
-      this.#log.info({ inFlight: this.#proxy.inFlight, timeoutMs: this.settings.drainTimeoutMs }, "draining");
-      await this.#server.drain(Date.now() + this.settings.drainTimeoutMs);
-      await this.#shutdown(false);
+      this.#log.info({ inFlight: this.#path.inFlight, timeoutMs: this.settings.drainTimeoutMs }, "draining");
+      await this.#shell?.drain(Date.now() + this.settings.drainTimeoutMs);
+      await this.#shutdown();
       this.#log.info({}, "drained");
     })();
     return this.#drained;
@@ -171,15 +170,14 @@ export class Sentinel {
   async stop(): Promise<void> {
     this.#draining = true;
     this.#drained ??= (async () => {
-      await this.#server.close();
-      await this.#shutdown(true);
+      await this.#shell?.close();
+      await this.#shutdown();
     })();
     await this.#drained;
   }
 
-  async #shutdown(force: boolean): Promise<void> {
+  async #shutdown(): Promise<void> {
     await this.#source.stop();
-    await this.#upstreams.closeAll(force);
     this.#kube?.close();
     const ops = this.#ops;
     if (ops) {
@@ -212,7 +210,7 @@ export class Sentinel {
       policyError: this.#policyError ?? null,
       kubeConnected: this.#source.connected,
       tableUpdatedAt: this.#tableUpdatedAt?.toISOString() ?? null,
-      inFlight: this.#proxy.inFlight,
+      inFlight: this.#path.inFlight,
     };
   }
 
@@ -236,7 +234,7 @@ export class Sentinel {
       this.#problems = problems;
     }
     const { removed } = this.balancer.setTable(u.table);
-    this.#upstreams.release(removed.map((i) => i.endpoint));
+    this.#shell?.release(removed.map((i) => i.endpoint));
     this.#tableUpdatedAt = new Date();
     this.metrics.stats.forgetExcept(new Set(u.table.revisions.map((r) => r.deploymentId)), Date.now());
     this.metrics.tableUpdates.inc();

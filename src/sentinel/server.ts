@@ -12,12 +12,17 @@ import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../agent/runtime/log.js";
 import type { SentinelMetrics } from "./metrics.js";
-import type { Proxy } from "./proxy.js";
-import type { UpgradeRelay } from "./websocket.js";
+import { Proxy } from "./proxy.js";
+import type { RequestPath } from "./request-path.js";
+import type { ProxyShell, ShellOptions } from "./shell.js";
+import type { Endpoint } from "./table.js";
+import { Upstreams } from "./upstreams.js";
+import { UpgradeRelay } from "./websocket.js";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 export interface ServerOptions {
+  readonly path: RequestPath;
   readonly proxy: Proxy;
   readonly upgrades: UpgradeRelay;
   readonly metrics: SentinelMetrics;
@@ -151,7 +156,7 @@ export class ProxyServer {
 
   /** Stops accepting, lets in-flight work finish until `deadline` (ms since epoch), closes the rest. */
   async drain(deadline: number): Promise<void> {
-    const proxy = this.#o.proxy;
+    const proxy = this.#o.path;
     proxy.draining = true;
     const closed = new Promise<void>((resolve) => this.#h1.close(() => resolve()));
     for (const s of this.#sessions) s.close();
@@ -170,4 +175,49 @@ export class ProxyServer {
   async close(): Promise<void> {
     await this.drain(0);
   }
+}
+
+/** The Node.js shell: undici pools per instance, the request path, the Upgrade relay, the listener. */
+export function createNodeShell(o: ShellOptions): ProxyShell {
+  const s = o.settings;
+  const upstreams = new Upstreams({ connectTimeoutMs: s.connectTimeoutMs });
+  const proxy = new Proxy({
+    path: o.path,
+    upstreams,
+    log: o.log,
+    upstreamTimeoutMs: s.upstreamTimeoutMs,
+    bodyIdleTimeoutMs: s.bodyIdleTimeoutMs,
+  });
+  const upgrades = new UpgradeRelay({
+    balancer: o.balancer,
+    metrics: o.metrics,
+    log: o.log,
+    upstreamTimeoutMs: s.upstreamTimeoutMs,
+    hasTable: o.hasTable,
+    auth: o.auth,
+  });
+  const server = new ProxyServer({
+    path: o.path,
+    proxy,
+    upgrades,
+    metrics: o.metrics,
+    log: o.log,
+    headerTimeoutMs: s.headerTimeoutMs,
+    keepAliveTimeoutMs: s.keepAliveTimeoutMs,
+    idleTimeoutMs: s.idleTimeoutMs,
+    maxHeaderBytes: s.maxHeaderBytes,
+  });
+  return {
+    runtime: "node",
+    listen: (port, host) => server.listen(port, host),
+    release: (eps: readonly Endpoint[]) => upstreams.release(eps),
+    drain: async (deadline) => {
+      await server.drain(deadline);
+      await upstreams.closeAll(false);
+    },
+    close: async () => {
+      await server.close();
+      await upstreams.closeAll(true);
+    },
+  };
 }

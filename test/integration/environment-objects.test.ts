@@ -1,6 +1,7 @@
-// Issue 16 end to end, real parts only: ctrl (SQLite, HTTP/2, a master key) ← agents (as their
-// RBAC ServiceAccount, behind the admission fence) → the real local Kubernetes (KWOK completes
-// Job pods; the job and cronjob controllers run).
+// Configuration, secrets, releases, cron jobs and deletion end to end, real parts only: ctrl
+// (SQLite, HTTP/2, a master key) ← agents (as their RBAC ServiceAccount, behind the admission
+// fence) → the real local Kubernetes (KWOK completes Job pods; the job and cronjob controllers
+// run).
 //   - config and secret values reach the pods' environment (immutable objects per revision,
 //     content-hashed names), and undo brings back the previous revision with its own values;
 //   - a release with a ConfigMap, a Service and a Job: applied, healthy; an object removed from

@@ -165,7 +165,7 @@ interface Attempt {
 
 const post = (name: string, path: string, body: Obj): Attempt => ({ name, method: "POST", path, body });
 
-/** Everything issue 14 lists, and what follows from it. Each must be refused. */
+/** Every way a compromised agent could try to escalate through the API server. Each must be refused. */
 function escalations(): Attempt[] {
   let n = 0;
   const userRs = (name: string, podSpec: Obj): Attempt =>

@@ -8,9 +8,9 @@
 // halfway: counts neither go negative nor double. An agent token of one region cannot report
 // for another.
 //
-// The weighted policy is written into ctrl's database here (the environment's routing columns,
-// migration 0007, and the sentinel's desired state re-rendered through the store's write path),
-// standing in for the canary API that h/canary adds; everything downstream of it is the product.
+// The weighted policy is written into ctrl's database here through the routing's owner
+// (domain/environments.ts setRouting: a new routing version, the sentinels re-rendered), standing
+// in for a progressive rollout's decision; everything downstream of it is the product.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -23,7 +23,7 @@ import { LATENCY_BUCKETS_MS } from "../../src/contracts/analysis.js";
 import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import { LABEL_DEPLOYMENT_ID } from "../../src/contracts/labels.js";
 import { StoredMeasurements } from "../../src/ctrl/domain/measurements.js";
-import { putSentinel } from "../../src/ctrl/domain/environments.js";
+import { environmentRegions, setRouting } from "../../src/ctrl/domain/environments.js";
 import {
   DeploymentService,
   EnvironmentService,
@@ -67,26 +67,17 @@ async function running(deploymentId: string): Promise<number> {
   return (d?.regions[0]?.instances ?? []).filter((i) => i.status === InstanceStatus.RUNNING).length;
 }
 
-/** Stands in for h/canary's API: a weighted routing policy, as ctrl stores and renders it. */
+/** Stands in for a progressive rollout: the same weights in every region, stored and rendered as ctrl does. */
 async function setWeights(weights: { deploymentId: string; weight: number }[]): Promise<void> {
   await ctrl.store.write(async (tx) => {
     const env = await tx.trx.selectFrom("environments").selectAll().where("id", "=", envId).executeTakeFirstOrThrow();
-    await tx.trx
-      .updateTable("environments")
-      .set({
-        routing_mode: "weighted",
-        routing_weights: JSON.stringify(weights),
-        routing_version: env.routing_version + 1,
-      })
-      .where("id", "=", envId)
-      .execute();
-    const updated = await tx.trx
-      .selectFrom("environments")
+    const project = await tx.trx
+      .selectFrom("projects")
       .selectAll()
-      .where("id", "=", envId)
+      .where("id", "=", env.project_id)
       .executeTakeFirstOrThrow();
-    for (const s of await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).execute())
-      await putSentinel(tx, updated, s);
+    const regions = await environmentRegions(tx.trx, envId);
+    await setRouting(tx, project, env, new Map(regions.map((r) => [r.region, { weights, preview: null }])));
   });
 }
 

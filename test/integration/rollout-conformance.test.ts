@@ -1,5 +1,5 @@
 // Differential test of the rollout engine against the real Kubernetes Deployment controller
-// (issue 13): a fixed sample of generated single passes goes through krane's engine and through
+//: a fixed sample of generated single passes goes through krane's engine and through
 // syncDeployment of the pinned k8s.io/kubernetes (tools/rollout-conformance, one process for all
 // of them); every pass agrees on replica counts, deletions, conditions, status, requeue and
 // events, or differs only in a way src/rollout/README.md lists as intended. The harness is built

@@ -79,7 +79,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
   ): ReportDeploymentStatusRequest => create(ReportDeploymentStatusRequestSchema, { region, change });
 
-  // Issue 16: the revisions' Secrets this process created or found (the agent cannot read
+  // The revisions' Secrets this process created or found (the agent cannot read
   // Secrets: a create that answers "exists" is how it finds one). Values are fetched from ctrl
   // only to create a Secret, and never kept.
   const createdSecrets = new Set<string>();
@@ -105,8 +105,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     .protocol(
       kstateProtocol({
         keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchDeployments({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
         sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
         rejectedReport: (key, subject, reason) =>
@@ -122,7 +121,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
       }),
     )
-    // Issue 16: a revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
+    // A revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
     .ownedBy(LABEL_DEPLOYMENT_ID)
     .owns(resources.replicaSets, {
       keyOf: deploymentKeyOf,

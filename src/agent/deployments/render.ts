@@ -1,4 +1,5 @@
-// Pure rendering of a deployment's Kubernetes objects (DESIGN §4, §7):
+// Pure rendering of a deployment's Kubernetes objects (user code on the untrusted nodes, in
+// gVisor, reachable only through its environment's sentinels):
 //  - the workspace Namespace (created if missing, never deleted by an agent: namespaces are
 //    shared by every region's agent on a cluster, so it carries no region label);
 //  - the per-(environment, region) CiliumNetworkPolicy admitting ingress only from that
@@ -186,7 +187,7 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
   };
   if (d.command.length > 0) container.command = [...d.command];
   if (d.args.length > 0) container.args = [...d.args];
-  // Issue 16: the revision's configuration and secrets (./settings.ts), as environment variables.
+  // The revision's configuration and secrets (./settings.ts), as environment variables.
   const settings = settingsPodParts(d);
   if (settings.envFrom.length > 0) container.envFrom = settings.envFrom;
   if (settings.volumeMounts.length > 0) container.volumeMounts = settings.volumeMounts;

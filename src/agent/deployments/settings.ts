@@ -1,4 +1,4 @@
-// Issue 16: a revision's configuration and secrets in the cluster, pure. Each revision has its
+// A revision's configuration and secrets in the cluster, pure. Each revision has its
 // own immutable objects, named by ctrl with a hash of their content and labelled with the
 // revision (deployment id), so they are pruned with it — by revision-history cleanup, an undo's
 // retarget, or the revision's deletion — and `rollout undo` finds the old revision's own again:

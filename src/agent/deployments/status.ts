@@ -1,4 +1,4 @@
-// Pure mapping from observed pods to the instance set reported to ctrl (DESIGN §4):
+// Pure mapping from observed pods to the instance set reported to ctrl:
 //  - terminal pods (Succeeded/Failed) are left out, and so are pods without an IP, except:
 //  - TERMINATING: a pod with a deletion timestamp that has not ended yet, IP or not — no longer a
 //    replica, but its process may still run, which Recreate must wait out (Kubernetes' Recreate

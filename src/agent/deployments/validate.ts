@@ -1,10 +1,9 @@
-// Validation of an ApplyDeployment before anything is applied (DESIGN §4, §6.3). A refused
-// deployment is reported to ctrl as Rejected with the first reason found, and the stream moves on.
+// Validation of an ApplyDeployment before anything is applied (names, labels and namespaces as
+// the cluster contract wants them; nothing half-applied). A refused deployment is reported to
+// ctrl as Rejected with the first reason found, and the stream moves on.
 import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
-
-/** Namespaces user code must never land in. */
-const reservedNamespaces = new Set(["default", "sentinel", "kube-system", "kube-public", "kube-node-lease"]);
 
 /** Env var names krane sets itself; the user's env may not redefine them. */
 export function isReservedEnvName(name: string): boolean {
@@ -21,7 +20,7 @@ function objectName(what: string, name: string): string | undefined {
 }
 
 /**
- * Issue 16: a revision's configuration, secret keys and external references (names valid,
+ * A revision's configuration, secret keys and external references (names valid,
  * keys environment variable names, external secrets only where this cluster has a store).
  */
 export function validateSettings(
@@ -76,9 +75,7 @@ export function validateApplyDeployment(
   if (d.buildId !== "" && !isLabelValue(d.buildId))
     return `build_id "${d.buildId}" is not a valid Kubernetes label value`;
   if (!isDnsLabel(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is not a valid DNS label`;
-  if (reservedNamespaces.has(d.k8sNamespace) || d.k8sNamespace.startsWith("kube-")) {
-    return `k8s_namespace "${d.k8sNamespace}" is reserved`;
-  }
+  if (isReservedNamespace(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is reserved`;
   if (!isDnsLabel(d.k8sName)) return `k8s_name "${d.k8sName}" is not a valid DNS label`;
   if (/\s/.test(d.image)) return "image must not contain whitespace";
   if (d.region !== "" && d.region !== agentRegion) {

@@ -87,8 +87,7 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
     .protocol(
       kstateProtocol({
         keyOf: { apply: (g) => g.gatewayId, delete: (ref) => ref.gatewayId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchGateways({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchGateways({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredGatewayStates({ region, gatewayIds: keys }, o),
         sendReport: (req, o) => ctrl.reportGatewayStatus(req, o),
         rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { gatewayId: key, reason } }),

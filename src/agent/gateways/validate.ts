@@ -1,7 +1,8 @@
-// Checks an ApplyGateway before anything is applied (DESIGN §6.3: invalid desired state is
-// refused with a reason and reported, never half-applied). Pure.
+// Checks an ApplyGateway before anything is applied: invalid desired state is refused with a
+// reason and reported to ctrl as Rejected, never half-applied. Pure.
 import type { ApplyGateway, DeleteGateway } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { AUTH_METHODS, PATH_TEMPLATE_RE, SCOPE_RE, jwksUrlProblem } from "../../contracts/routing.js";
+import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$/;
@@ -18,6 +19,7 @@ export function validateApplyGateway(g: ApplyGateway, region: string): string | 
     if (v === "" || !isLabelValue(v)) return `${f} must be a non-empty label value`;
   }
   if (!isDnsLabel(g.k8sNamespace)) return "k8s_namespace must be a DNS label";
+  if (isReservedNamespace(g.k8sNamespace)) return `k8s_namespace "${g.k8sNamespace}" is reserved`;
   if (!isDnsLabel(g.k8sName) || g.k8sName.length > 40) return "k8s_name must be a DNS label of at most 40 characters";
   if (g.routes.length === 0) return "routes: at least one is required";
   if (g.routes.length > 64) return "routes: at most 64";

@@ -1,4 +1,4 @@
-// The job controller kind (issue 16): an environment's cron jobs on the shared runtime. Key = job id.
+// The job controller kind: an environment's cron jobs on the shared runtime. Key = job id.
 //   owns     CronJobs (one per job and region) in workspace namespaces
 //   watches  Jobs (a run started or finished re-reports the job's runs)
 // Apply: the CronJob (server-side apply), only when the cache shows it differs. Its runs read the
@@ -44,8 +44,7 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
     .protocol(
       kstateProtocol({
         keyOf: { apply: (j) => j.jobId, delete: (ref) => ref.jobId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchJobs({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchJobs({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredJobStates({ region, jobIds: keys }, o),
         sendReport: (req, o) => ctrl.reportJobStatus(req, o),
         rejectedReport: (key, subject, reason) =>

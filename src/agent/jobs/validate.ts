@@ -1,5 +1,6 @@
 // Validation of an ApplyJob before anything is applied; a refused job is reported as rejected.
 import type { ApplyJob, DeleteJob } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 import { validateSettings } from "../deployments/validate.js";
 
@@ -12,11 +13,7 @@ export function validateApplyJob(j: ApplyJob, agentRegion: string, externalStore
   ] as const) {
     if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
   }
-  if (
-    !isDnsLabel(j.k8sNamespace) ||
-    j.k8sNamespace.startsWith("kube-") ||
-    ["default", "sentinel"].includes(j.k8sNamespace)
-  )
+  if (!isDnsLabel(j.k8sNamespace) || isReservedNamespace(j.k8sNamespace))
     return `k8s_namespace "${j.k8sNamespace}" is not usable`;
   if (!isDnsLabel(j.k8sName) || j.k8sName.length > 52)
     return `k8s_name "${j.k8sName}" is not a valid CronJob name (a DNS label of at most 52 characters)`;

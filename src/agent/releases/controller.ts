@@ -1,4 +1,4 @@
-// The release controller kind (issue 16): releases of arbitrary allow-listed objects on the
+// The release controller kind: releases of arbitrary allow-listed objects on the
 // shared runtime. Key = release id.
 //   owns     the release's inventory ConfigMap (one per release and region; ./render.ts)
 //   keeps    its own cache per kind the releases hold (./caches.ts), resolved through discovery
@@ -268,8 +268,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     .protocol(
       kstateProtocol({
         keyOf: { apply: (r) => r.releaseId, delete: (ref) => ref.releaseId },
-        watch: (cursor, signal, onOpen) =>
-          ctrl.watchReleases({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+        watch: (cursor, call) => ctrl.watchReleases({ region, versionLastSeen: cursor }, call),
         getDesired: (keys, o) => ctrl.getDesiredReleaseStates({ region, releaseIds: keys }, o),
         sendReport: (req, o) => ctrl.reportReleaseStatus(req, o),
         rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { releaseId: key, reason } }),

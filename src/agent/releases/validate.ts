@@ -2,6 +2,7 @@
 // agent trusts ctrl's allow-list but not its own inputs): every object lands in the release's
 // namespace, is named, has a kind, and its manifest is JSON of a Kubernetes object.
 import type { ApplyRelease, DeleteRelease } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -15,11 +16,7 @@ export function validateApplyRelease(r: ApplyRelease, agentRegion: string): stri
   ] as const) {
     if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
   }
-  if (
-    !isDnsLabel(r.k8sNamespace) ||
-    r.k8sNamespace.startsWith("kube-") ||
-    ["default", "sentinel", "krane-system"].includes(r.k8sNamespace)
-  ) {
+  if (!isDnsLabel(r.k8sNamespace) || isReservedNamespace(r.k8sNamespace)) {
     return `k8s_namespace "${r.k8sNamespace}" is not a workspace namespace`;
   }
   if (r.region !== "" && r.region !== agentRegion)

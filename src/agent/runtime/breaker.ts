@@ -1,4 +1,6 @@
-// Circuit breaker around one controller's calls to ctrl (DESIGN §6.4).
+// Circuit breaker around one controller's calls to ctrl: while ctrl keeps failing, a controller
+// stops calling it for a while instead of piling retries on it, and keeps reconciling from what
+// it already has.
 //
 // The state machine is pure (breakerAdmit / breakerRecord over a plain state value) and the
 // CircuitBreaker class only adds a clock and the call wrapper. Semantics, fixing the original's

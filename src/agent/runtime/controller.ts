@@ -309,6 +309,10 @@ export interface ControllerOptions {
   readonly retry?: BackoffPolicy;
   readonly reconnect?: BackoffPolicy;
   readonly breaker?: Partial<BreakerConfig>;
+  /** How long ctrl has to accept a desired-state stream before the attempt is abandoned. */
+  readonly openTimeoutMs?: number;
+  /** Told when ctrl did not accept a stream in time (the agent drops a connection that never completed). */
+  readonly onOpenTimeout?: () => void;
 }
 
 /** What the manager gives a controller. */
@@ -444,6 +448,8 @@ export class Controller<Msg, D, Del, R> {
       callTimeoutMs: o.callTimeoutMs,
       reconnect: o.reconnect,
       breaker: o.breaker,
+      openTimeoutMs: o.openTimeoutMs,
+      onOpenTimeout: o.onOpenTimeout,
     });
   }
 

@@ -13,7 +13,9 @@ import type { CursorAction, StreamEvent } from "./cursor.js";
 import type { Logger } from "./log.js";
 import { agentMetrics, breakerPhaseValue } from "./metrics.js";
 import { Reporter } from "./reporter.js";
-import { DesiredStateStream } from "./stream.js";
+import { DesiredStateStream, type WatchCall } from "./stream.js";
+
+export type { WatchCall } from "./stream.js";
 
 export interface CallOptions {
   readonly signal: AbortSignal;
@@ -32,7 +34,8 @@ export interface DesiredBatch<D, Del> {
 
 /** How a kind talks to ctrl: its ClusterService methods and messages. */
 export interface CtrlProtocol<Msg, D, Del, R> {
-  watch(cursor: bigint, signal: AbortSignal, onOpen: () => void): AsyncIterable<Msg>;
+  /** Opens the kind's Watch stream from `cursor`; `call` is the call's options, as they are. */
+  watch(cursor: bigint, call: WatchCall): AsyncIterable<Msg>;
   decode(msg: Msg): StreamEvent<D, Del>;
   getDesired(keys: string[], opts: CallOptions): Promise<DesiredBatch<D, Del>>;
   sendReport(request: R, opts: CallOptions): Promise<void>;
@@ -50,6 +53,10 @@ export interface CtrlLinkOptions {
   readonly callTimeoutMs?: number;
   readonly reconnect?: BackoffPolicy;
   readonly breaker?: Partial<BreakerConfig>;
+  /** How long ctrl has to accept a stream (default DEFAULT_OPEN_TIMEOUT_MS in stream.ts). */
+  readonly openTimeoutMs?: number;
+  /** Told when ctrl did not accept a stream in time (the connection may never have completed). */
+  readonly onOpenTimeout?: () => void;
 }
 
 /**
@@ -72,7 +79,6 @@ export class CtrlLink<Msg, D, Del, R> {
   readonly #reporter: Reporter<R>;
   readonly #m: ReturnType<typeof agentMetrics>;
   #sink: ((a: CursorAction<D, Del>) => void) | undefined;
-  #disconnectedSince: number | undefined = Date.now();
 
   constructor(name: string, protocol: CtrlProtocol<Msg, D, Del, R>, opts: CtrlLinkOptions) {
     this.name = name;
@@ -102,18 +108,17 @@ export class CtrlLink<Msg, D, Del, R> {
     });
     this.#stream = new DesiredStateStream<Msg, D, Del>({
       name,
-      open: (cursor, signal, onOpen) => protocol.watch(cursor, signal, onOpen),
+      open: (cursor, call) => protocol.watch(cursor, call),
       decode: (msg) => {
         m.streamMessages.inc(labels);
         return protocol.decode(msg);
       },
       onAction: (a) => this.#sink?.(a),
       reconnect: opts.reconnect ?? DEFAULT_RECONNECT,
+      openTimeoutMs: opts.openTimeoutMs,
+      onOpenTimeout: opts.onOpenTimeout,
       log: opts.log,
-      onConnectedChange: (c) => {
-        this.#disconnectedSince = c ? undefined : Date.now();
-        m.streamConnected.set(labels, c ? 1 : 0);
-      },
+      onConnectedChange: (c) => m.streamConnected.set(labels, c ? 1 : 0),
       onCursor: (c) => m.cursor.set(labels, Number(c)),
       onReconnect: (reason) => m.streamReconnects.inc({ ...labels, reason }),
     });
@@ -127,14 +132,28 @@ export class CtrlLink<Msg, D, Del, R> {
     return this.#stream.connected;
   }
 
-  /** When the stream was last lost (unix ms), or undefined while connected. */
+  /** How many times ctrl accepted this link's stream. */
+  get connects(): number {
+    return this.#stream.connects;
+  }
+
+  /**
+   * Since when the stream has been down (unix ms; since the link was made, before its first
+   * stream), or undefined while connected.
+   */
   get disconnectedSince(): number | undefined {
-    return this.#disconnectedSince;
+    return this.#stream.downSince;
+  }
+
+  /** Whether the stream loop runs (false before start and after stop). */
+  get running(): boolean {
+    return this.#stream.phase !== "stopped";
   }
 
   /** Runs the stream until `signal` aborts, handing every cursor action to `sink`. */
   run(signal: AbortSignal, sink: (a: CursorAction<D, Del>) => void): Promise<void> {
     this.#sink = sink;
+    this.#m.streamDownSince.set(this.name, () => ({ running: this.running, downSince: this.disconnectedSince }));
     return this.#stream.run(signal);
   }
 

@@ -11,14 +11,18 @@
 //  - SnapshotEnd garbage-collects managed objects whose keys the snapshot did not name and moves
 //    the cursor to the snapshot's head version;
 //  - a stream that breaks inside a snapshot drops it (reconnect() below): the cursor is still
-//    where it was, so ctrl sends a fresh snapshot.
+//    where it was, so ctrl sends a fresh snapshot;
+//  - a bookmark ("up to date at version N") moves the cursor to N outside a snapshot, and does
+//    nothing inside one.
 
 export type StreamEvent<D, Del> =
   | { readonly type: "apply"; readonly version: bigint; readonly key: string; readonly desired: D }
   | { readonly type: "delete"; readonly version: bigint; readonly key: string; readonly ref: Del }
   | { readonly type: "snapshot-start"; readonly version: bigint }
   | { readonly type: "snapshot-end"; readonly version: bigint; readonly head: bigint }
-  /** A message without a state (keep-alive, or a kind this agent does not know). */
+  /** ctrl is up to date at `version` and sends something again within `keepaliveMs`. */
+  | { readonly type: "bookmark"; readonly version: bigint; readonly keepaliveMs: number }
+  /** A message without a state this agent knows (a newer ctrl's). */
   | { readonly type: "empty"; readonly version: bigint };
 
 export interface CursorState {
@@ -75,6 +79,7 @@ export function cursorStep<D, Del>(
       }
       return { state: { cursor: maxBig(s.cursor, ev.version), snapshotKeys: undefined }, actions: [action] };
     }
+    case "bookmark":
     case "empty":
       if (s.snapshotKeys) return { state: s, actions: [] };
       return { state: { cursor: maxBig(s.cursor, ev.version), snapshotKeys: undefined }, actions: [] };

@@ -49,7 +49,7 @@ export interface KindEnv {
   readonly ctrl: ClusterClient;
   /** What a sentinel runs when its environment names no image of its own. */
   readonly sentinel: SentinelDefaults;
-  /** Issue 16: this cluster's Secrets Store CSI provider, for external secrets (absent: none). */
+  /** This cluster's Secrets Store CSI provider, for external secrets (absent: none). */
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Exposure through the cluster's Gateways (absent: this cluster exposes nothing). */
   readonly gateway?: GatewaySettings;

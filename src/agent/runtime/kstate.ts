@@ -1,8 +1,9 @@
 // Every ClusterService kind speaks the same shape (DESIGN §3): a `KState{version, oneof apply |
-// delete | snapshot_start | snapshot_end}` stream, batched point reads answering KStates plus
-// the ids not found, and a report call. kstateProtocol turns a kind's generated methods into the
-// runtime's CtrlProtocol, so a kind names only its methods, its keys and its report messages.
-import type { CallOptions, CtrlProtocol, DesiredBatch, PointRead } from "./ctrl-link.js";
+// delete | snapshot_start | snapshot_end | bookmark}` stream, batched point reads answering
+// KStates plus the ids not found, and a report call. kstateProtocol turns a kind's generated
+// methods into the runtime's CtrlProtocol, so a kind names only its methods, its keys and its
+// report messages.
+import type { CallOptions, CtrlProtocol, DesiredBatch, PointRead, WatchCall } from "./ctrl-link.js";
 import type { StreamEvent } from "./cursor.js";
 
 /** The shape every KState message of the ClusterService has (DeploymentState, SentinelState, …). */
@@ -13,6 +14,7 @@ export interface KStateMessage<D, Del> {
     | { readonly case: "delete"; readonly value: Del }
     | { readonly case: "snapshotStart"; readonly value: unknown }
     | { readonly case: "snapshotEnd"; readonly value: { readonly headVersion: bigint } }
+    | { readonly case: "bookmark"; readonly value: { readonly keepaliveIntervalMs: number } }
     | { readonly case: undefined; readonly value?: undefined };
 }
 
@@ -33,6 +35,8 @@ export function decodeKState<D, Del>(msg: KStateMessage<D, Del>, keyOf: KeyOf<D,
       return { type: "snapshot-start", version };
     case "snapshotEnd":
       return { type: "snapshot-end", version, head: msg.state.value.headVersion };
+    case "bookmark":
+      return { type: "bookmark", version, keepaliveMs: msg.state.value.keepaliveIntervalMs };
     default:
       return { type: "empty", version };
   }
@@ -40,7 +44,8 @@ export function decodeKState<D, Del>(msg: KStateMessage<D, Del>, keyOf: KeyOf<D,
 
 export interface KStateBinding<Msg extends KStateMessage<D, Del>, D, Del, R> {
   readonly keyOf: KeyOf<D, Del>;
-  watch(cursor: bigint, signal: AbortSignal, onOpen: () => void): AsyncIterable<Msg>;
+  /** Opens the kind's Watch stream from `cursor`, with `call` as the call's options. */
+  watch(cursor: bigint, call: WatchCall): AsyncIterable<Msg>;
   getDesired(
     keys: string[],
     opts: CallOptions,
@@ -55,7 +60,7 @@ export function kstateProtocol<Msg extends KStateMessage<D, Del>, D, Del, R>(
   b: KStateBinding<Msg, D, Del, R>,
 ): CtrlProtocol<Msg, D, Del, R> {
   return {
-    watch: (cursor, signal, onOpen) => b.watch(cursor, signal, onOpen),
+    watch: (cursor, call) => b.watch(cursor, call),
     decode: (msg) => decodeKState(msg, b.keyOf),
     async getDesired(keys, opts): Promise<DesiredBatch<D, Del>> {
       const res = await b.getDesired(keys, opts);

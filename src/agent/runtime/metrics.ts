@@ -10,6 +10,11 @@ export interface AgentMetrics {
   readonly rejected: Counter<"controller">;
   readonly streamReconnects: Counter<"controller" | "reason">;
   readonly streamConnected: Gauge<"controller">;
+  /**
+   * Per controller: whether its stream loop runs and since when the stream has been down (unix
+   * ms; undefined while connected), read by krane_agent_stream_down_seconds at each scrape.
+   */
+  readonly streamDownSince: Map<string, () => { readonly running: boolean; readonly downSince: number | undefined }>;
   readonly streamMessages: Counter<"controller">;
   readonly cursor: Gauge<"controller">;
   readonly breakerState: Gauge<"controller">;
@@ -34,7 +39,23 @@ export function agentMetrics(registry: Registry): AgentMetrics {
   const existing = cache.get(registry);
   if (existing) return existing;
   const registers = [registry];
+  const streamDownSince: AgentMetrics["streamDownSince"] = new Map();
+  new Gauge({
+    name: "krane_agent_stream_down_seconds",
+    help: "Seconds the desired-state stream has been down (0 while connected; absent while the controller does not run).",
+    labelNames: ["controller"],
+    registers,
+    collect() {
+      this.reset();
+      const now = Date.now();
+      for (const [controller, since] of streamDownSince) {
+        const s = since();
+        if (s.running) this.set({ controller }, s.downSince === undefined ? 0 : (now - s.downSince) / 1000);
+      }
+    },
+  });
   const m: AgentMetrics = {
+    streamDownSince,
     reconciles: new Counter({
       name: "krane_agent_reconciles_total",
       help: "Reconciles (apply/delete of one key) by result.",

@@ -1,4 +1,5 @@
-// Status reports to ctrl with deduplication (DESIGN §3, §6.4).
+// Status reports to ctrl (ClusterService's Report… methods), deduplicated, behind the
+// controller's circuit breaker.
 //
 // Each key has a fingerprint of the status last acknowledged by ctrl; a report whose
 // fingerprint matches is not sent. Reports wait in a keys-only WorkQueue (the newest report of a

@@ -83,7 +83,7 @@ export function sentinelAddress(k8sName: string): string {
 
 export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
   const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
-  // Issue 13 part 2: the sentinels' per-revision counters, for rollout analysis.
+  // The sentinels' per-revision counters, for rollout analysis.
   const collector = new MeasurementCollector({
     region,
     intervalMs: defaults.measureIntervalMs,
@@ -102,8 +102,7 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
       .protocol(
         kstateProtocol({
           keyOf: { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId },
-          watch: (cursor, signal, onOpen) =>
-            ctrl.watchSentinels({ region, versionLastSeen: cursor }, { signal, onHeader: () => onOpen() }),
+          watch: (cursor, call) => ctrl.watchSentinels({ region, versionLastSeen: cursor }, call),
           getDesired: (keys, o) => ctrl.getDesiredSentinelStates({ region, sentinelIds: keys }, o),
           sendReport: (req, o) => ctrl.reportSentinelStatus(req, o),
           rejectedReport: (key, subject, reason) =>

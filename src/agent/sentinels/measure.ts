@@ -1,4 +1,4 @@
-// Pure core of measurement collection (issue 13 part 2): reading a sentinel pod's /metrics text
+// Pure core of measurement collection: reading a sentinel pod's /metrics text
 // and turning successive readings into per-revision increments.
 //
 // The parser is small and strict on purpose: the only maintained-looking npm parser of the

@@ -1,4 +1,5 @@
-// Pure rendering of a sentinel's Kubernetes objects (DESIGN §2, §4): the shared `sentinel`
+// Pure rendering of a sentinel's Kubernetes objects (one routing proxy per environment and
+// region, labelled as src/contracts/labels.ts says): the shared `sentinel`
 // Namespace, the apps/v1 Deployment that runs the environment's routing proxy in this region,
 // and the ClusterIP Service in front of it. No I/O here: the same output is server-side applied
 // and compared with the watch caches for drift, so nothing empty is emitted (the API server

@@ -1,5 +1,5 @@
-// What the sentinel controller reports about a live sentinel Deployment (DESIGN §3): its
-// available replicas and a health derived from them. Pure, so the mapping is unit-tested.
+// What the sentinel controller reports to ctrl about a live sentinel Deployment: its available
+// replicas and a health derived from them. Pure, so the mapping is unit-tested.
 //   spec.replicas == 0          → PAUSED   (scaled to zero on purpose)
 //   status.availableReplicas > 0 → HEALTHY  (at least one replica can route)
 //   otherwise                   → UNHEALTHY

@@ -1,6 +1,7 @@
 // Checks an ApplySentinel / DeleteSentinel before the sentinel controller touches the cluster
-// (DESIGN §4, §6.3). The first problem found is returned as a human-readable reason, which the
-// runtime reports to ctrl as Rejected; the stream carries on with the next message.
+// (names and labels valid as Kubernetes takes them; nothing half-applied). The first problem
+// found is returned as a human-readable reason, which the runtime reports to ctrl as Rejected;
+// the stream carries on with the next message.
 import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 import { routingSliceName } from "../../contracts/routing.js";

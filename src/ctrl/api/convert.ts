@@ -36,9 +36,10 @@ import {
   type ProjectRow,
   type WorkspaceRow,
 } from "../db/schema.js";
-import { clusterTokenRevoked, type StreamLag } from "../domain/clusters.js";
+import { clusterTokenRevoked } from "../domain/clusters.js";
 import type { ApiTokenRow } from "../domain/tokens.js";
-import { healthCheckFromRow, type DeploymentContext } from "../kinds/deployment.js";
+import { healthCheckFromRow, type DeploymentContext } from "../payloads/deployment.js";
+import type { StreamLag } from "../read/clusters.js";
 import type { StoredEnvVar } from "../validate/types.js";
 
 export function workspaceMsg(w: WorkspaceRow): Workspace {

@@ -1,7 +1,8 @@
-// The public API of issue 16: ConfigService (configuration and secrets — a change makes a new
-// revision, which the rollout driver then rolls out), ReleaseService (releases of arbitrary
-// allow-listed objects) and JobService (cron jobs). Each handler validates (→ InvalidArgument
-// naming the field; a secret's value is never echoed), calls the domain, and converts.
+// The public API of an environment's objects: ConfigService (configuration and secrets — a
+// change makes a new revision, which the rollout driver then rolls out), ReleaseService
+// (releases of arbitrary allow-listed objects) and JobService (cron jobs). Each handler
+// validates (→ InvalidArgument naming the field; a secret's value is never echoed), calls the
+// domain, reads its answer from ../read, and converts.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
@@ -32,21 +33,23 @@ import {
 } from "../../gen/krane/ctrl/v1/release_pb.js";
 import { DEFAULT_RELEASE_KINDS, type AllowedKind } from "../../contracts/releases.js";
 import type { Store } from "../db/store.js";
-import { desiredReplicasByRegion } from "../domain/deployments.js";
-import { deleteJob, listJobs, putJob, type JobView } from "../domain/jobs.js";
-import { applyRelease, deleteRelease, getRelease, listReleases, type ReleaseView } from "../domain/releases.js";
-import {
-  listConfig,
-  listSecrets,
-  setConfig,
-  setSecrets,
-  unsetConfig,
-  unsetSecrets,
-  type SettingsChange,
-} from "../domain/settings.js";
+import { deleteJob, putJob, type ReportedRun } from "../domain/jobs.js";
+import { applyRelease, deleteRelease, type ObjectHealthName, type ReportedObject } from "../domain/releases.js";
+import { setConfig, setSecrets, unsetConfig, unsetSecrets, type SettingsChange } from "../domain/settings.js";
 import { failedPrecondition } from "../errors.js";
-import type { ReportedRun, StoredJobSpec } from "../kinds/job.js";
-import type { ObjectHealthName, ReportedObject } from "../kinds/release.js";
+import { desiredReplicasByRegion } from "../read/deployments.js";
+import {
+  getRelease,
+  jobView,
+  listConfig,
+  listJobs,
+  listReleases,
+  listSecrets,
+  type JobView,
+  type ReleaseView,
+} from "../read/environment-objects.js";
+import { findEnvironment } from "../read/tenancy.js";
+import type { StoredJobSpec } from "../validate/types.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { validateEnvironmentRef } from "../validate/api.js";
 import { validateJobSpec } from "../validate/job.js";
@@ -54,7 +57,6 @@ import { validateReleaseFiles } from "../validate/release.js";
 import * as rules from "../validate/rules.js";
 import { settingKeys, validateConfigValues, validateSecretInputs } from "../validate/settings.js";
 import { deploymentMsg } from "./convert.js";
-import { findEnvironment } from "../domain/tenancy.js";
 
 export interface EnvironmentObjectsDeps {
   store: Store;
@@ -196,8 +198,8 @@ export function releaseServiceImpl({
         throw failedPrecondition(
           "this ctrl has no master key for secrets (--master-key-file): a release with a Secret cannot be stored",
         );
-      const { view, changed } = await applyRelease(store, keyring as Keyring, ref, name, objects);
-      return { release: releaseMsg(view), changed };
+      const { changed } = await applyRelease(store, keyring as Keyring, ref, name, objects);
+      return { release: releaseMsg(await getRelease(store.db, ref, name)), changed };
     },
     async getRelease(req) {
       return {
@@ -252,7 +254,8 @@ export function jobServiceImpl({ store }: EnvironmentObjectsDeps): ServiceImpl<t
   return {
     async putJob(req) {
       const ref = validateEnvironmentRef(req);
-      return { job: jobMsg(await putJob(store, ref, validateJobSpec(req.spec))) };
+      const id = await putJob(store, ref, validateJobSpec(req.spec));
+      return { job: jobMsg(await jobView(store.db, ref, id)) };
     },
     async listJobs(req) {
       return { jobs: (await listJobs(store.db, validateEnvironmentRef(req))).map(jobMsg) };

@@ -27,19 +27,16 @@ import {
 } from "../../gen/krane/ctrl/v1/exposure_pb.js";
 import type { Database, DomainRow, EndpointRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
+import { addDomain, removeDomain, txtName, txtValue, NEVER, type DomainCheckPolicy } from "../domain/domains.js";
+import { deleteEndpoint, setEndpoint } from "../domain/endpoints.js";
 import {
-  addDomain,
-  findDomain,
-  listDomains,
-  removeDomain,
-  txtName,
-  txtValue,
-  NEVER,
-  type DomainCheckPolicy,
-} from "../domain/domains.js";
-import { deleteEndpoint, listEndpoints, setEndpoint } from "../domain/endpoints.js";
-import { endpointUrl, type ExposureSettings } from "../domain/exposure.js";
-import { domainRouteName, parseEndpointAuth, type StoredCondition, type StoredRouteStatus } from "../kinds/gateway.js";
+  endpointUrl,
+  type ExposureSettings,
+  type StoredCondition,
+  type StoredRouteStatus,
+} from "../domain/exposure.js";
+import { domainRouteName, parseEndpointAuth } from "../payloads/gateway.js";
+import { exposureOf, findDomain, listDomains, listEndpoints } from "../read/exposure.js";
 import { validateEnvironmentRef } from "../validate/api.js";
 import { validateDomainRequest, validateSetEndpoint, visibility } from "../validate/exposure.js";
 
@@ -189,29 +186,7 @@ export async function exposureStatus(
   regions: readonly string[],
   settings: ExposureSettings,
 ): Promise<{ endpoints: EndpointStatus[]; domains: DomainStatus[] }> {
-  const endpoints = await db
-    .selectFrom("endpoints")
-    .selectAll()
-    .where("environment_id", "=", environmentId)
-    .orderBy("visibility")
-    .execute();
-  const domains = await db
-    .selectFrom("domains")
-    .selectAll()
-    .where("environment_id", "=", environmentId)
-    .orderBy("hostname")
-    .execute();
-  const reports = await db
-    .selectFrom("gateway_reports")
-    .selectAll()
-    .where("environment_id", "=", environmentId)
-    .execute();
-  const byRegion = new Map(
-    reports.map((r) => [
-      r.region,
-      { routes: JSON.parse(r.routes) as StoredRouteStatus[], rejected: r.rejected_reason },
-    ]),
-  );
+  const { endpoints, domains, reports: byRegion } = await exposureOf(db, environmentId);
   const perRegion = (routeName: string): AddressRegionStatus[] =>
     regions.map((region) => {
       const rep = byRegion.get(region);

@@ -20,42 +20,27 @@ import {
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import {
-  clusterLag,
-  createRegion,
-  issueClusterToken,
-  listClusters,
-  listRegions,
-  revokeClusterToken,
-} from "../domain/clusters.js";
-import {
-  createDeployment,
-  deleteDeployment,
-  desiredReplicasByRegion,
-  desiredReplicasOf,
-  getDeployment,
-  listDeployments,
-} from "../domain/deployments.js";
+import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
+import { createDeployment, deleteDeployment } from "../domain/deployments.js";
 import { updateEnvironment } from "../domain/environment-update.js";
-import {
-  createEnvironment,
-  environmentRegions,
-  listEnvironments,
-  regionsOfEnvironments,
-} from "../domain/environments.js";
-import { environmentStatus } from "../domain/status.js";
+import { createEnvironment } from "../domain/environments.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
-import { exposureStatus } from "./exposure.js";
+import { createProject, createWorkspace } from "../domain/tenancy.js";
+import { createApiToken, hashToken, revokeApiToken } from "../domain/tokens.js";
+import { clusterLag, listApiTokens, listClusters, listRegions } from "../read/clusters.js";
+import { desiredReplicasByRegion, desiredReplicasOf, getDeployment, listDeployments } from "../read/deployments.js";
+import { environmentStatus } from "../read/status.js";
 import {
-  createProject,
-  createWorkspace,
+  environmentRegions,
   findEnvironment,
   findProject,
   findWorkspace,
+  listEnvironments,
   listProjects,
   listWorkspaces,
-} from "../domain/tenancy.js";
-import { createApiToken, hashToken, listApiTokens, revokeApiToken } from "../domain/tokens.js";
+  regionsOfEnvironments,
+} from "../read/tenancy.js";
+import { exposureStatus } from "./exposure.js";
 import {
   apiTokenId,
   deploymentId,
@@ -114,8 +99,8 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
       );
       return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
     },
-    async deleteWorkspace(req, ctx) {
-      return { deletion: await deleteWorkspaceCall(store, req, ctx) };
+    async deleteWorkspace(req) {
+      return { deletion: await deleteWorkspaceCall(store, req) };
     },
   };
 }
@@ -145,8 +130,8 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
       );
       return { projects: page.items.map(projectMsg), nextPageToken: page.nextPageToken };
     },
-    async deleteProject(req, ctx) {
-      return { deletion: await deleteProjectCall(store, req, ctx) };
+    async deleteProject(req) {
+      return { deletion: await deleteProjectCall(store, req) };
     },
   };
 }
@@ -186,8 +171,8 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
       if (updated.changed && rollout) await rollout.environmentChanged(updated.context.environment.id);
       return { environment: environmentMsg(updated.context.environment, updated.regions) };
     },
-    async deleteEnvironment(req, ctx) {
-      return { deletion: await deleteEnvironmentCall(store, req, ctx) };
+    async deleteEnvironment(req) {
+      return { deletion: await deleteEnvironmentCall(store, req) };
     },
   };
 }

@@ -1,13 +1,13 @@
 // Pagination of the public API's List methods (AIP-158): page sizes, and page tokens that are
 // opaque to callers. A token holds the key of the page's last row (the domain's keyset: see
-// ../domain/page.ts) and a digest of the request it belongs to (method and filters), encrypted
+// ../read/page.ts) and a digest of the request it belongs to (method and filters), encrypted
 // and authenticated with AES-256-GCM under a key derived from the caller's own bearer token. So a
 // token cannot be read or forged, is worthless to any other caller, and needs no state on any
 // ctrl replica (every replica derives the same key); it never authorizes anything either, since
 // each page request is authenticated and checked like the first.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from "node:crypto";
 import type { HandlerContext } from "@connectrpc/connect";
-import type { Page, PageQuery } from "../domain/page.js";
+import type { Page, PageQuery } from "../read/page.js";
 import { invalidArgument } from "../errors.js";
 
 export const DEFAULT_PAGE_SIZE = 100;

@@ -38,6 +38,8 @@ export interface ClusterServiceDeps {
   metrics: StreamMetrics;
   /** Aborted when the server drains: streams then end cleanly. */
   streamsStop: AbortSignal;
+  /** A watch stream quiet this long gets a bookmark (ms; default DEFAULT_STREAM_KEEPALIVE_MS). */
+  streamKeepaliveMs?: number;
   /** Told about every recorded report (the rollout driver: a report may change a rollout's counts). */
   onReport?: (kind: KindName, region: string, subject: ReportSubject) => void;
   /** The kinds served (default: every registered kind). */
@@ -58,12 +60,16 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
   const labels = { kind: kind.name };
   return {
     async *watch(req, ctx) {
+      // A stream its agent already gave up (a backlog ctrl works through after a pause: a frozen
+      // process, a long GC) costs no database read.
+      if (ctx.signal.aborted) return;
       const region = agentRegion(ctx, req.region);
       const encoding = encodingOf(ctx.requestHeader.get("content-type"));
       const signal = AbortSignal.any([ctx.signal, deps.streamsStop]);
       metrics.streamsActive.inc(labels);
       // Binary watchers get each batch as frames in one write (./frame-sink.ts) once Connect
-      // has sent the headers with the stream's first message; JSON watchers get typed messages.
+      // has sent the headers with the stream's first message (always a bookmark); JSON watchers
+      // get typed messages.
       const sink = encoding === "binary" ? ctx.values.get(FRAME_SINK) : undefined;
       try {
         for await (const batch of watchBatches(store, hub, {
@@ -71,6 +77,7 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
           region,
           cursor: cursorOf(req.versionLastSeen),
           signal,
+          keepaliveMs: deps.streamKeepaliveMs,
         })) {
           if (sink?.ready()) {
             if (!sink.write(joinFrames(batch.map((ev) => streamFrame(kind.wire, ev))))) await sink.drained(signal);

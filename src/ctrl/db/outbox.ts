@@ -73,6 +73,28 @@ export class WriteTx {
   }
 }
 
+/**
+ * Creates the version counters of a region's streams, one per kind (idempotent): they exist from
+ * the start, so writers only ever UPDATE them.
+ */
+export async function createStreams(tx: WriteTx, region: string, kinds: readonly KindName[]): Promise<void> {
+  if (kinds.length === 0) return;
+  await tx.trx
+    .insertInto("stream_versions")
+    .values(kinds.map((kind) => ({ region, kind, version: 0, compacted_through: 0 })))
+    .onConflict((oc) => oc.columns(["region", "kind"]).doNothing())
+    .execute();
+}
+
+/**
+ * Forgets whatever desired rows an environment still has, without streaming anything: for the end
+ * of its deletion, once every object was removed from its region's desired state (with its
+ * Delete) and its agents confirmed, so any row left is one nothing will stream again.
+ */
+export async function forgetDesiredOf(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.deleteFrom("desired_objects").where("environment_id", "=", environmentId).execute();
+}
+
 export interface StreamPosition {
   /** Highest committed version (0 when nothing was ever written). */
   head: number;

@@ -19,6 +19,7 @@ import {
   type OutboxWriter,
 } from "./dialect.js";
 import { PgNotifier, type Poke } from "./notify.js";
+import { BatchingPool, DEFERRABLE } from "./pg-batching.js";
 import type { Database, KindName } from "./schema.js";
 
 /** INT8 and NUMERIC counts come back as JS numbers: every value we store is far below 2^53. */
@@ -68,7 +69,8 @@ class PgOutbox implements OutboxWriter {
     environmentId: string | null,
   ): Promise<void> {
     const bytes = toBuffer(payload);
-    await sql`
+    // Nobody reads its answer: it goes with the transaction's next statement or its COMMIT.
+    await sql`${sql.raw(DEFERRABLE)}
       WITH put AS (
         INSERT INTO desired_objects (region, kind, object_id, payload, replicas, environment_id)
         VALUES (${region}, ${kind}, ${objectId}, ${bytes}, ${replicas}::integer, ${environmentId}::text)
@@ -145,7 +147,9 @@ export const postgresDialect: Dialect = {
     // (in a transaction, between statements) emits the server's "terminating connection" as an
     // 'error' event; its queries are failed all the same, which is how the caller learns of it.
     pool.on("connect", (client) => client.on("error", () => undefined));
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    // Transactions through BatchingPool: BEGIN and the outbox's puts travel with the next
+    // statement or the COMMIT, so a change of desired state is one round trip.
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new BatchingPool(pool) }) });
     return {
       db,
       async notifier() {

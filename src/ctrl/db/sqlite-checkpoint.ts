@@ -1,4 +1,4 @@
-// WAL checkpoints of ctrl's SQLite file on a thread of their own (issue 18).
+// WAL checkpoints of ctrl's SQLite file on a thread of their own.
 //
 // In WAL mode every commit appends pages to the -wal file, and by default the committing
 // connection copies them back into the database file once the WAL holds 1,000 pages — an fsync

@@ -1,4 +1,4 @@
-// Prepared statements kept across queries for SQLite (issue 18: ctrl delivery vs the bare loop).
+// Prepared statements kept across queries for SQLite (ctrl delivery vs the bare loop).
 //
 // Kysely's SQLite driver calls `prepare(sql)` for every query it runs; preparing is SQLite
 // parsing and planning the statement again, which was about a tenth of ctrl's CPU on the write

@@ -6,7 +6,7 @@
 // `allocateVersions` (UPDATE stream_versions … RETURNING, in (kind, region) order) and writes
 // the outbox rows. The transaction commits right after, so versions commit in order.
 //
-// Speed (issue 18): the database Kysely gets keeps its prepared statements (./sqlite-statements.ts),
+// Speed: the database Kysely gets keeps its prepared statements (./sqlite-statements.ts),
 // and the statements every change runs (the desired_objects upsert, the version bump, the
 // outbox insert) are written out once below as SQL, so the write path neither builds nor
 // compiles a query per change.

@@ -5,13 +5,12 @@
 // Revoking a cluster's token keeps the cluster (and its heartbeat record) but replaces the
 // stored digest with a marker no token can hash to; CreateClusterToken later issues a new one.
 import type { Kysely } from "kysely";
-import type { WriteTx } from "../db/outbox.js";
+import { createStreams, type WriteTx } from "../db/outbox.js";
 import type { ClusterRow, Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
-import { KIND_NAMES } from "../kinds/registry.js";
+import { KIND_NAMES } from "../payloads/registry.js";
 import { newId } from "./ids.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 import { digestsEqual, generateToken, hashToken } from "./tokens.js";
 
 type Reader = Kysely<Database>;
@@ -22,12 +21,7 @@ async function ensureRegion(tx: WriteTx, name: string): Promise<void> {
     .values({ name, created_at: tx.now })
     .onConflict((oc) => oc.column("name").doNothing())
     .execute();
-  // Counter rows exist from the start, so writers only ever UPDATE them.
-  await tx.trx
-    .insertInto("stream_versions")
-    .values(KIND_NAMES.map((kind) => ({ region: name, kind, version: 0, compacted_through: 0 })))
-    .onConflict((oc) => oc.columns(["region", "kind"]).doNothing())
-    .execute();
+  await createStreams(tx, name, KIND_NAMES);
 }
 
 export async function createRegion(store: Store, name: string): Promise<{ name: string; created_at: number }> {
@@ -35,18 +29,6 @@ export async function createRegion(store: Store, name: string): Promise<{ name: 
     await ensureRegion(tx, name);
     return tx.trx.selectFrom("regions").selectAll().where("name", "=", name).executeTakeFirstOrThrow();
   });
-}
-
-/** By name; a page's key is the name of its last region. */
-export async function listRegions(
-  db: Reader,
-  page?: PageQuery<string>,
-): Promise<Page<{ name: string; created_at: number }>> {
-  let q = db.selectFrom("regions").selectAll();
-  if (page?.after !== undefined) q = q.where("name", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("name").execute(), page);
 }
 
 /** Registers (or finds) a cluster in a region and gives it a new token, replacing the old one. */
@@ -111,26 +93,6 @@ export async function revokeClusterToken(store: Store, region: string, clusterNa
   });
 }
 
-/** Where a page of clusters ends: its last cluster's (region, name). */
-export type ClusterKey = readonly [region: string, name: string];
-
-/** By region, then name. */
-export async function listClusters(
-  db: Reader,
-  region?: string,
-  page?: PageQuery<ClusterKey>,
-): Promise<Page<ClusterRow>> {
-  let q = db.selectFrom("clusters").selectAll();
-  if (region !== undefined && region !== "") q = q.where("region", "=", region);
-  if (page?.after !== undefined) {
-    const [r, n] = page.after;
-    q = q.where((eb) => eb(eb.refTuple("region", "name"), ">", eb.tuple(r, n)));
-  }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("region").orderBy("name").execute(), page);
-}
-
 export async function findClusterByTokenHash(db: Reader, tokenHash: string): Promise<ClusterRow | undefined> {
   const row = await db.selectFrom("clusters").selectAll().where("token_hash", "=", tokenHash).executeTakeFirst();
   // The index lookup already matched; the constant-time check guards against any collation or
@@ -188,53 +150,3 @@ export function streamName(kind: string): string {
 }
 
 const KIND_OF_STREAM: ReadonlyMap<string, string> = new Map(KIND_NAMES.map((k) => [streamName(k), k]));
-
-/** How far one stream of a cluster is behind: ctrl's newest version against the agent's cursor. */
-export interface StreamLag {
-  kind: string;
-  head: number;
-  agent: number;
-  behind: number;
-}
-
-/**
- * Per cluster (by id), per kind ctrl streams: the newest version of the region's stream and the
- * cursor the cluster's agent last reported (the per-kind cursors, else the columns older agents
- * fill, else 0). Two reads however many clusters.
- */
-export async function clusterLag(db: Reader, clusters: readonly ClusterRow[]): Promise<Map<string, StreamLag[]>> {
-  const out = new Map<string, StreamLag[]>();
-  if (clusters.length === 0) return out;
-  const regions = [...new Set(clusters.map((c) => c.region))];
-  const heads = await db
-    .selectFrom("stream_versions")
-    .select(["region", "kind", "version"])
-    .where("region", "in", regions)
-    .execute();
-  const cursors = await db
-    .selectFrom("cluster_cursors")
-    .select(["cluster_id", "kind", "version"])
-    .where(
-      "cluster_id",
-      "in",
-      clusters.map((c) => c.id),
-    )
-    .execute();
-  const headOf = new Map(heads.map((h) => [`${h.region}\u0000${h.kind}`, Number(h.version)]));
-  const cursorOf = new Map(cursors.map((c) => [`${c.cluster_id}\u0000${c.kind}`, Number(c.version)]));
-  for (const c of clusters) {
-    const legacy: Record<string, number> = {
-      deployment: Number(c.deployments_version),
-      sentinel: Number(c.sentinels_version),
-    };
-    out.set(
-      c.id,
-      KIND_NAMES.map((kind) => {
-        const head = headOf.get(`${c.region}\u0000${kind}`) ?? 0;
-        const agent = cursorOf.get(`${c.id}\u0000${kind}`) ?? legacy[kind] ?? 0;
-        return { kind: streamName(kind), head, agent, behind: Math.max(0, head - agent) };
-      }),
-    );
-  }
-  return out;
-}

@@ -88,3 +88,8 @@ export async function rotateDataKeys(store: Store, keyring: Keyring): Promise<{ 
     return { rewrapped, total: rows.length };
   });
 }
+
+/** Deletes an environment's data key (the end of its deletion: nothing sealed with it is left). */
+export async function purgeDataKeys(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.deleteFrom("data_keys").where("environment_id", "=", environmentId).execute();
+}

@@ -1,11 +1,11 @@
-// Deleting environments, projects and workspaces (issue 16), generically over the kind registry.
+// Deleting environments, projects and workspaces, generically over the kind registry.
 //
 // Starting a deletion is one transaction: the environment is marked deleting (the API refuses
 // changes to it from then on), it leaves its regions (no rollout pass runs for it again), and
 // every object it has desired in any region — of every registered kind, found by
 // desired_objects.environment_id (or, for rows stored without it, by the Apply payload's
 // environment_id) — is removed from that region's desired state with its Delete message
-// (../kinds/delete-payload.ts), each recorded as a pending deletion. A project or workspace
+// (../payloads/delete-payload.ts), each recorded as a pending deletion. A project or workspace
 // deletion does this for each of its environments.
 //
 // Pending deletions end when the region's agent reports the object deleted (any kind's "delete"
@@ -14,20 +14,30 @@
 // them). Regions without any registered cluster are not waited for: nothing could have applied
 // there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
 // sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
-// measurements (issue 13) — and
-// then the project or workspace once its last environment is gone, leaving one audit_log row per
-// deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
+// measurements — and
+// then the project or workspace once its last environment is gone, leaving one event per purge in
+// the workspace's audit chain (./audit.ts; the call that asked for the deletion has its own event).
+// Nothing waits on anything but confirmations and the operator: no finalizer can stick.
 import type { Kysely } from "kysely";
-import type { WriteTx } from "../db/outbox.js";
+import { forgetDesiredOf, type WriteTx } from "../db/outbox.js";
 import { parseJsonList, type Database, type EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { invalidArgument, notFound } from "../errors.js";
-import { deletePayload, environmentOfPayload } from "../kinds/delete-payload.js";
-import type { Kind } from "../kinds/kind.js";
-import { KINDS } from "../kinds/registry.js";
-import { lockEnvironment } from "./environments.js";
-import { newId } from "./ids.js";
-import { findEnvironment, findProject, findWorkspace } from "./tenancy.js";
+import { detachedFromCaller } from "../db/write-hook.js";
+import { invalidArgument } from "../errors.js";
+import { deletePayload, environmentOfPayload } from "../payloads/delete-payload.js";
+import { payloadsOf } from "../payloads/registry.js";
+import { purgeDataKeys } from "./data-keys.js";
+import { purgeDeployments } from "./deployments.js";
+import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnvironmentRow } from "./environments.js";
+import { appendAuditEvent } from "./audit.js";
+import { purgeJobs } from "./jobs.js";
+import { purgeMeasurements } from "./measurements.js";
+import { purgePreviews } from "./previews.js";
+import { purgeReleases } from "./releases.js";
+import { purgeRollouts } from "./rollouts.js";
+import { purgeSentinels } from "./sentinels.js";
+import { purgeSettings } from "./settings.js";
+import { findEnvironment, findProject, findWorkspace, markDeleting, purgeTenant } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -54,12 +64,6 @@ export interface DeleteRequest {
   confirm: string;
   /** Regions to stop waiting for ("*": all). */
   forceRegions: readonly string[];
-  /** Who asked (a token id), for the audit log. */
-  actor: string;
-}
-
-function kindOf(name: string): Kind | undefined {
-  return KINDS.find((k) => k.name === name);
 }
 
 function checkConfirm(field: string, req: DeleteRequest, slug: string, what: string): void {
@@ -70,17 +74,22 @@ function checkConfirm(field: string, req: DeleteRequest, slug: string, what: str
     );
 }
 
+/**
+ * Starts deleting one environment inside the caller's transaction (a preview's deletion, say):
+ * from then on it refuses changes and every object it has desired in any region is removed.
+ * Idempotent; returns whether it was already being deleted.
+ */
+export function startEnvironmentDeletion(tx: WriteTx, env: EnvironmentRow): Promise<boolean> {
+  return startEnvironment(tx, env, tx.now);
+}
+
 /** Starts deleting one environment (idempotent); returns whether it was already being deleted. */
 async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: number): Promise<boolean> {
   const locked = await lockEnvironment(tx, env.id, "update");
   if (!locked) return true;
   if (locked.deleting_at !== null) return true;
-  await tx.trx.updateTable("environments").set({ deleting_at: requestedAt }).where("id", "=", env.id).execute();
-  await tx.trx
-    .insertInto("deletions")
-    .values({ id: env.id, scope: "environment", requested_at: requestedAt, forced_regions: "[]" })
-    .onConflict((oc) => oc.column("id").doNothing())
-    .execute();
+  await markEnvironmentDeleting(tx, env.id, requestedAt);
+  await recordDeletion(tx, env.id, "environment", requestedAt);
   const withClusters = new Set(
     (await tx.trx.selectFrom("clusters").select("region").distinct().execute()).map((r) => r.region),
   );
@@ -95,11 +104,11 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
     .select(["region", "kind", "object_id", "payload"])
     .where("environment_id", "is", null)
     .execute()) {
-    const k = kindOf(r.kind);
+    const k = payloadsOf(r.kind);
     if (k && environmentOfPayload(k, r.payload) === env.id) rows.push(r);
   }
   for (const r of rows) {
-    const k = kindOf(r.kind);
+    const k = payloadsOf(r.kind);
     if (!k) continue;
     await tx.removeDesired(r.region, r.kind, r.object_id, deletePayload(k, r.payload));
     if (!withClusters.has(r.region)) continue;
@@ -116,7 +125,7 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
       .execute();
   }
   // Out of its regions: no rollout pass runs for it again (passes find no region row).
-  await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", env.id).execute();
+  await leaveAllRegions(tx, env.id);
   return false;
 }
 
@@ -145,17 +154,38 @@ async function force(
   await q.execute();
 }
 
+/** The deletion record of an environment, project or workspace (kept until it is done). */
+async function recordDeletion(tx: WriteTx, id: string, scope: DeletionScope, requestedAt: number): Promise<void> {
+  await tx.trx
+    .insertInto("deletions")
+    .values({ id, scope, requested_at: requestedAt, forced_regions: "[]" })
+    .onConflict((oc) => oc.column("id").doNothing())
+    .execute();
+}
+
+/** The event of a purge: ctrl itself removed the rows of what was deleted. */
 async function audit(
   tx: WriteTx,
-  actor: string,
-  action: string,
-  targetId: string,
-  detail: Record<string, unknown>,
+  what: "Environment" | "Project" | "Workspace",
+  workspaceId: string,
+  targets: string[],
+  slug: string,
 ): Promise<void> {
-  await tx.trx
-    .insertInto("audit_log")
-    .values({ id: newId("aud"), at: tx.now, actor, action, target_id: targetId, detail: JSON.stringify(detail) })
-    .execute();
+  await appendAuditEvent(tx, {
+    workspaceId,
+    actorKind: "system",
+    actorId: "ctrl",
+    actorName: "ctrl",
+    method: `system/${what}Purged`,
+    targets,
+    requestId: "",
+    clientIp: "",
+    userAgent: "",
+    idempotencyKey: "",
+    code: "ok",
+    message: "",
+    changes: [{ field: `${what.toLowerCase()}.slug`, op: "removed", before: slug }],
+  });
 }
 
 export async function deleteEnvironment(
@@ -166,12 +196,7 @@ export async function deleteEnvironment(
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref, { includeDeleting: true });
     checkConfirm("confirm", req, environment.slug, "environment");
-    const already = await startEnvironment(tx, environment, tx.now);
-    if (!already)
-      await audit(tx, req.actor, "environment.delete.requested", environment.id, {
-        slug: environment.slug,
-        project_id: environment.project_id,
-      });
+    await startEnvironment(tx, environment, tx.now);
     await force(tx, environment.id, [environment.id], req.forceRegions);
     return environment.id;
   });
@@ -186,16 +211,8 @@ export async function deleteProject(
     const { project } = await findProject(tx.trx, ref.workspace, ref.project, { includeDeleting: true });
     checkConfirm("confirm", req, project.slug, "project");
     if (project.deleting_at === null) {
-      await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", project.id).execute();
-      await tx.trx
-        .insertInto("deletions")
-        .values({ id: project.id, scope: "project", requested_at: tx.now, forced_regions: "[]" })
-        .onConflict((oc) => oc.column("id").doNothing())
-        .execute();
-      await audit(tx, req.actor, "project.delete.requested", project.id, {
-        slug: project.slug,
-        workspace_id: project.workspace_id,
-      });
+      await markDeleting(tx, "project", project.id, tx.now);
+      await recordDeletion(tx, project.id, "project", tx.now);
     }
     const envs = await tx.trx.selectFrom("environments").selectAll().where("project_id", "=", project.id).execute();
     for (const e of envs) await startEnvironment(tx, e, tx.now);
@@ -215,23 +232,14 @@ export async function deleteWorkspace(store: Store, ref: { workspace: string }, 
     const workspace = await findWorkspace(tx.trx, ref.workspace, { includeDeleting: true });
     checkConfirm("confirm", req, workspace.slug, "workspace");
     if (workspace.deleting_at === null) {
-      await tx.trx.updateTable("workspaces").set({ deleting_at: tx.now }).where("id", "=", workspace.id).execute();
-      await tx.trx
-        .insertInto("deletions")
-        .values({ id: workspace.id, scope: "workspace", requested_at: tx.now, forced_regions: "[]" })
-        .onConflict((oc) => oc.column("id").doNothing())
-        .execute();
-      await audit(tx, req.actor, "workspace.delete.requested", workspace.id, { slug: workspace.slug });
+      await markDeleting(tx, "workspace", workspace.id, tx.now);
+      await recordDeletion(tx, workspace.id, "workspace", tx.now);
     }
     const projects = await tx.trx.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).execute();
     for (const p of projects) {
       if (p.deleting_at === null) {
-        await tx.trx.updateTable("projects").set({ deleting_at: tx.now }).where("id", "=", p.id).execute();
-        await tx.trx
-          .insertInto("deletions")
-          .values({ id: p.id, scope: "project", requested_at: tx.now, forced_regions: "[]" })
-          .onConflict((oc) => oc.column("id").doNothing())
-          .execute();
+        await markDeleting(tx, "project", p.id, tx.now);
+        await recordDeletion(tx, p.id, "project", tx.now);
       }
     }
     const envs = await tx.trx.selectFrom("environments").selectAll().where("workspace_id", "=", workspace.id).execute();
@@ -273,50 +281,23 @@ export async function confirmDeletion(
   return row.environment_id;
 }
 
-/** Deletes every row an environment owns (nothing is pending any more). */
+/** Deletes every row an environment owns (nothing is pending any more), each through its owner. */
 async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void> {
   const id = env.id;
-  const deployments = (
-    await tx.trx.selectFrom("deployments").select("id").where("environment_id", "=", id).execute()
-  ).map((d) => d.id);
-  for (let i = 0; i < deployments.length; i += 500) {
-    const ids = deployments.slice(i, i + 500);
-    await tx.trx.deleteFrom("instances").where("deployment_id", "in", ids).execute();
-    await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "in", ids).execute();
-  }
-  const releases = (await tx.trx.selectFrom("releases").select("id").where("environment_id", "=", id).execute()).map(
-    (r) => r.id,
-  );
-  if (releases.length > 0) {
-    for (const t of ["release_objects", "release_kinds", "release_status"] as const)
-      await tx.trx.deleteFrom(t).where("release_id", "in", releases).execute();
-  }
-  const jobs = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", id).execute()).map(
-    (j) => j.id,
-  );
-  if (jobs.length > 0) await tx.trx.deleteFrom("job_status").where("job_id", "in", jobs).execute();
-  for (const t of [
-    "releases",
-    "jobs",
-    "deployments",
-    "sentinels",
-    "rollouts",
-    "rollout_revisions",
-    "rollout_events",
-    "progressive_rollouts",
-    "environment_config",
-    "environment_secrets",
-    "data_keys",
-    "environment_regions",
-    "desired_objects",
-    "pending_deletions",
-    "measurements",
-  ] as const) {
-    await tx.trx.deleteFrom(t).where("environment_id", "=", id).execute();
-  }
+  await purgeReleases(tx, id);
+  await purgeJobs(tx, id);
+  await purgeDeployments(tx, id);
+  await purgeSentinels(tx, id);
+  await purgeRollouts(tx, id);
+  await purgeSettings(tx, id);
+  await purgeDataKeys(tx, id);
+  await forgetDesiredOf(tx, id);
+  await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
+  await purgeMeasurements(tx, id);
+  await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
-  await tx.trx.deleteFrom("environments").where("id", "=", id).execute();
-  await audit(tx, "ctrl", "environment.deleted", id, { slug: env.slug, project_id: env.project_id });
+  await purgeEnvironmentRow(tx, id);
+  await audit(tx, "Environment", env.workspace_id, [env.workspace_id, env.project_id, id], env.slug);
 }
 
 /**
@@ -324,7 +305,12 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
  * being deleted whose last environment (project) is gone. Idempotent; returns how many scopes it
  * finished.
  */
-export async function finishDeletions(store: Store, only?: string): Promise<number> {
+export function finishDeletions(store: Store, only?: string): Promise<number> {
+  // ctrl's own work, whoever's call triggered it: not part of that call's writes (its audit event).
+  return detachedFromCaller(() => finish(store, only));
+}
+
+async function finish(store: Store, only: string | undefined): Promise<number> {
   let q = store.db.selectFrom("environments").select("id").where("deleting_at", "is not", null);
   if (only !== undefined) q = q.where("id", "=", only);
   const candidates = await q.execute();
@@ -359,9 +345,8 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
         .executeTakeFirst();
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", p.id).execute();
-      const res = await tx.trx.deleteFrom("projects").where("id", "=", p.id).executeTakeFirst();
-      if (Number(res.numDeletedRows) === 0) return 0;
-      await audit(tx, "ctrl", "project.deleted", p.id, { slug: p.slug, workspace_id: p.workspace_id });
+      if (!(await purgeTenant(tx, "project", p.id))) return 0;
+      await audit(tx, "Project", p.workspace_id, [p.workspace_id, p.id], p.slug);
       return 1;
     });
   }
@@ -380,55 +365,10 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
         .executeTakeFirst();
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
-      const res = await tx.trx.deleteFrom("workspaces").where("id", "=", w.id).executeTakeFirst();
-      if (Number(res.numDeletedRows) === 0) return 0;
-      await audit(tx, "ctrl", "workspace.deleted", w.id, { slug: w.slug });
+      if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
+      await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });
   }
   return finished;
-}
-
-/** Where a deletion stands (done when its target is gone). */
-export async function deletionStatus(db: Reader, scope: DeletionScope, id: string): Promise<DeletionView> {
-  const row = await db.selectFrom("deletions").selectAll().where("id", "=", id).executeTakeFirst();
-  if (!row) {
-    const table = scope === "environment" ? "environments" : scope === "project" ? "projects" : "workspaces";
-    const alive = await db.selectFrom(table).select("id").where("id", "=", id).executeTakeFirst();
-    if (alive) throw notFound(`a deletion of ${scope} ${id}`);
-    return { scope, id, done: true, requestedAt: 0, regions: [], environmentIds: [] };
-  }
-  const col = scope === "environment" ? "id" : scope === "project" ? "project_id" : "workspace_id";
-  const envIds = (await db.selectFrom("environments").select("id").where(col, "=", id).execute()).map((e) => e.id);
-  const forced = new Set(parseJsonList<string>(row.forced_regions));
-  const pending = envIds.length
-    ? await db
-        .selectFrom("pending_deletions")
-        .select(["region", "kind"])
-        .where("environment_id", "in", envIds)
-        .execute()
-    : [];
-  const byRegion = new Map<string, Map<string, number>>();
-  for (const p of pending) {
-    let m = byRegion.get(p.region);
-    if (!m) byRegion.set(p.region, (m = new Map()));
-    m.set(p.kind, (m.get(p.kind) ?? 0) + 1);
-  }
-  for (const r of forced) if (r !== "*" && !byRegion.has(r)) byRegion.set(r, new Map());
-  const regions = [...byRegion]
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([region, kinds]) => ({
-      region,
-      remaining: [...kinds.values()].reduce((a, b) => a + b, 0),
-      kinds: [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([kind, count]) => ({ kind, count })),
-      forced: forced.has(region) || forced.has("*"),
-    }));
-  return {
-    scope,
-    id,
-    done: false,
-    requestedAt: Number(row.requested_at),
-    regions,
-    environmentIds: scope === "environment" ? [] : envIds,
-  };
 }

@@ -1,5 +1,7 @@
-// Deployments (immutable revisions of an environment) and the write path of their desired
-// replica counts.
+// Deployments (immutable revisions of an environment; tables deployments, instances and
+// deployment_reports): creating and deleting revisions, the write path of their desired replica
+// counts, and what agents report of them (each report replaces the instance set of a revision in
+// a region; rejections).
 //
 // Replica policy: creating a deployment only records the revision; the rollout driver
 // (src/ctrl/rollout) then calls `setDesiredReplicas` for each revision in each region as it steps
@@ -8,22 +10,21 @@
 // and the ApplyDeployment payload rendered from the rows with N, with its outbox row.
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
-import { parseJsonList, type Database, type DeploymentRow } from "../db/schema.js";
+import { parseJsonList, type Database, type DeploymentRow, type InstanceRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
-import { notFound } from "../errors.js";
+import { DomainError, notFound } from "../errors.js";
 import {
-  deploymentKind,
+  deploymentPayloads,
   encodeApplyDeployment,
   encodeDeleteDeployment,
   type DeploymentContext,
-} from "../kinds/deployment.js";
+} from "../payloads/deployment.js";
 import type { NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
-import { lockEnvironment } from "./environments.js";
+import { lockEnvironment, nextRevision, setRegionReplicas } from "./environments.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
-import { findEnvironment, findProject, findWorkspace, type EnvironmentContext } from "./tenancy.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -61,7 +62,7 @@ export async function setDesiredReplicas(
 ): Promise<void> {
   await tx.putDesired(
     region,
-    deploymentKind.name,
+    deploymentPayloads.name,
     ctx.deployment.id,
     encodeApplyDeployment(ctx, region, replicas),
     replicas,
@@ -73,7 +74,7 @@ export async function setDesiredReplicas(
 export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, region: string): Promise<boolean> {
   return tx.removeDesired(
     region,
-    deploymentKind.name,
+    deploymentPayloads.name,
     ctx.deployment.id,
     encodeDeleteDeployment(ctx.workspace, ctx.deployment),
   );
@@ -112,22 +113,8 @@ export async function insertDeployment(
   envCtx: EnvironmentContext,
   input: Omit<NewDeployment, "workspace" | "project" | "environment">,
 ): Promise<DeploymentContext> {
-  // Bumping last_revision locks the environment row, so concurrent deploys of one environment
-  // get distinct, ordered revisions.
-  const bumped = await tx.trx
-    .updateTable("environments")
-    .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
-    .where("id", "=", envCtx.environment.id)
-    .returning("last_revision")
-    .executeTakeFirstOrThrow();
-  const revision = Number(bumped.last_revision);
-  if (input.replicas !== null) {
-    await tx.trx
-      .updateTable("environment_regions")
-      .set({ replicas: input.replicas })
-      .where("environment_id", "=", envCtx.environment.id)
-      .execute();
-  }
+  const revision = await nextRevision(tx, envCtx.environment.id);
+  if (input.replicas !== null) await setRegionReplicas(tx, envCtx.environment.id, null, input.replicas);
   const deployment: DeploymentRow = {
     id: newId("dep"),
     workspace_id: envCtx.workspace.id,
@@ -171,7 +158,7 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
     const regions = await tx.trx
       .selectFrom("desired_objects")
       .select("region")
-      .where("kind", "=", deploymentKind.name)
+      .where("kind", "=", deploymentPayloads.name)
       .where("object_id", "=", deploymentId)
       .execute();
     for (const r of regions) await removeFromRegion(tx, ctx, r.region);
@@ -179,111 +166,6 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
     await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "=", deploymentId).execute();
     await tx.trx.deleteFrom("deployments").where("id", "=", deploymentId).execute();
   });
-}
-
-export async function getDeployment(db: Reader, deploymentId: string): Promise<DeploymentContext> {
-  return loadDeploymentContext(db, deploymentId);
-}
-
-export interface DeploymentFilter {
-  workspace: string;
-  project?: string;
-  environment?: string;
-}
-
-/** Where a page of deployments ends: its last deployment's (created_at, revision, id). */
-export type DeploymentKey = readonly [createdAt: number, revision: number, id: string];
-
-/** Newest first: by created_at, then revision, then id, all descending (a total order, so pages never overlap or skip). */
-export async function listDeployments(
-  db: Reader,
-  filter: DeploymentFilter,
-  page?: PageQuery<DeploymentKey>,
-): Promise<Page<DeploymentContext>> {
-  let q = db.selectFrom("deployments").selectAll();
-  if (filter.project !== undefined && filter.environment !== undefined) {
-    const { environment } = await findEnvironment(db, {
-      workspace: filter.workspace,
-      project: filter.project,
-      environment: filter.environment,
-    });
-    q = q.where("environment_id", "=", environment.id);
-  } else if (filter.project !== undefined) {
-    const { project } = await findProject(db, filter.workspace, filter.project);
-    q = q.where("project_id", "=", project.id);
-  } else {
-    const workspace = await findWorkspace(db, filter.workspace);
-    q = q.where("workspace_id", "=", workspace.id);
-  }
-  if (page?.after !== undefined) {
-    const [createdAt, revision, id] = page.after;
-    q = q.where((eb) => eb(eb.refTuple("created_at", "revision", "id"), "<", eb.tuple(createdAt, revision, id)));
-  }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").orderBy("id", "desc").execute();
-  if (rows.length === 0) return takePage([], page);
-  // The rows' environments, projects and workspaces in one query each (a page of a workspace's
-  // deployments can span as many environments as it has rows).
-  const byId = <T extends { id: string }>(list: T[]): Map<string, T> => new Map(list.map((x) => [x.id, x]));
-  const ids = (f: (d: DeploymentRow) => string): string[] => [...new Set(rows.map(f))];
-  const environments = byId(
-    await db
-      .selectFrom("environments")
-      .selectAll()
-      .where(
-        "id",
-        "in",
-        ids((d) => d.environment_id),
-      )
-      .execute(),
-  );
-  const projects = byId(
-    await db
-      .selectFrom("projects")
-      .selectAll()
-      .where(
-        "id",
-        "in",
-        ids((d) => d.project_id),
-      )
-      .execute(),
-  );
-  const workspaces = byId(
-    await db
-      .selectFrom("workspaces")
-      .selectAll()
-      .where(
-        "id",
-        "in",
-        ids((d) => d.workspace_id),
-      )
-      .execute(),
-  );
-  const out = rows.map((deployment): DeploymentContext => {
-    const environment = environments.get(deployment.environment_id);
-    const project = projects.get(deployment.project_id);
-    const workspace = workspaces.get(deployment.workspace_id);
-    if (!environment || !project || !workspace)
-      throw new Error(`deployment ${deployment.id}: its environment, project or workspace is missing`);
-    return { workspace, project, environment, deployment };
-  });
-  return takePage(out, page);
-}
-
-/** Desired replica count of a deployment per region (regions where it is not desired are absent). */
-export async function desiredReplicasByRegion(
-  db: Reader,
-  deploymentId: string,
-): Promise<{ region: string; replicas: number }[]> {
-  const rows = await db
-    .selectFrom("desired_objects")
-    .select(["region", "replicas"])
-    .where("kind", "=", deploymentKind.name)
-    .where("object_id", "=", deploymentId)
-    .orderBy("region")
-    .execute();
-  return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
 }
 
 /** Desired replicas of deployments by region then deployment id (absent: not desired there). */
@@ -297,7 +179,7 @@ export async function desiredReplicasOf(
   let q = db
     .selectFrom("desired_objects")
     .select(["region", "object_id", "replicas"])
-    .where("kind", "=", deploymentKind.name)
+    .where("kind", "=", deploymentPayloads.name)
     .where("object_id", "in", [...deploymentIds]);
   if (region !== undefined) q = q.where("region", "=", region);
   for (const r of await q.execute()) {
@@ -306,4 +188,102 @@ export async function desiredReplicasOf(
     m.set(r.object_id, r.replicas ?? 0);
   }
   return out;
+}
+
+/** Deletes an environment's revisions and what agents reported of them (the end of its deletion). */
+export async function purgeDeployments(tx: WriteTx, environmentId: string): Promise<void> {
+  const ids = (
+    await tx.trx.selectFrom("deployments").select("id").where("environment_id", "=", environmentId).execute()
+  ).map((d) => d.id);
+  for (let i = 0; i < ids.length; i += 500) {
+    const chunk = ids.slice(i, i + 500);
+    await tx.trx.deleteFrom("instances").where("deployment_id", "in", chunk).execute();
+    await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "in", chunk).execute();
+  }
+  await tx.trx.deleteFrom("deployments").where("environment_id", "=", environmentId).execute();
+}
+
+// ---------------------------------------------------------------- reports
+
+export type InstanceStatusName = "pending" | "running" | "failed" | "terminating" | "unknown";
+
+export interface ReportedInstance {
+  k8sName: string;
+  address: string;
+  status: InstanceStatusName;
+  cpuMillicores: number;
+  memoryMib: number;
+  nodeName: string;
+  zone: string;
+  readySince: number;
+}
+
+/** A validated report of a deployment (../kinds/deployment.ts). `id` may be empty: the agent then names it by `k8sName`. */
+export type DeploymentReport =
+  | { type: "update"; id: string; k8sName: string; instances: ReportedInstance[] }
+  | { type: "delete"; id: string; k8sName: string }
+  | { type: "rejected"; id: string; k8sName: string; reason: string };
+
+async function findDeploymentForReport(db: Reader, id: string, name: string): Promise<DeploymentRow | undefined> {
+  if (id !== "") return db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
+  return db.selectFrom("deployments").selectAll().where("k8s_name", "=", name).executeTakeFirst();
+}
+
+/** Records a report: the revision's instance set in the region replaced by the reported one, or its rejection. */
+export async function recordDeploymentReport(store: Store, region: string, report: DeploymentReport): Promise<void> {
+  await store.write(async (tx) => {
+    const d = await findDeploymentForReport(tx.trx, report.id, report.k8sName);
+    if (!d) {
+      // A delete of something already gone is the agent confirming what we want.
+      if (report.type === "delete") return;
+      throw notFound(`deployment "${report.id || report.k8sName}"`);
+    }
+    if (report.k8sName !== "" && report.k8sName !== d.k8s_name) {
+      throw new DomainError("invalid_argument", `k8s_name: does not match deployment ${d.id}`, "k8s_name");
+    }
+    if (report.type === "rejected") {
+      await tx.trx
+        .insertInto("deployment_reports")
+        .values({ deployment_id: d.id, region, rejected_reason: report.reason, reported_at: tx.now })
+        .onConflict((oc) =>
+          oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: report.reason, reported_at: tx.now }),
+        )
+        .execute();
+      return;
+    }
+    await tx.trx.deleteFrom("instances").where("deployment_id", "=", d.id).where("region", "=", region).execute();
+    await tx.trx
+      .insertInto("deployment_reports")
+      .values({ deployment_id: d.id, region, rejected_reason: null, reported_at: tx.now })
+      .onConflict((oc) =>
+        oc.columns(["deployment_id", "region"]).doUpdateSet({ rejected_reason: null, reported_at: tx.now }),
+      )
+      .execute();
+    if (report.type === "update" && report.instances.length > 0) {
+      const seen = new Set<string>();
+      const rows: InstanceRow[] = [];
+      for (const i of report.instances) {
+        if (seen.has(i.k8sName)) continue; // the last word on a duplicated pod name is ignored
+        seen.add(i.k8sName);
+        rows.push({
+          deployment_id: d.id,
+          region,
+          k8s_name: i.k8sName,
+          address: i.address,
+          status: i.status,
+          cpu_millicores: i.cpuMillicores,
+          memory_mib: i.memoryMib,
+          node_name: i.nodeName,
+          zone: i.zone,
+          ready_since: i.readySince,
+          reported_at: tx.now,
+        });
+      }
+      for (let k = 0; k < rows.length; k += 200)
+        await tx.trx
+          .insertInto("instances")
+          .values(rows.slice(k, k + 200))
+          .execute();
+    }
+  });
 }

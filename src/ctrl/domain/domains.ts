@@ -12,7 +12,6 @@ import type { Database, DomainRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, alreadyExists, invalidArgument, notFound } from "../errors.js";
 import type { DomainInput } from "../validate/exposure.js";
-import type { EnvironmentRef } from "../validate/types.js";
 import { isPlatformHostname, refreshExposure, type ExposureSettings } from "./exposure.js";
 import { newId } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -197,20 +196,6 @@ export async function addDomain(
       throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
     throw err;
   }
-}
-
-export async function listDomains(
-  db: Reader,
-  ref: EnvironmentRef,
-): Promise<{ context: EnvironmentContext; domains: DomainRow[] }> {
-  const context = await findEnvironment(db, ref);
-  const domains = await db
-    .selectFrom("domains")
-    .selectAll()
-    .where("environment_id", "=", context.environment.id)
-    .orderBy("hostname")
-    .execute();
-  return { context, domains };
 }
 
 export async function findDomain(db: Reader, input: DomainInput): Promise<DomainRow> {

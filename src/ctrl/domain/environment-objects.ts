@@ -1,4 +1,4 @@
-// The environment-wide streamed objects of issue 16 — releases and cron jobs — follow the
+// The environment-wide streamed objects — releases and cron jobs — follow the
 // environment: desired in each of its regions, re-rendered when a region's running revision
 // changes (a job runs the image and settings of the revision its region runs), put into a region
 // the environment joins and removed from one it leaves. `syncEnvironmentObjects` does all of it
@@ -7,10 +7,9 @@
 import type { WriteTx } from "../db/outbox.js";
 import { DomainError } from "../errors.js";
 import type { DeploymentRow, EnvironmentRow, WorkspaceRow } from "../db/schema.js";
-import { deletePayload } from "../kinds/delete-payload.js";
-import type { Kind } from "../kinds/kind.js";
-import { encodeApplyJob, jobKind } from "../kinds/job.js";
-import { encodeApplyRelease, releaseKind } from "../kinds/release.js";
+import { deletePayload } from "../payloads/delete-payload.js";
+import { encodeApplyJob, jobPayloads } from "../payloads/job.js";
+import { encodeApplyRelease, releasePayloads } from "../payloads/release.js";
 
 /** The revision each region runs (its rollout target), else the environment's newest. */
 async function revisionsByRegion(
@@ -61,7 +60,7 @@ export async function syncEnvironmentObjects(
     .selectFrom("desired_objects")
     .select(["region", "kind", "object_id", "payload"])
     .where("environment_id", "=", envId)
-    .where("kind", "in", [releaseKind.name, jobKind.name])
+    .where("kind", "in", [releasePayloads.name, jobPayloads.name])
     .execute();
   const stored = new Map(current.map((c) => [`${c.kind}/${c.object_id}/${c.region}`, c.payload]));
   const wanted = new Set<string>();
@@ -89,7 +88,7 @@ export async function syncEnvironmentObjects(
       .execute();
     for (const region of regions)
       await put(
-        releaseKind.name,
+        releasePayloads.name,
         release.id,
         region,
         encodeApplyRelease({ workspace: ws, environment, release, objects, kindsEver }, region),
@@ -101,7 +100,7 @@ export async function syncEnvironmentObjects(
     for (const job of jobs) {
       for (const region of regions)
         await put(
-          jobKind.name,
+          jobPayloads.name,
           job.id,
           region,
           encodeApplyJob({ workspace: ws, environment, job, revision: byRegion.get(region) ?? newest }, region),
@@ -116,7 +115,7 @@ export async function syncEnvironmentObjects(
       c.region,
       c.kind,
       c.object_id,
-      deletePayload((c.kind === releaseKind.name ? releaseKind : jobKind) as unknown as Kind, c.payload),
+      deletePayload(c.kind === releasePayloads.name ? releasePayloads : jobPayloads, c.payload),
     );
     changes++;
   }

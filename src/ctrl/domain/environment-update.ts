@@ -3,13 +3,15 @@
 //
 // What each change does to desired state:
 //   - sentinel settings: every sentinel of the environment is re-rendered (or created in each
-//     region when one is added, or deleted everywhere when removed);
+//     region when one is added, or deleted everywhere when removed: ./sentinels.ts);
 //   - min_ready_seconds: every desired deployment of the environment is re-rendered, since the
 //     apply message carries it (the replica counts stay as the rollout engine left them);
 //   - other policy fields and replicas: only the stored spec; the rollout driver, run by the
 //     caller after the commit, acts on them as it does after `krane scale` or `rollout pause`;
 //   - a region left: the environment's deployments and sentinel there are removed from that
 //     region's desired state (its agent deletes them) and the region's rollout record goes;
+//   - leaving a progressive strategy: its routing and state go, and the sentinels return to
+//     routing by instances (a new routing version);
 //   - a region joined: the environment's sentinel is created there, and the region's rollout
 //     record starts on the revision the environment's other regions are on (so a region added
 //     after a rollback runs the rolled-back revision, not the newest), which the driver then
@@ -19,15 +21,23 @@ import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { failedPrecondition, notFound } from "../errors.js";
-import { deploymentKind } from "../kinds/deployment.js";
+import { deploymentPayloads } from "../payloads/deployment.js";
 import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
 import { LIMITS } from "../validate/rules.js";
 import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
 import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
 import { syncEnvironmentObjects } from "./environment-objects.js";
 import { refreshExposure } from "./exposure.js";
-import { createSentinel, dropSentinel, environmentRegions, lockEnvironment, putSentinel } from "./environments.js";
-import { forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
+import {
+  addRegion,
+  ENVIRONMENT_SETTINGS,
+  environmentRegions,
+  lockEnvironment,
+  removeRegion,
+  saveEnvironment,
+  setRegionReplicas,
+} from "./environments.js";
+import { dropProgressiveState, forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 export interface UpdatedEnvironment {
@@ -80,27 +90,10 @@ function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: Ro
   };
 }
 
-const SENTINEL_SETTINGS = [
-  "sentinel_image",
-  "sentinel_replicas",
-  "sentinel_cpu_millicores",
-  "sentinel_memory_mib",
-] as const;
-const SETTINGS = [
-  ...SENTINEL_SETTINGS,
-  "strategy",
-  "max_surge",
-  "max_unavailable",
-  "min_ready_seconds",
-  "progress_deadline_seconds",
-  "revision_history_limit",
-  "paused",
-  "progressive",
-] as const satisfies readonly (keyof EnvironmentRow)[];
-type Setting = (typeof SETTINGS)[number];
+type Setting = (typeof ENVIRONMENT_SETTINGS)[number];
 
 function changedSettings(a: EnvironmentRow, b: EnvironmentRow): Set<Setting> {
-  return new Set(SETTINGS.filter((k) => a[k] !== b[k]));
+  return new Set(ENVIRONMENT_SETTINGS.filter((k) => a[k] !== b[k]));
 }
 
 /** Deployments of the environment that are desired somewhere, with where and at how many replicas. */
@@ -114,7 +107,7 @@ async function desiredDeployments(
     .innerJoin("deployments as d", "d.id", "o.object_id")
     .selectAll("d")
     .select(["o.region as desired_region", "o.replicas as desired_count"])
-    .where("o.kind", "=", deploymentKind.name)
+    .where("o.kind", "=", deploymentPayloads.name)
     .where("d.environment_id", "=", environmentId);
   if (region !== undefined) q = q.where("o.region", "=", region);
   const rows = await q.orderBy("o.region").orderBy("d.revision").execute();
@@ -125,31 +118,23 @@ async function desiredDeployments(
   }));
 }
 
-/** Takes the environment out of a region: its deployments and sentinel there, and its rollout state. */
+/**
+ * Takes the environment out of a region: its deployments there and its rollout state (its
+ * sentinel there follows when the environment is saved).
+ */
 async function leaveRegion(tx: WriteTx, ctx: EnvironmentContext, region: string): Promise<void> {
   const envId = ctx.environment.id;
   for (const d of await desiredDeployments(tx, envId, region))
     await removeFromRegion(tx, { ...ctx, deployment: d.deployment }, region);
-  const sentinel = await tx.trx
-    .selectFrom("sentinels")
-    .selectAll()
-    .where("environment_id", "=", envId)
-    .where("region", "=", region)
-    .executeTakeFirst();
-  if (sentinel) await dropSentinel(tx, sentinel);
   // Reported instances stay until the region's agent reports the deletions, as when the rollout
   // engine retires a revision: they are what still runs there.
   await forgetRolloutRegion(tx, envId, region);
-  await tx.trx
-    .deleteFrom("environment_regions")
-    .where("environment_id", "=", envId)
-    .where("region", "=", region)
-    .execute();
+  await removeRegion(tx, envId, region);
 }
 
 /** Puts the environment into a region; its rollout there starts on the revision its siblings target. */
 async function joinRegion(tx: WriteTx, environmentId: string, region: string, replicas: number): Promise<void> {
-  await tx.trx.insertInto("environment_regions").values({ environment_id: environmentId, region, replicas }).execute();
+  await addRegion(tx, environmentId, region, replicas);
   await startLikeSiblings(tx, environmentId, region);
 }
 
@@ -209,66 +194,23 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
       return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
     }
 
-    const after: EnvironmentRow = { ...settings, updated_at: tx.now };
-    // Back from a progressive strategy: its per-region routing overrides and state go, and the
-    // sentinels return to the environment's own policy (a new routing version).
-    const leftProgressive = changed.has("progressive") && after.progressive === null;
-    if (leftProgressive && before.routing_regions !== null) {
-      after.routing_regions = null;
-      after.routing_version = Number(before.routing_version) + 1;
-      await tx.trx
-        .updateTable("environments")
-        .set({ routing_regions: null, routing_version: after.routing_version })
-        .where("id", "=", envId)
-        .execute();
-    }
-    if (leftProgressive) await tx.trx.deleteFrom("progressive_rollouts").where("environment_id", "=", envId).execute();
-    await tx.trx
-      .updateTable("environments")
-      .set({
-        sentinel_image: after.sentinel_image,
-        sentinel_replicas: after.sentinel_replicas,
-        sentinel_cpu_millicores: after.sentinel_cpu_millicores,
-        sentinel_memory_mib: after.sentinel_memory_mib,
-        strategy: after.strategy,
-        max_surge: after.max_surge,
-        max_unavailable: after.max_unavailable,
-        min_ready_seconds: after.min_ready_seconds,
-        progress_deadline_seconds: after.progress_deadline_seconds,
-        revision_history_limit: after.revision_history_limit,
-        paused: after.paused,
-        progressive: after.progressive,
-        updated_at: after.updated_at,
-      })
-      .where("id", "=", envId)
-      .execute();
-    const ctx: EnvironmentContext = { ...found, environment: after };
-
-    for (const rm of input.removeRegions) await leaveRegion(tx, ctx, rm.region);
-    for (const r of rescaled) {
-      await tx.trx
-        .updateTable("environment_regions")
-        .set({ replicas: r.replicas })
-        .where("environment_id", "=", envId)
-        .where("region", "=", r.region)
-        .execute();
-    }
+    // Back from a progressive strategy: its routing and state go, and the sentinels return to
+    // routing by instances.
+    const leftProgressive = changed.has("progressive") && settings.progressive === null;
+    const wanted: EnvironmentRow = {
+      ...settings,
+      updated_at: tx.now,
+      routing_regions: leftProgressive ? null : before.routing_regions,
+    };
+    const unsaved: EnvironmentContext = { ...found, environment: wanted };
+    for (const rm of input.removeRegions) await leaveRegion(tx, unsaved, rm.region);
+    for (const r of rescaled) await setRegionReplicas(tx, envId, r.region, r.replicas);
     for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
-
     // One sentinel per region while the environment has sentinel settings, none otherwise.
-    const sentinels = await tx.trx.selectFrom("sentinels").selectAll().where("environment_id", "=", envId).execute();
+    const after = await saveEnvironment(tx, found.project, before, wanted);
+    if (leftProgressive) await dropProgressiveState(tx, envId);
+    const ctx: EnvironmentContext = { ...found, environment: after };
     const regions = await environmentRegions(tx.trx, envId);
-    if (sentinel === null) {
-      for (const s of sentinels) await dropSentinel(tx, s);
-    } else {
-      const sentinelChanged =
-        SENTINEL_SETTINGS.some((k) => changed.has(k)) || after.routing_version !== before.routing_version;
-      for (const { region } of regions) {
-        const existing = sentinels.find((s) => s.region === region);
-        if (!existing) await createSentinel(tx, ctx.project, after, region);
-        else if (sentinelChanged) await putSentinel(tx, after, existing);
-      }
-    }
 
     // The environment's exposure follows its regions (gateway objects in joined regions, none in left ones).
     if (joining.length > 0 || input.removeRegions.length > 0) await refreshExposure(tx, envId);

@@ -1,16 +1,19 @@
-// Environments: creation with their regions and sentinels (one per region, put into each
-// region's desired state), listing, the regions and their replicas, the environment lock, and
-// the sentinel's desired state as the environment's settings change. Changing an environment
-// after creation is ./environment-update.ts.
+// Environments (tables environments and environment_regions): creation with their regions and
+// sentinels, the regions and their replicas, the row's columns other writes change (the revision
+// counter, pause, the edge auth section, the routing, the settings of an update, a deletion's
+// mark), and the environment lock. Every change of what an environment's sentinels render from
+// goes through `saveEnvironment`, which re-renders them (./sentinels.ts); a routing change also
+// gets a new routing version, which sentinels report back as served. The update of an
+// environment as a whole (settings, policy, regions) is ./environment-update.ts.
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
-import type { Database, EnvironmentRow, ProjectRow, SentinelRow } from "../db/schema.js";
+import type { Database, EnvironmentRow, ProjectRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, failedPrecondition } from "../errors.js";
-import { encodeApplySentinel, encodeDeleteSentinel, sentinelKind } from "../kinds/sentinel.js";
+import { formatRegionRouting, regionRoutingOf, sameRegionRouting, type RegionRouting } from "../payloads/sentinel.js";
 import type { NewEnvironment } from "../validate/types.js";
-import { newId, sentinelK8sName } from "./ids.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { newId } from "./ids.js";
+import { syncSentinels } from "./sentinels.js";
 import { findProject, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
@@ -19,57 +22,7 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
   try {
     return await store.write(async (tx) => {
       const { workspace, project } = await findProject(tx.trx, input.workspace, input.project);
-      const regionNames = input.regions.map((r) => r.region);
-      if (regionNames.length > 0) {
-        const known = await tx.trx.selectFrom("regions").select("name").where("name", "in", regionNames).execute();
-        const knownSet = new Set(known.map((r) => r.name));
-        const missing = regionNames.filter((r) => !knownSet.has(r));
-        if (missing.length > 0) {
-          throw failedPrecondition(
-            `region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`,
-          );
-        }
-      }
-      const s = input.sentinel;
-      const environment: EnvironmentRow = {
-        id: newId("env"),
-        workspace_id: workspace.id,
-        project_id: project.id,
-        slug: input.slug,
-        sentinel_image: s ? s.image : null,
-        sentinel_replicas: s ? s.replicas : 0,
-        sentinel_cpu_millicores: s ? s.cpuMillicores : 0,
-        sentinel_memory_mib: s ? s.memoryMib : 0,
-        strategy: input.rollout.strategy,
-        max_surge: input.rollout.maxSurge,
-        max_unavailable: input.rollout.maxUnavailable,
-        min_ready_seconds: input.rollout.minReadySeconds,
-        progress_deadline_seconds: input.rollout.progressDeadlineSeconds,
-        revision_history_limit: input.rollout.revisionHistoryLimit,
-        paused: input.rollout.paused ? 1 : 0,
-        last_revision: 0,
-        edge_auth: null,
-        created_at: tx.now,
-        updated_at: tx.now,
-        routing_mode: "instances",
-        routing_weights: "[]",
-        routing_version: 1,
-        deleting_at: null,
-        progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
-        routing_regions: null,
-      };
-      await tx.trx.insertInto("environments").values(environment).execute();
-      if (input.regions.length > 0) {
-        await tx.trx
-          .insertInto("environment_regions")
-          .values(
-            input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })),
-          )
-          .execute();
-      }
-      if (s) {
-        for (const region of regionNames) await createSentinel(tx, project, environment, region);
-      }
+      const environment = await insertEnvironment(tx, { workspace, project }, input);
       return { workspace, project, environment };
     });
   } catch (err) {
@@ -78,84 +31,62 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
   }
 }
 
-/** Creates the environment's sentinel in a region and makes it desired there. */
-export async function createSentinel(
+/**
+ * Adds an environment to a project inside the caller's transaction (its regions, which must be
+ * registered, and its sentinels). A taken slug fails the transaction with a unique violation.
+ */
+export async function insertEnvironment(
   tx: WriteTx,
-  project: ProjectRow,
-  environment: EnvironmentRow,
-  region: string,
-): Promise<void> {
-  const sentinel: SentinelRow = {
-    id: newId("snt"),
-    workspace_id: environment.workspace_id,
+  parent: Pick<EnvironmentContext, "workspace" | "project">,
+  input: Omit<NewEnvironment, "workspace" | "project">,
+): Promise<EnvironmentRow> {
+  const { workspace, project } = parent;
+  const regionNames = input.regions.map((r) => r.region);
+  if (regionNames.length > 0) {
+    const known = await tx.trx.selectFrom("regions").select("name").where("name", "in", regionNames).execute();
+    const knownSet = new Set(known.map((r) => r.name));
+    const missing = regionNames.filter((r) => !knownSet.has(r));
+    if (missing.length > 0) {
+      throw failedPrecondition(
+        `region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`,
+      );
+    }
+  }
+  const s = input.sentinel;
+  const environment: EnvironmentRow = {
+    id: newId("env"),
+    workspace_id: workspace.id,
     project_id: project.id,
-    environment_id: environment.id,
-    region,
-    k8s_name: sentinelK8sName(project.slug, environment.slug),
-    health: "unknown",
-    available_replicas: 0,
-    rejected_reason: null,
-    address: null,
-    served_routing_version: null,
-    reported_at: null,
+    slug: input.slug,
+    sentinel_image: s ? s.image : null,
+    sentinel_replicas: s ? s.replicas : 0,
+    sentinel_cpu_millicores: s ? s.cpuMillicores : 0,
+    sentinel_memory_mib: s ? s.memoryMib : 0,
+    strategy: input.rollout.strategy,
+    max_surge: input.rollout.maxSurge,
+    max_unavailable: input.rollout.maxUnavailable,
+    min_ready_seconds: input.rollout.minReadySeconds,
+    progress_deadline_seconds: input.rollout.progressDeadlineSeconds,
+    revision_history_limit: input.rollout.revisionHistoryLimit,
+    paused: input.rollout.paused ? 1 : 0,
+    last_revision: 0,
+    edge_auth: null,
+    created_at: tx.now,
+    updated_at: tx.now,
+    routing_version: 1,
+    deleting_at: null,
+    progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
+    routing_regions: null,
   };
-  await tx.trx.insertInto("sentinels").values(sentinel).execute();
-  await putSentinel(tx, environment, sentinel);
-}
-
-/** Re-renders a sentinel's desired state from the environment's (changed) settings. */
-export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
-  await tx.putDesired(
-    sentinel.region,
-    sentinelKind.name,
-    sentinel.id,
-    encodeApplySentinel(environment, sentinel),
-    null,
-    environment.id,
-  );
-}
-
-/** Removes a sentinel: its region's agent is told to delete it, and its record goes. */
-export async function dropSentinel(tx: WriteTx, sentinel: SentinelRow): Promise<void> {
-  await tx.removeDesired(sentinel.region, sentinelKind.name, sentinel.id, encodeDeleteSentinel(sentinel));
-  await tx.trx.deleteFrom("sentinels").where("id", "=", sentinel.id).execute();
-}
-
-/** By slug; a page's key is the slug of its last environment. */
-export async function listEnvironments(
-  db: Reader,
-  workspaceRef: string,
-  projectRef: string,
-  page?: PageQuery<string>,
-): Promise<Page<EnvironmentContext>> {
-  const { workspace, project } = await findProject(db, workspaceRef, projectRef);
-  let q = db.selectFrom("environments").selectAll().where("project_id", "=", project.id);
-  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("slug").execute();
-  return takePage(
-    rows.map((environment) => ({ workspace, project, environment })),
-    page,
-  );
-}
-
-/** The regions of several environments, by environment id (each list by region). */
-export async function regionsOfEnvironments(
-  db: Reader,
-  environmentIds: readonly string[],
-): Promise<Map<string, { region: string; replicas: number }[]>> {
-  const out = new Map<string, { region: string; replicas: number }[]>(environmentIds.map((id) => [id, []]));
-  if (environmentIds.length === 0) return out;
-  const rows = await db
-    .selectFrom("environment_regions")
-    .select(["environment_id", "region", "replicas"])
-    .where("environment_id", "in", [...environmentIds])
-    .orderBy("environment_id")
-    .orderBy("region")
-    .execute();
-  for (const r of rows) out.get(r.environment_id)?.push({ region: r.region, replicas: r.replicas });
-  return out;
+  await tx.trx.insertInto("environments").values(environment).execute();
+  if (input.regions.length > 0) {
+    await tx.trx
+      .insertInto("environment_regions")
+      .values(input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })))
+      .execute();
+  }
+  await syncSentinels(tx, project, null, environment);
+  return environment;
 }
 
 export async function environmentRegions(
@@ -185,4 +116,155 @@ export async function lockEnvironment(
   return tx.dialect
     .lockRows(tx.trx.selectFrom("environments").selectAll().where("id", "=", id), mode)
     .executeTakeFirst();
+}
+
+/** Adds a region to the environment at `replicas` (its rollout record is ./rollouts.ts's). */
+export async function addRegion(tx: WriteTx, environmentId: string, region: string, replicas: number): Promise<void> {
+  await tx.trx.insertInto("environment_regions").values({ environment_id: environmentId, region, replicas }).execute();
+}
+
+/** Takes a region out of the environment's regions. */
+export async function removeRegion(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  await tx.trx
+    .deleteFrom("environment_regions")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
+}
+
+/** Takes the environment out of every region (a deletion: no rollout pass runs for it again). */
+export async function leaveAllRegions(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", environmentId).execute();
+}
+
+/**
+ * Sets the replicas the environment runs in one region (null: every region); returns how many
+ * regions changed. The rollout driver acts on it after the commit.
+ */
+export async function setRegionReplicas(
+  tx: WriteTx,
+  environmentId: string,
+  region: string | null,
+  replicas: number,
+): Promise<number> {
+  let q = tx.trx.updateTable("environment_regions").set({ replicas }).where("environment_id", "=", environmentId);
+  if (region !== null) q = q.where("region", "=", region);
+  const res = await q.executeTakeFirst();
+  return Number(res.numUpdatedRows);
+}
+
+/**
+ * The next revision number of the environment. Bumping last_revision locks the environment row,
+ * so concurrent deploys of one environment get distinct, ordered revisions.
+ */
+export async function nextRevision(tx: WriteTx, environmentId: string): Promise<number> {
+  const bumped = await tx.trx
+    .updateTable("environments")
+    .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
+    .where("id", "=", environmentId)
+    .returning("last_revision")
+    .executeTakeFirstOrThrow();
+  return Number(bumped.last_revision);
+}
+
+/** Marks the environment changed now (its spec changed somewhere else, e.g. its regions' replicas). */
+export async function touchEnvironment(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.updateTable("environments").set({ updated_at: tx.now }).where("id", "=", environmentId).execute();
+}
+
+/** Pauses or resumes the environment's rolling updates. */
+export async function setPaused(tx: WriteTx, environmentId: string, paused: boolean): Promise<void> {
+  await tx.trx
+    .updateTable("environments")
+    .set({ paused: paused ? 1 : 0, updated_at: tx.now })
+    .where("id", "=", environmentId)
+    .execute();
+}
+
+/** Marks the environment as being deleted (the API refuses changes to it from then on). */
+export async function markEnvironmentDeleting(tx: WriteTx, environmentId: string, at: number): Promise<void> {
+  await tx.trx.updateTable("environments").set({ deleting_at: at }).where("id", "=", environmentId).execute();
+}
+
+/** Deletes the environment's rows (the end of its deletion: everything it owned is gone). */
+export async function purgeEnvironmentRow(tx: WriteTx, environmentId: string): Promise<void> {
+  await leaveAllRegions(tx, environmentId);
+  await tx.trx.deleteFrom("environments").where("id", "=", environmentId).execute();
+}
+
+/** The settings an environment update may change (sentinel and rollout policy). */
+export const ENVIRONMENT_SETTINGS = [
+  "sentinel_image",
+  "sentinel_replicas",
+  "sentinel_cpu_millicores",
+  "sentinel_memory_mib",
+  "strategy",
+  "max_surge",
+  "max_unavailable",
+  "min_ready_seconds",
+  "progress_deadline_seconds",
+  "revision_history_limit",
+  "paused",
+  "progressive",
+] as const satisfies readonly (keyof EnvironmentRow)[];
+
+/** The columns saveEnvironment stores: the settings, and what exposure and rollouts change. */
+const SAVED = [
+  ...ENVIRONMENT_SETTINGS,
+  "edge_auth",
+  "routing_regions",
+  "routing_version",
+  "updated_at",
+] as const satisfies readonly (keyof EnvironmentRow)[];
+
+/**
+ * Stores the environment's changed columns (of SAVED) in the caller's transaction, and makes its
+ * sentinels follow (created, dropped, re-rendered: ./sentinels.ts). A routing that differs from
+ * the stored one gets the next routing version. Returns the row as stored.
+ */
+export async function saveEnvironment(
+  tx: WriteTx,
+  project: ProjectRow,
+  before: EnvironmentRow,
+  after: EnvironmentRow,
+): Promise<EnvironmentRow> {
+  const stored: EnvironmentRow =
+    after.routing_regions !== before.routing_regions
+      ? { ...after, routing_version: Number(before.routing_version) + 1 }
+      : { ...after, routing_version: before.routing_version };
+  const patch: Partial<Record<(typeof SAVED)[number], unknown>> = {};
+  for (const k of SAVED) if (stored[k] !== before[k]) patch[k] = stored[k];
+  if (Object.keys(patch).length > 0)
+    await tx.trx
+      .updateTable("environments")
+      .set(patch as Partial<EnvironmentRow>)
+      .where("id", "=", before.id)
+      .execute();
+  await syncSentinels(tx, project, before, stored);
+  return stored;
+}
+
+/**
+ * Replaces the environment's routing: a new routing version, and every sentinel re-rendered to
+ * serve it. Returns null when the routing is the one stored (nothing written).
+ */
+export async function setRouting(
+  tx: WriteTx,
+  project: ProjectRow,
+  environment: EnvironmentRow,
+  routing: ReadonlyMap<string, RegionRouting>,
+): Promise<EnvironmentRow | null> {
+  if (sameRegionRouting(routing, regionRoutingOf(environment))) return null;
+  return saveEnvironment(tx, project, environment, { ...environment, routing_regions: formatRegionRouting(routing) });
+}
+
+/** Sets the edge auth section the environment's sentinels enforce (JSON, null: none); no-op when equal. */
+export async function setEdgeAuth(
+  tx: WriteTx,
+  project: ProjectRow,
+  environment: EnvironmentRow,
+  edgeAuth: string | null,
+): Promise<EnvironmentRow> {
+  if (edgeAuth === environment.edge_auth) return environment;
+  return saveEnvironment(tx, project, environment, { ...environment, edge_auth: edgeAuth });
 }

@@ -3,20 +3,24 @@
 // turns an environment's endpoint and domain rows into desired state: its gateway object in each
 // of its regions (removed from regions it left, or when nothing is exposed) and the edge auth
 // section its sentinels route by. Every endpoint or domain write calls it in its transaction.
+// The agents' gateway reports (table gateway_reports: each route's conditions and certificates
+// per region) are recorded here too.
 import { createHash } from "node:crypto";
 import type { WriteTx } from "../db/outbox.js";
 import type { EnvironmentRow, ProjectRow, WorkspaceRow } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { DomainError } from "../errors.js";
 import {
   edgeAuthPolicy,
   encodeApplyGateway,
   encodeDeleteGateway,
   exposureRoutes,
   gatewayK8sName,
-  gatewayKind,
+  gatewayPayloads,
   type GatewayContext,
-} from "../kinds/gateway.js";
+} from "../payloads/gateway.js";
 import type { Visibility } from "../validate/exposure.js";
-import { putSentinel } from "./environments.js";
+import { setEdgeAuth } from "./environments.js";
 
 export interface ExposureSettings {
   /** Generated public hostnames are `<label>.<publicApex>`. */
@@ -163,7 +167,7 @@ export async function refreshExposure(tx: WriteTx, environmentId: string): Promi
   const desiredIn = await tx.trx
     .selectFrom("desired_objects")
     .select(["region", "payload"])
-    .where("kind", "=", gatewayKind.name)
+    .where("kind", "=", gatewayPayloads.name)
     .where("object_id", "=", environmentId)
     .execute();
   const current = new Map(desiredIn.map((d) => [d.region, d.payload]));
@@ -172,59 +176,96 @@ export async function refreshExposure(tx: WriteTx, environmentId: string): Promi
     const payload = encodeApplyGateway(g, region, routes);
     const before = current.get(region);
     if (before && Buffer.from(before).equals(Buffer.from(payload))) continue;
-    await tx.putDesired(region, gatewayKind.name, environmentId, payload);
+    await tx.putDesired(region, gatewayPayloads.name, environmentId, payload);
   }
   for (const region of current.keys()) {
     if (routes.length > 0 && regions.includes(region)) continue;
     await tx.removeDesired(
       region,
-      gatewayKind.name,
+      gatewayPayloads.name,
       environmentId,
       encodeDeleteGateway(environmentId, workspace.k8s_namespace),
     );
   }
 
   const auth = edgeAuthPolicy(routes);
-  const text = auth === null ? null : JSON.stringify(auth);
-  if (text !== environment.edge_auth) {
-    await tx.trx.updateTable("environments").set({ edge_auth: text }).where("id", "=", environmentId).execute();
-    const updated = { ...environment, edge_auth: text };
-    const sentinels = await tx.trx
-      .selectFrom("sentinels")
+  await setEdgeAuth(tx, project, environment, auth === null ? null : JSON.stringify(auth));
+}
+
+// ---------------------------------------------------------------- reports
+
+/** A reported route as stored (gateway_reports.routes) and shown in status. */
+export interface StoredRouteStatus {
+  name: string;
+  visibility: string;
+  gateway: string;
+  accepted: StoredCondition;
+  resolvedRefs: StoredCondition;
+  certificates: { hostname: string; secretName: string; ready: StoredCondition }[];
+  problem: string;
+}
+
+export interface StoredCondition {
+  status: string;
+  reason: string;
+  message: string;
+}
+
+/** A validated report of an environment's exposure in a region (../kinds/gateway.ts). */
+export type GatewayReport =
+  | { type: "update"; id: string; routes: StoredRouteStatus[] }
+  | { type: "delete"; id: string }
+  | { type: "rejected"; id: string; reason: string };
+
+export async function recordGatewayReport(store: Store, region: string, report: GatewayReport): Promise<void> {
+  await store.write(async (tx) => {
+    const env = await tx.trx.selectFrom("environments").select(["id"]).where("id", "=", report.id).executeTakeFirst();
+    if (!env) return; // the environment is gone (its reports went with it)
+    const known = await tx.trx
+      .selectFrom("environment_regions")
+      .select("region")
+      .where("environment_id", "=", report.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
+    const desired = await tx.trx
+      .selectFrom("desired_objects")
+      .select("object_id")
+      .where("kind", "=", gatewayPayloads.name)
+      .where("region", "=", region)
+      .where("object_id", "=", report.id)
+      .executeTakeFirst();
+    if (!known && !desired && report.type !== "delete")
+      throw new DomainError("permission_denied", `environment ${report.id} is not in region ${region}`);
+    if (report.type === "delete") {
+      await tx.trx
+        .deleteFrom("gateway_reports")
+        .where("environment_id", "=", report.id)
+        .where("region", "=", region)
+        .execute();
+      return;
+    }
+    const prev = await tx.trx
+      .selectFrom("gateway_reports")
       .selectAll()
-      .where("environment_id", "=", environmentId)
-      .execute();
-    for (const s of sentinels) await putSentinel(tx, updated, s);
-  }
-}
-
-/** Regions where an environment's gateway object is desired (for deletion by environment). */
-export async function gatewayRegions(tx: WriteTx, environmentId: string): Promise<string[]> {
-  const rows = await tx.trx
-    .selectFrom("desired_objects")
-    .select("region")
-    .where("kind", "=", gatewayKind.name)
-    .where("object_id", "=", environmentId)
-    .execute();
-  return rows.map((r) => r.region);
-}
-
-/**
- * Removes everything an environment exposes, in every region (its gateway objects; the rows go
- * with the environment, or here when `dropRows`). For environment deletion.
- */
-export async function removeExposure(
-  tx: WriteTx,
-  environmentId: string,
-  namespace: string,
-  dropRows = false,
-): Promise<void> {
-  for (const region of await gatewayRegions(tx, environmentId)) {
-    await tx.removeDesired(region, gatewayKind.name, environmentId, encodeDeleteGateway(environmentId, namespace));
-  }
-  if (dropRows) {
-    await tx.trx.deleteFrom("endpoints").where("environment_id", "=", environmentId).execute();
-    await tx.trx.deleteFrom("domains").where("environment_id", "=", environmentId).execute();
-    await tx.trx.deleteFrom("gateway_reports").where("environment_id", "=", environmentId).execute();
-  }
+      .where("environment_id", "=", report.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
+    const row = {
+      environment_id: report.id,
+      region,
+      routes: report.type === "update" ? JSON.stringify(report.routes) : (prev?.routes ?? "[]"),
+      rejected_reason: report.type === "rejected" ? report.reason : null,
+      reported_at: tx.now,
+    };
+    if (prev) {
+      await tx.trx
+        .updateTable("gateway_reports")
+        .set(row)
+        .where("environment_id", "=", report.id)
+        .where("region", "=", region)
+        .execute();
+    } else {
+      await tx.trx.insertInto("gateway_reports").values(row).execute();
+    }
+  });
 }

@@ -1,31 +1,19 @@
-// Scheduled jobs of an environment (JobService): created or replaced by name, desired in every
-// region of the environment (./environment-objects.ts renders each region's CronJob from the
-// revision that region runs), deleted from every region.
-import type { Kysely } from "kysely";
-import type { Database, JobRow } from "../db/schema.js";
+// Scheduled jobs of an environment (JobService; tables jobs and job_status): created or replaced
+// by name, desired in every region of the environment (./environment-objects.ts renders each
+// region's CronJob from the revision that region runs), deleted from every region; and what
+// agents report of their last runs.
 import type { Store } from "../db/store.js";
-import { notFound } from "../errors.js";
-import type { StoredJobSpec } from "../kinds/job.js";
+import { DomainError, notFound } from "../errors.js";
+import type { StoredJobSpec } from "../validate/types.js";
+import type { WriteTx } from "../db/outbox.js";
+import { jobPayloads } from "../payloads/job.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { MAX_JOBS_PER_ENVIRONMENT, refuseBeyondLimit, syncEnvironmentObjects } from "./environment-objects.js";
 import { newId, objectK8sName, randomChars } from "./ids.js";
-import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
+import { findEnvironment } from "./tenancy.js";
 
-type Reader = Kysely<Database>;
-
-export interface JobView {
-  environment: EnvironmentContext;
-  job: JobRow;
-  status: {
-    region: string;
-    runs: unknown[];
-    lastSchedule: number;
-    rejectedReason: string | null;
-    reportedAt: number;
-  }[];
-}
-
-export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobSpec): Promise<JobView> {
+/** Creates or replaces the environment's job of that name; returns its id. */
+export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobSpec): Promise<string> {
   const id = await store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
     const existing = await tx.trx
@@ -71,37 +59,7 @@ export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobS
     await syncEnvironmentObjects(tx, env.environment, env.workspace);
     return jobId;
   });
-  return jobView(store.db, ref, id);
-}
-
-async function jobView(db: Reader, ref: EnvironmentRef, id: string): Promise<JobView> {
-  const environment = await findEnvironment(db, ref);
-  const job = await db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
-  return { environment, job, status: await statusOf(db, id) };
-}
-
-async function statusOf(db: Reader, jobId: string): Promise<JobView["status"]> {
-  const rows = await db.selectFrom("job_status").selectAll().where("job_id", "=", jobId).orderBy("region").execute();
-  return rows.map((s) => ({
-    region: s.region,
-    runs: JSON.parse(s.runs) as unknown[],
-    lastSchedule: Number(s.last_schedule),
-    rejectedReason: s.rejected_reason,
-    reportedAt: Number(s.reported_at),
-  }));
-}
-
-export async function listJobs(db: Reader, ref: EnvironmentRef): Promise<JobView[]> {
-  const environment = await findEnvironment(db, ref);
-  const jobs = await db
-    .selectFrom("jobs")
-    .selectAll()
-    .where("environment_id", "=", environment.environment.id)
-    .orderBy("name")
-    .execute();
-  const out: JobView[] = [];
-  for (const job of jobs) out.push({ environment, job, status: await statusOf(db, job.id) });
-  return out;
+  return id;
 }
 
 export async function deleteJob(store: Store, ref: EnvironmentRef, name: string): Promise<void> {
@@ -114,8 +72,81 @@ export async function deleteJob(store: Store, ref: EnvironmentRef, name: string)
       .where("name", "=", name)
       .executeTakeFirst();
     if (!job) throw notFound(`job "${name}" of environment "${env.environment.slug}"`);
-    await tx.trx.deleteFrom("job_status").where("job_id", "=", job.id).execute();
-    await tx.trx.deleteFrom("jobs").where("id", "=", job.id).execute();
+    await dropJobs(tx, [job.id]);
     await syncEnvironmentObjects(tx, env.environment, env.workspace);
+  });
+}
+
+async function dropJobs(tx: WriteTx, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.trx
+    .deleteFrom("job_status")
+    .where("job_id", "in", [...ids])
+    .execute();
+  await tx.trx
+    .deleteFrom("jobs")
+    .where("id", "in", [...ids])
+    .execute();
+}
+
+/** Deletes an environment's jobs (the end of its deletion). */
+export async function purgeJobs(tx: WriteTx, environmentId: string): Promise<void> {
+  const ids = (await tx.trx.selectFrom("jobs").select("id").where("environment_id", "=", environmentId).execute()).map(
+    (j) => j.id,
+  );
+  await dropJobs(tx, ids);
+}
+
+// ---------------------------------------------------------------- reports
+
+export interface ReportedRun {
+  k8sName: string;
+  startedAt: number;
+  finishedAt: number;
+  result: "running" | "succeeded" | "failed" | "unknown";
+}
+
+/** A validated report of a job in a region (../kinds/job.ts). `id` may be empty: the agent then names it by `k8sName`. */
+export type JobReport =
+  | { type: "update"; id: string; k8sName: string; runs: ReportedRun[]; lastSchedule: number }
+  | { type: "delete"; id: string; k8sName: string }
+  | { type: "rejected"; id: string; k8sName: string; reason: string };
+
+export async function recordJobReport(store: Store, region: string, report: JobReport): Promise<void> {
+  await store.write(async (tx) => {
+    const q = tx.trx.selectFrom("jobs").select(["id", "environment_id"]);
+    const job = await (
+      report.id !== "" ? q.where("id", "=", report.id) : q.where("k8s_name", "=", report.k8sName)
+    ).executeTakeFirst();
+    if (!job) {
+      if (report.type === "delete") return;
+      throw notFound(`job "${report.id || report.k8sName}"`);
+    }
+    if (report.type === "delete") {
+      await tx.trx.deleteFrom("job_status").where("job_id", "=", job.id).where("region", "=", region).execute();
+      return;
+    }
+    const desired = await tx.trx
+      .selectFrom("desired_objects")
+      .select("region")
+      .where("kind", "=", jobPayloads.name)
+      .where("object_id", "=", job.id)
+      .where("region", "=", region)
+      .executeTakeFirst();
+    if (!desired) throw new DomainError("permission_denied", `job ${job.id} is not desired in region ${region}`);
+    const values =
+      report.type === "update"
+        ? {
+            runs: JSON.stringify(report.runs),
+            last_schedule: report.lastSchedule,
+            rejected_reason: null,
+            reported_at: tx.now,
+          }
+        : { rejected_reason: report.reason, reported_at: tx.now };
+    await tx.trx
+      .insertInto("job_status")
+      .values({ job_id: job.id, region, runs: "[]", last_schedule: 0, ...values })
+      .onConflict((oc) => oc.columns(["job_id", "region"]).doUpdateSet(values))
+      .execute();
   });
 }

@@ -1,4 +1,4 @@
-// Rollout analysis's measurements (issue 13 part 2): the per-revision increments each region's
+// Rollout analysis's measurements: the per-revision increments each region's
 // agent reports from its sentinels (ClusterService.ReportMeasurements), stored one row per
 // (environment, revision, region, window), and added up over regions for the progressive
 // rollout engine (MeasurementSource, src/contracts/analysis.ts).
@@ -10,6 +10,7 @@
 // Retention: rows whose window ended more than MEASUREMENT_RETENTION_MS ago are pruned (at most
 // once a minute, by the report path), and an environment's rows go with its purge (deletion.ts).
 import { LATENCY_BUCKETS_MS, type MeasurementSource, type RevisionSample } from "../../contracts/analysis.js";
+import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 import type { MeasurementReport } from "../validate/measurements.js";
@@ -211,4 +212,9 @@ export class StoredMeasurements implements MeasurementSource {
     }
     return out;
   }
+}
+
+/** Deletes an environment's measurements (the end of its deletion). */
+export async function purgeMeasurements(tx: WriteTx, environmentId: string): Promise<void> {
+  await tx.trx.deleteFrom("measurements").where("environment_id", "=", environmentId).execute();
 }

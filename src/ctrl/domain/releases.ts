@@ -1,35 +1,23 @@
-// Releases of arbitrary objects (ReleaseService): each apply of an environment's release (by
-// name) with different content is a new version, stored in one transaction with its objects
-// (a Secret's data sealed with the environment's data key: ../secrets), the kinds it ever had
+// Releases of arbitrary objects (ReleaseService; tables releases, release_objects,
+// release_kinds and release_status): each apply of an environment's release (by name) with
+// different content is a new version, stored in one transaction with its objects (a Secret's
+// data sealed with the environment's data key: ../secrets), the kinds it ever had
 // (release_kinds: what the agents' prune sweep covers even after a kind leaves the set) and its
 // desired state in each region (./environment-objects.ts). Identical content makes no version.
+// Agents' reports of a release in their region (the version observed, each object's health) are
+// recorded here too.
 import { createHash, createHmac } from "node:crypto";
-import type { Kysely } from "kysely";
-import type { Database, ReleaseRow } from "../db/schema.js";
+import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
-import { notFound } from "../errors.js";
+import { DomainError, notFound } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ReleaseObjectInput } from "../validate/release.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { dataKeyFor, releaseSecretAad, sealWith } from "./data-keys.js";
 import { MAX_RELEASES_PER_ENVIRONMENT, refuseBeyondLimit, syncEnvironmentObjects } from "./environment-objects.js";
 import { newId } from "./ids.js";
-import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
-
-type Reader = Kysely<Database>;
-
-export interface ReleaseView {
-  environment: EnvironmentContext;
-  release: ReleaseRow;
-  objects: { id: string; group: string; version: string; kind: string; name: string }[];
-  status: {
-    region: string;
-    observedVersion: number;
-    rejectedReason: string | null;
-    objects: unknown[];
-    reportedAt: number;
-  }[];
-}
+import { releasePayloads } from "../payloads/release.js";
+import { findEnvironment } from "./tenancy.js";
 
 /** A Secret's data as one map of base64 values (stringData folded in, as the API server does). */
 function secretData(o: Record<string, unknown>): Record<string, string> {
@@ -49,7 +37,7 @@ export async function applyRelease(
   ref: EnvironmentRef,
   name: string,
   objects: readonly ReleaseObjectInput[],
-): Promise<{ view: ReleaseView; changed: boolean }> {
+): Promise<{ changed: boolean }> {
   const changed = await store.write(async (tx) => {
     const env = await findEnvironment(tx.trx, ref);
     const envId = env.environment.id;
@@ -125,65 +113,7 @@ export async function applyRelease(
     await syncEnvironmentObjects(tx, env.environment, env.workspace);
     return true;
   });
-  return { view: await getRelease(store.db, ref, name), changed };
-}
-
-export async function getRelease(db: Reader, ref: EnvironmentRef, name: string): Promise<ReleaseView> {
-  const environment = await findEnvironment(db, ref);
-  const release = await db
-    .selectFrom("releases")
-    .selectAll()
-    .where("environment_id", "=", environment.environment.id)
-    .where("name", "=", name)
-    .executeTakeFirst();
-  if (!release) throw notFound(`release "${name}" of environment "${environment.environment.slug}"`);
-  return viewOf(db, environment, release);
-}
-
-async function viewOf(db: Reader, environment: EnvironmentContext, release: ReleaseRow): Promise<ReleaseView> {
-  const objects = await db
-    .selectFrom("release_objects")
-    .select(["object_id", "api_group", "api_version", "kind", "name"])
-    .where("release_id", "=", release.id)
-    .orderBy("seq")
-    .execute();
-  const status = await db
-    .selectFrom("release_status")
-    .selectAll()
-    .where("release_id", "=", release.id)
-    .orderBy("region")
-    .execute();
-  return {
-    environment,
-    release,
-    objects: objects.map((o) => ({
-      id: o.object_id,
-      group: o.api_group,
-      version: o.api_version,
-      kind: o.kind,
-      name: o.name,
-    })),
-    status: status.map((s) => ({
-      region: s.region,
-      observedVersion: Number(s.observed_version),
-      rejectedReason: s.rejected_reason,
-      objects: JSON.parse(s.objects) as unknown[],
-      reportedAt: Number(s.reported_at),
-    })),
-  };
-}
-
-export async function listReleases(db: Reader, ref: EnvironmentRef): Promise<ReleaseView[]> {
-  const environment = await findEnvironment(db, ref);
-  const releases = await db
-    .selectFrom("releases")
-    .selectAll()
-    .where("environment_id", "=", environment.environment.id)
-    .orderBy("name")
-    .execute();
-  const out: ReleaseView[] = [];
-  for (const r of releases) out.push(await viewOf(db, environment, r));
-  return out;
+  return { changed };
 }
 
 /** Removes a release from every region (its agents delete its objects) and from the store. */
@@ -199,9 +129,105 @@ export async function deleteRelease(store: Store, ref: EnvironmentRef, name: str
     if (!release) throw notFound(`release "${name}" of environment "${env.environment.slug}"`);
     // Its rows go first, so the sync below streams the deletes (made from the stored payloads,
     // which carry every kind the release ever had).
-    for (const t of ["release_objects", "release_kinds", "release_status"] as const)
-      await tx.trx.deleteFrom(t).where("release_id", "=", release.id).execute();
-    await tx.trx.deleteFrom("releases").where("id", "=", release.id).execute();
+    await dropReleases(tx, [release.id]);
     await syncEnvironmentObjects(tx, env.environment, env.workspace);
+  });
+}
+
+/** Deletes releases with their objects, kinds and reported status. */
+async function dropReleases(tx: WriteTx, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.trx
+    .deleteFrom("release_objects")
+    .where("release_id", "in", [...ids])
+    .execute();
+  await tx.trx
+    .deleteFrom("release_kinds")
+    .where("release_id", "in", [...ids])
+    .execute();
+  await tx.trx
+    .deleteFrom("release_status")
+    .where("release_id", "in", [...ids])
+    .execute();
+  await tx.trx
+    .deleteFrom("releases")
+    .where("id", "in", [...ids])
+    .execute();
+}
+
+/** Deletes an environment's releases (the end of its deletion). */
+export async function purgeReleases(tx: WriteTx, environmentId: string): Promise<void> {
+  const ids = (
+    await tx.trx.selectFrom("releases").select("id").where("environment_id", "=", environmentId).execute()
+  ).map((r) => r.id);
+  await dropReleases(tx, ids);
+}
+
+// ---------------------------------------------------------------- reports
+
+export type ObjectHealthName =
+  "unknown" | "progressing" | "healthy" | "degraded" | "suspended" | "kind-missing" | "refused";
+
+export interface ReportedObject {
+  id: string;
+  group: string;
+  version: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  health: ObjectHealthName;
+  message: string;
+}
+
+/** A validated report of a release in a region (../kinds/release.ts). */
+export type ReleaseReport =
+  | { type: "update"; id: string; version: number; objects: ReportedObject[] }
+  | { type: "delete"; id: string }
+  | { type: "rejected"; id: string; reason: string };
+
+export async function recordReleaseReport(store: Store, region: string, report: ReleaseReport): Promise<void> {
+  await store.write(async (tx) => {
+    const rel = await tx.trx
+      .selectFrom("releases")
+      .select(["id", "environment_id"])
+      .where("id", "=", report.id)
+      .executeTakeFirst();
+    if (!rel) {
+      if (report.type === "delete") return;
+      throw notFound(`release "${report.id}"`);
+    }
+    const regions = await tx.trx
+      .selectFrom("desired_objects")
+      .select("region")
+      .where("kind", "=", releasePayloads.name)
+      .where("object_id", "=", rel.id)
+      .execute();
+    const pending = await tx.trx
+      .selectFrom("pending_deletions")
+      .select("region")
+      .where("kind", "=", releasePayloads.name)
+      .where("object_id", "=", rel.id)
+      .execute();
+    if (![...regions, ...pending].some((x) => x.region === region) && report.type !== "delete") {
+      throw new DomainError("permission_denied", `release ${rel.id} is not desired in region ${region}`);
+    }
+    if (report.type === "delete") {
+      await tx.trx.deleteFrom("release_status").where("release_id", "=", rel.id).where("region", "=", region).execute();
+      return;
+    }
+    const values =
+      report.type === "update"
+        ? {
+            observed_version: report.version,
+            objects: JSON.stringify(report.objects),
+            rejected_reason: null,
+            reported_at: tx.now,
+          }
+        : { rejected_reason: report.reason, reported_at: tx.now };
+    await tx.trx
+      .insertInto("release_status")
+      .values({ release_id: rel.id, region, observed_version: 0, objects: "[]", ...values })
+      .onConflict((oc) => oc.columns(["release_id", "region"]).doUpdateSet(values))
+      .execute();
   });
 }

@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Database } from "../db/schema.js";
-import type { ExternalRef, RevisionSettingsColumns, SealedSecrets } from "../kinds/revision-settings.js";
+import type { ExternalRef, RevisionSettingsColumns, SealedSecrets } from "../payloads/revision-settings.js";
 
 type Reader = Kysely<Database>;
 

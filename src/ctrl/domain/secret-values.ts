@@ -9,7 +9,7 @@ import type { Kysely } from "kysely";
 import { ApplyJobSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { Database } from "../db/schema.js";
 import { DomainError, failedPrecondition, notFound } from "../errors.js";
-import { sealedSecretsOf } from "../kinds/revision-settings.js";
+import { sealedSecretsOf } from "../payloads/revision-settings.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { envSecretAad, existingDataKey, openWith, releaseSecretAad } from "./data-keys.js";
 

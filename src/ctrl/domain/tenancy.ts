@@ -1,12 +1,13 @@
-// Workspaces and projects: creation and lookup by slug or id; and finding an environment by its
-// workspace, project and slug (or ids). Environments themselves are ./environments.ts.
+// Workspaces and projects (tables workspaces and projects): creation, lookup by slug or id, and
+// a deletion's marks and end; and finding an environment by its workspace, project and slug (or
+// ids). Environments themselves are ./environments.ts.
 import type { Kysely } from "kysely";
 import type { Database, EnvironmentRow, ProjectRow, WorkspaceRow } from "../db/schema.js";
+import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, DomainError, failedPrecondition, notFound } from "../errors.js";
 import type { EnvironmentRef, NewProject, NewWorkspace } from "../validate/types.js";
 import { newId, workspaceNamespace } from "./ids.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -92,15 +93,6 @@ export async function createWorkspace(store: Store, input: NewWorkspace): Promis
   return row;
 }
 
-/** By slug; a page's key is the slug of its last workspace. */
-export async function listWorkspaces(db: Reader, page?: PageQuery<string>): Promise<Page<WorkspaceRow>> {
-  let q = db.selectFrom("workspaces").selectAll();
-  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("slug").execute(), page);
-}
-
 export async function createProject(store: Store, input: NewProject): Promise<ProjectRow> {
   try {
     return await store.write(async (tx) => {
@@ -122,16 +114,18 @@ export async function createProject(store: Store, input: NewProject): Promise<Pr
   }
 }
 
-/** By slug; a page's key is the slug of its last project. */
-export async function listProjects(
-  db: Reader,
-  workspaceRef: string,
-  page?: PageQuery<string>,
-): Promise<Page<ProjectRow>> {
-  const workspace = await findWorkspace(db, workspaceRef);
-  let q = db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id);
-  if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("slug").execute(), page);
+/** Marks a workspace or project as being deleted (lookups refuse it from then on). */
+export async function markDeleting(tx: WriteTx, scope: "workspace" | "project", id: string, at: number): Promise<void> {
+  if (scope === "workspace")
+    await tx.trx.updateTable("workspaces").set({ deleting_at: at }).where("id", "=", id).execute();
+  else await tx.trx.updateTable("projects").set({ deleting_at: at }).where("id", "=", id).execute();
+}
+
+/** Deletes a project or workspace row (its deletion ended); returns whether it was there. */
+export async function purgeTenant(tx: WriteTx, scope: "workspace" | "project", id: string): Promise<boolean> {
+  const res =
+    scope === "workspace"
+      ? await tx.trx.deleteFrom("workspaces").where("id", "=", id).executeTakeFirst()
+      : await tx.trx.deleteFrom("projects").where("id", "=", id).executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
 }

@@ -10,7 +10,6 @@ import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId } from "./ids.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -90,7 +89,12 @@ async function lockApiTokens(tx: WriteTx): Promise<void> {
   await tx.dialect.lockNamed(tx.trx, "krane.api_tokens");
 }
 
-function apiTokenRow(r: { id: string; name: string; created_at: number; last_used_at: number | null }): ApiTokenRow {
+export function apiTokenRow(r: {
+  id: string;
+  name: string;
+  created_at: number;
+  last_used_at: number | null;
+}): ApiTokenRow {
   return {
     id: r.id,
     name: r.name,
@@ -111,23 +115,6 @@ export async function createApiToken(store: Store, name: string): Promise<{ row:
     return apiTokenRow({ ...r, last_used_at: null });
   });
   return { row, token };
-}
-
-/** Oldest first. */
-/** Where a page of API tokens ends: its last token's (created_at, id). */
-export type ApiTokenKey = readonly [createdAt: number, id: string];
-
-/** Oldest first: by created_at, then id. */
-export async function listApiTokens(db: Reader, page?: PageQuery<ApiTokenKey>): Promise<Page<ApiTokenRow>> {
-  let q = db.selectFrom("api_tokens").selectAll();
-  if (page?.after !== undefined) {
-    const [createdAt, id] = page.after;
-    q = q.where((eb) => eb(eb.refTuple("created_at", "id"), ">", eb.tuple(createdAt, id)));
-  }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("created_at").orderBy("id").execute();
-  return takePage(rows.map(apiTokenRow), page);
 }
 
 /** Deletes a user token; refuses the last one (FailedPrecondition). */

@@ -59,14 +59,8 @@ export interface Kind<S extends DescMessage = DescMessage, R = unknown> {
   recordReport(store: Store, region: string, report: R): Promise<void>;
   subject(report: R): ReportSubject;
   /**
-   * Issue 16: the Delete payload of a desired object from its stored Apply payload, so deleting
-   * an environment removes every kind's objects through the registry. Absent: genericDelete
-   * (./delete-payload.ts) copies the fields Apply and Delete share by name.
-   */
-  deletePayloadOf?(applyPayload: Uint8Array): Uint8Array;
-  /**
-   * Issue 16: whether a report confirms the object is gone from the region (a pending deletion
-   * then ends). Absent: reports of type "delete".
+   * Whether a report confirms the object is gone from the region (a pending deletion then ends).
+   * Absent: reports of type "delete".
    */
   confirmsDeletion?(report: R): boolean;
   /** The kind's ClusterService methods. */

@@ -1,104 +1,18 @@
-// The release kind (issue 16): a versioned set of arbitrary allow-listed objects of an
-// environment, desired in each of its regions and applied there by the agent's release
-// controller (src/agent/releases). This file is the kind's ctrl side: rows → ApplyRelease /
-// DeleteRelease (pure), the validation and recording of its agents' reports (per region, the
-// version observed and each object's health: the inventory), and its ClusterService methods.
-import { create, toBinary } from "@bufbuild/protobuf";
+// The release kind's descriptor: its stream, its ClusterService methods, and the validation of
+// its agents' reports (per region, the version observed and each object's health, or a
+// rejection), which ../domain/releases.ts records. Its payloads are ../payloads/release.ts.
+import { create } from "@bufbuild/protobuf";
 import {
-  ApplyReleaseSchema,
-  DeleteReleaseSchema,
   GetDesiredReleaseStatesResponseSchema,
   ObjectHealth,
-  ReleaseKindSchema,
-  ReleaseObjectSchema,
   ReleaseStateSchema,
   type ReportReleaseStatusRequest,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import type { Selectable } from "kysely";
-import type { EnvironmentRow, ReleaseKindsTable, ReleaseObjectsTable, ReleaseRow, WorkspaceRow } from "../db/schema.js";
-import type { Store } from "../db/store.js";
-import { DomainError, invalidArgument, notFound } from "../errors.js";
+import { recordReleaseReport, type ObjectHealthName, type ReleaseReport } from "../domain/releases.js";
+import { invalidArgument } from "../errors.js";
+import { releasePayloads } from "../payloads/release.js";
 import * as r from "../validate/rules.js";
 import type { Kind } from "./kind.js";
-
-// ---------------------------------------------------------------- payload encoding
-
-export interface ReleaseContext {
-  workspace: WorkspaceRow;
-  environment: EnvironmentRow;
-  release: ReleaseRow;
-  objects: Selectable<ReleaseObjectsTable>[];
-  kindsEver: Selectable<ReleaseKindsTable>[];
-}
-
-function kindsOf(rows: readonly { api_group: string; api_version: string; kind: string }[]) {
-  return rows.map((k) => create(ReleaseKindSchema, { group: k.api_group, version: k.api_version, kind: k.kind }));
-}
-
-export function encodeApplyRelease(ctx: ReleaseContext, region: string): Uint8Array {
-  const { workspace, environment, release } = ctx;
-  return toBinary(
-    ApplyReleaseSchema,
-    create(ApplyReleaseSchema, {
-      workspaceId: workspace.id,
-      projectId: environment.project_id,
-      environmentId: environment.id,
-      releaseId: release.id,
-      k8sNamespace: workspace.k8s_namespace,
-      name: release.name,
-      version: BigInt(release.version),
-      region,
-      objects: [...ctx.objects]
-        .sort((a, b) => a.seq - b.seq)
-        .map((o) =>
-          create(ReleaseObjectSchema, {
-            id: o.object_id,
-            kind: create(ReleaseKindSchema, { group: o.api_group, version: o.api_version, kind: o.kind }),
-            name: o.name,
-            manifestJson: o.manifest,
-            sealed: o.sealed !== null,
-          }),
-        ),
-      kindsEver: kindsOf(ctx.kindsEver),
-    }),
-  );
-}
-
-export function encodeDeleteRelease(
-  workspace: WorkspaceRow,
-  release: ReleaseRow,
-  kindsEver: readonly { api_group: string; api_version: string; kind: string }[],
-): Uint8Array {
-  return toBinary(
-    DeleteReleaseSchema,
-    create(DeleteReleaseSchema, {
-      releaseId: release.id,
-      k8sNamespace: workspace.k8s_namespace,
-      kindsEver: kindsOf(kindsEver),
-    }),
-  );
-}
-
-// ---------------------------------------------------------------- reports
-
-export type ObjectHealthName =
-  "unknown" | "progressing" | "healthy" | "degraded" | "suspended" | "kind-missing" | "refused";
-
-export interface ReportedObject {
-  id: string;
-  group: string;
-  version: string;
-  kind: string;
-  namespace: string;
-  name: string;
-  health: ObjectHealthName;
-  message: string;
-}
-
-export type ReleaseReport =
-  | { type: "update"; id: string; version: number; objects: ReportedObject[] }
-  | { type: "delete"; id: string }
-  | { type: "rejected"; id: string; reason: string };
 
 export function healthName(field: string, h: ObjectHealth): ObjectHealthName {
   switch (h) {
@@ -165,59 +79,12 @@ export function validateReleaseReport(req: ReportReleaseStatusRequest): ReleaseR
   }
 }
 
-export async function recordReleaseReport(store: Store, region: string, report: ReleaseReport): Promise<void> {
-  await store.write(async (tx) => {
-    const rel = await tx.trx
-      .selectFrom("releases")
-      .select(["id", "environment_id"])
-      .where("id", "=", report.id)
-      .executeTakeFirst();
-    if (!rel) {
-      if (report.type === "delete") return;
-      throw notFound(`release "${report.id}"`);
-    }
-    const regions = await tx.trx
-      .selectFrom("desired_objects")
-      .select("region")
-      .where("kind", "=", "release")
-      .where("object_id", "=", rel.id)
-      .execute();
-    const pending = await tx.trx
-      .selectFrom("pending_deletions")
-      .select("region")
-      .where("kind", "=", "release")
-      .where("object_id", "=", rel.id)
-      .execute();
-    if (![...regions, ...pending].some((x) => x.region === region) && report.type !== "delete") {
-      throw new DomainError("permission_denied", `release ${rel.id} is not desired in region ${region}`);
-    }
-    if (report.type === "delete") {
-      await tx.trx.deleteFrom("release_status").where("release_id", "=", rel.id).where("region", "=", region).execute();
-      return;
-    }
-    const values =
-      report.type === "update"
-        ? {
-            observed_version: report.version,
-            objects: JSON.stringify(report.objects),
-            rejected_reason: null,
-            reported_at: tx.now,
-          }
-        : { rejected_reason: report.reason, reported_at: tx.now };
-    await tx.trx
-      .insertInto("release_status")
-      .values({ release_id: rel.id, region, observed_version: 0, objects: "[]", ...values })
-      .onConflict((oc) => oc.columns(["release_id", "region"]).doUpdateSet(values))
-      .execute();
-  });
-}
-
 // ---------------------------------------------------------------- descriptor
 
 export const releaseKind: Kind<typeof ReleaseStateSchema, ReleaseReport> = {
-  name: "release",
+  name: releasePayloads.name,
   idPrefix: "rel",
-  wire: { state: ReleaseStateSchema, apply: ApplyReleaseSchema, delete: DeleteReleaseSchema },
+  wire: { state: ReleaseStateSchema, apply: releasePayloads.apply, delete: releasePayloads.delete },
   recordReport: recordReleaseReport,
   subject: (report) => ({ id: report.id, k8sName: "" }),
   methods: (h) => ({

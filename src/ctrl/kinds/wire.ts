@@ -11,7 +11,7 @@
 import { create, fromBinary, toBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { SnapshotEndSchema, SnapshotStartSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { BookmarkSchema, SnapshotEndSchema, SnapshotStartSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { ChangeOp } from "../db/schema.js";
 import type { WatchEvent } from "../stream/watch.js";
 import type { KindWire } from "./kind.js";
@@ -55,13 +55,25 @@ function build<S extends DescMessage>(
 
 function marker<S extends DescMessage>(
   k: KindWire<S>,
-  ev: Extract<WatchEvent, { type: "snapshot_start" | "snapshot_end" }>,
+  ev: Extract<WatchEvent, { type: "snapshot_start" | "snapshot_end" | "bookmark" }>,
 ): MessageShape<S> {
-  const state =
-    ev.type === "snapshot_start"
-      ? { case: "snapshotStart", value: create(SnapshotStartSchema) }
-      : { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) };
-  return create(k.state, { version: 0n, state } as never);
+  switch (ev.type) {
+    case "snapshot_start":
+      return create(k.state, {
+        version: 0n,
+        state: { case: "snapshotStart", value: create(SnapshotStartSchema) },
+      } as never);
+    case "snapshot_end":
+      return create(k.state, {
+        version: 0n,
+        state: { case: "snapshotEnd", value: create(SnapshotEndSchema, { headVersion: BigInt(ev.head) }) },
+      } as never);
+    case "bookmark":
+      return create(k.state, {
+        version: BigInt(ev.version),
+        state: { case: "bookmark", value: create(BookmarkSchema, { keepaliveIntervalMs: ev.keepaliveMs }) },
+      } as never);
+  }
 }
 
 /**
@@ -88,6 +100,7 @@ export function streamState<S extends DescMessage>(
   switch (ev.type) {
     case "snapshot_start":
     case "snapshot_end":
+    case "bookmark":
       return marker(k, ev);
     case "snapshot_object":
       return build(k, 0, "apply", ev.payload, encoding);
@@ -125,6 +138,7 @@ export function streamFrame<S extends DescMessage>(k: KindWire<S>, ev: WatchEven
   switch (ev.type) {
     case "snapshot_start":
     case "snapshot_end":
+    case "bookmark":
       return encodeEnvelope(0, toBinary(k.state, marker(k, ev)));
     case "snapshot_object":
       return encodeEnvelope(0, stateBytes(0, "apply", ev.payload));

@@ -16,7 +16,7 @@ import type { BackoffPolicy } from "../../retry/backoff.js";
 import { Result, WorkQueue } from "../../retry/queue.js";
 import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { deploymentKind } from "../kinds/deployment.js";
+import { deploymentPayloads } from "../payloads/deployment.js";
 import { runPass, type PassResult } from "./pass.js";
 import { runProgressivePass, type ProgressiveOptions } from "./progressive.js";
 
@@ -187,7 +187,7 @@ export class RolloutDriver {
 
   /** ClusterService's report listener: deployment reports may move a rollout. Never rejects. */
   reported(kind: KindName, region: string, subject: { id: string; k8sName: string }): void {
-    if (kind !== deploymentKind.name) return;
+    if (kind !== deploymentPayloads.name) return;
     this.deploymentReported(region, subject.id, subject.k8sName).catch((err: unknown) => {
       this.log.warn(
         { region, err: err instanceof Error ? err.message : String(err) },

@@ -11,16 +11,21 @@
 // with a pass. SQLite has a single writer, so its transactions are serial anyway. A row lock
 // (rather than an advisory lock) is released by commit/rollback on every path and needs no key
 // hashing.
-import { sql } from "kysely";
 import { planRollout, type Condition, type DeploymentStatus } from "../../rollout/index.js";
-import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
 import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { lockEnvironment } from "../domain/environments.js";
-import { lockRolloutRow } from "../domain/rollouts.js";
-import type { DeploymentContext } from "../kinds/deployment.js";
+import {
+  appendEvents,
+  clearTarget,
+  dropRevisionRecords,
+  lockRolloutRow,
+  putRevisionRecord,
+  recordPass,
+} from "../domain/rollouts.js";
+import type { DeploymentContext } from "../payloads/deployment.js";
 import {
   buildRolloutInput,
   holdScaleUp,
@@ -30,9 +35,6 @@ import {
   type EnvironmentFacts,
   type RevisionFacts,
 } from "./plan.js";
-
-/** Events kept per (environment, region). */
-export const EVENTS_KEPT = 50;
 
 /** How soon a pass held back by an unapplied scale-down looks again without a report. */
 const SCALE_DOWN_RECHECK_MS = 1000;
@@ -87,12 +89,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
       seenRevision: Number(row.target_seen_revision),
     });
     if (chosen === null) {
-      await tx.trx
-        .updateTable("rollouts")
-        .set({ target_deployment_id: null, target_seen_revision: lastRevision, requeue_at: null, updated_at: tx.now })
-        .where("environment_id", "=", environmentId)
-        .where("region", "=", region)
-        .execute();
+      await clearTarget(tx, environmentId, region, lastRevision);
       return NOTHING;
     }
     // Every deployment up to last_revision has now been seen: only a newer one retargets.
@@ -182,29 +179,25 @@ export async function runPass(store: Store, environmentId: string, region: strin
     for (const r of w.revisions) {
       if (r.putDesired) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
       if (!r.recordChanged) continue;
-      const values = { revision: r.revision, desired_replicas: r.desiredReplicas, max_replicas: r.maxReplicas };
-      await tx.trx
-        .insertInto("rollout_revisions")
-        .values({ deployment_id: r.deploymentId, environment_id: environmentId, region, ...values })
-        .onConflict((oc) => oc.columns(["deployment_id", "region"]).doUpdateSet(values))
-        .execute();
+      await putRevisionRecord(tx, {
+        deploymentId: r.deploymentId,
+        environmentId,
+        region,
+        revision: r.revision,
+        desiredReplicas: r.desiredReplicas,
+        maxReplicas: r.maxReplicas,
+      });
     }
     for (const id of w.remove) {
       await removeFromRegion(tx, ctxOf(id), region);
-      await tx.trx
-        .deleteFrom("rollout_revisions")
-        .where("deployment_id", "=", id)
-        .where("region", "=", region)
-        .execute();
+      await dropRevisionRecords(tx, region, [id]);
     }
     // Records of deleted deployments.
-    const stale = records.filter((r) => !ids.includes(r.deployment_id)).map((r) => r.deployment_id);
-    if (stale.length > 0)
-      await tx.trx
-        .deleteFrom("rollout_revisions")
-        .where("region", "=", region)
-        .where("deployment_id", "in", stale)
-        .execute();
+    await dropRevisionRecords(
+      tx,
+      region,
+      records.filter((r) => !ids.includes(r.deployment_id)).map((r) => r.deployment_id),
+    );
 
     let wakeAt: number | null = null;
     if (!w.changed) {
@@ -215,66 +208,18 @@ export async function runPass(store: Store, environmentId: string, region: strin
       }
     }
     const observedSpec = specKey({ ...env, rollbackTo: w.clearRollback ? null : rollbackTo }, lastRevision);
-    await tx.trx
-      .updateTable("rollouts")
-      .set({
-        target_deployment_id: w.targetDeploymentId,
-        target_seen_revision: target.seenRevision,
-        rollback_to: w.clearRollback ? null : rollbackTo,
-        status: JSON.stringify(w.status),
-        conditions: JSON.stringify(w.conditions),
-        observed_spec: observedSpec,
-        requeue_at: wakeAt,
-        updated_at: now,
-      })
-      .where("environment_id", "=", environmentId)
-      .where("region", "=", region)
-      .execute();
+    await recordPass(tx, environmentId, region, {
+      targetDeploymentId: w.targetDeploymentId,
+      targetSeenRevision: target.seenRevision,
+      rollbackTo: w.clearRollback ? null : rollbackTo,
+      status: w.status,
+      conditions: w.conditions,
+      observedSpec,
+      requeueAt: wakeAt,
+    });
     if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
-    // Issue 16: cron jobs run the revision their region runs; a new target re-renders them.
+    // Cron jobs run the revision their region runs; a new target re-renders them.
     if (w.targetDeploymentId !== row.target_deployment_id) await syncEnvironmentObjects(tx, environment, workspace);
     return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
   });
-}
-
-/**
- * Appends a pass's events, numbered after the region's last one, keeping the newest EVENTS_KEPT.
- * Only those are written: a pass that retires thousands of revisions emits an event for each,
- * and one INSERT of them all would exceed SQLite's limit on bound parameters.
- */
-export async function appendEvents(
-  tx: WriteTx,
-  environmentId: string,
-  region: string,
-  events: { type: string; reason: string; message: string }[],
-): Promise<void> {
-  const last = await tx.trx
-    .selectFrom("rollout_events")
-    .select(sql<number | null>`max(seq)`.as("seq"))
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .executeTakeFirst();
-  const first = Number(last?.seq ?? 0) + 1;
-  const kept = events.slice(-EVENTS_KEPT);
-  let seq = first + events.length - kept.length - 1;
-  await tx.trx
-    .insertInto("rollout_events")
-    .values(
-      kept.map((e) => ({
-        environment_id: environmentId,
-        region,
-        seq: ++seq,
-        at: tx.now,
-        type: e.type,
-        reason: e.reason,
-        message: e.message,
-      })),
-    )
-    .execute();
-  await tx.trx
-    .deleteFrom("rollout_events")
-    .where("environment_id", "=", environmentId)
-    .where("region", "=", region)
-    .where("seq", "<=", seq - EVENTS_KEPT)
-    .execute();
 }

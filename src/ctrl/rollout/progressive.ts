@@ -6,17 +6,16 @@
 //      reads the samples through the injected MeasurementSource and judges them (no source:
 //      the check fails closed, "no measurements available");
 //   2. in one transaction holding the environment row for update: reads the state, the regions,
-//      the revisions and their instance reports, runs decide(), and writes the replica targets
-//      (setDesiredReplicas, through the outbox), the per-region routing (environments.
-//      routing_regions, routing_version + 1, every sentinel re-rendered), the state and the
-//      pending command consumed, the events, and the wake-up time on every region's rollout
-//      record (the driver's sweep reads those, so waits survive a restart).
+//      the revisions and their instance reports, runs decide(), and writes through the tables'
+//      owners (../domain) the replica targets (setDesiredReplicas, through the outbox), the
+//      routing per region (setRouting: a new routing version, every sentinel re-rendered), the
+//      state and the pending command consumed, the events, and the wake-up time on every
+//      region's rollout record (the driver's sweep reads those, so waits survive a restart).
 // A verdict measured for a state that changed before the transaction is dropped by the engine.
 import type { Logger } from "pino";
 import type { MeasurementSource } from "../../contracts/analysis.js";
 import {
   analysisRequest,
-  wavesOf,
   decide,
   INITIAL_STATE,
   judge,
@@ -31,13 +30,11 @@ import {
 import type { Store } from "../db/store.js";
 import type { EnvironmentRow } from "../db/schema.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
-import { putSentinel } from "../domain/environments.js";
-import { lockEnvironment } from "../domain/environments.js";
-import { ensureRolloutRow } from "../domain/rollouts.js";
-import { failedPrecondition } from "../errors.js";
-import type { DeploymentContext } from "../kinds/deployment.js";
-import { regionRoutingOf, type RegionRouting } from "../kinds/sentinel.js";
-import { appendEvents, type PassResult } from "./pass.js";
+import { lockEnvironment, setRouting } from "../domain/environments.js";
+import { appendEvents, saveProgressiveState, setDecidedTarget } from "../domain/rollouts.js";
+import type { DeploymentContext } from "../payloads/deployment.js";
+import type { RegionRouting } from "../payloads/sentinel.js";
+import type { PassResult } from "./pass.js";
 import { revisionStatus } from "./plan.js";
 
 export interface ProgressiveOptions {
@@ -102,16 +99,6 @@ async function measure(
     opts.logger?.warn({ environmentId, err: reason }, "analysis check could not read measurements");
     return { stateText, verdict: { result: "inconclusive", reason, at: now } };
   }
-}
-
-function sameRouting(a: ReadonlyMap<string, RegionRouting>, b: ReadonlyMap<string, RegionRouting>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [k, v] of a) {
-    const w = b.get(k);
-    if (w === undefined || w.preview !== v.preview || JSON.stringify(w.weights) !== JSON.stringify(v.weights))
-      return false;
-  }
-  return true;
 }
 
 export async function runProgressivePass(
@@ -219,50 +206,20 @@ export async function runProgressivePass(
     const routing = new Map<string, RegionRouting>(
       d.regions.filter((r) => r.weights.length > 0).map((r) => [r.region, { weights: r.weights, preview: r.preview }]),
     );
-    if (!sameRouting(routing, regionRoutingOf(environment))) {
-      const after: EnvironmentRow = {
-        ...environment,
-        routing_regions: JSON.stringify(Object.fromEntries(routing)),
-        routing_version: Number(environment.routing_version) + 1,
-      };
-      await tx.trx
-        .updateTable("environments")
-        .set({ routing_regions: after.routing_regions, routing_version: after.routing_version })
-        .where("id", "=", environmentId)
-        .execute();
-      const sentinels = await tx.trx
-        .selectFrom("sentinels")
-        .selectAll()
-        .where("environment_id", "=", environmentId)
-        .execute();
-      for (const s of sentinels) await putSentinel(tx, after, s);
-      changed = true;
-    }
+    if ((await setRouting(tx, project, environment, routing)) !== null) changed = true;
 
     // State, command, events, wake-ups.
     const stateText = JSON.stringify(d.state);
     if (stateText !== (row?.state ?? "") || command !== null || row === undefined) {
-      const values = { state: stateText, command: null, wake_at: d.wakeAt, updated_at: now };
-      await tx.trx
-        .insertInto("progressive_rollouts")
-        .values({ environment_id: environmentId, ...values })
-        .onConflict((oc) => oc.column("environment_id").doUpdateSet(values))
-        .execute();
+      await saveProgressiveState(tx, environmentId, stateText, d.wakeAt);
       if (stateText !== (row?.state ?? "")) changed = true;
     }
     for (const { region } of regionRows) {
-      await ensureRolloutRow(tx, environmentId, region);
-      await tx.trx
-        .updateTable("rollouts")
-        .set({
-          target_deployment_id: d.state.canary !== null && !d.state.aborted ? d.state.canary : d.state.stable,
-          target_seen_revision: Number(environment.last_revision),
-          requeue_at: changed ? null : d.wakeAt,
-          updated_at: now,
-        })
-        .where("environment_id", "=", environmentId)
-        .where("region", "=", region)
-        .execute();
+      await setDecidedTarget(tx, environmentId, region, {
+        deploymentId: d.state.canary !== null && !d.state.aborted ? d.state.canary : d.state.stable,
+        seenRevision: Number(environment.last_revision),
+        requeueAt: changed ? null : d.wakeAt,
+      });
       if (d.events.length > 0) await appendEvents(tx, environmentId, region, [...d.events]);
     }
     return {
@@ -272,65 +229,4 @@ export async function runProgressivePass(
   });
   if (result.abortReason !== null) opts.onAbort?.(environmentId, result.abortReason);
   return result.pass;
-}
-
-/** Records a promote or abort for the next decision; refuses environments without a progressive strategy. */
-export async function setProgressiveCommand(
-  store: Store,
-  environment: EnvironmentRow,
-  command: Command,
-): Promise<void> {
-  await store.write(async (tx) => {
-    const env = await lockEnvironment(tx, environment.id, "update");
-    if (!env || env.progressive === null) {
-      throw failedPrecondition(
-        `environment "${environment.slug}" has no progressive strategy (set one with \`krane env update --strategy canary|blue-green\`)`,
-      );
-    }
-    await tx.trx
-      .insertInto("progressive_rollouts")
-      .values({
-        environment_id: env.id,
-        state: JSON.stringify(INITIAL_STATE),
-        command,
-        wake_at: null,
-        updated_at: tx.now,
-      })
-      .onConflict((oc) => oc.column("environment_id").doUpdateSet({ command, updated_at: tx.now }))
-      .execute();
-  });
-}
-
-// ---------------------------------------------------------------- read model
-
-export interface ProgressiveView {
-  spec: ProgressiveSpec;
-  state: ProgressiveState;
-  /** The routing each region's sentinels are told (empty before the first decision). */
-  routing: Map<string, RegionRouting>;
-  /** A command not yet acted on. */
-  pendingCommand: string | null;
-  /** Waves as the engine orders the environment's regions. */
-  waves: string[][];
-}
-
-export async function progressiveView(
-  db: Store["db"],
-  environment: EnvironmentRow,
-  regions: readonly string[],
-): Promise<ProgressiveView | null> {
-  const spec = specOf(environment);
-  if (spec === null) return null;
-  const row = await db
-    .selectFrom("progressive_rollouts")
-    .selectAll()
-    .where("environment_id", "=", environment.id)
-    .executeTakeFirst();
-  return {
-    spec,
-    state: parseState(row?.state),
-    routing: regionRoutingOf(environment),
-    pendingCommand: row?.command ?? null,
-    waves: wavesOf(spec, regions),
-  };
 }

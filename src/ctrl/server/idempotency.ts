@@ -34,17 +34,42 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import type { Kysely } from "kysely";
 import { principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
-import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { withWriteHook, type WriteHook } from "../db/write-hook.js";
+import {
+  claimKey,
+  findKey,
+  recordAnswer,
+  setKeySubject,
+  type KeyId,
+  type KeyRecord,
+} from "../domain/idempotency-keys.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { retry } from "../../retry/retry.js";
+
+export { pruneIdempotencyKeys, type KeyId } from "../domain/idempotency-keys.js";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
 /** How long a key is remembered by default. */
 export const DEFAULT_IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
+/**
+ * How often a repeat looks again for the answer of a first attempt still running in another ctrl
+ * process (src/retry's backoff: soon at first, then every few hundred milliseconds). Looking is
+ * cheaper than a notification here: the wait is bounded (IdempotencyOptions.waitMs) and rare (a
+ * client retrying while its first call still runs elsewhere), and a notification would need a
+ * LISTEN channel of its own on PostgreSQL and nothing on SQLite (one process: it waits in memory).
+ */
+export const ANSWER_POLL: BackoffPolicy = { baseMs: 50, capMs: 200, minMs: 25 };
+
+/** A claim with no answer yet, whose first attempt may still be running elsewhere. */
+class StillRunning extends Error {
+  constructor() {
+    super("the first attempt is still running");
+  }
+}
 
 const KEY = /^[A-Za-z0-9._:-]{1,255}$/;
 
@@ -92,49 +117,6 @@ export function openAnswer(secret: string, id: KeyId, sealed: Uint8Array): Uint8
   } catch {
     return undefined;
   }
-}
-
-export interface KeyId {
-  readonly scope: string;
-  readonly method: string;
-  readonly key: string;
-}
-
-/** The record of a key, as a repeat finds it. */
-interface KeyRecord {
-  readonly digest: string;
-  readonly createdAt: number;
-  readonly owner: string;
-  readonly answer: Uint8Array | null;
-  readonly answeredAt: number | null;
-  /** What the call created, when it said (noteWriteSubject). */
-  readonly subject: string | null;
-}
-
-async function findKey(db: Kysely<Database>, id: KeyId): Promise<KeyRecord | undefined> {
-  const row = await db
-    .selectFrom("idempotency_keys")
-    .select(["request_digest", "created_at", "owner", "answer", "answered_at", "subject"])
-    .where("scope", "=", id.scope)
-    .where("method", "=", id.method)
-    .where("idempotency_key", "=", id.key)
-    .executeTakeFirst();
-  return (
-    row && {
-      digest: row.request_digest,
-      createdAt: Number(row.created_at),
-      owner: row.owner,
-      answer: row.answer,
-      answeredAt: row.answered_at === null ? null : Number(row.answered_at),
-      subject: row.subject,
-    }
-  );
-}
-
-/** Forgets keys older than `before` (unix ms); returns how many. */
-export async function pruneIdempotencyKeys(db: Kysely<Database>, before: number): Promise<number> {
-  const res = await db.deleteFrom("idempotency_keys").where("created_at", "<", before).executeTakeFirst();
-  return Number(res.numDeletedRows);
 }
 
 /** The answer a repeat gets, handed to the method by replayable() instead of running it. */
@@ -277,7 +259,7 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     }
     if (!res.stream) {
       const sealed = sealAnswer(secret, id, toBinary(req.method.output, res.message));
-      await recordAnswer(store, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
+      await recordAnswer(store.db, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
     }
     return res;
   };
@@ -291,28 +273,31 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     secret: string,
   ): Promise<UnaryResponse | undefined> => {
     const deadline = Date.now() + (opts.waitMs ?? 2000);
-    for (;;) {
-      const rec = await findKey(store.db, id);
-      if (!rec) return undefined;
-      if (rec.digest !== digest) {
-        throw new ConnectError(
-          `Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`,
-          Code.InvalidArgument,
-        );
-      }
-      if (rec.answer !== null) return replay(next, req, id, secret, rec.answer);
-      // Claimed, no answer yet: still running elsewhere, or ended without one.
-      const finished = rec.answeredAt !== null || rec.owner === owner || Date.now() >= deadline;
-      if (finished) {
-        const rebuilt = await answerFromState(next, req, id, secret, rec.subject);
-        if (rebuilt) return rebuilt;
-        throw new ConnectError(
-          `the ${req.method.name} request with Idempotency-Key "${id.key}" was applied at ${new Date(rec.createdAt).toISOString()}, but its answer was lost (the call ended without one); it is not applied again: read the current state instead`,
-          Code.AlreadyExists,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 100));
+    // Claimed with no answer yet: still running in another process (look again, until the
+    // deadline), or ended without one.
+    const rec = await retry(
+      async (): Promise<KeyRecord | undefined> => {
+        const r = await findKey(store.db, id);
+        const pending = r !== undefined && r.digest === digest && r.answer === null && r.answeredAt === null;
+        if (pending && r.owner !== owner && Date.now() < deadline) throw new StillRunning();
+        return r;
+      },
+      { policy: ANSWER_POLL, retryable: (err) => err instanceof StillRunning },
+    );
+    if (!rec) return undefined;
+    if (rec.digest !== digest) {
+      throw new ConnectError(
+        `Idempotency-Key "${id.key}" was used for a different ${req.method.name} request: use a new key for a new request`,
+        Code.InvalidArgument,
+      );
     }
+    if (rec.answer !== null) return replay(next, req, id, secret, rec.answer);
+    const rebuilt = await answerFromState(next, req, id, secret, rec.subject);
+    if (rebuilt) return rebuilt;
+    throw new ConnectError(
+      `the ${req.method.name} request with Idempotency-Key "${id.key}" was applied at ${new Date(rec.createdAt).toISOString()}, but its answer was lost (the call ended without one); it is not applied again: read the current state instead`,
+      Code.AlreadyExists,
+    );
   };
 
   return (next) => async (req) => {
@@ -337,19 +322,7 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
     const hook: WriteHook = {
       async begin(tx) {
         if (claimed === "committed" || closed) return;
-        const res = await tx.trx
-          .insertInto("idempotency_keys")
-          .values({
-            scope: id.scope,
-            method: id.method,
-            idempotency_key: id.key,
-            request_digest: digest,
-            created_at: now(),
-            owner,
-          })
-          .onConflict((oc) => oc.columns(["scope", "method", "idempotency_key"]).doNothing())
-          .executeTakeFirst();
-        if (Number(res.numInsertedOrUpdatedRows ?? 0n) === 0) throw new KeyTakenError();
+        if (!(await claimKey(tx, id, { digest, createdAt: now(), owner }))) throw new KeyTakenError();
         claimed = tx;
       },
       committed(tx) {
@@ -357,13 +330,7 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       },
       async subject(tx, subject) {
         if (claimed === undefined || closed) return;
-        await tx.trx
-          .updateTable("idempotency_keys")
-          .set({ subject })
-          .where("scope", "=", id.scope)
-          .where("method", "=", id.method)
-          .where("idempotency_key", "=", id.key)
-          .execute();
+        await setKeySubject(tx, id, subject);
       },
     };
     let done = (): void => undefined;
@@ -374,14 +341,14 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       closed = true;
       if (claimed === "committed" && !res.stream) {
         const sealed = sealAnswer(secret, id, toBinary(req.method.output, res.message));
-        await recordAnswer(store, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
+        await recordAnswer(store.db, id, sealed, now()).catch((err: unknown) => opts.onRecordFailure?.(err));
       }
       return res;
     } catch (err) {
       closed = true;
       if (claimed === "committed") {
         // Applied, but no answer to keep: a repeat is told so.
-        await recordAnswer(store, id, null, now()).catch((e: unknown) => opts.onRecordFailure?.(e));
+        await recordAnswer(store.db, id, null, now()).catch((e: unknown) => opts.onRecordFailure?.(e));
         throw err;
       }
       // A repeat whose own attempt found the key taken, or failed before writing (say, a delete
@@ -405,14 +372,4 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       done();
     }
   };
-}
-
-async function recordAnswer(store: Store, id: KeyId, sealed: Uint8Array | null, at: number): Promise<void> {
-  await store.db
-    .updateTable("idempotency_keys")
-    .set({ answer: sealed, answered_at: at })
-    .where("scope", "=", id.scope)
-    .where("method", "=", id.method)
-    .where("idempotency_key", "=", id.key)
-    .execute();
 }

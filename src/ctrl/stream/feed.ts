@@ -7,7 +7,7 @@
 // reads the outbox itself. Feeds exist only while someone watches. A failed outbox read is
 // tried again with backoff (FEED_RETRY, through src/retry) while watchers keep waiting.
 //
-// Reads are coalesced (issue 18): a poke after a quiet spell is read at once, but a feed reads
+// Reads are coalesced: a poke after a quiet spell is read at once, but a feed reads
 // at most once per `coalesceMs` (2 ms) while changes keep coming, so under a stream of commits
 // one read and one wake-up carry several changes, and each watcher writes them to its HTTP/2
 // connection in one go (one socket write for several messages instead of one per change).

@@ -1,6 +1,6 @@
-// Validation of an agent's measurement report (ClusterService.ReportMeasurements, issue 13 part
-// 2): bounded sizes, ids of the right kind, non-negative counts, latency buckets of the right
-// length, and a sane window. Pure; which environments and revisions the agent may report for is
+// Validation of an agent's measurement report (ClusterService.ReportMeasurements, what rollout
+// analysis judges): bounded sizes, ids of the right kind, non-negative counts, latency buckets
+// of the right length, and a sane window. Pure; which environments and revisions the agent may report for is
 // the domain's check (../domain/measurements.ts), against the database.
 import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
 import type { ReportMeasurementsRequest } from "../../gen/krane/ctrl/v1/cluster_pb.js";

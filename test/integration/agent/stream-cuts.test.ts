@@ -1,4 +1,4 @@
-// The agent's desired-state stream cut at every byte boundary (issue 14): a real ctrl (SQLite)
+// The agent's desired-state stream cut at every byte boundary: a real ctrl (SQLite)
 // holds a generated sequence of changes for a region; the agent's own stream loop and decoding
 // (the deployments kind's protocol over a real Connect transport, HTTP/2) reads them through the
 // HTTP/2 fault proxy, which resets the first stream after exactly k bytes of its answer, for every
@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import fc from "fast-check";
-import { createCtrlClient } from "../../../src/agent/agent.js";
+import { createCtrlClient } from "../../../src/agent/ctrl-client.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
 import type { CursorAction } from "../../../src/agent/runtime/cursor.js";
@@ -25,7 +25,7 @@ import {
 import { createEnvironment } from "../../../src/ctrl/domain/environments.js";
 import { createProject, createWorkspace } from "../../../src/ctrl/domain/tenancy.js";
 import { validateRollout } from "../../../src/ctrl/validate/api.js";
-import type { DeploymentContext } from "../../../src/ctrl/kinds/deployment.js";
+import type { DeploymentContext } from "../../../src/ctrl/payloads/deployment.js";
 import { H2FaultProxy } from "../../support/faults/h2-proxy.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 
@@ -131,10 +131,10 @@ async function readThrough(protocol: Protocol, from: bigint, head: bigint, cutAt
     name: "deployments",
     log: silentLogger,
     reconnect: { baseMs: 1, capMs: 2, minMs: 0 },
-    open: (cursor, signal, onOpen) => {
+    open: (cursor, call) => {
       run.opens++;
       assert.ok(run.opens < 50, "reconnects without end");
-      return protocol.watch(cursor === 0n ? from : cursor, signal, onOpen);
+      return protocol.watch(cursor === 0n ? from : cursor, call);
     },
     decode: (msg) => {
       const ev = protocol.decode(msg);

@@ -5,7 +5,8 @@
 // one controller's stream and trip its breaker but not the other's); and drive desired state
 // directly, including dropping an object without telling the stream (an orphan). Per region and
 // kind it keeps the desired state and an outbox with its own version sequence; streams start with
-// a snapshot at cursor 0. It records reports and heartbeats and counts calls per method.
+// a bookmark as ctrl's do, then a snapshot at cursor 0, and get a bookmark whenever they have been
+// quiet for `keepaliveMs`. It records reports and heartbeats and counts calls per method.
 import { setMaxListeners } from "node:events";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -82,6 +83,7 @@ function record<R extends { deleted: boolean; updates: number }>(
 
 /** One message of a watch stream, before it is put into the kind's state message. */
 type Frame<A> =
+  | { case: "bookmark"; keepaliveMs: number }
   | { case: "snapshotStart" }
   | { case: "snapshotEnd"; head: bigint }
   | { case: "apply"; value: A }
@@ -105,11 +107,14 @@ function oneof<A, Del>(
   f: Frame<A>,
   deleteOf: (a: A) => Del,
 ):
+  | { case: "bookmark"; value: { keepaliveIntervalMs: number } }
   | { case: "snapshotStart"; value: Record<string, never> }
   | { case: "snapshotEnd"; value: { headVersion: bigint } }
   | { case: "apply"; value: A }
   | { case: "delete"; value: Del } {
   switch (f.case) {
+    case "bookmark":
+      return { case: "bookmark", value: { keepaliveIntervalMs: f.keepaliveMs } };
     case "snapshotStart":
       return { case: "snapshotStart", value: {} };
     case "snapshotEnd":
@@ -196,7 +201,7 @@ export class TestCtrl {
   readonly deploymentReports = new Map<string, DeploymentReport>();
   readonly sentinelReports = new Map<string, SentinelReport>();
   readonly heartbeats: Heartbeat[] = [];
-  /** Measurement reports received (issue 13), in order. */
+  /** Measurement reports received, in order. */
   readonly measurements: ReportMeasurementsRequest[] = [];
   /** Methods that answer Unavailable until removed (see setFailing). */
   readonly failing = new Set<ClusterMethod>();
@@ -220,6 +225,9 @@ export class TestCtrl {
   #server: http2.Http2Server | undefined;
   #shutdown: AbortController | undefined;
   #port = 0;
+
+  /** A quiet stream gets a bookmark this often, as from ctrl (ms). */
+  keepaliveMs = 1_000;
 
   constructor(token = "test-token") {
     this.token = token;
@@ -325,15 +333,19 @@ export class TestCtrl {
     for (const f of w) f();
   }
 
-  #wait(signal: AbortSignal): Promise<void> {
+  /** Until a commit, the signal, or the keepalive interval (then true: time for a bookmark). */
+  #wait(signal: AbortSignal): Promise<boolean> {
     return new Promise((resolve) => {
-      const done = (): void => {
-        this.#waiters.delete(done);
-        signal.removeEventListener("abort", done);
-        resolve();
+      const done = (quiet: boolean): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(woken);
+        signal.removeEventListener("abort", woken);
+        resolve(quiet);
       };
-      this.#waiters.add(done);
-      signal.addEventListener("abort", done, { once: true });
+      const woken = (): void => done(false);
+      const timer = setTimeout(() => done(true), this.keepaliveMs);
+      this.#waiters.add(woken);
+      signal.addEventListener("abort", woken, { once: true });
     });
   }
 
@@ -360,6 +372,8 @@ export class TestCtrl {
     this.#enter(method, ctx);
     const log = kind.log(region);
     let cursor = versionLastSeen;
+    // As ctrl does: a bookmark first (the stream is accepted; how often it will speak).
+    yield kind.state(cursor === 0n ? 0n : cursor, { case: "bookmark", keepaliveMs: this.keepaliveMs });
     if (cursor === 0n) {
       // Desired state and head taken together: what commits while the snapshot is being sent
       // follows it as changes.
@@ -378,7 +392,7 @@ export class TestCtrl {
         cursor = c.version;
         yield kind.state(c.version, c);
       }
-      await this.#wait(ctx.signal);
+      if (await this.#wait(ctx.signal)) yield kind.state(cursor, { case: "bookmark", keepaliveMs: this.keepaliveMs });
     }
     throw new ConnectError("shutting down", Code.Unavailable);
   }
@@ -390,6 +404,12 @@ export class TestCtrl {
     ctx: HandlerContext,
   ): AsyncGenerator<MessageShape<D>> {
     this.#enter(method, ctx);
+    const bookmark = (): MessageShape<D> =>
+      create(schema, {
+        version: 0n,
+        state: { case: "bookmark", value: { keepaliveIntervalMs: this.keepaliveMs } },
+      } as never) as MessageShape<D>;
+    yield bookmark();
     yield create(schema, { version: 0n, state: { case: "snapshotStart", value: {} } } as never) as MessageShape<D>;
     yield create(schema, {
       version: 0n,
@@ -397,7 +417,7 @@ export class TestCtrl {
     } as never) as MessageShape<D>;
     while (!ctx.signal.aborted) {
       this.#failIfFailing(method);
-      await this.#wait(ctx.signal);
+      if (await this.#wait(ctx.signal)) yield bookmark();
     }
     throw new ConnectError("shutting down", Code.Unavailable);
   }
@@ -452,7 +472,7 @@ export class TestCtrl {
         else rep.rejected = c.value.reason;
         return {};
       },
-      // Issue 16's kinds: nothing desired (an empty snapshot, then quiet), reports accepted. The
+      // Releases, jobs and gateways: nothing desired (an empty snapshot, then quiet), reports accepted. The
       // release, job and secret tests use the real ctrl.
       watchReleases(_req, ctx) {
         return self.#empty("watchReleases", ReleaseStateSchema, ctx);

@@ -421,7 +421,7 @@ describe("auth, validation and gRPC", () => {
       msgs.push(m.state.case);
       if (m.state.case === "snapshotEnd") break;
     }
-    assert.deepEqual(msgs, ["snapshotStart", "snapshotEnd"]);
+    assert.deepEqual(msgs, ["bookmark", "snapshotStart", "snapshotEnd"]);
     await expectCode(ctrl.client(ClusterService, null, "grpc").heartbeat({ region: "eu" }), Code.Unauthenticated);
     const clusters = await ctrl.client(RegionService, ctrl.adminToken).listClusters({ region: "eu" });
     assert.equal(clusters.clusters.find((c) => c.name === "default")?.agentId, "grpc-agent");

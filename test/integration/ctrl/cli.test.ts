@@ -106,7 +106,10 @@ describe("krane CLI against krane ctrl serve", () => {
       [["eu-west", 3]],
     );
     assert.equal(status.clusters[0]?.region, "eu-west");
-    assert.match(ok(["status", "shop/prod"]), new RegExp(`DEPLOYMENT.*REGION.*${dep.id}.*eu-west`, "s"));
+    const statusText = ok(["status", "shop/prod"]);
+    assert.match(statusText, new RegExp(`DEPLOYMENT.*REGION.*${dep.id}.*eu-west`, "s"));
+    // The rollout's event list is the last thing printed, and its last line ends too.
+    assert.match(statusText, /\n {2}\d{4}-\d{2}-\d{2}T\S+ (Normal|Warning) [^\n]+\n$/);
 
     ok(["deployments", "delete", dep.id]);
     assert.deepEqual(

@@ -6,6 +6,8 @@
 // follows each region from the start; readers join mid-way from cursors taken from the live
 // stream, and after the writers finish, from random cursors. Every reader must receive exactly
 // the changes after its cursor: each committed change once, in version order, versions dense.
+// The streams run with a keepalive of a few milliseconds, so bookmarks fall between the changes:
+// each must name exactly the last version its watcher was given (0 before a snapshot's end).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { join } from "node:path";
@@ -48,10 +50,14 @@ interface Seen {
   label: string;
 }
 
+/** Bookmarks that did not name the last version their watcher was given; bookmarks seen. */
+const bookmarkProblems: string[] = [];
+let bookmarksSeen = 0;
+
 /** A watcher collecting changes until stopped. */
 class Reader {
   readonly out: Seen[] = [];
-  last: number;
+  last = 0;
   /** Set when the watcher started with a snapshot (cursor 0): changes then follow this head. */
   snapshotHead: number | null = null;
   private readonly ac = new AbortController();
@@ -70,9 +76,15 @@ class Reader {
         region,
         cursor,
         signal: this.ac.signal,
+        keepaliveMs: 3,
       })) {
         for (const ev of batch) {
-          if (ev.type === "change") {
+          if (ev.type === "bookmark") {
+            bookmarksSeen++;
+            // 0: no position yet (a snapshot follows or is being read); else the last version given.
+            const ok = ev.version === this.last || (ev.version === 0 && this.snapshotHead === null);
+            if (!ok) bookmarkProblems.push(`${region}: bookmark at ${ev.version}, last given ${this.last}`);
+          } else if (ev.type === "change") {
             this.out.push({ version: ev.change.version, label: Buffer.from(ev.change.payload).toString("utf8") });
             this.last = ev.change.version;
           } else if (ev.type === "snapshot_end") {
@@ -214,6 +226,7 @@ async function runScenario(store: Store, hub: FeedHub, s: Scenario): Promise<voi
       `resume of region ${region} from ${cursor}`,
     );
   }
+  assert.deepEqual(bookmarkProblems.splice(0), [], "bookmarks name the last version given");
 }
 
 function suite(
@@ -237,10 +250,12 @@ function suite(
       await cleanup?.();
     });
     it("every reader gets exactly the committed changes after its cursor, in version order", async () => {
+      const before = bookmarksSeen;
       await fc.assert(
         fc.asyncProperty(scenario, (s) => runScenario(store, hub, s)),
         { numRuns },
       );
+      assert.ok(bookmarksSeen - before > numRuns, `bookmarks fell between the changes (${bookmarksSeen - before})`);
     });
   });
 }

@@ -18,7 +18,7 @@ import {
   InstanceStatus,
   type DeploymentState,
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+import { startTestCtrl, tempDir, withoutBookmarks, type TestCtrl } from "./support.js";
 
 async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
   const out: T[] = [];
@@ -67,9 +67,9 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     const us = ctrl.client(ClusterService, usToken);
 
     const ac = new AbortController();
-    const euStream = eu
-      .watchDeployments({ region: "eu-west", versionLastSeen: 0n }, { signal: ac.signal })
-      [Symbol.asyncIterator]();
+    const euStream = withoutBookmarks(
+      eu.watchDeployments({ region: "eu-west", versionLastSeen: 0n }, { signal: ac.signal }),
+    )[Symbol.asyncIterator]();
     const [start, end] = await take(euStream, 2);
     assert.equal(start?.state.case, "snapshotStart");
     assert.equal(end?.state.case, "snapshotEnd");
@@ -105,9 +105,9 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
     // The other region got its own copy in its own outbox, and a snapshot shows it.
     const usMsgs: DeploymentState[] = [];
     const usAc = new AbortController();
-    const usStream = us
-      .watchDeployments({ region: "us-east", versionLastSeen: 0n }, { signal: usAc.signal })
-      [Symbol.asyncIterator]();
+    const usStream = withoutBookmarks(
+      us.watchDeployments({ region: "us-east", versionLastSeen: 0n }, { signal: usAc.signal }),
+    )[Symbol.asyncIterator]();
     usMsgs.push(...(await take(usStream, 3)));
     usAc.abort();
     assert.deepEqual(
@@ -120,9 +120,9 @@ describe("ctrl end to end (SQLite, HTTP/2)", () => {
 
     // Sentinels have their own stream.
     const sAc = new AbortController();
-    const sStream = eu
-      .watchSentinels({ region: "eu-west", versionLastSeen: 0n }, { signal: sAc.signal })
-      [Symbol.asyncIterator]();
+    const sStream = withoutBookmarks(
+      eu.watchSentinels({ region: "eu-west", versionLastSeen: 0n }, { signal: sAc.signal }),
+    )[Symbol.asyncIterator]();
     const sMsgs = await take(sStream, 3);
     sAc.abort();
     assert.equal(sMsgs[1]?.state.case, "apply");

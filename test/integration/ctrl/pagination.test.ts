@@ -1,9 +1,9 @@
-// Pagination of every List method on a real ctrl over HTTP/2, on SQLite and on PostgreSQL: the
-// issue's 1,779 deployments come back complete across pages in a stable newest-first order (the
-// store used to cut at 1,000 without a word), every list walks page by page to exactly its
-// items, page sizes are coerced as documented, items added between pages neither repeat nor
-// hide older ones, and a page token is refused (invalid_argument naming page_token) when it is
-// altered, comes from another caller, or is used with other filters.
+// Pagination of every List method on a real ctrl over HTTP/2, on SQLite and on PostgreSQL: a
+// workspace's 1,779 deployments (a case once reported) come back complete across pages in a
+// stable newest-first order (the store used to cut at 1,000 without a word), every list walks
+// page by page to exactly its items, page sizes are coerced as documented, items added between
+// pages neither repeat nor hide older ones, and a page token is refused (invalid_argument naming
+// page_token) when it is altered, comes from another caller, or is used with other filters.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -65,7 +65,7 @@ function suite(name: string, database: () => Promise<string>): void {
           rollout: validateRollout(undefined),
         });
       }
-      // The case, seeded through the domain (no rollout passes): 1,779 deployments.
+      // The reported case, seeded through the domain (no rollout passes): 1,779 deployments.
       for (let i = 0; i < 1779; i++) {
         await createDeployment(s, {
           workspace: "acme",

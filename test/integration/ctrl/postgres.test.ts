@@ -19,7 +19,7 @@ import { openDatabase } from "../../../src/ctrl/db/open.js";
 import { LocalNotifier } from "../../../src/ctrl/db/notify.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
-import { startTestCtrl, transportFor } from "./support.js";
+import { startTestCtrl, transportFor, withoutBookmarks } from "./support.js";
 
 async function next(it: AsyncIterator<DeploymentState>): Promise<DeploymentState> {
   const r = await it.next();
@@ -59,9 +59,12 @@ describe("ctrl on PostgreSQL", () => {
 
       // The agent talks to B only.
       const ac = new AbortController();
-      const stream = createClient(ClusterService, transportFor(b.url, token))
-        .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
-        [Symbol.asyncIterator]();
+      const stream = withoutBookmarks(
+        createClient(ClusterService, transportFor(b.url, token)).watchDeployments(
+          { region: "eu", versionLastSeen: 0n },
+          { signal: ac.signal },
+        ),
+      )[Symbol.asyncIterator]();
       assert.equal((await next(stream)).state.case, "snapshotStart");
       assert.equal((await next(stream)).state.case, "snapshotEnd");
 
@@ -106,10 +109,11 @@ describe("ctrl on PostgreSQL", () => {
         regions: [{ region: "eu", replicas: 1 }],
       });
       const ac = new AbortController();
-      const stream = ctrl
-        .client(ClusterService, await ctrl.agentToken("eu"))
-        .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
-        [Symbol.asyncIterator]();
+      const stream = withoutBookmarks(
+        ctrl
+          .client(ClusterService, await ctrl.agentToken("eu"))
+          .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal }),
+      )[Symbol.asyncIterator]();
       await next(stream);
       await next(stream);
       const { deployment } = await ctrl

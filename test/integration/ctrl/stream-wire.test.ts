@@ -2,7 +2,8 @@
 // stream's first message is out (src/ctrl/cluster-service/frame-sink.ts), so the same snapshot and
 // changes are read here through four clients — Connect binary, gRPC, gRPC-Web (all three get
 // the direct frames) and Connect JSON (typed messages through Connect) — and compared message by
-// message with what the store holds.
+// message with what the store holds. Bookmarks too: the first message of every stream, and one
+// per keepalive interval on a quiet stream, which binary watchers get as direct frames.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { join } from "node:path";
@@ -20,6 +21,7 @@ import { createRegion } from "../../../src/ctrl/domain/clusters.js";
 import { bearer, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const REGION = "eu";
+const KEEPALIVE_MS = 300;
 const SNAPSHOT = 1_234; // more than one snapshot batch (500)
 const CHANGES = 300;
 
@@ -67,7 +69,7 @@ describe("watch streams on every wire", () => {
   const dir = tempDir();
   let ctrl: TestCtrl;
   before(async () => {
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"));
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { streamKeepaliveMs: KEEPALIVE_MS });
     await createRegion(ctrl.store, REGION);
   });
   after(async () => {
@@ -75,31 +77,36 @@ describe("watch streams on every wire", () => {
     dir.remove();
   });
 
-  it("Connect binary, gRPC, gRPC-Web and Connect JSON watchers get the same snapshot and changes", async () => {
-    // The snapshot: SNAPSHOT objects, in one transaction.
-    await ctrl.store.write(async (tx) => {
-      for (let i = 0; i < SNAPSHOT; i++) await tx.putDesired(REGION, "deployment", idOf(i), applyPayload(i, 1));
-    });
+  /** One client of each wire, with the region's agent token. */
+  async function transports(): Promise<Record<string, Transport>> {
     const token = await ctrl.agentToken(REGION);
     const opts = { baseUrl: ctrl.url, interceptors: [bearer(token)] };
-    const transports: Record<string, Transport> = {
+    return {
       "connect binary": createConnectTransport({ ...opts, httpVersion: "2" }),
       grpc: createGrpcTransport(opts),
       "grpc-web": createGrpcWebTransport({ ...opts, httpVersion: "2" }),
       "connect json": createConnectTransport({ ...opts, httpVersion: "2", useBinaryFormat: false }),
     };
+  }
+
+  it("Connect binary, gRPC, gRPC-Web and Connect JSON watchers get the same snapshot and changes", async () => {
+    // The snapshot: SNAPSHOT objects, in one transaction.
+    await ctrl.store.write(async (tx) => {
+      for (let i = 0; i < SNAPSHOT; i++) await tx.putDesired(REGION, "deployment", idOf(i), applyPayload(i, 1));
+    });
+    const wires = await transports();
     // Each change touches another object (37 and SNAPSHOT are coprime), so each is one version:
     // the snapshot's puts are versions 1 … SNAPSHOT, the changes the CHANGES after them.
     const last = BigInt(SNAPSHOT + CHANGES);
     let snapshotsEnded = 0;
     let allEnded: () => void = () => undefined;
     const ended = new Promise<void>((resolve) => (allEnded = resolve));
-    const reads = Object.entries(transports).map(async ([name, t]) => {
+    const reads = Object.entries(wires).map(async ([name, t]) => {
       const client = createClient(ClusterService, t);
       const stream = client.watchDeployments({ region: REGION, versionLastSeen: 0n });
       return [
         name,
-        await readUntil(stream, last, () => ++snapshotsEnded === Object.keys(transports).length && allEnded()),
+        await readUntil(stream, last, () => ++snapshotsEnded === Object.keys(wires).length && allEnded()),
       ] as const;
     });
     await ended;
@@ -125,9 +132,19 @@ describe("watch streams on every wire", () => {
       ),
     ]);
 
-    for (const [name, messages] of results) {
+    const withoutBookmarks = results.map(([name, all]) => {
+      // First a bookmark without a position (a snapshot follows) that states the keepalive.
+      assert.deepEqual(
+        toJson(DeploymentStateSchema, all[0] ?? create(DeploymentStateSchema)),
+        { bookmark: { keepaliveIntervalMs: KEEPALIVE_MS } },
+        `${name}: first message`,
+      );
+      // Later ones, when the stream happened to be quiet, are compared in the next test.
+      return [name, all.slice(1).filter((m) => m.state.case !== "bookmark")] as const;
+    });
+    for (const [name, messages] of withoutBookmarks) {
       // Snapshot: start, the objects in id order with their payloads, end with the head it stands for.
-      assert.equal(messages[0]?.state.case, "snapshotStart", `${name}: first message`);
+      assert.equal(messages[0]?.state.case, "snapshotStart", `${name}: after the bookmark`);
       const objects = messages.slice(1, 1 + SNAPSHOT);
       assert.equal(objects.length, SNAPSHOT, name);
       for (const [i, m] of objects.entries()) {
@@ -157,13 +174,68 @@ describe("watch streams on every wire", () => {
       }
     }
     // And the four read the very same messages.
-    const [first, ...others] = results;
+    const [first, ...others] = withoutBookmarks;
     for (const [name, messages] of others) {
       assert.deepEqual(
         messages.map((m) => toJson(DeploymentStateSchema, m)),
         first?.[1].map((m) => toJson(DeploymentStateSchema, m)),
         `${name} and ${first?.[0]}`,
       );
+    }
+  });
+
+  it("a resumed stream starts with a bookmark at its cursor, and a quiet one gets one per keepalive interval, on every wire", async () => {
+    const head = BigInt(SNAPSHOT + CHANGES);
+    const seen = new Map<string, DeploymentState[]>();
+    const ac = new AbortController();
+    const reads = Object.entries(await transports()).map(async ([name, t]) => {
+      const all: DeploymentState[] = [];
+      seen.set(name, all);
+      try {
+        for await (const m of createClient(ClusterService, t).watchDeployments(
+          { region: REGION, versionLastSeen: head },
+          { signal: ac.signal },
+        ))
+          all.push(m);
+      } catch (err) {
+        if (!ac.signal.aborted) throw err;
+      }
+    });
+    const bookmarksOf = (name: string): DeploymentState[] =>
+      (seen.get(name) ?? []).filter((m) => m.state.case === "bookmark");
+    const untilEvery = async (what: string, ok: (name: string) => boolean): Promise<void> => {
+      const deadline = Date.now() + 15_000;
+      while (![...seen.keys()].every(ok)) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    // Nothing to send but the bookmark: the first one is there at once, then one per interval.
+    await untilEvery("three bookmarks", (name) => bookmarksOf(name).length >= 3);
+    const change = BigInt(SNAPSHOT + CHANGES + 1);
+    await ctrl.store.write((tx) => tx.putDesired(REGION, "deployment", idOf(5), applyPayload(5, 99)));
+    await untilEvery("a bookmark after the change", (name) =>
+      (seen.get(name) ?? []).some((m, i, all) => m.version === change && all[i - 1]?.version === change),
+    );
+    ac.abort();
+    await Promise.all(reads);
+    for (const [name, all] of seen) {
+      const states = all.map((m) => [m.state.case, m.version]);
+      const shown = states.map(([c, v]) => `${c}@${v}`).join(" ");
+      assert.deepEqual(states[0], ["bookmark", head], `${name}: first message`);
+      const at = all.findIndex((m) => m.state.case === "apply");
+      assert.ok(at >= 3, `${name}: bookmarks before the change`);
+      assert.ok(
+        all.slice(0, at).every((m) => m.state.case === "bookmark" && m.version === head),
+        `${name}: only bookmarks at the cursor before the change`,
+      );
+      assert.deepEqual(states[at], ["apply", change], `${name}: the change`);
+      assert.ok(
+        all.slice(at + 1).every((m) => m.state.case === "bookmark" && m.version === change),
+        `${name}: after the change, bookmarks at its version: ${shown}`,
+      );
+      for (const m of all.filter((x) => x.state.case === "bookmark"))
+        assert.equal(m.state.case === "bookmark" ? m.state.value.keepaliveIntervalMs : 0, KEEPALIVE_MS);
     }
   });
 });

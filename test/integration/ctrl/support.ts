@@ -56,6 +56,17 @@ export async function startTestCtrl(databaseUrl: string, extra: Partial<CtrlConf
   };
 }
 
+/**
+ * A watch stream without its bookmarks (ctrl's "up to date at N" keep-alives, the first message
+ * of every stream and then one per quiet keepalive interval): the changes and snapshot markers a
+ * test compares.
+ */
+export async function* withoutBookmarks<T extends { readonly state: { readonly case: string | undefined } }>(
+  stream: AsyncIterable<T>,
+): AsyncGenerator<T> {
+  for await (const m of stream) if (m.state.case !== "bookmark") yield m;
+}
+
 /** Asserts that `p` fails with `code` (and a message matching `message`, when given). */
 export async function expectCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
   await assert.rejects(p, (e) => {

@@ -4,9 +4,10 @@
 // migrations; then nothing may be lost:
 //   - every row of every table is still there, unchanged, except for what migrations 0006 and
 //     0007 do (desired_objects gains `replicas`, rollout_revisions loses its copy of it;
-//     environments gain the routing policy, "instances" at version 1, and sentinels the reported
-//     address and served version, empty; krane_migrations records them — under the names the old
-//     release recorded for the rest); and 0009's (issue 16): its new tables, empty; deleting_at
+//     environments gain the routing version, 1, routing by instances (0015 leaves the version
+//     and per-region routing only), and sentinels the reported address and served version,
+//     empty; krane_migrations records them — under the names the old release recorded for the
+//     rest); and 0009's: its new tables, empty; deleting_at
 //     (null) on workspaces, projects and environments; a revision's configuration and secrets
 //     columns (null) on deployments; desired_objects.environment_id, back-filled from the
 //     deployment's or sentinel's environment; migration 0010 adds two tables (idempotency keys,
@@ -40,12 +41,14 @@ import type { Dialect } from "../../../src/ctrl/db/dialect.js";
 import { migrateToLatest } from "../../../src/ctrl/db/migrate.js";
 import { MIGRATIONS } from "../../../src/ctrl/db/migrations/index.js";
 import { dialectFor } from "../../../src/ctrl/db/open.js";
+import type { EnvironmentRow } from "../../../src/ctrl/db/schema.js";
+import { routingPolicyOf } from "../../../src/ctrl/payloads/sentinel.js";
 import { startCtrl, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
-import { tempDir, transportFor } from "./support.js";
+import { tempDir, transportFor, withoutBookmarks } from "./support.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "..", "fixtures", "upgrade-be3ed9d");
-/** The tables migration 0009 creates (issue 16): empty after the upgrade. */
+/** The tables migration 0009 creates: empty after the upgrade. */
 const TABLES_0009 = [
   "environment_config",
   "environment_secrets",
@@ -58,7 +61,6 @@ const TABLES_0009 = [
   "job_status",
   "deletions",
   "pending_deletions",
-  "audit_log",
 ];
 const OLD_MIGRATIONS = [
   "0001_initial",
@@ -67,8 +69,19 @@ const OLD_MIGRATIONS = [
   "0004_api_tokens",
   "0005_revoked_tokens",
 ];
-/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012. */
+/**
+ * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
+ * audit log, which replaced 0009's audit_log), 0021 (previews).
+ */
 const NEW_TABLES = [
+  "audit_events",
+  "audit_chains",
+  "audit_sink_cursors",
+  "audit_sink_leases",
+  "previews",
+  "preview_limits",
+  "preview_hooks",
+  "webhook_deliveries",
   "cluster_cursors",
   "domains",
   "endpoints",
@@ -273,24 +286,18 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
             revisionColumns.map((c) => d[c]),
             revisionColumns.map(() => null),
           );
-        // Migration 0007: the routing policy every environment served ("instances", version 1),
+        // Migrations 0007 and 0015: the routing every environment served (by instances, version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        const added = [
-          "routing_mode",
-          "routing_weights",
-          "routing_version",
-          "deleting_at",
-          "edge_auth",
-          "progressive",
-          "routing_regions",
-        ];
+        const added = ["routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions"];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
         for (const e of environments)
           assert.deepEqual(
             added.map((c) => e[c]),
-            ["instances", "[]", "1", null, null, null, null],
+            ["1", null, null, null, null],
           );
+        // Migration 0015: routing lives in routing_regions (empty: by instances) and routing_version only.
+        for (const e of environments) assert.ok(!("routing_mode" in e) && !("routing_weights" in e));
         const sentinels = rowsOf(upgraded, "sentinels");
         assert.deepEqual(without(without(sentinels, "address"), "served_routing_version"), rowsOf(before, "sentinels"));
         for (const x of sentinels) assert.deepEqual([x.address, x.served_routing_version], [null, null]);
@@ -354,9 +361,12 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           rowsOf(before, "stream_versions").find((s) => s.region === "eu" && s.kind === "deployment")?.version,
         );
         const ac = new AbortController();
-        const stream = client(ClusterService, tokens.agents.eu)
-          .watchDeployments({ region: "eu", versionLastSeen: 0n }, { signal: ac.signal })
-          [Symbol.asyncIterator]();
+        const stream = withoutBookmarks(
+          client(ClusterService, tokens.agents.eu).watchDeployments(
+            { region: "eu", versionLastSeen: 0n },
+            { signal: ac.signal },
+          ),
+        )[Symbol.asyncIterator]();
         assert.equal((await next(stream)).state.case, "snapshotStart");
         const snapshot = new Map<string, string>();
         for (;;) {
@@ -472,6 +482,116 @@ function backfillScenario(name: string, url: () => Promise<string>): void {
   });
 }
 
+/**
+ * Migration 0015 folds the environment-wide routing of 0007 into routing_regions: a weighted
+ * environment's weights become each of its regions' routing where the region had none of its
+ * own, and every sentinel renders the same policy before and after (routing_version unchanged).
+ */
+function routingScenario(name: string, url: () => Promise<string>): void {
+  it(`migration 0015 keeps every region's routing when it drops the environment-wide columns (${name})`, async () => {
+    const u = await url();
+    const dialect = dialectFor(u);
+    const conn = await dialect.connect({ url: u, poolSize: 2 });
+    try {
+      await migrateTo(conn.db as unknown as Kysely<unknown>, dialect, "0014_idempotency_subject");
+      const db = conn.db;
+      await db
+        .insertInto("workspaces")
+        .values({ id: "ws_1", slug: "acme", name: "Acme", k8s_namespace: "ws-acme", created_at: 1 })
+        .execute();
+      await db
+        .insertInto("projects")
+        .values({ id: "prj_1", workspace_id: "ws_1", slug: "shop", name: "Shop", created_at: 1 })
+        .execute();
+      await db
+        .insertInto("regions")
+        .values(["eu", "us", "ap"].map((name) => ({ name, created_at: 1 })))
+        .execute();
+      const weights = [
+        { deploymentId: "dep_a", weight: 90 },
+        { deploymentId: "dep_b", weight: 10 },
+      ];
+      const usOwn = { us: { weights: [{ deploymentId: "dep_b", weight: 100 }], preview: "dep_b" } };
+      const environments: Record<string, { mode: string; weights: string; regions: string[]; own: string | null }> = {
+        env_weighted: {
+          mode: "weighted",
+          weights: JSON.stringify(weights),
+          regions: ["eu", "us"],
+          own: JSON.stringify(usOwn),
+        },
+        env_instances: { mode: "instances", weights: "[]", regions: ["eu"], own: null },
+        env_no_weights: { mode: "weighted", weights: "[]", regions: ["ap"], own: null },
+      };
+      for (const [id, e] of Object.entries(environments)) {
+        const row = {
+          id,
+          workspace_id: "ws_1",
+          project_id: "prj_1",
+          slug: id.replace("_", "-"),
+          sentinel_image: "",
+          sentinel_replicas: 1,
+          sentinel_cpu_millicores: 100,
+          sentinel_memory_mib: 64,
+          strategy: "RollingUpdate",
+          max_surge: "25%",
+          max_unavailable: "25%",
+          min_ready_seconds: 0,
+          progress_deadline_seconds: 600,
+          revision_history_limit: 10,
+          paused: 0,
+          last_revision: 0,
+          created_at: 1,
+          updated_at: 1,
+          routing_version: 7,
+          routing_regions: e.own,
+          // The columns 0015 drops, as an environment of 0007 to 0014 has them.
+          routing_mode: e.mode,
+          routing_weights: e.weights,
+        };
+        await db
+          .insertInto("environments")
+          .values(row as unknown as EnvironmentRow)
+          .execute();
+        await db
+          .insertInto("environment_regions")
+          .values(e.regions.map((region) => ({ environment_id: id, region, replicas: 1 })))
+          .execute();
+      }
+      await migrateToLatest(conn.db as unknown as Kysely<unknown>, dialect);
+      const rows = await db.selectFrom("environments").selectAll().orderBy("id").execute();
+      for (const r of rows) {
+        assert.ok(
+          !("routing_mode" in r) && !("routing_weights" in r),
+          `${r.id}: the environment-wide columns are gone`,
+        );
+        assert.equal(Number(r.routing_version), 7, `${r.id}: the same routing version`);
+      }
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      const policy = (id: string, region: string) => {
+        const env = byId.get(id);
+        assert.ok(env);
+        const p = routingPolicyOf(env, region);
+        return { mode: p.mode, revisions: p.revisions, preview: p.previewDeploymentId };
+      };
+      assert.deepEqual(policy("env_weighted", "eu"), { mode: "weighted", revisions: weights, preview: "" });
+      assert.deepEqual(policy("env_weighted", "us"), {
+        mode: "weighted",
+        revisions: usOwn.us.weights,
+        preview: "dep_b",
+      });
+      for (const [id, region] of [
+        ["env_instances", "eu"],
+        ["env_no_weights", "ap"],
+      ] as const) {
+        assert.deepEqual(policy(id, region), { mode: "instances", revisions: [], preview: "" });
+        assert.equal(byId.get(id)?.routing_regions, null, `${id}: nothing to fold`);
+      }
+    } finally {
+      await conn.close();
+    }
+  });
+}
+
 let server: TestPostgres | undefined;
 after(async () => server?.stop());
 const dir = tempDir("krane-upgrade-");
@@ -480,6 +600,14 @@ after(() => dir.remove());
 describe("migration 0006 on a large region", () => {
   backfillScenario("SQLite", async () => join(dir.path, "backfill.db"));
   backfillScenario("PostgreSQL", async () => {
+    server ??= await startPostgres();
+    return server.newDatabase();
+  });
+});
+
+describe("migration 0015: routing in one place", () => {
+  routingScenario("SQLite", async () => join(dir.path, "routing.db"));
+  routingScenario("PostgreSQL", async () => {
     server ??= await startPostgres();
     return server.newDatabase();
   });

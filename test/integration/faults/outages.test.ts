@@ -1,9 +1,9 @@
-// Outages of issue 19 with the real processes on a real local cluster
+// Outages with the real processes on a real local cluster
 // (test/support/faults/outage-scenarios.ts): ctrl killed with SIGKILL and restarted with a
 // `krane agent` connected (the agent reconnects and a deploy made at ctrl's readiness reaches the
 // cluster), and the kube-apiserver frozen with SIGSTOP (the agent's metric shows it within 10 s;
 // the change made meanwhile lands once it is back). The bounds here are loose for a loaded CI
-// machine; `npm run bench -- outages` prints the figures against the issue's targets.
+// machine; `npm run bench -- outages` prints the figures against their targets.
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Store } from "../../../src/ctrl/db/store.js";
-import { appendEvents, EVENTS_KEPT } from "../../../src/ctrl/rollout/pass.js";
+import { appendEvents, EVENTS_KEPT } from "../../../src/ctrl/domain/rollouts.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { tempDir } from "../ctrl/support.js";
 

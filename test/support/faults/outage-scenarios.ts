@@ -1,6 +1,6 @@
-// Outage scenarios of issue 19 on the real processes and a real local cluster, shared by the tests
-// (few cycles, loose bounds) and `npm run bench -- outages` (more cycles, the issue's targets
-// printed next to the figures):
+// Outage scenarios on the real processes and a real local cluster, shared by the tests (few
+// cycles, loose bounds) and `npm run bench -- outages` (more cycles, the targets printed next to
+// the figures):
 //  - ctrl killed with SIGKILL and restarted, again and again, with a `krane agent` process
 //    connected: how long after ctrl is ready the agent's streams are connected again, and how long
 //    a deploy made the moment ctrl is ready takes to reach the cluster (its ReplicaSet appears);

@@ -72,6 +72,19 @@ export async function metric(
   return undefined;
 }
 
+/** The sum of a Prometheus metric's samples (by name, over the samples matching `labels`) from a /metrics URL. */
+export async function metricSum(url: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+  let sum = 0;
+  for (const line of (await res.text()).split("\n")) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[3] ?? "").matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[4]);
+  }
+  return sum;
+}
+
 /** p-th percentile (0..100) of the values, nearest rank; NaN for none. */
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
@@ -227,6 +240,11 @@ export class CtrlChild {
   stop(): Promise<void> {
     return kill(this.#c, "SIGTERM");
   }
+
+  /** SIGSTOP / SIGCONT: connections stay open and say nothing, as a frozen VM or a stuck process. */
+  freeze(on: boolean): void {
+    this.#c?.child.kill(on ? "SIGSTOP" : "SIGCONT");
+  }
 }
 
 export interface AgentChildOptions {
@@ -239,6 +257,20 @@ export interface AgentChildOptions {
   readonly agentId?: string;
   readonly leaderElect?: boolean;
   readonly extraArgs?: string[];
+}
+
+/** The agent's /readyz answer (the fields the scenarios read). */
+export interface AgentReadiness {
+  readonly status: number;
+  readonly ready: boolean;
+  readonly role: string;
+  readonly controllers: {
+    readonly controller: string;
+    readonly streamConnected: boolean;
+    readonly streamDownSeconds: number;
+    /** ISO time the stream was lost (absent while connected). */
+    readonly ctrlDisconnectedSince?: string;
+  }[];
 }
 
 /** `krane agent` with its ops port known (readiness and metrics from outside). */
@@ -300,17 +332,11 @@ export class AgentChild {
     ]);
   }
 
-  /** What /readyz says (undefined when nothing answers). */
-  async readiness(): Promise<
-    { ready: boolean; role: string; controllers: { controller: string; streamConnected: boolean }[] } | undefined
-  > {
+  /** What /readyz says, and its HTTP status (undefined when nothing answers). */
+  async readiness(): Promise<AgentReadiness | undefined> {
     try {
       const res = await fetch(`${this.opsUrl}/readyz`, { signal: AbortSignal.timeout(500) });
-      return (await res.json()) as {
-        ready: boolean;
-        role: string;
-        controllers: { controller: string; streamConnected: boolean }[];
-      };
+      return { ...((await res.json()) as Omit<AgentReadiness, "status">), status: res.status };
     } catch {
       return undefined;
     }

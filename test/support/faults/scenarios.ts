@@ -1,4 +1,4 @@
-// The fault scenarios on a real cluster (issues 14 and 19), shared by the tests (small sizes,
+// The fault scenarios on a real cluster, shared by the tests (small sizes,
 // asserted) and `npm run bench -- faults` (larger sizes, printed). Each runs the real parts, breaks
 // one link between them, lets the fault end, and reports what a user would ask: did it converge,
 // how long after the fault ended, and is anything lost, duplicated or applied out of order

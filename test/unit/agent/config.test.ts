@@ -31,3 +31,15 @@ test("missing or bad settings are listed together", () => {
 test("unknown config file keys are refused", () => {
   assert.throws(() => parseConfigFile("regoin: x\n"), /unknown key "regoin"/);
 });
+
+test("the ctrl timeout is in seconds, fractions allowed, within its bounds", () => {
+  const base = { ctrlUrl: "http://ctrl:7070", token: "t", region: "eu" };
+  assert.equal(resolveAgentSettings(base, {}, {}).settings?.ctrlTimeoutSeconds, 5);
+  assert.equal(resolveAgentSettings({ ...base, ctrlTimeoutSeconds: "0.5" }, {}, {}).settings?.ctrlTimeoutSeconds, 0.5);
+  assert.equal(resolveAgentSettings(base, { KRANE_CTRL_TIMEOUT_SECONDS: "2" }, {}).settings?.ctrlTimeoutSeconds, 2);
+  for (const bad of ["0", "301", "fast"]) {
+    const { settings, problems } = resolveAgentSettings({ ...base, ctrlTimeoutSeconds: bad }, {}, {});
+    assert.equal(settings, undefined, bad);
+    assert.ok(problems.some((p) => p.startsWith("ctrlTimeoutSeconds must be")));
+  }
+});

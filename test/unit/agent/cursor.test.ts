@@ -67,6 +67,16 @@ test("the cursor does not move inside a snapshot, and a broken snapshot is dropp
   assert.equal(r.state.cursor, 9n);
 });
 
+test("a bookmark moves the cursor to its version outside a snapshot, and does nothing inside one", () => {
+  const bookmark = (version: bigint): Ev => ({ type: "bookmark", version, keepaliveMs: 1000 });
+  assert.deepEqual(run([bookmark(0n)], initialCursor(4n)), { state: initialCursor(4n), actions: [] });
+  assert.equal(run([bookmark(9n)], initialCursor(4n)).state.cursor, 9n);
+  assert.equal(run([bookmark(3n)], initialCursor(4n)).state.cursor, 4n, "never backwards");
+  const inSnapshot = run([{ type: "snapshot-start", version: 0n }, bookmark(0n), bookmark(50n)], initialCursor(4n));
+  assert.equal(inSnapshot.state.cursor, 4n);
+  assert.deepEqual(inSnapshot.actions, ["snapshot"]);
+});
+
 test("property: the cursor never decreases outside snapshot ends and equals the max version seen", () => {
   fc.assert(
     fc.property(fc.array(fc.bigInt({ min: 1n, max: 1000n }), { maxLength: 50 }), (versions) => {

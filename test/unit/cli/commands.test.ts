@@ -105,6 +105,40 @@ for (const mode of modes) {
   });
 }
 
+describe("the build's command listing", () => {
+  const skip = !buildIsFresh(root)
+    ? "dist/ is not built or older than src/ (npm run build; npm test builds first)"
+    : false;
+  it(
+    "the built CLI, defining one group in full and the others from the listing, helps as the sources",
+    { skip },
+    () => {
+      // The sources have no listing: they define every command; the build defines only the one run.
+      for (const args of [
+        ["--help"],
+        ["help"],
+        ["help", "status"],
+        ["deploy", "--help"],
+        ["rollout", "--help"],
+        ["nosuch"],
+      ]) {
+        const full = krane("source", args);
+        const lazy = krane("dist", args);
+        assert.equal(lazy.stdout, full.stdout, `krane ${args.join(" ")}: stdout`);
+        assert.equal(lazy.stderr, full.stderr, `krane ${args.join(" ")}: stderr`);
+        assert.equal(lazy.status, full.status, `krane ${args.join(" ")}: exit code`);
+      }
+      const listing = JSON.parse(readFileSync(join(root, "dist/cli/commands.json"), "utf8")) as { name: string }[];
+      const top = [...krane("source", ["--help"]).stdout.matchAll(/^ {2}([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]);
+      assert.deepEqual(
+        listing.map((l) => l.name),
+        top.filter((n) => n !== "help"),
+        "the listing has every top-level command, in order",
+      );
+    },
+  );
+});
+
 describe("the command tree", () => {
   it("keeps every command", () => {
     const r = krane("source", ["--help"]);
@@ -132,6 +166,8 @@ describe("the command tree", () => {
         "job",
         "endpoint",
         "domain",
+        "preview",
+        "audit",
       ],
       ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
@@ -149,9 +185,12 @@ describe("the command tree", () => {
       "api-token": ["create", "list", "revoke"],
       endpoint: ["set", "list", "delete"],
       domain: ["add", "list", "verify", "remove"],
+      preview: ["create", "list", "delete", "approve", "limits", "hook"],
+      "preview hook": ["add", "list", "delete"],
+      audit: ["export", "verify"],
     };
     for (const [group, names] of Object.entries(expected)) {
-      const help = group === "" ? r.stdout : krane("source", [group, "--help"]).stdout;
+      const help = group === "" ? r.stdout : krane("source", [...group.split(" "), "--help"]).stdout;
       const listed = [...help.matchAll(/^ {2}([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]);
       for (const n of names) assert.ok(listed.includes(n), `${group || "krane"} lists ${n}: ${listed.join(", ")}`);
     }

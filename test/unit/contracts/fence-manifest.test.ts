@@ -170,7 +170,7 @@ test("the agent's RBAC never grants what the fence cannot guard", () => {
       assert.ok(!groups.includes("rbac.authorization.k8s.io"), where);
       for (const v of ["escalate", "bind", "impersonate"]) assert.ok(!verbs.includes(v), `${v} in ${where}`);
       assert.ok(!resources.some((r) => r.includes("/")), `subresource in ${where}`);
-      // Issue 16: Secrets are write-only for the agent (it creates, patches and deletes its own;
+      // Secrets are write-only for the agent (it creates, patches and deletes its own;
       // the fence guards every write), never readable: listing every Secret of the cluster is
       // not a right a leaked agent token may carry. ServiceAccounts are written only without
       // tokens (the fence's rule).

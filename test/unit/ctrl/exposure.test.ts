@@ -11,7 +11,7 @@ import {
   hostLabel,
   isPlatformHostname,
 } from "../../../src/ctrl/domain/exposure.js";
-import { edgeAuthPolicy, exposureRoutes, gatewayK8sName } from "../../../src/ctrl/kinds/gateway.js";
+import { edgeAuthPolicy, exposureRoutes, gatewayK8sName } from "../../../src/ctrl/payloads/gateway.js";
 import type { DomainRow, EndpointRow } from "../../../src/ctrl/db/schema.js";
 import { domainName, pathPrefix, prefixesOverlap } from "../../../src/ctrl/validate/exposure.js";
 import { isDnsLabel } from "../../../src/contracts/labels.js";

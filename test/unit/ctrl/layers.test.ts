@@ -14,6 +14,7 @@ import { MIGRATIONS } from "../../../src/ctrl/db/migrations/index.js";
 import { deploymentKind } from "../../../src/ctrl/kinds/deployment.js";
 import { KIND_NAMES, KINDS } from "../../../src/ctrl/kinds/registry.js";
 import { sentinelKind } from "../../../src/ctrl/kinds/sentinel.js";
+import { KIND_PAYLOADS } from "../../../src/ctrl/payloads/registry.js";
 
 const MIGRATIONS_DIR = join(import.meta.dirname, "..", "..", "..", "src", "ctrl", "db", "migrations");
 
@@ -74,6 +75,13 @@ describe("kinds", () => {
   it("are registered once each, under distinct names and id prefixes", () => {
     assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job", "gateway"]);
     assert.equal(new Set(KINDS.map((k) => k.idPrefix)).size, KINDS.length);
+  });
+
+  it("stream the payloads the layers below them write: the same names, in order, with the same Apply and Delete", () => {
+    assert.deepEqual(
+      KINDS.map((k) => [k.name, k.wire.apply.typeName, k.wire.delete.typeName]),
+      KIND_PAYLOADS.map((p) => [p.name, p.apply.typeName, p.delete.typeName]),
+    );
   });
 
   it("implement every ClusterService method exactly once, with the heartbeat", () => {

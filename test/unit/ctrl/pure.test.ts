@@ -9,7 +9,7 @@ import { DomainError } from "../../../src/ctrl/errors.js";
 import { deploymentK8sName, newId, sentinelK8sName, workspaceNamespace } from "../../../src/ctrl/domain/ids.js";
 import { decodePoke, encodePoke } from "../../../src/ctrl/db/notify.js";
 import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
-import { renderApplyDeployment } from "../../../src/ctrl/kinds/deployment.js";
+import { renderApplyDeployment } from "../../../src/ctrl/payloads/deployment.js";
 import { readTail } from "../../../src/ctrl/stream/feed.js";
 import { planResume } from "../../../src/ctrl/stream/watch.js";
 import { validateCreateDeployment, validateRollout } from "../../../src/ctrl/validate/api.js";
@@ -130,8 +130,6 @@ describe("renderApplyDeployment", () => {
           created_at: 1,
           updated_at: 1,
           deleting_at: null,
-          routing_mode: "instances",
-          routing_weights: "[]",
           routing_version: 1,
           progressive: null,
           routing_regions: null,
@@ -154,7 +152,7 @@ describe("renderApplyDeployment", () => {
             '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
           build_id: "b1",
           created_at: 1,
-          // Issue 16: the revision's configuration, sealed secrets (keys only reach the agent) and external references.
+          // The revision's configuration, sealed secrets (keys only reach the agent) and external references.
           config: '[{"name":"LOG_LEVEL","value":"debug"}]',
           secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
           secret_keys: '["DB_PASSWORD"]',

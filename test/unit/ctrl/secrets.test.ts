@@ -12,8 +12,8 @@ import { validateConfigValues, validateSecretInputs, settingKeys } from "../../.
 import { cronSchedule, timeZone, validateJobSpec } from "../../../src/ctrl/validate/job.js";
 import { validateReleaseFiles } from "../../../src/ctrl/validate/release.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds } from "../../../src/contracts/releases.js";
-import { deletePayload, environmentOfPayload } from "../../../src/ctrl/kinds/delete-payload.js";
-import { KINDS } from "../../../src/ctrl/kinds/registry.js";
+import { deletePayload, environmentOfPayload } from "../../../src/ctrl/payloads/delete-payload.js";
+import { KIND_PAYLOADS as KINDS } from "../../../src/ctrl/payloads/registry.js";
 import {
   ApplyJobSchema,
   ApplyReleaseSchema,
@@ -227,7 +227,7 @@ test("deleting an environment is generic over the registry: every kind's Delete 
   assert.equal(del.kindsEver[0]?.kind, "Job", "kinds ever applied travel to the delete");
   for (const k of KINDS)
     assert.ok(
-      k.wire.apply.fields.some((f) => f.name === "environment_id"),
+      k.apply.fields.some((f) => f.name === "environment_id"),
       `${k.name}'s Apply names its environment`,
     );
 });

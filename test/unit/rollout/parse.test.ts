@@ -178,7 +178,7 @@ describe("parseRolloutInput rejects", () => {
 });
 
 describe("parseRolloutInput accepts", () => {
-  it("the issue's example unchanged", () => {
+  it("a well-formed pass unchanged", () => {
     const parsed = parseRolloutInput(good());
     assert.equal(parsed.deployment.target, "v2");
     assert.deepEqual(parsed.deployment.strategy, {

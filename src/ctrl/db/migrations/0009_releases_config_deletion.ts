@@ -1,4 +1,4 @@
-// Migration 0009_releases_config_deletion (issue 16): configuration and secrets per environment
+// Migration 0009_releases_config_deletion: configuration and secrets per environment
 // and per revision, the data keys that encrypt secrets (envelope encryption), releases of
 // arbitrary objects, scheduled jobs, and deletion of environments, projects and workspaces.
 //

@@ -1,9 +1,9 @@
-// Migration 0011_progressive: progressive delivery (issue 13 part 2).
+// Migration 0011_progressive: progressive delivery.
 //  - environments.progressive: the strategy beyond rolling/recreate (JSON ProgressiveSpec of
 //    src/rollout/progressive: canary steps or blue-green, region waves), null: the rolling engine.
 //  - environments.routing_regions: per-region routing overrides (JSON {region: {weights,
 //    preview}}) written by progressive rollouts; a region without one uses the environment's
-//    routing_mode / routing_weights. Null: none.
+//    routing_mode / routing_weights (folded in and dropped by 0015). Null: none.
 //  - progressive_rollouts: one row per environment under a progressive strategy: its state (JSON
 //    ProgressiveState), a pending command (promote / abort) and when to decide again.
 // Never edit once shipped.

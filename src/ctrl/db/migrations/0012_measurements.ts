@@ -1,4 +1,4 @@
-// Migration 0012_measurements (issue 13 part 2): what each region's sentinels answered per
+// Migration 0012_measurements: what each region's sentinels answered per
 // revision, as the agents report it (ClusterService.ReportMeasurements), one row per
 // (environment, revision, region, window); the rollout analysis adds them up. Rows are pruned by
 // age and with their environment. The key makes a report sent twice (a retry after a lost

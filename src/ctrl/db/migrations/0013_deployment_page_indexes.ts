@@ -1,4 +1,4 @@
-// Migration 0013_deployment_page_indexes (issue 18): indexes in the order deployment lists are
+// Migration 0013_deployment_page_indexes: indexes in the order deployment lists are
 // paged in (newest first: created_at, revision, id), one per filter the list takes (workspace,
 // project, environment). Without them every page of `krane deployments list` scanned and sorted
 // all of the workspace's deployments (100,000 in the scale bench) to return 1,000; with them a

@@ -71,7 +71,7 @@ test("field coverage: every ApplyDeployment field reaches the rendered ReplicaSe
   for (const field of ApplyDeploymentSchema.fields) {
     if (field.name in renderedElsewhere) continue;
     if (field.fieldKind === "message" && field.name !== "health_check") {
-      // Issue 16: a revision's settings reach the pod template by object name (the ConfigMap,
+      // A revision's settings reach the pod template by object name (the ConfigMap,
       // Secret and SecretProviderClass themselves are settings.ts's, tested there): a change of
       // any of their fields changes the ReplicaSet.
       for (const variant of settingsVariants(field.name)) {

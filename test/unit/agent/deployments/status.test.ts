@@ -23,7 +23,7 @@ const ready = [
   { type: "Ready", status: "True", lastTransitionTime: "2026-01-01T00:00:00Z" },
 ];
 
-test("status mapping follows DESIGN §4", () => {
+test("a pod maps to the instance ctrl is told of (status, address, resources)", () => {
   const running = podToInstance(pod("a", { phase: "Running", podIP: "10.0.0.1", conditions: ready }), zone);
   assert.equal(running?.status, InstanceStatus.RUNNING);
   assert.equal(running?.address, "10.0.0.1:8080");

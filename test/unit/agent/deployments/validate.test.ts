@@ -51,7 +51,7 @@ test("replicas 0 is valid (scaled to zero)", () => {
   assert.equal(validateApplyDeployment(sampleDeployment({ replicas: 0 }), "local", true), undefined);
 });
 
-test("issue 16: external secrets need the cluster's store; settings keys must be usable environment variable names", () => {
+test("external secrets need the cluster's store; settings keys must be usable environment variable names", () => {
   const reason = validateApplyDeployment(sampleDeployment(), "local", false);
   assert.match(reason ?? "", /external store/);
   assert.equal(validateApplyDeployment(sampleDeployment({ externalSecrets: undefined }), "local", false), undefined);

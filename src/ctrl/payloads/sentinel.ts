@@ -1,0 +1,140 @@
+// The sentinel kind's payloads: an environment's routing proxy in one region, rendered from the
+// environment's sentinel settings, its routing (environments.routing_regions and
+// routing_version) and its edge auth section (environments.edge_auth). Pure.
+import { create, toBinary } from "@bufbuild/protobuf";
+import {
+  ApplySentinelSchema,
+  DeleteSentinelSchema,
+  EdgeAuthSchema,
+  type ApplySentinel,
+  type EdgeAuth,
+} from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { EdgeAuthPolicy, RoutingMode } from "../../contracts/routing.js";
+import type { EnvironmentRow, SentinelRow } from "../db/schema.js";
+import { edgeAuthRuleMsg } from "./gateway.js";
+import type { KindPayloads } from "./kind.js";
+
+/**
+ * An environment's routing in one region: the weight of each revision, and the blue-green preview
+ * revision. Stored per region in environments.routing_regions (with environments.routing_version,
+ * the one place routing lives; ../domain/environments.ts writes both); a region without an entry
+ * routes like a Kubernetes Service: every running instance of every revision an equal share.
+ */
+export interface RegionRouting {
+  readonly weights: readonly { readonly deploymentId: string; readonly weight: number }[];
+  readonly preview: string | null;
+}
+
+function weightList(weights: unknown): { deploymentId: string; weight: number }[] {
+  return Array.isArray(weights)
+    ? weights.flatMap((w: unknown) =>
+        typeof w === "object" &&
+        w !== null &&
+        typeof (w as { deploymentId?: unknown }).deploymentId === "string" &&
+        typeof (w as { weight?: unknown }).weight === "number"
+          ? [{ deploymentId: (w as { deploymentId: string }).deploymentId, weight: (w as { weight: number }).weight }]
+          : [],
+      )
+    : [];
+}
+
+/** An environment's routing by region (empty: every region routes by instances). */
+export function regionRoutingOf(environment: Pick<EnvironmentRow, "routing_regions">): Map<string, RegionRouting> {
+  const out = new Map<string, RegionRouting>();
+  if (environment.routing_regions === null) return out;
+  const v: unknown = JSON.parse(environment.routing_regions);
+  if (typeof v !== "object" || v === null) return out;
+  for (const [region, r] of Object.entries(v as Record<string, unknown>)) {
+    if (typeof r !== "object" || r === null) continue;
+    const preview = (r as { preview?: unknown }).preview;
+    out.set(region, {
+      weights: weightList((r as { weights?: unknown }).weights),
+      preview: typeof preview === "string" && preview !== "" ? preview : null,
+    });
+  }
+  return out;
+}
+
+/** The stored form of an environment's routing. */
+export function formatRegionRouting(routing: ReadonlyMap<string, RegionRouting>): string {
+  return JSON.stringify(Object.fromEntries(routing));
+}
+
+/** Whether two routings send the same traffic the same way. */
+export function sameRegionRouting(
+  a: ReadonlyMap<string, RegionRouting>,
+  b: ReadonlyMap<string, RegionRouting>,
+): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) {
+    const w = b.get(k);
+    if (w === undefined || w.preview !== v.preview || JSON.stringify(w.weights) !== JSON.stringify(v.weights))
+      return false;
+  }
+  return true;
+}
+
+/**
+ * The routing policy a sentinel of the environment in `region` serves: the region's weights
+ * when it has any, else every instance an equal share.
+ */
+export function routingPolicyOf(
+  environment: EnvironmentRow,
+  region: string,
+): {
+  version: bigint;
+  mode: RoutingMode;
+  revisions: { deploymentId: string; weight: number }[];
+  previewDeploymentId: string;
+} {
+  const r = regionRoutingOf(environment).get(region);
+  if (r !== undefined && r.weights.length > 0) {
+    return {
+      version: BigInt(environment.routing_version),
+      mode: "weighted",
+      revisions: [...r.weights],
+      previewDeploymentId: r.preview ?? "",
+    };
+  }
+  return { version: BigInt(environment.routing_version), mode: "instances", revisions: [], previewDeploymentId: "" };
+}
+
+export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
+  return create(ApplySentinelSchema, {
+    routing: {
+      ...routingPolicyOf(environment, s.region),
+      // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
+      ...(environment.edge_auth !== null
+        ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
+        : {}),
+    },
+    workspaceId: s.workspace_id,
+    projectId: s.project_id,
+    environmentId: s.environment_id,
+    sentinelId: s.id,
+    k8sName: s.k8s_name,
+    image: environment.sentinel_image ?? "",
+    replicas: environment.sentinel_replicas,
+    cpuMillicores: BigInt(environment.sentinel_cpu_millicores),
+    memoryMib: BigInt(environment.sentinel_memory_mib),
+    region: s.region,
+  });
+}
+
+function edgeAuthMsg(a: EdgeAuthPolicy): EdgeAuth {
+  return create(EdgeAuthSchema, { rules: a.rules.map(edgeAuthRuleMsg), unmatchedHosts: a.unmatchedHosts });
+}
+
+export function encodeApplySentinel(environment: EnvironmentRow, s: SentinelRow): Uint8Array {
+  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s));
+}
+
+export function encodeDeleteSentinel(s: SentinelRow): Uint8Array {
+  return toBinary(DeleteSentinelSchema, create(DeleteSentinelSchema, { k8sName: s.k8s_name, sentinelId: s.id }));
+}
+
+export const sentinelPayloads: KindPayloads = {
+  name: "sentinel",
+  apply: ApplySentinelSchema,
+  delete: DeleteSentinelSchema,
+};

@@ -1,0 +1,316 @@
+// The request path every server shell shares, whatever the runtime under it (./proxy.ts: Node's
+// http/http2 servers and undici; ./bun-server.ts: Bun.serve and fetch). A shell turns a client
+// request into a RequestHead, asks RequestPath for a Trip, and then only moves bytes: the Trip
+// decides everything else.
+//
+//  - Admission: Host (or :authority) and request-target checked, probe paths answered, the
+//    request id kept or made, forwarding headers built (./headers.ts), API authentication at the
+//    edge (./auth.ts), 503 while no routing table is in force.
+//  - Attempts: an instance is picked by the balancer (revision shares, power of two choices,
+//    ejection, the blue-green preview header); a failed connect is retried once elsewhere for
+//    idempotent requests whose body was not read, a reset before the answer only for idempotent
+//    requests without a body; both count against the instance's passive health.
+//  - Accounting: requests in flight (drain waits for them), requests and latency per revision
+//    (./metrics.ts), ejections, retries and refusals.
+// Every answer the sentinel makes itself is an OwnAnswer: short, naming its cause, never a hang.
+import { randomUUID } from "node:crypto";
+import { PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
+import type { Logger } from "../agent/runtime/log.js";
+import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
+import type { Balancer, Instance } from "./balancer.js";
+import {
+  causeOf,
+  classifyUpstreamError,
+  countsAgainstInstance,
+  errorAnswer,
+  ERROR_HEADER,
+  type ProxyErrorCause,
+  type UpstreamFailure,
+} from "./errors.js";
+import { isIdempotent, isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { NO_REVISION, statusClass, type SentinelMetrics } from "./metrics.js";
+
+export interface RequestPathOptions {
+  readonly balancer: Balancer;
+  readonly metrics: SentinelMetrics;
+  readonly log: Logger;
+  /** True once a routing table is in force. */
+  readonly hasTable: () => boolean;
+  /** True while the probe paths should answer "ready". */
+  readonly isReady: () => boolean;
+  /** API authentication at the edge; checked before an instance is picked. */
+  readonly auth?: EdgeAuth;
+}
+
+/** What a shell knows of a client request once its head has arrived. */
+export interface RequestHead {
+  readonly method: string;
+  /** The request-target as sent: origin-form ("/p?q") or absolute-form ("http://h/p"). */
+  readonly target: string;
+  /** Host, or :authority for HTTP/2. */
+  readonly host: string | undefined;
+  /** HTTP/1.1: a request without Host is malformed (HTTP/1.0 and HTTP/2 may omit it). */
+  readonly hostRequired: boolean;
+  /** The client's headers as a flat [name, value, …] list (pseudo-headers are skipped). */
+  readonly rawHeaders: readonly string[];
+  readonly clientAddress: string;
+  readonly hasBody: boolean;
+  /** The values of X-Request-Id, the preview header and Authorization. */
+  readonly requestId: string | undefined;
+  readonly preview: string | undefined;
+  readonly authorization: string | undefined;
+}
+
+/** One of the sentinel's own answers. */
+export interface OwnAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /** HTTP/1.1: close the connection after it (the request could not be framed safely). */
+  readonly closeConnection: boolean;
+}
+
+/** The answer for a cause, with the request id when there is one. */
+export function ownAnswer(cause: ProxyErrorCause, requestId: string | undefined, closeConnection = false): OwnAnswer {
+  const { status, body } = errorAnswer(cause);
+  const headers: Record<string, string> = {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": String(Buffer.byteLength(body)),
+    "cache-control": "no-store",
+    [ERROR_HEADER]: cause,
+  };
+  if (requestId) headers[REQUEST_ID_HEADER] = requestId;
+  return { status, headers, body, closeConnection };
+}
+
+/** The origin-form path of a request-target, or undefined when it is neither origin- nor absolute-form. */
+export function originPath(target: string): string | undefined {
+  if (target.charCodeAt(0) === 47 /* '/' */) return target;
+  // Absolute-form (RFC 9112 §3.2.2) is allowed; anything else ("*", authority-form) is not proxied.
+  const abs = /^https?:\/\/[^/?#]*([^#]*)$/i.exec(target);
+  if (!abs) return undefined;
+  const path = abs[1] || "/";
+  return path.charCodeAt(0) === 47 ? path : `/${path}`;
+}
+
+export class RequestPath {
+  readonly o: RequestPathOptions;
+  /** Requests admitted and not yet finished (drain waits for them). */
+  inFlight = 0;
+  /** Set when draining: HTTP/1.1 answers say Connection: close. */
+  draining = false;
+
+  constructor(o: RequestPathOptions) {
+    this.o = o;
+  }
+
+  /** The answer of a probe path on the proxy port, or undefined for any other path. */
+  probe(target: string): OwnAnswer | undefined {
+    if (target !== SENTINEL_LIVE_PATH && target !== SENTINEL_READY_PATH) return undefined;
+    const ok = target === SENTINEL_LIVE_PATH || this.o.isReady();
+    const body = ok ? "ok\n" : "not ready\n";
+    return {
+      status: ok ? 200 : 503,
+      headers: { "content-type": "text/plain", "content-length": String(body.length), "cache-control": "no-store" },
+      body,
+      closeConnection: false,
+    };
+  }
+
+  /** Admits a request: a Trip counted in flight until finish(). */
+  begin(head: RequestHead, started = performance.now()): Trip {
+    return new Trip(this, head, started);
+  }
+}
+
+/** One client request and its (at most two) upstream attempts. */
+export class Trip {
+  readonly #path: RequestPath;
+  readonly #o: RequestPathOptions;
+  readonly #started: number;
+  readonly method: string;
+  readonly requestId: string;
+  readonly hasBody: boolean;
+  readonly #preview: boolean;
+  readonly #authorization: string | undefined;
+  readonly #host: string | undefined;
+  /** The sentinel's own answer when the request was refused at admission. */
+  readonly refused: OwnAnswer | undefined;
+  /** Origin-form path sent upstream ("" when refused). */
+  readonly path: string = "";
+  /** Upstream request headers, flat. */
+  readonly headers: string[] = [];
+  instance: Instance | undefined;
+  revision = NO_REVISION;
+  #tried: Set<string> | undefined;
+  #counted = false;
+  #lastFailure: UpstreamFailure | undefined;
+  #finished = false;
+
+  constructor(path: RequestPath, head: RequestHead, started: number) {
+    this.#path = path;
+    this.#o = path.o;
+    this.#started = started;
+    path.inFlight++;
+    this.method = head.method;
+    this.hasBody = head.hasBody;
+    this.requestId = isSaneRequestId(head.requestId) ? head.requestId : randomUUID();
+    this.#preview = head.preview === PREVIEW_HEADER_VALUE;
+    this.#authorization = head.authorization;
+    this.#host = head.host;
+    const host = head.host;
+    if (host === undefined ? head.hostRequired : !isValidHost(host)) {
+      this.#o.metrics.clientErrors.inc({ reason: "invalid-host" });
+      this.refused = this.answer("invalid-host", true);
+      return;
+    }
+    const p = originPath(head.target);
+    if (p === undefined) {
+      this.#o.metrics.clientErrors.inc({ reason: "request-target" });
+      this.refused = this.answer("bad-request", true);
+      return;
+    }
+    this.path = p;
+    if (!this.#o.hasTable()) {
+      this.refused = this.answer("not-ready");
+      return;
+    }
+    this.headers = upstreamHeaders(head.rawHeaders, {
+      clientAddress: head.clientAddress,
+      proto: "http",
+      host,
+      requestId: this.requestId,
+    });
+  }
+
+  /**
+   * API authentication: undefined when the request may go on, else the refusal (already
+   * counted and finished). Asynchronous only when a token has to be verified.
+   */
+  authorize(): OwnAnswer | undefined | Promise<OwnAnswer | undefined> {
+    const auth = this.#o.auth;
+    if (!auth?.active) return undefined;
+    const decision = auth.check(this.method, this.#host ?? "", this.path, this.#authorization);
+    if (decision instanceof Promise)
+      return decision.then(
+        (d) => this.#decided(d),
+        () =>
+          this.#decided({
+            type: "deny",
+            status: 401,
+            error: "invalid_token",
+            description: "the token could not be verified",
+          }),
+      );
+    return this.#decided(decision);
+  }
+
+  #decided(d: AuthDecision): OwnAnswer | undefined {
+    if (d.type === "pass") return undefined;
+    const a = authAnswer(d);
+    const headers: Record<string, string> = {
+      ...a.headers,
+      [ERROR_HEADER]: d.status === 401 ? "unauthorized" : d.status === 403 ? "forbidden" : "bad-request",
+    };
+    headers[REQUEST_ID_HEADER] = this.requestId;
+    this.#o.metrics.authRefusals.inc({ status: String(d.status) });
+    this.finish(statusClass(a.status));
+    return { status: a.status, headers, body: a.body, closeConnection: false };
+  }
+
+  /** The instance for the next attempt (counted as outstanding on it), or undefined: see noInstance(). */
+  next(): Instance | undefined {
+    const inst = this.#o.balancer.pick(this.#tried, this.#preview);
+    this.instance = inst;
+    if (!inst) return undefined;
+    this.revision = inst.endpoint.deploymentId;
+    this.#counted = true;
+    inst.outstanding++;
+    return inst;
+  }
+
+  /** The answer when next() found no instance (finished). */
+  noInstance(): OwnAnswer {
+    return this.answer(this.#lastFailure ? causeOf(this.#lastFailure) : "no-instance");
+  }
+
+  /** The instance's answer began: it is healthy. */
+  succeeded(): void {
+    const inst = this.instance;
+    if (inst) this.#o.balancer.success(inst);
+  }
+
+  /**
+   * The current attempt failed before the instance's answer began. `bodyRead`: the request body
+   * was (partly) consumed, so the request cannot be sent again. Returns "retry" when another
+   * attempt should follow, else the cause to answer with.
+   */
+  failed(err: unknown, bodyRead: boolean): "retry" | { cause: ProxyErrorCause; closeConnection: boolean } {
+    this.release();
+    const failure = classifyUpstreamError(err);
+    const inst = this.instance;
+    const m = this.#o.metrics;
+    if (inst && countsAgainstInstance(failure)) {
+      if (failure === "connect") m.upstreamConnectErrors.inc({ revision: this.revision });
+      else m.upstreamResets.inc({ revision: this.revision });
+      if (this.#o.balancer.failure(inst)) {
+        m.ejections.inc({ revision: this.revision });
+        this.#o.log.warn(
+          {
+            instance: inst.key,
+            pod: inst.endpoint.pod,
+            revision: this.revision,
+            failure,
+            err: err instanceof Error ? err.message : String(err),
+          },
+          "instance ejected",
+        );
+      }
+    }
+    this.#lastFailure = failure;
+    if (this.#canRetry(failure, bodyRead)) {
+      (this.#tried ??= new Set()).add(inst?.key ?? "");
+      m.retries.inc({ revision: this.revision });
+      return "retry";
+    }
+    this.#o.log.debug(
+      { err: err instanceof Error ? err.message : String(err), failure, requestId: this.requestId },
+      "upstream attempt failed",
+    );
+    return { cause: causeOf(failure), closeConnection: failure === "client" };
+  }
+
+  #canRetry(failure: UpstreamFailure, bodyRead: boolean): boolean {
+    if (this.#tried !== undefined) return false; // once
+    if (!isIdempotent(this.method)) return false;
+    if (failure === "connect") return !this.hasBody || !bodyRead;
+    if (failure === "reset") return !this.hasBody;
+    return false;
+  }
+
+  /** The current attempt no longer counts as outstanding on its instance. */
+  release(): void {
+    if (this.#counted && this.instance) this.instance.outstanding--;
+    this.#counted = false;
+  }
+
+  /** The sentinel's own answer for `cause`; the trip is finished with its status class. */
+  answer(cause: ProxyErrorCause, closeConnection = false): OwnAnswer {
+    const a = ownAnswer(cause, this.requestId, closeConnection);
+    this.finish(statusClass(a.status));
+    return a;
+  }
+
+  /** Ends the trip: out of flight, counted by revision and status class ("aborted": cut short). */
+  finish(code: string): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.release();
+    this.#path.inFlight--;
+    this.#o.metrics.stats.record(this.revision, code, (performance.now() - this.#started) / 1000);
+  }
+
+  get finished(): boolean {
+    return this.#finished;
+  }
+}

@@ -1,0 +1,99 @@
+// Unit tests of `krane ctrl serve` settings: precedence (flag > env > file > default), parsing
+// and the errors that name the bad setting.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { parseCtrlConfigFile, resolveCtrlSettings } from "../../../../src/ctrl/server/config.js";
+
+describe("ctrl settings", () => {
+  it("uses defaults when nothing is given", () => {
+    const s = resolveCtrlSettings({}, {}, {});
+    assert.equal(s.databaseUrl, "./.krane/ctrl.db");
+    assert.deepEqual(s.listen, { host: "0.0.0.0", port: 7070 });
+    assert.deepEqual(s.opsListen, { host: "0.0.0.0", port: 7071 });
+    assert.equal(s.tls, undefined);
+    assert.equal(s.outboxRetention, 100_000);
+    assert.equal(s.poolSize, 10);
+    assert.equal(s.adminTokenFile, ".krane/admin-token");
+    assert.equal(s.streamKeepaliveMs, 10_000);
+  });
+
+  it("takes the stream keepalive in seconds, fractions allowed, within its bounds", () => {
+    assert.equal(resolveCtrlSettings({ streamKeepalive: "0.5" }, {}, {}).streamKeepaliveMs, 500);
+    assert.equal(resolveCtrlSettings({}, { KRANE_STREAM_KEEPALIVE_SECONDS: "30" }, {}).streamKeepaliveMs, 30_000);
+    assert.equal(resolveCtrlSettings({}, {}, parseCtrlConfigFile("stream-keepalive: 2\n")).streamKeepaliveMs, 2_000);
+    for (const bad of ["0", "0.05", "601", "soon", ""])
+      assert.throws(() => resolveCtrlSettings({ streamKeepalive: bad }, {}, {}), /stream keepalive/, bad);
+  });
+
+  it("prefers flags to environment variables to the config file", () => {
+    const file = parseCtrlConfigFile("pool-size: 3\noutboxRetention: 50\nlisten: 127.0.0.1:1\nlogLevel: debug\n");
+    const env = { KRANE_POOL_SIZE: "4", KRANE_LISTEN: "127.0.0.1:2" };
+    const s = resolveCtrlSettings({ poolSize: "5" }, env, file);
+    assert.equal(s.poolSize, 5);
+    assert.deepEqual(s.listen, { host: "127.0.0.1", port: 2 });
+    assert.equal(s.outboxRetention, 50);
+    assert.equal(s.logLevel, "debug");
+    assert.equal(resolveCtrlSettings({}, env, file).poolSize, 4);
+    assert.equal(resolveCtrlSettings({}, {}, file).poolSize, 3);
+  });
+
+  it("names the setting at fault", () => {
+    assert.throws(() => resolveCtrlSettings({ poolSize: "0" }, {}, {}), /pool size/);
+    assert.throws(() => resolveCtrlSettings({ poolSize: "2.5" }, {}, {}), /pool size/);
+    assert.throws(() => resolveCtrlSettings({ outboxRetention: "-1" }, {}, {}), /outbox retention/);
+    assert.throws(() => resolveCtrlSettings({ listen: "nope" }, {}, {}), /^Error: listen: expected host:port/);
+    assert.throws(() => resolveCtrlSettings({ tlsCert: "c.pem" }, {}, {}), /TLS needs both/);
+    assert.throws(() => parseCtrlConfigFile("poolsize: 3"), /unknown key "poolsize"/);
+    assert.throws(() => parseCtrlConfigFile("- a\n- b"), /expected a mapping/);
+  });
+
+  it("turns the ops port off and puts the admin token next to a SQLite file", () => {
+    const s = resolveCtrlSettings({ opsListen: "off", database: "/var/lib/krane/ctrl.db" }, {}, {});
+    assert.equal(s.opsListen, null);
+    assert.equal(s.adminTokenFile, "/var/lib/krane/admin-token");
+    assert.equal(
+      resolveCtrlSettings({ database: "postgres://db/krane" }, {}, {}).adminTokenFile,
+      "./.krane/admin-token",
+    );
+  });
+
+  it("takes the admin token from a flag, the environment or the config file, never with an explicit token file as well", () => {
+    assert.equal(resolveCtrlSettings({ adminToken: "t" }, {}, {}).adminTokenSource, "flag");
+    assert.equal(resolveCtrlSettings({}, { KRANE_ADMIN_TOKEN: "t" }, {}).adminTokenSource, "env");
+    assert.equal(resolveCtrlSettings({}, {}, { adminToken: "t" }).adminTokenSource, "config");
+    assert.equal(resolveCtrlSettings({}, {}, {}).adminTokenSource, undefined);
+    assert.equal(
+      resolveCtrlSettings({ adminTokenFile: "/run/secrets/admin" }, {}, {}).adminTokenFile,
+      "/run/secrets/admin",
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ adminToken: "t" }, { KRANE_ADMIN_TOKEN_FILE: "/f" }, {}),
+      /either --admin-token .* or --admin-token-file/,
+    );
+    assert.throws(() => resolveCtrlSettings({ adminToken: " " }, {}, {}), /admin token: empty/);
+  });
+
+  it("audit retention, the audit webhook and the pull-request webhook listener", () => {
+    const d = resolveCtrlSettings({}, {}, {});
+    assert.equal(d.audit.retentionMs, 400 * 86_400_000);
+    assert.equal(d.audit.webhookUrl, undefined);
+    assert.equal(d.previews.webhookListen, null, "no webhook listener unless asked");
+    assert.equal(d.previews.replayWindowMs, 600_000);
+    const s = resolveCtrlSettings(
+      { auditRetention: "90d", webhookListen: "0.0.0.0:7072" },
+      { KRANE_AUDIT_WEBHOOK_URL: "https://siem.example.com/krane", KRANE_AUDIT_WEBHOOK_SECRET: "k".repeat(20) },
+      parseCtrlConfigFile("webhookReplayWindow: 5m\nauditWebhookSecretFile: /etc/krane/audit-key\n"),
+    );
+    assert.equal(s.audit.retentionMs, 90 * 86_400_000);
+    assert.equal(s.audit.webhookUrl, "https://siem.example.com/krane");
+    assert.deepEqual(s.audit.webhookSecret, { value: "k".repeat(20), file: "/etc/krane/audit-key" });
+    assert.deepEqual(s.previews.webhookListen, { host: "0.0.0.0", port: 7072 });
+    assert.equal(s.previews.replayWindowMs, 300_000);
+    assert.throws(
+      () => resolveCtrlSettings({ auditRetention: "forever" }, {}, {}),
+      /audit retention: expected a duration/,
+    );
+    assert.throws(() => resolveCtrlSettings({ auditWebhookUrl: "ftp://x" }, {}, {}), /audit webhook url/);
+    assert.throws(() => resolveCtrlSettings({ webhookListen: "nowhere" }, {}, {}), /webhook listen/);
+  });
+});
