@@ -222,6 +222,7 @@ export class Agent {
     this.#stopped = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await this.manager.stop();
+    this.#link.close();
     await new Promise<void>((resolve) => (this.#ops ? this.#ops.close(() => resolve()) : resolve()));
     this.#ops?.closeAllConnections();
     this.kube.close();

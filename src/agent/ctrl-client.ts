@@ -45,6 +45,8 @@ export interface CtrlConnection {
   state(): string;
   /** Gives up a connection attempt that has not completed (the next call dials again). */
   dropIfConnecting(): boolean;
+  /** Closes the connection and every stream on it (the agent stopping). */
+  close(): void;
 }
 
 export function createCtrlConnection(url: string, token: string, o: CtrlConnectionOptions = {}): CtrlConnection {
@@ -100,6 +102,9 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
         settling = undefined;
       });
       return true;
+    },
+    close() {
+      session.abort();
     },
   };
 }

@@ -59,6 +59,7 @@ describe("the agent's connection to ctrl", () => {
     // The next call gets a new session that works, while node:http2 emits the closed session's
     // error once its socket is gone (unheard, it would end this process).
     for (let i = 0; i < 3; i++) await link.client.heartbeat({ region: "eu", agentId: "ping-test", build: "test" });
+    link.close();
   });
 
   it("a guarded session, destroyed under a keepalive timer, answers ping() with false instead of throwing", async () => {
@@ -83,8 +84,10 @@ describe("the agent's connection to ctrl", () => {
   it("a connection that never completes is given up, and the next call dials again", async () => {
     // Accepts TCP and never answers the TLS handshake: node:http2 stays "connecting" for good.
     let connections = 0;
+    let closing = false;
     const accepted: net.Socket[] = [];
     const mute = net.createServer((s) => {
+      if (closing) return void s.destroy();
       connections++;
       accepted.push(s);
       s.on("error", () => undefined);
@@ -112,8 +115,11 @@ describe("the agent's connection to ctrl", () => {
       // The server hangs up on both: nothing is left to fail unheard.
       for (const s of accepted) s.destroy();
       await new Promise((r) => setTimeout(r, 200));
+      link.close();
     } finally {
       for (const s of accepted) s.destroy();
+      // A connection accepted after this point would keep close() waiting: hang up on it at once.
+      closing = true;
       await new Promise<void>((r) => mute.close(() => r()));
     }
   });
