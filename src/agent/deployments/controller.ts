@@ -20,7 +20,14 @@ import { ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
-import { controller, labelIndex, NotYet, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import {
+  controller,
+  labelIndex,
+  requeueAfter,
+  type ControllerDeclaration,
+  type KindContext,
+  type Requeue,
+} from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
@@ -57,8 +64,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     const r = (rs?.spec as { replicas?: unknown } | undefined)?.replicas;
     return typeof r === "number" ? r : undefined;
   };
-  /** Throws NotYet while a scale-up of `d` must wait for an environment sibling to shrink. */
-  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): void => {
+  /** A requeue while a scale-up of `d` must wait for an environment sibling to shrink. */
+  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): Requeue | undefined => {
     const key = d.deploymentId;
     const siblings: Sibling[] = [];
     for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), d.environmentId)) {
@@ -70,10 +77,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     const since = waiting.get(key);
     if (blockers.length === 0 || (since !== undefined && Date.now() - since > SCALE_UP_WAIT_MS)) {
       waiting.delete(key);
-      return;
+      return undefined;
     }
     if (since === undefined) waiting.set(key, Date.now());
-    throw new NotYet(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
+    return requeueAfter(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
   };
   const report = (
     change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
@@ -180,7 +187,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
       },
 
       async apply(d, rendered, ctx, signal) {
-        holdScaleUp(d, ctx);
+        const wait = holdScaleUp(d, ctx);
+        if (wait) return wait;
         try {
           let ns = ensuredNamespaces.get(d.k8sNamespace);
           if (!ns)

@@ -37,7 +37,7 @@ import {
   type ControllerBuilder,
   type ControllerDeclaration,
   type KindContext,
-} from "../runtime/controller.js";
+} from "../runtime/builder.js";
 import { oneKey, type GatewaySettings, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderRoutes, renderStatic } from "./render.js";

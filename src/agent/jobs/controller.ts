@@ -17,7 +17,7 @@ import {
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { controller, labelIndex, type ControllerDeclaration } from "../runtime/controller.js";
+import { controller, labelIndex, type ControllerDeclaration } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderCronJob } from "./render.js";

@@ -1,4 +1,5 @@
-// Every ClusterService kind speaks the same shape (DESIGN §3): a `KState{version, oneof apply |
+// Every ClusterService kind speaks the same shape (the same
+// protocol for every kind, so the runtime needs no per-kind stream code): a `KState{version, oneof apply |
 // delete | snapshot_start | snapshot_end | bookmark}` stream, batched point reads answering
 // KStates plus the ids not found, and a report call. kstateProtocol turns a kind's generated
 // methods into the runtime's CtrlProtocol, so a kind names only its methods, its keys and its

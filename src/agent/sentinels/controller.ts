@@ -28,7 +28,7 @@ import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
 import { instanceKey } from "../deployments/status.js";
-import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { kstateProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
