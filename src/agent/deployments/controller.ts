@@ -7,14 +7,14 @@
 // each only when the cache shows it differs; a scale-up first waits for the environment's
 // pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyDeploymentSchema,
   ReportDeploymentStatusRequestSchema,
   type ApplyDeployment,
   type DeleteDeployment,
   type DeploymentState,
   type ReportDeploymentStatusRequest,
+  DeploymentStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
@@ -29,7 +29,7 @@ import {
   type Requeue,
 } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
@@ -110,23 +110,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     "deployments",
   )
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
-        watch: (cursor, call) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
-        rejectedReport: (key, subject, reason) =>
-          report({
-            case: "rejected",
-            value: {
-              deploymentId: key,
-              k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
-              reason,
-            },
-          }),
-        deletedReport: (key, ref) => report({ case: "delete", value: { deploymentId: key, k8sName: ref.k8sName } }),
-        equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
-      }),
+      clusterProtocol(
+        { region, ctrl },
+        { state: DeploymentStateSchema, report: ReportDeploymentStatusRequestSchema, key: "deploymentId" },
+      ),
     )
     // A revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
     .ownedBy(LABEL_DEPLOYMENT_ID)

@@ -18,9 +18,8 @@
 // Delete: every object of the release in every kind it ever had, then the inventory.
 // After each resync, the sweep deletes objects of releases this region no longer has (found by
 // label in every cached kind), and looks again at kinds that were missing.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyReleaseSchema,
   ObjectHealth,
   ReleaseKindSchema,
   ReleaseObjectStatusSchema,
@@ -30,6 +29,7 @@ import {
   type ReleaseObjectStatus,
   type ReleaseState,
   type ReportReleaseStatusRequest,
+  ReleaseStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import {
   LABEL_RELEASE_ID,
@@ -42,7 +42,7 @@ import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
 import { controller, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import type { KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { RELEASE_INDEX, ReleaseCaches, writeOnly } from "./caches.js";
 import { Discovery } from "./discovery.js";
 import { healthOf } from "./health.js";
@@ -269,15 +269,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
 
   return controller<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>("releases")
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (r) => r.releaseId, delete: (ref) => ref.releaseId },
-        watch: (cursor, call) => ctrl.watchReleases({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredReleaseStates({ region, releaseIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportReleaseStatus(req, o),
-        rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { releaseId: key, reason } }),
-        deletedReport: (key) => report({ case: "delete", value: { releaseId: key } }),
-        equal: (a, b) => equals(ApplyReleaseSchema, a, b),
-      }),
+      clusterProtocol(
+        { region, ctrl },
+        { state: ReleaseStateSchema, report: ReportReleaseStatusRequestSchema, key: "releaseId" },
+      ),
     )
     .owns(resources.configMaps, {
       keyOf: inventoryKeyOf,
