@@ -235,6 +235,11 @@ export class MeasurementCollector {
     if (fresh) await this.#send(fresh, signal, true);
   }
 
+  /**
+   * Sends one report; a first failure keeps it for the next round. Not src/retry: the spacing
+   * of the second attempt is the collection interval itself, and after it the numbers are stale
+   * for analysis, so there is nothing a backoff would add.
+   */
   async #send(req: ReportMeasurementsRequest, signal: AbortSignal, mayRetry: boolean): Promise<void> {
     try {
       await this.#o.send(req, signal);
