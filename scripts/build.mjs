@@ -3,7 +3,7 @@
 //
 // esbuild transpiles each file on its own (the tsconfig's isolatedModules and
 // verbatimModuleSyntax make that exact) in well under a second, where tsc takes 10–20 s here;
-// type checking stays with `npm run typecheck`. Two modules are bundled instead:
+// type checking stays with `npm run typecheck`. Two modules of the CLI are bundled instead:
 // src/cli/user-client.ts, the half of the user commands that loads when one runs (ctrl client,
 // generated API, tables, status views). Per file it pulls in ~150 modules of Connect and
 // protobuf; bundled it is one file, which cut `krane status`'s CPU time by about a third
@@ -13,7 +13,9 @@
 // (deploy/, tools/) keep working; the build refuses to bundle a module that uses
 // import.meta.url into user-client.js and keeps such modules out of main.js. better-sqlite3 and
 // pino never get bundled. The build also writes dist/cli/commands.json, the top-level command
-// listing src/cli/main.ts reads.
+// listing src/cli/main.ts reads. The hello app
+// (src/cluster/workload/hello-main.ts) is bundled too, into dist/cluster/workload/hello.js: it
+// runs alone in the test workload image.
 //
 //   node scripts/build.mjs              build
 //   node scripts/build.mjs --if-stale   build only when dist/ is older than src/
@@ -104,6 +106,21 @@ try {
     target: "node20.19",
     metafile: true,
     // cli-table3 is CommonJS; its require() calls need a real require in an ES module.
+    banner: {
+      js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
+    },
+    logLevel: "warning",
+  });
+  // The hello app (the test workload image's one file, scripts/build-image.sh --hello): bundled
+  // with ws, since the image holds no node_modules.
+  await build({
+    entryPoints: [join(root, "src", "cluster", "workload", "hello-main.ts")],
+    outfile: join(tmp, "cluster", "workload", "hello.js"),
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20.19",
+    external: ["bufferutil", "utf-8-validate"],
     banner: {
       js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
     },

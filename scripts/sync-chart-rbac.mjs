@@ -1,11 +1,18 @@
-// Copies the agent's RBAC (deploy/rbac/agent.yaml, the one source of truth) into the Helm chart
-// (deploy/helm/krane/files/agent-rbac.yaml), which renders exactly those objects. Helm reads
-// only files inside the chart, so the chart carries a copy; test/unit/deploy/chart.test.ts
-// fails while the two differ. Run after changing agent.yaml:  node scripts/sync-chart-rbac.mjs
+// Copies what the chart packages from deploy/rbac/ (the one source of truth) into the Helm chart's
+// files/: the agent's RBAC (agent.yaml), the sentinel's (sentinel.yaml) and the agent's admission
+// fence (fence.yaml), which the chart renders exactly. Helm reads only files inside the chart,
+// so the chart carries copies; test/unit/deploy/chart.test.ts fails while they differ. Run after
+// changing any of them:  node scripts/sync-chart-rbac.mjs
 import { copyFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-const from = fileURLToPath(new URL("../deploy/rbac/agent.yaml", import.meta.url));
-const to = fileURLToPath(new URL("../deploy/helm/krane/files/agent-rbac.yaml", import.meta.url));
-copyFileSync(from, to);
-console.error(`copied ${from} to ${to}`);
+for (const [from, to] of [
+  ["agent.yaml", "agent-rbac.yaml"],
+  ["sentinel.yaml", "sentinel-rbac.yaml"],
+  ["fence.yaml", "fence.yaml"],
+]) {
+  const src = fileURLToPath(new URL(`../deploy/rbac/${from}`, import.meta.url));
+  const dst = fileURLToPath(new URL(`../deploy/helm/krane/files/${to}`, import.meta.url));
+  copyFileSync(src, dst);
+  console.error(`copied ${src} to ${dst}`);
+}

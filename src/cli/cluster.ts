@@ -3,6 +3,7 @@
 // harness is loaded only when one of these runs.
 import type { Command } from "commander";
 import { dirname } from "node:path";
+import type { WorkloadImages } from "../cluster/images.js";
 
 const harness = () => import("../cluster/index.js");
 
@@ -11,7 +12,9 @@ const say = (line: string) => console.error(line);
 export function registerClusterCommands(program: Command): void {
   const cluster = program
     .command("cluster")
-    .description("a real local Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, KWOK) on loopback");
+    .description(
+      "a real local Kubernetes (etcd, kube-apiserver, controller-manager, scheduler; KWOK nodes, or real ones) on this machine",
+    );
 
   cluster
     .command("build")
@@ -31,10 +34,31 @@ export function registerClusterCommands(program: Command): void {
       "--standins",
       "serve Running pods on this machine: user pods answer HTTP, sentinel pods run krane sentinel (a dev and test harness)",
     )
-    .action(async (opts: { name: string; standins?: boolean }) => {
+    .option(
+      "--real-nodes <pools>",
+      "give these node pools a real node each (kubelet, containerd, runc, gVisor) instead of KWOK nodes: untrusted, sentinel, general, or all (needs root)",
+    )
+    .action(async (opts: { name: string; standins?: boolean; realNodes?: string }) => {
       const { startCluster } = await harness();
+      const { parseRealNodePools } = await import("../cluster/nodes/plan.js");
+      const realNodes = opts.realNodes === undefined ? undefined : parseRealNodePools(opts.realNodes);
+      // From a checkout, real nodes also get krane's image and the hello app (built once per source change).
+      let images: WorkloadImages | undefined;
+      if (realNodes) {
+        const { isCheckout } = await import("../cluster/checkout.js");
+        if (isCheckout()) images = await (await import("../cluster/images.js")).workloadImages(say);
+        else say("not a checkout: the real nodes get only the sandbox image (import your own with ctr)");
+      }
       const t0 = Date.now();
-      const c = await startCluster({ name: opts.name, detached: true, log: say, standins: opts.standins ?? false });
+      const c = await startCluster({
+        name: opts.name,
+        detached: true,
+        log: say,
+        standins: opts.standins ?? false,
+        realNodes,
+        images: images ? [images.krane, images.hello] : undefined,
+      });
+      if (images) say(`images on the real nodes: ${images.krane.name}, ${images.hello.names.join(", ")}`);
       say(`cluster "${c.name}" is up in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${c.server}`);
       say(`use it with: eval "$(krane cluster env --name ${c.name})"`);
       await printStatus(opts.name);
@@ -93,7 +117,11 @@ async function printStatus(name: string): Promise<boolean> {
   console.log(`  nodes ready              ${s.nodesReady}/${s.nodesTotal}  (${s.nodeSummary})`);
   console.log(`  memory (rss)             ${(s.residentBytes / 1024 / 1024).toFixed(0)} MiB`);
   console.log(`  kubeconfig               ${c.kubeconfigPath}`);
-  if (c.podNetwork)
+  const real = c.realNodes;
+  if (real) {
+    console.log(`  real nodes               ${real.nodes.map((n) => n.name).join(", ")} (namespace ${real.netns})`);
+    console.log(`  pods and Services        ${real.routed}, reachable from this machine`);
+  } else if (c.podNetwork)
     console.log(
       `  pod network              ${c.podNetwork.cidr} (served on this machine at ${c.podNetwork.localCidr})`,
     );

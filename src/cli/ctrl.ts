@@ -25,6 +25,11 @@ interface ServeFlags {
   sharedHostPattern?: string;
   endpointScheme?: string;
   dnsServers?: string;
+  auditRetention?: string;
+  auditWebhookUrl?: string;
+  auditWebhookSecretFile?: string;
+  webhookListen?: string;
+  webhookReplayWindow?: string;
   streamKeepalive?: string;
 }
 
@@ -101,6 +106,26 @@ export function registerCtrlCommands(program: Command): void {
       "DNS servers for custom domain verification, ip[:port],… (default: the system's); env KRANE_DNS_SERVERS",
     )
     .option(
+      "--audit-retention <duration>",
+      "how long audit events are kept (default 400d; pruned hourly); env KRANE_AUDIT_RETENTION",
+    )
+    .option(
+      "--audit-webhook-url <url>",
+      "deliver every audit event to this URL (NDJSON POSTs, at least once, HMAC-signed); env KRANE_AUDIT_WEBHOOK_URL",
+    )
+    .option(
+      "--audit-webhook-secret-file <file>",
+      "the key that signs those deliveries (X-Krane-Signature); env KRANE_AUDIT_WEBHOOK_SECRET_FILE, or the key itself in KRANE_AUDIT_WEBHOOK_SECRET",
+    )
+    .option(
+      "--webhook-listen <host:port>",
+      'pull-request webhooks of GitHub and GitLab (HTTP/1.1, POST /hooks/<id>), or "off" (default off); env KRANE_WEBHOOK_LISTEN',
+    )
+    .option(
+      "--webhook-replay-window <duration>",
+      "how old a pull-request delivery may be (default 10m); env KRANE_WEBHOOK_REPLAY_WINDOW",
+    )
+    .option(
       "--stream-keepalive <seconds>",
       "a quiet agent stream gets a bookmark this often; agents reconnect after two silent intervals (default 10); env KRANE_STREAM_KEEPALIVE_SECONDS",
     )
@@ -132,6 +157,11 @@ export function registerCtrlCommands(program: Command): void {
         sharedHostPattern: flags.sharedHostPattern,
         endpointScheme: flags.endpointScheme,
         dnsServers: flags.dnsServers,
+        auditRetention: flags.auditRetention,
+        auditWebhookUrl: flags.auditWebhookUrl,
+        auditWebhookSecretFile: flags.auditWebhookSecretFile,
+        webhookListen: flags.webhookListen,
+        webhookReplayWindow: flags.webhookReplayWindow,
         streamKeepalive: flags.streamKeepalive,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
@@ -157,6 +187,16 @@ export function registerCtrlCommands(program: Command): void {
         log.warn(
           "no master key (--master-key-file, KRANE_MASTER_KEY_FILE or KRANE_MASTER_KEY): secrets are refused until ctrl is started with one",
         );
+      let auditWebhook: { url: string; secret: string } | undefined;
+      if (settings.audit.webhookUrl !== undefined) {
+        const { value, file } = settings.audit.webhookSecret;
+        const secret = (value ?? (file !== undefined ? readFileSync(file, "utf8") : "")).trim();
+        if (secret.length < 16)
+          throw new Error(
+            "the audit webhook needs a key of at least 16 characters: --audit-webhook-secret-file or KRANE_AUDIT_WEBHOOK_SECRET",
+          );
+        auditWebhook = { url: settings.audit.webhookUrl, secret };
+      }
       const running = await startCtrl({
         keyring,
         releaseKinds: settings.releaseKinds,
@@ -171,6 +211,8 @@ export function registerCtrlCommands(program: Command): void {
         defaultMetrics: true,
         exposure: settings.exposure,
         domains: { dnsServers: settings.dnsServers },
+        audit: { retentionMs: settings.audit.retentionMs, webhook: auditWebhook },
+        previews: settings.previews,
         streamKeepaliveMs: settings.streamKeepaliveMs,
       });
       await new Promise<void>((resolve) => {

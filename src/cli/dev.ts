@@ -13,6 +13,11 @@ export function registerDevCommand(program: Command): void {
     .option("--data-dir <dir>", "keep ctrl's SQLite database here (default: a temporary directory)")
     .option("--log-level <level>", "log level of ctrl and the agent", "error")
     .option("--exit-when-ready", "stop once the example runs (for scripts and CI)")
+    .option(
+      "--nodes <kind>",
+      "real: real nodes (containers under gVisor; needs root); standins: KWOK nodes and pod stand-ins; auto: real where the machine allows it",
+      "auto",
+    )
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -20,7 +25,10 @@ export function registerDevCommand(program: Command): void {
         dataDir?: string;
         logLevel: string;
         exitWhenReady?: boolean;
+        nodes: string;
       }) => {
+        if (!["auto", "real", "standins"].includes(opts.nodes))
+          throw new Error(`--nodes: auto, real or standins, not "${opts.nodes}"`);
         const [{ exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE }, { renderEnvironmentStatus }] =
           await Promise.all([import("../dev/dev.js"), import("./status-view.js")]);
         const session = await startDev({
@@ -28,6 +36,7 @@ export function registerDevCommand(program: Command): void {
           ctrlPort: Number(opts.ctrlPort),
           dataDir: opts.dataDir,
           logLevel: opts.logLevel,
+          nodes: opts.nodes as "auto" | "real" | "standins",
           say,
         });
         let stopping = false;
@@ -64,9 +73,7 @@ export function registerDevCommand(program: Command): void {
             `  while sleep 0.2; do curl -s ${entry}; echo; done   # then deploy in a third terminal and watch traffic move`,
           );
         }
-        say(
-          `  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.image.replace("1.0.0", "1.1.0")}`,
-        );
+        say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.nextImage}`);
         if (opts.exitWhenReady) {
           await stop("ready");
           if (!exampleConverged(status)) process.exitCode = 1;

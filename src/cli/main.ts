@@ -14,12 +14,14 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { Command, Help } from "commander";
 import { registerAgentCommands } from "./agent.js";
 import { registerApiTokenCommands } from "./api-token.js";
+import { registerAuditCommands } from "./audit.js";
 import { registerClusterCommands } from "./cluster.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerDeployCommands } from "./deploy.js";
 import { registerDevCommand } from "./dev.js";
 import { registerEnvCommands } from "./env.js";
 import { registerExposureCommands } from "./exposure.js";
+import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
 import { registerRegionCommands } from "./region.js";
 import { registerReleaseCommands } from "./release.js";
@@ -47,8 +49,10 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["rollout", registerRolloutCommands],
   ["status", registerStatusCommand],
   ["exposure", registerExposureCommands],
+  ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
   ["api-token", registerApiTokenCommands],
+  ["audit", registerAuditCommands],
   ["sentinel", registerSentinelCommand],
   ["version", registerVersionCommand],
 ];

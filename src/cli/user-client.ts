@@ -130,7 +130,11 @@ export function methodKey(m: DescMethod): string {
 export const OUTAGE_BACKOFF: BackoffPolicy = { baseMs: 250, capMs: 2000, minMs: 100 };
 
 export function isOutage(err: unknown): err is ConnectError {
-  return err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.ResourceExhausted);
+  if (!(err instanceof ConnectError)) return false;
+  if (err.code === Code.Unavailable) return true;
+  // ctrl's database out of capacity is an outage; a limit of the caller's (a workspace's preview
+  // limit) is an answer.
+  return err.code === Code.ResourceExhausted && /^ctrl's database/.test(err.rawMessage);
 }
 
 /** What is down, in one line: ctrl's own answer names its database; anything else means ctrl was not reached. */

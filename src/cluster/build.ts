@@ -266,6 +266,104 @@ export async function ensureTraefik(log: (line: string) => void = () => {}): Pro
   return { bin: join(dir, "bin", "traefik"), crds: TRAEFIK_EXTRA_CRDS.map((f) => join(dir, "crds", f)) };
 }
 
+/**
+ * tools/kube-node: the kubelet and kube-proxy of the real nodes (./nodes), from the same
+ * Kubernetes module version as the control plane. Its own module, so the control plane's pin
+ * and cache key did not change; Go's build cache shares the packages both compile.
+ */
+export const KUBE_NODE_BUILD: GoBuildSpec = {
+  name: `kube-node-${KUBE_VERSION}`,
+  title: `the kubelet and kube-proxy ${KUBE_VERSION}`,
+  moduleDir: fileURLToPath(new URL("../../tools/kube-node/", import.meta.url)),
+  binaries: [
+    ["kubelet", "k8s.io/kubernetes/cmd/kubelet"],
+    ["kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy"],
+  ],
+  tags: "selinux,notest",
+  ldflags: kubeLdflags(),
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: ["pause: gcc -Os -static"],
+  coldEstimate: "about 2–4 minutes after the Kubernetes build, longer alone",
+  // The pod sandbox's process: Kubernetes' own pause.c from the same module, compiled static.
+  async extras(out, moduleDir) {
+    const src = join(await moduleDir("k8s.io/kubernetes"), "build", "pause", "linux", "pause.c");
+    await run("gcc", [
+      "-Os",
+      "-static",
+      "-Wall",
+      "-Werror",
+      `-DVERSION=${KUBE_VERSION}-krane`,
+      "-o",
+      join(out, "bin", "pause"),
+      src,
+    ]);
+    await run("strip", [join(out, "bin", "pause")]);
+    return ["bin/pause"];
+  },
+};
+
+export const CONTAINERD_VERSION = "v2.3.7";
+
+/**
+ * tools/containerd: the real nodes' CRI runtime (containerd 2.3 supports Kubernetes 1.36;
+ * Debian 12's 1.6 does not), its runc shim and ctr (which imports images into a node).
+ */
+export const CONTAINERD_BUILD: GoBuildSpec = {
+  name: `containerd-${CONTAINERD_VERSION}`,
+  title: `containerd ${CONTAINERD_VERSION}`,
+  moduleDir: fileURLToPath(new URL("../../tools/containerd/", import.meta.url)),
+  binaries: [
+    ["containerd", "github.com/containerd/containerd/v2/cmd/containerd"],
+    ["containerd-shim-runc-v2", "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"],
+    ["ctr", "github.com/containerd/containerd/v2/cmd/ctr"],
+  ],
+  tags: "no_btrfs,no_devmapper,no_zfs",
+  ldflags: `-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}`,
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [],
+  coldEstimate: "about 3–4 minutes",
+};
+
+export const GVISOR_VERSION = "release-20260520.0-41 (go branch a81fd9dd382e)";
+
+/**
+ * tools/gvisor: gVisor's runsc and its containerd shim, which runs all containers of a pod in
+ * one sandbox and reports each container's exit (containerd's runc shim driving runsc would take
+ * the sandbox's pid for every container), started by a Start of ours that tolerates a machine
+ * without CAP_SYS_RESOURCE (tools/gvisor/main.go). runsc comes from the same module version
+ * rather than Debian 12's package (2022-12-19), which cannot start a pod with networking on
+ * Linux 6.x (tools/gvisor/go.mod says why).
+ */
+export const GVISOR_BUILD: GoBuildSpec = {
+  name: "gvisor",
+  title: `gVisor ${GVISOR_VERSION}: runsc and its containerd shim`,
+  moduleDir: fileURLToPath(new URL("../../tools/gvisor/", import.meta.url)),
+  binaries: [
+    ["containerd-shim-runsc-v1", "."],
+    ["runsc", "gvisor.dev/gvisor/runsc"],
+  ],
+  tags: "",
+  ldflags: `-s -w -X gvisor.dev/gvisor/runsc/version.version=${GVISOR_VERSION.replace(/ .*/, "")}`,
+  keyFiles: ["go.mod", "go.sum", "main.go"],
+  keyExtras: [],
+  coldEstimate: "about 5–8 minutes",
+};
+
+export const COREDNS_VERSION = "v1.14.7";
+
+/** tools/coredns: the cluster DNS of clusters with real nodes (Service names resolve in pods). */
+export const COREDNS_BUILD: GoBuildSpec = {
+  name: `coredns-${COREDNS_VERSION}`,
+  title: `CoreDNS ${COREDNS_VERSION}`,
+  moduleDir: fileURLToPath(new URL("../../tools/coredns/", import.meta.url)),
+  binaries: [["coredns", "github.com/coredns/coredns"]],
+  tags: "",
+  ldflags: "-s -w",
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [],
+  coldEstimate: "about 4–6 minutes",
+};
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
 export const GO_BUILDS: readonly GoBuildSpec[] = [
   KUBE_BUILD,
@@ -274,6 +372,10 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   SECRETS_STORE_BUILD,
   EXPOSURE_CRDS_BUILD,
   TRAEFIK_BUILD,
+  KUBE_NODE_BUILD,
+  CONTAINERD_BUILD,
+  GVISOR_BUILD,
+  COREDNS_BUILD,
 ];
 
 export interface KubeAssets {
@@ -399,7 +501,7 @@ function withExtraCrds(assets: KubeAssets, secretsStoreDir: string): KubeAssets 
   return { ...assets, crds: [...assets.crds, ...SECRETS_STORE_CRDS.map((f) => join(secretsStoreDir, "crds", f))] };
 }
 
-async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: string) => void): Promise<T> {
+export async function withLock<T>(lockDir: string, fn: () => Promise<T>, log: (line: string) => void): Promise<T> {
   await mkdir(join(lockDir, ".."), { recursive: true });
   let told = false;
   for (;;) {

@@ -2,7 +2,8 @@
 // (RBAC on), kube-controller-manager, kube-scheduler and KWOK simulating the nodes, on free
 // ports so several clusters can run at once, with the agent's admission fence installed. Each
 // cluster claims its own pod network (pod-network.ts); with `standins` a pod stand-in process
-// serves Running pods on this machine.
+// serves Running pods on this machine; with `realNodes` some node pools get real nodes instead
+// (kubelet, containerd, runc and gVisor: nodes/), whose containers really run.
 //
 // A cluster is either attached (tests, `krane dev`: a reaper stops it when the owning process
 // dies, however it dies, and its directory is removed) or detached (`krane cluster up`: it keeps
@@ -17,7 +18,17 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseAllDocuments } from "yaml";
-import { ensureExposureCrds, ensureKubeAssets, KUBE_VERSION, type KubeAssets } from "./build.js";
+import {
+  CONTAINERD_BUILD,
+  COREDNS_BUILD,
+  ensureExposureCrds,
+  ensureGoBuild,
+  ensureKubeAssets,
+  GVISOR_BUILD,
+  KUBE_NODE_BUILD,
+  KUBE_VERSION,
+  type KubeAssets,
+} from "./build.js";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
 import {
   ComponentStartError,
@@ -39,22 +50,41 @@ import {
   nodeCount,
   renderNodes,
   type NodePlan,
+  type NodePool,
 } from "./topology.js";
 import {
   claimPodNetwork,
   localAddress,
   nodePodCidrs,
+  podAddressMap,
+  podNetworkLockDir,
   podNetworkLockFile,
   releasePodNetwork,
   type PodNetwork,
 } from "./pod-network.js";
 import { nodeEntryArgs } from "./node-entry.js";
+import { realNodesPlan, type RealNodesPlan } from "./nodes/plan.js";
+import { abandonedSlots, cleanupRealNodes, createNetwork, realNodeSupport } from "./nodes/host.js";
+import { realNodeCredentials, DNS_USER, type RealNodeCredentials } from "./nodes/pki.js";
+import {
+  CLUSTER_DNS,
+  importImage,
+  KUBE_PROXY,
+  nodeProcessKey,
+  startRealNodes,
+  type NodeBinaries,
+  type NodeImage,
+} from "./nodes/nodes.js";
+import { nodeDirs } from "./nodes/config.js";
+import { localStorageClass, localVolumes, volumePath, VOLUMES_PER_NODE } from "./nodes/volumes.js";
+import { sandboxImage } from "./images.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
 /** The local Gateways' processes (./gateway.ts), started only with `gateway: true`. */
 export const GATEWAY_PROCESSES = ["pod-proxy", "traefik"] as const;
-type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number];
+/** Control-plane components, the stand-in, the Gateways, and real nodes' processes ("kubelet/<node>" …). */
+type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number] | (string & {});
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
 export type ComponentName = (typeof COMPONENTS)[number];
@@ -79,6 +109,15 @@ export interface StartOptions {
    * and `krane-gateways/internal`, each on a loopback port (state.gateways). Off by default.
    */
   gateway?: boolean;
+  /**
+   * Give these node pools a real node each (kubelet, containerd, runc and gVisor's runsc on this
+   * machine; nodes/README.md) instead of KWOK nodes: their pods' containers really run, and pod
+   * IPs and Service IPs are reachable from this machine. Needs root (realNodeSupport says what
+   * is missing). Not with `standins`.
+   */
+  realNodes?: readonly NodePool[];
+  /** OCI images to import into every real node before it joins (besides the sandbox image). */
+  images?: readonly NodeImage[];
   log?: (line: string) => void;
 }
 
@@ -91,13 +130,15 @@ export interface ClusterState {
   kubeconfigPath: string;
   adminToken: string;
   ports: { etcd: number; etcdPeer: number; apiserver: number; kwok: number };
-  pids: Partial<Record<ProcessName, number>>;
+  pids: { [key: string]: number };
   logs: Record<ComponentName, string> & { [STANDIN]?: string };
   /** Pod IPs come from podNetwork.cidr and are served on this machine in podNetwork.localCidr. */
   podNetwork?: PodNetwork;
   reaperPid?: number;
   /** With `gateway: true`: the Gateways and the loopback ports they listen on. */
   gateways?: LocalGateways;
+  /** With `realNodes`: the pools that have a real node (the rest of the plan follows from the slot). */
+  realNodes?: { pools: NodePool[]; names: string[] };
   startedAt: string;
   nodes: string[];
 }
@@ -111,12 +152,12 @@ export function clusterDir(name: string): string {
   return join(clustersHome(), name);
 }
 
-async function freePort(): Promise<number> {
+async function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
     srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+    srv.listen(0, host, () => {
       const addr = srv.address();
       srv.close(() => (addr && typeof addr === "object" ? resolve(addr.port) : reject(new Error("no port"))));
     });
@@ -152,9 +193,40 @@ export class LocalCluster {
     return this.state.podNetwork;
   }
 
-  /** Where this machine serves a pod IP of this cluster (the pod stand-in listens there). */
+  /**
+   * Where this machine reaches a pod IP of this cluster: the IP itself on real nodes (routed into
+   * the cluster's network namespace), else where the pod stand-in listens.
+   */
   localAddress(podIp: string): string {
+    if (this.state.realNodes) return podIp;
     return this.state.podNetwork ? localAddress(this.state.podNetwork, podIp) : podIp;
+  }
+
+  /**
+   * What processes on this machine pass as --pod-address-map (the agent, a sentinel) to reach
+   * this cluster's pods: the stand-ins' loopback addresses; undefined with real nodes, whose pod
+   * IPs this machine reaches as they are.
+   */
+  get podAddressMap(): string | undefined {
+    return this.state.podNetwork && !this.state.realNodes ? podAddressMap(this.state.podNetwork) : undefined;
+  }
+
+  /** The real nodes' layout (namespace, ranges, node names), when the cluster has real nodes. */
+  get realNodes(): RealNodesPlan | undefined {
+    const r = this.state.realNodes;
+    return r && this.state.podNetwork ? realNodesPlan(this.state.podNetwork.slot, r.pools) : undefined;
+  }
+
+  /** Imports OCI images into every real node (a pod naming one then starts without a pull). */
+  async importImages(images: readonly NodeImage[]): Promise<void> {
+    const plan = this.realNodes;
+    if (!plan) throw new Error(`cluster ${this.name} has no real nodes to import images into`);
+    const bin = await nodeBinaries();
+    await Promise.all(
+      plan.nodes.map(async (n) => {
+        for (const image of images) await importImage(bin, nodeDirs(this.state.dir, n), image);
+      }),
+    );
   }
 
   endpoint(): KubeEndpoint {
@@ -208,12 +280,23 @@ export class LocalCluster {
       // The stand-in first: its sentinels drain while the API server is still up.
       const standin = this.state.pids[STANDIN];
       if (standin !== undefined) await stopPid(standin, 8000);
+      // Real nodes: kubelets first (they would restart what containerd stops), then the rest;
+      // whatever they leave (shims, containers, sandboxes, mounts) goes with the cleanup below.
+      const plan = this.realNodes;
+      if (plan) {
+        const pid = (key: string) => this.state.pids[key];
+        const stopAll = (keys: string[]) =>
+          Promise.all(keys.map((k) => pid(k)).flatMap((p) => (p === undefined ? [] : [stopPid(p, 3000)])));
+        await stopAll(plan.nodes.map((n) => nodeProcessKey(n, "kubelet")));
+        await stopAll([KUBE_PROXY, CLUSTER_DNS, ...plan.nodes.map((n) => nodeProcessKey(n, "containerd"))]);
+      }
       const order = [...COMPONENTS].reverse();
       for (const c of order) {
         const pid = this.state.pids[c];
         if (pid !== undefined) await stopPid(pid, c === "etcd" ? 5000 : 3000);
       }
       if (this.state.reaperPid !== undefined) await stopPid(this.state.reaperPid, 500);
+      if (plan) await cleanupRealNodes(plan.slot, this.state.dir);
       if (this.state.podNetwork) await releasePodNetwork(this.state.podNetwork, this.state.dir);
       await rm(this.state.dir, { recursive: true, force: true });
     })();
@@ -256,13 +339,41 @@ function portInUse(err: unknown): boolean {
   return err instanceof ComponentStartError && /address already in use|bind: /i.test(err.tail);
 }
 
+/** The binaries of real nodes, built into the cache on first use. */
+async function nodeBinaries(log: (line: string) => void = () => {}): Promise<NodeBinaries> {
+  const support = await realNodeSupport();
+  if (!support.ok) throw new Error(`this machine cannot run real nodes: ${support.reason}`);
+  const kubeNode = await ensureGoBuild(KUBE_NODE_BUILD, log);
+  const containerd = await ensureGoBuild(CONTAINERD_BUILD, log);
+  const gvisor = await ensureGoBuild(GVISOR_BUILD, log);
+  const coredns = await ensureGoBuild(COREDNS_BUILD, log);
+  return {
+    ...support.tools,
+    kubelet: join(kubeNode, "bin", "kubelet"),
+    kubeProxy: join(kubeNode, "bin", "kube-proxy"),
+    containerd: join(containerd, "bin", "containerd"),
+    runcShim: join(containerd, "bin", "containerd-shim-runc-v2"),
+    ctr: join(containerd, "bin", "ctr"),
+    runscShim: join(gvisor, "bin", "containerd-shim-runsc-v1"),
+    runsc: join(gvisor, "bin", "runsc"),
+    coredns: join(coredns, "bin", "coredns"),
+  };
+}
+
 /** Starts a local cluster and waits until its nodes are Ready and its APIs are installed. */
 export async function startCluster(opts: StartOptions = {}): Promise<LocalCluster> {
   const name = validName(opts.name ?? "krane");
   const log = opts.log ?? (() => {});
+  const realPools = [...new Set(opts.realNodes ?? [])];
+  if (realPools.length > 0 && opts.standins)
+    throw new Error(
+      "a cluster runs either real nodes or pod stand-ins, not both (real containers replace the stand-ins)",
+    );
   const assets = await ensureKubeAssets(log);
   // cert-manager's and Envoy Gateway's CRDs (the gateway kind's objects), installed with Gateway API's.
   const exposureCrds = await ensureExposureCrds(log);
+  const nodeBin = realPools.length > 0 ? await nodeBinaries(log) : undefined;
+  const sandbox = nodeBin ? await sandboxImage(log) : undefined;
   const detached = opts.detached ?? false;
 
   let dir: string;
@@ -307,10 +418,34 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   };
   const network = await claimPodNetwork(dir);
   state.podNetwork = network;
-  if (!detached) state.reaperPid = startReaper(process.pid, pidFile, dir, podNetworkLockFile(network));
+  const realPlan = realPools.length > 0 ? realNodesPlan(network.slot, realPools) : undefined;
+  if (realPlan) {
+    // Whatever an earlier cluster of this slot (or one whose lock is gone) left behind.
+    await cleanupRealNodes(network.slot);
+    for (const slot of await abandonedSlots(podNetworkLockDir())) await cleanupRealNodes(slot);
+    state.realNodes = { pools: realPools, names: realPlan.nodes.map((n) => n.name) };
+  }
+  if (!detached) {
+    const cleanup = realPlan
+      ? [
+          process.execPath,
+          ...nodeEntryArgs(import.meta.url, "./nodes/cleanup-main"),
+          "--slot",
+          String(network.slot),
+          "--dir",
+          dir,
+        ]
+      : undefined;
+    state.reaperPid = startReaper(process.pid, pidFile, dir, podNetworkLockFile(network), cleanup);
+  }
 
   try {
-    await writePki(dir, state.adminToken);
+    let credentials: RealNodeCredentials | undefined;
+    if (realPlan) {
+      await createNetwork(realPlan);
+      credentials = await realNodeCredentials(join(dir, "pki"), realPlan);
+    }
+    await writePki(dir, state.adminToken, credentials?.tokenLines ?? []);
     await startWithFreePorts(
       async () => {
         state.ports.etcd = await freePort();
@@ -326,14 +461,17 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       },
       () => stopTracked(state, "etcd"),
     );
+    // With real nodes the API server listens on this machine's end of their link, so kubelets,
+    // kube-proxy and pods (through the `kubernetes` Service) reach it; else on loopback.
+    const apiHost = realPlan?.hostIp ?? "127.0.0.1";
     await startWithFreePorts(
       async () => {
-        state.ports.apiserver = await freePort();
-        state.server = `https://127.0.0.1:${state.ports.apiserver}`;
+        state.ports.apiserver = await freePort(apiHost);
+        state.server = `https://${apiHost}:${state.ports.apiserver}`;
         const api = startComponent({
           name: "kube-apiserver",
           command: assets.bin["kube-apiserver"],
-          args: apiserverArgs(dir, state.ports),
+          args: apiserverArgs(dir, state.ports, realPlan && credentials ? { plan: realPlan, credentials } : undefined),
           logFile: state.logs["kube-apiserver"],
         });
         await track(api, "kube-apiserver");
@@ -354,7 +492,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     const kcm = startComponent({
       name: "kube-controller-manager",
       command: assets.bin["kube-controller-manager"],
-      args: controllerManagerArgs(dir, state.kubeconfigPath),
+      args: controllerManagerArgs(dir, state.kubeconfigPath, realPlan !== undefined),
       logFile: state.logs["kube-controller-manager"],
     });
     await track(kcm, "kube-controller-manager");
@@ -371,13 +509,16 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       args: [
         "--kubeconfig",
         state.kubeconfigPath,
-        "--manage-all-nodes=true",
+        // Beside real nodes KWOK must leave them (and their pods) alone: it manages only its own.
+        ...(realPlan
+          ? ["--manage-nodes-with-annotation-selector", `${KWOK_NODE_ANNOTATION}=fake`]
+          : ["--manage-all-nodes=true"]),
         "--config",
         join(dir, "kwok.yaml"),
         "--server-address",
         `127.0.0.1:${state.ports.kwok}`,
         "--cidr",
-        network.cidr,
+        realPlan?.kwokCidr ?? network.cidr,
         "--node-ip",
         "10.0.0.1",
         "--node-lease-duration-seconds",
@@ -410,11 +551,38 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
 
     await installApis(ep, { ...assets, crds: [...assets.crds, ...exposureCrds] });
     if (opts.fence ?? true) await installFence(ep);
-    const plan = opts.nodes ?? DEFAULT_NODE_PLAN;
-    const nodes = renderNodes(plan, nodePodCidrs(network, nodeCount(plan)));
+    // KWOK nodes for the pools without a real node (a pool with both would spread pods over fake
+    // and real nodes alike).
+    const base = opts.nodes ?? DEFAULT_NODE_PLAN;
+    const plan: NodePlan = { ...base, ...Object.fromEntries(realPools.map((p) => [p, 0])) };
+    const nodes = renderNodes(plan, nodePodCidrs(network, nodeCount(plan), realPlan ? 17 : 16));
     await Promise.all(nodes.map((n) => createIfMissing(ep, "/api/v1/nodes", n)));
     state.nodes = nodes.map((n) => n.metadata.name);
-    await waitForNodesReady(ep, state.nodes, [kcm, sched, kwok]);
+    const waitOn: RunningComponent[] = [kcm, sched, kwok];
+    if (realPlan && credentials && nodeBin && sandbox) {
+      await installClusterDnsRbac(ep);
+      const kubelets = await startRealNodes({
+        dir,
+        plan: realPlan,
+        bin: nodeBin,
+        server: state.server,
+        caFile: join(dir, "pki", "apiserver.crt"),
+        tokens: credentials.tokens,
+        kubeletClientCaFile: credentials.kubeletClientCa,
+        sandbox,
+        images: opts.images ?? [],
+        processes: {
+          start: startComponent,
+          waitFor: (p, what, probe, ms) => waitUntilHealthy(p, probe, ms, what),
+          track,
+        },
+        log,
+      });
+      waitOn.push(...kubelets);
+      state.nodes.push(...realPlan.nodes.map((n) => n.name));
+      await installLocalVolumes(ep, realPlan, dir);
+    }
+    await waitForNodesReady(ep, state.nodes, waitOn);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
     if (opts.gateway) {
@@ -429,6 +597,40 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await cluster.stop();
     throw err;
   }
+}
+
+/** KWOK's own nodes carry this annotation (topology.ts); with real nodes beside them KWOK selects by it. */
+const KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+
+/** The default StorageClass `local` and each real node's pre-made volumes (nodes/volumes.ts). */
+async function installLocalVolumes(ep: KubeEndpoint, plan: RealNodesPlan, dir: string): Promise<void> {
+  await createIfMissing(ep, "/apis/storage.k8s.io/v1/storageclasses", localStorageClass);
+  for (const node of plan.nodes) {
+    const dirs = nodeDirs(dir, node);
+    for (let i = 0; i < VOLUMES_PER_NODE; i++) await mkdir(volumePath(dirs, i), { recursive: true, mode: 0o755 });
+    for (const pv of localVolumes(node, dirs)) await createIfMissing(ep, "/api/v1/persistentvolumes", pv);
+  }
+}
+
+/** What the DNS server reads: Services, their EndpointSlices and namespaces. */
+async function installClusterDnsRbac(ep: KubeEndpoint): Promise<void> {
+  const name = "krane:cluster-dns";
+  await createIfMissing(ep, "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name },
+    rules: [
+      { apiGroups: [""], resources: ["services", "namespaces", "endpoints", "pods"], verbs: ["list", "watch"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
+    ],
+  });
+  await createIfMissing(ep, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: DNS_USER }],
+  });
 }
 
 async function stopTracked(state: ClusterState, c: ComponentName): Promise<void> {
@@ -449,7 +651,7 @@ async function startWithFreePorts(attempt: () => Promise<void>, cleanup: () => P
   }
 }
 
-async function writePki(dir: string, adminToken: string): Promise<void> {
+async function writePki(dir: string, adminToken: string, extraTokenLines: readonly string[]): Promise<void> {
   const { privateKey, publicKey } = generateKeyPairSync("rsa", {
     modulusLength: 2048,
     publicKeyEncoding: { type: "spki", format: "pem" },
@@ -457,7 +659,8 @@ async function writePki(dir: string, adminToken: string): Promise<void> {
   });
   await writeFile(join(dir, "pki", "sa.key"), privateKey, { mode: 0o600 });
   await writeFile(join(dir, "pki", "sa.pub"), publicKey);
-  await writeFile(join(dir, "pki", "tokens.csv"), `${adminToken},admin,admin,"system:masters"\n`, { mode: 0o600 });
+  const lines = [`${adminToken},admin,admin,"system:masters"`, ...extraTokenLines];
+  await writeFile(join(dir, "pki", "tokens.csv"), `${lines.join("\n")}\n`, { mode: 0o600 });
 }
 
 function etcdArgs(dir: string, ports: ClusterState["ports"]): string[] {
@@ -486,22 +689,24 @@ function etcdArgs(dir: string, ports: ClusterState["ports"]): string[] {
   ];
 }
 
-function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
+function apiserverArgs(
+  dir: string,
+  ports: ClusterState["ports"],
+  real?: { plan: RealNodesPlan; credentials: RealNodeCredentials },
+): string[] {
   const pki = join(dir, "pki");
-  return [
+  const host = real?.plan.hostIp ?? "127.0.0.1";
+  const args = [
     "--etcd-servers",
     `http://127.0.0.1:${ports.etcd}`,
     "--bind-address",
-    "127.0.0.1",
+    host,
     "--advertise-address",
-    "127.0.0.1",
+    host,
     "--secure-port",
     String(ports.apiserver),
     "--cert-dir",
     pki,
-    // 127.0.0.1 is not a valid Service endpoint, so the kubernetes Service gets none.
-    "--endpoint-reconciler-type",
-    "none",
     "--service-account-issuer",
     "https://kubernetes.default.svc.cluster.local",
     "--service-account-key-file",
@@ -510,10 +715,8 @@ function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
     join(pki, "sa.key"),
     "--token-auth-file",
     join(pki, "tokens.csv"),
-    "--authorization-mode",
-    "RBAC",
     "--service-cluster-ip-range",
-    "10.96.0.0/16",
+    real?.plan.serviceCidr ?? "10.96.0.0/16",
     "--allow-privileged=true",
     "--profiling=false",
     "--max-requests-inflight",
@@ -522,9 +725,28 @@ function apiserverArgs(dir: string, ports: ClusterState["ports"]): string[] {
     "400",
     "-v=1",
   ];
+  if (!real) {
+    // 127.0.0.1 is not a valid Service endpoint, so the kubernetes Service gets none.
+    return [...args, "--authorization-mode", "RBAC", "--endpoint-reconciler-type", "none"];
+  }
+  // Kubelets as on any cluster: the Node authorizer and NodeRestriction keep each to its own node,
+  // and the API server reaches them (logs, exec, port-forward) with a client certificate they trust.
+  return [
+    ...args,
+    "--authorization-mode",
+    "Node,RBAC",
+    "--enable-admission-plugins",
+    "NodeRestriction",
+    "--kubelet-client-certificate",
+    real.credentials.apiserverClientCert,
+    "--kubelet-client-key",
+    real.credentials.apiserverClientKey,
+    "--kubelet-preferred-address-types",
+    "InternalIP",
+  ];
 }
 
-function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
+function controllerManagerArgs(dir: string, kubeconfig: string, realNodes: boolean): string[] {
   const pki = join(dir, "pki");
   return [
     "--kubeconfig",
@@ -546,6 +768,17 @@ function controllerManagerArgs(dir: string, kubeconfig: string): string[] {
       // Scheduled jobs (CronJob → Job → pods, which KWOK completes) and Jobs a release holds.
       "job-controller",
       "cronjob-controller",
+      // Real nodes: volumes bind to the local PersistentVolumes (nodes/volumes.ts), and the
+      // kubelets' CSRs and the nodes' leases are looked after as on any cluster.
+      ...(realNodes
+        ? [
+            "persistentvolume-binder-controller",
+            "persistentvolume-protection-controller",
+            "persistentvolumeclaim-protection-controller",
+            "ttl-controller",
+            "root-ca-certificate-publisher-controller",
+          ]
+        : []),
     ].join(","),
     "--service-account-private-key-file",
     join(pki, "sa.key"),

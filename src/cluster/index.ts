@@ -1,6 +1,7 @@
-// The local Kubernetes: built from Go modules into a cache (build.ts), started on loopback
+// The local Kubernetes: built from Go modules into a cache (build.ts), started on this machine
 // with simulated zoned nodes (cluster.ts, topology.ts), each with its own pod network
-// (pod-network.ts) and optionally pod stand-ins (standin/), stopped with nothing left behind.
+// (pod-network.ts), and optionally pod stand-ins (standin/) or real nodes (nodes/, with the
+// images of images.ts), stopped with nothing left behind.
 export {
   ensureKubeAssets,
   findKubeAssets,

@@ -47,20 +47,23 @@ export function localAddress(net: PodNetwork, podIp: string): string {
   return mapAddress(podIp, podAddressMapping(net));
 }
 
-/** Addresses in each node's pod CIDR when a cluster has `nodes` nodes (nodePodCidrs). */
-export function nodePodCidrSize(nodes: number): number {
+/**
+ * Addresses in each node's pod CIDR when a cluster has `nodes` KWOK nodes (nodePodCidrs) sharing
+ * 10.S.0.0/`space` (16; 17 in a cluster with real nodes, whose pods use the upper half).
+ */
+export function nodePodCidrSize(nodes: number, space: 16 | 17 = 16): number {
   const bits = Math.max(0, Math.ceil(Math.log2(Math.max(1, nodes))));
-  const prefix = 16 + bits;
-  if (prefix > 24) throw new Error(`${nodes} nodes do not fit one /16 pod network with a /24 or more each`);
+  const prefix = space + bits;
+  if (prefix > 24) throw new Error(`${nodes} nodes do not fit one /${space} pod network with a /24 or more each`);
   return 2 ** (32 - prefix);
 }
 
 /**
- * Splits the /16 into one pod CIDR per node, as large as possible (at least /24: KWOK hands out
- * addresses without checking its range, so a node must never run out into its neighbour's).
+ * Splits 10.S.0.0/`space` into one pod CIDR per node, as large as possible (at least /24: KWOK
+ * hands out addresses without checking its range, so a node must never run out into its neighbour's).
  */
-export function nodePodCidrs(net: PodNetwork, nodes: number): string[] {
-  const size = nodePodCidrSize(nodes);
+export function nodePodCidrs(net: PodNetwork, nodes: number, space: 16 | 17 = 16): string[] {
+  const size = nodePodCidrSize(nodes, space);
   const prefix = 32 - Math.log2(size);
   return Array.from({ length: nodes }, (_, i) => {
     const offset = i * size;

@@ -77,6 +77,7 @@ export async function waitUntilHealthy(
   component: RunningComponent,
   probe: () => Promise<boolean>,
   timeoutMs: number,
+  what = "healthy",
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let delay = 50;
@@ -94,7 +95,7 @@ export async function waitUntilHealthy(
   }
   throw new ComponentStartError(
     component.name,
-    `was not healthy after ${timeoutMs / 1000}s`,
+    what === "healthy" ? `was not healthy after ${timeoutMs / 1000}s` : `did not ${what} within ${timeoutMs / 1000}s`,
     logTail(component.logFile),
   );
 }
@@ -139,16 +140,25 @@ export async function stopPid(pid: number, graceMs = 5000): Promise<void> {
 
 /**
  * Starts a watchdog shell that kills the given pid file's processes (and removes `dir` when
- * asked) as soon as `ownerPid` dies, even by SIGKILL. That keeps a crashed test run or a
- * killed `krane dev` from leaving a cluster behind.
+ * asked) as soon as `ownerPid` dies, even by SIGKILL, after running `cleanup` (a command). That
+ * keeps a crashed test run or a killed `krane dev` from leaving a cluster behind.
  */
-export function startReaper(ownerPid: number, pidFile: string, removeDir?: string, removeFile?: string): number {
+export function startReaper(
+  ownerPid: number,
+  pidFile: string,
+  removeDir?: string,
+  removeFile?: string,
+  cleanup?: readonly string[],
+): number {
+  const quote = (a: string): string => `'${a.replace(/'/g, "'\\''")}'`;
   const script = [
     `while kill -0 ${ownerPid} 2>/dev/null; do sleep 0.5; done`,
     `pids=$(cat '${pidFile}' 2>/dev/null)`,
     `for p in $pids; do kill -TERM -$p 2>/dev/null; kill -TERM $p 2>/dev/null; done`,
     `sleep 3`,
     `for p in $pids; do kill -KILL -$p 2>/dev/null; kill -KILL $p 2>/dev/null; done`,
+    // What the processes leave behind outside the directory (real nodes: namespaces, cgroups, mounts).
+    cleanup ? cleanup.map(quote).join(" ") : `true`,
     removeDir ? `rm -rf '${removeDir}'` : `true`,
     removeFile ? `rm -f '${removeFile}'` : `true`,
   ].join("\n");

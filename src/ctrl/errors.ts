@@ -1,7 +1,12 @@
 // Domain errors raised by the store and the handlers, independent of the wire protocol; the
 // server maps them to Connect codes (see server/errors.ts). Messages never contain secrets.
 export type DomainErrorCode =
-  "invalid_argument" | "not_found" | "already_exists" | "failed_precondition" | "permission_denied";
+  | "invalid_argument"
+  | "not_found"
+  | "already_exists"
+  | "failed_precondition"
+  | "permission_denied"
+  | "resource_exhausted";
 
 export class DomainError extends Error {
   constructor(

@@ -1,9 +1,11 @@
 // `krane dev`: the whole system on one machine with the embedded defaults — a real local
-// Kubernetes with pod stand-ins (so pods answer HTTP and sentinels really route), ctrl on SQLite,
-// the agent of region `local` (running as its least-privilege ServiceAccount), and an example
-// workspace, project, environment (with krane's own sentinel) and deployment — until stopped.
-// Everything it starts it also stops; a killed `krane dev` leaves its cluster to the cluster's
-// reaper.
+// Kubernetes, ctrl on SQLite, the agent of region `local` (running as its least-privilege
+// ServiceAccount), and an example workspace, project, environment (with krane's own sentinel) and
+// deployment — until stopped. Where the machine allows it (root, cgroups, network namespaces, a
+// checkout to build the images from) the example's pods run as real containers on real nodes
+// (the app under gVisor, the sentinel from krane's image); elsewhere pod stand-ins answer for
+// them (KWOK nodes), and dev says which and why. Everything it starts it also stops; a killed
+// `krane dev` leaves its cluster to the cluster's reaper.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +14,10 @@ import { pino, type Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
-import { podAddressMap, startCluster, type LocalCluster } from "../cluster/index.js";
+import { startCluster, type LocalCluster } from "../cluster/index.js";
+import { isCheckout } from "../cluster/checkout.js";
+import { workloadImages, type WorkloadImages } from "../cluster/images.js";
+import { realNodeSupport } from "../cluster/nodes/host.js";
 import { applySentinelRbac } from "../sentinel/rbac.js";
 import { startCtrl, type RunningCtrl } from "../ctrl/server/server.js";
 import { addUserToken, generateToken } from "../ctrl/domain/tokens.js";
@@ -34,6 +39,8 @@ export interface DevOptions {
   /** Print progress lines here. */
   say: (line: string) => void;
   logLevel?: string;
+  /** real: real nodes (fails where the machine cannot); standins: KWOK nodes and pod stand-ins; auto (default): real where possible. */
+  nodes?: "auto" | "real" | "standins";
 }
 
 export const EXAMPLE = {
@@ -42,7 +49,10 @@ export const EXAMPLE = {
   environment: "production",
   region: "local",
   replicas: 3,
-  image: "registry.example.com/hello:1.0.0",
+  /** The hello app (test workload image; stand-ins answer for any image name). */
+  image: "krane.local/hello:v1",
+  /** What to deploy next: the same app reporting another image name. */
+  nextImage: "krane.local/hello:v2",
 } as const;
 
 export interface DevSession {
@@ -51,7 +61,25 @@ export interface DevSession {
   kubeconfigPath: string | undefined;
   api: ApiClients;
   cluster: LocalCluster | undefined;
+  /** How the example's pods run: real containers, stand-ins, or on a cluster of your own. */
+  nodes: "real" | "standins" | "own";
   stop(): Promise<void>;
+}
+
+/** Whether dev runs real nodes here, and if not, why (printed). */
+async function chooseNodes(wanted: DevOptions["nodes"]): Promise<{ real: boolean; why: string }> {
+  if (wanted === "standins") return { real: false, why: "pod stand-ins (--nodes standins)" };
+  const support = await realNodeSupport();
+  if (!support.ok) {
+    if (wanted === "real") throw new Error(`--nodes real: ${support.reason}`);
+    return { real: false, why: `pod stand-ins answer for the pods: ${support.reason}` };
+  }
+  if (!isCheckout()) {
+    const why = "krane's image is built from a checkout, and this krane runs from a package";
+    if (wanted === "real") throw new Error(`--nodes real: ${why}`);
+    return { real: false, why: `pod stand-ins answer for the pods: ${why}` };
+  }
+  return { real: true, why: "real nodes: the app runs under gVisor, the sentinel as a container of krane's image" };
 }
 
 export async function startDev(opts: DevOptions): Promise<DevSession> {
@@ -64,14 +92,30 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
   try {
     let cluster: LocalCluster | undefined;
     let admin: KubeConfig;
+    let nodes: DevSession["nodes"] = "own";
+    let images: WorkloadImages | undefined;
     if (opts.kubeconfig) {
       admin = new KubeConfig();
       admin.loadFromFile(opts.kubeconfig);
       opts.say(`using the cluster of ${opts.kubeconfig}`);
     } else {
+      const choice = await chooseNodes(opts.nodes);
+      nodes = choice.real ? "real" : "standins";
+      opts.say(`nodes: ${choice.why}`);
       opts.say("starting a local Kubernetes (the first run builds it: several minutes)…");
       const t0 = Date.now();
-      cluster = await startCluster({ name: "dev", log: opts.say, standins: true });
+      if (choice.real) {
+        images = await workloadImages(opts.say);
+        cluster = await startCluster({
+          name: "dev",
+          log: opts.say,
+          // The example needs an untrusted node (its pods) and a sentinel node; ctrl and the agent run here.
+          realNodes: ["untrusted", "sentinel"],
+          images: [images.krane, images.hello],
+        });
+      } else {
+        cluster = await startCluster({ name: "dev", log: opts.say, standins: true });
+      }
       cleanups.push(() => cluster!.stop());
       opts.say(`local Kubernetes ready in ${((Date.now() - t0) / 1000).toFixed(1)}s at ${cluster.server}`);
       admin = cluster.kubeConfig();
@@ -104,7 +148,9 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       opsPort: 0,
       opsHost: "127.0.0.1",
       // The local cluster serves pod IPs on this machine at other addresses.
-      podAddressMap: cluster?.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+      podAddressMap: cluster?.podAddressMap,
+      // On real nodes krane's own sentinel is krane's image as built from this checkout.
+      ...(images ? { sentinelImage: images.krane.name } : {}),
       sentinelObserveIntervalMs: 1_000,
       log,
     });
@@ -124,6 +170,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       kubeconfigPath: cluster?.kubeconfigPath ?? opts.kubeconfig,
       api,
       cluster,
+      nodes,
       stop,
     };
   } catch (err) {

@@ -13,7 +13,11 @@
 // - add() runs the key as soon as a slot is free, cancelling a pending delay; addAfter() keeps
 //   the earliest of several delays. A key's backoff survives add() (events must not reset a
 //   failing key's backoff) unless the caller says its input changed (`resetBackoff`).
+// - A reconcile runs in the queue's own async context (the one it was made in), never in the
+//   context of whoever added the key: context-bound state of a caller (ctrl's write hooks of one
+//   API call, ../ctrl/db/write-hook.ts) must not join work the queue does for any key.
 // Memory is one small entry per key with work; idle keys cost nothing.
+import { AsyncResource } from "node:async_hooks";
 import { setMaxListeners } from "node:events";
 import { Backoff, type BackoffPolicy, type RandomSource } from "./backoff.js";
 
@@ -74,6 +78,8 @@ export class WorkQueue {
   readonly #abort = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
   #idleWaiters: Array<() => void> = [];
+  /** The async context reconciles run in: the queue's, not the caller's of add(). */
+  readonly #context = new AsyncResource("krane.WorkQueue");
 
   constructor(opts: WorkQueueOptions) {
     if (!(opts.concurrency >= 1)) throw new Error("concurrency must be >= 1");
@@ -234,7 +240,7 @@ export class WorkQueue {
       this.#sync(e);
       this.#running++;
       const waiters = e.waiters.splice(0);
-      const p = this.#run(key, e, waiters);
+      const p = this.#context.runInAsyncScope(() => this.#run(key, e, waiters));
       this.#inFlight.add(p);
       void p.finally(() => this.#inFlight.delete(p));
     }

@@ -1,10 +1,15 @@
 // `krane dev` (the README's run command) brings the whole system up on the embedded defaults,
-// shows the example running, and stops everything on Ctrl-C.
+// shows the example running, and stops everything on Ctrl-C. Where this machine can run real
+// nodes (root, cgroups, network namespaces) it does with real containers, as `npm start` would;
+// elsewhere with pod stand-ins — it prints which.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { realNodeSupport } from "../../src/cluster/nodes/host.js";
+
+const real = (await realNodeSupport()).ok;
 
 function processesMentioning(text: string): number[] {
   const pids: number[] = [];
@@ -22,9 +27,13 @@ function processesMentioning(text: string): number[] {
 }
 
 test("krane dev runs the example end to end and Ctrl-C leaves nothing running", { timeout: 10 * 60_000 }, async () => {
-  const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["bin/krane.js", "dev", "--ctrl-port", "0", "--nodes", real ? "real" : "standins"],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -52,10 +61,17 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   const stdout = out();
   const stderr = err();
 
-  // The status table shows the three replicas running with addresses in three zones, and a healthy sentinel.
+  // It says how the pods run.
+  assert.match(stderr, real ? /nodes: real nodes: the app runs under gVisor/ : /nodes: pod stand-ins/);
+  // The status table shows the three replicas running with their addresses and a healthy
+  // sentinel: one replica per zone on KWOK's three zones, all three on the one real untrusted node.
   const running = [...stdout.matchAll(/(\d+\.\d+\.\d+\.\d+:8080) running \((zone-[abc])\)/g)];
   assert.equal(running.length, 3, stdout);
-  assert.deepEqual(new Set(running.map((m) => m[2])).size, 3, "one replica per zone");
+  assert.deepEqual(
+    new Set(running.map((m) => m[2])).size,
+    real ? 1 : 3,
+    real ? "all on the real node" : "one replica per zone",
+  );
   // krane's own sentinel: its Service address, healthy, serving ctrl's routing version.
   assert.match(
     stdout,
@@ -64,7 +80,16 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   const kubeconfig = /KUBECONFIG=(\S+)/.exec(stderr)?.[1];
   assert.ok(kubeconfig && existsSync(kubeconfig), "the local cluster's kubeconfig is shown");
   const clusterDir = dirname(kubeconfig);
-  assert.ok(processesMentioning(clusterDir).length >= 5, "etcd, apiserver, controller-manager, scheduler and KWOK run");
+  // Real nodes live in the network namespace of the cluster's slot S (the API server listens on 10.S.255.1).
+  const slot = /server: https:\/\/10\.(\d+)\.255\.1:/.exec(readFileSync(kubeconfig, "utf8"))?.[1];
+  const netns = real ? `krane-${slot ?? "?"}` : undefined;
+  if (netns) assert.ok(existsSync(`/run/netns/${netns}`), `the real nodes' namespace ${netns}`);
+  assert.ok(
+    processesMentioning(clusterDir).length >= (real ? 9 : 5),
+    real
+      ? "etcd, apiserver, controller-manager, scheduler, KWOK, kube-proxy, CoreDNS, and two nodes' containerd and kubelet run"
+      : "etcd, apiserver, controller-manager, scheduler and KWOK run",
+  );
 
   // The hints work: the CLI, pointed at dev's ctrl with the printed URL and token, shows the same.
   const url = /KRANE_CTRL_URL=(\S+)/.exec(stderr)?.[1];
@@ -87,7 +112,7 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
     const res = await fetch(entry, { signal: AbortSignal.timeout(10_000) });
     assert.equal(res.status, 200);
     const body = (await res.json()) as { pod: string; image: string };
-    assert.equal(body.image, "registry.example.com/hello:1.0.0");
+    assert.equal(body.image, "krane.local/hello:v1");
     answered.add(body.pod);
   }
   assert.equal(answered.size, 3, `all three instances answer: ${[...answered].join(", ")}`);
@@ -98,4 +123,5 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   assert.match(err(), /stopped; nothing is left running/);
   assert.deepEqual(processesMentioning(clusterDir), [], "no cluster process is left");
   assert.equal(existsSync(clusterDir), false);
+  if (netns) assert.equal(existsSync(`/run/netns/${netns}`), false, `the real nodes' namespace ${netns} is gone`);
 }

@@ -84,9 +84,11 @@ function userPodSpec(extra: Obj = {}): Obj {
   };
 }
 
+/** A sentinel of the user's image (default ServiceAccount, no token, gVisor), as the agent renders it. */
 function sentinelPodSpec(extra: Obj = {}): Obj {
   return {
     automountServiceAccountToken: false,
+    runtimeClassName: "gvisor",
     nodeSelector: { "node-class": "sentinel" },
     tolerations: [{ key: "node-class", operator: "Equal", value: "sentinel", effect: "NoSchedule" }],
     containers: [{ name: "sentinel", image: "ghcr.io/krane/sentinel:1" }],
@@ -341,6 +343,11 @@ function escalations(): Attempt[] {
       "sentinel Deployment with a foreign ServiceAccount",
       deployPath(SENTINEL_NAMESPACE),
       deployment(SENTINEL_NAMESPACE, "esc-snt-3", KRANE, sentinelPodSpec({ serviceAccountName: "admin" })),
+    ),
+    post(
+      "sentinel Deployment of the user's image outside gVisor",
+      deployPath(SENTINEL_NAMESPACE),
+      deployment(SENTINEL_NAMESPACE, "esc-snt-5", KRANE, sentinelPodSpec({ runtimeClassName: undefined })),
     ),
     post(
       "sentinel Deployment off the sentinel nodes",

@@ -1,7 +1,9 @@
 // The Helm chart against a real API server: helm lint; helm template (default, PostgreSQL and
 // agent-only values) applied with server-side dry-run, so every object is valid; a typo in the
-// values fails with a message naming it; helm install creates the objects, and the agent's
-// ServiceAccount can do exactly what deploy/rbac/agent.yaml grants and nothing more.
+// values fails with a message naming it; helm install creates the objects (the agent's fence
+// included, and enforced), and the agent's ServiceAccount can do exactly what
+// deploy/rbac/agent.yaml grants and nothing more. The install on real nodes, with pods that run:
+// helm-install.test.ts.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -11,7 +13,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { ensureHelm, ensureKubeAssets } from "../../src/cluster/index.js";
-import { useCluster } from "../support/cluster.js";
+import { eventually, useCluster } from "../support/cluster.js";
 
 const run = promisify(execFile);
 const root = new URL("../../", import.meta.url).pathname;
@@ -19,7 +21,8 @@ const chart = join(root, "deploy/helm/krane");
 const NS = "krane-system";
 const AGENT = `system:serviceaccount:${NS}:krane-agent`;
 
-const h = useCluster();
+// The chart installs the agent's fence itself; the cluster must not have one of its own.
+const h = useCluster({ fence: false });
 let helm = "";
 let kubectl = "";
 const dir = mkdtempSync(join(tmpdir(), "krane-helm-"));
@@ -121,6 +124,7 @@ describe("helm chart", () => {
   });
 
   it("refuses a misspelt or invalid value, naming it", async () => {
+    const agentOn = ["--set", "agent.enabled=true", "--set", "agent.region=eu", "--set", "agent.token.value=t"];
     const cases: [string[], RegExp][] = [
       [["--set", "ctrl.replicaz=2"], /at '\/ctrl': additional properties 'replicaz' not allowed/],
       [["--set", "agnet.enabled=true"], /additional properties 'agnet' not allowed/],
@@ -142,6 +146,18 @@ describe("helm chart", () => {
         /agent.replicas > 1 needs agent.leaderElection.enabled/,
       ],
       [["--set", "ctrl.database.type=postgres"], /at '\/ctrl\/database\/postgres\/url': minLength: got 0, want 1/],
+      [
+        [...agentOn, "--set", "agent.heapLimitMiB=1024"],
+        /agent\.heapLimitMiB: 1024 MiB is not below agent\.resources\.limits\.memory \(1Gi = 1024 MiB\)/,
+      ],
+      [
+        [...agentOn, "--set", "agent.resources.limits.memory=256Mi", "--set", "agent.heapLimitMiB=300"],
+        /agent\.heapLimitMiB: 300 MiB is not below agent\.resources\.limits\.memory \(256Mi = 256 MiB\)/,
+      ],
+      [
+        [...agentOn, "--set", "agent.resources.limits=null"],
+        /agent\.resources\.limits\.memory: the agent needs a memory limit/,
+      ],
     ];
     for (const [args, message] of cases) {
       const r = await exec(helm, ["template", "krane", chart, "--namespace", NS, ...args]);
@@ -160,10 +176,12 @@ describe("helm chart", () => {
     assert.match(wrongNs.stderr, /the agent runs in namespace krane-system/);
   });
 
-  it("renders the agent's RBAC exactly as deploy/rbac/agent.yaml has it", async () => {
-    const file = docs(readFileSync(join(root, "deploy/rbac/agent.yaml"), "utf8")).filter(
-      (o) => !(o.kind === "Namespace" && o.metadata.name === NS),
-    );
+  it("renders the agent's and the sentinel's RBAC and the agent's fence exactly as deploy/rbac/ has them", async () => {
+    const file = ["agent.yaml", "sentinel.yaml", "fence.yaml"]
+      .flatMap((f) => docs(readFileSync(join(root, "deploy/rbac", f), "utf8")))
+      .filter((o) => !(o.kind === "Namespace" && o.metadata.name === NS))
+      // The sentinel namespace is in both agent.yaml and sentinel.yaml; the chart renders it once.
+      .filter((o, i, all) => all.findIndex((x) => x.kind === o.kind && x.metadata.name === o.metadata.name) === i);
     const rendered = docs(
       await ok(helm, ["template", "krane", chart, "--namespace", NS, "-f", join(chart, "ci/postgres-values.yaml")]),
     );
@@ -180,7 +198,25 @@ describe("helm chart", () => {
     }
     const rbacKinds = new Set(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]);
     const extra = rendered.filter((o) => rbacKinds.has(o.kind) && !file.some((w) => key(w) === key(o)));
-    assert.deepEqual(extra.map(key), [], "no RBAC beyond agent.yaml");
+    assert.deepEqual(extra.map(key), [], "no RBAC beyond agent.yaml and sentinel.yaml");
+    const off = docs(
+      await ok(helm, [
+        "template",
+        "krane",
+        chart,
+        "--namespace",
+        NS,
+        "-f",
+        join(chart, "ci/postgres-values.yaml"),
+        "--set",
+        "agent.fence.enabled=false",
+      ]),
+    );
+    assert.deepEqual(
+      off.filter((o) => o.kind.startsWith("ValidatingAdmissionPolicy")).map(key),
+      [],
+      "agent.fence.enabled=false renders no fence",
+    );
   });
 
   it("installs into the cluster, and the agent's ServiceAccount may do what agent.yaml grants and no more", async () => {
@@ -212,9 +248,32 @@ describe("helm chart", () => {
       ["namespace", "", "sentinel"],
       ["role", "sentinel", "krane-agent-sentinel"],
       ["rolebinding", "sentinel", "krane-agent-sentinel"],
+      ["serviceaccount", "sentinel", "krane-sentinel"],
+      ["role", "sentinel", "krane-sentinel"],
+      ["rolebinding", "sentinel", "krane-sentinel"],
+      ["validatingadmissionpolicy", "", "krane-agent-fence"],
+      ["validatingadmissionpolicybinding", "", "krane-agent-fence"],
     ];
     for (const [kind = "", ns = "", name = ""] of objects)
       await ok(kubectl, ["get", kind, name, ...(ns ? ["-n", ns] : [])]);
+    // The fence is enforced: the agent with unrestricted RBAC may not write outside krane's objects.
+    await eventually(
+      "the chart's fence enforced",
+      async () => {
+        const r = await exec(kubectl, [
+          "create",
+          "configmap",
+          "fence-probe",
+          "-n",
+          "default",
+          "--dry-run=server",
+          `--as=${AGENT}`,
+          "--as-group=system:masters",
+        ]);
+        return r.code !== 0 && /krane-agent-fence/.test(r.stderr) ? true : undefined;
+      },
+      30_000,
+    );
     // The generated admin token is a krane user token.
     const secret = JSON.parse(await ok(kubectl, ["get", "secret", "krane-ctrl", "-n", NS, "-o", "json"])) as {
       data: Record<string, string>;
@@ -254,12 +313,16 @@ describe("helm chart", () => {
     assert.equal(await can(["create", "clusterrolebindings"]), false);
   });
 
-  it("uninstalls and leaves the database claim and the sentinel namespace", async () => {
+  it("uninstalls and leaves the database claim, the sentinel namespace and the sentinels' RBAC", async () => {
     await ok(helm, ["uninstall", "krane", "--namespace", NS]);
     assert.notEqual((await exec(kubectl, ["get", "deployment", "krane-ctrl", "-n", NS])).code, 0);
     assert.notEqual((await exec(kubectl, ["get", "clusterrole", "krane-agent"])).code, 0);
+    assert.notEqual((await exec(kubectl, ["get", "validatingadmissionpolicy", "krane-agent-fence"])).code, 0);
+    assert.notEqual((await exec(kubectl, ["get", "role", "krane-agent-sentinel", "-n", "sentinel"])).code, 0);
     await ok(kubectl, ["get", "persistentvolumeclaim", "krane-ctrl-data", "-n", NS]);
     await ok(kubectl, ["get", "namespace", "sentinel"]);
+    for (const kind of ["serviceaccount", "role", "rolebinding"])
+      await ok(kubectl, ["get", kind, "krane-sentinel", "-n", "sentinel"]);
   });
 });
 

@@ -9,7 +9,6 @@ import { join } from "node:path";
 import { Registry } from "prom-client";
 import { Agent } from "../../src/agent/agent.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
-import { podAddressMap } from "../../src/cluster/index.js";
 import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { parseRoutingPolicy, POLICY_KEY } from "../../src/contracts/routing.js";
@@ -118,7 +117,7 @@ describe("region waves", () => {
           registry: new Registry(),
           opsPort: -1,
           resyncPeriodMs: 10_000,
-          podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+          podAddressMap: cluster.podAddressMap,
           sentinelObserveIntervalMs: 300,
           runtime: { reconnect: { baseMs: 100, capMs: 1_000, minMs: 50 } },
         });

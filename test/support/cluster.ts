@@ -14,11 +14,16 @@ export interface ClusterHandle {
   ready(): Promise<LocalCluster>;
 }
 
-export function useCluster(opts: Omit<StartOptions, "name" | "detached"> = {}): ClusterHandle {
+type ClusterOptions = Omit<StartOptions, "name" | "detached">;
+
+/** A cluster for this file; `opts` may be computed first (real nodes: the images are built then). */
+export function useCluster(opts: ClusterOptions | (() => Promise<ClusterOptions>) = {}): ClusterHandle {
   let cluster: LocalCluster | undefined;
   let started: Promise<LocalCluster> | undefined;
   const start = (): Promise<LocalCluster> =>
-    (started ??= startCluster({ ...opts, name: `t-${randomBytes(3).toString("hex")}` }).then((c) => (cluster = c)));
+    (started ??= (typeof opts === "function" ? opts() : Promise.resolve(opts))
+      .then((o) => startCluster({ ...o, name: `t-${randomBytes(3).toString("hex")}` }))
+      .then((c) => (cluster = c)));
   before(() => start().then(() => undefined), { timeout: 15 * 60_000 });
   after(async () => {
     await cluster?.stop();

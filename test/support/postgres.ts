@@ -3,7 +3,7 @@
 // when done. Uses the Debian binaries in /usr/lib/postgresql/<version>/bin; when running as root
 // the server runs as the `postgres` user, which PostgreSQL requires.
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,7 +60,15 @@ function run(bin: string, args: string[]): void {
   if (res.status !== 0) throw new Error(`${bin} ${args.join(" ")} failed: ${res.stderr || res.stdout}`);
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+export interface PostgresOptions {
+  /**
+   * Listen on this address too and trust clients from `trust` (a CIDR): pods of a local cluster
+   * with real nodes reach this machine at its end of their link (LocalCluster.realNodes.hostIp).
+   */
+  also?: { listen: string; trust: string };
+}
+
+export async function startPostgres(opts: PostgresOptions = {}): Promise<TestPostgres> {
   const bin = findBinDir();
   const dir = mkdtempSync(join(tmpdir(), "krane-pg-"));
   const data = join(dir, "data");
@@ -70,6 +78,8 @@ export async function startPostgres(): Promise<TestPostgres> {
   }
   chmodSync(dir, 0o700);
   run(join(bin, "initdb"), ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]);
+  if (opts.also) appendFileSync(join(data, "pg_hba.conf"), `host all all ${opts.also.trust} trust\n`);
+  const listen = ["127.0.0.1", ...(opts.also ? [opts.also.listen] : [])].join(",");
   let port = 0;
   let started = false;
   const startOn = (p: number): void =>
@@ -83,7 +93,7 @@ export async function startPostgres(): Promise<TestPostgres> {
       join(dir, "log"),
       "start",
       "-o",
-      `-p ${p} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
+      `-p ${p} -k ${dir} -c listen_addresses=${listen} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`,
     ]);
   for (let attempt = 0; attempt < 5 && !started; attempt++) {
     port = await freePort();

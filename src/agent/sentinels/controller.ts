@@ -23,7 +23,14 @@ import {
   SentinelStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT, ZONE_LABEL } from "../../contracts/cluster.js";
-import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID } from "../../contracts/labels.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_ENVIRONMENT_ID,
+  LABEL_SENTINEL_ID,
+  regionSelector,
+} from "../../contracts/labels.js";
+import { ENDPOINTSLICE_MANAGED_BY, ENDPOINTSLICE_MANAGED_BY_LABEL } from "../../contracts/routing.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
@@ -113,9 +120,14 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
       // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
       .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)), namespace: SENTINEL_NAMESPACE })
       .renders(resources.configMaps, { keysOf: (cm) => oneKey(routingKeyOf(cm)), namespace: SENTINEL_NAMESPACE })
+      // Only the agent's own slices: Kubernetes' EndpointSlice controller copies the sentinel
+      // Service's labels (the sentinel id among them) onto the Service's slices, and a slice
+      // carrying the key's owner label that the render does not name would be pruned — the
+      // Service would lose its endpoints on every reconcile (kube-proxy and Gateways route by them).
       .renders(resources.endpointSlices, {
         keysOf: (slice) => oneKey(routingKeyOf(slice)),
         namespace: SENTINEL_NAMESPACE,
+        selector: `${regionSelector(region)},${ENDPOINTSLICE_MANAGED_BY_LABEL}=${ENDPOINTSLICE_MANAGED_BY}`,
       })
       .watches(resources.pods, {
         keysOf: (pod, ctx) => {

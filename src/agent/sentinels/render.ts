@@ -21,6 +21,7 @@ import {
 import {
   NODE_CLASS,
   NODE_CLASS_LABEL,
+  RUNTIME_CLASS,
   SENTINEL_NAMESPACE,
   SENTINEL_PORT,
   SENTINEL_PORT_NAME,
@@ -150,9 +151,10 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
       template: {
         metadata: { labels },
         spec: {
+          // A sentinel image of the user's is user code: sandboxed like a workload, with no token.
           ...(own
             ? { serviceAccountName: SENTINEL_SERVICE_ACCOUNT, automountServiceAccountToken: true }
-            : { automountServiceAccountToken: false }),
+            : { automountServiceAccountToken: false, runtimeClassName: RUNTIME_CLASS }),
           enableServiceLinks: false,
           restartPolicy: "Always",
           nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },

@@ -16,6 +16,9 @@ import * as http from "node:http";
 import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import type { Logger } from "../../agent/runtime/log.js";
+import { answer, upgrade, type ServedPod } from "../workload/answer.js";
+
+export type { StandinAnswer } from "../workload/answer.js";
 
 export const STANDIN_ANNOTATION = {
   mode: "standin.krane.dev/mode",
@@ -47,23 +50,20 @@ export interface AppPod {
   readonly errorRate?: number;
 }
 
-/** What a user pod stand-in answers (JSON). */
-export interface StandinAnswer {
-  readonly pod: string;
-  readonly namespace: string;
-  readonly revision: string;
-  readonly image: string;
-  readonly node: string;
-  readonly podIp: string;
-  readonly port: number;
-  readonly method: string;
-  readonly path: string;
-  readonly host: string | null;
-  readonly requestId: string | null;
-  readonly forwardedFor: string | null;
-  readonly forwardedProto: string | null;
-  readonly forwardedHost: string | null;
-  readonly bodyBytes: number;
+function served(pod: AppPod): ServedPod {
+  return {
+    name: pod.name,
+    namespace: pod.namespace,
+    revision: pod.revision,
+    image: pod.image,
+    node: pod.node,
+    podIp: pod.podIp,
+    port: pod.port,
+    status: pod.status,
+    latencyMs: pod.latencyMs,
+    errorRate: pod.errorRate,
+    hang: pod.mode === "hang",
+  };
 }
 
 interface Listener {
@@ -73,17 +73,6 @@ interface Listener {
   readonly sockets: Set<Socket>;
   owner: AppPod;
   listening: Promise<void>;
-}
-
-function header(req: http.IncomingMessage, name: string): string | null {
-  const v = req.headers[name];
-  return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
-}
-
-function intParam(v: string | null, min: number, max: number): number | undefined {
-  if (v === null) return undefined;
-  const n = Number(v);
-  return Number.isInteger(n) && n >= min && n <= max ? n : undefined;
 }
 
 export class AppListeners {
@@ -140,14 +129,10 @@ export class AppListeners {
       sockets.add(s);
       s.once("close", () => sockets.delete(s));
     });
-    server.on("request", (req, res) => this.#answer(l, req, res));
+    server.on("request", (req, res) => answer(served(l.owner), req, res));
     server.on("upgrade", (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
-      const owner = l.owner;
-      if (owner.mode !== "serve") return;
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        ws.send(JSON.stringify(this.#identity(owner, req, 0)));
-        ws.on("message", (data, isBinary) => ws.send(data, { binary: isBinary }));
-      });
+      if (l.owner.mode !== "serve") return;
+      upgrade(wss, served(l.owner), req, socket, head);
     });
     this.#listeners.set(key, l);
     l.listening = new Promise<void>((resolve) => {
@@ -180,98 +165,5 @@ export class AppListeners {
     l.wss.close();
     if (!l.server.listening) return;
     await closed;
-  }
-
-  #identity(pod: AppPod, req: http.IncomingMessage, bodyBytes: number): StandinAnswer {
-    return {
-      pod: pod.name,
-      namespace: pod.namespace,
-      revision: pod.revision,
-      image: pod.image,
-      node: pod.node,
-      podIp: pod.podIp,
-      port: pod.port,
-      method: req.method ?? "",
-      path: req.url ?? "",
-      host: header(req, "host"),
-      requestId: header(req, "x-request-id"),
-      forwardedFor: header(req, "x-forwarded-for"),
-      forwardedProto: header(req, "x-forwarded-proto"),
-      forwardedHost: header(req, "x-forwarded-host"),
-      bodyBytes,
-    };
-  }
-
-  #answer(l: Listener, req: http.IncomingMessage, res: http.ServerResponse): void {
-    const pod = l.owner;
-    if (pod.mode === "hang") return;
-    const url = new URL(req.url ?? "/", "http://standin");
-    const q = url.searchParams;
-    if (url.pathname === "/echo") {
-      res.writeHead(200, { "content-type": "application/octet-stream", "x-standin-pod": pod.name });
-      req.pipe(res);
-      return;
-    }
-    const failing = (pod.errorRate ?? 0) > 0 && Math.random() < (pod.errorRate ?? 0);
-    const status = failing ? 500 : (intParam(q.get("status"), 200, 599) ?? pod.status);
-    const latency = intParam(q.get("latency"), 0, 600_000) ?? pod.latencyMs;
-    let bodyBytes = 0;
-    req.on("data", (c: Buffer) => (bodyBytes += c.length));
-    req.on("end", () => {
-      const respond = (): void => {
-        if (res.destroyed) return;
-        const bytes = intParam(q.get("bytes"), 0, 1 << 30);
-        if (bytes !== undefined) {
-          this.#stream(
-            res,
-            status,
-            pod,
-            bytes,
-            intParam(q.get("chunks"), 1, 100_000) ?? 1,
-            intParam(q.get("interval"), 0, 60_000) ?? 0,
-          );
-          return;
-        }
-        const body = JSON.stringify(this.#identity(pod, req, bodyBytes));
-        res.writeHead(status, {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(body),
-          "x-standin-pod": pod.name,
-        });
-        res.end(body);
-      };
-      if (latency > 0) setTimeout(respond, latency);
-      else respond();
-    });
-  }
-
-  /** `bytes` in `chunks` pieces, `interval` ms apart, without a content-length (chunked). */
-  #stream(
-    res: http.ServerResponse,
-    status: number,
-    pod: AppPod,
-    bytes: number,
-    chunks: number,
-    interval: number,
-  ): void {
-    res.writeHead(status, { "content-type": "application/octet-stream", "x-standin-pod": pod.name });
-    const per = Math.floor(bytes / chunks);
-    let sent = 0;
-    let i = 0;
-    const next = (): void => {
-      if (res.destroyed) return;
-      if (i >= chunks) {
-        res.end();
-        return;
-      }
-      const n = i === chunks - 1 ? bytes - sent : per;
-      sent += n;
-      i++;
-      const ok = res.write(Buffer.alloc(n, 120));
-      const go = (): void => void (interval > 0 ? setTimeout(next, interval) : setImmediate(next));
-      if (ok) go();
-      else res.once("drain", go);
-    };
-    next();
   }
 }

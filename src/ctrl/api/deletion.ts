@@ -2,14 +2,12 @@
 // DeleteWorkspace start (or continue, or force past regions of) a deletion, let whatever has
 // finished be purged at once, and answer where the deletion stands.
 import { create } from "@bufbuild/protobuf";
-import type { HandlerContext } from "@connectrpc/connect";
 import {
   DeletionSchema,
   KindCountSchema,
   RegionDeletionSchema,
   type Deletion,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import { principalKey } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
 import {
   deleteEnvironment,
@@ -42,11 +40,6 @@ export function deletionMsg(v: DeletionView): Deletion {
   });
 }
 
-function actorOf(ctx: HandlerContext): string {
-  const p = ctx.values.get(principalKey);
-  return p?.kind === "user" ? p.tokenId : "unknown";
-}
-
 function forceRegions(field: string, regions: readonly string[]): string[] {
   rules.list(field, regions, rules.LIMITS.regionsMax);
   return regions.map((r, i) => (r === "*" ? r : regionName(`${field}[${i}]`, r)));
@@ -65,13 +58,11 @@ async function answer(store: Store, scope: DeletionScope, id: string): Promise<D
 export async function deleteEnvironmentCall(
   store: Store,
   req: { workspace: string; project: string; environment: string; confirm: string; forceRegions: string[] },
-  ctx: HandlerContext,
 ): Promise<Deletion> {
   const ref = validateEnvironmentRef(req);
   const id = await deleteEnvironment(store, ref, {
     confirm: confirmation("confirm", req.confirm),
     forceRegions: forceRegions("force_regions", req.forceRegions),
-    actor: actorOf(ctx),
   });
   return answer(store, "environment", id);
 }
@@ -79,13 +70,11 @@ export async function deleteEnvironmentCall(
 export async function deleteProjectCall(
   store: Store,
   req: { workspace: string; project: string; confirm: string; forceRegions: string[] },
-  ctx: HandlerContext,
 ): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace), project: projectRef("project", req.project) };
   const id = await deleteProject(store, ref, {
     confirm: confirmation("confirm", req.confirm),
     forceRegions: forceRegions("force_regions", req.forceRegions),
-    actor: actorOf(ctx),
   });
   return answer(store, "project", id);
 }
@@ -93,13 +82,11 @@ export async function deleteProjectCall(
 export async function deleteWorkspaceCall(
   store: Store,
   req: { workspace: string; confirm: string; forceRegions: string[] },
-  ctx: HandlerContext,
 ): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace) };
   const id = await deleteWorkspace(store, ref, {
     confirm: confirmation("confirm", req.confirm),
     forceRegions: forceRegions("force_regions", req.forceRegions),
-    actor: actorOf(ctx),
   });
   return answer(store, "workspace", id);
 }

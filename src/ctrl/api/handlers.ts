@@ -99,8 +99,8 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
       );
       return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
     },
-    async deleteWorkspace(req, ctx) {
-      return { deletion: await deleteWorkspaceCall(store, req, ctx) };
+    async deleteWorkspace(req) {
+      return { deletion: await deleteWorkspaceCall(store, req) };
     },
   };
 }
@@ -130,8 +130,8 @@ export function projectServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Proje
       );
       return { projects: page.items.map(projectMsg), nextPageToken: page.nextPageToken };
     },
-    async deleteProject(req, ctx) {
-      return { deletion: await deleteProjectCall(store, req, ctx) };
+    async deleteProject(req) {
+      return { deletion: await deleteProjectCall(store, req) };
     },
   };
 }
@@ -171,8 +171,8 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
       if (updated.changed && rollout) await rollout.environmentChanged(updated.context.environment.id);
       return { environment: environmentMsg(updated.context.environment, updated.regions) };
     },
-    async deleteEnvironment(req, ctx) {
-      return { deletion: await deleteEnvironmentCall(store, req, ctx) };
+    async deleteEnvironment(req) {
+      return { deletion: await deleteEnvironmentCall(store, req) };
     },
   };
 }

@@ -119,6 +119,8 @@ export class Authenticator implements RevocationListener {
       const resolved = await this.resolve(req.header.get("authorization"));
       if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
       const { principal, digest } = resolved;
+      // Known before the checks below, so a refusal records who was refused (the audit log).
+      req.contextValues.set(principalKey, principal);
       const forAgents = req.service.typeName === ClusterService.typeName;
       if (forAgents && principal.kind !== "agent") {
         throw new ConnectError("ClusterService needs an agent token", Code.PermissionDenied);
@@ -127,7 +129,6 @@ export class Authenticator implements RevocationListener {
         throw new ConnectError("the public API needs a user API token", Code.PermissionDenied);
       }
       if (principal.kind === "user") await this.noteUse(principal.tokenId);
-      req.contextValues.set(principalKey, principal);
       const res = await next(req);
       if (principal.kind !== "agent" || !res.stream) return res;
       return { ...res, message: this.guard(res.message, digest, principal.clusterId) };

@@ -427,14 +427,136 @@ export interface PendingDeletionsTable {
   requested_at: number;
 }
 
-export interface AuditLogTable {
+// ---------------------------------------------------------------- audit (migration 0020_audit_events)
+
+/** One event of a hash chain (src/contracts/audit.ts says what each field means). */
+export interface AuditEventsTable {
   id: string;
+  /** "" for the installation's chain. */
+  workspace_id: string;
+  seq: number;
   at: number;
-  actor: string;
-  action: string;
-  target_id: string;
-  /** JSON. */
-  detail: string;
+  actor_kind: string;
+  actor_id: string;
+  actor_name: string;
+  method: string;
+  /** JSON list of ids. */
+  targets: string;
+  request_id: string;
+  client_ip: string;
+  user_agent: string;
+  idempotency_key: string;
+  code: string;
+  message: string;
+  /** JSON list of AuditChange. */
+  changes: string;
+  prev_hash: string;
+  hash: string;
+}
+
+/** The head of a chain, and the anchor retention left. */
+export interface AuditChainsTable {
+  workspace_id: string;
+  seq: number;
+  hash: string;
+  pruned_through_seq: number;
+  pruned_through_hash: string;
+  updated_at: number;
+}
+
+/** Per sink and chain, the last event delivered. */
+export interface AuditSinkCursorsTable {
+  sink: string;
+  workspace_id: string;
+  seq: number;
+}
+
+/** The ctrl replica delivering a sink, until expires_at. */
+export interface AuditSinkLeasesTable {
+  sink: string;
+  owner: string;
+  expires_at: number;
+}
+
+// ---------------------------------------------------------------- previews (migration 0021_previews)
+
+/** A preview environment (../domain/previews.ts). */
+export interface PreviewsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  base_environment_id: string;
+  /** The environment it runs as; null while a fork's preview waits for approval. */
+  environment_id: string | null;
+  /** The environment's slug. */
+  name: string;
+  /** "cli", "github" or "gitlab". */
+  source: string;
+  hook_id: string | null;
+  /** The pull request's repository, number and head commit ("" and 0 from the CLI). */
+  repository: string;
+  pr_number: number;
+  head_sha: string;
+  fork: number;
+  with_secrets: number;
+  image: string;
+  region: string;
+  /** What it runs, counted against the workspace's limits (one replica and one sentinel). */
+  cpu_millicores: number;
+  memory_mib: number;
+  ttl_ms: number;
+  expires_at: number;
+  /** "awaiting_approval", "active" or "deleting". */
+  state: string;
+  approved_at: number | null;
+  /** The last commit status reported to the pull request (JSON), "" for none. */
+  status_reported: string;
+  /** When the status reporter should look at it again; null: nothing to report. */
+  status_due_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface PreviewLimitsTable {
+  workspace_id: string;
+  max_previews: number;
+  max_cpu_millicores: number;
+  max_memory_mib: number;
+  fork_approval: number;
+  updated_at: number;
+}
+
+/** A pull-request webhook of a project's environment. */
+export interface PreviewHooksTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  base_environment_id: string;
+  /** "github" or "gitlab". */
+  provider: string;
+  /** GitHub "owner/name"; GitLab the project's path or numeric id. */
+  repository: string;
+  /** How deliveries are verified: "hmac-sha256" (GitHub), "signing-token" or "secret-token" (GitLab). */
+  verification: string;
+  /** The webhook secret, sealed with the base environment's data key. */
+  secret_sealed: Uint8Array;
+  /** The commit-status API token, sealed likewise; null: no status is reported. */
+  status_token_sealed: Uint8Array | null;
+  status_api_url: string;
+  /** The preview's image: `{sha}`, `{short_sha}`, `{pr}` and `{branch}` are filled in. */
+  image_template: string;
+  /** "" : the base environment's first region. */
+  region: string;
+  ttl_ms: number;
+  with_secrets: number;
+  created_at: number;
+}
+
+/** A delivery a hook accepted (replay protection). */
+export interface WebhookDeliveriesTable {
+  hook_id: string;
+  delivery_id: string;
+  received_at: number;
 }
 
 // ---------------------------------------------------------------- exposure (migration 0008_exposure)
@@ -535,7 +657,14 @@ export interface Database {
   job_status: JobStatusTable;
   deletions: DeletionsTable;
   pending_deletions: PendingDeletionsTable;
-  audit_log: AuditLogTable;
+  audit_events: AuditEventsTable;
+  audit_chains: AuditChainsTable;
+  audit_sink_cursors: AuditSinkCursorsTable;
+  audit_sink_leases: AuditSinkLeasesTable;
+  previews: PreviewsTable;
+  preview_limits: PreviewLimitsTable;
+  preview_hooks: PreviewHooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   endpoints: EndpointsTable;
   domains: DomainsTable;
   gateway_reports: GatewayReportsTable;
@@ -555,6 +684,9 @@ export type OutboxRow = Selectable<OutboxTable>;
 export type ReleaseRow = Selectable<ReleasesTable>;
 export type JobRow = Selectable<JobsTable>;
 export type NewOutboxRow = Insertable<OutboxTable>;
+export type AuditEventRow = Selectable<AuditEventsTable>;
+export type PreviewRow = Selectable<PreviewsTable>;
+export type PreviewHookRow = Selectable<PreviewHooksTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
 export function parseJsonList<T>(text: string): T[] {

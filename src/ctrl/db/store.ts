@@ -6,8 +6,8 @@
 // commit NOTIFYs them). A transaction the dialect reports as retryable (PostgreSQL deadlocks and
 // serialization failures) runs again after a short full-jitter backoff (TX_RETRY, through
 // src/retry), at most TX_ATTEMPTS times in all: the function must be safe to run again (it only
-// touches the database). A write hook of the caller's async context (./write-hook.ts) runs first
-// in each transaction and hears of its commit.
+// touches the database). The write hooks of the caller's async context (./write-hook.ts) run
+// first and last in each transaction and hear of its commit.
 //
 // With a single-connection database (SQLite) writers wait for their turn here, in arrival
 // order, each woken only by the one before it: the driver's own connection lock wakes every
@@ -20,7 +20,7 @@ import type { ChangeNotifier } from "./notify.js";
 import { openDatabase } from "./open.js";
 import { WriteTx } from "./outbox.js";
 import type { Database } from "./schema.js";
-import { currentWriteHook } from "./write-hook.js";
+import { currentWriteHooks } from "./write-hook.js";
 
 /** Backoff between attempts of a transaction that lost to a concurrent one. */
 export const TX_RETRY: BackoffPolicy = { baseMs: 5, capMs: 100 };
@@ -54,7 +54,7 @@ export class Store {
 
   async write<T>(fn: (tx: WriteTx) => Promise<T>): Promise<T> {
     this.writesInFlight++;
-    const hook = currentWriteHook();
+    const hooks = currentWriteHooks();
     let turnDone: (() => void) | undefined;
     try {
       if (this.dialect.singleWriter) {
@@ -66,14 +66,15 @@ export class Store {
         () =>
           this.db.transaction().execute(async (trx) => {
             const tx = new WriteTx(trx, this.dialect, this.clock());
-            await hook?.begin(tx);
+            for (const hook of hooks) await hook.begin(tx);
             const result = await fn(tx);
+            for (const hook of hooks) await hook.beforeCommit?.(tx);
             const pokes = await tx.flush();
             return { result, pokes, tx };
           }),
         { policy: TX_RETRY, maxAttempts: TX_ATTEMPTS, retryable: (err) => this.dialect.isRetryable(err) },
       );
-      hook?.committed(tx);
+      for (const hook of hooks) hook.committed(tx);
       if (pokes.length > 0 && this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishLocal(pokes);
       return result;
     } finally {

@@ -15,21 +15,24 @@
 // there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
 // sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
 // measurements — and
-// then the project or workspace once its last environment is gone, leaving one audit_log row per
-// deletion. Nothing waits on anything but confirmations and the operator: no finalizer can stick.
+// then the project or workspace once its last environment is gone, leaving one event per purge in
+// the workspace's audit chain (./audit.ts; the call that asked for the deletion has its own event).
+// Nothing waits on anything but confirmations and the operator: no finalizer can stick.
 import type { Kysely } from "kysely";
 import { forgetDesiredOf, type WriteTx } from "../db/outbox.js";
 import { parseJsonList, type Database, type EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
+import { detachedFromCaller } from "../db/write-hook.js";
 import { invalidArgument } from "../errors.js";
 import { deletePayload, environmentOfPayload } from "../payloads/delete-payload.js";
 import { payloadsOf } from "../payloads/registry.js";
 import { purgeDataKeys } from "./data-keys.js";
 import { purgeDeployments } from "./deployments.js";
 import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnvironmentRow } from "./environments.js";
-import { newId } from "./ids.js";
+import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
+import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
 import { purgeRollouts } from "./rollouts.js";
 import { purgeSentinels } from "./sentinels.js";
@@ -61,8 +64,6 @@ export interface DeleteRequest {
   confirm: string;
   /** Regions to stop waiting for ("*": all). */
   forceRegions: readonly string[];
-  /** Who asked (a token id), for the audit log. */
-  actor: string;
 }
 
 function checkConfirm(field: string, req: DeleteRequest, slug: string, what: string): void {
@@ -71,6 +72,15 @@ function checkConfirm(field: string, req: DeleteRequest, slug: string, what: str
       field,
       `must repeat the ${what}'s slug "${slug}" to delete it (with everything it runs, in every region)`,
     );
+}
+
+/**
+ * Starts deleting one environment inside the caller's transaction (a preview's deletion, say):
+ * from then on it refuses changes and every object it has desired in any region is removed.
+ * Idempotent; returns whether it was already being deleted.
+ */
+export function startEnvironmentDeletion(tx: WriteTx, env: EnvironmentRow): Promise<boolean> {
+  return startEnvironment(tx, env, tx.now);
 }
 
 /** Starts deleting one environment (idempotent); returns whether it was already being deleted. */
@@ -153,17 +163,29 @@ async function recordDeletion(tx: WriteTx, id: string, scope: DeletionScope, req
     .execute();
 }
 
+/** The event of a purge: ctrl itself removed the rows of what was deleted. */
 async function audit(
   tx: WriteTx,
-  actor: string,
-  action: string,
-  targetId: string,
-  detail: Record<string, unknown>,
+  what: "Environment" | "Project" | "Workspace",
+  workspaceId: string,
+  targets: string[],
+  slug: string,
 ): Promise<void> {
-  await tx.trx
-    .insertInto("audit_log")
-    .values({ id: newId("aud"), at: tx.now, actor, action, target_id: targetId, detail: JSON.stringify(detail) })
-    .execute();
+  await appendAuditEvent(tx, {
+    workspaceId,
+    actorKind: "system",
+    actorId: "ctrl",
+    actorName: "ctrl",
+    method: `system/${what}Purged`,
+    targets,
+    requestId: "",
+    clientIp: "",
+    userAgent: "",
+    idempotencyKey: "",
+    code: "ok",
+    message: "",
+    changes: [{ field: `${what.toLowerCase()}.slug`, op: "removed", before: slug }],
+  });
 }
 
 export async function deleteEnvironment(
@@ -174,12 +196,7 @@ export async function deleteEnvironment(
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref, { includeDeleting: true });
     checkConfirm("confirm", req, environment.slug, "environment");
-    const already = await startEnvironment(tx, environment, tx.now);
-    if (!already)
-      await audit(tx, req.actor, "environment.delete.requested", environment.id, {
-        slug: environment.slug,
-        project_id: environment.project_id,
-      });
+    await startEnvironment(tx, environment, tx.now);
     await force(tx, environment.id, [environment.id], req.forceRegions);
     return environment.id;
   });
@@ -196,10 +213,6 @@ export async function deleteProject(
     if (project.deleting_at === null) {
       await markDeleting(tx, "project", project.id, tx.now);
       await recordDeletion(tx, project.id, "project", tx.now);
-      await audit(tx, req.actor, "project.delete.requested", project.id, {
-        slug: project.slug,
-        workspace_id: project.workspace_id,
-      });
     }
     const envs = await tx.trx.selectFrom("environments").selectAll().where("project_id", "=", project.id).execute();
     for (const e of envs) await startEnvironment(tx, e, tx.now);
@@ -221,7 +234,6 @@ export async function deleteWorkspace(store: Store, ref: { workspace: string }, 
     if (workspace.deleting_at === null) {
       await markDeleting(tx, "workspace", workspace.id, tx.now);
       await recordDeletion(tx, workspace.id, "workspace", tx.now);
-      await audit(tx, req.actor, "workspace.delete.requested", workspace.id, { slug: workspace.slug });
     }
     const projects = await tx.trx.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id).execute();
     for (const p of projects) {
@@ -282,9 +294,10 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await forgetDesiredOf(tx, id);
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
+  await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
   await purgeEnvironmentRow(tx, id);
-  await audit(tx, "ctrl", "environment.deleted", id, { slug: env.slug, project_id: env.project_id });
+  await audit(tx, "Environment", env.workspace_id, [env.workspace_id, env.project_id, id], env.slug);
 }
 
 /**
@@ -292,7 +305,12 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
  * being deleted whose last environment (project) is gone. Idempotent; returns how many scopes it
  * finished.
  */
-export async function finishDeletions(store: Store, only?: string): Promise<number> {
+export function finishDeletions(store: Store, only?: string): Promise<number> {
+  // ctrl's own work, whoever's call triggered it: not part of that call's writes (its audit event).
+  return detachedFromCaller(() => finish(store, only));
+}
+
+async function finish(store: Store, only: string | undefined): Promise<number> {
   let q = store.db.selectFrom("environments").select("id").where("deleting_at", "is not", null);
   if (only !== undefined) q = q.where("id", "=", only);
   const candidates = await q.execute();
@@ -328,7 +346,7 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", p.id).execute();
       if (!(await purgeTenant(tx, "project", p.id))) return 0;
-      await audit(tx, "ctrl", "project.deleted", p.id, { slug: p.slug, workspace_id: p.workspace_id });
+      await audit(tx, "Project", p.workspace_id, [p.workspace_id, p.id], p.slug);
       return 1;
     });
   }
@@ -348,7 +366,7 @@ export async function finishDeletions(store: Store, only?: string): Promise<numb
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
       if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
-      await audit(tx, "ctrl", "workspace.deleted", w.id, { slug: w.slug });
+      await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });
   }

@@ -22,59 +22,71 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
   try {
     return await store.write(async (tx) => {
       const { workspace, project } = await findProject(tx.trx, input.workspace, input.project);
-      const regionNames = input.regions.map((r) => r.region);
-      if (regionNames.length > 0) {
-        const known = await tx.trx.selectFrom("regions").select("name").where("name", "in", regionNames).execute();
-        const knownSet = new Set(known.map((r) => r.name));
-        const missing = regionNames.filter((r) => !knownSet.has(r));
-        if (missing.length > 0) {
-          throw failedPrecondition(
-            `region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`,
-          );
-        }
-      }
-      const s = input.sentinel;
-      const environment: EnvironmentRow = {
-        id: newId("env"),
-        workspace_id: workspace.id,
-        project_id: project.id,
-        slug: input.slug,
-        sentinel_image: s ? s.image : null,
-        sentinel_replicas: s ? s.replicas : 0,
-        sentinel_cpu_millicores: s ? s.cpuMillicores : 0,
-        sentinel_memory_mib: s ? s.memoryMib : 0,
-        strategy: input.rollout.strategy,
-        max_surge: input.rollout.maxSurge,
-        max_unavailable: input.rollout.maxUnavailable,
-        min_ready_seconds: input.rollout.minReadySeconds,
-        progress_deadline_seconds: input.rollout.progressDeadlineSeconds,
-        revision_history_limit: input.rollout.revisionHistoryLimit,
-        paused: input.rollout.paused ? 1 : 0,
-        last_revision: 0,
-        edge_auth: null,
-        created_at: tx.now,
-        updated_at: tx.now,
-        routing_version: 1,
-        deleting_at: null,
-        progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
-        routing_regions: null,
-      };
-      await tx.trx.insertInto("environments").values(environment).execute();
-      if (input.regions.length > 0) {
-        await tx.trx
-          .insertInto("environment_regions")
-          .values(
-            input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })),
-          )
-          .execute();
-      }
-      await syncSentinels(tx, project, null, environment);
+      const environment = await insertEnvironment(tx, { workspace, project }, input);
       return { workspace, project, environment };
     });
   } catch (err) {
     if (store.isUniqueViolation(err)) throw alreadyExists(`environment "${input.slug}"`);
     throw err;
   }
+}
+
+/**
+ * Adds an environment to a project inside the caller's transaction (its regions, which must be
+ * registered, and its sentinels). A taken slug fails the transaction with a unique violation.
+ */
+export async function insertEnvironment(
+  tx: WriteTx,
+  parent: Pick<EnvironmentContext, "workspace" | "project">,
+  input: Omit<NewEnvironment, "workspace" | "project">,
+): Promise<EnvironmentRow> {
+  const { workspace, project } = parent;
+  const regionNames = input.regions.map((r) => r.region);
+  if (regionNames.length > 0) {
+    const known = await tx.trx.selectFrom("regions").select("name").where("name", "in", regionNames).execute();
+    const knownSet = new Set(known.map((r) => r.name));
+    const missing = regionNames.filter((r) => !knownSet.has(r));
+    if (missing.length > 0) {
+      throw failedPrecondition(
+        `region "${missing[0]}" is not registered (create it with \`krane region create ${missing[0]}\`)`,
+      );
+    }
+  }
+  const s = input.sentinel;
+  const environment: EnvironmentRow = {
+    id: newId("env"),
+    workspace_id: workspace.id,
+    project_id: project.id,
+    slug: input.slug,
+    sentinel_image: s ? s.image : null,
+    sentinel_replicas: s ? s.replicas : 0,
+    sentinel_cpu_millicores: s ? s.cpuMillicores : 0,
+    sentinel_memory_mib: s ? s.memoryMib : 0,
+    strategy: input.rollout.strategy,
+    max_surge: input.rollout.maxSurge,
+    max_unavailable: input.rollout.maxUnavailable,
+    min_ready_seconds: input.rollout.minReadySeconds,
+    progress_deadline_seconds: input.rollout.progressDeadlineSeconds,
+    revision_history_limit: input.rollout.revisionHistoryLimit,
+    paused: input.rollout.paused ? 1 : 0,
+    last_revision: 0,
+    edge_auth: null,
+    created_at: tx.now,
+    updated_at: tx.now,
+    routing_version: 1,
+    deleting_at: null,
+    progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
+    routing_regions: null,
+  };
+  await tx.trx.insertInto("environments").values(environment).execute();
+  if (input.regions.length > 0) {
+    await tx.trx
+      .insertInto("environment_regions")
+      .values(input.regions.map((r) => ({ environment_id: environment.id, region: r.region, replicas: r.replicas })))
+      .execute();
+  }
+  await syncSentinels(tx, project, null, environment);
+  return environment;
 }
 
 export async function environmentRegions(

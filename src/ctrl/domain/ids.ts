@@ -7,7 +7,22 @@
 import { randomBytes } from "node:crypto";
 
 export type IdPrefix =
-  "ws" | "prj" | "env" | "dep" | "snt" | "cls" | "tok" | "rel" | "job" | "dek" | "aud" | "ept" | "dom";
+  | "ws"
+  | "prj"
+  | "env"
+  | "dep"
+  | "snt"
+  | "cls"
+  | "tok"
+  | "rel"
+  | "job"
+  | "dek"
+  | "aud"
+  | "ept"
+  | "dom"
+  | "pvw"
+  | "pwh"
+  | "req";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

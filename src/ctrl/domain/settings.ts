@@ -12,13 +12,13 @@ import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { invalidArgument } from "../errors.js";
+import { failedPrecondition, invalidArgument } from "../errors.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { ConfigValueInput, SecretInputValue } from "../validate/settings.js";
 import { SETTINGS_LIMITS } from "../validate/settings.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { dataKeyFor, envSecretAad, sealWith } from "./data-keys.js";
+import { dataKeyFor, envSecretAad, existingDataKey, openWith, sealWith } from "./data-keys.js";
 import { insertDeployment, revisionCopyOf } from "./deployments.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
@@ -210,4 +210,59 @@ export async function unsetSecrets(
 export async function purgeSettings(tx: WriteTx, environmentId: string): Promise<void> {
   await tx.trx.deleteFrom("environment_config").where("environment_id", "=", environmentId).execute();
   await tx.trx.deleteFrom("environment_secrets").where("environment_id", "=", environmentId).execute();
+}
+
+/**
+ * Copies an environment's configuration into another (a preview of it), and its secrets when
+ * asked: each value opened with the source's data key and sealed afresh with the target's (an
+ * external secret is copied as the reference it is). Inside the caller's transaction.
+ */
+export async function copySettings(
+  tx: WriteTx,
+  keyring: Keyring | undefined,
+  fromId: string,
+  toId: string,
+  withSecrets: boolean,
+): Promise<{ config: number; secrets: number }> {
+  const config = await tx.trx
+    .selectFrom("environment_config")
+    .select(["key", "value"])
+    .where("environment_id", "=", fromId)
+    .execute();
+  if (config.length > 0)
+    await tx.trx
+      .insertInto("environment_config")
+      .values(config.map((c) => ({ environment_id: toId, key: c.key, value: c.value, updated_at: tx.now })))
+      .execute();
+  if (!withSecrets) return { config: config.length, secrets: 0 };
+  const secrets = await tx.trx
+    .selectFrom("environment_secrets")
+    .select(["key", "source", "ciphertext", "external_path"])
+    .where("environment_id", "=", fromId)
+    .execute();
+  if (secrets.length === 0) return { config: config.length, secrets: 0 };
+  let from: Buffer | undefined;
+  let to: Buffer | undefined;
+  for (const s of secrets) {
+    let ciphertext: Buffer | null = null;
+    if (s.source === "value" && s.ciphertext !== null) {
+      if (!keyring) throw failedPrecondition("copying secrets needs ctrl's master key (--master-key-file)");
+      from ??= await existingDataKey(tx.trx, keyring, fromId);
+      if (!from) throw failedPrecondition("the base environment's secrets have no data key");
+      to ??= await dataKeyFor(tx, keyring, toId);
+      ciphertext = sealWith(to, openWith(from, s.ciphertext, envSecretAad(fromId, s.key)), envSecretAad(toId, s.key));
+    }
+    await tx.trx
+      .insertInto("environment_secrets")
+      .values({
+        environment_id: toId,
+        key: s.key,
+        source: s.source,
+        ciphertext,
+        external_path: s.external_path,
+        updated_at: tx.now,
+      })
+      .execute();
+  }
+  return { config: config.length, secrets: secrets.length };
 }

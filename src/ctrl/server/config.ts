@@ -21,6 +21,12 @@
 //   --shared-host-pattern KRANE_SHARED_HOST_PATTERN sharedHostPattern   {workspace} (path routing)
 //   --endpoint-scheme    KRANE_ENDPOINT_SCHEME      endpointScheme      https (URLs shown for endpoints)
 //   --dns-servers        KRANE_DNS_SERVERS          dnsServers          the system's (domain verification; host[:port],…)
+//   --audit-retention    KRANE_AUDIT_RETENTION      auditRetention      400d (audit events older than this are pruned)
+//   --audit-webhook-url  KRANE_AUDIT_WEBHOOK_URL    auditWebhookUrl     (none: every audit event is POSTed there, signed)
+//   --audit-webhook-secret-file KRANE_AUDIT_WEBHOOK_SECRET_FILE auditWebhookSecretFile  the HMAC key of those deliveries
+//   (env only)           KRANE_AUDIT_WEBHOOK_SECRET auditWebhookSecret  the key itself
+//   --webhook-listen     KRANE_WEBHOOK_LISTEN       webhookListen       off (pull-request webhooks, HTTP/1.1: host:port)
+//   --webhook-replay-window KRANE_WEBHOOK_REPLAY_WINDOW webhookReplayWindow 10m (how old a delivery may be)
 //   --stream-keepalive   KRANE_STREAM_KEEPALIVE_SECONDS streamKeepalive  10 s (a quiet watch stream gets a bookmark)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
@@ -60,6 +66,10 @@ export interface CtrlSettings {
   };
   /** DNS servers for domain verification (empty: the system's). */
   dnsServers: string[];
+  /** The audit log: retention, and the webhook sink (its key from a file or the environment). */
+  audit: { retentionMs: number; webhookUrl: string | undefined; webhookSecret: { value?: string; file?: string } };
+  /** The pull-request webhook listener (null: none) and the replay window of its deliveries. */
+  previews: { webhookListen: ListenAddress | null; replayWindowMs: number };
   /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
   streamKeepaliveMs: number;
 }
@@ -87,11 +97,27 @@ const ENV = {
   sharedHostPattern: "KRANE_SHARED_HOST_PATTERN",
   endpointScheme: "KRANE_ENDPOINT_SCHEME",
   dnsServers: "KRANE_DNS_SERVERS",
+  auditRetention: "KRANE_AUDIT_RETENTION",
+  auditWebhookUrl: "KRANE_AUDIT_WEBHOOK_URL",
+  auditWebhookSecretFile: "KRANE_AUDIT_WEBHOOK_SECRET_FILE",
+  auditWebhookSecret: "KRANE_AUDIT_WEBHOOK_SECRET",
+  webhookListen: "KRANE_WEBHOOK_LISTEN",
+  webhookReplayWindow: "KRANE_WEBHOOK_REPLAY_WINDOW",
   streamKeepalive: "KRANE_STREAM_KEEPALIVE_SECONDS",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
 export const STREAM_KEEPALIVE_SECONDS = { min: 0.1, max: 600, default: 10 } as const;
+
+/** "400d", "72h", "10m", "30s", "500ms": a duration in milliseconds. */
+export function parseDurationMs(what: string, v: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(v.trim());
+  if (!m) throw new Error(`${what}: expected a duration such as 400d, 72h, 10m or 30s, got "${v}"`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as "ms" | "s" | "m" | "h" | "d"];
+  const ms = Math.round(Number(m[1]) * unit);
+  if (ms <= 0) throw new Error(`${what}: must be more than 0`);
+  return ms;
+}
 
 export function parseListen(what: string, v: string): ListenAddress {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(v.trim());
@@ -195,6 +221,28 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       scheme,
     },
     dnsServers,
+    audit: {
+      retentionMs: parseDurationMs("audit retention", pick("auditRetention") ?? "400d"),
+      webhookUrl: auditWebhookUrl(pick("auditWebhookUrl")),
+      webhookSecret: { value: pick("auditWebhookSecret"), file: pick("auditWebhookSecretFile") },
+    },
+    previews: {
+      webhookListen:
+        (pick("webhookListen") ?? "off") === "off" ? null : parseListen("webhook listen", pick("webhookListen") ?? ""),
+      replayWindowMs: parseDurationMs("webhook replay window", pick("webhookReplayWindow") ?? "10m"),
+    },
     streamKeepaliveMs: Math.round(keepalive * 1000),
   };
+}
+
+function auditWebhookUrl(v: string | undefined): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`audit webhook url: "${v}" is not a URL`);
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:") throw new Error("audit webhook url: must be http(s)://");
+  return v;
 }

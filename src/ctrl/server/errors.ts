@@ -15,6 +15,7 @@ const CODES: Record<DomainErrorCode, Code> = {
   already_exists: Code.AlreadyExists,
   failed_precondition: Code.FailedPrecondition,
   permission_denied: Code.PermissionDenied,
+  resource_exhausted: Code.ResourceExhausted,
 };
 
 /** Where the edge reports what it classified. */

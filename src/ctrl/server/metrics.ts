@@ -44,6 +44,17 @@ export class CtrlMetrics {
     help: "Progressive rollouts aborted (by command, failed analysis or a step past its deadline).",
     registers: [this.registry],
   });
+  readonly auditDeliveries = new Counter({
+    name: "krane_ctrl_audit_deliveries_total",
+    help: "Audit events delivered to the webhook sink (result ok), and failed delivery attempts (result failed).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+  readonly auditPruned = new Counter({
+    name: "krane_ctrl_audit_pruned_events_total",
+    help: "Audit events removed by retention.",
+    registers: [this.registry],
+  });
 
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: "krane_ctrl_" });

@@ -41,6 +41,7 @@ import {
 import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { CLIENT_ADDRESS } from "../audit/recorder.js";
 import { FRAME_SINK, nodeFrameSink } from "../cluster-service/frame-sink.js";
 import { undecodableRequest } from "./errors.js";
 
@@ -83,6 +84,8 @@ export function createRpcHandler(opts: RpcHandlerOptions): (req: NodeRequest, re
       return;
     }
     const contextValues = createContextValues();
+    // The peer of the connection (the audit log's client address; a proxy's, behind one).
+    contextValues.set(CLIENT_ADDRESS, req.socket?.remoteAddress ?? "");
     if (handler.method.methodKind === "server_streaming") contextValues.set(FRAME_SINK, nodeFrameSink(res));
     const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
     handler(uReq)

@@ -59,6 +59,18 @@ import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import type { AllowedKind } from "../../contracts/releases.js";
 import { configServiceImpl, jobServiceImpl, releaseServiceImpl } from "../api/environment-objects.js";
+import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
+import { auditServiceImpl } from "../api/audit.js";
+import { AuditRecorder } from "../audit/recorder.js";
+import type { LimiterOptions } from "../audit/limiter.js";
+import { AuditWebhookSink } from "../audit/sink.js";
+import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
+import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
+import { previewServiceImpl } from "../api/previews.js";
+import { pruneDeliveries } from "../domain/previews.js";
+import { expirePreviews } from "../previews/expiry.js";
+import { StatusReporter } from "../previews/status.js";
+import { DEFAULT_REPLAY_WINDOW_MS, WebhookReceiver } from "../previews/webhooks.js";
 import { finishDeletions } from "../domain/deletion.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { FeedHub } from "../stream/feed.js";
@@ -142,6 +154,50 @@ export interface CtrlConfig {
   idempotencyRetentionMs?: number;
   /** Where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
   measurements?: MeasurementSource;
+  /** The audit log: retention, its pruning, the webhook sink, the folding of anonymous refusals. */
+  audit?: AuditSettings;
+  /** Previews: the pull-request webhook listener (HTTP/1.1; null or absent: none), expiry, status reports. */
+  previews?: PreviewSettings;
+}
+
+export interface PreviewSettings {
+  /** Where GitHub and GitLab deliver pull-request events (HTTP/1.1); null: no listener. */
+  webhookListen?: ListenAddress | null;
+  /** How old a delivery may be (ms; default 10 minutes). */
+  replayWindowMs?: number;
+  /** How often expired previews are looked for (ms; default 30 s). */
+  expiryIntervalMs?: number;
+  /** How often due commit statuses are looked for (ms; default 1 s). */
+  statusSweepIntervalMs?: number;
+  /** How soon a deploying preview's status is looked at again (ms; default 2 s). */
+  statusRecheckMs?: number;
+}
+
+/** Default retention of audit events: 400 days. */
+export const DEFAULT_AUDIT_RETENTION_MS = 400 * 24 * 60 * 60 * 1000;
+
+export interface AuditSettings {
+  /**
+   * false: nothing is recorded (no interceptor, no events) — only to measure what the log costs
+   * (`npm run bench -- audit`); `krane ctrl serve` always records.
+   */
+  record?: boolean;
+  /** How long events are kept (ms; default 400 days). */
+  retentionMs?: number;
+  /** How often old events are looked for (ms; default one hour). */
+  pruneIntervalMs?: number;
+  /** Delivers every event to this receiver (at least once, signed). */
+  webhook?: {
+    url: string;
+    secret: string;
+    batch?: number;
+    sweepIntervalMs?: number;
+    retry?: BackoffPolicy;
+    timeoutMs?: number;
+  };
+  refusalLimits?: LimiterOptions;
+  /** How often folded refusals are written (ms; default 10 s). */
+  flushIntervalMs?: number;
 }
 
 export interface RunningCtrl {
@@ -154,6 +210,16 @@ export interface RunningCtrl {
   rollout: RolloutDriver;
   /** Custom domains' DNS checks. */
   domains: DomainVerifier;
+  /** The audit log's webhook sink, when one is configured. */
+  auditSink: AuditWebhookSink | undefined;
+  /** Writes the refusals folded so far (the upkeep does it every few seconds). */
+  flushAuditRefusals(): Promise<number>;
+  /** The pull-request webhook listener's base URL (null: none). */
+  webhookUrl: string | null;
+  /** Reports previews' URLs and states to their pull requests. */
+  previewStatus: StatusReporter;
+  /** Deletes the previews whose TTL passed now (the upkeep does it every expiryIntervalMs). */
+  expirePreviews(): Promise<number>;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
@@ -282,6 +348,43 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     logger: log,
   });
   let draining = false;
+  const audit = new AuditRecorder({
+    store,
+    limits: config.audit?.refusalLimits,
+    onFailure: (err, method) => {
+      const f = classifyDependencyError(err);
+      if (f) outage.failed(f);
+      else
+        log.error(
+          { method, err: err instanceof Error ? err.message : String(err) },
+          "an audit event could not be written",
+        );
+    },
+  });
+  const auditHook = config.audit?.webhook;
+  const auditSink = auditHook
+    ? new AuditWebhookSink({
+        store,
+        url: auditHook.url,
+        secret: auditHook.secret,
+        batch: auditHook.batch,
+        sweepIntervalMs: auditHook.sweepIntervalMs,
+        retry: auditHook.retry,
+        timeoutMs: auditHook.timeoutMs,
+        logger: log,
+        onDelivery: (ok, n) => metrics.auditDeliveries.inc({ result: ok ? "ok" : "failed" }, ok ? n : 1),
+      })
+    : undefined;
+
+  const previewStatus = new StatusReporter({
+    store,
+    keyring: config.keyring,
+    exposure,
+    sweepIntervalMs: config.previews?.statusSweepIntervalMs,
+    recheckMs: config.previews?.statusRecheckMs,
+    logger: log,
+  });
+  const statusDue = (): void => void previewStatus.sweep();
 
   const routes = (connectRouter: ConnectRouter): void => {
     // Every service answers repeats under an Idempotency-Key from the recorded answer (idempotency.ts).
@@ -330,6 +433,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     };
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
+    router.service(AuditService, auditServiceImpl({ store }));
+    router.service(
+      PreviewService,
+      previewServiceImpl({ store, keyring: config.keyring, exposure, rollout, statusDue }),
+    );
   };
   // Connect links every call's signal to this one with an "abort" listener, removed when the
   // call ends: one listener per call in flight, so Node's leak warning (more than ten) is no
@@ -338,6 +446,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const handler = createRpcHandler({
     routes,
     interceptors: [
+      // First: it sees every call's final outcome, refusals by authentication included.
+      ...(config.audit?.record === false ? [] : [audit.interceptor()]),
       observeInterceptor({
         metrics,
         inflight,
@@ -447,6 +557,34 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     opsUrl = `http://${hostForUrl(config.opsListen.host)}:${a.port}`;
   }
 
+  // Pull-request webhooks: a listener of their own (HTTP/1.1, as GitHub and GitLab send).
+  let webhooks: http.Server | null = null;
+  let webhookUrl: string | null = null;
+  const replayWindow = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
+  const webhookListen = config.previews?.webhookListen;
+  if (webhookListen) {
+    const receiver = new WebhookReceiver({
+      store,
+      deps: { keyring: config.keyring, exposure },
+      replayWindowMs: replayWindow,
+      onEnvironmentChanged: (id) => rollout.environmentChanged(id),
+      onStatusDue: statusDue,
+      onDeleted: () => void finishDeletions(store).catch(backgroundFailure("finishing a deletion failed")),
+      isOutage: (err) => {
+        const f = classifyDependencyError(err);
+        if (f) outage.failed(f);
+        return f !== undefined;
+      },
+      logger: log,
+    });
+    // Slow or idle senders are cut off: the listener faces the internet.
+    webhooks = http.createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, receiver.handle);
+    webhooks.keepAliveTimeout = 5_000;
+    const a = await listen(webhooks, webhookListen);
+    webhookUrl = `http://${hostForUrl(webhookListen.host)}:${a.port}`;
+  }
+  previewStatus.start();
+
   const retain = config.outboxRetention ?? 100_000;
   const keysRetention = config.idempotencyRetentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
   const compactEvery = config.compactIntervalMs ?? 60_000;
@@ -454,7 +592,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     "compact-outbox": backgroundFailure("outbox compaction failed; retrying"),
     "prune-idempotency-keys": backgroundFailure("forgetting old idempotency keys failed; retrying"),
     "finish-deletions": backgroundFailure("finishing deletions failed; retrying"),
+    "prune-audit": backgroundFailure("pruning the audit log failed; retrying"),
+    "flush-audit-refusals": backgroundFailure("recording folded refusals failed; retrying"),
+    "expire-previews": backgroundFailure("deleting expired previews failed; retrying"),
+    "prune-webhook-deliveries": backgroundFailure("forgetting old webhook deliveries failed; retrying"),
   };
+  const expire = async (): Promise<number> => {
+    const n = await expirePreviews(store, store.clock());
+    if (n > 0) await finishDeletions(store);
+    return n;
+  };
+  const auditRetention = config.audit?.retentionMs ?? DEFAULT_AUDIT_RETENTION_MS;
   const upkeep = new PeriodicWork({
     retry: UPKEEP_RETRY,
     onError: (task, err) => upkeepFailed[task]?.(err),
@@ -476,17 +624,52 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         everyMs: config.deletionSweepIntervalMs ?? 5_000,
         run: async () => void (await finishDeletions(store)),
       },
+      // Retention of the audit log: never past what the webhook sink has yet to deliver.
+      {
+        name: "prune-audit",
+        everyMs: config.audit?.pruneIntervalMs ?? 60 * 60_000,
+        run: async () => {
+          const n = await pruneAuditEvents(store, store.clock() - auditRetention, {
+            keepFrom: auditSink ? (ws) => sinkPosition(store.db, auditSink.name, ws) : undefined,
+          });
+          metrics.auditPruned.inc(n);
+        },
+      },
+      {
+        name: "flush-audit-refusals",
+        everyMs: config.audit?.flushIntervalMs ?? 10_000,
+        run: async () => void (await audit.flushFolded()),
+      },
+      // Previews whose TTL passed are deleted by ctrl itself (an audited system change).
+      {
+        name: "expire-previews",
+        everyMs: config.previews?.expiryIntervalMs ?? 30_000,
+        run: async () => void (await expire()),
+      },
+      // A delivery older than the replay window is refused by its age: its id can go.
+      {
+        name: "prune-webhook-deliveries",
+        everyMs: compactEvery,
+        run: async () => void (await pruneDeliveries(store.db, store.clock() - 2 * replayWindow)),
+      },
     ],
   });
   upkeep.start();
+  auditSink?.start();
 
-  log.info({ url, opsUrl, database: store.dialect.name, build }, "ctrl listening");
+  log.info({ url, opsUrl, webhookUrl, database: store.dialect.name, build }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
     closing ??= (async () => {
       draining = true;
       await upkeep.stop();
+      await auditSink?.close();
+      await previewStatus.close();
+      if (webhooks) {
+        webhooks.closeAllConnections();
+        await new Promise<void>((r) => webhooks.close(() => r()));
+      }
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.
@@ -515,5 +698,20 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return closing;
   };
 
-  return { url, opsUrl, store, hub, metrics, rollout, domains, shutdownSignal: adapterStop.signal, close };
+  return {
+    url,
+    opsUrl,
+    store,
+    hub,
+    metrics,
+    rollout,
+    domains,
+    auditSink,
+    flushAuditRefusals: () => audit.flushFolded(),
+    webhookUrl,
+    previewStatus,
+    expirePreviews: expire,
+    shutdownSignal: adapterStop.signal,
+    close,
+  };
 }

@@ -148,16 +148,30 @@ test(
 );
 
 test(
-  "a leader that shuts down gives the lease up and the other takes over without waiting for expiry",
+  "a leader that shuts down gives the lease up (a write the fence admits) and the other takes over without waiting for expiry",
   { timeout: 120_000 },
   async () => {
     const old = leaders()[0];
     assert.ok(old);
     const next = agents.find((a) => a !== old);
     assert.ok(next);
+    const oldIdentity = old.manager.identity;
     await old.stop();
+    const stopped = performance.now();
     agents = agents.filter((a) => a !== old);
+    // stop() resolves after the release was written: the Lease no longer names the old leader
+    // (empty, or already the new one). A release the fence refused would leave it there, and the
+    // other replica would wait out the whole lease.
+    const lease = await admin.raw("GET", "/apis/coordination.k8s.io/v1/namespaces/krane-system/leases/krane-agent-ha");
+    const holder = isRecord(lease) && isRecord(lease.spec) ? lease.spec.holderIdentity : undefined;
+    assert.notEqual(holder, oldIdentity, "the stopped leader released its lease");
+    assert.ok(holder === "" || holder === next.manager.identity, `holder ${String(holder)}`);
     await eventually("the other replica leads", async () => (next.manager.leading ? true : undefined), 10_000);
+    const handover = performance.now() - stopped;
+    assert.ok(
+      handover < TIMING.leaseDurationMs,
+      `took over in ${handover.toFixed(0)} ms, sooner than the ${TIMING.leaseDurationMs} ms lease could expire`,
+    );
     ctrl.applyDeployment(REGION, { deploymentId: "dep_h2", replicas: 2 });
     await eventually(
       "applied by the new leader",

@@ -68,6 +68,15 @@ async function slices(): Promise<Map<string, string[]>> {
   return out;
 }
 
+/** The uids of the sentinel Service's EndpointSlices (those Kubernetes' controller manages). */
+async function serviceSlices(): Promise<string[]> {
+  const list = await admin.list(resources.endpointSlices, {
+    namespace: SENTINEL_NAMESPACE,
+    labelSelector: `kubernetes.io/service-name=${SENTINEL.k8sName}`,
+  });
+  return list.items.map((s) => s.metadata.uid ?? "").sort();
+}
+
 async function runningIps(deploymentId: string): Promise<string[]> {
   const pods = await admin.list(resources.pods, {
     namespace: "ws-route",
@@ -115,6 +124,14 @@ test(
     );
     assert.equal(first.length, 2);
 
+    // The sentinel Service's own slice, which Kubernetes' EndpointSlice controller keeps (with
+    // the Service's labels copied onto it): routing changes must leave it alone.
+    const serviceSlice = await eventually(
+      "the sentinel Service's EndpointSlice",
+      async () => (await serviceSlices())[0],
+      60_000,
+    );
+
     ctrl.applyDeployment(REGION, deployment("dep_r2", 1));
     ctrl.applyDeployment(REGION, { deploymentId: "dep_r1", replicas: 1 });
     await eventually(
@@ -139,6 +156,11 @@ test(
       90_000,
     );
     assert.ok((await slices()).has("dep_r2"));
+    assert.deepEqual(
+      await serviceSlices(),
+      [serviceSlice],
+      "the Service's EndpointSlice was never deleted (kube-proxy and Gateways route by it)",
+    );
   },
 );
 

@@ -3,7 +3,7 @@
 // identity — never the admin one.
 import { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
-import { podAddressMap, type LocalCluster } from "../../../src/cluster/index.js";
+import type { LocalCluster } from "../../../src/cluster/index.js";
 import { KubeClient } from "../../../src/kube/client.js";
 import { type KubeObject } from "../../../src/kube/object.js";
 import type { ResourceType } from "../../../src/kube/resources.js";
@@ -63,7 +63,7 @@ export async function routingAgent(
   return startAgent(await agentKubeConfig(cluster), { url: ctrl.url, token: await ctrl.agentToken(region) }, region, {
     opsPort: -1,
     resyncPeriodMs: 10_000,
-    podAddressMap: cluster.podNetwork ? podAddressMap(cluster.podNetwork) : undefined,
+    podAddressMap: cluster.podAddressMap,
     ...extra,
   });
 }

@@ -75,3 +75,19 @@ export function krane(args: string[], env: NodeJS.ProcessEnv): CliResult {
   });
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
 }
+
+/** Runs the real `krane` CLI without blocking this process (a ctrl in this process keeps answering). */
+export async function kraneAsync(args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
+  const child = spawn(process.execPath, [KRANE_BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+  const [status] = (await once(child, "exit")) as [number | null];
+  clearTimeout(timer);
+  return { status, stdout, stderr };
+}

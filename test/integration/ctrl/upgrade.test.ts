@@ -61,7 +61,6 @@ const TABLES_0009 = [
   "job_status",
   "deletions",
   "pending_deletions",
-  "audit_log",
 ];
 const OLD_MIGRATIONS = [
   "0001_initial",
@@ -70,8 +69,19 @@ const OLD_MIGRATIONS = [
   "0004_api_tokens",
   "0005_revoked_tokens",
 ];
-/** Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012. */
+/**
+ * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
+ * audit log, which replaced 0009's audit_log), 0021 (previews).
+ */
 const NEW_TABLES = [
+  "audit_events",
+  "audit_chains",
+  "audit_sink_cursors",
+  "audit_sink_leases",
+  "previews",
+  "preview_limits",
+  "preview_hooks",
+  "webhook_deliveries",
   "cluster_cursors",
   "domains",
   "endpoints",

@@ -3,7 +3,8 @@
 // milliseconds during a burst of keyed creates through the public API, on SQLite and on
 // PostgreSQL; PostgreSQL restarted under writes with one and with two ctrl replicas. Each checks
 // that every acknowledged write is present exactly once, the outbox is dense and replays to the
-// desired state, and the agent's stream saw every version once and in order. The recovery-time
+// desired state, the agent's stream saw every version once and in order, and every revision has
+// exactly one audit event (none for a change the kill rolled back) in chains that verify. The recovery-time
 // figures are asserted loosely here (the shared CI machine) and printed by `npm run bench -- outages`.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -29,7 +30,7 @@ after(async () => {
 
 for (const db of ["sqlite", "postgres"] as const) {
   test(
-    `kill -9 of ctrl every few hundred ms during a burst of writes (${db}): every acknowledged write present once, outbox gap-free`,
+    `kill -9 of ctrl every few hundred ms during a burst of writes (${db}): every acknowledged write present once with its audit event, outbox gap-free`,
     { timeout: 5 * 60_000 },
     async () => {
       const database = db === "sqlite" ? join(dir, "killed.db") : await (postgres as TestPostgres).newDatabase();

@@ -284,6 +284,8 @@ export interface Hit {
   readonly cause?: string;
   /** Why no answer came (the client's error). */
   readonly error?: string;
+  /** When it was sent, in ms since the load started (openLoad). */
+  readonly at?: number;
 }
 
 /** One GET through a sentinel (Host shop.example.com); never throws. */
@@ -345,7 +347,10 @@ export function openLoad(pool: Pool, rate: number): { stop: () => Promise<Hit[]>
   const tick = (): void => {
     if (!running) return;
     const due = Math.floor(((performance.now() - started) / 1000) * rate);
-    while (results.length < due) results.push(hit(pool));
+    while (results.length < due) {
+      const at = performance.now() - started;
+      results.push(hit(pool).then((h) => ({ ...h, at })));
+    }
     setTimeout(tick, 2);
   };
   tick();

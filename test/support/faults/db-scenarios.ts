@@ -21,6 +21,8 @@ import { deploymentsController } from "../../../src/agent/deployments/controller
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { Store } from "../../../src/ctrl/db/store.js";
+import { ChainVerifier } from "../../../src/contracts/audit.js";
+import { chainHead, recordOfRow } from "../../../src/ctrl/domain/audit.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { transportFor } from "../../integration/ctrl/support.js";
 import type { TestPostgres } from "../postgres.js";
@@ -183,6 +185,47 @@ async function seed(url: string, admin: string): Promise<string> {
   return (await createClient(RegionService, t).createClusterToken({ region: REGION })).token;
 }
 
+/**
+ * The audit log against the deployments there are: every revision (acknowledged or not: it
+ * committed) has exactly one accepted CreateDeployment event naming it, no event names a revision
+ * that is not there (a change rolled back by the kill), and every chain verifies.
+ */
+async function auditIntegrity(store: Store): Promise<string[]> {
+  const problems: string[] = [];
+  const deployments = new Set((await store.db.selectFrom("deployments").select("id").execute()).map((d) => d.id));
+  const events = await store.db
+    .selectFrom("audit_events")
+    .select(["targets"])
+    .where("method", "=", "DeploymentService/CreateDeployment")
+    .where("code", "=", "ok")
+    .execute();
+  const named = new Map<string, number>();
+  for (const e of events) {
+    const id = (JSON.parse(e.targets) as string[]).find((t) => t.startsWith("dep_"));
+    if (id !== undefined) named.set(id, (named.get(id) ?? 0) + 1);
+  }
+  const missing = [...deployments].filter((d) => !named.has(d));
+  const twice = [...named].filter(([, n]) => n > 1).map(([d]) => d);
+  const ghosts = [...named.keys()].filter((d) => !deployments.has(d));
+  if (missing.length)
+    problems.push(`${missing.length} revisions without their audit event: ${missing.slice(0, 5).join(", ")}`);
+  if (twice.length) problems.push(`${twice.length} revisions with two audit events: ${twice.slice(0, 5).join(", ")}`);
+  if (ghosts.length)
+    problems.push(`${ghosts.length} audit events of changes that are not there: ${ghosts.slice(0, 5).join(", ")}`);
+  for (const { workspace_id: ws } of await store.db.selectFrom("audit_chains").select("workspace_id").execute()) {
+    const v = new ChainVerifier(await chainHead(store.db, ws));
+    for (const row of await store.db
+      .selectFrom("audit_events")
+      .selectAll()
+      .where("workspace_id", "=", ws)
+      .orderBy("seq")
+      .execute())
+      v.add(recordOfRow(row));
+    for (const p of v.finish()) problems.push(`audit chain "${ws}": ${p.problem}`);
+  }
+  return problems;
+}
+
 export interface DbScenarioResult {
   readonly name: string;
   readonly passed: boolean;
@@ -220,6 +263,7 @@ async function verify(
       problems.push(`${writer.appliedWithoutAnswer.size} repeats told "applied, answer lost" instead of an answer`);
     const outbox = await outboxIntegrity(store.db);
     problems.push(...outbox.problems);
+    problems.push(...(await auditIntegrity(store)));
     const head = await store.db
       .selectFrom("stream_versions")
       .select("version")

@@ -166,6 +166,8 @@ describe("the command tree", () => {
         "job",
         "endpoint",
         "domain",
+        "preview",
+        "audit",
       ],
       ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
@@ -183,9 +185,12 @@ describe("the command tree", () => {
       "api-token": ["create", "list", "revoke"],
       endpoint: ["set", "list", "delete"],
       domain: ["add", "list", "verify", "remove"],
+      preview: ["create", "list", "delete", "approve", "limits", "hook"],
+      "preview hook": ["add", "list", "delete"],
+      audit: ["export", "verify"],
     };
     for (const [group, names] of Object.entries(expected)) {
-      const help = group === "" ? r.stdout : krane("source", [group, "--help"]).stdout;
+      const help = group === "" ? r.stdout : krane("source", [...group.split(" "), "--help"]).stdout;
       const listed = [...help.matchAll(/^ {2}([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]);
       for (const n of names) assert.ok(listed.includes(n), `${group || "krane"} lists ${n}: ${listed.join(", ")}`);
     }

@@ -96,7 +96,14 @@ const dbDown = new ConnectError(
 test("a read is repeated while the database is down and succeeds once it is back, with a line per retry", async () => {
   const progress: string[] = [];
   const { client, calls } = flaky(
-    [dbDown, dbDown, new ConnectError("no free connection", Code.ResourceExhausted)],
+    [
+      dbDown,
+      dbDown,
+      new ConnectError(
+        "ctrl's database (PostgreSQL) is out of capacity: no free connection; the request was not applied, try again later",
+        Code.ResourceExhausted,
+      ),
+    ],
     5000,
     progress,
   );
@@ -188,4 +195,16 @@ test("durations", () => {
   assert.equal(parseDuration("0"), 0);
   assert.throws(() => parseDuration("soon"), /expected a duration/);
   assert.throws(() => parseDuration("-1s"), /expected a duration/);
+});
+
+test("a limit of the caller's (resource_exhausted from ctrl itself) is an answer, not an outage", async () => {
+  const progress: string[] = [];
+  const limit = new ConnectError(
+    'workspace "acme" is at its preview limit max_previews (2): its previews use 2, this one needs 1 more',
+    Code.ResourceExhausted,
+  );
+  const { client, calls } = flaky([limit], 5000, progress);
+  await assert.rejects(client.listWorkspaces({}), (e) => ConnectError.from(e).rawMessage === limit.rawMessage);
+  assert.equal(calls.list, 1, "not repeated");
+  assert.deepEqual(progress, []);
 });

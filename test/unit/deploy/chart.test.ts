@@ -1,5 +1,5 @@
-// The Helm chart stays in step with what it packages: the agent's RBAC is byte for byte
-// deploy/rbac/agent.yaml, and the chart's version is the npm package's.
+// The Helm chart stays in step with what it packages: the agent's and the sentinel's RBAC and
+// the agent's fence are byte for byte deploy/rbac/'s, and the chart's version is the npm package's.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
@@ -8,12 +8,18 @@ import { parse } from "yaml";
 const read = (rel: string): string => readFileSync(new URL(`../../../${rel}`, import.meta.url), "utf8");
 
 describe("the Helm chart", () => {
-  it("carries deploy/rbac/agent.yaml unchanged", () => {
-    assert.equal(
-      read("deploy/helm/krane/files/agent-rbac.yaml"),
-      read("deploy/rbac/agent.yaml"),
-      "deploy/helm/krane/files/agent-rbac.yaml differs from deploy/rbac/agent.yaml: run node scripts/sync-chart-rbac.mjs",
-    );
+  it("carries deploy/rbac/agent.yaml, sentinel.yaml and fence.yaml unchanged", () => {
+    for (const [copy, original] of [
+      ["agent-rbac.yaml", "agent.yaml"],
+      ["sentinel-rbac.yaml", "sentinel.yaml"],
+      ["fence.yaml", "fence.yaml"],
+    ]) {
+      assert.equal(
+        read(`deploy/helm/krane/files/${copy}`),
+        read(`deploy/rbac/${original}`),
+        `deploy/helm/krane/files/${copy} differs from deploy/rbac/${original}: run node scripts/sync-chart-rbac.mjs`,
+      );
+    }
   });
 
   it("has the package's version", () => {

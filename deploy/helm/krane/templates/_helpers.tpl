@@ -69,3 +69,42 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* A memory quantity (512Mi, 1Gi, 1.5Gi, 800M, 536870912) in whole MiB. */}}
+{{- define "krane.mebibytes" -}}
+{{- $q := toString . -}}
+{{- $units := list (list "Ki" 1024.0) (list "Mi" 1048576.0) (list "Gi" 1073741824.0) (list "Ti" 1099511627776.0) (list "k" 1000.0) (list "M" 1000000.0) (list "G" 1000000000.0) (list "T" 1000000000000.0) -}}
+{{- $bytes := -1.0 -}}
+{{- range $units -}}
+{{- if and (lt $bytes 0.0) (hasSuffix (index . 0) $q) -}}
+{{- $bytes = mulf (trimSuffix (index . 0) $q | float64) (index . 1) -}}
+{{- end -}}
+{{- end -}}
+{{- if lt $bytes 0.0 -}}
+{{- $bytes = $q | float64 -}}
+{{- end -}}
+{{- divf $bytes 1048576.0 | floor | int -}}
+{{- end -}}
+
+{{/*
+The agent's V8 heap limit in MiB: agent.heapLimitMiB, or half of its memory limit. Refuses a
+heap limit at or above the memory limit, and an agent without a memory limit.
+*/}}
+{{- define "krane.agentHeapMiB" -}}
+{{- $limit := dig "limits" "memory" "" .Values.agent.resources -}}
+{{- if not $limit -}}
+{{- fail "agent.resources.limits.memory: the agent needs a memory limit (its V8 heap limit, agent.heapLimitMiB, is set below it)" -}}
+{{- end -}}
+{{- $limitMiB := include "krane.mebibytes" $limit | int -}}
+{{- $heap := int .Values.agent.heapLimitMiB -}}
+{{- if eq $heap 0 -}}
+{{- $heap = div $limitMiB 2 -}}
+{{- end -}}
+{{- if ge $heap $limitMiB -}}
+{{- fail (printf "agent.heapLimitMiB: %d MiB is not below agent.resources.limits.memory (%s = %d MiB); the kernel would kill the agent before V8 collects garbage" $heap (toString $limit) $limitMiB) -}}
+{{- end -}}
+{{- if lt $heap 64 -}}
+{{- fail (printf "agent.heapLimitMiB: %d MiB is too small for the agent (at least 64; raise agent.resources.limits.memory or set agent.heapLimitMiB)" $heap) -}}
+{{- end -}}
+{{- $heap -}}
+{{- end -}}

@@ -18,6 +18,8 @@ import { migration as m0012 } from "./0012_measurements.js";
 import { migration as m0013 } from "./0013_deployment_page_indexes.js";
 import { migration as m0014 } from "./0014_idempotency_subject.js";
 import { migration as m0015 } from "./0015_routing_in_one_place.js";
+import { migration as m0020 } from "./0020_audit_events.js";
+import { migration as m0021 } from "./0021_previews.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -39,4 +41,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0013_deployment_page_indexes": m0013,
   "0014_idempotency_subject": m0014,
   "0015_routing_in_one_place": m0015,
+  "0020_audit_events": m0020,
+  "0021_previews": m0021,
 };

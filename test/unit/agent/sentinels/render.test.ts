@@ -222,4 +222,7 @@ test("krane's own sentinel (no image named): krane's image as `krane sentinel`, 
   };
   assert.equal(custom.spec.template.spec.automountServiceAccountToken, false);
   assert.equal(custom.spec.template.spec.serviceAccountName, undefined);
+  // and runs sandboxed like a workload; krane's own sentinel runs on the node's default runtime.
+  assert.equal(custom.spec.template.spec.runtimeClassName, "gvisor");
+  assert.equal(pod.runtimeClassName, undefined);
 });

@@ -72,4 +72,28 @@ describe("ctrl settings", () => {
     );
     assert.throws(() => resolveCtrlSettings({ adminToken: " " }, {}, {}), /admin token: empty/);
   });
+
+  it("audit retention, the audit webhook and the pull-request webhook listener", () => {
+    const d = resolveCtrlSettings({}, {}, {});
+    assert.equal(d.audit.retentionMs, 400 * 86_400_000);
+    assert.equal(d.audit.webhookUrl, undefined);
+    assert.equal(d.previews.webhookListen, null, "no webhook listener unless asked");
+    assert.equal(d.previews.replayWindowMs, 600_000);
+    const s = resolveCtrlSettings(
+      { auditRetention: "90d", webhookListen: "0.0.0.0:7072" },
+      { KRANE_AUDIT_WEBHOOK_URL: "https://siem.example.com/krane", KRANE_AUDIT_WEBHOOK_SECRET: "k".repeat(20) },
+      parseCtrlConfigFile("webhookReplayWindow: 5m\nauditWebhookSecretFile: /etc/krane/audit-key\n"),
+    );
+    assert.equal(s.audit.retentionMs, 90 * 86_400_000);
+    assert.equal(s.audit.webhookUrl, "https://siem.example.com/krane");
+    assert.deepEqual(s.audit.webhookSecret, { value: "k".repeat(20), file: "/etc/krane/audit-key" });
+    assert.deepEqual(s.previews.webhookListen, { host: "0.0.0.0", port: 7072 });
+    assert.equal(s.previews.replayWindowMs, 300_000);
+    assert.throws(
+      () => resolveCtrlSettings({ auditRetention: "forever" }, {}, {}),
+      /audit retention: expected a duration/,
+    );
+    assert.throws(() => resolveCtrlSettings({ auditWebhookUrl: "ftp://x" }, {}, {}), /audit webhook url/);
+    assert.throws(() => resolveCtrlSettings({ webhookListen: "nowhere" }, {}, {}), /webhook listen/);
+  });
 });

@@ -1,0 +1,436 @@
+// What each call that changes state is about, read as a view (./diff.ts) before and after its
+// change, inside the change's own transaction: the audit event's chain (the workspace, or the
+// installation), its target ids and the fields the diff compares.
+//
+// One view per kind of thing a call changes: a workspace, a project, an environment (with
+// everything configured on it: regions, sentinel and rollout settings, configuration, secrets,
+// endpoints, domains, jobs, releases, pending rollout commands, its preview record), a
+// deployment, a region, a cluster, an API token, a preview hook, a workspace's preview limits.
+// Secrets, tokens and webhook secrets are `Sensitive` (compared by when or how they were set,
+// never shown). A method with no entry here is still audited, with its workspace and no diff.
+import type { Kysely } from "kysely";
+import { parseJsonList, type Database } from "../db/schema.js";
+import { clusterTokenRevoked } from "../domain/clusters.js";
+import { INSTALLATION_CHAIN } from "../domain/audit.js";
+import { Sensitive, type ViewTree, type ViewValue } from "./diff.js";
+
+type Reader = Kysely<Database>;
+
+/** A call's request message, read by field name (protobuf-es messages are plain objects). */
+export type RequestFields = Readonly<Record<string, unknown>>;
+
+export interface AuditSubject {
+  /** The chain the event goes to. */
+  workspaceId: string;
+  /** Ids, most specific last. */
+  targets: string[];
+  /** Null: the thing does not exist (before a create, after a delete). */
+  view: ViewTree | null;
+}
+
+function field(req: RequestFields, name: string): string {
+  const v = req[name];
+  return typeof v === "string" ? v : "";
+}
+
+function json(text: string | null): ViewValue {
+  if (text === null) return null;
+  try {
+    return JSON.parse(text) as ViewValue;
+  } catch {
+    return text;
+  }
+}
+
+async function workspaceRow(db: Reader, ref: string) {
+  if (ref === "") return undefined;
+  return db
+    .selectFrom("workspaces")
+    .select(["id", "slug", "name", "deleting_at"])
+    .where(ref.startsWith("ws_") ? "id" : "slug", "=", ref)
+    .executeTakeFirst();
+}
+
+/** The workspace a request names (slug or id), when it exists: its chain. */
+export async function workspaceIdOf(db: Reader, req: RequestFields): Promise<string | undefined> {
+  const ws = field(req, "workspace");
+  if (ws !== "") return (await workspaceRow(db, ws))?.id;
+  const dep = field(req, "deploymentId");
+  if (dep !== "")
+    return (await db.selectFrom("deployments").select("workspace_id").where("id", "=", dep).executeTakeFirst())
+      ?.workspace_id;
+  return undefined;
+}
+
+async function projectRow(db: Reader, workspaceId: string, ref: string) {
+  if (ref === "") return undefined;
+  return db
+    .selectFrom("projects")
+    .select(["id", "slug", "name", "deleting_at"])
+    .where("workspace_id", "=", workspaceId)
+    .where(ref.startsWith("prj_") ? "id" : "slug", "=", ref)
+    .executeTakeFirst();
+}
+
+async function workspaceSubject(db: Reader, ref: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, ref);
+  if (!w) return undefined;
+  return {
+    workspaceId: w.id,
+    targets: [w.id],
+    view: { workspace: { slug: w.slug, name: w.name, deleting: w.deleting_at !== null } },
+  };
+}
+
+async function projectSubject(db: Reader, wsRef: string, ref: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const p = await projectRow(db, w.id, ref);
+  return {
+    workspaceId: w.id,
+    targets: p ? [w.id, p.id] : [w.id],
+    view: p ? { project: { slug: p.slug, name: p.name, deleting: p.deleting_at !== null } } : null,
+  };
+}
+
+/** Everything configured on an environment, as one tree. */
+async function environmentView(db: Reader, envId: string): Promise<ViewTree | null> {
+  const e = await db.selectFrom("environments").selectAll().where("id", "=", envId).executeTakeFirst();
+  if (!e) return null;
+  const [regions, config, secrets, endpoints, domains, jobs, releases, progressive, rollouts, preview] =
+    await Promise.all([
+      db.selectFrom("environment_regions").select(["region", "replicas"]).where("environment_id", "=", envId).execute(),
+      db.selectFrom("environment_config").select(["key", "value"]).where("environment_id", "=", envId).execute(),
+      db
+        .selectFrom("environment_secrets")
+        .select(["key", "source", "external_path", "updated_at"])
+        .where("environment_id", "=", envId)
+        .execute(),
+      db
+        .selectFrom("endpoints")
+        .select(["visibility", "hostname", "path_prefix", "auth"])
+        .where("environment_id", "=", envId)
+        .execute(),
+      db.selectFrom("domains").select(["hostname", "state"]).where("environment_id", "=", envId).execute(),
+      db.selectFrom("jobs").select(["name", "spec"]).where("environment_id", "=", envId).execute(),
+      db.selectFrom("releases").select(["name", "version", "digest"]).where("environment_id", "=", envId).execute(),
+      db.selectFrom("progressive_rollouts").select(["command"]).where("environment_id", "=", envId).executeTakeFirst(),
+      db.selectFrom("rollouts").select(["region", "rollback_to"]).where("environment_id", "=", envId).execute(),
+      db
+        .selectFrom("previews")
+        .select(["state", "image", "expires_at", "approved_at", "with_secrets", "fork"])
+        .where("environment_id", "=", envId)
+        .executeTakeFirst(),
+    ]);
+  const map = <T>(rows: T[], key: (r: T) => string, value: (r: T) => ViewValue): ViewTree =>
+    Object.fromEntries(rows.map((r) => [key(r), value(r)]));
+  const pending = rollouts.filter((r) => r.rollback_to !== null);
+  return {
+    environment: {
+      slug: e.slug,
+      deleting: e.deleting_at !== null,
+      revision: Number(e.last_revision),
+      sentinel:
+        e.sentinel_image === null
+          ? null
+          : {
+              image: e.sentinel_image,
+              replicas: Number(e.sentinel_replicas),
+              cpu_millicores: Number(e.sentinel_cpu_millicores),
+              memory_mib: Number(e.sentinel_memory_mib),
+            },
+      rollout: {
+        strategy: e.strategy,
+        max_surge: e.max_surge,
+        max_unavailable: e.max_unavailable,
+        min_ready_seconds: Number(e.min_ready_seconds),
+        progress_deadline_seconds: Number(e.progress_deadline_seconds),
+        revision_history_limit: Number(e.revision_history_limit),
+        paused: Number(e.paused) === 1,
+        progressive: json(e.progressive),
+        command: progressive?.command ?? null,
+        undo:
+          pending.length === 0
+            ? null
+            : map(
+                pending,
+                (r) => r.region,
+                (r) => Number(r.rollback_to),
+              ),
+      },
+      regions: map(
+        regions,
+        (r) => r.region,
+        (r) => Number(r.replicas),
+      ),
+      config: map(
+        config,
+        (c) => c.key,
+        (c) => c.value,
+      ),
+      // Never a value: where it comes from and when it was last set.
+      secrets: map(
+        secrets,
+        (s) => s.key,
+        (s) => new Sensitive(`${s.source}:${s.external_path ?? ""}:${Number(s.updated_at)}`),
+      ),
+      endpoints: map(
+        endpoints,
+        (p) => p.visibility,
+        (p) => ({ hostname: p.hostname, path_prefix: p.path_prefix, auth: json(p.auth) }),
+      ),
+      domains: map(
+        domains,
+        (d) => d.hostname,
+        (d) => d.state,
+      ),
+      jobs: map(
+        jobs,
+        (j) => j.name,
+        (j) => json(j.spec),
+      ),
+      releases: map(
+        releases,
+        (r) => r.name,
+        (r) => ({ version: Number(r.version), digest: r.digest }),
+      ),
+      preview: preview
+        ? {
+            state: preview.state,
+            image: preview.image,
+            expires_at: new Date(Number(preview.expires_at)).toISOString(),
+            approved: preview.approved_at !== null,
+            with_secrets: Number(preview.with_secrets) === 1,
+            fork: Number(preview.fork) === 1,
+          }
+        : undefined,
+    },
+  };
+}
+
+async function environmentSubject(
+  db: Reader,
+  wsRef: string,
+  projectRef: string,
+  envRef: string,
+): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const p = await projectRow(db, w.id, projectRef);
+  if (!p) return { workspaceId: w.id, targets: [w.id], view: null };
+  const e =
+    envRef === ""
+      ? undefined
+      : await db
+          .selectFrom("environments")
+          .select("id")
+          .where("project_id", "=", p.id)
+          .where(envRef.startsWith("env_") ? "id" : "slug", "=", envRef)
+          .executeTakeFirst();
+  if (!e) return { workspaceId: w.id, targets: [w.id, p.id], view: null };
+  return { workspaceId: w.id, targets: [w.id, p.id, e.id], view: await environmentView(db, e.id) };
+}
+
+async function deploymentSubject(db: Reader, id: string | undefined): Promise<AuditSubject | undefined> {
+  if (id === undefined || id === "") return undefined;
+  const d = await db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
+  if (!d) return undefined;
+  const regions = await db
+    .selectFrom("environment_regions")
+    .select(["region", "replicas"])
+    .where("environment_id", "=", d.environment_id)
+    .execute();
+  return {
+    workspaceId: d.workspace_id,
+    targets: [d.workspace_id, d.project_id, d.environment_id, d.id],
+    view: {
+      deployment: {
+        revision: Number(d.revision),
+        image: d.image,
+        command: parseJsonList<string>(d.command),
+        args: parseJsonList<string>(d.args),
+        port: Number(d.port),
+        env: json(d.env),
+        cpu_millicores: Number(d.cpu_millicores),
+        memory_mib: Number(d.memory_mib),
+        health_check: json(d.health_check),
+        build_id: d.build_id,
+      },
+      regions: Object.fromEntries(regions.map((r) => [r.region, Number(r.replicas)])),
+    },
+  };
+}
+
+async function regionSubject(db: Reader, name: string): Promise<AuditSubject> {
+  const r = await db.selectFrom("regions").select("name").where("name", "=", name).executeTakeFirst();
+  return { workspaceId: INSTALLATION_CHAIN, targets: [name], view: r ? { region: { name: r.name } } : null };
+}
+
+async function clusterSubject(db: Reader, region: string, name: string): Promise<AuditSubject> {
+  const c = await db
+    .selectFrom("clusters")
+    .select(["id", "region", "name", "token_hash"])
+    .where("region", "=", region)
+    .where("name", "=", name === "" ? "default" : name)
+    .executeTakeFirst();
+  if (!c) return { workspaceId: INSTALLATION_CHAIN, targets: [region], view: null };
+  return {
+    workspaceId: INSTALLATION_CHAIN,
+    targets: [region, c.id],
+    view: {
+      cluster: {
+        region: c.region,
+        name: c.name,
+        // The digest only tells a new token from the old one; it is never written to the log.
+        token: new Sensitive(c.token_hash),
+        token_revoked: clusterTokenRevoked(c),
+      },
+    },
+  };
+}
+
+async function apiTokenSubject(db: Reader, by: "id" | "name", ref: string): Promise<AuditSubject> {
+  const t =
+    ref === ""
+      ? undefined
+      : await db.selectFrom("api_tokens").select(["id", "name"]).where(by, "=", ref).executeTakeFirst();
+  return {
+    workspaceId: INSTALLATION_CHAIN,
+    targets: t ? [t.id] : by === "id" ? [ref] : [],
+    view: t ? { api_token: { name: t.name } } : null,
+  };
+}
+
+async function previewHookSubject(
+  db: Reader,
+  wsRef: string,
+  id: string | undefined,
+): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const h =
+    id === undefined || id === ""
+      ? undefined
+      : await db
+          .selectFrom("preview_hooks")
+          .selectAll()
+          .where("id", "=", id)
+          .where("workspace_id", "=", w.id)
+          .executeTakeFirst();
+  if (!h) return { workspaceId: w.id, targets: id ? [w.id, id] : [w.id], view: null };
+  return {
+    workspaceId: w.id,
+    targets: [w.id, h.project_id, h.base_environment_id, h.id],
+    view: {
+      preview_hook: {
+        provider: h.provider,
+        repository: h.repository,
+        image_template: h.image_template,
+        region: h.region,
+        ttl_seconds: Math.round(Number(h.ttl_ms) / 1000),
+        with_secrets: Number(h.with_secrets) === 1,
+        status_api_url: h.status_api_url,
+        secret: new Sensitive(String(h.created_at)),
+        status_token: new Sensitive(String(h.created_at)),
+      },
+    },
+  };
+}
+
+async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const l = await db.selectFrom("preview_limits").selectAll().where("workspace_id", "=", w.id).executeTakeFirst();
+  return {
+    workspaceId: w.id,
+    targets: [w.id],
+    view: l
+      ? {
+          preview_limits: {
+            max_previews: Number(l.max_previews),
+            max_cpu_millicores: Number(l.max_cpu_millicores),
+            max_memory_mib: Number(l.max_memory_mib),
+            fork_approval: Number(l.fork_approval) === 1,
+          },
+        }
+      : null,
+  };
+}
+
+/**
+ * Reads what a call is about, as of now in `db` (the change's transaction). `created` is what the
+ * call's transaction said it created (noteWriteSubject), when it said.
+ */
+export type SubjectReader = (
+  db: Reader,
+  req: RequestFields,
+  created: string | undefined,
+) => Promise<AuditSubject | undefined>;
+
+const env: SubjectReader = (db, req) =>
+  environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "environment"));
+
+/** The views of the methods that change state, by "Service/Method". */
+export const SUBJECTS: Readonly<Record<string, SubjectReader>> = {
+  "WorkspaceService/CreateWorkspace": (db, req) => workspaceSubject(db, field(req, "slug")),
+  "WorkspaceService/DeleteWorkspace": (db, req) => workspaceSubject(db, field(req, "workspace")),
+  "ProjectService/CreateProject": (db, req) => projectSubject(db, field(req, "workspace"), field(req, "slug")),
+  "ProjectService/DeleteProject": (db, req) => projectSubject(db, field(req, "workspace"), field(req, "project")),
+  "EnvironmentService/CreateEnvironment": (db, req) =>
+    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "slug")),
+  "EnvironmentService/UpdateEnvironment": env,
+  "EnvironmentService/DeleteEnvironment": env,
+  "DeploymentService/CreateDeployment": async (db, req, created) =>
+    (await deploymentSubject(db, created)) ?? (await env(db, req, created)),
+  "DeploymentService/DeleteDeployment": (db, req) => deploymentSubject(db, field(req, "deploymentId")),
+  "RegionService/CreateRegion": (db, req) => regionSubject(db, field(req, "name")),
+  "RegionService/CreateClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
+  "RegionService/RevokeClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
+  "ApiTokenService/CreateApiToken": (db, req) => apiTokenSubject(db, "name", field(req, "name")),
+  "ApiTokenService/RevokeApiToken": (db, req) => apiTokenSubject(db, "id", field(req, "tokenId")),
+  "RolloutService/Scale": env,
+  "RolloutService/Pause": env,
+  "RolloutService/Resume": env,
+  "RolloutService/Undo": env,
+  "RolloutService/Restart": env,
+  "RolloutService/Promote": env,
+  "RolloutService/Abort": env,
+  "ConfigService/SetConfig": env,
+  "ConfigService/UnsetConfig": env,
+  "ConfigService/SetSecrets": env,
+  "ConfigService/UnsetSecrets": env,
+  "ReleaseService/ApplyRelease": env,
+  "ReleaseService/DeleteRelease": env,
+  "JobService/PutJob": env,
+  "JobService/DeleteJob": env,
+  "EndpointService/SetEndpoint": env,
+  "EndpointService/DeleteEndpoint": env,
+  "DomainService/AddDomain": env,
+  "DomainService/VerifyDomain": env,
+  "DomainService/RemoveDomain": env,
+  "PreviewService/CreatePreview": (db, req) =>
+    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
+  "PreviewService/DeletePreview": (db, req) =>
+    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
+  "PreviewService/ApprovePreview": (db, req) =>
+    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
+  "PreviewService/SetPreviewLimits": (db, req) => previewLimitsSubject(db, field(req, "workspace")),
+  "PreviewService/CreatePreviewHook": (db, req, created) => previewHookSubject(db, field(req, "workspace"), created),
+  "PreviewService/DeletePreviewHook": (db, req) =>
+    previewHookSubject(db, field(req, "workspace"), field(req, "hookId")),
+};
+
+/** An environment's view by id (the preview webhooks and TTL, which have no request to read). */
+export async function environmentSubjectById(db: Reader, envId: string): Promise<AuditSubject | undefined> {
+  const e = await db
+    .selectFrom("environments")
+    .select(["workspace_id", "project_id", "id"])
+    .where("id", "=", envId)
+    .executeTakeFirst();
+  if (!e) return undefined;
+  return {
+    workspaceId: e.workspace_id,
+    targets: [e.workspace_id, e.project_id, e.id],
+    view: await environmentView(db, e.id),
+  };
+}

@@ -1,0 +1,244 @@
+// A preview's URL and state on its pull request, through the provider's commit-status API, and
+// the reporter that keeps them current.
+//
+// GitHub: POST {api}/repos/{owner}/{repo}/statuses/{sha} with {state, target_url, description,
+// context}, state pending | success | failure | error, `Authorization: Bearer <token>`.
+// GitLab: POST {api}/projects/{id or url-encoded path}/statuses/{sha} with {state, target_url,
+// description, name}, state pending | running | success | failed | canceled, `PRIVATE-TOKEN`.
+// Both answer 201 with the status.
+//
+// The reporter is a reconciler on a WorkQueue keyed by preview id, like custom domain checks: a
+// sweep claims the previews whose status is due (moving their next look ahead by a lease, so ctrl
+// replicas do not report the same one at once) and queues them; a run reads the preview's state
+// — waiting for approval, deploying (no instance of its newest revision running yet), ready (one
+// running: success, with its URL) — posts it when it differs from what was posted last for that
+// commit, and looks again in a few seconds while it is deploying. A failed post retries with the
+// key's backoff (STATUS_RETRY); the lease brings it back after a crash.
+import { pino, type Logger } from "pino";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import { Result, WorkQueue } from "../../retry/queue.js";
+import type { Store } from "../db/store.js";
+import { existingDataKey, openWith } from "../domain/data-keys.js";
+import { endpointUrl, type ExposureSettings } from "../domain/exposure.js";
+import { claimDueStatuses, hookSecretAad, previewById, previewHook, recordStatusReport } from "../domain/previews.js";
+import type { PreviewHookRow, PreviewRow } from "../db/schema.js";
+import type { Keyring } from "../secrets/keyring.js";
+import type { Provider } from "./providers.js";
+
+/** Backoff of a status that could not be posted. */
+export const STATUS_RETRY: BackoffPolicy = { baseMs: 500, capMs: 30_000, minMs: 200 };
+
+/** The context (GitHub) or name (GitLab) krane's statuses carry. */
+export const STATUS_CONTEXT = "krane/preview";
+
+export interface CommitStatus {
+  state: "pending" | "success" | "failure" | "error";
+  description: string;
+  targetUrl: string;
+}
+
+export const DEFAULT_STATUS_API: Record<Provider, string> = {
+  github: "https://api.github.com",
+  gitlab: "https://gitlab.com/api/v4",
+};
+
+const GITLAB_STATE: Record<CommitStatus["state"], string> = {
+  pending: "running",
+  success: "success",
+  failure: "failed",
+  error: "failed",
+};
+
+/** Posts one commit status; throws with the provider's answer when it is not 2xx. */
+export async function postCommitStatus(
+  o: { provider: Provider; apiUrl: string; token: string; repository: string; sha: string; timeoutMs?: number },
+  s: CommitStatus,
+): Promise<void> {
+  const api = o.apiUrl.replace(/\/+$/, "");
+  const description = s.description.slice(0, 140);
+  const req: { url: string; headers: Record<string, string>; body: Record<string, string> } =
+    o.provider === "github"
+      ? {
+          url: `${api}/repos/${o.repository.split("/").map(encodeURIComponent).join("/")}/statuses/${o.sha}`,
+          headers: {
+            authorization: `Bearer ${o.token}`,
+            accept: "application/vnd.github+json",
+            "x-github-api-version": "2022-11-28",
+          },
+          body: { state: s.state, target_url: s.targetUrl, description, context: STATUS_CONTEXT },
+        }
+      : {
+          url: `${api}/projects/${encodeURIComponent(o.repository)}/statuses/${o.sha}`,
+          headers: { "private-token": o.token },
+          body: {
+            state: GITLAB_STATE[s.state],
+            target_url: s.targetUrl,
+            description,
+            name: STATUS_CONTEXT,
+          },
+        };
+  const res = await fetch(req.url, {
+    method: "POST",
+    headers: { ...req.headers, "content-type": "application/json", "user-agent": "krane" },
+    body: JSON.stringify(req.body),
+    signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
+  });
+  const text = await res.text().catch(() => "");
+  if (res.status < 200 || res.status >= 300)
+    throw new Error(`${o.provider} commit status API answered ${res.status}: ${text.slice(0, 200)}`);
+}
+
+/** A hook's sealed secret or status token, opened in memory (undefined: none, or no key). */
+export async function openHookSecret(
+  store: Store,
+  keyring: Keyring | undefined,
+  hook: PreviewHookRow,
+  what: "secret" | "status-token",
+): Promise<string | undefined> {
+  const sealed = what === "secret" ? hook.secret_sealed : hook.status_token_sealed;
+  if (!keyring || sealed === null) return undefined;
+  const key = await existingDataKey(store.db, keyring, hook.base_environment_id);
+  if (!key) return undefined;
+  return openWith(key, sealed, hookSecretAad(hook.id, what)).toString("utf8");
+}
+
+export interface StatusReporterOptions {
+  readonly store: Store;
+  readonly keyring: Keyring | undefined;
+  readonly exposure: ExposureSettings;
+  /** How often due statuses are looked for (ms; default 1 s). */
+  readonly sweepIntervalMs?: number;
+  /** How soon a deploying preview is looked at again (ms; default 2 s). */
+  readonly recheckMs?: number;
+  readonly leaseMs?: number;
+  readonly logger?: Logger;
+}
+
+/** What the preview's pull request should show now (undefined: nothing to report). */
+async function statusOf(
+  store: Store,
+  p: PreviewRow,
+  exposure: ExposureSettings,
+): Promise<{ status: CommitStatus; settled: boolean } | undefined> {
+  if (p.state === "deleting") return undefined;
+  if (p.state === "awaiting_approval")
+    return {
+      status: {
+        state: "pending",
+        description: `waiting for approval (a fork): krane preview approve <project>/${p.name}`,
+        targetUrl: "",
+      },
+      settled: true,
+    };
+  if (p.environment_id === null) return undefined;
+  const endpoint = await store.db
+    .selectFrom("endpoints")
+    .select(["hostname", "path_prefix"])
+    .where("environment_id", "=", p.environment_id)
+    .orderBy("visibility", "desc")
+    .executeTakeFirst();
+  const url = endpoint ? endpointUrl(exposure, endpoint.hostname, endpoint.path_prefix) : "";
+  const newest = await store.db
+    .selectFrom("deployments")
+    .select("id")
+    .where("environment_id", "=", p.environment_id)
+    .where("image", "=", p.image)
+    .orderBy("revision", "desc")
+    .executeTakeFirst();
+  const running = newest
+    ? await store.db
+        .selectFrom("instances")
+        .select("k8s_name")
+        .where("deployment_id", "=", newest.id)
+        .where("status", "=", "running")
+        .executeTakeFirst()
+    : undefined;
+  return running
+    ? { status: { state: "success", description: `preview ready: ${url}`, targetUrl: url }, settled: true }
+    : {
+        status: { state: "pending", description: `deploying ${p.head_sha.slice(0, 7)}`, targetUrl: url },
+        settled: false,
+      };
+}
+
+export class StatusReporter {
+  readonly #o: StatusReporterOptions;
+  readonly #queue: WorkQueue;
+  readonly #log: Logger;
+  #timer: NodeJS.Timeout | undefined;
+  #sweeping = false;
+  #closed = false;
+
+  constructor(o: StatusReporterOptions) {
+    this.#o = o;
+    this.#log = o.logger ?? pino({ level: "silent" });
+    this.#queue = new WorkQueue({
+      concurrency: 8,
+      retry: STATUS_RETRY,
+      reconcile: (id) => this.#report(id),
+      onResult: (id, r) => {
+        if (r.type === "retry")
+          this.#log.warn(
+            { preview: id, err: r.error instanceof Error ? r.error.message : String(r.error) },
+            "preview status not reported; retrying",
+          );
+      },
+    });
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => void this.sweep(), this.#o.sweepIntervalMs ?? 1000);
+    this.#timer.unref();
+  }
+
+  /** Queues the previews whose status is due (also: right after a webhook changed one). */
+  async sweep(): Promise<void> {
+    if (this.#sweeping || this.#closed) return;
+    this.#sweeping = true;
+    try {
+      for (const id of await claimDueStatuses(this.#o.store, 200, this.#o.leaseMs ?? 30_000)) this.#queue.add(id);
+    } catch (err) {
+      this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, "preview status sweep failed");
+    } finally {
+      this.#sweeping = false;
+    }
+  }
+
+  async #report(id: string): Promise<Result> {
+    const store = this.#o.store;
+    const p = await previewById(store.db, id);
+    if (!p) return Result.done;
+    const hook = p.hook_id === null ? undefined : await previewHook(store.db, p.hook_id);
+    const token = hook ? await openHookSecret(store, this.#o.keyring, hook, "status-token") : undefined;
+    const now = await statusOf(store, p, this.#o.exposure);
+    if (!hook || token === undefined || now === undefined) {
+      await recordStatusReport(store, id, null, null, Number(p.updated_at));
+      return Result.done;
+    }
+    const next = now.settled ? null : Date.now() + (this.#o.recheckMs ?? 2000);
+    const reported = JSON.stringify({ sha: p.head_sha, ...now.status });
+    if (reported !== p.status_reported)
+      await postCommitStatus(
+        {
+          provider: hook.provider as Provider,
+          apiUrl: hook.status_api_url,
+          token,
+          repository: p.repository,
+          sha: p.head_sha,
+        },
+        now.status,
+      );
+    await recordStatusReport(store, id, reported, next, Number(p.updated_at));
+    return Result.done;
+  }
+
+  idle(): Promise<void> {
+    return this.#queue.drained();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    await this.#queue.stop();
+  }
+}

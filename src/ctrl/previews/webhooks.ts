@@ -1,0 +1,300 @@
+// The pull-request webhook receiver: POST /hooks/<hook id> on ctrl's webhook port (HTTP/1.1,
+// which GitHub and GitLab speak; ctrl's API port speaks HTTP/2 only, and its ops port serves
+// /metrics and is meant to stay inside the cluster, so webhooks get a listener of their own that
+// an operator can expose to the internet alone).
+//
+// A delivery is checked before anything is read from it: the hook's signature (./providers.ts;
+// unsigned or badly signed: 401), then its age (the signed timestamp, or the pull request's time
+// in the signed body, within the replay window: else 409), the repository it names (the hook's
+// only: else 403). What it says then happens in one transaction with the record of its delivery
+// id, so a delivery replayed within the window is refused (409) and one that failed leaves no
+// record and can be redelivered: opened / reopened creates the preview (or updates it), a new
+// head commit gives it a new revision, closed or merged deletes it. Every such change is audited
+// with the hook as its actor; every refusal too (an unsigned one in the installation's chain, like
+// any caller without a credential).
+import type * as http from "node:http";
+import type { Logger } from "pino";
+import { pino } from "pino";
+import { actorOf, auditedWork, recordRefused, type CallInfo } from "../audit/recorder.js";
+import { RefusalLimiter } from "../audit/limiter.js";
+import { SUBJECTS } from "../audit/views.js";
+import type { Store } from "../db/store.js";
+import { INSTALLATION_CHAIN } from "../domain/audit.js";
+import {
+  createPreviewIn,
+  deletePreviewIn,
+  updatePreviewIn,
+  type PreviewDeps,
+  type PreviewOutcome,
+} from "../domain/preview-lifecycle.js";
+import { findPreview, previewHook, recordDelivery } from "../domain/previews.js";
+import { DomainError, failedPrecondition, invalidArgument } from "../errors.js";
+import { image as imageRule } from "../validate/rules.js";
+import type { PreviewHookRow } from "../db/schema.js";
+import {
+  imageFor,
+  parseGithub,
+  parseGitlab,
+  previewName,
+  verifyGithub,
+  verifyGitlab,
+  type Headers,
+  type Provider,
+  type PullRequestEvent,
+} from "./providers.js";
+import { openHookSecret } from "./status.js";
+
+/** Largest body accepted (pull request events are a few tens of KiB). */
+const MAX_BODY = 2 * 1024 * 1024;
+/** How old (or how far ahead, a clock's skew) a delivery may be by default. */
+export const DEFAULT_REPLAY_WINDOW_MS = 10 * 60_000;
+
+export interface WebhookReceiverOptions {
+  readonly store: Store;
+  readonly deps: PreviewDeps;
+  readonly replayWindowMs?: number;
+  /** A preview's environment changed: run its rollout passes. */
+  readonly onEnvironmentChanged: (environmentId: string) => Promise<void>;
+  /** A preview's status is due (the reporter looks now). */
+  readonly onStatusDue: () => void;
+  /** A preview's deletion started (purge what has finished). */
+  readonly onDeleted: () => void;
+  /** Whether a failure is an outage of the database (503: deliver again later) rather than a bug. */
+  readonly isOutage?: (err: unknown) => boolean;
+  readonly logger?: Logger;
+  readonly now?: () => number;
+}
+
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const HTTP_OF: Record<string, number> = {
+  invalid_argument: 400,
+  not_found: 404,
+  already_exists: 409,
+  failed_precondition: 409,
+  permission_denied: 403,
+  resource_exhausted: 429,
+};
+
+function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        reject(new Refusal(413, "invalid_argument", `the body is larger than ${MAX_BODY} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+function headersOf(req: http.IncomingMessage): Headers {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string") out[k] = v;
+  return out;
+}
+
+export class WebhookReceiver {
+  readonly #o: WebhookReceiverOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  /** Unsigned deliveries are folded past a rate, like any caller without a credential. */
+  readonly #limiter = new RefusalLimiter({ perSecond: 5, burst: 50, total: { perSecond: 50, burst: 500 } });
+
+  constructor(o: WebhookReceiverOptions) {
+    this.#o = o;
+    this.#log = o.logger ?? pino({ level: "silent" });
+    this.#now = o.now ?? Date.now;
+  }
+
+  /** The node:http request listener. */
+  readonly handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    this.#handle(req).then(
+      (answer) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(answer)}\n`),
+      (err: unknown) => {
+        const r =
+          err instanceof Refusal
+            ? err
+            : err instanceof DomainError
+              ? new Refusal(HTTP_OF[err.code] ?? 400, err.code, err.message)
+              : this.#o.isOutage?.(err)
+                ? new Refusal(503, "unavailable", "ctrl's database is unavailable; deliver again later")
+                : undefined;
+        if (!r) this.#log.error({ err: err instanceof Error ? err.message : String(err) }, "webhook failed");
+        const status = r?.status ?? 500;
+        if (!res.headersSent)
+          res
+            .writeHead(status, {
+              "content-type": "application/json",
+              connection: status === 413 ? "close" : "keep-alive",
+            })
+            .end(`${JSON.stringify({ error: r?.message ?? "internal error" })}\n`);
+      },
+    );
+  };
+
+  async #handle(req: http.IncomingMessage): Promise<object> {
+    const m = /^\/hooks\/(pwh_[a-z0-9]{1,60})$/.exec((req.url ?? "").split("?", 1)[0] ?? "");
+    if (req.method !== "POST" || !m?.[1]) throw new Refusal(404, "not_found", "POST /hooks/<hook id>");
+    const hookId = m[1];
+    const body = await readBody(req);
+    const h = headersOf(req);
+    const info = (provider: string): CallInfo => ({
+      method: `PreviewWebhook/${provider}`,
+      requestId: "",
+      clientIp: req.socket.remoteAddress ?? "",
+      userAgent: (h["user-agent"] ?? "").replace(/[^\x20-\x7e]/g, "?").slice(0, 512),
+      idempotencyKey: "",
+      actor: () => actorOf(undefined),
+    });
+    const hook = await previewHook(this.#o.store.db, hookId);
+    const secret = hook ? await openHookSecret(this.#o.store, this.#o.deps.keyring, hook, "secret") : undefined;
+    const verdict =
+      hook === undefined || secret === undefined
+        ? { ok: false as const, reason: `no hook ${hookId}` }
+        : hook.provider === "github"
+          ? verifyGithub(secret, h, body)
+          : verifyGitlab(secret, h, body);
+    if (!hook || !verdict.ok) {
+      const reason = verdict.ok ? "" : verdict.reason;
+      await this.#refusedAnonymous(info(hook?.provider ?? "unknown"), `hook ${hookId}: ${reason}`);
+      if (!hook) throw new Refusal(404, "not_found", `no hook ${hookId}`);
+      throw new Refusal(401, "unauthenticated", reason);
+    }
+    // Signed by the hook's secret: from here on the caller is the hook.
+    const provider = hook.provider as Provider;
+    let ev: PullRequestEvent;
+    const who = (sender: string): CallInfo => ({
+      ...info(provider),
+      requestId: verdict.deliveryId,
+      actor: () => ({
+        kind: "webhook",
+        id: hook.id,
+        name: `${provider} ${hook.repository}${sender === "" ? "" : ` (${sender})`}`,
+      }),
+    });
+    try {
+      let json: unknown;
+      try {
+        json = JSON.parse(body.toString("utf8"));
+      } catch {
+        throw invalidArgument("body", "is not JSON");
+      }
+      ev = provider === "github" ? parseGithub(h["x-github-event"], json) : parseGitlab(h["x-gitlab-event"], json);
+      if (ev.action === "ignore") return { ignored: ev.ignored ?? "" };
+      this.#checkFresh(verdict.signedAt ?? ev.updatedAt);
+      if (!ev.repository.some((r) => r.toLowerCase() === hook.repository.toLowerCase()))
+        throw new DomainError(
+          "permission_denied",
+          `the event is about ${ev.repository.join(" / ") || "no repository"}, not ${hook.repository} (this hook's)`,
+        );
+    } catch (err) {
+      await this.#refused(hook, who(""), err);
+      throw err;
+    }
+    const call = who(ev.sender);
+    const name = previewName(provider, ev.number);
+    const subject = SUBJECTS["PreviewService/CreatePreview"];
+    let outcome: PreviewOutcome | undefined;
+    try {
+      outcome = await auditedWork(
+        call,
+        (db) =>
+          subject?.(db, { workspace: hook.workspace_id, project: hook.project_id, name }, undefined) ??
+          Promise.resolve(undefined),
+        () => this.#o.store.write((tx) => this.#apply(tx, hook, verdict.deliveryId, ev, name)),
+      );
+    } catch (err) {
+      await this.#refused(hook, call, err);
+      throw err;
+    }
+    if (outcome?.environmentId) await this.#o.onEnvironmentChanged(outcome.environmentId);
+    if (ev.action === "close") this.#o.onDeleted();
+    this.#o.onStatusDue();
+    return { preview: name, action: ev.action, state: outcome?.preview.state ?? "none" };
+  }
+
+  async #apply(
+    tx: Parameters<Parameters<Store["write"]>[0]>[0],
+    hook: PreviewHookRow,
+    deliveryId: string,
+    ev: PullRequestEvent,
+    name: string,
+  ): Promise<PreviewOutcome | undefined> {
+    if (!(await recordDelivery(tx, hook.id, deliveryId)))
+      throw new DomainError("already_exists", `delivery ${deliveryId} was accepted before: a replay`);
+    const existing = await findPreview(tx.trx, hook.project_id, name);
+    if (ev.action === "close") return existing ? { preview: await deletePreviewIn(tx, existing) } : undefined;
+    const image = imageRule("image_template", imageFor(hook.image_template, ev));
+    if (existing) {
+      if (existing.state === "deleting")
+        throw failedPrecondition(`preview "${name}" is still being deleted; deliver again once it is gone`);
+      return updatePreviewIn(tx, existing, { image, headSha: ev.headSha, fork: ev.fork });
+    }
+    return createPreviewIn(tx, this.#o.deps, {
+      workspace: hook.workspace_id,
+      project: hook.project_id,
+      base: hook.base_environment_id,
+      name,
+      image,
+      ttlMs: Number(hook.ttl_ms),
+      region: hook.region === "" ? undefined : hook.region,
+      withSecrets: Number(hook.with_secrets) === 1,
+      pullRequest: {
+        provider: hook.provider as Provider,
+        hookId: hook.id,
+        repository: hook.repository,
+        number: ev.number,
+        headSha: ev.headSha,
+        fork: ev.fork,
+      },
+    });
+  }
+
+  #checkFresh(at: number | undefined): void {
+    const window = this.#o.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
+    if (at === undefined) throw invalidArgument("body", "holds no time to check the delivery's age against");
+    const age = this.#now() - at;
+    if (age > window || -age > window)
+      throw failedPrecondition(
+        `the delivery is ${Math.round(age / 1000)} s old, outside the replay window of ${Math.round(window / 1000)} s`,
+      );
+  }
+
+  async #refusedAnonymous(call: CallInfo, message: string): Promise<void> {
+    const a = this.#limiter.admit(call.clientIp, this.#now());
+    if (!a.record) return;
+    const note = a.folded > 0 ? ` (and ${a.folded} more refused deliveries from this address)` : "";
+    await recordRefused(this.#o.store, call, {
+      workspaceId: INSTALLATION_CHAIN,
+      targets: [],
+      code: "unauthenticated",
+      message: `${message}${note}`,
+    }).catch((err: unknown) => this.#log.error({ err: String(err) }, "an audit event could not be written"));
+  }
+
+  async #refused(hook: PreviewHookRow, call: CallInfo, err: unknown): Promise<void> {
+    const code = err instanceof DomainError ? err.code : err instanceof Refusal ? err.code : "internal";
+    const message = err instanceof Error ? err.message : String(err);
+    await recordRefused(this.#o.store, call, {
+      workspaceId: hook.workspace_id,
+      targets: [hook.workspace_id, hook.project_id, hook.base_environment_id, hook.id],
+      code,
+      message,
+    }).catch((e: unknown) => this.#log.error({ err: String(e) }, "an audit event could not be written"));
+  }
+}

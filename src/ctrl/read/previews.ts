@@ -1,0 +1,156 @@
+// Previews as the API answers with them: a workspace's previews (by name, optionally of one
+// project) with their project's and base environment's slugs and their endpoint's address, one
+// preview, and a workspace's pull-request hooks.
+import type { Kysely } from "kysely";
+import type { Database, PreviewHookRow, PreviewRow } from "../db/schema.js";
+import { findPreview } from "../domain/previews.js";
+import { notFound } from "../errors.js";
+import { findProject } from "../domain/tenancy.js";
+import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+
+export { previewLimitsOf, previewUsage } from "../domain/previews.js";
+
+type Reader = Kysely<Database>;
+
+export interface PreviewView {
+  preview: PreviewRow;
+  project: string;
+  base: string;
+  /** The endpoint's host and prefix, when it has one. */
+  endpoint?: { hostname: string; pathPrefix: string };
+}
+
+async function viewsOf(db: Reader, rows: PreviewRow[]): Promise<PreviewView[]> {
+  if (rows.length === 0) return [];
+  const projects = new Map(
+    (
+      await db
+        .selectFrom("projects")
+        .select(["id", "slug"])
+        .where("id", "in", [...new Set(rows.map((r) => r.project_id))])
+        .execute()
+    ).map((p) => [p.id, p.slug]),
+  );
+  const bases = new Map(
+    (
+      await db
+        .selectFrom("environments")
+        .select(["id", "slug"])
+        .where("id", "in", [...new Set(rows.map((r) => r.base_environment_id))])
+        .execute()
+    ).map((e) => [e.id, e.slug]),
+  );
+  const envIds = rows.flatMap((r) => (r.environment_id === null ? [] : [r.environment_id]));
+  const endpoints = new Map<string, { hostname: string; pathPrefix: string }>();
+  if (envIds.length > 0)
+    for (const e of await db
+      .selectFrom("endpoints")
+      .select(["environment_id", "hostname", "path_prefix", "visibility"])
+      .where("environment_id", "in", envIds)
+      // "public" sorts after "organization": the public address wins when there are both.
+      .orderBy("visibility")
+      .execute())
+      endpoints.set(e.environment_id, { hostname: e.hostname, pathPrefix: e.path_prefix });
+  return rows.map((preview) => ({
+    preview,
+    project: projects.get(preview.project_id) ?? preview.project_id,
+    base: bases.get(preview.base_environment_id) ?? preview.base_environment_id,
+    endpoint: preview.environment_id === null ? undefined : endpoints.get(preview.environment_id),
+  }));
+}
+
+/** By name, then id; a page's key is both of its last preview. */
+export async function listPreviews(
+  db: Reader,
+  workspaceId: string,
+  projectId: string | undefined,
+  page?: PageQuery<readonly [string, string]>,
+): Promise<Page<PreviewView>> {
+  let q = db.selectFrom("previews").selectAll().where("workspace_id", "=", workspaceId);
+  if (projectId !== undefined) q = q.where("project_id", "=", projectId);
+  if (page?.after !== undefined) {
+    const [name, id] = page.after;
+    q = q.where((eb) => eb.or([eb("name", ">", name), eb.and([eb("name", "=", name), eb("id", ">", id)])]));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.orderBy("name").orderBy("id").execute();
+  const p = takePage(rows, page);
+  return { items: await viewsOf(db, p.items), more: p.more };
+}
+
+export async function previewView(
+  db: Reader,
+  ref: { workspace: string; project: string; name: string },
+): Promise<PreviewView> {
+  const { project } = await findProject(db, ref.workspace, ref.project, { includeDeleting: true });
+  const p = await findPreview(db, project.id, ref.name);
+  if (!p) throw notFound(`preview "${ref.name}" in project "${project.slug}"`);
+  const [v] = await viewsOf(db, [p]);
+  if (!v) throw notFound(`preview "${ref.name}"`);
+  return v;
+}
+
+/** What a preview row and its context answer with when it was just changed. */
+export async function viewOfPreview(db: Reader, p: PreviewRow): Promise<PreviewView> {
+  const [v] = await viewsOf(db, [p]);
+  return v ?? { preview: p, project: p.project_id, base: p.base_environment_id };
+}
+
+export interface PreviewHookView {
+  hook: PreviewHookRow;
+  project: string;
+  base: string;
+}
+
+/** Oldest first; a page's key is the creation time and id of its last hook. */
+export async function listPreviewHooks(
+  db: Reader,
+  workspaceId: string,
+  page?: PageQuery<readonly [number, string]>,
+): Promise<Page<PreviewHookView>> {
+  let q = db.selectFrom("preview_hooks").selectAll().where("workspace_id", "=", workspaceId);
+  if (page?.after !== undefined) {
+    const [at, id] = page.after;
+    q = q.where((eb) => eb.or([eb("created_at", ">", at), eb.and([eb("created_at", "=", at), eb("id", ">", id)])]));
+  }
+  const limit = readLimit(page);
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = takePage(await q.orderBy("created_at").orderBy("id").execute(), page);
+  return { items: await hookViews(db, rows.items), more: rows.more };
+}
+
+export async function hookViews(db: Reader, hooks: PreviewHookRow[]): Promise<PreviewHookView[]> {
+  if (hooks.length === 0) return [];
+  const projects = new Map(
+    (
+      await db
+        .selectFrom("projects")
+        .select(["id", "slug"])
+        .where(
+          "id",
+          "in",
+          hooks.map((h) => h.project_id),
+        )
+        .execute()
+    ).map((p) => [p.id, p.slug]),
+  );
+  const bases = new Map(
+    (
+      await db
+        .selectFrom("environments")
+        .select(["id", "slug"])
+        .where(
+          "id",
+          "in",
+          hooks.map((h) => h.base_environment_id),
+        )
+        .execute()
+    ).map((e) => [e.id, e.slug]),
+  );
+  return hooks.map((hook) => ({
+    hook,
+    project: projects.get(hook.project_id) ?? hook.project_id,
+    base: bases.get(hook.base_environment_id) ?? hook.base_environment_id,
+  }));
+}

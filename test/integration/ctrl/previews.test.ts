@@ -1,0 +1,491 @@
+// Preview environments through the real ctrl (HTTP/2 API, its HTTP/1.1 webhook listener, SQLite),
+// with a local server implementing GitHub's and GitLab's commit-status APIs over real HTTP:
+//   - a preview copies the base's configuration (secrets only when asked), runs in one region at
+//     one replica at a generated hostname, and is desired nowhere else;
+//   - the workspace's limits: resource_exhausted naming the limit, for the count and the CPU;
+//   - a TTL deletes the preview on its own (ctrl's upkeep), audited as ctrl's;
+//   - GitHub: a signed "opened" creates pr-N and its status is posted; unsigned, wrongly signed,
+//     replayed, stale or another repository's deliveries are refused (and audited); synchronize
+//     makes a new revision; closed deletes everything it desired in every region;
+//   - a fork's pull request gets no secrets and waits for `approve` when the workspace asks;
+//   - GitLab with a signing token (webhook-signature) and with a secret token (X-Gitlab-Token).
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Code } from "@connectrpc/connect";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { PreviewService, type Preview } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
+import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import {
+  deliver,
+  githubDelivery,
+  gitlabDelivery,
+  startFakeProviders,
+  type FakeProviders,
+} from "../../support/git-providers.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+
+const WS = "acme";
+const BASE = { workspace: WS, project: "shop", environment: "production" };
+const GH_SECRET = "gh-webhook-secret-0123456789";
+const GL_SIGNING = `whsec_${randomBytes(32).toString("base64")}`;
+const GL_TOKEN = "gl-secret-token-0123456789";
+const sha = (n: number): string => n.toString(16).padEnd(40, "c");
+
+async function until<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("previews (SQLite)", () => {
+  const dir = tempDir("krane-previews-");
+  let ctrl: TestCtrl;
+  let providers: FakeProviders;
+  let hooksUrl = "";
+  const secretValue = `s3cret-${randomBytes(8).toString("hex")}`;
+
+  const previews = () => ctrl.client(PreviewService, ctrl.adminToken);
+  const desiredRegions = async (envId: string): Promise<string[]> =>
+    (
+      await ctrl.store.db
+        .selectFrom("desired_objects")
+        .select(["region", "kind"])
+        .where("environment_id", "=", envId)
+        .execute()
+    ).map((r) => `${r.region}:${r.kind}`);
+  const list = async (): Promise<Preview[]> => (await previews().listPreviews({ workspace: WS })).previews;
+
+  before(async () => {
+    providers = await startFakeProviders({
+      githubToken: "gh-status-token",
+      gitlabToken: "gl-status-token",
+      githubRepos: ["acme/shop"],
+      gitlabProjects: ["acme/shop", "42"],
+    });
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      keyring: new Keyring(randomBytes(32)),
+      exposure: { publicApex: "preview.test", scheme: "http" },
+      rolloutSweepIntervalMs: 200,
+      previews: {
+        webhookListen: { host: "127.0.0.1", port: 0 },
+        expiryIntervalMs: 200,
+        statusSweepIntervalMs: 100,
+        statusRecheckMs: 200,
+      },
+    });
+    assert.ok(ctrl.webhookUrl);
+    hooksUrl = ctrl.webhookUrl;
+    const t = ctrl.adminToken;
+    for (const name of ["eu", "us"]) await ctrl.client(RegionService, t).createRegion({ name });
+    // Agents of both regions, so deletions wait for their confirmation as they would for real.
+    await ctrl.agentToken("eu");
+    await ctrl.agentToken("us");
+    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: WS });
+    await ctrl.client(ProjectService, t).createProject({ workspace: WS, slug: BASE.project });
+    await ctrl.client(EnvironmentService, t).createEnvironment({
+      ...BASE,
+      slug: BASE.environment,
+      regions: [
+        { region: "eu", replicas: 3 },
+        { region: "us", replicas: 2 },
+      ],
+      sentinel: { image: "", replicas: 2, cpuMillicores: 100n, memoryMib: 128n },
+    });
+    await ctrl.client(ConfigService, t).setConfig({ ...BASE, values: [{ key: "MODE", value: "prod" }] });
+    await ctrl
+      .client(ConfigService, t)
+      .setSecrets({ ...BASE, secrets: [{ key: "DB_PASSWORD", source: { case: "value", value: secretValue } }] });
+    await ctrl
+      .client(EndpointService, t)
+      .setEndpoint({ ...BASE, visibility: "public", pathRouting: false, pathPrefix: "" });
+    await ctrl.client(DeploymentService, t).createDeployment({
+      ...BASE,
+      image: "registry.example.com/shop:1",
+      port: 8080,
+      cpuMillicores: 200n,
+      memoryMib: 256n,
+    });
+  });
+
+  after(async () => {
+    await ctrl?.close();
+    await providers?.close();
+    dir.remove();
+  });
+
+  it("copies the base's configuration, not its secrets unless asked, into one region at one replica", async () => {
+    const { preview } = await previews().createPreview({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      name: "pr-1",
+      image: "registry.example.com/shop:pr-1",
+    });
+    assert.ok(preview);
+    assert.equal(preview.state, "active");
+    assert.equal(preview.region, "eu", "the base's first region");
+    assert.equal(preview.url, "http://pr-1-shop-acme.preview.test/");
+    assert.equal(preview.withSecrets, false);
+    assert.equal(preview.cpuMillicores, 300n, "one replica (200m) and one sentinel replica (100m)");
+    const ref = { workspace: WS, project: "shop", environment: "pr-1" };
+    const config = await ctrl.client(ConfigService, ctrl.adminToken).listConfig(ref);
+    assert.deepEqual(
+      config.entries.map((v) => `${v.key}=${v.value}`),
+      ["MODE=prod"],
+    );
+    assert.deepEqual((await ctrl.client(ConfigService, ctrl.adminToken).listSecrets(ref)).entries, []);
+    const { environment } = await ctrl.client(EnvironmentService, ctrl.adminToken).getEnvironment(ref);
+    assert.deepEqual(
+      environment?.regions.map((r) => `${r.region}=${r.replicas}`),
+      ["eu=1"],
+    );
+    assert.equal(environment?.sentinel?.replicas, 1);
+    // The rollout driver desires it in that region only: its revision at 1 replica, its sentinel, its route.
+    await until(async () => {
+      const d = await ctrl.store.db
+        .selectFrom("desired_objects")
+        .select(["region", "kind", "replicas"])
+        .where("environment_id", "=", preview.environmentId)
+        .execute();
+      return d.some((x) => x.kind === "deployment" && x.replicas === 1) ? d : undefined;
+    });
+    const regions = new Set((await desiredRegions(preview.environmentId)).map((r) => r.split(":")[0]));
+    assert.deepEqual([...regions], ["eu"]);
+
+    const { preview: withSecrets } = await previews().createPreview({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      name: "pr-2",
+      image: "registry.example.com/shop:pr-2",
+      region: "us",
+      withSecrets: true,
+    });
+    assert.equal(withSecrets?.region, "us");
+    const secrets = await ctrl
+      .client(ConfigService, ctrl.adminToken)
+      .listSecrets({ workspace: WS, project: "shop", environment: "pr-2" });
+    assert.deepEqual(
+      secrets.entries.map((s) => s.key),
+      ["DB_PASSWORD"],
+    );
+    // Sealed again under the preview's own data key: the base's key cannot open it.
+    const [sealed] = await ctrl.store.db
+      .selectFrom("environment_secrets")
+      .select(["ciphertext"])
+      .where("environment_id", "=", withSecrets?.environmentId ?? "")
+      .execute();
+    assert.ok(sealed?.ciphertext);
+    assert.ok(!Buffer.from(sealed.ciphertext).toString("latin1").includes(secretValue));
+    await expectCode(
+      previews().createPreview({
+        workspace: WS,
+        project: "shop",
+        baseEnvironment: "production",
+        name: "pr-1",
+        image: "registry.example.com/shop:x",
+      }),
+      Code.AlreadyExists,
+    );
+  });
+
+  it("refuses a preview past the workspace's limits, naming the limit", async () => {
+    await previews().setPreviewLimits({
+      workspace: WS,
+      limits: { maxPreviews: 2, maxCpuMillicores: 10_000n, maxMemoryMib: 100_000n, forkApproval: true },
+    });
+    await expectCode(
+      previews().createPreview({
+        workspace: WS,
+        project: "shop",
+        baseEnvironment: "production",
+        name: "pr-3",
+        image: "registry.example.com/shop:3",
+      }),
+      Code.ResourceExhausted,
+      /max_previews \(2\)/,
+    );
+    await previews().setPreviewLimits({
+      workspace: WS,
+      limits: { maxPreviews: 10, maxCpuMillicores: 700n, maxMemoryMib: 100_000n, forkApproval: true },
+    });
+    await expectCode(
+      previews().createPreview({
+        workspace: WS,
+        project: "shop",
+        baseEnvironment: "production",
+        name: "pr-3",
+        image: "registry.example.com/shop:3",
+      }),
+      Code.ResourceExhausted,
+      /max_cpu_millicores \(700m\).*use 600m/,
+    );
+    const { previews: used, limits } = await previews().getPreviewLimits({ workspace: WS });
+    assert.equal(used, 2);
+    assert.equal(limits?.maxCpuMillicores, 700n);
+    // Nothing of the refused one was applied.
+    assert.equal((await list()).length, 2);
+    await expectCode(
+      ctrl
+        .client(EnvironmentService, ctrl.adminToken)
+        .getEnvironment({ workspace: WS, project: "shop", environment: "pr-3" }),
+      Code.NotFound,
+    );
+    await previews().setPreviewLimits({
+      workspace: WS,
+      limits: { maxPreviews: 10, maxCpuMillicores: 10_000n, maxMemoryMib: 100_000n, forkApproval: true },
+    });
+  });
+
+  it("deletes a preview when its TTL passes, on its own", async () => {
+    const { preview } = await previews().createPreview({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      name: "short",
+      image: "registry.example.com/shop:short",
+      ttlSeconds: 1n,
+    });
+    assert.ok(preview);
+    await until(async () => (await desiredRegions(preview.environmentId)).length > 0 || undefined);
+    const gone = await until(async () => {
+      const p = (await list()).find((x) => x.name === "short");
+      return p === undefined || p.state === "deleting" ? true : undefined;
+    }, 10_000);
+    assert.ok(gone);
+    await until(async () => ((await desiredRegions(preview.environmentId)).length === 0 ? true : undefined));
+    const { events } = await ctrl.client(AuditService, ctrl.adminToken).listAuditEvents({
+      filter: { workspace: WS, method: "system/PreviewExpired" },
+    });
+    assert.equal(events.length, 1);
+    assert.equal(events[0]?.actor?.kind, "system");
+    assert.ok(events[0]?.changes.some((c) => c.field === "environment.deleting" && c.afterJson === "true"));
+  });
+
+  it("GitHub: a signed pull request makes, updates and deletes its preview; anything else is refused", async () => {
+    const { hook } = await previews().createPreviewHook({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      provider: "github",
+      repository: "acme/shop",
+      secret: GH_SECRET,
+      imageTemplate: "registry.example.com/shop:{short_sha}",
+      statusApiUrl: providers.githubUrl,
+      statusToken: "gh-status-token",
+      withSecrets: true,
+    });
+    assert.ok(hook);
+    assert.equal(hook.verification, "hmac-sha256");
+    const url = `${hooksUrl}${hook.path}`;
+
+    const opened = githubDelivery(GH_SECRET, { action: "opened", number: 7, sha: sha(7), repository: "acme/shop" });
+    const r = await deliver(url, opened);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const pr7 = (await list()).find((p) => p.name === "pr-7");
+    assert.ok(pr7);
+    assert.equal(pr7.image, `registry.example.com/shop:${sha(7).slice(0, 7)}`);
+    assert.equal(pr7.withSecrets, true, "not a fork: the hook's --with-secrets applies");
+    assert.equal(pr7.pullRequest?.number, 7n);
+    // Its state goes back to the pull request: deploying (no agent reports an instance here).
+    const posted = await until(async () => providers.statuses.find((s) => s.sha === sha(7)));
+    assert.equal(posted.state, "pending");
+    assert.equal(posted.repository, "acme/shop");
+    assert.equal(posted.targetUrl, "http://pr-7-shop-acme.preview.test/");
+    assert.equal(posted.context, "krane/preview");
+
+    // The same delivery again: a replay.
+    assert.equal((await deliver(url, opened)).status, 409);
+    // Unsigned, signed with another secret, a body changed after signing.
+    assert.equal(
+      (await deliver(url, { ...opened, headers: { ...opened.headers, "x-hub-signature-256": "" } })).status,
+      401,
+    );
+    const { "x-hub-signature-256": _dropped, ...unsigned } = opened.headers;
+    void _dropped;
+    assert.equal((await deliver(url, { body: opened.body, headers: unsigned })).status, 401);
+    const forged = githubDelivery("not-the-secret-0123456789", {
+      action: "closed",
+      number: 7,
+      sha: sha(7),
+      repository: "acme/shop",
+    });
+    assert.equal((await deliver(url, forged)).status, 401);
+    assert.equal(
+      (await deliver(url, { ...opened, body: opened.body.replace('"number":7', '"number":8') })).status,
+      401,
+    );
+    // Signed, but stale (outside the replay window), or about another repository.
+    const stale = githubDelivery(GH_SECRET, {
+      action: "closed",
+      number: 7,
+      sha: sha(7),
+      repository: "acme/shop",
+      updatedAt: new Date(Date.now() - 60 * 60_000),
+    });
+    assert.equal((await deliver(url, stale)).status, 409);
+    const elsewhere = githubDelivery(GH_SECRET, { action: "closed", number: 7, sha: sha(7), repository: "evil/shop" });
+    assert.equal((await deliver(url, elsewhere)).status, 403);
+    assert.equal((await list()).find((p) => p.name === "pr-7")?.state, "active", "none of them changed anything");
+
+    // A push: a new revision with the new image.
+    const pushed = await deliver(
+      url,
+      githubDelivery(GH_SECRET, { action: "synchronize", number: 7, sha: sha(77), repository: "acme/shop" }),
+    );
+    assert.equal(pushed.status, 200);
+    const { deployments } = await ctrl
+      .client(DeploymentService, ctrl.adminToken)
+      .listDeployments({ workspace: WS, project: "shop", environment: "pr-7" });
+    assert.deepEqual(
+      deployments.map((d) => d.image),
+      [`registry.example.com/shop:${sha(77).slice(0, 7)}`, `registry.example.com/shop:${sha(7).slice(0, 7)}`],
+    );
+    await until(async () => providers.statuses.find((s) => s.sha === sha(77)));
+
+    // Closed: everything it desired goes, in every region.
+    await until(async () => ((await desiredRegions(pr7.environmentId)).length > 0 ? true : undefined));
+    const closed = await deliver(
+      url,
+      githubDelivery(GH_SECRET, { action: "closed", number: 7, sha: sha(77), repository: "acme/shop" }),
+    );
+    assert.equal(closed.status, 200);
+    assert.deepEqual(await desiredRegions(pr7.environmentId), []);
+    assert.equal((await list()).find((p) => p.name === "pr-7")?.state, "deleting");
+
+    // Audited: the hook as the actor of each change; the refusals too.
+    const { events } = await ctrl.client(AuditService, ctrl.adminToken).listAuditEvents({
+      filter: { workspace: WS, method: "PreviewWebhook/github" },
+    });
+    const accepted = events.filter((e) => e.code === "ok");
+    assert.equal(accepted.length, 3);
+    for (const e of accepted) {
+      assert.equal(e.actor?.kind, "webhook");
+      assert.equal(e.actor?.id, hook.id);
+      assert.match(e.actor?.name ?? "", /octocat/);
+    }
+    assert.deepEqual(
+      events
+        .filter((e) => e.code !== "ok")
+        .map((e) => e.code)
+        .sort(),
+      ["already_exists", "failed_precondition", "permission_denied"],
+    );
+    const { events: unsignedEvents } = await ctrl.client(AuditService, ctrl.adminToken).listAuditEvents({
+      filter: { installation: true, method: "PreviewWebhook/github" },
+    });
+    assert.equal(unsignedEvents.length, 4, "the unsigned and forged deliveries, in the installation's chain");
+  });
+
+  it("a fork gets no secrets and waits for approval when the workspace asks for it", async () => {
+    const { hook } = await previews().createPreviewHook({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      provider: "github",
+      repository: "acme/shop",
+      secret: GH_SECRET,
+      imageTemplate: "registry.example.com/shop:{sha}",
+      statusApiUrl: providers.githubUrl,
+      statusToken: "gh-status-token",
+      withSecrets: true,
+    });
+    assert.ok(hook);
+    const url = `${hooksUrl}${hook.path}`;
+    const r = await deliver(
+      url,
+      githubDelivery(GH_SECRET, { action: "opened", number: 9, sha: sha(9), repository: "acme/shop", fork: true }),
+    );
+    assert.equal(r.status, 200);
+    const waiting = (await list()).find((p) => p.name === "pr-9");
+    assert.equal(waiting?.state, "awaiting_approval");
+    assert.equal(waiting?.environmentId, "");
+    assert.equal(waiting?.withSecrets, false);
+    const status = await until(async () => providers.statuses.find((s) => s.sha === sha(9)));
+    assert.match(status.description, /waiting for approval/);
+    const { preview } = await previews().approvePreview({ workspace: WS, project: "shop", name: "pr-9" });
+    assert.equal(preview?.state, "active");
+    assert.deepEqual(
+      (
+        await ctrl
+          .client(ConfigService, ctrl.adminToken)
+          .listSecrets({ workspace: WS, project: "shop", environment: "pr-9" })
+      ).entries,
+      [],
+      "a fork's preview never gets the base's secrets",
+    );
+    assert.equal(
+      (
+        await deliver(
+          url,
+          githubDelivery(GH_SECRET, { action: "closed", number: 9, sha: sha(9), repository: "acme/shop", fork: true }),
+        )
+      ).status,
+      200,
+    );
+  });
+
+  it("GitLab: a signing token (webhook-signature) or a secret token (X-Gitlab-Token)", async () => {
+    for (const [secret, verification, iid] of [
+      [GL_SIGNING, "signing-token", 11],
+      [GL_TOKEN, "secret-token", 12],
+    ] as const) {
+      const { hook } = await previews().createPreviewHook({
+        workspace: WS,
+        project: "shop",
+        baseEnvironment: "production",
+        provider: "gitlab",
+        repository: "acme/shop",
+        secret,
+        imageTemplate: "registry.example.com/shop:mr-{pr}",
+        statusApiUrl: providers.gitlabUrl,
+        statusToken: "gl-status-token",
+      });
+      assert.equal(hook?.verification, verification);
+      const url = `${hooksUrl}${hook?.path ?? ""}`;
+      const open = gitlabDelivery(secret, { action: "open", iid, sha: sha(iid), project: "acme/shop", projectId: 42 });
+      const res = await deliver(url, open);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal((await deliver(url, open)).status, 409, "replayed");
+      const wrong = gitlabDelivery(
+        secret === GL_TOKEN ? "another-token-0123456789" : `whsec_${randomBytes(32).toString("base64")}`,
+        {
+          action: "close",
+          iid,
+          sha: sha(iid),
+          project: "acme/shop",
+          projectId: 42,
+        },
+      );
+      assert.equal((await deliver(url, wrong)).status, 401);
+      const p = (await list()).find((x) => x.name === `mr-${iid}`);
+      assert.equal(p?.image, `registry.example.com/shop:mr-${iid}`);
+      const posted = await until(async () =>
+        providers.statuses.find((s) => s.provider === "gitlab" && s.sha === sha(iid)),
+      );
+      assert.equal(posted.state, "running", "GitLab's state for a preview being deployed");
+      assert.equal(posted.repository, "acme/shop");
+      const merged = await deliver(
+        url,
+        gitlabDelivery(secret, { action: "merge", iid, sha: sha(iid), project: "acme/shop", projectId: 42 }),
+      );
+      assert.equal(merged.status, 200);
+      assert.equal((await list()).find((x) => x.name === `mr-${iid}`)?.state, "deleting");
+    }
+  });
+});
