@@ -1,9 +1,9 @@
-// Lint rules for hand-written code; generated protobuf code (src/gen) is left as generated.
+// Lint rules for hand-written code; generated protobuf code (src/gen, test/gen) is left as generated.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["src/gen/**", "node_modules/**"] },
+  { ignores: ["src/gen/**", "test/gen/**", "node_modules/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -162,7 +162,7 @@ export const ROLLOUT_HARNESS_BUILD: GoBuildSpec = {
   coldEstimate: "seconds after the Kubernetes build, about 5 minutes alone",
 };
 
-/** The Secrets Store CSI driver's CRDs (issue 16), as its module ships them. */
+/** The Secrets Store CSI driver's CRDs (external secrets of deployments need them), as its module ships them. */
 const SECRETS_STORE_CRDS = ["secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"];
 
 /**

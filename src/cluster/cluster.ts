@@ -765,7 +765,7 @@ function controllerManagerArgs(dir: string, kubeconfig: string, realNodes: boole
       "disruption-controller",
       "node-lifecycle-controller",
       "endpointslice-controller",
-      // Issue 16: cron jobs (CronJob → Job → pods, which KWOK completes) and release Jobs.
+      // Scheduled jobs (CronJob → Job → pods, which KWOK completes) and Jobs a release holds.
       "job-controller",
       "cronjob-controller",
       // Real nodes: volumes bind to the local PersistentVolumes (nodes/volumes.ts), and the

@@ -87,6 +87,9 @@ export async function waitUntilHealthy(
       throw new ComponentStartError(component.name, `exited during start (${how})`, logTail(component.logFile));
     }
     if (await probe().catch(() => false)) return;
+    // A poll of one starting process, not a retry of a failed call (src/retry): the probe is
+    // asked often at first (most components are up within a few hundred ms), then every
+    // 500 ms; one poller per process has no herd to spread with jitter.
     await sleep(delay);
     delay = Math.min(delay * 2, 500);
   }

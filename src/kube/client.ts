@@ -8,6 +8,7 @@ import * as https from "node:https";
 import type { KubeConfigSource } from "./kubeconfig.js";
 import { isKubeObject, isRecord, type KubeList, type KubeObject } from "./object.js";
 import { TokenBucket } from "../retry/rate-limit.js";
+import { retry } from "../retry/retry.js";
 import { apiVersionOf, resourcePath, type ResourceType } from "./resources.js";
 
 export const FIELD_MANAGER = "krane";
@@ -30,6 +31,15 @@ export interface KubeClientOptions {
 
 /** Sends of one request again after its reused connection turned out closed (see #send). */
 const STALE_SOCKET_RETRIES = 3;
+
+/**
+ * Whether a request failed because the kept-alive connection it reused had been closed by the
+ * server: the reset arrives as ECONNRESET when it comes while the client waits for the answer,
+ * as EPIPE when it comes while the client still writes the request's body.
+ */
+export function isStaleSocket(reusedSocket: boolean, err: NodeJS.ErrnoException): boolean {
+  return reusedSocket && (err.code === "ECONNRESET" || err.code === "EPIPE");
+}
 
 /** A request sent on a reused keep-alive connection that the server had closed (`cause`: the reset). */
 class StaleSocketError extends Error {
@@ -381,7 +391,7 @@ export class KubeClient {
           );
         }
         req.on("error", (err: NodeJS.ErrnoException) =>
-          reject(req.reusedSocket && err.code === "ECONNRESET" ? new StaleSocketError(err) : err),
+          reject(isStaleSocket(req.reusedSocket, err) ? new StaleSocketError(err) : err),
         );
         if (streaming) req.once("socket", guardSocket);
         if (body !== undefined) req.write(body);
@@ -390,15 +400,17 @@ export class KubeClient {
     // A kept-alive connection the server closed just as it was reused (the server closes idle
     // connections, and a pool's sockets go idle together): the request almost surely never
     // reached the server, and every method here but POST is idempotent (get, list, apply,
-    // delete), so it goes again — at most STALE_SOCKET_RETRIES times. A create (POST) does not:
-    // the caller's own retry decides for it.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await once();
-      } catch (err) {
-        if (!(err instanceof StaleSocketError)) throw err;
-        if (method === "POST" || opts.signal?.aborted || attempt >= STALE_SOCKET_RETRIES) throw err.cause;
-      }
+    // delete), so it goes again at once on a new connection — at most STALE_SOCKET_RETRIES
+    // times. A create (POST) does not: the caller's own retry decides for it.
+    try {
+      return await retry(() => once(), {
+        policy: { baseMs: 0, capMs: 0 },
+        maxAttempts: STALE_SOCKET_RETRIES + 1,
+        signal: opts.signal,
+        retryable: (err) => err instanceof StaleSocketError && method !== "POST",
+      });
+    } catch (err) {
+      throw err instanceof StaleSocketError ? err.cause : err;
     }
   }
 

@@ -77,7 +77,6 @@ export class Informer {
   readonly #handlers: ChangeHandler[] = [];
   #rv: string | undefined;
   #synced = false;
-  #started = false;
   #syncWaiters: Array<() => void> = [];
 
   constructor(opts: InformerOptions) {
@@ -88,12 +87,22 @@ export class Informer {
     for (const [name, fn] of Object.entries(opts.indexes ?? {})) this.addIndex(name, fn);
   }
 
-  /** Adds a named index; only before the informer runs (its contents would be incomplete). */
+  /**
+   * Adds a named index. One added while the informer runs is built from what the cache holds
+   * now (handlers run synchronously, so no event falls between the two).
+   */
   addIndex(name: string, fn: IndexFunc): void {
-    if (this.#started) throw new Error(`informer ${this.resource.plural}: index "${name}" added after start`);
     if (this.#indexFuncs.has(name)) throw new Error(`informer ${this.resource.plural}: index "${name}" declared twice`);
+    const idx = new Map<string, Set<string>>();
+    for (const [key, obj] of this.#cache) {
+      for (const v of indexValues(fn, obj)) {
+        let set = idx.get(v);
+        if (!set) idx.set(v, (set = new Set()));
+        set.add(key);
+      }
+    }
     this.#indexFuncs.set(name, fn);
-    this.#indexes.set(name, new Map());
+    this.#indexes.set(name, idx);
   }
 
   hasIndex(name: string): boolean {
@@ -145,7 +154,6 @@ export class Informer {
 
   /** Runs until `signal` aborts; never throws. */
   async run(signal: AbortSignal): Promise<void> {
-    this.#started = true;
     const backoff = new Backoff(this.#o.backoff ?? { baseMs: 200, capMs: 30_000, minMs: 50 });
     const timeoutSeconds = this.#o.timeoutSeconds ?? 300;
     const watchdogMs = this.#o.watchdogMs ?? (timeoutSeconds + 30) * 1000;

@@ -1,5 +1,5 @@
 // Leader election on a coordination.k8s.io/v1 Lease, modelled on client-go's leaderelection
-// (DESIGN §6.9). Several agent replicas run per cluster; one leads and writes, the others keep
+// (same lease fields and timing rules, so kubectl and other tools read it alike). Several agent replicas run per cluster; one leads and writes, the others keep
 // their caches warm and take over when the leader's lease runs out.
 //
 //  - A candidate takes the lease when it has no holder, or when the lease record has not changed

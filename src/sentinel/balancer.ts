@@ -36,6 +36,13 @@ export interface HealthState {
 
 export const HEALTHY: HealthState = { failures: 0, ejections: 0, ejectedUntil: 0 };
 
+/**
+ * How long an upstream stays ejected after its `ejections`-th ejection in a row: doubling from
+ * the base, capped. Not src/retry's backoff: nothing is retried here — the balancer keeps
+ * serving from the other upstreams and the ejection is a pure function of the health state
+ * (no jitter: every sentinel replica judging the same upstream keeps it out equally long, and
+ * the tests can say exactly when it comes back).
+ */
 export function ejectionMs(ejections: number, p: HealthPolicy): number {
   if (ejections <= 0) return 0;
   return Math.min(p.ejectCapMs, p.ejectBaseMs * 2 ** Math.min(ejections - 1, 30));

@@ -7,22 +7,29 @@
 // each only when the cache shows it differs; a scale-up first waits for the environment's
 // pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyDeploymentSchema,
   ReportDeploymentStatusRequestSchema,
   type ApplyDeployment,
   type DeleteDeployment,
   type DeploymentState,
   type ReportDeploymentStatusRequest,
+  DeploymentStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { ZONE_LABEL } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
-import { controller, labelIndex, NotYet, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import {
+  controller,
+  labelIndex,
+  requeueAfter,
+  type ControllerDeclaration,
+  type KindContext,
+  type Requeue,
+} from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
@@ -57,8 +64,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     const r = (rs?.spec as { replicas?: unknown } | undefined)?.replicas;
     return typeof r === "number" ? r : undefined;
   };
-  /** Throws NotYet while a scale-up of `d` must wait for an environment sibling to shrink. */
-  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): void => {
+  /** A requeue while a scale-up of `d` must wait for an environment sibling to shrink. */
+  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): Requeue | undefined => {
     const key = d.deploymentId;
     const siblings: Sibling[] = [];
     for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), d.environmentId)) {
@@ -70,10 +77,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     const since = waiting.get(key);
     if (blockers.length === 0 || (since !== undefined && Date.now() - since > SCALE_UP_WAIT_MS)) {
       waiting.delete(key);
-      return;
+      return undefined;
     }
     if (since === undefined) waiting.set(key, Date.now());
-    throw new NotYet(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
+    return requeueAfter(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
   };
   const report = (
     change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
@@ -103,23 +110,10 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     "deployments",
   )
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (d) => d.deploymentId, delete: (ref) => ref.deploymentId },
-        watch: (cursor, call) => ctrl.watchDeployments({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredDeploymentStates({ region, deploymentIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportDeploymentStatus(req, o),
-        rejectedReport: (key, subject, reason) =>
-          report({
-            case: "rejected",
-            value: {
-              deploymentId: key,
-              k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
-              reason,
-            },
-          }),
-        deletedReport: (key, ref) => report({ case: "delete", value: { deploymentId: key, k8sName: ref.k8sName } }),
-        equal: (a, b) => equals(ApplyDeploymentSchema, a, b),
-      }),
+      clusterProtocol(
+        { region, ctrl },
+        { state: DeploymentStateSchema, report: ReportDeploymentStatusRequestSchema, key: "deploymentId" },
+      ),
     )
     // A revision's ConfigMap (and SecretProviderClass) carry its id and go with it.
     .ownedBy(LABEL_DEPLOYMENT_ID)
@@ -180,7 +174,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
       },
 
       async apply(d, rendered, ctx, signal) {
-        holdScaleUp(d, ctx);
+        const wait = holdScaleUp(d, ctx);
+        if (wait) return wait;
         try {
           let ns = ensuredNamespaces.get(d.k8sNamespace);
           if (!ns)

@@ -10,14 +10,14 @@
 // Status: each route's Accepted/ResolvedRefs from its Gateway and its Certificates' Ready, from
 // the caches (route status changes are events). Delete: everything labelled with the gateway id
 // goes (the runtime's owner-label pruning); the workspace namespace stays.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyGatewaySchema,
   ReportGatewayStatusRequestSchema,
   type ApplyGateway,
   type DeleteGateway,
   type GatewayState,
   type ReportGatewayStatusRequest,
+  GatewayStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
 import {
@@ -37,9 +37,9 @@ import {
   type ControllerBuilder,
   type ControllerDeclaration,
   type KindContext,
-} from "../runtime/controller.js";
+} from "../runtime/builder.js";
 import { oneKey, type GatewaySettings, type KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { renderRoutes, renderStatic } from "./render.js";
 import { gatewayFingerprint, observeGateway } from "./status.js";
 import { validateApplyGateway, validateDeleteGateway } from "./validate.js";
@@ -72,7 +72,7 @@ function sentinelServiceOf(environmentId: string, ctx: Ctx): string | undefined 
 export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined {
   const settings: GatewaySettings | undefined = env.gateway;
   if (!settings || (!settings.public && !settings.organization)) return undefined;
-  const { region, ctrl } = env;
+  const { region } = env;
   const ensuredNamespaces = new Set<string>();
   const report = (
     change: MessageInitShape<typeof ReportGatewayStatusRequestSchema>["change"],
@@ -85,15 +85,7 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
     ReportGatewayStatusRequest
   >("gateways")
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (g) => g.gatewayId, delete: (ref) => ref.gatewayId },
-        watch: (cursor, call) => ctrl.watchGateways({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredGatewayStates({ region, gatewayIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportGatewayStatus(req, o),
-        rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { gatewayId: key, reason } }),
-        deletedReport: (key) => report({ case: "delete", value: { gatewayId: key } }),
-        equal: (a, c) => equals(ApplyGatewaySchema, a, c),
-      }),
+      clusterProtocol(env, { state: GatewayStateSchema, report: ReportGatewayStatusRequestSchema, key: "gatewayId" }),
     )
     .ownedBy(LABEL_GATEWAY_ID)
     .owns(resources.httpRoutes, {

@@ -5,21 +5,21 @@
 // configuration and Secret of the revision the region runs, which the deployment kind keeps.
 // Status: the last runs (started, finished, succeeded/failed/running) and the last schedule.
 // Delete: the CronJob; its Jobs and their pods follow by owner reference (background deletion).
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyJobSchema,
   ReportJobStatusRequestSchema,
   type ApplyJob,
   type DeleteJob,
   type JobState,
   type ReportJobStatusRequest,
+  JobStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { controller, labelIndex, type ControllerDeclaration } from "../runtime/controller.js";
+import { controller, labelIndex, type ControllerDeclaration } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { renderCronJob } from "./render.js";
 import { lastScheduleOf, runsFingerprint, runsOf } from "./status.js";
 import { validateApplyJob, validateDeleteJob } from "./validate.js";
@@ -42,23 +42,7 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
     create(ReportJobStatusRequestSchema, { region, change });
   return controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (j) => j.jobId, delete: (ref) => ref.jobId },
-        watch: (cursor, call) => ctrl.watchJobs({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredJobStates({ region, jobIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportJobStatus(req, o),
-        rejectedReport: (key, subject, reason) =>
-          report({
-            case: "rejected",
-            value: {
-              jobId: key,
-              k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
-              reason,
-            },
-          }),
-        deletedReport: (key, ref) => report({ case: "delete", value: { jobId: key, k8sName: ref.k8sName } }),
-        equal: (a, b) => equals(ApplyJobSchema, a, b),
-      }),
+      clusterProtocol({ region, ctrl }, { state: JobStateSchema, report: ReportJobStatusRequestSchema, key: "jobId" }),
     )
     .owns(resources.cronJobs, {
       keyOf: cronJobKeyOf,

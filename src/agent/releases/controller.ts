@@ -1,8 +1,9 @@
 // The release controller kind: releases of arbitrary allow-listed objects on the
 // shared runtime. Key = release id.
 //   owns     the release's inventory ConfigMap (one per release and region; ./render.ts)
-//   keeps    its own cache per kind the releases hold (./caches.ts), resolved through discovery
-//            (./discovery.ts): drift, health, events and the prune sweep's label query
+//   reads    the manager's shared cache of each kind the releases hold, added while the agent runs
+//            (./caches.ts), resolved through discovery (./discovery.ts): drift, health, events
+//            and the prune sweep's label query
 // Apply (only when something differs from the caches): each object (16 at a time) with
 // server-side apply under the field manager "krane-release" (force), labelled with the release,
 // its identity and the version; the Secrets' values fetched from ctrl (GetSecretValues, one call
@@ -17,9 +18,8 @@
 // Delete: every object of the release in every kind it ever had, then the inventory.
 // After each resync, the sweep deletes objects of releases this region no longer has (found by
 // label in every cached kind), and looks again at kinds that were missing.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplyReleaseSchema,
   ObjectHealth,
   ReleaseKindSchema,
   ReleaseObjectStatusSchema,
@@ -29,6 +29,7 @@ import {
   type ReleaseObjectStatus,
   type ReleaseState,
   type ReportReleaseStatusRequest,
+  ReleaseStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import {
   LABEL_RELEASE_ID,
@@ -39,10 +40,10 @@ import {
 import { isPermanentKubeError, type KubeClient } from "../../kube/client.js";
 import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
-import { controller, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { controller, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import type { KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
-import { ReleaseCaches, writeOnly } from "./caches.js";
+import { clusterProtocol } from "../runtime/kstate.js";
+import { RELEASE_INDEX, ReleaseCaches, writeOnly } from "./caches.js";
 import { Discovery } from "./discovery.js";
 import { healthOf } from "./health.js";
 import {
@@ -111,12 +112,14 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     change: MessageInitShape<typeof ReportReleaseStatusRequestSchema>["change"],
   ): ReportReleaseStatusRequest => create(ReportReleaseStatusRequestSchema, { region, change });
 
-  const setup = (ctx: Ctx, signal: AbortSignal): { caches: ReleaseCaches; discovery: Discovery } => {
+  const setup = (ctx: Ctx): { caches: ReleaseCaches; discovery: Discovery } => {
     kube ??= ctx.kube;
     enqueue = (k) => ctx.enqueue(k);
-    caches ??= new ReleaseCaches(ctx.kube, region, ctx.log, (k) => enqueue(k));
+    caches ??= new ReleaseCaches(
+      (r) => ctx.cache(r),
+      (k) => enqueue(k),
+    );
     discovery ??= new Discovery(ctx.kube);
-    caches.start(signal);
     return { caches, discovery };
   };
 
@@ -223,7 +226,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
         continue;
       }
       const inf = await c.ensure(r);
-      for (const live of inf?.byIndex("release", releaseId) ?? []) {
+      for (const live of inf?.byIndex(RELEASE_INDEX, releaseId) ?? []) {
         if (live.metadata.deletionTimestamp) continue;
         if (keep.has(`${r.group}/${r.kind}/${live.metadata.namespace ?? ""}/${live.metadata.name ?? ""}`)) continue;
         await (kube as KubeClient).delete(r, live.metadata.namespace, live.metadata.name ?? "", signal);
@@ -266,15 +269,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
 
   return controller<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>("releases")
     .protocol(
-      kstateProtocol({
-        keyOf: { apply: (r) => r.releaseId, delete: (ref) => ref.releaseId },
-        watch: (cursor, call) => ctrl.watchReleases({ region, versionLastSeen: cursor }, call),
-        getDesired: (keys, o) => ctrl.getDesiredReleaseStates({ region, releaseIds: keys }, o),
-        sendReport: (req, o) => ctrl.reportReleaseStatus(req, o),
-        rejectedReport: (key, _subject, reason) => report({ case: "rejected", value: { releaseId: key, reason } }),
-        deletedReport: (key) => report({ case: "delete", value: { releaseId: key } }),
-        equal: (a, b) => equals(ApplyReleaseSchema, a, b),
-      }),
+      clusterProtocol(
+        { region, ctrl },
+        { state: ReleaseStateSchema, report: ReportReleaseStatusRequestSchema, key: "releaseId" },
+      ),
     )
     .owns(resources.configMaps, {
       keyOf: inventoryKeyOf,
@@ -289,13 +287,13 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       validate: (r) => validateApplyRelease(r, region),
       validateDelete: validateDeleteRelease,
       render: (r) => [renderInventory(r, region)],
-      // The objects themselves: compared with the kind's own caches (cacheFor), so a resync or
+      // The objects themselves: compared with the caches of the kinds they are (cacheFor), so a resync or
       // an event that finds nothing changed writes nothing.
       derive: (_key, r) => renderReleaseObjects(r, region).map((o) => o.object),
       cacheFor: (obj) => caches?.forObject(obj),
 
       async apply(r, _objects, ctx, signal) {
-        setup(ctx, signal);
+        setup(ctx);
         if (!ensuredNamespaces.has(r.k8sNamespace)) {
           await ctx.kube.create(
             resources.namespaces,
@@ -345,7 +343,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       },
 
       async remove(key, ref, ctx, signal) {
-        setup(ctx, signal);
+        setup(ctx);
         const live = ctx.primaryOf(key);
         const kinds = kindsEver({ kindsEver: ref.kindsEver, objects: [] }, live ? inventoryKinds(live) : []);
         await prune(key, ref.k8sNamespace, kinds, new Set(), undefined, signal);
@@ -363,7 +361,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       },
 
       async collectGarbage(ctx, active, signal) {
-        const { caches: c } = setup(ctx, signal);
+        const { caches: c } = setup(ctx);
         // Objects of releases this region does not have (their inventory lost, or never
         // recorded): found by label in every kind a cache runs for.
         for (const inf of c.all()) {

@@ -1,4 +1,4 @@
-// The ctrl side of one controller (DESIGN §3, §6.3–6.4): its desired-state stream with the
+// The ctrl side of one controller: its desired-state stream with the
 // version cursor, the point reads a resync makes, and the status reports — each through the
 // controller's own circuit breaker, so one failing kind never stalls another. It knows nothing
 // about Kubernetes: decoded stream actions go to a sink (the controller), which decides.

@@ -1,4 +1,5 @@
-// The version cursor of one desired-state stream, as a pure state machine (DESIGN §3, §6).
+// The version cursor of one desired-state stream, as a pure state machine: what a resumed stream,
+// a snapshot and a bookmark each do to the version this agent has applied up to.
 //
 // The stream loop feeds it decoded messages; it answers what to do and where the cursor is.
 // Rules:

@@ -4,7 +4,8 @@ import type { Client } from "@connectrpc/connect";
 import type { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { Registry } from "prom-client";
 import type { AddressMapping } from "../../contracts/address-map.js";
-import type { ControllerDeclaration, ControllerOptions } from "./controller.js";
+import type { ControllerDeclaration } from "./builder.js";
+import type { ControllerOptions } from "./core.js";
 import type { Manager } from "./manager.js";
 
 export type ClusterClient = Client<typeof ClusterService>;

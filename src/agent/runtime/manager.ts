@@ -1,4 +1,4 @@
-// The manager (DESIGN §9): owns one shared, trimmed watch cache per resource type and the
+// The manager: owns one shared, trimmed watch cache per resource type and the
 // controllers built on them, and starts the controllers only once every cache has synced (the
 // snapshot's garbage collection and the skip-if-unchanged check both read the caches).
 //
@@ -23,7 +23,8 @@ import { Informer } from "../../kube/informer.js";
 import { LeaderElector, type ElectionTiming } from "../../kube/leader-election.js";
 import type { ResourceType } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
-import { Controller, type ControllerDeclaration, type ControllerOptions } from "./controller.js";
+import type { ControllerDeclaration } from "./builder.js";
+import { Controller, type ControllerOptions } from "./controller.js";
 import type { Logger } from "./log.js";
 import { agentMetrics } from "./metrics.js";
 import { trimFor } from "./trim.js";
@@ -46,6 +47,9 @@ export interface ManagerOptions {
   };
 }
 
+/** How long a cache added while running may take to sync before the kind's call fails. */
+const CACHE_SYNC_TIMEOUT_MS = 30_000;
+
 // Erasing a controller's type parameters for a heterogeneous list.
 type AnyController = Controller<unknown, unknown, unknown, unknown>;
 
@@ -54,11 +58,14 @@ export class Manager {
   readonly #informers = new Map<string, Informer>();
   readonly #controllers: AnyController[] = [];
   readonly #abort = new AbortController();
-  #running: Promise<unknown> | undefined;
+  #running = false;
   #kubeOkAt: number | undefined;
   #kubeState: "unknown" | "up" | "down" = "unknown";
   readonly #elector: LeaderElector | undefined;
   #transition: Promise<unknown> = Promise.resolve();
+  /** Caches added after start, and the loops of this run. */
+  readonly #late = new Set<Informer>();
+  #loops: Promise<unknown>[] = [];
 
   constructor(opts: ManagerOptions) {
     this.#o = opts;
@@ -107,8 +114,9 @@ export class Manager {
   }
 
   /**
-   * The shared cache of a resource type in one namespace (or all), created on first use before
-   * start. Kinds that read the same resource in the same scope share it.
+   * The shared cache of a resource type in one namespace (or all). Kinds that read the same
+   * resource in the same scope share it. One created while the manager runs starts at once,
+   * under the same watchdog and metrics as the others.
    */
   informer(r: ResourceType, selector?: string, namespace?: string): Informer {
     const id = `${r.group}/${r.version}/${r.plural}@${namespace ?? "*"}`;
@@ -120,7 +128,6 @@ export class Manager {
       }
       return existing;
     }
-    if (this.#running) throw new Error(`${r.plural}: caches cannot be added after the manager started`);
     const m = agentMetrics(this.#o.registry);
     const inf = new Informer({
       resource: r,
@@ -134,6 +141,45 @@ export class Manager {
       onEvent: (event) => m.watchEvents.inc({ resource: r.plural, event }),
     });
     this.#informers.set(id, inf);
+    if (this.#running) {
+      // Added while running (a kind found it needs it): it starts now. It does not count for
+      // readiness — a kind the agent may not list would keep the agent unready for good —
+      // the kind that asked waits for it instead (`cache`).
+      this.#late.add(inf);
+      const signal = this.#abort.signal;
+      setMaxListeners(this.#listenerLimit(), signal);
+      this.#loops.push(inf.run(signal));
+    }
+    return inf;
+  }
+
+  /**
+   * A shared cache (all namespaces) of a resource no kind declared, added while the manager runs
+   * and synced: rejects when it has not synced within `syncTimeoutMs` (e.g. the agent may not
+   * list the resource), so the caller's reconcile retries with its backoff instead of hanging.
+   */
+  async cache(r: ResourceType, selector?: string, syncTimeoutMs = CACHE_SYNC_TIMEOUT_MS): Promise<Informer> {
+    const inf = this.informer(r, selector);
+    if (inf.synced) return inf;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        inf.waitSynced(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new Error(
+                  `the cache of ${r.plural}.${r.group || "core"} did not sync within ${syncTimeoutMs / 1000} s (may the agent list them?)`,
+                ),
+              ),
+            syncTimeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
     return inf;
   }
 
@@ -152,6 +198,7 @@ export class Manager {
         log: this.#o.log,
         registry: this.#o.registry,
         informer: (r, s, ns) => this.informer(r, s, ns),
+        cache: (r, s) => this.cache(r, s),
       },
       opts,
     );
@@ -167,8 +214,9 @@ export class Manager {
     return this.#controllers.find((c) => c.name === name);
   }
 
+  /** Whether every cache declared before start has synced (caches added later: see `informer`). */
   get cachesSynced(): boolean {
-    for (const i of this.#informers.values()) if (!i.synced) return false;
+    for (const i of this.#informers.values()) if (!i.synced && !this.#late.has(i)) return false;
     return true;
   }
 
@@ -202,10 +250,7 @@ export class Manager {
     if (this.#running) return;
     const signal = this.#abort.signal;
     const informers = [...this.#informers.values()];
-    // Listeners on this signal, all removed when their wait or request ends: per informer its
-    // watch and a list request or backoff sleep (2), the API probe's request and sleep (2), the
-    // elector's request and sleep (2). More would be a leak, so the limit says exactly that.
-    setMaxListeners(2 * informers.length + 6, signal);
+    setMaxListeners(this.#listenerLimit(), signal);
     const loops: Promise<unknown>[] = informers.map((i) => i.run(signal));
     loops.push(
       Promise.all(informers.map((i) => i.waitSynced())).then(() => {
@@ -215,15 +260,30 @@ export class Manager {
       }),
     );
     loops.push(this.#probeLoop(signal));
-    this.#running = Promise.allSettled(loops);
+    this.#loops = loops;
+    this.#running = true;
+  }
+
+  /**
+   * Listeners on the manager's signal, all removed when their wait or request ends: per informer
+   * its watch and a list request or backoff sleep (2), the API probe's request and sleep (2), the
+   * elector's request and sleep (2). More would be a leak, so the limit says exactly that.
+   */
+  #listenerLimit(): number {
+    return 2 * this.#informers.size + 6;
   }
 
   async stop(): Promise<void> {
     this.#abort.abort();
-    await this.#running;
+    // Loops may be added while the earlier ones settle (a cache a reconcile asked for).
+    for (let settled = 0; settled < this.#loops.length;) {
+      const upTo = this.#loops.length;
+      await Promise.allSettled(this.#loops.slice(settled, upTo));
+      settled = upTo;
+    }
     await this.#transition;
     await Promise.all(this.#controllers.map((c) => c.stop()));
-    this.#running = undefined;
+    this.#running = false;
   }
 
   #startControllers(): void {

@@ -5,6 +5,8 @@
 // Objects krane renders keep their whole spec (drift detection compares the rendered fields
 // with them) and lose only managedFields and the status nobody reads.
 //
+// Objects of a release (component=release) are kept whole, whatever their kind: see trimFor.
+//
 // When a kind starts reading a field that is cut here, add it here: the informer cannot give a
 // reader what its transform dropped. Readers today:
 //   Pod:  status → instances (deployments/status.ts), routing table (endpoints): the phase,
@@ -19,6 +21,7 @@
 // Strings repeat across thousands of cached objects (label values, images, env names, node
 // names, condition types, timestamps of pods started in the same second): every kept string
 // that is not unique to its object is interned, so each distinct value is held once.
+import { COMPONENT, LABEL_COMPONENT } from "../../contracts/labels.js";
 import type { KubeObject, ObjectMeta } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
@@ -162,6 +165,16 @@ function trimRendered(keepStatus: boolean): (o: KubeObject) => KubeObject {
 
 /** The transform for a cached resource type. */
 export function trimFor(r: ResourceType): (o: KubeObject) => KubeObject {
+  const own = ownTrimFor(r);
+  // Objects a release holds (any allow-listed kind, in the same caches as the other kinds'
+  // objects) are rendered from what a user wrote and their health reads their status
+  // (agent/releases): they keep their whole spec and status, whatever their kind.
+  return (o) => (o.metadata.labels?.[LABEL_COMPONENT] === COMPONENT.release ? keepWhole(o) : own(o));
+}
+
+const keepWhole = trimRendered(true);
+
+function ownTrimFor(r: ResourceType): (o: KubeObject) => KubeObject {
   if (r.group === "" && r.kind === "Pod") return trimPod;
   if (r.group === "" && r.kind === "Node") return trimNode;
   // Deployment status carries availableReplicas (sentinel health); Job and CronJob status the

@@ -1,4 +1,4 @@
-// Measurement collection for rollout analysis (issue 13 part 2), the I/O shell around ./measure.ts.
+// Measurement collection for rollout analysis (a canary is judged on its sentinels' counters), the I/O shell around ./measure.ts.
 // Runs on the leader next to the SentinelObserver (the sentinel kind's `observe` loop): every
 // interval it scrapes the ops port /metrics of every serving pod of every active sentinel of this
 // region (the pods found by sentinelPods, as the observer finds them), several at once up to a
@@ -21,7 +21,7 @@ import {
 import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
 import type { AddressMapping } from "../../contracts/address-map.js";
 import { sleep } from "../../retry/backoff.js";
-import type { KindContext } from "../runtime/controller.js";
+import type { KindContext } from "../runtime/builder.js";
 import {
   IncrementTracker,
   MAX_SCRAPE_BYTES,
@@ -34,7 +34,7 @@ import { sentinelPods } from "./observer.js";
 import { LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import { resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
-import { labelIndex } from "../runtime/controller.js";
+import { labelIndex } from "../runtime/builder.js";
 
 /** How long a revision stays reportable after its last pod left (the sentinel keeps its counts 10 min). */
 const REVISION_MEMORY_MS = 15 * 60_000;
@@ -235,6 +235,11 @@ export class MeasurementCollector {
     if (fresh) await this.#send(fresh, signal, true);
   }
 
+  /**
+   * Sends one report; a first failure keeps it for the next round. Not src/retry: the spacing
+   * of the second attempt is the collection interval itself, and after it the numbers are stale
+   * for analysis, so there is nothing a backoff would add.
+   */
   async #send(req: ReportMeasurementsRequest, signal: AbortSignal, mayRetry: boolean): Promise<void> {
     try {
       await this.#o.send(req, signal);

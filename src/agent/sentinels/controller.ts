@@ -13,14 +13,14 @@
 // Apply: the `sentinel` Namespace (created if missing), the Deployment, the Service, then the
 // routing table. Status: available replicas and health from the Deployment's status.
 // Delete: the Service and the Deployment, then whatever else carries the sentinel id.
-import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  ApplySentinelSchema,
   ReportSentinelStatusRequestSchema,
   type ApplySentinel,
   type DeleteSentinel,
   type ReportSentinelStatusRequest,
   type SentinelState,
+  SentinelStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT, ZONE_LABEL } from "../../contracts/cluster.js";
 import {
@@ -35,9 +35,9 @@ import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
 import { instanceKey } from "../deployments/status.js";
-import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/controller.js";
+import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
-import { kstateProtocol } from "../runtime/kstate.js";
+import { clusterProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
 import { SentinelObserver } from "./observer.js";
@@ -100,23 +100,10 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
   return (
     controller<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>("sentinels")
       .protocol(
-        kstateProtocol({
-          keyOf: { apply: (s) => s.sentinelId, delete: (ref) => ref.sentinelId },
-          watch: (cursor, call) => ctrl.watchSentinels({ region, versionLastSeen: cursor }, call),
-          getDesired: (keys, o) => ctrl.getDesiredSentinelStates({ region, sentinelIds: keys }, o),
-          sendReport: (req, o) => ctrl.reportSentinelStatus(req, o),
-          rejectedReport: (key, subject, reason) =>
-            report({
-              case: "rejected",
-              value: {
-                sentinelId: key,
-                k8sName: "desired" in subject ? subject.desired.k8sName : subject.ref.k8sName,
-                reason,
-              },
-            }),
-          deletedReport: (key, ref) => report({ case: "delete", value: { sentinelId: key, k8sName: ref.k8sName } }),
-          equal: (a, b) => equals(ApplySentinelSchema, a, b),
-        }),
+        clusterProtocol(
+          { region, ctrl },
+          { state: SentinelStateSchema, report: ReportSentinelStatusRequestSchema, key: "sentinelId" },
+        ),
       )
       .ownedBy(LABEL_SENTINEL_ID)
       .owns(resources.deployments, {

@@ -13,7 +13,7 @@ import { isRecord, type KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
 import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { labelIndex, type KindContext } from "../runtime/controller.js";
+import { labelIndex, type KindContext } from "../runtime/builder.js";
 
 export interface ObserverOptions {
   /** How often the pods are read (default 5 s). */

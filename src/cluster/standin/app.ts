@@ -46,7 +46,7 @@ export interface AppPod {
   readonly mode: StandinMode;
   readonly status: number;
   readonly latencyMs: number;
-  /** Fraction (0–1) of answers that are 500 instead of `status` (issue 13: a failing canary). */
+  /** Fraction (0–1) of answers that are 500 instead of `status` (a failing canary, for rollout analysis tests). */
   readonly errorRate?: number;
 }
 

@@ -1,7 +1,7 @@
 // ClusterService: what agents call. The methods of every kind are built here once, generically
 // (a watch stream, point reads, a report), and bound to each registered kind's descriptor
 // (../kinds/registry.ts), whose `methods` maps its proto methods onto them; heartbeats, secret
-// values and measurements (issue 13) belong to no kind. Thin: authorize the region, validate,
+// values and measurements (rollout analysis) belong to no kind. Thin: authorize the region, validate,
 // call the store or the watch logic, and translate to protobuf.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
@@ -46,7 +46,8 @@ export interface ClusterServiceDeps {
   kinds?: readonly Kind[];
   /** Opens sealed secrets for GetSecretValues (absent: the method answers failed_precondition). */
   keyring?: Keyring;
-  /** Told when an agent confirmed a pending deletion of an environment's object (issue 16). */
+  /** Told when an agent confirmed a pending deletion of an environment's object (the deletion
+   * finishes only once every region confirmed it). */
   onDeletionConfirmed?: (environmentId: string) => void;
 }
 
@@ -121,7 +122,7 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       const report = validate();
       await kind.recordReport(store, region, report);
       deps.onReport?.(kind.name, region, kind.subject(report));
-      // Issue 16: a delete report ends that object's pending deletion, whatever the kind.
+      // A delete report ends that object's pending deletion, whatever the kind.
       const deleted = kind.confirmsDeletion
         ? kind.confirmsDeletion(report)
         : (report as { type?: unknown }).type === "delete";
@@ -171,7 +172,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
       return { values: values.map((v) => ({ key: v.key, value: v.value })) };
     },
-    // Issue 13 part 2: a region's sentinel measurements (belongs to no kind, like heartbeats).
+    // A region's sentinel measurements for rollout analysis (belongs to no kind, like heartbeats).
     async reportMeasurements(req, ctx) {
       const region = agentRegion(ctx, req.region);
       const report = validateMeasurementReport(req, deps.store.clock(), MEASUREMENT_RETENTION_MS);

@@ -167,7 +167,7 @@ test("a transform trims what is cached; an update that changes nothing kept is s
   assert.equal(cached?.metadata.resourceVersion, "3", "the quiet update was stored");
 });
 
-test("indexes are declared before the informer runs, and a value may index an object under several keys", async () => {
+test("a value may index an object under several keys; an index added after start covers what is cached", async () => {
   const ac = new AbortController();
   const client = fakeClient([{ items: [obj("a", "1")], rv: "1" }], [async () => ac.abort()]);
   const r = new Informer({ resource: resources.pods, labelSelector: "k", client, log: silentLogger });
@@ -176,6 +176,11 @@ test("indexes are declared before the informer runs, and a value may index an ob
   await r.run(ac.signal);
   assert.equal(r.byIndex("both", "x-a").length, 1);
   assert.equal(r.byIndex("both", "y-a").length, 1);
-  assert.throws(() => r.addIndex("late", () => undefined), /after start/);
+  r.addIndex("late", (o) => `late-${o.metadata.name ?? ""}`);
+  assert.deepEqual(
+    r.byIndex("late", "late-a").map((o) => o.metadata.name),
+    ["a"],
+  );
+  assert.throws(() => r.addIndex("late", () => undefined), /declared twice/);
   assert.throws(() => r.byIndex("nope", "a"), /no index/);
 });

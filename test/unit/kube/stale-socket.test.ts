@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as http from "node:http";
 import type { Socket } from "node:net";
-import { KubeClient } from "../../../src/kube/client.js";
+import { isStaleSocket, KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
 import { loopbackKubeConfig } from "./support.js";
 
@@ -90,4 +90,17 @@ test("a create on a reused connection the server closed is not sent again: the r
       ["GET /api/v1/namespaces/ns/configmaps/cm"],
     );
   });
+});
+
+test("a reset of a reused connection counts as stale whether it comes while writing (EPIPE) or waiting (ECONNRESET)", () => {
+  const err = (code: string): NodeJS.ErrnoException => Object.assign(new Error(code), { code });
+  // The server's reset reaches a client still writing a large body as EPIPE: the same stale
+  // connection, to be sent again like ECONNRESET (loopback cannot be made to lose this race on demand).
+  assert.equal(isStaleSocket(true, err("EPIPE")), true);
+  assert.equal(isStaleSocket(true, err("ECONNRESET")), true);
+  // A fresh connection that fails is not stale: the server may well have seen the request.
+  assert.equal(isStaleSocket(false, err("EPIPE")), false);
+  assert.equal(isStaleSocket(false, err("ECONNRESET")), false);
+  assert.equal(isStaleSocket(true, err("ECONNREFUSED")), false);
+  assert.equal(isStaleSocket(true, err("ETIMEDOUT")), false);
 });

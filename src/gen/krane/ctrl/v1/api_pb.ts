@@ -490,7 +490,7 @@ export type RolloutPolicy = Message<"krane.ctrl.v1.RolloutPolicy"> & {
   paused: boolean;
 
   /**
-   * Progressive delivery (issue 13): canary steps or blue-green, and region waves, run by krane's
+   * Progressive delivery: canary steps or blue-green, and region waves, run by krane's
    * progressive engine instead of the rolling update. Absent: `strategy` alone.
    *
    * @generated from field: krane.ctrl.v1.ProgressiveStrategy progressive = 400;

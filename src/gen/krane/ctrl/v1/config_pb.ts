@@ -1,4 +1,4 @@
-// Configuration and secrets of an environment (issue 16). Every change makes a new revision of
+// Configuration and secrets of an environment. Every change makes a new revision of
 // the environment (a copy of the revision it runs, with the new values), rolled out with the
 // environment's rollout policy; each revision keeps its own values, so `rollout undo` restores
 // the configuration too.

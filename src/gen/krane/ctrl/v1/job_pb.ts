@@ -1,4 +1,4 @@
-// Scheduled jobs of an environment (issue 16): cron jobs run as Kubernetes CronJobs in every
+// Scheduled jobs of an environment: cron jobs run as Kubernetes CronJobs in every
 // region of the environment with the user workloads' isolation (gVisor, untrusted nodes, no API
 // token, the environment's network policy), from the image, configuration and secrets of the
 // revision the region runs unless the job names an image of its own.

@@ -1,4 +1,4 @@
-// Releases of arbitrary objects (issue 16): a versioned set of Kubernetes manifests applied in an
+// Releases of arbitrary objects: a versioned set of Kubernetes manifests applied in an
 // environment's workspace namespace in each of its regions by the agent's release controller,
 // with server-side apply under its own field manager; objects that leave the set are pruned.
 // Only kinds on the platform's allow-list, namespaced, in the workspace namespace: anything else

@@ -1,4 +1,4 @@
-// Rollouts of an environment's revisions (issue 6): in each region the environment behaves like
+// Rollouts of an environment's revisions: in each region the environment behaves like
 // one Kubernetes Deployment whose ReplicaSets are its deployments. Same authentication as the
 // public API (a user API token).
 

@@ -6,9 +6,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DesiredStateStream, silenceBoundMs, type EndReason } from "../../../src/agent/runtime/stream.js";
-import type { CursorAction, StreamEvent } from "../../../src/agent/runtime/cursor.js";
-import type { Logger } from "../../../src/agent/runtime/log.js";
+import { DesiredStateStream, silenceBoundMs, type EndReason } from "../../../../src/agent/runtime/stream.js";
+import type { CursorAction, StreamEvent } from "../../../../src/agent/runtime/cursor.js";
+import type { Logger } from "../../../../src/agent/runtime/log.js";
 
 type Ev = StreamEvent<string, string>;
 

@@ -7,7 +7,7 @@ import {
   initialCursor,
   type CursorState,
   type StreamEvent,
-} from "../../../src/agent/runtime/cursor.js";
+} from "../../../../src/agent/runtime/cursor.js";
 
 type Ev = StreamEvent<string, string>;
 
