@@ -43,10 +43,6 @@ const res = spawnSync(
     `--test-concurrency=${concurrency}`,
     // A hung test fails after 10 minutes instead of holding CI until its own deadline.
     "--test-timeout=600000",
-    // A file whose tests have all finished exits even if something keeps its event loop alive:
-    // test/integration/agent/ctrl-client.test.ts, run beside other files, sometimes stayed up
-    // after its last test with no active handle left to show for it, until the 10-minute limit.
-    "--test-force-exit",
     "--test-reporter=spec",
     "--test-reporter-destination=stdout",
     "--test-reporter=./scripts/count-reporter.mjs",
