@@ -66,6 +66,8 @@ export class ProxyServer {
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   /** Connections HTTP/2 or an Upgrade took over: not HTTP/1.1 keep-alive any more. */
   readonly #takenOver = new WeakSet<net.Socket>();
+  /** HTTP/1.1 connections with a request being answered. */
+  readonly #answering = new Set<net.Socket>();
 
   constructor(o: ServerOptions) {
     this.#o = o;
@@ -84,6 +86,9 @@ export class ProxyServer {
     this.#h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
       // While draining every answer says Connection: close, the sentinel's own answers too.
       if (o.path.draining) res.shouldKeepAlive = false;
+      const socket = req.socket;
+      this.#answering.add(socket);
+      res.once("close", () => this.#answering.delete(socket));
       o.proxy.handle(req, res);
     });
     this.#h1.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
@@ -190,8 +195,7 @@ export class ProxyServer {
       const now = Date.now();
       for (const socket of this.#sockets) {
         if (this.#takenOver.has(socket)) continue;
-        // Node keeps the response in flight on its socket; none means idle (or not started yet).
-        if ((socket as net.Socket & { _httpMessage?: unknown })._httpMessage) {
+        if (this.#answering.has(socket)) {
           idleSince.delete(socket);
           continue;
         }
