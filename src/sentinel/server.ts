@@ -5,7 +5,12 @@
 //  - a parse error gets a 400 (or 408/431) and the connection closed; nothing reaches an instance;
 //  - idle keep-alive and idle sockets are closed after their timeouts.
 // drain() is the SIGTERM path: stop accepting, tell keep-alive clients to go (Connection: close,
-// HTTP/2 GOAWAY), let in-flight requests finish until the deadline, then close what is left.
+// HTTP/2 GOAWAY), let in-flight requests finish until the deadline, then close what is left. An
+// idle HTTP/1.1 keep-alive connection is closed only once it has stayed idle for a while: a client
+// may be sending its next request on it at the very moment the sentinel closes it, and that
+// request is then lost without an answer (the client sees the connection closed, the sentinel
+// never sees the request). A client that keeps using a connection gets Connection: close on its
+// next answer and closes it itself.
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
@@ -20,6 +25,13 @@ import { Upstreams } from "./upstreams.js";
 import { UpgradeRelay } from "./websocket.js";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/**
+ * While draining, an HTTP/1.1 connection idle this long is closed. A busy client reuses its
+ * connections far more often (and then gets Connection: close); one this idle is unlikely to pick
+ * exactly this one for its next request.
+ */
+export const DRAIN_IDLE_MS = 2_000;
 
 export interface ServerOptions {
   readonly path: RequestPath;
@@ -52,6 +64,10 @@ export class ProxyServer {
   readonly #h2: http2.Http2Server;
   readonly #sockets = new Set<net.Socket>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  /** Connections HTTP/2 or an Upgrade took over: not HTTP/1.1 keep-alive any more. */
+  readonly #takenOver = new WeakSet<net.Socket>();
+  /** HTTP/1.1 connections with a request being answered. */
+  readonly #answering = new Set<net.Socket>();
 
   constructor(o: ServerOptions) {
     this.#o = o;
@@ -67,8 +83,18 @@ export class ProxyServer {
       noDelay: true,
     });
     this.#h1.timeout = o.idleTimeoutMs;
-    this.#h1.on("request", o.proxy.handle);
-    this.#h1.on("upgrade", o.upgrades.handle);
+    this.#h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
+      // While draining every answer says Connection: close, the sentinel's own answers too.
+      if (o.path.draining) res.shouldKeepAlive = false;
+      const socket = req.socket;
+      this.#answering.add(socket);
+      res.once("close", () => this.#answering.delete(socket));
+      o.proxy.handle(req, res);
+    });
+    this.#h1.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+      this.#takenOver.add(socket);
+      o.upgrades.handle(req, socket, head);
+    });
     this.#h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => this.#clientError(err, socket));
     this.#h2 = http2.createServer({
       maxHeaderListPairs: 256,
@@ -124,6 +150,7 @@ export class ProxyServer {
       socket.unshift(buf);
       if (proto === "h2") {
         // The session reads what is buffered on the next tick, then takes the socket over.
+        this.#takenOver.add(socket);
         this.#h2.emit("connection", socket);
       } else {
         asHttp1();
@@ -158,12 +185,28 @@ export class ProxyServer {
   async drain(deadline: number): Promise<void> {
     const proxy = this.#o.path;
     proxy.draining = true;
-    const closed = new Promise<void>((resolve) => this.#h1.close(() => resolve()));
+    // Stop accepting only: http.Server#close would also close every idle keep-alive connection
+    // at once, racing the requests clients are sending on them.
+    const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(this.#h1, () => resolve()));
     for (const s of this.#sessions) s.close();
-    while (Date.now() < deadline && (proxy.inFlight > 0 || this.#o.upgrades.open.size > 0)) {
-      this.#h1.closeIdleConnections();
+    // Seen idle since: a connection that answered a request in between closes itself (Connection: close).
+    const idleSince = new Map<net.Socket, number>();
+    while (Date.now() < deadline && (this.#sockets.size > 0 || proxy.inFlight > 0 || this.#o.upgrades.open.size > 0)) {
+      const now = Date.now();
+      for (const socket of this.#sockets) {
+        if (this.#takenOver.has(socket)) continue;
+        if (this.#answering.has(socket)) {
+          idleSince.delete(socket);
+          continue;
+        }
+        const since = idleSince.get(socket);
+        if (since === undefined) idleSince.set(socket, now);
+        else if (now - since >= DRAIN_IDLE_MS) socket.destroy();
+      }
       await new Promise((r) => setTimeout(r, 20));
     }
+    // Stops Node's header-timeout checks too; the listener is already closed.
+    this.#h1.close(() => undefined);
     this.#h1.closeAllConnections();
     this.#o.upgrades.closeAll();
     for (const s of this.#sessions) s.destroy();

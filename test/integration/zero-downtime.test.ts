@@ -162,13 +162,6 @@ describe("zero downtime on real containers", { skip }, () => {
     "0 failed requests at 200/s through a rolling update, a scale-down and a sentinel scale-down",
     {
       timeout: 15 * 60_000,
-      // Runs in full and prints its diagnostics, but does not fail the suite yet: through the
-      // sentinels' Service (kube-proxy, two sentinels) 1–13 of 5,000–9,000 requests end with the
-      // connection closed by the far side ("other side closed") at the moment app pods are deleted
-      // (rolling update or scale-down), and neither sentinel counts them (no aborted answer, no
-      // client error); straight at one sentinel pod (ZD_TARGET=pod), and through the Service with
-      // one sentinel, none failed. Not yet explained.
-      todo: "requests through the sentinels' Service fail when app pods are deleted (see above)",
     },
     async () => {
       const v1 = await deploy("krane.local/hello:v1");
