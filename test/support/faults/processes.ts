@@ -11,15 +11,27 @@ import type { KubeConfig } from "@kubernetes/client-node";
 
 export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathname;
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
   });
+}
+
+/**
+ * A free port for a process that is killed and restarted on it. It is chosen below Linux's
+ * ephemeral range (32768–60999 by default), which the kernel hands out to every outgoing
+ * connection and every listen on port 0: a port from there was taken by another test while ctrl
+ * was down, and the restarted ctrl failed with EADDRINUSE.
+ */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port)) return port;
+  }
+  throw new Error("no free port in 20000–31999");
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
