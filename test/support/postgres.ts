@@ -4,10 +4,10 @@
 // the server runs as the `postgres` user, which PostgreSQL requires.
 import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { freePort } from "./ports.js";
 
 export interface TestPostgres {
   /** A connection URL for a new, empty database. */
@@ -32,17 +32,6 @@ function findBinDir(): string {
   if (v === undefined)
     throw new Error("PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)");
   return join(root, v, "bin");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const isRoot = typeof process.getuid === "function" && process.getuid() === 0;

@@ -5,34 +5,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { freePort } from "../ports.js";
+
+export { freePort };
 
 export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathname;
-
-/** Whether `port` can be listened on at 127.0.0.1 right now. */
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-/**
- * A free port for a process that is killed and restarted on it. It is chosen below Linux's
- * ephemeral range (32768–60999 by default), which the kernel hands out to every outgoing
- * connection and every listen on port 0: a port from there was taken by another test while ctrl
- * was down, and the restarted ctrl failed with EADDRINUSE.
- */
-export async function freePort(): Promise<number> {
-  for (let i = 0; i < 200; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (await canListen(port)) return port;
-  }
-  throw new Error("no free port in 20000–31999");
-}
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
