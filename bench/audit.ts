@@ -47,7 +47,7 @@ import { auditRecordToJson } from "../src/contracts/audit.js";
 import { recordOf } from "../src/cli/audit-records.js";
 import { LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
 import { Store } from "../src/ctrl/db/store.js";
-import { appendAuditEvent, recordOfRow } from "../src/ctrl/domain/audit.js";
+import { recordOfRow } from "../src/ctrl/domain/audit.js";
 import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
 import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
 import { Keyring } from "../src/ctrl/secrets/keyring.js";
@@ -68,6 +68,7 @@ import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { deliver, githubDelivery } from "../test/support/git-providers.js";
 import { startPostgres } from "../test/support/postgres.js";
 import { percentileOf, until } from "./support.js";
+import { seedAuditEvents } from "../test/support/audit-events.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_AUDIT_ROUNDS ?? 3);
 const CREATES = Number(process.env.KRANE_BENCH_AUDIT_CREATES ?? 1500);
@@ -163,30 +164,7 @@ async function exportAndFile(name: string, database: string, dir: string): Promi
   const store = await Store.open({ url: database });
   const lines: string[] = [];
   try {
-    for (let i = 0; i < EXPORTED; i += 5000)
-      await store.write(async (tx) => {
-        for (let j = i; j < Math.min(EXPORTED, i + 5000); j++)
-          await appendAuditEvent(tx, {
-            workspaceId: WS,
-            actorKind: "user",
-            actorId: "tok_benchbenchbenchbench",
-            actorName: "ci-deploy",
-            method: "EnvironmentService/UpdateEnvironment",
-            targets: [WS, "prj_benchbenchbenchbench", `env_${String(j % 97).padStart(20, "0")}`],
-            requestId: `req_${String(j).padStart(20, "0")}`,
-            clientIp: "10.1.2.3",
-            userAgent: "connect-es/2.1.2 krane-cli",
-            idempotencyKey: `key-${j}`,
-            code: "ok",
-            message: "",
-            changes: Array.from({ length: 6 }, (_, k) => ({
-              field: `environment.config.SETTING_${k}`,
-              op: "set" as const,
-              before: `value-${j}-${k}-before`,
-              after: `value-${j}-${k}-after`,
-            })),
-          });
-      });
+    await seedAuditEvents(store, WS, EXPORTED);
     for (const r of await store.db
       .selectFrom("audit_events")
       .selectAll()

@@ -12,10 +12,10 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, it } from "node:test";
 import { Store } from "../../../src/ctrl/db/store.js";
-import { appendAuditEvent } from "../../../src/ctrl/domain/audit.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { KRANE_BIN, spawnCtrl, type CtrlProcess } from "./process.js";
 import { tempDir } from "./support.js";
+import { seedAuditEvents } from "../../support/audit-events.js";
 
 const N = 100_000;
 const CTRL_HEAP_MIB = 128;
@@ -69,30 +69,7 @@ describe("audit export of 100,000 events", () => {
     const db = join(dir.path, "ctrl.db");
     const store = await Store.open({ url: db });
     try {
-      for (let i = 0; i < N; i += 5000)
-        await store.write(async (tx) => {
-          for (let j = i; j < i + 5000; j++)
-            await appendAuditEvent(tx, {
-              workspaceId: WS,
-              actorKind: "user",
-              actorId: "tok_exporterexporterex",
-              actorName: "ci-deploy",
-              method: "EnvironmentService/UpdateEnvironment",
-              targets: [WS, "prj_exportexportexportex", `env_${String(j % 97).padStart(20, "0")}`],
-              requestId: `req_${String(j).padStart(20, "0")}`,
-              clientIp: "10.1.2.3",
-              userAgent: "connect-es/2.1.2 krane-cli",
-              idempotencyKey: `key-${j}`,
-              code: "ok",
-              message: "",
-              changes: Array.from({ length: 6 }, (_, k) => ({
-                field: `environment.config.SETTING_${k}`,
-                op: "set" as const,
-                before: `value-${j}-${k}-before`,
-                after: `value-${j}-${k}-after`,
-              })),
-            });
-        });
+      await seedAuditEvents(store, WS, N);
     } finally {
       await store.close();
     }
