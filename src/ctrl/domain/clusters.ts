@@ -1,6 +1,7 @@
 // Regions and clusters: registering a region (with its stream counters, one per kind), the
 // clusters of a region with their agent tokens (one per cluster, bound to its region; only the
-// SHA-256 digest is stored, the token is shown once), and agents' heartbeats.
+// SHA-256 digest is stored, the token is shown once), and agents' heartbeats (with the kinds each
+// agent runs, which deletions read).
 //
 // Revoking a cluster's token keeps the cluster (and its heartbeat record) but replaces the
 // stored digest with a marker no token can hash to; CreateClusterToken later issues a new one.
@@ -129,6 +130,17 @@ export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise
     const kind = KIND_OF_STREAM.get(c.kind);
     return kind === undefined ? [] : [{ cluster_id: hb.clusterId, kind, version: c.version, reported_at: now }];
   });
+  if (hb.cursors === undefined || hb.cursors.length === 0) return;
+  // The heartbeat names every kind the agent runs now: a kind it no longer runs loses its row, so
+  // the rows are the kinds this cluster runs (kindsNotRun; the deletions do not wait for the rest).
+  let stale = store.db.deleteFrom("cluster_cursors").where("cluster_id", "=", hb.clusterId);
+  if (known.length > 0)
+    stale = stale.where(
+      "kind",
+      "not in",
+      known.map((k) => k.kind),
+    );
+  await stale.execute();
   if (known.length === 0) return;
   await store.db
     .insertInto("cluster_cursors")
@@ -139,6 +151,39 @@ export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise
         .doUpdateSet((eb) => ({ version: eb.ref("excluded.version"), reported_at: eb.ref("excluded.reported_at") })),
     )
     .execute();
+}
+
+/**
+ * Per region, the kinds no agent there runs, as the agents' last heartbeats said (each names the
+ * streams its agent runs). A region is listed only when every cluster of it has told its kinds: a
+ * cluster whose agent never did (an agent older than the per-kind cursors, or one that never
+ * beat) might run any kind, so nothing of that region is ruled out. An agent that is down is
+ * judged by its last heartbeat: the kinds it ran are still waited for (see --force-region).
+ */
+export async function kindsNotRun(db: Reader): Promise<Map<string, Set<string>>> {
+  const clusters = await db.selectFrom("clusters").select(["id", "region"]).execute();
+  const rows = await db.selectFrom("cluster_cursors").select(["cluster_id", "kind"]).execute();
+  const runsOf = new Map<string, Set<string>>();
+  for (const r of rows) {
+    let s = runsOf.get(r.cluster_id);
+    if (!s) runsOf.set(r.cluster_id, (s = new Set()));
+    s.add(r.kind);
+  }
+  const byRegion = new Map<string, Set<string> | null>();
+  for (const c of clusters) {
+    const runs = runsOf.get(c.id);
+    const acc = byRegion.get(c.region);
+    if (acc === null) continue;
+    if (runs === undefined) byRegion.set(c.region, null);
+    else byRegion.set(c.region, new Set([...(acc ?? []), ...runs]));
+  }
+  const out = new Map<string, Set<string>>();
+  for (const [region, runs] of byRegion) {
+    if (runs === null || runs === undefined) continue;
+    const notRun = KIND_NAMES.filter((k) => !runs.has(k));
+    if (notRun.length > 0) out.set(region, new Set(notRun));
+  }
+  return out;
 }
 
 /**

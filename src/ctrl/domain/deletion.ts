@@ -12,7 +12,12 @@
 // report), or when an operator forces past a region whose agent is gone for good (its objects
 // are then its orphan GC's business when it returns: the outbox or a snapshot no longer names
 // them). Regions without any registered cluster are not waited for: nothing could have applied
-// there. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
+// there. Nor is a kind that no agent of the region runs (each agent's heartbeat names the kinds
+// it runs; ./clusters.ts, kindsNotRun): an optional kind the agent was not configured for (the
+// gateway kind without a Gateway, and any optional kind added later) can never confirm. Objects
+// an agent applied while it still ran that kind stay in its cluster until the kind runs there
+// again and its first snapshot's orphan collection deletes them; a region whose agents have not
+// said which kinds they run (older agents) is waited for in full, as before. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
 // sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
 // measurements — and
 // then the project or workspace once its last environment is gone, leaving one event per purge in
@@ -26,6 +31,7 @@ import { detachedFromCaller } from "../db/write-hook.js";
 import { invalidArgument } from "../errors.js";
 import { deletePayload, environmentOfPayload } from "../payloads/delete-payload.js";
 import { payloadsOf } from "../payloads/registry.js";
+import { kindsNotRun } from "./clusters.js";
 import { purgeDataKeys } from "./data-keys.js";
 import { purgeDeployments } from "./deployments.js";
 import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnvironmentRow } from "./environments.js";
@@ -93,6 +99,7 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
   const withClusters = new Set(
     (await tx.trx.selectFrom("clusters").select("region").distinct().execute()).map((r) => r.region),
   );
+  const notRun = await kindsNotRun(tx.trx);
   const rows = await tx.trx
     .selectFrom("desired_objects")
     .select(["region", "kind", "object_id", "payload"])
@@ -111,7 +118,7 @@ async function startEnvironment(tx: WriteTx, env: EnvironmentRow, requestedAt: n
     const k = payloadsOf(r.kind);
     if (!k) continue;
     await tx.removeDesired(r.region, r.kind, r.object_id, deletePayload(k, r.payload));
-    if (!withClusters.has(r.region)) continue;
+    if (!withClusters.has(r.region) || notRun.get(r.region)?.has(r.kind)) continue;
     await tx.trx
       .insertInto("pending_deletions")
       .values({
@@ -310,7 +317,26 @@ export function finishDeletions(store: Store, only?: string): Promise<number> {
   return detachedFromCaller(() => finish(store, only));
 }
 
+/**
+ * Ends the pending deletions of kinds their region's agents no longer run (they said so in a
+ * heartbeat after the deletion started): no confirmation could come. Returns how many ended.
+ */
+async function dropUnanswerable(store: Store): Promise<number> {
+  const notRun = await kindsNotRun(store.db);
+  let dropped = 0;
+  for (const [region, kinds] of notRun) {
+    const res = await store.db
+      .deleteFrom("pending_deletions")
+      .where("region", "=", region)
+      .where("kind", "in", [...kinds])
+      .executeTakeFirst();
+    dropped += Number(res.numDeletedRows);
+  }
+  return dropped;
+}
+
 async function finish(store: Store, only: string | undefined): Promise<number> {
+  await dropUnanswerable(store);
   let q = store.db.selectFrom("environments").select("id").where("deleting_at", "is not", null);
   if (only !== undefined) q = q.where("id", "=", only);
   const candidates = await q.execute();

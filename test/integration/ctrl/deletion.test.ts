@@ -21,6 +21,7 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import { eventually } from "../../support/cluster.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const WS = "acme";
@@ -250,5 +251,80 @@ describe("deletion", () => {
       .deleteWorkspace({ workspace: WS, confirm: WS, forceRegions: [] });
     assert.equal(ws.deletion?.done, true);
     await expectCode(ctrl.client(WorkspaceService, admin).getWorkspace({ workspace: WS }), Code.NotFound);
+  });
+
+  it("a kind no agent of a region runs (its heartbeat says so) is not waited for; an agent that never said is waited for in full", async () => {
+    const admin = ctrl.adminToken;
+    const ws = "beta";
+    const ref = { workspace: ws, project: "app", environment: "live" };
+    const beat = async (region: string, kinds: string[] | undefined): Promise<void> => {
+      await ctrl.client(ClusterService, await ctrl.agentToken(region)).heartbeat({
+        region,
+        agentId: `agent-${region}`,
+        build: "test",
+        cursors: kinds?.map((kind) => ({ kind, version: 0n })),
+      });
+    };
+    for (const r of ["ap", "sa", "af"]) await ctrl.client(RegionService, admin).createRegion({ name: r });
+    // ap runs no release controller; sa's agent is older than the per-kind cursors; af runs all.
+    await beat("ap", ["deployments", "sentinels", "jobs", "a-kind-this-ctrl-does-not-know"]);
+    await beat("sa", undefined);
+    await beat("af", ["deployments", "sentinels", "releases", "jobs"]);
+    await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: ws });
+    await ctrl.client(ProjectService, admin).createProject({ workspace: ws, slug: ref.project });
+    const { environment } = await ctrl.client(EnvironmentService, admin).createEnvironment({
+      workspace: ws,
+      project: ref.project,
+      slug: ref.environment,
+      regions: ["ap", "sa", "af"].map((region) => ({ region, replicas: 1 })),
+      sentinel: { image: "registry.example.com/sentinel:1", replicas: 1, cpuMillicores: 0n, memoryMib: 0n },
+    });
+    const envId = environment?.id ?? "";
+    await ctrl.client(DeploymentService, admin).createDeployment({ ...ref, image: "registry.example.com/app:1" });
+    await ctrl.client(ReleaseService, admin).applyRelease({
+      ...ref,
+      files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }],
+    });
+    await ctrl.client(JobService, admin).putJob({ ...ref, spec: { name: "report", schedule: "@hourly" } as never });
+
+    const kindsIn = async (region: string): Promise<string[]> =>
+      [...new Set((await pending(region)).map((p) => p.kind))].sort();
+    const { deletion } = await ctrl
+      .client(EnvironmentService, admin)
+      .deleteEnvironment({ ...ref, confirm: ref.environment, forceRegions: [] });
+    assert.equal(deletion?.done, false);
+    assert.deepEqual(await kindsIn("ap"), ["deployment", "job", "sentinel"], "ap runs no releases: not waited for");
+    assert.deepEqual(await kindsIn("sa"), ["deployment", "job", "release", "sentinel"], "sa never said: every kind");
+    assert.deepEqual(await kindsIn("af"), ["deployment", "job", "release", "sentinel"]);
+    // The release's Delete still went to ap's stream: an agent that runs the kind later collects it.
+    const apDeletes = await ctrl.store.db
+      .selectFrom("outbox")
+      .select("kind")
+      .where("op", "=", "delete")
+      .where("region", "=", "ap")
+      .where("kind", "=", "release")
+      .execute();
+    assert.equal(apDeletes.length, 1);
+
+    // af's agent stops running jobs while the deletion is pending: the sweep stops waiting for them.
+    await beat("af", ["deployments", "sentinels", "releases"]);
+    await eventually("af's job deletion no longer pending", async () =>
+      (await kindsIn("af")).includes("job") ? undefined : true,
+    );
+    // The same agent heartbeating without any cursors (downgraded) does not forget what it said.
+    await beat("af", undefined);
+    assert.deepEqual(await kindsIn("af"), ["deployment", "release", "sentinel"]);
+
+    // Every agent confirms what it runs: the deletion finishes with no region forced.
+    for (const r of ["ap", "sa", "af"]) await confirm(r);
+    await eventually("the environment purged", async () => {
+      const rows = await rowsOf([envId]);
+      return rows.environments === 0 && rows.desired_objects === 0 ? true : undefined;
+    });
+    const done = await ctrl
+      .client(EnvironmentService, admin)
+      .deleteEnvironment({ ...ref, confirm: ref.environment, forceRegions: [] })
+      .catch(() => undefined);
+    assert.ok(done === undefined || done.deletion?.done === true);
   });
 });
