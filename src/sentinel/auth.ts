@@ -18,8 +18,13 @@
 //    cooldown, and kept past their age while the JWKS URL fails (up to `maxStaleMs`) so an
 //    identity provider outage does not take every API down. Scopes come from `scope` (space-
 //    separated) and `scp` (list or string).
-//  - A verified token is remembered (by rule and token) until it expires or for `verifiedTtlMs`,
-//    whichever is sooner, so a client's repeated calls cost one signature check.
+//  - A verified token is remembered (by rule and token, at most `verifiedMax`, the oldest going
+//    first) until it expires or for `verifiedTtlMs`, whichever is sooner, so a client's repeated
+//    calls cost one signature check — and only while the key set that verified it is current:
+//    each entry holds the generation of its JWKS (a fetch that changes the set starts a new one),
+//    and once the set is due for its refresh the next request refetches it and verifies again.
+//    So a key withdrawn from the JWKS stops its tokens within the refresh interval. An unreachable
+//    JWKS URL is tried at most once per cooldown, whatever the traffic.
 // Answers: 401 with `WWW-Authenticate: Bearer` (missing, malformed, expired, bad signature, wrong
 // issuer or audience), 403 (insufficient scope, or denied by default), 400 (ambiguous path).
 import {
@@ -176,13 +181,23 @@ export interface JwksOptions {
   readonly fetch?: typeof fetch;
 }
 
+/** A key found for a token, and the generation of the key set it came from. */
+export interface FoundKey {
+  readonly key: Awaited<ReturnType<JWTVerifyGetKey>>;
+  readonly generation: number;
+}
+
 /** The keys of one JWKS URL, cached (see the header: refresh, early refetch, stale on error). */
 export class JwksCache {
   readonly url: string;
   readonly #o: Required<Omit<JwksOptions, "fetch" | "now">> & { fetch: typeof fetch; now: () => number };
   #keys: JWTVerifyGetKey | undefined;
+  /** The fetched key set, canonical, to tell a changed set from the same one fetched again. */
+  #document = "";
+  #generation = 0;
   #fetchedAt = -Infinity;
   #attemptedAt = -Infinity;
+  #lastError: unknown;
   #refreshing: Promise<void> | undefined;
   /** Fetches done (for tests and metrics). */
   fetches = 0;
@@ -215,36 +230,74 @@ export class JwksCache {
     const text = await res.text();
     if (text.length > this.#o.maxBytes) throw new Error(`JWKS ${this.url} is larger than ${this.#o.maxBytes} bytes`);
     const doc = JSON.parse(text) as JSONWebKeySet;
-    this.#keys = createLocalJWKSet(doc);
+    const keys = createLocalJWKSet(doc);
+    const canonical = JSON.stringify(doc.keys);
+    this.#keys = keys;
+    if (canonical !== this.#document) {
+      this.#document = canonical;
+      this.#generation++;
+    }
     this.#fetchedAt = this.#o.now();
   }
 
   #refresh(): Promise<void> {
-    this.#refreshing ??= this.#fetch().finally(() => (this.#refreshing = undefined));
+    this.#refreshing ??= this.#fetch()
+      .then(() => (this.#lastError = undefined))
+      .catch((err: unknown) => {
+        this.#lastError = err;
+        throw err;
+      })
+      .finally(() => (this.#refreshing = undefined));
     return this.#refreshing;
   }
 
-  /** jose's key lookup: fresh keys, or stale ones while the URL fails. */
-  readonly getKey: JWTVerifyGetKey = async (header, token) => {
+  /**
+   * Whether the keys must be fetched before they are used: none yet, or older than the refresh
+   * interval — unless the last attempt failed within the cooldown (an unreachable JWKS URL is
+   * tried at most once per cooldown, however many requests come).
+   */
+  #due(now: number): boolean {
+    if (this.#keys !== undefined && now - this.#fetchedAt <= this.#o.cacheMaxAgeMs) return false;
+    return this.#lastError === undefined || now - this.#attemptedAt >= this.#o.cooldownMs;
+  }
+
+  /**
+   * Whether something verified against key set `generation` still stands without looking at the
+   * keys again: the set is the current one and not due for a refresh.
+   */
+  current(generation: number): boolean {
+    return generation === this.#generation && !this.#due(this.#o.now());
+  }
+
+  /** The key for a token, with its key set's generation: fresh keys, or stale ones while the URL fails. */
+  async find(header: Parameters<JWTVerifyGetKey>[0], token: Parameters<JWTVerifyGetKey>[1]): Promise<FoundKey> {
     const now = this.#o.now();
-    if (this.#keys === undefined || now - this.#fetchedAt > this.#o.cacheMaxAgeMs) {
+    if (this.#due(now)) {
       try {
         await this.#refresh();
       } catch (err) {
         if (this.#keys === undefined || now - this.#fetchedAt > this.#o.maxStaleMs) throw err;
       }
+    } else if (this.#keys === undefined || now - this.#fetchedAt > this.#o.maxStaleMs) {
+      // Failing, within the cooldown after the last attempt, and nothing usable: the last error.
+      throw this.#lastError;
     }
     const keys = this.#keys as JWTVerifyGetKey;
+    const generation = this.#generation;
     try {
-      return await keys(header, token);
+      return { key: await keys(header, token), generation };
     } catch (err) {
       // A key we do not know yet: the issuer may have rotated; look again, at most once per cooldown.
       if (!(err instanceof joseErrors.JWKSNoMatchingKey) || this.#o.now() - this.#attemptedAt < this.#o.cooldownMs)
         throw err;
       await this.#refresh();
-      return (this.#keys as JWTVerifyGetKey)(header, token);
+      const again = this.#generation;
+      return { key: await (this.#keys as JWTVerifyGetKey)(header, token), generation: again };
     }
-  };
+  }
+
+  /** jose's key lookup (the generation dropped). */
+  readonly getKey: JWTVerifyGetKey = async (header, token) => (await this.find(header, token)).key;
 }
 
 // ---------------------------------------------------------------- the gate
@@ -285,7 +338,8 @@ export class EdgeAuth {
   #byHost = new Map<string, CompiledRule>();
   /** JWKS caches by URL, kept across policy changes. */
   readonly #jwks = new Map<string, JwksCache>();
-  readonly #verified = new Map<string, { claims: JWTPayload; until: number }>();
+  /** Verified tokens by rule and token, with the generation of the key set that verified them. */
+  readonly #verified = new Map<string, { claims: JWTPayload; until: number; generation: number }>();
 
   constructor(o: EdgeAuthOptions = {}) {
     this.#o = o;
@@ -340,9 +394,21 @@ export class EdgeAuth {
         : deny(403, "access_denied", "no operation of this API matches the request");
     const token = bearerToken(authorization);
     if (token === undefined) return deny(401, "", "a bearer token is required");
-    const cached = this.#verified.get(`${rule.id}\u0000${token}`);
-    if (cached && cached.until > Date.now()) return this.#scopesDecision(op, cached.claims);
+    const key = `${rule.id}\u0000${token}`;
+    const cached = this.#verified.get(key);
+    if (cached) {
+      // Only while the key set that verified it is current: a key withdrawn from the JWKS ends
+      // its tokens at the next refresh, not when their cache entries age out.
+      if (cached.until > Date.now() && rule.jwks?.current(cached.generation))
+        return this.#scopesDecision(op, cached.claims);
+      this.#verified.delete(key);
+    }
     return this.#verify(rule, op, token);
+  }
+
+  /** How many verified tokens are remembered (bounded by `verifiedMax`). */
+  get verifiedCount(): number {
+    return this.#verified.size;
   }
 
   #scopesDecision(op: CompiledOperation, claims: JWTPayload): AuthDecision {
@@ -362,8 +428,14 @@ export class EdgeAuth {
     const jwks = rule.jwks;
     if (!jwt || !jwks) return PASS;
     let claims: JWTPayload;
+    let generation = -1;
+    const getKey: JWTVerifyGetKey = async (header, t) => {
+      const found = await jwks.find(header, t);
+      generation = found.generation;
+      return found.key;
+    };
     try {
-      ({ payload: claims } = await jwtVerify(token, jwks.getKey, {
+      ({ payload: claims } = await jwtVerify(token, getKey, {
         algorithms: ALGORITHMS,
         requiredClaims: ["exp"],
         clockTolerance: this.#o.clockToleranceSec ?? 30,
@@ -382,7 +454,7 @@ export class EdgeAuth {
       const oldest = this.#verified.keys().next();
       if (!oldest.done) this.#verified.delete(oldest.value);
     }
-    this.#verified.set(`${rule.id}\u0000${token}`, { claims, until });
+    this.#verified.set(`${rule.id}\u0000${token}`, { claims, until, generation });
     return this.#scopesDecision(op, claims);
   }
 }

@@ -267,6 +267,78 @@ describe("the edge gate against a real JWKS", () => {
     up = true;
   });
 
+  it("a remembered token signed by a key withdrawn from the JWKS is refused at the next refresh; others verify again", async () => {
+    const k1Jwk = { ...(await exportJWK(k1.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+    const k2Jwk = { ...(await exportJWK(k2.publicKey)), kid: "k2", alg: "RS256", use: "sig" };
+    keys = [k1Jwk, k2Jwk];
+    const gate = new EdgeAuth({ cacheMaxAgeMs: 400, cooldownMs: 60_000 });
+    gate.setPolicy(policy());
+    const old = `Bearer ${await token()}`;
+    const other = `Bearer ${await token({ key: k2, kid: "k2", alg: "RS256" })}`;
+    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", old)), 200);
+    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", other)), 200);
+    const cached = gate.check("GET", "api.example.com", "/books/1", old);
+    assert.ok(!(cached instanceof Promise), "remembered while the key set is current");
+    // k1 leaves the JWKS. Its token is remembered (60 s by default) but tied to the key set.
+    keys = [k2Jwk];
+    const fetchesBefore = fetches;
+    await new Promise((r) => setTimeout(r, 450));
+    const after = gate.check("GET", "api.example.com", "/books/1", old);
+    assert.ok(after instanceof Promise, "the key set is due: the remembered token is verified again");
+    assert.equal(status(await after), 401);
+    assert.equal(fetches, fetchesBefore + 1, "one refetch");
+    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", other)), 200, "k2's token still passes");
+    const again = gate.check("GET", "api.example.com", "/books/1", other);
+    assert.ok(!(again instanceof Promise), "and is remembered against the new key set");
+    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", old)), 401, "and stays refused");
+  });
+
+  it("a flood of unknown key ids or an unreachable JWKS URL costs one fetch per cooldown; the cache stays bounded", async () => {
+    keys = [{ ...(await exportJWK(k1.publicKey)), kid: "k1", alg: "ES256", use: "sig" }];
+    const gate = new EdgeAuth({ cooldownMs: 60_000, verifiedMax: 8 });
+    gate.setPolicy(policy());
+    assert.equal(status(await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token()}`)), 200);
+    let before = fetches;
+    const flood = await Promise.all(
+      Array.from({ length: 100 }, async (_, i) =>
+        status(
+          await run(
+            gate,
+            "GET",
+            "api.example.com",
+            "/books/1",
+            `Bearer ${await token({ key: stranger, kid: `x${i}` })}`,
+          ),
+        ),
+      ),
+    );
+    assert.deepEqual(new Set(flood), new Set([401]));
+    assert.ok(fetches - before <= 1, `at most one early refetch, not ${fetches - before}`);
+
+    // The JWKS URL down from the start: one attempt per cooldown, every request refused meanwhile.
+    up = false;
+    const cold = new EdgeAuth({ cooldownMs: 60_000 });
+    cold.setPolicy(policy());
+    before = fetches;
+    // One after another (concurrent ones would share one fetch anyway).
+    const refused: number[] = [];
+    for (let i = 0; i < 50; i++)
+      refused.push(status(await run(cold, "GET", "api.example.com", "/books/1", `Bearer ${await token()}`)));
+    up = true;
+    assert.deepEqual(new Set(refused), new Set([401]));
+    assert.equal(fetches - before, 1);
+
+    // Many distinct valid tokens: the remembered ones stay within verifiedMax.
+    for (let i = 0; i < 30; i++)
+      assert.equal(
+        status(
+          await run(gate, "GET", "api.example.com", "/books/1", `Bearer ${await token({ scope: `books:read n${i}` })}`),
+        ),
+        200,
+      );
+    assert.ok(gate.verifiedCount <= 8, `remembered ${gate.verifiedCount}`);
+  });
+
   it("the policy document's auth section is checked field by field", () => {
     assert.throws(
       () =>
