@@ -31,6 +31,7 @@ export interface AgentSettings {
   /** "ClusterIssuer/name" or "Issuer/name" (cert-manager). */
   certificateIssuer?: string;
   endpointCertificates: boolean;
+  /** Remove the SecurityPolicies earlier versions rendered on Envoy Gateway (they render none now). */
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
   podAddressMap?: string;
@@ -104,7 +105,7 @@ export function gatewaySettingsOf(s: AgentSettings): GatewaySettings | undefined
     organization: org,
     certificateIssuer: s.certificateIssuer === undefined ? undefined : parseIssuer(s.certificateIssuer),
     endpointCertificates: s.endpointCertificates,
-    envoyGatewayPolicies: s.envoyGatewayPolicies,
+    removeSecurityPolicies: s.envoyGatewayPolicies,
   };
 }
 

@@ -100,7 +100,7 @@ export function registerAgentCommands(program: Command): void {
     )
     .option(
       "--envoy-gateway-policies",
-      "the Gateways are Envoy Gateway: also render JWT SecurityPolicies there; env KRANE_ENVOY_GATEWAY_POLICIES",
+      "on Envoy Gateway clusters: delete the JWT SecurityPolicies earlier krane versions rendered (none are rendered now: the sentinel enforces); env KRANE_ENVOY_GATEWAY_POLICIES",
     )
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");

@@ -733,7 +733,7 @@ describe("the agent's own writes pass", () => {
     }
   });
 
-  test("an environment's exposure as the gateway controller renders it: HTTPRoutes, ReferenceGrants, Certificate, SecurityPolicy; a relabel to another gateway is refused", async () => {
+  test("an environment's exposure as the gateway controller renders it: HTTPRoutes, ReferenceGrants, Certificate; a relabel to another gateway is refused", async () => {
     const who = identities()[0];
     assert.ok(who);
     const g = create(ApplyGatewaySchema, {
@@ -769,7 +769,6 @@ describe("the agent's own writes pass", () => {
     const settings = {
       public: { namespace: "platform", name: "external", sectionName: "" },
       certificateIssuer: { kind: "ClusterIssuer" as const, name: "le" },
-      envoyGatewayPolicies: true,
     };
     const ns = await who.send("POST", "/api/v1/namespaces", {
       apiVersion: "v1",
@@ -784,7 +783,6 @@ describe("the agent's own writes pass", () => {
       "HTTPRoute",
       "ReferenceGrant",
       "ReferenceGrant",
-      "SecurityPolicy",
     ]);
     const pathOf = (o: KubeObject): string => {
       const r = resourceOf(o);

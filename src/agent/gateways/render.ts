@@ -11,14 +11,14 @@
 //  - a cert-manager Certificate per hostname that needs one (custom domains; endpoints' own too
 //    when the agent says so), from the configured issuer, and the ReferenceGrant that lets the
 //    Gateways' namespaces use their Secrets;
-//  - for Envoy Gateway, a SecurityPolicy per route with JWT: token validation against the JWKS,
-//    and a method-level scope gate (Envoy Gateway's authorization rules match methods, not
-//    paths: the exact per-operation check is the sentinel's, src/sentinel/auth.ts).
+//  - no authorization object of the Gateway implementation: every route leads to the sentinel,
+//    which enforces the endpoint's JWT policy (src/sentinel/auth.ts; README.md, "One edge
+//    policy", says why Envoy Gateway's SecurityPolicy cannot decide as it does).
 // Every object carries the gateway id (ownership: what the key stops rendering is pruned) and
 // every field is given with the value the API server would default it to, so a live object
 // matches its rendering and a resync writes nothing.
 import { createHash } from "node:crypto";
-import type { ApplyGateway, EdgeAuthRule, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { ApplyGateway, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_GATEWAY_ID, ownerLabels } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
@@ -169,50 +169,7 @@ export function renderSecretGrant(
   };
 }
 
-const EVERYONE = { clientCIDRs: ["0.0.0.0/0", "::/0"] };
-
-/**
- * Envoy Gateway's SecurityPolicy for a route with JWT: the provider (remote JWKS, issuer,
- * audiences); per operation method, Allow with the operation's scopes, then Deny for the method;
- * the default action for the rest. Undefined when the route has no JWT.
- */
-export function renderSecurityPolicy(g: ApplyGateway, route: GatewayRoute, region: string): KubeObject | undefined {
-  const auth: EdgeAuthRule | undefined = route.auth;
-  if (!auth?.jwt) return undefined;
-  const provider: Record<string, unknown> = { name: "krane", remoteJWKS: { uri: auth.jwt.jwksUrl } };
-  if (auth.jwt.issuer !== "") provider.issuer = auth.jwt.issuer;
-  if (auth.jwt.audiences.length > 0) provider.audiences = [...auth.jwt.audiences];
-  const rules: Record<string, unknown>[] = [];
-  const methods = [...new Set(auth.operations.map((o) => o.method))].sort();
-  for (const method of methods) {
-    const ops = auth.operations.filter((o) => o.method === method);
-    const methodList = method === "*" ? undefined : [method];
-    for (const op of ops) {
-      const rule: Record<string, unknown> = {
-        action: "Allow",
-        principal: { jwt: { provider: "krane", scopes: [...op.scopes].sort() } },
-      };
-      if (methodList) rule.operation = { methods: methodList };
-      rules.push(rule);
-    }
-    const deny: Record<string, unknown> = { action: "Deny", principal: EVERYONE };
-    if (methodList) deny.operation = { methods: methodList };
-    rules.push(deny);
-  }
-  return {
-    apiVersion: "gateway.envoyproxy.io/v1alpha1",
-    kind: "SecurityPolicy",
-    metadata: { name: routeName(g, route), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
-    spec: {
-      targetRefs: [{ group: GATEWAY_API, kind: "HTTPRoute", name: routeName(g, route) }],
-      // A request outside every operation needs no token when the default is to allow it.
-      jwt: { optional: auth.defaultAction === "allow", providers: [provider] },
-      authorization: { defaultAction: auth.defaultAction === "allow" ? "Allow" : "Deny", rules },
-    },
-  };
-}
-
-/** Everything the desired state renders without the caches (Certificates, grants, policies). */
+/** Everything the desired state renders without the caches (Certificates and their grant). */
 export function renderStatic(g: ApplyGateway, region: string, settings: GatewaySettings): KubeObject[] {
   const out: KubeObject[] = [];
   const hosts = certificateHostnames(g, settings);
@@ -224,13 +181,6 @@ export function renderStatic(g: ApplyGateway, region: string, settings: GatewayS
     hosts.map((h) => certificateSecretName(g, h)),
   );
   if (grant) out.push(grant);
-  if (settings.envoyGatewayPolicies) {
-    for (const r of g.routes) {
-      if (!gatewayOf(settings, r.visibility)) continue;
-      const p = renderSecurityPolicy(g, r, region);
-      if (p) out.push(p);
-    }
-  }
   return out;
 }
 

@@ -40,8 +40,11 @@ export interface GatewaySettings {
   readonly certificateIssuer?: { readonly kind: "Issuer" | "ClusterIssuer"; readonly name: string };
   /** Also a Certificate per generated endpoint hostname (not only per custom domain). */
   readonly endpointCertificates?: boolean;
-  /** The Gateways are Envoy Gateway: render JWT SecurityPolicies there too. */
-  readonly envoyGatewayPolicies?: boolean;
+  /**
+   * Delete the Envoy Gateway SecurityPolicies an earlier krane rendered (it renders none now: the
+   * sentinel enforces the endpoint's JWT policy, src/agent/gateways/README.md).
+   */
+  readonly removeSecurityPolicies?: boolean;
 }
 
 /** What every kind is built from: the agent's region, its ctrl client and its settings. */

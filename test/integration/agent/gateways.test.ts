@@ -2,7 +2,8 @@
 // API server with the Gateway API, cert-manager and Envoy Gateway CRDs and the agent's fence,
 // and an agent running as its least-privilege ServiceAccount with Gateways configured. Endpoints
 // and a verified custom domain become HTTPRoutes to the sentinel Service (with the
-// ReferenceGrant that allows it), a Certificate and a SecurityPolicy the CRDs accept; a Gateway
+// ReferenceGrant that allows it) and a Certificate the CRD accepts; a SecurityPolicy an earlier
+// krane rendered on Envoy Gateway is deleted (the sentinel enforces, none is rendered now); a Gateway
 // that refuses a route and a Certificate that becomes Ready (written here as their controllers
 // would) reach ctrl's status; a resync with nothing changed writes nothing; drift is repaired;
 // deleting the endpoint, the domain and finally everything leaves no object behind.
@@ -77,7 +78,7 @@ before(
         public: { namespace: "platform", name: "external", sectionName: "" },
         organization: { namespace: "platform", name: "internal", sectionName: "http" },
         certificateIssuer: { kind: "ClusterIssuer", name: "letsencrypt" },
-        envoyGatewayPolicies: true,
+        removeSecurityPolicies: true,
       },
     });
     await agent.start();
@@ -167,16 +168,29 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
     from: [{ group: "gateway.networking.k8s.io", kind: "HTTPRoute", namespace: NS }],
     to: [{ group: "", kind: "Service", name: svc.metadata.name }],
   });
-  // Envoy Gateway's SecurityPolicy, accepted by its real CRD (schema and CEL rules).
-  const policy = await eventually(
-    "the SecurityPolicy",
-    async () => (await labelled(resources.securityPolicies, NS))[0],
-  );
-  assert.deepEqual((spec(policy).targetRefs as unknown[])[0], {
-    group: "gateway.networking.k8s.io",
-    kind: "HTTPRoute",
-    name: pub.metadata.name,
+  // A SecurityPolicy as earlier krane versions rendered on Envoy Gateway (accepted by the real
+  // CRD): krane renders none now (the sentinel enforces), and the agent deletes those it finds.
+  await admin.apply(resources.securityPolicies, {
+    apiVersion: "gateway.envoyproxy.io/v1alpha1",
+    kind: "SecurityPolicy",
+    metadata: { name: pub.metadata.name, namespace: NS, labels: { ...pub.metadata.labels } },
+    spec: {
+      targetRefs: [{ group: "gateway.networking.k8s.io", kind: "HTTPRoute", name: pub.metadata.name }],
+      jwt: {
+        optional: false,
+        providers: [{ name: "krane", remoteJWKS: { uri: "https://idp.example.com/jwks.json" } }],
+      },
+      authorization: {
+        defaultAction: "Deny",
+        rules: [{ action: "Allow", principal: { jwt: { provider: "krane", scopes: ["books:read"] } } }],
+      },
+    },
   });
+  await eventually(
+    "the earlier krane's SecurityPolicy deleted",
+    async () => ((await labelled(resources.securityPolicies, NS)).length === 0 ? true : undefined),
+    30_000,
+  );
   // The sentinel's routing policy carries the auth section.
   const cm = await eventually("the policy ConfigMap with auth", async () => {
     const items = (

@@ -1,17 +1,11 @@
 // The gateway kind's pure parts: rendering (HTTPRoutes with PathPrefix and rewrite, the
-// ReferenceGrants, Certificates, Envoy Gateway SecurityPolicies), validation, and the status
+// ReferenceGrants, Certificates; never an Envoy Gateway SecurityPolicy), validation, and the status
 // read from route and certificate conditions.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { ApplyGatewaySchema, type ApplyGateway } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import {
-  certificateHostnames,
-  renderHttpRoute,
-  renderRoutes,
-  renderSecurityPolicy,
-  renderStatic,
-} from "../../../../src/agent/gateways/render.js";
+import { certificateHostnames, renderRoutes, renderStatic } from "../../../../src/agent/gateways/render.js";
 import { gatewayFingerprint, observeGateway } from "../../../../src/agent/gateways/status.js";
 import { validateApplyGateway } from "../../../../src/agent/gateways/validate.js";
 import type { GatewaySettings } from "../../../../src/agent/runtime/kind.js";
@@ -21,7 +15,7 @@ const settings: GatewaySettings = {
   public: { namespace: "platform", name: "external", sectionName: "" },
   organization: { namespace: "platform", name: "internal", sectionName: "http" },
   certificateIssuer: { kind: "ClusterIssuer", name: "le" },
-  envoyGatewayPolicies: true,
+  removeSecurityPolicies: true,
 };
 
 function gateway(extra: Partial<Omit<ApplyGateway, "$typeName">> = {}): ApplyGateway {
@@ -129,32 +123,29 @@ describe("rendering", () => {
     assert.deepEqual(certificateHostnames(g, { public: settings.public }), [], "no issuer, no certificates");
     const objs = renderStatic(g, "eu", settings);
     const kinds = objs.map((o) => o.kind);
-    assert.deepEqual(kinds, ["Certificate", "ReferenceGrant", "SecurityPolicy"]);
+    assert.deepEqual(kinds, ["Certificate", "ReferenceGrant"]);
     const grant = objs[1] as KubeObject;
     assert.deepEqual((grant.spec as { from: unknown }).from, [
       { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform" },
     ]);
   });
 
-  it("the SecurityPolicy gates methods by scope, and a route without JWT gets none", () => {
+  it("no SecurityPolicy or other authorization object, whatever the routes' JWT rules: the sentinel enforces", () => {
     const g = gateway();
-    const p = renderSecurityPolicy(g, g.routes[0] as never, "eu") as KubeObject;
-    const spec = p.spec as {
-      jwt: { optional: boolean; providers: { remoteJWKS: { uri: string } }[] };
-      authorization: { defaultAction: string; rules: { action: string; operation?: { methods: string[] } }[] };
-    };
-    assert.equal(spec.jwt.optional, true);
-    assert.equal(spec.jwt.providers[0]?.remoteJWKS.uri, "https://idp.example/jwks");
-    assert.equal(spec.authorization.defaultAction, "Allow");
-    assert.deepEqual(
-      spec.authorization.rules.map((r) => `${r.action}:${r.operation?.methods.join() ?? "*"}`),
-      ["Allow:*", "Deny:*", "Allow:GET", "Deny:GET"],
+    assert.ok(
+      g.routes.some((r) => r.auth?.jwt),
+      "the fixture has a route with JWT operations",
     );
-    assert.equal(renderSecurityPolicy(g, g.routes[1] as never, "eu"), undefined);
-    assert.equal(
-      renderHttpRoute(g, g.routes[0] as never, "eu", settings.public as never, "snt").spec !== undefined,
-      true,
-    );
+    const objs = [...renderStatic(g, "eu", settings), ...renderRoutes(g, "eu", settings, "snt")];
+    assert.deepEqual([...new Set(objs.map((o) => o.kind))].sort(), ["Certificate", "HTTPRoute", "ReferenceGrant"]);
+    // Every route leads to the sentinel Service, so no request reaches an instance unchecked.
+    for (const r of objs.filter((o) => o.kind === "HTTPRoute")) {
+      const rules = (r.spec as { rules: { backendRefs: { name: string; namespace: string }[] }[] }).rules;
+      assert.deepEqual(
+        rules.flatMap((x) => x.backendRefs.map((b) => `${b.namespace}/${b.name}`)),
+        ["sentinel/snt"],
+      );
+    }
   });
 });
 
