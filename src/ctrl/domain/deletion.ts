@@ -17,9 +17,9 @@
 // gateway kind without a Gateway, and any optional kind added later) can never confirm. Objects
 // an agent applied while it still ran that kind stay in its cluster until the kind runs there
 // again and its first snapshot's orphan collection deletes them; a region whose agents have not
-// said which kinds they run (older agents) is waited for in full, as before. Once nothing is pending, `finishDeletions` purges the rows — the environment's revisions,
-// sentinels, rollouts, configuration, secrets and their data key, releases, jobs, reports,
-// measurements — and
+// said which kinds they run (older agents) is waited for in full, as before. Once nothing is
+// pending, `finishDeletions` purges the rows — the environment's revisions, sentinels, rollouts,
+// configuration, secrets and their data key, releases, jobs, reports, measurements — and
 // then the project or workspace once its last environment is gone, leaving one event per purge in
 // the workspace's audit chain (./audit.ts; the call that asked for the deletion has its own event).
 // Nothing waits on anything but confirmations and the operator: no finalizer can stick.
