@@ -1,0 +1,86 @@
+// Reads of instance events (table instance_events, written by ../domain/instance-events.ts): an
+// environment's events in the order ctrl recorded them, after a cursor, with their revision.
+import type { Kysely } from "kysely";
+import type { Database } from "../db/schema.js";
+
+export interface InstanceEventQuery {
+  environmentId: string;
+  /** Only this revision's deployment (undefined: every revision). */
+  deploymentId?: string;
+  region?: string;
+  instance?: string;
+  /** Only events that happened at or after this time (unix ms). */
+  sinceMs?: number;
+  /** Only events recorded after this position. */
+  afterSeq: number;
+  limit: number;
+}
+
+export interface InstanceEventView {
+  seq: number;
+  deploymentId: string;
+  revision: number;
+  region: string;
+  instance: string;
+  kind: string;
+  reason: string;
+  atMs: number;
+  exitCode: number | null;
+  restarts: number;
+  image: string;
+  message: string;
+  recordedAt: number;
+}
+
+export async function listInstanceEvents(db: Kysely<Database>, q: InstanceEventQuery): Promise<InstanceEventView[]> {
+  let s = db
+    .selectFrom("instance_events as e")
+    .innerJoin("deployments as d", "d.id", "e.deployment_id")
+    .select([
+      "e.seq",
+      "e.deployment_id",
+      "d.revision",
+      "e.region",
+      "e.instance",
+      "e.kind",
+      "e.reason",
+      "e.at_ms",
+      "e.exit_code",
+      "e.restarts",
+      "e.image",
+      "e.message",
+      "e.recorded_at",
+    ])
+    .where("e.environment_id", "=", q.environmentId)
+    .where("e.seq", ">", q.afterSeq);
+  if (q.deploymentId !== undefined) s = s.where("e.deployment_id", "=", q.deploymentId);
+  if (q.region !== undefined) s = s.where("e.region", "=", q.region);
+  if (q.instance !== undefined) s = s.where("e.instance", "=", q.instance);
+  if (q.sinceMs !== undefined) s = s.where("e.at_ms", ">=", q.sinceMs);
+  const rows = await s.orderBy("e.seq").limit(q.limit).execute();
+  return rows.map((r) => ({
+    seq: Number(r.seq),
+    deploymentId: r.deployment_id,
+    revision: Number(r.revision),
+    region: r.region,
+    instance: r.instance,
+    kind: r.kind,
+    reason: r.reason,
+    atMs: Number(r.at_ms),
+    exitCode: r.exit_code === null ? null : Number(r.exit_code),
+    restarts: Number(r.restarts),
+    image: r.image,
+    message: r.message,
+    recordedAt: Number(r.recorded_at),
+  }));
+}
+
+/** The newest position of an environment's events (0: none). */
+export async function lastInstanceEventSeq(db: Kysely<Database>, environmentId: string): Promise<number> {
+  const r = await db
+    .selectFrom("instance_events")
+    .select((eb) => eb.fn.max("seq").as("seq"))
+    .where("environment_id", "=", environmentId)
+    .executeTakeFirst();
+  return Number(r?.seq ?? 0);
+}
