@@ -7,7 +7,7 @@ import { InstanceEventSchema, type InstanceEventService } from "../../gen/krane/
 import type { Store } from "../db/store.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { invalidArgument } from "../errors.js";
-import { listInstanceEvents, type InstanceEventView } from "../read/instance-events.js";
+import { latestInstanceEvents, listInstanceEvents, type InstanceEventView } from "../read/instance-events.js";
 import { validateEnvironmentRef } from "../validate/api.js";
 import * as r from "../validate/rules.js";
 
@@ -79,13 +79,20 @@ export function instanceEventServiceImpl({ store }: { store: Store }): ServiceIm
         if (!known && !seen)
           throw invalidArgument("region", `environment "${environment.slug}" has no region "${region}"`);
       }
-      // One more than asked tells whether more are waiting.
-      const rows = await listInstanceEvents(store.db, {
+      const filter = {
         environmentId: environment.id,
         deploymentId,
         region: region === "" ? undefined : region,
         instance: instance === "" ? undefined : instance,
         sinceMs: since === 0 ? undefined : since,
+      };
+      if (req.latest) {
+        const latest = await latestInstanceEvents(store.db, filter);
+        return { events: latest.map(eventMsg), cursor: req.cursor, more: false };
+      }
+      // One more than asked tells whether more are waiting.
+      const rows = await listInstanceEvents(store.db, {
+        ...filter,
         afterSeq: after,
         limit: limit + 1,
       });

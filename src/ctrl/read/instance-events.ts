@@ -58,7 +58,27 @@ export async function listInstanceEvents(db: Kysely<Database>, q: InstanceEventQ
   if (q.instance !== undefined) s = s.where("e.instance", "=", q.instance);
   if (q.sinceMs !== undefined) s = s.where("e.at_ms", ">=", q.sinceMs);
   const rows = await s.orderBy("e.seq").limit(q.limit).execute();
-  return rows.map((r) => ({
+  return rows.map(view);
+}
+
+interface EventRow {
+  seq: number;
+  deployment_id: string;
+  revision: number;
+  region: string;
+  instance: string;
+  kind: string;
+  reason: string;
+  at_ms: number;
+  exit_code: number | null;
+  restarts: number;
+  image: string;
+  message: string;
+  recorded_at: number;
+}
+
+function view(r: EventRow): InstanceEventView {
+  return {
     seq: Number(r.seq),
     deploymentId: r.deployment_id,
     revision: Number(r.revision),
@@ -72,15 +92,52 @@ export async function listInstanceEvents(db: Kysely<Database>, q: InstanceEventQ
     image: r.image,
     message: r.message,
     recordedAt: Number(r.recorded_at),
-  }));
+  };
 }
 
-/** The newest position of an environment's events (0: none). */
-export async function lastInstanceEventSeq(db: Kysely<Database>, environmentId: string): Promise<number> {
-  const r = await db
-    .selectFrom("instance_events")
-    .select((eb) => eb.fn.max("seq").as("seq"))
-    .where("environment_id", "=", environmentId)
-    .executeTakeFirst();
-  return Number(r?.seq ?? 0);
+/**
+ * The newest event (by when it happened) of each instance ctrl holds now (table instances),
+ * bounded by the instances and the events kept per instance.
+ */
+export async function latestInstanceEvents(
+  db: Kysely<Database>,
+  q: Omit<InstanceEventQuery, "afterSeq" | "limit">,
+): Promise<InstanceEventView[]> {
+  let s = db
+    .selectFrom("instance_events as e")
+    .innerJoin("deployments as d", "d.id", "e.deployment_id")
+    .innerJoin("instances as i", (j) =>
+      j
+        .onRef("i.deployment_id", "=", "e.deployment_id")
+        .onRef("i.region", "=", "e.region")
+        .onRef("i.k8s_name", "=", "e.instance"),
+    )
+    .select([
+      "e.seq",
+      "e.deployment_id",
+      "d.revision",
+      "e.region",
+      "e.instance",
+      "e.kind",
+      "e.reason",
+      "e.at_ms",
+      "e.exit_code",
+      "e.restarts",
+      "e.image",
+      "e.message",
+      "e.recorded_at",
+    ])
+    .where("e.environment_id", "=", q.environmentId);
+  if (q.deploymentId !== undefined) s = s.where("e.deployment_id", "=", q.deploymentId);
+  if (q.region !== undefined) s = s.where("e.region", "=", q.region);
+  if (q.instance !== undefined) s = s.where("e.instance", "=", q.instance);
+  if (q.sinceMs !== undefined) s = s.where("e.at_ms", ">=", q.sinceMs);
+  const newest = new Map<string, InstanceEventView>();
+  for (const r of await s.execute()) {
+    const v = view(r);
+    const key = `${v.deploymentId}\u0000${v.region}\u0000${v.instance}`;
+    const had = newest.get(key);
+    if (!had || v.atMs > had.atMs || (v.atMs === had.atMs && v.seq > had.seq)) newest.set(key, v);
+  }
+  return [...newest.values()].sort((a, b) => a.seq - b.seq);
 }
