@@ -7,7 +7,13 @@ import { InstanceEventSchema, type InstanceEventService } from "../../gen/krane/
 import type { Store } from "../db/store.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { invalidArgument } from "../errors.js";
-import { latestInstanceEvents, listInstanceEvents, type InstanceEventView } from "../read/instance-events.js";
+import {
+  deploymentOfRevision,
+  eventRegionKnown,
+  latestInstanceEvents,
+  listInstanceEvents,
+  type InstanceEventView,
+} from "../read/instance-events.js";
 import { validateEnvironmentRef } from "../validate/api.js";
 import * as r from "../validate/rules.js";
 
@@ -54,31 +60,12 @@ export function instanceEventServiceImpl({ store }: { store: Store }): ServiceIm
       const { environment } = await findEnvironment(store.db, ref, { includeDeleting: true });
       let deploymentId: string | undefined;
       if (revision !== 0) {
-        const d = await store.db
-          .selectFrom("deployments")
-          .select("id")
-          .where("environment_id", "=", environment.id)
-          .where("revision", "=", revision)
-          .executeTakeFirst();
-        if (!d) throw invalidArgument("revision", `environment "${environment.slug}" has no revision ${revision}`);
-        deploymentId = d.id;
+        deploymentId = await deploymentOfRevision(store.db, environment.id, revision);
+        if (deploymentId === undefined)
+          throw invalidArgument("revision", `environment "${environment.slug}" has no revision ${revision}`);
       }
-      if (region !== "") {
-        const known = await store.db
-          .selectFrom("environment_regions")
-          .select("region")
-          .where("environment_id", "=", environment.id)
-          .where("region", "=", region)
-          .executeTakeFirst();
-        const seen = await store.db
-          .selectFrom("instance_events")
-          .select("region")
-          .where("environment_id", "=", environment.id)
-          .where("region", "=", region)
-          .executeTakeFirst();
-        if (!known && !seen)
-          throw invalidArgument("region", `environment "${environment.slug}" has no region "${region}"`);
-      }
+      if (region !== "" && !(await eventRegionKnown(store.db, environment.id, region)))
+        throw invalidArgument("region", `environment "${environment.slug}" has no region "${region}"`);
       const filter = {
         environmentId: environment.id,
         deploymentId,

@@ -141,3 +141,36 @@ export async function latestInstanceEvents(
   }
   return [...newest.values()].sort((a, b) => a.seq - b.seq);
 }
+
+/** The deployment of an environment's revision, or undefined. */
+export async function deploymentOfRevision(
+  db: Kysely<Database>,
+  environmentId: string,
+  revision: number,
+): Promise<string | undefined> {
+  const d = await db
+    .selectFrom("deployments")
+    .select("id")
+    .where("environment_id", "=", environmentId)
+    .where("revision", "=", revision)
+    .executeTakeFirst();
+  return d?.id;
+}
+
+/** Whether a region is the environment's now, or has events of it (a region it left). */
+export async function eventRegionKnown(db: Kysely<Database>, environmentId: string, region: string): Promise<boolean> {
+  const now = await db
+    .selectFrom("environment_regions")
+    .select("region")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  if (now) return true;
+  const seen = await db
+    .selectFrom("instance_events")
+    .select("region")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  return seen !== undefined;
+}
