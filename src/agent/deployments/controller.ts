@@ -33,7 +33,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
-import { eventLine, eventsKey, eventsOf } from "./events.js";
+import { eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
@@ -229,7 +229,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         const events = eventsOf(pods);
         // Events are part of the fingerprint: a new one is a change to report, the same ones
         // seen again are not.
-        const fingerprint = `${instancesFingerprint(k8sName, instances)}|${events.map(eventLine).join("\n")}`;
+        const fingerprint = `${instancesFingerprint(k8sName, instances)}|${eventsFingerprint(events)}`;
         return {
           fingerprint,
           report: report({ case: "update", value: { k8sName, deploymentId: key, instances, events } }),

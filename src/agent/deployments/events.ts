@@ -15,6 +15,7 @@
 // Waiting, unready and evicted facts carry no time of their own in a pod's status: they use the
 // time the pod last became unready (the Ready condition's transition), which is stable while the
 // fact lasts, so the same fact reported again is the same event.
+import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { ReportedInstanceEventSchema, type ReportedInstanceEvent } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
@@ -129,4 +130,11 @@ export function eventLine(e: ReportedInstanceEvent): string {
 /** What a pod contributes to its deployment's events, as a string (a change means a new report). */
 export function eventsKey(pod: KubeObject | undefined): string {
   return pod === undefined ? "" : podEvents(pod).map(eventLine).join("\n");
+}
+
+/** Identifies a set of events: equal fingerprints mean ctrl would learn nothing new. */
+export function eventsFingerprint(events: readonly ReportedInstanceEvent[]): string {
+  const h = createHash("sha256");
+  for (const e of events) h.update(`${eventLine(e)}\n`);
+  return h.digest("hex");
 }

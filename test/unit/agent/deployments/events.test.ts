@@ -1,7 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { eventLine, eventsKey, eventsOf, podEvents } from "../../../../src/agent/deployments/events.js";
+import {
+  eventLine,
+  eventsFingerprint,
+  eventsKey,
+  eventsOf,
+  podEvents,
+} from "../../../../src/agent/deployments/events.js";
 import { MESSAGE_MAX, trimFor } from "../../../../src/agent/runtime/trim.js";
 import { resources } from "../../../../src/kube/resources.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
@@ -200,4 +206,23 @@ test("property: the same status seen again is the same events (a resend changes 
       assert.equal(eventsKey(structuredClone(p)), eventsKey(p));
     }),
   );
+});
+
+test("the fingerprint moves with a new fact and only then (one report per change)", () => {
+  const crash = (restarts: number, finishedAt: string) =>
+    pod("a", {
+      conditions: unready(T0),
+      containerStatuses: [
+        {
+          image: "i",
+          restartCount: restarts,
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { reason: "Error", exitCode: 3, finishedAt } },
+        },
+      ],
+    });
+  const fp = (p: KubeObject) => eventsFingerprint(eventsOf([p]));
+  assert.equal(fp(crash(1, T1)), fp(crash(1, T1)));
+  assert.notEqual(fp(crash(2, T2)), fp(crash(1, T1)));
+  assert.equal(fp(pod("b", { conditions: unready(T0) })), eventsFingerprint([]));
 });
