@@ -22,6 +22,12 @@ function positiveInt(flag: string, v: string): number {
   return Number(v);
 }
 
+function sinceOf(v: string): bigint {
+  const t = parseTime("--since", v);
+  if (t > BigInt(Date.now() + 60_000)) throw new Error(`--since: "${v}" is in the future`);
+  return t;
+}
+
 export function registerEventsCommand(program: Command): void {
   withConnection(
     program
@@ -43,7 +49,7 @@ export function registerEventsCommand(program: Command): void {
       const req = {
         workspace: await x.ctrl.workspace(),
         ...splitTarget(target),
-        sinceUnixMs: f.since === undefined ? 0n : parseTime("--since", f.since),
+        sinceUnixMs: f.since === undefined ? 0n : sinceOf(f.since),
         region: f.region ?? "",
         instance: f.instance ?? "",
         revision: f.revision === undefined ? 0n : BigInt(positiveInt("--revision", f.revision)),

@@ -25,6 +25,7 @@ import {
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceEventService } from "../../../src/gen/krane/ctrl/v1/events_pb.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
+import { krane } from "../../support/real-nodes.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 type EventInit = Partial<Omit<ReportedInstanceEvent, "$typeName">> & { instance: string; reason: string };
@@ -286,6 +287,36 @@ describe("instance events (SQLite)", () => {
     dir.remove();
   });
   it("records, lists, bounds, authorizes and validates", () => scenario(ctrl));
+  it("krane events and krane status show them", async () => {
+    const env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.adminToken, KRANE_WORKSPACE: "acme" };
+    const table = await krane(env, ["events", "shop/production"]);
+    assert.match(table, /r1 {2}eu {2}web-a {2}CrashLoopBackOff, exit 3, 30 restarts/);
+    assert.match(table, /r1 {2}eu {2}web-a {2}Error \(exit 3, 30 restarts\)/);
+    // The OOM kill was web-a's oldest event: the crash loop pushed it out (20 kept per instance).
+    assert.doesNotMatch(table, /OOMKilled/);
+    assert.match(table, /web-b {2}ErrImagePull: docker\.io\/nope:1: failed to pull image/);
+    const json = JSON.parse(await krane(env, ["events", "shop/production", "--instance", "web-b", "-o", "json"])) as {
+      events: { reason: string; image: string }[];
+      cursor: string;
+    };
+    assert.deepEqual(
+      json.events.map((e) => [e.reason, e.image]),
+      [["ErrImagePull", "docker.io/nope:1"]],
+    );
+    const status = JSON.parse(await krane(env, ["status", "shop/production", "-o", "json"])) as {
+      lastInstanceEvents: { instance: string; reason: string }[];
+    };
+    assert.deepEqual(status.lastInstanceEvents.map((e) => e.instance).sort(), ["web-a", "web-b"]);
+    await assert.rejects(
+      krane(env, ["events", "shop/production", "--since", "2999-01-01"]),
+      /--since: .*in the future/,
+    );
+    await assert.rejects(krane(env, ["events", "shop/production", "--revision", "x"]), /--revision: /);
+    await assert.rejects(
+      krane(env, ["events", "shop/production", "--region", "mars"]),
+      /region: .*has no region "mars"/,
+    );
+  });
 });
 
 describe("instance events (PostgreSQL)", () => {
