@@ -3,8 +3,11 @@
 // latest per instance); the same facts reported again write nothing; a crash loop is bounded per
 // instance; an agent may report only revisions of its own region (another region's or another
 // workspace's are permission_denied, and store nothing); malformed events and bad API input are
-// invalid_argument naming the field; a request naming another workspace finds nothing.
+// invalid_argument naming the field; a request naming another workspace finds nothing. The CLI
+// (krane events, -f following new events, krane status) against the same ctrl.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
@@ -25,6 +28,7 @@ import {
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceEventService } from "../../../src/gen/krane/ctrl/v1/events_pb.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
+import { REPO } from "../../../src/cluster/checkout.js";
 import { krane } from "../../support/real-nodes.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
@@ -307,6 +311,48 @@ describe("instance events (SQLite)", () => {
       lastInstanceEvents: { instance: string; reason: string }[];
     };
     assert.deepEqual(status.lastInstanceEvents.map((e) => e.instance).sort(), ["web-a", "web-b"]);
+    // -f: what was there, then each event as it is recorded (one JSON object per line).
+    const follow = spawn(
+      process.execPath,
+      [
+        `${REPO}bin/krane.js`,
+        "events",
+        "shop/production",
+        "-f",
+        "-o",
+        "json",
+        "--interval",
+        "200",
+        "--instance",
+        "web-c",
+      ],
+      { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const lines = createInterface({ input: follow.stdout })[Symbol.asyncIterator]();
+      const eu = ctrl.client(ClusterService, await ctrl.agentToken("eu"));
+      const dep = (await ctrl.store.db.selectFrom("instance_events").select("deployment_id").executeTakeFirstOrThrow())
+        .deployment_id;
+      await eu.reportDeploymentStatus(
+        update("eu", dep, ["web-c"], [{ instance: "web-c", reason: "OOMKilled", exitCode: 137, atUnixMs: 99_000n }]),
+      );
+      const first = await lines.next();
+      assert.equal((JSON.parse(String(first.value)) as { reason: string }).reason, "OOMKilled");
+      await eu.reportDeploymentStatus(
+        update(
+          "eu",
+          dep,
+          ["web-c"],
+          [{ instance: "web-c", kind: "evicted", reason: "Evicted", atUnixMs: 100_000n, message: "low on memory" }],
+        ),
+      );
+      const second = JSON.parse(String((await lines.next()).value)) as Record<string, unknown>;
+      assert.equal(second.instance, "web-c");
+      assert.equal(second.kind, "evicted");
+      assert.equal(second.message, "low on memory");
+    } finally {
+      follow.kill();
+    }
     await assert.rejects(
       krane(env, ["events", "shop/production", "--since", "2999-01-01"]),
       /--since: .*in the future/,
