@@ -20,6 +20,7 @@ import { registerCtrlCommands } from "./ctrl.js";
 import { registerDeployCommands } from "./deploy.js";
 import { registerDevCommand } from "./dev.js";
 import { registerEnvCommands } from "./env.js";
+import { registerEventsCommand } from "./events.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
@@ -48,6 +49,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["release", registerReleaseCommands],
   ["rollout", registerRolloutCommands],
   ["status", registerStatusCommand],
+  ["events", registerEventsCommand],
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],

@@ -1,8 +1,10 @@
-// Human rendering of an environment's status (deployments with their instances per region,
-// sentinels, clusters), shared by `krane status` and `krane dev`.
+// Human rendering of an environment's status (deployments with their instances per region and
+// each instance's last event, sentinels, clusters), shared by `krane status` and `krane dev`,
+// and of instance events (`krane events`).
 import Table from "cli-table3";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
 import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
 
 const instanceStatus: Record<InstanceStatus, string> = {
@@ -39,7 +41,9 @@ export function renderEnvironmentStatus(
   s: GetEnvironmentStatusResponse,
   now = Date.now(),
   rollout?: RolloutStatus,
+  lastEvents: readonly InstanceEvent[] = [],
 ): string {
+  const last = new Map(lastEvents.map((e) => [instanceEventKey(e.deploymentId, e.region, e.instance), e]));
   const out: string[] = [];
   const env = s.environment;
   out.push(
@@ -58,7 +62,11 @@ export function renderEnvironmentStatus(
       const instances = r.rejectedReason
         ? `REJECTED: ${r.rejectedReason}`
         : r.instances
-            .map((i) => `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}`)
+            .map((i) => {
+              const e = last.get(instanceEventKey(dep?.id ?? "", r.region, i.k8sName));
+              const event = e ? `\n  ${describeInstanceEventAgo(e, now)}` : "";
+              return `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}${event}`;
+            })
             .join("\n") || "-";
       deployments.push([
         String(dep?.revision ?? ""),
@@ -208,4 +216,37 @@ export function renderRolloutHistory(s: RolloutStatus): string {
     }
   }
   return t.toString();
+}
+
+// ---------------------------------------------------------------- instance events
+
+/** What an instance event says, in a few words: "OOMKilled (exit 137)", "CrashLoopBackOff, exit 3, 5 restarts". */
+export function describeInstanceEvent(e: InstanceEvent): string {
+  const exit = e.exitCode === undefined ? "" : `exit ${e.exitCode}`;
+  const restarts = e.restarts === 0 ? "" : `${e.restarts} restart${e.restarts === 1 ? "" : "s"}`;
+  const short = (m: string, n = 120) => (m.length <= n ? m : `${m.slice(0, n - 1)}…`);
+  switch (e.kind) {
+    case "terminated":
+      return `${e.reason} (${[exit || "no exit code", restarts].filter(Boolean).join(", ")})`;
+    case "waiting":
+      if (e.reason === "CrashLoopBackOff") return [e.reason, exit, restarts].filter(Boolean).join(", ");
+      if (/Image/.test(e.reason)) return `${e.reason}: ${e.image}${e.message ? `: ${short(e.message)}` : ""}`;
+      return `${e.reason}${e.message ? `: ${short(e.message)}` : ""}`;
+    case "unready":
+      return "readiness probe failing";
+    case "evicted":
+      return `Evicted${e.message ? `: ${short(e.message)}` : ""}`;
+    default:
+      return e.reason;
+  }
+}
+
+/** An event with how long ago it happened: "OOMKilled (exit 137) 2m ago". */
+export function describeInstanceEventAgo(e: InstanceEvent, now: number): string {
+  return `${describeInstanceEvent(e)} ${ago(e.atUnixMs, now)}`;
+}
+
+/** The key of an instance in a status: its revision's deployment, region and pod name. */
+export function instanceEventKey(deploymentId: string, region: string, instance: string): string {
+  return `${deploymentId}\u0000${region}\u0000${instance}`;
 }

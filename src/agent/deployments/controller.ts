@@ -1,7 +1,7 @@
 // The deployment controller kind: user deployments on the shared runtime. Key = deployment id.
 //   owns      ReplicaSets (one per deployment and region)
 //   renders   the environment's CiliumNetworkPolicy (shared by its deployments)
-//   watches   Pods (an event re-reports the deployment's instance set)
+//   watches   Pods (an event re-reports the deployment's instance set and instance events)
 //   reads     Nodes (the zone of an instance)
 // Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
 // each only when the cache shows it differs; a scale-up first waits for the environment's
@@ -33,6 +33,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
+import { eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
@@ -144,11 +145,12 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     })
     .watches(resources.pods, {
       keysOf: (pod) => oneKey(deploymentKeyOf(pod)),
-      // Only a change of what is reported (the instance) concerns the deployment: a pod added
-      // before it has an address, or deleted without one, changes nothing.
+      // Only a change of what is reported (the instance, its events) concerns the deployment: a
+      // pod added before it has an address, or deleted without one, changes nothing.
       changed: (pod, old) => {
         const now = instanceKey(pod);
         if (now !== instanceKey(old)) return true;
+        if (eventsKey(pod) !== eventsKey(old)) return true;
         return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
       },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
@@ -222,13 +224,15 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         const rs = ctx.primaryOf(key);
         if (!rs) return undefined;
         const k8sName = rs.metadata.name ?? "";
-        const instances = instancesOf(
-          ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key),
-          zoneOf(ctx),
-        );
+        const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key);
+        const instances = instancesOf(pods, zoneOf(ctx));
+        const events = eventsOf(pods);
+        // Events are part of the fingerprint: a new one is a change to report, the same ones
+        // seen again are not.
+        const fingerprint = `${instancesFingerprint(k8sName, instances)}|${eventsFingerprint(events)}`;
         return {
-          fingerprint: instancesFingerprint(k8sName, instances),
-          report: report({ case: "update", value: { k8sName, deploymentId: key, instances } }),
+          fingerprint,
+          report: report({ case: "update", value: { k8sName, deploymentId: key, instances, events } }),
         };
       },
 

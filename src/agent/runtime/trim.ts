@@ -11,7 +11,10 @@
 // reader what its transform dropped. Readers today:
 //   Pod:  status → instances (deployments/status.ts), routing table (endpoints): the phase,
 //         podIP, the Ready and ContainersReady conditions, containers' waiting reasons, the
-//         first container's ports and limits, nodeName, labels;
+//         first container's ports and limits, nodeName, labels; instance events
+//         (deployments/events.ts): each container's image, restart count, ready and started,
+//         its state and last state (reasons, exit code, times, messages cut to 512 characters),
+//         and the pod's reason and message (an eviction);
 //   Node: the zone label (deployments/status.ts, endpoints);
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
 //   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
@@ -27,6 +30,16 @@ import { isRecord } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
 
 type Json = Record<string, unknown>;
+
+/** The kubelet's messages are cut to this many characters (they can quote registry answers). */
+export const MESSAGE_MAX = 512;
+
+/** A kubelet message as kept and reported: control characters as spaces, at most MESSAGE_MAX. */
+export function cutMessage(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = s.replace(/[\u0000-\u001f\u007f]/g, " ");
+  return clean.length <= MESSAGE_MAX ? clean : `${clean.slice(0, MESSAGE_MAX - 1)}…`;
+}
 
 /**
  * One copy of each repeated string. Bounded: when it holds too many distinct strings it starts
@@ -139,14 +152,44 @@ function trimPod(p: KubeObject): KubeObject {
         conditions,
         (c) => internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined,
       ),
-      // Only the waiting reason is read (a container that cannot start); one entry per container.
-      containerStatuses: list(status.containerStatuses, (c) => {
-        const waiting =
-          isRecord(c) && isRecord(c.state) && isRecord(c.state.waiting) ? c.state.waiting.reason : undefined;
-        return waiting === undefined ? {} : { state: { waiting: { reason: internValue(waiting) } } };
-      }),
+      // One entry per container: what instances (the waiting reason) and instance events read.
+      containerStatuses: list(status.containerStatuses, trimContainerStatus),
+      // An eviction (instance events).
+      ...(status.reason === undefined ? {} : { reason: internValue(status.reason) }),
+      ...(typeof status.message === "string" ? { message: cutMessage(status.message) } : {}),
     },
   };
+}
+
+/** A container state's fields read by instances and instance events (deployments/events.ts). */
+function trimState(s: unknown): Json | undefined {
+  if (!isRecord(s)) return undefined;
+  const out: Json = {};
+  const pickState = (x: unknown, keys: readonly string[]): Json | undefined => {
+    const p = pick(x, keys);
+    if (p && typeof p.message === "string") p.message = cutMessage(p.message);
+    return p ? (internDeep(p) as Json) : undefined;
+  };
+  const waiting = pickState(s.waiting, ["reason", "message"]);
+  const running = pickState(s.running, ["startedAt"]);
+  const terminated = pickState(s.terminated, ["reason", "exitCode", "finishedAt", "message"]);
+  if (waiting) out.waiting = waiting;
+  if (running) out.running = running;
+  if (terminated) out.terminated = terminated;
+  return out;
+}
+
+function trimContainerStatus(c: unknown): Json | undefined {
+  if (!isRecord(c)) return {};
+  const out: Json = {};
+  const state = trimState(c.state);
+  const lastState = trimState(c.lastState);
+  if (state) out.state = state;
+  if (lastState && Object.keys(lastState).length > 0) out.lastState = lastState;
+  for (const k of ["image", "restartCount", "ready", "started"] as const) {
+    if (c[k] !== undefined) out[k] = internValue(c[k]);
+  }
+  return out;
 }
 
 function trimNode(n: KubeObject): KubeObject {

@@ -624,6 +624,24 @@ export interface MeasurementsTable {
   received_at: number;
 }
 
+/** Migration 0022: one lifecycle fact of an instance's container (domain/instance-events.ts). */
+export interface InstanceEventsTable {
+  environment_id: string;
+  /** The environment's events in the order recorded (a fact whose details change moves up). */
+  seq: number;
+  deployment_id: string;
+  region: string;
+  instance: string;
+  kind: string;
+  reason: string;
+  at_ms: number;
+  exit_code: number | null;
+  restarts: number;
+  image: string;
+  message: string;
+  recorded_at: number;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -669,6 +687,7 @@ export interface Database {
   domains: DomainsTable;
   gateway_reports: GatewayReportsTable;
   measurements: MeasurementsTable;
+  instance_events: InstanceEventsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -685,6 +704,7 @@ export type ReleaseRow = Selectable<ReleasesTable>;
 export type JobRow = Selectable<JobsTable>;
 export type NewOutboxRow = Insertable<OutboxTable>;
 export type AuditEventRow = Selectable<AuditEventsTable>;
+export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type PreviewRow = Selectable<PreviewsTable>;
 export type PreviewHookRow = Selectable<PreviewHooksTable>;
 

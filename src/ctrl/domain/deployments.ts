@@ -22,6 +22,7 @@ import {
 } from "../payloads/deployment.js";
 import type { NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import { lockEnvironment, nextRevision, setRegionReplicas } from "./environments.js";
+import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -201,6 +202,7 @@ export async function purgeDeployments(tx: WriteTx, environmentId: string): Prom
     await tx.trx.deleteFrom("deployment_reports").where("deployment_id", "in", chunk).execute();
   }
   await tx.trx.deleteFrom("deployments").where("environment_id", "=", environmentId).execute();
+  await purgeInstanceEvents(tx, environmentId);
 }
 
 // ---------------------------------------------------------------- reports
@@ -220,9 +222,27 @@ export interface ReportedInstance {
 
 /** A validated report of a deployment (../kinds/deployment.ts). `id` may be empty: the agent then names it by `k8sName`. */
 export type DeploymentReport =
-  | { type: "update"; id: string; k8sName: string; instances: ReportedInstance[] }
+  | { type: "update"; id: string; k8sName: string; instances: ReportedInstance[]; events: ReportedEvent[] }
   | { type: "delete"; id: string; k8sName: string }
   | { type: "rejected"; id: string; k8sName: string; reason: string };
+
+async function reportableIn(db: Reader, deploymentId: string, region: string): Promise<boolean> {
+  const desired = await db
+    .selectFrom("desired_objects")
+    .select("object_id")
+    .where("region", "=", region)
+    .where("kind", "=", deploymentPayloads.name)
+    .where("object_id", "=", deploymentId)
+    .executeTakeFirst();
+  if (desired) return true;
+  const reported = await db
+    .selectFrom("deployment_reports")
+    .select("deployment_id")
+    .where("deployment_id", "=", deploymentId)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  return reported !== undefined;
+}
 
 async function findDeploymentForReport(db: Reader, id: string, name: string): Promise<DeploymentRow | undefined> {
   if (id !== "") return db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
@@ -250,6 +270,11 @@ export async function recordDeploymentReport(store: Store, region: string, repor
         )
         .execute();
       return;
+    }
+    if (report.type === "update" && !(await reportableIn(tx.trx, d.id, region))) {
+      // An agent reports only what its region runs: a revision desired there now, or one it
+      // reported before (its pods outlive the desired state while they shut down).
+      throw new DomainError("permission_denied", `deployment ${d.id} does not run in region "${region}"`);
     }
     await tx.trx.deleteFrom("instances").where("deployment_id", "=", d.id).where("region", "=", region).execute();
     await tx.trx
@@ -285,5 +310,6 @@ export async function recordDeploymentReport(store: Store, region: string, repor
           .values(rows.slice(k, k + 200))
           .execute();
     }
+    if (report.type === "update") await recordInstanceEvents(tx, d, region, report.events);
   });
 }

@@ -15,6 +15,25 @@ import { k8sName, rejectionReason, reportSubject } from "../validate/cluster.js"
 import * as r from "../validate/rules.js";
 import type { Kind } from "./kind.js";
 
+/** At most this many events in one report: a few per pod (the agent sends what pods show now). */
+const EVENTS_MAX = 4 * r.LIMITS.instancesMax;
+const EVENT_KINDS = ["terminated", "waiting", "unready", "evicted"] as const;
+/** The agent cuts the kubelet's messages to 512 characters (a margin for multi-byte text). */
+const EVENT_MESSAGE_MAX = 1024;
+
+function eventKind(field: string, v: string): string {
+  if (!(EVENT_KINDS as readonly string[]).includes(v))
+    throw invalidArgument(field, `must be one of ${EVENT_KINDS.join(", ")}`);
+  return v;
+}
+
+/** A kubelet reason: a CamelCase word. */
+function eventReason(field: string, v: string): string {
+  if (!/^[A-Za-z][A-Za-z0-9]{0,63}$/.test(v))
+    throw invalidArgument(field, "must be a word of letters and digits (at most 64)");
+  return v;
+}
+
 function instanceStatus(field: string, s: InstanceStatus): InstanceStatusName {
   switch (s) {
     case InstanceStatus.PENDING:
@@ -52,7 +71,21 @@ export function validateDeploymentReport(req: ReportDeploymentStatusRequest): De
           readySince: r.intRange(`${f}.ready_since_unix_ms`, i.readySinceUnixMs, 0, Number.MAX_SAFE_INTEGER),
         };
       });
-      return { type: "update", ...subject, instances };
+      r.list("update.events", u.events, EVENTS_MAX);
+      const events = u.events.map((e, n) => {
+        const f = `update.events[${n}]`;
+        return {
+          instance: k8sName(`${f}.instance`, e.instance, true),
+          kind: eventKind(`${f}.kind`, e.kind),
+          reason: eventReason(`${f}.reason`, e.reason),
+          atMs: r.intRange(`${f}.at_unix_ms`, e.atUnixMs, 0, Number.MAX_SAFE_INTEGER),
+          exitCode: e.exitCode === undefined ? null : r.intRange(`${f}.exit_code`, e.exitCode, -(2 ** 31), 2 ** 31 - 1),
+          restarts: r.intRange(`${f}.restarts`, e.restarts, 0, 2 ** 31 - 1),
+          image: r.text(`${f}.image`, e.image, r.LIMITS.imageMax),
+          message: r.text(`${f}.message`, e.message, EVENT_MESSAGE_MAX),
+        };
+      });
+      return { type: "update", ...subject, instances, events };
     }
     case "delete":
       return {

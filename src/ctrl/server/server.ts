@@ -60,6 +60,8 @@ import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import type { AllowedKind } from "../../contracts/releases.js";
 import { configServiceImpl, jobServiceImpl, releaseServiceImpl } from "../api/environment-objects.js";
 import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
+import { InstanceEventService } from "../../gen/krane/ctrl/v1/events_pb.js";
+import { instanceEventServiceImpl } from "../api/instance-events.js";
 import { auditServiceImpl } from "../api/audit.js";
 import { AuditRecorder } from "../audit/recorder.js";
 import type { LimiterOptions } from "../audit/limiter.js";
@@ -434,6 +436,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
     router.service(AuditService, auditServiceImpl({ store }));
+    router.service(InstanceEventService, instanceEventServiceImpl({ store }));
     router.service(
       PreviewService,
       previewServiceImpl({ store, keyring: config.keyring, exposure, rollout, statusDue }),

@@ -71,9 +71,10 @@ const OLD_MIGRATIONS = [
 ];
 /**
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
- * audit log, which replaced 0009's audit_log), 0021 (previews).
+ * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events).
  */
 const NEW_TABLES = [
+  "instance_events",
   "audit_events",
   "audit_chains",
   "audit_sink_cursors",

@@ -1,0 +1,140 @@
+// Pure mapping from a deployment's pods to its instance events: what each pod's status shows of
+// its containers' lifecycle right now. Not a history — a pod's status holds only the current and
+// the last state of each container, so a pod yields at most a few events whatever happened to it
+// (ctrl accumulates the history, bounded). Per container:
+//  - "terminated": the last termination (lastState.terminated, or state.terminated) with the
+//    kubelet's reason (OOMKilled, Error, Completed, ...), the exit code and the finish time;
+//  - "waiting": a reason the container cannot start or run with (CrashLoopBackOff with the last
+//    termination's exit code and time, ErrImagePull, ImagePullBackOff, InvalidImageName,
+//    CreateContainerConfigError, ...); the kubelet's message names the image;
+//  - "unready": a running container that was ready and stopped being ready — its readiness probe
+//    fails. Read from the pod's Ready condition: it turned False after the container started (a
+//    new pod whose probe has not passed yet is not an event). A failing liveness probe shows as
+//    a restart: a "terminated" event with its exit code (the kubelet kills the container).
+// Per pod: "evicted" when the kubelet evicted it (status.reason Evicted, with its message).
+// Waiting, unready and evicted facts carry no time of their own in a pod's status: they use the
+// time the pod last became unready (the Ready condition's transition), which is stable while the
+// fact lasts, so the same fact reported again is the same event.
+import { createHash } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { ReportedInstanceEventSchema, type ReportedInstanceEvent } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import type { KubeObject } from "../../kube/object.js";
+import { isRecord } from "../../kube/object.js";
+import { cutMessage } from "../runtime/trim.js";
+
+/** Waiting reasons that are part of a normal start, not events. */
+const ORDINARY_WAITING = new Set(["ContainerCreating", "PodInitializing"]);
+
+type Json = Record<string, unknown>;
+
+function str(v: unknown): string {
+  return typeof v === "string" ? v : "";
+}
+
+function rec(v: unknown): Json | undefined {
+  return isRecord(v) ? v : undefined;
+}
+
+function ms(v: unknown): number {
+  const t = Date.parse(str(v));
+  return Number.isFinite(t) && t > 0 ? t : 0;
+}
+
+function int32(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31 ? v : undefined;
+}
+
+/** The events a pod's status shows now, in a stable order. */
+export function podEvents(pod: KubeObject): ReportedInstanceEvent[] {
+  const instance = pod.metadata.name ?? "";
+  if (instance === "") return [];
+  const status = rec(pod.status) ?? {};
+  const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+  const readyCond = conditions.map(rec).find((c) => c?.type === "Ready");
+  const unreadySince = readyCond && readyCond.status !== "True" ? ms(readyCond.lastTransitionTime) : 0;
+  const out: ReportedInstanceEvent[] = [];
+  const event = (
+    kind: string,
+    reason: string,
+    at: number,
+    fields: { exitCode?: number; restarts?: number; image?: string; message?: string } = {},
+  ): void => {
+    out.push(
+      create(ReportedInstanceEventSchema, {
+        instance,
+        kind,
+        reason,
+        atUnixMs: BigInt(at),
+        exitCode: fields.exitCode,
+        restarts: fields.restarts ?? 0,
+        image: fields.image ?? "",
+        message: cutMessage(fields.message ?? ""),
+      }),
+    );
+  };
+  const statuses = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  for (const raw of statuses) {
+    const cs = rec(raw);
+    if (!cs) continue;
+    const restarts = Math.max(0, int32(cs.restartCount) ?? 0);
+    const image = str(cs.image);
+    const state = rec(cs.state) ?? {};
+    const last = rec(rec(cs.lastState)?.terminated);
+    const current = rec(state.terminated);
+    // The newest termination: the current one when the container is down, else the last one.
+    const term = current ?? last;
+    if (term) {
+      event("terminated", str(term.reason) || "Error", ms(term.finishedAt), {
+        exitCode: int32(term.exitCode),
+        restarts,
+        image,
+        message: str(term.message),
+      });
+    }
+    const waiting = rec(state.waiting);
+    const reason = str(waiting?.reason);
+    if (waiting && reason !== "" && !ORDINARY_WAITING.has(reason)) {
+      const crash = reason === "CrashLoopBackOff" && last !== undefined;
+      event("waiting", reason, crash ? ms(last.finishedAt) : unreadySince, {
+        exitCode: crash ? int32(last.exitCode) : undefined,
+        restarts,
+        image,
+        message: str(waiting.message),
+      });
+    }
+    const running = rec(state.running);
+    if (running && cs.ready === false && cs.started !== false && unreadySince > ms(running.startedAt)) {
+      event("unready", "ReadinessProbeFailing", unreadySince, { restarts, image });
+    }
+  }
+  if (str(status.reason) === "Evicted") {
+    event("evicted", "Evicted", unreadySince, { message: str(status.message) });
+  }
+  return out;
+}
+
+/** The events of a deployment's pods (terminal ones included), by pod name then in pod order. */
+export function eventsOf(pods: readonly KubeObject[]): ReportedInstanceEvent[] {
+  const sorted = [...pods].sort((a, b) => {
+    const x = a.metadata.name ?? "";
+    const y = b.metadata.name ?? "";
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  return sorted.flatMap(podEvents);
+}
+
+export function eventLine(e: ReportedInstanceEvent): string {
+  return `${e.instance}|${e.kind}|${e.reason}|${e.atUnixMs}|${e.exitCode ?? ""}|${e.restarts}|${e.image}|${e.message}`;
+}
+
+/** What a pod contributes to its deployment's events, as a string (a change means a new report). */
+export function eventsKey(pod: KubeObject | undefined): string {
+  return pod === undefined ? "" : podEvents(pod).map(eventLine).join("\n");
+}
+
+/** Identifies a set of events: equal fingerprints mean ctrl would learn nothing new. */
+export function eventsFingerprint(events: readonly ReportedInstanceEvent[]): string {
+  const h = createHash("sha256");
+  for (const e of events) h.update(`${eventLine(e)}\n`);
+  return h.digest("hex");
+}

@@ -1,0 +1,228 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  eventLine,
+  eventsFingerprint,
+  eventsKey,
+  eventsOf,
+  podEvents,
+} from "../../../../src/agent/deployments/events.js";
+import { MESSAGE_MAX, trimFor } from "../../../../src/agent/runtime/trim.js";
+import { resources } from "../../../../src/kube/resources.js";
+import type { KubeObject } from "../../../../src/kube/object.js";
+
+const T0 = "2026-01-01T00:00:00Z";
+const T1 = "2026-01-01T00:01:00Z";
+const T2 = "2026-01-01T00:02:00Z";
+
+function pod(name: string, status: Record<string, unknown>): KubeObject {
+  return { metadata: { name, namespace: "ws-1" }, spec: { containers: [{ name: "app" }] }, status };
+}
+
+const unready = (at: string) => [{ type: "Ready", status: "False", lastTransitionTime: at }];
+
+test("an OOM kill is a terminated event with its exit code, restarts and finish time", () => {
+  const [e, ...rest] = podEvents(
+    pod("a", {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True", lastTransitionTime: T2 }],
+      containerStatuses: [
+        {
+          image: "krane.local/hello:v1",
+          restartCount: 1,
+          ready: true,
+          started: true,
+          state: { running: { startedAt: T2 } },
+          lastState: { terminated: { reason: "OOMKilled", exitCode: 137, finishedAt: T1 } },
+        },
+      ],
+    }),
+  );
+  assert.equal(rest.length, 0);
+  assert.equal(e?.kind, "terminated");
+  assert.equal(e?.reason, "OOMKilled");
+  assert.equal(e?.exitCode, 137);
+  assert.equal(e?.restarts, 1);
+  assert.equal(e?.atUnixMs, BigInt(Date.parse(T1)));
+  assert.equal(e?.image, "krane.local/hello:v1");
+});
+
+test("a crash loop is the last termination and CrashLoopBackOff with that exit code", () => {
+  const events = podEvents(
+    pod("a", {
+      conditions: unready(T0),
+      containerStatuses: [
+        {
+          image: "img",
+          restartCount: 5,
+          ready: false,
+          state: { waiting: { reason: "CrashLoopBackOff", message: "back-off 2m40s restarting failed container" } },
+          lastState: { terminated: { reason: "Error", exitCode: 3, finishedAt: T1 } },
+        },
+      ],
+    }),
+  );
+  assert.deepEqual(
+    events.map((e) => [e.kind, e.reason, e.exitCode, e.restarts, Number(e.atUnixMs)]),
+    [
+      ["terminated", "Error", 3, 5, Date.parse(T1)],
+      ["waiting", "CrashLoopBackOff", 3, 5, Date.parse(T1)],
+    ],
+  );
+});
+
+test("an image pull error names the image and keeps the kubelet's message, cut and without control characters", () => {
+  const long = `Failed to pull image "docker.io/nope:1": not found\n${"x".repeat(2000)}`;
+  const [e] = podEvents(
+    pod("a", {
+      conditions: unready(T0),
+      containerStatuses: [{ image: "docker.io/nope:1", state: { waiting: { reason: "ErrImagePull", message: long } } }],
+    }),
+  );
+  assert.equal(e?.reason, "ErrImagePull");
+  assert.equal(e?.image, "docker.io/nope:1");
+  assert.equal(e?.exitCode, undefined);
+  assert.equal(e?.atUnixMs, BigInt(Date.parse(T0)));
+  assert.ok(e?.message.startsWith('Failed to pull image "docker.io/nope:1": not found '));
+  assert.ok((e?.message.length ?? 0) <= MESSAGE_MAX);
+});
+
+test("a normal start is no event; a container that was ready and stopped being ready is", () => {
+  const starting = pod("a", {
+    conditions: unready(T0),
+    containerStatuses: [{ image: "i", ready: false, started: true, state: { running: { startedAt: T1 } } }],
+  });
+  assert.deepEqual(podEvents(starting), []);
+  const creating = pod("b", {
+    conditions: unready(T0),
+    containerStatuses: [{ image: "i", state: { waiting: { reason: "ContainerCreating" } } }],
+  });
+  assert.deepEqual(podEvents(creating), []);
+  const failing = pod("c", {
+    conditions: unready(T2),
+    containerStatuses: [{ image: "i", ready: false, started: true, state: { running: { startedAt: T1 } } }],
+  });
+  const [e] = podEvents(failing);
+  assert.equal(e?.kind, "unready");
+  assert.equal(e?.reason, "ReadinessProbeFailing");
+  assert.equal(e?.atUnixMs, BigInt(Date.parse(T2)));
+});
+
+test("an evicted pod is an eviction with the kubelet's message", () => {
+  const [e] = podEvents(
+    pod("a", {
+      phase: "Failed",
+      reason: "Evicted",
+      message: "The node was low on resource: memory.",
+      conditions: unready(T1),
+      containerStatuses: [],
+    }),
+  );
+  assert.equal(e?.kind, "evicted");
+  assert.equal(e?.message, "The node was low on resource: memory.");
+});
+
+const arbTime = fc.integer({ min: 1, max: 2_000_000_000 }).map((s) => new Date(s * 1000).toISOString());
+const arbState = fc.oneof(
+  fc.constant({}),
+  fc.record({ running: fc.record({ startedAt: arbTime }) }),
+  fc.record({
+    waiting: fc.record({
+      reason: fc.constantFrom("CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "ContainerCreating", ""),
+      message: fc.string({ maxLength: 800 }),
+    }),
+  }),
+  fc.record({
+    terminated: fc.record({
+      reason: fc.constantFrom("OOMKilled", "Error", "Completed"),
+      exitCode: fc.integer({ min: 0, max: 255 }),
+      finishedAt: arbTime,
+      message: fc.string({ maxLength: 800 }),
+    }),
+  }),
+);
+const arbPod: fc.Arbitrary<KubeObject> = fc
+  .record({
+    name: fc.string({ minLength: 1, maxLength: 10 }),
+    ready: fc.boolean(),
+    readyAt: arbTime,
+    evicted: fc.boolean(),
+    containers: fc.array(
+      fc.record({
+        image: fc.string({ maxLength: 20 }),
+        restartCount: fc.integer({ min: 0, max: 100_000 }),
+        ready: fc.boolean(),
+        started: fc.boolean(),
+        state: arbState,
+        lastState: fc.oneof(fc.constant({}), arbState),
+      }),
+      { maxLength: 3 },
+    ),
+  })
+  .map((p) =>
+    pod(p.name, {
+      phase: p.evicted ? "Failed" : "Running",
+      ...(p.evicted ? { reason: "Evicted", message: "low on memory" } : {}),
+      conditions: [{ type: "Ready", status: p.ready ? "True" : "False", lastTransitionTime: p.readyAt }],
+      containerStatuses: p.containers,
+    }),
+  );
+
+test("property: a pod yields at most 3 events per container plus an eviction, each well-formed", () => {
+  fc.assert(
+    fc.property(arbPod, (p) => {
+      const events = podEvents(p);
+      const containers = (p.status as { containerStatuses: unknown[] }).containerStatuses.length;
+      assert.ok(events.length <= 3 * containers + 1);
+      for (const e of events) {
+        assert.equal(e.instance, p.metadata.name);
+        assert.ok(["terminated", "waiting", "unready", "evicted"].includes(e.kind));
+        assert.match(e.reason, /^[A-Za-z]+$/);
+        assert.ok(e.message.length <= MESSAGE_MAX);
+        assert.ok(e.restarts >= 0);
+      }
+    }),
+  );
+});
+
+test("property: the cache's trimmed pod yields the same events, and the events do not depend on pod order", () => {
+  const trim = trimFor(resources.pods);
+  fc.assert(
+    fc.property(fc.uniqueArray(arbPod, { maxLength: 5, selector: (p) => p.metadata.name }), (pods) => {
+      for (const p of pods) {
+        const whole = structuredClone(p);
+        assert.equal(eventsKey(trim(structuredClone(p))), eventsKey(whole));
+      }
+      const key = (ps: KubeObject[]) => eventsOf(ps).map(eventLine).join("\n");
+      assert.equal(key([...pods].reverse()), key(pods));
+    }),
+  );
+});
+
+test("property: the same status seen again is the same events (a resend changes no key)", () => {
+  fc.assert(
+    fc.property(arbPod, (p) => {
+      assert.equal(eventsKey(structuredClone(p)), eventsKey(p));
+    }),
+  );
+});
+
+test("the fingerprint moves with a new fact and only then (one report per change)", () => {
+  const crash = (restarts: number, finishedAt: string) =>
+    pod("a", {
+      conditions: unready(T0),
+      containerStatuses: [
+        {
+          image: "i",
+          restartCount: restarts,
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { reason: "Error", exitCode: 3, finishedAt } },
+        },
+      ],
+    });
+  const fp = (p: KubeObject) => eventsFingerprint(eventsOf([p]));
+  assert.equal(fp(crash(1, T1)), fp(crash(1, T1)));
+  assert.notEqual(fp(crash(2, T2)), fp(crash(1, T1)));
+  assert.equal(fp(pod("b", { conditions: unready(T0) })), eventsFingerprint([]));
+});
