@@ -26,7 +26,8 @@ export function appProtocolFrom(v: string): AppProtocol {
 }
 
 /**
- * On a revision's pods (absent: "http1"): what the app speaks, for the agent that renders the
- * routing table's EndpointSlices from the pods (their port's appProtocol).
+ * A label of a revision's pods (absent: "http1"): what the app speaks, for the agent that renders
+ * the routing table's EndpointSlices from its pod cache (their port's appProtocol). A label, not
+ * an annotation: the cache keeps a pod's labels only (src/agent/runtime/trim.ts).
  */
-export const ANNOTATION_APP_PROTOCOL = "krane.dev/app-protocol";
+export const LABEL_APP_PROTOCOL = "krane.dev/app-protocol";

@@ -10,7 +10,7 @@
 import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
-import { ANNOTATION_APP_PROTOCOL, appProtocolFrom, appProtocolOf } from "../../contracts/protocols.js";
+import { appProtocolFrom, appProtocolOf, LABEL_APP_PROTOCOL } from "../../contracts/protocols.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_SENTINEL_ID, ownerLabels } from "../../contracts/labels.js";
 import {
   ENDPOINTSLICE_MANAGED_BY,
@@ -99,8 +99,7 @@ export function endpointOf(pod: KubeObject): Endpoint | undefined {
   const ports = Array.isArray(c.ports) ? c.ports : [];
   const port = isRecord(ports[0]) && typeof ports[0].containerPort === "number" ? ports[0].containerPort : 0;
   if (port === 0) return undefined;
-  const annotations = pod.metadata.annotations ?? {};
-  const appProtocol = appProtocolOf(appProtocolFrom(annotations[ANNOTATION_APP_PROTOCOL] ?? ""));
+  const appProtocol = appProtocolOf(appProtocolFrom(pod.metadata.labels?.[LABEL_APP_PROTOCOL] ?? ""));
   return {
     ip,
     port,
