@@ -95,6 +95,19 @@ describe("rendering", () => {
       hostnames: ["acme.internal.example"],
       rules: [
         {
+          // gRPC calls: the sentinel Service's h2c port.
+          matches: ["application/grpc", "application/grpc+proto"].map((value) => ({
+            path: { type: "PathPrefix", value: "/shop/production" },
+            headers: [{ type: "Exact", name: "content-type", value }],
+          })),
+          backendRefs: [
+            { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8042, weight: 1 },
+          ],
+          filters: [
+            { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+          ],
+        },
+        {
           matches: [{ path: { type: "PathPrefix", value: "/shop/production" } }],
           backendRefs: [
             { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 },
