@@ -4,7 +4,9 @@
 // appProtocol kubernetes.io/h2c, and krane's own sentinel (a container of krane's image) speaks
 // HTTP/2 to it. A standard gRPC client (connect-node's gRPC transport) makes unary, server-streaming
 // and bidirectional calls through the sentinel's Service, a deadline is exceeded, and HTTP/1.1 and
-// a WebSocket go through the same sentinel to the same container.
+// a WebSocket go through the same sentinel to the same container. Then the same calls through
+// the Gateway: Traefik (the local cluster's Gateway, built from its Go module) → the sentinel
+// Service's h2c port (the HTTPRoute's gRPC rule) → the sentinel → the container.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as http from "node:http";
@@ -29,15 +31,18 @@ import { APP_PROTOCOL_H2C } from "../../src/contracts/protocols.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually } from "../support/cluster.js";
 import { kubectl, kubectlJson, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
+import { parseGatewayRef } from "../../src/agent/config.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
 const skip = await realNodesSkip();
 const REGION = "local";
 const REF = { workspace: "acme", project: "rpc", environment: "production" };
+const PUBLIC_HOST = "production-rpc-acme.apps.test";
 
 describe("a gRPC app in a container on a real node, through krane's sentinel", { skip }, () => {
-  const h = useRealCluster(["untrusted", "sentinel"]);
+  const h = useRealCluster(["untrusted", "sentinel"], { gateway: true });
   const dir = tempDir("krane-grpc-");
   let ctrl: TestCtrl;
   let agent: Agent;
@@ -63,7 +68,10 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
     async () => {
       const cluster = await h.ready();
       await applySentinelRbac(cluster.kubeConfig());
-      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { rolloutSweepIntervalMs: 300 });
+      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+        rolloutSweepIntervalMs: 300,
+        exposure: { publicApex: "apps.test", organizationApex: "internal.test", scheme: "http" },
+      });
       const t = ctrl.adminToken;
       await ctrl.client(RegionService, t).createRegion({ name: REGION });
       await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
@@ -75,9 +83,12 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
         regions: [{ region: REGION, replicas: 1 }],
         sentinel: { image: "", replicas: 1, cpuMillicores: 1000n, memoryMib: 256n },
       });
+      const gws = cluster.gateways;
+      assert.ok(gws, "the cluster runs Gateways");
       agent = await routingAgent(cluster, ctrl, REGION, {
         sentinelImage: (await h.images()).krane.name,
         sentinelObserveIntervalMs: 500,
+        gateway: { public: parseGatewayRef(gws.public.ref), organization: parseGatewayRef(gws.organization.ref) },
       });
       await agent.start();
     },
@@ -232,6 +243,62 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
           10_000,
         );
         ws.close();
+
+        // Through the Gateway: the public endpoint's host on Traefik's port, resolved to this machine.
+        await ctrl.client(EndpointService, ctrl.adminToken).setEndpoint({ ...REF, visibility: "public" });
+        const gw = h.cluster.gateways;
+        assert.ok(gw);
+        const viaGateway = createClient(
+          HelloService,
+          createGrpcTransport({
+            baseUrl: `http://${PUBLIC_HOST}:${gw.public.port}`,
+            nodeOptions: {
+              lookup: (_host, _opts, cb) => (cb as (e: null, a: string, f: number) => void)(null, "127.0.0.1", 4),
+            },
+          }),
+        );
+        let last: unknown;
+        const first = await eventually(
+          "a gRPC call answered through the Gateway",
+          async () => {
+            try {
+              return await viaGateway.say({ text: "via the gateway" });
+            } catch (err) {
+              last = err;
+              return undefined;
+            }
+          },
+          180_000,
+        ).catch((err: unknown) => {
+          throw new Error(`${String(err)}; last error: ${String(last)}`);
+        });
+        assert.equal(first.text, "via the gateway");
+        assert.equal(first.authority.split(":")[0], PUBLIC_HOST);
+        const gns: number[] = [];
+        for await (const m of viaGateway.count({ count: 50, bytes: 1024 })) gns.push(m.n);
+        assert.equal(gns.length, 50);
+        await assert.rejects(viaGateway.say({ text: "nope", failCode: Code.NotFound }), (err: unknown) => {
+          assert.ok(err instanceof ConnectError);
+          assert.equal(err.code, Code.NotFound);
+          return true;
+        });
+        await assert.rejects(viaGateway.say({ text: "slow", delayMs: 10_000 }, { timeoutMs: 500 }), (err: unknown) => {
+          assert.ok(err instanceof ConnectError);
+          assert.equal(err.code, Code.DeadlineExceeded);
+          return true;
+        });
+        // HTTP/1.1 through the Gateway still goes to the sentinel's HTTP/1.1 port.
+        const plain = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+          http
+            .get({ host: "127.0.0.1", port: gw.public.port, path: "/plain", headers: { host: PUBLIC_HOST } }, (res) => {
+              let b = "";
+              res.setEncoding("utf8");
+              res.on("data", (c: string) => (b += c));
+              res.on("end", () => resolve({ status: res.statusCode ?? 0, body: b }));
+            })
+            .on("error", reject);
+        });
+        assert.equal(plain.status, 200, plain.body);
       } catch (err) {
         await diagnose();
         throw err;
