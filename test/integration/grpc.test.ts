@@ -253,7 +253,13 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
           createGrpcTransport({
             baseUrl: `http://${PUBLIC_HOST}:${gw.public.port}`,
             nodeOptions: {
-              lookup: (_host, _opts, cb) => (cb as (e: null, a: string, f: number) => void)(null, "127.0.0.1", 4),
+              // The public host is this machine (Traefik's port); Node may ask for every address.
+              lookup: (_host, opts, cb) => {
+                const all = (opts as { all?: boolean }).all === true;
+                const done = cb as (e: null, a: string | { address: string; family: number }[], f?: number) => void;
+                if (all) done(null, [{ address: "127.0.0.1", family: 4 }]);
+                else done(null, "127.0.0.1", 4);
+              },
             },
           }),
         );
