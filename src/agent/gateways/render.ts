@@ -103,7 +103,7 @@ export function renderHttpRoute(
     spec: {
       parentRefs: [parentRef],
       hostnames: [...route.hostnames].sort(),
-      rules: [grpcRule, rule],
+      rules: [rule, grpcRule],
     },
   };
 }

@@ -95,6 +95,15 @@ describe("rendering", () => {
       hostnames: ["acme.internal.example"],
       rules: [
         {
+          matches: [{ path: { type: "PathPrefix", value: "/shop/production" } }],
+          backendRefs: [
+            { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 },
+          ],
+          filters: [
+            { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+          ],
+        },
+        {
           // gRPC calls: the sentinel Service's h2c port.
           matches: ["application/grpc", "application/grpc+proto"].map((value) => ({
             path: { type: "PathPrefix", value: "/shop/production" },
@@ -102,15 +111,6 @@ describe("rendering", () => {
           })),
           backendRefs: [
             { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8042, weight: 1 },
-          ],
-          filters: [
-            { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
-          ],
-        },
-        {
-          matches: [{ path: { type: "PathPrefix", value: "/shop/production" } }],
-          backendRefs: [
-            { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8040, weight: 1 },
           ],
           filters: [
             { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
