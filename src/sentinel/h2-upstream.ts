@@ -45,6 +45,7 @@ export class UpstreamError extends Error {
 }
 
 const { NGHTTP2_CANCEL } = http2.constants;
+const SESSION_IDLE_MS = 30_000;
 
 /** Headers an HTTP/2 request must not carry (./headers.ts drops the rest of the hop-by-hop ones). */
 const NOT_ON_H2 = new Set(["host", "connection", "keep-alive", "transfer-encoding", "upgrade", "te"]);
@@ -267,6 +268,9 @@ export class H2Upstream {
       if (!this.#connected) this.#failWaiting(new UpstreamError("ECONNRESET", "the instance closed the connection"));
       this.#connected = false;
     });
+    // Idle that long (no frame either way): closed gracefully, as HTTP/1.1 keep-alive connections
+    // are, so a session to an instance that vanished without a FIN is not kept for ever.
+    s.setTimeout(SESSION_IDLE_MS, () => s.close());
     // A GOAWAY: streams already open finish; the next request dials a new session.
     s.once("goaway", () => {
       if (this.#session === s) this.#session = undefined;
