@@ -50,7 +50,8 @@ function routes(id: HelloIdentity): (router: ConnectRouter) => void {
           text: req.text,
           pod: id.name,
           revision: id.revision,
-          authority: ctx.requestHeader.get("host") ?? "",
+          // HTTP/2 carries it as :authority (no Host header), HTTP/1.1 as Host: both end up in the URL.
+          authority: new URL(ctx.url).host,
           requestId: ctx.requestHeader.get("x-request-id") ?? "",
         });
       },

@@ -107,6 +107,7 @@ test("a unary call reaches the h2c instance through the sentinel, with the senti
   const res = await client.say({ text: "hi" }, { onHeader: (h) => h.forEach((v, k) => headers.set(k, v)) });
   assert.equal(res.text, "hi");
   assert.equal(res.pod, "grpc-0");
+  assert.equal(res.authority, `127.0.0.1:${sentinel.port}`, "the client's :authority reached the app");
   assert.match(res.requestId, /.+/, "the sentinel's request id reached the app");
   assert.equal(headers.get("x-request-id"), res.requestId);
 });
