@@ -87,15 +87,18 @@ export function renderHttpRoute(
   }
   // gRPC calls (the same path, plus a content-type match, which wins over the plain rule by the
   // Gateway API's precedence) go to the sentinel Service's h2c port: the Gateway speaks HTTP/2 to
-  // the sentinel for them, HTTP/1.1 for everything else.
-  const grpcRule: Record<string, unknown> = {
+  // the sentinel for them, HTTP/1.1 for everything else. One rule per content-type: a rule that
+  // rewrites a prefix may have only one match (the Gateway API's validation).
+  const grpcRules = GRPC_CONTENT_TYPES.map((value): Record<string, unknown> => ({
     ...rule,
-    matches: GRPC_CONTENT_TYPES.map((value) => ({
-      path: { type: "PathPrefix", value: prefix ?? "/" },
-      headers: [{ type: "Exact", name: "content-type", value }],
-    })),
+    matches: [
+      {
+        path: { type: "PathPrefix", value: prefix ?? "/" },
+        headers: [{ type: "Exact", name: "content-type", value }],
+      },
+    ],
     backendRefs: [{ ...(rule.backendRefs as Record<string, unknown>[])[0], port: SENTINEL_H2C_SERVICE_PORT }],
-  };
+  }));
   return {
     apiVersion: `${GATEWAY_API}/v1`,
     kind: "HTTPRoute",
@@ -103,7 +106,7 @@ export function renderHttpRoute(
     spec: {
       parentRefs: [parentRef],
       hostnames: [...route.hostnames].sort(),
-      rules: [rule, grpcRule],
+      rules: [rule, ...grpcRules],
     },
   };
 }
