@@ -7,7 +7,8 @@
 //    off and on (the same client token on every request, as a client reuses its token; the
 //    first request verifies it, later ones hit the verified-token cache), against the same
 //    upstream (target on/off ≥ 0.7); and jose's verification rate for distinct tokens in one
-//    process, which is what a stream of never-seen tokens costs.
+//    process, which is what a stream of never-seen tokens costs;
+//  - gRPC unary calls/s and latency through the sentinel vs direct to the instance (./grpc.ts).
 // Needs Debian's `wrk` for the throughput figures (skipped, and named, without it).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -47,6 +48,7 @@ import {
   WorkspaceService,
 } from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { grpcUnary } from "./grpc.js";
 import { percentileOf, until, freePort } from "./support.js";
 
 const ENV = "env_bench_gw";
@@ -106,6 +108,7 @@ export async function benchGateway(): Promise<void> {
       await jwtThroughput(cluster, kube, dir, children);
     }
     await verifyRate();
+    await grpcUnary(cluster, kube, dir, children);
   } finally {
     for (const c of children) c.kill("SIGKILL");
     kube.close();

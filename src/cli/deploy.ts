@@ -20,6 +20,7 @@ interface DeployFlags extends ConnectionFlags {
   cpu?: number;
   memory?: number;
   port?: number;
+  protocol?: string;
   env: string[];
   command: string[];
   arg: string[];
@@ -50,6 +51,7 @@ export function registerDeployCommands(program: Command): void {
       .option("--cpu <millicores>", "CPU millicores (default 250)", intArg("--cpu"))
       .option("--memory <mib>", "memory MiB (default 256)", intArg("--memory"))
       .option("--port <port>", "port the app listens on (default 8080)", intArg("--port"))
+      .option("--protocol <protocol>", "what the app speaks on its port: http1, h2c or grpc (default http1)")
       .option("--env <KEY=VALUE>", "environment variable (repeatable)", collect, [])
       .option("--command <arg>", "override the image's entrypoint (repeatable, one word each)", collect, [])
       .option("--arg <arg>", "argument (repeatable)", collect, [])
@@ -65,6 +67,7 @@ export function registerDeployCommands(program: Command): void {
         command: f.command,
         args: f.arg,
         port: f.port ?? 0,
+        protocol: f.protocol ?? "",
         env: f.env.map((e) => {
           const { key, value } = parseKeyValue("--env", e);
           return { name: key, value };
@@ -111,11 +114,12 @@ export function registerDeployCommands(program: Command): void {
       }
       x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
       x.printTable(
-        ["NAMESPACE", "PORT", "CPU", "MEMORY", "COMMAND", "ARGS", "ENV"],
+        ["NAMESPACE", "PORT", "PROTOCOL", "CPU", "MEMORY", "COMMAND", "ARGS", "ENV"],
         [
           [
             deployment.k8sNamespace,
             deployment.port,
+            deployment.protocol || "http1",
             `${deployment.cpuMillicores}m`,
             `${deployment.memoryMib}Mi`,
             deployment.command.join(" ") || "-",

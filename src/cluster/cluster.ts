@@ -587,7 +587,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
     if (opts.gateway) {
       state.gateways = await startGateways(
-        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, network, freePort, log },
+        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, network, realPods: realPlan?.routed, freePort, log },
         (c) => track(c, c.name as ProcessName),
       );
     }

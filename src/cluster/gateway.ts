@@ -32,6 +32,8 @@ export interface GatewayStart {
   readonly endpoint: KubeEndpoint;
   readonly kubeconfigPath: string;
   readonly network: PodNetwork;
+  /** With real nodes: the pod range this machine routes into their namespace (reached as is, not mapped). */
+  readonly realPods?: string;
   readonly freePort: () => Promise<number>;
   readonly log: (line: string) => void;
 }
@@ -143,6 +145,7 @@ export async function startGateways(
           `127.0.0.1:${proxyPort}`,
           "--map",
           podAddressMap(s.network),
+          ...(s.realPods ? ["--direct", s.realPods] : []),
         ],
         logFile: proxyLog,
       });

@@ -7,6 +7,14 @@ export const SENTINEL_NAMESPACE = "sentinel";
 /** The port a sentinel listens on and its Service exposes. */
 export const SENTINEL_PORT = 8040;
 export const SENTINEL_PORT_NAME = "http";
+/**
+ * A second port of the sentinel's Service onto the same container port, marked appProtocol
+ * kubernetes.io/h2c: the Gateway's gRPC rule goes there, so the Gateway speaks HTTP/2 to the
+ * sentinel (which takes h2c with prior knowledge on SENTINEL_PORT) for gRPC and HTTP/1.1 for the
+ * rest (WebSocket upgrades need it).
+ */
+export const SENTINEL_H2C_SERVICE_PORT = 8042;
+export const SENTINEL_H2C_PORT_NAME = "h2c";
 /** krane's image (one image, the `krane` entrypoint: ctrl, agent and sentinel). */
 export const KRANE_IMAGE_REPOSITORY = "ghcr.io/krane-dev/krane";
 

@@ -9,11 +9,18 @@
 //    the answer), and the pool's connect timeout (./upstreams.ts), which counts as a failed
 //    connect.
 //  - Once the instance's answer has begun, a failure can only cut the response short.
+//  - Instances that speak HTTP/2 (the slice's appProtocol kubernetes.io/h2c) get the same
+//    handler through ./h2-upstream.ts; their trailers reach HTTP/2 clients (gRPC's status) as
+//    well as HTTP/1.1 chunked ones, and a "trailers-only" gRPC answer (grpc-status in the only
+//    header block) stays one. The sentinel's own answers to gRPC requests are trailers-only
+//    answers with grpc-status and grpc-message (./grpc.ts), never a text body.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants as h2constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import type { Dispatcher } from "undici";
 import { PREVIEW_HEADER } from "../contracts/routing.js";
 import type { Logger } from "../agent/runtime/log.js";
+import { ERROR_HEADER } from "./errors.js";
+import { grpcAnswerHeaders, isGrpcRequest } from "./grpc.js";
 import { downstreamHeaders, http1HasNoBody, REQUEST_ID_HEADER, type HeaderValue } from "./headers.js";
 import { statusClass } from "./metrics.js";
 import type { OwnAnswer, RequestPath, Trip } from "./request-path.js";
@@ -69,6 +76,28 @@ export function writeAnswer(res: ClientResponse, a: OwnAnswer): boolean {
   return true;
 }
 
+/** One of the sentinel's own answers to a gRPC request: trailers-only, grpc-status and grpc-message. */
+export function writeGrpcAnswer(res: ClientResponse, a: OwnAnswer): boolean {
+  if (res.headersSent) {
+    abortResponse(res);
+    return false;
+  }
+  const headers = grpcAnswerHeaders(a.status, a.headers, a.body, a.headers[ERROR_HEADER]);
+  respondTrailersOnly(res, headers);
+  return true;
+}
+
+/** HTTP 200 whose only header block ends the stream (HTTP/2), or an empty HTTP/1.1 answer (gRPC-Web). */
+function respondTrailersOnly(res: ClientResponse, headers: Record<string, string | string[]>): void {
+  const stream = (res as Http2ServerResponse).stream;
+  if (stream !== undefined) {
+    if (!stream.destroyed) stream.respond({ ...headers, ":status": 200 }, { endStream: true });
+    return;
+  }
+  res.writeHead(200, { ...headers, "content-length": "0" });
+  res.end();
+}
+
 export class Proxy {
   readonly #o: ProxyOptions;
 
@@ -116,6 +145,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #req: ClientRequest;
   readonly #res: ClientResponse;
   readonly #h2: boolean;
+  /** The client speaks gRPC: the sentinel's own answers are gRPC statuses. */
+  readonly #grpc: boolean;
+  /** An instance's trailers-only gRPC answer to an HTTP/2 client, held until it ends. */
+  #heldHeaders: Record<string, string | string[]> | undefined;
   #controller: Dispatcher.DispatchController | undefined;
   #responded = false;
   #done = false;
@@ -130,6 +163,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#req = req;
     this.#res = res;
     this.#h2 = h2;
+    const ct = req.headers["content-type"];
+    this.#grpc = isGrpcRequest(Array.isArray(ct) ? ct[0] : ct);
   }
 
   start(): void {
@@ -161,7 +196,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Writes an answer the trip has already counted. */
   #send(a: OwnAnswer): void {
     this.#done = true;
-    writeAnswer(this.#res, a);
+    this.#write(a);
+  }
+
+  #write(a: OwnAnswer): void {
+    if (this.#grpc) writeGrpcAnswer(this.#res, a);
+    else writeAnswer(this.#res, a);
   }
 
   #attempt(): void {
@@ -172,9 +212,22 @@ class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.#controller = undefined;
-    const pool = this.#o.upstreams.pool(inst.endpoint);
     try {
-      pool.dispatch(
+      if (inst.endpoint.protocol === "h2c") {
+        this.#o.upstreams.h2(inst.endpoint).dispatch(
+          {
+            method: trip.method,
+            path: trip.path,
+            headers: trip.headers,
+            body: trip.hasBody ? this.#req : null,
+            headersTimeout: this.#o.upstreamTimeoutMs,
+            bodyTimeout: this.#o.bodyIdleTimeoutMs,
+          },
+          this,
+        );
+        return;
+      }
+      this.#o.upstreams.pool(inst.endpoint).dispatch(
         {
           method: trip.method,
           path: trip.path,
@@ -223,8 +276,14 @@ class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     if (this.#o.path.draining && !this.#h2) (res as ServerResponse).shouldKeepAlive = false;
+    const out = downstreamHeaders(headers, this.#trip.requestId);
+    if (this.#h2 && statusCode === 200 && headers["grpc-status"] !== undefined) {
+      // gRPC's trailers-only answer: it must stay one header block that ends the stream.
+      this.#heldHeaders = out;
+      return;
+    }
     try {
-      res.writeHead(statusCode, downstreamHeaders(headers, this.#trip.requestId));
+      res.writeHead(statusCode, out);
     } catch (err) {
       // A header Node refuses to send (invalid characters from the instance): 502.
       this.#o.log.debug({ err: String(err) }, "invalid response headers from instance");
@@ -235,6 +294,11 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const res = this.#res;
+    if (this.#heldHeaders !== undefined) {
+      // Not trailers-only after all: a body follows.
+      res.writeHead(200, this.#heldHeaders);
+      this.#heldHeaders = undefined;
+    }
     if (this.#remaining > 0 && chunk.length === this.#remaining) {
       // The last bytes of a response of known length: one write that also ends it.
       this.#remaining = 0;
@@ -253,8 +317,14 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: Record<string, HeaderValue>): void {
     this.#trip.release();
     const res = this.#res;
-    if (!this.#h2 && Object.keys(trailers).length > 0) res.addTrailers(downstreamTrailers(trailers));
     this.#done = true;
+    if (this.#heldHeaders !== undefined) {
+      respondTrailersOnly(res, { ...this.#heldHeaders, ...downstreamTrailers(trailers) });
+      this.#heldHeaders = undefined;
+      this.#trip.finish(statusClass(200));
+      return;
+    }
+    if (Object.keys(trailers).length > 0) res.addTrailers(downstreamTrailers(trailers));
     if (!this.#ended) res.end();
     this.#trip.finish(statusClass(res.statusCode));
   }
@@ -287,7 +357,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.#trip.finish("aborted");
       return;
     }
-    writeAnswer(this.#res, make());
+    this.#write(make());
   }
 }
 

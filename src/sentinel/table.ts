@@ -14,6 +14,7 @@ import {
 } from "../contracts/routing.js";
 import { isRecord, type KubeObject } from "../kube/object.js";
 import { mapAddress, type AddressMapping } from "../contracts/address-map.js";
+import { APP_PROTOCOL_H2C } from "../contracts/protocols.js";
 
 export interface Endpoint {
   /** "address:port" as the slice says: the identity used for health and load. */
@@ -24,7 +25,11 @@ export interface Endpoint {
   readonly dialHost: string;
   readonly deploymentId: string;
   readonly pod: string | undefined;
+  /** What the instance speaks: HTTP/2 with prior knowledge when the slice port's appProtocol says h2c. */
+  readonly protocol: UpstreamProtocol;
 }
+
+export type UpstreamProtocol = "http1" | "h2c";
 
 export interface RevisionRoute {
   readonly deploymentId: string;
@@ -86,15 +91,18 @@ interface SlicePort {
   readonly name?: unknown;
   readonly port?: unknown;
   readonly protocol?: unknown;
+  readonly appProtocol?: unknown;
 }
 
-function slicePort(ports: unknown): number | undefined {
+function slicePort(ports: unknown): { port: number; protocol: UpstreamProtocol } | undefined {
   if (!Array.isArray(ports) || ports.length === 0) return undefined;
   const list = ports.filter(isRecord) as SlicePort[];
   const named = list.find((p) => p.name === ROUTING_PORT_NAME) ?? (list.length === 1 ? list[0] : undefined);
   if (!named || (named.protocol !== undefined && named.protocol !== "TCP")) return undefined;
   const port = named.port;
-  return typeof port === "number" && Number.isInteger(port) && port > 0 && port < 65_536 ? port : undefined;
+  if (typeof port !== "number" || !Number.isInteger(port) || port <= 0 || port >= 65_536) return undefined;
+  // Any other appProtocol (or none) is spoken to in HTTP/1.1, as before the field was read.
+  return { port, protocol: named.appProtocol === APP_PROTOCOL_H2C ? "h2c" : "http1" };
 }
 
 /** Builds the table from the slices in the cache and the policy in force. */
@@ -122,11 +130,12 @@ export function buildTable(
     if (!eps) byRevision.set(deploymentId, (eps = new Map()));
     const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
     if (endpoints.length === 0) continue; // an empty slice (it may carry no port): nothing to route
-    const port = slicePort(slice.ports);
-    if (port === undefined) {
+    const sp = slicePort(slice.ports);
+    if (sp === undefined) {
       problems.push(`EndpointSlice ${objName(slice)}: no TCP port named "${ROUTING_PORT_NAME}"`);
       continue;
     }
+    const { port, protocol } = sp;
     for (const raw of endpoints) {
       if (!isRecord(raw)) continue;
       const conditions = isRecord(raw.conditions) ? raw.conditions : {};
@@ -152,6 +161,7 @@ export function buildTable(
         dialHost: mapAddress(address, addressMap),
         deploymentId,
         pod: typeof targetRef.name === "string" ? targetRef.name : undefined,
+        protocol,
       });
     }
   }

@@ -1,7 +1,9 @@
 // One undici Pool (keep-alive connections to one instance) per endpoint in the table, made on
 // first use and closed gracefully when the endpoint leaves the table: requests already on it
 // finish, new ones go elsewhere. undici does the pooling, HTTP/1.1 parsing and backpressure.
+// Instances that speak HTTP/2 get one multiplexed h2c session instead (./h2-upstream.ts).
 import { Pool } from "undici";
+import { H2Upstream } from "./h2-upstream.js";
 import type { Endpoint } from "./table.js";
 
 export interface UpstreamOptions {
@@ -18,13 +20,25 @@ export function originOf(ep: Endpoint): string {
 export class Upstreams {
   readonly #o: UpstreamOptions;
   readonly #pools = new Map<string, Pool>();
+  readonly #h2 = new Map<string, H2Upstream>();
 
   constructor(o: UpstreamOptions) {
     this.#o = o;
   }
 
   get size(): number {
-    return this.#pools.size;
+    return this.#pools.size + this.#h2.size;
+  }
+
+  /** The HTTP/2 session holder of an instance that speaks h2c. */
+  h2(ep: Endpoint): H2Upstream {
+    const key = `${ep.key}>${ep.dialHost}`;
+    let u = this.#h2.get(key);
+    if (!u) {
+      u = new H2Upstream(originOf(ep), { connectTimeoutMs: this.#o.connectTimeoutMs });
+      this.#h2.set(key, u);
+    }
+    return u;
   }
 
   pool(ep: Endpoint): Pool {
@@ -53,6 +67,11 @@ export class Upstreams {
   release(eps: readonly Endpoint[]): void {
     for (const ep of eps) {
       const key = `${ep.key}>${ep.dialHost}`;
+      const u = this.#h2.get(key);
+      if (u) {
+        this.#h2.delete(key);
+        u.close().catch(() => undefined);
+      }
       const p = this.#pools.get(key);
       if (!p) continue;
       this.#pools.delete(key);
@@ -62,7 +81,12 @@ export class Upstreams {
 
   async closeAll(force: boolean): Promise<void> {
     const pools = [...this.#pools.values()];
+    const h2 = [...this.#h2.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((p) => (force ? p.destroy() : p.close()).catch(() => undefined)));
+    this.#h2.clear();
+    await Promise.all([
+      ...pools.map((p) => (force ? p.destroy() : p.close()).catch(() => undefined)),
+      ...h2.map((u) => (force ? u.destroy() : u.close()).catch(() => undefined)),
+    ]);
   }
 }

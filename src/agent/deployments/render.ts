@@ -9,6 +9,7 @@
 // never emits empty lists/objects (the API server would drop them and every resync would see
 // drift).
 import { createHash } from "node:crypto";
+import { appProtocolFrom, DEFAULT_APP_PROTOCOL, LABEL_APP_PROTOCOL } from "../../contracts/protocols.js";
 import type { ApplyDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import {
@@ -176,6 +177,9 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
   if (d.healthCheck && d.healthCheck.method !== "" && d.healthCheck.method !== "GET") {
     podAnnotations[ANNOTATION_HEALTH_METHOD] = d.healthCheck.method;
   }
+  // HTTP/2 apps: the agent's routing table gives their port appProtocol kubernetes.io/h2c.
+  const protocol = appProtocolFrom(d.protocol);
+  const podLabels = protocol === DEFAULT_APP_PROTOCOL ? labels : { ...labels, [LABEL_APP_PROTOCOL]: protocol };
   const container: Record<string, unknown> = {
     name: CONTAINER_NAME,
     image: d.image,
@@ -200,7 +204,7 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
     replicas: d.replicas,
     selector: { matchLabels: selector },
     template: {
-      metadata: { labels, annotations: podAnnotations },
+      metadata: { labels: podLabels, annotations: podAnnotations },
       spec: {
         runtimeClassName: RUNTIME_CLASS,
         automountServiceAccountToken: false,

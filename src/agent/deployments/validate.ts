@@ -4,6 +4,7 @@
 import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { APP_PROTOCOLS, isAppProtocol } from "../../contracts/protocols.js";
 
 /** Env var names krane sets itself; the user's env may not redefine them. */
 export function isReservedEnvName(name: string): boolean {
@@ -86,6 +87,9 @@ export function validateApplyDeployment(
   if (d.memoryMib <= 0n) return `memory_mib must be > 0 (got ${d.memoryMib})`;
   if (d.port < 1 || d.port > 65535) return `port must be between 1 and 65535 (got ${d.port})`;
   if (d.minReadySeconds < 0) return `min_ready_seconds must be >= 0 (got ${d.minReadySeconds})`;
+  // Empty: a ctrl that predates the field (HTTP/1.1).
+  if (d.protocol !== "" && !isAppProtocol(d.protocol))
+    return `protocol "${d.protocol.slice(0, 40)}" is not one of ${APP_PROTOCOLS.join(", ")}`;
   const names = new Set<string>();
   for (const e of d.env) {
     if (e.name === "" || e.name.includes("=") || /[\s\0]/.test(e.name)) return `env name "${e.name}" is invalid`;

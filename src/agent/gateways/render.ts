@@ -4,7 +4,8 @@
 //    expression: ordering between routes is then the Gateway API's own precedence, longest
 //    prefix first, not an implementation's regex sort), a URLRewrite ReplacePrefixMatch "/" when
 //    routed under a prefix, and one backendRef: the environment's sentinel Service on 8040 in
-//    namespace `sentinel`;
+//    namespace `sentinel` (gRPC calls, matched by content-type in a rule of their own, on its h2c
+//    port 8042, so the Gateway speaks HTTP/2 to the sentinel for them);
 //  - the ReferenceGrant in `sentinel` that lets exactly those HTTPRoutes of the workspace
 //    namespace refer to exactly that Service (Gateway API refuses cross-namespace backendRefs
 //    without one);
@@ -19,12 +20,17 @@
 // matches its rendering and a resync writes nothing.
 import { createHash } from "node:crypto";
 import type { ApplyGateway, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
+import { SENTINEL_H2C_SERVICE_PORT, SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_GATEWAY_ID, ownerLabels } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { GatewayRef, GatewaySettings } from "../runtime/kind.js";
 
 export const GATEWAY_API = "gateway.networking.k8s.io";
+/**
+ * The content-types gRPC clients send (grpc-go, grpc-java, grpc-js and connect send the first),
+ * matched exactly (core Gateway API support, no regular expression).
+ */
+export const GRPC_CONTENT_TYPES = ["application/grpc", "application/grpc+proto"] as const;
 
 export function gatewayLabels(g: ApplyGateway, region: string): Record<string, string> {
   return {
@@ -79,6 +85,20 @@ export function renderHttpRoute(
       { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
     ];
   }
+  // gRPC calls (the same path, plus a content-type match, which wins over the plain rule by the
+  // Gateway API's precedence) go to the sentinel Service's h2c port: the Gateway speaks HTTP/2 to
+  // the sentinel for them, HTTP/1.1 for everything else. One rule per content-type: a rule that
+  // rewrites a prefix may have only one match (the Gateway API's validation).
+  const grpcRules = GRPC_CONTENT_TYPES.map((value): Record<string, unknown> => ({
+    ...rule,
+    matches: [
+      {
+        path: { type: "PathPrefix", value: prefix ?? "/" },
+        headers: [{ type: "Exact", name: "content-type", value }],
+      },
+    ],
+    backendRefs: [{ ...(rule.backendRefs as Record<string, unknown>[])[0], port: SENTINEL_H2C_SERVICE_PORT }],
+  }));
   return {
     apiVersion: `${GATEWAY_API}/v1`,
     kind: "HTTPRoute",
@@ -86,7 +106,7 @@ export function renderHttpRoute(
     spec: {
       parentRefs: [parentRef],
       hostnames: [...route.hostnames].sort(),
-      rules: [rule],
+      rules: [rule, ...grpcRules],
     },
   };
 }

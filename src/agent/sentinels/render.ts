@@ -9,6 +9,7 @@
 // only exists once the Deployment was applied, so it is a parameter: the drift check renders
 // the Service without an owner (the owner is not something a resync can compare), the apply
 // renders it with the uid the Deployment apply returned.
+import { APP_PROTOCOL_H2C } from "../../contracts/protocols.js";
 import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import {
@@ -25,6 +26,8 @@ import {
   SENTINEL_NAMESPACE,
   SENTINEL_PORT,
   SENTINEL_PORT_NAME,
+  SENTINEL_H2C_PORT_NAME,
+  SENTINEL_H2C_SERVICE_PORT,
   SENTINEL_SERVICE_ACCOUNT,
   ZONE_LABEL,
 } from "../../contracts/cluster.js";
@@ -194,7 +197,16 @@ export function renderSentinelService(s: ApplySentinel, region: string, ownerUid
     spec: {
       type: "ClusterIP",
       selector: sentinelSelector(s),
-      ports: [{ name: SENTINEL_PORT_NAME, port: SENTINEL_PORT, targetPort: SENTINEL_PORT, protocol: "TCP" }],
+      ports: [
+        { name: SENTINEL_PORT_NAME, port: SENTINEL_PORT, targetPort: SENTINEL_PORT, protocol: "TCP" },
+        {
+          name: SENTINEL_H2C_PORT_NAME,
+          port: SENTINEL_H2C_SERVICE_PORT,
+          targetPort: SENTINEL_PORT,
+          protocol: "TCP",
+          appProtocol: APP_PROTOCOL_H2C,
+        },
+      ],
     },
   };
 }

@@ -10,6 +10,7 @@
 import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
+import { appProtocolFrom, appProtocolOf, LABEL_APP_PROTOCOL } from "../../contracts/protocols.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_SENTINEL_ID, ownerLabels } from "../../contracts/labels.js";
 import {
   ENDPOINTSLICE_MANAGED_BY,
@@ -76,6 +77,8 @@ export function renderRoutingPolicy(s: ApplySentinel, region: string): KubeObjec
 interface Endpoint {
   readonly ip: string;
   readonly port: number;
+  /** The port's appProtocol (undefined: HTTP/1.1). */
+  readonly appProtocol: string | undefined;
   readonly pod: string;
   readonly namespace: string;
   readonly node: string;
@@ -96,7 +99,15 @@ export function endpointOf(pod: KubeObject): Endpoint | undefined {
   const ports = Array.isArray(c.ports) ? c.ports : [];
   const port = isRecord(ports[0]) && typeof ports[0].containerPort === "number" ? ports[0].containerPort : 0;
   if (port === 0) return undefined;
-  return { ip, port, pod: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "", node: str(spec.nodeName) };
+  const appProtocol = appProtocolOf(appProtocolFrom(pod.metadata.labels?.[LABEL_APP_PROTOCOL] ?? ""));
+  return {
+    ip,
+    port,
+    appProtocol,
+    pod: pod.metadata.name ?? "",
+    namespace: pod.metadata.namespace ?? "",
+    node: str(spec.nodeName),
+  };
 }
 
 /**
@@ -117,6 +128,7 @@ export function renderRevisionSlices(
     .sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
   // The port of the revision (every pod of a revision has the same); 0 while none is routable.
   const port = endpoints[0]?.port;
+  const appProtocol = endpoints[0]?.appProtocol;
   const chunks = Math.max(1, Math.ceil(endpoints.length / ENDPOINTS_PER_SLICE));
   const out: KubeObject[] = [];
   for (let c = 0; c < chunks; c++) {
@@ -136,7 +148,10 @@ export function renderRevisionSlices(
       },
       addressType: "IPv4",
     };
-    if (port !== undefined) slice.ports = [{ name: ROUTING_PORT_NAME, port, protocol: "TCP" }];
+    if (port !== undefined)
+      slice.ports = [
+        { name: ROUTING_PORT_NAME, port, protocol: "TCP", ...(appProtocol !== undefined ? { appProtocol } : {}) },
+      ];
     // null, not []: no endpoint left must remove the list (drift.ts).
     slice.endpoints = null;
     if (part.length > 0) {

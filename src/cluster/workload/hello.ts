@@ -180,6 +180,16 @@ export class HelloApp {
   }
 
   /** Listens on the port (unless the mode is refuse). */
+  /** Answers a request that arrived elsewhere (the gRPC mode's HTTP/2 requests that are not gRPC). */
+  handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    this.#request(req, res);
+  }
+
+  /** Serves a connection accepted elsewhere (the gRPC mode's listener, ./hello-grpc.ts) in HTTP/1.1. */
+  serveConnection(socket: Socket): void {
+    this.#server.emit("connection", socket);
+  }
+
   async start(): Promise<void> {
     if (this.#settings.mode !== "refuse") await this.#listen();
   }

@@ -114,6 +114,7 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
     buildId: d.build_id,
     regions: regions.map((r) => create(RegionReplicasSchema, r)),
     createdAtUnixMs: BigInt(d.created_at),
+    protocol: d.protocol,
   });
 }
 

@@ -8,6 +8,7 @@
 //   - 64-bit integers are read back as JS numbers (the PostgreSQL pool parses INT8 as Number;
 //     versions stay far below 2^53), and become bigint only at the protobuf boundary.
 import type { ColumnType, Insertable, Selectable } from "kysely";
+import type { AppProtocol } from "../../contracts/protocols.js";
 
 /**
  * The name of a kind of object streamed to agents ("deployment", "sentinel"): each kind has its
@@ -121,6 +122,8 @@ export interface DeploymentsTable {
   secrets_digest: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0009: external secret references, a JSON list of {key, path}; null: none. */
   external_secrets: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0024: what the app speaks on its port (APP_PROTOCOLS). */
+  protocol: ColumnType<AppProtocol, AppProtocol | undefined, AppProtocol>;
 }
 
 export interface SentinelsTable {

@@ -11,6 +11,7 @@
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
 import { parseJsonList, type Database, type DeploymentRow, type InstanceRow } from "../db/schema.js";
+import { DEFAULT_APP_PROTOCOL } from "../../contracts/protocols.js";
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
 import { DomainError, notFound } from "../errors.js";
@@ -101,6 +102,7 @@ export function revisionCopyOf(d: DeploymentRow): Omit<NewDeployment, "workspace
     healthCheck: d.health_check === null ? null : (JSON.parse(d.health_check) as StoredHealthCheck),
     buildId: d.build_id,
     replicas: null,
+    protocol: d.protocol,
   };
 }
 
@@ -132,6 +134,7 @@ export async function insertDeployment(
     memory_mib: input.memoryMib,
     health_check: input.healthCheck ? JSON.stringify(input.healthCheck) : null,
     build_id: input.buildId,
+    protocol: input.protocol ?? DEFAULT_APP_PROTOCOL,
     created_at: tx.now,
     ...(await revisionSettings(tx.trx, envCtx.environment.id)),
   };

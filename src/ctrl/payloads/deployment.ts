@@ -64,6 +64,7 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
     environmentSlug: environment.slug,
     revision: BigInt(d.revision),
     minReadySeconds: environment.min_ready_seconds,
+    protocol: d.protocol,
     ...revisionSettingsMessages(d),
   });
 }

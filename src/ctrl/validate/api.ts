@@ -16,6 +16,7 @@ import { RolloutStrategy } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { checkProgressive, progressiveOf } from "./progressive.js";
 import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
+import { APP_PROTOCOLS, DEFAULT_APP_PROTOCOL, isAppProtocol, type AppProtocol } from "../../contracts/protocols.js";
 import type {
   EnvironmentRef,
   EnvironmentUpdate,
@@ -265,7 +266,15 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeplo
     healthCheck: validateHealthCheck(req.healthCheck),
     buildId,
     replicas,
+    protocol: validateProtocol(req.protocol),
   };
+}
+
+/** What the app speaks on its port; empty is the default (HTTP/1.1). */
+function validateProtocol(v: string): AppProtocol {
+  if (v === "") return DEFAULT_APP_PROTOCOL;
+  if (!isAppProtocol(v)) throw invalidArgument("protocol", `must be one of ${APP_PROTOCOLS.join(", ")}`);
+  return v;
 }
 
 // ---------------------------------------------------------------- updates

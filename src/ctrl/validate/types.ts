@@ -1,5 +1,6 @@
 // Validated, defaulted inputs of ctrl's write operations: produced by this folder's validators,
 // taken by ../domain. Pure types; the bottom of ctrl's layers, next to ../errors.ts.
+import type { AppProtocol } from "../../contracts/protocols.js";
 
 /** A deployment's health check as validated and stored (JSON text in deployments.health_check). */
 export interface StoredHealthCheck {
@@ -72,6 +73,8 @@ export interface NewDeployment {
   healthCheck: StoredHealthCheck | null;
   buildId: string;
   replicas: number | null;
+  /** What the app speaks on its port (absent: HTTP/1.1). */
+  protocol?: AppProtocol;
 }
 
 export interface EnvironmentRef {

@@ -151,6 +151,7 @@ describe("renderApplyDeployment", () => {
           health_check:
             '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
           build_id: "b1",
+          protocol: "grpc",
           created_at: 1,
           // The revision's configuration, sealed secrets (keys only reach the agent) and external references.
           config: '[{"name":"LOG_LEVEL","value":"debug"}]',

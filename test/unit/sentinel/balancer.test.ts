@@ -67,6 +67,7 @@ function table(mode: "instances" | "weighted", revs: { id: string; weight: numbe
           address,
           port: 8080,
           dialHost: address,
+          protocol: "http1" as const,
           deploymentId: r.id,
           pod: `${r.id}-${i}`,
         };

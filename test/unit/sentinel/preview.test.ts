@@ -13,7 +13,15 @@ function table(preview: string | undefined): RoutingTable {
     weight,
     endpoints: Array.from({ length: n }, (_, i) => {
       const address = `10.0.${k}.${i + 1}`;
-      return { key: `${address}:8080`, address, port: 8080, dialHost: address, deploymentId: id, pod: `${id}-${i}` };
+      return {
+        key: `${address}:8080`,
+        address,
+        port: 8080,
+        dialHost: address,
+        deploymentId: id,
+        pod: `${id}-${i}`,
+        protocol: "http1" as const,
+      };
     }),
   });
   return {

@@ -19,7 +19,15 @@ function table(revisions: Record<string, number>, preview?: string): RoutingTabl
       weight: null,
       endpoints: Array.from({ length: n }, (_, i) => {
         const address = `10.0.${k}.${i + 1}`;
-        return { key: `${address}:8080`, address, port: 8080, dialHost: address, deploymentId: id, pod: `${id}-${i}` };
+        return {
+          key: `${address}:8080`,
+          address,
+          port: 8080,
+          dialHost: address,
+          deploymentId: id,
+          pod: `${id}-${i}`,
+          protocol: "http1" as const,
+        };
       }),
     })),
     ...(preview ? { preview } : {}),

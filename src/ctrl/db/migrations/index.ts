@@ -21,6 +21,7 @@ import { migration as m0015 } from "./0015_routing_in_one_place.js";
 import { migration as m0020 } from "./0020_audit_events.js";
 import { migration as m0021 } from "./0021_previews.js";
 import { migration as m0022 } from "./0022_instance_events.js";
+import { migration as m0024 } from "./0024_deployment_protocol.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -45,4 +46,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0020_audit_events": m0020,
   "0021_previews": m0021,
   "0022_instance_events": m0022,
+  "0024_deployment_protocol": m0024,
 };

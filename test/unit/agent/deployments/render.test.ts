@@ -31,6 +31,8 @@ function mutate(d: ApplyDeployment, field: DescField): ApplyDeployment {
     else rec[name] = [...(v as string[]), "extra"];
   } else if (field.fieldKind === "message") {
     throw new Error("handled separately");
+  } else if (name === "protocol") {
+    rec[name] = v === "grpc" ? "h2c" : "grpc";
   } else if (typeof v === "string") {
     rec[name] = name === "k8sNamespace" || name === "k8sName" ? `${v}-x` : `${v}x`;
   } else if (typeof v === "number") {

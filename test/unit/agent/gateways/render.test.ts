@@ -97,6 +97,21 @@ describe("rendering", () => {
             { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
           ],
         },
+        // gRPC calls: the sentinel Service's h2c port, a rule per content-type (one match each).
+        ...["application/grpc", "application/grpc+proto"].map((value) => ({
+          matches: [
+            {
+              path: { type: "PathPrefix", value: "/shop/production" },
+              headers: [{ type: "Exact", name: "content-type", value }],
+            },
+          ],
+          backendRefs: [
+            { group: "", kind: "Service", namespace: "sentinel", name: "snt-shop-production-x", port: 8042, weight: 1 },
+          ],
+          filters: [
+            { type: "URLRewrite", urlRewrite: { path: { type: "ReplacePrefixMatch", replacePrefixMatch: "/" } } },
+          ],
+        })),
       ],
     });
     assert.equal(JSON.stringify(objs).includes("RegularExpression"), false, "never a regular expression match");

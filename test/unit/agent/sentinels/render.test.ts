@@ -152,7 +152,7 @@ test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by th
     spec: {
       type: string;
       selector: Record<string, string>;
-      ports: Array<{ port: number; targetPort: number; protocol: string }>;
+      ports: Array<{ port: number; targetPort: number; protocol: string; appProtocol?: string }>;
     };
   };
   assert.equal(svc.metadata.name, s.k8sName);
@@ -164,8 +164,12 @@ test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by th
   assert.equal(svc.spec.type, "ClusterIP");
   assert.deepEqual(svc.spec.selector, { "krane.dev/sentinel-id": "snt_1" });
   assert.deepEqual(
-    svc.spec.ports.map((p) => [p.port, p.targetPort, p.protocol]),
-    [[8040, 8040, "TCP"]],
+    svc.spec.ports.map((p) => [p.port, p.targetPort, p.protocol, p.appProtocol]),
+    // 8042: the same container port for the Gateway's gRPC rule, spoken to in HTTP/2.
+    [
+      [8040, 8040, "TCP", undefined],
+      [8042, 8040, "TCP", "kubernetes.io/h2c"],
+    ],
   );
   // Without a uid (the drift check) there is no owner, and everything else is identical.
   const bare = renderSentinelService(s, REGION);
