@@ -29,6 +29,7 @@ import { registerRolloutCommands } from "./rollout.js";
 import { registerSentinelCommand } from "./sentinel.js";
 import { registerSettingsCommands } from "./settings.js";
 import { registerStatusCommand } from "./status.js";
+import { registerLogsCommand } from "./logs.js";
 import { registerVersionCommand } from "./version.js";
 import { registerWorkspaceCommands } from "./workspace.js";
 
@@ -48,6 +49,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["release", registerReleaseCommands],
   ["rollout", registerRolloutCommands],
   ["status", registerStatusCommand],
+  ["logs", registerLogsCommand],
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],

@@ -4,7 +4,7 @@
 // batch of lines always fits the messages that carry it between ctrl replicas.
 
 /** The longest line relayed, in UTF-8 bytes; a longer one is cut and says how much was cut. */
-export const MAX_LINE_BYTES = 6_000;
+export const MAX_LINE_BYTES = 5_000;
 
 const STAMP = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2}) /;
 
