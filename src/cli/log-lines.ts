@@ -10,7 +10,11 @@ export interface PrintedEntry {
   readonly instance: string;
   readonly revision: bigint;
   readonly line?: string;
-  readonly marker?: { readonly kind: "joined" | "left" | "dropped" | "error" | "resumed"; readonly dropped: bigint; readonly message: string };
+  readonly marker?: {
+    readonly kind: "joined" | "left" | "dropped" | "error" | "resumed";
+    readonly dropped: bigint;
+    readonly message: string;
+  };
 }
 
 export interface PrintOptions {

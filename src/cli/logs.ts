@@ -46,7 +46,8 @@ export function registerLogsCommand(program: Command): void {
         if (since > BigInt(now + 5_000)) throw new Error(`--since: ${f.since} is in the future`);
       }
       if (f.tail !== undefined && f.tail < 0) throw new Error(`--tail: must be 0 or more, got ${f.tail}`);
-      if (f.revision !== undefined && f.revision < 1) throw new Error(`--revision: must be 1 or more, got ${f.revision}`);
+      if (f.revision !== undefined && f.revision < 1)
+        throw new Error(`--revision: must be 1 or more, got ${f.revision}`);
       if (f.previous && f.follow) throw new Error("--previous cannot be combined with --follow");
       const [{ LogService, LogMarkerKind }, { ResumeCursor, entryJson, formatEntry }, { Code, ConnectError }] =
         await Promise.all([

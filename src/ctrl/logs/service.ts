@@ -116,7 +116,9 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               merger.add({ ns: e.timeUnixNano, source: `${region}/${e.instance}`, entry: e }, now);
             }
             if (push.error !== "")
-              late.push(marker(region, LogMarkerKind.ERROR, `region ${region}: the agent could not read logs: ${push.error}`));
+              late.push(
+                marker(region, LogMarkerKind.ERROR, `region ${region}: the agent could not read logs: ${push.error}`),
+              );
             if ([...st.clusters.values()].every(Boolean)) st.ended = true;
             wake?.();
           });
@@ -161,7 +163,11 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               st.ended = true;
               st.cancel();
               late.push(
-                marker(st.region, LogMarkerKind.ERROR, `region ${st.region}: the agent stopped answering; lines may be missing`),
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  `region ${st.region}: the agent stopped answering; lines may be missing`,
+                ),
               );
             }
           }
