@@ -1,5 +1,5 @@
 // krane logs on real containers: a workload prints numbered lines at known times in 3 instances
-// across 2 regions, and every line arrives (compared with kubectl logs on the same pods), in order
+// across 2 regions (a cluster each), and every line arrives (compared with kubectl logs on the same pods), in order
 // per instance, merged by time. ctrl runs as two replicas on PostgreSQL and the agents connect to
 // one of them (A) while readers use the other (B), so every read crosses replicas (requests and
 // lines relayed by NOTIFY). Then: the CLI's flags and bad input, tokens that must get no line,
@@ -128,7 +128,9 @@ async function cli(
 }
 
 describe("krane logs on real containers, across regions and ctrl replicas", { skip }, () => {
-  const h = useRealCluster(["untrusted"]);
+  // A region per cluster (a deployment's ReplicaSet has the same name in every region).
+  const clusters = { eu: useRealCluster(["untrusted"]), us: useRealCluster(["untrusted"]) };
+  const clusterOf = (region: string) => clusters[region === "us" ? "us" : "eu"].cluster;
   let pg: TestPostgres;
   let dbUrl = "";
   let portA = 0;
@@ -143,7 +145,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
   const startB = async (): Promise<TestCtrl> =>
     startTestCtrl(dbUrl, { listen: { host: "127.0.0.1", port: portB }, logs, rolloutSweepIntervalMs: 300 });
   const startAgent = async (region: string): Promise<void> => {
-    const agent = await routingAgent(h.cluster, a, region);
+    const agent = await routingAgent(clusterOf(region), a, region);
     await agent.start();
     agents.set(region, agent);
   };
@@ -188,7 +190,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
 
   before(
     async () => {
-      const cluster = await h.ready();
+      await Promise.all([clusters.eu.ready(), clusters.us.ready()]);
       pg = await startPostgres();
       dbUrl = await pg.newDatabase();
       portA = await freePort();
@@ -214,7 +216,6 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
         slug: "crashy",
         regions: [{ region: "eu", replicas: 1 }],
       });
-      void cluster;
       await startAgent("eu");
       await startAgent("us");
       await deploy(REF.environment, printer(), "1");
@@ -256,7 +257,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
         const mine = by.get(p.name) ?? [];
         assert.ok(mine.length >= 10, `${p.name}: ${mine.length} lines`);
         assert.equal(mine[0], 1, "from the container's first line");
-        const theirs = (await kubectlOk(h.cluster, ["logs", "-n", NS, p.name]))
+        const theirs = (await kubectlOk(clusterOf(p.region), ["logs", "-n", NS, p.name]))
           .split("\n")
           .filter(Boolean)
           .map((l) => Number(/^seq=(\d+)/.exec(l)?.[1]));
@@ -501,7 +502,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
     await eventually(
       "the instance restarted after its crash",
       async () => {
-        const p = await kubectlJson<Pod>(h.cluster, ["pod", "-n", NS, pod]);
+        const p = await kubectlJson<Pod>(clusterOf("eu"), ["pod", "-n", NS, pod]);
         return (p.status.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? true : undefined;
       },
       240_000,

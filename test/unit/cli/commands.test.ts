@@ -156,6 +156,7 @@ describe("the command tree", () => {
         "scale",
         "rollout",
         "status",
+        "logs",
         "region",
         "cluster-token",
         "api-token",
