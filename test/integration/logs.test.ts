@@ -26,7 +26,13 @@ import { REPO } from "../../src/cluster/checkout.js";
 import { eventually } from "../support/cluster.js";
 import { freePort } from "../support/ports.js";
 import { startPostgres, type TestPostgres } from "../support/postgres.js";
-import { kubectlJson, kubectlOk, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
+import {
+  kubectlJson,
+  kubectlOk,
+  realNodesSkip,
+  useRealCluster,
+  type RealClusterHandle,
+} from "../support/real-nodes.js";
 import { routingAgent } from "./agent/support.js";
 import { expectCode, startTestCtrl, type TestCtrl } from "./ctrl/support.js";
 
@@ -128,8 +134,13 @@ async function cli(
 }
 
 describe("krane logs on real containers, across regions and ctrl replicas", { skip }, () => {
-  // A region per cluster (a deployment's ReplicaSet has the same name in every region).
-  const clusters = { eu: useRealCluster(["untrusted"]), us: useRealCluster(["untrusted"]) };
+  // A region per cluster (a deployment's ReplicaSet has the same name in every region), both
+  // started at once (this hook runs before the handles' own, which then wait for them).
+  let clusters!: { eu: RealClusterHandle; us: RealClusterHandle };
+  before(() => {
+    for (const c of [clusters.eu, clusters.us]) void c.ready().catch(() => undefined);
+  });
+  clusters = { eu: useRealCluster(["untrusted"]), us: useRealCluster(["untrusted"]) };
   const clusterOf = (region: string) => clusters[region === "us" ? "us" : "eu"].cluster;
   let pg: TestPostgres;
   let dbUrl = "";
@@ -365,6 +376,21 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
       });
       await eventually("lines while following", async () => (seen.some((e) => lineOf(e)) ? true : undefined), 60_000);
       await deploy(REF.environment, printer(), "2");
+      const diagnose = async (): Promise<string> => {
+        const st = await a.client(StatusService, a.adminToken).getEnvironmentStatus(REF);
+        return JSON.stringify(
+          st.deployments.map((d) => ({
+            revision: d.deployment?.revision,
+            name: d.deployment?.k8sName,
+            regions: d.regions.map((r) => [
+              r.region,
+              r.desiredReplicas,
+              r.instances.map((x) => `${x.k8sName}:${x.status}`),
+            ]),
+          })),
+          (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v),
+        );
+      };
       const fresh = await eventually(
         "3 new instances with lines, and the 3 old ones gone",
         async () => {
@@ -379,8 +405,10 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
           );
           return withLines.length === 3 && left.length === 3 ? now : undefined;
         },
-        240_000,
-      );
+        120_000,
+      ).catch(async (err: unknown) => {
+        throw new Error(`${String(err)}; status: ${await diagnose()}`);
+      });
       abort.abort();
       await reading;
       for (const p of fresh)

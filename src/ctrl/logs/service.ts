@@ -47,7 +47,10 @@ const BATCH = 1_000;
 interface RegionState {
   readonly region: string;
   cancel: () => void;
+  askedAt: number;
   answered: boolean;
+  /** Told the reader that no agent answered (once). */
+  warned: boolean;
   lastHeard: number;
   /** Clusters that answered, and whether each is done. */
   readonly clusters: Map<string, boolean>;
@@ -76,22 +79,12 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
       const q = validateLogQuery(req, Date.now());
       const target = await logTarget(d.store.db, q);
       const merger = new LogMerger<Held>({ holdMs: d.holdMs ?? 200, capacity });
-      const started = Date.now();
       let wake: (() => void) | undefined;
       const regions: RegionState[] = [];
       const late: LogEntry[] = [];
       const signal = AbortSignal.any([ctx.signal, d.stop]);
       try {
-        for (const region of target.regions) {
-          const st: RegionState = {
-            region,
-            cancel: () => undefined,
-            answered: false,
-            lastHeard: Date.now(),
-            clusters: new Map(),
-            ended: false,
-          };
-          regions.push(st);
+        const ask = (st: RegionState): void => {
           const agentReq = create(AgentLogRequestSchema, {
             requestId: `log_${randomBytes(12).toString("hex")}`,
             k8sNamespace: target.namespace,
@@ -103,7 +96,8 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             tailLines: q.tail,
             previous: q.previous,
           });
-          st.cancel = d.hub.request(region, agentReq, (clusterId, push) => {
+          st.askedAt = Date.now();
+          st.cancel = d.hub.request(st.region, agentReq, (clusterId, push) => {
             if (st.ended) return;
             const now = Date.now();
             st.answered = true;
@@ -111,17 +105,35 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             if (!st.clusters.get(clusterId)) st.clusters.set(clusterId, push.done);
             for (const e of push.entries) {
               // What the agent says of region and revision is not taken: ctrl knows them.
-              e.region = region;
+              e.region = st.region;
               e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
-              merger.add({ ns: e.timeUnixNano, source: `${region}/${e.instance}`, entry: e }, now);
+              merger.add({ ns: e.timeUnixNano, source: `${st.region}/${e.instance}`, entry: e }, now);
             }
             if (push.error !== "")
               late.push(
-                marker(region, LogMarkerKind.ERROR, `region ${region}: the agent could not read logs: ${push.error}`),
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  `region ${st.region}: the agent could not read logs: ${push.error}`,
+                ),
               );
             if ([...st.clusters.values()].every(Boolean)) st.ended = true;
             wake?.();
           });
+        };
+        for (const region of target.regions) {
+          const st: RegionState = {
+            region,
+            cancel: () => undefined,
+            askedAt: 0,
+            answered: false,
+            lastHeard: 0,
+            clusters: new Map(),
+            ended: false,
+            warned: false,
+          };
+          regions.push(st);
+          ask(st);
         }
         if (regions.length === 0) return;
         let nextWait = 0;
@@ -136,7 +148,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               };
               const t = setTimeout(done, nextWait);
               signal.addEventListener("abort", done, { once: true });
-              wake = q.follow ? undefined : done;
+              wake = done;
             });
           }
           if (ctx.signal.aborted) return;
@@ -144,16 +156,20 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           const now = Date.now();
           for (const st of regions) {
             if (st.ended) continue;
-            if (!st.answered && now - started > answerTimeoutMs) {
-              st.ended = true;
+            if (!st.answered && now - st.askedAt > answerTimeoutMs) {
               st.cancel();
-              late.push(
-                marker(
-                  st.region,
-                  LogMarkerKind.ERROR,
-                  `region ${st.region}: no agent answered within ${Math.round(answerTimeoutMs / 1000)} s (is the region's agent connected? see krane region clusters)`,
-                ),
-              );
+              if (!st.warned)
+                late.push(
+                  marker(
+                    st.region,
+                    LogMarkerKind.ERROR,
+                    `region ${st.region}: no agent answered within ${Math.round(answerTimeoutMs / 1000)} s (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
+                  ),
+                );
+              st.warned = true;
+              // Following, the region is asked again until its agent answers (it may be reconnecting).
+              if (q.follow) ask(st);
+              else st.ended = true;
             } else if (st.answered && now - st.lastHeard > answerTimeoutMs) {
               if (q.follow)
                 throw new ConnectError(
@@ -197,12 +213,8 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             out = out.concat(merger.takeOldest(Math.floor(capacity / 2)).map((h) => h.entry));
           for (let i = 0; i < out.length; i += BATCH)
             yield create(StreamLogsResponseSchema, { entries: out.slice(i, i + BATCH) });
-          if (allEnded && merger.size === 0) {
-            if (!q.follow) return;
-            if (regions.every((r) => !r.answered))
-              throw new ConnectError("no agent of the environment's regions answered", Code.Unavailable);
-            // Following regions whose agents finished (nothing to follow there): keep the stream.
-          }
+          // Following, regions whose agents finished (nothing to follow there) keep the stream open.
+          if (allEnded && merger.size === 0 && !q.follow) return;
           const due = merger.nextDue();
           nextWait = q.follow ? Math.max(10, Math.min(due === undefined ? 250 : due - Date.now(), 250)) : 100;
         }
