@@ -136,11 +136,13 @@ async function cli(
 describe("krane logs on real containers, across regions and ctrl replicas", { skip }, () => {
   // A region per cluster (a deployment's ReplicaSet has the same name in every region), both
   // started at once (this hook runs before the handles' own, which then wait for them).
-  let clusters!: { eu: RealClusterHandle; us: RealClusterHandle };
   before(() => {
     for (const c of [clusters.eu, clusters.us]) void c.ready().catch(() => undefined);
   });
-  clusters = { eu: useRealCluster(["untrusted"]), us: useRealCluster(["untrusted"]) };
+  const clusters: { eu: RealClusterHandle; us: RealClusterHandle } = {
+    eu: useRealCluster(["untrusted"]),
+    us: useRealCluster(["untrusted"]),
+  };
   const clusterOf = (region: string) => clusters[region === "us" ? "us" : "eu"].cluster;
   let pg: TestPostgres;
   let dbUrl = "";
@@ -537,7 +539,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
     );
     const r = await cli(cliEnv(), ["shop/crashy", "--previous", "--instance", pod]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, new RegExp(`\\[eu/${pod} r1\\] last words of ${pod}`));
+    assert.match(r.stdout, new RegExp(`\\[eu/${pod} r1\\] last words of ${pod}`), `stderr: ${r.stderr}`);
     assert.match(r.stdout, /crashy line 1\n/);
   });
 });

@@ -14,9 +14,11 @@ export function appContainer(pod: KubeObject, name: string, previous: boolean): 
   const c = statuses.find((s): s is Record<string, unknown> => isRecord(s) && s.name === name);
   if (!c) return undefined;
   if (previous) {
+    // The kubelet keeps the container before the last restart: there is one once it restarted.
+    const restarts = typeof c.restartCount === "number" ? c.restartCount : 0;
     const last = isRecord(c.lastState) && isRecord(c.lastState.terminated) ? c.lastState.terminated : undefined;
     const id = last && typeof last.containerID === "string" ? last.containerID : "";
-    return id ? { id } : undefined;
+    return restarts > 0 || id ? { id: id || `restart-${restarts}` } : undefined;
   }
   const state = isRecord(c.state) ? c.state : {};
   // Waiting (ContainerCreating, CrashLoopBackOff): nothing new to read yet.

@@ -22,7 +22,7 @@ import type { Store } from "../db/store.js";
 import { validateLogQuery } from "../validate/logs.js";
 import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
-import { logTarget } from "./target.js";
+import { logTarget, revisionsOf } from "./target.js";
 
 export interface LogServiceOptions {
   /** A region whose agents say nothing for this long is given up (ms; default 10 s). */
@@ -82,6 +82,9 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
       let wake: (() => void) | undefined;
       const regions: RegionState[] = [];
       const late: LogEntry[] = [];
+      /** Deployments the lines named that were not known when the call started (a rollout since). */
+      const unknown = new Set<string>();
+      const looked = new Set<string>();
       const signal = AbortSignal.any([ctx.signal, d.stop]);
       try {
         const ask = (st: RegionState): void => {
@@ -107,6 +110,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               // What the agent says of region and revision is not taken: ctrl knows them.
               e.region = st.region;
               e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
+              if (e.revision === 0n && e.deploymentId !== "") unknown.add(e.deploymentId);
               merger.add({ ns: e.timeUnixNano, source: `${st.region}/${e.instance}`, entry: e }, now);
             }
             if (push.error !== "")
@@ -187,6 +191,13 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               );
             }
           }
+          if (unknown.size > 0) {
+            const ids = [...unknown].filter((id) => !looked.has(id));
+            unknown.clear();
+            for (const id of ids) looked.add(id);
+            for (const [id, revision] of await revisionsOf(d.store.db, target.environmentId, ids))
+              target.revisions.set(id, revision);
+          }
           const allEnded = regions.every((r) => r.ended);
           let out: LogEntry[] = late.splice(0);
           for (const drop of merger.drops())
@@ -211,6 +222,9 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           else if (allEnded) out = out.concat(merger.take(now, true).map((h) => h.entry));
           else if (merger.size >= capacity * 0.8)
             out = out.concat(merger.takeOldest(Math.floor(capacity / 2)).map((h) => h.entry));
+          for (const e of out)
+            if (e.revision === 0n && e.deploymentId !== "")
+              e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
           for (let i = 0; i < out.length; i += BATCH)
             yield create(StreamLogsResponseSchema, { entries: out.slice(i, i + BATCH) });
           // Following, regions whose agents finished (nothing to follow there) keep the stream open.

@@ -72,3 +72,19 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
     deploymentIds,
   };
 }
+
+/** The revisions of deployments of the environment among `ids` (a revision created after the call began). */
+export async function revisionsOf(
+  db: Kysely<Database>,
+  environmentId: string,
+  ids: readonly string[],
+): Promise<Map<string, number>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .selectFrom("deployments")
+    .select(["id", "revision"])
+    .where("environment_id", "=", environmentId)
+    .where("id", "in", [...ids])
+    .execute();
+  return new Map(rows.map((r) => [r.id, r.revision]));
+}

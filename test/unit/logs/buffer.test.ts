@@ -4,6 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { OutBuffer, type OutEntry } from "../../../src/agent/logs/buffer.js";
+import { appContainer } from "../../../src/agent/logs/pods.js";
 
 const line = (instance: string, n: number, text = `l${n}`): OutEntry => ({
   instance,
@@ -72,4 +73,23 @@ test("property: every line is delivered or counted in a marker, per instance in 
       },
     ),
   );
+});
+
+test("the container to read: the running one, or with previous the one before the last restart", () => {
+  const pod = (status: object) => ({
+    metadata: { name: "p" },
+    status: { containerStatuses: [{ name: "app", ...status }] },
+  });
+  assert.equal(appContainer(pod({ state: { waiting: {} }, containerID: "" }), "app", false), undefined);
+  assert.deepEqual(appContainer(pod({ state: { running: {} }, containerID: "c://1" }), "app", false), { id: "c://1" });
+  assert.equal(appContainer(pod({ state: { running: {} }, restartCount: 0 }), "app", true), undefined);
+  assert.deepEqual(
+    appContainer(
+      pod({ state: { waiting: {} }, restartCount: 2, lastState: { terminated: { containerID: "c://0" } } }),
+      "app",
+      true,
+    ),
+    { id: "c://0" },
+  );
+  assert.deepEqual(appContainer(pod({ state: { waiting: {} }, restartCount: 1 }), "app", true), { id: "restart-1" });
 });
