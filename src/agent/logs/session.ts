@@ -239,8 +239,11 @@ export class LogSession {
   async #pushLoop(): Promise<void> {
     const heartbeat = this.#d.heartbeatMs ?? HEARTBEAT_MS;
     let failures = 0;
+    // The first push goes out at once, empty if need be: ctrl hears that the request is served
+    // before the pods are even listed.
+    let first = true;
     for (;;) {
-      if (this.#buffer.size === 0 && !this.#finished && !this.#stop.signal.aborted) {
+      if (!first && this.#buffer.size === 0 && !this.#finished && !this.#stop.signal.aborted) {
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, heartbeat);
           this.#wake = () => {
@@ -250,6 +253,7 @@ export class LogSession {
         });
         this.#wake = undefined;
       }
+      first = false;
       if (this.#stop.signal.aborted && !this.#finished) return;
       const batch = this.#buffer.take(BATCH_ENTRIES, BATCH_BYTES);
       const last = this.#finished && this.#buffer.size === 0;

@@ -46,7 +46,8 @@ const BATCH = 1_000;
 
 interface RegionState {
   readonly region: string;
-  cancel: () => void;
+  /** The requests out for the region (several while its agent has not answered: each re-ask). */
+  readonly asks: Map<string, () => void>;
   askedAt: number;
   answered: boolean;
   /** Told the reader that no agent answered (once). */
@@ -55,6 +56,11 @@ interface RegionState {
   /** Clusters that answered, and whether each is done. */
   readonly clusters: Map<string, boolean>;
   ended: boolean;
+}
+
+function cancelAll(st: RegionState): void {
+  for (const cancel of st.asks.values()) cancel();
+  st.asks.clear();
 }
 
 interface Held {
@@ -100,8 +106,17 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             previous: q.previous,
           });
           st.askedAt = Date.now();
-          st.cancel = d.hub.request(st.region, agentReq, (clusterId, push) => {
+          const id = agentReq.requestId;
+          const cancelIt = d.hub.request(st.region, agentReq, (clusterId, push) => {
             if (st.ended) return;
+            if (!st.answered)
+              // The first request the agent answers is the one: an agent slow to start may answer
+              // an earlier ask after a later one went out.
+              for (const [other, cancel] of st.asks)
+                if (other !== id) {
+                  cancel();
+                  st.asks.delete(other);
+                }
             const now = Date.now();
             st.answered = true;
             st.lastHeard = now;
@@ -124,11 +139,12 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             if ([...st.clusters.values()].every(Boolean)) st.ended = true;
             wake?.();
           });
+          st.asks.set(id, cancelIt);
         };
         for (const region of target.regions) {
           const st: RegionState = {
             region,
-            cancel: () => undefined,
+            asks: new Map(),
             askedAt: 0,
             answered: false,
             lastHeard: 0,
@@ -161,7 +177,6 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           for (const st of regions) {
             if (st.ended) continue;
             if (!st.answered && now - st.askedAt > answerTimeoutMs) {
-              st.cancel();
               if (!st.warned)
                 late.push(
                   marker(
@@ -173,7 +188,10 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               st.warned = true;
               // Following, the region is asked again until its agent answers (it may be reconnecting).
               if (q.follow) ask(st);
-              else st.ended = true;
+              else {
+                st.ended = true;
+                cancelAll(st);
+              }
             } else if (st.answered && now - st.lastHeard > answerTimeoutMs) {
               if (q.follow)
                 throw new ConnectError(
@@ -181,7 +199,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
                   Code.Unavailable,
                 );
               st.ended = true;
-              st.cancel();
+              cancelAll(st);
               late.push(
                 marker(
                   st.region,
@@ -233,7 +251,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           nextWait = q.follow ? Math.max(10, Math.min(due === undefined ? 250 : due - Date.now(), 250)) : 100;
         }
       } finally {
-        for (const st of regions) st.cancel();
+        for (const st of regions) cancelAll(st);
       }
     },
   };
