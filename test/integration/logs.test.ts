@@ -462,8 +462,13 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
             const i = f.lines.findIndex((l) => l.includes('"marker":"resumed"'));
             return i >= 0 && f.lines.slice(i).filter((l) => l.includes('"line"')).length >= 20 ? true : undefined;
           },
-          120_000,
-        );
+          60_000,
+        ).catch((err: unknown) => {
+          const tail = f.lines.filter((l) => !l.includes('"line"')).slice(-10);
+          throw new Error(
+            `${String(err)}; markers: ${tail.join("\n")}; stderr: ${f.stderr()}; lines: ${f.lines.length}`,
+          );
+        });
         assertConsecutive(parsed(), "agent restart");
       } finally {
         await stopChild(f.child);

@@ -254,7 +254,9 @@ export class LogSession {
         this.#wake = undefined;
       }
       first = false;
-      if (this.#stop.signal.aborted && !this.#finished) return;
+      // Stopped (the agent stopping, or ctrl cancelled): no last push. A request that ends
+      // because the agent stops must not look finished to ctrl, whose reader then resumes.
+      if (this.#stop.signal.aborted) return;
       const batch = this.#buffer.take(BATCH_ENTRIES, BATCH_BYTES);
       const last = this.#finished && this.#buffer.size === 0;
       try {
