@@ -17,6 +17,7 @@ import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
 import { benchProgressive } from "./progressive.js";
 import { benchNodes } from "./nodes.js";
+import { benchLogs } from "./logs.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -36,6 +37,7 @@ const benches: Record<string, () => Promise<void>> = {
   measurements: benchMeasurements,
   audit: benchAudit,
   nodes: benchNodes,
+  logs: benchLogs,
 };
 
 const wanted = process.argv.slice(2);

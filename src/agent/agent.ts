@@ -14,6 +14,7 @@ import { buildInfo, buildLabel } from "../build-info.js";
 import { AGENT_NAMESPACE, KRANE_IMAGE_REPOSITORY } from "../contracts/cluster.js";
 import { createCtrlConnection, type CtrlConnection } from "./ctrl-client.js";
 import { KINDS } from "./kinds.js";
+import { LogChannel } from "./logs/channel.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { ClusterClient, GatewaySettings } from "./runtime/kind.js";
 import type { Logger } from "./runtime/log.js";
@@ -90,6 +91,8 @@ export class Agent {
   readonly kube: KubeClient;
   readonly ctrl: ClusterClient;
   readonly manager: Manager;
+  /** ctrl's requests for logs, answered from pods/log. */
+  readonly logs: LogChannel;
   readonly #cfg: AgentConfig;
   readonly #agentId: string;
   readonly #link: CtrlConnection;
@@ -171,6 +174,15 @@ export class Agent {
       gateway: cfg.gateway,
     };
     for (const register of KINDS) register(this.manager, env, opts);
+    this.logs = new LogChannel({
+      transport: this.#link.transport,
+      kube: this.kube,
+      region: cfg.region,
+      log: cfg.log,
+      leading: () => this.manager.leading,
+      reconnect: rt.reconnect,
+      callTimeoutMs: cfg.callTimeoutMs,
+    });
   }
 
   /** The controller of a kind ("deployments", "sentinels", …). */
@@ -193,6 +205,7 @@ export class Agent {
   async start(): Promise<void> {
     if ((this.#cfg.opsPort ?? 8071) >= 0) await this.#startOps();
     this.manager.start();
+    this.logs.start();
     // Every heartbeat period; as soon as a stream connects; and for a period after that, within a
     // second of a cursor moving (what a resumed stream delivers first). After a ctrl restart, ctrl's
     // LAST SEEN and BEHIND are current again at once rather than a period later.
@@ -221,6 +234,7 @@ export class Agent {
     if (this.#stopped) return;
     this.#stopped = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await this.logs.stop();
     await this.manager.stop();
     this.#link.close();
     await new Promise<void>((resolve) => (this.#ops ? this.#ops.close(() => resolve()) : resolve()));

@@ -22,7 +22,7 @@
 // keepalive timer can fire between a session's destruction and the manager's cleanup, when
 // node:http2's ping() throws rather than failing its callback.
 import type * as http2 from "node:http2";
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ClusterService } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import type { ClusterClient } from "./runtime/kind.js";
@@ -41,6 +41,8 @@ export const DEFAULT_PING_TIMEOUT_MS = 5_000;
 
 export interface CtrlConnection {
   readonly client: ClusterClient;
+  /** The same session for ctrl's other agent-facing services (the log channel). */
+  readonly transport: Transport;
   /** The session's state as Connect's manager sees it ("connecting", "open", "idle", …). */
   state(): string;
   /** Gives up a connection attempt that has not completed (the next call dials again). */
@@ -91,6 +93,7 @@ export function createCtrlConnection(url: string, token: string, o: CtrlConnecti
   });
   return {
     client: createClient(ClusterService, transport),
+    transport,
     state: () => session.state(),
     dropIfConnecting() {
       if (session.state() !== "connecting") return false;

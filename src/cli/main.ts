@@ -30,6 +30,7 @@ import { registerRolloutCommands } from "./rollout.js";
 import { registerSentinelCommand } from "./sentinel.js";
 import { registerSettingsCommands } from "./settings.js";
 import { registerStatusCommand } from "./status.js";
+import { registerLogsCommand } from "./logs.js";
 import { registerVersionCommand } from "./version.js";
 import { registerWorkspaceCommands } from "./workspace.js";
 
@@ -50,6 +51,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["rollout", registerRolloutCommands],
   ["status", registerStatusCommand],
   ["events", registerEventsCommand],
+  ["logs", registerLogsCommand],
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],

@@ -327,6 +327,39 @@ export class KubeClient {
     });
   }
 
+  /**
+   * Reads a streamed text answer (a pod's log, `pods/log` with follow): `onText` gets each chunk
+   * as it arrives. Resolves when the server ends the answer or `signal` aborts; rejects with
+   * KubeApiError on a non-200 answer. Rate-limited like any request, counted as a get.
+   */
+  async streamText(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onText: (chunk: string) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: true };
+    await this.#limiter.take();
+    const res = await this.#send("get", r, "GET", path, { query, signal }, true);
+    const status = res.statusCode ?? 0;
+    this.#count("get", r, status);
+    if (status !== 200) throw apiError(status, await readAll(res));
+    await new Promise<void>((resolve, reject) => {
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        try {
+          onText(chunk);
+        } catch (err) {
+          res.destroy();
+          reject(err);
+        }
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+      res.on("error", (err) => (signal.aborted ? resolve() : reject(err)));
+    });
+  }
+
   async #request(
     verb: KubeVerb,
     r: ResourceType,

@@ -17,13 +17,12 @@
 // anyone on the network append to a tenant's log would be a way to bury real events in noise. Such
 // refusals are folded past a rate (./limiter.ts). Reads that succeed are not recorded.
 //
-// Agents' calls (ClusterService) report what runs; they are recorded only when refused (a wrong
+// Agents' calls (ClusterService, LogChannelService) report what runs; they are recorded only when refused (a wrong
 // or revoked agent token, another region's objects, an invalid report). Tokens themselves never
 // reach an event: the actor is the token's id and name.
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import type { ActorKind, AuditChange } from "../../contracts/audit.js";
-import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { principalKey, type Principal } from "../auth/principal.js";
+import { isAgentService, principalKey, type Principal } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { withWriteHook, type WriteHook } from "../db/write-hook.js";
@@ -173,7 +172,7 @@ const ALWAYS_RECORDED = new Set([Code.Unauthenticated, Code.PermissionDenied, Co
 
 /** Methods that only read: everything else on the public API changes state. */
 export function isRead(method: string): boolean {
-  return /^(Get|List|Watch|Export|History|Verify(?!Domain))/.test(method);
+  return /^(Get|List|Watch|Stream|Export|History|Verify(?!Domain))/.test(method);
 }
 
 export interface AuditRecorderOptions {
@@ -216,7 +215,7 @@ export class AuditRecorder {
         actor: () => actorOf(principal()),
       };
       const message = (): RequestFields => (req.stream ? {} : (req.message as RequestFields));
-      const forAgents = req.service.typeName === ClusterService.typeName;
+      const forAgents = isAgentService(req.service.typeName);
       const changes = !forAgents && !isRead(req.method.name) && !req.stream;
       const refused = async (err: unknown, applied: boolean): Promise<never> => {
         const ce = ConnectError.from(err);

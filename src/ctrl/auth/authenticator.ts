@@ -1,7 +1,7 @@
 // Authentication and authorization of every RPC.
 //
 // Callers send `Authorization: Bearer <token>`. Agent tokens (one per cluster, bound to its
-// region) may call only ClusterService, and only for their own region; user API tokens may call
+// region) may call only ClusterService and LogChannelService, and only for their own region; user API tokens may call
 // only the public API. Tokens are looked up by their SHA-256 digest and the digests compared in
 // constant time; lookups are cached briefly (cacheTtlMs).
 //
@@ -11,11 +11,10 @@
 // token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
 // re-check (streamRecheckMs), which looks up every open stream's token again.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
 import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
-import { principalKey, type Principal, type RevocationListener } from "./principal.js";
+import { isAgentService, principalKey, type Principal, type RevocationListener } from "./principal.js";
 
 export interface AuthOptions {
   cacheTtlMs?: number;
@@ -121,9 +120,9 @@ export class Authenticator implements RevocationListener {
       const { principal, digest } = resolved;
       // Known before the checks below, so a refusal records who was refused (the audit log).
       req.contextValues.set(principalKey, principal);
-      const forAgents = req.service.typeName === ClusterService.typeName;
+      const forAgents = isAgentService(req.service.typeName);
       if (forAgents && principal.kind !== "agent") {
-        throw new ConnectError("ClusterService needs an agent token", Code.PermissionDenied);
+        throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
       }
       if (!forAgents && principal.kind !== "user") {
         throw new ConnectError("the public API needs a user API token", Code.PermissionDenied);

@@ -68,6 +68,10 @@ import type { LimiterOptions } from "../audit/limiter.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
+import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { LocalLogBus, PgLogBus, type LogBus } from "../logs/bus.js";
+import { LogHub } from "../logs/hub.js";
+import { logChannelServiceImpl, logServiceImpl, type LogServiceOptions } from "../logs/service.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { pruneDeliveries } from "../domain/previews.js";
 import { expirePreviews } from "../previews/expiry.js";
@@ -160,6 +164,8 @@ export interface CtrlConfig {
   audit?: AuditSettings;
   /** Previews: the pull-request webhook listener (HTTP/1.1; null or absent: none), expiry, status reports. */
   previews?: PreviewSettings;
+  /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
+  logs?: LogServiceOptions;
 }
 
 export interface PreviewSettings {
@@ -208,6 +214,8 @@ export interface RunningCtrl {
   opsUrl: string | null;
   store: Store;
   hub: FeedHub;
+  /** Log requests and the agents' log channels connected to this process. */
+  logHub: LogHub;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
   /** Custom domains' DNS checks. */
@@ -324,6 +332,21 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     safetyIntervalMs: config.feedSafetyIntervalMs,
     onError: backgroundFailure("feed read failed; retrying"),
   });
+  // Log requests reach every replica (PostgreSQL: NOTIFY), whichever one the agent is connected to.
+  let logBus: LogBus;
+  if (store.dialect.name === "postgres") {
+    const pgBus = new PgLogBus(config.databaseUrl, backgroundFailure("relaying logs between replicas failed"));
+    try {
+      await pgBus.start();
+    } catch (err) {
+      await pgBus.close();
+      await store.close();
+      throw err;
+    }
+    logBus = pgBus;
+  } else logBus = new LocalLogBus();
+  const logHub = new LogHub(logBus, { keepaliveMs: config.logs?.keepaliveMs });
+  logHub.start();
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
@@ -437,6 +460,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(DomainService, domainServiceImpl(exposureDeps));
     router.service(AuditService, auditServiceImpl({ store }));
     router.service(InstanceEventService, instanceEventServiceImpl({ store }));
+    const logDeps = { ...config.logs, store, hub: logHub, stop: streamsStop.signal };
+    router.service(LogService, logServiceImpl(logDeps));
+    router.service(LogChannelService, logChannelServiceImpl(logDeps));
     router.service(
       PreviewService,
       previewServiceImpl({ store, keyring: config.keyring, exposure, rollout, statusDue }),
@@ -688,6 +714,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       await closed;
       adapterStop.abort();
       hub.close();
+      logHub.close();
+      await logBus.close();
       outage.close();
       await rollout.close();
       await domains.close();
@@ -706,6 +734,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     opsUrl,
     store,
     hub,
+    logHub,
     metrics,
     rollout,
     domains,

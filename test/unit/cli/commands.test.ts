@@ -157,6 +157,7 @@ describe("the command tree", () => {
         "rollout",
         "status",
         "events",
+        "logs",
         "region",
         "cluster-token",
         "api-token",

@@ -1,0 +1,167 @@
+// `krane logs <project/env>`: the lines of every instance of an environment, in every region,
+// merged by time (ctrl's StreamLogs), each with its region/instance and revision, coloured per
+// instance on a terminal. With -f it follows: instances join and leave with a marker line; a
+// stream that breaks (ctrl or an agent restarted) is resumed from the last line printed, with a
+// marker, and lines already printed are not printed again (log-lines.ts). It gives up after
+// RESUME_WINDOW without a stream, with a message and exit code 69.
+import type { Command } from "commander";
+import { EXIT_UNAVAILABLE } from "./exit-codes.js";
+import { intArg, splitTarget, userAction, withConnection } from "./command.js";
+import { parseTime } from "./audit.js";
+
+interface LogFlags {
+  follow?: boolean;
+  since?: string;
+  tail?: number;
+  revision?: number;
+  region?: string;
+  instance?: string;
+  previous?: boolean;
+  timestamps?: boolean;
+}
+
+/** How long a followed stream is retried after it broke before the command gives up. */
+const RESUME_WINDOW_MS = 60_000;
+
+export function registerLogsCommand(program: Command): void {
+  withConnection(
+    program
+      .command("logs <project/env>")
+      .description("lines of every instance in every region, merged by time (-f: follow, as instances come and go)")
+      .option("-f, --follow", "keep printing new lines; new instances join, removed ones leave")
+      .option("--since <time>", "only lines from this time (2025-05-01T10:00:00Z) or age (10m, 2h)")
+      .option("--tail <n>", "the last n lines of each instance", intArg("--tail"))
+      .option("--revision <n>", "only this revision", intArg("--revision"))
+      .option("--region <region>", "only this region")
+      .option("--instance <name>", "only this instance (as krane status shows it)")
+      .option("--previous", "the previous container of each instance (the one that crashed)")
+      .option("--timestamps", "print each line's time (the kubelet's)"),
+    { workspace: true },
+  ).action(
+    userAction(async (x, target: string, f: LogFlags) => {
+      const now = Date.now();
+      let since = 0n;
+      if (f.since !== undefined) {
+        since = parseTime("--since", f.since, now);
+        if (since > BigInt(now + 5_000)) throw new Error(`--since: ${f.since} is in the future`);
+      }
+      if (f.tail !== undefined && f.tail < 0) throw new Error(`--tail: must be 0 or more, got ${f.tail}`);
+      if (f.revision !== undefined && f.revision < 1)
+        throw new Error(`--revision: must be 1 or more, got ${f.revision}`);
+      if (f.previous && f.follow) throw new Error("--previous cannot be combined with --follow");
+      const [{ LogService, LogMarkerKind }, { ResumeCursor, entryJson, formatEntry }, { Code, ConnectError }] =
+        await Promise.all([
+          import("../gen/krane/ctrl/v1/logs_pb.js"),
+          import("./log-lines.js"),
+          import("@connectrpc/connect"),
+        ]);
+      const kinds = {
+        [LogMarkerKind.JOINED]: "joined",
+        [LogMarkerKind.LEFT]: "left",
+        [LogMarkerKind.DROPPED]: "dropped",
+        [LogMarkerKind.ERROR]: "error",
+        [LogMarkerKind.UNSPECIFIED]: "error",
+      } as const;
+      const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
+      const color = !x.json && process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
+      const opts = { timestamps: f.timestamps === true, color };
+      const cursor = new ResumeCursor();
+      const client = x.ctrl.client(LogService);
+      let out = "";
+      const flush = async (): Promise<void> => {
+        if (out === "") return;
+        const chunk = out;
+        out = "";
+        if (!process.stdout.write(chunk)) await new Promise<void>((r) => process.stdout.once("drain", () => r()));
+      };
+      const print = (e: Parameters<typeof formatEntry>[0]): void => {
+        out += `${x.json ? JSON.stringify(entryJson(e)) : formatEntry(e, opts)}\n`;
+      };
+      let brokeAt: number | undefined;
+      let attempt = 0;
+      for (;;) {
+        const resumeFrom = brokeAt === undefined ? undefined : cursor.sinceMs();
+        cursor.restart();
+        try {
+          const stream = client.streamLogs(
+            {
+              ...ref,
+              follow: f.follow === true,
+              sinceUnixMs: resumeFrom === undefined ? since : BigInt(resumeFrom),
+              tailLines: resumeFrom === undefined ? f.tail : undefined,
+              revision: BigInt(f.revision ?? 0),
+              region: f.region ?? "",
+              instance: f.instance ?? "",
+              previous: f.previous === true,
+            },
+            { timeoutMs: 0 },
+          );
+          for await (const res of stream) {
+            if (brokeAt !== undefined) {
+              print({
+                ns: BigInt(Date.now()) * 1_000_000n,
+                region: "krane",
+                instance: "",
+                revision: 0n,
+                marker: {
+                  kind: "resumed",
+                  dropped: 0n,
+                  message: `resumed after ${Math.round((Date.now() - brokeAt) / 1000)} s${
+                    resumeFrom === undefined ? "" : ` from ${new Date(resumeFrom).toISOString()}`
+                  }; lines already printed are not repeated`,
+                },
+              });
+              brokeAt = undefined;
+              attempt = 0;
+            }
+            for (const e of res.entries) {
+              const p = {
+                ns: e.timeUnixNano,
+                region: e.region,
+                instance: e.instance,
+                revision: e.revision,
+                ...(e.entry.case === "line"
+                  ? { line: e.entry.value }
+                  : e.entry.case === "marker"
+                    ? {
+                        marker: {
+                          kind: kinds[e.entry.value.kind],
+                          dropped: e.entry.value.dropped,
+                          message: e.entry.value.message,
+                        },
+                      }
+                    : {}),
+              };
+              if (cursor.admit(p)) print(p);
+            }
+            await flush();
+          }
+          if (!f.follow) return;
+          // A followed stream ctrl ended cleanly (it is draining): resume like a broken one.
+          throw new ConnectError("ctrl ended the stream", Code.Unavailable);
+        } catch (err) {
+          await flush();
+          const ce = ConnectError.from(err);
+          const transient = [
+            Code.Unavailable,
+            Code.Internal,
+            Code.Unknown,
+            Code.Aborted,
+            Code.DeadlineExceeded,
+            Code.ResourceExhausted,
+          ].includes(ce.code);
+          if (!f.follow || !transient) throw err;
+          brokeAt ??= Date.now();
+          if (Date.now() - brokeAt > RESUME_WINDOW_MS) {
+            process.exitCode = EXIT_UNAVAILABLE;
+            throw new Error(
+              `the log stream broke and could not be resumed for ${RESUME_WINDOW_MS / 1000} s (${ce.rawMessage}); run krane logs again`,
+            );
+          }
+          if (attempt === 0) process.stderr.write(`krane logs: the stream broke (${ce.rawMessage}); resuming…\n`);
+          await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt++)));
+        }
+      }
+    }),
+  );
+}

@@ -1,0 +1,284 @@
+// LogService (public: StreamLogs) and LogChannelService (agents: their standing channel and their
+// pushes). A StreamLogs call asks each region's agents through the hub, merges what comes back by
+// time (merge.ts), and sends it in batches; a reader that does not keep up makes the merge drop
+// lines (with a marker), never an agent wait.
+import { randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import {
+  AgentLogRequestSchema,
+  LogChannelMessageSchema,
+  LogChannelService,
+  LogEntrySchema,
+  LogMarkerKind,
+  LogService,
+  StreamLogsResponseSchema,
+  type LogEntry,
+  type StreamLogsResponse,
+} from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { msToNs } from "../../contracts/logs.js";
+import { agentPrincipal, agentRegion } from "../auth/principal.js";
+import type { Store } from "../db/store.js";
+import { validateLogQuery } from "../validate/logs.js";
+import type { LogHub } from "./hub.js";
+import { LogMerger } from "./merge.js";
+import { logTarget, revisionsOf } from "./target.js";
+
+export interface LogServiceOptions {
+  /** A region whose agents say nothing for this long is given up (ms; default 10 s). */
+  readonly answerTimeoutMs?: number;
+  /** Following, how long a line waits for earlier lines of other instances (ms; default 200). */
+  readonly holdMs?: number;
+  /** Entries a call holds at most before it drops (default 50,000). */
+  readonly capacity?: number;
+  /** The channel's keepalive to agents (ms; default 5 s). */
+  readonly keepaliveMs?: number;
+}
+
+export interface LogServiceDeps extends LogServiceOptions {
+  readonly store: Store;
+  readonly hub: LogHub;
+  /** Aborted when ctrl drains: open streams end (readers resume elsewhere). */
+  readonly stop: AbortSignal;
+}
+
+const BATCH = 1_000;
+
+interface RegionState {
+  readonly region: string;
+  /** The requests out for the region (several while its agent has not answered: each re-ask). */
+  readonly asks: Map<string, () => void>;
+  askedAt: number;
+  answered: boolean;
+  /** Told the reader that no agent answered (once). */
+  warned: boolean;
+  lastHeard: number;
+  /** Clusters that answered, and whether each is done. */
+  readonly clusters: Map<string, boolean>;
+  ended: boolean;
+}
+
+function cancelAll(st: RegionState): void {
+  for (const cancel of st.asks.values()) cancel();
+  st.asks.clear();
+}
+
+interface Held {
+  readonly ns: bigint;
+  readonly source: string;
+  readonly entry: LogEntry;
+}
+
+function marker(region: string, kind: LogMarkerKind, message: string): LogEntry {
+  return create(LogEntrySchema, {
+    timeUnixNano: msToNs(Date.now()),
+    region,
+    entry: { case: "marker", value: { kind, message, dropped: 0n } },
+  });
+}
+
+export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService> {
+  const answerTimeoutMs = d.answerTimeoutMs ?? 10_000;
+  const capacity = d.capacity ?? 50_000;
+  return {
+    async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
+      const q = validateLogQuery(req, Date.now());
+      const target = await logTarget(d.store.db, q);
+      const merger = new LogMerger<Held>({ holdMs: d.holdMs ?? 200, capacity });
+      let wake: (() => void) | undefined;
+      const regions: RegionState[] = [];
+      const late: LogEntry[] = [];
+      /** Deployments the lines named that were not known when the call started (a rollout since). */
+      const unknown = new Set<string>();
+      const looked = new Set<string>();
+      const signal = AbortSignal.any([ctx.signal, d.stop]);
+      try {
+        const ask = (st: RegionState): void => {
+          const agentReq = create(AgentLogRequestSchema, {
+            requestId: `log_${randomBytes(12).toString("hex")}`,
+            k8sNamespace: target.namespace,
+            environmentId: target.environmentId,
+            deploymentIds: target.deploymentIds,
+            instance: q.instance ?? "",
+            follow: q.follow,
+            sinceUnixMs: BigInt(q.since ?? 0),
+            tailLines: q.tail,
+            previous: q.previous,
+          });
+          st.askedAt = Date.now();
+          const id = agentReq.requestId;
+          const cancelIt = d.hub.request(st.region, agentReq, (clusterId, push) => {
+            if (st.ended) return;
+            if (!st.answered)
+              // The first request the agent answers is the one: an agent slow to start may answer
+              // an earlier ask after a later one went out.
+              for (const [other, cancel] of st.asks)
+                if (other !== id) {
+                  cancel();
+                  st.asks.delete(other);
+                }
+            const now = Date.now();
+            st.answered = true;
+            st.lastHeard = now;
+            if (!st.clusters.get(clusterId)) st.clusters.set(clusterId, push.done);
+            for (const e of push.entries) {
+              // What the agent says of region and revision is not taken: ctrl knows them.
+              e.region = st.region;
+              e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
+              if (e.revision === 0n && e.deploymentId !== "") unknown.add(e.deploymentId);
+              merger.add({ ns: e.timeUnixNano, source: `${st.region}/${e.instance}`, entry: e }, now);
+            }
+            if (push.error !== "")
+              late.push(
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  `region ${st.region}: the agent could not read logs: ${push.error}`,
+                ),
+              );
+            if ([...st.clusters.values()].every(Boolean)) st.ended = true;
+            wake?.();
+          });
+          st.asks.set(id, cancelIt);
+        };
+        for (const region of target.regions) {
+          const st: RegionState = {
+            region,
+            asks: new Map(),
+            askedAt: 0,
+            answered: false,
+            lastHeard: 0,
+            clusters: new Map(),
+            ended: false,
+            warned: false,
+          };
+          regions.push(st);
+          ask(st);
+        }
+        if (regions.length === 0) return;
+        let nextWait = 0;
+        for (;;) {
+          if (nextWait > 0) {
+            await new Promise<void>((resolve) => {
+              const done = (): void => {
+                clearTimeout(t);
+                signal.removeEventListener("abort", done);
+                wake = undefined;
+                resolve();
+              };
+              const t = setTimeout(done, nextWait);
+              signal.addEventListener("abort", done, { once: true });
+              wake = done;
+            });
+          }
+          if (ctx.signal.aborted) return;
+          if (d.stop.aborted) throw new ConnectError("ctrl is shutting down; resume elsewhere", Code.Unavailable);
+          const now = Date.now();
+          for (const st of regions) {
+            if (st.ended) continue;
+            if (!st.answered && now - st.askedAt > answerTimeoutMs) {
+              if (!st.warned)
+                late.push(
+                  marker(
+                    st.region,
+                    LogMarkerKind.ERROR,
+                    `region ${st.region}: no agent answered within ${Math.round(answerTimeoutMs / 1000)} s (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
+                  ),
+                );
+              st.warned = true;
+              // Following, the region is asked again until its agent answers (it may be reconnecting).
+              if (q.follow) ask(st);
+              else {
+                st.ended = true;
+                cancelAll(st);
+              }
+            } else if (st.answered && now - st.lastHeard > answerTimeoutMs) {
+              if (q.follow)
+                throw new ConnectError(
+                  `the agent of region ${st.region} stopped answering (restarted or disconnected); resume from the last line`,
+                  Code.Unavailable,
+                );
+              st.ended = true;
+              cancelAll(st);
+              late.push(
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  `region ${st.region}: the agent stopped answering; lines may be missing`,
+                ),
+              );
+            }
+          }
+          if (unknown.size > 0) {
+            const ids = [...unknown].filter((id) => !looked.has(id));
+            unknown.clear();
+            for (const id of ids) looked.add(id);
+            for (const [id, revision] of await revisionsOf(d.store.db, target.environmentId, ids))
+              target.revisions.set(id, revision);
+          }
+          const allEnded = regions.every((r) => r.ended);
+          let out: LogEntry[] = late.splice(0);
+          for (const drop of merger.drops())
+            out.push(
+              create(LogEntrySchema, {
+                timeUnixNano: drop.first.entry.timeUnixNano,
+                region: drop.first.entry.region,
+                instance: drop.first.entry.instance,
+                revision: drop.first.entry.revision,
+                deploymentId: drop.first.entry.deploymentId,
+                entry: {
+                  case: "marker",
+                  value: {
+                    kind: LogMarkerKind.DROPPED,
+                    dropped: BigInt(drop.n),
+                    message: "the reader did not keep up",
+                  },
+                },
+              }),
+            );
+          if (q.follow) out = out.concat(merger.take(now).map((h) => h.entry));
+          else if (allEnded) out = out.concat(merger.take(now, true).map((h) => h.entry));
+          else if (merger.size >= capacity * 0.8)
+            out = out.concat(merger.takeOldest(Math.floor(capacity / 2)).map((h) => h.entry));
+          for (const e of out)
+            if (e.revision === 0n && e.deploymentId !== "")
+              e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
+          for (let i = 0; i < out.length; i += BATCH)
+            yield create(StreamLogsResponseSchema, { entries: out.slice(i, i + BATCH) });
+          // Following, regions whose agents finished (nothing to follow there) keep the stream open.
+          if (allEnded && merger.size === 0 && !q.follow) return;
+          const due = merger.nextDue();
+          nextWait = q.follow ? Math.max(10, Math.min(due === undefined ? 250 : due - Date.now(), 250)) : 100;
+        }
+      } finally {
+        for (const st of regions) cancelAll(st);
+      }
+    },
+  };
+}
+
+export function logChannelServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogChannelService> {
+  const keepaliveMs = d.keepaliveMs ?? 5_000;
+  return {
+    async *openLogChannel(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const ch = d.hub.channel(region);
+      const signal = AbortSignal.any([ctx.signal, d.stop]);
+      try {
+        yield create(LogChannelMessageSchema, { message: { case: "keepaliveIntervalMs", value: keepaliveMs } });
+        while (!signal.aborted && !ch.closed) {
+          const m = await ch.next(keepaliveMs, signal);
+          if (signal.aborted) return;
+          yield m ?? create(LogChannelMessageSchema, { message: { case: "keepaliveIntervalMs", value: keepaliveMs } });
+        }
+      } finally {
+        ch.close();
+      }
+    },
+    async pushLogs(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const { clusterId } = agentPrincipal(ctx);
+      return { cancelled: !d.hub.push(region, clusterId, req) };
+    },
+  };
+}

@@ -1,0 +1,66 @@
+// Validation of StreamLogs requests (pure): fields are checked on their own here; whether the
+// revision and region belong to the environment, and whether the instance still exists, is
+// decided against the database by the handler (src/ctrl/logs/service.ts).
+import type { EnvironmentRef } from "./types.js";
+import { invalidArgument } from "../errors.js";
+import { regionName, validateEnvironmentRef } from "./api.js";
+
+export interface LogQuery {
+  ref: EnvironmentRef;
+  follow: boolean;
+  /** Unix ms; undefined: no bound. */
+  since?: number;
+  tail?: number;
+  /** 0: every revision. */
+  revision: number;
+  region?: string;
+  instance?: string;
+  previous: boolean;
+}
+
+/** Clocks of callers run a little ahead: a `since` this far in the future is taken as "now". */
+export const SINCE_SKEW_MS = 5_000;
+/** A pod name (a DNS subdomain). */
+const POD_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+export function validateLogQuery(
+  req: {
+    workspace: string;
+    project: string;
+    environment: string;
+    follow: boolean;
+    sinceUnixMs: bigint;
+    tailLines?: number;
+    revision: bigint;
+    region: string;
+    instance: string;
+    previous: boolean;
+  },
+  now: number,
+): LogQuery {
+  const ref = validateEnvironmentRef(req);
+  let since: number | undefined;
+  if (req.sinceUnixMs !== 0n) {
+    if (req.sinceUnixMs < 0n || req.sinceUnixMs > BigInt(Number.MAX_SAFE_INTEGER))
+      throw invalidArgument("since_unix_ms", "must be unix milliseconds");
+    since = Number(req.sinceUnixMs);
+    if (since > now + SINCE_SKEW_MS) throw invalidArgument("since_unix_ms", "is in the future");
+  }
+  if (req.tailLines !== undefined && req.tailLines < 0) throw invalidArgument("tail_lines", "must be 0 or more");
+  if (req.revision < 0n || req.revision > BigInt(Number.MAX_SAFE_INTEGER))
+    throw invalidArgument("revision", "must be a revision number (1 or more), or 0 for every revision");
+  const region = req.region === "" ? undefined : regionName("region", req.region);
+  if (req.instance !== "" && (req.instance.length > 253 || !POD_NAME.test(req.instance)))
+    throw invalidArgument("instance", "must be an instance name as `krane status` shows it");
+  if (req.previous && req.follow) throw invalidArgument("previous", "cannot be combined with follow");
+  return {
+    ref,
+    follow: req.follow,
+    since,
+    tail: req.tailLines,
+    revision: Number(req.revision),
+    region,
+    instance: req.instance === "" ? undefined : req.instance,
+    previous: req.previous,
+  };
+}
