@@ -542,7 +542,22 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
       },
       240_000,
     );
-    const r = await cli(cliEnv(), ["shop/crashy", "--previous", "--instance", pod]);
+    // The kubelet answers `previous` from the dead container's record, which it replaces while
+    // the crash loop restarts the container: a read in that moment can find no previous log (the
+    // agent then says so in a marker), so the read is repeated for a while.
+    let last = { code: 0, stdout: "", stderr: "" };
+    const r = await eventually(
+      "the crashed container's last lines",
+      async () => {
+        last = await cli(cliEnv(), ["shop/crashy", "--previous", "--instance", pod]);
+        return last.stdout.includes(`last words of ${pod}`) ? last : undefined;
+      },
+      60_000,
+    ).catch((err: unknown) => {
+      throw new Error(
+        `${String(err)}; last answer: code ${last.code}, stdout ${JSON.stringify(last.stdout)}, stderr ${JSON.stringify(last.stderr)}`,
+      );
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`\\[eu/${pod} r1\\] last words of ${pod}`), `stderr: ${r.stderr}`);
     assert.match(r.stdout, /crashy line 1\n/);

@@ -154,6 +154,21 @@ export class LogSession {
         signal,
       });
       for (const pod of items) this.#consider(pod);
+      const asked = this.#req.instance;
+      if (asked !== "" && !this.#readers.has(asked) && !this.#req.follow)
+        // Said rather than answered with silence: the reader learns why nothing came.
+        this.#emit({
+          instance: asked,
+          deploymentId: "",
+          ns: msToNs(this.#now()),
+          marker: {
+            kind: "error",
+            dropped: 0,
+            message: this.#req.previous
+              ? "no previous container to read (it has not restarted, or the kubelet is replacing it right now)"
+              : "this instance has no started container to read in this region",
+          },
+        });
       if (!this.#req.follow) {
         await Promise.all([...this.#readers.values()].map((r) => r.done));
         return;
