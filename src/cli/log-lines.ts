@@ -11,7 +11,7 @@ export interface PrintedEntry {
   readonly revision: bigint;
   readonly line?: string;
   readonly marker?: {
-    readonly kind: "joined" | "left" | "dropped" | "error" | "resumed";
+    readonly kind: "joined" | "left" | "dropped" | "error" | "resumed" | "event";
     readonly dropped: bigint;
     readonly message: string;
   };

@@ -3,11 +3,20 @@
 // instance on a terminal. With -f it follows: instances join and leave with a marker line; a
 // stream that breaks (ctrl or an agent restarted) is resumed from the last line printed, with a
 // marker, and lines already printed are not printed again (log-lines.ts). It gives up after
-// RESUME_WINDOW without a stream, with a message and exit code 69.
+// RESUME_WINDOW without a stream, with a message and exit code 69. With --events the instances'
+// events (InstanceEventService: OOM kills, exit codes, crash loops, pull errors) are interleaved
+// with the lines by time, each as a marker line of its instance; following, new events are asked
+// for every EVENTS_POLL and printed as they are recorded.
 import type { Command } from "commander";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 import { intArg, splitTarget, userAction, withConnection } from "./command.js";
 import { parseTime } from "./audit.js";
+import type { PrintedEntry } from "./log-lines.js";
+import type { Client } from "@connectrpc/connect";
+import type { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
+
+type PrintedEvent = PrintedEntry & { readonly marker: NonNullable<PrintedEntry["marker"]> };
+type EventsClient = Client<typeof InstanceEventService>;
 
 interface LogFlags {
   follow?: boolean;
@@ -18,10 +27,13 @@ interface LogFlags {
   instance?: string;
   previous?: boolean;
   timestamps?: boolean;
+  events?: boolean;
 }
 
 /** How long a followed stream is retried after it broke before the command gives up. */
 const RESUME_WINDOW_MS = 60_000;
+/** How often a followed `--events` asks ctrl for new events. */
+const EVENTS_POLL_MS = 2_000;
 
 export function registerLogsCommand(program: Command): void {
   withConnection(
@@ -35,7 +47,8 @@ export function registerLogsCommand(program: Command): void {
       .option("--region <region>", "only this region")
       .option("--instance <name>", "only this instance (as krane status shows it)")
       .option("--previous", "the previous container of each instance (the one that crashed)")
-      .option("--timestamps", "print each line's time (the kubelet's)"),
+      .option("--timestamps", "print each line's time (the kubelet's)")
+      .option("--events", "interleave the instances' events (OOM kills, exit codes, crash loops, pull errors)"),
     { workspace: true },
   ).action(
     userAction(async (x, target: string, f: LogFlags) => {
@@ -77,89 +90,157 @@ export function registerLogsCommand(program: Command): void {
       const print = (e: Parameters<typeof formatEntry>[0]): void => {
         out += `${x.json ? JSON.stringify(entryJson(e)) : formatEntry(e, opts)}\n`;
       };
-      let brokeAt: number | undefined;
-      let attempt = 0;
-      for (;;) {
-        const resumeFrom = brokeAt === undefined ? undefined : cursor.sinceMs();
-        cursor.restart();
-        try {
-          const stream = client.streamLogs(
-            {
-              ...ref,
-              follow: f.follow === true,
-              sinceUnixMs: resumeFrom === undefined ? since : BigInt(resumeFrom),
-              tailLines: resumeFrom === undefined ? f.tail : undefined,
-              revision: BigInt(f.revision ?? 0),
-              region: f.region ?? "",
-              instance: f.instance ?? "",
-              previous: f.previous === true,
-            },
-            { timeoutMs: 0 },
-          );
-          for await (const res of stream) {
-            if (brokeAt !== undefined) {
-              print({
-                ns: BigInt(Date.now()) * 1_000_000n,
-                region: "krane",
-                instance: "",
-                revision: 0n,
-                marker: {
-                  kind: "resumed",
-                  dropped: 0n,
-                  message: `resumed after ${Math.round((Date.now() - brokeAt) / 1000)} s${
-                    resumeFrom === undefined ? "" : ` from ${new Date(resumeFrom).toISOString()}`
-                  }; lines already printed are not repeated`,
-                },
-              });
-              brokeAt = undefined;
-              attempt = 0;
-            }
-            for (const e of res.entries) {
-              const p = {
-                ns: e.timeUnixNano,
-                region: e.region,
-                instance: e.instance,
-                revision: e.revision,
-                ...(e.entry.case === "line"
-                  ? { line: e.entry.value }
-                  : e.entry.case === "marker"
-                    ? {
-                        marker: {
-                          kind: kinds[e.entry.value.kind],
-                          dropped: e.entry.value.dropped,
-                          message: e.entry.value.message,
-                        },
-                      }
-                    : {}),
-              };
-              if (cursor.admit(p)) print(p);
-            }
-            await flush();
-          }
-          if (!f.follow) return;
-          // A followed stream ctrl ended cleanly (it is draining): resume like a broken one.
-          throw new ConnectError("ctrl ended the stream", Code.Unavailable);
-        } catch (err) {
-          await flush();
-          const ce = ConnectError.from(err);
-          const transient = [
-            Code.Unavailable,
-            Code.Internal,
-            Code.Unknown,
-            Code.Aborted,
-            Code.DeadlineExceeded,
-            Code.ResourceExhausted,
-          ].includes(ce.code);
-          if (!f.follow || !transient) throw err;
-          brokeAt ??= Date.now();
-          if (Date.now() - brokeAt > RESUME_WINDOW_MS) {
-            process.exitCode = EXIT_UNAVAILABLE;
-            throw new Error(
-              `the log stream broke and could not be resumed for ${RESUME_WINDOW_MS / 1000} s (${ce.rawMessage}); run krane logs again`,
+      // --events: the events asked for so far, printed before the first line that is later than them.
+      const events: PrintedEvent[] = [];
+      let eventCursor = "";
+      let eventsClient: EventsClient | undefined;
+      const fetchEvents = async (): Promise<void> => {
+        if (!eventsClient) return;
+        for (;;) {
+          const res = await eventsClient.listInstanceEvents({
+            ...ref,
+            sinceUnixMs: since,
+            revision: BigInt(f.revision ?? 0),
+            region: f.region ?? "",
+            instance: f.instance ?? "",
+            cursor: eventCursor,
+          });
+          for (const e of res.events)
+            events.push({
+              ns: e.atUnixMs * 1_000_000n,
+              region: e.region,
+              instance: e.instance,
+              revision: e.revision,
+              marker: { kind: "event", dropped: 0n, message: x.view.describeInstanceEvent(e) },
+            });
+          eventCursor = res.cursor;
+          if (!res.more) break;
+        }
+        events.sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0));
+      };
+      const printEventsUpTo = (ns: bigint | undefined): void => {
+        let n = 0;
+        while (n < events.length && (ns === undefined || (events[n] as PrintedEvent).ns <= ns)) n++;
+        for (const e of events.splice(0, n)) print(e);
+      };
+      let polling: ReturnType<typeof setInterval> | undefined;
+      let asking = false;
+      if (f.events) {
+        const { InstanceEventService } = await import("../gen/krane/ctrl/v1/events_pb.js");
+        eventsClient = x.ctrl.client(InstanceEventService);
+        await fetchEvents();
+        if (f.follow)
+          // Following, an event is printed once it is recorded: lines are near "now", so are new events.
+          polling = setInterval(() => {
+            if (asking) return;
+            asking = true;
+            // A failed ask is asked again at the next tick, from the same cursor.
+            void fetchEvents()
+              .then(async () => {
+                printEventsUpTo(undefined);
+                await flush();
+              })
+              .catch(() => undefined)
+              .finally(() => (asking = false));
+          }, EVENTS_POLL_MS);
+      }
+      try {
+        await streamLines();
+      } finally {
+        if (polling) clearInterval(polling);
+      }
+      printEventsUpTo(undefined);
+      await flush();
+      return;
+
+      async function streamLines(): Promise<void> {
+        let brokeAt: number | undefined;
+        let attempt = 0;
+        for (;;) {
+          const resumeFrom = brokeAt === undefined ? undefined : cursor.sinceMs();
+          cursor.restart();
+          try {
+            const stream = client.streamLogs(
+              {
+                ...ref,
+                follow: f.follow === true,
+                sinceUnixMs: resumeFrom === undefined ? since : BigInt(resumeFrom),
+                tailLines: resumeFrom === undefined ? f.tail : undefined,
+                revision: BigInt(f.revision ?? 0),
+                region: f.region ?? "",
+                instance: f.instance ?? "",
+                previous: f.previous === true,
+              },
+              { timeoutMs: 0 },
             );
+            for await (const res of stream) {
+              if (brokeAt !== undefined) {
+                print({
+                  ns: BigInt(Date.now()) * 1_000_000n,
+                  region: "krane",
+                  instance: "",
+                  revision: 0n,
+                  marker: {
+                    kind: "resumed",
+                    dropped: 0n,
+                    message: `resumed after ${Math.round((Date.now() - brokeAt) / 1000)} s${
+                      resumeFrom === undefined ? "" : ` from ${new Date(resumeFrom).toISOString()}`
+                    }; lines already printed are not repeated`,
+                  },
+                });
+                brokeAt = undefined;
+                attempt = 0;
+              }
+              for (const e of res.entries) {
+                const p = {
+                  ns: e.timeUnixNano,
+                  region: e.region,
+                  instance: e.instance,
+                  revision: e.revision,
+                  ...(e.entry.case === "line"
+                    ? { line: e.entry.value }
+                    : e.entry.case === "marker"
+                      ? {
+                          marker: {
+                            kind: kinds[e.entry.value.kind],
+                            dropped: e.entry.value.dropped,
+                            message: e.entry.value.message,
+                          },
+                        }
+                      : {}),
+                };
+                if (cursor.admit(p)) {
+                  printEventsUpTo(p.ns);
+                  print(p);
+                }
+              }
+              await flush();
+            }
+            if (!f.follow) return;
+            // A followed stream ctrl ended cleanly (it is draining): resume like a broken one.
+            throw new ConnectError("ctrl ended the stream", Code.Unavailable);
+          } catch (err) {
+            await flush();
+            const ce = ConnectError.from(err);
+            const transient = [
+              Code.Unavailable,
+              Code.Internal,
+              Code.Unknown,
+              Code.Aborted,
+              Code.DeadlineExceeded,
+              Code.ResourceExhausted,
+            ].includes(ce.code);
+            if (!f.follow || !transient) throw err;
+            brokeAt ??= Date.now();
+            if (Date.now() - brokeAt > RESUME_WINDOW_MS) {
+              process.exitCode = EXIT_UNAVAILABLE;
+              throw new Error(
+                `the log stream broke and could not be resumed for ${RESUME_WINDOW_MS / 1000} s (${ce.rawMessage}); run krane logs again`,
+              );
+            }
+            if (attempt === 0) process.stderr.write(`krane logs: the stream broke (${ce.rawMessage}); resuming…\n`);
+            await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt++)));
           }
-          if (attempt === 0) process.stderr.write(`krane logs: the stream broke (${ce.rawMessage}); resuming…\n`);
-          await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt++)));
         }
       }
     }),

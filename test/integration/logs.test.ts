@@ -561,5 +561,21 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`\\[eu/${pod} r1\\] last words of ${pod}`), `stderr: ${r.stderr}`);
     assert.match(r.stdout, /crashy line 1\n/);
+
+    // --events interleaves the instance's events (here its exit 3) with its lines, in time order.
+    const withEvents = await eventually(
+      "the crash as an event among the lines",
+      async () => {
+        const o = await cli(cliEnv(), ["shop/crashy", "--events", "--instance", pod, "--timestamps"]);
+        return /--- eu\/\S+ r1: .*exit 3/.test(o.stdout) && /crashy line \d+/.test(o.stdout) ? o : undefined;
+      },
+      60_000,
+    );
+    assert.equal(withEvents.code, 0, withEvents.stderr);
+    const times = withEvents.stdout
+      .split("\n")
+      .map((l) => /^(\S+Z) /.exec(l)?.[1])
+      .filter((t): t is string => t !== undefined);
+    assert.deepEqual(times, [...times].sort(), "events and lines are printed in time order");
   });
 });
