@@ -144,6 +144,11 @@ async function prune(
   await tx.trx
     .deleteFrom("instance_events")
     .where("recorded_at", "<", tx.now - EVENTS_MAX_AGE_MS)
+    // An environment's newest event stays however old: its seq is where the next one counts on
+    // from, so numbers are never handed out twice (a follower's cursor would skip the new ones).
+    .where(
+      sql<boolean>`seq < (select max(newest.seq) from instance_events newest where newest.environment_id = instance_events.environment_id)`,
+    )
     .execute();
 }
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { EVENTS_PER_INSTANCE } from "../../../src/ctrl/domain/instance-events.js";
+import { EVENTS_MAX_AGE_MS, EVENTS_PER_INSTANCE } from "../../../src/ctrl/domain/instance-events.js";
 import {
   DeploymentService,
   EnvironmentService,
@@ -280,6 +280,63 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   );
 }
 
+/** Every event ages out but each environment's newest, which keeps its numbering. */
+async function agesOut(ctrl: TestCtrl): Promise<void> {
+  const api = ctrl.client(InstanceEventService, ctrl.adminToken);
+  const eu = ctrl.client(ClusterService, await ctrl.agentToken("eu"));
+  const us = ctrl.client(ClusterService, await ctrl.agentToken("us"));
+  const acme = { workspace: "acme", project: "shop", environment: "production" };
+  const depOf = async (ws: string) =>
+    ctrl.store.db
+      .selectFrom("deployments")
+      .innerJoin("workspaces", "workspaces.id", "deployments.workspace_id")
+      .select(["deployments.id", "deployments.environment_id"])
+      .where("workspaces.slug", "=", ws)
+      .executeTakeFirstOrThrow();
+  const acmeEnv = await depOf("acme");
+  const dep = acmeEnv.id;
+  const evilDep = (await depOf("evil")).id;
+  let res;
+
+  // Every event ages out (recorded more than EVENTS_MAX_AGE_MS ago) but the environment's newest,
+  // which keeps its numbering: the next event goes after a follower's cursor, not back to 1.
+  const followed = (await api.listInstanceEvents({ ...acme, limit: 1000 })).cursor;
+  const newest = await ctrl.store.db
+    .selectFrom("instance_events")
+    .select((eb) => eb.fn.max("seq").as("seq"))
+    .where("environment_id", "=", acmeEnv.environment_id)
+    .executeTakeFirstOrThrow();
+  await ctrl.store.db
+    .updateTable("instance_events")
+    .set({ recorded_at: Date.now() - EVENTS_MAX_AGE_MS - 60_000 })
+    .where("environment_id", "=", acmeEnv.environment_id)
+    .execute();
+  const acmeSeqs = async (): Promise<number[]> =>
+    (
+      await ctrl.store.db
+        .selectFrom("instance_events")
+        .select("seq")
+        .where("environment_id", "=", acmeEnv.environment_id)
+        .orderBy("seq")
+        .execute()
+    ).map((r) => Number(r.seq));
+  // Another environment's report prunes by age: acme keeps its newest event only.
+  await us.reportDeploymentStatus(
+    update("us", evilDep, ["evil-a"], [{ instance: "evil-a", reason: "Error", exitCode: 2, atUnixMs: 80_000n }]),
+  );
+  assert.deepEqual(await acmeSeqs(), [Number(newest.seq)], "the aged events are gone but the newest");
+  await eu.reportDeploymentStatus(
+    update("eu", dep, ["web-c"], [{ instance: "web-c", reason: "Error", exitCode: 1, atUnixMs: 90_000n }]),
+  );
+  assert.deepEqual(await acmeSeqs(), [Number(newest.seq) + 1], "the next event is numbered after it");
+  res = await api.listInstanceEvents({ ...acme, cursor: followed });
+  assert.deepEqual(
+    res.events.map((e) => e.instance),
+    ["web-c"],
+    "a follower at its old cursor sees the new event",
+  );
+}
+
 describe("instance events (SQLite)", () => {
   const dir = tempDir();
   let ctrl: TestCtrl;
@@ -363,6 +420,7 @@ describe("instance events (SQLite)", () => {
       /region: .*has no region "mars"/,
     );
   });
+  it("ages events out but each environment's newest, which keeps the numbering", () => agesOut(ctrl));
 });
 
 describe("instance events (PostgreSQL)", () => {
@@ -377,4 +435,5 @@ describe("instance events (PostgreSQL)", () => {
     await pg?.stop();
   });
   it("records, lists, bounds, authorizes and validates", () => scenario(ctrl));
+  it("ages events out but each environment's newest, which keeps the numbering", () => agesOut(ctrl));
 });
