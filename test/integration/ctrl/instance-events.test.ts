@@ -296,7 +296,6 @@ async function agesOut(ctrl: TestCtrl): Promise<void> {
   const acmeEnv = await depOf("acme");
   const dep = acmeEnv.id;
   const evilDep = (await depOf("evil")).id;
-  let res;
 
   // Every event ages out (recorded more than EVENTS_MAX_AGE_MS ago) but the environment's newest,
   // which keeps its numbering: the next event goes after a follower's cursor, not back to 1.
@@ -329,7 +328,7 @@ async function agesOut(ctrl: TestCtrl): Promise<void> {
     update("eu", dep, ["web-c"], [{ instance: "web-c", reason: "Error", exitCode: 1, atUnixMs: 90_000n }]),
   );
   assert.deepEqual(await acmeSeqs(), [Number(newest.seq) + 1], "the next event is numbered after it");
-  res = await api.listInstanceEvents({ ...acme, cursor: followed });
+  const res = await api.listInstanceEvents({ ...acme, cursor: followed });
   assert.deepEqual(
     res.events.map((e) => e.instance),
     ["web-c"],
