@@ -16,7 +16,7 @@ import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { loadDeploymentContext, removeFromRegion, setDesiredReplicas } from "../../../src/ctrl/domain/deployments.js";
 import { Store } from "../../../src/ctrl/db/store.js";
 import { openDatabase } from "../../../src/ctrl/db/open.js";
-import { LocalNotifier } from "../../../src/ctrl/db/notify.js";
+import { LocalNotifier, NOTIFY_CHANNEL } from "../../../src/ctrl/db/notify.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
 import { startTestCtrl, transportFor, withoutBookmarks } from "./support.js";
@@ -134,7 +134,9 @@ describe("ctrl on PostgreSQL", () => {
       const other = new Store(opened.db, opened.dialect, new LocalNotifier(), opened.close);
       try {
         const killed = await admin.query(
-          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND datname = current_database()",
+          // The outbox's listener only (the log relay LISTENs on a channel of its own).
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1 AND datname = current_database()",
+          [`LISTEN ${NOTIFY_CHANNEL}`],
         );
         assert.equal(killed.rowCount, 1);
         const ctx = await loadDeploymentContext(other.db, id);
