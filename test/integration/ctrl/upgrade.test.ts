@@ -279,14 +279,17 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         }
         const revisionColumns = ["config", "secrets", "secret_keys", "secrets_digest", "external_secrets"];
         assert.deepEqual(
-          revisionColumns.reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")),
+          [...revisionColumns, "protocol"].reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")),
           rowsOf(before, "deployments"),
         );
-        for (const d of rowsOf(upgraded, "deployments"))
+        for (const d of rowsOf(upgraded, "deployments")) {
           assert.deepEqual(
             revisionColumns.map((c) => d[c]),
             revisionColumns.map(() => null),
           );
+          // Migration 0024: every revision from before speaks HTTP/1.1 to its instances.
+          assert.equal(d.protocol, "http1");
+        }
         // Migrations 0007 and 0015: the routing every environment served (by instances, version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
