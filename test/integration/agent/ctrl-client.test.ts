@@ -12,6 +12,7 @@ import { createCtrlConnection, guardSession } from "../../../src/agent/ctrl-clie
 import { createRegion } from "../../../src/ctrl/domain/clusters.js";
 import { TcpProxy } from "../../support/faults/tcp-proxy.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { exitAfterLastHook } from "../../support/exit.js";
 
 describe("the agent's connection to ctrl", () => {
   const dir = tempDir();
@@ -28,10 +29,7 @@ describe("the agent's connection to ctrl", () => {
     await proxy.close();
     await ctrl.close();
     dir.remove();
-    // Run beside other files, this file's process sometimes never finished exiting after its
-    // last test (no active handle left, a thread still up: Node 20 with tsx's loader thread),
-    // until the runner's 10-minute limit. Everything is closed by now and reported when this fires.
-    setTimeout(() => process.exit(), 5_000);
+    exitAfterLastHook();
   });
 
   it("a session whose peer goes silent is closed after the PING interval and timeout; the next call opens another, and the old one's late error ends nothing", async () => {

@@ -27,6 +27,7 @@ import {
   type KillPoint,
 } from "../../support/faults/link-scenarios.js";
 import { ms } from "../../support/faults/processes.js";
+import { exitAfterLastHook } from "../../support/exit.js";
 
 const handle = useCluster({ pods: { readyDelayMs: 100, readyJitterMs: 100 } });
 const dir = mkdtempSync(join(tmpdir(), "krane-link-"));
@@ -37,6 +38,7 @@ before(async () => {
 after(async () => {
   await postgres?.stop();
   rmSync(dir, { recursive: true, force: true });
+  exitAfterLastHook();
 });
 
 /** ms: the keepalive bound (two intervals) plus what polling /readyz and a loaded machine add. */
