@@ -49,7 +49,7 @@ import {
 } from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { grpcUnary } from "./grpc.js";
-import { percentileOf, until, freePort } from "./support.js";
+import { percentileOf, until, freePort, spawnBenchSentinel } from "./support.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
@@ -265,28 +265,14 @@ async function jwtThroughput(
     const kc = await sentinelKubeConfigFrom(cluster.kubeConfig());
     const kubeconfig = join(dir, "sentinel.kubeconfig");
     writeFileSync(kubeconfig, kc.exportConfig(), { mode: 0o600 });
-    const sentinel = spawn(
-      process.execPath,
-      [
-        join(root, "bin/krane.js"),
-        "sentinel",
-        "--environment-id",
-        ENV,
-        "--region",
-        REGION,
-        "--listen",
-        "127.0.0.1",
-        "--port",
-        String(sentinelPort),
-        "--ops-port",
-        String(opsPort),
-        "--kubeconfig",
-        kubeconfig,
-        "--pod-address-map",
-        `${net.cidr}=${net.localCidr}`,
-      ],
-      { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
-    );
+    const sentinel = spawnBenchSentinel({
+      environmentId: ENV,
+      region: REGION,
+      port: sentinelPort,
+      opsPort,
+      kubeconfig,
+      podNetwork: net,
+    });
     children.push(sentinel);
     await waitFor("the sentinel ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok);
     const url = `http://127.0.0.1:${sentinelPort}/books/1`;

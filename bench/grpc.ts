@@ -25,7 +25,7 @@ import { APP_PROTOCOL_H2C } from "../src/contracts/protocols.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT } from "../src/contracts/routing.js";
 import { HelloService } from "../src/gen/krane/hello/v1/hello_pb.js";
 import { sentinelKubeConfigFrom, applySentinelRbac } from "../src/sentinel/rbac.js";
-import { freePort, percentileOf, ROOT, KRANE_BIN, until } from "./support.js";
+import { freePort, percentileOf, ROOT, until, spawnBenchSentinel } from "./support.js";
 
 const ENV = "env_bench_grpc";
 const REGION = "bench";
@@ -104,28 +104,14 @@ export async function grpcUnary(
   });
   const kubeconfig = join(dir, "sentinel-grpc.kubeconfig");
   writeFileSync(kubeconfig, (await sentinelKubeConfigFrom(cluster.kubeConfig())).exportConfig(), { mode: 0o600 });
-  const sentinel = spawn(
-    process.execPath,
-    [
-      KRANE_BIN,
-      "sentinel",
-      "--environment-id",
-      ENV,
-      "--region",
-      REGION,
-      "--listen",
-      "127.0.0.1",
-      "--port",
-      String(sentinelPort),
-      "--ops-port",
-      String(opsPort),
-      "--kubeconfig",
-      kubeconfig,
-      "--pod-address-map",
-      `${net.cidr}=${net.localCidr}`,
-    ],
-    { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
-  );
+  const sentinel = spawnBenchSentinel({
+    environmentId: ENV,
+    region: REGION,
+    port: sentinelPort,
+    opsPort,
+    kubeconfig,
+    podNetwork: net,
+  });
   children.push(sentinel);
   await until(
     "the gRPC bench's sentinel ready",

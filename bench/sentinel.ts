@@ -37,7 +37,7 @@ import {
 } from "../src/contracts/labels.js";
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
-import { cpuSeconds, freePort, load, percentileOf, until } from "./support.js";
+import { cpuSeconds, freePort, load, percentileOf, until, spawnBenchSentinel } from "./support.js";
 
 const ENV = "env_bench";
 const REGION = "bench";
@@ -252,28 +252,15 @@ async function startSentinel(
   writeFileSync(kubeconfig, kc.exportConfig(), { mode: 0o600 });
   const net = cluster.podNetwork;
   if (!net) throw new Error("the cluster has no pod network");
-  const child = spawn(
-    runtime === "bun" ? BUN : process.execPath,
-    [
-      join(root, "bin/krane.js"),
-      "sentinel",
-      "--environment-id",
-      ENV,
-      "--region",
-      REGION,
-      "--listen",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--ops-port",
-      String(opsPort),
-      "--kubeconfig",
-      kubeconfig,
-      "--pod-address-map",
-      `${net.cidr}=${net.localCidr}`,
-    ],
-    { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
-  );
+  const child = spawnBenchSentinel({
+    environmentId: ENV,
+    region: REGION,
+    port,
+    opsPort,
+    kubeconfig,
+    podNetwork: net,
+    runtime: runtime === "bun" ? BUN : undefined,
+  });
   await waitFor("the sentinel to be ready", async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).ok, 60_000);
   return child;
 }

@@ -2,11 +2,12 @@
 // memory and CPU time from /proc, Prometheus text sums, the machine's load beside each figure,
 // and making sure `dist/` is the build the benchmarks run (processes run as shipped, not through
 // tsx).
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
+import { podAddressMap, type PodNetwork } from "../src/cluster/pod-network.js";
 
 export const ROOT = fileURLToPath(new URL("../", import.meta.url));
 export const KRANE_BIN = fileURLToPath(new URL("../bin/krane.js", import.meta.url));
@@ -118,4 +119,43 @@ export function ensureBuild(): string {
 
 export function fmtS(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** What a benchmark's `krane sentinel` serves and where (on this machine, beside a local cluster). */
+export interface BenchSentinel {
+  readonly environmentId: string;
+  readonly region: string;
+  readonly port: number;
+  readonly opsPort: number;
+  readonly kubeconfig: string;
+  /** The cluster's pod network, served on this machine (`--pod-address-map`). */
+  readonly podNetwork: PodNetwork;
+  /** The runtime's executable (default: this Node.js). */
+  readonly runtime?: string;
+}
+
+/** Starts `krane sentinel` as a process of its own, quiet but for warnings. */
+export function spawnBenchSentinel(o: BenchSentinel): ChildProcess {
+  return spawn(
+    o.runtime ?? process.execPath,
+    [
+      KRANE_BIN,
+      "sentinel",
+      "--environment-id",
+      o.environmentId,
+      "--region",
+      o.region,
+      "--listen",
+      "127.0.0.1",
+      "--port",
+      String(o.port),
+      "--ops-port",
+      String(o.opsPort),
+      "--kubeconfig",
+      o.kubeconfig,
+      "--pod-address-map",
+      podAddressMap(o.podNetwork),
+    ],
+    { stdio: ["ignore", "ignore", "inherit"], env: { PATH: process.env.PATH, KRANE_LOG_LEVEL: "warn" } },
+  );
 }

@@ -1,7 +1,7 @@
 // Reads of instance events (table instance_events, written by ../domain/instance-events.ts): an
 // environment's events in the order ctrl recorded them, after a cursor, with their revision.
-import type { Kysely } from "kysely";
-import type { Database } from "../db/schema.js";
+import type { Expression, ExpressionBuilder, Kysely, SqlBool } from "kysely";
+import type { Database, InstanceEventsTable } from "../db/schema.js";
 
 export interface InstanceEventQuery {
   environmentId: string;
@@ -32,50 +32,48 @@ export interface InstanceEventView {
   recordedAt: number;
 }
 
+/** What both reads select: the event and its deployment's revision. */
+const EVENT_COLUMNS = [
+  "e.seq",
+  "e.deployment_id",
+  "d.revision",
+  "e.region",
+  "e.instance",
+  "e.kind",
+  "e.reason",
+  "e.at_ms",
+  "e.exit_code",
+  "e.restarts",
+  "e.image",
+  "e.message",
+  "e.recorded_at",
+] as const;
+
+type EventsQuery = ExpressionBuilder<Database & { e: InstanceEventsTable }, "e">;
+
+/** The query's filters on the events `e` of one environment. */
+function filters(eb: EventsQuery, q: Omit<InstanceEventQuery, "afterSeq" | "limit">): Expression<SqlBool>[] {
+  const out: Expression<SqlBool>[] = [eb("e.environment_id", "=", q.environmentId)];
+  if (q.deploymentId !== undefined) out.push(eb("e.deployment_id", "=", q.deploymentId));
+  if (q.region !== undefined) out.push(eb("e.region", "=", q.region));
+  if (q.instance !== undefined) out.push(eb("e.instance", "=", q.instance));
+  if (q.sinceMs !== undefined) out.push(eb("e.at_ms", ">=", q.sinceMs));
+  return out;
+}
+
 export async function listInstanceEvents(db: Kysely<Database>, q: InstanceEventQuery): Promise<InstanceEventView[]> {
-  let s = db
+  const s = db
     .selectFrom("instance_events as e")
     .innerJoin("deployments as d", "d.id", "e.deployment_id")
-    .select([
-      "e.seq",
-      "e.deployment_id",
-      "d.revision",
-      "e.region",
-      "e.instance",
-      "e.kind",
-      "e.reason",
-      "e.at_ms",
-      "e.exit_code",
-      "e.restarts",
-      "e.image",
-      "e.message",
-      "e.recorded_at",
-    ])
-    .where("e.environment_id", "=", q.environmentId)
+    .select(EVENT_COLUMNS)
+    .where((eb) => eb.and(filters(eb, q)))
     .where("e.seq", ">", q.afterSeq);
-  if (q.deploymentId !== undefined) s = s.where("e.deployment_id", "=", q.deploymentId);
-  if (q.region !== undefined) s = s.where("e.region", "=", q.region);
-  if (q.instance !== undefined) s = s.where("e.instance", "=", q.instance);
-  if (q.sinceMs !== undefined) s = s.where("e.at_ms", ">=", q.sinceMs);
   const rows = await s.orderBy("e.seq").limit(q.limit).execute();
   return rows.map(view);
 }
 
-interface EventRow {
-  seq: number;
-  deployment_id: string;
-  revision: number;
-  region: string;
-  instance: string;
-  kind: string;
-  reason: string;
-  at_ms: number;
-  exit_code: number | null;
-  restarts: number;
-  image: string;
-  message: string;
-  recorded_at: number;
-}
+/** An event row with its revision (EVENT_COLUMNS). */
+type EventRow = Omit<InstanceEventsTable, "environment_id"> & { revision: number };
 
 function view(r: EventRow): InstanceEventView {
   return {
@@ -103,7 +101,7 @@ export async function latestInstanceEvents(
   db: Kysely<Database>,
   q: Omit<InstanceEventQuery, "afterSeq" | "limit">,
 ): Promise<InstanceEventView[]> {
-  let s = db
+  const s = db
     .selectFrom("instance_events as e")
     .innerJoin("deployments as d", "d.id", "e.deployment_id")
     .innerJoin("instances as i", (j) =>
@@ -112,26 +110,8 @@ export async function latestInstanceEvents(
         .onRef("i.region", "=", "e.region")
         .onRef("i.k8s_name", "=", "e.instance"),
     )
-    .select([
-      "e.seq",
-      "e.deployment_id",
-      "d.revision",
-      "e.region",
-      "e.instance",
-      "e.kind",
-      "e.reason",
-      "e.at_ms",
-      "e.exit_code",
-      "e.restarts",
-      "e.image",
-      "e.message",
-      "e.recorded_at",
-    ])
-    .where("e.environment_id", "=", q.environmentId);
-  if (q.deploymentId !== undefined) s = s.where("e.deployment_id", "=", q.deploymentId);
-  if (q.region !== undefined) s = s.where("e.region", "=", q.region);
-  if (q.instance !== undefined) s = s.where("e.instance", "=", q.instance);
-  if (q.sinceMs !== undefined) s = s.where("e.at_ms", ">=", q.sinceMs);
+    .select(EVENT_COLUMNS)
+    .where((eb) => eb.and(filters(eb, q)));
   const newest = new Map<string, InstanceEventView>();
   for (const r of await s.execute()) {
     const v = view(r);
