@@ -9,6 +9,11 @@
 // A request lives while its reader's replica publishes keepalives ("k", every keepaliveMs); a
 // replica forgets a request not kept alive for forgetAfterMs (its reader's replica died), and
 // answers the agent's next push `cancelled`. A reader that leaves publishes "c" at once.
+//
+// Each replica that hands a request to agents says which clusters it asked ("a", the clusters
+// whose channels are open to it), so the reader knows every cluster of the region that will
+// answer and waits for each, even one that answers after the others finished. The "a" goes out
+// before the agents even hear the request, so it reaches the reader before any of their lines.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
   AgentLogRequestSchema,
@@ -29,6 +34,8 @@ export interface LogHubOptions {
 }
 
 export type PushListener = (clusterId: string, push: PushLogsRequest) => void;
+/** Told of clusters (ids) whose agents were handed the request. */
+export type AskedListener = (clusterIds: readonly string[]) => void;
 
 interface Known {
   readonly region: string;
@@ -38,14 +45,17 @@ interface Known {
 /** One agent's open channel: the messages ctrl has for it, in order. */
 export class ChannelQueue {
   readonly region: string;
+  /** The cluster whose agent holds the channel. */
+  readonly clusterId: string;
   #items: LogChannelMessage[] = [];
   #wake: (() => void) | undefined;
   #closed = false;
   readonly #backlog: number;
   readonly #onClose: () => void;
 
-  constructor(region: string, backlog: number, onClose: () => void) {
+  constructor(region: string, clusterId: string, backlog: number, onClose: () => void) {
     this.region = region;
+    this.clusterId = clusterId;
     this.#backlog = backlog;
     this.#onClose = onClose;
   }
@@ -97,7 +107,7 @@ export class LogHub {
   readonly #forgetAfterMs: number;
   readonly #backlog: number;
   readonly #channels = new Map<string, Set<ChannelQueue>>();
-  readonly #readers = new Map<string, { region: string; listener: PushListener }>();
+  readonly #readers = new Map<string, { region: string; listener: PushListener; asked?: AskedListener }>();
   readonly #known = new Map<string, Known>();
   #unsubscribe: (() => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -128,12 +138,12 @@ export class LogHub {
     return n;
   }
 
-  /** An agent's channel: requests of its region are sent to it while it is open. */
-  channel(region: string): ChannelQueue {
+  /** An agent's channel (of cluster `clusterId`): requests of its region are sent to it while it is open. */
+  channel(region: string, clusterId: string): ChannelQueue {
     let set = this.#channels.get(region);
     if (!set) this.#channels.set(region, (set = new Set()));
     const s = set;
-    const q: ChannelQueue = new ChannelQueue(region, this.#backlog, () => {
+    const q: ChannelQueue = new ChannelQueue(region, clusterId, this.#backlog, () => {
       s.delete(q);
       if (s.size === 0) this.#channels.delete(region);
     });
@@ -141,10 +151,13 @@ export class LogHub {
     return q;
   }
 
-  /** Asks the region's agents (on any replica) for logs; the returned function cancels. */
-  request(region: string, req: AgentLogRequest, listener: PushListener): () => void {
+  /**
+   * Asks the region's agents (on any replica) for logs; the returned function cancels. `asked`
+   * hears which clusters' agents were handed the request.
+   */
+  request(region: string, req: AgentLogRequest, listener: PushListener, asked?: AskedListener): () => void {
     const id = req.requestId;
-    this.#readers.set(id, { region, listener });
+    this.#readers.set(id, { region, listener, asked });
     this.#known.set(id, { region, seenAt: Date.now() });
     this.#bus.publish(`r|${region}|${Buffer.from(toBinary(AgentLogRequestSchema, req)).toString("base64")}`);
     return () => {
@@ -183,7 +196,17 @@ export class LogHub {
         case "r|": {
           const req = fromBinary(AgentLogRequestSchema, Buffer.from(body, "base64"));
           this.#known.set(req.requestId, { region: head, seenAt: Date.now() });
-          this.#toChannels(head, create(LogChannelMessageSchema, { message: { case: "request", value: req } }));
+          const clusters = this.#toChannels(
+            head,
+            create(LogChannelMessageSchema, { message: { case: "request", value: req } }),
+          );
+          // Cluster ids are short (ids of krane's own), so one message holds every one of a region.
+          if (clusters.length > 0) this.#bus.publish(`a|${req.requestId}|${clusters.join(",")}`);
+          break;
+        }
+        case "a|": {
+          const ids = body.split(",").filter((c) => c !== "");
+          if (ids.length > 0) this.#readers.get(head)?.asked?.(ids);
           break;
         }
         case "k|":
@@ -210,8 +233,14 @@ export class LogHub {
     }
   }
 
-  #toChannels(region: string, m: LogChannelMessage): void {
-    for (const c of this.#channels.get(region) ?? []) c.send(m);
+  /** Sends to the region's channels here; the clusters whose channels took it. */
+  #toChannels(region: string, m: LogChannelMessage): string[] {
+    const clusters: string[] = [];
+    for (const c of this.#channels.get(region) ?? []) {
+      c.send(m);
+      if (!c.closed) clusters.push(c.clusterId);
+    }
+    return clusters;
   }
 
   #tick(): void {

@@ -1,7 +1,11 @@
 // LogService (public: StreamLogs) and LogChannelService (agents: their standing channel and their
 // pushes). A StreamLogs call asks each region's agents through the hub, merges what comes back by
 // time (merge.ts), and sends it in batches; a reader that does not keep up makes the merge drop
-// lines (with a marker), never an agent wait.
+// lines (with a marker), never an agent wait. A region may have several clusters: the call waits
+// for every cluster the hub says was asked (and every one that answers), so a read does not end
+// when one cluster finished before another answered; one that stays silent past the answer
+// timeout ends with a marker naming it (following: a cluster that answered and then went silent
+// ends the stream `unavailable`, and the reader resumes).
 import { randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
@@ -14,6 +18,7 @@ import {
   LogService,
   StreamLogsResponseSchema,
   type LogEntry,
+  type PushLogsRequest,
   type StreamLogsResponse,
 } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { msToNs } from "../../contracts/logs.js";
@@ -44,6 +49,17 @@ export interface LogServiceDeps extends LogServiceOptions {
 
 const BATCH = 1_000;
 
+interface ClusterState {
+  /** Answered at least once. */
+  answered: boolean;
+  /** Finished its part (its last push, or given up). */
+  done: boolean;
+  /** When it last pushed, or was asked. */
+  lastHeard: number;
+  /** Told the reader it did not answer (once). */
+  warned: boolean;
+}
+
 interface RegionState {
   readonly region: string;
   /** The requests out for the region (several while its agent has not answered: each re-ask). */
@@ -52,9 +68,8 @@ interface RegionState {
   answered: boolean;
   /** Told the reader that no agent answered (once). */
   warned: boolean;
-  lastHeard: number;
-  /** Clusters that answered, and whether each is done. */
-  readonly clusters: Map<string, boolean>;
+  /** The clusters asked (by id) or that answered. */
+  readonly clusters: Map<string, ClusterState>;
   ended: boolean;
 }
 
@@ -80,6 +95,17 @@ function marker(region: string, kind: LogMarkerKind, message: string): LogEntry 
 export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService> {
   const answerTimeoutMs = d.answerTimeoutMs ?? 10_000;
   const capacity = d.capacity ?? 50_000;
+  const names = new Map<string, string>();
+  /** A cluster's name for a marker (its id when unknown). */
+  const clusterName = async (id: string): Promise<string> => {
+    let name = names.get(id);
+    if (name === undefined) {
+      const row = await d.store.db.selectFrom("clusters").select("name").where("id", "=", id).executeTakeFirst();
+      name = row?.name ?? id;
+      names.set(id, name);
+    }
+    return name;
+  };
   return {
     async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
       const q = validateLogQuery(req, Date.now());
@@ -107,7 +133,14 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           });
           st.askedAt = Date.now();
           const id = agentReq.requestId;
-          const cancelIt = d.hub.request(st.region, agentReq, (clusterId, push) => {
+          const onAsked = (clusterIds: readonly string[]): void => {
+            if (st.ended) return;
+            const now = Date.now();
+            for (const c of clusterIds)
+              if (!st.clusters.has(c))
+                st.clusters.set(c, { answered: false, done: false, lastHeard: now, warned: false });
+          };
+          const onPush = (clusterId: string, push: PushLogsRequest): void => {
             if (st.ended) return;
             if (!st.answered)
               // The first request the agent answers is the one: an agent slow to start may answer
@@ -119,8 +152,12 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
                 }
             const now = Date.now();
             st.answered = true;
-            st.lastHeard = now;
-            if (!st.clusters.get(clusterId)) st.clusters.set(clusterId, push.done);
+            const c = st.clusters.get(clusterId);
+            if (c) {
+              c.answered = true;
+              c.lastHeard = now;
+              c.done ||= push.done;
+            } else st.clusters.set(clusterId, { answered: true, done: push.done, lastHeard: now, warned: false });
             for (const e of push.entries) {
               // What the agent says of region and revision is not taken: ctrl knows them.
               e.region = st.region;
@@ -136,10 +173,10 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
                   `region ${st.region}: the agent could not read logs: ${push.error}`,
                 ),
               );
-            if ([...st.clusters.values()].every(Boolean)) st.ended = true;
+            if ([...st.clusters.values()].every((x) => x.done)) st.ended = true;
             wake?.();
-          });
-          st.asks.set(id, cancelIt);
+          };
+          st.asks.set(id, d.hub.request(st.region, agentReq, onPush, onAsked));
         };
         for (const region of target.regions) {
           const st: RegionState = {
@@ -147,7 +184,6 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             asks: new Map(),
             askedAt: 0,
             answered: false,
-            lastHeard: 0,
             clusters: new Map(),
             ended: false,
             warned: false,
@@ -174,15 +210,52 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
           if (ctx.signal.aborted) return;
           if (d.stop.aborted) throw new ConnectError("ctrl is shutting down; resume elsewhere", Code.Unavailable);
           const now = Date.now();
+          const within = `${Math.round(answerTimeoutMs / 1000)} s`;
           for (const st of regions) {
             if (st.ended) continue;
-            if (!st.answered && now - st.askedAt > answerTimeoutMs) {
+            for (const [id, c] of st.clusters) {
+              if (c.done || now - c.lastHeard <= answerTimeoutMs) continue;
+              const name = await clusterName(id);
+              if (q.follow) {
+                if (c.answered)
+                  throw new ConnectError(
+                    `the agent of cluster ${name} in region ${st.region} stopped answering (restarted or disconnected); resume from the last line`,
+                    Code.Unavailable,
+                  );
+                if (!c.warned)
+                  late.push(
+                    marker(
+                      st.region,
+                      LogMarkerKind.ERROR,
+                      `region ${st.region}: cluster ${name} did not answer within ${within} (see krane region clusters); its lines are missing until it does`,
+                    ),
+                  );
+                c.warned = true;
+                continue;
+              }
+              c.done = true;
+              late.push(
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  c.answered
+                    ? `region ${st.region}: cluster ${name} stopped answering; lines may be missing`
+                    : `region ${st.region}: cluster ${name} did not answer within ${within}; its lines are missing`,
+                ),
+              );
+            }
+            if (st.clusters.size > 0 && [...st.clusters.values()].every((c) => c.done)) {
+              st.ended = true;
+              cancelAll(st);
+              continue;
+            }
+            if (!st.answered && st.clusters.size === 0 && now - st.askedAt > answerTimeoutMs) {
               if (!st.warned)
                 late.push(
                   marker(
                     st.region,
                     LogMarkerKind.ERROR,
-                    `region ${st.region}: no agent answered within ${Math.round(answerTimeoutMs / 1000)} s (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
+                    `region ${st.region}: no agent answered within ${within} (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
                   ),
                 );
               st.warned = true;
@@ -192,21 +265,6 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
                 st.ended = true;
                 cancelAll(st);
               }
-            } else if (st.answered && now - st.lastHeard > answerTimeoutMs) {
-              if (q.follow)
-                throw new ConnectError(
-                  `the agent of region ${st.region} stopped answering (restarted or disconnected); resume from the last line`,
-                  Code.Unavailable,
-                );
-              st.ended = true;
-              cancelAll(st);
-              late.push(
-                marker(
-                  st.region,
-                  LogMarkerKind.ERROR,
-                  `region ${st.region}: the agent stopped answering; lines may be missing`,
-                ),
-              );
             }
           }
           if (unknown.size > 0) {
@@ -262,7 +320,7 @@ export function logChannelServiceImpl(d: LogServiceDeps): ServiceImpl<typeof Log
   return {
     async *openLogChannel(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      const ch = d.hub.channel(region);
+      const ch = d.hub.channel(region, agentPrincipal(ctx).clusterId);
       const signal = AbortSignal.any([ctx.signal, d.stop]);
       try {
         yield create(LogChannelMessageSchema, { message: { case: "keepaliveIntervalMs", value: keepaliveMs } });

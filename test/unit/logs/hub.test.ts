@@ -1,7 +1,7 @@
 // The log hub between ctrl replicas (two hubs on one bus stand for two replicas): a request
 // reaches the agents of its region wherever they are connected, their lines come back to the
-// reader's replica, a push for another region's request or a forgotten one is refused, and a
-// relayed batch always fits a NOTIFY payload.
+// reader's replica (which hears which clusters were asked), a push for another region's request or
+// a forgotten one is refused, and a relayed batch always fits a NOTIFY payload.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
@@ -31,8 +31,8 @@ test("a request reaches the region's agent on another replica, and its lines com
   const agentSide = new LogHub(bus);
   reader.start();
   agentSide.start();
-  const eu = agentSide.channel("eu");
-  const us = agentSide.channel("us");
+  const eu = agentSide.channel("eu", "c1");
+  const us = agentSide.channel("us", "c2");
   const got: string[] = [];
   const cancel = reader.request("eu", create(AgentLogRequestSchema, { requestId: "log_1" }), (_c, p) =>
     got.push(...p.entries.map((e) => (e.entry.case === "line" ? e.entry.value : ""))),
@@ -55,6 +55,28 @@ test("a request reaches the region's agent on another replica, and its lines com
   agentSide.close();
 });
 
+test("the reader hears which clusters were handed its request, from every replica", async () => {
+  const bus = new LocalLogBus();
+  const reader = new LogHub(bus);
+  const one = new LogHub(bus);
+  const two = new LogHub(bus);
+  for (const h of [reader, one, two]) h.start();
+  one.channel("eu", "c1");
+  two.channel("eu", "c2");
+  two.channel("us", "c3");
+  const asked: string[] = [];
+  reader.request(
+    "eu",
+    create(AgentLogRequestSchema, { requestId: "log_a" }),
+    () => undefined,
+    (ids) => asked.push(...ids),
+  );
+  await tick();
+  await tick();
+  assert.deepEqual(asked.sort(), ["c1", "c2"], "each eu cluster once; none of another region");
+  for (const h of [reader, one, two]) h.close();
+});
+
 test("a request whose reader's replica stopped keeping it alive is forgotten", async () => {
   const bus = new LocalLogBus();
   const dead = new LogHub(bus, { keepaliveMs: 20, forgetAfterMs: 60 });
@@ -73,7 +95,7 @@ test("a request whose reader's replica stopped keeping it alive is forgotten", a
 
 test("a channel whose agent does not read is closed past its backlog", () => {
   const hub = new LogHub(new LocalLogBus(), { channelBacklog: 2 });
-  const ch = hub.channel("eu");
+  const ch = hub.channel("eu", "c1");
   for (let i = 0; i < 3; i++) ch.send(create(PushLogsRequestSchema) as never);
   assert.equal(ch.closed, true);
   assert.equal(hub.channels, 0);

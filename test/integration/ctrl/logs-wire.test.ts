@@ -1,0 +1,213 @@
+// StreamLogs on every wire, and the clusters of a region: ctrl on SQLite over real HTTP/2, with
+// agents that speak the log channel protocol themselves (each a cluster token of its own, on a
+// Connect client as the real agent uses), so what they answer and when is up to the test. A
+// reader over gRPC and over gRPC-Web gets every line, and each refusal as its code; a region of
+// two clusters is read whole even when one cluster answers after the other finished, and a
+// cluster that never answers ends the read with a marker naming it.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Code, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  LogChannelService,
+  LogMarkerKind,
+  LogService,
+  type AgentLogRequest,
+  type LogEntry,
+} from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { msToNs } from "../../../src/contracts/logs.js";
+import { bearer, expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
+
+const REF = { workspace: "acme", project: "shop", environment: "production" };
+/** How long ctrl waits for a cluster that was asked (short: the test waits it out once). */
+const ANSWER_TIMEOUT_MS = 2_000;
+
+type Wire = "connect" | "grpc" | "grpc-web";
+
+function transport(url: string, token: string | null, wire: Wire): Transport {
+  const opts = { baseUrl: url, interceptors: [bearer(token)] };
+  if (wire === "grpc") return createGrpcTransport(opts);
+  if (wire === "grpc-web") return createGrpcWebTransport({ ...opts, httpVersion: "2" });
+  return createConnectTransport({ ...opts, httpVersion: "2" });
+}
+
+/** How a scripted agent answers a request: the pushes it makes, in order, after a delay each. */
+type Script = (req: AgentLogRequest) => { delayMs: number; lines: string[]; done: boolean }[];
+
+/**
+ * An agent of one cluster: opens its log channel and answers every request it hears with the
+ * script's pushes (lines of instance `<cluster>-pod`, timed now), as the agent's LogSession does.
+ */
+function scriptedAgent(
+  url: string,
+  token: string,
+  cluster: string,
+  script: Script,
+): { stop: () => void; heard: number } {
+  const abort = new AbortController();
+  const client = createClient(LogChannelService, transport(url, token, "connect"));
+  const state = { stop: () => abort.abort(), heard: 0 };
+  void (async () => {
+    for await (const m of client.openLogChannel({ region: "eu" }, { signal: abort.signal, timeoutMs: 0 })) {
+      if (m.message.case !== "request") continue;
+      state.heard++;
+      const req = m.message.value;
+      void (async () => {
+        for (const step of script(req)) {
+          await new Promise((r) => setTimeout(r, step.delayMs));
+          if (abort.signal.aborted) return;
+          const res = await client.pushLogs({
+            region: "eu",
+            requestId: req.requestId,
+            done: step.done,
+            entries: step.lines.map((line) => ({
+              timeUnixNano: msToNs(Date.now()),
+              instance: `${cluster}-pod`,
+              entry: { case: "line" as const, value: line },
+            })),
+          });
+          if (res.cancelled) return;
+        }
+      })().catch(() => undefined);
+    }
+  })().catch(() => undefined);
+  return state;
+}
+
+async function readAll(client: Client<typeof LogService>, req: object = {}): Promise<LogEntry[]> {
+  const out: LogEntry[] = [];
+  for await (const res of client.streamLogs({ ...REF, ...req }, { timeoutMs: 30_000 })) out.push(...res.entries);
+  return out;
+}
+
+const linesOf = (entries: LogEntry[]): string[] =>
+  entries.flatMap((e) => (e.entry.case === "line" ? [`${e.instance}: ${e.entry.value}`] : []));
+const markersOf = (entries: LogEntry[]): string[] =>
+  entries.flatMap((e) =>
+    e.entry.case === "marker" ? [`${LogMarkerKind[e.entry.value.kind]} ${e.entry.value.message}`] : [],
+  );
+
+describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () => {
+  const dir = tempDir();
+  let ctrl: TestCtrl;
+  const agents: { stop: () => void }[] = [];
+  before(async () => {
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { logs: { answerTimeoutMs: ANSWER_TIMEOUT_MS, holdMs: 50 } });
+    const t = ctrl.adminToken;
+    await ctrl.client(RegionService, t).createRegion({ name: "eu" });
+    await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
+    await ctrl.client(ProjectService, t).createProject({ workspace: REF.workspace, slug: REF.project });
+    await ctrl.client(EnvironmentService, t).createEnvironment({
+      ...REF,
+      slug: REF.environment,
+      regions: [{ region: "eu", replicas: 1 }],
+    });
+  });
+  /** Waits until exactly `n` agent channels are open on ctrl. */
+  const channels = async (n: number): Promise<void> => {
+    const deadline = Date.now() + 20_000;
+    while (ctrl.logHub.channels !== n) {
+      if (Date.now() > deadline) throw new Error(`${ctrl.logHub.channels} log channels open, not ${n}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  after(async () => {
+    for (const a of agents) a.stop();
+    await ctrl.close();
+    dir.remove();
+  });
+
+  it("a reader over gRPC and over gRPC-Web gets every line; refusals arrive as their codes", async () => {
+    const lines = Array.from({ length: 50 }, (_, i) => `line ${i + 1}`);
+    const agent = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "one"), "one", () => [
+      { delayMs: 0, lines: lines.slice(0, 20), done: false },
+      { delayMs: 20, lines: lines.slice(20), done: true },
+    ]);
+    agents.push(agent);
+    try {
+      await channels(1);
+      const clusterToken = await ctrl.agentToken("eu", "intruder");
+      for (const wire of ["grpc", "grpc-web"] as const) {
+        const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, wire));
+        const got = await readAll(api);
+        assert.deepEqual(
+          linesOf(got),
+          lines.map((l) => `one-pod: ${l}`),
+          `${wire}: every line, in order`,
+        );
+        assert.ok(
+          got.every((e) => e.region === "eu"),
+          `${wire}: ctrl names the region`,
+        );
+        const first = async (c: Client<typeof LogService>, req: object): Promise<void> => {
+          for await (const _ of c.streamLogs({ ...REF, ...req })) break;
+        };
+        await expectCode(first(api, { tailLines: -1 }), Code.InvalidArgument, /tail_lines/);
+        await expectCode(first(api, { region: "mars" }), Code.InvalidArgument, /region/);
+        await expectCode(first(api, { environment: "nowhere" }), Code.NotFound, /environment "nowhere"/);
+        await expectCode(first(createClient(LogService, transport(ctrl.url, null, wire)), {}), Code.Unauthenticated);
+        await expectCode(
+          first(createClient(LogService, transport(ctrl.url, clusterToken, wire)), {}),
+          Code.PermissionDenied,
+        );
+      }
+    } finally {
+      agent.stop();
+      await channels(0);
+    }
+  });
+
+  it("a region of two clusters is read whole, though one answers after the other finished", async () => {
+    const quick = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "quick"), "quick", () => [
+      { delayMs: 0, lines: ["q1", "q2"], done: true },
+    ]);
+    // Starts answering well after the quick cluster is done (and within ctrl's answer timeout).
+    const slow = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "slow"), "slow", () => [
+      { delayMs: 800, lines: ["s1"], done: false },
+      { delayMs: 100, lines: ["s2"], done: true },
+    ]);
+    agents.push(quick, slow);
+    try {
+      await channels(2);
+      const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, "connect"));
+      const got = await readAll(api);
+      assert.deepEqual(linesOf(got).sort(), ["quick-pod: q1", "quick-pod: q2", "slow-pod: s1", "slow-pod: s2"]);
+      assert.deepEqual(markersOf(got), [], "nothing missing");
+    } finally {
+      quick.stop();
+      slow.stop();
+      await channels(0);
+    }
+  });
+
+  it("a cluster that was asked and never answers ends the read with a marker naming it", async () => {
+    const quick = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "quick"), "quick", () => [
+      { delayMs: 0, lines: ["q1"], done: true },
+    ]);
+    const mute = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "mute"), "mute", () => []);
+    agents.push(quick, mute);
+    try {
+      await channels(2);
+      const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, "connect"));
+      const started = Date.now();
+      const got = await readAll(api);
+      assert.deepEqual(linesOf(got), ["quick-pod: q1"]);
+      const markers = markersOf(got);
+      assert.equal(markers.length, 1, markers.join("\n"));
+      assert.equal(mute.heard, 1, "the mute cluster was asked");
+      assert.match(markers[0] ?? "", /^ERROR region eu: cluster mute did not answer within 2 s/);
+      assert.ok(Date.now() - started >= ANSWER_TIMEOUT_MS, "it was waited for");
+    } finally {
+      quick.stop();
+      mute.stop();
+      await channels(0);
+    }
+  });
+});
