@@ -3,7 +3,8 @@
 // Connect client as the real agent uses), so what they answer and when is up to the test. A
 // reader over gRPC and over gRPC-Web gets every line, and each refusal as its code; a region of
 // two clusters is read whole even when one cluster answers after the other finished, and a
-// cluster that never answers ends the read with a marker naming it.
+// cluster that never answers ends the read with a marker naming it; a reader that stops reading
+// never holds up an agent, and once it reads again it is told how many lines it missed.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -28,6 +29,8 @@ import { bearer, expectCode, startTestCtrl, tempDir, type TestCtrl } from "./sup
 const REF = { workspace: "acme", project: "shop", environment: "production" };
 /** How long ctrl waits for a cluster that was asked (short: the test waits it out once). */
 const ANSWER_TIMEOUT_MS = 2_000;
+/** Entries a StreamLogs call holds for its reader at most (ctrl's `logs.capacity`; small here). */
+const CAPACITY = 2_000;
 
 type Wire = "connect" | "grpc" | "grpc-web";
 
@@ -50,10 +53,10 @@ function scriptedAgent(
   token: string,
   cluster: string,
   script: Script,
-): { stop: () => void; heard: number } {
+): { stop: () => void; heard: number; pushed: number } {
   const abort = new AbortController();
   const client = createClient(LogChannelService, transport(url, token, "connect"));
-  const state = { stop: () => abort.abort(), heard: 0 };
+  const state = { stop: () => abort.abort(), heard: 0, pushed: 0 };
   void (async () => {
     for await (const m of client.openLogChannel({ region: "eu" }, { signal: abort.signal, timeoutMs: 0 })) {
       if (m.message.case !== "request") continue;
@@ -73,6 +76,7 @@ function scriptedAgent(
               entry: { case: "line" as const, value: line },
             })),
           });
+          state.pushed += step.lines.length;
           if (res.cancelled) return;
         }
       })().catch(() => undefined);
@@ -99,7 +103,9 @@ describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () =
   let ctrl: TestCtrl;
   const agents: { stop: () => void }[] = [];
   before(async () => {
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { logs: { answerTimeoutMs: ANSWER_TIMEOUT_MS, holdMs: 50 } });
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      logs: { answerTimeoutMs: ANSWER_TIMEOUT_MS, holdMs: 50, capacity: CAPACITY },
+    });
     const t = ctrl.adminToken;
     await ctrl.client(RegionService, t).createRegion({ name: "eu" });
     await ctrl.client(WorkspaceService, t).createWorkspace({ slug: REF.workspace });
@@ -207,6 +213,76 @@ describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () =
     } finally {
       quick.stop();
       mute.stop();
+      await channels(0);
+    }
+  });
+
+  it("a reader that stops reading holds up no agent, and learns how many lines it missed once it reads again", async () => {
+    const TOTAL = 40_000;
+    const BATCH = 500;
+    const seq = (i: number): string => `seq=${i} ${"x".repeat(40)}`;
+    // The agent pushes every line as fast as ctrl answers, the way an agent relays a busy log.
+    const agent = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "busy"), "busy", () =>
+      Array.from({ length: TOTAL / BATCH }, (_, b) => ({
+        delayMs: 0,
+        lines: Array.from({ length: BATCH }, (_, i) => seq(b * BATCH + i + 1)),
+        done: false,
+      })),
+    );
+    agents.push(agent);
+    const abort = new AbortController();
+    try {
+      await channels(1);
+      const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, "connect"));
+      const reader = api
+        .streamLogs({ ...REF, follow: true }, { signal: abort.signal, timeoutMs: 0 })
+        [Symbol.asyncIterator]();
+      const got: LogEntry[] = [];
+      // One answer read, then nothing while the agent pushes all of its lines.
+      const first = await reader.next();
+      if (!first.done) got.push(...first.value.entries);
+      const deadline = Date.now() + 60_000;
+      while (agent.pushed < TOTAL) {
+        if (Date.now() > deadline) throw new Error(`the agent pushed ${agent.pushed} of ${TOTAL} lines`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // The reader reads again: every line is either printed or counted in a marker.
+      const count = (): { lines: number; dropped: number } => {
+        let lines = 0;
+        let dropped = 0;
+        for (const e of got)
+          if (e.entry.case === "line") lines++;
+          else if (e.entry.case === "marker" && e.entry.value.kind === LogMarkerKind.DROPPED)
+            dropped += Number(e.entry.value.dropped);
+        return { lines, dropped };
+      };
+      for (let c = count(); c.lines + c.dropped < TOTAL; c = count()) {
+        const r = await reader.next();
+        if (r.done) break;
+        got.push(...r.value.entries);
+      }
+      const { lines, dropped } = count();
+      assert.equal(lines + dropped, TOTAL, "every line printed or counted as dropped");
+      assert.ok(dropped > 0 && lines >= CAPACITY, `${lines} lines read, ${dropped} dropped`);
+      const markers = got.filter((e) => e.entry.case === "marker");
+      assert.ok(
+        markers.every(
+          (e) =>
+            e.entry.case === "marker" &&
+            e.entry.value.kind === LogMarkerKind.DROPPED &&
+            e.entry.value.message === "the reader did not keep up" &&
+            e.instance === "busy-pod",
+        ),
+        "the markers say what was dropped, of which instance",
+      );
+      // What was kept is in order, without a line twice.
+      const numbers = got.flatMap((e) =>
+        e.entry.case === "line" ? [Number(/^seq=(\d+)/.exec(e.entry.value)?.[1])] : [],
+      );
+      for (let i = 1; i < numbers.length; i++) assert.ok((numbers[i - 1] as number) < (numbers[i] as number));
+    } finally {
+      abort.abort();
+      agent.stop();
       await channels(0);
     }
   });
