@@ -17,12 +17,14 @@ import type { DescMessage, DescMethod, DescService, MessageShape } from "@bufbui
 import { toJson } from "@bufbuild/protobuf";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type * as http2 from "node:http2";
 import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
 import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
+import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../contracts/http2.js";
 import * as view from "./status-view.js";
 import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
@@ -247,6 +249,7 @@ export class Ctrl {
     this.transport = createConnectTransport({
       baseUrl,
       httpVersion: "2",
+      sessionManager: wideWindowSessions(baseUrl),
       interceptors: [idempotencyKeys(), retry, bearer],
       defaultTimeoutMs: 30_000,
     });
@@ -332,4 +335,40 @@ export function printTable(head: string[], rows: (string | number)[][]): void {
   const table = new Table({ head, style: { head: [], border: [] } });
   for (const r of rows) table.push(r.map(String));
   process.stdout.write(`${table.toString()}\n`);
+}
+
+/**
+ * Connect's HTTP/2 session manager with wide receive windows (contracts/http2.ts), so a busy
+ * `krane logs -f` stream is not held to a round trip per 64 KiB: the stream's window is set when
+ * the connection opens, the connection's on its first request.
+ */
+function wideWindowSessions(baseUrl: string): {
+  authority: string;
+  request(
+    method: string,
+    path: string,
+    headers: http2.OutgoingHttpHeaders,
+    options: Omit<http2.ClientSessionRequestOptions, "signal">,
+  ): Promise<http2.ClientHttp2Stream>;
+  notifyResponseByteRead(stream: http2.ClientHttp2Stream): void;
+} {
+  const manager = new Http2SessionManager(baseUrl, undefined, { settings: { initialWindowSize: HTTP2_STREAM_WINDOW } });
+  const widened = new WeakSet<http2.Http2Session>();
+  return {
+    authority: manager.authority,
+    async request(method, path, headers, options) {
+      const stream = await manager.request(method, path, headers, options);
+      const session = stream.session;
+      if (session && !widened.has(session)) {
+        widened.add(session);
+        try {
+          session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW);
+        } catch {
+          // A session already closing: nothing to widen.
+        }
+      }
+      return stream;
+    },
+    notifyResponseByteRead: (stream) => manager.notifyResponseByteRead(stream),
+  };
 }

@@ -86,6 +86,7 @@ import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
+import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../../contracts/http2.js";
 import {
   DEFAULT_IDEMPOTENCY_RETENTION_MS,
   idempotencyInterceptor,
@@ -509,10 +510,15 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   };
   const server: http2.Http2Server = config.tls
     ? http2.createSecureServer(
-        { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true },
+        {
+          cert: readFileSync(config.tls.certFile),
+          key: readFileSync(config.tls.keyFile),
+          allowHTTP1: true,
+          settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
+        },
         withVersion,
       )
-    : http2.createServer({}, withVersion);
+    : http2.createServer({ settings: { initialWindowSize: HTTP2_STREAM_WINDOW } }, withVersion);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
   // half-closed, and the server only reports closed once every socket is gone.
@@ -524,6 +530,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const pingEvery = config.pingIntervalMs ?? 15_000;
   server.on("session", (session: http2.ServerHttp2Session) => {
     sessions.add(session);
+    // Wide receive windows (contracts/http2.ts): an agent's batch of log lines arrives in one go.
+    try {
+      session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW);
+    } catch {
+      // A session already closing: nothing to widen.
+    }
     // Keep-alive: a peer that does not answer a PING within the interval is gone; closing its
     // session ends its streams and frees their resources.
     let waiting = false;

@@ -4,8 +4,10 @@
 // reader over gRPC and over gRPC-Web gets every line, and each refusal as its code; a region of
 // two clusters is read whole even when one cluster answers after the other finished, and a
 // cluster that never answers ends the read with a marker naming it; a reader that stops reading
-// never holds up an agent, and once it reads again it is told how many lines it missed.
+// never holds up an agent, and once it reads again it is told how many lines it missed; ctrl's
+// HTTP/2 receive windows are wide enough that a batch of lines is not held to 64 KiB per round trip.
 import assert from "node:assert/strict";
+import * as http2 from "node:http2";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, createClient, type Client, type Transport } from "@connectrpc/connect";
@@ -23,6 +25,7 @@ import {
   type AgentLogRequest,
   type LogEntry,
 } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../../../src/contracts/http2.js";
 import { msToNs } from "../../../src/contracts/logs.js";
 import { bearer, expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
@@ -284,6 +287,23 @@ describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () =
       abort.abort();
       agent.stop();
       await channels(0);
+    }
+  });
+
+  it("ctrl's HTTP/2 windows let a batch of lines arrive without a round trip per 64 KiB", async () => {
+    const session = http2.connect(ctrl.url);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        session.once("remoteSettings", () => resolve());
+        session.once("error", reject);
+      });
+      assert.equal(session.remoteSettings.initialWindowSize, HTTP2_STREAM_WINDOW, "per stream");
+      // The connection's window comes in a WINDOW_UPDATE right after the settings: a PING after it
+      // comes back once it was read.
+      await new Promise<void>((resolve, reject) => session.ping((err) => (err ? reject(err) : resolve())));
+      assert.equal(session.state.remoteWindowSize, HTTP2_CONNECTION_WINDOW, "per connection");
+    } finally {
+      session.close();
     }
   });
 });
