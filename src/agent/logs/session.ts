@@ -43,9 +43,15 @@ export interface LogSessionDeps {
 }
 
 export const HEARTBEAT_MS = 2_000;
-/** A batch carries at most this many entries, about this much text. */
-const BATCH_ENTRIES = 2_000;
-const BATCH_BYTES = 1024 * 1024;
+/**
+ * A batch carries at most this many entries, about this much text: all the buffer holds, short of
+ * ctrl's 4 MiB request limit. The push loop sends one batch per round trip, and on a busy machine a
+ * round trip can take seconds (the agent reads its pods' logs in bursts that hold the event loop);
+ * a batch capped at 2,000 entries then relayed at most 2,000 lines per round trip, below what 20
+ * busy instances write, and the buffer grew until it dropped.
+ */
+const BATCH_ENTRIES = DEFAULT_BUFFER.maxEntries;
+const BATCH_BYTES = 1536 * 1024;
 /** Pushes that fail in a row before the request is given up (ctrl gone: its reader is gone too). */
 const PUSH_ATTEMPTS = 3;
 
