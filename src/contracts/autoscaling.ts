@@ -323,3 +323,37 @@ export function describePolicy(p: AutoscalePolicy | null): string {
   if (p.scaleToZero) parts.push(`to zero after ${p.scaleToZero.idleSeconds}s idle`);
   return parts.join(", ");
 }
+
+/** The policy's shape on the wire (krane.ctrl.v1.AutoscalePolicy), structurally. */
+export interface WirePolicy {
+  readonly minReplicas: number;
+  readonly maxReplicas: number;
+  readonly concurrencyTarget?: number;
+  readonly cpuTargetPercent?: number;
+  readonly scaleUpWindowSeconds: number;
+  readonly scaleDownWindowSeconds: number;
+  readonly maxStep?: number;
+  readonly scaleToZero?: {
+    readonly idleSeconds: number;
+    readonly maxHeldRequests: number;
+    readonly heldTimeoutSeconds: number;
+  };
+}
+
+/** A policy read off the wire (validate it with policyProblem before acting on it). */
+export function policyFromWire(m: WirePolicy): AutoscalePolicy {
+  const z = m.scaleToZero;
+  return {
+    minReplicas: m.minReplicas,
+    maxReplicas: m.maxReplicas,
+    concurrencyTarget: m.concurrencyTarget ?? null,
+    cpuTargetPercent: m.cpuTargetPercent ?? null,
+    scaleUpWindowSeconds: m.scaleUpWindowSeconds,
+    scaleDownWindowSeconds: m.scaleDownWindowSeconds,
+    maxStep: m.maxStep ?? null,
+    scaleToZero:
+      z === undefined
+        ? null
+        : { idleSeconds: z.idleSeconds, maxHeldRequests: z.maxHeldRequests, heldTimeoutSeconds: z.heldTimeoutSeconds },
+  };
+}

@@ -149,7 +149,10 @@ const policies = fc.record({
 test("property: stored text round-trips every policy", () => {
   fc.assert(
     fc.property(policies, (p) => {
-      assert.deepEqual(parseStoredPolicy(formatPolicy(p)), { ...p, scaleToZero: p.scaleToZero ? { ...p.scaleToZero } : null });
+      assert.deepEqual(parseStoredPolicy(formatPolicy(p)), {
+        ...p,
+        scaleToZero: p.scaleToZero ? { ...p.scaleToZero } : null,
+      });
     }),
   );
   assert.equal(parseStoredPolicy(null), null);
