@@ -3,6 +3,8 @@
 // shape and one validation for all of them, so ctrl and the agent refuse the same policies with
 // the same field names.
 
+/** The most replicas an environment may have in one region (ctrl's limit, the agent's check). */
+export const REGION_REPLICAS_MAX = 1000;
 /** Requests a region's sentinels hold for an environment at zero replicas, unless configured. */
 export const DEFAULT_HELD_REQUESTS = 1_000;
 /** How long a held request waits for an instance before it is answered 503, unless configured. */
