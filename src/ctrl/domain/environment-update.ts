@@ -1,5 +1,6 @@
 // Changing an environment after creation (UpdateEnvironment): sentinel settings, rollout policy,
-// the autoscaling policy (re-rendered into every sentinel, which carries it to the agents), replicas per region, and the regions themselves, in one write transaction.
+// the autoscaling policy (re-rendered into every sentinel, which carries it to the agents),
+// replicas per region, and the regions themselves, in one write transaction.
 //
 // What each change does to desired state:
 //   - sentinel settings: every sentinel of the environment is re-rendered (or created in each

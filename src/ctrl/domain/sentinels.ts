@@ -2,8 +2,8 @@
 // has sentinel settings. `syncSentinels` is the one rule that keeps them so: whenever the
 // environment's row or regions change, it creates the missing ones, drops those of regions left
 // (or all of them when the settings went), and re-renders every other one whose payload changed
-// (sentinel settings, routing, edge auth, autoscaling policy: each sentinel's desired state is rendered from the
-// environment's row). Reports of a sentinel's health, address and the routing version it serves
+// (sentinel settings, routing, edge auth, autoscaling policy: each sentinel's desired state is
+// rendered from the environment's row and its region's). Reports of a sentinel's health, address and the routing version it serves
 // are recorded here too.
 import type { Kysely } from "kysely";
 import { parseStoredPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
@@ -45,7 +45,7 @@ async function regionAutoscale(
 }
 
 /** Writes the sentinel's desired state, rendered from the environment and its region. */
-export async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
+async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
   await tx.putDesired(
     sentinel.region,
     sentinelPayloads.name,
