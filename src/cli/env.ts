@@ -15,6 +15,32 @@ import {
   type UserContext,
 } from "./command.js";
 import { isProgressive, progressiveGiven, progressiveOf, type ProgressiveFlags } from "./progressive-options.js";
+import { describePolicy, parseAutoscaleSpec, parseScaleToZeroSpec, policyFromWire } from "../contracts/autoscaling.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { AutoscaleUpdateSchema } from "../gen/krane/ctrl/v1/autoscale_pb.js";
+
+type AutoscaleChange = Exclude<MessageInitShape<typeof AutoscaleUpdateSchema>, { $typeName: string }>;
+
+/** The autoscaling part of `env update`: the change, "remove", or undefined when none was asked. */
+function autoscaleFlags(f: EnvUpdateFlags): AutoscaleChange | "remove" | undefined {
+  if (f.autoscale === false) {
+    if (typeof f.scaleToZero === "string") throw new Error("--no-autoscale cannot be combined with --scale-to-zero");
+    return "remove";
+  }
+  if (f.autoscale === undefined && f.scaleToZero === undefined) return undefined;
+  const spec = f.autoscale === undefined ? {} : parseAutoscaleSpec("--autoscale", f.autoscale);
+  const out: { -readonly [K in keyof AutoscaleChange]: AutoscaleChange[K] } = { ...spec };
+  if (f.scaleToZero === false) out.removeScaleToZero = true;
+  else if (f.scaleToZero !== undefined) {
+    const z = parseScaleToZeroSpec("--scale-to-zero", f.scaleToZero);
+    out.scaleToZero = z;
+    // Scale-to-zero means a floor of 0 while idle: unless a min was given, ask for it.
+    if (out.minReplicas === undefined) out.minReplicas = 0;
+  } else if (f.autoscale !== undefined && spec.minReplicas === 0) {
+    throw new Error("--autoscale: min=0 needs --scale-to-zero idle=<duration>");
+  }
+  return out;
+}
 
 interface EnvFlags extends ConnectionFlags, ProgressiveFlags {
   region: string[];
@@ -37,6 +63,10 @@ interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
   removeRegion: string[];
   /** --paused / --no-paused; undefined when neither. */
   paused?: boolean;
+  /** The spec of --autoscale; false with --no-autoscale. */
+  autoscale?: string | false;
+  /** The spec of --scale-to-zero; false with --no-scale-to-zero. */
+  scaleToZero?: string | false;
 }
 
 export function envRow(e: Environment): (string | number)[] {
@@ -73,6 +103,12 @@ function printEnvironment(x: UserContext, environment: Environment): void {
     return;
   }
   x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(environment)]);
+  const a = environment.autoscale;
+  const rows: string[][] = [];
+  if (a) rows.push(["(environment)", describePolicy(policyFromWire(a))]);
+  for (const ra of environment.regionAutoscale)
+    rows.push([ra.region, ra.policy ? describePolicy(policyFromWire(ra.policy)) : "off"]);
+  if (rows.length > 0) x.printTable(["AUTOSCALE", "POLICY"], rows);
   const r = environment.rollout;
   if (!r) return;
   const strategy = r.strategy === x.api.RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
@@ -261,7 +297,17 @@ export function registerEnvCommands(program: Command): void {
     .option("--no-sentinel", "remove the sentinel from every region");
   withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
     .option("--paused", "pause rollouts (like `krane rollout pause`)")
-    .option("--no-paused", "resume rollouts (like `krane rollout resume`)");
+    .option("--no-paused", "resume rollouts (like `krane rollout resume`)")
+    .option(
+      "--autoscale <spec>",
+      "autoscale each region from its sentinels' load: min=1,max=20,concurrency=50[,cpu=80%][,up=0s][,down=5m][,step=4] (only what is given changes)",
+    )
+    .option("--no-autoscale", "stop autoscaling: each region keeps the count it was last scaled to")
+    .option(
+      "--scale-to-zero <spec>",
+      "scale a region to 0 after idle=5m without requests; the next request wakes it (held=1000 requests at most, timeout=30s)",
+    )
+    .option("--no-scale-to-zero", "keep at least min replicas while idle");
   withConnection(envUpdate, { workspace: true }).action(
     userAction(async (x, target: string, f: EnvUpdateFlags) => {
       const regions = f.region.map((r) => {
@@ -286,7 +332,15 @@ export function registerEnvCommands(program: Command): void {
         paused: f.paused,
       };
       const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
-      if (!sentinelGiven && f.sentinel && !rolloutGiven && regions.length === 0 && f.removeRegion.length === 0) {
+      const autoscale = autoscaleFlags(f);
+      if (
+        !sentinelGiven &&
+        f.sentinel &&
+        !rolloutGiven &&
+        autoscale === undefined &&
+        regions.length === 0 &&
+        f.removeRegion.length === 0
+      ) {
         throw new Error("nothing to change: give at least one option (krane env update --help)");
       }
       const { environment: updated } = await x.ctrl.client(x.api.EnvironmentService).updateEnvironment({
@@ -304,6 +358,8 @@ export function registerEnvCommands(program: Command): void {
         rollout: rolloutGiven ? rollout : undefined,
         regions,
         removeRegions: f.removeRegion,
+        autoscale: autoscale === undefined || autoscale === "remove" ? undefined : autoscale,
+        removeAutoscale: autoscale === "remove",
       });
       if (updated) printEnvironment(x, updated);
     }),

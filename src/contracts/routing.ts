@@ -310,6 +310,11 @@ export interface SentinelRevisionStatus {
   readonly endpoints: number;
   readonly routable: number;
   readonly ejected: number;
+  /**
+   * Requests in flight to its instances now (the balancer's per-instance count, added up): what
+   * the region's autoscaler judges this revision by. Absent from sentinels older than autoscaling.
+   */
+  readonly inFlight?: number;
 }
 
 /** GET SENTINEL_STATUS_PATH on the ops port. */
@@ -330,6 +335,11 @@ export interface SentinelStatus {
   /** ISO time of the last change of the table. */
   readonly tableUpdatedAt: string | null;
   readonly inFlight: number;
+  /**
+   * ISO time the last request reached this sentinel (null: none since it started): what
+   * scale-to-zero's idle window is measured from. Absent from sentinels older than autoscaling.
+   */
+  readonly lastRequestAt?: string | null;
 }
 
 /** The slice port the sentinel dials. */

@@ -99,6 +99,11 @@ export class RequestPath {
   inFlight = 0;
   /** Set when draining: HTTP/1.1 answers say Connection: close. */
   draining = false;
+  /**
+   * When the last request began (the request's own performance.now() start, so the hot path
+   * reads no extra clock); NaN before the first one.
+   */
+  lastStarted = Number.NaN;
 
   constructor(o: RequestPathOptions) {
     this.o = o;
@@ -152,6 +157,7 @@ export class Trip {
     this.#o = path.o;
     this.#started = started;
     path.inFlight++;
+    path.lastStarted = started;
     this.method = head.method;
     this.hasBody = head.hasBody;
     this.requestId = isSaneRequestId(head.requestId) ? head.requestId : randomUUID();

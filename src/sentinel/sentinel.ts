@@ -205,12 +205,16 @@ export class Sentinel {
           endpoints: r.instances.length,
           routable: r.instances.length - ejected,
           ejected,
+          inFlight: r.instances.reduce((n, i) => n + i.outstanding, 0),
         };
       }),
       policyError: this.#policyError ?? null,
       kubeConnected: this.#source.connected,
       tableUpdatedAt: this.#tableUpdatedAt?.toISOString() ?? null,
       inFlight: this.#path.inFlight,
+      lastRequestAt: Number.isNaN(this.#path.lastStarted)
+        ? null
+        : new Date(Date.now() - (performance.now() - this.#path.lastStarted)).toISOString(),
     };
   }
 

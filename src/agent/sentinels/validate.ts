@@ -5,6 +5,7 @@
 import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
 import { routingSliceName } from "../../contracts/routing.js";
+import { policyFromWire, policyProblem, REGION_REPLICAS_MAX } from "../../contracts/autoscaling.js";
 
 /**
  * The sentinel's name becomes a Service name as well as a Deployment name, and Service names
@@ -56,6 +57,11 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
       sum += w.weight;
     }
     if (r.mode === "weighted" && sum !== 100) return `routing weights add up to ${sum}, not 100`;
+  }
+  // The autoscaler acts on this policy: one ctrl would have refused is refused here too.
+  if (s.autoscale) {
+    const problem = policyProblem(policyFromWire(s.autoscale), REGION_REPLICAS_MAX);
+    if (problem) return `${problem.field}: ${problem.problem}`;
   }
   return undefined;
 }

@@ -1,8 +1,11 @@
 // Database rows → public API messages.
+import { parseStoredPolicy } from "../../contracts/autoscaling.js";
 import type { ProgressiveSpec } from "../../rollout/progressive/index.js";
+import { autoscaleMsg } from "../payloads/sentinel.js";
 import { progressiveMsg } from "../validate/progressive.js";
 import { create } from "@bufbuild/protobuf";
 import {
+  RegionAutoscaleSchema,
   ApiTokenSchema,
   ClusterSchema,
   DeploymentSchema,
@@ -62,13 +65,26 @@ export function projectMsg(p: ProjectRow): Project {
   });
 }
 
-export function environmentMsg(e: EnvironmentRow, regions: { region: string; replicas: number }[]): Environment {
+/** `regions[].autoscale`: a region's own policy as stored (JSON or "off"); absent or null: the environment's. */
+export function environmentMsg(
+  e: EnvironmentRow,
+  regions: { region: string; replicas: number; autoscale?: string | null }[],
+): Environment {
+  const autoscale = parseStoredPolicy(e.autoscale);
   return create(EnvironmentSchema, {
     id: e.id,
     workspaceId: e.workspace_id,
     projectId: e.project_id,
     slug: e.slug,
-    regions: regions.map((r) => create(RegionReplicasSchema, r)),
+    regions: regions.map((r) => create(RegionReplicasSchema, { region: r.region, replicas: r.replicas })),
+    ...(autoscale === null ? {} : { autoscale: autoscaleMsg(autoscale) }),
+    regionAutoscale: regions.flatMap((r) => {
+      if (r.autoscale === undefined || r.autoscale === null) return [];
+      const own = r.autoscale === "off" ? null : parseStoredPolicy(r.autoscale);
+      return [
+        create(RegionAutoscaleSchema, { region: r.region, ...(own === null ? {} : { policy: autoscaleMsg(own) }) }),
+      ];
+    }),
     sentinel:
       e.sentinel_image === null
         ? undefined

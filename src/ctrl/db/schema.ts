@@ -75,6 +75,20 @@ export interface EnvironmentsTable {
    * null, routes every running instance an equal share.
    */
   routing_regions: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0025: the autoscaling policy (JSON AutoscalePolicy, src/contracts/autoscaling.ts), null: none. */
+  autoscale: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Migration 0025: what a region's agent last decided for an environment's replica count. */
+export interface AutoscaleStatusTable {
+  environment_id: string;
+  region: string;
+  replicas: number;
+  reason: string;
+  /** When the agent decided (its clock, unix ms). */
+  decided_at: number;
+  /** When ctrl recorded it (unix ms). */
+  reported_at: number;
 }
 
 /** Migration 0011: the state of an environment's progressive rollout. */
@@ -93,6 +107,8 @@ export interface EnvironmentRegionsTable {
   environment_id: string;
   region: string;
   replicas: number;
+  /** Migration 0025: the region's own autoscaling policy (JSON), "off", or null: the environment's. */
+  autoscale: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface DeploymentsTable {
@@ -650,6 +666,7 @@ export interface Database {
   projects: ProjectsTable;
   environments: EnvironmentsTable;
   environment_regions: EnvironmentRegionsTable;
+  autoscale_status: AutoscaleStatusTable;
   deployments: DeploymentsTable;
   sentinels: SentinelsTable;
   desired_objects: DesiredObjectsTable;

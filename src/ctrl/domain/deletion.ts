@@ -23,6 +23,7 @@
 // then the project or workspace once its last environment is gone, leaving one event per purge in
 // the workspace's audit chain (./audit.ts; the call that asked for the deletion has its own event).
 // Nothing waits on anything but confirmations and the operator: no finalizer can stick.
+import { forgetAutoscaleDecisions } from "./autoscale.js";
 import type { Kysely } from "kysely";
 import { forgetDesiredOf, type WriteTx } from "../db/outbox.js";
 import { parseJsonList, type Database, type EnvironmentRow } from "../db/schema.js";
@@ -295,6 +296,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await purgeJobs(tx, id);
   await purgeDeployments(tx, id);
   await purgeSentinels(tx, id);
+  await forgetAutoscaleDecisions(tx, id);
   await purgeRollouts(tx, id);
   await purgeSettings(tx, id);
   await purgeDataKeys(tx, id);

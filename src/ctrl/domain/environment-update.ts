@@ -1,4 +1,5 @@
 // Changing an environment after creation (UpdateEnvironment): sentinel settings, rollout policy,
+// the autoscaling policy (re-rendered into every sentinel, which carries it to the agents),
 // replicas per region, and the regions themselves, in one write transaction.
 //
 // What each change does to desired state:
@@ -16,15 +17,23 @@
 //     record starts on the revision the environment's other regions are on (so a region added
 //     after a rollback runs the rolled-back revision, not the newest), which the driver then
 //     scales up.
+import {
+  formatPolicy,
+  mergePolicy,
+  parseStoredPolicy,
+  policyProblem,
+  type AutoscalePolicy,
+} from "../../contracts/autoscaling.js";
 import { formatSpec, parseStoredSpec } from "../../rollout/progressive/index.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { failedPrecondition, notFound } from "../errors.js";
+import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import { deploymentPayloads } from "../payloads/deployment.js";
 import { mergeRolloutPolicy, mergeSentinel } from "../validate/api.js";
 import { LIMITS } from "../validate/rules.js";
 import type { EnvironmentUpdate, RolloutPolicyInput, SentinelSettingsInput, StrategyName } from "../validate/types.js";
+import { forgetAutoscaleDecisions } from "./autoscale.js";
 import { removeFromRegion, setDesiredReplicas } from "./deployments.js";
 import { syncEnvironmentObjects } from "./environment-objects.js";
 import { refreshExposure } from "./exposure.js";
@@ -138,6 +147,19 @@ async function joinRegion(tx: WriteTx, environmentId: string, region: string, re
   await startLikeSiblings(tx, environmentId, region);
 }
 
+/** The policy after an update: the change laid over the stored one, refused naming the field. */
+function mergeAutoscale(
+  stored: AutoscalePolicy | null,
+  change: EnvironmentUpdate["autoscale"],
+): AutoscalePolicy | null {
+  if (change === "remove") return null;
+  if (change === null) return stored;
+  const merged = mergePolicy(stored, change.spec, change.zero);
+  const problem = policyProblem(merged, LIMITS.replicasMax);
+  if (problem) throw invalidArgument(problem.field, problem.problem);
+  return merged;
+}
+
 export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
   return store.write(async (tx) => {
     const found = await findEnvironment(tx.trx, input);
@@ -186,8 +208,16 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
       (r) => !input.removeRegions.some((rm) => rm.region === r),
     );
     const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
+    const autoscale = mergeAutoscale(parseStoredPolicy(before.autoscale), input.autoscale);
+    // The sentinels measure what the autoscaler decides on and hold requests at zero.
+    if (autoscale !== null && sentinel === null)
+      throw failedPrecondition(
+        input.removeSentinel
+          ? "remove_sentinel: the environment autoscales, which needs its sentinel (remove autoscaling first: --no-autoscale)"
+          : `autoscale: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on (add one: --sentinel-image "")`,
+      );
 
-    const settings = applySettings(before, sentinel, policy);
+    const settings = { ...applySettings(before, sentinel, policy), autoscale: formatPolicy(autoscale) };
     const changed = changedSettings(before, settings);
     const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
     if (changed.size === 0 && rescaled.length === 0 && joining.length === 0 && input.removeRegions.length === 0) {
@@ -209,6 +239,7 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     // One sentinel per region while the environment has sentinel settings, none otherwise.
     const after = await saveEnvironment(tx, found.project, before, wanted);
     if (leftProgressive) await dropProgressiveState(tx, envId);
+    if (after.autoscale === null && before.autoscale !== null) await forgetAutoscaleDecisions(tx, envId);
     const ctx: EnvironmentContext = { ...found, environment: after };
     const regions = await environmentRegions(tx.trx, envId);
 

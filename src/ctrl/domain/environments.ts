@@ -4,8 +4,10 @@
 // mark), and the environment lock. Every change of what an environment's sentinels render from
 // goes through `saveEnvironment`, which re-renders them (./sentinels.ts); a routing change also
 // gets a new routing version, which sentinels report back as served. The update of an
-// environment as a whole (settings, policy, regions) is ./environment-update.ts.
+// environment as a whole (settings, policy, regions) is ./environment-update.ts. A region's own
+// autoscaling policy lives on its environment_regions row.
 import type { Kysely } from "kysely";
+import { formatPolicy, parseStoredPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, EnvironmentRow, ProjectRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
@@ -77,6 +79,7 @@ export async function insertEnvironment(
     deleting_at: null,
     progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
     routing_regions: null,
+    autoscale: formatPolicy(input.autoscale ?? null),
   };
   await tx.trx.insertInto("environments").values(environment).execute();
   if (input.regions.length > 0) {
@@ -92,10 +95,10 @@ export async function insertEnvironment(
 export async function environmentRegions(
   db: Reader,
   environmentId: string,
-): Promise<{ region: string; replicas: number }[]> {
+): Promise<{ region: string; replicas: number; autoscale: string | null }[]> {
   return db
     .selectFrom("environment_regions")
-    .select(["region", "replicas"])
+    .select(["region", "replicas", "autoscale"])
     .where("environment_id", "=", environmentId)
     .orderBy("region")
     .execute();
@@ -167,6 +170,23 @@ export async function nextRevision(tx: WriteTx, environmentId: string): Promise<
   return Number(bumped.last_revision);
 }
 
+/**
+ * The regions with an autoscaling policy of their own: the policy, or null where autoscaling is
+ * off in that region whatever the environment's policy.
+ */
+export async function regionAutoscaleOverrides(
+  db: Reader,
+  environmentId: string,
+): Promise<Map<string, AutoscalePolicy | null>> {
+  const rows = await db
+    .selectFrom("environment_regions")
+    .select(["region", "autoscale"])
+    .where("environment_id", "=", environmentId)
+    .where("autoscale", "is not", null)
+    .execute();
+  return new Map(rows.map((r) => [r.region, r.autoscale === "off" ? null : parseStoredPolicy(r.autoscale)]));
+}
+
 /** Marks the environment changed now (its spec changed somewhere else, e.g. its regions' replicas). */
 export async function touchEnvironment(tx: WriteTx, environmentId: string): Promise<void> {
   await tx.trx.updateTable("environments").set({ updated_at: tx.now }).where("id", "=", environmentId).execute();
@@ -206,6 +226,7 @@ export const ENVIRONMENT_SETTINGS = [
   "revision_history_limit",
   "paused",
   "progressive",
+  "autoscale",
 ] as const satisfies readonly (keyof EnvironmentRow)[];
 
 /** The columns saveEnvironment stores: the settings, and what exposure and rollouts change. */

@@ -2,10 +2,11 @@
 // has sentinel settings. `syncSentinels` is the one rule that keeps them so: whenever the
 // environment's row or regions change, it creates the missing ones, drops those of regions left
 // (or all of them when the settings went), and re-renders every other one whose payload changed
-// (sentinel settings, routing, edge auth: each sentinel's desired state is rendered from the
-// environment's row). Reports of a sentinel's health, address and the routing version it serves
+// (sentinel settings, routing, edge auth, autoscaling policy: each sentinel's desired state is
+// rendered from the environment's row and its region's). Reports of a sentinel's health, address and the routing version it serves
 // are recorded here too.
 import type { Kysely } from "kysely";
+import { parseStoredPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, EnvironmentRow, ProjectRow, SentinelRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
@@ -24,14 +25,32 @@ const RENDERED_FROM = [
   "routing_regions",
   "routing_version",
   "edge_auth",
+  "autoscale",
 ] as const satisfies readonly (keyof EnvironmentRow)[];
 
+/** A region's own autoscaling policy (null: off there), undefined when it follows the environment's. */
+async function regionAutoscale(
+  db: Reader,
+  environmentId: string,
+  region: string,
+): Promise<AutoscalePolicy | null | undefined> {
+  const row = await db
+    .selectFrom("environment_regions")
+    .select("autoscale")
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  if (row === undefined || row.autoscale === null) return undefined;
+  return row.autoscale === "off" ? null : parseStoredPolicy(row.autoscale);
+}
+
+/** Writes the sentinel's desired state, rendered from the environment and its region. */
 async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
   await tx.putDesired(
     sentinel.region,
     sentinelPayloads.name,
     sentinel.id,
-    encodeApplySentinel(environment, sentinel),
+    encodeApplySentinel(environment, sentinel, await regionAutoscale(tx.trx, environment.id, sentinel.region)),
     null,
     environment.id,
   );

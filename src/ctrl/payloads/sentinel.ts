@@ -1,6 +1,7 @@
 // The sentinel kind's payloads: an environment's routing proxy in one region, rendered from the
 // environment's sentinel settings, its routing (environments.routing_regions and
-// routing_version) and its edge auth section (environments.edge_auth). Pure.
+// routing_version), its edge auth section (environments.edge_auth) and the autoscaling policy of
+// its region (environments.autoscale, or the region's own). Pure.
 import { create, toBinary } from "@bufbuild/protobuf";
 import {
   ApplySentinelSchema,
@@ -9,7 +10,13 @@ import {
   type ApplySentinel,
   type EdgeAuth,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { parseStoredPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
 import type { EdgeAuthPolicy, RoutingMode } from "../../contracts/routing.js";
+import {
+  AutoscalePolicySchema,
+  ScaleToZeroSchema,
+  type AutoscalePolicy as AutoscalePolicyMsg,
+} from "../../gen/krane/ctrl/v1/autoscale_pb.js";
 import type { EnvironmentRow, SentinelRow } from "../db/schema.js";
 import { edgeAuthRuleMsg } from "./gateway.js";
 import type { KindPayloads } from "./kind.js";
@@ -99,8 +106,32 @@ export function routingPolicyOf(
   return { version: BigInt(environment.routing_version), mode: "instances", revisions: [], previewDeploymentId: "" };
 }
 
-export function renderApplySentinel(environment: EnvironmentRow, s: SentinelRow): ApplySentinel {
+/** The policy as streamed (the region's own where it has one, else the environment's). */
+export function autoscaleMsg(p: AutoscalePolicy): AutoscalePolicyMsg {
+  return create(AutoscalePolicySchema, {
+    minReplicas: p.minReplicas,
+    maxReplicas: p.maxReplicas,
+    concurrencyTarget: p.concurrencyTarget ?? undefined,
+    cpuTargetPercent: p.cpuTargetPercent ?? undefined,
+    scaleUpWindowSeconds: p.scaleUpWindowSeconds,
+    scaleDownWindowSeconds: p.scaleDownWindowSeconds,
+    maxStep: p.maxStep ?? undefined,
+    scaleToZero: p.scaleToZero === null ? undefined : create(ScaleToZeroSchema, p.scaleToZero),
+  });
+}
+
+/**
+ * `regionAutoscale`: the region's own policy (null: off there), or undefined when it follows the
+ * environment's.
+ */
+export function renderApplySentinel(
+  environment: EnvironmentRow,
+  s: SentinelRow,
+  regionAutoscale?: AutoscalePolicy | null,
+): ApplySentinel {
+  const autoscale = regionAutoscale === undefined ? parseStoredPolicy(environment.autoscale) : regionAutoscale;
   return create(ApplySentinelSchema, {
+    ...(autoscale === null ? {} : { autoscale: autoscaleMsg(autoscale) }),
     routing: {
       ...routingPolicyOf(environment, s.region),
       // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
@@ -125,8 +156,12 @@ function edgeAuthMsg(a: EdgeAuthPolicy): EdgeAuth {
   return create(EdgeAuthSchema, { rules: a.rules.map(edgeAuthRuleMsg), unmatchedHosts: a.unmatchedHosts });
 }
 
-export function encodeApplySentinel(environment: EnvironmentRow, s: SentinelRow): Uint8Array {
-  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s));
+export function encodeApplySentinel(
+  environment: EnvironmentRow,
+  s: SentinelRow,
+  regionAutoscale?: AutoscalePolicy | null,
+): Uint8Array {
+  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s, regionAutoscale));
 }
 
 export function encodeDeleteSentinel(s: SentinelRow): Uint8Array {

@@ -1,5 +1,7 @@
 // Validation of public API requests: a proto request in, a defaulted domain input out, or an
 // InvalidArgument naming the field. Pure: no I/O, so it is property-tested directly.
+import type { AutoscaleSpec, ScaleToZeroSpec } from "../../contracts/autoscaling.js";
+import type { AutoscaleUpdate } from "../../gen/krane/ctrl/v1/autoscale_pb.js";
 import type {
   CreateApiTokenRequest,
   CreateDeploymentRequest,
@@ -340,7 +342,40 @@ export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): Enviro
     removing.add(region);
     return { index, region };
   });
-  return { ...ref, sentinel, removeSentinel: req.removeSentinel, rollout, regions, removeRegions };
+  if (req.autoscale !== undefined && req.removeAutoscale)
+    throw invalidArgument("remove_autoscale", "cannot be combined with autoscale");
+  const autoscale = req.removeAutoscale
+    ? "remove"
+    : req.autoscale === undefined
+      ? null
+      : autoscaleUpdateOf(req.autoscale);
+  return { ...ref, sentinel, removeSentinel: req.removeSentinel, rollout, regions, removeRegions, autoscale };
+}
+
+/**
+ * The autoscaling change as given. Its values are checked against the merged policy
+ * (policyProblem, src/contracts/autoscaling.ts), which names the same fields.
+ */
+function autoscaleUpdateOf(u: AutoscaleUpdate): { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } {
+  if (u.scaleToZero !== undefined && u.removeScaleToZero)
+    throw invalidArgument("autoscale.remove_scale_to_zero", "cannot be combined with autoscale.scale_to_zero");
+  const spec: AutoscaleSpec = {};
+  if (u.minReplicas !== undefined) spec.minReplicas = u.minReplicas;
+  if (u.maxReplicas !== undefined) spec.maxReplicas = u.maxReplicas;
+  if (u.concurrencyTarget !== undefined) spec.concurrencyTarget = u.concurrencyTarget;
+  if (u.cpuTargetPercent !== undefined) spec.cpuTargetPercent = u.cpuTargetPercent;
+  if (u.scaleUpWindowSeconds !== undefined) spec.scaleUpWindowSeconds = u.scaleUpWindowSeconds;
+  if (u.scaleDownWindowSeconds !== undefined) spec.scaleDownWindowSeconds = u.scaleDownWindowSeconds;
+  if (u.maxStep !== undefined) spec.maxStep = u.maxStep;
+  let zero: ScaleToZeroSpec | null | undefined;
+  if (u.removeScaleToZero) zero = null;
+  else if (u.scaleToZero !== undefined) {
+    zero = {};
+    if (u.scaleToZero.idleSeconds !== undefined) zero.idleSeconds = u.scaleToZero.idleSeconds;
+    if (u.scaleToZero.maxHeldRequests !== undefined) zero.maxHeldRequests = u.scaleToZero.maxHeldRequests;
+    if (u.scaleToZero.heldTimeoutSeconds !== undefined) zero.heldTimeoutSeconds = u.scaleToZero.heldTimeoutSeconds;
+  }
+  return { spec, zero };
 }
 
 /** The sentinel settings after an update; null when the environment has (or keeps) none. */

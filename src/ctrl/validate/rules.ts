@@ -1,5 +1,6 @@
 // Primitive validation rules. Each check throws DomainError("invalid_argument") naming the
 // request field at fault (e.g. `env[2].name`), and never echoes a value that might be a secret.
+import { REGION_REPLICAS_MAX } from "../../contracts/autoscaling.js";
 import { invalidArgument } from "../errors.js";
 
 export const LIMITS = {
@@ -13,7 +14,7 @@ export const LIMITS = {
   envValueMax: 32 * 1024,
   envTotalMax: 256 * 1024,
   regionsMax: 20,
-  replicasMax: 1000,
+  replicasMax: REGION_REPLICAS_MAX,
   cpuMin: 10,
   cpuMax: 64_000,
   memoryMin: 16,

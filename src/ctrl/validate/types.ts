@@ -1,5 +1,6 @@
 // Validated, defaulted inputs of ctrl's write operations: produced by this folder's validators,
 // taken by ../domain. Pure types; the bottom of ctrl's layers, next to ../errors.ts.
+import type { AutoscalePolicy, AutoscaleSpec, ScaleToZeroSpec } from "../../contracts/autoscaling.js";
 import type { AppProtocol } from "../../contracts/protocols.js";
 
 /** A deployment's health check as validated and stored (JSON text in deployments.health_check). */
@@ -57,6 +58,8 @@ export interface NewEnvironment {
   regions: { region: string; replicas: number }[];
   sentinel: SentinelSettingsInput | null;
   rollout: RolloutPolicyInput;
+  /** Absent or null: no autoscaling. */
+  autoscale?: AutoscalePolicy | null;
 }
 
 export interface NewDeployment {
@@ -105,6 +108,8 @@ export interface EnvironmentUpdate extends EnvironmentRef {
   rollout: RolloutPolicyPatch;
   regions: { index: number; region: string; replicas: number }[];
   removeRegions: { index: number; region: string }[];
+  /** The autoscaling change: a spec laid over the stored policy, "remove", or null: unchanged. */
+  autoscale: { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | "remove" | null;
 }
 
 /** A job's spec as validated and stored (jobs.spec, JSON). */

@@ -172,4 +172,48 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     >;
     assert.deepEqual(own.sentinel && [own.sentinel.image, own.sentinel.replicas], ["", 3]);
   });
+
+  it("sets, shows and removes an autoscaling policy; bad ones are refused naming the flag or field", () => {
+    ok(["env", "create", "shop/auto", "--region", "eu=2"]);
+    const table = ok(["env", "update", "shop/auto", "--autoscale", "min=1,max=20,concurrency=50,cpu=80%,down=2m"]);
+    assert.match(table, /AUTOSCALE.*\(environment\).*min 1, max 20, concurrency 50, cpu 80%/s);
+    const zero = JSON.parse(
+      ok(["env", "update", "shop/auto", "--scale-to-zero", "idle=5m,held=200", "-o", "json"]),
+    ) as {
+      autoscale?: {
+        minReplicas?: number;
+        maxReplicas: number;
+        scaleDownWindowSeconds: number;
+        scaleToZero?: { idleSeconds: number; maxHeldRequests: number };
+      };
+    };
+    assert.equal(zero.autoscale?.minReplicas ?? 0, 0, "scale-to-zero brings min to 0");
+    assert.equal(zero.autoscale?.maxReplicas, 20);
+    assert.equal(zero.autoscale?.scaleDownWindowSeconds, 120);
+    assert.deepEqual(zero.autoscale?.scaleToZero, { idleSeconds: 300, maxHeldRequests: 200, heldTimeoutSeconds: 30 });
+
+    fails(["env", "update", "shop/auto", "--autoscale", "min=1,mx=3"], /--autoscale: unknown key "mx"/);
+    fails(["env", "update", "shop/auto", "--autoscale", "min=0"], /--autoscale: min=0 needs --scale-to-zero/);
+    fails(
+      ["env", "update", "shop/auto", "--no-autoscale", "--scale-to-zero", "idle=5m"],
+      /--no-autoscale cannot be combined/,
+    );
+    fails(
+      ["env", "update", "shop/auto", "--autoscale", "min=30"],
+      /invalid_argument: autoscale\.min_replicas: must not be above max_replicas \(20\)/,
+    );
+    fails(["env", "update", "shop/auto", "--autoscale", "max=5000"], /invalid_argument: autoscale\.max_replicas: /);
+    fails(["env", "update", "shop/auto", "--autoscale", "concurrency=0"], /invalid_argument: autoscale\.concurrency: /);
+    fails(
+      ["env", "update", "shop/auto", "--autoscale", "min=2"],
+      /invalid_argument: autoscale\.scale_to_zero: cannot be combined with min_replicas 2/,
+    );
+
+    const off = JSON.parse(ok(["env", "update", "shop/auto", "--no-autoscale", "-o", "json"])) as {
+      autoscale?: unknown;
+      regions: unknown;
+    };
+    assert.equal(off.autoscale, undefined);
+    assert.deepEqual(off.regions, [{ region: "eu", replicas: 2 }]);
+  });
 });

@@ -71,9 +71,11 @@ const OLD_MIGRATIONS = [
 ];
 /**
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
- * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events).
+ * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
+ * (autoscaling decisions).
  */
 const NEW_TABLES = [
+  "autoscale_status",
   "instance_events",
   "audit_events",
   "audit_chains",
@@ -256,6 +258,7 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
               "workspaces",
               "projects",
               "deployments",
+              "environment_regions",
             ].includes(table)
           )
             continue;
@@ -293,13 +296,17 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         // Migrations 0007 and 0015: the routing every environment served (by instances, version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        const added = ["routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions"];
+        const added = ["routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions", "autoscale"];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
         for (const e of environments)
           assert.deepEqual(
             added.map((c) => e[c]),
-            ["1", null, null, null, null],
+            ["1", null, null, null, null, null],
           );
+        // Migration 0025: no environment autoscales, and no region has a policy of its own.
+        const regionRows = rowsOf(upgraded, "environment_regions");
+        assert.deepEqual(without(regionRows, "autoscale"), rowsOf(before, "environment_regions"));
+        for (const r of regionRows) assert.equal(r.autoscale, null);
         // Migration 0015: routing lives in routing_regions (empty: by instances) and routing_version only.
         for (const e of environments) assert.ok(!("routing_mode" in e) && !("routing_weights" in e));
         const sentinels = rowsOf(upgraded, "sentinels");

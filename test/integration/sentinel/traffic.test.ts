@@ -429,3 +429,30 @@ test("no instance → 503 naming the cause; /readyz and /healthz on the ops port
   );
   await eventually("traffic again", async () => ((await hit(pool)).status === 200 ? true : undefined));
 });
+
+test("/status gives the requests in flight per revision and when the last request came (what the autoscaler reads)", async () => {
+  const before = await sentinelStatus(sentinel);
+  assert.equal(before.revisions.find((r) => r.deploymentId === "dep-a")?.inFlight, 0);
+  const t0 = Date.now();
+  const open = Promise.all(Array.from({ length: 5 }, () => hit(pool, "/?latency=1200")));
+  await waitStatus(
+    "5 requests in flight on dep-a",
+    (s) => s.revisions.find((r) => r.deploymentId === "dep-a")?.inFlight === 5,
+  );
+  const answers = await open;
+  assert.deepEqual(
+    answers.map((x) => x.status),
+    [200, 200, 200, 200, 200],
+  );
+  const after = await sentinelStatus(sentinel);
+  assert.equal(
+    after.revisions.find((r) => r.deploymentId === "dep-a")?.inFlight,
+    0,
+    "finished requests leave the count",
+  );
+  assert.ok(after.lastRequestAt, "a last request time");
+  const last = Date.parse(after.lastRequestAt);
+  // The sentinel's pod clock is this machine's: the last request began after t0 (1 s of slack
+  // for the conversion from the monotonic clock) and before now.
+  assert.ok(last >= t0 - 1000 && last <= Date.now() + 1000, `${after.lastRequestAt} vs ${new Date(t0).toISOString()}`);
+});

@@ -133,6 +133,7 @@ describe("renderApplyDeployment", () => {
           routing_version: 1,
           progressive: null,
           routing_regions: null,
+          autoscale: null,
         },
         deployment: {
           id: "dep_1",

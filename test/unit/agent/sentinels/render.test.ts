@@ -18,6 +18,8 @@ const DEFAULTS = { image: "ghcr.io/krane-dev/krane:test" };
 const renderedElsewhere: Record<string, string> = {
   region: "validated against the agent's region (a mismatch is rejected); the agent's own region is rendered",
   routing: "rendered into the routing policy ConfigMap (test/unit/agent/sentinels/routing.test.ts)",
+  autoscale:
+    "the region's autoscaling policy: checked here (validate.test.ts), decided on by the agent, not the sentinel's pods",
 };
 
 /** A different, still valid value for one field of the message. */

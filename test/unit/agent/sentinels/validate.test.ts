@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { AutoscalePolicySchema, type AutoscalePolicy } from "../../../../src/gen/krane/ctrl/v1/autoscale_pb.js";
 import { DeleteSentinelSchema } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { validateApplySentinel, validateDeleteSentinel } from "../../../../src/agent/sentinels/validate.js";
 import { sampleSentinel } from "./fixtures.js";
@@ -127,4 +128,31 @@ test("delete needs a sentinel id and a valid name", () => {
     validateDeleteSentinel(create(DeleteSentinelSchema, { sentinelId: "snt_1", k8sName: "" })) ?? "",
     /^k8s_name /,
   );
+});
+
+const policy = (init: MessageInitShape<typeof AutoscalePolicySchema>): AutoscalePolicy =>
+  create(AutoscalePolicySchema, init);
+
+test("an autoscaling policy ctrl would refuse is refused naming the field; a good one passes", () => {
+  const ok = sampleSentinel({
+    autoscale: policy({ minReplicas: 1, maxReplicas: 20, concurrencyTarget: 50, scaleDownWindowSeconds: 300 }),
+  });
+  assert.equal(validateApplySentinel(ok, "local"), undefined);
+  const bad: [Parameters<typeof sampleSentinel>[0], RegExp][] = [
+    [{ autoscale: policy({ minReplicas: 5, maxReplicas: 2, concurrencyTarget: 50 }) }, /^autoscale\.min_replicas/],
+    [{ autoscale: policy({ minReplicas: 1, maxReplicas: 5000, concurrencyTarget: 50 }) }, /^autoscale\.max_replicas/],
+    [{ autoscale: policy({ minReplicas: 1, maxReplicas: 5, concurrencyTarget: 0 }) }, /^autoscale\.concurrency/],
+    [
+      {
+        autoscale: policy({
+          minReplicas: 1,
+          maxReplicas: 5,
+          concurrencyTarget: 5,
+          scaleToZero: { idleSeconds: 300, maxHeldRequests: 10, heldTimeoutSeconds: 5 },
+        }),
+      },
+      /^autoscale\.scale_to_zero/,
+    ],
+  ];
+  for (const [over, reason] of bad) assert.match(validateApplySentinel(sampleSentinel(over), "local") ?? "", reason);
 });

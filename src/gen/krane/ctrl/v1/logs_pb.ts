@@ -183,7 +183,7 @@ export type LogEntry = Message<"krane.ctrl.v1.LogEntry"> & {
    */
   entry: {
     /**
-     * One line, without its newline. Lines longer than 6,000 bytes are cut (and say so).
+     * One line, without its newline. Lines longer than 5,000 bytes are cut (and say so).
      *
      * @generated from field: string line = 6;
      */
