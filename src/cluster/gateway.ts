@@ -8,7 +8,6 @@
 // served at another offset on this machine.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
 import { ensureTraefik } from "./build.js";
 import { createIfMissing, getJson, installCrds, kubeRequest, type KubeEndpoint } from "./kube-http.js";
