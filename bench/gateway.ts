@@ -8,7 +8,9 @@
 //    first request verifies it, later ones hit the verified-token cache), against the same
 //    upstream (target on/off ≥ 0.7); and jose's verification rate for distinct tokens in one
 //    process, which is what a stream of never-seen tokens costs;
-//  - gRPC unary calls/s and latency through the sentinel vs direct to the instance (./grpc.ts).
+//  - gRPC unary calls/s and latency through the sentinel vs direct to the instance (./grpc.ts);
+//  - HTTPS through the Gateway (Traefik, a certificate from cert-manager), JWT off and on with
+//    distinct tokens per client and per request (./gateway-https.ts).
 // Needs Debian's `wrk` for the throughput figures (skipped, and named, without it).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -49,6 +51,7 @@ import {
 } from "../src/gen/krane/ctrl/v1/api_pb.js";
 import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { grpcUnary } from "./grpc.js";
+import { httpsThroughGateway } from "./gateway-https.js";
 import { percentileOf, until, freePort, spawnBenchSentinel } from "./support.js";
 
 const ENV = "env_bench_gw";
@@ -115,6 +118,7 @@ export async function benchGateway(): Promise<void> {
     await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  if (spawnSync("sh", ["-c", "command -v wrk"], { stdio: "ignore" }).status === 0) await httpsThroughGateway();
 }
 
 /** Endpoint change committed → HTTPRoute applied. */

@@ -31,6 +31,10 @@ export interface AgentSettings {
   /** "ClusterIssuer/name" or "Issuer/name" (cert-manager). */
   certificateIssuer?: string;
   endpointCertificates: boolean;
+  /** GatewayClass of the per-environment Gateways that serve the certificates over HTTPS (unset: none). */
+  httpsGatewayClass?: string;
+  /** Port of their HTTPS listeners. */
+  httpsPort: number;
   /** Remove the SecurityPolicies earlier versions rendered on Envoy Gateway (they render none now). */
   envoyGatewayPolicies: boolean;
   /** Local cluster only: where pod IPs are served on this machine. */
@@ -63,6 +67,8 @@ const envNames: Record<keyof AgentSettings, string> = {
   organizationGateway: "KRANE_ORGANIZATION_GATEWAY",
   certificateIssuer: "KRANE_CERTIFICATE_ISSUER",
   endpointCertificates: "KRANE_ENDPOINT_CERTIFICATES",
+  httpsGatewayClass: "KRANE_HTTPS_GATEWAY_CLASS",
+  httpsPort: "KRANE_HTTPS_PORT",
   envoyGatewayPolicies: "KRANE_ENVOY_GATEWAY_POLICIES",
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
@@ -79,6 +85,7 @@ const defaults: Raw = {
   leaderElectionNamespace: AGENT_NAMESPACE,
   measureIntervalSeconds: 10,
   ctrlTimeoutSeconds: 5,
+  httpsPort: 443,
 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -105,6 +112,10 @@ export function gatewaySettingsOf(s: AgentSettings): GatewaySettings | undefined
     organization: org,
     certificateIssuer: s.certificateIssuer === undefined ? undefined : parseIssuer(s.certificateIssuer),
     endpointCertificates: s.endpointCertificates,
+    https:
+      s.httpsGatewayClass === undefined || s.certificateIssuer === undefined
+        ? undefined
+        : { className: s.httpsGatewayClass, port: s.httpsPort },
     removeSecurityPolicies: s.envoyGatewayPolicies,
   };
 }
@@ -180,6 +191,8 @@ export function resolveAgentSettings(
     organizationGateway: str("organizationGateway", false),
     certificateIssuer: str("certificateIssuer", false),
     endpointCertificates: bool("endpointCertificates"),
+    httpsGatewayClass: str("httpsGatewayClass", false),
+    httpsPort: int("httpsPort", 1, 65_535),
     envoyGatewayPolicies: bool("envoyGatewayPolicies"),
     podAddressMap: str("podAddressMap", false),
     measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
@@ -200,6 +213,14 @@ export function resolveAgentSettings(
   }
   if (settings.certificateIssuer !== undefined && parseIssuer(settings.certificateIssuer) === undefined) {
     problems.push("certificateIssuer must be ClusterIssuer/<name> or Issuer/<name>");
+  }
+  if (settings.httpsGatewayClass !== undefined) {
+    if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(settings.httpsGatewayClass))
+      problems.push("httpsGatewayClass must be a GatewayClass name (DNS subdomain)");
+    if (settings.certificateIssuer === undefined)
+      problems.push("httpsGatewayClass needs certificateIssuer (the HTTPS listeners serve its certificates)");
+    if (settings.publicGateway === undefined)
+      problems.push("httpsGatewayClass needs publicGateway (HTTPS is served for public routes)");
   }
   if (settings.podAddressMap !== undefined) {
     try {

@@ -25,6 +25,8 @@ interface AgentFlags {
   organizationGateway?: string;
   certificateIssuer?: string;
   endpointCertificates?: boolean;
+  httpsGatewayClass?: string;
+  httpsPort?: string;
   envoyGatewayPolicies?: boolean;
   podAddressMap?: string;
   measureInterval?: string;
@@ -99,6 +101,11 @@ export function registerAgentCommands(program: Command): void {
       "also a Certificate per generated endpoint hostname (default: the Gateway's wildcard certificate covers them); env KRANE_ENDPOINT_CERTIFICATES",
     )
     .option(
+      "--https-gateway-class <class>",
+      "serve the certificates: a Gateway of this GatewayClass per environment, one HTTPS listener per public hostname with a Certificate; env KRANE_HTTPS_GATEWAY_CLASS",
+    )
+    .option("--https-port <port>", "port of those HTTPS listeners (default 443); env KRANE_HTTPS_PORT")
+    .option(
       "--envoy-gateway-policies",
       "on Envoy Gateway clusters: delete the JWT SecurityPolicies earlier krane versions rendered (none are rendered now: the sentinel enforces); env KRANE_ENVOY_GATEWAY_POLICIES",
     )
@@ -130,6 +137,8 @@ export function registerAgentCommands(program: Command): void {
           organizationGateway: flags.organizationGateway,
           certificateIssuer: flags.certificateIssuer,
           endpointCertificates: flags.endpointCertificates,
+          httpsGatewayClass: flags.httpsGatewayClass,
+          httpsPort: flags.httpsPort,
           envoyGatewayPolicies: flags.envoyGatewayPolicies,
           podAddressMap: flags.podAddressMap,
           measureIntervalSeconds: flags.measureInterval,

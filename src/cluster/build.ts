@@ -266,6 +266,49 @@ export async function ensureTraefik(log: (line: string) => void = () => {}): Pro
   return { bin: join(dir, "bin", "traefik"), crds: TRAEFIK_EXTRA_CRDS.map((f) => join(dir, "crds", f)) };
 }
 
+export const CERT_MANAGER_VERSION = "v1.21.1";
+
+/** cert-manager's CRDs (every kind its controllers watch), as its module ships them. */
+const CERT_MANAGER_CRDS = [
+  "cert-manager.io_certificates.yaml",
+  "cert-manager.io_certificaterequests.yaml",
+  "cert-manager.io_issuers.yaml",
+  "cert-manager.io_clusterissuers.yaml",
+  "acme.cert-manager.io_orders.yaml",
+  "acme.cert-manager.io_challenges.yaml",
+];
+
+/**
+ * tools/cert-manager: cert-manager's certificate controllers (the library module at
+ * CERT_MANAGER_VERSION, started by tools/cert-manager/main.go; its README says why not the
+ * upstream binary's module) and all its CRDs, for the local cluster's TLS (./gateway/tls.ts).
+ */
+export const CERT_MANAGER_BUILD: GoBuildSpec = {
+  name: `cert-manager-${CERT_MANAGER_VERSION}`,
+  title: `cert-manager ${CERT_MANAGER_VERSION} (the local cluster's certificates)`,
+  moduleDir: fileURLToPath(new URL("../../tools/cert-manager/", import.meta.url)),
+  binaries: [["cert-manager-controller", "."]],
+  tags: "",
+  ldflags: "-s -w",
+  keyFiles: ["go.mod", "go.sum", "main.go"],
+  keyExtras: [CERT_MANAGER_CRDS.join()],
+  coldEstimate: "about 10 CPU-minutes (about 5 minutes on 2 idle cores)",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "crds"), { recursive: true });
+    const dir = await moduleDir("github.com/cert-manager/cert-manager");
+    for (const f of CERT_MANAGER_CRDS) await copyFile(join(dir, "deploy/crds", f), join(out, "crds", f));
+    return CERT_MANAGER_CRDS.map((f) => `crds/${f}`);
+  },
+};
+
+/** cert-manager's controller binary and CRD files (built on first use). */
+export async function ensureCertManager(
+  log: (line: string) => void = () => {},
+): Promise<{ bin: string; crds: string[] }> {
+  const dir = await ensureGoBuild(CERT_MANAGER_BUILD, log);
+  return { bin: join(dir, "bin", "cert-manager-controller"), crds: CERT_MANAGER_CRDS.map((f) => join(dir, "crds", f)) };
+}
+
 /**
  * tools/kube-node: the kubelet and kube-proxy of the real nodes (./nodes), from the same
  * Kubernetes module version as the control plane. Its own module, so the control plane's pin
@@ -372,6 +415,7 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   SECRETS_STORE_BUILD,
   EXPOSURE_CRDS_BUILD,
   TRAEFIK_BUILD,
+  CERT_MANAGER_BUILD,
   KUBE_NODE_BUILD,
   CONTAINERD_BUILD,
   GVISOR_BUILD,

@@ -42,6 +42,7 @@ import {
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
+import { startCertificates, type LocalCertificates } from "./certificates.js";
 import { startGateways, type LocalGateways } from "./gateway.js";
 import {
   ciliumNetworkPolicyCrd,
@@ -82,7 +83,7 @@ import { sandboxImage } from "./images.js";
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
 /** The local Gateways' processes (./gateway.ts), started only with `gateway: true`. */
-export const GATEWAY_PROCESSES = ["pod-proxy", "traefik"] as const;
+export const GATEWAY_PROCESSES = ["cert-manager", "pod-proxy", "traefik"] as const;
 /** Control-plane components, the stand-in, the Gateways, and real nodes' processes ("kubelet/<node>" …). */
 type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number] | (string & {});
 
@@ -109,6 +110,12 @@ export interface StartOptions {
    * and `krane-gateways/internal`, each on a loopback port (state.gateways). Off by default.
    */
   gateway?: boolean;
+  /**
+   * Run cert-manager's controllers (built from Go modules on first use) with a CA ClusterIssuer
+   * (state.certificates); with `gateway`, Traefik also gets an HTTPS entry point
+   * (state.gateways.https) for the Gateways agents render with TLS listeners. Off by default.
+   */
+  tls?: boolean;
   /**
    * Give these node pools a real node each (kubelet, containerd, runc and gVisor's runsc on this
    * machine; nodes/README.md) instead of KWOK nodes: their pods' containers really run, and pod
@@ -137,6 +144,8 @@ export interface ClusterState {
   reaperPid?: number;
   /** With `gateway: true`: the Gateways and the loopback ports they listen on. */
   gateways?: LocalGateways;
+  /** With `tls: true`: the CA ClusterIssuer and the CA's certificate. */
+  certificates?: LocalCertificates;
   /** With `realNodes`: the pools that have a real node (the rest of the plan follows from the slot). */
   realNodes?: { pools: NodePool[]; names: string[] };
   startedAt: string;
@@ -268,6 +277,11 @@ export class LocalCluster {
   /** The local Gateways, when the cluster was started with `gateway: true`. */
   get gateways(): LocalGateways | undefined {
     return this.state.gateways;
+  }
+
+  /** The local CA ClusterIssuer, when the cluster was started with `tls: true`. */
+  get certificates(): LocalCertificates | undefined {
+    return this.state.certificates;
   }
 
   /** Stops every component (newest first), then removes the cluster's directory. */
@@ -585,9 +599,24 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await waitForNodesReady(ep, state.nodes, waitOn);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
+    if (opts.tls) {
+      state.certificates = await startCertificates(
+        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, log },
+        (c) => track(c, c.name as ProcessName),
+      );
+    }
     if (opts.gateway) {
       state.gateways = await startGateways(
-        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, network, realPods: realPlan?.routed, freePort, log },
+        {
+          dir,
+          endpoint: ep,
+          kubeconfigPath: state.kubeconfigPath,
+          network,
+          realPods: realPlan?.routed,
+          https: opts.tls,
+          freePort,
+          log,
+        },
         (c) => track(c, c.name as ProcessName),
       );
     }

@@ -8,11 +8,9 @@
 // served at another offset on this machine.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
-import { parseAllDocuments } from "yaml";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../contracts/labels.js";
 import { ensureTraefik } from "./build.js";
-import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
+import { createIfMissing, getJson, installCrds, kubeRequest, type KubeEndpoint } from "./kube-http.js";
 import { podAddressMap, type PodNetwork } from "./pod-network.js";
 import { ComponentStartError, startComponent, waitUntilHealthy, type RunningComponent } from "./process.js";
 import { nodeEntryArgs } from "./node-entry.js";
@@ -25,6 +23,11 @@ export const TRAEFIK_CONTROLLER = "traefik.io/gateway-controller";
 export interface LocalGateways {
   readonly public: { readonly ref: string; readonly port: number };
   readonly organization: { readonly ref: string; readonly port: number };
+  /**
+   * With `https`: Traefik's HTTPS entry point. A Gateway of class `className` with an HTTPS
+   * listener on `port` is served there (the agent's --https-gateway; on a real cluster, 443).
+   */
+  readonly https?: { readonly className: string; readonly port: number };
 }
 
 export interface GatewayStart {
@@ -34,6 +37,8 @@ export interface GatewayStart {
   readonly network: PodNetwork;
   /** With real nodes: the pod range this machine routes into their namespace (reached as is, not mapped). */
   readonly realPods?: string;
+  /** Also open an HTTPS entry point, for the Gateways an agent renders with TLS listeners. */
+  readonly https?: boolean;
   readonly freePort: () => Promise<number>;
   readonly log: (line: string) => void;
 }
@@ -57,28 +62,6 @@ function gatewayObject(name: string, port: number): unknown {
       ],
     },
   };
-}
-
-async function installCrds(ep: KubeEndpoint, files: readonly string[]): Promise<void> {
-  const path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-  const names: string[] = [];
-  for (const f of files) {
-    for (const doc of parseAllDocuments(await readFile(f, "utf8"))) {
-      const crd = doc.toJS() as { kind?: string; metadata: { name: string } } | null;
-      if (crd?.kind !== "CustomResourceDefinition") continue;
-      await createIfMissing(ep, path, crd);
-      names.push(crd.metadata.name);
-    }
-  }
-  for (const name of names) {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const c = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(ep, `${path}/${name}`);
-      if (c.status?.conditions?.some((x) => x.type === "Established" && x.status === "True")) break;
-      if (Date.now() > deadline) throw new Error(`CRD ${name} was not established within 60s`);
-      await sleep(100);
-    }
-  }
 }
 
 async function programmed(ep: KubeEndpoint, name: string): Promise<boolean> {
@@ -159,6 +142,7 @@ export async function startGateways(
   }
   for (let attempt = 1; ; attempt++) {
     const [publicPort, internalPort] = [await s.freePort(), await s.freePort()];
+    const httpsPort = s.https ? await s.freePort() : undefined;
     await putGateway(s.endpoint, "public", publicPort);
     await putGateway(s.endpoint, "internal", internalPort);
     const gw = startComponent({
@@ -167,6 +151,8 @@ export async function startGateways(
       args: [
         `--entryPoints.public.address=127.0.0.1:${publicPort}`,
         `--entryPoints.internal.address=127.0.0.1:${internalPort}`,
+        // Traefik serves a Gateway listener on the entry point of the same port.
+        ...(httpsPort === undefined ? [] : [`--entryPoints.https.address=127.0.0.1:${httpsPort}`]),
         "--providers.kubernetesGateway=true",
         // A test harness: no calls home.
         "--global.checkNewVersion=false",
@@ -193,6 +179,7 @@ export async function startGateways(
       return {
         public: { ref: `${GATEWAY_NAMESPACE}/public`, port: publicPort },
         organization: { ref: `${GATEWAY_NAMESPACE}/internal`, port: internalPort },
+        ...(httpsPort === undefined ? {} : { https: { className: GATEWAY_CLASS, port: httpsPort } }),
       };
     } catch (err) {
       if (attempt >= 3 || !portTaken(err) || !gw.hasExited()) throw err;

@@ -1,6 +1,9 @@
 // A minimal HTTPS client for a local cluster's API server, used while the cluster is being
 // set up and checked (health, nodes, CRDs), before anything heavier is needed.
+import { readFile } from "node:fs/promises";
 import { request } from "node:https";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseAllDocuments } from "yaml";
 
 export interface KubeEndpoint {
   server: string;
@@ -66,4 +69,27 @@ export async function getJson<T>(ep: KubeEndpoint, path: string): Promise<T> {
   const res = await kubeRequest(ep, "GET", path);
   if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
   return JSON.parse(res.body) as T;
+}
+
+/** Creates the CustomResourceDefinitions in these manifest files (existing ones stay) and waits until each is established. */
+export async function installCrds(ep: KubeEndpoint, files: readonly string[]): Promise<void> {
+  const path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const names: string[] = [];
+  for (const f of files) {
+    for (const doc of parseAllDocuments(await readFile(f, "utf8"))) {
+      const crd = doc.toJS() as { kind?: string; metadata: { name: string } } | null;
+      if (crd?.kind !== "CustomResourceDefinition") continue;
+      await createIfMissing(ep, path, crd);
+      names.push(crd.metadata.name);
+    }
+  }
+  for (const name of names) {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const c = await getJson<{ status?: { conditions?: { type: string; status: string }[] } }>(ep, `${path}/${name}`);
+      if (c.status?.conditions?.some((x) => x.type === "Established" && x.status === "True")) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${name} was not established within 60s`);
+      await sleep(100);
+    }
+  }
 }

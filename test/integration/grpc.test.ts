@@ -6,10 +6,14 @@
 // and bidirectional calls through the sentinel's Service, a deadline is exceeded, and HTTP/1.1 and
 // a WebSocket go through the same sentinel to the same container. Then the same calls through
 // the Gateway: Traefik (the local cluster's Gateway, built from its Go module) → the sentinel
-// Service's h2c port (the HTTPRoute's gRPC rule) → the sentinel → the container.
+// Service's h2c port (the HTTPRoute's gRPC rule) → the sentinel → the container; first in h2c on
+// the plain listener, then over HTTPS (ALPN h2) on the environment's own HTTPS listener, whose
+// certificate cert-manager's controllers issued from the local CA.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as http from "node:http";
+import * as http2 from "node:http2";
+import type { TLSSocket } from "node:tls";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
@@ -31,7 +35,7 @@ import { APP_PROTOCOL_H2C } from "../../src/contracts/protocols.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually } from "../support/cluster.js";
 import { kubectl, kubectlJson, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
-import { parseGatewayRef } from "../../src/agent/config.js";
+import { parseGatewayRef, parseIssuer } from "../../src/agent/config.js";
 import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
@@ -42,7 +46,7 @@ const REF = { workspace: "acme", project: "rpc", environment: "production" };
 const PUBLIC_HOST = "production-rpc-acme.apps.test";
 
 describe("a gRPC app in a container on a real node, through krane's sentinel", { skip }, () => {
-  const h = useRealCluster(["untrusted", "sentinel"], { gateway: true });
+  const h = useRealCluster(["untrusted", "sentinel"], { gateway: true, tls: true });
   const dir = tempDir("krane-grpc-");
   let ctrl: TestCtrl;
   let agent: Agent;
@@ -88,7 +92,13 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
       agent = await routingAgent(cluster, ctrl, REGION, {
         sentinelImage: (await h.images()).krane.name,
         sentinelObserveIntervalMs: 500,
-        gateway: { public: parseGatewayRef(gws.public.ref), organization: parseGatewayRef(gws.organization.ref) },
+        gateway: {
+          public: parseGatewayRef(gws.public.ref),
+          organization: parseGatewayRef(gws.organization.ref),
+          certificateIssuer: cluster.certificates ? parseIssuer(cluster.certificates.issuer) : undefined,
+          endpointCertificates: true,
+          https: gws.https,
+        },
       });
       await agent.start();
     },
@@ -293,6 +303,62 @@ describe("a gRPC app in a container on a real node, through krane's sentinel", {
           assert.equal(err.code, Code.DeadlineExceeded);
           return true;
         });
+        // Over HTTPS: the environment's HTTPS listener (ALPN h2), trusting only the local CA.
+        const https = gw.https;
+        const caPem = h.cluster.certificates?.caPem;
+        assert.ok(https && caPem, "the cluster serves HTTPS with the local CA");
+        const lookup: NonNullable<http2.SecureClientSessionOptions["lookup"]> = (_host, opts, cb) => {
+          const done = cb as (e: null, a: string | { address: string; family: number }[], f?: number) => void;
+          if ((opts as { all?: boolean }).all === true) done(null, [{ address: "127.0.0.1", family: 4 }]);
+          else done(null, "127.0.0.1", 4);
+        };
+        const tlsUrl = `https://${PUBLIC_HOST}:${https.port}`;
+        const viaTls = createClient(
+          HelloService,
+          createGrpcTransport({ baseUrl: tlsUrl, nodeOptions: { ca: caPem, lookup } }),
+        );
+        const overTls = await eventually(
+          "a gRPC call answered over HTTPS through the Gateway",
+          async () => {
+            try {
+              return await viaTls.say({ text: "over tls" });
+            } catch (err) {
+              last = err;
+              return undefined;
+            }
+          },
+          180_000,
+        ).catch((err: unknown) => {
+          throw new Error(`${String(err)}; last error: ${String(last)}`);
+        });
+        assert.equal(overTls.text, "over tls");
+        assert.equal(overTls.pod, said.pod);
+        const tns: number[] = [];
+        for await (const m of viaTls.count({ count: 50, bytes: 16 * 1024 })) tns.push(m.n);
+        assert.deepEqual(
+          tns,
+          Array.from({ length: 50 }, (_, i) => i + 1),
+        );
+        await assert.rejects(viaTls.say({ text: "nope", failCode: Code.NotFound }), (err: unknown) => {
+          assert.ok(err instanceof ConnectError);
+          assert.equal(err.code, Code.NotFound);
+          assert.equal(err.rawMessage, "nope");
+          return true;
+        });
+        // The connection is HTTP/2 by ALPN, with the hostname's own certificate.
+        const session = http2.connect(tlsUrl, { ca: caPem, lookup });
+        try {
+          await new Promise<void>((resolve, reject) => {
+            session.once("connect", () => resolve());
+            session.once("error", reject);
+          });
+          const socket = session.socket as TLSSocket;
+          assert.equal(socket.alpnProtocol, "h2");
+          assert.equal(socket.getPeerX509Certificate()?.subjectAltName, `DNS:${PUBLIC_HOST}`);
+        } finally {
+          session.close();
+        }
+
         // HTTP/1.1 through the Gateway still goes to the sentinel's HTTP/1.1 port.
         const getPlain = (): Promise<{ status: number; body: string }> =>
           new Promise((resolve, reject) => {

@@ -3,7 +3,8 @@
 // It runs only on agents configured with a Gateway (--public-gateway / --organization-gateway).
 //   owns     the HTTPRoutes (one per route, in the workspace namespace)
 //   renders  the ReferenceGrants (to the sentinel Service; to the certificates' Secrets),
-//            cert-manager Certificates (with an issuer configured); with --envoy-gateway-policies
+//            cert-manager Certificates (with an issuer configured), with --https-gateway-class the
+//            environment's Gateway whose HTTPS listeners serve them; with --envoy-gateway-policies
 //            it also watches its SecurityPolicies, only so that those an earlier krane rendered
 //            are pruned (the sentinel enforces the JWT policy; none is rendered now)
 //   watches  the sentinel Services (a route leads to its environment's sentinel Service, looked
@@ -114,6 +115,8 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
       labelIndexes: [LABEL_ENVIRONMENT_ID],
     });
   if (settings.certificateIssuer) b = b.renders(resources.certificates, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
+  // The environment's own Gateway (HTTPS listeners for its certificates), in its workspace namespace.
+  if (settings.https) b = b.renders(resources.gateways, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
   // Rendered by no key: the runtime prunes every one it finds labelled with a gateway id.
   if (settings.removeSecurityPolicies)
     b = b.renders(resources.securityPolicies, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });

@@ -12,6 +12,9 @@
 //  - a cert-manager Certificate per hostname that needs one (custom domains; endpoints' own too
 //    when the agent says so), from the configured issuer, and the ReferenceGrant that lets the
 //    Gateways' namespaces use their Secrets;
+//  - with HTTPS configured, the environment's own Gateway in the workspace namespace: one HTTPS
+//    listener per public hostname with a Certificate, terminating TLS with its Secret (same
+//    namespace: no grant needed), and the public HTTPRoutes attached to it as well;
 //  - no authorization object of the Gateway implementation: every route leads to the sentinel,
 //    which enforces the endpoint's JWT policy (src/sentinel/auth.ts; README.md, "One edge
 //    policy", says why Envoy Gateway's SecurityPolicy cannot decide as it does).
@@ -52,12 +55,67 @@ function prefixOf(route: GatewayRoute): string | undefined {
   return route.pathPrefix === "" || route.pathPrefix === "/" ? undefined : route.pathPrefix;
 }
 
+/** Gateway API's limit on the listeners of one Gateway. */
+export const MAX_LISTENERS = 64;
+
+export function httpsGatewayName(g: ApplyGateway): string {
+  return `${g.k8sName}-https`;
+}
+
+/**
+ * The hostnames served over HTTPS on the environment's Gateway: those of public routes that get
+ * a Certificate, sorted, at most MAX_LISTENERS (the rest keep their Certificate but no listener).
+ */
+export function httpsHostnames(g: ApplyGateway, settings: GatewaySettings): string[] {
+  if (!settings.https || !settings.certificateIssuer) return [];
+  const out = new Set<string>();
+  for (const r of g.routes)
+    if (r.visibility === "public" && (r.certificate || settings.endpointCertificates))
+      for (const h of r.hostnames) out.add(h);
+  return [...out].sort().slice(0, MAX_LISTENERS);
+}
+
+export function listenerName(hostname: string): string {
+  return `https-${hostHash(hostname)}`;
+}
+
+/**
+ * The environment's Gateway: an HTTPS listener per hostname, each terminating TLS with that
+ * hostname's Certificate Secret (so SNI picks the certificate), admitting routes of its own
+ * namespace only. Absent when nothing is served over HTTPS.
+ */
+export function renderHttpsGateway(g: ApplyGateway, region: string, settings: GatewaySettings): KubeObject | undefined {
+  const hosts = httpsHostnames(g, settings);
+  if (!settings.https || hosts.length === 0) return undefined;
+  const { className, port } = settings.https;
+  return {
+    apiVersion: `${GATEWAY_API}/v1`,
+    kind: "Gateway",
+    metadata: { name: httpsGatewayName(g), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
+    spec: {
+      gatewayClassName: className,
+      listeners: hosts.map((hostname) => ({
+        name: listenerName(hostname),
+        hostname,
+        port,
+        protocol: "HTTPS",
+        tls: {
+          mode: "Terminate",
+          certificateRefs: [{ group: "", kind: "Secret", name: certificateSecretName(g, hostname) }],
+        },
+        allowedRoutes: { namespaces: { from: "Same" } },
+      })),
+    },
+  };
+}
+
 export function renderHttpRoute(
   g: ApplyGateway,
   route: GatewayRoute,
   region: string,
   gateway: GatewayRef,
   sentinelService: string,
+  httpsGateway?: string,
 ): KubeObject {
   const prefix = prefixOf(route);
   const parentRef: Record<string, unknown> = {
@@ -104,7 +162,12 @@ export function renderHttpRoute(
     kind: "HTTPRoute",
     metadata: { name: routeName(g, route), namespace: g.k8sNamespace, labels: gatewayLabels(g, region) },
     spec: {
-      parentRefs: [parentRef],
+      parentRefs: [
+        parentRef,
+        ...(httpsGateway === undefined
+          ? []
+          : [{ group: GATEWAY_API, kind: "Gateway", namespace: g.k8sNamespace, name: httpsGateway }]),
+      ],
       hostnames: [...route.hostnames].sort(),
       rules: [rule, ...grpcRules],
     },
@@ -189,9 +252,11 @@ export function renderSecretGrant(
   };
 }
 
-/** Everything the desired state renders without the caches (Certificates and their grant). */
+/** Everything the desired state renders without the caches (Certificates, their grant, the HTTPS Gateway). */
 export function renderStatic(g: ApplyGateway, region: string, settings: GatewaySettings): KubeObject[] {
   const out: KubeObject[] = [];
+  const https = renderHttpsGateway(g, region, settings);
+  if (https) out.push(https);
   const hosts = certificateHostnames(g, settings);
   for (const h of hosts) out.push(renderCertificate(g, h, region, settings));
   const grant = renderSecretGrant(
@@ -225,9 +290,11 @@ export function renderRoutes(
 ): KubeObject[] {
   if (sentinelService === undefined) return [];
   const out: KubeObject[] = [];
+  const https = new Set(httpsHostnames(g, settings));
   for (const r of g.routes) {
     const gw = gatewayOf(settings, r.visibility);
-    if (gw) out.push(renderHttpRoute(g, r, region, gw, sentinelService));
+    const served = r.visibility === "public" && r.hostnames.some((h) => https.has(h));
+    if (gw) out.push(renderHttpRoute(g, r, region, gw, sentinelService, served ? httpsGatewayName(g) : undefined));
   }
   if (out.length > 0) out.push(renderSentinelGrant(g, region, sentinelService));
   return out;

@@ -41,6 +41,12 @@ export interface GatewaySettings {
   /** Also a Certificate per generated endpoint hostname (not only per custom domain). */
   readonly endpointCertificates?: boolean;
   /**
+   * Serve the public routes' certificates: a Gateway per environment of this GatewayClass, with
+   * an HTTPS listener on `port` per hostname that has a Certificate (absent: the Certificates are
+   * issued but attached to nothing; src/agent/gateways/README.md says why this shape).
+   */
+  readonly https?: { readonly className: string; readonly port: number };
+  /**
    * Delete the Envoy Gateway SecurityPolicies an earlier krane rendered (it renders none now: the
    * sentinel enforces the endpoint's JWT policy, src/agent/gateways/README.md).
    */

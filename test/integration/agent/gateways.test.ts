@@ -4,11 +4,12 @@
 // and a verified custom domain become HTTPRoutes to the sentinel Service (with the
 // ReferenceGrant that allows it) and a Certificate the CRD accepts; a SecurityPolicy an earlier
 // krane rendered on Envoy Gateway is deleted (the sentinel enforces, none is rendered now); a Gateway
-// that refuses a route and a Certificate that becomes Ready (written here as their controllers
-// would) reach ctrl's status; a resync with nothing changed writes nothing; drift is repaired;
+// that refuses a route (written here as its controller would) and a Certificate that cert-manager's
+// real controllers issue from the local CA ClusterIssuer reach ctrl's status; a resync with nothing changed writes nothing; drift is repaired;
 // deleting the endpoint, the domain and finally everything leaves no object behind.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Registry } from "prom-client";
@@ -29,10 +30,12 @@ import { Agent } from "../../../src/agent/agent.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { parseRoutingPolicy, POLICY_KEY } from "../../../src/contracts/routing.js";
 import { LABEL_GATEWAY_ID } from "../../../src/contracts/labels.js";
+import { LOCAL_CA_ISSUER } from "../../../src/cluster/certificates.js";
 import { adminKube, agentKubeConfig, kubeWrites } from "./support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 
-const handle = useCluster();
+// cert-manager's controllers with the local CA ClusterIssuer (no Gateway runs: route status is written here).
+const handle = useCluster({ tls: true });
 const REGION = "local";
 const ref = { workspace: "acme", project: "shop", environment: "production" };
 const dir = tempDir();
@@ -77,7 +80,7 @@ before(
       gateway: {
         public: { namespace: "platform", name: "external", sectionName: "" },
         organization: { namespace: "platform", name: "internal", sectionName: "http" },
-        certificateIssuer: { kind: "ClusterIssuer", name: "letsencrypt" },
+        certificateIssuer: { kind: "ClusterIssuer", name: LOCAL_CA_ISSUER },
         removeSecurityPolicies: true,
       },
     });
@@ -268,7 +271,7 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
     async () => (await labelled(resources.certificates, NS))[0],
   );
   assert.deepEqual(spec(cert).dnsNames, ["www.shop-example.com"]);
-  assert.deepEqual(spec(cert).issuerRef, { group: "cert-manager.io", kind: "ClusterIssuer", name: "letsencrypt" });
+  assert.deepEqual(spec(cert).issuerRef, { group: "cert-manager.io", kind: "ClusterIssuer", name: LOCAL_CA_ISSUER });
   await writeStatus(resources.httpRoutes, NS, domRoute.metadata.name ?? "", {
     parents: [
       {
@@ -285,26 +288,18 @@ test("endpoints and a verified domain become routes, a certificate and a policy;
       },
     ],
   });
-  const waitingCert = await eventually("the domain waiting for its certificate", async () => {
-    const d = (await statusOf()).domains[0]?.regions[0];
-    return d?.readiness === "pending" && /certificate/.test(d.message) ? d : undefined;
-  });
-  assert.match(waitingCert.message, /certificate for www\.shop-example\.com: not issued yet/);
-  await writeStatus(resources.certificates, NS, cert.metadata.name ?? "", {
-    conditions: [
-      {
-        type: "Ready",
-        status: "True",
-        reason: "Ready",
-        message: "Certificate is up to date and has not expired",
-        observedGeneration: cert.metadata.generation,
-        lastTransitionTime: new Date().toISOString(),
-      },
-    ],
-  });
-  await eventually("the domain ready", async () =>
-    (await statusOf()).domains[0]?.regions[0]?.readiness === "ready" ? true : undefined,
+  // cert-manager issues it: the domain is ready once the Certificate's Ready condition (written by
+  // cert-manager) reaches ctrl, and its Secret holds a certificate for exactly that name.
+  await eventually(
+    "the domain ready",
+    async () => ((await statusOf()).domains[0]?.regions[0]?.readiness === "ready" ? true : undefined),
+    60_000,
   );
+  const secret = await admin.get(resources.secrets, NS, String(spec(cert).secretName));
+  const pem = Buffer.from(String((secret?.data as Record<string, string> | undefined)?.["tls.crt"] ?? ""), "base64");
+  const issued = new X509Certificate(pem);
+  assert.equal(issued.subjectAltName, "DNS:www.shop-example.com");
+  assert.match(issued.issuer, /krane local CA/);
 
   // A resync with nothing changed writes nothing.
   const rt = agent.runtime("gateways");

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { parseConfigFile, resolveAgentSettings } from "../../../src/agent/config.js";
+import { gatewaySettingsOf, parseConfigFile, resolveAgentSettings } from "../../../src/agent/config.js";
 
 test("flags beat env, env beats the config file, the file beats defaults", () => {
   const file = parseConfigFile("ctrl-url: http://file:7070\ntoken: file-token\nregion: file-region\nconcurrency: 4\n");
@@ -42,4 +42,33 @@ test("the ctrl timeout is in seconds, fractions allowed, within its bounds", () 
     assert.equal(settings, undefined, bad);
     assert.ok(problems.some((p) => p.startsWith("ctrlTimeoutSeconds must be")));
   }
+});
+
+test("HTTPS listeners need a GatewayClass name, an issuer and a public Gateway; the port defaults to 443", () => {
+  const base = { ctrlUrl: "http://ctrl:7070", token: "t", region: "eu", publicGateway: "platform/external" };
+  const ok = resolveAgentSettings(
+    { ...base, certificateIssuer: "ClusterIssuer/ca", httpsGatewayClass: "edge" },
+    {},
+    {},
+  ).settings;
+  assert.ok(ok);
+  assert.deepEqual(gatewaySettingsOf(ok)?.https, { className: "edge", port: 443 });
+  const port = resolveAgentSettings(
+    { ...base, certificateIssuer: "ClusterIssuer/ca", httpsGatewayClass: "edge" },
+    { KRANE_HTTPS_PORT: "8443" },
+    {},
+  ).settings;
+  assert.equal(port && gatewaySettingsOf(port)?.https?.port, 8443);
+  const noIssuer = resolveAgentSettings({ ...base, httpsGatewayClass: "edge" }, {}, {});
+  assert.equal(noIssuer.settings, undefined);
+  assert.ok(noIssuer.problems.some((p) => p.startsWith("httpsGatewayClass needs certificateIssuer")));
+  const bad = resolveAgentSettings(
+    { ...base, certificateIssuer: "ClusterIssuer/ca", httpsGatewayClass: "Edge Class", httpsPort: "0" },
+    {},
+    {},
+  );
+  assert.ok(bad.problems.some((p) => p.startsWith("httpsGatewayClass must be")));
+  assert.ok(bad.problems.some((p) => p.startsWith("httpsPort must be")));
+  const none = resolveAgentSettings({ ...base, certificateIssuer: "ClusterIssuer/ca" }, {}, {}).settings;
+  assert.equal(none && gatewaySettingsOf(none)?.https, undefined, "no class: no HTTPS listeners");
 });

@@ -5,7 +5,14 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { ApplyGatewaySchema, type ApplyGateway } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { certificateHostnames, renderRoutes, renderStatic } from "../../../../src/agent/gateways/render.js";
+import {
+  certificateHostnames,
+  certificateSecretName,
+  httpsGatewayName,
+  MAX_LISTENERS,
+  renderRoutes,
+  renderStatic,
+} from "../../../../src/agent/gateways/render.js";
 import { gatewayFingerprint, observeGateway } from "../../../../src/agent/gateways/status.js";
 import { validateApplyGateway } from "../../../../src/agent/gateways/validate.js";
 import type { GatewaySettings } from "../../../../src/agent/runtime/kind.js";
@@ -143,6 +150,57 @@ describe("rendering", () => {
     assert.deepEqual((grant.spec as { from: unknown }).from, [
       { group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "platform" },
     ]);
+  });
+
+  it("with HTTPS: the environment's Gateway, a TLS listener per public hostname with a Certificate, routes attached to it", () => {
+    const g = gateway();
+    const https: GatewaySettings = { ...settings, https: { className: "edge", port: 443 } };
+    const gw = renderStatic(g, "eu", https).find((o) => o.kind === "Gateway");
+    assert.ok(gw, "a Gateway is rendered");
+    assert.equal(gw.metadata.namespace, "ws-acme", "next to the Secrets: no grant needed");
+    assert.equal(gw.metadata.name, httpsGatewayName(g));
+    const spec = gw.spec as { gatewayClassName: string; listeners: Record<string, unknown>[] };
+    assert.equal(spec.gatewayClassName, "edge");
+    assert.deepEqual(spec.listeners, [
+      {
+        name: spec.listeners[0]?.name,
+        hostname: "www.shop.example",
+        port: 443,
+        protocol: "HTTPS",
+        tls: {
+          mode: "Terminate",
+          certificateRefs: [{ group: "", kind: "Secret", name: certificateSecretName(g, "www.shop.example") }],
+        },
+        allowedRoutes: { namespaces: { from: "Same" } },
+      },
+    ]);
+    const parents = (name: string, s: GatewaySettings) =>
+      (
+        renderRoutes(g, "eu", s, "snt").find((o) => o.metadata.name?.endsWith(name))?.spec as {
+          parentRefs: { name: string }[];
+        }
+      ).parentRefs.map((p) => p.name);
+    assert.deepEqual(parents("0123456789", https), ["external", httpsGatewayName(g)]);
+    assert.deepEqual(parents("public", https), ["external"], "no certificate, no HTTPS listener");
+    assert.deepEqual(parents("0123456789", settings), ["external"], "without --https-gateway-class: none");
+    // --endpoint-certificates: the generated public hostname too, never an organization one (the
+    // environment's Gateway is public: an internal name must not be served there).
+    const all = renderStatic(g, "eu", { ...https, endpointCertificates: true }).find((o) => o.kind === "Gateway");
+    const hosts = (all?.spec as { listeners: { hostname: string }[] }).listeners.map((l) => l.hostname);
+    assert.deepEqual(hosts, ["p.apps.example", "www.shop.example"]);
+    assert.equal(new Set((all?.spec as { listeners: { name: string }[] }).listeners.map((l) => l.name)).size, 2);
+    // Gateway API's 64-listener limit: the first 64 hostnames get a listener.
+    const many = gateway({
+      routes: Array.from({ length: 70 }, (_, i) => ({
+        name: `domain-${i}`,
+        visibility: "public",
+        hostnames: [`d${String(i).padStart(2, "0")}.shop.example`],
+        pathPrefix: "/",
+        certificate: true,
+      })) as never,
+    });
+    const capped = renderStatic(many, "eu", https).find((o) => o.kind === "Gateway");
+    assert.equal((capped?.spec as { listeners: unknown[] }).listeners.length, MAX_LISTENERS);
   });
 
   it("no SecurityPolicy or other authorization object, whatever the routes' JWT rules: the sentinel enforces", () => {
