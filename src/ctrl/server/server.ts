@@ -11,6 +11,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as http from "node:http";
 import * as http2 from "node:http2";
+import type * as net from "node:net";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
 import type { DescService } from "@bufbuild/protobuf";
@@ -84,6 +85,7 @@ import { storeFeedSource } from "../stream/watch.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
+import { createApiListener } from "./listener.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
 import {
@@ -236,7 +238,7 @@ export interface RunningCtrl {
   close(): Promise<void>;
 }
 
-function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): Promise<AddressInfo> {
+function listen(server: net.Server, addr: ListenAddress): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(addr.port, addr.host, () => {
@@ -503,16 +505,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   // Every answer names ctrl's build (src/contracts/version.ts); headers set here merge into the
   // ones Connect writes.
   const build = buildLabel();
-  const withVersion = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+  const withVersion = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ): void => {
     res.setHeader(CTRL_VERSION_HEADER, build);
     handler(req, res);
   };
-  const server: http2.Http2Server = config.tls
-    ? http2.createSecureServer(
-        { cert: readFileSync(config.tls.certFile), key: readFileSync(config.tls.keyFile), allowHTTP1: true },
-        withVersion,
-      )
-    : http2.createServer({}, withVersion);
+  // HTTP/2 (h2c or TLS) for agents and gRPC, HTTP/1.1 for browsers and curl, on one port.
+  const listener = createApiListener(withVersion, { tls: config.tls });
+  const server = listener.server;
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
   // half-closed, and the server only reports closed once every socket is gone.
@@ -522,7 +524,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     socket.on("close", () => sockets.delete(socket));
   });
   const pingEvery = config.pingIntervalMs ?? 15_000;
-  server.on("session", (session: http2.ServerHttp2Session) => {
+  listener.h2.on("session", (session: http2.ServerHttp2Session) => {
     sessions.add(session);
     // Keep-alive: a peer that does not answer a PING within the interval is gone; closing its
     // session ends its streams and frees their resources.
@@ -549,7 +551,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     });
     session.on("error", () => undefined);
   });
-  server.on("sessionError", () => undefined);
+  listener.h2.on("sessionError", () => undefined);
 
   const apiAddr = await listen(server, config.listen);
   const scheme = config.tls ? "https" : "http";
@@ -706,6 +708,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       streamsStop.abort();
       // GOAWAY: open streams may finish; after the grace period whatever is left is cut.
       for (const s of sessions) s.close();
+      listener.closeIdleHttp1();
       let forced: NodeJS.Timeout | undefined;
       await Promise.race([closed, new Promise<void>((r) => (forced = setTimeout(r, grace)))]);
       clearTimeout(forced);
