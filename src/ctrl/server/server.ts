@@ -86,6 +86,8 @@ import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { createApiListener } from "./listener.js";
+import { createDashboardHandler } from "../dashboard/http.js";
+import { pruneSessions } from "../domain/sessions.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
 import {
@@ -168,6 +170,8 @@ export interface CtrlConfig {
   previews?: PreviewSettings;
   /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
   logs?: LogServiceOptions;
+  /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
+  dashboard?: { assetsDir?: string; sessionTtlMs?: number };
 }
 
 export interface PreviewSettings {
@@ -352,7 +356,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
-  const auth = new Authenticator(store, config.auth);
+  const auth = new Authenticator(store, { secureCookies: config.tls !== undefined, ...config.auth });
   // Analysis reads the sentinels' measurements the agents report (ReportMeasurements).
   const progressive = {
     measurements: config.measurements ?? new StoredMeasurements(store),
@@ -495,6 +499,14 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     readMaxBytes: 4 * 1024 * 1024,
     onEarlyEnd: (method, code) =>
       metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
+    fallback: createDashboardHandler({
+      store,
+      auth,
+      secure: config.tls !== undefined,
+      assetsDir: config.dashboard?.assetsDir,
+      sessionTtlMs: config.dashboard?.sessionTtlMs,
+      onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
+    }),
     onHandlerError: (method, err) =>
       log.warn(
         { method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) },
@@ -627,6 +639,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     "flush-audit-refusals": backgroundFailure("recording folded refusals failed; retrying"),
     "expire-previews": backgroundFailure("deleting expired previews failed; retrying"),
     "prune-webhook-deliveries": backgroundFailure("forgetting old webhook deliveries failed; retrying"),
+    "prune-sessions": backgroundFailure("forgetting ended dashboard sessions failed; retrying"),
   };
   const expire = async (): Promise<number> => {
     const n = await expirePreviews(store, store.clock());
@@ -676,6 +689,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         name: "expire-previews",
         everyMs: config.previews?.expiryIntervalMs ?? 30_000,
         run: async () => void (await expire()),
+      },
+      // Dashboard sessions past their expiry, or whose token was revoked.
+      {
+        name: "prune-sessions",
+        everyMs: compactEvery,
+        run: async () => void (await pruneSessions(store, store.clock())),
       },
       // A delivery older than the replay window is refused by its age: its id can go.
       {

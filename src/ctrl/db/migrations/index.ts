@@ -22,6 +22,7 @@ import { migration as m0020 } from "./0020_audit_events.js";
 import { migration as m0021 } from "./0021_previews.js";
 import { migration as m0022 } from "./0022_instance_events.js";
 import { migration as m0024 } from "./0024_deployment_protocol.js";
+import { migration as m0026 } from "./0026_dashboard_sessions.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -47,4 +48,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0021_previews": m0021,
   "0022_instance_events": m0022,
   "0024_deployment_protocol": m0024,
+  "0026_dashboard_sessions": m0026,
 };
