@@ -52,7 +52,6 @@ interface Asset {
   type: string;
   body: Buffer;
   gzip: Buffer | undefined;
-  immutable: boolean;
 }
 
 const TYPES: Record<string, string> = {
@@ -67,8 +66,7 @@ const TYPES: Record<string, string> = {
 
 /**
  * Every file of the built page, read once: a request can only name one of these (no path is
- * ever joined from a URL). Files under assets/ carry a content hash in their name and are cached
- * for good; index.html is revalidated.
+ * ever joined from a URL). Their names carry no content hash, so browsers revalidate every file.
  */
 export function loadAssets(dir: string): Map<string, Asset> {
   const assets = new Map<string, Asset>();
@@ -87,7 +85,6 @@ export function loadAssets(dir: string): Map<string, Asset> {
           type,
           body,
           gzip: compressible && body.byteLength > 512 ? gzipSync(body, { level: 9 }) : undefined,
-          immutable: rel.startsWith("assets/"),
         });
       }
     }
@@ -212,7 +209,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
       ...PAGE_HEADERS,
       "content-type": asset.type,
       "content-length": String(body.byteLength),
-      "cache-control": asset.immutable ? "public, max-age=31536000, immutable" : "no-cache",
+      "cache-control": "no-cache",
       vary: "accept-encoding",
       ...(gzip ? { "content-encoding": "gzip" } : {}),
     });

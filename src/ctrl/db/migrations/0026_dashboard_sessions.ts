@@ -14,10 +14,6 @@ export const migration: KraneMigration = {
       .addColumn("created_at", "bigint", (c) => c.notNull())
       .addColumn("expires_at", "bigint", (c) => c.notNull())
       .execute();
-    await db.schema
-      .createIndex("dashboard_sessions_expiry")
-      .on("dashboard_sessions")
-      .column("expires_at")
-      .execute();
+    await db.schema.createIndex("dashboard_sessions_expiry").on("dashboard_sessions").column("expires_at").execute();
   },
 };
