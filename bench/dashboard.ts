@@ -114,6 +114,8 @@ export async function benchDashboard(): Promise<void> {
         ` sort p50 ${pct(sort, 50).toFixed(0)} ms / max ${Math.max(...sort).toFixed(0)} ms (target ≤ 200 ms; includes playwright's round trips)`,
     );
 
+    // Only the rows in view are drawn: the filter keeps the new ones in view.
+    await page.getByLabel("Filter Environments").fill("p0/live");
     const visible: number[] = [];
     for (let i = 0; i < 10; i++) {
       const slug = `live${i}`;
