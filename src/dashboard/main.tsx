@@ -114,14 +114,40 @@ interface EnvRow {
   updated: bigint;
 }
 
+/** Every item of a paged List call (ctrl answers at most a page at a time), following next_page_token. */
+async function all<T>(page: (pageToken: string) => Promise<{ items: T[]; next: string }>): Promise<T[]> {
+  const out: T[] = [];
+  let token = "";
+  do {
+    const { items, next } = await page(token);
+    out.push(...items);
+    token = next;
+  } while (token !== "");
+  return out;
+}
+
 function Overview() {
   const { data, error } = usePoll(async () => {
-    const { workspaces } = await api.workspaces.listWorkspaces({});
+    const workspaces = await all(async (pageToken) => {
+      const r = await api.workspaces.listWorkspaces({ pageToken, pageSize: 1000 });
+      return { items: r.workspaces, next: r.nextPageToken };
+    });
     const envs: EnvRow[] = [];
     for (const w of workspaces) {
-      const { projects } = await api.projects.listProjects({ workspace: w.slug });
+      const projects = await all(async (pageToken) => {
+        const r = await api.projects.listProjects({ workspace: w.slug, pageToken, pageSize: 1000 });
+        return { items: r.projects, next: r.nextPageToken };
+      });
       for (const p of projects) {
-        const { environments } = await api.environments.listEnvironments({ workspace: w.slug, project: p.slug });
+        const environments = await all(async (pageToken) => {
+          const r = await api.environments.listEnvironments({
+            workspace: w.slug,
+            project: p.slug,
+            pageToken,
+            pageSize: 1000,
+          });
+          return { items: r.environments, next: r.nextPageToken };
+        });
         for (const e of environments)
           envs.push({
             workspace: w.slug,
@@ -133,7 +159,10 @@ function Overview() {
           });
       }
     }
-    const { clusters } = await api.regions.listClusters({});
+    const clusters = await all(async (pageToken) => {
+      const r = await api.regions.listClusters({ pageToken, pageSize: 1000 });
+      return { items: r.clusters, next: r.nextPageToken };
+    });
     return { envs, clusters };
   }, []);
   const envColumns: Column<EnvRow>[] = [
