@@ -49,22 +49,29 @@ function usePoll<T>(
   const reload = useCallback(() => setTick((t) => t + 1), []);
   useEffect(() => {
     let live = true;
-    load().then(
-      (d) => {
-        if (!live) return;
-        setData(d);
-        setError("");
-      },
-      (err: unknown) => {
-        if (!live) return;
-        if (isSignedOut(err)) location.reload();
-        setError(errorText(err));
-      },
-    );
-    const t = setTimeout(() => document.visibilityState === "visible" && setTick((x) => x + 1), REFRESH_MS);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // The next refresh is timed from the end of this one: a load slower than the interval must
+    // not be abandoned by the next, or a big page would never show anything.
+    const next = () => {
+      if (live) timer = setTimeout(() => setTick((x) => x + 1), REFRESH_MS);
+    };
+    load()
+      .then(
+        (d) => {
+          if (!live) return;
+          setData(d);
+          setError("");
+        },
+        (err: unknown) => {
+          if (!live) return;
+          if (isSignedOut(err)) location.reload();
+          setError(errorText(err));
+        },
+      )
+      .finally(next);
     return () => {
       live = false;
-      clearTimeout(t);
+      clearTimeout(timer);
     };
   }, [...deps, tick]);
   return { data, error, reload };
