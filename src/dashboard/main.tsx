@@ -1,6 +1,6 @@
 // krane's web dashboard: sign-in, the overview (environments, clusters) and an environment's
 // page (revisions, instances, sentinels, rollout, actions). Every figure comes from the public
-// API through api.ts; the page refreshes what it shows every 2 s while visible.
+// API through api.ts; the page re-reads what it shows 2 s after each read ends.
 import { render } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { GetEnvironmentStatusResponse, Cluster, Deployment } from "../gen/krane/ctrl/v1/api_pb.js";
@@ -38,7 +38,7 @@ function useRoute(): string[] {
   return route;
 }
 
-/** Calls `load` now and every REFRESH_MS while the page is visible. */
+/** Calls `load` now and again REFRESH_MS after each call ends. */
 function usePoll<T>(
   load: () => Promise<T>,
   deps: unknown[],
