@@ -18,6 +18,7 @@ import { benchOutages } from "./outages.js";
 import { benchProgressive } from "./progressive.js";
 import { benchNodes } from "./nodes.js";
 import { benchLogs } from "./logs.js";
+import { benchDashboard } from "./dashboard.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -38,6 +39,7 @@ const benches: Record<string, () => Promise<void>> = {
   audit: benchAudit,
   nodes: benchNodes,
   logs: benchLogs,
+  dashboard: benchDashboard,
 };
 
 const wanted = process.argv.slice(2);

@@ -23,7 +23,16 @@
 // SOURCE_DATE_EPOCH (seconds) fixes the build date for reproducible builds; KRANE_BUILD_COMMIT
 // names the commit when there is no .git (a source archive).
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -34,6 +43,8 @@ const root = fileURLToPath(new URL("../", import.meta.url));
 function sources(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = join(dir, e.name);
+    // The dashboard is browser code, bundled on its own below.
+    if (e.isDirectory() && p === join(root, "src", "dashboard")) return [];
     if (e.isDirectory()) return sources(p);
     return p.endsWith(".ts") && !p.endsWith(".d.ts") ? [p] : [];
   });
@@ -77,6 +88,38 @@ function separateModules(entry, entryDir) {
       });
     },
   };
+}
+
+/**
+ * The web dashboard (src/dashboard, browser code: Preact and the Connect-Web clients of the
+ * generated API) as one minified module and one stylesheet, with its page, into `out` (ctrl
+ * serves dist/dashboard at /). Returns the bytes of the initial load.
+ */
+async function buildDashboard(out) {
+  const src = join(root, "src", "dashboard");
+  mkdirSync(join(out, "assets"), { recursive: true });
+  await build({
+    entryPoints: { main: join(src, "main.tsx") },
+    outdir: join(out, "assets"),
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "browser",
+    target: ["chrome109", "firefox115", "safari16"],
+    jsx: "automatic",
+    jsxImportSource: "preact",
+    tsconfig: join(src, "tsconfig.json"),
+    legalComments: "none",
+    logLevel: "warning",
+  });
+  await build({
+    entryPoints: { main: join(src, "styles.css") },
+    outdir: join(out, "assets"),
+    bundle: true,
+    minify: true,
+    logLevel: "warning",
+  });
+  copyFileSync(join(src, "index.html"), join(out, "index.html"));
 }
 
 if (process.argv.includes("--if-stale") && buildIsFresh(root)) process.exit(0);
@@ -126,6 +169,7 @@ try {
     },
     logLevel: "warning",
   });
+  await buildDashboard(join(tmp, "dashboard"));
   for (const input of Object.keys(bundled.metafile.inputs)) {
     if (!input.startsWith("src/")) continue;
     if (readFileSync(join(root, input), "utf8").includes("import.meta.url")) {

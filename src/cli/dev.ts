@@ -74,6 +74,8 @@ export function registerDevCommand(program: Command): void {
           );
         }
         say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.nextImage}`);
+        say("");
+        say(`the dashboard: ${session.ctrlUrl}/ (sign in with the token above)`);
         if (opts.exitWhenReady) {
           await stop("ready");
           if (!exampleConverged(status)) process.exitCode = 1;

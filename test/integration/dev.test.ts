@@ -95,6 +95,7 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   const url = /KRANE_CTRL_URL=(\S+)/.exec(stderr)?.[1];
   const token = /KRANE_TOKEN=(\S+)/.exec(stderr)?.[1];
   assert.ok(url && token);
+  assert.ok(stderr.includes(`the dashboard: ${url}/ `), `the dashboard's URL is printed:\n${stderr}`);
   const cli = spawnSync(process.execPath, ["bin/krane.js", "status", "hello/production", "--output", "json"], {
     env: { ...process.env, KRANE_CTRL_URL: url, KRANE_TOKEN: token },
     encoding: "utf8",

@@ -13,7 +13,9 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
+import { findSession } from "../domain/sessions.js";
 import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { crossSiteRefusal, readCookie, sessionCookieName } from "./browser.js";
 import { isAgentService, principalKey, type Principal, type RevocationListener } from "./principal.js";
 
 export interface AuthOptions {
@@ -23,6 +25,8 @@ export interface AuthOptions {
   streamRecheckMs?: number;
   /** Least time between two recorded uses of one user token (ms). Default one minute. */
   usageIntervalMs?: number;
+  /** The dashboard's session cookie is Secure (ctrl serves TLS). */
+  secureCookies?: boolean;
 }
 
 interface LiveStream {
@@ -44,6 +48,7 @@ export class Authenticator implements RevocationListener {
   private readonly max: number;
   private readonly recheckMs: number;
   private readonly usageMs: number;
+  private readonly cookieName: string;
   private recheckTimer: NodeJS.Timeout | null = null;
   private rechecking = false;
 
@@ -55,6 +60,34 @@ export class Authenticator implements RevocationListener {
     this.max = options.cacheMax ?? 10_000;
     this.recheckMs = options.streamRecheckMs ?? 30_000;
     this.usageMs = options.usageIntervalMs ?? 60_000;
+    this.cookieName = sessionCookieName(options.secureCookies ?? false);
+  }
+
+  /** The session cookie's name (the dashboard's sign-in sets it). */
+  get sessionCookieName(): string {
+    return this.cookieName;
+  }
+
+  /**
+   * The user a dashboard session acts as, cached like tokens (a sign-out on this process drops
+   * it at once: forgetSession; another replica's cache keeps it at most cacheTtlMs).
+   */
+  async authenticateSession(sessionId: string): Promise<(Principal & { kind: "user" }) | undefined> {
+    const digest = `session:${hashToken(sessionId)}`;
+    const now = Date.now();
+    const hit = this.cache.get(digest);
+    if (hit && hit.expires > now && hit.principal.kind === "user") return hit.principal;
+    const s = await findSession(this.store.db, hashToken(sessionId), now);
+    if (!s) return undefined;
+    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name };
+    if (this.cache.size >= this.max) this.cache.clear();
+    // Never cached past the session's own expiry.
+    this.cache.set(digest, { principal, expires: Math.min(now + this.ttl, s.expiresAt) });
+    return principal;
+  }
+
+  forgetSession(sessionId: string): void {
+    this.cache.delete(`session:${hashToken(sessionId)}`);
   }
 
   async authenticate(authorization: string | null): Promise<Principal | undefined> {
@@ -115,7 +148,25 @@ export class Authenticator implements RevocationListener {
 
   interceptor(): Interceptor {
     return (next) => async (req) => {
-      const resolved = await this.resolve(req.header.get("authorization"));
+      const authorization = req.header.get("authorization");
+      const sessionId = authorization === null ? readCookie(req.header.get("cookie"), this.cookieName) : undefined;
+      if (sessionId !== undefined) {
+        // A browser's call: from the dashboard's own origin only, then as the session's user.
+        const refusal = crossSiteRefusal({
+          ownOrigin: new URL(req.url).origin,
+          origin: req.header.get("origin"),
+          secFetchSite: req.header.get("sec-fetch-site"),
+        });
+        if (refusal !== undefined) throw new ConnectError(refusal, Code.PermissionDenied);
+        const user = await this.authenticateSession(sessionId);
+        if (!user) throw new ConnectError("the session has ended: sign in again", Code.Unauthenticated);
+        req.contextValues.set(principalKey, user);
+        if (isAgentService(req.service.typeName))
+          throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
+        await this.noteUse(user.tokenId);
+        return next(req);
+      }
+      const resolved = await this.resolve(authorization);
       if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
       const { principal, digest } = resolved;
       // Known before the checks below, so a refusal records who was refused (the audit log).

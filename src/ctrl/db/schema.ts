@@ -225,6 +225,14 @@ export interface ApiTokensTable {
   last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
+/** Migration 0026: the dashboard's sign-in sessions (digests of the cookie's id). */
+export interface DashboardSessionsTable {
+  session_hash: string;
+  token_id: string;
+  created_at: number;
+  expires_at: number;
+}
+
 /** Migration 0005: digests of revoked user tokens, never registered again. */
 export interface RevokedTokensTable {
   token_hash: string;
@@ -676,6 +684,7 @@ export interface Database {
   clusters: ClustersTable;
   api_tokens: ApiTokensTable;
   revoked_tokens: RevokedTokensTable;
+  dashboard_sessions: DashboardSessionsTable;
   idempotency_keys: IdempotencyKeysTable;
   cluster_cursors: ClusterCursorsTable;
   instances: InstancesTable;

@@ -62,10 +62,12 @@ export interface RpcHandlerOptions {
   /** A call that ended before the interceptors saw it, with its final code. */
   readonly onEarlyEnd: (method: DescMethod, code: Code) => void;
   readonly onHandlerError: (method: DescMethod, err: unknown) => void;
+  /** Requests for paths that are no RPC (the dashboard); absent: 404. */
+  readonly fallback?: (req: NodeRequest, res: NodeResponse) => void;
 }
 
-type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
-type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+export type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 export function createRpcHandler(opts: RpcHandlerOptions): (req: NodeRequest, res: NodeResponse) => void {
   const router = createConnectRouter({
@@ -79,6 +81,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): (req: NodeRequest, re
   return (req, res) => {
     const handler = paths.get((req.url ?? "").split("?", 1)[0] ?? "");
     if (!handler) {
+      if (opts.fallback) return opts.fallback(req, res);
       res.writeHead(404);
       res.end();
       return;

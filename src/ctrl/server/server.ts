@@ -11,6 +11,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as http from "node:http";
 import * as http2 from "node:http2";
+import type * as net from "node:net";
 import type { AddressInfo, Socket } from "node:net";
 import { setMaxListeners } from "node:events";
 import type { DescService } from "@bufbuild/protobuf";
@@ -84,9 +85,12 @@ import { storeFeedSource } from "../stream/watch.js";
 import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
+import { createApiListener } from "./listener.js";
+import { createDashboardHandler } from "../dashboard/http.js";
+import { pruneSessions } from "../domain/sessions.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
-import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../../contracts/http2.js";
+import { HTTP2_CONNECTION_WINDOW } from "../../contracts/http2.js";
 import {
   DEFAULT_IDEMPOTENCY_RETENTION_MS,
   idempotencyInterceptor,
@@ -167,6 +171,8 @@ export interface CtrlConfig {
   previews?: PreviewSettings;
   /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
   logs?: LogServiceOptions;
+  /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
+  dashboard?: { assetsDir?: string; sessionTtlMs?: number };
 }
 
 export interface PreviewSettings {
@@ -237,7 +243,7 @@ export interface RunningCtrl {
   close(): Promise<void>;
 }
 
-function listen(server: http.Server | http2.Http2Server, addr: ListenAddress): Promise<AddressInfo> {
+function listen(server: net.Server, addr: ListenAddress): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(addr.port, addr.host, () => {
@@ -351,7 +357,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
-  const auth = new Authenticator(store, config.auth);
+  const auth = new Authenticator(store, { secureCookies: config.tls !== undefined, ...config.auth });
   // Analysis reads the sentinels' measurements the agents report (ReportMeasurements).
   const progressive = {
     measurements: config.measurements ?? new StoredMeasurements(store),
@@ -494,6 +500,14 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     readMaxBytes: 4 * 1024 * 1024,
     onEarlyEnd: (method, code) =>
       metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
+    fallback: createDashboardHandler({
+      store,
+      auth,
+      secure: config.tls !== undefined,
+      assetsDir: config.dashboard?.assetsDir,
+      sessionTtlMs: config.dashboard?.sessionTtlMs,
+      onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
+    }),
     onHandlerError: (method, err) =>
       log.warn(
         { method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) },
@@ -504,21 +518,16 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   // Every answer names ctrl's build (src/contracts/version.ts); headers set here merge into the
   // ones Connect writes.
   const build = buildLabel();
-  const withVersion = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+  const withVersion = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ): void => {
     res.setHeader(CTRL_VERSION_HEADER, build);
     handler(req, res);
   };
-  const server: http2.Http2Server = config.tls
-    ? http2.createSecureServer(
-        {
-          cert: readFileSync(config.tls.certFile),
-          key: readFileSync(config.tls.keyFile),
-          allowHTTP1: true,
-          settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
-        },
-        withVersion,
-      )
-    : http2.createServer({ settings: { initialWindowSize: HTTP2_STREAM_WINDOW } }, withVersion);
+  // HTTP/2 (h2c or TLS) for agents and gRPC, HTTP/1.1 for browsers and curl, on one port.
+  const listener = createApiListener(withVersion, { tls: config.tls });
+  const server = listener.server;
   const sessions = new Set<http2.ServerHttp2Session>();
   // Raw sockets too: a destroyed session whose peer stopped reading can leave its socket
   // half-closed, and the server only reports closed once every socket is gone.
@@ -528,7 +537,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     socket.on("close", () => sockets.delete(socket));
   });
   const pingEvery = config.pingIntervalMs ?? 15_000;
-  server.on("session", (session: http2.ServerHttp2Session) => {
+  listener.h2.on("session", (session: http2.ServerHttp2Session) => {
     sessions.add(session);
     // Wide receive windows (contracts/http2.ts): an agent's batch of log lines arrives in one go.
     try {
@@ -561,7 +570,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     });
     session.on("error", () => undefined);
   });
-  server.on("sessionError", () => undefined);
+  listener.h2.on("sessionError", () => undefined);
 
   const apiAddr = await listen(server, config.listen);
   const scheme = config.tls ? "https" : "http";
@@ -637,6 +646,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     "flush-audit-refusals": backgroundFailure("recording folded refusals failed; retrying"),
     "expire-previews": backgroundFailure("deleting expired previews failed; retrying"),
     "prune-webhook-deliveries": backgroundFailure("forgetting old webhook deliveries failed; retrying"),
+    "prune-sessions": backgroundFailure("forgetting ended dashboard sessions failed; retrying"),
   };
   const expire = async (): Promise<number> => {
     const n = await expirePreviews(store, store.clock());
@@ -687,6 +697,12 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         everyMs: config.previews?.expiryIntervalMs ?? 30_000,
         run: async () => void (await expire()),
       },
+      // Dashboard sessions past their expiry, or whose token was revoked.
+      {
+        name: "prune-sessions",
+        everyMs: compactEvery,
+        run: async () => void (await pruneSessions(store, store.clock())),
+      },
       // A delivery older than the replay window is refused by its age: its id can go.
       {
         name: "prune-webhook-deliveries",
@@ -718,6 +734,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       streamsStop.abort();
       // GOAWAY: open streams may finish; after the grace period whatever is left is cut.
       for (const s of sessions) s.close();
+      listener.closeIdleHttp1();
       let forced: NodeJS.Timeout | undefined;
       await Promise.race([closed, new Promise<void>((r) => (forced = setTimeout(r, grace)))]);
       clearTimeout(forced);

@@ -23,6 +23,7 @@ import { migration as m0021 } from "./0021_previews.js";
 import { migration as m0022 } from "./0022_instance_events.js";
 import { migration as m0024 } from "./0024_deployment_protocol.js";
 import { migration as m0025 } from "./0025_autoscaling.js";
+import { migration as m0026 } from "./0026_dashboard_sessions.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -49,4 +50,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0022_instance_events": m0022,
   "0024_deployment_protocol": m0024,
   "0025_autoscaling": m0025,
+  "0026_dashboard_sessions": m0026,
 };

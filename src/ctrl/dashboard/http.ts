@@ -1,0 +1,249 @@
+// The web dashboard's HTTP side, on ctrl's API port next to the RPCs: the built page and its
+// assets at `/`, and sign-in/sign-out at `/dashboard/session`. Everything else the page does is
+// a call of the public API (Connect over HTTP/1.1 or HTTP/2) carrying the session cookie; there
+// is no backend-for-frontend.
+//
+//   POST   /dashboard/session  {"token": "krane_user_…"}  → the session cookie (HttpOnly, SameSite=Strict)
+//   GET    /dashboard/session                              → who the cookie's session is, or 401
+//   DELETE /dashboard/session                              → sign-out: the session is deleted
+//
+// The token travels only in that POST's body: never in a URL, never back to the page, never in
+// web storage (the page keeps nothing of it).
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import type { Store } from "../db/store.js";
+import { createSession, deleteSession } from "../domain/sessions.js";
+import { findUserTokenByHash, hashToken } from "../domain/tokens.js";
+import { crossSiteRefusal, readCookie, sessionCookie } from "../auth/browser.js";
+
+type Request = http.IncomingMessage | http2.Http2ServerRequest;
+type Response = http.ServerResponse | http2.Http2ServerResponse;
+
+/** Where `npm run build` puts the page (dist/dashboard), from this module in src/ or dist/ alike. */
+export const DEFAULT_ASSETS_DIR = fileURLToPath(new URL("../../../dist/dashboard/", import.meta.url));
+
+/** Default lifetime of a session: 12 hours, whatever the activity (then sign in again). */
+export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+/** What the sessions need of the Authenticator (../auth/authenticator.ts). */
+export interface SessionAuth {
+  readonly sessionCookieName: string;
+  authenticateSession(id: string): Promise<{ tokenId: string; name: string } | undefined>;
+  forgetSession(id: string): void;
+}
+
+export interface DashboardOptions {
+  store: Store;
+  auth: SessionAuth;
+  /** ctrl serves TLS: the cookie is Secure. */
+  secure: boolean;
+  /** The built page; default DEFAULT_ASSETS_DIR. */
+  assetsDir?: string;
+  sessionTtlMs?: number;
+  /** A failure that is no answer of the page's (logged by the server). */
+  onError?: (err: unknown) => void;
+}
+
+interface Asset {
+  type: string;
+  body: Buffer;
+  gzip: Buffer | undefined;
+}
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".json": "application/json",
+  ".map": "application/json",
+};
+
+/**
+ * Every file of the built page, read once: a request can only name one of these (no path is
+ * ever joined from a URL). Their names carry no content hash, so browsers revalidate every file.
+ */
+export function loadAssets(dir: string): Map<string, Asset> {
+  const assets = new Map<string, Asset>();
+  if (!existsSync(dir)) return assets;
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (statSync(p).isFile()) {
+        const rel = relative(dir, p).split("\\").join("/");
+        const ext = /\.[a-z0-9]+$/.exec(rel)?.[0] ?? "";
+        const body = readFileSync(p);
+        const type = TYPES[ext] ?? "application/octet-stream";
+        const compressible = type.startsWith("text/") || type.includes("json") || type.includes("svg");
+        assets.set(`/${rel}`, {
+          type,
+          body,
+          gzip: compressible && body.byteLength > 512 ? gzipSync(body, { level: 9 }) : undefined,
+        });
+      }
+    }
+  };
+  walk(dir);
+  return assets;
+}
+
+/** Headers every page answer carries: nothing from another origin, no framing, no sniffing, no referrer. */
+const PAGE_HEADERS: Record<string, string> = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+};
+
+function ownOrigin(req: Request, secure: boolean): string {
+  const authority = "authority" in req && typeof req.authority === "string" ? req.authority : req.headers.host;
+  return `${secure ? "https" : "http"}://${authority ?? ""}`;
+}
+
+function header(req: Request, name: string): string | null {
+  const v = req.headers[name];
+  return typeof v === "string" ? v : null;
+}
+
+function json(res: Response, status: number, body: unknown, extra: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    ...PAGE_HEADERS,
+    "content-type": "application/json",
+    "cache-control": "no-store",
+    "content-length": String(Buffer.byteLength(text)),
+    ...extra,
+  });
+  res.end(text);
+}
+
+/** At most this much of a sign-in body is read (a token is about 60 bytes). */
+const MAX_BODY = 4096;
+
+async function readBody(req: Request): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export function createDashboardHandler(opts: DashboardOptions): (req: Request, res: Response) => void {
+  const assets = loadAssets(opts.assetsDir ?? DEFAULT_ASSETS_DIR);
+  const ttl = opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
+  const cookieName = opts.auth.sessionCookieName;
+
+  const signIn = async (req: Request, res: Response): Promise<void> => {
+    if (!(header(req, "content-type") ?? "").toLowerCase().startsWith("application/json"))
+      return json(res, 415, { message: 'sign in with a JSON body: {"token": "…"}' });
+    const text = await readBody(req);
+    if (text === undefined) return json(res, 413, { message: "the sign-in body is too large" });
+    let token: unknown;
+    try {
+      token = (JSON.parse(text) as { token?: unknown }).token;
+    } catch {
+      return json(res, 400, { message: "token: the body is not JSON" });
+    }
+    if (typeof token !== "string" || token.trim() === "" || token.length > 512)
+      return json(res, 400, { message: "token: an API token is required" });
+    const user = await findUserTokenByHash(opts.store.db, hashToken(token.trim()));
+    // The same answer for an unknown and a revoked token, and nothing of the token echoed.
+    if (!user) return json(res, 401, { message: "token: not a valid API token" });
+    const session = await createSession(opts.store, user.id, ttl);
+    json(
+      res,
+      200,
+      { name: user.name, expiresAt: new Date(session.expiresAt).toISOString() },
+      { "set-cookie": sessionCookie(session.id, { secure: opts.secure, maxAgeMs: ttl }) },
+    );
+  };
+
+  const who = async (req: Request, res: Response): Promise<void> => {
+    const id = readCookie(header(req, "cookie"), cookieName);
+    const user = id === undefined ? undefined : await opts.auth.authenticateSession(id);
+    if (!user) return json(res, 401, { message: "not signed in" });
+    json(res, 200, { name: user.name });
+  };
+
+  const signOut = async (req: Request, res: Response): Promise<void> => {
+    const id = readCookie(header(req, "cookie"), cookieName);
+    if (id !== undefined) {
+      await deleteSession(opts.store, hashToken(id));
+      opts.auth.forgetSession(id);
+    }
+    res.writeHead(204, {
+      ...PAGE_HEADERS,
+      "cache-control": "no-store",
+      "set-cookie": sessionCookie("", { secure: opts.secure, maxAgeMs: 0 }),
+    });
+    res.end();
+  };
+
+  const serveAsset = (req: Request, res: Response, path: string): void => {
+    const asset = assets.get(path === "/" ? "/index.html" : path);
+    if (!asset) {
+      if (path === "/" && assets.size === 0) {
+        res.writeHead(503, { ...PAGE_HEADERS, "content-type": "text/plain; charset=utf-8" });
+        res.end("The dashboard is not built: run `npm run build`.\n");
+        return;
+      }
+      res.writeHead(404, PAGE_HEADERS);
+      res.end();
+      return;
+    }
+    const gzip = asset.gzip !== undefined && /\bgzip\b/.test(header(req, "accept-encoding") ?? "");
+    const body = gzip && asset.gzip ? asset.gzip : asset.body;
+    res.writeHead(200, {
+      ...PAGE_HEADERS,
+      "content-type": asset.type,
+      "content-length": String(body.byteLength),
+      "cache-control": "no-cache",
+      vary: "accept-encoding",
+      ...(gzip ? { "content-encoding": "gzip" } : {}),
+    });
+    if (req.method === "HEAD") res.end();
+    else res.end(body);
+  };
+
+  return (req, res) => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const method = req.method ?? "GET";
+    const work = async (): Promise<void> => {
+      if (path === "/dashboard/session") {
+        if (method === "GET") return who(req, res);
+        if (method !== "POST" && method !== "DELETE") return json(res, 405, { message: "GET, POST or DELETE" });
+        // Signing in or out changes state: only from the dashboard's own page.
+        const refusal = crossSiteRefusal({
+          ownOrigin: ownOrigin(req, opts.secure),
+          origin: header(req, "origin"),
+          secFetchSite: header(req, "sec-fetch-site"),
+        });
+        if (refusal !== undefined) return json(res, 403, { message: refusal });
+        return method === "POST" ? signIn(req, res) : signOut(req, res);
+      }
+      if (method !== "GET" && method !== "HEAD") {
+        res.writeHead(404, PAGE_HEADERS);
+        res.end();
+        return;
+      }
+      serveAsset(req, res, path);
+    };
+    work().catch((err: unknown) => {
+      opts.onError?.(err);
+      if (!res.headersSent) json(res, 500, { message: "the dashboard could not answer; see ctrl's log" });
+      else res.end();
+    });
+  };
+}

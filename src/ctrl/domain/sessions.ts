@@ -1,0 +1,68 @@
+// The web dashboard's sign-in sessions: an API token traded for a session whose id lives in an
+// HttpOnly cookie. Only the id's SHA-256 digest is stored. A session acts as the token it was
+// made from and ends with it: the lookup joins api_tokens, whose row a revocation deletes.
+import { randomBytes } from "node:crypto";
+import type { Kysely } from "kysely";
+import type { Database } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { digestsEqual, hashToken } from "./tokens.js";
+
+type Reader = Kysely<Database>;
+
+export interface Session {
+  tokenId: string;
+  /** The token's name: who the audit log says acted. */
+  name: string;
+  expiresAt: number;
+}
+
+/** A new session for a user token; returns the id for the cookie (shown once, never stored). */
+export async function createSession(
+  store: Store,
+  tokenId: string,
+  ttlMs: number,
+): Promise<{ id: string; expiresAt: number }> {
+  const id = randomBytes(32).toString("base64url");
+  const expiresAt = await store.write(async (tx) => {
+    const expires_at = tx.now + ttlMs;
+    await tx.trx
+      .insertInto("dashboard_sessions")
+      .values({ session_hash: hashToken(id), token_id: tokenId, created_at: tx.now, expires_at })
+      .execute();
+    return expires_at;
+  });
+  return { id, expiresAt };
+}
+
+/** The live session with this digest (not expired at `now`, its token not revoked). */
+export async function findSession(db: Reader, digest: string, now: number): Promise<Session | undefined> {
+  const row = await db
+    .selectFrom("dashboard_sessions as s")
+    .innerJoin("api_tokens as t", "t.id", "s.token_id")
+    .select(["s.session_hash", "s.token_id", "s.expires_at", "t.name"])
+    .where("s.session_hash", "=", digest)
+    .where("s.expires_at", ">", now)
+    .executeTakeFirst();
+  if (!row || !digestsEqual(row.session_hash, digest)) return undefined;
+  return { tokenId: row.token_id, name: row.name, expiresAt: Number(row.expires_at) };
+}
+
+/** Ends a session (sign-out); false when there was none. */
+export async function deleteSession(store: Store, digest: string): Promise<boolean> {
+  return store.write(async (tx) => {
+    const r = await tx.trx.deleteFrom("dashboard_sessions").where("session_hash", "=", digest).executeTakeFirst();
+    return Number(r.numDeletedRows) > 0;
+  });
+}
+
+/** Forgets sessions that expired before `now`, and those of revoked tokens. */
+export async function pruneSessions(store: Store, now: number): Promise<number> {
+  return store.write(async (tx) => {
+    const expired = await tx.trx.deleteFrom("dashboard_sessions").where("expires_at", "<=", now).executeTakeFirst();
+    const orphaned = await tx.trx
+      .deleteFrom("dashboard_sessions")
+      .where("token_id", "not in", (eb) => eb.selectFrom("api_tokens").select("id"))
+      .executeTakeFirst();
+    return Number(expired.numDeletedRows) + Number(orphaned.numDeletedRows);
+  });
+}

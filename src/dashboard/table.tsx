@@ -1,0 +1,118 @@
+// A dense, sortable, filterable table that renders only the rows in view (fixed row height), so
+// hundreds or thousands of rows stay fast. Sorting and filtering are pure (sortRows, filterRows).
+import type { ComponentChildren } from "preact";
+import { useMemo, useState } from "preact/hooks";
+
+export interface Column<T> {
+  key: string;
+  title: string;
+  /** What the column sorts and filters by. */
+  value: (row: T) => string | number;
+  render?: (row: T) => ComponentChildren;
+}
+
+export function filterRows<T>(rows: readonly T[], columns: readonly Column<T>[], text: string): T[] {
+  const q = text.trim().toLowerCase();
+  if (q === "") return [...rows];
+  return rows.filter((r) => columns.some((c) => String(c.value(r)).toLowerCase().includes(q)));
+}
+
+export function sortRows<T>(rows: T[], column: Column<T> | undefined, descending: boolean): T[] {
+  if (!column) return rows;
+  const dir = descending ? -1 : 1;
+  return rows.sort((a, b) => {
+    const x = column.value(a);
+    const y = column.value(b);
+    if (typeof x === "number" && typeof y === "number") return (x - y) * dir;
+    return String(x).localeCompare(String(y)) * dir;
+  });
+}
+
+const ROW_PX = 28;
+const VIEW_ROWS = 24;
+
+export function Table<T>(props: {
+  label: string;
+  rows: readonly T[];
+  columns: readonly Column<T>[];
+  rowKey: (row: T) => string;
+  filter?: boolean;
+}) {
+  const [text, setText] = useState("");
+  const [sortKey, setSortKey] = useState<string | undefined>(undefined);
+  const [desc, setDesc] = useState(false);
+  const [top, setTop] = useState(0);
+  const shown = useMemo(
+    () =>
+      sortRows(
+        filterRows(props.rows, props.columns, text),
+        props.columns.find((c) => c.key === sortKey),
+        desc,
+      ),
+    [props.rows, props.columns, text, sortKey, desc],
+  );
+  const first = Math.max(0, Math.floor(top / ROW_PX) - 5);
+  const last = Math.min(shown.length, first + VIEW_ROWS + 10);
+  const virtual = shown.length > VIEW_ROWS + 10;
+  const slice = virtual ? shown.slice(first, last) : shown;
+  return (
+    <div>
+      {props.filter && (
+        <div class="filter">
+          <input
+            type="search"
+            aria-label={`Filter ${props.label}`}
+            placeholder="Filter"
+            value={text}
+            onInput={(e) => setText(e.currentTarget.value)}
+          />{" "}
+          <span class="muted">
+            {shown.length} of {props.rows.length}
+          </span>
+        </div>
+      )}
+      <div class="scroll" onScroll={(e) => setTop(e.currentTarget.scrollTop)}>
+        <table aria-label={props.label} aria-rowcount={shown.length + 1}>
+          <thead>
+            <tr>
+              {props.columns.map((c) => (
+                <th
+                  key={c.key}
+                  scope="col"
+                  aria-sort={sortKey === c.key ? (desc ? "descending" : "ascending") : undefined}
+                >
+                  <button
+                    type="button"
+                    onClick={() => {
+                      if (sortKey === c.key) setDesc(!desc);
+                      else {
+                        setSortKey(c.key);
+                        setDesc(false);
+                      }
+                    }}
+                  >
+                    {c.title}
+                    {sortKey === c.key ? (desc ? " ↓" : " ↑") : ""}
+                  </button>
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {virtual && first > 0 && <tr aria-hidden="true" style={{ height: `${first * ROW_PX}px` }} />}
+            {slice.map((r) => (
+              <tr key={props.rowKey(r)} style={{ height: `${ROW_PX}px` }}>
+                {props.columns.map((c) => (
+                  <td key={c.key}>{c.render ? c.render(r) : String(c.value(r))}</td>
+                ))}
+              </tr>
+            ))}
+            {virtual && last < shown.length && (
+              <tr aria-hidden="true" style={{ height: `${(shown.length - last) * ROW_PX}px` }} />
+            )}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
