@@ -72,10 +72,11 @@ const OLD_MIGRATIONS = [
 /**
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
  * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
- * (autoscaling decisions).
+ * (autoscaling decisions), 0026 (dashboard sessions).
  */
 const NEW_TABLES = [
   "autoscale_status",
+  "dashboard_sessions",
   "instance_events",
   "audit_events",
   "audit_chains",
