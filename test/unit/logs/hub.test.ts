@@ -79,8 +79,9 @@ test("the reader hears which clusters were handed its request, from every replic
 
 test("a request whose reader's replica stopped keeping it alive is forgotten", async () => {
   const bus = new LocalLogBus();
-  const dead = new LogHub(bus, { keepaliveMs: 20, forgetAfterMs: 60 });
-  const alive = new LogHub(bus, { keepaliveMs: 20, forgetAfterMs: 60 });
+  // Long enough that the first push below lands before a stalled machine could forget the request.
+  const dead = new LogHub(bus, { keepaliveMs: 100, forgetAfterMs: 1_000 });
+  const alive = new LogHub(bus, { keepaliveMs: 100, forgetAfterMs: 1_000 });
   alive.start();
   dead.request("eu", create(AgentLogRequestSchema, { requestId: "log_2" }), () => undefined);
   await tick();

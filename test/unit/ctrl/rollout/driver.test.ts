@@ -79,17 +79,18 @@ describe("rollout driver queue", () => {
         if (calls <= 2) throw new Error("boom");
         return QUIET;
       }),
-      { sweepIntervalMs: 0, retry: { baseMs: 40, capMs: 40, minMs: 40 } },
+      // A backoff long enough that "at once" and "after the backoff" stay apart on a loaded machine.
+      { sweepIntervalMs: 0, retry: { baseMs: 1_000, capMs: 1_000, minMs: 1_000 } },
     );
     try {
       await driver.kick("env", "r"); // fails; resolves anyway
       assert.equal(calls, 1);
       await driver.kick("env", "r"); // a new request runs at once, before the backoff is over
       assert.equal(calls, 2);
-      assert.ok((times[1] ?? 0) - (times[0] ?? 0) < 40, "the second request waited for the backoff");
+      assert.ok((times[1] ?? 0) - (times[0] ?? 0) < 1_000, "the second request waited for the backoff");
       // No more requests: the failed key runs again on its own after the backoff.
       await until(() => calls === 3, "the retry");
-      assert.ok((times[2] ?? 0) - (times[1] ?? 0) >= 35, `retried after ${(times[2] ?? 0) - (times[1] ?? 0)} ms`);
+      assert.ok((times[2] ?? 0) - (times[1] ?? 0) >= 950, `retried after ${(times[2] ?? 0) - (times[1] ?? 0)} ms`);
       await driver.idle();
       await new Promise((r) => setTimeout(r, 100));
       assert.equal(calls, 3, "a successful pass is not retried");
