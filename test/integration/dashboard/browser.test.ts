@@ -123,6 +123,16 @@ describe("dashboard in a browser", { skip }, () => {
     await page.getByLabel("Filter Environments").fill("staging");
     await page.getByText("1 of 2").waitFor();
     await page.getByLabel("Filter Environments").fill("");
+    // A header sorts by its column, and a second click reverses the order.
+    const order = async (): Promise<string[]> =>
+      (await envs.getByRole("link").allTextContents()).filter((t) => t.startsWith("shop/"));
+    const header = envs.getByRole("button", { name: /^Environment/ });
+    await header.click();
+    await envs.locator('th[aria-sort="ascending"]').waitFor();
+    assert.deepEqual(await order(), ["shop/production", "shop/staging"]);
+    await header.click();
+    await envs.locator('th[aria-sort="descending"]').waitFor();
+    assert.deepEqual(await order(), ["shop/staging", "shop/production"]);
     await shot("overview");
   });
 
