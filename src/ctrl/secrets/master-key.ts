@@ -3,7 +3,8 @@
 // start into a file next to it (mode 0600; only the path is logged). A PostgreSQL installation
 // must be given its key for secrets: replicas must share it, and a generated one would be lost
 // with the pod (without one, ctrl runs and refuses secrets).
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { linkSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Keyring, KeyringError, generateMasterKey, parseMasterKey } from "./keyring.js";
 
 export interface MasterKeySettings {
@@ -53,11 +54,18 @@ export function loadKeyring(
   } catch (err) {
     if (!(err instanceof KeyringError) || !/ENOENT/.test(err.message)) throw err;
   }
+  // Written whole under a name of its own, then linked into place: link() fails if the file
+  // exists, and a ctrl starting at the same moment never reads a created but still empty file
+  // (which writing the file in place with "wx" allowed).
+  const tmp = `${s.generateAt}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
   try {
-    writeFileSync(s.generateAt, `${generateMasterKey()}\n`, { mode: 0o600, flag: "wx" });
+    writeFileSync(tmp, `${generateMasterKey()}\n`, { mode: 0o600, flag: "wx" });
+    linkSync(tmp, s.generateAt);
     warn("generated a master key for secrets at rest: back it up, without it no secret can be read", s.generateAt);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  } finally {
+    rmSync(tmp, { force: true });
   }
   return new Keyring(readKeyFile(s.generateAt, "master key file", warn), previous);
 }
