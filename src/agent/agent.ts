@@ -234,8 +234,9 @@ export class Agent {
     if (this.#stopped) return;
     this.#stopped = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
-    await this.logs.stop();
-    await this.manager.stop();
+    // Together: the manager's stop ends with giving up the leader lease, which a follower is
+    // waiting for; it does not wait on the log sessions.
+    await Promise.all([this.logs.stop(), this.manager.stop()]);
     this.#link.close();
     await new Promise<void>((resolve) => (this.#ops ? this.#ops.close(() => resolve()) : resolve()));
     this.#ops?.closeAllConnections();

@@ -184,7 +184,10 @@ export class LeaderElector {
   /** Runs until `signal` aborts; a leader that stops gives the lease up. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      if (!this.#paused) await this.#tick(signal);
+      // A tick is not cut short by the shutdown: a renewal aborted in flight may still have been
+      // written, and the release would then carry a stale resourceVersion and be refused (the
+      // followers then wait out the whole lease). Each request has its own deadline instead.
+      if (!this.#paused) await this.#tick(AbortSignal.timeout(this.#t.renewDeadlineMs));
       if (this.#leading && !this.isLeading()) void this.#stop("renewal deadline passed");
       await sleep(this.#t.retryPeriodMs, signal);
     }
@@ -259,7 +262,6 @@ export class LeaderElector {
         this.#o.onStartedLeading();
       }
     } catch (err) {
-      if (signal.aborted) return;
       // 409: someone else wrote first; anything else: try again next tick (the deadline decides).
       if (!(err instanceof KubeApiError && err.status === 409)) {
         this.#o.log.warn(
@@ -300,15 +302,33 @@ export class LeaderElector {
       },
       spec: { ...r, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(new Date()) },
     };
+    const lease = `${this.#o.namespace}/${this.#o.name}`;
     try {
-      await this.#o.kube.raw("PUT", path, body, AbortSignal.timeout(5_000));
-      this.#o.log.info(
-        { lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity },
-        "released the lease",
-      );
+      try {
+        await this.#o.kube.raw("PUT", path, body, AbortSignal.timeout(5_000));
+      } catch (err) {
+        // 409: the lease changed since it was last read (a renewal whose answer was lost). Read it
+        // again and release it if this replica still holds it; anyone else's record is left alone.
+        if (!(err instanceof KubeApiError && err.status === 409)) throw err;
+        const got = await this.#o.kube.raw("GET", path, undefined, AbortSignal.timeout(5_000));
+        const meta = isRecord(got) && isRecord(got.metadata) ? got.metadata : {};
+        const now = readRecord(isRecord(got) ? got.spec : undefined);
+        if (now.holderIdentity !== this.#o.identity || typeof meta.resourceVersion !== "string") return;
+        await this.#o.kube.raw(
+          "PUT",
+          path,
+          {
+            ...body,
+            metadata: { ...body.metadata, resourceVersion: meta.resourceVersion },
+            spec: { ...now, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(new Date()) },
+          },
+          AbortSignal.timeout(5_000),
+        );
+      }
+      this.#o.log.info({ lease, identity: this.#o.identity }, "released the lease");
     } catch (err) {
       this.#o.log.warn(
-        { lease: `${this.#o.namespace}/${this.#o.name}`, err: err instanceof Error ? err.message : String(err) },
+        { lease, err: err instanceof Error ? err.message : String(err) },
         "could not release the lease: the followers wait until it expires",
       );
     }

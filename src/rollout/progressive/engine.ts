@@ -183,7 +183,28 @@ export function decide(input: DecisionInput): Decision {
   if (newest === null) {
     if (s.stable !== null || s.canary !== null) s = { ...INITIAL_STATE };
   } else if (newest !== s.stable && newest !== s.canary) {
-    if (s.stable === null) {
+    if (newest === s.previous && s.stable !== null) {
+      // The newest revision is again the one a blue-green switch left within its scale-down
+      // window (the newer one was deleted): it still runs at full size in every region, so the
+      // routes switch back at once, as an abort within the window does, rather than rolling it
+      // out wave by wave as if it were new.
+      const from = s.stable;
+      set({
+        stable: newest,
+        canary: null,
+        aborted: false,
+        gate: false,
+        previous: null,
+        previousUntil: null,
+        phase: "Healthy",
+        reason: "",
+      });
+      events.push({
+        type: "Normal",
+        reason: "RolledBack",
+        message: `${newest} is the newest revision again and was kept within the scale-down window: traffic switched back from ${from} at once`,
+      });
+    } else if (s.stable === null) {
       set({ stable: newest, canary: null, aborted: false, phase: "Progressing", reason: `rolling out ${newest}` });
       events.push({
         type: "Normal",

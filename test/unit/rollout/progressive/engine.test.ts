@@ -252,6 +252,34 @@ describe("progressive engine: blue-green", () => {
     assert.equal(back.regions[0]?.replicas.v1, 3, "no scale-up needed: it was kept");
     assert.equal(back.state.phase, "Degraded");
   });
+  it("the newer revision deleted within the window: the kept one serves 100 % again at once, in every wave", () => {
+    const waved: ProgressiveSpec = {
+      ...spec,
+      waves: { regions: [["a"], ["b"]], gate: { type: "available", seconds: 60 } },
+    };
+    const sim = new Sim(waved, ["a", "b"], 3);
+    sim.settle("v1");
+    sim.settle("v2");
+    sim.step("v2", "promote");
+    sim.now += 60_000;
+    sim.settle("v2");
+    sim.step("v2", "promote");
+    sim.settle("v2");
+    assert.equal(sim.state.stable, "v2");
+    assert.equal(sim.state.previous, "v1");
+    const back = sim.step("v1");
+    assert.equal(back.state.stable, "v1");
+    assert.equal(back.state.canary, null, "not rolled out again as a new revision");
+    assert.equal(back.state.previous, null);
+    for (const r of ["a", "b"]) {
+      assert.equal(sim.weight(r, "v1"), 100, `${r} back on v1`);
+      assert.equal(back.regions.find((x) => x.region === r)?.replicas.v1, 3, "kept: no pod created");
+    }
+    assert.deepEqual(
+      back.events.map((e) => e.reason),
+      ["RolledBack"],
+    );
+  });
   it("auto-promotes after N seconds and drops the previous revision after the window", () => {
     const sim = new Sim(
       { ...spec, strategy: { type: "blueGreen", autoPromoteSeconds: 30, scaleDownDelaySeconds: 60 } },
