@@ -39,6 +39,12 @@ import { build } from "esbuild";
 import { buildIsFresh } from "./freshness.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
+/**
+ * The public API's generated modules. A user command that loads one (`await import(…)`) gets
+ * dist/cli/gen/…, built together with user-client.js: loading the per-file dist/gen/… copy
+ * instead would load protobuf-es a second time, as ~40 modules, and decode its descriptors again.
+ */
+const CLI_GEN = "src/gen/krane/ctrl/v1";
 
 function sources(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -76,9 +82,15 @@ function separateModules(entry, entryDir) {
   return {
     name: "separate-modules",
     setup(b) {
-      b.onResolve({ filter: /.*/ }, (args) =>
-        args.kind === "dynamic-import" ? { path: args.path, external: true } : undefined,
-      );
+      b.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind !== "dynamic-import") return undefined;
+        // A generated API module a command loads: the CLI's own split copy (see CLI_GEN).
+        const file = join(args.resolveDir, args.path);
+        if (file.startsWith(join(root, CLI_GEN, "/")) && file.endsWith("_pb.js")) {
+          return { path: `./${relative(join(root, "src"), file)}`, external: true };
+        }
+        return { path: args.path, external: true };
+      });
       b.onResolve({ filter: /^\./ }, (args) => {
         const file = join(args.resolveDir, args.path).replace(/\.js$/, ".ts");
         if (file === entry || !file.startsWith(join(root, "src")) || !existsSync(file)) return undefined;
@@ -138,11 +150,22 @@ try {
     target: "node20.19",
     logLevel: "warning",
   });
-  // The user commands' client half, bundled over its per-file copy.
+  // The user commands' client half, bundled over its per-file copy, split with the API's
+  // generated modules a command loads when it runs (dist/cli/gen/…, see CLI_GEN): they share
+  // one copy of protobuf-es and of the generated files they import (in dist/cli/chunks/).
   const bundled = await build({
-    entryPoints: [join(root, "src", "cli", "user-client.ts")],
-    outfile: join(tmp, "cli", "user-client.js"),
+    entryPoints: {
+      "user-client": join(root, "src", "cli", "user-client.ts"),
+      ...Object.fromEntries(
+        readdirSync(join(root, CLI_GEN))
+          .filter((f) => f.endsWith("_pb.ts"))
+          .map((f) => [`gen/krane/ctrl/v1/${f.replace(/\.ts$/, "")}`, join(root, CLI_GEN, f)]),
+      ),
+    },
+    outdir: join(tmp, "cli"),
     allowOverwrite: true,
+    splitting: true,
+    chunkNames: "chunks/[name]-[hash]",
     bundle: true,
     format: "esm",
     platform: "node",
