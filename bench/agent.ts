@@ -1,7 +1,8 @@
 // Agent figures at any size: `KRANE_BENCH_AGENT_N=10000 npm run bench -- agent` (default 1,000).
 // The agent runs as shipped (`node bin/krane.js agent`, the compiled dist/, with its
-// least-privilege ServiceAccount) against a test ClusterService, on a local cluster whose
-// untrusted pool is sized for 2 × N pods (planForPods). In one run:
+// least-privilege ServiceAccount and the NODE_OPTIONS the Helm chart gives it) against a test
+// ClusterService, on a local cluster whose untrusted pool is sized for 2 × N pods
+// (planForPods). KRANE_BENCH_AGENT_NODE_ARGS adds Node.js options (to try V8 flags). In one run:
 //  - bulk apply: N deployments committed at once → N ReplicaSets (seen by a watch), against
 //    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster, as admin and
 //    as the agent's ServiceAccount (under the same admission fence as the agent);
@@ -17,10 +18,10 @@ import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parseAllDocuments, stringify } from "yaml";
 import { create } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema, InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
+import { ensureHelm, findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { regionSelector } from "../src/contracts/labels.js";
 import { renderDeployment, renderReplicaSet } from "../src/agent/deployments/render.js";
 import { Informer } from "../src/kube/informer.js";
@@ -67,6 +68,44 @@ async function heapFloorMiB(opsUrl: string, ms = 3000): Promise<number> {
     await new Promise((r) => setTimeout(r, 100));
   }
   return floor / 1048576;
+}
+
+/**
+ * The agent's NODE_OPTIONS as the Helm chart sets them with its default values (V8's heap limit
+ * and young generation), so the agent runs with what ships.
+ */
+async function chartNodeOptions(): Promise<string> {
+  const helm = (await ensureHelm()).bin;
+  const r = spawnSync(
+    helm,
+    [
+      "template",
+      "krane",
+      join(ROOT, "deploy/helm/krane"),
+      "--namespace",
+      "krane-system",
+      "--set",
+      "agent.enabled=true",
+      "--set",
+      `agent.region=${REGION}`,
+      "--set",
+      "agent.token.value=bench",
+      "--show-only",
+      "templates/agent-deployment.yaml",
+    ],
+    { encoding: "utf8" },
+  );
+  if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr.slice(0, 500)}`);
+  for (const doc of parseAllDocuments(r.stdout)) {
+    const d: unknown = doc.toJS();
+    const spec = isRecord(d) && isRecord(d.spec) && isRecord(d.spec.template) ? d.spec.template.spec : undefined;
+    const containers = isRecord(spec) && Array.isArray(spec.containers) ? spec.containers : [];
+    for (const c of containers) {
+      const env: unknown[] = isRecord(c) && Array.isArray(c.env) ? c.env : [];
+      for (const e of env) if (isRecord(e) && e.name === "NODE_OPTIONS" && typeof e.value === "string") return e.value;
+    }
+  }
+  throw new Error("the chart's agent Deployment sets no NODE_OPTIONS");
 }
 
 /** CPU seconds of the cluster's processes, by component. */
@@ -276,6 +315,11 @@ export async function benchAgent(): Promise<void> {
     const opsPort = await freePort();
     const opsUrl = `http://127.0.0.1:${opsPort}`;
     const extraArgs = (process.env.KRANE_BENCH_AGENT_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    const nodeOptions = await chartNodeOptions();
+    line(
+      "agent NODE_OPTIONS (the Helm chart's)",
+      `${nodeOptions}${extraArgs.length > 0 ? `, then ${extraArgs.join(" ")}` : ""}`,
+    );
     child = spawn(
       process.execPath,
       [
@@ -301,7 +345,7 @@ export async function benchAgent(): Promise<void> {
         "--log-level",
         "warn",
       ],
-      { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] },
+      { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, NODE_OPTIONS: nodeOptions } },
     );
     const pid = child.pid ?? 0;
     await until(
