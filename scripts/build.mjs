@@ -7,7 +7,9 @@
 // src/cli/user-client.ts, the half of the user commands that loads when one runs (ctrl client,
 // generated API, tables, status views). Per file it pulls in ~150 modules of Connect and
 // protobuf; bundled it is one file, which cut `krane status`'s CPU time by about a third
-// (measured with the client in the same run). And src/cli/main.ts, the entry every `krane` run
+// (measured with the client in the same run). It is split with the generated API modules a
+// command loads when it runs (dist/cli/gen/, dist/cli/chunks/), so they share its one copy of
+// protobuf-es. And src/cli/main.ts, the entry every `krane` run
 // loads, with the command definitions and commander (its dynamic imports stay modules of their
 // own). Everything else stays one file per module, so paths built from import.meta.url
 // (deploy/, tools/) keep working; the build refuses to bundle a module that uses
@@ -167,6 +169,10 @@ try {
     splitting: true,
     chunkNames: "chunks/[name]-[hash]",
     bundle: true,
+    // Whitespace, comments and syntax only (names stay, for stack traces): less to parse on
+    // every run (measured: about 6 ms of CPU off `krane status`, 2 ms off `krane --help`).
+    minifyWhitespace: true,
+    minifySyntax: true,
     format: "esm",
     platform: "node",
     target: "node20.19",
@@ -214,6 +220,8 @@ try {
     platform: "node",
     target: "node20.19",
     plugins: [separateModules(join(root, "src", "cli", "main.ts"), join(root, "src", "cli"))],
+    minifyWhitespace: true,
+    minifySyntax: true,
     // commander is CommonJS; its require() calls need a real require in an ES module.
     banner: {
       js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',
