@@ -14,8 +14,10 @@
 // Memory: the desired state is kept as a shallow copy (`compact`). A message protobuf-es decoded
 // got its fields one by one, and V8 keeps an object with that many added properties as a hash
 // table (dictionary mode): an ApplyDeployment held that way costs about 1.4 KiB more than the
-// same fields stored in the object, which a copy made by spreading gets.
+// same fields stored in the object, which a copy made by spreading gets. The rendered objects'
+// small repeated parts are held once, with the caches' (`share` in trim.ts): they are frozen.
 import type { KubeObject } from "../../kube/object.js";
+import { share } from "./trim.js";
 
 /**
  * A shallow copy of a plain object, its properties in V8's fast (in-object) form. An object with
@@ -44,7 +46,7 @@ export class DesiredStore<D, Del> {
 
   apply(key: string, desired: D): DesiredEntry<D, Del> {
     const kept = compact(desired);
-    const e: DesiredEntry<D, Del> = { type: "apply", desired: kept, rendered: this.render(kept) };
+    const e: DesiredEntry<D, Del> = { type: "apply", desired: kept, rendered: share(this.render(kept)) };
     this.#set(key, e);
     return e;
   }
