@@ -90,7 +90,7 @@ import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { createApiListener } from "./listener.js";
-import { createDashboardHandler } from "../dashboard/http.js";
+import { createDashboardHandler, type DashboardOptions } from "../dashboard/http.js";
 import { pruneSessions } from "../domain/sessions.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
@@ -178,7 +178,7 @@ export interface CtrlConfig {
   /** The live views' streams (LiveService) and how their views are read (coalescing). */
   live?: LiveServiceOptions & LiveHubOptions;
   /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
-  dashboard?: { assetsDir?: string; sessionTtlMs?: number };
+  dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
 }
 
 export interface PreviewSettings {
@@ -529,6 +529,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       secure: config.tls !== undefined,
       assetsDir: config.dashboard?.assetsDir,
       sessionTtlMs: config.dashboard?.sessionTtlMs,
+      signInLimit: config.dashboard?.signInLimit,
       onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
     }),
     onHandlerError: (method, err) =>
