@@ -99,7 +99,7 @@ export function Audit(props: { workspace: string }) {
               render: (e) =>
                 e.changes.length > 0 || e.message ? (
                   <button type="button" aria-label={`Details of event ${e.seq}`} onClick={() => setOpen(e)}>
-                    {e.changes.length} changed
+                    Details
                   </button>
                 ) : (
                   ""
