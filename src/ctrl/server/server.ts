@@ -378,11 +378,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const exposure: ExposureSettings = { ...DEFAULT_EXPOSURE, ...config.exposure };
   checkExposureSettings(exposure);
   // The dashboard's live views, read once per change per process and shared by every stream.
-  const liveHub = new LiveHub(
-    liveSource({ store, exposure, measurements: progressive.measurements }),
-    store.notifier,
-    { ...config.live, onError: backgroundFailure("a live view could not be read; retrying") },
-  );
+  const liveHub = new LiveHub(liveSource({ store, exposure, measurements: progressive.measurements }), store.notifier, {
+    ...config.live,
+    onError: backgroundFailure("a live view could not be read; retrying"),
+  });
   const domains = new DomainVerifier({
     store,
     resolver: config.domains?.resolver ?? systemTxtResolver({ servers: config.domains?.dnsServers }),
