@@ -150,8 +150,9 @@ export class PgNotifier extends LocalNotifier {
     this.client = client;
     try {
       await client.connect();
-      await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
       await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+      // Last, so the connection's last statement names the outbox (operators and tests find it so).
+      await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
     } catch (err) {
       if (this.client === client) this.client = null;
       client.end().catch(() => undefined);
