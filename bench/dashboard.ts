@@ -10,20 +10,29 @@
 //    shows on the open environment page, p50/p95 of 20 each;
 //  - filtering and sorting the overview's rows in the page, timed inside the page from the input
 //    event or the click to the next frame drawn (and, beside it, through playwright's round
-//    trips, as the last figures were).
+//    trips, as the last figures were);
+//  - 500 open pages (KRANE_BENCH_DASHBOARD_STREAMS) on one environment of a ctrl in its own
+//    process: a change until every page's stream has it, and ctrl's CPU per change.
 import { gzipSync } from "node:zlib";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import * as http2 from "node:http2";
+import { create, toBinary, type DescService } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { WatchEnvironmentRequestSchema } from "../src/gen/krane/ctrl/v1/live_pb.js";
+import { generateToken } from "../src/ctrl/domain/tokens.js";
+import { spawnCtrl } from "../test/integration/ctrl/process.js";
 import {
+  ApiTokenService,
   DeploymentService,
   EnvironmentService,
   ProjectService,
   RegionService,
   WorkspaceService,
 } from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { startTestCtrl, tempDir } from "../test/integration/ctrl/support.js";
+import { startTestCtrl, tempDir, transportFor } from "../test/integration/ctrl/support.js";
 
 /** The machine's load average now, printed with each figure (figures at high load are not comparable). */
 function load(): string {
@@ -189,9 +198,102 @@ export async function benchDashboard(): Promise<void> {
       `change in ctrl → visible on the environment page: p50 ${pct(onEnv, 50).toFixed(0)} ms / p95 ${pct(onEnv, 95).toFixed(0)} ms (target p95 ≤ 1 s; pushed)` +
         load(),
     );
+
+    await fanOut();
   } finally {
     await browser.close();
     await ctrl.close();
+    dir.remove();
+  }
+}
+
+/** ctrl's CPU time so far (user + system, ms), from /proc. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  // utime and stime are fields 14 and 15 of stat, in clock ticks (100 a second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * 500 open pages (KRANE_BENCH_DASHBOARD_STREAMS), each with its own API token, watching one
+ * environment of a ctrl in a process of its own (so its CPU is its own): each change timed until
+ * every stream has it. The clients read the Connect stream's frames and look for the new image
+ * in the bytes, without decoding (500 decodes in this process would be the clients' cost, which
+ * browsers pay in their own processes).
+ */
+async function fanOut(): Promise<void> {
+  const n = Number(process.env.KRANE_BENCH_DASHBOARD_STREAMS ?? 500);
+  const dir = tempDir("krane-bench-fanout-");
+  const admin = generateToken("user");
+  const proc = await spawnCtrl(["--database", join(dir.path, "ctrl.db"), "--admin-token", admin]);
+  const session = http2.connect(proc.url);
+  try {
+    const api = <S extends DescService>(s: S) => createClient(s, transportFor(proc.url, admin));
+    await api(RegionService).createRegion({ name: "eu" });
+    await api(WorkspaceService).createWorkspace({ slug: "acme" });
+    await api(ProjectService).createProject({ workspace: "acme", slug: "shop" });
+    const env = { workspace: "acme", project: "shop", environment: "web" };
+    await api(EnvironmentService).createEnvironment({ ...env, slug: "web", regions: [{ region: "eu", replicas: 3 }] });
+    const tokens: string[] = [];
+    for (let i = 0; i < n; i++) tokens.push((await api(ApiTokenService).createApiToken({ name: `page-${i}` })).token);
+    const body = toBinary(WatchEnvironmentRequestSchema, create(WatchEnvironmentRequestSchema, env));
+    const frame = Buffer.alloc(5 + body.length);
+    frame.writeUInt32BE(body.length, 1);
+    frame.set(body, 5);
+    let want = Buffer.from("nothing yet");
+    let missing = n;
+    let done: () => void = () => undefined;
+    const has = new Array<boolean>(n).fill(false);
+    const opened: Promise<void>[] = [];
+    for (let i = 0; i < n; i++) {
+      const req = session.request({
+        ":method": "POST",
+        ":path": "/krane.ctrl.v1.LiveService/WatchEnvironment",
+        "content-type": "application/connect+proto",
+        authorization: `Bearer ${tokens[i]}`,
+      });
+      req.end(frame);
+      let buf = Buffer.alloc(0);
+      opened.push(new Promise<void>((resolve) => req.once("data", () => resolve())));
+      req.on("data", (chunk: Buffer) => {
+        buf = Buffer.concat([buf, chunk]);
+        while (buf.length >= 5) {
+          const len = buf.readUInt32BE(1);
+          if (buf.length < 5 + len) break;
+          const msg = buf.subarray(5, 5 + len);
+          buf = buf.subarray(5 + len);
+          if (!has[i] && msg.includes(want)) {
+            has[i] = true;
+            if (--missing === 0) done();
+          }
+        }
+      });
+    }
+    await Promise.all(opened);
+    const times: number[] = [];
+    const cpu: number[] = [];
+    for (let k = 0; k < 10; k++) {
+      const image = `registry.example.com/fanout:${k}`;
+      want = Buffer.from(image);
+      has.fill(false);
+      missing = n;
+      const all = new Promise<void>((r) => (done = r));
+      const c0 = cpuMs(proc.child.pid ?? 0);
+      const t = performance.now();
+      await api(DeploymentService).createDeployment({ ...env, image });
+      await all;
+      times.push(performance.now() - t);
+      cpu.push(cpuMs(proc.child.pid ?? 0) - c0);
+    }
+    console.log(
+      `${n} pages (each its own token) on one environment, change → every page's stream has it: p50 ${pct(times, 50).toFixed(0)} ms / p95 ${pct(times, 95).toFixed(0)} ms;` +
+        ` ctrl's CPU per change p50 ${pct(cpu, 50).toFixed(0)} ms (the change, the rollout passes, one read of the view, ${n} sends)` +
+        ` (polling every 2 s instead: ${n / 2} status reads a second, changes or not)` +
+        load(),
+    );
+  } finally {
+    session.close();
+    await proc.stop();
     dir.remove();
   }
 }

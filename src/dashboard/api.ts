@@ -19,7 +19,8 @@ import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 
-const transport = createConnectTransport({ baseUrl: location.origin });
+// Binary: smaller than JSON, and a live view's bytes are encoded once by ctrl for every stream.
+const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
 
 function client<S extends DescService>(s: S): Client<S> {
   return createClient(s, transport);

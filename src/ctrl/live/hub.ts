@@ -6,7 +6,13 @@
 // last message. Nothing here polls the database: a view is read when a hint names it (plus
 // once when its first watcher comes).
 import type { Cluster } from "../../gen/krane/ctrl/v1/api_pb.js";
-import type { EnvironmentSummary, EnvironmentView } from "../../gen/krane/ctrl/v1/live_pb.js";
+import { toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
+import {
+  EnvironmentViewSchema,
+  type EnvironmentSummary,
+  type EnvironmentView,
+} from "../../gen/krane/ctrl/v1/live_pb.js";
 import type { ChangeNotifier, ChangeTopic } from "../db/notify.js";
 import { FinalError, Follower, type FollowerOptions } from "./follower.js";
 
@@ -26,8 +32,18 @@ export interface LiveHubOptions {
   onError?: (err: unknown) => void;
 }
 
+/**
+ * A view as streams send it: the message, and (built once, however many streams send it) the
+ * response's `view` field already encoded, which binary streams send as it is.
+ */
+export interface SharedView {
+  view: EnvironmentView;
+  /** Field 1 of WatchEnvironmentResponse as an unknown field's data: the length, then the bytes. */
+  field: Uint8Array;
+}
+
 interface EnvironmentFeed {
-  follower: Follower<EnvironmentView>;
+  follower: Follower<SharedView>;
   regions: Set<string>;
 }
 
@@ -154,7 +170,6 @@ export class OverviewFeed {
     };
   }
 
-  /** The regions whose clusters the overview shows changed (all of them, in one list). */
   close(): void {
     this.follower.close();
   }
@@ -201,7 +216,7 @@ export class LiveHub {
   }
 
   /** Joins an environment's feed; call `release` when the stream ends. */
-  watchEnvironment(environmentId: string): { follower: Follower<EnvironmentView>; release: () => void } {
+  watchEnvironment(environmentId: string): { follower: Follower<SharedView>; release: () => void } {
     let feed = this.environments.get(environmentId);
     if (!feed) {
       const regions = new Set<string>();
@@ -209,7 +224,7 @@ export class LiveHub {
         const view = await this.source.environment(environmentId);
         regions.clear();
         for (const r of view.status?.environment?.regions ?? []) regions.add(r.region);
-        return view;
+        return { view, field: new BinaryWriter().bytes(toBinary(EnvironmentViewSchema, view)).finish() };
       }, this.opts);
       feed = { follower, regions };
       this.environments.set(environmentId, feed);

@@ -6,6 +6,7 @@
 // stream carries only what its caller may read: the environment is found as every call finds it,
 // and the overview holds back environments of workspaces the caller may not read.
 import { create } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   GetRevisionMetricsResponseSchema,
@@ -106,6 +107,7 @@ export function liveServiceImpl(d: LiveServiceDeps): ServiceImpl<typeof LiveServ
       const ref = validateEnvironmentRef(req);
       const { workspace, environment } = await findEnvironment(d.store.db, ref);
       if (!mayRead(ctx.values.get(principalKey), workspace.id)) throw notFound(`environment "${req.environment}"`);
+      const json = (ctx.requestHeader.get("content-type") ?? "").includes("json");
       yield* session(ctx, async function* (end, tick, check) {
         const { follower, release } = d.hub.watchEnvironment(environment.id);
         try {
@@ -119,11 +121,15 @@ export function liveServiceImpl(d: LiveServiceDeps): ServiceImpl<typeof LiveServ
             }
             if (end.aborted) return;
             await check();
-            if (got !== undefined) sent = got.version;
-            yield create(WatchEnvironmentResponseSchema, {
-              view: got?.value,
-              sentAtUnixMs: BigInt(Date.now()),
-            });
+            const msg = create(WatchEnvironmentResponseSchema, { sentAtUnixMs: BigInt(Date.now()) });
+            if (got !== undefined) {
+              sent = got.version;
+              // Binary clients get the view encoded once for every stream (an unknown field is
+              // written as it is); JSON clients, whose encoding drops unknown fields, the message.
+              if (json) msg.view = got.value.view;
+              else msg.$unknown = [{ no: VIEW_FIELD, wireType: WireType.LengthDelimited, data: got.value.field }];
+            }
+            yield msg;
           }
         } finally {
           release();
@@ -171,6 +177,8 @@ export function liveServiceImpl(d: LiveServiceDeps): ServiceImpl<typeof LiveServ
 }
 
 const HOUR_MS = 3_600_000;
+/** WatchEnvironmentResponse.view's field number. */
+const VIEW_FIELD = WatchEnvironmentResponseSchema.fields.find((f) => f.localName === "view")?.number ?? 1;
 
 export function metricsServiceImpl({ store }: { store: Store }): ServiceImpl<typeof MetricsService> {
   return {

@@ -168,11 +168,12 @@ describe("live views on SQLite", () => {
     }
   });
 
-  it("over HTTP/1.1 too (what a browser speaks to a plain-http ctrl)", async () => {
+  it("over HTTP/1.1 and in JSON too (what a browser speaks to a plain-http ctrl; binary is shared bytes)", async () => {
     const abort = new AbortController();
     const transport = createConnectTransport({
       baseUrl: ctrl.url,
       httpVersion: "1.1",
+      useBinaryFormat: false,
       interceptors: [bearer(ctrl.adminToken)],
     });
     const it = createClient(LiveService, transport)
