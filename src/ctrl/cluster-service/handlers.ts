@@ -17,7 +17,7 @@ import { MEASUREMENT_RETENTION_MS, recordMeasurements } from "../domain/measurem
 import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
 import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
-import type { ClusterServiceMethods, Kind, KindHandlers } from "../kinds/kind.js";
+import { kindMethods, type ClusterServiceMethods, type Kind, type KindHandlers } from "../kinds/kind.js";
 import type { AnyReport, ReportSubject } from "../kinds/report.js";
 import { KINDS } from "../kinds/registry.js";
 import { desiredState, encodingOf, streamFrame, streamState } from "../kinds/wire.js";
@@ -189,7 +189,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
     },
   };
   for (const kind of deps.kinds ?? KINDS) {
-    for (const [name, method] of Object.entries(kind.methods(kindHandlers(kind, deps)))) {
+    for (const [name, method] of Object.entries(kindMethods(kind, kindHandlers(kind, deps)))) {
       if (name in impl) throw new Error(`ClusterService.${name} is implemented twice (kind ${kind.name})`);
       Object.assign(impl, { [name]: method });
     }

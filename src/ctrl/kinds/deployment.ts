@@ -1,13 +1,12 @@
-// The deployment kind's descriptor: its stream, its ClusterService methods, and the rules of its
+// The deployment kind's descriptor: its stream and the rules of its
 // agents' reports (an update is the instance set of a revision in a region, with its events),
 // which ../domain/deployments.ts records. Its payloads are ../payloads/deployment.ts.
-import { create } from "@bufbuild/protobuf";
 import {
   DeploymentStateSchema,
-  GetDesiredDeploymentStatesResponseSchema,
   InstanceStatus,
   type ReportDeploymentStatusRequest,
   type ReportDeploymentStatusRequest_Update,
+  ReportDeploymentStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordDeploymentReport, type DeploymentReport, type InstanceStatusName } from "../domain/deployments.js";
 import { invalidArgument } from "../errors.js";
@@ -84,17 +83,11 @@ export const deploymentKind: Kind<typeof DeploymentStateSchema, DeploymentReport
   idPrefix: "dep",
   wire: { state: DeploymentStateSchema, apply: deploymentPayloads.apply, delete: deploymentPayloads.delete },
   report: kindReports({
+    message: ReportDeploymentStatusRequestSchema,
     key: "deploymentId",
     idPrefix: "dep",
     byK8sName: true,
     update: checkUpdate,
     record: recordDeploymentReport,
-  }),
-  methods: (h) => ({
-    watchDeployments: (req, ctx) => h.watch(req, ctx),
-    getDesiredDeploymentState: (req, ctx) => h.getOne(req, "deployment_id", req.deploymentId, ctx),
-    getDesiredDeploymentStates: async (req, ctx) =>
-      create(GetDesiredDeploymentStatesResponseSchema, await h.getMany(req, "deployment_ids", req.deploymentIds, ctx)),
-    reportDeploymentStatus: (req, ctx) => h.report(req, ctx),
   }),
 };

@@ -1,13 +1,12 @@
-// The gateway kind's descriptor: its stream, its ClusterService methods, and the rules of its
+// The gateway kind's descriptor: its stream and the rules of its
 // agents' reports (an update is each route's Gateway conditions and certificates), which
 // ../domain/exposure.ts records. Its payloads are ../payloads/gateway.ts.
-import { create } from "@bufbuild/protobuf";
 import {
   GatewayStateSchema,
-  GetDesiredGatewayStatesResponseSchema,
   type GatewayRouteStatus,
   type ReportGatewayStatusRequest,
   type ReportGatewayStatusRequest_Update,
+  ReportGatewayStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordGatewayReport, type StoredCondition, type StoredRouteStatus } from "../domain/exposure.js";
 import { invalidArgument } from "../errors.js";
@@ -64,17 +63,11 @@ export const gatewayKind: Kind<
   idPrefix: "env",
   wire: { state: GatewayStateSchema, apply: gatewayPayloads.apply, delete: gatewayPayloads.delete },
   report: kindReports({
+    message: ReportGatewayStatusRequestSchema,
     key: "gatewayId",
     idPrefix: "env",
     byK8sName: false,
     update: checkUpdate,
     record: recordGatewayReport,
-  }),
-  methods: (h) => ({
-    watchGateways: (req, ctx) => h.watch(req, ctx),
-    getDesiredGatewayState: (req, ctx) => h.getOne(req, "gateway_id", req.gatewayId, ctx),
-    getDesiredGatewayStates: async (req, ctx) =>
-      create(GetDesiredGatewayStatesResponseSchema, await h.getMany(req, "gateway_ids", req.gatewayIds, ctx)),
-    reportGatewayStatus: (req, ctx) => h.report(req, ctx),
   }),
 };

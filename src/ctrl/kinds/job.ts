@@ -1,13 +1,12 @@
-// The job kind's descriptor: its stream, its ClusterService methods, and the rules of its agents'
+// The job kind's descriptor: its stream and the rules of its agents'
 // reports (an update is the last runs in a region), which ../domain/jobs.ts records. Its payloads
 // are ../payloads/job.ts.
-import { create } from "@bufbuild/protobuf";
 import {
-  GetDesiredJobStatesResponseSchema,
   JobRunResult,
   JobStateSchema,
   type ReportJobStatusRequest,
   type ReportJobStatusRequest_Update,
+  ReportJobStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordJobReport, type JobReport, type ReportedRun } from "../domain/jobs.js";
 import { jobPayloads } from "../payloads/job.js";
@@ -43,12 +42,12 @@ export const jobKind: Kind<typeof JobStateSchema, JobReport, ReportJobStatusRequ
   name: jobPayloads.name,
   idPrefix: "job",
   wire: { state: JobStateSchema, apply: jobPayloads.apply, delete: jobPayloads.delete },
-  report: kindReports({ key: "jobId", idPrefix: "job", byK8sName: true, update: checkUpdate, record: recordJobReport }),
-  methods: (h) => ({
-    watchJobs: (req, ctx) => h.watch(req, ctx),
-    getDesiredJobState: (req, ctx) => h.getOne(req, "job_id", req.jobId, ctx),
-    getDesiredJobStates: async (req, ctx) =>
-      create(GetDesiredJobStatesResponseSchema, await h.getMany(req, "job_ids", req.jobIds, ctx)),
-    reportJobStatus: (req, ctx) => h.report(req, ctx),
+  report: kindReports({
+    message: ReportJobStatusRequestSchema,
+    key: "jobId",
+    idPrefix: "job",
+    byK8sName: true,
+    update: checkUpdate,
+    record: recordJobReport,
   }),
 };

@@ -6,12 +6,12 @@
 // A descriptor names its outbox kind, its id prefix and its wire messages (the stream's state
 // message, Apply and Delete), how its agents' reports are checked and which owner records them
 // (`report`, built by ./report.ts from the kind's update rules), and maps its ClusterService
-// methods (their names and request fields are the proto's, per kind) onto the shared handlers.
+// methods, found by their messages (`kindMethods`), onto the shared handlers.
 // The kind's payload encoding (rows → Apply/Delete bytes, used by ../domain when desired state
 // changes) is ../payloads/<kind>.ts.
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KindName } from "../db/schema.js";
 import type { AnyReport, KindReports } from "./report.js";
 
@@ -57,6 +57,43 @@ export interface Kind<S extends DescMessage = DescMessage, R extends AnyReport =
    * Absent: reports of type "delete".
    */
   confirmsDeletion?(report: R): boolean;
-  /** The kind's ClusterService methods. */
-  methods(h: KindHandlers<S, Q>): ClusterServiceMethods;
+}
+
+type Request = Record<string, unknown> & { region: string };
+
+/**
+ * A kind's ClusterService methods, found by their messages and bound to the generic handlers:
+ * the server-streaming method answering the kind's state message is its watch, the unary one
+ * answering a state its point read (by its one id field), the one answering a list of states its
+ * batched read (by its one repeated id field), the one taking the kind's report message its report.
+ */
+export function kindMethods<S extends DescMessage, R extends AnyReport, Q>(
+  kind: Kind<S, R, Q>,
+  h: KindHandlers<S, Q>,
+  service: DescService = ClusterService,
+): ClusterServiceMethods {
+  const state = kind.wire.state.typeName;
+  const out: Record<string, (req: Request, ctx: HandlerContext) => unknown> = {};
+  for (const m of service.methods) {
+    const ids = m.input.fields.find((f) => f.name !== "region" && (f.fieldKind === "scalar" || f.fieldKind === "list"));
+    if (m.methodKind === "server_streaming" && m.output.typeName === state) {
+      out[m.localName] = (req, ctx) =>
+        h.watch({ region: req.region, versionLastSeen: req["versionLastSeen"] as bigint }, ctx);
+    } else if (m.methodKind !== "unary") {
+      continue;
+    } else if (m.input.typeName === kind.report.message.typeName) {
+      out[m.localName] = (req, ctx) => h.report(req as Q & Request, ctx);
+    } else if (m.output.typeName === state && ids?.fieldKind === "scalar") {
+      out[m.localName] = (req, ctx) => h.getOne(req, ids.name, String(req[ids.localName]), ctx);
+    } else if (
+      ids?.fieldKind === "list" &&
+      m.output.fields.some((f) => f.fieldKind === "list" && f.listKind === "message" && f.message.typeName === state)
+    ) {
+      out[m.localName] = async (req, ctx) =>
+        create(m.output, await h.getMany(req, ids.name, req[ids.localName] as string[], ctx));
+    }
+  }
+  if (Object.keys(out).length !== 4)
+    throw new Error(`kind ${kind.name}: ${service.typeName} has no watch, point reads and report of ${state}`);
+  return out as ClusterServiceMethods;
 }

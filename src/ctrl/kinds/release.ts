@@ -1,13 +1,12 @@
-// The release kind's descriptor: its stream, its ClusterService methods, and the rules of its
+// The release kind's descriptor: its stream and the rules of its
 // agents' reports (an update is, per region, the version observed and each object's health),
 // which ../domain/releases.ts records. Its payloads are ../payloads/release.ts.
-import { create } from "@bufbuild/protobuf";
 import {
-  GetDesiredReleaseStatesResponseSchema,
   ObjectHealth,
   ReleaseStateSchema,
   type ReportReleaseStatusRequest,
   type ReportReleaseStatusRequest_Update,
+  ReportReleaseStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordReleaseReport, type ObjectHealthName } from "../domain/releases.js";
 import { releasePayloads } from "../payloads/release.js";
@@ -58,17 +57,11 @@ export const releaseKind: Kind<
   idPrefix: "rel",
   wire: { state: ReleaseStateSchema, apply: releasePayloads.apply, delete: releasePayloads.delete },
   report: kindReports({
+    message: ReportReleaseStatusRequestSchema,
     key: "releaseId",
     idPrefix: "rel",
     byK8sName: false,
     update: checkUpdate,
     record: recordReleaseReport,
-  }),
-  methods: (h) => ({
-    watchReleases: (req, ctx) => h.watch(req, ctx),
-    getDesiredReleaseState: (req, ctx) => h.getOne(req, "release_id", req.releaseId, ctx),
-    getDesiredReleaseStates: async (req, ctx) =>
-      create(GetDesiredReleaseStatesResponseSchema, await h.getMany(req, "release_ids", req.releaseIds, ctx)),
-    reportReleaseStatus: (req, ctx) => h.report(req, ctx),
   }),
 };

@@ -4,6 +4,7 @@
 // its Kubernetes name, by `k8s_name` as well. The delete and rejected changes mean the same for
 // every kind and are checked here once; a kind checks only its update's own fields, and names the
 // owner in ../domain that records the result.
+import type { DescMessage } from "@bufbuild/protobuf";
 import type { Store } from "../db/store.js";
 import { invalidArgument } from "../errors.js";
 import { rejectionReason, reportSubject } from "../validate/cluster.js";
@@ -36,12 +37,16 @@ export type ReportChange<K extends string, U> =
 
 /** How one kind's reports are checked and recorded (a descriptor's `report`). */
 export interface KindReports<Req, R> {
+  /** The kind's report request message (its Report…Status method takes it). */
+  readonly message: DescMessage;
   validate(req: Req): R;
   /** Records a validated report in one write transaction. */
   record(store: Store, region: string, report: R): Promise<void>;
 }
 
 export interface ReportRules<K extends string, U, V> {
+  /** The kind's report request message (`ReportDeploymentStatusRequestSchema`). */
+  readonly message: DescMessage;
   /** The id field of every change, as the generated code names it (`deploymentId`). */
   readonly key: K;
   /** The kind's id prefix (`dep`). */
@@ -84,6 +89,7 @@ export function kindReports<K extends string, U, V>(
           throw invalidArgument("change", "is required (update, delete or rejected)");
       }
     },
+    message: rules.message,
     record: rules.record,
   };
 }

@@ -1,13 +1,12 @@
-// The sentinel kind's descriptor: its stream, its ClusterService methods, and the rules of its
+// The sentinel kind's descriptor: its stream and the rules of its
 // agents' reports (an update is the health, available replicas, address and the routing version
 // served), which ../domain/sentinels.ts records. Its payloads are ../payloads/sentinel.ts.
-import { create } from "@bufbuild/protobuf";
 import {
-  GetDesiredSentinelStatesResponseSchema,
   Health,
   SentinelStateSchema,
   type ReportSentinelStatusRequest,
   type ReportSentinelStatusRequest_Update,
+  ReportSentinelStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { recordSentinelReport, type HealthName, type SentinelReport } from "../domain/sentinels.js";
 import { sentinelPayloads } from "../payloads/sentinel.js";
@@ -29,6 +28,7 @@ export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport, Repo
   idPrefix: "snt",
   wire: { state: SentinelStateSchema, apply: sentinelPayloads.apply, delete: sentinelPayloads.delete },
   report: kindReports({
+    message: ReportSentinelStatusRequestSchema,
     key: "sentinelId",
     idPrefix: "snt",
     byK8sName: true,
@@ -39,12 +39,5 @@ export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport, Repo
       routingVersion: r.intRange("update.routing_version", u.routingVersion, 0, Number.MAX_SAFE_INTEGER),
     }),
     record: recordSentinelReport,
-  }),
-  methods: (h) => ({
-    watchSentinels: (req, ctx) => h.watch(req, ctx),
-    getDesiredSentinelState: (req, ctx) => h.getOne(req, "sentinel_id", req.sentinelId, ctx),
-    getDesiredSentinelStates: async (req, ctx) =>
-      create(GetDesiredSentinelStatesResponseSchema, await h.getMany(req, "sentinel_ids", req.sentinelIds, ctx)),
-    reportSentinelStatus: (req, ctx) => h.report(req, ctx),
   }),
 };
