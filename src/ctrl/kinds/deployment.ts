@@ -4,17 +4,15 @@
 import {
   DeploymentStateSchema,
   InstanceStatus,
-  type ReportDeploymentStatusRequest,
   type ReportDeploymentStatusRequest_Update,
   ReportDeploymentStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { recordDeploymentReport, type DeploymentReport, type InstanceStatusName } from "../domain/deployments.js";
+import { recordDeploymentReport, type InstanceStatusName } from "../domain/deployments.js";
 import { invalidArgument } from "../errors.js";
 import { deploymentPayloads } from "../payloads/deployment.js";
 import { k8sName } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
-import { kindReports } from "./report.js";
+import { streamedKind } from "./kind.js";
 
 /** At most this many events in one report: a few per pod (the agent sends what pods show now). */
 const EVENTS_MAX = 4 * r.LIMITS.instancesMax;
@@ -78,16 +76,15 @@ function checkUpdate(u: ReportDeploymentStatusRequest_Update) {
 
 // ---------------------------------------------------------------- descriptor
 
-export const deploymentKind: Kind<typeof DeploymentStateSchema, DeploymentReport, ReportDeploymentStatusRequest> = {
+export const deploymentKind = streamedKind({
   name: deploymentPayloads.name,
   idPrefix: "dep",
   wire: { state: DeploymentStateSchema, apply: deploymentPayloads.apply, delete: deploymentPayloads.delete },
-  report: kindReports({
+  report: {
     message: ReportDeploymentStatusRequestSchema,
     key: "deploymentId",
-    idPrefix: "dep",
     byK8sName: true,
     update: checkUpdate,
     record: recordDeploymentReport,
-  }),
-};
+  },
+});

@@ -4,7 +4,6 @@
 import {
   GatewayStateSchema,
   type GatewayRouteStatus,
-  type ReportGatewayStatusRequest,
   type ReportGatewayStatusRequest_Update,
   ReportGatewayStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -13,8 +12,7 @@ import { invalidArgument } from "../errors.js";
 import { gatewayPayloads } from "../payloads/gateway.js";
 import { k8sName } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
-import { kindReports, type CheckedReport } from "./report.js";
+import { streamedKind } from "./kind.js";
 
 const CONDITION_STATUS = ["", "True", "False", "Unknown"];
 
@@ -54,20 +52,15 @@ function checkUpdate(u: ReportGatewayStatusRequest_Update) {
   return { routes: u.routes.map((s, i) => routeStatus(`update.routes[${i}]`, s)) };
 }
 
-export const gatewayKind: Kind<
-  typeof GatewayStateSchema,
-  CheckedReport<ReturnType<typeof checkUpdate>>,
-  ReportGatewayStatusRequest
-> = {
+export const gatewayKind = streamedKind({
   name: gatewayPayloads.name,
   idPrefix: "env",
   wire: { state: GatewayStateSchema, apply: gatewayPayloads.apply, delete: gatewayPayloads.delete },
-  report: kindReports({
+  report: {
     message: ReportGatewayStatusRequestSchema,
     key: "gatewayId",
-    idPrefix: "env",
     byK8sName: false,
     update: checkUpdate,
     record: recordGatewayReport,
-  }),
-};
+  },
+});

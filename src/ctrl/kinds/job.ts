@@ -4,16 +4,14 @@
 import {
   JobRunResult,
   JobStateSchema,
-  type ReportJobStatusRequest,
   type ReportJobStatusRequest_Update,
   ReportJobStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { recordJobReport, type JobReport, type ReportedRun } from "../domain/jobs.js";
+import { recordJobReport, type ReportedRun } from "../domain/jobs.js";
 import { jobPayloads } from "../payloads/job.js";
 import { k8sName } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
-import { kindReports } from "./report.js";
+import { streamedKind } from "./kind.js";
 
 const RUN_RESULT: Record<number, ReportedRun["result"]> = {
   [JobRunResult.RUNNING]: "running",
@@ -38,16 +36,15 @@ function checkUpdate(u: ReportJobStatusRequest_Update) {
 
 // ---------------------------------------------------------------- descriptor
 
-export const jobKind: Kind<typeof JobStateSchema, JobReport, ReportJobStatusRequest> = {
+export const jobKind = streamedKind({
   name: jobPayloads.name,
   idPrefix: "job",
   wire: { state: JobStateSchema, apply: jobPayloads.apply, delete: jobPayloads.delete },
-  report: kindReports({
+  report: {
     message: ReportJobStatusRequestSchema,
     key: "jobId",
-    idPrefix: "job",
     byK8sName: true,
     update: checkUpdate,
     record: recordJobReport,
-  }),
-};
+  },
+});

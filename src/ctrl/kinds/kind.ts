@@ -13,7 +13,14 @@ import { create, type DescMessage, type DescService, type MessageShape } from "@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KindName } from "../db/schema.js";
-import type { AnyReport, KindReports } from "./report.js";
+import {
+  kindReports,
+  type AnyReport,
+  type CheckedReport,
+  type KindReports,
+  type ReportChange,
+  type ReportRules,
+} from "./report.js";
 
 export type ClusterServiceMethods = Partial<ServiceImpl<typeof ClusterService>>;
 
@@ -57,6 +64,21 @@ export interface Kind<S extends DescMessage = DescMessage, R extends AnyReport =
    * Absent: reports of type "delete".
    */
   confirmsDeletion?(report: R): boolean;
+}
+
+/** A descriptor from its parts, its report checks built from the kind's report rules (./report.ts). */
+export function streamedKind<S extends DescMessage, K extends string, U, V>(d: {
+  readonly name: KindName;
+  readonly idPrefix: string;
+  readonly wire: KindWire<S>;
+  readonly report: Omit<ReportRules<K, U, V>, "idPrefix">;
+}): Kind<S, CheckedReport<V>, { change: ReportChange<K, U> }> {
+  return {
+    name: d.name,
+    idPrefix: d.idPrefix,
+    wire: d.wire,
+    report: kindReports({ ...d.report, idPrefix: d.idPrefix }),
+  };
 }
 
 type Request = Record<string, unknown> & { region: string };

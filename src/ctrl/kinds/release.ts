@@ -4,7 +4,6 @@
 import {
   ObjectHealth,
   ReleaseStateSchema,
-  type ReportReleaseStatusRequest,
   type ReportReleaseStatusRequest_Update,
   ReportReleaseStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -12,8 +11,7 @@ import { recordReleaseReport, type ObjectHealthName } from "../domain/releases.j
 import { releasePayloads } from "../payloads/release.js";
 import { oneLine } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
-import { kindReports, type CheckedReport } from "./report.js";
+import { streamedKind } from "./kind.js";
 
 const OBJECT_HEALTH: Record<number, ObjectHealthName> = {
   [ObjectHealth.UNSPECIFIED]: "unknown",
@@ -48,20 +46,15 @@ function checkUpdate(u: ReportReleaseStatusRequest_Update) {
 
 // ---------------------------------------------------------------- descriptor
 
-export const releaseKind: Kind<
-  typeof ReleaseStateSchema,
-  CheckedReport<ReturnType<typeof checkUpdate>>,
-  ReportReleaseStatusRequest
-> = {
+export const releaseKind = streamedKind({
   name: releasePayloads.name,
   idPrefix: "rel",
   wire: { state: ReleaseStateSchema, apply: releasePayloads.apply, delete: releasePayloads.delete },
-  report: kindReports({
+  report: {
     message: ReportReleaseStatusRequestSchema,
     key: "releaseId",
-    idPrefix: "rel",
     byK8sName: false,
     update: checkUpdate,
     record: recordReleaseReport,
-  }),
-};
+  },
+});

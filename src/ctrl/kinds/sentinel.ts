@@ -4,15 +4,13 @@
 import {
   Health,
   SentinelStateSchema,
-  type ReportSentinelStatusRequest,
   type ReportSentinelStatusRequest_Update,
   ReportSentinelStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { recordSentinelReport, type HealthName, type SentinelReport } from "../domain/sentinels.js";
+import { recordSentinelReport, type HealthName } from "../domain/sentinels.js";
 import { sentinelPayloads } from "../payloads/sentinel.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
-import { kindReports } from "./report.js";
+import { streamedKind } from "./kind.js";
 
 const HEALTH: Record<number, HealthName> = {
   [Health.HEALTHY]: "healthy",
@@ -23,14 +21,13 @@ const HEALTH: Record<number, HealthName> = {
 
 // ---------------------------------------------------------------- descriptor
 
-export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport, ReportSentinelStatusRequest> = {
+export const sentinelKind = streamedKind({
   name: sentinelPayloads.name,
   idPrefix: "snt",
   wire: { state: SentinelStateSchema, apply: sentinelPayloads.apply, delete: sentinelPayloads.delete },
-  report: kindReports({
+  report: {
     message: ReportSentinelStatusRequestSchema,
     key: "sentinelId",
-    idPrefix: "snt",
     byK8sName: true,
     update: (u: ReportSentinelStatusRequest_Update) => ({
       availableReplicas: r.intRange("update.available_replicas", u.availableReplicas, 0, 100_000),
@@ -39,5 +36,5 @@ export const sentinelKind: Kind<typeof SentinelStateSchema, SentinelReport, Repo
       routingVersion: r.intRange("update.routing_version", u.routingVersion, 0, Number.MAX_SAFE_INTEGER),
     }),
     record: recordSentinelReport,
-  }),
-};
+  },
+});
