@@ -3,13 +3,27 @@
 // pushed to ctrl in batches. Following, a watch on the pods lets new instances join (a rollout, a
 // scale-up; a restarted container too) and a log that ends leaves with a marker.
 //
-// Reading never waits on ctrl: lines go into a bounded OutBuffer and the push loop drains it;
-// what does not fit is dropped and replaced by a "dropped" marker. Pushes are sequential, so a
+// The agent does as little as it can per line: what pods/log gives it goes on as bytes, cut only
+// at the last newline of each chunk (lines.ts), and ctrl splits the lines and reads their times
+// (the chunk form of PushLogs). Only for a ctrl that predates the chunk form does the agent split
+// and parse the lines itself, at push time.
+//
+// Reading never waits on ctrl: data goes into a bounded OutBuffer and the push loop drains it;
+// what does not fit is dropped and replaced by a "dropped" marker. Pushes are sequential and at
+// most one per PUSH_INTERVAL_MS while data keeps coming (each push costs the same whatever it
+// carries, so fewer, bigger pushes cost less per line, for at most that much more delay), so a
 // slow ctrl means bigger batches, then drops, never a stalled API server stream. An empty push
 // every HEARTBEAT_MS tells ctrl this agent still serves the request; ctrl answering `cancelled`
 // (the reader left) or not answering at all ends it.
+import { setMaxListeners } from "node:events";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { AgentLogRequest, PushLogsRequestSchema } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import type {
+  AgentLogRequest,
+  LogChunkSchema,
+  LogEntrySchema,
+  LogMarkerSchema,
+  PushLogsRequestSchema,
+} from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { LogMarkerKind } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import {
   COMPONENT,
@@ -19,13 +33,14 @@ import {
   LABEL_ENVIRONMENT_ID,
   regionSelector,
 } from "../../contracts/labels.js";
-import { cutLine, msToNs, parseStampedLine } from "../../contracts/logs.js";
-import { isGone, type KubeClient, takeLines } from "../../kube/client.js";
+import { forEachStampedLine, msToNs } from "../../contracts/logs.js";
+import { isGone, type KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { CONTAINER_NAME } from "../deployments/render.js";
 import type { Logger } from "../runtime/log.js";
 import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
+import { LineChunker } from "./lines.js";
 import { appContainer } from "./pods.js";
 
 export type PushRequest = MessageInitShape<typeof PushLogsRequestSchema>;
@@ -39,19 +54,26 @@ export interface LogSessionDeps {
   readonly buffer?: BufferLimits;
   /** Empty pushes while quiet, so ctrl knows the request is served (default 2 s). */
   readonly heartbeatMs?: number;
+  /** While data keeps coming, pushes start at most this often (ms; default PUSH_INTERVAL_MS). */
+  readonly pushIntervalMs?: number;
   readonly now?: () => number;
 }
 
 export const HEARTBEAT_MS = 2_000;
 /**
- * A batch carries at most this many entries, about this much text: all the buffer holds, short of
- * ctrl's 4 MiB request limit. The push loop sends one batch per round trip, and on a busy machine a
- * round trip can take seconds (the agent reads its pods' logs in bursts that hold the event loop);
- * a batch capped at 2,000 entries then relayed at most 2,000 lines per round trip, below what 20
- * busy instances write, and the buffer grew until it dropped.
+ * While data keeps coming, a push starts at most this long after the one before. A push costs
+ * the agent (and ctrl) about the same whether it carries 10 lines or 10,000; pushing as soon as
+ * the last one returned made a push every few milliseconds, most of the agent's CPU per line.
  */
-const BATCH_ENTRIES = DEFAULT_BUFFER.maxEntries;
-const BATCH_BYTES = 1536 * 1024;
+export const PUSH_INTERVAL_MS = 100;
+/**
+ * A batch carries at most about this much data: all the buffer holds, short of ctrl's 4 MiB
+ * request limit. On a busy machine a round trip can take seconds; a batch capped lower relayed
+ * less per round trip than 20 busy instances write, and the buffer grew until it dropped.
+ */
+const BATCH_BYTES = 3 * 1024 * 1024;
+/** Data pushed at once without waiting for the interval (a burst: the next push is due anyway). */
+const EAGER_BYTES = 1024 * 1024;
 /** Pushes that fail in a row before the request is given up (ctrl gone: its reader is gone too). */
 const PUSH_ATTEMPTS = 3;
 
@@ -85,6 +107,8 @@ export class LogSession {
     this.#d = d;
     this.#req = req;
     this.#buffer = new OutBuffer(d.buffer ?? DEFAULT_BUFFER);
+    // One listener per pod read (each reader stops with the session): no cap on instances.
+    setMaxListeners(0, this.#stop.signal);
     this.done = this.#run();
   }
 
@@ -220,35 +244,30 @@ export class LogSession {
     const name = pod.metadata.name ?? "";
     const deploymentId = pod.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "";
     const r = this.#req;
-    const sinceNs = r.sinceUnixMs > 0n && !fresh ? msToNs(Number(r.sinceUnixMs)) : 0n;
+    const since = r.sinceUnixMs > 0n && !fresh;
     const query: Record<string, string | number | boolean | undefined> = {
       container: CONTAINER_NAME,
       timestamps: true,
       follow: r.follow && !r.previous ? true : undefined,
       previous: r.previous ? true : undefined,
-      // The API server takes whole seconds; the lines before the exact time are dropped below.
-      sinceTime: sinceNs > 0n ? new Date(Math.floor(Number(r.sinceUnixMs) / 1000) * 1000).toISOString() : undefined,
+      // The API server takes whole seconds; the lines before the exact time are dropped by ctrl
+      // (or, for a ctrl that takes no chunks, when the lines are split at push time).
+      sinceTime: since ? new Date(Math.floor(Number(r.sinceUnixMs) / 1000) * 1000).toISOString() : undefined,
       tailLines: r.tailLines !== undefined && !fresh ? r.tailLines : undefined,
     };
     if (r.follow) this.#marker(pod, "joined");
-    let rest = "";
-    const onLine = (raw: string): boolean => {
-      const p = parseStampedLine(raw);
-      if (!p) return true;
-      if (p.ns < sinceNs) return true;
-      this.#emit({ instance: name, deploymentId, ns: p.ns, line: cutLine(p.text) });
-      return true;
+    const lines = new LineChunker();
+    const emit = (data: Buffer | undefined): void => {
+      if (data) this.#emit({ instance: name, deploymentId, ns: 0n, data });
     };
     try {
-      await this.#d.kube.streamText(
+      await this.#d.kube.streamBytes(
         `/api/v1/namespaces/${encodeURIComponent(pod.metadata.namespace ?? r.k8sNamespace)}/pods/${encodeURIComponent(name)}/log`,
         query,
-        (chunk) => {
-          rest = takeLines(rest === "" ? chunk : rest + chunk, onLine);
-        },
+        (chunk) => emit(lines.feed(chunk)),
         signal,
       );
-      if (rest !== "") onLine(rest);
+      emit(lines.end());
       if (r.follow && !signal.aborted) this.#marker(pod, "left");
     } catch (err) {
       if (signal.aborted) return;
@@ -259,47 +278,32 @@ export class LogSession {
 
   async #pushLoop(): Promise<void> {
     const heartbeat = this.#d.heartbeatMs ?? HEARTBEAT_MS;
+    const interval = this.#d.pushIntervalMs ?? PUSH_INTERVAL_MS;
     let failures = 0;
     // The first push goes out at once, empty if need be: ctrl hears that the request is served
     // before the pods are even listed.
     let first = true;
+    let lastPush = 0;
     for (;;) {
-      if (!first && this.#buffer.size === 0 && !this.#finished && !this.#stop.signal.aborted) {
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, heartbeat);
-          this.#wake = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        this.#wake = undefined;
+      if (!first && !this.#finished && !this.#stop.signal.aborted) {
+        // Quiet: wait for data (or the heartbeat). Data: wait out the interval since the last
+        // push, unless a burst already filled a batch.
+        const empty = this.#buffer.size === 0;
+        const wait = empty ? heartbeat : interval - (this.#now() - lastPush);
+        if (wait > 0 && (empty || this.#buffer.bytes < EAGER_BYTES)) await this.#sleep(wait, empty);
       }
       first = false;
       // Stopped (the agent stopping, or ctrl cancelled): no last push. A request that ends
       // because the agent stops must not look finished to ctrl, whose reader then resumes.
       if (this.#stop.signal.aborted) return;
-      const batch = this.#buffer.take(BATCH_ENTRIES, BATCH_BYTES);
+      const batch = this.#buffer.take(BATCH_BYTES);
       const last = this.#finished && this.#buffer.size === 0;
+      lastPush = this.#now();
       try {
         const res = await this.#d.push({
           region: this.#d.region,
           requestId: this.#req.requestId,
-          entries: batch.map((e) => ({
-            timeUnixNano: e.ns,
-            instance: e.instance,
-            deploymentId: e.deploymentId,
-            entry:
-              e.line !== undefined
-                ? { case: "line" as const, value: e.line }
-                : {
-                    case: "marker" as const,
-                    value: {
-                      kind: MARKER_KINDS[e.marker?.kind ?? "error"],
-                      dropped: BigInt(e.marker?.dropped ?? 0),
-                      message: e.marker?.message ?? "",
-                    },
-                  },
-          })),
+          ...(this.#req.chunks ? { chunks: batch.map(toChunk) } : { entries: this.#entries(batch) }),
           done: last,
           error: last ? this.#error : "",
         });
@@ -324,6 +328,63 @@ export class LogSession {
       if (last) return;
     }
   }
+
+  /**
+   * Sleeps `ms`, or until woken: by new data when `untilData` (the buffer was empty), by a
+   * burst that fills a batch, by the end of the session or a stop.
+   */
+  async #sleep(ms: number, untilData: boolean): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.#wake = () => {
+        if (!untilData && !this.#finished && !this.#stop.signal.aborted && this.#buffer.bytes < EAGER_BYTES) return;
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    this.#wake = undefined;
+  }
+
+  /** A batch as one entry per line, for a ctrl that takes no chunks. */
+  #entries(batch: readonly OutEntry[]): MessageInitShape<typeof LogEntrySchema>[] {
+    const sinceNs = msToNs(Number(this.#req.sinceUnixMs));
+    const out: MessageInitShape<typeof LogEntrySchema>[] = [];
+    for (const e of batch) {
+      if (e.data !== undefined)
+        forEachStampedLine(e.data, sinceNs, (ns, text) =>
+          out.push({
+            timeUnixNano: ns,
+            instance: e.instance,
+            deploymentId: e.deploymentId,
+            entry: { case: "line", value: text },
+          }),
+        );
+      else out.push({ timeUnixNano: e.ns, instance: e.instance, deploymentId: e.deploymentId, entry: markerOf(e) });
+    }
+    return out;
+  }
+}
+
+function markerOf(e: OutEntry): { case: "marker"; value: MessageInitShape<typeof LogMarkerSchema> } {
+  return {
+    case: "marker",
+    value: {
+      kind: MARKER_KINDS[e.marker?.kind ?? "error"],
+      dropped: BigInt(e.marker?.dropped ?? 0),
+      message: e.marker?.message ?? "",
+    },
+  };
+}
+
+function toChunk(e: OutEntry): MessageInitShape<typeof LogChunkSchema> {
+  return e.data !== undefined
+    ? { instance: e.instance, deploymentId: e.deploymentId, content: { case: "lines", value: e.data } }
+    : {
+        instance: e.instance,
+        deploymentId: e.deploymentId,
+        content: { case: "marker", value: markerOf(e).value },
+        markerTimeUnixNano: e.ns,
+      };
 }
 
 function isPod(o: unknown): o is KubeObject {
