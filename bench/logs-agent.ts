@@ -20,7 +20,13 @@ const kube = new KubeClient({
   },
 });
 const conn = createCtrlConnection(ctrlUrl ?? "", token ?? "");
-const channel = new LogChannel({ transport: conn.transport, kube, region: region ?? "", log: silentLogger, leading: () => true });
+const channel = new LogChannel({
+  transport: conn.transport,
+  kube,
+  region: region ?? "",
+  log: silentLogger,
+  leading: () => true,
+});
 channel.start();
 // Ends at once (a CPU profile is written on exit): the sessions' state does not matter here.
 process.on("SIGTERM", () => process.exit(0));

@@ -137,7 +137,10 @@ function cpuSplit(pid: number): { user: number; sys: number } {
 function cpuUsed(a: { user: number; sys: number }, b: { user: number; sys: number }): { total: number; text: string } {
   const user = b.user - a.user;
   const sys = b.sys - a.sys;
-  return { total: user + sys, text: `${(user + sys).toFixed(2)} s (user ${user.toFixed(2)}, kernel ${sys.toFixed(2)})` };
+  return {
+    total: user + sys,
+    text: `${(user + sys).toFixed(2)} s (user ${user.toFixed(2)}, kernel ${sys.toFixed(2)})`,
+  };
 }
 
 interface Ctrl {
@@ -247,8 +250,16 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
   const key = join(dir, "standin.key");
   const ssl = spawnSync(
     "openssl",
-    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
-      .concat(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert]),
+    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"].concat([
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+    ]),
     { encoding: "utf8" },
   );
   if (ssl.status !== 0) throw new Error(`openssl: ${ssl.stderr}`);
@@ -256,7 +267,17 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
   const apiPort = await freePort();
   const standin = spawn(
     process.execPath,
-    ["--import", "tsx", join(ROOT, "bench/logs-standin.ts"), String(apiPort), cert, key, String(N), String(RATE), NAMESPACE],
+    [
+      "--import",
+      "tsx",
+      join(ROOT, "bench/logs-standin.ts"),
+      String(apiPort),
+      cert,
+      key,
+      String(N),
+      String(RATE),
+      NAMESPACE,
+    ],
     { cwd: ROOT, stdio: ["ignore", "inherit", "inherit", "ipc"] },
   );
   children.push(standin);
@@ -422,7 +443,9 @@ async function stop(c: ChildProcess): Promise<void> {
 }
 
 export async function benchLogs(): Promise<void> {
-  console.log(`logs: krane ${ensureBuild()}; ${N} instances × ${RATE} lines/s, ${WINDOW_MS / 1000} s window; ${loads()}`);
+  console.log(
+    `logs: krane ${ensureBuild()}; ${N} instances × ${RATE} lines/s, ${WINDOW_MS / 1000} s window; ${loads()}`,
+  );
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-logs-"));
   const children: ChildProcess[] = [];
   try {

@@ -235,9 +235,7 @@ export class HelloApp {
       this.#saidUnready = true;
       this.#log({ msg: "readiness failing from now on", unreadyAfterMs: after });
     }
-    return (
-      this.#ready && !this.#terminating && age >= this.#settings.readyDelayMs && (after === 0 || age < after)
-    );
+    return this.#ready && !this.#terminating && age >= this.#settings.readyDelayMs && (after === 0 || age < after);
   }
 
   /** Applies a control request's settings; the mode takes effect at once. */

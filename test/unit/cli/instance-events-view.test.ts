@@ -36,9 +36,7 @@ test("each kind of instance event reads as a few words", () => {
     "Evicted: The node was low on memory.",
   );
   assert.equal(
-    describeInstanceEvent(
-      ev({ kind: "evicted", reason: "EvictionByEvictionAPI", message: "Eviction API: evicting" }),
-    ),
+    describeInstanceEvent(ev({ kind: "evicted", reason: "EvictionByEvictionAPI", message: "Eviction API: evicting" })),
     "Evicted (EvictionByEvictionAPI): Eviction API: evicting",
   );
   assert.equal(describeInstanceEvent(ev({ kind: "terminated", reason: "Error" })), "Error (no exit code)");

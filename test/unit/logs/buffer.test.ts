@@ -17,9 +17,10 @@ const chunk = (instance: string, from: number, n = 1): OutEntry => ({
   deploymentId: "dep_1",
   ns: 0n,
   data: Buffer.from(
-    Array.from({ length: n }, (_, i) => `2025-01-02T03:04:05.${String(from + i).padStart(9, "0")}Z l${from + i}\n`).join(
-      "",
-    ),
+    Array.from(
+      { length: n },
+      (_, i) => `2025-01-02T03:04:05.${String(from + i).padStart(9, "0")}Z l${from + i}\n`,
+    ).join(""),
   ),
 });
 
@@ -103,7 +104,10 @@ test("property: every line is delivered or counted in a marker, per instance in 
         got.push(...b.take());
         for (const inst of ["a", "b", "c"]) {
           const mine = got.filter((e) => e.instance === inst);
-          const numbers = mine.flatMap(show).filter((t) => t.startsWith("l")).map((t) => Number(t.slice(1)));
+          const numbers = mine
+            .flatMap(show)
+            .filter((t) => t.startsWith("l"))
+            .map((t) => Number(t.slice(1)));
           const dropped = mine.reduce((s, e) => s + (e.marker?.dropped ?? 0), 0);
           assert.equal(numbers.length + dropped, sent.get(inst) ?? 0);
           assert.deepEqual(

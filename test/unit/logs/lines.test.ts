@@ -3,7 +3,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { cutLine, forEachStampedLine, formatNs, MAX_LINE_BYTES, parseStampedLine } from "../../../src/contracts/logs.js";
+import {
+  cutLine,
+  forEachStampedLine,
+  formatNs,
+  MAX_LINE_BYTES,
+  parseStampedLine,
+} from "../../../src/contracts/logs.js";
 import { entryJson, formatEntry, ResumeCursor, type PrintedEntry } from "../../../src/cli/log-lines.js";
 
 test("a kubelet line's timestamp is read to the nanosecond", () => {

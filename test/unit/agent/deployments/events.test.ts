@@ -209,7 +209,12 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
     disruption: fc.option(
       fc.record({
         status: fc.constantFrom("True", "False"),
-        reason: fc.constantFrom("EvictionByEvictionAPI", "PreemptionByScheduler", "TerminationByKubelet", "bad reason!"),
+        reason: fc.constantFrom(
+          "EvictionByEvictionAPI",
+          "PreemptionByScheduler",
+          "TerminationByKubelet",
+          "bad reason!",
+        ),
         message: fc.string({ maxLength: 800 }),
         lastTransitionTime: arbTime,
       }),
