@@ -9,7 +9,7 @@
 //
 //   node --import tsx bench/logs-standin.ts <port> <cert> <key> <instances> <rate> <namespace>
 import { readFileSync } from "node:fs";
-import * as https from "node:https";
+import * as http2 from "node:http2";
 import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, workspaceNamespaceLabels } from "../src/contracts/labels.js";
 
 const [port, cert, key, instances, rate, namespace] = process.argv.slice(2);
@@ -39,43 +39,47 @@ function stamp(ms: number, n: number): string {
   return `${iso.slice(0, 19)}.${iso.slice(20, 23)}${String(n % 1e6).padStart(6, "0")}Z`;
 }
 
-const server = https.createServer({ cert: readFileSync(cert ?? ""), key: readFileSync(key ?? "") }, (req, res) => {
-  const url = new URL(req.url ?? "/", "https://x");
-  const parts = url.pathname.split("/").filter(Boolean);
-  const json = (o: unknown): void => {
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end(JSON.stringify(o));
-  };
-  // /api/v1/namespaces/<ns>[/pods[/<pod>/log]]
-  if (parts.length === 4) {
-    json({ metadata: { name: parts[3], labels: workspaceNamespaceLabels("ws_bench") } });
-    return;
-  }
-  if (parts.length === 5 && parts[4] === "pods") {
-    if (url.searchParams.get("watch") === "true") {
+// HTTP/1.1 and HTTP/2 (ALPN), as kube-apiserver serves both.
+const server = http2.createSecureServer(
+  { cert: readFileSync(cert ?? ""), key: readFileSync(key ?? ""), allowHTTP1: true },
+  (req, res) => {
+    const url = new URL(req.url ?? "/", "https://x");
+    const parts = url.pathname.split("/").filter(Boolean);
+    const json = (o: unknown): void => {
       res.writeHead(200, { "content-type": "application/json" });
-      res.flushHeaders();
-      return; // quiet until the reader leaves
+      res.end(JSON.stringify(o));
+    };
+    // /api/v1/namespaces/<ns>[/pods[/<pod>/log]]
+    if (parts.length === 4) {
+      json({ metadata: { name: parts[3], labels: workspaceNamespaceLabels("ws_bench") } });
+      return;
     }
-    json({ metadata: { resourceVersion: "1" }, items: pods.map(pod) });
-    return;
-  }
-  if (parts.length === 7 && parts[6] === "log") {
-    const name = parts[5] ?? "";
-    res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
-    res.flushHeaders();
-    let n = 0;
-    const t = setInterval(() => {
-      for (let i = 0; i < PER_BURST; i++) {
-        n++;
-        const now = Date.now();
-        res.write(`${stamp(now, n)} seq=${n} pod=${name} t=${now}\n`);
+    if (parts.length === 5 && parts[4] === "pods") {
+      if (url.searchParams.get("watch") === "true") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write("");
+        return; // quiet until the reader leaves
       }
-    }, 50);
-    res.on("close", () => clearInterval(t));
-    return;
-  }
-  res.writeHead(404).end();
-});
+      json({ metadata: { resourceVersion: "1" }, items: pods.map(pod) });
+      return;
+    }
+    if (parts.length === 7 && parts[6] === "log") {
+      const name = parts[5] ?? "";
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("");
+      let n = 0;
+      const t = setInterval(() => {
+        for (let i = 0; i < PER_BURST; i++) {
+          n++;
+          const now = Date.now();
+          res.write(`${stamp(now, n)} seq=${n} pod=${name} t=${now}\n`);
+        }
+      }, 50);
+      res.on("close", () => clearInterval(t));
+      return;
+    }
+    res.writeHead(404).end();
+  },
+);
 server.listen(Number(port), "127.0.0.1", () => process.send?.("ready"));
 process.on("SIGTERM", () => process.exit(0));

@@ -17,7 +17,7 @@
 // Every figure is printed with the load averages: on a shared machine a figure taken at a high
 // load is not comparable with one taken at a low load (a starved process waits to be scheduled,
 // and the lines wait with it). KRANE_BENCH_LOGS_PARTS=path|real runs one part;
-// KRANE_BENCH_LOGS_PROFILE=<dir> writes the agent's CPU profile (node --cpu-prof) there.
+// KRANE_BENCH_LOGS_PROFILE=<dir> writes the agent's and ctrl's CPU profiles (node --cpu-prof) there.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -153,14 +153,23 @@ interface Ctrl {
 }
 
 /** ctrl as shipped (SQLite), with the bench's workspace, project and environment of N instances. */
-async function startCtrl(dir: string, children: ChildProcess[]): Promise<Ctrl> {
+async function startCtrl(dir: string, children: ChildProcess[], profile: string): Promise<Ctrl> {
   mkdirSync(dir, { recursive: true });
   const token = generateToken("user");
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    [KRANE_BIN, "ctrl", "serve", "--database", join(dir, "ctrl.db"), "--listen", `127.0.0.1:${port}`],
+    [
+      ...profileFlags(profile),
+      KRANE_BIN,
+      "ctrl",
+      "serve",
+      "--database",
+      join(dir, "ctrl.db"),
+      "--listen",
+      `127.0.0.1:${port}`,
+    ],
     {
       cwd: ROOT,
       env: { ...process.env, KRANE_ADMIN_TOKEN: token, KRANE_OPS_LISTEN: "off", KRANE_LOG_LEVEL: "warn" },
@@ -263,7 +272,7 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
     { encoding: "utf8" },
   );
   if (ssl.status !== 0) throw new Error(`openssl: ${ssl.stderr}`);
-  const ctrl = await startCtrl(join(dir, "path"), children);
+  const ctrl = await startCtrl(join(dir, "path"), children, "ctrl-path");
   const apiPort = await freePort();
   const standin = spawn(
     process.execPath,
@@ -332,7 +341,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
   const images = await workloadImages((l) => console.log(`  ${l}`));
   const cluster = await startCluster({ name: "bench-logs", realNodes: ["untrusted"], images: [images.hello] });
   try {
-    const ctrl = await startCtrl(join(dir, "real"), children);
+    const ctrl = await startCtrl(join(dir, "real"), children, "ctrl-real");
     const api = ctrl.api;
     const kc = await agentKubeConfigFrom(cluster.kubeConfig(), 3600);
     const kubeconfig = join(dir, "agent.kubeconfig");
