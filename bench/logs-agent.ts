@@ -13,15 +13,12 @@ import { KubeClient } from "../src/kube/client.js";
 
 const [ctrlUrl, token, region, apiUrl, caFile] = process.argv.slice(2);
 const ca = readFileSync(caFile ?? "");
-const kube = new KubeClient(
-  {
-    getCurrentCluster: () => ({ server: apiUrl ?? "" }),
-    applyToHTTPSOptions: async (o) => {
-      o.ca = ca;
-    },
+const kube = new KubeClient({
+  getCurrentCluster: () => ({ server: apiUrl ?? "" }),
+  applyToHTTPSOptions: async (o) => {
+    o.ca = ca;
   },
-  { streamsOverHttp2: process.env.KRANE_BENCH_LOGS_H2 === "1" },
-);
+});
 const conn = createCtrlConnection(ctrlUrl ?? "", token ?? "");
 const channel = new LogChannel({
   transport: conn.transport,

@@ -4,7 +4,6 @@
 // in one keep-alive agent (client-node 1.4.0 makes a new agent per request), requests are
 // rate-limited (QPS + burst) and counted per verb and resource.
 import * as http from "node:http";
-import * as http2 from "node:http2";
 import * as https from "node:https";
 import type { KubeConfigSource } from "./kubeconfig.js";
 import { isKubeObject, isRecord, type KubeList, type KubeObject } from "./object.js";
@@ -28,8 +27,6 @@ export interface KubeClientOptions {
   readonly onRequest?: (verb: KubeVerb, resource: string, status: number) => void;
   /** Asked before every object write: a reason to refuse it, or undefined to go ahead. */
   readonly writeGuard?: () => string | undefined;
-  /** Streamed reads (streamBytes) over one HTTP/2 connection instead of one HTTP/1.1 connection each. */
-  readonly streamsOverHttp2?: boolean;
 }
 
 /** Sends of one request again after its reused connection turned out closed (see #send). */
@@ -121,7 +118,6 @@ export class KubeClient {
   }
 
   close(): void {
-    this.#h2?.destroy();
     this.#agent?.destroy();
     this.#watchAgent?.destroy();
   }
@@ -345,7 +341,6 @@ export class KubeClient {
   ): Promise<void> {
     const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: true };
     await this.#limiter.take();
-    if (this.#opts.streamsOverHttp2) return this.#streamH2(r, path, query, onData, signal);
     const res = await this.#send("get", r, "GET", path, { query, signal }, true);
     const status = res.statusCode ?? 0;
     this.#count("get", r, status);
@@ -362,52 +357,6 @@ export class KubeClient {
       res.on("end", () => resolve());
       res.on("close", () => resolve());
       res.on("error", (err) => (signal.aborted ? resolve() : reject(err)));
-    });
-  }
-
-  #h2: http2.ClientHttp2Session | undefined;
-
-  async #streamH2(
-    r: ResourceType,
-    path: string,
-    query: Record<string, string | number | boolean | undefined>,
-    onData: (chunk: Buffer) => void,
-    signal: AbortSignal,
-  ): Promise<void> {
-    const tls = await this.#tlsAndHeaders();
-    const url = new URL(path, this.server);
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
-    if (!this.#h2 || this.#h2.closed || this.#h2.destroyed) {
-      const s = http2.connect(this.server.origin, { ...tls.agentOptions });
-      s.on("error", () => undefined);
-      this.#h2 = s;
-    }
-    const stream = this.#h2.request(
-      { ":method": "GET", ":path": `${url.pathname}${url.search}`, ...tls.headers, accept: "*/*" },
-      { signal },
-    );
-    await new Promise<void>((resolve, reject) => {
-      stream.on("error", (err) => (signal.aborted ? resolve() : reject(err)));
-      stream.on("response", (headers) => {
-        const status = Number(headers[":status"] ?? 0);
-        this.#count("get", r, status);
-        if (status !== 200) {
-          const chunks: Buffer[] = [];
-          stream.on("data", (c: Buffer) => chunks.push(c));
-          stream.on("end", () => reject(apiError(status, Buffer.concat(chunks).toString("utf8"))));
-          return;
-        }
-        stream.on("data", (chunk: Buffer) => {
-          try {
-            onData(chunk);
-          } catch (err) {
-            stream.destroy();
-            reject(err);
-          }
-        });
-        stream.on("end", () => resolve());
-        stream.on("close", () => resolve());
-      });
     });
   }
 
