@@ -27,6 +27,12 @@ export function parseStampedLine(line: string): { ns: bigint; text: string } | n
   return ns === undefined ? null : { ns, text: line.slice(m[0].length) };
 }
 
+/** The time (unix ns) of the stamp a line starts with, or undefined without one. */
+export function stampOf(line: string): bigint | undefined {
+  const m = STAMP.exec(line);
+  return m ? stampNs(m) : undefined;
+}
+
 /** A matched stamp's unix ns; undefined when it is no real time. */
 function stampNs(m: RegExpExecArray): bigint | undefined {
   const second = `${m[1]}${m[3]}`;

@@ -4,7 +4,7 @@
 // (MAX_LINE_BYTES of text, after its time stamp) is not kept whole: its start is kept and the
 // rest counted, and it is passed on cut exactly as cutLine would cut it, so a tenant printing a
 // line without end cannot make the agent hold it.
-import { MAX_LINE_BYTES } from "../../contracts/logs.js";
+import { MAX_LINE_BYTES, stampOf } from "../../contracts/logs.js";
 
 const NL = 0x0a;
 const SPACE = 0x20;
@@ -95,4 +95,23 @@ export function countLines(b: Uint8Array): number {
   let n = 0;
   for (let i = b.indexOf(NL); i >= 0; i = b.indexOf(NL, i + 1)) n++;
   return n;
+}
+
+/** The time of the last line of a chunk of complete lines, or undefined when it has no stamp. */
+export function lastLineNs(b: Buffer): bigint | undefined {
+  const start = b.length < 2 ? 0 : b.lastIndexOf(NL, b.length - 2) + 1;
+  // A stamp is ASCII and at most 35 characters and a space.
+  return stampOf(b.toString("latin1", start, Math.min(b.length, start + 40)));
+}
+
+/** The lines of a chunk of complete lines from the first one later than `ns` on, or undefined for none. */
+export function linesAfter(b: Buffer, ns: bigint): Buffer | undefined {
+  for (let start = 0; start < b.length;) {
+    const nl = b.indexOf(NL, start);
+    const t = stampOf(b.toString("latin1", start, Math.min(nl < 0 ? b.length : nl, start + 40)));
+    if (t !== undefined && t > ns) return start === 0 ? b : b.subarray(start);
+    if (nl < 0) break;
+    start = nl + 1;
+  }
+  return undefined;
 }

@@ -39,9 +39,10 @@ import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { CONTAINER_NAME } from "../deployments/render.js";
 import type { Logger } from "../runtime/log.js";
+import { sleep } from "../../retry/backoff.js";
 import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
-import { LineChunker } from "./lines.js";
-import { appContainer } from "./pods.js";
+import { lastLineNs, LineChunker, linesAfter } from "./lines.js";
+import { appContainer, runningContainer } from "./pods.js";
 
 export type PushRequest = MessageInitShape<typeof PushLogsRequestSchema>;
 
@@ -76,6 +77,8 @@ const BATCH_BYTES = 3 * 1024 * 1024;
 const EAGER_BYTES = 1024 * 1024;
 /** Pushes that fail in a row before the request is given up (ctrl gone: its reader is gone too). */
 const PUSH_ATTEMPTS = 3;
+/** A followed log that breaks is read again at most this many times in a row without a line. */
+const REOPEN_ATTEMPTS = 5;
 
 const MARKER_KINDS = {
   joined: LogMarkerKind.JOINED,
@@ -234,18 +237,20 @@ export class LogSession {
     const stop = (): void => abort.abort();
     this.#stop.signal.addEventListener("abort", stop, { once: true });
     const reader: Reader = { containerId: c.id, abort, done: Promise.resolve() };
-    reader.done = this.#readPod(pod, fresh, abort.signal).finally(() =>
+    reader.done = this.#readPod(pod, c.id, fresh, abort.signal).finally(() =>
       this.#stop.signal.removeEventListener("abort", stop),
     );
     this.#readers.set(name, reader);
   }
 
-  async #readPod(pod: KubeObject, fresh: boolean, signal: AbortSignal): Promise<void> {
+  async #readPod(pod: KubeObject, containerId: string, fresh: boolean, signal: AbortSignal): Promise<void> {
     const name = pod.metadata.name ?? "";
+    const namespace = pod.metadata.namespace ?? this.#req.k8sNamespace;
     const deploymentId = pod.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "";
     const r = this.#req;
     const since = r.sinceUnixMs > 0n && !fresh;
-    const query: Record<string, string | number | boolean | undefined> = {
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}/log`;
+    let query: Record<string, string | number | boolean | undefined> = {
       container: CONTAINER_NAME,
       timestamps: true,
       follow: r.follow && !r.previous ? true : undefined,
@@ -256,23 +261,73 @@ export class LogSession {
       tailLines: r.tailLines !== undefined && !fresh ? r.tailLines : undefined,
     };
     if (r.follow) this.#marker(pod, "joined");
-    const lines = new LineChunker();
-    const emit = (data: Buffer | undefined): void => {
-      if (data) this.#emit({ instance: name, deploymentId, ns: 0n, data });
+    /** The time of the last line passed on (0 before any). */
+    let lastNs = 0n;
+    /** After a reopened stream: its lines up to this time were passed on already. */
+    let skipUpTo: bigint | undefined;
+    /** Passes lines on; whether there were new ones. */
+    const emit = (data: Buffer | undefined): boolean => {
+      if (data && skipUpTo !== undefined) {
+        data = linesAfter(data, skipUpTo);
+        if (data) skipUpTo = undefined;
+      }
+      if (!data) return false;
+      lastNs = lastLineNs(data) ?? lastNs;
+      this.#emit({ instance: name, deploymentId, ns: 0n, data });
+      return true;
     };
-    try {
-      await this.#d.kube.streamBytes(
-        `/api/v1/namespaces/${encodeURIComponent(pod.metadata.namespace ?? r.k8sNamespace)}/pods/${encodeURIComponent(name)}/log`,
-        query,
-        (chunk) => emit(lines.feed(chunk)),
-        signal,
-      );
-      emit(lines.end());
-      if (r.follow && !signal.aborted) this.#marker(pod, "left");
-    } catch (err) {
+    for (let broken = 0; ;) {
+      const lines = new LineChunker();
+      let heard = false;
+      let failure = "";
+      try {
+        await this.#d.kube.streamBytes(path, query, (chunk) => (heard = emit(lines.feed(chunk)) || heard), signal);
+      } catch (err) {
+        if (signal.aborted) return;
+        failure = err instanceof Error ? err.message : String(err);
+        if (!r.follow) {
+          this.#marker(pod, "error", `cannot read the log: ${failure}`);
+          return;
+        }
+      }
+      if (!r.follow) emit(lines.end());
+      if (!r.follow || signal.aborted) return;
+      // A followed log ends when its container stops, but also when the connection to the API
+      // server (or the API server's to the kubelet) breaks: an API server restarting or being
+      // replaced. While the same container still runs, its log is read again from the last line
+      // passed on (from that second; what was passed on already is skipped).
+      broken = heard ? 1 : broken + 1;
+      // Unsure (the API server does not answer yet): tried again, within the attempts.
+      const running = broken > REOPEN_ATTEMPTS ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
+      if (running === "no") {
+        if (signal.aborted) return;
+        emit(lines.end());
+        if (failure !== "") this.#marker(pod, "error", `cannot read the log: ${failure}`);
+        else this.#marker(pod, "left");
+        return;
+      }
+      await sleep(Math.min(5_000, 250 * 2 ** (broken - 1)), signal);
       if (signal.aborted) return;
-      const msg = err instanceof Error ? err.message : String(err);
-      this.#marker(pod, "error", `cannot read the log: ${msg}`);
+      if (lastNs > 0n) {
+        const second = lastNs / 1_000_000_000n;
+        query = { ...query, tailLines: undefined, sinceTime: new Date(Number(second) * 1000).toISOString() };
+        skipUpTo = lastNs;
+      }
+    }
+  }
+
+  /** Whether the pod's app container `containerId` is still running ("unsure" when the API server does not say). */
+  async #stillRunning(
+    namespace: string,
+    name: string,
+    containerId: string,
+    signal: AbortSignal,
+  ): Promise<"yes" | "no" | "unsure"> {
+    try {
+      const pod = await this.#d.kube.get(resources.pods, namespace, name, signal);
+      return pod !== undefined && runningContainer(pod, CONTAINER_NAME) === containerId ? "yes" : "no";
+    } catch {
+      return "unsure";
     }
   }
 
@@ -303,7 +358,9 @@ export class LogSession {
         const res = await this.#d.push({
           region: this.#d.region,
           requestId: this.#req.requestId,
-          ...(this.#req.chunks ? { chunks: batch.map(toChunk) } : { entries: this.#entries(batch) }),
+          ...(this.#req.chunks
+            ? { chunks: batch.map(toChunk) }
+            : { entries: lineEntries(batch, msToNs(Number(this.#req.sinceUnixMs))) }),
           done: last,
           error: last ? this.#error : "",
         });
@@ -344,25 +401,24 @@ export class LogSession {
     });
     this.#wake = undefined;
   }
+}
 
-  /** A batch as one entry per line, for a ctrl that takes no chunks. */
-  #entries(batch: readonly OutEntry[]): MessageInitShape<typeof LogEntrySchema>[] {
-    const sinceNs = msToNs(Number(this.#req.sinceUnixMs));
-    const out: MessageInitShape<typeof LogEntrySchema>[] = [];
-    for (const e of batch) {
-      if (e.data !== undefined)
-        forEachStampedLine(e.data, sinceNs, (ns, text) =>
-          out.push({
-            timeUnixNano: ns,
-            instance: e.instance,
-            deploymentId: e.deploymentId,
-            entry: { case: "line", value: text },
-          }),
-        );
-      else out.push({ timeUnixNano: e.ns, instance: e.instance, deploymentId: e.deploymentId, entry: markerOf(e) });
-    }
-    return out;
+/** A batch as one entry per line from `sinceNs` on, for a ctrl that takes no chunks (an older ctrl). */
+export function lineEntries(batch: readonly OutEntry[], sinceNs: bigint): MessageInitShape<typeof LogEntrySchema>[] {
+  const out: MessageInitShape<typeof LogEntrySchema>[] = [];
+  for (const e of batch) {
+    if (e.data !== undefined)
+      forEachStampedLine(e.data, sinceNs, (ns, text) =>
+        out.push({
+          timeUnixNano: ns,
+          instance: e.instance,
+          deploymentId: e.deploymentId,
+          entry: { case: "line", value: text },
+        }),
+      );
+    else out.push({ timeUnixNano: e.ns, instance: e.instance, deploymentId: e.deploymentId, entry: markerOf(e) });
   }
+  return out;
 }
 
 function markerOf(e: OutEntry): { case: "marker"; value: MessageInitShape<typeof LogMarkerSchema> } {

@@ -7,9 +7,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { OutBuffer, type OutEntry } from "../../../src/agent/logs/buffer.js";
-import { countLines, LineChunker } from "../../../src/agent/logs/lines.js";
-import { appContainer } from "../../../src/agent/logs/pods.js";
+import { countLines, lastLineNs, LineChunker, linesAfter } from "../../../src/agent/logs/lines.js";
+import { appContainer, runningContainer } from "../../../src/agent/logs/pods.js";
+import { lineEntries } from "../../../src/agent/logs/session.js";
 import { cutLine, forEachStampedLine, MAX_LINE_BYTES } from "../../../src/contracts/logs.js";
+import { LogMarkerKind } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 
 /** A chunk of `n` lines of an instance, numbered from `from`. */
 const chunk = (instance: string, from: number, n = 1): OutEntry => ({
@@ -177,6 +179,32 @@ test("a line without end is held only up to the cut, and passed on cut as cutLin
   assert.ok(!last.toString().includes("\uFFFD"));
 });
 
+test("a reopened log skips what was passed on: the lines after the last time seen, and that time read from a chunk's last line", () => {
+  const at = (n: number): bigint => BigInt(Date.parse("2025-01-02T03:04:05Z")) * 1_000_000n + BigInt(n);
+  const data = chunk("a", 1, 4).data ?? Buffer.alloc(0);
+  assert.equal(lastLineNs(data), at(4));
+  assert.deepEqual(texts(linesAfter(data, at(2)) ?? Buffer.alloc(0)), ["l3", "l4"]);
+  assert.equal(linesAfter(data, at(0)), data, "all of it, not copied");
+  assert.equal(linesAfter(data, at(4)), undefined, "nothing new");
+  assert.equal(lastLineNs(Buffer.from("no stamp\n")), undefined);
+});
+
+test("for a ctrl that takes no chunks (an older one), a batch goes as one entry per line, from the asked time on", () => {
+  const b = new OutBuffer();
+  b.push(chunk("a", 1, 3));
+  b.push({ instance: "a", deploymentId: "dep_1", ns: 7n, marker: { kind: "left", dropped: 0, message: "" } });
+  const since = BigInt(Date.parse("2025-01-02T03:04:05Z")) * 1_000_000n + 2n;
+  const entries = lineEntries(b.take(), since);
+  assert.deepEqual(
+    entries.map((e) => [e.timeUnixNano, e.instance, e.deploymentId, e.entry?.case, e.entry?.value]),
+    [
+      [since, "a", "dep_1", "line", "l2"],
+      [since + 1n, "a", "dep_1", "line", "l3"],
+      [7n, "a", "dep_1", "marker", { kind: LogMarkerKind.LEFT, dropped: 0n, message: "" }],
+    ],
+  );
+});
+
 test("the container to read: the running one, or with previous the one before the last restart", () => {
   const pod = (status: object) => ({
     metadata: { name: "p" },
@@ -194,4 +222,7 @@ test("the container to read: the running one, or with previous the one before th
     { id: "c://0" },
   );
   assert.deepEqual(appContainer(pod({ state: { waiting: {} }, restartCount: 1 }), "app", true), { id: "restart-1" });
+  // A followed log that ended is read again only while the same container runs.
+  assert.equal(runningContainer(pod({ state: { running: {} }, containerID: "c://1" }), "app"), "c://1");
+  assert.equal(runningContainer(pod({ state: { terminated: {} }, containerID: "c://1" }), "app"), "");
 });
