@@ -339,8 +339,10 @@ export class LogSession {
     // before the pods are even listed.
     let first = true;
     let lastPush = 0;
+    let seq = 0n;
+    let pending: PushRequest | undefined;
     for (;;) {
-      if (!first && !this.#finished && !this.#stop.signal.aborted) {
+      if (!first && !pending && !this.#finished && !this.#stop.signal.aborted) {
         // Quiet: wait for data (or the heartbeat). Data: wait out the interval since the last
         // push, unless a burst already filled a batch.
         const empty = this.#buffer.size === 0;
@@ -351,11 +353,12 @@ export class LogSession {
       // Stopped (the agent stopping, or ctrl cancelled): no last push. A request that ends
       // because the agent stops must not look finished to ctrl, whose reader then resumes.
       if (this.#stop.signal.aborted) return;
-      const batch = this.#buffer.take(BATCH_BYTES);
-      const last = this.#finished && this.#buffer.size === 0;
-      lastPush = this.#now();
-      try {
-        const res = await this.#d.push({
+      // A push that failed goes again as it was (same number: ctrl takes it once) before any
+      // newer data, so nothing is lost to a lost answer and the order holds.
+      if (!pending) {
+        const batch = this.#buffer.take(BATCH_BYTES);
+        const last = this.#finished && this.#buffer.size === 0;
+        pending = {
           region: this.#d.region,
           requestId: this.#req.requestId,
           ...(this.#req.chunks
@@ -363,15 +366,22 @@ export class LogSession {
             : { entries: lineEntries(batch, msToNs(Number(this.#req.sinceUnixMs))) }),
           done: last,
           error: last ? this.#error : "",
-        });
+          seq: ++seq,
+        };
+      }
+      const last = pending.done === true;
+      lastPush = this.#now();
+      try {
+        const res = await this.#d.push(pending);
+        pending = undefined;
         failures = 0;
         if (res.cancelled) {
           this.stop();
           return;
         }
       } catch (err) {
-        // The batch is lost with the push; a reader still there sees a gap in time, and ctrl ends
-        // a request whose agent stopped answering.
+        // Given up after a few: ctrl is gone (its reader with it) or does not answer at all, and
+        // ctrl ends a request whose agent stopped answering.
         if (++failures >= PUSH_ATTEMPTS) {
           this.#d.log.debug(
             { request: this.id, err: err instanceof Error ? err.message : String(err) },
@@ -381,6 +391,7 @@ export class LogSession {
           return;
         }
         await new Promise((r) => setTimeout(r, 200 * failures));
+        continue;
       }
       if (last) return;
     }

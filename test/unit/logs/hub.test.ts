@@ -55,6 +55,37 @@ test("a request reaches the region's agent on another replica, and its lines com
   agentSide.close();
 });
 
+test("a push sent again with its number (its answer was lost) is answered but taken once, per cluster", async () => {
+  const bus = new LocalLogBus();
+  const reader = new LogHub(bus);
+  const agentSide = new LogHub(bus);
+  reader.start();
+  agentSide.start();
+  agentSide.channel("eu", "c1");
+  agentSide.channel("eu", "c2");
+  const got: string[] = [];
+  reader.request("eu", create(AgentLogRequestSchema, { requestId: "log_1" }), (c, p) =>
+    got.push(...p.entries.map((e) => `${c} ${e.entry.case === "line" ? e.entry.value : ""}`)),
+  );
+  await tick();
+  const numbered = (n: bigint, line: string): PushLogsRequest => ({ ...push("log_1", [line]), seq: n });
+  for (const [cluster, n, line] of [
+    ["c1", 1n, "a"],
+    ["c1", 1n, "a"],
+    ["c2", 1n, "x"],
+    ["c1", 2n, "b"],
+    ["c1", 1n, "a"],
+  ] as const)
+    assert.equal(agentSide.push("eu", cluster, numbered(n, line)), true);
+  // Unnumbered pushes (an older agent) are all taken.
+  agentSide.push("eu", "c1", push("log_1", ["u"]));
+  agentSide.push("eu", "c1", push("log_1", ["u"]));
+  await tick();
+  assert.deepEqual(got, ["c1 a", "c2 x", "c1 b", "c1 u", "c1 u"]);
+  reader.close();
+  agentSide.close();
+});
+
 test("the reader hears which clusters were handed its request, from every replica", async () => {
   const bus = new LocalLogBus();
   const reader = new LogHub(bus);
