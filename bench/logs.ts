@@ -314,18 +314,24 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
   const krane = kraneLogs(ctrl, () => measuring);
   children.push(krane.child);
   await attached([krane], watchInstances([krane]));
-  const cpu0 = { agent: cpuSplit(agent.pid ?? 0), ctrl: cpuSplit(ctrl.child.pid ?? 0) };
+  const cpu0 = {
+    agent: cpuSplit(agent.pid ?? 0),
+    ctrl: cpuSplit(ctrl.child.pid ?? 0),
+    cli: cpuSplit(krane.child.pid ?? 0),
+  };
   measuring = true;
   await new Promise((r) => setTimeout(r, WINDOW_MS));
   measuring = false;
   const cpu = {
     agent: cpuUsed(cpu0.agent, cpuSplit(agent.pid ?? 0)),
     ctrl: cpuUsed(cpu0.ctrl, cpuSplit(ctrl.child.pid ?? 0)),
+    cli: cpuUsed(cpu0.cli, cpuSplit(krane.child.pid ?? 0)),
   };
   console.log(row("krane logs -f (stand-in → agent → ctrl → CLI)", krane));
   console.log(
-    `  CPU per 1,000 lines: agent's log path ${perThousand(cpu.agent.total, krane.lines)}, ctrl ${perThousand(cpu.ctrl.total, krane.lines)} ` +
-      `(agent ${cpu.agent.text}, ctrl ${cpu.ctrl.text} over ${WINDOW_MS / 1000} s); ${loads()}`,
+    `  CPU per 1,000 lines: agent's log path ${perThousand(cpu.agent.total, krane.lines)}, ctrl ${perThousand(cpu.ctrl.total, krane.lines)}, ` +
+      `krane logs ${perThousand(cpu.cli.total, krane.lines)} (agent ${cpu.agent.text}, ctrl ${cpu.ctrl.text}, ` +
+      `krane logs ${cpu.cli.text} over ${WINDOW_MS / 1000} s); ${loads()}`,
   );
   for (const c of [krane.child, agent, standin, ctrl.child]) await stop(c);
 }
@@ -418,15 +424,32 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
     );
     children.push(kubectl.child);
     await attached([krane, kubectl], watchInstances([krane, kubectl]));
-    const pids = { agent: agent.pid ?? 0, ctrl: ctrl.child.pid ?? 0, kubectl: kubectl.child.pid ?? 0 };
-    const cpu0 = { agent: cpuSeconds(pids.agent), ctrl: cpuSeconds(pids.ctrl), kubectl: cpuSeconds(pids.kubectl) };
+    const pids = {
+      agent: agent.pid ?? 0,
+      ctrl: ctrl.child.pid ?? 0,
+      cli: krane.child.pid ?? 0,
+      kubectl: kubectl.child.pid ?? 0,
+    };
+    const cpu0 = {
+      agent: cpuSplit(pids.agent),
+      ctrl: cpuSplit(pids.ctrl),
+      cli: cpuSplit(pids.cli),
+      kubectl: cpuSplit(pids.kubectl),
+    };
     measuring = true;
     await new Promise((r) => setTimeout(r, WINDOW_MS));
     measuring = false;
+    const used = {
+      agent: cpuUsed(cpu0.agent, cpuSplit(pids.agent)),
+      ctrl: cpuUsed(cpu0.ctrl, cpuSplit(pids.ctrl)),
+      cli: cpuUsed(cpu0.cli, cpuSplit(pids.cli)),
+      kubectl: cpuUsed(cpu0.kubectl, cpuSplit(pids.kubectl)),
+    };
     const cpu = {
-      agent: cpuSeconds(pids.agent) - cpu0.agent,
-      ctrl: cpuSeconds(pids.ctrl) - cpu0.ctrl,
-      kubectl: cpuSeconds(pids.kubectl) - cpu0.kubectl,
+      agent: used.agent.total,
+      ctrl: used.ctrl.total,
+      cli: used.cli.total,
+      kubectl: used.kubectl.total,
     };
     const net = Math.max(0, cpu.agent - idleRate * (WINDOW_MS / 1000));
     console.log(row("krane logs -f (agent → ctrl → CLI)", krane));
@@ -434,8 +457,9 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
     console.log(
       `  CPU per 1,000 lines: agent ${perThousand(cpu.agent, krane.lines)} (${perThousand(net, krane.lines)} net of its ` +
         `${(idleRate * 1000).toFixed(0)} ms/s with no log read), ctrl ${perThousand(cpu.ctrl, krane.lines)}, ` +
-        `kubectl ${perThousand(cpu.kubectl, kubectl.lines)} (agent ${cpu.agent.toFixed(2)} s, ctrl ${cpu.ctrl.toFixed(2)} s, ` +
-        `kubectl ${cpu.kubectl.toFixed(2)} s over ${WINDOW_MS / 1000} s); ${loads()}`,
+        `krane logs ${perThousand(cpu.cli, krane.lines)}, kubectl logs ${perThousand(cpu.kubectl, kubectl.lines)} ` +
+        `(agent ${used.agent.text}, ctrl ${used.ctrl.text}, krane logs ${used.cli.text}, kubectl ${used.kubectl.text} ` +
+        `over ${WINDOW_MS / 1000} s); ${loads()}`,
     );
     for (const c of [krane.child, kubectl.child, agent, ctrl.child]) await stop(c);
   } finally {

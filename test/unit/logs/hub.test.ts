@@ -8,11 +8,15 @@ import fc from "fast-check";
 import { create, toBinary } from "@bufbuild/protobuf";
 import {
   AgentLogRequestSchema,
+  LogChunkSchema,
+  LogEntrySchema,
+  LogMarkerKind,
   PushLogsRequestSchema,
   type PushLogsRequest,
 } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { LocalLogBus, MAX_PAYLOAD } from "../../../src/ctrl/logs/bus.js";
 import { LogHub, splitPush } from "../../../src/ctrl/logs/hub.js";
+import { entriesOfChunks } from "../../../src/ctrl/logs/chunks.js";
 import { MAX_LINE_BYTES } from "../../../src/contracts/logs.js";
 import { validateLogQuery } from "../../../src/ctrl/validate/logs.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
@@ -53,6 +57,52 @@ test("a request reaches the region's agent on another replica, and its lines com
   assert.equal(agentSide.push("eu", "c1", push("log_unknown", ["x"])), false);
   reader.close();
   agentSide.close();
+});
+
+test("an agent's chunks become the entries create() would make, markers in their place", () => {
+  const chunks = [
+    create(LogChunkSchema, {
+      instance: "web-1",
+      deploymentId: "dep_1",
+      content: { case: "marker", value: { kind: LogMarkerKind.JOINED } },
+      markerTimeUnixNano: 5n,
+    }),
+    create(LogChunkSchema, {
+      instance: "web-1",
+      deploymentId: "dep_1",
+      content: {
+        case: "lines",
+        value: Buffer.from("1970-01-01T00:00:00.000000007Z a\n1970-01-01T00:00:00.000000008Z b\n"),
+      },
+    }),
+  ];
+  const want = [
+    create(LogEntrySchema, {
+      timeUnixNano: 5n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "marker", value: { kind: LogMarkerKind.JOINED } },
+    }),
+    create(LogEntrySchema, {
+      timeUnixNano: 7n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "line", value: "a" },
+    }),
+    create(LogEntrySchema, {
+      timeUnixNano: 8n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "line", value: "b" },
+    }),
+  ];
+  const got = entriesOfChunks(chunks);
+  assert.deepEqual(got, want);
+  for (let i = 0; i < want.length; i++)
+    assert.deepEqual(
+      toBinary(LogEntrySchema, got[i] as (typeof want)[number]),
+      toBinary(LogEntrySchema, want[i] as (typeof want)[number]),
+    );
 });
 
 test("a push sent again with its number (its answer was lost) is answered but taken once, per cluster", async () => {
