@@ -222,16 +222,20 @@ function profileFlags(name: string): string[] {
   return ["--cpu-prof", "--cpu-prof-dir", dir];
 }
 
-/** Waits until every reader printed a line of every instance (all attached), then a second more. */
-async function attached(readers: Reader[], seen: Map<Reader, Set<string>>): Promise<void> {
+/**
+ * Waits until every reader printed a line of every instance (all attached), then a second more.
+ * A reader still short of some after 2 minutes is said, and measured all the same: a starved
+ * machine is a result, not a reason to print nothing.
+ */
+async function attached(readers: Reader[], seen: Map<Reader, Set<string>>, names: string[]): Promise<void> {
   await until(
     `every reader printing lines of ${N} instances`,
     () => readers.every((r) => (seen.get(r)?.size ?? 0) >= N),
     120_000,
     200,
-  ).catch((err: unknown) => {
-    const got = readers.map((r) => seen.get(r)?.size ?? 0).join(", ");
-    throw new Error(`${String(err)} (instances seen per reader: ${got})`);
+  ).catch(() => {
+    const got = readers.map((r, i) => `${names[i]} ${seen.get(r)?.size ?? 0}`).join(", ");
+    console.log(`  not every reader printed lines of all ${N} instances within 2 minutes (${got}); ${loads()}`);
   });
   await new Promise((r) => setTimeout(r, 1_000));
 }
@@ -313,7 +317,7 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
   let measuring = false;
   const krane = kraneLogs(ctrl, () => measuring);
   children.push(krane.child);
-  await attached([krane], watchInstances([krane]));
+  await attached([krane], watchInstances([krane]), ["krane logs"]);
   const cpu0 = {
     agent: cpuSplit(agent.pid ?? 0),
     ctrl: cpuSplit(ctrl.child.pid ?? 0),
@@ -369,7 +373,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
         "--ops-port",
         String(await freePort()),
         "--log-level",
-        "warn",
+        process.env.KRANE_BENCH_LOGS_AGENT_LOG ?? "warn",
       ],
       { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] },
     );
@@ -423,7 +427,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
       () => measuring,
     );
     children.push(kubectl.child);
-    await attached([krane, kubectl], watchInstances([krane, kubectl]));
+    await attached([krane, kubectl], watchInstances([krane, kubectl]), ["krane logs", "kubectl logs"]);
     const pids = {
       agent: agent.pid ?? 0,
       ctrl: ctrl.child.pid ?? 0,

@@ -77,6 +77,8 @@ const BATCH_BYTES = 3 * 1024 * 1024;
 const EAGER_BYTES = 1024 * 1024;
 /** Pushes that fail in a row before the request is given up (ctrl gone: its reader is gone too). */
 const PUSH_ATTEMPTS = 3;
+/** A push slower than this is logged (a sign of a starved agent or ctrl). */
+const SLOW_PUSH_MS = 2_000;
 /** A followed log that breaks is read again at most this many times in a row without a line. */
 const REOPEN_ATTEMPTS = 5;
 
@@ -301,6 +303,10 @@ export class LogSession {
       // replaced. While the same container still runs, its log is read again from the last line
       // passed on (from that second; what was passed on already is skipped).
       broken = heard ? 1 : broken + 1;
+      this.#d.log.debug(
+        { request: this.id, pod: name, failure, broken },
+        "log stream ended; reading it again if it runs",
+      );
       // Unsure (the API server does not answer yet): tried again, within the attempts.
       const running = broken > REOPEN_ATTEMPTS ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
       if (running === "no") {
@@ -378,6 +384,9 @@ export class LogSession {
       lastPush = this.#now();
       try {
         const res = await this.#d.push(pending);
+        const took = this.#now() - lastPush;
+        if (took > SLOW_PUSH_MS)
+          this.#d.log.info({ request: this.id, ms: took, seq: String(pending.seq) }, "slow log push to ctrl");
         pending = undefined;
         failures = 0;
         if (res.cancelled) {
