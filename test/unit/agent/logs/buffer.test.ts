@@ -6,12 +6,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { OutBuffer, type OutEntry } from "../../../src/agent/logs/buffer.js";
-import { countLines, lastLineNs, LineChunker, linesAfter } from "../../../src/agent/logs/lines.js";
-import { appContainer, runningContainer } from "../../../src/agent/logs/pods.js";
-import { lineEntries } from "../../../src/agent/logs/session.js";
-import { cutLine, forEachStampedLine, MAX_LINE_BYTES } from "../../../src/contracts/logs.js";
-import { LogMarkerKind } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { OutBuffer, type OutEntry } from "../../../../src/agent/logs/buffer.js";
+import { countLines, lastLineNs, LineChunker, linesAfter } from "../../../../src/agent/logs/lines.js";
+import { appContainer, runningContainer } from "../../../../src/agent/logs/pods.js";
+import { lineEntries } from "../../../../src/agent/logs/session.js";
+import { cutLine, forEachStampedLine, MAX_LINE_BYTES } from "../../../../src/contracts/logs.js";
+import { LogMarkerKind } from "../../../../src/gen/krane/ctrl/v1/logs_pb.js";
 
 /** A chunk of `n` lines of an instance, numbered from `from`. */
 const chunk = (instance: string, from: number, n = 1): OutEntry => ({
