@@ -1,7 +1,9 @@
 // Agent figures at any size: `KRANE_BENCH_AGENT_N=10000 npm run bench -- agent` (default 1,000).
 // The agent runs as shipped (`node bin/krane.js agent`, the compiled dist/, with its
-// least-privilege ServiceAccount) against a test ClusterService, on a local cluster whose
-// untrusted pool is sized for 2 × N pods (planForPods). In one run:
+// least-privilege ServiceAccount and the runtime settings the Helm chart gives it: NODE_OPTIONS,
+// MALLOC_ARENA_MAX) against a test ClusterService, on a local cluster whose untrusted pool is
+// sized for 2 × N pods (planForPods). KRANE_BENCH_AGENT_NODE_ARGS adds Node.js options (to try
+// V8 flags). In one run:
 //  - bulk apply: N deployments committed at once → N ReplicaSets (seen by a watch), against
 //    `kubectl apply --server-side` of the same N ReplicaSets in the same cluster, as admin and
 //    as the agent's ServiceAccount (under the same admission fence as the agent);
@@ -17,10 +19,10 @@ import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parseAllDocuments, stringify } from "yaml";
 import { create } from "@bufbuild/protobuf";
 import { ApplyDeploymentSchema, InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
+import { ensureHelm, findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { regionSelector } from "../src/contracts/labels.js";
 import { renderDeployment, renderReplicaSet } from "../src/agent/deployments/render.js";
 import { Informer } from "../src/kube/informer.js";
@@ -67,6 +69,51 @@ async function heapFloorMiB(opsUrl: string, ms = 3000): Promise<number> {
     await new Promise((r) => setTimeout(r, 100));
   }
   return floor / 1048576;
+}
+
+/** The environment variables of the Helm chart's agent container that set up its runtime. */
+const RUNTIME_ENV = ["NODE_OPTIONS", "MALLOC_ARENA_MAX"];
+
+/**
+ * The agent's runtime settings as the Helm chart sets them with its default values (V8's heap
+ * limit and young generation, glibc's malloc arenas), so the agent runs with what ships.
+ */
+async function chartRuntimeEnv(): Promise<Record<string, string>> {
+  const helm = (await ensureHelm()).bin;
+  const r = spawnSync(
+    helm,
+    [
+      "template",
+      "krane",
+      join(ROOT, "deploy/helm/krane"),
+      "--namespace",
+      "krane-system",
+      "--set",
+      "agent.enabled=true",
+      "--set",
+      `agent.region=${REGION}`,
+      "--set",
+      "agent.token.value=bench",
+      "--show-only",
+      "templates/agent-deployment.yaml",
+    ],
+    { encoding: "utf8" },
+  );
+  if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr.slice(0, 500)}`);
+  const out: Record<string, string> = {};
+  for (const doc of parseAllDocuments(r.stdout)) {
+    const d: unknown = doc.toJS();
+    const spec = isRecord(d) && isRecord(d.spec) && isRecord(d.spec.template) ? d.spec.template.spec : undefined;
+    const containers = isRecord(spec) && Array.isArray(spec.containers) ? spec.containers : [];
+    for (const c of containers) {
+      const env: unknown[] = isRecord(c) && Array.isArray(c.env) ? c.env : [];
+      for (const e of env)
+        if (isRecord(e) && typeof e.name === "string" && RUNTIME_ENV.includes(e.name) && typeof e.value === "string")
+          out[e.name] = e.value;
+    }
+  }
+  if (out.NODE_OPTIONS === undefined) throw new Error("the chart's agent Deployment sets no NODE_OPTIONS");
+  return out;
 }
 
 /** CPU seconds of the cluster's processes, by component. */
@@ -276,6 +323,13 @@ export async function benchAgent(): Promise<void> {
     const opsPort = await freePort();
     const opsUrl = `http://127.0.0.1:${opsPort}`;
     const extraArgs = (process.env.KRANE_BENCH_AGENT_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    const runtimeEnv = await chartRuntimeEnv();
+    line(
+      "agent runtime settings (the Helm chart's)",
+      `${Object.entries(runtimeEnv)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" ")}${extraArgs.length > 0 ? `, then ${extraArgs.join(" ")}` : ""}`,
+    );
     child = spawn(
       process.execPath,
       [
@@ -301,7 +355,7 @@ export async function benchAgent(): Promise<void> {
         "--log-level",
         "warn",
       ],
-      { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] },
+      { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, ...runtimeEnv } },
     );
     const pid = child.pid ?? 0;
     await until(

@@ -1,22 +1,25 @@
 // CLI and start-up figures, each against kubectl in the same run:
 //   - `krane --help`, `krane version`, `krane status <env>` against a running ctrl: wall time and
-//     peak RSS, min/median/max of 10 runs, for the build (dist/, what ships) and from source
-//     (tsx, what bin/krane.js ran before the build); kubectl: `version --client`, `get namespaces`;
+//     peak RSS, min/median/max of 10 runs, for the build as installed (bin/, dist/ and
+//     package.json copied to a temporary folder, node_modules linked: what a user runs, without
+//     the source checkout's freshness check) and from source (tsx, what bin/krane.js runs in a
+//     checkout whose build is stale); kubectl: `version --client`, `get namespaces`;
 //   - ctrl (SQLite, fresh database) and the agent: process start to /readyz answering 200, from
 //     the build and from source, as wall time and as the CPU time the process used (which the
 //     machine's load does not inflate);
 //   - the start-up target: `kubectl version --client`, `node -e ''`, `krane --help`, `krane
-//     version` and `krane status` run in turn, RUNS_PAIRED rounds: the medians, and the median of
-//     each round's ratio to kubectl (the machine's load changes less within a round than across
-//     the run);
+//     version` and `krane status` (installed), and `krane --help` in this checkout (bin/krane.js
+//     first checks that dist/ is newer than src/), run in turn, RUNS_PAIRED rounds: the medians,
+//     and the median of each round's ratio to kubectl (the machine's load changes less within a
+//     round than across the run);
 //   - the image's size, when `npm run image` built one into dist-image/.
 //
 //   npm run bench -- cli       (builds dist/ first when it is stale)
 //   KRANE_BENCH_CLI_ONLY=startup   stops after the paired start-up figures
-// RSS and CPU time come from GNU time (/usr/bin/time); without it only wall times are printed.
+// RSS and CPU time come from GNU time (/usr/bin/time, Debian's `time`: ./tools.ts installs it).
 // CPU time is printed because wall times on a shared, loaded machine are inflated.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { once } from "node:events";
 import { loadavg, tmpdir } from "node:os";
@@ -25,12 +28,15 @@ import { performance } from "node:perf_hooks";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
 import { createApiClients } from "../src/client/api.js";
 import { findKubeAssets, startCluster } from "../src/cluster/index.js";
+import { ensureTools, GNU_TIME } from "./tools.js";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const RUNS = 10;
 const RUNS_PAIRED = 21;
-const GNU_TIME = existsSync("/usr/bin/time") ? "/usr/bin/time" : undefined;
-const BUILD = [join(ROOT, "bin/krane.js")];
+/** `krane` in this checkout: bin/krane.js checks that dist/ is newer than src/ first. */
+const CHECKOUT = [join(ROOT, "bin/krane.js")];
+/** `krane` as installed (see `install`), set when the bench starts. */
+let BUILD: string[] = CHECKOUT;
 const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
 
 interface Sample {
@@ -43,14 +49,14 @@ interface Sample {
 /** One run of a command: wall time (ms) and peak resident memory (KiB, 0 when unknown). */
 function measure(command: string, args: string[], env: NodeJS.ProcessEnv): Sample {
   const file = join(tmpdir(), `krane-bench-time-${process.pid}`);
-  const [cmd, argv] = GNU_TIME ? [GNU_TIME, ["-f", "%M %U %S", "-o", file, command, ...args]] : [command, args];
+  const [cmd, argv] = [GNU_TIME.command, ["-f", "%M %U %S", "-o", file, command, ...args]];
   const t = performance.now();
   const r = spawnSync(cmd, argv, { env: { ...process.env, ...env }, cwd: ROOT, encoding: "utf8", maxBuffer: 16 << 20 });
   const ms = performance.now() - t;
   if (r.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${r.status}): ${r.stderr.slice(0, 400)}`);
-  const [rssKb = 0, user = 0, sys = 0] = GNU_TIME
-    ? (readFileSync(file, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number)
-    : [];
+  const [rssKb = 0, user = 0, sys = 0] = (readFileSync(file, "utf8").trim().split("\n").pop() ?? "")
+    .split(" ")
+    .map(Number);
   rmSync(file, { force: true });
   return { ms, rssKb, cpu: user + sys };
 }
@@ -64,9 +70,7 @@ function row(label: string, samples: Sample[]): void {
   const t = stats(samples.map((x) => x.ms / 1000));
   const m = stats(samples.map((x) => x.rssKb / 1024));
   const c = stats(samples.map((x) => x.cpu));
-  const rss = GNU_TIME
-    ? `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s`
-    : "";
+  const rss = `   RSS ${m.min.toFixed(0)}/${m.median.toFixed(0)}/${m.max.toFixed(0)} MiB   CPU median ${c.median.toFixed(2)} s`;
   console.log(`cli: ${label.padEnd(44)} ${t.min.toFixed(3)}/${t.median.toFixed(3)}/${t.max.toFixed(3)} s${rss}`);
 }
 
@@ -90,6 +94,7 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     ["krane --help", process.execPath, [...BUILD, "--help"], {}],
     ["krane version", process.execPath, [...BUILD, "version"], {}],
     ["krane status shop/prod", process.execPath, [...BUILD, "status", "shop/prod"], env],
+    ["krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"], {}],
   ];
   for (const [, cmd, args, e] of runs) measure(cmd, args, e); // warm the file cache
   const samples = runs.map(() => [] as Sample[]);
@@ -102,7 +107,7 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     const ratio = median(s.map((x, i) => x.ms / (base[i]?.ms ?? NaN)));
     console.log(
       `cli: paired  ${label.padEnd(26)} wall median ${(median(s.map((x) => x.ms)) / 1000).toFixed(3)} s` +
-        `${GNU_TIME ? `, CPU median ${median(s.map((x) => x.cpu)).toFixed(3)} s` : ""}` +
+        `, CPU median ${median(s.map((x) => x.cpu)).toFixed(3)} s` +
         `${k === 0 ? "" : `; against kubectl: median of the rounds' ratios ${ratio.toFixed(2)}×${label.startsWith("krane --help") || label.startsWith("krane status") ? " (target ≤ 2)" : ""}`}`,
     );
   });
@@ -189,17 +194,40 @@ function imageSize(): void {
   );
 }
 
+/**
+ * krane as a user has it installed, in a temporary folder: bin/, dist/ and package.json copied
+ * (npm's package, minus what the CLI never reads), node_modules linked to the checkout's. Without
+ * src/ next to dist/, bin/krane.js runs dist/ without comparing it with the sources.
+ */
+function install(dir: string): string[] {
+  for (const part of ["bin", "dist", "package.json"]) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return [join(dir, "bin/krane.js")];
+}
+
 export async function benchCli(): Promise<void> {
+  ensureTools("cli", [GNU_TIME]);
   const build = spawnSync(process.execPath, [join(ROOT, "scripts/build.mjs"), "--if-stale"], { stdio: "inherit" });
   if (build.status !== 0) throw new Error("npm run build failed");
+  const installed = mkdtempSync(join(tmpdir(), "krane-bench-installed-"));
+  try {
+    BUILD = install(installed);
+    await benchCliInstalled();
+  } finally {
+    rmSync(installed, { recursive: true, force: true });
+  }
+}
+
+async function benchCliInstalled(): Promise<void> {
   const kubectl = (await findKubeAssets())?.bin.kubectl;
   console.log(
-    `cli: min/median/max of ${RUNS} runs each (after one warm-up run); ${GNU_TIME ? "peak RSS from GNU time" : "no GNU time: RSS not measured"}`,
+    `cli: min/median/max of ${RUNS} runs each (after one warm-up run); peak RSS and CPU time from GNU time; ${load()}`,
   );
   series("node -e '' (Node.js itself)", process.execPath, ["-e", ""]);
   if (kubectl) series("kubectl version --client", kubectl, ["version", "--client"]);
-  series("krane --help (build)", process.execPath, [...BUILD, "--help"]);
-  series("krane version (build)", process.execPath, [...BUILD, "version"]);
+  series("krane --help (installed)", process.execPath, [...BUILD, "--help"]);
+  series("krane version (installed)", process.execPath, [...BUILD, "version"]);
+  series("krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"]);
   series("krane --help (source, tsx)", process.execPath, [...SOURCE, "--help"]);
   series("krane version (source, tsx)", process.execPath, [...SOURCE, "version"]);
 
@@ -261,12 +289,12 @@ export async function benchCli(): Promise<void> {
     const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
     if (kubectl) paired(kubectl, env);
     if (process.env.KRANE_BENCH_CLI_ONLY === "startup") return;
-    series("krane status shop/prod (build)", process.execPath, [...BUILD, "status", "shop/prod"], env);
+    series("krane status shop/prod (installed)", process.execPath, [...BUILD, "status", "shop/prod"], env);
     series("krane status shop/prod (source, tsx)", process.execPath, [...SOURCE, "status", "shop/prod"], env);
 
     // Start to ready: ctrl on a fresh SQLite database each time (migrations included).
     for (const [label, entry] of [
-      ["build", BUILD],
+      ["installed", BUILD],
       ["source, tsx", SOURCE],
     ] as const) {
       const ms: Ready[] = [];
@@ -301,7 +329,7 @@ export async function benchCli(): Promise<void> {
     const kubeconfig = join(dir, "agent.kubeconfig");
     writeFileSync(kubeconfig, (await agentKubeConfigFrom(cluster.kubeConfig())).exportConfig());
     for (const [label, entry] of [
-      ["build", BUILD],
+      ["installed", BUILD],
       ["source, tsx", SOURCE],
     ] as const) {
       const ms: Ready[] = [];

@@ -11,7 +11,8 @@
 //  - gRPC unary calls/s and latency through the sentinel vs direct to the instance (./grpc.ts);
 //  - HTTPS through the Gateway (Traefik, a certificate from cert-manager), JWT off and on with
 //    distinct tokens per client and per request (./gateway-https.ts).
-// Needs Debian's `wrk` for the throughput figures (skipped, and named, without it).
+// Needs Debian's wrk for the throughput figures (./tools.ts installs it as root, or names the
+// apt-get line).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
@@ -53,6 +54,7 @@ import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { grpcUnary } from "./grpc.js";
 import { httpsThroughGateway } from "./gateway-https.js";
 import { percentileOf, until, freePort, spawnBenchSentinel } from "./support.js";
+import { ensureTools, WRK } from "./tools.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
@@ -99,17 +101,14 @@ function routingLabels(deploymentId?: string): Record<string, string> {
 }
 
 export async function benchGateway(): Promise<void> {
+  ensureTools("gateway", [WRK]);
   const cluster = await startCluster({ name: "bench-gateway" });
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 200, burst: 400 });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-gateway-"));
   const children: ChildProcess[] = [];
   try {
     await propagation(cluster, kube, dir);
-    if (spawnSync("sh", ["-c", "command -v wrk"], { stdio: "ignore" }).status !== 0) {
-      console.log("gateway: wrk is missing (Debian: apt-get install wrk): JWT throughput skipped");
-    } else {
-      await jwtThroughput(cluster, kube, dir, children);
-    }
+    await jwtThroughput(cluster, kube, dir, children);
     await verifyRate();
     await grpcUnary(cluster, kube, dir, children);
   } finally {
@@ -118,7 +117,7 @@ export async function benchGateway(): Promise<void> {
     await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  if (spawnSync("sh", ["-c", "command -v wrk"], { stdio: "ignore" }).status === 0) await httpsThroughGateway();
+  await httpsThroughGateway();
 }
 
 /** Endpoint change committed → HTTPRoute applied. */

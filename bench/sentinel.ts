@@ -13,8 +13,8 @@
 //    to the removed one, p50/p99/max over repeated changes (the Node.js sentinel);
 //  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
 // The sentinels run as their own processes with the krane-sentinel ServiceAccount, reading their
-// table from a local cluster. Without nginx the upstream is a Node process. Nothing is installed
-// here: missing tools (Debian's `wrk`, `nginx`) are named and their figures skipped.
+// table from a local cluster. Needs Debian's nginx and wrk (./tools.ts installs them as root, or
+// names the apt-get line).
 // KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -38,6 +38,7 @@ import {
 import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
 import { cpuSeconds, freePort, load, percentileOf, until, spawnBenchSentinel } from "./support.js";
+import { ensureTools, NGINX, WRK } from "./tools.js";
 
 const ENV = "env_bench";
 const REGION = "bench";
@@ -47,10 +48,6 @@ const HOST = "bench.example.com";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const BUN = join(root, "node_modules", ".bin", "bun");
 const ONLY_PROXIES = process.env.KRANE_BENCH_SENTINEL_ONLY === "proxies";
-
-function have(cmd: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
-}
 
 /** A process and all its descendants (a cluster's workers, nginx's worker). */
 function processTree(root: number): number[] {
@@ -270,14 +267,7 @@ async function status(opsPort: number): Promise<SentinelStatus> {
 }
 
 export async function benchSentinel(): Promise<void> {
-  const missing = ["wrk", "nginx"].filter((c) => !have(c));
-  if (missing.length > 0) {
-    console.log(
-      `sentinel: missing ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); their figures are skipped`,
-    );
-  }
-  const withNginx = !missing.includes("nginx");
-  const withWrk = !missing.includes("wrk");
+  ensureTools("sentinel", [NGINX, WRK]);
   const cluster = await startCluster({ name: "bench-sentinel" });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-sentinel-"));
   const children: ChildProcess[] = [];
@@ -293,7 +283,7 @@ export async function benchSentinel(): Promise<void> {
     const app = `10.${net.slot}.0.10`;
     const appLocal = `${localAddress(net, app)}:${appPort}`;
     // The upstream every path shares.
-    const upstream = withNginx ? await startNginx("upstream", appLocal, undefined) : await startUpstream([appLocal]);
+    const upstream = await startNginx("upstream", appLocal, undefined);
     children.push(upstream);
     const a = `10.${net.slot}.0.20`;
     const b = `10.${net.slot}.0.21`;
@@ -330,70 +320,62 @@ export async function benchSentinel(): Promise<void> {
       children.push(child);
       targets.push({ name: "sentinel/bun", url: `http://127.0.0.1:${bunPort}/`, pid: child.pid });
     }
-    if (withNginx) {
-      const child = await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal);
-      children.push(child);
-      targets.push({ name: "nginx", url: `http://127.0.0.1:${nginxPort}/`, pid: child.pid });
-    }
+    const nginx = await startNginx("proxy", `127.0.0.1:${nginxPort}`, appLocal);
+    children.push(nginx);
+    targets.push({ name: "nginx", url: `http://127.0.0.1:${nginxPort}/`, pid: nginx.pid });
     await add("floor/node", (l) => startFloor("node", l, appLocal));
     if (cores > 1) await add(`floor/node×${cores}`, (l) => startFloor("node", l, appLocal, cores));
     if (withBun) await add("floor/bun", (l) => startFloor("bun", l, appLocal));
 
-    console.log(
-      `sentinel: upstream ${withNginx ? "nginx (fixed answer)" : "Node http server"}; ${cores} cores; ${DURATION_S} s per run; ${load()}`,
-    );
+    console.log(`sentinel: upstream nginx (fixed answer); ${cores} cores; ${DURATION_S} s per run; ${load()}`);
     const tput = new Map<string, WrkResult>();
     const perCore = (r: WrkResult | undefined): number => (r ? r.rps / r.cores : NaN);
-    if (withWrk) {
-      for (const t of targets) {
-        wrk(t.url, 2); // warm-up: connections, JIT
-        const r = wrk(t.url, DURATION_S, false, dir, t.pid);
-        tput.set(t.name, r);
-        const cpu = Number.isFinite(r.cores)
-          ? `CPU ${r.cores.toFixed(2)} cores, ${perCore(r).toFixed(0).padStart(6)} req per CPU-s`
-          : "CPU (not measured)";
+    for (const t of targets) {
+      wrk(t.url, 2); // warm-up: connections, JIT
+      const r = wrk(t.url, DURATION_S, false, dir, t.pid);
+      tput.set(t.name, r);
+      const cpu = Number.isFinite(r.cores)
+        ? `CPU ${r.cores.toFixed(2)} cores, ${perCore(r).toFixed(0).padStart(6)} req per CPU-s`
+        : "CPU (not measured)";
+      console.log(
+        `sentinel: wrk 64 conns  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   ${cpu}   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms   ${load()}`,
+      );
+    }
+    const n = tput.get("nginx");
+    const ratio = (x: number, y: number): string => (Number.isFinite(x / y) ? `${(x / y).toFixed(2)}×` : "n/a");
+    if (n) {
+      for (const name of ["sentinel/node", "sentinel/bun", "floor/node", `floor/node×${cores}`, "floor/bun"]) {
+        const r = tput.get(name);
+        if (!r) continue;
         console.log(
-          `sentinel: wrk 64 conns  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   ${cpu}   p50 ${r.p50.toFixed(2)} ms   p99 ${r.p99.toFixed(2)} ms   ${load()}`,
+          `sentinel: against nginx (1 worker): ${name.padEnd(13)} per core ${ratio(perCore(r), perCore(n))}${name.startsWith("sentinel") ? " (target ≥ 0.5)" : ""}, requests a second ${ratio(r.rps, n.rps)}`,
         );
-      }
-      const n = tput.get("nginx");
-      const ratio = (x: number, y: number): string => (Number.isFinite(x / y) ? `${(x / y).toFixed(2)}×` : "n/a");
-      if (n) {
-        for (const name of ["sentinel/node", "sentinel/bun", "floor/node", `floor/node×${cores}`, "floor/bun"]) {
-          const r = tput.get(name);
-          if (!r) continue;
-          console.log(
-            `sentinel: against nginx (1 worker): ${name.padEnd(13)} per core ${ratio(perCore(r), perCore(n))}${name.startsWith("sentinel") ? " (target ≥ 0.5)" : ""}, requests a second ${ratio(r.rps, n.rps)}`,
-          );
-        }
-      }
-      for (const rt of ["node", "bun"]) {
-        const s = tput.get(`sentinel/${rt}`);
-        const f = tput.get(`floor/${rt}`);
-        if (s && f)
-          console.log(
-            `sentinel: against its runtime's floor: sentinel/${rt} per core ${ratio(perCore(s), perCore(f))}, requests a second ${ratio(s.rps, f.rps)}`,
-          );
       }
     }
+    for (const rt of ["node", "bun"]) {
+      const s = tput.get(`sentinel/${rt}`);
+      const f = tput.get(`floor/${rt}`);
+      if (s && f)
+        console.log(
+          `sentinel: against its runtime's floor: sentinel/${rt} per core ${ratio(perCore(s), perCore(f))}, requests a second ${ratio(s.rps, f.rps)}`,
+        );
+    }
     const fixed = new Map<string, WrkResult>();
-    if (withWrk) {
-      for (const t of targets) {
-        wrk(t.url, 2, true, dir);
-        const r = wrk(t.url, DURATION_S, true, dir);
-        fixed.set(t.name, r);
-        console.log(
-          `sentinel: ~1,000 req/s  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms   ${load()}`,
-        );
-      }
-      const d = fixed.get("direct");
-      for (const t of targets) {
-        const r = fixed.get(t.name);
-        if (t.name === "direct" || !d || !r) continue;
-        console.log(
-          `sentinel: added latency at ~1,000 req/s: ${t.name.padEnd(13)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${t.name.startsWith("sentinel") ? " (target p99 ≤ 0.5 ms)" : ""}`,
-        );
-      }
+    for (const t of targets) {
+      wrk(t.url, 2, true, dir);
+      const r = wrk(t.url, DURATION_S, true, dir);
+      fixed.set(t.name, r);
+      console.log(
+        `sentinel: ~1,000 req/s  ${t.name.padEnd(13)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(3)} ms   p99 ${r.p99.toFixed(3)} ms   ${load()}`,
+      );
+    }
+    const d = fixed.get("direct");
+    for (const t of targets) {
+      const r = fixed.get(t.name);
+      if (t.name === "direct" || !d || !r) continue;
+      console.log(
+        `sentinel: added latency at ~1,000 req/s: ${t.name.padEnd(13)} p50 +${(r.p50 - d.p50).toFixed(3)} ms   p99 +${(r.p99 - d.p99).toFixed(3)} ms${t.name.startsWith("sentinel") ? " (target p99 ≤ 0.5 ms)" : ""}`,
+      );
     }
     if (ONLY_PROXIES) return;
     // A new client: the first one's keep-alive connections sat idle through minutes of wrk, and a

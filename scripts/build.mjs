@@ -7,7 +7,9 @@
 // src/cli/user-client.ts, the half of the user commands that loads when one runs (ctrl client,
 // generated API, tables, status views). Per file it pulls in ~150 modules of Connect and
 // protobuf; bundled it is one file, which cut `krane status`'s CPU time by about a third
-// (measured with the client in the same run). And src/cli/main.ts, the entry every `krane` run
+// (measured with the client in the same run). It is split with the generated API modules a
+// command loads when it runs (dist/cli/gen/, dist/cli/chunks/), so they share its one copy of
+// protobuf-es. And src/cli/main.ts, the entry every `krane` run
 // loads, with the command definitions and commander (its dynamic imports stay modules of their
 // own). Everything else stays one file per module, so paths built from import.meta.url
 // (deploy/, tools/) keep working; the build refuses to bundle a module that uses
@@ -39,6 +41,12 @@ import { build } from "esbuild";
 import { buildIsFresh } from "./freshness.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
+/**
+ * The public API's generated modules. A user command that loads one (`await import(…)`) gets
+ * dist/cli/gen/…, built together with user-client.js: loading the per-file dist/gen/… copy
+ * instead would load protobuf-es a second time, as ~40 modules, and decode its descriptors again.
+ */
+const CLI_GEN = "src/gen/krane/ctrl/v1";
 
 function sources(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -76,9 +84,15 @@ function separateModules(entry, entryDir) {
   return {
     name: "separate-modules",
     setup(b) {
-      b.onResolve({ filter: /.*/ }, (args) =>
-        args.kind === "dynamic-import" ? { path: args.path, external: true } : undefined,
-      );
+      b.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind !== "dynamic-import") return undefined;
+        // A generated API module a command loads: the CLI's own split copy (see CLI_GEN).
+        const file = join(args.resolveDir, args.path);
+        if (file.startsWith(join(root, CLI_GEN, "/")) && file.endsWith("_pb.js")) {
+          return { path: `./${relative(join(root, "src"), file)}`, external: true };
+        }
+        return { path: args.path, external: true };
+      });
       b.onResolve({ filter: /^\./ }, (args) => {
         const file = join(args.resolveDir, args.path).replace(/\.js$/, ".ts");
         if (file === entry || !file.startsWith(join(root, "src")) || !existsSync(file)) return undefined;
@@ -138,12 +152,27 @@ try {
     target: "node20.19",
     logLevel: "warning",
   });
-  // The user commands' client half, bundled over its per-file copy.
+  // The user commands' client half, bundled over its per-file copy, split with the API's
+  // generated modules a command loads when it runs (dist/cli/gen/…, see CLI_GEN): they share
+  // one copy of protobuf-es and of the generated files they import (in dist/cli/chunks/).
   const bundled = await build({
-    entryPoints: [join(root, "src", "cli", "user-client.ts")],
-    outfile: join(tmp, "cli", "user-client.js"),
+    entryPoints: {
+      "user-client": join(root, "src", "cli", "user-client.ts"),
+      ...Object.fromEntries(
+        readdirSync(join(root, CLI_GEN))
+          .filter((f) => f.endsWith("_pb.ts"))
+          .map((f) => [`gen/krane/ctrl/v1/${f.replace(/\.ts$/, "")}`, join(root, CLI_GEN, f)]),
+      ),
+    },
+    outdir: join(tmp, "cli"),
     allowOverwrite: true,
+    splitting: true,
+    chunkNames: "chunks/[name]-[hash]",
     bundle: true,
+    // Whitespace, comments and syntax only (names stay, for stack traces): less to parse on
+    // every run (measured: about 6 ms of CPU off `krane status`, 2 ms off `krane --help`).
+    minifyWhitespace: true,
+    minifySyntax: true,
     format: "esm",
     platform: "node",
     target: "node20.19",
@@ -191,6 +220,8 @@ try {
     platform: "node",
     target: "node20.19",
     plugins: [separateModules(join(root, "src", "cli", "main.ts"), join(root, "src", "cli"))],
+    minifyWhitespace: true,
+    minifySyntax: true,
     // commander is CommonJS; its require() calls need a real require in an ES module.
     banner: {
       js: 'import { createRequire as __kraneRequire } from "node:module"; const require = __kraneRequire(import.meta.url);',

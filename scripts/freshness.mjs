@@ -6,12 +6,17 @@ import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** The newest modification time (ms) under `dir`, folders included. */
+/**
+ * The newest modification time (ms) under `dir`, folders included. Paths are joined with "/"
+ * rather than path.join, whose normalising was two thirds of the walk's time (it runs on every
+ * `krane` command in a checkout).
+ */
 export function newestMtime(dir) {
   let newest = statSync(dir).mtimeMs;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+    const p = `${dir}/${e.name}`;
+    const t = e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs;
+    if (t > newest) newest = t;
   }
   return newest;
 }

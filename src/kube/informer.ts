@@ -73,7 +73,7 @@ export class Informer {
   readonly #cache = new Map<string, KubeObject>();
   readonly #indexFuncs = new Map<string, IndexFunc>();
   /** index name → value → object keys */
-  readonly #indexes = new Map<string, Map<string, Set<string>>>();
+  readonly #indexes = new Map<string, Map<string, IndexKeys>>();
   readonly #handlers: ChangeHandler[] = [];
   #rv: string | undefined;
   #synced = false;
@@ -93,14 +93,8 @@ export class Informer {
    */
   addIndex(name: string, fn: IndexFunc): void {
     if (this.#indexFuncs.has(name)) throw new Error(`informer ${this.resource.plural}: index "${name}" declared twice`);
-    const idx = new Map<string, Set<string>>();
-    for (const [key, obj] of this.#cache) {
-      for (const v of indexValues(fn, obj)) {
-        let set = idx.get(v);
-        if (!set) idx.set(v, (set = new Set()));
-        set.add(key);
-      }
-    }
+    const idx = new Map<string, IndexKeys>();
+    for (const [key, obj] of this.#cache) for (const v of indexValues(fn, obj)) addKey(idx, v, key);
     this.#indexFuncs.set(name, fn);
     this.#indexes.set(name, idx);
   }
@@ -143,9 +137,9 @@ export class Informer {
     const idx = this.#indexes.get(index);
     if (!idx) throw new Error(`informer ${this.resource.plural}: no index "${index}"`);
     const keys = idx.get(value);
-    if (!keys) return [];
+    if (keys === undefined) return [];
     const out: KubeObject[] = [];
-    for (const k of keys) {
+    for (const k of typeof keys === "string" ? [keys] : keys) {
       const o = this.#cache.get(k);
       if (o) out.push(o);
     }
@@ -305,12 +299,8 @@ export class Informer {
     if (old) this.#unindex(key, old);
     this.#cache.set(key, obj);
     for (const [name, fn] of this.#indexFuncs) {
-      const idx = this.#indexes.get(name) as Map<string, Set<string>>;
-      for (const v of indexValues(fn, obj)) {
-        let set = idx.get(v);
-        if (!set) idx.set(v, (set = new Set()));
-        set.add(key);
-      }
+      const idx = this.#indexes.get(name) as Map<string, IndexKeys>;
+      for (const v of indexValues(fn, obj)) addKey(idx, v, key);
     }
   }
 
@@ -321,12 +311,8 @@ export class Informer {
 
   #unindex(key: string, obj: KubeObject): void {
     for (const [name, fn] of this.#indexFuncs) {
-      const idx = this.#indexes.get(name) as Map<string, Set<string>>;
-      for (const v of indexValues(fn, obj)) {
-        const set = idx.get(v);
-        set?.delete(key);
-        if (set?.size === 0) idx.delete(v);
-      }
+      const idx = this.#indexes.get(name) as Map<string, IndexKeys>;
+      for (const v of indexValues(fn, obj)) removeKey(idx, v, key);
     }
   }
 
@@ -341,6 +327,34 @@ export class Informer {
     this.#syncWaiters = [];
     for (const f of w) f();
   }
+}
+
+/**
+ * The keys of the objects an index value finds. One key is held as the string itself: most
+ * values find one object (a deployment's ReplicaSet by its id), and a Set of one costs about
+ * 150 bytes.
+ */
+type IndexKeys = string | Set<string>;
+
+function addKey(idx: Map<string, IndexKeys>, value: string, key: string): void {
+  const keys = idx.get(value);
+  if (keys === undefined) idx.set(value, key);
+  else if (typeof keys !== "string") keys.add(key);
+  else if (keys !== key) idx.set(value, new Set([keys, key]));
+}
+
+function removeKey(idx: Map<string, IndexKeys>, value: string, key: string): void {
+  const keys = idx.get(value);
+  if (keys === undefined) return;
+  if (typeof keys === "string") {
+    if (keys === key) idx.delete(value);
+    return;
+  }
+  keys.delete(key);
+  if (keys.size > 1) return;
+  const [last] = keys;
+  if (last === undefined) idx.delete(value);
+  else idx.set(value, last);
 }
 
 function indexValues(fn: IndexFunc, obj: KubeObject): readonly string[] {

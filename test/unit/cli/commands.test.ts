@@ -101,6 +101,15 @@ for (const mode of modes) {
         "the client was loaded",
       );
       assertNotLoaded(r.loaded, SERVER_ONLY, "status");
+      if (mode === "dist") {
+        // One copy of protobuf-es and of the API: the CLI's build (user-client.js and the
+        // generated modules split with it), not the per-file dist/gen/ and node_modules copies.
+        assert.ok(
+          r.loaded.some((u) => /\/dist\/cli\/gen\/krane\/ctrl\/v1\/events_pb\.js$/.test(u)),
+          "the CLI's own events_pb",
+        );
+        assertNotLoaded(r.loaded, [/\/node_modules\/@bufbuild\//, /\/dist\/gen\//], "status");
+      }
     });
   });
 }

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { Informer, type ListWatchClient } from "../../../src/kube/informer.js";
 import { silentLogger } from "../../../src/agent/runtime/log.js";
 import { resources } from "../../../src/kube/resources.js";
@@ -183,4 +184,53 @@ test("a value may index an object under several keys; an index added after start
   );
   assert.throws(() => r.addIndex("late", () => undefined), /declared twice/);
   assert.throws(() => r.byIndex("nope", "a"), /no index/);
+});
+
+test("an index finds exactly the cached objects with the value, through any sequence of adds, updates and deletes", async () => {
+  // Values shared by none, one or several objects, and objects moving between values: one key is
+  // held alone and several in a set, in both directions.
+  const event = fc.record({
+    type: fc.constantFrom<WatchEventType>("ADDED", "MODIFIED", "DELETED"),
+    name: fc.constantFrom("a", "b", "c", "d"),
+    group: fc.constantFrom("g1", "g2", "g3"),
+  });
+  await fc.assert(
+    fc.asyncProperty(fc.array(event, { maxLength: 40 }), async (events) => {
+      const ac = new AbortController();
+      const client = fakeClient(
+        [{ items: [], rv: "1" }],
+        [
+          async (emit) => {
+            events.forEach((e, i) =>
+              emit(e.type, {
+                metadata: { name: e.name, namespace: "ns", resourceVersion: String(i + 2), labels: { g: e.group } },
+              }),
+            );
+            ac.abort();
+          },
+        ],
+      );
+      const r = new Informer({
+        resource: resources.pods,
+        labelSelector: "g",
+        client,
+        log: silentLogger,
+        indexes: { g: (o) => o.metadata.labels?.g },
+      });
+      await r.run(ac.signal);
+      for (const g of ["g1", "g2", "g3"]) {
+        const want = r
+          .list()
+          .filter((o) => o.metadata.labels?.g === g)
+          .map((o) => o.metadata.name)
+          .sort();
+        const got = r
+          .byIndex("g", g)
+          .map((o) => o.metadata.name)
+          .sort();
+        assert.deepEqual(got, want, g);
+      }
+    }),
+    { numRuns: 300 },
+  );
 });

@@ -12,7 +12,7 @@ import { renderReplicaSet } from "../../../../src/agent/deployments/render.js";
 import { renderSentinelDeployment } from "../../../../src/agent/sentinels/render.js";
 import { observeSentinel } from "../../../../src/agent/sentinels/status.js";
 import { findDrift } from "../../../../src/agent/runtime/drift.js";
-import { trimFor } from "../../../../src/agent/runtime/trim.js";
+import { share, SHARE_WEIGHT, trimFor } from "../../../../src/agent/runtime/trim.js";
 import { resources } from "../../../../src/kube/resources.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
 
@@ -173,4 +173,71 @@ test("nodes keep only their labels (the zone)", () => {
   const t = trimFor(resources.nodes)(node);
   assert.deepEqual(t.metadata.labels, { "topology.kubernetes.io/zone": "zone-a" });
   assert.equal(t.status, undefined);
+});
+
+test("a shared value equals what was given, for any JSON value", () => {
+  fc.assert(
+    fc.property(fc.jsonValue(), (v) => {
+      const before = structuredClone(v);
+      assert.deepEqual(share(structuredClone(v)), before);
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test("equal small subtrees become one frozen object, whatever their key order; large ones stay, their parts shared", () => {
+  const a = { spec: { tolerations: [{ key: "k", operator: "Equal", value: "u" }], nodeSelector: { x: "1", y: "2" } } };
+  const b = { spec: { nodeSelector: { y: "2", x: "1" }, tolerations: [{ value: "u", operator: "Equal", key: "k" }] } };
+  const sa = share(a);
+  const sb = share(b);
+  assert.equal(sa, sb, "the second is the first's shared copy");
+  assert.ok(Object.isFrozen(sa) && Object.isFrozen(sa.spec.nodeSelector));
+  assert.throws(() => {
+    (sa.spec.nodeSelector as Record<string, string>).x = "changed";
+  }, TypeError);
+  assert.notEqual(share({ n: 1 }), share({ n: 2 }), "different values are not shared");
+  assert.notEqual(share({ n: 1 }), share([1]), "an array is not an object");
+  assert.notEqual(share({ n: 0 }), share({ n: -0 }), "-0 is not 0");
+
+  const big = (tag: string): { tag: string; env: { name: string; value: string }[] } => ({
+    tag,
+    env: Array.from({ length: SHARE_WEIGHT }, (_, i) => ({ name: `V${i}`, value: "same" })),
+  });
+  const x = share(big("x"));
+  const y = share(big("y"));
+  assert.ok(!Object.isFrozen(x) && !Object.isFrozen(x.env), "too large to be shared");
+  assert.equal(x.env[3], y.env[3], "its small parts are");
+});
+
+test("a rendered ReplicaSet and its live copy share their pod template's repeated parts", () => {
+  const d = create(ApplyDeploymentSchema, {
+    deploymentId: "dep_share",
+    environmentId: "env_share",
+    k8sNamespace: "ws",
+    k8sName: "web-share",
+    image: "ghcr.io/acme/web:1",
+    port: 8080,
+    cpuMillicores: 100n,
+    memoryMib: 64n,
+    healthCheck: { path: "/healthz" },
+  });
+  const rendered = share(renderReplicaSet(d, "eu"));
+  // What the API server answers: the same fields in its own (sorted) key order, and its defaults.
+  const sorted = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sorted)
+      : v !== null && typeof v === "object"
+        ? Object.fromEntries(
+            Object.entries(v)
+              .sort(([p], [q]) => p.localeCompare(q))
+              .map(([k, x]) => [k, sorted(x)]),
+          )
+        : v;
+  const live = sorted({ ...structuredClone(rendered), metadata: { ...rendered.metadata, resourceVersion: "7" } });
+  const cached = trimFor(resources.replicaSets)(live as KubeObject);
+  assert.equal(findDrift(rendered, cached), undefined);
+  const spec = (o: KubeObject): Record<string, unknown> =>
+    ((o.spec as Record<string, unknown>).template as { spec: Record<string, unknown> }).spec;
+  for (const part of ["tolerations", "nodeSelector", "affinity"])
+    assert.equal(spec(cached)[part], spec(rendered)[part], `${part} is one object`);
 });
