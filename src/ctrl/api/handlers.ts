@@ -18,6 +18,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { AutoscaleStatusSchema } from "../../gen/krane/ctrl/v1/autoscale_pb.js";
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
@@ -40,6 +41,7 @@ import {
   listWorkspaces,
   regionsOfEnvironments,
 } from "../read/tenancy.js";
+import { autoscaleMsg } from "../payloads/sentinel.js";
 import { exposureStatus } from "./exposure.js";
 import {
   apiTokenId,
@@ -357,6 +359,16 @@ export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typ
         clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
         endpoints: exposed.endpoints,
         domains: exposed.domains,
+        autoscale: view.autoscale.map((a) =>
+          create(AutoscaleStatusSchema, {
+            region: a.region,
+            replicas: a.decision?.replicas ?? a.replicas,
+            reason: a.decision?.reason ?? "no decision from the region's agent yet",
+            decidedAtUnixMs: BigInt(a.decision?.decidedAtMs ?? 0),
+            reportedAtUnixMs: BigInt(a.decision?.reportedAtMs ?? 0),
+            policy: autoscaleMsg(a.policy),
+          }),
+        ),
       });
     },
   };
