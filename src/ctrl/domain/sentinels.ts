@@ -61,11 +61,24 @@ async function regionCount(db: Reader, environmentId: string, region: string): P
         "environment_regions.region",
       ),
     )
-    .select(["environment_regions.replicas as replicas", "a.decided_at as decided_at"])
+    .leftJoin("rollouts as r", (j) =>
+      j.onRef("r.environment_id", "=", "environment_regions.environment_id").onRef(
+        "r.region",
+        "=",
+        "environment_regions.region",
+      ),
+    )
+    .select([
+      "environment_regions.replicas as replicas",
+      "a.decided_at as decided_at",
+      "r.target_deployment_id as target",
+    ])
     .where("environment_regions.environment_id", "=", environmentId)
     .where("environment_regions.region", "=", region)
     .executeTakeFirst();
-  return row === undefined ? undefined : { replicas: Number(row.replicas), decidedAtMs: Number(row.decided_at ?? 0) };
+  return row === undefined
+    ? undefined
+    : { replicas: Number(row.replicas), decidedAtMs: Number(row.decided_at ?? 0), targetDeploymentId: row.target };
 }
 
 /** Writes the sentinel's desired state, rendered from the environment and its region. */
@@ -86,8 +99,8 @@ async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: S
 }
 
 /**
- * Renders the environment's sentinel in one region again (its region's count or own policy
- * changed: what the region's autoscaler decides from). Nothing when it has none there.
+ * Renders the environment's sentinel in one region again (its region's count, rollout target or
+ * own policy changed: what the region's autoscaler decides from). Nothing when it has none there.
  */
 export async function refreshSentinel(tx: WriteTx, environment: EnvironmentRow, region: string): Promise<void> {
   if (environment.deleting_at !== null) return;

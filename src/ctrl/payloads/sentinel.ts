@@ -126,6 +126,8 @@ export interface RegionCount {
   readonly replicas: number;
   /** autoscale_status.decided_at of the region (0: no decision recorded). */
   readonly decidedAtMs: number;
+  /** The rolling engine's target in the region (rollouts.target_deployment_id); null: none. */
+  readonly targetDeploymentId: string | null;
 }
 
 /** Whether the environment's canary scales its stable revision down to its share. */
@@ -155,6 +157,8 @@ export function renderApplySentinel(
             replicas: count.replicas,
             decidedAtUnixMs: BigInt(count.decidedAtMs),
             scaleDownStable: scaleDownStable(environment),
+            // Progressive strategies size revisions their own way: only ctrl resizes them.
+            targetDeploymentId: environment.progressive === null ? (count.targetDeploymentId ?? "") : "",
           },
         }),
     routing: {
