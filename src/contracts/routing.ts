@@ -371,7 +371,7 @@ export interface SentinelStatus {
 
 /**
  * The wake long-poll on the ops port: `GET SENTINEL_WAKE_PATH?after=N` answers as soon as the
- * sentinel's wake count passes N (a request was held with no routable instance), or after
+ * sentinel's wake count differs from N (a request was held with no routable instance), or after
  * about WAKE_POLL_MS with the count unchanged. The agent keeps one open to each sentinel pod of
  * an environment that scales to zero, so a held request starts the scale-up at once, and the
  * sentinel needs no write rights for it.

@@ -163,12 +163,13 @@ export class HeldRequests {
   }
 
   /**
-   * The wake long-poll: resolves with the state as soon as the wake count passes `after` (at
-   * once when it already has), else after `maxWaitMs`, or when `signal` aborts.
+   * The wake long-poll: resolves with the state as soon as the wake count differs from `after`
+   * (at once when it already does: a restarted sentinel counts from 0 again), else after
+   * `maxWaitMs`, or when `signal` aborts.
    */
   waitForWake(after: number, maxWaitMs: number, signal?: AbortSignal): Promise<SentinelWake> {
     const now = (): SentinelWake => ({ wakes: this.#wakes, held: this.#waiters.size });
-    if (this.#wakes > after || signal?.aborted) return Promise.resolve(now());
+    if (this.#wakes !== after || signal?.aborted) return Promise.resolve(now());
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);

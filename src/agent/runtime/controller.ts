@@ -115,6 +115,11 @@ export class Controller<Msg, D, Del, R> {
         this.#statusClean.delete(key);
         this.#queue.add(key);
       },
+      rerender: (key) => {
+        if (!this.#started) return;
+        this.#desired.rerender(key);
+        this.#queue.add(key);
+      },
     };
     this.#core = {
       name: decl.name,

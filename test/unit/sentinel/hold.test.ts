@@ -184,6 +184,7 @@ test("the wake long-poll answers at the first held request, at once when already
   void t.waitForInstance();
   assert.deepEqual(await poll, { wakes: 1, held: 1 });
   assert.deepEqual(await held.waitForWake(0, 60_000), { wakes: 1, held: 1 }, "already past: at once");
+  assert.deepEqual(await held.waitForWake(7, 60_000), { wakes: 1, held: 1 }, "a count from before a restart: at once");
   const aborted = new AbortController();
   const cut = held.waitForWake(1, 60_000, aborted.signal);
   aborted.abort();
