@@ -312,8 +312,7 @@ export class Sentinel {
         res.once("close", () => gone.abort());
         const wake = await this.held.waitForWake(Number.isFinite(after) ? after : -1, WAKE_POLL_MS, gone.signal);
         if (!gone.signal.aborted) send(200, "application/json", `${JSON.stringify(wake)}\n`);
-      }
-      else send(404, "text/plain", "not found\n");
+      } else send(404, "text/plain", "not found\n");
     } catch (err) {
       send(500, "text/plain", `${err instanceof Error ? err.message : String(err)}\n`);
     }

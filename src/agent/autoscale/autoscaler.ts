@@ -28,11 +28,7 @@
 //     in memory) and decides again within one tick.
 import { create } from "@bufbuild/protobuf";
 import { Counter, type Registry } from "prom-client";
-import {
-  REGION_REPLICAS_MAX,
-  policyFromWire,
-  policyProblem,
-} from "../../contracts/autoscaling.js";
+import { REGION_REPLICAS_MAX, policyFromWire, policyProblem } from "../../contracts/autoscaling.js";
 import { regionLoad } from "../../autoscale/load.js";
 import { settledTarget, type StreamedRegion, type StreamedRevision } from "../../autoscale/local.js";
 import { recommend, type Recorded } from "../../autoscale/recommend.js";
@@ -357,7 +353,10 @@ export class RegionAutoscaler {
         }
       } catch (err) {
         // ctrl down or refusing: the decision stands locally; try again (the newest) with backoff.
-        this.#log?.debug({ environmentId, err: err instanceof Error ? err.message : String(err) }, "autoscale report failed");
+        this.#log?.debug(
+          { environmentId, err: err instanceof Error ? err.message : String(err) },
+          "autoscale report failed",
+        );
         attempt++;
         await sleep(Math.min(10_000, 250 * 2 ** Math.min(attempt, 6)));
       }

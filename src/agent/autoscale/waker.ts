@@ -40,7 +40,8 @@ export class SentinelWaker {
   /** Keeps a poll open to every serving pod of these sentinels, and none to any other. */
   track(keys: readonly string[], signal: AbortSignal): void {
     const wanted = new Map<string, { key: string; host: string }>();
-    for (const key of keys) for (const pod of this.#o.podsOf(key)) wanted.set(`${key}/${pod.name}`, { key, host: pod.host });
+    for (const key of keys)
+      for (const pod of this.#o.podsOf(key)) wanted.set(`${key}/${pod.name}`, { key, host: pod.host });
     for (const [id, p] of this.#polls) {
       if (wanted.get(id)?.host === p.host) continue;
       p.abort.abort();

@@ -129,7 +129,8 @@ export async function takeAutoscaleDecision(store: Store, d: AutoscaleDecision):
       .executeTakeFirst();
     if (region === undefined) throw failedPrecondition(`environment ${d.environmentId} is not in region ${d.region}`);
     const policy = await policyInRegion(tx.trx, environment, d.region);
-    if (policy === null) throw failedPrecondition(`environment ${d.environmentId} does not autoscale in region ${d.region}`);
+    if (policy === null)
+      throw failedPrecondition(`environment ${d.environmentId} does not autoscale in region ${d.region}`);
     const floor = policy.scaleToZero === null ? Math.max(1, policy.minReplicas) : 0;
     if (d.replicas < floor || d.replicas > policy.maxReplicas)
       throw invalidArgument("replicas", `must be within the region's policy (${floor} to ${policy.maxReplicas})`);

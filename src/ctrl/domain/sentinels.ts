@@ -11,12 +11,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { Database, EnvironmentRow, ProjectRow, SentinelRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, notFound } from "../errors.js";
-import {
-  encodeApplySentinel,
-  encodeDeleteSentinel,
-  sentinelPayloads,
-  type RegionCount,
-} from "../payloads/sentinel.js";
+import { encodeApplySentinel, encodeDeleteSentinel, sentinelPayloads, type RegionCount } from "../payloads/sentinel.js";
 import { newId, sentinelK8sName } from "./ids.js";
 
 type Reader = Kysely<Database>;
@@ -55,18 +50,14 @@ async function regionCount(db: Reader, environmentId: string, region: string): P
   const row = await db
     .selectFrom("environment_regions")
     .leftJoin("autoscale_status as a", (j) =>
-      j.onRef("a.environment_id", "=", "environment_regions.environment_id").onRef(
-        "a.region",
-        "=",
-        "environment_regions.region",
-      ),
+      j
+        .onRef("a.environment_id", "=", "environment_regions.environment_id")
+        .onRef("a.region", "=", "environment_regions.region"),
     )
     .leftJoin("rollouts as r", (j) =>
-      j.onRef("r.environment_id", "=", "environment_regions.environment_id").onRef(
-        "r.region",
-        "=",
-        "environment_regions.region",
-      ),
+      j
+        .onRef("r.environment_id", "=", "environment_regions.environment_id")
+        .onRef("r.region", "=", "environment_regions.region"),
     )
     .select([
       "environment_regions.replicas as replicas",

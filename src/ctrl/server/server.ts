@@ -436,7 +436,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         streamKeepaliveMs: config.streamKeepaliveMs,
         onReport: (kind, region, subject) => rollout.reported(kind, region, subject),
         onRegionScaled: (environmentId) =>
-          void rollout.environmentChanged(environmentId).catch(backgroundFailure("a rollout pass after autoscaling failed")),
+          void rollout
+            .environmentChanged(environmentId)
+            .catch(backgroundFailure("a rollout pass after autoscaling failed")),
         keyring: config.keyring,
         onDeletionConfirmed: (environmentId) =>
           void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),

@@ -360,7 +360,11 @@ export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): Enviro
     const given = [ra.policy !== undefined, ra.off, ra.inherit].filter(Boolean).length;
     if (given !== 1) throw invalidArgument(field, "give exactly one of policy, off and inherit");
     const change =
-      ra.policy !== undefined ? autoscaleUpdateOf(ra.policy, `${field}.policy`) : ra.off ? ("off" as const) : ("inherit" as const);
+      ra.policy !== undefined
+        ? autoscaleUpdateOf(ra.policy, `${field}.policy`)
+        : ra.off
+          ? ("off" as const)
+          : ("inherit" as const);
     return { index, region, change };
   });
   return {

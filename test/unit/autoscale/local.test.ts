@@ -20,7 +20,10 @@ const strategyArb: fc.Arbitrary<Strategy> = fc.oneof(
       fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constantFrom("0%", "25%", "50%")),
     )
     .filter(([s, u]) => !((s === 0 || s === "0%") && (u === 0 || u === "0%")))
-    .map(([maxSurge, maxUnavailable]): Strategy => ({ type: "RollingUpdate", rollingUpdate: { maxSurge, maxUnavailable } })),
+    .map(([maxSurge, maxUnavailable]): Strategy => ({
+      type: "RollingUpdate",
+      rollingUpdate: { maxSurge, maxUnavailable },
+    })),
 );
 
 interface Settled {
@@ -144,7 +147,11 @@ const streamed = (s: Settled): StreamedRevision[] =>
 test("a settled region: the engine writes no size but the local rule's, and settles on it", () => {
   fc.assert(
     fc.property(settledArb, (s) => {
-      const local = localSizes(streamed(s), { replicas: s.input.deployment.replicas, targetDeploymentId: "target" }, s.next);
+      const local = localSizes(
+        streamed(s),
+        { replicas: s.input.deployment.replicas, targetDeploymentId: "target" },
+        s.next,
+      );
       assert.ok(local, "a settled region is resized locally");
       const seen = passes(s);
       const lo = Math.min(s.input.deployment.replicas, s.next);
@@ -156,7 +163,8 @@ test("a settled region: the engine writes no size but the local rule's, and sett
         }
       }
       const last = seen.at(-1) ?? new Map<string, number>();
-      for (const [name, size] of last) assert.equal(size, local.get(name), `${name}: engine ${size}, local ${local.get(name)}`);
+      for (const [name, size] of last)
+        assert.equal(size, local.get(name), `${name}: engine ${size}, local ${local.get(name)}`);
       // And the engine got there in its first pass: the agent's write is not ahead of it.
       assert.equal(seen[0]?.get("target"), s.next);
     }),
@@ -166,15 +174,65 @@ test("a settled region: the engine writes no size but the local rule's, and sett
 
 test("not settled: a rollout under way, a canary's two revisions, no target, a target off the count", () => {
   const region = { replicas: 3, targetDeploymentId: "b" };
-  assert.equal(settledTarget([{ deploymentId: "a", replicas: 1 }, { deploymentId: "b", replicas: 3 }], region), null);
-  assert.equal(settledTarget([{ deploymentId: "a", replicas: 0 }, { deploymentId: "b", replicas: 2 }], region), null);
-  assert.equal(settledTarget([{ deploymentId: "a", replicas: 0 }, { deploymentId: "b", replicas: 3 }], { ...region, targetDeploymentId: "" }), null);
+  assert.equal(
+    settledTarget(
+      [
+        { deploymentId: "a", replicas: 1 },
+        { deploymentId: "b", replicas: 3 },
+      ],
+      region,
+    ),
+    null,
+  );
+  assert.equal(
+    settledTarget(
+      [
+        { deploymentId: "a", replicas: 0 },
+        { deploymentId: "b", replicas: 2 },
+      ],
+      region,
+    ),
+    null,
+  );
+  assert.equal(
+    settledTarget(
+      [
+        { deploymentId: "a", replicas: 0 },
+        { deploymentId: "b", replicas: 3 },
+      ],
+      { ...region, targetDeploymentId: "" },
+    ),
+    null,
+  );
   assert.equal(settledTarget([{ deploymentId: "a", replicas: 3 }], region), null, "the target is not desired here");
-  assert.equal(settledTarget([{ deploymentId: "a", replicas: 0 }, { deploymentId: "b", replicas: 3 }], region), "b");
-  assert.equal(settledTarget([{ deploymentId: "b", replicas: 0 }], { replicas: 0, targetDeploymentId: "b" }), "b", "asleep at 0");
+  assert.equal(
+    settledTarget(
+      [
+        { deploymentId: "a", replicas: 0 },
+        { deploymentId: "b", replicas: 3 },
+      ],
+      region,
+    ),
+    "b",
+  );
+  assert.equal(
+    settledTarget([{ deploymentId: "b", replicas: 0 }], { replicas: 0, targetDeploymentId: "b" }),
+    "b",
+    "asleep at 0",
+  );
   assert.deepEqual(
-    localSizes([{ deploymentId: "a", replicas: 0 }, { deploymentId: "b", replicas: 0 }], { replicas: 0, targetDeploymentId: "b" }, 2),
-    new Map([["a", 0], ["b", 2]]),
+    localSizes(
+      [
+        { deploymentId: "a", replicas: 0 },
+        { deploymentId: "b", replicas: 0 },
+      ],
+      { replicas: 0, targetDeploymentId: "b" },
+      2,
+    ),
+    new Map([
+      ["a", 0],
+      ["b", 2],
+    ]),
   );
   fc.assert(
     fc.property(
