@@ -47,7 +47,7 @@ import {
   setRegionAutoscale,
   setRegionReplicas,
 } from "./environments.js";
-import { refreshSentinel } from "./sentinels.js";
+import { refreshSentinel, sentinelsRenderedAnew } from "./sentinels.js";
 import { dropProgressiveState, forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
@@ -306,8 +306,9 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     // One sentinel per region while the environment has sentinel settings, none otherwise.
     const after = await saveEnvironment(tx, found.project, before, wanted);
     // Sentinels whose region's policy or count changed while the environment's columns did not.
-    for (const region of new Set([...columns.keys(), ...clamped.map((c) => c.region)]))
-      await refreshSentinel(tx, after, region);
+    if (!sentinelsRenderedAnew(before, after))
+      for (const region of new Set([...columns.keys(), ...clamped.map((c) => c.region)]))
+        await refreshSentinel(tx, after, region);
     if (leftProgressive) await dropProgressiveState(tx, envId);
     if (after.autoscale === null && before.autoscale !== null) await forgetAutoscaleDecisions(tx, envId);
     const ctx: EnvironmentContext = { ...found, environment: after };

@@ -162,13 +162,18 @@ export async function syncSentinels(
               .execute()
           ).map((r) => r.region),
         );
-  const changed = before === null || RENDERED_FROM.some((k) => before[k] !== after[k]);
+  const changed = before === null || sentinelsRenderedAnew(before, after);
   for (const s of sentinels) {
     if (!regions.has(s.region)) await dropSentinel(tx, s);
     else if (changed) await putSentinel(tx, after, s);
   }
   for (const region of regions)
     if (!sentinels.some((s) => s.region === region)) await createSentinel(tx, project, after, region);
+}
+
+/** Whether syncSentinels renders every sentinel of the environment again for this change. */
+export function sentinelsRenderedAnew(before: EnvironmentRow, after: EnvironmentRow): boolean {
+  return RENDERED_FROM.some((k) => before[k] !== after[k]);
 }
 
 /** An environment's sentinels, by region. */
