@@ -32,6 +32,10 @@ import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
 const skip = await realNodesSkip();
+const t0 = performance.now();
+/** Progress on stderr, so a slow run shows where its time went. */
+const step = (what: string): void =>
+  void process.stderr.write(`autoscale.test: ${((performance.now() - t0) / 1000).toFixed(0)} s: ${what}\n`);
 const REGION = "local";
 const REF = { workspace: "acme", project: "shop", environment: "production" };
 const NS = "ws-acme";
@@ -135,6 +139,7 @@ describe("autoscaling on real containers", { skip }, () => {
   before(
     async () => {
       const cluster = await h.ready();
+      step("cluster ready");
       await applySentinelRbac(cluster.kubeConfig());
       ctrl = await startTestCtrl(db, { rolloutSweepIntervalMs: 300 });
       ctrlPort = Number(new URL(ctrl.url).port);
@@ -172,6 +177,7 @@ describe("autoscaling on real containers", { skip }, () => {
         },
       });
       v1 = deployment?.id ?? "";
+      step("deployed");
       await eventually("1 running instance of v1", async () => ((await running()) === 1 ? true : undefined), 300_000);
       const svc = await kubectlJson<{ items: { spec: { clusterIP: string } }[] }>(h.cluster, [
         "services",
@@ -217,7 +223,7 @@ describe("autoscaling on real containers", { skip }, () => {
         await dump();
         throw err;
       }
-      console.log(`load step: 3 instances serving after ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      step(`load step: 3 instances serving after ${((performance.now() - started) / 1000).toFixed(1)} s`);
       const s = await status();
       assert.match(s.autoscale[0]?.reason ?? "", /in flight at 2 per instance/, "the reason names the load");
       assert.equal(await regionCount(), 3, "ctrl holds the count the agent decided");
@@ -232,7 +238,7 @@ describe("autoscaling on real containers", { skip }, () => {
       const sizes = await sampleWhile(async () => (await replicaSet()).size, down);
       await down;
       const after = (performance.now() - stopped) / 1000;
-      console.log(
+      step(
         `load gone: down to 1 after ${after.toFixed(1)} s (window 20 s); sizes seen ${[...new Set(sizes)].join(" ")}`,
       );
       assert.ok(after >= 18, `came down after ${after.toFixed(1)} s, inside the 20 s window`);
@@ -273,7 +279,7 @@ describe("autoscaling on real containers", { skip }, () => {
       // And a few seconds more: the engine's pass and the stream back must not move it either.
       const settle = new Promise((r) => setTimeout(r, 5_000));
       sizes.push(...(await sampleWhile(async () => (await replicaSet()).size, settle)));
-      console.log(`ctrl back: ReplicaSet sizes seen ${sizes.join(" ")}`);
+      step(`ctrl back: ReplicaSet sizes seen ${sizes.join(" ")}`);
       assert.ok(
         sizes.every((n) => n === 3),
         `the ReplicaSet moved while ctrl caught up: ${sizes.join(" ")}`,
@@ -322,7 +328,7 @@ describe("autoscaling on real containers", { skip }, () => {
       await client.close();
       const counts = new Map<string | number, number>();
       for (const a of answers) counts.set(a, (counts.get(a) ?? 0) + 1);
-      console.log(`1,000 at zero: ${JSON.stringify([...counts])} in ${seconds.toFixed(1)} s`);
+      step(`1,000 at zero: ${JSON.stringify([...counts])} in ${seconds.toFixed(1)} s`);
       assert.deepEqual([...counts], [[200, 1000]], "every request answered by the app");
       assert.ok((await sentinelMetric("krane_sentinel_cold_start_seconds_count")) >= 1, "a cold start measured");
       assert.ok(
@@ -353,7 +359,7 @@ describe("autoscaling on real containers", { skip }, () => {
       await client.close();
       const refused = answers.filter((a) => a.status === 503);
       const served = answers.filter((a) => a.status === 200);
-      console.log(`over the bound: ${served.length} served, ${refused.length} refused`);
+      step(`over the bound: ${served.length} served, ${refused.length} refused`);
       assert.equal(served.length + refused.length, 40, "every request answered");
       assert.ok(refused.length >= 1, "the bound refused some");
       assert.ok(served.length >= 5, "the held ones were served");
