@@ -347,8 +347,13 @@ export class RegionAutoscaler {
         if (st.pending === d) st.pending = undefined;
         st.reported = d;
         if (!res.recorded && st.local === d) {
-          // ctrl holds a newer decision: follow its count.
+          // ctrl holds a newer decision: follow its count, and its sizes.
           st.local = undefined;
+          const o = st.override;
+          if (o !== undefined && o.replicas === d.replicas) {
+            st.override = undefined;
+            this.#deployments?.rerender(o.deploymentId);
+          }
           this.#log?.warn({ environmentId, replicas: res.replicas }, "ctrl holds a newer autoscaling decision");
         }
       } catch (err) {
