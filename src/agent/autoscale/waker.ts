@@ -47,11 +47,13 @@ export class SentinelWaker {
       p.abort.abort();
       this.#polls.delete(id);
     }
+    if (signal.aborted) return;
     for (const [id, w] of wanted) {
       if (this.#polls.has(id)) continue;
+      // Ended by track() (the pod left) or stop(), which the autoscaler calls when it stops.
       const abort = new AbortController();
       this.#polls.set(id, { abort, host: w.host });
-      void this.#poll(w.key, w.host, AbortSignal.any([abort.signal, signal]));
+      void this.#poll(w.key, w.host, abort.signal);
     }
   }
 
@@ -63,9 +65,14 @@ export class SentinelWaker {
   async #poll(key: string, host: string, signal: AbortSignal): Promise<void> {
     let after = -1;
     while (!signal.aborted) {
+      // One listener on the poll's signal at a time, removed after each answer.
+      const request = new AbortController();
+      const cancel = (): void => request.abort();
+      signal.addEventListener("abort", cancel, { once: true });
+      const timer = setTimeout(cancel, WAKE_POLL_MS + 10_000);
       try {
         const res = await fetch(`http://${host}:${SENTINEL_OPS_PORT}${SENTINEL_WAKE_PATH}?after=${after}`, {
-          signal: AbortSignal.any([signal, AbortSignal.timeout(WAKE_POLL_MS + 10_000)]),
+          signal: request.signal,
         });
         const body: unknown = res.ok ? await res.json() : undefined;
         if (!isWake(body)) throw new Error(`unexpected answer ${res.status}`);
@@ -75,6 +82,9 @@ export class SentinelWaker {
       } catch {
         // Starting, stopping, or a sentinel without the wake path: ask again shortly.
         await sleep(1_000, signal);
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", cancel);
       }
     }
   }
