@@ -42,6 +42,8 @@ const RUNS = Number(process.env.KRANE_BENCH_AUTOSCALE_RUNS ?? "30");
 /** Environments taking turns at sleeping (each needs its idle window between two of its runs). */
 const ENVS = Number(process.env.KRANE_BENCH_AUTOSCALE_ENVS ?? "10");
 const IDLE_S = 30;
+/** Alternations of the throughput runs (off, on). */
+const ROUNDS = Number(process.env.KRANE_BENCH_AUTOSCALE_ROUNDS ?? "5");
 
 function line(what: string, ms: number[]): string {
   const s = [...ms].sort((a, b) => a - b);
@@ -131,8 +133,9 @@ async function measurementCost(): Promise<void> {
       on: { rps: [], perCpu: [] },
     };
     let version = 1;
-    for (let i = 0; i < 3; i++) {
-      for (const mode of ["off", "on"] as const) {
+    for (let i = 0; i < ROUNDS; i++) {
+      // Which goes first alternates, so a drift over the run (warm-up, the machine's load) cancels out.
+      for (const mode of i % 2 === 0 ? (["off", "on"] as const) : (["on", "off"] as const)) {
         await policy(++version, mode === "on");
         const stop = new AbortController();
         const readers: Promise<void>[] = [];
@@ -171,7 +174,7 @@ async function measurementCost(): Promise<void> {
     }
     const cost = (a: number[], b: number[]): string => `${((1 - median(b) / median(a)) * 100).toFixed(1)} %`;
     console.log(
-      `autoscale: measurements' cost (medians of 3): throughput ${cost(runs.off.rps, runs.on.rps)}, per CPU-second ${cost(runs.off.perCpu, runs.on.perCpu)} (target ≤ 5 %; ${load()})`,
+      `autoscale: measurements' cost (medians of ${ROUNDS}): throughput ${cost(runs.off.rps, runs.on.rps)}, per CPU-second ${cost(runs.off.perCpu, runs.on.perCpu)} (target ≤ 5 %; ${load()})`,
     );
   } finally {
     for (const c of children) c.kill("SIGTERM");

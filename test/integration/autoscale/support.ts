@@ -12,6 +12,7 @@ import { LABEL_DEPLOYMENT_ID } from "../../../src/contracts/labels.js";
 import {
   DeploymentService,
   EnvironmentService,
+  type RolloutPolicySchema,
   ProjectService,
   RegionService,
   StatusService,
@@ -37,6 +38,7 @@ export function step(what: string): void {
 }
 
 type Policy = MessageInitShape<typeof AutoscaleUpdateSchema>;
+type Rollout = MessageInitShape<typeof RolloutPolicySchema>;
 
 export class World {
   ctrl!: TestCtrl;
@@ -44,6 +46,7 @@ export class World {
   sentinelUrl = "";
   v1 = "";
   #port = 0;
+  #cpu = 500n;
 
   constructor(
     readonly h: RealClusterHandle,
@@ -51,7 +54,8 @@ export class World {
   ) {}
 
   /** ctrl, the agent, the environment (1 replica, `policy`) and v1 answering through the sentinel. */
-  async start(policy: Policy): Promise<void> {
+  async start(policy: Policy, o: { cpuMillicores?: number; rollout?: Rollout } = {}): Promise<void> {
+    this.#cpu = BigInt(o.cpuMillicores ?? 500);
     const cluster = await this.h.ready();
     step("cluster ready");
     await applySentinelRbac(cluster.kubeConfig());
@@ -66,7 +70,7 @@ export class World {
       slug: REF.environment,
       regions: [{ region: REGION, replicas: 1 }],
       sentinel: { image: "", replicas: 1, cpuMillicores: 1000n, memoryMib: 256n },
-      rollout: { maxSurge: "1", maxUnavailable: "0" },
+      rollout: { maxSurge: "1", maxUnavailable: "0", ...o.rollout },
     });
     this.agent = await routingAgent(cluster, this.ctrl, REGION, {
       sentinelImage: (await this.h.images()).krane.name,
@@ -75,22 +79,7 @@ export class World {
       measureIntervalMs: 0,
     });
     await this.agent.start();
-    const { deployment } = await this.ctrl.client(DeploymentService, t).createDeployment({
-      ...REF,
-      image: "krane.local/hello:v1",
-      port: 8080,
-      cpuMillicores: 500n,
-      memoryMib: 256n,
-      healthCheck: {
-        method: "GET",
-        path: "/healthz",
-        intervalSeconds: 1,
-        timeoutSeconds: 2,
-        failureThreshold: 3,
-        initialDelaySeconds: 0,
-      },
-    });
-    this.v1 = deployment?.id ?? "";
+    this.v1 = await this.deploy("krane.local/hello:v1");
     await eventually(
       "1 running instance of v1",
       async () => ((await this.running()) === 1 ? true : undefined),
@@ -114,6 +103,27 @@ export class World {
     );
     await this.setPolicy(policy);
     step("environment serving");
+  }
+
+  /** A new revision of the hello app (`env`: its HELLO_* misbehaviour); its deployment id. */
+  async deploy(image: string, env: Record<string, string> = {}): Promise<string> {
+    const { deployment } = await this.ctrl.client(DeploymentService, this.ctrl.adminToken).createDeployment({
+      ...REF,
+      image,
+      port: 8080,
+      cpuMillicores: this.#cpu,
+      memoryMib: 256n,
+      env: Object.entries(env).map(([name, value]) => ({ name, value })),
+      healthCheck: {
+        method: "GET",
+        path: "/healthz",
+        intervalSeconds: 1,
+        timeoutSeconds: 2,
+        failureThreshold: 3,
+        initialDelaySeconds: 0,
+      },
+    });
+    return deployment?.id ?? "";
   }
 
   async stop(): Promise<void> {
@@ -141,8 +151,8 @@ export class World {
     return this.ctrl.client(StatusService, this.ctrl.adminToken).getEnvironmentStatus(REF);
   }
 
-  async running(): Promise<number> {
-    const d = (await this.status()).deployments.find((x) => x.deployment?.id === this.v1);
+  async running(deploymentId = this.v1): Promise<number> {
+    const d = (await this.status()).deployments.find((x) => x.deployment?.id === deploymentId);
     return (d?.regions[0]?.instances ?? []).filter((i) => i.status === InstanceStatus.RUNNING).length;
   }
 
@@ -150,8 +160,8 @@ export class World {
     return (await this.envs().getEnvironment(REF)).environment?.regions[0]?.replicas ?? -1;
   }
 
-  /** v1's ReplicaSet as the cluster has it: its size and ready pods. */
-  async replicaSet(): Promise<{ size: number; ready: number }> {
+  /** A revision's ReplicaSet (default v1) as the cluster has it: its size and ready pods. */
+  async replicaSet(deploymentId = this.v1): Promise<{ size: number; ready: number }> {
     const list = await kubectlJson<{
       items: {
         metadata: { labels?: Record<string, string> };
@@ -159,7 +169,7 @@ export class World {
         status: { readyReplicas?: number };
       }[];
     }>(this.h.cluster, ["replicasets", "-n", NS]);
-    const rs = list.items.find((x) => x.metadata.labels?.[LABEL_DEPLOYMENT_ID] === this.v1);
+    const rs = list.items.find((x) => x.metadata.labels?.[LABEL_DEPLOYMENT_ID] === deploymentId);
     return { size: rs?.spec.replicas ?? -1, ready: rs?.status.readyReplicas ?? 0 };
   }
 
@@ -179,7 +189,7 @@ export class World {
   }
 
   /** `workers` clients each keeping one slow request in flight through the sentinel until stopped. */
-  load(workers: number, latencyMs: number): { stop(): Promise<{ ok: number; failed: number }> } {
+  load(workers: number, latencyMs = 0): { stop(): Promise<{ ok: number; failed: number }> } {
     const pool = new Pool(this.sentinelUrl, { connections: workers, keepAliveTimeout: 10_000 });
     let running = true;
     let ok = 0;
@@ -187,7 +197,8 @@ export class World {
     const loops = Array.from({ length: workers }, async () => {
       while (running) {
         try {
-          const res = await pool.request({ method: "GET", path: `/?latency=${latencyMs}`, headersTimeout: 120_000 });
+          const path = latencyMs > 0 ? `/?latency=${latencyMs}` : "/";
+          const res = await pool.request({ method: "GET", path, headersTimeout: 120_000 });
           await res.body.dump();
           if (res.statusCode === 200) ok++;
           else failed++;
