@@ -249,7 +249,9 @@ export function describeInstanceEvent(e: InstanceEvent): string {
     case "unready":
       return "readiness probe failing";
     case "evicted":
-      return `Evicted${e.message ? `: ${short(e.message)}` : ""}`;
+      // The kubelet's eviction is "Evicted"; an eviction through the API, a preemption or a
+      // taint says which in its reason.
+      return `Evicted${e.reason !== "Evicted" && e.reason !== "" ? ` (${e.reason})` : ""}${e.message ? `: ${short(e.message)}` : ""}`;
     default:
       return e.reason;
   }

@@ -328,14 +328,15 @@ export class KubeClient {
   }
 
   /**
-   * Reads a streamed text answer (a pod's log, `pods/log` with follow): `onText` gets each chunk
-   * as it arrives. Resolves when the server ends the answer or `signal` aborts; rejects with
-   * KubeApiError on a non-200 answer. Rate-limited like any request, counted as a get.
+   * Reads a streamed answer (a pod's log, `pods/log` with follow): `onData` gets each chunk as it
+   * arrives, as bytes (the caller decides whether to decode). Resolves when the server ends the
+   * answer or `signal` aborts; rejects with KubeApiError on a non-200 answer. Rate-limited like
+   * any request, counted as a get.
    */
-  async streamText(
+  async streamBytes(
     path: string,
     query: Record<string, string | number | boolean | undefined>,
-    onText: (chunk: string) => void,
+    onData: (chunk: Buffer) => void,
     signal: AbortSignal,
   ): Promise<void> {
     const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: true };
@@ -345,10 +346,9 @@ export class KubeClient {
     this.#count("get", r, status);
     if (status !== 200) throw apiError(status, await readAll(res));
     await new Promise<void>((resolve, reject) => {
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
+      res.on("data", (chunk: Buffer) => {
         try {
-          onText(chunk);
+          onData(chunk);
         } catch (err) {
           res.destroy();
           reject(err);

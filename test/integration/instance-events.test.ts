@@ -3,9 +3,13 @@
 // InstanceEventService:
 //  - a container over its memory limit → OOMKilled;
 //  - exit 3 in a loop → CrashLoopBackOff with exit code 3;
-//  - an image that does not exist → a pull error naming the image.
-// One cluster and one agent for the three environments; the workloads are the hello image's
-// node with a command of their own.
+//  - an image that does not exist → a pull error naming the image;
+//  - a readiness probe that starts failing (the hello app's HELLO_UNREADY_AFTER_MS) → unready;
+//  - an eviction through the API, as a node drain makes it → evicted, with its reason.
+// For the last two, `krane status` shows the instance's last event and `krane logs --events`
+// prints it among the instance's lines, in time order.
+// One cluster and one agent for the environments; the workloads are the hello image (its app, or
+// its node with a command of their own).
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -21,7 +25,7 @@ import {
 } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { InstanceEventService, type InstanceEvent } from "../../src/gen/krane/ctrl/v1/events_pb.js";
 import { eventually } from "../support/cluster.js";
-import { realNodesSkip, useRealCluster } from "../support/real-nodes.js";
+import { krane, kubectlOk, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
 import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
@@ -39,7 +43,32 @@ const WORKLOADS = {
   },
   crash: { image: "krane.local/hello:v1", command: ["node", "-e", "process.exit(3)"], memoryMib: 128n },
   pull: { image: "krane.local/nope:1", command: [], memoryMib: 128n },
+  // Ready at first, then /healthz answers 503. The probe is also the liveness probe, so the
+  // kubelet restarts the container; its SIGTERM leaves the app serving (unready) for the 30 s
+  // grace period, which keeps the unready state long enough to be seen.
+  unready: {
+    image: "krane.local/hello:v1",
+    command: [],
+    memoryMib: 128n,
+    env: { HELLO_UNREADY_AFTER_MS: "8000", HELLO_SHUTDOWN_DELAY_MS: "60000" },
+    healthCheck: { path: "/healthz", intervalSeconds: 1, failureThreshold: 3 },
+  },
+  // Terminates slowly once evicted (the grace period), so its instance stays while it goes.
+  evict: {
+    image: "krane.local/hello:v1",
+    command: [],
+    memoryMib: 128n,
+    env: { HELLO_SHUTDOWN_DELAY_MS: "60000" },
+  },
 } as const;
+
+type Workload = {
+  image: string;
+  command: readonly string[];
+  memoryMib: bigint;
+  env?: Record<string, string>;
+  healthCheck?: { path: string; intervalSeconds: number; failureThreshold: number };
+};
 
 describe("instance events on real nodes", { skip }, () => {
   const h = useRealCluster(["untrusted"]);
@@ -57,7 +86,7 @@ describe("instance events on real nodes", { skip }, () => {
       await ctrl.client(ProjectService, t).createProject({ workspace: WS, slug: PROJECT });
       agent = await routingAgent(cluster, ctrl, REGION);
       await agent.start();
-      for (const [slug, w] of Object.entries(WORKLOADS)) {
+      for (const [slug, w] of Object.entries(WORKLOADS) as [string, Workload][]) {
         await ctrl.client(EnvironmentService, t).createEnvironment({
           workspace: WS,
           project: PROJECT,
@@ -73,6 +102,8 @@ describe("instance events on real nodes", { skip }, () => {
           port: 8080,
           cpuMillicores: 100n,
           memoryMib: w.memoryMib,
+          env: Object.entries(w.env ?? {}).map(([name, value]) => ({ name, value })),
+          healthCheck: w.healthCheck,
         });
       }
     },
@@ -126,4 +157,94 @@ describe("instance events on real nodes", { skip }, () => {
     assert.equal(e.image, "krane.local/nope:1");
     assert.match(text, /(ErrImagePull|ImagePullBackOff): krane\.local\/nope:1/);
   });
+
+  const cliEnv = (): Record<string, string> => ({
+    KRANE_CTRL_URL: ctrl.url,
+    KRANE_TOKEN: ctrl.adminToken,
+    KRANE_WORKSPACE: WS,
+    NO_COLOR: "1",
+  });
+
+  /**
+   * `krane logs --events --timestamps` of one instance once its output is `ok` (the event is among
+   * the lines), and everything is in time order.
+   */
+  const logsWithEvent = async (
+    env: string,
+    instance: string,
+    ok: (printed: string[]) => boolean,
+  ): Promise<string[]> => {
+    const out = await eventually(
+      `${env}: the event among the lines of krane logs --events`,
+      async () => {
+        const o = await krane(cliEnv(), [
+          "logs",
+          `${PROJECT}/${env}`,
+          "--events",
+          "--instance",
+          instance,
+          "--timestamps",
+        ]);
+        return ok(o.split("\n").filter(Boolean)) ? o : undefined;
+      },
+      60_000,
+    );
+    const printed = out.split("\n").filter(Boolean);
+    const times = printed.map((l) => /^(\S+Z) /.exec(l)?.[1] ?? "");
+    assert.ok(
+      times.every((t) => t !== ""),
+      out,
+    );
+    assert.deepEqual(times, [...times].sort(), "events and lines are printed in time order");
+    return printed;
+  };
+
+  it(
+    "a readiness probe that starts failing shows as unready, in status and among the lines",
+    { timeout: 5 * 60_000 },
+    async () => {
+      const [e, text] = await lastEvent("unready", (x) => x.kind === "unready");
+      assert.equal(e.reason, "ReadinessProbeFailing");
+      // The instance's last event, as krane status prints it under the instance.
+      assert.match(text, /\n[^\n]*readiness probe failing/);
+      // The events of earlier containers come too (their lines do not: only the running
+      // container's log is read); the current container says it fails before the probe's verdict.
+      const saidFirst = (printed: string[]): boolean => {
+        const said = printed.findLastIndex((l) => l.includes("readiness failing from now on"));
+        return said >= 0 && said < printed.findLastIndex((l) => /r1: readiness probe failing ---$/.test(l));
+      };
+      await logsWithEvent("unready", e.instance, saidFirst);
+    },
+  );
+
+  it(
+    "an eviction through the API (a node drain) shows as evicted, in status and among the lines",
+    { timeout: 5 * 60_000 },
+    async () => {
+      const ref = { workspace: WS, project: PROJECT, environment: "evict" };
+      const pod = await eventually(
+        "a running instance to evict",
+        async () => {
+          const s = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(ref);
+          return s.deployments.flatMap((d) => d.regions.flatMap((r) => r.instances.map((i) => i.k8sName)))[0];
+        },
+        240_000,
+      );
+      // As `kubectl drain` does it: the eviction subresource.
+      await kubectlOk(
+        h.cluster,
+        ["create", "--raw", `/api/v1/namespaces/ws-${WS}/pods/${pod}/eviction`, "-f", "-"],
+        JSON.stringify({ apiVersion: "policy/v1", kind: "Eviction", metadata: { name: pod, namespace: `ws-${WS}` } }),
+      );
+      const [e, text] = await lastEvent("evict", (x) => x.kind === "evicted" && x.instance === pod);
+      assert.equal(e.reason, "EvictionByEvictionAPI");
+      // Still there while it terminates (its grace period): krane status shows why it goes.
+      assert.match(text, /terminating[^\n]*\n[^\n]*Evicted \(EvictionByEvictionAPI\): Eviction API/);
+      const listenedFirst = (printed: string[]): boolean => {
+        const listening = printed.findIndex((l) => l.includes("hello listening"));
+        return listening >= 0 && listening < printed.findIndex((l) => /r1: Evicted \(EvictionByEvictionAPI\)/.test(l));
+      };
+      await logsWithEvent("evict", pod, listenedFirst);
+    },
+  );
 });

@@ -11,10 +11,15 @@
 //    fails. Read from the pod's Ready condition: it turned False after the container started (a
 //    new pod whose probe has not passed yet is not an event). A failing liveness probe shows as
 //    a restart: a "terminated" event with its exit code (the kubelet kills the container).
-// Per pod: "evicted" when the kubelet evicted it (status.reason Evicted, with its message).
-// Waiting, unready and evicted facts carry no time of their own in a pod's status: they use the
-// time the pod last became unready (the Ready condition's transition), which is stable while the
-// fact lasts, so the same fact reported again is the same event.
+// Per pod: "evicted" when it is being or was evicted: the kubelet evicted it (status.reason
+// Evicted, with the kubelet's message: which resource ran low), or the pod carries the
+// DisruptionTarget condition Kubernetes sets before it deletes a pod for a disruption — an
+// eviction through the API (a node drain: EvictionByEvictionAPI), preemption by the scheduler,
+// a taint, or the kubelet (the condition's reason, with its message). One eviction per pod.
+// Waiting and unready facts carry no time of their own in a pod's status: they use the time the
+// pod last became unready (the Ready condition's transition), which is stable while the fact
+// lasts, so the same fact reported again is the same event; an eviction uses the DisruptionTarget
+// condition's transition when there is one.
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { ReportedInstanceEventSchema, type ReportedInstanceEvent } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -51,6 +56,7 @@ export function podEvents(pod: KubeObject): ReportedInstanceEvent[] {
   const status = rec(pod.status) ?? {};
   const conditions = Array.isArray(status.conditions) ? status.conditions : [];
   const readyCond = conditions.map(rec).find((c) => c?.type === "Ready");
+  const disruption = conditions.map(rec).find((c) => c?.type === "DisruptionTarget" && c.status === "True");
   const unreadySince = readyCond && readyCond.status !== "True" ? ms(readyCond.lastTransitionTime) : 0;
   const out: ReportedInstanceEvent[] = [];
   const event = (
@@ -107,8 +113,14 @@ export function podEvents(pod: KubeObject): ReportedInstanceEvent[] {
       event("unready", "ReadinessProbeFailing", unreadySince, { restarts, image });
     }
   }
-  if (str(status.reason) === "Evicted") {
-    event("evicted", "Evicted", unreadySince, { message: str(status.message) });
+  const kubeletEvicted = str(status.reason) === "Evicted";
+  if (kubeletEvicted || disruption) {
+    // The kubelet's own reason and message say more (the resource that ran low) than its
+    // condition (TerminationByKubelet).
+    const reason = kubeletEvicted ? "Evicted" : str(disruption?.reason) || "Evicted";
+    const message = kubeletEvicted ? str(status.message) : str(disruption?.message);
+    const at = disruption ? ms(disruption.lastTransitionTime) : unreadySince;
+    event("evicted", /^[A-Za-z][A-Za-z0-9]{0,63}$/.test(reason) ? reason : "Evicted", at, { message });
   }
   return out;
 }

@@ -1,7 +1,10 @@
-// The agent's outgoing lines for one log request: a bounded queue between the readers of pods/log
-// (which never wait) and the pushes to ctrl (which may be slow). When it is full, new lines are
-// dropped and counted per instance; one "N lines dropped" marker per instance and gap takes their
-// place, in order after the lines queued before the gap and before those accepted after it.
+// The agent's outgoing log data for one log request: a bounded queue between the readers of
+// pods/log (which never wait) and the pushes to ctrl (which may be slow). It holds chunks of
+// complete lines as read (bytes, never split into lines here) and markers. When it is full, new
+// chunks are dropped and their lines counted per instance; one "N lines dropped" marker per
+// instance and gap takes their place, in order after the data queued before the gap and before
+// what is accepted after it. A take joins each instance's consecutive chunks into one.
+import { countLines } from "./lines.js";
 
 export interface OutMarker {
   kind: "joined" | "left" | "dropped" | "error";
@@ -12,25 +15,27 @@ export interface OutMarker {
 export interface OutEntry {
   instance: string;
   deploymentId: string;
+  /** A marker's time (unix ns); 0 for data, whose lines carry their own. */
   ns: bigint;
-  line?: string;
+  /** Complete lines of pods/log, each with its time stamp and newline. */
+  data?: Buffer;
   marker?: OutMarker;
 }
 
 export interface BufferLimits {
-  /** Lines kept waiting at most (markers are not counted). */
+  /** Chunks kept waiting at most (markers are not counted). */
   readonly maxEntries: number;
-  /** Bytes of line text kept waiting at most. */
+  /** Bytes of data kept waiting at most. */
   readonly maxBytes: number;
 }
 
-export const DEFAULT_BUFFER: BufferLimits = { maxEntries: 20_000, maxBytes: 8 * 1024 * 1024 };
+export const DEFAULT_BUFFER: BufferLimits = { maxEntries: 50_000, maxBytes: 8 * 1024 * 1024 };
 
 export class OutBuffer {
   readonly #limits: BufferLimits;
   #queue: OutEntry[] = [];
   #head = 0;
-  #lines = 0;
+  #chunks = 0;
   #bytes = 0;
   /** The open "dropped" marker of each instance (still in the queue, still counting). */
   readonly #gaps = new Map<string, OutEntry>();
@@ -45,56 +50,80 @@ export class OutBuffer {
     return this.#queue.length - this.#head;
   }
 
+  /** Bytes of data waiting. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
   /** Lines dropped since the start. */
   get dropped(): number {
     return this.#droppedTotal;
   }
 
-  /** Queues a line or a marker; false when a line was dropped for want of room. */
+  /** Queues data or a marker; false when data was dropped for want of room. */
   push(e: OutEntry): boolean {
-    if (e.line === undefined) {
+    if (e.data === undefined) {
       this.#queue.push(e);
       return true;
     }
-    const bytes = e.line.length;
-    if (this.#lines + 1 > this.#limits.maxEntries || this.#bytes + bytes > this.#limits.maxBytes) {
-      this.#droppedTotal++;
+    const bytes = e.data.length;
+    if (this.#chunks + 1 > this.#limits.maxEntries || this.#bytes + bytes > this.#limits.maxBytes) {
+      const lines = countLines(e.data);
+      this.#droppedTotal += lines;
       const gap = this.#gaps.get(e.instance);
-      if (gap?.marker) gap.marker.dropped++;
+      if (gap?.marker) gap.marker.dropped += lines;
       else {
         const marker: OutEntry = {
           instance: e.instance,
           deploymentId: e.deploymentId,
           ns: e.ns,
-          marker: { kind: "dropped", dropped: 1, message: "" },
+          marker: { kind: "dropped", dropped: lines, message: "" },
         };
         this.#gaps.set(e.instance, marker);
         this.#queue.push(marker);
       }
       return false;
     }
-    this.#lines++;
+    this.#chunks++;
     this.#bytes += bytes;
     this.#queue.push(e);
     return true;
   }
 
-  /** Takes up to `max` entries (and about `maxBytes` of text) from the front, oldest first. */
-  take(max: number, maxBytes = Number.POSITIVE_INFINITY): OutEntry[] {
+  /**
+   * Takes entries from the front, oldest first, up to about `maxBytes` of data; each instance's
+   * chunks with no marker of it between them come out joined, as one entry.
+   */
+  take(maxBytes = Number.POSITIVE_INFINITY): OutEntry[] {
     const out: OutEntry[] = [];
+    /** Per instance, the data entry being joined and its parts. */
+    const open = new Map<string, { entry: OutEntry; parts: Buffer[] }>();
+    const joined: { entry: OutEntry; parts: Buffer[] }[] = [];
     let bytes = 0;
-    while (this.#head < this.#queue.length && out.length < max && bytes < maxBytes) {
+    while (this.#head < this.#queue.length && bytes < maxBytes) {
       const e = this.#queue[this.#head++] as OutEntry;
-      if (e.line !== undefined) {
-        this.#lines--;
-        this.#bytes -= e.line.length;
-        bytes += e.line.length;
-      } else if (e.marker?.kind === "dropped" && this.#gaps.get(e.instance) === e) {
-        // Taken: later drops of the instance start a new gap after the lines accepted since.
+      if (e.data !== undefined) {
+        this.#chunks--;
+        this.#bytes -= e.data.length;
+        bytes += e.data.length;
+        const o = open.get(e.instance);
+        if (o) o.parts.push(e.data);
+        else {
+          const j = { entry: { ...e }, parts: [e.data] };
+          open.set(e.instance, j);
+          joined.push(j);
+          out.push(j.entry);
+        }
+        continue;
+      }
+      if (e.marker?.kind === "dropped" && this.#gaps.get(e.instance) === e) {
+        // Taken: later drops of the instance start a new gap after the data accepted since.
         this.#gaps.delete(e.instance);
       }
+      open.delete(e.instance);
       out.push(e);
     }
+    for (const j of joined) if (j.parts.length > 1) j.entry.data = Buffer.concat(j.parts);
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue = this.#queue.slice(this.#head);
       this.#head = 0;

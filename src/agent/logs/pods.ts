@@ -26,3 +26,12 @@ export function appContainer(pod: KubeObject, name: string, previous: boolean): 
   const id = typeof c.containerID === "string" ? c.containerID : "";
   return id ? { id } : undefined;
 }
+
+/** The id of the pod's app container when it is running now, else "". */
+export function runningContainer(pod: KubeObject, name: string): string {
+  const status = isRecord(pod.status) ? pod.status : {};
+  const statuses = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  const c = statuses.find((s): s is Record<string, unknown> => isRecord(s) && s.name === name);
+  if (!c || !isRecord(c.state) || !isRecord(c.state.running)) return "";
+  return typeof c.containerID === "string" ? c.containerID : "";
+}

@@ -3,13 +3,27 @@
 // pushed to ctrl in batches. Following, a watch on the pods lets new instances join (a rollout, a
 // scale-up; a restarted container too) and a log that ends leaves with a marker.
 //
-// Reading never waits on ctrl: lines go into a bounded OutBuffer and the push loop drains it;
-// what does not fit is dropped and replaced by a "dropped" marker. Pushes are sequential, so a
+// The agent does as little as it can per line: what pods/log gives it goes on as bytes, cut only
+// at the last newline of each chunk (lines.ts), and ctrl splits the lines and reads their times
+// (the chunk form of PushLogs). Only for a ctrl that predates the chunk form does the agent split
+// and parse the lines itself, at push time.
+//
+// Reading never waits on ctrl: data goes into a bounded OutBuffer and the push loop drains it;
+// what does not fit is dropped and replaced by a "dropped" marker. Pushes are sequential and at
+// most one per PUSH_INTERVAL_MS while data keeps coming (each push costs the same whatever it
+// carries, so fewer, bigger pushes cost less per line, for at most that much more delay), so a
 // slow ctrl means bigger batches, then drops, never a stalled API server stream. An empty push
 // every HEARTBEAT_MS tells ctrl this agent still serves the request; ctrl answering `cancelled`
 // (the reader left) or not answering at all ends it.
+import { setMaxListeners } from "node:events";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { AgentLogRequest, PushLogsRequestSchema } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import type {
+  AgentLogRequest,
+  LogChunkSchema,
+  LogEntrySchema,
+  LogMarkerSchema,
+  PushLogsRequestSchema,
+} from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { LogMarkerKind } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import {
   COMPONENT,
@@ -19,14 +33,16 @@ import {
   LABEL_ENVIRONMENT_ID,
   regionSelector,
 } from "../../contracts/labels.js";
-import { cutLine, msToNs, parseStampedLine } from "../../contracts/logs.js";
-import { isGone, type KubeClient, takeLines } from "../../kube/client.js";
+import { forEachStampedLine, msToNs } from "../../contracts/logs.js";
+import { isGone, type KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { CONTAINER_NAME } from "../deployments/render.js";
 import type { Logger } from "../runtime/log.js";
+import { sleep } from "../../retry/backoff.js";
 import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
-import { appContainer } from "./pods.js";
+import { lastLineNs, LineChunker, linesAfter } from "./lines.js";
+import { appContainer, runningContainer } from "./pods.js";
 
 export type PushRequest = MessageInitShape<typeof PushLogsRequestSchema>;
 
@@ -39,21 +55,32 @@ export interface LogSessionDeps {
   readonly buffer?: BufferLimits;
   /** Empty pushes while quiet, so ctrl knows the request is served (default 2 s). */
   readonly heartbeatMs?: number;
+  /** While data keeps coming, pushes start at most this often (ms; default PUSH_INTERVAL_MS). */
+  readonly pushIntervalMs?: number;
   readonly now?: () => number;
 }
 
 export const HEARTBEAT_MS = 2_000;
 /**
- * A batch carries at most this many entries, about this much text: all the buffer holds, short of
- * ctrl's 4 MiB request limit. The push loop sends one batch per round trip, and on a busy machine a
- * round trip can take seconds (the agent reads its pods' logs in bursts that hold the event loop);
- * a batch capped at 2,000 entries then relayed at most 2,000 lines per round trip, below what 20
- * busy instances write, and the buffer grew until it dropped.
+ * While data keeps coming, a push starts at most this long after the one before. A push costs
+ * the agent (and ctrl) about the same whether it carries 10 lines or 10,000; pushing as soon as
+ * the last one returned made a push every few milliseconds, most of the agent's CPU per line.
  */
-const BATCH_ENTRIES = DEFAULT_BUFFER.maxEntries;
-const BATCH_BYTES = 1536 * 1024;
+export const PUSH_INTERVAL_MS = 100;
+/**
+ * A batch carries at most about this much data: all the buffer holds, short of ctrl's 4 MiB
+ * request limit. On a busy machine a round trip can take seconds; a batch capped lower relayed
+ * less per round trip than 20 busy instances write, and the buffer grew until it dropped.
+ */
+const BATCH_BYTES = 3 * 1024 * 1024;
+/** Data pushed at once without waiting for the interval (a burst: the next push is due anyway). */
+const EAGER_BYTES = 1024 * 1024;
 /** Pushes that fail in a row before the request is given up (ctrl gone: its reader is gone too). */
 const PUSH_ATTEMPTS = 3;
+/** A push slower than this is logged (a sign of a starved agent or ctrl). */
+const SLOW_PUSH_MS = 2_000;
+/** A followed log that breaks is read again at most this many times in a row without a line. */
+const REOPEN_ATTEMPTS = 5;
 
 const MARKER_KINDS = {
   joined: LogMarkerKind.JOINED,
@@ -85,6 +112,8 @@ export class LogSession {
     this.#d = d;
     this.#req = req;
     this.#buffer = new OutBuffer(d.buffer ?? DEFAULT_BUFFER);
+    // One listener per pod read (each reader stops with the session): no cap on instances.
+    setMaxListeners(0, this.#stop.signal);
     this.done = this.#run();
   }
 
@@ -210,107 +239,163 @@ export class LogSession {
     const stop = (): void => abort.abort();
     this.#stop.signal.addEventListener("abort", stop, { once: true });
     const reader: Reader = { containerId: c.id, abort, done: Promise.resolve() };
-    reader.done = this.#readPod(pod, fresh, abort.signal).finally(() =>
+    reader.done = this.#readPod(pod, c.id, fresh, abort.signal).finally(() =>
       this.#stop.signal.removeEventListener("abort", stop),
     );
     this.#readers.set(name, reader);
   }
 
-  async #readPod(pod: KubeObject, fresh: boolean, signal: AbortSignal): Promise<void> {
+  async #readPod(pod: KubeObject, containerId: string, fresh: boolean, signal: AbortSignal): Promise<void> {
     const name = pod.metadata.name ?? "";
+    const namespace = pod.metadata.namespace ?? this.#req.k8sNamespace;
     const deploymentId = pod.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "";
     const r = this.#req;
-    const sinceNs = r.sinceUnixMs > 0n && !fresh ? msToNs(Number(r.sinceUnixMs)) : 0n;
-    const query: Record<string, string | number | boolean | undefined> = {
+    const since = r.sinceUnixMs > 0n && !fresh;
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}/log`;
+    let query: Record<string, string | number | boolean | undefined> = {
       container: CONTAINER_NAME,
       timestamps: true,
       follow: r.follow && !r.previous ? true : undefined,
       previous: r.previous ? true : undefined,
-      // The API server takes whole seconds; the lines before the exact time are dropped below.
-      sinceTime: sinceNs > 0n ? new Date(Math.floor(Number(r.sinceUnixMs) / 1000) * 1000).toISOString() : undefined,
+      // The API server takes whole seconds; the lines before the exact time are dropped by ctrl
+      // (or, for a ctrl that takes no chunks, when the lines are split at push time).
+      sinceTime: since ? new Date(Math.floor(Number(r.sinceUnixMs) / 1000) * 1000).toISOString() : undefined,
       tailLines: r.tailLines !== undefined && !fresh ? r.tailLines : undefined,
     };
     if (r.follow) this.#marker(pod, "joined");
-    let rest = "";
-    const onLine = (raw: string): boolean => {
-      const p = parseStampedLine(raw);
-      if (!p) return true;
-      if (p.ns < sinceNs) return true;
-      this.#emit({ instance: name, deploymentId, ns: p.ns, line: cutLine(p.text) });
+    /**
+     * The last lines passed on: their last line's time is read only when the stream is opened
+     * again, not for every chunk (a chunk is about a line: reading its time was a fifth of the
+     * agent's work).
+     */
+    let lastData: Buffer | undefined;
+    /** After a reopened stream: its lines up to this time were passed on already. */
+    let skipUpTo: bigint | undefined;
+    /** Passes lines on; whether there were new ones. */
+    const emit = (data: Buffer | undefined): boolean => {
+      if (data && skipUpTo !== undefined) {
+        data = linesAfter(data, skipUpTo);
+        if (data) skipUpTo = undefined;
+      }
+      if (!data) return false;
+      lastData = data;
+      this.#emit({ instance: name, deploymentId, ns: 0n, data });
       return true;
     };
-    try {
-      await this.#d.kube.streamText(
-        `/api/v1/namespaces/${encodeURIComponent(pod.metadata.namespace ?? r.k8sNamespace)}/pods/${encodeURIComponent(name)}/log`,
-        query,
-        (chunk) => {
-          rest = takeLines(rest === "" ? chunk : rest + chunk, onLine);
-        },
-        signal,
+    for (let broken = 0; ;) {
+      const lines = new LineChunker();
+      let heard = false;
+      let failure = "";
+      try {
+        await this.#d.kube.streamBytes(path, query, (chunk) => (heard = emit(lines.feed(chunk)) || heard), signal);
+      } catch (err) {
+        if (signal.aborted) return;
+        failure = err instanceof Error ? err.message : String(err);
+        if (!r.follow) {
+          this.#marker(pod, "error", `cannot read the log: ${failure}`);
+          return;
+        }
+      }
+      if (!r.follow) emit(lines.end());
+      if (!r.follow || signal.aborted) return;
+      // A followed log ends when its container stops, but also when the connection to the API
+      // server (or the API server's to the kubelet) breaks: an API server restarting or being
+      // replaced. While the same container still runs, its log is read again from the last line
+      // passed on (from that second; what was passed on already is skipped).
+      broken = heard ? 1 : broken + 1;
+      this.#d.log.debug(
+        { request: this.id, pod: name, failure, broken },
+        "log stream ended; reading it again if it runs",
       );
-      if (rest !== "") onLine(rest);
-      if (r.follow && !signal.aborted) this.#marker(pod, "left");
-    } catch (err) {
+      // Unsure (the API server does not answer yet): tried again, within the attempts.
+      const running = broken > REOPEN_ATTEMPTS ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
+      if (running === "no") {
+        if (signal.aborted) return;
+        emit(lines.end());
+        if (failure !== "") this.#marker(pod, "error", `cannot read the log: ${failure}`);
+        else this.#marker(pod, "left");
+        return;
+      }
+      await sleep(Math.min(5_000, 250 * 2 ** (broken - 1)), signal);
       if (signal.aborted) return;
-      const msg = err instanceof Error ? err.message : String(err);
-      this.#marker(pod, "error", `cannot read the log: ${msg}`);
+      const lastNs = lastData === undefined ? undefined : lastLineNs(lastData);
+      if (lastNs !== undefined) {
+        const second = lastNs / 1_000_000_000n;
+        query = { ...query, tailLines: undefined, sinceTime: new Date(Number(second) * 1000).toISOString() };
+        skipUpTo = lastNs;
+      }
+    }
+  }
+
+  /** Whether the pod's app container `containerId` is still running ("unsure" when the API server does not say). */
+  async #stillRunning(
+    namespace: string,
+    name: string,
+    containerId: string,
+    signal: AbortSignal,
+  ): Promise<"yes" | "no" | "unsure"> {
+    try {
+      const pod = await this.#d.kube.get(resources.pods, namespace, name, signal);
+      return pod !== undefined && runningContainer(pod, CONTAINER_NAME) === containerId ? "yes" : "no";
+    } catch {
+      return "unsure";
     }
   }
 
   async #pushLoop(): Promise<void> {
     const heartbeat = this.#d.heartbeatMs ?? HEARTBEAT_MS;
+    const interval = this.#d.pushIntervalMs ?? PUSH_INTERVAL_MS;
     let failures = 0;
     // The first push goes out at once, empty if need be: ctrl hears that the request is served
     // before the pods are even listed.
     let first = true;
+    let lastPush = 0;
+    let seq = 0n;
+    let pending: PushRequest | undefined;
     for (;;) {
-      if (!first && this.#buffer.size === 0 && !this.#finished && !this.#stop.signal.aborted) {
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, heartbeat);
-          this.#wake = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        this.#wake = undefined;
+      if (!first && !pending && !this.#finished && !this.#stop.signal.aborted) {
+        // Quiet: wait for data (or the heartbeat). Data: wait out the interval since the last
+        // push, unless a burst already filled a batch.
+        const empty = this.#buffer.size === 0;
+        const wait = empty ? heartbeat : interval - (this.#now() - lastPush);
+        if (wait > 0 && (empty || this.#buffer.bytes < EAGER_BYTES)) await this.#sleep(wait, empty);
       }
       first = false;
       // Stopped (the agent stopping, or ctrl cancelled): no last push. A request that ends
       // because the agent stops must not look finished to ctrl, whose reader then resumes.
       if (this.#stop.signal.aborted) return;
-      const batch = this.#buffer.take(BATCH_ENTRIES, BATCH_BYTES);
-      const last = this.#finished && this.#buffer.size === 0;
-      try {
-        const res = await this.#d.push({
+      // A push that failed goes again as it was (same number: ctrl takes it once) before any
+      // newer data, so nothing is lost to a lost answer and the order holds.
+      if (!pending) {
+        const batch = this.#buffer.take(BATCH_BYTES);
+        const last = this.#finished && this.#buffer.size === 0;
+        pending = {
           region: this.#d.region,
           requestId: this.#req.requestId,
-          entries: batch.map((e) => ({
-            timeUnixNano: e.ns,
-            instance: e.instance,
-            deploymentId: e.deploymentId,
-            entry:
-              e.line !== undefined
-                ? { case: "line" as const, value: e.line }
-                : {
-                    case: "marker" as const,
-                    value: {
-                      kind: MARKER_KINDS[e.marker?.kind ?? "error"],
-                      dropped: BigInt(e.marker?.dropped ?? 0),
-                      message: e.marker?.message ?? "",
-                    },
-                  },
-          })),
+          ...(this.#req.chunks
+            ? { chunks: batch.map(toChunk) }
+            : { entries: lineEntries(batch, msToNs(Number(this.#req.sinceUnixMs))) }),
           done: last,
           error: last ? this.#error : "",
-        });
+          seq: ++seq,
+        };
+      }
+      const last = pending.done === true;
+      lastPush = this.#now();
+      try {
+        const res = await this.#d.push(pending);
+        const took = this.#now() - lastPush;
+        if (took > SLOW_PUSH_MS)
+          this.#d.log.info({ request: this.id, ms: took, seq: String(pending.seq) }, "slow log push to ctrl");
+        pending = undefined;
         failures = 0;
         if (res.cancelled) {
           this.stop();
           return;
         }
       } catch (err) {
-        // The batch is lost with the push; a reader still there sees a gap in time, and ctrl ends
-        // a request whose agent stopped answering.
+        // Given up after a few: ctrl is gone (its reader with it) or does not answer at all, and
+        // ctrl ends a request whose agent stopped answering.
         if (++failures >= PUSH_ATTEMPTS) {
           this.#d.log.debug(
             { request: this.id, err: err instanceof Error ? err.message : String(err) },
@@ -320,10 +405,67 @@ export class LogSession {
           return;
         }
         await new Promise((r) => setTimeout(r, 200 * failures));
+        continue;
       }
       if (last) return;
     }
   }
+
+  /**
+   * Sleeps `ms`, or until woken: by new data when `untilData` (the buffer was empty), by a
+   * burst that fills a batch, by the end of the session or a stop.
+   */
+  async #sleep(ms: number, untilData: boolean): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.#wake = () => {
+        if (!untilData && !this.#finished && !this.#stop.signal.aborted && this.#buffer.bytes < EAGER_BYTES) return;
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    this.#wake = undefined;
+  }
+}
+
+/** A batch as one entry per line from `sinceNs` on, for a ctrl that takes no chunks (an older ctrl). */
+export function lineEntries(batch: readonly OutEntry[], sinceNs: bigint): MessageInitShape<typeof LogEntrySchema>[] {
+  const out: MessageInitShape<typeof LogEntrySchema>[] = [];
+  for (const e of batch) {
+    if (e.data !== undefined)
+      forEachStampedLine(e.data, sinceNs, (ns, text) =>
+        out.push({
+          timeUnixNano: ns,
+          instance: e.instance,
+          deploymentId: e.deploymentId,
+          entry: { case: "line", value: text },
+        }),
+      );
+    else out.push({ timeUnixNano: e.ns, instance: e.instance, deploymentId: e.deploymentId, entry: markerOf(e) });
+  }
+  return out;
+}
+
+function markerOf(e: OutEntry): { case: "marker"; value: MessageInitShape<typeof LogMarkerSchema> } {
+  return {
+    case: "marker",
+    value: {
+      kind: MARKER_KINDS[e.marker?.kind ?? "error"],
+      dropped: BigInt(e.marker?.dropped ?? 0),
+      message: e.marker?.message ?? "",
+    },
+  };
+}
+
+function toChunk(e: OutEntry): MessageInitShape<typeof LogChunkSchema> {
+  return e.data !== undefined
+    ? { instance: e.instance, deploymentId: e.deploymentId, content: { case: "lines", value: e.data } }
+    : {
+        instance: e.instance,
+        deploymentId: e.deploymentId,
+        content: { case: "marker", value: markerOf(e).value },
+        markerTimeUnixNano: e.ns,
+      };
 }
 
 function isPod(o: unknown): o is KubeObject {

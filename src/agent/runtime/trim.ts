@@ -14,7 +14,7 @@
 //         first container's ports and limits, nodeName, labels; instance events
 //         (deployments/events.ts): each container's image, restart count, ready and started,
 //         its state and last state (reasons, exit code, times, messages cut to 512 characters),
-//         and the pod's reason and message (an eviction);
+//         the pod's reason and message and its DisruptionTarget condition (an eviction);
 //   Node: the zone label (deployments/status.ts, endpoints);
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
 //   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
@@ -117,8 +117,11 @@ function list(o: unknown, f: (x: unknown) => Json | undefined): Json[] | undefin
   return out;
 }
 
-/** The pod conditions a reader looks at (instances: ContainersReady; ready since: Ready). */
-const POD_CONDITIONS = new Set(["Ready", "ContainersReady"]);
+/**
+ * The pod conditions a reader looks at (instances: ContainersReady; ready since: Ready; instance
+ * events: DisruptionTarget, an eviction, with its reason and message).
+ */
+const POD_CONDITIONS = new Set(["Ready", "ContainersReady", "DisruptionTarget"]);
 
 function trimPod(p: KubeObject): KubeObject {
   const spec = isRecord(p.spec) ? p.spec : {};
@@ -148,10 +151,13 @@ function trimPod(p: KubeObject): KubeObject {
     status: {
       phase: internValue(status.phase),
       podIP: status.podIP,
-      conditions: list(
-        conditions,
-        (c) => internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined,
-      ),
+      conditions: list(conditions, (c) => {
+        if (!isRecord(c) || c.type !== "DisruptionTarget")
+          return internDeep(pick(c, ["type", "status", "lastTransitionTime"])) as Json | undefined;
+        const d = pick(c, ["type", "status", "lastTransitionTime", "reason", "message"]);
+        if (d && typeof d.message === "string") d.message = cutMessage(d.message);
+        return d;
+      }),
       // One entry per container: what instances (the waiting reason) and instance events read.
       containerStatuses: list(status.containerStatuses, trimContainerStatus),
       // An eviction (instance events).

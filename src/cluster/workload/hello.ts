@@ -5,12 +5,14 @@
 //
 //   environment (per revision, e.g. `krane deploy --env`)   HELLO_STATUS, HELLO_LATENCY_MS,
 //     HELLO_ERROR_RATE, HELLO_MODE (serve | refuse | reset | hang), HELLO_SHUTDOWN_DELAY_MS,
-//     HELLO_SHUTDOWN (graceful | ignore), HELLO_READY_DELAY_MS
+//     HELLO_SHUTDOWN (graceful | ignore), HELLO_READY_DELAY_MS, HELLO_UNREADY_AFTER_MS
 //   live, per pod: POST /_hello/control with a JSON object of the same settings
-//     (status, latencyMs, errorRate, mode, shutdownDelayMs, shutdown, ready); GET shows them
+//     (status, latencyMs, errorRate, mode, shutdownDelayMs, shutdown, readyDelayMs,
+//     unreadyAfterMs, ready); GET shows them
 //
-// GET /healthz is its readiness (503 before HELLO_READY_DELAY_MS, after SIGTERM or `ready:
-// false`). SIGTERM: readiness turns 503, it keeps serving for shutdownDelayMs (the time the pod
+// GET /healthz is its readiness (503 before HELLO_READY_DELAY_MS, from HELLO_UNREADY_AFTER_MS
+// after the start on — a readiness probe that starts failing, said once in the log —, after
+// SIGTERM or `ready: false`). SIGTERM: readiness turns 503, it keeps serving for shutdownDelayMs (the time the pod
 // takes to leave the routing tables), then stops listening, lets in-flight requests finish and
 // exits; with `shutdown: ignore` it ignores SIGTERM (the kubelet kills it after the grace
 // period). GET /_hello/kernel tells which kernel it runs on (os.release(), /proc/version).
@@ -31,6 +33,8 @@ export interface HelloSettings {
   readonly shutdownDelayMs: number;
   readonly shutdown: "graceful" | "ignore";
   readonly readyDelayMs: number;
+  /** Readiness fails from this long after the start on (0: never). */
+  readonly unreadyAfterMs: number;
 }
 
 export interface HelloIdentity {
@@ -52,6 +56,7 @@ export const DEFAULT_SETTINGS: HelloSettings = {
   shutdownDelayMs: 2000,
   shutdown: "graceful",
   readyDelayMs: 0,
+  unreadyAfterMs: 0,
 };
 
 function int(value: unknown, min: number, max: number, what: string): number {
@@ -78,6 +83,9 @@ export function patchSettings(base: HelloSettings, patch: Record<string, unknown
         break;
       case "readyDelayMs":
         out.readyDelayMs = int(value, 0, 3_600_000, key);
+        break;
+      case "unreadyAfterMs":
+        out.unreadyAfterMs = int(value, 0, 3_600_000, key);
         break;
       case "errorRate": {
         const n = typeof value === "string" ? Number(value) : value;
@@ -114,6 +122,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv): HelloSettings {
     shutdownDelayMs: env.HELLO_SHUTDOWN_DELAY_MS,
     shutdown: env.HELLO_SHUTDOWN,
     readyDelayMs: env.HELLO_READY_DELAY_MS,
+    unreadyAfterMs: env.HELLO_UNREADY_AFTER_MS,
   });
 }
 
@@ -145,6 +154,8 @@ export class HelloApp {
   readonly #sockets = new Set<Socket>();
   readonly #startedAt = Date.now();
   #ready = true;
+  /** The log said readiness fails from now on (unreadyAfterMs). */
+  #saidUnready = false;
   #terminating = false;
   #listening = false;
   readonly #host: string;
@@ -218,7 +229,13 @@ export class HelloApp {
   }
 
   #readyNow(): boolean {
-    return this.#ready && !this.#terminating && Date.now() - this.#startedAt >= this.#settings.readyDelayMs;
+    const age = Date.now() - this.#startedAt;
+    const after = this.#settings.unreadyAfterMs;
+    if (after > 0 && age >= after && !this.#saidUnready) {
+      this.#saidUnready = true;
+      this.#log({ msg: "readiness failing from now on", unreadyAfterMs: after });
+    }
+    return this.#ready && !this.#terminating && age >= this.#settings.readyDelayMs && (after === 0 || age < after);
   }
 
   /** Applies a control request's settings; the mode takes effect at once. */

@@ -199,9 +199,9 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       return { recorded: taken.recorded, replicas: taken.replicas };
     },
     async heartbeat(req, ctx) {
-      agentRegion(ctx, req.region);
+      const region = agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);
-      await recordHeartbeat(deps.store, { clusterId, ...validateHeartbeat(req) });
+      await recordHeartbeat(deps.store, { clusterId, region, ...validateHeartbeat(req) });
       return {};
     },
   };

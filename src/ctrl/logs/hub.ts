@@ -40,6 +40,8 @@ export type AskedListener = (clusterIds: readonly string[]) => void;
 interface Known {
   readonly region: string;
   seenAt: number;
+  /** The last numbered push taken here, per cluster (a push sent again is taken once). */
+  seq?: Map<string, bigint>;
 }
 
 /** One agent's open channel: the messages ctrl has for it, in order. */
@@ -173,6 +175,12 @@ export class LogHub {
   push(region: string, clusterId: string, push: PushLogsRequest): boolean {
     const known = this.#known.get(push.requestId);
     if (!known || known.region !== region) return false;
+    if (push.seq > 0n) {
+      known.seq ??= new Map();
+      // Taken already (its answer was lost, and the agent sent it again): answered, not taken twice.
+      if (push.seq <= (known.seq.get(clusterId) ?? 0n)) return true;
+      known.seq.set(clusterId, push.seq);
+    }
     const reader = this.#readers.get(push.requestId);
     if (reader) {
       reader.listener(clusterId, push);

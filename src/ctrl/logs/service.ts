@@ -27,6 +27,7 @@ import type { Store } from "../db/store.js";
 import { validateLogQuery } from "../validate/logs.js";
 import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
+import { entriesOfChunks } from "./chunks.js";
 import { logTarget, revisionsOf } from "./target.js";
 
 export interface LogServiceOptions {
@@ -111,6 +112,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
       const q = validateLogQuery(req, Date.now());
       const target = await logTarget(d.store.db, q);
       const merger = new LogMerger<Held>({ holdMs: d.holdMs ?? 200, capacity });
+      const sinceNs = msToNs(q.since ?? 0);
       let wake: (() => void) | undefined;
       const regions: RegionState[] = [];
       const late: LogEntry[] = [];
@@ -130,6 +132,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             sinceUnixMs: BigInt(q.since ?? 0),
             tailLines: q.tail,
             previous: q.previous,
+            chunks: true,
           });
           st.askedAt = Date.now();
           const id = agentReq.requestId;
@@ -159,6 +162,8 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
               c.done ||= push.done;
             } else st.clusters.set(clusterId, { answered: true, done: push.done, lastHeard: now, warned: false });
             for (const e of push.entries) {
+              // The API server reads from whole seconds: earlier lines of that second go here.
+              if (e.entry.case === "line" && e.timeUnixNano < sinceNs) continue;
               // What the agent says of region and revision is not taken: ctrl knows them.
               e.region = st.region;
               e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
@@ -336,6 +341,11 @@ export function logChannelServiceImpl(d: LogServiceDeps): ServiceImpl<typeof Log
     async pushLogs(req, ctx) {
       const region = agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);
+      if (req.chunks.length > 0) {
+        const lines = entriesOfChunks(req.chunks);
+        req.entries = req.entries.length === 0 ? lines : req.entries.concat(lines);
+        req.chunks = [];
+      }
       return { cancelled: !d.hub.push(region, clusterId, req) };
     },
   };

@@ -44,8 +44,11 @@ function transport(url: string, token: string | null, wire: Wire): Transport {
   return createConnectTransport({ ...opts, httpVersion: "2" });
 }
 
-/** How a scripted agent answers a request: the pushes it makes, in order, after a delay each. */
-type Script = (req: AgentLogRequest) => { delayMs: number; lines: string[]; done: boolean }[];
+/**
+ * How a scripted agent answers a request: the pushes it makes, in order, after a delay each. A
+ * push with `chunk` is in the chunk form: that text as the instance's lines, as pods/log gives them.
+ */
+type Script = (req: AgentLogRequest) => { delayMs: number; lines: string[]; done: boolean; chunk?: string }[];
 
 /**
  * An agent of one cluster: opens its log channel and answers every request it hears with the
@@ -78,6 +81,17 @@ function scriptedAgent(
               instance: `${cluster}-pod`,
               entry: { case: "line" as const, value: line },
             })),
+            chunks:
+              step.chunk === undefined
+                ? []
+                : [
+                    {
+                      instance: `${cluster}-pod`,
+                      content: { case: "marker", value: { kind: LogMarkerKind.JOINED } },
+                      markerTimeUnixNano: 1n,
+                    },
+                    { instance: `${cluster}-pod`, content: { case: "lines", value: Buffer.from(step.chunk) } },
+                  ],
           });
           state.pushed += step.lines.length;
           if (res.cancelled) return;
@@ -167,6 +181,42 @@ describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () =
           Code.PermissionDenied,
         );
       }
+    } finally {
+      agent.stop();
+      await channels(0);
+    }
+  });
+
+  it("an agent pushing the chunk form: ctrl asked for it, splits the lines, reads their times, applies since", async () => {
+    let asked: AgentLogRequest | undefined;
+    const agent = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "raw"), "raw", (req) => {
+      asked = req;
+      return [
+        {
+          delayMs: 0,
+          lines: [],
+          done: true,
+          chunk:
+            // The API server reads from whole seconds: the first line is before the asked time.
+            "2025-01-02T03:04:04.900Z before\n2025-01-02T03:04:05.100000001Z first\n" +
+            "no stamp\n2025-01-02T03:04:05.2Z second\n2025-01-02T03:04:06Z unfinished",
+        },
+      ];
+    });
+    agents.push(agent);
+    try {
+      await channels(1);
+      const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, "connect"));
+      const since = Date.parse("2025-01-02T03:04:05.050Z");
+      const got = await readAll(api, { sinceUnixMs: BigInt(since) });
+      assert.equal(asked?.chunks, true, "ctrl takes the chunk form");
+      assert.deepEqual(linesOf(got), ["raw-pod: first", "raw-pod: second"]);
+      const s5 = BigInt(Date.parse("2025-01-02T03:04:05Z")) * 1_000_000n;
+      assert.deepEqual(
+        got.filter((e) => e.entry.case === "line").map((e) => e.timeUnixNano),
+        [s5 + 100_000_001n, s5 + 200_000_000n],
+      );
+      assert.deepEqual(markersOf(got), ["JOINED "], "the marker comes with the lines");
     } finally {
       agent.stop();
       await channels(0);

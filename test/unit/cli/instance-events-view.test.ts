@@ -35,6 +35,10 @@ test("each kind of instance event reads as a few words", () => {
     describeInstanceEvent(ev({ kind: "evicted", reason: "Evicted", message: "The node was low on memory." })),
     "Evicted: The node was low on memory.",
   );
+  assert.equal(
+    describeInstanceEvent(ev({ kind: "evicted", reason: "EvictionByEvictionAPI", message: "Eviction API: evicting" })),
+    "Evicted (EvictionByEvictionAPI): Eviction API: evicting",
+  );
   assert.equal(describeInstanceEvent(ev({ kind: "terminated", reason: "Error" })), "Error (no exit code)");
 });
 

@@ -89,6 +89,21 @@ describe("the hello app", () => {
     assert.deepEqual(answer, { error: "ECONNREFUSED" });
   });
 
+  it("a readiness that starts failing: ready, then 503 from HELLO_UNREADY_AFTER_MS on, serving all along", async () => {
+    const url = await start({ HELLO_UNREADY_AFTER_MS: "400" });
+    assert.equal(((await get(`${url}/healthz`)) as { status: number }).status, 200, "ready at first");
+    // Polled until it turns (timers fire late on a loaded machine), then it stays failing.
+    const deadline = Date.now() + 30_000;
+    while (((await get(`${url}/healthz`)) as { status: number }).status !== 503) {
+      assert.ok(Date.now() < deadline, "readiness never failed");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(((await get(`${url}/healthz`)) as { status: number }).status, 503, "and stays failing");
+    assert.equal(((await get(`${url}/`)) as { status: number }).status, 200, "requests are still served");
+    assert.throws(() => patchSettings(DEFAULT_SETTINGS, { unreadyAfterMs: -1 }), /unreadyAfterMs/);
+  });
+
   it("resets every connection in reset mode", async () => {
     const url = await start({ HELLO_MODE: "reset" });
     assert.match(JSON.stringify(await get(`${url}/`)), /ECONNRESET|UND_ERR_SOCKET/);

@@ -3,7 +3,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { cutLine, formatNs, MAX_LINE_BYTES, parseStampedLine } from "../../../src/contracts/logs.js";
+import {
+  cutLine,
+  forEachStampedLine,
+  formatNs,
+  MAX_LINE_BYTES,
+  parseStampedLine,
+} from "../../../src/contracts/logs.js";
 import { entryJson, formatEntry, ResumeCursor, type PrintedEntry } from "../../../src/cli/log-lines.js";
 
 test("a kubelet line's timestamp is read to the nanosecond", () => {
@@ -21,6 +27,49 @@ test("property: format and parse agree", () => {
     fc.property(fc.bigInt({ min: 0n, max: 4_000_000_000_000_000_000n }), (ns) => {
       assert.equal(parseStampedLine(`${formatNs(ns)} x`)?.ns, ns);
     }),
+  );
+});
+
+test("a chunk of lines: each line's time and text, from a time on; no stamp or no newline, no line", () => {
+  const got: [bigint, string][] = [];
+  const chunk = Buffer.from(
+    "2025-01-02T03:04:05.5Z early\nno stamp here\n2025-01-02T03:04:06.000000001Z one\n" +
+      "2025-01-02T03:04:06.25Z  two spaced\n2025-01-02T03:04:07Z unfinished",
+  );
+  forEachStampedLine(chunk, BigInt(Date.parse("2025-01-02T03:04:06Z")) * 1_000_000n, (ns, t) => got.push([ns, t]));
+  const s6 = BigInt(Date.parse("2025-01-02T03:04:06Z")) * 1_000_000n;
+  assert.deepEqual(got, [
+    [s6 + 1n, "one"],
+    [s6 + 250_000_000n, " two spaced"],
+  ]);
+});
+
+test("property: a chunk's lines read as parseStampedLine reads each (times, texts, cuts)", () => {
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.tuple(fc.bigInt({ min: 0n, max: 4_000_000_000_000_000_000n }), fc.nat(9), fc.string({ maxLength: 40 })),
+        { maxLength: 20 },
+      ),
+      (lines) => {
+        const text = lines
+          .map(([ns, digits, t]) => {
+            // Fewer fractional digits than nine, as some runtimes stamp.
+            const full = formatNs(ns);
+            const stamp = digits === 0 ? `${full.slice(0, 19)}Z` : `${full.slice(0, 20 + digits)}Z`;
+            return `${stamp} ${t.replace(/\n/g, " ")}\n`;
+          })
+          .join("");
+        const got: { ns: bigint; text: string }[] = [];
+        forEachStampedLine(Buffer.from(text), 0n, (ns, t) => got.push({ ns, text: t }));
+        const want = text
+          .split("\n")
+          .slice(0, -1)
+          .map((l) => parseStampedLine(l))
+          .map((p) => (p ? { ns: p.ns, text: cutLine(p.text) } : undefined));
+        assert.deepEqual(got, want);
+      },
+    ),
   );
 });
 

@@ -123,6 +123,64 @@ test("an evicted pod is an eviction with the kubelet's message", () => {
   assert.equal(e?.message, "The node was low on resource: memory.");
 });
 
+test("an eviction through the API (a node drain) is an eviction as soon as the pod carries DisruptionTarget", () => {
+  const running = {
+    image: "img",
+    ready: true,
+    started: true,
+    state: { running: { startedAt: T0 } },
+  };
+  const drained = pod("a", {
+    phase: "Running",
+    conditions: [
+      { type: "Ready", status: "True", lastTransitionTime: T0 },
+      {
+        type: "DisruptionTarget",
+        status: "True",
+        lastTransitionTime: T1,
+        reason: "EvictionByEvictionAPI",
+        message: "Eviction API: evicting",
+      },
+    ],
+    containerStatuses: [running],
+  });
+  const events = podEvents(drained);
+  assert.deepEqual(
+    events.map((e) => [e.kind, e.reason, e.message, Number(e.atUnixMs)]),
+    [["evicted", "EvictionByEvictionAPI", "Eviction API: evicting", Date.parse(T1)]],
+  );
+  // The cache keeps what the event needs.
+  assert.equal(eventsKey(trimFor(resources.pods)(structuredClone(drained))), eventsKey(drained));
+  // The kubelet's own eviction sets the condition too: one event, with the kubelet's reason and message.
+  const [byKubelet, ...more] = podEvents(
+    pod("b", {
+      phase: "Failed",
+      reason: "Evicted",
+      message: "The node was low on resource: ephemeral-storage.",
+      conditions: [
+        ...unready(T1),
+        { type: "DisruptionTarget", status: "True", lastTransitionTime: T2, reason: "TerminationByKubelet" },
+      ],
+      containerStatuses: [],
+    }),
+  );
+  assert.equal(more.length, 0);
+  assert.deepEqual(
+    [byKubelet?.reason, byKubelet?.message, Number(byKubelet?.atUnixMs)],
+    ["Evicted", "The node was low on resource: ephemeral-storage.", Date.parse(T2)],
+  );
+  // A condition that is not (or no longer) true is no eviction.
+  assert.deepEqual(
+    podEvents(
+      pod("c", {
+        conditions: [{ type: "DisruptionTarget", status: "False", reason: "EvictionByEvictionAPI" }],
+        containerStatuses: [running],
+      }),
+    ),
+    [],
+  );
+});
+
 const arbTime = fc.integer({ min: 1, max: 2_000_000_000 }).map((s) => new Date(s * 1000).toISOString());
 const arbState = fc.oneof(
   fc.constant({}),
@@ -148,6 +206,20 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
     ready: fc.boolean(),
     readyAt: arbTime,
     evicted: fc.boolean(),
+    disruption: fc.option(
+      fc.record({
+        status: fc.constantFrom("True", "False"),
+        reason: fc.constantFrom(
+          "EvictionByEvictionAPI",
+          "PreemptionByScheduler",
+          "TerminationByKubelet",
+          "bad reason!",
+        ),
+        message: fc.string({ maxLength: 800 }),
+        lastTransitionTime: arbTime,
+      }),
+      { nil: undefined },
+    ),
     containers: fc.array(
       fc.record({
         image: fc.string({ maxLength: 20 }),
@@ -164,7 +236,10 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
     pod(p.name, {
       phase: p.evicted ? "Failed" : "Running",
       ...(p.evicted ? { reason: "Evicted", message: "low on memory" } : {}),
-      conditions: [{ type: "Ready", status: p.ready ? "True" : "False", lastTransitionTime: p.readyAt }],
+      conditions: [
+        { type: "Ready", status: p.ready ? "True" : "False", lastTransitionTime: p.readyAt },
+        ...(p.disruption ? [{ type: "DisruptionTarget", ...p.disruption }] : []),
+      ],
       containerStatuses: p.containers,
     }),
   );

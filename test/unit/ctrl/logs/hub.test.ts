@@ -8,11 +8,15 @@ import fc from "fast-check";
 import { create, toBinary } from "@bufbuild/protobuf";
 import {
   AgentLogRequestSchema,
+  LogChunkSchema,
+  LogEntrySchema,
+  LogMarkerKind,
   PushLogsRequestSchema,
   type PushLogsRequest,
 } from "../../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { LocalLogBus, MAX_PAYLOAD } from "../../../../src/ctrl/logs/bus.js";
 import { LogHub, splitPush } from "../../../../src/ctrl/logs/hub.js";
+import { entriesOfChunks } from "../../../../src/ctrl/logs/chunks.js";
 import { MAX_LINE_BYTES } from "../../../../src/contracts/logs.js";
 import { validateLogQuery } from "../../../../src/ctrl/validate/logs.js";
 import { DomainError } from "../../../../src/ctrl/errors.js";
@@ -51,6 +55,83 @@ test("a request reaches the region's agent on another replica, and its lines com
   assert.equal((await eu.next(10, new AbortController().signal))?.message.case, "cancelRequestId");
   assert.equal(agentSide.push("eu", "c1", push("log_1", ["late"])), false, "cancelled: the agent stops");
   assert.equal(agentSide.push("eu", "c1", push("log_unknown", ["x"])), false);
+  reader.close();
+  agentSide.close();
+});
+
+test("an agent's chunks become the entries create() would make, markers in their place", () => {
+  const chunks = [
+    create(LogChunkSchema, {
+      instance: "web-1",
+      deploymentId: "dep_1",
+      content: { case: "marker", value: { kind: LogMarkerKind.JOINED } },
+      markerTimeUnixNano: 5n,
+    }),
+    create(LogChunkSchema, {
+      instance: "web-1",
+      deploymentId: "dep_1",
+      content: {
+        case: "lines",
+        value: Buffer.from("1970-01-01T00:00:00.000000007Z a\n1970-01-01T00:00:00.000000008Z b\n"),
+      },
+    }),
+  ];
+  const want = [
+    create(LogEntrySchema, {
+      timeUnixNano: 5n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "marker", value: { kind: LogMarkerKind.JOINED } },
+    }),
+    create(LogEntrySchema, {
+      timeUnixNano: 7n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "line", value: "a" },
+    }),
+    create(LogEntrySchema, {
+      timeUnixNano: 8n,
+      instance: "web-1",
+      deploymentId: "dep_1",
+      entry: { case: "line", value: "b" },
+    }),
+  ];
+  const got = entriesOfChunks(chunks);
+  assert.deepEqual(got, want);
+  for (let i = 0; i < want.length; i++)
+    assert.deepEqual(
+      toBinary(LogEntrySchema, got[i] as (typeof want)[number]),
+      toBinary(LogEntrySchema, want[i] as (typeof want)[number]),
+    );
+});
+
+test("a push sent again with its number (its answer was lost) is answered but taken once, per cluster", async () => {
+  const bus = new LocalLogBus();
+  const reader = new LogHub(bus);
+  const agentSide = new LogHub(bus);
+  reader.start();
+  agentSide.start();
+  agentSide.channel("eu", "c1");
+  agentSide.channel("eu", "c2");
+  const got: string[] = [];
+  reader.request("eu", create(AgentLogRequestSchema, { requestId: "log_1" }), (c, p) =>
+    got.push(...p.entries.map((e) => `${c} ${e.entry.case === "line" ? e.entry.value : ""}`)),
+  );
+  await tick();
+  const numbered = (n: bigint, line: string): PushLogsRequest => ({ ...push("log_1", [line]), seq: n });
+  for (const [cluster, n, line] of [
+    ["c1", 1n, "a"],
+    ["c1", 1n, "a"],
+    ["c2", 1n, "x"],
+    ["c1", 2n, "b"],
+    ["c1", 1n, "a"],
+  ] as const)
+    assert.equal(agentSide.push("eu", cluster, numbered(n, line)), true);
+  // Unnumbered pushes (an older agent) are all taken.
+  agentSide.push("eu", "c1", push("log_1", ["u"]));
+  agentSide.push("eu", "c1", push("log_1", ["u"]));
+  await tick();
+  assert.deepEqual(got, ["c1 a", "c2 x", "c1 b", "c1 u", "c1 u"]);
   reader.close();
   agentSide.close();
 });

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/logs.proto.
  */
 export const file_krane_ctrl_v1_logs: GenFile = /*@__PURE__*/
-  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEi4QEKEVN0cmVhbUxvZ3NSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBmZvbGxvdxgEIAEoCBIVCg1zaW5jZV91bml4X21zGAUgASgDEhcKCnRhaWxfbGluZXMYBiABKAVIAIgBARIQCghyZXZpc2lvbhgHIAEoAxIOCgZyZWdpb24YCCABKAkSEAoIaW5zdGFuY2UYCSABKAkSEAoIcHJldmlvdXMYCiABKAhCDQoLX3RhaWxfbGluZXMiPgoSU3RyZWFtTG9nc1Jlc3BvbnNlEigKB2VudHJpZXMYASADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5IlkKCUxvZ01hcmtlchIqCgRraW5kGAEgASgOMhwua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJLaW5kEg8KB2Ryb3BwZWQYAiABKAQSDwoHbWVzc2FnZRgDIAEoCSKyAQoITG9nRW50cnkSFgoOdGltZV91bml4X25hbm8YASABKAMSDgoGcmVnaW9uGAIgASgJEhAKCGluc3RhbmNlGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEhUKDWRlcGxveW1lbnRfaWQYBSABKAkSDgoEbGluZRgGIAEoCUgAEioKBm1hcmtlchgHIAEoCzIYLmtyYW5lLmN0cmwudjEuTG9nTWFya2VySABCBwoFZW50cnkiJwoVT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCSKPAQoRTG9nQ2hhbm5lbE1lc3NhZ2USHwoVa2VlcGFsaXZlX2ludGVydmFsX21zGAEgASgNSAASMQoHcmVxdWVzdBgCIAEoCzIeLmtyYW5lLmN0cmwudjEuQWdlbnRMb2dSZXF1ZXN0SAASGwoRY2FuY2VsX3JlcXVlc3RfaWQYAyABKAlIAEIJCgdtZXNzYWdlIt8BCg9BZ2VudExvZ1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEhYKDmRlcGxveW1lbnRfaWRzGAQgAygJEhAKCGluc3RhbmNlGAUgASgJEg4KBmZvbGxvdxgGIAEoCBIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCnRhaWxfbGluZXMYCCABKAVIAIgBARIQCghwcmV2aW91cxgJIAEoCEINCgtfdGFpbF9saW5lcyJ8Cg9QdXNoTG9nc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSKAoHZW50cmllcxgDIAMoCzIXLmtyYW5lLmN0cmwudjEuTG9nRW50cnkSDAoEZG9uZRgEIAEoCBINCgVlcnJvchgFIAEoCSIlChBQdXNoTG9nc1Jlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCqeAQoNTG9nTWFya2VyS2luZBIfChtMT0dfTUFSS0VSX0tJTkRfVU5TUEVDSUZJRUQQABIaChZMT0dfTUFSS0VSX0tJTkRfSk9JTkVEEAESGAoUTE9HX01BUktFUl9LSU5EX0xFRlQQAhIbChdMT0dfTUFSS0VSX0tJTkRfRFJPUFBFRBADEhkKFUxPR19NQVJLRVJfS0lORF9FUlJPUhAEMmEKCkxvZ1NlcnZpY2USUwoKU3RyZWFtTG9ncxIgLmtyYW5lLmN0cmwudjEuU3RyZWFtTG9nc1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZTABMrwBChFMb2dDaGFubmVsU2VydmljZRJaCg5PcGVuTG9nQ2hhbm5lbBIkLmtyYW5lLmN0cmwudjEuT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0GiAua3JhbmUuY3RybC52MS5Mb2dDaGFubmVsTWVzc2FnZTABEksKCFB1c2hMb2dzEh4ua3JhbmUuY3RybC52MS5QdXNoTG9nc1JlcXVlc3QaHy5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEi4QEKEVN0cmVhbUxvZ3NSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBmZvbGxvdxgEIAEoCBIVCg1zaW5jZV91bml4X21zGAUgASgDEhcKCnRhaWxfbGluZXMYBiABKAVIAIgBARIQCghyZXZpc2lvbhgHIAEoAxIOCgZyZWdpb24YCCABKAkSEAoIaW5zdGFuY2UYCSABKAkSEAoIcHJldmlvdXMYCiABKAhCDQoLX3RhaWxfbGluZXMiPgoSU3RyZWFtTG9nc1Jlc3BvbnNlEigKB2VudHJpZXMYASADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5IlkKCUxvZ01hcmtlchIqCgRraW5kGAEgASgOMhwua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJLaW5kEg8KB2Ryb3BwZWQYAiABKAQSDwoHbWVzc2FnZRgDIAEoCSKyAQoITG9nRW50cnkSFgoOdGltZV91bml4X25hbm8YASABKAMSDgoGcmVnaW9uGAIgASgJEhAKCGluc3RhbmNlGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEhUKDWRlcGxveW1lbnRfaWQYBSABKAkSDgoEbGluZRgGIAEoCUgAEioKBm1hcmtlchgHIAEoCzIYLmtyYW5lLmN0cmwudjEuTG9nTWFya2VySABCBwoFZW50cnkiJwoVT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCSKPAQoRTG9nQ2hhbm5lbE1lc3NhZ2USHwoVa2VlcGFsaXZlX2ludGVydmFsX21zGAEgASgNSAASMQoHcmVxdWVzdBgCIAEoCzIeLmtyYW5lLmN0cmwudjEuQWdlbnRMb2dSZXF1ZXN0SAASGwoRY2FuY2VsX3JlcXVlc3RfaWQYAyABKAlIAEIJCgdtZXNzYWdlIu8BCg9BZ2VudExvZ1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEhYKDmRlcGxveW1lbnRfaWRzGAQgAygJEhAKCGluc3RhbmNlGAUgASgJEg4KBmZvbGxvdxgGIAEoCBIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCnRhaWxfbGluZXMYCCABKAVIAIgBARIQCghwcmV2aW91cxgJIAEoCBIOCgZjaHVua3MYCiABKAhCDQoLX3RhaWxfbGluZXMisgEKD1B1c2hMb2dzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIoCgdlbnRyaWVzGAMgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeRIMCgRkb25lGAQgASgIEg0KBWVycm9yGAUgASgJEicKBmNodW5rcxgGIAMoCzIXLmtyYW5lLmN0cmwudjEuTG9nQ2h1bmsSCwoDc2VxGAcgASgEIpoBCghMb2dDaHVuaxIQCghpbnN0YW5jZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg8KBWxpbmVzGAMgASgMSAASKgoGbWFya2VyGAQgASgLMhgua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJIABIdChVtYXJrZXJfdGltZV91bml4X25hbm8YBSABKANCCQoHY29udGVudCIlChBQdXNoTG9nc1Jlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCqeAQoNTG9nTWFya2VyS2luZBIfChtMT0dfTUFSS0VSX0tJTkRfVU5TUEVDSUZJRUQQABIaChZMT0dfTUFSS0VSX0tJTkRfSk9JTkVEEAESGAoUTE9HX01BUktFUl9LSU5EX0xFRlQQAhIbChdMT0dfTUFSS0VSX0tJTkRfRFJPUFBFRBADEhkKFUxPR19NQVJLRVJfS0lORF9FUlJPUhAEMmEKCkxvZ1NlcnZpY2USUwoKU3RyZWFtTG9ncxIgLmtyYW5lLmN0cmwudjEuU3RyZWFtTG9nc1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZTABMrwBChFMb2dDaGFubmVsU2VydmljZRJaCg5PcGVuTG9nQ2hhbm5lbBIkLmtyYW5lLmN0cmwudjEuT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0GiAua3JhbmUuY3RybC52MS5Mb2dDaGFubmVsTWVzc2FnZTABEksKCFB1c2hMb2dzEh4ua3JhbmUuY3RybC52MS5QdXNoTG9nc1JlcXVlc3QaHy5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message krane.ctrl.v1.StreamLogsRequest
@@ -311,6 +311,14 @@ export type AgentLogRequest = Message<"krane.ctrl.v1.AgentLogRequest"> & {
    * @generated from field: bool previous = 9;
    */
   previous: boolean;
+
+  /**
+   * ctrl takes pushes in the chunk form (PushLogsRequest.chunks). An agent that sees it unset
+   * (an older ctrl) pushes one entry per line.
+   *
+   * @generated from field: bool chunks = 10;
+   */
+  chunks: boolean;
 };
 
 /**
@@ -335,7 +343,8 @@ export type PushLogsRequest = Message<"krane.ctrl.v1.PushLogsRequest"> & {
   requestId: string;
 
   /**
-   * In order per instance. The agent fills deployment_id; ctrl fills region and revision.
+   * One entry per line, in order per instance (agents that predate chunks, or a ctrl that does
+   * not take them). The agent fills deployment_id; ctrl fills region and revision.
    *
    * @generated from field: repeated krane.ctrl.v1.LogEntry entries = 3;
    */
@@ -354,6 +363,23 @@ export type PushLogsRequest = Message<"krane.ctrl.v1.PushLogsRequest"> & {
    * @generated from field: string error = 5;
    */
   error: string;
+
+  /**
+   * The chunk form, when the request asked for it: the lines as pods/log gave them, in order per
+   * instance. ctrl splits them and reads each line's time, so the agent does no work per line.
+   *
+   * @generated from field: repeated krane.ctrl.v1.LogChunk chunks = 6;
+   */
+  chunks: LogChunk[];
+
+  /**
+   * The push's number within its request, from 1 (0: not numbered). A push whose answer did not
+   * come is sent again with the same number, and ctrl takes a number once: its lines are neither
+   * lost nor printed twice.
+   *
+   * @generated from field: uint64 seq = 7;
+   */
+  seq: bigint;
 };
 
 /**
@@ -362,6 +388,56 @@ export type PushLogsRequest = Message<"krane.ctrl.v1.PushLogsRequest"> & {
  */
 export const PushLogsRequestSchema: GenMessage<PushLogsRequest> = /*@__PURE__*/
   messageDesc(file_krane_ctrl_v1_logs, 7);
+
+/**
+ * An instance's complete lines, or a marker, in the order the agent saw them.
+ *
+ * @generated from message krane.ctrl.v1.LogChunk
+ */
+export type LogChunk = Message<"krane.ctrl.v1.LogChunk"> & {
+  /**
+   * @generated from field: string instance = 1;
+   */
+  instance: string;
+
+  /**
+   * @generated from field: string deployment_id = 2;
+   */
+  deploymentId: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.LogChunk.content
+   */
+  content: {
+    /**
+     * Complete lines of pods/log?timestamps=true: "<RFC 3339 time> <text>\n" each, in UTF-8.
+     *
+     * @generated from field: bytes lines = 3;
+     */
+    value: Uint8Array;
+    case: "lines";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.LogMarker marker = 4;
+     */
+    value: LogMarker;
+    case: "marker";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * When the agent noticed the marker (unix ns); unset for lines, which carry their own times.
+   *
+   * @generated from field: int64 marker_time_unix_nano = 5;
+   */
+  markerTimeUnixNano: bigint;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.LogChunk.
+ * Use `create(LogChunkSchema)` to create a new message.
+ */
+export const LogChunkSchema: GenMessage<LogChunk> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 8);
 
 /**
  * @generated from message krane.ctrl.v1.PushLogsResponse
@@ -380,7 +456,7 @@ export type PushLogsResponse = Message<"krane.ctrl.v1.PushLogsResponse"> & {
  * Use `create(PushLogsResponseSchema)` to create a new message.
  */
 export const PushLogsResponseSchema: GenMessage<PushLogsResponse> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 8);
+  messageDesc(file_krane_ctrl_v1_logs, 9);
 
 /**
  * @generated from enum krane.ctrl.v1.LogMarkerKind
