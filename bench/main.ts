@@ -2,6 +2,7 @@
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
 import { benchAgent } from "./agent.js";
 import { benchAudit } from "./audit.js";
+import { benchAutoscale } from "./autoscale.js";
 import { benchCli } from "./cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl.js";
@@ -40,6 +41,7 @@ const benches: Record<string, () => Promise<void>> = {
   nodes: benchNodes,
   logs: benchLogs,
   dashboard: benchDashboard,
+  autoscale: benchAutoscale,
 };
 
 const wanted = process.argv.slice(2);

@@ -40,8 +40,8 @@ import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.
 import { cpuSeconds, freePort, load, percentileOf, until, spawnBenchSentinel } from "./support.js";
 import { ensureTools, NGINX, WRK } from "./tools.js";
 
-const ENV = "env_bench";
-const REGION = "bench";
+export const ENV = "env_bench";
+export const REGION = "bench";
 const DURATION_S = Number(process.env.KRANE_BENCH_SENTINEL_SECONDS ?? 10);
 const CHANGES = Number(process.env.KRANE_BENCH_SENTINEL_CHANGES ?? 30);
 const HOST = "bench.example.com";
@@ -80,7 +80,7 @@ const waitFor = <T>(
   stepMs = 20,
 ): Promise<T> => until(what, check, timeoutMs, stepMs, true);
 
-function labels(deploymentId?: string): Record<string, string> {
+export function labels(deploymentId?: string): Record<string, string> {
   return {
     [LABEL_MANAGED_BY]: MANAGED_BY,
     [LABEL_COMPONENT]: ROUTING_COMPONENT,
@@ -90,7 +90,7 @@ function labels(deploymentId?: string): Record<string, string> {
   };
 }
 
-async function writeSlice(kube: KubeClient, deploymentId: string, ips: string[], port: number): Promise<void> {
+export async function writeSlice(kube: KubeClient, deploymentId: string, ips: string[], port: number): Promise<void> {
   await kube.apply(resources.endpointSlices, {
     metadata: { name: `bench-${deploymentId}`, namespace: SENTINEL_NAMESPACE, labels: labels(deploymentId) },
     addressType: "IPv4",
@@ -104,7 +104,7 @@ function rssBytes(pid: number): number {
   return m ? Number(m[1]) * 1024 : NaN;
 }
 
-interface WrkResult {
+export interface WrkResult {
   rps: number;
   p50: number;
   p99: number;
@@ -122,7 +122,7 @@ function toMs(v: string): number {
 /** Each wrk connection waits this long before its next request (10 connections → ~1,000/s). */
 const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
 
-function wrk(url: string, seconds: number, paced = false, dir = tmpdir(), pid?: number): WrkResult {
+export function wrk(url: string, seconds: number, paced = false, dir = tmpdir(), pid?: number): WrkResult {
   const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
   if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
   const cpu0 = pid === undefined ? NaN : treeCpuSeconds(pid);
@@ -176,7 +176,7 @@ http {
 `;
 }
 
-async function startNginx(name: string, listen: string, upstream: string | undefined): Promise<ChildProcess> {
+export async function startNginx(name: string, listen: string, upstream: string | undefined): Promise<ChildProcess> {
   const dir = mkdtempSync(join(tmpdir(), `krane-bench-nginx-${name}-`));
   writeFileSync(join(dir, "nginx.conf"), nginxConfig(dir, listen, upstream));
   const child = spawn("nginx", ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")], {
@@ -192,7 +192,7 @@ async function startNginx(name: string, listen: string, upstream: string | undef
   return child;
 }
 
-async function startUpstream(addresses: string[]): Promise<ChildProcess> {
+export async function startUpstream(addresses: string[]): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), ...addresses],
@@ -237,7 +237,7 @@ function startFloor(runtime: "node" | "bun", listen: string, upstream: string, p
   return listening(child, `the ${runtime} floor proxy`);
 }
 
-async function startSentinel(
+export async function startSentinel(
   cluster: LocalCluster,
   dir: string,
   port: number,

@@ -47,6 +47,8 @@ export interface AgentConfig {
   readonly sentinelObserveIntervalMs?: number;
   /** How often sentinel metrics are collected for rollout analysis (default 10 s; 0 disables). */
   readonly measureIntervalMs?: number;
+  /** How often the region's autoscaler decides from what the sentinels last said (default 2 s). */
+  readonly autoscaleIntervalMs?: number;
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -167,6 +169,7 @@ export class Agent {
         image: cfg.sentinelImage ?? defaultSentinelImage(),
         observeIntervalMs: cfg.sentinelObserveIntervalMs,
         measureIntervalMs: cfg.measureIntervalMs,
+        autoscaleIntervalMs: cfg.autoscaleIntervalMs,
         registry: this.registry,
         podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,
       },

@@ -1,15 +1,29 @@
 // The controller kinds this agent runs: one line per kind. Each runs on the shared runtime with
 // its own stream, cursor, circuit breaker, queue and resync (src/agent/README.md: adding a kind).
+// Deployments and sentinels are registered together: the region's autoscaler reads the sentinels'
+// measurements and sizes a settled environment's ReplicaSet through the deployment kind's render.
+import { RegionAutoscaler } from "./autoscale/autoscaler.js";
 import { deploymentsController } from "./deployments/controller.js";
 import { gatewaysController } from "./gateways/controller.js";
 import { jobsController } from "./jobs/controller.js";
 import { releasesController } from "./releases/controller.js";
-import { kind, optionalKind, type KindRegistration } from "./runtime/kind.js";
+import { kind, optionalKind, type KindEnv, type KindRegistration } from "./runtime/kind.js";
 import { sentinelsController } from "./sentinels/controller.js";
 
+/** The deployment and sentinel kinds, sharing the region's autoscaler. */
+const autoscaled: KindRegistration = (manager, env: KindEnv, opts) => {
+  const autoscaler = new RegionAutoscaler({
+    region: env.region,
+    send: (req, signal) => env.ctrl.reportAutoscale(req, { signal, timeoutMs: 5_000 }),
+    intervalMs: env.sentinel.autoscaleIntervalMs,
+    registry: env.sentinel.registry,
+  });
+  manager.add(deploymentsController(env, autoscaler), opts);
+  manager.add(sentinelsController(env, autoscaler), opts);
+};
+
 export const KINDS: readonly KindRegistration[] = [
-  kind(deploymentsController),
-  kind(sentinelsController),
+  autoscaled,
   kind(jobsController),
   kind(releasesController),
   optionalKind(gatewaysController),

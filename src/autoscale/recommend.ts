@@ -134,9 +134,12 @@ export function recommend(input: RecommendInput, history: readonly Recorded[]): 
   const r = raw(input, floor, p.maxReplicas);
   const next = [...kept, { atMs: now, replicas: r.replicas }];
 
-  // A request waits at zero: one instance now, whatever the windows say.
+  // A request waits at zero: instances now, whatever the windows say — as many as the held
+  // requests need at the concurrency target (within max), at least one.
   if (input.current === 0) {
-    const wake = Math.max(r.replicas, 1);
+    const heldNeed =
+      p.concurrencyTarget === null ? 1 : Math.min(p.maxReplicas, Math.ceil(input.held / p.concurrencyTarget));
+    const wake = Math.max(r.replicas, 1, heldNeed);
     const why = input.held > 0 ? `${input.held} request(s) held at zero: waking` : `traffic at zero replicas: waking`;
     return { replicas: wake, reason: `${why}; ${r.reason}`, history: next };
   }

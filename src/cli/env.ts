@@ -67,6 +67,10 @@ interface EnvUpdateFlags extends Omit<EnvFlags, "paused"> {
   autoscale?: string | false;
   /** The spec of --scale-to-zero; false with --no-scale-to-zero. */
   scaleToZero?: string | false;
+  /** --autoscale-region: the autoscaling flags set that region's own policy. */
+  autoscaleRegion?: string;
+  /** --inherit-autoscale: the region given by --autoscale-region follows the environment's policy again. */
+  inheritAutoscale?: boolean;
 }
 
 export function envRow(e: Environment): (string | number)[] {
@@ -307,7 +311,12 @@ export function registerEnvCommands(program: Command): void {
       "--scale-to-zero <spec>",
       "scale a region to 0 after idle=5m without requests; the next request wakes it (held=1000 requests at most, timeout=30s)",
     )
-    .option("--no-scale-to-zero", "keep at least min replicas while idle");
+    .option("--no-scale-to-zero", "keep at least min replicas while idle")
+    .option(
+      "--autoscale-region <region>",
+      "the autoscaling flags set this region's own policy (--no-autoscale: off there) instead of the environment's",
+    )
+    .option("--inherit-autoscale", "with --autoscale-region: the region follows the environment's policy again");
   withConnection(envUpdate, { workspace: true }).action(
     userAction(async (x, target: string, f: EnvUpdateFlags) => {
       const regions = f.region.map((r) => {
@@ -332,12 +341,29 @@ export function registerEnvCommands(program: Command): void {
         paused: f.paused,
       };
       const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
-      const autoscale = autoscaleFlags(f);
+      const flags = autoscaleFlags(f);
+      if (f.inheritAutoscale && (f.autoscaleRegion === undefined || flags !== undefined))
+        throw new Error("--inherit-autoscale needs --autoscale-region and no other autoscaling flag");
+      if (f.autoscaleRegion !== undefined && flags === undefined && !f.inheritAutoscale)
+        throw new Error("--autoscale-region needs --autoscale, --scale-to-zero, --no-autoscale or --inherit-autoscale");
+      const autoscale = f.autoscaleRegion === undefined ? flags : undefined;
+      const regionAutoscale =
+        f.autoscaleRegion === undefined
+          ? []
+          : [
+              {
+                region: f.autoscaleRegion,
+                policy: flags === undefined || flags === "remove" ? undefined : flags,
+                off: flags === "remove",
+                inherit: f.inheritAutoscale === true,
+              },
+            ];
       if (
         !sentinelGiven &&
         f.sentinel &&
         !rolloutGiven &&
         autoscale === undefined &&
+        regionAutoscale.length === 0 &&
         regions.length === 0 &&
         f.removeRegion.length === 0
       ) {
@@ -360,6 +386,7 @@ export function registerEnvCommands(program: Command): void {
         removeRegions: f.removeRegion,
         autoscale: autoscale === undefined || autoscale === "remove" ? undefined : autoscale,
         removeAutoscale: autoscale === "remove",
+        regionAutoscale,
       });
       if (updated) printEnvironment(x, updated);
     }),

@@ -73,7 +73,7 @@ export function registerPreviewCommands(program: Command): void {
     preview
       .command("create <project/base-env>")
       .description(
-        "create a preview of an environment: its configuration, one region, one replica, its own hostname (it keeps its replica while idle: krane has no scale-to-zero yet)",
+        "create a preview of an environment: its configuration, one region, one replica that sleeps after 15 idle minutes and wakes at the next request, its own hostname",
       )
       .requiredOption("--name <name>", "the preview's name (e.g. pr-123)")
       .requiredOption("--image <image>", "the image it runs")

@@ -2,6 +2,7 @@
 // each instance's last event, sentinels, clusters), shared by `krane status` and `krane dev`,
 // and of instance events (`krane events`).
 import Table from "cli-table3";
+import { describePolicy, policyFromWire } from "../contracts/autoscaling.js";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
 import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
@@ -102,6 +103,19 @@ export function renderEnvironmentStatus(
       ]);
     }
     out.push(sentinels.toString());
+  }
+  if (s.autoscale.length) {
+    // Autoscaling: each region's policy and its agent's last decision with the reason for it.
+    const autoscale = new Table({ head: ["AUTOSCALE", "REPLICAS", "POLICY", "DECIDED", "REASON"], ...plain });
+    for (const a of s.autoscale)
+      autoscale.push([
+        a.region,
+        String(a.replicas),
+        a.policy ? describePolicy(policyFromWire(a.policy)) : "off",
+        ago(a.decidedAtUnixMs, now),
+        a.reason,
+      ]);
+    out.push(autoscale.toString());
   }
   if (s.endpoints.length || s.domains.length) {
     // Exposure: each address and its readiness per region (gateway reports).

@@ -85,6 +85,19 @@ export interface RoutingPolicy {
    * to this revision only, whatever the weights. Sentinels that predate the field ignore it.
    */
   readonly preview?: string;
+  /**
+   * Scale to zero (absent: none): while the environment has no routable instance, a request is
+   * held (at most `maxHeld` at a time on each sentinel pod, each up to `timeoutMs`) instead of
+   * answered 503 at once, and the agent is told at once through SENTINEL_WAKE_PATH.
+   */
+  readonly hold?: HoldPolicy;
+}
+
+export interface HoldPolicy {
+  /** Requests one sentinel pod holds at most (the environment's bound spread over its pods). */
+  readonly maxHeld: number;
+  /** A held request with no instance after this long is answered 503 with Retry-After. */
+  readonly timeoutMs: number;
 }
 
 /** The header (lowercase) and value that reach a blue-green preview revision through the sentinel. */
@@ -269,6 +282,16 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
   if (o.preview !== undefined && o.preview !== null && (typeof o.preview !== "string" || o.preview === ""))
     throw new Error("routing policy: preview must be a deployment id");
   const preview = typeof o.preview === "string" ? o.preview : undefined;
+  let hold: HoldPolicy | undefined;
+  if (o.hold !== undefined && o.hold !== null) {
+    if (typeof o.hold !== "object" || Array.isArray(o.hold)) throw new Error("routing policy: hold is not an object");
+    const { maxHeld, timeoutMs } = o.hold as Record<string, unknown>;
+    if (typeof maxHeld !== "number" || !Number.isInteger(maxHeld) || maxHeld < 1 || maxHeld > 100_000)
+      throw new Error("routing policy: hold.maxHeld must be an integer 1–100000");
+    if (typeof timeoutMs !== "number" || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 600_000)
+      throw new Error("routing policy: hold.timeoutMs must be an integer 1–600000");
+    hold = { maxHeld, timeoutMs };
+  }
   return {
     version,
     environmentId: o.environmentId,
@@ -276,6 +299,7 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     revisions,
     ...(auth ? { auth } : {}),
     ...(preview !== undefined ? { preview } : {}),
+    ...(hold ? { hold } : {}),
   };
 }
 
@@ -287,6 +311,7 @@ export function formatRoutingPolicy(p: RoutingPolicy): string {
     revisions: p.revisions,
     ...(p.auth ? { auth: p.auth } : {}),
     ...(p.preview !== undefined ? { preview: p.preview } : {}),
+    ...(p.hold ? { hold: p.hold } : {}),
   });
 }
 
@@ -340,6 +365,26 @@ export interface SentinelStatus {
    * scale-to-zero's idle window is measured from. Absent from sentinels older than autoscaling.
    */
   readonly lastRequestAt?: string | null;
+  /** Requests held now because no instance is routable (scale to zero). Absent: an older sentinel. */
+  readonly held?: number;
+}
+
+/**
+ * The wake long-poll on the ops port: `GET SENTINEL_WAKE_PATH?after=N` answers as soon as the
+ * sentinel's wake count differs from N (a request was held with no routable instance), or after
+ * about WAKE_POLL_MS with the count unchanged. The agent keeps one open to each sentinel pod of
+ * an environment that scales to zero, so a held request starts the scale-up at once, and the
+ * sentinel needs no write rights for it.
+ */
+export const SENTINEL_WAKE_PATH = "/wake";
+export const WAKE_POLL_MS = 25_000;
+
+/** The wake long-poll's answer. */
+export interface SentinelWake {
+  /** Grows by one each time a request is held while none was (the start of a cold start). */
+  readonly wakes: number;
+  /** Requests held now. */
+  readonly held: number;
 }
 
 /** The slice port the sentinel dials. */

@@ -65,6 +65,13 @@ export function scale(pass: Pass, newRS: ReplicaSet | undefined, oldRSs: Replica
   const activeOrLatest = findActiveOrLatest(newRS, oldRSs);
   if (activeOrLatest !== undefined) {
     if (activeOrLatest.replicas !== d.replicas) scaleReplicaSetAndRecordEvent(pass, activeOrLatest, d.replicas);
+    // Intended difference `scaling-event-settles` (README.md): Kubernetes returns here without
+    // rewriting the only active revision's desired-replicas annotation, so the scaling event is
+    // seen again at every pass and a rolling update under way never goes on (a scale mid-rollout
+    // to exactly the only active revision's size: frequent once an autoscaler sets the count).
+    // The annotations are rewritten (no size change, no event), and the next pass rolls on.
+    else if (activeOrLatest.replicas > 0 && activeOrLatest.desiredReplicas !== d.replicas)
+      scaleReplicaSet(pass, activeOrLatest, d.replicas);
     return;
   }
 

@@ -217,7 +217,17 @@ export class BunProxyServer implements ProxyShell {
     const o = this.#o;
     for (;;) {
       const inst = trip.next();
-      if (!inst) return response(trip.noInstance(), o.path.draining);
+      if (!inst) {
+        const w = trip.waitForInstance();
+        if (!(w instanceof Promise)) return response(w, o.path.draining);
+        // Held at zero instances; the client leaving ends the hold.
+        const gone = (): void => trip.finish("aborted");
+        req.signal.addEventListener("abort", gone, { once: true });
+        const r = await w;
+        req.signal.removeEventListener("abort", gone);
+        if (r === "retry") continue;
+        return response(r, o.path.draining);
+      }
       const ac = new AbortController();
       const headersTimer = setTimeout(
         () => ac.abort(codedError("no answer in time", "UND_ERR_HEADERS_TIMEOUT")),

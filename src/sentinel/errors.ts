@@ -50,6 +50,8 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
 export type ProxyErrorCause =
   | "not-ready"
   | "no-instance"
+  | "held-full"
+  | "held-timeout"
   | "all-instances-failing"
   | "upstream-reset"
   | "upstream-timeout"
@@ -62,6 +64,11 @@ export const ERROR_HEADER = "x-krane-sentinel-error";
 const answers: Record<ProxyErrorCause, { status: number; body: string }> = {
   "not-ready": { status: 503, body: "krane sentinel: no routing table yet\n" },
   "no-instance": { status: 503, body: "krane sentinel: no running instance of this environment\n" },
+  "held-full": {
+    status: 503,
+    body: "krane sentinel: the environment is starting and already holds as many requests as it may; retry\n",
+  },
+  "held-timeout": { status: 503, body: "krane sentinel: the environment did not start in time; retry\n" },
   "all-instances-failing": {
     status: 502,
     body: "krane sentinel: all instances tried are failing (connection refused or unreachable)\n",

@@ -23,6 +23,8 @@ export function isGrpcRequest(contentType: string | undefined): boolean {
 const BY_CAUSE: Partial<Record<string, number>> = {
   "not-ready": GRPC_STATUS.UNAVAILABLE,
   "no-instance": GRPC_STATUS.UNAVAILABLE,
+  "held-full": GRPC_STATUS.UNAVAILABLE,
+  "held-timeout": GRPC_STATUS.UNAVAILABLE,
   "all-instances-failing": GRPC_STATUS.UNAVAILABLE,
   "upstream-reset": GRPC_STATUS.UNAVAILABLE,
   "upstream-timeout": GRPC_STATUS.DEADLINE_EXCEEDED,

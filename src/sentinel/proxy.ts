@@ -208,7 +208,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     const trip = this.#trip;
     const inst = trip.next();
     if (!inst) {
-      this.#answer(() => trip.noInstance());
+      const w = trip.waitForInstance();
+      if (!(w instanceof Promise)) {
+        this.#answer(() => w);
+        return;
+      }
+      // Held at zero instances: go on once one is routable, else answer.
+      void w.then((r) => {
+        if (this.#done || this.#clientGone) return;
+        if (r === "retry") this.#attempt();
+        else this.#answer(() => r);
+      });
       return;
     }
     this.#controller = undefined;

@@ -28,6 +28,7 @@ import {
   type UpstreamFailure,
 } from "./errors.js";
 import { isIdempotent, isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { RETRY_AFTER_SECONDS, type Held, type HeldRequests } from "./hold.js";
 import { NO_REVISION, statusClass, type SentinelMetrics } from "./metrics.js";
 
 export interface RequestPathOptions {
@@ -40,6 +41,8 @@ export interface RequestPathOptions {
   readonly isReady: () => boolean;
   /** API authentication at the edge; checked before an instance is picked. */
   readonly auth?: EdgeAuth;
+  /** Scale to zero: requests held while no instance is routable (./hold.ts). */
+  readonly held?: HeldRequests;
 }
 
 /** What a shell knows of a client request once its head has arrived. */
@@ -80,6 +83,8 @@ export function ownAnswer(cause: ProxyErrorCause, requestId: string | undefined,
     [ERROR_HEADER]: cause,
   };
   if (requestId) headers[REQUEST_ID_HEADER] = requestId;
+  // The environment is starting: the client may come back shortly.
+  if (cause === "held-full" || cause === "held-timeout") headers["retry-after"] = String(RETRY_AFTER_SECONDS);
   return { status, headers, body, closeConnection };
 }
 
@@ -151,6 +156,7 @@ export class Trip {
   #counted = false;
   #lastFailure: UpstreamFailure | undefined;
   #finished = false;
+  #held: Held | undefined;
 
   constructor(path: RequestPath, head: RequestHead, started: number) {
     this.#path = path;
@@ -240,6 +246,25 @@ export class Trip {
     return this.answer(this.#lastFailure ? causeOf(this.#lastFailure) : "no-instance");
   }
 
+  /**
+   * When next() found no instance: the answer now (finished), or, while the environment scales to
+   * zero, a hold that resolves "retry" once an instance is routable (call next() again) or to the
+   * answer when it timed out (finished). Only a first attempt is held: a request whose instance
+   * failed is answered as before.
+   */
+  waitForInstance(): OwnAnswer | Promise<"retry" | OwnAnswer> {
+    const held = this.#o.held;
+    if (held === undefined || this.#tried !== undefined || this.#lastFailure !== undefined) return this.noInstance();
+    const h = held.hold();
+    if (h === undefined) return this.noInstance();
+    if (h === "full") return this.answer("held-full");
+    this.#held = h;
+    return h.promise.then((routable) => {
+      this.#held = undefined;
+      return routable ? "retry" : this.answer("held-timeout");
+    });
+  }
+
   /** The instance's answer began: it is healthy. */
   succeeded(): void {
     const inst = this.instance;
@@ -311,6 +336,8 @@ export class Trip {
   finish(code: string): void {
     if (this.#finished) return;
     this.#finished = true;
+    // The client left while its request was held.
+    this.#held?.cancel();
     this.release();
     this.#path.inFlight--;
     this.#o.metrics.stats.record(this.revision, code, (performance.now() - this.#started) / 1000);

@@ -9,7 +9,7 @@ import { resources } from "../kube/resources.js";
 import { Informer, type ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../agent/runtime/log.js";
 import type { AddressMapping } from "../contracts/address-map.js";
-import type { EdgeAuthPolicy } from "../contracts/routing.js";
+import type { EdgeAuthPolicy, HoldPolicy } from "../contracts/routing.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";
 
 export interface RoutingUpdate {
@@ -20,6 +20,8 @@ export interface RoutingUpdate {
   readonly problems: readonly string[];
   /** The policy's API authentication section (absent: none). */
   readonly auth?: EdgeAuthPolicy;
+  /** Scale to zero: how requests are held while no instance is routable (absent: they are not). */
+  readonly hold?: HoldPolicy;
 }
 
 export interface RoutingSourceOptions {
@@ -122,6 +124,7 @@ export class RoutingSource {
       policyError: read.error,
       problems,
       auth: policy.auth,
+      hold: policy.hold,
     });
   }
 }

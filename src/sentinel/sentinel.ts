@@ -5,13 +5,20 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
-import { SENTINEL_STATUS_PATH, type EdgeAuthPolicy, type SentinelStatus } from "../contracts/routing.js";
+import {
+  SENTINEL_STATUS_PATH,
+  SENTINEL_WAKE_PATH,
+  WAKE_POLL_MS,
+  type EdgeAuthPolicy,
+  type SentinelStatus,
+} from "../contracts/routing.js";
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import { KubeClient } from "../kube/client.js";
 import type { ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../agent/runtime/log.js";
 import { EdgeAuth } from "./auth.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
+import { createHoldMetrics, HeldRequests } from "./hold.js";
 import type { SentinelSettings } from "./config.js";
 import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
 import { RequestPath } from "./request-path.js";
@@ -50,6 +57,8 @@ export class Sentinel {
   readonly balancer: Balancer;
   /** API authentication at the edge (the policy's auth section). */
   readonly auth: EdgeAuth;
+  /** Requests held while the environment is at zero (the policy's hold section). */
+  readonly held: HeldRequests;
   readonly #log: Logger;
   readonly #path: RequestPath;
   #shell: ProxyShell | undefined;
@@ -73,8 +82,10 @@ export class Sentinel {
     this.balancer = new Balancer({ health: o.health });
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
     this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
+    this.held = new HeldRequests(createHoldMetrics(this.metrics.registry));
     this.#path = new RequestPath({
       auth: this.auth,
+      held: this.held,
       balancer: this.balancer,
       metrics: this.metrics,
       log: o.log,
@@ -177,6 +188,7 @@ export class Sentinel {
   }
 
   async #shutdown(): Promise<void> {
+    this.held.close();
     await this.#source.stop();
     this.#kube?.close();
     const ops = this.#ops;
@@ -215,6 +227,7 @@ export class Sentinel {
       lastRequestAt: Number.isNaN(this.#path.lastStarted)
         ? null
         : new Date(Date.now() - (performance.now() - this.#path.lastStarted)).toISOString(),
+      held: this.held.held,
     };
   }
 
@@ -239,6 +252,9 @@ export class Sentinel {
     }
     const { removed } = this.balancer.setTable(u.table);
     this.#shell?.release(removed.map((i) => i.endpoint));
+    this.held.policy = u.hold;
+    // An instance is routable (the agent lists a pod only once it is Ready): held requests go on.
+    if (this.held.held > 0 && endpointCount(u.table) > 0) this.held.routable();
     this.#tableUpdatedAt = new Date();
     this.metrics.stats.forgetExcept(new Set(u.table.revisions.map((r) => r.deploymentId)), Date.now());
     this.metrics.tableUpdates.inc();
@@ -289,7 +305,14 @@ export class Sentinel {
       } else if (path === "/metrics")
         send(200, this.metrics.registry.contentType, await this.metrics.registry.metrics());
       else if (path === SENTINEL_STATUS_PATH) send(200, "application/json", `${JSON.stringify(this.status())}\n`);
-      else send(404, "text/plain", "not found\n");
+      else if (path === SENTINEL_WAKE_PATH) {
+        // The agent's long-poll: answered as soon as a request is held at zero instances.
+        const after = Number(new URL(req.url ?? "/", "http://ops").searchParams.get("after") ?? "-1");
+        const gone = new AbortController();
+        res.once("close", () => gone.abort());
+        const wake = await this.held.waitForWake(Number.isFinite(after) ? after : -1, WAKE_POLL_MS, gone.signal);
+        if (!gone.signal.aborted) send(200, "application/json", `${JSON.stringify(wake)}\n`);
+      } else send(404, "text/plain", "not found\n");
     } catch (err) {
       send(500, "text/plain", `${err instanceof Error ? err.message : String(err)}\n`);
     }

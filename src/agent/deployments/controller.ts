@@ -51,7 +51,20 @@ export function deploymentKeyOf(obj: KubeObject): string | undefined {
   return labels?.[LABEL_COMPONENT] === COMPONENT.deployment ? labels[LABEL_DEPLOYMENT_ID] : undefined;
 }
 
-export function deploymentsController({ region, ctrl, secretStore }: KindEnv): DeploymentDeclaration {
+/**
+ * The region's autoscaler as the deployment kind sees it (src/agent/autoscale): its own size of a
+ * settled environment's target, which the render uses while ctrl has not caught up.
+ */
+export interface ReplicaSizer {
+  sized(d: ApplyDeployment): ApplyDeployment;
+  /** Runs while the kind runs: the sizer reads its desired states and re-renders keys. */
+  attachDeployments(ctx: KindContext<ApplyDeployment>, signal: AbortSignal): Promise<void>;
+}
+
+export function deploymentsController(
+  { region, ctrl, secretStore }: KindEnv,
+  autoscaler?: ReplicaSizer,
+): DeploymentDeclaration {
   const zoneOf =
     (ctx: Ctx) =>
     (node: string): string =>
@@ -233,7 +246,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     .reconciler({
       validate: (d) => validateApplyDeployment(d, region, secretStore !== undefined),
       validateDelete: validateDeleteDeployment,
-      render: (d) => {
+      render: (desired) => {
+        const d = autoscaler ? autoscaler.sized(desired) : desired;
         const r = renderDeployment(d, region);
         const labels = deploymentLabels(d, region);
         const settings: KubeObject[] = [];
@@ -251,11 +265,14 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
           await remove(key, want.ref, ctx, signal);
           return ctx.deleted(key, want, signal);
         }
-        const d = want.desired;
+        // The autoscaler's own size of a settled target, where it has one (src/agent/autoscale).
+        const d = autoscaler ? autoscaler.sized(want.desired) : want.desired;
         const result = await ctx.sync(key, want.rendered, signal, () => apply(d, want.rendered, ctx, signal));
         if (result.type === "done") ctx.report(key, () => status(key, ctx));
         return result;
       },
+
+      ...(autoscaler ? { observe: (ctx, signal) => autoscaler.attachDeployments(ctx, signal) } : {}),
 
       async collectGarbage(ctx, active, signal) {
         // Environment network policies whose environment has no active deployment left here.

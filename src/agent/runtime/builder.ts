@@ -52,6 +52,11 @@ export interface KindContext<D, Del = unknown, R = unknown> {
   cache(r: ResourceType, selector?: string): Promise<Informer>;
   /** Queues a key and marks its status for recomputation (for events of caches from `cache`). */
   enqueue(key: string): void;
+  /**
+   * Renders a key's desired state again and queues it: for a kind whose render also reads state
+   * of the agent's own (the autoscaler's local count, src/agent/autoscale), when that changed.
+   */
+  rerender(key: string): void;
 
   /**
    * Brings the cluster to `objects` for the key: when some differ from the caches, `write` is

@@ -116,6 +116,11 @@ export class Controller<Msg, D, Del, R> {
         this.#statusClean.delete(key);
         this.#queue.add(key);
       },
+      rerender: (key) => {
+        if (!this.#started) return;
+        this.#desired.rerender(key);
+        this.#queue.add(key);
+      },
       sync: (key, objects, signal, write) => syncKey(this.#core, key, objects, signal, write),
       report: (key, status) => reportStatus(this.#core, key, status),
       deleted: (key, want, signal) => deletedKey(this.#core, key, want, signal),

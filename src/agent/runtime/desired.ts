@@ -51,6 +51,13 @@ export class DesiredStore<D, Del> {
     return e;
   }
 
+  /** Renders an apply entry again from the same desired state (what it renders from outside it changed). */
+  rerender(key: string): void {
+    const e = this.#entries.get(key);
+    if (e?.type === "apply")
+      this.#entries.set(key, { type: "apply", desired: e.desired, rendered: this.render(e.desired) });
+  }
+
   delete(key: string, ref: Del): DesiredEntry<D, Del> {
     const e: DesiredEntry<D, Del> = { type: "delete", ref };
     this.#set(key, e);

@@ -22,6 +22,8 @@ export interface SentinelDefaults {
   readonly measureIntervalMs?: number;
   /** The agent's metrics registry (the collector's scrape and report counters). */
   readonly registry?: Registry;
+  /** How often the region's autoscaler decides (default 2 s; src/agent/autoscale). */
+  readonly autoscaleIntervalMs?: number;
 }
 
 /** A Gateway of the cluster's platform (Gateway API): where a visibility's routes attach. */

@@ -30,7 +30,11 @@ import {
   LABEL_SENTINEL_ID,
   regionSelector,
 } from "../../contracts/labels.js";
-import { ENDPOINTSLICE_MANAGED_BY, ENDPOINTSLICE_MANAGED_BY_LABEL } from "../../contracts/routing.js";
+import {
+  ENDPOINTSLICE_MANAGED_BY,
+  ENDPOINTSLICE_MANAGED_BY_LABEL,
+  type SentinelStatus,
+} from "../../contracts/routing.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
@@ -46,7 +50,7 @@ import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
-import { SentinelObserver } from "./observer.js";
+import { SentinelObserver, sentinelPods } from "./observer.js";
 import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
 import { validateApplySentinel, validateDeleteSentinel } from "./validate.js";
@@ -89,7 +93,22 @@ export function sentinelAddress(k8sName: string): string {
   return `${k8sName}.${SENTINEL_NAMESPACE}.svc:${SENTINEL_PORT}`;
 }
 
-export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEnv): SentinelDeclaration {
+/** What runs beside the observer and reads what it read: the region's autoscaler (src/agent/autoscale). */
+export interface SentinelLoadReader {
+  run(
+    ctx: KindContext<ApplySentinel>,
+    source: {
+      documents(key: string): Iterable<SentinelStatus> | undefined;
+      pods(key: string): { name: string; host: string }[];
+    },
+    signal: AbortSignal,
+  ): Promise<void>;
+}
+
+export function sentinelsController(
+  { region, ctrl, sentinel: defaults }: KindEnv,
+  autoscaler?: SentinelLoadReader,
+): SentinelDeclaration {
   const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
   // The sentinels' per-revision counters, for rollout analysis.
   const collector = new MeasurementCollector({
@@ -248,7 +267,18 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
         },
 
         observe: async (ctx, signal, requeue) =>
-          void (await Promise.all([observer.run(ctx, signal, requeue), collector.run(ctx, signal)])),
+          void (await Promise.all([
+            observer.run(ctx, signal, requeue),
+            collector.run(ctx, signal),
+            autoscaler?.run(
+              ctx,
+              {
+                documents: (key) => observer.get(key)?.pods.values(),
+                pods: (key) => sentinelPods(ctx, key, defaults.podAddressMap),
+              },
+              signal,
+            ),
+          ])),
       })
       .build()
   );

@@ -24,6 +24,7 @@ import {
   routingPolicyName,
   routingSliceName,
   type EdgeAuthPolicy,
+  type HoldPolicy,
   type RoutingPolicy,
 } from "../../contracts/routing.js";
 import type { KubeObject } from "../../kube/object.js";
@@ -51,10 +52,24 @@ export function edgeAuthOf(a: EdgeAuth | undefined): EdgeAuthPolicy | undefined 
   };
 }
 
+/**
+ * What each sentinel pod holds while the environment is at zero: the environment's bound spread
+ * over its sentinel pods (rounded up, so the region holds at most one request per pod more).
+ */
+export function holdPolicyOf(s: ApplySentinel): HoldPolicy | undefined {
+  const z = s.autoscale?.scaleToZero;
+  if (z === undefined) return undefined;
+  return {
+    maxHeld: Math.max(1, Math.ceil(z.maxHeldRequests / Math.max(1, s.replicas))),
+    timeoutMs: z.heldTimeoutSeconds * 1000,
+  };
+}
+
 /** The policy a sentinel's desired state asks for (no policy: by instance count). */
 export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
   const r = s.routing;
   const auth = edgeAuthOf(r?.auth);
+  const hold = holdPolicyOf(s);
   return {
     version: r ? Number(r.version) : 0,
     environmentId: s.environmentId,
@@ -62,6 +77,7 @@ export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
     revisions: (r?.revisions ?? []).map((w) => ({ deploymentId: w.deploymentId, weight: w.weight })),
     ...(auth ? { auth } : {}),
     ...(r !== undefined && r.previewDeploymentId !== "" ? { preview: r.previewDeploymentId } : {}),
+    ...(hold ? { hold } : {}),
   };
 }
 

@@ -19,6 +19,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { AutoscaleStatusSchema } from "../../gen/krane/ctrl/v1/autoscale_pb.js";
 import { principalKey, type RevocationListener } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
@@ -41,6 +42,7 @@ import {
   listWorkspaces,
   regionsOfEnvironments,
 } from "../read/tenancy.js";
+import { autoscaleMsg } from "../payloads/sentinel.js";
 import { exposureStatus } from "./exposure.js";
 import {
   apiTokenId,
@@ -361,6 +363,16 @@ export async function environmentStatusMsg(
     clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
     endpoints: exposed.endpoints,
     domains: exposed.domains,
+    autoscale: view.autoscale.map((a) =>
+      create(AutoscaleStatusSchema, {
+        region: a.region,
+        replicas: a.decision?.replicas ?? a.replicas,
+        reason: a.decision?.reason ?? "no decision from the region's agent yet",
+        decidedAtUnixMs: BigInt(a.decision?.decidedAtMs ?? 0),
+        reportedAtUnixMs: BigInt(a.decision?.reportedAtMs ?? 0),
+        policy: autoscaleMsg(a.policy),
+      }),
+    ),
   });
 }
 

@@ -11,6 +11,7 @@ import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import { readDesired } from "../db/outbox.js";
 import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
+import { takeAutoscaleDecision } from "../domain/autoscale.js";
 import { recordHeartbeat } from "../domain/clusters.js";
 import { confirmDeletion } from "../domain/deletion.js";
 import { MEASUREMENT_RETENTION_MS, recordMeasurements } from "../domain/measurements.js";
@@ -50,6 +51,8 @@ export interface ClusterServiceDeps {
   /** Told when an agent confirmed a pending deletion of an environment's object (the deletion
    * finishes only once every region confirmed it). */
   onDeletionConfirmed?: (environmentId: string) => void;
+  /** Told when an autoscaling decision changed a region's count (the rollout driver runs a pass). */
+  onRegionScaled?: (environmentId: string, region: string) => void;
 }
 
 function cursorOf(v: bigint): number {
@@ -180,6 +183,20 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const region = agentRegion(ctx, req.region);
       const report = validateMeasurementReport(req, deps.store.clock(), MEASUREMENT_RETENTION_MS);
       return { stored: await recordMeasurements(deps.store, region, report) };
+    },
+    // A region's autoscaling decision (belongs to no kind: it moves an environment-region's count).
+    async reportAutoscale(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const decision = {
+        environmentId: rules.id("environment_id", req.environmentId, "env"),
+        region,
+        replicas: rules.intRange("replicas", req.replicas, 0, rules.LIMITS.replicasMax),
+        reason: rules.text("reason", req.reason, 500, true),
+        decidedAtMs: rules.intRange("decided_at_unix_ms", req.decidedAtUnixMs, 1, Number.MAX_SAFE_INTEGER),
+      };
+      const taken = await takeAutoscaleDecision(deps.store, decision);
+      if (taken.changed) deps.onRegionScaled?.(decision.environmentId, region);
+      return { recorded: taken.recorded, replicas: taken.replicas };
     },
     async heartbeat(req, ctx) {
       const region = agentRegion(ctx, req.region);

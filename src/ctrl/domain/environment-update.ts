@@ -44,8 +44,10 @@ import {
   lockEnvironment,
   removeRegion,
   saveEnvironment,
+  setRegionAutoscale,
   setRegionReplicas,
 } from "./environments.js";
+import { refreshSentinel, sentinelsRenderedAnew } from "./sentinels.js";
 import { dropProgressiveState, forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
@@ -151,13 +153,28 @@ async function joinRegion(tx: WriteTx, environmentId: string, region: string, re
 function mergeAutoscale(
   stored: AutoscalePolicy | null,
   change: EnvironmentUpdate["autoscale"],
+  field = "autoscale",
 ): AutoscalePolicy | null {
   if (change === "remove") return null;
   if (change === null) return stored;
   const merged = mergePolicy(stored, change.spec, change.zero);
-  const problem = policyProblem(merged, LIMITS.replicasMax);
+  const problem = policyProblem(merged, LIMITS.replicasMax, field);
   if (problem) throw invalidArgument(problem.field, problem.problem);
   return merged;
+}
+
+/** A region's stored autoscale column: its own policy (JSON), "off", or null (the environment's). */
+type RegionColumn = string | null;
+
+/** The policy in force with a region's column. */
+function inForce(environment: AutoscalePolicy | null, column: RegionColumn): AutoscalePolicy | null {
+  if (column === null) return environment;
+  return column === "off" ? null : parseStoredPolicy(column);
+}
+
+/** The lowest count a policy lets a region have (0 only with scale-to-zero). */
+function floorOf(p: AutoscalePolicy): number {
+  return p.scaleToZero === null ? Math.max(1, p.minReplicas) : 0;
 }
 
 export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
@@ -217,10 +234,58 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
           : `autoscale: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on (add one: --sentinel-image "")`,
       );
 
+    // Regions' own policies, laid over what they have (their own, else the environment's new one).
+    const columnOf = new Map<string, RegionColumn>(regionsBefore.map((r) => [r.region, r.autoscale]));
+    const columns = new Map<string, RegionColumn>();
+    for (const ra of input.regionAutoscale) {
+      if (!replicasOf.has(ra.region) && !joining.some((j) => j.region === ra.region))
+        throw failedPrecondition(
+          `region_autoscale[${ra.index}].region: environment "${before.slug}" is not in region "${ra.region}"`,
+        );
+      const own = columnOf.get(ra.region) ?? null;
+      let column: RegionColumn;
+      if (ra.change === "off") column = "off";
+      else if (ra.change === "inherit") column = null;
+      else {
+        const base = own !== null && own !== "off" ? parseStoredPolicy(own) : autoscale;
+        column = formatPolicy(mergeAutoscale(base, ra.change, `region_autoscale[${ra.index}].policy`));
+      }
+      if (column !== own) columns.set(ra.region, column);
+      if (column !== null && column !== "off" && sentinel === null)
+        throw failedPrecondition(
+          `region_autoscale[${ra.index}]: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on`,
+        );
+    }
+    const policyAfter = (region: string): AutoscalePolicy | null =>
+      inForce(autoscale, columns.has(region) ? (columns.get(region) ?? null) : (columnOf.get(region) ?? null));
+    // One writer per number: an autoscaled region's count is the autoscaler's; a person sets its bounds.
+    for (const r of input.regions) {
+      if (replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas && policyAfter(r.region) !== null)
+        throw failedPrecondition(
+          `regions[${r.index}].replicas: environment "${before.slug}" autoscales in region "${r.region}" (set its bounds with --autoscale, or stop autoscaling there)`,
+        );
+    }
+
     const settings = { ...applySettings(before, sentinel, policy), autoscale: formatPolicy(autoscale) };
     const changed = changedSettings(before, settings);
     const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
-    if (changed.size === 0 && rescaled.length === 0 && joining.length === 0 && input.removeRegions.length === 0) {
+    // A count outside a region's new bounds is brought within them at once (the agent would do
+    // the same at its next decision; this holds while it is away too).
+    const clamped: { region: string; replicas: number }[] = [];
+    for (const [region, replicas] of replicasOf) {
+      const p = policyAfter(region);
+      if (p === null || input.removeRegions.some((rm) => rm.region === region)) continue;
+      const within = Math.min(p.maxReplicas, Math.max(floorOf(p), replicas));
+      if (within !== replicas) clamped.push({ region, replicas: within });
+    }
+    if (
+      changed.size === 0 &&
+      rescaled.length === 0 &&
+      joining.length === 0 &&
+      input.removeRegions.length === 0 &&
+      columns.size === 0 &&
+      clamped.length === 0
+    ) {
       return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
     }
 
@@ -236,8 +301,14 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
     for (const rm of input.removeRegions) await leaveRegion(tx, unsaved, rm.region);
     for (const r of rescaled) await setRegionReplicas(tx, envId, r.region, r.replicas);
     for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
+    for (const [region, column] of columns) await setRegionAutoscale(tx, envId, region, column);
+    for (const c of clamped) await setRegionReplicas(tx, envId, c.region, c.replicas);
     // One sentinel per region while the environment has sentinel settings, none otherwise.
     const after = await saveEnvironment(tx, found.project, before, wanted);
+    // Sentinels whose region's policy or count changed while the environment's columns did not.
+    if (!sentinelsRenderedAnew(before, after))
+      for (const region of new Set([...columns.keys(), ...clamped.map((c) => c.region)]))
+        await refreshSentinel(tx, after, region);
     if (leftProgressive) await dropProgressiveState(tx, envId);
     if (after.autoscale === null && before.autoscale !== null) await forgetAutoscaleDecisions(tx, envId);
     const ctx: EnvironmentContext = { ...found, environment: after };

@@ -193,6 +193,21 @@ export async function regionAutoscaleOverrides(
   return new Map(rows.map((r) => [r.region, r.autoscale === "off" ? null : parseStoredPolicy(r.autoscale)]));
 }
 
+/** Sets a region's own autoscaling policy (JSON), "off", or null to follow the environment's. */
+export async function setRegionAutoscale(
+  tx: WriteTx,
+  environmentId: string,
+  region: string,
+  autoscale: string | null,
+): Promise<void> {
+  await tx.trx
+    .updateTable("environment_regions")
+    .set({ autoscale })
+    .where("environment_id", "=", environmentId)
+    .where("region", "=", region)
+    .execute();
+}
+
 /** Marks the environment changed now (its spec changed somewhere else, e.g. its regions' replicas). */
 export async function touchEnvironment(tx: WriteTx, environmentId: string): Promise<void> {
   tx.environmentChanged(environmentId);

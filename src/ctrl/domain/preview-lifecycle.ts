@@ -6,6 +6,7 @@
 // image (a push to its pull request), approve it, delete it (its environment's deletion: every
 // object in every region), and find the ones whose TTL passed. The workspace's limits are checked
 // under a per-workspace lock, so two previews created at once cannot both take the last slot.
+import { PREVIEW_POLICY } from "../../contracts/autoscaling.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { EnvironmentRow, PreviewHookRow, PreviewRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
@@ -100,7 +101,9 @@ async function regionFor(tx: WriteTx, base: EnvironmentRow, requested: string | 
 
 /**
  * The preview's environment: the base's sentinel and rolling policy (a canary or blue-green of a
- * preview would wait for nobody), one region at one replica, the base's configuration (secrets
+ * preview would wait for nobody), one region at one replica that sleeps after 15 idle minutes and
+ * wakes at the next request (PREVIEW_POLICY, through its sentinel; a base without a sentinel gives
+ * a preview that keeps its replica), the base's configuration (secrets
  * when asked), its endpoints' visibilities and edge auth at generated hostnames (public when the
  * base has none), and the first revision: the base's running one with the preview's image.
  */
@@ -135,6 +138,8 @@ async function startPreviewEnvironment(
         paused: false,
         progressive: null,
       },
+      // Scale to zero needs the sentinel: it holds the request that wakes the preview.
+      autoscale: b.sentinel_image === null ? null : PREVIEW_POLICY,
     });
   } catch (err) {
     if (tx.dialect.isUniqueViolation(err)) throw alreadyExists(`environment "${p.name}"`);

@@ -26,11 +26,6 @@ export const PREVIEW_DEFAULTS = {
   /** A revision's resources when the base environment has none deployed yet. */
   cpuMillicores: 250,
   memoryMib: 256,
-  /**
-   * How a preview scales. Only "fixed" exists today (one replica for its whole life); when ctrl's
-   * autoscaling lands this is where previews get `{ kind: "scale-to-zero", idleSeconds: 900 }`.
-   */
-  scaling: { kind: "fixed" } as { kind: "fixed" } | { kind: "scale-to-zero"; idleSeconds: number },
 } as const;
 
 /** A workspace's limits when it has set none. */

@@ -11,7 +11,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { Database, EnvironmentRow, ProjectRow, SentinelRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, notFound } from "../errors.js";
-import { encodeApplySentinel, encodeDeleteSentinel, sentinelPayloads } from "../payloads/sentinel.js";
+import { encodeApplySentinel, encodeDeleteSentinel, sentinelPayloads, type RegionCount } from "../payloads/sentinel.js";
 import { newId, sentinelK8sName } from "./ids.js";
 
 type Reader = Kysely<Database>;
@@ -26,6 +26,7 @@ const RENDERED_FROM = [
   "routing_version",
   "edge_auth",
   "autoscale",
+  "progressive",
 ] as const satisfies readonly (keyof EnvironmentRow)[];
 
 /** A region's own autoscaling policy (null: off there), undefined when it follows the environment's. */
@@ -44,16 +45,63 @@ async function regionAutoscale(
   return row.autoscale === "off" ? null : parseStoredPolicy(row.autoscale);
 }
 
+/** The region's count and the decision that set it, streamed to the autoscaling agent. */
+async function regionCount(db: Reader, environmentId: string, region: string): Promise<RegionCount | undefined> {
+  const row = await db
+    .selectFrom("environment_regions")
+    .leftJoin("autoscale_status as a", (j) =>
+      j
+        .onRef("a.environment_id", "=", "environment_regions.environment_id")
+        .onRef("a.region", "=", "environment_regions.region"),
+    )
+    .leftJoin("rollouts as r", (j) =>
+      j
+        .onRef("r.environment_id", "=", "environment_regions.environment_id")
+        .onRef("r.region", "=", "environment_regions.region"),
+    )
+    .select([
+      "environment_regions.replicas as replicas",
+      "a.decided_at as decided_at",
+      "r.target_deployment_id as target",
+    ])
+    .where("environment_regions.environment_id", "=", environmentId)
+    .where("environment_regions.region", "=", region)
+    .executeTakeFirst();
+  return row === undefined
+    ? undefined
+    : { replicas: Number(row.replicas), decidedAtMs: Number(row.decided_at ?? 0), targetDeploymentId: row.target };
+}
+
 /** Writes the sentinel's desired state, rendered from the environment and its region. */
 async function putSentinel(tx: WriteTx, environment: EnvironmentRow, sentinel: SentinelRow): Promise<void> {
   await tx.putDesired(
     sentinel.region,
     sentinelPayloads.name,
     sentinel.id,
-    encodeApplySentinel(environment, sentinel, await regionAutoscale(tx.trx, environment.id, sentinel.region)),
+    encodeApplySentinel(
+      environment,
+      sentinel,
+      await regionAutoscale(tx.trx, environment.id, sentinel.region),
+      await regionCount(tx.trx, environment.id, sentinel.region),
+    ),
     null,
     environment.id,
   );
+}
+
+/**
+ * Renders the environment's sentinel in one region again (its region's count, rollout target or
+ * own policy changed: what the region's autoscaler decides from). Nothing when it has none there.
+ */
+export async function refreshSentinel(tx: WriteTx, environment: EnvironmentRow, region: string): Promise<void> {
+  if (environment.deleting_at !== null) return;
+  const sentinel = await tx.trx
+    .selectFrom("sentinels")
+    .selectAll()
+    .where("environment_id", "=", environment.id)
+    .where("region", "=", region)
+    .executeTakeFirst();
+  if (sentinel !== undefined) await putSentinel(tx, environment, sentinel);
 }
 
 async function createSentinel(
@@ -115,13 +163,18 @@ export async function syncSentinels(
               .execute()
           ).map((r) => r.region),
         );
-  const changed = before === null || RENDERED_FROM.some((k) => before[k] !== after[k]);
+  const changed = before === null || sentinelsRenderedAnew(before, after);
   for (const s of sentinels) {
     if (!regions.has(s.region)) await dropSentinel(tx, s);
     else if (changed) await putSentinel(tx, after, s);
   }
   for (const region of regions)
     if (!sentinels.some((s) => s.region === region)) await createSentinel(tx, project, after, region);
+}
+
+/** Whether syncSentinels renders every sentinel of the environment again for this change. */
+export function sentinelsRenderedAnew(before: EnvironmentRow, after: EnvironmentRow): boolean {
+  return RENDERED_FROM.some((k) => before[k] !== after[k]);
 }
 
 /** An environment's sentinels, by region. */

@@ -120,18 +120,47 @@ export function autoscaleMsg(p: AutoscalePolicy): AutoscalePolicyMsg {
   });
 }
 
+/** What a sentinel's payload says about its region's count (only with a policy in force there). */
+export interface RegionCount {
+  /** environment_regions.replicas. */
+  readonly replicas: number;
+  /** autoscale_status.decided_at of the region (0: no decision recorded). */
+  readonly decidedAtMs: number;
+  /** The rolling engine's target in the region (rollouts.target_deployment_id); null: none. */
+  readonly targetDeploymentId: string | null;
+}
+
+/** Whether the environment's canary scales its stable revision down to its share. */
+function scaleDownStable(environment: Pick<EnvironmentRow, "progressive">): boolean {
+  if (environment.progressive === null) return false;
+  const v = JSON.parse(environment.progressive) as { strategy?: { type?: unknown; scaleDownStable?: unknown } };
+  return v.strategy?.type === "canary" && v.strategy.scaleDownStable === true;
+}
+
 /**
  * `regionAutoscale`: the region's own policy (null: off there), or undefined when it follows the
- * environment's.
+ * environment's. `count`: the region's count, streamed with a policy so the agent decides from it.
  */
 export function renderApplySentinel(
   environment: EnvironmentRow,
   s: SentinelRow,
   regionAutoscale?: AutoscalePolicy | null,
+  count?: RegionCount,
 ): ApplySentinel {
   const autoscale = regionAutoscale === undefined ? parseStoredPolicy(environment.autoscale) : regionAutoscale;
   return create(ApplySentinelSchema, {
     ...(autoscale === null ? {} : { autoscale: autoscaleMsg(autoscale) }),
+    ...(autoscale === null || count === undefined
+      ? {}
+      : {
+          autoscaleRegion: {
+            replicas: count.replicas,
+            decidedAtUnixMs: BigInt(count.decidedAtMs),
+            scaleDownStable: scaleDownStable(environment),
+            // Progressive strategies size revisions their own way: only ctrl resizes them.
+            targetDeploymentId: environment.progressive === null ? (count.targetDeploymentId ?? "") : "",
+          },
+        }),
     routing: {
       ...routingPolicyOf(environment, s.region),
       // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
@@ -160,8 +189,9 @@ export function encodeApplySentinel(
   environment: EnvironmentRow,
   s: SentinelRow,
   regionAutoscale?: AutoscalePolicy | null,
+  count?: RegionCount,
 ): Uint8Array {
-  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s, regionAutoscale));
+  return toBinary(ApplySentinelSchema, renderApplySentinel(environment, s, regionAutoscale, count));
 }
 
 export function encodeDeleteSentinel(s: SentinelRow): Uint8Array {

@@ -4,6 +4,8 @@ import type { Kysely } from "kysely";
 import type { ClusterRow, Database, InstanceRow, SentinelRow } from "../db/schema.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
 import type { EnvironmentRef } from "../validate/types.js";
+import { parseStoredPolicy, regionPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
+import { autoscaleDecisions, type AutoscaleDecision } from "../domain/autoscale.js";
 import { desiredReplicasOf } from "../domain/deployments.js";
 import { environmentRegions } from "../domain/environments.js";
 import { findEnvironment, type EnvironmentContext } from "../domain/tenancy.js";
@@ -25,9 +27,20 @@ export interface DeploymentStatusView {
   regions: RegionStatus[];
 }
 
+/** Autoscaling in one region where a policy is in force: the policy and its agent's last decision. */
+export interface RegionAutoscaleView {
+  region: string;
+  policy: AutoscalePolicy;
+  /** Null until the region's agent reported one. */
+  decision: AutoscaleDecision | null;
+  /** The region's count now. */
+  replicas: number;
+}
+
 export interface EnvironmentStatusView {
   environment: EnvironmentContext;
   regions: { region: string; replicas: number }[];
+  autoscale: RegionAutoscaleView[];
   deployments: DeploymentStatusView[];
   sentinels: SentinelRow[];
   clusters: ClusterRow[];
@@ -94,5 +107,18 @@ export async function environmentStatus(db: Reader, ref: EnvironmentRef): Promis
         .orderBy("name")
         .execute()
     : [];
-  return { environment, regions, deployments: views, sentinels, clusters };
+  const envPolicy = parseStoredPolicy(environment.environment.autoscale);
+  const overrides = new Map(
+    regions.flatMap((r) =>
+      r.autoscale === null ? [] : [[r.region, r.autoscale === "off" ? null : parseStoredPolicy(r.autoscale)] as const],
+    ),
+  );
+  const decisions = new Map((await autoscaleDecisions(db, envId)).map((d) => [d.region, d]));
+  const autoscale = regions.flatMap((r) => {
+    const policy = regionPolicy(envPolicy, overrides, r.region);
+    return policy === null
+      ? []
+      : [{ region: r.region, policy, decision: decisions.get(r.region) ?? null, replicas: r.replicas }];
+  });
+  return { environment, regions, autoscale, deployments: views, sentinels, clusters };
 }

@@ -13,6 +13,7 @@ import {
   setRegionReplicas,
   touchEnvironment,
 } from "../domain/environments.js";
+import { policyInRegion } from "../domain/autoscale.js";
 import { requestRollback, setProgressiveCommand as storeCommand } from "../domain/rollouts.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
@@ -30,6 +31,14 @@ export async function scaleEnvironment(
 ): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    // One writer per number: where the autoscaler sets the count, a person sets its bounds.
+    for (const r of await environmentRegions(tx.trx, environment.id)) {
+      if (region !== null && r.region !== region) continue;
+      if ((await policyInRegion(tx.trx, environment, r.region)) !== null)
+        throw failedPrecondition(
+          `environment "${environment.slug}" autoscales in region "${r.region}": set its bounds instead (\`krane env update --autoscale min=…,max=…\`) or stop autoscaling there (\`--no-autoscale\`)`,
+        );
+    }
     if ((await setRegionReplicas(tx, environment.id, region, replicas)) === 0) {
       throw region !== null
         ? notFound(`region "${region}" of environment "${environment.slug}"`)

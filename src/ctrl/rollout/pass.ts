@@ -15,7 +15,9 @@ import { planRollout, type Condition, type DeploymentStatus } from "../../rollou
 import type { DeploymentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
+import { policyInRegion } from "../domain/autoscale.js";
 import { syncEnvironmentObjects } from "../domain/environment-objects.js";
+import { refreshSentinel } from "../domain/sentinels.js";
 import { lockEnvironment } from "../domain/environments.js";
 import {
   appendEvents,
@@ -219,7 +221,11 @@ export async function runPass(store: Store, environmentId: string, region: strin
     });
     if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
     // Cron jobs run the revision their region runs; a new target re-renders them.
-    if (w.targetDeploymentId !== row.target_deployment_id) await syncEnvironmentObjects(tx, environment, workspace);
+    if (w.targetDeploymentId !== row.target_deployment_id) {
+      await syncEnvironmentObjects(tx, environment, workspace);
+      // The region's autoscaler resizes only the target by itself (src/autoscale/local.ts).
+      if ((await policyInRegion(tx.trx, environment, region)) !== null) await refreshSentinel(tx, environment, region);
+    }
     return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
   });
 }

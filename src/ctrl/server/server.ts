@@ -446,6 +446,10 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         streamsStop: streamsStop.signal,
         streamKeepaliveMs: config.streamKeepaliveMs,
         onReport: (kind, region, subject) => rollout.reported(kind, region, subject),
+        onRegionScaled: (environmentId) =>
+          void rollout
+            .environmentChanged(environmentId)
+            .catch(backgroundFailure("a rollout pass after autoscaling failed")),
         keyring: config.keyring,
         onDeletionConfirmed: (environmentId) =>
           void finishDeletions(store, environmentId).catch(backgroundFailure("finishing a deletion failed")),

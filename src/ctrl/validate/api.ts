@@ -349,16 +349,46 @@ export function validateUpdateEnvironment(req: UpdateEnvironmentRequest): Enviro
     : req.autoscale === undefined
       ? null
       : autoscaleUpdateOf(req.autoscale);
-  return { ...ref, sentinel, removeSentinel: req.removeSentinel, rollout, regions, removeRegions, autoscale };
+  r.list("region_autoscale", req.regionAutoscale, r.LIMITS.regionsMax);
+  const overridden = new Set<string>();
+  const regionAutoscale = req.regionAutoscale.map((ra, index) => {
+    const field = `region_autoscale[${index}]`;
+    const region = regionName(`${field}.region`, ra.region);
+    if (overridden.has(region)) throw invalidArgument(`${field}.region`, `duplicates region "${region}"`);
+    if (removing.has(region)) throw invalidArgument(`${field}.region`, `region "${region}" is also in remove_regions`);
+    overridden.add(region);
+    const given = [ra.policy !== undefined, ra.off, ra.inherit].filter(Boolean).length;
+    if (given !== 1) throw invalidArgument(field, "give exactly one of policy, off and inherit");
+    const change =
+      ra.policy !== undefined
+        ? autoscaleUpdateOf(ra.policy, `${field}.policy`)
+        : ra.off
+          ? ("off" as const)
+          : ("inherit" as const);
+    return { index, region, change };
+  });
+  return {
+    ...ref,
+    sentinel,
+    removeSentinel: req.removeSentinel,
+    rollout,
+    regions,
+    removeRegions,
+    autoscale,
+    regionAutoscale,
+  };
 }
 
 /**
  * The autoscaling change as given. Its values are checked against the merged policy
  * (policyProblem, src/contracts/autoscaling.ts), which names the same fields.
  */
-function autoscaleUpdateOf(u: AutoscaleUpdate): { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } {
+function autoscaleUpdateOf(
+  u: AutoscaleUpdate,
+  field = "autoscale",
+): { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } {
   if (u.scaleToZero !== undefined && u.removeScaleToZero)
-    throw invalidArgument("autoscale.remove_scale_to_zero", "cannot be combined with autoscale.scale_to_zero");
+    throw invalidArgument(`${field}.remove_scale_to_zero`, `cannot be combined with ${field}.scale_to_zero`);
   const spec: AutoscaleSpec = {};
   if (u.minReplicas !== undefined) spec.minReplicas = u.minReplicas;
   if (u.maxReplicas !== undefined) spec.maxReplicas = u.maxReplicas;

@@ -110,6 +110,12 @@ export interface EnvironmentUpdate extends EnvironmentRef {
   removeRegions: { index: number; region: string }[];
   /** The autoscaling change: a spec laid over the stored policy, "remove", or null: unchanged. */
   autoscale: { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | "remove" | null;
+  /** Regions' own policies: a change laid over the region's (else the environment's), off, or back to the environment's. */
+  regionAutoscale: {
+    index: number;
+    region: string;
+    change: { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | "off" | "inherit";
+  }[];
 }
 
 /** A job's spec as validated and stored (jobs.spec, JSON). */

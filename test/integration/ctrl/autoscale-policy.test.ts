@@ -1,6 +1,9 @@
 // The autoscaling policy through the real HTTP/2 server on SQLite and PostgreSQL: set, changed in
 // part, shown, removed; streamed to every region's agent with the environment's sentinel; bad
-// policies refused naming the field, with nothing stored or streamed.
+// policies refused naming the field, with nothing stored or streamed. A region's agent's decision
+// (ReportAutoscale): taken as the region's count only within the region's policy, newest first,
+// streamed back with the sentinel and shown by `krane status`; a person's scale of an autoscaled
+// region refused; regions' own policies.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
@@ -9,8 +12,11 @@ import {
   EnvironmentService,
   ProjectService,
   RegionService,
+  StatusService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { watchSentinels } from "./region-watch.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
@@ -170,6 +176,147 @@ function suite(newUrl: () => Promise<string>): void {
     const m = await eu.next();
     assert.equal(m.state.case, "apply");
     if (m.state.case === "apply") assert.equal(m.state.value.autoscale?.maxReplicas, 5);
+  });
+
+  it("takes a region's decision within its policy, newest first, streams it back and shows it", async (t) => {
+    const f = await setup(t, await newUrl());
+    await f.envs.updateEnvironment({ ...REF, autoscale: { minReplicas: 1, maxReplicas: 6 } });
+    const envId = (await f.envs.getEnvironment(REF)).environment?.id ?? "";
+    const eu = watchSentinels(f.ctrl, f.agent.eu, "eu");
+    await eu.synced();
+    const agentEu = f.ctrl.client(ClusterService, f.agent.eu);
+    const at = BigInt(Date.now());
+    const report = (replicas: number, decidedAtUnixMs: bigint, environmentId = envId) =>
+      agentEu.reportAutoscale({
+        region: "eu",
+        environmentId,
+        replicas,
+        reason: `load asks ${replicas}`,
+        decidedAtUnixMs,
+      });
+
+    const taken = await report(5, at);
+    assert.deepEqual([taken.recorded, taken.replicas], [true, 5]);
+    const m = await eu.next();
+    assert.equal(m.state.case, "apply");
+    if (m.state.case === "apply") {
+      assert.equal(m.state.value.autoscaleRegion?.replicas, 5, "the count ctrl holds, streamed back");
+      assert.equal(m.state.value.autoscaleRegion?.decidedAtUnixMs, at, "with the decision that set it");
+    }
+    const regions = async (): Promise<string[][]> =>
+      ((await f.envs.getEnvironment(REF)).environment?.regions ?? []).map((r) => [r.region, String(r.replicas)]);
+    assert.deepEqual(await regions(), [
+      ["eu", "5"],
+      ["us", "1"],
+    ]);
+
+    // An older decision (another agent replica that led before) changes nothing.
+    const older = await report(2, at - 1000n);
+    assert.deepEqual([older.recorded, older.replicas], [false, 5]);
+    // Outside the policy, another region's environment, an environment that does not autoscale:
+    // refused, nothing written.
+    await expectCode(
+      report(7, at + 1n),
+      Code.InvalidArgument,
+      /^replicas: must be within the region's policy \(1 to 6\)/,
+    );
+    await expectCode(report(0, at + 1n), Code.InvalidArgument, /^replicas: must be within/);
+    await expectCode(
+      f.ctrl.client(ClusterService, f.agent.us).reportAutoscale({
+        region: "eu",
+        environmentId: envId,
+        replicas: 3,
+        reason: "x",
+        decidedAtUnixMs: at + 1n,
+      }),
+      Code.PermissionDenied,
+    );
+    const bare = (await f.envs.getEnvironment({ ...REF, environment: "bare" })).environment?.id ?? "";
+    await expectCode(report(1, at + 1n, bare), Code.FailedPrecondition, /does not autoscale in region eu/);
+    await expectCode(
+      report(3, BigInt(Date.now() + 3_600_000)),
+      Code.InvalidArgument,
+      /^decided_at_unix_ms: is in the future/,
+    );
+    assert.deepEqual(await regions(), [
+      ["eu", "5"],
+      ["us", "1"],
+    ]);
+
+    // `krane status`: each autoscaled region's decision and its reason.
+    const status = await f.ctrl.client(StatusService, f.ctrl.adminToken).getEnvironmentStatus(REF);
+    assert.deepEqual(
+      status.autoscale.map((a) => [a.region, a.replicas, a.reason, a.policy?.maxReplicas]),
+      [
+        ["eu", 5, "load asks 5", 6],
+        ["us", 1, "no decision from the region's agent yet", 6],
+      ],
+    );
+
+    // One writer per number: a person sets the bounds, not the count.
+    const rollout = f.ctrl.client(RolloutService, f.ctrl.adminToken);
+    await expectCode(
+      rollout.scale({ ...REF, region: "eu", replicas: 2 }),
+      Code.FailedPrecondition,
+      /autoscales in region "eu": set its bounds instead/,
+    );
+    await expectCode(
+      f.envs.updateEnvironment({ ...REF, regions: [{ region: "eu", replicas: 2 }] }),
+      Code.FailedPrecondition,
+      /^regions\[0\]\.replicas: environment "prod" autoscales in region "eu"/,
+    );
+    // New bounds bring the count within them at once, and reach the agent.
+    await f.envs.updateEnvironment({ ...REF, autoscale: { maxReplicas: 3 } });
+    assert.deepEqual(await regions(), [
+      ["eu", "3"],
+      ["us", "1"],
+    ]);
+    const bounded = await eu.next();
+    if (bounded.state.case === "apply") {
+      assert.equal(bounded.state.value.autoscale?.maxReplicas, 3);
+      assert.equal(bounded.state.value.autoscaleRegion?.replicas, 3);
+    }
+
+    // A region's own policy: off in us (a person scales it again), its own bounds in eu.
+    await f.envs.updateEnvironment({
+      ...REF,
+      regionAutoscale: [
+        { region: "us", off: true },
+        { region: "eu", policy: { maxReplicas: 10 } },
+      ],
+    });
+    await rollout.scale({ ...REF, region: "us", replicas: 4 });
+    const env = (await f.envs.getEnvironment(REF)).environment;
+    assert.deepEqual(
+      env?.regionAutoscale.map((r) => [r.region, r.policy?.maxReplicas ?? "off"]),
+      [
+        ["eu", 10],
+        ["us", "off"],
+      ],
+    );
+    assert.equal(env?.autoscale?.maxReplicas, 3, "the environment's own policy is unchanged");
+    const own = await eu.next();
+    if (own.state.case === "apply") assert.equal(own.state.value.autoscale?.maxReplicas, 10, "eu's own policy");
+    assert.deepEqual((await report(9, at + 2n)).replicas, 9, "within eu's own bounds");
+    await expectCode(
+      f.envs.updateEnvironment({ ...REF, regionAutoscale: [{ region: "eu", policy: { minReplicas: 11 } }] }),
+      Code.InvalidArgument,
+      /^region_autoscale\[0\]\.policy\.min_replicas: must not be above max_replicas \(10\)/,
+    );
+    await expectCode(
+      f.envs.updateEnvironment({ ...REF, regionAutoscale: [{ region: "eu", off: true, inherit: true }] }),
+      Code.InvalidArgument,
+      /^region_autoscale\[0\]: give exactly one of policy, off and inherit/,
+    );
+    await f.envs.updateEnvironment({ ...REF, regionAutoscale: [{ region: "eu", inherit: true }] });
+    assert.deepEqual(
+      await regions(),
+      [
+        ["eu", "3"],
+        ["us", "4"],
+      ],
+      "back to the environment's max of 3",
+    );
   });
 }
 

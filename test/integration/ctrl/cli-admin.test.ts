@@ -209,6 +209,23 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
       /invalid_argument: autoscale\.scale_to_zero: cannot be combined with min_replicas 2/,
     );
 
+    // A region's own policy, and back to the environment's.
+    const own = ok(["env", "update", "shop/auto", "--autoscale-region", "eu", "--autoscale", "max=7"]);
+    assert.match(own, /eu[\s│]+min 0, max 7, concurrency 50/);
+    fails(["env", "update", "shop/auto", "--autoscale-region", "eu"], /--autoscale-region needs --autoscale/);
+    fails(["env", "update", "shop/auto", "--inherit-autoscale"], /--inherit-autoscale needs --autoscale-region/);
+    // The count is the autoscaler's: a person sets the bounds.
+    fails(["scale", "shop/auto", "--replicas", "3"], /failed_precondition: .*autoscales in region "eu"/);
+    // `krane status`: each region's count, policy and the reason (no agent runs here).
+    assert.match(
+      ok(["status", "shop/auto"]),
+      /AUTOSCALE[\s│]+REPLICAS[\s│]+POLICY[\s│]+DECIDED[\s│]+REASON.*eu[\s│]+2[\s│]+min 0, max 7.*never[\s│]+no decision from the region's agent yet/s,
+    );
+    assert.doesNotMatch(
+      ok(["env", "update", "shop/auto", "--autoscale-region", "eu", "--inherit-autoscale"]),
+      /\beu[\s│]+min 0, max 7/,
+    );
+
     const off = JSON.parse(ok(["env", "update", "shop/auto", "--no-autoscale", "-o", "json"])) as {
       autoscale?: unknown;
       regions: unknown;

@@ -173,6 +173,24 @@ export const INTENDED: readonly IntendedDifference[] = [
     },
   },
   {
+    id: "scaling-event-settles",
+    summary:
+      "a scaling event whose only active revision already has the new size rewrites its annotations, so the next pass rolls on",
+    kinds: /^revision\.(desiredReplicas|maxReplicas)$/,
+    applies(input, krane) {
+      if (!("output" in krane)) return false;
+      const active = input.revisions.filter((r) => r.revision !== null && r.replicas > 0);
+      const only = active.length === 1 ? active[0] : undefined;
+      return (
+        only !== undefined &&
+        only.replicas === input.deployment.replicas &&
+        only.desiredReplicas !== null &&
+        only.desiredReplicas !== input.deployment.replicas &&
+        krane.output.revisions.some((r) => r.name === only.name && r.desiredReplicas === input.deployment.replicas)
+      );
+    },
+  },
+  {
     id: "int32-refused",
     summary: "krane refuses replicas + maxSurge beyond 2^31−1, where Kubernetes' sizes wrap around",
     kinds: /^error$/,

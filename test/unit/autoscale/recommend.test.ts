@@ -121,6 +121,10 @@ test("scale to zero after the idle window, not before; a held request wakes at o
     [],
   );
   assert.equal(many.replicas, 20);
+  // Held at the sentinel, not yet in flight anywhere: their number alone asks for instances.
+  const heldOnly = recommend({ ...base, current: 0, held: 45, serving: [] }, []);
+  assert.equal(heldOnly.replicas, 5, "45 held at 10 per instance");
+  assert.equal(recommend({ ...base, current: 0, held: 5000, serving: [] }, []).replicas, 20, "within max");
 });
 
 test("smallestCovering finds the least region count for a need", () => {

@@ -142,10 +142,24 @@ describe("scaling events with at most one active revision", () => {
 });
 
 describe("a stale desired-replicas annotation", () => {
-  it("is left alone when the only active revision already has the right size (as in Kubernetes)", () => {
+  it("is rewritten when the only active revision already has the right size (Kubernetes leaves it: the event never settles)", () => {
     const out = plan(input(deployment("v1"), [rev("v1", 1, 10, { desired: 7, max: 9 })]));
-    assert.deepEqual(out.events, []);
-    assert.deepEqual(out.revisions[0], { name: "v1", revision: 1, replicas: 10, desiredReplicas: 7, maxReplicas: 9 });
+    assert.deepEqual(out.events, [], "no size changed: no event");
+    assert.deepEqual(out.revisions[0], { name: "v1", revision: 1, replicas: 10, desiredReplicas: 10, maxReplicas: 13 });
+  });
+
+  it("mid-rollout, a scale to exactly the old revision's size lets the rolling update go on", () => {
+    // maxSurge 0: the new revision was created at 0 while the old one ran 5 → 3; the count then
+    // became 3 (an autoscaler's decision). Kubernetes sees the same scaling event at every pass.
+    const dep = deployment("v2", {
+      replicas: 3,
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable: "50%" } },
+    });
+    const first = plan(input(dep, [rev("v1", 1, 3, { desired: 5, max: 5 }), rev("v2", 2, 0, { desired: 5, max: 5 })]));
+    assert.deepEqual(sizes(first), { v1: 3, v2: 0 });
+    assert.equal(first.revisions.find((r) => r.name === "v1")?.desiredReplicas, 3);
+    const next = plan(input(dep, [rev("v1", 1, 3, { desired: 3, max: 3 }), rev("v2", 2, 0, { desired: 5, max: 5 })]));
+    assert.notDeepEqual(sizes(next), { v1: 3, v2: 0 }, "the rolling update moves");
   });
 });
 

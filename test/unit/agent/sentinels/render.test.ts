@@ -20,6 +20,7 @@ const renderedElsewhere: Record<string, string> = {
   routing: "rendered into the routing policy ConfigMap (test/unit/agent/sentinels/routing.test.ts)",
   autoscale:
     "the region's autoscaling policy: checked here (validate.test.ts), decided on by the agent, not the sentinel's pods",
+  autoscale_region: "the region's count as ctrl holds it: read by the agent's autoscaler (src/agent/autoscale)",
 };
 
 /** A different, still valid value for one field of the message. */

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
+import { AutoscalePolicySchema } from "../../../../src/gen/krane/ctrl/v1/autoscale_pb.js";
 import { RoutingPolicySchema } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { renderRevisionSlices, renderRoutingPolicy, routingPolicyOf } from "../../../../src/agent/sentinels/routing.js";
 import { parseRoutingPolicy, routingSelector } from "../../../../src/contracts/routing.js";
@@ -130,4 +131,32 @@ test("the policy ConfigMap carries ctrl's policy (default: by instances) in the 
   const cm = renderRoutingPolicy(s, REGION);
   assert.deepEqual(parseRoutingPolicy((cm.data as Record<string, string>)["policy.json"] ?? ""), routingPolicyOf(s));
   assert.equal(cm.metadata.labels?.["krane.dev/sentinel-id"], s.sentinelId);
+});
+
+test("scale to zero: the policy carries the hold bounds, the environment's bound spread over its sentinel pods", () => {
+  const s = sampleSentinel({
+    replicas: 3,
+    autoscale: create(AutoscalePolicySchema, {
+      minReplicas: 0,
+      maxReplicas: 4,
+      concurrencyTarget: 10,
+      scaleUpWindowSeconds: 0,
+      scaleDownWindowSeconds: 300,
+      scaleToZero: { idleSeconds: 300, maxHeldRequests: 1000, heldTimeoutSeconds: 30 },
+    }),
+  });
+  const p = parseRoutingPolicy((renderRoutingPolicy(s, REGION).data as Record<string, string>)["policy.json"] ?? "");
+  assert.deepEqual(p.hold, { maxHeld: 334, timeoutMs: 30_000 }, "1,000 over 3 pods, rounded up");
+  const none = parseRoutingPolicy(
+    (renderRoutingPolicy(sampleSentinel(), REGION).data as Record<string, string>)["policy.json"] ?? "",
+  );
+  assert.equal(none.hold, undefined, "no scale to zero: nothing held");
+  assert.throws(
+    () => parseRoutingPolicy(JSON.stringify({ ...p, hold: { maxHeld: 0, timeoutMs: 10 } })),
+    /hold\.maxHeld must be an integer 1–100000/,
+  );
+  assert.throws(
+    () => parseRoutingPolicy(JSON.stringify({ ...p, hold: { maxHeld: 5, timeoutMs: -1 } })),
+    /hold\.timeoutMs/,
+  );
 });

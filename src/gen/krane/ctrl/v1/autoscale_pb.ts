@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/autoscale.proto.
  */
 export const file_krane_ctrl_v1_autoscale: GenFile = /*@__PURE__*/
-  fileDesc("Ch1rcmFuZS9jdHJsL3YxL2F1dG9zY2FsZS5wcm90bxINa3JhbmUuY3RybC52MSLIAgoPQXV0b3NjYWxlUG9saWN5EhQKDG1pbl9yZXBsaWNhcxgBIAEoBRIUCgxtYXhfcmVwbGljYXMYAiABKAUSHwoSY29uY3VycmVuY3lfdGFyZ2V0GAMgASgFSACIAQESHwoSY3B1X3RhcmdldF9wZXJjZW50GAQgASgFSAGIAQESHwoXc2NhbGVfdXBfd2luZG93X3NlY29uZHMYBSABKAUSIQoZc2NhbGVfZG93bl93aW5kb3dfc2Vjb25kcxgGIAEoBRIVCghtYXhfc3RlcBgHIAEoBUgCiAEBEjEKDXNjYWxlX3RvX3plcm8YCCABKAsyGi5rcmFuZS5jdHJsLnYxLlNjYWxlVG9aZXJvQhUKE19jb25jdXJyZW5jeV90YXJnZXRCFQoTX2NwdV90YXJnZXRfcGVyY2VudEILCglfbWF4X3N0ZXAiXAoLU2NhbGVUb1plcm8SFAoMaWRsZV9zZWNvbmRzGAEgASgFEhkKEW1heF9oZWxkX3JlcXVlc3RzGAIgASgFEhwKFGhlbGRfdGltZW91dF9zZWNvbmRzGAMgASgFItwDCg9BdXRvc2NhbGVVcGRhdGUSGQoMbWluX3JlcGxpY2FzGAEgASgFSACIAQESGQoMbWF4X3JlcGxpY2FzGAIgASgFSAGIAQESHwoSY29uY3VycmVuY3lfdGFyZ2V0GAMgASgFSAKIAQESHwoSY3B1X3RhcmdldF9wZXJjZW50GAQgASgFSAOIAQESJAoXc2NhbGVfdXBfd2luZG93X3NlY29uZHMYBSABKAVIBIgBARImChlzY2FsZV9kb3duX3dpbmRvd19zZWNvbmRzGAYgASgFSAWIAQESFQoIbWF4X3N0ZXAYByABKAVIBogBARI3Cg1zY2FsZV90b196ZXJvGAggASgLMiAua3JhbmUuY3RybC52MS5TY2FsZVRvWmVyb1VwZGF0ZRIcChRyZW1vdmVfc2NhbGVfdG9femVybxgJIAEoCEIPCg1fbWluX3JlcGxpY2FzQg8KDV9tYXhfcmVwbGljYXNCFQoTX2NvbmN1cnJlbmN5X3RhcmdldEIVChNfY3B1X3RhcmdldF9wZXJjZW50QhoKGF9zY2FsZV91cF93aW5kb3dfc2Vjb25kc0IcChpfc2NhbGVfZG93bl93aW5kb3dfc2Vjb25kc0ILCglfbWF4X3N0ZXAisQEKEVNjYWxlVG9aZXJvVXBkYXRlEhkKDGlkbGVfc2Vjb25kcxgBIAEoBUgAiAEBEh4KEW1heF9oZWxkX3JlcXVlc3RzGAIgASgFSAGIAQESIQoUaGVsZF90aW1lb3V0X3NlY29uZHMYAyABKAVIAogBAUIPCg1faWRsZV9zZWNvbmRzQhQKEl9tYXhfaGVsZF9yZXF1ZXN0c0IXChVfaGVsZF90aW1lb3V0X3NlY29uZHNiBnByb3RvMw");
+  fileDesc("Ch1rcmFuZS9jdHJsL3YxL2F1dG9zY2FsZS5wcm90bxINa3JhbmUuY3RybC52MSLIAgoPQXV0b3NjYWxlUG9saWN5EhQKDG1pbl9yZXBsaWNhcxgBIAEoBRIUCgxtYXhfcmVwbGljYXMYAiABKAUSHwoSY29uY3VycmVuY3lfdGFyZ2V0GAMgASgFSACIAQESHwoSY3B1X3RhcmdldF9wZXJjZW50GAQgASgFSAGIAQESHwoXc2NhbGVfdXBfd2luZG93X3NlY29uZHMYBSABKAUSIQoZc2NhbGVfZG93bl93aW5kb3dfc2Vjb25kcxgGIAEoBRIVCghtYXhfc3RlcBgHIAEoBUgCiAEBEjEKDXNjYWxlX3RvX3plcm8YCCABKAsyGi5rcmFuZS5jdHJsLnYxLlNjYWxlVG9aZXJvQhUKE19jb25jdXJyZW5jeV90YXJnZXRCFQoTX2NwdV90YXJnZXRfcGVyY2VudEILCglfbWF4X3N0ZXAiXAoLU2NhbGVUb1plcm8SFAoMaWRsZV9zZWNvbmRzGAEgASgFEhkKEW1heF9oZWxkX3JlcXVlc3RzGAIgASgFEhwKFGhlbGRfdGltZW91dF9zZWNvbmRzGAMgASgFItwDCg9BdXRvc2NhbGVVcGRhdGUSGQoMbWluX3JlcGxpY2FzGAEgASgFSACIAQESGQoMbWF4X3JlcGxpY2FzGAIgASgFSAGIAQESHwoSY29uY3VycmVuY3lfdGFyZ2V0GAMgASgFSAKIAQESHwoSY3B1X3RhcmdldF9wZXJjZW50GAQgASgFSAOIAQESJAoXc2NhbGVfdXBfd2luZG93X3NlY29uZHMYBSABKAVIBIgBARImChlzY2FsZV9kb3duX3dpbmRvd19zZWNvbmRzGAYgASgFSAWIAQESFQoIbWF4X3N0ZXAYByABKAVIBogBARI3Cg1zY2FsZV90b196ZXJvGAggASgLMiAua3JhbmUuY3RybC52MS5TY2FsZVRvWmVyb1VwZGF0ZRIcChRyZW1vdmVfc2NhbGVfdG9femVybxgJIAEoCEIPCg1fbWluX3JlcGxpY2FzQg8KDV9tYXhfcmVwbGljYXNCFQoTX2NvbmN1cnJlbmN5X3RhcmdldEIVChNfY3B1X3RhcmdldF9wZXJjZW50QhoKGF9zY2FsZV91cF93aW5kb3dfc2Vjb25kc0IcChpfc2NhbGVfZG93bl93aW5kb3dfc2Vjb25kc0ILCglfbWF4X3N0ZXAisQEKEVNjYWxlVG9aZXJvVXBkYXRlEhkKDGlkbGVfc2Vjb25kcxgBIAEoBUgAiAEBEh4KEW1heF9oZWxkX3JlcXVlc3RzGAIgASgFSAGIAQESIQoUaGVsZF90aW1lb3V0X3NlY29uZHMYAyABKAVIAogBAUIPCg1faWRsZV9zZWNvbmRzQhQKEl9tYXhfaGVsZF9yZXF1ZXN0c0IXChVfaGVsZF90aW1lb3V0X3NlY29uZHMieAoPQXV0b3NjYWxlUmVnaW9uEhAKCHJlcGxpY2FzGAEgASgFEhoKEmRlY2lkZWRfYXRfdW5peF9tcxgCIAEoAxIZChFzY2FsZV9kb3duX3N0YWJsZRgDIAEoCBIcChR0YXJnZXRfZGVwbG95bWVudF9pZBgEIAEoCSJ1ChVSZWdpb25BdXRvc2NhbGVVcGRhdGUSDgoGcmVnaW9uGAEgASgJEi4KBnBvbGljeRgCIAEoCzIeLmtyYW5lLmN0cmwudjEuQXV0b3NjYWxlVXBkYXRlEgsKA29mZhgDIAEoCBIPCgdpbmhlcml0GAQgASgIIqwBCg9BdXRvc2NhbGVTdGF0dXMSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFEg4KBnJlYXNvbhgDIAEoCRIaChJkZWNpZGVkX2F0X3VuaXhfbXMYBCABKAMSGwoTcmVwb3J0ZWRfYXRfdW5peF9tcxgFIAEoAxIuCgZwb2xpY3kYBiABKAsyHi5rcmFuZS5jdHJsLnYxLkF1dG9zY2FsZVBvbGljeWIGcHJvdG8z");
 
 /**
  * @generated from message krane.ctrl.v1.AutoscalePolicy
@@ -202,4 +202,142 @@ export type ScaleToZeroUpdate = Message<"krane.ctrl.v1.ScaleToZeroUpdate"> & {
  */
 export const ScaleToZeroUpdateSchema: GenMessage<ScaleToZeroUpdate> = /*@__PURE__*/
   messageDesc(file_krane_ctrl_v1_autoscale, 3);
+
+/**
+ * What ctrl streams with a sentinel about its region's count (field 601 of ApplySentinel), so the
+ * region's agent decides from the count ctrl holds and knows which of its decisions ctrl took.
+ *
+ * @generated from message krane.ctrl.v1.AutoscaleRegion
+ */
+export type AutoscaleRegion = Message<"krane.ctrl.v1.AutoscaleRegion"> & {
+  /**
+   * The environment's replica count in this region as ctrl holds it.
+   *
+   * @generated from field: int32 replicas = 1;
+   */
+  replicas: number;
+
+  /**
+   * When the agent's decision that last set `replicas` was made (its clock, unix ms); 0: none.
+   *
+   * @generated from field: int64 decided_at_unix_ms = 2;
+   */
+  decidedAtUnixMs: bigint;
+
+  /**
+   * During a canary the stable revision is scaled down to its traffic share (the progressive
+   * strategy's scale_down_stable): the autoscaler sizes the region so that share covers its load.
+   *
+   * @generated from field: bool scale_down_stable = 3;
+   */
+  scaleDownStable: boolean;
+
+  /**
+   * The revision the rolling engine targets in the region (empty: none yet, or a progressive
+   * strategy, whose sizes only ctrl changes). With every other revision at 0 and this one at
+   * `replicas`, the agent may resize it itself, as the engine would.
+   *
+   * @generated from field: string target_deployment_id = 4;
+   */
+  targetDeploymentId: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AutoscaleRegion.
+ * Use `create(AutoscaleRegionSchema)` to create a new message.
+ */
+export const AutoscaleRegionSchema: GenMessage<AutoscaleRegion> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_autoscale, 4);
+
+/**
+ * A region's own policy, set with UpdateEnvironment (field 602): exactly one of the three.
+ *
+ * @generated from message krane.ctrl.v1.RegionAutoscaleUpdate
+ */
+export type RegionAutoscaleUpdate = Message<"krane.ctrl.v1.RegionAutoscaleUpdate"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * Changes (or starts, from the environment's policy) the region's own policy.
+   *
+   * @generated from field: krane.ctrl.v1.AutoscaleUpdate policy = 2;
+   */
+  policy?: AutoscaleUpdate | undefined;
+
+  /**
+   * Autoscaling off in this region whatever the environment's policy.
+   *
+   * @generated from field: bool off = 3;
+   */
+  off: boolean;
+
+  /**
+   * Back to the environment's policy (the region's own is dropped).
+   *
+   * @generated from field: bool inherit = 4;
+   */
+  inherit: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RegionAutoscaleUpdate.
+ * Use `create(RegionAutoscaleUpdateSchema)` to create a new message.
+ */
+export const RegionAutoscaleUpdateSchema: GenMessage<RegionAutoscaleUpdate> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_autoscale, 5);
+
+/**
+ * The last decision of a region's autoscaler, as `krane status` shows it.
+ *
+ * @generated from message krane.ctrl.v1.AutoscaleStatus
+ */
+export type AutoscaleStatus = Message<"krane.ctrl.v1.AutoscaleStatus"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * The count the agent decided on.
+   *
+   * @generated from field: int32 replicas = 2;
+   */
+  replicas: number;
+
+  /**
+   * Why, in a sentence.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: int64 decided_at_unix_ms = 4;
+   */
+  decidedAtUnixMs: bigint;
+
+  /**
+   * When ctrl heard it (ctrl's clock).
+   *
+   * @generated from field: int64 reported_at_unix_ms = 5;
+   */
+  reportedAtUnixMs: bigint;
+
+  /**
+   * The policy in force in the region (absent: autoscaling is off there).
+   *
+   * @generated from field: krane.ctrl.v1.AutoscalePolicy policy = 6;
+   */
+  policy?: AutoscalePolicy | undefined;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AutoscaleStatus.
+ * Use `create(AutoscaleStatusSchema)` to create a new message.
+ */
+export const AutoscaleStatusSchema: GenMessage<AutoscaleStatus> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_autoscale, 6);
 

@@ -1,0 +1,425 @@
+// Autoscaling (`npm run bench -- autoscale`), in one run on this machine:
+//  - cold start from zero on real nodes (gVisor, the image already on the node): an environment
+//    asleep at 0 replicas gets one request through its sentinel; the time to the first byte of
+//    that held request's answer, p50/p99 over KRANE_BENCH_AUTOSCALE_RUNS runs (default 30), next
+//    to the kubelet's own pod start in the same run (a bare Pod of the same image, RuntimeClass and
+//    probe posted to the API server, until it answers). Several environments take turns, so each
+//    can sit out its idle window (30 s at least) while the others are measured;
+//  - reaction to a load step: 8 clients keep slow requests in flight (concurrency target 2, max
+//    4): the time until 4 instances answer through the sentinel;
+//  - the sentinel's throughput (wrk, 64 connections) with the autoscaling measurements on — a
+//    hold policy in force, /status read 10 times a second and a wake long-poll open, as the agent
+//    does — and off (no policy, nobody reading), alternating, with requests per CPU-second. The
+//    request path's own share (one timestamp kept per request, the in-flight counts the balancer
+//    keeps anyway) cannot be switched off; what is compared is what an autoscaled environment
+//    costs its sentinel.
+// Every figure prints the machine's load average: figures at high load are not comparable.
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { request } from "undici";
+import { Agent } from "../src/agent/agent.js";
+import { agentKubeConfigFrom } from "../src/agent/rbac.js";
+import { createApiClients } from "../src/client/api.js";
+import { startCluster } from "../src/cluster/index.js";
+import { workloadImages } from "../src/cluster/images.js";
+import { getJson, kubeRequest } from "../src/cluster/kube-http.js";
+import { realNodeSupport } from "../src/cluster/nodes/host.js";
+import { localAddress } from "../src/cluster/pod-network.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
+import { formatRoutingPolicy, POLICY_KEY } from "../src/contracts/routing.js";
+import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
+import { startCtrl } from "../src/ctrl/server/server.js";
+import { KubeClient } from "../src/kube/client.js";
+import { resources } from "../src/kube/resources.js";
+import { applySentinelRbac } from "../src/sentinel/rbac.js";
+import { ensureTools, NGINX, WRK } from "./tools.js";
+import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "./sentinel.js";
+import { cpuSeconds, freePort, load, pct, until } from "./support.js";
+
+const RUNS = Number(process.env.KRANE_BENCH_AUTOSCALE_RUNS ?? "30");
+/** Environments taking turns at sleeping (each needs its idle window between two of its runs). */
+const ENVS = Number(process.env.KRANE_BENCH_AUTOSCALE_ENVS ?? "10");
+const IDLE_S = 30;
+/** Alternations of the throughput runs (off, on). */
+const ROUNDS = Number(process.env.KRANE_BENCH_AUTOSCALE_ROUNDS ?? "5");
+
+function line(what: string, ms: number[]): string {
+  const s = [...ms].sort((a, b) => a - b);
+  return `${what.padEnd(62)} p50 ${(pct(s, 50) / 1000).toFixed(2)} s, p99 ${(pct(s, 99) / 1000).toFixed(2)} s (${s.length} runs, ${load()})`;
+}
+
+const median = (v: number[]): number => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
+
+/** Throughput of one sentinel with and without what autoscaling asks of it. */
+async function measurementCost(): Promise<void> {
+  ensureTools("autoscale", [NGINX, WRK]);
+  const cluster = await startCluster({ name: "bench-autoscale-sentinel" });
+  const dir = mkdtempSync(join(tmpdir(), "krane-bench-autoscale-"));
+  const children: ChildProcess[] = [];
+  const kube = new KubeClient(cluster.kubeConfig(), { qps: 50, burst: 100 });
+  try {
+    const net = cluster.podNetwork;
+    if (!net) throw new Error("the cluster has no pod network");
+    await applySentinelRbac(cluster.kubeConfig());
+    const [appPort, sentinelPort, opsPort] = (await Promise.all([freePort(), freePort(), freePort()])) as [
+      number,
+      number,
+      number,
+    ];
+    const app = `10.${net.slot}.0.10`;
+    const appLocal = `${localAddress(net, app)}:${appPort}`;
+    children.push(await startNginx("upstream", appLocal, undefined));
+    const policy = async (version: number, hold: boolean): Promise<void> => {
+      await kube.apply(resources.configMaps, {
+        metadata: { name: "bench-policy", namespace: SENTINEL_NAMESPACE, labels: labels() },
+        data: {
+          [POLICY_KEY]: formatRoutingPolicy({
+            version,
+            environmentId: ENV,
+            mode: "instances",
+            revisions: [],
+            ...(hold ? { hold: { maxHeld: 1000, timeoutMs: 30_000 } } : {}),
+          }),
+        },
+      });
+      await until(
+        "the sentinel to serve the policy",
+        async () => {
+          const s = (await (await fetch(`http://127.0.0.1:${opsPort}/status`)).json()) as { routingVersion: number };
+          return s.routingVersion === version;
+        },
+        30_000,
+        20,
+      );
+    };
+    await kube.apply(resources.configMaps, {
+      metadata: { name: "bench-policy", namespace: SENTINEL_NAMESPACE, labels: labels() },
+      data: { [POLICY_KEY]: formatRoutingPolicy({ version: 1, environmentId: ENV, mode: "instances", revisions: [] }) },
+    });
+    await writeSlice(kube, "app", [app], appPort);
+    const sentinel = await startSentinel(cluster, dir, sentinelPort, opsPort, "node");
+    children.push(sentinel);
+    const url = `http://127.0.0.1:${sentinelPort}/`;
+    /** 64 connections for `seconds` from wrk. */
+    const drive = (seconds: number): { rps: number; p99: number } => wrk(url, seconds);
+    drive(2); // warm-up
+    const runs: Record<"off" | "on", { rps: number[]; perCpu: number[] }> = {
+      off: { rps: [], perCpu: [] },
+      on: { rps: [], perCpu: [] },
+    };
+    let version = 1;
+    for (let i = 0; i < ROUNDS; i++) {
+      // Which goes first alternates, so a drift over the run (warm-up, the machine's load) cancels out.
+      for (const mode of i % 2 === 0 ? (["off", "on"] as const) : (["on", "off"] as const)) {
+        await policy(++version, mode === "on");
+        const stop = new AbortController();
+        const readers: Promise<void>[] = [];
+        if (mode === "on") {
+          // What the agent does to an autoscaled environment's sentinel pod, 10 times as often.
+          readers.push(
+            (async () => {
+              while (!stop.signal.aborted) {
+                await fetch(`http://127.0.0.1:${opsPort}/status`).then(
+                  (r) => r.text(),
+                  () => "",
+                );
+                await new Promise((r) => setTimeout(r, 100));
+              }
+            })(),
+            (async () => {
+              while (!stop.signal.aborted)
+                await fetch(`http://127.0.0.1:${opsPort}/wake?after=0`, { signal: stop.signal }).then(
+                  (r) => r.text(),
+                  () => "",
+                );
+            })(),
+          );
+        }
+        const cpu0 = sentinel.pid === undefined ? NaN : cpuSeconds(sentinel.pid);
+        const r = drive(10);
+        const cpu = sentinel.pid === undefined ? NaN : cpuSeconds(sentinel.pid) - cpu0;
+        stop.abort();
+        await Promise.all(readers);
+        runs[mode].rps.push(r.rps);
+        runs[mode].perCpu.push((r.rps * 10) / cpu);
+        console.log(
+          `autoscale: sentinel throughput, measurements ${mode.padEnd(3)} ${r.rps.toFixed(0).padStart(6)} req/s, ${((r.rps * 10) / cpu).toFixed(0)} req per CPU-second, p99 ${r.p99.toFixed(2)} ms (${load()})`,
+        );
+      }
+    }
+    const cost = (a: number[], b: number[]): string => `${((1 - median(b) / median(a)) * 100).toFixed(1)} %`;
+    console.log(
+      `autoscale: measurements' cost (medians of ${ROUNDS}): throughput ${cost(runs.off.rps, runs.on.rps)}, per CPU-second ${cost(runs.off.perCpu, runs.on.perCpu)} (target ≤ 5 %; ${load()})`,
+    );
+  } finally {
+    for (const c of children) c.kill("SIGTERM");
+    kube.close();
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface Pod {
+  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  status?: { podIP?: string; conditions?: { type: string; status: string }[] };
+}
+
+/** Cold starts from zero and the reaction to a load step, on real nodes. */
+async function coldStarts(): Promise<void> {
+  const support = await realNodeSupport();
+  if (!support.ok) {
+    console.log(`autoscale: cold starts skipped, this machine cannot run real nodes: ${support.reason}`);
+    return;
+  }
+  const images = await workloadImages((l) => console.log(`  ${l}`));
+  const cluster = await startCluster({
+    name: "bench-autoscale",
+    realNodes: ["untrusted", "sentinel"],
+    images: [images.krane, images.hello],
+  });
+  const dir = mkdtempSync(join(tmpdir(), "krane-bench-autoscale-nodes-"));
+  const ep = cluster.endpoint();
+  const admin = cluster.kubeConfig();
+  await applySentinelRbac(admin);
+  const ctrl = await startCtrl({
+    databaseUrl: join(dir, "ctrl.db"),
+    listen: { host: "127.0.0.1", port: 0 },
+    opsListen: null,
+    rolloutSweepIntervalMs: 200,
+  });
+  const token = generateToken("user");
+  await addUserToken(ctrl.store, "bench", token);
+  const api = createApiClients(ctrl.url, token);
+  let agent: Agent | undefined;
+  try {
+    await api.regions.createRegion({ name: "local" });
+    const { token: agentToken } = await api.regions.createClusterToken({ region: "local", clusterName: "bench" });
+    await api.workspaces.createWorkspace({ slug: "bench" });
+    await api.projects.createProject({ workspace: "bench", slug: "hello" });
+    agent = new Agent({
+      ctrlUrl: ctrl.url,
+      token: agentToken,
+      region: "local",
+      kubeconfig: await agentKubeConfigFrom(admin, 3600),
+      opsPort: -1,
+      sentinelImage: images.krane.name,
+      sentinelObserveIntervalMs: 1_000,
+      autoscaleIntervalMs: 1_000,
+      measureIntervalMs: 0,
+      log: pino({ level: "warn" }, pino.destination(2)),
+    });
+    await agent.start();
+    const probe = { method: "GET", path: "/healthz", intervalSeconds: 1, timeoutSeconds: 2, failureThreshold: 3 };
+    /** An environment with its own sentinel, its revision deployed; the sentinel pod's URL. */
+    const environment = async (
+      slug: string,
+      autoscale: Parameters<typeof api.environments.updateEnvironment>[0]["autoscale"],
+    ): Promise<{ url: string; ns: string; deploymentId: string }> => {
+      const ref = { workspace: "bench", project: "hello", environment: slug };
+      const { environment: env } = await api.environments.createEnvironment({
+        workspace: "bench",
+        project: "hello",
+        slug,
+        regions: [{ region: "local", replicas: 1 }],
+        sentinel: { image: "", replicas: 1, cpuMillicores: 100n, memoryMib: 128n },
+        rollout: { maxSurge: "1", maxUnavailable: "0" },
+      });
+      const { deployment } = await api.deployments.createDeployment({
+        ...ref,
+        image: images.hello.names[0] ?? "",
+        port: 8080,
+        cpuMillicores: 100n,
+        memoryMib: 128n,
+        healthCheck: probe,
+      });
+      await api.environments.updateEnvironment({ ...ref, autoscale });
+      const url = await until(
+        `${slug}'s sentinel pod`,
+        async () => {
+          const pods = await getJson<{ items: Pod[] }>(
+            ep,
+            `/api/v1/namespaces/${SENTINEL_NAMESPACE}/pods?labelSelector=krane.dev/environment-id%3D${env?.id ?? ""}`,
+          );
+          const ip = pods.items.find((p) => p.status?.podIP && !p.metadata.deletionTimestamp)?.status?.podIP;
+          return ip ? `http://${ip}:${SENTINEL_PORT}/` : undefined;
+        },
+        300_000,
+        200,
+      );
+      return { url, ns: deployment?.k8sNamespace ?? "", deploymentId: deployment?.id ?? "" };
+    };
+    const podsOf = async (ns: string, deploymentId: string): Promise<Pod[]> =>
+      (
+        await getJson<{ items: Pod[] }>(
+          ep,
+          `/api/v1/namespaces/${ns}/pods?labelSelector=krane.dev/deployment-id%3D${deploymentId}`,
+        )
+      ).items;
+    const answer = async (url: string): Promise<{ status: number; pod: string } | undefined> => {
+      try {
+        const res = await request(url, { headersTimeout: 300_000 });
+        const body = (await res.body.json().catch(() => ({}))) as { pod?: string };
+        return { status: res.statusCode, pod: body.pod ?? "" };
+      } catch {
+        return undefined;
+      }
+    };
+
+    // ---- cold starts
+    const envs = [];
+    for (let i = 0; i < ENVS; i++)
+      envs.push(
+        await environment(`cold-${i}`, {
+          minReplicas: 0,
+          maxReplicas: 1,
+          concurrencyTarget: 10,
+          scaleToZero: { idleSeconds: IDLE_S, heldTimeoutSeconds: 300 },
+        }),
+      );
+    for (const e of envs)
+      await until("its first answer", async () => (await answer(e.url))?.status === 200, 300_000, 200);
+    const firstByte: number[] = [];
+    for (let run = 0; run < RUNS; run++) {
+      const e = envs[run % envs.length];
+      if (!e) break;
+      await until(
+        "the environment asleep (no pod left)",
+        async () => (await podsOf(e.ns, e.deploymentId)).length === 0,
+        600_000,
+        200,
+      );
+      const started = performance.now();
+      const res = await request(e.url, { headersTimeout: 300_000 });
+      const at = performance.now() - started;
+      await res.body.dump();
+      if (res.statusCode !== 200) throw new Error(`run ${run}: HTTP ${res.statusCode}`);
+      firstByte.push(at);
+      console.log(`autoscale: cold start ${run + 1}/${RUNS}: first byte after ${(at / 1000).toFixed(2)} s (${load()})`);
+    }
+
+    // The kubelet alone: a bare Pod like the deployment's under gVisor, POST → answers.
+    const bareNs = "bench-bare";
+    await kubeRequest(ep, "POST", "/api/v1/namespaces", {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: bareNs },
+    });
+    await until(
+      "the default ServiceAccount",
+      async () => (await kubeRequest(ep, "GET", `/api/v1/namespaces/${bareNs}/serviceaccounts/default`)).status === 200,
+      60_000,
+      100,
+    );
+    const bare: number[] = [];
+    const bareReady: number[] = [];
+    for (let i = 1; i <= RUNS; i++) {
+      const name = `bare-${i}`;
+      const started = performance.now();
+      const res = await kubeRequest(ep, "POST", `/api/v1/namespaces/${bareNs}/pods`, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name },
+        spec: {
+          runtimeClassName: "gvisor",
+          nodeName: "untrusted-real",
+          automountServiceAccountToken: false,
+          tolerations: [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
+          containers: [
+            {
+              name: "app",
+              image: images.hello.names[0],
+              ports: [{ containerPort: 8080 }],
+              resources: { limits: { cpu: "100m", memory: "128Mi" } },
+              readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
+            },
+          ],
+        },
+      });
+      if (res.status !== 201) throw new Error(`bare pod: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+      let answeredAt: number | undefined;
+      let readyAt: number | undefined;
+      await until(
+        `${name} answering and Ready`,
+        async () => {
+          const p = await getJson<Pod>(ep, `/api/v1/namespaces/${bareNs}/pods/${name}`);
+          const ip = p.status?.podIP;
+          if (answeredAt === undefined && ip) {
+            const res = await fetch(`http://${ip}:8080/`, { signal: AbortSignal.timeout(2_000) }).catch(
+              () => undefined,
+            );
+            if (res?.ok === true) answeredAt = performance.now();
+          }
+          if (
+            readyAt === undefined &&
+            (p.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True")
+          )
+            readyAt = performance.now();
+          return answeredAt !== undefined && readyAt !== undefined;
+        },
+        300_000,
+        20,
+      );
+      bare.push((answeredAt ?? 0) - started);
+      bareReady.push((readyAt ?? 0) - started);
+      await kubeRequest(ep, "DELETE", `/api/v1/namespaces/${bareNs}/pods/${name}?gracePeriodSeconds=0`);
+    }
+
+    // ---- reaction to a load step
+    const step = await environment("step", {
+      minReplicas: 1,
+      maxReplicas: 4,
+      concurrencyTarget: 2,
+      scaleUpWindowSeconds: 0,
+      scaleDownWindowSeconds: 15,
+    });
+    await until("the step environment answering", async () => (await answer(step.url))?.status === 200, 300_000, 200);
+    const reaction: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      await until(
+        "back to 1 instance",
+        async () => (await podsOf(step.ns, step.deploymentId)).length === 1,
+        300_000,
+        500,
+      );
+      let running = true;
+      const seen = new Set<string>();
+      const started = performance.now();
+      const workers = Array.from({ length: 8 }, async () => {
+        while (running) {
+          const a = await answer(`${step.url}?latency=1000`);
+          if (a?.status === 200) seen.add(a.pod);
+        }
+      });
+      await until("4 instances answering", async () => seen.size >= 4, 300_000, 50);
+      reaction.push(performance.now() - started);
+      running = false;
+      await Promise.all(workers);
+      console.log(
+        `autoscale: load step ${run + 1}/3: 4 instances answering after ${((reaction.at(-1) ?? 0) / 1000).toFixed(2)} s (${load()})`,
+      );
+    }
+
+    console.log(line("autoscale: cold start from 0, request → first byte (sentinel)", firstByte));
+    console.log(line("autoscale: kubelet alone under gVisor, bare Pod POST → answers", bare));
+    // What the held request must wait for: the sentinel routes to an instance once it is Ready.
+    console.log(line("autoscale: kubelet alone under gVisor, bare Pod POST → Ready", bareReady));
+    console.log(line("autoscale: load step 1 → 4 instances answering (8 in flight)", reaction));
+    console.log("autoscale: targets for the cold start: p50 ≤ 1 s, p99 ≤ 2.5 s");
+  } finally {
+    await agent?.stop();
+    await ctrl.close();
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function benchAutoscale(): Promise<void> {
+  const only = process.env.KRANE_BENCH_AUTOSCALE_ONLY;
+  if (only !== "nodes") await measurementCost();
+  if (only !== "sentinel") await coldStarts();
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await benchAutoscale();
