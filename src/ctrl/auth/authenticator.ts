@@ -5,18 +5,34 @@
 // only the public API. Tokens are looked up by their SHA-256 digest and the digests compared in
 // constant time; lookups are cached briefly (cacheTtlMs).
 //
+// A user token bound to a workspace reaches only that workspace: before any public method runs,
+// what its request names is checked against the token's workspace by the method's rule
+// (./scope.ts) — the one check every handler relies on. A refusal is marked on the call's context
+// so the audit log records it (in the token's own workspace's chain).
+//
 // Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
 // forgetCluster), which drops the cached lookups at once and ends the watch streams opened with
 // a revoked agent token. Another ctrl replica learns only from the database: it refuses the
 // token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
 // re-check (streamRecheckMs), which looks up every open stream's token again.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
 import { findSession } from "../domain/sessions.js";
 import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { DomainError } from "../errors.js";
+import { workspaceOfDeployment } from "../read/deployments.js";
+import { workspaceIdBySlug } from "../read/tenancy.js";
 import { crossSiteRefusal, readCookie, sessionCookieName } from "./browser.js";
-import { isAgentService, principalKey, type Principal, type RevocationListener } from "./principal.js";
+import {
+  callerSecretKey,
+  isAgentService,
+  principalKey,
+  scopeRefusalKey,
+  type Principal,
+  type RevocationListener,
+} from "./principal.js";
+import { claimOf, decide, lookupFor, ruleOf } from "./scope.js";
 
 export interface AuthOptions {
   cacheTtlMs?: number;
@@ -79,7 +95,7 @@ export class Authenticator implements RevocationListener {
     if (hit && hit.expires > now && hit.principal.kind === "user") return hit.principal;
     const s = await findSession(this.store.db, hashToken(sessionId), now);
     if (!s) return undefined;
-    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name };
+    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name, workspace: s.workspace };
     if (this.cache.size >= this.max) this.cache.clear();
     // Never cached past the session's own expiry.
     this.cache.set(digest, { principal, expires: Math.min(now + this.ttl, s.expiresAt) });
@@ -108,7 +124,7 @@ export class Authenticator implements RevocationListener {
       if (c) principal = { kind: "agent", clusterId: c.id, region: c.region };
     } else {
       const t = await findUserTokenByHash(this.store.db, digest);
-      if (t) principal = { kind: "user", tokenId: t.id, name: t.name };
+      if (t) principal = { kind: "user", tokenId: t.id, name: t.name, workspace: t.workspace };
     }
     if (!principal) return undefined;
     if (this.cache.size >= this.max) this.cache.clear();
@@ -161,16 +177,18 @@ export class Authenticator implements RevocationListener {
         const user = await this.authenticateSession(sessionId);
         if (!user) throw new ConnectError("the session has ended: sign in again", Code.Unauthenticated);
         req.contextValues.set(principalKey, user);
+        req.contextValues.set(callerSecretKey, `session:${sessionId}`);
         if (isAgentService(req.service.typeName))
           throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
         await this.noteUse(user.tokenId);
-        return next(req);
+        return next(await this.checkScope(req, user));
       }
       const resolved = await this.resolve(authorization);
       if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
       const { principal, digest } = resolved;
       // Known before the checks below, so a refusal records who was refused (the audit log).
       req.contextValues.set(principalKey, principal);
+      req.contextValues.set(callerSecretKey, authorization ?? "");
       const forAgents = isAgentService(req.service.typeName);
       if (forAgents && principal.kind !== "agent") {
         throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
@@ -178,11 +196,53 @@ export class Authenticator implements RevocationListener {
       if (!forAgents && principal.kind !== "user") {
         throw new ConnectError("the public API needs a user API token", Code.PermissionDenied);
       }
-      if (principal.kind === "user") await this.noteUse(principal.tokenId);
+      if (principal.kind === "user") {
+        await this.noteUse(principal.tokenId);
+        return next(await this.checkScope(req, principal));
+      }
       const res = await next(req);
       if (principal.kind !== "agent" || !res.stream) return res;
       return { ...res, message: this.guard(res.message, digest, principal.clusterId) };
     };
+  }
+
+  /**
+   * Holds a user's call to its token's scope (./scope.ts): returns the request to pass on (a
+   * server stream's single message read and handed on again) or throws the refusal.
+   */
+  private async checkScope<R extends UnaryRequest | StreamRequest>(
+    req: R,
+    user: Principal & { kind: "user" },
+  ): Promise<R> {
+    const own = user.workspace;
+    if (own === null) return req;
+    let message: unknown;
+    let pass: R = req;
+    if (req.stream) {
+      // Public streams are server streams: one request message, read here and handed on.
+      const messages = [];
+      for await (const m of req.message) {
+        messages.push(m);
+        // More than one is a protocol error Connect reports on its own.
+        if (messages.length > 1) break;
+      }
+      message = messages[0];
+      pass = {
+        ...req,
+        message: (async function* () {
+          yield* messages;
+        })(),
+      };
+    } else message = req.message;
+    const claim = claimOf(ruleOf(req.service.typeName, req.method.name), message);
+    const lookup = lookupFor(own, claim);
+    let resolved: string | undefined;
+    if (lookup.kind === "workspace-by-slug") resolved = await workspaceIdBySlug(this.store.db, lookup.slug);
+    else if (lookup.kind === "deployment") resolved = await workspaceOfDeployment(this.store.db, lookup.id);
+    const verdict = decide(own, claim, resolved);
+    if (verdict.allow) return pass;
+    req.contextValues.set(scopeRefusalKey, true);
+    throw new DomainError(verdict.code, verdict.message);
   }
 
   /** Passes an agent stream through until it ends, or until its token is revoked. */
