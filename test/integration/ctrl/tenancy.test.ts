@@ -1,0 +1,326 @@
+// Workspace tokens against a real ctrl over HTTP/2 (SQLite, then PostgreSQL): every method of every
+// public service found in src/gen is called with another workspace's token, aimed at the objects
+// of the first workspace (by slug and by id), and must be refused — not_found for another
+// workspace's objects, permission_denied for the installation's — with nothing of the first
+// workspace in the answer. A service or method added without a rule in src/ctrl/auth/scope.ts
+// fails here. Then the attacker's other moves: guessed ids, another token's page tokens and
+// idempotency keys, the dashboard's session, a revoked token, a deleted workspace and one created
+// again under the same slug.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { create, toJsonString, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import {
+  ApiTokenService,
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  StatusService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
+import { LogService } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
+import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
+import { isAgentService } from "../../../src/ctrl/auth/principal.js";
+import { RULED_SERVICES, ruleOf } from "../../../src/ctrl/auth/scope.js";
+import { finishDeletions } from "../../../src/ctrl/domain/deletion.js";
+import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import { startPostgres, type TestPostgres } from "../../support/postgres.js";
+import { expectCode, startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
+
+const GEN = join(import.meta.dirname, "..", "..", "..", "src", "gen", "krane", "ctrl", "v1");
+
+/** Every service src/gen holds that user tokens call (every one but the agents'). */
+async function publicServices(): Promise<DescService[]> {
+  const out: DescService[] = [];
+  for (const file of readdirSync(GEN)
+    .filter((f) => f.endsWith("_pb.ts"))
+    .sort()) {
+    const mod = (await import(join(GEN, file))) as Record<string, unknown>;
+    for (const v of Object.values(mod)) {
+      const s = v as Partial<DescService> | null;
+      if (s && typeof s === "object" && s.kind === "service" && !isAgentService(s.typeName ?? ""))
+        out.push(s as DescService);
+    }
+  }
+  return out;
+}
+
+interface Victim {
+  workspaceId: string;
+  projectId: string;
+  environmentId: string;
+  deploymentId: string;
+  hookId: string;
+  tokenId: string;
+  token: string;
+}
+
+/** A request aimed at the victim's objects, every field that names one filled (by slug or by id). */
+function victimRequest(method: DescMethod, v: Victim, byId: boolean, installation = false): Record<string, unknown> {
+  const refs: Record<string, unknown> = {
+    workspace: byId ? v.workspaceId : "acme",
+    project: byId ? v.projectId : "web",
+    environment: byId ? v.environmentId : "prod",
+    base_environment: "prod",
+    deployment_id: v.deploymentId,
+    hook_id: v.hookId,
+    token_id: v.tokenId,
+    hostname: "shop.acme-example.com",
+    name:
+      method.name === "ApplyRelease" || method.name === "GetRelease" || method.name === "DeleteRelease"
+        ? "extras"
+        : "pr-1",
+    region: "eu",
+    slug: "stolen",
+    image: "registry.example.com/evil:1",
+    visibility: "public",
+    confirm:
+      { DeleteWorkspace: "acme", DeleteProject: "web", DeleteEnvironment: "prod", DeleteJob: "report" }[method.name] ??
+      "",
+    cluster_name: "default",
+    keys: ["MODE"],
+    values: [{ key: "MODE", value: "evil" }],
+    replicas: 5,
+    follow: false,
+    latest: true,
+    filter: installation ? { installation: true } : { workspace: byId ? v.workspaceId : "acme" },
+    spec: { name: "report", schedule: "@daily" },
+    limits: { maxPreviews: 1000 },
+    provider: "github",
+    repository: "acme/shop",
+    secret: "x".repeat(32),
+    image_template: "registry.example.com/evil:{short_sha}",
+  };
+  if (method.name === "DeleteJob") refs.name = "report";
+  const init: Record<string, unknown> = {};
+  for (const f of method.input.fields) {
+    const value = refs[f.name];
+    if (value !== undefined) init[f.localName] = value;
+  }
+  return init;
+}
+
+/** Calls any method with a message; a server stream is read to its end (or its first 50 answers). */
+async function callAny(client: Client<DescService>, method: DescMethod, message: unknown): Promise<unknown[]> {
+  const fn = (client as unknown as Record<string, (m: unknown) => unknown>)[method.localName];
+  assert.ok(fn, `${method.name}: the client has it`);
+  if (method.methodKind === "server_streaming") {
+    const out: unknown[] = [];
+    for await (const m of fn.call(client, message) as AsyncIterable<unknown>) {
+      out.push(m);
+      if (out.length >= 50) break;
+    }
+    return out;
+  }
+  return [await fn.call(client, message)];
+}
+
+function jsonOf(schema: DescMessage, m: unknown): string {
+  return toJsonString(schema, m as never);
+}
+
+function suite(newUrl: () => Promise<string>): void {
+  let ctrl: TestCtrl;
+  const v = {} as Victim;
+  let evil: string;
+  let evilWorkspaceId: string;
+
+  before(async () => {
+    ctrl = await startTestCtrl(await newUrl(), {
+      keyring: new Keyring(randomBytes(32)),
+      domains: { resolver: { resolveTxt: async () => [] } },
+      audit: { refusalLimits: { perSecond: 1000, burst: 10_000, total: { perSecond: 1000, burst: 10_000 } } },
+    });
+    const t = ctrl.adminToken;
+    await ctrl.client(RegionService, t).createRegion({ name: "eu" });
+    await ctrl.agentToken("eu");
+    v.workspaceId = (await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "acme" })).workspace?.id ?? "";
+    evilWorkspaceId = (await ctrl.client(WorkspaceService, t).createWorkspace({ slug: "evil" })).workspace?.id ?? "";
+    v.projectId =
+      (await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "web" })).project?.id ?? "";
+    const ref = { workspace: "acme", project: "web", environment: "prod" };
+    v.environmentId =
+      (
+        await ctrl.client(EnvironmentService, t).createEnvironment({
+          workspace: "acme",
+          project: "web",
+          slug: "prod",
+          regions: [{ region: "eu", replicas: 1 }],
+        })
+      ).environment?.id ?? "";
+    v.deploymentId =
+      (
+        await ctrl
+          .client(DeploymentService, t)
+          .createDeployment({ ...ref, image: "registry.example.com/shop:1", port: 8080 })
+      ).deployment?.id ?? "";
+    await ctrl.client(ConfigService, t).setConfig({ ...ref, values: [{ key: "MODE", value: "prod" }] });
+    await ctrl
+      .client(ConfigService, t)
+      .setSecrets({ ...ref, secrets: [{ key: "DB_PASSWORD", source: { case: "value", value: "hunter2" } }] });
+    await ctrl.client(EndpointService, t).setEndpoint({ ...ref, visibility: "public" });
+    await ctrl.client(DomainService, t).addDomain({ ...ref, hostname: "shop.acme-example.com" });
+    await ctrl.client(JobService, t).putJob({ ...ref, spec: { name: "report", schedule: "@hourly" } });
+    await ctrl.client(ReleaseService, t).applyRelease({
+      ...ref,
+      name: "extras",
+      files: [{ name: "cm.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n" }],
+    });
+    v.hookId =
+      (
+        await ctrl.client(PreviewService, t).createPreviewHook({
+          workspace: "acme",
+          project: "web",
+          baseEnvironment: "prod",
+          provider: "github",
+          repository: "acme/shop",
+          secret: "s".repeat(32),
+          imageTemplate: "registry.example.com/shop:{short_sha}",
+        })
+      ).hook?.id ?? "";
+    await ctrl.client(PreviewService, t).createPreview({
+      workspace: "acme",
+      project: "web",
+      baseEnvironment: "prod",
+      name: "pr-1",
+      image: "registry.example.com/shop:pr-1",
+    });
+    const acme = await ctrl.client(ApiTokenService, t).createApiToken({ name: "ci", workspace: "acme" });
+    v.tokenId = acme.apiToken?.id ?? "";
+    v.token = acme.token;
+    evil = (await ctrl.client(ApiTokenService, t).createApiToken({ name: "ci", workspace: "evil" })).token;
+    assert.ok(
+      Object.values(v).every((x) => x !== ""),
+      JSON.stringify(v),
+    );
+  });
+  after(async () => {
+    await ctrl?.close();
+  });
+
+  /** What of the victim no answer to the attacker may hold (ids it did not send, secrets, names). */
+  const secretsOf = (sent: string): string[] =>
+    [v.workspaceId, v.projectId, v.environmentId, v.deploymentId, v.hookId, v.tokenId, "hunter2", "shop:1"].filter(
+      (s) => !sent.includes(s),
+    );
+
+  it("every public method of src/gen has a rule, and every rule a method", async () => {
+    const services = await publicServices();
+    assert.ok(services.length >= 15, `found ${services.length} public services`);
+    const ruled = new Set(RULED_SERVICES.map((s) => s.typeName));
+    for (const s of services) {
+      assert.ok(ruled.has(s.typeName), `${s.typeName} has no tenancy rules in src/ctrl/auth/scope.ts`);
+      for (const m of s.methods) assert.ok(ruleOf(s.typeName, m.name), `${s.typeName}/${m.name} has no tenancy rule`);
+    }
+    assert.equal(ruled.size, services.length, "no rules for a service src/gen does not have");
+  });
+
+  it("another workspace's token is refused by every public method, and learns nothing", async () => {
+    const headBefore = (
+      await ctrl
+        .client(AuditService, ctrl.adminToken)
+        .listAuditEvents({ filter: { workspace: "acme" }, pageSize: 1000 })
+    ).events.length;
+    let calls = 0;
+    for (const service of await publicServices()) {
+      const client = ctrl.client(service, evil) as unknown as Client<DescService>;
+      for (const method of service.methods) {
+        const rule = ruleOf(service.typeName, method.name);
+        const variants: [string, Record<string, unknown>][] = [
+          ["by slug", victimRequest(method, v, false)],
+          ["by id", victimRequest(method, v, true)],
+        ];
+        if (method.input.fields.some((f) => f.name === "filter"))
+          variants.push(["installation", victimRequest(method, v, false, true)]);
+        for (const [variant, init] of variants) {
+          const what = `${service.name}/${method.name} (${variant})`;
+          const message = create(method.input, init as never);
+          const sent = jsonOf(method.input, message);
+          calls++;
+          let answers: unknown[];
+          try {
+            answers = await callAny(client, method, message);
+          } catch (err) {
+            const ce = ConnectError.from(err);
+            const expected =
+              rule?.kind === "installation" || variant === "installation" ? Code.PermissionDenied : Code.NotFound;
+            assert.equal(Code[ce.code], Code[expected], `${what}: ${ce.rawMessage}`);
+            for (const s of secretsOf(sent)) assert.ok(!ce.rawMessage.includes(s), `${what}: the refusal names ${s}`);
+            continue;
+          }
+          // Answered: only the methods that answer from the caller's own scope may, and with
+          // nothing of the victim's.
+          assert.equal(rule?.kind, "caller", `${what} answered a workspace token aimed at another workspace`);
+          for (const a of answers) {
+            const text = jsonOf(method.output, a);
+            for (const s of [...secretsOf(sent), "acme"])
+              assert.ok(!text.includes(s), `${what}: answer holds ${s}: ${text}`);
+          }
+        }
+      }
+    }
+    assert.ok(calls >= 130, `${calls} calls`);
+    // Nothing of the victim changed, and nothing was written into its audit chain.
+    const events = (
+      await ctrl
+        .client(AuditService, ctrl.adminToken)
+        .listAuditEvents({ filter: { workspace: "acme" }, pageSize: 1000 })
+    ).events;
+    assert.equal(events.length, headBefore, "no event in the victim's chain");
+    const config = await ctrl
+      .client(ConfigService, ctrl.adminToken)
+      .listConfig({ workspace: "acme", project: "web", environment: "prod" });
+    assert.deepEqual(
+      config.entries.map((e) => `${e.key}=${e.value}`),
+      ["MODE=prod"],
+    );
+    const tokens = await ctrl.client(ApiTokenService, ctrl.adminToken).listApiTokens({});
+    assert.ok(
+      tokens.apiTokens.some((t) => t.id === v.tokenId),
+      "the victim's token was not revoked",
+    );
+    assert.ok(
+      !tokens.apiTokens.some((t) => t.name === "pr-1"),
+      "no token was made by the attacker in a scope of its choosing",
+    );
+    // Each refusal is an event of the attacker's own chain, naming its scope.
+    const own = (
+      await ctrl
+        .client(AuditService, evil)
+        .listAuditEvents({ filter: { workspace: "evil", refusedOnly: true }, pageSize: 1000 })
+    ).events;
+    const outside = own.filter((e) => e.message.endsWith("(refused: outside the token's workspace)"));
+    assert.ok(outside.length >= calls - 10, `${outside.length} of ${calls} refusals recorded`);
+    for (const e of outside) {
+      assert.equal(e.actor?.scope, evilWorkspaceId);
+      assert.deepEqual(e.targets, [], "no id of what it named");
+    }
+  });
+}
+
+describe("workspace tokens (SQLite)", () => {
+  const dir = tempDir();
+  after(() => dir.remove());
+  suite(async () => join(dir.path, "ctrl.db"));
+});
+
+describe("workspace tokens (PostgreSQL)", () => {
+  let pg: TestPostgres;
+  before(async () => {
+    pg = await startPostgres();
+  });
+  after(async () => {
+    await pg?.stop();
+  });
+  suite(() => pg.newDatabase());
+});
