@@ -12,8 +12,7 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create, toJsonString, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import {
   ApiTokenService,
   DeploymentService,
@@ -27,7 +26,6 @@ import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
-import { LogService } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { isAgentService } from "../../../src/ctrl/auth/principal.js";
@@ -35,7 +33,7 @@ import { RULED_SERVICES, ruleOf } from "../../../src/ctrl/auth/scope.js";
 import { finishDeletions } from "../../../src/ctrl/domain/deletion.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
-import { expectCode, startTestCtrl, tempDir, transportFor, type TestCtrl } from "./support.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const GEN = join(import.meta.dirname, "..", "..", "..", "src", "gen", "krane", "ctrl", "v1");
 
@@ -140,6 +138,8 @@ function suite(newUrl: () => Promise<string>): void {
       keyring: new Keyring(randomBytes(32)),
       domains: { resolver: { resolveTxt: async () => [] } },
       audit: { refusalLimits: { perSecond: 1000, burst: 10_000, total: { perSecond: 1000, burst: 10_000 } } },
+      // A deleted workspace's token leaves the auth cache sooner (the default is 5 s).
+      auth: { cacheTtlMs: 1000 },
     });
     const t = ctrl.adminToken;
     await ctrl.client(RegionService, t).createRegion({ name: "eu" });
@@ -305,6 +305,215 @@ function suite(newUrl: () => Promise<string>): void {
       assert.equal(e.actor?.scope, evilWorkspaceId);
       assert.deepEqual(e.targets, [], "no id of what it named");
     }
+  });
+
+  it("guessed ids: another workspace's deployment answers exactly as one that does not exist", async () => {
+    const deployments = ctrl.client(DeploymentService, evil);
+    const refusal = async (id: string): Promise<string> => {
+      try {
+        await deployments.getDeployment({ deploymentId: id });
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        return `${Code[ce.code]} ${ce.rawMessage.replace(id, "<id>")}`;
+      }
+      return "answered";
+    };
+    const real = await refusal(v.deploymentId);
+    assert.equal(real, 'NotFound deployment "<id>" not found');
+    for (const guess of ["dep_aaaaaaaaaaaaaaaaaaaa", `dep_${v.deploymentId.slice(4, -1)}x`])
+      assert.equal(await refusal(guess), real);
+    // The victim's own token reaches it.
+    const own = await ctrl.client(DeploymentService, v.token).getDeployment({ deploymentId: v.deploymentId });
+    assert.equal(own.deployment?.id, v.deploymentId);
+  });
+
+  it("a workspace token works within its workspace, and the CLI's default workspace is its own", async () => {
+    const acme = v.token;
+    const { workspaces } = await ctrl.client(WorkspaceService, acme).listWorkspaces({});
+    assert.deepEqual(
+      workspaces.map((w) => w.slug),
+      ["acme"],
+    );
+    const status = await ctrl
+      .client(StatusService, acme)
+      .getEnvironmentStatus({ workspace: v.workspaceId, project: "web", environment: "prod" });
+    assert.equal(status.environment?.id, v.environmentId);
+    const { projects } = await ctrl.client(ProjectService, acme).listProjects({ workspace: "acme" });
+    assert.deepEqual(
+      projects.map((p) => p.id),
+      [v.projectId],
+    );
+    // Its own audit chain, and its events name its scope.
+    const { events } = await ctrl.client(AuditService, acme).listAuditEvents({ filter: { workspace: "acme" } });
+    assert.ok(events.length > 0);
+    await ctrl.client(ProjectService, acme).createProject({ workspace: "acme", slug: "api" });
+    const { events: after } = await ctrl
+      .client(AuditService, acme)
+      .listAuditEvents({ filter: { workspace: "acme", method: "CreateProject" } });
+    const mine = after.find((e) => e.actor?.id === v.tokenId);
+    assert.equal(mine?.actor?.scope, v.workspaceId);
+    const byAdmin = after.find((e) => e.actor?.name === "admin");
+    assert.equal(byAdmin?.actor?.scope, "installation");
+    // Installation calls are refused as such.
+    await expectCode(ctrl.client(RegionService, acme).listRegions({}), Code.PermissionDenied, /installation API token/);
+    await expectCode(
+      ctrl.client(AuditService, acme).listAuditEvents({ filter: { installation: true } }),
+      Code.PermissionDenied,
+    );
+  });
+
+  it("a workspace token manages its own workspace's tokens only", async () => {
+    const tokens = ctrl.client(ApiTokenService, v.token);
+    const made = await tokens.createApiToken({ name: "deploy" });
+    assert.equal(made.apiToken?.workspaceId, v.workspaceId, "bound to the creator's workspace");
+    assert.equal(made.apiToken?.workspace, "acme");
+    await expectCode(
+      tokens.createApiToken({ name: "x", workspace: "evil" }),
+      Code.NotFound,
+      /workspace "evil" not found/,
+    );
+    await expectCode(tokens.createApiToken({ name: "x", workspace: evilWorkspaceId }), Code.NotFound);
+    // The new token is as bound as its maker.
+    await expectCode(ctrl.client(ProjectService, made.token).listProjects({ workspace: "evil" }), Code.NotFound);
+    // Names are per scope: "ci" exists in evil and in acme.
+    await expectCode(tokens.createApiToken({ name: "ci" }), Code.AlreadyExists, /in workspace "acme"/);
+    const listed = (await tokens.listApiTokens({})).apiTokens;
+    assert.deepEqual(listed.map((t) => t.name).sort(), ["ci", "deploy"]);
+    assert.ok(listed.every((t) => t.workspaceId === v.workspaceId));
+    const evilTokens = (await ctrl.client(ApiTokenService, evil).listApiTokens({})).apiTokens;
+    assert.equal(evilTokens.length, 1);
+    await expectCode(tokens.revokeApiToken({ tokenId: evilTokens[0]?.id ?? "" }), Code.NotFound);
+    await tokens.revokeApiToken({ tokenId: made.apiToken?.id ?? "" });
+    await expectCode(ctrl.client(ProjectService, made.token).listProjects({ workspace: "acme" }), Code.Unauthenticated);
+    // An installation token sees every token with its scope.
+    const all = (await ctrl.client(ApiTokenService, ctrl.adminToken).listApiTokens({})).apiTokens;
+    assert.deepEqual(all.map((t) => `${t.name}@${t.workspace || "installation"}`).sort(), [
+      "admin@installation",
+      "ci@acme",
+      "ci@evil",
+    ]);
+  });
+
+  it("page tokens and idempotency keys of another token are worthless", async () => {
+    // A page of the victim's projects, handed to the attacker.
+    await ctrl.client(ProjectService, ctrl.adminToken).createProject({ workspace: "acme", slug: "zz-last" });
+    const first = await ctrl.client(ProjectService, v.token).listProjects({ workspace: "acme", pageSize: 1 });
+    assert.notEqual(first.nextPageToken, "");
+    await expectCode(
+      ctrl.client(ProjectService, evil).listProjects({ workspace: "evil", pageToken: first.nextPageToken }),
+      Code.InvalidArgument,
+      /^page_token: /,
+    );
+    await expectCode(
+      ctrl.client(ProjectService, evil).listProjects({ workspace: "acme", pageToken: first.nextPageToken }),
+      Code.NotFound,
+    );
+    // The victim's key, replayed by the attacker: never the victim's answer.
+    const key = { headers: { "idempotency-key": "shared-key-1" } };
+    const mine = await ctrl.client(ProjectService, v.token).createProject({ workspace: "acme", slug: "keyed" }, key);
+    assert.equal(mine.project?.workspaceId, v.workspaceId);
+    await expectCode(
+      ctrl.client(ProjectService, evil).createProject({ workspace: "acme", slug: "keyed" }, key),
+      Code.NotFound,
+    );
+    const theirs = await ctrl.client(ProjectService, evil).createProject({ workspace: "evil", slug: "keyed" }, key);
+    assert.equal(theirs.project?.workspaceId, evilWorkspaceId);
+    assert.notEqual(theirs.project?.id, mine.project?.id);
+  });
+
+  it("a dashboard session carries its token's scope", async () => {
+    const origin = ctrl.url;
+    const signIn = await fetch(`${ctrl.url}/dashboard/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin },
+      body: JSON.stringify({ token: evil }),
+    });
+    assert.equal(signIn.status, 200);
+    assert.deepEqual(((await signIn.json()) as { workspace: unknown }).workspace, {
+      id: evilWorkspaceId,
+      slug: "evil",
+    });
+    const cookie = (signIn.headers.get("set-cookie") ?? "").split(";", 1)[0] ?? "";
+    const who = await fetch(`${ctrl.url}/dashboard/session`, { headers: { cookie } });
+    assert.deepEqual(await who.json(), { name: "ci", workspace: { id: evilWorkspaceId, slug: "evil" } });
+    const call = (method: string, body: unknown) =>
+      fetch(`${ctrl.url}/${method}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin, cookie },
+        body: JSON.stringify(body),
+      });
+    const get = await call("krane.ctrl.v1.WorkspaceService/GetWorkspace", { workspace: "acme" });
+    assert.equal(get.status, 404);
+    const text = await get.text();
+    assert.ok(!text.includes(v.workspaceId), text);
+    const list = await call("krane.ctrl.v1.WorkspaceService/ListWorkspaces", {});
+    const listed = (await list.json()) as { workspaces: { slug: string }[] };
+    assert.deepEqual(
+      listed.workspaces.map((w) => w.slug),
+      ["evil"],
+    );
+    const env = await call("krane.ctrl.v1.StatusService/GetEnvironmentStatus", {
+      workspace: "acme",
+      project: "web",
+      environment: "prod",
+    });
+    assert.equal(env.status, 404);
+  });
+
+  it("a deleted workspace's tokens end with it; one created again under the slug is not theirs", async () => {
+    const admin = ctrl.adminToken;
+    const { workspace } = await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: "temp" });
+    const { token } = await ctrl.client(ApiTokenService, admin).createApiToken({ name: "ci", workspace: "temp" });
+    assert.equal(
+      (await ctrl.client(WorkspaceService, token).getWorkspace({ workspace: "temp" })).workspace?.id,
+      workspace?.id,
+    );
+    await ctrl.client(WorkspaceService, admin).deleteWorkspace({ workspace: "temp", confirm: "temp" });
+    await finishDeletions(ctrl.store);
+    const again = await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: "temp" });
+    assert.notEqual(again.workspace?.id, workspace?.id);
+    await ctrl.client(ProjectService, admin).createProject({ workspace: "temp", slug: "fresh" });
+    // Even while this process may still hold the old token's lookup (its auth cache), the slug
+    // now names another workspace: nothing of it is reached.
+    for (const ref of ["temp", again.workspace?.id ?? "", workspace?.id ?? ""]) {
+      await assert.rejects(ctrl.client(ProjectService, token).listProjects({ workspace: ref }), (e) => {
+        const c = ConnectError.from(e).code;
+        assert.ok(c === Code.NotFound || c === Code.Unauthenticated, `${ref}: ${Code[c]}`);
+        return true;
+      });
+    }
+    // And the token itself is gone (revoked with its workspace), once the cache has let go of it.
+    const gone = await ctrl.store.db
+      .selectFrom("api_tokens")
+      .select("id")
+      .where("workspace_id", "=", workspace?.id ?? "")
+      .execute();
+    assert.deepEqual(gone, []);
+    // Past the auth cache, the token is unknown.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const code = await ctrl
+        .client(WorkspaceService, token)
+        .listWorkspaces({})
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e).code,
+        );
+      if (code === Code.Unauthenticated) break;
+      assert.ok(Date.now() < deadline, `still ${code === undefined ? "answered" : Code[code]}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  });
+
+  it("a revoked workspace token is refused at once", async () => {
+    const admin = ctrl.client(ApiTokenService, ctrl.adminToken);
+    const made = await admin.createApiToken({ name: "short", workspace: "evil" });
+    await ctrl.client(WorkspaceService, made.token).getWorkspace({ workspace: "evil" });
+    await admin.revokeApiToken({ tokenId: made.apiToken?.id ?? "" });
+    await expectCode(
+      ctrl.client(WorkspaceService, made.token).getWorkspace({ workspace: "evil" }),
+      Code.Unauthenticated,
+    );
   });
 }
 
