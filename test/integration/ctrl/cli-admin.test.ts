@@ -58,7 +58,7 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     fails(["api-token", "create", "ci-deploy"], /already_exists: /);
     assert.match(ok(["api-token", "revoke", ci.id]), new RegExp(`revoked ${ci.id} \\(ci-deploy\\)`));
     fails(["workspace", "list"], /unauthenticated/, asCi);
-    fails(["api-token", "revoke", admin.id], /failed_precondition: .*last one/);
+    fails(["api-token", "revoke", admin.id], /failed_precondition: .*last installation token/);
     fails(["api-token", "revoke", "nope"], /invalid_argument: token_id: /);
     ok(["workspace", "list"]);
     const json = JSON.parse(ok(["api-token", "create", "ops", "-o", "json"])) as {
@@ -67,6 +67,40 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     };
     assert.equal(json.apiToken.name, "ops");
     assert.match(json.token, /^krane_user_/);
+  });
+
+  it("a workspace token: created with --workspace, listed with its scope, its workspace the default", () => {
+    ok(["workspace", "create", "acme"]);
+    ok(["workspace", "create", "globex"]);
+    ok(["project", "create", "shop", "--workspace", "acme"]);
+    const token = ok(["api-token", "create", "acme-ci", "--workspace", "acme"]).trim();
+    const asAcme = { ...env, KRANE_TOKEN: token };
+    assert.match(ok(["api-token", "list"]), /acme-ci\s+workspace acme\s/);
+    assert.match(ok(["api-token", "list"]), /admin\s+installation\s/);
+    // Two workspaces exist, but the token's own is the only one it sees: commands need no --workspace.
+    assert.match(ok(["project", "list"], asAcme), /shop/);
+    assert.deepEqual(
+      ok(["workspace", "list"], asAcme)
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0]),
+      ["acme"],
+    );
+    fails(["project", "list", "--workspace", "globex"], /not_found: workspace "globex" not found/, asAcme);
+    fails(["region", "list"], /permission_denied: .*installation API token/, asAcme);
+    // It makes tokens of its own workspace only; KRANE_WORKSPACE does not choose a token's scope.
+    const made = JSON.parse(
+      ok(["api-token", "create", "acme-deploy", "-o", "json"], { ...asAcme, KRANE_WORKSPACE: "globex" }),
+    ) as { apiToken: { workspace: string } };
+    assert.equal(made.apiToken.workspace, "acme");
+    fails(["api-token", "create", "x", "--workspace", "globex"], /not_found: workspace "globex"/, asAcme);
+    assert.deepEqual(
+      (JSON.parse(ok(["api-token", "list", "-o", "json"], asAcme)) as { apiTokens: { name: string }[] }).apiTokens
+        .map((t) => t.name)
+        .sort(),
+      ["acme-ci", "acme-deploy"],
+    );
   });
 
   it("revokes a cluster's agent token: the agent is refused at once and the cluster is shown as revoked", async () => {
