@@ -35,12 +35,19 @@ export function errorText(err: unknown): string {
   return ConnectError.from(err).rawMessage;
 }
 
+/** permission_denied: the call is the installation's, and the session is a workspace token's. */
+export function isInstallationOnly(err: unknown): boolean {
+  return ConnectError.from(err).code === 7;
+}
+
 export function isSignedOut(err: unknown): boolean {
   return ConnectError.from(err).code === 16;
 }
 
 export interface Me {
   name: string;
+  /** The workspace the session's token is bound to; null: an installation token. */
+  workspace: { id: string; slug: string } | null;
 }
 
 export async function whoAmI(): Promise<Me | undefined> {

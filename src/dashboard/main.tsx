@@ -6,7 +6,7 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { GetEnvironmentStatusResponse, Cluster, Deployment } from "../gen/krane/ctrl/v1/api_pb.js";
 import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
 import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
-import { api, errorText, isSignedOut, signIn, signOut, whoAmI, type Me } from "./api.js";
+import { api, errorText, isInstallationOnly, isSignedOut, signIn, signOut, whoAmI, type Me } from "./api.js";
 import { Table, type Column } from "./table.js";
 
 const REFRESH_MS = 2_000;
@@ -107,7 +107,10 @@ function SignIn(props: { onDone: () => void }) {
           Sign in
         </button>
       </form>
-      <p class="muted">Use an API token (KRANE_TOKEN). The browser keeps only a session cookie.</p>
+      <p class="muted">
+        Use an API token (KRANE_TOKEN); a workspace token shows only its workspace. The browser keeps only a session
+        cookie.
+      </p>
     </main>
   );
 }
@@ -166,9 +169,13 @@ function Overview() {
           });
       }
     }
+    // Clusters are the installation's: a workspace token's session is refused them (permission_denied).
     const clusters = await all(async (pageToken) => {
       const r = await api.regions.listClusters({ pageToken, pageSize: 1000 });
       return { items: r.clusters, next: r.nextPageToken };
+    }).catch((err: unknown) => {
+      if (isInstallationOnly(err)) return [];
+      throw err;
     });
     return { envs, clusters };
   }, []);
@@ -571,7 +578,10 @@ function App() {
         <nav aria-label="Main">
           <a href="#/">Overview</a>
         </nav>
-        <span class="muted">signed in as {me.name}</span>
+        <span class="muted">
+          signed in as {me.name}
+          {me.workspace ? ` (workspace ${me.workspace.slug})` : ""}
+        </span>
         <button
           type="button"
           onClick={() =>

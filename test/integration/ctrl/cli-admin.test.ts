@@ -69,40 +69,6 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     assert.match(json.token, /^krane_user_/);
   });
 
-  it("a workspace token: created with --workspace, listed with its scope, its workspace the default", () => {
-    ok(["workspace", "create", "acme"]);
-    ok(["workspace", "create", "globex"]);
-    ok(["project", "create", "shop", "--workspace", "acme"]);
-    const token = ok(["api-token", "create", "acme-ci", "--workspace", "acme"]).trim();
-    const asAcme = { ...env, KRANE_TOKEN: token };
-    assert.match(ok(["api-token", "list"]), /acme-ci\s+workspace acme\s/);
-    assert.match(ok(["api-token", "list"]), /admin\s+installation\s/);
-    // Two workspaces exist, but the token's own is the only one it sees: commands need no --workspace.
-    assert.match(ok(["project", "list"], asAcme), /shop/);
-    assert.deepEqual(
-      ok(["workspace", "list"], asAcme)
-        .trim()
-        .split("\n")
-        .slice(1)
-        .map((l) => l.split(/\s+/)[0]),
-      ["acme"],
-    );
-    fails(["project", "list", "--workspace", "globex"], /not_found: workspace "globex" not found/, asAcme);
-    fails(["region", "list"], /permission_denied: .*installation API token/, asAcme);
-    // It makes tokens of its own workspace only; KRANE_WORKSPACE does not choose a token's scope.
-    const made = JSON.parse(
-      ok(["api-token", "create", "acme-deploy", "-o", "json"], { ...asAcme, KRANE_WORKSPACE: "globex" }),
-    ) as { apiToken: { workspace: string } };
-    assert.equal(made.apiToken.workspace, "acme");
-    fails(["api-token", "create", "x", "--workspace", "globex"], /not_found: workspace "globex"/, asAcme);
-    assert.deepEqual(
-      (JSON.parse(ok(["api-token", "list", "-o", "json"], asAcme)) as { apiTokens: { name: string }[] }).apiTokens
-        .map((t) => t.name)
-        .sort(),
-      ["acme-ci", "acme-deploy"],
-    );
-  });
-
   it("revokes a cluster's agent token: the agent is refused at once and the cluster is shown as revoked", async () => {
     ok(["region", "create", "eu"]);
     const token = ok(["cluster-token", "create", "eu"]).trim();
@@ -249,5 +215,38 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     };
     assert.equal(off.autoscale, undefined);
     assert.deepEqual(off.regions, [{ region: "eu", replicas: 2 }]);
+  });
+
+  // Last: the workspaces it makes would take away the other tests' default workspace.
+  it("a workspace token: created with --workspace, listed with its scope, its workspace the default", () => {
+    ok(["workspace", "create", "tenant-a"]);
+    ok(["workspace", "create", "tenant-b"]);
+    ok(["project", "create", "shop", "--workspace", "tenant-a"]);
+    const token = ok(["api-token", "create", "ta-ci", "--workspace", "tenant-a"]).trim();
+    const asTenant = { ...env, KRANE_TOKEN: token };
+    assert.match(ok(["api-token", "list"]), /ta-ci\s*│\s*workspace tenant-a\s/);
+    assert.match(ok(["api-token", "list"]), /admin\s*│\s*installation\s/);
+    // Two workspaces exist, but the token's own is the only one it sees: commands need no --workspace.
+    assert.match(ok(["project", "list"], asTenant), /shop/);
+    assert.deepEqual(
+      (
+        JSON.parse(ok(["workspace", "list", "-o", "json"], asTenant)) as { workspaces: { slug: string }[] }
+      ).workspaces.map((w) => w.slug),
+      ["tenant-a"],
+    );
+    fails(["project", "list", "--workspace", "tenant-b"], /not_found: workspace "tenant-b" not found/, asTenant);
+    fails(["region", "list"], /permission_denied: .*installation API token/, asTenant);
+    // It makes tokens of its own workspace only; KRANE_WORKSPACE does not choose a token's scope.
+    const made = JSON.parse(
+      ok(["api-token", "create", "ta-deploy", "-o", "json"], { ...asTenant, KRANE_WORKSPACE: "tenant-b" }),
+    ) as { apiToken: { workspace: string } };
+    assert.equal(made.apiToken.workspace, "tenant-a");
+    fails(["api-token", "create", "x", "--workspace", "tenant-b"], /not_found: workspace "tenant-b"/, asTenant);
+    assert.deepEqual(
+      (JSON.parse(ok(["api-token", "list", "-o", "json"], asTenant)) as { apiTokens: { name: string }[] }).apiTokens
+        .map((t) => t.name)
+        .sort(),
+      ["ta-ci", "ta-deploy"],
+    );
   });
 });
