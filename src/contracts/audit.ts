@@ -3,8 +3,8 @@
 // bytes. Pure.
 //
 // Each workspace has its own chain, and the installation one more (workspace "", for calls that
-// belong to no workspace: regions, cluster and API tokens, and refused calls of callers without a
-// valid token). Events of a chain are numbered 1, 2, 3 … (`seq`, dense); each event's hash is
+// belong to no workspace: regions, cluster tokens, installation API tokens, and refused calls of
+// callers without a valid token). Events of a chain are numbered 1, 2, 3 … (`seq`, dense); each event's hash is
 // SHA-256 over its own fields and the previous event's hash, so editing an event breaks its own
 // hash, deleting one leaves a gap in the numbers, and moving one breaks its link to the event
 // before it. The chain's head (last number and hash) is kept apart, so the newest events cannot be

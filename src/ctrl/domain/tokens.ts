@@ -8,6 +8,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
+import { noteWriteSubject } from "../db/write-hook.js";
 import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
@@ -176,6 +177,8 @@ export async function createApiToken(
       workspace_id: workspace?.id ?? null,
     };
     await tx.trx.insertInto("api_tokens").values(r).execute();
+    // The audit log's target (by id: a name is unique only within its scope).
+    await noteWriteSubject(tx, r.id);
     return apiTokenRow({ ...r, last_used_at: null, workspace_slug: workspace?.slug ?? null });
   });
   return { row, token };

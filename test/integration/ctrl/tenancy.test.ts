@@ -383,6 +383,13 @@ function suite(newUrl: () => Promise<string>): void {
     const evilTokens = (await ctrl.client(ApiTokenService, evil).listApiTokens({})).apiTokens;
     assert.equal(evilTokens.length, 1);
     await expectCode(tokens.revokeApiToken({ tokenId: evilTokens[0]?.id ?? "" }), Code.NotFound);
+    // Its token's making is an event of its workspace's chain, naming the new token.
+    const made_ = (
+      await ctrl
+        .client(AuditService, v.token)
+        .listAuditEvents({ filter: { workspace: "acme", method: "CreateApiToken" }, pageSize: 1000 })
+    ).events.filter((e) => e.code === "ok");
+    assert.ok(made_.some((e) => e.targets.includes(made.apiToken?.id ?? "-") && e.actor?.id === v.tokenId));
     await tokens.revokeApiToken({ tokenId: made.apiToken?.id ?? "" });
     await expectCode(ctrl.client(ProjectService, made.token).listProjects({ workspace: "acme" }), Code.Unauthenticated);
     // An installation token sees every token with its scope.

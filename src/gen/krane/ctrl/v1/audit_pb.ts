@@ -4,8 +4,9 @@
 // (secrets and tokens: only that they changed, never a value).
 //
 // Each workspace has its own hash chain of events, and the installation one more (calls that
-// belong to no workspace: regions, cluster and API tokens, refused calls of callers without a
-// valid token). Events of a chain are numbered from 1 without gaps; each event's hash covers its
+// belong to no workspace: regions, cluster tokens, installation API tokens, refused calls of
+// callers without a valid token). A workspace token's calls, refused ones included, are events of
+// its own workspace's chain. Events of a chain are numbered from 1 without gaps; each event's hash covers its
 // fields and the previous event's hash (the exact bytes: src/contracts/audit.ts), so a client
 // holding the events and the chain's head can tell an edited, deleted or reordered event and name
 // it (`krane audit verify`). Retention removes a chain's oldest events and keeps the hash of the
