@@ -322,6 +322,19 @@ function suite(newUrl: () => Promise<string>): void {
     assert.equal(real, 'NotFound deployment "<id>" not found');
     for (const guess of ["dep_aaaaaaaaaaaaaaaaaaaa", `dep_${v.deploymentId.slice(4, -1)}x`])
       assert.equal(await refusal(guess), real);
+    // Its own workspace named, the victim's objects below it by id: looked up within its own.
+    const mixed = { workspace: "evil", project: v.projectId, environment: v.environmentId };
+    await expectCode(ctrl.client(ProjectService, evil).getProject(mixed), Code.NotFound);
+    await expectCode(ctrl.client(StatusService, evil).getEnvironmentStatus(mixed), Code.NotFound);
+    await expectCode(ctrl.client(ConfigService, evil).listSecrets(mixed), Code.NotFound);
+    await expectCode(
+      ctrl.client(PreviewService, evil).deletePreviewHook({ workspace: "evil", hookId: v.hookId }),
+      Code.NotFound,
+    );
+    await expectCode(
+      ctrl.client(DomainService, evil).removeDomain({ ...mixed, hostname: "shop.acme-example.com" }),
+      Code.NotFound,
+    );
     // The victim's own token reaches it.
     const own = await ctrl.client(DeploymentService, v.token).getDeployment({ deploymentId: v.deploymentId });
     assert.equal(own.deployment?.id, v.deploymentId);
