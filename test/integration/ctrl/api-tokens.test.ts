@@ -155,7 +155,11 @@ function suite(backend: Backend): void {
 
     // Only admin: it cannot revoke itself.
     const [only] = (await admin.listApiTokens({})).apiTokens;
-    await expectCode(admin.revokeApiToken({ tokenId: only?.id ?? "" }), Code.FailedPrecondition, /last installation token/);
+    await expectCode(
+      admin.revokeApiToken({ tokenId: only?.id ?? "" }),
+      Code.FailedPrecondition,
+      /last installation token/,
+    );
     await admin.listApiTokens({});
 
     // Two tokens, both revoked at the same moment: exactly one revocation may succeed.
