@@ -2643,10 +2643,17 @@ export const RolloutStrategySchema: GenEnum<RolloutStrategy> = /*@__PURE__*/
   enumDesc(file_krane_ctrl_v1_api, 0);
 
 /**
+ * Every method of every service answers a workspace API token (ApiTokenService) for its own
+ * workspace only: another workspace's objects are not_found, as if they did not exist, and what
+ * belongs to the installation (creating and deleting workspaces, regions and cluster tokens,
+ * preview quotas, the installation's audit chain) is permission_denied.
+ *
  * @generated from service krane.ctrl.v1.WorkspaceService
  */
 export const WorkspaceService: GenService<{
   /**
+   * Installation tokens only.
+   *
    * @generated from rpc krane.ctrl.v1.WorkspaceService.CreateWorkspace
    */
   createWorkspace: {
@@ -2663,6 +2670,8 @@ export const WorkspaceService: GenService<{
     output: typeof GetWorkspaceResponseSchema;
   },
   /**
+   * A workspace token lists its own workspace alone.
+   *
    * @generated from rpc krane.ctrl.v1.WorkspaceService.ListWorkspaces
    */
   listWorkspaces: {
@@ -2671,7 +2680,8 @@ export const WorkspaceService: GenService<{
     output: typeof ListWorkspacesResponseSchema;
   },
   /**
-   * Deletes the workspace with everything it owns in every region (see DeleteEnvironment).
+   * Deletes the workspace with everything it owns in every region (see DeleteEnvironment), and
+   * its API tokens once done. Installation tokens only.
    *
    * @generated from rpc krane.ctrl.v1.WorkspaceService.DeleteWorkspace
    */
