@@ -11,15 +11,17 @@
 // so the audit log records it (in the token's own workspace's chain).
 //
 // Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
-// forgetCluster), which drops the cached lookups at once and ends the watch streams opened with
-// a revoked agent token. Another ctrl replica learns only from the database: it refuses the
-// token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
-// re-check (streamRecheckMs), which looks up every open stream's token again.
+// forgetCluster), which drops the cached lookups at once and ends the streams opened with the
+// revoked token (agents' watches; the public API's StreamLogs and audit exports, and those of a
+// dashboard session signed out). Another ctrl replica learns only from the database: it refuses
+// the token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
+// re-check (streamRecheckMs), which looks up every open stream's token again (a workspace token
+// deleted with its workspace too).
 import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
 import { findSession } from "../domain/sessions.js";
-import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { findUserTokenByHash, hashToken, recordApiTokenUse, userTokensPresent } from "../domain/tokens.js";
 import { DomainError } from "../errors.js";
 import { workspaceOfDeployment } from "../read/deployments.js";
 import { workspaceIdBySlug } from "../read/tenancy.js";
@@ -45,14 +47,14 @@ export interface AuthOptions {
   secureCookies?: boolean;
 }
 
+/** An open server stream, and whose credential it lives on. */
 interface LiveStream {
-  digest: string;
-  clusterId: string;
+  owner: { kind: "agent"; digest: string; clusterId: string } | { kind: "user"; tokenId: string; session?: string };
   end(err: ConnectError): void;
 }
 
-function revokedError(): ConnectError {
-  return new ConnectError("the agent token was revoked", Code.Unauthenticated);
+function revokedError(kind: "agent" | "user"): ConnectError {
+  return new ConnectError(`the ${kind === "agent" ? "agent" : "API"} token was revoked`, Code.Unauthenticated);
 }
 
 export class Authenticator implements RevocationListener {
@@ -103,7 +105,11 @@ export class Authenticator implements RevocationListener {
   }
 
   forgetSession(sessionId: string): void {
-    this.cache.delete(`session:${hashToken(sessionId)}`);
+    const digest = hashToken(sessionId);
+    this.cache.delete(`session:${digest}`);
+    for (const s of [...this.streams])
+      if (s.owner.kind === "user" && s.owner.session === digest)
+        s.end(new ConnectError("the session has ended: sign in again", Code.Unauthenticated));
   }
 
   async authenticate(authorization: string | null): Promise<Principal | undefined> {
@@ -147,6 +153,8 @@ export class Authenticator implements RevocationListener {
     for (const [digest, e] of this.cache)
       if (e.principal.kind === "user" && e.principal.tokenId === tokenId) this.cache.delete(digest);
     this.usage.delete(tokenId);
+    for (const s of [...this.streams])
+      if (s.owner.kind === "user" && s.owner.tokenId === tokenId) s.end(revokedError("user"));
   }
 
   forgetCluster(clusterId: string, keepDigest?: string): void {
@@ -154,12 +162,19 @@ export class Authenticator implements RevocationListener {
       if (e.principal.kind === "agent" && e.principal.clusterId === clusterId && digest !== keepDigest)
         this.cache.delete(digest);
     }
-    for (const s of [...this.streams]) if (s.clusterId === clusterId && s.digest !== keepDigest) s.end(revokedError());
+    for (const s of [...this.streams])
+      if (s.owner.kind === "agent" && s.owner.clusterId === clusterId && s.owner.digest !== keepDigest)
+        s.end(revokedError("agent"));
   }
 
   /** Number of open agent streams (tests, metrics). */
   get openAgentStreams(): number {
-    return this.streams.size;
+    return [...this.streams].filter((s) => s.owner.kind === "agent").length;
+  }
+
+  /** Number of open public API streams (StreamLogs, audit exports). */
+  get openUserStreams(): number {
+    return [...this.streams].filter((s) => s.owner.kind === "user").length;
   }
 
   interceptor(): Interceptor {
@@ -181,7 +196,10 @@ export class Authenticator implements RevocationListener {
         if (isAgentService(req.service.typeName))
           throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
         await this.noteUse(user.tokenId);
-        return next(await this.checkScope(req, user));
+        const res = await next(await this.checkScope(req, user));
+        if (!res.stream) return res;
+        const owner = { kind: "user" as const, tokenId: user.tokenId, session: hashToken(sessionId) };
+        return { ...res, message: this.guard(res.message, owner) };
       }
       const resolved = await this.resolve(authorization);
       if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
@@ -198,11 +216,14 @@ export class Authenticator implements RevocationListener {
       }
       if (principal.kind === "user") {
         await this.noteUse(principal.tokenId);
-        return next(await this.checkScope(req, principal));
+        const res = await next(await this.checkScope(req, principal));
+        // A public stream (logs followed, an export) ends with its token, like an agent's.
+        if (!res.stream) return res;
+        return { ...res, message: this.guard(res.message, { kind: "user", tokenId: principal.tokenId }) };
       }
       const res = await next(req);
-      if (principal.kind !== "agent" || !res.stream) return res;
-      return { ...res, message: this.guard(res.message, digest, principal.clusterId) };
+      if (!res.stream) return res;
+      return { ...res, message: this.guard(res.message, { kind: "agent", digest, clusterId: principal.clusterId }) };
     };
   }
 
@@ -245,15 +266,14 @@ export class Authenticator implements RevocationListener {
     throw new DomainError(verdict.code, verdict.message);
   }
 
-  /** Passes an agent stream through until it ends, or until its token is revoked. */
-  private async *guard<T>(source: AsyncIterable<T>, digest: string, clusterId: string): AsyncGenerator<T> {
+  /** Passes a stream through until it ends, or until its token (or session) is revoked. */
+  private async *guard<T>(source: AsyncIterable<T>, owner: LiveStream["owner"]): AsyncGenerator<T> {
     // One promise per message: racing a single long-lived "revoked" promise instead would add a
     // reaction to it for every message a healthy stream sends, for as long as the stream lives.
     let revoked: ConnectError | null = null;
     let interrupt: ((err: ConnectError) => void) | null = null;
     const live: LiveStream = {
-      digest,
-      clusterId,
+      owner,
       end: (err) => {
         revoked = err;
         interrupt?.(err);
@@ -301,7 +321,11 @@ export class Authenticator implements RevocationListener {
     if (this.rechecking) return;
     this.rechecking = true;
     try {
-      const digests = new Set([...this.streams].map((s) => s.digest));
+      const digests = new Set<string>();
+      const tokenIds = new Set<string>();
+      for (const s of this.streams)
+        if (s.owner.kind === "agent") digests.add(s.owner.digest);
+        else tokenIds.add(s.owner.tokenId);
       for (const digest of digests) {
         let gone: boolean;
         try {
@@ -312,7 +336,18 @@ export class Authenticator implements RevocationListener {
         }
         if (!gone) continue;
         this.cache.delete(digest);
-        for (const s of [...this.streams]) if (s.digest === digest) s.end(revokedError());
+        for (const s of [...this.streams])
+          if (s.owner.kind === "agent" && s.owner.digest === digest) s.end(revokedError("agent"));
+      }
+      if (tokenIds.size > 0) {
+        let present: Set<string>;
+        try {
+          present = await userTokensPresent(this.store.db, [...tokenIds]);
+        } catch {
+          return;
+        }
+        // Revoked on another replica, or deleted with their workspace.
+        for (const id of tokenIds) if (!present.has(id)) this.forgetUserToken(id);
       }
     } finally {
       this.rechecking = false;

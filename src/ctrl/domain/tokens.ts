@@ -234,6 +234,17 @@ export async function revokeWorkspaceTokens(tx: WriteTx, workspaceId: string): P
   return rows.map((r) => r.id);
 }
 
+/** Which of these user tokens still exist (open streams are checked against it). */
+export async function userTokensPresent(db: Reader, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom("api_tokens")
+    .select("id")
+    .where("id", "in", [...ids])
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
 /**
  * Records that a user token was used at `now`, unless a use less than `minIntervalMs` ago is
  * already recorded (several ctrl replicas then write at most about once per interval).

@@ -26,6 +26,7 @@ import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
+import { LogService } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { isAgentService } from "../../../src/ctrl/auth/principal.js";
@@ -140,6 +141,8 @@ function suite(newUrl: () => Promise<string>): void {
       audit: { refusalLimits: { perSecond: 1000, burst: 10_000, total: { perSecond: 1000, burst: 10_000 } } },
       // A deleted workspace's token leaves the auth cache sooner (the default is 5 s).
       auth: { cacheTtlMs: 1000 },
+      // No agent answers logs here: say so soon.
+      logs: { answerTimeoutMs: 300 },
     });
     const t = ctrl.adminToken;
     await ctrl.client(RegionService, t).createRegion({ name: "eu" });
@@ -523,6 +526,31 @@ function suite(newUrl: () => Promise<string>): void {
       assert.ok(Date.now() < deadline, `still ${code === undefined ? "answered" : Code[code]}`);
       await new Promise((r) => setTimeout(r, 250));
     }
+  });
+
+  it("a followed log stream ends when its token is revoked", async () => {
+    const admin = ctrl.client(ApiTokenService, ctrl.adminToken);
+    const made = await admin.createApiToken({ name: "follower", workspace: "acme" });
+    const ac = new AbortController();
+    const stream = ctrl
+      .client(LogService, made.token)
+      .streamLogs({ workspace: "acme", project: "web", environment: "prod", follow: true }, { signal: ac.signal });
+    // The first answer (a marker: no agent answers in this test) shows the stream open; then the
+    // token is revoked, and the stream must end with it.
+    let revoked = false;
+    let end = "clean end";
+    try {
+      for await (const _ of stream) {
+        if (revoked) continue;
+        revoked = true;
+        await admin.revokeApiToken({ tokenId: made.apiToken?.id ?? "" });
+      }
+    } catch (err) {
+      end = Code[ConnectError.from(err).code];
+    }
+    assert.ok(revoked, "the stream answered before the revocation");
+    assert.equal(end, "Unauthenticated");
+    ac.abort();
   });
 
   it("a revoked workspace token is refused at once", async () => {
