@@ -248,5 +248,9 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
         .sort(),
       ["ta-ci", "ta-deploy"],
     );
+    // Its workspace's audit log names the scope each token acted with.
+    const audit = ok(["audit", "--method", "CreateApiToken"], asTenant);
+    assert.match(audit, /ta-ci \(tok_\w+, workspace\)/);
+    assert.match(audit, /admin \(tok_\w+, installation\)/);
   });
 });
