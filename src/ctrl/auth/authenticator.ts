@@ -262,7 +262,8 @@ export class Authenticator implements RevocationListener {
     else if (lookup.kind === "deployment") resolved = await workspaceOfDeployment(this.store.db, lookup.id);
     const verdict = decide(own, claim, resolved);
     if (verdict.allow) return pass;
-    req.contextValues.set(scopeRefusalKey, true);
+    // Aimed outside the workspace (an empty field is plain invalid input).
+    if (verdict.code !== "invalid_argument") req.contextValues.set(scopeRefusalKey, true);
     throw new DomainError(verdict.code, verdict.message);
   }
 
