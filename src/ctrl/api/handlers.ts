@@ -18,7 +18,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
-import { callerScope, principalKey, type RevocationListener } from "../auth/principal.js";
+import { callerScope, principalKey, scopeRefusalKey, type RevocationListener } from "../auth/principal.js";
 import { notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
@@ -299,8 +299,10 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
       let workspace = v.workspace;
       if (scope !== "installation") {
         // Named by slug or id, it must be the caller's own; unnamed, it is.
-        if (workspace !== null && workspace !== scope.slug && workspace !== scope.workspaceId)
+        if (workspace !== null && workspace !== scope.slug && workspace !== scope.workspaceId) {
+          ctx.values.set(scopeRefusalKey, true);
           throw notFound(`workspace "${workspace}"`);
+        }
         workspace = scope.workspaceId;
       }
       const { row, token } = await createApiToken(store, v.name, workspace);
