@@ -17,7 +17,7 @@
 //     workspace's, else not_found as for an id that does not exist.
 //   - caller: the handler answers from the caller's own scope (`callerScope`, ./principal.ts):
 //     ListWorkspaces lists only the caller's workspace, the API token calls see and change only
-//     its scope's tokens.
+//     its scope's tokens, the live overview shows only its workspace's environments.
 // Installation tokens pass every rule. A public method with no rule is refused to workspace
 // tokens (permission_denied): a new method is closed until someone writes its rule.
 import type { DescService } from "@bufbuild/protobuf";
@@ -35,6 +35,7 @@ import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../../gen/krane/ctrl/v1/events_pb.js";
 import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
+import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
@@ -138,6 +139,9 @@ const SERVICES: readonly [DescService, Readonly<Record<string, MethodRule>>][] =
   }),
   rules(InstanceEventService, { listInstanceEvents: WORKSPACE }),
   rules(LogService, { streamLogs: WORKSPACE }),
+  // The overview holds back other workspaces' environments, and the installation's clusters.
+  rules(LiveService, { watchOverview: CALLER, watchEnvironment: WORKSPACE }),
+  rules(MetricsService, { getRevisionMetrics: WORKSPACE }),
   rules(AuditService, {
     listAuditEvents: { kind: "workspace", field: "filter.workspace", installationFlag: "filter.installation" },
     exportAuditEvents: { kind: "workspace", field: "filter.workspace", installationFlag: "filter.installation" },

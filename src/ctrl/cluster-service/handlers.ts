@@ -182,9 +182,9 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       return { stored: await recordMeasurements(deps.store, region, report) };
     },
     async heartbeat(req, ctx) {
-      agentRegion(ctx, req.region);
+      const region = agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);
-      await recordHeartbeat(deps.store, { clusterId, ...validateHeartbeat(req) });
+      await recordHeartbeat(deps.store, { clusterId, region, ...validateHeartbeat(req) });
       return {};
     },
   };

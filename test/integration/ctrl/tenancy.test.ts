@@ -62,6 +62,8 @@ interface Victim {
   hookId: string;
   tokenId: string;
   token: string;
+  /** The installation's: no workspace token may see it. */
+  clusterId: string;
 }
 
 /** A request aimed at the victim's objects, every field that names one filled (by slug or by id). */
@@ -109,15 +111,28 @@ function victimRequest(method: DescMethod, v: Victim, byId: boolean, installatio
   return init;
 }
 
-/** Calls any method with a message; a server stream is read to its end (or its first 50 answers). */
+/**
+ * Calls any method with a message. A server stream is read until it ends, for at most 50 answers
+ * or 1.5 s (live views stay open): a refusal comes before any answer.
+ */
 async function callAny(client: Client<DescService>, method: DescMethod, message: unknown): Promise<unknown[]> {
-  const fn = (client as unknown as Record<string, (m: unknown) => unknown>)[method.localName];
+  const fn = (client as unknown as Record<string, (m: unknown, o?: { signal: AbortSignal }) => unknown>)[
+    method.localName
+  ];
   assert.ok(fn, `${method.name}: the client has it`);
   if (method.methodKind === "server_streaming") {
     const out: unknown[] = [];
-    for await (const m of fn.call(client, message) as AsyncIterable<unknown>) {
-      out.push(m);
-      if (out.length >= 50) break;
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), 1500);
+    try {
+      for await (const m of fn.call(client, message, { signal: ac.signal }) as AsyncIterable<unknown>) {
+        out.push(m);
+        if (out.length >= 50) break;
+      }
+    } catch (err) {
+      if (!ac.signal.aborted) throw err;
+    } finally {
+      clearTimeout(timer);
     }
     return out;
   }
