@@ -1,20 +1,33 @@
 // `krane api-token create | list | revoke`: user API tokens against ctrl's ApiTokenService. A new
-// token is printed once (ctrl keeps only its digest).
-import type { Command } from "commander";
+// token is printed once (ctrl keeps only its digest). `--workspace` binds it to one workspace;
+// without it, the new token has the caller's scope (an installation token's, or its workspace's).
+// KRANE_WORKSPACE is not read here: a token's scope is never chosen by an environment variable
+// left set for other commands.
+import { Option, type Command } from "commander";
 import { userAction, when, withConnection } from "./command.js";
 
 export function registerApiTokenCommands(program: Command): void {
   const tokens = program.command("api-token").description("user API tokens (for people, CI and this CLI)");
   withConnection(
-    tokens.command("create <name>").description("create a user API token and print it (shown once)"),
+    tokens
+      .command("create <name>")
+      .description("create a user API token and print it (shown once)")
+      .addOption(
+        new Option(
+          "-w, --workspace <slug>",
+          "bind the token to this workspace (default: the caller's scope: installation, or its own workspace)",
+        ),
+      ),
   ).action(
-    userAction(async (x, name: string) => {
-      const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({ name });
+    userAction(async (x, name: string, opts: { workspace?: string }) => {
+      const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({ name, workspace: opts.workspace ?? "" });
       if (x.json) x.printJson(x.api.CreateApiTokenResponseSchema, res);
       else process.stdout.write(`${res.token}\n`);
     }),
   );
-  withConnection(tokens.command("list").description("list user API tokens (* marks the one in use)")).action(
+  withConnection(
+    tokens.command("list").description("list the user API tokens of your scope with theirs (* marks the one in use)"),
+  ).action(
     userAction(async (x) => {
       const api = x.ctrl.client(x.api.ApiTokenService);
       const res = await x.ctrl.allPages("apiTokens", (pageToken) =>
@@ -23,10 +36,11 @@ export function registerApiTokenCommands(program: Command): void {
       if (x.json) x.printJson(x.api.ListApiTokensResponseSchema, res);
       else
         x.printTable(
-          ["ID", "NAME", "CREATED", "LAST USED", ""],
+          ["ID", "NAME", "SCOPE", "CREATED", "LAST USED", ""],
           res.apiTokens.map((t) => [
             t.id,
             t.name,
+            t.workspace === "" ? "installation" : `workspace ${t.workspace}`,
             when(t.createdAtUnixMs),
             when(t.lastUsedAtUnixMs),
             t.current ? "*" : "",
@@ -34,7 +48,9 @@ export function registerApiTokenCommands(program: Command): void {
         );
     }),
   );
-  withConnection(tokens.command("revoke <id>").description("revoke a user API token (not the last one)")).action(
+  withConnection(
+    tokens.command("revoke <id>").description("revoke a user API token (not the last installation token)"),
+  ).action(
     userAction(async (x, id: string) => {
       const { apiToken } = await x.ctrl.client(x.api.ApiTokenService).revokeApiToken({ tokenId: id });
       if (!apiToken) return;

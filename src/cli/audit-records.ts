@@ -24,6 +24,8 @@ export function recordOf(e: AuditEvent): AuditRecord {
     changes: JSON.parse(e.changesJson === "" ? "[]" : e.changesJson) as AuditChange[],
     prevHash: e.prevHash,
     hash: e.hash,
+    // ctrl never records an empty scope: empty means the event has none.
+    ...(e.actor?.scope ? { actorScope: e.actor.scope } : {}),
   };
 }
 

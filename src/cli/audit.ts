@@ -87,7 +87,12 @@ export function registerAuditCommands(program: Command): void {
         res.events.map((e) => [
           String(e.seq),
           new Date(Number(e.atUnixMs)).toISOString().replace(/\.\d+Z$/, "Z"),
-          e.actor ? (e.actor.name === "" ? e.actor.kind : `${e.actor.name} (${e.actor.id})`) : "",
+          // A user token's scope: "installation" shown as such, a workspace token's as "workspace".
+          e.actor
+            ? e.actor.name === ""
+              ? e.actor.kind
+              : `${e.actor.name} (${[e.actor.id, e.actor.scope === "" ? "" : e.actor.scope === "installation" ? "installation" : "workspace"].filter((p) => p !== "").join(", ")})`
+            : "",
           e.method,
           e.code === "ok" ? "ok" : `${e.code}: ${e.message}`.slice(0, 80),
           e.targets[e.targets.length - 1] ?? "",

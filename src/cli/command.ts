@@ -23,7 +23,9 @@ export function withConnection(cmd: Command, opts: { workspace?: boolean } = {})
         .default("10s"),
     );
   if (opts.workspace)
-    cmd.addOption(new Option("-w, --workspace <slug>", "workspace (default: the only one)").env("KRANE_WORKSPACE"));
+    cmd.addOption(
+      new Option("-w, --workspace <slug>", "workspace (default: your token's, or the only one)").env("KRANE_WORKSPACE"),
+    );
   return cmd;
 }
 

@@ -288,7 +288,10 @@ export class Ctrl {
     return this.flags.output === "json";
   }
 
-  /** The --workspace given, or the only workspace there is. */
+  /**
+   * The --workspace given, or the only workspace there is — for a workspace token always its own
+   * (ctrl lists no other to it).
+   */
   async workspace(): Promise<string> {
     if (this.flags.workspace) return this.flags.workspace;
     const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({ pageSize: 2 });

@@ -3,8 +3,8 @@
 // bytes. Pure.
 //
 // Each workspace has its own chain, and the installation one more (workspace "", for calls that
-// belong to no workspace: regions, cluster and API tokens, and refused calls of callers without a
-// valid token). Events of a chain are numbered 1, 2, 3 … (`seq`, dense); each event's hash is
+// belong to no workspace: regions, cluster tokens, installation API tokens, and refused calls of
+// callers without a valid token). Events of a chain are numbered 1, 2, 3 … (`seq`, dense); each event's hash is
 // SHA-256 over its own fields and the previous event's hash, so editing an event breaks its own
 // hash, deleting one leaves a gap in the numbers, and moving one breaks its link to the event
 // before it. The chain's head (last number and hash) is kept apart, so the newest events cannot be
@@ -57,14 +57,22 @@ export interface AuditRecord {
   changes: AuditChange[];
   prevHash: string;
   hash: string;
+  /**
+   * A user token's scope when it acted: "installation" or the workspace id it is bound to. Absent
+   * for other actors and for events recorded before tokens had scopes (their bytes unchanged).
+   */
+  actorScope?: string;
 }
 
 /** The hash an installation's or workspace's first event links to. */
 export const GENESIS_HASH = "0".repeat(64);
 
-/** The bytes hashed: every field but the hash, in a fixed order, as JSON. */
+/**
+ * The bytes hashed: every field but the hash, in a fixed order, as JSON. The actor's scope comes
+ * last and only when there is one, so events recorded before scopes existed hash as they did.
+ */
 export function canonicalAuditBytes(r: Omit<AuditRecord, "hash">): string {
-  return JSON.stringify([
+  const fields: unknown[] = [
     "krane.audit.v1",
     r.id,
     r.workspaceId,
@@ -83,7 +91,9 @@ export function canonicalAuditBytes(r: Omit<AuditRecord, "hash">): string {
     r.message,
     r.changes,
     r.prevHash,
-  ]);
+  ];
+  if (r.actorScope !== undefined) fields.push({ actorScope: r.actorScope });
+  return JSON.stringify(fields);
 }
 
 export function auditHash(r: Omit<AuditRecord, "hash">): string {

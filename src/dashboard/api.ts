@@ -59,6 +59,8 @@ export function isFinal(err: unknown): boolean {
 
 export interface Me {
   name: string;
+  /** The workspace the session's token is bound to; null: an installation token. */
+  workspace: { id: string; slug: string } | null;
 }
 
 export async function whoAmI(): Promise<Me | undefined> {

@@ -55,7 +55,10 @@ function SignIn(props: { onDone: () => void }) {
           Sign in
         </button>
       </form>
-      <p class="muted">Use an API token (KRANE_TOKEN). The browser keeps only a session cookie.</p>
+      <p class="muted">
+        Use an API token (KRANE_TOKEN); a workspace token shows only its workspace. The browser keeps only a session
+        cookie.
+      </p>
     </main>
   );
 }
@@ -80,7 +83,10 @@ function App() {
             Audit log
           </a>
         </nav>
-        <span class="muted">signed in as {me.name}</span>
+        <span class="muted">
+          signed in as {me.name}
+          {me.workspace ? ` (workspace ${me.workspace.slug})` : ""}
+        </span>
         <button
           type="button"
           onClick={() =>

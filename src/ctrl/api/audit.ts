@@ -24,7 +24,7 @@ export function auditEventMsg(r: AuditRecord): AuditEvent {
     workspaceId: r.workspaceId,
     seq: BigInt(r.seq),
     atUnixMs: BigInt(r.at),
-    actor: create(AuditActorSchema, { kind: r.actorKind, id: r.actorId, name: r.actorName }),
+    actor: create(AuditActorSchema, { kind: r.actorKind, id: r.actorId, name: r.actorName, scope: r.actorScope ?? "" }),
     method: r.method,
     targets: r.targets,
     requestId: r.requestId,

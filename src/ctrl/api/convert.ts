@@ -172,6 +172,8 @@ export function apiTokenMsg(t: ApiTokenRow, currentTokenId?: string): ApiToken {
     createdAtUnixMs: BigInt(t.created_at),
     lastUsedAtUnixMs: BigInt(t.last_used_at ?? 0),
     current: t.id === currentTokenId,
+    workspaceId: t.workspace?.id ?? "",
+    workspace: t.workspace?.slug ?? "",
   });
 }
 

@@ -20,7 +20,8 @@ import {
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { AutoscaleStatusSchema } from "../../gen/krane/ctrl/v1/autoscale_pb.js";
-import { principalKey, type RevocationListener } from "../auth/principal.js";
+import { callerScope, principalKey, scopeRefusalKey, type RevocationListener } from "../auth/principal.js";
+import { notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
 import { createDeployment, deleteDeployment } from "../domain/deployments.js";
@@ -93,12 +94,15 @@ export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof Wor
       return { workspace: workspaceMsg(await findWorkspace(store.db, workspaceRef("workspace", req.workspace))) };
     },
     async listWorkspaces(req, ctx) {
+      // A workspace token sees its own workspace only.
+      const scope = callerScope(ctx);
+      const only = scope === "installation" ? undefined : scope.workspaceId;
       const page = await listPage(
         ctx,
         req,
-        "ListWorkspaces",
+        `ListWorkspaces\u0000${only ?? ""}`,
         keys.string,
-        (q) => listWorkspaces(store.db, q),
+        (q) => listWorkspaces(store.db, q, only),
         (w) => w.slug,
       );
       return { workspaces: page.items.map(workspaceMsg), nextPageToken: page.nextPageToken };
@@ -286,26 +290,49 @@ function callerTokenId(ctx: HandlerContext): string | undefined {
   return p?.kind === "user" ? p.tokenId : undefined;
 }
 
+/**
+ * A workspace token manages its own workspace's tokens: it may create more (so a tenant's CI
+ * tokens need no platform admin), list and revoke them, never reach another scope's. It cannot
+ * mint an installation token or one of another workspace, so it gains nothing it did not hold.
+ */
 export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof ApiTokenService> {
   return {
     async createApiToken(req, ctx) {
-      const { row, token } = await createApiToken(store, validateCreateApiToken(req).name);
+      const v = validateCreateApiToken(req);
+      const scope = callerScope(ctx);
+      let workspace = v.workspace;
+      if (scope !== "installation") {
+        // Named by slug or id, it must be the caller's own; unnamed, it is.
+        if (workspace !== null && workspace !== scope.slug && workspace !== scope.workspaceId) {
+          ctx.values.set(scopeRefusalKey, true);
+          throw notFound(`workspace "${workspace}"`);
+        }
+        workspace = scope.workspaceId;
+      }
+      const { row, token } = await createApiToken(store, v.name, workspace);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)), token };
     },
     async listApiTokens(req, ctx) {
       const current = callerTokenId(ctx);
+      const scope = callerScope(ctx);
+      const tokens = scope === "installation" ? scope : { workspaceId: scope.workspaceId };
       const page = await listPage(
         ctx,
         req,
-        "ListApiTokens",
+        `ListApiTokens\u0000${scope === "installation" ? "" : scope.workspaceId}`,
         keys.tuple("number", "string"),
-        (q) => listApiTokens(store.db, q),
+        (q) => listApiTokens(store.db, tokens, q),
         (t) => [t.created_at, t.id] as const,
       );
       return { apiTokens: page.items.map((t) => apiTokenMsg(t, current)), nextPageToken: page.nextPageToken };
     },
     async revokeApiToken(req, ctx) {
-      const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId));
+      const scope = callerScope(ctx);
+      const row = await revokeApiToken(
+        store,
+        apiTokenId("token_id", req.tokenId),
+        scope === "installation" ? scope : { workspaceId: scope.workspaceId },
+      );
       auth?.forgetUserToken(row.id);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)) };
     },

@@ -1,12 +1,13 @@
 // Pagination of the public API's List methods (AIP-158): page sizes, and page tokens that are
 // opaque to callers. A token holds the key of the page's last row (the domain's keyset: see
 // ../read/page.ts) and a digest of the request it belongs to (method and filters), encrypted
-// and authenticated with AES-256-GCM under a key derived from the caller's own bearer token. So a
-// token cannot be read or forged, is worthless to any other caller, and needs no state on any
-// ctrl replica (every replica derives the same key); it never authorizes anything either, since
-// each page request is authenticated and checked like the first.
+// and authenticated with AES-256-GCM under a key derived from the caller's own bearer token (or
+// dashboard session). So a token cannot be read or forged, is worthless to any other caller, and
+// needs no state on any ctrl replica (every replica derives the same key); it never authorizes
+// anything either, since each page request is authenticated and checked like the first.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from "node:crypto";
 import type { HandlerContext } from "@connectrpc/connect";
+import { callerSecretKey } from "../auth/principal.js";
 import type { Page, PageQuery } from "../read/page.js";
 import { invalidArgument } from "../errors.js";
 
@@ -39,9 +40,13 @@ function scopeDigest(scope: string): string {
   return createHash("sha256").update(scope).digest("base64url").slice(0, 16);
 }
 
-/** The caller's secret that keys its page tokens: its bearer token, which ctrl never stores. */
-export function callerSecret(ctx: Pick<HandlerContext, "requestHeader">): string {
-  return ctx.requestHeader.get("authorization") ?? "";
+/**
+ * The caller's secret that keys its page tokens: its bearer token or its dashboard session's id
+ * (../auth/principal.ts), neither of which ctrl stores.
+ */
+export function callerSecret(ctx: Pick<HandlerContext, "requestHeader" | "values">): string {
+  const secret = ctx.values.get(callerSecretKey);
+  return secret !== "" ? secret : (ctx.requestHeader.get("authorization") ?? "");
 }
 
 export function encodePageToken(secret: string, scope: string, key: unknown): string {
@@ -111,7 +116,7 @@ export const keys = {
  * of the next page ("" on the last). `scope` names the method and every filter of the request.
  */
 export async function listPage<T, K>(
-  ctx: Pick<HandlerContext, "requestHeader">,
+  ctx: Pick<HandlerContext, "requestHeader" | "values">,
   req: PageRequest,
   scope: string,
   parse: (key: unknown) => K | undefined,

@@ -22,7 +22,7 @@
 // reach an event: the actor is the token's id and name.
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import type { ActorKind, AuditChange } from "../../contracts/audit.js";
-import { isAgentService, principalKey, type Principal } from "../auth/principal.js";
+import { isAgentService, principalKey, scopeRefusalKey, type Principal } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { withWriteHook, type WriteHook } from "../db/write-hook.js";
@@ -56,10 +56,13 @@ export interface Actor {
   kind: ActorKind;
   id: string;
   name: string;
+  /** A user token's scope: "installation" or its workspace's id. */
+  scope?: string;
 }
 
 export function actorOf(p: Principal | undefined): Actor {
-  if (p?.kind === "user") return { kind: "user", id: p.tokenId, name: p.name };
+  if (p?.kind === "user")
+    return { kind: "user", id: p.tokenId, name: p.name, scope: p.workspace === null ? "installation" : p.workspace.id };
   if (p?.kind === "agent") return { kind: "agent", id: p.clusterId, name: `agent of region ${p.region}` };
   return { kind: "anonymous", id: "", name: "" };
 }
@@ -91,6 +94,7 @@ function draft(
     actorKind: actor.kind,
     actorId: actor.id,
     actorName: actor.name,
+    ...(actor.scope === undefined ? {} : { actorScope: actor.scope }),
     method: info.method,
     targets: subject.targets,
     requestId: info.requestId,
@@ -220,8 +224,9 @@ export class AuditRecorder {
       const refused = async (err: unknown, applied: boolean): Promise<never> => {
         const ce = ConnectError.from(err);
         ce.metadata.set(REQUEST_ID_HEADER, requestId);
-        if (changes || ALWAYS_RECORDED.has(ce.code))
-          await this.#refusal(info, ce, applied, changes ? message() : undefined, principal());
+        const outsideScope = req.contextValues.get(scopeRefusalKey);
+        if (changes || outsideScope || ALWAYS_RECORDED.has(ce.code))
+          await this.#refusal(info, ce, applied, changes ? message() : undefined, principal(), outsideScope);
         throw ce;
       };
       if (!changes) {
@@ -285,9 +290,14 @@ export class AuditRecorder {
     applied: boolean,
     req: RequestFields | undefined,
     principal: Principal | undefined,
+    outsideScope = false,
   ): Promise<void> {
     const anonymous = principal === undefined;
-    let note = "";
+    // A workspace token's calls go to its own workspace's chain, refused ones too: what another
+    // workspace's object it named is only its claim, and it may not write into another tenant's
+    // log. The note is the same whether what it named exists or not (the token can read its chain).
+    const bound = principal?.kind === "user" ? principal.workspace : null;
+    let note = outsideScope ? " (refused: outside the token's workspace)" : "";
     if (anonymous) {
       const a = this.#limiter.admit(info.clientIp, this.#now());
       if (!a.record) return;
@@ -296,10 +306,14 @@ export class AuditRecorder {
     }
     await this.#record(info, async () => {
       const db = this.o.store.db;
-      const subject = !anonymous && req ? await SUBJECTS[info.method]?.(db, req, undefined) : undefined;
+      // Nothing of what it named outside its workspace is read: the event would show its ids.
+      const subject =
+        !anonymous && !outsideScope && req ? await SUBJECTS[info.method]?.(db, req, undefined) : undefined;
       const workspaceId = anonymous
         ? INSTALLATION_CHAIN
-        : (subject?.workspaceId ?? (req ? await workspaceIdOf(db, req) : undefined) ?? INSTALLATION_CHAIN);
+        : bound !== null
+          ? bound.id
+          : (subject?.workspaceId ?? (req ? await workspaceIdOf(db, req) : undefined) ?? INSTALLATION_CHAIN);
       return {
         workspaceId,
         targets: subject?.targets ?? [],

@@ -289,15 +289,23 @@ async function clusterSubject(db: Reader, region: string, name: string): Promise
   };
 }
 
-async function apiTokenSubject(db: Reader, by: "id" | "name", ref: string): Promise<AuditSubject> {
+/**
+ * An API token, by id (a name is unique only within its scope): the chain of its workspace, or
+ * the installation's for an installation token.
+ */
+async function apiTokenSubject(db: Reader, id: string | undefined): Promise<AuditSubject> {
   const t =
-    ref === ""
+    id === undefined || id === ""
       ? undefined
-      : await db.selectFrom("api_tokens").select(["id", "name"]).where(by, "=", ref).executeTakeFirst();
+      : await db
+          .selectFrom("api_tokens")
+          .select(["id", "name", "workspace_id"])
+          .where("id", "=", id)
+          .executeTakeFirst();
   return {
-    workspaceId: INSTALLATION_CHAIN,
-    targets: t ? [t.id] : by === "id" ? [ref] : [],
-    view: t ? { api_token: { name: t.name } } : null,
+    workspaceId: t?.workspace_id ?? INSTALLATION_CHAIN,
+    targets: t ? [t.id] : id ? [id] : [],
+    view: t ? { api_token: { name: t.name, workspace_id: t.workspace_id } } : null,
   };
 }
 
@@ -386,8 +394,8 @@ export const SUBJECTS: Readonly<Record<string, SubjectReader>> = {
   "RegionService/CreateRegion": (db, req) => regionSubject(db, field(req, "name")),
   "RegionService/CreateClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
   "RegionService/RevokeClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
-  "ApiTokenService/CreateApiToken": (db, req) => apiTokenSubject(db, "name", field(req, "name")),
-  "ApiTokenService/RevokeApiToken": (db, req) => apiTokenSubject(db, "id", field(req, "tokenId")),
+  "ApiTokenService/CreateApiToken": (db, _req, created) => apiTokenSubject(db, created),
+  "ApiTokenService/RevokeApiToken": (db, req) => apiTokenSubject(db, field(req, "tokenId")),
   "RolloutService/Scale": env,
   "RolloutService/Pause": env,
   "RolloutService/Resume": env,

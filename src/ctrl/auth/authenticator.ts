@@ -5,18 +5,36 @@
 // only the public API. Tokens are looked up by their SHA-256 digest and the digests compared in
 // constant time; lookups are cached briefly (cacheTtlMs).
 //
+// A user token bound to a workspace reaches only that workspace: before any public method runs,
+// what its request names is checked against the token's workspace by the method's rule
+// (./scope.ts) — the one check every handler relies on. A refusal is marked on the call's context
+// so the audit log records it (in the token's own workspace's chain).
+//
 // Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
-// forgetCluster), which drops the cached lookups at once and ends the watch streams opened with
-// a revoked agent token. Another ctrl replica learns only from the database: it refuses the
-// token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
-// re-check (streamRecheckMs), which looks up every open stream's token again.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+// forgetCluster), which drops the cached lookups at once and ends the streams opened with the
+// revoked token (agents' watches; the public API's StreamLogs and audit exports, and those of a
+// dashboard session signed out). Another ctrl replica learns only from the database: it refuses
+// the token once its cached lookup expires (cacheTtlMs) and ends such streams at its next stream
+// re-check (streamRecheckMs), which looks up every open stream's token again (a workspace token
+// deleted with its workspace too).
+import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
 import { findSession } from "../domain/sessions.js";
-import { findUserTokenByHash, hashToken, recordApiTokenUse } from "../domain/tokens.js";
+import { findUserTokenByHash, hashToken, recordApiTokenUse, userTokensPresent } from "../domain/tokens.js";
+import { DomainError } from "../errors.js";
+import { workspaceOfDeployment } from "../read/deployments.js";
+import { workspaceIdBySlug } from "../read/tenancy.js";
 import { crossSiteRefusal, readCookie, sessionCookieName } from "./browser.js";
-import { isAgentService, principalKey, type Principal, type RevocationListener } from "./principal.js";
+import {
+  callerSecretKey,
+  isAgentService,
+  principalKey,
+  scopeRefusalKey,
+  type Principal,
+  type RevocationListener,
+} from "./principal.js";
+import { claimOf, decide, lookupFor, ruleOf } from "./scope.js";
 
 export interface AuthOptions {
   cacheTtlMs?: number;
@@ -29,14 +47,14 @@ export interface AuthOptions {
   secureCookies?: boolean;
 }
 
+/** An open server stream, and whose credential it lives on. */
 interface LiveStream {
-  digest: string;
-  clusterId: string;
+  owner: { kind: "agent"; digest: string; clusterId: string } | { kind: "user"; tokenId: string; session?: string };
   end(err: ConnectError): void;
 }
 
-function revokedError(): ConnectError {
-  return new ConnectError("the agent token was revoked", Code.Unauthenticated);
+function revokedError(kind: "agent" | "user"): ConnectError {
+  return new ConnectError(`the ${kind === "agent" ? "agent" : "API"} token was revoked`, Code.Unauthenticated);
 }
 
 export class Authenticator implements RevocationListener {
@@ -79,7 +97,7 @@ export class Authenticator implements RevocationListener {
     if (hit && hit.expires > now && hit.principal.kind === "user") return hit.principal;
     const s = await findSession(this.store.db, hashToken(sessionId), now);
     if (!s) return undefined;
-    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name };
+    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name, workspace: s.workspace };
     if (this.cache.size >= this.max) this.cache.clear();
     // Never cached past the session's own expiry.
     this.cache.set(digest, { principal, expires: Math.min(now + this.ttl, s.expiresAt) });
@@ -87,7 +105,11 @@ export class Authenticator implements RevocationListener {
   }
 
   forgetSession(sessionId: string): void {
-    this.cache.delete(`session:${hashToken(sessionId)}`);
+    const digest = hashToken(sessionId);
+    this.cache.delete(`session:${digest}`);
+    for (const s of [...this.streams])
+      if (s.owner.kind === "user" && s.owner.session === digest)
+        s.end(new ConnectError("the session has ended: sign in again", Code.Unauthenticated));
   }
 
   /**
@@ -119,7 +141,7 @@ export class Authenticator implements RevocationListener {
       if (c) principal = { kind: "agent", clusterId: c.id, region: c.region };
     } else {
       const t = await findUserTokenByHash(this.store.db, digest);
-      if (t) principal = { kind: "user", tokenId: t.id, name: t.name };
+      if (t) principal = { kind: "user", tokenId: t.id, name: t.name, workspace: t.workspace };
     }
     if (!principal) return undefined;
     if (this.cache.size >= this.max) this.cache.clear();
@@ -142,6 +164,8 @@ export class Authenticator implements RevocationListener {
     for (const [digest, e] of this.cache)
       if (e.principal.kind === "user" && e.principal.tokenId === tokenId) this.cache.delete(digest);
     this.usage.delete(tokenId);
+    for (const s of [...this.streams])
+      if (s.owner.kind === "user" && s.owner.tokenId === tokenId) s.end(revokedError("user"));
   }
 
   forgetCluster(clusterId: string, keepDigest?: string): void {
@@ -149,12 +173,19 @@ export class Authenticator implements RevocationListener {
       if (e.principal.kind === "agent" && e.principal.clusterId === clusterId && digest !== keepDigest)
         this.cache.delete(digest);
     }
-    for (const s of [...this.streams]) if (s.clusterId === clusterId && s.digest !== keepDigest) s.end(revokedError());
+    for (const s of [...this.streams])
+      if (s.owner.kind === "agent" && s.owner.clusterId === clusterId && s.owner.digest !== keepDigest)
+        s.end(revokedError("agent"));
   }
 
   /** Number of open agent streams (tests, metrics). */
   get openAgentStreams(): number {
-    return this.streams.size;
+    return [...this.streams].filter((s) => s.owner.kind === "agent").length;
+  }
+
+  /** Number of open public API streams (StreamLogs, audit exports). */
+  get openUserStreams(): number {
+    return [...this.streams].filter((s) => s.owner.kind === "user").length;
   }
 
   interceptor(): Interceptor {
@@ -172,16 +203,21 @@ export class Authenticator implements RevocationListener {
         const user = await this.authenticateSession(sessionId);
         if (!user) throw new ConnectError("the session has ended: sign in again", Code.Unauthenticated);
         req.contextValues.set(principalKey, user);
+        req.contextValues.set(callerSecretKey, `session:${sessionId}`);
         if (isAgentService(req.service.typeName))
           throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
         await this.noteUse(user.tokenId);
-        return next(req);
+        const res = await next(await this.checkScope(req, user));
+        if (!res.stream) return res;
+        const owner = { kind: "user" as const, tokenId: user.tokenId, session: hashToken(sessionId) };
+        return { ...res, message: this.guard(res.message, owner) };
       }
       const resolved = await this.resolve(authorization);
       if (!resolved) throw new ConnectError("missing or invalid bearer token", Code.Unauthenticated);
       const { principal, digest } = resolved;
       // Known before the checks below, so a refusal records who was refused (the audit log).
       req.contextValues.set(principalKey, principal);
+      req.contextValues.set(callerSecretKey, authorization ?? "");
       const forAgents = isAgentService(req.service.typeName);
       if (forAgents && principal.kind !== "agent") {
         throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
@@ -189,22 +225,67 @@ export class Authenticator implements RevocationListener {
       if (!forAgents && principal.kind !== "user") {
         throw new ConnectError("the public API needs a user API token", Code.PermissionDenied);
       }
-      if (principal.kind === "user") await this.noteUse(principal.tokenId);
+      if (principal.kind === "user") {
+        await this.noteUse(principal.tokenId);
+        const res = await next(await this.checkScope(req, principal));
+        // A public stream (logs followed, an export) ends with its token, like an agent's.
+        if (!res.stream) return res;
+        return { ...res, message: this.guard(res.message, { kind: "user", tokenId: principal.tokenId }) };
+      }
       const res = await next(req);
-      if (principal.kind !== "agent" || !res.stream) return res;
-      return { ...res, message: this.guard(res.message, digest, principal.clusterId) };
+      if (!res.stream) return res;
+      return { ...res, message: this.guard(res.message, { kind: "agent", digest, clusterId: principal.clusterId }) };
     };
   }
 
-  /** Passes an agent stream through until it ends, or until its token is revoked. */
-  private async *guard<T>(source: AsyncIterable<T>, digest: string, clusterId: string): AsyncGenerator<T> {
+  /**
+   * Holds a user's call to its token's scope (./scope.ts): returns the request to pass on (a
+   * server stream's single message read and handed on again) or throws the refusal.
+   */
+  private async checkScope<R extends UnaryRequest | StreamRequest>(
+    req: R,
+    user: Principal & { kind: "user" },
+  ): Promise<R> {
+    const own = user.workspace;
+    if (own === null) return req;
+    let message: unknown;
+    let pass: R = req;
+    if (req.stream) {
+      // Public streams are server streams: one request message, read here and handed on.
+      const messages = [];
+      for await (const m of req.message) {
+        messages.push(m);
+        // More than one is a protocol error Connect reports on its own.
+        if (messages.length > 1) break;
+      }
+      message = messages[0];
+      pass = {
+        ...req,
+        message: (async function* () {
+          yield* messages;
+        })(),
+      };
+    } else message = req.message;
+    const claim = claimOf(ruleOf(req.service.typeName, req.method.name), message);
+    const lookup = lookupFor(own, claim);
+    let resolved: string | undefined;
+    if (lookup.kind === "workspace-by-slug") resolved = await workspaceIdBySlug(this.store.db, lookup.slug);
+    else if (lookup.kind === "deployment") resolved = await workspaceOfDeployment(this.store.db, lookup.id);
+    const verdict = decide(own, claim, resolved);
+    if (verdict.allow) return pass;
+    // Aimed outside the workspace (an empty field is plain invalid input).
+    if (verdict.code !== "invalid_argument") req.contextValues.set(scopeRefusalKey, true);
+    throw new DomainError(verdict.code, verdict.message);
+  }
+
+  /** Passes a stream through until it ends, or until its token (or session) is revoked. */
+  private async *guard<T>(source: AsyncIterable<T>, owner: LiveStream["owner"]): AsyncGenerator<T> {
     // One promise per message: racing a single long-lived "revoked" promise instead would add a
     // reaction to it for every message a healthy stream sends, for as long as the stream lives.
     let revoked: ConnectError | null = null;
     let interrupt: ((err: ConnectError) => void) | null = null;
     const live: LiveStream = {
-      digest,
-      clusterId,
+      owner,
       end: (err) => {
         revoked = err;
         interrupt?.(err);
@@ -252,7 +333,11 @@ export class Authenticator implements RevocationListener {
     if (this.rechecking) return;
     this.rechecking = true;
     try {
-      const digests = new Set([...this.streams].map((s) => s.digest));
+      const digests = new Set<string>();
+      const tokenIds = new Set<string>();
+      for (const s of this.streams)
+        if (s.owner.kind === "agent") digests.add(s.owner.digest);
+        else tokenIds.add(s.owner.tokenId);
       for (const digest of digests) {
         let gone: boolean;
         try {
@@ -263,7 +348,18 @@ export class Authenticator implements RevocationListener {
         }
         if (!gone) continue;
         this.cache.delete(digest);
-        for (const s of [...this.streams]) if (s.digest === digest) s.end(revokedError());
+        for (const s of [...this.streams])
+          if (s.owner.kind === "agent" && s.owner.digest === digest) s.end(revokedError("agent"));
+      }
+      if (tokenIds.size > 0) {
+        let present: Set<string>;
+        try {
+          present = await userTokensPresent(this.store.db, [...tokenIds]);
+        } catch {
+          return;
+        }
+        // Revoked on another replica, or deleted with their workspace.
+        for (const id of tokenIds) if (!present.has(id)) this.forgetUserToken(id);
       }
     } finally {
       this.rechecking = false;

@@ -13,10 +13,48 @@ export function isAgentService(typeName: string): boolean {
   return AGENT_SERVICES.has(typeName);
 }
 
+/** The workspace a user token is bound to (by id; the slug as it was when the token was looked up). */
+export interface ScopeWorkspace {
+  id: string;
+  slug: string;
+}
+
 export type Principal =
-  { kind: "agent"; clusterId: string; region: string } | { kind: "user"; tokenId: string; name: string };
+  | { kind: "agent"; clusterId: string; region: string }
+  | {
+      kind: "user";
+      tokenId: string;
+      name: string;
+      /** null: an installation token, which reaches every workspace and the installation itself. */
+      workspace: ScopeWorkspace | null;
+    };
 
 export const principalKey = createContextKey<Principal | undefined>(undefined);
+
+/**
+ * The secret that keys what ctrl hands a caller to give back (page tokens, sealed idempotent
+ * answers): its bearer token, or its session's id for the dashboard. ctrl stores neither.
+ */
+export const callerSecretKey = createContextKey("", { description: "krane: the caller's secret" });
+
+/**
+ * Set when a workspace token's call was refused for reaching outside its workspace (../audit
+ * records every such refusal, reads included).
+ */
+export const scopeRefusalKey = createContextKey(false, { description: "krane: refused by the token's scope" });
+
+/** Whose objects a user call may reach: "installation" (all), or one workspace's. */
+export type CallerScope = "installation" | { workspaceId: string; slug: string };
+
+/**
+ * The scope of the user a handler serves. The methods whose rule is "caller" (./scope.ts) answer
+ * from it: they list or change only what the caller's scope holds.
+ */
+export function callerScope(ctx: Pick<HandlerContext, "values">): CallerScope {
+  const p = ctx.values.get(principalKey);
+  if (!p || p.kind !== "user") throw new ConnectError("a user API token is required", Code.PermissionDenied);
+  return p.workspace === null ? "installation" : { workspaceId: p.workspace.id, slug: p.workspace.slug };
+}
 
 /** What the API handlers call after revoking a credential (implemented by Authenticator). */
 export interface RevocationListener {

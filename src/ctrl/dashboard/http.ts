@@ -5,6 +5,10 @@
 //
 //   POST   /dashboard/session  {"token": "krane_user_…"}  → the session cookie (HttpOnly, SameSite=Strict)
 //   GET    /dashboard/session                              → who the cookie's session is, or 401
+//
+// Both answer {"name", "workspace"}: the token's name, and the workspace its token is bound to
+// ({"id", "slug"}) or null for an installation token — what the page may show (a workspace
+// session reaches nothing outside that workspace: ../auth/scope.ts).
 //   DELETE /dashboard/session                              → sign-out: the session is deleted
 //
 // The token travels only in that POST's body: never in a URL, never back to the page, never in
@@ -33,7 +37,9 @@ export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /** What the sessions need of the Authenticator (../auth/authenticator.ts). */
 export interface SessionAuth {
   readonly sessionCookieName: string;
-  authenticateSession(id: string): Promise<{ tokenId: string; name: string } | undefined>;
+  authenticateSession(
+    id: string,
+  ): Promise<{ tokenId: string; name: string; workspace: { id: string; slug: string } | null } | undefined>;
   forgetSession(id: string): void;
 }
 
@@ -179,7 +185,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
     json(
       res,
       200,
-      { name: user.name, expiresAt: new Date(session.expiresAt).toISOString() },
+      { name: user.name, workspace: user.workspace, expiresAt: new Date(session.expiresAt).toISOString() },
       { "set-cookie": sessionCookie(session.id, { secure: opts.secure, maxAgeMs: ttl }) },
     );
   };
@@ -188,7 +194,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
     const id = readCookie(header(req, "cookie"), cookieName);
     const user = id === undefined ? undefined : await opts.auth.authenticateSession(id);
     if (!user) return json(res, 401, { message: "not signed in" });
-    json(res, 200, { name: user.name });
+    json(res, 200, { name: user.name, workspace: user.workspace });
   };
 
   const signOut = async (req: Request, res: Response): Promise<void> => {

@@ -223,6 +223,8 @@ export interface ApiTokensTable {
   created_at: number;
   /** Migration 0004: unix ms of the last recorded use, at most once a minute; null if never. */
   last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Migration 0027: the workspace the token is bound to; null for an installation token. */
+  workspace_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Migration 0026: the dashboard's sign-in sessions (digests of the cookie's id). */
@@ -479,6 +481,8 @@ export interface AuditEventsTable {
   changes: string;
   prev_hash: string;
   hash: string;
+  /** Migration 0027: a user token's scope ("installation" or a workspace id); null otherwise. */
+  actor_scope: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The head of a chain, and the anchor retention left. */

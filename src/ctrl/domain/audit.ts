@@ -56,6 +56,7 @@ export function recordOfRow(r: AuditEventRow): AuditRecord {
     changes: parseJsonList<AuditChange>(r.changes),
     prevHash: r.prev_hash,
     hash: r.hash,
+    ...(r.actor_scope === null ? {} : { actorScope: r.actor_scope }),
   };
 }
 
@@ -105,8 +106,11 @@ export async function appendAuditEvent(tx: WriteTx, draft: AuditDraft): Promise<
     head = await lockHead();
     if (!head) throw new Error(`audit chain "${ws}" could not be created`);
   }
+  const { actorScope, ...rest } = draft;
   const unhashed: Omit<AuditRecord, "hash"> = {
-    ...draft,
+    ...rest,
+    // An empty scope is no scope (what an export of it says: src/cli/audit-records.ts).
+    ...(actorScope ? { actorScope } : {}),
     actorName: bounded(draft.actorName),
     method: bounded(draft.method),
     targets: draft.targets.slice(0, 32).map((t) => bounded(t, 256)),
@@ -142,6 +146,7 @@ export async function appendAuditEvent(tx: WriteTx, draft: AuditDraft): Promise<
       changes: JSON.stringify(record.changes),
       prev_hash: record.prevHash,
       hash: record.hash,
+      actor_scope: record.actorScope ?? null,
     })
     .execute();
   await tx.trx

@@ -1,11 +1,12 @@
 // The web dashboard's sign-in sessions: an API token traded for a session whose id lives in an
 // HttpOnly cookie. Only the id's SHA-256 digest is stored. A session acts as the token it was
-// made from and ends with it: the lookup joins api_tokens, whose row a revocation deletes.
+// made from and ends with it: the lookup joins api_tokens, whose row a revocation deletes. A
+// session carries its token's scope (an installation token's, or one workspace's).
 import { randomBytes } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { digestsEqual, hashToken } from "./tokens.js";
+import { digestsEqual, hashToken, type TokenWorkspace } from "./tokens.js";
 
 type Reader = Kysely<Database>;
 
@@ -13,6 +14,8 @@ export interface Session {
   tokenId: string;
   /** The token's name: who the audit log says acted. */
   name: string;
+  /** The token's workspace; null: an installation token. */
+  workspace: TokenWorkspace | null;
   expiresAt: number;
 }
 
@@ -39,12 +42,16 @@ export async function findSession(db: Reader, digest: string, now: number): Prom
   const row = await db
     .selectFrom("dashboard_sessions as s")
     .innerJoin("api_tokens as t", "t.id", "s.token_id")
-    .select(["s.session_hash", "s.token_id", "s.expires_at", "t.name"])
+    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
+    .select(["s.session_hash", "s.token_id", "s.expires_at", "t.name", "t.workspace_id", "w.slug"])
     .where("s.session_hash", "=", digest)
     .where("s.expires_at", ">", now)
     .executeTakeFirst();
   if (!row || !digestsEqual(row.session_hash, digest)) return undefined;
-  return { tokenId: row.token_id, name: row.name, expiresAt: Number(row.expires_at) };
+  // A workspace token whose workspace is gone is no token (../domain/tokens.ts).
+  if (row.workspace_id !== null && row.slug === null) return undefined;
+  const workspace = row.workspace_id === null ? null : { id: row.workspace_id, slug: row.slug ?? "" };
+  return { tokenId: row.token_id, name: row.name, workspace, expiresAt: Number(row.expires_at) };
 }
 
 /** Ends a session (sign-out); false when there was none. */

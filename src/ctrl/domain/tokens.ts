@@ -1,15 +1,19 @@
 // Credentials: token generation and digests, and user API tokens (for the public API). Only
-// SHA-256 digests are stored; a token is shown once, when made. User tokens are deleted when
-// revoked (their digests kept in revoked_tokens so a configured admin token is not registered
-// again), never the last one, so the API cannot lock everyone out. Agent tokens belong to
-// clusters (./clusters.ts).
+// SHA-256 digests are stored; a token is shown once, when made. A user token is an installation
+// token (workspace_id null) or bound to one workspace by its id (a workspace created again under
+// the same slug is another workspace). User tokens are deleted when revoked (their digests kept
+// in revoked_tokens so a configured admin token is not registered again) — never the last
+// installation token, so the API cannot lock everyone out — and with their workspace when its
+// deletion ends. Names are unique per scope. Agent tokens belong to clusters (./clusters.ts).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
+import { noteWriteSubject } from "../db/write-hook.js";
 import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { alreadyExists, failedPrecondition, notFound } from "../errors.js";
 import { newId } from "./ids.js";
+import { findWorkspace } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -30,21 +34,38 @@ export function digestsEqual(a: string, b: string): boolean {
   return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
 }
 
-export async function findUserTokenByHash(
-  db: Reader,
-  tokenHash: string,
-): Promise<{ id: string; name: string } | undefined> {
-  const row = await db
-    .selectFrom("api_tokens")
-    .select(["id", "name", "token_hash"])
-    .where("token_hash", "=", tokenHash)
-    .executeTakeFirst();
-  return row && digestsEqual(row.token_hash, tokenHash) ? { id: row.id, name: row.name } : undefined;
+/** The workspace a user token is bound to; null: an installation token. */
+export interface TokenWorkspace {
+  id: string;
+  slug: string;
+}
+
+export interface UserToken {
+  id: string;
+  name: string;
+  workspace: TokenWorkspace | null;
 }
 
 /**
- * Registers a user token given in full (bootstrap, tests, `krane dev`); idempotent. A token that
- * was revoked is not registered again: returns false then.
+ * The user token with this digest and its scope. A token bound to a workspace that no longer
+ * exists is no token (its deletion also deletes it: this covers the moment in between).
+ */
+export async function findUserTokenByHash(db: Reader, tokenHash: string): Promise<UserToken | undefined> {
+  const row = await db
+    .selectFrom("api_tokens as t")
+    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
+    .select(["t.id", "t.name", "t.token_hash", "t.workspace_id", "w.slug"])
+    .where("t.token_hash", "=", tokenHash)
+    .executeTakeFirst();
+  if (!row || !digestsEqual(row.token_hash, tokenHash)) return undefined;
+  if (row.workspace_id === null) return { id: row.id, name: row.name, workspace: null };
+  if (row.slug === null) return undefined;
+  return { id: row.id, name: row.name, workspace: { id: row.workspace_id, slug: row.slug } };
+}
+
+/**
+ * Registers an installation token given in full (bootstrap, tests, `krane dev`); idempotent. A
+ * token that was revoked is not registered again: returns false then.
  */
 export async function addUserToken(store: Store, name: string, token: string): Promise<boolean> {
   const digest = hashToken(token);
@@ -64,10 +85,12 @@ export async function addUserToken(store: Store, name: string, token: string): P
   });
 }
 
-export async function countUserTokens(db: Reader): Promise<number> {
+/** How many installation tokens there are (workspace tokens cannot stand in for one). */
+export async function countInstallationTokens(db: Reader): Promise<number> {
   const row = await db
     .selectFrom("api_tokens")
     .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("workspace_id", "is", null)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
@@ -78,6 +101,8 @@ export interface ApiTokenRow {
   created_at: number;
   /** null until the first recorded use. */
   last_used_at: number | null;
+  /** null: an installation token. */
+  workspace: TokenWorkspace | null;
 }
 
 /**
@@ -94,38 +119,88 @@ export function apiTokenRow(r: {
   name: string;
   created_at: number;
   last_used_at: number | null;
+  workspace_id: string | null;
+  workspace_slug: string | null;
 }): ApiTokenRow {
   return {
     id: r.id,
     name: r.name,
     created_at: Number(r.created_at),
     last_used_at: r.last_used_at === null ? null : Number(r.last_used_at),
+    workspace: r.workspace_id === null ? null : { id: r.workspace_id, slug: r.workspace_slug ?? "" },
   };
 }
 
-/** Creates a user token with a unique name; returns its record and the token (shown once). */
-export async function createApiToken(store: Store, name: string): Promise<{ row: ApiTokenRow; token: string }> {
+/** Whose tokens a caller manages: every token (installation), or one workspace's. */
+export type TokenScope = { workspaceId: string } | "installation";
+
+function apiTokenRowsIn(db: Reader) {
+  return db
+    .selectFrom("api_tokens as t")
+    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
+    .select([
+      "t.id",
+      "t.name",
+      "t.token_hash",
+      "t.created_at",
+      "t.last_used_at",
+      "t.workspace_id",
+      "w.slug as workspace_slug",
+    ]);
+}
+
+/**
+ * Creates a user token with a name unique in its scope, bound to `workspaceRef`'s workspace (slug
+ * or id; null: an installation token); returns its record and the token (shown once).
+ */
+export async function createApiToken(
+  store: Store,
+  name: string,
+  workspaceRef: string | null = null,
+): Promise<{ row: ApiTokenRow; token: string }> {
   const token = generateToken("user");
   const row = await store.write(async (tx) => {
     await lockApiTokens(tx);
-    const taken = await tx.trx.selectFrom("api_tokens").select("id").where("name", "=", name).executeTakeFirst();
-    if (taken) throw alreadyExists(`api token "${name}"`);
-    const r = { id: newId("tok"), name, token_hash: hashToken(token), created_at: tx.now };
+    const workspace = workspaceRef === null ? null : await findWorkspace(tx.trx, workspaceRef);
+    const taken = await tx.trx
+      .selectFrom("api_tokens")
+      .select("id")
+      .where("name", "=", name)
+      .where("workspace_id", workspace === null ? "is" : "=", workspace?.id ?? null)
+      .executeTakeFirst();
+    if (taken) throw alreadyExists(`api token "${name}"${workspace ? ` in workspace "${workspace.slug}"` : ""}`);
+    const r = {
+      id: newId("tok"),
+      name,
+      token_hash: hashToken(token),
+      created_at: tx.now,
+      workspace_id: workspace?.id ?? null,
+    };
     await tx.trx.insertInto("api_tokens").values(r).execute();
-    return apiTokenRow({ ...r, last_used_at: null });
+    // The audit log's target (by id: a name is unique only within its scope).
+    await noteWriteSubject(tx, r.id);
+    return apiTokenRow({ ...r, last_used_at: null, workspace_slug: workspace?.slug ?? null });
   });
   return { row, token };
 }
 
-/** Deletes a user token; refuses the last one (FailedPrecondition). */
-export async function revokeApiToken(store: Store, tokenId: string): Promise<ApiTokenRow> {
+/**
+ * Deletes a user token the caller's scope holds (another workspace's: not_found, as if it did not
+ * exist); refuses the last installation token (FailedPrecondition).
+ */
+export async function revokeApiToken(
+  store: Store,
+  tokenId: string,
+  scope: TokenScope = "installation",
+): Promise<ApiTokenRow> {
   return store.write(async (tx) => {
     await lockApiTokens(tx);
-    const row = await tx.trx.selectFrom("api_tokens").selectAll().where("id", "=", tokenId).executeTakeFirst();
-    if (!row) throw notFound(`api token "${tokenId}"`);
-    if ((await countUserTokens(tx.trx)) <= 1) {
+    const row = await apiTokenRowsIn(tx.trx).where("t.id", "=", tokenId).executeTakeFirst();
+    if (!row || (scope !== "installation" && row.workspace_id !== scope.workspaceId))
+      throw notFound(`api token "${tokenId}"`);
+    if (row.workspace_id === null && (await countInstallationTokens(tx.trx)) <= 1) {
       throw failedPrecondition(
-        `api token "${row.name}" is the last one: create another before revoking it, or nobody could use the API`,
+        `api token "${row.name}" is the last installation token: create another before revoking it, or nobody could manage the installation`,
       );
     }
     await tx.trx.deleteFrom("api_tokens").where("id", "=", tokenId).execute();
@@ -136,6 +211,38 @@ export async function revokeApiToken(store: Store, tokenId: string): Promise<Api
       .execute();
     return apiTokenRow(row);
   });
+}
+
+/**
+ * Revokes every token bound to a workspace, in the transaction that ends the workspace's
+ * deletion: a workspace created again under the same slug starts with no token of the old one.
+ */
+export async function revokeWorkspaceTokens(tx: WriteTx, workspaceId: string): Promise<string[]> {
+  const rows = await tx.trx
+    .selectFrom("api_tokens")
+    .select(["id", "token_hash"])
+    .where("workspace_id", "=", workspaceId)
+    .execute();
+  if (rows.length === 0) return [];
+  await tx.trx.deleteFrom("api_tokens").where("workspace_id", "=", workspaceId).execute();
+  for (const r of rows)
+    await tx.trx
+      .insertInto("revoked_tokens")
+      .values({ token_hash: r.token_hash, revoked_at: tx.now })
+      .onConflict((oc) => oc.column("token_hash").doNothing())
+      .execute();
+  return rows.map((r) => r.id);
+}
+
+/** Which of these user tokens still exist (open streams are checked against it). */
+export async function userTokensPresent(db: Reader, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom("api_tokens")
+    .select("id")
+    .where("id", "in", [...ids])
+    .execute();
+  return new Set(rows.map((r) => r.id));
 }
 
 /**

@@ -52,12 +52,16 @@ export interface LiveServiceDeps extends LiveServiceOptions {
 }
 
 /**
- * Whether `p` may read a workspace's environments. User API tokens are installation-wide today,
- * so every user may; workspace-scoped tokens narrow this one place.
+ * Whether `p` may read a workspace's environments: an installation token every workspace's, a
+ * workspace token its own only (the rule every method follows: ../auth/scope.ts).
  */
 export function mayRead(p: Principal | undefined, workspaceId: string): boolean {
-  void workspaceId;
-  return p?.kind === "user";
+  return p?.kind === "user" && (p.workspace === null || p.workspace.id === workspaceId);
+}
+
+/** Clusters are the installation's: a workspace token's overview holds them back, as ListClusters does. */
+function maySeeClusters(p: Principal | undefined): boolean {
+  return p?.kind === "user" && p.workspace === null;
 }
 
 function callerOf(ctx: HandlerContext): string {
@@ -140,6 +144,7 @@ export function liveServiceImpl(d: LiveServiceDeps): ServiceImpl<typeof LiveServ
     async *watchOverview(_req, ctx): AsyncGenerator<WatchOverviewResponse> {
       const principal = ctx.values.get(principalKey);
       const visible = (s: EnvironmentSummary): boolean => mayRead(principal, s.workspaceId);
+      const clustersVisible = maySeeClusters(principal);
       yield* session(ctx, async function* (end, tick, check) {
         const { feed, release } = d.hub.watchOverview();
         try {
@@ -158,13 +163,14 @@ export function liveServiceImpl(d: LiveServiceDeps): ServiceImpl<typeof LiveServ
             if (delta.reset) shown.clear();
             for (const s of delta.upserts) shown.add(s.environmentId);
             const removed = delta.removed.filter((id) => shown.delete(id));
-            if (!delta.reset && delta.upserts.length === 0 && removed.length === 0 && delta.clusters === null) continue;
+            const clusters = clustersVisible ? delta.clusters : null;
+            if (!delta.reset && delta.upserts.length === 0 && removed.length === 0 && clusters === null) continue;
             yield create(WatchOverviewResponseSchema, {
               reset: delta.reset,
               environments: delta.upserts,
               removedEnvironmentIds: removed,
-              clustersChanged: delta.clusters !== null,
-              clusters: delta.clusters ?? [],
+              clustersChanged: clusters !== null,
+              clusters: clusters ?? [],
               sentAtUnixMs: BigInt(Date.now()),
             });
           }

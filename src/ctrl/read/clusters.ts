@@ -3,7 +3,7 @@
 import type { Kysely } from "kysely";
 import type { ClusterRow, Database } from "../db/schema.js";
 import { streamName } from "../domain/clusters.js";
-import { apiTokenRow, type ApiTokenRow } from "../domain/tokens.js";
+import { apiTokenRow, type ApiTokenRow, type TokenScope } from "../domain/tokens.js";
 import { KIND_NAMES } from "../payloads/registry.js";
 import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
@@ -94,15 +94,23 @@ export async function clusterLag(db: Reader, clusters: readonly ClusterRow[]): P
 /** Where a page of API tokens ends: its last token's (created_at, id). */
 export type ApiTokenKey = readonly [createdAt: number, id: string];
 
-/** Oldest first: by created_at, then id. */
-export async function listApiTokens(db: Reader, page?: PageQuery<ApiTokenKey>): Promise<Page<ApiTokenRow>> {
-  let q = db.selectFrom("api_tokens").selectAll();
+/** The tokens a caller's scope holds (every one, or one workspace's), oldest first: by created_at, then id. */
+export async function listApiTokens(
+  db: Reader,
+  scope: TokenScope,
+  page?: PageQuery<ApiTokenKey>,
+): Promise<Page<ApiTokenRow>> {
+  let q = db
+    .selectFrom("api_tokens as t")
+    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
+    .select(["t.id", "t.name", "t.created_at", "t.last_used_at", "t.workspace_id", "w.slug as workspace_slug"]);
+  if (scope !== "installation") q = q.where("t.workspace_id", "=", scope.workspaceId);
   if (page?.after !== undefined) {
     const [createdAt, id] = page.after;
-    q = q.where((eb) => eb(eb.refTuple("created_at", "id"), ">", eb.tuple(createdAt, id)));
+    q = q.where((eb) => eb(eb.refTuple("t.created_at", "t.id"), ">", eb.tuple(createdAt, id)));
   }
   const limit = readLimit(page);
   if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("created_at").orderBy("id").execute();
+  const rows = await q.orderBy("t.created_at").orderBy("t.id").execute();
   return takePage(rows.map(apiTokenRow), page);
 }

@@ -116,3 +116,13 @@ export async function desiredReplicasByRegion(
     .execute();
   return rows.map((r) => ({ region: r.region, replicas: r.replicas ?? 0 }));
 }
+
+/** The workspace a deployment belongs to, or undefined when there is no such deployment. */
+export async function workspaceOfDeployment(db: Reader, deploymentId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom("deployments")
+    .select("workspace_id")
+    .where("id", "=", deploymentId)
+    .executeTakeFirst();
+  return row?.workspace_id;
+}

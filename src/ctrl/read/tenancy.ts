@@ -11,9 +11,10 @@ export { environmentRegions } from "../domain/environments.js";
 
 type Reader = Kysely<Database>;
 
-/** By slug; a page's key is the slug of its last workspace. */
-export async function listWorkspaces(db: Reader, page?: PageQuery<string>): Promise<Page<WorkspaceRow>> {
+/** By slug; a page's key is the slug of its last workspace. `only`: that workspace (by id) alone. */
+export async function listWorkspaces(db: Reader, page?: PageQuery<string>, only?: string): Promise<Page<WorkspaceRow>> {
   let q = db.selectFrom("workspaces").selectAll();
+  if (only !== undefined) q = q.where("id", "=", only);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
   const limit = readLimit(page);
   if (limit !== undefined) q = q.limit(limit);
@@ -69,4 +70,10 @@ export async function regionsOfEnvironments(
     .execute();
   for (const r of rows) out.get(r.environment_id)?.push({ region: r.region, replicas: r.replicas });
   return out;
+}
+
+/** The id of the workspace a slug names now (being deleted or not), or undefined. */
+export async function workspaceIdBySlug(db: Reader, slug: string): Promise<string | undefined> {
+  const row = await db.selectFrom("workspaces").select("id").where("slug", "=", slug).executeTakeFirst();
+  return row?.id;
 }

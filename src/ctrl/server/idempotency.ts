@@ -34,7 +34,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import { principalKey } from "../auth/principal.js";
+import { callerSecretKey, principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { withWriteHook, type WriteHook } from "../db/write-hook.js";
@@ -311,7 +311,8 @@ export function idempotencyInterceptor(opts: IdempotencyOptions): Interceptor {
       key: parseIdempotencyKey(header),
     };
     const digest = requestDigest(req.method.input, req.message);
-    const secret = req.header.get("authorization") ?? "";
+    // The bearer token, or the dashboard session's id (an answer sealed under "" would open for anyone).
+    const secret = req.contextValues.get(callerSecretKey) || (req.header.get("authorization") ?? "");
     const local = `${id.scope}\u0000${id.method}\u0000${id.key}`;
 
     // A first attempt still running here: wait for it (answer recorded), then answer as a repeat.

@@ -50,7 +50,7 @@ import { PeriodicWork } from "../../retry/periodic.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import { compactOutbox } from "../db/outbox.js";
 import { Store } from "../db/store.js";
-import { addUserToken, countUserTokens, generateToken } from "../domain/tokens.js";
+import { addUserToken, countInstallationTokens, generateToken } from "../domain/tokens.js";
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
 import { buildInfo, buildLabel } from "../../build-info.js";
 import { CTRL_VERSION_HEADER } from "../../contracts/version.js";
@@ -278,7 +278,7 @@ async function bootstrapAdminToken(store: Store, admin: { token?: string; file: 
     }
     return;
   }
-  if ((await countUserTokens(store.db)) > 0) return;
+  if ((await countInstallationTokens(store.db)) > 0) return;
   let token = generateToken("user");
   mkdirSync(dirname(admin.file), { recursive: true });
   try {

@@ -447,8 +447,12 @@ export function mergeRolloutPolicy(
 
 // ---------------------------------------------------------------- API tokens
 
-export function validateCreateApiToken(req: CreateApiTokenRequest): { name: string } {
-  return { name: r.slug("name", req.name) };
+/** workspace: null when the request names none (the caller's own scope then). */
+export function validateCreateApiToken(req: CreateApiTokenRequest): { name: string; workspace: string | null } {
+  return {
+    name: r.slug("name", req.name),
+    workspace: req.workspace === "" ? null : workspaceRef("workspace", req.workspace),
+  };
 }
 
 export function apiTokenId(field: string, v: string): string {

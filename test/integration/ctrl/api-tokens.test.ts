@@ -155,7 +155,11 @@ function suite(backend: Backend): void {
 
     // Only admin: it cannot revoke itself.
     const [only] = (await admin.listApiTokens({})).apiTokens;
-    await expectCode(admin.revokeApiToken({ tokenId: only?.id ?? "" }), Code.FailedPrecondition, /last one/);
+    await expectCode(
+      admin.revokeApiToken({ tokenId: only?.id ?? "" }),
+      Code.FailedPrecondition,
+      /last installation token/,
+    );
     await admin.listApiTokens({});
 
     // Two tokens, both revoked at the same moment: exactly one revocation may succeed.
@@ -166,7 +170,7 @@ function suite(backend: Backend): void {
     ]);
     assert.deepEqual(results.map((r) => r.status).sort(), ["fulfilled", "rejected"]);
     const refused = results.find((r) => r.status === "rejected");
-    assert.match(String(refused?.status === "rejected" ? refused.reason : ""), /last one/);
+    assert.match(String(refused?.status === "rejected" ? refused.reason : ""), /last installation token/);
     assert.equal(
       await ctrl.store.db
         .selectFrom("api_tokens")

@@ -58,7 +58,7 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     fails(["api-token", "create", "ci-deploy"], /already_exists: /);
     assert.match(ok(["api-token", "revoke", ci.id]), new RegExp(`revoked ${ci.id} \\(ci-deploy\\)`));
     fails(["workspace", "list"], /unauthenticated/, asCi);
-    fails(["api-token", "revoke", admin.id], /failed_precondition: .*last one/);
+    fails(["api-token", "revoke", admin.id], /failed_precondition: .*last installation token/);
     fails(["api-token", "revoke", "nope"], /invalid_argument: token_id: /);
     ok(["workspace", "list"]);
     const json = JSON.parse(ok(["api-token", "create", "ops", "-o", "json"])) as {
@@ -232,5 +232,42 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     };
     assert.equal(off.autoscale, undefined);
     assert.deepEqual(off.regions, [{ region: "eu", replicas: 2 }]);
+  });
+
+  // Last: the workspaces it makes would take away the other tests' default workspace.
+  it("a workspace token: created with --workspace, listed with its scope, its workspace the default", () => {
+    ok(["workspace", "create", "tenant-a"]);
+    ok(["workspace", "create", "tenant-b"]);
+    ok(["project", "create", "shop", "--workspace", "tenant-a"]);
+    const token = ok(["api-token", "create", "ta-ci", "--workspace", "tenant-a"]).trim();
+    const asTenant = { ...env, KRANE_TOKEN: token };
+    assert.match(ok(["api-token", "list"]), /ta-ci\s*│\s*workspace tenant-a\s/);
+    assert.match(ok(["api-token", "list"]), /admin\s*│\s*installation\s/);
+    // Two workspaces exist, but the token's own is the only one it sees: commands need no --workspace.
+    assert.match(ok(["project", "list"], asTenant), /shop/);
+    assert.deepEqual(
+      (
+        JSON.parse(ok(["workspace", "list", "-o", "json"], asTenant)) as { workspaces: { slug: string }[] }
+      ).workspaces.map((w) => w.slug),
+      ["tenant-a"],
+    );
+    fails(["project", "list", "--workspace", "tenant-b"], /not_found: workspace "tenant-b" not found/, asTenant);
+    fails(["region", "list"], /permission_denied: .*installation API token/, asTenant);
+    // It makes tokens of its own workspace only; KRANE_WORKSPACE does not choose a token's scope.
+    const made = JSON.parse(
+      ok(["api-token", "create", "ta-deploy", "-o", "json"], { ...asTenant, KRANE_WORKSPACE: "tenant-b" }),
+    ) as { apiToken: { workspace: string } };
+    assert.equal(made.apiToken.workspace, "tenant-a");
+    fails(["api-token", "create", "x", "--workspace", "tenant-b"], /not_found: workspace "tenant-b"/, asTenant);
+    assert.deepEqual(
+      (JSON.parse(ok(["api-token", "list", "-o", "json"], asTenant)) as { apiTokens: { name: string }[] }).apiTokens
+        .map((t) => t.name)
+        .sort(),
+      ["ta-ci", "ta-deploy"],
+    );
+    // Its workspace's audit log names the scope each token acted with.
+    const audit = ok(["audit", "--method", "CreateApiToken"], asTenant);
+    assert.match(audit, /ta-ci \(tok_\w+, workspace\)/);
+    assert.match(audit, /admin \(tok_\w+, installation\)/);
   });
 });

@@ -30,7 +30,7 @@ import { Migrator, type Kysely, type Migration } from "kysely";
 import { createClient, type Client } from "@connectrpc/connect";
 import SQLite from "better-sqlite3";
 import pg from "pg";
-import { StatusService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { RegionService, StatusService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import {
   ApplyDeploymentSchema,
   ClusterService,
@@ -72,7 +72,8 @@ const OLD_MIGRATIONS = [
 /**
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
  * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
- * (autoscaling decisions), 0026 (dashboard sessions).
+ * (autoscaling decisions), 0026 (dashboard sessions). 0027 adds columns only (api_tokens.workspace_id,
+ * audit_events.actor_scope).
  */
 const NEW_TABLES = [
   "autoscale_status",
@@ -260,6 +261,7 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
               "projects",
               "deployments",
               "environment_regions",
+              "api_tokens",
             ].includes(table)
           )
             continue;
@@ -304,6 +306,11 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
             added.map((c) => e[c]),
             ["1", null, null, null, null, null],
           );
+        // Migration 0027: every token from before is an installation token (bound to no workspace).
+        const apiTokens = rowsOf(upgraded, "api_tokens");
+        assert.ok(apiTokens.length > 0);
+        assert.deepEqual(without(apiTokens, "workspace_id"), rowsOf(before, "api_tokens"));
+        for (const t of apiTokens) assert.equal(t.workspace_id, null);
         // Migration 0025: no environment autoscales, and no region has a policy of its own.
         const regionRows = rowsOf(upgraded, "environment_regions");
         assert.deepEqual(without(regionRows, "autoscale"), rowsOf(before, "environment_regions"));
@@ -358,6 +365,8 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           createClient(service, transportFor(ctrl?.url ?? "", token));
         const prod = { workspace: "acme", project: "shop", environment: "prod" };
         const status = await client(StatusService, tokens.admin).getEnvironmentStatus(prod);
+        // …which is an installation token: installation calls are open to it.
+        assert.ok((await client(RegionService, tokens.admin).listRegions({})).regions.length > 0);
         const shown = new Map(
           status.deployments.flatMap((d) =>
             (d.deployment?.regions ?? []).map((r): [string, number] => [`${d.deployment?.id}/${r.region}`, r.replicas]),
