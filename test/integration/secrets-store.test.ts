@@ -6,8 +6,12 @@
 //  - A key the store does not have keeps the pod from starting (its container waits for the
 //    Secret the driver cannot sync), and `krane status` says which key and why, from the
 //    driver's event reported by the agent.
+//  - A store that does not answer (its provider stopped) fails the mount itself: the pod gets no
+//    sandbox and no address, and `krane status` still shows it, failed, with the kubelet's reason.
 // One cluster, one ctrl and one agent for both environments.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Agent } from "../../src/agent/agent.js";
@@ -25,8 +29,9 @@ import {
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../src/gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../../src/gen/krane/ctrl/v1/events_pb.js";
+import { Keyring } from "../../src/ctrl/secrets/keyring.js";
 import { eventually } from "../support/cluster.js";
-import { kubectlJson, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
+import { kubectl, kubectlJson, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
 import { routingAgent } from "./agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 
@@ -77,12 +82,27 @@ describe("external secrets from the Secrets Store CSI driver on a real node", { 
     });
   };
 
+  /** What a failed wait prints: the pods' Warning events, the pods, and what ctrl was told. */
+  const diagnostics = async (ref: { workspace: string; project: string; environment: string }): Promise<string> => {
+    const events = await kubectl(h.cluster, ["get", "events", "-A", "--field-selector", "type=Warning"]);
+    const pods = await kubectl(h.cluster, ["get", "pods", "-A", "-o", "wide"]);
+    const { events: reported } = await ctrl
+      .client(InstanceEventService, ctrl.adminToken)
+      .listInstanceEvents({ ...ref, latest: false });
+    return [
+      `Warning events:\n${events.stdout}${events.stderr}`,
+      `pods:\n${pods.stdout}`,
+      `reported: ${JSON.stringify(reported.map((e) => [e.instance, e.reason, String(e.atUnixMs), e.message]))}`,
+    ].join("\n");
+  };
+
   before(
     async () => {
       const cluster = await h.ready();
       const store = cluster.secretsStore;
       assert.ok(store, "the cluster runs the secret store");
-      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"));
+      // Secrets need the installation's master key, external references too.
+      ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { keyring: new Keyring(randomBytes(32)) });
       const t = ctrl.adminToken;
       await ctrl.client(RegionService, t).createRegion({ name: REGION });
       await ctrl.client(WorkspaceService, t).createWorkspace({ slug: WS });
@@ -161,7 +181,9 @@ describe("external secrets from the Secrets Store CSI driver on a real node", { 
           return events.find((e) => e.reason === "FailedToCreateSecret");
         },
         240_000,
-      );
+      ).catch(async (err: unknown) => {
+        throw new Error(`${String(err)}\n${await diagnostics(ref)}`);
+      });
       assert.match(event.message, /^external secrets: .*API_KEY/);
       const status = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(ref);
       const instances = status.deployments.flatMap((d) => d.regions.flatMap((r) => r.instances));
@@ -182,6 +204,53 @@ describe("external secrets from the Secrets Store CSI driver on a real node", { 
       const stuck = pods.items.filter((p) => p.metadata.name === instances[0]?.k8sName);
       assert.equal(stuck.length, 1);
       assert.deepEqual(Object.keys(stuck[0]?.status.containerStatuses?.[0]?.state ?? {}), ["waiting"]);
+    },
+  );
+
+  it(
+    "a store that does not answer fails the mount, and the pod is shown failed with the kubelet's reason",
+    { timeout: 5 * 60_000 },
+    async () => {
+      // Stop the test provider of this cluster's node (found by the directory it serves in).
+      const providers = join(h.cluster.dir, "nodes");
+      for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+        const cmd = (() => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+          } catch {
+            return "";
+          }
+        })();
+        if (cmd.includes("fake-provider") && cmd.includes(providers)) process.kill(Number(pid), "SIGTERM");
+      }
+      await deploy("unreachable", { DB_PASSWORD: "shop/db-password" });
+      const ref = { workspace: WS, project: PROJECT, environment: "unreachable" };
+      const event = await eventually(
+        "the kubelet's mount failure reported",
+        async () => {
+          const { events } = await ctrl.client(InstanceEventService, ctrl.adminToken).listInstanceEvents({
+            ...ref,
+            latest: true,
+          });
+          return events.find((e) => e.reason === "FailedMount");
+        },
+        240_000,
+      );
+      assert.match(event.message, /^external secrets: /);
+      const status = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(ref);
+      const instances = status.deployments.flatMap((d) => d.regions.flatMap((r) => r.instances));
+      assert.deepEqual(
+        instances.map((i) => [i.status, i.address]),
+        [[InstanceStatus.FAILED, ""]],
+        "reported without an address (no sandbox was made), as failed",
+      );
+      const { events } = await ctrl
+        .client(InstanceEventService, ctrl.adminToken)
+        .listInstanceEvents({ ...ref, latest: true });
+      assert.match(
+        renderEnvironmentStatus(status, Date.now(), undefined, events),
+        /failed[\s\S]*FailedMount: external secrets: /,
+      );
     },
   );
 });

@@ -16,7 +16,8 @@
 // event that says why when its status cannot (POD_START_FAILURES: a volume that cannot be
 // mounted, the secret store's driver failing to sync its Secret), the cause cut out of the
 // kubelet's or driver's wrapping ("external secrets: <the store's answer>"), at the event's first
-// time. Such a pod is reported as a failed instance (status.ts) so that `krane status` shows it.
+// time, in place of the CreateContainerConfigError it causes. Such a pod is reported as a failed
+// instance (status.ts) so that `krane status` shows it.
 // Waiting, unready and evicted facts carry no time of their own in a pod's status: they use the
 // time the pod last became unready (the Ready condition's transition), which is stable while the
 // fact lasts, so the same fact reported again is the same event.
@@ -199,7 +200,16 @@ export function eventsOf(
     const y = b.metadata.name ?? "";
     return x < y ? -1 : x > y ? 1 : 0;
   });
-  return sorted.flatMap((p) => [...podEvents(p), ...startFailureEvents(p, warningsOf(p))]);
+  return sorted.flatMap((p) => {
+    const failures = startFailureEvents(p, warningsOf(p));
+    if (failures.length === 0) return podEvents(p);
+    // The cause replaces its consequence: a container held back for want of the Secret the
+    // store's driver could not sync waits with CreateContainerConfigError, which says only that
+    // the Secret is missing (and, in the same second, would hide the driver's reason as the
+    // instance's last event).
+    const own = podEvents(p).filter((e) => !(e.kind === "waiting" && e.reason === "CreateContainerConfigError"));
+    return [...own, ...failures];
+  });
 }
 
 export function eventLine(e: ReportedInstanceEvent): string {
