@@ -13,8 +13,14 @@ import {
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
+import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
+import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
+import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
+import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 
-const transport = createConnectTransport({ baseUrl: location.origin });
+// Binary: smaller than JSON, and a live view's bytes are encoded once by ctrl for every stream.
+const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
 
 function client<S extends DescService>(s: S): Client<S> {
   return createClient(s, transport);
@@ -28,6 +34,12 @@ export const api = {
   regions: client(RegionService),
   status: client(StatusService),
   rollout: client(RolloutService),
+  live: client(LiveService),
+  metrics: client(MetricsService),
+  config: client(ConfigService),
+  events: client(InstanceEventService),
+  logs: client(LogService),
+  audit: client(AuditService),
 };
 
 /** ctrl's own message for a refused call. */
@@ -37,6 +49,12 @@ export function errorText(err: unknown): string {
 
 export function isSignedOut(err: unknown): boolean {
   return ConnectError.from(err).code === 16;
+}
+
+/** Refusals no retry mends (not found, not allowed, bad request): a stream stops on them. */
+export function isFinal(err: unknown): boolean {
+  const code = ConnectError.from(err).code;
+  return code === 3 || code === 5 || code === 7 || code === 9;
 }
 
 export interface Me {
@@ -57,7 +75,8 @@ export async function signIn(token: string): Promise<string | undefined> {
     body: JSON.stringify({ token }),
   });
   if (res.ok) return undefined;
-  return ((await res.json()) as { message?: string }).message ?? `sign-in failed (${res.status})`;
+  const body = (await res.json().catch(() => ({}))) as { message?: string };
+  return body.message ?? `sign-in failed (${res.status})`;
 }
 
 export async function signOut(): Promise<void> {

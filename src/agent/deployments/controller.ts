@@ -24,10 +24,10 @@ import { resourceOf, resources } from "../../kube/resources.js";
 import {
   controller,
   labelIndex,
-  requeueAfter,
+  Result,
   type ControllerDeclaration,
   type KindContext,
-  type Requeue,
+  type StatusReport,
 } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
@@ -82,7 +82,7 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     return typeof r === "number" ? r : undefined;
   };
   /** A requeue while a scale-up of `d` must wait for an environment sibling to shrink. */
-  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): Requeue | undefined => {
+  const holdScaleUp = (d: ApplyDeployment, ctx: Ctx): Result | undefined => {
     const key = d.deploymentId;
     const siblings: Sibling[] = [];
     for (const rs of ctx.informer(resources.replicaSets).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), d.environmentId)) {
@@ -97,7 +97,8 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
       return undefined;
     }
     if (since === undefined) waiting.set(key, Date.now());
-    return requeueAfter(SCALE_UP_RECHECK_MS, `scale-up waits for ${blockers.join(", ")} to scale down`);
+    ctx.log.debug({ controller: "deployments", key, waitsFor: blockers }, "scale-up waits for scale-downs");
+    return Result.requeueAfter(SCALE_UP_RECHECK_MS);
   };
   const report = (
     change: MessageInitShape<typeof ReportDeploymentStatusRequestSchema>["change"],
@@ -123,6 +124,80 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
     );
     createdSecrets.add(id);
   };
+  /** The Namespace, then each rendered object that differs; a scale-up may first have to wait. */
+  const apply = async (
+    d: ApplyDeployment,
+    rendered: readonly KubeObject[],
+    ctx: Ctx,
+    signal: AbortSignal,
+  ): Promise<Result | undefined> => {
+    const wait = holdScaleUp(d, ctx);
+    if (wait) return wait;
+    try {
+      let ns = ensuredNamespaces.get(d.k8sNamespace);
+      if (!ns)
+        ensuredNamespaces.set(
+          d.k8sNamespace,
+          (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
+        );
+      await ns;
+      for (const obj of rendered) {
+        // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
+        if (obj.kind === "ReplicaSet") await ensureSecret(d, ctx, signal);
+        // Objects shared by an environment's deployments are applied only when they differ
+        // (and once, when several of its deployments find them missing at the same time).
+        if (ctx.isCurrent(obj)) continue;
+        const r = resourceOf(obj);
+        if (!r) throw new Error(`deployment ${d.deploymentId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+        await ctx.apply(r, obj, signal);
+      }
+    } catch (err) {
+      // The namespace may have been deleted behind our back; check it again next time.
+      ensuredNamespaces.delete(d.k8sNamespace);
+      throw err;
+    }
+    return undefined;
+  };
+
+  /** The ReplicaSet and the revision's Secret (the rest carries its id and is pruned). */
+  const remove = async (key: string, ref: DeleteDeployment, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+    waiting.delete(key);
+    await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
+    // The revision's Secret by name (the agent cannot list Secrets); its ConfigMap and
+    // SecretProviderClass carry its id and are pruned by the runtime right after.
+    const secret =
+      ref.secretName !== ""
+        ? ref.secretName
+        : secretNameOfReplicaSet(ctx.primaryOf(ref.deploymentId) ?? { metadata: {} });
+    if (secret !== "") {
+      await ctx.kube.delete(resources.secrets, ref.k8sNamespace, secret, signal);
+      createdSecrets.delete(`${ref.k8sNamespace}/${secret}`);
+    }
+    // The environment's network policy stays while any deployment of the environment may
+    // still need it; collectGarbage removes it once none is left.
+  };
+
+  /** The deployment's full instance set and its instance events, from the caches. */
+  const status = (key: string, ctx: Ctx): StatusReport<ReportDeploymentStatusRequest> | undefined => {
+    const rs = ctx.primaryOf(key);
+    if (!rs) return undefined;
+    const k8sName = rs.metadata.name ?? "";
+    const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key);
+    const warnings = ctx.informer(resources.podWarningEvents);
+    if (!warnings.hasIndex(EVENTS_BY_POD)) warnings.addIndex(EVENTS_BY_POD, podOfEvent);
+    const warningsOf = (pod: KubeObject): KubeObject[] =>
+      warnings.byIndex(EVENTS_BY_POD, `${pod.metadata.namespace ?? ""}/${pod.metadata.name ?? ""}`);
+    const instances = instancesOf(pods, zoneOf(ctx), (pod) => cannotStart(pod, warningsOf(pod)));
+    const events = eventsOf(pods, warningsOf);
+    // Events are part of the fingerprint: a new one is a change to report, the same ones
+    // seen again are not.
+    const fingerprint = `${instancesFingerprint(k8sName, instances)}|${eventsFingerprint(events)}`;
+    return {
+      fingerprint,
+      report: report({ case: "update", value: { k8sName, deploymentId: key, instances, events } }),
+    };
+  };
+
   const builder = controller<DeploymentState, ApplyDeployment, DeleteDeployment, ReportDeploymentStatusRequest>(
     "deployments",
   )
@@ -202,69 +277,15 @@ export function deploymentsController({ region, ctrl, secretStore }: KindEnv): D
         return [r.networkPolicy, ...settings, r.replicaSet];
       },
 
-      async apply(d, rendered, ctx, signal) {
-        const wait = holdScaleUp(d, ctx);
-        if (wait) return wait;
-        try {
-          let ns = ensuredNamespaces.get(d.k8sNamespace);
-          if (!ns)
-            ensuredNamespaces.set(
-              d.k8sNamespace,
-              (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
-            );
-          await ns;
-          for (const obj of rendered) {
-            // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
-            if (obj.kind === "ReplicaSet") await ensureSecret(d, ctx, signal);
-            // Objects shared by an environment's deployments are applied only when they differ
-            // (and once, when several of its deployments find them missing at the same time).
-            if (ctx.isCurrent(obj)) continue;
-            const r = resourceOf(obj);
-            if (!r) throw new Error(`deployment ${d.deploymentId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
-            await ctx.apply(r, obj, signal);
-          }
-        } catch (err) {
-          // The namespace may have been deleted behind our back; check it again next time.
-          ensuredNamespaces.delete(d.k8sNamespace);
-          throw err;
+      async reconcile(key, want, ctx, signal) {
+        if (want.type === "delete") {
+          await remove(key, want.ref, ctx, signal);
+          return ctx.deleted(key, want, signal);
         }
-      },
-
-      async remove(key, ref, ctx, signal) {
-        waiting.delete(key);
-        await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
-        // The revision's Secret by name (the agent cannot list Secrets); its ConfigMap and
-        // SecretProviderClass carry its id and are pruned by the runtime right after.
-        const secret =
-          ref.secretName !== ""
-            ? ref.secretName
-            : secretNameOfReplicaSet(ctx.primaryOf(ref.deploymentId) ?? { metadata: {} });
-        if (secret !== "") {
-          await ctx.kube.delete(resources.secrets, ref.k8sNamespace, secret, signal);
-          createdSecrets.delete(`${ref.k8sNamespace}/${secret}`);
-        }
-        // The environment's network policy stays while any deployment of the environment may
-        // still need it; collectGarbage removes it once none is left.
-      },
-
-      status(key, _d, ctx) {
-        const rs = ctx.primaryOf(key);
-        if (!rs) return undefined;
-        const k8sName = rs.metadata.name ?? "";
-        const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key);
-        const warnings = ctx.informer(resources.podWarningEvents);
-        if (!warnings.hasIndex(EVENTS_BY_POD)) warnings.addIndex(EVENTS_BY_POD, podOfEvent);
-        const warningsOf = (pod: KubeObject): KubeObject[] =>
-          warnings.byIndex(EVENTS_BY_POD, `${pod.metadata.namespace ?? ""}/${pod.metadata.name ?? ""}`);
-        const instances = instancesOf(pods, zoneOf(ctx), (pod) => cannotStart(pod, warningsOf(pod)));
-        const events = eventsOf(pods, warningsOf);
-        // Events are part of the fingerprint: a new one is a change to report, the same ones
-        // seen again are not.
-        const fingerprint = `${instancesFingerprint(k8sName, instances)}|${eventsFingerprint(events)}`;
-        return {
-          fingerprint,
-          report: report({ case: "update", value: { k8sName, deploymentId: key, instances, events } }),
-        };
+        const d = want.desired;
+        const result = await ctx.sync(key, want.rendered, signal, () => apply(d, want.rendered, ctx, signal));
+        if (result.type === "done") ctx.report(key, () => status(key, ctx));
+        return result;
       },
 
       async collectGarbage(ctx, active, signal) {

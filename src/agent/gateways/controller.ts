@@ -39,6 +39,7 @@ import {
   type ControllerBuilder,
   type ControllerDeclaration,
   type KindContext,
+  type StatusReport,
 } from "../runtime/builder.js";
 import { oneKey, type GatewaySettings, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
@@ -79,6 +80,64 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
   const report = (
     change: MessageInitShape<typeof ReportGatewayStatusRequestSchema>["change"],
   ): ReportGatewayStatusRequest => create(ReportGatewayStatusRequestSchema, { region, change });
+
+  /**
+   * The workspace Namespace, then each object that differs. Every object gets its chance: one the
+   * API server refuses for good (a rejected policy, say) does not keep the others from being
+   * applied; the first such refusal is raised at the end (the key is then terminal and reported,
+   * not retried).
+   */
+  const apply = async (
+    g: ApplyGateway,
+    objects: readonly KubeObject[],
+    ctx: Ctx,
+    signal: AbortSignal,
+  ): Promise<void> => {
+    if (!ensuredNamespaces.has(g.k8sNamespace)) {
+      await ctx.kube.create(
+        resources.namespaces,
+        {
+          apiVersion: "v1",
+          kind: "Namespace",
+          metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) },
+        },
+        signal,
+      );
+      ensuredNamespaces.add(g.k8sNamespace);
+    }
+    let refused: unknown;
+    try {
+      for (const obj of objects) {
+        if (ctx.isCurrent(obj)) continue;
+        const r = resourceOf(obj);
+        if (!r) throw new Error(`gateway ${g.gatewayId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+        try {
+          await ctx.kube.apply(r, obj, { force: true, signal });
+        } catch (err) {
+          if (!isPermanentKubeError(err)) throw err;
+          refused ??= err;
+        }
+      }
+    } catch (err) {
+      ensuredNamespaces.delete(g.k8sNamespace);
+      throw err;
+    }
+    if (refused !== undefined) throw refused;
+  };
+
+  /** Each route's conditions from its Gateway and its Certificates' Ready, from the caches. */
+  const status = (key: string, g: ApplyGateway, ctx: Ctx): StatusReport<ReportGatewayStatusRequest> => {
+    const routes = observeGateway(g, settings, sentinelServiceOf(g.environmentId, ctx), {
+      route: (ns, name) => ctx.informer(resources.httpRoutes).get(ns, name),
+      certificate: (ns, name) =>
+        settings.certificateIssuer ? ctx.informer(resources.certificates).get(ns, name) : undefined,
+      gateway: (ns, name) => (settings.https ? ctx.informer(resources.gateways).get(ns, name) : undefined),
+    });
+    return {
+      fingerprint: gatewayFingerprint(routes),
+      report: report({ case: "update", value: { gatewayId: key, routes } }),
+    };
+  };
 
   let b: ControllerBuilder<GatewayState, ApplyGateway, DeleteGateway, ReportGatewayStatusRequest> = controller<
     GatewayState,
@@ -126,58 +185,17 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
       validate: (g) => validateApplyGateway(g, region),
       validateDelete: validateDeleteGateway,
       render: (g) => renderStatic(g, region, settings),
-      derive: (_key, g, ctx) => renderRoutes(g, region, settings, sentinelServiceOf(g.environmentId, ctx)),
-
-      async apply(g, objects, ctx, signal) {
-        if (!ensuredNamespaces.has(g.k8sNamespace)) {
-          await ctx.kube.create(
-            resources.namespaces,
-            {
-              apiVersion: "v1",
-              kind: "Namespace",
-              metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) },
-            },
-            signal,
-          );
-          ensuredNamespaces.add(g.k8sNamespace);
-        }
-        // Every object gets its chance: one the API server refuses for good (a rejected
-        // policy, say) does not keep the others from being applied; the first such refusal
-        // is raised at the end (the key is then terminal and reported, not retried).
-        let refused: unknown;
-        try {
-          for (const obj of objects) {
-            if (ctx.isCurrent(obj)) continue;
-            const r = resourceOf(obj);
-            if (!r) throw new Error(`gateway ${g.gatewayId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
-            try {
-              await ctx.kube.apply(r, obj, { force: true, signal });
-            } catch (err) {
-              if (!isPermanentKubeError(err)) throw err;
-              refused ??= err;
-            }
-          }
-        } catch (err) {
-          ensuredNamespaces.delete(g.k8sNamespace);
-          throw err;
-        }
-        if (refused !== undefined) throw refused;
-      },
-
-      // Everything the key wrote carries its gateway id: the runtime's pruning deletes it.
-      async remove() {},
-
-      status(key, g, ctx) {
-        const routes = observeGateway(g, settings, sentinelServiceOf(g.environmentId, ctx), {
-          route: (ns, name) => ctx.informer(resources.httpRoutes).get(ns, name),
-          certificate: (ns, name) =>
-            settings.certificateIssuer ? ctx.informer(resources.certificates).get(ns, name) : undefined,
-          gateway: (ns, name) => (settings.https ? ctx.informer(resources.gateways).get(ns, name) : undefined),
-        });
-        return {
-          fingerprint: gatewayFingerprint(routes),
-          report: report({ case: "update", value: { gatewayId: key, routes } }),
-        };
+      async reconcile(key, want, ctx, signal) {
+        // Everything the key wrote carries its gateway id: the runtime's pruning deletes it.
+        if (want.type === "delete") return ctx.deleted(key, want, signal);
+        const g = want.desired;
+        const objects = [
+          ...want.rendered,
+          ...renderRoutes(g, region, settings, sentinelServiceOf(g.environmentId, ctx)),
+        ];
+        const result = await ctx.sync(key, objects, signal, () => apply(g, objects, ctx, signal));
+        if (result.type === "done") ctx.report(key, () => status(key, g, ctx));
+        return result;
       },
     })
     .build();

@@ -17,7 +17,7 @@ import {
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
-import { controller, labelIndex, type ControllerDeclaration } from "../runtime/builder.js";
+import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderCronJob } from "./render.js";
@@ -40,6 +40,21 @@ function runKeyOf(obj: KubeObject): string | undefined {
 export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDeclaration {
   const report = (change: MessageInitShape<typeof ReportJobStatusRequestSchema>["change"]): ReportJobStatusRequest =>
     create(ReportJobStatusRequestSchema, { region, change });
+  /** The job's last runs and schedule, from the caches. */
+  const status = (key: string, ctx: KindContext<ApplyJob>) => {
+    const cronJob = ctx.primaryOf(key);
+    if (!cronJob) return undefined;
+    const k8sName = cronJob.metadata.name ?? "";
+    const runs = runsOf(ctx.informer(resources.jobs).byIndex(labelIndex(LABEL_JOB_ID), key));
+    const lastSchedule = lastScheduleOf(cronJob);
+    return {
+      fingerprint: runsFingerprint(k8sName, lastSchedule, runs),
+      report: report({
+        case: "update",
+        value: { jobId: key, k8sName, runs, lastScheduleUnixMs: BigInt(lastSchedule) },
+      }),
+    };
+  };
   return controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
     .protocol(
       clusterProtocol({ region, ctrl }, { state: JobStateSchema, report: ReportJobStatusRequestSchema, key: "jobId" }),
@@ -58,26 +73,17 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
       validate: (j) => validateApplyJob(j, region, secretStore !== undefined),
       validateDelete: validateDeleteJob,
       render: (j) => [renderCronJob(j, region)],
-      async apply(_j, objects, ctx, signal) {
-        for (const obj of objects)
-          if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
-      },
-      async remove(_key, ref, ctx, signal) {
-        await ctx.kube.delete(resources.cronJobs, ref.k8sNamespace, ref.k8sName, signal);
-      },
-      status(key, _j, ctx) {
-        const cronJob = ctx.primaryOf(key);
-        if (!cronJob) return undefined;
-        const k8sName = cronJob.metadata.name ?? "";
-        const runs = runsOf(ctx.informer(resources.jobs).byIndex(labelIndex(LABEL_JOB_ID), key));
-        const lastSchedule = lastScheduleOf(cronJob);
-        return {
-          fingerprint: runsFingerprint(k8sName, lastSchedule, runs),
-          report: report({
-            case: "update",
-            value: { jobId: key, k8sName, runs, lastScheduleUnixMs: BigInt(lastSchedule) },
-          }),
-        };
+      async reconcile(key, want, ctx, signal) {
+        if (want.type === "delete") {
+          await ctx.kube.delete(resources.cronJobs, want.ref.k8sNamespace, want.ref.k8sName, signal);
+          return ctx.deleted(key, want, signal);
+        }
+        const result = await ctx.sync(key, want.rendered, signal, async () => {
+          for (const obj of want.rendered)
+            if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
+        });
+        if (result.type === "done") ctx.report(key, () => status(key, ctx));
+        return result;
       },
     })
     .build();

@@ -40,7 +40,7 @@ import {
 import { isPermanentKubeError, type KubeClient } from "../../kube/client.js";
 import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
-import { controller, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
+import { controller, type ControllerDeclaration, type KindContext, type StatusReport } from "../runtime/builder.js";
 import type { KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { RELEASE_INDEX, ReleaseCaches, writeOnly } from "./caches.js";
@@ -267,6 +267,68 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     });
   };
 
+  /** The Namespace, the objects (a kind missing or refused is recorded), the inventory, then prune. */
+  const apply = async (r: ApplyRelease, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+    setup(ctx);
+    if (!ensuredNamespaces.has(r.k8sNamespace)) {
+      await ctx.kube.create(
+        resources.namespaces,
+        {
+          apiVersion: "v1",
+          kind: "Namespace",
+          metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) },
+        },
+        signal,
+      );
+      ensuredNamespaces.add(r.k8sNamespace);
+    }
+    const rendered = renderReleaseObjects(r, region);
+    const keep = new Set<string>();
+    const writes: { o: RenderedReleaseObject; resource: ResourceType }[] = [];
+    for (const o of rendered) {
+      const res = await resolve(o.kind, signal);
+      if (!("resource" in res)) {
+        record(r.releaseId, r.version, o.id, res);
+        continue;
+      }
+      keep.add(`${res.resource.group}/${res.resource.kind}/${r.k8sNamespace}/${o.object.metadata.name ?? ""}`);
+      writes.push({ o, resource: res.resource });
+    }
+    // The objects do not depend on each other for the API server (as with kubectl, a Job
+    // naming a ServiceAccount applied later just waits for it), so they go
+    // APPLY_CONCURRENCY at a time; the first retriable failure fails the key after the others.
+    const sealed = await sealedData(
+      r,
+      writes.map((w) => w.o),
+      signal,
+    );
+    await forEachLimit(writes, APPLY_CONCURRENCY, ({ o, resource }) => applyOne(r, o, resource, sealed, ctx, signal));
+    const inventory = renderInventory(r, region);
+    if (!ctx.isCurrent(inventory)) await ctx.kube.apply(resources.configMaps, inventory, { force: true, signal });
+    const live = ctx.primaryOf(r.releaseId);
+    await prune(r.releaseId, r.k8sNamespace, kindsEver(r, live ? inventoryKinds(live) : []), keep, r.version, signal);
+  };
+
+  /** Every object of the release in every kind it ever had, then the inventory. */
+  const remove = async (key: string, ref: DeleteRelease, ctx: Ctx, signal: AbortSignal): Promise<void> => {
+    setup(ctx);
+    const live = ctx.primaryOf(key);
+    const kinds = kindsEver({ kindsEver: ref.kindsEver, objects: [] }, live ? inventoryKinds(live) : []);
+    await prune(key, ref.k8sNamespace, kinds, new Set(), undefined, signal);
+    await ctx.kube.delete(resources.configMaps, ref.k8sNamespace, inventoryName(key), signal);
+    outcomes.delete(key);
+    for (const k of [...sweptVersion.keys()]) if (k.startsWith(`${key}/`)) sweptVersion.delete(k);
+  };
+
+  /** Per object, its health from the caches or what applying it came to. */
+  const status = (key: string, r: ApplyRelease): StatusReport<ReportReleaseStatusRequest> => {
+    const objects = statuses(r);
+    return {
+      fingerprint: JSON.stringify([String(r.version), objects.map((o) => [o.id, o.health, o.message])]),
+      report: report({ case: "update", value: { releaseId: key, version: r.version, objects } }),
+    };
+  };
+
   return controller<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>("releases")
     .protocol(
       clusterProtocol(
@@ -287,77 +349,20 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
       validate: (r) => validateApplyRelease(r, region),
       validateDelete: validateDeleteRelease,
       render: (r) => [renderInventory(r, region)],
-      // The objects themselves: compared with the caches of the kinds they are (cacheFor), so a resync or
-      // an event that finds nothing changed writes nothing.
-      derive: (_key, r) => renderReleaseObjects(r, region).map((o) => o.object),
       cacheFor: (obj) => caches?.forObject(obj),
 
-      async apply(r, _objects, ctx, signal) {
-        setup(ctx);
-        if (!ensuredNamespaces.has(r.k8sNamespace)) {
-          await ctx.kube.create(
-            resources.namespaces,
-            {
-              apiVersion: "v1",
-              kind: "Namespace",
-              metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) },
-            },
-            signal,
-          );
-          ensuredNamespaces.add(r.k8sNamespace);
+      async reconcile(key, want, ctx, signal) {
+        if (want.type === "delete") {
+          await remove(key, want.ref, ctx, signal);
+          return ctx.deleted(key, want, signal);
         }
-        const rendered = renderReleaseObjects(r, region);
-        const keep = new Set<string>();
-        const writes: { o: RenderedReleaseObject; resource: ResourceType }[] = [];
-        for (const o of rendered) {
-          const res = await resolve(o.kind, signal);
-          if (!("resource" in res)) {
-            record(r.releaseId, r.version, o.id, res);
-            continue;
-          }
-          keep.add(`${res.resource.group}/${res.resource.kind}/${r.k8sNamespace}/${o.object.metadata.name ?? ""}`);
-          writes.push({ o, resource: res.resource });
-        }
-        // The objects do not depend on each other for the API server (as with kubectl, a Job
-        // naming a ServiceAccount applied later just waits for it), so they go
-        // APPLY_CONCURRENCY at a time; the first retriable failure fails the key after the others.
-        const sealed = await sealedData(
-          r,
-          writes.map((w) => w.o),
-          signal,
-        );
-        await forEachLimit(writes, APPLY_CONCURRENCY, ({ o, resource }) =>
-          applyOne(r, o, resource, sealed, ctx, signal),
-        );
-        const inventory = renderInventory(r, region);
-        if (!ctx.isCurrent(inventory)) await ctx.kube.apply(resources.configMaps, inventory, { force: true, signal });
-        const live = ctx.primaryOf(r.releaseId);
-        await prune(
-          r.releaseId,
-          r.k8sNamespace,
-          kindsEver(r, live ? inventoryKinds(live) : []),
-          keep,
-          r.version,
-          signal,
-        );
-      },
-
-      async remove(key, ref, ctx, signal) {
-        setup(ctx);
-        const live = ctx.primaryOf(key);
-        const kinds = kindsEver({ kindsEver: ref.kindsEver, objects: [] }, live ? inventoryKinds(live) : []);
-        await prune(key, ref.k8sNamespace, kinds, new Set(), undefined, signal);
-        await ctx.kube.delete(resources.configMaps, ref.k8sNamespace, inventoryName(key), signal);
-        outcomes.delete(key);
-        for (const k of [...sweptVersion.keys()]) if (k.startsWith(`${key}/`)) sweptVersion.delete(k);
-      },
-
-      status(key, r) {
-        const objects = statuses(r);
-        return {
-          fingerprint: JSON.stringify([String(r.version), objects.map((o) => [o.id, o.health, o.message])]),
-          report: report({ case: "update", value: { releaseId: key, version: r.version, objects } }),
-        };
+        const r = want.desired;
+        // The objects themselves beside the inventory: compared with the caches of the kinds they
+        // are (cacheFor), so a resync or an event that finds nothing changed writes nothing.
+        const objects = [...want.rendered, ...renderReleaseObjects(r, region).map((o) => o.object)];
+        const result = await ctx.sync(key, objects, signal, () => apply(r, ctx, signal));
+        if (result.type === "done") ctx.report(key, () => status(key, r));
+        return result;
       },
 
       async collectGarbage(ctx, active, signal) {

@@ -1,17 +1,25 @@
 // How a controller kind is declared: the builder (`controller(name)…build()`), what the kind's
-// reconciler is given (KindContext) and what it fills in (Reconciler). The runtime owns every
-// loop; a kind names its protocol with ctrl, the primary resource it owns (one object per key
-// marks the key's presence), the resources it renders (compared for drift) and the ones it only
-// watches or reads, and how an event maps to keys.
+// reconcile is given (KindContext: the caches, the clients and the runtime's services) and what
+// it writes (Reconciler). The runtime owns every loop; a kind names its protocol with ctrl, the
+// primary resource it owns (one object per key marks the key's presence), the resources it
+// renders (compared for drift) and the ones it only watches or reads, how an event maps to keys,
+// and its `reconcile(key) → Result`.
 import type { KubeClient } from "../../kube/client.js";
 import type { Informer } from "../../kube/informer.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
+import type { Result } from "../../retry/queue.js";
 import type { CtrlProtocol } from "./ctrl-link.js";
+import type { DesiredEntry } from "./desired.js";
 import type { Logger } from "./log.js";
 
-/** What a kind's reconciler works with. */
-export interface KindContext<D> {
+export { Result } from "../../retry/queue.js";
+
+/** What ctrl wants of a key, as this agent knows it: an apply (with its rendered objects) or a delete. */
+export type Want<D, Del> = DesiredEntry<D, Del>;
+
+/** What a kind's reconcile works with: the caches, the clients and the runtime's services. */
+export interface KindContext<D, Del = unknown, R = unknown> {
   readonly kube: KubeClient;
   readonly region: string;
   readonly log: Logger;
@@ -44,6 +52,31 @@ export interface KindContext<D> {
   cache(r: ResourceType, selector?: string): Promise<Informer>;
   /** Queues a key and marks its status for recomputation (for events of caches from `cache`). */
   enqueue(key: string): void;
+
+  /**
+   * Brings the cluster to `objects` for the key: when some differ from the caches, `write` is
+   * called (it applies those that differ: `isCurrent`, `apply`) and a requeue it returns is
+   * returned as is; then what the key wrote (the owner label) and no longer renders is deleted.
+   * A key the API server refused for good is left as it is (no write, no pruning) until its
+   * desired state changes or a resync looks again.
+   */
+  sync(
+    key: string,
+    objects: readonly KubeObject[],
+    signal: AbortSignal,
+    write: () => Promise<Result | void>,
+  ): Promise<Result>;
+  /**
+   * Reports the key's status to ctrl (deduplicated by fingerprint, behind the breaker). `status`
+   * is called only when an event may have changed the status since it was last computed, so
+   * desired-state changes and drift checks cost no status work.
+   */
+  report(key: string, status: () => StatusReport<R> | undefined): void;
+  /**
+   * The end of a deleted key, once the kind removed its objects: what else it wrote (the owner
+   * label) is deleted, ctrl is told, and the key is forgotten unless a newer state came meanwhile.
+   */
+  deleted(key: string, want: Want<D, Del> & { readonly type: "delete" }, signal: AbortSignal): Promise<Result>;
 }
 
 /** A status report for one key. */
@@ -52,7 +85,12 @@ export interface StatusReport<R> {
   readonly report: R;
 }
 
-/** The kind-specific logic; everything else is the runtime's. */
+/**
+ * The kind-specific logic; the loops, the queue and the link to ctrl are the runtime's. The
+ * runtime validates and renders each desired state once, when it arrives (a refused one is
+ * reported and not stored; the rendered objects are what a resync compares with the caches), and
+ * calls `reconcile` for a key whenever its desired state or something it concerns changes.
+ */
 export interface Reconciler<D, Del, R> {
   /** A reason to refuse the desired state, or undefined when it is valid. */
   validate(desired: D): string | undefined;
@@ -60,23 +98,15 @@ export interface Reconciler<D, Del, R> {
   /** Pure: the objects the desired state becomes (compared with the caches for drift). */
   render(desired: D): KubeObject[];
   /**
-   * Objects computed at reconcile time from the caches as well as the desired state (e.g. a
-   * routing table from the pods); compared and applied like the rendered ones.
+   * Makes the cluster match what ctrl wants of the key and reports it, with the runtime's
+   * services (`ctx.sync`, `ctx.report`, `ctx.deleted`). A key that must wait returns a requeue
+   * (`Result.requeueAfter`: looked at again then, not counted as a failure); an error thrown is
+   * retried with the key's backoff, or, when the API server refused for good (400, 403, 422),
+   * makes the key terminal: reported to ctrl as rejected.
    */
-  derive?(key: string, desired: D, ctx: KindContext<D>): KubeObject[];
-  /**
-   * Makes the cluster match; called only when some rendered or derived object differs from the
-   * cache, with all of them (`ctx.isCurrent` tells which already match). Resolves to a requeue
-   * when the key must wait (see ApplyResult); throws to fail (retriable or, for a refusal the
-   * API server will repeat, terminal).
-   */
-  apply(desired: D, objects: readonly KubeObject[], ctx: KindContext<D>, signal: AbortSignal): Promise<ApplyResult>;
-  /** Deletes a key's objects; a missing object counts as deleted. */
-  remove(key: string, ref: Del, ctx: KindContext<D>, signal: AbortSignal): Promise<void>;
-  /** The key's observed status, computed from the caches after each reconcile. */
-  status?(key: string, desired: D, ctx: KindContext<D>): StatusReport<R> | undefined;
+  reconcile(key: string, want: Want<D, Del>, ctx: KindContext<D, Del, R>, signal: AbortSignal): Promise<Result>;
   /** Extra garbage collection after a resync pass (objects shared between keys). */
-  collectGarbage?(ctx: KindContext<D>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
+  collectGarbage?(ctx: KindContext<D, Del, R>, active: ReadonlySet<string>, signal: AbortSignal): Promise<void>;
   /**
    * The cache of an object whose kind the declaration does not list (a kind that keeps caches of
    * its own, e.g. per kind a release applies), for drift checks; undefined: not compared.
@@ -87,25 +117,7 @@ export interface Reconciler<D, Del, R> {
    * A loop of the kind's own that runs while the controller runs (e.g. reading what the kind's
    * pods say about themselves); `requeue(key)` makes the key reconcile (and report) again.
    */
-  observe?(ctx: KindContext<D>, signal: AbortSignal, requeue: (key: string) => void): Promise<void>;
-}
-
-/**
- * What a kind's apply asks of the runtime: nothing (done), or to look at the key again after
- * `requeueAfterMs` because it must wait for others (e.g. a scale-up until its siblings'
- * scale-downs are applied) — without an error being logged or counted against its backoff.
- */
-export type ApplyResult = void | Requeue;
-
-export interface Requeue {
-  readonly requeueAfterMs: number;
-  /** Why the key waits (for logs and tests). */
-  readonly reason: string;
-}
-
-/** The result of an apply that must wait: the key is reconciled again after `ms`. */
-export function requeueAfter(ms: number, reason: string): Requeue {
-  return { requeueAfterMs: ms, reason };
+  observe?(ctx: KindContext<D, Del, R>, signal: AbortSignal, requeue: (key: string) => void): Promise<void>;
 }
 
 export type KeysOf<D> = (obj: KubeObject, ctx: KindContext<D>) => Iterable<string>;

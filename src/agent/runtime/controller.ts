@@ -1,14 +1,15 @@
 // One controller kind on the shared runtime, shaped like controller-runtime:
 //
 //   ctrl ─stream/snapshot/resync─▶ CtrlLink ─▶ DesiredStore ─┐
-//                                                            ├─▶ WorkQueue(keys) ─▶ reconcile(key) → Result
-//   Manager's shared informers ─events─▶ keysOf(obj) ────────┘        │ apply when the caches differ
-//                                                                     ▼ from what it renders; status
+//                                                            ├─▶ WorkQueue(keys) ─▶ kind's reconcile(key) → Result
+//   Manager's shared informers ─events─▶ keysOf(obj) ────────┘        │ sync (write when the caches differ,
+//                                                                     ▼ prune), report, deleted
 //   Reporter (dedup + breaker) ◀─ status / rejected / deleted ─────────┘
 //
 // This file wires the parts and owns the run (start → stop): cache events to keys, the queue,
-// the ctrl link. The parts: the declaration (builder.ts), stream intake (intake.ts), reconcile
-// (reconcile.ts), resync (resync.ts), remembered writes, pruning and drift (writes.ts).
+// the ctrl link. The parts: the declaration (builder.ts), stream intake (intake.ts), the call of
+// the kind's reconcile and the services it uses (reconcile.ts), resync (resync.ts), remembered
+// writes, pruning and drift (writes.ts).
 import type { Informer } from "../../kube/informer.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
@@ -19,7 +20,7 @@ import { CtrlLink } from "./ctrl-link.js";
 import { DesiredStore } from "./desired.js";
 import { takeStreamAction } from "./intake.js";
 import { agentMetrics, type AgentMetrics } from "./metrics.js";
-import { reconcileKey } from "./reconcile.js";
+import { deletedKey, reconcileKey, reportStatus, syncKey } from "./reconcile.js";
 import { resyncLoop, resyncPass } from "./resync.js";
 import { ClusterWrites } from "./writes.js";
 
@@ -43,7 +44,7 @@ export class Controller<Msg, D, Del, R> {
   readonly #writes: ClusterWrites;
   readonly #primary: Informer;
   readonly #primaryIndex: string;
-  readonly #ctx: KindContext<D>;
+  readonly #ctx: KindContext<D, Del, R>;
   readonly #core: ControllerCore<Msg, D, Del, R>;
   readonly #statusClean = new Set<string>();
   #started = false;
@@ -115,6 +116,9 @@ export class Controller<Msg, D, Del, R> {
         this.#statusClean.delete(key);
         this.#queue.add(key);
       },
+      sync: (key, objects, signal, write) => syncKey(this.#core, key, objects, signal, write),
+      report: (key, status) => reportStatus(this.#core, key, status),
+      deleted: (key, want, signal) => deletedKey(this.#core, key, want, signal),
     };
     this.#core = {
       name: decl.name,
@@ -203,7 +207,7 @@ export class Controller<Msg, D, Del, R> {
     return this.#resyncs;
   }
 
-  get context(): KindContext<D> {
+  get context(): KindContext<D, Del, R> {
     return this.#ctx;
   }
 

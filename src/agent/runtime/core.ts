@@ -48,7 +48,7 @@ export interface ControllerCore<Msg, D, Del, R> {
   readonly env: ControllerEnv;
   readonly opts: ControllerOptions;
   readonly m: AgentMetrics;
-  readonly ctx: KindContext<D>;
+  readonly ctx: KindContext<D, Del, R>;
   readonly writes: ClusterWrites;
   readonly primary: Informer;
   /** Of the current run: the controller replaces them when a new run starts. */

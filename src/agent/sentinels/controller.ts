@@ -35,7 +35,13 @@ import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
 import { instanceKey } from "../deployments/status.js";
-import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
+import {
+  controller,
+  labelIndex,
+  type ControllerDeclaration,
+  type KindContext,
+  type StatusReport,
+} from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
@@ -65,6 +71,8 @@ export function sentinelKeyOf(obj: KubeObject): string | undefined {
   const labels = obj.metadata.labels;
   return labels?.[LABEL_COMPONENT] === COMPONENT.sentinel ? labels[LABEL_SENTINEL_ID] : undefined;
 }
+
+type Ctx = KindContext<ApplySentinel>;
 
 /** The sentinels of an environment in this region (normally one). */
 function sentinelsOfEnvironment(env: string, ctx: KindContext<ApplySentinel>): string[] {
@@ -96,6 +104,79 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
   const report = (
     change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"],
   ): ReportSentinelStatusRequest => create(ReportSentinelStatusRequestSchema, { region, change });
+
+  /** The routing table's EndpointSlices, one set per revision, from the environment's pods. */
+  const revisionSlices = (s: ApplySentinel, ctx: Ctx): KubeObject[] => {
+    const zone = (node: string): string =>
+      ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
+    const byRevision = new Map<string, KubeObject[]>();
+    for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), s.environmentId)) {
+      const dep = deploymentKeyOf(pod);
+      if (dep === undefined) continue;
+      const list = byRevision.get(dep);
+      if (list) list.push(pod);
+      else byRevision.set(dep, [pod]);
+    }
+    return [...byRevision].flatMap(([dep, pods]) => renderRevisionSlices(s, region, dep, pods, zone));
+  };
+
+  /** The Namespace, the Deployment, its Service, then the routing table's objects that differ. */
+  const apply = async (
+    s: ApplySentinel,
+    objects: readonly KubeObject[],
+    ctx: Ctx,
+    signal: AbortSignal,
+  ): Promise<void> => {
+    if (!namespaceEnsured) {
+      await ctx.kube.create(resources.namespaces, renderSentinelNamespace(), signal);
+      namespaceEnsured = true;
+    }
+    try {
+      // The Deployment first: the Service's ownerReference needs its uid.
+      let deployment = ctx.primaryOf(s.sentinelId);
+      const wanted = renderSentinelDeployment(s, region, defaults);
+      if (!deployment || !ctx.isCurrent(wanted))
+        deployment = await ctx.kube.apply(resources.deployments, wanted, { force: true, signal });
+      const uid = deployment.metadata.uid;
+      if (!uid) throw new Error(`sentinel ${s.sentinelId}: the Deployment has no uid`);
+      if (!ctx.isCurrent(renderSentinelService(s, region))) {
+        await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
+      }
+      // Then the routing table: the policy and the revisions' slices that differ.
+      for (const obj of objects) {
+        if (obj.kind === "Deployment" || obj.kind === "Service" || ctx.isCurrent(obj)) continue;
+        const r = resourceOf(obj);
+        if (!r) throw new Error(`sentinel ${s.sentinelId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+        await ctx.kube.apply(r, obj, { force: true, signal });
+      }
+    } catch (err) {
+      namespaceEnsured = false;
+      throw err;
+    }
+  };
+
+  /** Available replicas and health from the Deployment's status, and the routing version served. */
+  const status = (key: string, ctx: Ctx): StatusReport<ReportSentinelStatusRequest> | undefined => {
+    const deployment = ctx.primaryOf(key);
+    if (!deployment) return undefined;
+    const o = observeSentinel(deployment);
+    const address = sentinelAddress(o.k8sName);
+    const served = observer.get(key)?.servedVersion ?? 0;
+    return {
+      fingerprint: `${observationFingerprint(o)}|${address}|${served}`,
+      report: report({
+        case: "update",
+        value: {
+          k8sName: o.k8sName,
+          sentinelId: key,
+          availableReplicas: o.availableReplicas,
+          health: o.health,
+          address,
+          routingVersion: BigInt(served),
+        },
+      }),
+    };
+  };
 
   return (
     controller<SentinelState, ApplySentinel, DeleteSentinel, ReportSentinelStatusRequest>("sentinels")
@@ -152,75 +233,18 @@ export function sentinelsController({ region, ctrl, sentinel: defaults }: KindEn
           renderRoutingPolicy(s, region),
         ],
 
-        derive(_key, s, ctx) {
-          const zone = (node: string): string =>
-            ctx.informer(resources.nodes).get(undefined, node)?.metadata.labels?.[ZONE_LABEL] ?? "";
-          const byRevision = new Map<string, KubeObject[]>();
-          for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), s.environmentId)) {
-            const dep = deploymentKeyOf(pod);
-            if (dep === undefined) continue;
-            const list = byRevision.get(dep);
-            if (list) list.push(pod);
-            else byRevision.set(dep, [pod]);
+        async reconcile(key, want, ctx, signal) {
+          if (want.type === "delete") {
+            // Both explicitly, so the Service goes even if its ownerReference was lost.
+            await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
+            await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
+            return ctx.deleted(key, want, signal);
           }
-          return [...byRevision].flatMap(([dep, pods]) => renderRevisionSlices(s, region, dep, pods, zone));
-        },
-
-        async apply(s, objects, ctx, signal) {
-          if (!namespaceEnsured) {
-            await ctx.kube.create(resources.namespaces, renderSentinelNamespace(), signal);
-            namespaceEnsured = true;
-          }
-          try {
-            // The Deployment first: the Service's ownerReference needs its uid.
-            let deployment = ctx.primaryOf(s.sentinelId);
-            const wanted = renderSentinelDeployment(s, region, defaults);
-            if (!deployment || !ctx.isCurrent(wanted))
-              deployment = await ctx.kube.apply(resources.deployments, wanted, { force: true, signal });
-            const uid = deployment.metadata.uid;
-            if (!uid) throw new Error(`sentinel ${s.sentinelId}: the Deployment has no uid`);
-            if (!ctx.isCurrent(renderSentinelService(s, region))) {
-              await ctx.kube.apply(resources.services, renderSentinelService(s, region, uid), { force: true, signal });
-            }
-            // Then the routing table: the policy and the revisions' slices that differ.
-            for (const obj of objects) {
-              if (obj.kind === "Deployment" || obj.kind === "Service" || ctx.isCurrent(obj)) continue;
-              const r = resourceOf(obj);
-              if (!r) throw new Error(`sentinel ${s.sentinelId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
-              await ctx.kube.apply(r, obj, { force: true, signal });
-            }
-          } catch (err) {
-            namespaceEnsured = false;
-            throw err;
-          }
-        },
-
-        async remove(_key, ref, ctx, signal) {
-          // Both explicitly, so the Service goes even if its ownerReference was lost.
-          await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, ref.k8sName, signal);
-          await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, ref.k8sName, signal);
-        },
-
-        status(key, _s, ctx) {
-          const deployment = ctx.primaryOf(key);
-          if (!deployment) return undefined;
-          const o = observeSentinel(deployment);
-          const address = sentinelAddress(o.k8sName);
-          const served = observer.get(key)?.servedVersion ?? 0;
-          return {
-            fingerprint: `${observationFingerprint(o)}|${address}|${served}`,
-            report: report({
-              case: "update",
-              value: {
-                k8sName: o.k8sName,
-                sentinelId: key,
-                availableReplicas: o.availableReplicas,
-                health: o.health,
-                address,
-                routingVersion: BigInt(served),
-              },
-            }),
-          };
+          const s = want.desired;
+          const objects = [...want.rendered, ...revisionSlices(s, ctx)];
+          const result = await ctx.sync(key, objects, signal, () => apply(s, objects, ctx, signal));
+          if (result.type === "done") ctx.report(key, () => status(key, ctx));
+          return result;
         },
 
         observe: async (ctx, signal, requeue) =>

@@ -131,6 +131,11 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
     regions: regions.map((r) => create(RegionReplicasSchema, r)),
     createdAtUnixMs: BigInt(d.created_at),
     protocol: d.protocol,
+    config: parseJsonList<StoredEnvVar>(d.config ?? "[]").map((e) => create(EnvVarSchema, e)),
+    secretKeys: [
+      ...parseJsonList<string>(d.secret_keys ?? "[]"),
+      ...parseJsonList<{ key: string }>(d.external_secrets ?? "[]").map((e) => e.key),
+    ].sort(),
   });
 }
 

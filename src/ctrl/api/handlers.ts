@@ -5,6 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
+  type GetEnvironmentStatusResponse,
   ApiTokenService,
   DeploymentRegionStatusSchema,
   DeploymentService,
@@ -57,6 +58,7 @@ import {
   workspaceRef,
 } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
+import type { EnvironmentRef } from "../validate/types.js";
 import { deleteEnvironmentCall, deleteProjectCall, deleteWorkspaceCall } from "./deletion.js";
 import {
   apiTokenMsg,
@@ -308,56 +310,64 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
   };
 }
 
-export function statusServiceImpl({ store, exposure }: ApiDeps): ServiceImpl<typeof StatusService> {
+/** What GetEnvironmentStatus answers for `ref` (the live views send it too: ../live). */
+export async function environmentStatusMsg(
+  { store, exposure }: Pick<ApiDeps, "store" | "exposure">,
+  ref: EnvironmentRef,
+): Promise<GetEnvironmentStatusResponse> {
+  const view = await environmentStatus(store.db, ref);
+  const env = view.environment.environment;
+  const lag = await clusterLag(store.db, view.clusters);
+  const exposed = await exposureStatus(
+    store.db,
+    env.id,
+    view.regions.map((r) => r.region),
+    exposure ?? DEFAULT_EXPOSURE,
+  );
+  return create(GetEnvironmentStatusResponseSchema, {
+    environment: environmentMsg(env, view.regions),
+    deployments: view.deployments.map((d) =>
+      create(DeploymentStatusSchema, {
+        deployment: deploymentMsg(
+          d.deployment,
+          d.regions.filter((r) => r.desired).map((r) => ({ region: r.region, replicas: r.desiredReplicas })),
+        ),
+        regions: d.regions.map((r) =>
+          create(DeploymentRegionStatusSchema, {
+            region: r.region,
+            desiredReplicas: r.desiredReplicas,
+            runningInstances: r.instances.filter((i) => i.status === "running").length,
+            rejectedReason: r.rejectedReason ?? "",
+            instances: r.instances.map(instanceMsg),
+          }),
+        ),
+      }),
+    ),
+    sentinels: view.sentinels.map((s) =>
+      create(SentinelStatusSchema, {
+        sentinelId: s.id,
+        region: s.region,
+        k8sName: s.k8s_name,
+        desiredReplicas: env.sentinel_replicas,
+        availableReplicas: s.available_replicas,
+        health: healthEnum(s.health),
+        rejectedReason: s.rejected_reason ?? "",
+        reportedAtUnixMs: BigInt(s.reported_at ?? 0),
+        address: s.address ?? "",
+        routingVersion: BigInt(env.routing_version),
+        servedRoutingVersion: BigInt(s.served_routing_version ?? 0),
+      }),
+    ),
+    clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
+    endpoints: exposed.endpoints,
+    domains: exposed.domains,
+  });
+}
+
+export function statusServiceImpl(deps: ApiDeps): ServiceImpl<typeof StatusService> {
   return {
     async getEnvironmentStatus(req) {
-      const view = await environmentStatus(store.db, validateEnvironmentRef(req));
-      const env = view.environment.environment;
-      const lag = await clusterLag(store.db, view.clusters);
-      const exposed = await exposureStatus(
-        store.db,
-        env.id,
-        view.regions.map((r) => r.region),
-        exposure ?? DEFAULT_EXPOSURE,
-      );
-      return create(GetEnvironmentStatusResponseSchema, {
-        environment: environmentMsg(env, view.regions),
-        deployments: view.deployments.map((d) =>
-          create(DeploymentStatusSchema, {
-            deployment: deploymentMsg(
-              d.deployment,
-              d.regions.filter((r) => r.desired).map((r) => ({ region: r.region, replicas: r.desiredReplicas })),
-            ),
-            regions: d.regions.map((r) =>
-              create(DeploymentRegionStatusSchema, {
-                region: r.region,
-                desiredReplicas: r.desiredReplicas,
-                runningInstances: r.instances.filter((i) => i.status === "running").length,
-                rejectedReason: r.rejectedReason ?? "",
-                instances: r.instances.map(instanceMsg),
-              }),
-            ),
-          }),
-        ),
-        sentinels: view.sentinels.map((s) =>
-          create(SentinelStatusSchema, {
-            sentinelId: s.id,
-            region: s.region,
-            k8sName: s.k8s_name,
-            desiredReplicas: env.sentinel_replicas,
-            availableReplicas: s.available_replicas,
-            health: healthEnum(s.health),
-            rejectedReason: s.rejected_reason ?? "",
-            reportedAtUnixMs: BigInt(s.reported_at ?? 0),
-            address: s.address ?? "",
-            routingVersion: BigInt(env.routing_version),
-            servedRoutingVersion: BigInt(s.served_routing_version ?? 0),
-          }),
-        ),
-        clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
-        endpoints: exposed.endpoints,
-        domains: exposed.domains,
-      });
+      return environmentStatusMsg(deps, validateEnvironmentRef(req));
     },
   };
 }

@@ -29,7 +29,7 @@ export function parseCursor(field: string, s: string): number {
   return Number(m[1]);
 }
 
-function eventMsg(e: InstanceEventView) {
+export function eventMsg(e: InstanceEventView) {
   return create(InstanceEventSchema, {
     deploymentId: e.deploymentId,
     revision: BigInt(e.revision),

@@ -90,6 +90,17 @@ export class Authenticator implements RevocationListener {
     this.cache.delete(`session:${hashToken(sessionId)}`);
   }
 
+  /**
+   * Whether the credential of a call (its bearer token, else its session cookie) still holds: a
+   * long stream asks again now and then, so a revoked token or an ended session ends it.
+   */
+  async stillValid(header: Headers): Promise<boolean> {
+    const authorization = header.get("authorization");
+    if (authorization !== null) return (await this.resolve(authorization)) !== undefined;
+    const sessionId = readCookie(header.get("cookie"), this.cookieName);
+    return sessionId !== undefined && (await this.authenticateSession(sessionId)) !== undefined;
+  }
+
   async authenticate(authorization: string | null): Promise<Principal | undefined> {
     return (await this.resolve(authorization))?.principal;
   }

@@ -17,7 +17,8 @@ import { MEASUREMENT_RETENTION_MS, recordMeasurements } from "../domain/measurem
 import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
 import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
-import type { ClusterServiceMethods, Kind, KindHandlers, ReportSubject } from "../kinds/kind.js";
+import { kindMethods, type ClusterServiceMethods, type Kind, type KindHandlers } from "../kinds/kind.js";
+import type { AnyReport, ReportSubject } from "../kinds/report.js";
 import { KINDS } from "../kinds/registry.js";
 import { desiredState, encodingOf, streamFrame, streamState } from "../kinds/wire.js";
 import type { FeedHub } from "../stream/feed.js";
@@ -56,7 +57,10 @@ function cursorOf(v: bigint): number {
 }
 
 /** The shared handlers, bound to one kind. */
-export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: ClusterServiceDeps): KindHandlers<S, R> {
+export function kindHandlers<S extends DescMessage, R extends AnyReport, Q>(
+  kind: Kind<S, R, Q>,
+  deps: ClusterServiceDeps,
+): KindHandlers<S, Q> {
   const { store, hub, metrics } = deps;
   const labels = { kind: kind.name };
   return {
@@ -117,19 +121,18 @@ export function kindHandlers<S extends DescMessage, R>(kind: Kind<S, R>, deps: C
       return { states, notFound };
     },
 
-    async report(req, validate, ctx) {
+    async report(req, ctx) {
       const region = agentRegion(ctx, req.region);
-      const report = validate();
-      await kind.recordReport(store, region, report);
-      deps.onReport?.(kind.name, region, kind.subject(report));
+      const report = kind.report.validate(req);
+      await kind.report.record(store, region, report);
+      deps.onReport?.(kind.name, region, { id: report.id, k8sName: report.k8sName });
       // A delete report ends that object's pending deletion, whatever the kind.
-      const deleted = kind.confirmsDeletion
-        ? kind.confirmsDeletion(report)
-        : (report as { type?: unknown }).type === "delete";
+      const deleted = kind.confirmsDeletion ? kind.confirmsDeletion(report) : report.type === "delete";
       if (deleted) {
-        const env = await confirmDeletion(store.db, kind.name, region, kind.subject(report).id);
+        const env = await confirmDeletion(store.db, kind.name, region, report.id);
         if (env !== undefined) deps.onDeletionConfirmed?.(env);
       }
+      return {};
     },
   };
 }
@@ -179,14 +182,14 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       return { stored: await recordMeasurements(deps.store, region, report) };
     },
     async heartbeat(req, ctx) {
-      agentRegion(ctx, req.region);
+      const region = agentRegion(ctx, req.region);
       const { clusterId } = agentPrincipal(ctx);
-      await recordHeartbeat(deps.store, { clusterId, ...validateHeartbeat(req) });
+      await recordHeartbeat(deps.store, { clusterId, region, ...validateHeartbeat(req) });
       return {};
     },
   };
   for (const kind of deps.kinds ?? KINDS) {
-    for (const [name, method] of Object.entries(kind.methods(kindHandlers(kind, deps)))) {
+    for (const [name, method] of Object.entries(kindMethods(kind, kindHandlers(kind, deps)))) {
       if (name in impl) throw new Error(`ClusterService.${name} is implemented twice (kind ${kind.name})`);
       Object.assign(impl, { [name]: method });
     }

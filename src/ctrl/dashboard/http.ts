@@ -19,6 +19,7 @@ import type { Store } from "../db/store.js";
 import { createSession, deleteSession } from "../domain/sessions.js";
 import { findUserTokenByHash, hashToken } from "../domain/tokens.js";
 import { crossSiteRefusal, readCookie, sessionCookie } from "../auth/browser.js";
+import { SignInLimiter, type LimitPolicy } from "./limiter.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;
@@ -44,6 +45,8 @@ export interface DashboardOptions {
   /** The built page; default DEFAULT_ASSETS_DIR. */
   assetsDir?: string;
   sessionTtlMs?: number;
+  /** The sign-in's rate limit (default: ./limiter.ts PER_ADDRESS and OVERALL). */
+  signInLimit?: { perAddress?: LimitPolicy; overall?: LimitPolicy };
   /** A failure that is no answer of the page's (logged by the server). */
   onError?: (err: unknown) => void;
 }
@@ -145,7 +148,18 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
   const ttl = opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
   const cookieName = opts.auth.sessionCookieName;
 
+  const limiter = new SignInLimiter(opts.signInLimit?.perAddress, opts.signInLimit?.overall, Date.now());
   const signIn = async (req: Request, res: Response): Promise<void> => {
+    const wait = limiter.take(req.socket.remoteAddress ?? "", Date.now());
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000);
+      return json(
+        res,
+        429,
+        { message: `too many sign-in attempts: try again in ${seconds} s` },
+        { "retry-after": String(seconds) },
+      );
+    }
     if (!(header(req, "content-type") ?? "").toLowerCase().startsWith("application/json"))
       return json(res, 415, { message: 'sign in with a JSON body: {"token": "…"}' });
     const text = await readBody(req);

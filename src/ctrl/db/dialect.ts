@@ -73,6 +73,12 @@ export interface Dialect {
    * process too).
    */
   pokeLocally(notifierHealthy: boolean): boolean;
+  /**
+   * Tells every ctrl process of live-view changes (`payload`: ./notify.ts encodeChanges): on
+   * PostgreSQL a NOTIFY, delivered when `db` (a transaction, or the pool) commits; nothing on
+   * SQLite, whose one process hears of them locally.
+   */
+  notifyChanges(db: Kysely<Database> | Transaction<Database>, payload: string): Promise<void>;
 
   /** The rows `q` reads, locked until the transaction ends (a no-op where writers are serial). */
   lockRows<TB extends keyof Database, O>(

@@ -16,6 +16,8 @@ import type { KindName } from "./schema.js";
 
 /** The channel the commit trigger of migration 0003 notifies (the name is written out there). */
 export const NOTIFY_CHANNEL = "krane_outbox";
+/** The channel of live views' changes (PostgreSQL: NOTIFYed inside the writing transaction). */
+export const CHANGES_CHANNEL = "krane_changes";
 
 /** Reconnect delays of the LISTEN connection: full jitter from 100 ms, never above 1 s. */
 export const RECONNECT: BackoffPolicy = { baseMs: 100, capMs: 1000 };
@@ -27,7 +29,33 @@ export interface Poke {
   version?: number;
 }
 
+/**
+ * What changed for the public API's live views (../live): `e:<environment id>` (anything an
+ * environment's pages show) or `c:<region>` (its clusters). Like pokes, only hints: a view is
+ * read again from the database, so a lost or repeated one costs latency at worst.
+ */
+export type ChangeTopic = string;
+
+/** Topics in one NOTIFY payload (PostgreSQL caps a payload below 8,000 bytes). */
+const CHANGES_PAYLOAD_MAX = 7_000;
+
+/** One NOTIFY payload for `topics`: space-separated, or "*" (anything changed) when too long. */
+export function encodeChanges(topics: readonly ChangeTopic[]): string {
+  const s = topics.join(" ");
+  return s.length > CHANGES_PAYLOAD_MAX ? "*" : s;
+}
+
+/** A payload's topics; null for "*" (anything may have changed). */
+export function decodeChanges(payload: string): ChangeTopic[] | null {
+  if (payload === "*") return null;
+  return payload.split(" ").filter((t) => /^[ec]:\S{1,200}$/.test(t));
+}
+
 export interface ChangeNotifier {
+  /** Called after a transaction commits with the live-view topics it touched (local fast path). */
+  publishChangesLocal(topics: readonly ChangeTopic[]): void;
+  /** Subscribes to live-view changes; `null` means "anything may have changed". */
+  subscribeChanges(listener: (topics: readonly ChangeTopic[] | null) => void): () => void;
   /** Called after a transaction commits with the heads it wrote (local fast path). */
   publishLocal(pokes: readonly Poke[]): void;
   /** Subscribes to pokes; `null` means "anything may have changed: catch up everything". */
@@ -68,6 +96,13 @@ export class LocalNotifier implements ChangeNotifier {
     this.emitter.on("poke", listener);
     return () => this.emitter.off("poke", listener);
   }
+  publishChangesLocal(topics: readonly ChangeTopic[]): void {
+    if (topics.length > 0) this.emitter.emit("changes", topics);
+  }
+  subscribeChanges(listener: (topics: readonly ChangeTopic[] | null) => void): () => void {
+    this.emitter.on("changes", listener);
+    return () => this.emitter.off("changes", listener);
+  }
   healthy(): boolean {
     return true;
   }
@@ -101,7 +136,12 @@ export class PgNotifier extends LocalNotifier {
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.url, keepAlive: true });
     client.on("notification", (m) => {
-      if (m.channel !== NOTIFY_CHANNEL || m.payload === undefined) return;
+      if (m.payload === undefined) return;
+      if (m.channel === CHANGES_CHANNEL) {
+        this.emitter.emit("changes", decodeChanges(m.payload));
+        return;
+      }
+      if (m.channel !== NOTIFY_CHANNEL) return;
       const poke = decodePoke(m.payload);
       if (poke) this.emitter.emit("poke", poke);
     });
@@ -110,6 +150,8 @@ export class PgNotifier extends LocalNotifier {
     this.client = client;
     try {
       await client.connect();
+      await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+      // Last, so the connection's last statement names the outbox (operators and tests find it so).
       await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
     } catch (err) {
       if (this.client === client) this.client = null;
@@ -123,6 +165,7 @@ export class PgNotifier extends LocalNotifier {
     this.connected = true;
     // Anything committed while we were not listening is found by the streams' catch-up read.
     this.emitter.emit("poke", null);
+    this.emitter.emit("changes", null);
   }
 
   private lost(client: pg.Client): void {

@@ -14,7 +14,7 @@
 // keep deployment writers from queueing behind sentinel writers.
 import type { Kysely, Transaction } from "kysely";
 import type { Dialect, OutboxWriter } from "./dialect.js";
-import type { Poke } from "./notify.js";
+import type { ChangeTopic, Poke } from "./notify.js";
 import type { ChangeOp, Database, KindName } from "./schema.js";
 
 export interface OutboxChange {
@@ -33,6 +33,8 @@ export interface OutboxChange {
  */
 export class WriteTx {
   private readonly outbox: OutboxWriter;
+  /** Live-view topics this transaction touched (./notify.ts ChangeTopic). */
+  readonly changes = new Set<ChangeTopic>();
 
   constructor(
     readonly trx: Transaction<Database>,
@@ -56,6 +58,8 @@ export class WriteTx {
     replicas: number | null = null,
     environmentId: string | null = null,
   ): Promise<void> {
+    // Every change of desired state is one of its environment's pages too.
+    if (environmentId !== null) this.environmentChanged(environmentId);
     return this.outbox.put(region, kind, objectId, payload, replicas, environmentId);
   }
 
@@ -65,6 +69,19 @@ export class WriteTx {
    */
   removeDesired(region: string, kind: KindName, objectId: string, payload: Uint8Array): Promise<boolean> {
     return this.outbox.remove(region, kind, objectId, payload);
+  }
+
+  /**
+   * Notes that what an environment's pages show changed (the live views, ../live): said by the
+   * owner of every table those pages read, in the transaction of the change.
+   */
+  environmentChanged(environmentId: string): void {
+    this.changes.add(`e:${environmentId}`);
+  }
+
+  /** Notes that a region's clusters changed (the overview's clusters, an environment's). */
+  clustersChanged(region: string): void {
+    this.changes.add(`c:${region}`);
   }
 
   /** Called last in the transaction (by Store.write): pokes for this process's streams. */

@@ -18,7 +18,7 @@ import {
   type LockMode,
   type OutboxWriter,
 } from "./dialect.js";
-import { PgNotifier, type Poke } from "./notify.js";
+import { CHANGES_CHANNEL, PgNotifier, type Poke } from "./notify.js";
 import { BatchingPool, DEFERRABLE } from "./pg-batching.js";
 import type { Database, KindName } from "./schema.js";
 
@@ -171,6 +171,10 @@ export const postgresDialect: Dialect = {
   // The commit's NOTIFY wakes this process's streams too, with the version; a local poke only
   // stands in while the LISTEN connection is down.
   pokeLocally: (notifierHealthy) => !notifierHealthy,
+  // Nobody reads its answer: within a transaction it goes with the next statement or COMMIT.
+  async notifyChanges(db, payload) {
+    await sql`${sql.raw(DEFERRABLE)} SELECT pg_notify(${CHANGES_CHANNEL}, ${payload})`.execute(db);
+  },
 
   lockRows<TB extends keyof Database, O>(
     q: SelectQueryBuilder<Database, TB, O>,

@@ -171,6 +171,7 @@ export const sqliteDialect: Dialect = {
 
   outboxWriter: (trx, now) => new SqliteOutbox(trx, now),
   pokeLocally: () => true,
+  notifyChanges: async () => undefined,
 
   // One write transaction at a time: it is the lock.
   lockRows<TB extends keyof Database, O>(q: SelectQueryBuilder<Database, TB, O>): SelectQueryBuilder<Database, TB, O> {

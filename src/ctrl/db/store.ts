@@ -16,7 +16,7 @@ import type { Kysely } from "kysely";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { retry } from "../../retry/retry.js";
 import type { DatabaseConfig, Dialect } from "./dialect.js";
-import type { ChangeNotifier } from "./notify.js";
+import { encodeChanges, type ChangeNotifier, type ChangeTopic } from "./notify.js";
 import { openDatabase } from "./open.js";
 import { WriteTx } from "./outbox.js";
 import type { Database } from "./schema.js";
@@ -70,18 +70,32 @@ export class Store {
             const result = await fn(tx);
             for (const hook of hooks) await hook.beforeCommit?.(tx);
             const pokes = await tx.flush();
+            if (tx.changes.size > 0) await this.dialect.notifyChanges(trx, encodeChanges([...tx.changes]));
             return { result, pokes, tx };
           }),
         { policy: TX_RETRY, maxAttempts: TX_ATTEMPTS, retryable: (err) => this.dialect.isRetryable(err) },
       );
       for (const hook of hooks) hook.committed(tx);
-      if (pokes.length > 0 && this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishLocal(pokes);
+      if (this.dialect.pokeLocally(this.notifier.healthy())) {
+        if (pokes.length > 0) this.notifier.publishLocal(pokes);
+        this.notifier.publishChangesLocal([...tx.changes]);
+      }
       return result;
     } finally {
       turnDone?.();
       this.writesInFlight--;
       if (this.writesInFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
     }
+  }
+
+  /**
+   * Tells the live views of changes committed outside `write` (writes that need no outbox and
+   * no transaction of their own: heartbeats, measurements).
+   */
+  async publishChanges(topics: readonly ChangeTopic[]): Promise<void> {
+    if (topics.length === 0) return;
+    await this.dialect.notifyChanges(this.db, encodeChanges(topics));
+    if (this.dialect.pokeLocally(this.notifier.healthy())) this.notifier.publishChangesLocal(topics);
   }
 
   /** True for unique-constraint violations (already exists). */

@@ -19,6 +19,7 @@ export interface AutoscaleDecision {
 
 /** Records a region's decision (the newer of two decisions wins; an older one is ignored). */
 export async function recordAutoscaleDecision(tx: WriteTx, d: AutoscaleDecision): Promise<boolean> {
+  tx.environmentChanged(d.environmentId);
   const row = await tx.trx
     .selectFrom("autoscale_status")
     .select("decided_at")

@@ -28,6 +28,7 @@ async function ensureRegion(tx: WriteTx, name: string): Promise<void> {
 export async function createRegion(store: Store, name: string): Promise<{ name: string; created_at: number }> {
   return store.write(async (tx) => {
     await ensureRegion(tx, name);
+    tx.clustersChanged(name);
     return tx.trx.selectFrom("regions").selectAll().where("name", "=", name).executeTakeFirstOrThrow();
   });
 }
@@ -42,6 +43,7 @@ export async function issueClusterToken(
   const tokenHash = hashToken(token);
   const cluster = await store.write(async (tx) => {
     await ensureRegion(tx, region);
+    tx.clustersChanged(region);
     const existing = await tx.trx
       .selectFrom("clusters")
       .selectAll()
@@ -87,6 +89,7 @@ export async function revokeClusterToken(store: Store, region: string, clusterNa
       .where("name", "=", clusterName)
       .executeTakeFirst();
     if (!c) throw notFound(`cluster "${clusterName}" in region "${region}"`);
+    tx.clustersChanged(region);
     // Unique per cluster, as the column requires.
     const mark = `${REVOKED_MARK}${c.id}`;
     await tx.trx.updateTable("clusters").set({ token_hash: mark }).where("id", "=", c.id).execute();
@@ -103,6 +106,8 @@ export async function findClusterByTokenHash(db: Reader, tokenHash: string): Pro
 
 export interface HeartbeatInput {
   clusterId: string;
+  /** The cluster's region (its live views are told; absent: nobody is). */
+  region?: string;
   agentId: string;
   build: string;
   deploymentsVersion: number;
@@ -125,6 +130,8 @@ export async function recordHeartbeat(store: Store, hb: HeartbeatInput): Promise
     .where("id", "=", hb.clusterId)
     .executeTakeFirst();
   if (Number(res.numUpdatedRows) === 0) throw notFound("cluster");
+  // Last seen and backlog on the overview and the environments' pages.
+  if (hb.region !== undefined) await store.publishChanges([`c:${hb.region}`]);
   // Only kinds this ctrl streams: an agent newer than ctrl may name more.
   const known = (hb.cursors ?? []).flatMap((c) => {
     const kind = KIND_OF_STREAM.get(c.kind);

@@ -74,6 +74,7 @@ export async function setDesiredReplicas(
 
 /** Stops desiring a revision in a region; streams a DeleteDeployment if it was desired there. */
 export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, region: string): Promise<boolean> {
+  tx.environmentChanged(ctx.environment.id);
   return tx.removeDesired(
     region,
     deploymentPayloads.name,
@@ -158,6 +159,7 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
       .where("id", "=", deploymentId)
       .executeTakeFirst();
     if (owner) await lockEnvironment(tx, owner.environment_id, "update");
+    if (owner) tx.environmentChanged(owner.environment_id);
     const ctx = await loadDeploymentContext(tx.trx, deploymentId);
     const regions = await tx.trx
       .selectFrom("desired_objects")
@@ -261,6 +263,7 @@ export async function recordDeploymentReport(store: Store, region: string, repor
       if (report.type === "delete") return;
       throw notFound(`deployment "${report.id || report.k8sName}"`);
     }
+    tx.environmentChanged(d.environment_id);
     if (report.k8sName !== "" && report.k8sName !== d.k8s_name) {
       throw new DomainError("invalid_argument", `k8s_name: does not match deployment ${d.id}`, "k8s_name");
     }

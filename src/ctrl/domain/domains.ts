@@ -189,6 +189,7 @@ export async function addDomain(
         created_at: tx.now,
       };
       await tx.trx.insertInto("domains").values(domain).execute();
+      tx.environmentChanged(context.environment.id);
       return { context, domain };
     });
   } catch (err) {
@@ -247,6 +248,7 @@ export async function checkDomain(
       last_checked_at: tx.now,
     };
     await tx.trx.updateTable("domains").set(patch).where("id", "=", id).execute();
+    tx.environmentChanged(d.environment_id);
     if ((d.state === "verified") !== (t.state === "verified")) await refreshExposure(tx, d.environment_id);
     return { ...d, ...patch };
   });

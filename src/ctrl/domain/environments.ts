@@ -82,6 +82,7 @@ export async function insertEnvironment(
     autoscale: formatPolicy(input.autoscale ?? null),
   };
   await tx.trx.insertInto("environments").values(environment).execute();
+  tx.environmentChanged(environment.id);
   if (input.regions.length > 0) {
     await tx.trx
       .insertInto("environment_regions")
@@ -123,11 +124,13 @@ export async function lockEnvironment(
 
 /** Adds a region to the environment at `replicas` (its rollout record is ./rollouts.ts's). */
 export async function addRegion(tx: WriteTx, environmentId: string, region: string, replicas: number): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx.insertInto("environment_regions").values({ environment_id: environmentId, region, replicas }).execute();
 }
 
 /** Takes a region out of the environment's regions. */
 export async function removeRegion(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx
     .deleteFrom("environment_regions")
     .where("environment_id", "=", environmentId)
@@ -137,6 +140,7 @@ export async function removeRegion(tx: WriteTx, environmentId: string, region: s
 
 /** Takes the environment out of every region (a deletion: no rollout pass runs for it again). */
 export async function leaveAllRegions(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx.deleteFrom("environment_regions").where("environment_id", "=", environmentId).execute();
 }
 
@@ -150,6 +154,7 @@ export async function setRegionReplicas(
   region: string | null,
   replicas: number,
 ): Promise<number> {
+  tx.environmentChanged(environmentId);
   let q = tx.trx.updateTable("environment_regions").set({ replicas }).where("environment_id", "=", environmentId);
   if (region !== null) q = q.where("region", "=", region);
   const res = await q.executeTakeFirst();
@@ -161,6 +166,7 @@ export async function setRegionReplicas(
  * so concurrent deploys of one environment get distinct, ordered revisions.
  */
 export async function nextRevision(tx: WriteTx, environmentId: string): Promise<number> {
+  tx.environmentChanged(environmentId);
   const bumped = await tx.trx
     .updateTable("environments")
     .set((eb) => ({ last_revision: eb("last_revision", "+", 1), updated_at: tx.now }))
@@ -189,11 +195,13 @@ export async function regionAutoscaleOverrides(
 
 /** Marks the environment changed now (its spec changed somewhere else, e.g. its regions' replicas). */
 export async function touchEnvironment(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx.updateTable("environments").set({ updated_at: tx.now }).where("id", "=", environmentId).execute();
 }
 
 /** Pauses or resumes the environment's rolling updates. */
 export async function setPaused(tx: WriteTx, environmentId: string, paused: boolean): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx
     .updateTable("environments")
     .set({ paused: paused ? 1 : 0, updated_at: tx.now })
@@ -203,11 +211,13 @@ export async function setPaused(tx: WriteTx, environmentId: string, paused: bool
 
 /** Marks the environment as being deleted (the API refuses changes to it from then on). */
 export async function markEnvironmentDeleting(tx: WriteTx, environmentId: string, at: number): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx.updateTable("environments").set({ deleting_at: at }).where("id", "=", environmentId).execute();
 }
 
 /** Deletes the environment's rows (the end of its deletion: everything it owned is gone). */
 export async function purgeEnvironmentRow(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await leaveAllRegions(tx, environmentId);
   await tx.trx.deleteFrom("environments").where("id", "=", environmentId).execute();
 }
@@ -249,6 +259,7 @@ export async function saveEnvironment(
   before: EnvironmentRow,
   after: EnvironmentRow,
 ): Promise<EnvironmentRow> {
+  tx.environmentChanged(before.id);
   const stored: EnvironmentRow =
     after.routing_regions !== before.routing_regions
       ? { ...after, routing_version: Number(before.routing_version) + 1 }

@@ -124,6 +124,7 @@ export function gatewayContext(c: ExposureScope): GatewayContext {
  * desired state is re-put only when it changed). Writes nothing that did not change.
  */
 export async function refreshExposure(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   const environment = await tx.trx
     .selectFrom("environments")
     .selectAll()
@@ -230,6 +231,7 @@ export async function recordGatewayReport(store: Store, region: string, report: 
   await store.write(async (tx) => {
     const env = await tx.trx.selectFrom("environments").select(["id"]).where("id", "=", report.id).executeTakeFirst();
     if (!env) return; // the environment is gone (its reports went with it)
+    tx.environmentChanged(env.id);
     const known = await tx.trx
       .selectFrom("environment_regions")
       .select("region")

@@ -44,6 +44,7 @@ export async function recordInstanceEvents(
   events: readonly ReportedEvent[],
 ): Promise<void> {
   if (events.length === 0) return;
+  tx.environmentChanged(d.environment_id);
   const stored = await tx.trx
     .selectFrom("instance_events")
     .selectAll()

@@ -94,6 +94,8 @@ export async function recordMeasurements(store: Store, region: string, report: M
       stored += Number(res.numInsertedOrUpdatedRows ?? 0n);
     }
   });
+  // Charts and analysis verdicts on the environments' pages.
+  if (stored > 0) await store.publishChanges(envs.map((e) => `e:${e}`));
   if (now - (lastPrune.get(store) ?? 0) >= PRUNE_EVERY_MS) {
     lastPrune.set(store, now);
     await pruneMeasurements(store, now - MEASUREMENT_RETENTION_MS);

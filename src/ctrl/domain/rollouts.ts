@@ -35,6 +35,7 @@ async function updateRecord(
 
 /** Creates the region's rollout record if missing (so it can be locked). */
 export async function ensureRolloutRow(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx
     .insertInto("rollouts")
     .values({
@@ -72,6 +73,7 @@ export async function lockRolloutRow(tx: WriteTx, environmentId: string, region:
  * targets. With none (no pass has run anywhere yet) the driver picks the newest revision itself.
  */
 export async function startLikeSiblings(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   const sibling = await tx.trx
     .selectFrom("rollouts")
     .select(["target_deployment_id", "target_seen_revision"])
@@ -92,6 +94,7 @@ export async function startLikeSiblings(tx: WriteTx, environmentId: string, regi
 
 /** Deletes the rollout records of an environment in a region it leaves. */
 export async function forgetRolloutRegion(tx: WriteTx, environmentId: string, region: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx
     .deleteFrom("rollout_events")
     .where("environment_id", "=", environmentId)
@@ -116,6 +119,7 @@ export async function requestRollback(
   region: string,
   toRevision: number | null,
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   await ensureRolloutRow(tx, environmentId, region);
   await updateRecord(tx, environmentId, region, { rollback_to: toRevision ?? 0 });
 }
@@ -133,6 +137,7 @@ export interface PassRecord {
 
 /** Stores a pass's outcome on the region's record (which the pass holds locked). */
 export async function recordPass(tx: WriteTx, environmentId: string, region: string, p: PassRecord): Promise<void> {
+  tx.environmentChanged(environmentId);
   await updateRecord(tx, environmentId, region, {
     target_deployment_id: p.targetDeploymentId,
     target_seen_revision: p.targetSeenRevision,
@@ -151,6 +156,7 @@ export async function clearTarget(
   region: string,
   seenRevision: number,
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   await updateRecord(tx, environmentId, region, {
     target_deployment_id: null,
     target_seen_revision: seenRevision,
@@ -168,6 +174,7 @@ export async function setDecidedTarget(
   region: string,
   target: { deploymentId: string | null; seenRevision: number; requeueAt: number | null },
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   await ensureRolloutRow(tx, environmentId, region);
   await updateRecord(tx, environmentId, region, {
     target_deployment_id: target.deploymentId,
@@ -188,6 +195,7 @@ export async function putRevisionRecord(
     maxReplicas: number | null;
   },
 ): Promise<void> {
+  tx.environmentChanged(r.environmentId);
   const values = { revision: r.revision, desired_replicas: r.desiredReplicas, max_replicas: r.maxReplicas };
   await tx.trx
     .insertInto("rollout_revisions")
@@ -224,6 +232,7 @@ export async function appendEvents(
   region: string,
   events: readonly { type: string; reason: string; message: string }[],
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   const last = await tx.trx
     .selectFrom("rollout_events")
     .select(sql<number | null>`max(seq)`.as("seq"))
@@ -264,6 +273,7 @@ export async function saveProgressiveState(
   state: string,
   wakeAt: number | null,
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   const values = { state, command: null, wake_at: wakeAt, updated_at: tx.now };
   await tx.trx
     .insertInto("progressive_rollouts")
@@ -279,6 +289,7 @@ export async function setProgressiveCommand(
   command: "promote" | "abort",
   initialState: string,
 ): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx
     .insertInto("progressive_rollouts")
     .values({ environment_id: environmentId, state: initialState, command, wake_at: null, updated_at: tx.now })
@@ -288,6 +299,7 @@ export async function setProgressiveCommand(
 
 /** Forgets a progressive strategy's state (the environment left the strategy). */
 export async function dropProgressiveState(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
   await tx.trx.deleteFrom("progressive_rollouts").where("environment_id", "=", environmentId).execute();
 }
 

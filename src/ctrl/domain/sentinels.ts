@@ -99,6 +99,7 @@ export async function syncSentinels(
   before: EnvironmentRow | null,
   after: EnvironmentRow,
 ): Promise<void> {
+  tx.environmentChanged(after.id);
   if (after.deleting_at !== null) return;
   const sentinels = await sentinelsOf(tx.trx, after.id);
   const regions =
@@ -162,6 +163,7 @@ export async function recordSentinelReport(store: Store, region: string, report:
       throw notFound(`sentinel "${report.id || report.k8sName}"`);
     }
     if (s.region !== region) throw new DomainError("permission_denied", `sentinel ${s.id} belongs to another region`);
+    tx.environmentChanged(s.environment_id);
     const patch =
       report.type === "update"
         ? {

@@ -1,19 +1,18 @@
-// The deployment kind's descriptor: its stream, its ClusterService methods, and the validation
-// of its agents' reports (the instance set of a revision in a region, or a rejection), which
-// ../domain/deployments.ts records. Its payloads are ../payloads/deployment.ts.
-import { create } from "@bufbuild/protobuf";
+// The deployment kind's descriptor: its stream and the rules of its
+// agents' reports (an update is the instance set of a revision in a region, with its events),
+// which ../domain/deployments.ts records. Its payloads are ../payloads/deployment.ts.
 import {
   DeploymentStateSchema,
-  GetDesiredDeploymentStatesResponseSchema,
   InstanceStatus,
-  type ReportDeploymentStatusRequest,
+  type ReportDeploymentStatusRequest_Update,
+  ReportDeploymentStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { recordDeploymentReport, type DeploymentReport, type InstanceStatusName } from "../domain/deployments.js";
+import { recordDeploymentReport, type InstanceStatusName } from "../domain/deployments.js";
 import { invalidArgument } from "../errors.js";
 import { deploymentPayloads } from "../payloads/deployment.js";
-import { k8sName, rejectionReason, reportSubject } from "../validate/cluster.js";
+import { k8sName } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
+import { streamedKind } from "./kind.js";
 
 /** At most this many events in one report: a few per pod (the agent sends what pods show now). */
 const EVENTS_MAX = 4 * r.LIMITS.instancesMax;
@@ -34,92 +33,58 @@ function eventReason(field: string, v: string): string {
   return v;
 }
 
-function instanceStatus(field: string, s: InstanceStatus): InstanceStatusName {
-  switch (s) {
-    case InstanceStatus.PENDING:
-      return "pending";
-    case InstanceStatus.RUNNING:
-      return "running";
-    case InstanceStatus.FAILED:
-      return "failed";
-    case InstanceStatus.TERMINATING:
-      return "terminating";
-    case InstanceStatus.UNSPECIFIED:
-      return "unknown";
-    default:
-      throw invalidArgument(field, "is not a known instance status");
-  }
-}
+const INSTANCE_STATUS: Record<number, InstanceStatusName> = {
+  [InstanceStatus.PENDING]: "pending",
+  [InstanceStatus.RUNNING]: "running",
+  [InstanceStatus.FAILED]: "failed",
+  [InstanceStatus.TERMINATING]: "terminating",
+  [InstanceStatus.UNSPECIFIED]: "unknown",
+};
 
-export function validateDeploymentReport(req: ReportDeploymentStatusRequest): DeploymentReport {
-  const c = req.change;
-  switch (c.case) {
-    case "update": {
-      const u = c.value;
-      const subject = reportSubject("update", "deployment_id", "dep", { id: u.deploymentId, k8sName: u.k8sName });
-      r.list("update.instances", u.instances, r.LIMITS.instancesMax);
-      const instances = u.instances.map((i, n) => {
-        const f = `update.instances[${n}]`;
-        return {
-          k8sName: k8sName(`${f}.k8s_name`, i.k8sName, true),
-          address: r.text(`${f}.address`, i.address, r.LIMITS.shortTextMax),
-          status: instanceStatus(`${f}.status`, i.status),
-          cpuMillicores: r.intRange(`${f}.cpu_millicores`, i.cpuMillicores, 0, 10_000_000),
-          memoryMib: r.intRange(`${f}.memory_mib`, i.memoryMib, 0, 100_000_000),
-          nodeName: r.text(`${f}.node_name`, i.nodeName, r.LIMITS.shortTextMax),
-          zone: r.text(`${f}.zone`, i.zone, r.LIMITS.shortTextMax),
-          readySince: r.intRange(`${f}.ready_since_unix_ms`, i.readySinceUnixMs, 0, Number.MAX_SAFE_INTEGER),
-        };
-      });
-      r.list("update.events", u.events, EVENTS_MAX);
-      const events = u.events.map((e, n) => {
-        const f = `update.events[${n}]`;
-        return {
-          instance: k8sName(`${f}.instance`, e.instance, true),
-          kind: eventKind(`${f}.kind`, e.kind),
-          reason: eventReason(`${f}.reason`, e.reason),
-          atMs: r.intRange(`${f}.at_unix_ms`, e.atUnixMs, 0, Number.MAX_SAFE_INTEGER),
-          exitCode: e.exitCode === undefined ? null : r.intRange(`${f}.exit_code`, e.exitCode, -(2 ** 31), 2 ** 31 - 1),
-          restarts: r.intRange(`${f}.restarts`, e.restarts, 0, 2 ** 31 - 1),
-          image: r.text(`${f}.image`, e.image, r.LIMITS.imageMax),
-          message: r.text(`${f}.message`, e.message, EVENT_MESSAGE_MAX),
-        };
-      });
-      return { type: "update", ...subject, instances, events };
-    }
-    case "delete":
-      return {
-        type: "delete",
-        ...reportSubject("delete", "deployment_id", "dep", { id: c.value.deploymentId, k8sName: c.value.k8sName }),
-      };
-    case "rejected": {
-      const subject = reportSubject("rejected", "deployment_id", "dep", {
-        id: c.value.deploymentId,
-        k8sName: c.value.k8sName,
-      });
-      return { type: "rejected", ...subject, reason: rejectionReason("rejected.reason", c.value.reason) };
-    }
-    default:
-      throw invalidArgument("change", "is required (update, delete or rejected)");
-  }
+/** The update's own fields: the revision's instances in the region and their events. */
+function checkUpdate(u: ReportDeploymentStatusRequest_Update) {
+  r.list("update.instances", u.instances, r.LIMITS.instancesMax);
+  const instances = u.instances.map((i, n) => {
+    const f = `update.instances[${n}]`;
+    return {
+      k8sName: k8sName(`${f}.k8s_name`, i.k8sName, true),
+      address: r.text(`${f}.address`, i.address, r.LIMITS.shortTextMax),
+      status: r.enumName(`${f}.status`, i.status, INSTANCE_STATUS, "instance status"),
+      cpuMillicores: r.intRange(`${f}.cpu_millicores`, i.cpuMillicores, 0, 10_000_000),
+      memoryMib: r.intRange(`${f}.memory_mib`, i.memoryMib, 0, 100_000_000),
+      nodeName: r.text(`${f}.node_name`, i.nodeName, r.LIMITS.shortTextMax),
+      zone: r.text(`${f}.zone`, i.zone, r.LIMITS.shortTextMax),
+      readySince: r.intRange(`${f}.ready_since_unix_ms`, i.readySinceUnixMs, 0, Number.MAX_SAFE_INTEGER),
+    };
+  });
+  r.list("update.events", u.events, EVENTS_MAX);
+  const events = u.events.map((e, n) => {
+    const f = `update.events[${n}]`;
+    return {
+      instance: k8sName(`${f}.instance`, e.instance, true),
+      kind: eventKind(`${f}.kind`, e.kind),
+      reason: eventReason(`${f}.reason`, e.reason),
+      atMs: r.intRange(`${f}.at_unix_ms`, e.atUnixMs, 0, Number.MAX_SAFE_INTEGER),
+      exitCode: e.exitCode === undefined ? null : r.intRange(`${f}.exit_code`, e.exitCode, -(2 ** 31), 2 ** 31 - 1),
+      restarts: r.intRange(`${f}.restarts`, e.restarts, 0, 2 ** 31 - 1),
+      image: r.text(`${f}.image`, e.image, r.LIMITS.imageMax),
+      message: r.text(`${f}.message`, e.message, EVENT_MESSAGE_MAX),
+    };
+  });
+  return { instances, events };
 }
 
 // ---------------------------------------------------------------- descriptor
 
-export const deploymentKind: Kind<typeof DeploymentStateSchema, DeploymentReport> = {
+export const deploymentKind = streamedKind({
   name: deploymentPayloads.name,
   idPrefix: "dep",
   wire: { state: DeploymentStateSchema, apply: deploymentPayloads.apply, delete: deploymentPayloads.delete },
-  recordReport: recordDeploymentReport,
-  subject: (report) => ({ id: report.id, k8sName: report.k8sName }),
-  methods: (h) => ({
-    watchDeployments: (req, ctx) => h.watch(req, ctx),
-    getDesiredDeploymentState: (req, ctx) => h.getOne(req, "deployment_id", req.deploymentId, ctx),
-    getDesiredDeploymentStates: async (req, ctx) =>
-      create(GetDesiredDeploymentStatesResponseSchema, await h.getMany(req, "deployment_ids", req.deploymentIds, ctx)),
-    reportDeploymentStatus: async (req, ctx) => {
-      await h.report(req, () => validateDeploymentReport(req), ctx);
-      return {};
-    },
-  }),
-};
+  report: {
+    message: ReportDeploymentStatusRequestSchema,
+    key: "deploymentId",
+    byK8sName: true,
+    update: checkUpdate,
+    record: recordDeploymentReport,
+  },
+});

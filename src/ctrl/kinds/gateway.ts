@@ -1,24 +1,18 @@
-// The gateway kind's descriptor: its stream, its ClusterService methods, and the validation of
-// its agents' reports (each route's Gateway conditions and certificates, or a rejection), which
+// The gateway kind's descriptor: its stream and the rules of its
+// agents' reports (an update is each route's Gateway conditions and certificates), which
 // ../domain/exposure.ts records. Its payloads are ../payloads/gateway.ts.
-import { create } from "@bufbuild/protobuf";
 import {
   GatewayStateSchema,
-  GetDesiredGatewayStatesResponseSchema,
   type GatewayRouteStatus,
-  type ReportGatewayStatusRequest,
+  type ReportGatewayStatusRequest_Update,
+  ReportGatewayStatusRequestSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import {
-  recordGatewayReport,
-  type GatewayReport,
-  type StoredCondition,
-  type StoredRouteStatus,
-} from "../domain/exposure.js";
+import { recordGatewayReport, type StoredCondition, type StoredRouteStatus } from "../domain/exposure.js";
 import { invalidArgument } from "../errors.js";
 import { gatewayPayloads } from "../payloads/gateway.js";
-import { k8sName, rejectionReason } from "../validate/cluster.js";
+import { k8sName } from "../validate/cluster.js";
 import * as r from "../validate/rules.js";
-import type { Kind } from "./kind.js";
+import { streamedKind } from "./kind.js";
 
 const CONDITION_STATUS = ["", "True", "False", "Unknown"];
 
@@ -51,43 +45,23 @@ function routeStatus(field: string, s: GatewayRouteStatus): StoredRouteStatus {
   };
 }
 
-export function validateGatewayReport(req: ReportGatewayStatusRequest): GatewayReport {
-  const c = req.change;
-  switch (c.case) {
-    case "update": {
-      const id = r.id("update.gateway_id", c.value.gatewayId, "env");
-      r.list("update.routes", c.value.routes, r.LIMITS.listMax);
-      return { type: "update", id, routes: c.value.routes.map((s, i) => routeStatus(`update.routes[${i}]`, s)) };
-    }
-    case "delete":
-      return { type: "delete", id: r.id("delete.gateway_id", c.value.gatewayId, "env") };
-    case "rejected":
-      return {
-        type: "rejected",
-        id: r.id("rejected.gateway_id", c.value.gatewayId, "env"),
-        reason: rejectionReason("rejected.reason", c.value.reason),
-      };
-    default:
-      throw invalidArgument("change", "is required (update, delete or rejected)");
-  }
-}
-
 // ---------------------------------------------------------------- descriptor
 
-export const gatewayKind: Kind<typeof GatewayStateSchema, GatewayReport> = {
+/** The update's own fields: each route's status. */
+function checkUpdate(u: ReportGatewayStatusRequest_Update) {
+  r.list("update.routes", u.routes, r.LIMITS.listMax);
+  return { routes: u.routes.map((s, i) => routeStatus(`update.routes[${i}]`, s)) };
+}
+
+export const gatewayKind = streamedKind({
   name: gatewayPayloads.name,
   idPrefix: "env",
   wire: { state: GatewayStateSchema, apply: gatewayPayloads.apply, delete: gatewayPayloads.delete },
-  recordReport: recordGatewayReport,
-  subject: (report) => ({ id: report.id, k8sName: "" }),
-  methods: (h) => ({
-    watchGateways: (req, ctx) => h.watch(req, ctx),
-    getDesiredGatewayState: (req, ctx) => h.getOne(req, "gateway_id", req.gatewayId, ctx),
-    getDesiredGatewayStates: async (req, ctx) =>
-      create(GetDesiredGatewayStatesResponseSchema, await h.getMany(req, "gateway_ids", req.gatewayIds, ctx)),
-    reportGatewayStatus: async (req, ctx) => {
-      await h.report(req, () => validateGatewayReport(req), ctx);
-      return {};
-    },
-  }),
-};
+  report: {
+    message: ReportGatewayStatusRequestSchema,
+    key: "gatewayId",
+    byK8sName: false,
+    update: checkUpdate,
+    record: recordGatewayReport,
+  },
+});

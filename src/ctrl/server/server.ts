@@ -72,6 +72,10 @@ import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { LocalLogBus, PgLogBus, type LogBus } from "../logs/bus.js";
 import { LogHub } from "../logs/hub.js";
+import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
+import { LiveHub, type LiveHubOptions } from "../live/hub.js";
+import { liveServiceImpl, metricsServiceImpl, type LiveServiceOptions } from "../live/service.js";
+import { liveSource } from "../live/views.js";
 import { logChannelServiceImpl, logServiceImpl, type LogServiceOptions } from "../logs/service.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { pruneDeliveries } from "../domain/previews.js";
@@ -86,7 +90,7 @@ import { InflightTracker, observeInterceptor } from "./interceptors.js";
 import { CtrlMetrics } from "./metrics.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { createApiListener } from "./listener.js";
-import { createDashboardHandler } from "../dashboard/http.js";
+import { createDashboardHandler, type DashboardOptions } from "../dashboard/http.js";
 import { pruneSessions } from "../domain/sessions.js";
 import { classifyDependencyError } from "./dependency-errors.js";
 import { OutageWatch } from "./outage.js";
@@ -171,8 +175,10 @@ export interface CtrlConfig {
   previews?: PreviewSettings;
   /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
   logs?: LogServiceOptions;
+  /** The live views' streams (LiveService) and how their views are read (coalescing). */
+  live?: LiveServiceOptions & LiveHubOptions;
   /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
-  dashboard?: { assetsDir?: string; sessionTtlMs?: number };
+  dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
 }
 
 export interface PreviewSettings {
@@ -371,6 +377,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   });
   const exposure: ExposureSettings = { ...DEFAULT_EXPOSURE, ...config.exposure };
   checkExposureSettings(exposure);
+  // The dashboard's live views, read once per change per process and shared by every stream.
+  const liveHub = new LiveHub(liveSource({ store, exposure, measurements: progressive.measurements }), store.notifier, {
+    ...config.live,
+    onError: backgroundFailure("a live view could not be read; retrying"),
+  });
   const domains = new DomainVerifier({
     store,
     resolver: config.domains?.resolver ?? systemTxtResolver({ servers: config.domains?.dnsServers }),
@@ -469,6 +480,17 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     router.service(InstanceEventService, instanceEventServiceImpl({ store }));
     const logDeps = { ...config.logs, store, hub: logHub, stop: streamsStop.signal };
     router.service(LogService, logServiceImpl(logDeps));
+    router.service(
+      LiveService,
+      liveServiceImpl({
+        ...config.live,
+        store,
+        hub: liveHub,
+        stop: streamsStop.signal,
+        stillValid: (header) => auth.stillValid(header),
+      }),
+    );
+    router.service(MetricsService, metricsServiceImpl({ store }));
     router.service(LogChannelService, logChannelServiceImpl(logDeps));
     router.service(
       PreviewService,
@@ -506,6 +528,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       secure: config.tls !== undefined,
       assetsDir: config.dashboard?.assetsDir,
       sessionTtlMs: config.dashboard?.sessionTtlMs,
+      signInLimit: config.dashboard?.signInLimit,
       onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
     }),
     onHandlerError: (method, err) =>
@@ -744,6 +767,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       adapterStop.abort();
       hub.close();
       logHub.close();
+      liveHub.close();
       await logBus.close();
       outage.close();
       await rollout.close();

@@ -34,9 +34,15 @@ export function reportSubject(
   return { id, k8sName: k8sName(`${change}.k8s_name`, v.k8sName, id === "") };
 }
 
+/** Text from the API server may span lines or hold other control characters: status keeps it on one line. */
+export function oneLine(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f]+/g, " ");
+}
+
 /** An agent's rejection reason, on one line. */
 export function rejectionReason(field: string, v: string): string {
-  return r.text(field, v.replace(/[\r\n\t]/g, " "), r.LIMITS.reasonMax, true);
+  return r.text(field, oneLine(v), r.LIMITS.reasonMax, true);
 }
 
 export function validateIdList(field: string, ids: readonly string[], prefix: string): string[] {

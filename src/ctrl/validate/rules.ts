@@ -81,6 +81,18 @@ export function image(field: string, value: string): string {
   return value;
 }
 
+/** The name of a known enum value (`names[value]`), or invalid_argument naming the field. */
+export function enumName<N extends string>(
+  field: string,
+  value: number,
+  names: Readonly<Record<number, N>>,
+  what: string,
+): N {
+  const n = names[value];
+  if (n === undefined) throw invalidArgument(field, `is not a known ${what}`);
+  return n;
+}
+
 export function intRange(field: string, value: number | bigint, min: number, max: number): number {
   const n = typeof value === "bigint" ? Number(value) : value;
   if (!Number.isInteger(n) || n < min || n > max) throw invalidArgument(field, `must be between ${min} and ${max}`);

@@ -220,3 +220,33 @@ describe("dashboard sessions under TLS", () => {
     );
   });
 });
+
+describe("dashboard sign-in rate limit", () => {
+  const dir = tempDir();
+  let ctrl: TestCtrl;
+  before(async () => {
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      dashboard: { signInLimit: { perAddress: { burst: 3, everyMs: 60_000 } } },
+    });
+  });
+  after(async () => {
+    await ctrl.close();
+    dir.remove();
+  });
+
+  it("refuses an address past its attempts with 429 and Retry-After, before looking the token up", async () => {
+    const attempt = (token: string) =>
+      fetch(`${ctrl.url}/dashboard/session`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: ctrl.url },
+        body: JSON.stringify({ token }),
+      });
+    for (let i = 0; i < 3; i++) assert.equal((await attempt(`krane_user_guess${i}`)).status, 401);
+    // Even the right token waits now: the limit is on attempts, not on failures.
+    const limited = await attempt(ctrl.adminToken);
+    assert.equal(limited.status, 429);
+    assert.ok(Number(limited.headers.get("retry-after")) > 0);
+    assert.match(((await limited.json()) as { message: string }).message, /too many sign-in attempts/);
+    assert.equal(limited.headers.get("set-cookie"), null);
+  });
+});

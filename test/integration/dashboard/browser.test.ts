@@ -4,8 +4,12 @@
 // with ctrl's message next to the field), roll back after the diff, sign out; the cookie's flags;
 // a cross-site page cannot use the session; screenshots of the main pages for the README.
 //
-// No agent runs here: instances and sentinels stay empty and rollouts never complete. What needs
-// a cluster (a rollout completing live, canary weights moving) is not covered yet.
+// What the page shows is pushed (LiveService): a change made through the API shows up with no
+// request of the page's; ctrl restarted under the page, the page reconnects and catches up. No
+// accessibility violations on the main pages (axe-core, injected by the test).
+//
+// No agent runs here: instances and sentinels stay empty and rollouts never complete. A rollout
+// completing live, and a canary's weights moving, are ./live-rollout.test.ts (a local cluster).
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -20,7 +24,14 @@ import {
   RegionService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { startCtrl } from "../../../src/ctrl/server/server.js";
+import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import { randomBytes } from "node:crypto";
+import { freePort } from "../../support/ports.js";
+import { startTestCtrl, tempDir, transportFor, type TestCtrl } from "../ctrl/support.js";
+import { createClient } from "@connectrpc/connect";
+import { axeViolations } from "./axe.js";
 import { exitAfterLastHook } from "../../support/exit.js";
 
 const CHROMIUM = process.env.KRANE_CHROMIUM ?? "/usr/bin/chromium";
@@ -39,8 +50,11 @@ describe("dashboard in a browser", { skip }, () => {
   let browser: Browser;
   let page: Page;
   let evil: Server;
+  let port = 0;
+  const keyring = new Keyring(randomBytes(32));
   before(async () => {
-    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"));
+    port = await freePort();
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), { listen: { host: "127.0.0.1", port }, keyring });
     const admin = ctrl.adminToken;
     await ctrl.client(RegionService, admin).createRegion({ name: "eu-west" });
     await ctrl.client(RegionService, admin).createRegion({ name: "us-east" });
@@ -149,9 +163,31 @@ describe("dashboard in a browser", { skip }, () => {
     await page.getByLabel("Image").fill("registry.example.com/shop:2.0");
     await page.getByRole("button", { name: "Deploy", exact: true }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
-    // The new revision appears without a reload (the page refreshes what it shows).
+    // The new revision appears without a reload (ctrl pushes it).
     await revisions.getByText("registry.example.com/shop:2.0").waitFor();
     await shot("environment");
+  });
+
+  it("is pushed what changes: no request of the page's, however long it stays open", async () => {
+    const requests: string[] = [];
+    const onRequest = (r: { url(): string }) => requests.push(r.url());
+    page.on("request", onRequest);
+    try {
+      // A quiet while: a polling page would ask again.
+      await new Promise((r) => setTimeout(r, 5_000));
+      // A change made elsewhere (configuration and a secret: a new revision) shows up.
+      const env = { workspace: "acme", project: "shop", environment: "production" };
+      await ctrl
+        .client(ConfigService, ctrl.adminToken)
+        .setConfig({ ...env, values: [{ key: "LOG_LEVEL", value: "debug" }] });
+      await ctrl
+        .client(ConfigService, ctrl.adminToken)
+        .setSecrets({ ...env, secrets: [{ key: "API_KEY", source: { case: "value", value: "s3cret-value" } }] });
+      await page.getByRole("table", { name: "Revisions" }).getByRole("cell", { name: "4", exact: true }).waitFor();
+      assert.deepEqual(requests, []);
+    } finally {
+      page.off("request", onRequest);
+    }
   });
 
   it("rolls back after showing the diff", async () => {
@@ -161,11 +197,75 @@ describe("dashboard in a browser", { skip }, () => {
     const text = (await diff.textContent()) ?? "";
     assert.match(text, /shop:2\.0/);
     assert.match(text, /shop:1\.0/);
+    // Configuration and secrets are part of what a rollback restores: the secret by name only.
+    assert.match(text, /LOG_LEVEL=debug/);
+    assert.match(text, /secret names\s*API_KEY/);
+    assert.doesNotMatch(text, /s3cret-value/);
     await shot("rollback-diff");
     await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
-    // Revision 1 becomes the rollout's target: revision 2 is now the one to roll back to.
-    await page.getByRole("button", { name: "Roll back to revision 2" }).waitFor();
+    // Revision 1 becomes the rollout's target: revision 4 is now one to roll back to.
+    await page.getByRole("button", { name: "Roll back to revision 4" }).waitFor();
     assert.equal(await page.getByRole("button", { name: "Roll back to revision 1" }).count(), 0);
+  });
+
+  it("reconnects when ctrl restarts, and catches up with what changed meanwhile", async () => {
+    await page.evaluate("window.__kraneMarker = 'no reload'");
+    const url = ctrl.url;
+    const admin = ctrl.adminToken;
+    await ctrl.close();
+    await page.locator(".badge", { hasText: "reconnecting" }).first().waitFor();
+    const again = await startCtrl({
+      databaseUrl: join(dir.path, "ctrl.db"),
+      listen: { host: "127.0.0.1", port },
+      opsListen: { host: "127.0.0.1", port: 0 },
+      shutdownGraceMs: 2000,
+      keyring,
+    });
+    ctrl = {
+      ...again,
+      adminToken: admin,
+      agentToken: () => Promise.reject(new Error("unused")),
+      client: (service, token) => createClient(service, transportFor(url, token)),
+    };
+    assert.equal(again.url, url);
+    await createClient(DeploymentService, transportFor(url, admin)).createDeployment({
+      workspace: "acme",
+      project: "shop",
+      environment: "production",
+      image: "registry.example.com/shop:3.0",
+    });
+    await page
+      .getByRole("table", { name: "Revisions" })
+      .getByText("registry.example.com/shop:3.0")
+      .waitFor({ timeout: 30_000 });
+    assert.equal(await page.evaluate("window.__kraneMarker"), "no reload");
+  });
+
+  it("has no accessibility violations on the main pages", async () => {
+    const pages: [string, string][] = [
+      ["overview", "#/"],
+      ["environment", "#/env/acme/shop/production/status"],
+      ["events", "#/env/acme/shop/production/events"],
+      ["logs", "#/env/acme/shop/production/logs"],
+      ["charts", "#/env/acme/shop/production/charts"],
+      ["config", "#/env/acme/shop/production/config"],
+      ["audit", "#/audit"],
+    ];
+    for (const [name, hash] of pages) {
+      await page.goto(`${ctrl.url}/${hash}`);
+      await page
+        .getByText("Loading…")
+        .first()
+        .waitFor({ state: "detached" })
+        .catch(() => undefined);
+      await page.locator("main h2").first().waitFor();
+      if (name === "audit") await page.getByRole("table", { name: "Audit events" }).waitFor();
+      if (name === "config") await shot("config");
+      if (name === "audit") await shot("audit");
+      if (name === "events") await shot("events");
+      const violations = await axeViolations(page);
+      assert.deepEqual(violations, [], `${name}: ${violations.join("\n")}`);
+    }
   });
 
   it("refuses the session to another site's page", async () => {
@@ -203,6 +303,19 @@ describe("dashboard in a browser", { skip }, () => {
     }
     await page.keyboard.press("Enter");
     await page.getByRole("table", { name: "Revisions" }).waitFor();
+    // An action's confirmation opens from the keyboard and Escape cancels it.
+    await page.getByRole("button", { name: "Pause", exact: true }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("dialog", { name: "Pause the rollout" }).waitFor();
+    await page.keyboard.press("Escape");
+    await page.getByRole("dialog").waitFor({ state: "detached" });
+    // The tabs are links: Tab to "Events", Enter.
+    for (let i = 0; i < 60; i++) {
+      await page.keyboard.press("Tab");
+      if ((await page.evaluate('document.activeElement?.textContent ?? ""')) === "Events") break;
+    }
+    await page.keyboard.press("Enter");
+    await page.getByRole("table", { name: "Events" }).waitFor();
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByLabel("API token").waitFor();
     assert.equal((await page.context().cookies()).length, 0);

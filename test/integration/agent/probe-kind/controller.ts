@@ -2,8 +2,9 @@
 // src/agent/README.md says a kind is added (its messages, this folder, one registration line),
 // to show that the runtime asks for nothing more. Key = probe id.
 //   owns    one ConfigMap per probe in the probe's namespace, holding its value
-// Apply: the ConfigMap (only when the cache shows it differs). Status: the value the cluster
-// holds. Delete: the ConfigMap. A value over 63 characters is refused before anything is applied.
+// reconcile(key): the ConfigMap (applied only when the cache shows it differs), then the value the
+// cluster holds as its status; a deleted probe's ConfigMap is deleted. A value over 63 characters
+// is refused before anything is applied.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import {
@@ -69,20 +70,26 @@ export function probes(service: Client<typeof ProbeService>): KindRegistration {
             data: { value: p.value },
           },
         ],
-        async apply(_p, objects, ctx, signal) {
-          for (const obj of objects) if (!ctx.isCurrent(obj)) await ctx.apply(resources.configMaps, obj, signal);
-        },
-        async remove(key, ref, ctx, signal) {
-          await ctx.kube.delete(resources.configMaps, ref.k8sNamespace, probeName(key), signal);
-        },
-        status(key, _p, ctx) {
-          const cm = ctx.primaryOf(key);
-          if (!cm) return undefined;
-          const value = (cm as KubeObject & { data?: Record<string, string> }).data?.["value"] ?? "";
-          return {
-            fingerprint: value,
-            report: report({ case: "update", value: { probeId: key, observedValue: value } }),
-          };
+        async reconcile(key, want, ctx, signal) {
+          if (want.type === "delete") {
+            await ctx.kube.delete(resources.configMaps, want.ref.k8sNamespace, probeName(key), signal);
+            return ctx.deleted(key, want, signal);
+          }
+          const result = await ctx.sync(key, want.rendered, signal, async () => {
+            for (const obj of want.rendered)
+              if (!ctx.isCurrent(obj)) await ctx.apply(resources.configMaps, obj, signal);
+          });
+          if (result.type !== "done") return result;
+          ctx.report(key, () => {
+            const cm = ctx.primaryOf(key);
+            if (!cm) return undefined;
+            const value = (cm as KubeObject & { data?: Record<string, string> }).data?.["value"] ?? "";
+            return {
+              fingerprint: value,
+              report: report({ case: "update", value: { probeId: key, observedValue: value } }),
+            };
+          });
+          return result;
         },
       })
       .build();

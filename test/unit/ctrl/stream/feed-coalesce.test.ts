@@ -41,6 +41,10 @@ class Notifier implements ChangeNotifier {
     this.listeners.push(listener);
     return () => (this.listeners = this.listeners.filter((l) => l !== listener));
   }
+  publishChangesLocal(): void {}
+  subscribeChanges(): () => void {
+    return () => undefined;
+  }
   healthy(): boolean {
     return true;
   }

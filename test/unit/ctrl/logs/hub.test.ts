@@ -10,12 +10,12 @@ import {
   AgentLogRequestSchema,
   PushLogsRequestSchema,
   type PushLogsRequest,
-} from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
-import { LocalLogBus, MAX_PAYLOAD } from "../../../src/ctrl/logs/bus.js";
-import { LogHub, splitPush } from "../../../src/ctrl/logs/hub.js";
-import { MAX_LINE_BYTES } from "../../../src/contracts/logs.js";
-import { validateLogQuery } from "../../../src/ctrl/validate/logs.js";
-import { DomainError } from "../../../src/ctrl/errors.js";
+} from "../../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { LocalLogBus, MAX_PAYLOAD } from "../../../../src/ctrl/logs/bus.js";
+import { LogHub, splitPush } from "../../../../src/ctrl/logs/hub.js";
+import { MAX_LINE_BYTES } from "../../../../src/contracts/logs.js";
+import { validateLogQuery } from "../../../../src/ctrl/validate/logs.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 const push = (requestId: string, lines: string[], region = "eu"): PushLogsRequest =>

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { LogMerger } from "../../../src/ctrl/logs/merge.js";
+import { LogMerger } from "../../../../src/ctrl/logs/merge.js";
 
 interface E {
   ns: bigint;

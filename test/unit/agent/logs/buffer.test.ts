@@ -3,8 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { OutBuffer, type OutEntry } from "../../../src/agent/logs/buffer.js";
-import { appContainer } from "../../../src/agent/logs/pods.js";
+import { OutBuffer, type OutEntry } from "../../../../src/agent/logs/buffer.js";
+import { appContainer } from "../../../../src/agent/logs/pods.js";
 
 const line = (instance: string, n: number, text = `l${n}`): OutEntry => ({
   instance,

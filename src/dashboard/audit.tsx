@@ -1,0 +1,144 @@
+// The audit page: ListAuditEvents of one chain (a workspace's, or the installation's), newest
+// first, with what each accepted change changed (secrets and tokens: only that they changed).
+import { useEffect, useState } from "preact/hooks";
+import type { AuditEvent } from "../gen/krane/ctrl/v1/audit_pb.js";
+import { api, errorText } from "./api.js";
+import { Table } from "./table.js";
+import { all, clock } from "./util.js";
+
+/** Pages of 1,000 read at most (the newest 10,000 events of a chain are enough for a page). */
+const MAX_PAGES = 10;
+
+export function Audit(props: { workspace: string }) {
+  const [workspaces, setWorkspaces] = useState<string[]>([]);
+  const [chain, setChain] = useState(props.workspace);
+  const [refusedOnly, setRefusedOnly] = useState(false);
+  const [events, setEvents] = useState<AuditEvent[] | undefined>(undefined);
+  const [error, setError] = useState("");
+  const [open, setOpen] = useState<AuditEvent>();
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    void all(async (pageToken) => {
+      const r = await api.workspaces.listWorkspaces({ pageToken, pageSize: 1000 });
+      return { items: r.workspaces.map((w) => w.slug), next: r.nextPageToken };
+    }).then(
+      (ws) => {
+        setWorkspaces(ws);
+        if (chain === "" && ws[0] !== undefined) setChain(ws[0]);
+      },
+      (err: unknown) => setError(errorText(err)),
+    );
+  }, []);
+  useEffect(() => {
+    if (chain === "") return;
+    setEvents(undefined);
+    const filter = chain === "*" ? { installation: true, refusedOnly } : { workspace: chain, refusedOnly };
+    void all(async (pageToken) => {
+      const r = await api.audit.listAuditEvents({ filter, pageToken, pageSize: 1000 });
+      return { items: r.events, next: r.nextPageToken };
+    }, MAX_PAGES).then(
+      (evs) => {
+        setEvents(evs.reverse());
+        setError("");
+      },
+      (err: unknown) => setError(errorText(err)),
+    );
+  }, [chain, refusedOnly, tick]);
+  return (
+    <main>
+      <h2>Audit log</h2>
+      <div class="actions">
+        <label>
+          Chain
+          <select value={chain} onChange={(e) => setChain(e.currentTarget.value)}>
+            {workspaces.map((w) => (
+              <option key={w} value={w}>
+                workspace {w}
+              </option>
+            ))}
+            <option value="*">the installation</option>
+          </select>
+        </label>
+        <label class="inline">
+          <input type="checkbox" checked={refusedOnly} onChange={(e) => setRefusedOnly(e.currentTarget.checked)} />{" "}
+          Refused calls only
+        </label>
+        <button type="button" onClick={() => setTick((t) => t + 1)}>
+          Refresh
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {events === undefined ? (
+        <p class="muted">Loading…</p>
+      ) : (
+        <Table
+          label="Audit events"
+          rows={events}
+          rowKey={(e) => e.id}
+          filter
+          columns={[
+            { key: "seq", title: "#", value: (e) => Number(e.seq) },
+            { key: "at", title: "When", value: (e) => Number(e.atUnixMs), render: (e) => clock(e.atUnixMs) },
+            { key: "actor", title: "Actor", value: (e) => `${e.actor?.kind ?? ""} ${e.actor?.name ?? ""}` },
+            { key: "method", title: "Method", value: (e) => e.method },
+            { key: "targets", title: "Targets", value: (e) => e.targets.join(", ") },
+            {
+              key: "code",
+              title: "Result",
+              value: (e) => e.code,
+              render: (e) => <span class={e.code === "ok" ? "ok" : "bad"}>{e.code}</span>,
+            },
+            {
+              key: "changes",
+              title: "Changes",
+              value: (e) => e.changes.length,
+              render: (e) =>
+                e.changes.length > 0 || e.message ? (
+                  <button type="button" aria-label={`Details of event ${e.seq}`} onClick={() => setOpen(e)}>
+                    Details
+                  </button>
+                ) : (
+                  ""
+                ),
+            },
+          ]}
+        />
+      )}
+      {open && (
+        <section aria-label={`Event ${open.seq}`}>
+          <h3>
+            Event {String(open.seq)}: {open.method} ({open.code})
+          </h3>
+          {open.message && <p>{open.message}</p>}
+          <table class="diff" aria-label="What the change changed">
+            <thead>
+              <tr>
+                <th scope="col">Field</th>
+                <th scope="col">Change</th>
+                <th scope="col">Before</th>
+                <th scope="col">After</th>
+              </tr>
+            </thead>
+            <tbody>
+              {open.changes.map((c) => (
+                <tr key={c.field}>
+                  <td>{c.field}</td>
+                  <td>{c.op}</td>
+                  <td>{c.beforeJson}</td>
+                  <td>{c.afterJson}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <button type="button" onClick={() => setOpen(undefined)}>
+            Close
+          </button>
+        </section>
+      )}
+    </main>
+  );
+}

@@ -1,0 +1,250 @@
+// The config tab: the environment's configuration (values shown), its secrets (names only: a
+// value is write-only, sent once and never shown again), and its endpoints and custom domains
+// with their verification and readiness per region. Setting or removing a value makes a new
+// revision, rolled out like a deploy; each change asks first and shows ctrl's refusal next to
+// its field.
+import { useState } from "preact/hooks";
+import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
+import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
+import { api, errorText } from "./api.js";
+import type { EnvRef } from "./environment.js";
+import { Table } from "./table.js";
+import { ago, Confirm } from "./util.js";
+
+/** Per region, whether the environment's Gateway has programmed the address's HTTPS listeners ("-": none reported). */
+function httpsPerRegion(regions: readonly AddressRegionStatus[]): string {
+  return regions
+    .map((r) => {
+      const listeners = (r.route?.certificates ?? []).flatMap((c) => (c.listener ? [c.listener] : []));
+      const off = listeners.find((l) => l.status !== "True");
+      const state =
+        listeners.length === 0 ? "-" : !off ? "programmed" : off.status === "" ? "pending" : off.reason || off.status;
+      return `${r.region}: ${state}`;
+    })
+    .join(", ");
+}
+
+export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
+  const ref = props.envRef;
+  const [pending, setPending] = useState<{ title: string; field: string; run: () => Promise<unknown> }>();
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [configKey, setConfigKey] = useState("");
+  const [configValue, setConfigValue] = useState("");
+  const [secretKey, setSecretKey] = useState("");
+  const ask = (title: string, field: string, run: () => Promise<unknown>) => {
+    setErrors({});
+    setPending({ title, field, run });
+  };
+  const status = props.view.status;
+  return (
+    <>
+      <h2>Configuration</h2>
+      <Table
+        label="Configuration"
+        rows={props.view.config}
+        rowKey={(c) => c.key}
+        columns={[
+          { key: "key", title: "Key", value: (c) => c.key },
+          { key: "value", title: "Value", value: (c) => c.value },
+          {
+            key: "updated",
+            title: "Updated",
+            value: (c) => Number(c.updatedAtUnixMs),
+            render: (c) => ago(c.updatedAtUnixMs),
+          },
+          {
+            key: "unset",
+            title: "Remove",
+            value: () => "",
+            render: (c) => (
+              <button
+                type="button"
+                aria-label={`Remove ${c.key}`}
+                onClick={() =>
+                  ask(`Remove ${c.key} (a new revision)`, "config", () =>
+                    api.config.unsetConfig({ ...ref, keys: [c.key] }),
+                  )
+                }
+              >
+                Remove
+              </button>
+            ),
+          },
+        ]}
+      />
+      <form
+        class="actions"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const key = configKey.trim();
+          const value = configValue;
+          ask(`Set ${key} (a new revision)`, "config", () =>
+            api.config.setConfig({ ...ref, values: [{ key, value }] }),
+          );
+        }}
+      >
+        <label>
+          Key
+          <input
+            value={configKey}
+            onInput={(e) => setConfigKey(e.currentTarget.value)}
+            required
+            aria-describedby="config-error"
+          />
+        </label>
+        <label>
+          Value
+          <input
+            value={configValue}
+            onInput={(e) => setConfigValue(e.currentTarget.value)}
+            aria-describedby="config-error"
+          />
+        </label>
+        <button type="submit">Set</button>
+        <span id="config-error" class="error" role="alert">
+          {errors.config ?? ""}
+        </span>
+      </form>
+
+      <h2>Secrets</h2>
+      <p class="muted">Names only: a secret's value is write-only and never shown.</p>
+      <Table
+        label="Secrets"
+        rows={props.view.secrets}
+        rowKey={(s) => s.key}
+        columns={[
+          { key: "key", title: "Name", value: (s) => s.key },
+          {
+            key: "source",
+            title: "Source",
+            value: (s) => (s.source === "external" ? `external: ${s.externalPath}` : "value"),
+          },
+          {
+            key: "updated",
+            title: "Updated",
+            value: (s) => Number(s.updatedAtUnixMs),
+            render: (s) => ago(s.updatedAtUnixMs),
+          },
+          {
+            key: "unset",
+            title: "Remove",
+            value: () => "",
+            render: (s) => (
+              <button
+                type="button"
+                aria-label={`Remove secret ${s.key}`}
+                onClick={() =>
+                  ask(`Remove secret ${s.key} (a new revision)`, "secret", () =>
+                    api.config.unsetSecrets({ ...ref, keys: [s.key] }),
+                  )
+                }
+              >
+                Remove
+              </button>
+            ),
+          },
+        ]}
+      />
+      <form
+        class="actions"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const form = e.currentTarget;
+          const field = form.elements.namedItem("secret-value") as HTMLInputElement;
+          const value = field.value;
+          // The value leaves the page as soon as it is taken.
+          field.value = "";
+          const key = secretKey.trim();
+          ask(`Set secret ${key} (a new revision)`, "secret", () =>
+            api.config.setSecrets({ ...ref, secrets: [{ key, source: { case: "value", value } }] }),
+          );
+        }}
+      >
+        <label>
+          Name
+          <input
+            value={secretKey}
+            onInput={(e) => setSecretKey(e.currentTarget.value)}
+            required
+            aria-describedby="secret-error"
+          />
+        </label>
+        <label>
+          Value (write-only)
+          <input name="secret-value" type="password" autocomplete="off" required aria-describedby="secret-error" />
+        </label>
+        <button type="submit">Set secret</button>
+        <span id="secret-error" class="error" role="alert">
+          {errors.secret ?? ""}
+        </span>
+      </form>
+
+      <h2>Endpoints</h2>
+      <Table
+        label="Endpoints"
+        rows={status?.endpoints ?? []}
+        rowKey={(e) => e.endpoint?.id ?? ""}
+        columns={[
+          { key: "vis", title: "Visibility", value: (e) => e.endpoint?.visibility ?? "" },
+          {
+            key: "url",
+            title: "URL",
+            value: (e) => e.endpoint?.url ?? "",
+          },
+          {
+            key: "ready",
+            title: "Per region",
+            value: (e) => e.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
+          },
+          { key: "https", title: "HTTPS listener", value: (e) => httpsPerRegion(e.regions) },
+        ]}
+      />
+      <h2>Custom domains</h2>
+      <Table
+        label="Custom domains"
+        rows={status?.domains ?? []}
+        rowKey={(d) => d.domain?.id ?? ""}
+        columns={[
+          { key: "host", title: "Hostname", value: (d) => d.domain?.hostname ?? "" },
+          {
+            key: "state",
+            title: "Verification",
+            value: (d) => d.domain?.state ?? "",
+            render: (d) => <span class={d.domain?.state === "verified" ? "ok" : "warn"}>{d.domain?.state}</span>,
+          },
+          {
+            key: "txt",
+            title: "TXT record",
+            value: (d) => (d.domain ? `${d.domain.txtName} = ${d.domain.txtValue}` : ""),
+          },
+          { key: "err", title: "Last error", value: (d) => d.domain?.lastError ?? "" },
+          {
+            key: "checked",
+            title: "Checked",
+            value: (d) => Number(d.domain?.lastCheckedAtUnixMs ?? 0),
+            render: (d) => ago(d.domain?.lastCheckedAtUnixMs ?? 0),
+          },
+          {
+            key: "ready",
+            title: "Per region",
+            value: (d) => d.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
+          },
+          { key: "https", title: "HTTPS listener", value: (d) => httpsPerRegion(d.regions) },
+        ]}
+      />
+      {pending && (
+        <Confirm
+          title={pending.title}
+          onNo={() => setPending(undefined)}
+          onYes={() => {
+            const p = pending;
+            setPending(undefined);
+            p.run().catch((err: unknown) => setErrors({ [p.field]: errorText(err) }));
+          }}
+        >
+          {null}
+        </Confirm>
+      )}
+    </>
+  );
+}
