@@ -18,6 +18,10 @@ export function registerDevCommand(program: Command): void {
       "real: real nodes (containers under gVisor; needs root); standins: KWOK nodes and pod stand-ins; auto: real where the machine allows it",
       "auto",
     )
+    .option(
+      "--tls",
+      "also run the local Gateway and cert-manager, and serve the example over HTTPS with its own certificate",
+    )
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -26,6 +30,7 @@ export function registerDevCommand(program: Command): void {
         logLevel: string;
         exitWhenReady?: boolean;
         nodes: string;
+        tls?: boolean;
       }) => {
         if (!["auto", "real", "standins"].includes(opts.nodes))
           throw new Error(`--nodes: auto, real or standins, not "${opts.nodes}"`);
@@ -37,6 +42,7 @@ export function registerDevCommand(program: Command): void {
           dataDir: opts.dataDir,
           logLevel: opts.logLevel,
           nodes: opts.nodes as "auto" | "real" | "standins",
+          tls: opts.tls,
           say,
         });
         let stopping = false;
@@ -53,7 +59,10 @@ export function registerDevCommand(program: Command): void {
         const deadline = Date.now() + 180_000;
         const local = session.cluster !== undefined;
         let status = await exampleStatus(session.api);
-        while (!exampleConverged(status, local) && Date.now() < deadline) {
+        // With --tls the example's endpoint must be served too (certificate issued, listener programmed).
+        const servedOverHttps = (): boolean =>
+          !session.https || status.endpoints.every((e) => e.regions.every((r) => r.readiness === "ready"));
+        while (!(exampleConverged(status, local) && servedOverHttps()) && Date.now() < deadline) {
           await new Promise((r) => setTimeout(r, 500));
           status = await exampleStatus(session.api);
         }
@@ -73,12 +82,14 @@ export function registerDevCommand(program: Command): void {
             `  while sleep 0.2; do curl -s ${entry}; echo; done   # then deploy in a third terminal and watch traffic move`,
           );
         }
+        if (session.https)
+          say(`  curl -s --cacert ${session.https.caFile} ${session.https.url}   # HTTPS through the local Gateway`);
         say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.nextImage}`);
         say("");
         say(`the dashboard: ${session.ctrlUrl}/ (sign in with the token above)`);
         if (opts.exitWhenReady) {
           await stop("ready");
-          if (!exampleConverged(status)) process.exitCode = 1;
+          if (!exampleConverged(status) || !servedOverHttps()) process.exitCode = 1;
           return;
         }
         say("Ctrl-C stops everything.");

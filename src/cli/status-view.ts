@@ -4,6 +4,7 @@
 import Table from "cli-table3";
 import { describePolicy, policyFromWire } from "../contracts/autoscaling.js";
 import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
+import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
 import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
 import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
@@ -34,6 +35,19 @@ export function behind(c: { changesBehind: bigint; streams: { kind: string; behi
   if (c.changesBehind === 0n) return "0";
   const parts = c.streams.filter((s) => s.behind > 0n).map((s) => `${s.kind} ${s.behind}`);
   return `${c.changesBehind}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
+/**
+ * An address's HTTPS listeners in one region: "programmed" when each of its hostnames' listener
+ * is, else the first one's state ("pending", or its reason); "-" where none is reported (the
+ * region's agent serves no HTTPS, or the address has no certificate).
+ */
+export function httpsListener(r: AddressRegionStatus): string {
+  const listeners = (r.route?.certificates ?? []).flatMap((c) => (c.listener ? [c.listener] : []));
+  if (listeners.length === 0) return "-";
+  const off = listeners.find((l) => l.status !== "True");
+  if (!off) return "programmed";
+  return off.status === "" ? "pending" : off.reason || off.status.toLowerCase();
 }
 
 const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
@@ -118,13 +132,14 @@ export function renderEnvironmentStatus(
     out.push(autoscale.toString());
   }
   if (s.endpoints.length || s.domains.length) {
-    // Exposure: each address and its readiness per region (gateway reports).
-    const addresses = new Table({ head: ["ADDRESS", "KIND", "REGION", "READINESS", "WHY"], ...plain });
+    // Exposure: each address and its readiness per region (gateway reports), and whether the
+    // environment's Gateway serves it over HTTPS (its listeners, where the agent serves HTTPS).
+    const addresses = new Table({ head: ["ADDRESS", "KIND", "REGION", "READINESS", "HTTPS", "WHY"], ...plain });
     for (const e of s.endpoints) {
       const url = e.endpoint?.url ?? "";
       const kind = `${e.endpoint?.visibility ?? ""} endpoint${e.endpoint?.auth ? " (jwt)" : ""}`;
-      if (e.regions.length === 0) addresses.push([url, kind, "-", "-", "the environment is in no region"]);
-      for (const r of e.regions) addresses.push([url, kind, r.region, r.readiness, r.message || "-"]);
+      if (e.regions.length === 0) addresses.push([url, kind, "-", "-", "-", "the environment is in no region"]);
+      for (const r of e.regions) addresses.push([url, kind, r.region, r.readiness, httpsListener(r), r.message || "-"]);
     }
     for (const d of s.domains) {
       const host = d.domain?.hostname ?? "";
@@ -134,11 +149,13 @@ export function renderEnvironmentStatus(
           "domain",
           "-",
           d.domain?.state ?? "?",
+          "-",
           d.domain?.lastError || `create TXT ${d.domain?.txtName ?? ""} = ${d.domain?.txtValue ?? ""}`,
         ]);
         continue;
       }
-      for (const r of d.regions) addresses.push([host, "domain", r.region, r.readiness, r.message || "-"]);
+      for (const r of d.regions)
+        addresses.push([host, "domain", r.region, r.readiness, httpsListener(r), r.message || "-"]);
     }
     out.push(addresses.toString());
   }

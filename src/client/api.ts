@@ -11,6 +11,7 @@ import {
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import { EndpointService } from "../gen/krane/ctrl/v1/exposure_pb.js";
 
 export interface ApiClients {
   workspaces: Client<typeof WorkspaceService>;
@@ -20,6 +21,7 @@ export interface ApiClients {
   regions: Client<typeof RegionService>;
   status: Client<typeof StatusService>;
   rollouts: Client<typeof RolloutService>;
+  endpoints: Client<typeof EndpointService>;
 }
 
 export function createApiClients(baseUrl: string, token: string, timeoutMs = 15_000): ApiClients {
@@ -41,5 +43,6 @@ export function createApiClients(baseUrl: string, token: string, timeoutMs = 15_
     regions: createClient(RegionService, transport),
     status: createClient(StatusService, transport),
     rollouts: createClient(RolloutService, transport),
+    endpoints: createClient(EndpointService, transport),
   };
 }

@@ -162,18 +162,28 @@ export const ROLLOUT_HARNESS_BUILD: GoBuildSpec = {
   coldEstimate: "seconds after the Kubernetes build, about 5 minutes alone",
 };
 
-/** The Secrets Store CSI driver's CRDs (external secrets of deployments need them), as its module ships them. */
-const SECRETS_STORE_CRDS = ["secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"];
+export const SECRETS_STORE_VERSION = "v1.6.0";
 
 /**
- * tools/secrets-store: no binary, only the Secrets Store CSI driver's SecretProviderClass CRD,
- * copied from the pinned module (krane's external secrets are validated against it). Its own
- * small spec, so adding it did not change the Kubernetes build's cache key.
+ * The Secrets Store CSI driver's CRDs, as its module ships them: the SecretProviderClass the agent
+ * renders for external secrets, and the per-pod status the driver writes when it mounts one.
+ */
+const SECRETS_STORE_CRDS = [
+  "secrets-store.csi.x-k8s.io_secretproviderclasses.yaml",
+  "secrets-store.csi.x-k8s.io_secretproviderclasspodstatuses.yaml",
+];
+const secretsStoreModuleDir = fileURLToPath(new URL("../../tools/secrets-store/", import.meta.url));
+
+/**
+ * tools/secrets-store: no binary, only the Secrets Store CSI driver's CRDs, copied from the pinned
+ * module (krane's external secrets are validated against them). Its own small spec, so adding it
+ * did not change the Kubernetes build's cache key, and a cluster without the driver does not wait
+ * for the driver's build.
  */
 export const SECRETS_STORE_BUILD: GoBuildSpec = {
   name: "secrets-store-crds",
   title: "the Secrets Store CSI driver's CRDs",
-  moduleDir: fileURLToPath(new URL("../../tools/secrets-store/", import.meta.url)),
+  moduleDir: secretsStoreModuleDir,
   binaries: [],
   tags: "",
   ldflags: "",
@@ -187,6 +197,56 @@ export const SECRETS_STORE_BUILD: GoBuildSpec = {
     return SECRETS_STORE_CRDS.map((f) => `crds/${f}`);
   },
 };
+
+/**
+ * tools/secrets-store: the Secrets Store CSI driver's own command, built unchanged from the same
+ * pinned module, and the driver project's test provider (provider/fake) behind a small main of
+ * ours (tools/secrets-store/README.md), for clusters started with `secretsStore`
+ * (./secrets-store.ts).
+ */
+export const SECRETS_STORE_DRIVER_BUILD: GoBuildSpec = {
+  name: `secrets-store-driver-${SECRETS_STORE_VERSION}`,
+  title: `the Secrets Store CSI driver ${SECRETS_STORE_VERSION} and its test provider`,
+  moduleDir: secretsStoreModuleDir,
+  binaries: [
+    ["secrets-store-csi-driver", "sigs.k8s.io/secrets-store-csi-driver/cmd/secrets-store-csi-driver"],
+    ["fake-provider", "./fake-provider"],
+  ],
+  tags: "",
+  ldflags: `-s -w -X sigs.k8s.io/secrets-store-csi-driver/pkg/version.BuildVersion=${SECRETS_STORE_VERSION}`,
+  keyFiles: ["go.mod", "go.sum", "fake-provider/main.go", "mlog/mlog.go"],
+  keyExtras: [],
+  coldEstimate: "about 3–5 minutes",
+};
+
+/**
+ * tools/csi-registrar: registers a node-local CSI driver with a real node's kubelet (the job of
+ * node-driver-registrar, whose module this build cannot fetch; tools/csi-registrar/README.md).
+ */
+export const CSI_REGISTRAR_BUILD: GoBuildSpec = {
+  name: "csi-registrar",
+  title: "the CSI driver registrar of real nodes",
+  moduleDir: fileURLToPath(new URL("../../tools/csi-registrar/", import.meta.url)),
+  binaries: [["csi-registrar", "."]],
+  tags: "",
+  ldflags: "-s -w",
+  keyFiles: ["go.mod", "go.sum", "main.go"],
+  keyExtras: [],
+  coldEstimate: "about a minute",
+};
+
+/** The Secrets Store CSI driver, its test provider and the registrar (built on first use). */
+export async function ensureSecretsStoreDriver(
+  log: (line: string) => void = () => {},
+): Promise<{ driver: string; provider: string; registrar: string }> {
+  const dir = await ensureGoBuild(SECRETS_STORE_DRIVER_BUILD, log);
+  const reg = await ensureGoBuild(CSI_REGISTRAR_BUILD, log);
+  return {
+    driver: join(dir, "bin", "secrets-store-csi-driver"),
+    provider: join(dir, "bin", "fake-provider"),
+    registrar: join(reg, "bin", "csi-registrar"),
+  };
+}
 
 /** cert-manager's Certificate and Envoy Gateway's policy CRDs, as their modules ship them. */
 const EXPOSURE_CRDS = [
@@ -413,6 +473,8 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   HELM_BUILD,
   ROLLOUT_HARNESS_BUILD,
   SECRETS_STORE_BUILD,
+  SECRETS_STORE_DRIVER_BUILD,
+  CSI_REGISTRAR_BUILD,
   EXPOSURE_CRDS_BUILD,
   TRAEFIK_BUILD,
   CERT_MANAGER_BUILD,

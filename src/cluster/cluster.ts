@@ -79,6 +79,12 @@ import {
 import { nodeDirs } from "./nodes/config.js";
 import { localStorageClass, localVolumes, volumePath, VOLUMES_PER_NODE } from "./nodes/volumes.js";
 import { sandboxImage } from "./images.js";
+import {
+  isSecretsStoreProcess,
+  startSecretsStore,
+  type LocalSecretsStore,
+  type SecretsStoreOptions,
+} from "./secrets-store.js";
 
 /** The pod stand-in process (src/cluster/standin), started only with `standins: true`. */
 export const STANDIN = "pod-standin";
@@ -123,6 +129,12 @@ export interface StartOptions {
    * is missing). Not with `standins`.
    */
   realNodes?: readonly NodePool[];
+  /**
+   * Run the Secrets Store CSI driver (built from its Go module on first use) on every real node,
+   * with the driver project's test provider serving these objects (state.secretsStore names the
+   * provider an agent's --secret-store-provider gives). Needs `realNodes`.
+   */
+  secretsStore?: SecretsStoreOptions;
   /** OCI images to import into every real node before it joins (besides the sandbox image). */
   images?: readonly NodeImage[];
   log?: (line: string) => void;
@@ -146,6 +158,8 @@ export interface ClusterState {
   gateways?: LocalGateways;
   /** With `tls: true`: the CA ClusterIssuer and the CA's certificate. */
   certificates?: LocalCertificates;
+  /** With `secretsStore`: the provider agents name. */
+  secretsStore?: LocalSecretsStore;
   /** With `realNodes`: the pools that have a real node (the rest of the plan follows from the slot). */
   realNodes?: { pools: NodePool[]; names: string[] };
   startedAt: string;
@@ -284,6 +298,11 @@ export class LocalCluster {
     return this.state.certificates;
   }
 
+  /** The external secret store on the real nodes, when the cluster was started with `secretsStore`. */
+  get secretsStore(): LocalSecretsStore | undefined {
+    return this.state.secretsStore;
+  }
+
   /** Stops every component (newest first), then removes the cluster's directory. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
@@ -302,6 +321,7 @@ export class LocalCluster {
         const stopAll = (keys: string[]) =>
           Promise.all(keys.map((k) => pid(k)).flatMap((p) => (p === undefined ? [] : [stopPid(p, 3000)])));
         await stopAll(plan.nodes.map((n) => nodeProcessKey(n, "kubelet")));
+        await stopAll(Object.keys(this.state.pids).filter(isSecretsStoreProcess));
         await stopAll([KUBE_PROXY, CLUSTER_DNS, ...plan.nodes.map((n) => nodeProcessKey(n, "containerd"))]);
       }
       const order = [...COMPONENTS].reverse();
@@ -379,6 +399,8 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   const name = validName(opts.name ?? "krane");
   const log = opts.log ?? (() => {});
   const realPools = [...new Set(opts.realNodes ?? [])];
+  if (opts.secretsStore && realPools.length === 0)
+    throw new Error("the Secrets Store CSI driver runs on real nodes: give realNodes too");
   if (realPools.length > 0 && opts.standins)
     throw new Error(
       "a cluster runs either real nodes or pod stand-ins, not both (real containers replace the stand-ins)",
@@ -599,6 +621,12 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await waitForNodesReady(ep, state.nodes, waitOn);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
+    if (opts.secretsStore && realPlan) {
+      state.secretsStore = await startSecretsStore(
+        { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, plan: realPlan, options: opts.secretsStore, log },
+        (c, key) => track(c, key),
+      );
+    }
     if (opts.tls) {
       state.certificates = await startCertificates(
         { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, log },

@@ -4,11 +4,25 @@
 // revision, rolled out like a deploy; each change asks first and shows ctrl's refusal next to
 // its field.
 import { useState } from "preact/hooks";
+import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
 import { api, errorText } from "./api.js";
 import type { EnvRef } from "./environment.js";
 import { Table } from "./table.js";
 import { ago, Confirm } from "./util.js";
+
+/** Per region, whether the environment's Gateway has programmed the address's HTTPS listeners ("-": none reported). */
+function httpsPerRegion(regions: readonly AddressRegionStatus[]): string {
+  return regions
+    .map((r) => {
+      const listeners = (r.route?.certificates ?? []).flatMap((c) => (c.listener ? [c.listener] : []));
+      const off = listeners.find((l) => l.status !== "True");
+      const state =
+        listeners.length === 0 ? "-" : !off ? "programmed" : off.status === "" ? "pending" : off.reason || off.status;
+      return `${r.region}: ${state}`;
+    })
+    .join(", ");
+}
 
 export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
   const ref = props.envRef;
@@ -182,6 +196,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             title: "Per region",
             value: (e) => e.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
           },
+          { key: "https", title: "HTTPS listener", value: (e) => httpsPerRegion(e.regions) },
         ]}
       />
       <h2>Custom domains</h2>
@@ -214,6 +229,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             title: "Per region",
             value: (d) => d.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
           },
+          { key: "https", title: "HTTPS listener", value: (d) => httpsPerRegion(d.regions) },
         ]}
       />
       {pending && (

@@ -4,15 +4,21 @@
 // deployment — until stopped. Where the machine allows it (root, cgroups, network namespaces, a
 // checkout to build the images from) the example's pods run as real containers on real nodes
 // (the app under gVisor, the sentinel from krane's image); elsewhere pod stand-ins answer for
-// them (KWOK nodes), and dev says which and why. Everything it starts it also stops; a killed
-// `krane dev` leaves its cluster to the cluster's reaper.
-import { mkdtemp, rm } from "node:fs/promises";
+// them (KWOK nodes), and dev says which and why. With `--tls` the local cluster also runs its
+// Gateway (Traefik) and cert-manager with a local CA, and the example gets a public endpoint
+// served over HTTPS with its own certificate, as a platform with a Gateway and an issuer would
+// serve it; off by default, since it costs two more builds and processes and a few seconds of
+// start-up that the example's own traffic (through its sentinel) does not need. Everything it
+// starts it also stops; a killed `krane dev` leaves its cluster to the cluster's reaper.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
+import { parseGatewayRef, parseIssuer } from "../agent/config.js";
+import type { GatewaySettings } from "../agent/runtime/kind.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
 import { startCluster, type LocalCluster } from "../cluster/index.js";
 import { isCheckout } from "../cluster/checkout.js";
@@ -41,6 +47,8 @@ export interface DevOptions {
   logLevel?: string;
   /** real: real nodes (fails where the machine cannot); standins: KWOK nodes and pod stand-ins; auto (default): real where possible. */
   nodes?: "auto" | "real" | "standins";
+  /** Serve the example over HTTPS through the local Gateway, with a certificate from cert-manager. */
+  tls?: boolean;
 }
 
 export const EXAMPLE = {
@@ -63,6 +71,8 @@ export interface DevSession {
   cluster: LocalCluster | undefined;
   /** How the example's pods run: real containers, stand-ins, or on a cluster of your own. */
   nodes: "real" | "standins" | "own";
+  /** With `tls`: the example's HTTPS address and the local CA's certificate file a client trusts. */
+  https?: { url: string; caFile: string };
   stop(): Promise<void>;
 }
 
@@ -94,6 +104,10 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     let admin: KubeConfig;
     let nodes: DevSession["nodes"] = "own";
     let images: WorkloadImages | undefined;
+    if (opts.kubeconfig && opts.tls)
+      throw new Error(
+        "--tls runs the local cluster's Gateway and cert-manager; with --kubeconfig, serve HTTPS with your cluster's own",
+      );
     if (opts.kubeconfig) {
       admin = new KubeConfig();
       admin.loadFromFile(opts.kubeconfig);
@@ -112,9 +126,11 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
           // The example needs an untrusted node (its pods) and a sentinel node; ctrl and the agent run here.
           realNodes: ["untrusted", "sentinel"],
           images: [images.krane, images.hello],
+          gateway: opts.tls,
+          tls: opts.tls,
         });
       } else {
-        cluster = await startCluster({ name: "dev", log: opts.say, standins: true });
+        cluster = await startCluster({ name: "dev", log: opts.say, standins: true, gateway: opts.tls, tls: opts.tls });
       }
       cleanups.push(() => cluster!.stop());
       opts.say(`local Kubernetes ready in ${((Date.now() - t0) / 1000).toFixed(1)}s at ${cluster.server}`);
@@ -140,6 +156,20 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
 
     // krane's own sentinels read their routing table as ServiceAccount krane-sentinel.
     await applySentinelRbac(admin);
+    // With --tls: the local Gateways, their HTTPS entry point and the local CA, as an agent on a
+    // platform's cluster is given them (--public-gateway, --https-gateway-class, --certificate-issuer).
+    const gws = cluster?.gateways;
+    const certs = cluster?.certificates;
+    const gateway: GatewaySettings | undefined =
+      opts.tls && gws?.https && certs
+        ? {
+            public: parseGatewayRef(gws.public.ref),
+            organization: parseGatewayRef(gws.organization.ref),
+            certificateIssuer: parseIssuer(certs.issuer),
+            endpointCertificates: true,
+            https: gws.https,
+          }
+        : undefined;
     const agent = new Agent({
       ctrlUrl: ctrl.url,
       token: agentToken,
@@ -152,6 +182,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       // On real nodes krane's own sentinel is krane's image as built from this checkout.
       ...(images ? { sentinelImage: images.krane.name } : {}),
       sentinelObserveIntervalMs: 1_000,
+      ...(gateway ? { gateway } : {}),
       log,
     });
     await agent.start();
@@ -164,6 +195,18 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
     opts.say(
       `deployed ${EXAMPLE.image} to ${EXAMPLE.project}/${EXAMPLE.environment} (${EXAMPLE.replicas} replicas in "${EXAMPLE.region}")`,
     );
+    let https: DevSession["https"];
+    if (gateway?.https && certs) {
+      const { workspace, project, environment } = EXAMPLE;
+      const { endpoint } = await api.endpoints.setEndpoint({ workspace, project, environment, visibility: "public" });
+      const caFile = join(dataDir, "local-ca.pem");
+      await writeFile(caFile, certs.caPem);
+      // The generated hostname is under .localhost, which resolves to this machine; the Gateway's
+      // HTTPS entry point is a port of its own there.
+      const host = new URL(endpoint?.url ?? "https://localhost").hostname;
+      https = { url: `https://${host}:${gateway.https.port}/`, caFile };
+      opts.say(`HTTPS: ${https.url} with a certificate the local CA (${caFile}) signed for it`);
+    }
     return {
       ctrlUrl: ctrl.url,
       userToken,
@@ -171,6 +214,7 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       api,
       cluster,
       nodes,
+      https,
       stop,
     };
   } catch (err) {

@@ -143,7 +143,12 @@ export class KubeClient {
     opts: { namespace?: string; labelSelector?: string; limit?: number; continue?: string; signal?: AbortSignal },
   ): Promise<KubeList> {
     const body = await this.#request("list", r, "GET", resourcePath(r, opts.namespace), {
-      query: { labelSelector: opts.labelSelector, limit: opts.limit, continue: opts.continue },
+      query: {
+        labelSelector: opts.labelSelector,
+        fieldSelector: r.fieldSelector,
+        limit: opts.limit,
+        continue: opts.continue,
+      },
       signal: opts.signal,
     });
     if (!isRecord(body) || !Array.isArray(body.items)) throw new Error(`unexpected list answer for ${r.plural}`);
@@ -287,6 +292,7 @@ export class KubeClient {
       watch: true,
       resourceVersion: params.resourceVersion,
       labelSelector: params.labelSelector,
+      fieldSelector: r.fieldSelector,
       timeoutSeconds: params.timeoutSeconds,
       allowWatchBookmarks: params.allowWatchBookmarks,
     };

@@ -5,6 +5,8 @@ export interface ResourceType {
   readonly kind: string;
   readonly plural: string;
   readonly namespaced: boolean;
+  /** A field selector every list and watch of this type carries (a type that is read only in part). */
+  readonly fieldSelector?: string;
 }
 
 export const resources = {
@@ -46,6 +48,16 @@ export const resources = {
     namespaced: true,
   },
   secrets: { group: "", version: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  // Why a pod does not start when its status cannot say (a volume that cannot be mounted): the
+  // kubelet's and drivers' Warning events about pods, and nothing else of the Event API.
+  podWarningEvents: {
+    group: "",
+    version: "v1",
+    kind: "Event",
+    plural: "events",
+    namespaced: true,
+    fieldSelector: "involvedObject.kind=Pod,type=Warning",
+  },
   jobs: { group: "batch", version: "v1", kind: "Job", plural: "jobs", namespaced: true },
   cronJobs: { group: "batch", version: "v1", kind: "CronJob", plural: "cronjobs", namespaced: true },
   secretProviderClasses: {

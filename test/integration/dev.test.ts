@@ -1,12 +1,15 @@
 // `krane dev` (the README's run command) brings the whole system up on the embedded defaults,
 // shows the example running, and stops everything on Ctrl-C. Where this machine can run real
 // nodes (root, cgroups, network namespaces) it does with real containers, as `npm start` would;
-// elsewhere with pod stand-ins — it prints which.
+// elsewhere with pod stand-ins — it prints which. With --tls the example is served over HTTPS
+// through the local Gateway with its own certificate.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { dirname } from "node:path";
+import type { TLSSocket } from "node:tls";
 import { realNodeSupport } from "../../src/cluster/nodes/host.js";
 
 const real = (await realNodeSupport()).ok;
@@ -126,3 +129,66 @@ async function checkRunning(child: ReturnType<typeof spawn>, out: () => string, 
   assert.equal(existsSync(clusterDir), false);
   if (netns) assert.equal(existsSync(`/run/netns/${netns}`), false, `the real nodes' namespace ${netns} is gone`);
 }
+
+test(
+  "krane dev --tls serves the example over HTTPS with a certificate the printed local CA signed",
+  { timeout: 10 * 60_000 },
+  async () => {
+    // Stand-ins are enough here: what --tls adds is the Gateway, cert-manager and the endpoint.
+    const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0", "--nodes", "standins", "--tls"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stderr.on("data", (d: Buffer) => {
+        stderr += d.toString();
+        if (stderr.includes("Ctrl-C stops everything")) resolve();
+      });
+      child.once("exit", (code) => reject(new Error(`krane dev --tls exited early (${code}):\n${stderr}`)));
+    });
+    child.stdout.resume();
+    try {
+      await ready;
+      const line = /curl -s --cacert (\S+) (https:\/\/\S+)/.exec(stderr);
+      assert.ok(line, `an HTTPS curl line is printed:\n${stderr}`);
+      const [, caFile, url] = line;
+      const { hostname, port } = new URL(url ?? "");
+      assert.match(hostname, /\.localhost$/, "a generated hostname that resolves to this machine");
+      // As curl does for *.localhost: connect to this machine, name the host (SNI and Host).
+      const answer = await new Promise<{ status: number; subject: string; body: string }>((resolve, reject) => {
+        const req = httpsRequest(
+          {
+            host: "127.0.0.1",
+            port: Number(port),
+            path: "/",
+            servername: hostname,
+            headers: { host: hostname },
+            ca: readFileSync(caFile ?? "", "utf8"),
+            agent: false,
+            timeout: 10_000,
+          },
+          (res) => {
+            const cert = (res.socket as TLSSocket).getPeerX509Certificate();
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => (body += c));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, subject: cert?.subjectAltName ?? "", body }));
+          },
+        );
+        req.on("timeout", () => req.destroy(new Error("timeout")));
+        req.on("error", reject);
+        req.end();
+      });
+      assert.equal(answer.status, 200, answer.body);
+      assert.equal(answer.subject, `DNS:${hostname}`, "the endpoint's own certificate, by SNI");
+      assert.equal((JSON.parse(answer.body) as { image: string }).image, "krane.local/hello:v1");
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+        child.kill("SIGINT");
+        assert.equal(await exit, 130);
+      }
+    }
+    assert.match(stderr, /stopped; nothing is left running/);
+  },
+);

@@ -15,6 +15,7 @@ import type { TLSSocket } from "node:tls";
 import { join } from "node:path";
 import { readFile } from "node:fs/promises";
 import { kubeRequest } from "../../src/cluster/kube-http.js";
+import { renderEnvironmentStatus } from "../../src/cli/status-view.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { startTestDns, type TestDns } from "../support/dns.js";
 import {
@@ -229,15 +230,30 @@ test(
     const unknown = await attempt("nobody.shop.test", "/");
     assert.equal(typeof unknown, "string", `an unknown name: ${JSON.stringify(unknown)}`);
 
-    // ctrl's status: the domain is ready (its certificate issued by cert-manager).
-    await eventually(
+    // ctrl's status: the domain is ready (its certificate issued by cert-manager, its HTTPS
+    // listener programmed by Traefik), and `krane status` shows the listener.
+    const ready = await eventually(
       "the domain ready in status",
       async () => {
         const s = await ctrl.client(StatusService, ctrl.adminToken).getEnvironmentStatus(ref);
-        return s.domains[0]?.regions[0]?.readiness === "ready" ? true : undefined;
+        return s.domains[0]?.regions[0]?.readiness === "ready" ? s : undefined;
       },
       60_000,
     );
+    const domainRegion = ready.domains[0]?.regions[0];
+    assert.deepEqual(
+      domainRegion?.route?.certificates.map((c) => [
+        c.hostname,
+        c.ready?.status,
+        c.listener?.status,
+        c.listener?.reason,
+      ]),
+      [[DOMAIN, "True", "True", "Programmed"]],
+    );
+    const row = renderEnvironmentStatus(ready)
+      .split("\n")
+      .find((l) => l.includes(DOMAIN) && l.includes("domain"));
+    assert.match(row ?? "", /\bready\s*│\s*programmed\b/, `the domain's row in krane status: ${row}`);
 
     // A renewal: requests on fresh connections from four clients all along; the served
     // certificate changes and none of them fails.

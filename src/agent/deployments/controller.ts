@@ -1,7 +1,8 @@
 // The deployment controller kind: user deployments on the shared runtime. Key = deployment id.
 //   owns      ReplicaSets (one per deployment and region)
 //   renders   the environment's CiliumNetworkPolicy (shared by its deployments)
-//   watches   Pods (an event re-reports the deployment's instance set and instance events)
+//   watches   Pods (an event re-reports the deployment's instance set and instance events), and
+//             Warning events about its pods that say why one does not start (events.ts)
 //   reads     Nodes (the zone of an instance)
 // Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
 // each only when the cache shows it differs; a scale-up first waits for the environment's
@@ -33,7 +34,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
-import { eventsFingerprint, eventsKey, eventsOf } from "./events.js";
+import { cannotStart, eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
@@ -59,6 +60,21 @@ export interface ReplicaSizer {
   sized(d: ApplyDeployment): ApplyDeployment;
   /** Runs while the kind runs: the sizer reads its desired states and re-renders keys. */
   attachDeployments(ctx: KindContext<ApplyDeployment>, signal: AbortSignal): Promise<void>;
+}
+
+/** The index of Warning events by the pod they are about ("namespace/name"). */
+const EVENTS_BY_POD = "involved-pod";
+
+function podOfEvent(ev: KubeObject): string | undefined {
+  const name = (ev as { involvedObject?: { name?: unknown } }).involvedObject?.name;
+  return typeof name === "string" ? `${ev.metadata.namespace ?? ""}/${name}` : undefined;
+}
+
+/** What a Warning event contributes to a report (its reason, first time and message; "" for others). */
+function warningKey(ev: KubeObject | undefined): string {
+  if (ev === undefined) return "";
+  const e = ev as { reason?: unknown; message?: unknown; firstTimestamp?: unknown };
+  return `${String(e.reason)}|${String(e.firstTimestamp)}|${String(e.message)}`;
 }
 
 export function deploymentsController(
@@ -180,8 +196,12 @@ export function deploymentsController(
     if (!rs) return undefined;
     const k8sName = rs.metadata.name ?? "";
     const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key);
-    const instances = instancesOf(pods, zoneOf(ctx));
-    const events = eventsOf(pods);
+    const warnings = ctx.informer(resources.podWarningEvents);
+    if (!warnings.hasIndex(EVENTS_BY_POD)) warnings.addIndex(EVENTS_BY_POD, podOfEvent);
+    const warningsOf = (pod: KubeObject): KubeObject[] =>
+      warnings.byIndex(EVENTS_BY_POD, `${pod.metadata.namespace ?? ""}/${pod.metadata.name ?? ""}`);
+    const instances = instancesOf(pods, zoneOf(ctx), (pod) => cannotStart(pod, warningsOf(pod)));
+    const events = eventsOf(pods, warningsOf);
     // Events are part of the fingerprint: a new one is a change to report, the same ones
     // seen again are not.
     const fingerprint = `${instancesFingerprint(k8sName, instances)}|${eventsFingerprint(events)}`;
@@ -238,6 +258,17 @@ export function deploymentsController(
         return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
       },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
+    })
+    // Every Warning event about a pod (the resource's field selector), not only krane's: events
+    // carry no labels. Only the start failures of krane's pods reach a report.
+    .watches(resources.podWarningEvents, {
+      selector: "",
+      keysOf: (ev, ctx) => {
+        const [ns, name] = [ev.metadata.namespace, (ev as { involvedObject?: { name?: string } }).involvedObject?.name];
+        const pod = ns === undefined || name === undefined ? undefined : ctx.informer(resources.pods).get(ns, name);
+        return oneKey(pod === undefined ? undefined : deploymentKeyOf(pod));
+      },
+      changed: (ev, old) => warningKey(ev) !== warningKey(old),
     })
     .reads(resources.nodes, { selector: ZONE_LABEL });
   // External secrets only where this cluster has a store: the SecretProviderClass CRD exists only there.

@@ -16,6 +16,12 @@
 // DisruptionTarget condition Kubernetes sets before it deletes a pod for a disruption — an
 // eviction through the API (a node drain: EvictionByEvictionAPI), preemption by the scheduler,
 // a taint, or the kubelet (the condition's reason, with its message). One eviction per pod.
+// Per pod that has not started (no container ran yet): "waiting" with the reason of a Warning
+// event that says why when its status cannot (POD_START_FAILURES: a volume that cannot be
+// mounted, the secret store's driver failing to sync its Secret), the cause cut out of the
+// kubelet's or driver's wrapping ("external secrets: <the store's answer>"), at the event's first
+// time, in place of the CreateContainerConfigError it causes. Such a pod is reported as a failed
+// instance (status.ts) so that `krane status` shows it.
 // Waiting and unready facts carry no time of their own in a pod's status: they use the time the
 // pod last became unready (the Ready condition's transition), which is stable while the fact
 // lasts, so the same fact reported again is the same event; an eviction uses the DisruptionTarget
@@ -25,7 +31,8 @@ import { create } from "@bufbuild/protobuf";
 import { ReportedInstanceEventSchema, type ReportedInstanceEvent } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
-import { cutMessage } from "../runtime/trim.js";
+import { cutMessage, POD_START_FAILURES } from "../runtime/trim.js";
+import { EXTERNAL_SECRETS_VOLUME } from "./settings.js";
 
 /** Waiting reasons that are part of a normal start, not events. */
 const ORDINARY_WAITING = new Set(["ContainerCreating", "PodInitializing"]);
@@ -125,14 +132,96 @@ export function podEvents(pod: KubeObject): ReportedInstanceEvent[] {
   return out;
 }
 
-/** The events of a deployment's pods (terminal ones included), by pod name then in pod order. */
-export function eventsOf(pods: readonly KubeObject[]): ReportedInstanceEvent[] {
+/** Whether any container of the pod has run (a start failure no longer concerns it). */
+function started(pod: KubeObject): boolean {
+  const status = rec(pod.status) ?? {};
+  const statuses = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  return statuses.some((raw) => {
+    const cs = rec(raw);
+    const state = rec(cs?.state);
+    return (
+      state?.running !== undefined || state?.terminated !== undefined || rec(cs?.lastState)?.terminated !== undefined
+    );
+  });
+}
+
+/**
+ * The cause in a kubelet's or driver's message, without the layers that wrap it (the volume
+ * operation, gRPC's "rpc error: code = … desc =", the driver's "…, err:"), and the volume it is
+ * about: "external secrets: <cause>" for krane's external secrets volume.
+ */
+export function startFailureMessage(reason: string, message: string): string {
+  const volume = /volume "([^"]+)"/.exec(message)?.[1];
+  const cause =
+    message
+      .split(/\bdesc = |, err: |, error: /)
+      .pop()
+      ?.trim() ?? "";
+  const what = cause === "" ? message : cause;
+  // The Secrets Store CSI driver syncs only external secrets' Secrets.
+  if (volume === EXTERNAL_SECRETS_VOLUME || reason === "FailedToCreateSecret") return `external secrets: ${what}`;
+  return volume === undefined ? what : `volume ${volume}: ${what}`;
+}
+
+/**
+ * The instance events a pod that has not started gets from its Warning events (trimmed Event
+ * objects about it): the newest of each reason in POD_START_FAILURES.
+ */
+export function startFailureEvents(pod: KubeObject, warnings: readonly KubeObject[]): ReportedInstanceEvent[] {
+  const instance = pod.metadata.name ?? "";
+  if (instance === "" || started(pod)) return [];
+  const newest = new Map<string, { at: number; message: string }>();
+  for (const w of warnings) {
+    const e = w as KubeObject & Json;
+    const reason = str(e.reason);
+    if (!POD_START_FAILURES.has(reason)) continue;
+    const at = ms(e.firstTimestamp);
+    const seen = newest.get(reason);
+    if (seen === undefined || at > seen.at) newest.set(reason, { at, message: str(e.message) });
+  }
+  return [...newest.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([reason, { at, message }]) =>
+      create(ReportedInstanceEventSchema, {
+        instance,
+        kind: "waiting",
+        reason,
+        atUnixMs: BigInt(at),
+        restarts: 0,
+        image: "",
+        message: cutMessage(startFailureMessage(reason, message)),
+      }),
+    );
+}
+
+/** Whether the pod has not started and a Warning event says why (it is reported as failed). */
+export function cannotStart(pod: KubeObject, warnings: readonly KubeObject[]): boolean {
+  return startFailureEvents(pod, warnings).length > 0;
+}
+
+/**
+ * The events of a deployment's pods (terminal ones included), by pod name then in pod order;
+ * `warningsOf` gives the Warning events about a pod (none when omitted).
+ */
+export function eventsOf(
+  pods: readonly KubeObject[],
+  warningsOf: (pod: KubeObject) => readonly KubeObject[] = () => [],
+): ReportedInstanceEvent[] {
   const sorted = [...pods].sort((a, b) => {
     const x = a.metadata.name ?? "";
     const y = b.metadata.name ?? "";
     return x < y ? -1 : x > y ? 1 : 0;
   });
-  return sorted.flatMap(podEvents);
+  return sorted.flatMap((p) => {
+    const failures = startFailureEvents(p, warningsOf(p));
+    if (failures.length === 0) return podEvents(p);
+    // The cause replaces its consequence: a container held back for want of the Secret the
+    // store's driver could not sync waits with CreateContainerConfigError, which says only that
+    // the Secret is missing (and, in the same second, would hide the driver's reason as the
+    // instance's last event).
+    const own = podEvents(p).filter((e) => !(e.kind === "waiting" && e.reason === "CreateContainerConfigError"));
+    return [...own, ...failures];
+  });
 }
 
 export function eventLine(e: ReportedInstanceEvent): string {

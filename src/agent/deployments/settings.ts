@@ -9,7 +9,9 @@
 //     deletes it by name;
 //   - a Secrets Store CSI SecretProviderClass for external references (provider and parameters
 //     are this cluster's: the agent's --secret-store-* settings), mounted read-only into the
-//     pods; the driver syncs a Secret of the same name that the pods read as environment.
+//     pods; the driver syncs a Secret of the same name that the pods read as environment. That
+//     Secret is required: a pod whose store did not give every key does not start (the kubelet
+//     waits for the Secret), and the driver's event saying why is reported (events.ts).
 // Pods get them with envFrom (explicit env vars — the user's, PORT, KRANE_* — win).
 import type {
   ApplyDeployment,
@@ -48,9 +50,10 @@ export function settingsPodParts(d: SettingsCarrier): SettingsPodParts {
   if (d.secrets && d.secrets.keys.length > 0) out.envFrom.push({ secretRef: { name: d.secrets.secretName } });
   const ext = d.externalSecrets;
   if (ext && ext.secrets.length > 0) {
-    // The driver creates the synced Secret once a pod mounts the volume, before the container
-    // starts; `optional` keeps a pod from failing on a Secret not synced yet.
-    out.envFrom.push({ secretRef: { name: ext.secretProviderClassName, optional: true } });
+    // The driver creates the synced Secret once a pod mounts the volume. Required, so a pod never
+    // starts without its external secrets: until the Secret is there (the store gave every key)
+    // the kubelet holds the container back and retries.
+    out.envFrom.push({ secretRef: { name: ext.secretProviderClassName } });
     out.volumes.push({
       name: EXTERNAL_SECRETS_VOLUME,
       csi: {
@@ -144,14 +147,33 @@ export function settingsObjectNames(d: Pick<ApplyDeployment, "config" | "secrets
   };
 }
 
-/** The Secret a ReplicaSet's pods read (its revision's), from its pod template. */
-export function secretNameOfReplicaSet(rs: KubeObject, external?: string): string {
+/**
+ * The Secret a ReplicaSet's pods read (its revision's), from its pod template: the one its
+ * containers take as environment that the external secrets' driver does not write (the synced
+ * Secret is named after the SecretProviderClass its CSI volume mounts).
+ */
+export function secretNameOfReplicaSet(rs: KubeObject): string {
   const spec = rs.spec as
-    | { template?: { spec?: { containers?: { envFrom?: { secretRef?: { name?: string; optional?: boolean } }[] }[] } } }
+    | {
+        template?: {
+          spec?: {
+            containers?: { envFrom?: { secretRef?: { name?: string; optional?: boolean } }[] }[];
+            volumes?: { csi?: { driver?: string; volumeAttributes?: { secretProviderClass?: string } } }[];
+          };
+        };
+      }
     | undefined;
-  for (const c of spec?.template?.spec?.containers ?? []) {
+  const pod = spec?.template?.spec;
+  const synced = new Set(
+    (pod?.volumes ?? []).flatMap((v) =>
+      v.csi?.driver === CSI_DRIVER && v.csi.volumeAttributes?.secretProviderClass
+        ? [v.csi.volumeAttributes.secretProviderClass]
+        : [],
+    ),
+  );
+  for (const c of pod?.containers ?? []) {
     for (const e of c.envFrom ?? [])
-      if (e.secretRef?.name && !e.secretRef.optional && e.secretRef.name !== external) return e.secretRef.name;
+      if (e.secretRef?.name && !e.secretRef.optional && !synced.has(e.secretRef.name)) return e.secretRef.name;
   }
   return "";
 }

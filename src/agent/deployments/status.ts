@@ -1,5 +1,7 @@
 // Pure mapping from observed pods to the instance set reported to ctrl:
 //  - terminal pods (Succeeded/Failed) are left out, and so are pods without an IP, except:
+//  - FAILED, without an address, for a pod that has not started and a Warning event says why
+//    (`cannotStart`, events.ts: a volume that cannot be mounted): there but broken, and shown;
 //  - TERMINATING: a pod with a deletion timestamp that has not ended yet, IP or not — no longer a
 //    replica, but its process may still run, which Recreate must wait out (Kubernetes' Recreate
 //    looks at the old ReplicaSets' pods for the same reason);
@@ -55,13 +57,17 @@ export function instanceStatusOf(pod: KubeObject): InstanceStatus {
 }
 
 /** The instance for a pod, or undefined when the pod is not reported. */
-export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => string): Instance | undefined {
+export function podToInstance(
+  pod: KubeObject,
+  zoneOfNode: (node: string) => string,
+  cannotStart = false,
+): Instance | undefined {
   const status = isRecord(pod.status) ? pod.status : {};
   const phase = str(status.phase);
   if (phase === "Succeeded" || phase === "Failed") return undefined;
   const terminating = pod.metadata.deletionTimestamp !== undefined;
   const ip = str(status.podIP);
-  if (ip === "" && !terminating) return undefined;
+  if (ip === "" && !terminating && !cannotStart) return undefined;
   const spec = isRecord(pod.spec) ? pod.spec : {};
   const containers = Array.isArray(spec.containers) ? spec.containers : [];
   const c = isRecord(containers[0]) ? containers[0] : {};
@@ -76,7 +82,7 @@ export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => str
   return create(InstanceSchema, {
     k8sName: pod.metadata.name ?? "",
     address: ip === "" ? "" : ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`,
-    status: terminating ? InstanceStatus.TERMINATING : instanceStatusOf(pod),
+    status: terminating ? InstanceStatus.TERMINATING : cannotStart ? InstanceStatus.FAILED : instanceStatusOf(pod),
     cpuMillicores: BigInt(Math.round(cpu)),
     memoryMib: BigInt(Math.round(mem / 1000 / 2 ** 20)),
     nodeName,
@@ -85,11 +91,18 @@ export function podToInstance(pod: KubeObject, zoneOfNode: (node: string) => str
   });
 }
 
-/** Instances sorted by pod name (a stable order for reports and fingerprints). */
-export function instancesOf(pods: KubeObject[], zoneOfNode: (node: string) => string): Instance[] {
+/**
+ * Instances sorted by pod name (a stable order for reports and fingerprints); `cannotStart` says
+ * which pods have not started for a reason a Warning event gives (events.ts).
+ */
+export function instancesOf(
+  pods: KubeObject[],
+  zoneOfNode: (node: string) => string,
+  cannotStart: (pod: KubeObject) => boolean = () => false,
+): Instance[] {
   const out: Instance[] = [];
   for (const p of pods) {
-    const i = podToInstance(p, zoneOfNode);
+    const i = podToInstance(p, zoneOfNode, cannotStart(p));
     if (i) out.push(i);
   }
   return out.sort((a, b) => (a.k8sName < b.k8sName ? -1 : a.k8sName > b.k8sName ? 1 : 0));

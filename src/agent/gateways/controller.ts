@@ -131,6 +131,7 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
       route: (ns, name) => ctx.informer(resources.httpRoutes).get(ns, name),
       certificate: (ns, name) =>
         settings.certificateIssuer ? ctx.informer(resources.certificates).get(ns, name) : undefined,
+      gateway: (ns, name) => (settings.https ? ctx.informer(resources.gateways).get(ns, name) : undefined),
     });
     return {
       fingerprint: gatewayFingerprint(routes),

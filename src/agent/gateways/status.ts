@@ -1,8 +1,9 @@
 // What the gateway controller reports about an environment's exposure (pure, unit-tested): per
 // route, the Gateway it is attached to, the route's Accepted and ResolvedRefs conditions as that
 // Gateway's controller wrote them in status.parents (a condition observed for an older
-// generation of the route counts as not reported yet), each Certificate's Ready condition, and
-// why a route is not served when the agent knows (no Gateway configured, no sentinel Service).
+// generation of the route counts as not reported yet), each Certificate's Ready condition, the
+// HTTPS listener serving its hostname on the environment's Gateway (with --https-gateway-class),
+// and why a route is not served when the agent knows (no Gateway configured, no sentinel Service).
 // A Gateway that refuses a route is reported once, as a status: nothing is retried for it.
 import { create } from "@bufbuild/protobuf";
 import {
@@ -19,6 +20,10 @@ import {
   certificateName,
   certificateSecretName,
   gatewayOf,
+  httpsGatewayName,
+  httpsHostnames,
+  listenerName,
+  MAX_LISTENERS,
   routeName,
   routeProblem,
 } from "./render.js";
@@ -65,6 +70,39 @@ function parentStatus(route: KubeObject, namespace: string, name: string): Json 
 export interface GatewayLookups {
   route(namespace: string, name: string): KubeObject | undefined;
   certificate(namespace: string, name: string): KubeObject | undefined;
+  /** The environment's own HTTPS Gateway (only asked with --https-gateway-class). */
+  gateway(namespace: string, name: string): KubeObject | undefined;
+}
+
+/**
+ * The HTTPS listener of `hostname` on the environment's Gateway as its controller reports it:
+ * the first of Accepted and ResolvedRefs that is False (why it cannot serve: a missing
+ * certificate Secret, a conflict), else Programmed. A condition of an older generation of the
+ * Gateway is pending; a hostname past the listener limit has no listener.
+ */
+export function listenerCondition(
+  gateway: KubeObject | undefined,
+  hostname: string,
+  listed: boolean,
+): GatewayCondition {
+  if (!listed)
+    return create(GatewayConditionSchema, {
+      status: "False",
+      reason: "NoListener",
+      message: `only an environment's first ${MAX_LISTENERS} hostnames (sorted) get an HTTPS listener`,
+    });
+  const listeners =
+    gateway && isRecord(gateway.status) && Array.isArray(gateway.status.listeners)
+      ? gateway.status.listeners.filter(isRecord)
+      : [];
+  const listener = listeners.find((l) => l.name === listenerName(hostname));
+  const conds = conditionsOf(listener);
+  const generation = gateway?.metadata.generation;
+  for (const type of ["Accepted", "ResolvedRefs"]) {
+    const c = condition(conds, type, generation);
+    if (c.status === "False") return c;
+  }
+  return condition(conds, "Programmed", generation);
 }
 
 export function observeGateway(
@@ -74,6 +112,8 @@ export function observeGateway(
   look: GatewayLookups,
 ): GatewayRouteStatus[] {
   const certHosts = new Set(certificateHostnames(g, settings));
+  const listed = new Set(httpsHostnames(g, settings));
+  const httpsGateway = settings.https ? look.gateway(g.k8sNamespace, httpsGatewayName(g)) : undefined;
   return g.routes.map((r) => {
     const gw = gatewayOf(settings, r.visibility);
     const problem = routeProblem(r, settings, sentinelService) ?? "";
@@ -90,6 +130,9 @@ export function observeGateway(
           hostname: h,
           secretName: certificateSecretName(g, h),
           ready: condition(conditionsOf(cert?.status), "Ready", cert?.metadata.generation),
+          // Only public routes are served on the environment's Gateway.
+          listener:
+            settings.https && r.visibility === "public" ? listenerCondition(httpsGateway, h, listed.has(h)) : undefined,
         };
       });
     return create(GatewayRouteStatusSchema, {
@@ -115,7 +158,7 @@ export function gatewayFingerprint(routes: readonly GatewayRouteStatus[]): strin
         c(r.accepted),
         c(r.resolvedRefs),
         r.problem,
-        ...r.certificates.map((k) => `${k.hostname}=${c(k.ready)}`),
+        ...r.certificates.map((k) => `${k.hostname}=${c(k.ready)}${k.listener ? `+${c(k.listener)}` : ""}`),
       ].join("|"),
     )
     .join("\n");

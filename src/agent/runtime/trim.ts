@@ -19,7 +19,11 @@
 //   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
 //   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
 //   CronJob, Job: drift, and status (last schedule, start, completion, result) for cron job runs (jobs/).
-//   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts).
+//   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts);
+//   Gateway: drift, and its listeners' status conditions (gateways/status.ts).
+//   Event (Warning events about pods only, resources.podWarningEvents): the pod it is about, its
+//         reason, and for the reasons in POD_START_FAILURES the message and first time
+//         (deployments/events.ts: why a pod does not start); other events keep only their reason.
 //
 // Strings repeat across thousands of cached objects (label values, images, env names, node
 // names, condition types, timestamps of pods started in the same second): every kept string
@@ -320,6 +324,32 @@ function trimContainerStatus(c: unknown): Json | undefined {
   return out;
 }
 
+/**
+ * Warning events that say why a pod cannot start where its status cannot: a volume the kubelet
+ * cannot mount (an external secret the store refuses, a store that does not answer), and the
+ * Secrets Store CSI driver failing to sync a pod's Secret from what it mounted.
+ */
+export const POD_START_FAILURES: ReadonlySet<string> = new Set(["FailedMount", "FailedToCreateSecret"]);
+
+function trimEvent(e: KubeObject): KubeObject {
+  const o = e as KubeObject & Json;
+  const involved = isRecord(o.involvedObject) ? o.involvedObject : {};
+  const reason = typeof o.reason === "string" ? intern(o.reason) : "";
+  const out: Json = {
+    apiVersion: e.apiVersion,
+    kind: e.kind,
+    metadata: { name: e.metadata.name, namespace: e.metadata.namespace, resourceVersion: e.metadata.resourceVersion },
+    involvedObject: { name: involved.name, uid: involved.uid },
+    reason,
+  };
+  if (POD_START_FAILURES.has(reason)) {
+    out.message = cutMessage(typeof o.message === "string" ? o.message : "");
+    // Events written with the newer API carry eventTime and no firstTimestamp.
+    out.firstTimestamp = o.firstTimestamp ?? o.eventTime;
+  }
+  return out as KubeObject;
+}
+
 function trimNode(n: KubeObject): KubeObject {
   return { apiVersion: n.apiVersion, kind: n.kind, metadata: meta(n.metadata, false) };
 }
@@ -348,13 +378,14 @@ const keepWhole = trimRendered(true);
 function ownTrimFor(r: ResourceType): (o: KubeObject) => KubeObject {
   if (r.group === "" && r.kind === "Pod") return trimPod;
   if (r.group === "" && r.kind === "Node") return trimNode;
+  if (r.group === "" && r.kind === "Event") return trimEvent;
   // Deployment status carries availableReplicas (sentinel health); Job and CronJob status the
-  // runs a cron job reports (agent/jobs); HTTPRoute and Certificate status the conditions the
-  // gateway kind reports; the others' status is unread.
+  // runs a cron job reports (agent/jobs); HTTPRoute, Gateway and Certificate status the
+  // conditions the gateway kind reports; the others' status is unread.
   return trimRendered(
     (r.group === "apps" && r.kind === "Deployment") ||
       (r.group === "batch" && (r.kind === "Job" || r.kind === "CronJob")) ||
-      (r.group === "gateway.networking.k8s.io" && r.kind === "HTTPRoute") ||
+      (r.group === "gateway.networking.k8s.io" && (r.kind === "HTTPRoute" || r.kind === "Gateway")) ||
       (r.group === "cert-manager.io" && r.kind === "Certificate"),
   );
 }

@@ -141,6 +141,7 @@ function routeMsg(s: StoredRouteStatus): GatewayRouteStatus {
       hostname: c.hostname,
       secretName: c.secretName,
       ready: conditionMsg(c.ready),
+      listener: c.listener ? conditionMsg(c.listener) : undefined,
     })),
     problem: s.problem,
   });
@@ -174,6 +175,16 @@ export function addressReadiness(
           ? "not issued yet"
           : `${cert.ready.reason}${cert.ready.message ? `: ${cert.ready.message}` : ""}`;
       return { readiness: "pending", message: `certificate for ${cert.hostname}: ${why}` };
+    }
+    // Issued is not served: the environment's Gateway must have programmed the hostname's listener.
+    const l = cert.listener;
+    if (l && l.status !== "True") {
+      const why =
+        l.status === "" ? "not programmed by the Gateway yet" : `${l.reason}${l.message ? `: ${l.message}` : ""}`;
+      return {
+        readiness: l.status === "False" && l.reason === "NoListener" ? "rejected" : "pending",
+        message: `HTTPS listener for ${cert.hostname}: ${why}`,
+      };
     }
   }
   return { readiness: "ready", message: "" };

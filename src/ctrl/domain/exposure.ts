@@ -202,7 +202,16 @@ export interface StoredRouteStatus {
   gateway: string;
   accepted: StoredCondition;
   resolvedRefs: StoredCondition;
-  certificates: { hostname: string; secretName: string; ready: StoredCondition }[];
+  certificates: {
+    hostname: string;
+    secretName: string;
+    ready: StoredCondition;
+    /**
+     * The hostname's HTTPS listener on the environment's Gateway; null (or absent, in reports
+     * stored before listeners were reported) when the region's agent serves no HTTPS.
+     */
+    listener?: StoredCondition | null;
+  }[];
   problem: string;
 }
 

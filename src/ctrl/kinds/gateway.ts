@@ -39,6 +39,7 @@ function routeStatus(field: string, s: GatewayRouteStatus): StoredRouteStatus {
       hostname: r.text(`${field}.certificates[${i}].hostname`, c.hostname, 253, true),
       secretName: k8sName(`${field}.certificates[${i}].secret_name`, c.secretName, false),
       ready: condition(`${field}.certificates[${i}].ready`, c.ready),
+      listener: c.listener === undefined ? null : condition(`${field}.certificates[${i}].listener`, c.listener),
     })),
     problem: r.text(`${field}.problem`, s.problem.replace(/[\r\n\t]/g, " "), r.LIMITS.reasonMax),
   };

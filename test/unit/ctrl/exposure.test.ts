@@ -14,6 +14,7 @@ import {
 import { edgeAuthPolicy, exposureRoutes, gatewayK8sName } from "../../../src/ctrl/payloads/gateway.js";
 import type { DomainRow, EndpointRow } from "../../../src/ctrl/db/schema.js";
 import { domainName, pathPrefix, prefixesOverlap } from "../../../src/ctrl/validate/exposure.js";
+import { addressReadiness } from "../../../src/ctrl/api/exposure.js";
 import { isDnsLabel } from "../../../src/contracts/labels.js";
 
 describe("validation", () => {
@@ -191,5 +192,46 @@ describe("routes from rows", () => {
     );
     assert.equal(edgeAuthPolicy(routes)?.unmatchedHosts, "deny");
     assert.equal(edgeAuthPolicy(exposureRoutes([endpoint("public", "p.apps", null)], [])), null);
+  });
+});
+
+describe("address readiness", () => {
+  const ok = { status: "True", reason: "", message: "" };
+  const route = (listener: { status: string; reason: string; message: string } | null | undefined) => ({
+    name: "domain-1",
+    visibility: "public",
+    gateway: "platform/external",
+    accepted: ok,
+    resolvedRefs: ok,
+    certificates: [
+      { hostname: "www.shop.example", secretName: "s", ready: ok, ...(listener === undefined ? {} : { listener }) },
+    ],
+    problem: "",
+  });
+
+  it("a domain whose certificate is issued is ready only once its HTTPS listener is programmed", () => {
+    assert.deepEqual(addressReadiness(route(ok), null), { readiness: "ready", message: "" });
+    assert.deepEqual(addressReadiness(route({ status: "", reason: "", message: "" }), null), {
+      readiness: "pending",
+      message: "HTTPS listener for www.shop.example: not programmed by the Gateway yet",
+    });
+    assert.deepEqual(
+      addressReadiness(
+        route({ status: "False", reason: "InvalidCertificateRef", message: "secret s not found" }),
+        null,
+      ),
+      {
+        readiness: "pending",
+        message: "HTTPS listener for www.shop.example: InvalidCertificateRef: secret s not found",
+      },
+    );
+    assert.equal(
+      addressReadiness(route({ status: "False", reason: "NoListener", message: "x" }), null).readiness,
+      "rejected",
+    );
+    // An agent serving no HTTPS reports no listener (null), and reports stored before listeners
+    // were reported have none: the certificate decides, as before.
+    assert.equal(addressReadiness(route(null), null).readiness, "ready");
+    assert.equal(addressReadiness(route(undefined), null).readiness, "ready");
   });
 });

@@ -2,12 +2,17 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  cannotStart,
   eventLine,
   eventsFingerprint,
   eventsKey,
   eventsOf,
   podEvents,
+  startFailureEvents,
+  startFailureMessage,
 } from "../../../../src/agent/deployments/events.js";
+import { instancesOf } from "../../../../src/agent/deployments/status.js";
+import { InstanceStatus } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { MESSAGE_MAX, trimFor } from "../../../../src/agent/runtime/trim.js";
 import { resources } from "../../../../src/kube/resources.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
@@ -300,4 +305,122 @@ test("the fingerprint moves with a new fact and only then (one report per change
   assert.equal(fp(crash(1, T1)), fp(crash(1, T1)));
   assert.notEqual(fp(crash(2, T2)), fp(crash(1, T1)));
   assert.equal(fp(pod("b", { conditions: unready(T0) })), eventsFingerprint([]));
+});
+
+// ---------------------------------------------------------------- pods that do not start
+
+/** A Warning event about pod `name`, as the cluster writes it (trimmed as the agent caches it). */
+function warning(name: string, reason: string, message: string, first: string): KubeObject {
+  return trimFor(resources.podWarningEvents)({
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { name: `${name}.1`, namespace: "ws-1", resourceVersion: "1", managedFields: [] } as never,
+    involvedObject: { kind: "Pod", name, namespace: "ws-1", uid: "u1" },
+    reason,
+    message,
+    type: "Warning",
+    firstTimestamp: first,
+    lastTimestamp: T2,
+    count: 7,
+  } as KubeObject);
+}
+
+const MOUNT_FAILED =
+  'MountVolume.SetUp failed for volume "krane-external-secrets" : rpc error: code = Unknown desc = failed to mount ' +
+  "secrets store objects for pod ws-1/a, err: rpc error: code = Unknown desc = failed to mount objects, error: " +
+  'secret "shop/db-cert" not found';
+const SYNC_FAILED =
+  "failed to get data in spc ws-1/ext-1 for secret ext-1, err: file matching objectName MISSING not found in the pod";
+
+test("the cause of a mount or sync failure is cut out of its wrapping, naming the external secrets", () => {
+  assert.equal(startFailureMessage("FailedMount", MOUNT_FAILED), 'external secrets: secret "shop/db-cert" not found');
+  assert.equal(
+    startFailureMessage("FailedToCreateSecret", SYNC_FAILED),
+    "external secrets: file matching objectName MISSING not found in the pod",
+  );
+  assert.equal(
+    startFailureMessage("FailedMount", 'MountVolume.SetUp failed for volume "data" : no such thing'),
+    'volume data: MountVolume.SetUp failed for volume "data" : no such thing',
+  );
+});
+
+test("a pod that cannot mount its volume is a failed instance with the reason, until a container runs", () => {
+  const stuck = pod("a", { phase: "Pending", conditions: unready(T0) });
+  const warnings = [
+    warning("a", "FailedMount", MOUNT_FAILED, T1),
+    warning("a", "FailedMount", "an older one", T0),
+    warning("a", "Unhealthy", "probe failed", T1),
+  ];
+  assert.equal((warnings[2] as { message?: string }).message, undefined, "other reasons keep no message");
+  const [e, ...rest] = startFailureEvents(stuck, warnings);
+  assert.equal(rest.length, 0, "the newest of each reason, other reasons ignored");
+  assert.deepEqual(
+    [e?.kind, e?.reason, e?.atUnixMs, e?.message],
+    ["waiting", "FailedMount", BigInt(Date.parse(T1)), 'external secrets: secret "shop/db-cert" not found'],
+  );
+  assert.equal(cannotStart(stuck, warnings), true);
+  // Without an IP a pod is not reported at all, unless it cannot start: then it is, as failed.
+  assert.deepEqual(
+    instancesOf([stuck], () => ""),
+    [],
+  );
+  const [i] = instancesOf(
+    [stuck],
+    () => "",
+    (p) => cannotStart(p, warnings),
+  );
+  assert.deepEqual([i?.k8sName, i?.status, i?.address], ["a", InstanceStatus.FAILED, ""]);
+  assert.deepEqual(
+    eventsOf([stuck], () => warnings).map((x) => x.reason),
+    ["FailedMount"],
+  );
+  // Once a container has run the old failure is history: nothing is reported for it.
+  const running = pod("a", {
+    phase: "Running",
+    podIP: "10.0.0.5",
+    conditions: [
+      { type: "Ready", status: "True", lastTransitionTime: T2 },
+      { type: "ContainersReady", status: "True", lastTransitionTime: T2 },
+    ],
+    containerStatuses: [
+      { image: "x", restartCount: 0, ready: true, started: true, state: { running: { startedAt: T2 } } },
+    ],
+  });
+  assert.deepEqual(startFailureEvents(running, warnings), []);
+  assert.equal(
+    instancesOf(
+      [running],
+      () => "",
+      (p) => cannotStart(p, warnings),
+    )[0]?.status,
+    InstanceStatus.RUNNING,
+  );
+});
+
+test("a Secret the store's driver cannot sync: the container waits and the driver's reason names the key", () => {
+  const waiting = pod("b", {
+    phase: "Pending",
+    podIP: "10.0.0.6",
+    conditions: unready(T0),
+    containerStatuses: [
+      {
+        image: "x",
+        restartCount: 0,
+        ready: false,
+        state: { waiting: { reason: "CreateContainerConfigError", message: 'secret "ext-1" not found' } },
+      },
+    ],
+  });
+  const events = eventsOf([waiting], () => [warning("b", "FailedToCreateSecret", SYNC_FAILED, T0)]);
+  // The driver's reason replaces the kubelet's "secret not found", even within the same second
+  // (which one ctrl would show as the last event would otherwise be a matter of order).
+  assert.deepEqual(
+    events.map((x) => [x.reason, x.message]),
+    [["FailedToCreateSecret", "external secrets: file matching objectName MISSING not found in the pod"]],
+  );
+  assert.deepEqual(
+    eventsOf([waiting]).map((x) => x.reason),
+    ["CreateContainerConfigError"],
+    "without the driver's event the kubelet's reason stays",
+  );
 });

@@ -50,7 +50,8 @@ test("pods read the revision's objects by name; explicit variables keep preceden
   assert.deepEqual(c.envFrom, [
     { configMapRef: { name: d.config!.configMapName } },
     { secretRef: { name: d.secrets!.secretName } },
-    { secretRef: { name: d.externalSecrets!.secretProviderClassName, optional: true } },
+    // Required: a pod never starts without the Secret the store's driver syncs.
+    { secretRef: { name: d.externalSecrets!.secretProviderClassName } },
   ]);
   assert.ok(
     c.env.some((e) => e.name === "PORT"),
@@ -73,6 +74,11 @@ test("pods read the revision's objects by name; explicit variables keep preceden
     secretNameOfReplicaSet(renderReplicaSet(d, "local")),
     d.secrets!.secretName,
     "the Secret to delete with the revision is found from its template",
+  );
+  assert.equal(
+    secretNameOfReplicaSet(renderReplicaSet(sampleDeployment({ secrets: undefined }), "local")),
+    "",
+    "the driver's synced Secret is not the revision's to delete",
   );
   const none = settingsPodParts(
     sampleDeployment({ config: undefined, secrets: undefined, externalSecrets: undefined }),

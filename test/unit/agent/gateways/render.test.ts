@@ -275,6 +275,7 @@ describe("status", () => {
         metadata: { generation: 1 },
         status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] },
       }),
+      gateway: () => undefined,
     });
     const [pub, org, dom] = observed;
     assert.equal(pub?.accepted?.status, "True");
@@ -302,14 +303,73 @@ describe("status", () => {
             metadata: { generation: 1 },
             status: { conditions: [{ type: "Ready", status: "False", reason: "Pending", message: "issuing" }] },
           }),
+          gateway: () => undefined,
         }),
       ),
     );
     const none = observeGateway(g, { public: settings.public }, undefined, {
       route: () => undefined,
       certificate: () => undefined,
+      gateway: () => undefined,
     });
     assert.match(none[0]?.problem ?? "", /no sentinel Service/);
     assert.match(none[1]?.problem ?? "", /no organization Gateway is configured/);
+    assert.equal(dom?.certificates[0]?.listener, undefined, "without --https-gateway-class no listener is reported");
+  });
+
+  it("reports each certificate's HTTPS listener as the environment's Gateway programmed it", () => {
+    const https: GatewaySettings = { ...settings, https: { className: "edge", port: 443 } };
+    const listeners = (gw: KubeObject | undefined) =>
+      observeGateway(g, https, "snt", {
+        route: () => undefined,
+        certificate: () => undefined,
+        gateway: (ns, name) => (ns === "ws-acme" && name === httpsGatewayName(g) ? gw : undefined),
+      })
+        .flatMap((r) => r.certificates)
+        .map((c) => [c.hostname, c.listener?.status, c.listener?.reason]);
+    const host = "www.shop.example";
+    const name = (rendered: KubeObject | undefined) =>
+      (rendered?.spec as { listeners: { name: string; hostname: string }[] }).listeners.find((l) => l.hostname === host)
+        ?.name;
+    const listener = name(renderStatic(g, "eu", https).find((o) => o.kind === "Gateway"));
+    assert.ok(listener, "the rendered Gateway has the hostname's listener");
+    const gw = (generation: number, conditions: unknown[]): KubeObject => ({
+      metadata: { name: httpsGatewayName(g), namespace: "ws-acme", generation },
+      status: { listeners: [{ name: listener, conditions }] },
+    });
+    assert.deepEqual(listeners(undefined), [[host, "", ""]], "no Gateway status yet: not reported");
+    const programmed = [
+      { type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 },
+      { type: "ResolvedRefs", status: "True", reason: "ResolvedRefs", observedGeneration: 2 },
+      { type: "Programmed", status: "True", reason: "Programmed", observedGeneration: 2 },
+    ];
+    assert.deepEqual(listeners(gw(2, programmed)), [[host, "True", "Programmed"]]);
+    assert.deepEqual(listeners(gw(3, programmed)), [[host, "Unknown", "Pending"]], "an older generation");
+    // Why a listener cannot serve comes before Programmed: the certificate's Secret is not there yet.
+    const noSecret = [
+      { type: "Accepted", status: "True", reason: "Accepted", observedGeneration: 2 },
+      { type: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", observedGeneration: 2 },
+      { type: "Programmed", status: "False", reason: "Invalid", observedGeneration: 2 },
+    ];
+    assert.deepEqual(listeners(gw(2, noSecret)), [[host, "False", "InvalidCertificateRef"]]);
+    // Past Gateway API's listener limit a hostname has a Certificate but no listener, and says so.
+    const many = gateway({
+      routes: Array.from({ length: MAX_LISTENERS + 1 }, (_, i) => ({
+        name: `domain-${i}`,
+        visibility: "public",
+        hostnames: [`d${String(i).padStart(2, "0")}.shop.example`],
+        pathPrefix: "/",
+        certificate: true,
+      })) as never,
+    });
+    const last = observeGateway(many, https, "snt", {
+      route: () => undefined,
+      certificate: () => undefined,
+      gateway: () => undefined,
+    }).at(-1)?.certificates[0];
+    assert.deepEqual(
+      [last?.hostname, last?.listener?.status, last?.listener?.reason],
+      ["d64.shop.example", "False", "NoListener"],
+    );
   });
 });
