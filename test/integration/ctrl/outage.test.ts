@@ -130,6 +130,13 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
       toUnixMs: BigInt(Date.now()),
       revisions: [{ environmentId, deploymentId, responses2xx: 1n }],
     },
+    ReportAutoscale: {
+      region: "local",
+      environmentId,
+      replicas: 2,
+      reason: "2 in flight per instance",
+      decidedAtUnixMs: BigInt(Date.now()),
+    },
     SetConfig: { ...target, values: [{ key: "MODE", value: "outage" }] },
     UnsetConfig: { ...target, keys: ["MODE"] },
     ListConfig: target,

@@ -2,7 +2,8 @@
 // system executable (no browser download), against a real ctrl on SQLite over real sockets.
 // Sign in, see the overview and an environment, deploy from the page (a refused image first,
 // with ctrl's message next to the field), roll back after the diff, sign out; the cookie's flags;
-// a cross-site page cannot use the session; screenshots of the main pages for the README.
+// a cross-site page cannot use the session; another workspace's token sees nothing of the first;
+// screenshots of the main pages for the README.
 //
 // What the page shows is pushed (LiveService): a change made through the API shows up with no
 // request of the page's; ctrl restarted under the page, the page reconnects and catches up. No
@@ -18,6 +19,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import {
+  ApiTokenService,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -290,6 +292,50 @@ describe("dashboard in a browser", { skip }, () => {
     await other.close();
     const { workspaces } = await ctrl.client(WorkspaceService, ctrl.adminToken).listWorkspaces({});
     assert.ok(!workspaces.some((w) => w.slug === "csrf"), "the cross-site POST changed nothing");
+  });
+
+  it("another workspace's token sees nothing of the first", async () => {
+    const admin = ctrl.adminToken;
+    await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: "globex" });
+    await ctrl.client(ProjectService, admin).createProject({ workspace: "globex", slug: "site" });
+    await ctrl.client(EnvironmentService, admin).createEnvironment({
+      workspace: "globex",
+      project: "site",
+      slug: "live",
+      regions: [{ region: "eu-west", replicas: 1 }],
+    });
+    const { token } = await ctrl
+      .client(ApiTokenService, admin)
+      .createApiToken({ name: "globex-ci", workspace: "globex" });
+    // A browser profile of its own: the admin's session is not in it.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    try {
+      const other = await context.newPage();
+      await other.goto(ctrl.url);
+      await other.getByLabel("API token").fill(token);
+      await other.getByRole("button", { name: "Sign in" }).click();
+      await other.getByText("signed in as globex-ci (workspace globex)").waitFor();
+      const envs = other.getByRole("table", { name: "Environments" });
+      await envs.getByRole("link", { name: "site/live" }).waitFor();
+      const overview = (await other.locator("main").textContent()) ?? "";
+      assert.doesNotMatch(overview, /shop|acme/, "the overview shows nothing of the other workspace");
+      assert.equal(await other.getByRole("table", { name: "Clusters" }).count(), 0, "no installation clusters");
+      // The first workspace's environment by its address: refused, and nothing of it on the page.
+      await other.goto(`${ctrl.url}/#/env/acme/shop/production/status`);
+      await other
+        .getByRole("alert")
+        .filter({ hasText: /not found/i })
+        .waitFor();
+      const page2 = (await other.locator("main").textContent()) ?? "";
+      assert.doesNotMatch(page2, /registry\.example\.com|eu-west=2|us-east/);
+      // Its audit page: its own chain only.
+      await other.goto(`${ctrl.url}/#/audit`);
+      await other.getByRole("table", { name: "Audit events" }).waitFor();
+      const audit = (await other.locator("main").textContent()) ?? "";
+      assert.doesNotMatch(audit, /acme|shop/);
+    } finally {
+      await context.close();
+    }
   });
 
   it("works with the keyboard alone, and signs out", async () => {
