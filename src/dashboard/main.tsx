@@ -104,7 +104,7 @@ function App() {
       ) : page === "audit" ? (
         <Audit workspace={ws ?? ""} />
       ) : (
-        <Overview />
+        <Overview installation={me.workspace === null} />
       )}
     </>
   );

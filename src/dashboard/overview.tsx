@@ -83,7 +83,8 @@ const CLUSTER_COLUMNS: Column<Cluster>[] = [
   { key: "build", title: "Agent build", value: (c) => c.build },
 ];
 
-export function Overview() {
+/** `installation`: the session is an installation token's; a workspace's sees no clusters. */
+export function Overview(props: { installation: boolean }) {
   // The rows by environment id, replaced (never mutated) on each change so the table sees it.
   const [rows, setRows] = useState<Map<string, EnvRow> | undefined>(undefined);
   const [clusters, setClusters] = useState<Cluster[]>([]);
@@ -117,8 +118,12 @@ export function Overview() {
       ) : (
         <p class="muted">Loading…</p>
       )}
-      <h2>Clusters</h2>
-      <Table label="Clusters" rows={clusters} columns={CLUSTER_COLUMNS} rowKey={(c) => c.id} />
+      {props.installation && (
+        <>
+          <h2>Clusters</h2>
+          <Table label="Clusters" rows={clusters} columns={CLUSTER_COLUMNS} rowKey={(c) => c.id} />
+        </>
+      )}
     </main>
   );
 }
