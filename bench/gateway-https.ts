@@ -87,8 +87,8 @@ function wrk(port: number, dir: string, seconds: number, tokens?: string): WrkRe
   if (errors) throw new Error(`wrk saw ${errors[1]} non-2xx answers:\n${out.stdout}`);
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out.stdout)?.[1] ?? NaN),
-    p50: /50%\s+(\S+)/.exec(out.stdout)?.[1] ?? "?",
-    p99: /99%\s+(\S+)/.exec(out.stdout)?.[1] ?? "?",
+    p50: /^\s*50%\s+(\S+)/m.exec(out.stdout)?.[1] ?? "?",
+    p99: /^\s*99%\s+(\S+)/m.exec(out.stdout)?.[1] ?? "?",
     requests: Number(/(\d+) requests in/.exec(out.stdout)?.[1] ?? NaN),
   };
 }

@@ -86,7 +86,7 @@ function wrk(url: string, seconds: number, headers: string[]): { rps: number; p9
   if (errors) throw new Error(`wrk saw ${errors[1]} non-2xx answers`);
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out.stdout)?.[1] ?? NaN),
-    p99: /99%\s+(\S+)/.exec(out.stdout)?.[1] ?? "?",
+    p99: /^\s*99%\s+(\S+)/m.exec(out.stdout)?.[1] ?? "?",
   };
 }
 
