@@ -11,6 +11,24 @@
  */
 export const LATENCY_BUCKETS_MS = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000] as const;
 
+/**
+ * The upper bound (ms) of the latency bucket holding quantile `q` of non-cumulative `buckets`
+ * (LATENCY_BUCKETS_MS, then +Inf): Infinity when it falls in the +Inf slot, null without
+ * observations. An upper bound, where Prometheus' histogram_quantile would interpolate below it,
+ * so a rule "p99 ≤ Y" is judged conservatively.
+ */
+export function latencyQuantileMs(buckets: readonly number[], q: number): number | null {
+  const total = buckets.reduce((a, b) => a + b, 0);
+  if (total <= 0) return null;
+  const rank = Math.max(1, Math.ceil(total * q));
+  let acc = 0;
+  for (let i = 0; i < buckets.length; i++) {
+    acc += buckets[i] ?? 0;
+    if (acc >= rank) return LATENCY_BUCKETS_MS[i] ?? Infinity;
+  }
+  return Infinity;
+}
+
 /** Requests answered for one revision of one environment during a window, all regions added up. */
 export interface RevisionSample {
   readonly deploymentId: string;

@@ -2,18 +2,17 @@
 // status tab shows the rollout (per region; a canary's steps, weights and analysis verdict with
 // the measurements behind it), revisions, instances with their last event, sentinels, and the
 // actions (deploy, scale, pause/resume, promote/abort, restart, rollback after a diff).
-import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import type { Deployment } from "../gen/krane/ctrl/v1/api_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
-import { api, errorText } from "./api.js";
+import { api } from "./api.js";
 import { Charts } from "./charts.js";
 import { Events } from "./events.js";
 import { LiveBadge, useLiveStream } from "./live.js";
 import { Logs } from "./logs.js";
 import { Settings } from "./settings.js";
 import { Table } from "./table.js";
-import { ago, Confirm, statusName } from "./util.js";
+import { ago, statusName, useConfirmedActions } from "./util.js";
 
 export interface EnvRef {
   workspace: string;
@@ -105,26 +104,13 @@ export function rollbackDiff(from: Deployment | undefined, to: Deployment): Row[
   return (Object.keys(a) as (keyof typeof a)[]).map((k) => ({ field: k, now: a[k], then: b[k] }));
 }
 
-interface Pending {
-  title: string;
-  body: ComponentChildren;
-  run: () => Promise<unknown>;
-  /** Where ctrl's refusal is shown: next to the field it concerns. */
-  field: "image" | "scale" | "action";
-}
-
 function Status(props: { envRef: EnvRef; view: EnvironmentView }) {
   const ref = props.envRef;
   const { status, rollout } = props.view;
-  const [pending, setPending] = useState<Pending>();
-  const [errors, setErrors] = useState<Record<string, string>>({});
+  const { act, errors, dialog } = useConfirmedActions();
   const [image, setImage] = useState("");
   const [replicas, setReplicas] = useState("");
   const [scaleRegion, setScaleRegion] = useState("");
-  const act = (p: Pending) => {
-    setErrors({});
-    setPending(p);
-  };
   const deployments = [...(status?.deployments ?? [])].sort(
     (a, b) => Number(b.deployment?.revision ?? 0) - Number(a.deployment?.revision ?? 0),
   );
@@ -169,6 +155,7 @@ function Status(props: { envRef: EnvRef; view: EnvironmentView }) {
             field: "image",
             body: <p>A new revision with this image rolls out to every region.</p>,
             run: () => api.deployments.createDeployment({ ...ref, image: img, port: current?.port ?? 0 }),
+            onDone: () => setImage(""),
           });
         }}
       >
@@ -198,7 +185,6 @@ function Status(props: { envRef: EnvRef; view: EnvironmentView }) {
           act({
             title: `Scale to ${replicas} ${scaleRegion === "" ? "in every region" : `in ${scaleRegion}`}`,
             field: "scale",
-            body: null,
             run: () => api.rollout.scale({ ...ref, region: scaleRegion, replicas: Number.isInteger(n) ? n : -1 }),
           });
         }}
@@ -241,7 +227,7 @@ function Status(props: { envRef: EnvRef; view: EnvironmentView }) {
             ["Restart", "Restart: a fresh copy of the current revision (redeploy)", () => api.rollout.restart(ref)],
           ] as const
         ).map(([label, title, run]) => (
-          <button key={label} type="button" onClick={() => act({ title, field: "action", body: null, run })}>
+          <button key={label} type="button" onClick={() => act({ title, field: "action", run })}>
             {label}
           </button>
         ))}
@@ -249,24 +235,7 @@ function Status(props: { envRef: EnvRef; view: EnvironmentView }) {
       <p class="error" role="alert">
         {errors.action ?? ""}
       </p>
-      {pending && (
-        <Confirm
-          title={pending.title}
-          onNo={() => setPending(undefined)}
-          onYes={() => {
-            const p = pending;
-            setPending(undefined);
-            p.run().then(
-              () => {
-                if (p.field === "image") setImage("");
-              },
-              (err: unknown) => setErrors({ [p.field]: errorText(err) }),
-            );
-          }}
-        >
-          {pending.body}
-        </Confirm>
-      )}
+      {dialog}
       <h2>Rollout</h2>
       {rollout && (
         <div>

@@ -6,10 +6,10 @@
 import { useState } from "preact/hooks";
 import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
-import { api, errorText } from "./api.js";
+import { api } from "./api.js";
 import type { EnvRef } from "./environment.js";
 import { Table } from "./table.js";
-import { ago, Confirm } from "./util.js";
+import { ago, useConfirmedActions } from "./util.js";
 
 /** Per region, whether the environment's Gateway has programmed the address's HTTPS listeners ("-": none reported). */
 function httpsPerRegion(regions: readonly AddressRegionStatus[]): string {
@@ -26,15 +26,11 @@ function httpsPerRegion(regions: readonly AddressRegionStatus[]): string {
 
 export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
   const ref = props.envRef;
-  const [pending, setPending] = useState<{ title: string; field: string; run: () => Promise<unknown> }>();
-  const [errors, setErrors] = useState<Record<string, string>>({});
+  const { act, errors, dialog } = useConfirmedActions();
   const [configKey, setConfigKey] = useState("");
   const [configValue, setConfigValue] = useState("");
   const [secretKey, setSecretKey] = useState("");
-  const ask = (title: string, field: string, run: () => Promise<unknown>) => {
-    setErrors({});
-    setPending({ title, field, run });
-  };
+  const ask = (title: string, field: string, run: () => Promise<unknown>) => act({ title, field, run });
   const status = props.view.status;
   return (
     <>
@@ -232,19 +228,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
           { key: "https", title: "HTTPS listener", value: (d) => httpsPerRegion(d.regions) },
         ]}
       />
-      {pending && (
-        <Confirm
-          title={pending.title}
-          onNo={() => setPending(undefined)}
-          onYes={() => {
-            const p = pending;
-            setPending(undefined);
-            p.run().catch((err: unknown) => setErrors({ [p.field]: errorText(err) }));
-          }}
-        >
-          {null}
-        </Confirm>
-      )}
+      {dialog}
     </>
   );
 }

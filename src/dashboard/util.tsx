@@ -1,7 +1,8 @@
 // Small pieces the pages share: relative times, the confirmation dialog, following List pages.
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import { errorText } from "./api.js";
 
 export function ago(ms: bigint | number): string {
   const t = Number(ms);
@@ -57,4 +58,50 @@ export function Confirm(props: { title: string; children: ComponentChildren; onY
       </div>
     </dialog>
   );
+}
+
+/** An action waiting for the user's confirmation. */
+export interface PendingAction {
+  title: string;
+  /** What the dialog says besides its title (a rollback's diff). */
+  body?: ComponentChildren;
+  run: () => Promise<unknown>;
+  /** Where ctrl's refusal is shown: next to the field it concerns. */
+  field: string;
+  /** After ctrl accepted it. */
+  onDone?: () => void;
+}
+
+/**
+ * Actions that ask first: `act` opens the confirmation `dialog` (render it); confirmed, the action
+ * runs, and ctrl's refusal lands in `errors` under the action's field.
+ */
+export function useConfirmedActions(): {
+  act: (p: PendingAction) => void;
+  errors: Readonly<Record<string, string>>;
+  dialog: ComponentChildren;
+} {
+  const [pending, setPending] = useState<PendingAction>();
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const act = (p: PendingAction): void => {
+    setErrors({});
+    setPending(p);
+  };
+  const dialog = pending && (
+    <Confirm
+      title={pending.title}
+      onNo={() => setPending(undefined)}
+      onYes={() => {
+        const p = pending;
+        setPending(undefined);
+        p.run().then(
+          () => p.onDone?.(),
+          (err: unknown) => setErrors({ [p.field]: errorText(err) }),
+        );
+      }}
+    >
+      {pending.body ?? null}
+    </Confirm>
+  );
+  return { act, errors, dialog };
 }

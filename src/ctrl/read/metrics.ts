@@ -2,7 +2,7 @@
 // (requests per second, error rate, p50 and p99), all regions added up. The bucketing and the
 // percentiles are pure (bucketMetrics, quantileMs); the query reads the rows of the range once.
 import type { Kysely } from "kysely";
-import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
+import { latencyQuantileMs } from "../../contracts/analysis.js";
 import type { Database } from "../db/schema.js";
 
 type Reader = Kysely<Database>;
@@ -29,21 +29,10 @@ export interface MetricsPointView {
   p99Ms: number | null;
 }
 
-/**
- * The upper bound (ms) of the histogram bucket holding quantile `q` of the observations (like the
- * analysis judge, an upper bound: Prometheus' histogram_quantile would interpolate below it); -1
- * when it falls past the last bound; null without observations.
- */
+/** `latencyQuantileMs` as the wire has it: -1 past the last bound (the wire has no Infinity). */
 export function quantileMs(buckets: readonly number[], q: number): number | null {
-  const total = buckets.reduce((a, b) => a + b, 0);
-  if (total <= 0) return null;
-  const rank = Math.max(1, Math.ceil(total * q));
-  let acc = 0;
-  for (let i = 0; i < buckets.length; i++) {
-    acc += buckets[i] ?? 0;
-    if (acc >= rank) return LATENCY_BUCKETS_MS[i] ?? -1;
-  }
-  return -1;
+  const ms = latencyQuantileMs(buckets, q);
+  return ms === Infinity ? -1 : ms;
 }
 
 function parseLatency(text: string): number[] {

@@ -2,7 +2,7 @@
 // A sample too small to judge (fewer requests than the rules' minimum) is inconclusive, never a
 // pass; a missing sample is inconclusive too (nothing was routed to it yet). The reason always
 // names the measurement, with the figures, so an abort says why.
-import { LATENCY_BUCKETS_MS, type RevisionSample } from "../../contracts/analysis.js";
+import { LATENCY_BUCKETS_MS, latencyQuantileMs, type RevisionSample } from "../../contracts/analysis.js";
 import type { AnalysisRules, VerdictResult } from "./types.js";
 
 export interface Judgement {
@@ -18,22 +18,9 @@ export function successRate(s: RevisionSample): number | null {
   return (100 * (s.requests - s.byClass["5xx"])) / s.requests;
 }
 
-/**
- * The p99 latency in ms from the histogram: the upper bound of the bucket holding the 99th
- * percentile observation (Infinity when it falls in the +Inf bucket), null without observations.
- * An upper bound, as Prometheus' histogram_quantile would interpolate below it: a rule
- * "p99 ≤ Y" is judged conservatively.
- */
+/** The p99 latency in ms of a sample (`latencyQuantileMs`: an upper bound; Infinity past the last bound). */
 export function p99Ms(s: RevisionSample): number | null {
-  const total = s.latencyBuckets.reduce((a, b) => a + b, 0);
-  if (total <= 0) return null;
-  const rank = Math.ceil(total * 0.99);
-  let acc = 0;
-  for (let i = 0; i < s.latencyBuckets.length; i++) {
-    acc += s.latencyBuckets[i] ?? 0;
-    if (acc >= rank) return LATENCY_BUCKETS_MS[i] ?? Infinity;
-  }
-  return Infinity;
+  return latencyQuantileMs(s.latencyBuckets, 0.99);
 }
 
 /** Judges one check. `stable` is informational (named in the reason when the canary fails). */
