@@ -48,6 +48,10 @@ export function registerSentinelCommand(program: Command): void {
       `largest request head accepted, else 431 (default 16384); env ${e.maxHeaderBytes}`,
     )
     .option(
+      "--drain-delay-ms <ms>",
+      `on SIGTERM, how long new connections are still accepted while not ready (default 5000); env ${e.drainDelayMs}`,
+    )
+    .option(
       "--drain-timeout-ms <ms>",
       `on SIGTERM, how long in-flight requests may take (default 25000); env ${e.drainTimeoutMs}`,
     )
@@ -80,7 +84,9 @@ export function registerSentinelCommand(program: Command): void {
           process.off("SIGINT", onInt);
           process.off("SIGTERM", onTerm);
           log.info({ signal }, "stopping");
-          sentinel.drain().then(resolve, (err: unknown) => {
+          // SIGTERM comes from the kubelet while endpoints are still being withdrawn; SIGINT from a
+          // person at a terminal, who waits for nothing.
+          sentinel.drain(signal === "SIGTERM").then(resolve, (err: unknown) => {
             log.error({ err: String(err) }, "drain failed");
             resolve();
           });

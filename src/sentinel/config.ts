@@ -23,7 +23,12 @@ export interface SentinelSettings {
   readonly keepAliveTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxHeaderBytes: number;
-  /** SIGTERM: how long in-flight requests may take to finish. */
+  /**
+   * SIGTERM: how long the sentinel still accepts new connections while not ready, so the Service's
+   * endpoints (kube-proxy, a gateway) stop sending it connections before its listener closes.
+   */
+  readonly drainDelayMs: number;
+  /** SIGTERM: how long in-flight requests may take to finish, after the delay. */
   readonly drainTimeoutMs: number;
   /** API authentication: JWKS refresh age, and the least time between early refetches (unknown key). */
   readonly jwksCacheMs: number;
@@ -50,6 +55,7 @@ const envNames: Record<keyof SentinelSettings, string> = {
   keepAliveTimeoutMs: "KRANE_SENTINEL_KEEPALIVE_TIMEOUT_MS",
   idleTimeoutMs: "KRANE_SENTINEL_IDLE_TIMEOUT_MS",
   maxHeaderBytes: "KRANE_SENTINEL_MAX_HEADER_BYTES",
+  drainDelayMs: "KRANE_SENTINEL_DRAIN_DELAY_MS",
   drainTimeoutMs: "KRANE_SENTINEL_DRAIN_TIMEOUT_MS",
   jwksCacheMs: "KRANE_SENTINEL_JWKS_CACHE_MS",
   jwksCooldownMs: "KRANE_SENTINEL_JWKS_COOLDOWN_MS",
@@ -71,7 +77,9 @@ const defaults: Partial<Record<keyof SentinelSettings, string>> = {
   keepAliveTimeoutMs: "95000",
   idleTimeoutMs: "300000",
   maxHeaderBytes: "16384",
-  // Inside Kubernetes' default 30 s grace period.
+  // kube-proxy and gateways take a moment to drop a terminating endpoint; a listener closed before
+  // then refuses connections they still send. Delay and drain fit the sentinel pod's 35 s grace.
+  drainDelayMs: "5000",
   drainTimeoutMs: "25000",
   jwksCacheMs: "600000",
   jwksCooldownMs: "30000",
@@ -129,6 +137,7 @@ export function resolveSentinelSettings(
     keepAliveTimeoutMs: int("keepAliveTimeoutMs", 0, 3_600_000),
     idleTimeoutMs: int("idleTimeoutMs", 0, 86_400_000),
     maxHeaderBytes: int("maxHeaderBytes", 1024, 1_048_576),
+    drainDelayMs: int("drainDelayMs", 0, 600_000),
     drainTimeoutMs: int("drainTimeoutMs", 0, 3_600_000),
     jwksCacheMs: int("jwksCacheMs", 1000, 86_400_000),
     jwksCooldownMs: int("jwksCooldownMs", 0, 3_600_000),

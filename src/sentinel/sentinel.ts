@@ -165,11 +165,20 @@ export class Sentinel {
     );
   }
 
-  /** SIGTERM: not ready, stop accepting, finish in-flight requests (up to the drain timeout), stop. */
-  drain(): Promise<void> {
+  /**
+   * SIGTERM: not ready at once; with `delay`, keep accepting for the drain delay (the Service's
+   * endpoints are still being withdrawn: a closed listener would refuse connections kube-proxy
+   * still sends here); then stop accepting, finish in-flight requests (up to the drain timeout), stop.
+   */
+  drain(delay = true): Promise<void> {
     this.#drained ??= (async () => {
       this.#draining = true;
-      this.#log.info({ inFlight: this.#path.inFlight, timeoutMs: this.settings.drainTimeoutMs }, "draining");
+      // Answers say Connection: close from now on, so keep-alive clients reconnect, reaching
+      // another sentinel as soon as the endpoints no longer list this one.
+      this.#path.draining = true;
+      const delayMs = delay ? this.settings.drainDelayMs : 0;
+      this.#log.info({ inFlight: this.#path.inFlight, delayMs, timeoutMs: this.settings.drainTimeoutMs }, "draining");
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       await this.#shell?.drain(Date.now() + this.settings.drainTimeoutMs);
       await this.#shutdown();
       this.#log.info({}, "drained");

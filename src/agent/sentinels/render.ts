@@ -77,6 +77,9 @@ function httpProbe(path: string, port: number, timing: Record<string, number>): 
 const readinessTiming = { initialDelaySeconds: 2, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 };
 const livenessTiming = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3 };
 
+/** The grace period of krane's own sentinel pods: its drain delay and drain timeout, and a margin. */
+export const SENTINEL_GRACE_SECONDS = 35;
+
 /**
  * The proxy container. krane's own sentinel (no image named) runs `krane sentinel` with the
  * read-only ServiceAccount of the routing table and probes on its ops port; a custom image gets
@@ -160,6 +163,9 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
             : { automountServiceAccountToken: false, runtimeClassName: RUNTIME_CLASS }),
           enableServiceLinks: false,
           restartPolicy: "Always",
+          // krane's sentinel keeps accepting for its drain delay (5 s) after SIGTERM, then lets
+          // requests finish for its drain timeout (25 s): both inside the grace period.
+          ...(own ? { terminationGracePeriodSeconds: SENTINEL_GRACE_SECONDS } : {}),
           nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },
           tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.sentinel, effect: "NoSchedule" }],
           // Hard spread across zones; zones whose nodes are tainted (NotReady, unreachable) do not

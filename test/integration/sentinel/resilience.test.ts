@@ -1,5 +1,5 @@
-// The sentinel when things go away, on the real local cluster: its pod is deleted (SIGTERM:
-// it drains), and the API server stops (it keeps serving its last routing table).
+// The sentinel when things go away, on the real local cluster: its pod is deleted (SIGTERM: it
+// turns unready, accepts for its drain delay while endpoints are withdrawn, then drains), and the API server stops (it keeps serving its last routing table).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
@@ -72,13 +72,13 @@ function refused(host: string, port: number): Promise<boolean> {
   });
 }
 
-test("SIGTERM drains: not ready, no new connections, in-flight requests finish, then exit", async () => {
-  const s = await createSentinelPod(h.cluster, kube, "snt-drain", ENV);
+test("SIGTERM drains: not ready, still accepting for the drain delay, then no new connections, in-flight requests finish, then exit", async () => {
+  const s = await createSentinelPod(h.cluster, kube, "snt-drain", ENV, { KRANE_SENTINEL_DRAIN_DELAY_MS: "3000" });
   const pool = proxyClient(s, 4);
   pools.push(pool);
   assert.equal((await hit(pool)).status, 200);
   // A slow request is in flight when the pod is deleted (the stand-in sends SIGTERM).
-  const slow = hit(pool, "/?latency=3000");
+  const slow = hit(pool, "/?latency=4000");
   await new Promise((r) => setTimeout(r, 300));
   await deletePod(kube, SENTINEL_NAMESPACE, "snt-drain");
   await eventually(
@@ -89,7 +89,18 @@ test("SIGTERM drains: not ready, no new connections, in-flight requests finish, 
     },
     10_000,
   );
-  assert.ok(await refused(s.local, SENTINEL_PORT), "the proxy port accepts no new connections");
+  // Within the delay, a connection kube-proxy still sends here is served, and told to close.
+  const late = proxyClient(s, 1);
+  pools.push(late);
+  const served = await late.request({ method: "GET", path: "/" });
+  await served.body.dump();
+  assert.equal(served.statusCode, 200, "a new connection during the drain delay is served");
+  assert.equal(served.headers.connection, "close", "and told to close");
+  await eventually(
+    "the proxy port to refuse new connections after the delay",
+    async () => ((await refused(s.local, SENTINEL_PORT)) ? true : undefined),
+    10_000,
+  );
   const done = await slow;
   assert.equal(done.status, 200, "the in-flight request finished");
   assert.equal(done.answer?.revision, "dep-r");
