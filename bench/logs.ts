@@ -35,6 +35,8 @@ import { cpuSeconds, ensureBuild, freePort, KRANE_BIN, pct, ROOT, until } from "
 const N = Number(process.env.KRANE_BENCH_LOGS_INSTANCES ?? "20");
 const RATE = Number(process.env.KRANE_BENCH_LOGS_RATE ?? "200");
 const WINDOW_MS = Number(process.env.KRANE_BENCH_LOGS_SECONDS ?? "30") * 1000;
+/** After every reader attached, how long before the window opens (both readers alike). */
+const WARMUP_MS = Number(process.env.KRANE_BENCH_LOGS_WARMUP_SECONDS ?? "10") * 1000;
 const PARTS = (process.env.KRANE_BENCH_LOGS_PARTS ?? "path,real").split(",");
 const PROFILE = process.env.KRANE_BENCH_LOGS_PROFILE;
 const REF = { workspace: "bench", project: "logs", environment: "production" };
@@ -62,6 +64,12 @@ interface Reader {
   child: ChildProcess;
   /** Latency of each line read in the window (ms). */
   latency: number[];
+  /**
+   * Of that, from the container runtime's timestamp of the line to its printing (ms): the kubelet,
+   * the API server and the reader's own path, without the runtime's capture of the container's
+   * output (both readers run with --timestamps).
+   */
+  afterStamp: number[];
   /** Per pod, the numbers read in the window. */
   seqs: Map<string, number[]>;
   lines: number;
@@ -72,7 +80,7 @@ interface Reader {
 }
 
 function read(child: ChildProcess, measuring: () => boolean): Reader {
-  const r: Reader = { child, latency: [], seqs: new Map(), lines: 0, dropped: 0, breaks: 0 };
+  const r: Reader = { child, latency: [], afterStamp: [], seqs: new Map(), lines: 0, dropped: 0, breaks: 0 };
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (l) => {
     if (!measuring()) return;
     const m = /seq=(\d+) pod=(\S+) t=(\d+)/.exec(l);
@@ -81,7 +89,10 @@ function read(child: ChildProcess, measuring: () => boolean): Reader {
       if (d) r.dropped += Number(d[1]);
       return;
     }
-    r.latency.push(Date.now() - Number(m[3]));
+    const now = Date.now();
+    r.latency.push(now - Number(m[3]));
+    const stamp = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,3})?)\d*Z /.exec(l);
+    if (stamp) r.afterStamp.push(now - Date.parse(`${stamp[1]}Z`));
     r.lines++;
     const pod = m[2] as string;
     const list = r.seqs.get(pod) ?? [];
@@ -113,9 +124,13 @@ function row(what: string, r: Reader): string {
   const extra = [r.dropped > 0 ? `${r.dropped} dropped (markers)` : "", r.breaks > 0 ? `stream broke ${r.breaks}×` : ""]
     .filter(Boolean)
     .join(", ");
+  const a = [...r.afterStamp].sort((x, y) => x - y);
   return (
     `  ${what.padEnd(44)} p50 ${pct(s, 50).toFixed(0)} ms, p95 ${pct(s, 95).toFixed(0)} ms, p99 ${pct(s, 99).toFixed(0)} ms; ` +
-    `${r.lines} of ~${expected} lines from ${r.seqs.size} instances, ${lost(r)} lost${extra ? `, ${extra}` : ""}`
+    `${r.lines} of ~${expected} lines from ${r.seqs.size} instances, ${lost(r)} lost${extra ? `, ${extra}` : ""}` +
+    (a.length > 0
+      ? `\n  ${"  of which runtime's timestamp → printed".padEnd(44)} p50 ${pct(a, 50).toFixed(0)} ms, p95 ${pct(a, 95).toFixed(0)} ms, p99 ${pct(a, 99).toFixed(0)} ms`
+      : "")
   );
 }
 
@@ -204,11 +219,15 @@ async function startCtrl(dir: string, children: ChildProcess[], profile: string)
 
 function kraneLogs(ctrl: Ctrl, measuring: () => boolean): Reader {
   return read(
-    spawn(process.execPath, [KRANE_BIN, "logs", `${REF.project}/${REF.environment}`, "-f", "--tail", "0"], {
-      cwd: ROOT,
-      env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.token, KRANE_WORKSPACE: REF.workspace },
-      stdio: ["ignore", "pipe", "pipe"],
-    }),
+    spawn(
+      process.execPath,
+      [KRANE_BIN, "logs", `${REF.project}/${REF.environment}`, "-f", "--tail", "0", "--timestamps"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.token, KRANE_WORKSPACE: REF.workspace },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    ),
     measuring,
   );
 }
@@ -223,11 +242,17 @@ function profileFlags(name: string): string[] {
 }
 
 /**
- * Waits until every reader printed a line of every instance (all attached), then a second more.
- * A reader still short of some after 2 minutes is said, and measured all the same: a starved
- * machine is a result, not a reason to print nothing.
+ * Waits until every reader printed a line of every instance (all attached; how long it took is
+ * printed), then the warm-up: the window measures readers that follow, not their catching up with
+ * the lines written while 20 streams opened at once. A reader still short of some after 2 minutes
+ * is said, and measured all the same: a starved machine is a result, not a reason to print nothing.
  */
 async function attached(readers: Reader[], seen: Map<Reader, Set<string>>, names: string[]): Promise<void> {
+  const t0 = performance.now();
+  const at = new Map<Reader, number>();
+  const timer = setInterval(() => {
+    for (const r of readers) if (!at.has(r) && (seen.get(r)?.size ?? 0) >= N) at.set(r, performance.now() - t0);
+  }, 50);
   await until(
     `every reader printing lines of ${N} instances`,
     () => readers.every((r) => (seen.get(r)?.size ?? 0) >= N),
@@ -237,7 +262,10 @@ async function attached(readers: Reader[], seen: Map<Reader, Set<string>>, names
     const got = readers.map((r, i) => `${names[i]} ${seen.get(r)?.size ?? 0}`).join(", ");
     console.log(`  not every reader printed lines of all ${N} instances within 2 minutes (${got}); ${loads()}`);
   });
-  await new Promise((r) => setTimeout(r, 1_000));
+  clearInterval(timer);
+  const took = readers.map((r, i) => `${names[i]} ${(((at.get(r) ?? NaN) as number) / 1000).toFixed(1)} s`);
+  console.log(`  attached to all ${N} instances: ${took.join(", ")}; then ${WARMUP_MS / 1000} s of warm-up`);
+  await new Promise((r) => setTimeout(r, Math.max(1_000, WARMUP_MS)));
 }
 
 /** Instances each reader printed lines of, before the window opens. */
@@ -421,6 +449,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
           String(N + 10),
           "--tail",
           "0",
+          "--timestamps",
         ],
         { env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath }, stdio: ["ignore", "pipe", "pipe"] },
       ),

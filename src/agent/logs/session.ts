@@ -66,7 +66,7 @@ export const HEARTBEAT_MS = 2_000;
  * the agent (and ctrl) about the same whether it carries 10 lines or 10,000; pushing as soon as
  * the last one returned made a push every few milliseconds, most of the agent's CPU per line.
  */
-export const PUSH_INTERVAL_MS = 100;
+export const PUSH_INTERVAL_MS = 50;
 /**
  * A batch carries at most about this much data: all the buffer holds, short of ctrl's 4 MiB
  * request limit. On a busy machine a round trip can take seconds; a batch capped lower relayed

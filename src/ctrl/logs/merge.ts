@@ -2,7 +2,11 @@
 // interleaved across instances and regions, each batch a little late; the merger holds each entry
 // for `holdMs` after it arrived (following) or until every source ended (not following) and
 // releases entries in (time, arrival) order, so lines of one instance keep their order even with
-// equal timestamps. It holds at most `capacity` entries: past that, the newest are dropped and a
+// equal timestamps. While following, a live line (written after `liveFromMs`, the call's start)
+// whose own time is already `maxAgeMs` old goes at once: an earlier line still to come would have
+// to be later still, and the hold would only add to a delay the line already has. History (a
+// backlog that arrives all at once, from --since or --tail) is always held by arrival: its age says
+// nothing about what is still to come. It holds at most `capacity` entries: past that, the newest are dropped and a
 // "dropped" marker per instance says how many.
 
 export interface MergeEntry {
@@ -20,6 +24,10 @@ interface Held<T> {
 
 export interface MergeOptions {
   readonly holdMs: number;
+  /** Live entries whose own time is at least this old (wall clock, ms) are not held. */
+  readonly maxAgeMs?: number;
+  /** Entries older than this (unix ms) are history: held by arrival whatever their age. */
+  readonly liveFromMs?: number;
   readonly capacity: number;
 }
 
@@ -69,7 +77,7 @@ export class LogMerger<T extends MergeEntry> {
     this.#sort();
     let n = 0;
     if (all) n = this.#held.length;
-    else while (n < this.#held.length && now - (this.#held[n] as Held<T>).at >= this.#o.holdMs) n++;
+    else while (n < this.#held.length && this.#due(this.#held[n] as Held<T>) <= now) n++;
     return this.#release(n);
   }
 
@@ -92,11 +100,20 @@ export class LogMerger<T extends MergeEntry> {
     return out;
   }
 
+  /** When an entry may go (ms): holdMs after it arrived, or once its own time is maxAgeMs old. */
+  #due(h: Held<T>): number {
+    const byArrival = h.at + this.#o.holdMs;
+    const age = this.#o.maxAgeMs;
+    if (age === undefined) return byArrival;
+    const ms = Number(h.e.ns / 1_000_000n);
+    return ms < (this.#o.liveFromMs ?? 0) ? byArrival : Math.min(byArrival, ms + age);
+  }
+
   /** When the next entry is due (ms), or undefined when nothing is held. */
   nextDue(): number | undefined {
     if (this.#held.length === 0) return undefined;
     let min = Number.POSITIVE_INFINITY;
-    for (const h of this.#held) if (h.at < min) min = h.at;
-    return min + this.#o.holdMs;
+    for (const h of this.#held) min = Math.min(min, this.#due(h));
+    return min;
   }
 }

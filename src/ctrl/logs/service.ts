@@ -33,8 +33,13 @@ import { logTarget, revisionsOf } from "./target.js";
 export interface LogServiceOptions {
   /** A region whose agents say nothing for this long is given up (ms; default 10 s). */
   readonly answerTimeoutMs?: number;
-  /** Following, how long a line waits for earlier lines of other instances (ms; default 200). */
+  /** Following, how long a line waits for earlier lines of other instances (ms; default 100). */
   readonly holdMs?: number;
+  /**
+   * Following, a line written since the call started that is already this old when it reaches
+   * ctrl is not held (ms; default 250): it is late for every reader, and holding adds to it.
+   */
+  readonly maxAgeMs?: number;
   /** Entries a call holds at most before it drops (default 50,000). */
   readonly capacity?: number;
   /** The channel's keepalive to agents (ms; default 5 s). */
@@ -111,7 +116,12 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
     async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
       const q = validateLogQuery(req, Date.now());
       const target = await logTarget(d.store.db, q);
-      const merger = new LogMerger<Held>({ holdMs: d.holdMs ?? 200, capacity });
+      const merger = new LogMerger<Held>({
+        holdMs: d.holdMs ?? 100,
+        maxAgeMs: d.maxAgeMs ?? 250,
+        liveFromMs: Date.now(),
+        capacity,
+      });
       const sinceNs = msToNs(q.since ?? 0);
       let wake: (() => void) | undefined;
       const regions: RegionState[] = [];

@@ -29,6 +29,37 @@ test("lines of several sources come out by time once held long enough", () => {
   assert.equal(m.size, 0);
 });
 
+test("a live line already maxAgeMs old by its own time is not held; earlier live lines go with it, history waits", () => {
+  const ms = (n: number): bigint => BigInt(n) * 1_000_000n;
+  const m = new LogMerger<E>({ holdMs: 200, maxAgeMs: 400, liveFromMs: 1_000, capacity: 100 });
+  // Live, written at 1,500, arriving at 1,600: held by arrival until 1,800 (its age bound is 1,900).
+  m.add({ ns: ms(1_500), source: "a", n: 1 }, 1_600);
+  // Live, written at 1,100, arriving 600 ms late at 1,700: due at once (1,500 < 1,900).
+  m.add({ ns: ms(1_100), source: "b", n: 2 }, 1_700);
+  // History (written before the call), arriving at 1,700: held until 1,900 however old.
+  m.add({ ns: ms(500), source: "c", n: 3 }, 1_700);
+  // History sorts first and is not due, so nothing may pass it.
+  assert.deepEqual(m.take(1_700), []);
+  assert.deepEqual(
+    m.take(1_900).map((e) => e.n),
+    [3, 2, 1],
+  );
+
+  const live = new LogMerger<E>({ holdMs: 200, maxAgeMs: 400, liveFromMs: 1_000, capacity: 100 });
+  live.add({ ns: ms(1_500), source: "a", n: 1 }, 1_600);
+  live.add({ ns: ms(1_100), source: "b", n: 2 }, 1_700);
+  // The late line goes at once; the fresh one still waits for lines that could come before it.
+  assert.deepEqual(
+    live.take(1_700).map((e) => e.n),
+    [2],
+  );
+  assert.equal(live.nextDue(), 1_800);
+  assert.deepEqual(
+    live.take(1_800).map((e) => e.n),
+    [1],
+  );
+});
+
 test("equal times keep their arrival order", () => {
   const m = new LogMerger<E>({ holdMs: 0, capacity: 100 });
   for (let i = 0; i < 5; i++) m.add({ ns: 7n, source: "a", n: i }, 0);
