@@ -11,8 +11,11 @@
 //     costs per line, apart from what the kubelet, containerd and the API server cost.
 //  2. "real": the shipped agent and a workload of N pods on a real node (gVisor), read by
 //     `krane logs -f` and by `kubectl logs -f` (its cap raised with --max-log-requests) in the
-//     same run. The agent's CPU is given whole and net of what it used while no log was read
-//     (its controllers, informers and heartbeats), measured just before.
+//     same run, each alone in a window of its own after a warm-up (KRANE_BENCH_LOGS_READERS=together
+//     reads with both at once, each then paying for the other's load on the kubelet, the API server
+//     and the two cores). Each line's delay is also split at the container runtime's timestamp.
+//     The agent's CPU is given whole and net of what it used while no log was read (its
+//     controllers, informers and heartbeats), measured just before.
 //
 // Every figure is printed with the load averages: on a shared machine a figure taken at a high
 // load is not comparable with one taken at a low load (a starved process waits to be scheduled,
@@ -36,6 +39,8 @@ const N = Number(process.env.KRANE_BENCH_LOGS_INSTANCES ?? "20");
 const RATE = Number(process.env.KRANE_BENCH_LOGS_RATE ?? "200");
 const WINDOW_MS = Number(process.env.KRANE_BENCH_LOGS_SECONDS ?? "30") * 1000;
 /** After every reader attached, how long before the window opens (both readers alike). */
+/** Both readers in one window (KRANE_BENCH_LOGS_READERS=together) instead of one after the other. */
+const TOGETHER = process.env.KRANE_BENCH_LOGS_READERS === "together";
 const WARMUP_MS = Number(process.env.KRANE_BENCH_LOGS_WARMUP_SECONDS ?? "10") * 1000;
 const PARTS = (process.env.KRANE_BENCH_LOGS_PARTS ?? "path,real").split(",");
 const PROFILE = process.env.KRANE_BENCH_LOGS_PROFILE;
@@ -431,52 +436,70 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
     const idle0 = cpuSeconds(agent.pid ?? 0);
     await new Promise((r) => setTimeout(r, idleMs));
     const idleRate = (cpuSeconds(agent.pid ?? 0) - idle0) / (idleMs / 1000);
-    let measuring = false;
-    const krane = kraneLogs(ctrl, () => measuring);
-    children.push(krane.child);
     const kubectlBin = (await ensureKubeAssets()).bin.kubectl;
-    const kubectl = read(
-      spawn(
-        kubectlBin,
-        [
-          "logs",
-          "-f",
-          "-n",
-          NAMESPACE,
-          "-l",
-          "app.kubernetes.io/component=deployment",
-          "--max-log-requests",
-          String(N + 10),
-          "--tail",
-          "0",
-          "--timestamps",
-        ],
-        { env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath }, stdio: ["ignore", "pipe", "pipe"] },
-      ),
-      () => measuring,
-    );
-    children.push(kubectl.child);
-    await attached([krane, kubectl], watchInstances([krane, kubectl]), ["krane logs", "kubectl logs"]);
-    const pids = {
-      agent: agent.pid ?? 0,
-      ctrl: ctrl.child.pid ?? 0,
-      cli: krane.child.pid ?? 0,
-      kubectl: kubectl.child.pid ?? 0,
+    const startKubectl = (measuring: () => boolean): Reader =>
+      read(
+        spawn(
+          kubectlBin,
+          [
+            "logs",
+            "-f",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=deployment",
+            "--max-log-requests",
+            String(N + 10),
+            "--tail",
+            "0",
+            "--timestamps",
+          ],
+          { env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath }, stdio: ["ignore", "pipe", "pipe"] },
+        ),
+        measuring,
+      );
+    /** Attaches the readers, warms up, measures one window; their CPU and the agent's and ctrl's. */
+    const measure = async (
+      readers: { name: string; start: (measuring: () => boolean) => Reader }[],
+    ): Promise<{ readers: Reader[]; cpu: Map<string, { total: number; text: string }> }> => {
+      let measuring = false;
+      const rs = readers.map((x) => x.start(() => measuring));
+      for (const r of rs) children.push(r.child);
+      await attached(
+        rs,
+        watchInstances(rs),
+        readers.map((x) => x.name),
+      );
+      const pids = new Map<string, number>([
+        ["agent", agent.pid ?? 0],
+        ["ctrl", ctrl.child.pid ?? 0],
+        ...rs.map((r, i) => [readers[i]?.name ?? "", r.child.pid ?? 0] as [string, number]),
+      ]);
+      const cpu0 = new Map([...pids].map(([k, pid]) => [k, cpuSplit(pid)]));
+      measuring = true;
+      await new Promise((r) => setTimeout(r, WINDOW_MS));
+      measuring = false;
+      const cpu = new Map([...pids].map(([k, pid]) => [k, cpuUsed(cpu0.get(k) ?? { user: 0, sys: 0 }, cpuSplit(pid))]));
+      for (const r of rs) await stop(r.child);
+      return { readers: rs, cpu };
     };
-    const cpu0 = {
-      agent: cpuSplit(pids.agent),
-      ctrl: cpuSplit(pids.ctrl),
-      cli: cpuSplit(pids.cli),
-      kubectl: cpuSplit(pids.kubectl),
-    };
-    measuring = true;
-    await new Promise((r) => setTimeout(r, WINDOW_MS));
-    measuring = false;
+    const kraneReader = { name: "krane logs", start: (m: () => boolean) => kraneLogs(ctrl, m) };
+    const kubectlReader = { name: "kubectl logs", start: startKubectl };
+    // Apart (the default): each reader alone in a window of its own, as a user runs one of them;
+    // together, both read at once and each one's load on the kubelet and the API server (and on
+    // the machine's two cores) lands on the other's figure too.
+    const windows = TOGETHER
+      ? [await measure([kraneReader, kubectlReader])]
+      : [await measure([kraneReader]), await measure([kubectlReader])];
+    const krane = windows[0]?.readers[0] as Reader;
+    const kubectl = (TOGETHER ? windows[0]?.readers[1] : windows[1]?.readers[0]) as Reader;
+    const kraneCpu = windows[0]?.cpu as Map<string, { total: number; text: string }>;
+    const kubectlCpu = windows.at(-1)?.cpu.get("kubectl logs") ?? { total: 0, text: "?" };
     const used = {
-      agent: cpuUsed(cpu0.agent, cpuSplit(pids.agent)),
-      ctrl: cpuUsed(cpu0.ctrl, cpuSplit(pids.ctrl)),
-      cli: cpuUsed(cpu0.cli, cpuSplit(pids.cli)),
-      kubectl: cpuUsed(cpu0.kubectl, cpuSplit(pids.kubectl)),
+      agent: kraneCpu.get("agent") ?? { total: 0, text: "?" },
+      ctrl: kraneCpu.get("ctrl") ?? { total: 0, text: "?" },
+      cli: kraneCpu.get("krane logs") ?? { total: 0, text: "?" },
+      kubectl: kubectlCpu,
     };
     const cpu = {
       agent: used.agent.total,
@@ -485,6 +508,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
       kubectl: used.kubectl.total,
     };
     const net = Math.max(0, cpu.agent - idleRate * (WINDOW_MS / 1000));
+    console.log(`  readers ${TOGETHER ? "together in one window" : "apart, each in a window of its own"}`);
     console.log(row("krane logs -f (agent → ctrl → CLI)", krane));
     console.log(row(`kubectl logs -f --max-log-requests ${N + 10}`, kubectl));
     console.log(
@@ -494,7 +518,7 @@ async function realPart(dir: string, children: ChildProcess[]): Promise<void> {
         `(agent ${used.agent.text}, ctrl ${used.ctrl.text}, krane logs ${used.cli.text}, kubectl ${used.kubectl.text} ` +
         `over ${WINDOW_MS / 1000} s); ${loads()}`,
     );
-    for (const c of [krane.child, kubectl.child, agent, ctrl.child]) await stop(c);
+    for (const c of [agent, ctrl.child]) await stop(c);
   } finally {
     await cluster.stop();
   }
