@@ -255,20 +255,18 @@ function profileFlags(name: string): string[] {
 async function attached(readers: Reader[], seen: Map<Reader, Set<string>>, names: string[]): Promise<void> {
   const t0 = performance.now();
   const at = new Map<Reader, number>();
-  const timer = setInterval(() => {
+  const all = (): boolean => {
     for (const r of readers) if (!at.has(r) && (seen.get(r)?.size ?? 0) >= N) at.set(r, performance.now() - t0);
-  }, 50);
-  await until(
-    `every reader printing lines of ${N} instances`,
-    () => readers.every((r) => (seen.get(r)?.size ?? 0) >= N),
-    120_000,
-    200,
-  ).catch(() => {
+    return at.size === readers.length;
+  };
+  await until(`every reader printing lines of ${N} instances`, all, 120_000, 50).catch(() => {
     const got = readers.map((r, i) => `${names[i]} ${seen.get(r)?.size ?? 0}`).join(", ");
     console.log(`  not every reader printed lines of all ${N} instances within 2 minutes (${got}); ${loads()}`);
   });
-  clearInterval(timer);
-  const took = readers.map((r, i) => `${names[i]} ${(((at.get(r) ?? NaN) as number) / 1000).toFixed(1)} s`);
+  const took = readers.map((r, i) => {
+    const ms = at.get(r);
+    return `${names[i]} ${ms === undefined ? "not all" : `${(ms / 1000).toFixed(1)} s`}`;
+  });
   console.log(`  attached to all ${N} instances: ${took.join(", ")}; then ${WARMUP_MS / 1000} s of warm-up`);
   await new Promise((r) => setTimeout(r, Math.max(1_000, WARMUP_MS)));
 }
