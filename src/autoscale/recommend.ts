@@ -106,6 +106,24 @@ function raw(input: RecommendInput, floor: number, hi: number): { replicas: numb
   return { replicas, reason };
 }
 
+/**
+ * With a CPU target, a revision serving traffic whose CPU is not measured (no metrics API, or no
+ * figure yet) says nothing about its load: as the HorizontalPodAutoscaler does when a metric is
+ * missing, the region is then not scaled down on the other figures' word.
+ */
+function notBelowUnmeasured(
+  input: RecommendInput,
+  r: { replicas: number; reason: string },
+): { replicas: number; reason: string } {
+  if (input.policy.cpuTargetPercent === null || r.replicas >= input.current) return r;
+  const unmeasured = input.serving.find((s) => s.cpuPercent === null && s.ready > 0);
+  if (unmeasured === undefined) return r;
+  return {
+    replicas: input.current,
+    reason: `cpu of revision ${unmeasured.deploymentId} not measured: not below ${input.current}`,
+  };
+}
+
 function round(n: number): number {
   return Math.round(n * 10) / 10;
 }
@@ -131,7 +149,7 @@ export function recommend(input: RecommendInput, history: readonly Recorded[]): 
   }
   // Awake, the region keeps at least one instance (min is 0 only with scale-to-zero).
   const floor = Math.max(p.minReplicas, 1);
-  const r = raw(input, floor, p.maxReplicas);
+  const r = notBelowUnmeasured(input, raw(input, floor, p.maxReplicas));
   const next = [...kept, { atMs: now, replicas: r.replicas }];
 
   // A request waits at zero: instances now, whatever the windows say — as many as the held

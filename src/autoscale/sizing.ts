@@ -36,9 +36,13 @@ export function servingOf(shape: Shape, loads: readonly RevisionLoad[]): Serving
   if (shape.kind === "pool") {
     if (loads.length === 0) return [];
     const ready = loads.reduce((n, l) => n + l.ready, 0);
-    const cpu = loads.filter((l) => l.cpuPercent !== null && l.ready > 0);
+    // One pool: the sentinels spread requests evenly over its instances, so its use is the
+    // average over all of them, and unknown while any revision with ready instances is unmeasured.
+    const serving = loads.filter((l) => l.ready > 0);
     const cpuPercent =
-      cpu.length === 0 ? null : cpu.reduce((n, l) => n + (l.cpuPercent ?? 0) * l.ready, 0) / Math.max(1, ready);
+      serving.length === 0 || serving.some((l) => l.cpuPercent === null)
+        ? null
+        : serving.reduce((n, l) => n + (l.cpuPercent ?? 0) * l.ready, 0) / Math.max(1, ready);
     return [
       {
         deploymentId: loads.map((l) => l.deploymentId).join("+"),

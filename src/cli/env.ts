@@ -304,7 +304,7 @@ export function registerEnvCommands(program: Command): void {
     .option("--no-paused", "resume rollouts (like `krane rollout resume`)")
     .option(
       "--autoscale <spec>",
-      "autoscale each region from its sentinels' load: min=1,max=20,concurrency=50[,cpu=80%][,up=0s][,down=5m][,step=4] (only what is given changes)",
+      "autoscale each region from its sentinels' load: min=1,max=20,concurrency=50[,cpu=80%][,up=0s][,down=5m][,step=4] (only what is given changes; cpu is a percentage of each instance's --cpu)",
     )
     .option("--no-autoscale", "stop autoscaling: each region keeps the count it was last scaled to")
     .option(

@@ -58,6 +58,8 @@ export const resources = {
     namespaced: true,
     fieldSelector: "involvedObject.kind=Pod,type=Warning",
   },
+  // CPU use of pods, from the resource metrics API (metrics-server): read-only, list only.
+  podMetrics: { group: "metrics.k8s.io", version: "v1beta1", kind: "PodMetrics", plural: "pods", namespaced: true },
   jobs: { group: "batch", version: "v1", kind: "Job", plural: "jobs", namespaced: true },
   cronJobs: { group: "batch", version: "v1", kind: "CronJob", plural: "cronjobs", namespaced: true },
   secretProviderClasses: {

@@ -44,6 +44,8 @@ import { sleep } from "../../retry/backoff.js";
 import type { KindContext } from "../runtime/builder.js";
 import type { Logger } from "../runtime/log.js";
 import type { SentinelStatus } from "../../contracts/routing.js";
+import { cpuPercent } from "../../autoscale/cpu.js";
+import { PodCpuReader } from "./cpu.js";
 import { SentinelWaker } from "./waker.js";
 
 /** What the sentinel kind knows of its pods: their last status documents, and where to reach them. */
@@ -63,6 +65,8 @@ export interface AutoscalerOptions {
   readonly registry?: Registry;
   /** The clock (tests). */
   readonly now?: () => number;
+  /** Where CPU use comes from (default: the resource metrics API, read while a policy has a CPU target). */
+  readonly cpu?: PodCpuReader;
 }
 
 /** A count the agent decided and ctrl may not have taken yet. */
@@ -102,6 +106,7 @@ export class RegionAutoscaler {
   #sentinels: KindContext<ApplySentinel> | undefined;
   #source: SentinelPodsSource | undefined;
   #deployments: KindContext<ApplyDeployment> | undefined;
+  readonly #cpu: PodCpuReader;
   readonly #decisions: Counter<"direction">;
   readonly #localResizes: Counter;
   #log: Logger | undefined;
@@ -109,6 +114,7 @@ export class RegionAutoscaler {
   constructor(o: AutoscalerOptions) {
     this.#o = o;
     this.#now = o.now ?? Date.now;
+    this.#cpu = o.cpu ?? new PodCpuReader({ region: o.region, now: this.#now });
     const r = o.registry ? [o.registry] : [];
     this.#decisions = new Counter({
       name: "krane_agent_autoscale_decisions_total",
@@ -154,6 +160,11 @@ export class RegionAutoscaler {
       podsOf: (key) => source.pods(key),
       onWake: (key, held) => this.decide(key, held),
     });
+    const wantsCpu = (): boolean => {
+      for (const key of ctx.activeKeys()) if ((ctx.desiredOf(key)?.autoscale?.cpuTargetPercent ?? 0) > 0) return true;
+      return false;
+    };
+    const cpu = this.#cpu.run(ctx.kube, wantsCpu, ctx.log, signal);
     try {
       while (!signal.aborted) {
         const active = new Set(ctx.activeKeys());
@@ -173,6 +184,7 @@ export class RegionAutoscaler {
       }
     } finally {
       waker.stop();
+      await cpu;
       if (this.#sentinels === ctx) this.#sentinels = undefined;
     }
   }
@@ -186,7 +198,11 @@ export class RegionAutoscaler {
   }
 
   /** The environment's revisions as ctrl last streamed them to this region. */
-  #revisions(environmentId: string): { revisions: StreamedRevision[]; numbers: Map<string, number> } {
+  #revisions(environmentId: string): {
+    revisions: StreamedRevision[];
+    numbers: Map<string, number>;
+    cpuMillicores: Map<string, number>;
+  } {
     const ctx = this.#deployments;
     const now = this.#now();
     if (ctx && (this.#index === undefined || now - this.#index.atMs > INDEX_MS)) {
@@ -204,6 +220,7 @@ export class RegionAutoscaler {
     return {
       revisions: list.map((d) => ({ deploymentId: d.deploymentId, replicas: d.replicas })),
       numbers: new Map(list.map((d) => [d.deploymentId, Number(d.revision)])),
+      cpuMillicores: new Map(list.map((d) => [d.deploymentId, Number(d.cpuMillicores)])),
     };
   }
 
@@ -236,7 +253,7 @@ export class RegionAutoscaler {
       this.#byEnvironment.set(s.environmentId, key);
     }
     const region: StreamedRegion = { replicas: streamed.replicas, targetDeploymentId: streamed.targetDeploymentId };
-    const { revisions, numbers } = this.#revisions(s.environmentId);
+    const { revisions, numbers, cpuMillicores } = this.#revisions(s.environmentId);
     this.#settleOverride(st, revisions, region);
     // ctrl took the agent's decision (or one after it): its count is the one to start from.
     if (st.local !== undefined && st.local.decidedAtMs <= Number(streamed.decidedAtUnixMs)) st.local = undefined;
@@ -251,7 +268,12 @@ export class RegionAutoscaler {
     // Without measurements (no pod answered, or a sentinel that does not measure) the count stays,
     // unless requests are held at zero.
     if (load === null && held === 0) return;
-    const loads: readonly RevisionLoad[] = load?.loads ?? [];
+    // Each revision's CPU on its own pods, over the CPU each of its instances is given.
+    const loads: readonly RevisionLoad[] = (load?.loads ?? []).map((l) =>
+      policy.cpuTargetPercent === null
+        ? l
+        : { ...l, cpuPercent: cpuPercent(this.#cpu.use(l.deploymentId), cpuMillicores.get(l.deploymentId) ?? 0) },
+    );
     // Idle counts from when this agent began watching at the earliest, so a restart (which loses
     // what the sentinels saw before it) never puts a region to sleep early; a region asleep stays so.
     const seen = load?.lastRequestMs ?? null;

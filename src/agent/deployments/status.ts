@@ -15,7 +15,7 @@ import { create } from "@bufbuild/protobuf";
 import { InstanceSchema, InstanceStatus, type Instance } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
-import { parseQuantity } from "../runtime/drift.js";
+import { parseQuantity } from "../../kube/quantity.js";
 
 const failingReasons = new Set([
   "CrashLoopBackOff",

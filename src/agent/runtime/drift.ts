@@ -8,6 +8,7 @@
 // `null` means "this field must be absent" (a list that became empty: the API server drops
 // empty lists, and server-side apply removes a field its manager no longer sets).
 // When nothing drifted the resync therefore writes nothing.
+import { parseQuantity } from "../../kube/quantity.js";
 
 /** The path of the first owned field that differs, or undefined when the live object matches. */
 export function findDrift(rendered: unknown, live: unknown): string | undefined {
@@ -68,31 +69,4 @@ function driftPath(rendered: unknown, live: unknown, path: string): string | und
     if (a !== undefined && b !== undefined && a === b) return undefined;
   }
   return path || "/";
-}
-
-const suffixes: Record<string, number> = {
-  "": 1,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
-
-/** A Kubernetes quantity as a number of base units (in thousandths, rounded), or undefined. */
-export function parseQuantity(q: string): number | undefined {
-  const m = /^([+-]?[0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q);
-  if (!m) return undefined;
-  const n = Number(m[1]);
-  const mult = suffixes[m[2] ?? ""];
-  if (mult === undefined || !Number.isFinite(n)) return undefined;
-  return Math.round(n * mult * 1000);
 }

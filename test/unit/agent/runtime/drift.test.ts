@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { findDrift, parseQuantity } from "../../../../src/agent/runtime/drift.js";
+import { findDrift } from "../../../../src/agent/runtime/drift.js";
+import { parseQuantity } from "../../../../src/kube/quantity.js";
 
 test("extra live fields (defaults, status) are not drift", () => {
   const rendered = { spec: { replicas: 2, template: { spec: { containers: [{ name: "a", image: "x" }] } } } };
@@ -30,6 +31,10 @@ test("quantities compare by value", () => {
   assert.notEqual(findDrift({ cpu: "500m" }, { cpu: "1" }), undefined);
   assert.equal(parseQuantity("128Mi"), 128 * 2 ** 20 * 1000);
   assert.equal(parseQuantity("abc"), undefined);
+  // The metrics API's usage figures: nanocores and microcores, in thousandths of a core.
+  assert.equal(parseQuantity("250000000n"), 250);
+  assert.equal(parseQuantity("1500u"), 2);
+  assert.equal(parseQuantity("1x"), undefined);
 });
 
 test("property: drift is found exactly when some rendered field differs, and its path leads to a difference", () => {
