@@ -38,7 +38,11 @@ export function registerClusterCommands(program: Command): void {
       "--real-nodes <pools>",
       "give these node pools a real node each (kubelet, containerd, runc, gVisor) instead of KWOK nodes: untrusted, sentinel, general, or all (needs root)",
     )
-    .action(async (opts: { name: string; standins?: boolean; realNodes?: string }) => {
+    .option(
+      "--metrics",
+      "run metrics-server against the real nodes: pods' and nodes' CPU and memory at /apis/metrics.k8s.io/v1beta1 (kubectl top); needs --real-nodes",
+    )
+    .action(async (opts: { name: string; standins?: boolean; realNodes?: string; metrics?: boolean }) => {
       const { startCluster } = await harness();
       const { parseRealNodePools } = await import("../cluster/nodes/plan.js");
       const realNodes = opts.realNodes === undefined ? undefined : parseRealNodePools(opts.realNodes);
@@ -56,6 +60,7 @@ export function registerClusterCommands(program: Command): void {
         log: say,
         standins: opts.standins ?? false,
         realNodes,
+        metrics: opts.metrics ?? false,
         images: images ? [images.krane, images.hello] : undefined,
       });
       if (images) say(`images on the real nodes: ${images.krane.name}, ${images.hello.names.join(", ")}`);
@@ -129,6 +134,14 @@ async function printStatus(name: string): Promise<boolean> {
   if (standin !== undefined) {
     const { isAlive } = await import("../cluster/process.js");
     console.log(`  ${STANDIN.padEnd(24)} ${isAlive(standin) ? "running" : "STOPPED"}`);
+  }
+  const metrics = c.metrics;
+  const metricsPid = c.state.pids["metrics-server"];
+  if (metrics && metricsPid !== undefined) {
+    const { isAlive } = await import("../cluster/process.js");
+    console.log(
+      `  ${"metrics-server".padEnd(24)} ${isAlive(metricsPid) ? "running" : "STOPPED"} (${metrics.api}, every ${metrics.resolutionSeconds}s)`,
+    );
   }
   return s.apiReady && Object.values(s.components).every(Boolean);
 }

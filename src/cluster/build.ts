@@ -467,6 +467,48 @@ export const COREDNS_BUILD: GoBuildSpec = {
   coldEstimate: "about 4–6 minutes",
 };
 
+export const METRICS_SERVER_VERSION = "v0.8.0";
+
+/** metrics-server's own manifests the local cluster applies: its RBAC and its APIService. */
+const METRICS_SERVER_MANIFESTS = ["rbac.yaml", "apiservice.yaml"] as const;
+
+/**
+ * tools/metrics-server: metrics-server, Kubernetes' resource metrics API (metrics.k8s.io
+ * PodMetrics and NodeMetrics, read from the kubelets), built unchanged from its Go module, with
+ * its RBAC and APIService manifests from the same module, for clusters started with `metrics`
+ * (./metrics.ts).
+ */
+export const METRICS_SERVER_BUILD: GoBuildSpec = {
+  name: `metrics-server-${METRICS_SERVER_VERSION}`,
+  title: `metrics-server ${METRICS_SERVER_VERSION}`,
+  moduleDir: fileURLToPath(new URL("../../tools/metrics-server/", import.meta.url)),
+  binaries: [["metrics-server", "sigs.k8s.io/metrics-server/cmd/metrics-server"]],
+  tags: "",
+  // As metrics-server's own Makefile stamps it (`metrics-server --version`, /version).
+  ldflags: `-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}`,
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [METRICS_SERVER_MANIFESTS.join()],
+  coldEstimate: "about 3–5 minutes",
+  async extras(out, moduleDir) {
+    await mkdir(join(out, "manifests"), { recursive: true });
+    const dir = await moduleDir("sigs.k8s.io/metrics-server");
+    for (const f of METRICS_SERVER_MANIFESTS) await copyFile(join(dir, "manifests/base", f), join(out, "manifests", f));
+    return METRICS_SERVER_MANIFESTS.map((f) => `manifests/${f}`);
+  },
+};
+
+/** metrics-server's binary and the manifests of its RBAC and APIService (built on first use). */
+export async function ensureMetricsServer(
+  log: (line: string) => void = () => {},
+): Promise<{ bin: string; rbac: string; apiService: string }> {
+  const dir = await ensureGoBuild(METRICS_SERVER_BUILD, log);
+  return {
+    bin: join(dir, "bin", "metrics-server"),
+    rbac: join(dir, "manifests", "rbac.yaml"),
+    apiService: join(dir, "manifests", "apiservice.yaml"),
+  };
+}
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
 export const GO_BUILDS: readonly GoBuildSpec[] = [
   KUBE_BUILD,
@@ -482,6 +524,7 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   CONTAINERD_BUILD,
   GVISOR_BUILD,
   COREDNS_BUILD,
+  METRICS_SERVER_BUILD,
 ];
 
 export interface KubeAssets {

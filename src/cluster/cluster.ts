@@ -24,6 +24,7 @@ import {
   ensureExposureCrds,
   ensureGoBuild,
   ensureKubeAssets,
+  ensureMetricsServer,
   GVISOR_BUILD,
   KUBE_NODE_BUILD,
   KUBE_VERSION,
@@ -44,6 +45,14 @@ import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
 import { startCertificates, type LocalCertificates } from "./certificates.js";
 import { startGateways, type LocalGateways } from "./gateway.js";
+import {
+  aggregationArgs,
+  aggregationPki,
+  METRICS_SERVER,
+  startMetrics,
+  type AggregationPki,
+  type LocalMetrics,
+} from "./metrics.js";
 import {
   ciliumNetworkPolicyCrd,
   DEFAULT_NODE_PLAN,
@@ -90,8 +99,9 @@ import {
 export const STANDIN = "pod-standin";
 /** The local Gateways' processes (./gateway.ts), started only with `gateway: true`. */
 export const GATEWAY_PROCESSES = ["cert-manager", "pod-proxy", "traefik"] as const;
-/** Control-plane components, the stand-in, the Gateways, and real nodes' processes ("kubelet/<node>" …). */
-type ProcessName = ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number] | (string & {});
+/** Control-plane components, the stand-in, the Gateways, metrics-server, and real nodes' processes ("kubelet/<node>" …). */
+type ProcessName =
+  ComponentName | typeof STANDIN | (typeof GATEWAY_PROCESSES)[number] | typeof METRICS_SERVER | (string & {});
 
 export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
 export type ComponentName = (typeof COMPONENTS)[number];
@@ -135,6 +145,12 @@ export interface StartOptions {
    * provider an agent's --secret-store-provider gives). Needs `realNodes`.
    */
   secretsStore?: SecretsStoreOptions;
+  /**
+   * Run metrics-server (built from its Go module on first use) against the real nodes' kubelets,
+   * serving the resource metrics API metrics.k8s.io/v1beta1 (PodMetrics, NodeMetrics) through
+   * the API server's aggregation layer (state.metrics; ./metrics.ts). Needs `realNodes`.
+   */
+  metrics?: boolean;
   /** OCI images to import into every real node before it joins (besides the sandbox image). */
   images?: readonly NodeImage[];
   log?: (line: string) => void;
@@ -160,6 +176,8 @@ export interface ClusterState {
   certificates?: LocalCertificates;
   /** With `secretsStore`: the provider agents name. */
   secretsStore?: LocalSecretsStore;
+  /** With `metrics: true`: the APIService of metrics.k8s.io/v1beta1 and how often it scrapes. */
+  metrics?: LocalMetrics;
   /** With `realNodes`: the pools that have a real node (the rest of the plan follows from the slot). */
   realNodes?: { pools: NodePool[]; names: string[] };
   startedAt: string;
@@ -303,9 +321,16 @@ export class LocalCluster {
     return this.state.secretsStore;
   }
 
+  /** The resource metrics API, when the cluster was started with `metrics: true`. */
+  get metrics(): LocalMetrics | undefined {
+    return this.state.metrics;
+  }
+
   /** Stops every component (newest first), then removes the cluster's directory. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      const metricsServer = this.state.pids[METRICS_SERVER];
+      if (metricsServer !== undefined) await stopPid(metricsServer, 3000);
       for (const g of [...GATEWAY_PROCESSES].reverse()) {
         const pid = this.state.pids[g];
         if (pid !== undefined) await stopPid(pid, 3000);
@@ -401,6 +426,8 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   const realPools = [...new Set(opts.realNodes ?? [])];
   if (opts.secretsStore && realPools.length === 0)
     throw new Error("the Secrets Store CSI driver runs on real nodes: give realNodes too");
+  if (opts.metrics && realPools.length === 0)
+    throw new Error("metrics-server reads the kubelets of real nodes (KWOK's report no usage): give realNodes too");
   if (realPools.length > 0 && opts.standins)
     throw new Error(
       "a cluster runs either real nodes or pod stand-ins, not both (real containers replace the stand-ins)",
@@ -410,6 +437,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
   const exposureCrds = await ensureExposureCrds(log);
   const nodeBin = realPools.length > 0 ? await nodeBinaries(log) : undefined;
   const sandbox = nodeBin ? await sandboxImage(log) : undefined;
+  const metricsBuild = opts.metrics ? await ensureMetricsServer(log) : undefined;
   const detached = opts.detached ?? false;
 
   let dir: string;
@@ -477,9 +505,12 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
 
   try {
     let credentials: RealNodeCredentials | undefined;
+    let aggregation: AggregationPki | undefined;
     if (realPlan) {
       await createNetwork(realPlan);
       credentials = await realNodeCredentials(join(dir, "pki"), realPlan);
+      // The aggregation layer only where an aggregated API server runs (a few openssl runs).
+      if (metricsBuild) aggregation = await aggregationPki(join(dir, "pki"), realPlan.hostIp);
     }
     await writePki(dir, state.adminToken, credentials?.tokenLines ?? []);
     await startWithFreePorts(
@@ -507,7 +538,11 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
         const api = startComponent({
           name: "kube-apiserver",
           command: assets.bin["kube-apiserver"],
-          args: apiserverArgs(dir, state.ports, realPlan && credentials ? { plan: realPlan, credentials } : undefined),
+          args: apiserverArgs(
+            dir,
+            state.ports,
+            realPlan && credentials ? { plan: realPlan, credentials, aggregation } : undefined,
+          ),
           logFile: state.logs["kube-apiserver"],
         });
         await track(api, "kube-apiserver");
@@ -625,6 +660,22 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
       state.secretsStore = await startSecretsStore(
         { dir, endpoint: ep, kubeconfigPath: state.kubeconfigPath, plan: realPlan, options: opts.secretsStore, log },
         (c, key) => track(c, key),
+      );
+    }
+    if (metricsBuild && realPlan && aggregation) {
+      state.metrics = await startMetrics(
+        {
+          dir,
+          endpoint: ep,
+          server: state.server,
+          caFile: join(dir, "pki", "apiserver.crt"),
+          hostIp: realPlan.hostIp,
+          pki: aggregation,
+          build: metricsBuild,
+          freePort,
+          log,
+        },
+        (c) => track(c, METRICS_SERVER),
       );
     }
     if (opts.tls) {
@@ -749,7 +800,7 @@ function etcdArgs(dir: string, ports: ClusterState["ports"]): string[] {
 function apiserverArgs(
   dir: string,
   ports: ClusterState["ports"],
-  real?: { plan: RealNodesPlan; credentials: RealNodeCredentials },
+  real?: { plan: RealNodesPlan; credentials: RealNodeCredentials; aggregation?: AggregationPki },
 ): string[] {
   const pki = join(dir, "pki");
   const host = real?.plan.hostIp ?? "127.0.0.1";
@@ -800,6 +851,7 @@ function apiserverArgs(
     real.credentials.apiserverClientKey,
     "--kubelet-preferred-address-types",
     "InternalIP",
+    ...(real.aggregation ? aggregationArgs(real.aggregation) : []),
   ];
 }
 
