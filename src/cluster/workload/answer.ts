@@ -1,7 +1,8 @@
 // What a test workload answers, shared by the pod stand-in (../standin/app.ts: many KWOK pods
 // served from one process on this machine) and the hello app (./hello.ts: one real container
 // per pod on a real node): who answered (pod, revision, image), misbehaving on request —
-// `?status=503&latency=200`, `?bytes=N&chunks=K&interval=ms`, `/echo` streams the body back,
+// `?status=503&latency=200`, `?bytes=N&chunks=K&interval=ms`, `?cpu=ms` (busy for that long
+// before answering: CPU use that follows the load), `/echo` streams the body back,
 // an Upgrade becomes a WebSocket that sends the identity and then echoes.
 import type * as http from "node:http";
 import type { Socket } from "node:net";
@@ -88,6 +89,7 @@ export function answer(pod: ServedPod, req: http.IncomingMessage, res: http.Serv
   const failing = (pod.errorRate ?? 0) > 0 && Math.random() < (pod.errorRate ?? 0);
   const status = failing ? 500 : (intParam(q.get("status"), 200, 599) ?? pod.status);
   const latency = intParam(q.get("latency"), 0, 600_000) ?? pod.latencyMs;
+  const cpuMs = intParam(q.get("cpu"), 0, 10_000) ?? 0;
   let bodyBytes = 0;
   req.on("data", (c: Buffer) => (bodyBytes += c.length));
   req.on("end", () => {
@@ -113,9 +115,18 @@ export function answer(pod: ServedPod, req: http.IncomingMessage, res: http.Serv
       });
       res.end(body);
     };
+    if (cpuMs > 0) busy(cpuMs);
     if (latency > 0) setTimeout(respond, latency);
     else respond();
   });
+}
+
+/** Keeps the CPU busy for `ms` (the process does nothing else meanwhile, as a CPU-bound handler). */
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 10_000; i++) x = (x * 31 + i) % 1_000_003;
+  if (x === -1) throw new Error("unreachable");
 }
 
 /** An Upgrade: a WebSocket that sends the identity, then echoes. */

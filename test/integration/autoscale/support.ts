@@ -188,8 +188,11 @@ export class World {
     return sum;
   }
 
-  /** `workers` clients each keeping one slow request in flight through the sentinel until stopped. */
-  load(workers: number, latencyMs = 0): { stop(): Promise<{ ok: number; failed: number }> } {
+  /**
+   * `workers` clients each keeping one slow request in flight through the sentinel until stopped;
+   * `cpuMs`: each request keeps its instance's CPU busy that long (the hello app's `?cpu=`).
+   */
+  load(workers: number, latencyMs = 0, cpuMs = 0): { stop(): Promise<{ ok: number; failed: number }> } {
     const pool = new Pool(this.sentinelUrl, { connections: workers, keepAliveTimeout: 10_000 });
     let running = true;
     let ok = 0;
@@ -197,7 +200,8 @@ export class World {
     const loops = Array.from({ length: workers }, async () => {
       while (running) {
         try {
-          const path = latencyMs > 0 ? `/?latency=${latencyMs}` : "/";
+          const q = [latencyMs > 0 ? `latency=${latencyMs}` : "", cpuMs > 0 ? `cpu=${cpuMs}` : ""].filter(Boolean);
+          const path = q.length > 0 ? `/?${q.join("&")}` : "/";
           const res = await pool.request({ method: "GET", path, headersTimeout: 120_000 });
           await res.body.dump();
           if (res.statusCode === 200) ok++;
