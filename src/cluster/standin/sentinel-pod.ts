@@ -88,8 +88,12 @@ export class SentinelProcesses {
     await Promise.all(work);
   }
 
+  /**
+   * The stand-in itself stops (the cluster goes away): SIGINT, so the sentinels finish what is in
+   * flight without the drain delay a deleted pod's SIGTERM gets (no endpoints are withdrawn here).
+   */
   async stopAll(): Promise<void> {
-    await Promise.all([...this.#running.values()].map((r) => this.#stop(r)));
+    await Promise.all([...this.#running.values()].map((r) => this.#stop(r, "SIGINT")));
   }
 
   async #issueToken(pod: SentinelPod, file: string): Promise<number> {
@@ -193,11 +197,11 @@ export class SentinelProcesses {
     );
   }
 
-  async #stop(r: Running): Promise<void> {
+  async #stop(r: Running, signal: "SIGTERM" | "SIGINT" = "SIGTERM"): Promise<void> {
     this.#running.delete(r.pod.uid);
     r.stopping = true;
     if (r.refresh) clearTimeout(r.refresh);
-    r.child.kill("SIGTERM");
+    r.child.kill(signal);
     const kill = setTimeout(() => r.child.kill("SIGKILL"), r.pod.graceSeconds * 1000);
     await r.exited;
     clearTimeout(kill);

@@ -5,9 +5,9 @@
 // equal timestamps. While following, a live line (written after `liveFromMs`, the call's start)
 // whose own time is already `maxAgeMs` old goes at once: an earlier line still to come would have
 // to be later still, and the hold would only add to a delay the line already has. History (a
-// backlog that arrives all at once, from --since or --tail) is always held by arrival: its age says
-// nothing about what is still to come. It holds at most `capacity` entries: past that, the newest are dropped and a
-// "dropped" marker per instance says how many.
+// backlog that arrives all at once, from --since or --tail) is always held by arrival: its age
+// says nothing about what is still to come. The merger holds at most `capacity` entries: past
+// that, the newest are dropped and a "dropped" marker per instance says how many.
 
 export interface MergeEntry {
   /** Sort key: unix ns. */
