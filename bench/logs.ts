@@ -38,9 +38,9 @@ import { cpuSeconds, ensureBuild, freePort, KRANE_BIN, pct, ROOT, until } from "
 const N = Number(process.env.KRANE_BENCH_LOGS_INSTANCES ?? "20");
 const RATE = Number(process.env.KRANE_BENCH_LOGS_RATE ?? "200");
 const WINDOW_MS = Number(process.env.KRANE_BENCH_LOGS_SECONDS ?? "30") * 1000;
-/** After every reader attached, how long before the window opens (both readers alike). */
 /** Both readers in one window (KRANE_BENCH_LOGS_READERS=together) instead of one after the other. */
 const TOGETHER = process.env.KRANE_BENCH_LOGS_READERS === "together";
+/** After every reader attached, how long before the window opens (both readers alike). */
 const WARMUP_MS = Number(process.env.KRANE_BENCH_LOGS_WARMUP_SECONDS ?? "10") * 1000;
 const PARTS = (process.env.KRANE_BENCH_LOGS_PARTS ?? "path,real").split(",");
 const PROFILE = process.env.KRANE_BENCH_LOGS_PROFILE;
