@@ -1,5 +1,6 @@
 // The sentinel when things go away, on the real local cluster: its pod is deleted (SIGTERM: it
-// turns unready, accepts for its drain delay while endpoints are withdrawn, then drains), and the API server stops (it keeps serving its last routing table).
+// turns unready, accepts for its drain delay while endpoints are withdrawn, then drains), and
+// the API server stops (it keeps serving its last routing table).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
