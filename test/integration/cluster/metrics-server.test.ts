@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 import { startCluster } from "../../../src/cluster/index.js";
 import { kubeRequest, type KubeEndpoint } from "../../../src/cluster/kube-http.js";
 import { METRICS_API, METRICS_API_SERVICE } from "../../../src/cluster/metrics.js";
+import { parseQuantity } from "../../../src/kube/quantity.js";
 import { eventually } from "../../support/cluster.js";
 import { realNodesSkip, useRealCluster } from "../../support/real-nodes.js";
 
@@ -21,12 +22,11 @@ interface PodMetrics {
   containers: { name: string; usage: { cpu: string; memory: string } }[];
 }
 
-/** A CPU quantity ("123456789n", "250u", "12m", "1") in millicores. */
+/** A CPU quantity ("123456789n", "250u", "12m", "1") in millicores, as the agent reads it. */
 function millicores(q: string): number {
-  const m = /^(\d+(?:\.\d+)?)([num]?)$/.exec(q);
-  if (!m) throw new Error(`not a CPU quantity: ${q}`);
-  const scale = { n: 1e-6, u: 1e-3, m: 1, "": 1000 }[m[2] as "n" | "u" | "m" | ""];
-  return Number(m[1]) * scale;
+  const m = parseQuantity(q);
+  if (m === undefined) throw new Error(`not a CPU quantity: ${q}`);
+  return m;
 }
 
 const cpuOf = (p: PodMetrics): number => p.containers.reduce((sum, c) => sum + millicores(c.usage.cpu), 0);
