@@ -21,6 +21,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { parseAllDocuments } from "yaml";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
+import { kubeconfig } from "./nodes/nodes.js";
 import { ComponentStartError, startComponent, waitUntilHealthy, type RunningComponent } from "./process.js";
 
 const run = promisify(execFile);
@@ -242,18 +243,6 @@ function collection(m: Manifest): string {
   }
 }
 
-function kubeconfig(server: string, caFile: string, token: string): string {
-  const user = `system:serviceaccount:${NAMESPACE}:${SERVICE_ACCOUNT}`;
-  return JSON.stringify({
-    apiVersion: "v1",
-    kind: "Config",
-    "current-context": "local",
-    clusters: [{ name: "local", cluster: { server, "certificate-authority": caFile } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name: "local", context: { cluster: "local", user } }],
-  });
-}
-
 interface Conditioned {
   status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }
@@ -289,7 +278,9 @@ export async function startMetrics(
   const home = join(s.dir, "metrics-server");
   await mkdir(home, { recursive: true });
   const kc = join(home, "kubeconfig");
-  await writeFile(kc, kubeconfig(s.server, s.caFile, token), { mode: 0o600 });
+  await writeFile(kc, kubeconfig(s.server, s.caFile, `system:serviceaccount:${NAMESPACE}:${SERVICE_ACCOUNT}`, token), {
+    mode: 0o600,
+  });
   const servingPem = await readFile(s.pki.servingCert, "utf8");
 
   let port = 0;

@@ -91,7 +91,8 @@ export const nodeProcessKey = (node: RealNodeSpec, what: "containerd" | "kubelet
 export const KUBE_PROXY = "kube-proxy";
 export const CLUSTER_DNS = "coredns";
 
-function kubeconfig(server: string, caFile: string, user: string, token: string): string {
+/** A kubeconfig (JSON) for one user with a bearer token, trusting the API server's CA file. */
+export function kubeconfig(server: string, caFile: string, user: string, token: string): string {
   return JSON.stringify({
     apiVersion: "v1",
     kind: "Config",
