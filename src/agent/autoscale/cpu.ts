@@ -47,7 +47,7 @@ export class PodCpuReader {
   async run(kube: KubeClient, wanted: () => boolean, log: Logger | undefined, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       if (wanted()) await this.read(kube, log, signal);
-      await sleep(this.#interval, signal).catch(() => undefined);
+      await sleep(this.#interval, signal);
     }
   }
 
