@@ -188,12 +188,12 @@ export class MeasurementCollector {
   /** One round: scrape every pod, report the increments (and a report that failed last round). */
   async round(ctx: KindContext<ApplySentinel>, signal: AbortSignal): Promise<void> {
     const now = this.#o.now ?? Date.now;
-    const targets: { pod: string; environmentId: string; host: string }[] = [];
+    const targets: { pod: string; environmentId: string; host: string; createdMs: number | undefined }[] = [];
     for (const key of ctx.activeKeys()) {
       const env = ctx.desiredOf(key)?.environmentId;
       if (!env) continue;
       for (const p of sentinelPods(ctx, key, this.#o.addressMap))
-        targets.push({ pod: `${key}/${p.name}`, environmentId: env, host: p.host });
+        targets.push({ pod: `${key}/${p.name}`, environmentId: env, host: p.host, createdMs: p.createdMs });
     }
     const at = now();
     const scrapes: PodScrape[] = [];
@@ -203,7 +203,7 @@ export class MeasurementCollector {
     await eachLimited(targets, this.#o.parallel ?? 16, async (t) => {
       const reading = await this.#scrape(t.host, roundSignal);
       this.#m?.scrapes.inc({ result: reading ? "ok" : "error" });
-      scrapes.push({ pod: t.pod, environmentId: t.environmentId, reading });
+      scrapes.push({ pod: t.pod, environmentId: t.environmentId, reading, podCreatedMs: t.createdMs });
     });
     if (signal.aborted) return;
     const from = this.#tracker.lastRoundMs;

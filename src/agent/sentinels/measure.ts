@@ -12,6 +12,8 @@
 // new reading counts from 0. A pod seen for the first time counts from 0 only if its process
 // started after the collector's first round (a new pod: all of its traffic is new); otherwise
 // (agent restart, leader change) its reading is only the baseline, so nothing is counted twice.
+// A reading whose process started well before its pod was created is another pod's, answering on
+// an address handed out again, and counts as not scraped.
 import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
 import { SENTINEL_METRICS } from "../../contracts/routing.js";
 // The sentinel's label for requests it answered without a revision (never reported).
@@ -258,6 +260,27 @@ export interface PodScrape {
   readonly environmentId: string;
   /** undefined: the scrape failed (the previous reading stays, as the baseline of the next). */
   readonly reading: PodReading | undefined;
+  /** When the pod was created (its metadata.creationTimestamp), when known. */
+  readonly podCreatedMs?: number;
+}
+
+/**
+ * How much earlier than its pod a process may seem to start (the node's clock against the API
+ * server's, and creationTimestamp's whole seconds) and still be the pod's own.
+ */
+export const POD_CLOCK_SLACK_MS = 60_000;
+
+/**
+ * Whether a reading can be its pod's own process. One that started well before the pod existed
+ * is another pod's, still answering on an address handed out again (its drain outlives its pod
+ * object): counting it under the new pod would count all of its traffic a second time.
+ */
+export function readingFitsPod(reading: PodReading, podCreatedMs: number | undefined): boolean {
+  return (
+    podCreatedMs === undefined ||
+    reading.startedMs === undefined ||
+    reading.startedMs >= podCreatedMs - POD_CLOCK_SLACK_MS
+  );
 }
 
 /** Per (environment, revision) increments of a round, all pods added up. */
@@ -294,7 +317,7 @@ export class IncrementTracker {
       present.add(s.pod);
       const prev = this.#prev.get(s.pod) ?? this.#retired.get(s.pod);
       this.#retired.delete(s.pod);
-      if (!s.reading) {
+      if (!s.reading || !readingFitsPod(s.reading, s.podCreatedMs)) {
         if (prev) this.#prev.set(s.pod, prev);
         continue;
       }

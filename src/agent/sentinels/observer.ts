@@ -67,12 +67,17 @@ export function sentinelPods(
   ctx: KindContext<ApplySentinel>,
   key: string,
   addressMap: AddressMapping | undefined,
-): { name: string; host: string }[] {
-  const out: { name: string; host: string }[] = [];
+): { name: string; host: string; createdMs: number | undefined }[] {
+  const out: { name: string; host: string; createdMs: number | undefined }[] = [];
   for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_SENTINEL_ID), key)) {
     const ip = podIp(pod);
+    const created = Date.parse(pod.metadata.creationTimestamp ?? "");
     if (ip !== undefined)
-      out.push({ name: pod.metadata.name ?? "", host: addressMap ? mapAddress(ip, addressMap) : ip });
+      out.push({
+        name: pod.metadata.name ?? "",
+        host: addressMap ? mapAddress(ip, addressMap) : ip,
+        createdMs: Number.isFinite(created) ? created : undefined,
+      });
   }
   return out;
 }

@@ -70,6 +70,10 @@ function kubeconfigYaml(server: string, caPem: string, tokenFile: string | undef
 export class SentinelProcesses {
   readonly #o: SentinelProcessOptions;
   readonly #running = new Map<string, Running>();
+  /** Pods whose sentinel is being started. */
+  readonly #starting = new Set<string>();
+  /** Sentinels draining after their pod left, by local address. */
+  readonly #stopping = new Map<string, Running>();
 
   constructor(o: SentinelProcessOptions) {
     this.#o = o;
@@ -79,13 +83,39 @@ export class SentinelProcesses {
     return this.#running.size;
   }
 
-  /** Runs a sentinel for every pod in `pods` and stops the others. */
+  /**
+   * Runs a sentinel for every pod in `pods` and stops the others. Stops run in the background (a
+   * sentinel's drain takes seconds, and other pods must not wait for it). A stopping pod whose
+   * address a wanted pod now has (KWOK hands a deleted pod's IP out again at once, which a real
+   * node never does while the old sandbox lives) stops at once with SIGINT, and the new pod starts
+   * after it has exited: otherwise the new pod's address would reach the old process for its whole
+   * drain.
+   */
   async set(pods: readonly SentinelPod[]): Promise<void> {
     const want = new Map(pods.map((p) => [p.uid, p]));
-    const work: Promise<void>[] = [];
-    for (const [uid, r] of this.#running) if (!want.has(uid)) work.push(this.#stop(r));
-    for (const [uid, p] of want) if (!this.#running.has(uid)) work.push(this.#start(p));
-    await Promise.all(work);
+    const wantedIps = new Set(pods.map((p) => p.localIp));
+    for (const [uid, r] of this.#running)
+      if (!want.has(uid))
+        this.#stop(r).catch((err: unknown) =>
+          this.#o.log.warn({ pod: `${r.pod.namespace}/${r.pod.name}`, err: String(err) }, "sentinel stop failed"),
+        );
+    const starts: Promise<void>[] = [];
+    for (const [uid, p] of want) {
+      if (this.#running.has(uid) || this.#starting.has(uid)) continue;
+      this.#starting.add(uid);
+      starts.push(
+        (async () => {
+          const holder = this.#stopping.get(p.localIp);
+          if (holder) {
+            holder.child.kill("SIGINT");
+            await holder.exited;
+          }
+          await this.#start(p);
+        })().finally(() => this.#starting.delete(uid)),
+      );
+    }
+    for (const [ip, r] of this.#stopping) if (wantedIps.has(ip)) r.child.kill("SIGINT");
+    await Promise.all(starts);
   }
 
   /**
@@ -93,7 +123,12 @@ export class SentinelProcesses {
    * flight without the drain delay a deleted pod's SIGTERM gets (no endpoints are withdrawn here).
    */
   async stopAll(): Promise<void> {
-    await Promise.all([...this.#running.values()].map((r) => this.#stop(r, "SIGINT")));
+    const draining = [...this.#stopping.values()];
+    for (const r of draining) r.child.kill("SIGINT");
+    await Promise.all([
+      ...[...this.#running.values()].map((r) => this.#stop(r, "SIGINT")),
+      ...draining.map((r) => r.exited),
+    ]);
   }
 
   async #issueToken(pod: SentinelPod, file: string): Promise<number> {
@@ -200,11 +235,13 @@ export class SentinelProcesses {
   async #stop(r: Running, signal: "SIGTERM" | "SIGINT" = "SIGTERM"): Promise<void> {
     this.#running.delete(r.pod.uid);
     r.stopping = true;
+    this.#stopping.set(r.pod.localIp, r);
     if (r.refresh) clearTimeout(r.refresh);
     r.child.kill(signal);
     const kill = setTimeout(() => r.child.kill("SIGKILL"), r.pod.graceSeconds * 1000);
     await r.exited;
     clearTimeout(kill);
+    if (this.#stopping.get(r.pod.localIp) === r) this.#stopping.delete(r.pod.localIp);
     await rm(r.files, { recursive: true, force: true });
   }
 }

@@ -16,6 +16,8 @@ import {
   parseSampleLine,
   parseSentinelMetrics,
   podIncrements,
+  POD_CLOCK_SLACK_MS,
+  readingFitsPod,
   SLOTS,
   type PodReading,
   type RevisionCounters,
@@ -231,6 +233,33 @@ describe("IncrementTracker", () => {
     t.round(600_000, []);
     r = t.round(700_000, [{ pod: "s/p1", environmentId: "env_1", reading: p(5, 650_000) }]);
     assert.deepEqual(r[0]?.inc.classes, [5, 0, 0, 0]);
+  });
+
+  it("a new pod's address answered by an older pod's process is not that pod's reading", () => {
+    const t = new IncrementTracker();
+    const p = (n: number, startedMs: number): PodReading => reading({ dep_a: { c: [n, 0, 0, 0] } }, startedMs);
+    // The old pod's process started after the tracker's first round, so all its traffic is new.
+    t.round(100_000, []);
+    assert.deepEqual(
+      t.round(200_000, [{ pod: "s/old", environmentId: "env_1", reading: p(1_200, 150_000) }])[0]?.inc.classes,
+      [1_200, 0, 0, 0],
+    );
+    // The old pod is deleted; a new pod created at 500 s gets its address while the old process
+    // drains. Its scrape reaches the old process (started at 150 s): not counted, and no baseline.
+    const created = 500_000;
+    assert.deepEqual(
+      t.round(510_000, [{ pod: "s/new", environmentId: "env_1", reading: p(1_250, 150_000), podCreatedMs: created }]),
+      [],
+    );
+    // The new pod's own process: counted from 0, and the old one's traffic was counted once.
+    const r = t.round(520_000, [
+      { pod: "s/new", environmentId: "env_1", reading: p(7, 512_000), podCreatedMs: created },
+    ]);
+    assert.deepEqual(r[0]?.inc.classes, [7, 0, 0, 0]);
+    // Within the clock slack (the node's clock a little behind the API server's) it is the pod's own.
+    assert.equal(readingFitsPod(p(1, created - POD_CLOCK_SLACK_MS + 1), created), true);
+    assert.equal(readingFitsPod(p(1, created - POD_CLOCK_SLACK_MS - 1), created), false);
+    assert.equal(readingFitsPod(p(1, 0), undefined), true);
   });
 
   it("keeps environments apart", () => {
