@@ -3,7 +3,8 @@
 //    asleep at 0 replicas gets one request through its sentinel; the time to the first byte of
 //    that held request's answer, p50/p99 over KRANE_BENCH_AUTOSCALE_RUNS runs (default 30), next
 //    to the kubelet's own pod start in the same run (a bare Pod of the same image, RuntimeClass and
-//    probe posted to the API server, until it answers). Several environments take turns, so each
+//    probe posted to the API server, until it answers), and the request's time split into the steps
+//    between (bench/cold-timeline.ts). Several environments take turns, so each
 //    can sit out its idle window (30 s at least) while the others are measured;
 //  - reaction to a load step: 8 clients keep slow requests in flight (concurrency target 2, max
 //    4): the time until 4 instances answer through the sentinel;
@@ -35,6 +36,7 @@ import { startCtrl } from "../src/ctrl/server/server.js";
 import { KubeClient } from "../src/kube/client.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
+import { ColdTimeline, MILESTONES, type Milestone } from "./cold-timeline.js";
 import { ensureTools, NGINX, WRK } from "./tools.js";
 import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "./sentinel.js";
 import { cpuSeconds, freePort, load, pct, until } from "./support.js";
@@ -282,6 +284,9 @@ async function coldStarts(): Promise<void> {
     for (const e of envs)
       await until("its first answer", async () => (await answer(e.url))?.status === 200, 300_000, 200);
     const firstByte: number[] = [];
+    const timeline = new ColdTimeline();
+    timeline.start(new KubeClient(admin));
+    const steps = new Map<Milestone, number[]>();
     for (let run = 0; run < RUNS; run++) {
       const e = envs[run % envs.length];
       if (!e) break;
@@ -297,8 +302,16 @@ async function coldStarts(): Promise<void> {
       await res.body.dump();
       if (res.statusCode !== 200) throw new Error(`run ${run}: HTTP ${res.statusCode}`);
       firstByte.push(at);
-      console.log(`autoscale: cold start ${run + 1}/${RUNS}: first byte after ${(at / 1000).toFixed(2)} s (${load()})`);
+      const marks = timeline.since(e.deploymentId, started);
+      for (const [m, ms] of marks) steps.set(m, [...(steps.get(m) ?? []), ms]);
+      const marked = MILESTONES.filter((m) => marks.has(m))
+        .map((m) => `${m} ${((marks.get(m) ?? 0) / 1000).toFixed(2)}`)
+        .join(", ");
+      console.log(
+        `autoscale: cold start ${run + 1}/${RUNS}: first byte after ${(at / 1000).toFixed(2)} s (${marked}; ${load()})`,
+      );
     }
+    timeline.stop();
 
     // The kubelet alone: a bare Pod like the deployment's under gVisor, POST → answers.
     const bareNs = "bench-bare";
@@ -403,6 +416,11 @@ async function coldStarts(): Promise<void> {
     }
 
     console.log(line("autoscale: cold start from 0, request → first byte (sentinel)", firstByte));
+    // Where the cold start's time went: each step as its watch event arrived, from the request.
+    for (const m of MILESTONES) {
+      const v = steps.get(m) ?? [];
+      if (v.length > 0) console.log(line(`autoscale:   request → ${m}`, v));
+    }
     console.log(line("autoscale: kubelet alone under gVisor, bare Pod POST → answers", bare));
     // What the held request must wait for: the sentinel routes to an instance once it is Ready.
     console.log(line("autoscale: kubelet alone under gVisor, bare Pod POST → Ready", bareReady));
