@@ -13,6 +13,7 @@ export const MILESTONES = [
   "pod created",
   "pod scheduled",
   "container running",
+  "EndpointSlice lists it not ready",
   "pod Ready",
   "EndpointSlice lists it",
 ] as const;
@@ -48,6 +49,8 @@ export function reached(kind: "deployment" | "replicaset" | "pod" | "slice", obj
   }
   if (kind === "slice") {
     const eps = get(obj, "endpoints");
+    if (Array.isArray(eps) && eps.some((e) => get(e, "conditions", "ready") === false))
+      out.push("EndpointSlice lists it not ready");
     if (Array.isArray(eps) && eps.some((e) => get(e, "conditions", "ready") !== false))
       out.push("EndpointSlice lists it");
   }

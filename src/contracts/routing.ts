@@ -36,6 +36,15 @@ export const ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/manag
 export const ENDPOINTSLICE_MANAGED_BY = "agent.krane.dev";
 /** The key of the policy document in the policy ConfigMap. */
 export const POLICY_KEY = "policy.json";
+/**
+ * On a revision's routing EndpointSlices: the path its instances' HTTP readiness probe GETs on the
+ * routing port. Endpoints with `ready: false` (not terminating) are the revision's starting
+ * instances; while requests are held at zero instances, the sentinel probes them on this path
+ * itself and routes to the first that answers (src/sentinel/warm.ts). Absent: never probed.
+ */
+export const READINESS_PATH_ANNOTATION = "krane.dev/readiness-path";
+/** A readiness path the sentinel accepts: absolute, printable ASCII, no spaces. */
+export const READINESS_PATH_RE = /^\/[\x21-\x7E]{0,1023}$/;
 /** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
 export const SENTINEL_OPS_PORT = 8041;
 

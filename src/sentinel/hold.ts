@@ -69,6 +69,8 @@ export class HeldRequests {
   /** performance.now() of the first request of the cold start under way; NaN when none. */
   #coldSince = Number.NaN;
   readonly #pollers = new Set<() => void>();
+  /** Called when a cold start begins (the first request held). */
+  onColdStart: (() => void) | undefined;
 
   constructor(metrics?: HoldMetrics) {
     this.#metrics = metrics;
@@ -126,6 +128,7 @@ export class HeldRequests {
       this.#coldSince = performance.now();
       this.#wakes++;
       for (const poll of [...this.#pollers]) poll();
+      this.onColdStart?.();
     }
     const w = waiter as Waiter;
     return {

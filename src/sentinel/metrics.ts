@@ -126,6 +126,8 @@ export interface SentinelMetrics {
   readonly routingVersion: Gauge;
   readonly endpoints: Gauge<"revision" | "state">;
   readonly tableUpdates: Counter;
+  /** Cold starts whose held requests went to an instance found answering before the kubelet said so. */
+  readonly warmReleases: Counter;
   readonly policyErrors: Counter;
   readonly inFlight: Gauge;
   /** Read at scrape time. */
@@ -216,6 +218,11 @@ export function createSentinelMetrics(
     tableUpdates: new Counter({
       name: "krane_sentinel_table_updates_total",
       help: "Routing table rebuilds.",
+      registers: r,
+    }),
+    warmReleases: new Counter({
+      name: "krane_sentinel_warm_releases_total",
+      help: "Cold starts whose held requests went to a starting instance that answered its readiness path to the sentinel, before its EndpointSlice listed it ready.",
       registers: r,
     }),
     policyErrors: new Counter({

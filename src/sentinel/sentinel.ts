@@ -24,7 +24,8 @@ import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
 import { RequestPath } from "./request-path.js";
 import { RoutingSource, type RoutingUpdate } from "./routing-source.js";
 import { runningOnBun, type ProxyShell, type ShellOptions } from "./shell.js";
-import { endpointCount, type RoutingTable } from "./table.js";
+import { endpointCount, promote, startingKeys, type RoutingTable } from "./table.js";
+import { PROMOTION_TTL_MS, WarmUp } from "./warm.js";
 
 /** The proxy port's shell for the runtime this process runs on, loaded only there. */
 async function createShell(o: ShellOptions): Promise<ProxyShell> {
@@ -74,6 +75,11 @@ export class Sentinel {
   #drained: Promise<void> | undefined;
   #address: AddressInfo | undefined;
   #opsAddress: AddressInfo | undefined;
+  /** The last update from the routing source, as read (before promotions). */
+  #update: RoutingUpdate | undefined;
+  /** Starting instances found answering while requests were held (./warm.ts): key → when. */
+  readonly #promoted = new Map<string, number>();
+  readonly #warm: WarmUp;
 
   constructor(o: SentinelOptions) {
     const s = o.settings;
@@ -83,6 +89,20 @@ export class Sentinel {
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
     this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
     this.held = new HeldRequests(createHoldMetrics(this.metrics.registry));
+    this.#warm = new WarmUp({
+      table: () => this.#table,
+      holding: () => this.held.held > 0 && !this.#draining,
+      promote: (keys) => {
+        const now = Date.now();
+        for (const k of keys) this.#promoted.set(k, now);
+        this.metrics.warmReleases.inc();
+        this.#log.info({ instances: keys }, "held requests go to a starting instance that answers its readiness path");
+        // Leaves the routing again unless its slice says it is ready within the TTL.
+        setTimeout(() => this.#reinstall(), PROMOTION_TTL_MS + 10).unref();
+        this.#reinstall();
+      },
+    });
+    this.held.onColdStart = () => this.#warm.start();
     this.#path = new RequestPath({
       auth: this.auth,
       held: this.held,
@@ -240,12 +260,28 @@ export class Sentinel {
     };
   }
 
+  /** The last update again (a promotion was added or ran out). */
+  #reinstall(): void {
+    if (this.#update && !this.#draining) this.#install(this.#update);
+  }
+
+  /** The table read, with the starting instances still promoted made routable. */
+  #withPromoted(t: RoutingTable): RoutingTable {
+    if (this.#promoted.size === 0) return t;
+    const starting = startingKeys(t);
+    const now = Date.now();
+    for (const [k, at] of this.#promoted) if (!starting.has(k) || now - at > PROMOTION_TTL_MS) this.#promoted.delete(k);
+    return promote(t, new Set(this.#promoted.keys()));
+  }
+
   #install(u: RoutingUpdate): void {
+    this.#update = u;
+    const table = this.#withPromoted(u.table);
     const before = this.#table;
     // A policy that could not be read yet (present but refused, none good before): refuse every
     // request rather than serve an environment that may want authentication without it.
     this.auth.setPolicy(u.policyKnown ? u.auth : u.policyError !== undefined ? FAIL_CLOSED : undefined);
-    this.#table = u.table;
+    this.#table = table;
     this.#policyKnown = u.policyKnown;
     if (u.policyError !== this.#policyError) {
       if (u.policyError) {
@@ -259,21 +295,24 @@ export class Sentinel {
       if (problems) this.#log.warn({ problems: u.problems.slice(0, 20) }, "routing table: entries skipped");
       this.#problems = problems;
     }
-    const { removed } = this.balancer.setTable(u.table);
+    const { removed } = this.balancer.setTable(table);
     this.#shell?.release(removed.map((i) => i.endpoint));
     this.held.policy = u.hold;
-    // An instance is routable (the agent lists a pod only once it is Ready): held requests go on.
-    if (this.held.held > 0 && endpointCount(u.table) > 0) this.held.routable();
+    // An instance is routable (listed ready, or promoted): held requests go on.
+    if (this.held.held > 0) {
+      if (endpointCount(table) > 0) this.held.routable();
+      else this.#warm.start();
+    }
     this.#tableUpdatedAt = new Date();
-    this.metrics.stats.forgetExcept(new Set(u.table.revisions.map((r) => r.deploymentId)), Date.now());
+    this.metrics.stats.forgetExcept(new Set(table.revisions.map((r) => r.deploymentId)), Date.now());
     this.metrics.tableUpdates.inc();
-    this.metrics.routingVersion.set(u.table.version);
-    if (!before || before.version !== u.table.version || endpointCount(before) !== endpointCount(u.table)) {
+    this.metrics.routingVersion.set(table.version);
+    if (!before || before.version !== table.version || endpointCount(before) !== endpointCount(table)) {
       this.#log.info(
         {
-          version: u.table.version,
-          mode: u.table.mode,
-          revisions: u.table.revisions.map((r) => `${r.deploymentId}:${r.endpoints.length}`),
+          version: table.version,
+          mode: table.mode,
+          revisions: table.revisions.map((r) => `${r.deploymentId}:${r.endpoints.length}`),
         },
         "routing table updated",
       );

@@ -7,6 +7,8 @@ import { isIP } from "node:net";
 import { LABEL_DEPLOYMENT_ID } from "../contracts/labels.js";
 import {
   POLICY_KEY,
+  READINESS_PATH_ANNOTATION,
+  READINESS_PATH_RE,
   ROUTING_PORT_NAME,
   parseRoutingPolicy,
   type RoutingMode,
@@ -36,6 +38,10 @@ export interface RevisionRoute {
   /** The policy's weight for this revision; null when the policy does not name it. */
   readonly weight: number | null;
   readonly endpoints: readonly Endpoint[];
+  /** Instances listed as not ready yet and not terminating (scale to zero probes them: ./warm.ts). */
+  readonly starting?: readonly Endpoint[];
+  /** The path the revision's readiness probe GETs (READINESS_PATH_ANNOTATION), when known. */
+  readonly readinessPath?: string;
 }
 
 export interface RoutingTable {
@@ -113,6 +119,8 @@ export function buildTable(
 ): { table: RoutingTable; problems: string[] } {
   const problems: string[] = [];
   const byRevision = new Map<string, Map<string, Endpoint>>();
+  const startingByRevision = new Map<string, Map<string, Endpoint>>();
+  const readinessPaths = new Map<string, string>();
   const owner = new Map<string, string>();
   for (const slice of [...slices].sort((a, b) => objName(a).localeCompare(objName(b)))) {
     const labels = slice.metadata.labels ?? {};
@@ -128,6 +136,14 @@ export function buildTable(
     }
     let eps = byRevision.get(deploymentId);
     if (!eps) byRevision.set(deploymentId, (eps = new Map()));
+    let starting = startingByRevision.get(deploymentId);
+    if (!starting) startingByRevision.set(deploymentId, (starting = new Map()));
+    const readinessPath = slice.metadata.annotations?.[READINESS_PATH_ANNOTATION];
+    if (readinessPath !== undefined) {
+      if (READINESS_PATH_RE.test(readinessPath)) {
+        if (!readinessPaths.has(deploymentId)) readinessPaths.set(deploymentId, readinessPath);
+      } else problems.push(`EndpointSlice ${objName(slice)}: ${READINESS_PATH_ANNOTATION} is not a path`);
+    }
     const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
     if (endpoints.length === 0) continue; // an empty slice (it may carry no port): nothing to route
     const sp = slicePort(slice.ports);
@@ -139,7 +155,10 @@ export function buildTable(
     for (const raw of endpoints) {
       if (!isRecord(raw)) continue;
       const conditions = isRecord(raw.conditions) ? raw.conditions : {};
-      if (conditions.ready === false) continue;
+      // Not ready: routed only if it is starting (not terminating) and the sentinel finds it
+      // answering while requests are held (./warm.ts).
+      const notReady = conditions.ready === false;
+      if (notReady && conditions.terminating === true) continue;
       const address = Array.isArray(raw.addresses) ? raw.addresses[0] : undefined;
       if (typeof address !== "string" || isIP(address) === 0) {
         problems.push(`EndpointSlice ${objName(slice)}: endpoint address ${String(address)} is not an IP`);
@@ -154,7 +173,7 @@ export function buildTable(
       if (other !== undefined) continue; // listed twice for the same revision: the first one counts
       owner.set(key, deploymentId);
       const targetRef = isRecord(raw.targetRef) ? raw.targetRef : {};
-      eps.set(key, {
+      (notReady ? starting : eps).set(key, {
         key,
         address,
         port,
@@ -167,11 +186,19 @@ export function buildTable(
   }
   const weights = new Map(policy.revisions.map((r) => [r.deploymentId, r.weight]));
   const ids = new Set([...byRevision.keys(), ...weights.keys()]);
-  const revisions: RevisionRoute[] = [...ids].sort().map((deploymentId) => ({
-    deploymentId,
-    weight: weights.get(deploymentId) ?? null,
-    endpoints: [...(byRevision.get(deploymentId)?.values() ?? [])].sort((a, b) => a.key.localeCompare(b.key)),
-  }));
+  const sorted = (m: Map<string, Endpoint> | undefined): Endpoint[] =>
+    [...(m?.values() ?? [])].sort((a, b) => a.key.localeCompare(b.key));
+  const revisions: RevisionRoute[] = [...ids].sort().map((deploymentId) => {
+    const starting = sorted(startingByRevision.get(deploymentId));
+    const readinessPath = readinessPaths.get(deploymentId);
+    return {
+      deploymentId,
+      weight: weights.get(deploymentId) ?? null,
+      endpoints: sorted(byRevision.get(deploymentId)),
+      ...(starting.length > 0 ? { starting } : {}),
+      ...(readinessPath !== undefined ? { readinessPath } : {}),
+    };
+  });
   return {
     table: {
       version: policy.version,
@@ -186,4 +213,31 @@ export function buildTable(
 /** Total endpoints of a table. */
 export function endpointCount(t: RoutingTable): number {
   return t.revisions.reduce((n, r) => n + r.endpoints.length, 0);
+}
+
+/**
+ * The table with the starting instances named in `keys` routable (the sentinel found them
+ * answering their readiness path: ./warm.ts). Pure; the table itself when none is named.
+ */
+export function promote(t: RoutingTable, keys: ReadonlySet<string>): RoutingTable {
+  if (keys.size === 0) return t;
+  let changed = false;
+  const revisions = t.revisions.map((r) => {
+    const up = (r.starting ?? []).filter((e) => keys.has(e.key));
+    if (up.length === 0) return r;
+    changed = true;
+    const starting = (r.starting ?? []).filter((e) => !keys.has(e.key));
+    const { starting: _, ...rest } = r;
+    return {
+      ...rest,
+      endpoints: [...r.endpoints, ...up].sort((a, b) => a.key.localeCompare(b.key)),
+      ...(starting.length > 0 ? { starting } : {}),
+    };
+  });
+  return changed ? { ...t, revisions } : t;
+}
+
+/** Every starting instance's key. */
+export function startingKeys(t: RoutingTable): Set<string> {
+  return new Set(t.revisions.flatMap((r) => (r.starting ?? []).map((e) => e.key)));
 }

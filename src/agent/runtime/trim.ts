@@ -11,7 +11,8 @@
 // reader what its transform dropped. Readers today:
 //   Pod:  status → instances (deployments/status.ts), routing table (endpoints): the phase,
 //         podIP, the Ready and ContainersReady conditions, containers' waiting reasons, the
-//         first container's ports and limits, nodeName, labels; instance events
+//         first container's ports, limits and readiness probe's HTTP GET (a starting
+//         instance the sentinel may probe), nodeName, labels; instance events
 //         (deployments/events.ts): each container's image, restart count, ready and started,
 //         its state and last state (reasons, exit code, times, messages cut to 512 characters),
 //         the pod's reason and message and its DisruptionTarget condition (an eviction);
@@ -271,6 +272,11 @@ function trimPod(p: KubeObject): KubeObject {
         if (ports) out.ports = ports;
         const limits = isRecord(c.resources) ? c.resources.limits : undefined;
         if (isRecord(limits)) out.resources = { limits: internDeep(pick(limits, ["cpu", "memory"])) };
+        // The readiness probe's HTTP GET: the sentinel may probe a starting instance on it
+        // (sentinels/routing.ts, src/sentinel/warm.ts).
+        const get = isRecord(c.readinessProbe) ? c.readinessProbe.httpGet : undefined;
+        const httpGet = internDeep(pick(get, ["path", "port", "scheme"]));
+        if (httpGet) out.readinessProbe = { httpGet };
         return out;
       }),
     }),

@@ -51,7 +51,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
 import { SentinelObserver, sentinelPods } from "./observer.js";
-import { renderRevisionSlices, renderRoutingPolicy } from "./routing.js";
+import { renderRevisionSlices, renderRoutingPolicy, podRoutingKey } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
 import { validateApplySentinel, validateDeleteSentinel } from "./validate.js";
 
@@ -237,7 +237,11 @@ export function sentinelsController(
         // A change of what is routed concerns the table, and so does a pod added or deleted: a
         // revision keeps its (maybe empty) slice while any of its pods exists, so the deletion of
         // its last, already unroutable pod is what prunes it.
-        changed: (pod, old) => pod === undefined || old === undefined || instanceKey(pod) !== instanceKey(old),
+        changed: (pod, old) =>
+          pod === undefined ||
+          old === undefined ||
+          instanceKey(pod) !== instanceKey(old) ||
+          podRoutingKey(pod) !== podRoutingKey(old),
         // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
         labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
       })

@@ -4,7 +4,10 @@
 //  - one EndpointSlice per revision (more past 1,000 endpoints), from the agent's pod cache:
 //    the revision's pods that are RUNNING (Running and ContainersReady) with an IP and not
 //    terminating. A pod that starts terminating leaves its slice at once, before its container
-//    stops serving, so the sentinel stops sending it new requests first.
+//    stops serving, so the sentinel stops sending it new requests first. While none of a revision's
+//    pods is RUNNING, those whose containers run but are not ready yet are listed with
+//    `ready: false`, and the slice names their readiness probe's path (READINESS_PATH_ANNOTATION):
+//    a sentinel holding requests at zero instances probes them itself (src/sentinel/warm.ts).
 // Both are owned by the sentinel (LABEL_SENTINEL_ID), so the runtime prunes slices of revisions
 // that no longer have pods here.
 import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -18,6 +21,8 @@ import {
   ENDPOINTSLICE_MANAGED_BY_LABEL,
   ENDPOINTS_PER_SLICE,
   POLICY_KEY,
+  READINESS_PATH_ANNOTATION,
+  READINESS_PATH_RE,
   ROUTING_COMPONENT,
   ROUTING_PORT_NAME,
   formatRoutingPolicy,
@@ -98,22 +103,48 @@ interface Endpoint {
   readonly pod: string;
   readonly namespace: string;
   readonly node: string;
+  /** Listed ready (else its containers run and it is not ready yet). */
+  readonly ready: boolean;
+  /** The path its HTTP readiness probe GETs on the routing port, when it has one. */
+  readonly readinessPath: string | undefined;
 }
 
 function str(v: unknown): string {
   return typeof v === "string" ? v : "";
 }
 
-/** The routable endpoint of a pod, or undefined (not RUNNING, no IP, terminating). */
+/** Every container of the pod has started and runs (not waiting, not terminated). */
+function containersRunning(status: Record<string, unknown>): boolean {
+  const list = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  return list.length > 0 && list.every((cs) => isRecord(cs) && isRecord(cs.state) && isRecord(cs.state.running));
+}
+
+/** The path of an HTTP readiness probe on the routing port (by number or by its name). */
+function readinessPathOf(c: Record<string, unknown>, port: number, portName: string): string | undefined {
+  const probe = isRecord(c.readinessProbe) ? c.readinessProbe : undefined;
+  const get = probe && isRecord(probe.httpGet) ? probe.httpGet : undefined;
+  if (!get || (get.scheme !== undefined && get.scheme !== "HTTP")) return undefined;
+  if (get.port !== port && !(portName !== "" && get.port === portName)) return undefined;
+  const path = get.path === undefined ? "/" : str(get.path);
+  return READINESS_PATH_RE.test(path) ? path : undefined;
+}
+
+/**
+ * The endpoint of a pod: routable (RUNNING), or not ready yet (its containers run); undefined
+ * with no IP, terminating, or not started.
+ */
 export function endpointOf(pod: KubeObject): Endpoint | undefined {
   if (pod.metadata.deletionTimestamp) return undefined;
   const status = isRecord(pod.status) ? pod.status : {};
   const ip = str(status.podIP);
-  if (ip === "" || instanceStatusOf(pod) !== InstanceStatus.RUNNING) return undefined;
+  if (ip === "" || str(status.phase) !== "Running") return undefined;
+  const ready = instanceStatusOf(pod) === InstanceStatus.RUNNING;
+  if (!ready && !containersRunning(status)) return undefined;
   const spec = isRecord(pod.spec) ? pod.spec : {};
   const c = Array.isArray(spec.containers) && isRecord(spec.containers[0]) ? spec.containers[0] : {};
   const ports = Array.isArray(c.ports) ? c.ports : [];
-  const port = isRecord(ports[0]) && typeof ports[0].containerPort === "number" ? ports[0].containerPort : 0;
+  const first = isRecord(ports[0]) ? ports[0] : {};
+  const port = typeof first.containerPort === "number" ? first.containerPort : 0;
   if (port === 0) return undefined;
   const appProtocol = appProtocolOf(appProtocolFrom(pod.metadata.labels?.[LABEL_APP_PROTOCOL] ?? ""));
   return {
@@ -123,7 +154,15 @@ export function endpointOf(pod: KubeObject): Endpoint | undefined {
     pod: pod.metadata.name ?? "",
     namespace: pod.metadata.namespace ?? "",
     node: str(spec.nodeName),
+    ready,
+    readinessPath: readinessPathOf(c, port, str(first.name)),
   };
+}
+
+/** What of a pod its revision's slices show: a change re-renders them. */
+export function podRoutingKey(pod: KubeObject | undefined): string {
+  const e = pod === undefined ? undefined : endpointOf(pod);
+  return e === undefined ? "" : `${e.ip}:${e.port}:${e.ready ? "ready" : "not-ready"}:${e.readinessPath ?? ""}`;
 }
 
 /**
@@ -138,13 +177,17 @@ export function renderRevisionSlices(
   zoneOf: (node: string) => string,
 ): KubeObject[] {
   if (pods.length === 0) return [];
-  const endpoints = pods
-    .map(endpointOf)
-    .filter((e): e is Endpoint => e !== undefined)
-    .sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  const all = pods.map(endpointOf).filter((e): e is Endpoint => e !== undefined);
+  // Instances not ready yet are listed only while none of the revision is: only then can a
+  // sentinel need them (requests held at zero), and a revision that serves writes no more than before.
+  const endpoints = (all.some((e) => e.ready) ? all.filter((e) => e.ready) : all).sort((a, b) =>
+    a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0,
+  );
   // The port of the revision (every pod of a revision has the same); 0 while none is routable.
   const port = endpoints[0]?.port;
   const appProtocol = endpoints[0]?.appProtocol;
+  // Named only while an instance is not ready yet: then the sentinel may probe it.
+  const readinessPath = endpoints.find((e) => !e.ready && e.readinessPath !== undefined)?.readinessPath;
   const chunks = Math.max(1, Math.ceil(endpoints.length / ENDPOINTS_PER_SLICE));
   const out: KubeObject[] = [];
   for (let c = 0; c < chunks; c++) {
@@ -164,6 +207,7 @@ export function renderRevisionSlices(
       },
       addressType: "IPv4",
     };
+    if (readinessPath !== undefined) slice.metadata.annotations = { [READINESS_PATH_ANNOTATION]: readinessPath };
     if (port !== undefined)
       slice.ports = [
         { name: ROUTING_PORT_NAME, port, protocol: "TCP", ...(appProtocol !== undefined ? { appProtocol } : {}) },
@@ -174,7 +218,7 @@ export function renderRevisionSlices(
       slice.endpoints = part.map((e) => {
         const ep: Record<string, unknown> = {
           addresses: [e.ip],
-          conditions: { ready: true, serving: true, terminating: false },
+          conditions: { ready: e.ready, serving: e.ready, terminating: false },
           targetRef: { kind: "Pod", namespace: e.namespace, name: e.pod },
         };
         if (e.node !== "") {

@@ -29,6 +29,7 @@ import {
   ROUTING_COMPONENT,
   ROUTING_PORT_NAME,
   SENTINEL_OPS_PORT,
+  type HoldPolicy,
   type RoutingMode,
   type SentinelStatus,
 } from "../../../src/contracts/routing.js";
@@ -71,11 +72,17 @@ export class RoutingWriter {
     return `${this.environmentId}-${deploymentId}`.toLowerCase().replace(/[^a-z0-9-]/g, "-");
   }
 
-  async slice(deploymentId: string, endpoints: readonly SliceEndpoint[], port = APP_PORT): Promise<void> {
+  async slice(
+    deploymentId: string,
+    endpoints: readonly SliceEndpoint[],
+    port = APP_PORT,
+    annotations?: Record<string, string>,
+  ): Promise<void> {
     const obj: KubeObject = {
       metadata: {
         name: this.sliceName(deploymentId),
         namespace: SENTINEL_NAMESPACE,
+        ...(annotations ? { annotations } : {}),
         labels: {
           ...routingLabels(this.environmentId, deploymentId),
           [ENDPOINTSLICE_MANAGED_BY_LABEL]: ENDPOINTSLICE_MANAGED_BY,
@@ -101,6 +108,7 @@ export class RoutingWriter {
     version: number,
     mode: RoutingMode,
     revisions: { deploymentId: string; weight: number }[],
+    hold?: HoldPolicy,
   ): Promise<void> {
     await this.kube.apply(resources.configMaps, {
       metadata: {
@@ -108,7 +116,15 @@ export class RoutingWriter {
         namespace: SENTINEL_NAMESPACE,
         labels: routingLabels(this.environmentId),
       },
-      data: { [POLICY_KEY]: formatRoutingPolicy({ version, environmentId: this.environmentId, mode, revisions }) },
+      data: {
+        [POLICY_KEY]: formatRoutingPolicy({
+          version,
+          environmentId: this.environmentId,
+          mode,
+          revisions,
+          ...(hold ? { hold } : {}),
+        }),
+      },
     });
   }
 }

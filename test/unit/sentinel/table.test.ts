@@ -19,7 +19,8 @@ import {
   parseAddressMapping,
   parseCidr,
 } from "../../../src/contracts/address-map.js";
-import { buildTable, endpointCount, readPolicy } from "../../../src/sentinel/table.js";
+import { buildTable, endpointCount, promote, readPolicy, startingKeys } from "../../../src/sentinel/table.js";
+import { warmCandidates } from "../../../src/sentinel/warm.js";
 
 function slice(
   name: string,
@@ -98,6 +99,68 @@ test("slices become revisions; unready endpoints and bad entries are skipped wit
       `a problem mentions ${word}`,
     );
   }
+});
+
+test("not-ready endpoints are a revision's starting instances, with its readiness path; promote makes them routable", () => {
+  const annotated = (name: string, dep: string, endpoints: unknown[], path: string): KubeObject => {
+    const sl = slice(name, dep, endpoints);
+    return { ...sl, metadata: { ...sl.metadata, annotations: { "krane.dev/readiness-path": path } } };
+  };
+  const terminating = { addresses: ["10.1.0.9"], conditions: { ready: false, terminating: true } };
+  const { table, problems } = buildTable(
+    [
+      annotated("a", "dep_a", [ep("10.1.0.2", false, "a-2"), ep("10.1.0.1", false, "a-1"), terminating], "/healthz"),
+      annotated("b", "dep_b", [ep("10.1.1.1", false)], "not a path"),
+      slice("c", "dep_c", [ep("10.1.2.1", false)]),
+    ],
+    policy({
+      mode: "weighted",
+      revisions: [
+        { deploymentId: "dep_a", weight: 100 },
+        { deploymentId: "dep_c", weight: 0 },
+      ],
+    }),
+  );
+  assert.equal(endpointCount(table), 0, "nothing routable until promoted");
+  const a = table.revisions.find((r) => r.deploymentId === "dep_a");
+  assert.deepEqual(
+    a?.starting?.map((e) => e.key),
+    ["10.1.0.1:8080", "10.1.0.2:8080"],
+    "sorted; a terminating endpoint is not starting",
+  );
+  assert.equal(a?.readinessPath, "/healthz");
+  assert.equal(table.revisions.find((r) => r.deploymentId === "dep_b")?.readinessPath, undefined);
+  assert.ok(
+    problems.some((p) => p.includes("readiness-path")),
+    problems.join("\n"),
+  );
+  assert.deepEqual([...startingKeys(table)].sort(), [
+    "10.1.0.1:8080",
+    "10.1.0.2:8080",
+    "10.1.1.1:8080",
+    "10.1.2.1:8080",
+  ]);
+  // Only a revision that names its path and may get traffic is probed (dep_c's weight is 0).
+  assert.deepEqual(
+    warmCandidates(table).map((c) => [c.endpoint.key, c.path]),
+    [
+      ["10.1.0.1:8080", "/healthz"],
+      ["10.1.0.2:8080", "/healthz"],
+    ],
+  );
+  const up = promote(table, new Set(["10.1.0.2:8080"]));
+  const upA = up.revisions.find((r) => r.deploymentId === "dep_a");
+  assert.deepEqual(
+    upA?.endpoints.map((e) => e.key),
+    ["10.1.0.2:8080"],
+  );
+  assert.deepEqual(
+    upA?.starting?.map((e) => e.key),
+    ["10.1.0.1:8080"],
+  );
+  assert.equal(endpointCount(up), 1);
+  assert.equal(promote(table, new Set()), table, "nothing named: the same table");
+  assert.equal(promote(table, new Set(["10.9.9.9:8080"])), table, "a key no longer starting: the same table");
 });
 
 test("the dial address is mapped through the pod address map; the identity stays the pod IP", () => {

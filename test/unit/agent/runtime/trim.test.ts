@@ -33,6 +33,14 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
     port: fc.integer({ min: 1, max: 65535 }),
     cpu: fc.constantFrom("100m", "1", "2500m"),
     mem: fc.constantFrom("64Mi", "1Gi", "512Mi"),
+    probe: fc.option(
+      fc.record({
+        path: fc.constantFrom("/healthz", "/", "/ready?full=1"),
+        byName: fc.boolean(),
+        scheme: fc.option(fc.constantFrom("HTTP", "HTTPS"), { nil: undefined }),
+      }),
+      { nil: undefined },
+    ),
   })
   .map((p) => ({
     apiVersion: "v1",
@@ -57,6 +65,15 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
           env: [{ name: "PORT", value: String(p.port) }],
           ports: [{ name: "http", containerPort: p.port, protocol: "TCP" }],
           resources: { limits: { cpu: p.cpu, memory: p.mem }, requests: { cpu: "50m", memory: "32Mi" } },
+          ...(p.probe
+            ? {
+                readinessProbe: {
+                  httpGet: { path: p.probe.path, port: p.probe.byName ? "http" : p.port, scheme: p.probe.scheme },
+                  periodSeconds: 1,
+                  failureThreshold: 3,
+                },
+              }
+            : {}),
         },
       ],
     },

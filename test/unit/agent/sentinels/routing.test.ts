@@ -79,6 +79,58 @@ test("a revision's slice lists only RUNNING pods with an IP that are not termina
   }
 });
 
+test("pods whose containers run but are not ready yet are listed not ready, with the readiness probe's path", () => {
+  const starting = (
+    name: string,
+    ip: string,
+    probe: Record<string, unknown> | undefined,
+    state: Record<string, unknown> = { running: { startedAt: "2026-01-01T00:00:00Z" } },
+  ): KubeObject => {
+    const p = pod(name, { ip, running: false });
+    const container = { name: "app", ports: [{ name: "http", containerPort: 8080 }], readinessProbe: probe };
+    return {
+      ...p,
+      spec: { ...(p.spec as Record<string, unknown>), containers: [container] },
+      status: { ...(p.status as Record<string, unknown>), containerStatuses: [{ name: "app", state }] },
+    };
+  };
+  const http = { httpGet: { path: "/healthz", port: 8080 } };
+  const render = (pods: KubeObject[]): KubeObject | undefined =>
+    renderRevisionSlices(sampleSentinel(), REGION, "dep_1", pods, zone)[0];
+  const slice = render([
+    starting("b", "127.1.0.2", http),
+    starting("waiting", "127.1.0.3", http, { waiting: { reason: "ContainerCreating" } }),
+    { ...starting("going", "127.1.0.4", http), metadata: { name: "going", deletionTimestamp: "2026-01-01T00:00:00Z" } },
+  ]);
+  const eps = (slice?.endpoints ?? []) as Array<{ addresses: string[]; conditions: Record<string, boolean> }>;
+  assert.deepEqual(
+    eps.map((e) => [e.addresses[0], e.conditions.ready, e.conditions.serving, e.conditions.terminating]),
+    [["127.1.0.2", false, false, false]],
+    "a container not started yet, or a pod terminating, is not listed at all",
+  );
+  assert.equal(slice?.metadata.annotations?.["krane.dev/readiness-path"], "/healthz");
+  // By the port's name too; the default path is "/".
+  const named = render([starting("b", "127.1.0.2", { httpGet: { port: "http" } })]);
+  assert.equal(named?.metadata.annotations?.["krane.dev/readiness-path"], "/");
+  // Nothing the sentinel could probe as the kubelet does: no annotation (it waits for Ready).
+  for (const probe of [
+    undefined,
+    { tcpSocket: { port: 8080 } },
+    { httpGet: { path: "/healthz", port: 9090 } },
+    { httpGet: { path: "/healthz", port: 8080, scheme: "HTTPS" } },
+    { httpGet: { path: "/a b", port: 8080 } },
+  ])
+    assert.equal(render([starting("b", "127.1.0.2", probe)])?.metadata.annotations, undefined, JSON.stringify(probe));
+  // Once one instance of the revision is ready, only ready ones are listed, as before: nothing to
+  // probe, no annotation, no extra write while a revision serves.
+  const serving = render([pod("a", { ip: "127.1.0.1" }), starting("b", "127.1.0.2", http)]);
+  assert.deepEqual(
+    ((serving?.endpoints ?? []) as Array<{ addresses: string[] }>).map((e) => e.addresses[0]),
+    ["127.1.0.1"],
+  );
+  assert.equal(serving?.metadata.annotations, undefined);
+});
+
 test("a revision whose last pod stops being routable renders a slice without endpoints, which is drift against one with them", () => {
   const s = sampleSentinel();
   const [withOne] = renderRevisionSlices(s, REGION, "dep_1", [pod("a")], zone);
