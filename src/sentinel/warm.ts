@@ -17,6 +17,8 @@ import type { Endpoint, RoutingTable } from "./table.js";
 export const PROBE_INTERVAL_MS = 50;
 export const PROBE_TIMEOUT_MS = 1_000;
 export const PROMOTION_TTL_MS = 30_000;
+/** Starting instances probed at once (a revision scaled from zero to many needs only one). */
+export const MAX_PROBED = 16;
 
 export interface WarmCandidate {
   readonly endpoint: Endpoint;
@@ -59,6 +61,20 @@ export function probeReadiness(c: WarmCandidate, timeoutMs = PROBE_TIMEOUT_MS): 
   });
 }
 
+/** The key of the first candidate whose probe succeeds, or undefined once every probe failed. */
+function firstReady(
+  candidates: readonly WarmCandidate[],
+  probe: (c: WarmCandidate) => Promise<boolean>,
+): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    let left = candidates.length;
+    const failed = (): void => {
+      if (--left === 0) resolve(undefined);
+    };
+    for (const c of candidates) probe(c).then((ok) => (ok ? resolve(c.endpoint.key) : failed()), failed);
+  });
+}
+
 export interface WarmUpOptions {
   /** The table in force (promotions included). */
   readonly table: () => RoutingTable | undefined;
@@ -95,12 +111,12 @@ export class WarmUp {
     for (;;) {
       const t = this.#o.table();
       if (!t || !this.#o.holding() || t.revisions.some((r) => r.endpoints.length > 0)) return;
-      const candidates = warmCandidates(t);
+      const candidates = warmCandidates(t).slice(0, MAX_PROBED);
       if (candidates.length === 0) return;
-      const answered = await Promise.all(candidates.map((c) => probe(c)));
-      const up = candidates.filter((_, i) => answered[i]).map((c) => c.endpoint.key);
-      if (up.length > 0 && this.#o.holding()) {
-        this.#o.promote(up);
+      // The first to answer is enough: an instance that keeps the probe waiting holds no one up.
+      const up = await firstReady(candidates, probe);
+      if (up !== undefined && this.#o.holding()) {
+        this.#o.promote([up]);
         return;
       }
       await sleep(this.#o.intervalMs ?? PROBE_INTERVAL_MS);

@@ -7,7 +7,7 @@ import * as http from "node:http";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import type { Endpoint, RoutingTable } from "../../../src/sentinel/table.js";
-import { probeReadiness, WarmUp, type WarmCandidate } from "../../../src/sentinel/warm.js";
+import { MAX_PROBED, probeReadiness, WarmUp, type WarmCandidate } from "../../../src/sentinel/warm.js";
 
 const endpoint = (key: string, port = 8080): Endpoint => ({
   key,
@@ -127,4 +127,24 @@ test("the loop probes while requests are held and promotes the first instance th
   warm.start();
   while (warm.running) await new Promise((r) => setTimeout(r, 5));
   assert.equal(probes, 3);
+});
+
+test("an instance that keeps its probe waiting holds no one up; at most MAX_PROBED are probed at once", async () => {
+  const starting = Array.from({ length: MAX_PROBED + 4 }, (_, i) => endpoint(`10.0.1.${i + 1}:8080`));
+  const probed = new Set<string>();
+  const promoted = await new Promise<readonly string[]>((resolve) => {
+    new WarmUp({
+      table: () => tableOf(starting),
+      holding: () => true,
+      probe: (c) => {
+        probed.add(c.endpoint.key);
+        // The first never answers; the second does at once.
+        if (c.endpoint.key === "10.0.1.1:8080") return new Promise<boolean>(() => undefined);
+        return Promise.resolve(c.endpoint.key === "10.0.1.2:8080");
+      },
+      promote: resolve,
+    }).start();
+  });
+  assert.deepEqual(promoted, ["10.0.1.2:8080"]);
+  assert.equal(probed.size, MAX_PROBED);
 });
