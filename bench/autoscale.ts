@@ -318,6 +318,11 @@ async function coldStarts(): Promise<void> {
       await res.body.dump();
       if (res.statusCode !== 200) throw new Error(`run ${run}: HTTP ${res.statusCode}`);
       firstByte.push(at);
+      // The kubelet's Ready may come after the first byte now (the sentinel probes the starting
+      // instance itself): wait for it, so each run shows both.
+      const readyDeadline = performance.now() + 15_000;
+      while (!timeline.since(e.deploymentId, started).has("pod Ready") && performance.now() < readyDeadline)
+        await new Promise((r) => setTimeout(r, 50));
       const marks = timeline.since(e.deploymentId, started);
       for (const [m, ms] of marks) steps.set(m, [...(steps.get(m) ?? []), ms]);
       const marked = MILESTONES.filter((m) => marks.has(m))
