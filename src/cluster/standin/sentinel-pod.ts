@@ -93,7 +93,6 @@ export class SentinelProcesses {
    */
   async set(pods: readonly SentinelPod[]): Promise<void> {
     const want = new Map(pods.map((p) => [p.uid, p]));
-    const wantedIps = new Set(pods.map((p) => p.localIp));
     for (const [uid, r] of this.#running)
       if (!want.has(uid))
         this.#stop(r).catch((err: unknown) =>
@@ -114,7 +113,6 @@ export class SentinelProcesses {
         })().finally(() => this.#starting.delete(uid)),
       );
     }
-    for (const [ip, r] of this.#stopping) if (wantedIps.has(ip)) r.child.kill("SIGINT");
     await Promise.all(starts);
   }
 
