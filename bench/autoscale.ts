@@ -292,6 +292,8 @@ async function coldStarts(): Promise<void> {
     const timeline = new ColdTimeline();
     timeline.start(new KubeClient(admin));
     const steps = new Map<Milestone, number[]>();
+    /** CPU milliseconds this process (ctrl, the agent, the bench's client) used per cold start. */
+    const coldCpu: number[] = [];
     for (let run = 0; run < RUNS; run++) {
       const e = envs[run % envs.length];
       if (!e) break;
@@ -313,8 +315,13 @@ async function coldStarts(): Promise<void> {
         200,
       );
       const started = performance.now();
+      const cpuBefore = process.cpuUsage();
       const res = await request(e.url, { headersTimeout: 300_000 });
       const at = performance.now() - started;
+      // ctrl and the agent run in this process: what they took of the 2 cores while the node started the pod.
+      const used = process.cpuUsage(cpuBefore);
+      const cpu = (used.user + used.system) / 1e6;
+      coldCpu.push(cpu * 1000);
       await res.body.dump();
       if (res.statusCode !== 200) throw new Error(`run ${run}: HTTP ${res.statusCode}`);
       firstByte.push(at);
@@ -329,7 +336,7 @@ async function coldStarts(): Promise<void> {
         .map((m) => `${m} ${((marks.get(m) ?? 0) / 1000).toFixed(2)}`)
         .join(", ");
       console.log(
-        `autoscale: cold start ${run + 1}/${RUNS}: first byte after ${(at / 1000).toFixed(2)} s (${marked}; ${load()})`,
+        `autoscale: cold start ${run + 1}/${RUNS}: first byte after ${(at / 1000).toFixed(2)} s (${marked}; ctrl and agent ${cpu.toFixed(2)} CPU-s; ${load()})`,
       );
     }
     timeline.stop();
@@ -456,6 +463,7 @@ async function coldStarts(): Promise<void> {
     }
 
     console.log(line("autoscale: cold start from 0, request → first byte (sentinel)", firstByte));
+    console.log(line("autoscale:   ctrl and agent CPU during it (CPU-s, not s)", coldCpu));
     // Where the cold start's time went: each step as its watch event arrived, from the request.
     for (const m of MILESTONES) {
       const v = steps.get(m) ?? [];

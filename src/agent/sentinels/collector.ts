@@ -30,7 +30,7 @@ import {
   type PodScrape,
   type RoundIncrement,
 } from "./measure.js";
-import { sentinelPods } from "./observer.js";
+import { eachLimited, sentinelPods } from "./observer.js";
 import { LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import { resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
@@ -87,18 +87,6 @@ function collectorMetrics(registry: Registry | undefined): CollectorMetrics | un
     metricsCache.set(registry, m);
   }
   return m;
-}
-
-/** Runs `fn` over `items` with at most `limit` at once. */
-async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 /** The body as text, or undefined (and the body cancelled) when it is larger than `max` bytes. */

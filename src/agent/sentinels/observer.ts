@@ -82,6 +82,25 @@ export function sentinelPods(
   return out;
 }
 
+/** Sentinel pods read at once, across the region. */
+export const READ_PARALLEL = 16;
+
+/** Runs `fn` over `items` with at most `limit` at once. */
+export async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 export class SentinelObserver {
   readonly #o: ObserverOptions;
   readonly #seen = new Map<string, SentinelObservation>();
@@ -95,47 +114,42 @@ export class SentinelObserver {
     return this.#seen.get(key);
   }
 
-  /** Reads every active sentinel's pods until `signal` aborts. */
+  /** Reads every active sentinel's pods until `signal` aborts, READ_PARALLEL at a time. */
   async run(ctx: KindContext<ApplySentinel>, signal: AbortSignal, requeue: (key: string) => void): Promise<void> {
     const every = this.#o.intervalMs ?? 5_000;
     while (!signal.aborted) {
       const active = new Set(ctx.activeKeys());
       for (const key of [...this.#seen.keys()]) if (!active.has(key)) this.#seen.delete(key);
-      await Promise.all(
-        [...active].map(async (key) => {
-          const docs = new Map<string, SentinelStatus>();
-          await Promise.all(
-            sentinelPods(ctx, key, this.#o.addressMap).map(async (pod) => {
-              const doc = await this.#read(pod.host, signal);
-              if (doc) docs.set(pod.name, doc);
-            }),
-          );
-          const next = summarize(docs);
-          const prev = this.#seen.get(key);
-          this.#seen.set(key, next);
-          if ((prev?.servedVersion ?? 0) !== next.servedVersion) requeue(key);
-        }),
+      const docs = new Map([...active].map((key) => [key, new Map<string, SentinelStatus>()]));
+      const reads = [...active].flatMap((key) =>
+        sentinelPods(ctx, key, this.#o.addressMap).map((pod) => ({ key, pod })),
       );
+      await eachLimited(reads, READ_PARALLEL, async ({ key, pod }) => {
+        const doc = await this.#read(pod.host, signal);
+        if (doc) docs.get(key)?.set(pod.name, doc);
+      });
+      if (signal.aborted) return;
+      for (const [key, d] of docs) {
+        const next = summarize(d);
+        const prev = this.#seen.get(key);
+        this.#seen.set(key, next);
+        if ((prev?.servedVersion ?? 0) !== next.servedVersion) requeue(key);
+      }
       await sleep(every, signal);
     }
   }
 
   async #read(host: string, signal: AbortSignal): Promise<SentinelStatus | undefined> {
-    const timeout = new AbortController();
-    const cancel = (): void => timeout.abort();
-    const timer = setTimeout(cancel, this.#o.timeoutMs ?? 2_000);
-    signal.addEventListener("abort", cancel, { once: true });
+    // No listener of its own on the long-lived `signal` (a region reads many pods at once).
+    const timeout = AbortSignal.any([signal, AbortSignal.timeout(this.#o.timeoutMs ?? 2_000)]);
     try {
-      const res = await fetch(`http://${host}:${SENTINEL_OPS_PORT}${SENTINEL_STATUS_PATH}`, { signal: timeout.signal });
+      const res = await fetch(`http://${host}:${SENTINEL_OPS_PORT}${SENTINEL_STATUS_PATH}`, { signal: timeout });
       if (!res.ok) return undefined;
       const body: unknown = await res.json();
       return isStatus(body) ? body : undefined;
     } catch {
       // Not answering (starting, stopping, unreachable): it serves no known version.
       return undefined;
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", cancel);
     }
   }
 }
