@@ -36,6 +36,7 @@ import { startCtrl } from "../src/ctrl/server/server.js";
 import { KubeClient } from "../src/kube/client.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
+import { bareNamespace, barePodSpec } from "./bare-pods.js";
 import { ColdTimeline, MILESTONES, type Milestone } from "./cold-timeline.js";
 import { ensureTools, NGINX, WRK } from "./tools.js";
 import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "./sentinel.js";
@@ -331,7 +332,11 @@ async function coldStarts(): Promise<void> {
       while (!timeline.since(e.deploymentId, started).has("pod Ready") && performance.now() < readyDeadline)
         await new Promise((r) => setTimeout(r, 50));
       const marks = timeline.since(e.deploymentId, started);
-      for (const [m, ms] of marks) steps.set(m, [...(steps.get(m) ?? []), ms]);
+      for (const [m, ms] of marks) {
+        const list = steps.get(m);
+        if (list) list.push(ms);
+        else steps.set(m, [ms]);
+      }
       const marked = MILESTONES.filter((m) => marks.has(m))
         .map((m) => `${m} ${((marks.get(m) ?? 0) / 1000).toFixed(2)}`)
         .join(", ");
@@ -348,17 +353,7 @@ async function coldStarts(): Promise<void> {
 
     // The kubelet alone: a bare Pod like the deployment's under gVisor, POST → answers.
     const bareNs = "bench-bare";
-    await kubeRequest(ep, "POST", "/api/v1/namespaces", {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: bareNs },
-    });
-    await until(
-      "the default ServiceAccount",
-      async () => (await kubeRequest(ep, "GET", `/api/v1/namespaces/${bareNs}/serviceaccounts/default`)).status === 200,
-      60_000,
-      100,
-    );
+    await bareNamespace(ep, bareNs);
     /** Bare Pods of `spec` in `ns`, one after another: POST → container running, answering, Ready. */
     const barePods = async (
       prefix: string,
@@ -410,21 +405,7 @@ async function coldStarts(): Promise<void> {
       }
       return out;
     };
-    const bare = await barePods("bare", bareNs, {
-      runtimeClassName: "gvisor",
-      nodeName: "untrusted-real",
-      automountServiceAccountToken: false,
-      tolerations: [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
-      containers: [
-        {
-          name: "app",
-          image: images.hello.names[0],
-          ports: [{ containerPort: 8080 }],
-          resources: { limits: { cpu: "100m", memory: "128Mi" } },
-          readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
-        },
-      ],
-    });
+    const bare = await barePods("bare", bareNs, barePodSpec(images.hello.names[0] ?? "", "gvisor"));
     const asKrane = last && kraneSpec ? await barePods("bare-krane", last.ns, kraneSpec) : undefined;
 
     // ---- reaction to a load step

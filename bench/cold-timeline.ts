@@ -6,6 +6,7 @@ import { LABEL_DEPLOYMENT_ID } from "../src/contracts/labels.js";
 import type { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
+import { sleep } from "../src/retry/backoff.js";
 
 export const MILESTONES = [
   "Deployment scaled up",
@@ -86,6 +87,8 @@ export class ColdTimeline {
               this.#ac.signal,
             )
             .catch(() => undefined);
+          // A watch that fails at once must not spin.
+          await sleep(200, this.#ac.signal);
         }
       };
       void loop();

@@ -20,6 +20,7 @@ import { startCtrl } from "../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
 import { createApiClients } from "../src/client/api.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
+import { bareNamespace, barePodSpec } from "./bare-pods.js";
 import { load, pct, until } from "./support.js";
 
 const RUNS = Number(process.env.KRANE_BENCH_NODES_RUNS ?? "15");
@@ -167,17 +168,7 @@ export async function benchNodes(): Promise<void> {
     const runcReadyMs: number[] = [];
     const runcAnswerMs: number[] = [];
     const bareNs = "bench-bare";
-    await kubeRequest(ep, "POST", "/api/v1/namespaces", {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: { name: bareNs },
-    });
-    await until(
-      "the default ServiceAccount",
-      async () => (await kubeRequest(ep, "GET", `/api/v1/namespaces/${bareNs}/serviceaccounts/default`)).status === 200,
-      60_000,
-      100,
-    );
+    await bareNamespace(ep, bareNs);
     // The same bare Pod under gVisor (as the deployment) and under runc (no sandbox), alternating.
     const bare = async (name: string, runtimeClassName: string | undefined): Promise<[number, number]> => {
       const started = performance.now();
@@ -185,21 +176,7 @@ export async function benchNodes(): Promise<void> {
         apiVersion: "v1",
         kind: "Pod",
         metadata: { name },
-        spec: {
-          ...(runtimeClassName ? { runtimeClassName } : {}),
-          nodeName: "untrusted-real",
-          automountServiceAccountToken: false,
-          tolerations: [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
-          containers: [
-            {
-              name: "app",
-              image: images.hello.names[0],
-              ports: [{ containerPort: 8080 }],
-              resources: { limits: { cpu: "100m", memory: "128Mi" } },
-              readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
-            },
-          ],
-        },
+        spec: barePodSpec(images.hello.names[0] ?? "", runtimeClassName),
       });
       if (res.status !== 201) throw new Error(`bare pod: HTTP ${res.status} ${res.body.slice(0, 200)}`);
       let readyAt: number | undefined;

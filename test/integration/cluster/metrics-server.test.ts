@@ -137,7 +137,7 @@ describe("metrics-server on real nodes", { skip }, () => {
       assert.deepEqual(busy.metadata.labels, busyPod.body?.metadata.labels, "PodMetrics carry the pod's labels");
 
       // Idle once its start is out of the window (a figure averages the last 10 s, and starting
-      // Node.js under gVisor takes CPU): below 50m within a minute, and staying low.
+      // Node.js under gVisor takes CPU): below 50m within a minute.
       let lastIdle = "none";
       const idle = await eventually(
         "the idle pod's CPU below 50m in its PodMetrics",

@@ -1,0 +1,35 @@
+// The kubelet alone, for the benches that compare krane against it (bench/nodes.ts,
+// bench/autoscale.ts): a namespace for bare Pods, and the bare Pod that stands for a deployment's
+// pod (the hello app with the same limits and probe, posted straight to the untrusted real node).
+import { kubeRequest, type KubeEndpoint } from "../src/cluster/kube-http.js";
+import { until } from "./support.js";
+
+/** Creates `ns` and waits for its default ServiceAccount (a Pod cannot be created before it). */
+export async function bareNamespace(ep: KubeEndpoint, ns: string): Promise<void> {
+  await kubeRequest(ep, "POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+  await until(
+    "the default ServiceAccount",
+    async () => (await kubeRequest(ep, "GET", `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200,
+    60_000,
+    100,
+  );
+}
+
+/** A bare Pod's spec like a deployment's: `runtimeClassName` "gvisor" as krane's, or none (runc). */
+export function barePodSpec(image: string, runtimeClassName: string | undefined): Record<string, unknown> {
+  return {
+    ...(runtimeClassName ? { runtimeClassName } : {}),
+    nodeName: "untrusted-real",
+    automountServiceAccountToken: false,
+    tolerations: [{ key: "node-class", operator: "Equal", value: "untrusted", effect: "NoSchedule" }],
+    containers: [
+      {
+        name: "app",
+        image,
+        ports: [{ containerPort: 8080 }],
+        resources: { limits: { cpu: "100m", memory: "128Mi" } },
+        readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
+      },
+    ],
+  };
+}
