@@ -4,6 +4,9 @@
 import type { Command } from "commander";
 import type { RawSettings } from "../ctrl/server/config.js";
 
+/** Past this, a shutdown is stuck: twice the 10 s grace (calls, then streams) and a margin for the rest. */
+const SHUTDOWN_DEADLINE_MS = 35_000;
+
 interface ServeFlags {
   config?: string;
   database?: string;
@@ -220,10 +223,29 @@ export function registerCtrlCommands(program: Command): void {
           log.info({ signal }, "shutting down");
           process.off("SIGINT", stop);
           process.off("SIGTERM", stop);
-          running.close().then(resolve, (err: unknown) => {
-            log.error({ err: String(err) }, "shutdown failed");
-            resolve();
-          });
+          // Calls and streams get 10 s each; a step that outlives both by far is stuck. Exit
+          // naming it rather than wait for a SIGKILL that says nothing.
+          const watchdog = setTimeout(() => {
+            log.error({ step: running.shutdownStep(), afterMs: SHUTDOWN_DEADLINE_MS }, "shutdown stuck; exiting");
+            process.exit(1);
+          }, SHUTDOWN_DEADLINE_MS);
+          watchdog.unref();
+          running.close().then(
+            () => {
+              clearTimeout(watchdog);
+              // Everything is closed: a handle still open would keep the process alive for nothing.
+              setTimeout(() => {
+                log.warn("ctrl stopped, but an open handle kept the process alive; exiting");
+                process.exit(0);
+              }, 2_000).unref();
+              resolve();
+            },
+            (err: unknown) => {
+              clearTimeout(watchdog);
+              log.error({ err: String(err), step: running.shutdownStep() }, "shutdown failed");
+              resolve();
+            },
+          );
         };
         process.on("SIGINT", stop);
         process.on("SIGTERM", stop);

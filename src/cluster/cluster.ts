@@ -43,6 +43,7 @@ import {
 } from "./process.js";
 import { kwokStagesConfig, type PodBehaviour } from "./pods.js";
 import { installFence } from "./fence.js";
+import { warmKwokIpPools } from "./kwok-ip.js";
 import { startCertificates, type LocalCertificates } from "./certificates.js";
 import { startGateways, type LocalGateways } from "./gateway.js";
 import {
@@ -655,6 +656,10 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     }
     await waitForNodesReady(ep, state.nodes, waitOn);
     await waitUntilHealthy(kcm, () => defaultServiceAccountExists(ep), 30_000);
+    await warmKwokIpPools(
+      ep,
+      nodes.map((n) => n.metadata.name),
+    );
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
     if (opts.secretsStore && realPlan) {
       state.secretsStore = await startSecretsStore(

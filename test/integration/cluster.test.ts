@@ -112,6 +112,52 @@ test("pods without the untrusted toleration never land on tainted pools", async 
   for (const p of pods) assert.match(p.spec?.nodeName ?? "", /^general-/);
 });
 
+test("pods that start at the same moment on one node get distinct IPs, and no warm-up pod is left", async () => {
+  // KWOK 0.8 creates a node's address pool on its first pod without a lock, so two pods racing
+  // on a fresh node could share an address (kwok-ip.ts); the cluster creates every pool first.
+  const kc = h.cluster.kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  await ensureNamespace(core, "burst");
+  const nodes = (await core.listNode()).items.map((n) => n.metadata?.name ?? "");
+  assert.ok(nodes.length >= 4);
+  await Promise.all(
+    nodes.flatMap((node) =>
+      Array.from({ length: 6 }, (_, i) =>
+        core.createNamespacedPod({
+          namespace: "burst",
+          body: {
+            metadata: { name: `${node}-${i}` },
+            spec: {
+              nodeName: node,
+              tolerations: [{ operator: "Exists" }],
+              containers: [{ name: "c", image: "example.com/x:1" }],
+            },
+          },
+        }),
+      ),
+    ),
+  );
+  const pods = await eventually(`${nodes.length * 6} pods with an IP`, async () => {
+    const list = await core.listNamespacedPod({ namespace: "burst" });
+    return list.items.length === nodes.length * 6 && list.items.every((p) => p.status?.podIP) ? list.items : undefined;
+  });
+  const byIp = new Map<string, string[]>();
+  for (const p of pods)
+    byIp.set(p.status?.podIP ?? "", [...(byIp.get(p.status?.podIP ?? "") ?? []), p.metadata?.name ?? ""]);
+  assert.deepEqual(
+    [...byIp].filter(([, names]) => names.length > 1),
+    [],
+  );
+  const left = await core.listNamespacedPod({
+    namespace: "kube-system",
+    labelSelector: "app.kubernetes.io/name=kwok-ip-pool",
+  });
+  assert.deepEqual(
+    left.items.map((p) => p.metadata?.name),
+    [],
+  );
+});
+
 test("a second field manager conflicts with krane's fields (409) unless it forces", async () => {
   const kc = h.cluster.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);

@@ -247,6 +247,8 @@ export interface RunningCtrl {
   shutdownSignal: AbortSignal;
   /** Graceful stop; safe to call twice. */
   close(): Promise<void>;
+  /** What a shutdown in progress waits on ("running" before close). */
+  shutdownStep(): string;
 }
 
 function listen(server: net.Server, addr: ListenAddress): Promise<AddressInfo> {
@@ -744,12 +746,19 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   log.info({ url, opsUrl, webhookUrl, database: store.dialect.name, build }, "ctrl listening");
 
   let closing: Promise<void> | null = null;
+  /** Where a shutdown is (the CLI names it if the shutdown outlives its deadline). */
+  let shutdownStep = "running";
+  const step = <T>(name: string, p: Promise<T>): Promise<T> => {
+    shutdownStep = name;
+    return p;
+  };
   const close = (): Promise<void> => {
     closing ??= (async () => {
       draining = true;
-      await upkeep.stop();
-      await auditSink?.close();
-      await previewStatus.close();
+      await step("upkeep", upkeep.stop());
+      await step("audit sink", auditSink?.close() ?? Promise.resolve());
+      await step("preview status", previewStatus.close());
+      shutdownStep = "webhooks";
       if (webhooks) {
         webhooks.closeAllConnections();
         await new Promise<void>((r) => webhooks.close(() => r()));
@@ -757,30 +766,31 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       const grace = config.shutdownGraceMs ?? 10_000;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.
-      await Promise.race([inflight.idle(), new Promise((r) => setTimeout(r, grace).unref())]);
+      await step("calls in flight", Promise.race([inflight.idle(), new Promise((r) => setTimeout(r, grace).unref())]));
       streamsStop.abort();
       // GOAWAY: open streams may finish; after the grace period whatever is left is cut.
       for (const s of sessions) s.close();
       listener.closeIdleHttp1();
       let forced: NodeJS.Timeout | undefined;
-      await Promise.race([closed, new Promise<void>((r) => (forced = setTimeout(r, grace)))]);
+      await step("open streams", Promise.race([closed, new Promise<void>((r) => (forced = setTimeout(r, grace)))]));
       clearTimeout(forced);
       for (const s of sessions) s.destroy();
       for (const s of sockets) s.destroy();
-      await closed;
+      await step("connections", closed);
       adapterStop.abort();
       hub.close();
       logHub.close();
       liveHub.close();
-      await logBus.close();
+      await step("log bus", logBus.close());
       outage.close();
-      await rollout.close();
-      await domains.close();
+      await step("rollouts", rollout.close());
+      await step("domains", domains.close());
       if (ops) {
         ops.closeAllConnections();
-        await new Promise<void>((r) => ops.close(() => r()));
+        await step("ops listener", new Promise<void>((r) => ops.close(() => r())));
       }
-      await store.close();
+      await step("database", store.close());
+      shutdownStep = "stopped";
       log.info("ctrl stopped");
     })();
     return closing;
@@ -802,5 +812,6 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     expirePreviews: expire,
     shutdownSignal: adapterStop.signal,
     close,
+    shutdownStep: () => shutdownStep,
   };
 }

@@ -38,13 +38,24 @@ const ENV = { workspace: "acme", project: "shop", environment: "production" };
 /** Reads a stream until `want` holds of a message (keepalives included), within 20 s. */
 async function until<T>(it: AsyncIterator<T>, want: (m: T) => boolean, what: string): Promise<T> {
   const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const r = await it.next();
+  const late = Symbol("late");
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined;
+    const r = await Promise.race([
+      it.next(),
+      new Promise<typeof late>(
+        (resolve) => (timer = setTimeout(() => resolve(late), Math.max(0, deadline - Date.now()))),
+      ),
+    ]);
+    clearTimeout(timer);
+    if (r === late) throw new Error(`no message with ${what} within 20 s`);
     if (r.done) throw new Error(`stream ended before ${what}`);
     if (want(r.value)) return r.value;
   }
-  throw new Error(`no message with ${what} within 20 s`);
 }
+
+/** A stream that is expected to end gets 20 s to do so (then it fails as Canceled, not hangs). */
+const bounded = (): AbortSignal => AbortSignal.timeout(20_000);
 
 async function setUp(call: <S extends Parameters<typeof createClient>[0]>(s: S) => ReturnType<typeof createClient<S>>) {
   await call(RegionService).createRegion({ name: "eu" });
@@ -193,7 +204,7 @@ describe("live views on SQLite", () => {
   it("refuses a caller without a token, an unknown environment, and a token past its stream limit", async () => {
     await expectCode(
       (async () => {
-        for await (const m of ctrl.client(LiveService, null).watchOverview({})) void m;
+        for await (const m of ctrl.client(LiveService, null).watchOverview({}, { signal: bounded() })) void m;
       })(),
       Code.Unauthenticated,
     );
@@ -201,7 +212,7 @@ describe("live views on SQLite", () => {
       (async () => {
         for await (const m of ctrl
           .client(LiveService, ctrl.adminToken)
-          .watchEnvironment({ ...ENV, environment: "nope" }))
+          .watchEnvironment({ ...ENV, environment: "nope" }, { signal: bounded() }))
           void m;
       })(),
       Code.NotFound,
@@ -219,7 +230,8 @@ describe("live views on SQLite", () => {
       }
       await expectCode(
         (async () => {
-          for await (const m of ctrl.client(LiveService, ctrl.adminToken).watchOverview({})) void m;
+          for await (const m of ctrl.client(LiveService, ctrl.adminToken).watchOverview({}, { signal: bounded() }))
+            void m;
         })(),
         Code.ResourceExhausted,
       );
@@ -231,7 +243,10 @@ describe("live views on SQLite", () => {
   it("ends a stream whose token was revoked", async () => {
     const tokens = ctrl.client(ApiTokenService, ctrl.adminToken);
     const made = await tokens.createApiToken({ name: "viewer" });
-    const it = ctrl.client(LiveService, made.token).watchEnvironment(ENV)[Symbol.asyncIterator]();
+    const it = ctrl
+      .client(LiveService, made.token)
+      .watchEnvironment(ENV, { signal: bounded() })
+      [Symbol.asyncIterator]();
     await until(it, (m) => m.view !== undefined, "a view");
     await tokens.revokeApiToken({ tokenId: made.apiToken?.id ?? "" });
     await expectCode(

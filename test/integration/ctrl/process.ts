@@ -54,7 +54,12 @@ export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Pr
       if (child.exitCode !== null) return child.exitCode;
       const exited = once(child, "exit");
       child.kill("SIGTERM");
-      const [code] = (await exited) as [number | null];
+      // ctrl exits on its own within 35 s (its shutdown watchdog); past a minute it never will.
+      const late = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      const [code, signal] = (await exited) as [number | null, NodeJS.Signals | null];
+      clearTimeout(late);
+      if (signal === "SIGKILL")
+        throw new Error(`ctrl did not exit within 60 s of SIGTERM: ${stdout.slice(-2000)}${stderr.slice(-1000)}`);
       return code;
     },
   };

@@ -181,9 +181,14 @@ export async function createAppPod(
     },
   });
   const ref = await waitRunning(cluster, kube, APP_NAMESPACE, name);
+  // As this pod: an answer from another pod at its address (two pods given one IP) would make
+  // every later count about this pod wrong in ways hard to read.
   await eventually(
-    `the stand-in of ${name} to answer`,
-    async () => ((await getJson(`http://${ref.local}:${APP_PORT}/`)).status === 200 ? true : undefined),
+    `the stand-in of ${name} to answer as ${name}`,
+    async () => {
+      const res = await getJson(`http://${ref.local}:${APP_PORT}/`);
+      return res.status === 200 && (res.json as { pod?: unknown } | undefined)?.pod === name ? true : undefined;
+    },
     30_000,
   );
   return ref;
