@@ -65,6 +65,14 @@ export interface Dialect {
    * order itself, so a burst of them does not all wake at every commit.
    */
   readonly singleWriter: boolean;
+  /**
+   * Concurrent writes may share one transaction (PostgreSQL): Store.write then commits writes
+   * that queue up while others commit together, one commit (and one turn at each stream's
+   * counter lock) for the lot.
+   */
+  readonly groupCommit: boolean;
+  /** Whether a failed COMMIT was refused by the server (so it certainly rolled back), not cut off. */
+  refusedCommit(err: unknown): boolean;
 
   outboxWriter(trx: Transaction<Database>, now: number): OutboxWriter;
   /**

@@ -48,17 +48,31 @@ async function warmPool(pool: pg.Pool, size: number): Promise<void> {
   }
 }
 
+/**
+ * Changes staged so far in each transaction: numbers them in the order they were made. Shared by
+ * every writer of one transaction (Store.write's group commit runs several in one), so the
+ * trigger orders one transaction's changes as they were made, whoever made them.
+ */
+const stagedIn = new WeakMap<Transaction<Database>, { n: number }>();
+
 /** Stages each change in the statement that changes desired_objects; the commit trigger numbers them. */
 class PgOutbox implements OutboxWriter {
-  /** Changes staged so far; numbers them in the order they were made. */
-  private staged = 0;
+  private readonly counter: { n: number };
   /** Streams staged to, as `kind/region`. */
   private readonly streams = new Map<string, Poke>();
 
   constructor(
     private readonly trx: Transaction<Database>,
     private readonly now: number,
-  ) {}
+  ) {
+    let counter = stagedIn.get(trx);
+    if (!counter) stagedIn.set(trx, (counter = { n: 0 }));
+    this.counter = counter;
+  }
+
+  private get staged(): number {
+    return this.counter.n;
+  }
 
   async put(
     region: string,
@@ -108,7 +122,7 @@ class PgOutbox implements OutboxWriter {
   }
 
   private noteStaged(kind: KindName, region: string): void {
-    this.staged++;
+    this.counter.n++;
     this.streams.set(`${kind}/${region}`, { kind, region });
   }
 }
@@ -129,6 +143,12 @@ export const postgresDialect: Dialect = {
   binaryType: sql`bytea`,
   versionsAtCommit: true,
   singleWriter: false,
+  groupCommit: true,
+  // The server answered the COMMIT with an error of these classes: integrity (a deferred
+  // constraint), transaction rollback (serialization, deadlock), data, syntax or access, invalid
+  // transaction state, or one the commit trigger raised. Connection (08), operator intervention
+  // (57, e.g. a shutdown) and the rest leave the outcome open.
+  refusedCommit: (err) => /^(22|23|25|40|42|P0)/.test(errorCode(err) ?? ""),
 
   async connect(config: DatabaseConfig): Promise<Connection> {
     const poolSize = config.poolSize ?? 10;

@@ -145,6 +145,9 @@ export const sqliteDialect: Dialect = {
   binaryType: sql`blob`,
   versionsAtCommit: false,
   singleWriter: true,
+  groupCommit: false,
+  // No group commit here; a SQLite COMMIT runs in this process, it is never cut off halfway.
+  refusedCommit: () => true,
 
   async connect(config: DatabaseConfig): Promise<Connection> {
     if (config.url !== ":memory:") mkdirSync(dirname(config.url), { recursive: true });

@@ -8,6 +8,7 @@
 // of the change (no connection, the transaction was rolled back), "unknown" when the connection
 // died while a statement ran: a COMMIT could have been the statement.
 import { Code } from "@connectrpc/connect";
+import { NO_WRITE_SLOT } from "../db/store.js";
 
 export type Dependency = "database";
 
@@ -87,6 +88,10 @@ function fromSqlite(code: string): Omit<DependencyFailure, "dependency"> | undef
 
 /** node-postgres and pg-pool errors that carry no code. */
 const MESSAGES: [RegExp, Omit<DependencyFailure, "dependency">][] = [
+  [
+    new RegExp(`^${NO_WRITE_SLOT} within`),
+    { code: Code.ResourceExhausted, reason: "every write slot of ctrl is busy", applied: "no" },
+  ],
   [
     /^timeout exceeded when trying to connect$/,
     { code: Code.ResourceExhausted, reason: "no free connection in ctrl's pool", applied: "no" },

@@ -16,6 +16,7 @@ import { classifyDependencyError, dependencyMessage } from "../../../../src/ctrl
 import { toConnectError, type ErrorSinks } from "../../../../src/ctrl/server/errors.js";
 import { OutageWatch } from "../../../../src/ctrl/server/outage.js";
 import { DomainError } from "../../../../src/ctrl/errors.js";
+import { NO_WRITE_SLOT, WRITE_WAIT_MS } from "../../../../src/ctrl/db/store.js";
 
 function coded(code: string, message = "x"): Error {
   return Object.assign(new Error(message), { code });
@@ -90,6 +91,7 @@ test("the table: SQLSTATEs, network codes, driver messages, wrapped and aggregat
     [new Error("Connection terminated unexpectedly"), Code.Unavailable, "unknown"],
     [new Error("Connection terminated due to connection timeout"), Code.Unavailable, "no"],
     [new Error("timeout exceeded when trying to connect"), Code.ResourceExhausted, "no"],
+    [new Error(`${NO_WRITE_SLOT} within ${WRITE_WAIT_MS} ms`), Code.ResourceExhausted, "no"],
     [
       Object.assign(new AggregateError([coded("ECONNREFUSED"), coded("ECONNREFUSED")], "connect failed")),
       Code.Unavailable,
