@@ -4,9 +4,6 @@
 import type { Command } from "commander";
 import type { RawSettings } from "../ctrl/server/config.js";
 
-/** Past this, a shutdown is stuck: twice the 10 s grace (calls, then streams) and a margin for the rest. */
-const SHUTDOWN_DEADLINE_MS = 35_000;
-
 interface ServeFlags {
   config?: string;
   database?: string;
@@ -169,7 +166,12 @@ export function registerCtrlCommands(program: Command): void {
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
-      const [{ pino }, { startCtrl }] = await Promise.all([import("pino"), import("../ctrl/server/server.js")]);
+      const [{ pino }, { startCtrl, SHUTDOWN_GRACE_MS }] = await Promise.all([
+        import("pino"),
+        import("../ctrl/server/server.js"),
+      ]);
+      // Past this, a shutdown is stuck: the grace twice (calls, then streams) and 15 s for the rest.
+      const shutdownDeadlineMs = 2 * SHUTDOWN_GRACE_MS + 15_000;
       const log = pino({ level: settings.logLevel, base: { component: "krane-ctrl" } });
       // Node prints process warnings as plain text on stderr; ctrl's log is JSON, so they go
       // through the logger instead.
@@ -223,12 +225,12 @@ export function registerCtrlCommands(program: Command): void {
           log.info({ signal }, "shutting down");
           process.off("SIGINT", stop);
           process.off("SIGTERM", stop);
-          // Calls and streams get 10 s each; a step that outlives both by far is stuck. Exit
-          // naming it rather than wait for a SIGKILL that says nothing.
+          // A step that outlives the grace periods by far is stuck. Exit naming it rather than
+          // wait for a SIGKILL that says nothing.
           const watchdog = setTimeout(() => {
-            log.error({ step: running.shutdownStep(), afterMs: SHUTDOWN_DEADLINE_MS }, "shutdown stuck; exiting");
+            log.error({ step: running.shutdownStep(), afterMs: shutdownDeadlineMs }, "shutdown stuck; exiting");
             process.exit(1);
-          }, SHUTDOWN_DEADLINE_MS);
+          }, shutdownDeadlineMs);
           watchdog.unref();
           running.close().then(
             () => {

@@ -659,6 +659,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
     await warmKwokIpPools(
       ep,
       nodes.map((n) => n.metadata.name),
+      (probe, what) => waitUntilHealthy(kwok, probe, 60_000, what),
     );
     if (standin) await waitUntilHealthy(standin, async () => existsSync(join(dir, "pod-standin.ready")), 60_000);
     if (opts.secretsStore && realPlan) {

@@ -5,7 +5,6 @@
 // then reaches the first (the sentinel's suites saw exactly that). So before the cluster is
 // handed out, one pod per KWOK node is started, which creates every pool while nothing races,
 // and deleted again (its address goes back into the pool).
-import { setTimeout as sleep } from "node:timers/promises";
 import { kubeRequest, type KubeEndpoint } from "./kube-http.js";
 
 const NAMESPACE = "kube-system";
@@ -35,34 +34,28 @@ interface PodStatus {
   status?: { podIP?: string };
 }
 
+/** Polls until `probe` holds; fails (with KWOK's log when KWOK exited) saying `what` did not happen. */
+export type Wait = (probe: () => Promise<boolean>, what: string) => Promise<void>;
+
 /** Creates every KWOK node's pool, one pod per node (all at once: the pools are distinct), then deletes the pods. */
-export async function warmKwokIpPools(ep: KubeEndpoint, nodes: readonly string[], timeoutMs = 60_000): Promise<void> {
+export async function warmKwokIpPools(ep: KubeEndpoint, nodes: readonly string[], wait: Wait): Promise<void> {
   const base = `/api/v1/namespaces/${NAMESPACE}/pods`;
   await Promise.all(
     nodes.map(async (node) => {
       const name = warmupPodName(node);
-      const deadline = Date.now() + timeoutMs;
       // Refused until the controller-manager has made kube-system's default ServiceAccount.
-      for (;;) {
+      await wait(async () => {
         const made = await kubeRequest(ep, "POST", base, warmupPod(node));
-        if (made.status === 201 || made.status === 409) break;
-        if (Date.now() > deadline) throw new Error(`creating ${name}: HTTP ${made.status}: ${made.body.slice(0, 300)}`);
-        await sleep(100);
-      }
-      for (;;) {
+        return made.status === 201 || made.status === 409;
+      }, `create ${name}`);
+      await wait(async () => {
         const res = await kubeRequest(ep, "GET", `${base}/${name}`);
-        if (res.status === 200 && (JSON.parse(res.body) as PodStatus).status?.podIP) break;
-        if (Date.now() > deadline) throw new Error(`KWOK gave ${name} no pod IP within ${timeoutMs / 1000} s`);
-        await sleep(50);
-      }
+        return res.status === 200 && Boolean((JSON.parse(res.body) as PodStatus).status?.podIP);
+      }, `give ${name} a pod IP`);
       const del = await kubeRequest(ep, "DELETE", `${base}/${name}`, { gracePeriodSeconds: 0 });
       if (del.status !== 200 && del.status !== 202 && del.status !== 404)
         throw new Error(`deleting ${name}: HTTP ${del.status}: ${del.body.slice(0, 300)}`);
-      for (;;) {
-        if ((await kubeRequest(ep, "GET", `${base}/${name}`)).status === 404) return;
-        if (Date.now() > deadline) throw new Error(`${name} was not gone within ${timeoutMs / 1000} s`);
-        await sleep(50);
-      }
+      await wait(async () => (await kubeRequest(ep, "GET", `${base}/${name}`)).status === 404, `remove ${name}`);
     }),
   );
 }

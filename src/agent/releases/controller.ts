@@ -58,6 +58,7 @@ import {
   type RenderedReleaseObject,
 } from "./render.js";
 import { validateApplyRelease, validateDeleteRelease } from "./validate.js";
+import { forEachLimit } from "../runtime/limit.js";
 
 export type ReleaseDeclaration = ControllerDeclaration<
   ReleaseState,
@@ -69,24 +70,6 @@ type Ctx = KindContext<ApplyRelease>;
 
 /** Objects of a release written at once (the agent's Kubernetes QPS limit still applies). */
 const APPLY_CONCURRENCY = 16;
-
-/** Runs `fn` over `items`, at most `limit` at a time; rejects with the first error once all have settled. */
-async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed: { err: unknown } | undefined;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await fn(item);
-      } catch (err) {
-        failed ??= { err };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failed) throw failed.err;
-}
 
 /** What applying an object last came to, when it did not land (kept per release). */
 interface Outcome {

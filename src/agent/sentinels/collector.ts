@@ -30,7 +30,8 @@ import {
   type PodScrape,
   type RoundIncrement,
 } from "./measure.js";
-import { eachLimited, sentinelPods } from "./observer.js";
+import { sentinelPods } from "./observer.js";
+import { forEachLimit } from "../runtime/limit.js";
 import { LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
 import { resources } from "../../kube/resources.js";
 import { deploymentKeyOf } from "../deployments/controller.js";
@@ -188,7 +189,7 @@ export class MeasurementCollector {
     // A round lasts at most one interval, however many pods do not answer (those left count as
     // not scraped, their previous readings stay the baseline).
     const roundSignal = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1_000, this.#o.intervalMs ?? 10_000))]);
-    await eachLimited(targets, this.#o.parallel ?? 16, async (t) => {
+    await forEachLimit(targets, this.#o.parallel ?? 16, async (t) => {
       const reading = await this.#scrape(t.host, roundSignal);
       this.#m?.scrapes.inc({ result: reading ? "ok" : "error" });
       scrapes.push({ pod: t.pod, environmentId: t.environmentId, reading, podCreatedMs: t.createdMs });

@@ -14,6 +14,7 @@ import { resources } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
 import type { ApplySentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { labelIndex, type KindContext } from "../runtime/builder.js";
+import { forEachLimit } from "../runtime/limit.js";
 
 export interface ObserverOptions {
   /** How often the pods are read (default 5 s). */
@@ -85,22 +86,6 @@ export function sentinelPods(
 /** Sentinel pods read at once, across the region. */
 export const READ_PARALLEL = 16;
 
-/** Runs `fn` over `items` with at most `limit` at once. */
-export async function eachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
-
 export class SentinelObserver {
   readonly #o: ObserverOptions;
   readonly #seen = new Map<string, SentinelObservation>();
@@ -124,7 +109,7 @@ export class SentinelObserver {
       const reads = [...active].flatMap((key) =>
         sentinelPods(ctx, key, this.#o.addressMap).map((pod) => ({ key, pod })),
       );
-      await eachLimited(reads, READ_PARALLEL, async ({ key, pod }) => {
+      await forEachLimit(reads, READ_PARALLEL, async ({ key, pod }) => {
         const doc = await this.#read(pod.host, signal);
         if (doc) docs.get(key)?.set(pod.name, doc);
       });

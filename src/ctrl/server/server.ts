@@ -251,6 +251,9 @@ export interface RunningCtrl {
   shutdownStep(): string;
 }
 
+/** Default of CtrlConfig.shutdownGraceMs: calls in flight get this long, then open streams as long again. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
 function listen(server: net.Server, addr: ListenAddress): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -758,12 +761,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
       await step("upkeep", upkeep.stop());
       await step("audit sink", auditSink?.close() ?? Promise.resolve());
       await step("preview status", previewStatus.close());
-      shutdownStep = "webhooks";
       if (webhooks) {
         webhooks.closeAllConnections();
-        await new Promise<void>((r) => webhooks.close(() => r()));
+        await step("webhooks", new Promise<void>((r) => webhooks.close(() => r())));
       }
-      const grace = config.shutdownGraceMs ?? 10_000;
+      const grace = config.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // In-flight unary calls (and their transactions) finish first.
       await step("calls in flight", Promise.race([inflight.idle(), new Promise((r) => setTimeout(r, grace).unref())]));

@@ -10,7 +10,6 @@ import fc from "fast-check";
 import { Registry } from "prom-client";
 import { LATENCY_BUCKETS_MS } from "../../../../src/contracts/analysis.js";
 import { buildReport, MAX_MEASUREMENTS_PER_REPORT } from "../../../../src/agent/sentinels/collector.js";
-import { eachLimited, READ_PARALLEL } from "../../../../src/agent/sentinels/observer.js";
 import {
   IncrementTracker,
   parseExposition,
@@ -303,29 +302,5 @@ describe("buildReport", () => {
     const r = buildReport("eu", 1, 2, many);
     assert.equal(r?.revisions.length, MAX_MEASUREMENTS_PER_REPORT);
     assert.ok(!r?.revisions.some((x) => x.deploymentId === "dep_0"), "the quietest are left out");
-  });
-});
-
-describe("eachLimited (the observer's and the collector's reads)", () => {
-  it("runs every item, never more than the limit at once", async () => {
-    let now = 0;
-    let most = 0;
-    const done: number[] = [];
-    await eachLimited(
-      Array.from({ length: 50 }, (_, i) => i),
-      READ_PARALLEL,
-      async (i) => {
-        most = Math.max(most, ++now);
-        await new Promise((r) => setTimeout(r, i % 3));
-        now--;
-        done.push(i);
-      },
-    );
-    assert.equal(most, READ_PARALLEL);
-    assert.deepEqual(
-      [...done].sort((a, b) => a - b),
-      Array.from({ length: 50 }, (_, i) => i),
-    );
-    await eachLimited([], 4, () => Promise.reject(new Error("never called")));
   });
 });
