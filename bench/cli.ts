@@ -8,8 +8,9 @@
 //     the build and from source, as wall time and as the CPU time the process used (which the
 //     machine's load does not inflate);
 //   - the start-up target: `kubectl version --client`, `node -e ''`, `krane --help`, `krane
-//     version` and `krane status` (installed), and `krane --help` in this checkout (bin/krane.js
-//     first checks that dist/ is newer than src/), run in turn, RUNS_PAIRED rounds: the medians,
+//     version` and `krane status` (installed), the same calls as `krane status` from a plain
+//     node:http2 script (its floor on Node.js: cli-status-floor.mjs), and `krane --help` in this
+//     checkout (bin/krane.js first checks that dist/ is newer than src/), run in turn, RUNS_PAIRED rounds: the medians,
 //     and the median of each round's ratio to kubectl (the machine's load changes less within a
 //     round than across the run);
 //   - the image's size, when `npm run image` built one into dist-image/.
@@ -94,6 +95,13 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     ["krane --help", process.execPath, [...BUILD, "--help"], {}],
     ["krane version", process.execPath, [...BUILD, "version"], {}],
     ["krane status shop/prod", process.execPath, [...BUILD, "status", "shop/prod"], env],
+    // The same four calls from a plain script over node:http2 (cli-status-floor.mjs): the floor.
+    [
+      "status's calls, node:http2 alone",
+      process.execPath,
+      [join(ROOT, "bench/cli-status-floor.mjs"), "shop/prod"],
+      env,
+    ],
     ["krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"], {}],
   ];
   for (const [, cmd, args, e] of runs) measure(cmd, args, e); // warm the file cache

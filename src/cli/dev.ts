@@ -34,8 +34,17 @@ export function registerDevCommand(program: Command): void {
       }) => {
         if (!["auto", "real", "standins"].includes(opts.nodes))
           throw new Error(`--nodes: auto, real or standins, not "${opts.nodes}"`);
-        const [{ exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE }, { renderEnvironmentStatus }] =
-          await Promise.all([import("../dev/dev.js"), import("./status-view.js")]);
+        const [
+          { exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE },
+          { renderEnvironmentStatus },
+          { toJson },
+          { GetEnvironmentStatusResponseSchema },
+        ] = await Promise.all([
+          import("../dev/dev.js"),
+          import("./status-view.js"),
+          import("@bufbuild/protobuf"),
+          import("../gen/krane/ctrl/v1/api_pb.js"),
+        ]);
         const session = await startDev({
           kubeconfig: opts.kubeconfig,
           ctrlPort: Number(opts.ctrlPort),
@@ -66,7 +75,7 @@ export function registerDevCommand(program: Command): void {
           await new Promise((r) => setTimeout(r, 500));
           status = await exampleStatus(session.api);
         }
-        console.log(renderEnvironmentStatus(status));
+        console.log(renderEnvironmentStatus(toJson(GetEnvironmentStatusResponseSchema, status)));
         if (!exampleConverged(status, local)) say("the example has not converged yet; see `krane status` below");
         say("");
         say("try, in another terminal:");

@@ -60,7 +60,7 @@ export function registerEventsCommand(program: Command): void {
           `r${e.revision}`,
           e.region,
           e.instance,
-          x.view.describeInstanceEvent(e),
+          x.view.describeInstanceEvent(x.toJson(InstanceEventSchema, e)),
         ].join("  ");
       let cursor = "";
       if (!f.follow) {

@@ -13,10 +13,11 @@ import { intArg, splitTarget, userAction, withConnection } from "./command.js";
 import { parseTime } from "./audit.js";
 import type { PrintedEntry } from "./log-lines.js";
 import type { Client } from "@connectrpc/connect";
-import type { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
+import type { InstanceEventSchema, InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
 
 type PrintedEvent = PrintedEntry & { readonly marker: NonNullable<PrintedEntry["marker"]> };
-type EventsClient = Client<typeof InstanceEventService>;
+/** The events API of --events: its client, and its message schema (to describe an event). */
+type EventsApi = { client: Client<typeof InstanceEventService>; schema: typeof InstanceEventSchema };
 
 interface LogFlags {
   follow?: boolean;
@@ -93,11 +94,12 @@ export function registerLogsCommand(program: Command): void {
       // --events: the events asked for so far, printed before the first line that is later than them.
       const events: PrintedEvent[] = [];
       let eventCursor = "";
-      let eventsClient: EventsClient | undefined;
+      let eventsApi: EventsApi | undefined;
       const fetchEvents = async (): Promise<void> => {
-        if (!eventsClient) return;
+        if (!eventsApi) return;
+        const { client, schema } = eventsApi;
         for (;;) {
-          const res = await eventsClient.listInstanceEvents({
+          const res = await client.listInstanceEvents({
             ...ref,
             sinceUnixMs: since,
             revision: BigInt(f.revision ?? 0),
@@ -111,7 +113,7 @@ export function registerLogsCommand(program: Command): void {
               region: e.region,
               instance: e.instance,
               revision: e.revision,
-              marker: { kind: "event", dropped: 0n, message: x.view.describeInstanceEvent(e) },
+              marker: { kind: "event", dropped: 0n, message: x.view.describeInstanceEvent(x.toJson(schema, e)) },
             });
           eventCursor = res.cursor;
           if (!res.more) break;
@@ -126,8 +128,8 @@ export function registerLogsCommand(program: Command): void {
       let polling: ReturnType<typeof setInterval> | undefined;
       let asking = false;
       if (f.events) {
-        const { InstanceEventService } = await import("../gen/krane/ctrl/v1/events_pb.js");
-        eventsClient = x.ctrl.client(InstanceEventService);
+        const { InstanceEventService, InstanceEventSchema } = await import("../gen/krane/ctrl/v1/events_pb.js");
+        eventsApi = { client: x.ctrl.client(InstanceEventService), schema: InstanceEventSchema };
         await fetchEvents();
         if (f.follow)
           // Following, an event is printed once it is recorded: lines are near "now", so are new events.

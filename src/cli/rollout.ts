@@ -29,8 +29,9 @@ function print(x: UserContext, status: RolloutStatus | undefined, view: "status"
     x.printJson(x.rollout.RolloutStatusSchema, status);
     return;
   }
+  const json = x.toJson(x.rollout.RolloutStatusSchema, status);
   process.stdout.write(
-    `${view === "history" ? x.view.renderRolloutHistory(status) : x.view.renderRolloutStatus(status)}\n`,
+    `${view === "history" ? x.view.renderRolloutHistory(json) : x.view.renderRolloutStatus(json)}\n`,
   );
 }
 

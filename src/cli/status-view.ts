@@ -1,40 +1,74 @@
 // Human rendering of an environment's status (deployments with their instances per region and
 // each instance's last event, sentinels, clusters), shared by `krane status` and `krane dev`,
-// and of instance events (`krane events`).
+// of rollouts (`krane rollout`) and of instance events (`krane events`, `krane logs --events`).
+//
+// It renders the answers in their JSON form (the generated `…Json` types, imported as types
+// only), which is what `krane status` reads off the wire without loading protobuf-es
+// (json-call.ts); a caller holding messages passes `toJson(Schema, message)`. In that form a
+// field at its default is absent, 64-bit integers are decimal strings and enums are their names.
 import Table from "cli-table3";
 import { describePolicy, policyFromWire } from "../contracts/autoscaling.js";
-import type { GetEnvironmentStatusResponse } from "../gen/krane/ctrl/v1/api_pb.js";
-import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
-import { Health, InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
-import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
-import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
+import type { GetEnvironmentStatusResponseJson } from "../gen/krane/ctrl/v1/api_pb.js";
+import type { AutoscalePolicyJson } from "../gen/krane/ctrl/v1/autoscale_pb.js";
+import type { AddressRegionStatusJson } from "../gen/krane/ctrl/v1/exposure_pb.js";
+import type { HealthJson, InstanceStatusJson } from "../gen/krane/ctrl/v1/cluster_pb.js";
+import type { InstanceEventJson } from "../gen/krane/ctrl/v1/events_pb.js";
+import type { RolloutStatusJson } from "../gen/krane/ctrl/v1/rollout_pb.js";
 
-const instanceStatus: Record<InstanceStatus, string> = {
-  [InstanceStatus.UNSPECIFIED]: "unknown",
-  [InstanceStatus.PENDING]: "pending",
-  [InstanceStatus.RUNNING]: "running",
-  [InstanceStatus.FAILED]: "failed",
-  [InstanceStatus.TERMINATING]: "terminating",
+const instanceStatus: Record<InstanceStatusJson, string> = {
+  INSTANCE_STATUS_UNSPECIFIED: "unknown",
+  INSTANCE_STATUS_PENDING: "pending",
+  INSTANCE_STATUS_RUNNING: "running",
+  INSTANCE_STATUS_FAILED: "failed",
+  INSTANCE_STATUS_TERMINATING: "terminating",
 };
 
-const health: Record<Health, string> = {
-  [Health.UNSPECIFIED]: "unknown",
-  [Health.HEALTHY]: "healthy",
-  [Health.UNHEALTHY]: "unhealthy",
-  [Health.PAUSED]: "paused",
+const health: Record<HealthJson, string> = {
+  HEALTH_UNSPECIFIED: "unknown",
+  HEALTH_HEALTHY: "healthy",
+  HEALTH_UNHEALTHY: "unhealthy",
+  HEALTH_PAUSED: "paused",
 };
 
-function ago(unixMs: bigint, now: number): string {
-  if (unixMs === 0n) return "never";
-  const s = Math.max(0, Math.round((now - Number(unixMs)) / 1000));
+/** A 64-bit integer of the JSON form ("" or absent for 0). */
+function int64(v: string | undefined): bigint {
+  return v === undefined || v === "" ? 0n : BigInt(v);
+}
+
+function ago(unixMs: string | undefined, now: number): string {
+  const ms = int64(unixMs);
+  if (ms === 0n) return "never";
+  const s = Math.max(0, Math.round((now - Number(ms)) / 1000));
   return s < 120 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
 }
 
 /** "0", or the total with the kinds that lag: "12 (deployments 10, sentinels 2)". */
-export function behind(c: { changesBehind: bigint; streams: { kind: string; behind: bigint }[] }): string {
-  if (c.changesBehind === 0n) return "0";
-  const parts = c.streams.filter((s) => s.behind > 0n).map((s) => `${s.kind} ${s.behind}`);
-  return `${c.changesBehind}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+export function behind(c: { changesBehind?: string; streams?: { kind?: string; behind?: string }[] }): string {
+  const total = int64(c.changesBehind);
+  if (total === 0n) return "0";
+  const parts = (c.streams ?? []).filter((s) => int64(s.behind) > 0n).map((s) => `${s.kind ?? "?"} ${s.behind}`);
+  return `${total}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
+/** An autoscaling policy of the JSON form, described as `krane env` shows it. */
+function policyText(p: AutoscalePolicyJson): string {
+  const z = p.scaleToZero;
+  return describePolicy(
+    policyFromWire({
+      minReplicas: p.minReplicas ?? 0,
+      maxReplicas: p.maxReplicas ?? 0,
+      concurrencyTarget: p.concurrencyTarget,
+      cpuTargetPercent: p.cpuTargetPercent,
+      scaleUpWindowSeconds: p.scaleUpWindowSeconds ?? 0,
+      scaleDownWindowSeconds: p.scaleDownWindowSeconds ?? 0,
+      maxStep: p.maxStep,
+      scaleToZero: z && {
+        idleSeconds: z.idleSeconds ?? 0,
+        maxHeldRequests: z.maxHeldRequests ?? 0,
+        heldTimeoutSeconds: z.heldTimeoutSeconds ?? 0,
+      },
+    }),
+  );
 }
 
 /**
@@ -42,106 +76,111 @@ export function behind(c: { changesBehind: bigint; streams: { kind: string; behi
  * is, else the first one's state ("pending", or its reason); "-" where none is reported (the
  * region's agent serves no HTTPS, or the address has no certificate).
  */
-export function httpsListener(r: AddressRegionStatus): string {
+export function httpsListener(r: AddressRegionStatusJson): string {
   const listeners = (r.route?.certificates ?? []).flatMap((c) => (c.listener ? [c.listener] : []));
   if (listeners.length === 0) return "-";
   const off = listeners.find((l) => l.status !== "True");
   if (!off) return "programmed";
-  return off.status === "" ? "pending" : off.reason || off.status.toLowerCase();
+  const status = off.status ?? "";
+  return status === "" ? "pending" : off.reason || status.toLowerCase();
 }
 
 const plain = { chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" }, style: { head: [], border: [] } };
 
 export function renderEnvironmentStatus(
-  s: GetEnvironmentStatusResponse,
+  s: GetEnvironmentStatusResponseJson,
   now = Date.now(),
-  rollout?: RolloutStatus,
-  lastEvents: readonly InstanceEvent[] = [],
+  rollout?: RolloutStatusJson,
+  lastEvents: readonly InstanceEventJson[] = [],
 ): string {
-  const last = new Map(lastEvents.map((e) => [instanceEventKey(e.deploymentId, e.region, e.instance), e]));
+  const last = new Map(
+    lastEvents.map((e) => [instanceEventKey(e.deploymentId ?? "", e.region ?? "", e.instance ?? ""), e]),
+  );
   const out: string[] = [];
   const env = s.environment;
-  out.push(
-    `environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${env?.regions.map((r) => `${r.region}×${r.replicas}`).join(", ") || "none"}`,
-  );
+  const regions = (env?.regions ?? []).map((r) => `${r.region ?? ""}×${r.replicas ?? 0}`).join(", ");
+  out.push(`environment ${env?.slug ?? "?"} (${env?.id ?? "?"})  regions: ${regions || "none"}`);
 
   const deployments = new Table({
     head: ["REVISION", "DEPLOYMENT", "IMAGE", "REGION", "DESIRED", "RUNNING", "INSTANCES"],
     ...plain,
   });
-  for (const d of s.deployments) {
+  const all = s.deployments ?? [];
+  for (const d of all) {
     const dep = d.deployment;
-    if (d.regions.length === 0)
-      deployments.push([String(dep?.revision ?? ""), dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
-    for (const r of d.regions) {
+    const revision = dep ? String(int64(dep.revision)) : "";
+    if (!d.regions?.length) deployments.push([revision, dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
+    for (const r of d.regions ?? []) {
       const instances = r.rejectedReason
         ? `REJECTED: ${r.rejectedReason}`
-        : r.instances
+        : (r.instances ?? [])
             .map((i) => {
-              const e = last.get(instanceEventKey(dep?.id ?? "", r.region, i.k8sName));
+              const e = last.get(instanceEventKey(dep?.id ?? "", r.region ?? "", i.k8sName ?? ""));
               const event = e ? `\n  ${describeInstanceEventAgo(e, now)}` : "";
-              return `${i.address || i.k8sName} ${instanceStatus[i.status]}${i.zone ? ` (${i.zone})` : ""}${event}`;
+              const state = instanceStatus[i.status ?? "INSTANCE_STATUS_UNSPECIFIED"];
+              return `${i.address || i.k8sName || ""} ${state}${i.zone ? ` (${i.zone})` : ""}${event}`;
             })
             .join("\n") || "-";
       deployments.push([
-        String(dep?.revision ?? ""),
+        revision,
         dep?.id ?? "",
         dep?.image ?? "",
-        r.region,
-        String(r.desiredReplicas),
-        String(r.runningInstances),
+        r.region ?? "",
+        String(r.desiredReplicas ?? 0),
+        String(r.runningInstances ?? 0),
         instances,
       ]);
     }
   }
-  out.push(s.deployments.length ? deployments.toString() : "no deployments");
+  out.push(all.length ? deployments.toString() : "no deployments");
 
   /** The routing policy version a region serves against the current one. */
   const routing = (want: bigint, served: bigint): string =>
     served === 0n ? `v${want} (not yet served)` : served === want ? `v${served}` : `v${served} → v${want}`;
-  if (s.sentinels.length) {
+  if (s.sentinels?.length) {
     const sentinels = new Table({
       head: ["SENTINEL", "REGION", "ADDRESS", "DESIRED", "AVAILABLE", "HEALTH", "ROUTING", "REPORTED"],
       ...plain,
     });
     for (const x of s.sentinels) {
       sentinels.push([
-        x.k8sName,
-        x.region,
+        x.k8sName ?? "",
+        x.region ?? "",
         x.address || "-",
-        String(x.desiredReplicas),
-        String(x.availableReplicas),
-        x.rejectedReason ? `REJECTED: ${x.rejectedReason}` : health[x.health],
-        routing(x.routingVersion, x.servedRoutingVersion),
+        String(x.desiredReplicas ?? 0),
+        String(x.availableReplicas ?? 0),
+        x.rejectedReason ? `REJECTED: ${x.rejectedReason}` : health[x.health ?? "HEALTH_UNSPECIFIED"],
+        routing(int64(x.routingVersion), int64(x.servedRoutingVersion)),
         ago(x.reportedAtUnixMs, now),
       ]);
     }
     out.push(sentinels.toString());
   }
-  if (s.autoscale.length) {
+  if (s.autoscale?.length) {
     // Autoscaling: each region's policy and its agent's last decision with the reason for it.
     const autoscale = new Table({ head: ["AUTOSCALE", "REPLICAS", "POLICY", "DECIDED", "REASON"], ...plain });
     for (const a of s.autoscale)
       autoscale.push([
-        a.region,
-        String(a.replicas),
-        a.policy ? describePolicy(policyFromWire(a.policy)) : "off",
+        a.region ?? "",
+        String(a.replicas ?? 0),
+        a.policy ? policyText(a.policy) : "off",
         ago(a.decidedAtUnixMs, now),
-        a.reason,
+        a.reason ?? "",
       ]);
     out.push(autoscale.toString());
   }
-  if (s.endpoints.length || s.domains.length) {
+  if (s.endpoints?.length || s.domains?.length) {
     // Exposure: each address and its readiness per region (gateway reports), and whether the
     // environment's Gateway serves it over HTTPS (its listeners, where the agent serves HTTPS).
     const addresses = new Table({ head: ["ADDRESS", "KIND", "REGION", "READINESS", "HTTPS", "WHY"], ...plain });
-    for (const e of s.endpoints) {
+    for (const e of s.endpoints ?? []) {
       const url = e.endpoint?.url ?? "";
       const kind = `${e.endpoint?.visibility ?? ""} endpoint${e.endpoint?.auth ? " (jwt)" : ""}`;
-      if (e.regions.length === 0) addresses.push([url, kind, "-", "-", "-", "the environment is in no region"]);
-      for (const r of e.regions) addresses.push([url, kind, r.region, r.readiness, httpsListener(r), r.message || "-"]);
+      if (!e.regions?.length) addresses.push([url, kind, "-", "-", "-", "the environment is in no region"]);
+      for (const r of e.regions ?? [])
+        addresses.push([url, kind, r.region ?? "", r.readiness ?? "", httpsListener(r), r.message || "-"]);
     }
-    for (const d of s.domains) {
+    for (const d of s.domains ?? []) {
       const host = d.domain?.hostname ?? "";
       if (d.domain?.state !== "verified") {
         addresses.push([
@@ -154,17 +193,17 @@ export function renderEnvironmentStatus(
         ]);
         continue;
       }
-      for (const r of d.regions)
-        addresses.push([host, "domain", r.region, r.readiness, httpsListener(r), r.message || "-"]);
+      for (const r of d.regions ?? [])
+        addresses.push([host, "domain", r.region ?? "", r.readiness ?? "", httpsListener(r), r.message || "-"]);
     }
     out.push(addresses.toString());
   }
-  if (s.clusters.length) {
+  if (s.clusters?.length) {
     // BEHIND: changes desired in the region that its agent has not taken yet (ctrl's newest
     // version per kind minus the agent's cursor in its last heartbeat).
     const clusters = new Table({ head: ["CLUSTER", "REGION", "AGENT", "LAST SEEN", "BEHIND"], ...plain });
     for (const c of s.clusters)
-      clusters.push([c.name, c.region, c.agentId || "-", ago(c.lastHeartbeatUnixMs, now), behind(c)]);
+      clusters.push([c.name ?? "", c.region ?? "", c.agentId || "-", ago(c.lastHeartbeatUnixMs, now), behind(c)]);
     out.push(clusters.toString());
   }
   if (rollout) out.push(renderRolloutStatus(rollout));
@@ -173,75 +212,90 @@ export function renderEnvironmentStatus(
 
 // ---------------------------------------------------------------- rollouts
 
-function iso(unixMs: bigint): string {
-  return unixMs === 0n ? "-" : new Date(Number(unixMs)).toISOString().replace(/\.\d+Z$/, "Z");
+function iso(unixMs: string | undefined): string {
+  const ms = int64(unixMs);
+  return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+/** A revision number, "-" for none. */
+function revisionText(v: string | undefined): string {
+  const n = int64(v);
+  return n === 0n ? "-" : String(n);
 }
 
 /** Per region: progress, each revision's desired/current/ready/available counts, conditions, recent events. */
-export function renderRolloutStatus(s: RolloutStatus, eventsShown = 5): string {
+export function renderRolloutStatus(s: RolloutStatusJson, eventsShown = 5): string {
   const out: string[] = [];
   const p = s.progressive;
   if (p) {
-    out.push(`${p.strategy} ${p.phase}${p.reason ? `: ${p.reason}` : ""}`);
+    out.push(`${p.strategy ?? ""} ${p.phase ?? ""}${p.reason ? `: ${p.reason}` : ""}`);
+    const waves = p.waves ?? 0;
     out.push(
-      `  step ${p.step}/${p.steps} (${p.stepName})${p.waves > 1 ? `, wave ${p.wave}/${p.waves}${p.atWaveGate ? " at its gate" : ""}` : ""}`,
+      `  step ${p.step ?? 0}/${p.steps ?? 0} (${p.stepName ?? ""})${waves > 1 ? `, wave ${p.wave ?? 0}/${waves}${p.atWaveGate ? " at its gate" : ""}` : ""}`,
     );
     out.push(
       `  stable ${p.stableDeploymentId || "-"}, new ${p.canaryDeploymentId || "-"}${p.aborted ? " (aborted)" : ""}`,
     );
-    for (const w of p.weights) {
-      const ws = w.weights.map((x) => `${x.deploymentId} ${x.weight}%`).join(", ");
+    for (const w of p.weights ?? []) {
+      const ws = (w.weights ?? []).map((x) => `${x.deploymentId ?? ""} ${x.weight ?? 0}%`).join(", ");
       out.push(
-        `  weights ${w.region}: ${ws}${w.previewDeploymentId ? ` (preview ${w.previewDeploymentId} via ${p.previewHeader})` : ""}`,
+        `  weights ${w.region ?? ""}: ${ws}${w.previewDeploymentId ? ` (preview ${w.previewDeploymentId} via ${p.previewHeader ?? ""})` : ""}`,
       );
     }
     if (p.lastAnalysis)
-      out.push(`  last analysis: ${p.lastAnalysis}: ${p.lastAnalysisReason} (${iso(p.lastAnalysisUnixMs)})`);
+      out.push(`  last analysis: ${p.lastAnalysis}: ${p.lastAnalysisReason ?? ""} (${iso(p.lastAnalysisUnixMs)})`);
     if (p.previousDeploymentId)
       out.push(`  previous ${p.previousDeploymentId} kept until ${iso(p.previousUntilUnixMs)} (abort = route swap)`);
   }
-  for (const r of s.regions) {
-    const state = r.deadlineExceeded ? "FAILED: progress deadline exceeded" : r.complete ? "complete" : r.message;
+  for (const r of s.regions ?? []) {
+    const state = r.deadlineExceeded
+      ? "FAILED: progress deadline exceeded"
+      : r.complete
+        ? "complete"
+        : (r.message ?? "");
     out.push(
-      `rollout ${r.region}: ${state}${r.paused ? " (paused)" : ""}  replicas ${r.replicas}, updated ${r.updatedReplicas}, ready ${r.readyReplicas}, available ${r.availableReplicas}`,
+      `rollout ${r.region ?? ""}: ${state}${r.paused ? " (paused)" : ""}  replicas ${r.replicas ?? 0}, updated ${r.updatedReplicas ?? 0}, ready ${r.readyReplicas ?? 0}, available ${r.availableReplicas ?? 0}`,
     );
     const revisions = new Table({
       head: ["", "revision", "deployment", "image", "desired", "current", "ready", "available"],
       ...plain,
     });
-    for (const x of r.revisions) {
+    for (const x of r.revisions ?? []) {
       revisions.push([
         x.target ? "→" : "",
-        x.revision === 0n ? "-" : String(x.revision),
-        x.deploymentId,
-        x.image,
-        String(x.desiredReplicas),
-        String(x.currentReplicas),
-        String(x.readyReplicas),
-        String(x.availableReplicas),
+        revisionText(x.revision),
+        x.deploymentId ?? "",
+        x.image ?? "",
+        String(x.desiredReplicas ?? 0),
+        String(x.currentReplicas ?? 0),
+        String(x.readyReplicas ?? 0),
+        String(x.availableReplicas ?? 0),
       ]);
     }
-    if (r.revisions.length) out.push(revisions.toString());
-    for (const c of r.conditions)
-      out.push(`  ${c.type}=${c.status} ${c.reason}: ${c.message} (since ${iso(c.lastTransitionUnixMs)})`);
-    for (const e of r.events.slice(-eventsShown)) out.push(`  ${iso(e.atUnixMs)} ${e.type} ${e.reason}: ${e.message}`);
+    if (r.revisions?.length) out.push(revisions.toString());
+    for (const c of r.conditions ?? [])
+      out.push(
+        `  ${c.type ?? ""}=${c.status ?? ""} ${c.reason ?? ""}: ${c.message ?? ""} (since ${iso(c.lastTransitionUnixMs)})`,
+      );
+    for (const e of (r.events ?? []).slice(-eventsShown))
+      out.push(`  ${iso(e.atUnixMs)} ${e.type ?? ""} ${e.reason ?? ""}: ${e.message ?? ""}`);
   }
   return out.join("\n") || "no regions";
 }
 
 /** `krane rollout history`: revisions per region, newest first. */
-export function renderRolloutHistory(s: RolloutStatus): string {
+export function renderRolloutHistory(s: RolloutStatusJson): string {
   const t = new Table({ head: ["region", "revision", "deployment", "image", "created", "replicas", ""], ...plain });
-  for (const r of s.regions) {
-    const byRevision = [...r.revisions].sort((a, b) => Number(b.revision - a.revision));
+  for (const r of s.regions ?? []) {
+    const byRevision = [...(r.revisions ?? [])].sort((a, b) => Number(int64(b.revision) - int64(a.revision)));
     for (const x of byRevision) {
       t.push([
-        r.region,
-        x.revision === 0n ? "-" : String(x.revision),
-        x.deploymentId,
-        x.image,
+        r.region ?? "",
+        revisionText(x.revision),
+        x.deploymentId ?? "",
+        x.image ?? "",
         iso(x.createdAtUnixMs),
-        String(x.desiredReplicas),
+        String(x.desiredReplicas ?? 0),
         x.target ? "current" : "",
       ]);
     }
@@ -252,30 +306,32 @@ export function renderRolloutHistory(s: RolloutStatus): string {
 // ---------------------------------------------------------------- instance events
 
 /** What an instance event says, in a few words: "OOMKilled (exit 137)", "CrashLoopBackOff, exit 3, 5 restarts". */
-export function describeInstanceEvent(e: InstanceEvent): string {
+export function describeInstanceEvent(e: InstanceEventJson): string {
   const exit = e.exitCode === undefined ? "" : `exit ${e.exitCode}`;
-  const restarts = e.restarts === 0 ? "" : `${e.restarts} restart${e.restarts === 1 ? "" : "s"}`;
-  const short = (m: string, n = 120) => (m.length <= n ? m : `${m.slice(0, n - 1)}…`);
+  const n = e.restarts ?? 0;
+  const restarts = n === 0 ? "" : `${n} restart${n === 1 ? "" : "s"}`;
+  const reason = e.reason ?? "";
+  const short = (m: string, max = 120) => (m.length <= max ? m : `${m.slice(0, max - 1)}…`);
   switch (e.kind) {
     case "terminated":
-      return `${e.reason} (${[exit || "no exit code", restarts].filter(Boolean).join(", ")})`;
+      return `${reason} (${[exit || "no exit code", restarts].filter(Boolean).join(", ")})`;
     case "waiting":
-      if (e.reason === "CrashLoopBackOff") return [e.reason, exit, restarts].filter(Boolean).join(", ");
-      if (/Image/.test(e.reason)) return `${e.reason}: ${e.image}${e.message ? `: ${short(e.message)}` : ""}`;
-      return `${e.reason}${e.message ? `: ${short(e.message)}` : ""}`;
+      if (reason === "CrashLoopBackOff") return [reason, exit, restarts].filter(Boolean).join(", ");
+      if (/Image/.test(reason)) return `${reason}: ${e.image ?? ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      return `${reason}${e.message ? `: ${short(e.message)}` : ""}`;
     case "unready":
       return "readiness probe failing";
     case "evicted":
       // The kubelet's eviction is "Evicted"; an eviction through the API, a preemption or a
       // taint says which in its reason.
-      return `Evicted${e.reason !== "Evicted" && e.reason !== "" ? ` (${e.reason})` : ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      return `Evicted${reason !== "Evicted" && reason !== "" ? ` (${reason})` : ""}${e.message ? `: ${short(e.message)}` : ""}`;
     default:
-      return e.reason;
+      return reason;
   }
 }
 
 /** An event with how long ago it happened: "OOMKilled (exit 137) 2m ago". */
-export function describeInstanceEventAgo(e: InstanceEvent, now: number): string {
+export function describeInstanceEventAgo(e: InstanceEventJson, now: number): string {
   return `${describeInstanceEvent(e)} ${ago(e.atUnixMs, now)}`;
 }
 

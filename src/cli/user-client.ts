@@ -26,7 +26,15 @@ import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
 import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../contracts/http2.js";
 import * as view from "./status-view.js";
-import { Backoff, sleep, type BackoffPolicy } from "../retry/backoff.js";
+import {
+  isOutageCode,
+  only,
+  OUTAGE_BACKOFF,
+  outageText,
+  parseDuration,
+  repeatWhileDown,
+  type OutageRetryOptions,
+} from "./calls.js";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 
 export { EXIT_UNAVAILABLE };
@@ -128,38 +136,15 @@ export function methodKey(m: DescMethod): string {
   return `${m.parent.name}.${m.name}`;
 }
 
-/** Backoff between attempts while ctrl is unavailable. */
-export const OUTAGE_BACKOFF: BackoffPolicy = { baseMs: 250, capMs: 2000, minMs: 100 };
+export { OUTAGE_BACKOFF, parseDuration, type OutageRetryOptions };
 
 export function isOutage(err: unknown): err is ConnectError {
-  if (!(err instanceof ConnectError)) return false;
-  if (err.code === Code.Unavailable) return true;
-  // ctrl's database out of capacity is an outage; a limit of the caller's (a workspace's preview
-  // limit) is an answer.
-  return err.code === Code.ResourceExhausted && /^ctrl's database/.test(err.rawMessage);
+  return err instanceof ConnectError && isOutageCode(codeName(err.code), err.rawMessage);
 }
 
-/** What is down, in one line: ctrl's own answer names its database; anything else means ctrl was not reached. */
+/** What is down, in one line (calls.ts). */
 export function outageMessage(err: ConnectError, ctrlUrl: string): string {
-  return /^ctrl's database/.test(err.rawMessage)
-    ? err.rawMessage
-    : `ctrl is not reachable at ${ctrlUrl} (${err.rawMessage}): is it running?`;
-}
-
-/** Parses "10s", "500ms", "2m" or plain seconds. */
-export function parseDuration(v: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(v.trim());
-  if (!m) throw new Error(`expected a duration such as 10s, 500ms or 2m, got "${v}"`);
-  const n = Number(m[1]);
-  return Math.round(m[2] === "ms" ? n : m[2] === "m" ? n * 60_000 : n * 1000);
-}
-
-export interface OutageRetryOptions {
-  readonly windowMs: number;
-  readonly ctrlUrl: string;
-  readonly progress: (line: string) => void;
-  readonly policy?: BackoffPolicy;
-  readonly now?: () => number;
+  return outageText(err.rawMessage, ctrlUrl);
 }
 
 /**
@@ -168,39 +153,21 @@ export interface OutageRetryOptions {
  * repeated).
  */
 export function outageRetry(opts: OutageRetryOptions): Interceptor {
-  const now = opts.now ?? Date.now;
   return (next) => async (req) => {
     const key = methodKey(req.method);
     const safe =
       !req.stream && (RETRY_SAFE.has(key) || (RETRIED_WITH_KEY.has(key) && req.header.has(IDEMPOTENCY_KEY_HEADER)));
-    const started = now();
-    const backoff = new Backoff(opts.policy ?? OUTAGE_BACKOFF);
-    for (;;) {
-      try {
-        return await next(req);
-      } catch (err) {
-        if (!isOutage(err)) throw err;
-        const what = outageMessage(err, opts.ctrlUrl);
-        if (!safe)
-          throw new ConnectError(
-            `${what}; ${req.method.name} is not repeated automatically (it is not idempotent without an Idempotency-Key)`,
-            err.code,
-          );
-        const left = opts.windowMs - (now() - started);
-        if (left <= 0 || req.signal.aborted) {
-          const tried =
-            opts.windowMs > 0
-              ? ` (retried for ${(opts.windowMs / 1000).toFixed(opts.windowMs % 1000 === 0 ? 0 : 1)} s)`
-              : "";
-          throw new ConnectError(`${what}${tried}`, err.code);
-        }
-        const delay = Math.min(backoff.next(), left);
-        opts.progress(
-          `krane: ${what}; retrying ${req.method.name} in ${(delay / 1000).toFixed(1)} s (${(left / 1000).toFixed(1)} s left)`,
-        );
-        await sleep(delay, req.signal);
-      }
-    }
+    return repeatWhileDown<Awaited<ReturnType<typeof next>>, ConnectError>(
+      opts,
+      {
+        method: req.method.name,
+        safe,
+        signal: req.signal,
+        outage: (err) => (isOutage(err) ? { code: codeName(err.code), message: err.rawMessage } : undefined),
+        fail: (message, err) => new ConnectError(message, err.code),
+      },
+      () => next(req),
+    );
   };
 }
 
@@ -295,13 +262,7 @@ export class Ctrl {
   async workspace(): Promise<string> {
     if (this.flags.workspace) return this.flags.workspace;
     const { workspaces } = await this.client(api.WorkspaceService).listWorkspaces({ pageSize: 2 });
-    const only = workspaces[0];
-    if (workspaces.length === 1 && only) return only.slug;
-    throw new Error(
-      workspaces.length === 0
-        ? "no workspace yet: krane workspace create <slug>"
-        : "several workspaces: pass --workspace or set KRANE_WORKSPACE",
-    );
+    return only(workspaces);
   }
 }
 

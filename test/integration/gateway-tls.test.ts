@@ -15,10 +15,12 @@ import type { TLSSocket } from "node:tls";
 import { join } from "node:path";
 import { readFile } from "node:fs/promises";
 import { kubeRequest } from "../../src/cluster/kube-http.js";
+import { toJson } from "@bufbuild/protobuf";
 import { renderEnvironmentStatus } from "../../src/cli/status-view.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { startTestDns, type TestDns } from "../support/dns.js";
 import {
+  GetEnvironmentStatusResponseSchema,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -250,7 +252,7 @@ test(
       ]),
       [[DOMAIN, "True", "True", "Programmed"]],
     );
-    const row = renderEnvironmentStatus(ready)
+    const row = renderEnvironmentStatus(toJson(GetEnvironmentStatusResponseSchema, ready))
       .split("\n")
       .find((l) => l.includes(DOMAIN) && l.includes("domain"));
     assert.match(row ?? "", /\bready\s*│\s*programmed\b/, `the domain's row in krane status: ${row}`);

@@ -14,8 +14,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Agent } from "../../src/agent/agent.js";
+import { toJson } from "@bufbuild/protobuf";
 import { describeInstanceEvent, renderEnvironmentStatus } from "../../src/cli/status-view.js";
 import {
+  GetEnvironmentStatusResponseSchema,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -23,7 +25,11 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../src/gen/krane/ctrl/v1/api_pb.js";
-import { InstanceEventService, type InstanceEvent } from "../../src/gen/krane/ctrl/v1/events_pb.js";
+import {
+  InstanceEventSchema,
+  InstanceEventService,
+  type InstanceEvent,
+} from "../../src/gen/krane/ctrl/v1/events_pb.js";
 import { eventually } from "../support/cluster.js";
 import { krane, kubectlOk, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
 import { routingAgent } from "./agent/support.js";
@@ -134,14 +140,18 @@ describe("instance events on real nodes", { skip }, () => {
       ...ref,
       latest: true,
     });
-    return [e, renderEnvironmentStatus(status, Date.now(), undefined, events)];
+    const eventsJson = events.map((x) => toJson(InstanceEventSchema, x));
+    return [
+      e,
+      renderEnvironmentStatus(toJson(GetEnvironmentStatusResponseSchema, status), Date.now(), undefined, eventsJson),
+    ];
   };
 
   it("a container over its memory limit shows OOMKilled", { timeout: 5 * 60_000 }, async () => {
     const [e, text] = await lastEvent("oom", (x) => x.reason === "OOMKilled");
     // The exit code is the runtime's: runc reports 137 (SIGKILL), gVisor's runsc 128.
     assert.ok(e.exitCode === 137 || e.exitCode === 128, `exit code ${e.exitCode}`);
-    assert.match(describeInstanceEvent(e), new RegExp(`^OOMKilled \\(exit ${e.exitCode}`));
+    assert.match(describeInstanceEvent(toJson(InstanceEventSchema, e)), new RegExp(`^OOMKilled \\(exit ${e.exitCode}`));
     assert.match(text, new RegExp(`OOMKilled \\(exit ${e.exitCode}`));
   });
 

@@ -15,10 +15,12 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Agent } from "../../src/agent/agent.js";
+import { toJson } from "@bufbuild/protobuf";
 import { renderEnvironmentStatus } from "../../src/cli/status-view.js";
 import { EXTERNAL_SECRETS_MOUNT } from "../../src/agent/deployments/settings.js";
 import { COMPONENT, LABEL_COMPONENT } from "../../src/contracts/labels.js";
 import {
+  GetEnvironmentStatusResponseSchema,
   DeploymentService,
   EnvironmentService,
   ProjectService,
@@ -28,7 +30,7 @@ import {
 } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../src/gen/krane/ctrl/v1/config_pb.js";
-import { InstanceEventService } from "../../src/gen/krane/ctrl/v1/events_pb.js";
+import { InstanceEventSchema, InstanceEventService } from "../../src/gen/krane/ctrl/v1/events_pb.js";
 import { Keyring } from "../../src/ctrl/secrets/keyring.js";
 import { eventually } from "../support/cluster.js";
 import { kubectl, kubectlJson, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
@@ -192,7 +194,12 @@ describe("external secrets from the Secrets Store CSI driver on a real node", { 
       const { events } = await ctrl
         .client(InstanceEventService, ctrl.adminToken)
         .listInstanceEvents({ ...ref, latest: true });
-      const text = renderEnvironmentStatus(status, Date.now(), undefined, events);
+      const text = renderEnvironmentStatus(
+        toJson(GetEnvironmentStatusResponseSchema, status),
+        Date.now(),
+        undefined,
+        events.map((e) => toJson(InstanceEventSchema, e)),
+      );
       assert.match(text, /FailedToCreateSecret: external secrets: .*API_KEY/);
       // The container never ran: the kubelet holds it back until the Secret exists.
       const pods = await kubectlJson<{ items: Pod[] }>(h.cluster, [
@@ -248,7 +255,12 @@ describe("external secrets from the Secrets Store CSI driver on a real node", { 
         .client(InstanceEventService, ctrl.adminToken)
         .listInstanceEvents({ ...ref, latest: true });
       assert.match(
-        renderEnvironmentStatus(status, Date.now(), undefined, events),
+        renderEnvironmentStatus(
+          toJson(GetEnvironmentStatusResponseSchema, status),
+          Date.now(),
+          undefined,
+          events.map((e) => toJson(InstanceEventSchema, e)),
+        ),
         /failed[\s\S]*FailedMount: external secrets: /,
       );
     },

@@ -61,6 +61,17 @@ describe("the CLI while ctrl's database is down", () => {
     assert.ok(elapsed >= 2000, `gave up after ${elapsed} ms`);
   });
 
+  it(`krane status (its own JSON client) retries the same way, then exits ${EXIT_UNAVAILABLE} naming the database`, () => {
+    const r = krane(["status", "web/prod", "--retry-for", "1s"], env);
+    assert.equal(r.status, EXIT_UNAVAILABLE, r.stderr);
+    const lines = r.stderr.trim().split("\n");
+    assert.ok(lines.filter((l) => /retrying ListWorkspaces in/.test(l)).length >= 1, r.stderr);
+    assert.match(
+      lines.at(-1) ?? "",
+      /^krane: unavailable: ctrl's database \(PostgreSQL\) is unavailable: connection refused; the request was not applied, try again later \(retried for 1 s\)$/,
+    );
+  });
+
   it("a deploy retries under its Idempotency-Key and, once PostgreSQL is back, makes exactly one revision", async () => {
     const child = spawn(
       process.execPath,
@@ -144,6 +155,15 @@ describe("the CLI while ctrl's database is down", () => {
       new RegExp(
         `ctrl is not reachable at http://127\\.0\\.0\\.1:${port} \\(.*\\): is it running\\? \\(retried for 0\\.5 s\\)`,
       ),
+    );
+    const s = krane(["status", "web/prod", "-w", "acme", "--retry-for", "0"], {
+      ...env,
+      KRANE_CTRL_URL: `http://127.0.0.1:${port}`,
+    });
+    assert.equal(s.status, EXIT_UNAVAILABLE, s.stderr);
+    assert.equal(
+      s.stderr.trim(),
+      `krane: unavailable: ctrl is not reachable at http://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port}): is it running?`,
     );
   });
 });

@@ -3,6 +3,10 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { join } from "node:path";
+import { renderEnvironmentStatus } from "../../../src/cli/status-view.js";
+import type { GetEnvironmentStatusResponseJson } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import type { InstanceEventJson } from "../../../src/gen/krane/ctrl/v1/events_pb.js";
+import type { RolloutStatusJson } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { krane, spawnCtrl, type CtrlProcess } from "./process.js";
 import { tempDir } from "./support.js";
 
@@ -108,6 +112,17 @@ describe("krane CLI against krane ctrl serve", () => {
     assert.equal(status.clusters[0]?.region, "eu-west");
     const statusText = ok(["status", "shop/prod"]);
     assert.match(statusText, new RegExp(`DEPLOYMENT.*REGION.*${dep.id}.*eu-west`, "s"));
+    // The table is read with the light JSON client, `-o json` with the Connect client (every field,
+    // defaults included): both render to the same table, but for how long ago things happened.
+    const full = JSON.parse(ok(["status", "shop/prod", "-o", "json"])) as GetEnvironmentStatusResponseJson & {
+      rollout?: RolloutStatusJson;
+      lastInstanceEvents: InstanceEventJson[];
+    };
+    const noAgo = (text: string) => text.replace(/\d+[sm] ago/g, "… ago");
+    assert.equal(
+      noAgo(statusText),
+      noAgo(`${renderEnvironmentStatus(full, Date.now(), full.rollout, full.lastInstanceEvents)}\n`),
+    );
     // The rollout's event list is the last thing printed, and its last line ends too.
     assert.match(statusText, /\n {2}\d{4}-\d{2}-\d{2}T\S+ (Normal|Warning) [^\n]+\n$/);
 
@@ -128,6 +143,16 @@ describe("krane CLI against krane ctrl serve", () => {
     const unauth = krane(["workspace", "list"], { ...env, KRANE_TOKEN: "krane_user_wrong" });
     assert.notEqual(unauth.status, 0);
     assert.match(unauth.stderr, /unauthenticated/);
+    // `krane status` reads with its own JSON client: the same errors, the same way.
+    const noEnv = krane(["status", "shop/staging"], env);
+    assert.equal(noEnv.status, 1);
+    assert.match(noEnv.stderr, /^krane: not_found: environment "staging" in project "shop" not found$/m);
+    const statusUnauth = krane(["status", "shop/prod"], { ...env, KRANE_TOKEN: "krane_user_wrong" });
+    assert.equal(statusUnauth.status, 1);
+    assert.match(statusUnauth.stderr, /^krane: unauthenticated: /m);
+    const badTarget = krane(["status", "shop"], env);
+    assert.equal(badTarget.status, 1);
+    assert.match(badTarget.stderr, /expected <project>\/<env>, got "shop"/);
   });
 
   it("exposes an environment: endpoints and domains, bad input refused naming the field", () => {

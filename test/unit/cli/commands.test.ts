@@ -77,30 +77,38 @@ for (const mode of modes) {
       assertNotLoaded(r.loaded, [...SERVER_ONLY, ...CLIENT], "version");
     });
 
-    it("krane status loads the ctrl client but nothing of the servers or the cluster", () => {
-      // Port 1 refuses at once: the command runs its whole client path up to the call.
-      const r = krane(mode, [
-        "status",
-        "shop/prod",
-        "--ctrl-url",
-        "http://127.0.0.1:1",
-        "--token",
-        "t",
-        "--workspace",
-        "w",
-        "--retry-for",
-        "0",
-      ]);
+    // Port 1 refuses at once: a command runs its whole client path up to the call.
+    const unreachable = ["--ctrl-url", "http://127.0.0.1:1", "--token", "t", "--workspace", "w", "--retry-for", "0"];
+    const refused = (r: { status: number | null; stderr: string }): void => {
       assert.equal(r.status, 69, "the outage exit code");
       assert.match(
         r.stderr,
         /unavailable: ctrl is not reachable at http:\/\/127\.0\.0\.1:1 .*ECONNREFUSED.*is it running\?/,
       );
+    };
+
+    it("krane status (tables) loads its light JSON client: no Connect, no protobuf-es, no generated code", () => {
+      const r = krane(mode, ["status", "shop/prod", ...unreachable]);
+      refused(r);
+      assert.ok(
+        r.loaded.some((u) => /\/cli\/json-call\.(js|ts)$/.test(u)),
+        "the JSON client was loaded",
+      );
+      assertNotLoaded(
+        r.loaded,
+        [...SERVER_ONLY, /@connectrpc/, /@bufbuild/, /user-client\.(js|ts)$/, /_pb\.(js|ts)$/],
+        "status",
+      );
+    });
+
+    it("krane status -o json loads the Connect client but nothing of the servers or the cluster", () => {
+      const r = krane(mode, ["status", "shop/prod", "-o", "json", ...unreachable]);
+      refused(r);
       assert.ok(
         r.loaded.some((u) => /@connectrpc|user-client\.js|user-client\.ts/.test(u)),
         "the client was loaded",
       );
-      assertNotLoaded(r.loaded, SERVER_ONLY, "status");
+      assertNotLoaded(r.loaded, SERVER_ONLY, "status -o json");
       if (mode === "dist") {
         // One copy of protobuf-es and of the API: the CLI's build (user-client.js and the
         // generated modules split with it), not the per-file dist/gen/ and node_modules copies.
@@ -108,7 +116,7 @@ for (const mode of modes) {
           r.loaded.some((u) => /\/dist\/cli\/gen\/krane\/ctrl\/v1\/events_pb\.js$/.test(u)),
           "the CLI's own events_pb",
         );
-        assertNotLoaded(r.loaded, [/\/node_modules\/@bufbuild\//, /\/dist\/gen\//], "status");
+        assertNotLoaded(r.loaded, [/\/node_modules\/@bufbuild\//, /\/dist\/gen\//], "status -o json");
       }
     });
   });

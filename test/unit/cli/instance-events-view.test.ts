@@ -1,11 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { create } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describeInstanceEvent, describeInstanceEventAgo } from "../../../src/cli/status-view.js";
 import { InstanceEventSchema } from "../../../src/gen/krane/ctrl/v1/events_pb.js";
 
-const ev = (init: Parameters<typeof create<typeof InstanceEventSchema>>[1]) => create(InstanceEventSchema, init);
+/** An event in the JSON form the views read (what ctrl sends, and what toJson makes of a message). */
+const ev = (init: Parameters<typeof create<typeof InstanceEventSchema>>[1]) =>
+  toJson(InstanceEventSchema, create(InstanceEventSchema, init));
 
 test("each kind of instance event reads as a few words", () => {
   const now = Date.parse("2026-01-01T00:10:00Z");
