@@ -22,6 +22,7 @@
 //   `KRANE_BENCH_CTRL_ONLY=delivery npx tsx bench/ctrl.ts` only the delivery comparison.
 //
 // Every line carries the machine's 1-minute load average: the machine may be shared.
+import { benchCtrlInline } from "./ctrl-inline.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { EventEmitter, once } from "node:events";
 import { availableParallelism } from "node:os";
@@ -242,6 +243,7 @@ async function throughput(databaseUrl: string, total: number, concurrency: numbe
 
 export async function benchCtrl(only?: "delivery"): Promise<void> {
   ensureBuild();
+  benchCtrlInline();
   const dir = tempDir("krane-bench-ctrl-");
   const postgres = await startPostgres();
   try {

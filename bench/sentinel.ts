@@ -16,6 +16,7 @@
 // table from a local cluster. Needs Debian's nginx and wrk (./tools.ts installs them as root, or
 // names the apt-get line).
 // KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures.
+// KRANE_BENCH_PROF_DIR=<dir> writes the Node.js sentinel's CPU profile there (node --cpu-prof).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";

@@ -136,9 +136,13 @@ export interface BenchSentinel {
 
 /** Starts `krane sentinel` as a process of its own, quiet but for warnings. */
 export function spawnBenchSentinel(o: BenchSentinel): ChildProcess {
+  // KRANE_BENCH_PROF_DIR: a CPU profile of the sentinel on Node.js, written when it exits.
+  const profDir = process.env.KRANE_BENCH_PROF_DIR;
+  const prof = profDir && !o.runtime ? ["--cpu-prof", "--cpu-prof-dir", profDir] : [];
   return spawn(
     o.runtime ?? process.execPath,
     [
+      ...prof,
       KRANE_BIN,
       "sentinel",
       "--environment-id",

@@ -27,8 +27,6 @@ export const DEFERRABLE = "/* krane:deferrable */";
 
 type Result = PostgresQueryResult<unknown>;
 
-const hex = (b: Buffer): string => `\\x${b.toString("hex")}`;
-
 // pg's own conversion of a parameter to its text (dates, arrays, JSON, Uint8Array → Buffer): the
 // driver exports it as utils.prepareValue, untyped.
 const prepareValue = (pg as unknown as { utils: { prepareValue(v: unknown): unknown } }).utils.prepareValue;
@@ -36,14 +34,25 @@ const prepareValue = (pg as unknown as { utils: { prepareValue(v: unknown): unkn
 /**
  * A parameter as the literal pg would have sent it (its text, untyped); undefined for text with
  * a NUL character, which a query's text cannot carry (as a parameter the server refuses it).
+ * The quoting is pg.escapeLiteral's, done with native replaces: escapeLiteral builds its result a
+ * character at a time, which for a change's payload (its bytes as hex, twice in the outbox's
+ * statement) cost more than the rest of ctrl's work on the change (bench/ctrl-inline.ts).
  */
 export function literal(value: unknown): string | undefined {
   const v = prepareValue(value);
   if (v === null || v === undefined) return "NULL";
-  if (Buffer.isBuffer(v)) return pg.escapeLiteral(hex(v));
+  // bytea's hex text, "\x…": its one backslash makes it an E'' literal, doubled.
+  if (Buffer.isBuffer(v)) return ` E'\\\\x${v.toString("hex")}'`;
   const text = String(v);
-  return text.includes("\u0000") ? undefined : pg.escapeLiteral(text);
+  if (text.includes("\u0000")) return undefined;
+  const quoted = text.replace(QUOTE, "''");
+  return text.includes("\\") ? ` E'${quoted.replace(BACKSLASH, "\\\\")}'` : `'${quoted}'`;
 }
+
+const QUOTE = /'/g;
+const BACKSLASH = /\\/g;
+/** The characters where something other than plain text may begin: quotes, comments, "$". */
+const SPECIAL = /['"$]|--|\/\*/g;
 
 /**
  * The statement with $1…$n replaced by the literals of `values`; undefined when it cannot be
@@ -105,8 +114,13 @@ export function inlineParameters(text: string, values: readonly unknown[]): stri
         i++;
       }
     } else {
-      out += c;
-      i++;
+      // Plain text, up to the next character where something else may begin.
+      SPECIAL.lastIndex = i;
+      const m = SPECIAL.exec(text);
+      // (Never i itself: each of those characters has its own branch above; at least one is copied.)
+      const end = m ? Math.max(m.index, i + 1) : n;
+      out += text.slice(i, end);
+      i = end;
     }
   }
   return out;

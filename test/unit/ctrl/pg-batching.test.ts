@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import pg from "pg";
 import { inlineParameters, literal } from "../../../src/ctrl/db/pg-batching.js";
 
 describe("inlineParameters", () => {
@@ -42,6 +43,16 @@ describe("inlineParameters", () => {
     );
   });
 
+  it("copies plain text between them whole, lone '-' and '/' included", () => {
+    const sql = "update t set a = b - 1, c = d / 2 where e = $1 - $2 -- trailing $1\n/ $2";
+    assert.equal(
+      inlineParameters(sql, ["x", 3]),
+      "update t set a = b - 1, c = d / 2 where e = 'x' - '3' -- trailing $1\n/ '3'",
+    );
+    const long = `select ${"a, ".repeat(5000)}$1`;
+    assert.equal(inlineParameters(long, ["z"]), `select ${"a, ".repeat(5000)}'z'`);
+  });
+
   it("refuses a placeholder past the values", () => {
     assert.equal(inlineParameters("select $1, $3", ["a", "b"]), undefined);
     assert.equal(inlineParameters("select $0", ["a"]), undefined);
@@ -59,6 +70,20 @@ describe("literal", () => {
     assert.equal(literal("a\\b"), " E'a\\\\b'");
     assert.equal(literal(Uint8Array.from([0, 0xab])), " E'\\\\x00ab'");
     assert.equal(literal({ a: 1 }), `'{"a":1}'`);
+  });
+
+  it("is pg.escapeLiteral's quoting of what pg sends, for any string and any bytes", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: "binary" }), (s) => {
+        if (s.includes("\u0000")) return literal(s) === undefined;
+        return literal(s) === pg.escapeLiteral(s);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 512 }), (b) => {
+        return literal(b) === pg.escapeLiteral(`\\x${Buffer.from(b).toString("hex")}`);
+      }),
+    );
   });
 
   it("a string's literal reads back as the string (standard and E'' forms)", () => {
