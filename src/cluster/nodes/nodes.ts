@@ -3,7 +3,7 @@
 // (host.ts) with their state under the cluster's directory (config.ts). The control plane is
 // started by ../cluster.ts; this file only needs its API server address, CA and tokens.
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -24,6 +24,44 @@ import { REAL_NODE_ZONE } from "./plan.js";
 import { NODE_CLASS_LABEL, ZONE_LABEL } from "../../contracts/cluster.js";
 
 const run = promisify(execFile);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Where every kubelet on a host listens for device plugins, whatever its --root-dir (a constant
+ * of the kubelet's). A kubelet removes the file and binds it afresh as it starts, so two kubelets
+ * starting at the same moment can race: one binds between the other's remove and bind, and the
+ * loser exits ("bind: address already in use"; seen once in CI with a cluster's two real nodes).
+ * A cluster's kubelets therefore start one at a time (startRealNodes), each once the one before
+ * has bound it.
+ */
+const DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock";
+
+/** The device-plugin socket's inode and change time, or undefined while there is none. */
+function devicePluginSocket(): { ino: number; ctimeMs: number } | undefined {
+  try {
+    const s = statSync(DEVICE_PLUGIN_SOCKET);
+    return { ino: s.ino, ctimeMs: s.ctimeMs };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until the device-plugin socket is not `before` any more (true), or `p` exited, or 20 s
+ * passed (false).
+ */
+async function devicePluginSocketRebound(
+  p: NodeProcess,
+  before: ReturnType<typeof devicePluginSocket>,
+): Promise<boolean> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && !p.hasExited()) {
+    const now = devicePluginSocket();
+    if (now && (!before || now.ino !== before.ino || now.ctimeMs > before.ctimeMs)) return true;
+    await sleep(50);
+  }
+  return false;
+}
 
 /** A process the cluster supervises (../process.ts starts them). */
 export interface NodeProcess {
@@ -126,7 +164,21 @@ export async function importImage(bin: NodeBinaries, dirs: NodeDirs, image: Node
   }
 }
 
-async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: RealNodeSpec): Promise<P> {
+/** Runs `f` once every earlier call's `f` has finished. */
+function oneAtATime(): <T>(f: () => Promise<T>) => Promise<T> {
+  let last: Promise<unknown> = Promise.resolve();
+  return <T>(f: () => Promise<T>): Promise<T> => {
+    const next = last.then(f);
+    last = next.catch(() => undefined);
+    return next;
+  };
+}
+
+async function startNode<P extends NodeProcess>(
+  ctx: RealNodesContext<P>,
+  node: RealNodeSpec,
+  kubeletTurn: <T>(f: () => Promise<T>) => Promise<T>,
+): Promise<P> {
   const { plan, bin } = ctx;
   const dirs = nodeDirs(ctx.dir, node);
   for (const d of [
@@ -201,7 +253,31 @@ async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: 
     "node.kubernetes.io/instance-type=real",
     "type=real",
   ].join(",");
-  const kubelet = ctx.processes.start({
+  // One kubelet of the cluster at a time until it has bound the device-plugin socket (above).
+  return kubeletTurn(async () => {
+    const before = devicePluginSocket();
+    const kubelet = startKubelet(ctx, node, dirs, labels, masks, logs);
+    await ctx.processes.track(kubelet, nodeProcessKey(node, "kubelet"));
+    const started = Date.now();
+    if (await devicePluginSocketRebound(kubelet, before))
+      ctx.log(`kubelet (${node.name}) bound ${DEVICE_PLUGIN_SOCKET} in ${Date.now() - started} ms`);
+    else if (!kubelet.hasExited())
+      ctx.log(`kubelet (${node.name}) did not bind ${DEVICE_PLUGIN_SOCKET} within 20 s; starting the next one`);
+    return kubelet;
+  });
+}
+
+function startKubelet<P extends NodeProcess>(
+  ctx: RealNodesContext<P>,
+  node: RealNodeSpec,
+  dirs: NodeDirs,
+  labels: string,
+  masks: string,
+  logs: string,
+): P {
+  const { plan, bin } = ctx;
+  const [nsenter, ...nsArgs] = inNamespace(plan);
+  return ctx.processes.start({
     name: `kubelet (${node.name})`,
     command: nsenter as string,
     args: [
@@ -235,8 +311,6 @@ async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: 
     logFile: join(logs, `kubelet-${node.name}.log`),
     env: { ...process.env, PATH: `${process.env.PATH ?? "/usr/bin:/bin"}:/usr/sbin:/sbin` },
   });
-  await ctx.processes.track(kubelet, nodeProcessKey(node, "kubelet"));
-  return kubelet;
 }
 
 /** Starts every real node, kube-proxy and CoreDNS; returns each kubelet (to wait on its Node). */
@@ -277,5 +351,6 @@ export async function startRealNodes<P extends NodeProcess>(ctx: RealNodesContex
   });
   await ctx.processes.track(dns, CLUSTER_DNS);
 
-  return Promise.all(ctx.plan.nodes.map((n) => startNode(ctx, n)));
+  const kubeletTurn = oneAtATime();
+  return Promise.all(ctx.plan.nodes.map((n) => startNode(ctx, n, kubeletTurn)));
 }
