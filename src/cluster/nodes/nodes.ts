@@ -3,7 +3,7 @@
 // (host.ts) with their state under the cluster's directory (config.ts). The control plane is
 // started by ../cluster.ts; this file only needs its API server address, CA and tokens.
 import { execFile } from "node:child_process";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -31,10 +31,62 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * of the kubelet's). A kubelet removes the file and binds it afresh as it starts, so two kubelets
  * starting at the same moment can race: one binds between the other's remove and bind, and the
  * loser exits ("bind: address already in use"; seen once in CI with a cluster's two real nodes).
- * A cluster's kubelets therefore start one at a time (startRealNodes), each once the one before
- * has bound it.
+ * Kubelets on this host therefore start one at a time, whichever cluster or process starts them
+ * (a lock file beside that folder: the kubelet empties the folder itself), each once the one
+ * before has bound the socket.
  */
 const DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock";
+const KUBELET_START_LOCK = "/var/lib/kubelet/krane-kubelet-start.lock";
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Runs `f` holding the host's kubelet start lock: a file made exclusively, holding the holder's
+ * pid. A holder that died leaves its file, which the next taker removes; a lock held for a
+ * minute is taken over (a start takes about a second).
+ */
+async function withKubeletStartLock<T>(f: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  const mine = `${process.pid}:${Math.random().toString(36).slice(2)}`;
+  for (;;) {
+    try {
+      writeFileSync(KUBELET_START_LOCK, mine, { flag: "wx" });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+        await mkdir(join(KUBELET_START_LOCK, ".."), { recursive: true });
+        continue;
+      }
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      let holder = "";
+      try {
+        holder = readFileSync(KUBELET_START_LOCK, "utf8");
+      } catch {
+        continue; // released meanwhile
+      }
+      const pid = Number(holder.split(":")[0]);
+      // An empty file is a taker between making it and writing its pid: wait for it.
+      if ((holder !== "" && !processAlive(pid)) || Date.now() > deadline) rmSync(KUBELET_START_LOCK, { force: true });
+      else await sleep(50);
+    }
+  }
+  try {
+    return await f();
+  } finally {
+    try {
+      if (readFileSync(KUBELET_START_LOCK, "utf8") === mine) rmSync(KUBELET_START_LOCK, { force: true });
+    } catch {
+      // Taken over and released already.
+    }
+  }
+}
 
 /** The device-plugin socket's inode and change time, or undefined while there is none. */
 function devicePluginSocket(): { ino: number; ctimeMs: number } | undefined {
@@ -164,21 +216,7 @@ export async function importImage(bin: NodeBinaries, dirs: NodeDirs, image: Node
   }
 }
 
-/** Runs `f` once every earlier call's `f` has finished. */
-function oneAtATime(): <T>(f: () => Promise<T>) => Promise<T> {
-  let last: Promise<unknown> = Promise.resolve();
-  return <T>(f: () => Promise<T>): Promise<T> => {
-    const next = last.then(f);
-    last = next.catch(() => undefined);
-    return next;
-  };
-}
-
-async function startNode<P extends NodeProcess>(
-  ctx: RealNodesContext<P>,
-  node: RealNodeSpec,
-  kubeletTurn: <T>(f: () => Promise<T>) => Promise<T>,
-): Promise<P> {
+async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: RealNodeSpec): Promise<P> {
   const { plan, bin } = ctx;
   const dirs = nodeDirs(ctx.dir, node);
   for (const d of [
@@ -253,8 +291,8 @@ async function startNode<P extends NodeProcess>(
     "node.kubernetes.io/instance-type=real",
     "type=real",
   ].join(",");
-  // One kubelet of the cluster at a time until it has bound the device-plugin socket (above).
-  return kubeletTurn(async () => {
+  // One kubelet of this host at a time until it has bound the device-plugin socket (above).
+  return withKubeletStartLock(async () => {
     const before = devicePluginSocket();
     const kubelet = startKubelet(ctx, node, dirs, labels, masks, logs);
     await ctx.processes.track(kubelet, nodeProcessKey(node, "kubelet"));
@@ -351,6 +389,5 @@ export async function startRealNodes<P extends NodeProcess>(ctx: RealNodesContex
   });
   await ctx.processes.track(dns, CLUSTER_DNS);
 
-  const kubeletTurn = oneAtATime();
-  return Promise.all(ctx.plan.nodes.map((n) => startNode(ctx, n, kubeletTurn)));
+  return Promise.all(ctx.plan.nodes.map((n) => startNode(ctx, n)));
 }
