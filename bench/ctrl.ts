@@ -69,7 +69,13 @@ class Writer {
   constructor(script: string, target: string) {
     const prof = process.env.KRANE_BENCH_CPU_PROF;
     this.child = fork(new URL(script, import.meta.url).pathname, [target], {
-      execArgv: ["--import", "tsx", ...(prof ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : [])],
+      execArgv: [
+        "--import",
+        "tsx",
+        ...(prof ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : []),
+        // V8 flags for the writer (ctrl, or the bare loop) alone, e.g. "--max-semi-space-size=32".
+        ...(process.env.KRANE_BENCH_WRITER_FLAGS ?? "").split(" ").filter(Boolean),
+      ],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     this.child.on("message", (m: ChildMessage) => this.messages.emit(m.type, m));
@@ -314,6 +320,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.env.KRANE_BENCH_PROBE) {
     // One system on one database at chosen rates, for looking into delivery:
     //   KRANE_BENCH_PROBE=sqlite|postgres  KRANE_BENCH_SYSTEM=ctrl|bare|floor  KRANE_BENCH_RATES=1000,2000
+    //   (any run: KRANE_BENCH_CPU_PROF=<dir> profiles the writer, KRANE_BENCH_WRITER_FLAGS="--trace-gc" passes it V8 flags)
     const dir = tempDir("krane-bench-ctrl-");
     const postgres = process.env.KRANE_BENCH_PROBE === "postgres" ? await startPostgres() : null;
     try {
