@@ -151,7 +151,10 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
   let a: TestCtrl;
   let b: TestCtrl;
   const agents = new Map<string, Agent>();
-  const logs = { answerTimeoutMs: 3_000, holdMs: 200 };
+  // An agent silent this long is taken as gone. Its heartbeat is every 2 s (agent/logs/session.ts), so
+  // 3 s left one second for a busy agent under a loaded CI machine and failed a follow once there
+  // ("stopped answering" mid rolling update); 6 s is three heartbeats (ctrl's default is 10 s).
+  const logs = { answerTimeoutMs: 6_000, holdMs: 200 };
 
   const startA = async (): Promise<TestCtrl> =>
     startTestCtrl(dbUrl, { listen: { host: "127.0.0.1", port: portA }, logs, rolloutSweepIntervalMs: 300 });
