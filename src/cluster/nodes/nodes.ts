@@ -6,6 +6,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import {
   cniConfig,
@@ -24,7 +25,6 @@ import { REAL_NODE_ZONE } from "./plan.js";
 import { NODE_CLASS_LABEL, ZONE_LABEL } from "../../contracts/cluster.js";
 
 const run = promisify(execFile);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Where every kubelet on a host listens for device plugins, whatever its --root-dir (a constant
