@@ -109,6 +109,7 @@ import {
   rolloutReanswers,
   workspaceReanswers,
 } from "./reanswers.js";
+import { useBufferTextEncoding } from "../payloads/text-encoding.js";
 
 /** Backoff of ctrl's periodic upkeep (compaction, key pruning, the deletion sweep) after a failed run. */
 export const UPKEEP_RETRY: BackoffPolicy = { baseMs: 1_000, capMs: 60_000, minMs: 500 };
@@ -321,6 +322,7 @@ function hostForUrl(host: string): string {
 
 export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const log = config.logger ?? pino({ level: "silent" });
+  useBufferTextEncoding();
   const store = await Store.open({ url: config.databaseUrl, poolSize: config.poolSize });
   if (config.bootstrapAdmin) {
     try {

@@ -91,7 +91,9 @@ for (const mode of modes) {
       const r = krane(mode, ["status", "shop/prod", ...unreachable]);
       refused(r);
       assert.ok(
-        r.loaded.some((u) => /\/cli\/json-call\.(js|ts)$/.test(u)),
+        r.loaded.some((u) =>
+          (mode === "dist" ? /\/dist\/cli\/status-table\.js$/ : /\/src\/cli\/json-call\.ts$/).test(u),
+        ),
         "the JSON client was loaded",
       );
       assertNotLoaded(
@@ -99,6 +101,11 @@ for (const mode of modes) {
         [...SERVER_ONLY, /@connectrpc/, /@bufbuild/, /user-client\.(js|ts)$/, /_pb\.(js|ts)$/],
         "status",
       );
+      if (mode === "dist") {
+        // The table form is one bundle (status-table.js, with cli-table3): no package loaded
+        // module by module, and no per-file copy of what the bundle holds.
+        assertNotLoaded(r.loaded, [/\/node_modules\//, /\/dist\/cli\/(json-call|calls|status-view)\.js$/], "status");
+      }
     });
 
     it("krane status -o json loads the Connect client but nothing of the servers or the cluster", () => {
