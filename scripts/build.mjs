@@ -213,8 +213,8 @@ try {
   // `krane` run. What a command loads when it runs stays a module of its own (dynamic imports),
   // and so does a module that finds files next to itself through import.meta.url. `krane
   // status`'s table form (src/cli/status-table.ts, loaded when it runs) is bundled the same way,
-  // with its JSON client, its views and cli-table3: about 12 ms less than loading cli-table3 and
-  // its dependencies as CommonJS modules one by one (measured).
+  // with its JSON client, its views and cli-table3, which it otherwise loads as CommonJS modules
+  // one by one (measured: `krane status` 120–125 → 115–117 ms).
   for (const name of ["main", "status-table"]) {
     const entry = join(root, "src", "cli", `${name}.ts`);
     await build({

@@ -1,8 +1,9 @@
 // `krane status` in table form: the environment's status, its rollout and its instances' last
 // events read with the light JSON client (json-call.ts) and drawn by status-view.ts. status.ts
 // loads this module when the command runs. The build bundles it, with cli-table3, into one
-// module (dist/cli/status-table.js): loading cli-table3 as CommonJS from an ES module costs about
-// 12 ms of a run that takes about 110 ms (measured), which a bundle avoids.
+// module (dist/cli/status-table.js). Measured: a script that only draws a table took 22 ms more
+// than `node -e ''` loading cli-table3 as CommonJS modules one by one, 9 ms with it bundled;
+// `krane status` went from 120–125 to 115–117 ms.
 import { CallError, JsonCtrl } from "./json-call.js";
 import { isOutageCode, only } from "./calls.js";
 import type { ConnectionFlags } from "./user-client.js";

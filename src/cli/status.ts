@@ -3,10 +3,10 @@
 // table (status-view.ts) or as JSON (the StatusService answer plus "rollout" and
 // "lastInstanceEvents").
 //
-// The table is read with the light JSON client (status-table.ts), which starts in a fraction of
-// the time the Connect client takes; it is the form people run by hand and in watch loops. `-o json`
-// goes through the Connect client, whose JSON has every field, defaults included, as every
-// other command's `-o json` has.
+// The table form (status-table.ts) reads with the light JSON client (json-call.ts), which starts
+// in a fraction of the time the Connect client takes; it is the form people run by hand and in
+// watch loops. `-o json` goes through the Connect client, whose JSON has every field, defaults
+// included, as every other command's `-o json` has.
 import type { Command } from "commander";
 import { splitTarget, userAction, withConnection, type ConnectionFlags } from "./command.js";
 
