@@ -647,6 +647,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<LocalCluste
           start: startComponent,
           waitFor: (p, what, probe, ms) => waitUntilHealthy(p, probe, ms, what),
           track,
+          alive: isAlive,
         },
         log,
       });

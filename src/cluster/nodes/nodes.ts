@@ -38,21 +38,12 @@ const run = promisify(execFile);
 const DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock";
 const KUBELET_START_LOCK = "/var/lib/kubelet/krane-kubelet-start.lock";
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /**
  * Runs `f` holding the host's kubelet start lock: a file made exclusively, holding the holder's
  * pid. A holder that died leaves its file, which the next taker removes; a lock held for a
  * minute is taken over (a start takes about a second).
  */
-async function withKubeletStartLock<T>(f: () => Promise<T>): Promise<T> {
+async function withKubeletStartLock<T>(alive: (pid: number) => boolean, f: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + 60_000;
   const mine = `${process.pid}:${Math.random().toString(36).slice(2)}`;
   for (;;) {
@@ -73,7 +64,7 @@ async function withKubeletStartLock<T>(f: () => Promise<T>): Promise<T> {
       }
       const pid = Number(holder.split(":")[0]);
       // An empty file is a taker between making it and writing its pid: wait for it.
-      if ((holder !== "" && !processAlive(pid)) || Date.now() > deadline) rmSync(KUBELET_START_LOCK, { force: true });
+      if ((holder !== "" && !alive(pid)) || Date.now() > deadline) rmSync(KUBELET_START_LOCK, { force: true });
       else await sleep(50);
     }
   }
@@ -132,6 +123,8 @@ export interface ProcessRunner<P extends NodeProcess> {
   waitFor(p: P, what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void>;
   /** Records the process under `key` (for stop and the reaper). */
   track(p: P, key: string): Promise<void>;
+  /** Whether any process of this host with this pid is alive (a zombie is not). */
+  readonly alive: (pid: number) => boolean;
 }
 
 /** The binaries real nodes run (the Go builds in the cache, and Debian's runc). */
@@ -292,7 +285,7 @@ async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: 
     "type=real",
   ].join(",");
   // One kubelet of this host at a time until it has bound the device-plugin socket (above).
-  return withKubeletStartLock(async () => {
+  return withKubeletStartLock(ctx.processes.alive, async () => {
     const before = devicePluginSocket();
     const kubelet = startKubelet(ctx, node, dirs, labels, masks, logs);
     await ctx.processes.track(kubelet, nodeProcessKey(node, "kubelet"));
