@@ -15,6 +15,7 @@
 // Lists follow pages (`Ctrl.allPages`): a command shows every item, asking for the largest page.
 import type { DescMessage, DescMethod, DescService, MessageShape } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
@@ -39,80 +40,15 @@ import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 
 export { EXIT_UNAVAILABLE };
 
-/** Public API methods that may be repeated after an outage as they are: reads, and writes that set a state. */
-export const RETRY_SAFE: ReadonlySet<string> = new Set([
-  "WorkspaceService.GetWorkspace",
-  "WorkspaceService.ListWorkspaces",
-  "ProjectService.GetProject",
-  "ProjectService.ListProjects",
-  "EnvironmentService.GetEnvironment",
-  "EnvironmentService.ListEnvironments",
-  "EnvironmentService.UpdateEnvironment",
-  "DeploymentService.GetDeployment",
-  "DeploymentService.ListDeployments",
-  "DeploymentService.DeleteDeployment",
-  "RegionService.ListRegions",
-  "RegionService.ListClusters",
-  "RegionService.RevokeClusterToken",
-  "ApiTokenService.ListApiTokens",
-  "ApiTokenService.RevokeApiToken",
-  "StatusService.GetEnvironmentStatus",
-  "RolloutService.Scale",
-  "RolloutService.Pause",
-  "RolloutService.Resume",
-  "RolloutService.History",
-  "RolloutService.GetRolloutStatus",
-  // Deletions are idempotent (a repeat continues or shows the same deletion); unsetting
-  // a key that is already gone changes nothing; release apply makes no version for identical
-  // content, job put replaces by name.
-  "EnvironmentService.DeleteEnvironment",
-  "ProjectService.DeleteProject",
-  "WorkspaceService.DeleteWorkspace",
-  "ConfigService.ListConfig",
-  "ConfigService.ListSecrets",
-  "ConfigService.SetConfig",
-  "ConfigService.UnsetConfig",
-  "ConfigService.UnsetSecrets",
-  "ReleaseService.ApplyRelease",
-  "ReleaseService.GetRelease",
-  "ReleaseService.ListReleases",
-  "ReleaseService.DeleteRelease",
-  "JobService.PutJob",
-  "JobService.ListJobs",
-  "JobService.DeleteJob",
-  "EndpointService.SetEndpoint",
-  "EndpointService.ListEndpoints",
-  "EndpointService.DeleteEndpoint",
-  "DomainService.AddDomain",
-  "DomainService.ListDomains",
-  "DomainService.VerifyDomain",
-  "DomainService.RemoveDomain",
-]);
-
 /**
- * Public API methods a blind repeat could apply twice (creates, new revisions, new tokens): they
- * are repeated after an outage only because every call carries an Idempotency-Key, which makes
- * ctrl answer a repeat with the first answer.
+ * How a call may be repeated after an outage, as its proto declares it (idempotency_level, see
+ * proto/krane/ctrl/v1/policy.proto): reads (NO_SIDE_EFFECTS) and writes that set a state
+ * (IDEMPOTENT) as they are; anything else (creates, new revisions, new tokens, sealing a secret
+ * afresh) only under its Idempotency-Key, which makes ctrl answer a repeat with the first answer.
  */
-export const RETRIED_WITH_KEY: ReadonlySet<string> = new Set([
-  "WorkspaceService.CreateWorkspace",
-  "ProjectService.CreateProject",
-  "EnvironmentService.CreateEnvironment",
-  "DeploymentService.CreateDeployment",
-  "RegionService.CreateRegion",
-  "RegionService.CreateClusterToken",
-  "ApiTokenService.CreateApiToken",
-  "RolloutService.Undo",
-  "RolloutService.Restart",
-  // Under a key a repeated promote gets the first answer instead of moving one more step.
-  "RolloutService.Promote",
-  "RolloutService.Abort",
-  // A secret value is sealed afresh on every call, so a repeat would make a second revision.
-  "ConfigService.SetSecrets",
-]);
-
-/** Public API methods never repeated (none today: a method that cannot be made safe goes here). */
-export const NOT_RETRIED: ReadonlySet<string> = new Set<string>();
+export function repeatable(m: DescMethod): "as-is" | "with-key" {
+  return m.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENCY_UNKNOWN ? "with-key" : "as-is";
+}
 
 /** The header ctrl keeps idempotency keys from (see proto/krane/ctrl/v1/api.proto). */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -130,10 +66,6 @@ export function idempotencyKeys(invocation: string = randomUUID()): Interceptor 
       req.header.set(IDEMPOTENCY_KEY_HEADER, `${invocation}:${++n}`);
     return next(req);
   };
-}
-
-export function methodKey(m: DescMethod): string {
-  return `${m.parent.name}.${m.name}`;
 }
 
 export { OUTAGE_BACKOFF, parseDuration, type OutageRetryOptions };
@@ -154,9 +86,8 @@ export function outageMessage(err: ConnectError, ctrlUrl: string): string {
  */
 export function outageRetry(opts: OutageRetryOptions): Interceptor {
   return (next) => async (req) => {
-    const key = methodKey(req.method);
-    const safe =
-      !req.stream && (RETRY_SAFE.has(key) || (RETRIED_WITH_KEY.has(key) && req.header.has(IDEMPOTENCY_KEY_HEADER)));
+    const how = repeatable(req.method);
+    const safe = !req.stream && (how === "as-is" || req.header.has(IDEMPOTENCY_KEY_HEADER));
     return repeatWhileDown<Awaited<ReturnType<typeof next>>, ConnectError>(
       opts,
       {

@@ -22,7 +22,8 @@
 // reach an event: the actor is the token's id and name.
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import type { ActorKind, AuditChange } from "../../contracts/audit.js";
-import { isAgentService, principalKey, scopeRefusalKey, type Principal } from "../auth/principal.js";
+import { isAgentMethod, isRead } from "../auth/policy.js";
+import { principalKey, scopeRefusalKey, type Principal } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { withWriteHook, type WriteHook } from "../db/write-hook.js";
@@ -174,11 +175,6 @@ export function codeName(code: Code): string {
 /** Refusals recorded for every call, reads and agents' included. */
 const ALWAYS_RECORDED = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument]);
 
-/** Methods that only read: everything else on the public API changes state. */
-export function isRead(method: string): boolean {
-  return /^(Get|List|Watch|Stream|Export|History|Verify(?!Domain))/.test(method);
-}
-
 export interface AuditRecorderOptions {
   readonly store: Store;
   /** Told when an event could not be written (the call's answer stands; the log is warned). */
@@ -219,8 +215,8 @@ export class AuditRecorder {
         actor: () => actorOf(principal()),
       };
       const message = (): RequestFields => (req.stream ? {} : (req.message as RequestFields));
-      const forAgents = isAgentService(req.service.typeName);
-      const changes = !forAgents && !isRead(req.method.name) && !req.stream;
+      const forAgents = isAgentMethod(req.method);
+      const changes = !forAgents && !isRead(req.method) && !req.stream;
       const refused = async (err: unknown, applied: boolean): Promise<never> => {
         const ce = ConnectError.from(err);
         ce.metadata.set(REQUEST_ID_HEADER, requestId);

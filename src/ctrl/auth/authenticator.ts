@@ -28,12 +28,12 @@ import { workspaceIdBySlug } from "../read/tenancy.js";
 import { crossSiteRefusal, readCookie, sessionCookieName } from "./browser.js";
 import {
   callerSecretKey,
-  isAgentService,
   principalKey,
   scopeRefusalKey,
   type Principal,
   type RevocationListener,
 } from "./principal.js";
+import { isAgentMethod } from "./policy.js";
 import { claimOf, decide, lookupFor, ruleOf } from "./scope.js";
 
 export interface AuthOptions {
@@ -204,7 +204,7 @@ export class Authenticator implements RevocationListener {
         if (!user) throw new ConnectError("the session has ended: sign in again", Code.Unauthenticated);
         req.contextValues.set(principalKey, user);
         req.contextValues.set(callerSecretKey, `session:${sessionId}`);
-        if (isAgentService(req.service.typeName))
+        if (isAgentMethod(req.method))
           throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
         await this.noteUse(user.tokenId);
         const res = await next(await this.checkScope(req, user));
@@ -218,7 +218,7 @@ export class Authenticator implements RevocationListener {
       // Known before the checks below, so a refusal records who was refused (the audit log).
       req.contextValues.set(principalKey, principal);
       req.contextValues.set(callerSecretKey, authorization ?? "");
-      const forAgents = isAgentService(req.service.typeName);
+      const forAgents = isAgentMethod(req.method);
       if (forAgents && principal.kind !== "agent") {
         throw new ConnectError(`${req.service.name} needs an agent token`, Code.PermissionDenied);
       }
@@ -266,7 +266,7 @@ export class Authenticator implements RevocationListener {
         })(),
       };
     } else message = req.message;
-    const claim = claimOf(ruleOf(req.service.typeName, req.method.name), message);
+    const claim = claimOf(ruleOf(req.method), message);
     const lookup = lookupFor(own, claim);
     let resolved: string | undefined;
     if (lookup.kind === "workspace-by-slug") resolved = await workspaceIdBySlug(this.store.db, lookup.slug);

@@ -3,16 +3,6 @@
 // through which handlers report revoked credentials. Handlers import this, never the
 // Authenticator.
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
-import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { LogChannelService } from "../../gen/krane/ctrl/v1/logs_pb.js";
-
-/** The services only agents call (cluster tokens); every other service is the public API. */
-const AGENT_SERVICES: ReadonlySet<string> = new Set([ClusterService.typeName, LogChannelService.typeName]);
-
-export function isAgentService(typeName: string): boolean {
-  return AGENT_SERVICES.has(typeName);
-}
-
 /** The workspace a user token is bound to (by id; the slug as it was when the token was looked up). */
 export interface ScopeWorkspace {
   id: string;

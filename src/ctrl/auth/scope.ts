@@ -2,9 +2,10 @@
 // the Authenticator (./authenticator.ts) reads what a request claims here, resolves it against
 // the database, and asks `decide`.
 //
-// Each method has exactly one rule (METHOD_RULES; the compiler wants one for every method of a
-// service listed there, and test/integration/ctrl/tenancy.test.ts calls every method of every
-// public service with another workspace's token):
+// Each method's rule is read from its policy (./policy.ts), declared beside the method in its
+// proto (`option (krane.ctrl.v1.policy) = {scope: …}`; a test walks every generated service, and
+// test/integration/ctrl/tenancy.test.ts calls every method of every public service with another
+// workspace's token):
 //   - installation: installation tokens only (regions and cluster tokens, creating and deleting
 //     workspaces, the installation's audit chain, a workspace's preview quotas). A workspace token
 //     gets permission_denied: that such calls exist is no secret.
@@ -19,27 +20,9 @@
 //     ListWorkspaces lists only the caller's workspace, the API token calls see and change only
 //     its scope's tokens, the live overview shows only its workspace's environments.
 // Installation tokens pass every rule. A public method with no rule is refused to workspace
-// tokens (permission_denied): a new method is closed until someone writes its rule.
-import type { DescService } from "@bufbuild/protobuf";
-import {
-  ApiTokenService,
-  DeploymentService,
-  EnvironmentService,
-  ProjectService,
-  RegionService,
-  StatusService,
-  WorkspaceService,
-} from "../../gen/krane/ctrl/v1/api_pb.js";
-import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
-import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
-import { InstanceEventService } from "../../gen/krane/ctrl/v1/events_pb.js";
-import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
-import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
-import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
-import { LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
-import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
-import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
-import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
+// tokens (permission_denied): a new method is closed until someone declares its policy.
+import type { DescMethod } from "@bufbuild/protobuf";
+import { policyOf, Scope } from "./policy.js";
 import type { ScopeWorkspace } from "./principal.js";
 
 export type MethodRule =
@@ -54,128 +37,36 @@ export type MethodRule =
   | { readonly kind: "deployment"; readonly field: string }
   | { readonly kind: "caller" };
 
-const INSTALLATION: MethodRule = { kind: "installation" };
-const WORKSPACE: MethodRule = { kind: "workspace", field: "workspace" };
-const DEPLOYMENT: MethodRule = { kind: "deployment", field: "deployment_id" };
-const CALLER: MethodRule = { kind: "caller" };
+const rules = new WeakMap<DescMethod, MethodRule | null>();
 
-type Rules<S extends DescService> = { readonly [K in keyof S["method"]]: MethodRule };
-
-function rules<S extends DescService>(
-  service: S,
-  byMethod: Rules<S>,
-): [DescService, Readonly<Record<string, MethodRule>>] {
-  return [service, byMethod as Readonly<Record<string, MethodRule>>];
+/** The method's rule, from its declared policy (undefined: none, or an agents' method). */
+export function ruleOf(method: DescMethod): MethodRule | undefined {
+  let rule = rules.get(method);
+  if (rule === undefined) {
+    rule = ruleFrom(method);
+    rules.set(method, rule);
+  }
+  return rule ?? undefined;
 }
 
-/** Every public service and the rule of each of its methods (by the method's local name). */
-const SERVICES: readonly [DescService, Readonly<Record<string, MethodRule>>][] = [
-  rules(WorkspaceService, {
-    createWorkspace: INSTALLATION,
-    getWorkspace: WORKSPACE,
-    listWorkspaces: CALLER,
-    deleteWorkspace: INSTALLATION,
-  }),
-  rules(ProjectService, {
-    createProject: WORKSPACE,
-    getProject: WORKSPACE,
-    listProjects: WORKSPACE,
-    deleteProject: WORKSPACE,
-  }),
-  rules(EnvironmentService, {
-    createEnvironment: WORKSPACE,
-    getEnvironment: WORKSPACE,
-    listEnvironments: WORKSPACE,
-    updateEnvironment: WORKSPACE,
-    deleteEnvironment: WORKSPACE,
-  }),
-  rules(DeploymentService, {
-    createDeployment: WORKSPACE,
-    getDeployment: DEPLOYMENT,
-    listDeployments: WORKSPACE,
-    deleteDeployment: DEPLOYMENT,
-  }),
-  rules(RegionService, {
-    createRegion: INSTALLATION,
-    listRegions: INSTALLATION,
-    createClusterToken: INSTALLATION,
-    listClusters: INSTALLATION,
-    revokeClusterToken: INSTALLATION,
-  }),
-  rules(ApiTokenService, { createApiToken: CALLER, listApiTokens: CALLER, revokeApiToken: CALLER }),
-  rules(StatusService, { getEnvironmentStatus: WORKSPACE }),
-  rules(RolloutService, {
-    scale: WORKSPACE,
-    pause: WORKSPACE,
-    resume: WORKSPACE,
-    undo: WORKSPACE,
-    restart: WORKSPACE,
-    history: WORKSPACE,
-    getRolloutStatus: WORKSPACE,
-    promote: WORKSPACE,
-    abort: WORKSPACE,
-  }),
-  rules(ConfigService, {
-    setConfig: WORKSPACE,
-    unsetConfig: WORKSPACE,
-    listConfig: WORKSPACE,
-    setSecrets: WORKSPACE,
-    unsetSecrets: WORKSPACE,
-    listSecrets: WORKSPACE,
-  }),
-  rules(ReleaseService, {
-    applyRelease: WORKSPACE,
-    getRelease: WORKSPACE,
-    listReleases: WORKSPACE,
-    deleteRelease: WORKSPACE,
-  }),
-  rules(JobService, { putJob: WORKSPACE, listJobs: WORKSPACE, deleteJob: WORKSPACE }),
-  rules(EndpointService, { setEndpoint: WORKSPACE, listEndpoints: WORKSPACE, deleteEndpoint: WORKSPACE }),
-  rules(DomainService, {
-    addDomain: WORKSPACE,
-    listDomains: WORKSPACE,
-    verifyDomain: WORKSPACE,
-    removeDomain: WORKSPACE,
-  }),
-  rules(InstanceEventService, { listInstanceEvents: WORKSPACE }),
-  rules(LogService, { streamLogs: WORKSPACE }),
-  // The overview holds back other workspaces' environments, and the installation's clusters.
-  rules(LiveService, { watchOverview: CALLER, watchEnvironment: WORKSPACE }),
-  rules(MetricsService, { getRevisionMetrics: WORKSPACE }),
-  rules(AuditService, {
-    listAuditEvents: { kind: "workspace", field: "filter.workspace", installationFlag: "filter.installation" },
-    exportAuditEvents: { kind: "workspace", field: "filter.workspace", installationFlag: "filter.installation" },
-  }),
-  rules(PreviewService, {
-    createPreview: WORKSPACE,
-    listPreviews: WORKSPACE,
-    deletePreview: WORKSPACE,
-    approvePreview: WORKSPACE,
-    getPreviewLimits: WORKSPACE,
-    // A workspace's quota is the platform's to set, not the tenant's.
-    setPreviewLimits: INSTALLATION,
-    createPreviewHook: WORKSPACE,
-    listPreviewHooks: WORKSPACE,
-    deletePreviewHook: WORKSPACE,
-  }),
-];
-
-/** Every public method's rule, by "package.Service/Method". */
-export const METHOD_RULES: ReadonlyMap<string, MethodRule> = new Map(
-  SERVICES.flatMap(([service, byMethod]) =>
-    service.methods.map((m): [string, MethodRule] => {
-      const rule = byMethod[m.localName];
-      if (rule === undefined) throw new Error(`no tenancy rule for ${service.typeName}/${m.name}`);
-      return [`${service.typeName}/${m.name}`, rule];
-    }),
-  ),
-);
-
-/** The public services the rules cover (the tenancy test compares them with src/gen). */
-export const RULED_SERVICES: readonly DescService[] = SERVICES.map(([s]) => s);
-
-export function ruleOf(serviceTypeName: string, methodName: string): MethodRule | undefined {
-  return METHOD_RULES.get(`${serviceTypeName}/${methodName}`);
+function ruleFrom(method: DescMethod): MethodRule | null {
+  const p = policyOf(method);
+  switch (p?.scope) {
+    case Scope.INSTALLATION:
+      return { kind: "installation" };
+    case Scope.CALLER:
+      return { kind: "caller" };
+    case Scope.DEPLOYMENT:
+      return { kind: "deployment", field: p.field || "deployment_id" };
+    case Scope.WORKSPACE:
+      return {
+        kind: "workspace",
+        field: p.field || "workspace",
+        ...(p.installationFlag !== "" ? { installationFlag: p.installationFlag } : {}),
+      };
+    default:
+      return null;
+  }
 }
 
 /** A request's message, read by field name (protobuf-es messages are plain objects). */

@@ -11,6 +11,7 @@
 //    trailers, gRPC-Web's trailer frame). Streaming calls are decoded inside the interceptors
 //    (interceptors.ts does the same there).
 //  - Calls refused at that stage are counted in krane_ctrl_rpc_total like every other call.
+//  - Calls come as POST only (Connect would take a read declared NO_SIDE_EFFECTS over GET).
 //  - A response that could not be written (usually a peer gone mid-answer) is logged through the
 //    logger, not console.error: logs stay JSON.
 import type * as http from "node:http";
@@ -83,6 +84,13 @@ export function createRpcHandler(opts: RpcHandlerOptions): (req: NodeRequest, re
     if (!handler) {
       if (opts.fallback) return opts.fallback(req, res);
       res.writeHead(404);
+      res.end();
+      return;
+    }
+    // POST only, as before reads declared NO_SIDE_EFFECTS (proto/krane/ctrl/v1/policy.proto):
+    // Connect would answer those over GET too, a way in that nothing of ctrl needs or audits.
+    if (req.method !== "POST") {
+      res.writeHead(405, { allow: "POST" });
       res.end();
       return;
     }

@@ -59,6 +59,15 @@ describe("HTTP/1.1 on the API port", () => {
     assert.equal((await fetch(`${ctrl.url}/no/such/path`, { method: "POST" })).status, 404);
   });
 
+  it("takes calls as POST only, reads too (Connect would take a NO_SIDE_EFFECTS read over GET)", async () => {
+    const query = `encoding=json&message=${encodeURIComponent("{}")}`;
+    const res = await fetch(`${ctrl.url}/krane.ctrl.v1.WorkspaceService/ListWorkspaces?${query}`, {
+      headers: { authorization: `Bearer ${ctrl.adminToken}` },
+    });
+    assert.equal(res.status, 405);
+    assert.equal(res.headers.get("allow"), "POST");
+  });
+
   it("serves Connect over HTTP/1.1 and HTTP/2 from the same port to clients of the library", async () => {
     for (const httpVersion of ["1.1", "2"] as const) {
       const api = createClient(

@@ -6,7 +6,6 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { diffViews, Sensitive, type ViewTree } from "../../../../src/ctrl/audit/diff.js";
 import { ALL, RefusalLimiter } from "../../../../src/ctrl/audit/limiter.js";
-import { isRead } from "../../../../src/ctrl/audit/recorder.js";
 
 describe("diffViews", () => {
   it("lists what was added, removed and set, by dotted path in order", () => {
@@ -119,21 +118,5 @@ describe("RefusalLimiter", () => {
         },
       ),
     );
-  });
-});
-
-describe("isRead", () => {
-  it("tells reads from changes", () => {
-    for (const m of [
-      "GetWorkspace",
-      "ListAuditEvents",
-      "ExportAuditEvents",
-      "WatchDeployments",
-      "History",
-      "GetRolloutStatus",
-    ])
-      assert.equal(isRead(m), true, m);
-    for (const m of ["CreateDeployment", "VerifyDomain", "Scale", "SetSecrets", "ApprovePreview", "DeletePreviewHook"])
-      assert.equal(isRead(m), false, m);
   });
 });

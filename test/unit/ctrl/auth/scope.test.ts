@@ -7,8 +7,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { create } from "@bufbuild/protobuf";
-import { ListAuditEventsRequestSchema } from "../../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { AuditService, ListAuditEventsRequestSchema } from "../../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { HelloService } from "../../../../src/gen/krane/hello/v1/hello_pb.js";
 import {
+  DeploymentService,
   GetDeploymentRequestSchema,
   ListWorkspacesRequestSchema,
   WorkspaceService,
@@ -103,7 +105,7 @@ test("the installation's calls and methods without a rule are permission_denied;
 });
 
 test("claims are read from the request by the method's rule", () => {
-  const audit = ruleOf("krane.ctrl.v1.AuditService", "ListAuditEvents");
+  const audit = ruleOf(AuditService.method.listAuditEvents);
   assert.deepEqual(claimOf(audit, create(ListAuditEventsRequestSchema, { filter: { workspace: "acme" } })), {
     kind: "workspace",
     ref: "acme",
@@ -116,17 +118,14 @@ test("claims are read from the request by the method's rule", () => {
     kind: "missing",
     field: "filter.workspace",
   });
-  const get = ruleOf("krane.ctrl.v1.DeploymentService", "GetDeployment");
+  const get = ruleOf(DeploymentService.method.getDeployment);
   assert.deepEqual(claimOf(get, create(GetDeploymentRequestSchema, { deploymentId: "dep_1" })), {
     kind: "deployment",
     id: "dep_1",
   });
-  assert.deepEqual(
-    claimOf(ruleOf(WorkspaceService.typeName, "ListWorkspaces"), create(ListWorkspacesRequestSchema, {})),
-    {
-      kind: "caller",
-    },
-  );
-  assert.deepEqual(claimOf(ruleOf(WorkspaceService.typeName, "CreateWorkspace"), {}), { kind: "installation" });
-  assert.deepEqual(claimOf(ruleOf("krane.ctrl.v1.NewService", "Anything"), {}), { kind: "unruled" });
+  assert.deepEqual(claimOf(ruleOf(WorkspaceService.method.listWorkspaces), create(ListWorkspacesRequestSchema, {})), {
+    kind: "caller",
+  });
+  assert.deepEqual(claimOf(ruleOf(WorkspaceService.method.createWorkspace), {}), { kind: "installation" });
+  assert.deepEqual(claimOf(ruleOf(HelloService.method.say), {}), { kind: "unruled" });
 });
