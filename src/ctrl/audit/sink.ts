@@ -17,7 +17,9 @@ import { createHmac, randomUUID } from "node:crypto";
 import { pino, type Logger } from "pino";
 import { auditRecordToJson } from "../../contracts/audit.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
-import { Result, WorkQueue } from "../../retry/queue.js";
+import type { Runnable } from "../../base/lifecycle.js";
+import { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { advanceSinkCursor, leaseSink, sinkBacklog, sinkPosition } from "../domain/audit.js";
 import { listAuditEvents } from "../read/audit.js";
@@ -55,27 +57,34 @@ export interface AuditSinkOptions {
   readonly onDelivery?: (ok: boolean, events: number) => void;
 }
 
-export class AuditWebhookSink {
+export class AuditWebhookSink implements Runnable {
   readonly name: string;
   readonly #o: AuditSinkOptions;
-  readonly #queue: WorkQueue;
+  readonly #work: DueWork;
   readonly #owner = randomUUID();
-  readonly #log: Logger;
-  #timer: NodeJS.Timeout | undefined;
-  #sweeping = false;
-  #closed = false;
 
   constructor(o: AuditSinkOptions) {
     this.#o = o;
     this.name = o.name ?? "webhook";
-    this.#log = o.logger ?? pino({ level: "silent" });
-    this.#queue = new WorkQueue({
+    const log = o.logger ?? pino({ level: "silent" });
+    this.#work = new DueWork({
+      name: `audit sink ${this.name}`,
+      // The chains with undelivered events, while this replica holds the lease.
+      due: async () =>
+        (await leaseSink(o.store, this.name, this.#owner, o.leaseMs ?? 30_000))
+          ? (await sinkBacklog(o.store.db, this.name)).map((c) => c.workspaceId)
+          : [],
+      reconcile: (ws, signal) => this.#deliver(ws, signal),
+      sweepIntervalMs: o.sweepIntervalMs ?? 1000,
+      sweepLimit: Number.MAX_SAFE_INTEGER,
+      sweepAtStart: true,
       concurrency: 4,
       retry: o.retry ?? SINK_RETRY,
-      reconcile: (ws, signal) => this.#deliver(ws, signal),
+      onSweepError: (err) =>
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, "audit sink sweep failed"),
       onResult: (ws, r) => {
         if (r.type === "retry")
-          this.#log.warn(
+          log.warn(
             {
               chain: ws === "" ? "installation" : ws,
               err: r.error instanceof Error ? r.error.message : String(r.error),
@@ -87,24 +96,12 @@ export class AuditWebhookSink {
   }
 
   start(): void {
-    const every = this.#o.sweepIntervalMs ?? 1000;
-    this.#timer = setInterval(() => void this.sweep(), every);
-    this.#timer.unref();
-    void this.sweep();
+    this.#work.start();
   }
 
   /** Queues every chain with undelivered events (while this replica holds the lease). */
-  async sweep(): Promise<void> {
-    if (this.#sweeping || this.#closed) return;
-    this.#sweeping = true;
-    try {
-      if (!(await leaseSink(this.#o.store, this.name, this.#owner, this.#o.leaseMs ?? 30_000))) return;
-      for (const c of await sinkBacklog(this.#o.store.db, this.name)) this.#queue.add(c.workspaceId);
-    } catch (err) {
-      this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, "audit sink sweep failed");
-    } finally {
-      this.#sweeping = false;
-    }
+  sweep(): Promise<void> {
+    return this.#work.sweep();
   }
 
   async #deliver(ws: string, signal: AbortSignal): Promise<Result> {
@@ -141,12 +138,10 @@ export class AuditWebhookSink {
 
   /** Resolves when nothing is queued, running or waiting for a retry. */
   idle(): Promise<void> {
-    return this.#queue.drained();
+    return this.#work.idle();
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
-    await this.#queue.stop();
+  stop(): Promise<void> {
+    return this.#work.stop();
   }
 }

@@ -8,7 +8,9 @@
 import type { Logger } from "pino";
 import { pino } from "pino";
 import type { BackoffPolicy } from "../../retry/backoff.js";
-import { Result, WorkQueue } from "../../retry/queue.js";
+import type { Runnable } from "../../base/lifecycle.js";
+import { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import {
   DEFAULT_DOMAIN_CHECKS,
@@ -36,50 +38,42 @@ export interface DomainVerifierOptions {
   readonly logger?: Logger;
 }
 
-export class DomainVerifier {
+export class DomainVerifier implements Runnable {
+  readonly name = "domains";
   readonly policy: DomainCheckPolicy;
   readonly #o: DomainVerifierOptions;
-  readonly #queue: WorkQueue;
-  readonly #log: Logger;
-  #timer: NodeJS.Timeout | undefined;
-  #sweeping = false;
-  #closed = false;
+  readonly #work: DueWork;
 
   constructor(o: DomainVerifierOptions) {
     this.#o = o;
     this.policy = { ...DEFAULT_DOMAIN_CHECKS, ...o.policy };
-    this.#log = o.logger ?? pino({ level: "silent" });
-    this.#queue = new WorkQueue({
-      concurrency: o.concurrency ?? 8,
-      retry: CHECK_RETRY,
+    const log = o.logger ?? pino({ level: "silent" });
+    this.#work = new DueWork({
+      name: this.name,
+      due: (limit) => claimDueDomains(o.store, limit, o.leaseMs ?? 60_000),
       reconcile: async (id) => {
         const d = await checkDomain(o.store, o.resolver, id, o.settings, this.policy);
-        if (d) this.#log.debug({ domain: d.hostname, state: d.state, error: d.last_error }, "domain checked");
+        if (d) log.debug({ domain: d.hostname, state: d.state, error: d.last_error }, "domain checked");
         return Result.done;
       },
+      sweepIntervalMs: o.sweepIntervalMs ?? 5_000,
+      sweepLimit: 500,
+      concurrency: o.concurrency ?? 8,
+      retry: CHECK_RETRY,
+      onSweepError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "domain sweep failed"),
       onResult: (id, r) => {
-        if (r.type === "retry")
-          this.#log.warn({ domain: id, err: String(r.error) }, "domain check not recorded; will retry");
+        if (r.type === "retry") log.warn({ domain: id, err: String(r.error) }, "domain check not recorded; will retry");
       },
     });
-    const every = o.sweepIntervalMs ?? 5_000;
-    if (every > 0) {
-      this.#timer = setInterval(() => void this.sweep(), every);
-      this.#timer.unref();
-    }
+  }
+
+  start(): void {
+    this.#work.start();
   }
 
   /** Queues every domain whose check is due; resolves once they are queued. */
-  async sweep(): Promise<void> {
-    if (this.#sweeping || this.#closed) return;
-    this.#sweeping = true;
-    try {
-      for (const id of await claimDueDomains(this.#o.store, 500, this.#o.leaseMs ?? 60_000)) this.#queue.add(id);
-    } catch (err) {
-      this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, "domain sweep failed");
-    } finally {
-      this.#sweeping = false;
-    }
+  sweep(): Promise<void> {
+    return this.#work.sweep();
   }
 
   /** Checks one domain now and returns it as recorded. */
@@ -89,12 +83,10 @@ export class DomainVerifier {
 
   /** Resolves when no check is queued or running. */
   idle(): Promise<void> {
-    return this.#queue.drained();
+    return this.#work.idle();
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
-    await this.#queue.stop();
+  stop(): Promise<void> {
+    return this.#work.stop();
   }
 }

@@ -30,6 +30,8 @@ export interface LogBus {
   /** Sends a message to every replica, this one included. */
   publish(payload: string): void;
   subscribe(listener: (payload: string) => void): () => void;
+  /** Connects (PostgreSQL: the LISTEN connection); resolves once messages can arrive. */
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,6 +48,10 @@ export class LocalLogBus implements LogBus {
     this.emitter.on("m", listener);
     return () => this.emitter.off("m", listener);
   }
+  async start(): Promise<void> {
+    // In-process: nothing to connect.
+  }
+
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
   }
@@ -69,7 +75,7 @@ export class PgLogBus extends LocalLogBus {
     this.#publisher.on("error", () => undefined);
   }
 
-  async start(): Promise<void> {
+  override async start(): Promise<void> {
     await this.#connect();
   }
 

@@ -16,7 +16,9 @@
 // key's backoff (STATUS_RETRY); the lease brings it back after a crash.
 import { pino, type Logger } from "pino";
 import type { BackoffPolicy } from "../../retry/backoff.js";
-import { Result, WorkQueue } from "../../retry/queue.js";
+import type { Runnable } from "../../base/lifecycle.js";
+import { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { existingDataKey, openWith } from "../domain/data-keys.js";
 import { endpointUrl, type ExposureSettings } from "../domain/exposure.js";
@@ -161,24 +163,27 @@ async function statusOf(
       };
 }
 
-export class StatusReporter {
+export class StatusReporter implements Runnable {
+  readonly name = "preview status";
   readonly #o: StatusReporterOptions;
-  readonly #queue: WorkQueue;
-  readonly #log: Logger;
-  #timer: NodeJS.Timeout | undefined;
-  #sweeping = false;
-  #closed = false;
+  readonly #work: DueWork;
 
   constructor(o: StatusReporterOptions) {
     this.#o = o;
-    this.#log = o.logger ?? pino({ level: "silent" });
-    this.#queue = new WorkQueue({
+    const log = o.logger ?? pino({ level: "silent" });
+    this.#work = new DueWork({
+      name: this.name,
+      due: (limit) => claimDueStatuses(o.store, limit, o.leaseMs ?? 30_000),
+      reconcile: (id) => this.#report(id),
+      sweepIntervalMs: o.sweepIntervalMs ?? 1000,
+      sweepLimit: 200,
       concurrency: 8,
       retry: STATUS_RETRY,
-      reconcile: (id) => this.#report(id),
+      onSweepError: (err) =>
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, "preview status sweep failed"),
       onResult: (id, r) => {
         if (r.type === "retry")
-          this.#log.warn(
+          log.warn(
             { preview: id, err: r.error instanceof Error ? r.error.message : String(r.error) },
             "preview status not reported; retrying",
           );
@@ -187,21 +192,12 @@ export class StatusReporter {
   }
 
   start(): void {
-    this.#timer = setInterval(() => void this.sweep(), this.#o.sweepIntervalMs ?? 1000);
-    this.#timer.unref();
+    this.#work.start();
   }
 
   /** Queues the previews whose status is due (also: right after a webhook changed one). */
-  async sweep(): Promise<void> {
-    if (this.#sweeping || this.#closed) return;
-    this.#sweeping = true;
-    try {
-      for (const id of await claimDueStatuses(this.#o.store, 200, this.#o.leaseMs ?? 30_000)) this.#queue.add(id);
-    } catch (err) {
-      this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, "preview status sweep failed");
-    } finally {
-      this.#sweeping = false;
-    }
+  sweep(): Promise<void> {
+    return this.#work.sweep();
   }
 
   async #report(id: string): Promise<Result> {
@@ -233,12 +229,10 @@ export class StatusReporter {
   }
 
   idle(): Promise<void> {
-    return this.#queue.drained();
+    return this.#work.idle();
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
-    await this.#queue.stop();
+  stop(): Promise<void> {
+    return this.#work.stop();
   }
 }

@@ -13,7 +13,9 @@
 import type { Logger } from "pino";
 import { pino } from "pino";
 import type { BackoffPolicy } from "../../retry/backoff.js";
-import { Result, WorkQueue } from "../../retry/queue.js";
+import type { Runnable } from "../../base/lifecycle.js";
+import { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
 import type { KindName } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { deploymentPayloads } from "../payloads/deployment.js";
@@ -123,13 +125,12 @@ function parseKey(key: string): [environmentId: string, region: string] {
   return [key.slice(0, i), key.slice(i + 1)];
 }
 
-export class RolloutDriver {
-  private readonly queue: WorkQueue;
+export class RolloutDriver implements Runnable {
+  readonly name = "rollouts";
+  private readonly work: DueWork;
   private readonly envOfDeployment = new Map<string, string>();
   private readonly log: Logger;
   private readonly maxPasses: number;
-  private readonly sweepTimer: NodeJS.Timeout | null;
-  private closed = false;
 
   constructor(
     private readonly source: RolloutSource,
@@ -137,10 +138,20 @@ export class RolloutDriver {
   ) {
     this.log = options.logger ?? pino({ level: "silent" });
     this.maxPasses = options.maxPasses ?? 50;
-    this.queue = new WorkQueue({
+    this.work = new DueWork({
+      name: this.name,
+      due: async (limit) => (await source.due(Date.now(), limit)).map((d) => keyOf(d.environmentId, d.region)),
+      reconcile: (key, signal) => this.reconcile(key, signal),
+      sweepIntervalMs: options.sweepIntervalMs ?? 2000,
+      sweepLimit: 500,
+      // Callers of sweep() (tests, a replica's catch-up) see the passes it caused done.
+      sweepWaitsForRuns: true,
       concurrency: options.concurrency ?? 16,
       retry: options.retry ?? PASS_RETRY,
-      reconcile: (key, signal) => this.reconcile(key, signal),
+      onSweepError: (err) => {
+        if (options.onSweepError) options.onSweepError(err);
+        else this.log.warn({ err: err instanceof Error ? err.message : String(err) }, "rollout sweep failed");
+      },
       onResult: (key, result) => {
         if (result.type !== "retry") return;
         const [environmentId, region] = parseKey(key);
@@ -148,9 +159,11 @@ export class RolloutDriver {
         this.log.warn({ environmentId, region, err }, "rollout pass failed; retrying with backoff");
       },
     });
-    const sweepMs = options.sweepIntervalMs ?? 2000;
-    this.sweepTimer = sweepMs > 0 ? setInterval(() => void this.sweep(), sweepMs) : null;
-    this.sweepTimer?.unref();
+  }
+
+  /** Schedules the sweep of stored wake-ups. */
+  start(): void {
+    this.work.start();
   }
 
   /** Runs passes until one changes nothing; the answer says when to look again. */
@@ -198,31 +211,21 @@ export class RolloutDriver {
 
   /** Runs passes for one (environment, region) until nothing changes; resolves after that run. Never rejects. */
   kick(environmentId: string, region: string): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    return this.queue.addAndWait(keyOf(environmentId, region));
+    return this.work.addAndWait(keyOf(environmentId, region));
   }
 
   /** Adds the keys whose stored wake-up time has come (any replica may have stored it). */
-  async sweep(): Promise<void> {
-    if (this.closed) return;
-    try {
-      const due = await this.source.due(Date.now(), 500);
-      await Promise.all(due.map((d) => this.kick(d.environmentId, d.region)));
-    } catch (err) {
-      if (this.options.onSweepError) this.options.onSweepError(err);
-      else this.log.warn({ err: err instanceof Error ? err.message : String(err) }, "rollout sweep failed");
-    }
+  sweep(): Promise<void> {
+    return this.work.sweep();
   }
 
   /** Resolves when no key is queued, running or waiting for a retry. */
   idle(): Promise<void> {
-    return this.queue.drained();
+    return this.work.idle();
   }
 
   /** Stops the sweep and the queue; waits for passes in flight. */
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    await this.queue.stop();
+  stop(): Promise<void> {
+    return this.work.stop();
   }
 }

@@ -65,7 +65,7 @@ describe("rollout driver queue", () => {
       // The two requests made during the first run were served by one more run.
       assert.deepEqual(runs, ["a", "b", "a"]);
     } finally {
-      await driver.close();
+      await driver.stop();
     }
   });
 
@@ -95,7 +95,7 @@ describe("rollout driver queue", () => {
       await new Promise((r) => setTimeout(r, 100));
       assert.equal(calls, 3, "a successful pass is not retried");
     } finally {
-      await driver.close();
+      await driver.stop();
     }
   });
 
@@ -128,7 +128,7 @@ describe("rollout driver queue", () => {
       assert.equal(passes.get("busy"), 8);
       assert.equal(passes.get("wake"), 2);
     } finally {
-      await driver.close();
+      await driver.stop();
     }
   });
 
@@ -165,7 +165,7 @@ describe("rollout driver queue", () => {
       assert.deepEqual(ran, ["env1/eu", "env2/us", "env2/us", "env3/us", "env3/ap"]);
       assert.deepEqual(seen[0], ["env1", "eu", false]);
     } finally {
-      await driver.close();
+      await driver.stop();
     }
     // Closed: requests are no-ops.
     await driver.kick("env1", "eu");

@@ -1,0 +1,160 @@
+// What startCtrl takes (CtrlConfig and its sections, with their defaults) and what it answers
+// (RunningCtrl). `krane ctrl serve` builds a CtrlConfig from flags, variables and a file (./config.ts).
+import type { Logger } from "pino";
+import type { MeasurementSource } from "../../contracts/analysis.js";
+import type { AllowedKind } from "../../contracts/releases.js";
+import type { BackoffPolicy } from "../../retry/backoff.js";
+import type { LimiterOptions } from "../audit/limiter.js";
+import type { AuditWebhookSink } from "../audit/sink.js";
+import type { AuthOptions } from "../auth/authenticator.js";
+import type { DashboardOptions } from "../dashboard/http.js";
+import type { Store } from "../db/store.js";
+import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
+import type { ExposureSettings } from "../domain/exposure.js";
+import type { DomainVerifier } from "../exposure/verifier.js";
+import type { LiveHubOptions } from "../live/hub.js";
+import type { LiveServiceOptions } from "../live/service.js";
+import type { LogHub } from "../logs/hub.js";
+import type { LogServiceOptions } from "../logs/service.js";
+import type { StatusReporter } from "../previews/status.js";
+import type { RolloutDriver } from "../rollout/driver.js";
+import type { Keyring } from "../secrets/keyring.js";
+import type { FeedHub } from "../stream/feed.js";
+import type { ListenAddress } from "./listen.js";
+import type { CtrlMetrics } from "./metrics.js";
+
+export interface CtrlConfig {
+  /** SQLite path or postgres:// URL. */
+  databaseUrl: string;
+  listen: ListenAddress;
+  /** The HTTP/1.1 ops port; null disables it. */
+  opsListen: ListenAddress | null;
+  tls?: { certFile: string; keyFile: string };
+  /** Versions kept per stream before compaction. */
+  outboxRetention?: number;
+  compactIntervalMs?: number;
+  unaryTimeoutMs?: number;
+  shutdownGraceMs?: number;
+  /** HTTP/2 PING interval on every session; a missed answer closes the session. */
+  pingIntervalMs?: number;
+  /** A watch stream quiet this long gets a bookmark, so agents can tell it from a dead one (ms). */
+  streamKeepaliveMs?: number;
+  poolSize?: number;
+  logger?: Logger;
+  /**
+   * Makes sure an admin user token exists before serving: `token` is registered as given;
+   * without one, the token in `file` is registered when the file exists, and otherwise a database
+   * with no user token gets a generated token written to `file` (mode 0600).
+   */
+  bootstrapAdmin?: { token?: string; file: string };
+  /** Backstop re-read of live streams in case a notification was lost (ms, 0 disables). */
+  feedSafetyIntervalMs?: number;
+  /** Registers process metrics (off in tests that run several servers). */
+  defaultMetrics?: boolean;
+  /** How often the rollout driver looks for stored wake-ups (ms, 0 disables). */
+  rolloutSweepIntervalMs?: number;
+  /** Auth cache lifetime, stream re-check interval, usage recording (defaults suit production). */
+  auth?: AuthOptions;
+  /** The master keys that seal secrets at rest (absent: secrets are refused). */
+  keyring?: Keyring;
+  /** The platform's allow-list of release kinds (default DEFAULT_RELEASE_KINDS). */
+  releaseKinds?: readonly AllowedKind[];
+  /** How often finished deletions are looked for (ms; confirmations also trigger it). */
+  deletionSweepIntervalMs?: number;
+  /** Generated addresses of endpoints (apexes, patterns); defaults: DEFAULT_EXPOSURE. */
+  exposure?: Partial<ExposureSettings>;
+  /** Custom domain verification: DNS (servers, or a resolver of the caller's), schedule, sweep. */
+  domains?: {
+    resolver?: TxtResolver;
+    dnsServers?: readonly string[];
+    policy?: Partial<DomainCheckPolicy>;
+    sweepIntervalMs?: number;
+  };
+  /** How long Idempotency-Keys are remembered (ms; default 24 h). */
+  idempotencyRetentionMs?: number;
+  /** Where progressive rollouts' analysis reads samples (default: the stored reports of the agents, StoredMeasurements). */
+  measurements?: MeasurementSource;
+  /** The audit log: retention, its pruning, the webhook sink, the folding of anonymous refusals. */
+  audit?: AuditSettings;
+  /** Previews: the pull-request webhook listener (HTTP/1.1; null or absent: none), expiry, status reports. */
+  previews?: PreviewSettings;
+  /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
+  logs?: LogServiceOptions;
+  /** The live views' streams (LiveService) and how their views are read (coalescing). */
+  live?: LiveServiceOptions & LiveHubOptions;
+  /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
+  dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
+}
+
+export interface PreviewSettings {
+  /** Where GitHub and GitLab deliver pull-request events (HTTP/1.1); null: no listener. */
+  webhookListen?: ListenAddress | null;
+  /** How old a delivery may be (ms; default 10 minutes). */
+  replayWindowMs?: number;
+  /** How often expired previews are looked for (ms; default 30 s). */
+  expiryIntervalMs?: number;
+  /** How often due commit statuses are looked for (ms; default 1 s). */
+  statusSweepIntervalMs?: number;
+  /** How soon a deploying preview's status is looked at again (ms; default 2 s). */
+  statusRecheckMs?: number;
+}
+
+/** Default retention of audit events: 400 days. */
+export const DEFAULT_AUDIT_RETENTION_MS = 400 * 24 * 60 * 60 * 1000;
+
+export interface AuditSettings {
+  /**
+   * false: nothing is recorded (no interceptor, no events) — only to measure what the log costs
+   * (`npm run bench -- audit`); `krane ctrl serve` always records.
+   */
+  record?: boolean;
+  /** How long events are kept (ms; default 400 days). */
+  retentionMs?: number;
+  /** How often old events are looked for (ms; default one hour). */
+  pruneIntervalMs?: number;
+  /** Delivers every event to this receiver (at least once, signed). */
+  webhook?: {
+    url: string;
+    secret: string;
+    batch?: number;
+    sweepIntervalMs?: number;
+    retry?: BackoffPolicy;
+    timeoutMs?: number;
+  };
+  refusalLimits?: LimiterOptions;
+  /** How often folded refusals are written (ms; default 10 s). */
+  flushIntervalMs?: number;
+}
+
+export interface RunningCtrl {
+  /** Base URL of the API port, e.g. http://127.0.0.1:7070. */
+  url: string;
+  opsUrl: string | null;
+  store: Store;
+  hub: FeedHub;
+  /** Log requests and the agents' log channels connected to this process. */
+  logHub: LogHub;
+  metrics: CtrlMetrics;
+  rollout: RolloutDriver;
+  /** Custom domains' DNS checks. */
+  domains: DomainVerifier;
+  /** The audit log's webhook sink, when one is configured. */
+  auditSink: AuditWebhookSink | undefined;
+  /** Writes the refusals folded so far (the upkeep does it every few seconds). */
+  flushAuditRefusals(): Promise<number>;
+  /** The pull-request webhook listener's base URL (null: none). */
+  webhookUrl: string | null;
+  /** Reports previews' URLs and states to their pull requests. */
+  previewStatus: StatusReporter;
+  /** Deletes the previews whose TTL passed now (the upkeep does it every expiryIntervalMs). */
+  expirePreviews(): Promise<number>;
+  /** Aborted once the server has stopped; every call in flight holds one listener on it. */
+  shutdownSignal: AbortSignal;
+  /** Graceful stop; safe to call twice. */
+  close(): Promise<void>;
+  /** What a shutdown in progress waits on ("running" before close). */
+  shutdownStep(): string;
+}
+
+/** Default of CtrlConfig.shutdownGraceMs: calls in flight get this long, then open streams as long again. */
+export const SHUTDOWN_GRACE_MS = 10_000;
