@@ -31,11 +31,12 @@ export class Manager {
   readonly #started: Runnable[] = [];
   readonly #stop = new AbortController();
   #step = "starting";
+  #begun = false;
   #stopping: Promise<void> | undefined;
 
   /** Adds a part (before start); returns it, so construction and registration read as one line. */
   add<R extends Runnable>(part: R): R {
-    if (this.#started.length > 0 || this.#stopping) throw new Error(`${part.name}: added after the manager started`);
+    if (this.#begun) throw new Error(`${part.name}: added after the manager started`);
     this.#parts.push(part);
     return part;
   }
@@ -46,6 +47,7 @@ export class Manager {
    * start failed halfway.
    */
   async start(): Promise<void> {
+    this.#begun = true;
     for (const part of this.#parts) {
       this.#step = `starting ${part.name}`;
       try {
