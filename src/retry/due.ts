@@ -5,8 +5,11 @@
 // and adds them to a WorkQueue (./queue.ts), which runs `reconcile(key)` one key at a time with
 // the key's own backoff. Sweeps never overlap (a slow one makes the next tick a no-op; a caller's sweep() waits for it and sweeps again); a failed
 // sweep goes to `onSweepError` and the next tick tries again. Callers can also add keys directly
-// (an API call, a report). It is a Runnable (../base/lifecycle.ts): start schedules the sweeps,
+// (an API call, a report). A sweep runs in the DueWork's own async context, as the queue's runs do:
+// ctrl's write hooks of the API call that asked for it (the audit log's, an idempotency key's)
+// must not join the claims it writes. It is a Runnable (../base/lifecycle.ts): start schedules the sweeps,
 // stop ends them and waits for the runs in flight.
+import { AsyncResource } from "node:async_hooks";
 import type { Runnable } from "../base/lifecycle.js";
 import type { BackoffPolicy } from "./backoff.js";
 import { WorkQueue, type Result } from "./queue.js";
@@ -42,6 +45,8 @@ export class DueWork implements Runnable {
   #running: Promise<void> | undefined;
   #again: Promise<void> | undefined;
   #stopped = false;
+  /** The async context sweeps run in: the DueWork's own, never that of whoever asked for a sweep. */
+  readonly #context = new AsyncResource("krane.DueWork");
 
   constructor(o: DueWorkOptions) {
     this.#o = o;
@@ -84,7 +89,7 @@ export class DueWork implements Runnable {
 
   #sweepOnce(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
-    const run = (async () => {
+    const run = this.#context.runInAsyncScope(async () => {
       try {
         const keys = await this.#o.due(this.#o.sweepLimit);
         if (this.#o.sweepWaitsForRuns) await Promise.all(keys.map((k) => this.#queue.addAndWait(k)));
@@ -94,7 +99,7 @@ export class DueWork implements Runnable {
       } finally {
         this.#running = undefined;
       }
-    })();
+    });
     this.#running = run;
     return run;
   }

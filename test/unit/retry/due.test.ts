@@ -1,6 +1,7 @@
 // DueWork: sweeps queue what is due, never overlap, and a caller's sweep sees a sweep that began
 // after it; keys added directly run too; stop ends the sweeps and waits for runs in flight.
 import assert from "node:assert/strict";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { describe, it } from "node:test";
 import { DueWork } from "../../../src/retry/due.js";
 import { Result } from "../../../src/retry/queue.js";
@@ -119,5 +120,26 @@ describe("DueWork", () => {
     assert.equal(sweeps, at);
     await w.sweep();
     assert.equal(sweeps, at, "a stopped DueWork does not sweep");
+  });
+
+  it("sweeps in its own async context, not the one of whoever asked for the sweep", async () => {
+    const caller = new AsyncLocalStorage<string>();
+    const seen: (string | undefined)[] = [];
+    const w = new DueWork({
+      name: "t",
+      due: async () => {
+        seen.push(caller.getStore());
+        return [];
+      },
+      reconcile: async () => Result.done,
+      sweepIntervalMs: 0,
+      sweepLimit: 10,
+      concurrency: 1,
+      retry: RETRY,
+      onSweepError: (err) => assert.fail(String(err)),
+    });
+    await caller.run("an API call's write hooks", () => w.sweep());
+    assert.deepEqual(seen, [undefined]);
+    await w.stop();
   });
 });
