@@ -5,7 +5,9 @@
 // One view per kind of thing a call changes: a workspace, a project, an environment (with
 // everything configured on it: regions, sentinel and rollout settings, configuration, secrets,
 // endpoints, domains, jobs, releases, pending rollout commands, its preview record), a
-// deployment, a region, a cluster, an API token, a preview hook, a workspace's preview limits.
+// deployment (a deploy: its environment and the revision it created), a region, a cluster, an API
+// token, a preview hook, a workspace's preview limits. A call's view has the same shape before and
+// after it, so the diff is what the call changed.
 // Secrets, tokens and webhook secrets are `Sensitive` (compared by when or how they were set,
 // never shown). A method with no entry here is still audited, with its workspace and no diff.
 import type { Kysely } from "kysely";
