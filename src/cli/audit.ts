@@ -158,7 +158,17 @@ export function registerAuditCommands(program: Command): void {
           import("./audit-records.js"),
         ]);
         let verifier: InstanceType<typeof ChainVerifier>;
+        /** A file checked without the chain's head: the number of its last event. */
+        let unheaded: number | undefined;
         if (f.file !== undefined) {
+          // Without the head only the file's own events are checked: the ones after its last
+          // line (and before its first) cannot be told from events never exported.
+          if ((f.headSeq === undefined) !== (f.headHash === undefined))
+            throw new Error("--head-seq and --head-hash: give both (the chain's last number and hash), or neither");
+          if (f.headSeq !== undefined && !/^\d{1,15}$/.test(f.headSeq))
+            throw new Error(`--head-seq: expected the chain's last event number, got "${f.headSeq}"`);
+          if (f.headHash !== undefined && !/^[0-9a-f]{64}$/.test(f.headHash))
+            throw new Error(`--head-hash: expected 64 hex digits (the chain's last hash), got "${f.headHash}"`);
           const { createReadStream } = await import("node:fs");
           const { createInterface } = await import("node:readline");
           let n = 0;
@@ -184,6 +194,7 @@ export function registerAuditCommands(program: Command): void {
               partial,
             );
             v.add(rec);
+            if (partial) unheaded = rec.seq;
           }
           if (!v) throw new Error(`${f.file}: no events`);
           verifier = v;
@@ -203,10 +214,14 @@ export function registerAuditCommands(program: Command): void {
           verifier = v;
         }
         const problems = verifier.finish();
-        if (x.json) process.stdout.write(`${JSON.stringify({ checked: verifier.checked, problems }, null, 2)}\n`);
+        // The head checked against: what an auditor keeps to check a later export with --file.
+        const head = unheaded === undefined ? { seq: verifier.head.seq, hash: verifier.head.hash } : null;
+        if (x.json) process.stdout.write(`${JSON.stringify({ checked: verifier.checked, head, problems }, null, 2)}\n`);
         else if (problems.length === 0)
           process.stdout.write(
-            `ok: ${verifier.checked} events, every hash and link holds, head #${verifier.head.seq}\n`,
+            unheaded === undefined
+              ? `ok: ${verifier.checked} events, every hash and link holds, head #${verifier.head.seq}\n`
+              : `ok: ${verifier.checked} events, every hash and link holds, through #${unheaded} (no --head-seq/--head-hash: events after it are not checked)\n`,
           );
         else for (const p of problems) process.stdout.write(`${p.problem}\n`);
         if (problems.length > 0) process.exitCode = 1;

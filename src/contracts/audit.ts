@@ -238,7 +238,13 @@ export function auditRecordToJson(r: AuditRecord): Record<string, JsonValue> {
     seq: r.seq,
     at: new Date(r.at).toISOString(),
     at_unix_ms: r.at,
-    actor: { kind: r.actorKind, id: r.actorId, name: r.actorName },
+    // The scope is part of what the hash covers: without it no event a token made verifies.
+    actor: {
+      kind: r.actorKind,
+      id: r.actorId,
+      name: r.actorName,
+      ...(r.actorScope === undefined ? {} : { scope: r.actorScope }),
+    },
     method: r.method,
     targets: r.targets,
     request_id: r.requestId,
@@ -272,6 +278,8 @@ export function auditRecordFromJson(v: unknown): AuditRecord {
   if (typeof actor !== "object" || actor === null) throw new Error("actor: expected an object");
   const kind = str("actor.kind", actor.kind);
   if (!ACTOR_KINDS.includes(kind)) throw new Error(`actor.kind: unknown kind "${kind}"`);
+  // Absent (or empty, as the API spells none): an event without a scope (not a user's, or older).
+  const scope = actor.scope === undefined ? "" : str("actor.scope", actor.scope);
   if (!Array.isArray(o.targets) || !o.targets.every((t) => typeof t === "string"))
     throw new Error("targets: expected a list of strings");
   if (!Array.isArray(o.changes)) throw new Error("changes: expected a list");
@@ -294,5 +302,6 @@ export function auditRecordFromJson(v: unknown): AuditRecord {
     changes: o.changes as AuditChange[],
     prevHash: str("prev_hash"),
     hash: str("hash"),
+    ...(scope === "" ? {} : { actorScope: scope }),
   };
 }

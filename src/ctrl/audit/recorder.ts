@@ -150,7 +150,9 @@ export class AuditedWork implements WriteHook {
     if (this.#closed || !p) return;
     const created = p.created ?? this.#created;
     const after = await this.subjectOf(tx.trx, created);
-    const about = after ?? p.before;
+    // What the call was about names the chain and targets: as it is after the change, or as it
+    // was before when the change removed it (a revoked token's workspace is only known before).
+    const about = after?.view ? after : (p.before ?? after);
     const changes = diffViews(p.before?.view ?? null, after?.view ?? null);
     const workspaceId = about?.workspaceId ?? (await this.fallbackWorkspace(tx.trx)) ?? INSTALLATION_CHAIN;
     const targets = [...(about?.targets ?? [])];

@@ -5,7 +5,9 @@
 // One view per kind of thing a call changes: a workspace, a project, an environment (with
 // everything configured on it: regions, sentinel and rollout settings, configuration, secrets,
 // endpoints, domains, jobs, releases, pending rollout commands, its preview record), a
-// deployment, a region, a cluster, an API token, a preview hook, a workspace's preview limits.
+// deployment (a deploy: its environment and the revision it created), a region, a cluster, an API
+// token, a preview hook, a workspace's preview limits. A call's view has the same shape before and
+// after it, so the diff is what the call changed.
 // Secrets, tokens and webhook secrets are `Sensitive` (compared by when or how they were set,
 // never shown). A method with no entry here is still audited, with its workspace and no diff.
 import type { Kysely } from "kysely";
@@ -231,33 +233,34 @@ async function environmentSubject(
   return { workspaceId: w.id, targets: [w.id, p.id, e.id], view: await environmentView(db, e.id) };
 }
 
-async function deploymentSubject(db: Reader, id: string | undefined): Promise<AuditSubject | undefined> {
+async function deploymentRow(db: Reader, id: string | undefined) {
   if (id === undefined || id === "") return undefined;
-  const d = await db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
+  return db.selectFrom("deployments").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+/** A revision as it was created (it never changes after). */
+function deploymentView(d: NonNullable<Awaited<ReturnType<typeof deploymentRow>>>): ViewTree {
+  return {
+    revision: Number(d.revision),
+    image: d.image,
+    command: parseJsonList<string>(d.command),
+    args: parseJsonList<string>(d.args),
+    port: Number(d.port),
+    env: json(d.env),
+    cpu_millicores: Number(d.cpu_millicores),
+    memory_mib: Number(d.memory_mib),
+    health_check: json(d.health_check),
+    build_id: d.build_id,
+  };
+}
+
+async function deploymentSubject(db: Reader, id: string | undefined): Promise<AuditSubject | undefined> {
+  const d = await deploymentRow(db, id);
   if (!d) return undefined;
-  const regions = await db
-    .selectFrom("environment_regions")
-    .select(["region", "replicas"])
-    .where("environment_id", "=", d.environment_id)
-    .execute();
   return {
     workspaceId: d.workspace_id,
     targets: [d.workspace_id, d.project_id, d.environment_id, d.id],
-    view: {
-      deployment: {
-        revision: Number(d.revision),
-        image: d.image,
-        command: parseJsonList<string>(d.command),
-        args: parseJsonList<string>(d.args),
-        port: Number(d.port),
-        env: json(d.env),
-        cpu_millicores: Number(d.cpu_millicores),
-        memory_mib: Number(d.memory_mib),
-        health_check: json(d.health_check),
-        build_id: d.build_id,
-      },
-      regions: Object.fromEntries(regions.map((r) => [r.region, Number(r.replicas)])),
-    },
+    view: { deployment: deploymentView(d) },
   };
 }
 
@@ -378,6 +381,19 @@ export type SubjectReader = (
 const env: SubjectReader = (db, req) =>
   environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "environment"));
 
+/**
+ * A new revision of an environment: the environment (its revision counter, the replicas a deploy
+ * may set) and the revision the call created, read the same way before and after, so the diff is
+ * what the call changed (`deployment.*` added, `environment.revision` set, …), not two different
+ * things compared.
+ */
+const deploymentCreation: SubjectReader = async (db, req, created) => {
+  const e = await env(db, req, created);
+  if (e === undefined || e.view === null) return e;
+  const d = await deploymentRow(db, created);
+  return { ...e, view: { ...e.view, deployment: d ? deploymentView(d) : null } };
+};
+
 /** The views of the methods that change state, by "Service/Method". */
 export const SUBJECTS: Readonly<Record<string, SubjectReader>> = {
   "WorkspaceService/CreateWorkspace": (db, req) => workspaceSubject(db, field(req, "slug")),
@@ -388,8 +404,7 @@ export const SUBJECTS: Readonly<Record<string, SubjectReader>> = {
     environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "slug")),
   "EnvironmentService/UpdateEnvironment": env,
   "EnvironmentService/DeleteEnvironment": env,
-  "DeploymentService/CreateDeployment": async (db, req, created) =>
-    (await deploymentSubject(db, created)) ?? (await env(db, req, created)),
+  "DeploymentService/CreateDeployment": deploymentCreation,
   "DeploymentService/DeleteDeployment": (db, req) => deploymentSubject(db, field(req, "deploymentId")),
   "RegionService/CreateRegion": (db, req) => regionSubject(db, field(req, "name")),
   "RegionService/CreateClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),

@@ -151,20 +151,48 @@ describe("audit hash chain", () => {
 
   it("an event as an NDJSON line hashes the same after a round trip", () => {
     fc.assert(
-      fc.property(fc.string(), fc.string(), fc.jsonValue(), (msg, ua, value) => {
-        const [e] = chain(1);
-        assert.ok(e);
-        const r = {
-          ...e,
-          message: msg,
-          userAgent: ua,
-          changes: [{ field: "x", op: "set" as const, before: null, after: value as never }],
-        };
-        // Hashed as ctrl does, from the values in memory; checked from the line a client reads.
-        const hashed = { ...r, hash: auditHash(r) };
-        const back = auditRecordFromJson(JSON.parse(JSON.stringify(auditRecordToJson(hashed))));
-        assert.equal(auditHash(back), hashed.hash);
-      }),
+      fc.property(
+        fc.string(),
+        fc.string(),
+        fc.jsonValue(),
+        // A user token's scope (the installation's or a workspace's), or none (another actor).
+        fc.option(fc.oneof(fc.constant("installation"), fc.string({ minLength: 1 })), { nil: undefined }),
+        (msg, ua, value, scope) => {
+          const [e] = chain(1);
+          assert.ok(e);
+          const { hash: _, ...unhashed } = e;
+          const r: Omit<AuditRecord, "hash"> = {
+            ...unhashed,
+            message: msg,
+            userAgent: ua,
+            changes: [{ field: "x", op: "set" as const, before: null, after: value as never }],
+            ...(scope === undefined ? {} : { actorScope: scope }),
+          };
+          // Hashed as ctrl does, from the values in memory; checked from the line a client reads.
+          const hashed = { ...r, hash: auditHash(r) };
+          const back = auditRecordFromJson(JSON.parse(JSON.stringify(auditRecordToJson(hashed))));
+          assert.equal(auditHash(back), hashed.hash);
+          // Every field comes back, so nothing the hash covers is left out of the line.
+          assert.deepEqual(back, hashed);
+        },
+      ),
+    );
+  });
+
+  it("an NDJSON line with its scope removed or changed no longer matches its hash", () => {
+    const [e] = chain(1);
+    assert.ok(e);
+    const { hash: _, ...unhashed } = e;
+    const r = { ...unhashed, actorScope: "installation" };
+    const line = auditRecordToJson({ ...r, hash: auditHash(r) });
+    assert.deepEqual(line.actor, { kind: "user", id: "tok_x", name: "admin", scope: "installation" });
+    const read = (actor: Record<string, string>): AuditRecord => auditRecordFromJson({ ...line, actor });
+    assert.equal(auditHash(read({ kind: "user", id: "tok_x", name: "admin", scope: "installation" })), line.hash);
+    assert.notEqual(auditHash(read({ kind: "user", id: "tok_x", name: "admin" })), line.hash);
+    assert.notEqual(auditHash(read({ kind: "user", id: "tok_x", name: "admin", scope: "ws_other" })), line.hash);
+    assert.throws(
+      () => auditRecordFromJson({ ...line, actor: { ...(line.actor as object), scope: 1 } }),
+      /actor\.scope/,
     );
   });
 });
