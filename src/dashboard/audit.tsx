@@ -9,14 +9,28 @@ import { all, clock } from "./util.js";
 /** Pages of 1,000 read at most (the newest 10,000 events of a chain are enough for a page). */
 const MAX_PAGES = 10;
 
-export function Audit(props: { workspace: string }) {
-  const [workspaces, setWorkspaces] = useState<string[]>([]);
+/** The events of one chain under one filter, or ctrl's refusal; `of` names which. */
+interface Loaded {
+  of: string;
+  events?: AuditEvent[];
+  error: string;
+}
+
+/**
+ * `workspace`: the chain the route names ("" for the first, "*" for the installation's; the route
+ * mounts the page keyed by it). `installation`: the session is an installation token's; a
+ * workspace's is not offered the installation's chain (ctrl would refuse it).
+ */
+export function Audit(props: { workspace: string; installation: boolean }) {
+  const [workspaces, setWorkspaces] = useState<string[]>();
   const [chain, setChain] = useState(props.workspace);
   const [refusedOnly, setRefusedOnly] = useState(false);
-  const [events, setEvents] = useState<AuditEvent[] | undefined>(undefined);
-  const [error, setError] = useState("");
-  const [open, setOpen] = useState<AuditEvent>();
+  const [listError, setListError] = useState("");
   const [tick, setTick] = useState(0);
+  // What is shown belongs to one chain and filter: an answer for another is never shown under it.
+  const of = JSON.stringify([chain, refusedOnly]);
+  const [loaded, setLoaded] = useState<Loaded>({ of: "", error: "" });
+  const [open, setOpen] = useState<{ of: string; event: AuditEvent }>();
   useEffect(() => {
     void all(async (pageToken) => {
       const r = await api.workspaces.listWorkspaces({ pageToken, pageSize: 1000 });
@@ -24,26 +38,34 @@ export function Audit(props: { workspace: string }) {
     }).then(
       (ws) => {
         setWorkspaces(ws);
-        if (chain === "" && ws[0] !== undefined) setChain(ws[0]);
+        if (chain === "") setChain(ws[0] ?? (props.installation ? "*" : ""));
       },
-      (err: unknown) => setError(errorText(err)),
+      (err: unknown) => setListError(errorText(err)),
     );
   }, []);
   useEffect(() => {
     if (chain === "") return;
-    setEvents(undefined);
+    let current = true;
     const filter = chain === "*" ? { installation: true, refusedOnly } : { workspace: chain, refusedOnly };
     void all(async (pageToken) => {
       const r = await api.audit.listAuditEvents({ filter, pageToken, pageSize: 1000 });
       return { items: r.events, next: r.nextPageToken };
     }, MAX_PAGES).then(
-      (evs) => {
-        setEvents(evs.reverse());
-        setError("");
-      },
-      (err: unknown) => setError(errorText(err)),
+      (evs) => current && setLoaded({ of, events: evs.reverse(), error: "" }),
+      // A refusal ends the loading: it is shown instead of the events.
+      (err: unknown) => current && setLoaded({ of, error: errorText(err) }),
     );
+    return () => {
+      current = false;
+    };
   }, [chain, refusedOnly, tick]);
+  const mine = loaded.of === of ? loaded : undefined;
+  const events = mine?.events;
+  const error = listError || mine?.error || "";
+  const detail = open?.of === of ? open.event : undefined;
+  // The route's chain is offered even when not listed (another workspace's: ctrl refuses it).
+  const chains = [...(workspaces ?? [])];
+  if (chain !== "" && chain !== "*" && !chains.includes(chain)) chains.push(chain);
   return (
     <main>
       <h2>Audit log</h2>
@@ -51,12 +73,12 @@ export function Audit(props: { workspace: string }) {
         <label>
           Chain
           <select value={chain} onChange={(e) => setChain(e.currentTarget.value)}>
-            {workspaces.map((w) => (
+            {chains.map((w) => (
               <option key={w} value={w}>
                 workspace {w}
               </option>
             ))}
-            <option value="*">the installation</option>
+            {props.installation && <option value="*">the installation</option>}
           </select>
         </label>
         <label class="inline">
@@ -67,12 +89,13 @@ export function Audit(props: { workspace: string }) {
           Refresh
         </button>
       </div>
-      {error && (
+      {error ? (
         <p class="error" role="alert">
           {error}
         </p>
-      )}
-      {events === undefined ? (
+      ) : chain === "" && workspaces !== undefined ? (
+        <p class="muted">No workspace has an audit chain to show.</p>
+      ) : events === undefined ? (
         <p class="muted">Loading…</p>
       ) : (
         <Table
@@ -98,7 +121,11 @@ export function Audit(props: { workspace: string }) {
               value: (e) => e.changes.length,
               render: (e) =>
                 e.changes.length > 0 || e.message ? (
-                  <button type="button" aria-label={`Details of event ${e.seq}`} onClick={() => setOpen(e)}>
+                  <button
+                    type="button"
+                    aria-label={`Details of event ${e.seq}`}
+                    onClick={() => setOpen({ of, event: e })}
+                  >
                     Details
                   </button>
                 ) : (
@@ -108,12 +135,12 @@ export function Audit(props: { workspace: string }) {
           ]}
         />
       )}
-      {open && (
-        <section aria-label={`Event ${open.seq}`}>
+      {detail && (
+        <section aria-label={`Event ${detail.seq}`}>
           <h3>
-            Event {String(open.seq)}: {open.method} ({open.code})
+            Event {String(detail.seq)}: {detail.method} ({detail.code})
           </h3>
-          {open.message && <p>{open.message}</p>}
+          {detail.message && <p>{detail.message}</p>}
           <table class="diff" aria-label="What the change changed">
             <thead>
               <tr>
@@ -124,7 +151,7 @@ export function Audit(props: { workspace: string }) {
               </tr>
             </thead>
             <tbody>
-              {open.changes.map((c) => (
+              {detail.changes.map((c) => (
                 <tr key={c.field}>
                   <td>{c.field}</td>
                   <td>{c.op}</td>

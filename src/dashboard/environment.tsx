@@ -28,10 +28,20 @@ const TABS = [
   ["config", "Config and domains"],
 ] as const;
 
+/** What identifies an environment's page: a new key, a new page. */
+export function envKey(ref: EnvRef): string {
+  return JSON.stringify([ref.workspace, ref.project, ref.environment]);
+}
+
 export function envHash(ref: EnvRef, tab = "status"): string {
   return `#/env/${[ref.workspace, ref.project, ref.environment].map(encodeURIComponent).join("/")}/${tab}`;
 }
 
+/**
+ * The page of one environment. Its state (the view, each tab's data, filters, typed input, an
+ * open confirmation) is that environment's: the route mounts it keyed by `envKey`, so another
+ * environment gets a fresh page, never this one's data under the other's name.
+ */
 export function EnvironmentPage(props: EnvRef & { tab: string }) {
   const ref = { workspace: props.workspace, project: props.project, environment: props.environment };
   const [view, setView] = useState<EnvironmentView | undefined>(undefined);
@@ -55,12 +65,12 @@ export function EnvironmentPage(props: EnvRef & { tab: string }) {
           </a>
         ))}
       </nav>
-      {error && (
+      {/* A refusal ends the stream: only ctrl's message, nothing that would act on the environment. */}
+      {error ? (
         <p class="error" role="alert">
           {error}
         </p>
-      )}
-      {!view ? (
+      ) : !view ? (
         <p class="muted">Loading…</p>
       ) : tab === "events" ? (
         <Events envRef={ref} view={view} />

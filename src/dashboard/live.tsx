@@ -2,11 +2,19 @@
 // page, and when it ends or breaks (ctrl restarted, the network dropped, 45 s without even a
 // keepalive) open it again after a short backoff. Every stream starts with the whole view, so a
 // reconnect catches up with whatever happened meanwhile. A refusal no retry mends (not found,
-// not allowed) stops it; an ended session reloads the page (to the sign-in).
+// not allowed) stops it ("stopped", with ctrl's message); an ended session reloads the page (to
+// the sign-in). Its state belongs to the stream it describes: other deps, a fresh "connecting".
 import { useEffect, useRef, useState } from "preact/hooks";
 import { errorText, isFinal, isSignedOut } from "./api.js";
 
-export type LiveState = "connecting" | "live" | "reconnecting";
+export type LiveState = "connecting" | "live" | "reconnecting" | "stopped";
+
+interface Keyed {
+  /** The deps this state is of. */
+  key: string;
+  state: LiveState;
+  error: string;
+}
 
 /** ctrl sends a keepalive after 15 s of quiet: three missed mean the stream is dead. */
 const SILENT_MS = 45_000;
@@ -16,12 +24,15 @@ export function useLiveStream<T>(
   onMessage: (m: T) => void,
   deps: unknown[],
 ): { state: LiveState; error: string } {
-  const [state, setState] = useState<LiveState>("connecting");
-  const [error, setError] = useState("");
+  const key = JSON.stringify(deps);
+  const [now, setNow] = useState<Keyed>({ key, state: "connecting", error: "" });
   const handler = useRef(onMessage);
   handler.current = onMessage;
   useEffect(() => {
     const stop = new AbortController();
+    const set = (state: LiveState, error = "") => {
+      if (!stop.signal.aborted) setNow({ key, state, error });
+    };
     void (async () => {
       let attempt = 0;
       while (!stop.signal.aborted) {
@@ -30,11 +41,12 @@ export function useLiveStream<T>(
         let timer = setTimeout(() => one.abort(), SILENT_MS);
         try {
           for await (const m of open(signal)) {
+            // A message of a stream already left (other deps) is not this page's.
+            if (stop.signal.aborted) return;
             clearTimeout(timer);
             timer = setTimeout(() => one.abort(), SILENT_MS);
             attempt = 0;
-            setState("live");
-            setError("");
+            set("live");
             handler.current(m);
           }
         } catch (err) {
@@ -44,14 +56,14 @@ export function useLiveStream<T>(
             return;
           }
           if (isFinal(err)) {
-            setError(errorText(err));
+            set("stopped", errorText(err));
             return;
           }
         } finally {
           clearTimeout(timer);
         }
         if (stop.signal.aborted) return;
-        setState("reconnecting");
+        set("reconnecting");
         // 0.25 s, 0.5 s … up to 5 s, with jitter: a restarted ctrl is not met by every page at once.
         const delay = Math.min(5_000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2);
         attempt = Math.min(attempt + 1, 10);
@@ -60,13 +72,21 @@ export function useLiveStream<T>(
     })();
     return () => stop.abort();
   }, deps);
-  return { state, error };
+  // Until the effect for new deps has run, the last state is another stream's.
+  return now.key === key ? { state: now.state, error: now.error } : { state: "connecting", error: "" };
 }
 
+const BADGE: Record<LiveState, [string, string]> = {
+  connecting: ["connecting…", "warn"],
+  live: ["live", "ok"],
+  reconnecting: ["reconnecting…", "warn"],
+  stopped: ["stopped", "bad"],
+};
+
 export function LiveBadge(props: { state: LiveState }) {
-  const text = props.state === "live" ? "live" : props.state === "connecting" ? "connecting…" : "reconnecting…";
+  const [text, tone] = BADGE[props.state];
   return (
-    <span class={props.state === "live" ? "badge ok" : "badge warn"} role="status" aria-live="polite">
+    <span class={`badge ${tone}`} role="status" aria-live="polite">
       {text}
     </span>
   );

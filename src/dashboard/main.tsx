@@ -5,10 +5,13 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { signIn, signOut, whoAmI, type Me } from "./api.js";
 import { Audit } from "./audit.js";
-import { EnvironmentPage } from "./environment.js";
+import { EnvironmentPage, envKey } from "./environment.js";
 import { Overview } from "./overview.js";
 
-/** Hash routes: #/, #/env/<workspace>/<project>/<environment>[/<tab>], #/audit[/<workspace>]. */
+/**
+ * Hash routes: #/, #/env/<workspace>/<project>/<environment>[/<tab>], #/audit[/<workspace>], and
+ * #/audit/* (the installation's chain).
+ */
 function useRoute(): string[] {
   const parse = () =>
     location.hash
@@ -100,9 +103,17 @@ function App() {
         </button>
       </header>
       {page === "env" && ws && project && env ? (
-        <EnvironmentPage workspace={ws} project={project} environment={env} tab={tab ?? "status"} />
+        // Keyed by what the route names: another environment or chain is a new page, with none of
+        // the last one's state.
+        <EnvironmentPage
+          key={envKey({ workspace: ws, project, environment: env })}
+          workspace={ws}
+          project={project}
+          environment={env}
+          tab={tab ?? "status"}
+        />
       ) : page === "audit" ? (
-        <Audit workspace={ws ?? ""} />
+        <Audit key={ws ?? ""} workspace={ws ?? ""} installation={me.workspace === null} />
       ) : (
         <Overview installation={me.workspace === null} />
       )}
