@@ -31,7 +31,7 @@ import { appendAuditEvent, INSTALLATION_CHAIN, recordAuditEvent, type AuditDraft
 import { randomChars } from "../domain/ids.js";
 import { diffViews } from "./diff.js";
 import { RefusalLimiter, type LimiterOptions } from "./limiter.js";
-import { SUBJECTS, workspaceIdOf, type AuditSubject, type RequestFields } from "./views.js";
+import { subjectReader, workspaceIdOf, type AuditSubject, type RequestFields, type SubjectReader } from "./views.js";
 
 /** The peer address of the connection a call came on (set by the server's RPC handler). */
 export const CLIENT_ADDRESS = createContextKey("", { description: "krane: the client's address" });
@@ -218,13 +218,14 @@ export class AuditRecorder {
       };
       const message = (): RequestFields => (req.stream ? {} : (req.message as RequestFields));
       const forAgents = isAgentMethod(req.method);
+      const subject = subjectReader(req.method);
       const changes = !forAgents && !isRead(req.method) && !req.stream;
       const refused = async (err: unknown, applied: boolean): Promise<never> => {
         const ce = ConnectError.from(err);
         ce.metadata.set(REQUEST_ID_HEADER, requestId);
         const outsideScope = req.contextValues.get(scopeRefusalKey);
         if (changes || outsideScope || ALWAYS_RECORDED.has(ce.code))
-          await this.#refusal(info, ce, applied, changes ? message() : undefined, principal(), outsideScope);
+          await this.#refusal(info, ce, applied, changes ? message() : undefined, principal(), subject, outsideScope);
         throw ce;
       };
       if (!changes) {
@@ -240,7 +241,6 @@ export class AuditRecorder {
         if (!res.stream || forAgents) return res;
         return { ...res, message: this.#watch(res, refused) } as StreamResponse;
       }
-      const subject = SUBJECTS[info.method];
       const work = new AuditedWork(
         info,
         (db, created) => (subject ? subject(db, message(), created) : Promise.resolve(undefined)),
@@ -288,6 +288,7 @@ export class AuditRecorder {
     applied: boolean,
     req: RequestFields | undefined,
     principal: Principal | undefined,
+    subject: SubjectReader | undefined,
     outsideScope = false,
   ): Promise<void> {
     const anonymous = principal === undefined;
@@ -305,16 +306,15 @@ export class AuditRecorder {
     await this.#record(info, async () => {
       const db = this.o.store.db;
       // Nothing of what it named outside its workspace is read: the event would show its ids.
-      const subject =
-        !anonymous && !outsideScope && req ? await SUBJECTS[info.method]?.(db, req, undefined) : undefined;
+      const about = !anonymous && !outsideScope && req ? await subject?.(db, req, undefined) : undefined;
       const workspaceId = anonymous
         ? INSTALLATION_CHAIN
         : bound !== null
           ? bound.id
-          : (subject?.workspaceId ?? (req ? await workspaceIdOf(db, req) : undefined) ?? INSTALLATION_CHAIN);
+          : (about?.workspaceId ?? (req ? await workspaceIdOf(db, req) : undefined) ?? INSTALLATION_CHAIN);
       return {
         workspaceId,
-        targets: subject?.targets ?? [],
+        targets: about?.targets ?? [],
         code: codeName(err.code),
         message: applied ? `applied, then failed: ${err.rawMessage}${note}` : `${err.rawMessage}${note}`,
         changes: [] as AuditChange[],

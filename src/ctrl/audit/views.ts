@@ -9,8 +9,12 @@
 // token, a preview hook, a workspace's preview limits. A call's view has the same shape before and
 // after it, so the diff is what the call changed.
 // Secrets, tokens and webhook secrets are `Sensitive` (compared by when or how they were set,
-// never shown). A method with no entry here is still audited, with its workspace and no diff.
+// never shown). Which view a method's event gets is declared beside the method in its proto
+// (`audit` and `audit_field` of its policy: ../auth/policy.ts); a method that changes state with no
+// view is still audited, with its workspace and no diff.
 import type { Kysely } from "kysely";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { AuditSubject as Declared, policyOf } from "../auth/policy.js";
 import { parseJsonList, type Database } from "../db/schema.js";
 import { clusterTokenRevoked } from "../domain/clusters.js";
 import { INSTALLATION_CHAIN } from "../domain/audit.js";
@@ -394,54 +398,55 @@ const deploymentCreation: SubjectReader = async (db, req, created) => {
   return { ...e, view: { ...e.view, deployment: d ? deploymentView(d) : null } };
 };
 
-/** The views of the methods that change state, by "Service/Method". */
-export const SUBJECTS: Readonly<Record<string, SubjectReader>> = {
-  "WorkspaceService/CreateWorkspace": (db, req) => workspaceSubject(db, field(req, "slug")),
-  "WorkspaceService/DeleteWorkspace": (db, req) => workspaceSubject(db, field(req, "workspace")),
-  "ProjectService/CreateProject": (db, req) => projectSubject(db, field(req, "workspace"), field(req, "slug")),
-  "ProjectService/DeleteProject": (db, req) => projectSubject(db, field(req, "workspace"), field(req, "project")),
-  "EnvironmentService/CreateEnvironment": (db, req) =>
-    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "slug")),
-  "EnvironmentService/UpdateEnvironment": env,
-  "EnvironmentService/DeleteEnvironment": env,
-  "DeploymentService/CreateDeployment": deploymentCreation,
-  "DeploymentService/DeleteDeployment": (db, req) => deploymentSubject(db, field(req, "deploymentId")),
-  "RegionService/CreateRegion": (db, req) => regionSubject(db, field(req, "name")),
-  "RegionService/CreateClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
-  "RegionService/RevokeClusterToken": (db, req) => clusterSubject(db, field(req, "region"), field(req, "clusterName")),
-  "ApiTokenService/CreateApiToken": (db, _req, created) => apiTokenSubject(db, created),
-  "ApiTokenService/RevokeApiToken": (db, req) => apiTokenSubject(db, field(req, "tokenId")),
-  "RolloutService/Scale": env,
-  "RolloutService/Pause": env,
-  "RolloutService/Resume": env,
-  "RolloutService/Undo": env,
-  "RolloutService/Restart": env,
-  "RolloutService/Promote": env,
-  "RolloutService/Abort": env,
-  "ConfigService/SetConfig": env,
-  "ConfigService/UnsetConfig": env,
-  "ConfigService/SetSecrets": env,
-  "ConfigService/UnsetSecrets": env,
-  "ReleaseService/ApplyRelease": env,
-  "ReleaseService/DeleteRelease": env,
-  "JobService/PutJob": env,
-  "JobService/DeleteJob": env,
-  "EndpointService/SetEndpoint": env,
-  "EndpointService/DeleteEndpoint": env,
-  "DomainService/AddDomain": env,
-  "DomainService/VerifyDomain": env,
-  "DomainService/RemoveDomain": env,
-  "PreviewService/CreatePreview": (db, req) =>
-    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
-  "PreviewService/DeletePreview": (db, req) =>
-    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
-  "PreviewService/ApprovePreview": (db, req) =>
-    environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "name")),
-  "PreviewService/SetPreviewLimits": (db, req) => previewLimitsSubject(db, field(req, "workspace")),
-  "PreviewService/CreatePreviewHook": (db, req, created) => previewHookSubject(db, field(req, "workspace"), created),
-  "PreviewService/DeletePreviewHook": (db, req) =>
-    previewHookSubject(db, field(req, "workspace"), field(req, "hookId")),
-};
+/** A request field by its proto name ("cluster_name"), as protobuf-es names it ("clusterName"). */
+function protoField(req: RequestFields, protoName: string): string {
+  return field(
+    req,
+    protoName.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()),
+  );
+}
+
+/** The id a call created, else the one its request names in `protoName`. */
+function createdOr(req: RequestFields, created: string | undefined, protoName: string): string | undefined {
+  return created ?? (protoField(req, protoName) || undefined);
+}
+
+/**
+ * The view of a call that changes state, from its method's declared audit subject and field
+ * (proto/krane/ctrl/v1/policy.proto); undefined for reads and undeclared methods (audited with
+ * their workspace and no diff).
+ */
+export function subjectReader(method: DescMethod): SubjectReader | undefined {
+  const p = policyOf(method);
+  if (!p) return undefined;
+  const named = (usual: string) => (req: RequestFields) => protoField(req, p.auditField || usual);
+  switch (p.audit) {
+    case Declared.WORKSPACE:
+      return (db, req) => workspaceSubject(db, named("workspace")(req));
+    case Declared.PROJECT:
+      return (db, req) => projectSubject(db, field(req, "workspace"), named("project")(req));
+    case Declared.ENVIRONMENT:
+      return (db, req) =>
+        environmentSubject(db, field(req, "workspace"), field(req, "project"), named("environment")(req));
+    case Declared.NEW_REVISION:
+      return deploymentCreation;
+    case Declared.DEPLOYMENT:
+      return (db, req) => deploymentSubject(db, named("deployment_id")(req));
+    case Declared.REGION:
+      return (db, req) => regionSubject(db, named("name")(req));
+    case Declared.CLUSTER:
+      return (db, req) => clusterSubject(db, field(req, "region"), named("cluster_name")(req));
+    case Declared.API_TOKEN:
+      return (db, req, created) => apiTokenSubject(db, createdOr(req, created, p.auditField || "token_id"));
+    case Declared.PREVIEW_LIMITS:
+      return (db, req) => previewLimitsSubject(db, named("workspace")(req));
+    case Declared.PREVIEW_HOOK:
+      return (db, req, created) =>
+        previewHookSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "hook_id"));
+    default:
+      return undefined;
+  }
+}
 
 /** An environment's view by id (the preview webhooks and TTL, which have no request to read). */
 export async function environmentSubjectById(db: Reader, envId: string): Promise<AuditSubject | undefined> {

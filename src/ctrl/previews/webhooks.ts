@@ -17,7 +17,8 @@ import type { Logger } from "pino";
 import { pino } from "pino";
 import { actorOf, auditedWork, recordRefused, type CallInfo } from "../audit/recorder.js";
 import { RefusalLimiter } from "../audit/limiter.js";
-import { SUBJECTS } from "../audit/views.js";
+import { subjectReader } from "../audit/views.js";
+import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import type { Store } from "../db/store.js";
 import { INSTALLATION_CHAIN } from "../domain/audit.js";
 import {
@@ -208,7 +209,7 @@ export class WebhookReceiver {
     }
     const call = who(ev.sender);
     const name = previewName(provider, ev.number);
-    const subject = SUBJECTS["PreviewService/CreatePreview"];
+    const subject = subjectReader(PreviewService.method.createPreview);
     let outcome: PreviewOutcome | undefined;
     try {
       outcome = await auditedWork(
