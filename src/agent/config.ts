@@ -1,7 +1,7 @@
 // `krane agent` configuration: flags > KRANE_* environment variables > YAML config file >
 // defaults. Pure (inputs in, config or a list of problems out) so precedence is unit-tested.
 import { parse } from "yaml";
-import type { GatewayRef, GatewaySettings } from "./runtime/kind.js";
+import type { GatewayRef, GatewaySettings } from "./gateways/settings.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
 import { AGENT_NAMESPACE } from "../contracts/cluster.js";
 

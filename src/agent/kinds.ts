@@ -7,11 +7,17 @@ import { deploymentsController } from "./deployments/controller.js";
 import { gatewaysController } from "./gateways/controller.js";
 import { jobsController } from "./jobs/controller.js";
 import { releasesController } from "./releases/controller.js";
+import type { SecretStoreEnv } from "./deployments/secret-store.js";
+import type { GatewayEnv } from "./gateways/settings.js";
 import { kind, optionalKind, type KindEnv, type KindRegistration } from "./runtime/kind.js";
 import { sentinelsController } from "./sentinels/controller.js";
+import type { SentinelEnv } from "./sentinels/settings.js";
+
+/** What the agent gives its kinds: the runtime's KindEnv and each kind's own settings. */
+export type AgentKindEnv = KindEnv & SentinelEnv & SecretStoreEnv & GatewayEnv;
 
 /** The deployment and sentinel kinds, sharing the region's autoscaler. */
-const autoscaled: KindRegistration = (manager, env: KindEnv, opts) => {
+const autoscaled: KindRegistration<AgentKindEnv> = (manager, env, opts) => {
   const autoscaler = new RegionAutoscaler({
     region: env.region,
     send: (req, signal) => env.ctrl.reportAutoscale(req, { signal, timeoutMs: 5_000 }),
@@ -22,7 +28,7 @@ const autoscaled: KindRegistration = (manager, env: KindEnv, opts) => {
   manager.add(sentinelsController(env, autoscaler), opts);
 };
 
-export const KINDS: readonly KindRegistration[] = [
+export const KINDS: readonly KindRegistration<AgentKindEnv>[] = [
   autoscaled,
   kind(jobsController),
   kind(releasesController),

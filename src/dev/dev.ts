@@ -18,7 +18,7 @@ import { pino, type Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { parseGatewayRef, parseIssuer } from "../agent/config.js";
-import type { GatewaySettings } from "../agent/runtime/kind.js";
+import type { GatewaySettings } from "../agent/gateways/settings.js";
 import { createApiClients, type ApiClients } from "../client/api.js";
 import { startCluster, type LocalCluster } from "../cluster/index.js";
 import { isCheckout } from "../cluster/checkout.js";

@@ -30,7 +30,9 @@ import {
   type StatusReport,
 } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
+import type { SecretStoreEnv } from "./secret-store.js";
 import { clusterProtocol } from "../runtime/kstate.js";
+import { trimEvent, trimNode, trimPod } from "../runtime/trim.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
@@ -78,7 +80,7 @@ function warningKey(ev: KubeObject | undefined): string {
 }
 
 export function deploymentsController(
-  { region, ctrl, secretStore }: KindEnv,
+  { region, ctrl, secretStore }: KindEnv & SecretStoreEnv,
   autoscaler?: ReplicaSizer,
 ): DeploymentDeclaration {
   const zoneOf =
@@ -258,6 +260,7 @@ export function deploymentsController(
         return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
       },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
+      trim: trimPod,
     })
     // Every Warning event about a pod (the resource's field selector), not only krane's: events
     // carry no labels. Only the start failures of krane's pods reach a report.
@@ -269,8 +272,9 @@ export function deploymentsController(
         return oneKey(pod === undefined ? undefined : deploymentKeyOf(pod));
       },
       changed: (ev, old) => warningKey(ev) !== warningKey(old),
+      trim: trimEvent,
     })
-    .reads(resources.nodes, { selector: ZONE_LABEL });
+    .reads(resources.nodes, { selector: ZONE_LABEL, trim: trimNode });
   // External secrets only where this cluster has a store: the SecretProviderClass CRD exists only there.
   if (secretStore) builder.renders(resources.secretProviderClasses, { keysOf: (spc) => oneKey(deploymentKeyOf(spc)) });
   return builder

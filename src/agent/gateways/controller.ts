@@ -41,7 +41,8 @@ import {
   type KindContext,
   type StatusReport,
 } from "../runtime/builder.js";
-import { oneKey, type GatewaySettings, type KindEnv } from "../runtime/kind.js";
+import { oneKey, type KindEnv } from "../runtime/kind.js";
+import type { GatewayEnv, GatewaySettings } from "./settings.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderRoutes, renderStatic } from "./render.js";
 import { gatewayFingerprint, observeGateway } from "./status.js";
@@ -72,7 +73,7 @@ function sentinelServiceOf(environmentId: string, ctx: Ctx): string | undefined 
   return names[0];
 }
 
-export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined {
+export function gatewaysController(env: KindEnv & GatewayEnv): GatewayDeclaration | undefined {
   const settings: GatewaySettings | undefined = env.gateway;
   if (!settings || (!settings.public && !settings.organization)) return undefined;
   const { region } = env;
@@ -156,6 +157,8 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
         gatewayId: gatewayKeyOf(obj) ?? "",
         k8sNamespace: obj.metadata.namespace ?? "",
       }),
+      // Its status conditions, reported (./status.ts); so are the certificates' and Gateways'.
+      readsStatus: true,
     })
     .renders(resources.referenceGrants, { keysOf: (o) => oneKey(gatewayKeyOf(o)) })
     // The sentinels' Services (the sentinel kind caches the same namespace): the backend of routes.
@@ -173,9 +176,10 @@ export function gatewaysController(env: KindEnv): GatewayDeclaration | undefined
         Boolean(svc.metadata.deletionTimestamp) !== Boolean(old.metadata.deletionTimestamp),
       labelIndexes: [LABEL_ENVIRONMENT_ID],
     });
-  if (settings.certificateIssuer) b = b.renders(resources.certificates, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
+  if (settings.certificateIssuer)
+    b = b.renders(resources.certificates, { keysOf: (o) => oneKey(gatewayKeyOf(o)), readsStatus: true });
   // The environment's own Gateway (HTTPS listeners for its certificates), in its workspace namespace.
-  if (settings.https) b = b.renders(resources.gateways, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });
+  if (settings.https) b = b.renders(resources.gateways, { keysOf: (o) => oneKey(gatewayKeyOf(o)), readsStatus: true });
   // Rendered by no key: the runtime prunes every one it finds labelled with a gateway id.
   if (settings.removeSecurityPolicies)
     b = b.renders(resources.securityPolicies, { keysOf: (o) => oneKey(gatewayKeyOf(o)) });

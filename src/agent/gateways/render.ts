@@ -26,7 +26,7 @@ import type { ApplyGateway, GatewayRoute } from "../../gen/krane/ctrl/v1/cluster
 import { SENTINEL_H2C_SERVICE_PORT, SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_GATEWAY_ID, ownerLabels } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
-import type { GatewayRef, GatewaySettings } from "../runtime/kind.js";
+import type { GatewayRef, GatewaySettings } from "./settings.js";
 
 export const GATEWAY_API = "gateway.networking.k8s.io";
 /**

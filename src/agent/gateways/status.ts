@@ -14,7 +14,7 @@ import {
   type GatewayRouteStatus,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isRecord, type KubeObject } from "../../kube/object.js";
-import type { GatewaySettings } from "../runtime/kind.js";
+import type { GatewaySettings } from "./settings.js";
 import {
   certificateHostnames,
   certificateName,

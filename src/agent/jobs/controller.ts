@@ -18,6 +18,7 @@ import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
+import type { SecretStoreEnv } from "../deployments/secret-store.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderCronJob } from "./render.js";
@@ -37,7 +38,7 @@ function runKeyOf(obj: KubeObject): string | undefined {
   return obj.metadata.labels?.[LABEL_JOB_ID];
 }
 
-export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDeclaration {
+export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretStoreEnv): JobDeclaration {
   const report = (change: MessageInitShape<typeof ReportJobStatusRequestSchema>["change"]): ReportJobStatusRequest =>
     create(ReportJobStatusRequestSchema, { region, change });
   /** The job's last runs and schedule, from the caches. */
@@ -67,8 +68,14 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv): JobDecla
         k8sNamespace: obj.metadata.namespace ?? "",
         k8sName: obj.metadata.name ?? "",
       }),
+      // The last schedule, and the runs' start, completion and result (./status.ts).
+      readsStatus: true,
     })
-    .watches(resources.jobs, { keysOf: (job) => oneKey(runKeyOf(job)), labelIndexes: [LABEL_JOB_ID] })
+    .watches(resources.jobs, {
+      keysOf: (job) => oneKey(runKeyOf(job)),
+      labelIndexes: [LABEL_JOB_ID],
+      readsStatus: true,
+    })
     .reconciler({
       validate: (j) => validateApplyJob(j, region, secretStore !== undefined),
       validateDelete: validateDeleteJob,

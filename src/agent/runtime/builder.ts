@@ -12,6 +12,7 @@ import type { Result } from "../../retry/queue.js";
 import type { CtrlProtocol } from "./ctrl-link.js";
 import type { DesiredEntry } from "./desired.js";
 import type { Logger } from "./log.js";
+import type { CacheShape, Trim } from "./trim.js";
 
 export { Result } from "../../retry/queue.js";
 
@@ -147,6 +148,8 @@ export interface WatchDecl<D> {
   readonly changed?: Changed;
   /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
   readonly labelIndexes: readonly string[];
+  /** What the shared cache keeps of each object for this kind. */
+  readonly shape: CacheShape;
 }
 
 export interface ControllerDeclaration<Msg = unknown, D = unknown, Del = unknown, R = unknown> {
@@ -184,6 +187,13 @@ export interface Scope {
   readonly namespace?: string;
   /** Label indexes the kind reads through `informer(r).byIndex(labelIndex(label), value)`. */
   readonly labelIndexes?: readonly string[];
+  /**
+   * What of each object the shared cache keeps for this kind (./trim.ts): a resource the kind
+   * renders keeps its spec, and its status only when the kind reads it (`readsStatus`); a
+   * resource it only observes may be cut to the fields it reads (`trim`, e.g. trimPod).
+   */
+  readonly readsStatus?: boolean;
+  readonly trim?: Trim;
 }
 
 /** Builder-style declaration of a controller kind. */
@@ -232,6 +242,7 @@ export class ControllerBuilder<Msg, D, Del, R> {
       rendered: true,
       keysOf: (obj) => single(o.keyOf(obj)),
       labelIndexes: o.labelIndexes ?? [],
+      shape: { readsStatus: o.readsStatus === true, trim: o.trim },
     });
     return this;
   }
@@ -245,6 +256,7 @@ export class ControllerBuilder<Msg, D, Del, R> {
       rendered: true,
       keysOf: o.keysOf,
       labelIndexes: o.labelIndexes ?? [],
+      shape: { readsStatus: o.readsStatus === true, trim: o.trim },
     });
     return this;
   }
@@ -264,6 +276,7 @@ export class ControllerBuilder<Msg, D, Del, R> {
       keysOf: o.keysOf,
       changed: o.changed,
       labelIndexes: o.labelIndexes ?? [],
+      shape: { readsStatus: o.readsStatus === true, trim: o.trim },
     });
     return this;
   }
@@ -276,6 +289,7 @@ export class ControllerBuilder<Msg, D, Del, R> {
       namespace: o.namespace,
       rendered: false,
       labelIndexes: o.labelIndexes ?? [],
+      shape: { readsStatus: o.readsStatus === true, trim: o.trim },
     });
     return this;
   }

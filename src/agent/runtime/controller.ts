@@ -63,7 +63,7 @@ export class Controller<Msg, D, Del, R> {
     const extraCache = decl.reconciler.cacheFor;
     this.#writes = new ClusterWrites(decl.name, env.kube, this.#m, decl.ownerLabel, extraCache);
     for (const w of decl.watches) {
-      const inf = env.informer(w.resource, w.selector, w.namespace);
+      const inf = env.informer(w.resource, w.selector, w.namespace, w.shape);
       this.#informers.set(resourceId(w.resource), inf);
       if (w.rendered) {
         this.#writes.addRendered(w.resource, inf);

@@ -6,6 +6,7 @@ import type { KubeClient } from "../../kube/client.js";
 import type { Informer } from "../../kube/informer.js";
 import type { KubeObject } from "../../kube/object.js";
 import type { ResourceType } from "../../kube/resources.js";
+import type { CacheShape } from "./trim.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import type { WorkQueue } from "../../retry/queue.js";
 import type { BreakerConfig } from "./breaker.js";
@@ -37,7 +38,8 @@ export interface ControllerEnv {
   readonly region: string;
   readonly log: Logger;
   readonly registry: Registry;
-  informer(r: ResourceType, selector?: string, namespace?: string): Informer;
+  /** The shared cache of `r`, keeping what `shape` says the kind reads (./trim.ts). */
+  informer(r: ResourceType, selector?: string, namespace?: string, shape?: CacheShape): Informer;
   /** A shared cache of a resource no kind declared, added after start and synced (see Manager.cache). */
   cache(r: ResourceType, selector?: string): Promise<Informer>;
 }

@@ -27,7 +27,7 @@ import type { ControllerDeclaration } from "./builder.js";
 import { Controller, type ControllerOptions } from "./controller.js";
 import type { Logger } from "./log.js";
 import { agentMetrics } from "./metrics.js";
-import { trimFor } from "./trim.js";
+import { SharedShape, type CacheShape } from "./trim.js";
 
 export interface ManagerOptions {
   readonly kube: KubeClient;
@@ -56,6 +56,8 @@ type AnyController = Controller<unknown, unknown, unknown, unknown>;
 export class Manager {
   readonly #o: ManagerOptions;
   readonly #informers = new Map<string, Informer>();
+  /** What the kinds sharing each cache declared they read of it. */
+  readonly #shapes = new Map<string, SharedShape>();
   readonly #controllers: AnyController[] = [];
   readonly #abort = new AbortController();
   #running = false;
@@ -118,9 +120,15 @@ export class Manager {
    * resource in the same scope share it. One created while the manager runs starts at once,
    * under the same watchdog and metrics as the others.
    */
-  informer(r: ResourceType, selector?: string, namespace?: string): Informer {
+  informer(r: ResourceType, selector?: string, namespace?: string, shape?: CacheShape): Informer {
     const id = `${r.group}/${r.version}/${r.plural}@${namespace ?? "*"}`;
     const want = selector ?? regionSelector(this.#o.region);
+    let shared = this.#shapes.get(id);
+    if (!shared) {
+      shared = new SharedShape(r.plural);
+      this.#shapes.set(id, shared);
+    }
+    if (shape) shared.add(shape);
     const existing = this.#informers.get(id);
     if (existing) {
       if (existing.labelSelector !== want) {
@@ -137,7 +145,7 @@ export class Manager {
       log: this.#o.log,
       timeoutSeconds: this.#o.watchTimeoutSeconds,
       watchdogMs: this.#o.watchdogMs,
-      transform: trimFor(r),
+      transform: shared.transform(),
       onEvent: (event) => m.watchEvents.inc({ resource: r.plural, event }),
     });
     this.#informers.set(id, inf);
@@ -197,7 +205,7 @@ export class Manager {
         region: this.#o.region,
         log: this.#o.log,
         registry: this.#o.registry,
-        informer: (r, s, ns) => this.informer(r, s, ns),
+        informer: (r, s, ns, shape) => this.informer(r, s, ns, shape),
         cache: (r, s) => this.cache(r, s),
       },
       opts,

@@ -3,7 +3,10 @@
 // a Pod's full JSON is several KiB of spec defaults, managedFields and status that krane never
 // looks at — and both are only observed, never rendered, so they are cut down to a few fields.
 // Objects krane renders keep their whole spec (drift detection compares the rendered fields
-// with them) and lose only managedFields and the status nobody reads.
+// with them) and lose only managedFields and the status nobody reads. Each kind declares, per
+// resource, whether it reads the status and which cut an observed resource gets (`readsStatus`,
+// `trim` in its builder: ./builder.ts); the kinds sharing a cache get the merge (SharedShape),
+// so a new kind changes nothing here.
 //
 // Objects of a release (component=release) are kept whole, whatever their kind: see trimFor.
 //
@@ -17,11 +20,6 @@
 //         its state and last state (reasons, exit code, times, messages cut to 512 characters),
 //         the pod's reason and message and its DisruptionTarget condition (an eviction);
 //   Node: the zone label (deployments/status.ts, endpoints);
-//   ReplicaSet, CiliumNetworkPolicy, Service: drift (rendered fields only);
-//   Deployment: drift, and status.availableReplicas for sentinel health (sentinels/status.ts);
-//   CronJob, Job: drift, and status (last schedule, start, completion, result) for cron job runs (jobs/).
-//   HTTPRoute, Certificate: drift, and their status conditions (gateways/status.ts);
-//   Gateway: drift, and its listeners' status conditions (gateways/status.ts).
 //   Event (Warning events about pods only, resources.podWarningEvents): the pod it is about, its
 //         reason, and for the reasons in POD_START_FAILURES the message and first time
 //         (deployments/events.ts: why a pod does not start); other events keep only their reason.
@@ -38,7 +36,6 @@
 import { COMPONENT, LABEL_COMPONENT } from "../../contracts/labels.js";
 import type { KubeObject, ObjectMeta } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
-import type { ResourceType } from "../../kube/resources.js";
 
 type Json = Record<string, unknown>;
 
@@ -249,7 +246,7 @@ function list(o: unknown, f: (x: unknown) => Json | undefined): Json[] | undefin
  */
 const POD_CONDITIONS = new Set(["Ready", "ContainersReady", "DisruptionTarget"]);
 
-function trimPod(p: KubeObject): KubeObject {
+export function trimPod(p: KubeObject): KubeObject {
   const spec = isRecord(p.spec) ? p.spec : {};
   const status = isRecord(p.status) ? p.status : {};
   const conditions = Array.isArray(status.conditions)
@@ -337,7 +334,7 @@ function trimContainerStatus(c: unknown): Json | undefined {
  */
 export const POD_START_FAILURES: ReadonlySet<string> = new Set(["FailedMount", "FailedToCreateSecret"]);
 
-function trimEvent(e: KubeObject): KubeObject {
+export function trimEvent(e: KubeObject): KubeObject {
   const o = e as KubeObject & Json;
   const involved = isRecord(o.involvedObject) ? o.involvedObject : {};
   const reason = typeof o.reason === "string" ? intern(o.reason) : "";
@@ -356,7 +353,7 @@ function trimEvent(e: KubeObject): KubeObject {
   return out as KubeObject;
 }
 
-function trimNode(n: KubeObject): KubeObject {
+export function trimNode(n: KubeObject): KubeObject {
   return { apiVersion: n.apiVersion, kind: n.kind, metadata: meta(n.metadata, false) };
 }
 
@@ -370,28 +367,47 @@ function trimRendered(keepStatus: boolean): (o: KubeObject) => KubeObject {
   };
 }
 
-/** The transform for a cached resource type. */
-export function trimFor(r: ResourceType): (o: KubeObject) => KubeObject {
-  const own = ownTrimFor(r);
-  // Objects a release holds (any allow-listed kind, in the same caches as the other kinds'
-  // objects) are rendered from what a user wrote and their health reads their status
-  // (agent/releases): they keep their whole spec and status, whatever their kind.
-  return (o) => (o.metadata.labels?.[LABEL_COMPONENT] === COMPONENT.release ? keepWhole(o) : own(o));
+/** A cut of an observed object to the fields its readers use. */
+export type Trim = (o: KubeObject) => KubeObject;
+
+/** What a kind needs the shared cache to keep of a resource (its declaration, ./builder.ts). */
+export interface CacheShape {
+  /** The kind reads the objects' status (rendered objects keep their spec in any case). */
+  readonly readsStatus: boolean;
+  /** Only these fields are kept (an observed resource: trimPod, trimNode, trimEvent). */
+  readonly trim?: Trim;
 }
 
-const keepWhole = trimRendered(true);
+/**
+ * What the kinds sharing one cache need of it, merged as they declare it: the status is kept
+ * when any reads it; a cut is shared only by kinds that declare the same one.
+ */
+export class SharedShape {
+  #readsStatus = false;
+  #trim: Trim | undefined;
+  #declared = false;
 
-function ownTrimFor(r: ResourceType): (o: KubeObject) => KubeObject {
-  if (r.group === "" && r.kind === "Pod") return trimPod;
-  if (r.group === "" && r.kind === "Node") return trimNode;
-  if (r.group === "" && r.kind === "Event") return trimEvent;
-  // Deployment status carries availableReplicas (sentinel health); Job and CronJob status the
-  // runs a cron job reports (agent/jobs); HTTPRoute, Gateway and Certificate status the
-  // conditions the gateway kind reports; the others' status is unread.
-  return trimRendered(
-    (r.group === "apps" && r.kind === "Deployment") ||
-      (r.group === "batch" && (r.kind === "Job" || r.kind === "CronJob")) ||
-      (r.group === "gateway.networking.k8s.io" && (r.kind === "HTTPRoute" || r.kind === "Gateway")) ||
-      (r.group === "cert-manager.io" && r.kind === "Certificate"),
-  );
+  constructor(readonly resource: string) {}
+
+  add(shape: CacheShape): void {
+    if (this.#declared && shape.trim !== this.#trim)
+      throw new Error(`${this.resource}: kinds sharing its cache declare different trims`);
+    this.#declared = true;
+    this.#trim = shape.trim;
+    this.#readsStatus ||= shape.readsStatus;
+  }
+
+  /** The cache's transform, reading the shape as declared when each object arrives. */
+  transform(): Trim {
+    const keep = trimRendered(true);
+    const drop = trimRendered(false);
+    // Objects a release holds (any allow-listed kind, in the same caches as the other kinds'
+    // objects) are rendered from what a user wrote and their health reads their status
+    // (agent/releases): they keep their whole spec and status, whatever their kind.
+    return (o) => {
+      if (o.metadata.labels?.[LABEL_COMPONENT] === COMPONENT.release) return keep(o);
+      if (this.#trim) return this.#trim(o);
+      return this.#readsStatus ? keep(o) : drop(o);
+    };
+  }
 }

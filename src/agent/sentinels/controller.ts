@@ -47,7 +47,9 @@ import {
   type StatusReport,
 } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
+import type { SentinelEnv } from "./settings.js";
 import { clusterProtocol } from "../runtime/kstate.js";
+import { trimNode, trimPod } from "../runtime/trim.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
 import { SentinelObserver, sentinelPods } from "./observer.js";
@@ -106,7 +108,7 @@ export interface SentinelLoadReader {
 }
 
 export function sentinelsController(
-  { region, ctrl, sentinel: defaults }: KindEnv,
+  { region, ctrl, sentinel: defaults }: KindEnv & SentinelEnv,
   autoscaler?: SentinelLoadReader,
 ): SentinelDeclaration {
   const observer = new SentinelObserver({ intervalMs: defaults.observeIntervalMs, addressMap: defaults.podAddressMap });
@@ -215,6 +217,8 @@ export function sentinelsController(
         }),
         namespace: SENTINEL_NAMESPACE,
         labelIndexes: [LABEL_ENVIRONMENT_ID],
+        // status.availableReplicas: the sentinel's health (./status.ts).
+        readsStatus: true,
       })
       // Cached so a deleted or edited Service is drift. Everything here lives in one namespace,
       // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
@@ -244,8 +248,9 @@ export function sentinelsController(
           podRoutingKey(pod) !== podRoutingKey(old),
         // By environment: the routing table; by sentinel: the observer reads the sentinel's pods.
         labelIndexes: [LABEL_ENVIRONMENT_ID, LABEL_SENTINEL_ID],
+        trim: trimPod,
       })
-      .reads(resources.nodes, { selector: ZONE_LABEL })
+      .reads(resources.nodes, { selector: ZONE_LABEL, trim: trimNode })
       .reconciler({
         validate: (s) => validateApplySentinel(s, region),
         validateDelete: validateDeleteSentinel,

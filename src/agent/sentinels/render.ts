@@ -32,7 +32,7 @@ import {
   ZONE_LABEL,
 } from "../../contracts/cluster.js";
 import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
-import type { SentinelDefaults } from "../runtime/kind.js";
+import type { SentinelDefaults } from "./settings.js";
 
 export { SENTINEL_NAMESPACE, SENTINEL_PORT };
 export const COMPONENT = COMPONENTS.sentinel;

@@ -116,8 +116,7 @@ type Protocol = ReturnType<typeof deploymentsController>["protocol"];
 
 /** The deployments kind's own protocol (watch + decode), through the proxy. */
 function agentProtocol(region: string, token: string): Protocol {
-  return deploymentsController({ region, ctrl: createCtrlClient(proxy.url, token), sentinel: { image: "unused" } })
-    .protocol;
+  return deploymentsController({ region, ctrl: createCtrlClient(proxy.url, token) }).protocol;
 }
 
 async function readThrough(protocol: Protocol, from: bigint, head: bigint, cutAt: number | undefined): Promise<Run> {

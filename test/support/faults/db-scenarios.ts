@@ -123,7 +123,6 @@ class StreamReader {
     const protocol = deploymentsController({
       region: REGION,
       ctrl: createCtrlClient(url, token),
-      sentinel: { image: "unused" },
     }).protocol;
     let inSnapshot = false;
     this.#stream = new DesiredStateStream<DeploymentState, ApplyDeployment, DeleteDeployment>({

@@ -13,7 +13,8 @@ import {
 } from "../../../../src/agent/deployments/events.js";
 import { instancesOf } from "../../../../src/agent/deployments/status.js";
 import { InstanceStatus } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { MESSAGE_MAX, trimFor } from "../../../../src/agent/runtime/trim.js";
+import { MESSAGE_MAX } from "../../../../src/agent/runtime/trim.js";
+import { cachedBy } from "../../../support/kind-caches.js";
 import { resources } from "../../../../src/kube/resources.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
 
@@ -155,7 +156,7 @@ test("an eviction through the API (a node drain) is an eviction as soon as the p
     [["evicted", "EvictionByEvictionAPI", "Eviction API: evicting", Date.parse(T1)]],
   );
   // The cache keeps what the event needs.
-  assert.equal(eventsKey(trimFor(resources.pods)(structuredClone(drained))), eventsKey(drained));
+  assert.equal(eventsKey(cachedBy(resources.pods)(structuredClone(drained))), eventsKey(drained));
   // The kubelet's own eviction sets the condition too: one event, with the kubelet's reason and message.
   const [byKubelet, ...more] = podEvents(
     pod("b", {
@@ -267,7 +268,7 @@ test("property: a pod yields at most 3 events per container plus an eviction, ea
 });
 
 test("property: the cache's trimmed pod yields the same events, and the events do not depend on pod order", () => {
-  const trim = trimFor(resources.pods);
+  const trim = cachedBy(resources.pods);
   fc.assert(
     fc.property(fc.uniqueArray(arbPod, { maxLength: 5, selector: (p) => p.metadata.name }), (pods) => {
       for (const p of pods) {
@@ -311,7 +312,7 @@ test("the fingerprint moves with a new fact and only then (one report per change
 
 /** A Warning event about pod `name`, as the cluster writes it (trimmed as the agent caches it). */
 function warning(name: string, reason: string, message: string, first: string): KubeObject {
-  return trimFor(resources.podWarningEvents)({
+  return cachedBy(resources.podWarningEvents)({
     apiVersion: "v1",
     kind: "Event",
     metadata: { name: `${name}.1`, namespace: "ws-1", resourceVersion: "1", managedFields: [] } as never,

@@ -15,7 +15,7 @@ import {
 } from "../../../../src/agent/gateways/render.js";
 import { gatewayFingerprint, observeGateway } from "../../../../src/agent/gateways/status.js";
 import { validateApplyGateway } from "../../../../src/agent/gateways/validate.js";
-import type { GatewaySettings } from "../../../../src/agent/runtime/kind.js";
+import type { GatewaySettings } from "../../../../src/agent/gateways/settings.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
 
 const settings: GatewaySettings = {

@@ -12,7 +12,9 @@ import { renderReplicaSet } from "../../../../src/agent/deployments/render.js";
 import { renderSentinelDeployment } from "../../../../src/agent/sentinels/render.js";
 import { observeSentinel } from "../../../../src/agent/sentinels/status.js";
 import { findDrift } from "../../../../src/agent/runtime/drift.js";
-import { share, SHARE_WEIGHT, trimFor } from "../../../../src/agent/runtime/trim.js";
+import { share, SHARE_WEIGHT, SharedShape } from "../../../../src/agent/runtime/trim.js";
+import { SENTINEL_NAMESPACE } from "../../../../src/contracts/cluster.js";
+import { cachedBy } from "../../../support/kind-caches.js";
 import { resources } from "../../../../src/kube/resources.js";
 import type { KubeObject } from "../../../../src/kube/object.js";
 
@@ -110,7 +112,7 @@ const arbPod: fc.Arbitrary<KubeObject> = fc
   }));
 
 test("trimmed pods give the same instance as the full pods, and are smaller", () => {
-  const trim = trimFor(resources.pods);
+  const trim = cachedBy(resources.pods);
   const zone = (n: string): string => `zone-of-${n}`;
   fc.assert(
     fc.property(arbPod, (pod) => {
@@ -126,8 +128,8 @@ test("trimmed pods give the same instance as the full pods, and are smaller", ()
 });
 
 test("rendered kinds keep every rendered field (no drift after trimming) and lose managedFields", () => {
-  const rsTrim = trimFor(resources.replicaSets);
-  const depTrim = trimFor(resources.deployments);
+  const rsTrim = cachedBy(resources.replicaSets);
+  const depTrim = cachedBy(resources.deployments, SENTINEL_NAMESPACE);
   fc.assert(
     fc.property(fc.integer({ min: 0, max: 50 }), fc.string({ maxLength: 8 }), (replicas, image) => {
       const d = create(ApplyDeploymentSchema, {
@@ -187,7 +189,7 @@ test("nodes keep only their labels (the zone)", () => {
     metadata: { name: "n1", resourceVersion: "3", labels: { "topology.kubernetes.io/zone": "zone-a" }, managedFields },
     status: { images: [{ names: ["a"], sizeBytes: 1 }], capacity: { cpu: "32" } },
   };
-  const t = trimFor(resources.nodes)(node);
+  const t = cachedBy(resources.nodes)(node);
   assert.deepEqual(t.metadata.labels, { "topology.kubernetes.io/zone": "zone-a" });
   assert.equal(t.status, undefined);
 });
@@ -251,10 +253,30 @@ test("a rendered ReplicaSet and its live copy share their pod template's repeate
           )
         : v;
   const live = sorted({ ...structuredClone(rendered), metadata: { ...rendered.metadata, resourceVersion: "7" } });
-  const cached = trimFor(resources.replicaSets)(live as KubeObject);
+  const cached = cachedBy(resources.replicaSets)(live as KubeObject);
   assert.equal(findDrift(rendered, cached), undefined);
   const spec = (o: KubeObject): Record<string, unknown> =>
     ((o.spec as Record<string, unknown>).template as { spec: Record<string, unknown> }).spec;
   for (const part of ["tolerations", "nodeSelector", "affinity"])
     assert.equal(spec(cached)[part], spec(rendered)[part], `${part} is one object`);
+});
+
+test("kinds sharing a cache: the status is kept when any of them reads it; two different cuts are refused", () => {
+  const obj = (): KubeObject =>
+    ({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "d", resourceVersion: "1", managedFields },
+      spec: { replicas: 2 },
+      status: { availableReplicas: 2 },
+    }) as KubeObject;
+  const shape = new SharedShape("deployments");
+  const transform = shape.transform();
+  shape.add({ readsStatus: false });
+  assert.equal(transform(obj()).status, undefined);
+  shape.add({ readsStatus: true });
+  assert.deepEqual(transform(obj()).status, { availableReplicas: 2 }, "read once declared by a second kind");
+  const pods = new SharedShape("pods");
+  pods.add({ readsStatus: false, trim: (o) => o });
+  assert.throws(() => pods.add({ readsStatus: false, trim: (o) => ({ ...o }) }), /pods: kinds sharing its cache/);
 });
