@@ -77,10 +77,18 @@ describe("kinds", () => {
     assert.equal(new Set(KINDS.map((k) => k.idPrefix)).size, KINDS.length);
   });
 
+  it("are keyed by their own names in both registries", () => {
+    for (const [name, p] of Object.entries(KIND_PAYLOADS)) assert.equal(p.name, name);
+    assert.deepEqual(
+      KINDS.map((k) => k.name),
+      KIND_NAMES,
+    );
+  });
+
   it("stream the payloads the layers below them write: the same names, in order, with the same Apply and Delete", () => {
     assert.deepEqual(
       KINDS.map((k) => [k.name, k.wire.apply.typeName, k.wire.delete.typeName]),
-      KIND_PAYLOADS.map((p) => [p.name, p.apply.typeName, p.delete.typeName]),
+      Object.values(KIND_PAYLOADS).map((p) => [p.name, p.apply.typeName, p.delete.typeName]),
     );
   });
 

@@ -13,7 +13,9 @@ import { cronSchedule, timeZone, validateJobSpec } from "../../../src/ctrl/valid
 import { validateReleaseFiles } from "../../../src/ctrl/validate/release.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds } from "../../../src/contracts/releases.js";
 import { deletePayload, environmentOfPayload } from "../../../src/ctrl/payloads/delete-payload.js";
-import { KIND_PAYLOADS as KINDS } from "../../../src/ctrl/payloads/registry.js";
+import { KIND_PAYLOADS } from "../../../src/ctrl/payloads/registry.js";
+
+const KINDS = Object.values(KIND_PAYLOADS);
 import {
   ApplyJobSchema,
   ApplyReleaseSchema,
