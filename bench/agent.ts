@@ -26,7 +26,7 @@ import { ensureHelm, findKubeAssets, planForPods, startCluster, type LocalCluste
 import { regionSelector } from "../src/contracts/labels.js";
 import { renderDeployment, renderReplicaSet } from "../src/agent/deployments/render.js";
 import { Informer } from "../src/kube/informer.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord, type KubeObject } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";

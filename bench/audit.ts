@@ -41,7 +41,7 @@ import { Registry } from "prom-client";
 import { Agent } from "../src/agent/agent.js";
 import { parseGatewayRef } from "../src/agent/config.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { podAddressMap, startCluster } from "../src/cluster/index.js";
 import { auditRecordToJson } from "../src/contracts/audit.js";
 import { recordOf } from "../src/cli/audit-records.js";

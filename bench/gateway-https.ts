@@ -30,7 +30,7 @@ import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { Agent } from "../src/agent/agent.js";
 import { parseGatewayRef, parseIssuer } from "../src/agent/config.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { startCtrl } from "../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
 import { issueClusterToken } from "../src/ctrl/domain/clusters.js";

@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import { createCtrlConnection } from "../src/agent/ctrl-client.js";
 import { LogChannel } from "../src/agent/logs/channel.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { KubeClient } from "../src/kube/client.js";
 
 const [ctrlUrl, token, region, apiUrl, caFile] = process.argv.slice(2);

@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { Registry } from "prom-client";
 import { Agent } from "../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { createApiClients } from "../src/client/api.js";
 import { podAddressMap, startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";

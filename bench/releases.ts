@@ -20,7 +20,7 @@ import { Registry } from "prom-client";
 import { stringify } from "yaml";
 import { findKubeAssets, startCluster } from "../src/cluster/index.js";
 import { Agent } from "../src/agent/agent.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";

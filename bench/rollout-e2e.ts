@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { Registry } from "prom-client";
 import { startCluster } from "../src/cluster/index.js";
 import { Agent } from "../src/agent/agent.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";

@@ -14,7 +14,7 @@ import { Registry } from "prom-client";
 import { Pool } from "undici";
 import { Agent } from "../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
+import { silentLogger } from "../src/base/log.js";
 import { createApiClients } from "../src/client/api.js";
 import { podAddressMap, startCluster } from "../src/cluster/index.js";
 import type { StandinAnswer } from "../src/cluster/standin/app.js";

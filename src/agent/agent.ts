@@ -18,7 +18,7 @@ import { LogChannel } from "./logs/channel.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { GatewaySettings } from "./gateways/settings.js";
 import type { ClusterClient } from "./runtime/kind.js";
-import type { Logger } from "./runtime/log.js";
+import type { Logger } from "../base/log.js";
 import { Manager } from "./runtime/manager.js";
 import { agentMetrics } from "./runtime/metrics.js";
 

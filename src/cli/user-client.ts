@@ -24,6 +24,7 @@ import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
 import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
+import { IDEMPOTENCY_KEY_HEADER } from "../contracts/headers.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
 import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../contracts/http2.js";
 import * as view from "./status-view.js";
@@ -49,11 +50,6 @@ export { EXIT_UNAVAILABLE };
 export function repeatable(m: DescMethod): "as-is" | "with-key" {
   return m.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENCY_UNKNOWN ? "with-key" : "as-is";
 }
-
-/** The header ctrl keeps idempotency keys from (see proto/krane/ctrl/v1/api.proto). */
-export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
-/** Set by ctrl on an answer it gave before, to a repeat under the same key. */
-export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
 
 /**
  * Gives every unary call its own Idempotency-Key, `<invocation>:<n>`: the same on each repeat of

@@ -324,6 +324,9 @@ export function formatRoutingPolicy(p: RoutingPolicy): string {
   });
 }
 
+/** The revision label of requests the sentinel answered itself (no revision served them). */
+export const NO_REVISION = "none";
+
 /** The sentinel's Prometheus metric names the agent reads back for rollout analysis. */
 export const SENTINEL_METRICS = {
   requests: "krane_sentinel_requests_total",

@@ -19,7 +19,8 @@
 //    client gets a 502 naming the instance's status), and passing other Upgrades through.
 import type { AddressInfo } from "node:net";
 import { PREVIEW_HEADER } from "../contracts/routing.js";
-import { downstreamHeaders, REQUEST_ID_HEADER, type HeaderValue } from "./headers.js";
+import { downstreamHeaders, type HeaderValue } from "./headers.js";
+import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { statusClass } from "./metrics.js";
 import type { OwnAnswer, Trip } from "./request-path.js";
 import type { ProxyShell, ShellOptions } from "./shell.js";

@@ -2,6 +2,7 @@
 // in Connection dropped, X-Forwarded-For/Proto/Host and X-Request-Id set) and what comes back
 // (hop-by-hop dropped again, the request id added). Also the checks that turn a malformed
 // request into a 400 before anything is dialled.
+import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 
 /** Connection-specific headers (RFC 9110 §7.6.1) plus those undici refuses or HTTP/2 forbids. */
 const HOP_BY_HOP = new Set([
@@ -18,8 +19,6 @@ const HOP_BY_HOP = new Set([
   // undici cannot do 100-continue; Node's server already answered it (traffic §1).
   "expect",
 ]);
-
-export const REQUEST_ID_HEADER = "x-request-id";
 
 const requestIdRe = /^[A-Za-z0-9._:@+=/-]{1,128}$/;
 

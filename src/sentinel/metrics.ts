@@ -7,9 +7,7 @@
 // counters indexed by revision, and turned into Prometheus samples only when scraped: the
 // request path pays a map lookup and a few increments, not prom-client's label hashing.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricType } from "prom-client";
-import { SENTINEL_METRICS } from "../contracts/routing.js";
-
-export const NO_REVISION = "none";
+import { NO_REVISION, SENTINEL_METRICS } from "../contracts/routing.js";
 
 /** Latency buckets in seconds. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;

@@ -15,7 +15,7 @@
 // Every answer the sentinel makes itself is an OwnAnswer: short, naming its cause, never a hang.
 import { randomUUID } from "node:crypto";
 import { PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Balancer, Instance } from "./balancer.js";
 import {
@@ -27,9 +27,11 @@ import {
   type ProxyErrorCause,
   type UpstreamFailure,
 } from "./errors.js";
-import { isIdempotent, isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { isIdempotent, isSaneRequestId, isValidHost, upstreamHeaders } from "./headers.js";
+import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { RETRY_AFTER_SECONDS, type Held, type HeldRequests } from "./hold.js";
-import { NO_REVISION, statusClass, type SentinelMetrics } from "./metrics.js";
+import { NO_REVISION } from "../contracts/routing.js";
+import { statusClass, type SentinelMetrics } from "./metrics.js";
 
 export interface RequestPathOptions {
   readonly balancer: Balancer;

@@ -7,7 +7,7 @@ import { SENTINEL_NAMESPACE } from "../contracts/cluster.js";
 import { defaultRoutingPolicy, routingSelector, type RoutingPolicy } from "../contracts/routing.js";
 import { resources } from "../kube/resources.js";
 import { Informer, type ListWatchClient } from "../kube/informer.js";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import type { AddressMapping } from "../contracts/address-map.js";
 import type { EdgeAuthPolicy, HoldPolicy } from "../contracts/routing.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";

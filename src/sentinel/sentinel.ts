@@ -15,7 +15,7 @@ import {
 import { loadKubeConfig, type KubeConfigSource } from "../kube/kubeconfig.js";
 import { KubeClient } from "../kube/client.js";
 import type { ListWatchClient } from "../kube/informer.js";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import { EdgeAuth } from "./auth.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
 import { createHoldMetrics, HeldRequests } from "./hold.js";

@@ -15,7 +15,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import type { SentinelMetrics } from "./metrics.js";
 import { Proxy } from "./proxy.js";
 import type { RequestPath } from "./request-path.js";

@@ -4,7 +4,7 @@
 // of the runtime it runs on (./sentinel.ts); each shell is loaded only there (Bun replaces
 // undici with its own module, which lacks the dispatch API the Node shell streams through).
 import type { AddressInfo } from "node:net";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import type { EdgeAuth } from "./auth.js";
 import type { Balancer } from "./balancer.js";
 import type { SentinelSettings } from "./config.js";

@@ -6,7 +6,7 @@
 // plain requests (a handshake is a GET, so a failed connect is retried once elsewhere).
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import type { Logger } from "../agent/runtime/log.js";
+import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import type { Balancer } from "./balancer.js";
 import {
@@ -18,9 +18,11 @@ import {
   type ProxyErrorCause,
   type UpstreamFailure,
 } from "./errors.js";
-import { isSaneRequestId, isValidHost, REQUEST_ID_HEADER, upstreamHeaders } from "./headers.js";
+import { isSaneRequestId, isValidHost, upstreamHeaders } from "./headers.js";
+import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
-import { NO_REVISION, type SentinelMetrics } from "./metrics.js";
+import { NO_REVISION } from "../contracts/routing.js";
+import type { SentinelMetrics } from "./metrics.js";
 import { randomUUID } from "node:crypto";
 
 export interface UpgradeOptions {

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Registry } from "prom-client";
 import { Agent } from "../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
+import { silentLogger } from "../../src/base/log.js";
 import { createApiClients, type ApiClients } from "../../src/client/api.js";
 import { startCtrl, type RunningCtrl } from "../../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";

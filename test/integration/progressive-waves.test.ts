@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Registry } from "prom-client";
 import { Agent } from "../../src/agent/agent.js";
-import { silentLogger } from "../../src/agent/runtime/log.js";
+import { silentLogger } from "../../src/base/log.js";
 import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import { parseRoutingPolicy, POLICY_KEY } from "../../src/contracts/routing.js";

@@ -42,7 +42,7 @@ import {
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { sleep } from "../../retry/backoff.js";
 import type { KindContext } from "../runtime/builder.js";
-import type { Logger } from "../runtime/log.js";
+import type { Logger } from "../../base/log.js";
 import type { SentinelStatus } from "../../contracts/routing.js";
 import { cpuPercent } from "../../autoscale/cpu.js";
 import { PodCpuReader } from "./cpu.js";

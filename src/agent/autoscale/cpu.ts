@@ -9,7 +9,7 @@ import { cpuByRevision, type RevisionCpu } from "../../autoscale/cpu.js";
 import { KubeApiError, type KubeClient } from "../../kube/client.js";
 import { resources } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
-import type { Logger } from "../runtime/log.js";
+import type { Logger } from "../../base/log.js";
 
 /** metrics-server's default resolution is 15 s; reading more often gives the same figures. */
 export const CPU_READ_INTERVAL_MS = 15_000;

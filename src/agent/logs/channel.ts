@@ -6,7 +6,7 @@ import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { LogChannelService, type AgentLogRequest } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import type { KubeClient } from "../../kube/client.js";
 import { fullJitterDelay, sleep, type BackoffPolicy } from "../../retry/backoff.js";
-import type { Logger } from "../runtime/log.js";
+import type { Logger } from "../../base/log.js";
 import type { BufferLimits } from "./buffer.js";
 import { LogSession } from "./session.js";
 

@@ -38,7 +38,7 @@ import { isGone, type KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { CONTAINER_NAME } from "../deployments/render.js";
-import type { Logger } from "../runtime/log.js";
+import type { Logger } from "../../base/log.js";
 import { sleep } from "../../retry/backoff.js";
 import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
 import { lastLineNs, LineChunker, linesAfter } from "./lines.js";

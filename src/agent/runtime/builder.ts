@@ -11,7 +11,7 @@ import type { ResourceType } from "../../kube/resources.js";
 import type { Result } from "../../retry/queue.js";
 import type { CtrlProtocol } from "./ctrl-link.js";
 import type { DesiredEntry } from "./desired.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 import type { CacheShape, Trim } from "./trim.js";
 
 export { Result } from "../../retry/queue.js";

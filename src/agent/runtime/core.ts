@@ -13,7 +13,7 @@ import type { BreakerConfig } from "./breaker.js";
 import type { ControllerDeclaration, KindContext } from "./builder.js";
 import type { CtrlLink } from "./ctrl-link.js";
 import type { DesiredStore } from "./desired.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 import type { AgentMetrics } from "./metrics.js";
 import type { ClusterWrites } from "./writes.js";
 

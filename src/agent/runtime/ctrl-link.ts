@@ -10,7 +10,7 @@ import type { BackoffPolicy } from "../../retry/backoff.js";
 import { CircuitBreaker, type BreakerConfig } from "./breaker.js";
 import { isCtrlDownstreamFailure } from "./ctrl-errors.js";
 import type { CursorAction, StreamEvent } from "./cursor.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 import { agentMetrics, breakerPhaseValue } from "./metrics.js";
 import { Reporter } from "./reporter.js";
 import { DesiredStateStream, type WatchCall } from "./stream.js";

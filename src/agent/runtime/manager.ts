@@ -25,7 +25,7 @@ import type { ResourceType } from "../../kube/resources.js";
 import { sleep } from "../../retry/backoff.js";
 import type { ControllerDeclaration } from "./builder.js";
 import { Controller, type ControllerOptions } from "./controller.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 import { agentMetrics } from "./metrics.js";
 import { SharedShape, type CacheShape } from "./trim.js";
 

@@ -9,7 +9,7 @@
 import { Result, WorkQueue } from "../../retry/queue.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { BreakerOpenError, type CircuitBreaker } from "./breaker.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 
 export interface ReporterOptions<R> {
   readonly name: string;

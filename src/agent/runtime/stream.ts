@@ -39,7 +39,7 @@ import {
   type CursorState,
   type StreamEvent,
 } from "./cursor.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../../base/log.js";
 
 /** What the loop passes to a kind's Watch call: use as the call's options, unchanged. */
 export interface WatchCall {

@@ -17,7 +17,7 @@
 import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
 import { SENTINEL_METRICS } from "../../contracts/routing.js";
 // The sentinel's label for requests it answered without a revision (never reported).
-import { NO_REVISION } from "../../sentinel/metrics.js";
+import { NO_REVISION } from "../../contracts/routing.js";
 
 export const STATUS_CLASSES = ["2xx", "3xx", "4xx", "5xx"] as const;
 /** Latency slots: one per LATENCY_BUCKETS_MS bound, then +Inf. */

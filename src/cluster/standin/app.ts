@@ -15,7 +15,7 @@
 import * as http from "node:http";
 import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
-import type { Logger } from "../../agent/runtime/log.js";
+import type { Logger } from "../../base/log.js";
 import { answer, upgrade, type ServedPod } from "../workload/answer.js";
 
 export type { StandinAnswer } from "../workload/answer.js";

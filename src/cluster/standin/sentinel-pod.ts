@@ -13,7 +13,7 @@ import { SENTINEL_PORT } from "../../contracts/cluster.js";
 import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
 import type { KubeClient } from "../../kube/client.js";
 import { isRecord } from "../../kube/object.js";
-import type { Logger } from "../../agent/runtime/log.js";
+import type { Logger } from "../../base/log.js";
 
 export interface SentinelPod {
   readonly uid: string;

@@ -11,7 +11,7 @@ import { KubeClient } from "../../kube/client.js";
 import { isRecord, type KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { Informer } from "../../kube/informer.js";
-import type { Logger } from "../../agent/runtime/log.js";
+import type { Logger } from "../../base/log.js";
 import { cidrContains, parseCidr } from "../../contracts/address-map.js";
 import { localAddress, podAddressMap, type PodNetwork } from "../pod-network.js";
 import { AppListeners, STANDIN_ANNOTATION, type AppPod, type StandinMode } from "./app.js";

@@ -5,7 +5,8 @@
 // dashboard session). So a token cannot be read or forged, is worthless to any other caller, and
 // needs no state on any ctrl replica (every replica derives the same key); it never authorizes
 // anything either, since each page request is authenticated and checked like the first.
-import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
+import { NONCE_BYTES, openGcm, sealGcm, TAG_BYTES } from "../../base/seal.js";
 import type { HandlerContext } from "@connectrpc/connect";
 import { callerSecretKey } from "../auth/principal.js";
 import type { Page, PageQuery } from "../read/page.js";
@@ -27,8 +28,6 @@ export function pageSize(value: number): number {
   return Math.min(value, MAX_PAGE_SIZE);
 }
 
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 /** Far above any real key, so a hostile token cannot make ctrl parse megabytes. */
 const MAX_TOKEN_CHARS = 2048;
 
@@ -50,11 +49,8 @@ export function callerSecret(ctx: Pick<HandlerContext, "requestHeader" | "values
 }
 
 export function encodePageToken(secret: string, scope: string, key: unknown): string {
-  const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv("aes-256-gcm", tokenKey(secret), iv);
   const plain = Buffer.from(JSON.stringify({ s: scopeDigest(scope), k: key }));
-  const body = Buffer.concat([cipher.update(plain), cipher.final()]);
-  return Buffer.concat([iv, body, cipher.getAuthTag()]).toString("base64url");
+  return sealGcm(tokenKey(secret), plain).toString("base64url");
 }
 
 /**
@@ -70,15 +66,10 @@ export function decodePageToken<K>(
   const refuse = (why: string): Error => invalidArgument("page_token", why);
   if (token.length > MAX_TOKEN_CHARS || !/^[A-Za-z0-9_-]+$/.test(token)) throw refuse("is not a page token");
   const raw = Buffer.from(token, "base64url");
-  if (raw.length < IV_BYTES + TAG_BYTES + 1) throw refuse("is not a page token");
-  let plain: Buffer;
-  try {
-    const decipher = createDecipheriv("aes-256-gcm", tokenKey(secret), raw.subarray(0, IV_BYTES));
-    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-    plain = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
-  } catch {
+  if (raw.length < NONCE_BYTES + TAG_BYTES + 1) throw refuse("is not a page token");
+  const plain = openGcm(tokenKey(secret), raw);
+  if (plain === undefined)
     throw refuse("is not a page token this caller was given (altered, or issued to another token)");
-  }
   let body: unknown;
   try {
     body = JSON.parse(plain.toString("utf8"));

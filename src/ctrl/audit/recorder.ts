@@ -22,6 +22,7 @@
 // reach an event: the actor is the token's id and name.
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import type { ActorKind, AuditChange } from "../../contracts/audit.js";
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_REPLAYED_HEADER, REQUEST_ID_HEADER } from "../../contracts/headers.js";
 import { isAgentMethod, isRead } from "../auth/policy.js";
 import { principalKey, scopeRefusalKey, type Principal } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
@@ -36,9 +37,6 @@ import { subjectReader, workspaceIdOf, type AuditSubject, type RequestFields, ty
 /** The peer address of the connection a call came on (set by the server's RPC handler). */
 export const CLIENT_ADDRESS = createContextKey("", { description: "krane: the client's address" });
 
-export const REQUEST_ID_HEADER = "x-request-id";
-const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
-const REPLAYED_HEADER = "idempotency-replayed";
 const PLAIN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** A client's own request id when it is short and plain, else a new one. */
@@ -255,7 +253,7 @@ export class AuditRecorder {
       res.header.set(REQUEST_ID_HEADER, requestId);
       // Accepted without a transaction of its own to carry the event (and not a repeat answered
       // from its key's record): the event is written now.
-      if (work.commits === 0 && res.header.get(REPLAYED_HEADER) !== "true") {
+      if (work.commits === 0 && res.header.get(IDEMPOTENCY_REPLAYED_HEADER) !== "true") {
         await this.#record(info, async () => {
           const about = subject ? await subject(this.o.store.db, message(), undefined) : undefined;
           return {

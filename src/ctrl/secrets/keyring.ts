@@ -13,12 +13,12 @@
 //
 // Format of a sealed value: 1 byte version (1) | 12 bytes nonce | ciphertext | 16 bytes tag.
 // Nonces are random: at 2^32 encryptions per key the collision risk stays below 2^-32.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { KEY_BYTES, NONCE_BYTES, openGcm, sealGcm, TAG_BYTES } from "../../base/seal.js";
+
+export { KEY_BYTES };
 
 const VERSION = 1;
-const NONCE = 12;
-const TAG = 16;
-export const KEY_BYTES = 32;
 
 export class KeyringError extends Error {}
 
@@ -29,29 +29,18 @@ export function masterKeyId(key: Uint8Array): string {
 
 export function seal(key: Uint8Array, plaintext: Uint8Array, aad: string): Uint8Array {
   if (key.length !== KEY_BYTES) throw new KeyringError("keys are 32 bytes");
-  const nonce = randomBytes(NONCE);
-  const cipher = createCipheriv("aes-256-gcm", key, nonce);
-  cipher.setAAD(Buffer.from(aad, "utf8"));
-  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return Buffer.concat([Buffer.from([VERSION]), nonce, body, cipher.getAuthTag()]);
+  return Buffer.concat([Buffer.from([VERSION]), sealGcm(key, plaintext, aad)]);
 }
 
 export function open(key: Uint8Array, sealed: Uint8Array, aad: string): Buffer {
   if (key.length !== KEY_BYTES) throw new KeyringError("keys are 32 bytes");
-  if (sealed.length < 1 + NONCE + TAG || sealed[0] !== VERSION)
+  if (sealed.length < 1 + NONCE_BYTES + TAG_BYTES || sealed[0] !== VERSION)
     throw new KeyringError("not a sealed value of a known format");
-  const buf = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
-  const nonce = buf.subarray(1, 1 + NONCE);
-  const tag = buf.subarray(buf.length - TAG);
-  const decipher = createDecipheriv("aes-256-gcm", key, nonce);
-  decipher.setAAD(Buffer.from(aad, "utf8"));
-  decipher.setAuthTag(tag);
-  try {
-    return Buffer.concat([decipher.update(buf.subarray(1 + NONCE, buf.length - TAG)), decipher.final()]);
-  } catch {
-    // Never say more: the value, the key and the plaintext stay out of messages.
+  const plain = openGcm(key, sealed.subarray(1), aad);
+  // Never say more: the value, the key and the plaintext stay out of messages.
+  if (plain === undefined)
     throw new KeyringError("a sealed value did not decrypt (wrong key, or it was altered or moved)");
-  }
+  return plain;
 }
 
 /** Parses a master key: 32 bytes as base64 (44 characters) or hex (64 characters). */

@@ -22,7 +22,8 @@
 // revision's id is kept with the claim, in the change's transaction), the repeat is answered so,
 // and that answer is recorded for later repeats. Methods whose answer cannot be rebuilt (a new
 // token's secret is never stored) answer already_exists saying so. Never a second application.
-import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
+import { createHash, createHmac, randomUUID } from "node:crypto";
+import { openGcm, sealGcm } from "../../base/seal.js";
 import { fromBinary, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import {
   Code,
@@ -34,6 +35,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_REPLAYED_HEADER } from "../../contracts/headers.js";
 import { callerSecretKey, principalKey } from "../auth/principal.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
@@ -51,8 +53,6 @@ import { retry } from "../../retry/retry.js";
 
 export { pruneIdempotencyKeys, type KeyId } from "../domain/idempotency-keys.js";
 
-export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
-export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
 /** How long a key is remembered by default. */
 export const DEFAULT_IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
 /**
@@ -89,9 +89,6 @@ export function requestDigest(schema: DescMessage, message: Parameters<typeof to
   return createHash("sha256").update(toBinary(schema, message)).digest("hex");
 }
 
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
-
 function answerKey(secret: string, id: KeyId): Buffer {
   return createHmac("sha256", secret)
     .update(`krane idempotency v1\u0000${id.scope}\u0000${id.method}\u0000${id.key}`)
@@ -100,23 +97,12 @@ function answerKey(secret: string, id: KeyId): Buffer {
 
 /** The answer as stored: AES-256-GCM under a key only the caller's bearer token gives. */
 export function sealAnswer(secret: string, id: KeyId, plain: Uint8Array): Uint8Array {
-  const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv("aes-256-gcm", answerKey(secret, id), iv);
-  const body = Buffer.concat([cipher.update(plain), cipher.final()]);
-  return Buffer.concat([iv, body, cipher.getAuthTag()]);
+  return sealGcm(answerKey(secret, id), plain);
 }
 
 /** The stored answer's bytes, or undefined when this secret cannot open it. */
 export function openAnswer(secret: string, id: KeyId, sealed: Uint8Array): Uint8Array | undefined {
-  const raw = Buffer.from(sealed);
-  if (raw.length < IV_BYTES + TAG_BYTES) return undefined;
-  try {
-    const decipher = createDecipheriv("aes-256-gcm", answerKey(secret, id), raw.subarray(0, IV_BYTES));
-    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-    return Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
-  } catch {
-    return undefined;
-  }
+  return openGcm(answerKey(secret, id), sealed);
 }
 
 /** The answer a repeat gets, handed to the method by replayable() instead of running it. */

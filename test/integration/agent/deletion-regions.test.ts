@@ -22,7 +22,7 @@ import { resources, type ResourceType } from "../../../src/kube/resources.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../../../src/contracts/labels.js";
 import { adminKube, agentKubeConfig } from "./support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";

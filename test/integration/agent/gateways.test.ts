@@ -27,7 +27,7 @@ import { resourcePath, resources, type ResourceType } from "../../../src/kube/re
 import type { KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { parseRoutingPolicy, POLICY_KEY } from "../../../src/contracts/routing.js";
 import { LABEL_GATEWAY_ID } from "../../../src/contracts/labels.js";
 import { LOCAL_CA_ISSUER } from "../../../src/cluster/certificates.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { Registry } from "prom-client";
 import { eventually, useCluster } from "../../support/cluster.js";
 import { Manager } from "../../../src/agent/runtime/manager.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import type { KindEnv, KindRegistration } from "../../../src/agent/runtime/kind.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import type { KubeObject } from "../../../src/kube/object.js";

@@ -22,7 +22,7 @@ import { resources } from "../../../src/kube/resources.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { findDrift } from "../../../src/agent/runtime/drift.js";
 import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
 import {

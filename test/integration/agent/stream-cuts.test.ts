@@ -13,7 +13,7 @@ import { createCtrlClient } from "../../../src/agent/ctrl-client.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
 import type { CursorAction } from "../../../src/agent/runtime/cursor.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import type { ApplyDeployment, DeleteDeployment, DeploymentState } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { createRegion } from "../../../src/ctrl/domain/clusters.js";
 import {

@@ -9,7 +9,7 @@ import { type KubeObject } from "../../../src/kube/object.js";
 import type { ResourceType } from "../../../src/kube/resources.js";
 import { Agent, type AgentConfig } from "../../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../../src/agent/rbac.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 
 export function adminKube(cluster: LocalCluster): KubeClient {
   return new KubeClient(cluster.kubeConfig(), { fieldManager: "test-admin" });

@@ -20,11 +20,8 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
-import {
-  IDEMPOTENCY_KEY_HEADER,
-  IDEMPOTENCY_REPLAYED_HEADER,
-  pruneIdempotencyKeys,
-} from "../../../src/ctrl/server/idempotency.js";
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_REPLAYED_HEADER } from "../../../src/contracts/headers.js";
+import { pruneIdempotencyKeys } from "../../../src/ctrl/server/idempotency.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 

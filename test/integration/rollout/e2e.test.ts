@@ -23,7 +23,7 @@ import { resources } from "../../../src/kube/resources.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { adminKube, agentKubeConfig } from "../agent/support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 import { KRANE_BIN } from "../ctrl/process.js";

@@ -14,7 +14,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Registry } from "prom-client";
 import { WebSocket } from "ws";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { LABEL_DEPLOYMENT_ID } from "../../../src/contracts/labels.js";
 import { APP_PROTOCOL_H2C } from "../../../src/contracts/protocols.js";
 import { defaultRoutingPolicy, ROUTING_PORT_NAME } from "../../../src/contracts/routing.js";

@@ -19,7 +19,7 @@ import type { ApplyDeployment, DeleteDeployment, DeploymentState } from "../../.
 import { createCtrlClient } from "../../../src/agent/ctrl-client.js";
 import { deploymentsController } from "../../../src/agent/deployments/controller.js";
 import { DesiredStateStream } from "../../../src/agent/runtime/stream.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { Store } from "../../../src/ctrl/db/store.js";
 import { ChainVerifier } from "../../../src/contracts/audit.js";
 import { chainHead, recordOfRow } from "../../../src/ctrl/domain/audit.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
 import { Agent } from "../../../src/agent/agent.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import type { LocalCluster } from "../../../src/cluster/index.js";
 import { isRecord } from "../../../src/kube/object.js";
 import { StatusService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";

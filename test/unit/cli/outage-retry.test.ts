@@ -10,13 +10,8 @@ import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config
 import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
-import {
-  IDEMPOTENCY_KEY_HEADER,
-  idempotencyKeys,
-  outageRetry,
-  parseDuration,
-  repeatable,
-} from "../../../src/cli/user-client.js";
+import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
+import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
 
 test("every public method is repeated after an outage as it is or only under its idempotency key, as its proto declares", () => {
   const all = [

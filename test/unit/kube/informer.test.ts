@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { Informer, type ListWatchClient } from "../../../src/kube/informer.js";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 import type { WatchEventType, WatchParams } from "../../../src/kube/client.js";

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Registry } from "prom-client";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { Balancer } from "../../../src/sentinel/balancer.js";
 import { createHoldMetrics, HeldRequests } from "../../../src/sentinel/hold.js";
 import { createSentinelMetrics } from "../../../src/sentinel/metrics.js";

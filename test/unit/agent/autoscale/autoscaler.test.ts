@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { RegionAutoscaler } from "../../../../src/agent/autoscale/autoscaler.js";
 import type { KindContext } from "../../../../src/agent/runtime/builder.js";
-import { silentLogger } from "../../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../../src/base/log.js";
 import type { SentinelStatus } from "../../../../src/contracts/routing.js";
 import {
   ApplyDeploymentSchema,

@@ -8,7 +8,7 @@ import { getEventListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DesiredStateStream, silenceBoundMs, type EndReason } from "../../../../src/agent/runtime/stream.js";
 import type { CursorAction, StreamEvent } from "../../../../src/agent/runtime/cursor.js";
-import type { Logger } from "../../../../src/agent/runtime/log.js";
+import type { Logger } from "../../../../src/base/log.js";
 
 type Ev = StreamEvent<string, string>;
 

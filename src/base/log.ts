@@ -1,4 +1,5 @@
-// The logger shape the runtime needs: a subset of pino's, so tests can pass a silent one.
+// The logger shape krane's parts need (the agent, the sentinel, the local cluster): a subset of
+// pino's, so tests can pass a silent one.
 export interface Logger {
   debug(obj: object, msg?: string): void;
   info(obj: object, msg?: string): void;
