@@ -241,9 +241,17 @@ describe("krane CLI against krane ctrl serve", () => {
       krane(["deploy", "--help"], env).stdout,
       /Carried over from the environment's current revision[\s\S]*--no-inherit/,
     );
+  });
 
-    // The table: what this revision wants now per region, its settings, and where the rollout goes.
+  it("deploy's table says what its replica count is (desired now) and where the rollout goes", () => {
+    const ok = (args: string[]): string => {
+      const r = krane(args, env);
+      assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    // hello/production (above) runs 3 replicas in eu-west; a new revision starts below that.
     const table = ok(["deploy", "hello/production", "--image", "krane.local/hello:v6", "--health-path", "/ready"]);
+    assert.doesNotMatch(table, /REGIONS/);
     assert.match(table, /DESIRED NOW/);
     assert.match(table, /HEALTH[\s\S]*GET \/ready/);
     assert.match(table, /revision 6 rolls out to eu-west=3 replicas \(desired now: (eu-west=\d|none yet)\)/);
