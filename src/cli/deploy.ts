@@ -76,7 +76,8 @@ and the --env variables (those given are added or replace one of the same name; 
 NAME drops one). Not carried: --build-id (it belongs to its image). Every revision takes the
 environment's configuration and secrets as they are now (\`krane config\`). --no-inherit starts
 from the defaults instead (port 8080, http1, 250m CPU, 256 MiB, no health check, the image's
-entrypoint, no variables). --replicas changes the environment's count, not the revision.`,
+entrypoint, no variables): the way to drop a carried command, argument list or health check.
+--replicas changes the environment's count, not the revision.`,
       )
       .requiredOption("--image <image>", "container image")
       .option("--replicas <n>", "replicas per region (also becomes the environment's count)", intArg("--replicas"))
