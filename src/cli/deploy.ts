@@ -16,6 +16,9 @@ import {
 
 interface DeployFlags extends ConnectionFlags {
   image: string;
+  /** false with --no-inherit. */
+  inherit: boolean;
+  envUnset: string[];
   replicas?: number;
   cpu?: number;
   memory?: number;
@@ -28,42 +31,80 @@ interface DeployFlags extends ConnectionFlags {
   healthPath?: string;
 }
 
-const DEPLOYMENT_HEAD = ["ID", "REVISION", "IMAGE", "REGIONS", "K8S NAME", "CREATED"];
+// DESIRED NOW: the replicas of this revision the rollout wants in each region at this moment (a
+// new revision starts low and grows as the rollout goes; an old one shrinks to nothing).
+const DEPLOYMENT_HEAD = ["ID", "REVISION", "IMAGE", "DESIRED NOW", "K8S NAME", "CREATED"];
+const SETTINGS_HEAD = ["NAMESPACE", "PORT", "PROTOCOL", "CPU", "MEMORY", "HEALTH", "COMMAND", "ARGS", "ENV"];
+
+function settingsRow(d: Deployment): (string | number)[] {
+  return [
+    d.k8sNamespace,
+    d.port,
+    d.protocol || "http1",
+    `${d.cpuMillicores}m`,
+    `${d.memoryMib}Mi`,
+    d.healthCheck ? `${d.healthCheck.method || "GET"} ${d.healthCheck.path}` : "-",
+    d.command.join(" ") || "-",
+    d.args.join(" ") || "-",
+    d.env.map((e) => e.name).join(" ") || "-",
+  ];
+}
+
+/** "local=3 eu=2" */
+function perRegion(rs: readonly { region: string; replicas: number }[]): string {
+  return rs.map((r) => `${r.region}=${r.replicas}`).join(" ");
+}
 
 function deploymentRow(d: Deployment): (string | number)[] {
-  return [
-    d.id,
-    Number(d.revision),
-    d.image,
-    d.regions.map((r) => `${r.region}=${r.replicas}`).join(" ") || "-",
-    d.k8sName,
-    when(d.createdAtUnixMs),
-  ];
+  return [d.id, Number(d.revision), d.image, perRegion(d.regions) || "-", d.k8sName, when(d.createdAtUnixMs)];
 }
 
 export function registerDeployCommands(program: Command): void {
   withConnection(
     program
       .command("deploy <project/env>")
-      .description("create a new deployment (revision) of an environment")
+      .description(
+        "create a new revision of an environment: the image given, every other setting the current revision's unless given here (--no-inherit: the defaults)",
+      )
+      .addHelpText(
+        "after",
+        `
+Carried over from the environment's current revision (the one its rollout targets: the newest,
+or after \`krane rollout undo\` the one it went back to): --port, --protocol, --cpu, --memory,
+--health-path (the whole health check), --command, --arg (each list replaced whole when given)
+and the --env variables (those given are added or replace one of the same name; --env-unset
+NAME drops one). Not carried: --build-id (it belongs to its image). Every revision takes the
+environment's configuration and secrets as they are now (\`krane config\`). --no-inherit starts
+from the defaults instead (port 8080, http1, 250m CPU, 256 MiB, no health check, the image's
+entrypoint, no variables): the way to drop a carried command, argument list or health check.
+--replicas changes the environment's count, not the revision.`,
+      )
       .requiredOption("--image <image>", "container image")
       .option("--replicas <n>", "replicas per region (also becomes the environment's count)", intArg("--replicas"))
-      .option("--cpu <millicores>", "CPU millicores (default 250)", intArg("--cpu"))
-      .option("--memory <mib>", "memory MiB (default 256)", intArg("--memory"))
-      .option("--port <port>", "port the app listens on (default 8080)", intArg("--port"))
-      .option("--protocol <protocol>", "what the app speaks on its port: http1, h2c or grpc (default http1)")
-      .option("--env <KEY=VALUE>", "environment variable (repeatable)", collect, [])
+      .option("--cpu <millicores>", "CPU millicores (default: carried, else 250)", intArg("--cpu"))
+      .option("--memory <mib>", "memory MiB (default: carried, else 256)", intArg("--memory"))
+      .option("--port <port>", "port the app listens on (default: carried, else 8080)", intArg("--port"))
+      .option(
+        "--protocol <protocol>",
+        "what the app speaks on its port: http1, h2c or grpc (default: carried, else http1)",
+      )
+      .option("--env <KEY=VALUE>", "environment variable, added to the carried ones (repeatable)", collect, [])
+      .option("--env-unset <KEY>", "drop a carried environment variable (repeatable)", collect, [])
       .option("--command <arg>", "override the image's entrypoint (repeatable, one word each)", collect, [])
       .option("--arg <arg>", "argument (repeatable)", collect, [])
-      .option("--build-id <id>", "build this image came from")
-      .option("--health-path <path>", "HTTP health check path"),
+      .option("--build-id <id>", "build this image came from (not carried)")
+      .option("--health-path <path>", "HTTP health check path")
+      .option("--no-inherit", "start from the defaults: carry nothing over from the current revision"),
     { workspace: true },
   ).action(
     userAction(async (x, target: string, f: DeployFlags) => {
+      if (!f.inherit && f.envUnset.length > 0)
+        throw new Error("--env-unset drops a carried variable: it cannot be combined with --no-inherit");
+      const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
       const { deployment } = await x.ctrl.client(x.api.DeploymentService).createDeployment({
-        workspace: await x.ctrl.workspace(),
-        ...splitTarget(target),
+        ...ref,
         image: f.image,
+        inherit: f.inherit,
         command: f.command,
         args: f.arg,
         port: f.port ?? 0,
@@ -72,6 +113,7 @@ export function registerDeployCommands(program: Command): void {
           const { key, value } = parseKeyValue("--env", e);
           return { name: key, value };
         }),
+        envUnset: f.envUnset,
         cpuMillicores: BigInt(f.cpu ?? 0),
         memoryMib: BigInt(f.memory ?? 0),
         buildId: f.buildId ?? "",
@@ -79,8 +121,25 @@ export function registerDeployCommands(program: Command): void {
         healthCheck: f.healthPath === undefined ? undefined : { path: f.healthPath },
       });
       if (!deployment) return;
-      if (x.json) x.printJson(x.api.DeploymentSchema, deployment);
-      else x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
+      if (x.json) {
+        x.printJson(x.api.DeploymentSchema, deployment);
+        return;
+      }
+      x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
+      x.printTable(SETTINGS_HEAD, [settingsRow(deployment)]);
+      // The revision's count grows as the rollout goes: say where it is going. The revision is
+      // made already: a failed read only leaves this line out.
+      const environment = await x.ctrl
+        .client(x.api.EnvironmentService)
+        .getEnvironment(ref)
+        .then((r) => r.environment)
+        .catch(() => undefined);
+      if (environment && environment.regions.length > 0)
+        process.stdout.write(
+          `revision ${deployment.revision} rolls out to ${perRegion(environment.regions)} replicas (desired now: ${
+            perRegion(deployment.regions) || "none yet"
+          }); \`krane rollout status ${target}\` follows it\n`,
+        );
     }),
   );
 
@@ -113,21 +172,7 @@ export function registerDeployCommands(program: Command): void {
         return;
       }
       x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
-      x.printTable(
-        ["NAMESPACE", "PORT", "PROTOCOL", "CPU", "MEMORY", "COMMAND", "ARGS", "ENV"],
-        [
-          [
-            deployment.k8sNamespace,
-            deployment.port,
-            deployment.protocol || "http1",
-            `${deployment.cpuMillicores}m`,
-            `${deployment.memoryMib}Mi`,
-            deployment.command.join(" ") || "-",
-            deployment.args.join(" ") || "-",
-            deployment.env.map((e) => e.name).join(" ") || "-",
-          ],
-        ],
-      );
+      x.printTable(SETTINGS_HEAD, [settingsRow(deployment)]);
     }),
   );
   withConnection(deps.command("delete <id>").description("delete a deployment from every region")).action(

@@ -304,12 +304,12 @@ export function registerEnvCommands(program: Command): void {
     .option("--no-paused", "resume rollouts (like `krane rollout resume`)")
     .option(
       "--autoscale <spec>",
-      "autoscale each region from its sentinels' load: min=1,max=20,concurrency=50[,cpu=80%][,up=0s][,down=5m][,step=4] (only what is given changes; cpu is a percentage of each instance's --cpu)",
+      "autoscale each region from its sentinels' load: min=1,max=20,concurrency=50[,cpu=80%][,up=0s][,down=5m][,step=4] (only what is given changes; a new policy's unset min is 1 and max: the region's count now, the largest region's for the environment's policy; cpu is a percentage of each instance's --cpu)",
     )
     .option("--no-autoscale", "stop autoscaling: each region keeps the count it was last scaled to")
     .option(
       "--scale-to-zero <spec>",
-      "scale a region to 0 after idle=5m without requests; the next request wakes it (held=1000 requests at most, timeout=30s)",
+      "scale a region to 0 after idle=5m without requests; the next request wakes it (held=1000 requests at most, timeout=30s); min becomes 0, and a new policy's max is the region's count now (--autoscale max=N for another)",
     )
     .option("--no-scale-to-zero", "keep at least min replicas while idle")
     .option(

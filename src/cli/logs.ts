@@ -6,7 +6,9 @@
 // RESUME_WINDOW without a stream, with a message and exit code 69. With --events the instances'
 // events (InstanceEventService: OOM kills, exit codes, crash loops, pull errors) are interleaved
 // with the lines by time, each as a marker line of its instance; following, new events are asked
-// for every EVENTS_POLL and printed as they are recorded.
+// for every EVENTS_POLL and printed as they are recorded. A read that printed no line says so on
+// stderr, and exits 1 when what it printed instead were errors (an instance that is a stand-in
+// of the local cluster, with no container and so no log; a log that could not be read).
 import type { Command } from "commander";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
 import { intArg, splitTarget, userAction, withConnection } from "./command.js";
@@ -80,6 +82,9 @@ export function registerLogsCommand(program: Command): void {
       const color = !x.json && process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
       const opts = { timestamps: f.timestamps === true, color };
       const cursor = new ResumeCursor();
+      /** Lines and error markers printed (a read that printed nothing says why). */
+      let lines = 0;
+      let errors = 0;
       const client = x.ctrl.client(LogService);
       let out = "";
       const flush = async (): Promise<void> => {
@@ -153,6 +158,17 @@ export function registerLogsCommand(program: Command): void {
       }
       printEventsUpTo(undefined);
       await flush();
+      // Nothing printed is said, not left to silence: why, or that there was nothing to print.
+      if (lines === 0 && errors > 0)
+        throw new Error(
+          `no line could be read from ${target}: ${errors === 1 ? "the error above says" : `the ${errors} errors above say`} why`,
+        );
+      if (lines === 0)
+        process.stderr.write(
+          `krane logs: no lines: no instance of ${target}${f.revision === undefined ? "" : ` (revision ${f.revision})`}${
+            f.region === undefined ? "" : ` in ${f.region}`
+          } has written a line${f.since === undefined ? "" : ` since ${f.since}`}, or none has started yet\n`,
+        );
       return;
 
       async function streamLines(): Promise<void> {
@@ -214,6 +230,8 @@ export function registerLogsCommand(program: Command): void {
                 if (cursor.admit(p)) {
                   printEventsUpTo(p.ns);
                   print(p);
+                  if ("line" in p) lines++;
+                  else if ("marker" in p && p.marker.kind === "error") errors++;
                 }
               }
               await flush();

@@ -1,6 +1,7 @@
 // The whole system, real parts only: ctrl (SQLite file, HTTP/2) ← agent (as its RBAC
 // ServiceAccount) → the real local Kubernetes. Deploy, scale and delete through the public API,
-// and a ctrl restart during which changes are committed: the agent reconnects and converges.
+// and a ctrl restart during which changes are committed: the agent reconnects and converges;
+// `krane logs` on the cluster's stand-in pods (KWOK) says why there is no line.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -18,6 +19,7 @@ import { KubeClient } from "../../src/kube/client.js";
 import type { KubeObject } from "../../src/kube/object.js";
 import { resources } from "../../src/kube/resources.js";
 import { eventually, useCluster } from "../support/cluster.js";
+import { kraneAsync } from "./ctrl/process.js";
 
 const h = useCluster();
 const target = { workspace: "acme", project: "shop", environment: "prod" };
@@ -184,5 +186,38 @@ test("ctrl restarted while changes are committed: the agent reconnects and conve
     "2 running instances of the new revision",
     async () => ((await runningInstances(second.id)) === 2 ? true : undefined),
     60_000,
+  );
+});
+
+test("krane logs on the local cluster's stand-ins says there is no log to read, and exits 1", async () => {
+  // The revision of the test above runs 2 KWOK pods: Running, with no container and so no log.
+  const s = await api.status.getEnvironmentStatus(target);
+  const running = s.deployments.flatMap((d) =>
+    (d.regions[0]?.instances ?? []).filter((i) => i.status === InstanceStatus.RUNNING),
+  );
+  assert.ok(running.length > 0, "instances to read");
+  const env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: userToken };
+  const r = await kraneAsync(["logs", `${target.project}/${target.environment}`], env);
+  assert.equal(r.status, 1, r.stderr);
+  for (const i of running)
+    assert.match(r.stdout, new RegExp(`--- eu/${i.k8sName} r\\d+: no log: this instance is a stand-in .* ---`));
+  assert.match(
+    r.stderr,
+    new RegExp(`^krane: no line could be read from shop/prod: the ${running.length} errors above say why$`, "m"),
+  );
+  // Asked for one of them, the same.
+  const one = await kraneAsync(["logs", "shop/prod", "--instance", running[0]?.k8sName ?? ""], env);
+  assert.equal(one.status, 1, one.stderr);
+  assert.match(one.stdout, /stand-in/);
+  assert.doesNotMatch(one.stdout, /no started container/);
+  // Nothing to read and nothing wrong: said on stderr, exit 0.
+  await api.environments.createEnvironment({ ...target, slug: "empty", regions: [{ region: "eu", replicas: 0 }] });
+  await api.deployments.createDeployment({ ...target, environment: "empty", image: "registry.example.com/shop:1" });
+  const none = await kraneAsync(["logs", "shop/empty"], env);
+  assert.equal(none.status, 0, none.stderr);
+  assert.equal(none.stdout, "");
+  assert.match(
+    none.stderr,
+    /^krane logs: no lines: no instance of shop\/empty has written a line, or none has started yet$/m,
   );
 });

@@ -35,3 +35,16 @@ export function runningContainer(pod: KubeObject, name: string): string {
   if (!c || !isRecord(c.state) || !isRecord(c.state.running)) return "";
   return typeof c.containerID === "string" ? c.containerID : "";
 }
+
+/**
+ * Whether the pod is a stand-in: its app container shown running without a container id. A
+ * kubelet always names the container it runs; KWOK's simulated nodes (the local cluster's
+ * stand-ins) run none, so there is no log to read.
+ */
+export function isStandIn(pod: KubeObject, name: string): boolean {
+  const status = isRecord(pod.status) ? pod.status : {};
+  const statuses = Array.isArray(status.containerStatuses) ? status.containerStatuses : [];
+  const c = statuses.find((s): s is Record<string, unknown> => isRecord(s) && s.name === name);
+  if (!c || !isRecord(c.state) || !isRecord(c.state.running)) return false;
+  return typeof c.containerID !== "string" || c.containerID === "";
+}

@@ -42,7 +42,7 @@ import type { Logger } from "../../base/log.js";
 import { sleep } from "../../retry/backoff.js";
 import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
 import { lastLineNs, LineChunker, linesAfter } from "./lines.js";
-import { appContainer, runningContainer } from "./pods.js";
+import { appContainer, isStandIn, runningContainer } from "./pods.js";
 
 export type PushRequest = MessageInitShape<typeof PushLogsRequestSchema>;
 
@@ -82,6 +82,10 @@ const SLOW_PUSH_MS = 2_000;
 /** A followed log that breaks is read again at most this many times in a row without a line. */
 const REOPEN_ATTEMPTS = 5;
 
+/** The marker of a stand-in pod (isStandIn). */
+export const STAND_IN =
+  "no log: this instance is a stand-in on a simulated (KWOK) node, which runs no container; real nodes have logs";
+
 const MARKER_KINDS = {
   joined: LogMarkerKind.JOINED,
   left: LogMarkerKind.LEFT,
@@ -102,6 +106,8 @@ export class LogSession {
   readonly #stop = new AbortController();
   /** The reader of each pod (the container it reads); kept after it ended, so a log is read once. */
   readonly #readers = new Map<string, Reader>();
+  /** Stand-in pods seen (each said once). */
+  readonly #standIns = new Set<string>();
   #wake: (() => void) | undefined;
   #finished = false;
   #error = "";
@@ -190,7 +196,7 @@ export class LogSession {
       });
       for (const pod of items) this.#consider(pod);
       const asked = this.#req.instance;
-      if (asked !== "" && !this.#readers.has(asked) && !this.#req.follow)
+      if (asked !== "" && !this.#readers.has(asked) && !this.#standIns.has(asked) && !this.#req.follow)
         // Said rather than answered with silence: the reader learns why nothing came.
         this.#emit({
           instance: asked,
@@ -230,7 +236,14 @@ export class LogSession {
     const name = pod.metadata.name ?? "";
     if (this.#req.instance !== "" && name !== this.#req.instance) return;
     const c = appContainer(pod, CONTAINER_NAME, this.#req.previous);
-    if (!c) return;
+    if (!c) {
+      // Said rather than answered with silence: a stand-in has no log, and never will.
+      if (isStandIn(pod, CONTAINER_NAME) && !this.#standIns.has(name)) {
+        this.#standIns.add(name);
+        this.#marker(pod, "error", STAND_IN);
+      }
+      return;
+    }
     const existing = this.#readers.get(name);
     if (existing && existing.containerId === c.id) return;
     // A new container of a pod already read (a restart) is read from its start.

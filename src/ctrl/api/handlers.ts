@@ -24,7 +24,7 @@ import { callerScope, principalKey, scopeRefusalKey, type RevocationListener } f
 import { notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
-import { createDeployment, deleteDeployment } from "../domain/deployments.js";
+import { createAskedDeployment, deleteDeployment } from "../domain/deployments.js";
 import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment } from "../domain/environments.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
@@ -33,6 +33,7 @@ import { createApiToken, hashToken, revokeApiToken } from "../domain/tokens.js";
 import { clusterLag, listApiTokens, listClusters, listRegions } from "../read/clusters.js";
 import { desiredReplicasByRegion, desiredReplicasOf, getDeployment, listDeployments } from "../read/deployments.js";
 import { environmentStatus } from "../read/status.js";
+import { currentRevision } from "../rollout/actions.js";
 import {
   environmentRegions,
   findEnvironment,
@@ -188,7 +189,7 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
 export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<typeof DeploymentService> {
   return {
     async createDeployment(req) {
-      const ctx = await createDeployment(store, validateCreateDeployment(req));
+      const ctx = await createAskedDeployment(store, validateCreateDeployment(req), currentRevision);
       await rollout?.environmentChanged(ctx.environment.id);
       return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
     },

@@ -21,7 +21,8 @@ import {
   encodeDeleteDeployment,
   type DeploymentContext,
 } from "../payloads/deployment.js";
-import type { NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
+import { deploymentFrom, type RevisionSpec } from "../validate/api.js";
+import type { DeploymentAsk, NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import { lockEnvironment, nextRevision, setRegionReplicas } from "./environments.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { revisionSettings } from "./revision-settings.js";
@@ -83,15 +84,42 @@ export async function removeFromRegion(tx: WriteTx, ctx: DeploymentContext, regi
   );
 }
 
-export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
+/**
+ * The revision whose settings an inheriting deploy carries over, read inside the deploy's
+ * transaction: the rollout's current target (the caller's, ../rollout/actions.ts), or none.
+ */
+export type CurrentRevision = (db: Reader, environmentId: string) => Promise<DeploymentRow | undefined>;
+
+/**
+ * Adds the revision a CreateDeployment asks for. With inherit, the environment row is locked
+ * before the current revision is read, so concurrent deploys of one environment take turns and
+ * each carries over what the one before it wrote (a keyed repeat is answered from the first
+ * write, ../server/idempotency.ts, never merged again).
+ */
+export async function createAskedDeployment(
+  store: Store,
+  ask: DeploymentAsk,
+  current: CurrentRevision,
+): Promise<DeploymentContext> {
   return store.write(async (tx) => {
-    const envCtx: EnvironmentContext = await findEnvironment(tx.trx, input);
-    return insertDeployment(tx, envCtx, input);
+    const envCtx: EnvironmentContext = await findEnvironment(tx.trx, ask);
+    let base: RevisionSpec | null = null;
+    if (ask.inherit) {
+      await lockEnvironment(tx, envCtx.environment.id, "update");
+      const d = await current(tx.trx, envCtx.environment.id);
+      if (d) base = revisionCopyOf(d);
+    }
+    return insertDeployment(tx, envCtx, deploymentFrom(ask, base));
   });
 }
 
+/** Adds a revision with exactly these settings (seeding, benches, tests). */
+export async function createDeployment(store: Store, input: NewDeployment): Promise<DeploymentContext> {
+  return store.write(async (tx) => insertDeployment(tx, await findEnvironment(tx.trx, input), input));
+}
+
 /** The settings of a stored revision as a new revision's, for a copy (restart, changed config). */
-export function revisionCopyOf(d: DeploymentRow): Omit<NewDeployment, "workspace" | "project" | "environment"> {
+export function revisionCopyOf(d: DeploymentRow): RevisionSpec & { replicas: null } {
   return {
     image: d.image,
     command: parseJsonList<string>(d.command),

@@ -149,15 +149,25 @@ async function joinRegion(tx: WriteTx, environmentId: string, region: string, re
   await startLikeSiblings(tx, environmentId, region);
 }
 
-/** The policy after an update: the change laid over the stored one, refused naming the field. */
+/**
+ * The policy after an update: the change laid over the stored one, refused naming the field. A
+ * new policy without a max keeps `count` (the replicas the region, or the largest of the
+ * environment's regions, has now) as its max: starting to autoscale, or scale-to-zero alone,
+ * never takes a region below what it runs.
+ */
 function mergeAutoscale(
   stored: AutoscalePolicy | null,
   change: EnvironmentUpdate["autoscale"],
+  count: number,
   field = "autoscale",
 ): AutoscalePolicy | null {
   if (change === "remove") return null;
   if (change === null) return stored;
-  const merged = mergePolicy(stored, change.spec, change.zero);
+  const spec =
+    stored === null && change.spec.maxReplicas === undefined
+      ? { ...change.spec, maxReplicas: Math.max(1, count, change.spec.minReplicas ?? 0) }
+      : change.spec;
+  const merged = mergePolicy(stored, spec, change.zero);
   const problem = policyProblem(merged, LIMITS.replicasMax, field);
   if (problem) throw invalidArgument(problem.field, problem.problem);
   return merged;
@@ -225,7 +235,14 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
       (r) => !input.removeRegions.some((rm) => rm.region === r),
     );
     const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
-    const autoscale = mergeAutoscale(parseStoredPolicy(before.autoscale), input.autoscale);
+    // The counts the regions will have (this update's where it sets one).
+    const countAfter = (region: string): number =>
+      input.regions.find((r) => r.region === region)?.replicas ?? replicasOf.get(region) ?? 0;
+    const autoscale = mergeAutoscale(
+      parseStoredPolicy(before.autoscale),
+      input.autoscale,
+      Math.max(0, ...regionsAfter.map(countAfter)),
+    );
     // The sentinels measure what the autoscaler decides on and hold requests at zero.
     if (autoscale !== null && sentinel === null)
       throw failedPrecondition(
@@ -248,7 +265,9 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
       else if (ra.change === "inherit") column = null;
       else {
         const base = own !== null && own !== "off" ? parseStoredPolicy(own) : autoscale;
-        column = formatPolicy(mergeAutoscale(base, ra.change, `region_autoscale[${ra.index}].policy`));
+        column = formatPolicy(
+          mergeAutoscale(base, ra.change, countAfter(ra.region), `region_autoscale[${ra.index}].policy`),
+        );
       }
       if (column !== own) columns.set(ra.region, column);
       if (column !== null && column !== "off" && sentinel === null)

@@ -1,6 +1,6 @@
 // Pull-request webhooks of GitHub and GitLab: is a request really from the provider (and which
-// delivery it is), and what does it say about a pull request. Pure (the body and headers in, a
-// verdict out); the receiver is ./webhooks.ts.
+// delivery it is), and what does it say about a pull request (a malformed one: invalid_argument
+// naming the field). Pure (the body and headers in, a verdict out); the receiver is ./webhooks.ts.
 //
 // GitHub signs every delivery with the hook's secret: X-Hub-Signature-256 = "sha256=" + hex
 // HMAC-SHA256 of the raw body; X-GitHub-Delivery is the delivery's id. The body carries no
@@ -16,6 +16,7 @@
 //     Idempotency-Key), the age the merge request's `updated_at`. Prefer the signing token.
 // Every comparison is constant-time.
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { invalidArgument } from "../errors.js";
 
 export type Provider = "github" | "gitlab";
 
@@ -137,19 +138,31 @@ const IGNORED = (why: string): PullRequestEvent => ({
 
 const SHA = /^[0-9a-f]{7,64}$/;
 
+function isObject(v: unknown): v is Json {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A pull request event: what it means, or invalid_argument naming what is missing or malformed
+ * in it (another event, or an action that changes no preview, is ignored).
+ */
 export function parseGithub(event: string | undefined, body: unknown): PullRequestEvent {
   if (event === "ping") return IGNORED("ping");
   if (event !== "pull_request") return IGNORED(`event "${event ?? ""}" is not a pull request event`);
-  const b = obj(body);
-  const pr = obj(b.pull_request);
+  if (!isObject(body)) throw invalidArgument("body", "is not a JSON object");
+  const b = body;
+  if (!isObject(b.pull_request))
+    throw invalidArgument("pull_request", "is missing: a pull_request event carries the pull request");
+  const pr = b.pull_request;
   const head = obj(pr.head);
   const headRepo = obj(head.repo);
   const baseRepo = obj(obj(pr.base).repo);
-  const number = Number(b.number ?? pr.number);
-  const sha = str(head.sha);
-  if (!Number.isSafeInteger(number) || number <= 0 || !SHA.test(sha))
-    return IGNORED("no pull request number or head sha");
   const action = str(b.action);
+  if (action === "") throw invalidArgument("action", "is missing");
+  const number = Number(b.number ?? pr.number);
+  if (!Number.isSafeInteger(number) || number <= 0) throw invalidArgument("number", "is not a pull request number");
+  const sha = str(head.sha);
+  if (!SHA.test(sha)) throw invalidArgument("pull_request.head.sha", "is not a commit sha");
   const mapped: PullRequestEvent["action"] =
     action === "opened" || action === "reopened"
       ? "open"
@@ -173,16 +186,23 @@ export function parseGithub(event: string | undefined, body: unknown): PullReque
   };
 }
 
+/** A merge request event, as parseGithub does for GitHub's. */
 export function parseGitlab(event: string | undefined, body: unknown): PullRequestEvent {
-  const b = obj(body);
-  if (event !== "Merge Request Hook" || b.object_kind !== "merge_request")
-    return IGNORED(`event "${event ?? ""}" is not a merge request event`);
-  const a = obj(b.object_attributes);
-  const number = Number(a.iid);
-  const sha = str(obj(a.last_commit).id);
-  if (!Number.isSafeInteger(number) || number <= 0 || !SHA.test(sha))
-    return IGNORED("no merge request iid or last commit");
+  if (event !== "Merge Request Hook") return IGNORED(`event "${event ?? ""}" is not a merge request event`);
+  if (!isObject(body)) throw invalidArgument("body", "is not a JSON object");
+  const b = body;
+  if (b.object_kind !== "merge_request")
+    throw invalidArgument("object_kind", `is "${str(b.object_kind)}", not "merge_request" as the event header says`);
+  if (!isObject(b.object_attributes))
+    throw invalidArgument("object_attributes", "is missing: a merge request event carries the merge request");
+  const a = b.object_attributes;
   const action = str(a.action);
+  if (action === "") throw invalidArgument("object_attributes.action", "is missing");
+  const number = Number(a.iid);
+  if (!Number.isSafeInteger(number) || number <= 0)
+    throw invalidArgument("object_attributes.iid", "is not a merge request number");
+  const sha = str(obj(a.last_commit).id);
+  if (!SHA.test(sha)) throw invalidArgument("object_attributes.last_commit.id", "is not a commit sha");
   // An update without oldrev changed the title or labels, not the code.
   const mapped: PullRequestEvent["action"] =
     action === "open" || action === "reopen"

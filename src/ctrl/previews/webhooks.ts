@@ -3,10 +3,12 @@
 // /metrics and is meant to stay inside the cluster, so webhooks get a listener of their own that
 // an operator can expose to the internet alone).
 //
-// A delivery is checked before anything is read from it: the hook's signature (./providers.ts;
-// unsigned or badly signed: 401), then its age (the signed timestamp, or the pull request's time
-// in the signed body, within the replay window: else 409), the repository it names (the hook's
-// only: else 403). What it says then happens in one transaction with the record of its delivery
+// A delivery is checked before anything is read from it: its size (past 2 MiB: 413, the body
+// read and dropped so that the sender gets the answer), the hook's signature (./providers.ts;
+// unsigned or badly signed: 401), then what it says (a pull request event missing its pull
+// request, number or head commit: 400 naming the field; other events: 200 "ignored"), its age
+// (the signed timestamp, or the pull request's time in the signed body, within the replay
+// window: else 409), the repository it names (the hook's only: else 403). What it says then happens in one transaction with the record of its delivery
 // id, so a delivery replayed within the window is refused (409) and one that failed leaves no
 // record and can be redelivered: opened / reopened creates the preview (or updates it), a new
 // head commit gives it a new revision, closed or merged deletes it. Every such change is audited
@@ -46,7 +48,12 @@ import {
 import { openHookSecret } from "./status.js";
 
 /** Largest body accepted (pull request events are a few tens of KiB). */
-const MAX_BODY = 2 * 1024 * 1024;
+export const MAX_BODY = 2 * 1024 * 1024;
+/**
+ * A larger body is still read, and dropped, up to this much, so that its sender gets the 413
+ * instead of a connection reset (GitHub sends at most 25 MB); past it the connection is cut.
+ */
+const MAX_DRAIN = 32 * 1024 * 1024;
 /** How old (or how far ahead, a clock's skew) a delivery may be by default. */
 export const DEFAULT_REPLAY_WINDOW_MS = 10 * 60_000;
 
@@ -71,10 +78,20 @@ class Refusal extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The connection cannot be used again (a body left unread). */
+    readonly close = false,
   ) {
     super(message);
   }
 }
+
+const tooLarge = (close = false): Refusal =>
+  new Refusal(
+    413,
+    "invalid_argument",
+    `the body is larger than the limit of ${MAX_BODY / 1024 / 1024} MiB (${MAX_BODY} bytes)`,
+    close,
+  );
 
 const HTTP_OF: Record<string, number> = {
   invalid_argument: 400,
@@ -85,20 +102,25 @@ const HTTP_OF: Record<string, number> = {
   resource_exhausted: 429,
 };
 
+/**
+ * The body, up to MAX_BODY. A body declared larger is refused before it is read (node:http then
+ * reads and drops the rest, keeping the connection); one that turns out larger is read to its
+ * end and dropped, then refused, so either way the sender reads the 413.
+ */
 function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > MAX_BODY) return Promise.reject(tooLarge(declared > MAX_DRAIN));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on("data", (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY) {
-        reject(new Refusal(413, "invalid_argument", `the body is larger than ${MAX_BODY} bytes`));
+      if (size > MAX_DRAIN) {
+        reject(tooLarge(true));
         req.destroy();
-        return;
-      }
-      chunks.push(c);
+      } else if (size <= MAX_BODY) chunks.push(c);
     });
-    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("end", () => (size > MAX_BODY ? reject(tooLarge()) : resolve(Buffer.concat(chunks))));
     req.on("error", reject);
   });
 }
@@ -141,7 +163,7 @@ export class WebhookReceiver {
           res
             .writeHead(status, {
               "content-type": "application/json",
-              connection: status === 413 ? "close" : "keep-alive",
+              connection: r?.close ? "close" : "keep-alive",
             })
             .end(`${JSON.stringify({ error: r?.message ?? "internal error" })}\n`);
       },

@@ -5,7 +5,7 @@ import type { Kysely } from "kysely";
 import { INITIAL_STATE, type Command } from "../../rollout/progressive/index.js";
 import type { Database, DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { createDeployment, revisionCopyOf } from "../domain/deployments.js";
+import { insertDeployment, revisionCopyOf } from "../domain/deployments.js";
 import {
   environmentRegions,
   lockEnvironment,
@@ -92,8 +92,12 @@ export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision:
   });
 }
 
-/** The deployment the environment is rolling out to (the first region's target, else newest). */
-async function currentTarget(db: Reader, environmentId: string): Promise<DeploymentRow> {
+/**
+ * The revision the environment is rolling out to (the first region's target, else the newest;
+ * after a rollback, the one gone back to): what `rollout restart` copies and what `deploy`
+ * carries settings over from (domain/deployments.ts createDeployment). Undefined without one.
+ */
+export async function currentRevision(db: Reader, environmentId: string): Promise<DeploymentRow | undefined> {
   const deployments = await db
     .selectFrom("deployments")
     .selectAll()
@@ -109,25 +113,26 @@ async function currentTarget(db: Reader, environmentId: string): Promise<Deploym
     targetId: row?.target_deployment_id ?? null,
     seenRevision: Number(row?.target_seen_revision ?? 0),
   });
-  const d = t === null ? undefined : deployments.find((x) => x.id === t.targetId);
-  if (d === undefined) throw failedPrecondition("the environment has no deployment to restart");
-  return d;
+  return t === null ? undefined : deployments.find((x) => x.id === t.targetId);
 }
 
-/** A fresh copy of the current target as a new revision: every pod gets replaced. */
+/**
+ * A fresh copy of the current revision as a new revision: every pod gets replaced. Read and
+ * written in one transaction with the environment locked, so a deploy committing meanwhile is
+ * either copied or comes after the copy, never undone by it.
+ */
 export async function restartRollout(
   store: Store,
   ref: EnvironmentRef,
 ): Promise<{ environmentId: string; deploymentId: string }> {
-  const { environment } = await findEnvironment(store.db, ref);
-  const d = await currentTarget(store.db, environment.id);
-  const copy = await createDeployment(store, {
-    workspace: d.workspace_id,
-    project: d.project_id,
-    environment: d.environment_id,
-    ...revisionCopyOf(d),
+  return store.write(async (tx) => {
+    const envCtx = await findEnvironment(tx.trx, ref);
+    await lockEnvironment(tx, envCtx.environment.id, "update");
+    const d = await currentRevision(tx.trx, envCtx.environment.id);
+    if (d === undefined) throw failedPrecondition("the environment has no deployment to restart");
+    const copy = await insertDeployment(tx, envCtx, revisionCopyOf(d));
+    return { environmentId: envCtx.environment.id, deploymentId: copy.deployment.id };
   });
-  return { environmentId: environment.id, deploymentId: copy.deployment.id };
 }
 
 /** Records a promote or abort for the next decision; refuses environments without a progressive strategy. */

@@ -20,6 +20,7 @@ import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
 import { APP_PROTOCOLS, DEFAULT_APP_PROTOCOL, isAppProtocol, type AppProtocol } from "../../contracts/protocols.js";
 import type {
+  DeploymentAsk,
   EnvironmentRef,
   EnvironmentUpdate,
   NewDeployment,
@@ -30,6 +31,7 @@ import type {
   RolloutPolicyPatch,
   SentinelSettingsInput,
   SentinelSettingsPatch,
+  StoredEnvVar,
   StoredHealthCheck,
   StrategyName,
 } from "./types.js";
@@ -225,15 +227,15 @@ function validateHealthCheck(h: HealthCheck | undefined): StoredHealthCheck | nu
   };
 }
 
-export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeployment {
+/** Checks a CreateDeployment; what it leaves unset stays undefined (see deploymentFrom). */
+export function validateCreateDeployment(req: CreateDeploymentRequest): DeploymentAsk {
   const ref = validateEnvironmentRef(req);
   const image = r.image("image", req.image);
   const command = r.list("command", req.command, r.LIMITS.listMax).map((a, i) => r.arg(`command[${i}]`, a));
   const args = r.list("args", req.args, r.LIMITS.listMax).map((a, i) => r.arg(`args[${i}]`, a));
-  const port = req.port === 0 ? DEFAULTS.port : r.intRange("port", req.port, 1, 65_535);
+  const port = req.port === 0 ? undefined : r.intRange("port", req.port, 1, 65_535);
   r.list("env", req.env, r.LIMITS.envMax);
   const names = new Set<string>();
-  let total = 0;
   const env = req.env.map((e, i) => {
     const name = r.envName(`env[${i}].name`, e.name);
     if (names.has(name)) throw invalidArgument(`env[${i}].name`, `duplicates "${name}"`);
@@ -241,34 +243,88 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): NewDeplo
     if (e.value.length > r.LIMITS.envValueMax)
       throw invalidArgument(`env[${i}].value`, `must be at most ${r.LIMITS.envValueMax} characters`);
     if (e.value.includes("\u0000")) throw invalidArgument(`env[${i}].value`, "must not contain NUL");
-    total += name.length + e.value.length;
     return { name, value: e.value };
   });
-  if (total > r.LIMITS.envTotalMax)
-    throw invalidArgument("env", `must total at most ${r.LIMITS.envTotalMax} characters`);
+  envTotal("env", env);
+  if (req.envUnset.length > 0 && !req.inherit)
+    throw invalidArgument("env_unset", "applies only with inherit (without it no variable is carried over)");
+  r.list("env_unset", req.envUnset, r.LIMITS.envMax);
+  const envUnset = req.envUnset.map((n, i) => {
+    const name = r.envName(`env_unset[${i}]`, n);
+    if (names.has(name)) throw invalidArgument(`env_unset[${i}]`, `"${name}" is also set in env`);
+    return name;
+  });
   const cpuMillicores =
     req.cpuMillicores === 0n
-      ? DEFAULTS.cpuMillicores
+      ? undefined
       : r.intRange("cpu_millicores", req.cpuMillicores, r.LIMITS.cpuMin, r.LIMITS.cpuMax);
   const memoryMib =
-    req.memoryMib === 0n
-      ? DEFAULTS.memoryMib
-      : r.intRange("memory_mib", req.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
+    req.memoryMib === 0n ? undefined : r.intRange("memory_mib", req.memoryMib, r.LIMITS.memoryMin, r.LIMITS.memoryMax);
   const buildId = r.text("build_id", req.buildId, r.LIMITS.shortTextMax);
   const replicas = req.replicas === undefined ? null : r.intRange("replicas", req.replicas, 0, r.LIMITS.replicasMax);
   return {
     ...ref,
     image,
-    command: [...command],
-    args: [...args],
-    port,
-    env,
-    cpuMillicores,
-    memoryMib,
-    healthCheck: validateHealthCheck(req.healthCheck),
     buildId,
     replicas,
-    protocol: validateProtocol(req.protocol),
+    inherit: req.inherit,
+    command: command.length === 0 ? undefined : [...command],
+    args: args.length === 0 ? undefined : [...args],
+    port,
+    protocol: req.protocol === "" ? undefined : validateProtocol(req.protocol),
+    cpuMillicores,
+    memoryMib,
+    healthCheck: validateHealthCheck(req.healthCheck) ?? undefined,
+    env,
+    envUnset,
+  };
+}
+
+function envTotal(field: string, env: readonly StoredEnvVar[]): void {
+  let total = 0;
+  for (const e of env) total += e.name.length + e.value.length;
+  if (total > r.LIMITS.envTotalMax)
+    throw invalidArgument(field, `must total at most ${r.LIMITS.envTotalMax} characters`);
+}
+
+/** A revision's settings, as a new one gets them (deployments.revisionCopyOf reads them back). */
+export type RevisionSpec = Omit<NewDeployment, "workspace" | "project" | "environment" | "replicas">;
+
+/**
+ * The new revision an ask makes: what it gives; what it leaves unset from `base` (the current
+ * revision, with inherit) or the defaults. Carried variables keep their order, given ones
+ * replace them by name or follow; the limits on variables apply to the result.
+ */
+export function deploymentFrom(ask: DeploymentAsk, base: RevisionSpec | null): NewDeployment {
+  const from = ask.inherit ? base : null;
+  let env = ask.env;
+  if (from !== null) {
+    const given = new Map(ask.env.map((e) => [e.name, e.value]));
+    const drop = new Set(ask.envUnset);
+    const carried = from.env
+      .filter((e) => !drop.has(e.name))
+      .map((e) => ({ name: e.name, value: given.get(e.name) ?? e.value }));
+    const names = new Set(carried.map((e) => e.name));
+    env = [...carried, ...ask.env.filter((e) => !names.has(e.name))];
+    if (env.length > r.LIMITS.envMax)
+      throw invalidArgument("env", `with the variables carried over, more than ${r.LIMITS.envMax}`);
+    envTotal("env", env);
+  }
+  return {
+    workspace: ask.workspace,
+    project: ask.project,
+    environment: ask.environment,
+    image: ask.image,
+    buildId: ask.buildId,
+    replicas: ask.replicas,
+    command: ask.command ?? from?.command ?? [],
+    args: ask.args ?? from?.args ?? [],
+    port: ask.port ?? from?.port ?? DEFAULTS.port,
+    protocol: ask.protocol ?? from?.protocol ?? DEFAULT_APP_PROTOCOL,
+    env,
+    cpuMillicores: ask.cpuMillicores ?? from?.cpuMillicores ?? DEFAULTS.cpuMillicores,
+    memoryMib: ask.memoryMib ?? from?.memoryMib ?? DEFAULTS.memoryMib,
+    healthCheck: ask.healthCheck ?? from?.healthCheck ?? null,
   };
 }
 

@@ -80,6 +80,29 @@ export interface NewDeployment {
   protocol?: AppProtocol;
 }
 
+/**
+ * A CreateDeployment as asked: the settings it leaves unset are undefined (`env` empty). They
+ * become the defaults, or with `inherit` the environment's current revision's (deploymentFrom in
+ * ./api.ts).
+ */
+export interface DeploymentAsk extends EnvironmentRef {
+  image: string;
+  buildId: string;
+  replicas: number | null;
+  inherit: boolean;
+  command?: string[];
+  args?: string[];
+  port?: number;
+  protocol?: AppProtocol;
+  cpuMillicores?: number;
+  memoryMib?: number;
+  healthCheck?: StoredHealthCheck;
+  /** Given variables; with inherit laid over the carried ones by name. */
+  env: StoredEnvVar[];
+  /** With inherit: carried variables to drop. */
+  envUnset: string[];
+}
+
 export interface EnvironmentRef {
   workspace: string;
   project: string;

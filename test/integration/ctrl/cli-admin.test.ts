@@ -234,6 +234,43 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
     assert.deepEqual(off.regions, [{ region: "eu", replicas: 2 }]);
   });
 
+  it("scale-to-zero or autoscaling turned on alone keeps each region's count as the max", () => {
+    interface Env {
+      regions: { region: string; replicas: number }[];
+      autoscale?: { minReplicas?: number; maxReplicas: number };
+      regionAutoscale?: { region: string; policy?: { maxReplicas: number } }[];
+    }
+    const update = (...args: string[]): Env =>
+      JSON.parse(ok(["env", "update", "shop/idle", ...args, "-o", "json"])) as Env;
+    ok(["env", "create", "shop/idle", "--region", "eu=3", "--region", "us=1"]);
+    // The README's example: the regions keep their counts; the largest is the max.
+    const zero = update("--scale-to-zero", "idle=5m");
+    assert.equal(zero.autoscale?.minReplicas ?? 0, 0);
+    assert.equal(zero.autoscale?.maxReplicas, 3);
+    assert.deepEqual(zero.regions, [
+      { region: "eu", replicas: 3 },
+      { region: "us", replicas: 1 },
+    ]);
+    // A stored policy keeps its max.
+    assert.equal(update("--autoscale", "concurrency=20").autoscale?.maxReplicas, 3);
+    update("--no-autoscale");
+    // Autoscaling without scale-to-zero; a max given is the max.
+    const auto = update("--autoscale", "concurrency=20");
+    assert.deepEqual([auto.autoscale?.minReplicas, auto.autoscale?.maxReplicas], [1, 3]);
+    assert.equal(update("--autoscale", "max=2").autoscale?.maxReplicas, 2);
+    update("--no-autoscale");
+    // A region's own policy: that region's count.
+    const own = update("--autoscale-region", "us", "--autoscale", "concurrency=20");
+    assert.deepEqual(
+      own.regionAutoscale?.map((r) => [r.region, r.policy?.maxReplicas]),
+      [["us", 1]],
+    );
+    assert.match(
+      ok(["env", "update", "--help"]).replace(/\s+/g, " "),
+      /--scale-to-zero .* min becomes 0, and a new policy's max is the region's count now/,
+    );
+  });
+
   // Last: the workspaces it makes would take away the other tests' default workspace.
   it("a workspace token: created with --workspace, listed with its scope, its workspace the default", () => {
     ok(["workspace", "create", "tenant-a"]);

@@ -133,6 +133,130 @@ describe("krane CLI against krane ctrl serve", () => {
     );
   });
 
+  it("deploy --image changes only the image: every other setting is carried over unless given", () => {
+    const ok = (args: string[]): string => {
+      const r = krane(args, env);
+      assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    interface Dep {
+      revision: string;
+      image: string;
+      port: number;
+      protocol: string;
+      cpuMillicores: string;
+      memoryMib: string;
+      command?: string[];
+      args?: string[];
+      buildId?: string;
+      env?: { name: string; value: string }[];
+      healthCheck?: { path: string };
+    }
+    const deploy = (...args: string[]): Dep =>
+      JSON.parse(ok(["deploy", "hello/production", ...args, "-o", "json"])) as Dep;
+    const settings = (d: Dep) => ({
+      port: d.port,
+      protocol: d.protocol,
+      cpu: d.cpuMillicores,
+      memory: d.memoryMib,
+      command: d.command ?? [],
+      args: d.args ?? [],
+      env: (d.env ?? []).map((e) => `${e.name}=${e.value}`),
+      health: d.healthCheck?.path,
+    });
+    ok(["project", "create", "hello"]);
+    ok(["env", "create", "hello/production", "--region", "eu-west=3"]);
+    const v1 = deploy(
+      "--image",
+      "krane.local/hello:v1",
+      "--health-path",
+      "/healthz",
+      "--env",
+      "GREETING=hi",
+      "--env",
+      "MODE=prod",
+      "--cpu",
+      "500",
+      "--memory",
+      "512",
+      "--port",
+      "3000",
+      "--protocol",
+      "h2c",
+      "--command",
+      "node",
+      "--arg",
+      "server.js",
+      "--build-id",
+      "b-1",
+    );
+    const v1Settings = {
+      port: 3000,
+      protocol: "h2c",
+      cpu: "500",
+      memory: "512",
+      command: ["node"],
+      args: ["server.js"],
+      env: ["GREETING=hi", "MODE=prod"],
+      health: "/healthz",
+    };
+    assert.deepEqual(settings(v1), v1Settings);
+    // The README's own example: only the image changes (the build id belongs to the image).
+    const v2 = deploy("--image", "krane.local/hello:v2");
+    assert.equal(v2.image, "krane.local/hello:v2");
+    assert.deepEqual(settings(v2), v1Settings);
+    assert.equal(v2.buildId ?? "", "");
+    // Given settings win; --env adds or replaces by name, --env-unset drops.
+    const v3 = deploy(
+      "--image",
+      "krane.local/hello:v3",
+      "--env",
+      "MODE=canary",
+      "--env-unset",
+      "GREETING",
+      "--cpu",
+      "750",
+    );
+    assert.deepEqual(settings(v3), { ...v1Settings, cpu: "750", env: ["MODE=canary"] });
+    // After a rollback, the revision gone back to is the one carried from (as `rollout restart` copies it).
+    ok(["rollout", "undo", "hello/production", "--to-revision", "2"]);
+    const v4 = deploy("--image", "krane.local/hello:v4");
+    assert.deepEqual(settings(v4), v1Settings);
+    // --no-inherit starts from the defaults.
+    const fresh = deploy("--image", "krane.local/hello:v5", "--no-inherit");
+    assert.deepEqual(settings(fresh), {
+      port: 8080,
+      protocol: "http1",
+      cpu: "250",
+      memory: "256",
+      command: [],
+      args: [],
+      env: [],
+      health: undefined,
+    });
+    const both = krane(["deploy", "hello/production", "--image", "x:1", "--no-inherit", "--env-unset", "A"], env);
+    assert.equal(both.status, 1);
+    assert.match(both.stderr, /--env-unset .* --no-inherit/);
+    assert.match(
+      krane(["deploy", "--help"], env).stdout,
+      /Carried over from the environment's current revision[\s\S]*--no-inherit/,
+    );
+  });
+
+  it("deploy's table says what its replica count is (desired now) and where the rollout goes", () => {
+    const ok = (args: string[]): string => {
+      const r = krane(args, env);
+      assert.equal(r.status, 0, `krane ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    // hello/production (above) runs 3 replicas in eu-west; a new revision starts below that.
+    const table = ok(["deploy", "hello/production", "--image", "krane.local/hello:v6", "--health-path", "/ready"]);
+    assert.doesNotMatch(table, /REGIONS/);
+    assert.match(table, /DESIRED NOW/);
+    assert.match(table, /HEALTH[\s\S]*GET \/ready/);
+    assert.match(table, /revision 6 rolls out to eu-west=3 replicas \(desired now: (eu-west=\d|none yet)\)/);
+  });
+
   it("fails with the server's message and a non-zero exit", () => {
     const bad = krane(["deploy", "shop/prod", "--image", "Not A Valid Image"], env);
     assert.notEqual(bad.status, 0);

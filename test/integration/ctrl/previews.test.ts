@@ -8,9 +8,12 @@
 //     replayed, stale or another repository's deliveries are refused (and audited); synchronize
 //     makes a new revision; closed deletes everything it desired in every region;
 //   - a fork's pull request gets no secrets and waits for `approve` when the workspace asks;
-//   - GitLab with a signing token (webhook-signature) and with a secret token (X-Gitlab-Token).
+//   - GitLab with a signing token (webhook-signature) and with a secret token (X-Gitlab-Token);
+//   - a body past the size limit gets a 413 naming it (declared or chunked), a signed but
+//     malformed pull request event a 400 naming the field; other events stay ignored.
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
@@ -26,6 +29,8 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { PreviewService, type Preview } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import { githubSignature } from "../../../src/ctrl/previews/providers.js";
+import { MAX_BODY } from "../../../src/ctrl/previews/webhooks.js";
 import {
   deliver,
   githubDelivery,
@@ -487,5 +492,79 @@ describe("previews (SQLite)", () => {
       assert.equal(merged.status, 200);
       assert.equal((await list()).find((x) => x.name === `mr-${iid}`)?.state, "deleting");
     }
+  });
+
+  it("a body past the limit gets a 413 naming it; a malformed pull request event a 400 naming the field", async () => {
+    const { hook } = await previews().createPreviewHook({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      provider: "github",
+      repository: "acme/shop",
+      secret: GH_SECRET,
+      imageTemplate: "registry.example.com/shop:{short_sha}",
+    });
+    const url = new URL(`${hooksUrl}${hook?.path ?? ""}`);
+    const signed = (body: string, event = "pull_request") => ({
+      body,
+      headers: {
+        "content-type": "application/json",
+        "x-github-event": event,
+        "x-github-delivery": randomUUID(),
+        "x-hub-signature-256": githubSignature(GH_SECRET, body),
+      },
+    });
+    // Declared too large (Content-Length), and found too large (chunked, no length): either way
+    // the sender reads a 413 that names the limit, not a reset connection.
+    const big = signed(`{"pad":"${"x".repeat(MAX_BODY)}"}`);
+    const declared = await deliver(url.href, big);
+    assert.equal(declared.status, 413);
+    assert.match(String(declared.body.error), /larger than the limit of 2 MiB \(2097152 bytes\)/);
+    const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(url, { method: "POST", headers: big.headers }, (res) => {
+        const parts: Buffer[] = [];
+        res.on("data", (c: Buffer) => parts.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts).toString() }));
+      });
+      req.on("error", reject);
+      for (let i = 0; i < big.body.length; i += 64 * 1024) req.write(big.body.slice(i, i + 64 * 1024));
+      req.end();
+    });
+    assert.equal(chunked.status, 413);
+    assert.match(chunked.body, /larger than the limit of 2 MiB/);
+
+    // Signed, but not what a pull_request event is: 400 naming what is wrong.
+    const event = JSON.parse(
+      githubDelivery(GH_SECRET, { action: "opened", number: 21, sha: sha(21), repository: "acme/shop" }).body,
+    ) as Record<string, unknown> & { pull_request: Record<string, unknown> };
+    const { pull_request: pr, ...withoutPr } = event;
+    const malformed: [string, RegExp][] = [
+      [JSON.stringify(withoutPr), /^pull_request: is missing/],
+      [JSON.stringify({ ...event, number: "x", pull_request: { ...pr, number: "x" } }), /^number: /],
+      [JSON.stringify({ ...event, pull_request: { ...pr, head: { ref: "x" } } }), /^pull_request\.head\.sha: /],
+      [JSON.stringify({ ...event, action: undefined }), /^action: is missing/],
+      ["[]", /^body: is not a JSON object/],
+    ];
+    for (const [body, message] of malformed) {
+      const r = await deliver(url.href, signed(body));
+      assert.equal(r.status, 400, body.slice(0, 80));
+      assert.match(String(r.body.error), message);
+    }
+    // The signature still comes first: unsigned, the same body is a 401.
+    const { "x-hub-signature-256": _sig, ...unsignedHeaders } = signed(JSON.stringify(withoutPr)).headers;
+    void _sig;
+    assert.equal((await deliver(url.href, { body: JSON.stringify(withoutPr), headers: unsignedHeaders })).status, 401);
+    // Another event, or an action that changes no preview, stays ignored.
+    const push = await deliver(url.href, signed(JSON.stringify({ ref: "refs/heads/main" }), "push"));
+    assert.equal(push.status, 200);
+    assert.match(String(push.body.ignored), /not a pull request event/);
+    const labeled = await deliver(url.href, signed(JSON.stringify({ ...event, action: "labeled" })));
+    assert.equal(labeled.status, 200);
+    assert.match(String(labeled.body.ignored), /action "labeled" changes no preview/);
+    assert.equal(
+      (await list()).find((p) => p.name === "pr-21"),
+      undefined,
+      "none of them made a preview",
+    );
   });
 });

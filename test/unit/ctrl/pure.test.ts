@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { CreateDeploymentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
@@ -12,7 +12,12 @@ import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
 import { renderApplyDeployment } from "../../../src/ctrl/payloads/deployment.js";
 import { readTail } from "../../../src/ctrl/stream/feed.js";
 import { planResume } from "../../../src/ctrl/stream/watch.js";
-import { validateCreateDeployment, validateRollout } from "../../../src/ctrl/validate/api.js";
+import {
+  deploymentFrom,
+  validateCreateDeployment,
+  validateRollout,
+  type RevisionSpec,
+} from "../../../src/ctrl/validate/api.js";
 import { slug } from "../../../src/ctrl/validate/rules.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -187,8 +192,16 @@ describe("validation", () => {
   });
 
   it("applies defaults to a minimal deployment", () => {
-    const d = validateCreateDeployment(
-      create(CreateDeploymentRequestSchema, { workspace: "acme", project: "web", environment: "prod", image: "nginx" }),
+    const d = deploymentFrom(
+      validateCreateDeployment(
+        create(CreateDeploymentRequestSchema, {
+          workspace: "acme",
+          project: "web",
+          environment: "prod",
+          image: "nginx",
+        }),
+      ),
+      null,
     );
     assert.equal(d.port, 8080);
     assert.equal(d.cpuMillicores, 250);
@@ -224,7 +237,7 @@ describe("validation", () => {
         }),
         (req) => {
           try {
-            const out = validateCreateDeployment(create(CreateDeploymentRequestSchema, req));
+            const out = deploymentFrom(validateCreateDeployment(create(CreateDeploymentRequestSchema, req)), null);
             assert.ok(out.port >= 1 && out.port <= 65_535);
             assert.ok(out.cpuMillicores >= 10);
           } catch (e) {
@@ -235,6 +248,138 @@ describe("validation", () => {
         },
       ),
       { numRuns: 500 },
+    );
+  });
+});
+
+describe("a deploy's settings: given, carried over (inherit) or the defaults", () => {
+  const ask = (o: MessageInitShape<typeof CreateDeploymentRequestSchema> = {}) =>
+    validateCreateDeployment(
+      create(CreateDeploymentRequestSchema, {
+        workspace: "acme",
+        project: "hello",
+        environment: "production",
+        image: "krane.local/hello:v2",
+        ...o,
+      }),
+    );
+  const current: RevisionSpec = {
+    image: "krane.local/hello:v1",
+    command: ["node"],
+    args: ["server.js"],
+    port: 3000,
+    protocol: "h2c",
+    env: [
+      { name: "GREETING", value: "hi" },
+      { name: "MODE", value: "prod" },
+      { name: "OLD", value: "x" },
+    ],
+    cpuMillicores: 500,
+    memoryMib: 512,
+    healthCheck: {
+      method: "GET",
+      path: "/healthz",
+      intervalSeconds: 5,
+      timeoutSeconds: 2,
+      failureThreshold: 4,
+      initialDelaySeconds: 1,
+    },
+    buildId: "b-1",
+  };
+
+  it("with inherit, only what is given changes: the image always, a build id only its own", () => {
+    const d = deploymentFrom(ask({ inherit: true }), current);
+    assert.deepEqual(
+      { ...d, workspace: undefined, project: undefined, environment: undefined },
+      {
+        ...current,
+        workspace: undefined,
+        project: undefined,
+        environment: undefined,
+        image: "krane.local/hello:v2",
+        buildId: "",
+        replicas: null,
+      },
+    );
+  });
+
+  it("given settings win; variables are laid over the carried ones by name, env_unset drops them", () => {
+    const d = deploymentFrom(
+      ask({
+        inherit: true,
+        port: 8080,
+        cpuMillicores: 1000n,
+        command: ["bun"],
+        env: [
+          { name: "MODE", value: "canary" },
+          { name: "NEW", value: "1" },
+        ],
+        envUnset: ["OLD", "NEVER_SET"],
+        healthCheck: { path: "/ready" },
+      }),
+      current,
+    );
+    assert.equal(d.port, 8080);
+    assert.equal(d.cpuMillicores, 1000);
+    assert.equal(d.memoryMib, 512);
+    assert.deepEqual(d.command, ["bun"]);
+    assert.deepEqual(d.args, ["server.js"]);
+    assert.equal(d.protocol, "h2c");
+    assert.deepEqual(d.env, [
+      { name: "GREETING", value: "hi" },
+      { name: "MODE", value: "canary" },
+      { name: "NEW", value: "1" },
+    ]);
+    assert.equal(d.healthCheck?.path, "/ready");
+    assert.equal(d.healthCheck?.intervalSeconds, 10, "a health check given replaces the carried one whole");
+  });
+
+  it("without inherit, or without a revision yet, what is not given is the default", () => {
+    for (const d of [deploymentFrom(ask(), current), deploymentFrom(ask({ inherit: true }), null)]) {
+      assert.deepEqual(
+        [d.port, d.cpuMillicores, d.memoryMib, d.protocol, d.command, d.args, d.env, d.healthCheck],
+        [8080, 250, 256, "http1", [], [], [], null],
+      );
+    }
+  });
+
+  it("refuses env_unset without inherit or naming a variable also set, and carried variables past the limits", () => {
+    const field = (f: () => unknown): string | undefined => {
+      try {
+        f();
+      } catch (e) {
+        if (e instanceof DomainError) return e.field;
+        throw e;
+      }
+      return undefined;
+    };
+    assert.equal(
+      field(() => ask({ envUnset: ["OLD"] })),
+      "env_unset",
+    );
+    assert.equal(
+      field(() => ask({ inherit: true, envUnset: ["A"], env: [{ name: "A", value: "1" }] })),
+      "env_unset[0]",
+    );
+    assert.equal(
+      field(() => ask({ inherit: true, envUnset: ["1bad"] })),
+      "env_unset[0]",
+    );
+    const many = { ...current, env: Array.from({ length: 100 }, (_, i) => ({ name: `V${i}`, value: "x" })) };
+    assert.equal(
+      field(() => deploymentFrom(ask({ inherit: true, env: [{ name: "ONE_MORE", value: "x" }] }), many)),
+      "env",
+    );
+    assert.equal(deploymentFrom(ask({ inherit: true, env: [{ name: "V1", value: "y" }] }), many).env.length, 100);
+    // 8 carried values of 32 KiB are at the 256 KiB total: one more character given is past it.
+    const full = {
+      ...current,
+      env: Array.from({ length: 8 }, (_, i) => ({ name: `B${i}`, value: "x".repeat(32 * 1024 - 2) })),
+    };
+    assert.equal(deploymentFrom(ask({ inherit: true }), full).env.length, 8);
+    assert.equal(
+      field(() => deploymentFrom(ask({ inherit: true, env: [{ name: "M", value: "y" }] }), full)),
+      "env",
     );
   });
 });

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { create } from "@bufbuild/protobuf";
 import { CreateDeploymentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { validateCreateDeployment } from "../../../src/ctrl/validate/api.js";
+import { deploymentFrom, validateCreateDeployment } from "../../../src/ctrl/validate/api.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
 import { renderReplicaSet } from "../../../src/agent/deployments/render.js";
 import { validateApplyDeployment } from "../../../src/agent/deployments/validate.js";
@@ -31,7 +31,7 @@ const request = (protocol: string) =>
   });
 
 test("ctrl: --protocol defaults to http1, takes http1/h2c/grpc, and refuses anything else naming the field", () => {
-  assert.equal(validateCreateDeployment(request("")).protocol, "http1");
+  assert.equal(deploymentFrom(validateCreateDeployment(request("")), null).protocol, "http1");
   for (const p of ["http1", "h2c", "grpc"]) assert.equal(validateCreateDeployment(request(p)).protocol, p);
   for (const bad of ["HTTP1", "h2", "http2", "grpc ", "http3", "h2c\u0000"]) {
     assert.throws(

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { OutBuffer, type OutEntry } from "../../../../src/agent/logs/buffer.js";
 import { countLines, lastLineNs, LineChunker, linesAfter } from "../../../../src/agent/logs/lines.js";
-import { appContainer, runningContainer } from "../../../../src/agent/logs/pods.js";
+import { appContainer, isStandIn, runningContainer } from "../../../../src/agent/logs/pods.js";
 import { lineEntries } from "../../../../src/agent/logs/session.js";
 import { cutLine, forEachStampedLine, MAX_LINE_BYTES } from "../../../../src/contracts/logs.js";
 import { LogMarkerKind } from "../../../../src/gen/krane/ctrl/v1/logs_pb.js";
@@ -205,7 +205,7 @@ test("for a ctrl that takes no chunks (an older one), a batch goes as one entry 
   );
 });
 
-test("the container to read: the running one, or with previous the one before the last restart", () => {
+test("the container to read: the running one, or with previous the one before the last restart; a stand-in has none", () => {
   const pod = (status: object) => ({
     metadata: { name: "p" },
     status: { containerStatuses: [{ name: "app", ...status }] },
@@ -225,4 +225,10 @@ test("the container to read: the running one, or with previous the one before th
   // A followed log that ended is read again only while the same container runs.
   assert.equal(runningContainer(pod({ state: { running: {} }, containerID: "c://1" }), "app"), "c://1");
   assert.equal(runningContainer(pod({ state: { terminated: {} }, containerID: "c://1" }), "app"), "");
+  // Running without a container id: a stand-in (KWOK) with no log; waiting or named by a kubelet: not one.
+  assert.equal(isStandIn(pod({ state: { running: {} } }), "app"), true);
+  assert.equal(isStandIn(pod({ state: { running: {} }, containerID: "" }), "app"), true);
+  assert.equal(isStandIn(pod({ state: { running: {} }, containerID: "c://1" }), "app"), false);
+  assert.equal(isStandIn(pod({ state: { waiting: {} } }), "app"), false);
+  assert.equal(isStandIn(pod({ state: { running: {} } }), "other"), false);
 });

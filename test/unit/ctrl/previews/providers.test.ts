@@ -1,6 +1,7 @@
 // Pull-request webhooks' pure parts: GitHub's and GitLab's signatures (any change to the body, the
 // id or the time breaks them; the comparison takes the header as sent), what each event means for
-// a preview (forks, ignored actions, GitLab's updates without new commits), and image templates.
+// a preview (forks, ignored actions, GitLab's updates without new commits; a malformed event is
+// invalid_argument naming the field), and image templates.
 import assert from "node:assert/strict";
 import { createHmac, randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
@@ -15,6 +16,7 @@ import {
   verifyGithub,
   verifyGitlab,
 } from "../../../../src/ctrl/previews/providers.js";
+import { DomainError } from "../../../../src/ctrl/errors.js";
 import { githubDelivery, gitlabDelivery } from "../../../support/git-providers.js";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
@@ -63,6 +65,29 @@ describe("GitHub", () => {
     assert.equal(parseGithub("push", {}).action, "ignore");
     assert.equal(parseGithub("pull_request", { ...JSON.parse(d.body), action: "labeled" }).action, "ignore");
     assert.equal(parseGithub("pull_request", { ...JSON.parse(d.body), action: "closed" }).action, "close");
+  });
+
+  it("a malformed pull_request event is invalid_argument naming the field; other events are ignored", () => {
+    const ev = JSON.parse(
+      githubDelivery("s".repeat(20), { action: "opened", number: 3, sha: SHA, repository: "acme/shop" }).body,
+    ) as Record<string, unknown> & { pull_request: Record<string, unknown> };
+    const { pull_request: pr, ...noPr } = ev;
+    for (const [body, field] of [
+      [noPr, "pull_request"],
+      [{ ...ev, pull_request: "x" }, "pull_request"],
+      [{ ...ev, action: "" }, "action"],
+      [{ ...ev, number: 0, pull_request: { ...pr, number: 0 } }, "number"],
+      [{ ...ev, pull_request: { ...pr, head: { sha: "not a sha" } } }, "pull_request.head.sha"],
+      [null, "body"],
+      [[], "body"],
+    ] as const)
+      assert.throws(
+        () => parseGithub("pull_request", body),
+        (e) => e instanceof DomainError && e.code === "invalid_argument" && e.field === field,
+        field,
+      );
+    assert.equal(parseGithub("push", null).action, "ignore");
+    assert.equal(parseGithub("ping", {}).ignored, "ping");
   });
 });
 
@@ -122,6 +147,27 @@ describe("GitLab", () => {
     delete noCommits.object_attributes.oldrev;
     assert.equal(parseGitlab("Merge Request Hook", noCommits).action, "ignore");
     assert.equal(typeof ev("open").updatedAt, "number", 'GitLab\'s "… UTC" time is read');
+  });
+
+  it("a malformed merge request event is invalid_argument naming the field; other events are ignored", () => {
+    const b = JSON.parse(
+      gitlabDelivery("t".repeat(16), { action: "open", iid: 4, sha: SHA, project: "acme/shop", projectId: 9 }).body,
+    ) as Record<string, unknown> & { object_attributes: Record<string, unknown> };
+    const a = b.object_attributes;
+    for (const [body, field] of [
+      [{ ...b, object_kind: "push" }, "object_kind"],
+      [{ ...b, object_attributes: undefined }, "object_attributes"],
+      [{ ...b, object_attributes: { ...a, action: undefined } }, "object_attributes.action"],
+      [{ ...b, object_attributes: { ...a, iid: -1 } }, "object_attributes.iid"],
+      [{ ...b, object_attributes: { ...a, last_commit: {} } }, "object_attributes.last_commit.id"],
+      ["text", "body"],
+    ] as const)
+      assert.throws(
+        () => parseGitlab("Merge Request Hook", body),
+        (e) => e instanceof DomainError && e.code === "invalid_argument" && e.field === field,
+        field,
+      );
+    assert.equal(parseGitlab("Push Hook", { object_kind: "push" }).action, "ignore");
   });
 });
 

@@ -198,7 +198,8 @@ export const ScaleToZeroSchema: GenMessage<ScaleToZero, {jsonType: ScaleToZeroJs
 
 /**
  * A change of the policy: only what is given changes. With no policy stored yet, the rest are
- * the defaults (min 1, or 0 with scale-to-zero; max = min; concurrency 100 unless cpu is given;
+ * the defaults (min 1, or 0 with scale-to-zero; max the region's replica count now, for the
+ * environment's policy its largest region's, at least min; concurrency 100 unless cpu is given;
  * scale up at once, down after 300 s).
  *
  * @generated from message krane.ctrl.v1.AutoscaleUpdate
@@ -254,7 +255,8 @@ export type AutoscaleUpdate = Message<"krane.ctrl.v1.AutoscaleUpdate"> & {
 
 /**
  * A change of the policy: only what is given changes. With no policy stored yet, the rest are
- * the defaults (min 1, or 0 with scale-to-zero; max = min; concurrency 100 unless cpu is given;
+ * the defaults (min 1, or 0 with scale-to-zero; max the region's replica count now, for the
+ * environment's policy its largest region's, at least min; concurrency 100 unless cpu is given;
  * scale up at once, down after 300 s).
  *
  * @generated from message krane.ctrl.v1.AutoscaleUpdate
