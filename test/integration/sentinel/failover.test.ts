@@ -120,6 +120,7 @@ function endpoint(name: string, port: number, protocol: Protocol): Endpoint {
 
 interface Sentinel {
   readonly pool: Pool;
+  readonly port: number;
   readonly metrics: SentinelMetrics;
   /** Requests outstanding on an instance (picked and not finished). */
   outstanding(ep: Endpoint): number;
@@ -168,6 +169,7 @@ async function startSentinel(): Promise<Sentinel> {
   const pool = new Pool(`http://127.0.0.1:${address.port}`, { connections: 16 });
   return {
     pool,
+    port: address.port,
     metrics,
     outstanding: (ep) => balancer.instance(ep.key)?.outstanding ?? 0,
     route: (eps) => {
@@ -210,6 +212,32 @@ async function send(s: Sentinel, method: string, path: string, body?: Buffer | (
     cause: typeof cause === "string" ? cause : undefined,
     body: out,
   };
+}
+
+/** The same over HTTP/2 with prior knowledge (a gRPC client's way), the body written in pieces. */
+async function sendH2(s: Sentinel, method: string, path: string, body: Buffer): Promise<Answer> {
+  const session = http2.connect(`http://127.0.0.1:${s.port}`);
+  try {
+    const req = session.request({ ":method": method, ":path": path, ":authority": "shop.example.com" });
+    for (let o = 0; o < body.length; o += 16 * 1024) req.write(body.subarray(o, o + 16 * 1024));
+    req.end();
+    const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+      req.once("response", resolve);
+      req.once("error", reject);
+    });
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const served = headers["x-served-by"];
+    const cause = headers[ERROR_HEADER];
+    return {
+      status: Number(headers[":status"]),
+      servedBy: typeof served === "string" ? served : undefined,
+      cause: typeof cause === "string" ? cause : undefined,
+      body: Buffer.concat(chunks),
+    };
+  } finally {
+    session.close();
+  }
 }
 
 /** The answer, or a failure naming the request if none came within STUCK_MS. */
@@ -287,14 +315,20 @@ describe("a refused connection is tried on another instance, whatever the method
         assert.equal(a.body.length, expected.length, `${method}: every byte arrived`);
         assert.equal(sha(a.body), sha(expected), `${method}: the body arrived intact`);
       }
+      // A client speaking HTTP/2 to the sentinel: its request body is a stream of the session.
+      const h2 = await sendH2(s, "POST", "/echo", big.bytes);
+      assert.equal(h2.status, 200, h2.cause);
+      assert.equal(h2.servedBy, "b");
+      assert.equal(sha(h2.body), sha(big.bytes), "HTTP/2 client: the body arrived intact");
+      const methods = [...cases.map((c) => c[0]), "POST"];
       assert.equal(
         (await metricSum(s.metrics, "retries")) - retriesBefore,
-        cases.length,
+        methods.length,
         "each request was refused by a first, then tried again",
       );
       assert.deepEqual(
         good.seen.filter((x) => x.endsWith("/echo")).map((x) => x.split(" ")[0]),
-        cases.map((c) => c[0]),
+        methods,
         "each request reached the other instance exactly once",
       );
     });
