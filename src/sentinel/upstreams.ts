@@ -48,7 +48,9 @@ export function answersConnect(host: string, port: number, timeoutMs: number): P
       socket.destroy();
       resolve(alive);
     };
-    const timer = setTimeout(() => done(false), timeoutMs);
+    // On the timeout, an answer that already arrived is read first (I/O is polled before
+    // setImmediate runs): an event loop that was busy for a while does not make a live host gone.
+    const timer = setTimeout(() => setImmediate(() => done(false)), timeoutMs);
     timer.unref();
     socket.once("connect", () => done(true));
     socket.on("error", (err: NodeJS.ErrnoException) => done(!GONE_ERRNOS.has(err.code ?? "")));

@@ -392,7 +392,8 @@ class SilentInstance {
         this.#fillers.push(s);
         s.on("error", () => undefined);
         const connected = await new Promise<boolean>((resolve) => {
-          const t = setTimeout(() => resolve(false), 300);
+          // A dropped SYN is sent again after 1 s; an answer already here is read before this resolves.
+          const t = setTimeout(() => setImmediate(() => resolve(false)), 1000);
           s.once("connect", () => {
             clearTimeout(t);
             resolve(true);
@@ -435,7 +436,11 @@ describe("an instance that left the routing table", () => {
         const post = send(s, "POST", "/echo", Buffer.from("an order"));
         const get = send(s, "GET", "/report");
         // Both are on their way to the frozen instance when it leaves the table.
-        while (s.outstanding(gone) < 2) await new Promise((r) => setTimeout(r, 5));
+        const deadline = Date.now() + 10_000;
+        while (s.outstanding(gone) < 2) {
+          assert.ok(Date.now() < deadline, "the requests never went to the instance");
+          await new Promise((r) => setTimeout(r, 5));
+        }
         s.route([endpoint("b", other.port, protocol)]);
         const [p, g] = await within("POST and GET", Promise.all([post, get]));
         assert.equal(p.status, 502, p.body.toString());
