@@ -87,7 +87,7 @@ const answers: Record<ProxyErrorCause, { status: number; body: string }> = {
   "upstream-timeout": { status: 504, body: "krane sentinel: the instance did not answer in time\n" },
   "instance-gone": {
     status: 502,
-    body: "krane sentinel: the instance left the routing table and stopped answering before it answered\n",
+    body: "krane sentinel: the instance left the routing table and stopped answering\n",
   },
   "upstream-error": { status: 502, body: "krane sentinel: the instance's answer could not be read\n" },
   "bad-request": { status: 400, body: "krane sentinel: malformed request\n" },

@@ -8,12 +8,12 @@
 //    edge (./auth.ts), 503 while no routing table is in force.
 //  - Attempts: an instance is picked by the balancer (revision shares, power of two choices,
 //    ejection, the blue-green preview header). A failed connect delivered nothing, so it is
-//    retried once elsewhere for any method, as long as the body was not read (the shells read it
-//    only once connected, so it never is: it streams to the next instance as it would have to
-//    the first, nothing buffered). A reset before the answer, or an instance that left the table
-//    and went silent (./upstreams.ts), may have delivered the request: retried only for
-//    idempotent requests without a body. Failed connects and resets count against the
-//    instance's passive health.
+//    retried once elsewhere for any method, as long as the body was not read (undici, the h2c
+//    upstream and Bun's fetch read it only once connected, so it never is: it streams to the
+//    next instance as it would have to the first, nothing buffered). A reset before the answer,
+//    or an instance that left the table and went silent (./upstreams.ts), may have delivered the
+//    request: retried only for idempotent requests without a body. Failed connects and resets
+//    count against the instance's passive health.
 //  - Accounting: requests in flight (drain waits for them), requests and latency per revision
 //    (./metrics.ts), ejections, retries and refusals.
 // Every answer the sentinel makes itself is an OwnAnswer: short, naming its cause, never a hang.
