@@ -10,6 +10,11 @@ export type UpstreamFailure =
   | "reset"
   /** No response headers within the timeout. */
   | "timeout"
+  /**
+   * The instance left the routing table and stopped answering (new connections unanswered): its
+   * requests in flight were cut. The request may have arrived.
+   */
+  | "gone"
   /** The client went away or the request body failed. */
   | "client"
   | "other";
@@ -24,6 +29,9 @@ const CONNECT_CODES = new Set([
   "EAI_AGAIN",
   "UND_ERR_CONNECT_TIMEOUT",
 ]);
+/** The error an instance's requests in flight are cut with once it is gone (./upstreams.ts). */
+export const INSTANCE_GONE_CODE = "KRANE_INSTANCE_GONE";
+
 const RESET_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
 
 function codeOf(err: unknown): string | undefined {
@@ -35,6 +43,7 @@ function codeOf(err: unknown): string | undefined {
 export function classifyUpstreamError(err: unknown): UpstreamFailure {
   const code = codeOf(err);
   const cause = codeOf((err as { cause?: unknown } | null)?.cause);
+  if (code === INSTANCE_GONE_CODE || cause === INSTANCE_GONE_CODE) return "gone";
   if ((code && CONNECT_CODES.has(code)) || (cause && CONNECT_CODES.has(cause))) return "connect";
   if (code === "UND_ERR_HEADERS_TIMEOUT") return "timeout";
   if (
@@ -55,6 +64,7 @@ export type ProxyErrorCause =
   | "all-instances-failing"
   | "upstream-reset"
   | "upstream-timeout"
+  | "instance-gone"
   | "upstream-error"
   | "bad-request"
   | "invalid-host";
@@ -75,6 +85,10 @@ const answers: Record<ProxyErrorCause, { status: number; body: string }> = {
   },
   "upstream-reset": { status: 502, body: "krane sentinel: the instance closed the connection before answering\n" },
   "upstream-timeout": { status: 504, body: "krane sentinel: the instance did not answer in time\n" },
+  "instance-gone": {
+    status: 502,
+    body: "krane sentinel: the instance left the routing table and stopped answering\n",
+  },
   "upstream-error": { status: 502, body: "krane sentinel: the instance's answer could not be read\n" },
   "bad-request": { status: 400, body: "krane sentinel: malformed request\n" },
   "invalid-host": { status: 400, body: "krane sentinel: invalid or missing Host header\n" },
@@ -93,6 +107,8 @@ export function causeOf(failure: UpstreamFailure): ProxyErrorCause {
       return "upstream-reset";
     case "timeout":
       return "upstream-timeout";
+    case "gone":
+      return "instance-gone";
     case "client":
       return "bad-request";
     default:

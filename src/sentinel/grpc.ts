@@ -28,6 +28,7 @@ const BY_CAUSE: Partial<Record<string, number>> = {
   "all-instances-failing": GRPC_STATUS.UNAVAILABLE,
   "upstream-reset": GRPC_STATUS.UNAVAILABLE,
   "upstream-timeout": GRPC_STATUS.DEADLINE_EXCEEDED,
+  "instance-gone": GRPC_STATUS.UNAVAILABLE,
   "upstream-error": GRPC_STATUS.INTERNAL,
   "bad-request": GRPC_STATUS.INTERNAL,
   "invalid-host": GRPC_STATUS.INVALID_ARGUMENT,

@@ -86,6 +86,8 @@ function responseHeaders(h: http2.IncomingHttpHeaders): IncomingHttpHeaders {
 class H2Request implements Dispatcher.DispatchController {
   readonly #handler: Dispatcher.DispatchHandler;
   readonly #o: H2DispatchOptions;
+  /** The upstream's requests not settled yet (this one leaves it when it settles). */
+  readonly #active: Set<H2Request>;
   #stream: http2.ClientHttp2Stream | undefined;
   #aborted = false;
   #reason: Error | null = null;
@@ -95,9 +97,11 @@ class H2Request implements Dispatcher.DispatchController {
   #trailers: IncomingHttpHeaders = {};
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(o: H2DispatchOptions, handler: Dispatcher.DispatchHandler) {
+  constructor(o: H2DispatchOptions, handler: Dispatcher.DispatchHandler, active: Set<H2Request>) {
     this.#o = o;
     this.#handler = handler;
+    this.#active = active;
+    active.add(this);
   }
 
   get aborted(): boolean {
@@ -134,6 +138,7 @@ class H2Request implements Dispatcher.DispatchController {
   fail(err: Error): void {
     if (this.#settled) return;
     this.#settled = true;
+    this.#active.delete(this);
     clearTimeout(this.#timer);
     const s = this.#stream;
     if (s) {
@@ -184,6 +189,7 @@ class H2Request implements Dispatcher.DispatchController {
         return;
       }
       this.#settled = true;
+      this.#active.delete(this);
       clearTimeout(this.#timer);
       if (o.body) o.body.unpipe(s);
       this.#handler.onResponseEnd?.(this, this.#trailers);
@@ -216,6 +222,8 @@ export class H2Upstream {
   #session: http2.ClientHttp2Session | undefined;
   #connected = false;
   #waiting: H2Request[] = [];
+  /** Requests dispatched and not settled (waiting for the session or on a stream). */
+  readonly #active = new Set<H2Request>();
   #closing = false;
 
   constructor(origin: string, o: H2UpstreamOptions) {
@@ -224,8 +232,13 @@ export class H2Upstream {
     this.#o = o;
   }
 
+  /** Requests dispatched and not settled yet. */
+  get inFlight(): number {
+    return this.#active.size;
+  }
+
   dispatch(o: H2DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const req = new H2Request(o, handler);
+    const req = new H2Request(o, handler, this.#active);
     handler.onRequestStart?.(req, {});
     if (req.aborted) return true;
     if (this.#closing) {
@@ -298,9 +311,11 @@ export class H2Upstream {
     await new Promise<void>((resolve) => s.close(() => resolve()));
   }
 
-  async destroy(): Promise<void> {
+  /** At once: every request not settled fails with `reason`, then the session goes. */
+  async destroy(reason: Error = new UpstreamError("UND_ERR_CLOSED", "the sentinel is closing")): Promise<void> {
     this.#closing = true;
-    this.#failWaiting(new UpstreamError("UND_ERR_CLOSED", "the sentinel is closing"));
+    this.#waiting = [];
+    for (const r of [...this.#active]) r.fail(reason);
     this.#session?.destroy();
   }
 }

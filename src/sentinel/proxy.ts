@@ -8,6 +8,8 @@
 //  - Timeouts: undici's per-request headersTimeout (then 504) and bodyTimeout (idle time inside
 //    the answer), and the pool's connect timeout (./upstreams.ts), which counts as a failed
 //    connect.
+//  - An instance that left the routing table and stopped answering has its requests cut
+//    (./upstreams.ts): they arrive here as an error like any other.
 //  - Once the instance's answer has begun, a failure can only cut the response short.
 //  - Instances that speak HTTP/2 (the slice's appProtocol kubernetes.io/h2c) get the same
 //    handler through ./h2-upstream.ts; their trailers reach HTTP/2 clients (gRPC's status) as

@@ -7,9 +7,13 @@
 //    request id kept or made, forwarding headers built (./headers.ts), API authentication at the
 //    edge (./auth.ts), 503 while no routing table is in force.
 //  - Attempts: an instance is picked by the balancer (revision shares, power of two choices,
-//    ejection, the blue-green preview header); a failed connect is retried once elsewhere for
-//    idempotent requests whose body was not read, a reset before the answer only for idempotent
-//    requests without a body; both count against the instance's passive health.
+//    ejection, the blue-green preview header). A failed connect delivered nothing, so it is
+//    retried once elsewhere for any method, as long as the body was not read (undici, the h2c
+//    upstream and Bun's fetch read it only once connected, so it never is: it streams to the
+//    next instance as it would have to the first, nothing buffered). A reset before the answer,
+//    or an instance that left the table and went silent (./upstreams.ts), may have delivered the
+//    request: retried only for idempotent requests without a body. Failed connects and resets
+//    count against the instance's passive health.
 //  - Accounting: requests in flight (drain waits for them), requests and latency per revision
 //    (./metrics.ts), ejections, retries and refusals.
 // Every answer the sentinel makes itself is an OwnAnswer: short, naming its cause, never a hang.
@@ -315,9 +319,10 @@ export class Trip {
 
   #canRetry(failure: UpstreamFailure, bodyRead: boolean): boolean {
     if (this.#tried !== undefined) return false; // once
-    if (!isIdempotent(this.method)) return false;
+    // Nothing reached the instance: safe for any method while the body can still be sent whole.
     if (failure === "connect") return !this.hasBody || !bodyRead;
-    if (failure === "reset") return !this.hasBody;
+    // The request may have arrived: only what may be repeated, and only without a body to replay.
+    if (failure === "reset" || failure === "gone") return isIdempotent(this.method) && !this.hasBody;
     return false;
   }
 

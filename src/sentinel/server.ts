@@ -223,7 +223,14 @@ export class ProxyServer {
 /** The Node.js shell: undici pools per instance, the request path, the Upgrade relay, the listener. */
 export function createNodeShell(o: ShellOptions): ProxyShell {
   const s = o.settings;
-  const upstreams = new Upstreams({ connectTimeoutMs: s.connectTimeoutMs });
+  const upstreams = new Upstreams({
+    connectTimeoutMs: s.connectTimeoutMs,
+    onGone: (ep, inFlight) =>
+      o.log.warn(
+        { instance: ep.key, pod: ep.pod, revision: ep.deploymentId, inFlight },
+        "instance left the routing table and does not answer any more: its requests in flight are cut",
+      ),
+  });
   const proxy = new Proxy({
     path: o.path,
     upstreams,

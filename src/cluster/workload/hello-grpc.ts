@@ -20,7 +20,7 @@ import {
   SayResponseSchema,
 } from "../../gen/krane/hello/v1/hello_pb.js";
 import type * as http from "node:http";
-import type { HelloApp, HelloIdentity } from "./hello.js";
+import type { HelloApp, HelloIdentity, HelloListener } from "./hello.js";
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -77,6 +77,17 @@ export class HelloGrpc {
   readonly #listener: net.Server;
   readonly #h2: http2.Http2Server;
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  #listening = false;
+  #port = 0;
+  #host: string | undefined;
+  /** The port as the app's control requests open and close it (refuse, then serve). */
+  readonly asListener: HelloListener = {
+    listen: () => this.#open(),
+    close: () => this.#stop(),
+    drop: () => {
+      for (const s of this.#sessions) s.destroy();
+    },
+  };
 
   /**
    * `http1`: takes the connections that do not open with the HTTP/2 preface; `fallback`: the
@@ -112,23 +123,50 @@ export class HelloGrpc {
   }
 
   async listen(port: number, host?: string): Promise<AddressInfo> {
-    await new Promise<void>((resolve) => this.#listener.listen(port, host, resolve));
+    this.#port = port;
+    this.#host = host;
+    await this.#open();
     return this.#listener.address() as AddressInfo;
   }
 
-  async close(): Promise<void> {
+  async #open(): Promise<void> {
+    if (this.#listening) return;
+    this.#listening = true;
+    await new Promise<void>((resolve, reject) => {
+      this.#listener.once("error", reject);
+      this.#listener.listen(this.#port, this.#host, () => {
+        this.#listener.off("error", reject);
+        resolve();
+      });
+    });
+    // Port 0: the one it got, so listening again (after refuse) takes the same port.
+    this.#port = (this.#listener.address() as AddressInfo).port;
+  }
+
+  /** Stops accepting; HTTP/2 sessions are closed gracefully (calls in flight finish). */
+  async #stop(): Promise<void> {
+    if (!this.#listening) return;
+    this.#listening = false;
+    // Resolves once every connection it accepted has closed.
     const done = new Promise<void>((resolve) => this.#listener.close(() => resolve()));
     for (const s of this.#sessions) s.close();
     await done;
+  }
+
+  async close(): Promise<void> {
+    await this.#stop();
   }
 }
 
 /** The gRPC mode around an HTTP/1.1 hello app: its other connections and non-gRPC HTTP/2 requests go to `app`. */
 export function helloGrpcBeside(id: HelloIdentity, app: HelloApp): HelloGrpc {
-  return new HelloGrpc(
+  const grpc = new HelloGrpc(
     id,
     (socket) => app.serveConnection(socket),
     // Node's HTTP/2 compatibility API answers like HTTP/1.1's for what the hello app does.
     (req, res) => app.handle(req as unknown as http.IncomingMessage, res as unknown as http.ServerResponse),
   );
+  // The port is this listener's: the app's own server must never try to take it too.
+  app.listenThrough(grpc.asListener);
+  return grpc;
 }

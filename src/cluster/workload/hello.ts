@@ -47,6 +47,22 @@ export interface HelloIdentity {
   readonly port: number;
 }
 
+/**
+ * What listens on the app's port when it is not the app's own HTTP/1.1 server: the gRPC mode's
+ * listener (./hello-grpc.ts), which hands the app its HTTP/1.1 connections. Both idempotent.
+ */
+export interface HelloListener {
+  /** Listens on the port (again, after refuse); nothing when listening already. */
+  listen(): Promise<void>;
+  /**
+   * Stops accepting and closes the HTTP/2 sessions gracefully (calls in flight finish);
+   * resolves once no connection is left. Nothing when not listening.
+   */
+  close(): Promise<void>;
+  /** Drops the connections it serves itself (refuse: they go with the "process"). */
+  drop(): void;
+}
+
 const MODES: readonly HelloMode[] = ["serve", "refuse", "reset", "hang"];
 export const DEFAULT_SETTINGS: HelloSettings = {
   status: 200,
@@ -158,6 +174,8 @@ export class HelloApp {
   #saidUnready = false;
   #terminating = false;
   #listening = false;
+  /** Set in gRPC mode: the port is that listener's, never the app's own server's. */
+  #listener: HelloListener | undefined;
   readonly #host: string;
   readonly #log: (o: Record<string, unknown>) => void;
 
@@ -201,11 +219,20 @@ export class HelloApp {
     this.#server.emit("connection", socket);
   }
 
+  /**
+   * The port is `listener`'s (the gRPC mode's): control requests that change the mode open and
+   * close it, and the app's own server never listens (it would find the port taken).
+   */
+  listenThrough(listener: HelloListener): void {
+    this.#listener = listener;
+  }
+
   async start(): Promise<void> {
     if (this.#settings.mode !== "refuse") await this.#listen();
   }
 
   #listen(): Promise<void> {
+    if (this.#listener) return this.#listener.listen();
     if (this.#listening) return Promise.resolve();
     this.#listening = true;
     return new Promise((resolve, reject) => {
@@ -218,6 +245,7 @@ export class HelloApp {
   }
 
   #stopListening(): Promise<void> {
+    if (this.#listener) return this.#listener.close();
     if (!this.#listening) return Promise.resolve();
     this.#listening = false;
     return new Promise((resolve) => this.#server.close(() => resolve()));
@@ -246,8 +274,11 @@ export class HelloApp {
     this.#settings = next;
     if (next.mode === "refuse") {
       // Nothing listens (connection refused); open connections go with the "process".
-      await this.#stopListening();
+      // Closing resolves once no connection is left, so they go first.
+      const closed = this.#stopListening();
       for (const s of this.#sockets) s.destroy();
+      this.#listener?.drop();
+      await closed;
     } else if (!this.#terminating) {
       await this.#listen();
       if (next.mode === "reset") for (const s of this.#sockets) s.resetAndDestroy();
@@ -340,6 +371,9 @@ export class HelloApp {
     this.#terminating = true;
     const closed = this.#stopListening();
     this.#server.closeAllConnections();
+    // In gRPC mode the app's server never listened, so it tracks no connection: its own list does.
+    for (const s of this.#sockets) s.destroy();
+    this.#listener?.drop();
     for (const c of this.#wss.clients) c.terminate();
     this.#wss.close();
     await closed;

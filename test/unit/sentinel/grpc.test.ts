@@ -116,6 +116,7 @@ test("the sentinel's own answers map to gRPC statuses: UNAVAILABLE for no instan
   assert.equal(grpcStatusOf("no-instance", 503), 14);
   assert.equal(grpcStatusOf("all-instances-failing", 502), 14);
   assert.equal(grpcStatusOf("upstream-reset", 502), 14);
+  assert.equal(grpcStatusOf("instance-gone", 502), 14);
   assert.equal(grpcStatusOf("not-ready", 503), 14);
   assert.equal(grpcStatusOf("upstream-timeout", 504), 4);
   assert.equal(grpcStatusOf("unauthorized", 401), 16);

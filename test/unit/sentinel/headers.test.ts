@@ -184,12 +184,16 @@ test("upstream errors are classified by code; each answer names its cause", () =
   assert.equal(classifyUpstreamError(e("UND_ERR_SOCKET")), "reset");
   assert.equal(classifyUpstreamError(e("UND_ERR_HEADERS_TIMEOUT")), "timeout");
   assert.equal(classifyUpstreamError(e("UND_ERR_ABORTED")), "client");
+  assert.equal(classifyUpstreamError(e("KRANE_INSTANCE_GONE")), "gone");
+  assert.equal(classifyUpstreamError(e("ECONNRESET", "KRANE_INSTANCE_GONE")), "gone");
   assert.equal(classifyUpstreamError(new Error("?")), "other");
   assert.equal(classifyUpstreamError("string"), "other");
   assert.deepEqual(
-    [causeOf("connect"), causeOf("reset"), causeOf("timeout")],
-    ["all-instances-failing", "upstream-reset", "upstream-timeout"],
+    [causeOf("connect"), causeOf("reset"), causeOf("timeout"), causeOf("gone")],
+    ["all-instances-failing", "upstream-reset", "upstream-timeout", "instance-gone"],
   );
+  assert.equal(errorAnswer("instance-gone").status, 502);
+  assert.equal(countsAgainstInstance("gone"), false, "it left the table: nothing to eject");
   assert.equal(errorAnswer("no-instance").status, 503);
   assert.equal(errorAnswer("all-instances-failing").status, 502);
   assert.equal(errorAnswer("upstream-timeout").status, 504);

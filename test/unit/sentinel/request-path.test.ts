@@ -67,6 +67,7 @@ function head(over: Partial<RequestHead> = {}): RequestHead {
 
 const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
 const reset = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+const gone = Object.assign(new Error("left the routing table"), { code: "KRANE_INSTANCE_GONE" });
 
 test("admission: Host, request-target and the routing table decide the sentinel's own answers", () => {
   const { path, metrics } = setup();
@@ -129,7 +130,7 @@ test("a failed connect is tried once elsewhere, then answered 502; both count ag
   assert.equal(metrics.stats.count("a", "5xx"), 1);
 });
 
-test("which failures are tried again: idempotent methods, a body not read; resets only without a body", () => {
+test("which failures are tried again: a failed connect for any method whose body was not read; a reset or a gone instance only for idempotent requests without a body", () => {
   const { path } = setup();
   const attempt = (h: Partial<RequestHead>, err: Error, bodyRead: boolean): unknown => {
     const trip = path.begin(head(h));
@@ -138,11 +139,21 @@ test("which failures are tried again: idempotent methods, a body not read; reset
     trip.finish("aborted");
     return r === "retry" ? "retry" : r.cause;
   };
-  assert.equal(attempt({ method: "POST" }, refused, false), "all-instances-failing");
+  // A refused connection delivered nothing: any method, as long as the body can still be sent whole.
+  assert.equal(attempt({ method: "POST" }, refused, false), "retry");
+  assert.equal(attempt({ method: "POST", hasBody: true }, refused, false), "retry");
+  assert.equal(attempt({ method: "PATCH", hasBody: true }, refused, false), "retry");
   assert.equal(attempt({ method: "PUT", hasBody: true }, refused, false), "retry");
+  assert.equal(attempt({ method: "POST", hasBody: true }, refused, true), "all-instances-failing");
   assert.equal(attempt({ method: "PUT", hasBody: true }, refused, true), "all-instances-failing");
+  // A reset or a gone instance: the request may have arrived.
   assert.equal(attempt({ method: "GET" }, reset, false), "retry");
   assert.equal(attempt({ method: "PUT", hasBody: true }, reset, false), "upstream-reset");
+  assert.equal(attempt({ method: "POST" }, reset, false), "upstream-reset");
+  assert.equal(attempt({ method: "GET" }, gone, false), "retry");
+  assert.equal(attempt({ method: "DELETE" }, gone, false), "retry");
+  assert.equal(attempt({ method: "POST" }, gone, false), "instance-gone");
+  assert.equal(attempt({ method: "PUT", hasBody: true }, gone, false), "instance-gone");
   assert.equal(
     attempt({}, Object.assign(new Error("t"), { code: "UND_ERR_HEADERS_TIMEOUT" }), false),
     "upstream-timeout",
