@@ -48,7 +48,12 @@ interface Pod {
     serviceAccountName?: string;
     containers: { image: string; args?: string[]; env?: { name: string; value?: string }[] }[];
   };
-  status: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+  status: {
+    phase?: string;
+    podIP?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { restartCount: number; state?: { waiting?: { reason?: string } } }[];
+  };
 }
 interface List<T> {
   items: T[];
@@ -118,7 +123,16 @@ describe("the Helm install on real nodes", { skip }, () => {
       async () => {
         const s = JSON.parse(await krane(cli(), ["status", target, "-o", "json"])) as EnvStatus;
         const [one] = s.sentinels;
-        return s.sentinels.length === 1 && one?.health === "HEALTH_HEALTHY" ? one : undefined;
+        if (s.sentinels.length === 1 && one?.health === "HEALTH_HEALTHY") return one;
+        // Why not, for the timeout's message: ctrl's word and the pods' containers.
+        const states = (await pods("sentinel", "app.kubernetes.io/component=sentinel"))
+          .filter((p) => one !== undefined && p.metadata.name.startsWith(`${one.k8sName}-`))
+          .map((p) => {
+            const c = p.status.containerStatuses?.[0];
+            return `${p.metadata.name} ${c?.state?.waiting?.reason ?? p.status.phase ?? "?"} (${c?.restartCount ?? 0} restarts)`;
+          });
+        await new Promise((r) => setTimeout(r, 1_000));
+        throw new Error(`health ${one?.health ?? "(no sentinel)"}; pods: ${states.join(", ") || "none"}`);
       },
       240_000,
     );
