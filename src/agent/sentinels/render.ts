@@ -151,7 +151,7 @@ function repository(image: string): string {
  * sentinel only prints its help, so naming it can only mean krane's own; any tag counts (the
  * agent's image is run), so an image upgrade does not turn such an environment into a custom one.
  */
-export function isOwnSentinel(s: ApplySentinel, defaults: SentinelDefaults): boolean {
+function isOwnSentinel(s: ApplySentinel, defaults: SentinelDefaults): boolean {
   return s.image === "" || repository(s.image) === repository(defaults.image);
 }
 
