@@ -2,7 +2,8 @@
 // binding) on a local cluster, and waits until the API server enforces it: a new policy reaches
 // the admission plugin through an informer, so for a moment after its creation writes are not
 // checked yet. Every local cluster gets it, so tests, benchmarks and `krane dev` run the agent
-// exactly as fenced as in production.
+// exactly as fenced as in production; the Helm chart installed on such a cluster leaves it alone
+// (labelled managed-by=krane and not Helm's: deploy/helm/krane/templates/fence.yaml).
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";

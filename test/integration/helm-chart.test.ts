@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { ensureHelm, ensureKubeAssets } from "../../src/cluster/index.js";
+import { installFence } from "../../src/cluster/fence.js";
 import { eventually, useCluster } from "../support/cluster.js";
 
 const run = promisify(execFile);
@@ -21,7 +22,8 @@ const chart = join(root, "deploy/helm/krane");
 const NS = "krane-system";
 const AGENT = `system:serviceaccount:${NS}:krane-agent`;
 
-// The chart installs the agent's fence itself; the cluster must not have one of its own.
+// The chart installs the agent's fence itself here; the last test adds the fence as `krane
+// cluster up` does, and installs the chart beside it.
 const h = useCluster({ fence: false });
 let helm = "";
 let kubectl = "";
@@ -274,6 +276,19 @@ describe("helm chart", () => {
       },
       30_000,
     );
+    // The release owns the fence it installed, and keeps it across upgrades (a fence it finds on
+    // the cluster and did not install is left alone: the last test).
+    await ok(helm, ["upgrade", "krane", chart, "--namespace", NS, "--reuse-values", "--set", "agent.logLevel=debug"]);
+    assert.match(
+      await ok(helm, ["get", "manifest", "krane", "--namespace", NS]),
+      /kind: ValidatingAdmissionPolicyBinding/,
+    );
+    for (const kind of ["validatingadmissionpolicy", "validatingadmissionpolicybinding"]) {
+      const live = JSON.parse(await ok(kubectl, ["get", kind, "krane-agent-fence", "-o", "json"])) as {
+        metadata: { annotations?: Record<string, string> };
+      };
+      assert.equal(live.metadata.annotations?.["meta.helm.sh/release-name"], "krane", kind);
+    }
     // The generated admin token is a krane user token.
     const secret = JSON.parse(await ok(kubectl, ["get", "secret", "krane-ctrl", "-n", NS, "-o", "json"])) as {
       data: Record<string, string>;
@@ -323,6 +338,55 @@ describe("helm chart", () => {
     await ok(kubectl, ["get", "namespace", "sentinel"]);
     for (const kind of ["serviceaccount", "role", "rolebinding"])
       await ok(kubectl, ["get", kind, "krane-sentinel", "-n", "sentinel"]);
+  });
+
+  it("follows the README on a cluster whose fence `krane cluster up` installed: keeps that fence as it is, and leaves it on uninstall", async () => {
+    await installFence(h.cluster.endpoint());
+    const fence = async (): Promise<KubeDoc[]> =>
+      (
+        JSON.parse(
+          await ok(kubectl, [
+            "get",
+            "validatingadmissionpolicy,validatingadmissionpolicybinding",
+            "krane-agent-fence",
+            "-o",
+            "json",
+          ]),
+        ) as { items: KubeDoc[] }
+      ).items;
+    const before = await fence();
+    assert.equal(before.length, 2);
+    // The README's two steps: ctrl first, then the agent with --reuse-values.
+    await ok(helm, ["install", "krane", chart, "--namespace", NS, "--create-namespace"]);
+    const notes = await ok(helm, [
+      "upgrade",
+      "krane",
+      chart,
+      "--namespace",
+      NS,
+      "--reuse-values",
+      "--set",
+      "agent.enabled=true",
+      "--set",
+      "agent.region=local",
+      "--set",
+      "agent.token.value=krane_cluster_test",
+    ]);
+    assert.match(notes, /krane-agent-fence, was on the cluster before this release/);
+    // The notes lead to krane's own sentinel (no image named), not to krane's image as a user's one.
+    assert.match(notes, /create them without --sentinel-image/);
+    assert.doesNotMatch(notes, /--sentinel-image[^\n]*krane:0\.1\.0/);
+    await ok(kubectl, ["get", "deployment", "krane-agent", "-n", NS]);
+    // The release does not own the fence: the objects are exactly as `cluster up` made them.
+    const manifest = await ok(helm, ["get", "manifest", "krane", "--namespace", NS]);
+    assert.doesNotMatch(manifest, /kind: ValidatingAdmissionPolicy/);
+    assert.deepEqual(await fence(), before);
+    // A second upgrade (the README's way to change a value) keeps it so.
+    await ok(helm, ["upgrade", "krane", chart, "--namespace", NS, "--reuse-values", "--set", "agent.logLevel=debug"]);
+    assert.deepEqual(await fence(), before);
+    await ok(helm, ["uninstall", "krane", "--namespace", NS]);
+    assert.notEqual((await exec(kubectl, ["get", "deployment", "krane-agent", "-n", NS])).code, 0);
+    assert.deepEqual(await fence(), before, "helm uninstall leaves the fence it did not install");
   });
 });
 

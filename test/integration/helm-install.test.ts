@@ -1,10 +1,13 @@
 // The Helm install as a platform team does it, on a local cluster with real nodes (kubelet,
-// containerd, runc, gVisor; src/cluster/nodes) and krane's image built from this checkout:
+// containerd, runc, gVisor; src/cluster/nodes) and krane's image built from this checkout,
+// started as `krane cluster up --real-nodes all` starts it (with the agent's fence installed):
 //  - helm install: ctrl Ready on SQLite, its claim bound to a local volume of the general node;
 //  - krane region create, then helm upgrade with the agent: two agent pods Ready, one leader,
-//    V8's heap capped below the memory limit;
-//  - a deployment through that ctrl: its pods run under gVisor on the untrusted node and answer
-//    through krane's own sentinel (a container of krane's image) on the sentinel node;
+//    V8's heap capped below the memory limit; the cluster's fence kept as it was;
+//  - a deployment through that ctrl, in an environment made as the install notes say: its pods
+//    run under gVisor on the untrusted node and answer through krane's own sentinel (a container
+//    of krane's image) on the sentinel node; so do they with krane's image named as the sentinel
+//    image (what the notes once said);
 //  - helm upgrade of the agent: every leadership handover within 2 s;
 //  - helm uninstall: what is left is what the README says;
 //  - ctrl on PostgreSQL (two replicas, a server on this machine the pods reach).
@@ -42,12 +45,21 @@ interface Pod {
   spec: {
     nodeName?: string;
     runtimeClassName?: string;
-    containers: { image: string; env?: { name: string; value?: string }[] }[];
+    serviceAccountName?: string;
+    containers: { image: string; args?: string[]; env?: { name: string; value?: string }[] }[];
   };
-  status: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+  status: {
+    phase?: string;
+    podIP?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { restartCount: number; state?: { waiting?: { reason?: string } } }[];
+  };
 }
 interface List<T> {
   items: T[];
+}
+interface EnvStatus {
+  sentinels: { k8sName: string; health: string; availableReplicas: number }[];
 }
 interface Lease {
   spec: { holderIdentity?: string; leaseTransitions?: number };
@@ -58,13 +70,15 @@ const ready = (p: Pod): boolean =>
   (p.status.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");
 
 describe("the Helm install on real nodes", { skip }, () => {
-  const h = useRealCluster(["general", "sentinel", "untrusted"], { fence: false });
+  // The pools of --real-nodes all, and the fence `krane cluster up` installs (the default).
+  const h = useRealCluster(["general", "sentinel", "untrusted"]);
   const dir = mkdtempSync(join(tmpdir(), "krane-helm-install-"));
   let helmBin = "";
   let tag = "";
   let ctrl: { url: string; stop(): Promise<void> } | undefined;
   let token = "";
   let pg: TestPostgres | undefined;
+  let notes = "";
   const cli = (): Record<string, string> => ({ KRANE_CTRL_URL: ctrl?.url ?? "", KRANE_TOKEN: token });
 
   before(
@@ -102,6 +116,26 @@ describe("the Helm install on real nodes", { skip }, () => {
   const pods = async (ns: string, selector: string): Promise<Pod[]> =>
     (await kubectlJson<List<Pod>>(h.cluster, ["pods", "-n", ns, "-l", selector])).items;
   const image = (): string[] => ["--set", "image.repository=krane.local/krane", "--set", `image.tag=${tag}`];
+  /** The environment's one sentinel once ctrl reports it healthy (what `krane status` shows). */
+  const sentinelHealthy = (target: string): Promise<EnvStatus["sentinels"][number]> =>
+    eventually(
+      `${target}: its sentinel healthy`,
+      async () => {
+        const s = JSON.parse(await krane(cli(), ["status", target, "-o", "json"])) as EnvStatus;
+        const [one] = s.sentinels;
+        if (s.sentinels.length === 1 && one?.health === "HEALTH_HEALTHY") return one;
+        // Why not, for the timeout's message: ctrl's word and the pods' containers.
+        const states = (await pods("sentinel", "app.kubernetes.io/component=sentinel"))
+          .filter((p) => one !== undefined && p.metadata.name.startsWith(`${one.k8sName}-`))
+          .map((p) => {
+            const c = p.status.containerStatuses?.[0];
+            return `${p.metadata.name} ${c?.state?.waiting?.reason ?? p.status.phase ?? "?"} (${c?.restartCount ?? 0} restarts)`;
+          });
+        await new Promise((r) => setTimeout(r, 1_000));
+        throw new Error(`health ${one?.health ?? "(no sentinel)"}; pods: ${states.join(", ") || "none"}`);
+      },
+      240_000,
+    );
 
   it(
     "helm install: ctrl Ready on SQLite, its database on a local volume of the general node",
@@ -139,7 +173,10 @@ describe("the Helm install on real nodes", { skip }, () => {
       await krane(cli(), ["region", "create", REGION]);
       const clusterToken = (await krane(cli(), ["cluster-token", "create", REGION])).trim();
       assert.match(clusterToken, /^krane_/);
-      await helm([
+      const fence = (): Promise<unknown> =>
+        kubectlJson(h.cluster, ["validatingadmissionpolicy,validatingadmissionpolicybinding", "krane-agent-fence"]);
+      const fenceBefore = await fence();
+      notes = await helm([
         "upgrade",
         "krane",
         chart,
@@ -156,6 +193,9 @@ describe("the Helm install on real nodes", { skip }, () => {
         "--timeout",
         "5m",
       ]);
+      // The fence `cluster up` installed stays as it was, and the notes say so.
+      assert.match(notes, /krane-agent-fence, was on the cluster before this release/);
+      assert.deepEqual(await fence(), fenceBefore);
       const agents = await eventually(
         "two agent pods Ready",
         async () => {
@@ -201,9 +241,15 @@ describe("the Helm install on real nodes", { skip }, () => {
   );
 
   it(
-    "a deployment through that ctrl runs under gVisor on the untrusted node and answers through krane's sentinel",
+    "a deployment through that ctrl, in an environment made as the notes say, runs under gVisor on the untrusted node and answers through krane's sentinel",
     { timeout: 10 * 60_000 },
     async () => {
+      // The notes: krane's own sentinel, no --sentinel-image.
+      assert.match(notes, /Environments get krane's own sentinel \(krane\.local\/krane:[^,]+, run by the agent as/);
+      assert.match(
+        notes,
+        /create them without --sentinel-image, e\.g\.\n\s+krane env create <project>\/<environment> --region <region>=2\n/,
+      );
       await krane(cli(), ["workspace", "create", "acme"]);
       await krane(cli(), ["project", "create", "shop"]);
       await krane(cli(), ["env", "create", "shop/production", "--region", `${REGION}=2`, "--sentinel-replicas", "1"]);
@@ -243,6 +289,9 @@ describe("the Helm install on real nodes", { skip }, () => {
       assert.equal(sentinel.spec.nodeName, "sentinel-real");
       assert.equal(sentinel.spec.containers[0]?.image, `krane.local/krane:${tag}`, "a container of krane's image");
       assert.equal(sentinel.spec.runtimeClassName, undefined, "krane's own sentinel on the node's default runtime");
+      assert.equal(sentinel.spec.serviceAccountName, "krane-sentinel");
+      assert.deepEqual(sentinel.spec.containers[0]?.args, ["sentinel"]);
+      await sentinelHealthy("shop/production");
       // A real HTTP request to the sentinel pod, answered by one of the deployment's containers.
       const answer = await eventually(
         "an answer through the sentinel",
@@ -264,6 +313,75 @@ describe("the Helm install on real nodes", { skip }, () => {
         release: string;
       };
       assert.match(kernel.release, /gvisor/, "the app's kernel is gVisor's");
+    },
+  );
+
+  it(
+    "an environment naming krane's image as its sentinel image (what the notes once said) gets krane's own sentinel, healthy and routing",
+    { timeout: 10 * 60_000 },
+    async () => {
+      await krane(cli(), [
+        "env",
+        "create",
+        "shop/staging",
+        "--region",
+        `${REGION}=1`,
+        "--sentinel-replicas",
+        "1",
+        "--sentinel-image",
+        `krane.local/krane:${tag}`,
+      ]);
+      await krane(cli(), [
+        "deploy",
+        "shop/staging",
+        "--image",
+        "krane.local/hello:v1",
+        "--port",
+        "8080",
+        "--health-path",
+        "/healthz",
+        "--cpu",
+        "100",
+        "--memory",
+        "128",
+      ]);
+      // Run as a user's image it printed krane's help and crash-looped: never Ready, never healthy.
+      const { k8sName } = await sentinelHealthy("shop/staging");
+      const sentinel = await eventually(
+        "the staging sentinel's pod Ready",
+        async () =>
+          (await pods("sentinel", "app.kubernetes.io/component=sentinel")).find(
+            (p) => ready(p) && p.metadata.name.startsWith(`${k8sName}-`),
+          ),
+        60_000,
+      );
+      assert.equal(sentinel.spec.runtimeClassName, undefined, "krane's own sentinel, on runc");
+      assert.equal(sentinel.spec.serviceAccountName, "krane-sentinel");
+      assert.deepEqual(sentinel.spec.containers[0]?.args, ["sentinel"]);
+      assert.equal(sentinel.spec.containers[0]?.image, `krane.local/krane:${tag}`);
+      const answer = await eventually(
+        "an answer through the staging sentinel",
+        async () => {
+          const res = await fetch(`http://${sentinel.status.podIP}:8040/hello`, { signal: AbortSignal.timeout(5_000) });
+          return res.status === 200 ? ((await res.json()) as { pod: string; revision: string }) : undefined;
+        },
+        180_000,
+      );
+      // by a pod of this environment's deployment
+      const envId = sentinel.metadata.labels?.["krane.dev/environment-id"] ?? "";
+      const staging = (
+        await kubectlJson<List<Pod>>(h.cluster, [
+          "pods",
+          "-A",
+          "-l",
+          `app.kubernetes.io/component=deployment,krane.dev/environment-id=${envId}`,
+        ])
+      ).items;
+      assert.ok(
+        staging.some((p) => p.metadata.name === answer.pod),
+        `answered by ${answer.pod}`,
+      );
+      assert.equal(answer.revision, "1");
     },
   );
 
@@ -372,7 +490,7 @@ describe("the Helm install on real nodes", { skip }, () => {
   });
 
   it(
-    "helm uninstall leaves the database claim, the sentinels with their ServiceAccount, the workloads and the Lease; nothing cluster-wide",
+    "helm uninstall leaves the database claim, the sentinels with their ServiceAccount, the workloads and the Lease; nothing cluster-wide of its own",
     { timeout: 5 * 60_000 },
     async () => {
       await ctrl?.stop();
@@ -405,16 +523,18 @@ describe("the Helm install on real nodes", { skip }, () => {
           kind === "serviceaccounts" ? ["default"] : [],
           `${kind} in ${NS}`,
         );
-      // Nothing of the release cluster-wide: RBAC and the fence are gone.
-      for (const kind of [
-        "clusterroles",
-        "clusterrolebindings",
-        "validatingadmissionpolicies",
-        "validatingadmissionpolicybindings",
-      ])
+      // Nothing of the release cluster-wide: its RBAC is gone; the fence `cluster up` installed
+      // (the release never owned it) stays.
+      for (const kind of ["clusterroles", "clusterrolebindings"])
         assert.deepEqual(
           (await left([kind])).filter((n) => n.startsWith("krane-")),
           [],
+          kind,
+        );
+      for (const kind of ["validatingadmissionpolicies", "validatingadmissionpolicybindings"])
+        assert.deepEqual(
+          (await left([kind])).filter((n) => n.startsWith("krane-")),
+          ["krane-agent-fence"],
           kind,
         );
       // The sentinels keep serving with their ServiceAccount and routing table; the agent's Role there is gone.
@@ -429,7 +549,7 @@ describe("the Helm install on real nodes", { skip }, () => {
       const workloads = (
         await kubectlJson<List<Pod>>(h.cluster, ["pods", "-A", "-l", "app.kubernetes.io/component=deployment"])
       ).items;
-      assert.equal(workloads.filter(ready).length, 2);
+      assert.equal(workloads.filter(ready).length, 3, "production's two and staging's one");
     },
   );
 

@@ -81,7 +81,7 @@ const livenessTiming = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeco
 export const SENTINEL_GRACE_SECONDS = 35;
 
 /**
- * The proxy container. krane's own sentinel (no image named) runs `krane sentinel` with the
+ * The proxy container. krane's own sentinel (isOwnSentinel) runs `krane sentinel` with the
  * read-only ServiceAccount of the routing table and probes on its ops port; a custom image gets
  * no Kubernetes token at all (it is tenant-chosen code: it must not read other environments'
  * routing tables) and is probed on its proxy port.
@@ -138,8 +138,25 @@ export function renderSentinelNamespace(): KubeObject {
   };
 }
 
+/** An image reference without its tag and digest ("reg:5000/krane:1@sha256:…" is "reg:5000/krane"). */
+function repository(image: string): string {
+  const name = image.split("@")[0] ?? "";
+  const colon = name.lastIndexOf(":");
+  return colon > name.lastIndexOf("/") ? name.slice(0, colon) : name;
+}
+
+/**
+ * Whether the environment runs krane's own sentinel: no image named, or an image of the
+ * repository of krane's own (the agent's `--sentinel-image`). krane's image run as a user's
+ * sentinel only prints its help, so naming it can only mean krane's own; any tag counts (the
+ * agent's image is run), so an image upgrade does not turn such an environment into a custom one.
+ */
+function isOwnSentinel(s: ApplySentinel, defaults: SentinelDefaults): boolean {
+  return s.image === "" || repository(s.image) === repository(defaults.image);
+}
+
 export function renderSentinelDeployment(s: ApplySentinel, region: string, defaults: SentinelDefaults): KubeObject {
-  const own = s.image === "";
+  const own = isOwnSentinel(s, defaults);
   // Every label is on the pods too: the per-environment CiliumNetworkPolicy admits ingress from
   // pods labelled component=sentinel + environment id, and user deployments prefer the zones
   // of pods with those labels.

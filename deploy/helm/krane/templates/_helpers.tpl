@@ -108,3 +108,30 @@ heap limit at or above the memory limit, and an agent without a memory limit.
 {{- end -}}
 {{- $heap -}}
 {{- end -}}
+
+{{- /*
+"true" when the cluster already has this fence object (a ValidatingAdmissionPolicy or its
+binding) labelled app.kubernetes.io/managed-by=krane and owned by no Helm release: `krane
+cluster up` and `kubectl apply -f deploy/rbac/` install it so. Empty otherwise, and always under
+`helm template` and client-side dry runs, where lookup sees no cluster.
+*/}}
+{{- define "krane.preinstalledFence" -}}
+{{- $live := lookup .apiVersion .kind "" .metadata.name }}
+{{- if $live }}
+{{- $labels := default (dict) $live.metadata.labels }}
+{{- $annotations := default (dict) $live.metadata.annotations }}
+{{- if and (eq (get $labels "app.kubernetes.io/managed-by") "krane") (not (hasKey $annotations "meta.helm.sh/release-name")) -}}
+true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- /* Non-empty when the agent's fence is on and the cluster had any of its objects already. */}}
+{{- define "krane.fenceKept" -}}
+{{- if and .Values.agent.enabled .Values.agent.fence.enabled }}
+{{- range $doc := regexSplit "(?m)^---[ \t]*$" ($.Files.Get "files/fence.yaml") -1 }}
+{{- $obj := fromYaml $doc }}
+{{- if and $obj $obj.kind }}{{ include "krane.preinstalledFence" $obj }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}

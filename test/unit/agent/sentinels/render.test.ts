@@ -233,3 +233,44 @@ test("krane's own sentinel (no image named): krane's image as `krane sentinel`, 
   assert.equal(custom.spec.template.spec.runtimeClassName, "gvisor");
   assert.equal(pod.runtimeClassName, undefined);
 });
+
+test("an environment naming krane's own image (any tag or digest) gets krane's own sentinel, run as the agent's image", () => {
+  // The install notes once printed krane's image for `krane env create --sentinel-image`: run as
+  // a user's image it only printed krane's help and crash-looped.
+  type Pod = {
+    spec: {
+      template: {
+        spec: Record<string, unknown> & { containers: Array<Record<string, unknown> & { args?: string[] }> };
+      };
+    };
+  };
+  const own = renderSentinelDeployment(sampleSentinel({ image: "" }), REGION, DEFAULTS);
+  for (const image of [
+    DEFAULTS.image,
+    "ghcr.io/krane-dev/krane:0.0.9",
+    "ghcr.io/krane-dev/krane",
+    "ghcr.io/krane-dev/krane@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+  ]) {
+    const d = renderSentinelDeployment(sampleSentinel({ image }), REGION, DEFAULTS) as unknown as Pod;
+    assert.deepEqual(d, own, image);
+    assert.deepEqual(d.spec.template.spec.containers[0]?.args, ["sentinel"], image);
+  }
+  // With a registry port, the port is not a tag.
+  const ported = { image: "registry.local:5000/krane:1.2.3" };
+  const p = renderSentinelDeployment(sampleSentinel({ image: "registry.local:5000/krane:1.2.2" }), REGION, ported);
+  assert.equal((p as unknown as Pod).spec.template.spec.serviceAccountName, "krane-sentinel");
+  // Another repository stays a user's image: sandboxed, no token, no `sentinel` argument.
+  for (const image of [
+    "ghcr.io/krane-dev/krane-fork:test",
+    "ghcr.io/krane-dev/kran:test",
+    "krane:test",
+    "registry.local:5000/krane:1.2.3",
+  ]) {
+    const d = renderSentinelDeployment(sampleSentinel({ image }), REGION, DEFAULTS) as unknown as Pod;
+    const pod = d.spec.template.spec;
+    assert.equal(pod.runtimeClassName, "gvisor", image);
+    assert.equal(pod.serviceAccountName, undefined, image);
+    assert.equal(pod.containers[0]?.image, image);
+    assert.equal(pod.containers[0]?.args, undefined, image);
+  }
+});
