@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { EnvironmentView, GetRevisionMetricsResponse, RevisionMetrics } from "../gen/krane/ctrl/v1/live_pb.js";
 import { api, errorText } from "./api.js";
-import type { EnvRef } from "./environment.js";
+import type { EnvRef } from "./router.js";
 
 const W = 420;
 const H = 140;

@@ -11,38 +11,16 @@ import { Events } from "./events.js";
 import { LiveBadge, useLiveStream } from "./live.js";
 import { Logs } from "./logs.js";
 import { Settings } from "./settings.js";
+import { ENV_TABS, envHash, type EnvRef, type EnvTab } from "./router.js";
 import { Table } from "./table.js";
 import { ago, statusName, useConfirmedActions } from "./util.js";
-
-export interface EnvRef {
-  workspace: string;
-  project: string;
-  environment: string;
-}
-
-const TABS = [
-  ["status", "Status"],
-  ["events", "Events"],
-  ["logs", "Logs"],
-  ["charts", "Charts"],
-  ["config", "Config and domains"],
-] as const;
-
-/** What identifies an environment's page: a new key, a new page. */
-export function envKey(ref: EnvRef): string {
-  return JSON.stringify([ref.workspace, ref.project, ref.environment]);
-}
-
-export function envHash(ref: EnvRef, tab = "status"): string {
-  return `#/env/${[ref.workspace, ref.project, ref.environment].map(encodeURIComponent).join("/")}/${tab}`;
-}
 
 /**
  * The page of one environment. Its state (the view, each tab's data, filters, typed input, an
  * open confirmation) is that environment's: the route mounts it keyed by `envKey`, so another
  * environment gets a fresh page, never this one's data under the other's name.
  */
-export function EnvironmentPage(props: EnvRef & { tab: string }) {
+export function EnvironmentPage(props: EnvRef & { tab: EnvTab }) {
   const ref = { workspace: props.workspace, project: props.project, environment: props.environment };
   const [view, setView] = useState<EnvironmentView | undefined>(undefined);
   const { state, error } = useLiveStream(
@@ -52,14 +30,14 @@ export function EnvironmentPage(props: EnvRef & { tab: string }) {
     },
     [props.workspace, props.project, props.environment],
   );
-  const tab = TABS.some(([t]) => t === props.tab) ? props.tab : "status";
+  const tab = props.tab;
   return (
     <main>
       <p>
         <a href="#/">Overview</a> / {props.workspace} / {props.project}/{props.environment} <LiveBadge state={state} />
       </p>
       <nav aria-label="Environment" class="tabs">
-        {TABS.map(([t, title]) => (
+        {ENV_TABS.map(([t, title]) => (
           <a key={t} href={envHash(ref, t)} aria-current={t === tab ? "page" : undefined}>
             {title}
           </a>

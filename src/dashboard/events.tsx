@@ -5,7 +5,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
 import { api, errorText } from "./api.js";
-import type { EnvRef } from "./environment.js";
+import type { EnvRef } from "./router.js";
 import { Table } from "./table.js";
 import { clock } from "./util.js";
 

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { LogMarkerKind, type LogEntry } from "../gen/krane/ctrl/v1/logs_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
 import { api, errorText, isFinal, isSignedOut } from "./api.js";
-import type { EnvRef } from "./environment.js";
+import type { EnvRef } from "./router.js";
 
 const KEEP = 5_000;
 const SHOW = 500;

@@ -5,28 +5,9 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { signIn, signOut, whoAmI, type Me } from "./api.js";
 import { Audit } from "./audit.js";
-import { EnvironmentPage, envKey } from "./environment.js";
+import { EnvironmentPage } from "./environment.js";
 import { Overview } from "./overview.js";
-
-/**
- * Hash routes: #/, #/env/<workspace>/<project>/<environment>[/<tab>], #/audit[/<workspace>], and
- * #/audit/* (the installation's chain).
- */
-function useRoute(): string[] {
-  const parse = () =>
-    location.hash
-      .replace(/^#\/?/, "")
-      .split("/")
-      .filter((p) => p !== "")
-      .map(decodeURIComponent);
-  const [route, setRoute] = useState(parse());
-  useEffect(() => {
-    const on = () => setRoute(parse());
-    addEventListener("hashchange", on);
-    return () => removeEventListener("hashchange", on);
-  }, []);
-  return route;
-}
+import { routeKey, useRoute } from "./router.js";
 
 function SignIn(props: { onDone: () => void }) {
   const [error, setError] = useState("");
@@ -73,16 +54,15 @@ function App() {
   useEffect(check, []);
   if (me === null) return <p class="muted">Loading…</p>;
   if (me === undefined) return <SignIn onDone={check} />;
-  const [page, ws, project, env, tab] = route;
   return (
     <>
       <header>
         <h1>krane</h1>
         <nav aria-label="Main">
-          <a href="#/" aria-current={page === undefined ? "page" : undefined}>
+          <a href="#/" aria-current={route.page === "overview" ? "page" : undefined}>
             Overview
           </a>
-          <a href="#/audit" aria-current={page === "audit" ? "page" : undefined}>
+          <a href="#/audit" aria-current={route.page === "audit" ? "page" : undefined}>
             Audit log
           </a>
         </nav>
@@ -102,18 +82,12 @@ function App() {
           Sign out
         </button>
       </header>
-      {page === "env" && ws && project && env ? (
-        // Keyed by what the route names: another environment or chain is a new page, with none of
-        // the last one's state.
-        <EnvironmentPage
-          key={envKey({ workspace: ws, project, environment: env })}
-          workspace={ws}
-          project={project}
-          environment={env}
-          tab={tab ?? "status"}
-        />
-      ) : page === "audit" ? (
-        <Audit key={ws ?? ""} workspace={ws ?? ""} installation={me.workspace === null} />
+      {/* Keyed by what the route names: another environment or chain is a new page, with none of
+          the last one's state. */}
+      {route.page === "env" ? (
+        <EnvironmentPage key={routeKey(route)} {...route.env} tab={route.tab} />
+      ) : route.page === "audit" ? (
+        <Audit key={routeKey(route)} workspace={route.chain} installation={me.workspace === null} />
       ) : (
         <Overview installation={me.workspace === null} />
       )}

@@ -7,7 +7,7 @@ import { useState } from "preact/hooks";
 import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "./api.js";
-import type { EnvRef } from "./environment.js";
+import type { EnvRef } from "./router.js";
 import { Table } from "./table.js";
 import { ago, useConfirmedActions } from "./util.js";
 
