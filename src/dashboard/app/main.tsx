@@ -1,51 +1,16 @@
 // krane's web dashboard: sign-in, then the overview, an environment's pages and the audit log.
 // Every figure comes from the public API through api.ts; what the pages show is pushed by ctrl's
-// LiveService streams (live.tsx), never polled.
+// LiveService streams (live.ts), never polled. The bundle's entry (scripts/build.mjs), in a folder
+// of its own: it imports the views, and they import the shared modules of ../, so beside those it
+// would make a folder cycle.
 import { render } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
-import { signIn, signOut, whoAmI, type Me } from "./api.js";
-import { Audit } from "./audit.js";
-import { EnvironmentPage } from "./environment.js";
-import { Overview } from "./overview.js";
-import { routeKey, useRoute } from "./router.js";
-
-function SignIn(props: { onDone: () => void }) {
-  const [error, setError] = useState("");
-  const input = useRef<HTMLInputElement>(null);
-  return (
-    <main class="signin">
-      <h1>Sign in to krane</h1>
-      <form
-        onSubmit={async (e) => {
-          e.preventDefault();
-          const field = input.current;
-          if (!field) return;
-          const token = field.value;
-          // The token leaves the page's memory as soon as it is sent.
-          field.value = "";
-          const refused = await signIn(token);
-          if (refused) setError(refused);
-          else props.onDone();
-        }}
-      >
-        <label>
-          API token
-          <input ref={input} name="token" type="password" autocomplete="off" required aria-describedby="signin-error" />
-        </label>
-        <p id="signin-error" class="error" role="alert">
-          {error}
-        </p>
-        <button class="primary" type="submit">
-          Sign in
-        </button>
-      </form>
-      <p class="muted">
-        Use an API token (KRANE_TOKEN); a workspace token shows only its workspace. The browser keeps only a session
-        cookie.
-      </p>
-    </main>
-  );
-}
+import { useEffect, useState } from "preact/hooks";
+import { signOut, whoAmI, type Me } from "../api.js";
+import { routeKey, useRoute } from "../router.js";
+import { Audit } from "../views/audit.js";
+import { EnvironmentPage } from "../views/environment/page.js";
+import { Overview } from "../views/overview.js";
+import { SignIn } from "../views/sign-in.js";
 
 function App() {
   const [me, setMe] = useState<Me | undefined | null>(null);
@@ -87,7 +52,7 @@ function App() {
       {route.page === "env" ? (
         <EnvironmentPage key={routeKey(route)} {...route.env} tab={route.tab} />
       ) : route.page === "audit" ? (
-        <Audit key={routeKey(route)} workspace={route.chain} installation={me.workspace === null} />
+        <Audit key={routeKey(route)} chain={route.chain} installation={me.workspace === null} />
       ) : (
         <Overview installation={me.workspace === null} />
       )}
