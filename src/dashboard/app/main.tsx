@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // krane's web dashboard: sign-in, then the overview, an environment's pages and the audit log.
 // Every figure comes from the public API through api.ts; what the pages show is pushed by ctrl's
 // LiveService streams (live.ts), never polled. The bundle's entry (scripts/build.mjs), in a folder

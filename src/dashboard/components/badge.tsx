@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // States as the pages show them: a live stream's badge, and a word in its tone's colour (the
 // styles' ok, warn and bad classes).
 import type { ComponentChildren } from "preact";

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // Actions that ask first: the confirmation dialog, and useConfirmedActions, which runs a confirmed
 // action and keeps ctrl's refusal under the field it concerns.
 import type { ComponentChildren } from "preact";

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // A small line chart drawn as plain SVG polylines: a few charts need no chart library (none would
 // be smaller than these lines, and SVG needs no canvas, no inline script or style, so the page's
 // strict Content-Security-Policy holds). The geometry (`plot`) is pure.

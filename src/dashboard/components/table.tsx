@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // A dense, sortable, filterable table that renders only the rows in view (fixed row height), so
 // hundreds or thousands of rows stay fast. Sorting and filtering are pure (sortRows, filterRows).
 import type { ComponentChildren } from "preact";

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The audit page: ListAuditEvents of one chain (a workspace's, or the installation's), newest
 // first, with what each accepted change changed (secrets and tokens: only that they changed).
 import { useEffect, useState } from "preact/hooks";

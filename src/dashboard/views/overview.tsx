@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The overview: every environment the caller may read with its live state, and the clusters
 // with when their agent was last seen and their backlog. Pushed by LiveService.WatchOverview:
 // the whole first, then only what changed.

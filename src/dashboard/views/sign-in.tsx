@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The sign-in page: an API token, traded by ctrl for a session cookie; the page keeps nothing.
 import { useRef, useState } from "preact/hooks";
 import { signIn } from "../api.js";

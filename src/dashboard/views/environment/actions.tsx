@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The status tab's actions: deploy an image, scale (every region or one), and the rollout's own
 // (pause, resume, promote, abort, restart). Each asks first; ctrl's refusal shows next to its form.
 import { useState } from "preact/hooks";

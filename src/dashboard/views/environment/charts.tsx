@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The charts tab: the sentinels' measurements per revision (MetricsService.GetRevisionMetrics:
 // requests/s, error rate, p50 and p99, in 30 s buckets over the last 15 minutes), read again when
 // the live view says a newer measurement was stored; drawn by components/line-chart.tsx.

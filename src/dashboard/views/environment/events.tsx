@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The events tab: one timeline, newest first, of what the agents saw happen to instances
 // (InstanceEventService, read after a cursor whenever the live view says a newer event was
 // recorded) and what the rollout did (its events per region, from the live view itself).

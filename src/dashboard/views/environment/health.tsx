@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The status tab's last tables: the instances (per region, with their state and last event), the
 // sentinels (the routing version they serve against the desired one) and the clusters of the
 // environment's regions.

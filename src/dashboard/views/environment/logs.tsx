@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The logs tab: LogService.StreamLogs (the same stream `krane logs` reads, merged across
 // instances and regions by time), with follow and filters. Region, revision and instance go to
 // ctrl (it asks only the agents concerned); the text filter applies in the page. The page keeps

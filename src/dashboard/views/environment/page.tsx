@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // An environment's page: one live view (LiveService.WatchEnvironment) feeds every tab (status,
 // events, logs, charts, config and domains; a tab's own file says what it shows).
 import { useState } from "preact/hooks";

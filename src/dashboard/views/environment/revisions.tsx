@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The revisions table of the status tab: every revision, newest first, with a rollback to any
 // but the rollout's target, confirmed after a diff of what it changes.
 import type { Deployment } from "../../../gen/krane/ctrl/v1/api_pb.js";

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The rollout section of the status tab: the strategy and, for a progressive rollout, its phase
 // and step; the rollout per region; a canary's steps with where it is; the traffic weights per
 // region; the last analysis verdict with the measurements behind it.

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The config tab: the environment's configuration (values shown), its secrets (names only: a
 // value is write-only, sent once and never shown again), and its endpoints and custom domains
 // with their verification and readiness per region. Setting or removing a value makes a new

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The status tab: the actions, then the rollout (per region; a canary's steps, weights and
 // analysis verdict with the measurements behind it), the revisions (each a rollback after a diff),
 // and the instances, sentinels and clusters. One set of confirmed actions serves the tab: a
