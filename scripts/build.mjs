@@ -114,7 +114,7 @@ async function buildDashboard(out) {
   const src = join(root, "src", "dashboard");
   mkdirSync(join(out, "assets"), { recursive: true });
   await build({
-    entryPoints: { main: join(src, "main.tsx") },
+    entryPoints: { main: join(src, "app", "main.tsx") },
     outdir: join(out, "assets"),
     bundle: true,
     minify: true,

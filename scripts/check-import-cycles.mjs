@@ -7,8 +7,9 @@
 //   node scripts/check-import-cycles.mjs [root]     (root defaults to the current directory)
 //
 // Imports are read with TypeScript's own pre-processor (the same scan tsc does), and only
-// relative specifiers are followed (`./x.js` is the file `./x.ts`). Prints each cycle as a path
-// and exits 1 when there is any; prints a one-line summary and exits 0 otherwise.
+// relative specifiers are followed (`./x.js` is the file `./x.ts` or `./x.tsx`, as TypeScript
+// resolves it; `./x` also x.tsx and x/index.tsx). Prints each cycle as a path and exits 1 when
+// there is any; prints a one-line summary and exits 0 otherwise.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import ts from "typescript";
@@ -35,12 +36,15 @@ function resolveSpecifier(from, spec, known) {
   const base = resolve(dirname(from), spec);
   const candidates = [
     base.replace(/\.js$/, ".ts"),
+    base.replace(/\.js$/, ".tsx"),
     base.replace(/\.mjs$/, ".mts"),
     base.replace(/\.cjs$/, ".cts"),
     base.replace(/\.jsx$/, ".tsx"),
     base,
     `${base}.ts`,
+    `${base}.tsx`,
     join(base, "index.ts"),
+    join(base, "index.tsx"),
   ];
   return candidates.find((c) => known.has(c));
 }

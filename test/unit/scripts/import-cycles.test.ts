@@ -1,7 +1,7 @@
 // Unit tests of scripts/check-import-cycles.mjs (the first step of `npm test`) on small source
 // trees written to a temporary directory: it passes a tree without cycles (and ignores src/gen),
 // and fails naming the path for a cycle among files — through type-only imports, re-exports and
-// dynamic import() too — and for a cycle among folders that no file cycle explains. And this
+// dynamic import() too, and among .tsx files imported as "./x.js" — and for a cycle among folders that no file cycle explains. And this
 // repository's src/ has none.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -61,6 +61,26 @@ describe("import-cycle check", () => {
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /file cycle: src\/a\.ts -> src\/lib\/index\.ts -> src\/c\.ts -> src\/a\.ts/);
     assert.match(r.out, /folder cycle: src -> src\/lib -> src/);
+  });
+
+  it("resolves a .js specifier to a .tsx file too (the dashboard's JSX files)", () => {
+    const r = check({
+      "src/ui/page.tsx":
+        'import { Tab } from "./tab.js";\nexport type Ref = { id: string };\nexport const page = Tab;\n',
+      "src/ui/tab.tsx": 'import type { Ref } from "./page.js";\nexport const Tab = (r: Ref) => r.id;\n',
+      "src/ui/widgets/index.tsx": 'import { page } from "../page";\nexport const w = page;\n',
+      "src/ui/use.tsx": 'import { w } from "./widgets";\nexport const u = w;\n',
+    });
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /file cycle: src\/ui\/page\.tsx -> src\/ui\/tab\.tsx -> src\/ui\/page\.tsx/);
+    // An extensionless specifier names x.tsx or x/index.tsx: the folder's back edge is seen.
+    const folders = check({
+      "src/ui/use.tsx": 'import { w } from "./widgets";\nexport const u = w;\n',
+      "src/ui/widgets/index.tsx": 'import { x } from "../x";\nexport const w = x;\n',
+      "src/ui/x.tsx": "export const x = 1;\n",
+    });
+    assert.equal(folders.code, 1, folders.out);
+    assert.match(folders.out, /folder cycle: src\/ui -> src\/ui\/widgets -> src\/ui/);
   });
 
   it("fails on a cycle among folders that no file cycle explains", () => {

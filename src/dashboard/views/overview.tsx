@@ -1,45 +1,16 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The overview: every environment the caller may read with its live state, and the clusters
 // with when their agent was last seen and their backlog. Pushed by LiveService.WatchOverview:
 // the whole first, then only what changed.
 import { useMemo, useState } from "preact/hooks";
-import type { Cluster } from "../gen/krane/ctrl/v1/api_pb.js";
-import type { EnvironmentSummary } from "../gen/krane/ctrl/v1/live_pb.js";
-import { api } from "./api.js";
-import { LiveBadge, useLiveStream } from "./live.js";
-import { Table, type Column } from "./table.js";
-import { ago } from "./util.js";
-
-export interface EnvRow {
-  id: string;
-  workspace: string;
-  project: string;
-  environment: string;
-  regions: string;
-  replicas: number;
-  running: number;
-  state: string;
-  revision: number;
-  image: string;
-  updated: number;
-}
-
-function row(s: EnvironmentSummary): EnvRow {
-  return {
-    id: s.environmentId,
-    workspace: s.workspace,
-    project: s.project,
-    environment: s.environment,
-    regions: s.regions.map((r) => `${r.region}=${r.replicas}`).join(", "),
-    replicas: s.regions.reduce((n, r) => n + r.replicas, 0),
-    running: s.running,
-    state: s.state,
-    revision: Number(s.revision),
-    image: s.image,
-    updated: Number(s.updatedAtUnixMs),
-  };
-}
-
-const STATE_CLASS: Record<string, string> = { complete: "ok", failed: "bad", paused: "warn", progressing: "warn" };
+import type { Cluster } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { api } from "../api.js";
+import { LiveBadge, Toned } from "../components/badge.js";
+import { Table, type Column } from "../components/table.js";
+import { ago } from "../format.js";
+import { useLiveStream } from "../live.js";
+import { envHash } from "../router.js";
+import { applyOverview, envStateTone, isKeepalive, isStale, type EnvRow } from "./overview-model.js";
 
 const ENV_COLUMNS: Column<EnvRow>[] = [
   { key: "ws", title: "Workspace", value: (r) => r.workspace },
@@ -48,7 +19,7 @@ const ENV_COLUMNS: Column<EnvRow>[] = [
     title: "Environment",
     value: (r) => `${r.project}/${r.environment}`,
     render: (r) => (
-      <a href={`#/env/${[r.workspace, r.project, r.environment].map(encodeURIComponent).join("/")}`}>
+      <a href={envHash(r)}>
         {r.project}/{r.environment}
       </a>
     ),
@@ -57,7 +28,7 @@ const ENV_COLUMNS: Column<EnvRow>[] = [
     key: "state",
     title: "State",
     value: (r) => r.state,
-    render: (r) => <span class={STATE_CLASS[r.state] ?? "muted"}>{r.state}</span>,
+    render: (r) => <Toned tone={envStateTone(r.state)}>{r.state}</Toned>,
   },
   { key: "running", title: "Running", value: (r) => r.running },
   { key: "replicas", title: "Replicas", value: (r) => r.replicas },
@@ -74,10 +45,7 @@ const CLUSTER_COLUMNS: Column<Cluster>[] = [
     key: "seen",
     title: "Last seen",
     value: (c) => Number(c.lastHeartbeatUnixMs),
-    render: (c) => {
-      const stale = Date.now() - Number(c.lastHeartbeatUnixMs) > 60_000;
-      return <span class={stale ? "bad" : "ok"}>{ago(c.lastHeartbeatUnixMs)}</span>;
-    },
+    render: (c) => <Toned tone={isStale(c) ? "bad" : "ok"}>{ago(c.lastHeartbeatUnixMs)}</Toned>,
   },
   { key: "behind", title: "Backlog (changes)", value: (c) => Number(c.changesBehind) },
   { key: "build", title: "Agent build", value: (c) => c.build },
@@ -91,13 +59,8 @@ export function Overview(props: { installation: boolean }) {
   const { state, error } = useLiveStream(
     (signal) => api.live.watchOverview({}, { signal }),
     (m) => {
-      if (!m.reset && m.environments.length === 0 && m.removedEnvironmentIds.length === 0 && !m.clustersChanged) return; // a keepalive
-      setRows((old) => {
-        const next = new Map(m.reset || !old ? [] : old);
-        for (const s of m.environments) next.set(s.environmentId, row(s));
-        for (const id of m.removedEnvironmentIds) next.delete(id);
-        return next;
-      });
+      if (isKeepalive(m)) return;
+      setRows((old) => applyOverview(old, m));
       if (m.clustersChanged) setClusters(m.clusters);
     },
     [],

@@ -1,28 +1,18 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The config tab: the environment's configuration (values shown), its secrets (names only: a
 // value is write-only, sent once and never shown again), and its endpoints and custom domains
 // with their verification and readiness per region. Setting or removing a value makes a new
 // revision, rolled out like a deploy; each change asks first and shows ctrl's refusal next to
 // its field.
 import { useState } from "preact/hooks";
-import type { AddressRegionStatus } from "../gen/krane/ctrl/v1/exposure_pb.js";
-import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
-import { api } from "./api.js";
-import type { EnvRef } from "./environment.js";
-import { Table } from "./table.js";
-import { ago, useConfirmedActions } from "./util.js";
-
-/** Per region, whether the environment's Gateway has programmed the address's HTTPS listeners ("-": none reported). */
-function httpsPerRegion(regions: readonly AddressRegionStatus[]): string {
-  return regions
-    .map((r) => {
-      const listeners = (r.route?.certificates ?? []).flatMap((c) => (c.listener ? [c.listener] : []));
-      const off = listeners.find((l) => l.status !== "True");
-      const state =
-        listeners.length === 0 ? "-" : !off ? "programmed" : off.status === "" ? "pending" : off.reason || off.status;
-      return `${r.region}: ${state}`;
-    })
-    .join(", ");
-}
+import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
+import { api } from "../../api.js";
+import { Toned } from "../../components/badge.js";
+import { useConfirmedActions } from "../../components/confirm.js";
+import { Table } from "../../components/table.js";
+import { ago } from "../../format.js";
+import type { EnvRef } from "../../router.js";
+import { httpsPerRegion, readinessPerRegion, secretSource } from "./settings-model.js";
 
 export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
   const ref = props.envRef;
@@ -113,7 +103,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
           {
             key: "source",
             title: "Source",
-            value: (s) => (s.source === "external" ? `external: ${s.externalPath}` : "value"),
+            value: secretSource,
           },
           {
             key: "updated",
@@ -190,7 +180,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
           {
             key: "ready",
             title: "Per region",
-            value: (e) => e.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
+            value: (e) => readinessPerRegion(e.regions),
           },
           { key: "https", title: "HTTPS listener", value: (e) => httpsPerRegion(e.regions) },
         ]}
@@ -206,7 +196,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             key: "state",
             title: "Verification",
             value: (d) => d.domain?.state ?? "",
-            render: (d) => <span class={d.domain?.state === "verified" ? "ok" : "warn"}>{d.domain?.state}</span>,
+            render: (d) => <Toned tone={d.domain?.state === "verified" ? "ok" : "warn"}>{d.domain?.state}</Toned>,
           },
           {
             key: "txt",
@@ -223,7 +213,7 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
           {
             key: "ready",
             title: "Per region",
-            value: (d) => d.regions.map((r) => `${r.region}: ${r.readiness}`).join(", "),
+            value: (d) => readinessPerRegion(d.regions),
           },
           { key: "https", title: "HTTPS listener", value: (d) => httpsPerRegion(d.regions) },
         ]}

@@ -1,3 +1,4 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // A dense, sortable, filterable table that renders only the rows in view (fixed row height), so
 // hundreds or thousands of rows stay fast. Sorting and filtering are pure (sortRows, filterRows).
 import type { ComponentChildren } from "preact";
@@ -35,6 +36,17 @@ export function sortRows<T>(rows: T[], column: Column<T> | undefined, descending
 const ROW_PX = 28;
 const VIEW_ROWS = 24;
 
+/**
+ * Which of `count` rows to draw when the table is scrolled `top` px down: a few beyond the view on
+ * each side. `virtual`: only those are drawn, spacer rows stand in for the rest; a short table
+ * draws every row.
+ */
+export function rowWindow(top: number, count: number): { first: number; last: number; virtual: boolean } {
+  const first = Math.max(0, Math.floor(top / ROW_PX) - 5);
+  const last = Math.min(count, first + VIEW_ROWS + 10);
+  return { first, last, virtual: count > VIEW_ROWS + 10 };
+}
+
 export function Table<T>(props: {
   label: string;
   rows: readonly T[];
@@ -55,9 +67,7 @@ export function Table<T>(props: {
       ),
     [props.rows, props.columns, text, sortKey, desc],
   );
-  const first = Math.max(0, Math.floor(top / ROW_PX) - 5);
-  const last = Math.min(shown.length, first + VIEW_ROWS + 10);
-  const virtual = shown.length > VIEW_ROWS + 10;
+  const { first, last, virtual } = rowWindow(top, shown.length);
   const slice = virtual ? shown.slice(first, last) : shown;
   return (
     <div>

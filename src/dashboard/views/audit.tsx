@@ -1,10 +1,14 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The audit page: ListAuditEvents of one chain (a workspace's, or the installation's), newest
 // first, with what each accepted change changed (secrets and tokens: only that they changed).
 import { useEffect, useState } from "preact/hooks";
-import type { AuditEvent } from "../gen/krane/ctrl/v1/audit_pb.js";
-import { api, errorText } from "./api.js";
-import { Table } from "./table.js";
-import { all, clock } from "./util.js";
+import type { AuditEvent } from "../../gen/krane/ctrl/v1/audit_pb.js";
+import { api, errorText } from "../api.js";
+import { Toned } from "../components/badge.js";
+import { Table } from "../components/table.js";
+import { clock } from "../format.js";
+import { all } from "../paging.js";
+import { auditBody, auditFilter, chainOptions, firstChain, hasDetails } from "./audit-model.js";
 
 /** Pages of 1,000 read at most (the newest 10,000 events of a chain are enough for a page). */
 const MAX_PAGES = 10;
@@ -17,13 +21,13 @@ interface Loaded {
 }
 
 /**
- * `workspace`: the chain the route names ("" for the first, "*" for the installation's; the route
+ * `chain`: the chain the route names ("" for the first, "*" for the installation's; the route
  * mounts the page keyed by it). `installation`: the session is an installation token's; a
  * workspace's is not offered the installation's chain (ctrl would refuse it).
  */
-export function Audit(props: { workspace: string; installation: boolean }) {
+export function Audit(props: { chain: string; installation: boolean }) {
   const [workspaces, setWorkspaces] = useState<string[]>();
-  const [chain, setChain] = useState(props.workspace);
+  const [chain, setChain] = useState(props.chain);
   const [refusedOnly, setRefusedOnly] = useState(false);
   const [listError, setListError] = useState("");
   const [tick, setTick] = useState(0);
@@ -38,7 +42,7 @@ export function Audit(props: { workspace: string; installation: boolean }) {
     }).then(
       (ws) => {
         setWorkspaces(ws);
-        if (chain === "") setChain(ws[0] ?? (props.installation ? "*" : ""));
+        if (chain === "") setChain(firstChain(ws, props.installation));
       },
       (err: unknown) => setListError(errorText(err)),
     );
@@ -46,7 +50,7 @@ export function Audit(props: { workspace: string; installation: boolean }) {
   useEffect(() => {
     if (chain === "") return;
     let current = true;
-    const filter = chain === "*" ? { installation: true, refusedOnly } : { workspace: chain, refusedOnly };
+    const filter = auditFilter(chain, refusedOnly);
     void all(async (pageToken) => {
       const r = await api.audit.listAuditEvents({ filter, pageToken, pageSize: 1000 });
       return { items: r.events, next: r.nextPageToken };
@@ -63,9 +67,7 @@ export function Audit(props: { workspace: string; installation: boolean }) {
   const events = mine?.events;
   const error = listError || mine?.error || "";
   const detail = open?.of === of ? open.event : undefined;
-  // The route's chain is offered even when not listed (another workspace's: ctrl refuses it).
-  const chains = [...(workspaces ?? [])];
-  if (chain !== "" && chain !== "*" && !chains.includes(chain)) chains.push(chain);
+  const body = auditBody(error, chain, workspaces, events);
   return (
     <main>
       <h2>Audit log</h2>
@@ -73,12 +75,11 @@ export function Audit(props: { workspace: string; installation: boolean }) {
         <label>
           Chain
           <select value={chain} onChange={(e) => setChain(e.currentTarget.value)}>
-            {chains.map((w) => (
-              <option key={w} value={w}>
-                workspace {w}
+            {chainOptions(workspaces ?? [], chain, props.installation).map((o) => (
+              <option key={o.value} value={o.value}>
+                {o.label}
               </option>
             ))}
-            {props.installation && <option value="*">the installation</option>}
           </select>
         </label>
         <label class="inline">
@@ -89,11 +90,11 @@ export function Audit(props: { workspace: string; installation: boolean }) {
           Refresh
         </button>
       </div>
-      {error ? (
+      {body === "refused" ? (
         <p class="error" role="alert">
           {error}
         </p>
-      ) : chain === "" && workspaces !== undefined ? (
+      ) : body === "none" ? (
         <p class="muted">No workspace has an audit chain to show.</p>
       ) : events === undefined ? (
         <p class="muted">Loading…</p>
@@ -113,14 +114,14 @@ export function Audit(props: { workspace: string; installation: boolean }) {
               key: "code",
               title: "Result",
               value: (e) => e.code,
-              render: (e) => <span class={e.code === "ok" ? "ok" : "bad"}>{e.code}</span>,
+              render: (e) => <Toned tone={e.code === "ok" ? "ok" : "bad"}>{e.code}</Toned>,
             },
             {
               key: "changes",
               title: "Changes",
               value: (e) => e.changes.length,
               render: (e) =>
-                e.changes.length > 0 || e.message ? (
+                hasDetails(e) ? (
                   <button
                     type="button"
                     aria-label={`Details of event ${e.seq}`}

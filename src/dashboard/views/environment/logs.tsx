@@ -1,23 +1,15 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
 // The logs tab: LogService.StreamLogs (the same stream `krane logs` reads, merged across
 // instances and regions by time), with follow and filters. Region, revision and instance go to
 // ctrl (it asks only the agents concerned); the text filter applies in the page. The page keeps
-// the newest KEEP lines and draws the newest SHOW that match.
+// the newest KEEP_LINES lines and draws the newest SHOW_LINES that match (logs-model.ts).
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { LogMarkerKind, type LogEntry } from "../gen/krane/ctrl/v1/logs_pb.js";
-import type { EnvironmentView } from "../gen/krane/ctrl/v1/live_pb.js";
-import { api, errorText, isFinal, isSignedOut } from "./api.js";
-import type { EnvRef } from "./environment.js";
-
-const KEEP = 5_000;
-const SHOW = 500;
-
-interface Line {
-  n: number;
-  time: string;
-  source: string;
-  text: string;
-  marker: boolean;
-}
+import type { LogEntry } from "../../../gen/krane/ctrl/v1/logs_pb.js";
+import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
+import { api, errorText, isFinal, isSignedOut } from "../../api.js";
+import { backoffMs } from "../../live.js";
+import type { EnvRef } from "../../router.js";
+import { entryMs, KEEP_LINES, logFilters, logLine, matchingLines, type Line } from "./logs-model.js";
 
 export function Logs(props: { envRef: EnvRef; view: EnvironmentView }) {
   const [follow, setFollow] = useState(true);
@@ -56,21 +48,10 @@ export function Logs(props: { envRef: EnvRef; view: EnvironmentView }) {
           for await (const batch of stream) {
             attempt = 0;
             const add = batch.entries.map((e: LogEntry) => {
-              since = Math.max(since, Number(e.timeUnixNano / 1_000_000n) + 1);
-              return {
-                n: counter.current++,
-                time: new Date(Number(e.timeUnixNano / 1_000_000n)).toISOString().slice(11, 23),
-                source: e.instance ? `${e.region} r${e.revision} ${e.instance}` : e.region,
-                text:
-                  e.entry.case === "line"
-                    ? e.entry.value
-                    : e.entry.case === "marker"
-                      ? `[${LogMarkerKind[e.entry.value.kind]?.toLowerCase() ?? "marker"}] ${e.entry.value.message}`
-                      : "",
-                marker: e.entry.case === "marker",
-              };
+              since = Math.max(since, entryMs(e) + 1);
+              return logLine(e, counter.current++);
             });
-            setLines((old) => [...old, ...add].slice(-KEEP));
+            setLines((old) => [...old, ...add].slice(-KEEP_LINES));
           }
           setState(follow ? "reconnecting…" : "done");
           if (!follow) return;
@@ -80,27 +61,18 @@ export function Logs(props: { envRef: EnvRef; view: EnvironmentView }) {
           setState(errorText(err));
           if (isFinal(err)) return;
         }
-        await new Promise((r) => setTimeout(r, Math.min(5_000, 250 * 2 ** attempt++)));
+        await new Promise((r) => setTimeout(r, backoffMs(attempt++)));
       }
     })();
     return () => stop.abort();
   }, [workspace, project, environment, follow, region, revision, instance]);
 
-  const shown = useMemo(() => {
-    const q = text.trim().toLowerCase();
-    const m =
-      q === "" ? lines : lines.filter((l) => l.text.toLowerCase().includes(q) || l.source.toLowerCase().includes(q));
-    return m.slice(-SHOW);
-  }, [lines, text]);
+  const shown = useMemo(() => matchingLines(lines, text), [lines, text]);
   useEffect(() => {
     if (follow && box.current) box.current.scrollTop = box.current.scrollHeight;
   }, [shown, follow]);
 
-  const regions = props.view.status?.environment?.regions.map((r) => r.region) ?? [];
-  const revisions = (props.view.status?.deployments ?? []).map((d) => String(d.deployment?.revision ?? ""));
-  const instances = (props.view.status?.deployments ?? []).flatMap((d) =>
-    d.regions.flatMap((r) => r.instances.map((i) => i.k8sName)),
-  );
+  const { regions, revisions, instances } = logFilters(props.view);
   return (
     <>
       <h2>Logs</h2>

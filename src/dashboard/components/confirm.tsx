@@ -1,42 +1,9 @@
-// Small pieces the pages share: relative times, the confirmation dialog, following List pages.
+/** @jsxRuntime automatic @jsxImportSource preact */
+// Actions that ask first: the confirmation dialog, and useConfirmedActions, which runs a confirmed
+// action and keeps ctrl's refusal under the field it concerns.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { InstanceStatus } from "../gen/krane/ctrl/v1/cluster_pb.js";
-import { errorText } from "./api.js";
-
-export function ago(ms: bigint | number): string {
-  const t = Number(ms);
-  if (t === 0) return "never";
-  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
-  if (s < 60) return `${s}s ago`;
-  if (s < 3600) return `${Math.round(s / 60)}m ago`;
-  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
-  return `${Math.round(s / 86400)}d ago`;
-}
-
-export function clock(ms: bigint | number): string {
-  return new Date(Number(ms)).toLocaleString();
-}
-
-export function statusName(s: InstanceStatus): string {
-  return (InstanceStatus[s] ?? "UNKNOWN").replace(/^INSTANCE_STATUS_/, "").toLowerCase();
-}
-
-/** Every item of a paged List call (ctrl answers at most a page at a time), following next_page_token. */
-export async function all<T>(
-  page: (pageToken: string) => Promise<{ items: T[]; next: string }>,
-  maxPages = 1_000,
-): Promise<T[]> {
-  const out: T[] = [];
-  let token = "";
-  let pages = 0;
-  do {
-    const { items, next } = await page(token);
-    out.push(...items);
-    token = next;
-  } while (token !== "" && ++pages < maxPages);
-  return out;
-}
+import { errorText } from "../api.js";
 
 /** A modal dialog asking to confirm an action (Escape or Cancel: no). */
 export function Confirm(props: { title: string; children: ComponentChildren; onYes: () => void; onNo: () => void }) {

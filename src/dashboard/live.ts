@@ -4,6 +4,7 @@
 // reconnect catches up with whatever happened meanwhile. A refusal no retry mends (not found,
 // not allowed) stops it ("stopped", with ctrl's message); an ended session reloads the page (to
 // the sign-in). Its state belongs to the stream it describes: other deps, a fresh "connecting".
+// components/badge.tsx shows it.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { errorText, isFinal, isSignedOut } from "./api.js";
 
@@ -18,6 +19,11 @@ interface Keyed {
 
 /** ctrl sends a keepalive after 15 s of quiet: three missed mean the stream is dead. */
 const SILENT_MS = 45_000;
+
+/** The wait before another try after `attempt` failed ones: 0.25 s, 0.5 s … up to 5 s. */
+export function backoffMs(attempt: number): number {
+  return Math.min(5_000, 250 * 2 ** attempt);
+}
 
 export function useLiveStream<T>(
   open: (signal: AbortSignal) => AsyncIterable<T>,
@@ -64,8 +70,8 @@ export function useLiveStream<T>(
         }
         if (stop.signal.aborted) return;
         set("reconnecting");
-        // 0.25 s, 0.5 s … up to 5 s, with jitter: a restarted ctrl is not met by every page at once.
-        const delay = Math.min(5_000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2);
+        // With jitter: a restarted ctrl is not met by every page at once.
+        const delay = backoffMs(attempt) * (0.5 + Math.random() / 2);
         attempt = Math.min(attempt + 1, 10);
         await new Promise((r) => setTimeout(r, delay));
       }
@@ -74,20 +80,4 @@ export function useLiveStream<T>(
   }, deps);
   // Until the effect for new deps has run, the last state is another stream's.
   return now.key === key ? { state: now.state, error: now.error } : { state: "connecting", error: "" };
-}
-
-const BADGE: Record<LiveState, [string, string]> = {
-  connecting: ["connecting…", "warn"],
-  live: ["live", "ok"],
-  reconnecting: ["reconnecting…", "warn"],
-  stopped: ["stopped", "bad"],
-};
-
-export function LiveBadge(props: { state: LiveState }) {
-  const [text, tone] = BADGE[props.state];
-  return (
-    <span class={`badge ${tone}`} role="status" aria-live="polite">
-      {text}
-    </span>
-  );
 }

@@ -1,0 +1,75 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
+// A small line chart drawn as plain SVG polylines: a few charts need no chart library (none would
+// be smaller than these lines, and SVG needs no canvas, no inline script or style, so the page's
+// strict Content-Security-Policy holds). The geometry (`plot`) is pure.
+import { figure } from "../format.js";
+
+const W = 420;
+const H = 140;
+const PAD = 28;
+const COLORS = ["var(--accent)", "var(--warn)", "var(--ok)", "var(--bad)", "var(--muted)"];
+
+export interface Series {
+  name: string;
+  points: { t: number; v: number }[];
+}
+
+/**
+ * Where the chart draws: its largest value (the top of the y axis; never 0), each series' points
+ * in SVG coordinates, and the summary a screen reader hears.
+ */
+export function plot(
+  series: readonly Series[],
+  from: number,
+  to: number,
+  unit: string,
+): { max: number; lines: string[]; summary: string } {
+  const max = Math.max(1e-9, ...series.flatMap((s) => s.points.map((p) => p.v)));
+  const span = Math.max(1, to - from);
+  const x = (t: number) => PAD + ((t - from) / span) * (W - PAD - 8);
+  const y = (v: number) => H - PAD + 8 - (v / max) * (H - PAD);
+  return {
+    max,
+    lines: series.map((s) => s.points.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ")),
+    summary: series
+      .map((s) => `${s.name}: last ${s.points.length ? figure(s.points[s.points.length - 1]?.v ?? 0) : "none"} ${unit}`)
+      .join("; "),
+  };
+}
+
+export function LineChart(props: { title: string; unit: string; series: Series[]; from: number; to: number }) {
+  const { max, lines, summary } = plot(props.series, props.from, props.to, props.unit);
+  return (
+    <figure class="chart">
+      <figcaption>
+        {props.title} ({props.unit})
+      </figcaption>
+      <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`${props.title}: ${summary || "no measurements"}`}>
+        <line x1={PAD} y1={H - PAD + 8} x2={W - 8} y2={H - PAD + 8} class="axis" />
+        <line x1={PAD} y1={8} x2={PAD} y2={H - PAD + 8} class="axis" />
+        <text x={2} y={14} class="tick">
+          {figure(max)}
+        </text>
+        <text x={2} y={H - PAD + 8} class="tick">
+          0
+        </text>
+        <text x={PAD} y={H - 4} class="tick">
+          {new Date(props.from).toLocaleTimeString()}
+        </text>
+        <text x={W - 8} y={H - 4} class="tick" text-anchor="end">
+          {new Date(props.to).toLocaleTimeString()}
+        </text>
+        {props.series.map((s, i) => (
+          <polyline key={s.name} fill="none" stroke={COLORS[i % COLORS.length]} stroke-width={2} points={lines[i]} />
+        ))}
+      </svg>
+      <ul class="legend">
+        {props.series.map((s, i) => (
+          <li key={s.name}>
+            <span class="swatch" style={{ background: COLORS[i % COLORS.length] }} aria-hidden="true" /> {s.name}
+          </li>
+        ))}
+      </ul>
+    </figure>
+  );
+}

@@ -1,0 +1,75 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
+// An environment's page: one live view (LiveService.WatchEnvironment) feeds every tab (status,
+// events, logs, charts, config and domains; a tab's own file says what it shows).
+import { useState } from "preact/hooks";
+import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
+import { api } from "../../api.js";
+import { LiveBadge } from "../../components/badge.js";
+import { useLiveStream, type LiveState } from "../../live.js";
+import { ENV_TABS, envHash, type EnvRef, type EnvTab } from "../../router.js";
+import { Charts } from "./charts.js";
+import { Events } from "./events.js";
+import { Logs } from "./logs.js";
+import { Settings } from "./settings.js";
+import { Status } from "./status.js";
+
+/**
+ * The page of one environment. Its state (the view, each tab's data, filters, typed input, an
+ * open confirmation) is that environment's: the route mounts it keyed by `routeKey`, so another
+ * environment gets a fresh page, never this one's data under the other's name.
+ */
+export function EnvironmentPage(props: EnvRef & { tab: EnvTab }) {
+  const ref = { workspace: props.workspace, project: props.project, environment: props.environment };
+  const [view, setView] = useState<EnvironmentView | undefined>(undefined);
+  const { state, error } = useLiveStream(
+    (signal) => api.live.watchEnvironment(ref, { signal }),
+    (m) => {
+      if (m.view) setView(m.view);
+    },
+    [props.workspace, props.project, props.environment],
+  );
+  return <EnvironmentBody envRef={ref} tab={props.tab} state={state} error={error} view={view} />;
+}
+
+/** What the page draws of its stream's state: the heading, the tabs, and the tab's body. */
+export function EnvironmentBody(props: {
+  envRef: EnvRef;
+  tab: EnvTab;
+  state: LiveState;
+  error: string;
+  view: EnvironmentView | undefined;
+}) {
+  const { envRef: ref, tab, view } = props;
+  return (
+    <main>
+      <p>
+        <a href="#/">Overview</a> / {ref.workspace} / {ref.project}/{ref.environment} <LiveBadge state={props.state} />
+      </p>
+      <nav aria-label="Environment" class="tabs">
+        {ENV_TABS.map(([t, title]) => (
+          <a key={t} href={envHash(ref, t)} aria-current={t === tab ? "page" : undefined}>
+            {title}
+          </a>
+        ))}
+      </nav>
+      {/* A refusal ends the stream: only ctrl's message, nothing that would act on the environment. */}
+      {props.error ? (
+        <p class="error" role="alert">
+          {props.error}
+        </p>
+      ) : !view ? (
+        <p class="muted">Loading…</p>
+      ) : tab === "events" ? (
+        <Events envRef={ref} view={view} />
+      ) : tab === "logs" ? (
+        <Logs envRef={ref} view={view} />
+      ) : tab === "charts" ? (
+        <Charts envRef={ref} view={view} />
+      ) : tab === "config" ? (
+        <Settings envRef={ref} view={view} />
+      ) : (
+        <Status envRef={ref} view={view} />
+      )}
+    </main>
+  );
+}

@@ -1,0 +1,113 @@
+/** @jsxRuntime automatic @jsxImportSource preact */
+// The rollout section of the status tab: the strategy and, for a progressive rollout, its phase
+// and step; the rollout per region; a canary's steps with where it is; the traffic weights per
+// region; the last analysis verdict with the measurements behind it.
+import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
+import type { RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
+import { Table } from "../../components/table.js";
+import { ago, latency } from "../../format.js";
+import { canarySteps, regionState, verdictTone } from "./status-model.js";
+
+export function Rollout(props: {
+  view: EnvironmentView;
+  rollout: RolloutStatus;
+  revisionOf: (deploymentId: string) => bigint | undefined;
+}) {
+  const { rollout, revisionOf } = props;
+  const progressive = rollout.progressive;
+  const spec = props.view.status?.environment?.rollout?.progressive;
+  const steps = spec?.canary ? canarySteps(spec.canary.steps, progressive) : [];
+  return (
+    <div>
+      <p>
+        Strategy <strong>{progressive?.strategy || rollout.strategy || "RollingUpdate"}</strong>
+        {progressive && (
+          <>
+            {" "}
+            · phase <strong>{progressive.phase}</strong> · step {progressive.step} of {progressive.steps} (
+            {progressive.stepName}){progressive.aborted && <span class="bad"> · aborted</span>}
+            {progressive.reason && <span class="muted"> · {progressive.reason}</span>}
+          </>
+        )}
+      </p>
+      <Table
+        label="Rollout per region"
+        rows={rollout.regions}
+        rowKey={(r) => r.region}
+        columns={[
+          { key: "region", title: "Region", value: (r) => r.region },
+          { key: "phase", title: "State", value: regionState },
+          { key: "desired", title: "Desired", value: (r) => r.replicas },
+          { key: "updated", title: "Updated", value: (r) => r.updatedReplicas },
+          { key: "ready", title: "Ready", value: (r) => r.readyReplicas },
+          { key: "available", title: "Available", value: (r) => r.availableReplicas },
+          { key: "msg", title: "Progress", value: (r) => r.message },
+        ]}
+      />
+      {steps.length > 0 && (
+        <>
+          <h3>Canary steps</h3>
+          <ol class="steps" aria-label="Canary steps">
+            {steps.map((s, i) => (
+              <li
+                key={i}
+                class={s.at === "now" ? "current" : s.at === "done" ? "muted" : ""}
+                aria-current={s.at === "now" ? "step" : undefined}
+              >
+                {s.text}
+                {s.at === "now" ? " ← now" : ""}
+              </li>
+            ))}
+          </ol>
+        </>
+      )}
+      {progressive && progressive.weights.length > 0 && (
+        <Table
+          label="Traffic weights"
+          rows={progressive.weights}
+          rowKey={(r) => r.region}
+          columns={[
+            { key: "region", title: "Region", value: (r) => r.region },
+            {
+              key: "weights",
+              title: "Weights",
+              value: (r) => r.weights.map((w) => `r${revisionOf(w.deploymentId) ?? "?"} ${w.weight}%`).join(", "),
+            },
+          ]}
+        />
+      )}
+      {progressive?.lastAnalysis && (
+        <>
+          <h3>Last analysis verdict</h3>
+          <p>
+            <strong class={verdictTone(progressive.lastAnalysis)}>{progressive.lastAnalysis}</strong>{" "}
+            {ago(progressive.lastAnalysisUnixMs)}: {progressive.lastAnalysisReason}
+          </p>
+          <Table
+            label="Measurements behind the verdict"
+            rows={props.view.verdictMeasurements}
+            rowKey={(m) => m.deploymentId}
+            columns={[
+              { key: "role", title: "Revision", value: (m) => `${m.role} r${revisionOf(m.deploymentId) ?? "?"}` },
+              { key: "req", title: "Requests", value: (m) => Number(m.requests) },
+              { key: "5xx", title: "5xx", value: (m) => Number(m.responses5xx) },
+              {
+                key: "rate",
+                title: "Success rate",
+                value: (m) => (m.successRatePercent === undefined ? "" : `${m.successRatePercent.toFixed(1)} %`),
+              },
+              { key: "p50", title: "p50", value: (m) => latency(m.p50Ms) },
+              { key: "p99", title: "p99", value: (m) => latency(m.p99Ms) },
+              {
+                key: "window",
+                title: "Window",
+                value: (m) =>
+                  `${new Date(Number(m.fromUnixMs)).toLocaleTimeString()}–${new Date(Number(m.toUnixMs)).toLocaleTimeString()}`,
+              },
+            ]}
+          />
+        </>
+      )}
+    </div>
+  );
+}
