@@ -21,7 +21,7 @@ import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import { Pool } from "undici";
 import { Registry } from "prom-client";
-import { silentLogger } from "../../../src/agent/runtime/log.js";
+import { silentLogger } from "../../../src/base/log.js";
 import { EdgeAuth } from "../../../src/sentinel/auth.js";
 import { Balancer } from "../../../src/sentinel/balancer.js";
 import { resolveSentinelSettings } from "../../../src/sentinel/config.js";
