@@ -80,7 +80,8 @@ describe("dashboard in a browser", { skip }, () => {
       ...env,
       environment: "production",
       image: "registry.example.com/shop:1.0",
-      port: 8080,
+      port: 8081,
+      env: [{ name: "MODE", value: "prod" }],
     });
     await ctrl.client(RegionService, admin).createClusterToken({ region: "eu-west" });
     // A page of another site that tries to use the session (CSRF).
@@ -167,6 +168,18 @@ describe("dashboard in a browser", { skip }, () => {
     await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
     // The new revision appears without a reload (ctrl pushes it).
     await revisions.getByText("registry.example.com/shop:2.0").waitFor();
+    // Only the image changed: the port and variables are the previous revision's.
+    const [newest] = (
+      await ctrl
+        .client(DeploymentService, ctrl.adminToken)
+        .listDeployments({ workspace: "acme", project: "shop", environment: "production" })
+    ).deployments;
+    assert.equal(newest?.image, "registry.example.com/shop:2.0");
+    assert.equal(newest?.port, 8081);
+    assert.deepEqual(
+      newest?.env.map((e) => [e.name, e.value]),
+      [["MODE", "prod"]],
+    );
     await shot("environment");
   });
 

@@ -34,8 +34,13 @@ export function Actions(props: {
           act({
             title: `Deploy ${img}`,
             field: "image",
-            body: <p>A new revision with this image rolls out to every region.</p>,
-            run: () => api.deployments.createDeployment({ ...ref, image: img, port: current?.port ?? 0 }),
+            body: (
+              <p>
+                A new revision with this image rolls out to every region; its other settings are the current revision's.
+              </p>
+            ),
+            // Only the image changes: the rest is the current revision's, as `krane deploy --image`.
+            run: () => api.deployments.createDeployment({ ...ref, image: img, inherit: true }),
             onDone: () => setImage(""),
           });
         }}
