@@ -1,12 +1,12 @@
 // Seed data shared by the ctrl benchmarks: one region, workspace, project and environment, and
 // `count` deployments desired in the region.
-import type { Store } from "../src/ctrl/db/store.js";
-import { createRegion } from "../src/ctrl/domain/clusters.js";
-import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
-import { createEnvironment } from "../src/ctrl/domain/environments.js";
-import { createProject, createWorkspace } from "../src/ctrl/domain/tenancy.js";
-import type { DeploymentContext } from "../src/ctrl/payloads/deployment.js";
-import { validateRollout } from "../src/ctrl/validate/api.js";
+import type { Store } from "../../src/ctrl/db/store.js";
+import { createRegion } from "../../src/ctrl/domain/clusters.js";
+import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../../src/ctrl/domain/deployments.js";
+import { createEnvironment } from "../../src/ctrl/domain/environments.js";
+import { createProject, createWorkspace } from "../../src/ctrl/domain/tenancy.js";
+import type { DeploymentContext } from "../../src/ctrl/payloads/deployment.js";
+import { validateRollout } from "../../src/ctrl/validate/api.js";
 
 export const BENCH_REGION = "bench";
 

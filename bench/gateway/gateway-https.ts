@@ -24,25 +24,25 @@ import { Registry } from "prom-client";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { startCluster } from "../src/cluster/index.js";
-import { podAddressMap } from "../src/cluster/pod-network.js";
-import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { Agent } from "../src/agent/agent.js";
-import { parseGatewayRef, parseIssuer } from "../src/agent/config.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
+import { startCluster } from "../../src/cluster/index.js";
+import { podAddressMap } from "../../src/cluster/pod-network.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { Agent } from "../../src/agent/agent.js";
+import { parseGatewayRef, parseIssuer } from "../../src/agent/config.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { silentLogger } from "../../src/agent/runtime/log.js";
+import { startCtrl } from "../../src/ctrl/server/server.js";
+import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
+import { issueClusterToken } from "../../src/ctrl/domain/clusters.js";
 import {
   DeploymentService,
   EnvironmentService,
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { until } from "./support.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { until } from "../support.js";
 
 const SECONDS = Number(process.env.KRANE_BENCH_GATEWAY_SECONDS ?? 10);
 const CLIENTS = 1_000;

@@ -1,4 +1,4 @@
-// ctrl at scale (part of bench/ctrl.ts): N deployments (10,000 or 100,000) over 10 regions,
+// ctrl at scale (part of bench/ctrl/ctrl.ts): N deployments (10,000 or 100,000) over 10 regions,
 // then ctrl as shipped (`krane ctrl serve`, the compiled dist/) in a child process:
 //   - start-up: spawn → "ctrl listening", and its RSS once started, next to the same on an
 //     empty database;
@@ -24,17 +24,17 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
-import { Store } from "../src/ctrl/db/store.js";
-import { createRegion, issueClusterToken } from "../src/ctrl/domain/clusters.js";
-import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
-import { createEnvironment } from "../src/ctrl/domain/environments.js";
-import { createProject, createWorkspace, type EnvironmentContext } from "../src/ctrl/domain/tenancy.js";
-import type { DeploymentContext } from "../src/ctrl/payloads/deployment.js";
-import { validateRollout } from "../src/ctrl/validate/api.js";
-import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { spawnCtrl } from "../test/integration/ctrl/process.js";
-import { transportFor } from "../test/integration/ctrl/support.js";
-import { cpuSeconds, fmtS, KRANE_BIN, load, rssMiB } from "./support.js";
+import { Store } from "../../src/ctrl/db/store.js";
+import { createRegion, issueClusterToken } from "../../src/ctrl/domain/clusters.js";
+import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../../src/ctrl/domain/deployments.js";
+import { createEnvironment } from "../../src/ctrl/domain/environments.js";
+import { createProject, createWorkspace, type EnvironmentContext } from "../../src/ctrl/domain/tenancy.js";
+import type { DeploymentContext } from "../../src/ctrl/payloads/deployment.js";
+import { validateRollout } from "../../src/ctrl/validate/api.js";
+import { ClusterService } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { spawnCtrl } from "../../test/integration/ctrl/process.js";
+import { transportFor } from "../../test/integration/ctrl/support.js";
+import { cpuSeconds, fmtS, KRANE_BIN, load, rssMiB } from "../support.js";
 
 export const SCALE_REGIONS = 10;
 const ENVS_PER_REGION = 100;

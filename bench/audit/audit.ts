@@ -2,7 +2,7 @@
 //  - the audit log's cost on the write path: ctrl's rate of keyed CreateDeployment calls (and of
 //    UpdateEnvironment, whose diff reads the whole environment) with the log recording and with
 //    it off, alternating rounds on fresh databases, SQLite and PostgreSQL (target: at most 10 %
-//    slower). ctrl runs in a process of its own (bench/audit-ctrl.ts); 8 writers in this one;
+//    slower). ctrl runs in a process of its own (bench/audit/audit-ctrl.ts); 8 writers in this one;
 //    beside it, what a user would otherwise have: the same events appended as JSON lines to a
 //    file, one write per event as a Kubernetes-style audit log file backend does (and with an
 //    fdatasync per event, which is what matching the log's durability would take);
@@ -34,41 +34,40 @@ import { request as httpRequest } from "node:http";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry } from "prom-client";
-import { Agent } from "../src/agent/agent.js";
-import { parseGatewayRef } from "../src/agent/config.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/agent/runtime/log.js";
-import { podAddressMap, startCluster } from "../src/cluster/index.js";
-import { auditRecordToJson } from "../src/contracts/audit.js";
-import { recordOf } from "../src/cli/audit-records.js";
-import { LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
-import { Store } from "../src/ctrl/db/store.js";
-import { recordOfRow } from "../src/ctrl/domain/audit.js";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { Keyring } from "../src/ctrl/secrets/keyring.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
+import { Agent } from "../../src/agent/agent.js";
+import { parseGatewayRef } from "../../src/agent/config.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { silentLogger } from "../../src/agent/runtime/log.js";
+import { podAddressMap, startCluster } from "../../src/cluster/index.js";
+import { auditRecordToJson } from "../../src/contracts/audit.js";
+import { recordOf } from "../../src/cli/audit-records.js";
+import { LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
+import { Store } from "../../src/ctrl/db/store.js";
+import { recordOfRow } from "../../src/ctrl/domain/audit.js";
+import { issueClusterToken } from "../../src/ctrl/domain/clusters.js";
+import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
+import { Keyring } from "../../src/ctrl/secrets/keyring.js";
+import { startCtrl } from "../../src/ctrl/server/server.js";
 import {
   DeploymentService,
   EnvironmentService,
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { AuditService } from "../src/gen/krane/ctrl/v1/audit_pb.js";
-import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { PreviewService } from "../src/gen/krane/ctrl/v1/preview_pb.js";
-import { KubeClient } from "../src/kube/client.js";
-import { resources, type ResourceType } from "../src/kube/resources.js";
-import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { deliver, githubDelivery } from "../test/support/git-providers.js";
-import { startPostgres } from "../test/support/postgres.js";
-import { percentileOf, until } from "./support.js";
-import { seedAuditEvents } from "../test/support/audit-events.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { AuditService } from "../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { PreviewService } from "../../src/gen/krane/ctrl/v1/preview_pb.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { resources, type ResourceType } from "../../src/kube/resources.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { deliver, githubDelivery } from "../../test/support/git-providers.js";
+import { startPostgres } from "../../test/support/postgres.js";
+import { percentileOf, ROOT, until } from "../support.js";
+import { seedAuditEvents } from "../../test/support/audit-events.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_AUDIT_ROUNDS ?? 3);
 const CREATES = Number(process.env.KRANE_BENCH_AUDIT_CREATES ?? 1500);
@@ -77,7 +76,6 @@ const EXPORTED = Number(process.env.KRANE_BENCH_AUDIT_EXPORT ?? 50_000);
 const WARMUP = Number(process.env.KRANE_BENCH_AUDIT_WARMUP ?? 200);
 const ONLY = process.env.KRANE_BENCH_AUDIT_ONLY;
 const WRITERS = 8;
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 const loadNow = (): string => loadavg()[0]?.toFixed(1) ?? "?";
 
@@ -90,8 +88,8 @@ async function ctrlChild(
   database: string,
   mode: "on" | "off" | "serve",
 ): Promise<{ url: string; token: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "bench/audit-ctrl.ts"), database, mode], {
-    cwd: root,
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bench/audit/audit-ctrl.ts"), database, mode], {
+    cwd: ROOT,
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, KRANE_LOG_LEVEL: "warn" },
   });

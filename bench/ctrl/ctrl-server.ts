@@ -1,13 +1,13 @@
-// Child process of bench/ctrl.ts: runs ctrl and a paced writer in a process of their own, so
+// Child process of bench/ctrl/ctrl.ts: runs ctrl and a paced writer in a process of their own, so
 // the streams' readers (in the parent) do not share ctrl's event loop. Talks over IPC:
 //   parent → {write, rate, seconds, warmupSeconds, mark} → child writes (each change its own
 //            transaction through the domain's setDesiredReplicas), then replies {done, commits}
 //   parent → {stop} → child drains ctrl and exits
 // Commit times are wall-clock milliseconds (timeOrigin + now) so the parent can compare them
 // with its own receive times.
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
-import { setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
+import { issueClusterToken } from "../../src/ctrl/domain/clusters.js";
+import { setDesiredReplicas } from "../../src/ctrl/domain/deployments.js";
+import { startCtrl } from "../../src/ctrl/server/server.js";
 import { paced, type WriteCommand } from "./ctrl-delivery.js";
 import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
 

@@ -1,10 +1,10 @@
-// Child process of bench/audit.ts: ctrl with its audit log recording or not (argv: database URL,
+// Child process of bench/audit/audit.ts: ctrl with its audit log recording or not (argv: database URL,
 // "on" | "off" | "serve"), in a process of its own so the writers (in the parent) do not share its
 // event loop. "on" and "off" seed a workspace, project, region and environment; "serve" records
 // and seeds nothing (a database the parent filled). Then it prints one JSON line {url, token}
 // and serves until SIGTERM.
-import { generateToken, addUserToken } from "../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
+import { generateToken, addUserToken } from "../../src/ctrl/domain/tokens.js";
+import { startCtrl } from "../../src/ctrl/server/server.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import {
@@ -12,7 +12,7 @@ import {
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
 
 const [databaseUrl = "", mode = "on"] = process.argv.slice(2);
 const ctrl = await startCtrl({
