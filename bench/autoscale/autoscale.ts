@@ -31,8 +31,6 @@ import { realNodeSupport } from "../../src/cluster/nodes/host.js";
 import { localAddress } from "../../src/cluster/pod-network.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
 import { formatRoutingPolicy, POLICY_KEY } from "../../src/contracts/routing.js";
-import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../../src/ctrl/server/server.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
@@ -40,6 +38,7 @@ import { bareNamespace, barePodSpec } from "../bare-pods.js";
 import { ColdTimeline, MILESTONES, type Milestone } from "./cold-timeline.js";
 import { ensureTools, NGINX, WRK } from "../tools.js";
 import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "../sentinel/sentinel.js";
+import { startTestCtrl } from "../../test/integration/ctrl/support.js";
 import { cpuSeconds, freePort, load, pct, until } from "../support.js";
 
 const RUNS = Number(process.env.KRANE_BENCH_AUTOSCALE_RUNS ?? "30");
@@ -192,15 +191,8 @@ async function coldStarts(): Promise<void> {
   const ep = cluster.endpoint();
   const admin = cluster.kubeConfig();
   await applySentinelRbac(admin);
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
-    opsListen: null,
-    rolloutSweepIntervalMs: 200,
-  });
-  const token = generateToken("user");
-  await addUserToken(ctrl.store, "bench", token);
-  const api = createApiClients(ctrl.url, token);
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), { opsListen: null, rolloutSweepIntervalMs: 200 });
+  const api = createApiClients(ctrl.url, ctrl.adminToken);
   let agent: Agent | undefined;
   try {
     await api.regions.createRegion({ name: "local" });

@@ -11,11 +11,11 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { ApplyDeploymentSchema, DeploymentStateSchema, EnvVarSchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { paced, type WriteCommand } from "./ctrl-delivery.js";
-import { BENCH_REGION } from "./ctrl-seed.js";
+import { BENCH_REGION } from "./ctrl-store.js";
 
 type Command = WriteCommand | { type: "stop" };
 
-// The same fields, and so about the same size, as the deployments bench/ctrl/ctrl-seed.ts desires.
+// The same fields, and so about the same size, as the deployments bench/ctrl/ctrl-store.ts desires.
 const base = {
   workspaceId: "ws_bench0000000000000000",
   projectId: "prj_bench000000000000000",

@@ -9,14 +9,8 @@
 //     driver's sweep runs every 2 s);
 //   - ctrl's peak RSS over the whole run.
 //
-// The seed (how it is written, so the figures can be judged): per region one project with 100
-// environments (createRegion, createProject, createEnvironment through the domain), and N/1,000
-// deployments per environment. Each deployment row is inserted in bulk (1,000 per transaction,
-// not through createDeployment, which would run a rollout pass per deploy) and desired in its
-// region at 1 replica through the domain's setDesiredReplicas (the real write path: desired
-// object + outbox entry). Each environment's rollout record is written as a settled one (every
-// revision seen, no wake-up), as a running installation's is; otherwise the driver's first sweep
-// would start rolling 1,000 environments at once, which is not an idle cost.
+// The seed (how it is written, so the figures can be judged) is seedScale's in ./ctrl-store.ts:
+// bulk rows, each desired through the domain's setDesiredReplicas, rollouts settled.
 import { spawnSync } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,132 +18,17 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient } from "@connectrpc/connect";
-import { Store } from "../../src/ctrl/db/store.js";
-import { createRegion, issueClusterToken } from "../../src/ctrl/domain/clusters.js";
-import { createDeployment, loadDeploymentContext, setDesiredReplicas } from "../../src/ctrl/domain/deployments.js";
-import { createEnvironment } from "../../src/ctrl/domain/environments.js";
-import { createProject, createWorkspace, type EnvironmentContext } from "../../src/ctrl/domain/tenancy.js";
-import type { DeploymentContext } from "../../src/ctrl/payloads/deployment.js";
-import { validateRollout } from "../../src/ctrl/validate/api.js";
+import { RegionService } from "../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ClusterService } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { spawnCtrl } from "../../test/integration/ctrl/process.js";
 import { transportFor } from "../../test/integration/ctrl/support.js";
 import { cpuSeconds, fmtS, KRANE_BIN, load, rssMiB } from "../support.js";
+import { SCALE_REGIONS, seedScale, withStore } from "./ctrl-store.js";
 
-export const SCALE_REGIONS = 10;
-const ENVS_PER_REGION = 100;
 const ADMIN_TOKEN = "krane_user_benchscalebenchscalebenchscale0000";
 
 function line(db: string, n: number, what: string, figure: string): void {
   console.log(`ctrl ${db} ${n.toLocaleString("en-US")}: ${what.padEnd(52)} ${figure}   (${load()})`);
-}
-
-/** Seeds `n` deployments over 10 regions (see the header); answers a cluster token for region 0. */
-export async function seedScale(store: Store, n: number): Promise<{ token: string }> {
-  const perEnv = Math.max(1, Math.round(n / SCALE_REGIONS / ENVS_PER_REGION));
-  await createWorkspace(store, { slug: "scale", name: "scale" });
-  let base: DeploymentContext | null = null;
-  for (let r = 0; r < SCALE_REGIONS; r++) {
-    const region = `region-${r}`;
-    const project = `p${r}`;
-    await createRegion(store, region);
-    await createProject(store, { workspace: "scale", slug: project, name: project });
-    const envs: EnvironmentContext[] = [];
-    for (let e = 0; e < ENVS_PER_REGION; e++) {
-      envs.push(
-        await createEnvironment(store, {
-          workspace: "scale",
-          project,
-          slug: `e${e}`,
-          regions: [{ region, replicas: 1 }],
-          sentinel: null,
-          rollout: validateRollout(undefined),
-        }),
-      );
-    }
-    if (base === null) {
-      const first = await createDeployment(store, {
-        workspace: "scale",
-        project,
-        environment: "e0",
-        image: "registry.example.com/app:1",
-        command: ["node"],
-        args: ["server.js"],
-        port: 8080,
-        env: [{ name: "MODE", value: "bench" }],
-        cpuMillicores: 250,
-        memoryMib: 256,
-        healthCheck: null,
-        buildId: "build-1",
-        replicas: null,
-      });
-      base = await loadDeploymentContext(store.db, first.deployment.id);
-      // The template's own row stays (revision 1 of region-0/p0/e0); its clones start at revision 2 there.
-      await store.write((tx) => setDesiredReplicas(tx, base as DeploymentContext, region, 1));
-    }
-    const template: DeploymentContext = base;
-    // Every environment's deployments, 1,000 per transaction.
-    const rows: { ctx: DeploymentContext }[] = [];
-    for (const env of envs) {
-      const skip = env.environment.id === template.environment.id ? 1 : 0;
-      for (let rev = 1 + skip; rev <= perEnv; rev++) {
-        const id = `dep_s${String(r)}${String(env.environment.slug).padStart(4, "0")}${String(rev).padStart(6, "0")}`;
-        const deployment = {
-          ...template.deployment,
-          id,
-          workspace_id: env.workspace.id,
-          project_id: env.project.id,
-          environment_id: env.environment.id,
-          revision: rev,
-          k8s_name: `${project}-${env.environment.slug}-r${String(rev).padStart(7, "0")}`,
-        };
-        rows.push({ ctx: { ...env, deployment } });
-      }
-    }
-    // Four transactions at a time (PostgreSQL runs them on separate connections; SQLite's
-    // writer takes them in turn).
-    const batches: (typeof rows)[] = [];
-    for (let b = 0; b < rows.length; b += 1000) batches.push(rows.slice(b, b + 1000));
-    const writeBatches = async (): Promise<void> => {
-      for (let batch = batches.shift(); batch; batch = batches.shift()) {
-        const these = batch;
-        await store.write(async (tx) => {
-          await tx.trx
-            .insertInto("deployments")
-            .values(these.map((x) => x.ctx.deployment))
-            .execute();
-          for (const x of these) await setDesiredReplicas(tx, x.ctx, region, 1);
-        });
-      }
-    };
-    await Promise.all([writeBatches(), writeBatches(), writeBatches(), writeBatches()]);
-    // Settled rollout records: every revision seen, no wake-up.
-    await store.write(async (tx) => {
-      for (const env of envs) {
-        await tx.trx
-          .updateTable("environments")
-          .set({ last_revision: perEnv })
-          .where("id", "=", env.environment.id)
-          .execute();
-        await tx.trx
-          .insertInto("rollouts")
-          .values({
-            environment_id: env.environment.id,
-            region,
-            target_deployment_id: null,
-            target_seen_revision: perEnv,
-            rollback_to: null,
-            status: "{}",
-            conditions: "[]",
-            observed_spec: "",
-            requeue_at: null,
-            updated_at: tx.now,
-          })
-          .execute();
-      }
-    });
-  }
-  return { token: (await issueClusterToken(store, "region-0", "scale")).token };
 }
 
 /** Seeds `n` deployments into a fresh database, then measures ctrl on it (see the header). */
@@ -162,14 +41,11 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
   const emptyRss = rssMiB(empty.child.pid ?? 0);
   await empty.stop();
 
-  const store = await Store.open({ url: databaseUrl });
-  let token: string;
-  const seedStart = performance.now();
-  try {
-    token = (await seedScale(store, n)).token;
-  } finally {
-    await store.close();
-  }
+  let seedStart = 0;
+  await withStore(databaseUrl, async (store) => {
+    seedStart = performance.now();
+    await seedScale(store, n);
+  });
   const seedMs = performance.now() - seedStart;
   line(
     db,
@@ -194,6 +70,10 @@ export async function benchCtrlScale(db: string, databaseUrl: string, n: number,
     );
 
     const perRegion = n / SCALE_REGIONS;
+    const { token } = await createClient(RegionService, transportFor(proc.url, ADMIN_TOKEN)).createClusterToken({
+      region: "region-0",
+      clusterName: "scale",
+    });
     const client = createClient(ClusterService, transportFor(proc.url, token));
     const peakBefore = peak;
     peak = 0;

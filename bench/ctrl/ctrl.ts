@@ -30,8 +30,6 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createClient } from "@connectrpc/connect";
 import pg from "pg";
-import { setDesiredReplicas } from "../../src/ctrl/domain/deployments.js";
-import { Store } from "../../src/ctrl/db/store.js";
 import { ClusterService } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { startPostgres } from "../../test/support/postgres.js";
 import { tempDir, transportFor } from "../../test/integration/ctrl/support.js";
@@ -49,7 +47,7 @@ import {
   type WriteCommand,
 } from "./ctrl-delivery.js";
 import { benchCtrlScale } from "./ctrl-scale.js";
-import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
+import { BENCH_REGION, seedBench, setReplicas, withStore } from "./ctrl-store.js";
 import { ensureBuild, load } from "../support.js";
 
 function fmt(ms: number): string {
@@ -227,8 +225,7 @@ function stepLine(r: MeasuredStep): string {
 
 /** Single-change transactions as fast as possible with `concurrency` writers. */
 async function throughput(databaseUrl: string, total: number, concurrency: number): Promise<number> {
-  const store = await Store.open({ url: databaseUrl });
-  try {
+  return withStore(databaseUrl, async (store) => {
     const targets = await seedBench(store, 100);
     let next = 0;
     const start = performance.now();
@@ -237,14 +234,12 @@ async function throughput(databaseUrl: string, total: number, concurrency: numbe
         while (next < total) {
           const replicas = ++next;
           const ctx = targets[replicas % targets.length];
-          if (ctx) await store.write((tx) => setDesiredReplicas(tx, ctx, BENCH_REGION, replicas));
+          if (ctx) await setReplicas(store, ctx, replicas);
         }
       }),
     );
     return total / ((performance.now() - start) / 1000);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 export async function benchCtrl(only?: "delivery"): Promise<void> {

@@ -43,9 +43,6 @@ import { applySentinelRbac, sentinelKubeConfigFrom } from "../../src/sentinel/rb
 import { Agent } from "../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { silentLogger } from "../../src/agent/runtime/log.js";
-import { startCtrl } from "../../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
-import { issueClusterToken } from "../../src/ctrl/domain/clusters.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import {
@@ -59,6 +56,7 @@ import { grpcUnary } from "./grpc.js";
 import { httpsThroughGateway } from "./gateway-https.js";
 import { percentileOf, until, freePort, ROOT, spawnBenchSentinel } from "../support.js";
 import { ensureTools, WRK } from "../tools.js";
+import { startTestCtrl } from "../../test/integration/ctrl/support.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
@@ -129,14 +127,11 @@ async function propagation(
   kube: KubeClient,
   dir: string,
 ): Promise<void> {
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     exposure: { publicApex: "apps.example", organizationApex: "internal.example" },
   });
-  const token = generateToken("user");
-  await addUserToken(ctrl.store, "admin", token);
+  const token = ctrl.adminToken;
   const transport = createConnectTransport({
     baseUrl: ctrl.url,
     httpVersion: "2",
@@ -154,7 +149,7 @@ async function propagation(
   });
   const agent = new Agent({
     ctrlUrl: ctrl.url,
-    token: (await issueClusterToken(ctrl.store, REGION, "default")).token,
+    token: await ctrl.agentToken(REGION),
     region: REGION,
     kubeconfig: await agentKubeConfigFrom(cluster.kubeConfig()),
     log: silentLogger,

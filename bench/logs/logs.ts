@@ -32,7 +32,7 @@ import { ensureKubeAssets, startCluster } from "../../src/cluster/index.js";
 import { workloadImages } from "../../src/cluster/images.js";
 import { realNodeSupport } from "../../src/cluster/nodes/host.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { generateToken } from "../../src/ctrl/domain/tokens.js";
+import { generatedAdminToken } from "../../test/integration/ctrl/process.js";
 import { cpuSeconds, ensureBuild, freePort, KRANE_BIN, pct, ROOT, until } from "../support.js";
 
 const N = Number(process.env.KRANE_BENCH_LOGS_INSTANCES ?? "20");
@@ -175,28 +175,21 @@ interface Ctrl {
 /** ctrl as shipped (SQLite), with the bench's workspace, project and environment of N instances. */
 async function startCtrl(dir: string, children: ChildProcess[], profile: string): Promise<Ctrl> {
   mkdirSync(dir, { recursive: true });
-  const token = generateToken("user");
+  const database = join(dir, "ctrl.db");
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    [
-      ...profileFlags(profile),
-      KRANE_BIN,
-      "ctrl",
-      "serve",
-      "--database",
-      join(dir, "ctrl.db"),
-      "--listen",
-      `127.0.0.1:${port}`,
-    ],
+    [...profileFlags(profile), KRANE_BIN, "ctrl", "serve", "--database", database, "--listen", `127.0.0.1:${port}`],
     {
       cwd: ROOT,
-      env: { ...process.env, KRANE_ADMIN_TOKEN: token, KRANE_OPS_LISTEN: "off", KRANE_LOG_LEVEL: "warn" },
+      env: { ...process.env, KRANE_OPS_LISTEN: "off", KRANE_LOG_LEVEL: "warn" },
       stdio: ["ignore", "inherit", "inherit"],
     },
   );
   children.push(child);
+  // On a first start ctrl writes a generated admin token next to its database.
+  const token = await generatedAdminToken(database);
   const api = createApiClients(url, token);
   await until(
     "ctrl answering",
