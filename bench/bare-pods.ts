@@ -1,5 +1,5 @@
 // The kubelet alone, for the benches that compare krane against it (bench/nodes.ts,
-// bench/autoscale.ts): a namespace for bare Pods, and the bare Pod that stands for a deployment's
+// bench/autoscale/autoscale.ts): a namespace for bare Pods, and the bare Pod that stands for a deployment's
 // pod (the hello app with the same limits and probe, posted straight to the untrusted real node).
 import { kubeRequest, type KubeEndpoint } from "../src/cluster/kube-http.js";
 import { until } from "./support.js";

@@ -22,8 +22,7 @@ import * as http2 from "node:http2";
 import { create, toBinary, type DescService } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { WatchEnvironmentRequestSchema } from "../src/gen/krane/ctrl/v1/live_pb.js";
-import { generateToken } from "../src/ctrl/domain/tokens.js";
-import { spawnCtrl } from "../test/integration/ctrl/process.js";
+import { generatedAdminToken, spawnCtrl } from "../test/integration/ctrl/process.js";
 import {
   ApiTokenService,
   DeploymentService,
@@ -224,8 +223,9 @@ function cpuMs(pid: number): number {
 async function fanOut(): Promise<void> {
   const n = Number(process.env.KRANE_BENCH_DASHBOARD_STREAMS ?? 500);
   const dir = tempDir("krane-bench-fanout-");
-  const admin = generateToken("user");
-  const proc = await spawnCtrl(["--database", join(dir.path, "ctrl.db"), "--admin-token", admin]);
+  const database = join(dir.path, "ctrl.db");
+  const proc = await spawnCtrl(["--database", database]);
+  const admin = await generatedAdminToken(database);
   const session = http2.connect(proc.url);
   try {
     const api = <S extends DescService>(s: S) => createClient(s, transportFor(proc.url, admin));

@@ -1,24 +1,24 @@
 // `npm run bench`: runs every area's benchmark in turn and prints its figures.
 // Pass area names to run only some: `npm run bench -- cluster ctrl`.
-import { benchAgent } from "./agent.js";
-import { benchAudit } from "./audit.js";
-import { benchAutoscale } from "./autoscale.js";
-import { benchCli } from "./cli.js";
+import { benchAgent } from "./agent/agent.js";
+import { benchAudit } from "./audit/audit.js";
+import { benchAutoscale } from "./autoscale/autoscale.js";
+import { benchCli } from "./cli/cli.js";
 import { benchCluster } from "./cluster.js";
-import { benchCtrl } from "./ctrl.js";
+import { benchCtrl } from "./ctrl/ctrl.js";
 import { benchReleases } from "./releases.js";
-import { benchGateway } from "./gateway.js";
+import { benchGateway } from "./gateway/gateway.js";
 import { benchMeasurements } from "./measurements.js";
 import { benchRollout } from "./rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
-import { benchSentinel } from "./sentinel.js";
+import { benchSentinel } from "./sentinel/sentinel.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
 import { benchProgressive } from "./progressive.js";
 import { benchNodes } from "./nodes.js";
-import { benchLogs } from "./logs.js";
+import { benchLogs } from "./logs/logs.js";
 import { benchDashboard } from "./dashboard.js";
 
 const benches: Record<string, () => Promise<void>> = {

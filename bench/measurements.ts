@@ -22,13 +22,12 @@ import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
 import { SENTINEL_OPS_PORT } from "../src/contracts/routing.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
 import { StoredMeasurements } from "../src/ctrl/domain/measurements.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { load, percentileOf, until } from "./support.js";
+import { startTestCtrl } from "../test/integration/ctrl/support.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_MEASURE_ROUNDS ?? 30);
 const REF = { workspace: "bench", project: "shop", environment: "production" };
@@ -69,9 +68,7 @@ export async function benchMeasurements(): Promise<void> {
   const cluster = await startCluster({ name: "bench-measure", standins: true, pods: { readyDelayMs: 0 } });
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-measure-"));
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 });
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     shutdownGraceMs: 500,
   });
@@ -81,8 +78,7 @@ export async function benchMeasurements(): Promise<void> {
     const net = cluster.podNetwork;
     if (!net) throw new Error("the cluster has no pod network");
     await applySentinelRbac(cluster.kubeConfig());
-    const token = generateToken("user");
-    await addUserToken(ctrl.store, "bench", token);
+    const token = ctrl.adminToken;
     const api = createApiClients(ctrl.url, token);
     await api.regions.createRegion({ name: "local" });
     const { token: agentToken } = await api.regions.createClusterToken({ region: "local", clusterName: "bench" });

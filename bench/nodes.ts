@@ -16,12 +16,11 @@ import { workloadImages } from "../src/cluster/images.js";
 import { getJson, kubeRequest } from "../src/cluster/kube-http.js";
 import { realNodeSupport } from "../src/cluster/nodes/host.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
 import { createApiClients } from "../src/client/api.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { bareNamespace, barePodSpec } from "./bare-pods.js";
 import { load, pct, until } from "./support.js";
+import { startTestCtrl } from "../test/integration/ctrl/support.js";
 
 const RUNS = Number(process.env.KRANE_BENCH_NODES_RUNS ?? "15");
 
@@ -63,14 +62,11 @@ export async function benchNodes(): Promise<void> {
   const ep = cluster.endpoint();
   const admin = cluster.kubeConfig();
   await applySentinelRbac(admin);
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     rolloutSweepIntervalMs: 200,
   });
-  const token = generateToken("user");
-  await addUserToken(ctrl.store, "bench", token);
+  const token = ctrl.adminToken;
   const api = createApiClients(ctrl.url, token);
   const ref = { workspace: "bench", project: "hello", environment: "production" };
   let agent: Agent | undefined;

@@ -24,13 +24,12 @@ import { podAddressMap, startCluster, type LocalCluster } from "../src/cluster/i
 import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
 import { SENTINEL_OPS_PORT, SENTINEL_STATUS_PATH, type SentinelStatus } from "../src/contracts/routing.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { load, percentileOf, until } from "./support.js";
+import { startTestCtrl } from "../test/integration/ctrl/support.js";
 
 const CHANGES = Number(process.env.KRANE_BENCH_PROGRESSIVE_CHANGES ?? 24);
 const ABORTS = Number(process.env.KRANE_BENCH_PROGRESSIVE_ABORTS ?? 20);
@@ -86,16 +85,13 @@ export async function benchProgressive(): Promise<void> {
   const kubes: KubeClient[] = [];
   const agents: Agent[] = [];
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-progressive-"));
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     shutdownGraceMs: 500,
     rolloutSweepIntervalMs: 200,
   });
   try {
-    const token = generateToken("user");
-    await addUserToken(ctrl.store, "bench", token);
+    const token = ctrl.adminToken;
     const api = createApiClients(ctrl.url, token);
     for (const region of REGIONS) {
       const cluster = await startCluster({

@@ -24,7 +24,6 @@ import { silentLogger } from "../src/base/log.js";
 import { KubeClient } from "../src/kube/client.js";
 import { isRecord } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
-import { Keyring } from "../src/ctrl/secrets/keyring.js";
 import {
   DeploymentService,
   EnvironmentService,
@@ -35,7 +34,7 @@ import {
 import { ConfigService } from "../src/gen/krane/ctrl/v1/config_pb.js";
 import { ReleaseService } from "../src/gen/krane/ctrl/v1/release_pb.js";
 import { agentKubeConfig, kubeWrites } from "../test/integration/agent/support.js";
-import { startTestCtrl } from "../test/integration/ctrl/support.js";
+import { randomKeyring, startTestCtrl } from "../test/integration/ctrl/support.js";
 import { pct, until } from "./support.js";
 
 const OBJECTS = 200;
@@ -98,7 +97,7 @@ export async function benchReleases(): Promise<void> {
   const kubectl = assets?.bin.kubectl;
   const cluster = await startCluster({ name: "bench-releases" });
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-releases-"));
-  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), { keyring: new Keyring(randomBytes(32)) });
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), { keyring: randomKeyring() });
   const admin = new KubeClient(cluster.kubeConfig(), { fieldManager: "bench" });
   const stop = new AbortController();
   let agent: Agent | undefined;

@@ -20,14 +20,13 @@ import { podAddressMap, startCluster } from "../src/cluster/index.js";
 import type { StandinAnswer } from "../src/cluster/standin/app.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
 import { KubeClient } from "../src/kube/client.js";
 import { Informer } from "../src/kube/informer.js";
 import { isRecord, type KubeObject } from "../src/kube/object.js";
 import { resources } from "../src/kube/resources.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { percentileOf, until } from "./support.js";
+import { startTestCtrl } from "../test/integration/ctrl/support.js";
 
 const CHANGES = Number(process.env.KRANE_BENCH_ROUTING_CHANGES ?? 20);
 const NS = "ws-bench";
@@ -64,9 +63,7 @@ export async function benchRouting(): Promise<void> {
   const cluster = await startCluster({ name: "bench-routing", standins: true, pods: { readyDelayMs: 0 } });
   const dir = await mkdtemp(join(tmpdir(), "krane-bench-routing-"));
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 });
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     shutdownGraceMs: 500,
   });
@@ -77,8 +74,7 @@ export async function benchRouting(): Promise<void> {
     const net = cluster.podNetwork;
     if (!net) throw new Error("the cluster has no pod network");
     await applySentinelRbac(cluster.kubeConfig());
-    const token = generateToken("user");
-    await addUserToken(ctrl.store, "bench", token);
+    const token = ctrl.adminToken;
     const api = createApiClients(ctrl.url, token);
     await api.regions.createRegion({ name: "local" });
     const { token: agentToken } = await api.regions.createClusterToken({ region: "local", clusterName: "bench" });

@@ -9,9 +9,9 @@
 //    of krane's image) on the sentinel node; so do they with krane's image named as the sentinel
 //    image (what the notes once said);
 //  - helm upgrade of the agent: every leadership handover within 2 s;
-//  - helm uninstall: what is left is what the README says;
+//  - helm uninstall: what is left is what docs/running-for-real.md says;
 //  - ctrl on PostgreSQL (two replicas, a server on this machine the pods reach).
-// Every step uses helm, kubectl and the krane CLI as the README's Helm section does.
+// Every step uses helm, kubectl and the krane CLI as docs/running-for-real.md's Helm section does.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { request as httpsRequest } from "node:https";

@@ -1,9 +1,18 @@
-// A chain of audit events written straight into ctrl's database, shaped like an environment
-// update with six changed settings, for the export test and the audit bench.
-import type { Store } from "../../src/ctrl/db/store.js";
+// A chain of audit events written straight into ctrl's database (no ctrl running on it), shaped
+// like an environment update with six changed settings, for the export test and the audit bench.
+import { Store } from "../../src/ctrl/db/store.js";
 import { appendAuditEvent } from "../../src/ctrl/domain/audit.js";
 
-export async function seedAuditEvents(store: Store, workspaceId: string, count: number): Promise<void> {
+export async function seedAuditEvents(databaseUrl: string, workspaceId: string, count: number): Promise<void> {
+  const store = await Store.open({ url: databaseUrl });
+  try {
+    await appendEvents(store, workspaceId, count);
+  } finally {
+    await store.close();
+  }
+}
+
+async function appendEvents(store: Store, workspaceId: string, count: number): Promise<void> {
   for (let i = 0; i < count; i += 5000)
     await store.write(async (tx) => {
       for (let j = i; j < Math.min(count, i + 5000); j++)

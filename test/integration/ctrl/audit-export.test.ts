@@ -11,7 +11,6 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, it } from "node:test";
-import { Store } from "../../../src/ctrl/db/store.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { KRANE_BIN, spawnCtrl, type CtrlProcess } from "./process.js";
 import { tempDir } from "./support.js";
@@ -67,12 +66,7 @@ describe("audit export of 100,000 events", () => {
 
   before(async () => {
     const db = join(dir.path, "ctrl.db");
-    const store = await Store.open({ url: db });
-    try {
-      await seedAuditEvents(store, WS, N);
-    } finally {
-      await store.close();
-    }
+    await seedAuditEvents(db, WS, N);
     const tokenFile = join(dir.path, "admin-token");
     writeFileSync(tokenFile, `${admin}\n`, { mode: 0o600 });
     ctrl = await spawnCtrl(["--database", db, "--admin-token-file", tokenFile], {

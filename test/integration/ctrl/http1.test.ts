@@ -24,7 +24,7 @@ describe("HTTP/1.1 on the API port", () => {
     dir.remove();
   });
 
-  it("answers a Connect unary call sent by curl over HTTP/1.1 (the README's example)", async () => {
+  it("answers a Connect unary call sent by curl over HTTP/1.1 (docs/using.md's example)", async () => {
     // curl runs as a child process: ctrl answers from this one, so nothing here may block.
     const { stdout: out } = await promisify(execFile)(
       "curl",

@@ -1,7 +1,10 @@
 // Runs `krane ctrl serve` as a real child process and finds its URL in its JSON log.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 
 export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathname;
 
@@ -63,6 +66,26 @@ export async function spawnCtrl(args: string[], env: NodeJS.ProcessEnv = {}): Pr
       return code;
     },
   };
+}
+
+/**
+ * The admin token a ctrl on SQLite generated at its first start, read from the file it writes next
+ * to its database (`--admin-token-file`'s default, mode 0600) once it is there whole: how an
+ * operator gets the first token, so nothing needs to mint one outside ctrl.
+ */
+export async function generatedAdminToken(database: string, timeoutMs = 60_000): Promise<string> {
+  const file = join(dirname(database), "admin-token");
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = await readFile(file, "utf8").catch((e: NodeJS.ErrnoException) => {
+      if (e.code === "ENOENT") return "";
+      throw e;
+    });
+    // ctrl writes the token and its newline in one write; a shorter read caught it mid-write.
+    if (text.endsWith("\n")) return text.trim();
+    if (Date.now() > deadline) throw new Error(`ctrl wrote no admin token to ${file} within ${timeoutMs} ms`);
+    await sleep(100);
+  }
 }
 
 export interface CliResult {

@@ -1,6 +1,7 @@
 // Test helpers for ctrl: temporary SQLite files, servers with an admin token, and clients
 // (Connect over HTTP/2 by default) that carry a bearer token; and the check of an RPC error code.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,11 +10,17 @@ import { Code, ConnectError, createClient, type Client, type Interceptor, type T
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { issueClusterToken } from "../../../src/ctrl/domain/clusters.js";
 import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
+import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { startCtrl, type CtrlConfig, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 
 export function tempDir(prefix = "krane-ctrl-"): { path: string; remove: () => void } {
   const path = mkdtempSync(join(tmpdir(), prefix));
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** A keyring under a fresh random master key (`startTestCtrl(db, { keyring: randomKeyring() })`): ctrl then keeps secrets. */
+export function randomKeyring(): Keyring {
+  return new Keyring(randomBytes(32));
 }
 
 export interface TestCtrl extends RunningCtrl {

@@ -3,7 +3,7 @@
 // Sign in, see the overview and an environment, deploy from the page (a refused image first,
 // with ctrl's message next to the field), roll back after the diff, sign out; the cookie's flags;
 // a cross-site page cannot use the session; another workspace's token sees nothing of the first;
-// screenshots of the main pages for the README.
+// screenshots of the main pages for docs/using.md.
 //
 // What the page shows is pushed (LiveService): a change made through the API shows up with no
 // request of the page's; ctrl restarted under the page, the page reconnects and catches up. No
@@ -37,7 +37,7 @@ import { axeViolations } from "./axe.js";
 import { exitAfterLastHook } from "../../support/exit.js";
 
 const CHROMIUM = process.env.KRANE_CHROMIUM ?? "/usr/bin/chromium";
-/** Where the screenshots go (the README shows the ones in docs/dashboard/). */
+/** Where the screenshots go (docs/using.md shows the ones in docs/dashboard/). */
 const SHOTS = process.env.KRANE_SCREENSHOTS_DIR;
 const DIST = join(import.meta.dirname, "..", "..", "..", "dist", "dashboard", "index.html");
 const skip = !existsSync(CHROMIUM)

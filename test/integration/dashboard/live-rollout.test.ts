@@ -3,7 +3,7 @@
 // own tests prove on real nodes), a real agent and ctrl, Debian's chromium. From the page: deploy
 // an image and watch the rollout complete with no reload; roll back after the diff and watch the
 // instances move to the old revision; a canary promoted, then aborted, its weights changing on
-// screen. Screenshots of the rollout and the canary for the README.
+// screen. Screenshots of the rollout and the canary for docs/using.md.
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";

@@ -2,9 +2,9 @@
 // src/sentinel/bun-server.ts around the same request path as on Node), on the real local
 // cluster: the sentinel runs as its own process with the krane-sentinel ServiceAccount and routes
 // to user pods served by stand-ins, reading the routing table the agent would write. The image
-// runs the sentinel on Node (README "Scaling"); this keeps the Bun shell honest. What Bun.serve
+// runs the sentinel on Node (docs/scaling.md); this keeps the Bun shell honest. What Bun.serve
 // cannot do (a deadline for the request head, counting the requests its parser refuses) is not
-// tested here: the Node sentinel's suites test it, and the README says Bun lacks it.
+// tested here: the Node sentinel's suites test it, and docs/scaling.md says Bun lacks it.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";

@@ -9,10 +9,10 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import type { startCluster } from "../src/cluster/index.js";
-import type { KubeClient } from "../src/kube/client.js";
-import { resources } from "../src/kube/resources.js";
-import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
+import type { startCluster } from "../../src/cluster/index.js";
+import type { KubeClient } from "../../src/kube/client.js";
+import { resources } from "../../src/kube/resources.js";
+import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import {
   LABEL_COMPONENT,
   LABEL_DEPLOYMENT_ID,
@@ -20,12 +20,12 @@ import {
   LABEL_MANAGED_BY,
   LABEL_REGION,
   MANAGED_BY,
-} from "../src/contracts/labels.js";
-import { APP_PROTOCOL_H2C } from "../src/contracts/protocols.js";
-import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT } from "../src/contracts/routing.js";
-import { HelloService } from "../src/gen/krane/hello/v1/hello_pb.js";
-import { sentinelKubeConfigFrom, applySentinelRbac } from "../src/sentinel/rbac.js";
-import { freePort, percentileOf, ROOT, until, spawnBenchSentinel } from "./support.js";
+} from "../../src/contracts/labels.js";
+import { APP_PROTOCOL_H2C } from "../../src/contracts/protocols.js";
+import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT } from "../../src/contracts/routing.js";
+import { HelloService } from "../../src/gen/krane/hello/v1/hello_pb.js";
+import { sentinelKubeConfigFrom, applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { freePort, percentileOf, ROOT, until, spawnBenchSentinel } from "../support.js";
 
 const ENV = "env_bench_grpc";
 const REGION = "bench";

@@ -1,25 +1,25 @@
 // ctrl benchmarks, on SQLite and PostgreSQL (a throwaway server from the Debian binaries):
 //
-//   npm run bench -- ctrl          (or npx tsx bench/ctrl.ts)
+//   npm run bench -- ctrl          (or npx tsx bench/ctrl/ctrl.ts)
 //
 // - Delivery against the database's own limit: in the same run and on the same server, a bare
-//   loop (bench/ctrl-bare.ts: one INSERT and one NOTIFY per transaction through `pg`, received by
+//   loop (bench/ctrl/ctrl-bare.ts: one INSERT and one NOTIFY per transaction through `pg`, received by
 //   10 LISTEN connections; for SQLite one insert per transaction with an in-process wake-up and
-//   10 in-process readers) and ctrl (bench/ctrl-server.ts: each change its own transaction
+//   10 in-process readers) and ctrl (bench/ctrl/ctrl-server.ts: each change its own transaction
 //   through the domain, received by 10 agent streams over HTTP/2 in this process). Both are
-//   driven by the same open-loop paced writer (bench/ctrl-delivery.ts); the rate steps up
+//   driven by the same open-loop paced writer (bench/ctrl/ctrl-delivery.ts); the rate steps up
 //   (100, 250, 500, 1,000, 1,250, 1,500, 2,000, 2,500/s …, steps of at most a third) until a rate
 //   (tried twice) misses a change, cannot commit at the rate, or has p99 > 50 ms; the answer is
 //   the highest rate that passed. Latency = wall-clock receive time − wall-clock commit time.
-//   First, the same search on the floor (bench/ctrl-floor.ts): no database, the server only
+//   First, the same search on the floor (bench/ctrl/ctrl-floor.ts): no database, the server only
 //   encodes each change once and writes it to the same 10 streams, so the bench can tell the
 //   wire's and the receivers' share of the limit on this machine from ctrl's.
 //   KRANE_BENCH_STREAMS=N changes the number of streams (default 10).
 // - Write throughput: single-change transactions as fast as the store takes them.
-// - Scale (bench/ctrl-scale.ts): 10,000 and 100,000 deployments over 10 regions
+// - Scale (bench/ctrl/ctrl-scale.ts): 10,000 and 100,000 deployments over 10 regions
 //   (KRANE_BENCH_CTRL_N=10000,100000): ctrl start-up, RSS, one region's snapshot, the CLI list,
-//   the rollout driver's idle cost. `KRANE_BENCH_CTRL_ONLY=scale npx tsx bench/ctrl.ts` runs only it;
-//   `KRANE_BENCH_CTRL_ONLY=delivery npx tsx bench/ctrl.ts` only the delivery comparison.
+//   the rollout driver's idle cost. `KRANE_BENCH_CTRL_ONLY=scale npx tsx bench/ctrl/ctrl.ts` runs only it;
+//   `KRANE_BENCH_CTRL_ONLY=delivery npx tsx bench/ctrl/ctrl.ts` only the delivery comparison.
 //
 // Every line carries the machine's 1-minute load average: the machine may be shared.
 import { benchCtrlInline } from "./ctrl-inline.js";
@@ -30,11 +30,9 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createClient } from "@connectrpc/connect";
 import pg from "pg";
-import { setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
-import { Store } from "../src/ctrl/db/store.js";
-import { ClusterService } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { startPostgres } from "../test/support/postgres.js";
-import { tempDir, transportFor } from "../test/integration/ctrl/support.js";
+import { ClusterService } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { startPostgres } from "../../test/support/postgres.js";
+import { tempDir, transportFor } from "../../test/integration/ctrl/support.js";
 import {
   BARE_CHANNEL,
   deliveryStats,
@@ -49,8 +47,8 @@ import {
   type WriteCommand,
 } from "./ctrl-delivery.js";
 import { benchCtrlScale } from "./ctrl-scale.js";
-import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
-import { ensureBuild, load } from "./support.js";
+import { BENCH_REGION, seedBench, setReplicas, withStore } from "./ctrl-store.js";
+import { ensureBuild, load } from "../support.js";
 
 function fmt(ms: number): string {
   return `${ms.toFixed(2)} ms`;
@@ -165,7 +163,7 @@ async function listenStreams(url: string): Promise<Streams> {
 const STEP_SECONDS = 3;
 
 /**
- * What delivers the changes: ctrl; the bare database loop; or the floor (bench/ctrl-floor.ts: no
+ * What delivers the changes: ctrl; the bare database loop; or the floor (bench/ctrl/ctrl-floor.ts: no
  * database, the server only encodes each change once and writes it to the same 10 streams).
  */
 type DeliverySystem = "ctrl" | "bare" | "floor";
@@ -227,8 +225,7 @@ function stepLine(r: MeasuredStep): string {
 
 /** Single-change transactions as fast as possible with `concurrency` writers. */
 async function throughput(databaseUrl: string, total: number, concurrency: number): Promise<number> {
-  const store = await Store.open({ url: databaseUrl });
-  try {
+  return withStore(databaseUrl, async (store) => {
     const targets = await seedBench(store, 100);
     let next = 0;
     const start = performance.now();
@@ -237,14 +234,12 @@ async function throughput(databaseUrl: string, total: number, concurrency: numbe
         while (next < total) {
           const replicas = ++next;
           const ctx = targets[replicas % targets.length];
-          if (ctx) await store.write((tx) => setDesiredReplicas(tx, ctx, BENCH_REGION, replicas));
+          if (ctx) await setReplicas(store, ctx, replicas);
         }
       }),
     );
     return total / ((performance.now() - start) / 1000);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 export async function benchCtrl(only?: "delivery"): Promise<void> {

@@ -17,7 +17,7 @@
 //
 //   npm run bench -- cli       (builds dist/ first when it is stale)
 //   KRANE_BENCH_CLI_ONLY=startup   stops after the paired start-up figures
-// RSS and CPU time come from GNU time (/usr/bin/time, Debian's `time`: ./tools.ts installs it).
+// RSS and CPU time come from GNU time (/usr/bin/time, Debian's `time`: ../tools.ts installs it).
 // CPU time is printed because wall times on a shared, loaded machine are inflated.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -26,12 +26,12 @@ import { once } from "node:events";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { createApiClients } from "../src/client/api.js";
-import { findKubeAssets, startCluster } from "../src/cluster/index.js";
-import { ensureTools, GNU_TIME } from "./tools.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { createApiClients } from "../../src/client/api.js";
+import { findKubeAssets, startCluster } from "../../src/cluster/index.js";
+import { ROOT } from "../support.js";
+import { ensureTools, GNU_TIME } from "../tools.js";
 
-const ROOT = new URL("../", import.meta.url).pathname;
 const RUNS = 10;
 const RUNS_PAIRED = 21;
 /** `krane` in this checkout: bin/krane.js checks that dist/ is newer than src/ first. */
@@ -99,7 +99,7 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     [
       "status's calls, node:http2 alone",
       process.execPath,
-      [join(ROOT, "bench/cli-status-floor.mjs"), "shop/prod"],
+      [join(ROOT, "bench/cli/cli-status-floor.mjs"), "shop/prod"],
       env,
     ],
     ["krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"], {}],

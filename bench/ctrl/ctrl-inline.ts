@@ -2,11 +2,11 @@
 // (src/ctrl/db/pg-batching.ts): the outbox's statement, whose payload (the change's bytes as
 // hex) appears twice, inlined as literals and joined with BEGIN, an update and COMMIT; and the
 // payload's literal alone, made by krane and by pg's own escapeLiteral. Part of `npm run bench --
-// ctrl`; alone: `npx tsx bench/ctrl-inline.ts`. The statement is a copy of the shape of
+// ctrl`; alone: `npx tsx bench/ctrl/ctrl-inline.ts`. The statement is a copy of the shape of
 // PgOutbox.put's (src/ctrl/db/postgres.ts), with a payload of each size.
 import { pathToFileURL } from "node:url";
 import pg from "pg";
-import { inlineParameters, literal } from "../src/ctrl/db/pg-batching.js";
+import { inlineParameters, literal } from "../../src/ctrl/db/pg-batching.js";
 
 const STATEMENT = `/* krane:deferrable */
       WITH put AS (

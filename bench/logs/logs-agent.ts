@@ -4,12 +4,12 @@
 // agent runs, so its CPU is the log path's.
 //
 //   KRANE_PROFILE=<dir> to write a CPU profile (node --cpu-prof) is done by the caller.
-//   node --import tsx bench/logs-agent.ts <ctrl-url> <cluster-token> <region> <api-url> <ca-file>
+//   node --import tsx bench/logs/logs-agent.ts <ctrl-url> <cluster-token> <region> <api-url> <ca-file>
 import { readFileSync } from "node:fs";
-import { createCtrlConnection } from "../src/agent/ctrl-client.js";
-import { LogChannel } from "../src/agent/logs/channel.js";
-import { silentLogger } from "../src/base/log.js";
-import { KubeClient } from "../src/kube/client.js";
+import { createCtrlConnection } from "../../src/agent/ctrl-client.js";
+import { LogChannel } from "../../src/agent/logs/channel.js";
+import { silentLogger } from "../../src/base/log.js";
+import { KubeClient } from "../../src/kube/client.js";
 
 const [ctrlUrl, token, region, apiUrl, caFile] = process.argv.slice(2);
 const ca = readFileSync(caFile ?? "");

@@ -1,36 +1,32 @@
-// Child process of bench/ctrl.ts: runs ctrl and a paced writer in a process of their own, so
+// Child process of bench/ctrl/ctrl.ts: runs ctrl and a paced writer in a process of their own, so
 // the streams' readers (in the parent) do not share ctrl's event loop. Talks over IPC:
 //   parent → {write, rate, seconds, warmupSeconds, mark} → child writes (each change its own
 //            transaction through the domain's setDesiredReplicas), then replies {done, commits}
 //   parent → {stop} → child drains ctrl and exits
 // Commit times are wall-clock milliseconds (timeOrigin + now) so the parent can compare them
 // with its own receive times.
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
-import { setDesiredReplicas } from "../src/ctrl/domain/deployments.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
+import { startTestCtrl } from "../../test/integration/ctrl/support.js";
 import { paced, type WriteCommand } from "./ctrl-delivery.js";
-import { BENCH_REGION, seedBench } from "./ctrl-seed.js";
+import { BENCH_REGION, seedBench, setReplicas } from "./ctrl-store.js";
 
 type Command = WriteCommand | { type: "stop" };
 
 const databaseUrl = process.argv[2] ?? "";
 // The seed writes desired replicas directly (this bench measures the outbox and its streams), so
 // the rollout driver's sweep must not take those revisions over and rewrite their replicas.
-const ctrl = await startCtrl({
-  databaseUrl,
-  listen: { host: "127.0.0.1", port: 0 },
+const ctrl = await startTestCtrl(databaseUrl, {
   opsListen: null,
   shutdownGraceMs: 1000,
   rolloutSweepIntervalMs: 0,
 });
 const deployments = await seedBench(ctrl.store, 100);
-const { token } = await issueClusterToken(ctrl.store, BENCH_REGION, "bench");
+const token = await ctrl.agentToken(BENCH_REGION, "bench");
 
 /** Change `value` sets one of the seeded deployments to `value` replicas. */
 function write(value: number): Promise<void> {
   const ctx = deployments[value % deployments.length];
   if (!ctx) throw new Error("no seeded deployment");
-  return ctrl.store.write((tx) => setDesiredReplicas(tx, ctx, BENCH_REGION, value));
+  return setReplicas(ctrl.store, ctx, value);
 }
 
 process.on("message", (msg: Command) => {

@@ -1,5 +1,5 @@
-// Delivery against the database's own limit (bench/ctrl.ts): the paced writer both child
-// processes run (ctrl's in bench/ctrl-server.ts, the bare loop's in bench/ctrl-bare.ts), the
+// Delivery against the database's own limit (bench/ctrl/ctrl.ts): the paced writer both child
+// processes run (ctrl's in bench/ctrl/ctrl-server.ts, the bare loop's in bench/ctrl/ctrl-bare.ts), the
 // streams' delivery statistics, and the step-up search for the highest change rate at which 10
 // streams receive every change with p99 ≤ 50 ms.
 //
@@ -8,7 +8,7 @@
 // changes of the step being measured from the others.
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { pct } from "./support.js";
+import { pct } from "../support.js";
 
 /** The NOTIFY channel of the bare PostgreSQL loop. */
 export const BARE_CHANNEL = "krane_bare";

@@ -3,8 +3,8 @@
 //    proxy (nginx serving a fixed answer): the upstream reached directly; nginx as a reverse proxy
 //    with one worker; `krane sentinel` on each runtime it has a shell for (Node.js: one process;
 //    Bun); and each runtime's floor, a bare proxy on the same parts doing nothing else
-//    (bench/sentinel-floor.ts on Node, also as one process per core through node:cluster;
-//    bench/sentinel-floor-bun.ts on Bun), which tells the runtime's share of the gap from krane's.
+//    (bench/sentinel/sentinel-floor.ts on Node, also as one process per core through node:cluster;
+//    bench/sentinel/sentinel-floor-bun.ts on Bun), which tells the runtime's share of the gap from krane's.
 //    Besides requests a second, each proxy's CPU time over the run (its whole process tree) gives
 //    requests per CPU-second: throughput per core, which the machine's other load disturbs less;
 //  - added latency at 1,000 requests/s (wrk pacing 10 connections to one request each per 10 ms,
@@ -13,7 +13,7 @@
 //    to the removed one, p50/p99/max over repeated changes (the Node.js sentinel);
 //  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
 // The sentinels run as their own processes with the krane-sentinel ServiceAccount, reading their
-// table from a local cluster. Needs Debian's nginx and wrk (./tools.ts installs them as root, or
+// table from a local cluster. Needs Debian's nginx and wrk (../tools.ts installs them as root, or
 // names the apt-get line).
 // KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures.
 // KRANE_BENCH_PROF_DIR=<dir> writes the Node.js sentinel's CPU profile there (node --cpu-prof).
@@ -21,13 +21,12 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Pool } from "undici";
-import { startCluster, type LocalCluster } from "../src/cluster/index.js";
-import { localAddress } from "../src/cluster/pod-network.js";
-import { KubeClient } from "../src/kube/client.js";
-import { resources } from "../src/kube/resources.js";
-import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
+import { startCluster, type LocalCluster } from "../../src/cluster/index.js";
+import { localAddress } from "../../src/cluster/pod-network.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { resources } from "../../src/kube/resources.js";
+import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import {
   LABEL_COMPONENT,
   LABEL_DEPLOYMENT_ID,
@@ -35,19 +34,23 @@ import {
   LABEL_MANAGED_BY,
   LABEL_REGION,
   MANAGED_BY,
-} from "../src/contracts/labels.js";
-import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type SentinelStatus } from "../src/contracts/routing.js";
-import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
-import { cpuSeconds, freePort, load, percentileOf, until, spawnBenchSentinel } from "./support.js";
-import { ensureTools, NGINX, WRK } from "./tools.js";
+} from "../../src/contracts/labels.js";
+import {
+  formatRoutingPolicy,
+  POLICY_KEY,
+  ROUTING_COMPONENT,
+  type SentinelStatus,
+} from "../../src/contracts/routing.js";
+import { applySentinelRbac, sentinelKubeConfigFrom } from "../../src/sentinel/rbac.js";
+import { cpuSeconds, freePort, load, percentileOf, ROOT, until, spawnBenchSentinel } from "../support.js";
+import { ensureTools, NGINX, WRK } from "../tools.js";
 
 export const ENV = "env_bench";
 export const REGION = "bench";
 const DURATION_S = Number(process.env.KRANE_BENCH_SENTINEL_SECONDS ?? 10);
 const CHANGES = Number(process.env.KRANE_BENCH_SENTINEL_CHANGES ?? 30);
 const HOST = "bench.example.com";
-const root = fileURLToPath(new URL("..", import.meta.url));
-const BUN = join(root, "node_modules", ".bin", "bun");
+const BUN = join(ROOT, "node_modules", ".bin", "bun");
 const ONLY_PROXIES = process.env.KRANE_BENCH_SENTINEL_ONLY === "proxies";
 
 /** A process and all its descendants (a cluster's workers, nginx's worker). */
@@ -196,7 +199,7 @@ export async function startNginx(name: string, listen: string, upstream: string 
 export async function startUpstream(addresses: string[]): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
-    ["--import", import.meta.resolve("tsx"), join(root, "bench/sentinel-upstream.ts"), ...addresses],
+    ["--import", import.meta.resolve("tsx"), join(ROOT, "bench/sentinel/sentinel-upstream.ts"), ...addresses],
     {
       stdio: ["ignore", "pipe", "inherit"],
     },
@@ -220,7 +223,7 @@ function listening(child: ChildProcess, what: string): Promise<ChildProcess> {
 function startFloor(runtime: "node" | "bun", listen: string, upstream: string, processes = 1): Promise<ChildProcess> {
   const child =
     runtime === "bun"
-      ? spawn(BUN, [join(root, "bench/sentinel-floor-bun.ts"), listen, upstream], {
+      ? spawn(BUN, [join(ROOT, "bench/sentinel/sentinel-floor-bun.ts"), listen, upstream], {
           stdio: ["ignore", "pipe", "inherit"],
         })
       : spawn(
@@ -228,7 +231,7 @@ function startFloor(runtime: "node" | "bun", listen: string, upstream: string, p
           [
             "--import",
             import.meta.resolve("tsx"),
-            join(root, "bench/sentinel-floor.ts"),
+            join(ROOT, "bench/sentinel/sentinel-floor.ts"),
             listen,
             upstream,
             String(processes),

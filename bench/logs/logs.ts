@@ -4,9 +4,9 @@
 // and lines lost while the reader keeps up (each line is numbered per instance, so a gap is a
 // lost line; it must be 0). Two parts, each with its own ctrl:
 //
-//  1. "path": krane's own stages alone. The agent's log path (bench/logs-agent.ts: its
+//  1. "path": krane's own stages alone. The agent's log path (bench/logs/logs-agent.ts: its
 //     LogChannel, connection to ctrl and Kubernetes client) reads the pods' logs from a stand-in
-//     API server (bench/logs-standin.ts, HTTPS, one chunk per line as kube-apiserver sends them),
+//     API server (bench/logs/logs-standin.ts, HTTPS, one chunk per line as kube-apiserver sends them),
 //     pushes to ctrl, and `krane logs -f` prints. It needs no Kubernetes and shows what krane
 //     costs per line, apart from what the kubelet, containerd and the API server cost.
 //  2. "real": the shipped agent and a workload of N pods on a real node (gVisor), read by
@@ -26,14 +26,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { createApiClients } from "../src/client/api.js";
-import { ensureKubeAssets, startCluster } from "../src/cluster/index.js";
-import { workloadImages } from "../src/cluster/images.js";
-import { realNodeSupport } from "../src/cluster/nodes/host.js";
-import { InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { generateToken } from "../src/ctrl/domain/tokens.js";
-import { cpuSeconds, ensureBuild, freePort, KRANE_BIN, pct, ROOT, until } from "./support.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { createApiClients } from "../../src/client/api.js";
+import { ensureKubeAssets, startCluster } from "../../src/cluster/index.js";
+import { workloadImages } from "../../src/cluster/images.js";
+import { realNodeSupport } from "../../src/cluster/nodes/host.js";
+import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { generatedAdminToken } from "../../test/integration/ctrl/process.js";
+import { cpuSeconds, ensureBuild, freePort, KRANE_BIN, pct, ROOT, until } from "../support.js";
 
 const N = Number(process.env.KRANE_BENCH_LOGS_INSTANCES ?? "20");
 const RATE = Number(process.env.KRANE_BENCH_LOGS_RATE ?? "200");
@@ -175,28 +175,21 @@ interface Ctrl {
 /** ctrl as shipped (SQLite), with the bench's workspace, project and environment of N instances. */
 async function startCtrl(dir: string, children: ChildProcess[], profile: string): Promise<Ctrl> {
   mkdirSync(dir, { recursive: true });
-  const token = generateToken("user");
+  const database = join(dir, "ctrl.db");
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    [
-      ...profileFlags(profile),
-      KRANE_BIN,
-      "ctrl",
-      "serve",
-      "--database",
-      join(dir, "ctrl.db"),
-      "--listen",
-      `127.0.0.1:${port}`,
-    ],
+    [...profileFlags(profile), KRANE_BIN, "ctrl", "serve", "--database", database, "--listen", `127.0.0.1:${port}`],
     {
       cwd: ROOT,
-      env: { ...process.env, KRANE_ADMIN_TOKEN: token, KRANE_OPS_LISTEN: "off", KRANE_LOG_LEVEL: "warn" },
+      env: { ...process.env, KRANE_OPS_LISTEN: "off", KRANE_LOG_LEVEL: "warn" },
       stdio: ["ignore", "inherit", "inherit"],
     },
   );
   children.push(child);
+  // On a first start ctrl writes a generated admin token next to its database.
+  const token = await generatedAdminToken(database);
   const api = createApiClients(url, token);
   await until(
     "ctrl answering",
@@ -314,7 +307,7 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
     [
       "--import",
       "tsx",
-      join(ROOT, "bench/logs-standin.ts"),
+      join(ROOT, "bench/logs/logs-standin.ts"),
       String(apiPort),
       cert,
       key,
@@ -335,7 +328,7 @@ async function pathPart(dir: string, children: ChildProcess[]): Promise<void> {
       ...profileFlags("agent-path"),
       "--import",
       "tsx",
-      join(ROOT, "bench/logs-agent.ts"),
+      join(ROOT, "bench/logs/logs-agent.ts"),
       ctrl.url,
       ctrl.agentToken,
       "local",

@@ -4,18 +4,18 @@
 // database, no outbox, no authentication and no RPC framework on the server. The receivers are the
 // bench's own 10 Connect clients, exactly as for ctrl. Not a product: it tells how much of ctrl's
 // delivery limit is the wire and the receiving side on this machine, and how much is ctrl.
-// IPC as bench/ctrl-server.ts: {write, rate, seconds, warmupSeconds, mark} → {done, commits},
+// IPC as bench/ctrl/ctrl-server.ts: {write, rate, seconds, warmupSeconds, mark} → {done, commits},
 // {stop} → exit. "Commit" time = the moment the change was handed to the streams.
 import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { ApplyDeploymentSchema, DeploymentStateSchema, EnvVarSchema } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { ApplyDeploymentSchema, DeploymentStateSchema, EnvVarSchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { paced, type WriteCommand } from "./ctrl-delivery.js";
-import { BENCH_REGION } from "./ctrl-seed.js";
+import { BENCH_REGION } from "./ctrl-store.js";
 
 type Command = WriteCommand | { type: "stop" };
 
-// The same fields, and so about the same size, as the deployments bench/ctrl-seed.ts desires.
+// The same fields, and so about the same size, as the deployments bench/ctrl/ctrl-store.ts desires.
 const base = {
   workspaceId: "ws_bench0000000000000000",
   projectId: "prj_bench000000000000000",

@@ -21,17 +21,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { create } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema, InstanceStatus } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { ensureHelm, findKubeAssets, planForPods, startCluster, type LocalCluster } from "../src/cluster/index.js";
-import { regionSelector } from "../src/contracts/labels.js";
-import { renderDeployment, renderReplicaSet } from "../src/agent/deployments/render.js";
-import { Informer } from "../src/kube/informer.js";
-import { silentLogger } from "../src/base/log.js";
-import { KubeClient } from "../src/kube/client.js";
-import { isRecord, type KubeObject } from "../src/kube/object.js";
-import { resources } from "../src/kube/resources.js";
-import { TestCtrl } from "../test/integration/agent/test-ctrl.js";
-import { agentKubeConfig } from "../test/integration/agent/support.js";
+import { ApplyDeploymentSchema, InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { ensureHelm, findKubeAssets, planForPods, startCluster, type LocalCluster } from "../../src/cluster/index.js";
+import { regionSelector } from "../../src/contracts/labels.js";
+import { renderDeployment, renderReplicaSet } from "../../src/agent/deployments/render.js";
+import { Informer } from "../../src/kube/informer.js";
+import { silentLogger } from "../../src/base/log.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { isRecord, type KubeObject } from "../../src/kube/object.js";
+import { resources } from "../../src/kube/resources.js";
+import { TestCtrl } from "../../test/integration/agent/test-ctrl.js";
+import { agentKubeConfig } from "../../test/integration/agent/support.js";
 import { sampleDeploymentInit, SAMPLE_POD_REQUEST } from "./agent-fixtures.js";
 import {
   cpuSeconds,
@@ -45,7 +45,7 @@ import {
   ROOT,
   rssMiB,
   until,
-} from "./support.js";
+} from "../support.js";
 
 const N = Number(process.env.KRANE_BENCH_AGENT_N ?? 1000);
 const REGION = "bench";

@@ -1,6 +1,6 @@
 // Deployments for the agent benchmark: deployment i of N, ten per environment.
 import { create } from "@bufbuild/protobuf";
-import { ApplyDeploymentSchema, type ApplyDeployment } from "../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { ApplyDeploymentSchema, type ApplyDeployment } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 
 /** What each sample pod requests (render.ts: half the 100m / 64 MiB limits). */
 export const SAMPLE_POD_REQUEST = { cpuMillicores: 50, memoryMib: 32 };

@@ -1,4 +1,4 @@
-// Child process of bench/ctrl.ts: the database's own limit, measured like ctrl but without it —
+// Child process of bench/ctrl/ctrl.ts: the database's own limit, measured like ctrl but without it —
 // a bare loop on the same database and client library, with the same paced writer.
 //   PostgreSQL (argv: a postgres:// URL): one INSERT and one NOTIFY per transaction through a
 //     `pg` pool as large as ctrl's (10); the 10 streams are LISTEN connections in the parent,
@@ -7,7 +7,7 @@
 //     pragmas, then an in-process wake-up; the 10 streams are readers in this process that each
 //     read the new rows by their own cursor when woken (a woken reader reads once per tick,
 //     whatever number of wake-ups came meanwhile).
-// IPC as bench/ctrl-server.ts: {write, rate, seconds, warmupSeconds, mark} → {done, commits,
+// IPC as bench/ctrl/ctrl-server.ts: {write, rate, seconds, warmupSeconds, mark} → {done, commits,
 // stats?} (SQLite also answers the streams' delivery stats), {stop} → exit.
 import { EventEmitter } from "node:events";
 import { performance } from "node:perf_hooks";

@@ -1,9 +1,9 @@
-// The floor of `krane status` on Node.js, for bench/cli.ts: a plain script that makes the same
+// The floor of `krane status` on Node.js, for bench/cli/cli.ts: a plain script that makes the same
 // four calls (the only workspace, then the environment's status, rollout and last instance
 // events at once) over node:http2 in the Connect protocol's JSON, and prints the answers' sizes.
 // No command line, no retries, no rendering: what any Node.js client of ctrl pays at the least.
 //
-//   KRANE_CTRL_URL=… KRANE_TOKEN=… node bench/cli-status-floor.mjs <project>/<env>
+//   KRANE_CTRL_URL=… KRANE_TOKEN=… node bench/cli/cli-status-floor.mjs <project>/<env>
 /* global process */
 import { connect } from "node:http2";
 

@@ -4,7 +4,7 @@
 //    that held request's answer, p50/p99 over KRANE_BENCH_AUTOSCALE_RUNS runs (default 30), next
 //    to the kubelet's own pod start in the same run (a bare Pod of the same image, RuntimeClass and
 //    probe posted to the API server, until it answers), and the request's time split into the steps
-//    between (bench/cold-timeline.ts). Several environments take turns, so each
+//    between (bench/autoscale/cold-timeline.ts). Several environments take turns, so each
 //    can sit out its idle window (30 s at least) while the others are measured;
 //  - reaction to a load step: 8 clients keep slow requests in flight (concurrency target 2, max
 //    4): the time until 4 instances answer through the sentinel;
@@ -21,26 +21,25 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { request } from "undici";
-import { Agent } from "../src/agent/agent.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { createApiClients } from "../src/client/api.js";
-import { startCluster } from "../src/cluster/index.js";
-import { workloadImages } from "../src/cluster/images.js";
-import { getJson, kubeRequest } from "../src/cluster/kube-http.js";
-import { realNodeSupport } from "../src/cluster/nodes/host.js";
-import { localAddress } from "../src/cluster/pod-network.js";
-import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
-import { formatRoutingPolicy, POLICY_KEY } from "../src/contracts/routing.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
-import { KubeClient } from "../src/kube/client.js";
-import { resources } from "../src/kube/resources.js";
-import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { bareNamespace, barePodSpec } from "./bare-pods.js";
+import { Agent } from "../../src/agent/agent.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { createApiClients } from "../../src/client/api.js";
+import { startCluster } from "../../src/cluster/index.js";
+import { workloadImages } from "../../src/cluster/images.js";
+import { getJson, kubeRequest } from "../../src/cluster/kube-http.js";
+import { realNodeSupport } from "../../src/cluster/nodes/host.js";
+import { localAddress } from "../../src/cluster/pod-network.js";
+import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../src/contracts/cluster.js";
+import { formatRoutingPolicy, POLICY_KEY } from "../../src/contracts/routing.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { resources } from "../../src/kube/resources.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { bareNamespace, barePodSpec } from "../bare-pods.js";
 import { ColdTimeline, MILESTONES, type Milestone } from "./cold-timeline.js";
-import { ensureTools, NGINX, WRK } from "./tools.js";
-import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "./sentinel.js";
-import { cpuSeconds, freePort, load, pct, until } from "./support.js";
+import { ensureTools, NGINX, WRK } from "../tools.js";
+import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "../sentinel/sentinel.js";
+import { startTestCtrl } from "../../test/integration/ctrl/support.js";
+import { cpuSeconds, freePort, load, pct, until } from "../support.js";
 
 const RUNS = Number(process.env.KRANE_BENCH_AUTOSCALE_RUNS ?? "30");
 /** Environments taking turns at sleeping (each needs its idle window between two of its runs). */
@@ -192,15 +191,8 @@ async function coldStarts(): Promise<void> {
   const ep = cluster.endpoint();
   const admin = cluster.kubeConfig();
   await applySentinelRbac(admin);
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
-    opsListen: null,
-    rolloutSweepIntervalMs: 200,
-  });
-  const token = generateToken("user");
-  await addUserToken(ctrl.store, "bench", token);
-  const api = createApiClients(ctrl.url, token);
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), { opsListen: null, rolloutSweepIntervalMs: 200 });
+  const api = createApiClients(ctrl.url, ctrl.adminToken);
   let agent: Agent | undefined;
   try {
     await api.regions.createRegion({ name: "local" });

@@ -7,10 +7,15 @@
 // so the agent's CPU is measured alone. Not a test double: it only feeds the benchmark, which
 // also measures the same path on real nodes.
 //
-//   node --import tsx bench/logs-standin.ts <port> <cert> <key> <instances> <rate> <namespace>
+//   node --import tsx bench/logs/logs-standin.ts <port> <cert> <key> <instances> <rate> <namespace>
 import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
-import { COMPONENT, LABEL_COMPONENT, LABEL_DEPLOYMENT_ID, workspaceNamespaceLabels } from "../src/contracts/labels.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_DEPLOYMENT_ID,
+  workspaceNamespaceLabels,
+} from "../../src/contracts/labels.js";
 
 const [port, cert, key, instances, rate, namespace] = process.argv.slice(2);
 const N = Number(instances);

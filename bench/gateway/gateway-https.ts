@@ -24,25 +24,23 @@ import { Registry } from "prom-client";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { startCluster } from "../src/cluster/index.js";
-import { podAddressMap } from "../src/cluster/pod-network.js";
-import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { Agent } from "../src/agent/agent.js";
-import { parseGatewayRef, parseIssuer } from "../src/agent/config.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/base/log.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
+import { startCluster } from "../../src/cluster/index.js";
+import { podAddressMap } from "../../src/cluster/pod-network.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { Agent } from "../../src/agent/agent.js";
+import { parseGatewayRef, parseIssuer } from "../../src/agent/config.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { silentLogger } from "../../src/base/log.js";
 import {
   DeploymentService,
   EnvironmentService,
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { until } from "./support.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { until } from "../support.js";
+import { startTestCtrl, type TestCtrl } from "../../test/integration/ctrl/support.js";
 
 const SECONDS = Number(process.env.KRANE_BENCH_GATEWAY_SECONDS ?? 10);
 const CLIENTS = 1_000;
@@ -122,7 +120,7 @@ export async function httpsThroughGateway(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-https-"));
   const cluster = await startCluster({ name: "bench-https", standins: true, gateway: true, tls: true });
   let agent: Agent | undefined;
-  let ctrl: Awaited<ReturnType<typeof startCtrl>> | undefined;
+  let ctrl: TestCtrl | undefined;
   const key = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(key.publicKey)), kid: "k1", alg: "ES256" };
   const jwks = createHttpServer((_q, s) =>
@@ -135,14 +133,11 @@ export async function httpsThroughGateway(): Promise<void> {
     if (!gws?.https || !certs) throw new Error("the bench cluster runs no HTTPS Gateway");
     const port = gws.https.port;
     await applySentinelRbac(cluster.kubeConfig());
-    ctrl = await startCtrl({
-      databaseUrl: join(dir, "ctrl.db"),
-      listen: { host: "127.0.0.1", port: 0 },
+    ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
       opsListen: null,
       exposure: { publicApex: "apps.bench", scheme: "https" },
     });
-    const token = generateToken("user");
-    await addUserToken(ctrl.store, "admin", token);
+    const token = ctrl.adminToken;
     const t = createConnectTransport({
       baseUrl: ctrl.url,
       httpVersion: "2",
@@ -160,7 +155,7 @@ export async function httpsThroughGateway(): Promise<void> {
     });
     agent = new Agent({
       ctrlUrl: ctrl.url,
-      token: (await issueClusterToken(ctrl.store, "local", "default")).token,
+      token: await ctrl.agentToken("local"),
       region: "local",
       kubeconfig: await agentKubeConfigFrom(cluster.kubeConfig()),
       log: silentLogger,

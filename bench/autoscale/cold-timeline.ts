@@ -1,12 +1,12 @@
-// Where a cold start's time goes (bench/autoscale.ts): watches krane's Deployments, ReplicaSets,
+// Where a cold start's time goes (bench/autoscale/autoscale.ts): watches krane's Deployments, ReplicaSets,
 // pods and EndpointSlices and notes when each event arrives, so a cold start can be split into the
 // steps between the held request and its first byte. Watch events arrive a few milliseconds after
 // the write; the API's own timestamps are whole seconds, too coarse for this.
-import { LABEL_DEPLOYMENT_ID } from "../src/contracts/labels.js";
-import type { KubeClient } from "../src/kube/client.js";
-import { isRecord } from "../src/kube/object.js";
-import { resources } from "../src/kube/resources.js";
-import { sleep } from "../src/retry/backoff.js";
+import { LABEL_DEPLOYMENT_ID } from "../../src/contracts/labels.js";
+import type { KubeClient } from "../../src/kube/client.js";
+import { isRecord } from "../../src/kube/object.js";
+import { resources } from "../../src/kube/resources.js";
+import { sleep } from "../../src/retry/backoff.js";
 
 export const MILESTONES = [
   "Deployment scaled up",

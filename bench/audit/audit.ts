@@ -2,7 +2,7 @@
 //  - the audit log's cost on the write path: ctrl's rate of keyed CreateDeployment calls (and of
 //    UpdateEnvironment, whose diff reads the whole environment) with the log recording and with
 //    it off, alternating rounds on fresh databases, SQLite and PostgreSQL (target: at most 10 %
-//    slower). ctrl runs in a process of its own (bench/audit-ctrl.ts); 8 writers in this one;
+//    slower). ctrl runs in a process of its own (bench/audit/audit-ctrl.ts); 8 writers in this one;
 //    beside it, what a user would otherwise have: the same events appended as JSON lines to a
 //    file, one write per event as a Kubernetes-style audit log file backend does (and with an
 //    fdatasync per event, which is what matching the log's durability would take);
@@ -34,41 +34,35 @@ import { request as httpRequest } from "node:http";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Registry } from "prom-client";
-import { Agent } from "../src/agent/agent.js";
-import { parseGatewayRef } from "../src/agent/config.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/base/log.js";
-import { podAddressMap, startCluster } from "../src/cluster/index.js";
-import { auditRecordToJson } from "../src/contracts/audit.js";
-import { recordOf } from "../src/cli/audit-records.js";
-import { LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";
-import { Store } from "../src/ctrl/db/store.js";
-import { recordOfRow } from "../src/ctrl/domain/audit.js";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { Keyring } from "../src/ctrl/secrets/keyring.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
+import { Agent } from "../../src/agent/agent.js";
+import { parseGatewayRef } from "../../src/agent/config.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { silentLogger } from "../../src/base/log.js";
+import { podAddressMap, startCluster } from "../../src/cluster/index.js";
+import { auditRecordToJson } from "../../src/contracts/audit.js";
+import { recordOf } from "../../src/cli/audit-records.js";
+import { LABEL_ENVIRONMENT_ID } from "../../src/contracts/labels.js";
 import {
   DeploymentService,
   EnvironmentService,
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { AuditService } from "../src/gen/krane/ctrl/v1/audit_pb.js";
-import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
-import { PreviewService } from "../src/gen/krane/ctrl/v1/preview_pb.js";
-import { KubeClient } from "../src/kube/client.js";
-import { resources, type ResourceType } from "../src/kube/resources.js";
-import { applySentinelRbac } from "../src/sentinel/rbac.js";
-import { deliver, githubDelivery } from "../test/support/git-providers.js";
-import { startPostgres } from "../test/support/postgres.js";
-import { percentileOf, until } from "./support.js";
-import { seedAuditEvents } from "../test/support/audit-events.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { AuditService } from "../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { PreviewService } from "../../src/gen/krane/ctrl/v1/preview_pb.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { resources, type ResourceType } from "../../src/kube/resources.js";
+import { applySentinelRbac } from "../../src/sentinel/rbac.js";
+import { deliver, githubDelivery } from "../../test/support/git-providers.js";
+import { randomKeyring, startTestCtrl, type TestCtrl } from "../../test/integration/ctrl/support.js";
+import { startPostgres } from "../../test/support/postgres.js";
+import { percentileOf, ROOT, until } from "../support.js";
+import { seedAuditEvents } from "../../test/support/audit-events.js";
 
 const ROUNDS = Number(process.env.KRANE_BENCH_AUDIT_ROUNDS ?? 3);
 const CREATES = Number(process.env.KRANE_BENCH_AUDIT_CREATES ?? 1500);
@@ -77,7 +71,6 @@ const EXPORTED = Number(process.env.KRANE_BENCH_AUDIT_EXPORT ?? 50_000);
 const WARMUP = Number(process.env.KRANE_BENCH_AUDIT_WARMUP ?? 200);
 const ONLY = process.env.KRANE_BENCH_AUDIT_ONLY;
 const WRITERS = 8;
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 const loadNow = (): string => loadavg()[0]?.toFixed(1) ?? "?";
 
@@ -90,8 +83,8 @@ async function ctrlChild(
   database: string,
   mode: "on" | "off" | "serve",
 ): Promise<{ url: string; token: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "bench/audit-ctrl.ts"), database, mode], {
-    cwd: root,
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bench/audit/audit-ctrl.ts"), database, mode], {
+    cwd: ROOT,
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, KRANE_LOG_LEVEL: "warn" },
   });
@@ -156,59 +149,50 @@ const WS = "ws_benchbenchbenchbenchb";
 
 /**
  * A chain of EXPORTED events written straight into the database (the shape of an environment
- * update with six changed settings), then: the same events as JSON lines in a file, written one
- * write per event (a Kubernetes-style audit log file) and with an fdatasync each; ExportAuditEvents
- * of the chain through ctrl; reading that file back.
+ * update with six changed settings), then: ExportAuditEvents of the chain through ctrl, each event
+ * made the JSON line `krane audit export --format ndjson` writes; those lines in a file, written
+ * one write per event (a Kubernetes-style audit log file) and with an fdatasync each; reading that
+ * file back.
  */
 async function exportAndFile(name: string, database: string, dir: string): Promise<void> {
-  const store = await Store.open({ url: database });
-  const lines: string[] = [];
-  try {
-    await seedAuditEvents(store, WS, EXPORTED);
-    for (const r of await store.db
-      .selectFrom("audit_events")
-      .selectAll()
-      .where("workspace_id", "=", WS)
-      .orderBy("seq")
-      .execute())
-      lines.push(`${JSON.stringify(auditRecordToJson(recordOfRow(r)))}\n`);
-  } finally {
-    await store.close();
-  }
+  await seedAuditEvents(database, WS, EXPORTED);
   const file = join(dir, `events-${randomBytes(4).toString("hex")}.ndjson`);
-  const perEvent = (synced: boolean): number => {
-    rmSync(file, { force: true });
-    const fd = openSync(file, "a");
-    const t0 = performance.now();
-    for (const l of lines) {
-      writeSync(fd, l);
-      if (synced) fdatasyncSync(fd);
-    }
-    const us = ((performance.now() - t0) * 1000) / lines.length;
-    closeSync(fd);
-    return us;
-  };
-  const synced = perEvent(true);
-  const plain = perEvent(false);
-  console.log(
-    `audit: beside it, a Kubernetes-style audit log file: ${plain.toFixed(1)} µs per event appended (one write each), ${synced.toFixed(0)} µs with an fdatasync each`,
-  );
-
   const c = await ctrlChild(database, "serve");
   try {
     const t = createConnectTransport({ baseUrl: c.url, httpVersion: "2", interceptors: bearer(c.token) });
     const client = createClient(AuditService, t);
-    let n = 0;
+    const lines: string[] = [];
     let bytes = 0;
     const t0 = performance.now();
     for await (const batch of client.exportAuditEvents({ filter: { workspace: WS } }, { timeoutMs: 0 }))
       for (const e of batch.events) {
-        n++;
         // What `krane audit export --format ndjson` does with each event.
-        bytes += JSON.stringify(auditRecordToJson(recordOf(e))).length + 1;
+        const line = `${JSON.stringify(auditRecordToJson(recordOf(e)))}\n`;
+        lines.push(line);
+        bytes += line.length;
       }
     const s = (performance.now() - t0) / 1000;
-    if (n !== lines.length) throw new Error(`export gave ${n} events of ${lines.length}`);
+    const n = lines.length;
+    if (n !== EXPORTED) throw new Error(`export gave ${n} events of ${EXPORTED}`);
+
+    const perEvent = (synced: boolean): number => {
+      rmSync(file, { force: true });
+      const fd = openSync(file, "a");
+      const w0 = performance.now();
+      for (const l of lines) {
+        writeSync(fd, l);
+        if (synced) fdatasyncSync(fd);
+      }
+      const us = ((performance.now() - w0) * 1000) / lines.length;
+      closeSync(fd);
+      return us;
+    };
+    const synced = perEvent(true);
+    const plain = perEvent(false);
+    console.log(
+      `audit: beside it, a Kubernetes-style audit log file: ${plain.toFixed(1)} µs per event appended (one write each), ${synced.toFixed(0)} µs with an fdatasync each`,
+    );
+
     let read = 0;
     const r0 = performance.now();
     for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
@@ -305,22 +289,18 @@ async function previews(): Promise<void> {
   const cluster = await startCluster({ name: "bench-previews", standins: true, gateway: true });
   const kube = new KubeClient(cluster.kubeConfig(), { qps: 100, burst: 200 });
   let agent: Agent | undefined;
-  let ctrl: Awaited<ReturnType<typeof startCtrl>> | undefined;
+  let ctrl: TestCtrl | undefined;
   try {
     const gws = cluster.gateways;
     if (!gws) throw new Error("the bench cluster runs no Gateways");
     await applySentinelRbac(cluster.kubeConfig());
-    ctrl = await startCtrl({
-      databaseUrl: join(dir, "ctrl.db"),
-      listen: { host: "127.0.0.1", port: 0 },
+    ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
       opsListen: null,
-      keyring: new Keyring(randomBytes(32)),
+      keyring: randomKeyring(),
       exposure: { publicApex: "preview.bench", scheme: "http" },
       previews: { webhookListen: { host: "127.0.0.1", port: 0 } },
     });
-    const token = generateToken("user");
-    await addUserToken(ctrl.store, "admin", token);
-    const t = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "2", interceptors: bearer(token) });
+    const t = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "2", interceptors: bearer(ctrl.adminToken) });
     const base = { workspace: "acme", project: "shop", environment: "production" };
     await createClient(RegionService, t).createRegion({ name: "local" });
     await createClient(WorkspaceService, t).createWorkspace({ slug: "acme" });
@@ -352,7 +332,7 @@ async function previews(): Promise<void> {
     });
     agent = new Agent({
       ctrlUrl: ctrl.url,
-      token: (await issueClusterToken(ctrl.store, "local", "default")).token,
+      token: await ctrl.agentToken("local"),
       region: "local",
       kubeconfig: await agentKubeConfigFrom(cluster.kubeConfig()),
       log: silentLogger,

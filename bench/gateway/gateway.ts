@@ -11,21 +11,20 @@
 //  - gRPC unary calls/s and latency through the sentinel vs direct to the instance (./grpc.ts);
 //  - HTTPS through the Gateway (Traefik, a certificate from cert-manager), JWT off and on with
 //    distinct tokens per client and per request (./gateway-https.ts).
-// Needs Debian's wrk for the throughput figures (./tools.ts installs it as root, or names the
+// Needs Debian's wrk for the throughput figures (../tools.ts installs it as root, or names the
 // apt-get line).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Registry } from "prom-client";
 import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose";
-import { startCluster } from "../src/cluster/index.js";
-import { KubeClient } from "../src/kube/client.js";
-import { isRecord } from "../src/kube/object.js";
-import { resources } from "../src/kube/resources.js";
-import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
+import { startCluster } from "../../src/cluster/index.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { isRecord } from "../../src/kube/object.js";
+import { resources } from "../../src/kube/resources.js";
+import { SENTINEL_NAMESPACE } from "../../src/contracts/cluster.js";
 import {
   LABEL_COMPONENT,
   LABEL_DEPLOYMENT_ID,
@@ -33,15 +32,17 @@ import {
   LABEL_MANAGED_BY,
   LABEL_REGION,
   MANAGED_BY,
-} from "../src/contracts/labels.js";
-import { formatRoutingPolicy, POLICY_KEY, ROUTING_COMPONENT, type EdgeAuthPolicy } from "../src/contracts/routing.js";
-import { applySentinelRbac, sentinelKubeConfigFrom } from "../src/sentinel/rbac.js";
-import { Agent } from "../src/agent/agent.js";
-import { agentKubeConfigFrom } from "../src/agent/rbac.js";
-import { silentLogger } from "../src/base/log.js";
-import { startCtrl } from "../src/ctrl/server/server.js";
-import { addUserToken, generateToken } from "../src/ctrl/domain/tokens.js";
-import { issueClusterToken } from "../src/ctrl/domain/clusters.js";
+} from "../../src/contracts/labels.js";
+import {
+  formatRoutingPolicy,
+  POLICY_KEY,
+  ROUTING_COMPONENT,
+  type EdgeAuthPolicy,
+} from "../../src/contracts/routing.js";
+import { applySentinelRbac, sentinelKubeConfigFrom } from "../../src/sentinel/rbac.js";
+import { Agent } from "../../src/agent/agent.js";
+import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
+import { silentLogger } from "../../src/base/log.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import {
@@ -49,19 +50,19 @@ import {
   ProjectService,
   RegionService,
   WorkspaceService,
-} from "../src/gen/krane/ctrl/v1/api_pb.js";
-import { EndpointService } from "../src/gen/krane/ctrl/v1/exposure_pb.js";
+} from "../../src/gen/krane/ctrl/v1/api_pb.js";
+import { EndpointService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { grpcUnary } from "./grpc.js";
 import { httpsThroughGateway } from "./gateway-https.js";
-import { percentileOf, until, freePort, spawnBenchSentinel } from "./support.js";
-import { ensureTools, WRK } from "./tools.js";
+import { percentileOf, until, freePort, ROOT, spawnBenchSentinel } from "../support.js";
+import { ensureTools, WRK } from "../tools.js";
+import { startTestCtrl } from "../../test/integration/ctrl/support.js";
 
 const ENV = "env_bench_gw";
 const REGION = "bench";
 const HOST = "bench.apps.example";
 const CHANGES = Number(process.env.KRANE_BENCH_GATEWAY_CHANGES ?? 40);
 const SECONDS = Number(process.env.KRANE_BENCH_GATEWAY_SECONDS ?? 10);
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -126,14 +127,11 @@ async function propagation(
   kube: KubeClient,
   dir: string,
 ): Promise<void> {
-  const ctrl = await startCtrl({
-    databaseUrl: join(dir, "ctrl.db"),
-    listen: { host: "127.0.0.1", port: 0 },
+  const ctrl = await startTestCtrl(join(dir, "ctrl.db"), {
     opsListen: null,
     exposure: { publicApex: "apps.example", organizationApex: "internal.example" },
   });
-  const token = generateToken("user");
-  await addUserToken(ctrl.store, "admin", token);
+  const token = ctrl.adminToken;
   const transport = createConnectTransport({
     baseUrl: ctrl.url,
     httpVersion: "2",
@@ -151,7 +149,7 @@ async function propagation(
   });
   const agent = new Agent({
     ctrlUrl: ctrl.url,
-    token: (await issueClusterToken(ctrl.store, REGION, "default")).token,
+    token: await ctrl.agentToken(REGION),
     region: REGION,
     kubeconfig: await agentKubeConfigFrom(cluster.kubeConfig()),
     log: silentLogger,
@@ -228,7 +226,7 @@ async function jwtThroughput(
     [
       "--import",
       import.meta.resolve("tsx"),
-      join(root, "bench/sentinel-upstream.ts"),
+      join(ROOT, "bench/sentinel/sentinel-upstream.ts"),
       `127.${net.slot}.9.1:${appPort}`,
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
