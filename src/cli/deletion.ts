@@ -68,7 +68,14 @@ async function run(
   const deadline = Date.now() + (f.timeout ?? 300) * 1000;
   while (f.wait && d && !d.done && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 1000));
-    d = await call(true, []);
+    const last: Deletion = d;
+    try {
+      d = await call(true, []);
+    } catch (err) {
+      // Gone between two looks: the deletion finished (the first call found it, so it existed).
+      if (!x.isNotFound(err)) throw err;
+      d = { ...last, done: true, regions: [] };
+    }
   }
   printDeletion(x, d);
   if (f.wait && d && !d.done) process.exitCode = 1;

@@ -158,7 +158,7 @@ function withSettingsOptions(
     .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
     .option("--sentinel-cpu <millicores>", "sentinel CPU", intArg("--sentinel-cpu"))
     .option("--sentinel-memory <mib>", "sentinel memory", intArg("--sentinel-memory"))
-    .option("--strategy <name>", "RollingUpdate, Recreate, canary or blue-green (progressive delivery, see README)")
+    .option("--strategy <name>", "RollingUpdate, Recreate, canary or blue-green (progressive delivery: docs/using.md)")
     .option("--steps <list>", "canary steps: weights, pause, pause:<seconds>, analysis (e.g. 20,pause,50,analysis,100)")
     .option("--analysis <rules>", "analysis rules: success>=99,p99<=500,requests>=100,interval=10s,checks=3,failures=1")
     .option("--scale-down-stable", "canary: scale the stable revision down as the canary grows")

@@ -119,6 +119,8 @@ export interface UserContext {
   readonly view: typeof view;
   printJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): void;
   printTable(head: string[], rows: (string | number)[][]): void;
+  /** ctrl answered not_found. */
+  isNotFound(err: unknown): boolean;
 }
 
 export class Ctrl {
@@ -197,7 +199,7 @@ export class Ctrl {
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
     const ctrl = new Ctrl(flags);
-    await body({ ctrl, api, rollout, exposure, json: ctrl.json, toJson, view, printJson, printTable });
+    await body({ ctrl, api, rollout, exposure, json: ctrl.json, toJson, view, printJson, printTable, isNotFound });
   });
 }
 
@@ -212,6 +214,10 @@ export async function run(body: () => Promise<void>): Promise<void> {
     }
     throw err;
   }
+}
+
+function isNotFound(err: unknown): boolean {
+  return err instanceof ConnectError && err.code === Code.NotFound;
 }
 
 function codeName(c: Code): string {

@@ -47,6 +47,9 @@ describe("npm package", () => {
     for (const required of [
       "package.json",
       "README.md",
+      // README.md links into docs/.
+      "docs/using.md",
+      "docs/running-for-real.md",
       "bin/krane.js",
       "dist/cli/main.js",
       "dist/cli/user-client.js",

@@ -36,7 +36,7 @@ const prepareValue = (pg as unknown as { utils: { prepareValue(v: unknown): unkn
  * a NUL character, which a query's text cannot carry (as a parameter the server refuses it).
  * The quoting is pg.escapeLiteral's, done with native replaces: escapeLiteral builds its result a
  * character at a time, which for a change's payload (its bytes as hex, twice in the outbox's
- * statement) cost more than the rest of ctrl's work on the change (bench/ctrl-inline.ts).
+ * statement) cost more than the rest of ctrl's work on the change (bench/ctrl/ctrl-inline.ts).
  */
 export function literal(value: unknown): string | undefined {
   const v = prepareValue(value);

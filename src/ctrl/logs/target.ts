@@ -59,7 +59,7 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
         "not_found",
         `instance "${q.instance}" no longer exists in environment "${environment.slug}" (or never did): krane reads ` +
           "logs from running instances only; the lines of an instance that is gone are in your cluster's log store, " +
-          "if it ships logs to one (see the README: Logs)",
+          "if it ships logs to one (see docs/using.md: Logs)",
       );
     regions = regions.filter((r) => r === found.region);
   }

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
-import { krane, spawnCtrl, type CtrlProcess } from "./process.js";
+import { krane, kraneAsync, spawnCtrl, type CtrlProcess } from "./process.js";
 import { tempDir, transportFor } from "./support.js";
 
 describe("krane api-token, cluster-token revoke and env update against krane ctrl serve", () => {
@@ -269,6 +269,20 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
       ok(["env", "update", "--help"]).replace(/\s+/g, " "),
       /--scale-to-zero .* min becomes 0, and a new policy's max is the region's count now/,
     );
+  });
+
+  it("env delete --wait follows the deletion to its end, also when it ends between two looks", async () => {
+    ok(["env", "create", "shop/gone", "--region", "eu=1"]);
+    // No agent runs eu, so the deletion waits for it; while the command waits, an operator
+    // forces the region and the deletion ends between two of its looks: the environment is then
+    // gone (not_found), which is the end it waited for, not an error.
+    const waiting = kraneAsync(["env", "delete", "shop/gone", "--yes", "--wait", "--timeout", "60"], env);
+    await new Promise((r) => setTimeout(r, 2_500));
+    ok(["env", "delete", "shop/gone", "--yes", "--force"]);
+    const r = await waiting;
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^environment \S+ deleted$/m);
+    fails(["env", "get", "shop/gone"], /not found/);
   });
 
   // Last: the workspaces it makes would take away the other tests' default workspace.
