@@ -35,7 +35,7 @@ export function registerDevCommand(program: Command): void {
         if (!["auto", "real", "standins"].includes(opts.nodes))
           throw new Error(`--nodes: auto, real or standins, not "${opts.nodes}"`);
         const [
-          { exampleConverged, exampleEntry, exampleStatus, startDev, EXAMPLE },
+          { exampleConverged, exampleEntry, exampleStatus, servesItsCertificate, startDev, EXAMPLE },
           { renderEnvironmentStatus },
           { toJson },
           { GetEnvironmentStatusResponseSchema },
@@ -68,10 +68,17 @@ export function registerDevCommand(program: Command): void {
         const deadline = Date.now() + 180_000;
         const local = session.cluster !== undefined;
         let status = await exampleStatus(session.api);
-        // With --tls the example's endpoint must be served too (certificate issued, listener programmed).
-        const servedOverHttps = (): boolean =>
-          !session.https || status.endpoints.every((e) => e.regions.every((r) => r.readiness === "ready"));
-        while (!(exampleConverged(status, local) && servedOverHttps()) && Date.now() < deadline) {
+        // With --tls the example's endpoint must be served too: certificate issued, listener
+        // programmed, and then the certificate really presented on the listener — the Gateway
+        // says Programmed a moment before it serves the certificate (servesItsCertificate).
+        const https = session.https;
+        let httpsServed = https === undefined;
+        const servedOverHttps = async (): Promise<boolean> =>
+          (httpsServed ||=
+            https !== undefined &&
+            status.endpoints.every((e) => e.regions.every((r) => r.readiness === "ready")) &&
+            (await servesItsCertificate(https)));
+        while (!(exampleConverged(status, local) && (await servedOverHttps())) && Date.now() < deadline) {
           await new Promise((r) => setTimeout(r, 500));
           status = await exampleStatus(session.api);
         }
@@ -91,14 +98,18 @@ export function registerDevCommand(program: Command): void {
             `  while sleep 0.2; do curl -s ${entry}; echo; done   # then deploy in a third terminal and watch traffic move`,
           );
         }
-        if (session.https)
-          say(`  curl -s --cacert ${session.https.caFile} ${session.https.url}   # HTTPS through the local Gateway`);
+        if (https && httpsServed)
+          say(`  curl -s --cacert ${https.caFile} ${https.url}   # HTTPS through the local Gateway`);
+        else if (https)
+          say(
+            `  (HTTPS: ${https.url} does not serve its certificate yet; \`npx krane status ${EXAMPLE.project}/${EXAMPLE.environment}\` shows when it does)`,
+          );
         say(`  npx krane deploy ${EXAMPLE.project}/${EXAMPLE.environment} --image ${EXAMPLE.nextImage}`);
         say("");
         say(`the dashboard: ${session.ctrlUrl}/ (sign in with the token above)`);
         if (opts.exitWhenReady) {
           await stop("ready");
-          if (!exampleConverged(status) || !servedOverHttps()) process.exitCode = 1;
+          if (!exampleConverged(status) || !httpsServed) process.exitCode = 1;
           return;
         }
         say("Ctrl-C stops everything.");

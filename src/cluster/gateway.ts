@@ -154,6 +154,11 @@ export async function startGateways(
         // Traefik serves a Gateway listener on the entry point of the same port.
         ...(httpsPort === undefined ? [] : [`--entryPoints.https.address=127.0.0.1:${httpsPort}`]),
         "--providers.kubernetesGateway=true",
+        // How long Traefik waits between applying two configurations of a provider (its default
+        // 2 s). It writes a listener's status before it applies what the status says, so a
+        // listener is Programmed up to this long before it serves its certificate; a test widens
+        // it (KRANE_LOCAL_GATEWAY_THROTTLE) to show that a client is only told once it serves.
+        `--providers.providersThrottleDuration=${process.env.KRANE_LOCAL_GATEWAY_THROTTLE ?? "2s"}`,
         // A test harness: no calls home.
         "--global.checkNewVersion=false",
         "--global.sendAnonymousUsage=false",

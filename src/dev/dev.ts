@@ -10,7 +10,9 @@
 // serve it; off by default, since it costs two more builds and processes and a few seconds of
 // start-up that the example's own traffic (through its sentinel) does not need. Everything it
 // starts it also stops; a killed `krane dev` leaves its cluster to the cluster's reaper.
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect as tlsConnect } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -205,7 +207,9 @@ export async function startDev(opts: DevOptions): Promise<DevSession> {
       // HTTPS entry point is a port of its own there.
       const host = new URL(endpoint?.url ?? "https://localhost").hostname;
       https = { url: `https://${host}:${gateway.https.port}/`, caFile };
-      opts.say(`HTTPS: ${https.url} with a certificate the local CA (${caFile}) signed for it`);
+      opts.say(
+        `HTTPS: ${https.url}, once the local CA (${caFile}) has signed its certificate and the Gateway serves it`,
+      );
     }
     return {
       ctrlUrl: ctrl.url,
@@ -252,6 +256,33 @@ async function createExample(api: ApiClients): Promise<void> {
       failureThreshold: 3,
       initialDelaySeconds: 1,
     },
+  });
+}
+
+/**
+ * Whether the HTTPS address serves its own certificate now: a TLS handshake with its hostname
+ * (SNI), as curl makes it, whose certificate the local CA signed for that hostname. The Gateway
+ * reports its listener Programmed a moment before it serves the certificate it loaded for it
+ * (Traefik applies its new configuration after writing the status), so the endpoint's readiness
+ * alone can be "ready" while the Gateway still presents its default certificate.
+ */
+export function servesItsCertificate(https: { url: string; caFile: string }, timeoutMs = 2_000): Promise<boolean> {
+  const { hostname, port } = new URL(https.url);
+  return new Promise((resolve) => {
+    const socket = tlsConnect({
+      host: "127.0.0.1",
+      port: Number(port),
+      servername: hostname,
+      ca: readFileSync(https.caFile, "utf8"),
+      timeout: timeoutMs,
+    });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("secureConnect", () => done(socket.authorized));
+    socket.once("timeout", () => done(false));
+    socket.once("error", () => done(false));
   });
 }
 

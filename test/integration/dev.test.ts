@@ -135,8 +135,14 @@ test(
   { timeout: 10 * 60_000 },
   async () => {
     // Stand-ins are enough here: what --tls adds is the Gateway, cert-manager and the endpoint.
+    // Traefik writes a listener's status (Programmed) before it applies the configuration that
+    // serves its certificate, up to its throttle later (default 2 s). Widened here, the example
+    // converges well inside that window, so a `krane dev` that printed the curl line on the
+    // status alone would send clients to the Gateway's default certificate, as a fresh machine
+    // (where the certificate was the last thing to become ready) once did.
     const child = spawn(process.execPath, ["bin/krane.js", "dev", "--ctrl-port", "0", "--nodes", "standins", "--tls"], {
       stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, KRANE_LOCAL_GATEWAY_THROTTLE: "15s" },
     });
     let stderr = "";
     const ready = new Promise<void>((resolve, reject) => {
