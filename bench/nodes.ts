@@ -16,7 +16,7 @@ import { workloadImages } from "../src/cluster/images.js";
 import { getJson, kubeRequest } from "../src/cluster/kube-http.js";
 import { realNodeSupport } from "../src/cluster/nodes/host.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";
-import { createApiClients } from "../src/client/api.js";
+import { createApiClients } from "../src/client/node.js";
 import { applySentinelRbac } from "../src/sentinel/rbac.js";
 import { bareNamespace, barePodSpec } from "./bare-pods.js";
 import { load, pct, until } from "./support.js";

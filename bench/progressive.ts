@@ -19,7 +19,7 @@ import { Registry } from "prom-client";
 import { Agent } from "../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
 import { silentLogger } from "../src/base/log.js";
-import { createApiClients } from "../src/client/api.js";
+import { createApiClients } from "../src/client/node.js";
 import { podAddressMap, startCluster, type LocalCluster } from "../src/cluster/index.js";
 import { SENTINEL_NAMESPACE } from "../src/contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID } from "../src/contracts/labels.js";

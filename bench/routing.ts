@@ -15,7 +15,7 @@ import { Pool } from "undici";
 import { Agent } from "../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../src/agent/rbac.js";
 import { silentLogger } from "../src/base/log.js";
-import { createApiClients } from "../src/client/api.js";
+import { createApiClients } from "../src/client/node.js";
 import { podAddressMap, startCluster } from "../src/cluster/index.js";
 import type { StandinAnswer } from "../src/cluster/standin/app.js";
 import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../src/contracts/cluster.js";

@@ -23,7 +23,7 @@ import { pino } from "pino";
 import { request } from "undici";
 import { Agent } from "../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
-import { createApiClients } from "../../src/client/api.js";
+import { createApiClients } from "../../src/client/node.js";
 import { startCluster } from "../../src/cluster/index.js";
 import { workloadImages } from "../../src/cluster/images.js";
 import { getJson, kubeRequest } from "../../src/cluster/kube-http.js";

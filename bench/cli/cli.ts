@@ -27,7 +27,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
-import { createApiClients } from "../../src/client/api.js";
+import { createApiClients } from "../../src/client/node.js";
 import { findKubeAssets, startCluster } from "../../src/cluster/index.js";
 import { ROOT } from "../support.js";
 import { ensureTools, GNU_TIME } from "../tools.js";

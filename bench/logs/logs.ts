@@ -27,7 +27,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
-import { createApiClients } from "../../src/client/api.js";
+import { createApiClients } from "../../src/client/node.js";
 import { ensureKubeAssets, startCluster } from "../../src/cluster/index.js";
 import { workloadImages } from "../../src/cluster/images.js";
 import { realNodeSupport } from "../../src/cluster/nodes/host.js";

@@ -18,15 +18,13 @@ import { toJson } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import type * as http2 from "node:http2";
 import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
 import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../contracts/headers.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
-import { HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW } from "../contracts/http2.js";
+import { nodeTransport } from "../client/node.js";
 import * as view from "./status-view.js";
 import {
   isOutageCode,
@@ -130,8 +128,7 @@ export class Ctrl {
   constructor(readonly flags: ConnectionFlags) {
     if (!flags.token) throw new Error("no API token: pass --token or set KRANE_TOKEN");
     const token = flags.token;
-    const bearer: Interceptor = (next) => async (req) => {
-      req.header.set("authorization", `Bearer ${token}`);
+    const build: Interceptor = (next) => async (req) => {
       const res = await next(req);
       this.ctrlBuild = res.header.get(CTRL_VERSION_HEADER) ?? this.ctrlBuild;
       return res;
@@ -142,13 +139,7 @@ export class Ctrl {
       ctrlUrl: baseUrl,
       progress: (line) => process.stderr.write(`${line}\n`),
     });
-    this.transport = createConnectTransport({
-      baseUrl,
-      httpVersion: "2",
-      sessionManager: wideWindowSessions(baseUrl),
-      interceptors: [idempotencyKeys(), retry, bearer],
-      defaultTimeoutMs: 30_000,
-    });
+    this.transport = nodeTransport({ baseUrl, token, interceptors: [idempotencyKeys(), retry, build] });
   }
 
   /** The page size lists are read with: ctrl's maximum, so few round trips. */
@@ -232,40 +223,4 @@ export function printTable(head: string[], rows: (string | number)[][]): void {
   const table = new Table({ head, style: { head: [], border: [] } });
   for (const r of rows) table.push(r.map(String));
   process.stdout.write(`${table.toString()}\n`);
-}
-
-/**
- * Connect's HTTP/2 session manager with wide receive windows (contracts/http2.ts), so a busy
- * `krane logs -f` stream is not held to a round trip per 64 KiB: the stream's window is set when
- * the connection opens, the connection's on its first request.
- */
-function wideWindowSessions(baseUrl: string): {
-  authority: string;
-  request(
-    method: string,
-    path: string,
-    headers: http2.OutgoingHttpHeaders,
-    options: Omit<http2.ClientSessionRequestOptions, "signal">,
-  ): Promise<http2.ClientHttp2Stream>;
-  notifyResponseByteRead(stream: http2.ClientHttp2Stream): void;
-} {
-  const manager = new Http2SessionManager(baseUrl, undefined, { settings: { initialWindowSize: HTTP2_STREAM_WINDOW } });
-  const widened = new WeakSet<http2.Http2Session>();
-  return {
-    authority: manager.authority,
-    async request(method, path, headers, options) {
-      const stream = await manager.request(method, path, headers, options);
-      const session = stream.session;
-      if (session && !widened.has(session)) {
-        widened.add(session);
-        try {
-          session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW);
-        } catch {
-          // A session already closing: nothing to widen.
-        }
-      }
-      return stream;
-    },
-    notifyResponseByteRead: (stream) => manager.notifyResponseByteRead(stream),
-  };
 }

@@ -1,46 +1,12 @@
-// The dashboard's clients of ctrl's public API: Connect over fetch, generated from the same
-// protos as the CLI's (src/gen). Same origin, so the browser sends the HttpOnly session cookie;
-// the page never sees a token.
-import { createClient, ConnectError, type Client } from "@connectrpc/connect";
+// The dashboard's clients of ctrl's public API: Connect over fetch, the same clients of the same
+// services as the CLI's (src/client/services.ts). Same origin, so the browser sends the HttpOnly
+// session cookie; the page never sees a token.
+import { ConnectError } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import type { DescService } from "@bufbuild/protobuf";
-import {
-  DeploymentService,
-  EnvironmentService,
-  ProjectService,
-  RegionService,
-  StatusService,
-  WorkspaceService,
-} from "../gen/krane/ctrl/v1/api_pb.js";
-import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
-import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
-import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
-import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
-import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
-import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
+import { apiClients } from "../client/services.js";
 
 // Binary: smaller than JSON, and a live view's bytes are encoded once by ctrl for every stream.
-const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
-
-function client<S extends DescService>(s: S): Client<S> {
-  return createClient(s, transport);
-}
-
-export const api = {
-  workspaces: client(WorkspaceService),
-  projects: client(ProjectService),
-  environments: client(EnvironmentService),
-  deployments: client(DeploymentService),
-  regions: client(RegionService),
-  status: client(StatusService),
-  rollout: client(RolloutService),
-  live: client(LiveService),
-  metrics: client(MetricsService),
-  config: client(ConfigService),
-  events: client(InstanceEventService),
-  logs: client(LogService),
-  audit: client(AuditService),
-};
+export const api = apiClients(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }));
 
 /** ctrl's own message for a refused call. */
 export function errorText(err: unknown): string {

@@ -21,7 +21,7 @@ import { Agent } from "../agent/agent.js";
 import { agentKubeConfigFrom } from "../agent/rbac.js";
 import { parseGatewayRef, parseIssuer } from "../agent/config.js";
 import type { GatewaySettings } from "../agent/gateways/settings.js";
-import { createApiClients, type ApiClients } from "../client/api.js";
+import { createApiClients, type ApiClients } from "../client/node.js";
 import { startCluster, type LocalCluster } from "../cluster/index.js";
 import { isCheckout } from "../cluster/checkout.js";
 import { workloadImages, type WorkloadImages } from "../cluster/images.js";

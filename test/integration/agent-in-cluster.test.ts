@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
-import { createApiClients, type ApiClients } from "../../src/client/api.js";
+import { createApiClients, type ApiClients } from "../../src/client/node.js";
 import { startCtrl, type RunningCtrl } from "../../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";

@@ -11,7 +11,7 @@ import { Registry } from "prom-client";
 import { Agent } from "../../src/agent/agent.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { silentLogger } from "../../src/base/log.js";
-import { createApiClients, type ApiClients } from "../../src/client/api.js";
+import { createApiClients, type ApiClients } from "../../src/client/node.js";
 import { startCtrl, type RunningCtrl } from "../../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../../src/ctrl/domain/tokens.js";
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApiClients, type ApiClients } from "../../../src/client/api.js";
+import { createApiClients, type ApiClients } from "../../../src/client/node.js";
 import { startCtrl, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
 

@@ -70,7 +70,7 @@ export function Actions(props: {
           act({
             title: scaleTitle(replicas, scaleRegion),
             field: "scale",
-            run: () => api.rollout.scale({ ...ref, region: scaleRegion, replicas: scaleReplicas(replicas) }),
+            run: () => api.rollouts.scale({ ...ref, region: scaleRegion, replicas: scaleReplicas(replicas) }),
           });
         }}
       >
@@ -107,7 +107,7 @@ export function Actions(props: {
           <button
             key={label}
             type="button"
-            onClick={() => act({ title, field: "action", run: () => api.rollout[call](ref) })}
+            onClick={() => act({ title, field: "action", run: () => api.rollouts[call](ref) })}
           >
             {label}
           </button>

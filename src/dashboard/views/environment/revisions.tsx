@@ -69,7 +69,7 @@ export function RevisionsTable(props: { envRef: EnvRef; revisions: Revisions; ac
                   props.act({
                     title: `Roll back to revision ${to.revision}`,
                     field: "action",
-                    run: () => api.rollout.undo({ ...ref, toRevision: to.revision }),
+                    run: () => api.rollouts.undo({ ...ref, toRevision: to.revision }),
                     body: <RollbackDiff from={current} to={to} />,
                   });
                 }}
