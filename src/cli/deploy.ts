@@ -12,6 +12,7 @@ import {
   when,
   withConnection,
   type ConnectionFlags,
+  type UserContext,
 } from "./command.js";
 
 interface DeployFlags extends ConnectionFlags {
@@ -57,6 +58,16 @@ function perRegion(rs: readonly { region: string; replicas: number }[]): string 
 
 function deploymentRow(d: Deployment): (string | number)[] {
   return [d.id, Number(d.revision), d.image, perRegion(d.regions) || "-", d.k8sName, when(d.createdAtUnixMs)];
+}
+
+/** One deployment: as JSON, or its row and its settings' row. */
+function printDeployment(x: UserContext, d: Deployment): void {
+  if (x.json) {
+    x.printJson(x.api.DeploymentSchema, d);
+    return;
+  }
+  x.printTable(DEPLOYMENT_HEAD, [deploymentRow(d)]);
+  x.printTable(SETTINGS_HEAD, [settingsRow(d)]);
 }
 
 export function registerDeployCommands(program: Command): void {
@@ -121,12 +132,8 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
         healthCheck: f.healthPath === undefined ? undefined : { path: f.healthPath },
       });
       if (!deployment) return;
-      if (x.json) {
-        x.printJson(x.api.DeploymentSchema, deployment);
-        return;
-      }
-      x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
-      x.printTable(SETTINGS_HEAD, [settingsRow(deployment)]);
+      printDeployment(x, deployment);
+      if (x.json) return;
       // The revision's count grows as the rollout goes: say where it is going. The revision is
       // made already: a failed read only leaves this line out.
       const environment = await x.ctrl
@@ -166,13 +173,7 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
   withConnection(deps.command("get <id>").description("show a deployment")).action(
     userAction(async (x, id: string) => {
       const { deployment } = await x.ctrl.client(x.api.DeploymentService).getDeployment({ deploymentId: id });
-      if (!deployment) return;
-      if (x.json) {
-        x.printJson(x.api.DeploymentSchema, deployment);
-        return;
-      }
-      x.printTable(DEPLOYMENT_HEAD, [deploymentRow(deployment)]);
-      x.printTable(SETTINGS_HEAD, [settingsRow(deployment)]);
+      if (deployment) printDeployment(x, deployment);
     }),
   );
   withConnection(deps.command("delete <id>").description("delete a deployment from every region")).action(

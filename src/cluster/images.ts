@@ -28,14 +28,13 @@ export function imagesDir(): string {
   return join(cacheRoot(), "images");
 }
 
-/** A reproducible tar of `files` (relative to `dir`), owned by root, dated at the epoch. */
+/** tar's flags for an archive that depends only on its files: sorted, owned by root, dated at the epoch. */
+const REPRODUCIBLE_TAR: readonly string[] = ["--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner"];
+
+/** A reproducible tar of `files` (relative to `dir`). */
 async function layerTar(dir: string, files: string[], out: string): Promise<void> {
   await run("tar", [
-    "--sort=name",
-    "--mtime=@0",
-    "--owner=0",
-    "--group=0",
-    "--numeric-owner",
+    ...REPRODUCIBLE_TAR,
     "--format=posix",
     "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
     "-C",
@@ -83,18 +82,7 @@ export async function sandboxImage(log: (line: string) => void = () => {}): Prom
           `--config.label=org.opencontainers.image.title=pause (Kubernetes ${KUBE_VERSION} build/pause/linux/pause.c)`,
         ]);
         await run("umoci", ["gc", "--layout", layout]);
-        await run("tar", [
-          "--sort=name",
-          "--mtime=@0",
-          "--owner=0",
-          "--group=0",
-          "--numeric-owner",
-          "-C",
-          layout,
-          "-cf",
-          join(tmp, "pause.oci.tar"),
-          ".",
-        ]);
+        await run("tar", [...REPRODUCIBLE_TAR, "-C", layout, "-cf", join(tmp, "pause.oci.tar"), "."]);
         await rm(join(tmp, "root"), { recursive: true, force: true });
         await rm(layout, { recursive: true, force: true });
         await rm(join(tmp, "layer.tar"), { force: true });

@@ -28,7 +28,31 @@ export const NODE_CLASS = {
 } as const;
 export type NodeClass = (typeof NODE_CLASS)[keyof typeof NODE_CLASS];
 
+/** The toleration of a node pool's taint. */
+export function nodeClassToleration(cls: NodeClass) {
+  return { key: NODE_CLASS_LABEL, operator: "Equal", value: cls, effect: "NoSchedule" } as const;
+}
+
+/** A pod spec's placement on one node pool: the pool's nodes selected, their taint tolerated. */
+export function onNodeClass(cls: NodeClass) {
+  return { nodeSelector: { [NODE_CLASS_LABEL]: cls }, tolerations: [nodeClassToleration(cls)] };
+}
+
 export const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+/**
+ * A hard spread across zones of the pods `selector` matches. Zones whose nodes are tainted
+ * (NotReady, unreachable) do not count, so losing a zone does not leave replacements Pending.
+ */
+export function zoneSpread(selector: Record<string, string>) {
+  return {
+    maxSkew: 1,
+    topologyKey: ZONE_LABEL,
+    whenUnsatisfiable: "DoNotSchedule",
+    nodeTaintsPolicy: "Honor",
+    labelSelector: { matchLabels: selector },
+  } as const;
+}
 
 /** The RuntimeClass user workloads run with. */
 export const RUNTIME_CLASS = "gvisor";

@@ -229,17 +229,7 @@ export class LeaderElector {
         if (this.#leading) void this.#stop(`the lease is held by ${this.#obs.record?.holderIdentity ?? "?"}`);
         return;
       }
-      const body = {
-        apiVersion: "coordination.k8s.io/v1",
-        kind: "Lease",
-        metadata: {
-          name: this.#o.name,
-          namespace: this.#o.namespace,
-          ...(d.type === "update" ? { resourceVersion: this.#resourceVersion } : {}),
-          labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
-        },
-        spec: d.record,
-      };
+      const body = this.#lease(d.type === "update" ? this.#resourceVersion : undefined, d.record);
       const written =
         d.type === "create"
           ? await this.#o.kube.raw("POST", path, body, signal)
@@ -282,30 +272,49 @@ export class LeaderElector {
   }
 
   /**
-   * Gives the lease up (empty holder, 1 s) so a follower takes over at once. A PUT replaces the
-   * whole object, so it carries krane's managed-by label like every other write (the agent's
-   * admission fence refuses a write that drops it). A refused release is logged: the followers
-   * then wait out the whole lease.
+   * The Lease this replica writes: `spec`, krane's managed-by label (a PUT replaces the whole
+   * object, and the agent's admission fence refuses a write that drops it), and the
+   * resourceVersion it replaces (undefined: a create).
    */
-  async #release(): Promise<void> {
-    const r = this.#obs.record;
-    if (!r || r.holderIdentity !== this.#o.identity || this.#resourceVersion === undefined) return;
-    const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/leases/${encodeURIComponent(this.#o.name)}`;
-    const body = {
+  #lease(resourceVersion: string | undefined, spec: LeaseRecord) {
+    return {
       apiVersion: "coordination.k8s.io/v1",
       kind: "Lease",
       metadata: {
         name: this.#o.name,
         namespace: this.#o.namespace,
-        resourceVersion: this.#resourceVersion,
+        ...(resourceVersion === undefined ? {} : { resourceVersion }),
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
       },
-      spec: { ...r, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(new Date()) },
+      spec,
     };
+  }
+
+  /**
+   * Gives the lease up (empty holder, 1 s) so a follower takes over at once. A refused release is
+   * logged: the followers then wait out the whole lease.
+   */
+  async #release(): Promise<void> {
+    const r = this.#obs.record;
+    if (!r || r.holderIdentity !== this.#o.identity || this.#resourceVersion === undefined) return;
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/leases/${encodeURIComponent(this.#o.name)}`;
+    // Writes `rec` with an empty holder for 1 s over `resourceVersion`.
+    const putReleased = (resourceVersion: string, rec: LeaseRecord) =>
+      this.#o.kube.raw(
+        "PUT",
+        path,
+        this.#lease(resourceVersion, {
+          ...rec,
+          holderIdentity: "",
+          leaseDurationSeconds: 1,
+          renewTime: microTime(new Date()),
+        }),
+        AbortSignal.timeout(5_000),
+      );
     const lease = `${this.#o.namespace}/${this.#o.name}`;
     try {
       try {
-        await this.#o.kube.raw("PUT", path, body, AbortSignal.timeout(5_000));
+        await putReleased(this.#resourceVersion, r);
       } catch (err) {
         // 409: the lease changed since it was last read (a renewal whose answer was lost). Read it
         // again and release it if this replica still holds it; anyone else's record is left alone.
@@ -314,16 +323,7 @@ export class LeaderElector {
         const meta = isRecord(got) && isRecord(got.metadata) ? got.metadata : {};
         const now = readRecord(isRecord(got) ? got.spec : undefined);
         if (now.holderIdentity !== this.#o.identity || typeof meta.resourceVersion !== "string") return;
-        await this.#o.kube.raw(
-          "PUT",
-          path,
-          {
-            ...body,
-            metadata: { ...body.metadata, resourceVersion: meta.resourceVersion },
-            spec: { ...now, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(new Date()) },
-          },
-          AbortSignal.timeout(5_000),
-        );
+        await putReleased(meta.resourceVersion, now);
       }
       this.#o.log.info({ lease, identity: this.#o.identity }, "released the lease");
     } catch (err) {

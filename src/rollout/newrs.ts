@@ -48,14 +48,7 @@ export function syncRevision(pass: Pass, create: boolean): ReplicaSetSplit {
       return { newRS: target, oldRSs };
     }
     if (hasProgressDeadline(d) && getCondition(pass.status.conditions, PROGRESSING) === undefined) {
-      const cond = newCondition(
-        PROGRESSING,
-        "True",
-        Reason.foundNewReplicaSet,
-        `Found new replica set ${quote(target.name)}`,
-        pass.now,
-      );
-      pass.status = { ...pass.status, conditions: setCondition(pass.status.conditions, cond) };
+      progressing(pass, Reason.foundNewReplicaSet, `Found new replica set ${quote(target.name)}`);
     }
     return { newRS: target, oldRSs };
   }
@@ -76,14 +69,13 @@ export function syncRevision(pass: Pass, create: boolean): ReplicaSetSplit {
     });
   }
   if (hasProgressDeadline(d)) {
-    const cond = newCondition(
-      PROGRESSING,
-      "True",
-      Reason.newReplicaSetCreated,
-      `Created new replica set ${quote(target.name)}`,
-      pass.now,
-    );
-    pass.status = { ...pass.status, conditions: setCondition(pass.status.conditions, cond) };
+    progressing(pass, Reason.newReplicaSetCreated, `Created new replica set ${quote(target.name)}`);
   }
   return { newRS: target, oldRSs };
+}
+
+/** Sets the pass's Progressing condition to True: the new ReplicaSet was found or created. */
+function progressing(pass: Pass, reason: string, message: string): void {
+  const cond = newCondition(PROGRESSING, "True", reason, message, pass.now);
+  pass.status = { ...pass.status, conditions: setCondition(pass.status.conditions, cond) };
 }

@@ -23,6 +23,7 @@ import { PREVIEW_HEADER } from "../contracts/routing.js";
 import type { Logger } from "../base/log.js";
 import { ERROR_HEADER } from "./errors.js";
 import { grpcAnswerHeaders, isGrpcRequest } from "./grpc.js";
+import type { H2DispatchOptions } from "./h2-upstream.js";
 import { downstreamHeaders, http1HasNoBody, type HeaderValue } from "./headers.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { statusClass } from "./metrics.js";
@@ -226,33 +227,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     this.#controller = undefined;
     try {
-      if (inst.endpoint.protocol === "h2c") {
-        this.#o.upstreams.h2(inst.endpoint).dispatch(
-          {
-            method: trip.method,
-            path: trip.path,
-            headers: trip.headers,
-            body: trip.hasBody ? this.#req : null,
-            headersTimeout: this.#o.upstreamTimeoutMs,
-            bodyTimeout: this.#o.bodyIdleTimeoutMs,
-          },
-          this,
-        );
-        return;
-      }
-      this.#o.upstreams.pool(inst.endpoint).dispatch(
-        {
-          method: trip.method,
-          path: trip.path,
-          headers: trip.headers,
-          body: trip.hasBody ? this.#req : null,
-          headersTimeout: this.#o.upstreamTimeoutMs,
-          bodyTimeout: this.#o.bodyIdleTimeoutMs,
-          // HTTP/1.1 to the instance; undici may reuse the connection.
-          reset: false,
-        },
-        this,
-      );
+      // The same request whichever protocol the instance speaks.
+      const request = {
+        method: trip.method,
+        path: trip.path,
+        headers: trip.headers,
+        body: trip.hasBody ? this.#req : null,
+        headersTimeout: this.#o.upstreamTimeoutMs,
+        bodyTimeout: this.#o.bodyIdleTimeoutMs,
+      } satisfies H2DispatchOptions;
+      if (inst.endpoint.protocol === "h2c") this.#o.upstreams.h2(inst.endpoint).dispatch(request, this);
+      // HTTP/1.1 to the instance; undici may reuse the connection.
+      else this.#o.upstreams.pool(inst.endpoint).dispatch({ ...request, reset: false }, this);
     } catch (err) {
       this.#attemptFailed(err);
     }

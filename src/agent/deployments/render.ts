@@ -26,10 +26,11 @@ import {
 } from "../../contracts/labels.js";
 import {
   NODE_CLASS,
-  NODE_CLASS_LABEL,
+  onNodeClass,
   RUNTIME_CLASS,
   SENTINEL_NAMESPACE,
   ZONE_LABEL,
+  zoneSpread,
 } from "../../contracts/cluster.js";
 import { settingsPodParts } from "./settings.js";
 
@@ -210,20 +211,10 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
         automountServiceAccountToken: false,
         enableServiceLinks: false,
         restartPolicy: "Always",
-        nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.untrusted },
-        tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" }],
-        topologySpreadConstraints: [
-          // Hard spread: the sentinel-zone affinity is only a preference and must not pile every
-          // replica into one zone. Zones whose nodes are tainted (NotReady, unreachable) do not
-          // count, so losing a zone does not leave replacements Pending.
-          {
-            maxSkew: 1,
-            topologyKey: ZONE_LABEL,
-            whenUnsatisfiable: "DoNotSchedule",
-            nodeTaintsPolicy: "Honor",
-            labelSelector: { matchLabels: selector },
-          },
-        ],
+        ...onNodeClass(NODE_CLASS.untrusted),
+        // Hard spread: the sentinel-zone affinity is only a preference and must not pile every
+        // replica into one zone.
+        topologySpreadConstraints: [zoneSpread(selector)],
         affinity: {
           podAffinity: {
             preferredDuringSchedulingIgnoredDuringExecution: [

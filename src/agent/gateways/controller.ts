@@ -22,13 +22,7 @@ import {
   GatewayStateSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_ENVIRONMENT_ID,
-  LABEL_GATEWAY_ID,
-  workspaceNamespaceLabels,
-} from "../../contracts/labels.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_ENVIRONMENT_ID, LABEL_GATEWAY_ID } from "../../contracts/labels.js";
 import { isPermanentKubeError } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resourceOf, resources } from "../../kube/resources.js";
@@ -42,6 +36,7 @@ import {
   type StatusReport,
 } from "../runtime/builder.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
+import { WorkspaceNamespaces } from "../runtime/namespaces.js";
 import type { GatewayEnv, GatewaySettings } from "./settings.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { renderRoutes, renderStatic } from "./render.js";
@@ -77,7 +72,7 @@ export function gatewaysController(env: KindEnv & GatewayEnv): GatewayDeclaratio
   const settings: GatewaySettings | undefined = env.gateway;
   if (!settings || (!settings.public && !settings.organization)) return undefined;
   const { region } = env;
-  const ensuredNamespaces = new Set<string>();
+  const namespaces = new WorkspaceNamespaces();
   const report = (
     change: MessageInitShape<typeof ReportGatewayStatusRequestSchema>["change"],
   ): ReportGatewayStatusRequest => create(ReportGatewayStatusRequestSchema, { region, change });
@@ -94,18 +89,7 @@ export function gatewaysController(env: KindEnv & GatewayEnv): GatewayDeclaratio
     ctx: Ctx,
     signal: AbortSignal,
   ): Promise<void> => {
-    if (!ensuredNamespaces.has(g.k8sNamespace)) {
-      await ctx.kube.create(
-        resources.namespaces,
-        {
-          apiVersion: "v1",
-          kind: "Namespace",
-          metadata: { name: g.k8sNamespace, labels: workspaceNamespaceLabels(g.workspaceId) },
-        },
-        signal,
-      );
-      ensuredNamespaces.add(g.k8sNamespace);
-    }
+    await namespaces.ensure(ctx.kube, g.k8sNamespace, g.workspaceId, signal);
     let refused: unknown;
     try {
       for (const obj of objects) {
@@ -120,7 +104,7 @@ export function gatewaysController(env: KindEnv & GatewayEnv): GatewayDeclaratio
         }
       }
     } catch (err) {
-      ensuredNamespaces.delete(g.k8sNamespace);
+      namespaces.forget(g.k8sNamespace);
       throw err;
     }
     if (refused !== undefined) throw refused;

@@ -7,7 +7,7 @@
 // KRANE_* variables a deployment's pods get.
 import type { ApplyJob } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { KubeObject } from "../../kube/object.js";
-import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS } from "../../contracts/cluster.js";
+import { NODE_CLASS, onNodeClass, RUNTIME_CLASS } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID, ownerLabels } from "../../contracts/labels.js";
 import { REQUEST_DIVISOR } from "../deployments/render.js";
 import { settingsPodParts } from "../deployments/settings.js";
@@ -64,8 +64,7 @@ export function renderCronJob(j: ApplyJob, region: string): KubeObject {
         automountServiceAccountToken: false,
         enableServiceLinks: false,
         restartPolicy: "Never",
-        nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.untrusted },
-        tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" }],
+        ...onNodeClass(NODE_CLASS.untrusted),
         containers: [container],
         ...(settings.volumes.length > 0 ? { volumes: settings.volumes } : {}),
       },

@@ -38,10 +38,10 @@ import {
   RELEASE_FIELD_MANAGER,
 } from "../../contracts/releases.js";
 import { isPermanentKubeError, type KubeClient } from "../../kube/client.js";
-import { workspaceNamespaceLabels } from "../../contracts/labels.js";
 import { resources, type ResourceType } from "../../kube/resources.js";
 import { controller, type ControllerDeclaration, type KindContext, type StatusReport } from "../runtime/builder.js";
 import type { KindEnv } from "../runtime/kind.js";
+import { WorkspaceNamespaces } from "../runtime/namespaces.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { RELEASE_INDEX, ReleaseCaches, writeOnly } from "./caches.js";
 import { Discovery } from "./discovery.js";
@@ -85,7 +85,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   /** Per release: objects that did not land in its current version, and why. */
   const outcomes = new Map<string, { version: bigint; byObject: Map<string, Outcome> }>();
   /** Workspace namespaces this process created or found (a release may come before any deployment). */
-  const ensuredNamespaces = new Set<string>();
+  const namespaces = new WorkspaceNamespaces();
   /** Sealed Secrets applied by this process, per release version and object. */
   const sealedApplied = new Set<string>();
   /** Per release: the version whose write-only kinds were swept by this process. */
@@ -253,18 +253,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   /** The Namespace, the objects (a kind missing or refused is recorded), the inventory, then prune. */
   const apply = async (r: ApplyRelease, ctx: Ctx, signal: AbortSignal): Promise<void> => {
     setup(ctx);
-    if (!ensuredNamespaces.has(r.k8sNamespace)) {
-      await ctx.kube.create(
-        resources.namespaces,
-        {
-          apiVersion: "v1",
-          kind: "Namespace",
-          metadata: { name: r.k8sNamespace, labels: workspaceNamespaceLabels(r.workspaceId) },
-        },
-        signal,
-      );
-      ensuredNamespaces.add(r.k8sNamespace);
-    }
+    await namespaces.ensure(ctx.kube, r.k8sNamespace, r.workspaceId, signal);
     const rendered = renderReleaseObjects(r, region);
     const keep = new Set<string>();
     const writes: { o: RenderedReleaseObject; resource: ResourceType }[] = [];

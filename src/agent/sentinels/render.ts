@@ -21,7 +21,7 @@ import {
 } from "../../contracts/labels.js";
 import {
   NODE_CLASS,
-  NODE_CLASS_LABEL,
+  onNodeClass,
   RUNTIME_CLASS,
   SENTINEL_NAMESPACE,
   SENTINEL_PORT,
@@ -29,7 +29,7 @@ import {
   SENTINEL_H2C_PORT_NAME,
   SENTINEL_H2C_SERVICE_PORT,
   SENTINEL_SERVICE_ACCOUNT,
-  ZONE_LABEL,
+  zoneSpread,
 } from "../../contracts/cluster.js";
 import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
 import type { SentinelDefaults } from "./settings.js";
@@ -183,19 +183,8 @@ export function renderSentinelDeployment(s: ApplySentinel, region: string, defau
           // krane's sentinel keeps accepting for its drain delay (5 s) after SIGTERM, then lets
           // requests finish for its drain timeout (25 s): both inside the grace period.
           ...(own ? { terminationGracePeriodSeconds: SENTINEL_GRACE_SECONDS } : {}),
-          nodeSelector: { [NODE_CLASS_LABEL]: NODE_CLASS.sentinel },
-          tolerations: [{ key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.sentinel, effect: "NoSchedule" }],
-          // Hard spread across zones; zones whose nodes are tainted (NotReady, unreachable) do not
-          // count, so losing a zone does not leave replacement pods Pending.
-          topologySpreadConstraints: [
-            {
-              maxSkew: 1,
-              topologyKey: ZONE_LABEL,
-              whenUnsatisfiable: "DoNotSchedule",
-              nodeTaintsPolicy: "Honor",
-              labelSelector: { matchLabels: selector },
-            },
-          ],
+          ...onNodeClass(NODE_CLASS.sentinel),
+          topologySpreadConstraints: [zoneSpread(selector)],
           containers: [proxyContainer(s, region, own, defaults)],
         },
       },

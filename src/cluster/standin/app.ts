@@ -16,7 +16,7 @@ import * as http from "node:http";
 import type { Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import type { Logger } from "../../base/log.js";
-import { answer, upgrade, type ServedPod } from "../workload/answer.js";
+import { answer, upgrade, type PodIdentity, type ServedPod } from "../workload/answer.js";
 
 export type { StandinAnswer } from "../workload/answer.js";
 
@@ -30,15 +30,8 @@ export const STANDIN_ANNOTATION = {
 
 export type StandinMode = "serve" | "refuse" | "reset" | "hang";
 
-export interface AppPod {
+export interface AppPod extends PodIdentity {
   readonly uid: string;
-  readonly namespace: string;
-  readonly name: string;
-  readonly revision: string;
-  readonly image: string;
-  readonly node: string;
-  readonly podIp: string;
-  readonly port: number;
   /** Where this machine serves it. */
   readonly localIp: string;
   /** Newer pods win a shared address. */
@@ -51,19 +44,7 @@ export interface AppPod {
 }
 
 function served(pod: AppPod): ServedPod {
-  return {
-    name: pod.name,
-    namespace: pod.namespace,
-    revision: pod.revision,
-    image: pod.image,
-    node: pod.node,
-    podIp: pod.podIp,
-    port: pod.port,
-    status: pod.status,
-    latencyMs: pod.latencyMs,
-    errorRate: pod.errorRate,
-    hang: pod.mode === "hang",
-  };
+  return { ...pod, hang: pod.mode === "hang" };
 }
 
 interface Listener {

@@ -8,8 +8,8 @@ import type * as http from "node:http";
 import type { Socket } from "node:net";
 import type { WebSocketServer } from "ws";
 
-/** Who serves, and how it behaves now. */
-export interface ServedPod {
+/** Who a pod is (its answers say so). */
+export interface PodIdentity {
   readonly name: string;
   readonly namespace: string;
   readonly revision: string;
@@ -17,6 +17,10 @@ export interface ServedPod {
   readonly node: string;
   readonly podIp: string;
   readonly port: number;
+}
+
+/** Who serves, and how it behaves now. */
+export interface ServedPod extends PodIdentity {
   /** Every answer's status (a query's `status` wins). */
   readonly status: number;
   readonly latencyMs: number;
@@ -26,15 +30,9 @@ export interface ServedPod {
   readonly hang?: boolean;
 }
 
-/** What a test workload answers (JSON). */
-export interface StandinAnswer {
+/** What a test workload answers (JSON): who it is (`pod`: its name) and what it received. */
+export interface StandinAnswer extends Omit<PodIdentity, "name"> {
   readonly pod: string;
-  readonly namespace: string;
-  readonly revision: string;
-  readonly image: string;
-  readonly node: string;
-  readonly podIp: string;
-  readonly port: number;
   readonly method: string;
   readonly path: string;
   readonly host: string | null;

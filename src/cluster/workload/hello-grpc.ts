@@ -20,7 +20,8 @@ import {
   SayResponseSchema,
 } from "../../gen/krane/hello/v1/hello_pb.js";
 import type * as http from "node:http";
-import type { HelloApp, HelloIdentity, HelloListener } from "./hello.js";
+import type { PodIdentity } from "./answer.js";
+import type { HelloApp, HelloListener } from "./hello.js";
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -40,7 +41,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function routes(id: HelloIdentity): (router: ConnectRouter) => void {
+function routes(id: PodIdentity): (router: ConnectRouter) => void {
   return (router) =>
     router.service(HelloService, {
       async say(req, ctx) {
@@ -93,7 +94,7 @@ export class HelloGrpc {
    * `http1`: takes the connections that do not open with the HTTP/2 preface; `fallback`: the
    * HTTP/2 requests that are not gRPC calls.
    */
-  constructor(id: HelloIdentity, http1: (socket: net.Socket) => void, fallback: NodeHandlerFn) {
+  constructor(id: PodIdentity, http1: (socket: net.Socket) => void, fallback: NodeHandlerFn) {
     this.#h2 = http2.createServer(
       connectNodeAdapter({ routes: routes(id), grpc: true, connect: false, grpcWeb: false, fallback }),
     );
@@ -159,7 +160,7 @@ export class HelloGrpc {
 }
 
 /** The gRPC mode around an HTTP/1.1 hello app: its other connections and non-gRPC HTTP/2 requests go to `app`. */
-export function helloGrpcBeside(id: HelloIdentity, app: HelloApp): HelloGrpc {
+export function helloGrpcBeside(id: PodIdentity, app: HelloApp): HelloGrpc {
   const grpc = new HelloGrpc(
     id,
     (socket) => app.serveConnection(socket),

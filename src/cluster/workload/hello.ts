@@ -21,7 +21,7 @@ import type { Socket } from "node:net";
 import { networkInterfaces, release, version } from "node:os";
 import { readFileSync } from "node:fs";
 import { WebSocketServer } from "ws";
-import { answer, upgrade, type ServedPod } from "./answer.js";
+import { answer, upgrade, type PodIdentity, type ServedPod } from "./answer.js";
 
 export type HelloMode = "serve" | "refuse" | "reset" | "hang";
 
@@ -35,16 +35,6 @@ export interface HelloSettings {
   readonly readyDelayMs: number;
   /** Readiness fails from this long after the start on (0: never). */
   readonly unreadyAfterMs: number;
-}
-
-export interface HelloIdentity {
-  readonly name: string;
-  readonly namespace: string;
-  readonly revision: string;
-  readonly image: string;
-  readonly node: string;
-  readonly podIp: string;
-  readonly port: number;
 }
 
 /**
@@ -150,7 +140,7 @@ export function ownAddress(): string {
 }
 
 /** Who this container is, from what the agent's pod template and the image give it. */
-export function identityFromEnv(env: NodeJS.ProcessEnv, port: number): HelloIdentity {
+export function identityFromEnv(env: NodeJS.ProcessEnv, port: number): PodIdentity {
   return {
     name: env.KRANE_INSTANCE_ID ?? env.HOSTNAME ?? "",
     namespace: env.HELLO_NAMESPACE ?? "",
@@ -163,7 +153,7 @@ export function identityFromEnv(env: NodeJS.ProcessEnv, port: number): HelloIden
 }
 
 export class HelloApp {
-  readonly #id: HelloIdentity;
+  readonly #id: PodIdentity;
   #settings: HelloSettings;
   readonly #server: http.Server;
   readonly #wss = new WebSocketServer({ noServer: true });
@@ -180,7 +170,7 @@ export class HelloApp {
   readonly #log: (o: Record<string, unknown>) => void;
 
   constructor(
-    id: HelloIdentity,
+    id: PodIdentity,
     settings: HelloSettings,
     opts: { host?: string; log?: (o: Record<string, unknown>) => void } = {},
   ) {

@@ -41,7 +41,7 @@ import {
 } from "../db/schema.js";
 import { clusterTokenRevoked } from "../domain/clusters.js";
 import type { ApiTokenRow } from "../domain/tokens.js";
-import { healthCheckFromRow, type DeploymentContext } from "../payloads/deployment.js";
+import { revisionWorkload, type DeploymentContext } from "../payloads/deployment.js";
 import type { StreamLag } from "../read/clusters.js";
 import type { StoredEnvVar } from "../validate/types.js";
 
@@ -116,21 +116,10 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
     workspaceId: d.workspace_id,
     projectId: d.project_id,
     environmentId: d.environment_id,
-    revision: BigInt(d.revision),
     k8sNamespace: ctx.workspace.k8s_namespace,
-    k8sName: d.k8s_name,
-    image: d.image,
-    command: parseJsonList<string>(d.command),
-    args: parseJsonList<string>(d.args),
-    port: d.port,
-    env: parseJsonList<StoredEnvVar>(d.env).map((e) => create(EnvVarSchema, e)),
-    cpuMillicores: BigInt(d.cpu_millicores),
-    memoryMib: BigInt(d.memory_mib),
-    healthCheck: healthCheckFromRow(d.health_check),
-    buildId: d.build_id,
+    ...revisionWorkload(d),
     regions: regions.map((r) => create(RegionReplicasSchema, r)),
     createdAtUnixMs: BigInt(d.created_at),
-    protocol: d.protocol,
     config: parseJsonList<StoredEnvVar>(d.config ?? "[]").map((e) => create(EnvVarSchema, e)),
     secretKeys: [
       ...parseJsonList<string>(d.secret_keys ?? "[]"),

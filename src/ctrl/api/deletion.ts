@@ -14,6 +14,7 @@ import {
   deleteProject,
   deleteWorkspace,
   finishDeletions,
+  type DeleteRequest,
   type DeletionScope,
   type DeletionView,
 } from "../domain/deletion.js";
@@ -50,6 +51,14 @@ function confirmation(field: string, v: string): string {
   return v;
 }
 
+/** What every delete call asks besides what it deletes: the slug repeated, the regions to force past. */
+function deleteRequest(req: { confirm: string; forceRegions: readonly string[] }): DeleteRequest {
+  return {
+    confirm: confirmation("confirm", req.confirm),
+    forceRegions: forceRegions("force_regions", req.forceRegions),
+  };
+}
+
 async function answer(store: Store, scope: DeletionScope, id: string): Promise<Deletion> {
   await finishDeletions(store);
   return deletionMsg(await deletionStatus(store.db, scope, id));
@@ -60,10 +69,7 @@ export async function deleteEnvironmentCall(
   req: { workspace: string; project: string; environment: string; confirm: string; forceRegions: string[] },
 ): Promise<Deletion> {
   const ref = validateEnvironmentRef(req);
-  const id = await deleteEnvironment(store, ref, {
-    confirm: confirmation("confirm", req.confirm),
-    forceRegions: forceRegions("force_regions", req.forceRegions),
-  });
+  const id = await deleteEnvironment(store, ref, deleteRequest(req));
   return answer(store, "environment", id);
 }
 
@@ -72,10 +78,7 @@ export async function deleteProjectCall(
   req: { workspace: string; project: string; confirm: string; forceRegions: string[] },
 ): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace), project: projectRef("project", req.project) };
-  const id = await deleteProject(store, ref, {
-    confirm: confirmation("confirm", req.confirm),
-    forceRegions: forceRegions("force_regions", req.forceRegions),
-  });
+  const id = await deleteProject(store, ref, deleteRequest(req));
   return answer(store, "project", id);
 }
 
@@ -84,9 +87,6 @@ export async function deleteWorkspaceCall(
   req: { workspace: string; confirm: string; forceRegions: string[] },
 ): Promise<Deletion> {
   const ref = { workspace: workspaceRef("workspace", req.workspace) };
-  const id = await deleteWorkspace(store, ref, {
-    confirm: confirmation("confirm", req.confirm),
-    forceRegions: forceRegions("force_regions", req.forceRegions),
-  });
+  const id = await deleteWorkspace(store, ref, deleteRequest(req));
   return answer(store, "workspace", id);
 }

@@ -29,6 +29,16 @@ export interface Connection {
   close(): Promise<void>;
 }
 
+/** One object's desired state in one region (WriteTx.putDesired says what each field means). */
+export interface DesiredPut {
+  region: string;
+  kind: KindName;
+  objectId: string;
+  payload: Uint8Array;
+  replicas: number | null;
+  environmentId: string | null;
+}
+
 /**
  * Records the desired-state changes of one write transaction with their outbox rows. Each change
  * updates `desired_objects` at once; its outbox row gets a version allocated inside the same
@@ -36,14 +46,7 @@ export interface Connection {
  */
 export interface OutboxWriter {
   /** Sets the desired state of one object in one region (create or replace), with the environment it belongs to. */
-  put(
-    region: string,
-    kind: KindName,
-    objectId: string,
-    payload: Uint8Array,
-    replicas: number | null,
-    environmentId: string | null,
-  ): Promise<void>;
+  put(p: DesiredPut): Promise<void>;
   /** Removes an object from a region's desired state; streams the delete only if it was desired. */
   remove(region: string, kind: KindName, objectId: string, payload: Uint8Array): Promise<boolean>;
   /** Called last in the transaction; one poke per stream touched, for this process once committed. */

@@ -60,7 +60,7 @@ export class WriteTx {
   ): Promise<void> {
     // Every change of desired state is one of its environment's pages too.
     if (environmentId !== null) this.environmentChanged(environmentId);
-    return this.outbox.put(region, kind, objectId, payload, replicas, environmentId);
+    return this.outbox.put({ region, kind, objectId, payload, replicas, environmentId });
   }
 
   /**

@@ -16,6 +16,7 @@ import {
   type DatabaseConfig,
   type Dialect,
   type LockMode,
+  type DesiredPut,
   type OutboxWriter,
 } from "./dialect.js";
 import { CHANGES_CHANNEL, PgNotifier, type Poke } from "./notify.js";
@@ -74,14 +75,7 @@ class PgOutbox implements OutboxWriter {
     return this.counter.n;
   }
 
-  async put(
-    region: string,
-    kind: KindName,
-    objectId: string,
-    payload: Uint8Array,
-    replicas: number | null,
-    environmentId: string | null,
-  ): Promise<void> {
+  async put({ region, kind, objectId, payload, replicas, environmentId }: DesiredPut): Promise<void> {
     const bytes = toBuffer(payload);
     // Nobody reads its answer: it goes with the transaction's next statement or its COMMIT.
     await sql`${sql.raw(DEFERRABLE)}

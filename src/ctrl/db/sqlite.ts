@@ -20,6 +20,7 @@ import {
   type Connection,
   type DatabaseConfig,
   type Dialect,
+  type DesiredPut,
   type OutboxWriter,
 } from "./dialect.js";
 import { LocalNotifier, type Poke } from "./notify.js";
@@ -75,14 +76,7 @@ class SqliteOutbox implements OutboxWriter {
     private readonly now: number,
   ) {}
 
-  async put(
-    region: string,
-    kind: KindName,
-    objectId: string,
-    payload: Uint8Array,
-    replicas: number | null,
-    environmentId: string | null,
-  ): Promise<void> {
+  async put({ region, kind, objectId, payload, replicas, environmentId }: DesiredPut): Promise<void> {
     await this.trx.executeQuery(
       CompiledQuery.raw(PUT_DESIRED, [region, kind, objectId, toBuffer(payload), replicas, environmentId]),
     );

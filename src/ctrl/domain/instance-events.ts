@@ -16,6 +16,7 @@ export const EVENTS_PER_INSTANCE = 20;
 export const EVENTS_PER_REVISION_REGION = 500;
 export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
 
+/** One event of an instance, as its region's agent reports it. */
 export interface ReportedEvent {
   instance: string;
   kind: string;

@@ -11,6 +11,7 @@
 // once a minute, by the report path), and an environment's rows go with its purge (deletion.ts).
 import { LATENCY_BUCKETS_MS, type MeasurementSource, type RevisionSample } from "../../contracts/analysis.js";
 import type { WriteTx } from "../db/outbox.js";
+import type { MeasurementsTable } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 import type { MeasurementReport } from "../validate/measurements.js";
@@ -109,6 +110,12 @@ export async function pruneMeasurements(store: Store, beforeMs: number): Promise
   return Number(res.numDeletedRows);
 }
 
+/** What the analysis reads of a stored report. */
+type WindowRow = Pick<
+  MeasurementsTable,
+  "region" | "from_ms" | "to_ms" | "r2xx" | "r3xx" | "r4xx" | "r5xx" | "latency"
+>;
+
 interface Acc {
   classes: [number, number, number, number];
   latency: number[];
@@ -118,19 +125,7 @@ interface Acc {
 }
 
 /** Rows of one revision added up (exported for the unit tests). */
-export function addUp(
-  deploymentId: string,
-  rows: readonly {
-    region: string;
-    from_ms: number;
-    to_ms: number;
-    r2xx: number;
-    r3xx: number;
-    r4xx: number;
-    r5xx: number;
-    latency: string;
-  }[],
-): RevisionSample | undefined {
+export function addUp(deploymentId: string, rows: readonly WindowRow[]): RevisionSample | undefined {
   if (rows.length === 0) return undefined;
   const a: Acc = {
     classes: [0, 0, 0, 0],
@@ -181,19 +176,7 @@ export class StoredMeasurements implements MeasurementSource {
     const out = new Map<string, RevisionSample>();
     if (deploymentIds.length === 0 || (regions !== undefined && regions.length === 0)) return out;
     const ids = [...new Set(deploymentIds)];
-    const byDep = new Map<
-      string,
-      {
-        region: string;
-        from_ms: number;
-        to_ms: number;
-        r2xx: number;
-        r3xx: number;
-        r4xx: number;
-        r5xx: number;
-        latency: string;
-      }[]
-    >();
+    const byDep = new Map<string, WindowRow[]>();
     for (let i = 0; i < ids.length; i += 500) {
       let q = this.store.db
         .selectFrom("measurements")

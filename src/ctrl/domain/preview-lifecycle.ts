@@ -35,6 +35,7 @@ import {
 import { copySettings, currentRevision } from "./settings.js";
 import { findEnvironment, findProject, type EnvironmentContext } from "./tenancy.js";
 import type { EndpointAuthSettings, Visibility } from "../validate/exposure.js";
+import type { PreviewHookInput } from "../validate/preview.js";
 
 export interface PreviewDeps {
   readonly keyring?: Keyring;
@@ -342,20 +343,8 @@ export async function deletePreview(
   });
 }
 
-export interface PreviewHookSpec {
-  workspace: string;
-  project: string;
-  base: string;
-  provider: "github" | "gitlab";
-  repository: string;
-  secret: string;
-  imageTemplate: string;
-  region: string;
-  ttlMs: number;
-  withSecrets: boolean;
-  statusApiUrl: string;
-  statusToken: string | undefined;
-}
+/** A validated hook with its status API's address resolved (the provider's default when none was given). */
+export type PreviewHookSpec = Omit<PreviewHookInput, "statusApiUrl"> & { statusApiUrl: string };
 
 /**
  * Registers a pull-request hook of an environment: its secret and status token are sealed with

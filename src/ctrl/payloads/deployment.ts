@@ -39,6 +39,40 @@ export function healthCheckFromRow(text: string | null): HealthCheck | undefined
   return create(HealthCheckSchema, h);
 }
 
+/** What a revision runs, as the agent's ApplyDeployment and the API's Deployment both carry it. */
+export function revisionWorkload(
+  d: DeploymentRow,
+): Pick<
+  ApplyDeployment,
+  | "k8sName"
+  | "revision"
+  | "image"
+  | "command"
+  | "args"
+  | "port"
+  | "protocol"
+  | "env"
+  | "cpuMillicores"
+  | "memoryMib"
+  | "healthCheck"
+  | "buildId"
+> {
+  return {
+    k8sName: d.k8s_name,
+    revision: BigInt(d.revision),
+    image: d.image,
+    command: parseJsonList<string>(d.command),
+    args: parseJsonList<string>(d.args),
+    port: d.port,
+    protocol: d.protocol,
+    env: parseJsonList<StoredEnvVar>(d.env).map((e) => create(EnvVarSchema, e)),
+    cpuMillicores: BigInt(d.cpu_millicores),
+    memoryMib: BigInt(d.memory_mib),
+    healthCheck: healthCheckFromRow(d.health_check),
+    buildId: d.build_id,
+  };
+}
+
 export function renderApplyDeployment(ctx: DeploymentContext, region: string, replicas: number): ApplyDeployment {
   const { workspace, project, environment, deployment: d } = ctx;
   return create(ApplyDeploymentSchema, {
@@ -47,24 +81,13 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
     environmentId: environment.id,
     deploymentId: d.id,
     k8sNamespace: workspace.k8s_namespace,
-    k8sName: d.k8s_name,
-    image: d.image,
-    command: parseJsonList<string>(d.command),
-    args: parseJsonList<string>(d.args),
-    port: d.port,
-    env: parseJsonList<StoredEnvVar>(d.env).map((e) => create(EnvVarSchema, e)),
+    ...revisionWorkload(d),
     replicas,
-    cpuMillicores: BigInt(d.cpu_millicores),
-    memoryMib: BigInt(d.memory_mib),
-    healthCheck: healthCheckFromRow(d.health_check),
-    buildId: d.build_id,
     region,
     workspaceSlug: workspace.slug,
     projectSlug: project.slug,
     environmentSlug: environment.slug,
-    revision: BigInt(d.revision),
     minReadySeconds: environment.min_ready_seconds,
-    protocol: d.protocol,
     ...revisionSettingsMessages(d),
   });
 }

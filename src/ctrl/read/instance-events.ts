@@ -2,6 +2,7 @@
 // environment's events in the order ctrl recorded them, after a cursor, with their revision.
 import type { Expression, ExpressionBuilder, Kysely, SqlBool } from "kysely";
 import type { Database, InstanceEventsTable } from "../db/schema.js";
+import type { ReportedEvent } from "../domain/instance-events.js";
 
 export interface InstanceEventQuery {
   environmentId: string;
@@ -16,19 +17,12 @@ export interface InstanceEventQuery {
   limit: number;
 }
 
-export interface InstanceEventView {
+/** An event as its agent reported it, with where ctrl recorded it. */
+export interface InstanceEventView extends ReportedEvent {
   seq: number;
   deploymentId: string;
   revision: number;
   region: string;
-  instance: string;
-  kind: string;
-  reason: string;
-  atMs: number;
-  exitCode: number | null;
-  restarts: number;
-  image: string;
-  message: string;
   recordedAt: number;
 }
 

@@ -3,21 +3,15 @@
 // percentiles are pure (bucketMetrics, quantileMs); the query reads the rows of the range once.
 import type { Kysely } from "kysely";
 import { latencyQuantileMs } from "../../contracts/analysis.js";
-import type { Database } from "../db/schema.js";
+import type { Database, MeasurementsTable } from "../db/schema.js";
 
 type Reader = Kysely<Database>;
 
-export interface MeasurementRow {
-  deployment_id: string;
-  from_ms: number;
-  to_ms: number;
-  r2xx: number;
-  r3xx: number;
-  r4xx: number;
-  r5xx: number;
-  /** JSON list of non-cumulative observations per LATENCY_BUCKETS_MS bound, then +Inf. */
-  latency: string;
-}
+/** What the charts read of a stored report. */
+export type MeasurementRow = Pick<
+  MeasurementsTable,
+  "deployment_id" | "from_ms" | "to_ms" | "r2xx" | "r3xx" | "r4xx" | "r5xx" | "latency"
+>;
 
 export interface MetricsPointView {
   atMs: number;

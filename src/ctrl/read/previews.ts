@@ -20,26 +20,42 @@ export interface PreviewView {
   endpoint?: { hostname: string; pathPrefix: string };
 }
 
+/** The slugs of rows of `table` by id. */
+async function slugsById(db: Reader, table: "projects" | "environments", ids: string[]): Promise<Map<string, string>> {
+  const rows = await db
+    .selectFrom(table)
+    .select(["id", "slug"])
+    .where("id", "in", [...new Set(ids)])
+    .execute();
+  return new Map(rows.map((r) => [r.id, r.slug]));
+}
+
+type InProject = Pick<PreviewRow, "project_id" | "base_environment_id">;
+
+/** Names the project and base environment of previews or hooks by slug (an id without a row as itself). */
+async function slugsOf(
+  db: Reader,
+  rows: readonly InProject[],
+): Promise<(row: InProject) => { project: string; base: string }> {
+  const projects = await slugsById(
+    db,
+    "projects",
+    rows.map((r) => r.project_id),
+  );
+  const bases = await slugsById(
+    db,
+    "environments",
+    rows.map((r) => r.base_environment_id),
+  );
+  return (row) => ({
+    project: projects.get(row.project_id) ?? row.project_id,
+    base: bases.get(row.base_environment_id) ?? row.base_environment_id,
+  });
+}
+
 async function viewsOf(db: Reader, rows: PreviewRow[]): Promise<PreviewView[]> {
   if (rows.length === 0) return [];
-  const projects = new Map(
-    (
-      await db
-        .selectFrom("projects")
-        .select(["id", "slug"])
-        .where("id", "in", [...new Set(rows.map((r) => r.project_id))])
-        .execute()
-    ).map((p) => [p.id, p.slug]),
-  );
-  const bases = new Map(
-    (
-      await db
-        .selectFrom("environments")
-        .select(["id", "slug"])
-        .where("id", "in", [...new Set(rows.map((r) => r.base_environment_id))])
-        .execute()
-    ).map((e) => [e.id, e.slug]),
-  );
+  const slugs = await slugsOf(db, rows);
   const envIds = rows.flatMap((r) => (r.environment_id === null ? [] : [r.environment_id]));
   const endpoints = new Map<string, { hostname: string; pathPrefix: string }>();
   if (envIds.length > 0)
@@ -53,8 +69,7 @@ async function viewsOf(db: Reader, rows: PreviewRow[]): Promise<PreviewView[]> {
       endpoints.set(e.environment_id, { hostname: e.hostname, pathPrefix: e.path_prefix });
   return rows.map((preview) => ({
     preview,
-    project: projects.get(preview.project_id) ?? preview.project_id,
-    base: bases.get(preview.base_environment_id) ?? preview.base_environment_id,
+    ...slugs(preview),
     endpoint: preview.environment_id === null ? undefined : endpoints.get(preview.environment_id),
   }));
 }
@@ -122,35 +137,6 @@ export async function listPreviewHooks(
 
 export async function hookViews(db: Reader, hooks: PreviewHookRow[]): Promise<PreviewHookView[]> {
   if (hooks.length === 0) return [];
-  const projects = new Map(
-    (
-      await db
-        .selectFrom("projects")
-        .select(["id", "slug"])
-        .where(
-          "id",
-          "in",
-          hooks.map((h) => h.project_id),
-        )
-        .execute()
-    ).map((p) => [p.id, p.slug]),
-  );
-  const bases = new Map(
-    (
-      await db
-        .selectFrom("environments")
-        .select(["id", "slug"])
-        .where(
-          "id",
-          "in",
-          hooks.map((h) => h.base_environment_id),
-        )
-        .execute()
-    ).map((e) => [e.id, e.slug]),
-  );
-  return hooks.map((hook) => ({
-    hook,
-    project: projects.get(hook.project_id) ?? hook.project_id,
-    base: bases.get(hook.base_environment_id) ?? hook.base_environment_id,
-  }));
+  const slugs = await slugsOf(db, hooks);
+  return hooks.map((hook) => ({ hook, ...slugs(hook) }));
 }

@@ -11,7 +11,7 @@
 // ServiceAccount gets automountServiceAccountToken false. Errors name the file, the document and
 // the field, never a Secret's value.
 import { parseAllDocuments } from "yaml";
-import { NODE_CLASS, NODE_CLASS_LABEL, RUNTIME_CLASS } from "../../contracts/cluster.js";
+import { NODE_CLASS, NODE_CLASS_LABEL, nodeClassToleration, RUNTIME_CLASS } from "../../contracts/cluster.js";
 import { CLUSTER_SCOPED_KINDS, kindName, sameKind, type AllowedKind } from "../../contracts/releases.js";
 import { invalidArgument } from "../errors.js";
 
@@ -66,10 +66,7 @@ function isolate(podSpec: Json): void {
   const tolerations = Array.isArray(podSpec.tolerations)
     ? podSpec.tolerations.filter((t) => !(isObject(t) && t.key === NODE_CLASS_LABEL))
     : [];
-  podSpec.tolerations = [
-    ...tolerations,
-    { key: NODE_CLASS_LABEL, operator: "Equal", value: NODE_CLASS.untrusted, effect: "NoSchedule" },
-  ];
+  podSpec.tolerations = [...tolerations, nodeClassToleration(NODE_CLASS.untrusted)];
 }
 
 function normalise(field: string, o: Json, group: string, kind: string): void {

@@ -9,7 +9,7 @@ import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "../../api.js";
 import { Toned } from "../../components/badge.js";
 import { useConfirmedActions } from "../../components/confirm.js";
-import { Table } from "../../components/table.js";
+import { Table, type Column } from "../../components/table.js";
 import { ago } from "../../format.js";
 import type { EnvRef } from "../../router.js";
 import { httpsPerRegion, readinessPerRegion, secretSource } from "./settings-model.js";
@@ -21,6 +21,34 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
   const [configValue, setConfigValue] = useState("");
   const [secretKey, setSecretKey] = useState("");
   const ask = (title: string, field: string, run: () => Promise<unknown>) => act({ title, field, run });
+  // The last columns of a stored key, a config value's or a secret's alike: when it last changed,
+  // and removing it (a new revision, asked first; a refusal shows next to `field`).
+  const keyColumns = (
+    name: (key: string) => string,
+    field: string,
+    unset: (keys: string[]) => Promise<unknown>,
+  ): Column<{ key: string; updatedAtUnixMs: bigint }>[] => [
+    {
+      key: "updated",
+      title: "Updated",
+      value: (r) => Number(r.updatedAtUnixMs),
+      render: (r) => ago(r.updatedAtUnixMs),
+    },
+    {
+      key: "unset",
+      title: "Remove",
+      value: () => "",
+      render: (r) => (
+        <button
+          type="button"
+          aria-label={`Remove ${name(r.key)}`}
+          onClick={() => ask(`Remove ${name(r.key)} (a new revision)`, field, () => unset([r.key]))}
+        >
+          Remove
+        </button>
+      ),
+    },
+  ];
   const status = props.view.status;
   return (
     <>
@@ -32,30 +60,11 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
         columns={[
           { key: "key", title: "Key", value: (c) => c.key },
           { key: "value", title: "Value", value: (c) => c.value },
-          {
-            key: "updated",
-            title: "Updated",
-            value: (c) => Number(c.updatedAtUnixMs),
-            render: (c) => ago(c.updatedAtUnixMs),
-          },
-          {
-            key: "unset",
-            title: "Remove",
-            value: () => "",
-            render: (c) => (
-              <button
-                type="button"
-                aria-label={`Remove ${c.key}`}
-                onClick={() =>
-                  ask(`Remove ${c.key} (a new revision)`, "config", () =>
-                    api.config.unsetConfig({ ...ref, keys: [c.key] }),
-                  )
-                }
-              >
-                Remove
-              </button>
-            ),
-          },
+          ...keyColumns(
+            (key) => key,
+            "config",
+            (keys) => api.config.unsetConfig({ ...ref, keys }),
+          ),
         ]}
       />
       <form
@@ -105,30 +114,11 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             title: "Source",
             value: secretSource,
           },
-          {
-            key: "updated",
-            title: "Updated",
-            value: (s) => Number(s.updatedAtUnixMs),
-            render: (s) => ago(s.updatedAtUnixMs),
-          },
-          {
-            key: "unset",
-            title: "Remove",
-            value: () => "",
-            render: (s) => (
-              <button
-                type="button"
-                aria-label={`Remove secret ${s.key}`}
-                onClick={() =>
-                  ask(`Remove secret ${s.key} (a new revision)`, "secret", () =>
-                    api.config.unsetSecrets({ ...ref, keys: [s.key] }),
-                  )
-                }
-              >
-                Remove
-              </button>
-            ),
-          },
+          ...keyColumns(
+            (key) => `secret ${key}`,
+            "secret",
+            (keys) => api.config.unsetSecrets({ ...ref, keys }),
+          ),
         ]}
       />
       <form
