@@ -50,7 +50,12 @@ test("every public method is repeated after an outage as it is or only under its
 });
 
 /** A WorkspaceService whose calls fail with `failures` (in order) before they answer. */
-function flaky(failures: ConnectError[], windowMs: number, progress: string[], opts: { keys?: boolean } = {}) {
+function flaky(
+  failures: ConnectError[],
+  windowMs: number,
+  progress: string[],
+  opts: { keys?: boolean; now?: () => number } = {},
+) {
   const calls = { list: 0, create: 0, keys: [] as (string | null)[] };
   const transport = createRouterTransport(
     ({ service }) => {
@@ -80,6 +85,7 @@ function flaky(failures: ConnectError[], windowMs: number, progress: string[], o
             ctrlUrl: "http://ctrl:7070",
             progress: (l) => progress.push(l),
             policy: { baseMs: 2, capMs: 10, minMs: 1 },
+            ...(opts.now ? { now: opts.now } : {}),
           }),
         ],
       },
@@ -121,21 +127,28 @@ test("a read is repeated while the database is down and succeeds once it is back
 });
 
 test("it gives up after the window with what is down, and never waits past it", async () => {
+  // A clock that moves 25 ms each time the retry reads it, so how many tries fit in the 60 ms
+  // window does not depend on how busy the machine is: started = 0, then 25 and 50 leave time
+  // (35 and 10 ms), and 75 is past the window.
+  let t = -25;
+  const now = () => (t += 25);
   const progress: string[] = [];
   const { client, calls } = flaky(
     Array.from({ length: 10_000 }, () => dbDown),
     60,
     progress,
+    { now },
   );
-  const started = Date.now();
   const err = await client.listWorkspaces({}).then(
     () => undefined,
     (e: unknown) => ConnectError.from(e),
   );
   assert.equal(err?.code, Code.Unavailable);
   assert.match(err?.rawMessage ?? "", /^ctrl's database \(PostgreSQL\) is unavailable: .* \(retried for 0\.1 s\)$/);
-  assert.ok(Date.now() - started >= 60);
-  assert.ok(calls.list >= 2 && calls.list === progress.length + 1);
+  assert.equal(calls.list, 3);
+  assert.equal(progress.length, 2);
+  // Each wait is cut to what is left of the window, never past it.
+  assert.match(progress[1] ?? "", /retrying ListWorkspaces in 0\.0 s \(0\.0 s left\)$/);
 });
 
 test("ctrl itself unreachable is named as such; a create without an idempotency key is not repeated", async () => {
