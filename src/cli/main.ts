@@ -1,7 +1,9 @@
-// The `krane` command line: one executable for every role (ctrl, agent, local cluster, dev
-// mode) and the user commands. Each command group registers itself from its own file with one
-// line below; registering loads only commander, and a command loads what it needs (ctrl client,
-// agent, store, cluster harness) when it runs, so `krane --help` and `krane version` stay quick.
+// The `krane` command line of the npm package and the image: one executable for every role
+// (ctrl, agent, local cluster, dev mode) and the user commands. Each command group registers
+// itself from its own file with one line below or in program.ts (the user commands, which the
+// single-file CLI holds too: single.ts); registering loads only commander, and a command loads
+// what it needs (ctrl client, agent, store, cluster harness) when it runs, so `krane --help` and
+// `krane version` stay quick.
 // How to add a command: README.md in this folder.
 //
 // Defining every command's options costs commander more than the rest of a short command's
@@ -13,52 +15,20 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { Command, Help } from "commander";
 import { registerAgentCommands } from "./agent.js";
-import { registerApiTokenCommands } from "./api-token.js";
-import { registerAuditCommands } from "./audit.js";
 import { registerClusterCommands } from "./cluster.js";
 import { registerCtrlCommands } from "./ctrl.js";
-import { registerDeployCommands } from "./deploy.js";
 import { registerDevCommand } from "./dev.js";
-import { registerEnvCommands } from "./env.js";
-import { registerEventsCommand } from "./events.js";
-import { registerExposureCommands } from "./exposure.js";
-import { registerPreviewCommands } from "./preview.js";
-import { registerProjectCommands } from "./project.js";
-import { registerRegionCommands } from "./region.js";
-import { registerReleaseCommands } from "./release.js";
-import { registerRolloutCommands } from "./rollout.js";
+import { newProgram, runProgram, USER_GROUPS, type Group } from "./program.js";
 import { registerSentinelCommand } from "./sentinel.js";
-import { registerSettingsCommands } from "./settings.js";
-import { registerStatusCommand } from "./status.js";
-import { registerLogsCommand } from "./logs.js";
-import { registerVersionCommand } from "./version.js";
-import { registerWorkspaceCommands } from "./workspace.js";
 
-/** One command group: its registration, and (in the listing) the top-level commands it adds. */
-const GROUPS: [string, (program: Command) => void][] = [
-  // Servers and the local system.
+/** Servers and the local system (program.ts's SERVER_COMMANDS), then the user commands. */
+const GROUPS: readonly Group[] = [
   ["ctrl", registerCtrlCommands],
   ["agent", registerAgentCommands],
   ["cluster", registerClusterCommands],
   ["dev", registerDevCommand],
-  // User commands against ctrl's public API.
-  ["workspace", registerWorkspaceCommands],
-  ["project", registerProjectCommands],
-  ["env", registerEnvCommands],
-  ["deploy", registerDeployCommands],
-  ["settings", registerSettingsCommands],
-  ["release", registerReleaseCommands],
-  ["rollout", registerRolloutCommands],
-  ["status", registerStatusCommand],
-  ["events", registerEventsCommand],
-  ["logs", registerLogsCommand],
-  ["exposure", registerExposureCommands],
-  ["preview", registerPreviewCommands],
-  ["region", registerRegionCommands],
-  ["api-token", registerApiTokenCommands],
-  ["audit", registerAuditCommands],
   ["sentinel", registerSentinelCommand],
-  ["version", registerVersionCommand],
+  ...USER_GROUPS,
 ];
 
 /** A top-level command as `krane --help` lists it. */
@@ -84,14 +54,6 @@ function readListing(): Listed[] | undefined {
 function commandWord(args: readonly string[]): string | undefined {
   const words = args.filter((a) => !a.startsWith("-"));
   return words[0] === "help" ? (words[1] ?? "help") : words[0];
-}
-
-function newProgram(): Command {
-  return new Command()
-    .name("krane")
-    .description("Run untrusted user code on Kubernetes: control plane, agents and user commands.")
-    .showHelpAfterError()
-    .enablePositionalOptions();
 }
 
 /** Every group in full, and what each adds at the top level (written into the build as the listing). */
@@ -147,9 +109,4 @@ if (listingOut) {
 const listing = readListing();
 if (!listing || !defineFor(program, listing, commandWord(process.argv.slice(2)))) defineAll(program);
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  console.error(`krane: ${err instanceof Error ? err.message : String(err)}`);
-  process.exitCode = process.exitCode && process.exitCode !== 0 ? process.exitCode : 1;
-}
+await runProgram(program);

@@ -1,0 +1,32 @@
+// The single-file CLI's entry: scripts/build-single.mjs compiles it, with everything it loads,
+// into one executable that needs no Node.js (`bun build --compile`; why Bun: docs/scaling.md,
+// "The single-file CLI"). It holds the user commands (USER_GROUPS) and none of the servers: they
+// need native modules and the npm package's files, so `krane ctrl …`, `krane agent` and the others
+// say where they run instead, and `--help` lists none of them. Every group is defined in full: a
+// run of the compiled file costs a few milliseconds of that (measured in docs/scaling.md), so it
+// needs no listing of stand-ins as dist/cli/main.js does.
+import { newProgram, runProgram, SERVER_COMMANDS as servers, USER_GROUPS } from "./program.js";
+
+/** What `krane <server command>` says in the single file. */
+function elsewhere(name: string): string {
+  return `${name} is not in this single-file krane (user commands only): ${servers.join(", ")} run from the npm package (npm install -g krane) or the container image; see docs/running-for-real.md#install`;
+}
+
+const program = newProgram().description(
+  "The user commands of krane, which runs untrusted user code on Kubernetes (single file: no Node.js needed).",
+);
+for (const [, register] of USER_GROUPS) register(program);
+for (const name of servers)
+  program
+    .command(name, { hidden: true })
+    .helpOption(false)
+    .allowUnknownOption()
+    .argument("[args...]")
+    .action(() => {
+      throw new Error(elsewhere(name));
+    });
+program.addHelpText(
+  "after",
+  `\nThis single file has the user commands only. The servers and the local system\n(${servers.join(", ")}) run from the npm package or the container image.`,
+);
+void runProgram(program);
