@@ -5,4 +5,5 @@ export function buildSingleFile(
   root: string,
   outDir: string,
   stamp: { version: string; commit: string; date: string },
+  listing: string,
 ): string;

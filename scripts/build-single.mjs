@@ -4,7 +4,11 @@
 // rather than Node's single executable applications: docs/scaling.md, "The single-file CLI".
 //
 // --bytecode stores JavaScriptCore's bytecode beside the source, so a run parses nothing (about
-// 60 ms of `krane --help` otherwise). The stamp (version, commit, date) goes into the code
+// 60 ms of `krane --help` otherwise); --splitting keeps what a command imports when it runs
+// (`await import(…)`: the ctrl client, `krane status`'s tables) in chunks of their own, which a
+// run loads only when it needs them (about a fifth of `krane --help`'s and `krane status`'s time).
+// The top-level command listing (dist/cli/commands.json) goes into the code too
+// (KRANE_SINGLE_FILE_LISTING, read by src/cli/single.ts), so a run defines only its command's group. The stamp (version, commit, date) goes into the code
 // (src/build-info.ts reads KRANE_SINGLE_FILE_STAMP): the executable has no files beside it. Bun
 // would read .env and bunfig.toml from the working directory at start: off, so a .env in a user's
 // project never sets KRANE_TOKEN behind their back.
@@ -45,9 +49,9 @@ function fits(file) {
 
 /**
  * Compiles the single-file CLI into `outDir` (root: the checkout; stamp: the build's version,
- * commit and date). Returns its path.
+ * commit and date; listing: the text of dist/cli/commands.json). Returns its path.
  */
-export function buildSingleFile(root, outDir, stamp) {
+export function buildSingleFile(root, outDir, stamp, listing) {
   const bun = bunPath();
   if (!bun) throw new Error("the single-file CLI needs Bun (the devDependency bun): run npm install");
   mkdirSync(outDir, { recursive: true });
@@ -59,12 +63,14 @@ export function buildSingleFile(root, outDir, stamp) {
       "build",
       "--compile",
       "--bytecode",
+      "--splitting",
       "--format=esm",
       "--minify-syntax",
       "--minify-whitespace",
       "--no-compile-autoload-dotenv",
       "--no-compile-autoload-bunfig",
       `--define=KRANE_SINGLE_FILE_STAMP=${JSON.stringify(JSON.stringify(stamp))}`,
+      `--define=KRANE_SINGLE_FILE_LISTING=${JSON.stringify(JSON.stringify(JSON.parse(listing)))}`,
       `--metafile=${meta}`,
       `--outfile=${out}`,
       join(root, "src", "cli", "single.ts"),

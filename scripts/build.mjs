@@ -253,7 +253,7 @@ try {
   const stamp = { version: pkg.version, commit: commit(), date };
   // The single-file CLI (scripts/build-single.mjs): dist/single-file/krane-<os>-<arch>.
   const single = performance.now();
-  buildSingleFile(root, join(tmp, "single-file"), stamp);
+  buildSingleFile(root, join(tmp, "single-file"), stamp, readFileSync(join(tmp, "cli", "commands.json"), "utf8"));
   const singleMs = Math.round(performance.now() - single);
   // Written last: its time is what "fresh" is measured against.
   writeFileSync(join(tmp, "build-stamp.json"), `${JSON.stringify(stamp, null, 2)}\n`);

@@ -30,7 +30,7 @@ import { performance } from "node:perf_hooks";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { createApiClients } from "../../src/client/node.js";
 import { findKubeAssets, startCluster } from "../../src/cluster/index.js";
-import { singleFileName } from "../../scripts/build-single.mjs";
+import { bunPath, singleFileName } from "../../scripts/build-single.mjs";
 import { ROOT } from "../support.js";
 import { ensureTools, GNU_TIME } from "../tools.js";
 
@@ -43,6 +43,9 @@ let BUILD: string[] = CHECKOUT;
 const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
 /** The single-file CLI that `npm run build` makes (scripts/build-single.mjs). */
 const SINGLE = join(ROOT, "dist/single-file", singleFileName());
+/** The plain script that makes `krane status`'s calls, and Bun's executable (the devDependency). */
+const FLOOR = join(ROOT, "bench/cli/cli-status-floor.mjs");
+const BUN = bunPath();
 
 interface Sample {
   ms: number;
@@ -103,12 +106,7 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     ["krane version", process.execPath, [...BUILD, "version"], {}],
     ["krane status shop/prod", process.execPath, [...BUILD, "status", "shop/prod"], env],
     // The same four calls from a plain script over node:http2 (cli-status-floor.mjs): the floor.
-    [
-      "status's calls, node:http2 alone",
-      process.execPath,
-      [join(ROOT, "bench/cli/cli-status-floor.mjs"), "shop/prod"],
-      env,
-    ],
+    ["status's calls, node:http2 alone", process.execPath, [FLOOR, "shop/prod"], env],
     ["krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"], {}],
     // The single file (dist/single-file/…): no Node.js, Bun's runtime built in.
     ...(existsSync(SINGLE)
@@ -116,6 +114,8 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
           ["krane --help (single file)", SINGLE, ["--help"], {}],
           ["krane version (single file)", SINGLE, ["version"], {}],
           ["krane status (single file)", SINGLE, ["status", "shop/prod"], env],
+          // The same four calls from the plain script in Bun: the single file's floor.
+          ...(BUN ? [["status's calls, Bun alone", BUN, [FLOOR, "shop/prod"], env] satisfies Run] : []),
         ] satisfies Run[])
       : []),
   ];

@@ -8,16 +8,15 @@
 //
 // Defining every command's options costs commander more than the rest of a short command's
 // start, so the build (scripts/build.mjs) writes the top-level listing into
-// dist/cli/commands.json, and a run defines in full only the group of the command it runs; the
-// other top-level commands are stand-ins with the listing's name, usage and description, which
-// is all `krane --help` shows of them. Without the listing (from source), or for a word no
-// command has, every group is defined as before.
+// dist/cli/commands.json, and a run defines in full only the group of the command it runs
+// (listing.ts). Without the listing (from source), or for a word no command has, every group is
+// defined.
 import { readFileSync, writeFileSync } from "node:fs";
-import { Command, Help } from "commander";
 import { registerAgentCommands } from "./agent.js";
 import { registerClusterCommands } from "./cluster.js";
 import { registerCtrlCommands } from "./ctrl.js";
 import { registerDevCommand } from "./dev.js";
+import { commandWord, defineAll, defineFor, parseListing, type Listed } from "./listing.js";
 import { newProgram, runProgram, USER_GROUPS, type Group } from "./program.js";
 import { registerSentinelCommand } from "./sentinel.js";
 
@@ -31,82 +30,22 @@ const GROUPS: readonly Group[] = [
   ...USER_GROUPS,
 ];
 
-/** A top-level command as `krane --help` lists it. */
-interface Listed {
-  readonly group: string;
-  readonly name: string;
-  readonly term: string;
-  readonly description: string;
-}
-
-const LISTING_URL = new URL("./commands.json", import.meta.url);
-
 function readListing(): Listed[] | undefined {
   try {
-    const v: unknown = JSON.parse(readFileSync(LISTING_URL, "utf8"));
-    return Array.isArray(v) ? (v as Listed[]) : undefined;
+    return parseListing(readFileSync(new URL("./commands.json", import.meta.url), "utf8"));
   } catch {
     return undefined;
   }
-}
-
-/** The command word of argv (`help <word>` included), or undefined when there is none. */
-function commandWord(args: readonly string[]): string | undefined {
-  const words = args.filter((a) => !a.startsWith("-"));
-  return words[0] === "help" ? (words[1] ?? "help") : words[0];
-}
-
-/** Every group in full, and what each adds at the top level (written into the build as the listing). */
-function defineAll(program: Command): Listed[] {
-  const help = program.createHelp();
-  const listed: Listed[] = [];
-  for (const [group, register] of GROUPS) {
-    const before = program.commands.length;
-    register(program);
-    for (const c of program.commands.slice(before))
-      listed.push({ group, name: c.name(), term: help.subcommandTerm(c), description: help.subcommandDescription(c) });
-  }
-  return listed;
-}
-
-/**
- * The group of `word` in full (and `version`, which also defines --version), the others as
- * stand-ins; false when the listing has no such command.
- */
-function defineFor(program: Command, listing: readonly Listed[], word: string | undefined): boolean {
-  const group = word === undefined || word === "help" ? undefined : listing.find((l) => l.name === word)?.group;
-  if (word !== undefined && word !== "help" && group === undefined) return false;
-  const standIns = new Map<Command, Listed>();
-  for (const [name, register] of GROUPS) {
-    if (name === group || name === "version") {
-      register(program);
-      continue;
-    }
-    for (const l of listing.filter((x) => x.group === name)) {
-      const c = new Command(l.name).description(l.description);
-      standIns.set(c, l);
-      program.addCommand(c);
-    }
-  }
-  program.configureHelp({
-    subcommandTerm(this: Help, c: Command): string {
-      return standIns.get(c)?.term ?? Help.prototype.subcommandTerm.call(this, c);
-    },
-    subcommandDescription(this: Help, c: Command): string {
-      return standIns.get(c)?.description ?? Help.prototype.subcommandDescription.call(this, c);
-    },
-  });
-  return true;
 }
 
 const program = newProgram();
 const listingOut = process.env.KRANE_CLI_WRITE_LISTING;
 if (listingOut) {
   // The build: define everything and write the listing.
-  writeFileSync(listingOut, `${JSON.stringify(defineAll(program), null, 2)}\n`);
+  writeFileSync(listingOut, `${JSON.stringify(defineAll(program, GROUPS), null, 2)}\n`);
   process.exit(0);
 }
 const listing = readListing();
-if (!listing || !defineFor(program, listing, commandWord(process.argv.slice(2)))) defineAll(program);
+if (!listing || !defineFor(program, GROUPS, listing, commandWord(process.argv.slice(2)))) defineAll(program, GROUPS);
 
 await runProgram(program);

@@ -2,10 +2,15 @@
 // into one executable that needs no Node.js (`bun build --compile`; why Bun: docs/scaling.md,
 // "The single-file CLI"). It holds the user commands (USER_GROUPS) and none of the servers: they
 // need native modules and the npm package's files, so `krane ctrl …`, `krane agent` and the others
-// say where they run instead, and `--help` lists none of them. Every group is defined in full: a
-// run of the compiled file costs a few milliseconds of that (measured in docs/scaling.md), so it
-// needs no listing of stand-ins as dist/cli/main.js does.
+// say where they run instead, and `--help` lists none of them. As dist/cli/main.js does, a run
+// defines in full only the group of its command, from the listing the build writes into the code
+// (KRANE_SINGLE_FILE_LISTING): defining every group took about a third of `krane status`'s CPU
+// time in the single file (docs/scaling.md).
+import { commandWord, defineAll, defineFor, parseListing } from "./listing.js";
 import { newProgram, runProgram, SERVER_COMMANDS as servers, USER_GROUPS } from "./program.js";
+
+/** dist/cli/commands.json's text: scripts/build-single.mjs replaces this name with it. */
+declare const KRANE_SINGLE_FILE_LISTING: string | undefined;
 
 /** What `krane <server command>` says in the single file. */
 function elsewhere(name: string): string {
@@ -15,7 +20,9 @@ function elsewhere(name: string): string {
 const program = newProgram().description(
   "The user commands of krane, which runs untrusted user code on Kubernetes (single file: no Node.js needed).",
 );
-for (const [, register] of USER_GROUPS) register(program);
+const listing = typeof KRANE_SINGLE_FILE_LISTING === "string" ? parseListing(KRANE_SINGLE_FILE_LISTING) : undefined;
+const word = commandWord(process.argv.slice(2));
+if (!listing || !defineFor(program, USER_GROUPS, listing, word)) defineAll(program, USER_GROUPS);
 for (const name of servers)
   program
     .command(name, { hidden: true })
