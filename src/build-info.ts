@@ -1,7 +1,9 @@
 // Which krane this is: version, git commit and build date. `npm run build` stamps them into
 // dist/build-stamp.json (scripts/build.mjs); the CLI, ctrl, the agent and the sentinel all read
 // them from here, so every process reports the same build. Run from source (tsx) there is no
-// stamp: the version comes from package.json and the commit reads "dev".
+// stamp: the version comes from package.json and the commit reads "dev". The single-file CLI has
+// no files beside it: its build (scripts/build-single.mjs) writes the stamp into the code as
+// KRANE_SINGLE_FILE_STAMP.
 import { readFileSync } from "node:fs";
 
 export interface BuildInfo {
@@ -11,10 +13,12 @@ export interface BuildInfo {
   readonly commit: string;
   /** ISO 8601 build time (SOURCE_DATE_EPOCH when set); "" when run from source. */
   readonly date: string;
+  /** True in the single-file CLI (one executable, no Node.js needed). */
+  readonly singleFile?: boolean;
 }
 
-const STAMP_URL = new URL("./build-stamp.json", import.meta.url);
-const PACKAGE_URL = new URL("../package.json", import.meta.url);
+/** The stamp, in the single-file CLI only: its build replaces this name with the stamp's JSON text. */
+declare const KRANE_SINGLE_FILE_STAMP: string | undefined;
 
 /** Validates a stamp file's text; throws naming the bad field. */
 export function parseBuildStamp(text: string): BuildInfo {
@@ -37,16 +41,18 @@ export function buildInfo(): BuildInfo {
 }
 
 function readBuildInfo(): BuildInfo {
+  if (typeof KRANE_SINGLE_FILE_STAMP === "string")
+    return { ...parseBuildStamp(KRANE_SINGLE_FILE_STAMP), singleFile: true };
   let stamp: string | undefined;
   try {
-    stamp = readFileSync(STAMP_URL, "utf8");
+    stamp = readFileSync(new URL("./build-stamp.json", import.meta.url), "utf8");
   } catch {
     // Not built: running from source.
   }
   if (stamp !== undefined) return parseBuildStamp(stamp);
   let version = "0.0.0";
   try {
-    const pkg: unknown = JSON.parse(readFileSync(PACKAGE_URL, "utf8"));
+    const pkg: unknown = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
     const v = typeof pkg === "object" && pkg !== null ? (pkg as Record<string, unknown>).version : undefined;
     if (typeof v === "string") version = v;
   } catch {

@@ -12,11 +12,12 @@
 //     node:http2 script (its floor on Node.js: cli-status-floor.mjs), and `krane --help` in this
 //     checkout (bin/krane.js first checks that dist/ is newer than src/), run in turn, RUNS_PAIRED rounds: the medians,
 //     and the median of each round's ratio to kubectl (the machine's load changes less within a
-//     round than across the run);
+//     round than across the run); and the single-file CLI's `--help`, `version` and `status`
+//     (dist/single-file/…, no Node.js: scripts/build-single.mjs), whose target is 1.2× kubectl;
 //   - the image's size, when `npm run image` built one into dist-image/.
 //
 //   npm run bench -- cli       (builds dist/ first when it is stale)
-//   KRANE_BENCH_CLI_ONLY=startup   stops after the paired start-up figures
+//   KRANE_BENCH_CLI_ONLY=startup   stops after the paired start-up figures (starts no cluster)
 // RSS and CPU time come from GNU time (/usr/bin/time, Debian's `time`: ../tools.ts installs it).
 // CPU time is printed because wall times on a shared, loaded machine are inflated.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -29,6 +30,7 @@ import { performance } from "node:perf_hooks";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { createApiClients } from "../../src/client/node.js";
 import { findKubeAssets, startCluster } from "../../src/cluster/index.js";
+import { bunPath, singleFileName } from "../../scripts/build-single.mjs";
 import { ROOT } from "../support.js";
 import { ensureTools, GNU_TIME } from "../tools.js";
 
@@ -39,6 +41,11 @@ const CHECKOUT = [join(ROOT, "bin/krane.js")];
 /** `krane` as installed (see `install`), set when the bench starts. */
 let BUILD: string[] = CHECKOUT;
 const SOURCE = ["--import", "tsx", join(ROOT, "src/cli/main.ts")];
+/** The single-file CLI that `npm run build` makes (scripts/build-single.mjs). */
+const SINGLE = join(ROOT, "dist/single-file", singleFileName());
+/** The plain script that makes `krane status`'s calls, and Bun's executable (the devDependency). */
+const FLOOR = join(ROOT, "bench/cli/cli-status-floor.mjs");
+const BUN = bunPath();
 
 interface Sample {
   ms: number;
@@ -83,12 +90,15 @@ function series(label: string, command: string, args: string[], env: NodeJS.Proc
   );
 }
 
+/** One command of the paired run: label, executable, arguments, environment. */
+type Run = [label: string, command: string, args: string[], env: NodeJS.ProcessEnv];
+
 /**
  * The start-up target, in rounds: kubectl, then each krane command, one after another; medians
  * of wall and CPU time, and the median of the rounds' ratios to kubectl's wall time.
  */
 function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
-  const runs: [string, string, string[], NodeJS.ProcessEnv][] = [
+  const runs: Run[] = [
     ["kubectl version --client", kubectl, ["version", "--client"], {}],
     // Node.js starting and doing nothing: the part of every krane command no build can remove.
     ["node -e '' (Node.js itself)", process.execPath, ["-e", ""], {}],
@@ -96,14 +106,20 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
     ["krane version", process.execPath, [...BUILD, "version"], {}],
     ["krane status shop/prod", process.execPath, [...BUILD, "status", "shop/prod"], env],
     // The same four calls from a plain script over node:http2 (cli-status-floor.mjs): the floor.
-    [
-      "status's calls, node:http2 alone",
-      process.execPath,
-      [join(ROOT, "bench/cli/cli-status-floor.mjs"), "shop/prod"],
-      env,
-    ],
+    ["status's calls, node:http2 alone", process.execPath, [FLOOR, "shop/prod"], env],
     ["krane --help (checkout)", process.execPath, [...CHECKOUT, "--help"], {}],
+    // The single file (dist/single-file/…): no Node.js, Bun's runtime built in.
+    ...(existsSync(SINGLE)
+      ? ([
+          ["krane --help (single file)", SINGLE, ["--help"], {}],
+          ["krane version (single file)", SINGLE, ["version"], {}],
+          ["krane status (single file)", SINGLE, ["status", "shop/prod"], env],
+          // The same four calls from the plain script in Bun: the single file's floor.
+          ...(BUN ? [["status's calls, Bun alone", BUN, [FLOOR, "shop/prod"], env] satisfies Run] : []),
+        ] satisfies Run[])
+      : []),
   ];
+  if (!existsSync(SINGLE)) console.log(`cli: no single-file CLI at ${SINGLE} (npm run build makes it)`);
   for (const [, cmd, args, e] of runs) measure(cmd, args, e); // warm the file cache
   const samples = runs.map(() => [] as Sample[]);
   for (let i = 0; i < RUNS_PAIRED; i++) runs.forEach(([, cmd, args, e], k) => samples[k]?.push(measure(cmd, args, e)));
@@ -113,10 +129,15 @@ function paired(kubectl: string, env: NodeJS.ProcessEnv): void {
   runs.forEach(([label], k) => {
     const s = samples[k] ?? [];
     const ratio = median(s.map((x, i) => x.ms / (base[i]?.ms ?? NaN)));
+    const target = label.endsWith("(single file)")
+      ? " (target ≤ 1.2)"
+      : label.startsWith("krane --help") || label.startsWith("krane status")
+        ? " (target ≤ 2)"
+        : "";
     console.log(
-      `cli: paired  ${label.padEnd(26)} wall median ${(median(s.map((x) => x.ms)) / 1000).toFixed(3)} s` +
+      `cli: paired  ${label.padEnd(34)} wall median ${(median(s.map((x) => x.ms)) / 1000).toFixed(3)} s` +
         `, CPU median ${median(s.map((x) => x.cpu)).toFixed(3)} s` +
-        `${k === 0 ? "" : `; against kubectl: median of the rounds' ratios ${ratio.toFixed(2)}×${label.startsWith("krane --help") || label.startsWith("krane status") ? " (target ≤ 2)" : ""}`}`,
+        `${k === 0 ? "" : `; against kubectl: median of the rounds' ratios ${ratio.toFixed(2)}×${target}`}`,
     );
   });
 }
@@ -240,12 +261,10 @@ async function benchCliInstalled(): Promise<void> {
   series("krane version (source, tsx)", process.execPath, [...SOURCE, "version"]);
 
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-cli-"));
-  const cluster = await startCluster({ name: "bench-cli" });
+  // The local cluster (kubectl get namespaces, the agent) starts after the paired start-up figures.
+  let cluster: Awaited<ReturnType<typeof startCluster>> | undefined;
   const children: ChildProcess[] = [];
   try {
-    if (kubectl)
-      series("kubectl get namespaces", kubectl, ["--kubeconfig", cluster.kubeconfigPath, "get", "namespaces"]);
-
     // ctrl with an environment and a deployment for `krane status`.
     const token = "krane_user_benchclibenchclibenchclibenchcli000";
     const port = await freePort();
@@ -297,6 +316,8 @@ async function benchCliInstalled(): Promise<void> {
     const env = { KRANE_CTRL_URL: url, KRANE_TOKEN: token };
     if (kubectl) paired(kubectl, env);
     if (process.env.KRANE_BENCH_CLI_ONLY === "startup") return;
+    const kube = (cluster = await startCluster({ name: "bench-cli" }));
+    if (kubectl) series("kubectl get namespaces", kubectl, ["--kubeconfig", kube.kubeconfigPath, "get", "namespaces"]);
     series("krane status shop/prod (installed)", process.execPath, [...BUILD, "status", "shop/prod"], env);
     series("krane status shop/prod (source, tsx)", process.execPath, [...SOURCE, "status", "shop/prod"], env);
 
@@ -335,7 +356,7 @@ async function benchCliInstalled(): Promise<void> {
     // The agent: caches synced and streams to ctrl connected.
     const clusterToken = (await api.regions.createClusterToken({ region: "local", clusterName: "bench" })).token;
     const kubeconfig = join(dir, "agent.kubeconfig");
-    writeFileSync(kubeconfig, (await agentKubeConfigFrom(cluster.kubeConfig())).exportConfig());
+    writeFileSync(kubeconfig, (await agentKubeConfigFrom(kube.kubeConfig())).exportConfig());
     for (const [label, entry] of [
       ["installed", BUILD],
       ["source, tsx", SOURCE],
@@ -369,7 +390,7 @@ async function benchCliInstalled(): Promise<void> {
     }
   } finally {
     for (const c of children) await stop(c);
-    await cluster.stop();
+    await cluster?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   imageSize();

@@ -5,14 +5,13 @@
 // named as such.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { EXIT_UNAVAILABLE } from "../../../src/cli/user-client.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
-import { KRANE_BIN, krane, spawnCtrl, type CtrlProcess } from "./process.js";
+import { krane, spawnCtrl, spawnKrane, type CtrlProcess } from "./process.js";
 import { tempDir } from "./support.js";
 
 describe("the CLI while ctrl's database is down", () => {
@@ -73,25 +72,9 @@ describe("the CLI while ctrl's database is down", () => {
   });
 
   it("a deploy retries under its Idempotency-Key and, once PostgreSQL is back, makes exactly one revision", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        KRANE_BIN,
-        "deploy",
-        "web/prod",
-        "-w",
-        "acme",
-        "--image",
-        "registry.example.com/web:1",
-        "-o",
-        "json",
-        "--retry-for",
-        "60s",
-      ],
-      {
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
+    const child = spawnKrane(
+      ["deploy", "web/prod", "-w", "acme", "--image", "registry.example.com/web:1", "-o", "json", "--retry-for", "60s"],
+      env,
     );
     let stdout = "";
     let stderr = "";
@@ -114,10 +97,7 @@ describe("the CLI while ctrl's database is down", () => {
   });
 
   it("a read still retrying when PostgreSQL comes back succeeds", async () => {
-    const child = spawn(process.execPath, [KRANE_BIN, "workspace", "list", "-o", "json", "--retry-for", "60s"], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawnKrane(["workspace", "list", "-o", "json", "--retry-for", "60s"], env);
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

@@ -5,8 +5,9 @@ import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
+import { KRANE_BIN, kraneInvocation, spawnKrane } from "../../support/cli.js";
 
-export const KRANE_BIN = new URL("../../../bin/krane.js", import.meta.url).pathname;
+export { KRANE_BIN, spawnKrane };
 
 export interface CtrlProcess {
   url: string;
@@ -94,10 +95,11 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `krane` CLI. */
+/** Runs the real `krane` CLI (or KRANE_TEST_CLI's: test/support/cli.ts). */
 export function krane(args: string[], env: NodeJS.ProcessEnv): CliResult {
-  const res = spawnSync(process.execPath, [KRANE_BIN, ...args], {
-    env: { ...process.env, ...env },
+  const run = kraneInvocation(args, env);
+  const res = spawnSync(run.command, run.args, {
+    env: run.env,
     encoding: "utf8",
     timeout: 120_000,
   });
@@ -106,14 +108,11 @@ export function krane(args: string[], env: NodeJS.ProcessEnv): CliResult {
 
 /** Runs the real `krane` CLI without blocking this process (a ctrl in this process keeps answering). */
 export async function kraneAsync(args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
-  const child = spawn(process.execPath, [KRANE_BIN, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawnKrane(args, env);
   let stdout = "";
   let stderr = "";
-  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
   const [status] = (await once(child, "exit")) as [number | null];
   clearTimeout(timer);

@@ -2,13 +2,13 @@
 // (SQLite, HTTP/2). No cluster is needed: desired state is what ctrl decides.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApiClients, type ApiClients } from "../../../src/client/node.js";
 import { startCtrl, type RunningCtrl } from "../../../src/ctrl/server/server.js";
 import { addUserToken, generateToken } from "../../../src/ctrl/domain/tokens.js";
+import { spawnKrane } from "../../support/cli.js";
 
 let dir: string;
 let ctrl: RunningCtrl;
@@ -18,10 +18,7 @@ const target = { workspace: "acme", project: "shop", environment: "prod" };
 
 /** Runs the CLI without blocking this process, which serves ctrl. */
 function krane(...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ["bin/krane.js", ...args], {
-    env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: token },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawnKrane(args, { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: token });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

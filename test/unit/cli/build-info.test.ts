@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { buildInfo, buildLabel, parseBuildStamp } from "../../../src/build-info.js";
-import { versionLine, versionText } from "../../../src/cli/version.js";
+import { buildKind, versionLine, versionText } from "../../../src/cli/version.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -43,6 +43,25 @@ describe("build info", () => {
     assert.match(text, /^ctrl\s+1\.2\.0\+abc$/m);
     assert.match(versionText(info, ""), /^ctrl\s+unknown/m);
     assert.doesNotMatch(versionText(info), /ctrl/);
+  });
+
+  it("names its build: the single file, or Node.js", () => {
+    const info = { version: "1.2.3", commit: "3f2a1bc9d0e4", date: "2026-11-23T15:00:00Z" };
+    assert.match(
+      versionText(info),
+      new RegExp(`^build\\s+node \\(Node\\.js ${process.version.replace(/\./g, "\\.")}: `, "m"),
+    );
+    assert.deepEqual(buildKind(info).build, "node");
+    const single = { ...info, singleFile: true };
+    assert.equal(versionLine(single), "krane 1.2.3 (commit 3f2a1bc9d0e4, built 2026-11-23T15:00:00Z, single file)");
+    assert.match(
+      versionText(single),
+      new RegExp(
+        `^build\\s+single file for ${process.platform}-${process.arch} \\(node \\S+ built in; user commands only\\)$`,
+        "m",
+      ),
+    );
+    assert.equal(buildKind(single).build, "single-file");
   });
 
   it("says when it runs from source", () => {
