@@ -24,6 +24,7 @@ import { registerEventsCommand } from "./events.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
+import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
 import { registerReleaseCommands } from "./release.js";
 import { registerRolloutCommands } from "./rollout.js";
@@ -58,6 +59,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
   ["sentinel", registerSentinelCommand],
+  ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];
 

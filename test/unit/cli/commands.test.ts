@@ -194,6 +194,7 @@ describe("the command tree", () => {
         "domain",
         "preview",
         "audit",
+        "schema",
       ],
       ctrl: ["serve", "rotate-key"],
       cluster: ["build", "up", "down", "status", "env"],
