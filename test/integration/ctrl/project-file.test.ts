@@ -56,6 +56,7 @@ describe("krane.yaml: plan, apply, export against krane ctrl serve", () => {
     token = readFileSync(join(dir.path, "admin-token"), "utf8").trim();
     env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: token };
     ok(["region", "create", "eu"]);
+    ok(["region", "create", "us"]);
     ok(["workspace", "create", "acme"]);
     ok(["project", "create", "shop"]);
   });
@@ -160,6 +161,78 @@ describe("krane.yaml: plan, apply, export against krane ctrl serve", () => {
     assert.equal(refused.code, Code.FailedPrecondition);
     assert.match(refused.rawMessage, /changed since the plan.*\+ config\.FEATURE: "on"/);
     assert.match(ok(["config", "list", "shop/prod"]), /LOG_LEVEL\s*│\s*debug/, "nothing applied");
+  });
+
+  it("round-trips every part of an environment, and plans a change to each part as exactly that change", () => {
+    const staging = `project: shop
+environments:
+  staging:
+    regions:
+      eu:
+      us: { replicas: 1, autoscale_off: true }
+    deployment:
+      image: registry.example.com/shop:1
+      command: [node]
+      args: [server.js]
+      protocol: h2c
+      env: { NODE_ENV: production }
+      cpu_millicores: 500
+      memory_mib: 512
+      health_check: { path: /healthz }
+    sentinel: { replicas: 1 }
+    autoscale: { min_replicas: 1, max_replicas: 4, concurrency_target: 20, scale_down_window_seconds: 120 }
+    rollout:
+      max_surge: "1"
+      progressive:
+        canary: { steps: [{ set_weight: 20 }, { pause: { seconds: 60 } }] }
+    endpoints:
+      public: { path_routing: true }
+      organization: {}
+    config: { LOG_LEVEL: info }
+    external_secrets: { API_KEY: kv/shop/api-key }
+    jobs:
+      nightly: { schedule: "0 2 * * *", image: registry.example.com/shop:1, suspend: true }
+`;
+    const stagingPath = join(dir.path, "staging.yaml");
+    writeFileSync(stagingPath, staging);
+    ok(["apply", "-f", stagingPath]);
+    const again = plan(stagingPath);
+    assert.equal(again.status, 0, again.stdout + again.stderr);
+    const out = join(dir.path, "all.yaml");
+    ok(["export", "shop", "-f", out]);
+    const round = plan(out);
+    assert.equal(round.status, 0, round.stdout + round.stderr);
+    assert.match(readFileSync(out, "utf8"), /external_secrets:\n\s+API_KEY: kv\/shop\/api-key/);
+
+    // The paths each edit changes (a path-routed endpoint's default prefix goes with it).
+    const edits: [string, string, string][] = [
+      ["us: { replicas: 1, autoscale_off: true }", "us: { replicas: 2, autoscale_off: true }", "regions.us.replicas"],
+      ["protocol: h2c", "protocol: grpc", "deployment.protocol"],
+      ["memory_mib: 512", "memory_mib: 1024", "deployment.memory_mib"],
+      ["health_check: { path: /healthz }", "health_check: { path: /ready }", "deployment.health_check.path"],
+      ["sentinel: { replicas: 1 }", "sentinel: { replicas: 3 }", "sentinel.replicas"],
+      ["max_replicas: 4", "max_replicas: 6", "autoscale.max_replicas"],
+      ['max_surge: "1"', 'max_surge: "2"', "rollout.max_surge"],
+      ["set_weight: 20", "set_weight: 30", "rollout.progressive.canary.steps"],
+      ["public: { path_routing: true }", "public: {}", "endpoints.public.path_routing,endpoints.public.path_prefix"],
+      ["API_KEY: kv/shop/api-key", "API_KEY: kv/shop/other", "external_secrets.API_KEY"],
+      ["suspend: true", "suspend: false", "jobs.nightly.suspend"],
+    ];
+    for (const [from, to, field] of edits) {
+      assert.ok(staging.includes(from), from);
+      writeFileSync(stagingPath, staging.replace(from, to));
+      const p = plan(stagingPath);
+      assert.equal(p.status, 2, `${field}: ${p.stdout}${p.stderr}`);
+      const changed = p.stdout
+        .split("\n")
+        .filter((l) => /^ {2}[~+-] /.test(l))
+        .map((l) => l.slice(4).replace(/: .*/, ""));
+      assert.equal(changed.join(","), field, `${to}: ${p.stdout}`);
+    }
+    // One of them applied: exactly that, and a new revision for a revision setting.
+    writeFileSync(stagingPath, staging.replace("memory_mib: 512", "memory_mib: 1024"));
+    assert.match(ok(["apply", "-f", stagingPath]), /^staging: applied 1 change \(revision 2\)$/m);
+    assert.equal(plan(stagingPath).status, 0);
   });
 
   it("refuses bad input at file:line:column and applies nothing", () => {
