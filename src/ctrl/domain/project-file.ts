@@ -230,9 +230,15 @@ export async function planEnvironmentFile(
   prune: boolean,
   settings: ExposureSettings,
 ): Promise<Plan> {
-  const { ctx } = await findIn(db, ref);
+  const { parent, ctx } = await findIn(db, ref);
   const current = ctx === null ? null : await readEnvironmentFile(db, ctx);
-  const plan = planOf(current, desired, prune, { project: ref.project, environment: ref.environment }, settings);
+  const plan = planOf(
+    current,
+    desired,
+    prune,
+    { project: parent.project.slug, environment: ref.environment },
+    settings,
+  );
   await checkRegions(db, plan.target.file);
   return plan;
 }
@@ -260,30 +266,46 @@ export async function applyEnvironmentFile(
   settings: ExposureSettings,
   domainPolicy: DomainCheckPolicy,
 ): Promise<Applied> {
-  return store.write(async (tx) => {
-    const found = await findIn(tx.trx, input.ref);
-    let ctx = found.ctx;
-    if (ctx !== null) {
-      const locked = await lockEnvironment(tx, ctx.environment.id, "update");
-      if (locked) ctx = { ...ctx, environment: locked };
-    }
-    const current = ctx === null ? null : await readEnvironmentFile(tx.trx, ctx);
-    const scope = { project: input.ref.project, environment: input.ref.environment };
-    const plan = planOf(current, input.desired, input.prune, scope, settings);
-    // Already as planned (a repeat of this apply): nothing to do.
-    if (plan.changes.length === 0 && ctx !== null) return { context: ctx, changed: false, changes: [], revision: null };
-    const moved = diffTrees(
-      input.plannedFrom === null ? null : fileTree(input.plannedFrom),
-      current === null ? null : fileTree(current.file),
-    );
-    if (moved.length > 0)
+  try {
+    return await store.write((tx) => applyIn(tx, input, settings, domainPolicy));
+  } catch (err) {
+    // Another apply created the environment, or another environment claimed a domain, meanwhile.
+    if (store.isUniqueViolation(err))
       throw failedPrecondition(
-        `environment "${input.ref.environment}" changed since the plan (plan again and review): ${moved.map(changeLine).join("; ")}`,
+        `environment "${input.ref.environment}" changed since the plan (created meanwhile, or a domain it names was claimed): plan again`,
       );
-    await checkRegions(tx.trx, plan.target.file);
-    const applied = await write(tx, found.parent, ctx, current, plan.target.file, input.ref, settings, domainPolicy);
-    return { ...applied, changed: true, changes: plan.changes };
-  });
+    throw err;
+  }
+}
+
+async function applyIn(
+  tx: WriteTx,
+  input: ApplyInput,
+  settings: ExposureSettings,
+  domainPolicy: DomainCheckPolicy,
+): Promise<Applied> {
+  const found = await findIn(tx.trx, input.ref);
+  let ctx = found.ctx;
+  if (ctx !== null) {
+    const locked = await lockEnvironment(tx, ctx.environment.id, "update");
+    if (locked) ctx = { ...ctx, environment: locked };
+  }
+  const current = ctx === null ? null : await readEnvironmentFile(tx.trx, ctx);
+  const scope = { project: found.parent.project.slug, environment: input.ref.environment };
+  const plan = planOf(current, input.desired, input.prune, scope, settings);
+  // Already as planned (a repeat of this apply): nothing to do.
+  if (plan.changes.length === 0 && ctx !== null) return { context: ctx, changed: false, changes: [], revision: null };
+  const moved = diffTrees(
+    input.plannedFrom === null ? null : fileTree(input.plannedFrom),
+    current === null ? null : fileTree(current.file),
+  );
+  if (moved.length > 0)
+    throw failedPrecondition(
+      `environment "${input.ref.environment}" changed since the plan (plan again and review): ${moved.map(changeLine).join("; ")}`,
+    );
+  await checkRegions(tx.trx, plan.target.file);
+  const applied = await write(tx, found.parent, ctx, current, plan.target.file, input.ref, settings, domainPolicy);
+  return { ...applied, changed: true, changes: plan.changes };
 }
 
 /** A policy the (validated) file states. */
