@@ -14,6 +14,7 @@ import { registerExposureCommands } from "./exposure.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
+import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
 import { registerReleaseCommands } from "./release.js";
 import { registerRolloutCommands } from "./rollout.js";
@@ -48,6 +49,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["region", registerRegionCommands],
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
+  ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];
 

@@ -11,6 +11,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
+import { ProjectFileService } from "../gen/krane/ctrl/v1/apply_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
@@ -42,6 +43,7 @@ export const API_SERVICES = {
   metrics: MetricsService,
   audit: AuditService,
   previews: PreviewService,
+  projectFiles: ProjectFileService,
 } as const;
 
 export type ApiClients = { readonly [K in keyof typeof API_SERVICES]: Client<(typeof API_SERVICES)[K]> };

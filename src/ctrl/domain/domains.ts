@@ -8,6 +8,7 @@
 // DNS lookups go through `TxtResolver`, so tests use a real DNS server on loopback.
 import { randomBytes } from "node:crypto";
 import type { Kysely } from "kysely";
+import type { WriteTx } from "../db/outbox.js";
 import type { Database, DomainRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError, alreadyExists, invalidArgument, notFound } from "../errors.js";
@@ -150,53 +151,59 @@ export async function addDomain(
   try {
     return await store.write(async (tx) => {
       const context = await findEnvironment(tx.trx, input.ref);
-      const existing = await tx.trx
-        .selectFrom("domains")
-        .selectAll()
-        .where("hostname", "=", input.hostname)
-        .executeTakeFirst();
-      if (existing) {
-        if (existing.environment_id === context.environment.id) return { context, domain: existing };
-        // Another environment's (perhaps another tenant's): never say whose.
-        if (existing.state !== "failed")
-          throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
-        await tx.trx.deleteFrom("domains").where("id", "=", existing.id).execute();
-        await refreshExposure(tx, existing.environment_id);
-      }
-      const count = await tx.trx
-        .selectFrom("domains")
-        .select((eb) => eb.fn.countAll<number>().as("n"))
-        .where("environment_id", "=", context.environment.id)
-        .executeTakeFirstOrThrow();
-      if (Number(count.n) >= DOMAINS_PER_ENVIRONMENT)
-        throw new DomainError(
-          "failed_precondition",
-          `an environment may have at most ${DOMAINS_PER_ENVIRONMENT} domains`,
-        );
-      const domain: DomainRow = {
-        id: newId("dom"),
-        environment_id: context.environment.id,
-        workspace_id: context.workspace.id,
-        project_id: context.project.id,
-        hostname: input.hostname,
-        token: randomBytes(24).toString("base64url"),
-        state: "pending",
-        last_error: null,
-        last_checked_at: null,
-        verified_at: null,
-        lost_since: null,
-        next_check_at: tx.now + policy.pendingFirstMs,
-        created_at: tx.now,
-      };
-      await tx.trx.insertInto("domains").values(domain).execute();
-      tx.environmentChanged(context.environment.id);
-      return { context, domain };
+      return { context, domain: await addDomainIn(tx, context, input.hostname, policy) };
     });
   } catch (err) {
     if (store.isUniqueViolation(err))
       throw alreadyExists(`domain "${input.hostname}" (claimed by another environment)`);
     throw err;
   }
+}
+
+/**
+ * addDomain as a step of the caller's transaction (the platform's own hostnames are refused
+ * before: isPlatformHostname). A hostname another environment claims is a unique violation,
+ * which aborts the transaction.
+ */
+export async function addDomainIn(
+  tx: WriteTx,
+  context: EnvironmentContext,
+  hostname: string,
+  policy: DomainCheckPolicy,
+): Promise<DomainRow> {
+  const existing = await tx.trx.selectFrom("domains").selectAll().where("hostname", "=", hostname).executeTakeFirst();
+  if (existing) {
+    if (existing.environment_id === context.environment.id) return existing;
+    // Another environment's (perhaps another tenant's): never say whose.
+    if (existing.state !== "failed") throw alreadyExists(`domain "${hostname}" (claimed by another environment)`);
+    await tx.trx.deleteFrom("domains").where("id", "=", existing.id).execute();
+    await refreshExposure(tx, existing.environment_id);
+  }
+  const count = await tx.trx
+    .selectFrom("domains")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("environment_id", "=", context.environment.id)
+    .executeTakeFirstOrThrow();
+  if (Number(count.n) >= DOMAINS_PER_ENVIRONMENT)
+    throw new DomainError("failed_precondition", `an environment may have at most ${DOMAINS_PER_ENVIRONMENT} domains`);
+  const domain: DomainRow = {
+    id: newId("dom"),
+    environment_id: context.environment.id,
+    workspace_id: context.workspace.id,
+    project_id: context.project.id,
+    hostname,
+    token: randomBytes(24).toString("base64url"),
+    state: "pending",
+    last_error: null,
+    last_checked_at: null,
+    verified_at: null,
+    lost_since: null,
+    next_check_at: tx.now + policy.pendingFirstMs,
+    created_at: tx.now,
+  };
+  await tx.trx.insertInto("domains").values(domain).execute();
+  tx.environmentChanged(context.environment.id);
+  return domain;
 }
 
 export async function findDomain(db: Reader, input: DomainInput): Promise<DomainRow> {
@@ -212,11 +219,13 @@ export async function findDomain(db: Reader, input: DomainInput): Promise<Domain
 }
 
 export async function removeDomain(store: Store, input: DomainInput): Promise<void> {
-  await store.write(async (tx) => {
-    const d = await findDomain(tx.trx, input);
-    await tx.trx.deleteFrom("domains").where("id", "=", d.id).execute();
-    await refreshExposure(tx, d.environment_id);
-  });
+  await store.write(async (tx) => removeDomainIn(tx, await findDomain(tx.trx, input)));
+}
+
+/** removeDomain as a step of the caller's transaction. */
+export async function removeDomainIn(tx: WriteTx, d: Pick<DomainRow, "id" | "environment_id">): Promise<void> {
+  await tx.trx.deleteFrom("domains").where("id", "=", d.id).execute();
+  await refreshExposure(tx, d.environment_id);
 }
 
 /**

@@ -138,14 +138,20 @@ export async function putEndpoint(
 }
 
 export async function deleteEndpoint(store: Store, ref: EnvironmentRef, visibility: Visibility): Promise<void> {
-  await store.write(async (tx) => {
-    const { environment } = await findEnvironment(tx.trx, ref);
-    const res = await tx.trx
-      .deleteFrom("endpoints")
-      .where("environment_id", "=", environment.id)
-      .where("visibility", "=", visibility)
-      .executeTakeFirst();
-    if (Number(res.numDeletedRows) === 0) throw notFound(`${visibility} endpoint of environment "${environment.slug}"`);
-    await refreshExposure(tx, environment.id);
-  });
+  await store.write(async (tx) => deleteEndpointIn(tx, (await findEnvironment(tx.trx, ref)).environment, visibility));
+}
+
+/** deleteEndpoint as a step of the caller's transaction. */
+export async function deleteEndpointIn(
+  tx: WriteTx,
+  environment: { id: string; slug: string },
+  visibility: Visibility,
+): Promise<void> {
+  const res = await tx.trx
+    .deleteFrom("endpoints")
+    .where("environment_id", "=", environment.id)
+    .where("visibility", "=", visibility)
+    .executeTakeFirst();
+  if (Number(res.numDeletedRows) === 0) throw notFound(`${visibility} endpoint of environment "${environment.slug}"`);
+  await refreshExposure(tx, environment.id);
 }

@@ -59,7 +59,8 @@ export interface UpdatedEnvironment {
   removedRegions: string[];
 }
 
-function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
+/** The environment's sentinel settings as stored (null: none). */
+export function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
   if (e.sentinel_image === null) return null;
   return {
     image: e.sentinel_image,
@@ -69,7 +70,8 @@ function sentinelOf(e: EnvironmentRow): SentinelSettingsInput | null {
   };
 }
 
-function policyOf(e: EnvironmentRow): RolloutPolicyInput {
+/** The environment's rollout policy as stored. */
+export function policyOf(e: EnvironmentRow): RolloutPolicyInput {
   return {
     strategy: e.strategy === "Recreate" ? "Recreate" : ("RollingUpdate" satisfies StrategyName),
     maxSurge: e.max_surge,
@@ -163,6 +165,11 @@ function mergeAutoscale(
 ): AutoscalePolicy | null {
   if (change === "remove") return null;
   if (change === null) return stored;
+  if ("replace" in change) {
+    const problem = policyProblem(change.replace, LIMITS.replicasMax, field);
+    if (problem) throw invalidArgument(problem.field, problem.problem);
+    return change.replace;
+  }
   const spec =
     stored === null && change.spec.maxReplicas === undefined
       ? { ...change.spec, maxReplicas: Math.max(1, count, change.spec.minReplicas ?? 0) }
@@ -188,160 +195,163 @@ function floorOf(p: AutoscalePolicy): number {
 }
 
 export async function updateEnvironment(store: Store, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
-  return store.write(async (tx) => {
-    const found = await findEnvironment(tx.trx, input);
-    const before = await lockEnvironment(tx, found.environment.id, "update");
-    if (!before) throw notFound(`environment "${found.environment.slug}"`);
-    const envId = before.id;
-    const regionsBefore = await environmentRegions(tx.trx, envId);
-    const replicasOf = new Map(regionsBefore.map((r) => [r.region, r.replicas]));
+  return store.write((tx) => updateEnvironmentIn(tx, input));
+}
 
-    // Everything that can be refused is checked before the first write.
-    for (const rm of input.removeRegions) {
-      if (!replicasOf.has(rm.region))
-        throw failedPrecondition(
-          `remove_regions[${rm.index}]: environment "${before.slug}" is not in region "${rm.region}"`,
-        );
-    }
-    const joining = input.regions.filter((r) => !replicasOf.has(r.region));
-    if (joining.length > 0) {
-      const known = new Set(
-        (
-          await tx.trx
-            .selectFrom("regions")
-            .select("name")
-            .where(
-              "name",
-              "in",
-              joining.map((r) => r.region),
-            )
-            .execute()
-        ).map((r) => r.name),
-      );
-      const missing = joining.find((r) => !known.has(r.region));
-      if (missing) {
-        throw failedPrecondition(
-          `regions[${missing.index}].region: region "${missing.region}" is not registered (create it with \`krane region create ${missing.region}\`)`,
-        );
-      }
-    }
-    const regionCount = replicasOf.size - input.removeRegions.length + joining.length;
-    if (regionCount > LIMITS.regionsMax)
+/** updateEnvironment as a step of the caller's transaction. */
+export async function updateEnvironmentIn(tx: WriteTx, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
+  const found = await findEnvironment(tx.trx, input);
+  const before = await lockEnvironment(tx, found.environment.id, "update");
+  if (!before) throw notFound(`environment "${found.environment.slug}"`);
+  const envId = before.id;
+  const regionsBefore = await environmentRegions(tx.trx, envId);
+  const replicasOf = new Map(regionsBefore.map((r) => [r.region, r.replicas]));
+
+  // Everything that can be refused is checked before the first write.
+  for (const rm of input.removeRegions) {
+    if (!replicasOf.has(rm.region))
       throw failedPrecondition(
-        `regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`,
+        `remove_regions[${rm.index}]: environment "${before.slug}" is not in region "${rm.region}"`,
       );
-    const sentinel = mergeSentinel(sentinelOf(before), input.sentinel, input.removeSentinel);
-    const regionsAfter = [...replicasOf.keys(), ...joining.map((r) => r.region)].filter(
-      (r) => !input.removeRegions.some((rm) => rm.region === r),
+  }
+  const joining = input.regions.filter((r) => !replicasOf.has(r.region));
+  if (joining.length > 0) {
+    const known = new Set(
+      (
+        await tx.trx
+          .selectFrom("regions")
+          .select("name")
+          .where(
+            "name",
+            "in",
+            joining.map((r) => r.region),
+          )
+          .execute()
+      ).map((r) => r.name),
     );
-    const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
-    // The counts the regions will have (this update's where it sets one).
-    const countAfter = (region: string): number =>
-      input.regions.find((r) => r.region === region)?.replicas ?? replicasOf.get(region) ?? 0;
-    const autoscale = mergeAutoscale(
-      parseStoredPolicy(before.autoscale),
-      input.autoscale,
-      Math.max(0, ...regionsAfter.map(countAfter)),
-    );
-    // The sentinels measure what the autoscaler decides on and hold requests at zero.
-    if (autoscale !== null && sentinel === null)
+    const missing = joining.find((r) => !known.has(r.region));
+    if (missing) {
       throw failedPrecondition(
-        input.removeSentinel
-          ? "remove_sentinel: the environment autoscales, which needs its sentinel (remove autoscaling first: --no-autoscale)"
-          : `autoscale: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on (add one: --sentinel-image "")`,
+        `regions[${missing.index}].region: region "${missing.region}" is not registered (create it with \`krane region create ${missing.region}\`)`,
       );
-
-    // Regions' own policies, laid over what they have (their own, else the environment's new one).
-    const columnOf = new Map<string, RegionColumn>(regionsBefore.map((r) => [r.region, r.autoscale]));
-    const columns = new Map<string, RegionColumn>();
-    for (const ra of input.regionAutoscale) {
-      if (!replicasOf.has(ra.region) && !joining.some((j) => j.region === ra.region))
-        throw failedPrecondition(
-          `region_autoscale[${ra.index}].region: environment "${before.slug}" is not in region "${ra.region}"`,
-        );
-      const own = columnOf.get(ra.region) ?? null;
-      let column: RegionColumn;
-      if (ra.change === "off") column = "off";
-      else if (ra.change === "inherit") column = null;
-      else {
-        const base = own !== null && own !== "off" ? parseStoredPolicy(own) : autoscale;
-        column = formatPolicy(
-          mergeAutoscale(base, ra.change, countAfter(ra.region), `region_autoscale[${ra.index}].policy`),
-        );
-      }
-      if (column !== own) columns.set(ra.region, column);
-      if (column !== null && column !== "off" && sentinel === null)
-        throw failedPrecondition(
-          `region_autoscale[${ra.index}]: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on`,
-        );
     }
-    const policyAfter = (region: string): AutoscalePolicy | null =>
-      inForce(autoscale, columns.has(region) ? (columns.get(region) ?? null) : (columnOf.get(region) ?? null));
-    // One writer per number: an autoscaled region's count is the autoscaler's; a person sets its bounds.
-    for (const r of input.regions) {
-      if (replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas && policyAfter(r.region) !== null)
-        throw failedPrecondition(
-          `regions[${r.index}].replicas: environment "${before.slug}" autoscales in region "${r.region}" (set its bounds with --autoscale, or stop autoscaling there)`,
-        );
-    }
+  }
+  const regionCount = replicasOf.size - input.removeRegions.length + joining.length;
+  if (regionCount > LIMITS.regionsMax)
+    throw failedPrecondition(
+      `regions: the environment would be in ${regionCount} regions, more than ${LIMITS.regionsMax}`,
+    );
+  const sentinel = mergeSentinel(sentinelOf(before), input.sentinel, input.removeSentinel);
+  const regionsAfter = [...replicasOf.keys(), ...joining.map((r) => r.region)].filter(
+    (r) => !input.removeRegions.some((rm) => rm.region === r),
+  );
+  const policy = mergeRolloutPolicy(policyOf(before), input.rollout, regionsAfter);
+  // The counts the regions will have (this update's where it sets one).
+  const countAfter = (region: string): number =>
+    input.regions.find((r) => r.region === region)?.replicas ?? replicasOf.get(region) ?? 0;
+  const autoscale = mergeAutoscale(
+    parseStoredPolicy(before.autoscale),
+    input.autoscale,
+    Math.max(0, ...regionsAfter.map(countAfter)),
+  );
+  // The sentinels measure what the autoscaler decides on and hold requests at zero.
+  if (autoscale !== null && sentinel === null)
+    throw failedPrecondition(
+      input.removeSentinel
+        ? "remove_sentinel: the environment autoscales, which needs its sentinel (remove autoscaling first: --no-autoscale)"
+        : `autoscale: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on (add one: --sentinel-image "")`,
+    );
 
-    const settings = { ...applySettings(before, sentinel, policy), autoscale: formatPolicy(autoscale) };
-    const changed = changedSettings(before, settings);
-    const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
-    // A count outside a region's new bounds is brought within them at once (the agent would do
-    // the same at its next decision; this holds while it is away too).
-    const clamped: { region: string; replicas: number }[] = [];
-    for (const [region, replicas] of replicasOf) {
-      const p = policyAfter(region);
-      if (p === null || input.removeRegions.some((rm) => rm.region === region)) continue;
-      const within = Math.min(p.maxReplicas, Math.max(floorOf(p), replicas));
-      if (within !== replicas) clamped.push({ region, replicas: within });
+  // Regions' own policies, laid over what they have (their own, else the environment's new one).
+  const columnOf = new Map<string, RegionColumn>(regionsBefore.map((r) => [r.region, r.autoscale]));
+  const columns = new Map<string, RegionColumn>();
+  for (const ra of input.regionAutoscale) {
+    if (!replicasOf.has(ra.region) && !joining.some((j) => j.region === ra.region))
+      throw failedPrecondition(
+        `region_autoscale[${ra.index}].region: environment "${before.slug}" is not in region "${ra.region}"`,
+      );
+    const own = columnOf.get(ra.region) ?? null;
+    let column: RegionColumn;
+    if (ra.change === "off") column = "off";
+    else if (ra.change === "inherit") column = null;
+    else {
+      const base = own !== null && own !== "off" ? parseStoredPolicy(own) : autoscale;
+      column = formatPolicy(
+        mergeAutoscale(base, ra.change, countAfter(ra.region), `region_autoscale[${ra.index}].policy`),
+      );
     }
-    if (
-      changed.size === 0 &&
-      rescaled.length === 0 &&
-      joining.length === 0 &&
-      input.removeRegions.length === 0 &&
-      columns.size === 0 &&
-      clamped.length === 0
-    ) {
-      return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
-    }
+    if (column !== own) columns.set(ra.region, column);
+    if (column !== null && column !== "off" && sentinel === null)
+      throw failedPrecondition(
+        `region_autoscale[${ra.index}]: environment "${before.slug}" has no sentinel, which measures the load autoscaling decides on`,
+      );
+  }
+  const policyAfter = (region: string): AutoscalePolicy | null =>
+    inForce(autoscale, columns.has(region) ? (columns.get(region) ?? null) : (columnOf.get(region) ?? null));
+  // One writer per number: an autoscaled region's count is the autoscaler's; a person sets its bounds.
+  for (const r of input.regions) {
+    if (replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas && policyAfter(r.region) !== null)
+      throw failedPrecondition(
+        `regions[${r.index}].replicas: environment "${before.slug}" autoscales in region "${r.region}" (set its bounds with --autoscale, or stop autoscaling there)`,
+      );
+  }
 
-    // Back from a progressive strategy: its routing and state go, and the sentinels return to
-    // routing by instances.
-    const leftProgressive = changed.has("progressive") && settings.progressive === null;
-    const wanted: EnvironmentRow = {
-      ...settings,
-      updated_at: tx.now,
-      routing_regions: leftProgressive ? null : before.routing_regions,
-    };
-    const unsaved: EnvironmentContext = { ...found, environment: wanted };
-    for (const rm of input.removeRegions) await leaveRegion(tx, unsaved, rm.region);
-    for (const r of rescaled) await setRegionReplicas(tx, envId, r.region, r.replicas);
-    for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
-    for (const [region, column] of columns) await setRegionAutoscale(tx, envId, region, column);
-    for (const c of clamped) await setRegionReplicas(tx, envId, c.region, c.replicas);
-    // One sentinel per region while the environment has sentinel settings, none otherwise.
-    const after = await saveEnvironment(tx, found.project, before, wanted);
-    // Sentinels whose region's policy or count changed while the environment's columns did not.
-    if (!sentinelsRenderedAnew(before, after))
-      for (const region of new Set([...columns.keys(), ...clamped.map((c) => c.region)]))
-        await refreshSentinel(tx, after, region);
-    if (leftProgressive) await dropProgressiveState(tx, envId);
-    if (after.autoscale === null && before.autoscale !== null) await forgetAutoscaleDecisions(tx, envId);
-    const ctx: EnvironmentContext = { ...found, environment: after };
-    const regions = await environmentRegions(tx.trx, envId);
+  const settings = { ...applySettings(before, sentinel, policy), autoscale: formatPolicy(autoscale) };
+  const changed = changedSettings(before, settings);
+  const rescaled = input.regions.filter((r) => replicasOf.has(r.region) && replicasOf.get(r.region) !== r.replicas);
+  // A count outside a region's new bounds is brought within them at once (the agent would do
+  // the same at its next decision; this holds while it is away too).
+  const clamped: { region: string; replicas: number }[] = [];
+  for (const [region, replicas] of replicasOf) {
+    const p = policyAfter(region);
+    if (p === null || input.removeRegions.some((rm) => rm.region === region)) continue;
+    const within = Math.min(p.maxReplicas, Math.max(floorOf(p), replicas));
+    if (within !== replicas) clamped.push({ region, replicas: within });
+  }
+  if (
+    changed.size === 0 &&
+    rescaled.length === 0 &&
+    joining.length === 0 &&
+    input.removeRegions.length === 0 &&
+    columns.size === 0 &&
+    clamped.length === 0
+  ) {
+    return { context: { ...found, environment: before }, regions: regionsBefore, changed: false, removedRegions: [] };
+  }
 
-    // The environment's exposure follows its regions (gateway objects in joined regions, none in left ones).
-    if (joining.length > 0 || input.removeRegions.length > 0) await refreshExposure(tx, envId);
+  // Back from a progressive strategy: its routing and state go, and the sentinels return to
+  // routing by instances.
+  const leftProgressive = changed.has("progressive") && settings.progressive === null;
+  const wanted: EnvironmentRow = {
+    ...settings,
+    updated_at: tx.now,
+    routing_regions: leftProgressive ? null : before.routing_regions,
+  };
+  const unsaved: EnvironmentContext = { ...found, environment: wanted };
+  for (const rm of input.removeRegions) await leaveRegion(tx, unsaved, rm.region);
+  for (const r of rescaled) await setRegionReplicas(tx, envId, r.region, r.replicas);
+  for (const r of joining) await joinRegion(tx, envId, r.region, r.replicas);
+  for (const [region, column] of columns) await setRegionAutoscale(tx, envId, region, column);
+  for (const c of clamped) await setRegionReplicas(tx, envId, c.region, c.replicas);
+  // One sentinel per region while the environment has sentinel settings, none otherwise.
+  const after = await saveEnvironment(tx, found.project, before, wanted);
+  // Sentinels whose region's policy or count changed while the environment's columns did not.
+  if (!sentinelsRenderedAnew(before, after))
+    for (const region of new Set([...columns.keys(), ...clamped.map((c) => c.region)]))
+      await refreshSentinel(tx, after, region);
+  if (leftProgressive) await dropProgressiveState(tx, envId);
+  if (after.autoscale === null && before.autoscale !== null) await forgetAutoscaleDecisions(tx, envId);
+  const ctx: EnvironmentContext = { ...found, environment: after };
+  const regions = await environmentRegions(tx.trx, envId);
 
-    if (changed.has("min_ready_seconds")) {
-      for (const d of await desiredDeployments(tx, envId))
-        await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
-    }
-    // Releases and jobs follow the environment into the regions it joined and out of those it left.
-    if (joining.length > 0 || input.removeRegions.length > 0) await syncEnvironmentObjects(tx, after, ctx.workspace);
-    return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
-  });
+  // The environment's exposure follows its regions (gateway objects in joined regions, none in left ones).
+  if (joining.length > 0 || input.removeRegions.length > 0) await refreshExposure(tx, envId);
+
+  if (changed.has("min_ready_seconds")) {
+    for (const d of await desiredDeployments(tx, envId))
+      await setDesiredReplicas(tx, { ...ctx, deployment: d.deployment }, d.region, d.replicas);
+  }
+  // Releases and jobs follow the environment into the regions it joined and out of those it left.
+  if (joining.length > 0 || input.removeRegions.length > 0) await syncEnvironmentObjects(tx, after, ctx.workspace);
+  return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
 }

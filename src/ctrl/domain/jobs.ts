@@ -10,71 +10,74 @@ import { jobPayloads } from "../payloads/job.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { MAX_JOBS_PER_ENVIRONMENT, refuseBeyondLimit, syncEnvironmentObjects } from "./environment-objects.js";
 import { newId, objectK8sName, randomChars } from "./ids.js";
-import { findEnvironment } from "./tenancy.js";
+import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 /** Creates or replaces the environment's job of that name; returns its id. */
 export async function putJob(store: Store, ref: EnvironmentRef, spec: StoredJobSpec): Promise<string> {
-  const id = await store.write(async (tx) => {
-    const env = await findEnvironment(tx.trx, ref);
-    const existing = await tx.trx
-      .selectFrom("jobs")
-      .selectAll()
-      .where("environment_id", "=", env.environment.id)
-      .where("name", "=", spec.name)
-      .executeTakeFirst();
-    let jobId: string;
-    if (existing) {
-      jobId = existing.id;
-      await tx.trx
-        .updateTable("jobs")
-        .set({ spec: JSON.stringify(spec), updated_at: tx.now })
-        .where("id", "=", existing.id)
-        .execute();
-    } else {
-      await refuseBeyondLimit(tx, "jobs", env.environment.id, MAX_JOBS_PER_ENVIRONMENT, "spec.name", "jobs");
-      jobId = newId("job");
-      await tx.trx
-        .insertInto("jobs")
-        .values({
-          id: jobId,
-          workspace_id: env.workspace.id,
-          project_id: env.project.id,
-          environment_id: env.environment.id,
-          name: spec.name,
-          // CronJob names are at most 52 characters (the Jobs it makes append 11).
-          k8s_name: objectK8sName(
-            env.project.slug.slice(0, 14),
-            env.environment.slug.slice(0, 14),
-            `${spec.name.slice(0, 12)}-${randomChars(6)}`,
-            "job-",
-          )
-            .slice(0, 52)
-            .replace(/-+$/, ""),
-          spec: JSON.stringify(spec),
-          created_at: tx.now,
-          updated_at: tx.now,
-        })
-        .execute();
-    }
-    await syncEnvironmentObjects(tx, env.environment, env.workspace);
-    return jobId;
-  });
-  return id;
+  return store.write(async (tx) => putJobIn(tx, await findEnvironment(tx.trx, ref), spec));
+}
+
+/** putJob as a step of the caller's transaction. */
+export async function putJobIn(tx: WriteTx, env: EnvironmentContext, spec: StoredJobSpec): Promise<string> {
+  const existing = await tx.trx
+    .selectFrom("jobs")
+    .selectAll()
+    .where("environment_id", "=", env.environment.id)
+    .where("name", "=", spec.name)
+    .executeTakeFirst();
+  let jobId: string;
+  if (existing) {
+    jobId = existing.id;
+    await tx.trx
+      .updateTable("jobs")
+      .set({ spec: JSON.stringify(spec), updated_at: tx.now })
+      .where("id", "=", existing.id)
+      .execute();
+  } else {
+    await refuseBeyondLimit(tx, "jobs", env.environment.id, MAX_JOBS_PER_ENVIRONMENT, "spec.name", "jobs");
+    jobId = newId("job");
+    await tx.trx
+      .insertInto("jobs")
+      .values({
+        id: jobId,
+        workspace_id: env.workspace.id,
+        project_id: env.project.id,
+        environment_id: env.environment.id,
+        name: spec.name,
+        // CronJob names are at most 52 characters (the Jobs it makes append 11).
+        k8s_name: objectK8sName(
+          env.project.slug.slice(0, 14),
+          env.environment.slug.slice(0, 14),
+          `${spec.name.slice(0, 12)}-${randomChars(6)}`,
+          "job-",
+        )
+          .slice(0, 52)
+          .replace(/-+$/, ""),
+        spec: JSON.stringify(spec),
+        created_at: tx.now,
+        updated_at: tx.now,
+      })
+      .execute();
+  }
+  await syncEnvironmentObjects(tx, env.environment, env.workspace);
+  return jobId;
 }
 
 export async function deleteJob(store: Store, ref: EnvironmentRef, name: string): Promise<void> {
-  await store.write(async (tx) => {
-    const env = await findEnvironment(tx.trx, ref);
-    const job = await tx.trx
-      .selectFrom("jobs")
-      .select("id")
-      .where("environment_id", "=", env.environment.id)
-      .where("name", "=", name)
-      .executeTakeFirst();
-    if (!job) throw notFound(`job "${name}" of environment "${env.environment.slug}"`);
-    await dropJobs(tx, [job.id]);
-    await syncEnvironmentObjects(tx, env.environment, env.workspace);
-  });
+  await store.write(async (tx) => deleteJobIn(tx, await findEnvironment(tx.trx, ref), name));
+}
+
+/** deleteJob as a step of the caller's transaction. */
+export async function deleteJobIn(tx: WriteTx, env: EnvironmentContext, name: string): Promise<void> {
+  const job = await tx.trx
+    .selectFrom("jobs")
+    .select("id")
+    .where("environment_id", "=", env.environment.id)
+    .where("name", "=", name)
+    .executeTakeFirst();
+  if (!job) throw notFound(`job "${name}" of environment "${env.environment.slug}"`);
+  await dropJobs(tx, [job.id]);
+  await syncEnvironmentObjects(tx, env.environment, env.workspace);
 }
 
 async function dropJobs(tx: WriteTx, ids: readonly string[]): Promise<void> {

@@ -206,6 +206,80 @@ export async function unsetSecrets(
   });
 }
 
+/** What a krane.yaml leaves an environment's configuration and secrets as (../domain/project-file.ts). */
+export interface WantedSettings {
+  /** Every configuration value, exactly. */
+  config: Readonly<Record<string, string>>;
+  /** The secrets with values to keep (values are never set from a file; others go). */
+  secrets: readonly string[];
+  /** Every external secret (name → path in the store), exactly. */
+  external: Readonly<Record<string, string>>;
+}
+
+/**
+ * Sets the working set to `want` inside the caller's transaction, without making a revision (the
+ * caller makes at most one for everything it changed). Returns whether anything changed.
+ */
+export async function replaceSettingsIn(tx: WriteTx, environmentId: string, want: WantedSettings): Promise<boolean> {
+  let changed = false;
+  const config = await tx.trx
+    .selectFrom("environment_config")
+    .select(["key", "value"])
+    .where("environment_id", "=", environmentId)
+    .execute();
+  const gone = config.filter((c) => !(c.key in want.config)).map((c) => c.key);
+  if (gone.length > 0) {
+    await tx.trx
+      .deleteFrom("environment_config")
+      .where("environment_id", "=", environmentId)
+      .where("key", "in", gone)
+      .execute();
+    changed = true;
+  }
+  const have = new Map(config.map((c) => [c.key, c.value]));
+  for (const [key, value] of Object.entries(want.config)) {
+    if (have.get(key) === value) continue;
+    changed = true;
+    await tx.trx
+      .insertInto("environment_config")
+      .values({ environment_id: environmentId, key, value, updated_at: tx.now })
+      .onConflict((oc) => oc.columns(["environment_id", "key"]).doUpdateSet({ value, updated_at: tx.now }))
+      .execute();
+  }
+  const secrets = await tx.trx
+    .selectFrom("environment_secrets")
+    .select(["key", "source", "external_path"])
+    .where("environment_id", "=", environmentId)
+    .execute();
+  const keep = new Set(want.secrets);
+  const drop = secrets
+    .filter((x) =>
+      x.source === "external" ? !(x.key in want.external) : !keep.has(x.key) && !(x.key in want.external),
+    )
+    .map((x) => x.key);
+  if (drop.length > 0) {
+    await tx.trx
+      .deleteFrom("environment_secrets")
+      .where("environment_id", "=", environmentId)
+      .where("key", "in", drop)
+      .execute();
+    changed = true;
+  }
+  for (const [key, path] of Object.entries(want.external)) {
+    const cur = secrets.find((x) => x.key === key);
+    if (cur?.source === "external" && cur.external_path === path) continue;
+    changed = true;
+    const row = { source: "external", ciphertext: null, external_path: path };
+    await tx.trx
+      .insertInto("environment_secrets")
+      .values({ environment_id: environmentId, key, ...row, updated_at: tx.now })
+      .onConflict((oc) => oc.columns(["environment_id", "key"]).doUpdateSet({ ...row, updated_at: tx.now }))
+      .execute();
+  }
+  if (changed) await checkTotals(tx, environmentId);
+  return changed;
+}
+
 /** Deletes an environment's configuration and secrets (the end of its deletion). */
 export async function purgeSettings(tx: WriteTx, environmentId: string): Promise<void> {
   await tx.trx.deleteFrom("environment_config").where("environment_id", "=", environmentId).execute();

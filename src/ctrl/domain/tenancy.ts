@@ -16,7 +16,7 @@ export interface FindOptions {
   includeDeleting?: boolean;
 }
 
-function beingDeleted(what: string): DomainError {
+export function beingDeleted(what: string): DomainError {
   return failedPrecondition(`${what} is being deleted (repeat its delete command to see what is left)`);
 }
 

@@ -14,6 +14,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { ProjectFileService } from "../../gen/krane/ctrl/v1/apply_pb.js";
 import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
@@ -39,6 +40,7 @@ import {
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
 import { previewServiceImpl } from "../api/previews.js";
+import { projectFileServiceImpl } from "../api/project-file.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
@@ -137,6 +139,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     };
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
     router.service(DomainService, domainServiceImpl(exposureDeps));
+    router.service(ProjectFileService, projectFileServiceImpl({ ...exposureDeps, rollout }));
     router.service(AuditService, auditServiceImpl({ store }));
     router.service(InstanceEventService, instanceEventServiceImpl({ store }));
     const logDeps = { ...d.logs, store, hub: d.logHub, stop: d.streamsStop };

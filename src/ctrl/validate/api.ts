@@ -337,7 +337,7 @@ function validateProtocol(v: string): AppProtocol {
 
 // ---------------------------------------------------------------- updates
 
-function validateSentinelPatch(s: SentinelSettingsUpdate): SentinelSettingsPatch {
+export function validateSentinelPatch(s: SentinelSettingsUpdate): SentinelSettingsPatch {
   const out: SentinelSettingsPatch = {};
   if (s.image !== undefined) out.image = sentinelImage("sentinel.image", s.image);
   if (s.replicas !== undefined) out.replicas = r.intRange("sentinel.replicas", s.replicas, 0, 100);

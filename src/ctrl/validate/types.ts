@@ -131,15 +131,21 @@ export interface EnvironmentUpdate extends EnvironmentRef {
   rollout: RolloutPolicyPatch;
   regions: { index: number; region: string; replicas: number }[];
   removeRegions: { index: number; region: string }[];
-  /** The autoscaling change: a spec laid over the stored policy, "remove", or null: unchanged. */
-  autoscale: { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | "remove" | null;
+  /**
+   * The autoscaling change: a spec laid over the stored policy, a whole policy in its place
+   * (krane.yaml), "remove", or null: unchanged.
+   */
+  autoscale: AutoscaleChange | "remove" | null;
   /** Regions' own policies: a change laid over the region's (else the environment's), off, or back to the environment's. */
   regionAutoscale: {
     index: number;
     region: string;
-    change: { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | "off" | "inherit";
+    change: AutoscaleChange | "off" | "inherit";
   }[];
 }
+
+export type AutoscaleChange =
+  { spec: AutoscaleSpec; zero: ScaleToZeroSpec | null | undefined } | { replace: AutoscalePolicy };
 
 /** A job's spec as validated and stored (jobs.spec, JSON). */
 export interface StoredJobSpec {
