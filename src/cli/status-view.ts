@@ -109,7 +109,8 @@ export function renderEnvironmentStatus(
   for (const d of all) {
     const dep = d.deployment;
     const revision = dep ? String(int64(dep.revision)) : "";
-    if (!d.regions?.length) deployments.push([revision, dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
+    const image = imageText(dep?.image, dep?.imageDigest);
+    if (!d.regions?.length) deployments.push([revision, dep?.id ?? "", image, "-", "-", "-", ""]);
     for (const r of d.regions ?? []) {
       const instances = r.rejectedReason
         ? `REJECTED: ${r.rejectedReason}`
@@ -124,7 +125,7 @@ export function renderEnvironmentStatus(
       deployments.push([
         revision,
         dep?.id ?? "",
-        dep?.image ?? "",
+        image,
         r.region ?? "",
         String(r.desiredReplicas ?? 0),
         String(r.runningInstances ?? 0),
@@ -215,6 +216,11 @@ export function renderEnvironmentStatus(
 function iso(unixMs: string | undefined): string {
   const ms = int64(unixMs);
   return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+/** A revision's image as deployed (its tag) and, below it, the digest its pods run. */
+export function imageText(image: string | undefined, digest: string | undefined): string {
+  return digest ? `${image ?? ""}\n${digest}` : (image ?? "");
 }
 
 /** A revision number, "-" for none. */

@@ -120,6 +120,7 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
     k8sNamespace: ctx.workspace.k8s_namespace,
     k8sName: d.k8s_name,
     image: d.image,
+    imageDigest: d.image_digest ?? "",
     command: parseJsonList<string>(d.command),
     args: parseJsonList<string>(d.args),
     port: d.port,

@@ -46,6 +46,7 @@ import type { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import type { DomainVerifier } from "../exposure/verifier.js";
+import type { ImageResolver } from "../images/resolve.js";
 import type { LiveHub } from "../live/hub.js";
 import { liveServiceImpl, metricsServiceImpl, type LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
@@ -82,6 +83,8 @@ export interface RouteDeps {
   readonly live: LiveServiceOptions | undefined;
   /** A preview's commit status may be due now. */
   readonly statusDue: () => void;
+  /** Pins deploys' images to digests (absent: images run as named). */
+  readonly images: ImageResolver | undefined;
   /** Background work that failed (outages are logged once). */
   readonly backgroundFailure: (what: string) => (err: unknown) => void;
 }
@@ -93,7 +96,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
         connectRouter.service(s, replayable<S, Partial<ServiceImpl<S>>>(impl, again)),
     };
     const { store, rollout } = d;
-    const deps = { store, rollout, auth: d.auth, exposure: d.exposure };
+    const deps = { store, rollout, auth: d.auth, exposure: d.exposure, images: d.images, keyring: d.keyring };
     router.service(
       ClusterService,
       clusterServiceImpl({

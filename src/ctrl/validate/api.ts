@@ -315,6 +315,7 @@ export function deploymentFrom(ask: DeploymentAsk, base: RevisionSpec | null): N
     project: ask.project,
     environment: ask.environment,
     image: ask.image,
+    imageDigest: ask.imageDigest ?? null,
     buildId: ask.buildId,
     replicas: ask.replicas,
     command: ask.command ?? from?.command ?? [],

@@ -1,0 +1,194 @@
+// Deploys pinned to digests, against the distribution project's real registry on this machine
+// (test/support/registry.ts: htpasswd auth, TLS from a CA of its own; and the same registry
+// taking Bearer tokens from a token service, the flow of GHCR and Docker Hub).
+//
+// The registry client: the right credential gets the tag's digest (HEAD with the index and
+// manifest types, Docker-Content-Digest), a wrong one or none is 401 "unauthorized", a tag or a
+// digest the registry lacks is "not_found". Through ctrl (in-process, its API over HTTP/2): a
+// deploy records the digest the tag names now and its pods' payload runs image@digest; once the
+// tag moves, a restart (a copy of the revision) and the revision's payload still run the old
+// digest while a new deploy gets the new one; a wrong credential, an unreachable registry and a
+// digest the registry does not have each refuse the deploy naming the registry or the field,
+// with no revision recorded.
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { fromBinary } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+import { putRegistryCredential } from "../../../src/ctrl/domain/registries.js";
+import { RegistryClient, RegistryError } from "../../../src/ctrl/images/registry-client.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
+import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
+import { expectCode, randomKeyring, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+
+const REF = { workspace: "acme", project: "shop", environment: "production" };
+
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+async function reason(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof RegistryError) return `${e.reason} ${e.status ?? ""}`.trim();
+    throw e;
+  }
+  return "resolved";
+}
+
+describe("image digests against a real registry", () => {
+  const dir = tempDir("krane-registry-");
+  let basic: TestRegistry;
+  let token: TestRegistry;
+
+  before(async () => {
+    basic = await startTestRegistry({ dir: dir.path });
+    token = await startTestRegistry({ dir: dir.path, auth: "token" });
+  });
+  after(async () => {
+    await basic?.stop();
+    await token?.stop();
+    dir.remove();
+  });
+
+  for (const auth of ["htpasswd", "token"] as const) {
+    it(`the client follows the ${auth} challenge: right, wrong and no credential, missing tag and digest`, async () => {
+      const reg = auth === "htpasswd" ? basic : token;
+      const user = reg.users[0]!;
+      const d1 = await reg.pushTiny("team/app", "v1", `${auth}-1`);
+      const client = new RegistryClient({ ca: [reg.caPem] });
+      try {
+        assert.equal(await client.manifestDigest(reg.host, "team/app", "v1", user), d1);
+        assert.equal(await client.manifestDigest(reg.host, "team/app", d1, user), d1);
+        assert.equal(
+          await reason(client.manifestDigest(reg.host, "team/app", "v1", { ...user, password: "wrong" })),
+          "unauthorized 401",
+        );
+        assert.equal(await reason(client.manifestDigest(reg.host, "team/app", "v1", undefined)), "unauthorized 401");
+        assert.equal(await reason(client.manifestDigest(reg.host, "team/app", "nope", user)), "not_found 404");
+        assert.equal(
+          await reason(client.manifestDigest(reg.host, "team/app", `sha256:${"0".repeat(64)}`, user)),
+          "not_found 404",
+        );
+      } finally {
+        await client.close();
+      }
+      // Without the registry's CA nothing is sent: TLS fails first.
+      const untrusting = new RegistryClient();
+      try {
+        assert.equal(await reason(untrusting.manifestDigest(reg.host, "team/app", "v1", user)), "unreachable");
+      } finally {
+        await untrusting.close();
+      }
+    });
+  }
+
+  describe("through ctrl", () => {
+    let ctrl: TestCtrl;
+    const db = tempDir("krane-registry-ctrl-");
+    const keyring = randomKeyring();
+
+    before(async () => {
+      ctrl = await startTestCtrl(`${db.path}/ctrl.db`, { keyring, images: { localHosts: [], ca: [basic.caPem] } });
+      const admin = ctrl.adminToken;
+      await ctrl.client(RegionService, admin).createRegion({ name: "eu" });
+      await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: REF.workspace });
+      await ctrl.client(ProjectService, admin).createProject({ workspace: REF.workspace, slug: REF.project });
+      await ctrl
+        .client(EnvironmentService, admin)
+        .createEnvironment({ ...REF, slug: REF.environment, regions: [{ region: "eu", replicas: 1 }] });
+    });
+    after(async () => {
+      await ctrl?.close();
+      db.remove();
+    });
+
+    const revisions = async (): Promise<number> =>
+      (await ctrl.client(DeploymentService, ctrl.adminToken).listDeployments({ workspace: REF.workspace })).deployments
+        .length;
+
+    /** The image of the revision's desired payload in region eu (what its pods run). */
+    const payloadImage = async (deploymentId: string): Promise<string> => {
+      for (let i = 0; i < 100; i++) {
+        const row = await ctrl.store.db
+          .selectFrom("desired_objects")
+          .select("payload")
+          .where("kind", "=", "deployment")
+          .where("object_id", "=", deploymentId)
+          .executeTakeFirst();
+        if (row) return fromBinary(ApplyDeploymentSchema, row.payload).image;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`${deploymentId} never became desired`);
+    };
+
+    it("pins the tag's digest once; the tag moves: a restart still runs the old bytes, a new deploy the new", async () => {
+      const deploys = ctrl.client(DeploymentService, ctrl.adminToken);
+      const image = `${basic.host}/shop/web:stable`;
+      const d1 = await basic.pushTiny("shop/web", "stable", "one");
+
+      // No credential in the workspace: the registry asks for one, the deploy is refused.
+      await expectCode(
+        deploys.createDeployment({ ...REF, image }),
+        Code.FailedPrecondition,
+        new RegExp(`registry ${basic.host.replace(/\./g, "\\.")} refused access to shop/web:stable.*401`),
+      );
+      // A wrong one: refused the same way, nothing recorded.
+      await putRegistryCredential(ctrl.store, keyring, REF.workspace, basic.host, basic.users[0]!.username, "wrong");
+      await expectCode(deploys.createDeployment({ ...REF, image }), Code.FailedPrecondition, /refused the credential/);
+      assert.equal(await revisions(), 0);
+
+      const user = basic.users[0]!;
+      await putRegistryCredential(ctrl.store, keyring, REF.workspace, basic.host, user.username, user.password);
+      const first = (await deploys.createDeployment({ ...REF, image })).deployment!;
+      assert.equal(first.image, image, "the image as given is kept");
+      assert.equal(first.imageDigest, d1);
+      assert.equal(await payloadImage(first.id), `${basic.host}/shop/web@${d1}`);
+
+      // The tag moves.
+      const d2 = await basic.pushTiny("shop/web", "stable", "two");
+      assert.notEqual(d2, d1);
+      const { deploymentId: restarted } = await ctrl.client(RolloutService, ctrl.adminToken).restart({ ...REF });
+      const copy = (await deploys.getDeployment({ deploymentId: restarted })).deployment!;
+      assert.equal(copy.imageDigest, d1, "a copy of the revision runs the bytes it ran");
+      assert.equal(await payloadImage(first.id), `${basic.host}/shop/web@${d1}`);
+      const second = (await deploys.createDeployment({ ...REF, image })).deployment!;
+      assert.equal(second.imageDigest, d2);
+
+      // By digest: taken as is (the registry is asked only that it has it).
+      const byDigest = (await deploys.createDeployment({ ...REF, image: `${basic.host}/shop/web@${d1}` })).deployment!;
+      assert.equal(byDigest.imageDigest, d1);
+      const before = await revisions();
+      await expectCode(
+        deploys.createDeployment({ ...REF, image: `${basic.host}/shop/web@sha256:${"0".repeat(64)}` }),
+        Code.InvalidArgument,
+        /^.*image: registry .* has no image shop\/web@sha256:0+/,
+      );
+      await expectCode(
+        deploys.createDeployment({ ...REF, image: `${basic.host}/shop/web:never-pushed` }),
+        Code.InvalidArgument,
+        /image: registry .* has no image shop\/web:never-pushed/,
+      );
+      const port = await closedPort();
+      await expectCode(
+        deploys.createDeployment({ ...REF, image: `127.0.0.1:${port}/shop/web:1` }),
+        Code.FailedPrecondition,
+        new RegExp(`registry 127\\.0\\.0\\.1:${port} could not be reached.*nothing was recorded`),
+      );
+      assert.equal(await revisions(), before, "a refused deploy records nothing");
+    });
+  });
+});
