@@ -307,10 +307,11 @@ export function registerCtrlCommands(program: Command): void {
         if (flags.masterKeyFile !== undefined) raw.masterKeyFile = flags.masterKeyFile;
         if (flags.previousMasterKeyFile.length > 0) raw.previousMasterKeyFiles = flags.previousMasterKeyFile.join(",");
         const settings = resolveCtrlSettings(raw, process.env, file);
-        const [{ loadKeyring }, { Store }, { rotateDataKeys }] = await Promise.all([
+        const [{ loadKeyring }, { Store }, { rotateDataKeys }, { rewrapRegistryKeys }] = await Promise.all([
           import("../ctrl/secrets/master-key.js"),
           import("../ctrl/db/store.js"),
           import("../ctrl/domain/data-keys.js"),
+          import("../ctrl/domain/registries.js"),
         ]);
         const keyring = loadKeyring({ ...settings.masterKey, generateAt: undefined }, (msg, f) =>
           console.error(`krane: ${msg} (${f})`),
@@ -319,6 +320,8 @@ export function registerCtrlCommands(program: Command): void {
         try {
           const { rewrapped, total } = await rotateDataKeys(store, keyring);
           console.log(`rewrapped ${rewrapped} of ${total} data keys under master key ${keyring.currentId}`);
+          const registries = await rewrapRegistryKeys(store, keyring);
+          console.log(`rewrapped ${registries.rewrapped} of ${registries.total} registry credential keys`);
         } finally {
           await store.close();
         }

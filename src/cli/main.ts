@@ -25,6 +25,7 @@ import { registerExposureCommands } from "./exposure.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
 import { registerRegionCommands } from "./region.js";
+import { registerRegistryCommands } from "./registry.js";
 import { registerReleaseCommands } from "./release.js";
 import { registerRolloutCommands } from "./rollout.js";
 import { registerSentinelCommand } from "./sentinel.js";
@@ -55,6 +56,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
+  ["registry", registerRegistryCommands],
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
   ["sentinel", registerSentinelCommand],

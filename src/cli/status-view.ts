@@ -8,6 +8,7 @@
 // field at its default is absent, 64-bit integers are decimal strings and enums are their names.
 import Table from "cli-table3";
 import { describePolicy, policyFromWire } from "../contracts/autoscaling.js";
+import { pullFailureReason, registryOf } from "../contracts/images.js";
 import type { GetEnvironmentStatusResponseJson } from "../gen/krane/ctrl/v1/api_pb.js";
 import type { AutoscalePolicyJson } from "../gen/krane/ctrl/v1/autoscale_pb.js";
 import type { AddressRegionStatusJson } from "../gen/krane/ctrl/v1/exposure_pb.js";
@@ -323,7 +324,13 @@ export function describeInstanceEvent(e: InstanceEventJson): string {
       return `${reason} (${[exit || "no exit code", restarts].filter(Boolean).join(", ")})`;
     case "waiting":
       if (reason === "CrashLoopBackOff") return [reason, exit, restarts].filter(Boolean).join(", ");
-      if (/Image/.test(reason)) return `${reason}: ${e.image ?? ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      if (/Image/.test(reason)) {
+        // Name the registry and why it refused (a wrong or expired credential: 401, 403).
+        const registry = registryOf(e.image ?? "");
+        const why = pullFailureReason(e.message ?? "");
+        const from = registry && why ? ` (registry ${registry}: ${why})` : "";
+        return `${reason}${from}: ${e.image ?? ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      }
       return `${reason}${e.message ? `: ${short(e.message)}` : ""}`;
     case "unready":
       return "readiness probe failing";

@@ -103,3 +103,35 @@ export function dockerConfigKey(registry: string): string {
 export function registryOf(image: string): string {
   return parseImageRef(image)?.registry ?? "";
 }
+
+/**
+ * The `.dockerconfigjson` of a `kubernetes.io/dockerconfigjson` pull Secret holding these
+ * credentials: `{"auths": {<key>: {username, password, auth}}}`, `auth` being base64 of
+ * "username:password" (the kubelet reads either), keyed as the kubelet matches an image's host
+ * (Docker Hub under its legacy index URL). Sorted by host, so the same credentials are the same bytes.
+ */
+export function dockerConfigJson(
+  credentials: readonly { readonly host: string; readonly username: string; readonly password: string }[],
+): string {
+  const auths: Record<string, { username: string; password: string; auth: string }> = {};
+  for (const c of [...credentials].sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0)))
+    auths[dockerConfigKey(c.host)] = {
+      username: c.username,
+      password: c.password,
+      auth: Buffer.from(`${c.username}:${c.password}`, "utf8").toString("base64"),
+    };
+  return JSON.stringify({ auths });
+}
+
+/**
+ * Why a pull failed, in a few words, from the kubelet's message (containerd's error chain):
+ * "401 unauthorized", "403 forbidden", "not found", "untrusted certificate", or undefined when
+ * the message does not say. A wrong or expired credential is the first two.
+ */
+export function pullFailureReason(message: string): string | undefined {
+  if (/\b401\b|unauthorized|failed to authorize/i.test(message)) return "401 unauthorized";
+  if (/\b403\b|forbidden|denied|insufficient_scope/i.test(message)) return "403 forbidden";
+  if (/not found|manifest unknown|\b404\b/i.test(message)) return "not found";
+  if (/x509|certificate/i.test(message)) return "untrusted certificate";
+  return undefined;
+}

@@ -147,3 +147,31 @@ export async function registryCredentialsOf(
     };
   });
 }
+
+/**
+ * Rewraps every credential's data key under the keyring's current master key (`krane ctrl
+ * rotate-key`, beside the environments' data keys); the sealed passwords are never rewritten.
+ */
+export async function rewrapRegistryKeys(
+  store: Store,
+  keyring: Keyring,
+): Promise<{ rewrapped: number; total: number }> {
+  return store.write(async (tx) => {
+    const rows = await tx.trx
+      .selectFrom("registry_credentials")
+      .select(["id", "wrapped_key", "master_key_id"])
+      .execute();
+    let rewrapped = 0;
+    for (const r of rows) {
+      if (r.master_key_id === keyring.currentId) continue;
+      const wrapped = keyring.rewrap(r.wrapped_key, r.master_key_id, keyOwner(r.id));
+      await tx.trx
+        .updateTable("registry_credentials")
+        .set({ wrapped_key: Buffer.from(wrapped), master_key_id: keyring.currentId })
+        .where("id", "=", r.id)
+        .execute();
+      rewrapped++;
+    }
+    return { rewrapped, total: rows.length };
+  });
+}

@@ -11,6 +11,7 @@ import {
   EnvironmentService,
   ProjectService,
   RegionService,
+  RegistryService,
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
@@ -38,6 +39,7 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
+import { registryServiceImpl } from "../api/registries.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
@@ -126,6 +128,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
+    router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: d.keyring, releaseKinds: d.releaseKinds };

@@ -9,25 +9,34 @@
 // tag moves, a restart (a copy of the revision) and the revision's payload still run the old
 // digest while a new deploy gets the new one; a wrong credential, an unreachable registry and a
 // digest the registry does not have each refuse the deploy naming the registry or the field,
-// with no revision recorded.
+// with no revision recorded. Credentials (RegistryService): the password is in no API answer,
+// audit event or database file, survives a master key rotation, and bad input names its field.
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { fromBinary } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { create, fromBinary, toJson } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { putRegistryCredential } from "../../../src/ctrl/domain/registries.js";
+import { Store } from "../../../src/ctrl/db/store.js";
+import { rewrapRegistryKeys } from "../../../src/ctrl/domain/registries.js";
+import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { RegistryClient, RegistryError } from "../../../src/ctrl/images/registry-client.js";
 import {
   DeploymentService,
   EnvironmentService,
   ProjectService,
+  ListRegistriesResponseSchema,
   RegionService,
+  RegistryService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { AuditService, ListAuditEventsResponseSchema } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
-import { expectCode, randomKeyring, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 
 const REF = { workspace: "acme", project: "shop", environment: "production" };
 
@@ -99,7 +108,8 @@ describe("image digests against a real registry", () => {
   describe("through ctrl", () => {
     let ctrl: TestCtrl;
     const db = tempDir("krane-registry-ctrl-");
-    const keyring = randomKeyring();
+    const masterKey = randomBytes(32);
+    const keyring = new Keyring(masterKey);
 
     before(async () => {
       ctrl = await startTestCtrl(`${db.path}/ctrl.db`, { keyring, images: { localHosts: [], ca: [basic.caPem] } });
@@ -147,12 +157,25 @@ describe("image digests against a real registry", () => {
         new RegExp(`registry ${basic.host.replace(/\./g, "\\.")} refused access to shop/web:stable.*401`),
       );
       // A wrong one: refused the same way, nothing recorded.
-      await putRegistryCredential(ctrl.store, keyring, REF.workspace, basic.host, basic.users[0]!.username, "wrong");
+      const registries = ctrl.client(RegistryService, ctrl.adminToken);
+      const user = basic.users[0]!;
+      const added = await registries.addRegistry({
+        workspace: REF.workspace,
+        host: basic.host,
+        username: user.username,
+        password: "wrong-password",
+      });
+      assert.equal(added.replaced, false);
       await expectCode(deploys.createDeployment({ ...REF, image }), Code.FailedPrecondition, /refused the credential/);
       assert.equal(await revisions(), 0);
 
-      const user = basic.users[0]!;
-      await putRegistryCredential(ctrl.store, keyring, REF.workspace, basic.host, user.username, user.password);
+      const right = await registries.addRegistry({
+        workspace: REF.workspace,
+        host: basic.host.toUpperCase(),
+        username: user.username,
+        password: user.password,
+      });
+      assert.equal(right.replaced, true, "the host is canonical: the same registry's credential is replaced");
       const first = (await deploys.createDeployment({ ...REF, image })).deployment!;
       assert.equal(first.image, image, "the image as given is kept");
       assert.equal(first.imageDigest, d1);
@@ -189,6 +212,71 @@ describe("image digests against a real registry", () => {
         new RegExp(`registry 127\\.0\\.0\\.1:${port} could not be reached.*nothing was recorded`),
       );
       assert.equal(await revisions(), before, "a refused deploy records nothing");
+    });
+
+    it("credentials: listed without the password, audited without it, sealed in the database; bad input named", async () => {
+      const registries = ctrl.client(RegistryService, ctrl.adminToken);
+      const user = basic.users[0]!;
+      const listed = await registries.listRegistries({ workspace: REF.workspace });
+      assert.deepEqual(
+        listed.registries.map((r) => [r.host, r.username]),
+        [[basic.host, user.username]],
+      );
+      assert.ok(!JSON.stringify(toJson(ListRegistriesResponseSchema, listed)).includes(user.password));
+      const { events } = await ctrl
+        .client(AuditService, ctrl.adminToken)
+        .listAuditEvents({ filter: { workspace: REF.workspace, method: "RegistryService/" }, pageSize: 100 });
+      assert.equal(events.filter((e) => e.method === "RegistryService/AddRegistry").length, 2);
+      const auditText = JSON.stringify(
+        toJson(ListAuditEventsResponseSchema, create(ListAuditEventsResponseSchema, { events })),
+      );
+      assert.match(auditText, /registries/, "the change is in the diff");
+      assert.ok(
+        !auditText.includes(user.password) && !auditText.includes("wrong-password"),
+        "no password in the audit log",
+      );
+      await ctrl.close();
+      for (const f of readdirSync(db.path)) {
+        const bytes = readFileSync(join(db.path, f));
+        assert.ok(!bytes.includes(Buffer.from(user.password)), `${f} holds the password in plain text`);
+      }
+      // `krane ctrl rotate-key`: the credentials' keys move to the new master key; a ctrl given
+      // only the new key still opens them (the deploy below resolves with the credential).
+      const newKey = randomBytes(32);
+      const store = await Store.open({ url: `${db.path}/ctrl.db` });
+      try {
+        assert.deepEqual(await rewrapRegistryKeys(store, new Keyring(newKey, [masterKey])), { rewrapped: 1, total: 1 });
+      } finally {
+        await store.close();
+      }
+      ctrl = await startTestCtrl(`${db.path}/ctrl.db`, {
+        keyring: new Keyring(newKey),
+        images: { localHosts: [], ca: [basic.caPem] },
+      });
+      const pinned = (
+        await ctrl
+          .client(DeploymentService, ctrl.adminToken)
+          .createDeployment({ ...REF, image: `${basic.host}/shop/web:stable` })
+      ).deployment!;
+      assert.match(pinned.imageDigest, /^sha256:/);
+      const again = ctrl.client(RegistryService, ctrl.adminToken);
+
+      for (const [req, field] of [
+        [{ host: "https://ghcr.io", username: "u", password: "p" }, "host"],
+        [{ host: "ghcr.io/acme", username: "u", password: "p" }, "host"],
+        [{ host: "ghcr.io", username: "a:b", password: "p" }, "username"],
+        [{ host: "ghcr.io", username: "", password: "p" }, "username"],
+        [{ host: "ghcr.io", username: "u", password: "" }, "password"],
+        [{ host: "ghcr.io", username: "u", password: "line\nbreak" }, "password"],
+      ] as const)
+        await expectCode(
+          again.addRegistry({ workspace: REF.workspace, ...req }),
+          Code.InvalidArgument,
+          new RegExp(`^.*${field}: `),
+        );
+      await again.removeRegistry({ workspace: REF.workspace, host: basic.host });
+      await expectCode(again.removeRegistry({ workspace: REF.workspace, host: basic.host }), Code.NotFound);
+      assert.deepEqual((await again.listRegistries({ workspace: REF.workspace })).registries, []);
     });
   });
 });

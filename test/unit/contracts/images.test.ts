@@ -3,7 +3,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
+  dockerConfigJson,
   dockerConfigKey,
+  imageAsRun,
+  pullFailureReason,
   parseImageRef,
   pinnedImage,
   registryApiHost,
@@ -74,5 +77,55 @@ describe("image references", () => {
     assert.equal(registryOf("10.0.0.1:5000/app@" + D), "10.0.0.1:5000");
     assert.equal(registryOf("nginx"), "docker.io");
     assert.equal(registryOf("not an image"), "");
+  });
+
+  it("runs an image pinned to its digest, or as named without one", () => {
+    assert.equal(imageAsRun("ghcr.io/acme/web:1", D), `ghcr.io/acme/web@${D}`);
+    assert.equal(imageAsRun("nginx", D), `nginx@${D}`);
+    assert.equal(imageAsRun("ghcr.io/acme/web:1", null), "ghcr.io/acme/web:1");
+    assert.equal(imageAsRun("ghcr.io/acme/web:1", ""), "ghcr.io/acme/web:1");
+  });
+
+  it("renders a pull secret's .dockerconfigjson: auth is base64 user:password, Docker Hub under its index URL", () => {
+    const text = dockerConfigJson([
+      { host: "ghcr.io", username: "bot", password: "p:ss wörd" },
+      { host: "docker.io", username: "me", password: "tok" },
+    ]);
+    const parsed = JSON.parse(text) as { auths: Record<string, { username: string; password: string; auth: string }> };
+    assert.deepEqual(Object.keys(parsed.auths), ["https://index.docker.io/v1/", "ghcr.io"]);
+    const ghcr = parsed.auths["ghcr.io"]!;
+    assert.equal(ghcr.username, "bot");
+    assert.equal(ghcr.password, "p:ss wörd");
+    assert.equal(Buffer.from(ghcr.auth, "base64").toString("utf8"), "bot:p:ss wörd");
+    // The same credentials in any order are the same bytes.
+    assert.equal(
+      dockerConfigJson([
+        { host: "docker.io", username: "me", password: "tok" },
+        { host: "ghcr.io", username: "bot", password: "p:ss wörd" },
+      ]),
+      text,
+    );
+    assert.equal(dockerConfigJson([]), '{"auths":{}}');
+  });
+
+  it("tells why a pull failed from containerd's message", () => {
+    const cases: [string, string | undefined][] = [
+      [
+        'failed to pull and unpack image "ghcr.io/a/b:1": failed to resolve reference "ghcr.io/a/b:1": failed to authorize: failed to fetch oauth token: unexpected status from GET request to https://ghcr.io/token?scope=repository%3Aa%2Fb%3Apull: 401 Unauthorized',
+        "401 unauthorized",
+      ],
+      [
+        'failed to resolve reference "r.io/a:1": unexpected status from HEAD request to https://r.io/v2/a/manifests/1: 403 Forbidden',
+        "403 forbidden",
+      ],
+      [
+        "pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed",
+        "403 forbidden",
+      ],
+      ['failed to resolve reference "ghcr.io/a/b:nope": ghcr.io/a/b:nope: not found', "not found"],
+      ["tls: failed to verify certificate: x509: certificate signed by unknown authority", "untrusted certificate"],
+      ["context deadline exceeded", undefined],
+    ];
+    for (const [message, want] of cases) assert.equal(pullFailureReason(message), want, message);
   });
 });
