@@ -14,7 +14,9 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { create, fromBinary, toJson } from "@bufbuild/protobuf";
@@ -36,6 +38,7 @@ import { AuditService, ListAuditEventsResponseSchema } from "../../../src/gen/kr
 import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
+import { KRANE_BIN } from "../ctrl/process.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 
 const REF = { workspace: "acme", project: "shop", environment: "production" };
@@ -46,6 +49,25 @@ async function closedPort(): Promise<number> {
   const port = (s.address() as { port: number }).port;
   await new Promise<void>((resolve) => s.close(() => resolve()));
   return port;
+}
+
+/** The real `krane` CLI (dist/) with `input` on its stdin. */
+async function cli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  input: string,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [KRANE_BIN, ...args, "--retry-for", "0"], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdin.end(input);
+  const [status] = (await once(child, "exit")) as [number | null];
+  return { status, stdout, stderr };
 }
 
 async function reason(p: Promise<unknown>): Promise<string> {
@@ -274,7 +296,29 @@ describe("image digests against a real registry", () => {
           Code.InvalidArgument,
           new RegExp(`^.*${field}: `),
         );
-      await again.removeRegistry({ workspace: REF.workspace, host: basic.host });
+
+      // The CLI reads the password from stdin (one trailing line break dropped) and prints none.
+      const env = { KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.adminToken, KRANE_WORKSPACE: REF.workspace };
+      const add = await cli(
+        ["registry", "add", basic.host, "--username", user.username, "--password-stdin"],
+        env,
+        `${user.password}\n`,
+      );
+      assert.equal(add.status, 0, add.stderr);
+      assert.equal(add.stdout, `replaced ${basic.host}\n`);
+      const list = await cli(["registry", "list"], env, "");
+      assert.equal(list.status, 0, list.stderr);
+      assert.match(list.stdout, new RegExp(`${basic.host.replace(/\./g, "\\.")}[\\s│]+${user.username}\\s`));
+      assert.ok(!(add.stdout + add.stderr + list.stdout + list.stderr).includes(user.password));
+      // What the CLI stored is the password without the line break: the deploy still resolves.
+      const viaCli = (
+        await ctrl
+          .client(DeploymentService, ctrl.adminToken)
+          .createDeployment({ ...REF, image: `${basic.host}/shop/web:stable` })
+      ).deployment!;
+      assert.equal(viaCli.imageDigest, pinned.imageDigest);
+      const removed = await cli(["registry", "remove", basic.host], env, "");
+      assert.equal(removed.status, 0, removed.stderr);
       await expectCode(again.removeRegistry({ workspace: REF.workspace, host: basic.host }), Code.NotFound);
       assert.deepEqual((await again.listRegistries({ workspace: REF.workspace })).registries, []);
     });
