@@ -8,8 +8,9 @@
 //  - Bearer realm=…,service=…,scope=…: a token from the realm (with the credential as Basic, or
 //    anonymously without one; Docker Hub, GHCR, GitLab, ECR's public side), then the request
 //    again with it.
-// A credential is only ever sent over HTTPS. Errors say what the registry answered (401, 403,
-// not found) or why it could not be asked; they never carry the credential or the token.
+// Everything goes over HTTPS (the token realm too), so a credential never travels in the clear.
+// Errors say what the registry answered (401, 403, not found) or why it could not be asked; they
+// never carry the credential or the token.
 import { createHash } from "node:crypto";
 import { rootCertificates } from "node:tls";
 import { Agent, fetch, type Response } from "undici";
@@ -128,11 +129,13 @@ export class RegistryClient {
     } catch {
       throw new RegistryError("bad_answer", 401, `its token realm "${realm}" is not a URL`);
     }
-    if (url.protocol !== "https:" && credential !== undefined)
+    // HTTPS only, with or without a credential: a registry must not point ctrl at plain-HTTP
+    // addresses of its choosing (a cloud metadata endpoint, an internal service).
+    if (url.protocol !== "https:")
       throw new RegistryError(
         "bad_answer",
         401,
-        `its token realm ${url.origin} is not HTTPS; no credential is sent there`,
+        `its token realm ${url.origin} is not HTTPS; ctrl asks no token there`,
       );
     if (challenge.params.service) url.searchParams.set("service", challenge.params.service);
     url.searchParams.set("scope", challenge.params.scope ?? scope);
