@@ -49,6 +49,12 @@ const res = spawnSync(
     "--test-reporter-destination=stdout",
     ...files,
   ],
-  { stdio: "inherit" },
+  {
+    stdio: "inherit",
+    // The tests deploy placeholder images that are in no registry (registry.example.com/…): the
+    // ctrl processes they start run images as named unless a test turns resolution on
+    // (--image-digests resolve, as the private-registry tests do).
+    env: { ...process.env, KRANE_IMAGE_DIGESTS: process.env.KRANE_IMAGE_DIGESTS ?? "off" },
+  },
 );
 process.exit(res.status ?? 1);

@@ -31,6 +31,9 @@ interface ServeFlags {
   webhookListen?: string;
   webhookReplayWindow?: string;
   streamKeepalive?: string;
+  imageDigests?: string;
+  localImageHosts?: string;
+  registryCaFile?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -129,6 +132,18 @@ export function registerCtrlCommands(program: Command): void {
       "--stream-keepalive <seconds>",
       "a quiet agent stream gets a bookmark this often; agents reconnect after two silent intervals (default 10); env KRANE_STREAM_KEEPALIVE_SECONDS",
     )
+    .option(
+      "--image-digests <mode>",
+      '"resolve": each deploy pins its image\'s tag to the digest it names now (the registry is asked, with the workspace\'s credential), "off": images run as named (default resolve); env KRANE_IMAGE_DIGESTS',
+    )
+    .option(
+      "--local-image-hosts <hosts>",
+      "comma-separated registry hosts whose images are loaded into the nodes directly and never resolved (default krane.local); env KRANE_LOCAL_IMAGE_HOSTS",
+    )
+    .option(
+      "--registry-ca-file <file>",
+      "CA certificates (PEM) trusted for registries besides the system's; env KRANE_REGISTRY_CA_FILE",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -163,6 +178,9 @@ export function registerCtrlCommands(program: Command): void {
         webhookListen: flags.webhookListen,
         webhookReplayWindow: flags.webhookReplayWindow,
         streamKeepalive: flags.streamKeepalive,
+        imageDigests: flags.imageDigests,
+        localImageHosts: flags.localImageHosts,
+        registryCaFile: flags.registryCaFile,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -219,6 +237,12 @@ export function registerCtrlCommands(program: Command): void {
         audit: { retentionMs: settings.audit.retentionMs, webhook: auditWebhook },
         previews: settings.previews,
         streamKeepaliveMs: settings.streamKeepaliveMs,
+        images: settings.images
+          ? {
+              localHosts: settings.images.localHosts,
+              ca: settings.images.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
+            }
+          : undefined,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {
@@ -283,10 +307,11 @@ export function registerCtrlCommands(program: Command): void {
         if (flags.masterKeyFile !== undefined) raw.masterKeyFile = flags.masterKeyFile;
         if (flags.previousMasterKeyFile.length > 0) raw.previousMasterKeyFiles = flags.previousMasterKeyFile.join(",");
         const settings = resolveCtrlSettings(raw, process.env, file);
-        const [{ loadKeyring }, { Store }, { rotateDataKeys }] = await Promise.all([
+        const [{ loadKeyring }, { Store }, { rotateDataKeys }, { rewrapRegistryKeys }] = await Promise.all([
           import("../ctrl/secrets/master-key.js"),
           import("../ctrl/db/store.js"),
           import("../ctrl/domain/data-keys.js"),
+          import("../ctrl/domain/registries.js"),
         ]);
         const keyring = loadKeyring({ ...settings.masterKey, generateAt: undefined }, (msg, f) =>
           console.error(`krane: ${msg} (${f})`),
@@ -295,6 +320,8 @@ export function registerCtrlCommands(program: Command): void {
         try {
           const { rewrapped, total } = await rotateDataKeys(store, keyring);
           console.log(`rewrapped ${rewrapped} of ${total} data keys under master key ${keyring.currentId}`);
+          const registries = await rewrapRegistryKeys(store, keyring);
+          console.log(`rewrapped ${registries.rewrapped} of ${registries.total} registry credential keys`);
         } finally {
           await store.close();
         }

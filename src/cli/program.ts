@@ -16,6 +16,7 @@ import { registerPreviewCommands } from "./preview.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
+import { registerRegistryCommands } from "./registry.js";
 import { registerReleaseCommands } from "./release.js";
 import { registerRolloutCommands } from "./rollout.js";
 import { registerSettingsCommands } from "./settings.js";
@@ -47,6 +48,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
+  ["registry", registerRegistryCommands],
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
   ["project-file", registerProjectFileCommands],

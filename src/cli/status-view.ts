@@ -8,6 +8,7 @@
 // field at its default is absent, 64-bit integers are decimal strings and enums are their names.
 import Table from "cli-table3";
 import { describePolicy, policyFromWire } from "../contracts/autoscaling.js";
+import { pullFailureReason, registryOf } from "../contracts/images.js";
 import type { GetEnvironmentStatusResponseJson } from "../gen/krane/ctrl/v1/api_pb.js";
 import type { AutoscalePolicyJson } from "../gen/krane/ctrl/v1/autoscale_pb.js";
 import type { AddressRegionStatusJson } from "../gen/krane/ctrl/v1/exposure_pb.js";
@@ -109,7 +110,8 @@ export function renderEnvironmentStatus(
   for (const d of all) {
     const dep = d.deployment;
     const revision = dep ? String(int64(dep.revision)) : "";
-    if (!d.regions?.length) deployments.push([revision, dep?.id ?? "", dep?.image ?? "", "-", "-", "-", ""]);
+    const image = imageText(dep?.image, dep?.imageDigest);
+    if (!d.regions?.length) deployments.push([revision, dep?.id ?? "", image, "-", "-", "-", ""]);
     for (const r of d.regions ?? []) {
       const instances = r.rejectedReason
         ? `REJECTED: ${r.rejectedReason}`
@@ -124,7 +126,7 @@ export function renderEnvironmentStatus(
       deployments.push([
         revision,
         dep?.id ?? "",
-        dep?.image ?? "",
+        image,
         r.region ?? "",
         String(r.desiredReplicas ?? 0),
         String(r.runningInstances ?? 0),
@@ -215,6 +217,11 @@ export function renderEnvironmentStatus(
 function iso(unixMs: string | undefined): string {
   const ms = int64(unixMs);
   return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+/** A revision's image as deployed (its tag) and, below it, the digest its pods run. */
+export function imageText(image: string | undefined, digest: string | undefined): string {
+  return digest ? `${image ?? ""}\n${digest}` : (image ?? "");
 }
 
 /** A revision number, "-" for none. */
@@ -317,7 +324,13 @@ export function describeInstanceEvent(e: InstanceEventJson): string {
       return `${reason} (${[exit || "no exit code", restarts].filter(Boolean).join(", ")})`;
     case "waiting":
       if (reason === "CrashLoopBackOff") return [reason, exit, restarts].filter(Boolean).join(", ");
-      if (/Image/.test(reason)) return `${reason}: ${e.image ?? ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      if (/Image/.test(reason)) {
+        // Name the registry and why it refused (a wrong or expired credential: 401, 403).
+        const registry = registryOf(e.image ?? "");
+        const why = pullFailureReason(e.message ?? "");
+        const from = registry && why ? ` (registry ${registry}: ${why})` : "";
+        return `${reason}${from}: ${e.image ?? ""}${e.message ? `: ${short(e.message)}` : ""}`;
+      }
       return `${reason}${e.message ? `: ${short(e.message)}` : ""}`;
     case "unready":
       return "readiness probe failing";

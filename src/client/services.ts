@@ -8,6 +8,7 @@ import {
   EnvironmentService,
   ProjectService,
   RegionService,
+  RegistryService,
   StatusService,
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
@@ -31,6 +32,7 @@ export const API_SERVICES = {
   regions: RegionService,
   status: StatusService,
   tokens: ApiTokenService,
+  registries: RegistryService,
   rollouts: RolloutService,
   config: ConfigService,
   releases: ReleaseService,

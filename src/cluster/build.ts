@@ -509,6 +509,36 @@ export async function ensureMetricsServer(
   };
 }
 
+export const REGISTRY_VERSION = "v3.1.2";
+
+/**
+ * tools/registry: the distribution project's registry (the OCI registry behind Docker Hub and
+ * Harbor), built unchanged from its Go module, and a small htpasswd writer (bcrypt, which the
+ * registry's htpasswd auth requires), for the private-registry tests (test/support/registry.ts).
+ */
+export const REGISTRY_BUILD: GoBuildSpec = {
+  name: `registry-${REGISTRY_VERSION}`,
+  title: `the registry ${REGISTRY_VERSION} (distribution) and an htpasswd writer`,
+  moduleDir: fileURLToPath(new URL("../../tools/registry/", import.meta.url)),
+  binaries: [
+    ["registry", "github.com/distribution/distribution/v3/cmd/registry"],
+    ["htpasswd", "./htpasswd"],
+  ],
+  tags: "",
+  ldflags: `-s -w -X github.com/distribution/distribution/v3/version.version=${REGISTRY_VERSION}`,
+  keyFiles: ["go.mod", "go.sum", "htpasswd/main.go"],
+  keyExtras: [],
+  coldEstimate: "about 3–5 minutes",
+};
+
+/** The registry binary and the htpasswd writer (built on first use). */
+export async function ensureRegistry(
+  log: (line: string) => void = () => {},
+): Promise<{ bin: string; htpasswd: string }> {
+  const dir = await ensureGoBuild(REGISTRY_BUILD, log);
+  return { bin: join(dir, "bin", "registry"), htpasswd: join(dir, "bin", "htpasswd") };
+}
+
 /** Everything `krane cluster build` (and so `.ci/run`) builds; a new Go tool is one more entry. */
 export const GO_BUILDS: readonly GoBuildSpec[] = [
   KUBE_BUILD,
@@ -525,6 +555,7 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   GVISOR_BUILD,
   COREDNS_BUILD,
   METRICS_SERVER_BUILD,
+  REGISTRY_BUILD,
 ];
 
 export interface KubeAssets {

@@ -118,6 +118,7 @@ export function deploymentMsg(ctx: DeploymentContext, regions: { region: string;
     environmentId: d.environment_id,
     k8sNamespace: ctx.workspace.k8s_namespace,
     ...revisionWorkload(d),
+    imageDigest: d.image_digest ?? "",
     regions: regions.map((r) => create(RegionReplicasSchema, r)),
     createdAtUnixMs: BigInt(d.created_at),
     config: parseJsonList<StoredEnvVar>(d.config ?? "[]").map((e) => create(EnvVarSchema, e)),

@@ -25,6 +25,9 @@ import { notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
 import { createAskedDeployment, deleteDeployment } from "../domain/deployments.js";
+import { registryCredential } from "../domain/registries.js";
+import type { ImageResolver } from "../images/resolve.js";
+import type { Keyring } from "../secrets/keyring.js";
 import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment } from "../domain/environments.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
@@ -84,6 +87,10 @@ export interface ApiDeps {
   auth?: RevocationListener;
   /** Generated addresses (status shows endpoint URLs); default DEFAULT_EXPOSURE. */
   exposure?: ExposureSettings;
+  /** Pins deploys' images to digests (absent: images run as named). */
+  images?: ImageResolver;
+  /** Opens the workspaces' registry credentials (absent: none can be used). */
+  keyring?: Keyring;
 }
 
 export function workspaceServiceImpl({ store }: ApiDeps): ServiceImpl<typeof WorkspaceService> {
@@ -186,10 +193,23 @@ export function environmentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl
   };
 }
 
-export function deploymentServiceImpl({ store, rollout }: ApiDeps): ServiceImpl<typeof DeploymentService> {
+export function deploymentServiceImpl({
+  store,
+  rollout,
+  images,
+  keyring,
+}: ApiDeps): ServiceImpl<typeof DeploymentService> {
   return {
     async createDeployment(req) {
-      const ctx = await createAskedDeployment(store, validateCreateDeployment(req), currentRevision);
+      const ask = validateCreateDeployment(req);
+      // Once, before anything is recorded: a registry that cannot say refuses the deploy.
+      if (images) {
+        const ws = await findWorkspace(store.db, ask.workspace);
+        ask.imageDigest = await images.resolve("image", ask.image, (host) =>
+          registryCredential(store.db, keyring, ws.id, host),
+        );
+      }
+      const ctx = await createAskedDeployment(store, ask, currentRevision);
       await rollout?.environmentChanged(ctx.environment.id);
       return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
     },

@@ -81,10 +81,29 @@ async function projectRow(db: Reader, workspaceId: string, ref: string) {
 async function workspaceSubject(db: Reader, ref: string): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, ref);
   if (!w) return undefined;
+  const registries = await db
+    .selectFrom("registry_credentials")
+    .select(["host", "username", "updated_at"])
+    .where("workspace_id", "=", w.id)
+    .orderBy("host")
+    .execute();
   return {
     workspaceId: w.id,
     targets: [w.id],
-    view: { workspace: { slug: w.slug, name: w.name, deleting: w.deleting_at !== null } },
+    view: {
+      workspace: { slug: w.slug, name: w.name, deleting: w.deleting_at !== null },
+      // Never a password: who, and when it was last set (absent while there is none).
+      ...(registries.length === 0
+        ? {}
+        : {
+            registries: Object.fromEntries(
+              registries.map((r) => [
+                r.host,
+                { username: r.username, password: new Sensitive(String(Number(r.updated_at))) },
+              ]),
+            ),
+          }),
+    },
   };
 }
 

@@ -140,6 +140,8 @@ export interface DeploymentsTable {
   external_secrets: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0024: what the app speaks on its port (APP_PROTOCOLS). */
   protocol: ColumnType<AppProtocol, AppProtocol | undefined, AppProtocol>;
+  /** Migration 0028: the digest `image` was resolved to at deploy ("sha256:…"); pods run image@digest. Null: as named. */
+  image_digest: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface SentinelsTable {
@@ -367,6 +369,22 @@ export interface DataKeysTable {
   master_key_id: string;
   created_at: number;
   rotated_at: number | null;
+}
+
+/** Migration 0028: a workspace's credential for one registry host (the password sealed). */
+export interface RegistryCredentialsTable {
+  id: string;
+  workspace_id: string;
+  /** Canonical host (src/contracts/images.ts registryHost): "ghcr.io", "10.0.0.1:5000", "docker.io". */
+  host: string;
+  username: string;
+  /** The password (or token), sealed with `wrapped_key`'s key; associated data names the row. */
+  sealed_password: Uint8Array;
+  /** The credential's own data key, wrapped by the master key `master_key_id`. */
+  wrapped_key: Uint8Array;
+  master_key_id: string;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface ReleasesTable {
@@ -700,6 +718,7 @@ export interface Database {
   environment_config: EnvironmentConfigTable;
   environment_secrets: EnvironmentSecretsTable;
   data_keys: DataKeysTable;
+  registry_credentials: RegistryCredentialsTable;
   releases: ReleasesTable;
   release_objects: ReleaseObjectsTable;
   release_kinds: ReleaseKindsTable;

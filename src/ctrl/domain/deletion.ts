@@ -45,6 +45,7 @@ import { purgeRollouts } from "./rollouts.js";
 import { purgeSentinels } from "./sentinels.js";
 import { purgeSettings } from "./settings.js";
 import { findEnvironment, findProject, findWorkspace, markDeleting, purgeTenant } from "./tenancy.js";
+import { purgeRegistryCredentials } from "./registries.js";
 import { revokeWorkspaceTokens } from "./tokens.js";
 
 type Reader = Kysely<Database>;
@@ -397,6 +398,8 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
       // Its tokens end with it (a workspace created again under the slug is not theirs).
       await revokeWorkspaceTokens(tx, w.id);
+      // And its registry credentials (sealed, but nothing of a deleted workspace stays).
+      await purgeRegistryCredentials(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });

@@ -122,6 +122,8 @@ export async function createDeployment(store: Store, input: NewDeployment): Prom
 export function revisionCopyOf(d: DeploymentRow): RevisionSpec & { replicas: null } {
   return {
     image: d.image,
+    // A copy (restart, changed config) runs the very bytes the revision ran.
+    imageDigest: d.image_digest,
     command: parseJsonList<string>(d.command),
     args: parseJsonList<string>(d.args),
     port: d.port,
@@ -155,6 +157,7 @@ export async function insertDeployment(
     revision,
     k8s_name: deploymentK8sName(envCtx.project.slug, envCtx.environment.slug),
     image: input.image,
+    image_digest: input.imageDigest ?? null,
     command: JSON.stringify(input.command),
     args: JSON.stringify(input.args),
     port: input.port,

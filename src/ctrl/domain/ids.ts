@@ -22,7 +22,8 @@ export type IdPrefix =
   | "dom"
   | "pvw"
   | "pwh"
-  | "req";
+  | "req"
+  | "rcr";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

@@ -21,6 +21,7 @@ import {
   type ProjectRow,
   type WorkspaceRow,
 } from "../db/schema.js";
+import { imageAsRun } from "../../contracts/images.js";
 import type { StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import type { KindPayloads } from "./kind.js";
 import { revisionSettingsView } from "./revision-settings.js";
@@ -82,6 +83,8 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
     deploymentId: d.id,
     k8sNamespace: workspace.k8s_namespace,
     ...revisionWorkload(d),
+    // Pinned: every instance, in every region and at any time, runs the bytes resolved at deploy.
+    image: imageAsRun(d.image, d.image_digest),
     replicas,
     region,
     workspaceSlug: workspace.slug,

@@ -28,6 +28,9 @@
 //   --webhook-listen     KRANE_WEBHOOK_LISTEN       webhookListen       off (pull-request webhooks, HTTP/1.1: host:port)
 //   --webhook-replay-window KRANE_WEBHOOK_REPLAY_WINDOW webhookReplayWindow 10m (how old a delivery may be)
 //   --stream-keepalive   KRANE_STREAM_KEEPALIVE_SECONDS streamKeepalive  10 s (a quiet watch stream gets a bookmark)
+//   --image-digests      KRANE_IMAGE_DIGESTS        imageDigests        resolve (each deploy's tag → digest; "off": run tags)
+//   --local-image-hosts  KRANE_LOCAL_IMAGE_HOSTS    localImageHosts     krane.local (images in no registry: never resolved)
+//   --registry-ca-file   KRANE_REGISTRY_CA_FILE     registryCaFile      (none: Node's roots) extra CAs of registries, PEM
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -38,6 +41,8 @@
 // explicitly given --admin-token-file exclude each other.
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { registryHost } from "../../contracts/images.js";
+import { DEFAULT_LOCAL_IMAGE_HOSTS } from "../images/resolve.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
 
@@ -72,6 +77,8 @@ export interface CtrlSettings {
   previews: { webhookListen: ListenAddress | null; replayWindowMs: number };
   /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
   streamKeepaliveMs: number;
+  /** Deploys' images pinned to digests (null: off), the hosts never asked, extra registry CAs (a file). */
+  images: { localHosts: string[]; caFile: string | undefined } | null;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -104,6 +111,9 @@ const ENV = {
   webhookListen: "KRANE_WEBHOOK_LISTEN",
   webhookReplayWindow: "KRANE_WEBHOOK_REPLAY_WINDOW",
   streamKeepalive: "KRANE_STREAM_KEEPALIVE_SECONDS",
+  imageDigests: "KRANE_IMAGE_DIGESTS",
+  localImageHosts: "KRANE_LOCAL_IMAGE_HOSTS",
+  registryCaFile: "KRANE_REGISTRY_CA_FILE",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -232,7 +242,28 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       replayWindowMs: parseDurationMs("webhook replay window", pick("webhookReplayWindow") ?? "10m"),
     },
     streamKeepaliveMs: Math.round(keepalive * 1000),
+    images: imageSettings(pick("imageDigests"), pick("localImageHosts"), pick("registryCaFile")),
   };
+}
+
+function imageSettings(
+  mode: string | undefined,
+  hosts: string | undefined,
+  caFile: string | undefined,
+): CtrlSettings["images"] {
+  if (mode !== undefined && mode !== "resolve" && mode !== "off")
+    throw new Error(`image digests: "resolve" or "off", got "${mode}"`);
+  if (mode === "off") return null;
+  const localHosts = (hosts ?? DEFAULT_LOCAL_IMAGE_HOSTS.join(","))
+    .split(",")
+    .map((h) => h.trim())
+    .filter((h) => h !== "")
+    .map((h) => {
+      const host = registryHost(h);
+      if (host === undefined) throw new Error(`local image hosts: "${h}" is not a registry host (host or host:port)`);
+      return host;
+    });
+  return { localHosts, caFile: caFile === "" ? undefined : caFile };
 }
 
 function auditWebhookUrl(v: string | undefined): string | undefined {

@@ -20,6 +20,7 @@ import { pruneDeliveries } from "../domain/previews.js";
 import { pruneSessions } from "../domain/sessions.js";
 import { systemTxtResolver } from "../exposure/dns.js";
 import { DomainVerifier } from "../exposure/verifier.js";
+import type { ImageResolver } from "../images/resolve.js";
 import { LiveHub } from "../live/hub.js";
 import { liveSource } from "../live/views.js";
 import { LocalLogBus, PgLogBus, type LogBus } from "../logs/bus.js";
@@ -197,6 +198,8 @@ export interface ApiParts {
   readonly domains: DomainVerifier;
   readonly audit: AuditRecorder;
   readonly statusDue: () => void;
+  /** Pins deploys' images to digests (absent: images run as named). */
+  readonly images: ImageResolver | undefined;
 }
 
 /**

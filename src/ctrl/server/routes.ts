@@ -11,6 +11,7 @@ import {
   EnvironmentService,
   ProjectService,
   RegionService,
+  RegistryService,
   StatusService,
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
@@ -39,6 +40,7 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
+import { registryServiceImpl } from "../api/registries.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
@@ -48,6 +50,7 @@ import type { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import type { DomainVerifier } from "../exposure/verifier.js";
+import type { ImageResolver } from "../images/resolve.js";
 import type { LiveHub } from "../live/hub.js";
 import { liveServiceImpl, metricsServiceImpl, type LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
@@ -84,6 +87,8 @@ export interface RouteDeps {
   readonly live: LiveServiceOptions | undefined;
   /** A preview's commit status may be due now. */
   readonly statusDue: () => void;
+  /** Pins deploys' images to digests (absent: images run as named). */
+  readonly images: ImageResolver | undefined;
   /** Background work that failed (outages are logged once). */
   readonly backgroundFailure: (what: string) => (err: unknown) => void;
 }
@@ -95,7 +100,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
         connectRouter.service(s, replayable<S, Partial<ServiceImpl<S>>>(impl, again)),
     };
     const { store, rollout } = d;
-    const deps = { store, rollout, auth: d.auth, exposure: d.exposure };
+    const deps = { store, rollout, auth: d.auth, exposure: d.exposure, images: d.images, keyring: d.keyring };
     router.service(
       ClusterService,
       clusterServiceImpl({
@@ -125,6 +130,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
+    router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: d.keyring, releaseKinds: d.releaseKinds };

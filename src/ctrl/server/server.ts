@@ -13,6 +13,7 @@ import { Manager, onStop, part } from "../../base/lifecycle.js";
 import { buildLabel } from "../../build-info.js";
 import { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
+import { ImageResolver } from "../images/resolve.js";
 import { LogHub } from "../logs/hub.js";
 import { useBufferTextEncoding } from "../payloads/text-encoding.js";
 import { expirePreviews } from "../previews/expiry.js";
@@ -95,7 +96,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const audit = auditRecorder(b);
   const previewStatus = statusReporter(b);
   const statusDue = (): void => void previewStatus.sweep();
-  const api = mgr.add(apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue }));
+  const images = config.images && new ImageResolver(config.images);
+  if (images) mgr.add(onStop("image resolver", () => images.close()));
+  const api = mgr.add(apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, images }));
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;
   const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue }));

@@ -12,6 +12,7 @@ import type { Store } from "../db/store.js";
 import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import type { DomainVerifier } from "../exposure/verifier.js";
+import type { ImageSettings } from "../images/resolve.js";
 import type { LiveHubOptions } from "../live/hub.js";
 import type { LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
@@ -82,6 +83,11 @@ export interface CtrlConfig {
   logs?: LogServiceOptions;
   /** The live views' streams (LiveService) and how their views are read (coalescing). */
   live?: LiveServiceOptions & LiveHubOptions;
+  /**
+   * Deploys pin their image's tag to a digest, asking its registry (../images/resolve.ts); absent:
+   * images run as named (`krane ctrl serve` resolves unless --image-digests off).
+   */
+  images?: ImageSettings;
   /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
   dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
 }

@@ -19,6 +19,7 @@ import { checkProgressive, progressiveOf } from "./progressive.js";
 import type { HealthCheck } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
 import { APP_PROTOCOLS, DEFAULT_APP_PROTOCOL, isAppProtocol, type AppProtocol } from "../../contracts/protocols.js";
+import { registryHost } from "../../contracts/images.js";
 import type {
   DeploymentAsk,
   EnvironmentRef,
@@ -315,6 +316,7 @@ export function deploymentFrom(ask: DeploymentAsk, base: RevisionSpec | null): N
     project: ask.project,
     environment: ask.environment,
     image: ask.image,
+    imageDigest: ask.imageDigest ?? null,
     buildId: ask.buildId,
     replicas: ask.replicas,
     command: ask.command ?? from?.command ?? [],
@@ -513,4 +515,31 @@ export function validateCreateApiToken(req: CreateApiTokenRequest): { name: stri
 
 export function apiTokenId(field: string, v: string): string {
   return r.id(field, v, "tok");
+}
+
+/** A registry host as images name it (canonical: lowercase, Docker Hub's aliases are docker.io). */
+export function registryHostField(field: string, value: string): string {
+  if (value === "") throw invalidArgument(field, "is required");
+  const host = registryHost(value);
+  if (host === undefined)
+    throw invalidArgument(
+      field,
+      'must be a registry host with an optional port ("ghcr.io", "reg.internal:5000"), no scheme or path',
+    );
+  return host;
+}
+
+/** A registry credential: a user name fit for HTTP Basic, and a password or token. Never echoed. */
+export function validateRegistryCredential(username: string, password: string): { username: string; password: string } {
+  if (username === "") throw invalidArgument("username", "is required");
+  if (username.length > 255) throw invalidArgument("username", "must be at most 255 characters");
+  // eslint-disable-next-line no-control-regex
+  if (/[:\u0000-\u001f\u007f]/.test(username))
+    throw invalidArgument("username", 'must not contain ":" or control characters (HTTP Basic)');
+  if (password === "") throw invalidArgument("password", "is required");
+  if (password.length > 8192) throw invalidArgument("password", "must be at most 8192 characters");
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(password))
+    throw invalidArgument("password", "must not contain control characters (a line break read from a file?)");
+  return { username, password };
 }

@@ -78,6 +78,8 @@ export interface NewDeployment {
   replicas: number | null;
   /** What the app speaks on its port (absent: HTTP/1.1). */
   protocol?: AppProtocol;
+  /** The digest `image` was resolved to when recorded ("sha256:…"); absent or null: run as named. */
+  imageDigest?: string | null;
 }
 
 /**
@@ -87,6 +89,8 @@ export interface NewDeployment {
  */
 export interface DeploymentAsk extends EnvironmentRef {
   image: string;
+  /** What ctrl resolved `image` to before recording (../images), null when it ran as named. */
+  imageDigest?: string | null;
   buildId: string;
   replicas: number | null;
   inherit: boolean;

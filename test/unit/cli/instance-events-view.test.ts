@@ -27,7 +27,20 @@ test("each kind of instance event reads as a few words", () => {
     describeInstanceEvent(
       ev({ kind: "waiting", reason: "ErrImagePull", image: "docker.io/nope:1", message: "not found" }),
     ),
-    "ErrImagePull: docker.io/nope:1: not found",
+    "ErrImagePull (registry docker.io: not found): docker.io/nope:1: not found",
+  );
+  // A wrong or expired credential names the registry and the refusal (containerd's own message).
+  assert.equal(
+    describeInstanceEvent(
+      ev({
+        kind: "waiting",
+        reason: "ErrImagePull",
+        image: "10.1.255.1:5000/shop/web@sha256:" + "a".repeat(64),
+        message:
+          'failed to pull and unpack image "10.1.255.1:5000/shop/web@sha256:aaa": failed to resolve reference: unexpected status from HEAD request to https://10.1.255.1:5000/v2/shop/web/manifests/sha256:aaa: 401 Unauthorized',
+      }),
+    ).startsWith("ErrImagePull (registry 10.1.255.1:5000: 401 unauthorized): 10.1.255.1:5000/shop/web@sha256:"),
+    true,
   );
   assert.equal(
     describeInstanceEvent(ev({ kind: "unready", reason: "ReadinessProbeFailing" })),

@@ -165,11 +165,14 @@ describe("renderApplyDeployment", () => {
           secret_keys: '["DB_PASSWORD"]',
           secrets_digest: "0123456789",
           external_secrets: '[{"key":"API_KEY","path":"secret/data/api#key"}]',
+          image_digest: `sha256:${"d".repeat(64)}`,
         },
       },
       "eu",
       4,
     );
+    // The pods run the digest the tag named at deploy, the tag dropped.
+    assert.equal(msg.image, `app@sha256:${"d".repeat(64)}`);
     // Every field of the contract is set to a non-default value: a field added to the proto but
     // forgotten here fails this test.
     for (const field of ApplyDeploymentSchema.fields) {
@@ -265,6 +268,7 @@ describe("a deploy's settings: given, carried over (inherit) or the defaults", (
     );
   const current: RevisionSpec = {
     image: "krane.local/hello:v1",
+    imageDigest: `sha256:${"1".repeat(64)}`,
     command: ["node"],
     args: ["server.js"],
     port: 3000,
@@ -297,6 +301,8 @@ describe("a deploy's settings: given, carried over (inherit) or the defaults", (
         project: undefined,
         environment: undefined,
         image: "krane.local/hello:v2",
+        // The digest belongs to the image: the old one's is never carried to the new image.
+        imageDigest: null,
         buildId: "",
         replicas: null,
       },
