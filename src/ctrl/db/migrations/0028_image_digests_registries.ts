@@ -1,4 +1,4 @@
-// Migration 0044_image_digests_registries: images pinned to digests, and private registries.
+// Migration 0028_image_digests_registries: images pinned to digests, and private registries.
 //  - deployments.image_digest: the digest the revision's image (its tag) named when it was
 //    recorded ("sha256:…"); the revision's pods run `image@digest` wherever and whenever they
 //    start. Null: run as named (revisions before this migration; images ctrl does not resolve).
