@@ -452,6 +452,41 @@ export const GVISOR_BUILD: GoBuildSpec = {
   coldEstimate: "about 5–8 minutes",
 };
 
+export const BUILDKIT_VERSION = "v0.34.2";
+
+/**
+ * tools/buildkit: BuildKit's daemon and client, the builder of source builds (src/builds). A
+ * wrapper module because BuildKit's go.mod has `exclude` lines, which `go install` refuses.
+ * buildkitd runs its steps with runc (Debian's, as the real nodes use); its Dockerfile frontend
+ * is compiled in, so a Dockerfile without `# syntax=` builds without pulling anything.
+ */
+export const BUILDKIT_BUILD: GoBuildSpec = {
+  name: `buildkit-${BUILDKIT_VERSION}`,
+  title: `BuildKit ${BUILDKIT_VERSION} (buildkitd and buildctl)`,
+  moduleDir: fileURLToPath(new URL("../../tools/buildkit/", import.meta.url)),
+  binaries: [
+    ["buildkitd", "github.com/moby/buildkit/cmd/buildkitd"],
+    ["buildctl", "github.com/moby/buildkit/cmd/buildctl"],
+  ],
+  tags: "",
+  ldflags: [
+    "-s -w",
+    `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
+    "-X github.com/moby/buildkit/version.Package=github.com/moby/buildkit",
+  ].join(" "),
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [],
+  coldEstimate: "about 6–9 minutes",
+};
+
+/** buildkitd and buildctl (built on first use). */
+export async function ensureBuildkit(
+  log: (line: string) => void = () => {},
+): Promise<{ buildkitd: string; buildctl: string }> {
+  const dir = await ensureGoBuild(BUILDKIT_BUILD, log);
+  return { buildkitd: join(dir, "bin", "buildkitd"), buildctl: join(dir, "bin", "buildctl") };
+}
+
 export const COREDNS_VERSION = "v1.14.7";
 
 /** tools/coredns: the cluster DNS of clusters with real nodes (Service names resolve in pods). */
@@ -523,6 +558,7 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   KUBE_NODE_BUILD,
   CONTAINERD_BUILD,
   GVISOR_BUILD,
+  BUILDKIT_BUILD,
   COREDNS_BUILD,
   METRICS_SERVER_BUILD,
 ];
