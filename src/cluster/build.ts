@@ -13,9 +13,9 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { constants, existsSync } from "node:fs";
-import { access, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { access, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -743,10 +743,24 @@ export async function ensureHelm(log: (line: string) => void = () => {}): Promis
   return { dir, bin: join(dir, "bin", "helm") };
 }
 
+/**
+ * Removes `<dir>.tmp-<pid>` directories of builds whose process is gone (killed mid-build): the
+ * lock of a dead builder is taken over, but its half-built directory would stay forever.
+ */
+export async function removeDeadBuilds(dir: string): Promise<void> {
+  const prefix = `${basename(dir)}.tmp-`;
+  for (const name of await readdir(dirname(dir)).catch(() => [])) {
+    const pid = name.startsWith(prefix) ? name.slice(prefix.length) : "";
+    if (!/^[1-9][0-9]*$/.test(pid)) continue;
+    if (Number(pid) === process.pid || !isAlive(Number(pid)))
+      await rm(join(dirname(dir), name), { recursive: true, force: true });
+  }
+}
+
 async function build(spec: GoBuildSpec, dir: string, go: string, log: (line: string) => void): Promise<void> {
   const started = Date.now();
   const tmp = `${dir}.tmp-${process.pid}`;
-  await rm(tmp, { recursive: true, force: true });
+  await removeDeadBuilds(dir);
   if (existsSync(dir)) {
     log(`the cached build in ${dir} is incomplete or damaged; rebuilding`);
     await rm(dir, { recursive: true, force: true });
