@@ -139,6 +139,10 @@ export interface BuildRequest {
   /** Where the OCI archive of the image is written. */
   readonly output: string;
   readonly log: (line: string) => void;
+  /** `--build-secret id=value`: mounted for the RUN steps that ask (`--mount=type=secret,id=…`), never in a layer. */
+  readonly secrets?: Readonly<Record<string, string>>;
+  /** The build's time limit; past it the build is cancelled and fails saying so. */
+  readonly timeoutMs?: number;
 }
 
 export interface BuildResult {
@@ -155,6 +159,22 @@ export class BuildFailed extends Error {
   ) {
     super(message);
   }
+}
+
+const SECRET_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/** The failed step of a failed build's progress, and that step's last lines. */
+export function failedStep(lines: readonly string[]): { step: string; output: string[] } | undefined {
+  // BuildKit closes a failed build with the step between two "------" lines: " > [2/3] RUN …:",
+  // then the step's last lines of output, each after its time.
+  const end = lines.lastIndexOf("------");
+  if (end <= 0) return undefined;
+  const start = lines.lastIndexOf("------", end - 1);
+  const head = start >= 0 ? lines[start + 1] : undefined;
+  const m = head === undefined ? null : /^ > (.+?):?$/.exec(head);
+  if (!m?.[1]) return undefined;
+  const output = lines.slice(start + 2, end).map((l) => l.replace(/^\d+\.\d+ /, ""));
+  return { step: m[1], output };
 }
 
 /** Writes checked archive entries under `dir` (readTar has refused anything that leaves it). */
@@ -185,6 +205,10 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
     },
     { dockerfile: req.dockerfile },
   );
+  const secrets = Object.entries(req.secrets ?? {});
+  for (const [id] of secrets)
+    if (!SECRET_ID.test(id))
+      throw new Error(`build_secret: "${id}" is not a secret id (letters, digits, ".", "_", "-"; at most 64)`);
   req.log(`build plan: ${plan.summary}`);
   const work = await mkdtemp(join(tmpdir(), "krane-build-"));
   try {
@@ -204,6 +228,13 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
       filename = path.split("/").pop() ?? "Dockerfile";
     }
     const metadata = join(work, "metadata.json");
+    const secretArgs: string[] = [];
+    if (secrets.length > 0) await mkdir(join(work, "secrets"), { mode: 0o700 });
+    for (const [id, value] of secrets) {
+      const file = join(work, "secrets", id);
+      await writeFile(file, value, { mode: 0o600 });
+      secretArgs.push("--secret", `id=${id},src=${file}`);
+    }
     const args = [
       "--addr",
       `unix://${req.socket}`,
@@ -225,10 +256,21 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
       `type=oci,dest=${req.output},name=${req.imageName}`,
       "--metadata-file",
       metadata,
+      ...secretArgs,
     ];
     const lines: string[] = [];
+    let timedOut = false;
     const code = await new Promise<number | null>((resolve, reject) => {
       const child = spawn(req.buildctl, args, { stdio: ["ignore", "pipe", "pipe"] });
+      // Cancelling the client ends its session, and buildkitd cancels the solve with it.
+      const timer =
+        req.timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              timedOut = true;
+              child.kill("SIGTERM");
+            }, req.timeoutMs);
+      child.once("close", () => clearTimeout(timer));
       for (const s of [child.stdout, child.stderr])
         createInterface({ input: s }).on("line", (l) => {
           lines.push(l);
@@ -238,10 +280,20 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
       child.once("error", reject);
       child.once("close", (c) => resolve(c));
     });
+    if (timedOut)
+      throw new BuildFailed(
+        `the build ran past its time limit of ${Math.round((req.timeoutMs ?? 0) / 1000)} s and was cancelled`,
+        lines.slice(-30),
+      );
     if (code !== 0) {
-      const last = lines.slice(-30);
       const why = [...lines].reverse().find((l) => l.startsWith("error:")) ?? `buildctl exited with ${String(code)}`;
-      throw new BuildFailed(`the build failed: ${why.replace(/^error:\s*/, "")}`, last);
+      const failed = failedStep(lines);
+      if (failed)
+        throw new BuildFailed(
+          `the build failed at step ${failed.step}: ${why.replace(/^error:\s*/, "")}`,
+          failed.output,
+        );
+      throw new BuildFailed(`the build failed: ${why.replace(/^error:\s*/, "")}`, lines.slice(-30));
     }
     const meta = JSON.parse(await readFile(metadata, "utf8")) as Record<string, unknown>;
     const digest = meta["containerimage.digest"];

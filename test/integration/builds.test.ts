@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { gunzipSync } from "node:zlib";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
@@ -39,10 +40,12 @@ interface Built {
   layers: string[][];
   /** The manifest digest recorded in the archive's index. */
   indexDigest: string;
+  /** The OCI archive. */
+  output: string;
 }
 
 /** Reads back an OCI archive buildctl wrote: its index, manifest, config and layers' listings. */
-function readImage(archive: string): Omit<Built, "digest" | "log"> {
+function readImage(archive: string): Omit<Built, "digest" | "log" | "output"> {
   const out = join(dir, `unpacked-${Math.random().toString(36).slice(2)}`);
   mkdirSync(out);
   execFileSync("tar", ["-xf", archive, "-C", out]);
@@ -84,7 +87,11 @@ describe("source builds with BuildKit", { skip }, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function build(name: string, files: Record<string, string>, dockerfile?: string): Promise<Built> {
+  async function build(
+    name: string,
+    files: Record<string, string>,
+    opts: { secrets?: Record<string, string>; timeoutMs?: number } = {},
+  ): Promise<Built> {
     const src = join(dir, "src", name);
     for (const [p, text] of Object.entries(files)) {
       mkdirSync(join(src, p, ".."), { recursive: true });
@@ -98,13 +105,13 @@ describe("source builds with BuildKit", { skip }, () => {
       socket: daemon.socket,
       archive: packed.archive,
       limits: LIMITS,
-      dockerfile,
+      ...opts,
       basesLayout: bases,
       imageName: `krane.local/test/${name}:1`,
       output,
       log: (l) => log.push(l),
     });
-    return { digest: result.digest, log, ...readImage(output) };
+    return { digest: result.digest, log, ...readImage(output), output };
   }
 
   const nodeApp = {
@@ -169,10 +176,12 @@ describe("source builds with BuildKit", { skip }, () => {
   });
 
   /** A Dockerfile whose one RUN step runs `js` in node; the build must fail. */
-  async function failing(name: string, js: string): Promise<BuildFailed> {
-    const err = await build(name, {
-      Dockerfile: `FROM krane.local/base/node:20\nRUN ["node", "-e", ${JSON.stringify(js)}]\n`,
-    }).then(
+  async function failing(name: string, js: string, opts: { timeoutMs?: number } = {}): Promise<BuildFailed> {
+    const err = await build(
+      name,
+      { Dockerfile: `FROM krane.local/base/node:20\nRUN ["node", "-e", ${JSON.stringify(js)}]\n` },
+      opts,
+    ).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -187,6 +196,7 @@ describe("source builds with BuildKit", { skip }, () => {
       "read-node",
       `console.log(require('fs').readFileSync(${JSON.stringify(secret)}, 'utf8'))`,
     );
+    assert.match(err.message, /^the build failed at step \[1\/2\] RUN \["node", "-e", .*exit code: 1$/);
     assert.match(err.lastLines.join("\n"), /ENOENT/);
     assert.doesNotMatch(err.lastLines.join("\n"), /the node's secret/);
   });
@@ -209,5 +219,47 @@ describe("source builds with BuildKit", { skip }, () => {
       assert.match(out, /unreachable: (ECONNREFUSED|ENETUNREACH|EHOSTUNREACH)/, out);
       assert.doesNotMatch(out, /reached the machine/);
     }
+  });
+
+  it("a build secret reaches the step that mounts it and no layer, config or history of the image", async () => {
+    const value = "s3cret-" + Math.random().toString(36).slice(2);
+    const b = await build(
+      "secret",
+      {
+        Dockerfile: [
+          "FROM krane.local/base/node:20",
+          // The step proves it read the secret by its length, never by its value.
+          `RUN --mount=type=secret,id=token,uid=65532 ["node", "-e", "const t = require('fs').readFileSync('/run/secrets/token', 'utf8'); require('fs').writeFileSync('/tmp/secret-length', String(t.length))"]`,
+          "",
+        ].join("\n"),
+      },
+      { secrets: { token: value } },
+    );
+    assert.ok(b.layers.flat().includes("tmp/secret-length"));
+    const unpacked = join(dir, "secret-unpacked");
+    mkdirSync(unpacked);
+    execFileSync("tar", ["-xf", b.output, "-C", unpacked]);
+    const blobs = join(unpacked, "blobs", "sha256");
+    let length = "";
+    for (const f of readdirSync(blobs)) {
+      const raw = readFileSync(join(blobs, f));
+      const data = raw[0] === 0x1f && raw[1] === 0x8b ? gunzipSync(raw) : raw;
+      assert.ok(!data.includes(value), `blob ${f} holds the secret`);
+      const at = data.indexOf("secret-length");
+      if (at >= 0 && raw[0] === 0x1f)
+        length = execFileSync("tar", ["-xzOf", join(blobs, f), "tmp/secret-length"], { encoding: "utf8" });
+    }
+    assert.equal(length, String(value.length), "the step read the secret");
+    await assert.rejects(
+      build("bad-secret", { "index.html": "<p>hi</p>" }, { secrets: { "../x": "v" } }),
+      /build_secret: "\.\.\/x" is not a secret id/,
+    );
+  });
+
+  it("a build past its time limit is cancelled and says so; the daemon builds on", async () => {
+    const err = await failing("too-long", "setTimeout(() => {}, 120000)", { timeoutMs: 4000 });
+    assert.equal(err.message, "the build ran past its time limit of 4 s and was cancelled");
+    const next = await build("after-timeout", { "index.html": "<p>hi</p>" });
+    assert.match(next.digest, /^sha256:/);
   });
 });
