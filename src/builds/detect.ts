@@ -50,6 +50,10 @@ export class DetectError extends Error {
 
 const ALL_BASES = [NODE_BASE, PYTHON_BASE, GO_BASE, RUN_BASE];
 
+// The bases run as 65532, which cannot write /app, /opt or /root; the build steps run as root of
+// their (isolated) step container and the image runs as BASE_USER again.
+const BUILD_AS_ROOT = "USER 0:0";
+
 /** A relative path inside the source ("./a/b" is "a/b"); undefined when it leaves the root or is empty. */
 export function normalizePath(p: string): string | undefined {
   const parts: string[] = [];
@@ -96,7 +100,7 @@ function nodePlan(src: SourceTree, has: (p: string) => boolean): BuildPlan {
   const deps = Object.keys(pkg.dependencies ?? {}).length + Object.keys(pkg.devDependencies ?? {}).length;
   const lock = ["package-lock.json", "npm-shrinkwrap.json"].find(has);
   const build = typeof scripts.build === "string" && scripts.build.trim() !== "";
-  const lines = [`FROM ${NODE_BASE.name}`, "WORKDIR /app"];
+  const lines = [`FROM ${NODE_BASE.name}`, BUILD_AS_ROOT, "WORKDIR /app"];
   if (deps > 0) {
     lines.push(`COPY ${["package.json", ...(lock ? [lock] : [])].join(" ")} ./`);
     // A lockfile installs exactly what it locks; the cache mount keeps npm's downloads between builds.
@@ -149,6 +153,7 @@ function pythonPlan(src: SourceTree, has: (p: string) => boolean): BuildPlan {
     );
   const lines = [
     `FROM ${PYTHON_BASE.name}`,
+    BUILD_AS_ROOT,
     "WORKDIR /app",
     "RUN python3 -m venv /opt/venv",
     "ENV PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
@@ -192,6 +197,7 @@ function goPlan(src: SourceTree, has: (p: string) => boolean): BuildPlan {
     "--mount=type=cache,id=gomod,target=/root/go/pkg/mod --mount=type=cache,id=gobuild,target=/root/.cache/go-build";
   const lines = [
     `FROM ${GO_BASE.name} AS build`,
+    BUILD_AS_ROOT,
     "WORKDIR /src",
     `COPY ${["go.mod", ...(has("go.sum") ? ["go.sum"] : [])].join(" ")} ./`,
   ];

@@ -30,7 +30,7 @@ export const GO_BASE: BaseImage = {
 export const RUN_BASE: BaseImage = {
   name: "krane.local/base/run:12",
   tag: "run-12",
-  about: "Debian 12's C runtime and CA certificates, no shell (runs a Go binary)",
+  about: "Debian 12's C runtime, dash, coreutils and CA certificates (runs a Go binary)",
 };
 
 export const BASE_IMAGES: readonly BaseImage[] = [NODE_BASE, PYTHON_BASE, GO_BASE, RUN_BASE];

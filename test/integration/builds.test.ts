@@ -35,7 +35,7 @@ const LIMITS = { maxBytes: 64 * 1024 * 1024, maxEntries: 10_000 };
 interface Built {
   digest: string;
   log: string[];
-  config: { User?: string; Cmd?: string[]; Env?: string[]; WorkingDir?: string };
+  config: { User?: string; Cmd?: string[]; Entrypoint?: string[]; Env?: string[]; WorkingDir?: string };
   /** Each layer's file list. */
   layers: string[][];
   /** The manifest digest recorded in the archive's index. */
@@ -173,6 +173,33 @@ describe("source builds with BuildKit", { skip }, () => {
     assert.deepEqual(b.config.Cmd, ["node", "server.js"]);
     assert.ok(b.layers.flat().includes("srv/built.txt"), "the RUN step's file is in a layer");
     assert.ok(b.log.some((l) => l.startsWith("build plan: the Dockerfile at the root")));
+  });
+
+  it("generated Dockerfiles with build steps build: Go, Node.js with a build script, Python", async () => {
+    const go = await build("go-plain", {
+      "go.mod": "module example.com/app\n\ngo 1.22\n",
+      "main.go":
+        'package main\n\nimport (\n\t"fmt"\n\t"net/http"\n)\n\nfunc main() {\n\thttp.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "go") })\n\t_ = http.ListenAndServe(":8080", nil)\n}\n',
+    });
+    assert.deepEqual(go.config.Entrypoint, ["/app/app"]);
+    assert.equal(go.config.User, "65532:65532");
+    assert.ok(go.layers.flat().includes("app/app"), "the Go binary is in the image");
+    assert.ok(!go.layers.flat().some((f) => f.startsWith("usr/local/go/")), "the toolchain is not");
+
+    // npm itself runs in the node base (its `#!/usr/bin/env node`), as the image's `npm start` will.
+    const nodeBuild = await build("node-build", {
+      "package.json": JSON.stringify({ name: "a", scripts: { build: "node build.js", start: "node dist/server.js" } }),
+      "build.js":
+        'require("fs").mkdirSync("dist", { recursive: true }); require("fs").writeFileSync("dist/server.js", "");\n',
+    });
+    assert.ok(nodeBuild.layers.flat().includes("app/dist/server.js"), "npm run build ran");
+
+    const py = await build("python-plain", { "requirements.txt": "", "main.py": "print('hi')\n" });
+    assert.deepEqual(py.config.Cmd, ["python", "main.py"]);
+    assert.ok(
+      py.layers.flat().some((f) => f.startsWith("opt/venv/bin/")),
+      "the venv is in the image",
+    );
   });
 
   /** A Dockerfile whose one RUN step runs `js` in node; the build must fail. */

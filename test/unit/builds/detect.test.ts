@@ -130,3 +130,18 @@ test("normalizePath keeps paths inside the root", () => {
   assert.equal(normalizePath("a/../b"), undefined);
   assert.equal(normalizePath("."), undefined);
 });
+
+test("generated build steps run as root of their step container; the image runs as 65532", () => {
+  const plans = [
+    detect(tree({ "package.json": '{"scripts":{"start":"node .","build":"tsc"},"dependencies":{"a":"1"}}' })),
+    detect(tree({ "requirements.txt": "", "main.py": "" })),
+    detect(tree({ "go.mod": "module m", "main.go": "package main" })),
+  ];
+  for (const plan of plans) {
+    const lines = (plan.dockerfile ?? "").split("\n");
+    for (const [i, l] of lines.entries())
+      if (l.startsWith("FROM ") && lines.slice(i + 1).some((x) => x.startsWith("RUN ")))
+        assert.equal(lines[i + 1], "USER 0:0", `${plan.language}: ${l}`);
+    assert.equal(lines.filter((l) => l.startsWith("USER ")).pop(), "USER 65532:65532", plan.language);
+  }
+});
