@@ -13,9 +13,9 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { constants, existsSync } from "node:fs";
-import { access, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { access, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -452,6 +452,41 @@ export const GVISOR_BUILD: GoBuildSpec = {
   coldEstimate: "about 5–8 minutes",
 };
 
+export const BUILDKIT_VERSION = "v0.34.2";
+
+/**
+ * tools/buildkit: BuildKit's daemon and client, the builder of source builds (src/builds). A
+ * wrapper module because BuildKit's go.mod has `exclude` lines, which `go install` refuses.
+ * buildkitd runs its steps with runc (Debian's, as the real nodes use); its Dockerfile frontend
+ * is compiled in, so a Dockerfile without `# syntax=` builds without pulling anything.
+ */
+export const BUILDKIT_BUILD: GoBuildSpec = {
+  name: `buildkit-${BUILDKIT_VERSION}`,
+  title: `BuildKit ${BUILDKIT_VERSION} (buildkitd and buildctl)`,
+  moduleDir: fileURLToPath(new URL("../../tools/buildkit/", import.meta.url)),
+  binaries: [
+    ["buildkitd", "github.com/moby/buildkit/cmd/buildkitd"],
+    ["buildctl", "github.com/moby/buildkit/cmd/buildctl"],
+  ],
+  tags: "",
+  ldflags: [
+    "-s -w",
+    `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
+    "-X github.com/moby/buildkit/version.Package=github.com/moby/buildkit",
+  ].join(" "),
+  keyFiles: ["go.mod", "go.sum"],
+  keyExtras: [],
+  coldEstimate: "about 6–9 minutes",
+};
+
+/** buildkitd and buildctl (built on first use). */
+export async function ensureBuildkit(
+  log: (line: string) => void = () => {},
+): Promise<{ buildkitd: string; buildctl: string }> {
+  const dir = await ensureGoBuild(BUILDKIT_BUILD, log);
+  return { buildkitd: join(dir, "bin", "buildkitd"), buildctl: join(dir, "bin", "buildctl") };
+}
+
 export const COREDNS_VERSION = "v1.14.7";
 
 /** tools/coredns: the cluster DNS of clusters with real nodes (Service names resolve in pods). */
@@ -553,6 +588,7 @@ export const GO_BUILDS: readonly GoBuildSpec[] = [
   KUBE_NODE_BUILD,
   CONTAINERD_BUILD,
   GVISOR_BUILD,
+  BUILDKIT_BUILD,
   COREDNS_BUILD,
   METRICS_SERVER_BUILD,
   REGISTRY_BUILD,
@@ -738,10 +774,24 @@ export async function ensureHelm(log: (line: string) => void = () => {}): Promis
   return { dir, bin: join(dir, "bin", "helm") };
 }
 
+/**
+ * Removes `<dir>.tmp-<pid>` directories of builds whose process is gone (killed mid-build): the
+ * lock of a dead builder is taken over, but its half-built directory would stay forever.
+ */
+export async function removeDeadBuilds(dir: string): Promise<void> {
+  const prefix = `${basename(dir)}.tmp-`;
+  for (const name of await readdir(dirname(dir)).catch(() => [])) {
+    const pid = name.startsWith(prefix) ? name.slice(prefix.length) : "";
+    if (!/^[1-9][0-9]*$/.test(pid)) continue;
+    if (Number(pid) === process.pid || !isAlive(Number(pid)))
+      await rm(join(dirname(dir), name), { recursive: true, force: true });
+  }
+}
+
 async function build(spec: GoBuildSpec, dir: string, go: string, log: (line: string) => void): Promise<void> {
   const started = Date.now();
   const tmp = `${dir}.tmp-${process.pid}`;
-  await rm(tmp, { recursive: true, force: true });
+  await removeDeadBuilds(dir);
   if (existsSync(dir)) {
     log(`the cached build in ${dir} is incomplete or damaged; rebuilding`);
     await rm(dir, { recursive: true, force: true });
