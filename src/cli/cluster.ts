@@ -19,10 +19,18 @@ export function registerClusterCommands(program: Command): void {
   cluster
     .command("build")
     .description("build the local Kubernetes and helm into the cache (the cluster builds its part on first use anyway)")
-    .action(async () => {
+    .option(
+      "--bases",
+      "also build the base images of source builds (needs root, mmdebstrap and umoci), beside the Go builds: it is mostly downloads while they are mostly CPU",
+    )
+    .action(async (opts: { bases?: boolean }) => {
       const { ensureGoBuild, GO_BUILDS } = await harness();
       const t0 = Date.now();
+      const bases = opts.bases ? import("../cluster/bases.js").then((b) => b.ensureBases(say)) : undefined;
+      // A failed bases build is reported after the Go builds, which it must not cut short.
+      bases?.catch(() => {});
       for (const spec of GO_BUILDS) console.log(await ensureGoBuild(spec, say));
+      if (bases) console.log(await bases);
       say(`all built or found in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     });
 
