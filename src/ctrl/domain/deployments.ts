@@ -202,6 +202,8 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
     if (owner) await lockEnvironment(tx, owner.environment_id, "update");
     if (owner) tx.environmentChanged(owner.environment_id);
     const ctx = await loadDeploymentContext(tx.trx, deploymentId);
+    // The pin goes with the revision it pinned: the newest rolls out, as after an unpin.
+    if (ctx.environment.pinned_deployment_id === deploymentId) await setPinned(tx, ctx.environment.id, null);
     const regions = await tx.trx
       .selectFrom("desired_objects")
       .select("region")

@@ -195,6 +195,13 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
       assert.equal(pinnedDeploymentId, "");
       r = await follow(ctrl, agent);
       assert.equal(r.targetDeploymentId, deployment?.id);
+      // Deleting the pinned revision lifts the pin with it.
+      const pinnedTo = (await rollouts.rollback(REF)).deploymentId;
+      assert.equal(pinnedTo, v3.id);
+      await ctrl.client(DeploymentService, ctrl.adminToken).deleteDeployment({ deploymentId: pinnedTo });
+      assert.equal((await rollouts.getRolloutStatus(REF)).status?.pinnedDeploymentId, "");
+      r = await follow(ctrl, agent);
+      assert.equal(r.targetDeploymentId, deployment?.id);
     });
 
     it("the warm revision goes when its window ends, on the driver's timer", async () => {
