@@ -20,7 +20,7 @@ import { requestRollback, retargetNewest, setProgressiveCommand as storeCommand 
 import { findEnvironment } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { chooseTarget } from "./pass.js";
+import { chooseTarget, keepsWarm } from "./pass.js";
 import { rollbackPlan, type RollbackPlan } from "./warm.js";
 
 type Reader = Kysely<Database>;
@@ -222,6 +222,7 @@ export async function rollbackEnvironment(
       })),
       instant,
       windowSeconds: environment.warm_window_seconds,
+      keepsWarm: keepsWarm(environment),
     });
     await setPinned(tx, environment.id, plan.deploymentId);
     return { ...plan, environmentId: environment.id };

@@ -236,6 +236,8 @@ export function rollbackPlan(p: {
   regions: readonly { region: string; replicas: number; warm: string | null }[];
   instant: boolean;
   windowSeconds: number;
+  /** The environment keeps a previous revision warm at all (pass.ts keepsWarm). */
+  keepsWarm: boolean;
 }): RollbackPlan {
   const revisionOf = new Map(p.deployments.map((d) => [d.id, d.revision]));
   const current = p.current;
@@ -263,10 +265,11 @@ export function rollbackPlan(p: {
   const rollingRegions = p.regions.filter((r) => r.replicas > 0 && r.warm !== dest.id).map((r) => r.region);
   if (p.instant && rollingRegions.length > 0) {
     const where = rollingRegions.map((r) => `"${r}"`).join(", ");
-    const why =
-      p.windowSeconds === 0
+    const why = !p.keepsWarm
+      ? p.windowSeconds === 0
         ? `its warm window is 0 (set one with \`krane env update --warm-window\`)`
-        : `a revision stays warm for ${span(p.windowSeconds * 1000)} after the rollout that replaced it`;
+        : "only a RollingUpdate environment with a sentinel keeps the previous revision warm"
+      : `a revision stays warm for ${span(p.windowSeconds * 1000)} after the rollout that replaced it`;
     throw failedPrecondition(
       `environment "${p.environment}" keeps nothing warm to roll back to in region ${where} (${why}): without --instant, rollback rolls out revision ${dest.revision} with new pods`,
     );

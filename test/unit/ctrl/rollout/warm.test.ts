@@ -246,6 +246,7 @@ describe("rollbackPlan", () => {
     deployments,
     instant: false,
     windowSeconds: 1800,
+    keepsWarm: true,
   };
 
   it("goes back to the warm revision, instant when every region with replicas keeps it", () => {
@@ -294,8 +295,19 @@ describe("rollbackPlan", () => {
           regions: [{ region: "eu", replicas: 1, warm: null }],
           instant: true,
           windowSeconds: 0,
+          keepsWarm: false,
         }),
       /its warm window is 0/,
+    );
+    assert.throws(
+      () =>
+        rollbackPlan({
+          ...base,
+          regions: [{ region: "eu", replicas: 1, warm: null }],
+          instant: true,
+          keepsWarm: false,
+        }),
+      /keeps nothing warm to roll back to in region "eu" \(only a RollingUpdate environment with a sentinel keeps/,
     );
   });
 
