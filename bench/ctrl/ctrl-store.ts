@@ -196,6 +196,9 @@ export async function seedScale(store: Store, n: number): Promise<void> {
             observed_spec: "",
             requeue_at: null,
             updated_at: tx.now,
+            warm_deployment_id: null,
+            warm_replicas: 0,
+            warm_until: null,
           })
           .execute();
       }

@@ -30,6 +30,7 @@ interface DeployFlags extends ConnectionFlags {
   arg: string[];
   buildId?: string;
   healthPath?: string;
+  unpin?: boolean;
 }
 
 // DESIRED NOW: the replicas of this revision the rollout wants in each region at this moment (a
@@ -105,15 +106,20 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
       .option("--arg <arg>", "argument (repeatable)", collect, [])
       .option("--build-id <id>", "build this image came from (not carried)")
       .option("--health-path <path>", "HTTP health check path")
-      .option("--no-inherit", "start from the defaults: carry nothing over from the current revision"),
+      .option("--no-inherit", "start from the defaults: carry nothing over from the current revision")
+      .option(
+        "--unpin",
+        "lift the pin `krane rollback` left: this revision rolls out (without it a pinned environment only records it)",
+      ),
     { workspace: true },
   ).action(
     userAction(async (x, target: string, f: DeployFlags) => {
       if (!f.inherit && f.envUnset.length > 0)
         throw new Error("--env-unset drops a carried variable: it cannot be combined with --no-inherit");
       const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
-      const { deployment } = await x.ctrl.client(x.api.DeploymentService).createDeployment({
+      const { deployment, pinnedDeploymentId } = await x.ctrl.client(x.api.DeploymentService).createDeployment({
         ...ref,
+        unpin: f.unpin === true,
         image: f.image,
         inherit: f.inherit,
         command: f.command,
@@ -141,7 +147,11 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
         .getEnvironment(ref)
         .then((r) => r.environment)
         .catch(() => undefined);
-      if (environment && environment.regions.length > 0)
+      if (pinnedDeploymentId !== "")
+        process.stdout.write(
+          `the environment is pinned to ${pinnedDeploymentId} by \`krane rollback\`: revision ${deployment.revision} is recorded but takes no traffic until \`krane rollback --unpin ${target}\` (or a deploy with --unpin)\n`,
+        );
+      else if (environment && environment.regions.length > 0)
         process.stdout.write(
           `revision ${deployment.revision} rolls out to ${perRegion(environment.regions)} replicas (desired now: ${
             perRegion(deployment.regions) || "none yet"

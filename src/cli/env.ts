@@ -54,6 +54,7 @@ interface EnvFlags extends ConnectionFlags, ProgressiveFlags {
   minReadySeconds?: number;
   progressDeadlineSeconds?: number;
   revisionHistoryLimit?: number;
+  warmWindow?: number;
   paused?: boolean;
   /** false with --no-sentinel. */
   sentinel: boolean;
@@ -117,7 +118,7 @@ function printEnvironment(x: UserContext, environment: Environment): void {
   if (!r) return;
   const strategy = r.strategy === x.api.RolloutStrategy.RECREATE ? "Recreate" : "RollingUpdate";
   x.printTable(
-    ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "PAUSED"],
+    ["STRATEGY", "MAX SURGE", "MAX UNAVAILABLE", "MIN READY", "DEADLINE", "HISTORY", "WARM", "PAUSED"],
     [
       [
         strategy,
@@ -126,6 +127,7 @@ function printEnvironment(x: UserContext, environment: Environment): void {
         `${r.minReadySeconds}s`,
         `${r.progressDeadlineSeconds}s`,
         r.revisionHistoryLimit ?? 10,
+        `${r.warmWindowSeconds ?? 1800}s`,
         r.paused ? "yes" : "no",
       ],
     ],
@@ -152,7 +154,7 @@ function printEnvironment(x: UserContext, environment: Environment): void {
 /** The sentinel size and rollout policy options `env create` and `env update` share. */
 function withSettingsOptions(
   cmd: Command,
-  defaults: { surge: string; unavailable: string; deadline: string; history: string },
+  defaults: { surge: string; unavailable: string; deadline: string; history: string; warm: string },
 ): Command {
   return cmd
     .option("--sentinel-replicas <n>", "sentinel replicas per region", intArg("--sentinel-replicas"))
@@ -186,10 +188,11 @@ function withSettingsOptions(
       `rollout progress deadline${defaults.deadline}`,
       intArg("--progress-deadline-seconds"),
     )
+    .option("--revision-history-limit <n>", `old revisions kept${defaults.history}`, intArg("--revision-history-limit"))
     .option(
-      "--revision-history-limit <n>",
-      `old revisions kept${defaults.history}`,
-      intArg("--revision-history-limit"),
+      "--warm-window <seconds>",
+      `after a rolling update the previous revision keeps its pods this long, for an instant \`krane rollback\` (0: not at all)${defaults.warm}`,
+      intArg("--warm-window"),
     );
 }
 
@@ -207,6 +210,7 @@ export function registerEnvCommands(program: Command): void {
     unavailable: " (default 25%)",
     deadline: " (default 600)",
     history: " (default 10)",
+    warm: " (default 1800)",
   });
   withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), {
     workspace: true,
@@ -247,6 +251,7 @@ export function registerEnvCommands(program: Command): void {
           minReadySeconds: f.minReadySeconds ?? 0,
           progressDeadlineSeconds: f.progressDeadlineSeconds ?? 0,
           revisionHistoryLimit: f.revisionHistoryLimit,
+          warmWindowSeconds: f.warmWindow,
           paused: f.paused ?? false,
           progressive,
         },
@@ -299,7 +304,7 @@ export function registerEnvCommands(program: Command): void {
       'change the sentinel image ("" for krane\'s own), or add a sentinel with this image in every region',
     )
     .option("--no-sentinel", "remove the sentinel from every region");
-  withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "" })
+  withSettingsOptions(envUpdate, { surge: "", unavailable: "", deadline: "", history: "", warm: "" })
     .option("--paused", "pause rollouts (like `krane rollout pause`)")
     .option("--no-paused", "resume rollouts (like `krane rollout resume`)")
     .option(
@@ -338,6 +343,7 @@ export function registerEnvCommands(program: Command): void {
         minReadySeconds: f.minReadySeconds,
         progressDeadlineSeconds: f.progressDeadlineSeconds,
         revisionHistoryLimit: f.revisionHistoryLimit,
+        warmWindowSeconds: f.warmWindow,
         paused: f.paused,
       };
       const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);

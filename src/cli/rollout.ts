@@ -1,4 +1,4 @@
-// User commands of rollouts: `krane scale` and `krane rollout pause | resume | undo |
+// User commands of rollouts: `krane scale`, `krane rollback` and `krane rollout pause | resume | undo |
 // restart | history | status | plan | promote | abort` (the last two: progressive strategies) against ctrl's RolloutService (`plan` runs the engine
 // locally: rollout-plan.ts). `rollout status` follows the rollout per region until it
 // completes (exit 0) or a region exceeds its progress deadline (non-zero), like
@@ -109,6 +109,36 @@ export function registerRolloutCommands(program: Command): void {
       const res = await x.ctrl
         .client(x.rollout.RolloutService)
         .scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
+      print(x, res.status);
+    }),
+  );
+
+  withConnection(
+    program
+      .command("rollback <target>")
+      .description(
+        "back to the previous revision, pinned there: a traffic switch within the warm window (no pod created), else a rolling update",
+      )
+      .option("--instant", "only a traffic switch: fail, changing nothing, unless every region keeps the revision warm")
+      .option("--unpin", "lift the pin a rollback left: the newest revision rolls out"),
+    { workspace: true },
+  ).action(
+    userAction(async (x, target: string, f: ConnectionFlags & { instant?: boolean; unpin?: boolean }) => {
+      const res = await x.ctrl
+        .client(x.rollout.RolloutService)
+        .rollback({ ...(await envTarget(x, target)), instant: f.instant === true, unpin: f.unpin === true });
+      if (x.json) {
+        x.printJson(x.rollout.RollbackResponseSchema, res);
+        return;
+      }
+      const line = f.unpin
+        ? res.unpinned
+          ? "unpinned: the newest revision rolls out"
+          : "not pinned: nothing to do"
+        : res.instant
+          ? `rolled back to revision ${res.revision}: traffic switched to its warm pods; pinned until \`krane rollback --unpin ${target}\``
+          : `rolling back to revision ${res.revision} (nothing warm in ${res.rollingRegions.join(", ")}: new pods); pinned until \`krane rollback --unpin ${target}\``;
+      process.stdout.write(`${line}\n`);
       print(x, res.status);
     }),
   );

@@ -254,6 +254,10 @@ export function renderRolloutStatus(s: RolloutStatusJson, eventsShown = 5): stri
     if (p.previousDeploymentId)
       out.push(`  previous ${p.previousDeploymentId} kept until ${iso(p.previousUntilUnixMs)} (abort = route swap)`);
   }
+  if (s.pinnedDeploymentId)
+    out.push(
+      `pinned to revision ${revisionText(s.pinnedRevision)} (${s.pinnedDeploymentId}) by \`krane rollback\`: newer deployments take no traffic until \`krane rollback --unpin\``,
+    );
   for (const r of s.regions ?? []) {
     const state = r.deadlineExceeded
       ? "FAILED: progress deadline exceeded"
@@ -269,7 +273,7 @@ export function renderRolloutStatus(s: RolloutStatusJson, eventsShown = 5): stri
     });
     for (const x of r.revisions ?? []) {
       revisions.push([
-        x.target ? "→" : "",
+        x.target ? "→" : x.warm ? "warm" : "",
         revisionText(x.revision),
         x.deploymentId ?? "",
         x.image ?? "",
@@ -280,6 +284,15 @@ export function renderRolloutStatus(s: RolloutStatusJson, eventsShown = 5): stri
       ]);
     }
     if (r.revisions?.length) out.push(revisions.toString());
+    const warm = r.warm;
+    if (warm?.deploymentId)
+      out.push(
+        `  warm: revision ${revisionText(warm.deploymentRevision)} (${warm.deploymentId}) keeps ${warm.replicas ?? 0} pods for an instant \`krane rollback\`, ${
+          int64(warm.untilUnixMs) === 0n
+            ? "until this rollout ends and its window after"
+            : `until ${iso(warm.untilUnixMs)}`
+        }`,
+      );
     for (const c of r.conditions ?? [])
       out.push(
         `  ${c.type ?? ""}=${c.status ?? ""} ${c.reason ?? ""}: ${c.message ?? ""} (since ${iso(c.lastTransitionUnixMs)})`,

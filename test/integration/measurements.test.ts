@@ -99,7 +99,8 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
         slug: REF.environment,
         regions: [{ region: REGION, replicas: 3 }],
         sentinel: { image: "", replicas: 1 },
-        rollout: { maxSurge: "1", maxUnavailable: "0" },
+        // The test sets the weights itself: no warm revision for the rollout driver to route around.
+        rollout: { maxSurge: "1", maxUnavailable: "0", warmWindowSeconds: 0 },
       });
       envId = environment?.id ?? "";
       agent = await routingAgent(cluster, ctrl, REGION, { sentinelObserveIntervalMs: 500, measureIntervalMs: 1_000 });

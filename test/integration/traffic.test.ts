@@ -86,7 +86,8 @@ describe("routed traffic through krane's own sentinel", () => {
         slug: REF.environment,
         regions: [{ region: REGION, replicas: 3 }],
         sentinel: { image: "", replicas: 1 },
-        rollout: { maxSurge: "1", maxUnavailable: "0" },
+        // The rolling update's own traffic: nothing kept warm for a rollback (the old pods go).
+        rollout: { maxSurge: "1", maxUnavailable: "0", warmWindowSeconds: 0 },
       });
       envId = environment?.id ?? "";
       agent = await startAgent();

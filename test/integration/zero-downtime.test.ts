@@ -141,7 +141,8 @@ describe("zero downtime on real containers", { skip }, () => {
         regions: [{ region: REGION, replicas: 3 }],
         // krane's own sentinel, two of them behind their Service.
         sentinel: { image: "", replicas: 2, cpuMillicores: 1000n, memoryMib: 256n },
-        rollout: { maxSurge: "1", maxUnavailable: "0" },
+        // The old pods go as the rolling update goes (nothing kept warm for a rollback).
+        rollout: { maxSurge: "1", maxUnavailable: "0", warmWindowSeconds: 0 },
       });
       agent = await routingAgent(cluster, ctrl, REGION, {
         sentinelImage: (await h.images()).krane.name,

@@ -101,6 +101,7 @@ export function environmentMsg(
       minReadySeconds: e.min_ready_seconds,
       progressDeadlineSeconds: e.progress_deadline_seconds,
       revisionHistoryLimit: e.revision_history_limit,
+      warmWindowSeconds: e.warm_window_seconds,
       paused: e.paused === 1,
       ...(e.progressive !== null ? { progressive: progressiveMsg(JSON.parse(e.progressive) as ProgressiveSpec) } : {}),
     }),

@@ -34,7 +34,13 @@ import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { createProject, createWorkspace } from "../domain/tenancy.js";
 import { createApiToken, hashToken, revokeApiToken } from "../domain/tokens.js";
 import { clusterLag, listApiTokens, listClusters, listRegions } from "../read/clusters.js";
-import { desiredReplicasByRegion, desiredReplicasOf, getDeployment, listDeployments } from "../read/deployments.js";
+import {
+  desiredReplicasByRegion,
+  desiredReplicasOf,
+  getDeployment,
+  listDeployments,
+  pinnedDeployment,
+} from "../read/deployments.js";
 import { environmentStatus } from "../read/status.js";
 import { currentRevision } from "../rollout/actions.js";
 import {
@@ -211,7 +217,10 @@ export function deploymentServiceImpl({
       }
       const ctx = await createAskedDeployment(store, ask, currentRevision);
       await rollout?.environmentChanged(ctx.environment.id);
-      return { deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)) };
+      return {
+        deployment: deploymentMsg(ctx, await desiredReplicasByRegion(store.db, ctx.deployment.id)),
+        pinnedDeploymentId: await pinnedDeployment(store.db, ctx.environment.id),
+      };
     },
     async getDeployment(req) {
       const ctx = await getDeployment(store.db, deploymentId("deployment_id", req.deploymentId));

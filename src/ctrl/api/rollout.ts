@@ -13,17 +13,27 @@ import {
   ProgressiveStatusSchema,
   ProgressiveWeightSchema,
   RegionWeightsSchema,
+  WarmRevisionSchema,
   type ProgressiveStatus,
   type RolloutStatus,
 } from "../../gen/krane/ctrl/v1/rollout_pb.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../../contracts/routing.js";
 import type { Store } from "../db/store.js";
+import { invalidArgument } from "../errors.js";
 import { findEnvironment } from "../read/tenancy.js";
 import { rolloutStatus, type ProgressiveView, type RolloutView } from "../read/rollout.js";
 import { regionName, validateEnvironmentRef } from "../validate/api.js";
 import * as rules from "../validate/rules.js";
 import type { EnvironmentRef } from "../validate/types.js";
-import { restartRollout, scaleEnvironment, setPaused, setProgressiveCommand, undoRollout } from "../rollout/actions.js";
+import {
+  restartRollout,
+  rollbackEnvironment,
+  scaleEnvironment,
+  setPaused,
+  setProgressiveCommand,
+  undoRollout,
+  unpinEnvironment,
+} from "../rollout/actions.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 
 export interface RolloutServiceDeps {
@@ -73,6 +83,7 @@ export function rolloutStatusMsg(v: RolloutView): RolloutStatus {
             readyReplicas: x.readyReplicas,
             availableReplicas: x.availableReplicas,
             target: x.target,
+            warm: x.warm,
           }),
         ),
         events: r.events.map((e) =>
@@ -82,8 +93,24 @@ export function rolloutStatusMsg(v: RolloutView): RolloutStatus {
         complete: r.complete,
         deadlineExceeded: r.failed,
         message: r.message,
+        ...(r.warm !== null
+          ? {
+              warm: create(WarmRevisionSchema, {
+                deploymentId: r.warm.deploymentId,
+                deploymentRevision: BigInt(r.warm.revision),
+                replicas: r.warm.replicas,
+                untilUnixMs: BigInt(r.warm.until ?? 0),
+              }),
+            }
+          : {}),
+        weights: r.weights.map((w) =>
+          create(ProgressiveWeightSchema, { deploymentId: w.deploymentId, weight: w.weight }),
+        ),
       }),
     ),
+    pinnedDeploymentId: v.pinned?.deploymentId ?? "",
+    pinnedRevision: BigInt(v.pinned?.revision ?? 0),
+    warmWindowSeconds: v.environment.environment.warm_window_seconds,
     ...(v.progressive !== null ? { progressive: progressiveStatusMsg(v.progressive) } : {}),
   });
 }
@@ -162,6 +189,30 @@ export function rolloutServiceImpl({ store, driver }: RolloutServiceDeps): Servi
       const to =
         req.toRevision === undefined ? null : rules.intRange("to_revision", req.toRevision, 1, Number.MAX_SAFE_INTEGER);
       return { status: await after(ref, await undoRollout(store, ref, to)) };
+    },
+    async rollback(req) {
+      const ref = validateEnvironmentRef(req);
+      if (req.unpin) {
+        if (req.instant) throw invalidArgument("instant", "cannot be combined with unpin");
+        const { environmentId, unpinned } = await unpinEnvironment(store, ref);
+        return {
+          deploymentId: "",
+          revision: 0n,
+          instant: false,
+          rollingRegions: [],
+          unpinned,
+          status: await after(ref, environmentId),
+        };
+      }
+      const p = await rollbackEnvironment(store, ref, req.instant);
+      return {
+        deploymentId: p.deploymentId,
+        revision: BigInt(p.revision),
+        instant: p.instant,
+        rollingRegions: p.rollingRegions,
+        unpinned: false,
+        status: await after(ref, p.environmentId),
+      };
     },
     async restart(req) {
       const ref = validateEnvironmentRef(req);

@@ -77,6 +77,10 @@ export interface EnvironmentsTable {
   routing_regions: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0025: the autoscaling policy (JSON AutoscalePolicy, src/contracts/autoscaling.ts), null: none. */
   autoscale: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0029: how long the previous revision stays warm after a rollout (0: not at all). */
+  warm_window_seconds: ColumnType<number, number | undefined, number>;
+  /** Migration 0029: the revision `krane rollback` pinned every region to (null: the newest). */
+  pinned_deployment_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Migration 0025: what a region's agent last decided for an environment's replica count. */
@@ -315,6 +319,12 @@ export interface RolloutsTable {
   /** When a pass must run even without events (progress deadline, minReadySeconds); null: none. */
   requeue_at: number | null;
   updated_at: number;
+  /** Migration 0029: the revision kept warm in the region (null: none; ../rollout/warm.ts). */
+  warm_deployment_id: string | null;
+  /** Migration 0029: the warm revision's size as the rollout engine counts it (its pods beyond it are kept). */
+  warm_replicas: number;
+  /** Migration 0029: when the warm revision goes (unix ms); null while the rollout that left it is under way. */
+  warm_until: number | null;
 }
 
 /** One row per (deployment, region) once the engine has sized the revision there. */

@@ -23,7 +23,8 @@ import {
 } from "../payloads/deployment.js";
 import { deploymentFrom, type RevisionSpec } from "../validate/api.js";
 import type { DeploymentAsk, NewDeployment, StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
-import { lockEnvironment, nextRevision, setRegionReplicas } from "./environments.js";
+import { lockEnvironment, nextRevision, setPinned, setRegionReplicas } from "./environments.js";
+import { retargetNewest } from "./rollouts.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
@@ -104,10 +105,22 @@ export async function createAskedDeployment(
   return store.write(async (tx) => {
     const envCtx: EnvironmentContext = await findEnvironment(tx.trx, ask);
     let base: RevisionSpec | null = null;
+    if (ask.inherit || ask.unpin === true) await lockEnvironment(tx, envCtx.environment.id, "update");
     if (ask.inherit) {
-      await lockEnvironment(tx, envCtx.environment.id, "update");
       const d = await current(tx.trx, envCtx.environment.id);
       if (d) base = revisionCopyOf(d);
+    }
+    if (ask.unpin === true) {
+      // In the deploy's transaction, after inherit read what runs: the pin goes only with this revision.
+      const pinned = await tx.trx
+        .selectFrom("environments")
+        .select("pinned_deployment_id")
+        .where("id", "=", envCtx.environment.id)
+        .executeTakeFirstOrThrow();
+      if (pinned.pinned_deployment_id !== null) {
+        await setPinned(tx, envCtx.environment.id, null);
+        await retargetNewest(tx, envCtx.environment.id);
+      }
     }
     return insertDeployment(tx, envCtx, deploymentFrom(ask, base));
   });
@@ -192,6 +205,8 @@ export async function deleteDeployment(store: Store, deploymentId: string): Prom
     if (owner) await lockEnvironment(tx, owner.environment_id, "update");
     if (owner) tx.environmentChanged(owner.environment_id);
     const ctx = await loadDeploymentContext(tx.trx, deploymentId);
+    // The pin goes with the revision it pinned: the newest rolls out, as after an unpin.
+    if (ctx.environment.pinned_deployment_id === deploymentId) await setPinned(tx, ctx.environment.id, null);
     const regions = await tx.trx
       .selectFrom("desired_objects")
       .select("region")

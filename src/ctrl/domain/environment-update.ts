@@ -81,6 +81,7 @@ export function policyOf(e: EnvironmentRow): RolloutPolicyInput {
     revisionHistoryLimit: e.revision_history_limit,
     paused: e.paused === 1,
     progressive: parseStoredSpec(e.progressive),
+    warmWindowSeconds: e.warm_window_seconds,
   };
 }
 
@@ -100,6 +101,7 @@ function applySettings(e: EnvironmentRow, s: SentinelSettingsInput | null, p: Ro
     revision_history_limit: p.revisionHistoryLimit,
     paused: p.paused ? 1 : 0,
     progressive: formatSpec(p.progressive),
+    warm_window_seconds: p.warmWindowSeconds,
   };
 }
 

@@ -80,6 +80,8 @@ export async function insertEnvironment(
     progressive: input.rollout.progressive === null ? null : JSON.stringify(input.rollout.progressive),
     routing_regions: null,
     autoscale: formatPolicy(input.autoscale ?? null),
+    warm_window_seconds: input.rollout.warmWindowSeconds,
+    pinned_deployment_id: null,
   };
   await tx.trx.insertInto("environments").values(environment).execute();
   tx.environmentChanged(environment.id);
@@ -224,6 +226,19 @@ export async function setPaused(tx: WriteTx, environmentId: string, paused: bool
     .execute();
 }
 
+/**
+ * Pins every region of the environment to one revision (`krane rollback`), or lifts the pin (null):
+ * the rollout driver targets the pinned revision whatever is deployed after it (../rollout/pass.ts).
+ */
+export async function setPinned(tx: WriteTx, environmentId: string, deploymentId: string | null): Promise<void> {
+  tx.environmentChanged(environmentId);
+  await tx.trx
+    .updateTable("environments")
+    .set({ pinned_deployment_id: deploymentId, updated_at: tx.now })
+    .where("id", "=", environmentId)
+    .execute();
+}
+
 /** Marks the environment as being deleted (the API refuses changes to it from then on). */
 export async function markEnvironmentDeleting(tx: WriteTx, environmentId: string, at: number): Promise<void> {
   tx.environmentChanged(environmentId);
@@ -252,6 +267,7 @@ export const ENVIRONMENT_SETTINGS = [
   "paused",
   "progressive",
   "autoscale",
+  "warm_window_seconds",
 ] as const satisfies readonly (keyof EnvironmentRow)[];
 
 /** The columns saveEnvironment stores: the settings, and what exposure and rollouts change. */

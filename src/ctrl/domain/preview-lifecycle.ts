@@ -138,6 +138,8 @@ async function startPreviewEnvironment(
         revisionHistoryLimit: Number(b.revision_history_limit),
         paused: false,
         progressive: null,
+        // A preview sleeps at zero between pushes: nothing is kept warm for a rollback.
+        warmWindowSeconds: 0,
       },
       // Scale to zero needs the sentinel: it holds the request that wakes the preview.
       autoscale: b.sentinel_image === null ? null : PREVIEW_POLICY,

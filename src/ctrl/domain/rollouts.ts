@@ -49,6 +49,9 @@ export async function ensureRolloutRow(tx: WriteTx, environmentId: string, regio
       observed_spec: "",
       requeue_at: null,
       updated_at: tx.now,
+      warm_deployment_id: null,
+      warm_replicas: 0,
+      warm_until: null,
     })
     .onConflict((oc) => oc.columns(["environment_id", "region"]).doNothing())
     .execute();
@@ -133,6 +136,8 @@ export interface PassRecord {
   conditions: Condition[];
   observedSpec: string;
   requeueAt: number | null;
+  /** The revision kept warm (../rollout/warm.ts), or null. */
+  warm: { deploymentId: string; replicas: number; until: number | null } | null;
 }
 
 /** Stores a pass's outcome on the region's record (which the pass holds locked). */
@@ -146,6 +151,9 @@ export async function recordPass(tx: WriteTx, environmentId: string, region: str
     conditions: JSON.stringify(p.conditions),
     observed_spec: p.observedSpec,
     requeue_at: p.requeueAt,
+    warm_deployment_id: p.warm?.deploymentId ?? null,
+    warm_replicas: p.warm?.replicas ?? 0,
+    warm_until: p.warm?.until ?? null,
   });
 }
 
@@ -161,7 +169,23 @@ export async function clearTarget(
     target_deployment_id: null,
     target_seen_revision: seenRevision,
     requeue_at: null,
+    warm_deployment_id: null,
+    warm_replicas: 0,
+    warm_until: null,
   });
+}
+
+/**
+ * Makes every region of the environment take its newest revision at its next pass, as if it had
+ * not seen it yet (a pin was lifted: the target the pin held is no longer the one to keep).
+ */
+export async function retargetNewest(tx: WriteTx, environmentId: string): Promise<void> {
+  tx.environmentChanged(environmentId);
+  await tx.trx
+    .updateTable("rollouts")
+    .set({ target_seen_revision: 0, updated_at: tx.now })
+    .where("environment_id", "=", environmentId)
+    .execute();
 }
 
 /**

@@ -126,3 +126,13 @@ export async function workspaceOfDeployment(db: Reader, deploymentId: string): P
     .executeTakeFirst();
   return row?.workspace_id;
 }
+
+/** The revision `krane rollback` pinned the environment to ("" when none). */
+export async function pinnedDeployment(db: Kysely<Database>, environmentId: string): Promise<string> {
+  const row = await db
+    .selectFrom("environments")
+    .select("pinned_deployment_id")
+    .where("id", "=", environmentId)
+    .executeTakeFirst();
+  return row?.pinned_deployment_id ?? "";
+}

@@ -4,7 +4,12 @@
 // and the routing each region's sentinels are told.
 import type { Kysely } from "kysely";
 import type { Condition, DeploymentStatus, RolloutEvent } from "../../rollout/index.js";
-import { wavesOf, type ProgressiveSpec, type ProgressiveState } from "../../rollout/progressive/index.js";
+import {
+  wavesOf,
+  type ProgressiveSpec,
+  type ProgressiveState,
+  type RevisionWeight,
+} from "../../rollout/progressive/index.js";
 import type { Database, DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import { desiredReplicasOf } from "../domain/deployments.js";
 import { environmentRegions } from "../domain/environments.js";
@@ -24,6 +29,16 @@ export interface RevisionView {
   readyReplicas: number;
   availableReplicas: number;
   target: boolean;
+  /** Kept warm for an instant rollback (../rollout/warm.ts). */
+  warm: boolean;
+}
+
+/** The revision a region keeps warm: its desired pods, and when it goes (null while the rollout runs). */
+export interface WarmView {
+  deploymentId: string;
+  revision: number;
+  replicas: number;
+  until: number | null;
 }
 
 export interface RegionRolloutView extends ProgressView {
@@ -35,6 +50,9 @@ export interface RegionRolloutView extends ProgressView {
   conditions: Condition[];
   revisions: RevisionView[];
   events: (RolloutEvent & { at: number })[];
+  warm: WarmView | null;
+  /** Rolling environments: the weights the region's sentinels route by (empty: by instances). */
+  weights: readonly RevisionWeight[];
 }
 
 export interface RolloutView {
@@ -42,6 +60,8 @@ export interface RolloutView {
   regions: RegionRolloutView[];
   /** Set when the environment has a progressive strategy. */
   progressive: ProgressiveView | null;
+  /** The revision `krane rollback` pinned the environment to, or null. */
+  pinned: { deploymentId: string; revision: number } | null;
 }
 
 export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number): Promise<RolloutView> {
@@ -72,6 +92,7 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
     .orderBy("seq")
     .execute();
 
+  const routing = regionRoutingOf(env);
   const out: RegionRolloutView[] = [];
   for (const { region, replicas } of regions) {
     const row = rows.find((r) => r.region === region);
@@ -110,6 +131,7 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
         readyReplicas: counts.readyReplicas,
         availableReplicas: counts.availableReplicas,
         target: row?.target_deployment_id === d.id,
+        warm: row?.warm_deployment_id === d.id,
       });
     }
     out.push({
@@ -129,6 +151,8 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
           message: e.message,
         })),
       ...rolloutProgress(replicas, status, conditions, observed),
+      warm: warmOf(row, deployments, desired.get(region)),
+      weights: env.progressive === null ? (routing.get(region)?.weights ?? []) : [],
     });
   }
   const progressive = await progressiveView(
@@ -147,7 +171,28 @@ export async function rolloutStatus(db: Reader, ref: EnvironmentRef, now: number
       r.message = `${st.phase}${st.reason !== "" ? `: ${st.reason}` : ""}`;
     }
   }
-  return { environment, regions: out, progressive };
+  const pinned = deployments.find((d) => d.id === env.pinned_deployment_id);
+  return {
+    environment,
+    regions: out,
+    progressive,
+    pinned: pinned === undefined ? null : { deploymentId: pinned.id, revision: Number(pinned.revision) },
+  };
+}
+
+function warmOf(
+  row: { warm_deployment_id: string | null; warm_until: number | null } | undefined,
+  deployments: readonly DeploymentRow[],
+  desired: ReadonlyMap<string, number> | undefined,
+): WarmView | null {
+  const d = deployments.find((x) => x.id === row?.warm_deployment_id);
+  if (row === undefined || d === undefined) return null;
+  return {
+    deploymentId: d.id,
+    revision: Number(d.revision),
+    replicas: desired?.get(d.id) ?? 0,
+    until: row.warm_until === null ? null : Number(row.warm_until),
+  };
 }
 
 export interface ProgressiveView {

@@ -12,13 +12,13 @@
 // (rather than an advisory lock) is released by commit/rollback on every path and needs no key
 // hashing.
 import { planRollout, type Condition, type DeploymentStatus } from "../../rollout/index.js";
-import type { DeploymentRow } from "../db/schema.js";
+import type { DeploymentRow, EnvironmentRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
 import { policyInRegion } from "../domain/autoscale.js";
 import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { refreshSentinel } from "../domain/sentinels.js";
-import { lockEnvironment } from "../domain/environments.js";
+import { lockEnvironment, setRouting } from "../domain/environments.js";
 import {
   appendEvents,
   clearTarget,
@@ -28,6 +28,7 @@ import {
   recordPass,
 } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
+import { regionRoutingOf } from "../payloads/sentinel.js";
 import {
   buildRolloutInput,
   holdScaleUp,
@@ -37,6 +38,7 @@ import {
   type EnvironmentFacts,
   type RevisionFacts,
 } from "./plan.js";
+import { afterEngine, asEngineSees, regionWeights, stepWarm, type WarmState } from "./warm.js";
 
 /** How soon a pass held back by an unapplied scale-down looks again without a report. */
 const SCALE_DOWN_RECHECK_MS = 1000;
@@ -51,27 +53,60 @@ export interface PassResult {
 
 const NOTHING: PassResult = { ran: false, changed: false, wakeAt: null };
 
-/** Picks the target: the stored one, unless a newer deployment exists or it was deleted. */
+/**
+ * Picks the target: the pinned one while it exists (`krane rollback`), else the stored one,
+ * unless a newer deployment exists or it was deleted.
+ */
 export function chooseTarget(
   deployments: readonly Pick<DeploymentRow, "id" | "revision">[],
   stored: { targetId: string | null; seenRevision: number },
+  pinned: string | null = null,
 ): { targetId: string; seenRevision: number } | null {
   let newest: Pick<DeploymentRow, "id" | "revision"> | undefined;
   for (const d of deployments) if (newest === undefined || Number(d.revision) > Number(newest.revision)) newest = d;
   if (newest === undefined) return null;
   const newestRev = Number(newest.revision);
+  if (pinned !== null && deployments.some((d) => d.id === pinned))
+    return { targetId: pinned, seenRevision: Math.max(newestRev, stored.seenRevision) };
   const storedExists = stored.targetId !== null && deployments.some((d) => d.id === stored.targetId);
   if (!storedExists || newestRev > stored.seenRevision) return { targetId: newest.id, seenRevision: newestRev };
   return { targetId: stored.targetId ?? newest.id, seenRevision: stored.seenRevision };
 }
 
+/** Whether an environment keeps the previous revision warm (./warm.ts): its sentinels route by weights for it. */
+export function keepsWarm(
+  environment: Pick<
+    EnvironmentRow,
+    "strategy" | "progressive" | "sentinel_image" | "sentinel_replicas" | "warm_window_seconds" | "deleting_at"
+  >,
+): boolean {
+  return (
+    environment.strategy === "RollingUpdate" &&
+    environment.progressive === null &&
+    environment.sentinel_image !== null &&
+    environment.sentinel_replicas > 0 &&
+    environment.warm_window_seconds > 0 &&
+    environment.deleting_at === null
+  );
+}
+
+/** Whether a pass may write the environment's routing (then it holds the environment row exclusively). */
+function mayRoute(environment: Parameters<typeof keepsWarm>[0] & Pick<EnvironmentRow, "routing_regions">): boolean {
+  return environment.progressive === null && (environment.routing_regions !== null || keepsWarm(environment));
+}
+
 export async function runPass(store: Store, environmentId: string, region: string): Promise<PassResult> {
   return store.write(async (tx) => {
     // Shared: an environment update or a revision's deletion waits for this pass, and a pass
-    // that starts after one sees it (see lockEnvironment).
-    const environment = await lockEnvironment(tx, environmentId, "share");
+    // that starts after one sees it (see lockEnvironment). Exclusive when the pass may change the
+    // routing, a column of the environment row that passes of other regions write too.
+    const peek = await tx.trx.selectFrom("environments").selectAll().where("id", "=", environmentId).executeTakeFirst();
+    const routes = peek !== undefined && mayRoute(peek);
+    const environment = await lockEnvironment(tx, environmentId, routes ? "update" : "share");
     // Progressive strategies are decided by ./progressive.ts (the strategy changed since the driver looked).
     if (!environment || environment.progressive !== null) return NOTHING;
+    // Changed between the look and the lock: again, with the lock it needs.
+    if (mayRoute(environment) !== routes) return { ran: true, changed: true, wakeAt: null };
     const envRegion = await tx.trx
       .selectFrom("environment_regions")
       .select("replicas")
@@ -86,10 +121,11 @@ export async function runPass(store: Store, environmentId: string, region: strin
       .where("environment_id", "=", environmentId)
       .execute();
     const lastRevision = Number(environment.last_revision);
-    const chosen = chooseTarget(deployments, {
-      targetId: row.target_deployment_id,
-      seenRevision: Number(row.target_seen_revision),
-    });
+    const chosen = chooseTarget(
+      deployments,
+      { targetId: row.target_deployment_id, seenRevision: Number(row.target_seen_revision) },
+      environment.pinned_deployment_id,
+    );
     if (chosen === null) {
       await clearTarget(tx, environmentId, region, lastRevision);
       return NOTHING;
@@ -112,6 +148,35 @@ export async function runPass(store: Store, environmentId: string, region: strin
       .where("deployment_id", "in", ids)
       .execute();
     const recordOf = new Map(records.map((r) => [r.deployment_id, r]));
+    const byId = new Map(deployments.map((d) => [d.id, d]));
+
+    // The warm slot first: what goes, what is held, what serves again (./warm.ts).
+    const windowMs = environment.warm_window_seconds * 1000;
+    const warmStep = stepWarm({
+      eligible: keepsWarm(environment) && envRegion.replicas > 0,
+      windowMs,
+      now: tx.now,
+      stored:
+        row.warm_deployment_id === null
+          ? null
+          : {
+              deploymentId: row.warm_deployment_id,
+              replicas: Number(row.warm_replicas),
+              until: row.warm_until === null ? null : Number(row.warm_until),
+            },
+      previousTarget: row.target_deployment_id,
+      target: target.targetId,
+      revisionOf: (id) => {
+        const d = byId.get(id);
+        return d === undefined ? undefined : Number(d.revision);
+      },
+      desiredOf: (id) => desiredOf.get(id),
+      nameOf: (id) => byId.get(id)?.k8s_name ?? id,
+    });
+    // A revision let go is desired at the size the engine counted for it, before the engine runs.
+    for (const r of warmStep.release)
+      if (desiredOf.get(r.deploymentId) !== r.replicas) desiredOf.set(r.deploymentId, r.replicas);
+    let warm = warmStep.warm;
 
     const revisions: RevisionFacts[] = [];
     for (const d of deployments) {
@@ -141,6 +206,8 @@ export async function runPass(store: Store, environmentId: string, region: strin
       });
     }
 
+    // The held revision as the engine is shown it: its own size, as many of its pods.
+    const engineRevisions = warm === null ? revisions : revisions.map((r) => asEngineSees(r, warm as WarmState));
     const rollbackTo = row.rollback_to === null ? null : Number(row.rollback_to);
     const env: EnvironmentFacts = {
       name: environment.slug,
@@ -158,10 +225,12 @@ export async function runPass(store: Store, environmentId: string, region: strin
       conditions: JSON.parse(row.conditions) as Condition[],
     };
     const now = tx.now;
-    const out = planRollout(buildRolloutInput(env, revisions, now));
-    const w = planWrites(env, revisions, out);
-    // The agent's report of the scale-down runs the next pass; the wake is a backstop.
-    if (holdScaleUp(revisions, w.revisions)) return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
+    const out = planRollout(buildRolloutInput(env, engineRevisions, now));
+    const w = planWrites(env, engineRevisions, out);
+    // The agent's report of the scale-down runs the next pass; the wake is a backstop. (A
+    // revision let go above is let go again by that pass.)
+    if (holdScaleUp(engineRevisions, w.revisions))
+      return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
 
     const workspace = await tx.trx
       .selectFrom("workspaces")
@@ -178,8 +247,16 @@ export async function runPass(store: Store, environmentId: string, region: strin
       if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);
       return { workspace, project, environment, deployment };
     };
+    for (const r of warmStep.release) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
+    let warmChanged = warmStep.release.length > 0 || warmStep.switchedTo !== null;
     for (const r of w.revisions) {
-      if (r.putDesired) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
+      if (warm !== null && r.deploymentId === warm.deploymentId) {
+        // Its pods are kept: the engine's size is the held revision's own.
+        const a = afterEngine(warm, r.replicas, desiredOf.get(r.deploymentId) ?? 0, now, windowMs);
+        if (a.desire !== null) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, a.desire);
+        if (JSON.stringify(a.warm) !== JSON.stringify(warm)) warmChanged = true;
+        warm = a.warm;
+      } else if (r.putDesired) await setDesiredReplicas(tx, ctxOf(r.deploymentId), region, r.replicas);
       if (!r.recordChanged) continue;
       await putRevisionRecord(tx, {
         deploymentId: r.deploymentId,
@@ -191,6 +268,8 @@ export async function runPass(store: Store, environmentId: string, region: strin
       });
     }
     for (const id of w.remove) {
+      // History cleanup never takes the held revision: it keeps its pods until let go.
+      if (id === warm?.deploymentId) continue;
       await removeFromRegion(tx, ctxOf(id), region);
       await dropRevisionRecords(tx, region, [id]);
     }
@@ -201,13 +280,41 @@ export async function runPass(store: Store, environmentId: string, region: strin
       records.filter((r) => !ids.includes(r.deployment_id)).map((r) => r.deployment_id),
     );
 
+    // The region's routing: by weights while a revision is held or drained (./warm.ts). A paused
+    // rollout holds it as it is, as it holds the sizes.
+    let routed = false;
+    if (!env.paused) {
+      const sizeOf = new Map(w.revisions.map((r) => [r.deploymentId, r.replicas]));
+      const weights = regionWeights({
+        target: w.targetDeploymentId,
+        replicas: envRegion.replicas,
+        held: warm?.deploymentId ?? null,
+        weightedNow: regionRoutingOf(environment).has(region),
+        revisions: engineRevisions.map((r) => ({
+          deploymentId: r.deploymentId,
+          size: r.deploymentId === warm?.deploymentId ? warm.replicas : (sizeOf.get(r.deploymentId) ?? 0),
+          counted: r.instances,
+          instances: revisions.find((x) => x.deploymentId === r.deploymentId)?.instances ?? r.instances,
+        })),
+        minReadySeconds: env.minReadySeconds,
+        now,
+      });
+      const routing = regionRoutingOf(environment);
+      if (weights === null) routing.delete(region);
+      else routing.set(region, { weights, preview: null });
+      routed = (await setRouting(tx, project, environment, routing)) !== null;
+    }
+
     let wakeAt: number | null = null;
-    if (!w.changed) {
+    const changed = w.changed || warmChanged || routed || target.targetId !== row.target_deployment_id;
+    if (!changed) {
       if (w.requeueAfterSeconds !== null) wakeAt = now + Math.max(200, w.requeueAfterSeconds * 1000);
       for (const r of revisions) {
         const at = nextAvailabilityAt(r.instances, env.minReadySeconds, now);
         if (at !== null && (wakeAt === null || at < wakeAt)) wakeAt = at;
       }
+      // The warm revision goes at the end of its window, whoever runs the pass then.
+      if (warm?.until != null && (wakeAt === null || warm.until < wakeAt)) wakeAt = warm.until;
     }
     const observedSpec = specKey({ ...env, rollbackTo: w.clearRollback ? null : rollbackTo }, lastRevision);
     await recordPass(tx, environmentId, region, {
@@ -218,14 +325,16 @@ export async function runPass(store: Store, environmentId: string, region: strin
       conditions: w.conditions,
       observedSpec,
       requeueAt: wakeAt,
+      warm,
     });
-    if (w.events.length > 0) await appendEvents(tx, environmentId, region, w.events);
+    const events = [...warmStep.events, ...w.events];
+    if (events.length > 0) await appendEvents(tx, environmentId, region, events);
     // Cron jobs run the revision their region runs; a new target re-renders them.
     if (w.targetDeploymentId !== row.target_deployment_id) {
       await syncEnvironmentObjects(tx, environment, workspace);
       // The region's autoscaler resizes only the target by itself (src/autoscale/local.ts).
       if ((await policyInRegion(tx.trx, environment, region)) !== null) await refreshSentinel(tx, environment, region);
     }
-    return { ran: true, changed: w.changed || target.targetId !== row.target_deployment_id, wakeAt };
+    return { ran: true, changed, wakeAt };
   });
 }

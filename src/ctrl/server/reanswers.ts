@@ -90,5 +90,28 @@ export function rolloutReanswers(impl: ServiceImpl<typeof RolloutService>): Rean
       )
     ).status,
   });
-  return { scale: status, pause: status, resume: status, undo: status, restart: status };
+  return {
+    scale: status,
+    pause: status,
+    resume: status,
+    undo: status,
+    restart: status,
+    // The pin is the state a rollback leaves (whether it was instant is not kept: false).
+    async rollback(req, ctx) {
+      const { status: st } = await impl.getRolloutStatus(
+        create(GetRolloutStatusRequestSchema, {
+          workspace: req.workspace,
+          project: req.project,
+          environment: req.environment,
+        }),
+        ctx,
+      );
+      return {
+        deploymentId: req.unpin ? "" : (st?.pinnedDeploymentId ?? ""),
+        revision: req.unpin ? 0n : (st?.pinnedRevision ?? 0n),
+        unpinned: req.unpin,
+        status: st,
+      };
+    },
+  };
 }

@@ -50,7 +50,12 @@ export const DEFAULTS = {
   sentinelReplicas: 2,
   sentinelCpuMillicores: 250,
   sentinelMemoryMib: 256,
+  /** The previous revision stays warm 30 minutes after a rolling update (issue 44). */
+  warmWindowSeconds: 1800,
 } as const;
+
+/** The longest warm window: a day. */
+export const WARM_WINDOW_MAX = 86_400;
 
 export function workspaceRef(field: string, v: string): string {
   return r.ref(field, v, "ws");
@@ -143,6 +148,10 @@ export function validateRollout(
       : r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
   const progressive =
     p?.progressive === undefined ? null : progressiveOf(p.progressive, progressDeadlineSeconds, regions);
+  const warmWindowSeconds =
+    p?.warmWindowSeconds === undefined
+      ? DEFAULTS.warmWindowSeconds
+      : r.intRange("rollout.warm_window_seconds", p.warmWindowSeconds, 0, WARM_WINDOW_MAX);
   const policy = {
     strategy,
     maxSurge,
@@ -152,6 +161,7 @@ export function validateRollout(
     revisionHistoryLimit,
     paused: p?.paused ?? false,
     progressive,
+    warmWindowSeconds,
   };
   checkRolloutPolicy(policy, {});
   return policy;
@@ -278,6 +288,7 @@ export function validateCreateDeployment(req: CreateDeploymentRequest): Deployme
     healthCheck: validateHealthCheck(req.healthCheck) ?? undefined,
     env,
     envUnset,
+    unpin: req.unpin,
   };
 }
 
@@ -363,6 +374,8 @@ function validateRolloutPatch(p: RolloutPolicyUpdate | undefined): RolloutPolicy
   if (p.revisionHistoryLimit !== undefined)
     out.revisionHistoryLimit = r.intRange("rollout.revision_history_limit", p.revisionHistoryLimit, 0, 100);
   if (p.paused !== undefined) out.paused = p.paused;
+  if (p.warmWindowSeconds !== undefined)
+    out.warmWindowSeconds = r.intRange("rollout.warm_window_seconds", p.warmWindowSeconds, 0, WARM_WINDOW_MAX);
   if (p.progressive !== undefined && p.removeProgressive)
     throw invalidArgument("rollout.remove_progressive", "cannot be combined with rollout.progressive");
   // Waves are checked against the environment's regions when the update is applied (mergeRolloutPolicy).

@@ -49,6 +49,8 @@ export interface RolloutPolicyInput {
   paused: boolean;
   /** Progressive delivery (canary / blue-green, waves); null: the rolling engine. */
   progressive: ProgressiveSpec | null;
+  /** How long the previous revision stays warm after a rolling update (0: not at all). */
+  warmWindowSeconds: number;
 }
 
 export interface NewEnvironment {
@@ -105,6 +107,8 @@ export interface DeploymentAsk extends EnvironmentRef {
   env: StoredEnvVar[];
   /** With inherit: carried variables to drop. */
   envUnset: string[];
+  /** Lift the pin `krane rollback` left, in the same transaction (this revision rolls out). */
+  unpin?: boolean;
 }
 
 export interface EnvironmentRef {

@@ -73,9 +73,11 @@ const OLD_MIGRATIONS = [
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
  * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
  * (autoscaling decisions), 0026 (dashboard sessions). 0027 adds columns only (api_tokens.workspace_id,
- * audit_events.actor_scope).
+ * audit_events.actor_scope). 0028 adds registry credentials (and deployments.image_digest); 0029 adds
+ * columns only (the warm window and pin of environments, the warm revision of rollouts).
  */
 const NEW_TABLES = [
+  "registry_credentials",
   "autoscale_status",
   "dashboard_sessions",
   "instance_events",
@@ -262,6 +264,7 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
               "deployments",
               "environment_regions",
               "api_tokens",
+              "rollouts",
             ].includes(table)
           )
             continue;
@@ -299,12 +302,31 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         // Migrations 0007 and 0015: the routing every environment served (by instances, version 1),
         // and nothing reported yet of it.
         const environments = rowsOf(upgraded, "environments");
-        const added = ["routing_version", "deleting_at", "edge_auth", "progressive", "routing_regions", "autoscale"];
+        const added = [
+          "routing_version",
+          "deleting_at",
+          "edge_auth",
+          "progressive",
+          "routing_regions",
+          "autoscale",
+          "warm_window_seconds",
+          "pinned_deployment_id",
+        ];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
         for (const e of environments)
           assert.deepEqual(
             added.map((c) => e[c]),
-            ["1", null, null, null, null, null],
+            // Migration 0029: the default warm window (30 minutes), nothing pinned.
+            ["1", null, null, null, null, null, "1800", null],
+          );
+        // Migration 0029: no region keeps a revision warm yet.
+        const warmColumns = ["warm_deployment_id", "warm_replicas", "warm_until"];
+        const rollouts = rowsOf(upgraded, "rollouts");
+        assert.deepEqual(warmColumns.reduce(without, rollouts), rowsOf(before, "rollouts"));
+        for (const r of rollouts)
+          assert.deepEqual(
+            warmColumns.map((c) => r[c]),
+            [null, "0", null],
           );
         // Migration 0027: every token from before is an installation token (bound to no workspace).
         const apiTokens = rowsOf(upgraded, "api_tokens");

@@ -95,3 +95,49 @@ test("bad input exits non-zero with the field named, and changes nothing", async
   assert.notEqual(missing.status, 0);
   assert.match(missing.stderr, /revision/i);
 });
+
+test("krane rollback pins the environment, a deploy says so, rollout status shows it, --unpin lifts it", async () => {
+  const live = { ...target, environment: "live" };
+  await api.environments.createEnvironment({
+    ...live,
+    slug: live.environment,
+    regions: [{ region: "eu", replicas: 2 }],
+  });
+  await api.deployments.createDeployment({ ...live, image: "registry.example.com/shop:1" });
+  await api.deployments.createDeployment({ ...live, image: "registry.example.com/shop:2" });
+  const status = async () => (await api.rollouts.getRolloutStatus(live)).status;
+
+  // No sentinel: nothing is kept warm, so --instant refuses, naming the region, and pins nothing.
+  const instant = await krane("rollback", "shop/live", "--instant");
+  assert.notEqual(instant.status, 0);
+  assert.match(instant.stderr, /keeps nothing warm to roll back to in region "eu"/);
+  assert.equal((await status())?.pinnedDeploymentId, "");
+
+  const rolled = await krane("rollback", "shop/live");
+  assert.equal(rolled.status, 0, rolled.stderr);
+  assert.match(
+    rolled.stdout,
+    /rolling back to revision 1 \(nothing warm in eu: new pods\); pinned until `krane rollback --unpin shop\/live`/,
+  );
+  const { deployments } = await api.deployments.listDeployments(live);
+  const v1 = deployments.find((d) => d.image.endsWith(":1"));
+  assert.equal((await status())?.pinnedDeploymentId, v1?.id);
+
+  const deployed = await krane("deploy", "shop/live", "--image", "registry.example.com/shop:3");
+  assert.equal(deployed.status, 0, deployed.stderr);
+  assert.match(
+    deployed.stdout,
+    /is pinned to .* revision 3 is recorded but takes no traffic until `krane rollback --unpin shop\/live`/,
+  );
+  assert.equal((await status())?.regions[0]?.targetDeploymentId, v1?.id);
+
+  const shown = await krane("rollout", "status", "shop/live", "--no-watch");
+  assert.equal(shown.status, 0, shown.stderr);
+  assert.match(shown.stdout, /^pinned to revision 1 /m);
+
+  const unpinned = await krane("rollback", "shop/live", "--unpin");
+  assert.equal(unpinned.status, 0, unpinned.stderr);
+  assert.match(unpinned.stdout, /^unpinned: the newest revision rolls out$/m);
+  const v3 = (await api.deployments.listDeployments(live)).deployments.find((d) => d.image.endsWith(":3"));
+  assert.equal((await status())?.regions[0]?.targetDeploymentId, v3?.id);
+});

@@ -25,6 +25,9 @@ export interface Policy {
   progressDeadlineSeconds?: number;
   minReadySeconds?: number;
   revisionHistoryLimit?: number;
+  /** A sentinel (krane's own image) in every region. */
+  sentinel?: boolean;
+  warmWindowSeconds?: number;
 }
 
 export async function setupEnvironment(ctrl: TestCtrl, region: string, p: Policy): Promise<void> {
@@ -44,7 +47,9 @@ export async function setupEnvironment(ctrl: TestCtrl, region: string, p: Policy
       progressDeadlineSeconds: p.progressDeadlineSeconds ?? 600,
       minReadySeconds: p.minReadySeconds ?? 0,
       revisionHistoryLimit: p.revisionHistoryLimit ?? 10,
+      ...(p.warmWindowSeconds !== undefined ? { warmWindowSeconds: p.warmWindowSeconds } : {}),
     },
+    ...(p.sentinel ? { sentinel: {} } : {}),
   });
 }
 
@@ -54,8 +59,8 @@ export async function deploy(ctrl: TestCtrl, image: string): Promise<{ id: strin
   return { id: deployment.id, k8sName: deployment.k8sName };
 }
 
-export async function regionStatus(ctrl: TestCtrl, region: string): Promise<RegionRollout> {
-  const { status } = await ctrl.client(RolloutService, ctrl.adminToken).getRolloutStatus(REF);
+export async function regionStatus(ctrl: TestCtrl, region: string, ref = REF): Promise<RegionRollout> {
+  const { status } = await ctrl.client(RolloutService, ctrl.adminToken).getRolloutStatus(ref);
   const r = status?.regions.find((x) => x.region === region);
   if (!r) throw new Error(`no rollout status for ${region}`);
   return r;
@@ -85,9 +90,9 @@ export class FakeAgent {
     return new FakeAgent(ctrl, ctrl.client(ClusterService, await ctrl.agentToken(region)), region, new Set(neverReady));
   }
 
-  async converge(): Promise<boolean> {
-    const r = await regionStatus(this.ctrl, this.region);
-    const { deployments } = await this.ctrl.client(DeploymentService, this.ctrl.adminToken).listDeployments(REF);
+  async converge(ref = REF): Promise<boolean> {
+    const r = await regionStatus(this.ctrl, this.region, ref);
+    const { deployments } = await this.ctrl.client(DeploymentService, this.ctrl.adminToken).listDeployments(ref);
     let moved = false;
     for (const rev of r.revisions) {
       if (this.last.get(rev.deploymentId) === rev.desiredReplicas) continue;

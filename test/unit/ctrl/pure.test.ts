@@ -138,6 +138,8 @@ describe("renderApplyDeployment", () => {
           routing_version: 1,
           progressive: null,
           routing_regions: null,
+          warm_window_seconds: 1800,
+          pinned_deployment_id: null,
           autoscale: null,
         },
         deployment: {
@@ -219,6 +221,7 @@ describe("validation", () => {
       revisionHistoryLimit: 10,
       paused: false,
       progressive: null,
+      warmWindowSeconds: 1800,
     });
   });
 

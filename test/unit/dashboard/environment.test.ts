@@ -15,6 +15,7 @@ import {
   ProgressiveStatusSchema,
   RegionRolloutSchema,
   RolloutStatusSchema,
+  WarmRevisionSchema,
 } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import {
   canarySteps,
@@ -23,6 +24,7 @@ import {
   regionState,
   revisions,
   rollbackDiff,
+  rollbackLines,
   ROLLOUT_ACTIONS,
   scaleReplicas,
   scaleTitle,
@@ -54,6 +56,45 @@ describe("environment status", () => {
     const revs = revisions(environmentView({ rollout: undefined }));
     assert.equal(revs.current?.id, "dep-3");
     assert.equal(revisions(environmentView({ status: undefined })).current, undefined);
+  });
+
+  it("says when krane rollback pinned the environment, and which revision each region keeps warm", () => {
+    const none = create(RolloutStatusSchema, { regions: [create(RegionRolloutSchema, { region: "eu" })] });
+    assert.deepEqual(
+      rollbackLines(none, () => undefined),
+      [],
+    );
+    const at = Date.parse("2026-01-01T12:30:00Z");
+    const pinned = create(RolloutStatusSchema, {
+      pinnedDeploymentId: "dep-1",
+      pinnedRevision: 1n,
+      regions: [
+        create(RegionRolloutSchema, {
+          region: "eu",
+          warm: create(WarmRevisionSchema, {
+            deploymentId: "dep-2",
+            deploymentRevision: 2n,
+            replicas: 3,
+            untilUnixMs: BigInt(at),
+          }),
+        }),
+        create(RegionRolloutSchema, {
+          region: "us",
+          warm: create(WarmRevisionSchema, { deploymentId: "dep-2", deploymentRevision: 2n, replicas: 2 }),
+        }),
+      ],
+    });
+    const lines = rollbackLines(pinned, (id) => (id === "dep-2" ? 2n : undefined));
+    assert.deepEqual(
+      lines.map((l) => l.tone),
+      ["warn", "muted", "muted"],
+    );
+    assert.match(lines[0]?.text ?? "", /^Pinned to r1 by krane rollback: .* until krane rollback --unpin$/);
+    assert.equal(
+      lines[1]?.text,
+      `Warm in eu: r2 (3 pods) for an instant rollback, until ${new Date(at).toLocaleTimeString()}`,
+    );
+    assert.match(lines[2]?.text ?? "", /^Warm in us: r2 \(2 pods\) .* until this rollout ends/);
   });
 
   it("offers a rollback to every revision but the current one", () => {

@@ -1,12 +1,12 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // The rollout section of the status tab: the strategy and, for a progressive rollout, its phase
 // and step; the rollout per region; a canary's steps with where it is; the traffic weights per
-// region; the last analysis verdict with the measurements behind it.
+// region; the pin `krane rollback` left and the revision kept warm; the last analysis verdict with the measurements behind it.
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import type { RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import { Table } from "../../components/table.js";
 import { ago, latency } from "../../format.js";
-import { canarySteps, regionState, verdictTone } from "./status-model.js";
+import { canarySteps, regionState, rollbackLines, verdictTone } from "./status-model.js";
 
 export function Rollout(props: {
   view: EnvironmentView;
@@ -30,6 +30,11 @@ export function Rollout(props: {
           </>
         )}
       </p>
+      {rollbackLines(rollout, revisionOf).map((line) => (
+        <p key={line.text} class={line.tone}>
+          {line.text}
+        </p>
+      ))}
       <Table
         label="Rollout per region"
         rows={rollout.regions}

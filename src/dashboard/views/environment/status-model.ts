@@ -1,7 +1,7 @@
 // What the status tab shows and offers, derived from the live view (pure: no page, no calls).
 import type { CanaryStep, Deployment, DeploymentStatus } from "../../../gen/krane/ctrl/v1/api_pb.js";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
-import type { ProgressiveStatus, RegionRollout } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
+import type { ProgressiveStatus, RegionRollout, RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import type { Tone } from "../../components/badge.js";
 import { ago, statusName } from "../../format.js";
 
@@ -145,4 +145,33 @@ export function rollbackDiff(from: Deployment | undefined, to: Deployment): Diff
   const a = f(from);
   const b = f(to);
   return (Object.keys(a) as (keyof typeof a)[]).map((k) => ({ field: k, now: a[k], then: b[k] }));
+}
+
+/**
+ * The rollout section's lines about `krane rollback`: the pin, and per region the revision kept
+ * warm for an instant rollback.
+ */
+export function rollbackLines(
+  rollout: RolloutStatus,
+  revisionOf: (deploymentId: string) => bigint | undefined,
+): { text: string; tone: "warn" | "muted" }[] {
+  const out: { text: string; tone: "warn" | "muted" }[] = [];
+  if (rollout.pinnedDeploymentId !== "")
+    out.push({
+      text: `Pinned to r${rollout.pinnedRevision} by krane rollback: newer deployments take no traffic until krane rollback --unpin`,
+      tone: "warn",
+    });
+  for (const r of rollout.regions) {
+    const w = r.warm;
+    if (w === undefined || w.deploymentId === "") continue;
+    const until =
+      w.untilUnixMs === 0n
+        ? "until this rollout ends and its warm window after"
+        : `until ${new Date(Number(w.untilUnixMs)).toLocaleTimeString()}`;
+    out.push({
+      text: `Warm in ${r.region}: r${revisionOf(w.deploymentId) ?? w.deploymentRevision} (${w.replicas} pods) for an instant rollback, ${until}`,
+      tone: "muted",
+    });
+  }
+  return out;
 }

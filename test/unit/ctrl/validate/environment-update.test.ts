@@ -27,6 +27,7 @@ const FIELD_OF: Record<keyof RolloutPolicyInput, string> = {
   revisionHistoryLimit: "rollout.revision_history_limit",
   paused: "rollout.paused",
   progressive: "rollout.progressive",
+  warmWindowSeconds: "rollout.warm_window_seconds",
 };
 
 const intOrPercent = fc.oneof(
@@ -44,6 +45,7 @@ const policy: fc.Arbitrary<RolloutPolicyInput> = fc
     revisionHistoryLimit: fc.integer({ min: 0, max: 100 }),
     paused: fc.boolean(),
     progressive: fc.constant(null),
+    warmWindowSeconds: fc.integer({ min: 0, max: 86_400 }),
   })
   .filter((p) => {
     try {
@@ -67,6 +69,7 @@ const patch: fc.Arbitrary<RolloutPolicyPatch> = fc.record(
     progressDeadlineSeconds: fc.integer({ min: 1, max: 800 }),
     revisionHistoryLimit: fc.integer({ min: 0, max: 100 }),
     paused: fc.boolean(),
+    warmWindowSeconds: fc.integer({ min: 0, max: 86_400 }),
   },
   { requiredKeys: [] },
 );
@@ -164,6 +167,7 @@ describe("validateUpdateEnvironment", () => {
               strategy: opt(fc.integer({ min: -1, max: 4 })),
               maxSurge: opt(text),
               minReadySeconds: opt(fc.integer({ min: -5, max: 5000 })),
+              warmWindowSeconds: opt(fc.integer({ min: -5, max: 90_000 })),
             }),
           ),
           regions: fc.array(fc.record({ region: text, replicas: fc.integer({ min: -2, max: 2000 }) }), {

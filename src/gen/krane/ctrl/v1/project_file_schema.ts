@@ -427,6 +427,12 @@ export const projectFileSchema: { readonly [key: string]: unknown } = {
             }
           ],
           "description": "Progressive delivery: canary steps or blue-green, and region waves, run by krane's progressive engine instead of the rolling update. Absent: `strategy` alone."
+        },
+        "warm_window_seconds": {
+          "type": "integer",
+          "minimum": -2147483648,
+          "maximum": 2147483647,
+          "description": "Seconds the previous revision stays warm after a rolling update (its pods kept, no traffic), so `RolloutService.Rollback` is a traffic switch: 0 to 86400, 0 = not at all. Applies to RollingUpdate environments with a sentinel. Unset means 1800 (30 minutes)."
         }
       },
       "additionalProperties": false,

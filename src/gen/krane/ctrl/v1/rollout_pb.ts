@@ -15,7 +15,183 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/rollout.proto.
  */
 export const file_krane_ctrl_v1_rollout: GenFile = /*@__PURE__*/
-  fileDesc("ChtrcmFuZS9jdHJsL3YxL3JvbGxvdXQucHJvdG8SDWtyYW5lLmN0cmwudjEiSQoOUHJvbW90ZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPUHJvbW90ZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxBYm9ydFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNQWJvcnRSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiaQoMU2NhbGVSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCRIQCghyZXBsaWNhcxgFIAEoBSI9Cg1TY2FsZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxQYXVzZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNUGF1c2VSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSAoNUmVzdW1lUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSI+Cg5SZXN1bWVSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMicAoLVW5kb1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSGAoLdG9fcmV2aXNpb24YBCABKANIAIgBAUIOCgxfdG9fcmV2aXNpb24iPAoMVW5kb1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJJCg5SZXN0YXJ0UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJWCg9SZXN0YXJ0UmVzcG9uc2USFQoNZGVwbG95bWVudF9pZBgBIAEoCRIsCgZzdGF0dXMYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSQoOSGlzdG9yeVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPSGlzdG9yeVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJSChdHZXRSb2xsb3V0U3RhdHVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJIChhHZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgLMhwua3JhbmUuY3RybC52MS5Sb2xsb3V0U3RhdHVzIo8BChBSb2xsb3V0Q29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEhsKE2xhc3RfdXBkYXRlX3VuaXhfbXMYBSABKAMSHwoXbGFzdF90cmFuc2l0aW9uX3VuaXhfbXMYBiABKAMiUQoMUm9sbG91dEV2ZW50EhIKCmF0X3VuaXhfbXMYASABKAMSDAoEdHlwZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSL6AQoPUm9sbG91dFJldmlzaW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSGwoTZGVwbG95bWVudF9yZXZpc2lvbhgDIAEoAxINCgVpbWFnZRgEIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBSABKAMSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChBjdXJyZW50X3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRIOCgZ0YXJnZXQYCiABKAgiygMKDVJlZ2lvblJvbGxvdXQSDgoGcmVnaW9uGAEgASgJEhAKCHJlcGxpY2FzGAIgASgFEg4KBnBhdXNlZBgDIAEoCBIcChR0YXJnZXRfZGVwbG95bWVudF9pZBgEIAEoCRIYChBjdXJyZW50X3JlcGxpY2FzGAUgASgFEhgKEHVwZGF0ZWRfcmVwbGljYXMYBiABKAUSFgoOcmVhZHlfcmVwbGljYXMYByABKAUSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAggASgFEhwKFHVuYXZhaWxhYmxlX3JlcGxpY2FzGAkgASgFEjMKCmNvbmRpdGlvbnMYCiADKAsyHy5rcmFuZS5jdHJsLnYxLlJvbGxvdXRDb25kaXRpb24SMQoJcmV2aXNpb25zGAsgAygLMh4ua3JhbmUuY3RybC52MS5Sb2xsb3V0UmV2aXNpb24SKwoGZXZlbnRzGAwgAygLMhsua3JhbmUuY3RybC52MS5Sb2xsb3V0RXZlbnQSEAoIb2JzZXJ2ZWQYDSABKAgSEAoIY29tcGxldGUYDiABKAgSGQoRZGVhZGxpbmVfZXhjZWVkZWQYDyABKAgSDwoHbWVzc2FnZRgQIAEoCSKgAQoNUm9sbG91dFN0YXR1cxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRIQCghzdHJhdGVneRgCIAEoCRItCgdyZWdpb25zGAMgAygLMhwua3JhbmUuY3RybC52MS5SZWdpb25Sb2xsb3V0EjYKC3Byb2dyZXNzaXZlGJADIAEoCzIgLmtyYW5lLmN0cmwudjEuUHJvZ3Jlc3NpdmVTdGF0dXMiOgoRUHJvZ3Jlc3NpdmVXZWlnaHQSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIOCgZ3ZWlnaHQYAiABKAUicQoNUmVnaW9uV2VpZ2h0cxIOCgZyZWdpb24YASABKAkSMQoHd2VpZ2h0cxgCIAMoCzIgLmtyYW5lLmN0cmwudjEuUHJvZ3Jlc3NpdmVXZWlnaHQSHQoVcHJldmlld19kZXBsb3ltZW50X2lkGAMgASgJIs8DChFQcm9ncmVzc2l2ZVN0YXR1cxIQCghzdHJhdGVneRgBIAEoCRINCgVwaGFzZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSHAoUc3RhYmxlX2RlcGxveW1lbnRfaWQYBCABKAkSHAoUY2FuYXJ5X2RlcGxveW1lbnRfaWQYBSABKAkSDwoHYWJvcnRlZBgGIAEoCBIMCgRzdGVwGAcgASgFEg0KBXN0ZXBzGAggASgFEhEKCXN0ZXBfbmFtZRgJIAEoCRIMCgR3YXZlGAogASgFEg0KBXdhdmVzGAsgASgFEhQKDGF0X3dhdmVfZ2F0ZRgMIAEoCBItCgd3ZWlnaHRzGA0gAygLMhwua3JhbmUuY3RybC52MS5SZWdpb25XZWlnaHRzEhUKDWxhc3RfYW5hbHlzaXMYDiABKAkSHAoUbGFzdF9hbmFseXNpc19yZWFzb24YDyABKAkSHQoVbGFzdF9hbmFseXNpc191bml4X21zGBAgASgDEh4KFnByZXZpb3VzX2RlcGxveW1lbnRfaWQYESABKAkSHgoWcHJldmlvdXNfdW50aWxfdW5peF9tcxgSIAEoAxIWCg5wcmV2aWV3X2hlYWRlchgTIAEoCTKiBgoOUm9sbG91dFNlcnZpY2USUQoFU2NhbGUSGy5rcmFuZS5jdHJsLnYxLlNjYWxlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuU2NhbGVSZXNwb25zZSINkAICqp8ZBggCIAIoBBJRCgVQYXVzZRIbLmtyYW5lLmN0cmwudjEuUGF1c2VSZXF1ZXN0Ghwua3JhbmUuY3RybC52MS5QYXVzZVJlc3BvbnNlIg2QAgKqnxkGCAIgAigEElQKBlJlc3VtZRIcLmtyYW5lLmN0cmwudjEuUmVzdW1lUmVxdWVzdBodLmtyYW5lLmN0cmwudjEuUmVzdW1lUmVzcG9uc2UiDZACAqqfGQYIAiACKAQSSwoEVW5kbxIaLmtyYW5lLmN0cmwudjEuVW5kb1JlcXVlc3QaGy5rcmFuZS5jdHJsLnYxLlVuZG9SZXNwb25zZSIKqp8ZBggCIAIoBBJUCgdSZXN0YXJ0Eh0ua3JhbmUuY3RybC52MS5SZXN0YXJ0UmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuUmVzdGFydFJlc3BvbnNlIgqqnxkGCAIgAigEElcKB0hpc3RvcnkSHS5rcmFuZS5jdHJsLnYxLkhpc3RvcnlSZXF1ZXN0Gh4ua3JhbmUuY3RybC52MS5IaXN0b3J5UmVzcG9uc2UiDZACAaqfGQYIAiABKAEScgoQR2V0Um9sbG91dFN0YXR1cxImLmtyYW5lLmN0cmwudjEuR2V0Um9sbG91dFN0YXR1c1JlcXVlc3QaJy5rcmFuZS5jdHJsLnYxLkdldFJvbGxvdXRTdGF0dXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJUCgdQcm9tb3RlEh0ua3JhbmUuY3RybC52MS5Qcm9tb3RlUmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuUHJvbW90ZVJlc3BvbnNlIgqqnxkGCAIgAigEEk4KBUFib3J0Ehsua3JhbmUuY3RybC52MS5BYm9ydFJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLkFib3J0UmVzcG9uc2UiCqqfGQYIAiACKARiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChtrcmFuZS9jdHJsL3YxL3JvbGxvdXQucHJvdG8SDWtyYW5lLmN0cmwudjEiagoPUm9sbGJhY2tSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg0KBXVucGluGAQgASgIEg8KB2luc3RhbnQYBSABKAgipQEKEFJvbGxiYWNrUmVzcG9uc2USFQoNZGVwbG95bWVudF9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAxIPCgdpbnN0YW50GAMgASgIEhcKD3JvbGxpbmdfcmVnaW9ucxgEIAMoCRIQCgh1bnBpbm5lZBgFIAEoCBIsCgZzdGF0dXMYBiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSQoOUHJvbW90ZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPUHJvbW90ZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxBYm9ydFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNQWJvcnRSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiaQoMU2NhbGVSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCRIQCghyZXBsaWNhcxgFIAEoBSI9Cg1TY2FsZVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJHCgxQYXVzZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPQoNUGF1c2VSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSAoNUmVzdW1lUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSI+Cg5SZXN1bWVSZXNwb25zZRIsCgZzdGF0dXMYASABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMicAoLVW5kb1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSGAoLdG9fcmV2aXNpb24YBCABKANIAIgBAUIOCgxfdG9fcmV2aXNpb24iPAoMVW5kb1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJJCg5SZXN0YXJ0UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJWCg9SZXN0YXJ0UmVzcG9uc2USFQoNZGVwbG95bWVudF9pZBgBIAEoCRIsCgZzdGF0dXMYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMiSQoOSGlzdG9yeVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiPwoPSGlzdG9yeVJlc3BvbnNlEiwKBnN0YXR1cxgBIAEoCzIcLmtyYW5lLmN0cmwudjEuUm9sbG91dFN0YXR1cyJSChdHZXRSb2xsb3V0U3RhdHVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJIChhHZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgLMhwua3JhbmUuY3RybC52MS5Sb2xsb3V0U3RhdHVzIo8BChBSb2xsb3V0Q29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEhsKE2xhc3RfdXBkYXRlX3VuaXhfbXMYBSABKAMSHwoXbGFzdF90cmFuc2l0aW9uX3VuaXhfbXMYBiABKAMiUQoMUm9sbG91dEV2ZW50EhIKCmF0X3VuaXhfbXMYASABKAMSDAoEdHlwZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCSKJAgoPUm9sbG91dFJldmlzaW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSGwoTZGVwbG95bWVudF9yZXZpc2lvbhgDIAEoAxINCgVpbWFnZRgEIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBSABKAMSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChBjdXJyZW50X3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRIOCgZ0YXJnZXQYCiABKAgSDQoEd2FybRi8BSABKAgiawoMV2FybVJldmlzaW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSGwoTZGVwbG95bWVudF9yZXZpc2lvbhgCIAEoAxIQCghyZXBsaWNhcxgDIAEoBRIVCg11bnRpbF91bml4X21zGAQgASgDIqoECg1SZWdpb25Sb2xsb3V0Eg4KBnJlZ2lvbhgBIAEoCRIQCghyZXBsaWNhcxgCIAEoBRIOCgZwYXVzZWQYAyABKAgSHAoUdGFyZ2V0X2RlcGxveW1lbnRfaWQYBCABKAkSGAoQY3VycmVudF9yZXBsaWNhcxgFIAEoBRIYChB1cGRhdGVkX3JlcGxpY2FzGAYgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAcgASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgIIAEoBRIcChR1bmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRIzCgpjb25kaXRpb25zGAogAygLMh8ua3JhbmUuY3RybC52MS5Sb2xsb3V0Q29uZGl0aW9uEjEKCXJldmlzaW9ucxgLIAMoCzIeLmtyYW5lLmN0cmwudjEuUm9sbG91dFJldmlzaW9uEisKBmV2ZW50cxgMIAMoCzIbLmtyYW5lLmN0cmwudjEuUm9sbG91dEV2ZW50EhAKCG9ic2VydmVkGA0gASgIEhAKCGNvbXBsZXRlGA4gASgIEhkKEWRlYWRsaW5lX2V4Y2VlZGVkGA8gASgIEg8KB21lc3NhZ2UYECABKAkSKgoEd2FybRi8BSABKAsyGy5rcmFuZS5jdHJsLnYxLldhcm1SZXZpc2lvbhIyCgd3ZWlnaHRzGL0FIAMoCzIgLmtyYW5lLmN0cmwudjEuUHJvZ3Jlc3NpdmVXZWlnaHQi9wEKDVJvbGxvdXRTdGF0dXMSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSEAoIc3RyYXRlZ3kYAiABKAkSLQoHcmVnaW9ucxgDIAMoCzIcLmtyYW5lLmN0cmwudjEuUmVnaW9uUm9sbG91dBI2Cgtwcm9ncmVzc2l2ZRiQAyABKAsyIC5rcmFuZS5jdHJsLnYxLlByb2dyZXNzaXZlU3RhdHVzEh0KFHBpbm5lZF9kZXBsb3ltZW50X2lkGLwFIAEoCRIYCg9waW5uZWRfcmV2aXNpb24YvQUgASgDEhwKE3dhcm1fd2luZG93X3NlY29uZHMYvgUgASgFIjoKEVByb2dyZXNzaXZlV2VpZ2h0EhUKDWRlcGxveW1lbnRfaWQYASABKAkSDgoGd2VpZ2h0GAIgASgFInEKDVJlZ2lvbldlaWdodHMSDgoGcmVnaW9uGAEgASgJEjEKB3dlaWdodHMYAiADKAsyIC5rcmFuZS5jdHJsLnYxLlByb2dyZXNzaXZlV2VpZ2h0Eh0KFXByZXZpZXdfZGVwbG95bWVudF9pZBgDIAEoCSLPAwoRUHJvZ3Jlc3NpdmVTdGF0dXMSEAoIc3RyYXRlZ3kYASABKAkSDQoFcGhhc2UYAiABKAkSDgoGcmVhc29uGAMgASgJEhwKFHN0YWJsZV9kZXBsb3ltZW50X2lkGAQgASgJEhwKFGNhbmFyeV9kZXBsb3ltZW50X2lkGAUgASgJEg8KB2Fib3J0ZWQYBiABKAgSDAoEc3RlcBgHIAEoBRINCgVzdGVwcxgIIAEoBRIRCglzdGVwX25hbWUYCSABKAkSDAoEd2F2ZRgKIAEoBRINCgV3YXZlcxgLIAEoBRIUCgxhdF93YXZlX2dhdGUYDCABKAgSLQoHd2VpZ2h0cxgNIAMoCzIcLmtyYW5lLmN0cmwudjEuUmVnaW9uV2VpZ2h0cxIVCg1sYXN0X2FuYWx5c2lzGA4gASgJEhwKFGxhc3RfYW5hbHlzaXNfcmVhc29uGA8gASgJEh0KFWxhc3RfYW5hbHlzaXNfdW5peF9tcxgQIAEoAxIeChZwcmV2aW91c19kZXBsb3ltZW50X2lkGBEgASgJEh4KFnByZXZpb3VzX3VudGlsX3VuaXhfbXMYEiABKAMSFgoOcHJldmlld19oZWFkZXIYEyABKAky+wYKDlJvbGxvdXRTZXJ2aWNlElEKBVNjYWxlEhsua3JhbmUuY3RybC52MS5TY2FsZVJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLlNjYWxlUmVzcG9uc2UiDZACAqqfGQYIAiACKAQSUQoFUGF1c2USGy5rcmFuZS5jdHJsLnYxLlBhdXNlUmVxdWVzdBocLmtyYW5lLmN0cmwudjEuUGF1c2VSZXNwb25zZSINkAICqp8ZBggCIAIoBBJUCgZSZXN1bWUSHC5rcmFuZS5jdHJsLnYxLlJlc3VtZVJlcXVlc3QaHS5rcmFuZS5jdHJsLnYxLlJlc3VtZVJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEksKBFVuZG8SGi5rcmFuZS5jdHJsLnYxLlVuZG9SZXF1ZXN0Ghsua3JhbmUuY3RybC52MS5VbmRvUmVzcG9uc2UiCqqfGQYIAiACKAQSVAoHUmVzdGFydBIdLmtyYW5lLmN0cmwudjEuUmVzdGFydFJlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLlJlc3RhcnRSZXNwb25zZSIKqp8ZBggCIAIoBBJXCgdIaXN0b3J5Eh0ua3JhbmUuY3RybC52MS5IaXN0b3J5UmVxdWVzdBoeLmtyYW5lLmN0cmwudjEuSGlzdG9yeVJlc3BvbnNlIg2QAgGqnxkGCAIgASgBEnIKEEdldFJvbGxvdXRTdGF0dXMSJi5rcmFuZS5jdHJsLnYxLkdldFJvbGxvdXRTdGF0dXNSZXF1ZXN0Gicua3JhbmUuY3RybC52MS5HZXRSb2xsb3V0U3RhdHVzUmVzcG9uc2UiDZACAaqfGQYIAiABKAESVAoHUHJvbW90ZRIdLmtyYW5lLmN0cmwudjEuUHJvbW90ZVJlcXVlc3QaHi5rcmFuZS5jdHJsLnYxLlByb21vdGVSZXNwb25zZSIKqp8ZBggCIAIoBBJXCghSb2xsYmFjaxIeLmtyYW5lLmN0cmwudjEuUm9sbGJhY2tSZXF1ZXN0Gh8ua3JhbmUuY3RybC52MS5Sb2xsYmFja1Jlc3BvbnNlIgqqnxkGCAIgAigEEk4KBUFib3J0Ehsua3JhbmUuY3RybC52MS5BYm9ydFJlcXVlc3QaHC5rcmFuZS5jdHJsLnYxLkFib3J0UmVzcG9uc2UiCqqfGQYIAiACKARiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
+
+/**
+ * @generated from message krane.ctrl.v1.RollbackRequest
+ */
+export type RollbackRequest = Message<"krane.ctrl.v1.RollbackRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * Only lift the pin a rollback left (no rollback).
+   *
+   * @generated from field: bool unpin = 4;
+   */
+  unpin: boolean;
+
+  /**
+   * Only a traffic switch: fails (FailedPrecondition) unless every region with replicas keeps
+   * the revision warm; nothing is changed then.
+   *
+   * @generated from field: bool instant = 5;
+   */
+  instant: boolean;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RollbackRequest
+ */
+export type RollbackRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * Only lift the pin a rollback left (no rollback).
+   *
+   * @generated from field: bool unpin = 4;
+   */
+  unpin?: boolean;
+
+  /**
+   * Only a traffic switch: fails (FailedPrecondition) unless every region with replicas keeps
+   * the revision warm; nothing is changed then.
+   *
+   * @generated from field: bool instant = 5;
+   */
+  instant?: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RollbackRequest.
+ * Use `create(RollbackRequestSchema)` to create a new message.
+ */
+export const RollbackRequestSchema: GenMessage<RollbackRequest, {jsonType: RollbackRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.RollbackResponse
+ */
+export type RollbackResponse = Message<"krane.ctrl.v1.RollbackResponse"> & {
+  /**
+   * The revision rolled back to (empty with unpin).
+   *
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId: string;
+
+  /**
+   * Its revision number in the environment.
+   *
+   * @generated from field: int64 revision = 2;
+   */
+  revision: bigint;
+
+  /**
+   * Every region switched traffic to a revision it kept warm (no pod created); false: some
+   * region rolls out to it.
+   *
+   * @generated from field: bool instant = 3;
+   */
+  instant: boolean;
+
+  /**
+   * The regions that roll out to it (nothing was warm there).
+   *
+   * @generated from field: repeated string rolling_regions = 4;
+   */
+  rollingRegions: string[];
+
+  /**
+   * With unpin: whether there was a pin to lift.
+   *
+   * @generated from field: bool unpinned = 5;
+   */
+  unpinned: boolean;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RolloutStatus status = 6;
+   */
+  status?: RolloutStatus | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RollbackResponse
+ */
+export type RollbackResponseJson = {
+  /**
+   * The revision rolled back to (empty with unpin).
+   *
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId?: string;
+
+  /**
+   * Its revision number in the environment.
+   *
+   * @generated from field: int64 revision = 2;
+   */
+  revision?: string;
+
+  /**
+   * Every region switched traffic to a revision it kept warm (no pod created); false: some
+   * region rolls out to it.
+   *
+   * @generated from field: bool instant = 3;
+   */
+  instant?: boolean;
+
+  /**
+   * The regions that roll out to it (nothing was warm there).
+   *
+   * @generated from field: repeated string rolling_regions = 4;
+   */
+  rollingRegions?: string[];
+
+  /**
+   * With unpin: whether there was a pin to lift.
+   *
+   * @generated from field: bool unpinned = 5;
+   */
+  unpinned?: boolean;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RolloutStatus status = 6;
+   */
+  status?: RolloutStatusJson;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RollbackResponse.
+ * Use `create(RollbackResponseSchema)` to create a new message.
+ */
+export const RollbackResponseSchema: GenMessage<RollbackResponse, {jsonType: RollbackResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 1);
 
 /**
  * @generated from message krane.ctrl.v1.PromoteRequest
@@ -62,7 +238,7 @@ export type PromoteRequestJson = {
  * Use `create(PromoteRequestSchema)` to create a new message.
  */
 export const PromoteRequestSchema: GenMessage<PromoteRequest, {jsonType: PromoteRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 0);
+  messageDesc(file_krane_ctrl_v1_rollout, 2);
 
 /**
  * @generated from message krane.ctrl.v1.PromoteResponse
@@ -89,7 +265,7 @@ export type PromoteResponseJson = {
  * Use `create(PromoteResponseSchema)` to create a new message.
  */
 export const PromoteResponseSchema: GenMessage<PromoteResponse, {jsonType: PromoteResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 1);
+  messageDesc(file_krane_ctrl_v1_rollout, 3);
 
 /**
  * @generated from message krane.ctrl.v1.AbortRequest
@@ -136,7 +312,7 @@ export type AbortRequestJson = {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest, {jsonType: AbortRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 2);
+  messageDesc(file_krane_ctrl_v1_rollout, 4);
 
 /**
  * @generated from message krane.ctrl.v1.AbortResponse
@@ -163,7 +339,7 @@ export type AbortResponseJson = {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse, {jsonType: AbortResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 3);
+  messageDesc(file_krane_ctrl_v1_rollout, 5);
 
 /**
  * @generated from message krane.ctrl.v1.ScaleRequest
@@ -234,7 +410,7 @@ export type ScaleRequestJson = {
  * Use `create(ScaleRequestSchema)` to create a new message.
  */
 export const ScaleRequestSchema: GenMessage<ScaleRequest, {jsonType: ScaleRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 4);
+  messageDesc(file_krane_ctrl_v1_rollout, 6);
 
 /**
  * @generated from message krane.ctrl.v1.ScaleResponse
@@ -261,7 +437,7 @@ export type ScaleResponseJson = {
  * Use `create(ScaleResponseSchema)` to create a new message.
  */
 export const ScaleResponseSchema: GenMessage<ScaleResponse, {jsonType: ScaleResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 5);
+  messageDesc(file_krane_ctrl_v1_rollout, 7);
 
 /**
  * @generated from message krane.ctrl.v1.PauseRequest
@@ -308,7 +484,7 @@ export type PauseRequestJson = {
  * Use `create(PauseRequestSchema)` to create a new message.
  */
 export const PauseRequestSchema: GenMessage<PauseRequest, {jsonType: PauseRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 6);
+  messageDesc(file_krane_ctrl_v1_rollout, 8);
 
 /**
  * @generated from message krane.ctrl.v1.PauseResponse
@@ -335,7 +511,7 @@ export type PauseResponseJson = {
  * Use `create(PauseResponseSchema)` to create a new message.
  */
 export const PauseResponseSchema: GenMessage<PauseResponse, {jsonType: PauseResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 7);
+  messageDesc(file_krane_ctrl_v1_rollout, 9);
 
 /**
  * @generated from message krane.ctrl.v1.ResumeRequest
@@ -382,7 +558,7 @@ export type ResumeRequestJson = {
  * Use `create(ResumeRequestSchema)` to create a new message.
  */
 export const ResumeRequestSchema: GenMessage<ResumeRequest, {jsonType: ResumeRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 8);
+  messageDesc(file_krane_ctrl_v1_rollout, 10);
 
 /**
  * @generated from message krane.ctrl.v1.ResumeResponse
@@ -409,7 +585,7 @@ export type ResumeResponseJson = {
  * Use `create(ResumeResponseSchema)` to create a new message.
  */
 export const ResumeResponseSchema: GenMessage<ResumeResponse, {jsonType: ResumeResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 9);
+  messageDesc(file_krane_ctrl_v1_rollout, 11);
 
 /**
  * @generated from message krane.ctrl.v1.UndoRequest
@@ -470,7 +646,7 @@ export type UndoRequestJson = {
  * Use `create(UndoRequestSchema)` to create a new message.
  */
 export const UndoRequestSchema: GenMessage<UndoRequest, {jsonType: UndoRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 10);
+  messageDesc(file_krane_ctrl_v1_rollout, 12);
 
 /**
  * @generated from message krane.ctrl.v1.UndoResponse
@@ -497,7 +673,7 @@ export type UndoResponseJson = {
  * Use `create(UndoResponseSchema)` to create a new message.
  */
 export const UndoResponseSchema: GenMessage<UndoResponse, {jsonType: UndoResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 11);
+  messageDesc(file_krane_ctrl_v1_rollout, 13);
 
 /**
  * @generated from message krane.ctrl.v1.RestartRequest
@@ -544,7 +720,7 @@ export type RestartRequestJson = {
  * Use `create(RestartRequestSchema)` to create a new message.
  */
 export const RestartRequestSchema: GenMessage<RestartRequest, {jsonType: RestartRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 12);
+  messageDesc(file_krane_ctrl_v1_rollout, 14);
 
 /**
  * @generated from message krane.ctrl.v1.RestartResponse
@@ -585,7 +761,7 @@ export type RestartResponseJson = {
  * Use `create(RestartResponseSchema)` to create a new message.
  */
 export const RestartResponseSchema: GenMessage<RestartResponse, {jsonType: RestartResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 13);
+  messageDesc(file_krane_ctrl_v1_rollout, 15);
 
 /**
  * @generated from message krane.ctrl.v1.HistoryRequest
@@ -632,7 +808,7 @@ export type HistoryRequestJson = {
  * Use `create(HistoryRequestSchema)` to create a new message.
  */
 export const HistoryRequestSchema: GenMessage<HistoryRequest, {jsonType: HistoryRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 14);
+  messageDesc(file_krane_ctrl_v1_rollout, 16);
 
 /**
  * @generated from message krane.ctrl.v1.HistoryResponse
@@ -659,7 +835,7 @@ export type HistoryResponseJson = {
  * Use `create(HistoryResponseSchema)` to create a new message.
  */
 export const HistoryResponseSchema: GenMessage<HistoryResponse, {jsonType: HistoryResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 15);
+  messageDesc(file_krane_ctrl_v1_rollout, 17);
 
 /**
  * @generated from message krane.ctrl.v1.GetRolloutStatusRequest
@@ -706,7 +882,7 @@ export type GetRolloutStatusRequestJson = {
  * Use `create(GetRolloutStatusRequestSchema)` to create a new message.
  */
 export const GetRolloutStatusRequestSchema: GenMessage<GetRolloutStatusRequest, {jsonType: GetRolloutStatusRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 16);
+  messageDesc(file_krane_ctrl_v1_rollout, 18);
 
 /**
  * @generated from message krane.ctrl.v1.GetRolloutStatusResponse
@@ -733,7 +909,7 @@ export type GetRolloutStatusResponseJson = {
  * Use `create(GetRolloutStatusResponseSchema)` to create a new message.
  */
 export const GetRolloutStatusResponseSchema: GenMessage<GetRolloutStatusResponse, {jsonType: GetRolloutStatusResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 17);
+  messageDesc(file_krane_ctrl_v1_rollout, 19);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutCondition
@@ -818,7 +994,7 @@ export type RolloutConditionJson = {
  * Use `create(RolloutConditionSchema)` to create a new message.
  */
 export const RolloutConditionSchema: GenMessage<RolloutCondition, {jsonType: RolloutConditionJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 18);
+  messageDesc(file_krane_ctrl_v1_rollout, 20);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutEvent
@@ -879,7 +1055,7 @@ export type RolloutEventJson = {
  * Use `create(RolloutEventSchema)` to create a new message.
  */
 export const RolloutEventSchema: GenMessage<RolloutEvent, {jsonType: RolloutEventJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 19);
+  messageDesc(file_krane_ctrl_v1_rollout, 21);
 
 /**
  * One revision (ReplicaSet) in one region.
@@ -946,6 +1122,13 @@ export type RolloutRevision = Message<"krane.ctrl.v1.RolloutRevision"> & {
    * @generated from field: bool target = 10;
    */
   target: boolean;
+
+  /**
+   * The previous revision, kept running for an instant rollback (see RegionRollout.warm).
+   *
+   * @generated from field: bool warm = 700;
+   */
+  warm: boolean;
 };
 
 /**
@@ -1013,6 +1196,13 @@ export type RolloutRevisionJson = {
    * @generated from field: bool target = 10;
    */
   target?: boolean;
+
+  /**
+   * The previous revision, kept running for an instant rollback (see RegionRollout.warm).
+   *
+   * @generated from field: bool warm = 700;
+   */
+  warm?: boolean;
 };
 
 /**
@@ -1020,7 +1210,78 @@ export type RolloutRevisionJson = {
  * Use `create(RolloutRevisionSchema)` to create a new message.
  */
 export const RolloutRevisionSchema: GenMessage<RolloutRevision, {jsonType: RolloutRevisionJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 20);
+  messageDesc(file_krane_ctrl_v1_rollout, 22);
+
+/**
+ * The revision a region keeps warm after a rolling update: its pods run beyond what the rollout
+ * counts, with no traffic, until `until_unix_ms`.
+ *
+ * @generated from message krane.ctrl.v1.WarmRevision
+ */
+export type WarmRevision = Message<"krane.ctrl.v1.WarmRevision"> & {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId: string;
+
+  /**
+   * @generated from field: int64 deployment_revision = 2;
+   */
+  deploymentRevision: bigint;
+
+  /**
+   * The pods kept (desired replicas).
+   *
+   * @generated from field: int32 replicas = 3;
+   */
+  replicas: number;
+
+  /**
+   * When it is let go; 0 while the rollout that left it is still under way (it serves then).
+   *
+   * @generated from field: int64 until_unix_ms = 4;
+   */
+  untilUnixMs: bigint;
+};
+
+/**
+ * The revision a region keeps warm after a rolling update: its pods run beyond what the rollout
+ * counts, with no traffic, until `until_unix_ms`.
+ *
+ * @generated from message krane.ctrl.v1.WarmRevision
+ */
+export type WarmRevisionJson = {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId?: string;
+
+  /**
+   * @generated from field: int64 deployment_revision = 2;
+   */
+  deploymentRevision?: string;
+
+  /**
+   * The pods kept (desired replicas).
+   *
+   * @generated from field: int32 replicas = 3;
+   */
+  replicas?: number;
+
+  /**
+   * When it is let go; 0 while the rollout that left it is still under way (it serves then).
+   *
+   * @generated from field: int64 until_unix_ms = 4;
+   */
+  untilUnixMs?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.WarmRevision.
+ * Use `create(WarmRevisionSchema)` to create a new message.
+ */
+export const WarmRevisionSchema: GenMessage<WarmRevision, {jsonType: WarmRevisionJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_rollout, 23);
 
 /**
  * @generated from message krane.ctrl.v1.RegionRollout
@@ -1119,6 +1380,21 @@ export type RegionRollout = Message<"krane.ctrl.v1.RegionRollout"> & {
    * @generated from field: string message = 16;
    */
   message: string;
+
+  /**
+   * The revision kept warm here (absent: none).
+   *
+   * @generated from field: krane.ctrl.v1.WarmRevision warm = 700;
+   */
+  warm?: WarmRevision | undefined;
+
+  /**
+   * Rolling environments: the weights the region's sentinels route by while a revision is kept
+   * warm or drained (empty: every running instance an equal share).
+   *
+   * @generated from field: repeated krane.ctrl.v1.ProgressiveWeight weights = 701;
+   */
+  weights: ProgressiveWeight[];
 };
 
 /**
@@ -1218,6 +1494,21 @@ export type RegionRolloutJson = {
    * @generated from field: string message = 16;
    */
   message?: string;
+
+  /**
+   * The revision kept warm here (absent: none).
+   *
+   * @generated from field: krane.ctrl.v1.WarmRevision warm = 700;
+   */
+  warm?: WarmRevisionJson;
+
+  /**
+   * Rolling environments: the weights the region's sentinels route by while a revision is kept
+   * warm or drained (empty: every running instance an equal share).
+   *
+   * @generated from field: repeated krane.ctrl.v1.ProgressiveWeight weights = 701;
+   */
+  weights?: ProgressiveWeightJson[];
 };
 
 /**
@@ -1225,7 +1516,7 @@ export type RegionRolloutJson = {
  * Use `create(RegionRolloutSchema)` to create a new message.
  */
 export const RegionRolloutSchema: GenMessage<RegionRollout, {jsonType: RegionRolloutJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 21);
+  messageDesc(file_krane_ctrl_v1_rollout, 24);
 
 /**
  * @generated from message krane.ctrl.v1.RolloutStatus
@@ -1252,6 +1543,25 @@ export type RolloutStatus = Message<"krane.ctrl.v1.RolloutStatus"> & {
    * @generated from field: krane.ctrl.v1.ProgressiveStatus progressive = 400;
    */
   progressive?: ProgressiveStatus | undefined;
+
+  /**
+   * The revision `Rollback` pinned the environment to (empty: none; the newest rolls out).
+   *
+   * @generated from field: string pinned_deployment_id = 700;
+   */
+  pinnedDeploymentId: string;
+
+  /**
+   * @generated from field: int64 pinned_revision = 701;
+   */
+  pinnedRevision: bigint;
+
+  /**
+   * Seconds the previous revision stays warm after a rolling update (0: none is kept).
+   *
+   * @generated from field: int32 warm_window_seconds = 702;
+   */
+  warmWindowSeconds: number;
 };
 
 /**
@@ -1279,6 +1589,25 @@ export type RolloutStatusJson = {
    * @generated from field: krane.ctrl.v1.ProgressiveStatus progressive = 400;
    */
   progressive?: ProgressiveStatusJson;
+
+  /**
+   * The revision `Rollback` pinned the environment to (empty: none; the newest rolls out).
+   *
+   * @generated from field: string pinned_deployment_id = 700;
+   */
+  pinnedDeploymentId?: string;
+
+  /**
+   * @generated from field: int64 pinned_revision = 701;
+   */
+  pinnedRevision?: string;
+
+  /**
+   * Seconds the previous revision stays warm after a rolling update (0: none is kept).
+   *
+   * @generated from field: int32 warm_window_seconds = 702;
+   */
+  warmWindowSeconds?: number;
 };
 
 /**
@@ -1286,7 +1615,7 @@ export type RolloutStatusJson = {
  * Use `create(RolloutStatusSchema)` to create a new message.
  */
 export const RolloutStatusSchema: GenMessage<RolloutStatus, {jsonType: RolloutStatusJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 22);
+  messageDesc(file_krane_ctrl_v1_rollout, 25);
 
 /**
  * @generated from message krane.ctrl.v1.ProgressiveWeight
@@ -1323,7 +1652,7 @@ export type ProgressiveWeightJson = {
  * Use `create(ProgressiveWeightSchema)` to create a new message.
  */
 export const ProgressiveWeightSchema: GenMessage<ProgressiveWeight, {jsonType: ProgressiveWeightJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 23);
+  messageDesc(file_krane_ctrl_v1_rollout, 26);
 
 /**
  * @generated from message krane.ctrl.v1.RegionWeights
@@ -1374,7 +1703,7 @@ export type RegionWeightsJson = {
  * Use `create(RegionWeightsSchema)` to create a new message.
  */
 export const RegionWeightsSchema: GenMessage<RegionWeights, {jsonType: RegionWeightsJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 24);
+  messageDesc(file_krane_ctrl_v1_rollout, 27);
 
 /**
  * @generated from message krane.ctrl.v1.ProgressiveStatus
@@ -1617,7 +1946,7 @@ export type ProgressiveStatusJson = {
  * Use `create(ProgressiveStatusSchema)` to create a new message.
  */
 export const ProgressiveStatusSchema: GenMessage<ProgressiveStatus, {jsonType: ProgressiveStatusJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_rollout, 25);
+  messageDesc(file_krane_ctrl_v1_rollout, 28);
 
 /**
  * @generated from service krane.ctrl.v1.RolloutService
@@ -1695,6 +2024,20 @@ export const RolloutService: GenService<{
     methodKind: "unary";
     input: typeof PromoteRequestSchema;
     output: typeof PromoteResponseSchema;
+  },
+  /**
+   * Back to the previous revision and pinned there: within the warm window (the previous
+   * revision still runs) traffic switches through the sentinels at once and no pod is created;
+   * otherwise it rolls out as Undo does. Either way the environment stays on it, whatever is
+   * deployed next, until `unpin` (or a CreateDeployment with `unpin`). With `unpin`: only lifts
+   * the pin, and the newest revision rolls out. Rolling environments only (progressive: Abort).
+   *
+   * @generated from rpc krane.ctrl.v1.RolloutService.Rollback
+   */
+  rollback: {
+    methodKind: "unary";
+    input: typeof RollbackRequestSchema;
+    output: typeof RollbackResponseSchema;
   },
   /**
    * Progressive strategies: 100 % of traffic back to the stable revision, the new one scaled down;
