@@ -34,6 +34,7 @@ interface ServeFlags {
   imageDigests?: string;
   localImageHosts?: string;
   registryCaFile?: string;
+  registryPrivateHosts?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -144,6 +145,10 @@ export function registerCtrlCommands(program: Command): void {
       "--registry-ca-file <file>",
       "CA certificates (PEM) trusted for registries besides the system's; env KRANE_REGISTRY_CA_FILE",
     )
+    .option(
+      "--registry-private-hosts <hosts>",
+      "comma-separated registry host names (no port) ctrl may reach at loopback or private addresses, e.g. an in-cluster registry; any other image host must be at a public address, so an image name cannot probe ctrl's network (default none); env KRANE_REGISTRY_PRIVATE_HOSTS",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -181,6 +186,7 @@ export function registerCtrlCommands(program: Command): void {
         imageDigests: flags.imageDigests,
         localImageHosts: flags.localImageHosts,
         registryCaFile: flags.registryCaFile,
+        registryPrivateHosts: flags.registryPrivateHosts,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -240,6 +246,7 @@ export function registerCtrlCommands(program: Command): void {
         images: settings.images
           ? {
               localHosts: settings.images.localHosts,
+              privateHosts: settings.images.privateHosts,
               ca: settings.images.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
             }
           : undefined,

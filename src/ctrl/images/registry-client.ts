@@ -11,9 +11,69 @@
 // Everything goes over HTTPS (the token realm too), so a credential never travels in the clear.
 // Errors say what the registry answered (401, 403, not found) or why it could not be asked; they
 // never carry the credential or the token.
+//
+// A tenant names the image, so the host is the tenant's choice: ctrl connects only to public
+// addresses (checked on each connection's own DNS answer, so a name that resolves differently
+// later gains nothing), unless the installation names the host in `privateHosts` (an in-cluster
+// registry, a registry on this machine). Otherwise an image name would let a tenant probe ctrl's
+// network (the API server, a metadata endpoint) through the error it gets back.
 import { createHash } from "node:crypto";
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
+import { BlockList, isIP } from "node:net";
 import { rootCertificates } from "node:tls";
 import { Agent, fetch, type Response } from "undici";
+
+/**
+ * Addresses ctrl does not ask on a tenant's behalf: loopback, private, link-local, CGNAT,
+ * unspecified (an IPv4-mapped IPv6 address is checked against the IPv4 ranges by BlockList).
+ */
+const NOT_PUBLIC = new BlockList();
+for (const [net, bits] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.168.0.0", 16],
+] as const)
+  NOT_PUBLIC.addSubnet(net, bits, "ipv4");
+for (const [net, bits] of [
+  ["::", 128],
+  ["::1", 128],
+  ["fc00::", 7],
+  ["fe80::", 10],
+] as const)
+  NOT_PUBLIC.addSubnet(net, bits, "ipv6");
+
+/** Whether ctrl may connect to `address` for a host the installation did not allow. Pure. */
+export function isPublicAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return false;
+  return !NOT_PUBLIC.check(address, family === 6 ? "ipv6" : "ipv4");
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** dns.lookup keeping only public addresses; none left is an error naming what the name resolved to. */
+function publicLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, []);
+    const open = addresses.filter((a) => isPublicAddress(a.address));
+    const first = open[0];
+    if (first === undefined) {
+      const e: NodeJS.ErrnoException = new Error(notPublic(hostname, addresses.map((a) => a.address).join(", ")));
+      e.code = "ENOTPUBLIC";
+      return callback(e, []);
+    }
+    if (options.all) callback(null, open);
+    else callback(null, first.address, first.family);
+  });
+}
+
+function notPublic(host: string, addresses: string): string {
+  return `${host} is at ${addresses}, not a public address; ctrl asks a registry there only if the installation allows its host (--registry-private-hosts)`;
+}
 
 /** The media types asked for: the image index / manifest list first, as a multi-platform pull would. */
 export const MANIFEST_TYPES = [
@@ -51,6 +111,8 @@ export interface RegistryClientOptions {
   readonly ca?: readonly string[];
   /** Each request's deadline (default 10 s). */
   readonly timeoutMs?: number;
+  /** Host names (no port) that may be at loopback or private addresses (default: none). */
+  readonly privateHosts?: readonly string[];
 }
 
 /** A WWW-Authenticate challenge: its scheme and parameters. */
@@ -86,23 +148,31 @@ function causeOf(err: unknown): string {
 }
 
 export class RegistryClient {
-  readonly #dispatcher: Agent;
+  /** For hosts the installation allowed to be private, and for every other host. */
+  readonly #allowed: Agent;
+  readonly #public: Agent;
+  readonly #privateHosts: ReadonlySet<string>;
   readonly #timeoutMs: number;
 
   constructor(o: RegistryClientOptions = {}) {
     // Node's own roots plus the extra CAs (given `ca`, TLS trusts only what it lists).
-    this.#dispatcher = new Agent({
-      connect: o.ca && o.ca.length > 0 ? { ca: [...rootCertificates, ...o.ca] } : {},
-      maxResponseSize: MAX_MANIFEST_BYTES,
-    });
+    const ca = o.ca && o.ca.length > 0 ? { ca: [...rootCertificates, ...o.ca] } : {};
+    this.#allowed = new Agent({ connect: ca, maxResponseSize: MAX_MANIFEST_BYTES });
+    this.#public = new Agent({ connect: { ...ca, lookup: publicLookup }, maxResponseSize: MAX_MANIFEST_BYTES });
+    this.#privateHosts = new Set((o.privateHosts ?? []).map((h) => h.toLowerCase()));
     this.#timeoutMs = o.timeoutMs ?? 10_000;
   }
 
   async close(): Promise<void> {
-    await this.#dispatcher.close();
+    await Promise.all([this.#allowed.close(), this.#public.close()]);
   }
 
   async #send(method: "HEAD" | "GET", url: string, authorization: string | undefined): Promise<Response> {
+    // An address given as such is not looked up, so it is checked here; a name, on each connection.
+    const host = new URL(url).hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+    const allowed = this.#privateHosts.has(host);
+    if (!allowed && isIP(host) !== 0 && !isPublicAddress(host))
+      throw new RegistryError("unreachable", undefined, notPublic(host, host));
     try {
       return await fetch(url, {
         method,
@@ -112,7 +182,7 @@ export class RegistryClient {
         },
         // A redirect could carry the credential elsewhere; registries answer manifests directly.
         redirect: "manual",
-        dispatcher: this.#dispatcher,
+        dispatcher: allowed ? this.#allowed : this.#public,
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
     } catch (err) {

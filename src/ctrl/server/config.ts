@@ -31,6 +31,7 @@
 //   --image-digests      KRANE_IMAGE_DIGESTS        imageDigests        resolve (each deploy's tag → digest; "off": run tags)
 //   --local-image-hosts  KRANE_LOCAL_IMAGE_HOSTS    localImageHosts     krane.local (images in no registry: never resolved)
 //   --registry-ca-file   KRANE_REGISTRY_CA_FILE     registryCaFile      (none: Node's roots) extra CAs of registries, PEM
+//   --registry-private-hosts KRANE_REGISTRY_PRIVATE_HOSTS registryPrivateHosts (none) registry hosts ctrl may reach at private addresses
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -78,7 +79,7 @@ export interface CtrlSettings {
   /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
   streamKeepaliveMs: number;
   /** Deploys' images pinned to digests (null: off), the hosts never asked, extra registry CAs (a file). */
-  images: { localHosts: string[]; caFile: string | undefined } | null;
+  images: { localHosts: string[]; caFile: string | undefined; privateHosts: string[] } | null;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -114,6 +115,7 @@ const ENV = {
   imageDigests: "KRANE_IMAGE_DIGESTS",
   localImageHosts: "KRANE_LOCAL_IMAGE_HOSTS",
   registryCaFile: "KRANE_REGISTRY_CA_FILE",
+  registryPrivateHosts: "KRANE_REGISTRY_PRIVATE_HOSTS",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -242,7 +244,12 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       replayWindowMs: parseDurationMs("webhook replay window", pick("webhookReplayWindow") ?? "10m"),
     },
     streamKeepaliveMs: Math.round(keepalive * 1000),
-    images: imageSettings(pick("imageDigests"), pick("localImageHosts"), pick("registryCaFile")),
+    images: imageSettings(
+      pick("imageDigests"),
+      pick("localImageHosts"),
+      pick("registryCaFile"),
+      pick("registryPrivateHosts"),
+    ),
   };
 }
 
@@ -250,6 +257,7 @@ function imageSettings(
   mode: string | undefined,
   hosts: string | undefined,
   caFile: string | undefined,
+  privateHosts: string | undefined,
 ): CtrlSettings["images"] {
   if (mode !== undefined && mode !== "resolve" && mode !== "off")
     throw new Error(`image digests: "resolve" or "off", got "${mode}"`);
@@ -263,7 +271,17 @@ function imageSettings(
       if (host === undefined) throw new Error(`local image hosts: "${h}" is not a registry host (host or host:port)`);
       return host;
     });
-  return { localHosts, caFile: caFile === "" ? undefined : caFile };
+  const privateNames = (privateHosts ?? "")
+    .split(",")
+    .map((h) => h.trim().toLowerCase())
+    .filter((h) => h !== "")
+    .map((h) => {
+      // A host name or address without a port: what the connection's address is checked for.
+      if (!/^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+)$/.test(h))
+        throw new Error(`registry private hosts: "${h}" is not a host name or address (without a port)`);
+      return h.replace(/^\[(.*)\]$/, "$1");
+    });
+  return { localHosts, caFile: caFile === "" ? undefined : caFile, privateHosts: privateNames };
 }
 
 function auditWebhookUrl(v: string | undefined): string | undefined {

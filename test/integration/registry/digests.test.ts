@@ -100,7 +100,7 @@ describe("image digests against a real registry", () => {
       const reg = auth === "htpasswd" ? basic : token;
       const user = reg.users[0]!;
       const d1 = await reg.pushTiny("team/app", "v1", `${auth}-1`);
-      const client = new RegistryClient({ ca: [reg.caPem] });
+      const client = new RegistryClient({ ca: [reg.caPem], privateHosts: ["127.0.0.1"] });
       try {
         assert.equal(await client.manifestDigest(reg.host, "team/app", "v1", user), d1);
         assert.equal(await client.manifestDigest(reg.host, "team/app", d1, user), d1);
@@ -118,7 +118,7 @@ describe("image digests against a real registry", () => {
         await client.close();
       }
       // Without the registry's CA nothing is sent: TLS fails first.
-      const untrusting = new RegistryClient();
+      const untrusting = new RegistryClient({ privateHosts: ["127.0.0.1"] });
       try {
         assert.equal(await reason(untrusting.manifestDigest(reg.host, "team/app", "v1", user)), "unreachable");
       } finally {
@@ -134,7 +134,10 @@ describe("image digests against a real registry", () => {
     const keyring = new Keyring(masterKey);
 
     before(async () => {
-      ctrl = await startTestCtrl(`${db.path}/ctrl.db`, { keyring, images: { localHosts: [], ca: [basic.caPem] } });
+      ctrl = await startTestCtrl(`${db.path}/ctrl.db`, {
+        keyring,
+        images: { localHosts: [], ca: [basic.caPem], privateHosts: ["127.0.0.1"] },
+      });
       const admin = ctrl.adminToken;
       await ctrl.client(RegionService, admin).createRegion({ name: "eu" });
       await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: REF.workspace });
@@ -273,7 +276,7 @@ describe("image digests against a real registry", () => {
       }
       ctrl = await startTestCtrl(`${db.path}/ctrl.db`, {
         keyring: new Keyring(newKey),
-        images: { localHosts: [], ca: [basic.caPem] },
+        images: { localHosts: [], ca: [basic.caPem], privateHosts: ["127.0.0.1"] },
       });
       const pinned = (
         await ctrl
