@@ -31,6 +31,7 @@ interface ServeFlags {
   webhookListen?: string;
   webhookReplayWindow?: string;
   streamKeepalive?: string;
+  notifyAllowLoopback?: boolean;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -129,6 +130,10 @@ export function registerCtrlCommands(program: Command): void {
       "--stream-keepalive <seconds>",
       "a quiet agent stream gets a bookmark this often; agents reconnect after two silent intervals (default 10); env KRANE_STREAM_KEEPALIVE_SECONDS",
     )
+    .option(
+      "--notify-allow-loopback",
+      "notification channels may deliver to this machine (loopback and link-local addresses; for tests and a relay beside ctrl); env KRANE_NOTIFY_ALLOW_LOOPBACK=true",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -163,6 +168,7 @@ export function registerCtrlCommands(program: Command): void {
         webhookListen: flags.webhookListen,
         webhookReplayWindow: flags.webhookReplayWindow,
         streamKeepalive: flags.streamKeepalive,
+        notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -219,6 +225,7 @@ export function registerCtrlCommands(program: Command): void {
         audit: { retentionMs: settings.audit.retentionMs, webhook: auditWebhook },
         previews: settings.previews,
         streamKeepaliveMs: settings.streamKeepaliveMs,
+        notifications: { allowLoopback: settings.notifyAllowLoopback },
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

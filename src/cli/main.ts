@@ -31,6 +31,7 @@ import { registerSentinelCommand } from "./sentinel.js";
 import { registerSettingsCommands } from "./settings.js";
 import { registerStatusCommand } from "./status.js";
 import { registerLogsCommand } from "./logs.js";
+import { registerNotifyCommands } from "./notify.js";
 import { registerVersionCommand } from "./version.js";
 import { registerWorkspaceCommands } from "./workspace.js";
 
@@ -57,6 +58,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["region", registerRegionCommands],
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
+  ["notify", registerNotifyCommands],
   ["sentinel", registerSentinelCommand],
   ["version", registerVersionCommand],
 ];

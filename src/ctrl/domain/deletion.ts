@@ -39,6 +39,7 @@ import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnviron
 import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
+import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
 import { purgeRollouts } from "./rollouts.js";
@@ -397,6 +398,7 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
       // Its tokens end with it (a workspace created again under the slug is not theirs).
       await revokeWorkspaceTokens(tx, w.id);
+      await purgeWorkspaceNotifications(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });

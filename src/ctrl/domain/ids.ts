@@ -22,7 +22,9 @@ export type IdPrefix =
   | "dom"
   | "pvw"
   | "pwh"
-  | "req";
+  | "req"
+  | "nch"
+  | "nev";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

@@ -28,6 +28,7 @@
 //   --webhook-listen     KRANE_WEBHOOK_LISTEN       webhookListen       off (pull-request webhooks, HTTP/1.1: host:port)
 //   --webhook-replay-window KRANE_WEBHOOK_REPLAY_WINDOW webhookReplayWindow 10m (how old a delivery may be)
 //   --stream-keepalive   KRANE_STREAM_KEEPALIVE_SECONDS streamKeepalive  10 s (a quiet watch stream gets a bookmark)
+//   --notify-allow-loopback KRANE_NOTIFY_ALLOW_LOOPBACK notifyAllowLoopback false (channels may deliver to this machine)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -72,6 +73,8 @@ export interface CtrlSettings {
   previews: { webhookListen: ListenAddress | null; replayWindowMs: number };
   /** A watch stream quiet this long gets a bookmark; agents reconnect after two silent intervals. */
   streamKeepaliveMs: number;
+  /** Notification channels may deliver to this machine (loopback and link-local addresses). */
+  notifyAllowLoopback: boolean;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -104,6 +107,7 @@ const ENV = {
   webhookListen: "KRANE_WEBHOOK_LISTEN",
   webhookReplayWindow: "KRANE_WEBHOOK_REPLAY_WINDOW",
   streamKeepalive: "KRANE_STREAM_KEEPALIVE_SECONDS",
+  notifyAllowLoopback: "KRANE_NOTIFY_ALLOW_LOOPBACK",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -232,7 +236,14 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       replayWindowMs: parseDurationMs("webhook replay window", pick("webhookReplayWindow") ?? "10m"),
     },
     streamKeepaliveMs: Math.round(keepalive * 1000),
+    notifyAllowLoopback: parseBool("notify allow loopback", pick("notifyAllowLoopback") ?? "false"),
   };
+}
+
+function parseBool(what: string, v: string): boolean {
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0" || v === "") return false;
+  throw new Error(`${what}: expected true or false, got "${v}"`);
 }
 
 function auditWebhookUrl(v: string | undefined): string | undefined {

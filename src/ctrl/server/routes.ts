@@ -22,6 +22,7 @@ import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure
 import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { NotificationService } from "../../gen/krane/ctrl/v1/notify_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
@@ -38,6 +39,7 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
+import { notificationServiceImpl } from "../api/notifications.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
@@ -49,6 +51,7 @@ import type { DomainVerifier } from "../exposure/verifier.js";
 import type { LiveHub } from "../live/hub.js";
 import { liveServiceImpl, metricsServiceImpl, type LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
+import type { NotificationDeliverer } from "../notifications/deliverer.js";
 import { logChannelServiceImpl, logServiceImpl, type LogServiceOptions } from "../logs/service.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -84,6 +87,12 @@ export interface RouteDeps {
   readonly statusDue: () => void;
   /** Background work that failed (outages are logged once). */
   readonly backgroundFailure: (what: string) => (err: unknown) => void;
+  /** Notifications: test messages go out through the deliverer; loopback receivers when allowed. */
+  readonly notifications: {
+    deliverer: NotificationDeliverer;
+    allowLoopback: boolean;
+    smtpCheckTimeoutMs?: number;
+  };
 }
 
 export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void {
@@ -157,5 +166,6 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
       PreviewService,
       previewServiceImpl({ store, keyring: d.keyring, exposure: d.exposure, rollout, statusDue: d.statusDue }),
     );
+    router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
   };
 }

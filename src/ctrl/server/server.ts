@@ -28,6 +28,7 @@ import {
   domainVerifier,
   liveHub,
   logBus,
+  notificationDeliverer,
   opsListener,
   rolloutDriver,
   statusReporter,
@@ -95,7 +96,9 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const audit = auditRecorder(b);
   const previewStatus = statusReporter(b);
   const statusDue = (): void => void previewStatus.sweep();
-  const api = mgr.add(apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue }));
+  // Delivery stops after the listeners (they may still be sending a test message).
+  const notifications = mgr.add(notificationDeliverer(b));
+  const api = mgr.add(apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, notifications }));
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;
   const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue }));
@@ -124,6 +127,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     auditSink: sink,
     flushAuditRefusals: () => audit.flushFolded(),
     previewStatus,
+    notifications,
     expirePreviews: expire,
     shutdownSignal: api.stopped,
     close: () => (closing ??= mgr.stop().then(() => log.info("ctrl stopped"))),
