@@ -14,10 +14,12 @@ import {
   touchEnvironment,
 } from "../domain/environments.js";
 import { policyInRegion } from "../domain/autoscale.js";
+import { notify } from "../domain/notifications.js";
 import { requestRollback, setProgressiveCommand as storeCommand } from "../domain/rollouts.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import type { EnvironmentRef } from "../validate/types.js";
+import { rollbackNotice } from "./notices.js";
 import { chooseTarget } from "./pass.js";
 
 type Reader = Kysely<Database>;
@@ -88,6 +90,7 @@ export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision:
         );
     }
     for (const r of regions) await requestRollback(tx, environment.id, r.region, toRevision);
+    await notify(tx, { ...rollbackNotice(toRevision), environmentId: environment.id });
     return environment.id;
   });
 }

@@ -1,8 +1,11 @@
-// What a rolling pass's outcome says to people (pure): the region's Progressing condition turning
+// What rollouts say to people (pure). A rolling pass: the region's Progressing condition turning
 // NewReplicaSetAvailable is a deploy that succeeded there, turning False with
 // ProgressDeadlineExceeded one that failed. A condition already in that state says nothing again
 // (a resync of a finished rollout keeps it as it is), so each rollout of a region notifies once.
+// A progressive decision: its events (RolloutCompleted after a canary: promoted; aborted: the
+// verdict that did it; RolledBack: a rollback), each once, as the engine emits them once.
 import type { Condition } from "../../rollout/index.js";
+import type { Decision, ProgressiveState, Verdict } from "../../rollout/progressive/index.js";
 import type { Notice } from "../domain/notifications.js";
 
 const AVAILABLE = "NewReplicaSetAvailable";
@@ -40,5 +43,74 @@ export function passNotice(
     region,
     deployment: { id: target.id, revision },
     details: { image: target.image, reason: progressing?.reason ?? null },
+  };
+}
+
+/** What a progressive decision says to people (pure): its events read against the revisions. */
+export function progressiveNotices(
+  before: ProgressiveState,
+  d: Pick<Decision, "state" | "events" | "aborted">,
+  revisions: readonly { id: string; revision: number | string; image: string }[],
+): Omit<Notice, "environmentId">[] {
+  const rev = (id: string | null) => (id === null ? undefined : revisions.find((r) => r.id === id));
+  const about = (id: string | null) => {
+    const r = rev(id);
+    return r === undefined ? {} : { deployment: { id: r.id, revision: Number(r.revision) } };
+  };
+  const name = (id: string | null) => {
+    const r = rev(id);
+    return r === undefined ? "the previous revision" : `revision ${Number(r.revision)}`;
+  };
+  const verdict = (v: Verdict | null) =>
+    v === null ? { verdict: null, verdict_reason: null } : { verdict: v.result, verdict_reason: v.reason };
+  const out: Omit<Notice, "environmentId">[] = [];
+  const has = (reason: string) => d.events.find((e) => e.reason === reason);
+  const rolledBack = has("RolledBack");
+  if (rolledBack) {
+    out.push({
+      type: "rollback",
+      severity: "warning",
+      summary: `rolled back to ${name(d.state.stable)}`,
+      text: rolledBack.message,
+      ...about(d.state.stable),
+      details: { from: rev(before.stable)?.image ?? null },
+    });
+  } else if (d.aborted) {
+    const v = d.state.analysis.last ?? d.state.lastVerdict;
+    out.push({
+      type: "canary.aborted",
+      severity: "critical",
+      summary: `rollout of ${name(d.state.canary)} aborted`,
+      text: d.state.reason,
+      ...about(d.state.canary),
+      details: { image: rev(d.state.canary)?.image ?? null, ...verdict(v) },
+    });
+  }
+  if (has("RolloutCompleted") && before.canary !== null) {
+    out.push({
+      type: "canary.promoted",
+      severity: "success",
+      summary: `${name(d.state.stable)} promoted`,
+      text: `${name(d.state.stable)} serves all traffic in every region${
+        before.lastVerdict === null
+          ? ""
+          : ` (last analysis: ${before.lastVerdict.result}, ${before.lastVerdict.reason})`
+      }.`,
+      ...about(d.state.stable),
+      details: { image: rev(d.state.stable)?.image ?? null, ...verdict(d.state.lastVerdict ?? before.lastVerdict) },
+    });
+  }
+  return out;
+}
+
+/** `krane rollout undo`: a rolling rollback asked for in every region. */
+export function rollbackNotice(toRevision: number | null): Omit<Notice, "environmentId"> {
+  const to = toRevision === null ? "the previous revision" : `revision ${toRevision}`;
+  return {
+    type: "rollback",
+    severity: "warning",
+    summary: `rolling back to ${to}`,
+    text: `A rollback to ${to} was asked for (krane rollout undo); every region rolls back.`,
+    details: { to_revision: toRevision },
   };
 }
