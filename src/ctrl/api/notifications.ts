@@ -11,7 +11,14 @@ import {
 } from "../../gen/krane/ctrl/v1/notify_pb.js";
 import type { SmtpSettingsRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { addChannel, channelByName, removeChannel, setSmtpServer, smtpServer } from "../domain/notifications.js";
+import {
+  addChannel,
+  channelByName,
+  channelDueNow,
+  removeChannel,
+  setSmtpServer,
+  smtpServer,
+} from "../domain/notifications.js";
 import { findWorkspace } from "../domain/tenancy.js";
 import { invalidArgument, notFound } from "../errors.js";
 import type { NotificationDeliverer } from "../notifications/deliverer.js";
@@ -85,7 +92,10 @@ export function notificationServiceImpl(d: NotificationApiDeps): ServiceImpl<typ
       const ws = await findWorkspace(store.db, ref.workspace);
       const ch = await channelByName(store.db, ws.id, ref.name);
       if (!ch) throw notFound(`channel "${ref.name}" in workspace "${ws.slug}"`);
-      return d.deliverer.sendTest(ch, ws.slug);
+      const res = await d.deliverer.sendTest(ch, ws.slug);
+      // The receiver is back: what waits for it need not sit out its backoff.
+      if (res.delivered && (await channelDueNow(store, ch.id)) > 0) void d.deliverer.sweep();
+      return res;
     },
     async setSmtpServer(req) {
       const input = validateSmtpServer(req);

@@ -433,6 +433,20 @@ export async function recordFailure(store: Store, key: string, error: string, re
   });
 }
 
+/** Makes a channel's waiting deliveries due now (a test message got through: its receiver is back). Returns how many. */
+export async function channelDueNow(store: Store, channelId: string): Promise<number> {
+  return store.write(async (tx) => {
+    const res = await tx.trx
+      .updateTable("notification_deliveries")
+      .set({ next_attempt_at: tx.now })
+      .where("channel_id", "=", channelId)
+      .where("state", "=", "pending")
+      .where("next_attempt_at", ">", tx.now)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows);
+  });
+}
+
 /** Attempts a delivery has had (its backoff counts from them). */
 export async function attemptsOf(db: Reader, key: string): Promise<number> {
   const { channelId, eventId } = parseDeliveryKey(key);

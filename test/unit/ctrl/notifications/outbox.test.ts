@@ -15,6 +15,7 @@ import { createRegion } from "../../../../src/ctrl/domain/clusters.js";
 import { createEnvironment } from "../../../../src/ctrl/domain/environments.js";
 import {
   addChannel,
+  channelDueNow,
   claimDueDeliveries,
   dropExpiredDeliveries,
   FAILING_AFTER,
@@ -184,6 +185,11 @@ describe("the outbox", () => {
       assert.equal(s?.channel.last_error, "the receiver answered 500");
     }
     assert.equal((await state())?.pending, 1);
+    // Backing off for an hour: not due, until a test message gets through and makes it due now.
+    await recordFailure(store, k, "the receiver answered 500", store.clock() + 3_600_000);
+    assert.ok(!(await claimDueDeliveries(store, 100, 60_000)).includes(k));
+    assert.equal(await channelDueNow(store, ch.id), 1);
+    assert.deepEqual(await claimDueDeliveries(store, 100, 60_000), [k]);
     await recordDelivered(store, k, 60_000);
     const s = await state();
     assert.equal(s?.state, "ok");
