@@ -32,7 +32,15 @@ import {
 } from "../domain/notifications.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { receiverUrl } from "../validate/notifications.js";
-import { DeliveryError, sendEmail, sendSlack, sendWebhook, type SmtpConnection } from "./send.js";
+import {
+  DeliveryError,
+  refuseLocalReceiver,
+  sendEmail,
+  sendSlack,
+  sendWebhook,
+  type Resolve,
+  type SmtpConnection,
+} from "./send.js";
 
 /** Backoff of a delivery that failed, by its attempts so far. */
 export const NOTIFY_RETRY: BackoffPolicy = { baseMs: 1000, capMs: 300_000, minMs: 500 };
@@ -49,6 +57,8 @@ export interface DelivererOptions {
   /** One attempt's time limit (ms; default 10 s). */
   readonly timeoutMs?: number;
   readonly retry?: BackoffPolicy;
+  /** Resolves receivers' hostnames (default: the system's resolver). */
+  readonly resolve?: Resolve;
   readonly logger?: Logger;
   /** Told of every attempt (metrics). */
   readonly onAttempt?: (channelType: string, ok: boolean) => void;
@@ -112,6 +122,7 @@ export class NotificationDeliverer implements Runnable {
     } catch (err) {
       throw new DeliveryError(err instanceof Error ? err.message : String(err));
     }
+    if (!o.allowLoopback) await refuseLocalReceiver(url, o.resolve);
     if (channel.type === "slack") await sendSlack(url, body, { timeoutMs, signal });
     else await sendWebhook(url, creds.secret ?? "", body, { timeoutMs, signal });
   }

@@ -8,9 +8,12 @@
 // over "<X-Krane-Timestamp>.<body>"), and carries the event's id in X-Krane-Delivery and
 // Idempotency-Key: the same on every attempt, so a receiver drops a repeat. Redirects are not
 // followed (a receiver could otherwise send ctrl's request anywhere).
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
 import nodemailer from "nodemailer";
 import type { NotificationBody } from "../../contracts/notifications.js";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signDelivery, TIMESTAMP_HEADER } from "../audit/sink.js";
+import { isLocalHost } from "../validate/notifications.js";
 import { emailMessage, slackMessage } from "./format.js";
 
 export const EVENT_HEADER = "x-krane-event";
@@ -43,6 +46,34 @@ function describe(err: unknown): string {
     return err.message;
   }
   return String(err);
+}
+
+/** Resolves a hostname to its addresses (node:dns's lookup, or a stand-in in tests). */
+export type Resolve = (hostname: string) => Promise<string[]>;
+
+export const systemResolve: Resolve = async (hostname) =>
+  (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
+
+/**
+ * Refuses a receiver whose name resolves to this machine or a link-local address (a cloud's
+ * metadata service): the URL was checked by its name when the channel was added, and a name can
+ * point anywhere. A name that resolves again differently between this check and the connection
+ * is not caught here.
+ */
+export async function refuseLocalReceiver(url: string, resolve: Resolve = systemResolve): Promise<void> {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  if (isIP(host) !== 0) return; // an address was checked as such
+  let addresses: string[];
+  try {
+    addresses = await resolve(host);
+  } catch (err) {
+    throw new DeliveryError(`the receiver's host ${host} does not resolve: ${describe(err)}`);
+  }
+  const local = addresses.find((a) => isLocalHost(a));
+  if (local !== undefined)
+    throw new DeliveryError(
+      `the receiver's host ${host} resolves to ${local}, on this machine or link-local (the installation's --notify-allow-loopback allows it)`,
+    );
 }
 
 export interface PostOptions {

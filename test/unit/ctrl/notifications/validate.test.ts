@@ -1,9 +1,11 @@
 // Validation of channels and the SMTP server: a receiver URL must be https:// (http:// only to
 // this machine, and this machine only where the installation allows it, link-local addresses
-// included), every refusal names its field, and nothing is echoed back.
+// included; a name is resolved again at delivery), every refusal names its field, and nothing is
+// echoed back.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { DomainError } from "../../../../src/ctrl/errors.js";
+import { DeliveryError, refuseLocalReceiver, type Resolve } from "../../../../src/ctrl/notifications/send.js";
 import {
   isLocalHost,
   receiverUrl,
@@ -135,5 +137,30 @@ describe("validateSmtpServer", () => {
     ];
     for (const [req, field] of cases)
       assert.equal(refusal(() => validateSmtpServer(req))?.field, field, JSON.stringify(req));
+  });
+});
+
+describe("refuseLocalReceiver", () => {
+  const resolving =
+    (addresses: string[]): Resolve =>
+    async () =>
+      addresses;
+
+  it("refuses a name that resolves to this machine or link-local, at delivery", async () => {
+    for (const a of ["127.0.0.1", "::1", "169.254.169.254", "::ffff:127.0.0.1"])
+      await assert.rejects(
+        refuseLocalReceiver("https://hooks.example.com/x", resolving(["93.184.216.34", a])),
+        (e) => e instanceof DeliveryError && e.message.includes(a),
+        a,
+      );
+    await refuseLocalReceiver("https://hooks.example.com/x", resolving(["93.184.216.34", "2606:2800::1"]));
+  });
+
+  it("says when a name does not resolve, and leaves addresses to the URL's own check", async () => {
+    await assert.rejects(
+      refuseLocalReceiver("https://nowhere.example/x", () => Promise.reject(new Error("ENOTFOUND"))),
+      /does not resolve/,
+    );
+    await refuseLocalReceiver("https://93.184.216.34/x", () => Promise.reject(new Error("not asked")));
   });
 });
