@@ -73,3 +73,20 @@ export function parseKeyValue(what: string, v: string): { key: string; value: st
 export function when(ms: bigint): string {
   return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
 }
+
+/** A secret from a file, stdin ("-"), or an environment variable, never from the command line. */
+export async function readSecret(flag: string, spec: string | undefined): Promise<string> {
+  if (spec === undefined) return "";
+  if (spec === "-") {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString("utf8").trim();
+  }
+  if (spec.startsWith("env:")) {
+    const v = process.env[spec.slice(4)];
+    if (v === undefined) throw new Error(`${flag}: environment variable ${spec.slice(4)} is not set`);
+    return v.trim();
+  }
+  const { readFile } = await import("node:fs/promises");
+  return (await readFile(spec, "utf8")).trim();
+}

@@ -35,6 +35,7 @@ interface ServeFlags {
   localImageHosts?: string;
   registryCaFile?: string;
   registryPrivateHosts?: string;
+  notifyAllowLoopback?: boolean;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -149,6 +150,10 @@ export function registerCtrlCommands(program: Command): void {
       "--registry-private-hosts <hosts>",
       "comma-separated registry host names (no port) ctrl may reach at loopback or private addresses, e.g. an in-cluster registry; any other image host must be at a public address, so an image name cannot probe ctrl's network (default none); env KRANE_REGISTRY_PRIVATE_HOSTS",
     )
+    .option(
+      "--notify-allow-loopback",
+      "notification channels may deliver to this machine (loopback and link-local addresses; for tests and a relay beside ctrl); env KRANE_NOTIFY_ALLOW_LOOPBACK=true",
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -187,6 +192,7 @@ export function registerCtrlCommands(program: Command): void {
         localImageHosts: flags.localImageHosts,
         registryCaFile: flags.registryCaFile,
         registryPrivateHosts: flags.registryPrivateHosts,
+        notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -250,6 +256,7 @@ export function registerCtrlCommands(program: Command): void {
               ca: settings.images.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
             }
           : undefined,
+        notifications: { allowLoopback: settings.notifyAllowLoopback },
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

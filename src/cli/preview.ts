@@ -4,7 +4,15 @@
 // at a generated hostname, and is deleted when its TTL passes; a pull-request hook makes and
 // deletes them from GitHub or GitLab webhooks.
 import type { Command } from "commander";
-import { splitTarget, userAction, when, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import {
+  readSecret,
+  splitTarget,
+  userAction,
+  when,
+  withConnection,
+  type ConnectionFlags,
+  type UserContext,
+} from "./command.js";
 import type { Preview, PreviewHook } from "../gen/krane/ctrl/v1/preview_pb.js";
 
 /** "72h", "90m", "3d", "45s" → seconds. */
@@ -45,23 +53,6 @@ function hookRow(h: PreviewHook): string[] {
     h.reportsStatus ? h.statusApiUrl : "-",
     h.path,
   ];
-}
-
-/** A secret from a file, stdin ("-"), or an environment variable, never from the command line. */
-async function readSecret(flag: string, spec: string | undefined): Promise<string> {
-  if (spec === undefined) return "";
-  if (spec === "-") {
-    const chunks: Buffer[] = [];
-    for await (const c of process.stdin) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString("utf8").trim();
-  }
-  if (spec.startsWith("env:")) {
-    const v = process.env[spec.slice(4)];
-    if (v === undefined) throw new Error(`${flag}: environment variable ${spec.slice(4)} is not set`);
-    return v.trim();
-  }
-  const { readFile } = await import("node:fs/promises");
-  return (await readFile(spec, "utf8")).trim();
 }
 
 export function registerPreviewCommands(program: Command): void {

@@ -13,6 +13,7 @@ import { registerEventsCommand } from "./events.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
+import { registerNotifyCommands } from "./notify.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
@@ -51,6 +52,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["registry", registerRegistryCommands],
   ["api-token", registerApiTokenCommands],
   ["audit", registerAuditCommands],
+  ["notify", registerNotifyCommands],
   ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];

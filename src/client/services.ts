@@ -20,6 +20,7 @@ import { DomainService, EndpointService } from "../gen/krane/ctrl/v1/exposure_pb
 import { JobService } from "../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
+import { NotificationService } from "../gen/krane/ctrl/v1/notify_pb.js";
 import { PreviewService } from "../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
@@ -46,6 +47,7 @@ export const API_SERVICES = {
   audit: AuditService,
   previews: PreviewService,
   projectFiles: ProjectFileService,
+  notifications: NotificationService,
 } as const;
 
 export type ApiClients = { readonly [K in keyof typeof API_SERVICES]: Client<(typeof API_SERVICES)[K]> };

@@ -6,7 +6,7 @@
 // everything configured on it: regions, sentinel and rollout settings, configuration, secrets,
 // endpoints, domains, jobs, releases, pending rollout commands, its preview record), a
 // deployment (a deploy: its environment and the revision it created), a region, a cluster, an API
-// token, a preview hook, a workspace's preview limits. A call's view has the same shape before and
+// token, a preview hook, a workspace's preview limits, a notification channel, the SMTP server. A call's view has the same shape before and
 // after it, so the diff is what the call changed.
 // Secrets, tokens and webhook secrets are `Sensitive` (compared by when or how they were set,
 // never shown). Which view a method's event gets is declared beside the method in its proto
@@ -371,6 +371,55 @@ async function previewHookSubject(
   };
 }
 
+async function notificationChannelSubject(db: Reader, wsRef: string, name: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const c =
+    name === ""
+      ? undefined
+      : await db
+          .selectFrom("notification_channels")
+          .select(["id", "type", "target", "events", "environments", "created_at"])
+          .where("workspace_id", "=", w.id)
+          .where("name", "=", name)
+          .executeTakeFirst();
+  if (!c) return { workspaceId: w.id, targets: [w.id], view: null };
+  return {
+    workspaceId: w.id,
+    targets: [w.id, c.id],
+    view: {
+      notification_channel: {
+        type: c.type,
+        target: c.target,
+        events: json(c.events),
+        environments: json(c.environments),
+        // The URL and key themselves are never shown: only that they were set, and when.
+        credentials: c.type === "email" ? null : new Sensitive(String(c.created_at)),
+      },
+    },
+  };
+}
+
+async function smtpServerSubject(db: Reader): Promise<AuditSubject> {
+  const s = await db.selectFrom("smtp_settings").selectAll().executeTakeFirst();
+  return {
+    workspaceId: INSTALLATION_CHAIN,
+    targets: ["smtp"],
+    view: s
+      ? {
+          smtp_server: {
+            host: s.host,
+            port: Number(s.port),
+            security: s.security,
+            username: s.username,
+            password: s.password_sealed === null ? null : new Sensitive(String(s.updated_at)),
+            from: s.from_address,
+          },
+        }
+      : null,
+  };
+}
+
 async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
   if (!w) return undefined;
@@ -462,6 +511,10 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
     case Declared.PREVIEW_HOOK:
       return (db, req, created) =>
         previewHookSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "hook_id"));
+    case Declared.NOTIFICATION_CHANNEL:
+      return (db, req) => notificationChannelSubject(db, field(req, "workspace"), named("name")(req));
+    case Declared.SMTP_SERVER:
+      return (db) => smtpServerSubject(db);
     default:
       return undefined;
   }

@@ -701,6 +701,78 @@ export interface InstanceEventsTable {
   recorded_at: number;
 }
 
+/** Migration 0030: a workspace's notification channels (domain/notifications.ts). */
+export interface NotificationChannelsTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  /** "slack", "webhook" or "email". */
+  type: string;
+  /** Where it delivers, without credentials (a URL's scheme and host, or the recipients). */
+  target: string;
+  /** JSON: the type's plain settings (email: {"to": [...]}). */
+  config: string;
+  /** The URL (slack, webhook), sealed with the workspace's data key. */
+  url_sealed: Uint8Array | null;
+  /** The webhook's HMAC key, sealed likewise. */
+  secret_sealed: Uint8Array | null;
+  /** JSON list of event names; []: every event. */
+  events: string;
+  /** JSON list of "project/environment"; []: every environment. */
+  environments: string;
+  consecutive_failures: number;
+  last_error: string | null;
+  last_failure_at: number | null;
+  last_success_at: number | null;
+  dropped: number;
+  created_at: number;
+}
+
+/** Migration 0030: what happened, to be delivered (the outbox of notifications). */
+export interface NotificationEventsTable {
+  /** The receivers' idempotency key. */
+  id: string;
+  workspace_id: string;
+  environment_id: string | null;
+  /** The environment's id, or "ws:<workspace id>": deliveries keep the order of a lane. */
+  lane: string;
+  seq: number;
+  type: string;
+  at: number;
+  /** JSON NotificationBody (../../contracts/notifications.ts). */
+  body: string;
+}
+
+/** Migration 0030: one event for one channel. */
+export interface NotificationDeliveriesTable {
+  channel_id: string;
+  event_id: string;
+  lane: string;
+  seq: number;
+  /** "pending", "delivered" or "dropped". */
+  state: string;
+  attempts: number;
+  /** When it may be tried next (a claim moves it ahead by a lease). */
+  next_attempt_at: number;
+  last_error: string | null;
+  created_at: number;
+  done_at: number | null;
+}
+
+/** Migration 0030: the installation's SMTP server (one row, id "installation"). */
+export interface SmtpSettingsTable {
+  id: string;
+  host: string;
+  port: number;
+  /** "starttls", "tls" or "none". */
+  security: string;
+  username: string;
+  /** Sealed with the installation's data key; null: no password. */
+  password_sealed: Uint8Array | null;
+  from_address: string;
+  updated_at: number;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
@@ -750,6 +822,10 @@ export interface Database {
   gateway_reports: GatewayReportsTable;
   measurements: MeasurementsTable;
   instance_events: InstanceEventsTable;
+  notification_channels: NotificationChannelsTable;
+  notification_events: NotificationEventsTable;
+  notification_deliveries: NotificationDeliveriesTable;
+  smtp_settings: SmtpSettingsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -769,6 +845,10 @@ export type AuditEventRow = Selectable<AuditEventsTable>;
 export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type PreviewRow = Selectable<PreviewsTable>;
 export type PreviewHookRow = Selectable<PreviewHooksTable>;
+export type NotificationChannelRow = Selectable<NotificationChannelsTable>;
+export type NotificationEventRow = Selectable<NotificationEventsTable>;
+export type NotificationDeliveryRow = Selectable<NotificationDeliveriesTable>;
+export type SmtpSettingsRow = Selectable<SmtpSettingsTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
 export function parseJsonList<T>(text: string): T[] {

@@ -1,7 +1,9 @@
-// Each environment's data key (envelope encryption, ../secrets/keyring.ts): created with its
-// first secret, stored wrapped by the master key, unwrapped in memory when a secret is sealed or
-// opened, rewrapped by `krane ctrl rotate-key`, and deleted with the environment (whatever copy
-// of its ciphertexts survives can then no longer be read).
+// Each environment's data key (envelope encryption, ../secrets/keyring.ts) — and, under the same
+// column, a workspace's (its notification channels' URLs and keys) and the installation's (owner
+// "installation": the SMTP password): created with its first secret, stored wrapped by the
+// master key, unwrapped in memory when a secret is sealed or opened, rewrapped by
+// `krane ctrl rotate-key`, and deleted with its owner (whatever copy of its ciphertexts survives
+// can then no longer be read).
 import type { Kysely } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database } from "../db/schema.js";

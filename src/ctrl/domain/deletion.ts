@@ -39,6 +39,7 @@ import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnviron
 import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
+import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
 import { purgeRollouts } from "./rollouts.js";
@@ -400,6 +401,7 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       await revokeWorkspaceTokens(tx, w.id);
       // And its registry credentials (sealed, but nothing of a deleted workspace stays).
       await purgeRegistryCredentials(tx, w.id);
+      await purgeWorkspaceNotifications(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });

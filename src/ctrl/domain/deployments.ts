@@ -26,6 +26,7 @@ import type { DeploymentAsk, NewDeployment, StoredEnvVar, StoredHealthCheck } fr
 import { lockEnvironment, nextRevision, setPinned, setRegionReplicas } from "./environments.js";
 import { retargetNewest } from "./rollouts.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
+import { notify } from "./notifications.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -187,6 +188,15 @@ export async function insertDeployment(
   // A keyed API call remembers the revision it made, with the change (server/idempotency.ts).
   await noteWriteSubject(tx, deployment.id);
   const ctx: DeploymentContext = { ...envCtx, deployment };
+  await notify(tx, {
+    type: "deploy.started",
+    severity: "info",
+    environmentId: envCtx.environment.id,
+    summary: `revision ${revision} rolling out`,
+    text: `Revision ${revision} (${deployment.image}) starts rolling out.`,
+    deployment: { id: deployment.id, revision },
+    details: { image: deployment.image },
+  });
   // No desired state yet: the rollout driver (src/ctrl/rollout) puts the new revision into each
   // region and sizes it and the older revisions step by step.
   return ctx;

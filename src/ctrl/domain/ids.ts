@@ -23,7 +23,9 @@ export type IdPrefix =
   | "pvw"
   | "pwh"
   | "req"
-  | "rcr";
+  | "rcr"
+  | "nch"
+  | "nev";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

@@ -11,6 +11,7 @@
 import { sql } from "kysely";
 import type { WriteTx } from "../db/outbox.js";
 import type { DeploymentRow, InstanceEventRow } from "../db/schema.js";
+import { notify, type Notice } from "./notifications.js";
 
 export const EVENTS_PER_INSTANCE = 20;
 export const EVENTS_PER_REVISION_REGION = 500;
@@ -61,6 +62,8 @@ export async function recordInstanceEvents(
     fresh.set(id, e); // the last word on a fact repeated in one report
   }
   if (fresh.size === 0) return;
+  for (const n of instanceNotices([...fresh.values()], stored, d, region))
+    await notify(tx, { ...n, environmentId: d.environment_id });
   // One writer of an environment's seq at a time (agents of several regions report at once).
   await tx.dialect.lockNamed(tx.trx, `krane instance events ${d.environment_id}`);
   const last = await tx.trx
@@ -103,6 +106,55 @@ export async function recordInstanceEvents(
       .execute();
   }
   await prune(tx, d, region, new Set(rows.map((r) => r.instance)), Number(last?.seq ?? 0));
+}
+
+/** An instance's OOM kill or crash loop notifies again only after this long without one. */
+export const NOTICE_QUIET_MS = 3_600_000;
+
+/**
+ * The notices of a report's new facts (pure): an OOM kill and a crash loop, once per instance and
+ * reason within NOTICE_QUIET_MS (a crash-looping pod reports a new fact at every restart; the
+ * stored history says whether it was already told).
+ */
+export function instanceNotices(
+  fresh: readonly ReportedEvent[],
+  stored: readonly Pick<InstanceEventRow, "instance" | "reason" | "at_ms">[],
+  d: Pick<DeploymentRow, "id" | "revision" | "image">,
+  region: string,
+): Omit<Notice, "environmentId">[] {
+  const told = new Set<string>();
+  const out: Omit<Notice, "environmentId">[] = [];
+  for (const e of fresh) {
+    const oom = e.kind === "terminated" && e.reason === "OOMKilled";
+    const loop = e.kind === "waiting" && e.reason === "CrashLoopBackOff";
+    if (!oom && !loop) continue;
+    const key = `${e.instance}\u0000${e.reason}`;
+    if (told.has(key)) continue;
+    told.add(key);
+    const recent = stored.some(
+      (r) => r.instance === e.instance && r.reason === e.reason && Number(r.at_ms) > e.atMs - NOTICE_QUIET_MS,
+    );
+    if (recent) continue;
+    const revision = Number(d.revision);
+    const exit = e.exitCode === null ? "" : ` (exit ${e.exitCode})`;
+    out.push({
+      type: oom ? "instance.oom" : "instance.crashloop",
+      severity: "critical",
+      summary: oom ? `instance out of memory in ${region}` : `instance crash-looping in ${region}`,
+      text: oom
+        ? `Instance ${e.instance} of revision ${revision} was killed for running out of memory${exit}; raise its memory or find the leak.`
+        : `Instance ${e.instance} of revision ${revision} keeps exiting${exit} and is restarted with back-off (${e.restarts} restarts).${e.message === "" ? "" : ` ${e.message}`}`,
+      region,
+      deployment: { id: d.id, revision },
+      details: {
+        instance: e.instance,
+        exit_code: e.exitCode,
+        restarts: e.restarts,
+        image: e.image === "" ? d.image : e.image,
+      },
+    });
+  }
+  return out;
 }
 
 /**

@@ -16,10 +16,12 @@ import {
   touchEnvironment,
 } from "../domain/environments.js";
 import { policyInRegion } from "../domain/autoscale.js";
+import { notify } from "../domain/notifications.js";
 import { requestRollback, retargetNewest, setProgressiveCommand as storeCommand } from "../domain/rollouts.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import type { EnvironmentRef } from "../validate/types.js";
+import { rollbackNotice } from "./notices.js";
 import { chooseTarget, keepsWarm } from "./pass.js";
 import { rollbackPlan, type RollbackPlan } from "./warm.js";
 
@@ -103,6 +105,7 @@ export async function undoRollout(store: Store, ref: EnvironmentRef, toRevision:
         );
     }
     for (const r of regions) await requestRollback(tx, environment.id, r.region, toRevision);
+    await notify(tx, { ...rollbackNotice(toRevision), environmentId: environment.id });
     return environment.id;
   });
 }

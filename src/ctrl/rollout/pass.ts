@@ -19,6 +19,7 @@ import { policyInRegion } from "../domain/autoscale.js";
 import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { refreshSentinel } from "../domain/sentinels.js";
 import { lockEnvironment, setRouting } from "../domain/environments.js";
+import { notify } from "../domain/notifications.js";
 import {
   appendEvents,
   clearTarget,
@@ -29,6 +30,7 @@ import {
 } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
 import { regionRoutingOf } from "../payloads/sentinel.js";
+import { passNotice } from "./notices.js";
 import {
   buildRolloutInput,
   holdScaleUp,
@@ -329,6 +331,9 @@ export async function runPass(store: Store, environmentId: string, region: strin
     });
     const events = [...warmStep.events, ...w.events];
     if (events.length > 0) await appendEvents(tx, environmentId, region, events);
+    const rolled = deployments.find((d) => d.id === w.targetDeploymentId);
+    const notice = rolled && passNotice(env, w.conditions, region, rolled);
+    if (notice) await notify(tx, { ...notice, environmentId });
     // Cron jobs run the revision their region runs; a new target re-renders them.
     if (w.targetDeploymentId !== row.target_deployment_id) {
       await syncEnvironmentObjects(tx, environment, workspace);

@@ -31,9 +31,11 @@ import type { Store } from "../db/store.js";
 import type { EnvironmentRow } from "../db/schema.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
 import { lockEnvironment, setRouting } from "../domain/environments.js";
+import { notify } from "../domain/notifications.js";
 import { appendEvents, saveProgressiveState, setDecidedTarget } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
 import type { RegionRouting } from "../payloads/sentinel.js";
+import { progressiveNotices } from "./notices.js";
 import type { PassResult } from "./pass.js";
 import { revisionStatus } from "./plan.js";
 
@@ -222,6 +224,7 @@ export async function runProgressivePass(
       });
       if (d.events.length > 0) await appendEvents(tx, environmentId, region, [...d.events]);
     }
+    for (const n of progressiveNotices(state, d, deployments)) await notify(tx, { ...n, environmentId });
     return {
       pass: { ran: true, changed, wakeAt: changed ? null : d.wakeAt },
       abortReason: d.aborted ? d.state.reason : null,

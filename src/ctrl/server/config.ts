@@ -32,6 +32,7 @@
 //   --local-image-hosts  KRANE_LOCAL_IMAGE_HOSTS    localImageHosts     krane.local (images in no registry: never resolved)
 //   --registry-ca-file   KRANE_REGISTRY_CA_FILE     registryCaFile      (none: Node's roots) extra CAs of registries, PEM
 //   --registry-private-hosts KRANE_REGISTRY_PRIVATE_HOSTS registryPrivateHosts (none) registry hosts ctrl may reach at private addresses
+//   --notify-allow-loopback KRANE_NOTIFY_ALLOW_LOOPBACK notifyAllowLoopback false (channels may deliver to this machine)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -80,6 +81,8 @@ export interface CtrlSettings {
   streamKeepaliveMs: number;
   /** Deploys' images pinned to digests (null: off), the hosts never asked, extra registry CAs (a file). */
   images: { localHosts: string[]; caFile: string | undefined; privateHosts: string[] } | null;
+  /** Notification channels may deliver to this machine (loopback and link-local addresses). */
+  notifyAllowLoopback: boolean;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -116,6 +119,7 @@ const ENV = {
   localImageHosts: "KRANE_LOCAL_IMAGE_HOSTS",
   registryCaFile: "KRANE_REGISTRY_CA_FILE",
   registryPrivateHosts: "KRANE_REGISTRY_PRIVATE_HOSTS",
+  notifyAllowLoopback: "KRANE_NOTIFY_ALLOW_LOOPBACK",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -250,6 +254,7 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       pick("registryCaFile"),
       pick("registryPrivateHosts"),
     ),
+    notifyAllowLoopback: parseBool("notify allow loopback", pick("notifyAllowLoopback") ?? "false"),
   };
 }
 
@@ -282,6 +287,12 @@ function imageSettings(
       return h.replace(/^\[(.*)\]$/, "$1");
     });
   return { localHosts, caFile: caFile === "" ? undefined : caFile, privateHosts: privateNames };
+}
+
+function parseBool(what: string, v: string): boolean {
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0" || v === "") return false;
+  throw new Error(`${what}: expected true or false, got "${v}"`);
 }
 
 function auditWebhookUrl(v: string | undefined): string | undefined {

@@ -50,6 +50,17 @@ export class CtrlMetrics {
     labelNames: ["result"] as const,
     registers: [this.registry],
   });
+  readonly notificationAttempts = new Counter({
+    name: "krane_ctrl_notification_attempts_total",
+    help: "Notification delivery attempts (test messages included), by channel type and result (ok, failed).",
+    labelNames: ["type", "result"] as const,
+    registers: [this.registry],
+  });
+  readonly notificationsDropped = new Counter({
+    name: "krane_ctrl_notifications_dropped_total",
+    help: "Notification deliveries given up after the delivery age limit.",
+    registers: [this.registry],
+  });
   readonly auditPruned = new Counter({
     name: "krane_ctrl_audit_pruned_events_total",
     help: "Audit events removed by retention.",

@@ -16,6 +16,7 @@ import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
 import { finishDeletions } from "../domain/deletion.js";
 import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { StoredMeasurements } from "../domain/measurements.js";
+import { dropExpiredDeliveries, pruneNotifications } from "../domain/notifications.js";
 import { pruneDeliveries } from "../domain/previews.js";
 import { pruneSessions } from "../domain/sessions.js";
 import { systemTxtResolver } from "../exposure/dns.js";
@@ -25,6 +26,7 @@ import { LiveHub } from "../live/hub.js";
 import { liveSource } from "../live/views.js";
 import { LocalLogBus, PgLogBus, type LogBus } from "../logs/bus.js";
 import type { LogHub } from "../logs/hub.js";
+import { NotificationDeliverer } from "../notifications/deliverer.js";
 import { StatusReporter } from "../previews/status.js";
 import { WebhookReceiver } from "../previews/webhooks.js";
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
@@ -189,6 +191,22 @@ export function statusReporter(b: CtrlBase): StatusReporter {
   });
 }
 
+/** Delivers the notification outbox. */
+export function notificationDeliverer(b: CtrlBase): NotificationDeliverer {
+  const n = b.config.notifications;
+  return new NotificationDeliverer({
+    store: b.store,
+    keyring: b.config.keyring,
+    allowLoopback: n?.allowLoopback ?? false,
+    sweepIntervalMs: n?.sweepIntervalMs,
+    leaseMs: n?.leaseMs,
+    timeoutMs: n?.timeoutMs,
+    retry: n?.retry,
+    logger: b.log,
+    onAttempt: (type, ok) => b.metrics.notificationAttempts.inc({ type, result: ok ? "ok" : "failed" }),
+  });
+}
+
 /** What the API port serves with, beyond the base. */
 export interface ApiParts {
   readonly hub: FeedHub;
@@ -200,6 +218,7 @@ export interface ApiParts {
   readonly statusDue: () => void;
   /** Pins deploys' images to digests (absent: images run as named). */
   readonly images: ImageResolver | undefined;
+  readonly notifications: NotificationDeliverer;
 }
 
 /**
@@ -230,6 +249,11 @@ export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
       logs: config.logs,
       live: config.live,
       backgroundFailure: (what) => b.backgroundFailure(what),
+      notifications: {
+        deliverer: p.notifications,
+        allowLoopback: config.notifications?.allowLoopback ?? false,
+        smtpCheckTimeoutMs: config.notifications?.smtpCheckTimeoutMs,
+      },
     }),
     interceptors: [
       ...(config.audit?.record === false ? [] : [p.audit.interceptor()]),
@@ -386,6 +410,26 @@ export function upkeep(
       failure: "forgetting ended dashboard sessions failed; retrying",
       everyMs: compactEvery,
       run: async () => void (await pruneSessions(store, store.clock())),
+    },
+    // Notifications still undelivered after the age limit are given up; finished ones forgotten.
+    {
+      name: "expire-notifications",
+      failure: "giving up old notifications failed; retrying",
+      everyMs: compactEvery,
+      run: async () =>
+        metrics.notificationsDropped.inc(
+          await dropExpiredDeliveries(store, store.clock() - (config.notifications?.maxAgeMs ?? 24 * 3_600_000)),
+        ),
+    },
+    {
+      name: "prune-notifications",
+      failure: "forgetting old notifications failed; retrying",
+      everyMs: compactEvery,
+      run: async () =>
+        void (await pruneNotifications(
+          store,
+          store.clock() - (config.notifications?.retentionMs ?? 7 * 24 * 3_600_000),
+        )),
     },
     // A delivery older than the replay window is refused by its age: its id can go.
     {

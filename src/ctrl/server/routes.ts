@@ -24,6 +24,7 @@ import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure
 import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { NotificationService } from "../../gen/krane/ctrl/v1/notify_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
@@ -41,6 +42,7 @@ import {
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
 import { registryServiceImpl } from "../api/registries.js";
+import { notificationServiceImpl } from "../api/notifications.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
@@ -54,6 +56,7 @@ import type { ImageResolver } from "../images/resolve.js";
 import type { LiveHub } from "../live/hub.js";
 import { liveServiceImpl, metricsServiceImpl, type LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
+import type { NotificationDeliverer } from "../notifications/deliverer.js";
 import { logChannelServiceImpl, logServiceImpl, type LogServiceOptions } from "../logs/service.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -91,6 +94,12 @@ export interface RouteDeps {
   readonly images: ImageResolver | undefined;
   /** Background work that failed (outages are logged once). */
   readonly backgroundFailure: (what: string) => (err: unknown) => void;
+  /** Notifications: test messages go out through the deliverer; loopback receivers when allowed. */
+  readonly notifications: {
+    deliverer: NotificationDeliverer;
+    allowLoopback: boolean;
+    smtpCheckTimeoutMs?: number;
+  };
 }
 
 export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void {
@@ -166,5 +175,6 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
       PreviewService,
       previewServiceImpl({ store, keyring: d.keyring, exposure: d.exposure, rollout, statusDue: d.statusDue }),
     );
+    router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
   };
 }

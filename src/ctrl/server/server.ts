@@ -29,6 +29,7 @@ import {
   domainVerifier,
   liveHub,
   logBus,
+  notificationDeliverer,
   opsListener,
   rolloutDriver,
   statusReporter,
@@ -98,7 +99,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const statusDue = (): void => void previewStatus.sweep();
   const images = config.images && new ImageResolver(config.images);
   if (images) mgr.add(onStop("image resolver", () => images.close()));
-  const api = mgr.add(apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, images }));
+  // Delivery stops after the listeners (they may still be sending a test message).
+  const notifications = mgr.add(notificationDeliverer(b));
+  const api = mgr.add(
+    apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, images, notifications }),
+  );
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;
   const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue }));
@@ -127,6 +132,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     auditSink: sink,
     flushAuditRefusals: () => audit.flushFolded(),
     previewStatus,
+    notifications,
     expirePreviews: expire,
     shutdownSignal: api.stopped,
     close: () => (closing ??= mgr.stop().then(() => log.info("ctrl stopped"))),

@@ -17,6 +17,7 @@ import type { LiveHubOptions } from "../live/hub.js";
 import type { LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
 import type { LogServiceOptions } from "../logs/service.js";
+import type { NotificationDeliverer } from "../notifications/deliverer.js";
 import type { StatusReporter } from "../previews/status.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -90,6 +91,27 @@ export interface CtrlConfig {
   images?: ImageSettings;
   /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
   dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
+  /** Notifications' delivery. */
+  notifications?: NotificationSettings;
+}
+
+export interface NotificationSettings {
+  /** Channels may deliver to this machine (loopback, link-local): tests, a relay beside ctrl. Default false. */
+  allowLoopback?: boolean;
+  /** How often due deliveries are looked for (ms; default 1 s). */
+  sweepIntervalMs?: number;
+  /** How long a claimed delivery is left to its replica (ms; default 30 s). */
+  leaseMs?: number;
+  /** One attempt's time limit (ms; default 10 s). */
+  timeoutMs?: number;
+  /** Backoff of failed attempts (default NOTIFY_RETRY: 1 s doubling to 5 minutes, full jitter). */
+  retry?: BackoffPolicy;
+  /** A delivery still pending this long is dropped (ms; default 24 h). */
+  maxAgeMs?: number;
+  /** Delivered and dropped deliveries, and their events, are kept this long (ms; default 7 days). */
+  retentionMs?: number;
+  /** How long SetSmtpServer waits for the server to answer (ms; default 10 s). */
+  smtpCheckTimeoutMs?: number;
 }
 
 export interface PreviewSettings {
@@ -152,6 +174,8 @@ export interface RunningCtrl {
   webhookUrl: string | null;
   /** Reports previews' URLs and states to their pull requests. */
   previewStatus: StatusReporter;
+  /** Delivers notifications (the outbox of notification_deliveries). */
+  notifications: NotificationDeliverer;
   /** Deletes the previews whose TTL passed now (the upkeep does it every expiryIntervalMs). */
   expirePreviews(): Promise<number>;
   /** Aborted once the server has stopped; every call in flight holds one listener on it. */

@@ -25,10 +25,13 @@ import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/au
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
+import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { readdirSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { SMTPServer } from "smtp-server";
 import type { DescService } from "@bufbuild/protobuf";
 import { subjectReader } from "../../../src/ctrl/audit/views.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
@@ -123,6 +126,7 @@ describe("the audit diff of every audited method", () => {
       // Domain verification looks up the TXT record the test sets once AddDomain named it.
       domains: { resolver: { resolveTxt: async (name) => (txt.has(name) ? [[txt.get(name) ?? ""]] : []) } },
       previews: { webhookListen: { host: "127.0.0.1", port: 0 } },
+      notifications: { allowLoopback: true },
     });
   });
   after(async () => {
@@ -480,6 +484,51 @@ describe("the audit diff of every audited method", () => {
     await step(
       { method: "PreviewService/DeletePreviewHook", chain: "workspace", diff: each("preview_hook", "removed", HOOK) },
       (o) => previews.deletePreviewHook({ workspace: WS, hookId: hook.id }, o),
+    );
+
+    // Notifications: the installation's SMTP server (a real one, on loopback), a workspace's channel.
+    const notify = ctrl.client(NotificationService, t);
+    const smtp = new SMTPServer({ authOptional: true, disabledCommands: ["STARTTLS", "AUTH"], logger: false });
+    await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
+    const smtpPort = (smtp.server.address() as AddressInfo).port;
+    await step(
+      {
+        method: "NotificationService/SetSmtpServer",
+        chain: "installation",
+        diff: each("smtp_server", "added", ["from", "host", "port", "security", "username"]),
+      },
+      (o) =>
+        notify.setSmtpServer({ host: "127.0.0.1", port: smtpPort, security: "none", from: "krane@example.com" }, o),
+    );
+    await new Promise<void>((resolve) => smtp.close(() => resolve()));
+    const CHANNEL = ["credentials", "environments", "events", "target", "type"];
+    await step(
+      {
+        method: "NotificationService/AddChannel",
+        chain: "workspace",
+        diff: each("notification_channel", "added", CHANNEL),
+      },
+      (o) =>
+        notify.addChannel(
+          {
+            workspace: WS,
+            name: "ops",
+            target: { case: "webhook", value: { url: "http://127.0.0.1:9/hook", secret: HOOK_SECRET } },
+            events: ["deploy.failed"],
+          },
+          o,
+        ),
+    );
+    await step({ method: "NotificationService/TestChannel", chain: "workspace", diff: [] }, (o) =>
+      notify.testChannel({ workspace: WS, name: "ops" }, o),
+    );
+    await step(
+      {
+        method: "NotificationService/RemoveChannel",
+        chain: "workspace",
+        diff: each("notification_channel", "removed", CHANNEL),
+      },
+      (o) => notify.removeChannel({ workspace: WS, name: "ops" }, o),
     );
 
     // API tokens: a workspace's in its chain, whoever makes or revokes them; the installation's in its own.

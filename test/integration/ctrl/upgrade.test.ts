@@ -74,10 +74,15 @@ const OLD_MIGRATIONS = [
  * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
  * (autoscaling decisions), 0026 (dashboard sessions). 0027 adds columns only (api_tokens.workspace_id,
  * audit_events.actor_scope). 0028 adds registry credentials (and deployments.image_digest); 0029 adds
- * columns only (the warm window and pin of environments, the warm revision of rollouts).
+ * columns only (the warm window and pin of environments, the warm revision of rollouts); 0030 adds
+ * the notification tables.
  */
 const NEW_TABLES = [
   "registry_credentials",
+  "notification_channels",
+  "notification_events",
+  "notification_deliveries",
+  "smtp_settings",
   "autoscale_status",
   "dashboard_sessions",
   "instance_events",
@@ -288,7 +293,10 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         }
         const revisionColumns = ["config", "secrets", "secret_keys", "secrets_digest", "external_secrets"];
         assert.deepEqual(
-          [...revisionColumns, "protocol"].reduce((rows, c) => without(rows, c), rowsOf(upgraded, "deployments")),
+          [...revisionColumns, "protocol", "image_digest"].reduce(
+            (rows, c) => without(rows, c),
+            rowsOf(upgraded, "deployments"),
+          ),
           rowsOf(before, "deployments"),
         );
         for (const d of rowsOf(upgraded, "deployments")) {
@@ -298,6 +306,8 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           );
           // Migration 0024: every revision from before speaks HTTP/1.1 to its instances.
           assert.equal(d.protocol, "http1");
+          // Migration 0028: revisions from before run their image as named.
+          assert.equal(d.image_digest, null);
         }
         // Migrations 0007 and 0015: the routing every environment served (by instances, version 1),
         // and nothing reported yet of it.
