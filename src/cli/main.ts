@@ -31,6 +31,7 @@ import { registerSentinelCommand } from "./sentinel.js";
 import { registerSettingsCommands } from "./settings.js";
 import { registerStatusCommand } from "./status.js";
 import { registerLogsCommand } from "./logs.js";
+import { registerMemberCommands } from "./member.js";
 import { registerVersionCommand } from "./version.js";
 import { registerWorkspaceCommands } from "./workspace.js";
 
@@ -56,6 +57,7 @@ const GROUPS: [string, (program: Command) => void][] = [
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
   ["api-token", registerApiTokenCommands],
+  ["member", registerMemberCommands],
   ["audit", registerAuditCommands],
   ["sentinel", registerSentinelCommand],
   ["version", registerVersionCommand],

@@ -11,6 +11,7 @@ import {
   StatusService,
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
+import { MemberService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
@@ -30,6 +31,7 @@ export const API_SERVICES = {
   regions: RegionService,
   status: StatusService,
   tokens: ApiTokenService,
+  members: MemberService,
   rollouts: RolloutService,
   config: ConfigService,
   releases: ReleaseService,

@@ -225,6 +225,33 @@ export interface ApiTokensTable {
   last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
   /** Migration 0027: the workspace the token is bound to; null for an installation token. */
   workspace_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0040: the member who owns a workspace token (else its service account does). */
+  member_id: ColumnType<string | null, string | null | undefined, string | null>;
+  service_account_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Migration 0040: a workspace's people (domain/members.ts). Roles by name; null: none. */
+export interface MembersTable {
+  id: string;
+  workspace_id: string;
+  /** Lower case. */
+  email: string;
+  name: string;
+  granted_role: string | null;
+  group_role: string | null;
+  /** "<issuer>#<sub>"; null until the first sign-in. */
+  subject: string | null;
+  created_at: number;
+  joined_at: number | null;
+}
+
+/** Migration 0040: named owners of a workspace's CI tokens (domain/members.ts). */
+export interface ServiceAccountsTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  role: string;
+  created_at: number;
 }
 
 /** Migration 0026: the dashboard's sign-in sessions (digests of the cookie's id). */
@@ -721,6 +748,8 @@ export interface Database {
   gateway_reports: GatewayReportsTable;
   measurements: MeasurementsTable;
   instance_events: InstanceEventsTable;
+  members: MembersTable;
+  service_accounts: ServiceAccountsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -740,6 +769,8 @@ export type AuditEventRow = Selectable<AuditEventsTable>;
 export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type PreviewRow = Selectable<PreviewsTable>;
 export type PreviewHookRow = Selectable<PreviewHooksTable>;
+export type MemberRow = Selectable<MembersTable>;
+export type ServiceAccountRow = Selectable<ServiceAccountsTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
 export function parseJsonList<T>(text: string): T[] {

@@ -46,6 +46,7 @@ import { purgeSentinels } from "./sentinels.js";
 import { purgeSettings } from "./settings.js";
 import { findEnvironment, findProject, findWorkspace, markDeleting, purgeTenant } from "./tenancy.js";
 import { revokeWorkspaceTokens } from "./tokens.js";
+import { removeWorkspaceAccess } from "./access.js";
 
 type Reader = Kysely<Database>;
 
@@ -395,8 +396,10 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
       if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
-      // Its tokens end with it (a workspace created again under the slug is not theirs).
+      // Its tokens, members and sessions end with it (a workspace created again under the slug
+      // is not theirs).
       await revokeWorkspaceTokens(tx, w.id);
+      await removeWorkspaceAccess(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });

@@ -39,6 +39,8 @@ import {
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
 import { previewServiceImpl } from "../api/previews.js";
+import { memberServiceImpl } from "../api/access.js";
+import { MemberService } from "../../gen/krane/ctrl/v1/access_pb.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
@@ -123,6 +125,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
+    router.service(MemberService, memberServiceImpl(deps));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: d.keyring, releaseKinds: d.releaseKinds };

@@ -25,6 +25,7 @@ import { migration as m0024 } from "./0024_deployment_protocol.js";
 import { migration as m0025 } from "./0025_autoscaling.js";
 import { migration as m0026 } from "./0026_dashboard_sessions.js";
 import { migration as m0027 } from "./0027_workspace_tokens.js";
+import { migration as m0040 } from "./0040_members.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -53,4 +54,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0025_autoscaling": m0025,
   "0026_dashboard_sessions": m0026,
   "0027_workspace_tokens": m0027,
+  "0040_members": m0040,
 };
