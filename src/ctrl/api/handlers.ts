@@ -370,7 +370,9 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
       return { apiTokens: page.items.map((t) => apiTokenMsg(t, current)), nextPageToken: page.nextPageToken };
     },
     async revokeApiToken(req, ctx) {
-      const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId), tokenScopeOf(callerUser(ctx)));
+      const user = callerUser(ctx);
+      const granter = user.workspace === null ? "installation" : (user.role ?? "viewer");
+      const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId), tokenScopeOf(user), granter);
       auth?.forgetUserToken(row.id);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)) };
     },

@@ -294,17 +294,23 @@ function inScope(
 
 /**
  * Deletes a user token the caller's scope holds (another's: not_found, as if it did not
- * exist); refuses the last installation token (FailedPrecondition).
+ * exist); refuses the last installation token (FailedPrecondition), and an owner's token to
+ * anyone but an owner (or the installation, or the token's own owner).
  */
 export async function revokeApiToken(
   store: Store,
   tokenId: string,
   scope: TokenScope = "installation",
+  granter: Granter = "installation",
 ): Promise<ApiTokenRow> {
   return store.write(async (tx) => {
     await lockApiTokens(tx);
     const row = await tokensWithOwners(tx.trx).where("t.id", "=", tokenId).executeTakeFirst();
     if (!row || !inScope(row, scope)) throw notFound(`api token "${tokenId}"`);
+    // An owner's token is an owner's to revoke (besides its own holder's).
+    const owner = ownerOf(row);
+    const own = scope !== "installation" && (scope.memberId !== undefined || scope.serviceAccountId !== undefined);
+    if (owner && !own) checkGrant(granter, null, owner.role);
     if (row.workspace_id === null && (await countInstallationTokens(tx.trx)) <= 1) {
       throw failedPrecondition(
         `api token "${row.name}" is the last installation token: create another before revoking it, or nobody could manage the installation`,

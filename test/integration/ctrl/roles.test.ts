@@ -247,6 +247,15 @@ describe("roles (SQLite)", () => {
       ctrl.client(ApiTokenService, tokens.admin).createApiToken({ name: "up", serviceAccount: "sa-owner" }),
       Code.PermissionDenied,
     );
+    // Nor revokes an owner's token (an owner does).
+    const ownerToken = (await ctrl.client(ApiTokenService, tokens.owner).listApiTokens({})).apiTokens.find(
+      (x) => x.name === "t-owner",
+    );
+    assert.ok(ownerToken);
+    await expectCode(
+      ctrl.client(ApiTokenService, tokens.admin).revokeApiToken({ tokenId: ownerToken.id }),
+      Code.PermissionDenied,
+    );
     // A developer makes tokens of its own service account only, at its own role.
     const dev = ctrl.client(ApiTokenService, tokens.developer);
     await expectCode(dev.createApiToken({ name: "up", serviceAccount: "sa-admin" }), Code.PermissionDenied);
