@@ -510,6 +510,8 @@ export interface AuditEventsTable {
   hash: string;
   /** Migration 0027: a user token's scope ("installation" or a workspace id); null otherwise. */
   actor_scope: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0040: a workspace token's owner when it acted; null: none. */
+  actor_owner: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The head of a chain, and the anchor retention left. */

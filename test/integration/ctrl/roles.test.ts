@@ -16,10 +16,13 @@ import { after, before, describe, it } from "node:test";
 import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { API_SERVICES } from "../../../src/client/services.js";
+import { ChainVerifier } from "../../../src/contracts/audit.js";
+import { chainHead, recordOfRow } from "../../../src/ctrl/domain/audit.js";
 import { allows, ROLE_NAMES, type RoleName } from "../../../src/contracts/roles.js";
 import { ruleOf } from "../../../src/ctrl/auth/scope.js";
 import { parseTable, tableBlock, type Need } from "../../../src/ctrl/auth/roles-table.js";
 import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
+import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import {
   ApiTokenService,
   DeploymentService,
@@ -327,6 +330,27 @@ describe("roles (SQLite)", () => {
     assert.match(await ok(["api-token", "list"]), /deploy\s+workspace acme\s+service account deployer\s+developer/);
     assert.match(await ok(["service-account", "list"]), /deployer\s+developer/);
     assert.match(await ok(["service-account", "delete", "deployer"]), /deleted service account deployer/);
+  });
+
+  it("the audit log names the service account that acted", async () => {
+    await ctrl.client(ProjectService, tokens.admin).createProject({ workspace: "acme", slug: "audited" });
+    const events = (
+      await ctrl
+        .client(AuditService, ctrl.adminToken)
+        .listAuditEvents({ filter: { workspace: "acme", method: "CreateProject" }, pageSize: 1000 })
+    ).events;
+    const made = events.find((e) => e.targets.some((t) => t.startsWith("prj_")) && e.actor?.name === "t-admin");
+    assert.equal(made?.actor?.owner, "service account sa-admin");
+    // The chain, owner included in what each event's hash covers, still verifies.
+    const v = new ChainVerifier(await chainHead(ctrl.store.db, o.workspaceId));
+    for (const r of await ctrl.store.db
+      .selectFrom("audit_events")
+      .selectAll()
+      .where("workspace_id", "=", o.workspaceId)
+      .orderBy("seq")
+      .execute())
+      v.add(recordOfRow(r));
+    assert.deepEqual(v.finish(), []);
   });
 
   it("a deleted service account's tokens end at once", async () => {

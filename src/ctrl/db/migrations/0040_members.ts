@@ -7,6 +7,8 @@
 //   - api_tokens.member_id / service_account_id: a workspace token's owner. Every workspace token
 //     made before this migration becomes a service account of its own name with role admin (what
 //     such a token could do: everything in its workspace, nothing of the installation's);
+//   - audit_events.actor_owner: who owned the workspace token that acted, hashed with the event
+//     when present (src/contracts/audit.ts);
 // Never edit once shipped.
 import { randomBytes } from "node:crypto";
 import { sql, type Kysely } from "kysely";
@@ -68,5 +70,7 @@ export const migration: KraneMigration = {
         VALUES (${id}, ${t.workspace_id}, ${t.name}, 'admin', ${t.created_at})`.execute(db);
       await sql`UPDATE api_tokens SET service_account_id = ${id} WHERE id = ${t.id}`.execute(db);
     }
+
+    await db.schema.alterTable("audit_events").addColumn("actor_owner", "text").execute();
   },
 };
