@@ -17,10 +17,20 @@ export function registerApiTokenCommands(program: Command): void {
           "-w, --workspace <slug>",
           "bind the token to this workspace (default: the caller's scope: installation, or its own workspace)",
         ),
+      )
+      .addOption(
+        new Option(
+          "--service-account <name>",
+          "the workspace's service account that owns the token (default: you; an installation token: a service account of the token's name, admin)",
+        ),
       ),
   ).action(
-    userAction(async (x, name: string, opts: { workspace?: string }) => {
-      const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({ name, workspace: opts.workspace ?? "" });
+    userAction(async (x, name: string, opts: { workspace?: string; serviceAccount?: string }) => {
+      const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({
+        name,
+        workspace: opts.workspace ?? "",
+        serviceAccount: opts.serviceAccount ?? "",
+      });
       if (x.json) x.printJson(x.api.CreateApiTokenResponseSchema, res);
       else process.stdout.write(`${res.token}\n`);
     }),
@@ -36,11 +46,13 @@ export function registerApiTokenCommands(program: Command): void {
       if (x.json) x.printJson(x.api.ListApiTokensResponseSchema, res);
       else
         x.printTable(
-          ["ID", "NAME", "SCOPE", "CREATED", "LAST USED", ""],
+          ["ID", "NAME", "SCOPE", "OWNER", "ROLE", "CREATED", "LAST USED", ""],
           res.apiTokens.map((t) => [
             t.id,
             t.name,
             t.workspace === "" ? "installation" : `workspace ${t.workspace}`,
+            t.member !== "" ? t.member : t.serviceAccount !== "" ? `service account ${t.serviceAccount}` : "-",
+            t.role === "" ? "-" : t.role,
             when(t.createdAtUnixMs),
             when(t.lastUsedAtUnixMs),
             t.current ? "*" : "",

@@ -26,6 +26,7 @@ export function recordOf(e: AuditEvent): AuditRecord {
     hash: e.hash,
     // ctrl never records an empty scope: empty means the event has none.
     ...(e.actor?.scope ? { actorScope: e.actor.scope } : {}),
+    ...(e.actor?.owner ? { actorOwner: e.actor.owner } : {}),
   };
 }
 

@@ -91,7 +91,7 @@ export function registerAuditCommands(program: Command): void {
           e.actor
             ? e.actor.name === ""
               ? e.actor.kind
-              : `${e.actor.name} (${[e.actor.id, e.actor.scope === "" ? "" : e.actor.scope === "installation" ? "installation" : "workspace"].filter((p) => p !== "").join(", ")})`
+              : `${e.actor.name} (${[e.actor.id, e.actor.scope === "" ? "" : e.actor.scope === "installation" ? "installation" : "workspace", e.actor.owner].filter((p) => p !== "").join(", ")})`
             : "",
           e.method,
           e.code === "ok" ? "ok" : `${e.code}: ${e.message}`.slice(0, 80),

@@ -13,6 +13,7 @@ import { registerEventsCommand } from "./events.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
+import { registerMemberCommands } from "./member.js";
 import { registerNotifyCommands } from "./notify.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
@@ -51,6 +52,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["region", registerRegionCommands],
   ["registry", registerRegistryCommands],
   ["api-token", registerApiTokenCommands],
+  ["member", registerMemberCommands],
   ["audit", registerAuditCommands],
   ["notify", registerNotifyCommands],
   ["project-file", registerProjectFileCommands],

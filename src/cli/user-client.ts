@@ -22,6 +22,7 @@ import Table from "cli-table3";
 import * as api from "../gen/krane/ctrl/v1/api_pb.js";
 import * as rollout from "../gen/krane/ctrl/v1/rollout_pb.js";
 import * as exposure from "../gen/krane/ctrl/v1/exposure_pb.js";
+import * as access from "../gen/krane/ctrl/v1/access_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../contracts/headers.js";
 import { CTRL_VERSION_HEADER } from "../contracts/version.js";
 import { nodeTransport } from "../client/node.js";
@@ -111,6 +112,7 @@ export interface UserContext {
   readonly api: typeof api;
   readonly rollout: typeof rollout;
   readonly exposure: typeof exposure;
+  readonly access: typeof access;
   readonly json: boolean;
   readonly toJson: typeof toJson;
   /** Human renderings of statuses (status-view.ts). */
@@ -190,7 +192,19 @@ export class Ctrl {
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
     const ctrl = new Ctrl(flags);
-    await body({ ctrl, api, rollout, exposure, json: ctrl.json, toJson, view, printJson, printTable, isNotFound });
+    await body({
+      ctrl,
+      api,
+      rollout,
+      exposure,
+      access,
+      json: ctrl.json,
+      toJson,
+      view,
+      printJson,
+      printTable,
+      isNotFound,
+    });
   });
 }
 

@@ -13,6 +13,7 @@ import {
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
 import { ProjectFileService } from "../gen/krane/ctrl/v1/apply_pb.js";
+import { MemberService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
@@ -34,6 +35,7 @@ export const API_SERVICES = {
   status: StatusService,
   tokens: ApiTokenService,
   registries: RegistryService,
+  members: MemberService,
   rollouts: RolloutService,
   config: ConfigService,
   releases: ReleaseService,

@@ -62,14 +62,20 @@ export interface AuditRecord {
    * for other actors and for events recorded before tokens had scopes (their bytes unchanged).
    */
   actorScope?: string;
+  /**
+   * Who owns the workspace token that acted ("service account ci", "member ana@example.com").
+   * Absent for other actors and for events recorded before roles (their bytes unchanged).
+   */
+  actorOwner?: string;
 }
 
 /** The hash an installation's or workspace's first event links to. */
 export const GENESIS_HASH = "0".repeat(64);
 
 /**
- * The bytes hashed: every field but the hash, in a fixed order, as JSON. The actor's scope comes
- * last and only when there is one, so events recorded before scopes existed hash as they did.
+ * The bytes hashed: every field but the hash, in a fixed order, as JSON. The actor's scope and
+ * then its owner come last and only when there is one, so events recorded before scopes (or
+ * roles) existed hash as they did.
  */
 export function canonicalAuditBytes(r: Omit<AuditRecord, "hash">): string {
   const fields: unknown[] = [
@@ -93,6 +99,7 @@ export function canonicalAuditBytes(r: Omit<AuditRecord, "hash">): string {
     r.prevHash,
   ];
   if (r.actorScope !== undefined) fields.push({ actorScope: r.actorScope });
+  if (r.actorOwner !== undefined) fields.push({ actorOwner: r.actorOwner });
   return JSON.stringify(fields);
 }
 
@@ -244,6 +251,7 @@ export function auditRecordToJson(r: AuditRecord): Record<string, JsonValue> {
       id: r.actorId,
       name: r.actorName,
       ...(r.actorScope === undefined ? {} : { scope: r.actorScope }),
+      ...(r.actorOwner === undefined ? {} : { owner: r.actorOwner }),
     },
     method: r.method,
     targets: r.targets,
@@ -280,6 +288,7 @@ export function auditRecordFromJson(v: unknown): AuditRecord {
   if (!ACTOR_KINDS.includes(kind)) throw new Error(`actor.kind: unknown kind "${kind}"`);
   // Absent (or empty, as the API spells none): an event without a scope (not a user's, or older).
   const scope = actor.scope === undefined ? "" : str("actor.scope", actor.scope);
+  const owner = actor.owner === undefined ? "" : str("actor.owner", actor.owner);
   if (!Array.isArray(o.targets) || !o.targets.every((t) => typeof t === "string"))
     throw new Error("targets: expected a list of strings");
   if (!Array.isArray(o.changes)) throw new Error("changes: expected a list");
@@ -303,5 +312,6 @@ export function auditRecordFromJson(v: unknown): AuditRecord {
     prevHash: str("prev_hash"),
     hash: str("hash"),
     ...(scope === "" ? {} : { actorScope: scope }),
+    ...(owner === "" ? {} : { actorOwner: owner }),
   };
 }

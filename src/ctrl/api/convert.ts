@@ -165,6 +165,9 @@ export function apiTokenMsg(t: ApiTokenRow, currentTokenId?: string): ApiToken {
     current: t.id === currentTokenId,
     workspaceId: t.workspace?.id ?? "",
     workspace: t.workspace?.slug ?? "",
+    member: t.owner?.member?.email ?? "",
+    serviceAccount: t.owner?.serviceAccount?.name ?? "",
+    role: t.owner?.role ?? "",
   });
 }
 

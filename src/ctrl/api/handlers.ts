@@ -20,8 +20,15 @@ import {
   WorkspaceService,
 } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { AutoscaleStatusSchema } from "../../gen/krane/ctrl/v1/autoscale_pb.js";
-import { callerScope, principalKey, scopeRefusalKey, type RevocationListener } from "../auth/principal.js";
-import { notFound } from "../errors.js";
+import {
+  callerScope,
+  callerUser,
+  principalKey,
+  scopeRefusalKey,
+  type RevocationListener,
+  type UserPrincipal,
+} from "../auth/principal.js";
+import { DomainError, invalidArgument, notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
 import { createAskedDeployment, deleteDeployment } from "../domain/deployments.js";
@@ -32,7 +39,8 @@ import { updateEnvironment } from "../domain/environment-update.js";
 import { createEnvironment } from "../domain/environments.js";
 import { DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
 import { createProject, createWorkspace } from "../domain/tenancy.js";
-import { createApiToken, hashToken, revokeApiToken } from "../domain/tokens.js";
+import { createApiToken, hashToken, revokeApiToken, type NewTokenOwner, type TokenScope } from "../domain/tokens.js";
+import { allows, withArticle } from "../../contracts/roles.js";
 import { clusterLag, listApiTokens, listClusters, listRegions } from "../read/clusters.js";
 import {
   desiredReplicasByRegion,
@@ -321,35 +329,69 @@ function callerTokenId(ctx: HandlerContext): string | undefined {
 }
 
 /**
- * A workspace token manages its own workspace's tokens: it may create more (so a tenant's CI
- * tokens need no platform admin), list and revoke them, never reach another scope's. It cannot
- * mint an installation token or one of another workspace, so it gains nothing it did not hold.
+ * Whose tokens a user manages: an installation token every token; a workspace admin (a member or
+ * service account whose role is admin or owner) the workspace's; anyone else their own.
+ */
+function tokenScopeOf(u: UserPrincipal): TokenScope {
+  if (u.workspace === null) return "installation";
+  const workspaceId = u.workspace.id;
+  if (u.role !== undefined && allows(u.role, "admin")) return { workspaceId };
+  if (u.member) return { workspaceId, memberId: u.member.id };
+  if (u.serviceAccount) return { workspaceId, serviceAccountId: u.serviceAccount.id };
+  return { workspaceId };
+}
+
+/**
+ * Tokens within a workspace: every member or service account may create more of its own (so a
+ * tenant's CI tokens need no platform admin) and list and revoke those; an admin manages every
+ * token of the workspace and mints tokens of its service accounts (none of a role above their
+ * own). Nothing here reaches another scope, nor mints an installation token.
  */
 export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof ApiTokenService> {
   return {
     async createApiToken(req, ctx) {
       const v = validateCreateApiToken(req);
-      const scope = callerScope(ctx);
+      const user = callerUser(ctx);
       let workspace = v.workspace;
-      if (scope !== "installation") {
+      let owner: NewTokenOwner | undefined;
+      if (user.workspace === null) {
+        if (workspace === null && v.serviceAccount !== null)
+          throw invalidArgument("service_account", "needs a workspace: an installation token has no owner");
+        if (workspace !== null)
+          owner =
+            v.serviceAccount === null
+              ? { ownServiceAccount: true }
+              : { serviceAccount: v.serviceAccount, granter: "installation" };
+      } else {
+        const own = user.workspace;
         // Named by slug or id, it must be the caller's own; unnamed, it is.
-        if (workspace !== null && workspace !== scope.slug && workspace !== scope.workspaceId) {
+        if (workspace !== null && workspace !== own.slug && workspace !== own.id) {
           ctx.values.set(scopeRefusalKey, true);
           throw notFound(`workspace "${workspace}"`);
         }
-        workspace = scope.workspaceId;
+        workspace = own.id;
+        const role = user.role ?? "viewer";
+        if (v.serviceAccount !== null) {
+          if (!allows(role, "admin"))
+            throw new DomainError(
+              "permission_denied",
+              `tokens of a service account are an admin's to make (this token's owner is ${withArticle(role)})`,
+            );
+          owner = { serviceAccount: v.serviceAccount, granter: role };
+        } else if (user.member) owner = { memberId: user.member.id };
+        else if (user.serviceAccount) owner = { serviceAccount: user.serviceAccount.id, granter: role };
+        else throw notFound(`the owner of api token "${user.name}"`);
       }
-      const { row, token } = await createApiToken(store, v.name, workspace);
+      const { row, token } = await createApiToken(store, v.name, workspace, owner);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)), token };
     },
     async listApiTokens(req, ctx) {
       const current = callerTokenId(ctx);
-      const scope = callerScope(ctx);
-      const tokens = scope === "installation" ? scope : { workspaceId: scope.workspaceId };
+      const tokens = tokenScopeOf(callerUser(ctx));
       const page = await listPage(
         ctx,
         req,
-        `ListApiTokens\u0000${scope === "installation" ? "" : scope.workspaceId}`,
+        `ListApiTokens\u0000${tokens === "installation" ? "" : `${tokens.workspaceId}\u0000${tokens.memberId ?? tokens.serviceAccountId ?? ""}`}`,
         keys.tuple("number", "string"),
         (q) => listApiTokens(store.db, tokens, q),
         (t) => [t.created_at, t.id] as const,
@@ -357,12 +399,9 @@ export function apiTokenServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeo
       return { apiTokens: page.items.map((t) => apiTokenMsg(t, current)), nextPageToken: page.nextPageToken };
     },
     async revokeApiToken(req, ctx) {
-      const scope = callerScope(ctx);
-      const row = await revokeApiToken(
-        store,
-        apiTokenId("token_id", req.tokenId),
-        scope === "installation" ? scope : { workspaceId: scope.workspaceId },
-      );
+      const user = callerUser(ctx);
+      const granter = user.workspace === null ? "installation" : (user.role ?? "viewer");
+      const row = await revokeApiToken(store, apiTokenId("token_id", req.tokenId), tokenScopeOf(user), granter);
       auth?.forgetUserToken(row.id);
       return { apiToken: apiTokenMsg(row, callerTokenId(ctx)) };
     },

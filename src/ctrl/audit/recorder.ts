@@ -57,11 +57,23 @@ export interface Actor {
   name: string;
   /** A user token's scope: "installation" or its workspace's id. */
   scope?: string;
+  /** A workspace token's owner ("service account ci", "member ana@example.com"). */
+  owner?: string;
 }
 
 export function actorOf(p: Principal | undefined): Actor {
-  if (p?.kind === "user")
-    return { kind: "user", id: p.tokenId, name: p.name, scope: p.workspace === null ? "installation" : p.workspace.id };
+  if (p?.kind === "user") {
+    const actor: Actor = {
+      kind: "user",
+      id: p.tokenId,
+      name: p.name,
+      scope: p.workspace === null ? "installation" : p.workspace.id,
+    };
+    if (p.serviceAccount) actor.owner = `service account ${p.serviceAccount.name}`;
+    else if (p.member)
+      actor.owner = `member ${p.member.email}${p.member.subject === "" ? "" : ` (${p.member.subject})`}`;
+    return actor;
+  }
   if (p?.kind === "agent") return { kind: "agent", id: p.clusterId, name: `agent of region ${p.region}` };
   return { kind: "anonymous", id: "", name: "" };
 }
@@ -94,6 +106,7 @@ function draft(
     actorId: actor.id,
     actorName: actor.name,
     ...(actor.scope === undefined ? {} : { actorScope: actor.scope }),
+    ...(actor.owner === undefined ? {} : { actorOwner: actor.owner }),
     method: info.method,
     targets: subject.targets,
     requestId: info.requestId,

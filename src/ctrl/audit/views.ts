@@ -15,6 +15,7 @@
 import type { Kysely } from "kysely";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { AuditSubject as Declared, policyOf } from "../auth/policy.js";
+import { higherRole, isRoleName, type RoleName } from "../../contracts/roles.js";
 import { parseJsonList, type Database } from "../db/schema.js";
 import { clusterTokenRevoked } from "../domain/clusters.js";
 import { INSTALLATION_CHAIN } from "../domain/audit.js";
@@ -335,6 +336,56 @@ async function apiTokenSubject(db: Reader, id: string | undefined): Promise<Audi
   };
 }
 
+/** A workspace member, by id (mem_…) or email address: their address and role. */
+async function memberSubject(db: Reader, wsRef: string, ref: string | undefined): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const m =
+    ref === undefined || ref === ""
+      ? undefined
+      : await db
+          .selectFrom("members")
+          .select(["id", "email", "granted_role", "group_role"])
+          .where("workspace_id", "=", w.id)
+          .where(ref.startsWith("mem_") ? "id" : "email", "=", ref.startsWith("mem_") ? ref : ref.trim().toLowerCase())
+          .executeTakeFirst();
+  return {
+    workspaceId: w.id,
+    targets: m ? [m.id] : ref ? [ref] : [],
+    view: m
+      ? { member: { email: m.email, role: higherRole(roleOrNull(m.granted_role), roleOrNull(m.group_role)) } }
+      : null,
+  };
+}
+
+/** A service account, by id (sa_…) or name: its name and role. */
+async function serviceAccountSubject(
+  db: Reader,
+  wsRef: string,
+  ref: string | undefined,
+): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const a =
+    ref === undefined || ref === ""
+      ? undefined
+      : await db
+          .selectFrom("service_accounts")
+          .select(["id", "name", "role"])
+          .where("workspace_id", "=", w.id)
+          .where(ref.startsWith("sa_") ? "id" : "name", "=", ref)
+          .executeTakeFirst();
+  return {
+    workspaceId: w.id,
+    targets: a ? [a.id] : ref ? [ref] : [],
+    view: a ? { service_account: { name: a.name, role: a.role } } : null,
+  };
+}
+
+function roleOrNull(v: string | null): RoleName | null {
+  return v !== null && isRoleName(v) ? v : null;
+}
+
 async function previewHookSubject(
   db: Reader,
   wsRef: string,
@@ -508,6 +559,12 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
       return (db, req, created) => apiTokenSubject(db, createdOr(req, created, p.auditField || "token_id"));
     case Declared.PREVIEW_LIMITS:
       return (db, req) => previewLimitsSubject(db, named("workspace")(req));
+    case Declared.MEMBER:
+      return (db, req, created) =>
+        memberSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "member"));
+    case Declared.SERVICE_ACCOUNT:
+      return (db, req, created) =>
+        serviceAccountSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "name"));
     case Declared.PREVIEW_HOOK:
       return (db, req, created) =>
         previewHookSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "hook_id"));

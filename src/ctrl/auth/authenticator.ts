@@ -10,6 +10,11 @@
 // (./scope.ts) — the one check every handler relies on. A refusal is marked on the call's context
 // so the audit log records it (in the token's own workspace's chain).
 //
+// Roles: a workspace token acts with its owner's role (a member's, as it is at the lookup, or a
+// service account's; ../domain/tokens.ts). Once the scope holds, the role the method declares
+// (./policy.ts) is checked too, before any handler runs: less is permission_denied naming the
+// role needed. Installation tokens have no role and pass.
+//
 // Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
 // forgetCluster), which drops the cached lookups at once and ends the streams opened with the
 // revoked token (agents' watches; the public API's StreamLogs and audit exports, and those of a
@@ -21,7 +26,14 @@ import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryReq
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
 import { findSession } from "../domain/sessions.js";
-import { findUserTokenByHash, hashToken, recordApiTokenUse, userTokensPresent } from "../domain/tokens.js";
+import {
+  findUserTokenByHash,
+  hashToken,
+  recordApiTokenUse,
+  userTokensPresent,
+  type UserToken,
+} from "../domain/tokens.js";
+import { allows, roleOfRank, withArticle } from "../../contracts/roles.js";
 import { DomainError } from "../errors.js";
 import { workspaceOfDeployment } from "../read/deployments.js";
 import { workspaceIdBySlug } from "../read/tenancy.js";
@@ -32,8 +44,9 @@ import {
   scopeRefusalKey,
   type Principal,
   type RevocationListener,
+  type UserPrincipal,
 } from "./principal.js";
-import { isAgentMethod } from "./policy.js";
+import { isAgentMethod, policyOf } from "./policy.js";
 import { claimOf, decide, lookupFor, ruleOf } from "./scope.js";
 
 export interface AuthOptions {
@@ -51,6 +64,17 @@ export interface AuthOptions {
 interface LiveStream {
   owner: { kind: "agent"; digest: string; clusterId: string } | { kind: "user"; tokenId: string; session?: string };
   end(err: ConnectError): void;
+}
+
+/** A token's principal: its scope and, for a workspace token, its owner and role. */
+export function tokenPrincipal(t: UserToken): UserPrincipal {
+  const p: UserPrincipal = { kind: "user", tokenId: t.id, name: t.name, workspace: t.workspace };
+  if (t.owner) {
+    p.role = t.owner.role;
+    if (t.owner.member) p.member = t.owner.member;
+    if (t.owner.serviceAccount) p.serviceAccount = t.owner.serviceAccount;
+  }
+  return p;
 }
 
 function revokedError(kind: "agent" | "user"): ConnectError {
@@ -97,7 +121,7 @@ export class Authenticator implements RevocationListener {
     if (hit && hit.expires > now && hit.principal.kind === "user") return hit.principal;
     const s = await findSession(this.store.db, hashToken(sessionId), now);
     if (!s) return undefined;
-    const principal = { kind: "user" as const, tokenId: s.tokenId, name: s.name, workspace: s.workspace };
+    const principal = tokenPrincipal(s.token);
     if (this.cache.size >= this.max) this.cache.clear();
     // Never cached past the session's own expiry.
     this.cache.set(digest, { principal, expires: Math.min(now + this.ttl, s.expiresAt) });
@@ -141,7 +165,7 @@ export class Authenticator implements RevocationListener {
       if (c) principal = { kind: "agent", clusterId: c.id, region: c.region };
     } else {
       const t = await findUserTokenByHash(this.store.db, digest);
-      if (t) principal = { kind: "user", tokenId: t.id, name: t.name, workspace: t.workspace };
+      if (t) principal = tokenPrincipal(t);
     }
     if (!principal) return undefined;
     if (this.cache.size >= this.max) this.cache.clear();
@@ -242,12 +266,25 @@ export class Authenticator implements RevocationListener {
    * Holds a user's call to its token's scope (./scope.ts): returns the request to pass on (a
    * server stream's single message read and handed on again) or throws the refusal.
    */
-  private async checkScope<R extends UnaryRequest | StreamRequest>(
-    req: R,
-    user: Principal & { kind: "user" },
-  ): Promise<R> {
+  private async checkScope<R extends UnaryRequest | StreamRequest>(req: R, user: UserPrincipal): Promise<R> {
     const own = user.workspace;
     if (own === null) return req;
+    const checked = await this.checkWorkspace(req, own);
+    // Within its workspace, the role the method declares (a method that declares none is refused
+    // by the scope check already).
+    const need = roleOfRank(policyOf(req.method)?.role ?? 0);
+    if (user.role !== undefined && need !== undefined && !allows(user.role, need))
+      throw new DomainError(
+        "permission_denied",
+        `${req.method.name} needs the ${need} role in workspace "${own.slug}" (this token's ${user.serviceAccount ? `service account "${user.serviceAccount.name}"` : "member"} is ${withArticle(user.role)})`,
+      );
+    return checked;
+  }
+
+  private async checkWorkspace<R extends UnaryRequest | StreamRequest>(
+    req: R,
+    own: NonNullable<UserPrincipal["workspace"]>,
+  ): Promise<R> {
     let message: unknown;
     let pass: R = req;
     if (req.stream) {

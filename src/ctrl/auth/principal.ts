@@ -3,10 +3,19 @@
 // through which handlers report revoked credentials. Handlers import this, never the
 // Authenticator.
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { RoleName } from "../../contracts/roles.js";
 /** The workspace a user token is bound to (by id; the slug as it was when the token was looked up). */
 export interface ScopeWorkspace {
   id: string;
   slug: string;
+}
+
+/** The workspace member a call acts for. */
+export interface MemberRef {
+  id: string;
+  email: string;
+  /** The provider's "<issuer>#<sub>" ("" until the member's first sign-in). */
+  subject: string;
 }
 
 export type Principal =
@@ -17,7 +26,15 @@ export type Principal =
       name: string;
       /** null: an installation token, which reaches every workspace and the installation itself. */
       workspace: ScopeWorkspace | null;
+      /** What it may do in its workspace (its owner's role, as it is now); absent: an installation token. */
+      role?: RoleName;
+      /** The member whose token it is. */
+      member?: MemberRef;
+      /** The service account whose token it is. */
+      serviceAccount?: { id: string; name: string };
     };
+
+export type UserPrincipal = Principal & { kind: "user" };
 
 export const principalKey = createContextKey<Principal | undefined>(undefined);
 
@@ -44,6 +61,13 @@ export function callerScope(ctx: Pick<HandlerContext, "values">): CallerScope {
   const p = ctx.values.get(principalKey);
   if (!p || p.kind !== "user") throw new ConnectError("a user API token is required", Code.PermissionDenied);
   return p.workspace === null ? "installation" : { workspaceId: p.workspace.id, slug: p.workspace.slug };
+}
+
+/** The user a handler serves (its token or session, scope, role and owner). */
+export function callerUser(ctx: Pick<HandlerContext, "values">): UserPrincipal {
+  const p = ctx.values.get(principalKey);
+  if (!p || p.kind !== "user") throw new ConnectError("a user API token is required", Code.PermissionDenied);
+  return p;
 }
 
 /** What the API handlers call after revoking a credential (implemented by Authenticator). */

@@ -231,6 +231,33 @@ export interface ApiTokensTable {
   last_used_at: ColumnType<number | null, number | null | undefined, number | null>;
   /** Migration 0027: the workspace the token is bound to; null for an installation token. */
   workspace_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0031: the member who owns a workspace token (else its service account does). */
+  member_id: ColumnType<string | null, string | null | undefined, string | null>;
+  service_account_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Migration 0031: a workspace's people (domain/members.ts). Roles by name; null: none. */
+export interface MembersTable {
+  id: string;
+  workspace_id: string;
+  /** Lower case. */
+  email: string;
+  name: string;
+  granted_role: string | null;
+  group_role: string | null;
+  /** "<issuer>#<sub>"; null until the first sign-in. */
+  subject: string | null;
+  created_at: number;
+  joined_at: number | null;
+}
+
+/** Migration 0031: named owners of a workspace's CI tokens (domain/members.ts). */
+export interface ServiceAccountsTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  role: string;
+  created_at: number;
 }
 
 /** Migration 0026: the dashboard's sign-in sessions (digests of the cookie's id). */
@@ -511,6 +538,8 @@ export interface AuditEventsTable {
   hash: string;
   /** Migration 0027: a user token's scope ("installation" or a workspace id); null otherwise. */
   actor_scope: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0031: a workspace token's owner when it acted; null: none. */
+  actor_owner: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The head of a chain, and the anchor retention left. */
@@ -826,6 +855,8 @@ export interface Database {
   notification_events: NotificationEventsTable;
   notification_deliveries: NotificationDeliveriesTable;
   smtp_settings: SmtpSettingsTable;
+  members: MembersTable;
+  service_accounts: ServiceAccountsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -849,6 +880,8 @@ export type NotificationChannelRow = Selectable<NotificationChannelsTable>;
 export type NotificationEventRow = Selectable<NotificationEventsTable>;
 export type NotificationDeliveryRow = Selectable<NotificationDeliveriesTable>;
 export type SmtpSettingsRow = Selectable<SmtpSettingsTable>;
+export type MemberRow = Selectable<MembersTable>;
+export type ServiceAccountRow = Selectable<ServiceAccountsTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
 export function parseJsonList<T>(text: string): T[] {

@@ -57,6 +57,7 @@ export function recordOfRow(r: AuditEventRow): AuditRecord {
     prevHash: r.prev_hash,
     hash: r.hash,
     ...(r.actor_scope === null ? {} : { actorScope: r.actor_scope }),
+    ...(r.actor_owner === null ? {} : { actorOwner: r.actor_owner }),
   };
 }
 
@@ -106,11 +107,12 @@ export async function appendAuditEvent(tx: WriteTx, draft: AuditDraft): Promise<
     head = await lockHead();
     if (!head) throw new Error(`audit chain "${ws}" could not be created`);
   }
-  const { actorScope, ...rest } = draft;
+  const { actorScope, actorOwner, ...rest } = draft;
   const unhashed: Omit<AuditRecord, "hash"> = {
     ...rest,
     // An empty scope is no scope (what an export of it says: src/cli/audit-records.ts).
     ...(actorScope ? { actorScope } : {}),
+    ...(actorOwner ? { actorOwner: bounded(actorOwner) } : {}),
     actorName: bounded(draft.actorName),
     method: bounded(draft.method),
     targets: draft.targets.slice(0, 32).map((t) => bounded(t, 256)),
@@ -147,6 +149,7 @@ export async function appendAuditEvent(tx: WriteTx, draft: AuditDraft): Promise<
       prev_hash: record.prevHash,
       hash: record.hash,
       actor_scope: record.actorScope ?? null,
+      actor_owner: record.actorOwner ?? null,
     })
     .execute();
   await tx.trx

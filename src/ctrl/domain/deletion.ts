@@ -48,6 +48,7 @@ import { purgeSettings } from "./settings.js";
 import { findEnvironment, findProject, findWorkspace, markDeleting, purgeTenant } from "./tenancy.js";
 import { purgeRegistryCredentials } from "./registries.js";
 import { revokeWorkspaceTokens } from "./tokens.js";
+import { removeWorkspaceAccess } from "./access.js";
 
 type Reader = Kysely<Database>;
 
@@ -397,11 +398,13 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", w.id).execute();
       if (!(await purgeTenant(tx, "workspace", w.id))) return 0;
-      // Its tokens end with it (a workspace created again under the slug is not theirs).
+      // Its tokens, members and sessions end with it (a workspace created again under the slug
+      // is not theirs).
       await revokeWorkspaceTokens(tx, w.id);
       // And its registry credentials (sealed, but nothing of a deleted workspace stays).
       await purgeRegistryCredentials(tx, w.id);
       await purgeWorkspaceNotifications(tx, w.id);
+      await removeWorkspaceAccess(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;
     });

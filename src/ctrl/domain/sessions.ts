@@ -1,21 +1,19 @@
 // The web dashboard's sign-in sessions: an API token traded for a session whose id lives in an
 // HttpOnly cookie. Only the id's SHA-256 digest is stored. A session acts as the token it was
-// made from and ends with it: the lookup joins api_tokens, whose row a revocation deletes. A
-// session carries its token's scope (an installation token's, or one workspace's).
+// made from and ends with it: the lookup reads api_tokens, whose row a revocation deletes. A
+// session carries its token's scope (an installation token's, or one workspace's) and its
+// owner's role. Members' sign-in sessions are ./member-sessions.ts.
 import { randomBytes } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { digestsEqual, hashToken, type TokenWorkspace } from "./tokens.js";
+import { digestsEqual, hashToken, tokensWithOwners, userTokenOf, type UserToken } from "./tokens.js";
 
 type Reader = Kysely<Database>;
 
 export interface Session {
-  tokenId: string;
-  /** The token's name: who the audit log says acted. */
-  name: string;
-  /** The token's workspace; null: an installation token. */
-  workspace: TokenWorkspace | null;
+  /** The token it acts as: its id, name, scope and owner. */
+  token: UserToken;
   expiresAt: number;
 }
 
@@ -37,21 +35,19 @@ export async function createSession(
   return { id, expiresAt };
 }
 
-/** The live session with this digest (not expired at `now`, its token not revoked). */
+/** The live session with this digest (not expired at `now`, its token not revoked, its owner there). */
 export async function findSession(db: Reader, digest: string, now: number): Promise<Session | undefined> {
-  const row = await db
-    .selectFrom("dashboard_sessions as s")
-    .innerJoin("api_tokens as t", "t.id", "s.token_id")
-    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
-    .select(["s.session_hash", "s.token_id", "s.expires_at", "t.name", "t.workspace_id", "w.slug"])
-    .where("s.session_hash", "=", digest)
-    .where("s.expires_at", ">", now)
+  const s = await db
+    .selectFrom("dashboard_sessions")
+    .selectAll()
+    .where("session_hash", "=", digest)
+    .where("expires_at", ">", now)
     .executeTakeFirst();
-  if (!row || !digestsEqual(row.session_hash, digest)) return undefined;
-  // A workspace token whose workspace is gone is no token (../domain/tokens.ts).
-  if (row.workspace_id !== null && row.slug === null) return undefined;
-  const workspace = row.workspace_id === null ? null : { id: row.workspace_id, slug: row.slug ?? "" };
-  return { tokenId: row.token_id, name: row.name, workspace, expiresAt: Number(row.expires_at) };
+  if (!s || !digestsEqual(s.session_hash, digest)) return undefined;
+  const row = await tokensWithOwners(db).where("t.id", "=", s.token_id).executeTakeFirst();
+  // A workspace token whose workspace or owner is gone is no token (../domain/tokens.ts).
+  const token = row ? userTokenOf(row) : undefined;
+  return token ? { token, expiresAt: Number(s.expires_at) } : undefined;
 }
 
 /** Ends a session (sign-out); false when there was none. */

@@ -3,7 +3,7 @@
 import type { Kysely } from "kysely";
 import type { ClusterRow, Database } from "../db/schema.js";
 import { streamName } from "../domain/clusters.js";
-import { apiTokenRow, type ApiTokenRow, type TokenScope } from "../domain/tokens.js";
+import { apiTokenRow, tokensWithOwners, type ApiTokenRow, type TokenScope } from "../domain/tokens.js";
 import { KIND_NAMES } from "../payloads/registry.js";
 import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
 
@@ -100,11 +100,12 @@ export async function listApiTokens(
   scope: TokenScope,
   page?: PageQuery<ApiTokenKey>,
 ): Promise<Page<ApiTokenRow>> {
-  let q = db
-    .selectFrom("api_tokens as t")
-    .leftJoin("workspaces as w", "w.id", "t.workspace_id")
-    .select(["t.id", "t.name", "t.created_at", "t.last_used_at", "t.workspace_id", "w.slug as workspace_slug"]);
-  if (scope !== "installation") q = q.where("t.workspace_id", "=", scope.workspaceId);
+  let q = tokensWithOwners(db);
+  if (scope !== "installation") {
+    q = q.where("t.workspace_id", "=", scope.workspaceId);
+    if (scope.memberId !== undefined) q = q.where("t.member_id", "=", scope.memberId);
+    else if (scope.serviceAccountId !== undefined) q = q.where("t.service_account_id", "=", scope.serviceAccountId);
+  }
   if (page?.after !== undefined) {
     const [createdAt, id] = page.after;
     q = q.where((eb) => eb(eb.refTuple("t.created_at", "t.id"), ">", eb.tuple(createdAt, id)));

@@ -45,6 +45,8 @@ import { registryServiceImpl } from "../api/registries.js";
 import { notificationServiceImpl } from "../api/notifications.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
+import { memberServiceImpl } from "../api/access.js";
+import { MemberService } from "../../gen/krane/ctrl/v1/access_pb.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
@@ -140,6 +142,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
+    router.service(MemberService, memberServiceImpl(deps));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: d.keyring, releaseKinds: d.releaseKinds };

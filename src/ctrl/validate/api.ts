@@ -519,11 +519,21 @@ export function mergeRolloutPolicy(
 // ---------------------------------------------------------------- API tokens
 
 /** workspace: null when the request names none (the caller's own scope then). */
-export function validateCreateApiToken(req: CreateApiTokenRequest): { name: string; workspace: string | null } {
+export function validateCreateApiToken(req: CreateApiTokenRequest): {
+  name: string;
+  workspace: string | null;
+  serviceAccount: string | null;
+} {
   return {
     name: r.slug("name", req.name),
     workspace: req.workspace === "" ? null : workspaceRef("workspace", req.workspace),
+    serviceAccount: req.serviceAccount === "" ? null : serviceAccountRef("service_account", req.serviceAccount),
   };
+}
+
+/** A service account by name (a DNS label) or id (sa_…). */
+export function serviceAccountRef(field: string, v: string): string {
+  return r.ref(field, v, "sa");
 }
 
 export function apiTokenId(field: string, v: string): string {

@@ -21,6 +21,7 @@ import {
   RegionService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
@@ -529,6 +530,48 @@ describe("the audit diff of every audited method", () => {
         diff: each("notification_channel", "removed", CHANNEL),
       },
       (o) => notify.removeChannel({ workspace: WS, name: "ops" }, o),
+    );
+    // Members and service accounts: their address or name and role, in the workspace's chain.
+    const members = ctrl.client(MemberService, t);
+    await step(
+      { method: "MemberService/InviteMember", chain: "workspace", diff: ["member.email added", "member.role added"] },
+      (o) => members.inviteMember({ workspace: WS, email: "ana@example.com", role: "viewer" }, o),
+    );
+    await step(
+      {
+        method: "MemberService/SetMemberRole",
+        chain: "workspace",
+        diff: ["member.role set"],
+        check: (e) => {
+          const c = e.changes.find((x) => x.field === "member.role");
+          assert.deepEqual([c?.beforeJson, c?.afterJson], ['"viewer"', '"developer"']);
+        },
+      },
+      (o) => members.setMemberRole({ workspace: WS, member: "ana@example.com", role: "developer" }, o),
+    );
+    await step(
+      {
+        method: "MemberService/RemoveMember",
+        chain: "workspace",
+        diff: ["member.email removed", "member.role removed"],
+      },
+      (o) => members.removeMember({ workspace: WS, member: "ana@example.com" }, o),
+    );
+    await step(
+      {
+        method: "MemberService/CreateServiceAccount",
+        chain: "workspace",
+        diff: ["service_account.name added", "service_account.role added"],
+      },
+      (o) => members.createServiceAccount({ workspace: WS, name: "deployer", role: "developer" }, o),
+    );
+    await step(
+      {
+        method: "MemberService/DeleteServiceAccount",
+        chain: "workspace",
+        diff: ["service_account.name removed", "service_account.role removed"],
+      },
+      (o) => members.deleteServiceAccount({ workspace: WS, name: "deployer" }, o),
     );
 
     // API tokens: a workspace's in its chain, whoever makes or revokes them; the installation's in its own.

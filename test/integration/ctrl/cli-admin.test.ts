@@ -316,9 +316,10 @@ describe("krane api-token, cluster-token revoke and env update against krane ctr
         .sort(),
       ["ta-ci", "ta-deploy"],
     );
-    // Its workspace's audit log names the scope each token acted with.
+    // Its workspace's audit log names the scope each token acted with, and a workspace token's owner
+    // (made with --workspace by the installation: a service account of its own name).
     const audit = ok(["audit", "--method", "CreateApiToken"], asTenant);
-    assert.match(audit, /ta-ci \(tok_\w+, workspace\)/);
+    assert.match(audit, /ta-ci \(tok_\w+, workspace, service account ta-ci\)/);
     assert.match(audit, /admin \(tok_\w+, installation\)/);
   });
 });

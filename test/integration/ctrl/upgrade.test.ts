@@ -72,10 +72,10 @@ const OLD_MIGRATIONS = [
 /**
  * Tables other migrations add (empty after an upgrade): 0008, 0010_a, 0010_b, 0011, 0012, 0020 (the
  * audit log, which replaced 0009's audit_log), 0021 (previews), 0022 (instance events), 0025
- * (autoscaling decisions), 0026 (dashboard sessions). 0027 adds columns only (api_tokens.workspace_id,
- * audit_events.actor_scope). 0028 adds registry credentials (and deployments.image_digest); 0029 adds
- * columns only (the warm window and pin of environments, the warm revision of rollouts); 0030 adds
- * the notification tables.
+ * (autoscaling decisions), 0026 (dashboard sessions), 0031 (members, service accounts). 0027 adds
+ * columns only (api_tokens.workspace_id, audit_events.actor_scope), and 0031 two more to api_tokens.
+ * 0028 adds registry credentials (and deployments.image_digest); 0029 adds columns only (the warm
+ * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables.
  */
 const NEW_TABLES = [
   "registry_credentials",
@@ -101,6 +101,8 @@ const NEW_TABLES = [
   "idempotency_keys",
   "progressive_rollouts",
   "measurements",
+  "members",
+  "service_accounts",
 ];
 
 type Row = Record<string, string | null>;
@@ -341,8 +343,13 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
         // Migration 0027: every token from before is an installation token (bound to no workspace).
         const apiTokens = rowsOf(upgraded, "api_tokens");
         assert.ok(apiTokens.length > 0);
-        assert.deepEqual(without(apiTokens, "workspace_id"), rowsOf(before, "api_tokens"));
-        for (const t of apiTokens) assert.equal(t.workspace_id, null);
+        assert.deepEqual(
+          ["workspace_id", "member_id", "service_account_id"].reduce(without, apiTokens),
+          rowsOf(before, "api_tokens"),
+        );
+        // Migration 0031: an installation token has no owner.
+        for (const t of apiTokens)
+          assert.deepEqual([t.workspace_id, t.member_id, t.service_account_id], [null, null, null]);
         // Migration 0025: no environment autoscales, and no region has a policy of its own.
         const regionRows = rowsOf(upgraded, "environment_regions");
         assert.deepEqual(without(regionRows, "autoscale"), rowsOf(before, "environment_regions"));

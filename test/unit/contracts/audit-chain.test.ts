@@ -157,7 +157,9 @@ describe("audit hash chain", () => {
         fc.jsonValue(),
         // A user token's scope (the installation's or a workspace's), or none (another actor).
         fc.option(fc.oneof(fc.constant("installation"), fc.string({ minLength: 1 })), { nil: undefined }),
-        (msg, ua, value, scope) => {
+        // A workspace token's owner, or none.
+        fc.option(fc.string({ minLength: 1 }), { nil: undefined }),
+        (msg, ua, value, scope, owner) => {
           const [e] = chain(1);
           assert.ok(e);
           const { hash: _, ...unhashed } = e;
@@ -167,6 +169,7 @@ describe("audit hash chain", () => {
             userAgent: ua,
             changes: [{ field: "x", op: "set" as const, before: null, after: value as never }],
             ...(scope === undefined ? {} : { actorScope: scope }),
+            ...(owner === undefined ? {} : { actorOwner: owner }),
           };
           // Hashed as ctrl does, from the values in memory; checked from the line a client reads.
           const hashed = { ...r, hash: auditHash(r) };
@@ -194,5 +197,31 @@ describe("audit hash chain", () => {
       () => auditRecordFromJson({ ...line, actor: { ...(line.actor as object), scope: 1 } }),
       /actor\.scope/,
     );
+  });
+
+  it("a workspace token's owner is in the line and in what the hash covers", () => {
+    const [e] = chain(1);
+    assert.ok(e);
+    const { hash: _, ...unhashed } = e;
+    const r = { ...unhashed, actorScope: "ws_1", actorOwner: "service account ci" };
+    const line = auditRecordToJson({ ...r, hash: auditHash(r) });
+    assert.deepEqual(line.actor, {
+      kind: "user",
+      id: "tok_x",
+      name: "admin",
+      scope: "ws_1",
+      owner: "service account ci",
+    });
+    const read = (actor: Record<string, string>): AuditRecord => auditRecordFromJson({ ...line, actor });
+    assert.equal(auditHash(read(line.actor as Record<string, string>)), line.hash);
+    // Dropped or changed, the event no longer verifies.
+    assert.notEqual(auditHash(read({ kind: "user", id: "tok_x", name: "admin", scope: "ws_1" })), line.hash);
+    assert.notEqual(
+      auditHash(read({ kind: "user", id: "tok_x", name: "admin", scope: "ws_1", owner: "service account root" })),
+      line.hash,
+    );
+    // And an event without one hashes as it did before owners existed.
+    const { actorOwner: _o, ...older } = r;
+    assert.equal(auditHash(older), auditHash({ ...unhashed, actorScope: "ws_1" }));
   });
 });

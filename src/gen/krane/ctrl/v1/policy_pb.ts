@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/policy.proto.
  */
 export const file_krane_ctrl_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("ChprcmFuZS9jdHJsL3YxL3BvbGljeS5wcm90bxINa3JhbmUuY3RybC52MSLBAQoMTWV0aG9kUG9saWN5EiMKBXNjb3BlGAEgASgOMhQua3JhbmUuY3RybC52MS5TY29wZRINCgVmaWVsZBgCIAEoCRIZChFpbnN0YWxsYXRpb25fZmxhZxgDIAEoCRIhCgRyb2xlGAQgASgOMhMua3JhbmUuY3RybC52MS5Sb2xlEioKBWF1ZGl0GAUgASgOMhsua3JhbmUuY3RybC52MS5BdWRpdFN1YmplY3QSEwoLYXVkaXRfZmllbGQYBiABKAkqhAEKBVNjb3BlEhUKEVNDT1BFX1VOU1BFQ0lGSUVEEAASFgoSU0NPUEVfSU5TVEFMTEFUSU9OEAESEwoPU0NPUEVfV09SS1NQQUNFEAISFAoQU0NPUEVfREVQTE9ZTUVOVBADEhAKDFNDT1BFX0NBTExFUhAEEg8KC1NDT1BFX0FHRU5UEAUqYQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9WSUVXRVIQARISCg5ST0xFX0RFVkVMT1BFUhACEg4KClJPTEVfQURNSU4QAxIOCgpST0xFX09XTkVSEAQqtQMKDEF1ZGl0U3ViamVjdBIdChlBVURJVF9TVUJKRUNUX1VOU1BFQ0lGSUVEEAASFgoSQVVESVRfU1VCSkVDVF9OT05FEAESGwoXQVVESVRfU1VCSkVDVF9XT1JLU1BBQ0UQAhIZChVBVURJVF9TVUJKRUNUX1BST0pFQ1QQAxIdChlBVURJVF9TVUJKRUNUX0VOVklST05NRU5UEAQSHAoYQVVESVRfU1VCSkVDVF9ERVBMT1lNRU5UEAUSGAoUQVVESVRfU1VCSkVDVF9SRUdJT04QBhIZChVBVURJVF9TVUJKRUNUX0NMVVNURVIQBxIbChdBVURJVF9TVUJKRUNUX0FQSV9UT0tFThAIEiAKHEFVRElUX1NVQkpFQ1RfUFJFVklFV19MSU1JVFMQCRIeChpBVURJVF9TVUJKRUNUX1BSRVZJRVdfSE9PSxAKEh4KGkFVRElUX1NVQkpFQ1RfTkVXX1JFVklTSU9OEAsSJgoiQVVESVRfU1VCSkVDVF9OT1RJRklDQVRJT05fQ0hBTk5FTBAMEh0KGUFVRElUX1NVQkpFQ1RfU01UUF9TRVJWRVIQDTpVCgZwb2xpY3kSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxj1kwMgASgLMhsua3JhbmUuY3RybC52MS5NZXRob2RQb2xpY3lSBnBvbGljeWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChprcmFuZS9jdHJsL3YxL3BvbGljeS5wcm90bxINa3JhbmUuY3RybC52MSLBAQoMTWV0aG9kUG9saWN5EiMKBXNjb3BlGAEgASgOMhQua3JhbmUuY3RybC52MS5TY29wZRINCgVmaWVsZBgCIAEoCRIZChFpbnN0YWxsYXRpb25fZmxhZxgDIAEoCRIhCgRyb2xlGAQgASgOMhMua3JhbmUuY3RybC52MS5Sb2xlEioKBWF1ZGl0GAUgASgOMhsua3JhbmUuY3RybC52MS5BdWRpdFN1YmplY3QSEwoLYXVkaXRfZmllbGQYBiABKAkqhAEKBVNjb3BlEhUKEVNDT1BFX1VOU1BFQ0lGSUVEEAASFgoSU0NPUEVfSU5TVEFMTEFUSU9OEAESEwoPU0NPUEVfV09SS1NQQUNFEAISFAoQU0NPUEVfREVQTE9ZTUVOVBADEhAKDFNDT1BFX0NBTExFUhAEEg8KC1NDT1BFX0FHRU5UEAUqYQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9WSUVXRVIQARISCg5ST0xFX0RFVkVMT1BFUhACEg4KClJPTEVfQURNSU4QAxIOCgpST0xFX09XTkVSEAQq8gMKDEF1ZGl0U3ViamVjdBIdChlBVURJVF9TVUJKRUNUX1VOU1BFQ0lGSUVEEAASFgoSQVVESVRfU1VCSkVDVF9OT05FEAESGwoXQVVESVRfU1VCSkVDVF9XT1JLU1BBQ0UQAhIZChVBVURJVF9TVUJKRUNUX1BST0pFQ1QQAxIdChlBVURJVF9TVUJKRUNUX0VOVklST05NRU5UEAQSHAoYQVVESVRfU1VCSkVDVF9ERVBMT1lNRU5UEAUSGAoUQVVESVRfU1VCSkVDVF9SRUdJT04QBhIZChVBVURJVF9TVUJKRUNUX0NMVVNURVIQBxIbChdBVURJVF9TVUJKRUNUX0FQSV9UT0tFThAIEiAKHEFVRElUX1NVQkpFQ1RfUFJFVklFV19MSU1JVFMQCRIeChpBVURJVF9TVUJKRUNUX1BSRVZJRVdfSE9PSxAKEh4KGkFVRElUX1NVQkpFQ1RfTkVXX1JFVklTSU9OEAsSJgoiQVVESVRfU1VCSkVDVF9OT1RJRklDQVRJT05fQ0hBTk5FTBAMEh0KGUFVRElUX1NVQkpFQ1RfU01UUF9TRVJWRVIQDRIYChRBVURJVF9TVUJKRUNUX01FTUJFUhAOEiEKHUFVRElUX1NVQkpFQ1RfU0VSVklDRV9BQ0NPVU5UEA86VQoGcG9saWN5Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY9ZMDIAEoCzIbLmtyYW5lLmN0cmwudjEuTWV0aG9kUG9saWN5UgZwb2xpY3liBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * @generated from message krane.ctrl.v1.MethodPolicy
@@ -200,7 +200,11 @@ export const ScopeSchema: GenEnum<Scope, ScopeJson> = /*@__PURE__*/
   enumDesc(file_krane_ctrl_v1_policy, 0);
 
 /**
- * Workspace members' roles, each allowing what the ones before it allow.
+ * The roles of a workspace's members and service accounts, each allowing what the ones before it
+ * allow. A member's sign-in session and API tokens act with the member's role (as it is at each
+ * call); a service account's tokens with the service account's. Installation tokens are not
+ * members: they pass every role. What each role may call is generated from these declarations
+ * into docs/using.md ("Roles"), which test/integration/ctrl/roles.test.ts reads and checks.
  *
  * @generated from enum krane.ctrl.v1.Role
  */
@@ -211,28 +215,29 @@ export enum Role {
   UNSPECIFIED = 0,
 
   /**
-   * Reads.
+   * Reads (logs included), and the caller's own API tokens and sessions.
    *
    * @generated from enum value: ROLE_VIEWER = 1;
    */
   VIEWER = 1,
 
   /**
-   * Deploys, rollouts, configuration, jobs, releases, previews, endpoints and domains.
+   * Deploys, rollouts, configuration and secrets, jobs, releases, previews, endpoints and domains.
    *
    * @generated from enum value: ROLE_DEVELOPER = 2;
    */
   DEVELOPER = 2,
 
   /**
-   * Projects, environments, tokens, preview hooks, the audit log.
+   * Projects, environments, members and service accounts, every token of the workspace, preview
+   * hooks, the audit log.
    *
    * @generated from enum value: ROLE_ADMIN = 3;
    */
   ADMIN = 3,
 
   /**
-   * The workspace itself.
+   * The workspace itself (deleting it), and the owners among its members.
    *
    * @generated from enum value: ROLE_OWNER = 4;
    */
@@ -240,7 +245,11 @@ export enum Role {
 }
 
 /**
- * Workspace members' roles, each allowing what the ones before it allow.
+ * The roles of a workspace's members and service accounts, each allowing what the ones before it
+ * allow. A member's sign-in session and API tokens act with the member's role (as it is at each
+ * call); a service account's tokens with the service account's. Installation tokens are not
+ * members: they pass every role. What each role may call is generated from these declarations
+ * into docs/using.md ("Roles"), which test/integration/ctrl/roles.test.ts reads and checks.
  *
  * @generated from enum krane.ctrl.v1.Role
  */
@@ -336,12 +345,24 @@ export enum AuditSubject {
    * @generated from enum value: AUDIT_SUBJECT_SMTP_SERVER = 13;
    */
   SMTP_SERVER = 13,
+
+  /**
+   * A workspace member (an invitation until its first sign-in), by id or email.
+   *
+   * @generated from enum value: AUDIT_SUBJECT_MEMBER = 14;
+   */
+  MEMBER = 14,
+
+  /**
+   * @generated from enum value: AUDIT_SUBJECT_SERVICE_ACCOUNT = 15;
+   */
+  SERVICE_ACCOUNT = 15,
 }
 
 /**
  * @generated from enum krane.ctrl.v1.AuditSubject
  */
-export type AuditSubjectJson = "AUDIT_SUBJECT_UNSPECIFIED" | "AUDIT_SUBJECT_NONE" | "AUDIT_SUBJECT_WORKSPACE" | "AUDIT_SUBJECT_PROJECT" | "AUDIT_SUBJECT_ENVIRONMENT" | "AUDIT_SUBJECT_DEPLOYMENT" | "AUDIT_SUBJECT_REGION" | "AUDIT_SUBJECT_CLUSTER" | "AUDIT_SUBJECT_API_TOKEN" | "AUDIT_SUBJECT_PREVIEW_LIMITS" | "AUDIT_SUBJECT_PREVIEW_HOOK" | "AUDIT_SUBJECT_NEW_REVISION" | "AUDIT_SUBJECT_NOTIFICATION_CHANNEL" | "AUDIT_SUBJECT_SMTP_SERVER";
+export type AuditSubjectJson = "AUDIT_SUBJECT_UNSPECIFIED" | "AUDIT_SUBJECT_NONE" | "AUDIT_SUBJECT_WORKSPACE" | "AUDIT_SUBJECT_PROJECT" | "AUDIT_SUBJECT_ENVIRONMENT" | "AUDIT_SUBJECT_DEPLOYMENT" | "AUDIT_SUBJECT_REGION" | "AUDIT_SUBJECT_CLUSTER" | "AUDIT_SUBJECT_API_TOKEN" | "AUDIT_SUBJECT_PREVIEW_LIMITS" | "AUDIT_SUBJECT_PREVIEW_HOOK" | "AUDIT_SUBJECT_NEW_REVISION" | "AUDIT_SUBJECT_NOTIFICATION_CHANNEL" | "AUDIT_SUBJECT_SMTP_SERVER" | "AUDIT_SUBJECT_MEMBER" | "AUDIT_SUBJECT_SERVICE_ACCOUNT";
 
 /**
  * Describes the enum krane.ctrl.v1.AuditSubject.
