@@ -9,6 +9,9 @@ import { file_krane_ctrl_v1_rollout } from "../../../src/gen/krane/ctrl/v1/rollo
 import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
+import { file_krane_ctrl_v1_notify } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
+import { file_krane_ctrl_v1_access } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
+import { file_krane_ctrl_v1_apply } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
 import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
@@ -21,6 +24,9 @@ test("every public method is repeated after an outage as it is or only under its
     file_krane_ctrl_v1_release,
     file_krane_ctrl_v1_job,
     file_krane_ctrl_v1_exposure,
+    file_krane_ctrl_v1_notify,
+    file_krane_ctrl_v1_access,
+    file_krane_ctrl_v1_apply,
   ]
     .flatMap((f) => f.services)
     .flatMap((s) => s.methods);
@@ -37,9 +43,16 @@ test("every public method is repeated after an outage as it is or only under its
     "RolloutService.Restart",
     // Under a key a repeated promote gets the first answer instead of moving one more step.
     "RolloutService.Promote",
+    // Each rollback goes one revision further back.
+    "RolloutService.Rollback",
     "RolloutService.Abort",
     // A secret value is sealed afresh on every call, so a repeat would make a second revision.
     "ConfigService.SetSecrets",
+    // A new channel, a sent test message, an invitation, a service account.
+    "NotificationService.AddChannel",
+    "NotificationService.TestChannel",
+    "MemberService.InviteMember",
+    "MemberService.CreateServiceAccount",
   ];
   const name = (m: (typeof all)[number]) => `${m.parent.name}.${m.name}`;
   assert.deepEqual(
