@@ -173,6 +173,9 @@ async function environmentView(db: Reader, envId: string): Promise<ViewTree | nu
         progress_deadline_seconds: Number(e.progress_deadline_seconds),
         revision_history_limit: Number(e.revision_history_limit),
         paused: Number(e.paused) === 1,
+        warm_window_seconds: Number(e.warm_window_seconds),
+        // The revision `krane rollback` pinned the environment to (absent: the newest runs).
+        pinned: e.pinned_deployment_id,
         progressive: json(e.progressive),
         command: progressive?.command ?? null,
         undo:

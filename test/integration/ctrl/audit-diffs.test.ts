@@ -16,6 +16,7 @@ import { after, before, describe, it } from "node:test";
 import {
   ApiTokenService,
   DeploymentService,
+  RegistryService,
   EnvironmentService,
   ProjectService,
   RegionService,
@@ -27,13 +28,15 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
+import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
+import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { readdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
-import type { DescService } from "@bufbuild/protobuf";
+import { clone, type DescService } from "@bufbuild/protobuf";
 import { subjectReader } from "../../../src/ctrl/audit/views.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { deliver, githubDelivery } from "../../support/git-providers.js";
@@ -67,6 +70,7 @@ const ROLLOUT = [
   "progress_deadline_seconds",
   "revision_history_limit",
   "strategy",
+  "warm_window_seconds",
 ];
 const DEPLOYMENT = ["args", "build_id", "command", "cpu_millicores", "env", "image", "memory_mib", "port", "revision"];
 const JOB = [
@@ -95,8 +99,9 @@ const HOOK = [
   "ttl_seconds",
   "with_secrets",
 ];
-/** A preview's new environment, all of it added. */
+/** A preview's new environment, all of it added (with its base's configuration: LEVEL, from the krane.yaml step). */
 const PREVIEW_ENVIRONMENT = [
+  "environment.config.LEVEL added",
   "environment.deleting added",
   ...each("environment.endpoints.public", "added", ["hostname", "path_prefix"]),
   ...each("environment.preview", "added", ["approved", "expires_at", "fork", "image", "state", "with_secrets"]),
@@ -287,6 +292,39 @@ describe("the audit diff of every audited method", () => {
       (o) => config.unsetSecrets({ ...REF, keys: ["DB_PASSWORD"] }, o),
     );
 
+    // krane.yaml: an apply of the plan made against the environment as it is.
+    const files = ctrl.client(ProjectFileService, t);
+    const plan = await files.planEnvironment({ ...REF, desired: {} });
+    assert.ok(plan.current);
+    const desired = clone(EnvironmentFileSchema, plan.current);
+    desired.config.LEVEL = "debug";
+    await step(
+      {
+        method: "ProjectFileService/ApplyEnvironment",
+        chain: "workspace",
+        diff: ["environment.config.LEVEL added", "environment.revision set"],
+      },
+      (o) => files.applyEnvironment({ ...REF, desired, plannedFrom: plan.current }, o),
+    );
+
+    // A private registry's credential: its host and user, the password as changed, never its value.
+    const registries = ctrl.client(RegistryService, t);
+    const REGISTRY = ['registries."registry.example.com".password', 'registries."registry.example.com".username'];
+    await step(
+      {
+        method: "RegistryService/AddRegistry",
+        chain: "workspace",
+        diff: REGISTRY.map((f) => `${f} added`),
+        check: (e) => assert.doesNotMatch(JSON.stringify(e.changes), /hunter2/, "no password in the event"),
+      },
+      (o) =>
+        registries.addRegistry({ workspace: WS, host: "registry.example.com", username: "ci", password: "hunter2" }, o),
+    );
+    await step(
+      { method: "RegistryService/RemoveRegistry", chain: "workspace", diff: REGISTRY.map((f) => `${f} removed`) },
+      (o) => registries.removeRegistry({ workspace: WS, host: "registry.example.com" }, o),
+    );
+
     // Exposure, jobs, releases.
     await step(
       {
@@ -370,6 +408,16 @@ describe("the audit diff of every audited method", () => {
     await step(
       { method: "RolloutService/Undo", chain: "workspace", diff: ["environment.rollout.undo.eu added"] },
       (o) => rollout.undo(REF, o),
+    );
+    // A rollback pins the environment to the revision it went back to.
+    await step(
+      {
+        method: "RolloutService/Rollback",
+        chain: "workspace",
+        diff: ["environment.rollout.pinned added"],
+        check: (e) => assert.match(e.changes[0]?.afterJson ?? "", /^"dep_/),
+      },
+      (o) => rollout.rollback(REF, o),
     );
     await step(
       {
