@@ -354,7 +354,11 @@ describe("instance events (SQLite)", () => {
     assert.match(table, /r1 {2}eu {2}web-a {2}Error \(exit 3, 30 restarts\)/);
     // The OOM kill was web-a's oldest event: the crash loop pushed it out (20 kept per instance).
     assert.doesNotMatch(table, /OOMKilled/);
-    assert.match(table, /web-b {2}ErrImagePull: docker\.io\/nope:1: failed to pull image/);
+    // The pull error names the registry and its answer (registry docker.io: not found).
+    assert.match(
+      table,
+      /web-b {2}ErrImagePull \(registry docker\.io: not found\): docker\.io\/nope:1: failed to pull image/,
+    );
     const json = JSON.parse(await krane(env, ["events", "shop/production", "--instance", "web-b", "-o", "json"])) as {
       events: { reason: string; image: string }[];
       cursor: string;
