@@ -396,6 +396,18 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
           (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v),
         );
       };
+      // What the stream said of each instance, for the message when the wait runs out.
+      const heard = (): string =>
+        JSON.stringify(
+          [...new Set(seen.map((e) => e.instance))].map((n) => ({
+            instance: n,
+            old: old.has(n),
+            lines: seen.filter((e) => e.instance === n && lineOf(e)).length,
+            markers: seen
+              .filter((e) => e.instance === n && e.entry.case === "marker")
+              .map((e) => (e.entry.case === "marker" ? `${e.entry.value.kind}:${e.entry.value.message}` : "")),
+          })),
+        );
       const fresh = await eventually(
         "3 new instances with lines, and the 3 old ones gone",
         async () => {
@@ -412,7 +424,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
         },
         120_000,
       ).catch(async (err: unknown) => {
-        throw new Error(`${String(err)}; status: ${await diagnose()}`);
+        throw new Error(`${String(err)}; status: ${await diagnose()}; heard: ${heard()}`);
       });
       abort.abort();
       await reading;

@@ -321,11 +321,15 @@ export class LogSession {
         "log stream ended; reading it again if it runs",
       );
       // Unsure (the API server does not answer yet): tried again, within the attempts.
-      const running = broken > REOPEN_ATTEMPTS ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
+      const givenUp = broken > REOPEN_ATTEMPTS;
+      const running = givenUp ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
       if (running === "no") {
         if (signal.aborted) return;
         emit(lines.end());
-        if (failure !== "") this.#marker(pod, "error", `cannot read the log: ${failure}`);
+        // A container that is gone has left, however its stream ended: a stream cut while the
+        // kubelet stops a container is the usual end of a rolling update, not an error. Only a
+        // stream given up on while the container may still run is one.
+        if (givenUp && failure !== "") this.#marker(pod, "error", `cannot read the log: ${failure}`);
         else this.#marker(pod, "left");
         return;
       }
