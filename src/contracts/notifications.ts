@@ -12,6 +12,8 @@ export const NOTIFICATION_EVENTS = {
   "canary.aborted": "a progressive rollout was aborted (by its analysis, with the verdict, or by hand)",
   "instance.oom": "an instance's container was killed for running out of memory",
   "instance.crashloop": "an instance is crash-looping",
+  "certificate.failing":
+    "a domain's certificate that was ready in a region is not any more (expired, renewal failed, secret gone)",
 } as const;
 
 export type NotificationEventType = keyof typeof NOTIFICATION_EVENTS;

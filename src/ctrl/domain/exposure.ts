@@ -21,6 +21,7 @@ import {
 } from "../payloads/gateway.js";
 import type { Visibility } from "../validate/exposure.js";
 import { setEdgeAuth } from "./environments.js";
+import { notify, type Notice } from "./notifications.js";
 
 export interface ExposureSettings {
   /** Generated public hostnames are `<label>.<publicApex>`. */
@@ -268,6 +269,13 @@ export async function recordGatewayReport(store: Store, region: string, report: 
       rejected_reason: report.type === "rejected" ? report.reason : null,
       reported_at: tx.now,
     };
+    if (report.type === "update")
+      for (const n of certificateNotices(
+        JSON.parse(prev?.routes ?? "[]") as StoredRouteStatus[],
+        report.routes,
+        region,
+      ))
+        await notify(tx, { ...n, environmentId: report.id });
     if (prev) {
       await tx.trx
         .updateTable("gateway_reports")
@@ -279,4 +287,36 @@ export async function recordGatewayReport(store: Store, region: string, report: 
       await tx.trx.insertInto("gateway_reports").values(row).execute();
     }
   });
+}
+
+/**
+ * What a region's new report says of certificates that stopped being ready: a hostname whose
+ * certificate was Ready=True in the region's previous report and is False now (it expired, a
+ * renewal failed, its secret was removed). A certificate still being issued for the first time is
+ * not ready without having failed, so only a ready one turning not ready is told, once per turn.
+ */
+export function certificateNotices(
+  previous: readonly StoredRouteStatus[],
+  next: readonly StoredRouteStatus[],
+  region: string,
+): Omit<Notice, "environmentId">[] {
+  const wasReady = new Set(
+    previous.flatMap((r) => r.certificates.filter((c) => c.ready.status === "True").map((c) => c.hostname)),
+  );
+  const told = new Set<string>();
+  const out: Omit<Notice, "environmentId">[] = [];
+  for (const c of next.flatMap((r) => r.certificates)) {
+    if (c.ready.status !== "False" || !wasReady.has(c.hostname) || told.has(c.hostname)) continue;
+    told.add(c.hostname);
+    const why = [c.ready.reason, c.ready.message].filter((x) => x !== "").join(": ");
+    out.push({
+      type: "certificate.failing",
+      severity: "critical",
+      summary: `certificate of ${c.hostname} not ready in ${region}`,
+      text: `The certificate of ${c.hostname} was ready and is not any more${why === "" ? "" : ` (${why})`}; HTTPS clients of ${c.hostname} in ${region} may be refused.`,
+      region,
+      details: { hostname: c.hostname, reason: c.ready.reason, message: c.ready.message },
+    });
+  }
+  return out;
 }

@@ -3,6 +3,7 @@
 // instance's OOM kill or crash loop once per instance within the quiet period.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { certificateNotices, type StoredRouteStatus } from "../../../../src/ctrl/domain/exposure.js";
 import { instanceNotices, NOTICE_QUIET_MS, type ReportedEvent } from "../../../../src/ctrl/domain/instance-events.js";
 import { passNotice, progressiveNotices, rollbackNotice } from "../../../../src/ctrl/rollout/notices.js";
 import type { Condition } from "../../../../src/rollout/index.js";
@@ -156,5 +157,55 @@ describe("instanceNotices", () => {
     assert.equal(instanceNotices([ev({ atMs: at })], stored, d, "eu").length, 0);
     assert.equal(instanceNotices([ev({ atMs: at + NOTICE_QUIET_MS })], stored, d, "eu").length, 1);
     assert.equal(instanceNotices([ev({ atMs: at, instance: "shop-b-2" })], stored, d, "eu").length, 1);
+  });
+});
+
+describe("certificateNotices", () => {
+  const cond = (status: string, reason = "", message = "") => ({ status, reason, message });
+  const route = (certs: [string, string, string?][]): StoredRouteStatus => ({
+    name: "web",
+    visibility: "public",
+    gateway: "krane/public",
+    accepted: cond("True"),
+    resolvedRefs: cond("True"),
+    certificates: certs.map(([hostname, status, reason]) => ({
+      hostname,
+      secretName: `tls-${hostname}`,
+      ready: cond(status, reason ?? "", reason === undefined ? "" : `because ${reason}`),
+    })),
+    problem: "",
+  });
+
+  it("tells a certificate that was ready and is not, once, naming the host, region and reason", () => {
+    const before = [
+      route([
+        ["a.example.com", "True"],
+        ["b.example.com", "True"],
+      ]),
+    ];
+    const after = [
+      route([
+        ["a.example.com", "False", "Expired"],
+        ["b.example.com", "True"],
+      ]),
+    ];
+    const ns = certificateNotices(before, after, "eu");
+    assert.deepEqual(
+      ns.map((n) => [n.type, n.details?.hostname, n.details?.reason, n.region]),
+      [["certificate.failing", "a.example.com", "Expired", "eu"]],
+    );
+    assert.match(ns[0]?.text ?? "", /Expired: because Expired/);
+    // The next report that still says False tells nothing more: it was told at the turn.
+    assert.equal(certificateNotices(after, after, "eu").length, 0);
+  });
+
+  it("tells nothing of a first issuance, an unknown state or a hostname on two routes twice", () => {
+    assert.equal(certificateNotices([], [route([["a.example.com", "False", "DoesNotExist"]])], "eu").length, 0);
+    assert.equal(
+      certificateNotices([route([["a.example.com", "True"]])], [route([["a.example.com", "Unknown"]])], "eu").length,
+      0,
+    );
+    const twice = [route([["a.example.com", "False", "Expired"]]), route([["a.example.com", "False", "Expired"]])];
+    assert.equal(certificateNotices([route([["a.example.com", "True"]])], twice, "eu").length, 1);
   });
 });
