@@ -13,10 +13,11 @@
 // would read .env and bunfig.toml from the working directory at start: off, so a .env in a user's
 // project never sets KRANE_TOKEN behind their back.
 //
-// Other platforms: Bun compiles for another target (--target bun-darwin-arm64, …) only with
-// that platform's Bun runtime, which it downloads, or which --compile-executable-path names (the
-// binary of the npm package @oven/bun-<os>-<arch> of the same version); a release builds each
-// platform's file on a machine of that platform, or passes that path (docs/running-for-real.md).
+// Other platforms: `npm run build -- --cli-platforms all` (or a list such as
+// linux-arm64,darwin-arm64; env KRANE_CLI_PLATFORMS) also compiles the file for each of them with
+// Bun's --target, for which Bun downloads that platform's runtime from the npm registry once (its
+// cache keeps it). Only this machine's file is built by default: the others are downloads the tests
+// here cannot run, which a release builds (docs/running-for-real.md, "The CLI as one file").
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -25,6 +26,35 @@ import { dirname, join, resolve } from "node:path";
 /** The file name for this platform, as a release names it. */
 export function singleFileName(platform = process.platform, arch = process.arch) {
   return `krane-${platform === "win32" ? "windows" : platform}-${arch}${platform === "win32" ? ".exe" : ""}`;
+}
+
+/** The platforms a release builds ("<os>-<arch>", as the file names say them) and Bun's target for each. */
+export const PLATFORMS = {
+  "linux-x64": "bun-linux-x64",
+  "linux-arm64": "bun-linux-arm64",
+  "darwin-x64": "bun-darwin-x64",
+  "darwin-arm64": "bun-darwin-arm64",
+  "windows-x64": "bun-windows-x64",
+};
+
+/** This machine's platform, as PLATFORMS names it. */
+export function hostPlatform() {
+  return `${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`;
+}
+
+/**
+ * The platforms asked for beside this machine's: "all", or a comma-separated list of PLATFORMS'
+ * names. Anything else is refused, naming the flag and what it takes.
+ */
+export function parsePlatforms(text) {
+  if (text === undefined || text === "") return [];
+  const asked = text === "all" ? Object.keys(PLATFORMS) : text.split(",").map((p) => p.trim());
+  for (const p of asked)
+    if (!Object.hasOwn(PLATFORMS, p))
+      throw new Error(
+        `--cli-platforms: "${p}" is not a platform; take "all" or some of ${Object.keys(PLATFORMS).join(", ")}`,
+      );
+  return asked.filter((p) => p !== hostPlatform());
 }
 
 /** Bun's executable from its npm package (a devDependency), or undefined when it is not installed. */
@@ -49,19 +79,23 @@ function fits(file) {
 
 /**
  * Compiles the single-file CLI into `outDir` (root: the checkout; stamp: the build's version,
- * commit and date; listing: the text of dist/cli/commands.json). Returns its path.
+ * commit and date; listing: the text of dist/cli/commands.json; platform: one of PLATFORMS, this
+ * machine's by default). Returns its path.
  */
-export function buildSingleFile(root, outDir, stamp, listing) {
+export function buildSingleFile(root, outDir, stamp, listing, platform = hostPlatform()) {
   const bun = bunPath();
   if (!bun) throw new Error("the single-file CLI needs Bun (the devDependency bun): run npm install");
   mkdirSync(outDir, { recursive: true });
-  const out = join(outDir, singleFileName());
+  const [os, arch] = platform.split("-");
+  const out = join(outDir, singleFileName(os === "windows" ? "win32" : os, arch));
+  const target = platform === hostPlatform() ? [] : [`--target=${PLATFORMS[platform]}`];
   const meta = join(outDir, "meta.json");
   execFileSync(
     bun,
     [
       "build",
       "--compile",
+      ...target,
       "--bytecode",
       "--splitting",
       "--format=esm",

@@ -41,7 +41,7 @@ import {
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import { buildSingleFile } from "./build-single.mjs";
+import { buildSingleFile, parsePlatforms } from "./build-single.mjs";
 import { buildIsFresh } from "./freshness.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
@@ -141,6 +141,11 @@ async function buildDashboard(out) {
 }
 
 if (process.argv.includes("--if-stale") && buildIsFresh(root)) process.exit(0);
+/** The single-file CLI's platforms beside this machine's (--cli-platforms all|<list>, env KRANE_CLI_PLATFORMS). */
+const platformsFlag = process.argv.indexOf("--cli-platforms");
+const otherPlatforms = parsePlatforms(
+  platformsFlag >= 0 ? (process.argv[platformsFlag + 1] ?? "") : (process.env.KRANE_CLI_PLATFORMS ?? ""),
+);
 
 const started = performance.now();
 const out = join(root, "dist");
@@ -253,7 +258,9 @@ try {
   const stamp = { version: pkg.version, commit: commit(), date };
   // The single-file CLI (scripts/build-single.mjs): dist/single-file/krane-<os>-<arch>.
   const single = performance.now();
-  buildSingleFile(root, join(tmp, "single-file"), stamp, readFileSync(join(tmp, "cli", "commands.json"), "utf8"));
+  const listing = readFileSync(join(tmp, "cli", "commands.json"), "utf8");
+  buildSingleFile(root, join(tmp, "single-file"), stamp, listing);
+  for (const platform of otherPlatforms) buildSingleFile(root, join(tmp, "single-file"), stamp, listing, platform);
   const singleMs = Math.round(performance.now() - single);
   // Written last: its time is what "fresh" is measured against.
   writeFileSync(join(tmp, "build-stamp.json"), `${JSON.stringify(stamp, null, 2)}\n`);
