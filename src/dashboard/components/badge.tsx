@@ -23,10 +23,22 @@ export function LiveBadge(props: { state: LiveState }) {
   );
 }
 
-/** A state written in its tone's colour. */
+/**
+ * The shape beside a toned state, so that it does not rest on colour alone (WCAG 1.4.1): the
+ * word says it, the colour and the shape repeat it. Hidden from screen readers, which read the word.
+ */
+export const TONE_ICON: Record<Tone, string> = { ok: "✓", warn: "◐", bad: "✕", muted: "", "": "" };
+
+/** A state written in its tone's colour, after its tone's icon. */
 export function Toned(props: { tone: Tone; title?: string; children: ComponentChildren }) {
+  const icon = TONE_ICON[props.tone];
   return (
     <span class={props.tone} title={props.title}>
+      {icon !== "" && (
+        <span class="icon" aria-hidden="true">
+          {icon}{" "}
+        </span>
+      )}
       {props.children}
     </span>
   );

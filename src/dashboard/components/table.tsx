@@ -10,6 +10,8 @@ export interface Column<T> {
   /** What the column sorts and filters by. */
   value: (row: T) => string | number;
   render?: (row: T) => ComponentChildren;
+  /** Long text (a message, a diff): wraps within a bounded width instead of widening the table. */
+  wrap?: boolean;
 }
 
 export function filterRows<T>(rows: readonly T[], columns: readonly Column<T>[], text: string): T[] {
@@ -53,6 +55,8 @@ export function Table<T>(props: {
   columns: readonly Column<T>[];
   rowKey: (row: T) => string;
   filter?: boolean;
+  /** What an empty table says: why it is empty and what to do next (every table has one). */
+  empty: ComponentChildren;
 }) {
   const [text, setText] = useState("");
   const [sortKey, setSortKey] = useState<string | undefined>(undefined);
@@ -113,11 +117,20 @@ export function Table<T>(props: {
             </tr>
           </thead>
           <tbody>
+            {shown.length === 0 && (
+              <tr>
+                <td class="empty" colSpan={props.columns.length}>
+                  {props.rows.length === 0 ? props.empty : "No row matches the filter."}
+                </td>
+              </tr>
+            )}
             {virtual && first > 0 && <tr aria-hidden="true" style={{ height: `${first * ROW_PX}px` }} />}
             {slice.map((r) => (
               <tr key={props.rowKey(r)} style={{ height: `${ROW_PX}px` }}>
                 {props.columns.map((c) => (
-                  <td key={c.key}>{c.render ? c.render(r) : String(c.value(r))}</td>
+                  <td key={c.key} class={c.wrap ? "wrap" : undefined}>
+                    {c.render ? c.render(r) : String(c.value(r))}
+                  </td>
                 ))}
               </tr>
             ))}

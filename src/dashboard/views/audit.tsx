@@ -101,15 +101,16 @@ export function Audit(props: { chain: string; installation: boolean }) {
       ) : (
         <Table
           label="Audit events"
+          empty="No audit event in this range: every change made through the API is recorded here."
           rows={events}
           rowKey={(e) => e.id}
           filter
           columns={[
             { key: "seq", title: "#", value: (e) => Number(e.seq) },
             { key: "at", title: "When", value: (e) => Number(e.atUnixMs), render: (e) => clock(e.atUnixMs) },
-            { key: "actor", title: "Actor", value: (e) => `${e.actor?.kind ?? ""} ${e.actor?.name ?? ""}` },
-            { key: "method", title: "Method", value: (e) => e.method },
-            { key: "targets", title: "Targets", value: (e) => e.targets.join(", ") },
+            { key: "actor", title: "Actor", wrap: true, value: (e) => `${e.actor?.kind ?? ""} ${e.actor?.name ?? ""}` },
+            { key: "method", title: "Method", wrap: true, value: (e) => e.method },
+            { key: "targets", title: "Targets", wrap: true, value: (e) => e.targets.join(", ") },
             {
               key: "code",
               title: "Result",

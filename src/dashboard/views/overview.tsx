@@ -77,14 +77,38 @@ export function Overview(props: { installation: boolean }) {
         </p>
       )}
       {rows ? (
-        <Table label="Environments" rows={list} columns={ENV_COLUMNS} rowKey={(r) => r.id} filter />
+        <Table
+          label="Environments"
+          empty={
+            <>
+              No environment yet: create one with{" "}
+              <code>krane env create &lt;project&gt;/&lt;env&gt; --region &lt;region&gt;=1</code>, or apply a krane.yaml
+              with <code>krane apply -f krane.yaml</code>.
+            </>
+          }
+          rows={list}
+          columns={ENV_COLUMNS}
+          rowKey={(r) => r.id}
+          filter
+        />
       ) : (
         <p class="muted">Loading…</p>
       )}
       {props.installation && (
         <>
           <h2>Clusters</h2>
-          <Table label="Clusters" rows={clusters} columns={CLUSTER_COLUMNS} rowKey={(c) => c.id} />
+          <Table
+            label="Clusters"
+            empty={
+              <>
+                No cluster has connected: run an agent for each region with a token from{" "}
+                <code>krane cluster-token create &lt;region&gt;</code> (the Helm chart, or <code>krane agent</code>).
+              </>
+            }
+            rows={clusters}
+            columns={CLUSTER_COLUMNS}
+            rowKey={(c) => c.id}
+          />
         </>
       )}
     </main>

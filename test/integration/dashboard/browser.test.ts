@@ -280,6 +280,11 @@ describe("dashboard in a browser", { skip }, () => {
       if (name === "events") await shot("events");
       const violations = await axeViolations(page);
       assert.deepEqual(violations, [], `${name}: ${violations.join("\n")}`);
+      // On a 1280-pixel screen nothing runs off the page: a wide table scrolls inside its frame.
+      const overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+      );
+      assert.ok(Number(overflow) <= 0, `${name}: the page is ${String(overflow)} px wider than the window`);
     }
   });
 

@@ -5,7 +5,7 @@ import "./dom.js";
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { LiveBadge } from "../../../src/dashboard/components/badge.js";
+import { LiveBadge, Toned } from "../../../src/dashboard/components/badge.js";
 import { useConfirmedActions, type PendingAction } from "../../../src/dashboard/components/confirm.js";
 import { LineChart, plot } from "../../../src/dashboard/components/line-chart.js";
 import { filterRows, rowWindow, sortRows, Table, type Column } from "../../../src/dashboard/components/table.js";
@@ -62,7 +62,14 @@ describe("table", () => {
 
   it("filters and sorts in the page: the count, the order, the header's state", async () => {
     const { root, unmount } = await mount(
-      h(Table<Row>, { label: "Things", rows: ROWS, columns: COLUMNS, rowKey: (r) => r.name, filter: true }),
+      h(Table<Row>, {
+        label: "Things",
+        rows: ROWS,
+        columns: COLUMNS,
+        rowKey: (r) => r.name,
+        filter: true,
+        empty: "No thing yet.",
+      }),
     );
     assert.deepEqual(cells(root, "Things"), [
       ["Name", "N"],
@@ -92,10 +99,46 @@ describe("table", () => {
     await unmount();
   });
 
+  it("an empty table says what to do next, and a filter that matches nothing says so", async () => {
+    const empty = await mount(
+      h(Table<Row>, { label: "None", rows: [], columns: COLUMNS, rowKey: (r) => r.name, empty: "Add a thing first." }),
+    );
+    const only = (root: FakeElement, label: string) =>
+      byTag(the(root, "table", ["aria-label", label]), "td").map((td) => [td.textContent, td.getAttribute("colspan")]);
+    assert.deepEqual(only(empty.root, "None"), [["Add a thing first.", "2"]]);
+    await empty.unmount();
+    const some = await mount(
+      h(Table<Row>, { label: "Some", rows: ROWS, columns: COLUMNS, rowKey: (r) => r.name, filter: true, empty: "x" }),
+    );
+    await fire(the(some.root, "input", ["aria-label", "Filter Some"]), "input", "nothing like it");
+    assert.deepEqual(only(some.root, "Some"), [["No row matches the filter.", "2"]]);
+    await some.unmount();
+  });
+
+  it("a toned state carries its tone's shape beside the word, hidden from screen readers", async () => {
+    for (const [tone, icon] of [
+      ["ok", "✓"],
+      ["warn", "◐"],
+      ["bad", "✕"],
+    ] as const) {
+      const { root, unmount } = await mount(h(Toned, { tone, children: "word" }));
+      const span = byTag(root, "span")[0] as FakeElement;
+      assert.equal(span.getAttribute("class"), tone);
+      const shape = byTag(span, "span")[0] as FakeElement;
+      assert.equal(shape.getAttribute("aria-hidden"), "true");
+      assert.equal(shape.textContent.trim(), icon);
+      assert.equal(span.textContent.replace(icon, "").trim(), "word");
+      await unmount();
+    }
+    const muted = await mount(h(Toned, { tone: "muted", children: "word" }));
+    assert.equal(byTag(muted.root, "span").length, 1);
+    await muted.unmount();
+  });
+
   it("draws only the rows in view of a long table, with spacers for the rest", async () => {
     const many = Array.from({ length: 500 }, (_, i) => ({ name: `row-${i}`, n: i }));
     const { root, unmount } = await mount(
-      h(Table<Row>, { label: "Many", rows: many, columns: COLUMNS, rowKey: (r) => r.name }),
+      h(Table<Row>, { label: "Many", rows: many, columns: COLUMNS, rowKey: (r) => r.name, empty: "" }),
     );
     const body = () => byTag(the(root, "table", ["aria-label", "Many"]), "tbody")[0] as FakeElement;
     const drawn = () => byTag(body(), "tr").filter((tr) => tr.getAttribute("aria-hidden") === null);

@@ -107,10 +107,10 @@ describe("environment page", () => {
     ]);
     const routing = byTag(the(root, "table", ["aria-label", "Sentinels"]), "td")[2]?.childNodes[0] as FakeElement;
     assert.equal(routing.getAttribute("class"), "warn");
-    assert.equal(routing.textContent, "4/5");
+    assert.equal(routing.textContent, "◐ 4/5"); // the tone's shape, then the figures
     const [, running, failed] = cells(root, "Instances");
-    assert.deepEqual(running, ["eu-west", "web-a", "2", "running", "", "node-1"]);
-    assert.deepEqual(failed?.slice(0, 4), ["eu-west", "web-b", "2", "failed"]);
+    assert.deepEqual(running, ["eu-west", "web-a", "2", "✓ running", "", "node-1"]);
+    assert.deepEqual(failed?.slice(0, 4), ["eu-west", "web-b", "2", "◐ failed"]);
     assert.match(failed?.[4] ?? "", /^OOMKilled \(exit 137\) \d+[smhd] ago$/);
     await unmount();
   });

@@ -10,7 +10,7 @@ import { RevisionMetricsSchema } from "../../../src/gen/krane/ctrl/v1/live_pb.js
 import { LogEntrySchema, LogMarkerKind } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { AddressRegionStatusSchema } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { SecretEntrySchema } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
-import { DeploymentSchema, type Deployment } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { ClusterSchema, DeploymentSchema, type Deployment } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import {
   ProgressiveStatusSchema,
   RegionRolloutSchema,
@@ -18,6 +18,8 @@ import {
   WarmRevisionSchema,
 } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import {
+  AGENT_SILENT_MS,
+  agentHint,
   canarySteps,
   instanceRows,
   offersRollback,
@@ -163,6 +165,17 @@ describe("environment status", () => {
     assert.equal(r({ deadlineExceeded: true, paused: true }), "failed");
     assert.equal(r({ paused: true }), "paused");
     assert.equal(r({}), "progressing");
+  });
+
+  it("says when no agent runs a region's rollout: none ever connected, or none heard lately", () => {
+    const now = 10 * AGENT_SILENT_MS;
+    const c = (region: string, seenAgo: number | null) =>
+      create(ClusterSchema, { region, lastHeartbeatUnixMs: seenAgo === null ? 0n : BigInt(now - seenAgo) });
+    assert.match(agentHint("eu", [], now), /no agent has connected for eu/);
+    assert.match(agentHint("eu", [c("us", 1_000), c("eu", null)], now), /no agent has connected for eu/);
+    assert.match(agentHint("eu", [c("eu", 5 * 60_000)], now), /last heard 5m ago/);
+    assert.equal(agentHint("eu", [c("eu", 5 * 60_000), c("eu", 2_000)], now), "");
+    assert.equal(agentHint("eu", [c("eu", AGENT_SILENT_MS - 1)], now), "");
   });
 
   it("writes a canary's steps and marks the one it is at, and those done", () => {

@@ -49,6 +49,8 @@ export function Actions(props: {
           Image
           <input
             name="image"
+            class="wide"
+            title={current?.image ? `now: ${current.image}` : undefined}
             value={image}
             onInput={(e) => setImage(e.currentTarget.value)}
             placeholder={current?.image ?? "registry/app:tag"}

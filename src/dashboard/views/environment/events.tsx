@@ -59,6 +59,7 @@ export function Events(props: { envRef: EnvRef; view: EnvironmentView }) {
       )}
       <Table
         label="Events"
+        empty="No event yet: crashes, OOM kills, image pull errors and rollout steps appear here as they happen."
         rows={rows}
         rowKey={(r) => r.key}
         filter

@@ -14,6 +14,12 @@ export function Instances(props: { view: EnvironmentView }) {
       <h2>Instances</h2>
       <Table
         label="Instances"
+        empty={
+          <>
+            No instance: deploy a revision with <code>krane deploy &lt;project/env&gt; --image &lt;image&gt;</code> (an
+            environment scaled to zero has none until a request comes).
+          </>
+        }
         rows={instanceRows(props.view)}
         rowKey={(r) => r.key}
         filter
@@ -46,6 +52,12 @@ export function Sentinels(props: { view: EnvironmentView }) {
       <h2>Sentinels</h2>
       <Table
         label="Sentinels"
+        empty={
+          <>
+            No sentinel has reported: they start with the environment (none when it was made with{" "}
+            <code>--no-sentinel</code>).
+          </>
+        }
         rows={props.view.status?.sentinels ?? []}
         rowKey={(s) => s.sentinelId + s.region}
         columns={[
@@ -80,6 +92,12 @@ export function Clusters(props: { view: EnvironmentView }) {
       <h2>Clusters</h2>
       <Table
         label="Clusters of the environment's regions"
+        empty={
+          <>
+            No cluster serves these regions yet, so nothing runs here: connect an agent with{" "}
+            <code>krane cluster-token create &lt;region&gt;</code>.
+          </>
+        }
         rows={props.view.status?.clusters ?? []}
         rowKey={(c) => c.id}
         columns={[

@@ -39,6 +39,11 @@ export function RevisionsTable(props: { envRef: EnvRef; revisions: Revisions; ac
   return (
     <Table
       label="Revisions"
+      empty={
+        <>
+          No revision yet: deploy one with <code>krane deploy &lt;project/env&gt; --image &lt;image&gt;</code>.
+        </>
+      }
       rows={all}
       rowKey={(d) => d.deployment?.id ?? ""}
       columns={[

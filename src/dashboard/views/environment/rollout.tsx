@@ -6,7 +6,8 @@ import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import type { RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import { Table } from "../../components/table.js";
 import { ago, latency } from "../../format.js";
-import { canarySteps, regionState, rollbackLines, verdictTone } from "./status-model.js";
+import { Toned } from "../../components/badge.js";
+import { agentHint, canarySteps, regionState, rollbackLines, verdictTone } from "./status-model.js";
 
 export function Rollout(props: {
   view: EnvironmentView;
@@ -37,16 +38,37 @@ export function Rollout(props: {
       ))}
       <Table
         label="Rollout per region"
+        empty={
+          <>
+            Nothing rolls out yet: deploy a revision with{" "}
+            <code>krane deploy &lt;project/env&gt; --image &lt;image&gt;</code>.
+          </>
+        }
         rows={rollout.regions}
         rowKey={(r) => r.region}
         columns={[
           { key: "region", title: "Region", value: (r) => r.region },
-          { key: "phase", title: "State", value: regionState },
+          {
+            key: "phase",
+            title: "State",
+            value: regionState,
+            render: (r) => {
+              const state = regionState(r);
+              const hint = r.complete ? "" : agentHint(r.region, props.view.status?.clusters ?? []);
+              const tone = state === "complete" ? "ok" : state === "failed" || hint !== "" ? "bad" : "warn";
+              return (
+                <Toned tone={tone} title={hint || undefined}>
+                  {state}
+                  {hint !== "" && <span class="hint"> · {hint}</span>}
+                </Toned>
+              );
+            },
+          },
           { key: "desired", title: "Desired", value: (r) => r.replicas },
           { key: "updated", title: "Updated", value: (r) => r.updatedReplicas },
           { key: "ready", title: "Ready", value: (r) => r.readyReplicas },
           { key: "available", title: "Available", value: (r) => r.availableReplicas },
-          { key: "msg", title: "Progress", value: (r) => r.message },
+          { key: "msg", title: "Progress", wrap: true, value: (r) => r.message },
         ]}
       />
       {steps.length > 0 && (
@@ -69,6 +91,7 @@ export function Rollout(props: {
       {progressive && progressive.weights.length > 0 && (
         <Table
           label="Traffic weights"
+          empty="No weights yet: they appear once the canary sets its first weight."
           rows={progressive.weights}
           rowKey={(r) => r.region}
           columns={[
@@ -90,6 +113,7 @@ export function Rollout(props: {
           </p>
           <Table
             label="Measurements behind the verdict"
+            empty="No measurement behind this verdict."
             rows={props.view.verdictMeasurements}
             rowKey={(m) => m.deploymentId}
             columns={[

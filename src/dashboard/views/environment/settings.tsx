@@ -55,6 +55,11 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
       <h2>Configuration</h2>
       <Table
         label="Configuration"
+        empty={
+          <>
+            No configuration value: set one with <code>krane config set &lt;project/env&gt; KEY=value</code>.
+          </>
+        }
         rows={props.view.config}
         rowKey={(c) => c.key}
         columns={[
@@ -105,6 +110,12 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
       <p class="muted">Names only: a secret's value is write-only and never shown.</p>
       <Table
         label="Secrets"
+        empty={
+          <>
+            No secret: set one with <code>krane secret set &lt;project/env&gt; KEY</code> (the value is read from the
+            terminal).
+          </>
+        }
         rows={props.view.secrets}
         rowKey={(s) => s.key}
         columns={[
@@ -158,6 +169,11 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
       <h2>Endpoints</h2>
       <Table
         label="Endpoints"
+        empty={
+          <>
+            No endpoint: expose the environment with <code>krane endpoint set &lt;project/env&gt;</code>.
+          </>
+        }
         rows={status?.endpoints ?? []}
         rowKey={(e) => e.endpoint?.id ?? ""}
         columns={[
@@ -178,6 +194,11 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
       <h2>Custom domains</h2>
       <Table
         label="Custom domains"
+        empty={
+          <>
+            No custom domain: add one with <code>krane domain add &lt;project/env&gt; &lt;hostname&gt;</code>.
+          </>
+        }
         rows={status?.domains ?? []}
         rowKey={(d) => d.domain?.id ?? ""}
         columns={[

@@ -1,5 +1,5 @@
 // What the status tab shows and offers, derived from the live view (pure: no page, no calls).
-import type { CanaryStep, Deployment, DeploymentStatus } from "../../../gen/krane/ctrl/v1/api_pb.js";
+import type { CanaryStep, Cluster, Deployment, DeploymentStatus } from "../../../gen/krane/ctrl/v1/api_pb.js";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import type { ProgressiveStatus, RegionRollout, RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import type { Tone } from "../../components/badge.js";
@@ -91,6 +91,22 @@ export function instanceRows(view: EnvironmentView, now = Date.now()): InstanceR
 /** A region's rollout in one word. */
 export function regionState(r: RegionRollout): string {
   return r.complete ? "complete" : r.deadlineExceeded ? "failed" : r.paused ? "paused" : "progressing";
+}
+
+/** An agent heartbeats every 10 s: six missed in a row and it is taken as gone. */
+export const AGENT_SILENT_MS = 60_000;
+
+/**
+ * Why a region's rollout may not move, when the reason is that nothing runs it: no agent ever
+ * connected for the region, or its agents stopped heartbeating. Empty when one is heard.
+ */
+export function agentHint(region: string, clusters: readonly Cluster[], now = Date.now()): string {
+  const mine = clusters.filter((c) => c.region === region);
+  if (mine.some((c) => Number(c.lastHeartbeatUnixMs) > now - AGENT_SILENT_MS)) return "";
+  const last = Math.max(0, ...mine.map((c) => Number(c.lastHeartbeatUnixMs)));
+  return last === 0
+    ? `no agent has connected for ${region}: nothing runs this rollout there`
+    : `the agent of ${region} was last heard ${ago(last, now)}: nothing runs this rollout there now`;
 }
 
 export interface StepRow {
