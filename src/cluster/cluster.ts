@@ -86,7 +86,7 @@ import {
   type NodeBinaries,
   type NodeImage,
 } from "./nodes/nodes.js";
-import { nodeDirs } from "./nodes/config.js";
+import { nodeDirs, registryHostsToml } from "./nodes/config.js";
 import { localStorageClass, localVolumes, volumePath, VOLUMES_PER_NODE } from "./nodes/volumes.js";
 import { sandboxImage } from "./images.js";
 import {
@@ -269,6 +269,22 @@ export class LocalCluster {
         for (const image of images) await importImage(bin, nodeDirs(this.state.dir, n), image);
       }),
     );
+  }
+
+  /**
+   * Makes every real node trust a private registry's certificate authority for pulls from `host`
+   * (host:port, as images name it): containerd's hosts.toml for it, read at the next pull.
+   */
+  async trustRegistry(host: string, caPem: string): Promise<void> {
+    const plan = this.realNodes;
+    const first = plan?.nodes[0];
+    if (!first) throw new Error(`cluster ${this.name} has no real nodes to trust a registry`);
+    // containerd names a host's directory after host:port as given.
+    if (!/^[A-Za-z0-9.-]+(:\d+)?$/.test(host)) throw new Error(`registry host "${host}" is not host[:port]`);
+    const dir = join(nodeDirs(this.state.dir, first).registryHosts, host);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "ca.crt"), caPem);
+    await writeFile(join(dir, "hosts.toml"), registryHostsToml(host, join(dir, "ca.crt")));
   }
 
   endpoint(): KubeEndpoint {

@@ -105,6 +105,15 @@ export function registryOf(image: string): string {
 }
 
 /**
+ * The pull Secret of a workspace's namespace (kubernetes.io/dockerconfigjson), holding every
+ * registry credential of the workspace; the pods of its deployments and cron jobs name it in
+ * imagePullSecrets. One per namespace: every region's agent on a cluster writes the same content.
+ */
+export const PULL_SECRET_NAME = "krane-registry-credentials";
+/** The one key of a pull Secret's data. */
+export const PULL_SECRET_KEY = ".dockerconfigjson";
+
+/**
  * The `.dockerconfigjson` of a `kubernetes.io/dockerconfigjson` pull Secret holding these
  * credentials: `{"auths": {<key>: {username, password, auth}}}`, `auth` being base64 of
  * "username:password" (the kubelet reads either), keyed as the kubelet matches an image's host

@@ -31,6 +31,8 @@ export const COMPONENT = {
   release: "release",
   /** An environment's exposure: HTTPRoutes, Certificates, ReferenceGrants, gateway policies. */
   gateway: "gateway",
+  /** A workspace namespace's pull Secret: its registry credentials (contracts/images.ts). */
+  pullSecret: "pull-secret",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 

@@ -35,6 +35,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { trimEvent, trimNode, trimPod } from "../runtime/trim.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
+import { PullSecrets } from "./pull-secret.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
 import { cannotStart, eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
@@ -139,6 +140,26 @@ export function deploymentsController(
     );
     createdSecrets.add(id);
   };
+  // The workspace's pull Secret (./pull-secret.ts): written before the ReplicaSet that names it.
+  const pullSecrets = new PullSecrets();
+  const ensurePullSecret = (d: ApplyDeployment, ctx: Ctx, signal: AbortSignal): Promise<void> =>
+    pullSecrets.ensure(
+      ctx.kube,
+      {
+        namespace: d.k8sNamespace,
+        workspaceId: d.workspaceId,
+        pullSecret: d.pullSecret,
+        live: ctx.primaryOf(d.deploymentId),
+        fetch: async (s) =>
+          (
+            await ctrl.getSecretValues(
+              { region, owner: { case: "deploymentPullSecret", value: d.deploymentId } },
+              { signal: s, timeoutMs: 10_000 },
+            )
+          ).values,
+      },
+      signal,
+    );
   /** The Namespace, then each rendered object that differs; a scale-up may first have to wait. */
   const apply = async (
     d: ApplyDeployment,
@@ -157,8 +178,11 @@ export function deploymentsController(
         );
       await ns;
       for (const obj of rendered) {
-        // The revision's Secret goes right before its ReplicaSet (its values come from ctrl).
-        if (obj.kind === "ReplicaSet") await ensureSecret(d, ctx, signal);
+        // The revision's Secret and the pull Secret go right before the ReplicaSet (their values come from ctrl).
+        if (obj.kind === "ReplicaSet") {
+          await ensureSecret(d, ctx, signal);
+          await ensurePullSecret(d, ctx, signal);
+        }
         // Objects shared by an environment's deployments are applied only when they differ
         // (and once, when several of its deployments find them missing at the same time).
         if (ctx.isCurrent(obj)) continue;

@@ -32,6 +32,7 @@ import {
   ZONE_LABEL,
   zoneSpread,
 } from "../../contracts/cluster.js";
+import { pullSecretAnnotation, pullSecretPodParts } from "./pull-secret.js";
 import { settingsPodParts } from "./settings.js";
 
 export const COMPONENT = COMPONENTS.deployment;
@@ -233,6 +234,8 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
         },
         containers: [container],
         ...(settings.volumes.length > 0 ? { volumes: settings.volumes } : {}),
+        // The workspace's private registries (./pull-secret.ts).
+        ...pullSecretPodParts(d.pullSecret),
       },
     },
   };
@@ -244,7 +247,7 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
       name: d.k8sName,
       namespace: d.k8sNamespace,
       labels,
-      annotations: { [ANNOTATION_REVISION]: String(d.revision) },
+      annotations: { [ANNOTATION_REVISION]: String(d.revision), ...pullSecretAnnotation(d.pullSecret) },
     },
     spec,
   };

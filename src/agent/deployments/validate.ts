@@ -21,13 +21,19 @@ function objectName(what: string, name: string): string | undefined {
 }
 
 /**
- * A revision's configuration, secret keys and external references (names valid,
+ * A revision's configuration, secret keys, external references and pull Secret (names valid,
  * keys environment variable names, external secrets only where this cluster has a store).
  */
 export function validateSettings(
-  d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets">,
+  d: Pick<ApplyDeployment, "config" | "secrets" | "externalSecrets" | "pullSecret">,
   externalStore: boolean,
 ): string | undefined {
+  if (d.pullSecret) {
+    const bad = objectName("pull_secret.secret_name", d.pullSecret.secretName);
+    if (bad) return bad;
+    if (d.pullSecret.version === "" || !isLabelValue(d.pullSecret.version))
+      return `pull_secret.version "${d.pullSecret.version.slice(0, 80)}" is not a valid Kubernetes label value`;
+  }
   if (d.config && d.config.values.length > 0) {
     const bad = objectName("config.config_map_name", d.config.configMapName);
     if (bad) return bad;

@@ -21,6 +21,7 @@ import { controller, labelIndex, type ControllerDeclaration, type KindContext } 
 import type { SecretStoreEnv } from "../deployments/secret-store.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
+import { PullSecrets } from "../deployments/pull-secret.js";
 import { renderCronJob } from "./render.js";
 import { lastScheduleOf, runsFingerprint, runsOf } from "./status.js";
 import { validateApplyJob, validateDeleteJob } from "./validate.js";
@@ -56,6 +57,8 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
       }),
     };
   };
+  // The workspace's pull Secret, written before the CronJob that names it (../deployments/pull-secret.ts).
+  const pullSecrets = new PullSecrets();
   return controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
     .protocol(
       clusterProtocol({ region, ctrl }, { state: JobStateSchema, report: ReportJobStatusRequestSchema, key: "jobId" }),
@@ -85,7 +88,25 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
           await ctx.kube.delete(resources.cronJobs, want.ref.k8sNamespace, want.ref.k8sName, signal);
           return ctx.deleted(key, want, signal);
         }
+        const j = want.desired;
         const result = await ctx.sync(key, want.rendered, signal, async () => {
+          await pullSecrets.ensure(
+            ctx.kube,
+            {
+              namespace: j.k8sNamespace,
+              workspaceId: j.workspaceId,
+              pullSecret: j.pullSecret,
+              live: ctx.primaryOf(key),
+              fetch: async (s) =>
+                (
+                  await ctrl.getSecretValues(
+                    { region, owner: { case: "jobPullSecret", value: j.jobId } },
+                    { signal: s, timeoutMs: 10_000 },
+                  )
+                ).values,
+            },
+            signal,
+          );
           for (const obj of want.rendered)
             if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
         });

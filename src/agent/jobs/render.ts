@@ -11,6 +11,7 @@ import { NODE_CLASS, onNodeClass, RUNTIME_CLASS } from "../../contracts/cluster.
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID, ownerLabels } from "../../contracts/labels.js";
 import { REQUEST_DIVISOR } from "../deployments/render.js";
 import { settingsPodParts } from "../deployments/settings.js";
+import { pullSecretAnnotation, pullSecretPodParts } from "../deployments/pull-secret.js";
 
 export const JOB_CONTAINER = "job";
 
@@ -67,6 +68,7 @@ export function renderCronJob(j: ApplyJob, region: string): KubeObject {
         ...onNodeClass(NODE_CLASS.untrusted),
         containers: [container],
         ...(settings.volumes.length > 0 ? { volumes: settings.volumes } : {}),
+        ...pullSecretPodParts(j.pullSecret),
       },
     },
   };
@@ -83,7 +85,12 @@ export function renderCronJob(j: ApplyJob, region: string): KubeObject {
   return {
     apiVersion: "batch/v1",
     kind: "CronJob",
-    metadata: { name: j.k8sName, namespace: j.k8sNamespace, labels: jobLabels(j, region) },
+    metadata: {
+      name: j.k8sName,
+      namespace: j.k8sNamespace,
+      labels: jobLabels(j, region),
+      ...(j.pullSecret ? { annotations: pullSecretAnnotation(j.pullSecret) } : {}),
+    },
     spec,
   };
 }

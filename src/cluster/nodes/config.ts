@@ -21,6 +21,11 @@ export interface NodeDirs {
   readonly containerdConfig: string;
   /** Files whose contents stand in for kernel settings the kubelet would otherwise change (kubelet.ts). */
   readonly sysctlDir: string;
+  /**
+   * containerd's registry hosts directory (`<host>/hosts.toml` per registry), one per cluster and
+   * shared by its nodes: read at each pull, so a registry trusted later needs no restart.
+   */
+  readonly registryHosts: string;
 }
 
 export function nodeDirs(clusterDir: string, node: RealNodeSpec): NodeDirs {
@@ -42,6 +47,7 @@ export function nodeDirs(clusterDir: string, node: RealNodeSpec): NodeDirs {
     runscConfig: `${root}/runsc.toml`,
     containerdConfig: `${root}/containerd.toml`,
     sysctlDir: `${root}/sysctl`,
+    registryHosts: `${clusterDir}/registry-hosts`,
   };
 }
 
@@ -90,6 +96,8 @@ export function containerdConfig(
     "  snapshotter = 'overlayfs'",
     "  [plugins.'io.containerd.cri.v1.images'.pinned_images]",
     `    sandbox = ${q(sandboxImage)}`,
+    "  [plugins.'io.containerd.cri.v1.images'.registry]",
+    `    config_path = ${q(dirs.registryHosts)}`,
     "",
     "[plugins.'io.containerd.cri.v1.runtime']",
     "  enable_selinux = false",
@@ -126,6 +134,22 @@ export function containerdConfig(
     // In the cluster's network namespace: the kubelet (same namespace) proxies exec, logs and port-forward.
     "  stream_server_address = '127.0.0.1'",
     "  stream_server_port = '0'",
+    "",
+  ].join("\n");
+}
+
+/**
+ * A registry's hosts.toml (containerd's hosts directory format): pulls from `host` go to it over
+ * HTTPS, trusting the certificate authority in `caFile` (a private registry with its own CA).
+ */
+export function registryHostsToml(host: string, caFile: string): string {
+  const server = `https://${host}`;
+  return [
+    `server = ${q(server)}`,
+    "",
+    `[host.${q(server)}]`,
+    '  capabilities = ["pull", "resolve"]',
+    `  ca = ${q(caFile)}`,
     "",
   ].join("\n");
 }

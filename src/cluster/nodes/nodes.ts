@@ -221,6 +221,7 @@ async function startNode<P extends NodeProcess>(ctx: RealNodesContext<P>, node: 
     dirs.kubeletRoot,
     dirs.podLogs,
     dirs.sysctlDir,
+    dirs.registryHosts,
   ])
     await mkdir(d, { recursive: true });
   await writeFile(

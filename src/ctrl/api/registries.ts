@@ -5,12 +5,8 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RegistrySchema, type Registry, type RegistryService } from "../../gen/krane/ctrl/v1/api_pb.js";
 import type { Store } from "../db/store.js";
-import {
-  listRegistryCredentials,
-  putRegistryCredential,
-  removeRegistryCredential,
-  type RegistryCredentialInfo,
-} from "../domain/registries.js";
+import { addRegistry, removeRegistry } from "../domain/pull-secrets.js";
+import { listRegistryCredentials, type RegistryCredentialInfo } from "../domain/registries.js";
 import { failedPrecondition } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { registryHostField, validateRegistryCredential, workspaceRef } from "../validate/api.js";
@@ -37,7 +33,7 @@ export function registryServiceImpl({
       const host = registryHostField("host", req.host);
       const { username, password } = validateRegistryCredential(req.username, req.password);
       if (!keyring) throw failedPrecondition("this ctrl has no master key for secrets (--master-key-file)");
-      const { credential, replaced } = await putRegistryCredential(store, keyring, workspace, host, username, password);
+      const { credential, replaced } = await addRegistry(store, keyring, workspace, host, username, password);
       return { registry: registryMsg(credential), replaced };
     },
     async listRegistries(req) {
@@ -45,11 +41,7 @@ export function registryServiceImpl({
       return { registries: rows.map(registryMsg) };
     },
     async removeRegistry(req) {
-      await removeRegistryCredential(
-        store,
-        workspaceRef("workspace", req.workspace),
-        registryHostField("host", req.host),
-      );
+      await removeRegistry(store, workspaceRef("workspace", req.workspace), registryHostField("host", req.host));
       return {};
     },
   };

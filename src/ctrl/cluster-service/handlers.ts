@@ -5,7 +5,7 @@
 // call the store or the watch logic, and translate to protobuf.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { ClusterService, type GetSecretValuesRequest } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { FRAME_SINK, joinFrames } from "./frame-sink.js";
 import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import { readDesired } from "../db/outbox.js";
@@ -140,6 +140,32 @@ export function kindHandlers<S extends DescMessage, R extends AnyReport, Q>(
   };
 }
 
+/** The owner a GetSecretValues request names (every case but release_version). */
+function secretOwnerOf(o: GetSecretValuesRequest["owner"]): SecretOwner {
+  switch (o.case) {
+    case "deploymentId":
+      return { type: "deployment", id: rules.id("deployment_id", o.value, "dep") };
+    case "jobId":
+      return { type: "job", id: rules.id("job_id", o.value, "job") };
+    case "deploymentPullSecret":
+      return { type: "pull-secret", kind: "deployment", id: rules.id("deployment_pull_secret", o.value, "dep") };
+    case "jobPullSecret":
+      return { type: "pull-secret", kind: "job", id: rules.id("job_pull_secret", o.value, "job") };
+    case "releaseObject":
+      return {
+        type: "release",
+        id: rules.id("release_object.release_id", o.value.releaseId, "rel"),
+        version: rules.intRange("release_object.version", o.value.version, 1, Number.MAX_SAFE_INTEGER),
+        objectId: rules.text("release_object.object_id", o.value.objectId, 600, true),
+      };
+    default:
+      throw invalidArgument(
+        "owner",
+        "is required (deployment_id, job_id, release_object, release_version, deployment_pull_secret or job_pull_secret)",
+      );
+  }
+}
+
 export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof ClusterService> {
   const impl: ClusterServiceMethods = {
     async getSecretValues(req, ctx) {
@@ -157,24 +183,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
           })),
         };
       }
-      const owner: SecretOwner =
-        o.case === "deploymentId"
-          ? { type: "deployment", id: rules.id("deployment_id", o.value, "dep") }
-          : o.case === "jobId"
-            ? { type: "job", id: rules.id("job_id", o.value, "job") }
-            : o.case === "releaseObject"
-              ? {
-                  type: "release",
-                  id: rules.id("release_object.release_id", o.value.releaseId, "rel"),
-                  version: rules.intRange("release_object.version", o.value.version, 1, Number.MAX_SAFE_INTEGER),
-                  objectId: rules.text("release_object.object_id", o.value.objectId, 600, true),
-                }
-              : (() => {
-                  throw invalidArgument(
-                    "owner",
-                    "is required (deployment_id, job_id, release_object or release_version)",
-                  );
-                })();
+      const owner = secretOwnerOf(o);
       const values = await secretValuesFor(deps.store.db, deps.keyring, region, owner);
       return { values: values.map((v) => ({ key: v.key, value: v.value })) };
     },

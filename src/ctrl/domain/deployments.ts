@@ -27,6 +27,7 @@ import { lockEnvironment, nextRevision, setPinned, setRegionReplicas } from "./e
 import { retargetNewest } from "./rollouts.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { notify } from "./notifications.js";
+import { pullSecretOf } from "./registries.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -65,11 +66,14 @@ export async function setDesiredReplicas(
   region: string,
   replicas: number,
 ): Promise<void> {
+  // The workspace's pull Secret as it is now: a credential change re-renders every desired
+  // revision of the workspace (./pull-secrets.ts), so the payload never names a stale version.
+  const pullSecret = await pullSecretOf(tx.trx, ctx.workspace.id);
   await tx.putDesired(
     region,
     deploymentPayloads.name,
     ctx.deployment.id,
-    encodeApplyDeployment(ctx, region, replicas),
+    encodeApplyDeployment(ctx, region, replicas, pullSecret),
     replicas,
     ctx.environment.id,
   );

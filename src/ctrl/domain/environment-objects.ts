@@ -10,6 +10,7 @@ import type { DeploymentRow, EnvironmentRow, WorkspaceRow } from "../db/schema.j
 import { deletePayload } from "../payloads/delete-payload.js";
 import { encodeApplyJob, jobPayloads } from "../payloads/job.js";
 import { encodeApplyRelease, releasePayloads } from "../payloads/release.js";
+import { pullSecretOf } from "./registries.js";
 
 /** The revision each region runs (its rollout target), else the environment's newest. */
 async function revisionsByRegion(
@@ -97,13 +98,17 @@ export async function syncEnvironmentObjects(
   const jobs = await tx.trx.selectFrom("jobs").selectAll().where("environment_id", "=", envId).execute();
   if (jobs.length > 0) {
     const { byRegion, newest } = await revisionsByRegion(tx, envId);
+    const pullSecret = await pullSecretOf(tx.trx, ws.id);
     for (const job of jobs) {
       for (const region of regions)
         await put(
           jobPayloads.name,
           job.id,
           region,
-          encodeApplyJob({ workspace: ws, environment, job, revision: byRegion.get(region) ?? newest }, region),
+          encodeApplyJob(
+            { workspace: ws, environment, job, revision: byRegion.get(region) ?? newest, pullSecret },
+            region,
+          ),
         );
     }
   }

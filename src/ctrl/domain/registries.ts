@@ -4,7 +4,9 @@
 // master key, with the row's identity as associated data: a ciphertext moved to another row or
 // workspace does not open. Nothing here returns or logs a password except `registryCredential`,
 // which ctrl calls in memory to ask a registry.
+import { createHash } from "node:crypto";
 import type { Kysely } from "kysely";
+import { PULL_SECRET_NAME } from "../../contracts/images.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, RegistryCredentialsTable } from "../db/schema.js";
 import type { Store } from "../db/store.js";
@@ -42,39 +44,37 @@ function info(
  * Stores the workspace's credential for `host` (already canonical), replacing one it had: a new
  * data key and ciphertext each time, so nothing of the old password survives in the row.
  */
-export async function putRegistryCredential(
-  store: Store,
+export async function putRegistryCredentialIn(
+  tx: WriteTx,
   keyring: Keyring,
   workspaceRef: string,
   host: string,
   username: string,
   password: string,
-): Promise<{ credential: RegistryCredentialInfo; replaced: boolean }> {
-  return store.write(async (tx) => {
-    const ws = await findWorkspace(tx.trx, workspaceRef);
-    const old = await tx.trx
-      .selectFrom("registry_credentials")
-      .select(["id", "created_at"])
-      .where("workspace_id", "=", ws.id)
-      .where("host", "=", host)
-      .executeTakeFirst();
-    if (old) await tx.trx.deleteFrom("registry_credentials").where("id", "=", old.id).execute();
-    const id = newId("rcr");
-    const k = keyring.newDataKey(keyOwner(id));
-    const row: RegistryCredentialsTable = {
-      id,
-      workspace_id: ws.id,
-      host,
-      username,
-      sealed_password: sealWith(k.key, password, passwordAad({ id, workspace_id: ws.id, host, username })),
-      wrapped_key: Buffer.from(k.wrapped),
-      master_key_id: k.masterKeyId,
-      created_at: old?.created_at ?? tx.now,
-      updated_at: tx.now,
-    };
-    await tx.trx.insertInto("registry_credentials").values(row).execute();
-    return { credential: info(row), replaced: old !== undefined };
-  });
+): Promise<{ credential: RegistryCredentialInfo; replaced: boolean; workspaceId: string }> {
+  const ws = await findWorkspace(tx.trx, workspaceRef);
+  const old = await tx.trx
+    .selectFrom("registry_credentials")
+    .select(["id", "created_at"])
+    .where("workspace_id", "=", ws.id)
+    .where("host", "=", host)
+    .executeTakeFirst();
+  if (old) await tx.trx.deleteFrom("registry_credentials").where("id", "=", old.id).execute();
+  const id = newId("rcr");
+  const k = keyring.newDataKey(keyOwner(id));
+  const row: RegistryCredentialsTable = {
+    id,
+    workspace_id: ws.id,
+    host,
+    username,
+    sealed_password: sealWith(k.key, password, passwordAad({ id, workspace_id: ws.id, host, username })),
+    wrapped_key: Buffer.from(k.wrapped),
+    master_key_id: k.masterKeyId,
+    created_at: old?.created_at ?? tx.now,
+    updated_at: tx.now,
+  };
+  await tx.trx.insertInto("registry_credentials").values(row).execute();
+  return { credential: info(row), replaced: old !== undefined, workspaceId: ws.id };
 }
 
 /** The workspace's registries, by host. */
@@ -89,17 +89,37 @@ export async function listRegistryCredentials(db: Reader, workspaceRef: string):
   return rows.map(info);
 }
 
-/** Forgets the workspace's credential for `host`; not_found when it has none. */
-export async function removeRegistryCredential(store: Store, workspaceRef: string, host: string): Promise<void> {
-  await store.write(async (tx) => {
-    const ws = await findWorkspace(tx.trx, workspaceRef);
-    const r = await tx.trx
-      .deleteFrom("registry_credentials")
-      .where("workspace_id", "=", ws.id)
-      .where("host", "=", host)
-      .executeTakeFirst();
-    if (Number(r.numDeletedRows) === 0) throw notFound(`registry "${host}" of workspace "${ws.slug}"`);
-  });
+/** Forgets the workspace's credential for `host`; not_found when it has none. Returns the workspace's id. */
+export async function removeRegistryCredentialIn(tx: WriteTx, workspaceRef: string, host: string): Promise<string> {
+  const ws = await findWorkspace(tx.trx, workspaceRef);
+  const r = await tx.trx
+    .deleteFrom("registry_credentials")
+    .where("workspace_id", "=", ws.id)
+    .where("host", "=", host)
+    .executeTakeFirst();
+  if (Number(r.numDeletedRows) === 0) throw notFound(`registry "${host}" of workspace "${ws.slug}"`);
+  return ws.id;
+}
+
+/**
+ * The workspace's pull Secret as its deployments' and cron jobs' payloads name it: the Secret's
+ * name and a version that changes with every add, replacement or removal (a digest of the
+ * credentials' ids: each put makes a new row, so a new id). Undefined when it has no credential.
+ * Never derived from a password.
+ */
+export async function pullSecretOf(
+  db: Reader,
+  workspaceId: string,
+): Promise<{ secretName: string; version: string } | undefined> {
+  const rows = await db
+    .selectFrom("registry_credentials")
+    .select(["id", "host"])
+    .where("workspace_id", "=", workspaceId)
+    .orderBy("host")
+    .execute();
+  if (rows.length === 0) return undefined;
+  const digest = createHash("sha256").update(rows.map((r) => `${r.host} ${r.id}`).join("\n"));
+  return { secretName: PULL_SECRET_NAME, version: digest.digest("hex").slice(0, 16) };
 }
 
 /** Deletes every credential of a workspace, in the transaction that ends its deletion. */

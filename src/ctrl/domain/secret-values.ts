@@ -1,24 +1,28 @@
 // The one way a secret value leaves ctrl (ClusterService.GetSecretValues): decrypted in memory
 // for the agent of a region where its owner is desired — a revision, a cron job (the secrets of
-// the revision its payload names) or the sealed Secrets of a release's current version (one, or
-// all of them in one call) — and sent
+// the revision its payload names), the sealed Secrets of a release's current version (one, or
+// all of them in one call), or the pull Secret of the workspace of a deployment or cron job (its
+// registry credentials as a .dockerconfigjson) — and sent
 // over the agent's authenticated connection. Streams, outbox rows, snapshots and reports carry
 // only names and keys. Nothing here is logged.
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
-import { ApplyJobSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { dockerConfigJson, PULL_SECRET_KEY } from "../../contracts/images.js";
+import { ApplyDeploymentSchema, ApplyJobSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { Database } from "../db/schema.js";
 import { DomainError, failedPrecondition, notFound } from "../errors.js";
 import { sealedSecretsOf } from "../payloads/revision-settings.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { envSecretAad, existingDataKey, openWith, releaseSecretAad } from "./data-keys.js";
+import { registryCredentialsOf } from "./registries.js";
 
 type Reader = Kysely<Database>;
 
 export type SecretOwner =
   | { type: "deployment"; id: string }
   | { type: "job"; id: string }
-  | { type: "release"; id: string; version: number; objectId: string };
+  | { type: "release"; id: string; version: number; objectId: string }
+  | { type: "pull-secret"; kind: "deployment" | "job"; id: string };
 
 async function desiredPayload(db: Reader, region: string, kind: string, id: string): Promise<Uint8Array> {
   const row = await db
@@ -134,6 +138,17 @@ export async function secretValuesFor(
       if (!d || d.environment_id !== job.environmentId)
         throw new DomainError("permission_denied", `job ${owner.id} does not run deployment ${job.deploymentId}`);
       return revisionSecrets(db, keyring, job.deploymentId);
+    }
+    case "pull-secret": {
+      // Only for an object desired in the caller's region, and only its own workspace's
+      // credentials (the workspace its stored payload names: ctrl wrote it).
+      const payload = await desiredPayload(db, region, owner.kind, owner.id);
+      const workspaceId = fromBinary(
+        owner.kind === "job" ? ApplyJobSchema : ApplyDeploymentSchema,
+        payload,
+      ).workspaceId;
+      const credentials = await registryCredentialsOf(db, keyring, workspaceId);
+      return [{ key: PULL_SECRET_KEY, value: Buffer.from(dockerConfigJson(credentials), "utf8") }];
     }
     case "release": {
       const rel = await releaseAt(db, keyring, region, owner.id, owner.version);

@@ -11,6 +11,7 @@ import {
   RevisionConfigSchema,
   RevisionSecretsSchema,
   HealthCheckSchema,
+  PullSecretSchema,
   type ApplyDeployment,
   type HealthCheck,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -25,6 +26,17 @@ import { imageAsRun } from "../../contracts/images.js";
 import type { StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import type { KindPayloads } from "./kind.js";
 import { revisionSettingsView } from "./revision-settings.js";
+
+/** A workspace's pull Secret as payloads name it (../domain/registries.ts: pullSecretOf). */
+export interface PullSecretRef {
+  readonly secretName: string;
+  readonly version: string;
+}
+
+/** The pull Secret field of an ApplyDeployment or ApplyJob; absent without credentials. */
+export function pullSecretMessage(ref: PullSecretRef | undefined): Pick<ApplyDeployment, "pullSecret"> {
+  return { pullSecret: ref ? create(PullSecretSchema, ref) : undefined };
+}
 
 /** The rows an ApplyDeployment is rendered from. */
 export interface DeploymentContext {
@@ -74,7 +86,12 @@ export function revisionWorkload(
   };
 }
 
-export function renderApplyDeployment(ctx: DeploymentContext, region: string, replicas: number): ApplyDeployment {
+export function renderApplyDeployment(
+  ctx: DeploymentContext,
+  region: string,
+  replicas: number,
+  pullSecret?: PullSecretRef,
+): ApplyDeployment {
   const { workspace, project, environment, deployment: d } = ctx;
   return create(ApplyDeploymentSchema, {
     workspaceId: workspace.id,
@@ -92,6 +109,7 @@ export function renderApplyDeployment(ctx: DeploymentContext, region: string, re
     environmentSlug: environment.slug,
     minReadySeconds: environment.min_ready_seconds,
     ...revisionSettingsMessages(d),
+    ...pullSecretMessage(pullSecret),
   });
 }
 
@@ -120,8 +138,13 @@ export function revisionSettingsMessages(
 }
 
 /** The desired-state payload of a revision in a region at `replicas`. */
-export function encodeApplyDeployment(ctx: DeploymentContext, region: string, replicas: number): Uint8Array {
-  return toBinary(ApplyDeploymentSchema, renderApplyDeployment(ctx, region, replicas));
+export function encodeApplyDeployment(
+  ctx: DeploymentContext,
+  region: string,
+  replicas: number,
+  pullSecret?: PullSecretRef,
+): Uint8Array {
+  return toBinary(ApplyDeploymentSchema, renderApplyDeployment(ctx, region, replicas, pullSecret));
 }
 
 export function encodeDeleteDeployment(workspace: WorkspaceRow, d: DeploymentRow): Uint8Array {

@@ -5,7 +5,8 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { ApplyJobSchema, DeleteJobSchema } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { DeploymentRow, EnvironmentRow, JobRow, WorkspaceRow } from "../db/schema.js";
 import type { StoredJobSpec } from "../validate/types.js";
-import { revisionSettingsMessages } from "./deployment.js";
+import { imageAsRun } from "../../contracts/images.js";
+import { pullSecretMessage, revisionSettingsMessages, type PullSecretRef } from "./deployment.js";
 import type { KindPayloads } from "./kind.js";
 
 export interface JobContext {
@@ -14,6 +15,8 @@ export interface JobContext {
   job: JobRow;
   /** The revision the region runs (its image, configuration and secrets); undefined before the first deployment. */
   revision: DeploymentRow | undefined;
+  /** The workspace's pull Secret; undefined when it has no registry credential. */
+  pullSecret?: PullSecretRef;
 }
 
 export function jobSpecOf(job: JobRow): StoredJobSpec {
@@ -37,7 +40,8 @@ export function encodeApplyJob(ctx: JobContext, region: string): Uint8Array {
       name: s.name,
       schedule: s.schedule,
       timeZone: s.timeZone,
-      image: s.image !== "" ? s.image : (revision?.image ?? ""),
+      // The revision's image runs pinned, as its pods do (a job's own image runs as named).
+      image: s.image !== "" ? s.image : revision ? imageAsRun(revision.image, revision.image_digest) : "",
       command: s.command,
       args: s.args,
       concurrencyPolicy: s.concurrencyPolicy,
@@ -50,6 +54,7 @@ export function encodeApplyJob(ctx: JobContext, region: string): Uint8Array {
       memoryMib: BigInt(s.memoryMib),
       deploymentId: revision?.id ?? "",
       ...settings,
+      ...pullSecretMessage(ctx.pullSecret),
     }),
   );
 }

@@ -9,7 +9,10 @@
 // tag moves, a restart (a copy of the revision) and the revision's payload still run the old
 // digest while a new deploy gets the new one; a wrong credential, an unreachable registry and a
 // digest the registry does not have each refuse the deploy naming the registry or the field,
-// with no revision recorded. Credentials (RegistryService): the password is in no API answer,
+// with no revision recorded. The pull Secret: every desired revision names it with a version
+// that follows the credentials (re-rendered on add and remove, none after the last), its
+// content goes only to an agent of a region where the revision is desired, and no payload holds
+// a password. Credentials (RegistryService): the password is in no API answer,
 // audit event or database file, survives a master key rotation, and bad input names its field.
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
@@ -35,7 +38,12 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { AuditService, ListAuditEventsResponseSchema } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
-import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ApplyDeploymentSchema,
+  ClusterService,
+  type ApplyDeployment,
+} from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { dockerConfigJson, PULL_SECRET_KEY, PULL_SECRET_NAME } from "../../../src/contracts/images.js";
 import { RolloutService } from "../../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { KRANE_BIN } from "../ctrl/process.js";
@@ -140,6 +148,7 @@ describe("image digests against a real registry", () => {
       });
       const admin = ctrl.adminToken;
       await ctrl.client(RegionService, admin).createRegion({ name: "eu" });
+      await ctrl.client(RegionService, admin).createRegion({ name: "us" });
       await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: REF.workspace });
       await ctrl.client(ProjectService, admin).createProject({ workspace: REF.workspace, slug: REF.project });
       await ctrl
@@ -239,6 +248,83 @@ describe("image digests against a real registry", () => {
       assert.equal(await revisions(), before, "a refused deploy records nothing");
     });
 
+    /** Every desired deployment payload in region eu. */
+    const desiredPayloads = async (): Promise<ApplyDeployment[]> =>
+      (
+        await ctrl.store.db
+          .selectFrom("desired_objects")
+          .select("payload")
+          .where("kind", "=", "deployment")
+          .where("region", "=", "eu")
+          .execute()
+      ).map((r) => fromBinary(ApplyDeploymentSchema, r.payload));
+
+    it("the pull Secret: payloads name it with a version; its content only for an agent where one is desired", async () => {
+      const user = basic.users[0]!;
+      const payloads = await desiredPayloads();
+      assert.ok(payloads.length > 0);
+      const version = payloads[0]!.pullSecret?.version ?? "";
+      assert.match(version, /^[0-9a-f]{16}$/);
+      for (const p of payloads) assert.deepEqual(p.pullSecret, payloads[0]!.pullSecret);
+      assert.equal(payloads[0]!.pullSecret?.secretName, PULL_SECRET_NAME);
+      const id = payloads[0]!.deploymentId;
+
+      // Only an agent of a region where the revision is desired gets the content.
+      const eu = ctrl.client(ClusterService, await ctrl.agentToken("eu"));
+      const got = await eu.getSecretValues({ region: "eu", owner: { case: "deploymentPullSecret", value: id } });
+      assert.deepEqual(
+        got.values.map((v) => [v.key, JSON.parse(Buffer.from(v.value).toString()) as unknown]),
+        [
+          [
+            PULL_SECRET_KEY,
+            JSON.parse(dockerConfigJson([{ host: basic.host, username: user.username, password: user.password }])),
+          ],
+        ],
+      );
+      const us = ctrl.client(ClusterService, await ctrl.agentToken("us"));
+      await expectCode(
+        us.getSecretValues({ region: "us", owner: { case: "deploymentPullSecret", value: id } }),
+        Code.PermissionDenied,
+      );
+      await expectCode(
+        us.getSecretValues({ region: "eu", owner: { case: "deploymentPullSecret", value: id } }),
+        Code.PermissionDenied,
+      );
+      await expectCode(
+        eu.getSecretValues({ region: "eu", owner: { case: "jobPullSecret", value: "job_nothere" } }),
+        Code.PermissionDenied,
+      );
+
+      // A second registry: every desired revision is re-rendered with a new version and the
+      // content holds both; removing it goes back to the first (the version names the rows).
+      const registries = ctrl.client(RegistryService, ctrl.adminToken);
+      await registries.addRegistry({
+        workspace: REF.workspace,
+        host: "ghcr.io",
+        username: "bot",
+        password: "gh-token",
+      });
+      const after = await desiredPayloads();
+      const v2 = after[0]!.pullSecret?.version ?? "";
+      assert.notEqual(v2, version);
+      for (const p of after) assert.equal(p.pullSecret?.version, v2);
+      const both = await eu.getSecretValues({ region: "eu", owner: { case: "deploymentPullSecret", value: id } });
+      const auths = (JSON.parse(Buffer.from(both.values[0]!.value).toString()) as { auths: Record<string, unknown> })
+        .auths;
+      assert.deepEqual(Object.keys(auths), [basic.host, "ghcr.io"]);
+      await registries.removeRegistry({ workspace: REF.workspace, host: "ghcr.io" });
+      for (const p of await desiredPayloads()) assert.equal(p.pullSecret?.version, version);
+
+      // Nothing streamed or stored as desired state holds a password.
+      const rows = [
+        ...(await ctrl.store.db.selectFrom("outbox").select("payload").execute()),
+        ...(await ctrl.store.db.selectFrom("desired_objects").select("payload").execute()),
+      ];
+      for (const r of rows)
+        for (const secret of [user.password, "gh-token"])
+          assert.ok(!Buffer.from(r.payload).includes(Buffer.from(secret)), "a payload holds a password");
+    });
+
     it("credentials: listed without the password, audited without it, sealed in the database; bad input named", async () => {
       const registries = ctrl.client(RegistryService, ctrl.adminToken);
       const user = basic.users[0]!;
@@ -251,13 +337,14 @@ describe("image digests against a real registry", () => {
       const { events } = await ctrl
         .client(AuditService, ctrl.adminToken)
         .listAuditEvents({ filter: { workspace: REF.workspace, method: "RegistryService/" }, pageSize: 100 });
-      assert.equal(events.filter((e) => e.method === "RegistryService/AddRegistry").length, 2);
+      // The wrong and the right password, and the second registry of the pull Secret's test.
+      assert.equal(events.filter((e) => e.method === "RegistryService/AddRegistry").length, 3);
       const auditText = JSON.stringify(
         toJson(ListAuditEventsResponseSchema, create(ListAuditEventsResponseSchema, { events })),
       );
       assert.match(auditText, /registries/, "the change is in the diff");
       assert.ok(
-        !auditText.includes(user.password) && !auditText.includes("wrong-password"),
+        !auditText.includes(user.password) && !auditText.includes("wrong-password") && !auditText.includes("gh-token"),
         "no password in the audit log",
       );
       await ctrl.close();
@@ -324,6 +411,10 @@ describe("image digests against a real registry", () => {
       assert.equal(removed.status, 0, removed.stderr);
       await expectCode(again.removeRegistry({ workspace: REF.workspace, host: basic.host }), Code.NotFound);
       assert.deepEqual((await again.listRegistries({ workspace: REF.workspace })).registries, []);
+      // The last credential gone: the payloads name no pull Secret (the agents delete it).
+      const left = await desiredPayloads();
+      assert.ok(left.length > 0);
+      for (const p of left) assert.equal(p.pullSecret, undefined);
     });
   });
 });

@@ -9,6 +9,7 @@ import { MAX_REAL_NODES, parseRealNodePools, REAL_NODE_POOLS, realNodesPlan } fr
 import {
   cniConfig,
   containerdConfig,
+  registryHostsToml,
   kubeletConfig,
   kubeProxyConfig,
   nodeDirs,
@@ -107,6 +108,12 @@ test("the node files: containerd and runsc state under the node, gVisor on systr
   assert.match(containerd, /runtimes\.runsc\]\n\s+runtime_type = 'io\.containerd\.runsc\.v1'/);
   assert.match(containerd, /netns_mounts_under_state_dir = true/);
   assert.match(containerd, /conf_dir = "\/tmp\/krane-t-1\/nodes\/0\/cni"/);
+  // Private registries: one hosts directory per cluster, shared by its nodes.
+  assert.match(containerd, /images'\.registry\]\n\s+config_path = "\/tmp\/krane-t-1\/registry-hosts"/);
+  assert.equal(
+    registryHostsToml("10.200.255.1:5000", "/tmp/ca.crt"),
+    'server = "https://10.200.255.1:5000"\n\n[host."https://10.200.255.1:5000"]\n  capabilities = ["pull", "resolve"]\n  ca = "/tmp/ca.crt"\n',
+  );
 
   const runsc = runscConfig(dirs, node, "/usr/bin/runsc");
   assert.match(runsc, /platform = "systrap"/);

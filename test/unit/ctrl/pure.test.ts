@@ -2,14 +2,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { CreateDeploymentRequestSchema } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import { ApplyDeploymentSchema, ApplyJobSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
 import { deploymentK8sName, newId, sentinelK8sName, workspaceNamespace } from "../../../src/ctrl/domain/ids.js";
 import { decodePoke, encodePoke } from "../../../src/ctrl/db/notify.js";
 import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
-import { renderApplyDeployment } from "../../../src/ctrl/payloads/deployment.js";
+import { renderApplyDeployment, type DeploymentContext } from "../../../src/ctrl/payloads/deployment.js";
+import { encodeApplyJob } from "../../../src/ctrl/payloads/job.js";
 import { readTail } from "../../../src/ctrl/stream/feed.js";
 import { planResume } from "../../../src/ctrl/stream/watch.js";
 import {
@@ -101,80 +102,86 @@ describe("ids and Kubernetes names", () => {
   });
 });
 
+const SAMPLE_CONTEXT: DeploymentContext = {
+  workspace: {
+    id: "ws_1",
+    slug: "acme",
+    name: "Acme",
+    k8s_namespace: "ws-acme",
+    created_at: 1,
+    deleting_at: null,
+  },
+  project: { id: "prj_1", workspace_id: "ws_1", slug: "web", name: "web", created_at: 1, deleting_at: null },
+  environment: {
+    id: "env_1",
+    workspace_id: "ws_1",
+    project_id: "prj_1",
+    slug: "prod",
+    sentinel_image: null,
+    sentinel_replicas: 0,
+    sentinel_cpu_millicores: 0,
+    sentinel_memory_mib: 0,
+    strategy: "RollingUpdate",
+    max_surge: "25%",
+    max_unavailable: "25%",
+    min_ready_seconds: 7,
+    progress_deadline_seconds: 600,
+    revision_history_limit: 10,
+    paused: 0,
+    last_revision: 3,
+    edge_auth: null,
+    created_at: 1,
+    updated_at: 1,
+    deleting_at: null,
+    routing_version: 1,
+    progressive: null,
+    routing_regions: null,
+    warm_window_seconds: 1800,
+    pinned_deployment_id: null,
+    autoscale: null,
+  },
+  deployment: {
+    id: "dep_1",
+    workspace_id: "ws_1",
+    project_id: "prj_1",
+    environment_id: "env_1",
+    revision: 3,
+    k8s_name: "web-prod-abcdefgh",
+    image: "app:1",
+    command: '["node"]',
+    args: '["s.js"]',
+    port: 8080,
+    env: '[{"name":"A","value":"b"}]',
+    cpu_millicores: 250,
+    memory_mib: 256,
+    health_check:
+      '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
+    build_id: "b1",
+    protocol: "grpc",
+    created_at: 1,
+    // The revision's configuration, sealed secrets (keys only reach the agent) and external references.
+    config: '[{"name":"LOG_LEVEL","value":"debug"}]',
+    secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
+    secret_keys: '["DB_PASSWORD"]',
+    secrets_digest: "0123456789",
+    external_secrets: '[{"key":"API_KEY","path":"secret/data/api#key"}]',
+    image_digest: `sha256:${"d".repeat(64)}`,
+  },
+};
+
 describe("renderApplyDeployment", () => {
   it("fills every field of ApplyDeployment", () => {
-    const msg = renderApplyDeployment(
-      {
-        workspace: {
-          id: "ws_1",
-          slug: "acme",
-          name: "Acme",
-          k8s_namespace: "ws-acme",
-          created_at: 1,
-          deleting_at: null,
-        },
-        project: { id: "prj_1", workspace_id: "ws_1", slug: "web", name: "web", created_at: 1, deleting_at: null },
-        environment: {
-          id: "env_1",
-          workspace_id: "ws_1",
-          project_id: "prj_1",
-          slug: "prod",
-          sentinel_image: null,
-          sentinel_replicas: 0,
-          sentinel_cpu_millicores: 0,
-          sentinel_memory_mib: 0,
-          strategy: "RollingUpdate",
-          max_surge: "25%",
-          max_unavailable: "25%",
-          min_ready_seconds: 7,
-          progress_deadline_seconds: 600,
-          revision_history_limit: 10,
-          paused: 0,
-          last_revision: 3,
-          edge_auth: null,
-          created_at: 1,
-          updated_at: 1,
-          deleting_at: null,
-          routing_version: 1,
-          progressive: null,
-          routing_regions: null,
-          warm_window_seconds: 1800,
-          pinned_deployment_id: null,
-          autoscale: null,
-        },
-        deployment: {
-          id: "dep_1",
-          workspace_id: "ws_1",
-          project_id: "prj_1",
-          environment_id: "env_1",
-          revision: 3,
-          k8s_name: "web-prod-abcdefgh",
-          image: "app:1",
-          command: '["node"]',
-          args: '["s.js"]',
-          port: 8080,
-          env: '[{"name":"A","value":"b"}]',
-          cpu_millicores: 250,
-          memory_mib: 256,
-          health_check:
-            '{"method":"GET","path":"/h","intervalSeconds":10,"timeoutSeconds":1,"failureThreshold":3,"initialDelaySeconds":0}',
-          build_id: "b1",
-          protocol: "grpc",
-          created_at: 1,
-          // The revision's configuration, sealed secrets (keys only reach the agent) and external references.
-          config: '[{"name":"LOG_LEVEL","value":"debug"}]',
-          secrets: Buffer.from(JSON.stringify({ DB_PASSWORD: "c2VhbGVk" })),
-          secret_keys: '["DB_PASSWORD"]',
-          secrets_digest: "0123456789",
-          external_secrets: '[{"key":"API_KEY","path":"secret/data/api#key"}]',
-          image_digest: `sha256:${"d".repeat(64)}`,
-        },
-      },
-      "eu",
-      4,
-    );
+    const msg = renderApplyDeployment(SAMPLE_CONTEXT, "eu", 4, {
+      secretName: "krane-registry-credentials",
+      version: "0123456789abcdef",
+    });
     // The pods run the digest the tag named at deploy, the tag dropped.
     assert.equal(msg.image, `app@sha256:${"d".repeat(64)}`);
+    // The workspace's pull Secret by name and version (its content only through GetSecretValues).
+    assert.deepEqual(
+      [msg.pullSecret?.secretName, msg.pullSecret?.version],
+      ["krane-registry-credentials", "0123456789abcdef"],
+    );
     // Every field of the contract is set to a non-default value: a field added to the proto but
     // forgotten here fails this test.
     for (const field of ApplyDeploymentSchema.fields) {
@@ -182,6 +189,59 @@ describe("renderApplyDeployment", () => {
       const empty = v === undefined || v === "" || v === 0 || v === 0n || (Array.isArray(v) && v.length === 0);
       assert.ok(!empty, `field ${field.name} is not rendered`);
     }
+  });
+});
+
+describe("encodeApplyJob", () => {
+  it("runs the revision's image pinned to its digest, with the pull Secret; a job's own image as named", () => {
+    const { workspace, environment, deployment } = SAMPLE_CONTEXT;
+    const spec = {
+      name: "report",
+      schedule: "*/5 * * * *",
+      timeZone: "",
+      image: "",
+      command: [],
+      args: [],
+      concurrencyPolicy: "Forbid",
+      deadlineSeconds: 0,
+      successfulJobsHistoryLimit: 3,
+      failedJobsHistoryLimit: 1,
+      suspend: false,
+      cpuMillicores: 100,
+      memoryMib: 64,
+    };
+    const job = {
+      id: "job_1",
+      workspace_id: "ws_1",
+      project_id: "prj_1",
+      environment_id: "env_1",
+      name: "report",
+      k8s_name: "job-report",
+      spec: JSON.stringify(spec),
+      created_at: 1,
+      updated_at: 1,
+    };
+    const pullSecret = { secretName: "krane-registry-credentials", version: "0123456789abcdef" };
+    const a = fromBinary(
+      ApplyJobSchema,
+      encodeApplyJob({ workspace, environment, job, revision: deployment, pullSecret }, "eu"),
+    );
+    assert.equal(a.image, `app@sha256:${"d".repeat(64)}`);
+    assert.deepEqual([a.pullSecret?.secretName, a.pullSecret?.version], [pullSecret.secretName, pullSecret.version]);
+    const own = fromBinary(
+      ApplyJobSchema,
+      encodeApplyJob(
+        {
+          workspace,
+          environment,
+          job: { ...job, spec: JSON.stringify({ ...spec, image: "tools:2" }) },
+          revision: deployment,
+        },
+        "eu",
+      ),
+    );
+    assert.equal(own.image, "tools:2");
+    assert.equal(own.pullSecret, undefined);
   });
 });
 

@@ -39,6 +39,7 @@ export function sampleDeployment(overrides: Partial<Omit<ApplyDeployment, "$type
       secretProviderClassName: "dep-1-external-0123456789",
       secrets: [{ key: "API_KEY", path: "secret/data/api#key" }],
     },
+    pullSecret: { secretName: "krane-registry-credentials", version: "0123456789abcdef" },
     ...overrides,
   });
 }

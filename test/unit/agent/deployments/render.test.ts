@@ -60,6 +60,12 @@ function settingsVariants(name: string): Partial<ApplyDeployment>[] {
           } as ApplyDeployment["externalSecrets"],
         },
       ];
+    case "pull_secret":
+      // The pods name the Secret; the ReplicaSet carries the version (a new one is a change to apply).
+      return [
+        { pullSecret: { ...base.pullSecret, secretName: "other-pull" } as ApplyDeployment["pullSecret"] },
+        { pullSecret: { ...base.pullSecret, version: "fedcba9876543210" } as ApplyDeployment["pullSecret"] },
+      ];
     default:
       throw new Error(`no variants for message field ${name}: add them`);
   }
