@@ -37,12 +37,7 @@ const lastPrune = new WeakMap<Store, number>();
  * environments without a sentinel in the region and revisions of other environments; stores
  * nothing then. Returns how many rows were new.
  */
-export async function recordMeasurements(
-  store: Store,
-  region: string,
-  report: MeasurementReport,
-  onHistoryDropped?: (points: number) => void,
-): Promise<number> {
+export async function recordMeasurements(store: Store, region: string, report: MeasurementReport): Promise<number> {
   const entries = report.entries;
   if (entries.length === 0) return 0;
   const envs = [...new Set(entries.map((e) => e.environmentId))];
@@ -80,7 +75,6 @@ export async function recordMeasurements(
   });
   const now = store.clock();
   let stored = 0;
-  let dropped = 0;
   await store.db.transaction().execute(async (trx) => {
     for (let i = 0; i < entries.length; i += CHUNK) {
       const rows = entries.slice(i, i + CHUNK).map((e) => ({
@@ -105,7 +99,7 @@ export async function recordMeasurements(
       stored += fresh.length;
       // Only the rows new to ctrl go into the history: a report sent twice counts once there too.
       const isNew = new Set(fresh.map((f) => `${f.environment_id}\n${f.deployment_id}`));
-      dropped += await addMinutes(
+      await addMinutes(
         trx,
         entries
           .slice(i, i + CHUNK)
@@ -120,7 +114,6 @@ export async function recordMeasurements(
     lastPrune.set(store, now);
     await pruneMeasurements(store, now - MEASUREMENT_RETENTION_MS);
   }
-  if (dropped > 0) onHistoryDropped?.(dropped);
   return stored;
 }
 

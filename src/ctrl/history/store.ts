@@ -48,6 +48,21 @@ function row(p: Point, stepMs: number) {
   };
 }
 
+type SeriesRow = { environment_id: string; deployment_id: string; region: string; instance: string } & {
+  readonly [K in keyof SumColumns]: number | string | bigint | null;
+};
+
+function toPoint(r: SeriesRow, atMs: number): Point {
+  return {
+    environmentId: r.environment_id,
+    deploymentId: r.deployment_id,
+    region: r.region,
+    instance: r.instance,
+    atMs,
+    sums: columnsToSums(r),
+  };
+}
+
 /**
  * Adds minute points (each at the start of its minute) to what is stored. An environment's
  * minute takes at most MAX_SERIES_PER_ENVIRONMENT series; returns how many points were dropped.
@@ -123,14 +138,7 @@ export async function rollupHour(db: Db, hourMs: number): Promise<number> {
     .groupBy(["environment_id", "deployment_id", "region", "instance"])
     .execute();
   const points = busiest(
-    rows.map((r) => ({
-      environmentId: r.environment_id,
-      deploymentId: r.deployment_id,
-      region: r.region,
-      instance: r.instance,
-      atMs: hourMs,
-      sums: columnsToSums(r),
-    })),
+    rows.map((r) => toPoint(r, hourMs)),
     MAX_SERIES_PER_ENVIRONMENT,
   );
   await db.transaction().execute(async (trx) => {
@@ -210,14 +218,7 @@ export async function readPoints(db: Db, q: PointQuery): Promise<Point[]> {
   if (q.region !== undefined) s = s.where("region", "=", q.region);
   if (q.instance !== undefined) s = s.where("instance", "=", q.instance);
   const rows = await s.orderBy("at_ms").execute();
-  return rows.map((r) => ({
-    environmentId: q.environmentId,
-    deploymentId: r.deployment_id,
-    region: r.region,
-    instance: r.instance,
-    atMs: Number(r.at_ms),
-    sums: columnsToSums(r),
-  }));
+  return rows.map((r) => toPoint({ ...r, environment_id: q.environmentId }, Number(r.at_ms)));
 }
 
 /** Every revision-level point (instance "") of one minute, all environments (ctrl's /metrics). */
@@ -229,12 +230,5 @@ export async function minutePoints(db: Db, atMs: number): Promise<Point[]> {
     .where("at_ms", "=", atMs)
     .where("instance", "=", "")
     .execute();
-  return rows.map((r) => ({
-    environmentId: r.environment_id,
-    deploymentId: r.deployment_id,
-    region: r.region,
-    instance: r.instance,
-    atMs: Number(r.at_ms),
-    sums: columnsToSums(r),
-  }));
+  return rows.map((r) => toPoint(r, Number(r.at_ms)));
 }
