@@ -10,6 +10,7 @@ import { registerAuditCommands } from "./audit.js";
 import { registerDeployCommands } from "./deploy.js";
 import { registerEnvCommands } from "./env.js";
 import { registerEventsCommand } from "./events.js";
+import { registerMetricsCommand } from "./metrics.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
@@ -47,6 +48,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["status", registerStatusCommand],
   ["events", registerEventsCommand],
   ["logs", registerLogsCommand],
+  ["metrics", registerMetricsCommand],
   ["exposure", registerExposureCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],

@@ -712,6 +712,40 @@ export interface MeasurementsTable {
   received_at: number;
 }
 
+/** Migration 0036: one series' figures over one minute or hour (domain/metric-history.ts). */
+export interface MetricPointsTable {
+  environment_id: string;
+  deployment_id: string;
+  region: string;
+  /** "" for the revision as its sentinels count it. */
+  instance: string;
+  /** 60000 or 3600000. */
+  step_ms: number;
+  at_ms: number;
+  requests: number;
+  errors: number;
+  /** Non-cumulative latency observations per bucket (LATENCY_BUCKETS_MS, then +Inf). */
+  l00: number;
+  l01: number;
+  l02: number;
+  l03: number;
+  l04: number;
+  l05: number;
+  l06: number;
+  l07: number;
+  l08: number;
+  l09: number;
+  l10: number;
+  l11: number;
+  l12: number;
+  l13: number;
+  l14: number;
+  cpu_millicores_sum: number;
+  memory_bytes_sum: number;
+  usage_samples: number;
+  restarts: number;
+}
+
 /** Migration 0022: one lifecycle fact of an instance's container (domain/instance-events.ts). */
 export interface InstanceEventsTable {
   environment_id: string;
@@ -850,6 +884,7 @@ export interface Database {
   domains: DomainsTable;
   gateway_reports: GatewayReportsTable;
   measurements: MeasurementsTable;
+  metric_points: MetricPointsTable;
   instance_events: InstanceEventsTable;
   notification_channels: NotificationChannelsTable;
   notification_events: NotificationEventsTable;

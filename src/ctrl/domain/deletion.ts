@@ -39,6 +39,7 @@ import { leaveAllRegions, lockEnvironment, markEnvironmentDeleting, purgeEnviron
 import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
+import { purgeMetricHistory } from "../history/store.js";
 import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
@@ -307,6 +308,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await forgetDesiredOf(tx, id);
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
+  await purgeMetricHistory(tx.trx, id);
   await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
   await purgeEnvironmentRow(tx, id);

@@ -7,6 +7,7 @@
 // environments that have a sentinel in that region, and only revisions of those environments, so
 // a compromised agent cannot poison another region's or workspace's analysis. A report ctrl
 // already has (same region, revision and window: a retry after a lost answer) counts once.
+// Each new row is also added to the metrics history's minute (../history/store.ts).
 // Retention: rows whose window ended more than MEASUREMENT_RETENTION_MS ago are pruned (at most
 // once a minute, by the report path), and an environment's rows go with its purge (deletion.ts).
 import { LATENCY_BUCKETS_MS, type MeasurementSource, type RevisionSample } from "../../contracts/analysis.js";
@@ -14,7 +15,9 @@ import type { WriteTx } from "../db/outbox.js";
 import type { MeasurementsTable } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
-import type { MeasurementReport } from "../validate/measurements.js";
+import type { MeasurementEntry, MeasurementReport } from "../validate/measurements.js";
+import { addMinutes } from "../history/store.js";
+import { MINUTE_MS, emptySums, startOf, type Point } from "../history/sums.js";
 
 /** How long measurements are kept (analysis looks at minutes, not hours). */
 export const MEASUREMENT_RETENTION_MS = 3_600_000;
@@ -87,12 +90,22 @@ export async function recordMeasurements(store: Store, region: string, report: M
         latency: JSON.stringify(e.latency),
         received_at: now,
       }));
-      const res = await trx
+      const fresh = await trx
         .insertInto("measurements")
         .values(rows)
         .onConflict((oc) => oc.columns(["environment_id", "deployment_id", "region", "from_ms", "to_ms"]).doNothing())
-        .executeTakeFirst();
-      stored += Number(res.numInsertedOrUpdatedRows ?? 0n);
+        .returning(["environment_id", "deployment_id"])
+        .execute();
+      stored += fresh.length;
+      // Only the rows new to ctrl go into the history: a report sent twice counts once there too.
+      const isNew = new Set(fresh.map((f) => `${f.environment_id}\n${f.deployment_id}`));
+      await addMinutes(
+        trx,
+        entries
+          .slice(i, i + CHUNK)
+          .filter((e) => isNew.has(`${e.environmentId}\n${e.deploymentId}`))
+          .map((e) => measurementPoint(region, report.toMs, e)),
+      );
     }
   });
   // Charts and analysis verdicts on the environments' pages.
@@ -102,6 +115,22 @@ export async function recordMeasurements(store: Store, region: string, report: M
     await pruneMeasurements(store, now - MEASUREMENT_RETENTION_MS);
   }
   return stored;
+}
+
+/** A report's entry as a point of the metrics history, in the minute its window ended in. */
+export function measurementPoint(region: string, toMs: number, e: MeasurementEntry): Point {
+  const sums = emptySums();
+  sums.requests = e.classes.reduce((a, b) => a + b, 0);
+  sums.errors = e.classes[3];
+  e.latency.forEach((v, i) => (sums.latency[i] = v));
+  return {
+    environmentId: e.environmentId,
+    deploymentId: e.deploymentId,
+    region,
+    instance: "",
+    atMs: startOf(toMs - 1, MINUTE_MS),
+    sums,
+  };
 }
 
 /** Deletes the rows whose window ended before `beforeMs`; returns how many. */

@@ -1,7 +1,7 @@
-// LiveService (WatchOverview, WatchEnvironment) and MetricsService (GetRevisionMetrics): the
-// public API's live views (proto/krane/ctrl/v1/live.proto). A stream sends the whole view first,
-// then what changed whenever a write commits (./hub.ts), an empty keepalive after `keepaliveMs`
-// of quiet, and ends after `maxStreamMs`, at ctrl's shutdown, or when its caller's credential is
+// LiveService (WatchOverview, WatchEnvironment) and MetricsService (GetRevisionMetrics,
+// GetMetricsHistory): the public API's live views (proto/krane/ctrl/v1/live.proto). A stream
+// sends the whole view first, then what changed whenever a write commits (./hub.ts), an empty
+// keepalive after `keepaliveMs` of quiet, and ends after `maxStreamMs`, at ctrl's shutdown, or when its caller's credential is
 // gone (looked up again every `recheckMs`; a revoked token, a signed-out or expired session). A
 // stream carries only what its caller may read: the environment is found as every call finds it,
 // and the overview holds back environments of workspaces the caller may not read.
@@ -9,7 +9,10 @@ import { create } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  GetMetricsHistoryResponseSchema,
   GetRevisionMetricsResponseSchema,
+  MetricsHistoryPointSchema,
+  MetricsSeriesSchema,
   LiveService,
   MetricsPointSchema,
   MetricsService,
@@ -23,6 +26,8 @@ import {
 import { principalKey, type Principal } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
+import { MINUTE_MS, startOf, stepFor } from "../history/sums.js";
+import { historyPoints, historySeries, type HistoryPointView } from "../read/metric-history.js";
 import { bucketMetrics, measurementRows } from "../read/metrics.js";
 import { findEnvironment } from "../read/tenancy.js";
 import { validateEnvironmentRef } from "../validate/api.js";
@@ -186,8 +191,100 @@ const HOUR_MS = 3_600_000;
 /** WatchEnvironmentResponse.view's field number. */
 const VIEW_FIELD = WatchEnvironmentResponseSchema.fields.find((f) => f.localName === "view")?.number ?? 1;
 
+/** How far back GetMetricsHistory reads: hours are kept 30 days, minutes 7. */
+const HISTORY_DAYS_MS = 30 * 24 * HOUR_MS;
+const MINUTES_BACK_MS = 7 * 24 * HOUR_MS;
+
+function historyPoint(p: HistoryPointView) {
+  const ms = (v: number | null): number | undefined => (v === null ? undefined : v === Infinity ? -1 : v);
+  return create(MetricsHistoryPointSchema, {
+    atUnixMs: BigInt(p.atMs),
+    requests: BigInt(p.requests),
+    requestsPerSecond: p.requestsPerSecond,
+    errors: BigInt(p.errors),
+    errorRatePercent: p.errorRatePercent,
+    p50Ms: ms(p.p50Ms),
+    p95Ms: ms(p.p95Ms),
+    p99Ms: ms(p.p99Ms),
+    cpuMillicores: p.cpuMillicores ?? undefined,
+    memoryBytes: p.memoryBytes ?? undefined,
+    restarts: BigInt(p.restarts),
+  });
+}
+
 export function metricsServiceImpl({ store }: { store: Store }): ServiceImpl<typeof MetricsService> {
   return {
+    async getMetricsHistory(req, ctx) {
+      const ref = validateEnvironmentRef(req);
+      const now = store.clock();
+      const revision = rules.intRange("revision", req.revision, 0, Number.MAX_SAFE_INTEGER);
+      const region = rules.text("region", req.region, 63);
+      const instance = rules.text("instance", req.instance, 253);
+      let since =
+        req.sinceUnixMs === 0n
+          ? now - HOUR_MS
+          : rules.intRange("since_unix_ms", req.sinceUnixMs, 0, Number.MAX_SAFE_INTEGER);
+      if (since > now) throw invalidArgument("since_unix_ms", "is in the future");
+      since = Math.max(since, now - HISTORY_DAYS_MS);
+      const stepMs =
+        req.stepSeconds === 0
+          ? stepFor(now - since)
+          : req.stepSeconds === 60 || req.stepSeconds === 3600
+            ? req.stepSeconds * 1000
+            : (() => {
+                throw invalidArgument("step_seconds", "must be 60, 3600 or 0");
+              })();
+      if (stepMs === MINUTE_MS) since = Math.max(since, now - MINUTES_BACK_MS);
+      since = startOf(since, stepMs);
+      const { workspace, environment } = await findEnvironment(store.db, ref);
+      if (!mayRead(ctx.values.get(principalKey), workspace.id)) throw notFound(`environment "${req.environment}"`);
+      const deps = await store.db
+        .selectFrom("deployments")
+        .select(["id", "revision"])
+        .where("environment_id", "=", environment.id)
+        .execute();
+      const revisionOf = new Map(deps.map((d) => [d.id, Number(d.revision)]));
+      let deploymentId: string | undefined;
+      if (revision !== 0) {
+        deploymentId = deps.find((d) => Number(d.revision) === revision)?.id;
+        if (deploymentId === undefined) throw notFound(`revision ${revision} of environment "${req.environment}"`);
+      }
+      const points = await historyPoints(
+        store.db,
+        {
+          environmentId: environment.id,
+          fromMs: since,
+          ...(deploymentId === undefined ? {} : { deploymentId }),
+          ...(region === "" ? {} : { region }),
+          ...(instance === "" ? {} : { instance }),
+        },
+        stepMs,
+        now,
+      );
+      const series = historySeries(points, since, now, stepMs)
+        .filter((s) => revisionOf.has(s.deploymentId))
+        .sort(
+          (a, b) =>
+            (revisionOf.get(b.deploymentId) ?? 0) - (revisionOf.get(a.deploymentId) ?? 0) ||
+            a.region.localeCompare(b.region) ||
+            a.instance.localeCompare(b.instance),
+        );
+      return create(GetMetricsHistoryResponseSchema, {
+        sinceUnixMs: BigInt(since),
+        stepSeconds: stepMs / 1000,
+        untilUnixMs: BigInt(now),
+        series: series.map((s) =>
+          create(MetricsSeriesSchema, {
+            deploymentId: s.deploymentId,
+            revision: BigInt(revisionOf.get(s.deploymentId) ?? 0),
+            region: s.region,
+            instance: s.instance,
+            points: s.points.map(historyPoint),
+            total: historyPoint(s.total),
+          }),
+        ),
+      });
+    },
     async getRevisionMetrics(req, ctx) {
       const ref = validateEnvironmentRef(req);
       const now = Date.now();

@@ -15,7 +15,11 @@ import type { Store } from "../db/store.js";
 import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
 import { finishDeletions } from "../domain/deletion.js";
 import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "../domain/exposure.js";
-import { StoredMeasurements } from "../domain/measurements.js";
+import { MEASUREMENT_RETENTION_MS, StoredMeasurements } from "../domain/measurements.js";
+import { registerHistoryMetrics } from "../history/prometheus.js";
+import { HistoryRollup } from "../history/rollup.js";
+import { minutePoints } from "../history/store.js";
+import { MAX_SKEW_MS } from "../validate/measurements.js";
 import { dropExpiredDeliveries, pruneNotifications } from "../domain/notifications.js";
 import { pruneDeliveries } from "../domain/previews.js";
 import { pruneSessions } from "../domain/sessions.js";
@@ -61,6 +65,7 @@ export interface CtrlBase {
 
 export function ctrlBase(config: CtrlConfig, store: Store, log: Logger): CtrlBase {
   const metrics = new CtrlMetrics(config.defaultMetrics ?? false);
+  registerHistoryMetrics(metrics.registry, (at) => minutePoints(store.db, at), store.clock);
   const outage = new OutageWatch({
     dependency: "database",
     probe: () => store.ping(),
@@ -339,6 +344,17 @@ export function auditSink(b: CtrlBase): AuditWebhookSink | undefined {
     timeoutMs: hook.timeoutMs,
     logger: b.log,
     onDelivery: (ok, n) => b.metrics.auditDeliveries.inc({ result: ok ? "ok" : "failed" }, ok ? n : 1),
+  });
+}
+
+/** The metrics history's rollup of minutes into hours, and its pruning. */
+export function historyRollup(b: CtrlBase): HistoryRollup {
+  return new HistoryRollup({
+    store: b.store,
+    // A report is accepted up to its retention after its window, and a minute ahead (clock skew).
+    lateMs: MEASUREMENT_RETENTION_MS + MAX_SKEW_MS,
+    logger: b.log,
+    onError: b.backgroundFailure("metrics history upkeep failed; retrying"),
   });
 }
 

@@ -34,6 +34,7 @@ import {
   rolloutDriver,
   statusReporter,
   upkeep,
+  historyRollup,
   webhookListener,
 } from "./parts.js";
 import type { CtrlConfig, RunningCtrl } from "./settings.js";
@@ -116,6 +117,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     return n;
   };
   mgr.add(upkeep(b, { audit, auditSink: sink, expirePreviews: expire, replayWindowMs }));
+  mgr.add(historyRollup(b));
   await mgr.start();
 
   const urls = { url: api.url, opsUrl: ops ? ops.url : null, webhookUrl: webhooks ? webhooks.url : null };

@@ -3,7 +3,8 @@
 // MeasurementSource the progressive engine reads); a retried report counts once; an agent may
 // report only for its own region, for environments with a sentinel there and for their own
 // revisions (permission_denied naming the field), malformed reports are invalid_argument naming
-// the field and store nothing; old rows are pruned; a deleted environment's rows are purged.
+// the field and store nothing; old rows are pruned; a deleted environment's rows are purged. Each
+// new row also goes into the metrics history's minutes, once, and leaves with its environment.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -11,6 +12,8 @@ import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { LATENCY_BUCKETS_MS } from "../../../src/contracts/analysis.js";
 import { pruneMeasurements, StoredMeasurements } from "../../../src/ctrl/domain/measurements.js";
+import { readPoints } from "../../../src/ctrl/history/store.js";
+import { MINUTE_MS, mergeSums } from "../../../src/ctrl/history/sums.js";
 import {
   DeploymentService,
   EnvironmentService,
@@ -135,6 +138,18 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   const b = s.get(bad);
   assert.equal(b?.byClass["5xx"], 20);
   assert.equal(b?.requests, 100);
+  // The metrics history got each new row once (the retried report added nothing), per region.
+  const history = await readPoints(ctrl.store.db, { environmentId: env, stepMs: MINUTE_MS, fromMs: 0 });
+  const hist = (dep: string, region?: string) =>
+    mergeSums(
+      history.filter((p) => p.deploymentId === dep && (region === undefined || p.region === region)).map((p) => p.sums),
+    );
+  assert.equal(hist(good).requests, 210);
+  assert.equal(hist(good, "us").requests, 100);
+  assert.equal(hist(bad).errors, 20);
+  assert.equal(hist(bad).latency[6], 100);
+  assert.ok(history.every((p) => p.instance === "" && p.atMs % MINUTE_MS === 0));
+
   // By region, and since a time: windows whose end is at or after it.
   s = await source.samples(env, [good], 0, ["us"]);
   assert.equal(s.get(good)?.requests, 100);
@@ -253,6 +268,12 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
     assert.ok(Date.now() < deadline, "the deleted environment's measurements were not purged");
     await new Promise((r) => setTimeout(r, 100));
   }
+  assert.deepEqual(await readPoints(ctrl.store.db, { environmentId: env, stepMs: MINUTE_MS, fromMs: 0 }), []);
+  assert.equal(
+    (await readPoints(ctrl.store.db, { environmentId: envs.evil ?? "", stepMs: MINUTE_MS, fromMs: 0 }))[0]?.sums
+      .requests,
+    7,
+  );
 }
 
 describe("measurements (SQLite)", () => {

@@ -32,7 +32,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/live.proto.
  */
 export const file_krane_ctrl_v1_live: GenFile = /*@__PURE__*/
-  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xpdmUucHJvdG8SDWtyYW5lLmN0cmwudjEiFgoUV2F0Y2hPdmVydmlld1JlcXVlc3QimQIKEkVudmlyb25tZW50U3VtbWFyeRIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSEQoJd29ya3NwYWNlGAMgASgJEg8KB3Byb2plY3QYBCABKAkSEwoLZW52aXJvbm1lbnQYBSABKAkSLgoHcmVnaW9ucxgGIAMoCzIdLmtyYW5lLmN0cmwudjEuUmVnaW9uUmVwbGljYXMSGgoSdXBkYXRlZF9hdF91bml4X21zGAcgASgDEhAKCHJldmlzaW9uGAggASgDEg0KBWltYWdlGAkgASgJEg8KB3J1bm5pbmcYCiABKAUSDwoHZGVzaXJlZBgLIAEoBRINCgVzdGF0ZRgMIAEoCSLdAQoVV2F0Y2hPdmVydmlld1Jlc3BvbnNlEg0KBXJlc2V0GAEgASgIEjcKDGVudmlyb25tZW50cxgCIAMoCzIhLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnRTdW1tYXJ5Eh8KF3JlbW92ZWRfZW52aXJvbm1lbnRfaWRzGAMgAygJEhgKEGNsdXN0ZXJzX2NoYW5nZWQYBCABKAgSKAoIY2x1c3RlcnMYBSADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXISFwoPc2VudF9hdF91bml4X21zGAYgASgDIlIKF1dhdGNoRW52aXJvbm1lbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIogCChJWZXJkaWN0TWVhc3VyZW1lbnQSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIMCgRyb2xlGAIgASgJEhQKDGZyb21fdW5peF9tcxgDIAEoAxISCgp0b191bml4X21zGAQgASgDEhAKCHJlcXVlc3RzGAUgASgEEhUKDXJlc3BvbnNlc181eHgYBiABKAQSIQoUc3VjY2Vzc19yYXRlX3BlcmNlbnQYByABKAFIAIgBARITCgZwNTBfbXMYCCABKAFIAYgBARITCgZwOTlfbXMYCSABKAFIAogBAUIXChVfc3VjY2Vzc19yYXRlX3BlcmNlbnRCCQoHX3A1MF9tc0IJCgdfcDk5X21zIoUDCg9FbnZpcm9ubWVudFZpZXcSOwoGc3RhdHVzGAEgASgLMisua3JhbmUuY3RybC52MS5HZXRFbnZpcm9ubWVudFN0YXR1c1Jlc3BvbnNlEi0KB3JvbGxvdXQYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMSMwoNbGF0ZXN0X2V2ZW50cxgDIAMoCzIcLmtyYW5lLmN0cmwudjEuSW5zdGFuY2VFdmVudBIqCgZjb25maWcYBCADKAsyGi5rcmFuZS5jdHJsLnYxLkNvbmZpZ0VudHJ5EisKB3NlY3JldHMYBSADKAsyGi5rcmFuZS5jdHJsLnYxLlNlY3JldEVudHJ5EiAKGG1lYXN1cmVkX3Rocm91Z2hfdW5peF9tcxgGIAEoAxIVCg1ldmVudHNfY3Vyc29yGAcgASgJEj8KFHZlcmRpY3RfbWVhc3VyZW1lbnRzGAggAygLMiEua3JhbmUuY3RybC52MS5WZXJkaWN0TWVhc3VyZW1lbnQiYQoYV2F0Y2hFbnZpcm9ubWVudFJlc3BvbnNlEiwKBHZpZXcYASABKAsyHi5rcmFuZS5jdHJsLnYxLkVudmlyb25tZW50VmlldxIXCg9zZW50X2F0X3VuaXhfbXMYAiABKAMigwEKGUdldFJldmlzaW9uTWV0cmljc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSFQoNc2luY2VfdW5peF9tcxgEIAEoAxIWCg5idWNrZXRfc2Vjb25kcxgFIAEoBSKtAQoMTWV0cmljc1BvaW50EhIKCmF0X3VuaXhfbXMYASABKAMSEAoIcmVxdWVzdHMYAiABKAQSGwoTcmVxdWVzdHNfcGVyX3NlY29uZBgDIAEoARIaChJlcnJvcl9yYXRlX3BlcmNlbnQYBCABKAESEwoGcDUwX21zGAUgASgBSACIAQESEwoGcDk5X21zGAYgASgBSAGIAQFCCQoHX3A1MF9tc0IJCgdfcDk5X21zImcKD1JldmlzaW9uTWV0cmljcxIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEisKBnBvaW50cxgDIAMoCzIbLmtyYW5lLmN0cmwudjEuTWV0cmljc1BvaW50In4KGkdldFJldmlzaW9uTWV0cmljc1Jlc3BvbnNlEhUKDXNpbmNlX3VuaXhfbXMYASABKAMSFgoOYnVja2V0X3NlY29uZHMYAiABKAUSMQoJcmV2aXNpb25zGAMgAygLMh4ua3JhbmUuY3RybC52MS5SZXZpc2lvbk1ldHJpY3My8AEKC0xpdmVTZXJ2aWNlEmsKDVdhdGNoT3ZlcnZpZXcSIy5rcmFuZS5jdHJsLnYxLldhdGNoT3ZlcnZpZXdSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5XYXRjaE92ZXJ2aWV3UmVzcG9uc2UiDZACAaqfGQYIBCABKAEwARJ0ChBXYXRjaEVudmlyb25tZW50EiYua3JhbmUuY3RybC52MS5XYXRjaEVudmlyb25tZW50UmVxdWVzdBonLmtyYW5lLmN0cmwudjEuV2F0Y2hFbnZpcm9ubWVudFJlc3BvbnNlIg2QAgGqnxkGCAIgASgBMAEyigEKDk1ldHJpY3NTZXJ2aWNlEngKEkdldFJldmlzaW9uTWV0cmljcxIoLmtyYW5lLmN0cmwudjEuR2V0UmV2aXNpb25NZXRyaWNzUmVxdWVzdBopLmtyYW5lLmN0cmwudjEuR2V0UmV2aXNpb25NZXRyaWNzUmVzcG9uc2UiDZACAaqfGQYIAiABKAFiBnByb3RvMw", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_api, file_krane_ctrl_v1_config, file_krane_ctrl_v1_events, file_krane_ctrl_v1_rollout]);
+  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xpdmUucHJvdG8SDWtyYW5lLmN0cmwudjEiFgoUV2F0Y2hPdmVydmlld1JlcXVlc3QimQIKEkVudmlyb25tZW50U3VtbWFyeRIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSEQoJd29ya3NwYWNlGAMgASgJEg8KB3Byb2plY3QYBCABKAkSEwoLZW52aXJvbm1lbnQYBSABKAkSLgoHcmVnaW9ucxgGIAMoCzIdLmtyYW5lLmN0cmwudjEuUmVnaW9uUmVwbGljYXMSGgoSdXBkYXRlZF9hdF91bml4X21zGAcgASgDEhAKCHJldmlzaW9uGAggASgDEg0KBWltYWdlGAkgASgJEg8KB3J1bm5pbmcYCiABKAUSDwoHZGVzaXJlZBgLIAEoBRINCgVzdGF0ZRgMIAEoCSLdAQoVV2F0Y2hPdmVydmlld1Jlc3BvbnNlEg0KBXJlc2V0GAEgASgIEjcKDGVudmlyb25tZW50cxgCIAMoCzIhLmtyYW5lLmN0cmwudjEuRW52aXJvbm1lbnRTdW1tYXJ5Eh8KF3JlbW92ZWRfZW52aXJvbm1lbnRfaWRzGAMgAygJEhgKEGNsdXN0ZXJzX2NoYW5nZWQYBCABKAgSKAoIY2x1c3RlcnMYBSADKAsyFi5rcmFuZS5jdHJsLnYxLkNsdXN0ZXISFwoPc2VudF9hdF91bml4X21zGAYgASgDIlIKF1dhdGNoRW52aXJvbm1lbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIogCChJWZXJkaWN0TWVhc3VyZW1lbnQSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIMCgRyb2xlGAIgASgJEhQKDGZyb21fdW5peF9tcxgDIAEoAxISCgp0b191bml4X21zGAQgASgDEhAKCHJlcXVlc3RzGAUgASgEEhUKDXJlc3BvbnNlc181eHgYBiABKAQSIQoUc3VjY2Vzc19yYXRlX3BlcmNlbnQYByABKAFIAIgBARITCgZwNTBfbXMYCCABKAFIAYgBARITCgZwOTlfbXMYCSABKAFIAogBAUIXChVfc3VjY2Vzc19yYXRlX3BlcmNlbnRCCQoHX3A1MF9tc0IJCgdfcDk5X21zIoUDCg9FbnZpcm9ubWVudFZpZXcSOwoGc3RhdHVzGAEgASgLMisua3JhbmUuY3RybC52MS5HZXRFbnZpcm9ubWVudFN0YXR1c1Jlc3BvbnNlEi0KB3JvbGxvdXQYAiABKAsyHC5rcmFuZS5jdHJsLnYxLlJvbGxvdXRTdGF0dXMSMwoNbGF0ZXN0X2V2ZW50cxgDIAMoCzIcLmtyYW5lLmN0cmwudjEuSW5zdGFuY2VFdmVudBIqCgZjb25maWcYBCADKAsyGi5rcmFuZS5jdHJsLnYxLkNvbmZpZ0VudHJ5EisKB3NlY3JldHMYBSADKAsyGi5rcmFuZS5jdHJsLnYxLlNlY3JldEVudHJ5EiAKGG1lYXN1cmVkX3Rocm91Z2hfdW5peF9tcxgGIAEoAxIVCg1ldmVudHNfY3Vyc29yGAcgASgJEj8KFHZlcmRpY3RfbWVhc3VyZW1lbnRzGAggAygLMiEua3JhbmUuY3RybC52MS5WZXJkaWN0TWVhc3VyZW1lbnQiYQoYV2F0Y2hFbnZpcm9ubWVudFJlc3BvbnNlEiwKBHZpZXcYASABKAsyHi5rcmFuZS5jdHJsLnYxLkVudmlyb25tZW50VmlldxIXCg9zZW50X2F0X3VuaXhfbXMYAiABKAMigwEKGUdldFJldmlzaW9uTWV0cmljc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSFQoNc2luY2VfdW5peF9tcxgEIAEoAxIWCg5idWNrZXRfc2Vjb25kcxgFIAEoBSKtAQoMTWV0cmljc1BvaW50EhIKCmF0X3VuaXhfbXMYASABKAMSEAoIcmVxdWVzdHMYAiABKAQSGwoTcmVxdWVzdHNfcGVyX3NlY29uZBgDIAEoARIaChJlcnJvcl9yYXRlX3BlcmNlbnQYBCABKAESEwoGcDUwX21zGAUgASgBSACIAQESEwoGcDk5X21zGAYgASgBSAGIAQFCCQoHX3A1MF9tc0IJCgdfcDk5X21zImcKD1JldmlzaW9uTWV0cmljcxIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEisKBnBvaW50cxgDIAMoCzIbLmtyYW5lLmN0cmwudjEuTWV0cmljc1BvaW50In4KGkdldFJldmlzaW9uTWV0cmljc1Jlc3BvbnNlEhUKDXNpbmNlX3VuaXhfbXMYASABKAMSFgoOYnVja2V0X3NlY29uZHMYAiABKAUSMQoJcmV2aXNpb25zGAMgAygLMh4ua3JhbmUuY3RybC52MS5SZXZpc2lvbk1ldHJpY3MitAEKGEdldE1ldHJpY3NIaXN0b3J5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIOCgZyZWdpb24YBSABKAkSEAoIaW5zdGFuY2UYBiABKAkSFQoNc2luY2VfdW5peF9tcxgHIAEoAxIUCgxzdGVwX3NlY29uZHMYCCABKAUi0gIKE01ldHJpY3NIaXN0b3J5UG9pbnQSEgoKYXRfdW5peF9tcxgBIAEoAxIQCghyZXF1ZXN0cxgCIAEoBBIbChNyZXF1ZXN0c19wZXJfc2Vjb25kGAMgASgBEg4KBmVycm9ycxgEIAEoBBIaChJlcnJvcl9yYXRlX3BlcmNlbnQYBSABKAESEwoGcDUwX21zGAYgASgBSACIAQESEwoGcDk1X21zGAcgASgBSAGIAQESEwoGcDk5X21zGAggASgBSAKIAQESGwoOY3B1X21pbGxpY29yZXMYCSABKAFIA4gBARIZCgxtZW1vcnlfYnl0ZXMYCiABKAFIBIgBARIQCghyZXN0YXJ0cxgLIAEoBEIJCgdfcDUwX21zQgkKB19wOTVfbXNCCQoHX3A5OV9tc0IRCg9fY3B1X21pbGxpY29yZXNCDwoNX21lbW9yeV9ieXRlcyLBAQoNTWV0cmljc1NlcmllcxIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEg4KBnJlZ2lvbhgDIAEoCRIQCghpbnN0YW5jZRgEIAEoCRIyCgZwb2ludHMYBSADKAsyIi5rcmFuZS5jdHJsLnYxLk1ldHJpY3NIaXN0b3J5UG9pbnQSMQoFdG90YWwYBiABKAsyIi5rcmFuZS5jdHJsLnYxLk1ldHJpY3NIaXN0b3J5UG9pbnQijQEKGUdldE1ldHJpY3NIaXN0b3J5UmVzcG9uc2USFQoNc2luY2VfdW5peF9tcxgBIAEoAxIUCgxzdGVwX3NlY29uZHMYAiABKAUSFQoNdW50aWxfdW5peF9tcxgDIAEoAxIsCgZzZXJpZXMYBCADKAsyHC5rcmFuZS5jdHJsLnYxLk1ldHJpY3NTZXJpZXMy8AEKC0xpdmVTZXJ2aWNlEmsKDVdhdGNoT3ZlcnZpZXcSIy5rcmFuZS5jdHJsLnYxLldhdGNoT3ZlcnZpZXdSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5XYXRjaE92ZXJ2aWV3UmVzcG9uc2UiDZACAaqfGQYIBCABKAEwARJ0ChBXYXRjaEVudmlyb25tZW50EiYua3JhbmUuY3RybC52MS5XYXRjaEVudmlyb25tZW50UmVxdWVzdBonLmtyYW5lLmN0cmwudjEuV2F0Y2hFbnZpcm9ubWVudFJlc3BvbnNlIg2QAgGqnxkGCAIgASgBMAEygQIKDk1ldHJpY3NTZXJ2aWNlEngKEkdldFJldmlzaW9uTWV0cmljcxIoLmtyYW5lLmN0cmwudjEuR2V0UmV2aXNpb25NZXRyaWNzUmVxdWVzdBopLmtyYW5lLmN0cmwudjEuR2V0UmV2aXNpb25NZXRyaWNzUmVzcG9uc2UiDZACAaqfGQYIAiABKAESdQoRR2V0TWV0cmljc0hpc3RvcnkSJy5rcmFuZS5jdHJsLnYxLkdldE1ldHJpY3NIaXN0b3J5UmVxdWVzdBooLmtyYW5lLmN0cmwudjEuR2V0TWV0cmljc0hpc3RvcnlSZXNwb25zZSINkAIBqp8ZBggCIAEoAWIGcHJvdG8z", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_api, file_krane_ctrl_v1_config, file_krane_ctrl_v1_events, file_krane_ctrl_v1_rollout]);
 
 /**
  * @generated from message krane.ctrl.v1.WatchOverviewRequest
@@ -928,6 +928,428 @@ export const GetRevisionMetricsResponseSchema: GenMessage<GetRevisionMetricsResp
   messageDesc(file_krane_ctrl_v1_live, 10);
 
 /**
+ * @generated from message krane.ctrl.v1.GetMetricsHistoryRequest
+ */
+export type GetMetricsHistoryRequest = Message<"krane.ctrl.v1.GetMetricsHistoryRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * Only this revision (its number); 0: every revision.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
+
+  /**
+   * Only this region; "": every region.
+   *
+   * @generated from field: string region = 5;
+   */
+  region: string;
+
+  /**
+   * Only this instance (a pod's name); "": every series. The sentinels count per revision: their
+   * figures are in series whose instance is "".
+   *
+   * @generated from field: string instance = 6;
+   */
+  instance: string;
+
+  /**
+   * From when (unix ms); 0: the last hour. At most 30 days back.
+   *
+   * @generated from field: int64 since_unix_ms = 7;
+   */
+  sinceUnixMs: bigint;
+
+  /**
+   * 60 or 3600; 0: minutes for up to 6 hours back, hours beyond. Minutes go back 7 days at most.
+   *
+   * @generated from field: int32 step_seconds = 8;
+   */
+  stepSeconds: number;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.GetMetricsHistoryRequest
+ */
+export type GetMetricsHistoryRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * Only this revision (its number); 0: every revision.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision?: string;
+
+  /**
+   * Only this region; "": every region.
+   *
+   * @generated from field: string region = 5;
+   */
+  region?: string;
+
+  /**
+   * Only this instance (a pod's name); "": every series. The sentinels count per revision: their
+   * figures are in series whose instance is "".
+   *
+   * @generated from field: string instance = 6;
+   */
+  instance?: string;
+
+  /**
+   * From when (unix ms); 0: the last hour. At most 30 days back.
+   *
+   * @generated from field: int64 since_unix_ms = 7;
+   */
+  sinceUnixMs?: string;
+
+  /**
+   * 60 or 3600; 0: minutes for up to 6 hours back, hours beyond. Minutes go back 7 days at most.
+   *
+   * @generated from field: int32 step_seconds = 8;
+   */
+  stepSeconds?: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetMetricsHistoryRequest.
+ * Use `create(GetMetricsHistoryRequestSchema)` to create a new message.
+ */
+export const GetMetricsHistoryRequestSchema: GenMessage<GetMetricsHistoryRequest, {jsonType: GetMetricsHistoryRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_live, 11);
+
+/**
+ * @generated from message krane.ctrl.v1.MetricsHistoryPoint
+ */
+export type MetricsHistoryPoint = Message<"krane.ctrl.v1.MetricsHistoryPoint"> & {
+  /**
+   * The step's start (unix ms); for a series' total, the range's start.
+   *
+   * @generated from field: int64 at_unix_ms = 1;
+   */
+  atUnixMs: bigint;
+
+  /**
+   * @generated from field: uint64 requests = 2;
+   */
+  requests: bigint;
+
+  /**
+   * Requests over the step (the part of it that has passed, for the newest).
+   *
+   * @generated from field: double requests_per_second = 3;
+   */
+  requestsPerSecond: number;
+
+  /**
+   * Answers 5xx, the sentinel's own for an instance that refused, reset or timed out included.
+   *
+   * @generated from field: uint64 errors = 4;
+   */
+  errors: bigint;
+
+  /**
+   * @generated from field: double error_rate_percent = 5;
+   */
+  errorRatePercent: number;
+
+  /**
+   * Upper bounds (ms) of the sentinel's latency buckets holding each percentile: the true one is
+   * in that bucket. Absent without timings; -1 past the last bound (30 s).
+   *
+   * @generated from field: optional double p50_ms = 6;
+   */
+  p50Ms?: number | undefined;
+
+  /**
+   * @generated from field: optional double p95_ms = 7;
+   */
+  p95Ms?: number | undefined;
+
+  /**
+   * @generated from field: optional double p99_ms = 8;
+   */
+  p99Ms?: number | undefined;
+
+  /**
+   * Means over the step's readings; absent without any.
+   *
+   * @generated from field: optional double cpu_millicores = 9;
+   */
+  cpuMillicores?: number | undefined;
+
+  /**
+   * @generated from field: optional double memory_bytes = 10;
+   */
+  memoryBytes?: number | undefined;
+
+  /**
+   * @generated from field: uint64 restarts = 11;
+   */
+  restarts: bigint;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.MetricsHistoryPoint
+ */
+export type MetricsHistoryPointJson = {
+  /**
+   * The step's start (unix ms); for a series' total, the range's start.
+   *
+   * @generated from field: int64 at_unix_ms = 1;
+   */
+  atUnixMs?: string;
+
+  /**
+   * @generated from field: uint64 requests = 2;
+   */
+  requests?: string;
+
+  /**
+   * Requests over the step (the part of it that has passed, for the newest).
+   *
+   * @generated from field: double requests_per_second = 3;
+   */
+  requestsPerSecond?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * Answers 5xx, the sentinel's own for an instance that refused, reset or timed out included.
+   *
+   * @generated from field: uint64 errors = 4;
+   */
+  errors?: string;
+
+  /**
+   * @generated from field: double error_rate_percent = 5;
+   */
+  errorRatePercent?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * Upper bounds (ms) of the sentinel's latency buckets holding each percentile: the true one is
+   * in that bucket. Absent without timings; -1 past the last bound (30 s).
+   *
+   * @generated from field: optional double p50_ms = 6;
+   */
+  p50Ms?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * @generated from field: optional double p95_ms = 7;
+   */
+  p95Ms?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * @generated from field: optional double p99_ms = 8;
+   */
+  p99Ms?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * Means over the step's readings; absent without any.
+   *
+   * @generated from field: optional double cpu_millicores = 9;
+   */
+  cpuMillicores?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * @generated from field: optional double memory_bytes = 10;
+   */
+  memoryBytes?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * @generated from field: uint64 restarts = 11;
+   */
+  restarts?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.MetricsHistoryPoint.
+ * Use `create(MetricsHistoryPointSchema)` to create a new message.
+ */
+export const MetricsHistoryPointSchema: GenMessage<MetricsHistoryPoint, {jsonType: MetricsHistoryPointJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_live, 12);
+
+/**
+ * @generated from message krane.ctrl.v1.MetricsSeries
+ */
+export type MetricsSeries = Message<"krane.ctrl.v1.MetricsSeries"> & {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId: string;
+
+  /**
+   * @generated from field: int64 revision = 2;
+   */
+  revision: bigint;
+
+  /**
+   * @generated from field: string region = 3;
+   */
+  region: string;
+
+  /**
+   * "": the revision as its sentinels count it.
+   *
+   * @generated from field: string instance = 4;
+   */
+  instance: string;
+
+  /**
+   * Oldest first; steps with nothing stored are absent.
+   *
+   * @generated from field: repeated krane.ctrl.v1.MetricsHistoryPoint points = 5;
+   */
+  points: MetricsHistoryPoint[];
+
+  /**
+   * The whole range added up (percentiles of the merged histogram).
+   *
+   * @generated from field: krane.ctrl.v1.MetricsHistoryPoint total = 6;
+   */
+  total?: MetricsHistoryPoint | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.MetricsSeries
+ */
+export type MetricsSeriesJson = {
+  /**
+   * @generated from field: string deployment_id = 1;
+   */
+  deploymentId?: string;
+
+  /**
+   * @generated from field: int64 revision = 2;
+   */
+  revision?: string;
+
+  /**
+   * @generated from field: string region = 3;
+   */
+  region?: string;
+
+  /**
+   * "": the revision as its sentinels count it.
+   *
+   * @generated from field: string instance = 4;
+   */
+  instance?: string;
+
+  /**
+   * Oldest first; steps with nothing stored are absent.
+   *
+   * @generated from field: repeated krane.ctrl.v1.MetricsHistoryPoint points = 5;
+   */
+  points?: MetricsHistoryPointJson[];
+
+  /**
+   * The whole range added up (percentiles of the merged histogram).
+   *
+   * @generated from field: krane.ctrl.v1.MetricsHistoryPoint total = 6;
+   */
+  total?: MetricsHistoryPointJson;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.MetricsSeries.
+ * Use `create(MetricsSeriesSchema)` to create a new message.
+ */
+export const MetricsSeriesSchema: GenMessage<MetricsSeries, {jsonType: MetricsSeriesJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_live, 13);
+
+/**
+ * @generated from message krane.ctrl.v1.GetMetricsHistoryResponse
+ */
+export type GetMetricsHistoryResponse = Message<"krane.ctrl.v1.GetMetricsHistoryResponse"> & {
+  /**
+   * @generated from field: int64 since_unix_ms = 1;
+   */
+  sinceUnixMs: bigint;
+
+  /**
+   * @generated from field: int32 step_seconds = 2;
+   */
+  stepSeconds: number;
+
+  /**
+   * When ctrl answered (unix ms): the end of the range.
+   *
+   * @generated from field: int64 until_unix_ms = 3;
+   */
+  untilUnixMs: bigint;
+
+  /**
+   * Newest revision first, then region and instance.
+   *
+   * @generated from field: repeated krane.ctrl.v1.MetricsSeries series = 4;
+   */
+  series: MetricsSeries[];
+};
+
+/**
+ * @generated from message krane.ctrl.v1.GetMetricsHistoryResponse
+ */
+export type GetMetricsHistoryResponseJson = {
+  /**
+   * @generated from field: int64 since_unix_ms = 1;
+   */
+  sinceUnixMs?: string;
+
+  /**
+   * @generated from field: int32 step_seconds = 2;
+   */
+  stepSeconds?: number;
+
+  /**
+   * When ctrl answered (unix ms): the end of the range.
+   *
+   * @generated from field: int64 until_unix_ms = 3;
+   */
+  untilUnixMs?: string;
+
+  /**
+   * Newest revision first, then region and instance.
+   *
+   * @generated from field: repeated krane.ctrl.v1.MetricsSeries series = 4;
+   */
+  series?: MetricsSeriesJson[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetMetricsHistoryResponse.
+ * Use `create(GetMetricsHistoryResponseSchema)` to create a new message.
+ */
+export const GetMetricsHistoryResponseSchema: GenMessage<GetMetricsHistoryResponse, {jsonType: GetMetricsHistoryResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_live, 14);
+
+/**
  * @generated from service krane.ctrl.v1.LiveService
  */
 export const LiveService: GenService<{
@@ -970,6 +1392,18 @@ export const MetricsService: GenService<{
     methodKind: "unary";
     input: typeof GetRevisionMetricsRequestSchema;
     output: typeof GetRevisionMetricsResponseSchema;
+  },
+  /**
+   * The metrics history of an environment (what `krane metrics` prints): per revision, region
+   * and instance, per minute (kept 7 days) or hour (kept 30 days), requests, errors, latency
+   * percentiles, CPU, memory and restarts.
+   *
+   * @generated from rpc krane.ctrl.v1.MetricsService.GetMetricsHistory
+   */
+  getMetricsHistory: {
+    methodKind: "unary";
+    input: typeof GetMetricsHistoryRequestSchema;
+    output: typeof GetMetricsHistoryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_live, 1);
