@@ -183,7 +183,8 @@ async function startPreviewEnvironment(
         buildId: "",
         replicas: null,
       };
-  await insertDeployment(tx, ctx, { ...settings, image: p.image, buildId: "", replicas: null });
+  // The preview's own image, by its tag: the base's pinned digest is of another image's bytes.
+  await insertDeployment(tx, ctx, { ...settings, image: p.image, imageDigest: null, buildId: "", replicas: null });
   return ctx;
 }
 
@@ -274,7 +275,12 @@ export async function updatePreviewIn(
   });
   const running = await currentRevision(tx.trx, p.environment_id);
   if (!running) throw failedPrecondition(`preview "${p.name}" has no revision to update`);
-  await insertDeployment(tx, env, { ...revisionCopyOf(running), image: change.image, replicas: null });
+  await insertDeployment(tx, env, {
+    ...revisionCopyOf(running),
+    image: change.image,
+    imageDigest: null,
+    replicas: null,
+  });
   return { preview: { ...p, ...patch }, environmentId: p.environment_id };
 }
 
