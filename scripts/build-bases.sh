@@ -26,8 +26,6 @@ NODE_VERSION=20.20.2
 NPM_VERSION=10.9.9
 GO_TOOLCHAIN=go1.26.8
 DEBIAN_SUITE=bookworm
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-DEBIAN_SECURITY=${DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 USER_ID=65532
 CREATED=1970-01-01T00:00:00Z
 
@@ -53,23 +51,13 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 static_server=$(cd "$(dirname "$static_server")" && pwd)/$(basename "$static_server")
 
+. scripts/debian-rootfs.sh
+
 # debian DIR PACKAGES...: an extracted Debian root filesystem (no maintainer scripts run), with
 # /bin/sh, the CA bundle update-ca-certificates would write, and the non-root user.
 debian() {
-  local dir=$1; shift
-  local mode=root
-  [ "$(id -u)" = 0 ] || mode=unshare
-  local include
-  include=$(IFS=,; echo "$*")
-  mmdebstrap --quiet --mode="$mode" --variant=extract --include="$include" \
-    --skip=output/dev --skip=output/mknod \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --dpkgopt='path-exclude=/usr/share/lintian/*' \
-    --extract-hook='mkdir -p "$1/var/lib/dpkg/status.d" && for d in "$1"/var/cache/apt/archives/*.deb; do p=$(dpkg-deb -f "$d" Package); { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$1/var/lib/dpkg/status.d/$p"; done' \
-    "$DEBIAN_SUITE" "$dir" \
-    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main" >&2
-  rm -rf "$dir"/etc/apt "$dir"/var/lib/apt "$dir"/var/cache "$dir"/var/log "$dir"/dev "$dir"/etc/hostname "$dir"/etc/resolv.conf "$dir"/etc/fstab
+  local dir=$1
+  debian_extract "$@"
   # Debian 12 merges /bin into /usr/bin; the extract variant leaves the links to us.
   for d in bin sbin lib lib64; do
     if [ -d "$dir/usr/$d" ] && [ ! -e "$dir/$d" ]; then ln -s "usr/$d" "$dir/$d"; fi
@@ -86,17 +74,8 @@ debian() {
   chown $USER_ID:$USER_ID "$dir/home/nonroot"
 }
 
-# layer DIR NAME: a reproducible, uncompressed tar of DIR (the user's home is the user's).
-layer() {
-  local excl=()
-  [ -d "$1/home/nonroot" ] && excl=(--exclude=./home/nonroot)
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$1" "${excl[@]}" -cf "$work/$2.tar" .
-  if [ -d "$1/home/nonroot" ]; then
-    tar --mtime=@0 --owner=$USER_ID --group=$USER_ID --numeric-owner --format=posix \
-      --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$1" -rf "$work/$2.tar" ./home/nonroot
-  fi
-}
+# layer DIR NAME: a reproducible, uncompressed tar of DIR, dated at the epoch.
+layer() { layer_tar "$1" "$2" @0; }
 
 # image LAYOUT TAG "LAYERS" CONFIG-ARGS...: a tagged image of the given layers in the layout.
 image() {

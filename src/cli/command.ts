@@ -44,6 +44,31 @@ export function userAction<A extends unknown[]>(
   };
 }
 
+/** A user command (`cmd`, its own options given) with the connection options and `body` as its action. */
+export function userCommand<A extends unknown[]>(
+  cmd: Command,
+  body: (ctx: UserContext, ...args: A) => Promise<void>,
+): Command {
+  return withConnection(cmd).action(userAction(body));
+}
+
+/** The same for a command about something in a workspace: it also takes --workspace. */
+export function workspaceCommand<A extends unknown[]>(
+  cmd: Command,
+  body: (ctx: UserContext, ...args: A) => Promise<void>,
+): Command {
+  return withConnection(cmd, { workspace: true }).action(userAction(body));
+}
+
+/** The workspace and the "project/env" target (checked first): what a request about one environment names. */
+export async function environmentRef(
+  x: UserContext,
+  target: string,
+): Promise<{ workspace: string; project: string; environment: string }> {
+  const { project, environment } = splitTarget(target);
+  return { workspace: await x.ctrl.workspace(), project, environment };
+}
+
 /** "project/env" → both parts. */
 export function splitTarget(target: string): { project: string; environment: string } {
   const m = /^([^/]+)\/([^/]+)$/.exec(target);
@@ -74,14 +99,22 @@ export function when(ms: bigint): string {
   return ms === 0n ? "-" : new Date(Number(ms)).toISOString().replace(/\.\d+Z$/, "Z");
 }
 
+/** All of standard input, as UTF-8. */
+export async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(String(c)));
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Standard input as one value: a trailing line break (from echo, or a file) is not part of it. */
+export async function readStdinValue(): Promise<string> {
+  return (await readStdin()).replace(/\r?\n$/, "");
+}
+
 /** A secret from a file, stdin ("-"), or an environment variable, never from the command line. */
 export async function readSecret(flag: string, spec: string | undefined): Promise<string> {
   if (spec === undefined) return "";
-  if (spec === "-") {
-    const chunks: Buffer[] = [];
-    for await (const c of process.stdin) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString("utf8").trim();
-  }
+  if (spec === "-") return (await readStdin()).trim();
   if (spec.startsWith("env:")) {
     const v = process.env[spec.slice(4)];
     if (v === undefined) throw new Error(`${flag}: environment variable ${spec.slice(4)} is not set`);

@@ -10,8 +10,8 @@ import {
   collect,
   intArg,
   splitTarget,
-  userAction,
-  withConnection,
+  userCommand,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -82,7 +82,7 @@ async function run(
 }
 
 export function registerEnvironmentDelete(env: Command): void {
-  withConnection(
+  workspaceCommand(
     withDeleteOptions(
       env
         .command("delete <project/env>")
@@ -90,9 +90,7 @@ export function registerEnvironmentDelete(env: Command): void {
           "delete an environment with its deployments, sentinels, releases, jobs, config and secrets in every region",
         ),
     ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: DeleteFlags) => {
+    async (x, target: string, f: DeleteFlags) => {
       const ref = splitTarget(target);
       const workspace = await x.ctrl.workspace();
       await run(
@@ -105,18 +103,16 @@ export function registerEnvironmentDelete(env: Command): void {
               .deleteEnvironment({ workspace, ...ref, confirm: ref.environment, forceRegions: force })
           ).deletion,
       );
-    }),
+    },
   );
 }
 
 export function registerProjectDelete(prj: Command): void {
-  withConnection(
+  workspaceCommand(
     withDeleteOptions(
       prj.command("delete <project>").description("delete a project with all its environments in every region"),
     ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, project: string, f: DeleteFlags) => {
+    async (x, project: string, f: DeleteFlags) => {
       const workspace = await x.ctrl.workspace();
       await run(
         x,
@@ -128,17 +124,16 @@ export function registerProjectDelete(prj: Command): void {
               .deleteProject({ workspace, project, confirm: project, forceRegions: force })
           ).deletion,
       );
-    }),
+    },
   );
 }
 
 export function registerWorkspaceDelete(ws: Command): void {
-  withConnection(
+  userCommand(
     withDeleteOptions(
       ws.command("delete <workspace>").description("delete a workspace with all its projects in every region"),
     ),
-  ).action(
-    userAction(async (x, workspace: string, f: DeleteFlags) => {
+    async (x, workspace: string, f: DeleteFlags) => {
       await run(
         x,
         f,
@@ -149,6 +144,6 @@ export function registerWorkspaceDelete(ws: Command): void {
               .deleteWorkspace({ workspace, confirm: workspace, forceRegions: force })
           ).deletion,
       );
-    }),
+    },
   );
 }

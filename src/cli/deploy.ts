@@ -5,12 +5,13 @@ import type { Command } from "commander";
 import type { Deployment } from "../gen/krane/ctrl/v1/api_pb.js";
 import {
   collect,
+  environmentRef,
   intArg,
   parseKeyValue,
   splitTarget,
-  userAction,
+  userCommand,
   when,
-  withConnection,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -72,7 +73,7 @@ function printDeployment(x: UserContext, d: Deployment): void {
 }
 
 export function registerDeployCommands(program: Command): void {
-  withConnection(
+  workspaceCommand(
     program
       .command("deploy <project/env>")
       .description(
@@ -111,12 +112,10 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
         "--unpin",
         "lift the pin `krane rollback` left: this revision rolls out (without it a pinned environment only records it)",
       ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: DeployFlags) => {
+    async (x, target: string, f: DeployFlags) => {
       if (!f.inherit && f.envUnset.length > 0)
         throw new Error("--env-unset drops a carried variable: it cannot be combined with --no-inherit");
-      const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
+      const ref = await environmentRef(x, target);
       const { deployment, pinnedDeploymentId } = await x.ctrl.client(x.api.DeploymentService).createDeployment({
         ...ref,
         unpin: f.unpin === true,
@@ -157,14 +156,13 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
             perRegion(deployment.regions) || "none yet"
           }); \`krane rollout status ${target}\` follows it\n`,
         );
-    }),
+    },
   );
 
   const deps = program.command("deployments").description("deployments (revisions)");
-  withConnection(deps.command("list [project[/env]]").description("list deployments, newest first"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string | undefined) => {
+  workspaceCommand(
+    deps.command("list [project[/env]]").description("list deployments, newest first"),
+    async (x, target: string | undefined) => {
       const [project, environment] =
         target === undefined
           ? ["", ""]
@@ -173,24 +171,23 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
             : [target, ""];
       const workspace = await x.ctrl.workspace();
       const deployments = x.ctrl.client(x.api.DeploymentService);
-      const res = await x.ctrl.allPages("deployments", (pageToken) =>
-        deployments.listDeployments({ workspace, project, environment, pageToken, pageSize: x.ctrl.pageSize }),
+      const res = await x.ctrl.allPages("deployments", (page) =>
+        deployments.listDeployments({ workspace, project, environment, ...page }),
       );
       if (x.json) x.printJson(x.api.ListDeploymentsResponseSchema, res);
       else x.printTable(DEPLOYMENT_HEAD, res.deployments.map(deploymentRow));
-    }),
+    },
   );
-  withConnection(deps.command("get <id>").description("show a deployment")).action(
-    userAction(async (x, id: string) => {
-      const { deployment } = await x.ctrl.client(x.api.DeploymentService).getDeployment({ deploymentId: id });
-      if (deployment) printDeployment(x, deployment);
-    }),
-  );
-  withConnection(deps.command("delete <id>").description("delete a deployment from every region")).action(
-    userAction(async (x, id: string) => {
+  userCommand(deps.command("get <id>").description("show a deployment"), async (x, id: string) => {
+    const { deployment } = await x.ctrl.client(x.api.DeploymentService).getDeployment({ deploymentId: id });
+    if (deployment) printDeployment(x, deployment);
+  });
+  userCommand(
+    deps.command("delete <id>").description("delete a deployment from every region"),
+    async (x, id: string) => {
       await x.ctrl.client(x.api.DeploymentService).deleteDeployment({ deploymentId: id });
       if (x.json) process.stdout.write(`${JSON.stringify({ deleted: id })}\n`);
       else process.stdout.write(`deleted ${id}\n`);
-    }),
+    },
   );
 }

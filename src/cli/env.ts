@@ -6,11 +6,11 @@ import type { Environment, RolloutStrategy } from "../gen/krane/ctrl/v1/api_pb.j
 import { registerEnvironmentDelete } from "./deletion.js";
 import {
   collect,
+  environmentRef,
   intArg,
   parseKeyValue,
   splitTarget,
-  userAction,
-  withConnection,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -212,10 +212,9 @@ export function registerEnvCommands(program: Command): void {
     history: " (default 10)",
     warm: " (default 1800)",
   });
-  withConnection(envCreate.option("--paused", "create the environment with rollouts paused"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, f: EnvFlags) => {
+  workspaceCommand(
+    envCreate.option("--paused", "create the environment with rollouts paused"),
+    async (x, target: string, f: EnvFlags) => {
       const { project, environment } = splitTarget(target);
       const regions = f.region.map((r) => {
         const { key, value } = parseKeyValue("--region", r.includes("=") ? r : `${r}=1`);
@@ -259,29 +258,26 @@ export function registerEnvCommands(program: Command): void {
       if (!created) return;
       if (x.json) x.printJson(x.api.EnvironmentSchema, created);
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], [envRow(created)]);
-    }),
+    },
   );
-  withConnection(env.command("list <project>").description("list the environments of a project"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, project: string) => {
+  workspaceCommand(
+    env.command("list <project>").description("list the environments of a project"),
+    async (x, project: string) => {
       const workspace = await x.ctrl.workspace();
       const envs = x.ctrl.client(x.api.EnvironmentService);
-      const res = await x.ctrl.allPages("environments", (pageToken) =>
-        envs.listEnvironments({ workspace, project, pageToken, pageSize: x.ctrl.pageSize }),
+      const res = await x.ctrl.allPages("environments", (page) =>
+        envs.listEnvironments({ workspace, project, ...page }),
       );
       if (x.json) x.printJson(x.api.ListEnvironmentsResponseSchema, res);
       else x.printTable(["ENV", "REGIONS", "SENTINEL", "ID"], res.environments.map(envRow));
-    }),
+    },
   );
-  withConnection(env.command("get <project/env>").description("show an environment"), { workspace: true }).action(
-    userAction(async (x, target: string) => {
-      const { environment } = await x.ctrl
-        .client(x.api.EnvironmentService)
-        .getEnvironment({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
-      if (environment) printEnvironment(x, environment);
-    }),
-  );
+  workspaceCommand(env.command("get <project/env>").description("show an environment"), async (x, target: string) => {
+    const { environment } = await x.ctrl
+      .client(x.api.EnvironmentService)
+      .getEnvironment(await environmentRef(x, target));
+    if (environment) printEnvironment(x, environment);
+  });
   const envUpdate = env
     .command("update <project/env>")
     .description(
@@ -322,79 +318,76 @@ export function registerEnvCommands(program: Command): void {
       "the autoscaling flags set this region's own policy (--no-autoscale: off there) instead of the environment's",
     )
     .option("--inherit-autoscale", "with --autoscale-region: the region follows the environment's policy again");
-  withConnection(envUpdate, { workspace: true }).action(
-    userAction(async (x, target: string, f: EnvUpdateFlags) => {
-      const regions = f.region.map((r) => {
-        const { key, value } = parseKeyValue("--region", r);
-        return { region: key, replicas: intArg("--region")(value) };
-      });
-      const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some(
-        (v) => v !== undefined,
-      );
-      if (sentinelGiven && !f.sentinel)
-        throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
-      const progressive = progressiveFlags(f);
-      const rollout = {
-        strategy: f.strategy === undefined || isProgressive(f.strategy) ? undefined : parseStrategy(x, f.strategy),
-        progressive: progressive ?? undefined,
-        removeProgressive: progressive === null ? true : undefined,
-        maxSurge: f.maxSurge,
-        maxUnavailable: f.maxUnavailable,
-        minReadySeconds: f.minReadySeconds,
-        progressDeadlineSeconds: f.progressDeadlineSeconds,
-        revisionHistoryLimit: f.revisionHistoryLimit,
-        warmWindowSeconds: f.warmWindow,
-        paused: f.paused,
-      };
-      const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
-      const flags = autoscaleFlags(f);
-      if (f.inheritAutoscale && (f.autoscaleRegion === undefined || flags !== undefined))
-        throw new Error("--inherit-autoscale needs --autoscale-region and no other autoscaling flag");
-      if (f.autoscaleRegion !== undefined && flags === undefined && !f.inheritAutoscale)
-        throw new Error("--autoscale-region needs --autoscale, --scale-to-zero, --no-autoscale or --inherit-autoscale");
-      const autoscale = f.autoscaleRegion === undefined ? flags : undefined;
-      const regionAutoscale =
-        f.autoscaleRegion === undefined
-          ? []
-          : [
-              {
-                region: f.autoscaleRegion,
-                policy: flags === undefined || flags === "remove" ? undefined : flags,
-                off: flags === "remove",
-                inherit: f.inheritAutoscale === true,
-              },
-            ];
-      if (
-        !sentinelGiven &&
-        f.sentinel &&
-        !rolloutGiven &&
-        autoscale === undefined &&
-        regionAutoscale.length === 0 &&
-        regions.length === 0 &&
-        f.removeRegion.length === 0
-      ) {
-        throw new Error("nothing to change: give at least one option (krane env update --help)");
-      }
-      const { environment: updated } = await x.ctrl.client(x.api.EnvironmentService).updateEnvironment({
-        workspace: await x.ctrl.workspace(),
-        ...splitTarget(target),
-        sentinel: sentinelGiven
-          ? {
-              image: f.sentinelImage,
-              replicas: f.sentinelReplicas,
-              cpuMillicores: f.sentinelCpu === undefined ? undefined : BigInt(f.sentinelCpu),
-              memoryMib: f.sentinelMemory === undefined ? undefined : BigInt(f.sentinelMemory),
-            }
-          : undefined,
-        removeSentinel: !f.sentinel,
-        rollout: rolloutGiven ? rollout : undefined,
-        regions,
-        removeRegions: f.removeRegion,
-        autoscale: autoscale === undefined || autoscale === "remove" ? undefined : autoscale,
-        removeAutoscale: autoscale === "remove",
-        regionAutoscale,
-      });
-      if (updated) printEnvironment(x, updated);
-    }),
-  );
+  workspaceCommand(envUpdate, async (x, target: string, f: EnvUpdateFlags) => {
+    const regions = f.region.map((r) => {
+      const { key, value } = parseKeyValue("--region", r);
+      return { region: key, replicas: intArg("--region")(value) };
+    });
+    const sentinelGiven = [f.sentinelImage, f.sentinelReplicas, f.sentinelCpu, f.sentinelMemory].some(
+      (v) => v !== undefined,
+    );
+    if (sentinelGiven && !f.sentinel)
+      throw new Error("--no-sentinel cannot be combined with other --sentinel-* options");
+    const progressive = progressiveFlags(f);
+    const rollout = {
+      strategy: f.strategy === undefined || isProgressive(f.strategy) ? undefined : parseStrategy(x, f.strategy),
+      progressive: progressive ?? undefined,
+      removeProgressive: progressive === null ? true : undefined,
+      maxSurge: f.maxSurge,
+      maxUnavailable: f.maxUnavailable,
+      minReadySeconds: f.minReadySeconds,
+      progressDeadlineSeconds: f.progressDeadlineSeconds,
+      revisionHistoryLimit: f.revisionHistoryLimit,
+      warmWindowSeconds: f.warmWindow,
+      paused: f.paused,
+    };
+    const rolloutGiven = Object.values(rollout).some((v) => v !== undefined);
+    const flags = autoscaleFlags(f);
+    if (f.inheritAutoscale && (f.autoscaleRegion === undefined || flags !== undefined))
+      throw new Error("--inherit-autoscale needs --autoscale-region and no other autoscaling flag");
+    if (f.autoscaleRegion !== undefined && flags === undefined && !f.inheritAutoscale)
+      throw new Error("--autoscale-region needs --autoscale, --scale-to-zero, --no-autoscale or --inherit-autoscale");
+    const autoscale = f.autoscaleRegion === undefined ? flags : undefined;
+    const regionAutoscale =
+      f.autoscaleRegion === undefined
+        ? []
+        : [
+            {
+              region: f.autoscaleRegion,
+              policy: flags === undefined || flags === "remove" ? undefined : flags,
+              off: flags === "remove",
+              inherit: f.inheritAutoscale === true,
+            },
+          ];
+    if (
+      !sentinelGiven &&
+      f.sentinel &&
+      !rolloutGiven &&
+      autoscale === undefined &&
+      regionAutoscale.length === 0 &&
+      regions.length === 0 &&
+      f.removeRegion.length === 0
+    ) {
+      throw new Error("nothing to change: give at least one option (krane env update --help)");
+    }
+    const { environment: updated } = await x.ctrl.client(x.api.EnvironmentService).updateEnvironment({
+      ...(await environmentRef(x, target)),
+      sentinel: sentinelGiven
+        ? {
+            image: f.sentinelImage,
+            replicas: f.sentinelReplicas,
+            cpuMillicores: f.sentinelCpu === undefined ? undefined : BigInt(f.sentinelCpu),
+            memoryMib: f.sentinelMemory === undefined ? undefined : BigInt(f.sentinelMemory),
+          }
+        : undefined,
+      removeSentinel: !f.sentinel,
+      rollout: rolloutGiven ? rollout : undefined,
+      regions,
+      removeRegions: f.removeRegion,
+      autoscale: autoscale === undefined || autoscale === "remove" ? undefined : autoscale,
+      removeAutoscale: autoscale === "remove",
+      regionAutoscale,
+    });
+    if (updated) printEnvironment(x, updated);
+  });
 }

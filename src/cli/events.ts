@@ -6,7 +6,7 @@
 import type { Command } from "commander";
 import type { InstanceEvent } from "../gen/krane/ctrl/v1/events_pb.js";
 import { parseTime } from "./audit.js";
-import { splitTarget, userAction, withConnection, type ConnectionFlags } from "./command.js";
+import { environmentRef, workspaceCommand, type ConnectionFlags } from "./command.js";
 
 interface EventsFlags extends ConnectionFlags {
   since?: string;
@@ -29,7 +29,7 @@ function sinceOf(v: string): bigint {
 }
 
 export function registerEventsCommand(program: Command): void {
-  withConnection(
+  workspaceCommand(
     program
       .command("events <project/env>")
       .description("instance events of an environment: OOM kills, exit codes, crash loops, image pull errors, …")
@@ -39,16 +39,13 @@ export function registerEventsCommand(program: Command): void {
       .option("--revision <n>", "only this revision")
       .option("-f, --follow", "keep printing new events")
       .option("--interval <ms>", "how often -f asks ctrl", "2000"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: EventsFlags) => {
+    async (x, target: string, f: EventsFlags) => {
       const { InstanceEventService, InstanceEventSchema, ListInstanceEventsResponseSchema } =
         await import("../gen/krane/ctrl/v1/events_pb.js");
       const client = x.ctrl.client(InstanceEventService);
       const interval = positiveInt("--interval", f.interval);
       const req = {
-        workspace: await x.ctrl.workspace(),
-        ...splitTarget(target),
+        ...(await environmentRef(x, target)),
         sinceUnixMs: f.since === undefined ? 0n : sinceOf(f.since),
         region: f.region ?? "",
         instance: f.instance ?? "",
@@ -95,6 +92,6 @@ export function registerEventsCommand(program: Command): void {
         cursor = res.cursor;
         if (!res.more) await new Promise((r) => setTimeout(r, interval));
       }
-    }),
+    },
   );
 }

@@ -4,7 +4,7 @@
 // or a path prefix of the workspace's shared host) with optional JWT checks at the edge; custom
 // domains are routed once their TXT record proves ownership.
 import type { Command } from "commander";
-import { collect, splitTarget, userAction, when, withConnection, type ConnectionFlags } from "./command.js";
+import { collect, environmentRef, splitTarget, when, workspaceCommand, type ConnectionFlags } from "./command.js";
 
 interface EndpointFlags extends ConnectionFlags {
   visibility: string;
@@ -27,7 +27,7 @@ export function parseOperation(v: string): { method: string; path: string; scope
 
 export function registerExposureCommands(program: Command): void {
   const ep = program.command("endpoint").description("expose an environment through the platform's Gateways");
-  withConnection(
+  workspaceCommand(
     ep
       .command("set <project/env>")
       .description("create or replace the environment's endpoint of a visibility")
@@ -42,9 +42,7 @@ export function registerExposureCommands(program: Command): void {
       .option("--audience <aud>", "with --jwks-url: an accepted audience (repeatable)", collect)
       .option("--operation <spec>", 'with --jwks-url: "METHOD /path/{param}=scope,scope" (repeatable)', collect)
       .option("--default-action <a>", "with --jwks-url: deny or allow requests matching no operation (default deny)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: EndpointFlags) => {
+    async (x, target: string, f: EndpointFlags) => {
       const { project, environment } = splitTarget(target);
       const authGiven =
         f.issuer !== undefined ||
@@ -87,56 +85,43 @@ export function registerExposureCommands(program: Command): void {
             ],
           ],
         );
-    }),
+    },
   );
-  withConnection(ep.command("list <project/env>").description("the environment's endpoints"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
-      const { project, environment } = splitTarget(target);
-      const res = await x.ctrl
-        .client(x.exposure.EndpointService)
-        .listEndpoints({ workspace: await x.ctrl.workspace(), project, environment });
+  workspaceCommand(
+    ep.command("list <project/env>").description("the environment's endpoints"),
+    async (x, target: string) => {
+      const ref = await environmentRef(x, target);
+      const res = await x.ctrl.client(x.exposure.EndpointService).listEndpoints({ ...ref });
       if (x.json) x.printJson(x.exposure.ListEndpointsResponseSchema, res);
       else
         x.printTable(
           ["VISIBILITY", "URL", "AUTH", "UPDATED"],
           res.endpoints.map((e) => [e.visibility, e.url, e.auth ? "jwt" : "-", when(e.updatedAtUnixMs)]),
         );
-    }),
+    },
   );
-  withConnection(
+  workspaceCommand(
     ep
       .command("delete <project/env>")
       .description("remove an endpoint (its routes go in every region)")
       .option("--visibility <v>", "public or organization", "public"),
-    {
-      workspace: true,
-    },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { visibility: string }) => {
-      const { project, environment } = splitTarget(target);
-      await x.ctrl
-        .client(x.exposure.EndpointService)
-        .deleteEndpoint({ workspace: await x.ctrl.workspace(), project, environment, visibility: f.visibility });
+    async (x, target: string, f: ConnectionFlags & { visibility: string }) => {
+      const ref = await environmentRef(x, target);
+      await x.ctrl.client(x.exposure.EndpointService).deleteEndpoint({ ...ref, visibility: f.visibility });
       if (!x.json) process.stdout.write(`deleted the ${f.visibility} endpoint of ${target}\n`);
-    }),
+    },
   );
 
   const dom = program
     .command("domain")
     .description("custom domains of an environment (routed once ownership is verified)");
-  withConnection(
+  workspaceCommand(
     dom
       .command("add <project/env> <hostname>")
       .description("claim a domain; prints the TXT record that proves ownership"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, hostname: string) => {
-      const { project, environment } = splitTarget(target);
-      const { domain } = await x.ctrl
-        .client(x.exposure.DomainService)
-        .addDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+    async (x, target: string, hostname: string) => {
+      const ref = await environmentRef(x, target);
+      const { domain } = await x.ctrl.client(x.exposure.DomainService).addDomain({ ...ref, hostname });
       if (!domain) return;
       if (x.json) x.printJson(x.exposure.DomainSchema, domain);
       else {
@@ -146,7 +131,7 @@ export function registerExposureCommands(program: Command): void {
         );
         process.stdout.write("Create the TXT record; krane checks it on a schedule (or now: krane domain verify).\n");
       }
-    }),
+    },
   );
   const domainRows = (
     domains: {
@@ -164,41 +149,31 @@ export function registerExposureCommands(program: Command): void {
       when(d.lastCheckedAtUnixMs),
       when(d.nextCheckAtUnixMs),
     ]);
-  withConnection(dom.command("list <project/env>").description("the environment's domains and their verification"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
-      const { project, environment } = splitTarget(target);
-      const res = await x.ctrl
-        .client(x.exposure.DomainService)
-        .listDomains({ workspace: await x.ctrl.workspace(), project, environment });
+  workspaceCommand(
+    dom.command("list <project/env>").description("the environment's domains and their verification"),
+    async (x, target: string) => {
+      const ref = await environmentRef(x, target);
+      const res = await x.ctrl.client(x.exposure.DomainService).listDomains({ ...ref });
       if (x.json) x.printJson(x.exposure.ListDomainsResponseSchema, res);
       else x.printTable(["DOMAIN", "STATE", "LAST ERROR", "CHECKED", "NEXT CHECK"], domainRows(res.domains));
-    }),
+    },
   );
-  withConnection(dom.command("verify <project/env> <hostname>").description("check the domain's TXT record now"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, hostname: string) => {
-      const { project, environment } = splitTarget(target);
-      const { domain } = await x.ctrl
-        .client(x.exposure.DomainService)
-        .verifyDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+  workspaceCommand(
+    dom.command("verify <project/env> <hostname>").description("check the domain's TXT record now"),
+    async (x, target: string, hostname: string) => {
+      const ref = await environmentRef(x, target);
+      const { domain } = await x.ctrl.client(x.exposure.DomainService).verifyDomain({ ...ref, hostname });
       if (!domain) return;
       if (x.json) x.printJson(x.exposure.DomainSchema, domain);
       else x.printTable(["DOMAIN", "STATE", "LAST ERROR", "CHECKED", "NEXT CHECK"], domainRows([domain]));
-    }),
+    },
   );
-  withConnection(
+  workspaceCommand(
     dom.command("remove <project/env> <hostname>").description("release the domain (its routes and certificates go)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, hostname: string) => {
-      const { project, environment } = splitTarget(target);
-      await x.ctrl
-        .client(x.exposure.DomainService)
-        .removeDomain({ workspace: await x.ctrl.workspace(), project, environment, hostname });
+    async (x, target: string, hostname: string) => {
+      const ref = await environmentRef(x, target);
+      await x.ctrl.client(x.exposure.DomainService).removeDomain({ ...ref, hostname });
       if (!x.json) process.stdout.write(`removed ${hostname} from ${target}\n`);
-    }),
+    },
   );
 }

@@ -11,7 +11,7 @@
 // of the local cluster, with no container and so no log; a log that could not be read).
 import type { Command } from "commander";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
-import { intArg, splitTarget, userAction, withConnection } from "./command.js";
+import { environmentRef, intArg, workspaceCommand } from "./command.js";
 import { parseTime } from "./audit.js";
 import type { PrintedEntry } from "./log-lines.js";
 import type { Client } from "@connectrpc/connect";
@@ -39,7 +39,7 @@ const RESUME_WINDOW_MS = 60_000;
 const EVENTS_POLL_MS = 2_000;
 
 export function registerLogsCommand(program: Command): void {
-  withConnection(
+  workspaceCommand(
     program
       .command("logs <project/env>")
       .description("lines of every instance in every region, merged by time (-f: follow, as instances come and go)")
@@ -52,9 +52,7 @@ export function registerLogsCommand(program: Command): void {
       .option("--previous", "the previous container of each instance (the one that crashed)")
       .option("--timestamps", "print each line's time (the kubelet's)")
       .option("--events", "interleave the instances' events (OOM kills, exit codes, crash loops, pull errors)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: LogFlags) => {
+    async (x, target: string, f: LogFlags) => {
       const now = Date.now();
       let since = 0n;
       if (f.since !== undefined) {
@@ -78,7 +76,7 @@ export function registerLogsCommand(program: Command): void {
         [LogMarkerKind.ERROR]: "error",
         [LogMarkerKind.UNSPECIFIED]: "error",
       } as const;
-      const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
+      const ref = await environmentRef(x, target);
       const color = !x.json && process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
       const opts = { timestamps: f.timestamps === true, color };
       const cursor = new ResumeCursor();
@@ -263,6 +261,6 @@ export function registerLogsCommand(program: Command): void {
           }
         }
       }
-    }),
+    },
   );
 }

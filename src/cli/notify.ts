@@ -8,9 +8,9 @@ import {
   collect,
   intArg,
   readSecret,
-  userAction,
+  userCommand,
   when,
-  withConnection,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -63,7 +63,7 @@ export function registerNotifyCommands(program: Command): void {
     .command("notify")
     .description("notification channels: Slack, signed webhooks and email about deploys, rollbacks and instances");
 
-  withConnection(
+  workspaceCommand(
     notify
       .command("add <name>")
       .description("add a channel to the workspace (it gets every event of every environment unless narrowed)")
@@ -75,9 +75,7 @@ export function registerNotifyCommands(program: Command): void {
       .option("--to <address>", "email: a recipient (repeatable)", collect)
       .option("--event <event>", "an event to send (repeatable; default all; krane notify events lists them)", collect)
       .option("--env <project/env>", "an environment to hear about (repeatable; default all)", collect),
-    { workspace: true },
-  ).action(
-    userAction(async (x, name: string, f: AddFlags) => {
+    async (x, name: string, f: AddFlags) => {
       const { m, client } = await service(x);
       const url = f.type === "email" ? "" : await readSecret("--url-file", f.urlFile);
       const target =
@@ -96,12 +94,11 @@ export function registerNotifyCommands(program: Command): void {
       if (!channel) return;
       if (x.json) x.printJson(m.NotificationChannelSchema, channel);
       else process.stdout.write(`channel ${channel.name} (${channel.type}) delivers to ${channel.target}\n`);
-    }),
+    },
   );
-  withConnection(notify.command("list").description("the workspace's channels and how their deliveries stand"), {
-    workspace: true,
-  }).action(
-    userAction(async (x) => {
+  workspaceCommand(
+    notify.command("list").description("the workspace's channels and how their deliveries stand"),
+    async (x) => {
       const { m, client } = await service(x);
       const res = await client.listChannels({ workspace: await x.ctrl.workspace() });
       if (x.json) x.printJson(m.ListChannelsResponseSchema, res);
@@ -110,21 +107,19 @@ export function registerNotifyCommands(program: Command): void {
           ["NAME", "TYPE", "TARGET", "EVENTS", "ENVIRONMENTS", "STATE", "PENDING", "LAST ERROR"],
           res.channels.map(channelRow),
         );
-    }),
+    },
   );
-  withConnection(notify.command("remove <name>").description("remove a channel and what it has not delivered"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, name: string) => {
+  workspaceCommand(
+    notify.command("remove <name>").description("remove a channel and what it has not delivered"),
+    async (x, name: string) => {
       const { client } = await service(x);
       await client.removeChannel({ workspace: await x.ctrl.workspace(), name });
       if (!x.json) process.stdout.write(`removed channel ${name}\n`);
-    }),
+    },
   );
-  withConnection(notify.command("test <name>").description("send a test message to a channel now"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, name: string) => {
+  workspaceCommand(
+    notify.command("test <name>").description("send a test message to a channel now"),
+    async (x, name: string) => {
       const { m, client } = await service(x);
       const res = await client.testChannel({ workspace: await x.ctrl.workspace(), name });
       if (x.json) x.printJson(m.TestChannelResponseSchema, res);
@@ -133,7 +128,7 @@ export function registerNotifyCommands(program: Command): void {
         if (!x.json) process.stderr.write(`channel ${name} did not take the test message: ${res.error}\n`);
         process.exitCode = 1;
       }
-    }),
+    },
   );
   notify
     .command("events")
@@ -143,7 +138,7 @@ export function registerNotifyCommands(program: Command): void {
     });
 
   const smtp = notify.command("smtp").description("the installation's SMTP server, which email channels send through");
-  withConnection(
+  userCommand(
     smtp
       .command("set")
       .description("name the SMTP server (ctrl connects and signs in first: a server that does not answer is refused)")
@@ -153,8 +148,7 @@ export function registerNotifyCommands(program: Command): void {
       .option("--username <name>", "sign in as")
       .option("--password-file <file>", "the password, from a file, - or env:NAME")
       .requiredOption("--from <address>", "the From address of every message"),
-  ).action(
-    userAction(async (x, f: SmtpFlags) => {
+    async (x, f: SmtpFlags) => {
       const { m, client } = await service(x);
       const { server } = await client.setSmtpServer({
         host: f.host,
@@ -167,14 +161,12 @@ export function registerNotifyCommands(program: Command): void {
       if (!server) return;
       if (x.json) x.printJson(m.SmtpServerSchema, server);
       else process.stdout.write(smtpLine(server));
-    }),
+    },
   );
-  withConnection(smtp.command("show").description("the SMTP server email channels send through")).action(
-    userAction(async (x) => {
-      const { m, client } = await service(x);
-      const res = await client.getSmtpServer({});
-      if (x.json) x.printJson(m.GetSmtpServerResponseSchema, res);
-      else process.stdout.write(res.server ? smtpLine(res.server) : "no SMTP server is named\n");
-    }),
-  );
+  userCommand(smtp.command("show").description("the SMTP server email channels send through"), async (x) => {
+    const { m, client } = await service(x);
+    const res = await client.getSmtpServer({});
+    if (x.json) x.printJson(m.GetSmtpServerResponseSchema, res);
+    else process.stdout.write(res.server ? smtpLine(res.server) : "no SMTP server is named\n");
+  });
 }

@@ -4,15 +4,7 @@
 // at a generated hostname, and is deleted when its TTL passes; a pull-request hook makes and
 // deletes them from GitHub or GitLab webhooks.
 import type { Command } from "commander";
-import {
-  readSecret,
-  splitTarget,
-  userAction,
-  when,
-  withConnection,
-  type ConnectionFlags,
-  type UserContext,
-} from "./command.js";
+import { readSecret, splitTarget, when, workspaceCommand, type ConnectionFlags, type UserContext } from "./command.js";
 import type { Preview, PreviewHook } from "../gen/krane/ctrl/v1/preview_pb.js";
 
 /** "72h", "90m", "3d", "45s" → seconds. */
@@ -55,12 +47,21 @@ function hookRow(h: PreviewHook): string[] {
   ];
 }
 
+/** A preview named "project/name" in the workspace. */
+async function previewRef(
+  x: UserContext,
+  target: string,
+): Promise<{ workspace: string; project: string; name: string }> {
+  const { project, environment: name } = splitTarget(target);
+  return { workspace: await x.ctrl.workspace(), project, name };
+}
+
 export function registerPreviewCommands(program: Command): void {
   const preview = program
     .command("preview")
     .description("short-lived copies of an environment (e.g. one per pull request)");
 
-  withConnection(
+  workspaceCommand(
     preview
       .command("create <project/base-env>")
       .description(
@@ -71,86 +72,67 @@ export function registerPreviewCommands(program: Command): void {
       .option("--ttl <duration>", "deleted this long after creation (default 72h, at most 30d)")
       .option("--region <region>", "the region it runs in (default: the base's first)")
       .option("--with-secrets", "copy the base environment's secrets too"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (
-        x,
-        target: string,
-        f: ConnectionFlags & { name: string; image: string; ttl?: string; region?: string; withSecrets?: boolean },
-      ) => {
-        const { project, environment } = splitTarget(target);
-        const { m, client } = await service(x);
-        const { preview: p } = await client.createPreview({
-          workspace: await x.ctrl.workspace(),
-          project,
-          baseEnvironment: environment,
-          name: f.name,
-          image: f.image,
-          ttlSeconds: f.ttl === undefined ? 0n : parseTtl(f.ttl),
-          region: f.region ?? "",
-          withSecrets: f.withSecrets ?? false,
-        });
-        if (!p) return;
-        if (x.json) x.printJson(m.PreviewSchema, p);
-        else x.printTable(PREVIEW_HEAD, [previewRow(p)]);
-      },
-    ),
-  );
-
-  withConnection(preview.command("list [project]").description("list previews (of a project)"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, project: string | undefined) => {
-      const { m, client } = await service(x);
-      const workspace = await x.ctrl.workspace();
-      const res = await x.ctrl.allPages("previews", (pageToken) =>
-        client.listPreviews({ workspace, project: project ?? "", pageToken, pageSize: x.ctrl.pageSize }),
-      );
-      if (x.json) x.printJson(m.ListPreviewsResponseSchema, res);
-      else x.printTable(PREVIEW_HEAD, res.previews.map(previewRow));
-    }),
-  );
-
-  withConnection(
-    preview.command("delete <project/name>").description("delete a preview with everything it runs, in every region"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string) => {
+    async (
+      x,
+      target: string,
+      f: ConnectionFlags & { name: string; image: string; ttl?: string; region?: string; withSecrets?: boolean },
+    ) => {
       const { project, environment } = splitTarget(target);
       const { m, client } = await service(x);
-      const { preview: p } = await client.deletePreview({
+      const { preview: p } = await client.createPreview({
         workspace: await x.ctrl.workspace(),
         project,
-        name: environment,
-      });
-      if (!p) return;
-      if (x.json) x.printJson(m.PreviewSchema, p);
-      else process.stdout.write(`deleting preview ${p.project}/${p.name}\n`);
-    }),
-  );
-
-  withConnection(
-    preview
-      .command("approve <project/name>")
-      .description("start a preview that waits for approval (a pull request from a fork; it never gets secrets)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string) => {
-      const { project, environment } = splitTarget(target);
-      const { m, client } = await service(x);
-      const { preview: p } = await client.approvePreview({
-        workspace: await x.ctrl.workspace(),
-        project,
-        name: environment,
+        baseEnvironment: environment,
+        name: f.name,
+        image: f.image,
+        ttlSeconds: f.ttl === undefined ? 0n : parseTtl(f.ttl),
+        region: f.region ?? "",
+        withSecrets: f.withSecrets ?? false,
       });
       if (!p) return;
       if (x.json) x.printJson(m.PreviewSchema, p);
       else x.printTable(PREVIEW_HEAD, [previewRow(p)]);
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
+    preview.command("list [project]").description("list previews (of a project)"),
+    async (x, project: string | undefined) => {
+      const { m, client } = await service(x);
+      const workspace = await x.ctrl.workspace();
+      const res = await x.ctrl.allPages("previews", (page) =>
+        client.listPreviews({ workspace, project: project ?? "", ...page }),
+      );
+      if (x.json) x.printJson(m.ListPreviewsResponseSchema, res);
+      else x.printTable(PREVIEW_HEAD, res.previews.map(previewRow));
+    },
+  );
+
+  workspaceCommand(
+    preview.command("delete <project/name>").description("delete a preview with everything it runs, in every region"),
+    async (x, target: string) => {
+      const { m, client } = await service(x);
+      const { preview: p } = await client.deletePreview(await previewRef(x, target));
+      if (!p) return;
+      if (x.json) x.printJson(m.PreviewSchema, p);
+      else process.stdout.write(`deleting preview ${p.project}/${p.name}\n`);
+    },
+  );
+
+  workspaceCommand(
+    preview
+      .command("approve <project/name>")
+      .description("start a preview that waits for approval (a pull request from a fork; it never gets secrets)"),
+    async (x, target: string) => {
+      const { m, client } = await service(x);
+      const { preview: p } = await client.approvePreview(await previewRef(x, target));
+      if (!p) return;
+      if (x.json) x.printJson(m.PreviewSchema, p);
+      else x.printTable(PREVIEW_HEAD, [previewRow(p)]);
+    },
+  );
+
+  workspaceCommand(
     preview
       .command("limits")
       .description(
@@ -160,54 +142,50 @@ export function registerPreviewCommands(program: Command): void {
       .option("--max-cpu <millicores>", "CPU of all previews together (one replica and one sentinel each)")
       .option("--max-memory <mib>", "memory of all previews together")
       .option("--fork-approval <on|off>", "pull requests from forks wait for `krane preview approve`"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (
-        x,
-        f: ConnectionFlags & { maxPreviews?: string; maxCpu?: string; maxMemory?: string; forkApproval?: string },
-      ) => {
-        const { m, client } = await service(x);
-        const workspace = await x.ctrl.workspace();
-        const current = await client.getPreviewLimits({ workspace });
-        const l = current.limits;
-        if (!l) return;
-        const num = (flag: string, v: string): bigint => {
-          if (!/^\d+$/.test(v)) throw new Error(`${flag}: expected a number, got "${v}"`);
-          return BigInt(v);
-        };
-        const changed = [f.maxPreviews, f.maxCpu, f.maxMemory, f.forkApproval].some((v) => v !== undefined);
-        if (changed) {
-          if (f.forkApproval !== undefined && f.forkApproval !== "on" && f.forkApproval !== "off")
-            throw new Error('--fork-approval: "on" or "off"');
-          await client.setPreviewLimits({
-            workspace,
-            limits: {
-              maxPreviews: f.maxPreviews === undefined ? l.maxPreviews : Number(num("--max-previews", f.maxPreviews)),
-              maxCpuMillicores: f.maxCpu === undefined ? l.maxCpuMillicores : num("--max-cpu", f.maxCpu),
-              maxMemoryMib: f.maxMemory === undefined ? l.maxMemoryMib : num("--max-memory", f.maxMemory),
-              forkApproval: f.forkApproval === undefined ? l.forkApproval : f.forkApproval === "on",
-            },
-          });
-        }
-        const now = changed ? await client.getPreviewLimits({ workspace }) : current;
-        if (x.json) x.printJson(m.GetPreviewLimitsResponseSchema, now);
-        else if (now.limits)
-          x.printTable(
-            ["LIMIT", "USED", "MAX"],
-            [
-              ["previews", now.previews, now.limits.maxPreviews],
-              ["cpu (millicores)", String(now.cpuMillicores), String(now.limits.maxCpuMillicores)],
-              ["memory (MiB)", String(now.memoryMib), String(now.limits.maxMemoryMib)],
-              ["fork approval", "", now.limits.forkApproval ? "on" : "off"],
-            ],
-          );
-      },
-    ),
+    async (
+      x,
+      f: ConnectionFlags & { maxPreviews?: string; maxCpu?: string; maxMemory?: string; forkApproval?: string },
+    ) => {
+      const { m, client } = await service(x);
+      const workspace = await x.ctrl.workspace();
+      const current = await client.getPreviewLimits({ workspace });
+      const l = current.limits;
+      if (!l) return;
+      const num = (flag: string, v: string): bigint => {
+        if (!/^\d+$/.test(v)) throw new Error(`${flag}: expected a number, got "${v}"`);
+        return BigInt(v);
+      };
+      const changed = [f.maxPreviews, f.maxCpu, f.maxMemory, f.forkApproval].some((v) => v !== undefined);
+      if (changed) {
+        if (f.forkApproval !== undefined && f.forkApproval !== "on" && f.forkApproval !== "off")
+          throw new Error('--fork-approval: "on" or "off"');
+        await client.setPreviewLimits({
+          workspace,
+          limits: {
+            maxPreviews: f.maxPreviews === undefined ? l.maxPreviews : Number(num("--max-previews", f.maxPreviews)),
+            maxCpuMillicores: f.maxCpu === undefined ? l.maxCpuMillicores : num("--max-cpu", f.maxCpu),
+            maxMemoryMib: f.maxMemory === undefined ? l.maxMemoryMib : num("--max-memory", f.maxMemory),
+            forkApproval: f.forkApproval === undefined ? l.forkApproval : f.forkApproval === "on",
+          },
+        });
+      }
+      const now = changed ? await client.getPreviewLimits({ workspace }) : current;
+      if (x.json) x.printJson(m.GetPreviewLimitsResponseSchema, now);
+      else if (now.limits)
+        x.printTable(
+          ["LIMIT", "USED", "MAX"],
+          [
+            ["previews", now.previews, now.limits.maxPreviews],
+            ["cpu (millicores)", String(now.cpuMillicores), String(now.limits.maxCpuMillicores)],
+            ["memory (MiB)", String(now.memoryMib), String(now.limits.maxMemoryMib)],
+            ["fork approval", "", now.limits.forkApproval ? "on" : "off"],
+          ],
+        );
+    },
   );
 
   const hook = preview.command("hook").description("pull-request webhooks of GitHub and GitLab that make previews");
-  withConnection(
+  workspaceCommand(
     hook
       .command("add <project/base-env>")
       .description(
@@ -228,71 +206,56 @@ export function registerPreviewCommands(program: Command): void {
       .option("--region <region>", "the previews' region (default: the base's first)")
       .option("--ttl <duration>", "each preview's TTL, from its last push (default 72h)")
       .option("--with-secrets", "copy the base's secrets into previews of pull requests that are not from forks"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (
-        x,
-        target: string,
-        f: ConnectionFlags & {
-          provider: string;
-          repository: string;
-          secretFile: string;
-          imageTemplate: string;
-          statusTokenFile?: string;
-          statusApiUrl?: string;
-          region?: string;
-          ttl?: string;
-          withSecrets?: boolean;
-        },
-      ) => {
-        const { project, environment } = splitTarget(target);
-        const { m, client } = await service(x);
-        const { hook: h } = await client.createPreviewHook({
-          workspace: await x.ctrl.workspace(),
-          project,
-          baseEnvironment: environment,
-          provider: f.provider,
-          repository: f.repository,
-          secret: await readSecret("--secret-file", f.secretFile),
-          imageTemplate: f.imageTemplate,
-          region: f.region ?? "",
-          ttlSeconds: f.ttl === undefined ? 0n : parseTtl(f.ttl),
-          withSecrets: f.withSecrets ?? false,
-          statusApiUrl: f.statusApiUrl ?? "",
-          statusToken: await readSecret("--status-token-file", f.statusTokenFile),
-        });
-        if (!h) return;
-        if (x.json) x.printJson(m.PreviewHookSchema, h);
-        else
-          process.stdout.write(
-            `hook ${h.id}: give ${h.provider} the URL <ctrl's webhook address>${h.path} (content type application/json, pull request events) and the same secret\n`,
-          );
+    async (
+      x,
+      target: string,
+      f: ConnectionFlags & {
+        provider: string;
+        repository: string;
+        secretFile: string;
+        imageTemplate: string;
+        statusTokenFile?: string;
+        statusApiUrl?: string;
+        region?: string;
+        ttl?: string;
+        withSecrets?: boolean;
       },
-    ),
-  );
-  withConnection(hook.command("list").description("list the workspace's pull-request hooks"), {
-    workspace: true,
-  }).action(
-    userAction(async (x) => {
+    ) => {
+      const { project, environment } = splitTarget(target);
       const { m, client } = await service(x);
-      const workspace = await x.ctrl.workspace();
-      const res = await x.ctrl.allPages("hooks", (pageToken) =>
-        client.listPreviewHooks({ workspace, pageToken, pageSize: x.ctrl.pageSize }),
-      );
-      if (x.json) x.printJson(m.ListPreviewHooksResponseSchema, res);
+      const { hook: h } = await client.createPreviewHook({
+        workspace: await x.ctrl.workspace(),
+        project,
+        baseEnvironment: environment,
+        provider: f.provider,
+        repository: f.repository,
+        secret: await readSecret("--secret-file", f.secretFile),
+        imageTemplate: f.imageTemplate,
+        region: f.region ?? "",
+        ttlSeconds: f.ttl === undefined ? 0n : parseTtl(f.ttl),
+        withSecrets: f.withSecrets ?? false,
+        statusApiUrl: f.statusApiUrl ?? "",
+        statusToken: await readSecret("--status-token-file", f.statusTokenFile),
+      });
+      if (!h) return;
+      if (x.json) x.printJson(m.PreviewHookSchema, h);
       else
-        x.printTable(
-          ["ID", "BASE", "REPOSITORY", "VERIFIED BY", "IMAGE", "STATUS API", "PATH"],
-          res.hooks.map(hookRow),
+        process.stdout.write(
+          `hook ${h.id}: give ${h.provider} the URL <ctrl's webhook address>${h.path} (content type application/json, pull request events) and the same secret\n`,
         );
-    }),
+    },
   );
-  withConnection(hook.command("delete <id>").description("remove a pull-request hook"), { workspace: true }).action(
-    userAction(async (x, id: string) => {
-      const { client } = await service(x);
-      await client.deletePreviewHook({ workspace: await x.ctrl.workspace(), hookId: id });
-      process.stdout.write(`deleted hook ${id}\n`);
-    }),
-  );
+  workspaceCommand(hook.command("list").description("list the workspace's pull-request hooks"), async (x) => {
+    const { m, client } = await service(x);
+    const workspace = await x.ctrl.workspace();
+    const res = await x.ctrl.allPages("hooks", (page) => client.listPreviewHooks({ workspace, ...page }));
+    if (x.json) x.printJson(m.ListPreviewHooksResponseSchema, res);
+    else
+      x.printTable(["ID", "BASE", "REPOSITORY", "VERIFIED BY", "IMAGE", "STATUS API", "PATH"], res.hooks.map(hookRow));
+  });
+  workspaceCommand(hook.command("delete <id>").description("remove a pull-request hook"), async (x, id: string) => {
+    const { client } = await service(x);
+    await client.deletePreviewHook({ workspace: await x.ctrl.workspace(), hookId: id });
+    process.stdout.write(`deleted hook ${id}\n`);
+  });
 }

@@ -5,7 +5,7 @@
 // refused when it moved since the plan; `krane export <project>` writes the file of what exists.
 // What they run is ./project-file-run.ts, loaded when they run.
 import type { Command } from "commander";
-import { userAction, withConnection } from "./command.js";
+import { workspaceCommand } from "./command.js";
 import type { FileFlags } from "./project-file-run.js";
 
 export function registerProjectFileCommands(program: Command): void {
@@ -16,7 +16,7 @@ export function registerProjectFileCommands(program: Command): void {
       const { projectFileSchema } = await import("../gen/krane/ctrl/v1/project_file_schema.js");
       process.stdout.write(`${JSON.stringify(projectFileSchema, null, 2)}\n`);
     });
-  withConnection(
+  workspaceCommand(
     program
       .command("plan")
       .description("show what applying krane.yaml would change in each environment (exit 2 when something would)")
@@ -25,14 +25,12 @@ export function registerProjectFileCommands(program: Command): void {
         "--prune",
         "also plan removing what the file no longer names (regions, endpoints, domains, config keys, secrets, jobs)",
       ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, f: FileFlags) => {
+    async (x, f: FileFlags) => {
       const { planCommand } = await import("./project-file-run.js");
       await planCommand(x, f);
-    }),
+    },
   );
-  withConnection(
+  workspaceCommand(
     program
       .command("apply")
       .description(
@@ -43,23 +41,19 @@ export function registerProjectFileCommands(program: Command): void {
         "--prune",
         "remove what the file no longer names (regions, endpoints, domains, config keys, secrets, jobs)",
       ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, f: FileFlags) => {
+    async (x, f: FileFlags) => {
       const { applyCommand } = await import("./project-file-run.js");
       await applyCommand(x, f);
-    }),
+    },
   );
-  withConnection(
+  workspaceCommand(
     program
       .command("export <project>")
       .description("write the krane.yaml of a project as it is (its plan shows no change)")
       .option("-f, --file <path>", "write it to this file instead of printing it"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, project: string, f: { file?: string }) => {
+    async (x, project: string, f: { file?: string }) => {
       const { exportCommand } = await import("./project-file-run.js");
       await exportCommand(x, project, f);
-    }),
+    },
   );
 }

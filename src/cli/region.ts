@@ -2,7 +2,7 @@
 // clusters registered in them (with each agent's last heartbeat and build next to ctrl's own
 // build), and the agents' tokens, through ctrl's RegionService.
 import type { Command } from "commander";
-import { userAction, when, withConnection, type ConnectionFlags } from "./command.js";
+import { userCommand, when, type ConnectionFlags } from "./command.js";
 
 /** An agent's build as `region clusters` shows it: flagged when it is not ctrl's. */
 export function agentBuildCell(agentBuild: string, ctrlBuild: string): string {
@@ -12,38 +12,29 @@ export function agentBuildCell(agentBuild: string, ctrlBuild: string): string {
 
 export function registerRegionCommands(program: Command): void {
   const region = program.command("region").description("regions and their clusters");
-  withConnection(region.command("create <name>").description("register a region")).action(
-    userAction(async (x, name: string) => {
-      const { region: r } = await x.ctrl.client(x.api.RegionService).createRegion({ name });
-      if (!r) return;
-      if (x.json) x.printJson(x.api.RegionSchema, r);
-      else x.printTable(["REGION", "CREATED"], [[r.name, when(r.createdAtUnixMs)]]);
-    }),
-  );
-  withConnection(region.command("list").description("list regions")).action(
-    userAction(async (x) => {
-      const regions = x.ctrl.client(x.api.RegionService);
-      const res = await x.ctrl.allPages("regions", (pageToken) =>
-        regions.listRegions({ pageToken, pageSize: x.ctrl.pageSize }),
+  userCommand(region.command("create <name>").description("register a region"), async (x, name: string) => {
+    const { region: r } = await x.ctrl.client(x.api.RegionService).createRegion({ name });
+    if (!r) return;
+    if (x.json) x.printJson(x.api.RegionSchema, r);
+    else x.printTable(["REGION", "CREATED"], [[r.name, when(r.createdAtUnixMs)]]);
+  });
+  userCommand(region.command("list").description("list regions"), async (x) => {
+    const regions = x.ctrl.client(x.api.RegionService);
+    const res = await x.ctrl.allPages("regions", (page) => regions.listRegions(page));
+    if (x.json) x.printJson(x.api.ListRegionsResponseSchema, res);
+    else
+      x.printTable(
+        ["REGION", "CREATED"],
+        res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]),
       );
-      if (x.json) x.printJson(x.api.ListRegionsResponseSchema, res);
-      else
-        x.printTable(
-          ["REGION", "CREATED"],
-          res.regions.map((r) => [r.name, when(r.createdAtUnixMs)]),
-        );
-    }),
-  );
-  withConnection(
+  });
+  userCommand(
     region
       .command("clusters [region]")
       .description("list clusters, their last heartbeat and agent build, and ctrl's build"),
-  ).action(
-    userAction(async (x, name: string | undefined) => {
+    async (x, name: string | undefined) => {
       const regions = x.ctrl.client(x.api.RegionService);
-      const res = await x.ctrl.allPages("clusters", (pageToken) =>
-        regions.listClusters({ region: name ?? "", pageToken, pageSize: x.ctrl.pageSize }),
-      );
+      const res = await x.ctrl.allPages("clusters", (page) => regions.listClusters({ region: name ?? "", ...page }));
       const ctrlBuild = x.ctrl.ctrlBuild;
       if (x.json) {
         const json = x.toJson(x.api.ListClustersResponseSchema, res, { alwaysEmitImplicit: true }) as object;
@@ -64,35 +55,33 @@ export function registerRegionCommands(program: Command): void {
           k.id,
         ]),
       );
-    }),
+    },
   );
 
   const token = program.command("cluster-token").description("agent tokens");
-  withConnection(
+  userCommand(
     token
       .command("create <region>")
       .description("register a cluster in a region and print its agent token (shown once)")
       .option("--cluster <name>", "cluster name", "default"),
-  ).action(
-    userAction(async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
+    async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
       const res = await x.ctrl.client(x.api.RegionService).createClusterToken({ region: name, clusterName: f.cluster });
       if (x.json) x.printJson(x.api.CreateClusterTokenResponseSchema, res);
       else process.stdout.write(`${res.token}\n`);
-    }),
+    },
   );
-  withConnection(
+  userCommand(
     token
       .command("revoke <region>")
       .description("cut off a cluster's agent token (the cluster stays registered; `create` issues a new token)")
       .option("--cluster <name>", "cluster name", "default"),
-  ).action(
-    userAction(async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
+    async (x, name: string, f: ConnectionFlags & { cluster: string }) => {
       const { cluster } = await x.ctrl
         .client(x.api.RegionService)
         .revokeClusterToken({ region: name, clusterName: f.cluster });
       if (!cluster) return;
       if (x.json) x.printJson(x.api.ClusterSchema, cluster);
       else process.stdout.write(`revoked the agent token of cluster ${cluster.name} in region ${cluster.region}\n`);
-    }),
+    },
   );
 }

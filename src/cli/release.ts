@@ -8,11 +8,10 @@ import type { Release } from "../gen/krane/ctrl/v1/release_pb.js";
 import type { Job } from "../gen/krane/ctrl/v1/job_pb.js";
 import {
   collect,
+  environmentRef,
   intArg,
-  splitTarget,
-  userAction,
   when,
-  withConnection,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -101,82 +100,69 @@ export function registerReleaseCommands(program: Command): void {
   const release = program
     .command("release")
     .description("releases of arbitrary objects (allow-listed kinds) in an environment's namespace");
-  withConnection(
+  workspaceCommand(
     release
       .command("apply <project/env>")
       .description("store a new version of a release from manifests and apply it in every region")
       .requiredOption("-f, --filename <path>", "a manifest file or directory (repeatable)", collect, [])
       .option("-R, --recursive", "read directories recursively")
       .option("--name <name>", "the release's name (default: default)"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (x, target: string, f: ConnectionFlags & { filename: string[]; recursive?: boolean; name?: string }) => {
-        const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
-        const files = await manifestFiles(f.filename, f.recursive ?? false);
-        const res = await x.ctrl
-          .client(ReleaseService)
-          .applyRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "", files });
-        if (!res.release) return;
-        if (!x.json)
-          process.stdout.write(
-            res.changed
-              ? `release ${res.release.name}: version ${res.release.version}\n`
-              : `release ${res.release.name}: unchanged (version ${res.release.version})\n`,
-          );
-        printRelease(x, res.release, ReleaseSchema);
-      },
-    ),
+    async (x, target: string, f: ConnectionFlags & { filename: string[]; recursive?: boolean; name?: string }) => {
+      const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
+      const files = await manifestFiles(f.filename, f.recursive ?? false);
+      const res = await x.ctrl
+        .client(ReleaseService)
+        .applyRelease({ ...(await environmentRef(x, target)), name: f.name ?? "", files });
+      if (!res.release) return;
+      if (!x.json)
+        process.stdout.write(
+          res.changed
+            ? `release ${res.release.name}: version ${res.release.version}\n`
+            : `release ${res.release.name}: unchanged (version ${res.release.version})\n`,
+        );
+      printRelease(x, res.release, ReleaseSchema);
+    },
   );
-  withConnection(
+  workspaceCommand(
     release
       .command("get <project/env>")
       .description("a release's objects and their health per region")
       .option("--name <name>", "the release's name (default: default)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { name?: string }) => {
+    async (x, target: string, f: ConnectionFlags & { name?: string }) => {
       const { ReleaseService, ReleaseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
       const { release: r } = await x.ctrl
         .client(ReleaseService)
-        .getRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
+        .getRelease({ ...(await environmentRef(x, target)), name: f.name ?? "" });
       if (r) printRelease(x, r, ReleaseSchema);
-    }),
+    },
   );
-  withConnection(release.command("list <project/env>").description("the releases of an environment"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
+  workspaceCommand(
+    release.command("list <project/env>").description("the releases of an environment"),
+    async (x, target: string) => {
       const { ReleaseService, ListReleasesResponseSchema } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      const res = await x.ctrl
-        .client(ReleaseService)
-        .listReleases({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl.client(ReleaseService).listReleases(await environmentRef(x, target));
       if (x.json) x.printJson(ListReleasesResponseSchema, res);
       else
         x.printTable(
           ["RELEASE", "VERSION", "OBJECTS", "UPDATED", "ID"],
           res.releases.map((r) => [r.name, String(r.version), r.objects.length, when(r.updatedAtUnixMs), r.id]),
         );
-    }),
+    },
   );
-  withConnection(
+  workspaceCommand(
     release
       .command("delete <project/env>")
       .description("remove a release's objects from every region")
       .option("--name <name>", "the release's name (default: default)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { name?: string }) => {
+    async (x, target: string, f: ConnectionFlags & { name?: string }) => {
       const { ReleaseService } = await import("../gen/krane/ctrl/v1/release_pb.js");
-      await x.ctrl
-        .client(ReleaseService)
-        .deleteRelease({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name: f.name ?? "" });
+      await x.ctrl.client(ReleaseService).deleteRelease({ ...(await environmentRef(x, target)), name: f.name ?? "" });
       if (!x.json) process.stdout.write("release deleted; each region's agent removes its objects\n");
-    }),
+    },
   );
 
   const job = program.command("job").description("cron jobs of an environment");
-  withConnection(
+  workspaceCommand(
     job
       .command("put <project/env> <name>")
       .description("create or replace a cron job (runs the image of the revision each region runs unless --image)")
@@ -192,73 +178,64 @@ export function registerReleaseCommands(program: Command): void {
       .option("--cpu <millicores>", "CPU (default 250)", intArg("--cpu"))
       .option("--memory <mib>", "memory (default 256)", intArg("--memory"))
       .option("--suspend", "create it suspended"),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (
-        x,
-        target: string,
-        name: string,
-        f: ConnectionFlags & {
-          schedule: string;
-          timeZone?: string;
-          image?: string;
-          command: string[];
-          arg: string[];
-          concurrencyPolicy?: string;
-          deadlineSeconds?: number;
-          successfulHistory?: number;
-          failedHistory?: number;
-          cpu?: number;
-          memory?: number;
-          suspend?: boolean;
-        },
-      ) => {
-        const { JobService, JobSchema } = await import("../gen/krane/ctrl/v1/job_pb.js");
-        const { job: j } = await x.ctrl.client(JobService).putJob({
-          workspace: await x.ctrl.workspace(),
-          ...splitTarget(target),
-          spec: {
-            name,
-            schedule: f.schedule,
-            timeZone: f.timeZone ?? "",
-            image: f.image ?? "",
-            command: f.command,
-            args: f.arg,
-            concurrencyPolicy: f.concurrencyPolicy ?? "",
-            deadlineSeconds: BigInt(f.deadlineSeconds ?? 0),
-            successfulJobsHistoryLimit: f.successfulHistory,
-            failedJobsHistoryLimit: f.failedHistory,
-            cpuMillicores: BigInt(f.cpu ?? 0),
-            memoryMib: BigInt(f.memory ?? 0),
-            suspend: f.suspend ?? false,
-          },
-        });
-        if (!j) return;
-        if (x.json) x.printJson(JobSchema, j);
-        else printJob(x, [j]);
+    async (
+      x,
+      target: string,
+      name: string,
+      f: ConnectionFlags & {
+        schedule: string;
+        timeZone?: string;
+        image?: string;
+        command: string[];
+        arg: string[];
+        concurrencyPolicy?: string;
+        deadlineSeconds?: number;
+        successfulHistory?: number;
+        failedHistory?: number;
+        cpu?: number;
+        memory?: number;
+        suspend?: boolean;
       },
-    ),
+    ) => {
+      const { JobService, JobSchema } = await import("../gen/krane/ctrl/v1/job_pb.js");
+      const { job: j } = await x.ctrl.client(JobService).putJob({
+        ...(await environmentRef(x, target)),
+        spec: {
+          name,
+          schedule: f.schedule,
+          timeZone: f.timeZone ?? "",
+          image: f.image ?? "",
+          command: f.command,
+          args: f.arg,
+          concurrencyPolicy: f.concurrencyPolicy ?? "",
+          deadlineSeconds: BigInt(f.deadlineSeconds ?? 0),
+          successfulJobsHistoryLimit: f.successfulHistory,
+          failedJobsHistoryLimit: f.failedHistory,
+          cpuMillicores: BigInt(f.cpu ?? 0),
+          memoryMib: BigInt(f.memory ?? 0),
+          suspend: f.suspend ?? false,
+        },
+      });
+      if (!j) return;
+      if (x.json) x.printJson(JobSchema, j);
+      else printJob(x, [j]);
+    },
   );
-  withConnection(job.command("list <project/env>").description("cron jobs and their last runs per region"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
+  workspaceCommand(
+    job.command("list <project/env>").description("cron jobs and their last runs per region"),
+    async (x, target: string) => {
       const { JobService, ListJobsResponseSchema } = await import("../gen/krane/ctrl/v1/job_pb.js");
-      const res = await x.ctrl
-        .client(JobService)
-        .listJobs({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl.client(JobService).listJobs(await environmentRef(x, target));
       if (x.json) x.printJson(ListJobsResponseSchema, res);
       else printJob(x, res.jobs);
-    }),
+    },
   );
-  withConnection(job.command("delete <project/env> <name>").description("delete a cron job in every region"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, name: string) => {
+  workspaceCommand(
+    job.command("delete <project/env> <name>").description("delete a cron job in every region"),
+    async (x, target: string, name: string) => {
       const { JobService } = await import("../gen/krane/ctrl/v1/job_pb.js");
-      await x.ctrl.client(JobService).deleteJob({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name });
+      await x.ctrl.client(JobService).deleteJob({ ...(await environmentRef(x, target)), name });
       if (!x.json) process.stdout.write("job deleted\n");
-    }),
+    },
   );
 }

@@ -2,6 +2,7 @@
 // over JSON (stdin when no file), printing the engine's output JSON. Bad input exits 2 with a
 // message naming the field. Loaded only when the command runs.
 import { readFile } from "node:fs/promises";
+import { readStdin } from "./command.js";
 import { RolloutInputError, parseRolloutInputText, planRollout } from "../rollout/index.js";
 
 export const EXIT_BAD_INPUT = 2;
@@ -23,12 +24,6 @@ export function runRolloutPlan(text: string): PlanResult {
     }
     throw err;
   }
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** The command's I/O: reads the file (or stdin), prints, sets the exit code. */

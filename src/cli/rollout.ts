@@ -5,7 +5,7 @@
 // `kubectl rollout status`.
 import { Option, type Command } from "commander";
 import type { RolloutStatus } from "../gen/krane/ctrl/v1/rollout_pb.js";
-import { intArg, splitTarget, userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
+import { environmentRef, intArg, workspaceCommand, type ConnectionFlags, type UserContext } from "./command.js";
 
 interface EnvRef {
   workspace: string;
@@ -20,7 +20,7 @@ export async function envTarget(x: UserContext, target: string): Promise<EnvRef>
     const [workspace = "", project = "", environment = ""] = parts;
     return { workspace, project, environment };
   }
-  return { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
+  return await environmentRef(x, target);
 }
 
 function print(x: UserContext, status: RolloutStatus | undefined, view: "status" | "history" = "status"): void {
@@ -97,23 +97,21 @@ export function registerRolloutPlanCommand(program: Command): void {
 }
 
 export function registerRolloutCommands(program: Command): void {
-  withConnection(
+  workspaceCommand(
     program
       .command("scale <target>")
       .description("set an environment's replicas (<project>/<env> or <ws>/<project>/<env>)")
       .requiredOption("--replicas <n>", "replicas per region", intArg("--replicas"))
       .option("--region <region>", "only this region (default: every region)"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { replicas: number; region?: string }) => {
+    async (x, target: string, f: ConnectionFlags & { replicas: number; region?: string }) => {
       const res = await x.ctrl
         .client(x.rollout.RolloutService)
         .scale({ ...(await envTarget(x, target)), replicas: f.replicas, region: f.region ?? "" });
       print(x, res.status);
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
     program
       .command("rollback <target>")
       .description(
@@ -121,9 +119,7 @@ export function registerRolloutCommands(program: Command): void {
       )
       .option("--instant", "only a traffic switch: fail, changing nothing, unless every region keeps the revision warm")
       .option("--unpin", "lift the pin a rollback left: the newest revision rolls out"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { instant?: boolean; unpin?: boolean }) => {
+    async (x, target: string, f: ConnectionFlags & { instant?: boolean; unpin?: boolean }) => {
       const res = await x.ctrl
         .client(x.rollout.RolloutService)
         .rollback({ ...(await envTarget(x, target)), instant: f.instant === true, unpin: f.unpin === true });
@@ -140,34 +136,30 @@ export function registerRolloutCommands(program: Command): void {
           : `rolling back to revision ${res.revision} (nothing warm in ${res.rollingRegions.join(", ")}: new pods); pinned until \`krane rollback --unpin ${target}\``;
       process.stdout.write(`${line}\n`);
       print(x, res.status);
-    }),
+    },
   );
 
   registerRolloutPlanCommand(program);
   const rollout = rolloutCommand(program);
   const simple = (name: "pause" | "resume" | "history", description: string): void => {
-    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action(
-      userAction(async (x, target: string) => {
-        const client = x.ctrl.client(x.rollout.RolloutService);
-        const ref = await envTarget(x, target);
-        const res =
-          name === "pause"
-            ? await client.pause(ref)
-            : name === "resume"
-              ? await client.resume(ref)
-              : await client.history(ref);
-        print(x, res.status, name === "history" ? "history" : "status");
-      }),
-    );
+    workspaceCommand(rollout.command(`${name} <target>`).description(description), async (x, target: string) => {
+      const client = x.ctrl.client(x.rollout.RolloutService);
+      const ref = await envTarget(x, target);
+      const res =
+        name === "pause"
+          ? await client.pause(ref)
+          : name === "resume"
+            ? await client.resume(ref)
+            : await client.history(ref);
+      print(x, res.status, name === "history" ? "history" : "status");
+    });
   };
   const command = (name: "promote" | "abort", description: string): void => {
-    withConnection(rollout.command(`${name} <target>`).description(description), { workspace: true }).action(
-      userAction(async (x, target: string) => {
-        const client = x.ctrl.client(x.rollout.RolloutService);
-        const ref = await envTarget(x, target);
-        print(x, (name === "promote" ? await client.promote(ref) : await client.abort(ref)).status);
-      }),
-    );
+    workspaceCommand(rollout.command(`${name} <target>`).description(description), async (x, target: string) => {
+      const client = x.ctrl.client(x.rollout.RolloutService);
+      const ref = await envTarget(x, target);
+      print(x, (name === "promote" ? await client.promote(ref) : await client.abort(ref)).status);
+    });
   };
   command(
     "promote",
@@ -181,36 +173,32 @@ export function registerRolloutCommands(program: Command): void {
   simple("resume", "resume an environment's rollouts");
   simple("history", "an environment's revisions per region");
 
-  withConnection(
+  workspaceCommand(
     rollout
       .command("undo <target>")
       .description("roll back to the previous revision, or to --to-revision (the region's revision number)")
       .option("--to-revision <n>", "revision number (see `krane rollout history`)", intArg("--to-revision")),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, f: ConnectionFlags & { toRevision?: number }) => {
+    async (x, target: string, f: ConnectionFlags & { toRevision?: number }) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).undo({
         ...(await envTarget(x, target)),
         toRevision: f.toRevision === undefined ? undefined : BigInt(f.toRevision),
       });
       print(x, res.status);
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
     rollout
       .command("restart <target>")
       .description("replace every pod by rolling out a fresh copy of the current revision"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string) => {
+    async (x, target: string) => {
       const res = await x.ctrl.client(x.rollout.RolloutService).restart(await envTarget(x, target));
       if (!x.json) process.stdout.write(`restarted as ${res.deploymentId}\n`);
       print(x, res.status);
-    }),
+    },
   );
 
-  withConnection(
+  workspaceCommand(
     rollout
       .command("status <target>")
       .description(
@@ -225,25 +213,21 @@ export function registerRolloutCommands(program: Command): void {
       .addOption(
         new Option("--interval-ms <ms>", "poll interval").argParser(intArg("--interval-ms")).default(250).hideHelp(),
       ),
-    { workspace: true },
-  ).action(
-    userAction(
-      async (x, target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) => {
-        const client = x.ctrl.client(x.rollout.RolloutService);
-        const ref = await envTarget(x, target);
-        if (!f.watch) {
-          const { status } = await client.getRolloutStatus(ref);
-          print(x, status);
-          if (status?.progressive?.aborted) process.exitCode = 1;
-          return;
-        }
-        const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
-          intervalMs: Math.max(50, f.intervalMs),
-          timeoutMs: f.timeout * 1000,
-          log: (line) => (x.json ? process.stderr : process.stdout).write(`${line}\n`),
-        });
-        if (x.json) x.printJson(x.rollout.RolloutStatusSchema, final);
-      },
-    ),
+    async (x, target: string, f: ConnectionFlags & { watch: boolean; timeout: number; intervalMs: number }) => {
+      const client = x.ctrl.client(x.rollout.RolloutService);
+      const ref = await envTarget(x, target);
+      if (!f.watch) {
+        const { status } = await client.getRolloutStatus(ref);
+        print(x, status);
+        if (status?.progressive?.aborted) process.exitCode = 1;
+        return;
+      }
+      const final = await followRollout(async () => (await client.getRolloutStatus(ref)).status, {
+        intervalMs: Math.max(50, f.intervalMs),
+        timeoutMs: f.timeout * 1000,
+        log: (line) => (x.json ? process.stderr : process.stdout).write(`${line}\n`),
+      });
+      if (x.json) x.printJson(x.rollout.RolloutStatusSchema, final);
+    },
   );
 }

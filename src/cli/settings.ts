@@ -10,11 +10,11 @@ import type { Command } from "commander";
 import type { ConfigChange } from "../gen/krane/ctrl/v1/config_pb.js";
 import {
   collect,
+  environmentRef,
   parseKeyValue,
-  splitTarget,
-  userAction,
+  readStdinValue,
   when,
-  withConnection,
+  workspaceCommand,
   type ConnectionFlags,
   type UserContext,
 } from "./command.js";
@@ -34,60 +34,45 @@ function printChange(x: UserContext, change: ConfigChange | undefined, what: str
   else process.stdout.write(`${what}: stored; the first deployment gets it\n`);
 }
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(Buffer.isBuffer(c) ? c : Buffer.from(String(c)));
-  return Buffer.concat(chunks).toString("utf8");
-}
-
 export function registerSettingsCommands(program: Command): void {
   const config = program
     .command("config")
     .description("an environment's configuration (plain values; each change is a new revision)");
-  withConnection(config.command("set <project/env> <KEY=VALUE...>").description("set configuration values"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, pairs: string[]) => {
+  workspaceCommand(
+    config.command("set <project/env> <KEY=VALUE...>").description("set configuration values"),
+    async (x, target: string, pairs: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
       const values = pairs.map((p) => parseKeyValue("KEY=VALUE", p));
-      const { change } = await x.ctrl
-        .client(ConfigService)
-        .setConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), values });
+      const { change } = await x.ctrl.client(ConfigService).setConfig({ ...(await environmentRef(x, target)), values });
       printChange(x, change, "config");
-    }),
+    },
   );
-  withConnection(config.command("unset <project/env> <KEY...>").description("remove configuration values"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, keys: string[]) => {
+  workspaceCommand(
+    config.command("unset <project/env> <KEY...>").description("remove configuration values"),
+    async (x, target: string, keys: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const { change } = await x.ctrl
-        .client(ConfigService)
-        .unsetConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
+      const { change } = await x.ctrl.client(ConfigService).unsetConfig({ ...(await environmentRef(x, target)), keys });
       printChange(x, change, "config");
-    }),
+    },
   );
-  withConnection(config.command("list <project/env>").description("list configuration values"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
+  workspaceCommand(
+    config.command("list <project/env>").description("list configuration values"),
+    async (x, target: string) => {
       const { ConfigService, ListConfigResponseSchema } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const res = await x.ctrl
-        .client(ConfigService)
-        .listConfig({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl.client(ConfigService).listConfig(await environmentRef(x, target));
       if (x.json) x.printJson(ListConfigResponseSchema, res);
       else
         x.printTable(
           ["KEY", "VALUE", "UPDATED"],
           res.entries.map((e) => [e.key, e.value, when(e.updatedAtUnixMs)]),
         );
-    }),
+    },
   );
 
   const secret = program
     .command("secret")
     .description("an environment's secrets (encrypted at rest, write-only; each change is a new revision)");
-  withConnection(
+  workspaceCommand(
     secret
       .command("set <project/env> [KEY=VALUE...]")
       .description(
@@ -99,9 +84,7 @@ export function registerSettingsCommands(program: Command): void {
         collect,
         [],
       ),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, pairs: string[], f: ConnectionFlags & { external: string[] }) => {
+    async (x, target: string, pairs: string[], f: ConnectionFlags & { external: string[] }) => {
       const { readFile } = await import("node:fs/promises");
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
       if (pairs.length === 0 && f.external.length === 0)
@@ -111,7 +94,7 @@ export function registerSettingsCommands(program: Command): void {
       for (const p of pairs) {
         const { key, value } = parseKeyValue("KEY=VALUE", p);
         let v = value;
-        if (value === "-") v = (await readStdin()).replace(/\r?\n$/, "");
+        if (value === "-") v = await readStdinValue();
         else if (value.startsWith("@")) v = (await readFile(value.slice(1), "utf8")).replace(/\r?\n$/, "");
         secrets.push({ key, source: { case: "value" as const, value: v } });
       }
@@ -121,35 +104,31 @@ export function registerSettingsCommands(program: Command): void {
       }
       const { change } = await x.ctrl
         .client(ConfigService)
-        .setSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), secrets });
+        .setSecrets({ ...(await environmentRef(x, target)), secrets });
       printChange(x, change, "secrets");
-    }),
+    },
   );
-  withConnection(secret.command("unset <project/env> <KEY...>").description("remove secrets"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, keys: string[]) => {
+  workspaceCommand(
+    secret.command("unset <project/env> <KEY...>").description("remove secrets"),
+    async (x, target: string, keys: string[]) => {
       const { ConfigService } = await import("../gen/krane/ctrl/v1/config_pb.js");
       const { change } = await x.ctrl
         .client(ConfigService)
-        .unsetSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target), keys });
+        .unsetSecrets({ ...(await environmentRef(x, target)), keys });
       printChange(x, change, "secrets");
-    }),
+    },
   );
-  withConnection(secret.command("list <project/env>").description("list secret keys (never values)"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
+  workspaceCommand(
+    secret.command("list <project/env>").description("list secret keys (never values)"),
+    async (x, target: string) => {
       const { ConfigService, ListSecretsResponseSchema } = await import("../gen/krane/ctrl/v1/config_pb.js");
-      const res = await x.ctrl
-        .client(ConfigService)
-        .listSecrets({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+      const res = await x.ctrl.client(ConfigService).listSecrets(await environmentRef(x, target));
       if (x.json) x.printJson(ListSecretsResponseSchema, res);
       else
         x.printTable(
           ["KEY", "SOURCE", "EXTERNAL PATH", "UPDATED"],
           res.entries.map((e) => [e.key, e.source, e.externalPath || "-", when(e.updatedAtUnixMs)]),
         );
-    }),
+    },
   );
 }

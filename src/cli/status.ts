@@ -8,11 +8,11 @@
 // watch loops. `-o json` goes through the Connect client, whose JSON has every field, defaults
 // included, as every other command's `-o json` has.
 import type { Command } from "commander";
-import { splitTarget, userAction, withConnection, type ConnectionFlags } from "./command.js";
+import { environmentRef, splitTarget, userAction, withConnection, type ConnectionFlags } from "./command.js";
 
 export function registerStatusCommand(program: Command): void {
   const json = userAction(async (x, target: string) => {
-    const ref = { workspace: await x.ctrl.workspace(), ...splitTarget(target) };
+    const ref = await environmentRef(x, target);
     const { InstanceEventService, InstanceEventSchema } = await import("../gen/krane/ctrl/v1/events_pb.js");
     const [res, { status: rollout }, { events: lastEvents }] = await Promise.all([
       x.ctrl.client(x.api.StatusService).getEnvironmentStatus(ref),

@@ -148,20 +148,20 @@ export class Ctrl {
   readonly pageSize = 1000;
 
   /**
-   * Every item of a paginated list, as one answer: calls `fetch` with each next_page_token until
-   * ctrl answers the last page, and concatenates the pages' `field`.
+   * Every item of a paginated list, as one answer: calls `fetch` with each next_page_token (and
+   * the page size) until ctrl answers the last page, and concatenates the pages' `field`.
    */
   async allPages<F extends string, R extends { nextPageToken: string } & { [K in F]: unknown[] }>(
     field: F,
-    fetch: (pageToken: string) => Promise<R>,
+    fetch: (page: { pageToken: string; pageSize: number }) => Promise<R>,
   ): Promise<R> {
-    const first = await fetch("");
+    const first = await fetch({ pageToken: "", pageSize: this.pageSize });
     const seen = new Set<string>();
     let token = first.nextPageToken;
     while (token !== "") {
       if (seen.has(token)) throw new Error("ctrl answered the same page token twice: stopping instead of looping");
       seen.add(token);
-      const next = await fetch(token);
+      const next = await fetch({ pageToken: token, pageSize: this.pageSize });
       first[field].push(...next[field]);
       token = next.nextPageToken;
     }

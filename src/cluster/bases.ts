@@ -16,7 +16,7 @@ import { imagesDir } from "./images.js";
 const run = promisify(execFile);
 
 /** What the bases are made of: the script and what it installs from the checkout. */
-const INPUTS = ["scripts/build-bases.sh", "scripts/bases/static-server.mjs"];
+const INPUTS = ["scripts/build-bases.sh", "scripts/debian-rootfs.sh", "scripts/bases/static-server.mjs"];
 
 async function basesKey(): Promise<string> {
   const h = createHash("sha256");

@@ -114,6 +114,13 @@ export function isLabelValue(v: string): boolean {
   return v.length <= 63 && labelValueRe.test(v);
 }
 
+/** The first id (field, value) that is empty or not a valid label value, as a reason; undefined when all are. */
+export function labelValueProblem(ids: readonly (readonly [field: string, value: string])[]): string | undefined {
+  for (const [field, value] of ids)
+    if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
+  return undefined;
+}
+
 export function isDnsLabel(v: string): boolean {
   return v.length > 0 && v.length <= 63 && dnsLabelRe.test(v);
 }

@@ -3,7 +3,7 @@
 // ctrl as Rejected with the first reason found, and the stream moves on.
 import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
-import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { isDnsLabel, isLabelValue, labelValueProblem } from "../../contracts/labels.js";
 import { APP_PROTOCOLS, isAppProtocol } from "../../contracts/protocols.js";
 
 /** Env var names krane sets itself; the user's env may not redefine them. */
@@ -61,6 +61,21 @@ export function validateSettings(
   return undefined;
 }
 
+/** What a deployment and a sentinel both run: an image in this agent's region at a size. */
+export function workloadProblem(
+  w: { image: string; region: string; replicas: number; cpuMillicores: bigint; memoryMib: bigint },
+  agentRegion: string,
+): string | undefined {
+  if (/\s/.test(w.image)) return "image must not contain whitespace";
+  if (w.region !== "" && w.region !== agentRegion) {
+    return `region "${w.region}" does not match this agent's region "${agentRegion}"`;
+  }
+  if (w.replicas < 0) return `replicas must be >= 0 (got ${w.replicas})`;
+  if (w.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${w.cpuMillicores})`;
+  if (w.memoryMib <= 0n) return `memory_mib must be > 0 (got ${w.memoryMib})`;
+  return undefined;
+}
+
 export function validateApplyDeployment(
   d: ApplyDeployment,
   agentRegion: string,
@@ -76,21 +91,15 @@ export function validateApplyDeployment(
     ["image", d.image],
   ];
   for (const [field, value] of required) if (value.trim() === "") return `${field} is required`;
-  for (const [field, value] of required.slice(0, 4)) {
-    if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
-  }
+  const badId = labelValueProblem(required.slice(0, 4));
+  if (badId !== undefined) return badId;
   if (d.buildId !== "" && !isLabelValue(d.buildId))
     return `build_id "${d.buildId}" is not a valid Kubernetes label value`;
   if (!isDnsLabel(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is not a valid DNS label`;
   if (isReservedNamespace(d.k8sNamespace)) return `k8s_namespace "${d.k8sNamespace}" is reserved`;
   if (!isDnsLabel(d.k8sName)) return `k8s_name "${d.k8sName}" is not a valid DNS label`;
-  if (/\s/.test(d.image)) return "image must not contain whitespace";
-  if (d.region !== "" && d.region !== agentRegion) {
-    return `region "${d.region}" does not match this agent's region "${agentRegion}"`;
-  }
-  if (d.replicas < 0) return `replicas must be >= 0 (got ${d.replicas})`;
-  if (d.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${d.cpuMillicores})`;
-  if (d.memoryMib <= 0n) return `memory_mib must be > 0 (got ${d.memoryMib})`;
+  const workload = workloadProblem(d, agentRegion);
+  if (workload !== undefined) return workload;
   if (d.port < 1 || d.port > 65535) return `port must be between 1 and 65535 (got ${d.port})`;
   if (d.minReadySeconds < 0) return `min_ready_seconds must be >= 0 (got ${d.minReadySeconds})`;
   // Empty: a ctrl that predates the field (HTTP/1.1).

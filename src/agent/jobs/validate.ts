@@ -1,18 +1,17 @@
 // Validation of an ApplyJob before anything is applied; a refused job is reported as rejected.
 import type { ApplyJob, DeleteJob } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
-import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { isDnsLabel, labelValueProblem } from "../../contracts/labels.js";
 import { validateSettings } from "../deployments/validate.js";
 
 export function validateApplyJob(j: ApplyJob, agentRegion: string, externalStore: boolean): string | undefined {
-  for (const [field, value] of [
+  const badId = labelValueProblem([
     ["workspace_id", j.workspaceId],
     ["project_id", j.projectId],
     ["environment_id", j.environmentId],
     ["job_id", j.jobId],
-  ] as const) {
-    if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
-  }
+  ]);
+  if (badId !== undefined) return badId;
   if (!isDnsLabel(j.k8sNamespace) || isReservedNamespace(j.k8sNamespace))
     return `k8s_namespace "${j.k8sNamespace}" is not usable`;
   if (!isDnsLabel(j.k8sName) || j.k8sName.length > 52)

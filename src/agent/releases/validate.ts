@@ -3,19 +3,18 @@
 // namespace, is named, has a kind, and its manifest is JSON of a Kubernetes object.
 import type { ApplyRelease, DeleteRelease } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
-import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { isDnsLabel, labelValueProblem } from "../../contracts/labels.js";
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 export function validateApplyRelease(r: ApplyRelease, agentRegion: string): string | undefined {
-  for (const [field, value] of [
+  const badId = labelValueProblem([
     ["workspace_id", r.workspaceId],
     ["project_id", r.projectId],
     ["environment_id", r.environmentId],
     ["release_id", r.releaseId],
-  ] as const) {
-    if (value === "" || !isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
-  }
+  ]);
+  if (badId !== undefined) return badId;
   if (!isDnsLabel(r.k8sNamespace) || isReservedNamespace(r.k8sNamespace)) {
     return `k8s_namespace "${r.k8sNamespace}" is not a workspace namespace`;
   }

@@ -3,8 +3,9 @@
 // found is returned as a human-readable reason, which the runtime reports to ctrl as Rejected;
 // the stream carries on with the next message.
 import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { isDnsLabel, isLabelValue } from "../../contracts/labels.js";
+import { isDnsLabel, isLabelValue, labelValueProblem } from "../../contracts/labels.js";
 import { routingSliceName } from "../../contracts/routing.js";
+import { workloadProblem } from "../deployments/validate.js";
 import { policyFromWire, policyProblem, REGION_REPLICAS_MAX } from "../../contracts/autoscaling.js";
 
 /**
@@ -27,19 +28,13 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
   }
   // An empty image means krane's own sentinel.
   // Ids end up as label values (selectors, network policies), so they must be valid ones.
-  for (const [field, value] of ids) {
-    if (!isLabelValue(value)) return `${field} "${value}" is not a valid Kubernetes label value`;
-  }
+  const badId = labelValueProblem(ids);
+  if (badId !== undefined) return badId;
   if (!isServiceName(s.k8sName)) {
     return `k8s_name "${s.k8sName}" is not a valid DNS label starting with a letter`;
   }
-  if (/\s/.test(s.image)) return "image must not contain whitespace";
-  if (s.region !== "" && s.region !== agentRegion) {
-    return `region "${s.region}" does not match this agent's region "${agentRegion}"`;
-  }
-  if (s.replicas < 0) return `replicas must be >= 0 (got ${s.replicas})`;
-  if (s.cpuMillicores <= 0n) return `cpu_millicores must be > 0 (got ${s.cpuMillicores})`;
-  if (s.memoryMib <= 0n) return `memory_mib must be > 0 (got ${s.memoryMib})`;
+  const workload = workloadProblem(s, agentRegion);
+  if (workload !== undefined) return workload;
   const r = s.routing;
   if (r) {
     if (r.mode !== "" && r.mode !== "instances" && r.mode !== "weighted")

@@ -30,7 +30,7 @@ import { notify } from "./notifications.js";
 import { pullSecretOf } from "./registries.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
-import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
+import { environmentContext, findEnvironment, type EnvironmentContext } from "./tenancy.js";
 
 type Reader = Kysely<Database>;
 
@@ -42,17 +42,7 @@ export async function loadDeploymentContext(db: Reader, deploymentId: string): P
     .selectAll()
     .where("id", "=", deployment.environment_id)
     .executeTakeFirstOrThrow();
-  const project = await db
-    .selectFrom("projects")
-    .selectAll()
-    .where("id", "=", deployment.project_id)
-    .executeTakeFirstOrThrow();
-  const workspace = await db
-    .selectFrom("workspaces")
-    .selectAll()
-    .where("id", "=", deployment.workspace_id)
-    .executeTakeFirstOrThrow();
-  return { workspace, project, environment, deployment };
+  return { ...(await environmentContext(db, environment)), deployment };
 }
 
 /**

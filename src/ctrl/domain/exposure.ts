@@ -22,6 +22,7 @@ import {
 import type { Visibility } from "../validate/exposure.js";
 import { setEdgeAuth } from "./environments.js";
 import { notify, type Notice } from "./notifications.js";
+import { environmentContext } from "./tenancy.js";
 
 export interface ExposureSettings {
   /** Generated public hostnames are `<label>.<publicApex>`. */
@@ -134,16 +135,7 @@ export async function refreshExposure(tx: WriteTx, environmentId: string): Promi
   // Gone, or being deleted: its exposure is being removed region by region (deletion.ts), and a
   // domain check finishing meanwhile must not desire its routes again.
   if (!environment || environment.deleting_at !== null) return;
-  const project = await tx.trx
-    .selectFrom("projects")
-    .selectAll()
-    .where("id", "=", environment.project_id)
-    .executeTakeFirstOrThrow();
-  const workspace = await tx.trx
-    .selectFrom("workspaces")
-    .selectAll()
-    .where("id", "=", environment.workspace_id)
-    .executeTakeFirstOrThrow();
+  const { workspace, project } = await environmentContext(tx.trx, environment);
   const endpoints = await tx.trx
     .selectFrom("endpoints")
     .selectAll()

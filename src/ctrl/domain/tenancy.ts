@@ -55,6 +55,21 @@ export interface EnvironmentContext {
   environment: EnvironmentRow;
 }
 
+/** An environment's row with the workspace and project it belongs to. */
+export async function environmentContext(db: Reader, environment: EnvironmentRow): Promise<EnvironmentContext> {
+  const project = await db
+    .selectFrom("projects")
+    .selectAll()
+    .where("id", "=", environment.project_id)
+    .executeTakeFirstOrThrow();
+  const workspace = await db
+    .selectFrom("workspaces")
+    .selectAll()
+    .where("id", "=", environment.workspace_id)
+    .executeTakeFirstOrThrow();
+  return { workspace, project, environment };
+}
+
 export async function findEnvironment(
   db: Reader,
   ref: EnvironmentRef,

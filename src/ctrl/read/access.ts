@@ -1,7 +1,7 @@
 // A workspace's members and service accounts, for the API's lists (keyset pages).
 import type { Kysely } from "kysely";
 import type { Database, MemberRow, ServiceAccountRow } from "../db/schema.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -9,9 +9,7 @@ type Reader = Kysely<Database>;
 export async function listMembers(db: Reader, workspaceId: string, page?: PageQuery<string>): Promise<Page<MemberRow>> {
   let q = db.selectFrom("members").selectAll().where("workspace_id", "=", workspaceId);
   if (page?.after !== undefined) q = q.where("email", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("email").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("email").execute(), page);
 }
 
 /** By name; a page's key is the last service account's. */
@@ -22,9 +20,7 @@ export async function listServiceAccounts(
 ): Promise<Page<ServiceAccountRow>> {
   let q = db.selectFrom("service_accounts").selectAll().where("workspace_id", "=", workspaceId);
   if (page?.after !== undefined) q = q.where("name", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("name").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("name").execute(), page);
 }
 
 /** The ids of a member's API tokens (a role change drops their cached lookups at once). */

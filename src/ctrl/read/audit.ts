@@ -6,7 +6,7 @@ import type { AuditRecord, ChainHead } from "../../contracts/audit.js";
 import type { Database } from "../db/schema.js";
 import { chainHead, INSTALLATION_CHAIN, recordOfRow } from "../domain/audit.js";
 import { invalidArgument, notFound } from "../errors.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 export { chainHead } from "../domain/audit.js";
 
@@ -78,9 +78,7 @@ function filtered(db: Reader, q: AuditQuery) {
 export async function listAuditEvents(db: Reader, q: AuditQuery, page?: PageQuery<number>): Promise<Page<AuditRecord>> {
   let s = filtered(db, q);
   if (page?.after !== undefined) s = s.where("seq", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) s = s.limit(limit);
-  const rows = await s.orderBy("seq").execute();
+  const rows = await limitToPage(s, page).orderBy("seq").execute();
   return takePage(rows.map(recordOfRow), page);
 }
 

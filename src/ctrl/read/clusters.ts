@@ -5,7 +5,7 @@ import type { ClusterRow, Database } from "../db/schema.js";
 import { streamName } from "../domain/clusters.js";
 import { apiTokenRow, tokensWithOwners, type ApiTokenRow, type TokenScope } from "../domain/tokens.js";
 import { KIND_NAMES } from "../payloads/registry.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 type Reader = Kysely<Database>;
 
@@ -16,9 +16,7 @@ export async function listRegions(
 ): Promise<Page<{ name: string; created_at: number }>> {
   let q = db.selectFrom("regions").selectAll();
   if (page?.after !== undefined) q = q.where("name", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("name").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("name").execute(), page);
 }
 
 /** Where a page of clusters ends: its last cluster's (region, name). */
@@ -36,9 +34,7 @@ export async function listClusters(
     const [r, n] = page.after;
     q = q.where((eb) => eb(eb.refTuple("region", "name"), ">", eb.tuple(r, n)));
   }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("region").orderBy("name").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("region").orderBy("name").execute(), page);
 }
 
 /** How far one stream of a cluster is behind: ctrl's newest version against the agent's cursor. */
@@ -110,8 +106,6 @@ export async function listApiTokens(
     const [createdAt, id] = page.after;
     q = q.where((eb) => eb(eb.refTuple("t.created_at", "t.id"), ">", eb.tuple(createdAt, id)));
   }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("t.created_at").orderBy("t.id").execute();
+  const rows = await limitToPage(q, page).orderBy("t.created_at").orderBy("t.id").execute();
   return takePage(rows.map(apiTokenRow), page);
 }

@@ -6,7 +6,7 @@ import { loadDeploymentContext } from "../domain/deployments.js";
 import { findEnvironment, findProject, findWorkspace } from "../domain/tenancy.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
 import { deploymentPayloads } from "../payloads/deployment.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 export { desiredReplicasOf } from "../domain/deployments.js";
 
@@ -50,9 +50,11 @@ export async function listDeployments(
     const [createdAt, revision, id] = page.after;
     q = q.where((eb) => eb(eb.refTuple("created_at", "revision", "id"), "<", eb.tuple(createdAt, revision, id)));
   }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("created_at", "desc").orderBy("revision", "desc").orderBy("id", "desc").execute();
+  const rows = await limitToPage(q, page)
+    .orderBy("created_at", "desc")
+    .orderBy("revision", "desc")
+    .orderBy("id", "desc")
+    .execute();
   if (rows.length === 0) return takePage([], page);
   // The rows' environments, projects and workspaces in one query each (a page of a workspace's
   // deployments can span as many environments as it has rows).

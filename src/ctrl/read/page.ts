@@ -25,3 +25,9 @@ export function takePage<T>(rows: T[], q: PageQuery<unknown> | undefined): Page<
 export function readLimit(q: PageQuery<unknown> | undefined): number | undefined {
   return q === undefined ? undefined : q.limit + 1;
 }
+
+/** `q` limited to what a page reads (unlimited without a page). */
+export function limitToPage<Q extends { limit(n: number): Q }>(q: Q, page: PageQuery<unknown> | undefined): Q {
+  const limit = readLimit(page);
+  return limit === undefined ? q : q.limit(limit);
+}

@@ -6,7 +6,7 @@ import type { Database, PreviewHookRow, PreviewRow } from "../db/schema.js";
 import { findPreview } from "../domain/previews.js";
 import { notFound } from "../errors.js";
 import { findProject } from "../domain/tenancy.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 export { previewLimitsOf, previewUsage } from "../domain/previews.js";
 
@@ -87,9 +87,7 @@ export async function listPreviews(
     const [name, id] = page.after;
     q = q.where((eb) => eb.or([eb("name", ">", name), eb.and([eb("name", "=", name), eb("id", ">", id)])]));
   }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("name").orderBy("id").execute();
+  const rows = await limitToPage(q, page).orderBy("name").orderBy("id").execute();
   const p = takePage(rows, page);
   return { items: await viewsOf(db, p.items), more: p.more };
 }
@@ -129,9 +127,7 @@ export async function listPreviewHooks(
     const [at, id] = page.after;
     q = q.where((eb) => eb.or([eb("created_at", ">", at), eb.and([eb("created_at", "=", at), eb("id", ">", id)])]));
   }
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = takePage(await q.orderBy("created_at").orderBy("id").execute(), page);
+  const rows = takePage(await limitToPage(q, page).orderBy("created_at").orderBy("id").execute(), page);
   return { items: await hookViews(db, rows.items), more: rows.more };
 }
 

@@ -4,7 +4,7 @@
 import type { Kysely } from "kysely";
 import type { Database, ProjectRow, WorkspaceRow } from "../db/schema.js";
 import { findProject, findWorkspace, type EnvironmentContext } from "../domain/tenancy.js";
-import { readLimit, takePage, type Page, type PageQuery } from "./page.js";
+import { limitToPage, takePage, type Page, type PageQuery } from "./page.js";
 
 export { findEnvironment, findProject, findWorkspace } from "../domain/tenancy.js";
 export { environmentRegions } from "../domain/environments.js";
@@ -16,9 +16,7 @@ export async function listWorkspaces(db: Reader, page?: PageQuery<string>, only?
   let q = db.selectFrom("workspaces").selectAll();
   if (only !== undefined) q = q.where("id", "=", only);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("slug").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("slug").execute(), page);
 }
 
 /** By slug; a page's key is the slug of its last project. */
@@ -30,9 +28,7 @@ export async function listProjects(
   const workspace = await findWorkspace(db, workspaceRef);
   let q = db.selectFrom("projects").selectAll().where("workspace_id", "=", workspace.id);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  return takePage(await q.orderBy("slug").execute(), page);
+  return takePage(await limitToPage(q, page).orderBy("slug").execute(), page);
 }
 
 /** By slug; a page's key is the slug of its last environment. */
@@ -45,9 +41,7 @@ export async function listEnvironments(
   const { workspace, project } = await findProject(db, workspaceRef, projectRef);
   let q = db.selectFrom("environments").selectAll().where("project_id", "=", project.id);
   if (page?.after !== undefined) q = q.where("slug", ">", page.after);
-  const limit = readLimit(page);
-  if (limit !== undefined) q = q.limit(limit);
-  const rows = await q.orderBy("slug").execute();
+  const rows = await limitToPage(q, page).orderBy("slug").execute();
   return takePage(
     rows.map((environment) => ({ workspace, project, environment })),
     page,

@@ -19,6 +19,7 @@ import { policyInRegion } from "../domain/autoscale.js";
 import { syncEnvironmentObjects } from "../domain/environment-objects.js";
 import { refreshSentinel } from "../domain/sentinels.js";
 import { lockEnvironment, setRouting } from "../domain/environments.js";
+import { environmentContext } from "../domain/tenancy.js";
 import { notify } from "../domain/notifications.js";
 import {
   appendEvents,
@@ -234,16 +235,7 @@ export async function runPass(store: Store, environmentId: string, region: strin
     if (holdScaleUp(engineRevisions, w.revisions))
       return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
 
-    const workspace = await tx.trx
-      .selectFrom("workspaces")
-      .selectAll()
-      .where("id", "=", environment.workspace_id)
-      .executeTakeFirstOrThrow();
-    const project = await tx.trx
-      .selectFrom("projects")
-      .selectAll()
-      .where("id", "=", environment.project_id)
-      .executeTakeFirstOrThrow();
+    const { workspace, project } = await environmentContext(tx.trx, environment);
     const ctxOf = (id: string): DeploymentContext => {
       const deployment = deployments.find((d) => d.id === id);
       if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);

@@ -31,6 +31,7 @@ import type { Store } from "../db/store.js";
 import type { EnvironmentRow } from "../db/schema.js";
 import { desiredReplicasOf, removeFromRegion, setDesiredReplicas } from "../domain/deployments.js";
 import { lockEnvironment, setRouting } from "../domain/environments.js";
+import { environmentContext } from "../domain/tenancy.js";
 import { notify } from "../domain/notifications.js";
 import { appendEvents, saveProgressiveState, setDecidedTarget } from "../domain/rollouts.js";
 import type { DeploymentContext } from "../payloads/deployment.js";
@@ -168,16 +169,7 @@ export async function runProgressivePass(
 
     // Replica targets.
     let changed = false;
-    const workspace = await tx.trx
-      .selectFrom("workspaces")
-      .selectAll()
-      .where("id", "=", environment.workspace_id)
-      .executeTakeFirstOrThrow();
-    const project = await tx.trx
-      .selectFrom("projects")
-      .selectAll()
-      .where("id", "=", environment.project_id)
-      .executeTakeFirstOrThrow();
+    const { workspace, project } = await environmentContext(tx.trx, environment);
     const ctxOf = (id: string): DeploymentContext => {
       const deployment = deployments.find((x) => x.id === id);
       if (deployment === undefined) throw new Error(`deployment ${id} vanished during the pass`);

@@ -13,6 +13,7 @@ import { create } from "@bufbuild/protobuf";
 import {
   DEFAULT_HELD_REQUESTS,
   DEFAULT_HELD_TIMEOUT_SECONDS,
+  policyFromWire,
   policyProblem,
   type AutoscalePolicy,
 } from "../../contracts/autoscaling.js";
@@ -144,23 +145,16 @@ export function autoscaleFile(p: AutoscalePolicy | null): AutoscalePolicyMsg | u
 /** The policy a message states; a scale-to-zero's held requests and timeout default when 0. */
 export function autoscaleInput(m: AutoscalePolicyMsg | undefined): AutoscalePolicy | null {
   if (m === undefined) return null;
-  const z = m.scaleToZero;
+  const p = policyFromWire(m);
+  const z = p.scaleToZero;
+  if (z === null) return p;
   return {
-    minReplicas: m.minReplicas,
-    maxReplicas: m.maxReplicas,
-    concurrencyTarget: m.concurrencyTarget ?? null,
-    cpuTargetPercent: m.cpuTargetPercent ?? null,
-    scaleUpWindowSeconds: m.scaleUpWindowSeconds,
-    scaleDownWindowSeconds: m.scaleDownWindowSeconds,
-    maxStep: m.maxStep ?? null,
-    scaleToZero:
-      z === undefined
-        ? null
-        : {
-            idleSeconds: z.idleSeconds,
-            maxHeldRequests: z.maxHeldRequests === 0 ? DEFAULT_HELD_REQUESTS : z.maxHeldRequests,
-            heldTimeoutSeconds: z.heldTimeoutSeconds === 0 ? DEFAULT_HELD_TIMEOUT_SECONDS : z.heldTimeoutSeconds,
-          },
+    ...p,
+    scaleToZero: {
+      idleSeconds: z.idleSeconds,
+      maxHeldRequests: z.maxHeldRequests === 0 ? DEFAULT_HELD_REQUESTS : z.maxHeldRequests,
+      heldTimeoutSeconds: z.heldTimeoutSeconds === 0 ? DEFAULT_HELD_TIMEOUT_SECONDS : z.heldTimeoutSeconds,
+    },
   };
 }
 
