@@ -19,6 +19,7 @@ import { higherRole, isRoleName, type RoleName } from "../../contracts/roles.js"
 import { parseJsonList, type Database } from "../db/schema.js";
 import { clusterTokenRevoked } from "../domain/clusters.js";
 import { INSTALLATION_CHAIN } from "../domain/audit.js";
+import { quotaRow } from "../domain/quotas.js";
 import { Sensitive, type ViewTree, type ViewValue } from "./diff.js";
 
 type Reader = Kysely<Database>;
@@ -90,11 +91,7 @@ async function workspaceSubject(db: Reader, ref: string): Promise<AuditSubject |
     .where("workspace_id", "=", w.id)
     .orderBy("host")
     .execute();
-  const quotas = await db
-    .selectFrom("workspace_quotas")
-    .selectAll()
-    .where("workspace_id", "=", w.id)
-    .executeTakeFirst();
+  const quotas = await quotaRow(db, w.id);
   return {
     workspaceId: w.id,
     targets: [w.id],

@@ -44,12 +44,13 @@ const UNLIMITED_MARK = -1;
 
 type Own = Record<QuotaName, number | null | undefined>;
 
+/** The stored row of a workspace (or INSTALLATION_DEFAULTS), as it is. */
+export async function quotaRow(db: Reader, workspaceId: string): Promise<WorkspaceQuotasTable | undefined> {
+  return db.selectFrom("workspace_quotas").selectAll().where("workspace_id", "=", workspaceId).executeTakeFirst();
+}
+
 async function ownRow(db: Reader, workspaceId: string): Promise<Own> {
-  const row = await db
-    .selectFrom("workspace_quotas")
-    .selectAll()
-    .where("workspace_id", "=", workspaceId)
-    .executeTakeFirst();
+  const row = await quotaRow(db, workspaceId);
   const own = {} as Own;
   for (const q of QUOTA_NAMES) {
     const v = row?.[COLUMNS[q]];
