@@ -147,7 +147,7 @@ describe("previews (SQLite)", () => {
     assert.equal(preview.region, "eu", "the base's first region");
     assert.equal(preview.url, "http://pr-1-shop-acme.preview.test/");
     assert.equal(preview.withSecrets, false);
-    assert.equal(preview.cpuMillicores, 300n, "one replica (200m) and one sentinel replica (100m)");
+    assert.equal(preview.cpuMillicores, 200n, "one replica (200m): what the workspace's quotas count of it");
     const ref = { workspace: WS, project: "shop", environment: "pr-1" };
     const config = await ctrl.client(ConfigService, ctrl.adminToken).listConfig(ref);
     assert.deepEqual(
