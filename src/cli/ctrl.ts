@@ -36,6 +36,7 @@ interface ServeFlags {
   registryCaFile?: string;
   registryPrivateHosts?: string;
   notifyAllowLoopback?: boolean;
+  defaultQuota?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -154,6 +155,10 @@ export function registerCtrlCommands(program: Command): void {
       "--notify-allow-loopback",
       "notification channels may deliver to this machine (loopback and link-local addresses; for tests and a relay beside ctrl); env KRANE_NOTIFY_ALLOW_LOOPBACK=true",
     )
+    .option(
+      "--default-quota <quotas>",
+      'the quotas of every workspace that sets none of its own, e.g. "cpu=8,memory=16Gi,instances=40,environments=10,previews=5,build_minutes=1000" (default: unlimited, previews 10); a workspace owner may set less, only an installation token more; env KRANE_DEFAULT_QUOTA',
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -193,6 +198,7 @@ export function registerCtrlCommands(program: Command): void {
         registryCaFile: flags.registryCaFile,
         registryPrivateHosts: flags.registryPrivateHosts,
         notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
+        defaultQuota: flags.defaultQuota,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -257,6 +263,7 @@ export function registerCtrlCommands(program: Command): void {
             }
           : undefined,
         notifications: { allowLoopback: settings.notifyAllowLoopback },
+        defaultQuota: settings.defaultQuota,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

@@ -136,49 +136,24 @@ export function registerPreviewCommands(program: Command): void {
     preview
       .command("limits")
       .description(
-        "show the workspace's preview limits and use, or change them (every limit not given keeps its value)",
+        "show the workspace's preview settings, or change them (how many previews it may have: `krane quota`)",
       )
-      .option("--max-previews <n>", "previews at once")
-      .option("--max-cpu <millicores>", "CPU of all previews together (one replica and one sentinel each)")
-      .option("--max-memory <mib>", "memory of all previews together")
       .option("--fork-approval <on|off>", "pull requests from forks wait for `krane preview approve`"),
-    async (
-      x,
-      f: ConnectionFlags & { maxPreviews?: string; maxCpu?: string; maxMemory?: string; forkApproval?: string },
-    ) => {
+    async (x, f: ConnectionFlags & { forkApproval?: string }) => {
       const { m, client } = await service(x);
       const workspace = await x.ctrl.workspace();
-      const current = await client.getPreviewLimits({ workspace });
-      const l = current.limits;
-      if (!l) return;
-      const num = (flag: string, v: string): bigint => {
-        if (!/^\d+$/.test(v)) throw new Error(`${flag}: expected a number, got "${v}"`);
-        return BigInt(v);
-      };
-      const changed = [f.maxPreviews, f.maxCpu, f.maxMemory, f.forkApproval].some((v) => v !== undefined);
-      if (changed) {
-        if (f.forkApproval !== undefined && f.forkApproval !== "on" && f.forkApproval !== "off")
-          throw new Error('--fork-approval: "on" or "off"');
-        await client.setPreviewLimits({
-          workspace,
-          limits: {
-            maxPreviews: f.maxPreviews === undefined ? l.maxPreviews : Number(num("--max-previews", f.maxPreviews)),
-            maxCpuMillicores: f.maxCpu === undefined ? l.maxCpuMillicores : num("--max-cpu", f.maxCpu),
-            maxMemoryMib: f.maxMemory === undefined ? l.maxMemoryMib : num("--max-memory", f.maxMemory),
-            forkApproval: f.forkApproval === undefined ? l.forkApproval : f.forkApproval === "on",
-          },
-        });
+      if (f.forkApproval !== undefined) {
+        if (f.forkApproval !== "on" && f.forkApproval !== "off") throw new Error('--fork-approval: "on" or "off"');
+        await client.setPreviewLimits({ workspace, limits: { forkApproval: f.forkApproval === "on" } });
       }
-      const now = changed ? await client.getPreviewLimits({ workspace }) : current;
+      const now = await client.getPreviewLimits({ workspace });
       if (x.json) x.printJson(m.GetPreviewLimitsResponseSchema, now);
       else if (now.limits)
         x.printTable(
-          ["LIMIT", "USED", "MAX"],
+          ["SETTING", "VALUE"],
           [
-            ["previews", now.previews, now.limits.maxPreviews],
-            ["cpu (millicores)", String(now.cpuMillicores), String(now.limits.maxCpuMillicores)],
-            ["memory (MiB)", String(now.memoryMib), String(now.limits.maxMemoryMib)],
-            ["fork approval", "", now.limits.forkApproval ? "on" : "off"],
+            ["previews", String(now.previews)],
+            ["fork approval", now.limits.forkApproval ? "on" : "off"],
           ],
         );
     },

@@ -19,6 +19,7 @@ import { registerNotifyCommands } from "./notify.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
+import { registerQuotaCommands } from "./quota.js";
 import { registerRegistryCommands } from "./registry.js";
 import { registerReleaseCommands } from "./release.js";
 import { registerRolloutCommands } from "./rollout.js";
@@ -53,6 +54,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
   ["registry", registerRegistryCommands],
+  ["quota", registerQuotaCommands],
   ["api-token", registerApiTokenCommands],
   ["member", registerMemberCommands],
   ["audit", registerAuditCommands],

@@ -23,6 +23,7 @@ import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../gen/krane/ctrl/v1/notify_pb.js";
 import { PreviewService } from "../gen/krane/ctrl/v1/preview_pb.js";
+import { QuotaService } from "../gen/krane/ctrl/v1/quota_pb.js";
 import { ReleaseService } from "../gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../gen/krane/ctrl/v1/rollout_pb.js";
 
@@ -50,6 +51,7 @@ export const API_SERVICES = {
   previews: PreviewService,
   projectFiles: ProjectFileService,
   notifications: NotificationService,
+  quotas: QuotaService,
 } as const;
 
 export type ApiClients = { readonly [K in keyof typeof API_SERVICES]: Client<(typeof API_SERVICES)[K]> };

@@ -1,5 +1,5 @@
 // PreviewService: previews from the CLI (create, list, delete, approve), a workspace's preview
-// limits, and pull-request hooks. A change of a preview's environment runs its rollout passes; a
+// settings (fork approval; its limits are quotas: ./quotas.ts), and pull-request hooks. A change of a preview's environment runs its rollout passes; a
 // deletion purges what has finished at once; a hook answers the path to give the provider.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -113,12 +113,7 @@ export function previewHookMsg(v: PreviewHookView): PreviewHook {
 }
 
 function limitsMsg(l: PreviewLimits): PreviewLimitsMsg {
-  return create(PreviewLimitsSchema, {
-    maxPreviews: l.maxPreviews,
-    maxCpuMillicores: BigInt(l.maxCpuMillicores),
-    maxMemoryMib: BigInt(l.maxMemoryMib),
-    forkApproval: l.forkApproval,
-  });
+  return create(PreviewLimitsSchema, { forkApproval: l.forkApproval });
 }
 
 export function previewServiceImpl(d: PreviewApiDeps): ServiceImpl<typeof PreviewService> {

@@ -19,6 +19,7 @@ import { higherRole, isRoleName, type RoleName } from "../../contracts/roles.js"
 import { parseJsonList, type Database } from "../db/schema.js";
 import { clusterTokenRevoked } from "../domain/clusters.js";
 import { INSTALLATION_CHAIN } from "../domain/audit.js";
+import { quotaRow } from "../domain/quotas.js";
 import { Sensitive, type ViewTree, type ViewValue } from "./diff.js";
 
 type Reader = Kysely<Database>;
@@ -79,6 +80,8 @@ async function projectRow(db: Reader, workspaceId: string, ref: string) {
     .executeTakeFirst();
 }
 
+const numOrNull = (v: number | null): number | null => (v === null ? null : Number(v));
+
 async function workspaceSubject(db: Reader, ref: string): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, ref);
   if (!w) return undefined;
@@ -88,11 +91,25 @@ async function workspaceSubject(db: Reader, ref: string): Promise<AuditSubject |
     .where("workspace_id", "=", w.id)
     .orderBy("host")
     .execute();
+  const quotas = await quotaRow(db, w.id);
   return {
     workspaceId: w.id,
     targets: [w.id],
     view: {
       workspace: { slug: w.slug, name: w.name, deleting: w.deleting_at !== null },
+      // The quotas it set itself (null: the installation's default, -1: unlimited).
+      ...(quotas === undefined
+        ? {}
+        : {
+            quotas: {
+              cpu_millicores: numOrNull(quotas.cpu_millicores),
+              memory_mib: numOrNull(quotas.memory_mib),
+              instances: numOrNull(quotas.instances),
+              environments: numOrNull(quotas.environments),
+              previews: numOrNull(quotas.previews),
+              build_minutes: numOrNull(quotas.build_minutes),
+            },
+          }),
       // Never a password: who, and when it was last set (absent while there is none).
       ...(registries.length === 0
         ? {}
@@ -483,12 +500,7 @@ async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSub
     targets: [w.id],
     view: l
       ? {
-          preview_limits: {
-            max_previews: Number(l.max_previews),
-            max_cpu_millicores: Number(l.max_cpu_millicores),
-            max_memory_mib: Number(l.max_memory_mib),
-            fork_approval: Number(l.fork_approval) === 1,
-          },
+          preview_limits: { fork_approval: Number(l.fork_approval) === 1 },
         }
       : null,
   };

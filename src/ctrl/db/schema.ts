@@ -614,6 +614,21 @@ export interface PreviewLimitsTable {
   updated_at: number;
 }
 
+/**
+ * Migration 0034: a workspace's quotas (workspace_id "*": the installation's defaults). Per quota
+ * null = the default, -1 = unlimited, else the limit.
+ */
+export interface WorkspaceQuotasTable {
+  workspace_id: string;
+  cpu_millicores: number | null;
+  memory_mib: number | null;
+  instances: number | null;
+  environments: number | null;
+  previews: number | null;
+  build_minutes: number | null;
+  updated_at: number;
+}
+
 /** A pull-request webhook of a project's environment. */
 export interface PreviewHooksTable {
   id: string;
@@ -878,6 +893,7 @@ export interface Database {
   audit_sink_leases: AuditSinkLeasesTable;
   previews: PreviewsTable;
   preview_limits: PreviewLimitsTable;
+  workspace_quotas: WorkspaceQuotasTable;
   preview_hooks: PreviewHooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
   endpoints: EndpointsTable;

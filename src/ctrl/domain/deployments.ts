@@ -27,6 +27,7 @@ import { lockEnvironment, nextRevision, setPinned, setRegionReplicas } from "./e
 import { retargetNewest } from "./rollouts.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { notify } from "./notifications.js";
+import { guardQuota } from "./quotas.js";
 import { pullSecretOf } from "./registries.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
@@ -99,6 +100,7 @@ export async function createAskedDeployment(
 ): Promise<DeploymentContext> {
   return store.write(async (tx) => {
     const envCtx: EnvironmentContext = await findEnvironment(tx.trx, ask);
+    const quota = await guardQuota(tx, envCtx.workspace.id);
     let base: RevisionSpec | null = null;
     if (ask.inherit || ask.unpin === true) await lockEnvironment(tx, envCtx.environment.id, "update");
     if (ask.inherit) {
@@ -117,7 +119,9 @@ export async function createAskedDeployment(
         await retargetNewest(tx, envCtx.environment.id);
       }
     }
-    return insertDeployment(tx, envCtx, deploymentFrom(ask, base));
+    const created = await insertDeployment(tx, envCtx, deploymentFrom(ask, base));
+    await quota.check();
+    return created;
   });
 }
 

@@ -47,6 +47,7 @@ import {
   setRegionAutoscale,
   setRegionReplicas,
 } from "./environments.js";
+import { guardQuota } from "./quotas.js";
 import { refreshSentinel, sentinelsRenderedAnew } from "./sentinels.js";
 import { dropProgressiveState, forgetRolloutRegion, startLikeSiblings } from "./rollouts.js";
 import { findEnvironment, type EnvironmentContext } from "./tenancy.js";
@@ -203,6 +204,8 @@ export async function updateEnvironment(store: Store, input: EnvironmentUpdate):
 /** updateEnvironment as a step of the caller's transaction. */
 export async function updateEnvironmentIn(tx: WriteTx, input: EnvironmentUpdate): Promise<UpdatedEnvironment> {
   const found = await findEnvironment(tx.trx, input);
+  // Replicas, regions and autoscaling bounds are what the workspace's quotas count.
+  const quota = await guardQuota(tx, found.workspace.id);
   const before = await lockEnvironment(tx, found.environment.id, "update");
   if (!before) throw notFound(`environment "${found.environment.slug}"`);
   const envId = before.id;
@@ -355,5 +358,6 @@ export async function updateEnvironmentIn(tx: WriteTx, input: EnvironmentUpdate)
   }
   // Releases and jobs follow the environment into the regions it joined and out of those it left.
   if (joining.length > 0 || input.removeRegions.length > 0) await syncEnvironmentObjects(tx, after, ctx.workspace);
+  await quota.check();
   return { context: ctx, regions, changed: true, removedRegions: input.removeRegions.map((r) => r.region) };
 }

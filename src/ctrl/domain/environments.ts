@@ -15,6 +15,7 @@ import { alreadyExists, failedPrecondition } from "../errors.js";
 import { formatRegionRouting, regionRoutingOf, sameRegionRouting, type RegionRouting } from "../payloads/sentinel.js";
 import type { NewEnvironment } from "../validate/types.js";
 import { newId } from "./ids.js";
+import { withinQuota } from "./quotas.js";
 import { syncSentinels } from "./sentinels.js";
 import { findProject, type EnvironmentContext } from "./tenancy.js";
 
@@ -24,7 +25,9 @@ export async function createEnvironment(store: Store, input: NewEnvironment): Pr
   try {
     return await store.write(async (tx) => {
       const { workspace, project } = await findProject(tx.trx, input.workspace, input.project);
-      const environment = await insertEnvironment(tx, { workspace, project }, input);
+      const environment = await withinQuota(tx, workspace.id, () =>
+        insertEnvironment(tx, { workspace, project }, input),
+      );
       return { workspace, project, environment };
     });
   } catch (err) {

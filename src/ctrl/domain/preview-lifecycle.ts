@@ -19,7 +19,6 @@ import { insertEnvironment } from "./environments.js";
 import type { ExposureSettings } from "./exposure.js";
 import { putEndpoint } from "./endpoints.js";
 import {
-  checkPreviewLimits,
   dropPendingPreview,
   findPreview,
   hookSecretAad,
@@ -27,11 +26,11 @@ import {
   newPreviewHookId,
   insertPreview,
   lockPreview,
-  lockWorkspacePreviews,
   previewLimitsOf,
   PREVIEW_DEFAULTS,
   updatePreview,
 } from "./previews.js";
+import { guardQuota } from "./quotas.js";
 import { copySettings, currentRevision } from "./settings.js";
 import { findEnvironment, findProject, type EnvironmentContext } from "./tenancy.js";
 import type { EndpointAuthSettings, Visibility } from "../validate/exposure.js";
@@ -71,16 +70,14 @@ export interface PreviewOutcome {
   environmentId?: string;
 }
 
-/** What a preview runs, counted against its workspace's limits: one replica and one sentinel replica. */
-function resourcesOf(base: EnvironmentRow, revision: { cpu_millicores: number; memory_mib: number } | undefined) {
-  const sentinel = base.sentinel_image !== null;
+/**
+ * What a preview's one instance runs, recorded with it: a preview waiting for approval counts
+ * this against the workspace's quotas (./quotas.ts), as its environment will once started.
+ */
+function resourcesOf(revision: { cpu_millicores: number; memory_mib: number } | undefined) {
   return {
-    cpuMillicores:
-      Number(revision?.cpu_millicores ?? PREVIEW_DEFAULTS.cpuMillicores) * PREVIEW_DEFAULTS.replicas +
-      (sentinel ? Number(base.sentinel_cpu_millicores) * PREVIEW_DEFAULTS.sentinelReplicas : 0),
-    memoryMib:
-      Number(revision?.memory_mib ?? PREVIEW_DEFAULTS.memoryMib) * PREVIEW_DEFAULTS.replicas +
-      (sentinel ? Number(base.sentinel_memory_mib) * PREVIEW_DEFAULTS.sentinelReplicas : 0),
+    cpuMillicores: Number(revision?.cpu_millicores ?? PREVIEW_DEFAULTS.cpuMillicores) * PREVIEW_DEFAULTS.replicas,
+    memoryMib: Number(revision?.memory_mib ?? PREVIEW_DEFAULTS.memoryMib) * PREVIEW_DEFAULTS.replicas,
   };
 }
 
@@ -200,7 +197,8 @@ export async function createPreviewIn(tx: WriteTx, deps: PreviewDeps, spec: Prev
   });
   if (base.environment.id === spec.name || base.environment.slug === spec.name)
     throw invalidArgument("name", "must differ from the base environment's");
-  await lockWorkspacePreviews(tx, base.workspace.id);
+  // The workspace's quota lock: two previews created at once cannot both fit in the last room.
+  const quota = await guardQuota(tx, base.workspace.id);
   if (await findPreview(tx.trx, base.project.id, spec.name)) throw alreadyExists(`preview "${spec.name}"`);
   const fork = spec.pullRequest?.fork ?? false;
   // A fork's code never sees the base's secrets, whatever was asked.
@@ -208,8 +206,7 @@ export async function createPreviewIn(tx: WriteTx, deps: PreviewDeps, spec: Prev
   const limits = await previewLimitsOf(tx.trx, base.workspace.id);
   const awaiting = fork && limits.forkApproval;
   const running = await currentRevision(tx.trx, base.environment.id);
-  const adds = resourcesOf(base.environment, running);
-  await checkPreviewLimits(tx, base.workspace, { previews: 1, ...adds });
+  const adds = resourcesOf(running);
   const region = await regionFor(tx, base.environment, spec.region);
   const env = awaiting
     ? undefined
@@ -239,6 +236,7 @@ export async function createPreviewIn(tx: WriteTx, deps: PreviewDeps, spec: Prev
     // A pull request's commit status is reported from now on.
     status_due_at: pr ? tx.now : null,
   });
+  await quota.check();
   return { preview, environmentId: env?.environment.id };
 }
 
@@ -248,7 +246,8 @@ export async function createPreview(store: Store, deps: PreviewDeps, spec: Previ
 
 /**
  * A new head commit of a preview's pull request: a new revision with its image (waiting for
- * approval: only the record), and the TTL starts again.
+ * approval: only the record), and the TTL starts again. The revision is a copy of the running
+ * one with another image: nothing the workspace's quotas count changes.
  */
 export async function updatePreviewIn(
   tx: WriteTx,
@@ -292,6 +291,7 @@ export async function approvePreview(
 ): Promise<PreviewOutcome> {
   return store.write(async (tx) => {
     const { workspace, project } = await findProject(tx.trx, ref.workspace, ref.project);
+    const quota = await guardQuota(tx, workspace.id);
     const found = await findPreview(tx.trx, project.id, ref.name);
     if (!found) throw notFound(`preview "${ref.name}" in project "${project.slug}"`);
     const p = await lockPreview(tx, found.id);
@@ -317,6 +317,7 @@ export async function approvePreview(
       status_due_at: p.hook_id === null ? null : tx.now,
     };
     await updatePreview(tx, p.id, patch);
+    await quota.check();
     return { preview: { ...p, ...patch }, environmentId: env.environment.id };
   });
 }

@@ -1,5 +1,6 @@
 // Previews (tables previews, preview_limits, preview_hooks, webhook_deliveries): the record of
-// each preview environment, a workspace's limits on them, the pull-request hooks of environments
+// each preview environment, a workspace's preview settings (fork approval; how many previews
+// it may have is its quota, ./quotas.ts), the pull-request hooks of environments
 // and the deliveries those hooks accepted. What a preview does as a whole (create, update,
 // approve, delete, expire, in one transaction with the environment it runs as) is
 // ./preview-lifecycle.ts; the webhooks and the commit-status reports are ../previews.
@@ -11,7 +12,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { Database, PreviewHookRow, PreviewRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
-import { DomainError, notFound } from "../errors.js";
+import { notFound } from "../errors.js";
 import { newId } from "./ids.js";
 
 type Reader = Kysely<Database>;
@@ -28,26 +29,17 @@ export const PREVIEW_DEFAULTS = {
   memoryMib: 256,
 } as const;
 
-/** A workspace's limits when it has set none. */
-export const DEFAULT_PREVIEW_LIMITS: PreviewLimits = {
-  maxPreviews: 10,
-  maxCpuMillicores: 4_000,
-  maxMemoryMib: 8_192,
-  forkApproval: true,
-};
+/**
+ * A workspace's preview settings when it has set none. How many previews it may have, and what
+ * they may use, are its quotas (./quotas.ts).
+ */
+export const DEFAULT_PREVIEW_LIMITS: PreviewLimits = { forkApproval: true };
 
 export interface PreviewLimits {
-  maxPreviews: number;
-  maxCpuMillicores: number;
-  maxMemoryMib: number;
   forkApproval: boolean;
 }
 
 export type PreviewState = "awaiting_approval" | "active" | "deleting";
-
-export function resourceExhausted(message: string): DomainError {
-  return new DomainError("resource_exhausted", message);
-}
 
 // ---------------------------------------------------------------- limits
 
@@ -57,22 +49,16 @@ export async function previewLimitsOf(db: Reader, workspaceId: string): Promise<
     .selectAll()
     .where("workspace_id", "=", workspaceId)
     .executeTakeFirst();
-  return row
-    ? {
-        maxPreviews: Number(row.max_previews),
-        maxCpuMillicores: Number(row.max_cpu_millicores),
-        maxMemoryMib: Number(row.max_memory_mib),
-        forkApproval: Number(row.fork_approval) === 1,
-      }
-    : DEFAULT_PREVIEW_LIMITS;
+  return row ? { forkApproval: Number(row.fork_approval) === 1 } : DEFAULT_PREVIEW_LIMITS;
 }
 
 export async function setPreviewLimits(store: Store, workspaceId: string, l: PreviewLimits): Promise<PreviewLimits> {
   return store.write(async (tx) => {
+    // The max_* columns are unused since migration 0034 (previews count in the workspace's quotas).
     const row = {
-      max_previews: l.maxPreviews,
-      max_cpu_millicores: l.maxCpuMillicores,
-      max_memory_mib: l.maxMemoryMib,
+      max_previews: 0,
+      max_cpu_millicores: 0,
+      max_memory_mib: 0,
       fork_approval: l.forkApproval ? 1 : 0,
       updated_at: tx.now,
     };
@@ -101,35 +87,6 @@ export async function previewUsage(
     .where("state", "!=", "deleting")
     .executeTakeFirst();
   return { previews: Number(row?.n ?? 0), cpuMillicores: Number(row?.cpu ?? 0), memoryMib: Number(row?.memory ?? 0) };
-}
-
-/**
- * Refuses a preview that would take the workspace past one of its limits (resource_exhausted
- * naming the limit). Call it with the workspace's preview lock held (lockWorkspacePreviews), so
- * two previews created at once cannot both fit in the last slot.
- */
-export async function checkPreviewLimits(
-  tx: WriteTx,
-  workspace: { id: string; slug: string },
-  adds: { previews: number; cpuMillicores: number; memoryMib: number },
-): Promise<void> {
-  const limits = await previewLimitsOf(tx.trx, workspace.id);
-  const used = await previewUsage(tx.trx, workspace.id);
-  const over = (limit: string, max: number, now: number, more: number, unit: string): DomainError =>
-    resourceExhausted(
-      `workspace "${workspace.slug}" is at its preview limit ${limit} (${max}${unit}): its previews use ${now}${unit}, this one needs ${more}${unit} more (krane preview limits, or delete a preview)`,
-    );
-  if (used.previews + adds.previews > limits.maxPreviews)
-    throw over("max_previews", limits.maxPreviews, used.previews, adds.previews, "");
-  if (used.cpuMillicores + adds.cpuMillicores > limits.maxCpuMillicores)
-    throw over("max_cpu_millicores", limits.maxCpuMillicores, used.cpuMillicores, adds.cpuMillicores, "m");
-  if (used.memoryMib + adds.memoryMib > limits.maxMemoryMib)
-    throw over("max_memory_mib", limits.maxMemoryMib, used.memoryMib, adds.memoryMib, " MiB");
-}
-
-/** Serializes preview creation within a workspace until the transaction ends (limits hold). */
-export async function lockWorkspacePreviews(tx: WriteTx, workspaceId: string): Promise<void> {
-  await tx.dialect.lockNamed(tx.trx, `krane previews ${workspaceId}`);
 }
 
 // ---------------------------------------------------------------- previews

@@ -42,6 +42,7 @@ import { deleteEndpointIn, putEndpoint } from "./endpoints.js";
 import { policyOf, sentinelOf, updateEnvironmentIn } from "./environment-update.js";
 import { environmentRegions, insertEnvironment, lockEnvironment } from "./environments.js";
 import { isPlatformHostname, type ExposureSettings } from "./exposure.js";
+import { guardQuota } from "./quotas.js";
 import { deleteJobIn, putJobIn } from "./jobs.js";
 import { currentRevision, replaceSettingsIn } from "./settings.js";
 import { beingDeleted, findProject, type EnvironmentContext } from "./tenancy.js";
@@ -285,6 +286,8 @@ async function applyIn(
   domainPolicy: DomainCheckPolicy,
 ): Promise<Applied> {
   const found = await findIn(tx.trx, input.ref);
+  // The whole file is one change: refused as a whole when it takes the workspace past a quota.
+  const quota = await guardQuota(tx, found.parent.workspace.id);
   let ctx = found.ctx;
   if (ctx !== null) {
     const locked = await lockEnvironment(tx, ctx.environment.id, "update");
@@ -305,6 +308,7 @@ async function applyIn(
     );
   await checkRegions(tx.trx, plan.target.file);
   const applied = await write(tx, found.parent, ctx, current, plan.target.file, input.ref, settings, domainPolicy);
+  await quota.check();
   return { ...applied, changed: true, changes: plan.changes };
 }
 

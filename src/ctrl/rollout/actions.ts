@@ -17,6 +17,7 @@ import {
 } from "../domain/environments.js";
 import { policyInRegion } from "../domain/autoscale.js";
 import { notify } from "../domain/notifications.js";
+import { guardQuota } from "../domain/quotas.js";
 import { requestRollback, retargetNewest, setProgressiveCommand as storeCommand } from "../domain/rollouts.js";
 import { findEnvironment } from "../domain/tenancy.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
@@ -36,6 +37,7 @@ export async function scaleEnvironment(
 ): Promise<string> {
   return store.write(async (tx) => {
     const { environment } = await findEnvironment(tx.trx, ref);
+    const quota = await guardQuota(tx, environment.workspace_id);
     // One writer per number: where the autoscaler sets the count, a person sets its bounds.
     for (const r of await environmentRegions(tx.trx, environment.id)) {
       if (region !== null && r.region !== region) continue;
@@ -50,6 +52,7 @@ export async function scaleEnvironment(
         : failedPrecondition(`environment "${environment.slug}" has no regions`);
     }
     await touchEnvironment(tx, environment.id);
+    await quota.check();
     return environment.id;
   });
 }

@@ -33,6 +33,7 @@
 //   --registry-ca-file   KRANE_REGISTRY_CA_FILE     registryCaFile      (none: Node's roots) extra CAs of registries, PEM
 //   --registry-private-hosts KRANE_REGISTRY_PRIVATE_HOSTS registryPrivateHosts (none) registry hosts ctrl may reach at private addresses
 //   --notify-allow-loopback KRANE_NOTIFY_ALLOW_LOOPBACK notifyAllowLoopback false (channels may deliver to this machine)
+//   --default-quota      KRANE_DEFAULT_QUOTA        defaultQuota        (none: unlimited, previews 10) "cpu=8,memory=16Gi,…"
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -44,6 +45,7 @@
 import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { registryHost } from "../../contracts/images.js";
+import { parseQuotaList, type QuotaName, type QuotaSetting } from "../../contracts/quotas.js";
 import { DEFAULT_LOCAL_IMAGE_HOSTS } from "../images/resolve.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
@@ -83,6 +85,8 @@ export interface CtrlSettings {
   images: { localHosts: string[]; caFile: string | undefined; privateHosts: string[] } | null;
   /** Notification channels may deliver to this machine (loopback and link-local addresses). */
   notifyAllowLoopback: boolean;
+  /** The installation's default quotas (every workspace that sets none of its own). */
+  defaultQuota: Map<QuotaName, QuotaSetting>;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -120,6 +124,7 @@ const ENV = {
   registryCaFile: "KRANE_REGISTRY_CA_FILE",
   registryPrivateHosts: "KRANE_REGISTRY_PRIVATE_HOSTS",
   notifyAllowLoopback: "KRANE_NOTIFY_ALLOW_LOOPBACK",
+  defaultQuota: "KRANE_DEFAULT_QUOTA",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -255,6 +260,7 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       pick("registryPrivateHosts"),
     ),
     notifyAllowLoopback: parseBool("notify allow loopback", pick("notifyAllowLoopback") ?? "false"),
+    defaultQuota: defaultQuota(pick("defaultQuota")),
   };
 }
 
@@ -287,6 +293,14 @@ function imageSettings(
       return h.replace(/^\[(.*)\]$/, "$1");
     });
   return { localHosts, caFile: caFile === "" ? undefined : caFile, privateHosts: privateNames };
+}
+
+function defaultQuota(v: string | undefined): Map<QuotaName, QuotaSetting> {
+  try {
+    return parseQuotaList(v ?? "");
+  } catch (err) {
+    throw new Error(`default quota: ${(err as Error).message}`);
+  }
 }
 
 function parseBool(what: string, v: string): boolean {

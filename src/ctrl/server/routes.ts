@@ -25,6 +25,7 @@ import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../../gen/krane/ctrl/v1/notify_pb.js";
+import { QuotaService } from "../../gen/krane/ctrl/v1/quota_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
 import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
@@ -41,6 +42,7 @@ import {
   workspaceServiceImpl,
 } from "../api/handlers.js";
 import { instanceEventServiceImpl } from "../api/instance-events.js";
+import { quotaServiceImpl } from "../api/quotas.js";
 import { registryServiceImpl } from "../api/registries.js";
 import { notificationServiceImpl } from "../api/notifications.js";
 import { previewServiceImpl } from "../api/previews.js";
@@ -142,6 +144,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
     router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
+    router.service(QuotaService, quotaServiceImpl({ store }));
     router.service(MemberService, memberServiceImpl(deps));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));

@@ -21,6 +21,7 @@ import { DEFAULT_REPLAY_WINDOW_MS } from "../previews/webhooks.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
 import { bootstrapAdminToken } from "./admin-token.js";
+import { setInstallationDefaults } from "../domain/quotas.js";
 import {
   apiServer,
   auditRecorder,
@@ -61,6 +62,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const store = await Store.open({ url: config.databaseUrl, poolSize: config.poolSize });
   try {
     if (config.bootstrapAdmin) await bootstrapAdminToken(store, config.bootstrapAdmin, log);
+    if (config.defaultQuota) await setInstallationDefaults(store, config.defaultQuota);
   } catch (err) {
     await store.close();
     throw err;

@@ -1,5 +1,6 @@
 // What startCtrl takes (CtrlConfig and its sections, with their defaults) and what it answers
 // (RunningCtrl). `krane ctrl serve` builds a CtrlConfig from flags, variables and a file (./config.ts).
+import type { QuotaName, QuotaSetting } from "../../contracts/quotas.js";
 import type { Logger } from "pino";
 import type { MeasurementSource } from "../../contracts/analysis.js";
 import type { AllowedKind } from "../../contracts/releases.js";
@@ -93,6 +94,11 @@ export interface CtrlConfig {
   dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
   /** Notifications' delivery. */
   notifications?: NotificationSettings;
+  /**
+   * The installation's default quotas, written at start (replacing the ones before); undefined
+   * leaves what the database holds.
+   */
+  defaultQuota?: ReadonlyMap<QuotaName, QuotaSetting>;
 }
 
 export interface NotificationSettings {

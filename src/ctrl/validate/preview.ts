@@ -48,16 +48,10 @@ export function validateCreatePreview(req: {
   };
 }
 
-export function validatePreviewLimits(
-  l: { maxPreviews: number; maxCpuMillicores: bigint; maxMemoryMib: bigint; forkApproval: boolean } | undefined,
-) {
+/** The preview settings: fork approval (the max_* fields are unused: previews count in the quotas). */
+export function validatePreviewLimits(l: { forkApproval: boolean } | undefined) {
   if (l === undefined) throw invalidArgument("limits", "is required");
-  return {
-    maxPreviews: r.intRange("limits.max_previews", l.maxPreviews, 0, 10_000),
-    maxCpuMillicores: r.intRange("limits.max_cpu_millicores", l.maxCpuMillicores, 0, 10_000_000),
-    maxMemoryMib: r.intRange("limits.max_memory_mib", l.maxMemoryMib, 0, 100_000_000),
-    forkApproval: l.forkApproval,
-  };
+  return { forkApproval: l.forkApproval };
 }
 
 const GITHUB_REPO = /^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}$/;

@@ -28,6 +28,7 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
+import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
@@ -325,6 +326,38 @@ describe("the audit diff of every audited method", () => {
       (o) => registries.removeRegistry({ workspace: WS, host: "registry.example.com" }, o),
     );
 
+    // The workspace's quotas: each one it sets (-1: unlimited).
+    const quotas = ctrl.client(QuotaService, t);
+    await step(
+      {
+        method: "QuotaService/SetQuota",
+        chain: "workspace",
+        diff: each("quotas", "added", [
+          "build_minutes",
+          "cpu_millicores",
+          "environments",
+          "instances",
+          "memory_mib",
+          "previews",
+        ]),
+      },
+      (o) =>
+        quotas.setQuota(
+          {
+            workspace: WS,
+            values: {
+              cpu: "unlimited",
+              memory: "unlimited",
+              instances: "unlimited",
+              environments: "unlimited",
+              previews: "unlimited",
+              build_minutes: "unlimited",
+            },
+          },
+          o,
+        ),
+    );
+
     // Exposure, jobs, releases.
     await step(
       {
@@ -462,21 +495,9 @@ describe("the audit diff of every audited method", () => {
       {
         method: "PreviewService/SetPreviewLimits",
         chain: "workspace",
-        diff: each("preview_limits", "added", [
-          "fork_approval",
-          "max_cpu_millicores",
-          "max_memory_mib",
-          "max_previews",
-        ]),
+        diff: each("preview_limits", "added", ["fork_approval"]),
       },
-      (o) =>
-        previews.setPreviewLimits(
-          {
-            workspace: WS,
-            limits: { maxPreviews: 5, maxCpuMillicores: 10_000n, maxMemoryMib: 10_000n, forkApproval: true },
-          },
-          o,
-        ),
+      (o) => previews.setPreviewLimits({ workspace: WS, limits: { forkApproval: true } }, o),
     );
     const { hook } = await step(
       { method: "PreviewService/CreatePreviewHook", chain: "workspace", diff: each("preview_hook", "added", HOOK) },

@@ -26,6 +26,7 @@ import { file_krane_ctrl_v1_config } from "../../../src/gen/krane/ctrl/v1/config
 import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
+import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
@@ -40,6 +41,7 @@ const services: DescService[] = [
   file_krane_ctrl_v1_release,
   file_krane_ctrl_v1_job,
   file_krane_ctrl_v1_exposure,
+  file_krane_ctrl_v1_quota,
 ].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
@@ -80,6 +82,8 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     AddRegistry: { workspace: "acme", host: "registry.example.com", username: "ci", password: "outage" },
     ListRegistries: { workspace: "acme" },
     RemoveRegistry: { workspace: "acme", host: "registry.example.com" },
+    GetQuota: { workspace: "acme" },
+    SetQuota: { workspace: "acme", values: { build_minutes: "600" } },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

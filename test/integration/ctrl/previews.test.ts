@@ -2,7 +2,7 @@
 // with a local server implementing GitHub's and GitLab's commit-status APIs over real HTTP:
 //   - a preview copies the base's configuration (secrets only when asked), runs in one region at
 //     one replica at a generated hostname, and is desired nowhere else;
-//   - the workspace's limits: resource_exhausted naming the limit, for the count and the CPU;
+//   - the workspace's quotas: resource_exhausted naming the quota, for the count and the CPU;
 //   - a TTL deletes the preview on its own (ctrl's upkeep), audited as ctrl's;
 //   - GitHub: a signed "opened" creates pr-N and its status is posted; unsigned, wrongly signed,
 //     replayed, stale or another repository's deliveries are refused (and audited); synchronize
@@ -28,6 +28,7 @@ import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { PreviewService, type Preview } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
+import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { githubSignature } from "../../../src/ctrl/previews/providers.js";
 import { MAX_BODY } from "../../../src/ctrl/previews/webhooks.js";
@@ -146,7 +147,7 @@ describe("previews (SQLite)", () => {
     assert.equal(preview.region, "eu", "the base's first region");
     assert.equal(preview.url, "http://pr-1-shop-acme.preview.test/");
     assert.equal(preview.withSecrets, false);
-    assert.equal(preview.cpuMillicores, 300n, "one replica (200m) and one sentinel replica (100m)");
+    assert.equal(preview.cpuMillicores, 200n, "one replica (200m): what the workspace's quotas count of it");
     const ref = { workspace: WS, project: "shop", environment: "pr-1" };
     const config = await ctrl.client(ConfigService, ctrl.adminToken).listConfig(ref);
     assert.deepEqual(
@@ -234,40 +235,33 @@ describe("previews (SQLite)", () => {
     await previews().deletePreview({ workspace: WS, project: "shop", name: "pr-digest" });
   });
 
-  it("refuses a preview past the workspace's limits, naming the limit", async () => {
-    await previews().setPreviewLimits({
-      workspace: WS,
-      limits: { maxPreviews: 2, maxCpuMillicores: 10_000n, maxMemoryMib: 100_000n, forkApproval: true },
-    });
-    await expectCode(
+  it("refuses a preview past the workspace's quotas, naming the quota", async () => {
+    const quotas = () => ctrl.client(QuotaService, ctrl.adminToken);
+    const attempt = () =>
       previews().createPreview({
         workspace: WS,
         project: "shop",
         baseEnvironment: "production",
         name: "pr-3",
         image: "registry.example.com/shop:3",
-      }),
-      Code.ResourceExhausted,
-      /max_previews \(2\)/,
-    );
-    await previews().setPreviewLimits({
-      workspace: WS,
-      limits: { maxPreviews: 10, maxCpuMillicores: 700n, maxMemoryMib: 100_000n, forkApproval: true },
-    });
+      });
+    await quotas().setQuota({ workspace: WS, values: { previews: "2" } });
     await expectCode(
-      previews().createPreview({
-        workspace: WS,
-        project: "shop",
-        baseEnvironment: "production",
-        name: "pr-3",
-        image: "registry.example.com/shop:3",
-      }),
+      attempt(),
       Code.ResourceExhausted,
-      /max_cpu_millicores \(700m\).*use 600m/,
+      /previews quota: it uses 2, this change asks 1 more, the limit is 2/,
     );
-    const { previews: used, limits } = await previews().getPreviewLimits({ workspace: WS });
+    // Previews count in the workspace's CPU with its other environments: none left.
+    const cpu = (await quotas().getQuota({ workspace: WS })).quotas.find((q) => q.name === "cpu");
+    assert.ok(cpu?.used !== undefined && cpu.used > 0n);
+    await quotas().setQuota({ workspace: WS, values: { previews: "default", cpu: `${cpu.used}m` } });
+    await expectCode(
+      attempt(),
+      Code.ResourceExhausted,
+      new RegExp(`cpu quota: it uses ${cpu.used}m, this change asks \\d+m more`),
+    );
+    const { previews: used } = await previews().getPreviewLimits({ workspace: WS });
     assert.equal(used, 2);
-    assert.equal(limits?.maxCpuMillicores, 700n);
     // Nothing of the refused one was applied.
     assert.equal((await list()).length, 2);
     await expectCode(
@@ -276,10 +270,7 @@ describe("previews (SQLite)", () => {
         .getEnvironment({ workspace: WS, project: "shop", environment: "pr-3" }),
       Code.NotFound,
     );
-    await previews().setPreviewLimits({
-      workspace: WS,
-      limits: { maxPreviews: 10, maxCpuMillicores: 10_000n, maxMemoryMib: 100_000n, forkApproval: true },
-    });
+    await quotas().setQuota({ workspace: WS, values: { cpu: "default" } });
   });
 
   it("deletes a preview when its TTL passes, on its own", async () => {

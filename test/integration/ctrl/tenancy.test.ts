@@ -103,6 +103,8 @@ function victimRequest(method: DescMethod, v: Victim, byId: boolean, installatio
     image_template: "registry.example.com/evil:{short_sha}",
   };
   if (method.name === "DeleteJob") refs.name = "report";
+  // A quota that changes nothing else the test calls.
+  if (method.name === "SetQuota") refs.values = { build_minutes: "600" };
   const init: Record<string, unknown> = {};
   for (const f of method.input.fields) {
     const value = refs[f.name];

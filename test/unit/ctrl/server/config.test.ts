@@ -96,4 +96,21 @@ describe("ctrl settings", () => {
     assert.throws(() => resolveCtrlSettings({ auditWebhookUrl: "ftp://x" }, {}, {}), /audit webhook url/);
     assert.throws(() => resolveCtrlSettings({ webhookListen: "nowhere" }, {}, {}), /webhook listen/);
   });
+
+  it("reads the installation's default quotas from a flag, the environment or the file", () => {
+    assert.equal(resolveCtrlSettings({}, {}, {}).defaultQuota.size, 0);
+    assert.deepEqual(
+      [...resolveCtrlSettings({ defaultQuota: "cpu=8,memory=16Gi,previews=unlimited" }, {}, {}).defaultQuota],
+      [
+        ["cpu", { kind: "limit", value: 8000 }],
+        ["memory", { kind: "limit", value: 16384 }],
+        ["previews", { kind: "unlimited" }],
+      ],
+    );
+    assert.deepEqual(
+      [...resolveCtrlSettings({}, { KRANE_DEFAULT_QUOTA: "instances=40" }, {}).defaultQuota],
+      [["instances", { kind: "limit", value: 40 }]],
+    );
+    assert.throws(() => resolveCtrlSettings({ defaultQuota: "cpu=lots" }, {}, {}), /^Error: default quota: cpu: /);
+  });
 });
