@@ -36,6 +36,14 @@ interface ServeFlags {
   registryCaFile?: string;
   registryPrivateHosts?: string;
   notifyAllowLoopback?: boolean;
+  buildRegistry?: string;
+  buildRegistryUsername?: string;
+  buildkitd?: string;
+  buildctl?: string;
+  buildBases?: string;
+  buildStateDir?: string;
+  buildSlots?: string;
+  buildTimeout?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -154,6 +162,20 @@ export function registerCtrlCommands(program: Command): void {
       "--notify-allow-loopback",
       "notification channels may deliver to this machine (loopback and link-local addresses; for tests and a relay beside ctrl); env KRANE_NOTIFY_ALLOW_LOOPBACK=true",
     )
+    .option(
+      "--build-registry <host:port>",
+      "turns on builds from source (krane build, deploy --source): the registry built images are pushed to, over TLS (its password: env KRANE_BUILD_REGISTRY_PASSWORD); env KRANE_BUILD_REGISTRY",
+    )
+    .option("--build-registry-username <name>", "the build registry's user; env KRANE_BUILD_REGISTRY_USERNAME")
+    .option("--buildkitd <path>", "buildkitd (default: on PATH); env KRANE_BUILDKITD")
+    .option("--buildctl <path>", "buildctl (default: on PATH); env KRANE_BUILDCTL")
+    .option("--build-bases <dir>", "the base images' OCI layout (scripts/build-bases.sh); env KRANE_BUILD_BASES")
+    .option(
+      "--build-state-dir <dir>",
+      "BuildKit's state, a cache per project (default <database dir>/builds); env KRANE_BUILD_STATE_DIR",
+    )
+    .option("--build-slots <n>", "builds at once (default 1); env KRANE_BUILD_SLOTS")
+    .option("--build-timeout <duration>", "a build's time limit (default 15m); env KRANE_BUILD_TIMEOUT")
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -193,6 +215,14 @@ export function registerCtrlCommands(program: Command): void {
         registryCaFile: flags.registryCaFile,
         registryPrivateHosts: flags.registryPrivateHosts,
         notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
+        buildRegistry: flags.buildRegistry,
+        buildRegistryUsername: flags.buildRegistryUsername,
+        buildkitd: flags.buildkitd,
+        buildctl: flags.buildctl,
+        buildBases: flags.buildBases,
+        buildStateDir: flags.buildStateDir,
+        buildSlots: flags.buildSlots,
+        buildTimeout: flags.buildTimeout,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -257,6 +287,12 @@ export function registerCtrlCommands(program: Command): void {
             }
           : undefined,
         notifications: { allowLoopback: settings.notifyAllowLoopback },
+        builds: settings.builds
+          ? {
+              ...settings.builds,
+              ca: settings.images?.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
+            }
+          : undefined,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {
