@@ -40,7 +40,7 @@ export interface BuildSettings {
   readonly basesLayout: string;
   /** Where each project's BuildKit state (its cache) lives. */
   readonly stateDir: string;
-  /** Builds at once (default 1). */
+  /** Builds at once (default 1); 0: this ctrl queues builds and runs none (another replica's worker does). */
   readonly slots?: number;
   /** A build's time limit (default 15 min). */
   readonly timeoutMs?: number;
@@ -79,8 +79,8 @@ export class BuildWorker implements Runnable {
       due: () => claimBuilds(d.store, slots, this.#leaseMs),
       reconcile: (id, signal) => this.#run(id, signal),
       sweepIntervalMs: s.sweepIntervalMs ?? 2_000,
-      sweepLimit: slots,
-      concurrency: slots,
+      sweepLimit: Math.max(1, slots),
+      concurrency: Math.max(1, slots),
       retry: { baseMs: 1_000, capMs: 30_000 },
       sweepAtStart: true,
       onSweepError: (err) => d.log("claiming builds failed; retrying", { err: String(err) }),

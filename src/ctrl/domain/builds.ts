@@ -25,12 +25,14 @@ export interface SourceChunk {
   readonly data: Uint8Array;
 }
 
+/** One archive's chunks. */
+function chunksOf(db: Reader, projectId: string, digest: string) {
+  return db.selectFrom("build_source_chunks").where("project_id", "=", projectId).where("digest", "=", digest);
+}
+
 async function received(db: Reader, projectId: string, digest: string): Promise<{ bytes: number; size: number }> {
-  const rows = await db
-    .selectFrom("build_source_chunks")
+  const rows = await chunksOf(db, projectId, digest)
     .select(["position", "size", (eb) => eb.fn<number>("length", ["data"]).as("length")])
-    .where("project_id", "=", projectId)
-    .where("digest", "=", digest)
     .execute();
   let bytes = 0;
   for (const r of rows) bytes += Number(r.length);
@@ -47,11 +49,8 @@ export async function appendSourceChunk(store: Store, c: SourceChunk): Promise<n
     if (held.bytes > 0 && held.size !== c.size)
       throw invalidArgument("size", `is ${c.size}, but this archive's upload began with size ${held.size}`);
     if (c.position < held.bytes) {
-      const same = await tx.trx
-        .selectFrom("build_source_chunks")
+      const same = await chunksOf(tx.trx, c.projectId, c.digest)
         .select("position")
-        .where("project_id", "=", c.projectId)
-        .where("digest", "=", c.digest)
         .where("position", "=", c.position)
         .executeTakeFirst();
       if (same) return held.bytes;
@@ -77,13 +76,7 @@ export async function appendSourceChunk(store: Store, c: SourceChunk): Promise<n
 
 /** The whole archive (undefined: not all uploaded). */
 export async function readSource(db: Reader, projectId: string, digest: string): Promise<Buffer | undefined> {
-  const rows = await db
-    .selectFrom("build_source_chunks")
-    .select(["data", "size"])
-    .where("project_id", "=", projectId)
-    .where("digest", "=", digest)
-    .orderBy("position")
-    .execute();
+  const rows = await chunksOf(db, projectId, digest).select(["data", "size"]).orderBy("position").execute();
   const whole = Buffer.concat(rows.map((r) => Buffer.from(r.data)));
   if (rows.length === 0 || whole.length !== Number(rows[0]?.size)) return undefined;
   return whole;
