@@ -143,6 +143,8 @@ export interface BuildRequest {
   readonly secrets?: Readonly<Record<string, string>>;
   /** The build's time limit; past it the build is cancelled and fails saying so. */
   readonly timeoutMs?: number;
+  /** Cancels the build (a newer one superseded it, someone cancelled it). */
+  readonly signal?: AbortSignal;
 }
 
 export interface BuildResult {
@@ -156,6 +158,8 @@ export class BuildFailed extends Error {
   constructor(
     message: string,
     readonly lastLines: readonly string[],
+    /** The step that failed, as BuildKit names it ("[2/3] RUN …"), when one did. */
+    readonly step?: string,
   ) {
     super(message);
   }
@@ -260,8 +264,16 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
     ];
     const lines: string[] = [];
     let timedOut = false;
+    let cancelled = false;
     const code = await new Promise<number | null>((resolve, reject) => {
       const child = spawn(req.buildctl, args, { stdio: ["ignore", "pipe", "pipe"] });
+      const cancel = (): void => {
+        cancelled = true;
+        child.kill("SIGTERM");
+      };
+      if (req.signal?.aborted) cancel();
+      req.signal?.addEventListener("abort", cancel, { once: true });
+      child.once("close", () => req.signal?.removeEventListener("abort", cancel));
       // Cancelling the client ends its session, and buildkitd cancels the solve with it.
       const timer =
         req.timeoutMs === undefined
@@ -280,6 +292,7 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
       child.once("error", reject);
       child.once("close", (c) => resolve(c));
     });
+    if (cancelled) throw new BuildFailed("the build was cancelled", lines.slice(-30));
     if (timedOut)
       throw new BuildFailed(
         `the build ran past its time limit of ${Math.round((req.timeoutMs ?? 0) / 1000)} s and was cancelled`,
@@ -292,6 +305,7 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
         throw new BuildFailed(
           `the build failed at step ${failed.step}: ${why.replace(/^error:\s*/, "")}`,
           failed.output,
+          failed.step,
         );
       throw new BuildFailed(`the build failed: ${why.replace(/^error:\s*/, "")}`, lines.slice(-30));
     }

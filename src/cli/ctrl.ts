@@ -37,6 +37,14 @@ interface ServeFlags {
   registryPrivateHosts?: string;
   notifyAllowLoopback?: boolean;
   defaultQuota?: string;
+  buildRegistry?: string;
+  buildRegistryUsername?: string;
+  buildkitd?: string;
+  buildctl?: string;
+  buildBases?: string;
+  buildStateDir?: string;
+  buildSlots?: string;
+  buildTimeout?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -159,6 +167,20 @@ export function registerCtrlCommands(program: Command): void {
       "--default-quota <quotas>",
       'the quotas of every workspace that sets none of its own, e.g. "cpu=8,memory=16Gi,instances=40,environments=10,previews=5,build_minutes=1000" (default: unlimited, previews 10); a workspace owner may set less, only an installation token more; env KRANE_DEFAULT_QUOTA',
     )
+    .option(
+      "--build-registry <host:port>",
+      "turns on builds from source (krane build, deploy --source): the registry built images are pushed to, over TLS (its password: env KRANE_BUILD_REGISTRY_PASSWORD); env KRANE_BUILD_REGISTRY",
+    )
+    .option("--build-registry-username <name>", "the build registry's user; env KRANE_BUILD_REGISTRY_USERNAME")
+    .option("--buildkitd <path>", "buildkitd (default: on PATH); env KRANE_BUILDKITD")
+    .option("--buildctl <path>", "buildctl (default: on PATH); env KRANE_BUILDCTL")
+    .option("--build-bases <dir>", "the base images' OCI layout (scripts/build-bases.sh); env KRANE_BUILD_BASES")
+    .option(
+      "--build-state-dir <dir>",
+      "BuildKit's state, a cache per project (default <database dir>/builds); env KRANE_BUILD_STATE_DIR",
+    )
+    .option("--build-slots <n>", "builds at once (default 1); env KRANE_BUILD_SLOTS")
+    .option("--build-timeout <duration>", "a build's time limit (default 15m); env KRANE_BUILD_TIMEOUT")
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -199,6 +221,14 @@ export function registerCtrlCommands(program: Command): void {
         registryPrivateHosts: flags.registryPrivateHosts,
         notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
         defaultQuota: flags.defaultQuota,
+        buildRegistry: flags.buildRegistry,
+        buildRegistryUsername: flags.buildRegistryUsername,
+        buildkitd: flags.buildkitd,
+        buildctl: flags.buildctl,
+        buildBases: flags.buildBases,
+        buildStateDir: flags.buildStateDir,
+        buildSlots: flags.buildSlots,
+        buildTimeout: flags.buildTimeout,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -264,6 +294,12 @@ export function registerCtrlCommands(program: Command): void {
           : undefined,
         notifications: { allowLoopback: settings.notifyAllowLoopback },
         defaultQuota: settings.defaultQuota,
+        builds: settings.builds
+          ? {
+              ...settings.builds,
+              ca: settings.images?.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
+            }
+          : undefined,
       });
       await new Promise<void>((resolve) => {
         const stop = (signal: string): void => {

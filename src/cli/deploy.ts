@@ -17,7 +17,9 @@ import {
 } from "./command.js";
 
 interface DeployFlags extends ConnectionFlags {
-  image: string;
+  image?: string;
+  source?: string;
+  dockerfile?: string;
   /** false with --no-inherit. */
   inherit: boolean;
   envUnset: string[];
@@ -92,7 +94,9 @@ from the defaults instead (port 8080, http1, 250m CPU, 256 MiB, no health check,
 entrypoint, no variables): the way to drop a carried command, argument list or health check.
 --replicas changes the environment's count, not the revision.`,
       )
-      .requiredOption("--image <image>", "container image")
+      .option("--image <image>", "container image")
+      .option("--source <dir>", "build this directory from source and deploy the result (instead of --image)")
+      .option("--dockerfile <path>", "with --source: a Dockerfile's path in the source")
       .option("--replicas <n>", "replicas per region (also becomes the environment's count)", intArg("--replicas"))
       .option("--cpu <millicores>", "CPU millicores (default: carried, else 250)", intArg("--cpu"))
       .option("--memory <mib>", "memory MiB (default: carried, else 256)", intArg("--memory"))
@@ -115,11 +119,31 @@ entrypoint, no variables): the way to drop a carried command, argument list or h
     async (x, target: string, f: DeployFlags) => {
       if (!f.inherit && f.envUnset.length > 0)
         throw new Error("--env-unset drops a carried variable: it cannot be combined with --no-inherit");
+      if ((f.image === undefined) === (f.source === undefined))
+        throw new Error("give either --image (a built image) or --source (a directory to build), not both");
+      if (f.dockerfile !== undefined && f.source === undefined) throw new Error("--dockerfile goes with --source");
+      if (f.source !== undefined) {
+        // The build deploys its digest with the current revision's settings: the others are --image's.
+        const others = [f.replicas, f.cpu, f.memory, f.port, f.protocol, f.buildId, f.healthPath, f.unpin];
+        if (
+          others.some((v) => v !== undefined) ||
+          f.env.length + f.command.length + f.arg.length + f.envUnset.length > 0 ||
+          !f.inherit
+        )
+          throw new Error(
+            "--source deploys with the current revision's settings: set them with a deploy of --image, or krane.yaml",
+          );
+        const { sourceBuild } = await import("./build.js");
+        const b = await sourceBuild(x, target, { source: f.source, dockerfile: f.dockerfile }, true);
+        const got = await x.ctrl.client(x.api.DeploymentService).getDeployment({ deploymentId: b.deploymentId });
+        if (got.deployment) printDeployment(x, got.deployment);
+        return;
+      }
       const ref = await environmentRef(x, target);
       const { deployment, pinnedDeploymentId } = await x.ctrl.client(x.api.DeploymentService).createDeployment({
         ...ref,
         unpin: f.unpin === true,
-        image: f.image,
+        image: f.image ?? "",
         inherit: f.inherit,
         command: f.command,
         args: f.arg,

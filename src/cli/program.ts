@@ -8,6 +8,7 @@ import { Command } from "commander";
 import { registerApiTokenCommands } from "./api-token.js";
 import { registerAuditCommands } from "./audit.js";
 import { registerDeployCommands } from "./deploy.js";
+import { registerBuildCommands } from "./build.js";
 import { registerEnvCommands } from "./env.js";
 import { registerEventsCommand } from "./events.js";
 import { registerMetricsCommand } from "./metrics.js";
@@ -43,6 +44,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["project", registerProjectCommands],
   ["env", registerEnvCommands],
   ["deploy", registerDeployCommands],
+  ["build", registerBuildCommands],
   ["settings", registerSettingsCommands],
   ["release", registerReleaseCommands],
   ["rollout", registerRolloutCommands],

@@ -15,6 +15,7 @@ import {
 import { ProjectFileService } from "../gen/krane/ctrl/v1/apply_pb.js";
 import { MemberService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
+import { BuildService } from "../gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
 import { DomainService, EndpointService } from "../gen/krane/ctrl/v1/exposure_pb.js";
@@ -52,6 +53,7 @@ export const API_SERVICES = {
   projectFiles: ProjectFileService,
   notifications: NotificationService,
   quotas: QuotaService,
+  builds: BuildService,
 } as const;
 
 export type ApiClients = { readonly [K in keyof typeof API_SERVICES]: Client<(typeof API_SERVICES)[K]> };

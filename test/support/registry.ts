@@ -8,9 +8,9 @@
 // (`cluster.realNodes.hostIp`), which both this machine (ctrl) and the nodes' containerd reach.
 //
 // `push` uploads an image from an OCI archive (the hello image's, src/cluster/images.ts) with
-// the registry API itself — blobs, then the manifest under a tag — as any client pushes.
+// the registry API itself (src/builds/push.ts, what ctrl's builds push with).
 import { execFile } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -18,6 +18,7 @@ import { promisify } from "node:util";
 import { createServer as createHttpsServer, type Server } from "node:https";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { Agent, fetch } from "undici";
+import { pushManifest, pushOciArchive, sha256Digest, type PushTarget } from "../../src/builds/push.js";
 import { ensureRegistry } from "../../src/cluster/build.js";
 import { logTail, startComponent, type RunningComponent } from "../../src/cluster/process.js";
 import { createServer } from "node:net";
@@ -113,20 +114,6 @@ async function certificates(dir: string, address: string): Promise<{ ca: string;
 }
 
 const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-
-function sha256(b: Uint8Array): string {
-  return `sha256:${createHash("sha256").update(b).digest("hex")}`;
-}
-
-interface OciIndex {
-  manifests: { mediaType: string; digest: string; size: number; annotations?: Record<string, string> }[];
-}
-
-interface OciManifest {
-  mediaType?: string;
-  config: { digest: string };
-  layers: { digest: string }[];
-}
 
 /**
  * Starts a registry on `address` (default 127.0.0.1) with these users (default one, random
@@ -238,60 +225,9 @@ export async function startTestRegistry(opts: {
     return { status: r.status, headers: r.headers as unknown as Headers, text: await r.text() };
   };
 
-  /** Uploads the blobs the registry lacks, then the manifest under `tag`; its digest. */
-  async function pushManifest(
-    repository: string,
-    tag: string,
-    blobs: readonly { digest: string; bytes: () => Promise<Uint8Array> }[],
-    manifestBytes: Uint8Array,
-    mediaType: string,
-  ): Promise<string> {
-    for (const b of blobs) {
-      const head = await call(repository, "HEAD", `/v2/${repository}/blobs/${b.digest}`);
-      if (head.status === 200) continue;
-      const start = await call(repository, "POST", `/v2/${repository}/blobs/uploads/`);
-      const location = start.headers.get("location");
-      if (start.status !== 202 || !location) throw new Error(`starting an upload: HTTP ${start.status} ${start.text}`);
-      const url = new URL(location, base);
-      url.searchParams.set("digest", b.digest);
-      const put = await call(
-        repository,
-        "PUT",
-        url.toString(),
-        { "Content-Type": "application/octet-stream" },
-        await b.bytes(),
-      );
-      if (put.status !== 201) throw new Error(`uploading ${b.digest}: HTTP ${put.status} ${put.text}`);
-    }
-    const put = await call(
-      repository,
-      "PUT",
-      `/v2/${repository}/manifests/${tag}`,
-      { "Content-Type": mediaType },
-      manifestBytes,
-    );
-    if (put.status !== 201) throw new Error(`pushing the manifest: HTTP ${put.status} ${put.text}`);
-    const digest = sha256(manifestBytes);
-    const said = put.headers.get("docker-content-digest");
-    if (said !== digest) throw new Error(`the registry stored ${said}, not ${digest}`);
-    return digest;
-  }
-
-  async function push(archive: string, from: string, repository: string, tag: string): Promise<string> {
-    const layout = await mkdtemp(join(dir, "layout-"));
-    await run("tar", ["-xf", archive, "-C", layout]);
-    const blob = (digest: string) => readFile(join(layout, "blobs", ...digest.split(":")));
-    const index = JSON.parse(await readFile(join(layout, "index.json"), "utf8")) as OciIndex;
-    const entry = index.manifests.find((m) => m.annotations?.["org.opencontainers.image.ref.name"] === from);
-    if (!entry) throw new Error(`${archive} has no image tagged ${from}`);
-    const manifestBytes = await blob(entry.digest);
-    const manifest = JSON.parse(manifestBytes.toString("utf8")) as OciManifest;
-    const blobs = [manifest.config.digest, ...manifest.layers.map((l) => l.digest)].map((digest) => ({
-      digest,
-      bytes: () => blob(digest),
-    }));
-    return pushManifest(repository, tag, blobs, manifestBytes, manifest.mediaType ?? entry.mediaType);
-  }
+  const target: PushTarget = { base, authorization: authFor, dispatcher };
+  const push = (archive: string, from: string, repository: string, tag: string): Promise<string> =>
+    pushOciArchive(target, archive, repository, tag, from);
 
   /** A tiny image (one small layer, a config naming `label`) as `repository:tag`; its digest. */
   async function pushTiny(repository: string, tag: string, label: string): Promise<string> {
@@ -301,19 +237,25 @@ export async function startTestRegistry(opts: {
         architecture: "amd64",
         os: "linux",
         config: { Labels: { "krane.test": label } },
-        rootfs: { type: "layers", diff_ids: [sha256(layer)] },
+        rootfs: { type: "layers", diff_ids: [sha256Digest(layer)] },
       }),
     );
     const manifest = Buffer.from(
       JSON.stringify({
         schemaVersion: 2,
         mediaType: OCI_MANIFEST,
-        config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length },
-        layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha256(layer), size: layer.length }],
+        config: {
+          mediaType: "application/vnd.oci.image.config.v1+json",
+          digest: sha256Digest(config),
+          size: config.length,
+        },
+        layers: [
+          { mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha256Digest(layer), size: layer.length },
+        ],
       }),
     );
-    const blobs = [config, layer].map((b) => ({ digest: sha256(b), bytes: async () => b }));
-    return pushManifest(repository, tag, blobs, manifest, OCI_MANIFEST);
+    const blobs = [config, layer].map((b) => ({ digest: sha256Digest(b), bytes: async () => b }));
+    return pushManifest(target, repository, tag, blobs, manifest, OCI_MANIFEST);
   }
 
   return {

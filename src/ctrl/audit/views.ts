@@ -402,6 +402,61 @@ async function serviceAccountSubject(
   };
 }
 
+/** A build: its environment, state and what it made (its log is not audited). */
+async function buildSubject(db: Reader, wsRef: string, id: string | undefined): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const b =
+    id === undefined || id === ""
+      ? undefined
+      : await db
+          .selectFrom("builds")
+          .select(["id", "project_id", "environment_id", "state", "source_digest", "deploy", "image_digest"])
+          .where("workspace_id", "=", w.id)
+          .where("id", "=", id)
+          .executeTakeFirst();
+  return {
+    workspaceId: w.id,
+    targets: b ? [b.project_id, b.environment_id, b.id] : id ? [id] : [],
+    view: b
+      ? {
+          build: {
+            state: b.state,
+            source_digest: b.source_digest,
+            deploy: Number(b.deploy) === 1,
+            image_digest: b.image_digest,
+          },
+        }
+      : null,
+  };
+}
+
+/** A source archive being uploaded to a project: how many bytes ctrl holds of it. */
+async function buildSourceSubject(
+  db: Reader,
+  wsRef: string,
+  projectRef: string,
+  digest: string,
+): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const p = await db
+    .selectFrom("projects")
+    .select("id")
+    .where("workspace_id", "=", w.id)
+    .where(projectRef.startsWith("prj_") ? "id" : "slug", "=", projectRef)
+    .executeTakeFirst();
+  if (!p) return { workspaceId: w.id, targets: [], view: null };
+  const held = await db
+    .selectFrom("build_source_chunks")
+    .select((eb) => eb.fn.countAll<number>().as("chunks"))
+    .where("project_id", "=", p.id)
+    .where("digest", "=", digest)
+    .executeTakeFirst();
+  const chunks = Number(held?.chunks ?? 0);
+  return { workspaceId: w.id, targets: [p.id], view: chunks > 0 ? { source: { digest, chunks } } : null };
+}
+
 function roleOrNull(v: string | null): RoleName | null {
   return v !== null && isRoleName(v) ? v : null;
 }
@@ -587,6 +642,11 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
       return (db, req) => notificationChannelSubject(db, field(req, "workspace"), named("name")(req));
     case Declared.SMTP_SERVER:
       return (db) => smtpServerSubject(db);
+    case Declared.BUILD:
+      return (db, req, created) =>
+        buildSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "build_id"));
+    case Declared.BUILD_SOURCE:
+      return (db, req) => buildSourceSubject(db, field(req, "workspace"), field(req, "project"), named("digest")(req));
     default:
       return undefined;
   }

@@ -851,7 +851,53 @@ export interface SmtpSettingsTable {
   updated_at: number;
 }
 
+/** Migration 0032: a source archive's chunks, uploaded in order. */
+export interface BuildSourceChunksTable {
+  project_id: string;
+  /** "sha256:<hex>" of the whole archive, as the uploader said. */
+  digest: string;
+  /** Where the chunk starts in the archive. */
+  position: number;
+  /** The whole archive's size. */
+  size: number;
+  data: Uint8Array;
+  created_at: number;
+}
+
+/** Migration 0032: a build from source. */
+export interface BuildsTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  environment_id: string;
+  /** 1: goes before other environments' builds. */
+  production: number;
+  /** BuildState (src/builds/queue.ts). */
+  state: string;
+  source_digest: string;
+  dockerfile: string | null;
+  deploy: number;
+  image: string | null;
+  image_digest: string | null;
+  deployment_id: string | null;
+  error: string | null;
+  failed_step: string | null;
+  /** JSON list of the failed step's last lines. */
+  failed_output: string | null;
+  /** The log's lines, "\n" between (its newest lines when it grew past the bound). */
+  log: string;
+  /** Lines ever logged (the log's first kept line is log_lines minus the kept ones). */
+  log_lines: number;
+  /** While running: the worker holds it until then (renewed as it logs). */
+  lease_until: number | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
 export interface Database {
+  build_source_chunks: BuildSourceChunksTable;
+  builds: BuildsTable;
   workspaces: WorkspacesTable;
   projects: ProjectsTable;
   environments: EnvironmentsTable;
@@ -914,6 +960,7 @@ export type WorkspaceRow = Selectable<WorkspacesTable>;
 export type ProjectRow = Selectable<ProjectsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type DeploymentRow = Selectable<DeploymentsTable>;
+export type BuildRow = Selectable<BuildsTable>;
 export type SentinelRow = Selectable<SentinelsTable>;
 export type EndpointRow = Selectable<EndpointsTable>;
 export type DomainRow = Selectable<DomainsTable>;

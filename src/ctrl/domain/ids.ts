@@ -25,7 +25,8 @@ export type IdPrefix =
   | "req"
   | "rcr"
   | "nch"
-  | "nev";
+  | "nev"
+  | "bld";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

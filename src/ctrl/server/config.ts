@@ -34,6 +34,14 @@
 //   --registry-private-hosts KRANE_REGISTRY_PRIVATE_HOSTS registryPrivateHosts (none) registry hosts ctrl may reach at private addresses
 //   --notify-allow-loopback KRANE_NOTIFY_ALLOW_LOOPBACK notifyAllowLoopback false (channels may deliver to this machine)
 //   --default-quota      KRANE_DEFAULT_QUOTA        defaultQuota        (none: unlimited, previews 10) "cpu=8,memory=16Gi,…"
+//   --build-registry     KRANE_BUILD_REGISTRY       buildRegistry       off (builds from source push here, host:port; TLS, CAs of --registry-ca-file)
+//   --build-registry-username KRANE_BUILD_REGISTRY_USERNAME buildRegistryUsername (none: anonymous pushes)
+//   (env only)           KRANE_BUILD_REGISTRY_PASSWORD buildRegistryPassword its password
+//   --buildkitd/--buildctl KRANE_BUILDKITD/_BUILDCTL buildkitd/buildctl buildkitd, buildctl on PATH
+//   --build-bases        KRANE_BUILD_BASES          buildBases          (required with builds) the base images' OCI layout
+//   --build-state-dir    KRANE_BUILD_STATE_DIR      buildStateDir       <database dir>/builds (BuildKit's caches, per project)
+//   --build-slots        KRANE_BUILD_SLOTS          buildSlots          1 (builds at once)
+//   --build-timeout      KRANE_BUILD_TIMEOUT        buildTimeout        15m (a build's time limit)
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -87,6 +95,18 @@ export interface CtrlSettings {
   notifyAllowLoopback: boolean;
   /** The installation's default quotas (every workspace that sets none of its own). */
   defaultQuota: Map<QuotaName, QuotaSetting>;
+  /** Builds from source in ctrl's build worker (null: off); registry CAs are images.caFile's. */
+  builds: {
+    registry: string;
+    username: string | undefined;
+    password: string | undefined;
+    buildkitd: string;
+    buildctl: string;
+    basesLayout: string;
+    stateDir: string;
+    slots: number;
+    timeoutMs: number;
+  } | null;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -125,6 +145,15 @@ const ENV = {
   registryPrivateHosts: "KRANE_REGISTRY_PRIVATE_HOSTS",
   notifyAllowLoopback: "KRANE_NOTIFY_ALLOW_LOOPBACK",
   defaultQuota: "KRANE_DEFAULT_QUOTA",
+  buildRegistry: "KRANE_BUILD_REGISTRY",
+  buildRegistryUsername: "KRANE_BUILD_REGISTRY_USERNAME",
+  buildRegistryPassword: "KRANE_BUILD_REGISTRY_PASSWORD",
+  buildkitd: "KRANE_BUILDKITD",
+  buildctl: "KRANE_BUILDCTL",
+  buildBases: "KRANE_BUILD_BASES",
+  buildStateDir: "KRANE_BUILD_STATE_DIR",
+  buildSlots: "KRANE_BUILD_SLOTS",
+  buildTimeout: "KRANE_BUILD_TIMEOUT",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -261,6 +290,38 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
     ),
     notifyAllowLoopback: parseBool("notify allow loopback", pick("notifyAllowLoopback") ?? "false"),
     defaultQuota: defaultQuota(pick("defaultQuota")),
+    builds: buildSettings(
+      pick,
+      isPg || databaseUrl === ":memory:" ? "./.krane/builds" : join(dirname(databaseUrl), "builds"),
+    ),
+  };
+}
+
+function buildSettings(
+  pick: (k: keyof typeof ENV) => string | undefined,
+  defaultStateDir: string,
+): CtrlSettings["builds"] {
+  const registry = pick("buildRegistry");
+  if (registry === undefined || registry === "" || registry === "off") return null;
+  if (registryHost(registry) !== registry.toLowerCase())
+    throw new Error(`build registry: "${registry}" is not a registry host (host or host:port)`);
+  const basesLayout = pick("buildBases");
+  if (basesLayout === undefined || basesLayout === "")
+    throw new Error(
+      "build bases: builds need the base images' OCI layout (--build-bases; scripts/build-bases.sh makes it)",
+    );
+  const slots = Number(pick("buildSlots") ?? "1");
+  if (!Number.isInteger(slots) || slots < 1 || slots > 64) throw new Error("build slots: an integer from 1 to 64");
+  return {
+    registry: registry.toLowerCase(),
+    username: pick("buildRegistryUsername"),
+    password: pick("buildRegistryPassword"),
+    buildkitd: pick("buildkitd") ?? "buildkitd",
+    buildctl: pick("buildctl") ?? "buildctl",
+    basesLayout,
+    stateDir: pick("buildStateDir") ?? defaultStateDir,
+    slots,
+    timeoutMs: parseDurationMs("build timeout", pick("buildTimeout") ?? "15m"),
   };
 }
 

@@ -8,6 +8,7 @@ import { buildInfo, buildLabel } from "../../build-info.js";
 import type { MeasurementSource } from "../../contracts/analysis.js";
 import { AuditRecorder } from "../audit/recorder.js";
 import { AuditWebhookSink } from "../audit/sink.js";
+import type { BuildWorker } from "../builds/worker.js";
 import { Authenticator } from "../auth/authenticator.js";
 import { createDashboardHandler } from "../dashboard/http.js";
 import { compactOutbox } from "../db/outbox.js";
@@ -224,6 +225,8 @@ export interface ApiParts {
   /** Pins deploys' images to digests (absent: images run as named). */
   readonly images: ImageResolver | undefined;
   readonly notifications: NotificationDeliverer;
+  /** Builds from source (absent: this ctrl does not build). */
+  readonly builds: BuildWorker | undefined;
 }
 
 /**

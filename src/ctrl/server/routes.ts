@@ -51,6 +51,9 @@ import { memberServiceImpl } from "../api/access.js";
 import { MemberService } from "../../gen/krane/ctrl/v1/access_pb.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
+import type { BuildWorker } from "../builds/worker.js";
+import { buildServiceImpl, DEFAULT_MAX_SOURCE_BYTES } from "../api/builds.js";
+import { BuildService } from "../../gen/krane/ctrl/v1/build_pb.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import type { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
@@ -99,6 +102,8 @@ export interface RouteDeps {
   /** Background work that failed (outages are logged once). */
   readonly backgroundFailure: (what: string) => (err: unknown) => void;
   /** Notifications: test messages go out through the deliverer; loopback receivers when allowed. */
+  /** Builds from source (absent: this ctrl does not build). */
+  readonly builds: BuildWorker | undefined;
   readonly notifications: {
     deliverer: NotificationDeliverer;
     allowLoopback: boolean;
@@ -182,5 +187,16 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
       previewServiceImpl({ store, keyring: d.keyring, exposure: d.exposure, rollout, statusDue: d.statusDue }),
     );
     router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
+    const worker = d.builds;
+    router.service(
+      BuildService,
+      buildServiceImpl({
+        store,
+        worker: worker && {
+          queued: () => worker.queued(),
+          maxSourceBytes: worker.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES,
+        },
+      }),
+    );
   };
 }

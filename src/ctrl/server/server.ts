@@ -13,6 +13,7 @@ import { Manager, onStop, part } from "../../base/lifecycle.js";
 import { buildLabel } from "../../build-info.js";
 import { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
+import { BuildWorker } from "../builds/worker.js";
 import { ImageResolver } from "../images/resolve.js";
 import { LogHub } from "../logs/hub.js";
 import { useBufferTextEncoding } from "../payloads/text-encoding.js";
@@ -104,8 +105,18 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   if (images) mgr.add(onStop("image resolver", () => images.close()));
   // Delivery stops after the listeners (they may still be sending a test message).
   const notifications = mgr.add(notificationDeliverer(b));
+  // Builds stop after the listeners: a build in flight is left to its lease and runs again.
+  const builds =
+    config.builds &&
+    mgr.add(
+      new BuildWorker(config.builds, {
+        store,
+        environmentChanged: (id) => rollout.environmentChanged(id),
+        log: (msg, fields) => log.warn(fields ?? {}, msg),
+      }),
+    );
   const api = mgr.add(
-    apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, images, notifications }),
+    apiServer(b, { hub, logHub, liveHub: live, rollout, domains, audit, statusDue, images, notifications, builds }),
   );
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;

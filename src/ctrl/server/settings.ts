@@ -14,6 +14,7 @@ import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import type { DomainVerifier } from "../exposure/verifier.js";
 import type { ImageSettings } from "../images/resolve.js";
+import type { BuildSettings } from "../builds/worker.js";
 import type { LiveHubOptions } from "../live/hub.js";
 import type { LiveServiceOptions } from "../live/service.js";
 import type { LogHub } from "../logs/hub.js";
@@ -90,6 +91,8 @@ export interface CtrlConfig {
    * images run as named (`krane ctrl serve` resolves unless --image-digests off).
    */
   images?: ImageSettings;
+  /** Builds from source in ctrl's build worker (../builds/worker.ts); absent: StartBuild is refused. */
+  builds?: BuildSettings;
   /** The web dashboard at `/`: where its built page is, how long a sign-in lasts. */
   dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
   /** Notifications' delivery. */

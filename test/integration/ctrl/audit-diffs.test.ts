@@ -10,7 +10,7 @@
 // workspace (one event per call, in one chain; the admin reads every chain, the workspace's
 // tokens only theirs). An installation token's are in the installation's chain.
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
@@ -24,6 +24,7 @@ import {
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { BuildService } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
@@ -134,6 +135,15 @@ describe("the audit diff of every audited method", () => {
       domains: { resolver: { resolveTxt: async (name) => (txt.has(name) ? [[txt.get(name) ?? ""]] : []) } },
       previews: { webhookListen: { host: "127.0.0.1", port: 0 } },
       notifications: { allowLoopback: true },
+      // Builds are queued and audited; none runs here (no slots): their views stay as the calls left them.
+      builds: {
+        registry: "127.0.0.1:9",
+        buildkitd: "/nonexistent/buildkitd",
+        buildctl: "/nonexistent/buildctl",
+        basesLayout: "/nonexistent/bases",
+        stateDir: join(dir.path, "builds"),
+        slots: 0,
+      },
     });
   });
   after(async () => {
@@ -641,6 +651,30 @@ describe("the audit diff of every audited method", () => {
         diff: ["service_account.name removed", "service_account.role removed"],
       },
       (o) => members.deleteServiceAccount({ workspace: WS, name: "deployer" }, o),
+    );
+
+    // Builds: an upload's chunks, a queued build, its cancellation (never the log or the source's bytes).
+    const builds = ctrl.client(BuildService, t);
+    const archive = Buffer.from("not even a tar: builds check only the digest when queued");
+    const digest = `sha256:${createHash("sha256").update(archive).digest("hex")}`;
+    await step(
+      { method: "BuildService/UploadSource", chain: "workspace", diff: each("source", "added", ["chunks", "digest"]) },
+      (o) =>
+        builds.uploadSource(
+          { workspace: WS, project: REF.project, digest, size: BigInt(archive.length), offset: 0n, data: archive },
+          o,
+        ),
+    );
+    const queued = await step(
+      {
+        method: "BuildService/StartBuild",
+        chain: "workspace",
+        diff: each("build", "added", ["deploy", "source_digest", "state"]),
+      },
+      (o) => builds.startBuild({ ...REF, sourceDigest: digest, deploy: true }, o),
+    );
+    await step({ method: "BuildService/CancelBuild", chain: "workspace", diff: ["build.state set"] }, (o) =>
+      builds.cancelBuild({ workspace: WS, buildId: queued.build?.id ?? "" }, o),
     );
 
     // API tokens: a workspace's in its chain, whoever makes or revokes them; the installation's in its own.

@@ -76,6 +76,7 @@ const OLD_MIGRATIONS = [
  * columns only (api_tokens.workspace_id, audit_events.actor_scope), and 0031 two more to api_tokens.
  * 0028 adds registry credentials (and deployments.image_digest); 0029 adds columns only (the warm
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables;
+ * 0032 the builds and their uploaded sources.
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
  * 0036 the metrics history (metric_points).
  */
@@ -105,6 +106,8 @@ const NEW_TABLES = [
   "measurements",
   "members",
   "service_accounts",
+  "builds",
+  "build_source_chunks",
   "workspace_quotas",
   "metric_points",
 ];

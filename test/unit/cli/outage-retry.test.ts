@@ -14,6 +14,7 @@ import { file_krane_ctrl_v1_access } from "../../../src/gen/krane/ctrl/v1/access
 import { file_krane_ctrl_v1_apply } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
+import { file_krane_ctrl_v1_build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
 import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
 
@@ -29,6 +30,7 @@ test("every public method is repeated after an outage as it is or only under its
     file_krane_ctrl_v1_access,
     file_krane_ctrl_v1_apply,
     file_krane_ctrl_v1_quota,
+    file_krane_ctrl_v1_build,
   ]
     .flatMap((f) => f.services)
     .flatMap((s) => s.methods);
@@ -55,6 +57,8 @@ test("every public method is repeated after an outage as it is or only under its
     "NotificationService.TestChannel",
     "MemberService.InviteMember",
     "MemberService.CreateServiceAccount",
+    // Each start queues one more build (and cancels the one before).
+    "BuildService.StartBuild",
   ];
   const name = (m: (typeof all)[number]) => `${m.parent.name}.${m.name}`;
   assert.deepEqual(

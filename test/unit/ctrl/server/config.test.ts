@@ -113,4 +113,33 @@ describe("ctrl settings", () => {
     );
     assert.throws(() => resolveCtrlSettings({ defaultQuota: "cpu=lots" }, {}, {}), /^Error: default quota: cpu: /);
   });
+
+  it("builds from source: off without a build registry; the bases are required; the password only from the environment", () => {
+    assert.equal(resolveCtrlSettings({}, {}, {}).builds, null);
+    const s = resolveCtrlSettings(
+      { database: "/var/lib/krane/ctrl.db", buildRegistry: "Registry.Example:5000", buildBases: "/srv/bases" },
+      { KRANE_BUILD_REGISTRY_USERNAME: "ci", KRANE_BUILD_REGISTRY_PASSWORD: "pw", KRANE_BUILD_SLOTS: "3" },
+      parseCtrlConfigFile("buildTimeout: 5m\n"),
+    );
+    assert.deepEqual(s.builds, {
+      registry: "registry.example:5000",
+      username: "ci",
+      password: "pw",
+      buildkitd: "buildkitd",
+      buildctl: "buildctl",
+      basesLayout: "/srv/bases",
+      stateDir: "/var/lib/krane/builds",
+      slots: 3,
+      timeoutMs: 300_000,
+    });
+    assert.throws(() => resolveCtrlSettings({ buildRegistry: "registry.example" }, {}, {}), /build bases: /);
+    assert.throws(
+      () => resolveCtrlSettings({ buildRegistry: "https://x/y", buildBases: "/b" }, {}, {}),
+      /build registry: "https:\/\/x\/y" is not a registry host/,
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ buildRegistry: "r:5000", buildBases: "/b", buildSlots: "0" }, {}, {}),
+      /build slots/,
+    );
+  });
 });

@@ -1,0 +1,237 @@
+// ctrl's build worker: claims queued builds (production first, at most `slots` at once, under a
+// lease it renews as the build logs: src/ctrl/domain/builds.ts) and runs each with the BuildKit
+// runner (src/builds/buildkit.ts: one buildkitd per project, so caches are per project; no network
+// for RUN steps), pushes the image to the build registry, and for a deploy build records the
+// digest as the environment's new revision.
+//
+// Why in ctrl and not, as DESIGN §10 has it, work an agent pulls into builder pods: this is the
+// first step, with the same records, queue and API an agent-side builder will use. A builder kind
+// on the agent replaces `run` below; the rest stays. A build whose worker dies (ctrl stopped
+// mid-build) goes back to the queue when its lease lapses.
+import { rootCertificates } from "node:tls";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { Agent } from "undici";
+import type { Runnable } from "../../base/lifecycle.js";
+import { BuildFailed, buildImage, startBuildkitd, type Buildkitd } from "../../builds/buildkit.js";
+import { pushOciArchive, type PushTarget } from "../../builds/push.js";
+import { CreateDeploymentRequestSchema } from "../../gen/krane/ctrl/v1/api_pb.js";
+import { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
+import type { Store } from "../db/store.js";
+import { buildById, claimBuilds, finishBuild, logBuild, readSource, type Outcome } from "../domain/builds.js";
+import { createAskedDeployment } from "../domain/deployments.js";
+import { currentRevision } from "../rollout/actions.js";
+import { validateCreateDeployment } from "../validate/api.js";
+
+export interface BuildSettings {
+  /** The registry built images are pushed to, host:port (what image names start with). */
+  readonly registry: string;
+  /** Its credentials (Basic); none: it takes anonymous pushes. */
+  readonly username?: string;
+  readonly password?: string;
+  /** Extra CAs (PEM) its TLS certificate may come from. */
+  readonly ca?: readonly string[];
+  readonly buildkitd: string;
+  readonly buildctl: string;
+  /** The OCI layout of the base images (src/cluster/bases.ts). */
+  readonly basesLayout: string;
+  /** Where each project's BuildKit state (its cache) lives. */
+  readonly stateDir: string;
+  /** Builds at once (default 1); 0: this ctrl queues builds and runs none (another replica's worker does). */
+  readonly slots?: number;
+  /** A build's time limit (default 15 min). */
+  readonly timeoutMs?: number;
+  /** A source archive's bound (default 64 MiB). */
+  readonly maxSourceBytes?: number;
+  readonly sweepIntervalMs?: number;
+  readonly leaseMs?: number;
+}
+
+export interface BuildWorkerDeps {
+  readonly store: Store;
+  /** The environment has a new revision (the rollout driver's). */
+  readonly environmentChanged: (environmentId: string) => Promise<void>;
+  readonly log: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+const FLUSH_MS = 1_000;
+
+export class BuildWorker implements Runnable {
+  readonly name = "build worker";
+  readonly #s: BuildSettings;
+  readonly #d: BuildWorkerDeps;
+  readonly #work: DueWork;
+  readonly #daemons = new Map<string, Promise<Buildkitd>>();
+  readonly #dispatcher: Agent;
+  readonly #leaseMs: number;
+
+  constructor(s: BuildSettings, d: BuildWorkerDeps) {
+    this.#s = s;
+    this.#d = d;
+    this.#leaseMs = s.leaseMs ?? 60_000;
+    const slots = s.slots ?? 1;
+    this.#dispatcher = new Agent({ connect: s.ca && s.ca.length > 0 ? { ca: [...rootCertificates, ...s.ca] } : {} });
+    this.#work = new DueWork({
+      name: "build worker",
+      due: () => claimBuilds(d.store, slots, this.#leaseMs),
+      reconcile: (id, signal) => this.#run(id, signal),
+      sweepIntervalMs: s.sweepIntervalMs ?? 2_000,
+      sweepLimit: Math.max(1, slots),
+      concurrency: Math.max(1, slots),
+      retry: { baseMs: 1_000, capMs: 30_000 },
+      sweepAtStart: true,
+      onSweepError: (err) => d.log("claiming builds failed; retrying", { err: String(err) }),
+    });
+  }
+
+  get maxSourceBytes(): number | undefined {
+    return this.#s.maxSourceBytes;
+  }
+
+  /** A build was queued: look for work now, not at the next sweep. */
+  queued(): void {
+    void this.#work.sweep();
+  }
+
+  start(): void {
+    this.#work.start();
+  }
+
+  idle(): Promise<void> {
+    return this.#work.idle();
+  }
+
+  async stop(): Promise<void> {
+    await this.#work.stop();
+    const daemons = [...this.#daemons.values()];
+    this.#daemons.clear();
+    await Promise.all(daemons.map((p) => p.then((b) => b.close()).catch(() => {})));
+    await this.#dispatcher.close();
+  }
+
+  #daemon(projectId: string): Promise<Buildkitd> {
+    let d = this.#daemons.get(projectId);
+    if (!d) {
+      d = startBuildkitd({
+        buildkitd: this.#s.buildkitd,
+        buildctl: this.#s.buildctl,
+        stateDir: join(this.#s.stateDir, projectId),
+      });
+      d.catch(() => this.#daemons.delete(projectId));
+      this.#daemons.set(projectId, d);
+    }
+    return d;
+  }
+
+  #target(): PushTarget {
+    const { username, password } = this.#s;
+    const basic =
+      username === undefined ? "" : `Basic ${Buffer.from(`${username}:${password ?? ""}`).toString("base64")}`;
+    return {
+      base: `https://${this.#s.registry}`,
+      authorization: () => Promise.resolve(basic),
+      dispatcher: this.#dispatcher,
+    };
+  }
+
+  async #run(id: string, stop: AbortSignal): Promise<Result> {
+    const { store } = this.#d;
+    const row = await buildById(store.db, id);
+    if (row?.state !== "running") return Result.done;
+    const names = await store.db
+      .selectFrom("environments as e")
+      .innerJoin("projects as p", "p.id", "e.project_id")
+      .innerJoin("workspaces as w", "w.id", "e.workspace_id")
+      .select(["w.slug as workspace", "p.slug as project", "e.slug as environment"])
+      .where("e.id", "=", row.environment_id)
+      .executeTakeFirst();
+    if (!names) {
+      await finishBuild(store, id, { state: "failed", error: "its environment is gone" });
+      return Result.done;
+    }
+    const abort = new AbortController();
+    const onStop = (): void => abort.abort();
+    stop.addEventListener("abort", onStop, { once: true });
+    let pending: string[] = [];
+    const flush = async (): Promise<void> => {
+      const lines = pending;
+      pending = [];
+      const state = await logBuild(store, id, lines, this.#leaseMs);
+      if (state !== "running") abort.abort();
+    };
+    const timer = setInterval(() => void flush().catch(() => {}), FLUSH_MS);
+    const log = (line: string): void => void pending.push(line);
+    const work = await mkdtemp(join(tmpdir(), "krane-build-out-"));
+    let outcome: Outcome;
+    try {
+      const archive = await readSource(store.db, row.project_id, row.source_digest);
+      if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
+      const daemon = await this.#daemon(row.project_id);
+      const repository = `${names.workspace}/${names.project}`;
+      const image = `${this.#s.registry}/${repository}:${id}`;
+      const output = join(work, "image.oci.tar");
+      const built = await buildImage({
+        buildctl: this.#s.buildctl,
+        socket: daemon.socket,
+        archive,
+        limits: { maxBytes: 4 * (this.#s.maxSourceBytes ?? 64 * 1024 * 1024), maxEntries: 100_000 },
+        ...(row.dockerfile === null ? {} : { dockerfile: row.dockerfile }),
+        basesLayout: this.#s.basesLayout,
+        imageName: image,
+        output,
+        log,
+        timeoutMs: this.#s.timeoutMs ?? 15 * 60_000,
+        signal: abort.signal,
+      });
+      log(`pushing ${image}`);
+      const digest = await pushOciArchive(this.#target(), output, repository, id);
+      if (digest !== built.digest) log(`the registry holds the manifest as ${digest} (BuildKit said ${built.digest})`);
+      log(`pushed ${this.#s.registry}/${repository}@${digest}`);
+      let deploymentId: string | undefined;
+      if (Number(row.deploy) === 1) {
+        // A build cancelled while it pushed deploys nothing.
+        await flush();
+        if (abort.signal.aborted) throw new BuildFailed("the build was cancelled", []);
+        const ask = validateCreateDeployment(
+          create(CreateDeploymentRequestSchema, {
+            workspace: row.workspace_id,
+            project: row.project_id,
+            environment: row.environment_id,
+            image,
+            buildId: id,
+            inherit: true,
+          }),
+        );
+        ask.imageDigest = digest;
+        const deployed = await createAskedDeployment(store, ask, currentRevision);
+        deploymentId = deployed.deployment.id;
+        log(`deployed as revision ${deployed.deployment.revision} (${deploymentId})`);
+        await this.#d.environmentChanged(row.environment_id);
+      }
+      outcome = { state: "succeeded", image, imageDigest: digest, ...(deploymentId ? { deploymentId } : {}) };
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      log(`build failed: ${message}`);
+      outcome =
+        err instanceof BuildFailed
+          ? {
+              state: abort.signal.aborted ? "cancelled" : "failed",
+              error: message,
+              ...(err.step === undefined ? {} : { failedStep: err.step }),
+              failedOutput: err.lastLines.slice(-30),
+            }
+          : { state: "failed", error: message };
+    } finally {
+      clearInterval(timer);
+      stop.removeEventListener("abort", onStop);
+      await rm(work, { recursive: true, force: true });
+    }
+    if (stop.aborted && outcome.state === "cancelled") return Result.done; // ctrl stopping: the lease lapses, it runs again
+    await flush().catch(() => {});
+    await finishBuild(store, id, outcome);
+    return Result.done;
+  }
+}

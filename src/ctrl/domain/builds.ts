@@ -1,0 +1,299 @@
+// Builds from source: uploaded archives (chunks, in order, under the uploader's digest, checked
+// when a build names it) and the builds of environments — queued, claimed by a worker under a
+// lease (src/ctrl/builds/worker.ts), logged, finished. The queue's rules (which build starts,
+// which a newer one cancels) are src/builds/queue.ts's; this file applies them in transactions.
+import { createHash } from "node:crypto";
+import type { Kysely } from "kysely";
+import { buildsToStart, isFinished, supersededBy, type BuildState, type QueuedBuild } from "../../builds/queue.js";
+import type { WriteTx } from "../db/outbox.js";
+import type { BuildRow, Database } from "../db/schema.js";
+import type { Store } from "../db/store.js";
+import { noteWriteSubject } from "../db/write-hook.js";
+import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
+import { newId } from "./ids.js";
+
+type Reader = Kysely<Database>;
+
+/** Lines of a build's log kept (the newest). */
+export const BUILD_LOG_LINES = 2000;
+
+export interface SourceChunk {
+  readonly projectId: string;
+  readonly digest: string;
+  readonly size: number;
+  readonly position: number;
+  readonly data: Uint8Array;
+}
+
+/** One archive's chunks. */
+function chunksOf(db: Reader, projectId: string, digest: string) {
+  return db.selectFrom("build_source_chunks").where("project_id", "=", projectId).where("digest", "=", digest);
+}
+
+async function received(db: Reader, projectId: string, digest: string): Promise<{ bytes: number; size: number }> {
+  const rows = await chunksOf(db, projectId, digest)
+    .select(["position", "size", (eb) => eb.fn<number>("length", ["data"]).as("length")])
+    .execute();
+  let bytes = 0;
+  for (const r of rows) bytes += Number(r.length);
+  return { bytes, size: Number(rows[0]?.size ?? 0) };
+}
+
+/**
+ * Stores one chunk of an archive; answers the bytes held. A chunk must start where the held bytes
+ * end; a repeat of a chunk already held is answered as it was.
+ */
+export async function appendSourceChunk(store: Store, c: SourceChunk): Promise<number> {
+  return store.write(async (tx) => {
+    const held = await received(tx.trx, c.projectId, c.digest);
+    if (held.bytes > 0 && held.size !== c.size)
+      throw invalidArgument("size", `is ${c.size}, but this archive's upload began with size ${held.size}`);
+    if (c.position < held.bytes) {
+      const same = await chunksOf(tx.trx, c.projectId, c.digest)
+        .select("position")
+        .where("position", "=", c.position)
+        .executeTakeFirst();
+      if (same) return held.bytes;
+    }
+    if (c.position !== held.bytes)
+      throw invalidArgument("offset", `is ${c.position}, but ctrl holds ${held.bytes} bytes of this archive`);
+    if (c.position + c.data.length > c.size)
+      throw invalidArgument("data", `goes past the archive's size of ${c.size} bytes`);
+    await tx.trx
+      .insertInto("build_source_chunks")
+      .values({
+        project_id: c.projectId,
+        digest: c.digest,
+        position: c.position,
+        size: c.size,
+        data: c.data,
+        created_at: tx.now,
+      })
+      .execute();
+    return held.bytes + c.data.length;
+  });
+}
+
+/** The whole archive (undefined: not all uploaded). */
+export async function readSource(db: Reader, projectId: string, digest: string): Promise<Buffer | undefined> {
+  const rows = await chunksOf(db, projectId, digest).select(["data", "size"]).orderBy("position").execute();
+  const whole = Buffer.concat(rows.map((r) => Buffer.from(r.data)));
+  if (rows.length === 0 || whole.length !== Number(rows[0]?.size)) return undefined;
+  return whole;
+}
+
+export interface NewBuild {
+  readonly workspaceId: string;
+  readonly projectId: string;
+  readonly environmentId: string;
+  readonly production: boolean;
+  readonly sourceDigest: string;
+  readonly dockerfile: string | undefined;
+  readonly deploy: boolean;
+}
+
+function queued(r: Pick<BuildRow, "id" | "environment_id" | "production" | "created_at" | "state">): QueuedBuild {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    production: Number(r.production) === 1,
+    createdAt: Number(r.created_at),
+    state: r.state as BuildState,
+  };
+}
+
+/**
+ * Queues a build of an uploaded archive, whose bytes must match its digest; cancels the
+ * environment's older builds still queued or running. Answers the build and those it cancelled.
+ */
+export async function createBuild(store: Store, b: NewBuild): Promise<{ build: BuildRow; cancelled: string[] }> {
+  const source = await readSource(store.db, b.projectId, b.sourceDigest);
+  if (source === undefined)
+    throw failedPrecondition(
+      `source_digest: no complete upload of ${b.sourceDigest} in this project (upload it first)`,
+    );
+  const actual = `sha256:${createHash("sha256").update(source).digest("hex")}`;
+  if (actual !== b.sourceDigest) {
+    await store.write((tx) => dropSource(tx, b.projectId, b.sourceDigest));
+    throw invalidArgument("source_digest", `is ${b.sourceDigest}, but the uploaded bytes' digest is ${actual}`);
+  }
+  return store.write(async (tx) => {
+    const id = newId("bld");
+    const build: BuildRow = {
+      id,
+      workspace_id: b.workspaceId,
+      project_id: b.projectId,
+      environment_id: b.environmentId,
+      production: b.production ? 1 : 0,
+      state: "queued",
+      source_digest: b.sourceDigest,
+      dockerfile: b.dockerfile ?? null,
+      deploy: b.deploy ? 1 : 0,
+      image: null,
+      image_digest: null,
+      deployment_id: null,
+      error: null,
+      failed_step: null,
+      failed_output: null,
+      log: "",
+      log_lines: 0,
+      lease_until: null,
+      created_at: tx.now,
+      started_at: null,
+      finished_at: null,
+    };
+    await tx.trx.insertInto("builds").values(build).execute();
+    await noteWriteSubject(tx, id);
+    const open = await tx.trx
+      .selectFrom("builds")
+      .select(["id", "environment_id", "production", "created_at", "state"])
+      .where("environment_id", "=", b.environmentId)
+      .where("state", "in", ["queued", "running"])
+      .execute();
+    const cancelled = supersededBy(open.map(queued), queued(build));
+    for (const old of cancelled) await finish(tx, old, { state: "cancelled", error: `superseded by build ${id}` });
+    return { build, cancelled };
+  });
+}
+
+async function dropSource(tx: WriteTx, projectId: string, digest: string): Promise<void> {
+  await tx.trx
+    .deleteFrom("build_source_chunks")
+    .where("project_id", "=", projectId)
+    .where("digest", "=", digest)
+    .execute();
+}
+
+export async function getBuild(db: Reader, workspaceId: string, id: string): Promise<BuildRow> {
+  const row = await db
+    .selectFrom("builds")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", workspaceId)
+    .executeTakeFirst();
+  if (!row) throw notFound(`build "${id}"`);
+  return row;
+}
+
+export async function buildById(db: Reader, id: string): Promise<BuildRow | undefined> {
+  return db.selectFrom("builds").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+export async function listBuilds(db: Reader, environmentId: string, limit: number): Promise<BuildRow[]> {
+  return db
+    .selectFrom("builds")
+    .selectAll()
+    .where("environment_id", "=", environmentId)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit)
+    .execute();
+}
+
+export interface Outcome {
+  readonly state: "succeeded" | "failed" | "cancelled";
+  readonly error?: string;
+  readonly failedStep?: string;
+  readonly failedOutput?: readonly string[];
+  readonly image?: string;
+  readonly imageDigest?: string;
+  readonly deploymentId?: string;
+}
+
+/** Ends a build not finished yet; false when it already was (cancelled meanwhile, say). */
+async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
+  const res = await tx.trx
+    .updateTable("builds")
+    .set({
+      state: o.state,
+      error: o.error ?? null,
+      failed_step: o.failedStep ?? null,
+      failed_output: o.failedOutput ? JSON.stringify(o.failedOutput) : null,
+      image: o.image ?? null,
+      image_digest: o.imageDigest ?? null,
+      deployment_id: o.deploymentId ?? null,
+      lease_until: null,
+      finished_at: tx.now,
+    })
+    .where("id", "=", id)
+    .where("state", "in", ["queued", "running"])
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows) === 1;
+}
+
+/** Cancels a queued or running build of the workspace; answers it as it is now. */
+export async function cancelBuild(store: Store, workspaceId: string, id: string): Promise<BuildRow> {
+  return store.write(async (tx) => {
+    const row = await getBuild(tx.trx, workspaceId, id);
+    if (!isFinished(row.state as BuildState)) await finish(tx, id, { state: "cancelled", error: "cancelled" });
+    return getBuild(tx.trx, workspaceId, id);
+  });
+}
+
+/** Ends a running build with its outcome (kept as it is when it was cancelled meanwhile). */
+export async function finishBuild(store: Store, id: string, o: Outcome): Promise<boolean> {
+  return store.write((tx) => finish(tx, id, o));
+}
+
+/**
+ * Starts the builds whose turn it is, at most `slots` running at once: first a running build whose
+ * worker let its lease lapse (ctrl stopped mid-build) goes back to the queue. Answers the ids started.
+ */
+export async function claimBuilds(store: Store, slots: number, leaseMs: number): Promise<string[]> {
+  return store.write(async (tx) => {
+    await tx.trx
+      .updateTable("builds")
+      .set({ state: "queued", lease_until: null, started_at: null })
+      .where("state", "=", "running")
+      .where("lease_until", "<", tx.now)
+      .execute();
+    const open = await tx.trx
+      .selectFrom("builds")
+      .select(["id", "environment_id", "production", "created_at", "state"])
+      .where("state", "in", ["queued", "running"])
+      .execute();
+    const start = buildsToStart(open.map(queued), slots);
+    const out: string[] = [];
+    for (const id of start) {
+      const res = await tx.trx
+        .updateTable("builds")
+        .set({ state: "running", started_at: tx.now, lease_until: tx.now + leaseMs })
+        .where("id", "=", id)
+        .where("state", "=", "queued")
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) === 1) out.push(id);
+    }
+    return out;
+  });
+}
+
+/**
+ * Appends log lines to a running build and renews its lease; answers its state (a worker stops a
+ * build that is no longer "running": cancelled).
+ */
+export async function logBuild(store: Store, id: string, lines: readonly string[], leaseMs: number): Promise<string> {
+  return store.write(async (tx) => {
+    const row = await tx.trx
+      .selectFrom("builds")
+      .select(["state", "log", "log_lines"])
+      .where("id", "=", id)
+      .executeTakeFirst();
+    if (!row) return "cancelled";
+    if (row.state !== "running") return row.state;
+    const kept = [...(row.log === "" ? [] : row.log.split("\n")), ...lines].slice(-BUILD_LOG_LINES);
+    await tx.trx
+      .updateTable("builds")
+      .set({ log: kept.join("\n"), log_lines: Number(row.log_lines) + lines.length, lease_until: tx.now + leaseMs })
+      .where("id", "=", id)
+      .execute();
+    return row.state;
+  });
+}
+
+/** A build's log lines from line `from` on (lines past the kept ones are gone), and the next line's number. */
+export function logFrom(row: Pick<BuildRow, "log" | "log_lines">, from: number): { lines: string[]; next: number } {
+  const kept = row.log === "" ? [] : row.log.split("\n");
+  const total = Number(row.log_lines);
+  const first = total - kept.length;
+  return { lines: kept.slice(Math.max(0, from - first)), next: total };
+}

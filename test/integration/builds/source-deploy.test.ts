@@ -1,0 +1,262 @@
+// From a directory to a revision, through a real ctrl (in-process, its API over HTTP/2), real
+// BuildKit (ctrl's build worker, tools/buildkit), krane's bases and the real `registry` binary
+// (htpasswd, TLS): `krane deploy --source` of a Node.js app without a Dockerfile uploads it,
+// builds it, pushes it and records a revision whose image is the pushed digest; `krane build`
+// prints image@digest. A newer build of an environment cancels its queued older one; a failing
+// build names its failing step and that step's last lines; a token of another workspace can
+// neither see nor cancel a build.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Code } from "@connectrpc/connect";
+import { packSourceDir } from "../../../src/builds/source-dir.js";
+import { ensureBases } from "../../../src/cluster/bases.js";
+import { ensureBuildkit } from "../../../src/cluster/build.js";
+import { RegistryClient } from "../../../src/ctrl/images/registry-client.js";
+import {
+  ApiTokenService,
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
+import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
+import { KRANE_BIN } from "../ctrl/process.js";
+import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+
+const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
+  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
+);
+const skip =
+  missing.length > 0
+    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
+    : process.getuid?.() !== 0
+      ? "buildkitd runs as root in namespaces of its own"
+      : false;
+
+const WS = "acme";
+const PROJECT = "shop";
+
+const nodeApp = {
+  "package.json": JSON.stringify({ name: "app", scripts: { start: "node server.js" } }),
+  "server.js": 'require("http").createServer((q, s) => s.end("hi")).listen(process.env.PORT);\n',
+  ".gitignore": "node_modules/\n",
+};
+
+describe("builds from source through ctrl", { skip }, () => {
+  const dir = tempDir("krane-source-deploy-");
+  let registry: TestRegistry;
+  let ctrl: TestCtrl;
+  let otherToken = "";
+
+  function source(name: string, files: Record<string, string>): string {
+    const src = join(dir.path, "src", name);
+    for (const [p, text] of Object.entries(files)) {
+      mkdirSync(join(src, p, ".."), { recursive: true });
+      writeFileSync(join(src, p), text);
+    }
+    return src;
+  }
+
+  async function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [KRANE_BIN, ...args, "--retry-for", "0"], {
+      env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.adminToken, KRANE_WORKSPACE: WS },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const [status] = (await once(child, "exit")) as [number | null];
+    return { status, stdout, stderr };
+  }
+
+  const builds = () => ctrl.client(BuildService, ctrl.adminToken);
+
+  async function upload(src: string): Promise<string> {
+    const packed = await packSourceDir(src, { maxBytes: 1 << 24, maxArchiveBytes: 1 << 24 });
+    await builds().uploadSource({
+      workspace: WS,
+      project: PROJECT,
+      digest: packed.digest,
+      size: BigInt(packed.archive.length),
+      offset: 0n,
+      data: packed.archive,
+    });
+    return packed.digest;
+  }
+
+  /** The build once `done` holds (polled; a bound so a stuck build fails the test, not hangs it). */
+  async function waitFor(id: string, done: (b: Build) => boolean): Promise<Build> {
+    let last: Build | undefined;
+    for (let i = 0; i < 3000; i++) {
+      last = (await builds().getBuild({ workspace: WS, buildId: id })).build;
+      if (last && done(last)) return last;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`build ${id} stayed ${last?.state ?? "unknown"}`);
+  }
+
+  before(async () => {
+    const bk = await ensureBuildkit((l) => console.log(l));
+    const bases = await ensureBases((l) => console.log(l));
+    registry = await startTestRegistry({ dir: dir.path });
+    const user = registry.users[0];
+    ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
+      builds: {
+        registry: registry.host,
+        username: user?.username,
+        password: user?.password,
+        ca: [registry.caPem],
+        buildkitd: bk.buildkitd,
+        buildctl: bk.buildctl,
+        basesLayout: bases,
+        stateDir: join(dir.path, "buildkit"),
+        slots: 1,
+      },
+    });
+    const admin = ctrl.adminToken;
+    await ctrl.client(RegionService, admin).createRegion({ name: "eu" });
+    for (const ws of [WS, "other"]) {
+      await ctrl.client(WorkspaceService, admin).createWorkspace({ slug: ws });
+      await ctrl.client(ProjectService, admin).createProject({ workspace: ws, slug: PROJECT });
+    }
+    for (const [ws, env] of [
+      [WS, "production"],
+      [WS, "staging"],
+      ["other", "staging"],
+    ] as const)
+      await ctrl
+        .client(EnvironmentService, admin)
+        .createEnvironment({ workspace: ws, project: PROJECT, slug: env, regions: [{ region: "eu", replicas: 1 }] });
+    otherToken = (await ctrl.client(ApiTokenService, admin).createApiToken({ name: "ci", workspace: "other" })).token;
+  });
+  after(async () => {
+    await ctrl?.close();
+    await registry?.stop();
+    dir.remove();
+  });
+
+  it("deploy --source of a Node.js app records a revision whose image is the digest pushed to the registry", async () => {
+    const src = source("node", nodeApp);
+    const res = await cli(["deploy", `${PROJECT}/production`, "--source", src, "-o", "json"]);
+    assert.equal(res.status, 0, res.stderr);
+    assert.match(res.stderr, /build plan: Node\.js/, "the build's log followed on stderr");
+    const listed = await ctrl
+      .client(BuildService, ctrl.adminToken)
+      .listBuilds({ workspace: WS, project: PROJECT, environment: "production" });
+    const b = listed.builds[0];
+    assert.ok(b);
+    assert.equal(b.state, "succeeded");
+    assert.equal(b.image, `${registry.host}/${WS}/${PROJECT}:${b.id}`);
+    // The registry holds that tag as that digest.
+    const client = new RegistryClient({ ca: [registry.caPem], privateHosts: ["127.0.0.1"] });
+    try {
+      const user = registry.users[0]!;
+      const held = await client.manifestDigest(registry.host, `${WS}/${PROJECT}`, b.id, user);
+      assert.equal(held, b.imageDigest);
+    } finally {
+      await client.close();
+    }
+    const deps = await ctrl.client(DeploymentService, ctrl.adminToken).listDeployments({ workspace: WS });
+    assert.equal(deps.deployments.length, 1);
+    const d = deps.deployments[0]!;
+    assert.equal(d.id, b.deploymentId);
+    assert.equal(d.buildId, b.id);
+    assert.equal(d.imageDigest, b.imageDigest);
+    assert.equal(d.image, b.image);
+
+    // `krane build` of the same source: no revision, image@digest on stdout (the same bytes).
+    const built = await cli(["build", `${PROJECT}/staging`, "--source", src]);
+    assert.equal(built.status, 0, built.stderr);
+    assert.equal(built.stdout.trim(), `${registry.host}/${WS}/${PROJECT}@${b.imageDigest}`);
+    assert.equal(
+      (await ctrl.client(DeploymentService, ctrl.adminToken).listDeployments({ workspace: WS })).deployments.length,
+      1,
+    );
+  });
+
+  it("a newer build of an environment cancels its queued older one; the slot's build can be cancelled", async () => {
+    // Holds the only slot: a staging build that sleeps.
+    const slow = await upload(
+      source("slow", { Dockerfile: "FROM krane.local/base/run:12\nRUN sleep 600\n", "a.txt": "slow\n" }),
+    );
+    const node = await upload(source("node", nodeApp));
+    const running = (
+      await builds().startBuild({ workspace: WS, project: PROJECT, environment: "staging", sourceDigest: slow })
+    ).build!;
+    await waitFor(running.id, (b) => b.state === "running");
+    const older = (
+      await builds().startBuild({
+        workspace: WS,
+        project: PROJECT,
+        environment: "production",
+        sourceDigest: node,
+        deploy: true,
+      })
+    ).build!;
+    assert.equal(older.state, "queued");
+    const newer = await builds().startBuild({
+      workspace: WS,
+      project: PROJECT,
+      environment: "production",
+      sourceDigest: node,
+      deploy: true,
+    });
+    assert.deepEqual(newer.cancelledBuildIds, [older.id]);
+    const gone = (await builds().getBuild({ workspace: WS, buildId: older.id })).build!;
+    assert.equal(gone.state, "cancelled");
+    assert.match(gone.error, new RegExp(`superseded by build ${newer.build!.id}`));
+
+    // Cancelling the running one frees the slot: the newer production build runs and deploys.
+    const cancelled = await builds().cancelBuild({ workspace: WS, buildId: running.id });
+    assert.equal(cancelled.build?.state, "cancelled");
+    const done = await waitFor(newer.build!.id, (b) => b.state !== "queued" && b.state !== "running");
+    assert.equal(done.state, "succeeded", done.error);
+    assert.notEqual(done.deploymentId, "");
+    // The cancelled one stays cancelled (its worker's outcome does not overwrite it).
+    assert.equal((await builds().getBuild({ workspace: WS, buildId: running.id })).build?.state, "cancelled");
+  });
+
+  it("a failing build names its failing step and shows that step's last lines", async () => {
+    const src = source("fails", {
+      Dockerfile:
+        'FROM krane.local/base/run:12\nRUN echo "compiling the thing" && echo "boom: missing semicolon" && exit 3\n',
+    });
+    const res = await cli(["build", `${PROJECT}/staging`, "--source", src]);
+    assert.notEqual(res.status, 0);
+    assert.match(res.stderr, /failed step: \[1\/2\] RUN echo "compiling the thing"/);
+    assert.match(res.stderr, /boom: missing semicolon/);
+    const id = /build (bld_[a-z0-9]+) failed/.exec(res.stderr)?.[1];
+    assert.ok(id, res.stderr);
+    const logs = await cli(["build", "logs", id]);
+    assert.notEqual(logs.status, 0);
+    assert.match(logs.stderr, /boom: missing semicolon/);
+  });
+
+  it("a token of another workspace can neither see nor cancel a build", async () => {
+    const node = await upload(source("node", nodeApp));
+    const b = (
+      await builds().startBuild({ workspace: WS, project: PROJECT, environment: "staging", sourceDigest: node })
+    ).build!;
+    const evil = ctrl.client(BuildService, otherToken);
+    await expectCode(evil.getBuild({ workspace: WS, buildId: b.id }), Code.NotFound);
+    await expectCode(evil.getBuild({ workspace: "other", buildId: b.id }), Code.NotFound);
+    await expectCode(evil.cancelBuild({ workspace: WS, buildId: b.id }), Code.NotFound);
+    await expectCode(evil.cancelBuild({ workspace: "other", buildId: b.id }), Code.NotFound);
+    await expectCode(evil.listBuilds({ workspace: WS, project: PROJECT, environment: "staging" }), Code.NotFound);
+    // Nor build acme's upload in its own project of the same name: uploads belong to their project.
+    await expectCode(
+      evil.startBuild({ workspace: "other", project: PROJECT, environment: "staging", sourceDigest: node }),
+      Code.FailedPrecondition,
+      /no complete upload/,
+    );
+    const after = await waitFor(b.id, (x) => x.state !== "queued" && x.state !== "running");
+    assert.equal(after.state, "succeeded", after.error);
+  });
+});
