@@ -75,7 +75,7 @@ const OLD_MIGRATIONS = [
  * (autoscaling decisions), 0026 (dashboard sessions), 0031 (members, service accounts). 0027 adds
  * columns only (api_tokens.workspace_id, audit_events.actor_scope), and 0031 two more to api_tokens.
  * 0028 adds registry credentials (and deployments.image_digest); 0029 adds columns only (the warm
- * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables.
+ * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
   "registry_credentials",
@@ -103,6 +103,8 @@ const NEW_TABLES = [
   "measurements",
   "members",
   "service_accounts",
+  "oidc_logins",
+  "member_sessions",
 ];
 
 type Row = Record<string, string | null>;
