@@ -36,6 +36,10 @@ interface ServeFlags {
   registryCaFile?: string;
   registryPrivateHosts?: string;
   notifyAllowLoopback?: boolean;
+  oidcIssuer?: string;
+  oidcClientId?: string;
+  oidcClientSecretFile?: string;
+  oidcGroupRole?: string[];
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -154,6 +158,20 @@ export function registerCtrlCommands(program: Command): void {
       "--notify-allow-loopback",
       "notification channels may deliver to this machine (loopback and link-local addresses; for tests and a relay beside ctrl); env KRANE_NOTIFY_ALLOW_LOOPBACK=true",
     )
+    .option(
+      "--oidc-issuer <url>",
+      "sign members in through this OpenID provider (https; its discovery document is read at the first sign-in); env KRANE_OIDC_ISSUER",
+    )
+    .option("--oidc-client-id <id>", "ctrl's client id at the provider; env KRANE_OIDC_CLIENT_ID")
+    .option(
+      "--oidc-client-secret-file <file>",
+      "ctrl's client secret at the provider (none: a public client, PKCE only); env KRANE_OIDC_CLIENT_SECRET_FILE or KRANE_OIDC_CLIENT_SECRET",
+    )
+    .option(
+      "--oidc-group-role <group=role>",
+      "members of this provider group get this role (group=workspace:role: in that workspace only; repeatable); env KRANE_OIDC_GROUP_ROLES, comma-separated",
+      collectList,
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -193,6 +211,11 @@ export function registerCtrlCommands(program: Command): void {
         registryCaFile: flags.registryCaFile,
         registryPrivateHosts: flags.registryPrivateHosts,
         notifyAllowLoopback: flags.notifyAllowLoopback ? "true" : undefined,
+        oidcIssuer: flags.oidcIssuer,
+        oidcClientId: flags.oidcClientId,
+        oidcClientSecretFile: flags.oidcClientSecretFile,
+        oidcGroupRoles:
+          flags.oidcGroupRole && flags.oidcGroupRole.length > 0 ? flags.oidcGroupRole.join(",") : undefined,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -232,7 +255,19 @@ export function registerCtrlCommands(program: Command): void {
           );
         auditWebhook = { url: settings.audit.webhookUrl, secret };
       }
+      let oidc: import("../ctrl/auth/oidc.js").OidcSettings | undefined;
+      if (settings.oidc !== undefined) {
+        const { value, file } = settings.oidc.clientSecret;
+        const secret = (value ?? (file !== undefined ? readFileSync(file, "utf8") : "")).trim();
+        oidc = {
+          issuer: settings.oidc.issuer,
+          clientId: settings.oidc.clientId,
+          groupRoles: settings.oidc.groupRoles,
+          ...(secret !== "" ? { clientSecret: secret } : {}),
+        };
+      }
       const running = await startCtrl({
+        oidc,
         keyring,
         releaseKinds: settings.releaseKinds,
         databaseUrl: settings.databaseUrl,

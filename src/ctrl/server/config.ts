@@ -33,6 +33,11 @@
 //   --registry-ca-file   KRANE_REGISTRY_CA_FILE     registryCaFile      (none: Node's roots) extra CAs of registries, PEM
 //   --registry-private-hosts KRANE_REGISTRY_PRIVATE_HOSTS registryPrivateHosts (none) registry hosts ctrl may reach at private addresses
 //   --notify-allow-loopback KRANE_NOTIFY_ALLOW_LOOPBACK notifyAllowLoopback false (channels may deliver to this machine)
+//   --oidc-issuer        KRANE_OIDC_ISSUER          oidcIssuer          (none: no sign-in) the OpenID provider, https (http only on loopback)
+//   --oidc-client-id     KRANE_OIDC_CLIENT_ID       oidcClientId        ctrl's client id at the provider (needed with an issuer)
+//   --oidc-client-secret-file KRANE_OIDC_CLIENT_SECRET_FILE oidcClientSecretFile (none: a public client, PKCE only)
+//   (env only)           KRANE_OIDC_CLIENT_SECRET   oidcClientSecret    the secret itself
+//   --oidc-group-role    KRANE_OIDC_GROUP_ROLES     oidcGroupRoles      (none) group=role or group=workspace:role, comma-separated in env/file
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -45,6 +50,7 @@ import { dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { registryHost } from "../../contracts/images.js";
 import { DEFAULT_LOCAL_IMAGE_HOSTS } from "../images/resolve.js";
+import { parseGroupRole, type GroupRole } from "../auth/oidc-rules.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
 
@@ -83,6 +89,10 @@ export interface CtrlSettings {
   images: { localHosts: string[]; caFile: string | undefined; privateHosts: string[] } | null;
   /** Notification channels may deliver to this machine (loopback and link-local addresses). */
   notifyAllowLoopback: boolean;
+  /** Sign-in through an OpenID provider (undefined: none, API tokens only). */
+  oidc:
+    | { issuer: string; clientId: string; clientSecret: { value?: string; file?: string }; groupRoles: GroupRole[] }
+    | undefined;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -120,6 +130,11 @@ const ENV = {
   registryCaFile: "KRANE_REGISTRY_CA_FILE",
   registryPrivateHosts: "KRANE_REGISTRY_PRIVATE_HOSTS",
   notifyAllowLoopback: "KRANE_NOTIFY_ALLOW_LOOPBACK",
+  oidcIssuer: "KRANE_OIDC_ISSUER",
+  oidcClientId: "KRANE_OIDC_CLIENT_ID",
+  oidcClientSecretFile: "KRANE_OIDC_CLIENT_SECRET_FILE",
+  oidcClientSecret: "KRANE_OIDC_CLIENT_SECRET",
+  oidcGroupRoles: "KRANE_OIDC_GROUP_ROLES",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -255,6 +270,43 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       pick("registryPrivateHosts"),
     ),
     notifyAllowLoopback: parseBool("notify allow loopback", pick("notifyAllowLoopback") ?? "false"),
+    oidc: oidcSettings(pick),
+  };
+}
+
+function oidcSettings(pick: (k: keyof typeof ENV) => string | undefined): CtrlSettings["oidc"] {
+  const issuer = pick("oidcIssuer");
+  const clientId = pick("oidcClientId");
+  const groups = (pick("oidcGroupRoles") ?? "")
+    .split(",")
+    .map((g) => g.trim())
+    .filter((g) => g !== "");
+  if (issuer === undefined || issuer === "") {
+    if (clientId !== undefined || groups.length > 0)
+      throw new Error("oidc issuer: --oidc-client-id and --oidc-group-role need --oidc-issuer");
+    return undefined;
+  }
+  let u: URL;
+  try {
+    u = new URL(issuer);
+  } catch {
+    throw new Error(`oidc issuer: "${issuer}" is not a URL`);
+  }
+  const loopback = u.hostname === "127.0.0.1" || u.hostname === "[::1]" || u.hostname === "localhost";
+  if (u.protocol !== "https:" && !(u.protocol === "http:" && loopback))
+    throw new Error("oidc issuer: must be https:// (http:// only on this machine's loopback)");
+  if (clientId === undefined || clientId.trim() === "") throw new Error("oidc client id: needed with --oidc-issuer");
+  return {
+    issuer,
+    clientId: clientId.trim(),
+    clientSecret: { value: pick("oidcClientSecret"), file: pick("oidcClientSecretFile") },
+    groupRoles: groups.map((g) => {
+      try {
+        return parseGroupRole(g);
+      } catch (err) {
+        throw new Error(err instanceof Error ? err.message : String(err));
+      }
+    }),
   };
 }
 

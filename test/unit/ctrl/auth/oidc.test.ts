@@ -4,15 +4,13 @@
 // role; discovery, key rotation, and each broken answer refused with nothing made.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Authenticator } from "../../../../src/ctrl/auth/authenticator.js";
-import {
-  checkRedirectUri,
-  groupRoleIn,
-  OidcSignIn,
-  parseGroupRole,
-  ProviderUnavailable,
-  SignInRefused,
-} from "../../../../src/ctrl/auth/oidc.js";
+import { OidcSignIn, ProviderUnavailable, SignInRefused } from "../../../../src/ctrl/auth/oidc.js";
+import { checkRedirectUri, groupRoleIn, parseGroupRole } from "../../../../src/ctrl/auth/oidc-rules.js";
+import { answerSignIn } from "../../../../src/ctrl/dashboard/sign-in.js";
+import { SignInLimiter } from "../../../../src/ctrl/dashboard/limiter.js";
 import { Store } from "../../../../src/ctrl/db/store.js";
 import { removeMember } from "../../../../src/ctrl/domain/access.js";
 import { deleteMemberSession, listMemberSessions } from "../../../../src/ctrl/domain/member-sessions.js";
@@ -204,6 +202,46 @@ describe("OpenID sign-in against a real provider", () => {
       await refused(oidc.complete(forged, "cli"), SignInRefused, /signature verification failed/);
     } finally {
       provider.tamper = null;
+    }
+  });
+
+  it("signs in over ctrl's HTTP sign-in endpoints, and refreshes there", async () => {
+    const limiter = new SignInLimiter();
+    const server = createServer((req, res) => {
+      void answerSignIn(req, res, (req.url ?? "").split("?")[0] ?? "", oidc, limiter);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const post = async (what: string, body: object) => {
+      const res = await fetch(`${base}/auth/oidc/${what}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    try {
+      const bad = await post("begin", { redirect_uri: "https://evil.example/cb", workspace: "" });
+      assert.equal(bad.status, 400);
+      assert.match(String(bad.body.message), /redirect_uri/);
+      const begun = await post("begin", { redirect_uri: REDIRECT, workspace: "other" });
+      assert.equal(begun.status, 200);
+      const callback = await provider.signIn(String(begun.body.authorization_url), "bo-1");
+      const done = await post("complete", { callback_url: callback });
+      assert.equal(done.status, 200, JSON.stringify(done.body));
+      assert.deepEqual(done.body.member, {
+        email: "bo@example.com",
+        role: "owner",
+        subject: `${provider.issuer}#bo-1`,
+      });
+      assert.equal((await post("complete", { callback_url: callback })).status, 401, "the state is good once");
+      const refreshed = await post("refresh", { refresh_token: done.body.refresh_token });
+      assert.equal(refreshed.status, 200);
+      assert.notEqual(refreshed.body.access_token, done.body.access_token);
+      assert.equal((await post("refresh", { refresh_token: done.body.refresh_token })).status, 401);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

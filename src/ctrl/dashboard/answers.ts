@@ -1,0 +1,49 @@
+// The plain HTTP answers of ctrl's API port beside the RPCs (./http.ts, ./sign-in.ts): headers
+// every answer carries, JSON answers, and reading a small request body.
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+
+export type Request = http.IncomingMessage | http2.Http2ServerRequest;
+export type Response = http.ServerResponse | http2.Http2ServerResponse;
+
+/** Headers every page answer carries: nothing from another origin, no framing, no sniffing, no referrer. */
+export const PAGE_HEADERS: Record<string, string> = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+};
+
+export function header(req: Request, name: string): string | null {
+  const v = req.headers[name];
+  return typeof v === "string" ? v : null;
+}
+
+export function json(res: Response, status: number, body: unknown, extra: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    ...PAGE_HEADERS,
+    "content-type": "application/json",
+    "cache-control": "no-store",
+    "content-length": String(Buffer.byteLength(text)),
+    ...extra,
+  });
+  res.end(text);
+}
+
+/** At most this much of a body is read (a token is about 60 bytes, a callback URL a few hundred). */
+const MAX_BODY = 4096;
+
+export async function readBody(req: Request): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
