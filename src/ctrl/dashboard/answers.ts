@@ -2,6 +2,7 @@
 // every answer carries, JSON answers, and reading a small request body.
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
+import type { SignInLimiter } from "./limiter.js";
 
 export type Request = http.IncomingMessage | http2.Http2ServerRequest;
 export type Response = http.ServerResponse | http2.Http2ServerResponse;
@@ -36,6 +37,20 @@ export function json(res: Response, status: number, body: unknown, extra: Record
 
 /** At most this much of a body is read (a token is about 60 bytes, a callback URL a few hundred). */
 const MAX_BODY = 4096;
+
+/** Answers 429 when the limiter says this address must wait (true: answered). */
+export function refusedByLimit(limiter: SignInLimiter, req: Request, res: Response): boolean {
+  const wait = limiter.take(req.socket.remoteAddress ?? "", Date.now());
+  if (wait <= 0) return false;
+  const seconds = Math.ceil(wait / 1000);
+  json(
+    res,
+    429,
+    { message: `too many sign-in attempts: try again in ${seconds} s` },
+    { "retry-after": String(seconds) },
+  );
+  return true;
+}
 
 export async function readBody(req: Request): Promise<string | undefined> {
   const chunks: Buffer[] = [];

@@ -22,7 +22,7 @@ import type { Store } from "../db/store.js";
 import { createSession, deleteSession } from "../domain/sessions.js";
 import { findUserTokenByHash, hashToken } from "../domain/tokens.js";
 import { crossSiteRefusal, readCookie, sessionCookie } from "../auth/browser.js";
-import { header, json, PAGE_HEADERS, readBody, type Request, type Response } from "./answers.js";
+import { header, json, PAGE_HEADERS, readBody, refusedByLimit, type Request, type Response } from "./answers.js";
 import { SignInLimiter, type LimitPolicy } from "./limiter.js";
 import { answerSignIn, SIGN_IN_PREFIX } from "./sign-in.js";
 import type { OidcSignIn } from "../auth/oidc.js";
@@ -115,16 +115,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
 
   const limiter = new SignInLimiter(opts.signInLimit?.perAddress, opts.signInLimit?.overall, Date.now());
   const signIn = async (req: Request, res: Response): Promise<void> => {
-    const wait = limiter.take(req.socket.remoteAddress ?? "", Date.now());
-    if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000);
-      return json(
-        res,
-        429,
-        { message: `too many sign-in attempts: try again in ${seconds} s` },
-        { "retry-after": String(seconds) },
-      );
-    }
+    if (refusedByLimit(limiter, req, res)) return;
     if (!(header(req, "content-type") ?? "").toLowerCase().startsWith("application/json"))
       return json(res, 415, { message: 'sign in with a JSON body: {"token": "…"}' });
     const text = await readBody(req);

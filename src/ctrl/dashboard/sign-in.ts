@@ -15,7 +15,7 @@ import { ProviderUnavailable, SignInRefused, type OidcSignIn } from "../auth/oid
 import { checkRedirectUri } from "../auth/oidc-rules.js";
 import type { SessionTokens } from "../domain/member-sessions.js";
 import { DomainError } from "../errors.js";
-import { header, json, readBody, type Request, type Response } from "./answers.js";
+import { header, json, readBody, refusedByLimit, type Request, type Response } from "./answers.js";
 import type { SignInLimiter } from "./limiter.js";
 
 export const SIGN_IN_PREFIX = "/auth/oidc/";
@@ -74,16 +74,7 @@ export async function answerSignIn(
   if (!oidc)
     return json(res, 404, { message: "this ctrl has no OpenID provider (ctrl serve --oidc-issuer): use an API token" });
   if (req.method !== "POST") return json(res, 405, { message: "POST" });
-  const wait = limiter.take(req.socket.remoteAddress ?? "", Date.now());
-  if (wait > 0) {
-    const seconds = Math.ceil(wait / 1000);
-    return json(
-      res,
-      429,
-      { message: `too many sign-in attempts: try again in ${seconds} s` },
-      { "retry-after": String(seconds) },
-    );
-  }
+  if (refusedByLimit(limiter, req, res)) return;
   try {
     const b = await body(req);
     const what = path.slice(SIGN_IN_PREFIX.length);

@@ -4,6 +4,7 @@
 // tables' own operations are ./members.ts.
 import type { RoleName } from "../../contracts/roles.js";
 import type { WriteTx } from "../db/outbox.js";
+import type { MemberRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { notFound } from "../errors.js";
 import {
@@ -40,6 +41,14 @@ export async function dropMember(tx: WriteTx, memberId: string): Promise<Ended> 
   return { tokenIds: [...tokenIds, ...sessionIds] };
 }
 
+/** A workspace's member by id or email address, or not_found naming both. */
+async function memberIn(tx: WriteTx, workspaceRef: string, memberRef: string): Promise<MemberRow> {
+  const ws = await findWorkspace(tx.trx, workspaceRef);
+  const row = await findMember(tx.trx, ws.id, memberRef);
+  if (!row) throw notFound(`member "${memberRef.slice(0, 254)}" of workspace "${ws.slug}"`);
+  return row;
+}
+
 /**
  * Sets the role the workspace grants a member (null: none). A member left with no role at all
  * (none granted, none from groups) is removed.
@@ -52,9 +61,7 @@ export async function setMemberRole(
   granter: Granter,
 ): Promise<{ member: MemberRecord; ended: Ended }> {
   return store.write(async (tx) => {
-    const ws = await findWorkspace(tx.trx, workspaceRef);
-    const row = await findMember(tx.trx, ws.id, memberRef);
-    if (!row) throw notFound(`member "${memberRef.slice(0, 254)}" of workspace "${ws.slug}"`);
+    const row = await memberIn(tx, workspaceRef, memberRef);
     const before = memberRecord(row);
     checkGrant(granter, role, before.grantedRole);
     const after = memberRecord({ ...row, granted_role: role });
@@ -71,9 +78,7 @@ export async function removeMember(
   granter: Granter,
 ): Promise<{ member: MemberRecord; ended: Ended }> {
   return store.write(async (tx) => {
-    const ws = await findWorkspace(tx.trx, workspaceRef);
-    const row = await findMember(tx.trx, ws.id, memberRef);
-    if (!row) throw notFound(`member "${memberRef.slice(0, 254)}" of workspace "${ws.slug}"`);
+    const row = await memberIn(tx, workspaceRef, memberRef);
     const member = memberRecord(row);
     checkGrant(granter, null, member.role);
     return { member, ended: await dropMember(tx, row.id) };
