@@ -14,20 +14,11 @@
 import { ProviderUnavailable, SignInRefused, type OidcSignIn } from "../auth/oidc.js";
 import { checkRedirectUri } from "../auth/oidc-rules.js";
 import type { SessionTokens } from "../domain/member-sessions.js";
-import { DomainError } from "../errors.js";
+import { DomainError, HTTP_STATUS } from "../errors.js";
 import { header, json, readBody, refusedByLimit, type Request, type Response } from "./answers.js";
 import type { SignInLimiter } from "./limiter.js";
 
 export const SIGN_IN_PREFIX = "/auth/oidc/";
-
-const STATUS: Record<DomainError["code"], number> = {
-  invalid_argument: 400,
-  not_found: 404,
-  already_exists: 409,
-  failed_precondition: 409,
-  permission_denied: 403,
-  resource_exhausted: 429,
-};
 
 function sessionAnswer(t: SessionTokens, extra: object = {}): object {
   return {
@@ -102,7 +93,7 @@ export async function answerSignIn(
     }
     return json(res, 404, { message: "begin, complete or refresh" });
   } catch (err) {
-    if (err instanceof DomainError) return json(res, STATUS[err.code], { message: err.message });
+    if (err instanceof DomainError) return json(res, HTTP_STATUS[err.code], { message: err.message });
     if (err instanceof SignInRefused) return json(res, 401, { message: err.message });
     if (err instanceof ProviderUnavailable) return json(res, 503, { message: err.message });
     throw err;
