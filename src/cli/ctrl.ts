@@ -45,6 +45,10 @@ interface ServeFlags {
   buildStateDir?: string;
   buildSlots?: string;
   buildTimeout?: string;
+  oidcIssuer?: string;
+  oidcClientId?: string;
+  oidcClientSecretFile?: string;
+  oidcGroupRole?: string[];
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -181,6 +185,20 @@ export function registerCtrlCommands(program: Command): void {
     )
     .option("--build-slots <n>", "builds at once (default 1); env KRANE_BUILD_SLOTS")
     .option("--build-timeout <duration>", "a build's time limit (default 15m); env KRANE_BUILD_TIMEOUT")
+    .option(
+      "--oidc-issuer <url>",
+      "sign members in through this OpenID provider (https; its discovery document is read at the first sign-in); env KRANE_OIDC_ISSUER",
+    )
+    .option("--oidc-client-id <id>", "ctrl's client id at the provider; env KRANE_OIDC_CLIENT_ID")
+    .option(
+      "--oidc-client-secret-file <file>",
+      "ctrl's client secret at the provider (none: a public client, PKCE only); env KRANE_OIDC_CLIENT_SECRET_FILE or KRANE_OIDC_CLIENT_SECRET",
+    )
+    .option(
+      "--oidc-group-role <group=role>",
+      "members of this provider group get this role (group=workspace:role: in that workspace only; repeatable); env KRANE_OIDC_GROUP_ROLES, comma-separated",
+      collectList,
+    )
     .action(async (flags: ServeFlags) => {
       const { readFileSync } = await import("node:fs");
       const { parseCtrlConfigFile, resolveCtrlSettings } = await import("../ctrl/server/config.js");
@@ -229,6 +247,11 @@ export function registerCtrlCommands(program: Command): void {
         buildStateDir: flags.buildStateDir,
         buildSlots: flags.buildSlots,
         buildTimeout: flags.buildTimeout,
+        oidcIssuer: flags.oidcIssuer,
+        oidcClientId: flags.oidcClientId,
+        oidcClientSecretFile: flags.oidcClientSecretFile,
+        oidcGroupRoles:
+          flags.oidcGroupRole && flags.oidcGroupRole.length > 0 ? flags.oidcGroupRole.join(",") : undefined,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -268,7 +291,19 @@ export function registerCtrlCommands(program: Command): void {
           );
         auditWebhook = { url: settings.audit.webhookUrl, secret };
       }
+      let oidc: import("../ctrl/auth/oidc.js").OidcSettings | undefined;
+      if (settings.oidc !== undefined) {
+        const { value, file } = settings.oidc.clientSecret;
+        const secret = (value ?? (file !== undefined ? readFileSync(file, "utf8") : "")).trim();
+        oidc = {
+          issuer: settings.oidc.issuer,
+          clientId: settings.oidc.clientId,
+          groupRoles: settings.oidc.groupRoles,
+          ...(secret !== "" ? { clientSecret: secret } : {}),
+        };
+      }
       const running = await startCtrl({
+        oidc,
         keyring,
         releaseKinds: settings.releaseKinds,
         databaseUrl: settings.databaseUrl,

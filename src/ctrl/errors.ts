@@ -20,6 +20,16 @@ export class DomainError extends Error {
   }
 }
 
+/** The HTTP status of each code, for the plain HTTP answers (webhooks, sign-in). */
+export const HTTP_STATUS: Record<DomainErrorCode, number> = {
+  invalid_argument: 400,
+  not_found: 404,
+  already_exists: 409,
+  failed_precondition: 409,
+  permission_denied: 403,
+  resource_exhausted: 429,
+};
+
 export function invalidArgument(field: string, problem: string): DomainError {
   return new DomainError("invalid_argument", `${field}: ${problem}`, field);
 }

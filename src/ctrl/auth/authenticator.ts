@@ -15,6 +15,10 @@
 // (./policy.ts) is checked too, before any handler runs: less is permission_denied naming the
 // role needed. Installation tokens have no role and pass.
 //
+// A member's sign-in session (../domain/member-sessions.ts) is a bearer token too
+// (krane_session_…): its principal is its member's, its tokenId the session's id (mss_…), so a
+// revoked session is forgotten and its streams ended like a revoked token.
+//
 // Revocation: the API handlers tell this process's Authenticator (forgetUserToken,
 // forgetCluster), which drops the cached lookups at once and ends the streams opened with the
 // revoked token (agents' watches; the public API's StreamLogs and audit exports, and those of a
@@ -25,6 +29,12 @@
 import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import type { Store } from "../db/store.js";
 import { findClusterByTokenHash } from "../domain/clusters.js";
+import {
+  findSessionByAccess,
+  isMemberSessionId,
+  memberSessionsPresent,
+  SESSION_ACCESS_PREFIX,
+} from "../domain/member-sessions.js";
 import { findSession } from "../domain/sessions.js";
 import {
   findUserTokenByHash,
@@ -163,6 +173,11 @@ export class Authenticator implements RevocationListener {
     if (m[1].startsWith("krane_agent_")) {
       const c = await findClusterByTokenHash(this.store.db, digest);
       if (c) principal = { kind: "agent", clusterId: c.id, region: c.region };
+    } else if (m[1].startsWith(SESSION_ACCESS_PREFIX)) {
+      // A member's sign-in session (../domain/member-sessions.ts): never cached past its access
+      // token's expiry, which the lookup checks.
+      const t = await findSessionByAccess(this.store.db, digest, now);
+      if (t) principal = tokenPrincipal(t);
     } else {
       const t = await findUserTokenByHash(this.store.db, digest);
       if (t) principal = tokenPrincipal(t);
@@ -175,6 +190,8 @@ export class Authenticator implements RevocationListener {
 
   /** Records a user token's use, at most once per usageIntervalMs from this process. */
   private async noteUse(tokenId: string): Promise<void> {
+    // A sign-in session is no API token: its use is its refresh.
+    if (isMemberSessionId(tokenId)) return;
     const now = Date.now();
     const last = this.usage.get(tokenId);
     if (last !== undefined && now - last < this.usageMs) return;
@@ -391,7 +408,13 @@ export class Authenticator implements RevocationListener {
       if (tokenIds.size > 0) {
         let present: Set<string>;
         try {
-          present = await userTokensPresent(this.store.db, [...tokenIds]);
+          const ids = [...tokenIds];
+          present = await userTokensPresent(
+            this.store.db,
+            ids.filter((id) => !isMemberSessionId(id)),
+          );
+          const sessions = ids.filter(isMemberSessionId);
+          for (const id of await memberSessionsPresent(this.store.db, sessions, Date.now())) present.add(id);
         } catch {
           return;
         }

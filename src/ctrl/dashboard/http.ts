@@ -1,5 +1,6 @@
 // The web dashboard's HTTP side, on ctrl's API port next to the RPCs: the built page and its
-// assets at `/`, and sign-in/sign-out at `/dashboard/session`. Everything else the page does is
+// assets at `/`, sign-in/sign-out at `/dashboard/session`, and members' sign-in through the
+// OpenID provider at `/auth/oidc/…` (./sign-in.ts). Everything else the page does is
 // a call of the public API (Connect over HTTP/1.1 or HTTP/2) carrying the session cookie; there
 // is no backend-for-frontend.
 //
@@ -14,8 +15,6 @@
 // The token travels only in that POST's body: never in a URL, never back to the page, never in
 // web storage (the page keeps nothing of it).
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -23,10 +22,10 @@ import type { Store } from "../db/store.js";
 import { createSession, deleteSession } from "../domain/sessions.js";
 import { findUserTokenByHash, hashToken } from "../domain/tokens.js";
 import { crossSiteRefusal, readCookie, sessionCookie } from "../auth/browser.js";
+import { header, json, PAGE_HEADERS, readBody, refusedByLimit, type Request, type Response } from "./answers.js";
 import { SignInLimiter, type LimitPolicy } from "./limiter.js";
-
-type Request = http.IncomingMessage | http2.Http2ServerRequest;
-type Response = http.ServerResponse | http2.Http2ServerResponse;
+import { answerSignIn, SIGN_IN_PREFIX } from "./sign-in.js";
+import type { OidcSignIn } from "../auth/oidc.js";
 
 /** Where `npm run build` puts the page (dist/dashboard), from this module in src/ or dist/ alike. */
 export const DEFAULT_ASSETS_DIR = fileURLToPath(new URL("../../../dist/dashboard/", import.meta.url));
@@ -53,6 +52,8 @@ export interface DashboardOptions {
   sessionTtlMs?: number;
   /** The sign-in's rate limit (default: ./limiter.ts PER_ADDRESS and OVERALL). */
   signInLimit?: { perAddress?: LimitPolicy; overall?: LimitPolicy };
+  /** Members' sign-in through the installation's OpenID provider (./sign-in.ts); absent: none. */
+  oidc?: OidcSignIn;
   /** A failure that is no answer of the page's (logged by the server). */
   onError?: (err: unknown) => void;
 }
@@ -102,51 +103,9 @@ export function loadAssets(dir: string): Map<string, Asset> {
   return assets;
 }
 
-/** Headers every page answer carries: nothing from another origin, no framing, no sniffing, no referrer. */
-const PAGE_HEADERS: Record<string, string> = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-  "cross-origin-opener-policy": "same-origin",
-  "cross-origin-resource-policy": "same-origin",
-};
-
 function ownOrigin(req: Request, secure: boolean): string {
   const authority = "authority" in req && typeof req.authority === "string" ? req.authority : req.headers.host;
   return `${secure ? "https" : "http"}://${authority ?? ""}`;
-}
-
-function header(req: Request, name: string): string | null {
-  const v = req.headers[name];
-  return typeof v === "string" ? v : null;
-}
-
-function json(res: Response, status: number, body: unknown, extra: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    ...PAGE_HEADERS,
-    "content-type": "application/json",
-    "cache-control": "no-store",
-    "content-length": String(Buffer.byteLength(text)),
-    ...extra,
-  });
-  res.end(text);
-}
-
-/** At most this much of a sign-in body is read (a token is about 60 bytes). */
-const MAX_BODY = 4096;
-
-async function readBody(req: Request): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > MAX_BODY) return undefined;
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 export function createDashboardHandler(opts: DashboardOptions): (req: Request, res: Response) => void {
@@ -156,16 +115,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
 
   const limiter = new SignInLimiter(opts.signInLimit?.perAddress, opts.signInLimit?.overall, Date.now());
   const signIn = async (req: Request, res: Response): Promise<void> => {
-    const wait = limiter.take(req.socket.remoteAddress ?? "", Date.now());
-    if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000);
-      return json(
-        res,
-        429,
-        { message: `too many sign-in attempts: try again in ${seconds} s` },
-        { "retry-after": String(seconds) },
-      );
-    }
+    if (refusedByLimit(limiter, req, res)) return;
     if (!(header(req, "content-type") ?? "").toLowerCase().startsWith("application/json"))
       return json(res, 415, { message: 'sign in with a JSON body: {"token": "…"}' });
     const text = await readBody(req);
@@ -241,6 +191,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const method = req.method ?? "GET";
     const work = async (): Promise<void> => {
+      if (path.startsWith(SIGN_IN_PREFIX)) return answerSignIn(req, res, path, opts.oidc, limiter);
       if (path === "/dashboard/session") {
         if (method === "GET") return who(req, res);
         if (method !== "POST" && method !== "DELETE") return json(res, 405, { message: "GET, POST or DELETE" });

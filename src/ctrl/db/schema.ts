@@ -268,6 +268,36 @@ export interface DashboardSessionsTable {
   expires_at: number;
 }
 
+/** Migration 0033: a sign-in through the OpenID provider under way (by its state's digest). */
+export interface OidcLoginsTable {
+  state_hash: string;
+  nonce: string;
+  code_verifier: string;
+  redirect_uri: string;
+  /** The workspace (slug) the sign-in is for; "" for the member's only one. */
+  workspace: string;
+  created_at: number;
+  expires_at: number;
+}
+
+/** Migration 0033: a member's session from a sign-in (digests of its access and refresh tokens). */
+export interface MemberSessionsTable {
+  id: string;
+  member_id: string;
+  workspace_id: string;
+  /** The provider's "<issuer>#<sub>" it was made for. */
+  subject: string;
+  /** "cli" or "dashboard". */
+  client: string;
+  access_hash: string;
+  access_expires_at: number;
+  refresh_hash: string;
+  /** The session ends then, refreshed or not. */
+  expires_at: number;
+  created_at: number;
+  refreshed_at: number;
+}
+
 /** Migration 0005: digests of revoked user tokens, never registered again. */
 export interface RevokedTokensTable {
   token_hash: string;
@@ -954,6 +984,8 @@ export interface Database {
   smtp_settings: SmtpSettingsTable;
   members: MembersTable;
   service_accounts: ServiceAccountsTable;
+  oidc_logins: OidcLoginsTable;
+  member_sessions: MemberSessionsTable;
 }
 
 export type WorkspaceRow = Selectable<WorkspacesTable>;
@@ -980,6 +1012,7 @@ export type NotificationDeliveryRow = Selectable<NotificationDeliveriesTable>;
 export type SmtpSettingsRow = Selectable<SmtpSettingsTable>;
 export type MemberRow = Selectable<MembersTable>;
 export type ServiceAccountRow = Selectable<ServiceAccountsTable>;
+export type MemberSessionRow = Selectable<MemberSessionsTable>;
 
 /** Lists and small records are stored as JSON text; a malformed or non-list value reads as []. */
 export function parseJsonList<T>(text: string): T[] {

@@ -1,5 +1,5 @@
 // Who may act in a workspace, as whole changes: removing a member or service account together
-// with what acted as them (their tokens, ./tokens.ts) in one transaction, and changing a
+// with what acted as them (their tokens, ./tokens.ts, and sign-in sessions, ./member-sessions.ts) in one transaction, and changing a
 // member's role, each answering what it ended so the Authenticator forgets it at once. The
 // tables' own operations are ./members.ts.
 import type { RoleName } from "../../contracts/roles.js";
@@ -21,21 +21,24 @@ import {
   type MemberRecord,
   type ServiceAccountRecord,
 } from "./members.js";
+import { deleteMemberSessions } from "./member-sessions.js";
 import { findWorkspace } from "./tenancy.js";
 import { revokeOwnedTokens } from "./tokens.js";
 
 /** What a change ended, for the Authenticator to forget at once. */
 export interface Ended {
+  /** API tokens' ids and sign-in sessions' (mss_…). */
   tokenIds: string[];
 }
 
 export const NOTHING_ENDED: Ended = { tokenIds: [] };
 
-/** A member's row and tokens, in the caller's transaction. */
+/** A member's row, tokens and sign-in sessions, in the caller's transaction. */
 export async function dropMember(tx: WriteTx, memberId: string): Promise<Ended> {
   const tokenIds = await revokeOwnedTokens(tx, { memberId });
+  const sessionIds = await deleteMemberSessions(tx, { memberId });
   await deleteMemberRow(tx, memberId);
-  return { tokenIds };
+  return { tokenIds: [...tokenIds, ...sessionIds] };
 }
 
 /** A workspace's member by email or id, in the caller's transaction; not_found names both. */
@@ -102,5 +105,6 @@ export async function deleteServiceAccount(
 
 /** A workspace's people go with it (its deletion's last step; its tokens go by ./tokens.ts). */
 export async function removeWorkspaceAccess(tx: WriteTx, workspaceId: string): Promise<void> {
+  await deleteMemberSessions(tx, { workspaceId });
   await deleteWorkspaceMembers(tx, workspaceId);
 }

@@ -228,3 +228,79 @@ export async function createServiceAccount(
 export async function deleteServiceAccountRow(tx: WriteTx, id: string): Promise<void> {
   await tx.trx.deleteFrom("service_accounts").where("id", "=", id).execute();
 }
+
+// ---------------------------------------------------------------- sign-in
+
+/** What the provider vouched for at a sign-in (../auth/oidc.ts). */
+export interface SignInIdentity {
+  /** "<issuer>#<sub>". */
+  subject: string;
+  /** Lower case; "" when the provider gave none. */
+  email: string;
+  emailVerified: boolean;
+  name: string;
+}
+
+/**
+ * The members a signed-in person is, in every workspace: those their subject names, and the
+ * invitations their verified address accepts (never an invitation another subject accepted).
+ */
+export async function membersOfIdentity(db: Reader, who: SignInIdentity): Promise<MemberRow[]> {
+  const bySubject = await db.selectFrom("members").selectAll().where("subject", "=", who.subject).execute();
+  if (!who.emailVerified || who.email === "") return bySubject;
+  const invited = await db
+    .selectFrom("members")
+    .selectAll()
+    .where("email", "=", who.email)
+    .where("subject", "is", null)
+    .execute();
+  const seen = new Set(bySubject.map((m) => m.workspace_id));
+  return [...bySubject, ...invited.filter((m) => !seen.has(m.workspace_id))];
+}
+
+/**
+ * Records a sign-in on a member's row: the first accepts the invitation (subject, joined_at),
+ * every one sets the name the provider gave and the role its groups give (null: none).
+ */
+export async function recordSignIn(
+  tx: WriteTx,
+  row: MemberRow,
+  who: SignInIdentity,
+  groupRole: RoleName | null,
+): Promise<MemberRecord> {
+  const next: MemberRow = {
+    ...row,
+    subject: who.subject,
+    name: who.name.slice(0, 200),
+    group_role: groupRole,
+    joined_at: row.joined_at ?? tx.now,
+  };
+  await tx.trx
+    .updateTable("members")
+    .set({ subject: next.subject, name: next.name, group_role: next.group_role, joined_at: next.joined_at })
+    .where("id", "=", row.id)
+    .execute();
+  return memberRecord(next);
+}
+
+/** A member made by a sign-in whose groups give a role in a workspace that never invited them. */
+export async function insertGroupMember(
+  tx: WriteTx,
+  workspaceId: string,
+  who: SignInIdentity,
+  groupRole: RoleName,
+): Promise<MemberRecord> {
+  const row: MemberRow = {
+    id: newMemberId(),
+    workspace_id: workspaceId,
+    email: who.email,
+    name: who.name.slice(0, 200),
+    granted_role: null,
+    group_role: groupRole,
+    subject: who.subject,
+    created_at: tx.now,
+    joined_at: tx.now,
+  };
+  await tx.trx.insertInto("members").values(row).execute();
+  return memberRecord(row);
+}

@@ -31,7 +31,7 @@ import {
   type PreviewOutcome,
 } from "../domain/preview-lifecycle.js";
 import { findPreview, previewHook, recordDelivery } from "../domain/previews.js";
-import { DomainError, failedPrecondition, invalidArgument } from "../errors.js";
+import { DomainError, failedPrecondition, HTTP_STATUS, invalidArgument } from "../errors.js";
 import { image as imageRule } from "../validate/rules.js";
 import type { PreviewHookRow } from "../db/schema.js";
 import {
@@ -93,15 +93,6 @@ const tooLarge = (close = false): Refusal =>
     close,
   );
 
-const HTTP_OF: Record<string, number> = {
-  invalid_argument: 400,
-  not_found: 404,
-  already_exists: 409,
-  failed_precondition: 409,
-  permission_denied: 403,
-  resource_exhausted: 429,
-};
-
 /**
  * The body, up to MAX_BODY. A body declared larger is refused before it is read (node:http then
  * reads and drops the rest, keeping the connection); one that turns out larger is read to its
@@ -153,7 +144,7 @@ export class WebhookReceiver {
           err instanceof Refusal
             ? err
             : err instanceof DomainError
-              ? new Refusal(HTTP_OF[err.code] ?? 400, err.code, err.message)
+              ? new Refusal(HTTP_STATUS[err.code] ?? 400, err.code, err.message)
               : this.#o.isOutage?.(err)
                 ? new Refusal(503, "unavailable", "ctrl's database is unavailable; deliver again later")
                 : undefined;

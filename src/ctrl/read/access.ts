@@ -26,5 +26,7 @@ export async function listServiceAccounts(
 /** The ids of a member's API tokens (a role change drops their cached lookups at once). */
 export async function tokenIdsOfMember(db: Reader, memberId: string): Promise<string[]> {
   const rows = await db.selectFrom("api_tokens").select("id").where("member_id", "=", memberId).execute();
-  return rows.map((r) => r.id);
+  // And their sign-in sessions (mss_…), which the Authenticator caches the same way.
+  const sessions = await db.selectFrom("member_sessions").select("id").where("member_id", "=", memberId).execute();
+  return [...rows, ...sessions].map((r) => r.id);
 }

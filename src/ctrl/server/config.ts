@@ -42,6 +42,11 @@
 //   --build-state-dir    KRANE_BUILD_STATE_DIR      buildStateDir       <database dir>/builds (BuildKit's caches, per project)
 //   --build-slots        KRANE_BUILD_SLOTS          buildSlots          1 (builds at once)
 //   --build-timeout      KRANE_BUILD_TIMEOUT        buildTimeout        15m (a build's time limit)
+//   --oidc-issuer        KRANE_OIDC_ISSUER          oidcIssuer          (none: no sign-in) the OpenID provider, https (http only on loopback)
+//   --oidc-client-id     KRANE_OIDC_CLIENT_ID       oidcClientId        ctrl's client id at the provider (needed with an issuer)
+//   --oidc-client-secret-file KRANE_OIDC_CLIENT_SECRET_FILE oidcClientSecretFile (none: a public client, PKCE only)
+//   (env only)           KRANE_OIDC_CLIENT_SECRET   oidcClientSecret    the secret itself
+//   --oidc-group-role    KRANE_OIDC_GROUP_ROLES     oidcGroupRoles      (none) group=role or group=workspace:role, comma-separated in env/file
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -55,6 +60,7 @@ import { parse as parseYaml } from "yaml";
 import { registryHost } from "../../contracts/images.js";
 import { parseQuotaList, type QuotaName, type QuotaSetting } from "../../contracts/quotas.js";
 import { DEFAULT_LOCAL_IMAGE_HOSTS } from "../images/resolve.js";
+import { parseGroupRole, type GroupRole } from "../auth/oidc-rules.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
 
@@ -107,6 +113,10 @@ export interface CtrlSettings {
     slots: number;
     timeoutMs: number;
   } | null;
+  /** Sign-in through an OpenID provider (undefined: none, API tokens only). */
+  oidc:
+    | { issuer: string; clientId: string; clientSecret: { value?: string; file?: string }; groupRoles: GroupRole[] }
+    | undefined;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -154,6 +164,11 @@ const ENV = {
   buildStateDir: "KRANE_BUILD_STATE_DIR",
   buildSlots: "KRANE_BUILD_SLOTS",
   buildTimeout: "KRANE_BUILD_TIMEOUT",
+  oidcIssuer: "KRANE_OIDC_ISSUER",
+  oidcClientId: "KRANE_OIDC_CLIENT_ID",
+  oidcClientSecretFile: "KRANE_OIDC_CLIENT_SECRET_FILE",
+  oidcClientSecret: "KRANE_OIDC_CLIENT_SECRET",
+  oidcGroupRoles: "KRANE_OIDC_GROUP_ROLES",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -294,6 +309,7 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       pick,
       isPg || databaseUrl === ":memory:" ? "./.krane/builds" : join(dirname(databaseUrl), "builds"),
     ),
+    oidc: oidcSettings(pick),
   };
 }
 
@@ -322,6 +338,42 @@ function buildSettings(
     stateDir: pick("buildStateDir") ?? defaultStateDir,
     slots,
     timeoutMs: parseDurationMs("build timeout", pick("buildTimeout") ?? "15m"),
+  };
+}
+
+function oidcSettings(pick: (k: keyof typeof ENV) => string | undefined): CtrlSettings["oidc"] {
+  const issuer = pick("oidcIssuer");
+  const clientId = pick("oidcClientId");
+  const groups = (pick("oidcGroupRoles") ?? "")
+    .split(",")
+    .map((g) => g.trim())
+    .filter((g) => g !== "");
+  if (issuer === undefined || issuer === "") {
+    if (clientId !== undefined || groups.length > 0)
+      throw new Error("oidc issuer: --oidc-client-id and --oidc-group-role need --oidc-issuer");
+    return undefined;
+  }
+  let u: URL;
+  try {
+    u = new URL(issuer);
+  } catch {
+    throw new Error(`oidc issuer: "${issuer}" is not a URL`);
+  }
+  const loopback = u.hostname === "127.0.0.1" || u.hostname === "[::1]" || u.hostname === "localhost";
+  if (u.protocol !== "https:" && !(u.protocol === "http:" && loopback))
+    throw new Error("oidc issuer: must be https:// (http:// only on this machine's loopback)");
+  if (clientId === undefined || clientId.trim() === "") throw new Error("oidc client id: needed with --oidc-issuer");
+  return {
+    issuer,
+    clientId: clientId.trim(),
+    clientSecret: { value: pick("oidcClientSecret"), file: pick("oidcClientSecretFile") },
+    groupRoles: groups.map((g) => {
+      try {
+        return parseGroupRole(g);
+      } catch (err) {
+        throw new Error(err instanceof Error ? err.message : String(err));
+      }
+    }),
   };
 }
 

@@ -10,7 +10,9 @@ import { AuditRecorder } from "../audit/recorder.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import type { BuildWorker } from "../builds/worker.js";
 import { Authenticator } from "../auth/authenticator.js";
+import { OidcSignIn } from "../auth/oidc.js";
 import { createDashboardHandler } from "../dashboard/http.js";
+import { pruneMemberSessions } from "../domain/member-sessions.js";
 import { compactOutbox } from "../db/outbox.js";
 import type { Store } from "../db/store.js";
 import { pruneAuditEvents, sinkPosition } from "../domain/audit.js";
@@ -288,6 +290,7 @@ export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
       assetsDir: config.dashboard?.assetsDir,
       sessionTtlMs: config.dashboard?.sessionTtlMs,
       signInLimit: config.dashboard?.signInLimit,
+      oidc: config.oidc ? new OidcSignIn(store, config.oidc) : undefined,
       onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
     }),
     onHandlerError: (method, err) =>
@@ -423,12 +426,15 @@ export function upkeep(
       everyMs: config.previews?.expiryIntervalMs ?? 30_000,
       run: async () => void (await p.expirePreviews()),
     },
-    // Dashboard sessions past their expiry, or whose token was revoked.
+    // Dashboard sessions past their expiry, or whose token was revoked; members' sessions past their end.
     {
       name: "prune-sessions",
       failure: "forgetting ended dashboard sessions failed; retrying",
       everyMs: compactEvery,
-      run: async () => void (await pruneSessions(store, store.clock())),
+      run: async () => {
+        await pruneSessions(store, store.clock());
+        await pruneMemberSessions(store, store.clock());
+      },
     },
     // Notifications still undelivered after the age limit are given up; finished ones forgotten.
     {

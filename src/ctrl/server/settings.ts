@@ -8,6 +8,7 @@ import type { BackoffPolicy } from "../../retry/backoff.js";
 import type { LimiterOptions } from "../audit/limiter.js";
 import type { AuditWebhookSink } from "../audit/sink.js";
 import type { AuthOptions } from "../auth/authenticator.js";
+import type { OidcSettings } from "../auth/oidc.js";
 import type { DashboardOptions } from "../dashboard/http.js";
 import type { Store } from "../db/store.js";
 import type { DomainCheckPolicy, TxtResolver } from "../domain/domains.js";
@@ -102,6 +103,8 @@ export interface CtrlConfig {
    * leaves what the database holds.
    */
   defaultQuota?: ReadonlyMap<QuotaName, QuotaSetting>;
+  /** Members sign in through this OpenID provider (absent: API tokens only). */
+  oidc?: OidcSettings;
 }
 
 export interface NotificationSettings {

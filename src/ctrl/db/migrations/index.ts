@@ -30,6 +30,7 @@ import { migration as m0029 } from "./0029_instant_rollback.js";
 import { migration as m0030 } from "./0030_notifications.js";
 import { migration as m0031 } from "./0031_members.js";
 import { migration as m0032 } from "./0032_builds.js";
+import { migration as m0033 } from "./0033_member_sessions.js";
 import { migration as m0034 } from "./0034_quotas.js";
 import { migration as m0036 } from "./0036_metric_history.js";
 import type { KraneMigration } from "./migration.js";
@@ -65,6 +66,7 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0030_notifications": m0030,
   "0031_members": m0031,
   "0032_builds": m0032,
+  "0033_member_sessions": m0033,
   "0034_quotas": m0034,
   "0036_metric_history": m0036,
 };

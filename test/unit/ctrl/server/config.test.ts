@@ -142,4 +142,41 @@ describe("ctrl settings", () => {
       /build slots/,
     );
   });
+
+  it("reads the OpenID provider's settings, refusing what cannot work", () => {
+    assert.equal(resolveCtrlSettings({}, {}, {}).oidc, undefined, "no provider unless asked");
+    const s = resolveCtrlSettings(
+      { oidcIssuer: "https://id.example.com/realms/eng", oidcGroupRoles: "eng=developer,ops=acme:admin" },
+      { KRANE_OIDC_CLIENT_ID: "krane", KRANE_OIDC_CLIENT_SECRET: "s3cret" },
+      parseCtrlConfigFile("oidcClientSecretFile: /etc/krane/oidc-secret\n"),
+    );
+    assert.deepEqual(s.oidc, {
+      issuer: "https://id.example.com/realms/eng",
+      clientId: "krane",
+      clientSecret: { value: "s3cret", file: "/etc/krane/oidc-secret" },
+      groupRoles: [
+        { group: "eng", role: "developer" },
+        { group: "ops", workspace: "acme", role: "admin" },
+      ],
+    });
+    assert.equal(
+      resolveCtrlSettings({ oidcIssuer: "http://127.0.0.1:9000", oidcClientId: "k" }, {}, {}).oidc?.issuer,
+      "http://127.0.0.1:9000",
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ oidcIssuer: "http://id.example.com", oidcClientId: "k" }, {}, {}),
+      /oidc issuer: must be https/,
+    );
+    assert.throws(() => resolveCtrlSettings({ oidcIssuer: "https://id.example.com" }, {}, {}), /oidc client id/);
+    assert.throws(() => resolveCtrlSettings({ oidcClientId: "k" }, {}, {}), /need --oidc-issuer/);
+    assert.throws(
+      () =>
+        resolveCtrlSettings(
+          { oidcIssuer: "https://id.example.com", oidcClientId: "k", oidcGroupRoles: "eng=root" },
+          {},
+          {},
+        ),
+      /--oidc-group-role: "eng=root"/,
+    );
+  });
 });
