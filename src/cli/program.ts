@@ -11,6 +11,7 @@ import { registerDeployCommands } from "./deploy.js";
 import { registerEnvCommands } from "./env.js";
 import { registerEventsCommand } from "./events.js";
 import { registerExposureCommands } from "./exposure.js";
+import { registerPolicyCommands } from "./policy.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerMemberCommands } from "./member.js";
@@ -48,6 +49,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["events", registerEventsCommand],
   ["logs", registerLogsCommand],
   ["exposure", registerExposureCommands],
+  ["policy", registerPolicyCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
   ["registry", registerRegistryCommands],

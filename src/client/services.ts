@@ -17,7 +17,7 @@ import { MemberService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
-import { DomainService, EndpointService } from "../gen/krane/ctrl/v1/exposure_pb.js";
+import { DomainService, EndpointService, PolicyService } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
@@ -42,6 +42,7 @@ export const API_SERVICES = {
   jobs: JobService,
   endpoints: EndpointService,
   domains: DomainService,
+  policies: PolicyService,
   events: InstanceEventService,
   logs: LogService,
   live: LiveService,

@@ -25,7 +25,7 @@ import {
 import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
-import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { DomainService, EndpointService, PolicyService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
@@ -341,6 +341,20 @@ describe("the audit diff of every audited method", () => {
         diff: each("environment.endpoints.public", "removed", ["hostname", "path_prefix"]),
       },
       (o) => endpoints.deleteEndpoint({ ...REF, visibility: "public" }, o),
+    );
+    // Edge policies: the environment's list, compared whole.
+    const policies = ctrl.client(PolicyService, t);
+    await step(
+      { method: "PolicyService/AddPolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      (o) =>
+        policies.addPolicy(
+          { ...REF, policy: { name: "office", kind: { case: "ip", value: { allow: ["192.0.2.0/24"] } } } },
+          o,
+        ),
+    );
+    await step(
+      { method: "PolicyService/RemovePolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      (o) => policies.removePolicy({ ...REF, name: "office" }, o),
     );
     const hostname = "shop.acme-example.com";
     const { domain } = await step(

@@ -29,6 +29,7 @@ import { migration as m0028 } from "./0028_image_digests_registries.js";
 import { migration as m0029 } from "./0029_instant_rollback.js";
 import { migration as m0030 } from "./0030_notifications.js";
 import { migration as m0031 } from "./0031_members.js";
+import { migration as m0035 } from "./0035_edge_policies.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -61,4 +62,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0029_instant_rollback": m0029,
   "0030_notifications": m0030,
   "0031_members": m0031,
+  "0035_edge_policies": m0035,
 };
