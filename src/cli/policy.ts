@@ -1,7 +1,10 @@
 // `krane policy add | list | remove | move <project/env>`: an environment's ordered edge policies
 // through ctrl's PolicyService. Every sentinel of the environment checks them in order before a
 // request reaches an instance; each change is a new routing version.
+import { create } from "@bufbuild/protobuf";
+import type { Client } from "@connectrpc/connect";
 import type { Command } from "commander";
+import type { EdgePolicy, PolicyService } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { collect, splitTarget, userAction, withConnection, type ConnectionFlags } from "./command.js";
 
 interface AddFlags extends ConnectionFlags {
@@ -46,47 +49,47 @@ function position(flag: string, v: string | undefined): number | undefined {
 /** The flags as the request's policy (ctrl checks the values and names the bad field). */
 export function policyOfFlags(f: AddFlags) {
   const split = (l: string[] | undefined) => (l ?? []).flatMap((x) => x.split(",")).filter((x) => x !== "");
-  if (f.kind === "ip")
-    return {
-      name: f.name,
-      kind: {
-        case: "ip" as const,
-        value: {
-          allow: split(f.allow),
-          deny: split(f.deny),
-          trustedProxies: split(f.trustedProxy),
-          clientHeader: f.clientHeader ?? "",
-        },
-      },
+  const bytes = (flag: string, v: string | undefined) => (v === undefined ? 0n : parseBytes(flag, v));
+  let kind;
+  if (f.kind === "ip") {
+    const value = { allow: split(f.allow), deny: split(f.deny), trustedProxies: split(f.trustedProxy) };
+    kind = { case: "ip" as const, value: { ...value, clientHeader: f.clientHeader ?? "" } };
+  } else if (f.kind === "limits") {
+    const sizes = { maxBodyBytes: bytes("--max-body", f.maxBody), maxHeaderBytes: bytes("--max-header", f.maxHeader) };
+    kind = {
+      case: "limits" as const,
+      value: { ...sizes, methods: split(f.method).map((m) => m.toUpperCase()), pathPrefixes: split(f.pathPrefix) },
     };
-  if (f.kind === "limits")
-    return {
-      name: f.name,
-      kind: {
-        case: "limits" as const,
-        value: {
-          maxBodyBytes: f.maxBody === undefined ? 0n : parseBytes("--max-body", f.maxBody),
-          maxHeaderBytes: f.maxHeader === undefined ? 0n : parseBytes("--max-header", f.maxHeader),
-          methods: split(f.method).map((m) => m.toUpperCase()),
-          pathPrefixes: split(f.pathPrefix),
-        },
-      },
-    };
-  throw new Error(`--kind: expected ip or limits, got "${f.kind}"`);
+  } else throw new Error(`--kind: expected ip or limits, got "${f.kind}"`);
+  return { name: f.name, kind };
+}
+
+type Ctx = Parameters<Parameters<typeof userAction>[0]>[0];
+type Call = (
+  svc: Client<typeof PolicyService>,
+  base: { workspace: string; project: string; environment: string },
+) => Promise<{ policies: EdgePolicy[]; routingVersion: bigint }>;
+
+/** Calls PolicyService for `target` and prints the list it answers (as JSON with --json). */
+async function answerList(x: Ctx, target: string, call: Call): Promise<void> {
+  const svc = x.ctrl.client(x.exposure.PolicyService);
+  const res = await call(svc, { workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+  const list = create(x.exposure.ListPoliciesResponseSchema, {
+    policies: res.policies,
+    routingVersion: res.routingVersion,
+  });
+  if (x.json) x.printJson(x.exposure.ListPoliciesResponseSchema, list);
+  else
+    x.printTable(
+      ["#", "NAME", "KIND", "RULE"],
+      list.policies.map((p, i) => [i, p.name, p.kind.case ?? "?", p.summary]),
+    );
 }
 
 export function registerPolicyCommands(program: Command): void {
   const policy = program
     .command("policy")
     .description("edge policies: IP rules and request limits every sentinel of an environment enforces, in order");
-  const print = (
-    x: Parameters<Parameters<typeof userAction>[0]>[0],
-    res: { policies: { name: string; summary: string; kind: { case: string | undefined } }[]; routingVersion: bigint },
-  ) =>
-    x.printTable(
-      ["#", "NAME", "KIND", "RULE"],
-      res.policies.map((p, i) => [i, p.name, p.kind.case ?? "?", p.summary]),
-    );
   withConnection(
     policy
       .command("add <project/env>")
@@ -104,55 +107,30 @@ export function registerPolicyCommands(program: Command): void {
       .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect),
     { workspace: true },
   ).action(
-    userAction(async (x, target: string, f: AddFlags) => {
-      const res = await x.ctrl.client(x.exposure.PolicyService).addPolicy({
-        workspace: await x.ctrl.workspace(),
-        ...splitTarget(target),
-        policy: policyOfFlags(f),
-        position: position("--position", f.position),
-      });
-      if (x.json) x.printJson(x.exposure.AddPolicyResponseSchema, res);
-      else print(x, res);
-    }),
+    userAction((x, target: string, f: AddFlags) =>
+      answerList(x, target, (svc, base) =>
+        svc.addPolicy({ ...base, policy: policyOfFlags(f), position: position("--position", f.position) }),
+      ),
+    ),
   );
-  withConnection(policy.command("list <project/env>").description("the environment's policies, in order"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string) => {
-      const res = await x.ctrl
-        .client(x.exposure.PolicyService)
-        .listPolicies({ workspace: await x.ctrl.workspace(), ...splitTarget(target) });
-      if (x.json) x.printJson(x.exposure.ListPoliciesResponseSchema, res);
-      else print(x, res);
-    }),
+  const list = policy.command("list <project/env>").description("the environment's policies, in order");
+  withConnection(list, { workspace: true }).action(
+    userAction((x, target: string) => answerList(x, target, (svc, base) => svc.listPolicies(base))),
   );
-  withConnection(policy.command("remove <project/env> <name>").description("remove a policy"), {
-    workspace: true,
-  }).action(
-    userAction(async (x, target: string, name: string) => {
-      const res = await x.ctrl
-        .client(x.exposure.PolicyService)
-        .removePolicy({ workspace: await x.ctrl.workspace(), ...splitTarget(target), name });
-      if (x.json) x.printJson(x.exposure.RemovePolicyResponseSchema, res);
-      else print(x, res);
-    }),
+  const remove = policy.command("remove <project/env> <name>").description("remove a policy");
+  withConnection(remove, { workspace: true }).action(
+    userAction((x, target: string, name: string) =>
+      answerList(x, target, (svc, base) => svc.removePolicy({ ...base, name })),
+    ),
   );
-  withConnection(
-    policy
-      .command("move <project/env> <name>")
-      .description("move a policy to another place in the list")
-      .requiredOption("--position <n>", "0 is first"),
-    { workspace: true },
-  ).action(
-    userAction(async (x, target: string, name: string, f: ConnectionFlags & { position: string }) => {
-      const res = await x.ctrl.client(x.exposure.PolicyService).movePolicy({
-        workspace: await x.ctrl.workspace(),
-        ...splitTarget(target),
-        name,
-        position: position("--position", f.position) ?? 0,
-      });
-      if (x.json) x.printJson(x.exposure.MovePolicyResponseSchema, res);
-      else print(x, res);
-    }),
+  const move = policy
+    .command("move <project/env> <name> <position>")
+    .description("move a policy to another place in the list (0 is first)");
+  withConnection(move, { workspace: true }).action(
+    userAction((x, target: string, name: string, at: string) =>
+      answerList(x, target, (svc, base) =>
+        svc.movePolicy({ ...base, name, position: position("<position>", at) ?? 0 }),
+      ),
+    ),
   );
 }

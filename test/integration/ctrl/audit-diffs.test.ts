@@ -345,16 +345,28 @@ describe("the audit diff of every audited method", () => {
     // Edge policies: the environment's list, compared whole.
     const policies = ctrl.client(PolicyService, t);
     await step(
-      { method: "PolicyService/AddPolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      // The first policy adds the list; the last one removed takes it away.
+      { method: "PolicyService/AddPolicy", chain: "workspace", diff: ["environment.edge_policies added"] },
       (o) =>
         policies.addPolicy(
           { ...REF, policy: { name: "office", kind: { case: "ip", value: { allow: ["192.0.2.0/24"] } } } },
           o,
         ),
     );
+    const SET = { chain: "workspace" as const, diff: ["environment.edge_policies set"] };
+    await step({ method: "PolicyService/AddPolicy", ...SET }, (o) =>
+      policies.addPolicy({ ...REF, policy: { name: "api", kind: { case: "limits", value: { methods: ["GET"] } } } }, o),
+    );
+    await step(
+      { method: "PolicyService/MovePolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      (o) => policies.movePolicy({ ...REF, name: "api", position: 0 }, o),
+    );
     await step(
       { method: "PolicyService/RemovePolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
       (o) => policies.removePolicy({ ...REF, name: "office" }, o),
+    );
+    await step({ method: "PolicyService/RemovePolicy", ...SET, diff: ["environment.edge_policies removed"] }, (o) =>
+      policies.removePolicy({ ...REF, name: "api" }, o),
     );
     const hostname = "shop.acme-example.com";
     const { domain } = await step(

@@ -112,8 +112,11 @@ test("ip: allow and deny lists, and a forwarding header believed only from a tru
   await serving(1);
   assert.equal((await hit(pool, "/")).answer?.pod, "policies-1", "no policy: the instance answers");
 
-  // Every peer is a trusted proxy here, so the header names the client.
-  await publish(2, [{ name: "office", kind: "ip", allow: ["192.0.2.0/24"], trustedProxies: ["0.0.0.0/0", "::/0"] }]);
+  // The test's peer (a loopback or pod-network address, below 192.0.0.0) is a trusted proxy here,
+  // so the header names the client; 192.0.0.0 and up (the client and the spoofer) are not.
+  await publish(2, [
+    { name: "office", kind: "ip", allow: ["192.0.2.0/24"], trustedProxies: ["0.0.0.0/1", "128.0.0.0/2", "::/0"] },
+  ]);
   await serving(2);
   const outside = await send("GET", "/");
   assert.deepEqual([outside.status, outside.cause, outside.pod], [403, "policy-ip", undefined]);
