@@ -13,6 +13,7 @@ import { registerEnvCommands } from "./env.js";
 import { registerEventsCommand } from "./events.js";
 import { registerMetricsCommand } from "./metrics.js";
 import { registerExposureCommands } from "./exposure.js";
+import { registerPolicyCommands } from "./policy.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerMemberCommands } from "./member.js";
@@ -53,6 +54,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["logs", registerLogsCommand],
   ["metrics", registerMetricsCommand],
   ["exposure", registerExposureCommands],
+  ["policy", registerPolicyCommands],
   ["preview", registerPreviewCommands],
   ["region", registerRegionCommands],
   ["registry", registerRegistryCommands],

@@ -171,6 +171,14 @@ export function renderEnvironmentStatus(
       ]);
     out.push(autoscale.toString());
   }
+  if (s.edgePolicies?.length) {
+    // Edge policies in the order every sentinel checks them (served from the ROUTING version).
+    const policies = new Table({ head: ["POLICY", "NAME", "KIND", "RULE"], ...plain });
+    s.edgePolicies.forEach((p, i) =>
+      policies.push([String(i), p.name ?? "", p.ip ? "ip" : p.limits ? "limits" : "?", p.summary ?? ""]),
+    );
+    out.push(policies.toString());
+  }
   if (s.endpoints?.length || s.domains?.length) {
     // Exposure: each address and its readiness per region (gateway reports), and whether the
     // environment's Gateway serves it over HTTPS (its listeners, where the agent serves HTTPS).

@@ -18,7 +18,7 @@ import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { BuildService } from "../gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
-import { DomainService, EndpointService } from "../gen/krane/ctrl/v1/exposure_pb.js";
+import { DomainService, EndpointService, PolicyService } from "../gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
@@ -44,6 +44,7 @@ export const API_SERVICES = {
   jobs: JobService,
   endpoints: EndpointService,
   domains: DomainService,
+  policies: PolicyService,
   events: InstanceEventService,
   logs: LogService,
   live: LiveService,

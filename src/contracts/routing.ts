@@ -28,6 +28,7 @@ import {
   LABEL_REGION,
   MANAGED_BY,
 } from "./labels.js";
+import { edgePolicyJson, parseEdgePolicies, PolicyFieldError, type EdgePolicy } from "./edge-policy.js";
 
 /** LABEL_COMPONENT of routing-table objects (EndpointSlices and policy ConfigMaps). */
 export const ROUTING_COMPONENT = COMPONENT.routing;
@@ -100,6 +101,11 @@ export interface RoutingPolicy {
    * answered 503 at once, and the agent is told at once through SENTINEL_WAKE_PATH.
    */
   readonly hold?: HoldPolicy;
+  /**
+   * The environment's edge policies, in order (absent: none; ./edge-policy.ts). Carried with the
+   * routing version, so the sentinels of a version all enforce the same list.
+   */
+  readonly policies?: readonly EdgePolicy[];
 }
 
 export interface HoldPolicy {
@@ -301,6 +307,15 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
       throw new Error("routing policy: hold.timeoutMs must be an integer 1–600000");
     hold = { maxHeld, timeoutMs };
   }
+  let policies: EdgePolicy[] | undefined;
+  if (o.policies !== undefined && o.policies !== null) {
+    try {
+      policies = parseEdgePolicies("policies", o.policies);
+    } catch (err) {
+      if (err instanceof PolicyFieldError) throw new Error(`routing policy: ${err.message}`);
+      throw err;
+    }
+  }
   return {
     version,
     environmentId: o.environmentId,
@@ -309,6 +324,7 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     ...(auth ? { auth } : {}),
     ...(preview !== undefined ? { preview } : {}),
     ...(hold ? { hold } : {}),
+    ...(policies && policies.length > 0 ? { policies } : {}),
   };
 }
 
@@ -321,6 +337,7 @@ export function formatRoutingPolicy(p: RoutingPolicy): string {
     ...(p.auth ? { auth: p.auth } : {}),
     ...(p.preview !== undefined ? { preview: p.preview } : {}),
     ...(p.hold ? { hold: p.hold } : {}),
+    ...(p.policies && p.policies.length > 0 ? { policies: p.policies.map(edgePolicyJson) } : {}),
   });
 }
 

@@ -135,6 +135,8 @@ export interface SentinelMetrics {
   readonly clientErrors: Counter<"reason">;
   /** Requests refused at the edge by API authentication (./auth.ts), by status. */
   readonly authRefusals: Counter<"status">;
+  /** Each edge policy's decisions (./policies.ts): allow or deny, by the policy's name. */
+  readonly policyDecisions: Counter<"policy" | "decision">;
 }
 
 export function statusClass(status: number): string {
@@ -256,6 +258,12 @@ export function createSentinelMetrics(
       name: "krane_sentinel_auth_refusals_total",
       help: "Requests refused by API authentication at the edge (401, 403, 400), by status.",
       labelNames: ["status"],
+      registers: r,
+    }),
+    policyDecisions: new Counter({
+      name: "krane_sentinel_policy_decisions_total",
+      help: "Decisions of the environment's edge policies (allow: passed on to the next; deny: answered), by policy name.",
+      labelNames: ["policy", "decision"],
       registers: r,
     }),
   };

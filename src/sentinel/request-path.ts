@@ -4,8 +4,9 @@
 // decides everything else.
 //
 //  - Admission: Host (or :authority) and request-target checked, probe paths answered, the
-//    request id kept or made, forwarding headers built (./headers.ts), API authentication at the
-//    edge (./auth.ts), 503 while no routing table is in force.
+//    request id kept or made, the environment's edge policies (./policies.ts), forwarding headers
+//    built (./headers.ts), API authentication at the edge (./auth.ts), 503 while no routing table
+//    is in force.
 //  - Attempts: an instance is picked by the balancer (revision shares, power of two choices,
 //    ejection, the blue-green preview header). A failed connect delivered nothing, so it is
 //    retried once elsewhere for any method, as long as the body was not read (undici, the h2c
@@ -21,6 +22,7 @@ import { randomUUID } from "node:crypto";
 import { PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
+import { refusalAnswer, type EdgePolicies } from "./policies.js";
 import type { Balancer, Instance } from "./balancer.js";
 import {
   causeOf,
@@ -49,6 +51,8 @@ export interface RequestPathOptions {
   readonly auth?: EdgeAuth;
   /** Scale to zero: requests held while no instance is routable (./hold.ts). */
   readonly held?: HeldRequests;
+  /** The environment's edge policies, checked at admission before authentication (./policies.ts). */
+  readonly policies?: EdgePolicies;
 }
 
 /** What a shell knows of a client request once its head has arrived. */
@@ -192,6 +196,23 @@ export class Trip {
     if (!this.#o.hasTable()) {
       this.refused = this.answer("not-ready");
       return;
+    }
+    const policies = this.#o.policies;
+    if (policies?.active) {
+      const refusal = policies.check({
+        method: head.method,
+        path: p,
+        peer: head.clientAddress,
+        rawHeaders: head.rawHeaders,
+        hasBody: head.hasBody,
+      });
+      if (refusal) {
+        // A body left unread is not read at all: the connection closes after the answer.
+        const a = refusalAnswer(refusal, this.requestId, head.hasBody);
+        this.finish(statusClass(a.status));
+        this.refused = a;
+        return;
+      }
     }
     this.headers = upstreamHeaders(head.rawHeaders, {
       clientAddress: head.clientAddress,

@@ -10,6 +10,7 @@ import { Informer, type ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../base/log.js";
 import type { AddressMapping } from "../contracts/address-map.js";
 import type { EdgeAuthPolicy, HoldPolicy } from "../contracts/routing.js";
+import type { EdgePolicy } from "../contracts/edge-policy.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";
 
 export interface RoutingUpdate {
@@ -22,6 +23,8 @@ export interface RoutingUpdate {
   readonly auth?: EdgeAuthPolicy;
   /** Scale to zero: how requests are held while no instance is routable (absent: they are not). */
   readonly hold?: HoldPolicy;
+  /** The environment's edge policies in order (absent: none). */
+  readonly policies?: readonly EdgePolicy[];
 }
 
 export interface RoutingSourceOptions {
@@ -125,6 +128,7 @@ export class RoutingSource {
       problems,
       auth: policy.auth,
       hold: policy.hold,
+      policies: policy.policies,
     });
   }
 }

@@ -17,6 +17,7 @@ import { KubeClient } from "../kube/client.js";
 import type { ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../base/log.js";
 import { EdgeAuth } from "./auth.js";
+import { EdgePolicies } from "./policies.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
 import { createHoldMetrics, HeldRequests } from "./hold.js";
 import type { SentinelSettings } from "./config.js";
@@ -60,6 +61,8 @@ export class Sentinel {
   readonly auth: EdgeAuth;
   /** Requests held while the environment is at zero (the policy's hold section). */
   readonly held: HeldRequests;
+  /** The environment's edge policies (the policy's policies section). */
+  readonly policies: EdgePolicies;
   readonly #log: Logger;
   readonly #path: RequestPath;
   #shell: ProxyShell | undefined;
@@ -89,6 +92,7 @@ export class Sentinel {
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
     this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
     this.held = new HeldRequests(createHoldMetrics(this.metrics.registry));
+    this.policies = new EdgePolicies(this.metrics.policyDecisions);
     this.#warm = new WarmUp({
       table: () => this.#table,
       holding: () => this.held.held > 0 && !this.#draining,
@@ -106,6 +110,7 @@ export class Sentinel {
     this.#path = new RequestPath({
       auth: this.auth,
       held: this.held,
+      policies: this.policies,
       balancer: this.balancer,
       metrics: this.metrics,
       log: o.log,
@@ -159,6 +164,7 @@ export class Sentinel {
       metrics: this.metrics,
       log: this.#log,
       auth: this.auth,
+      policies: this.policies,
       settings: s,
       hasTable: () => this.#table !== undefined,
     });
@@ -281,6 +287,8 @@ export class Sentinel {
     // A policy that could not be read yet (present but refused, none good before): refuse every
     // request rather than serve an environment that may want authentication without it.
     this.auth.setPolicy(u.policyKnown ? u.auth : u.policyError !== undefined ? FAIL_CLOSED : undefined);
+    // The last good document's list stays in force while a newer one is refused or ctrl is down.
+    this.policies.set(u.policies);
     this.#table = table;
     this.#policyKnown = u.policyKnown;
     if (u.policyError !== this.#policyError) {

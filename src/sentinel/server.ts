@@ -245,6 +245,7 @@ export function createNodeShell(o: ShellOptions): ProxyShell {
     upstreamTimeoutMs: s.upstreamTimeoutMs,
     hasTable: o.hasTable,
     auth: o.auth,
+    policies: o.policies,
   });
   const server = new ProxyServer({
     path: o.path,

@@ -10,6 +10,7 @@ import type { Balancer } from "./balancer.js";
 import type { SentinelSettings } from "./config.js";
 import type { SentinelMetrics } from "./metrics.js";
 import type { RequestPath } from "./request-path.js";
+import type { EdgePolicies } from "./policies.js";
 import type { Endpoint } from "./table.js";
 
 export interface ShellOptions {
@@ -18,6 +19,7 @@ export interface ShellOptions {
   readonly metrics: SentinelMetrics;
   readonly log: Logger;
   readonly auth: EdgeAuth;
+  readonly policies?: EdgePolicies;
   readonly settings: SentinelSettings;
   readonly hasTable: () => boolean;
 }

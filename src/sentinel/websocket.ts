@@ -8,6 +8,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
+import { refusalAnswer, type EdgePolicies } from "./policies.js";
 import type { Balancer } from "./balancer.js";
 import {
   causeOf,
@@ -34,6 +35,8 @@ export interface UpgradeOptions {
   readonly hasTable: () => boolean;
   /** API authentication at the edge, checked before an instance is dialled. */
   readonly auth?: EdgeAuth;
+  /** The environment's edge policies: an upgrade they refuse is answered, never relayed. */
+  readonly policies?: EdgePolicies;
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -95,6 +98,21 @@ export class UpgradeRelay {
     }
     if (!this.#o.hasTable()) {
       writeRawAnswer(socket, "not-ready", requestId);
+      return;
+    }
+    const refusal = this.#o.policies?.active
+      ? this.#o.policies.check({
+          method: req.method ?? "GET",
+          path: req.url ?? "/",
+          peer: req.socket.remoteAddress ?? "",
+          rawHeaders: req.rawHeaders,
+          hasBody: false,
+        })
+      : undefined;
+    if (refusal) {
+      const a = refusalAnswer(refusal, requestId, true);
+      const lines = [`HTTP/1.1 ${a.status} Refused`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`)];
+      socket.end(`${lines.join("\r\n")}\r\nconnection: close\r\n\r\n${a.body}`);
       return;
     }
     const headers = upstreamHeaders(req.rawHeaders, {

@@ -32,6 +32,7 @@ import {
   type HoldPolicy,
   type RoutingPolicy,
 } from "../../contracts/routing.js";
+import { parseEdgePolicies, type EdgePolicy } from "../../contracts/edge-policy.js";
 import type { KubeObject } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
 import { instanceStatusOf } from "../deployments/status.js";
@@ -70,11 +71,23 @@ export function holdPolicyOf(s: ApplySentinel): HoldPolicy | undefined {
   };
 }
 
+/**
+ * The edge policies of the desired state (none when empty). A list this agent cannot read (a
+ * newer ctrl's kind) throws, so the apply fails and is reported rather than the sentinels serving
+ * without the policies.
+ */
+export function edgePoliciesOf(json: string | undefined): EdgePolicy[] | undefined {
+  if (json === undefined || json === "") return undefined;
+  const list = parseEdgePolicies("routing.policies", JSON.parse(json) as unknown);
+  return list.length > 0 ? list : undefined;
+}
+
 /** The policy a sentinel's desired state asks for (no policy: by instance count). */
 export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
   const r = s.routing;
   const auth = edgeAuthOf(r?.auth);
   const hold = holdPolicyOf(s);
+  const policies = edgePoliciesOf(r?.policiesJson);
   return {
     version: r ? Number(r.version) : 0,
     environmentId: s.environmentId,
@@ -83,6 +96,7 @@ export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
     ...(auth ? { auth } : {}),
     ...(r !== undefined && r.previewDeploymentId !== "" ? { preview: r.previewDeploymentId } : {}),
     ...(hold ? { hold } : {}),
+    ...(policies ? { policies } : {}),
   };
 }
 

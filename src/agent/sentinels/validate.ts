@@ -6,6 +6,7 @@ import type { ApplySentinel, DeleteSentinel } from "../../gen/krane/ctrl/v1/clus
 import { isDnsLabel, isLabelValue, labelValueProblem } from "../../contracts/labels.js";
 import { routingSliceName } from "../../contracts/routing.js";
 import { workloadProblem } from "../deployments/validate.js";
+import { edgePoliciesOf } from "./routing.js";
 import { policyFromWire, policyProblem, REGION_REPLICAS_MAX } from "../../contracts/autoscaling.js";
 
 /**
@@ -52,6 +53,12 @@ export function validateApplySentinel(s: ApplySentinel, agentRegion: string): st
       sum += w.weight;
     }
     if (r.mode === "weighted" && sum !== 100) return `routing weights add up to ${sum}, not 100`;
+    // Edge policies this agent cannot read are refused rather than served without.
+    try {
+      edgePoliciesOf(r.policiesJson);
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
   }
   // The autoscaler acts on this policy: one ctrl would have refused is refused here too.
   if (s.autoscale) {

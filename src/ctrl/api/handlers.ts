@@ -2,6 +2,8 @@
 // and status. Each handler validates (→ InvalidArgument naming the field), calls the domain, and
 // converts. Every List method answers one page (./page-token.ts) in the order its response
 // documents.
+import { edgePolicyMsg } from "./edge-policies.js";
+import { storedPolicies } from "../domain/edge-policies.js";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
@@ -459,6 +461,7 @@ export async function environmentStatusMsg(
     clusters: view.clusters.map((c) => clusterMsg(c, lag.get(c.id))),
     endpoints: exposed.endpoints,
     domains: exposed.domains,
+    edgePolicies: storedPolicies(env).map(edgePolicyMsg),
     autoscale: view.autoscale.map((a) =>
       create(AutoscaleStatusSchema, {
         region: a.region,

@@ -209,6 +209,8 @@ async function environmentView(db: Reader, envId: string): Promise<ViewTree | nu
         (r) => r.region,
         (r) => Number(r.replicas),
       ),
+      // The edge policies in order (krane policy).
+      edge_policies: json(e.edge_policies),
       config: map(
         config,
         (c) => c.key,

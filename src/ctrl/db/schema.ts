@@ -63,6 +63,8 @@ export interface EnvironmentsTable {
   updated_at: number;
   /** Migration 0008: the edge auth section of the sentinel's routing policy (JSON), null: none. */
   edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0035: the ordered edge policies (JSON list, src/contracts/edge-policy.ts), null: none. */
+  edge_policies: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0007: grows with every change of the routing policy. */
   routing_version: ColumnType<number, number | undefined, number>;
   /** Migration 0009: when its deletion was requested; null while it lives. */

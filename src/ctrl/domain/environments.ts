@@ -76,6 +76,7 @@ export async function insertEnvironment(
     paused: input.rollout.paused ? 1 : 0,
     last_revision: 0,
     edge_auth: null,
+    edge_policies: null,
     created_at: tx.now,
     updated_at: tx.now,
     routing_version: 1,
@@ -277,6 +278,7 @@ export const ENVIRONMENT_SETTINGS = [
 const SAVED = [
   ...ENVIRONMENT_SETTINGS,
   "edge_auth",
+  "edge_policies",
   "routing_regions",
   "routing_version",
   "updated_at",
@@ -284,8 +286,8 @@ const SAVED = [
 
 /**
  * Stores the environment's changed columns (of SAVED) in the caller's transaction, and makes its
- * sentinels follow (created, dropped, re-rendered: ./sentinels.ts). A routing that differs from
- * the stored one gets the next routing version. Returns the row as stored.
+ * sentinels follow (created, dropped, re-rendered: ./sentinels.ts). A routing or an edge policy
+ * list that differs from the stored one gets the next routing version. Returns the row as stored.
  */
 export async function saveEnvironment(
   tx: WriteTx,
@@ -295,7 +297,7 @@ export async function saveEnvironment(
 ): Promise<EnvironmentRow> {
   tx.environmentChanged(before.id);
   const stored: EnvironmentRow =
-    after.routing_regions !== before.routing_regions
+    after.routing_regions !== before.routing_regions || after.edge_policies !== before.edge_policies
       ? { ...after, routing_version: Number(before.routing_version) + 1 }
       : { ...after, routing_version: before.routing_version };
   const patch: Partial<Record<(typeof SAVED)[number], unknown>> = {};

@@ -1,6 +1,7 @@
 // The sentinel kind's payloads: an environment's routing proxy in one region, rendered from the
 // environment's sentinel settings, its routing (environments.routing_regions and
-// routing_version), its edge auth section (environments.edge_auth) and the autoscaling policy of
+// routing_version), its edge auth section (environments.edge_auth), its edge policies
+// (environments.edge_policies) and the autoscaling policy of
 // its region (environments.autoscale, or the region's own). Pure.
 import { create, toBinary } from "@bufbuild/protobuf";
 import {
@@ -167,6 +168,8 @@ export function renderApplySentinel(
       ...(environment.edge_auth !== null
         ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
         : {}),
+      // The edge policies (environments.edge_policies, kept by ../domain/edge-policies.ts).
+      policiesJson: environment.edge_policies ?? "",
     },
     workspaceId: s.workspace_id,
     projectId: s.project_id,

@@ -20,7 +20,7 @@ import { AuditService } from "../../gen/krane/ctrl/v1/audit_pb.js";
 import { ClusterService } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../../gen/krane/ctrl/v1/events_pb.js";
-import { DomainService, EndpointService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
+import { DomainService, EndpointService, PolicyService } from "../../gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
@@ -32,6 +32,7 @@ import { RolloutService } from "../../gen/krane/ctrl/v1/rollout_pb.js";
 import { auditServiceImpl } from "../api/audit.js";
 import { configServiceImpl, jobServiceImpl, releaseServiceImpl } from "../api/environment-objects.js";
 import { domainServiceImpl, endpointServiceImpl } from "../api/exposure.js";
+import { policyServiceImpl } from "../api/edge-policies.js";
 import {
   apiTokenServiceImpl,
   deploymentServiceImpl,
@@ -164,6 +165,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
       verifyNow: (id: string) => d.domains.verifyNow(id),
     };
     router.service(EndpointService, endpointServiceImpl(exposureDeps));
+    router.service(PolicyService, policyServiceImpl({ store }));
     router.service(DomainService, domainServiceImpl(exposureDeps));
     router.service(ProjectFileService, projectFileServiceImpl({ ...exposureDeps, rollout }));
     router.service(AuditService, auditServiceImpl({ store }));

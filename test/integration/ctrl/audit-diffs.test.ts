@@ -26,7 +26,7 @@ import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { BuildService } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
-import { DomainService, EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
+import { DomainService, EndpointService, PolicyService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
@@ -384,6 +384,32 @@ describe("the audit diff of every audited method", () => {
         diff: each("environment.endpoints.public", "removed", ["hostname", "path_prefix"]),
       },
       (o) => endpoints.deleteEndpoint({ ...REF, visibility: "public" }, o),
+    );
+    // Edge policies: the environment's list, compared whole.
+    const policies = ctrl.client(PolicyService, t);
+    await step(
+      // The first policy adds the list; the last one removed takes it away.
+      { method: "PolicyService/AddPolicy", chain: "workspace", diff: ["environment.edge_policies added"] },
+      (o) =>
+        policies.addPolicy(
+          { ...REF, policy: { name: "office", kind: { case: "ip", value: { allow: ["192.0.2.0/24"] } } } },
+          o,
+        ),
+    );
+    const SET = { chain: "workspace" as const, diff: ["environment.edge_policies set"] };
+    await step({ method: "PolicyService/AddPolicy", ...SET }, (o) =>
+      policies.addPolicy({ ...REF, policy: { name: "api", kind: { case: "limits", value: { methods: ["GET"] } } } }, o),
+    );
+    await step(
+      { method: "PolicyService/MovePolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      (o) => policies.movePolicy({ ...REF, name: "api", position: 0 }, o),
+    );
+    await step(
+      { method: "PolicyService/RemovePolicy", chain: "workspace", diff: ["environment.edge_policies set"] },
+      (o) => policies.removePolicy({ ...REF, name: "office" }, o),
+    );
+    await step({ method: "PolicyService/RemovePolicy", ...SET, diff: ["environment.edge_policies removed"] }, (o) =>
+      policies.removePolicy({ ...REF, name: "api" }, o),
     );
     const hostname = "shop.acme-example.com";
     const { domain } = await step(

@@ -168,6 +168,10 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     ListDomains: target,
     VerifyDomain: { ...target, hostname: "www.outage.test" },
     RemoveDomain: { ...target, hostname: "www.outage.test" },
+    AddPolicy: { ...target, policy: { name: "office", kind: { case: "ip", value: { allow: ["192.0.2.0/24"] } } } },
+    ListPolicies: target,
+    MovePolicy: { ...target, name: "office", position: 0 },
+    RemovePolicy: { ...target, name: "office" },
   };
   return table[m.name];
 }

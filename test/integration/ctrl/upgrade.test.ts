@@ -333,13 +333,14 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           "autoscale",
           "warm_window_seconds",
           "pinned_deployment_id",
+          "edge_policies",
         ];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
         for (const e of environments)
           assert.deepEqual(
             added.map((c) => e[c]),
-            // Migration 0029: the default warm window (30 minutes), nothing pinned.
-            ["1", null, null, null, null, null, "1800", null],
+            // Migration 0029: the default warm window (30 minutes), nothing pinned; 0035: no edge policies.
+            ["1", null, null, null, null, null, "1800", null, null],
           );
         // Migration 0029: no region keeps a revision warm yet.
         const warmColumns = ["warm_deployment_id", "warm_replicas", "warm_until"];

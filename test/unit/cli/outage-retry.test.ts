@@ -52,6 +52,8 @@ test("every public method is repeated after an outage as it is or only under its
     "RolloutService.Abort",
     // A secret value is sealed afresh on every call, so a repeat would make a second revision.
     "ConfigService.SetSecrets",
+    // A second add of the same name would be refused (already_exists) instead of answered.
+    "PolicyService.AddPolicy",
     // A new channel, a sent test message, an invitation, a service account.
     "NotificationService.AddChannel",
     "NotificationService.TestChannel",

@@ -130,6 +130,7 @@ const SAMPLE_CONTEXT: DeploymentContext = {
     paused: 0,
     last_revision: 3,
     edge_auth: null,
+    edge_policies: null,
     created_at: 1,
     updated_at: 1,
     deleting_at: null,

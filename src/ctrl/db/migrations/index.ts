@@ -32,6 +32,7 @@ import { migration as m0031 } from "./0031_members.js";
 import { migration as m0032 } from "./0032_builds.js";
 import { migration as m0033 } from "./0033_member_sessions.js";
 import { migration as m0034 } from "./0034_quotas.js";
+import { migration as m0035 } from "./0035_edge_policies.js";
 import { migration as m0036 } from "./0036_metric_history.js";
 import type { KraneMigration } from "./migration.js";
 
@@ -68,5 +69,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0032_builds": m0032,
   "0033_member_sessions": m0033,
   "0034_quotas": m0034,
+  "0035_edge_policies": m0035,
   "0036_metric_history": m0036,
 };

@@ -71,6 +71,7 @@ test("a routing policy: known mode, label-valued unique revisions, weights 0-100
         $typeName: "krane.ctrl.v1.RoutingPolicy",
         version: 3n,
         previewDeploymentId: "",
+        policiesJson: "",
         mode,
         revisions: revisions.map(([deploymentId, weight]) => ({
           $typeName: "krane.ctrl.v1.RevisionWeight",

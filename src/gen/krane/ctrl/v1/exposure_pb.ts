@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/exposure.proto.
  */
 export const file_krane_ctrl_v1_exposure: GenFile = /*@__PURE__*/
-  fileDesc("ChxrcmFuZS9jdHJsL3YxL2V4cG9zdXJlLnByb3RvEg1rcmFuZS5jdHJsLnYxIo0BCgxFbmRwb2ludEF1dGgSEAoIandrc191cmwYASABKAkSDgoGaXNzdWVyGAIgASgJEhEKCWF1ZGllbmNlcxgDIAMoCRIwCgpvcGVyYXRpb25zGAQgAygLMhwua3JhbmUuY3RybC52MS5BdXRoT3BlcmF0aW9uEhYKDmRlZmF1bHRfYWN0aW9uGAUgASgJItkBCghFbmRwb2ludBIKCgJpZBgBIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEhAKCGhvc3RuYW1lGAQgASgJEhMKC3BhdGhfcHJlZml4GAUgASgJEgsKA3VybBgGIAEoCRIpCgRhdXRoGAcgASgLMhsua3JhbmUuY3RybC52MS5FbmRwb2ludEF1dGgSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyK3AQoSU2V0RW5kcG9pbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEhIKCnZpc2liaWxpdHkYBCABKAkSFAoMcGF0aF9yb3V0aW5nGAUgASgIEhMKC3BhdGhfcHJlZml4GAYgASgJEikKBGF1dGgYByABKAsyGy5rcmFuZS5jdHJsLnYxLkVuZHBvaW50QXV0aCJAChNTZXRFbmRwb2ludFJlc3BvbnNlEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJPChRMaXN0RW5kcG9pbnRzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJDChVMaXN0RW5kcG9pbnRzUmVzcG9uc2USKgoJZW5kcG9pbnRzGAEgAygLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJkChVEZWxldGVFbmRwb2ludFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEgoKdmlzaWJpbGl0eRgEIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIv8BCgZEb21haW4SCgoCaWQYASABKAkSFgoOZW52aXJvbm1lbnRfaWQYAiABKAkSEAoIaG9zdG5hbWUYAyABKAkSDQoFc3RhdGUYBCABKAkSEAoIdHh0X25hbWUYBSABKAkSEQoJdHh0X3ZhbHVlGAYgASgJEhIKCmxhc3RfZXJyb3IYByABKAkSHwoXbGFzdF9jaGVja2VkX2F0X3VuaXhfbXMYCCABKAMSGwoTdmVyaWZpZWRfYXRfdW5peF9tcxgJIAEoAxIdChVuZXh0X2NoZWNrX2F0X3VuaXhfbXMYCiABKAMSGgoSY3JlYXRlZF9hdF91bml4X21zGAsgASgDIl0KEEFkZERvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiOgoRQWRkRG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iTQoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIj0KE0xpc3REb21haW5zUmVzcG9uc2USJgoHZG9tYWlucxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuRG9tYWluImAKE1ZlcmlmeURvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiPQoUVmVyaWZ5RG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iYAoTUmVtb3ZlRG9tYWluUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIQCghob3N0bmFtZRgEIAEoCSIWChRSZW1vdmVEb21haW5SZXNwb25zZSJ7ChNBZGRyZXNzUmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIwCgVyb3V0ZRgCIAEoCzIhLmtyYW5lLmN0cmwudjEuR2F0ZXdheVJvdXRlU3RhdHVzEhEKCXJlYWRpbmVzcxgDIAEoCRIPCgdtZXNzYWdlGAQgASgJInAKDkVuZHBvaW50U3RhdHVzEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludBIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzImoKDERvbWFpblN0YXR1cxIlCgZkb21haW4YASABKAsyFS5rcmFuZS5jdHJsLnYxLkRvbWFpbhIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzMs8CCg9FbmRwb2ludFNlcnZpY2USYwoLU2V0RW5kcG9pbnQSIS5rcmFuZS5jdHJsLnYxLlNldEVuZHBvaW50UmVxdWVzdBoiLmtyYW5lLmN0cmwudjEuU2V0RW5kcG9pbnRSZXNwb25zZSINkAICqp8ZBggCIAIoBBJpCg1MaXN0RW5kcG9pbnRzEiMua3JhbmUuY3RybC52MS5MaXN0RW5kcG9pbnRzUmVxdWVzdBokLmtyYW5lLmN0cmwudjEuTGlzdEVuZHBvaW50c1Jlc3BvbnNlIg2QAgGqnxkGCAIgASgBEmwKDkRlbGV0ZUVuZHBvaW50EiQua3JhbmUuY3RybC52MS5EZWxldGVFbmRwb2ludFJlcXVlc3QaJS5rcmFuZS5jdHJsLnYxLkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UiDZACAqqfGQYIAiACKAQyowMKDURvbWFpblNlcnZpY2USXQoJQWRkRG9tYWluEh8ua3JhbmUuY3RybC52MS5BZGREb21haW5SZXF1ZXN0GiAua3JhbmUuY3RybC52MS5BZGREb21haW5SZXNwb25zZSINkAICqp8ZBggCIAIoBBJjCgtMaXN0RG9tYWlucxIhLmtyYW5lLmN0cmwudjEuTGlzdERvbWFpbnNSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5MaXN0RG9tYWluc1Jlc3BvbnNlIg2QAgGqnxkGCAIgASgBEmYKDFZlcmlmeURvbWFpbhIiLmtyYW5lLmN0cmwudjEuVmVyaWZ5RG9tYWluUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuVmVyaWZ5RG9tYWluUmVzcG9uc2UiDZACAqqfGQYIAiACKAQSZgoMUmVtb3ZlRG9tYWluEiIua3JhbmUuY3RybC52MS5SZW1vdmVEb21haW5SZXF1ZXN0GiMua3JhbmUuY3RybC52MS5SZW1vdmVEb21haW5SZXNwb25zZSINkAICqp8ZBggCIAIoBGIGcHJvdG8z", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_cluster]);
+  fileDesc("ChxrcmFuZS9jdHJsL3YxL2V4cG9zdXJlLnByb3RvEg1rcmFuZS5jdHJsLnYxIo0BCgxFbmRwb2ludEF1dGgSEAoIandrc191cmwYASABKAkSDgoGaXNzdWVyGAIgASgJEhEKCWF1ZGllbmNlcxgDIAMoCRIwCgpvcGVyYXRpb25zGAQgAygLMhwua3JhbmUuY3RybC52MS5BdXRoT3BlcmF0aW9uEhYKDmRlZmF1bHRfYWN0aW9uGAUgASgJItkBCghFbmRwb2ludBIKCgJpZBgBIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEhAKCGhvc3RuYW1lGAQgASgJEhMKC3BhdGhfcHJlZml4GAUgASgJEgsKA3VybBgGIAEoCRIpCgRhdXRoGAcgASgLMhsua3JhbmUuY3RybC52MS5FbmRwb2ludEF1dGgSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyK3AQoSU2V0RW5kcG9pbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEhIKCnZpc2liaWxpdHkYBCABKAkSFAoMcGF0aF9yb3V0aW5nGAUgASgIEhMKC3BhdGhfcHJlZml4GAYgASgJEikKBGF1dGgYByABKAsyGy5rcmFuZS5jdHJsLnYxLkVuZHBvaW50QXV0aCJAChNTZXRFbmRwb2ludFJlc3BvbnNlEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJPChRMaXN0RW5kcG9pbnRzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJDChVMaXN0RW5kcG9pbnRzUmVzcG9uc2USKgoJZW5kcG9pbnRzGAEgAygLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJkChVEZWxldGVFbmRwb2ludFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEgoKdmlzaWJpbGl0eRgEIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIv8BCgZEb21haW4SCgoCaWQYASABKAkSFgoOZW52aXJvbm1lbnRfaWQYAiABKAkSEAoIaG9zdG5hbWUYAyABKAkSDQoFc3RhdGUYBCABKAkSEAoIdHh0X25hbWUYBSABKAkSEQoJdHh0X3ZhbHVlGAYgASgJEhIKCmxhc3RfZXJyb3IYByABKAkSHwoXbGFzdF9jaGVja2VkX2F0X3VuaXhfbXMYCCABKAMSGwoTdmVyaWZpZWRfYXRfdW5peF9tcxgJIAEoAxIdChVuZXh0X2NoZWNrX2F0X3VuaXhfbXMYCiABKAMSGgoSY3JlYXRlZF9hdF91bml4X21zGAsgASgDIl0KEEFkZERvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiOgoRQWRkRG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iTQoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIj0KE0xpc3REb21haW5zUmVzcG9uc2USJgoHZG9tYWlucxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuRG9tYWluImAKE1ZlcmlmeURvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiPQoUVmVyaWZ5RG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iYAoTUmVtb3ZlRG9tYWluUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIQCghob3N0bmFtZRgEIAEoCSIWChRSZW1vdmVEb21haW5SZXNwb25zZSJ7ChNBZGRyZXNzUmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIwCgVyb3V0ZRgCIAEoCzIhLmtyYW5lLmN0cmwudjEuR2F0ZXdheVJvdXRlU3RhdHVzEhEKCXJlYWRpbmVzcxgDIAEoCRIPCgdtZXNzYWdlGAQgASgJInAKDkVuZHBvaW50U3RhdHVzEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludBIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzImoKDERvbWFpblN0YXR1cxIlCgZkb21haW4YASABKAsyFS5rcmFuZS5jdHJsLnYxLkRvbWFpbhIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzIlUKBklwUnVsZRINCgVhbGxvdxgBIAMoCRIMCgRkZW55GAIgAygJEhcKD3RydXN0ZWRfcHJveGllcxgDIAMoCRIVCg1jbGllbnRfaGVhZGVyGAQgASgJImkKDVJlcXVlc3RMaW1pdHMSFgoObWF4X2JvZHlfYnl0ZXMYASABKAMSGAoQbWF4X2hlYWRlcl9ieXRlcxgCIAEoAxIPCgdtZXRob2RzGAMgAygJEhUKDXBhdGhfcHJlZml4ZXMYBCADKAkiiAEKCkVkZ2VQb2xpY3kSDAoEbmFtZRgBIAEoCRIjCgJpcBgCIAEoCzIVLmtyYW5lLmN0cmwudjEuSXBSdWxlSAASLgoGbGltaXRzGAMgASgLMhwua3JhbmUuY3RybC52MS5SZXF1ZXN0TGltaXRzSAASDwoHc3VtbWFyeRgUIAEoCUIGCgRraW5kIpoBChBBZGRQb2xpY3lSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEikKBnBvbGljeRgEIAEoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIVCghwb3NpdGlvbhgFIAEoDUgAiAEBQgsKCV9wb3NpdGlvbiJZChFBZGRQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiTgoTTGlzdFBvbGljaWVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJcChRMaXN0UG9saWNpZXNSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiXAoTUmVtb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJIlwKFFJlbW92ZVBvbGljeVJlc3BvbnNlEisKCHBvbGljaWVzGAEgAygLMhkua3JhbmUuY3RybC52MS5FZGdlUG9saWN5EhcKD3JvdXRpbmdfdmVyc2lvbhgCIAEoBCJsChFNb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJEhAKCHBvc2l0aW9uGAUgASgNIloKEk1vdmVQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQyzwIKD0VuZHBvaW50U2VydmljZRJjCgtTZXRFbmRwb2ludBIhLmtyYW5lLmN0cmwudjEuU2V0RW5kcG9pbnRSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5TZXRFbmRwb2ludFJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmkKDUxpc3RFbmRwb2ludHMSIy5rcmFuZS5jdHJsLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbAoORGVsZXRlRW5kcG9pbnQSJC5rcmFuZS5jdHJsLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBolLmtyYW5lLmN0cmwudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZSINkAICqp8ZBggCIAIoBDKjAwoNRG9tYWluU2VydmljZRJdCglBZGREb21haW4SHy5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmMKC0xpc3REb21haW5zEiEua3JhbmUuY3RybC52MS5MaXN0RG9tYWluc1JlcXVlc3QaIi5rcmFuZS5jdHJsLnYxLkxpc3REb21haW5zUmVzcG9uc2UiDZACAaqfGQYIAiABKAESZgoMVmVyaWZ5RG9tYWluEiIua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXF1ZXN0GiMua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXNwb25zZSINkAICqp8ZBggCIAIoBBJmCgxSZW1vdmVEb21haW4SIi5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEMp0DCg1Qb2xpY3lTZXJ2aWNlEloKCUFkZFBvbGljeRIfLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVxdWVzdBogLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVzcG9uc2UiCqqfGQYIAiACKAQSZgoMTGlzdFBvbGljaWVzEiIua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJmCgxSZW1vdmVQb2xpY3kSIi5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmAKCk1vdmVQb2xpY3kSIC5rcmFuZS5jdHJsLnYxLk1vdmVQb2xpY3lSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5Nb3ZlUG9saWN5UmVzcG9uc2UiDZACAqqfGQYIAiACKARiBnByb3RvMw", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_cluster]);
 
 /**
  * JWT validation at the edge for an endpoint (enforced by the sentinel).
@@ -1107,6 +1107,618 @@ export const DomainStatusSchema: GenMessage<DomainStatus, {jsonType: DomainStatu
   messageDesc(file_krane_ctrl_v1_exposure, 19);
 
 /**
+ * Client addresses: the peer's, or from a forwarding header only when the peer is a trusted proxy.
+ *
+ * @generated from message krane.ctrl.v1.IpRule
+ */
+export type IpRule = Message<"krane.ctrl.v1.IpRule"> & {
+  /**
+   * CIDRs (IPv4 or IPv6); empty: every address not denied.
+   *
+   * @generated from field: repeated string allow = 1;
+   */
+  allow: string[];
+
+  /**
+   * @generated from field: repeated string deny = 2;
+   */
+  deny: string[];
+
+  /**
+   * Peers whose forwarding header names the client (empty: the header is never read).
+   *
+   * @generated from field: repeated string trusted_proxies = 3;
+   */
+  trustedProxies: string[];
+
+  /**
+   * The header naming the client (lowercase; empty: x-forwarded-for).
+   *
+   * @generated from field: string client_header = 4;
+   */
+  clientHeader: string;
+};
+
+/**
+ * Client addresses: the peer's, or from a forwarding header only when the peer is a trusted proxy.
+ *
+ * @generated from message krane.ctrl.v1.IpRule
+ */
+export type IpRuleJson = {
+  /**
+   * CIDRs (IPv4 or IPv6); empty: every address not denied.
+   *
+   * @generated from field: repeated string allow = 1;
+   */
+  allow?: string[];
+
+  /**
+   * @generated from field: repeated string deny = 2;
+   */
+  deny?: string[];
+
+  /**
+   * Peers whose forwarding header names the client (empty: the header is never read).
+   *
+   * @generated from field: repeated string trusted_proxies = 3;
+   */
+  trustedProxies?: string[];
+
+  /**
+   * The header naming the client (lowercase; empty: x-forwarded-for).
+   *
+   * @generated from field: string client_header = 4;
+   */
+  clientHeader?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.IpRule.
+ * Use `create(IpRuleSchema)` to create a new message.
+ */
+export const IpRuleSchema: GenMessage<IpRule, {jsonType: IpRuleJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 20);
+
+/**
+ * Request limits; at least one is set.
+ *
+ * @generated from message krane.ctrl.v1.RequestLimits
+ */
+export type RequestLimits = Message<"krane.ctrl.v1.RequestLimits"> & {
+  /**
+   * Bytes; 0: no limit. A body of unknown length is refused (411) when set.
+   *
+   * @generated from field: int64 max_body_bytes = 1;
+   */
+  maxBodyBytes: bigint;
+
+  /**
+   * @generated from field: int64 max_header_bytes = 2;
+   */
+  maxHeaderBytes: bigint;
+
+  /**
+   * Uppercase methods; empty: any.
+   *
+   * @generated from field: repeated string methods = 3;
+   */
+  methods: string[];
+
+  /**
+   * Path prefixes, matched segment by segment; empty: any path.
+   *
+   * @generated from field: repeated string path_prefixes = 4;
+   */
+  pathPrefixes: string[];
+};
+
+/**
+ * Request limits; at least one is set.
+ *
+ * @generated from message krane.ctrl.v1.RequestLimits
+ */
+export type RequestLimitsJson = {
+  /**
+   * Bytes; 0: no limit. A body of unknown length is refused (411) when set.
+   *
+   * @generated from field: int64 max_body_bytes = 1;
+   */
+  maxBodyBytes?: string;
+
+  /**
+   * @generated from field: int64 max_header_bytes = 2;
+   */
+  maxHeaderBytes?: string;
+
+  /**
+   * Uppercase methods; empty: any.
+   *
+   * @generated from field: repeated string methods = 3;
+   */
+  methods?: string[];
+
+  /**
+   * Path prefixes, matched segment by segment; empty: any path.
+   *
+   * @generated from field: repeated string path_prefixes = 4;
+   */
+  pathPrefixes?: string[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RequestLimits.
+ * Use `create(RequestLimitsSchema)` to create a new message.
+ */
+export const RequestLimitsSchema: GenMessage<RequestLimits, {jsonType: RequestLimitsJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 21);
+
+/**
+ * @generated from message krane.ctrl.v1.EdgePolicy
+ */
+export type EdgePolicy = Message<"krane.ctrl.v1.EdgePolicy"> & {
+  /**
+   * Unique in the environment: lowercase letters, digits and dashes.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from oneof krane.ctrl.v1.EdgePolicy.kind
+   */
+  kind: {
+    /**
+     * @generated from field: krane.ctrl.v1.IpRule ip = 2;
+     */
+    value: IpRule;
+    case: "ip";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.RequestLimits limits = 3;
+     */
+    value: RequestLimits;
+    case: "limits";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * One line, for people.
+   *
+   * @generated from field: string summary = 20;
+   */
+  summary: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.EdgePolicy
+ */
+export type EdgePolicyJson = {
+  /**
+   * Unique in the environment: lowercase letters, digits and dashes.
+   *
+   * @generated from field: string name = 1;
+   */
+  name?: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.IpRule ip = 2;
+   */
+  ip?: IpRuleJson;
+
+  /**
+   * @generated from field: krane.ctrl.v1.RequestLimits limits = 3;
+   */
+  limits?: RequestLimitsJson;
+
+  /**
+   * One line, for people.
+   *
+   * @generated from field: string summary = 20;
+   */
+  summary?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.EdgePolicy.
+ * Use `create(EdgePolicySchema)` to create a new message.
+ */
+export const EdgePolicySchema: GenMessage<EdgePolicy, {jsonType: EdgePolicyJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 22);
+
+/**
+ * @generated from message krane.ctrl.v1.AddPolicyRequest
+ */
+export type AddPolicyRequest = Message<"krane.ctrl.v1.AddPolicyRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.EdgePolicy policy = 4;
+   */
+  policy?: EdgePolicy | undefined;
+
+  /**
+   * @generated from field: optional uint32 position = 5;
+   */
+  position?: number | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.AddPolicyRequest
+ */
+export type AddPolicyRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * @generated from field: krane.ctrl.v1.EdgePolicy policy = 4;
+   */
+  policy?: EdgePolicyJson;
+
+  /**
+   * @generated from field: optional uint32 position = 5;
+   */
+  position?: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AddPolicyRequest.
+ * Use `create(AddPolicyRequestSchema)` to create a new message.
+ */
+export const AddPolicyRequestSchema: GenMessage<AddPolicyRequest, {jsonType: AddPolicyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 23);
+
+/**
+ * @generated from message krane.ctrl.v1.AddPolicyResponse
+ */
+export type AddPolicyResponse = Message<"krane.ctrl.v1.AddPolicyResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies: EdgePolicy[];
+
+  /**
+   * The routing version that carries the new list.
+   *
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion: bigint;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.AddPolicyResponse
+ */
+export type AddPolicyResponseJson = {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies?: EdgePolicyJson[];
+
+  /**
+   * The routing version that carries the new list.
+   *
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.AddPolicyResponse.
+ * Use `create(AddPolicyResponseSchema)` to create a new message.
+ */
+export const AddPolicyResponseSchema: GenMessage<AddPolicyResponse, {jsonType: AddPolicyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 24);
+
+/**
+ * @generated from message krane.ctrl.v1.ListPoliciesRequest
+ */
+export type ListPoliciesRequest = Message<"krane.ctrl.v1.ListPoliciesRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.ListPoliciesRequest
+ */
+export type ListPoliciesRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListPoliciesRequest.
+ * Use `create(ListPoliciesRequestSchema)` to create a new message.
+ */
+export const ListPoliciesRequestSchema: GenMessage<ListPoliciesRequest, {jsonType: ListPoliciesRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 25);
+
+/**
+ * @generated from message krane.ctrl.v1.ListPoliciesResponse
+ */
+export type ListPoliciesResponse = Message<"krane.ctrl.v1.ListPoliciesResponse"> & {
+  /**
+   * In the order they are evaluated.
+   *
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies: EdgePolicy[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion: bigint;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.ListPoliciesResponse
+ */
+export type ListPoliciesResponseJson = {
+  /**
+   * In the order they are evaluated.
+   *
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies?: EdgePolicyJson[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListPoliciesResponse.
+ * Use `create(ListPoliciesResponseSchema)` to create a new message.
+ */
+export const ListPoliciesResponseSchema: GenMessage<ListPoliciesResponse, {jsonType: ListPoliciesResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 26);
+
+/**
+ * @generated from message krane.ctrl.v1.RemovePolicyRequest
+ */
+export type RemovePolicyRequest = Message<"krane.ctrl.v1.RemovePolicyRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RemovePolicyRequest
+ */
+export type RemovePolicyRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RemovePolicyRequest.
+ * Use `create(RemovePolicyRequestSchema)` to create a new message.
+ */
+export const RemovePolicyRequestSchema: GenMessage<RemovePolicyRequest, {jsonType: RemovePolicyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 27);
+
+/**
+ * @generated from message krane.ctrl.v1.RemovePolicyResponse
+ */
+export type RemovePolicyResponse = Message<"krane.ctrl.v1.RemovePolicyResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies: EdgePolicy[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion: bigint;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RemovePolicyResponse
+ */
+export type RemovePolicyResponseJson = {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies?: EdgePolicyJson[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RemovePolicyResponse.
+ * Use `create(RemovePolicyResponseSchema)` to create a new message.
+ */
+export const RemovePolicyResponseSchema: GenMessage<RemovePolicyResponse, {jsonType: RemovePolicyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 28);
+
+/**
+ * @generated from message krane.ctrl.v1.MovePolicyRequest
+ */
+export type MovePolicyRequest = Message<"krane.ctrl.v1.MovePolicyRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * @generated from field: uint32 position = 5;
+   */
+  position: number;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.MovePolicyRequest
+ */
+export type MovePolicyRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name?: string;
+
+  /**
+   * @generated from field: uint32 position = 5;
+   */
+  position?: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.MovePolicyRequest.
+ * Use `create(MovePolicyRequestSchema)` to create a new message.
+ */
+export const MovePolicyRequestSchema: GenMessage<MovePolicyRequest, {jsonType: MovePolicyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 29);
+
+/**
+ * @generated from message krane.ctrl.v1.MovePolicyResponse
+ */
+export type MovePolicyResponse = Message<"krane.ctrl.v1.MovePolicyResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies: EdgePolicy[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion: bigint;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.MovePolicyResponse
+ */
+export type MovePolicyResponseJson = {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.EdgePolicy policies = 1;
+   */
+  policies?: EdgePolicyJson[];
+
+  /**
+   * @generated from field: uint64 routing_version = 2;
+   */
+  routingVersion?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.MovePolicyResponse.
+ * Use `create(MovePolicyResponseSchema)` to create a new message.
+ */
+export const MovePolicyResponseSchema: GenMessage<MovePolicyResponse, {jsonType: MovePolicyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 30);
+
+/**
  * @generated from service krane.ctrl.v1.EndpointService
  */
 export const EndpointService: GenService<{
@@ -1188,4 +1800,55 @@ export const DomainService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_exposure, 1);
+
+/**
+ * An environment's ordered edge policies, enforced by each of its sentinels before a request
+ * reaches an instance (every policy must let it pass; the first that refuses answers). A change
+ * is a new routing version, so the sentinels of a version enforce the same list. A refused
+ * request changes nothing.
+ *
+ * @generated from service krane.ctrl.v1.PolicyService
+ */
+export const PolicyService: GenService<{
+  /**
+   * Adds a policy at `position` (0 is first; past the end or unset: last). already_exists when
+   * the name is taken.
+   *
+   * @generated from rpc krane.ctrl.v1.PolicyService.AddPolicy
+   */
+  addPolicy: {
+    methodKind: "unary";
+    input: typeof AddPolicyRequestSchema;
+    output: typeof AddPolicyResponseSchema;
+  },
+  /**
+   * @generated from rpc krane.ctrl.v1.PolicyService.ListPolicies
+   */
+  listPolicies: {
+    methodKind: "unary";
+    input: typeof ListPoliciesRequestSchema;
+    output: typeof ListPoliciesResponseSchema;
+  },
+  /**
+   * Removes a policy by name (not_found when there is none).
+   *
+   * @generated from rpc krane.ctrl.v1.PolicyService.RemovePolicy
+   */
+  removePolicy: {
+    methodKind: "unary";
+    input: typeof RemovePolicyRequestSchema;
+    output: typeof RemovePolicyResponseSchema;
+  },
+  /**
+   * Moves a policy to `position` (0 is first; past the end: last).
+   *
+   * @generated from rpc krane.ctrl.v1.PolicyService.MovePolicy
+   */
+  movePolicy: {
+    methodKind: "unary";
+    input: typeof MovePolicyRequestSchema;
+    output: typeof MovePolicyResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_krane_ctrl_v1_exposure, 2);
 
