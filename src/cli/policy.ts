@@ -1,7 +1,6 @@
 // `krane policy add | list | remove | move <project/env>`: an environment's ordered edge policies
 // through ctrl's PolicyService. Every sentinel of the environment checks them in order before a
 // request reaches an instance; each change is a new routing version.
-import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { Command } from "commander";
 import type { EdgePolicy, PolicyService } from "../gen/krane/ctrl/v1/exposure_pb.js";
@@ -74,6 +73,8 @@ type Call = (
 async function answerList(x: Ctx, target: string, call: Call): Promise<void> {
   const svc = x.ctrl.client(x.exposure.PolicyService);
   const res = await call(svc, { workspace: await x.ctrl.workspace(), ...splitTarget(target) });
+  // Loaded when the command runs: `krane --help` and the other commands never load protobuf-es.
+  const { create } = await import("@bufbuild/protobuf");
   const list = create(x.exposure.ListPoliciesResponseSchema, {
     policies: res.policies,
     routingVersion: res.routingVersion,
