@@ -1,12 +1,15 @@
 // Rollout analysis's measurements end to end, real parts only: ctrl (SQLite, HTTP/2) → the agent
 // (as its RBAC ServiceAccount, scraping every second) → the real local Kubernetes, whose pod
 // stand-ins run krane's own sentinel and the user's pods. Two revisions run side by side under a
-// weighted routing policy; one answers 10 % of requests with 500 and 30 ms late. After ~2,000
+// weighted routing policy; one answers 10 % of requests with 500 and 240 ms late. After ~2,000
 // requests through the sentinel, ctrl's MeasurementSource (StoredMeasurements) has each
 // revision's count within 3 % of what the clients saw, the bad one's 5xx fraction near 10 % and
 // the good one's 0, and latency buckets that show the added delay. The sentinel pod is replaced
-// halfway: counts neither go negative nor double. An agent token of one region cannot report
-// for another.
+// halfway: counts neither go negative nor double. `krane metrics -o json` (the metrics history,
+// through the real CLI) then shows each revision's requests and error rate within 5 % of what the
+// clients saw (the warm-up's requests included), the delayed revision's p50 within 5 % of its
+// 240 ms (the upper bound of the sentinel's 100–250 ms bucket) and its p95 and p99 in that bucket
+// or the next. An agent token of one region cannot report for another.
 //
 // The weighted policy is written into ctrl's database here through the routing's owner
 // (domain/environments.ts setRouting: a new routing version, the sentinels re-rendered), standing
@@ -37,12 +40,14 @@ import {
   InstanceStatus,
   ReportMeasurementsRequestSchema,
 } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import type { GetMetricsHistoryResponseJson } from "../../src/gen/krane/ctrl/v1/live_pb.js";
 import { RolloutService } from "../../src/gen/krane/ctrl/v1/rollout_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
 import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { adminKube, routingAgent } from "./agent/support.js";
+import { kraneAsync } from "./ctrl/process.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./ctrl/support.js";
 import { hit, hitMany, runningSentinel, type Hit } from "./sentinel/support.js";
 
@@ -51,6 +56,8 @@ const REGION = "local";
 const NS = "ws-acme";
 const REF = { workspace: "acme", project: "shop", environment: "production" };
 const PORT = 8080;
+/** The bad revision's added delay (ms). */
+const DELAY_MS = 240;
 const dir = tempDir("krane-measure-");
 let ctrl: TestCtrl;
 let agent: Agent;
@@ -152,7 +159,8 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
         { deploymentId: bad, weight: 50 },
       ]);
 
-      // The bad revision's pods fail 10 % of requests and answer 30 ms late.
+      // The bad revision's pods fail 10 % of requests and answer 240 ms late (just under the
+      // sentinel's 250 ms bucket bound, so its percentiles can be read within 5 %).
       const { items } = await kube.list(resources.pods, {
         namespace: NS,
         labelSelector: `${LABEL_DEPLOYMENT_ID}=${bad}`,
@@ -164,7 +172,7 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
             metadata: {
               name: pod.metadata.name,
               namespace: NS,
-              annotations: { [STANDIN_ANNOTATION.errorRate]: "0.1", [STANDIN_ANNOTATION.latencyMs]: "30" },
+              annotations: { [STANDIN_ANNOTATION.errorRate]: "0.1", [STANDIN_ANNOTATION.latencyMs]: String(DELAY_MS) },
             },
           },
           { force: true },
@@ -173,11 +181,14 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
 
       let entry = await sentinelPod();
       let pool = new Pool(entry.url, { connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
+      // Every request the clients sent, for the history (which keeps the warm-up's too).
+      const all: Hit[] = [];
       // Warm up until both revisions answer through the weighted policy, the bad one with errors.
       await eventually(
         "both revisions answering, the bad one failing sometimes",
         async () => {
           const hs = await hitMany(pool, 200, 8);
+          all.push(...hs);
           return hs.some((h) => h.answer?.revision === good) &&
             hs.some((h) => h.answer?.revision === bad && h.status === 500)
             ? true
@@ -265,18 +276,64 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
         );
         assert.deepEqual(x.regions, [REGION]);
       }
-      // Latency: the bad revision's answers take ≥ 30 ms, so almost none are in the ≤ 25 ms buckets.
+      // Latency: the bad revision's answers take ≥ 240 ms, so almost none are in the ≤ 25 ms buckets.
       const upTo25 = (buckets: readonly number[]): number =>
         buckets.slice(0, LATENCY_BUCKETS_MS.indexOf(25) + 1).reduce((a, v) => a + v, 0);
       const total = (buckets: readonly number[]): number => buckets.reduce((a, v) => a + v, 0);
       assert.ok(
         upTo25(b.latencyBuckets) <= total(b.latencyBuckets) * 0.02,
-        `bad revision ≥ 30 ms: ${JSON.stringify(b.latencyBuckets)}`,
+        `bad revision ≥ 240 ms: ${JSON.stringify(b.latencyBuckets)}`,
       );
       assert.ok(
         upTo25(g.latencyBuckets) >= total(g.latencyBuckets) * 0.5,
         `good revision mostly fast: ${JSON.stringify(g.latencyBuckets)}`,
       );
+
+      // The metrics history through the real CLI: every request the clients sent since the start.
+      all.push(...sent);
+      const clients = (rev: string): { n: number; errors: number } => {
+        const hs = all.filter((h) => h.answer?.revision === rev);
+        return { n: hs.length, errors: hs.filter((h) => h.status >= 500).length };
+      };
+      const cli = await kraneAsync(["metrics", "shop/production", "--since", "1h", "-o", "json"], {
+        KRANE_CTRL_URL: ctrl.url,
+        KRANE_TOKEN: admin,
+        KRANE_WORKSPACE: REF.workspace,
+      });
+      assert.equal(cli.status, 0, cli.stderr);
+      const history = JSON.parse(cli.stdout) as GetMetricsHistoryResponseJson;
+      const totalOf = (rev: string) => {
+        const s = (history.series ?? []).filter((x) => x.deploymentId === rev);
+        assert.equal(s.length, 1, `one series (region ${REGION}, instance "") for ${rev}: ${cli.stdout.slice(0, 400)}`);
+        return s[0]?.total ?? {};
+      };
+      for (const [rev, name] of [
+        [good, "good"],
+        [bad, "bad"],
+      ] as const) {
+        const c = clients(rev);
+        const h = totalOf(rev);
+        const n = Number(h.requests ?? 0);
+        const errorRate = Number(h.errorRatePercent ?? 0);
+        const clientRate = (100 * c.errors) / c.n;
+        const note = `${name}: clients ${c.n} requests, ${c.errors} 5xx; krane metrics ${JSON.stringify(h)}`;
+        t.diagnostic(note);
+        assert.ok(Math.abs(n - c.n) <= c.n * 0.05, `requests within 5 %: ${note}`);
+        assert.ok(
+          name === "good" ? errorRate === 0 : Math.abs(errorRate - clientRate) <= clientRate * 0.05,
+          `error rate within 5 %: ${note}`,
+        );
+        if (name === "bad") {
+          assert.ok(
+            Math.abs(Number(h.p50Ms) - DELAY_MS) <= DELAY_MS * 0.05,
+            `p50 within 5 % of ${DELAY_MS} ms: ${note}`,
+          );
+          // The tail on a loaded machine may cross the 250 ms bound (the sentinel counts what the
+          // client waited, the machine's stalls included): in that bucket or the next.
+          for (const q of ["p95Ms", "p99Ms"] as const)
+            assert.ok(Number(h[q]) >= DELAY_MS && Number(h[q]) <= 500, `${q} in the bucket or the next: ${note}`);
+        } else assert.ok(Number(h.p50Ms) <= 25, `the good revision is fast: ${note}`);
+      }
     },
   );
 
