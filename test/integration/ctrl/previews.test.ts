@@ -210,31 +210,6 @@ describe("previews (SQLite)", () => {
     );
   });
 
-  it("runs the preview's own image, not the base revision's pinned digest", async () => {
-    // The base's running revision pinned to a digest (as a deploy with digest resolution does).
-    const digest = `sha256:${"ab".repeat(32)}`;
-    await ctrl.store.db
-      .updateTable("deployments")
-      .set({ image_digest: digest })
-      .where("image", "=", "registry.example.com/shop:1")
-      .execute();
-    const { preview } = await previews().createPreview({
-      workspace: WS,
-      project: "shop",
-      baseEnvironment: "production",
-      name: "pr-digest",
-      image: "registry.example.com/shop:pr-digest",
-    });
-    assert.ok(preview);
-    const rows = await ctrl.store.db
-      .selectFrom("deployments")
-      .select(["image", "image_digest"])
-      .where("environment_id", "=", preview.environmentId)
-      .execute();
-    assert.deepEqual(rows, [{ image: "registry.example.com/shop:pr-digest", image_digest: null }]);
-    await previews().deletePreview({ workspace: WS, project: "shop", name: "pr-digest" });
-  });
-
   it("refuses a preview past the workspace's quotas, naming the quota", async () => {
     const quotas = () => ctrl.client(QuotaService, ctrl.adminToken);
     const attempt = () =>
@@ -582,5 +557,30 @@ describe("previews (SQLite)", () => {
       undefined,
       "none of them made a preview",
     );
+  });
+
+  it("runs the preview's own image, not the base revision's pinned digest", async () => {
+    // The base's running revision pinned to a digest (as a deploy with digest resolution does).
+    const digest = `sha256:${"ab".repeat(32)}`;
+    await ctrl.store.db
+      .updateTable("deployments")
+      .set({ image_digest: digest })
+      .where("image", "=", "registry.example.com/shop:1")
+      .execute();
+    const { preview } = await previews().createPreview({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      name: "pr-digest",
+      image: "registry.example.com/shop:pr-digest",
+    });
+    assert.ok(preview);
+    const rows = await ctrl.store.db
+      .selectFrom("deployments")
+      .select(["image", "image_digest"])
+      .where("environment_id", "=", preview.environmentId)
+      .execute();
+    assert.deepEqual(rows, [{ image: "registry.example.com/shop:pr-digest", image_digest: null }]);
+    await previews().deletePreview({ workspace: WS, project: "shop", name: "pr-digest" });
   });
 });
