@@ -128,14 +128,15 @@ describe("dashboard watching real rollouts", { skip }, () => {
     `);
       await deploy("krane.local/hello:v1");
       await rolloutRow()
-        .filter({ hasText: /^eucomplete2222/ })
+        .filter({ hasText: /^eu✓ complete2222/ })
         .waitFor({ timeout: LONG });
       const instances = page.getByRole("table", { name: "Instances" });
       await instances.getByText("running").first().waitFor();
       assert.equal(await instances.getByText("running").count(), 2);
       const states = (await page.evaluate("window.__kraneStates")) as string[];
-      assert.ok(states.includes("progressing"), `states seen: ${states.join(", ")}`);
-      assert.equal(states.at(-1), "complete");
+      // Each state after its tone's shape (◐ under way, ✓ done).
+      assert.ok(states.includes("◐ progressing"), `states seen: ${states.join(", ")}`);
+      assert.equal(states.at(-1), "✓ complete");
       assert.equal(await page.evaluate("window.__kraneMarker"), "no reload");
       await shot("rollout");
     },
@@ -146,7 +147,7 @@ describe("dashboard watching real rollouts", { skip }, () => {
     const revisions = page.getByRole("table", { name: "Revisions" });
     await revisions.getByRole("row", { name: /hello:v2.*eu 2\/2/ }).waitFor({ timeout: LONG });
     await rolloutRow()
-      .filter({ hasText: /^eucomplete/ })
+      .filter({ hasText: /^eu✓ complete/ })
       .waitFor({ timeout: LONG });
     await page.getByRole("button", { name: "Roll back to revision 1" }).click();
     const diff = page.getByRole("table", { name: "What the rollback changes" });
