@@ -118,8 +118,11 @@ function scenario(name: string, databaseUrl: () => Promise<string>): void {
         const done = await until(
           c,
           agent,
-          "the rollout complete after the pause",
-          (s) => s.progressive?.phase === "Healthy" && s.progressive.stableDeploymentId === v2.id,
+          "the rollout complete after the pause, and its event",
+          (s) =>
+            s.progressive?.phase === "Healthy" &&
+            s.progressive.stableDeploymentId === v2.id &&
+            (s.regions[0]?.events.some((e) => e.reason === "RolloutCompleted") ?? false),
           30_000,
         );
         assert.equal(weight(done, v2.id), 100);
