@@ -15,18 +15,16 @@ import { SENTINEL_NAMESPACE } from "../../../src/contracts/cluster.js";
 import { formatRoutingPolicy, POLICY_KEY, type EdgeAuthPolicy } from "../../../src/contracts/routing.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
-  APP_NAMESPACE,
   createAppPod,
   createSentinelPod,
-  ensureNamespace,
   hit,
   kubeFor,
   proxyClient,
   RoutingWriter,
   routingLabels,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -71,12 +69,7 @@ before(
 
     const cluster = await h.ready();
     kube = kubeFor(cluster);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     const app = await createAppPod(cluster, kube, "auth-1", "dep-a");
     const routes = new RoutingWriter(kube, ENV);
     const auth: EdgeAuthPolicy = {

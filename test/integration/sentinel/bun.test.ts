@@ -20,15 +20,12 @@ import { SENTINEL_METRICS, SENTINEL_OPS_PORT } from "../../../src/contracts/rout
 import { localAddress } from "../../../src/cluster/pod-network.js";
 import { STANDIN_ANNOTATION, type StandinAnswer } from "../../../src/cluster/standin/app.js";
 import type { KubeClient } from "../../../src/kube/client.js";
-import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac, sentinelKubeConfigFrom } from "../../../src/sentinel/rbac.js";
+import { sentinelKubeConfigFrom } from "../../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
   annotatePod,
-  APP_NAMESPACE,
   countBy,
   createAppPod,
-  ensureNamespace,
   getJson,
   hit,
   hitMany,
@@ -39,6 +36,7 @@ import {
   sentinelMetrics,
   sentinelStatus,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
@@ -62,12 +60,7 @@ before(
     if (!net) throw new Error("the cluster has no pod network");
     kube = kubeFor(cluster);
     routes = new RoutingWriter(kube, ENV);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     a.push(...(await Promise.all(["u-1", "u-2", "u-3"].map((n) => createAppPod(cluster, kube, n, "dep-u")))));
     await routes.policy(1, "instances", [{ deploymentId: "dep-u", weight: 100 }]);
     await routes.slice(

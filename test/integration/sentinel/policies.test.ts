@@ -11,13 +11,10 @@ import { parseEdgePolicies } from "../../../src/contracts/edge-policy.js";
 import { formatRoutingPolicy, POLICY_KEY } from "../../../src/contracts/routing.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
-  APP_NAMESPACE,
   createAppPod,
   createSentinelPod,
-  ensureNamespace,
   hit,
   kubeFor,
   metricValue,
@@ -27,6 +24,7 @@ import {
   sentinelMetrics,
   sentinelStatus,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -87,12 +85,7 @@ before(
   async () => {
     const cluster = await h.ready();
     kube = kubeFor(cluster);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     const app = await createAppPod(cluster, kube, "policies-1", "dep-p");
     routes = new RoutingWriter(kube, ENV);
     await publish(1, []);

@@ -9,16 +9,12 @@ import { SENTINEL_NAMESPACE, SENTINEL_PORT } from "../../../src/contracts/cluste
 import { SENTINEL_OPS_PORT } from "../../../src/contracts/routing.js";
 import { stopPid } from "../../../src/cluster/process.js";
 import type { KubeClient } from "../../../src/kube/client.js";
-import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
-  APP_NAMESPACE,
   countBy,
   createAppPod,
   createSentinelPod,
   deletePod,
-  ensureNamespace,
   getJson,
   hit,
   hitMany,
@@ -27,6 +23,7 @@ import {
   RoutingWriter,
   sentinelStatus,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -41,12 +38,7 @@ before(
     const cluster = await h.ready();
     kube = kubeFor(cluster);
     routes = new RoutingWriter(kube, ENV);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     pods = await Promise.all(["r-1", "r-2"].map((n) => createAppPod(cluster, kube, n, "dep-r")));
     await routes.policy(7, "instances", [{ deploymentId: "dep-r", weight: 100 }]);
     await routes.slice(

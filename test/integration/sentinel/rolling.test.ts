@@ -8,8 +8,6 @@ import assert from "node:assert/strict";
 import type { Pool } from "undici";
 import { STANDIN_ANNOTATION } from "../../../src/cluster/standin/app.js";
 import type { KubeClient } from "../../../src/kube/client.js";
-import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
   APP_NAMESPACE,
@@ -18,13 +16,13 @@ import {
   createSentinelPod,
   deletePod,
   failure,
-  ensureNamespace,
   openLoad,
   kubeFor,
   proxyClient,
   RoutingWriter,
   sentinelStatus,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -42,12 +40,7 @@ before(
     const cluster = await h.ready();
     kube = kubeFor(cluster);
     routes = new RoutingWriter(kube, ENV);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     await routes.policy(1, "instances", [{ deploymentId: "v1", weight: 100 }]);
     sentinel = await createSentinelPod(cluster, kube, "snt-rolling-1", ENV);
     pool = proxyClient(sentinel, 64);

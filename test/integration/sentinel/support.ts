@@ -39,6 +39,7 @@ import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { resources } from "../../../src/kube/resources.js";
 import type { StandinAnswer } from "../../../src/cluster/standin/app.js";
 import { ERROR_HEADER } from "../../../src/sentinel/errors.js";
+import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { eventually } from "../../support/cluster.js";
 
 export const REGION = "local";
@@ -131,6 +132,19 @@ export class RoutingWriter {
 
 export async function ensureNamespace(kube: KubeClient, name: string): Promise<void> {
   await kube.create(resources.namespaces, { metadata: { name } });
+}
+
+/**
+ * What every sentinel test needs first: the sentinel's RBAC, and the apps' namespace once its
+ * default service account exists (pods created before it are refused).
+ */
+export async function prepareAppNamespace(cluster: LocalCluster, kube: KubeClient): Promise<void> {
+  await applySentinelRbac(cluster.kubeConfig());
+  await ensureNamespace(kube, APP_NAMESPACE);
+  await eventually(
+    "the app namespace's default service account",
+    async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
+  );
 }
 
 export interface PodRef {

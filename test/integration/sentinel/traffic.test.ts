@@ -12,16 +12,14 @@ import { SENTINEL_METRICS, SENTINEL_OPS_PORT } from "../../../src/contracts/rout
 import { STANDIN_ANNOTATION, type StandinAnswer } from "../../../src/cluster/standin/app.js";
 import { KubeApiError, type KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac, sentinelKubeConfigFrom } from "../../../src/sentinel/rbac.js";
+import { sentinelKubeConfigFrom } from "../../../src/sentinel/rbac.js";
 import { KubeClient as Client } from "../../../src/kube/client.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
   annotatePod,
-  APP_NAMESPACE,
   countBy,
   createAppPod,
   createSentinelPod,
-  ensureNamespace,
   getJson,
   hit,
   hitMany,
@@ -33,6 +31,7 @@ import {
   sentinelMetrics,
   sentinelStatus,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -48,12 +47,7 @@ before(
     const cluster = await h.ready();
     kube = kubeFor(cluster);
     routes = new RoutingWriter(kube, ENV);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
     a.push(...(await Promise.all(["a-1", "a-2", "a-3"].map((n) => createAppPod(cluster, kube, n, "dep-a")))));
     await routes.policy(1, "instances", [{ deploymentId: "dep-a", weight: 100 }]);
     await routes.slice(

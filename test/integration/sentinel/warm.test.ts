@@ -11,16 +11,13 @@ import { READINESS_PATH_ANNOTATION } from "../../../src/contracts/routing.js";
 import { STANDIN_ANNOTATION } from "../../../src/cluster/standin/app.js";
 import type { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
-import { applySentinelRbac } from "../../../src/sentinel/rbac.js";
 import { PROMOTION_TTL_MS } from "../../../src/sentinel/warm.js";
 import { eventually, useCluster } from "../../support/cluster.js";
 import {
   annotatePod,
-  APP_NAMESPACE,
   APP_PORT,
   createAppPod,
   createSentinelPod,
-  ensureNamespace,
   hit,
   kubeFor,
   metricValue,
@@ -30,6 +27,7 @@ import {
   sentinelStatus,
   type Hit,
   type PodRef,
+  prepareAppNamespace,
 } from "./support.js";
 
 const h = useCluster({ standins: true });
@@ -56,12 +54,7 @@ before(
   async () => {
     const cluster = await h.ready();
     kube = kubeFor(cluster);
-    await applySentinelRbac(cluster.kubeConfig());
-    await ensureNamespace(kube, APP_NAMESPACE);
-    await eventually(
-      "the app namespace's default service account",
-      async () => (await kube.get(resources.serviceAccounts, APP_NAMESPACE, "default")) ?? undefined,
-    );
+    await prepareAppNamespace(cluster, kube);
   },
   { timeout: 10 * 60_000 },
 );

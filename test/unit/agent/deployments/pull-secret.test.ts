@@ -40,27 +40,29 @@ test("a ReplicaSet's pods name the pull Secret only when the payload does; the v
   assert.equal(pullSecretNameOf(undefined), "");
 });
 
+/** A scheduled job's payload, without its pull Secret. */
+const JOB = {
+  workspaceId: "ws_1",
+  projectId: "prj_1",
+  environmentId: "env_1",
+  jobId: "job_1",
+  k8sNamespace: "ws-acme",
+  k8sName: "job-report",
+  region: "local",
+  name: "report",
+  schedule: "*/5 * * * *",
+  image: "registry.example.com/shop:1",
+  cpuMillicores: 100n,
+  memoryMib: 64n,
+};
+
 test("a CronJob's runs name the pull Secret only when the payload does", () => {
-  const base = {
-    workspaceId: "ws_1",
-    projectId: "prj_1",
-    environmentId: "env_1",
-    jobId: "job_1",
-    k8sNamespace: "ws-acme",
-    k8sName: "job-report",
-    region: "local",
-    name: "report",
-    schedule: "*/5 * * * *",
-    image: "registry.example.com/shop:1",
-    cpuMillicores: 100n,
-    memoryMib: 64n,
-  };
-  const cj = renderCronJob(create(ApplyJobSchema, { ...base, pullSecret: pull }), "local");
+  const cj = renderCronJob(create(ApplyJobSchema, { ...JOB, pullSecret: pull }), "local");
   const pod = (cj.spec as { jobTemplate: { spec: { template: { spec: PodSpec } } } }).jobTemplate.spec.template.spec;
   assert.deepEqual(pod.imagePullSecrets, [{ name: PULL_SECRET_NAME }]);
   assert.equal(cj.metadata.annotations?.[ANNOTATION_PULL_SECRET_VERSION], pull.version);
   assert.equal(pullSecretNameOf(cj), PULL_SECRET_NAME);
-  const plain = renderCronJob(create(ApplyJobSchema, base), "local");
+  const plain = renderCronJob(create(ApplyJobSchema, JOB), "local");
   assert.equal(pullSecretNameOf(plain), "");
   assert.equal(plain.metadata.annotations, undefined);
 });
@@ -95,20 +97,6 @@ test("a payload's pull Secret must be a valid name and version", () => {
     validateApplyDeployment(sampleDeployment({ pullSecret: { ...pull, version: "" } }), "local", true) ?? "",
     /pull_secret\.version/,
   );
-  const job = create(ApplyJobSchema, {
-    workspaceId: "ws_1",
-    projectId: "prj_1",
-    environmentId: "env_1",
-    jobId: "job_1",
-    k8sNamespace: "ws-acme",
-    k8sName: "job-report",
-    region: "local",
-    name: "report",
-    schedule: "*/5 * * * *",
-    image: "registry.example.com/shop:1",
-    cpuMillicores: 100n,
-    memoryMib: 64n,
-    pullSecret: { ...pull, version: "not a label" },
-  });
+  const job = create(ApplyJobSchema, { ...JOB, pullSecret: { ...pull, version: "not a label" } });
   assert.match(validateApplyJob(job, "local", false) ?? "", /pull_secret\.version "not a label"/);
 });
