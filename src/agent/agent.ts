@@ -48,6 +48,8 @@ export interface AgentConfig {
   readonly sentinelObserveIntervalMs?: number;
   /** How often sentinel metrics are collected for rollout analysis (default 10 s; 0 disables). */
   readonly measureIntervalMs?: number;
+  /** How often the instances' CPU, memory and restarts are read for the metrics history (default 15 s; 0 disables). */
+  readonly usageIntervalMs?: number;
   /** How often the region's autoscaler decides from what the sentinels last said (default 2 s). */
   readonly autoscaleIntervalMs?: number;
   /**
@@ -170,6 +172,7 @@ export class Agent {
         image: cfg.sentinelImage ?? defaultSentinelImage(),
         observeIntervalMs: cfg.sentinelObserveIntervalMs,
         measureIntervalMs: cfg.measureIntervalMs,
+        usageIntervalMs: cfg.usageIntervalMs,
         autoscaleIntervalMs: cfg.autoscaleIntervalMs,
         registry: this.registry,
         podAddressMap: cfg.podAddressMap ? parseAddressMapping(cfg.podAddressMap) : undefined,

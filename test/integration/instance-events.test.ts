@@ -2,7 +2,7 @@
 // each reaches status with the right reason, through the agent's report and ctrl's
 // InstanceEventService:
 //  - a container over its memory limit → OOMKilled;
-//  - exit 3 in a loop → CrashLoopBackOff with exit code 3;
+//  - exit 3 in a loop → CrashLoopBackOff with exit code 3, and its restarts in the metrics history;
 //  - an image that does not exist → a pull error naming the image;
 //  - a readiness probe that starts failing (the hello app's HELLO_UNREADY_AFTER_MS) → unready;
 //  - an eviction through the API, as a node drain makes it → evicted, with its reason.
@@ -30,6 +30,7 @@ import {
   InstanceEventService,
   type InstanceEvent,
 } from "../../src/gen/krane/ctrl/v1/events_pb.js";
+import { MetricsService } from "../../src/gen/krane/ctrl/v1/live_pb.js";
 import { eventually } from "../support/cluster.js";
 import { krane, kubectlOk, realNodesSkip, useRealCluster } from "../support/real-nodes.js";
 import { routingAgent } from "./agent/support.js";
@@ -90,7 +91,7 @@ describe("instance events on real nodes", { skip }, () => {
       await ctrl.client(RegionService, t).createRegion({ name: REGION });
       await ctrl.client(WorkspaceService, t).createWorkspace({ slug: WS });
       await ctrl.client(ProjectService, t).createProject({ workspace: WS, slug: PROJECT });
-      agent = await routingAgent(cluster, ctrl, REGION);
+      agent = await routingAgent(cluster, ctrl, REGION, { usageIntervalMs: 2_000 });
       await agent.start();
       for (const [slug, w] of Object.entries(WORKLOADS) as [string, Workload][]) {
         await ctrl.client(EnvironmentService, t).createEnvironment({
@@ -160,6 +161,20 @@ describe("instance events on real nodes", { skip }, () => {
     assert.equal(e.exitCode, 3);
     assert.ok(e.restarts >= 1, `restarts: ${e.restarts}`);
     assert.match(text, /CrashLoopBackOff, exit 3, \d+ restarts?/);
+    // The metrics history counts the restarts per instance (the agent's usage reader).
+    await eventually(
+      "the instance's restarts in the metrics history",
+      async () => {
+        const { series } = await ctrl.client(MetricsService, ctrl.adminToken).getMetricsHistory({
+          workspace: WS,
+          project: PROJECT,
+          environment: "crash",
+        });
+        const n = series.filter((x) => x.instance !== "").reduce((a, x) => a + Number(x.total?.restarts ?? 0n), 0);
+        return n >= 1 ? n : undefined;
+      },
+      60_000,
+    );
   });
 
   it("an image that does not exist shows a pull error naming it", { timeout: 5 * 60_000 }, async () => {

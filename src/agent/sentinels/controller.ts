@@ -52,6 +52,7 @@ import { clusterProtocol } from "../runtime/kstate.js";
 import { trimNode, trimPod } from "../runtime/trim.js";
 import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
+import { USAGE_INTERVAL_MS, UsageReader } from "../usage/reader.js";
 import { SentinelObserver, sentinelPods } from "./observer.js";
 import { renderRevisionSlices, renderRoutingPolicy, podRoutingKey } from "./routing.js";
 import { observationFingerprint, observeSentinel } from "./status.js";
@@ -119,6 +120,12 @@ export function sentinelsController(
     addressMap: defaults.podAddressMap,
     registry: defaults.registry,
     send: async (req, signal) => void (await ctrl.reportMeasurements(req, { signal, timeoutMs: 5_000 })),
+  });
+  // What the region's instances use (CPU, memory, restarts), for the metrics history.
+  const usage = new UsageReader({
+    region,
+    intervalMs: defaults.usageIntervalMs ?? USAGE_INTERVAL_MS,
+    send: async (req, signal) => void (await ctrl.reportUsage(req, { signal, timeoutMs: 5_000 })),
   });
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
@@ -279,6 +286,7 @@ export function sentinelsController(
           void (await Promise.all([
             observer.run(ctx, signal, requeue),
             collector.run(ctx, signal),
+            usage.run(ctx, signal),
             autoscaler?.run(
               ctx,
               {

@@ -16,6 +16,8 @@ export interface SentinelDefaults {
   readonly registry?: Registry;
   /** How often the region's autoscaler decides (default 2 s; src/agent/autoscale). */
   readonly autoscaleIntervalMs?: number;
+  /** How often the instances' usage is read for the metrics history (default 15 s, metrics-server's resolution; 0: never). */
+  readonly usageIntervalMs?: number;
 }
 
 /** What the sentinel kind is built with beside the runtime's KindEnv. */

@@ -15,6 +15,8 @@ import { takeAutoscaleDecision } from "../domain/autoscale.js";
 import { recordHeartbeat } from "../domain/clusters.js";
 import { confirmDeletion } from "../domain/deletion.js";
 import { MEASUREMENT_RETENTION_MS, recordMeasurements } from "../domain/measurements.js";
+import { recordUsage } from "../domain/usage.js";
+import { MINUTE_RETENTION_MS } from "../history/sums.js";
 import { releaseSecretValues, secretValuesFor, type SecretOwner } from "../domain/secret-values.js";
 import { invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -26,6 +28,7 @@ import type { FeedHub } from "../stream/feed.js";
 import { watchBatches } from "../stream/watch.js";
 import { validateHeartbeat, validateIdList } from "../validate/cluster.js";
 import { validateMeasurementReport } from "../validate/measurements.js";
+import { validateUsageReport } from "../validate/usage.js";
 import * as rules from "../validate/rules.js";
 
 /** The stream metrics this service keeps (ctrl's CtrlMetrics has them). */
@@ -192,6 +195,12 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       const region = agentRegion(ctx, req.region);
       const report = validateMeasurementReport(req, deps.store.clock(), MEASUREMENT_RETENTION_MS);
       return { stored: await recordMeasurements(deps.store, region, report) };
+    },
+    // What the region's instances used, per minute, for the metrics history.
+    async reportUsage(req, ctx) {
+      const region = agentRegion(ctx, req.region);
+      const report = validateUsageReport(req, deps.store.clock(), MINUTE_RETENTION_MS);
+      return { stored: await recordUsage(deps.store, region, report) };
     },
     // A region's autoscaling decision (belongs to no kind: it moves an environment-region's count).
     async reportAutoscale(req, ctx) {

@@ -9,6 +9,7 @@ import {
   HOUR_MS,
   HOUR_RETENTION_MS,
   LATENCY_COLUMNS,
+  MAX_INSTANCE_SERIES_PER_ENVIRONMENT,
   MAX_SERIES_PER_ENVIRONMENT,
   MINUTE_MS,
   MINUTE_RETENTION_MS,
@@ -64,11 +65,10 @@ function toPoint(r: SeriesRow, atMs: number): Point {
 }
 
 /**
- * Adds minute points (each at the start of its minute) to what is stored. An environment's
- * minute takes at most MAX_SERIES_PER_ENVIRONMENT series; returns how many points were dropped.
+ * The points a minute admits: per environment and minute, the series already stored and new ones
+ * while fewer than `cap` of their class (revision series, instance "", or instance series) are.
  */
-export async function addMinutes(db: Db, points: readonly Point[]): Promise<number> {
-  if (points.length === 0) return 0;
+async function admitted(db: Db, points: readonly Point[], instances: boolean, cap: number): Promise<Point[]> {
   const byMinute = new Map<string, Point[]>();
   for (const p of points) {
     const k = `${p.environmentId}\n${p.atMs}`;
@@ -86,6 +86,7 @@ export async function addMinutes(db: Db, points: readonly Point[]): Promise<numb
       .where("environment_id", "=", first.environmentId)
       .where("step_ms", "=", MINUTE_MS)
       .where("at_ms", "=", first.atMs)
+      .where("instance", instances ? "!=" : "=", "")
       .execute();
     const have = new Set(
       existing.map((r) =>
@@ -97,9 +98,19 @@ export async function addMinutes(db: Db, points: readonly Point[]): Promise<numb
         }),
       ),
     );
-    const admitted = admitSeries(have, group.map(seriesId), MAX_SERIES_PER_ENVIRONMENT);
-    kept.push(...group.filter((p) => admitted.has(seriesId(p))));
+    const ok = admitSeries(have, group.map(seriesId), cap);
+    kept.push(...group.filter((p) => ok.has(seriesId(p))));
   }
+  return kept;
+}
+
+/**
+ * Adds minute points (each at the start of its minute) to what is stored. An environment's
+ * minute takes at most MAX_SERIES_PER_ENVIRONMENT series; returns how many points were dropped.
+ */
+export async function addMinutes(db: Db, points: readonly Point[]): Promise<number> {
+  if (points.length === 0) return 0;
+  const kept = await admitted(db, points, false, MAX_SERIES_PER_ENVIRONMENT);
   for (let i = 0; i < kept.length; i += CHUNK) {
     await db
       .insertInto("metric_points")
@@ -116,6 +127,43 @@ export async function addMinutes(db: Db, points: readonly Point[]): Promise<numb
       .execute();
   }
   return points.length - kept.length;
+}
+
+const USAGE_COLUMNS = ["cpu_millicores_sum", "memory_bytes_sum", "usage_samples", "restarts"] as const;
+
+/**
+ * Sets instance minutes (CPU, memory and restarts of one pod over one minute, as its agent read
+ * them so far). Per instance and minute the figures with the most readings are kept (then the
+ * most restarts): an agent sends a minute again as it fills, so the newest report holds the most,
+ * and a retry or a late one changes nothing. An environment's minute takes at most
+ * MAX_INSTANCE_SERIES_PER_ENVIRONMENT instance series. Returns the points stored or replaced.
+ */
+export async function setUsageMinutes(db: Db, points: readonly Point[]): Promise<number> {
+  if (points.length === 0) return 0;
+  const kept = await admitted(db, points, true, MAX_INSTANCE_SERIES_PER_ENVIRONMENT);
+  let n = 0;
+  for (let i = 0; i < kept.length; i += CHUNK) {
+    const res = await db
+      .insertInto("metric_points")
+      .values(kept.slice(i, i + CHUNK).map((p) => row(p, MINUTE_MS)))
+      .onConflict((oc) =>
+        oc
+          .columns([...KEY])
+          .doUpdateSet((eb) => Object.fromEntries(USAGE_COLUMNS.map((c) => [c, eb.ref(`excluded.${c}`)])))
+          .where((eb) =>
+            eb.or([
+              eb("excluded.usage_samples", ">", eb.ref("metric_points.usage_samples")),
+              eb.and([
+                eb("excluded.usage_samples", "=", eb.ref("metric_points.usage_samples")),
+                eb("excluded.restarts", ">", eb.ref("metric_points.restarts")),
+              ]),
+            ]),
+          ),
+      )
+      .executeTakeFirst();
+    n += Number(res.numInsertedOrUpdatedRows ?? 0);
+  }
+  return n;
 }
 
 /**
@@ -137,10 +185,19 @@ export async function rollupHour(db: Db, hourMs: number): Promise<number> {
     .where("at_ms", "<", hourMs + HOUR_MS)
     .groupBy(["environment_id", "deployment_id", "region", "instance"])
     .execute();
-  const points = busiest(
-    rows.map((r) => toPoint(r, hourMs)),
-    MAX_SERIES_PER_ENVIRONMENT,
-  );
+  const all = rows.map((r) => toPoint(r, hourMs));
+  const points = [
+    ...busiest(
+      all.filter((p) => p.instance === ""),
+      MAX_SERIES_PER_ENVIRONMENT,
+    ),
+    // Instances by what they used.
+    ...busiest(
+      all.filter((p) => p.instance !== ""),
+      MAX_INSTANCE_SERIES_PER_ENVIRONMENT,
+      (s) => s.cpuMillicoresSum + s.memoryBytesSum / 1e6 + s.restarts * 1e9,
+    ),
+  ];
   await db.transaction().execute(async (trx) => {
     await trx.deleteFrom("metric_points").where("step_ms", "=", HOUR_MS).where("at_ms", "=", hourMs).execute();
     for (let i = 0; i < points.length; i += CHUNK)

@@ -16,6 +16,12 @@ export const HOUR_RETENTION_MS = 30 * 24 * HOUR_MS;
  * busiest. With it an environment holds at most 16 × (10,080 + 720) rows.
  */
 export const MAX_SERIES_PER_ENVIRONMENT = 16;
+/**
+ * And at most this many instance series (CPU, memory and restarts per pod, ../domain/usage.ts),
+ * counted apart so that a large environment's pods never push out its revisions' traffic: an
+ * environment holds at most 32 × (10,080 + 720) such rows more.
+ */
+export const MAX_INSTANCE_SERIES_PER_ENVIRONMENT = 32;
 /** Latency slots: one per LATENCY_BUCKETS_MS bound, then +Inf. */
 export const SLOTS = LATENCY_BUCKETS_MS.length + 1;
 
@@ -183,8 +189,15 @@ export function admitSeries(existing: ReadonlySet<string>, incoming: readonly st
   return admitted;
 }
 
-/** Each environment's busiest `cap` series of each step (an hour's rollup keeps these). */
-export function busiest(points: readonly Point[], cap: number): Point[] {
+/**
+ * Each environment's busiest `cap` series of each step (an hour's rollup keeps these): by
+ * requests, or by `weight`.
+ */
+export function busiest(
+  points: readonly Point[],
+  cap: number,
+  weight: (s: MetricSums) => number = (s) => s.requests,
+): Point[] {
   const groups = new Map<string, Point[]>();
   for (const p of points) {
     const k = `${p.environmentId}\n${p.atMs}`;
@@ -194,7 +207,7 @@ export function busiest(points: readonly Point[], cap: number): Point[] {
   }
   const out: Point[] = [];
   for (const g of groups.values())
-    out.push(...(g.length <= cap ? g : [...g].sort((a, b) => b.sums.requests - a.sums.requests).slice(0, cap)));
+    out.push(...(g.length <= cap ? g : [...g].sort((a, b) => weight(b.sums) - weight(a.sums)).slice(0, cap)));
   return out;
 }
 

@@ -27,6 +27,7 @@ import {
   type Health,
   type Instance,
   type ReportMeasurementsRequest,
+  type ReportUsageRequest,
   type SentinelState,
 } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 
@@ -203,6 +204,7 @@ export class TestCtrl {
   readonly heartbeats: Heartbeat[] = [];
   /** Measurement reports received, in order. */
   readonly measurements: ReportMeasurementsRequest[] = [];
+  readonly usage: ReportUsageRequest[] = [];
   /** Methods that answer Unavailable until removed (see setFailing). */
   readonly failing = new Set<ClusterMethod>();
   readonly #deployments = new Kind(
@@ -512,6 +514,11 @@ export class TestCtrl {
         self.#enter("reportMeasurements", ctx);
         self.measurements.push(req);
         return { stored: req.revisions.length };
+      },
+      async reportUsage(req, ctx) {
+        self.#enter("reportUsage", ctx);
+        self.usage.push(req);
+        return { stored: req.minutes.reduce((n, m) => n + m.instances.length, 0) };
       },
       async heartbeat(req, ctx) {
         self.#enter("heartbeat", ctx);

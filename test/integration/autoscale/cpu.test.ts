@@ -5,11 +5,13 @@
 //  - A CPU-only policy (no concurrency target): the load raises each instance's use over the
 //    target and the region follows up to max, the reason naming the CPU; the load gone, it comes
 //    down after the scale-down window, never below min.
+//  - The metrics history then holds each instance's CPU and memory (the agent's usage reader).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { realNodesSkip, useRealCluster } from "../../support/real-nodes.js";
 import { tempDir } from "../ctrl/support.js";
-import { dbIn, sampleWhile, step, World } from "./support.js";
+import { MetricsService } from "../../../src/gen/krane/ctrl/v1/live_pb.js";
+import { dbIn, REF, REGION, sampleWhile, step, World } from "./support.js";
 
 const skip = await realNodesSkip();
 
@@ -60,5 +62,27 @@ describe("autoscaling on CPU on real containers", { skip }, () => {
     assert.ok(seconds >= 18, `came down after ${seconds.toFixed(1)} s, inside the 20 s window`);
     assert.ok(Math.min(...sizes) >= 1, "never below min");
     assert.match((await w.status()).autoscale[0]?.reason ?? "", /cpu|floor/);
+  });
+
+  it("the metrics history has each instance's CPU and memory, as metrics-server read them", async () => {
+    const { series } = await w.ctrl.client(MetricsService, w.ctrl.adminToken).getMetricsHistory({ ...REF });
+    const instances = series.filter((s) => s.instance !== "" && s.deploymentId === w.v1);
+    step(
+      `instances in the history: ${instances
+        .map((s) => `${s.instance} cpu ${s.total?.cpuMillicores?.toFixed(0)}m mem ${s.total?.memoryBytes}`)
+        .join("; ")}`,
+    );
+    // The load ran up to 3 instances, each measured while it burned CPU.
+    assert.ok(instances.length >= 2, `${instances.length} instance series`);
+    const busiest = Math.max(...instances.map((s) => s.total?.cpuMillicores ?? 0));
+    assert.ok(busiest > 20, `the busiest instance's mean CPU: ${busiest}m`);
+    for (const s of instances) {
+      assert.equal(s.region, REGION);
+      assert.ok((s.total?.memoryBytes ?? 0) > 1e6, `${s.instance}: memory ${s.total?.memoryBytes}`);
+      assert.ok(
+        s.points.every((p) => p.requests === 0n),
+        "the sentinels count per revision, not per instance",
+      );
+    }
   });
 });

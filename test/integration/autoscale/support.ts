@@ -77,6 +77,7 @@ export class World {
       sentinelObserveIntervalMs: 300,
       autoscaleIntervalMs: 300,
       measureIntervalMs: 0,
+      usageIntervalMs: 2_000,
     });
     await this.agent.start();
     this.v1 = await this.deploy("krane.local/hello:v1");

@@ -138,6 +138,15 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
       toUnixMs: BigInt(Date.now()),
       revisions: [{ environmentId, deploymentId, responses2xx: 1n }],
     },
+    ReportUsage: {
+      region: "local",
+      minutes: [
+        {
+          minuteUnixMs: BigInt(Date.now() - (Date.now() % 60_000)),
+          instances: [{ environmentId, deploymentId, instance: "web-1", cpuMillicoresSum: 5, readings: 1 }],
+        },
+      ],
+    },
     ReportAutoscale: {
       region: "local",
       environmentId,
