@@ -15,6 +15,24 @@ export interface Series {
 }
 
 /**
+ * The series stacked, each on those before it (traffic by revision: the top line is the total).
+ * A series without a point at a time adds nothing there.
+ */
+export function stack(series: readonly Series[]): Series[] {
+  const below = new Map<number, number>();
+  return series.map((s) => ({
+    name: s.name,
+    points: [...new Set([...below.keys(), ...s.points.map((p) => p.t)])]
+      .sort((a, b) => a - b)
+      .map((t) => {
+        const v = (below.get(t) ?? 0) + s.points.filter((p) => p.t === t).reduce((n, p) => n + p.v, 0);
+        below.set(t, v);
+        return { t, v };
+      }),
+  }));
+}
+
+/**
  * Where the chart draws: its largest value (the top of the y axis; never 0), each series' points
  * in SVG coordinates, and the summary a screen reader hears.
  */
@@ -37,8 +55,19 @@ export function plot(
   };
 }
 
-export function LineChart(props: { title: string; unit: string; series: Series[]; from: number; to: number }) {
-  const { max, lines, summary } = plot(props.series, props.from, props.to, props.unit);
+export function LineChart(props: {
+  title: string;
+  unit: string;
+  series: Series[];
+  from: number;
+  to: number;
+  /** Each series drawn on those before it, the area under it filled (the top line: the total). */
+  stacked?: boolean;
+}) {
+  const drawn = props.stacked ? stack(props.series) : props.series;
+  const { max, lines } = plot(drawn, props.from, props.to, props.unit);
+  // What a screen reader hears is each series' own last value, stacked or not.
+  const { summary } = plot(props.series, props.from, props.to, props.unit);
   return (
     <figure class="chart">
       <figcaption>
@@ -59,7 +88,26 @@ export function LineChart(props: { title: string; unit: string; series: Series[]
         <text x={W - 8} y={H - 4} class="tick" text-anchor="end">
           {new Date(props.to).toLocaleTimeString()}
         </text>
-        {props.series.map((s, i) => (
+        {props.stacked &&
+          drawn.map((s, i) => {
+            // The band between this series and the one below (the x axis for the first).
+            const below = i === 0 ? undefined : lines[i - 1];
+            const top = lines[i] ?? "";
+            if (top === "") return null;
+            const floor = below
+              ? below.split(" ").reverse().join(" ")
+              : `${top.split(" ").at(-1)?.split(",")[0]},${H - PAD + 8} ${top.split(" ")[0]?.split(",")[0]},${H - PAD + 8}`;
+            return (
+              <polygon
+                key={`band-${s.name}`}
+                points={`${top} ${floor}`}
+                fill={COLORS[i % COLORS.length]}
+                fill-opacity={0.25}
+                stroke="none"
+              />
+            );
+          })}
+        {drawn.map((s, i) => (
           <polyline key={s.name} fill="none" stroke={COLORS[i % COLORS.length]} stroke-width={2} points={lines[i]} />
         ))}
       </svg>

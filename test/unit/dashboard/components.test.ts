@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { LiveBadge, Toned } from "../../../src/dashboard/components/badge.js";
 import { useConfirmedActions, type PendingAction } from "../../../src/dashboard/components/confirm.js";
-import { LineChart, plot } from "../../../src/dashboard/components/line-chart.js";
+import { LineChart, plot, stack } from "../../../src/dashboard/components/line-chart.js";
 import { filterRows, rowWindow, sortRows, Table, type Column } from "../../../src/dashboard/components/table.js";
 import { button, byTag, cells, fire, h, mount, settle, the, type FakeElement } from "./dom.js";
 
@@ -203,6 +203,64 @@ describe("line chart", () => {
     const empty = await mount(h(LineChart, { title: "p99 latency", unit: "ms", series: [], from: 0, to: 1 }));
     assert.equal(byTag(empty.root, "svg")[0]?.getAttribute("aria-label"), "p99 latency: no measurements");
     await empty.unmount();
+  });
+
+  it("stacks each series on those before it (the top line is the total); a missing point adds nothing", () => {
+    const stacked = stack([
+      {
+        name: "r1",
+        points: [
+          { t: 1, v: 2 },
+          { t: 2, v: 3 },
+        ],
+      },
+      {
+        name: "r2",
+        points: [
+          { t: 2, v: 1 },
+          { t: 3, v: 4 },
+        ],
+      },
+    ]);
+    assert.deepEqual(stacked[1]?.points, [
+      { t: 1, v: 2 },
+      { t: 2, v: 4 },
+      { t: 3, v: 4 },
+    ]);
+    assert.deepEqual(stacked[0]?.points, [
+      { t: 1, v: 2 },
+      { t: 2, v: 3 },
+    ]);
+  });
+
+  it("a stacked chart fills a band per series and still says each series' own last value", async () => {
+    const two = [
+      {
+        name: "r1",
+        points: [
+          { t: 1_000, v: 2 },
+          { t: 2_000, v: 2 },
+        ],
+      },
+      {
+        name: "r2",
+        points: [
+          { t: 1_000, v: 1 },
+          { t: 2_000, v: 2 },
+        ],
+      },
+    ];
+    const { root, unmount } = await mount(
+      h(LineChart, { title: "Requests", unit: "per second", series: two, from: 1_000, to: 2_000, stacked: true }),
+    );
+    assert.equal(byTag(root, "polygon").length, 2);
+    assert.equal(
+      byTag(root, "svg")[0]?.getAttribute("aria-label"),
+      "Requests: r1: last 2.00 per second; r2: last 2.00 per second",
+    );
+    // The top line reaches the total (4, the chart's top: y 8) at the end.
+    assert.match(byTag(root, "polyline")[1]?.getAttribute("points") ?? "", /412\.0,8\.0$/);
+    await unmount();
   });
 });
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { InstanceEventSchema, type InstanceEvent } from "../../../src/gen/krane/ctrl/v1/events_pb.js";
-import { RevisionMetricsSchema } from "../../../src/gen/krane/ctrl/v1/live_pb.js";
+import { MetricsSeriesSchema, RevisionMetricsSchema } from "../../../src/gen/krane/ctrl/v1/live_pb.js";
 import { LogEntrySchema, LogMarkerKind } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { AddressRegionStatusSchema } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { SecretEntrySchema } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
@@ -34,7 +34,11 @@ import {
 } from "../../../src/dashboard/views/environment/status-model.js";
 import { mergeEvents, timeline } from "../../../src/dashboard/views/environment/events-model.js";
 import { logFilters, logLine, matchingLines, type Line } from "../../../src/dashboard/views/environment/logs-model.js";
-import { revisionSeries } from "../../../src/dashboard/views/environment/charts-model.js";
+import {
+  MAX_INSTANCE_LINES,
+  instanceSeries,
+  revisionSeries,
+} from "../../../src/dashboard/views/environment/charts-model.js";
 import {
   httpsPerRegion,
   readinessPerRegion,
@@ -374,6 +378,37 @@ describe("environment charts and config", () => {
       ],
     );
     assert.equal(revisionSeries(revs, (p) => p.requestsPerSecond)[0]?.points.length, 3);
+  });
+
+  it("draws each instance's CPU, the busiest first, without the revisions' series or instances with no figure", () => {
+    const inst = (instance: string, cpu: (number | undefined)[]) =>
+      create(MetricsSeriesSchema, {
+        revision: 3n,
+        region: "eu",
+        instance,
+        points: cpu.map((c, i) => ({ atUnixMs: BigInt(60_000 * (i + 1)), cpuMillicores: c })),
+      });
+    const series = [
+      inst("", [undefined, undefined]),
+      inst("web-7d9f-abcde", [10, 20]),
+      inst("web-7d9f-fghij", [90, undefined]),
+      inst("web-7d9f-klmno", [undefined]),
+    ];
+    assert.deepEqual(
+      instanceSeries(series, (p) => p.cpuMillicores),
+      [
+        { name: "r3 eu …fghij", points: [{ t: 60_000, v: 90 }] },
+        {
+          name: "r3 eu …abcde",
+          points: [
+            { t: 60_000, v: 10 },
+            { t: 120_000, v: 20 },
+          ],
+        },
+      ],
+    );
+    const many = Array.from({ length: MAX_INSTANCE_LINES + 3 }, (_, i) => inst(`web-${i}`, [i]));
+    assert.equal(instanceSeries(many, (p) => p.cpuMillicores).length, MAX_INSTANCE_LINES);
   });
 
   it("says per region whether the HTTPS listeners are programmed, pending, refused or not reported", () => {

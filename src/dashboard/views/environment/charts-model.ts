@@ -1,9 +1,12 @@
-// The charts tab's series (pure): one line per revision of one measure.
-import type { RevisionMetrics } from "../../../gen/krane/ctrl/v1/live_pb.js";
+// The charts tab's series (pure): one line per revision of one measure, and one per instance of
+// its CPU or memory.
+import type { MetricsSeries, RevisionMetrics } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import type { Series } from "../../components/line-chart.js";
 
 /** Past the last latency bucket (reported as -1): drawn at 30 s. */
 const BEYOND_MS = 30_000;
+/** Instances drawn at most (the busiest by the measure), so a legend stays readable. */
+export const MAX_INSTANCE_LINES = 8;
 
 /** Each revision's points of the measure `pick` reads; a bucket without it is left out. */
 export function revisionSeries(
@@ -17,4 +20,27 @@ export function revisionSeries(
       return v === undefined ? [] : [{ t: Number(p.atUnixMs), v: v < 0 ? BEYOND_MS : v }];
     }),
   }));
+}
+
+/**
+ * Each instance's points of the measure `pick` reads (CPU or memory, from the metrics history),
+ * named by its revision and region and the end of its pod's name; the busiest first, at most
+ * MAX_INSTANCE_LINES. The revisions' own series (instance "") carry no such figure and are left out.
+ */
+export function instanceSeries(
+  series: readonly MetricsSeries[],
+  pick: (p: MetricsSeries["points"][number]) => number | undefined,
+): Series[] {
+  return series
+    .filter((s) => s.instance !== "")
+    .map((s) => ({
+      name: `r${s.revision} ${s.region} …${s.instance.slice(-5)}`,
+      points: s.points.flatMap((p) => {
+        const v = pick(p);
+        return v === undefined ? [] : [{ t: Number(p.atUnixMs), v }];
+      }),
+    }))
+    .filter((s) => s.points.length > 0)
+    .sort((a, b) => Math.max(...b.points.map((p) => p.v)) - Math.max(...a.points.map((p) => p.v)))
+    .slice(0, MAX_INSTANCE_LINES);
 }
