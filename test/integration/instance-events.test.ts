@@ -157,7 +157,20 @@ describe("instance events on real nodes", { skip }, () => {
   });
 
   it("exit 3 in a loop shows CrashLoopBackOff with exit code 3", { timeout: 5 * 60_000 }, async () => {
-    const [e, text] = await lastEvent("crash", (x) => x.reason === "CrashLoopBackOff");
+    // The container cycles between waiting in CrashLoopBackOff and a short run ending in Error:
+    // status is read again until it shows the back-off (it lasts 10 s and more, the run less).
+    let last = "";
+    const [e, text] = await eventually(
+      "status showing the back-off",
+      async () => {
+        const got = await lastEvent("crash", (x) => x.reason === "CrashLoopBackOff");
+        last = got[1];
+        return /CrashLoopBackOff/.test(got[1]) ? got : undefined;
+      },
+      120_000,
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; last status:\n${last}`);
+    });
     assert.equal(e.exitCode, 3);
     assert.ok(e.restarts >= 1, `restarts: ${e.restarts}`);
     assert.match(text, /CrashLoopBackOff, exit 3, \d+ restarts?/);
