@@ -9,7 +9,7 @@ import { benchCtrl } from "./ctrl/ctrl.js";
 import { benchReleases } from "./releases.js";
 import { benchGateway } from "./gateway/gateway.js";
 import { benchMeasurements } from "./measurements.js";
-import { benchRollout } from "./rollout.js";
+import { benchRollout } from "./rollout/rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel/sentinel.js";

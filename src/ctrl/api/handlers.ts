@@ -34,7 +34,7 @@ import { DomainError, invalidArgument, notFound } from "../errors.js";
 import type { Store } from "../db/store.js";
 import { createRegion, issueClusterToken, revokeClusterToken } from "../domain/clusters.js";
 import { createAskedDeployment, deleteDeployment } from "../domain/deployments.js";
-import { registryCredential } from "../domain/registries.js";
+import { pinImage } from "../images/pin.js";
 import type { ImageResolver } from "../images/resolve.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { updateEnvironment } from "../domain/environment-update.js";
@@ -219,12 +219,7 @@ export function deploymentServiceImpl({
     async createDeployment(req) {
       const ask = validateCreateDeployment(req);
       // Once, before anything is recorded: a registry that cannot say refuses the deploy.
-      if (images) {
-        const ws = await findWorkspace(store.db, ask.workspace);
-        ask.imageDigest = await images.resolve("image", ask.image, (host) =>
-          registryCredential(store.db, keyring, ws.id, host),
-        );
-      }
+      if (images) ask.imageDigest = await pinImage(images, store.db, keyring, ask.workspace, "image", ask.image);
       const ctx = await createAskedDeployment(store, ask, currentRevision);
       await rollout?.environmentChanged(ctx.environment.id);
       return {

@@ -1,5 +1,7 @@
 // PreviewService: previews from the CLI (create, list, delete, approve), a workspace's preview
-// settings (fork approval; its limits are quotas: ./quotas.ts), and pull-request hooks. A change of a preview's environment runs its rollout passes; a
+// settings (fork approval; its limits are quotas: ./quotas.ts), and pull-request hooks. A preview's
+// image is pinned to its digest before anything is recorded, as a deploy's (../images/pin.ts).
+// A change of a preview's environment runs its rollout passes; a
 // deletion purges what has finished at once; a hook answers the path to give the provider.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -25,6 +27,8 @@ import {
 } from "../domain/preview-lifecycle.js";
 import { deletePreviewHook, setPreviewLimits, type PreviewLimits } from "../domain/previews.js";
 import { findWorkspace } from "../domain/tenancy.js";
+import { pinImage } from "../images/pin.js";
+import type { ImageResolver } from "../images/resolve.js";
 import type { Keyring } from "../secrets/keyring.js";
 import {
   hookViews,
@@ -55,6 +59,8 @@ export interface PreviewApiDeps {
   rollout?: { environmentChanged(environmentId: string): Promise<void> };
   /** A preview's commit status is due (the reporter looks now). */
   statusDue?: () => void;
+  /** Pins previews' images to digests, as deploys' (absent: images run as named). */
+  images?: ImageResolver;
 }
 
 /** The provider's default commit-status API. */
@@ -122,7 +128,8 @@ export function previewServiceImpl(d: PreviewApiDeps): ServiceImpl<typeof Previe
   return {
     async createPreview(req) {
       const v = validateCreatePreview(req);
-      const out = await createPreview(store, deps, { ...v, base: v.base });
+      const imageDigest = await pinImage(d.images, store.db, d.keyring, v.workspace, "image", v.image);
+      const out = await createPreview(store, deps, { ...v, base: v.base, imageDigest });
       if (out.environmentId) await d.rollout?.environmentChanged(out.environmentId);
       return { preview: previewMsg(await viewOfPreview(store.db, out.preview), exposure) };
     },
@@ -149,10 +156,13 @@ export function previewServiceImpl(d: PreviewApiDeps): ServiceImpl<typeof Previe
       return { preview: previewMsg(await viewOfPreview(store.db, p), exposure) };
     },
     async approvePreview(req) {
-      const out = await approvePreview(store, deps, validatePreviewRef(req));
+      const ref = validatePreviewRef(req);
+      const { image } = (await previewView(store.db, ref)).preview;
+      const digest = await pinImage(d.images, store.db, d.keyring, ref.workspace, "image", image);
+      const out = await approvePreview(store, deps, ref, { image, digest });
       if (out.environmentId) await d.rollout?.environmentChanged(out.environmentId);
       d.statusDue?.();
-      return { preview: previewMsg(await previewView(store.db, validatePreviewRef(req)), exposure) };
+      return { preview: previewMsg(await previewView(store.db, ref), exposure) };
     },
     async getPreviewLimits(req) {
       const workspace = await findWorkspace(store.db, workspaceRef("workspace", req.workspace));

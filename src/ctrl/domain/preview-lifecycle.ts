@@ -1,7 +1,8 @@
 // What a preview does as a whole, each in one transaction through the owners of the tables it
 // touches (no table of its own): create one (an environment copying the base's settings, its
 // configuration — secrets only when asked and never for a fork — a public endpoint at a generated
-// hostname, the first revision with the preview's image, in one region at one replica; or, for a
+// hostname, the first revision with the preview's image (pinned to the digest the caller asked its
+// registry for before the transaction: ../images/pin.ts), in one region at one replica; or, for a
 // fork in a workspace that asks for it, only the record, waiting for approval), give it a new
 // image (a push to its pull request), approve it, delete it (its environment's deletion: every
 // object in every region), and find the ones whose TTL passed. The workspace's limits are checked
@@ -57,6 +58,8 @@ export interface PreviewSpec {
   base: string;
   name: string;
   image: string;
+  /** The digest `image` names, asked before the transaction (../images/pin.ts); null: run as named. */
+  imageDigest: string | null;
   ttlMs: number;
   /** Undefined: the base's first region. */
   region: string | undefined;
@@ -109,7 +112,7 @@ async function startPreviewEnvironment(
   tx: WriteTx,
   deps: PreviewDeps,
   base: EnvironmentContext,
-  p: { name: string; region: string; image: string; withSecrets: boolean },
+  p: { name: string; region: string; image: string; imageDigest: string | null; withSecrets: boolean },
 ): Promise<EnvironmentContext> {
   const b = base.environment;
   let environment: EnvironmentRow;
@@ -180,8 +183,14 @@ async function startPreviewEnvironment(
         buildId: "",
         replicas: null,
       };
-  // The preview's own image, by its tag: the base's pinned digest is of another image's bytes.
-  await insertDeployment(tx, ctx, { ...settings, image: p.image, imageDigest: null, buildId: "", replicas: null });
+  // The preview's own image and the digest it names (never the base's: other bytes).
+  await insertDeployment(tx, ctx, {
+    ...settings,
+    image: p.image,
+    imageDigest: p.imageDigest,
+    buildId: "",
+    replicas: null,
+  });
   return ctx;
 }
 
@@ -210,7 +219,13 @@ export async function createPreviewIn(tx: WriteTx, deps: PreviewDeps, spec: Prev
   const region = await regionFor(tx, base.environment, spec.region);
   const env = awaiting
     ? undefined
-    : await startPreviewEnvironment(tx, deps, base, { name: spec.name, region, image: spec.image, withSecrets });
+    : await startPreviewEnvironment(tx, deps, base, {
+        name: spec.name,
+        region,
+        image: spec.image,
+        imageDigest: spec.imageDigest,
+        withSecrets,
+      });
   const pr = spec.pullRequest;
   const preview = await insertPreview(tx, {
     workspace_id: base.workspace.id,
@@ -252,7 +267,7 @@ export async function createPreview(store: Store, deps: PreviewDeps, spec: Previ
 export async function updatePreviewIn(
   tx: WriteTx,
   preview: PreviewRow,
-  change: { image: string; headSha: string; fork: boolean },
+  change: { image: string; imageDigest: string | null; headSha: string; fork: boolean },
 ): Promise<PreviewOutcome> {
   const p = await lockPreview(tx, preview.id);
   if (!p) throw notFound(`preview "${preview.name}"`);
@@ -277,17 +292,22 @@ export async function updatePreviewIn(
   await insertDeployment(tx, env, {
     ...revisionCopyOf(running),
     image: change.image,
-    imageDigest: null,
+    imageDigest: change.imageDigest,
     replicas: null,
   });
   return { preview: { ...p, ...patch }, environmentId: p.environment_id };
 }
 
-/** Starts a preview that waits for approval (its resources were counted when it was made). */
+/**
+ * Starts a preview that waits for approval (its resources were counted when it was made), running
+ * `pinned`: the image the approver saw and its digest, asked before this transaction. A push that
+ * changed the image meanwhile refuses the approval (approve again: the new image).
+ */
 export async function approvePreview(
   store: Store,
   deps: PreviewDeps,
   ref: { workspace: string; project: string; name: string },
+  pinned: { image: string; digest: string | null },
 ): Promise<PreviewOutcome> {
   return store.write(async (tx) => {
     const { workspace, project } = await findProject(tx.trx, ref.workspace, ref.project);
@@ -298,6 +318,8 @@ export async function approvePreview(
     if (!p) throw notFound(`preview "${ref.name}"`);
     if (p.state !== "awaiting_approval")
       throw failedPrecondition(`preview "${p.name}" is ${p.state}, not awaiting approval`);
+    if (p.image !== pinned.image)
+      throw failedPrecondition(`preview "${p.name}" got a new image (${p.image}) while it was approved: approve again`);
     const base = await findEnvironment(tx.trx, {
       workspace: workspace.id,
       project: project.id,
@@ -307,6 +329,7 @@ export async function approvePreview(
       name: p.name,
       region: p.region,
       image: p.image,
+      imageDigest: pinned.digest,
       withSecrets: false,
     });
     const patch = {

@@ -8,7 +8,9 @@
 // unsigned or badly signed: 401), then what it says (a pull request event missing its pull
 // request, number or head commit: 400 naming the field; other events: 200 "ignored"), its age
 // (the signed timestamp, or the pull request's time in the signed body, within the replay
-// window: else 409), the repository it names (the hook's only: else 403). What it says then happens in one transaction with the record of its delivery
+// window: else 409), the repository it names (the hook's only: else 403). The preview's image is
+// then pinned to its digest (its registry asked, with the workspace's credential; an image not
+// there yet is a 400 naming it, with no record of the delivery). What it says then happens in one transaction with the record of its delivery
 // id, so a delivery replayed within the window is refused (409) and one that failed leaves no
 // record and can be redelivered: opened / reopened creates the preview (or updates it), a new
 // head commit gives it a new revision, closed or merged deletes it. Every such change is audited
@@ -32,6 +34,8 @@ import {
 } from "../domain/preview-lifecycle.js";
 import { findPreview, previewHook, recordDelivery } from "../domain/previews.js";
 import { DomainError, failedPrecondition, HTTP_STATUS, invalidArgument } from "../errors.js";
+import { pinImage } from "../images/pin.js";
+import type { ImageResolver } from "../images/resolve.js";
 import { image as imageRule } from "../validate/rules.js";
 import type { PreviewHookRow } from "../db/schema.js";
 import {
@@ -60,6 +64,8 @@ export const DEFAULT_REPLAY_WINDOW_MS = 10 * 60_000;
 export interface WebhookReceiverOptions {
   readonly store: Store;
   readonly deps: PreviewDeps;
+  /** Pins a preview's image to its digest before the delivery's transaction (absent: run as named). */
+  readonly images?: ImageResolver;
   readonly replayWindowMs?: number;
   /** A preview's environment changed: run its rollout passes. */
   readonly onEnvironmentChanged: (environmentId: string) => Promise<void>;
@@ -71,6 +77,12 @@ export interface WebhookReceiverOptions {
   readonly isOutage?: (err: unknown) => boolean;
   readonly logger?: Logger;
   readonly now?: () => number;
+}
+
+/** A pull request's image and the digest it names now (null: it runs as named). */
+interface Pinned {
+  image: string;
+  imageDigest: string | null;
 }
 
 class Refusal extends Error {
@@ -225,12 +237,15 @@ export class WebhookReceiver {
     const subject = subjectReader(PreviewService.method.createPreview);
     let outcome: PreviewOutcome | undefined;
     try {
+      // The image and its digest, asked before the transaction: a registry that cannot say (or
+      // an image not pushed yet) refuses the delivery, with no record of it: deliver it again.
+      const pinned = ev.action === "close" ? undefined : await this.#pin(hook, ev);
       outcome = await auditedWork(
         call,
         (db) =>
           subject?.(db, { workspace: hook.workspace_id, project: hook.project_id, name }, undefined) ??
           Promise.resolve(undefined),
-        () => this.#o.store.write((tx) => this.#apply(tx, hook, verdict.deliveryId, ev, name)),
+        () => this.#o.store.write((tx) => this.#apply(tx, hook, verdict.deliveryId, ev, name, pinned)),
       );
     } catch (err) {
       await this.#refused(hook, call, err);
@@ -248,16 +263,18 @@ export class WebhookReceiver {
     deliveryId: string,
     ev: PullRequestEvent,
     name: string,
+    pinned: Pinned | undefined,
   ): Promise<PreviewOutcome | undefined> {
     if (!(await recordDelivery(tx, hook.id, deliveryId)))
       throw new DomainError("already_exists", `delivery ${deliveryId} was accepted before: a replay`);
     const existing = await findPreview(tx.trx, hook.project_id, name);
     if (ev.action === "close") return existing ? { preview: await deletePreviewIn(tx, existing) } : undefined;
-    const image = imageRule("image_template", imageFor(hook.image_template, ev));
+    if (!pinned) throw new Error("a pull request's image must be pinned before its transaction");
+    const { image, imageDigest } = pinned;
     if (existing) {
       if (existing.state === "deleting")
         throw failedPrecondition(`preview "${name}" is still being deleted; deliver again once it is gone`);
-      return updatePreviewIn(tx, existing, { image, headSha: ev.headSha, fork: ev.fork });
+      return updatePreviewIn(tx, existing, { image, imageDigest, headSha: ev.headSha, fork: ev.fork });
     }
     return createPreviewIn(tx, this.#o.deps, {
       workspace: hook.workspace_id,
@@ -265,6 +282,7 @@ export class WebhookReceiver {
       base: hook.base_environment_id,
       name,
       image,
+      imageDigest,
       ttlMs: Number(hook.ttl_ms),
       region: hook.region === "" ? undefined : hook.region,
       withSecrets: Number(hook.with_secrets) === 1,
@@ -277,6 +295,12 @@ export class WebhookReceiver {
         fork: ev.fork,
       },
     });
+  }
+
+  async #pin(hook: PreviewHookRow, ev: PullRequestEvent): Promise<Pinned> {
+    const image = imageRule("image_template", imageFor(hook.image_template, ev));
+    const { store, images, deps } = this.#o;
+    return { image, imageDigest: await pinImage(images, store.db, deps.keyring, hook.workspace_id, "image", image) };
   }
 
   #checkFresh(at: number | undefined): void {

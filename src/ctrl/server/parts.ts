@@ -317,12 +317,13 @@ export function webhookListener(
   b: CtrlBase,
   address: ListenAddress,
   replayWindowMs: number,
-  p: { rollout: RolloutDriver; statusDue: () => void },
+  p: { rollout: RolloutDriver; statusDue: () => void; images: ImageResolver | undefined },
 ): HttpListener {
   const { store } = b;
   const receiver = new WebhookReceiver({
     store,
     deps: { keyring: b.config.keyring, exposure: b.exposure },
+    images: p.images,
     replayWindowMs,
     onEnvironmentChanged: (id) => p.rollout.environmentChanged(id),
     onStatusDue: p.statusDue,

@@ -186,7 +186,14 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(LogChannelService, logChannelServiceImpl(logDeps));
     router.service(
       PreviewService,
-      previewServiceImpl({ store, keyring: d.keyring, exposure: d.exposure, rollout, statusDue: d.statusDue }),
+      previewServiceImpl({
+        store,
+        keyring: d.keyring,
+        exposure: d.exposure,
+        rollout,
+        statusDue: d.statusDue,
+        images: d.images,
+      }),
     );
     router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
     const worker = d.builds;

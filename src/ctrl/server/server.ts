@@ -120,7 +120,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   );
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;
-  const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue }));
+  const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue, images }));
   mgr.add(previewStatus);
   const sink = auditSink(b);
   if (sink) mgr.add(sink);

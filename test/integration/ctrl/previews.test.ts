@@ -10,12 +10,17 @@
 //   - a fork's pull request gets no secrets and waits for `approve` when the workspace asks;
 //   - GitLab with a signing token (webhook-signature) and with a secret token (X-Gitlab-Token);
 //   - a body past the size limit gets a 413 naming it (declared or chunked), a signed but
-//     malformed pull request event a 400 naming the field; other events stay ignored.
+//     malformed pull request event a 400 naming the field; other events stay ignored;
+//   - a preview's image is pinned to its own digest, as a deploy's (a real registry with htpasswd
+//     auth and TLS, test/support/registry.ts), when created through the API or a pull request,
+//     pushed to, or approved; an image the registry lacks is refused with nothing recorded, and
+//     `krane status` shows tag and digest. Images under registry.example.com run as named.
 import assert from "node:assert/strict";
 import { randomBytes, randomUUID } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import {
   DeploymentService,
@@ -24,7 +29,9 @@ import {
   RegionService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { RegistryService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { AuditService } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { EndpointService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { PreviewService, type Preview } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
@@ -39,6 +46,8 @@ import {
   startFakeProviders,
   type FakeProviders,
 } from "../../support/git-providers.js";
+import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
+import { kraneAsync } from "./process.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const WS = "acme";
@@ -62,6 +71,7 @@ describe("previews (SQLite)", () => {
   const dir = tempDir("krane-previews-");
   let ctrl: TestCtrl;
   let providers: FakeProviders;
+  let registry: TestRegistry;
   let hooksUrl = "";
   const secretValue = `s3cret-${randomBytes(8).toString("hex")}`;
 
@@ -83,8 +93,10 @@ describe("previews (SQLite)", () => {
       githubRepos: ["acme/shop"],
       gitlabProjects: ["acme/shop", "42"],
     });
+    registry = await startTestRegistry({ dir: dir.path });
     ctrl = await startTestCtrl(join(dir.path, "ctrl.db"), {
       keyring: new Keyring(randomBytes(32)),
+      images: { localHosts: ["registry.example.com"], ca: [registry.caPem], privateHosts: ["127.0.0.1"] },
       exposure: { publicApex: "preview.test", scheme: "http" },
       rolloutSweepIntervalMs: 200,
       previews: {
@@ -103,6 +115,10 @@ describe("previews (SQLite)", () => {
     await ctrl.agentToken("us");
     await ctrl.client(WorkspaceService, t).createWorkspace({ slug: WS });
     await ctrl.client(ProjectService, t).createProject({ workspace: WS, slug: BASE.project });
+    const user = registry.users[0]!;
+    await ctrl
+      .client(RegistryService, t)
+      .addRegistry({ workspace: WS, host: registry.host, username: user.username, password: user.password });
     await ctrl.client(EnvironmentService, t).createEnvironment({
       ...BASE,
       slug: BASE.environment,
@@ -131,6 +147,7 @@ describe("previews (SQLite)", () => {
   after(async () => {
     await ctrl?.close();
     await providers?.close();
+    await registry?.stop();
     dir.remove();
   });
 
@@ -559,28 +576,136 @@ describe("previews (SQLite)", () => {
     );
   });
 
-  it("runs the preview's own image, not the base revision's pinned digest", async () => {
+  /** The image and digest of each revision of the environment, newest first. */
+  const revisionsOf = async (environmentId: string) =>
+    ctrl.store.db
+      .selectFrom("deployments")
+      .select(["image", "image_digest"])
+      .where("environment_id", "=", environmentId)
+      .orderBy("revision", "desc")
+      .execute();
+
+  it("runs the preview's own image, pinned to its own digest, not the base revision's", async () => {
     // The base's running revision pinned to a digest (as a deploy with digest resolution does).
-    const digest = `sha256:${"ab".repeat(32)}`;
+    const baseDigest = `sha256:${"ab".repeat(32)}`;
     await ctrl.store.db
       .updateTable("deployments")
-      .set({ image_digest: digest })
+      .set({ image_digest: baseDigest })
       .where("image", "=", "registry.example.com/shop:1")
       .execute();
+    const image = `${registry.host}/shop/web:pr-digest`;
+    const own = await registry.pushTiny("shop/web", "pr-digest", "pr-digest");
     const { preview } = await previews().createPreview({
       workspace: WS,
       project: "shop",
       baseEnvironment: "production",
       name: "pr-digest",
-      image: "registry.example.com/shop:pr-digest",
+      image,
     });
     assert.ok(preview);
-    const rows = await ctrl.store.db
-      .selectFrom("deployments")
-      .select(["image", "image_digest"])
-      .where("environment_id", "=", preview.environmentId)
-      .execute();
-    assert.deepEqual(rows, [{ image: "registry.example.com/shop:pr-digest", image_digest: null }]);
+    assert.notEqual(own, baseDigest);
+    assert.deepEqual(await revisionsOf(preview.environmentId), [{ image, image_digest: own }]);
+    // What its pods run: the digest, even once the tag moves.
+    const payload = await until(async () => {
+      const row = await ctrl.store.db
+        .selectFrom("desired_objects")
+        .innerJoin("deployments", "deployments.id", "desired_objects.object_id")
+        .select("desired_objects.payload")
+        .where("desired_objects.kind", "=", "deployment")
+        .where("deployments.environment_id", "=", preview.environmentId)
+        .executeTakeFirst();
+      return row && fromBinary(ApplyDeploymentSchema, row.payload);
+    });
+    assert.equal(payload.image, `${registry.host}/shop/web@${own}`);
+    await registry.pushTiny("shop/web", "pr-digest", "moved");
+    const shown = await kraneAsync(["status", "shop/pr-digest", "--retry-for", "0"], {
+      KRANE_CTRL_URL: ctrl.url,
+      KRANE_TOKEN: ctrl.adminToken,
+      KRANE_WORKSPACE: WS,
+    });
+    assert.equal(shown.status, 0, shown.stderr);
+    assert.ok(shown.stdout.includes(image), shown.stdout);
+    assert.ok(shown.stdout.includes(own), `krane status shows the digest:\n${shown.stdout}`);
+
+    // An image the registry does not have: refused naming the field, nothing recorded.
+    await expectCode(
+      previews().createPreview({
+        workspace: WS,
+        project: "shop",
+        baseEnvironment: "production",
+        name: "pr-missing",
+        image: `${registry.host}/shop/web:never-pushed`,
+      }),
+      Code.InvalidArgument,
+      /image: registry .* has no image shop\/web:never-pushed/,
+    );
+    assert.equal(
+      (await list()).find((p) => p.name === "pr-missing"),
+      undefined,
+    );
     await previews().deletePreview({ workspace: WS, project: "shop", name: "pr-digest" });
+  });
+
+  it("a pull request's preview pins its image when opened, pushed to and approved", async () => {
+    const { hook } = await previews().createPreviewHook({
+      workspace: WS,
+      project: "shop",
+      baseEnvironment: "production",
+      provider: "github",
+      repository: "acme/shop",
+      secret: GH_SECRET,
+      imageTemplate: `${registry.host}/shop/web:{short_sha}`,
+      statusApiUrl: providers.githubUrl,
+      statusToken: "gh-status-token",
+      withSecrets: false,
+    });
+    assert.ok(hook);
+    const url = `${hooksUrl}${hook.path}`;
+    const tag = (n: number): string => sha(n).slice(0, 7);
+    const image = (n: number): string => `${registry.host}/shop/web:${tag(n)}`;
+
+    // Opened before its image is pushed: refused naming the image, no preview, no record of
+    // the delivery (it is delivered again once the image is there).
+    const opened = githubDelivery(GH_SECRET, { action: "opened", number: 31, sha: sha(31), repository: "acme/shop" });
+    const early = await deliver(url, opened);
+    assert.equal(early.status, 400, JSON.stringify(early.body));
+    assert.match(String(early.body.error), new RegExp(`has no image shop/web:${tag(31)}`));
+    assert.equal(
+      (await list()).find((p) => p.name === "pr-31"),
+      undefined,
+    );
+    const d31 = await registry.pushTiny("shop/web", tag(31), "31");
+    assert.equal((await deliver(url, opened)).status, 200);
+    const pr31 = (await list()).find((p) => p.name === "pr-31");
+    assert.ok(pr31);
+    assert.deepEqual(await revisionsOf(pr31.environmentId), [{ image: image(31), image_digest: d31 }]);
+
+    // A push: the new revision runs the new image's digest.
+    const d32 = await registry.pushTiny("shop/web", tag(32), "32");
+    const pushed = githubDelivery(GH_SECRET, {
+      action: "synchronize",
+      number: 31,
+      sha: sha(32),
+      repository: "acme/shop",
+    });
+    assert.equal((await deliver(url, pushed)).status, 200);
+    assert.deepEqual(await revisionsOf(pr31.environmentId), [
+      { image: image(32), image_digest: d32 },
+      { image: image(31), image_digest: d31 },
+    ]);
+
+    // A fork waits for approval; approved, it runs the digest its tag names then.
+    const d33 = await registry.pushTiny("shop/web", tag(33), "33");
+    const fork = { action: "opened", number: 33, sha: sha(33), repository: "acme/shop", fork: true } as const;
+    assert.equal((await deliver(url, githubDelivery(GH_SECRET, fork))).status, 200);
+    const approved = (await previews().approvePreview({ workspace: WS, project: "shop", name: "pr-33" })).preview;
+    assert.equal(approved?.state, "active");
+    assert.deepEqual(await revisionsOf(approved.environmentId), [{ image: image(33), image_digest: d33 }]);
+
+    for (const n of [31, 33])
+      await deliver(
+        url,
+        githubDelivery(GH_SECRET, { action: "closed", number: n, sha: sha(n), repository: "acme/shop" }),
+      );
   });
 });

@@ -1,10 +1,13 @@
-// Rollout engine throughput: passes per second for one environment with 100 revisions, in three
+// `npm run bench -- rollout`: the rollout engine's throughput, then rollbacks on real nodes
+// (./rollback.ts: instant against rolling against `kubectl rollout undo`).
+// Engine throughput: passes per second for one environment with 100 revisions, in three
 // situations (a rolling step mid-rollout, a proportional scaling event, a completed rollout
 // resync with history cleanup), engine alone and with JSON parsing/validation.
-//   npx tsx bench/rollout.ts
+//   npx tsx bench/rollout/rollout.ts   (KRANE_BENCH_ROLLOUT_ONLY=engine|rollback)
 import { pathToFileURL } from "node:url";
-import { parseRolloutInput, planRollout } from "../src/rollout/index.js";
-import type { RevisionInput, RolloutInput } from "../src/rollout/index.js";
+import { benchRollback } from "./rollback.js";
+import { parseRolloutInput, planRollout } from "../../src/rollout/index.js";
+import type { RevisionInput, RolloutInput } from "../../src/rollout/index.js";
 
 const REVISIONS = 100;
 const T0 = Date.parse("2026-01-01T00:00:00Z");
@@ -74,6 +77,12 @@ function measure(run: () => void, ms = 1000): number {
 }
 
 export async function benchRollout(): Promise<void> {
+  const only = process.env.KRANE_BENCH_ROLLOUT_ONLY;
+  if (only !== "rollback") benchEngine();
+  if (only !== "engine") await benchRollback();
+}
+
+function benchEngine(): void {
   console.log(`rollout engine, ${REVISIONS} revisions per environment (passes per second):`);
   for (const kind of ["rolling", "scaling", "complete"] as const) {
     const input = environment(kind);
