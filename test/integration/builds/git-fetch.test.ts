@@ -4,7 +4,8 @@
 // wrong token, a missing commit or no token at all each fail with a reason that names it and
 // never holds the token. (SSH with a deploy key is not tested here: this machine has no sshd.)
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fetchCommit, GitFetchFailed } from "../../../src/builds/git.js";
@@ -114,6 +115,34 @@ describe("fetching a commit from a git server", () => {
       ),
       /no repository at|fetching .* failed/,
     );
+  });
+
+  it("the token is on no command line git runs with (git's arguments recorded by a wrapper that runs the real git)", async () => {
+    const bin = join(dir.path, "record-bin");
+    const log = join(dir.path, "argv.log");
+    mkdirSync(bin, { recursive: true });
+    const real = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
+    writeFileSync(join(bin, "git"), `#!/bin/sh\nprintf '%s\\n' "$*" >> ${log}\nexec ${real} "$@"\n`, { mode: 0o755 });
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path ?? ""}`;
+    try {
+      await fetchCommit({
+        url,
+        commit: second,
+        credential: { kind: "token", token: TOKEN },
+        dir: out(),
+        caFile: server.caFile,
+      });
+    } finally {
+      process.env.PATH = path;
+    }
+    const argv = readFileSync(log, "utf8");
+    assert.match(
+      argv,
+      /fetch .* -- https:\/\/127\.0\.0\.1:\d+\/acme\/app\.git [0-9a-f]{40}/,
+      "the wrapper saw the fetch",
+    );
+    assert.ok(!argv.includes(TOKEN), argv);
   });
 
   it("an https URL with credentials in it is refused before git runs", async () => {
