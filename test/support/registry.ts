@@ -69,7 +69,7 @@ async function openssl(args: string[]): Promise<void> {
 }
 
 /** A CA and a server certificate for `address` (an IP or a name), valid one day. */
-async function certificates(dir: string, address: string): Promise<{ ca: string; crt: string; key: string }> {
+export async function certificates(dir: string, address: string): Promise<{ ca: string; crt: string; key: string }> {
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
   const ca = join(dir, "ca.crt");
   const caKey = join(dir, "ca.key");

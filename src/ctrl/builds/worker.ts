@@ -16,13 +16,22 @@ import { create } from "@bufbuild/protobuf";
 import { Agent } from "undici";
 import type { Runnable } from "../../base/lifecycle.js";
 import { BuildFailed, buildImage, startBuildkitd, type Buildkitd } from "../../builds/buildkit.js";
+import { sourceProjectFile, type SourceProjectFile, SOURCE_PROJECT_FILE } from "../../builds/project-file.js";
 import { pushOciArchive, type PushTarget } from "../../builds/push.js";
+import { readTar } from "../../builds/tar.js";
+import { refusalLine } from "../../project-file/read.js";
 import { CreateDeploymentRequestSchema } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
+import type { BuildRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { buildById, claimBuilds, finishBuild, logBuild, readSource, type Outcome } from "../domain/builds.js";
 import { createAskedDeployment } from "../domain/deployments.js";
+import type { DomainCheckPolicy } from "../domain/domains.js";
+import type { ExposureSettings } from "../domain/exposure.js";
+import { applyEnvironmentFile, type BuiltImage } from "../domain/project-file.js";
+import { DomainError } from "../errors.js";
+import type { DeploymentContext } from "../payloads/deployment.js";
 import { currentRevision } from "../rollout/actions.js";
 import { validateCreateDeployment } from "../validate/api.js";
 
@@ -55,6 +64,8 @@ export interface BuildWorkerDeps {
   /** The environment has a new revision (the rollout driver's). */
   readonly environmentChanged: (environmentId: string) => Promise<void>;
   readonly log: (msg: string, fields?: Record<string, unknown>) => void;
+  /** What applying a source's krane.yaml needs (as ProjectFileService has it). */
+  readonly projectFile: { readonly settings: ExposureSettings; readonly policy: DomainCheckPolicy };
 }
 
 const FLUSH_MS = 1_000;
@@ -137,6 +148,49 @@ export class BuildWorker implements Runnable {
     };
   }
 
+  /**
+   * The built image as the environment's new revision: with the source's krane.yaml part applied
+   * in the same transaction when it has one (a refusal names the file's line; nothing deployed),
+   * else the current revision's settings with the new image.
+   */
+  async #deploy(
+    row: BuildRow,
+    names: { workspace: string; project: string; environment: string },
+    file: SourceProjectFile,
+    built: BuiltImage,
+  ): Promise<DeploymentContext> {
+    const { store } = this.#d;
+    if (file.kind === "environment") {
+      try {
+        const applied = await applyEnvironmentFile(
+          store,
+          { ref: names, desired: file.desired, prune: false, plannedFrom: null, built },
+          this.#d.projectFile.settings,
+          this.#d.projectFile.policy,
+        );
+        // A new image always changes the revision.
+        if (applied.revision === null) throw new Error("unreachable: the apply made no revision");
+        return applied.revision;
+      } catch (err) {
+        if (err instanceof DomainError)
+          throw new Error(refusalLine(SOURCE_PROJECT_FILE, file.source, names.environment, err.message));
+        throw err;
+      }
+    }
+    const ask = validateCreateDeployment(
+      create(CreateDeploymentRequestSchema, {
+        workspace: row.workspace_id,
+        project: row.project_id,
+        environment: row.environment_id,
+        image: built.image,
+        buildId: built.buildId,
+        inherit: true,
+      }),
+    );
+    ask.imageDigest = built.imageDigest;
+    return createAskedDeployment(store, ask, currentRevision);
+  }
+
   async #run(id: string, stop: AbortSignal): Promise<Result> {
     const { store } = this.#d;
     const row = await buildById(store.db, id);
@@ -169,6 +223,15 @@ export class BuildWorker implements Runnable {
     try {
       const archive = await readSource(store.db, row.project_id, row.source_digest);
       if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
+      const limits = { maxBytes: 4 * (this.#s.maxSourceBytes ?? 64 * 1024 * 1024), maxEntries: 100_000 };
+      // A deploy reads the source's krane.yaml first: a file it would refuse fails the build before it runs.
+      const file: SourceProjectFile =
+        Number(row.deploy) === 1
+          ? sourceProjectFile(readTar(archive, limits), names.project, names.environment)
+          : { kind: "none" };
+      if (file.kind === "other") log(file.note);
+      if (file.kind === "environment")
+        log(`${SOURCE_PROJECT_FILE}: the deploy applies environments.${names.environment} with the new revision`);
       const daemon = await this.#daemon(row.project_id);
       const repository = `${names.workspace}/${names.project}`;
       const image = `${this.#s.registry}/${repository}:${id}`;
@@ -177,7 +240,7 @@ export class BuildWorker implements Runnable {
         buildctl: this.#s.buildctl,
         socket: daemon.socket,
         archive,
-        limits: { maxBytes: 4 * (this.#s.maxSourceBytes ?? 64 * 1024 * 1024), maxEntries: 100_000 },
+        limits,
         ...(row.dockerfile === null ? {} : { dockerfile: row.dockerfile }),
         basesLayout: this.#s.basesLayout,
         imageName: image,
@@ -195,18 +258,7 @@ export class BuildWorker implements Runnable {
         // A build cancelled while it pushed deploys nothing.
         await flush();
         if (abort.signal.aborted) throw new BuildFailed("the build was cancelled", []);
-        const ask = validateCreateDeployment(
-          create(CreateDeploymentRequestSchema, {
-            workspace: row.workspace_id,
-            project: row.project_id,
-            environment: row.environment_id,
-            image,
-            buildId: id,
-            inherit: true,
-          }),
-        );
-        ask.imageDigest = digest;
-        const deployed = await createAskedDeployment(store, ask, currentRevision);
+        const deployed = await this.#deploy(row, names, file, { image, imageDigest: digest, buildId: id });
         deploymentId = deployed.deployment.id;
         log(`deployed as revision ${deployed.deployment.revision} (${deploymentId})`);
         await this.#d.environmentChanged(row.environment_id);

@@ -9,7 +9,11 @@ import { create } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
 import { parseStoredPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
 import { JobSpecSchema } from "../../gen/krane/ctrl/v1/job_pb.js";
-import { EnvironmentFileSchema, type EnvironmentFile } from "../../gen/krane/ctrl/v1/project_file_pb.js";
+import {
+  DeploymentFileSchema,
+  EnvironmentFileSchema,
+  type EnvironmentFile,
+} from "../../gen/krane/ctrl/v1/project_file_pb.js";
 import { changeLine, diffTrees, type Change } from "../../project-file/diff.js";
 import { messageTree, type Tree, type TreeObject } from "../../project-file/tree.js";
 import type { WriteTx } from "../db/outbox.js";
@@ -250,6 +254,27 @@ export interface ApplyInput {
   prune: boolean;
   /** The `current` of the plan being applied; null: the plan found no environment. */
   plannedFrom: EnvironmentFile | null;
+  /**
+   * A build's file (krane.yaml of the source it built): applied over the environment as it is now
+   * (no plan to check against), its revision running this image.
+   */
+  built?: BuiltImage;
+}
+
+/** The image a build pushed, for the revision its source's krane.yaml makes. */
+export interface BuiltImage {
+  readonly image: string;
+  readonly imageDigest: string;
+  readonly buildId: string;
+}
+
+/**
+ * The file's environment with the built image as its revision's: the file's deployment part
+ * when it has one (an image it names is replaced), else the current revision's settings.
+ */
+function withBuiltImage(desired: EnvironmentFile, current: CurrentEnvironment | null, image: string): EnvironmentFile {
+  const base = desired.deployment ?? current?.file.deployment ?? create(DeploymentFileSchema, {});
+  return { ...desired, deployment: { ...base, image } };
 }
 
 export interface Applied {
@@ -295,19 +320,33 @@ async function applyIn(
   }
   const current = ctx === null ? null : await readEnvironmentFile(tx.trx, ctx);
   const scope = { project: found.parent.project.slug, environment: input.ref.environment };
-  const plan = planOf(current, input.desired, input.prune, scope, settings);
+  const { built } = input;
+  const desired = built ? withBuiltImage(input.desired, current, built.image) : input.desired;
+  const plan = planOf(current, desired, input.prune, scope, settings);
   // Already as planned (a repeat of this apply): nothing to do.
   if (plan.changes.length === 0 && ctx !== null) return { context: ctx, changed: false, changes: [], revision: null };
-  const moved = diffTrees(
-    input.plannedFrom === null ? null : fileTree(input.plannedFrom),
-    current === null ? null : fileTree(current.file),
-  );
+  const moved = built
+    ? []
+    : diffTrees(
+        input.plannedFrom === null ? null : fileTree(input.plannedFrom),
+        current === null ? null : fileTree(current.file),
+      );
   if (moved.length > 0)
     throw failedPrecondition(
       `environment "${input.ref.environment}" changed since the plan (plan again and review): ${moved.map(changeLine).join("; ")}`,
     );
   await checkRegions(tx.trx, plan.target.file);
-  const applied = await write(tx, found.parent, ctx, current, plan.target.file, input.ref, settings, domainPolicy);
+  const applied = await write(
+    tx,
+    found.parent,
+    ctx,
+    current,
+    plan.target.file,
+    input.ref,
+    settings,
+    domainPolicy,
+    built,
+  );
   await quota.check();
   return { ...applied, changed: true, changes: plan.changes };
 }
@@ -334,6 +373,7 @@ async function write(
   ref: EnvironmentRef,
   settings: ExposureSettings,
   domainPolicy: DomainCheckPolicy,
+  built: BuiltImage | undefined,
 ): Promise<{ context: EnvironmentContext; revision: DeploymentContext | null }> {
   const cur = current?.file ?? create(EnvironmentFileSchema, {});
   const curTree = fileTree(cur);
@@ -395,7 +435,11 @@ async function write(
   // At most one revision, for changed revision settings or a changed working set.
   let revision: DeploymentContext | null = null;
   if (target.deployment !== undefined && (settingsChanged || !same(curTree.deployment, targetTree.deployment)))
-    revision = await insertDeployment(tx, ctx, { ...revisionSpecOf(target.deployment), replicas: null });
+    revision = await insertDeployment(tx, ctx, {
+      ...revisionSpecOf(target.deployment),
+      replicas: null,
+      ...(built ? { imageDigest: built.imageDigest, buildId: built.buildId } : {}),
+    });
 
   for (const [vis, e] of Object.entries(target.endpoints)) {
     if (same(entry(curTree, "endpoints", vis), entry(targetTree, "endpoints", vis))) continue;

@@ -108,17 +108,17 @@ export interface PullRequestEvent {
   sender: string;
 }
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 
-function obj(v: unknown): Json {
+export function obj(v: unknown): Json {
   return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Json) : {};
 }
 
-function str(v: unknown): string {
+export function str(v: unknown): string {
   return typeof v === "string" ? v : typeof v === "number" ? String(v) : "";
 }
 
-function time(v: unknown): number | undefined {
+export function time(v: unknown): number | undefined {
   if (typeof v !== "string") return undefined;
   // GitLab writes "2024-05-01 10:00:00 UTC" in some versions, ISO 8601 in others.
   const t = Date.parse(v.replace(/^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d) UTC$/, "$1T$2Z"));
@@ -138,7 +138,7 @@ const IGNORED = (why: string): PullRequestEvent => ({
 
 const SHA = /^[0-9a-f]{7,64}$/;
 
-function isObject(v: unknown): v is Json {
+export function isObject(v: unknown): v is Json {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 

@@ -53,9 +53,19 @@ const GITLAB_STATE: Record<CommitStatus["state"], string> = {
 
 /** Posts one commit status; throws with the provider's answer when it is not 2xx. */
 export async function postCommitStatus(
-  o: { provider: Provider; apiUrl: string; token: string; repository: string; sha: string; timeoutMs?: number },
+  o: {
+    provider: Provider;
+    apiUrl: string;
+    token: string;
+    repository: string;
+    sha: string;
+    timeoutMs?: number;
+    /** The status's context (GitHub) or name (GitLab); default STATUS_CONTEXT. */
+    context?: string;
+  },
   s: CommitStatus,
 ): Promise<void> {
+  const context = o.context ?? STATUS_CONTEXT;
   const api = o.apiUrl.replace(/\/+$/, "");
   const description = s.description.slice(0, 140);
   const req: { url: string; headers: Record<string, string>; body: Record<string, string> } =
@@ -67,7 +77,7 @@ export async function postCommitStatus(
             accept: "application/vnd.github+json",
             "x-github-api-version": "2022-11-28",
           },
-          body: { state: s.state, target_url: s.targetUrl, description, context: STATUS_CONTEXT },
+          body: { state: s.state, target_url: s.targetUrl, description, context },
         }
       : {
           url: `${api}/projects/${encodeURIComponent(o.repository)}/statuses/${o.sha}`,
@@ -76,7 +86,7 @@ export async function postCommitStatus(
             state: GITLAB_STATE[s.state],
             target_url: s.targetUrl,
             description,
-            name: STATUS_CONTEXT,
+            name: context,
           },
         };
   const res = await fetch(req.url, {

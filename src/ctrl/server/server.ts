@@ -113,6 +113,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         store,
         environmentChanged: (id) => rollout.environmentChanged(id),
         log: (msg, fields) => log.warn(fields ?? {}, msg),
+        projectFile: { settings: b.exposure, policy: domains.policy },
       }),
     );
   const api = mgr.add(

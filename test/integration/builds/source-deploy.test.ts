@@ -4,7 +4,8 @@
 // builds it, pushes it and records a revision whose image is the pushed digest; `krane build`
 // prints image@digest. A newer build of an environment cancels its queued older one; a failing
 // build names its failing step and that step's last lines; a token of another workspace can
-// neither see nor cancel a build.
+// neither see nor cancel a build. The source's krane.yaml applies with the revision its build
+// makes, or fails the build naming the file's line, nothing deployed.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
@@ -24,6 +25,7 @@ import {
   RegionService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { KRANE_BIN } from "../ctrl/process.js";
@@ -258,5 +260,71 @@ describe("builds from source through ctrl", { skip }, () => {
     );
     const after = await waitFor(b.id, (x) => x.state !== "queued" && x.state !== "running");
     assert.equal(after.state, "succeeded", after.error);
+  });
+
+  it("the source's krane.yaml applies with the revision its build makes; a file refused fails the build at its line, nothing deployed", async () => {
+    const deployments = async () =>
+      (await ctrl.client(DeploymentService, ctrl.adminToken).listDeployments({ workspace: WS })).deployments;
+    const exported = async () =>
+      (await ctrl.client(ProjectFileService, ctrl.adminToken).exportProject({ workspace: WS, project: PROJECT })).file!;
+    const before = await deployments();
+    const stagingBefore = (await exported()).environments.staging;
+    const withFile = source("with-file", {
+      ...nodeApp,
+      "krane.yaml": [
+        "project: shop",
+        "environments:",
+        "  production:",
+        "    config:",
+        "      GREETING: hello",
+        "    deployment:",
+        "      port: 3000",
+        "  staging:",
+        "    config:",
+        "      GREETING: not this one",
+        "",
+      ].join("\n"),
+    });
+    const ok = await cli(["deploy", `${PROJECT}/production`, "--source", withFile]);
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stderr, /krane\.yaml: the deploy applies environments\.production/);
+    const b = (await builds().listBuilds({ workspace: WS, project: PROJECT, environment: "production" })).builds[0]!;
+    assert.equal(b.state, "succeeded");
+    const after = await deployments();
+    assert.equal(after.length, before.length + 1, "one revision for the build and the file together");
+    const d = after.find((x) => x.id === b.deploymentId);
+    assert.ok(d, "the build's revision");
+    assert.equal(d.buildId, b.id);
+    assert.equal(d.imageDigest, b.imageDigest);
+    assert.equal(d.image, b.image, "the built image, not one the file or the old revision named");
+    const file = await exported();
+    assert.equal(file.environments.production?.config.GREETING, "hello");
+    assert.equal(file.environments.production?.deployment?.port, 3000);
+    assert.equal(file.environments.production?.deployment?.image, b.image);
+    assert.deepEqual(file.environments.staging, stagingBefore, "another environment's part does not apply");
+
+    // A region the file names that does not exist: refused when the deploy applies it, after the
+    // build, with the file's line; no revision.
+    const badRegion = source("bad-region", {
+      ...nodeApp,
+      "krane.yaml": "project: shop\nenvironments:\n  production:\n    regions:\n      mars: { replicas: 1 }\n",
+    });
+    const refused = await cli(["deploy", `${PROJECT}/production`, "--source", badRegion]);
+    assert.notEqual(refused.status, 0);
+    assert.match(
+      refused.stderr,
+      /krane\.yaml:5:13: environments\.production\.regions\.mars: region "mars" is not registered/,
+    );
+    // A file that does not decode: refused before anything is built.
+    const badKey = source("bad-key", {
+      ...nodeApp,
+      "krane.yaml": "project: shop\nenvironments:\n  production:\n    confg: {}\n",
+    });
+    const early = await cli(["deploy", `${PROJECT}/production`, "--source", badKey]);
+    assert.notEqual(early.status, 0);
+    assert.match(early.stderr, /krane\.yaml:4:5: environments\.production\.confg: unknown key "confg"/);
+    assert.doesNotMatch(early.stderr, /build plan:/, "nothing was built");
+    assert.equal((await deployments()).length, after.length, "nothing deployed");
+    assert.equal((await exported()).environments.production?.config.GREETING, "hello");
   });
 });

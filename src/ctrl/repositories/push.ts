@@ -1,0 +1,121 @@
+// Push events of GitHub and GitLab, for a repository's builds (pure; signatures are checked by
+// ../previews/providers.ts's verifyGithub / verifyGitlab, the same as the preview hooks'): which
+// branch got which commit, or why the event builds nothing (another event, a tag, a deleted
+// branch); and a project's branch → environment map (`--branch main=production`).
+import { invalidArgument } from "../errors.js";
+import { isObject, obj, str, time } from "../previews/providers.js";
+import * as r from "../validate/rules.js";
+
+export interface PushEvent {
+  readonly action: "build" | "ignore";
+  /** Why nothing is built. */
+  readonly ignored?: string;
+  readonly branch: string;
+  /** The branch's new head (40 hex digits). */
+  readonly commit: string;
+  /** The repository pushed to (GitHub "owner/name"; GitLab path and id). */
+  readonly repository: readonly string[];
+  /** The provider's time of the push (unix ms), when the signed body says. */
+  readonly pushedAt?: number;
+  /** Who pushed (a login), for the audit log. */
+  readonly sender: string;
+}
+
+const COMMIT = /^[0-9a-f]{40}$/;
+const DELETED = "0".repeat(40);
+
+const ignore = (why: string): PushEvent => ({
+  action: "ignore",
+  ignored: why,
+  branch: "",
+  commit: "",
+  repository: [],
+  sender: "",
+});
+
+/** The branch a ref names, or why it names none. */
+function branchOf(ref: string, after: string, field: string): { branch: string } | { ignored: string } {
+  if (ref === "") throw invalidArgument("ref", "is missing");
+  if (!ref.startsWith("refs/heads/")) return { ignored: `ref "${ref}" is not a branch` };
+  if (after === DELETED) return { ignored: `branch "${ref.slice(11)}" was deleted` };
+  if (!COMMIT.test(after)) throw invalidArgument(field, "is not a 40-digit commit id");
+  return { branch: ref.slice(11) };
+}
+
+/** A GitHub delivery (X-GitHub-Event `event`): the push it reports, or why it builds nothing. */
+export function parseGithubPush(event: string | undefined, body: unknown): PushEvent {
+  if (event === "ping") return ignore("ping");
+  if (event !== "push") return ignore(`event "${event ?? ""}" is not a push event`);
+  if (!isObject(body)) throw invalidArgument("body", "is not a JSON object");
+  const after = str(body.after);
+  if (body.deleted === true) return ignore(`branch "${str(body.ref).replace(/^refs\/heads\//, "")}" was deleted`);
+  const b = branchOf(str(body.ref), after, "after");
+  if ("ignored" in b) return ignore(b.ignored);
+  const repo = obj(body.repository);
+  // pushed_at: unix seconds in push events (an ISO time in others).
+  const pushedAt = typeof repo.pushed_at === "number" ? repo.pushed_at * 1000 : time(repo.pushed_at);
+  return {
+    action: "build",
+    branch: b.branch,
+    commit: after,
+    repository: [str(repo.full_name)].filter((x) => x !== ""),
+    ...(pushedAt !== undefined ? { pushedAt } : {}),
+    sender: str(obj(body.sender).login) || str(obj(body.pusher).name),
+  };
+}
+
+/** A GitLab delivery (X-Gitlab-Event `event`), as parseGithubPush does for GitHub's. */
+export function parseGitlabPush(event: string | undefined, body: unknown): PushEvent {
+  if (event !== "Push Hook") return ignore(`event "${event ?? ""}" is not a push event`);
+  if (!isObject(body)) throw invalidArgument("body", "is not a JSON object");
+  if (body.object_kind !== "push")
+    throw invalidArgument("object_kind", `is "${str(body.object_kind)}", not "push" as the event header says`);
+  const after = str(body.after);
+  const b = branchOf(str(body.ref), after, "after");
+  if ("ignored" in b) return ignore(b.ignored);
+  const project = obj(body.project);
+  return {
+    action: "build",
+    branch: b.branch,
+    commit: after,
+    repository: [str(project.path_with_namespace), str(body.project_id || project.id)].filter((x) => x !== ""),
+    sender: str(body.user_username),
+  };
+}
+
+/** A branch name as git allows it (git check-ref-format's rules, for one branch). */
+function branchName(field: string, v: string): string {
+  if (
+    v === "" ||
+    v.length > 255 ||
+    [...v].some((c) => c <= " " || c === "\x7f") ||
+    /[~^:?*[\\]/.test(v) ||
+    v.includes("..") ||
+    v.includes("@{") ||
+    v.includes("//") ||
+    v.startsWith("/") ||
+    v.startsWith("-") ||
+    v.endsWith("/") ||
+    v.endsWith(".") ||
+    v.endsWith(".lock") ||
+    v === "@"
+  )
+    throw invalidArgument(field, `"${v}" is not a branch name git allows`);
+  return v;
+}
+
+/** `branch=environment` entries as a map; each branch at most once. */
+export function parseBranchMap(field: string, entries: readonly string[]): Record<string, string> {
+  r.list(field, entries, 50);
+  const out: Record<string, string> = {};
+  entries.forEach((e, i) => {
+    const at = `${field}[${i}]`;
+    const eq = e.lastIndexOf("=");
+    if (eq <= 0) throw invalidArgument(at, `"${e}" is not branch=environment (e.g. main=production)`);
+    const branch = branchName(at, e.slice(0, eq));
+    const environment = r.slug(at, e.slice(eq + 1));
+    if (branch in out) throw invalidArgument(at, `branch "${branch}" is mapped twice`);
+    out[branch] = environment;
+  });
+  return out;
+}
