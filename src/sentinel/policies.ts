@@ -1,20 +1,31 @@
 // The environment's edge policies at the sentinel (the routing document's `policies`,
 // src/contracts/edge-policy.ts): compiled once per document, checked in order at admission before
-// an instance is picked, so a refused request never reaches the app. Every decision of every
-// policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
+// an instance is picked, so a refused request never reaches the app. Rate limits keyed by a JWT's
+// subject are checked once authentication has verified the token (checkAuthenticated); their
+// counters (./rate-limit.ts) outlive a new routing version that carries the same policy. Every
+// decision of every policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
+import { hostname } from "node:os";
 import type { Counter } from "prom-client";
 import {
+  CidrSet,
+  clientAddress,
   compileEdgePolicy,
+  DEFAULT_CLIENT_HEADER,
+  edgePolicyJson,
+  headerValue,
   type CompiledPolicy,
   type EdgePolicy,
   type EdgeRequest,
+  type RateLimitPolicy,
   type Refusal,
 } from "../contracts/edge-policy.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { ERROR_HEADER } from "./errors.js";
+import { rateLimitHeaders, RateLimiter } from "./rate-limit.js";
 
 interface Entry {
   readonly policy: CompiledPolicy;
+  readonly afterAuth: boolean;
   readonly allowed: { inc(): void };
   readonly denied: { inc(): void };
 }
@@ -41,13 +52,49 @@ export function refusalAnswer(
   };
 }
 
+/** The key a request is counted under; "" when it has none (those requests share one budget). */
+function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest): string {
+  if (p.key === "header") return headerValue(r.rawHeaders, p.header) ?? "";
+  if (p.key === "jwt") return r.subject ?? "";
+  const h = trusted.size > 0 ? headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER) : undefined;
+  const a = clientAddress(r.peer, h, trusted);
+  return a === undefined ? "" : `${a.v6 ? 6 : 4}:${a.value.toString(16)}`;
+}
+
+/** A rate limit ready to decide, counting in `limiter`; `now` is the clock (ms). */
+export function compileRateLimit(p: RateLimitPolicy, limiter: RateLimiter, now: () => number): CompiledPolicy {
+  const trusted = CidrSet.of(p.trustedProxies);
+  return {
+    name: p.name,
+    kind: p.kind,
+    decide(r) {
+      const d = limiter.take(keyFor(p, trusted, r), now());
+      if (d.admitted) return undefined;
+      return {
+        policy: p.name,
+        status: 429,
+        cause: "policy-ratelimit",
+        message: `refused by policy ${p.name}: more than ${p.limit} requests in ${p.windowSeconds} s`,
+        headers: rateLimitHeaders(p.name, p.limit, p.windowSeconds, d),
+      };
+    },
+  };
+}
+
 export class EdgePolicies {
   readonly #decisions: Counter<"policy" | "decision">;
+  readonly #self: string;
+  readonly #now: () => number;
   #list: readonly Entry[] = [];
+  #afterAuth = false;
   #source: readonly EdgePolicy[] | undefined;
+  /** Rate limiters by their policy's stored form: a new version carrying it keeps its counts. */
+  #limiters = new Map<string, RateLimiter>();
 
-  constructor(decisions: Counter<"policy" | "decision">) {
+  constructor(decisions: Counter<"policy" | "decision">, self = hostname(), now: () => number = Date.now) {
     this.#decisions = decisions;
+    this.#self = self;
+    this.#now = now;
   }
 
   get active(): boolean {
@@ -58,16 +105,29 @@ export class EdgePolicies {
   set(list: readonly EdgePolicy[] | undefined): void {
     if (list === this.#source) return;
     this.#source = list;
-    this.#list = (list ?? []).map((p) => ({
-      policy: compileEdgePolicy(p),
-      allowed: this.#decisions.labels({ policy: p.name, decision: "allow" }),
-      denied: this.#decisions.labels({ policy: p.name, decision: "deny" }),
-    }));
+    const limiters = new Map<string, RateLimiter>();
+    this.#list = (list ?? []).map((p) => {
+      let policy: CompiledPolicy;
+      if (p.kind === "ratelimit") {
+        const id = JSON.stringify(edgePolicyJson(p));
+        const limiter = this.#limiters.get(id) ?? new RateLimiter(p.limit, p.windowSeconds * 1000, this.#self);
+        limiters.set(id, limiter);
+        policy = compileRateLimit(p, limiter, this.#now);
+      } else policy = compileEdgePolicy(p);
+      return {
+        policy,
+        afterAuth: p.kind === "ratelimit" && p.key === "jwt",
+        allowed: this.#decisions.labels({ policy: p.name, decision: "allow" }),
+        denied: this.#decisions.labels({ policy: p.name, decision: "deny" }),
+      };
+    });
+    this.#limiters = limiters;
+    this.#afterAuth = this.#list.some((e) => e.afterAuth);
   }
 
-  /** The first refusal, each decision counted; undefined when every policy lets the request pass. */
-  check(r: EdgeRequest): Refusal | undefined {
+  #run(r: EdgeRequest, afterAuth: boolean): Refusal | undefined {
     for (const e of this.#list) {
+      if (e.afterAuth !== afterAuth) continue;
       const refusal = e.policy.decide(r);
       if (refusal) {
         e.denied.inc();
@@ -76,5 +136,21 @@ export class EdgePolicies {
       e.allowed.inc();
     }
     return undefined;
+  }
+
+  /** At admission: the first refusal, each decision counted; undefined when every policy passes. */
+  check(r: EdgeRequest): Refusal | undefined {
+    return this.#run(r, false);
+  }
+
+  /** Whether any policy waits for authentication (a rate limit by JWT subject). */
+  get afterAuth(): boolean {
+    return this.#afterAuth;
+  }
+
+  /** Once authentication passed: the policies that need its verified subject (undefined: none). */
+  checkAuthenticated(r: EdgeRequest, subject: string | undefined): Refusal | undefined {
+    if (!this.#afterAuth) return undefined;
+    return this.#run(subject === undefined ? r : { ...r, subject }, true);
   }
 }
