@@ -12,11 +12,13 @@
 //    "ip" finds it), a header's value, or the verified JWT's issuer and subject. Stateful, so the
 //    sentinel compiles it itself (src/sentinel/rate-limit.ts); a JWT-keyed limit is counted only
 //    once the token is verified, so a forged token cannot spend another subject's allowance.
+//  - "apikey": a request must carry one of the environment's API keys (./api-keys.ts) in a header;
+//    the key's name and metadata reach the app in another header, which a client cannot set.
 //
 // Pure: parsing (each bad field named), CIDR matching and the decisions.
 import { isIPv4, isIPv6 } from "node:net";
 
-export const EDGE_POLICY_KINDS = ["ip", "limits", "ratelimit"] as const;
+export const EDGE_POLICY_KINDS = ["ip", "limits", "ratelimit", "apikey"] as const;
 export type EdgePolicyKind = (typeof EDGE_POLICY_KINDS)[number];
 
 export interface IpPolicy {
@@ -62,9 +64,25 @@ export interface RateLimitPolicy {
   readonly clientHeader: string;
 }
 
-export type EdgePolicy = IpPolicy | LimitsPolicy | RateLimitPolicy;
+export const DEFAULT_API_KEY_HEADER = "x-api-key";
+export const DEFAULT_API_KEY_FORWARD_HEADER = "x-krane-api-key";
+
+export interface ApiKeyPolicy {
+  readonly kind: "apikey";
+  readonly name: string;
+  /** Lowercase header carrying the key; "" is x-api-key. */
+  readonly header: string;
+  /** Lowercase header the app gets the key's id, name and metadata in (JSON); "" is x-krane-api-key. */
+  readonly forwardHeader: string;
+}
+
+export type EdgePolicy = IpPolicy | LimitsPolicy | RateLimitPolicy | ApiKeyPolicy;
 export type StatelessPolicy = IpPolicy | LimitsPolicy;
 
+/** Whether a policy decides from the request alone (rate limits and API keys keep state). */
+export function isStateless(p: EdgePolicy): p is StatelessPolicy {
+  return p.kind === "ip" || p.kind === "limits";
+}
 export const MAX_EDGE_POLICIES = 32;
 export const MAX_POLICY_ENTRIES = 1000;
 export const POLICY_NAME_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -318,6 +336,20 @@ function parseRateLimit(p: string, o: Record<string, unknown>, name: string): Ra
   };
 }
 
+function parseApiKeyPolicy(p: string, o: Record<string, unknown>, name: string): ApiKeyPolicy {
+  const text = (field: string, v: unknown): string => {
+    const h = v ?? "";
+    if (typeof h !== "string" || (h !== "" && !HEADER_RE.test(h)))
+      fail(`${p}.${field}`, "must be a lowercase header name");
+    return h;
+  };
+  const header = text("header", o.header);
+  const forwardHeader = text("forwardHeader", o.forwardHeader);
+  if ((header || DEFAULT_API_KEY_HEADER) === (forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER))
+    fail(`${p}.forwardHeader`, "must differ from header");
+  return { kind: "apikey", name, header, forwardHeader };
+}
+
 /** One policy; `p` is its field path ("policies[2]"). */
 export function parseEdgePolicy(p: string, v: unknown): EdgePolicy {
   const o = obj(p, v);
@@ -331,6 +363,8 @@ export function parseEdgePolicy(p: string, v: unknown): EdgePolicy {
       return parseLimits(p, o, name);
     case "ratelimit":
       return parseRateLimit(p, o, name);
+    case "apikey":
+      return parseApiKeyPolicy(p, o, name);
     default:
       return fail(`${p}.kind`, `must be one of ${EDGE_POLICY_KINDS.join(", ")}`);
   }
@@ -351,6 +385,7 @@ export function parseEdgePolicies(field: string, v: unknown): EdgePolicy[] {
 
 /** The stored and carried form: only the fields of its kind, in a fixed order. */
 export function edgePolicyJson(p: EdgePolicy): Record<string, unknown> {
+  if (p.kind === "apikey") return { name: p.name, kind: p.kind, header: p.header, forwardHeader: p.forwardHeader };
   if (p.kind === "ratelimit")
     return {
       name: p.name,
@@ -387,6 +422,8 @@ export function formatEdgePolicies(list: readonly EdgePolicy[]): string {
 
 /** A one-line summary for `krane policy list` and `krane status`. */
 export function describeEdgePolicy(p: EdgePolicy): string {
+  if (p.kind === "apikey")
+    return `an API key in ${p.header || DEFAULT_API_KEY_HEADER}, forwarded as ${p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER}`;
   if (p.kind === "ratelimit") {
     const per =
       p.key === "header"
@@ -431,6 +468,8 @@ export interface EdgeRequest {
   readonly hasBody: boolean;
   /** The verified JWT's issuer and subject, once authentication passed (rate limits by "jwt"). */
   readonly subject?: string;
+  /** Headers (flat name, value) a passing policy adds for the app ("apikey"'s forwarded key). */
+  readonly forward?: string[];
 }
 
 export interface Refusal {

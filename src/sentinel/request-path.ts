@@ -22,7 +22,7 @@ import { randomUUID } from "node:crypto";
 import { PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
-import { refusalAnswer, type EdgePolicies } from "./policies.js";
+import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
 import type { EdgeRequest } from "../contracts/edge-policy.js";
 import type { Balancer, Instance } from "./balancer.js";
 import {
@@ -201,13 +201,16 @@ export class Trip {
       return;
     }
     const policies = this.#o.policies;
+    let forward: string[] | undefined;
     if (policies?.active) {
+      forward = [];
       const edge = {
         method: head.method,
         path: p,
         peer: head.clientAddress,
         rawHeaders: head.rawHeaders,
         hasBody: head.hasBody,
+        forward,
       };
       if (policies.afterAuth) this.#edge = edge;
       const refusal = policies.check(edge);
@@ -219,7 +222,7 @@ export class Trip {
         return;
       }
     }
-    this.headers = upstreamHeaders(head.rawHeaders, {
+    this.headers = upstreamHeaders(withPolicyHeaders(head.rawHeaders, policies, forward), {
       clientAddress: head.clientAddress,
       proto: "http",
       host,

@@ -8,7 +8,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
-import { refusalAnswer, type EdgePolicies } from "./policies.js";
+import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
 import type { Refusal } from "../contracts/edge-policy.js";
 import type { Balancer } from "./balancer.js";
 import {
@@ -101,12 +101,14 @@ export class UpgradeRelay {
       writeRawAnswer(socket, "not-ready", requestId);
       return;
     }
+    const forward: string[] = [];
     const edge = {
       method: req.method ?? "GET",
       path: req.url ?? "/",
       peer: req.socket.remoteAddress ?? "",
       rawHeaders: req.rawHeaders,
       hasBody: false,
+      forward,
     };
     const refuse = (refusal: Refusal): void => {
       const a = refusalAnswer(refusal, requestId, true);
@@ -115,7 +117,7 @@ export class UpgradeRelay {
     };
     const refusal = this.#o.policies?.active ? this.#o.policies.check(edge) : undefined;
     if (refusal) return refuse(refusal);
-    const headers = upstreamHeaders(req.rawHeaders, {
+    const headers = upstreamHeaders(withPolicyHeaders(req.rawHeaders, this.#o.policies, forward), {
       clientAddress: req.socket.remoteAddress ?? "",
       proto: "http",
       host,

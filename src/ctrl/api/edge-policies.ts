@@ -27,37 +27,40 @@ export function edgePolicyMsg(p: EdgePolicy): EdgePolicyMsg {
     name: p.name,
     summary: describeEdgePolicy(p),
     kind:
-      p.kind === "ratelimit"
-        ? {
-            case: "rateLimit",
-            value: {
-              key: p.key,
-              header: p.header,
-              limit: BigInt(p.limit),
-              windowSeconds: BigInt(p.windowSeconds),
-              trustedProxies: [...p.trustedProxies],
-              clientHeader: p.clientHeader,
-            },
-          }
-        : p.kind === "ip"
+      // No message yet: ctrl does not keep API keys, so it never stores an apikey policy.
+      p.kind === "apikey"
+        ? { case: undefined }
+        : p.kind === "ratelimit"
           ? {
-              case: "ip",
+              case: "rateLimit",
               value: {
-                allow: [...p.allow],
-                deny: [...p.deny],
+                key: p.key,
+                header: p.header,
+                limit: BigInt(p.limit),
+                windowSeconds: BigInt(p.windowSeconds),
                 trustedProxies: [...p.trustedProxies],
                 clientHeader: p.clientHeader,
               },
             }
-          : {
-              case: "limits",
-              value: {
-                maxBodyBytes: BigInt(p.maxBodyBytes ?? 0),
-                maxHeaderBytes: BigInt(p.maxHeaderBytes ?? 0),
-                methods: [...p.methods],
-                pathPrefixes: [...p.pathPrefixes],
+          : p.kind === "ip"
+            ? {
+                case: "ip",
+                value: {
+                  allow: [...p.allow],
+                  deny: [...p.deny],
+                  trustedProxies: [...p.trustedProxies],
+                  clientHeader: p.clientHeader,
+                },
+              }
+            : {
+                case: "limits",
+                value: {
+                  maxBodyBytes: BigInt(p.maxBodyBytes ?? 0),
+                  maxHeaderBytes: BigInt(p.maxHeaderBytes ?? 0),
+                  methods: [...p.methods],
+                  pathPrefixes: [...p.pathPrefixes],
+                },
               },
-            },
   });
 }
 
