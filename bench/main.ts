@@ -13,6 +13,7 @@ import { benchRollout } from "./rollout/rollout.js";
 import { benchRolloutPropagation } from "./rollout-e2e.js";
 import { benchRouting } from "./routing.js";
 import { benchSentinel } from "./sentinel/sentinel.js";
+import { benchEdge } from "./sentinel/rate-limit.js";
 import { benchRolloutConformance } from "./rollout-conformance.js";
 import { benchFaults } from "./faults.js";
 import { benchOutages } from "./outages.js";
@@ -29,6 +30,7 @@ const benches: Record<string, () => Promise<void>> = {
   "rollout-conformance": benchRolloutConformance,
   agent: benchAgent,
   sentinel: benchSentinel,
+  edge: benchEdge,
   routing: benchRouting,
   cli: benchCli,
   gateway: benchGateway,

@@ -18,6 +18,26 @@ interface AddFlags extends ConnectionFlags {
   maxHeader?: string;
   method?: string[];
   pathPrefix?: string[];
+  per?: string;
+  header?: string;
+  limit?: string;
+  window?: string;
+}
+
+/** "100" → 100n; anything else is left for ctrl to name (0n is refused there as limit 0). */
+function whole(flag: string, v: string | undefined): bigint {
+  if (v === undefined) return 0n;
+  if (!/^-?\d+$/.test(v.trim())) throw new Error(`${flag}: expected a whole number, got "${v}"`);
+  return BigInt(v.trim());
+}
+
+/** "60", "60s", "1m", "1h", "1d" → seconds. */
+export function parseWindow(flag: string, v: string | undefined): bigint {
+  if (v === undefined) return 0n;
+  const m = /^(-?\d+)\s*(s|m|h|d)?$/i.exec(v.trim());
+  if (!m) throw new Error(`${flag}: expected a window such as 60s, 1m or 1h, got "${v}"`);
+  const unit = { s: 1n, m: 60n, h: 3600n, d: 86400n }[(m[2] ?? "s").toLowerCase() as "s"];
+  return BigInt(m[1] ?? "0") * unit;
 }
 
 const UNITS: Record<string, number> = {
@@ -59,7 +79,17 @@ export function policyOfFlags(f: AddFlags) {
       case: "limits" as const,
       value: { ...sizes, methods: split(f.method).map((m) => m.toUpperCase()), pathPrefixes: split(f.pathPrefix) },
     };
-  } else throw new Error(`--kind: expected ip or limits, got "${f.kind}"`);
+  } else if (f.kind === "ratelimit") {
+    const value = {
+      key: f.per ?? "",
+      header: f.header ?? "",
+      limit: whole("--limit", f.limit),
+      windowSeconds: parseWindow("--window", f.window),
+      trustedProxies: split(f.trustedProxy),
+      clientHeader: f.clientHeader ?? "",
+    };
+    kind = { case: "rateLimit" as const, value };
+  } else throw new Error(`--kind: expected ip, limits or ratelimit, got "${f.kind}"`);
   return { name: f.name, kind };
 }
 
@@ -90,22 +120,32 @@ async function answerList(x: Ctx, target: string, call: Call): Promise<void> {
 export function registerPolicyCommands(program: Command): void {
   const policy = program
     .command("policy")
-    .description("edge policies: IP rules and request limits every sentinel of an environment enforces, in order");
+    .description(
+      "edge policies: IP rules, request limits and rate limits every sentinel of an environment enforces, in order",
+    );
   withConnection(
     policy
       .command("add <project/env>")
       .description("add a policy (last, or at --position)")
       .requiredOption("--name <name>", "unique in the environment: lowercase letters, digits, dashes")
-      .requiredOption("--kind <kind>", "ip or limits")
+      .requiredOption("--kind <kind>", "ip, limits or ratelimit")
       .option("--position <n>", "where in the list (0 is first; default last)")
       .option("--allow <cidr>", "ip: an allowed CIDR, IPv4 or IPv6 (repeatable, or comma-separated)", collect)
       .option("--deny <cidr>", "ip: a denied CIDR (repeatable)", collect)
-      .option("--trusted-proxy <cidr>", "ip: a proxy whose forwarding header names the client (repeatable)", collect)
+      .option(
+        "--trusted-proxy <cidr>",
+        "ip, ratelimit --per address: a proxy whose forwarding header names the client (repeatable)",
+        collect,
+      )
       .option("--client-header <name>", "ip: the forwarding header (default x-forwarded-for)")
       .option("--max-body <size>", "limits: request body size, e.g. 1m (bodies of unknown length are refused)")
       .option("--max-header <size>", "limits: total request header size, e.g. 16k")
       .option("--method <m>", "limits: an allowed method (repeatable)", collect)
-      .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect),
+      .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect)
+      .option("--per <key>", "ratelimit: what a budget is per: address, header or jwt (the verified subject)")
+      .option("--header <name>", "ratelimit: with --per header, the header whose value is the key")
+      .option("--limit <n>", "ratelimit: requests allowed per window")
+      .option("--window <w>", "ratelimit: the window, e.g. 60s, 1m, 1h"),
     { workspace: true },
   ).action(
     userAction((x, target: string, f: AddFlags) =>

@@ -8,11 +8,17 @@
 //    or, only when the peer is in `trustedProxies`, the one its forwarding header names (the
 //    rightmost address of that header not itself a trusted proxy).
 //  - "limits": request body and header sizes, methods and path prefixes allowed.
+//  - "ratelimit": at most `limit` requests per `windowSeconds` per key: the client's address (as
+//    "ip" finds it), a header's value, or the verified JWT's issuer and subject. Stateful, so the
+//    sentinel compiles it itself (src/sentinel/rate-limit.ts); a JWT-keyed limit is counted only
+//    once the token is verified, so a forged token cannot spend another subject's allowance.
+//  - "apikey": a request must carry one of the environment's API keys (./api-keys.ts) in a header;
+//    the key's name and metadata reach the app in another header, which a client cannot set.
 //
 // Pure: parsing (each bad field named), CIDR matching and the decisions.
 import { isIPv4, isIPv6 } from "node:net";
 
-export const EDGE_POLICY_KINDS = ["ip", "limits"] as const;
+export const EDGE_POLICY_KINDS = ["ip", "limits", "ratelimit", "apikey"] as const;
 export type EdgePolicyKind = (typeof EDGE_POLICY_KINDS)[number];
 
 export interface IpPolicy {
@@ -39,8 +45,44 @@ export interface LimitsPolicy {
   readonly pathPrefixes: readonly string[];
 }
 
-export type EdgePolicy = IpPolicy | LimitsPolicy;
+export const RATE_LIMIT_KEYS = ["address", "header", "jwt"] as const;
+export type RateLimitKey = (typeof RATE_LIMIT_KEYS)[number];
+export const MAX_RATE_LIMIT = 1_000_000_000;
+export const MAX_RATE_WINDOW_SECONDS = 86_400;
 
+export interface RateLimitPolicy {
+  readonly kind: "ratelimit";
+  readonly name: string;
+  /** What a budget is per. Requests without one (no header, no verified token) share one budget. */
+  readonly key: RateLimitKey;
+  /** key "header": the lowercase header whose value is the key; "" otherwise. */
+  readonly header: string;
+  readonly limit: number;
+  readonly windowSeconds: number;
+  /** key "address": as in an "ip" policy. */
+  readonly trustedProxies: readonly string[];
+  readonly clientHeader: string;
+}
+
+export const DEFAULT_API_KEY_HEADER = "x-api-key";
+export const DEFAULT_API_KEY_FORWARD_HEADER = "x-krane-api-key";
+
+export interface ApiKeyPolicy {
+  readonly kind: "apikey";
+  readonly name: string;
+  /** Lowercase header carrying the key; "" is x-api-key. */
+  readonly header: string;
+  /** Lowercase header the app gets the key's id, name and metadata in (JSON); "" is x-krane-api-key. */
+  readonly forwardHeader: string;
+}
+
+export type EdgePolicy = IpPolicy | LimitsPolicy | RateLimitPolicy | ApiKeyPolicy;
+export type StatelessPolicy = IpPolicy | LimitsPolicy;
+
+/** Whether a policy decides from the request alone (rate limits and API keys keep state). */
+export function isStateless(p: EdgePolicy): p is StatelessPolicy {
+  return p.kind === "ip" || p.kind === "limits";
+}
 export const MAX_EDGE_POLICIES = 32;
 export const MAX_POLICY_ENTRIES = 1000;
 export const POLICY_NAME_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -259,6 +301,55 @@ function parseLimits(p: string, o: Record<string, unknown>, name: string): Limit
   return { kind: "limits", name, maxBodyBytes, maxHeaderBytes, methods, pathPrefixes };
 }
 
+function parseRateLimit(p: string, o: Record<string, unknown>, name: string): RateLimitPolicy {
+  const key = o.key;
+  if (typeof key !== "string" || !(RATE_LIMIT_KEYS as readonly string[]).includes(key))
+    fail(`${p}.key`, `must be one of ${RATE_LIMIT_KEYS.join(", ")}`);
+  const header = o.header ?? "";
+  if (typeof header !== "string" || (header !== "" && !HEADER_RE.test(header)))
+    fail(`${p}.header`, "must be a lowercase header name");
+  if (key === "header" && header === "") fail(`${p}.header`, "is required when the key is header");
+  if (key !== "header" && header !== "") fail(`${p}.header`, "is only for the key header");
+  const count = (field: string, v: unknown, max: number): number => {
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > max)
+      fail(field, `must be an integer 1–${max}`);
+    return v;
+  };
+  const lim = count(`${p}.limit`, o.limit, MAX_RATE_LIMIT);
+  const win = count(`${p}.windowSeconds`, o.windowSeconds, MAX_RATE_WINDOW_SECONDS);
+  const trustedProxies = list(`${p}.trustedProxies`, o.trustedProxies, cidrText);
+  const h = o.clientHeader ?? "";
+  if (typeof h !== "string" || (h !== "" && !HEADER_RE.test(h)))
+    fail(`${p}.clientHeader`, "must be a lowercase header name");
+  if (key !== "address" && (trustedProxies.length > 0 || h !== ""))
+    fail(`${p}.trustedProxies`, "and clientHeader are only for the key address");
+  if (h !== "" && trustedProxies.length === 0) fail(`${p}.clientHeader`, "needs trustedProxies");
+  return {
+    kind: "ratelimit",
+    name,
+    key: key as RateLimitKey,
+    header,
+    limit: lim,
+    windowSeconds: win,
+    trustedProxies,
+    clientHeader: h,
+  };
+}
+
+function parseApiKeyPolicy(p: string, o: Record<string, unknown>, name: string): ApiKeyPolicy {
+  const text = (field: string, v: unknown): string => {
+    const h = v ?? "";
+    if (typeof h !== "string" || (h !== "" && !HEADER_RE.test(h)))
+      fail(`${p}.${field}`, "must be a lowercase header name");
+    return h;
+  };
+  const header = text("header", o.header);
+  const forwardHeader = text("forwardHeader", o.forwardHeader);
+  if ((header || DEFAULT_API_KEY_HEADER) === (forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER))
+    fail(`${p}.forwardHeader`, "must differ from header");
+  return { kind: "apikey", name, header, forwardHeader };
+}
+
 /** One policy; `p` is its field path ("policies[2]"). */
 export function parseEdgePolicy(p: string, v: unknown): EdgePolicy {
   const o = obj(p, v);
@@ -270,6 +361,10 @@ export function parseEdgePolicy(p: string, v: unknown): EdgePolicy {
       return parseIp(p, o, name);
     case "limits":
       return parseLimits(p, o, name);
+    case "ratelimit":
+      return parseRateLimit(p, o, name);
+    case "apikey":
+      return parseApiKeyPolicy(p, o, name);
     default:
       return fail(`${p}.kind`, `must be one of ${EDGE_POLICY_KINDS.join(", ")}`);
   }
@@ -290,6 +385,18 @@ export function parseEdgePolicies(field: string, v: unknown): EdgePolicy[] {
 
 /** The stored and carried form: only the fields of its kind, in a fixed order. */
 export function edgePolicyJson(p: EdgePolicy): Record<string, unknown> {
+  if (p.kind === "apikey") return { name: p.name, kind: p.kind, header: p.header, forwardHeader: p.forwardHeader };
+  if (p.kind === "ratelimit")
+    return {
+      name: p.name,
+      kind: p.kind,
+      key: p.key,
+      header: p.header,
+      limit: p.limit,
+      windowSeconds: p.windowSeconds,
+      trustedProxies: p.trustedProxies,
+      clientHeader: p.clientHeader,
+    };
   return p.kind === "ip"
     ? {
         name: p.name,
@@ -315,6 +422,19 @@ export function formatEdgePolicies(list: readonly EdgePolicy[]): string {
 
 /** A one-line summary for `krane policy list` and `krane status`. */
 export function describeEdgePolicy(p: EdgePolicy): string {
+  if (p.kind === "apikey")
+    return `an API key in ${p.header || DEFAULT_API_KEY_HEADER}, forwarded as ${p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER}`;
+  if (p.kind === "ratelimit") {
+    const per =
+      p.key === "header"
+        ? `header ${p.header}`
+        : p.key === "jwt"
+          ? "JWT subject"
+          : p.trustedProxies.length > 0
+            ? `client address (from ${p.clientHeader || DEFAULT_CLIENT_HEADER} via ${p.trustedProxies.join(",")})`
+            : "client address";
+    return `${p.limit} requests per ${p.windowSeconds} s per ${per}`;
+  }
   if (p.kind === "ip") {
     const parts = [
       p.allow.length > 0 ? `allow ${p.allow.join(",")}` : "",
@@ -346,6 +466,10 @@ export interface EdgeRequest {
   /** Flat [name, value, …] as received. */
   readonly rawHeaders: readonly string[];
   readonly hasBody: boolean;
+  /** The verified JWT's issuer and subject, once authentication passed (rate limits by "jwt"). */
+  readonly subject?: string;
+  /** Headers (flat name, value) a passing policy adds for the app ("apikey"'s forwarded key). */
+  readonly forward?: string[];
 }
 
 export interface Refusal {
@@ -364,7 +488,8 @@ export interface CompiledPolicy {
   decide(r: EdgeRequest): Refusal | undefined;
 }
 
-function header(raw: readonly string[], lower: string): string | undefined {
+/** A header's value in flat raw headers (repeats joined with commas), or undefined. */
+export function headerValue(raw: readonly string[], lower: string): string | undefined {
   let out: string | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     if ((raw[i] ?? "").toLowerCase() === lower)
@@ -388,7 +513,7 @@ function compileIp(p: IpPolicy): CompiledPolicy {
     name: p.name,
     kind: p.kind,
     decide(r) {
-      const a = clientAddress(r.peer, trusted.size > 0 ? header(r.rawHeaders, h) : undefined, trusted);
+      const a = clientAddress(r.peer, trusted.size > 0 ? headerValue(r.rawHeaders, h) : undefined, trusted);
       if (a === undefined) return refuse("the client address is unknown");
       if (deny.has(a)) return refuse("the client address is denied");
       if (allow.size > 0 && !allow.has(a)) return refuse("the client address is not allowed");
@@ -453,7 +578,7 @@ function compileLimits(p: LimitsPolicy): CompiledPolicy {
         if (n > p.maxHeaderBytes) return refuse(431, "policy-headers", `headers exceed ${p.maxHeaderBytes} bytes`);
       }
       if (p.maxBodyBytes !== null && r.hasBody) {
-        const cl = header(r.rawHeaders, "content-length");
+        const cl = headerValue(r.rawHeaders, "content-length");
         if (cl === undefined || !/^\d+$/.test(cl))
           return refuse(411, "policy-body", "a body of unknown length (send Content-Length)");
         if (Number(cl) > p.maxBodyBytes) return refuse(413, "policy-body", `the body exceeds ${p.maxBodyBytes} bytes`);
@@ -463,7 +588,8 @@ function compileLimits(p: LimitsPolicy): CompiledPolicy {
   };
 }
 
-export function compileEdgePolicy(p: EdgePolicy): CompiledPolicy {
+/** A stateless policy ready to decide (rate limits keep counters: src/sentinel/rate-limit.ts). */
+export function compileEdgePolicy(p: StatelessPolicy): CompiledPolicy {
   return p.kind === "ip" ? compileIp(p) : compileLimits(p);
 }
 

@@ -29,6 +29,7 @@ import {
   MANAGED_BY,
 } from "./labels.js";
 import { edgePolicyJson, parseEdgePolicies, PolicyFieldError, type EdgePolicy } from "./edge-policy.js";
+import { parseApiKeys, type CarriedApiKey } from "./api-keys.js";
 
 /** LABEL_COMPONENT of routing-table objects (EndpointSlices and policy ConfigMaps). */
 export const ROUTING_COMPONENT = COMPONENT.routing;
@@ -106,6 +107,8 @@ export interface RoutingPolicy {
    * routing version, so the sentinels of a version all enforce the same list.
    */
   readonly policies?: readonly EdgePolicy[];
+  /** The environment's API keys, hashed (absent: none; ./api-keys.ts), for "apikey" policies. */
+  readonly apiKeys?: readonly CarriedApiKey[];
 }
 
 export interface HoldPolicy {
@@ -308,9 +311,11 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     hold = { maxHeld, timeoutMs };
   }
   let policies: EdgePolicy[] | undefined;
+  let apiKeys: CarriedApiKey[] | undefined;
   if (o.policies !== undefined && o.policies !== null) {
     try {
       policies = parseEdgePolicies("policies", o.policies);
+      if (o.apiKeys !== undefined && o.apiKeys !== null) apiKeys = parseApiKeys("apiKeys", o.apiKeys);
     } catch (err) {
       if (err instanceof PolicyFieldError) throw new Error(`routing policy: ${err.message}`);
       throw err;
@@ -325,6 +330,7 @@ export function parseRoutingPolicy(text: string): RoutingPolicy {
     ...(preview !== undefined ? { preview } : {}),
     ...(hold ? { hold } : {}),
     ...(policies && policies.length > 0 ? { policies } : {}),
+    ...(apiKeys && apiKeys.length > 0 ? { apiKeys } : {}),
   };
 }
 
@@ -338,6 +344,7 @@ export function formatRoutingPolicy(p: RoutingPolicy): string {
     ...(p.preview !== undefined ? { preview: p.preview } : {}),
     ...(p.hold ? { hold: p.hold } : {}),
     ...(p.policies && p.policies.length > 0 ? { policies: p.policies.map(edgePolicyJson) } : {}),
+    ...(p.apiKeys && p.apiKeys.length > 0 ? { apiKeys: p.apiKeys } : {}),
   });
 }
 

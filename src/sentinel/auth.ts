@@ -38,7 +38,11 @@ import {
 import type { AuthOperationSpec, EdgeAuthPolicy, EdgeAuthRuleSpec } from "../contracts/routing.js";
 
 export type AuthDecision =
-  | { readonly type: "pass" }
+  | {
+      readonly type: "pass";
+      /** The verified token's issuer and subject ("iss\u0000sub"), for rate limits by subject. */
+      readonly subject?: string;
+    }
   | {
       readonly type: "deny";
       readonly status: 400 | 401 | 403;
@@ -414,7 +418,10 @@ export class EdgeAuth {
   #scopesDecision(op: CompiledOperation, claims: JWTPayload): AuthDecision {
     const have = scopesOf(claims);
     const missing = op.scopes.filter((s) => !have.has(s));
-    if (missing.length === 0) return PASS;
+    if (missing.length === 0)
+      return typeof claims.sub === "string"
+        ? { type: "pass", subject: `${claims.iss ?? ""}\u0000${claims.sub}` }
+        : PASS;
     return deny(
       403,
       "insufficient_scope",

@@ -1,20 +1,38 @@
 // The environment's edge policies at the sentinel (the routing document's `policies`,
 // src/contracts/edge-policy.ts): compiled once per document, checked in order at admission before
-// an instance is picked, so a refused request never reaches the app. Every decision of every
-// policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
+// an instance is picked, so a refused request never reaches the app. Rate limits keyed by a JWT's
+// subject are checked once authentication has verified the token (checkAuthenticated); their
+// counters (./rate-limit.ts) outlive a new routing version that carries the same policy. An
+// "apikey" policy looks the key's SHA-256 up in the document's keys (no call anywhere), refuses a
+// missing, unknown or expired key (401) or one past its own rate limit (429), and tells the app
+// which key it was in a header a client's own copy of is dropped. Every
+// decision of every policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
+import { hostname } from "node:os";
 import type { Counter } from "prom-client";
+import { hashApiKey, type CarriedApiKey } from "../contracts/api-keys.js";
 import {
+  CidrSet,
+  clientAddress,
   compileEdgePolicy,
+  DEFAULT_API_KEY_FORWARD_HEADER,
+  DEFAULT_API_KEY_HEADER,
+  DEFAULT_CLIENT_HEADER,
+  edgePolicyJson,
+  headerValue,
+  type ApiKeyPolicy,
   type CompiledPolicy,
   type EdgePolicy,
   type EdgeRequest,
+  type RateLimitPolicy,
   type Refusal,
 } from "../contracts/edge-policy.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { ERROR_HEADER } from "./errors.js";
+import { rateLimitHeaders, RateLimiter } from "./rate-limit.js";
 
 interface Entry {
   readonly policy: CompiledPolicy;
+  readonly afterAuth: boolean;
   readonly allowed: { inc(): void };
   readonly denied: { inc(): void };
 }
@@ -41,13 +59,116 @@ export function refusalAnswer(
   };
 }
 
+/**
+ * The client's headers as the app gets them: those a policy sets for the app (a client's own
+ * copies dropped) and what the passing policies added.
+ */
+export function withPolicyHeaders(
+  raw: readonly string[],
+  policies: EdgePolicies | undefined,
+  forward: readonly string[] | undefined,
+): readonly string[] {
+  const owned = policies?.owned;
+  if (owned === undefined || owned.size === 0) return raw;
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2)
+    if (!owned.has((raw[i] ?? "").toLowerCase())) out.push(raw[i] ?? "", raw[i + 1] ?? "");
+  if (forward) out.push(...forward);
+  return out;
+}
+
+/** The key a request is counted under; "" when it has none (those requests share one budget). */
+function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest): string {
+  if (p.key === "header") return headerValue(r.rawHeaders, p.header) ?? "";
+  if (p.key === "jwt") return r.subject ?? "";
+  const h = trusted.size > 0 ? headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER) : undefined;
+  const a = clientAddress(r.peer, h, trusted);
+  return a === undefined ? "" : `${a.v6 ? 6 : 4}:${a.value.toString(16)}`;
+}
+
+/** A rate limit ready to decide, counting in `limiter`; `now` is the clock (ms). */
+export function compileRateLimit(p: RateLimitPolicy, limiter: RateLimiter, now: () => number): CompiledPolicy {
+  const trusted = CidrSet.of(p.trustedProxies);
+  return {
+    name: p.name,
+    kind: p.kind,
+    decide(r) {
+      const d = limiter.take(keyFor(p, trusted, r), now());
+      if (d.admitted) return undefined;
+      return {
+        policy: p.name,
+        status: 429,
+        cause: "policy-ratelimit",
+        message: `refused by policy ${p.name}: more than ${p.limit} requests in ${p.windowSeconds} s`,
+        headers: rateLimitHeaders(p.name, p.limit, p.windowSeconds, d),
+      };
+    },
+  };
+}
+
+/** An "apikey" policy against the keys `keys()` holds (by hash); per-key limits count in `limiters`. */
+export function compileApiKey(
+  p: ApiKeyPolicy,
+  keys: () => ReadonlyMap<string, CarriedApiKey>,
+  limiterOf: (k: CarriedApiKey & { limit: number; windowSeconds: number }) => RateLimiter,
+  now: () => number,
+): CompiledPolicy {
+  const header = p.header || DEFAULT_API_KEY_HEADER;
+  const forward = p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER;
+  const refuse = (why: string): Refusal => ({
+    policy: p.name,
+    status: 401,
+    cause: "policy-apikey",
+    message: `refused by policy ${p.name}: ${why}`,
+    headers: { "www-authenticate": `ApiKey header="${header}"` },
+  });
+  return {
+    name: p.name,
+    kind: p.kind,
+    decide(r) {
+      const presented = headerValue(r.rawHeaders, header);
+      if (presented === undefined || presented === "") return refuse(`an API key is required in ${header}`);
+      const k = keys().get(hashApiKey(presented.trim()));
+      if (k === undefined) return refuse("the API key is not valid");
+      const t = now();
+      if (k.expiresAt !== null && k.expiresAt <= t) return refuse("the API key has expired");
+      if (k.limit !== null && k.windowSeconds !== null) {
+        const d = limiterOf({ ...k, limit: k.limit, windowSeconds: k.windowSeconds }).take(k.id, t);
+        if (!d.admitted)
+          return {
+            policy: p.name,
+            status: 429,
+            cause: "policy-ratelimit",
+            message: `refused by policy ${p.name}: the API key ${k.name} sent more than ${k.limit} requests in ${k.windowSeconds} s`,
+            headers: rateLimitHeaders(`key-${k.id}`, k.limit, k.windowSeconds, d),
+          };
+      }
+      r.forward?.push(forward, JSON.stringify({ id: k.id, name: k.name, metadata: k.metadata }));
+      return undefined;
+    },
+  };
+}
+
 export class EdgePolicies {
   readonly #decisions: Counter<"policy" | "decision">;
+  readonly #self: string;
+  readonly #now: () => number;
   #list: readonly Entry[] = [];
+  #afterAuth = false;
   #source: readonly EdgePolicy[] | undefined;
+  /** Rate limiters by their policy's stored form: a new version carrying it keeps its counts. */
+  #limiters = new Map<string, RateLimiter>();
+  /** The environment's API keys by hash, and each key's own limiter by id and limit. */
+  #keys: ReadonlyMap<string, CarriedApiKey> = new Map();
+  #keySource: readonly CarriedApiKey[] | undefined;
+  #keyLimiters = new Map<string, RateLimiter>();
+  /** Headers a client may not set because a policy sets them for the app (lowercase). */
+  #owned: ReadonlySet<string> = new Set();
 
-  constructor(decisions: Counter<"policy" | "decision">) {
+  constructor(decisions: Counter<"policy" | "decision">, self = hostname(), now: () => number = Date.now) {
     this.#decisions = decisions;
+    this.#self = self;
+    this.#now = now;
   }
 
   get active(): boolean {
@@ -58,16 +179,63 @@ export class EdgePolicies {
   set(list: readonly EdgePolicy[] | undefined): void {
     if (list === this.#source) return;
     this.#source = list;
-    this.#list = (list ?? []).map((p) => ({
-      policy: compileEdgePolicy(p),
-      allowed: this.#decisions.labels({ policy: p.name, decision: "allow" }),
-      denied: this.#decisions.labels({ policy: p.name, decision: "deny" }),
-    }));
+    const limiters = new Map<string, RateLimiter>();
+    this.#list = (list ?? []).map((p) => {
+      let policy: CompiledPolicy;
+      if (p.kind === "ratelimit") {
+        const id = JSON.stringify(edgePolicyJson(p));
+        const limiter = this.#limiters.get(id) ?? new RateLimiter(p.limit, p.windowSeconds * 1000, this.#self);
+        limiters.set(id, limiter);
+        policy = compileRateLimit(p, limiter, this.#now);
+      } else if (p.kind === "apikey") {
+        policy = compileApiKey(
+          p,
+          () => this.#keys,
+          (k) => this.#keyLimiter(k),
+          this.#now,
+        );
+      } else policy = compileEdgePolicy(p);
+      return {
+        policy,
+        afterAuth: p.kind === "ratelimit" && p.key === "jwt",
+        allowed: this.#decisions.labels({ policy: p.name, decision: "allow" }),
+        denied: this.#decisions.labels({ policy: p.name, decision: "deny" }),
+      };
+    });
+    this.#limiters = limiters;
+    this.#afterAuth = this.#list.some((e) => e.afterAuth);
+    this.#owned = new Set(
+      (list ?? []).flatMap((p) => (p.kind === "apikey" ? [p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER] : [])),
+    );
   }
 
-  /** The first refusal, each decision counted; undefined when every policy lets the request pass. */
-  check(r: EdgeRequest): Refusal | undefined {
+  /** The document's API keys (undefined: none). A revoked key is one no longer listed. */
+  setKeys(keys: readonly CarriedApiKey[] | undefined): void {
+    if (keys === this.#keySource) return;
+    this.#keySource = keys;
+    this.#keys = new Map((keys ?? []).map((k) => [k.hash, k]));
+    const ids = new Set((keys ?? []).map((k) => k.id));
+    for (const id of this.#keyLimiters.keys()) if (!ids.has(id.slice(0, id.indexOf(" ")))) this.#keyLimiters.delete(id);
+  }
+
+  #keyLimiter(k: { id: string; limit: number; windowSeconds: number }): RateLimiter {
+    const id = `${k.id} ${k.limit}/${k.windowSeconds}`;
+    let l = this.#keyLimiters.get(id);
+    if (!l) {
+      l = new RateLimiter(k.limit, k.windowSeconds * 1000, this.#self);
+      this.#keyLimiters.set(id, l);
+    }
+    return l;
+  }
+
+  /** Headers the policies set for the app: a client's own copies are dropped (lowercase names). */
+  get owned(): ReadonlySet<string> {
+    return this.#owned;
+  }
+
+  #run(r: EdgeRequest, afterAuth: boolean): Refusal | undefined {
     for (const e of this.#list) {
+      if (e.afterAuth !== afterAuth) continue;
       const refusal = e.policy.decide(r);
       if (refusal) {
         e.denied.inc();
@@ -76,5 +244,21 @@ export class EdgePolicies {
       e.allowed.inc();
     }
     return undefined;
+  }
+
+  /** At admission: the first refusal, each decision counted; undefined when every policy passes. */
+  check(r: EdgeRequest): Refusal | undefined {
+    return this.#run(r, false);
+  }
+
+  /** Whether any policy waits for authentication (a rate limit by JWT subject). */
+  get afterAuth(): boolean {
+    return this.#afterAuth;
+  }
+
+  /** Once authentication passed: the policies that need its verified subject (undefined: none). */
+  checkAuthenticated(r: EdgeRequest, subject: string | undefined): Refusal | undefined {
+    if (!this.#afterAuth) return undefined;
+    return this.#run(subject === undefined ? r : { ...r, subject }, true);
   }
 }

@@ -22,7 +22,8 @@ import { randomUUID } from "node:crypto";
 import { PREVIEW_HEADER_VALUE, SENTINEL_LIVE_PATH, SENTINEL_READY_PATH } from "../contracts/routing.js";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
-import { refusalAnswer, type EdgePolicies } from "./policies.js";
+import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
+import type { EdgeRequest } from "../contracts/edge-policy.js";
 import type { Balancer, Instance } from "./balancer.js";
 import {
   causeOf,
@@ -167,6 +168,8 @@ export class Trip {
   #lastFailure: UpstreamFailure | undefined;
   #finished = false;
   #held: Held | undefined;
+  /** What the policies saw, kept when some wait for authentication. */
+  #edge: EdgeRequest | undefined;
 
   constructor(path: RequestPath, head: RequestHead, started: number) {
     this.#path = path;
@@ -198,14 +201,19 @@ export class Trip {
       return;
     }
     const policies = this.#o.policies;
+    let forward: string[] | undefined;
     if (policies?.active) {
-      const refusal = policies.check({
+      forward = [];
+      const edge = {
         method: head.method,
         path: p,
         peer: head.clientAddress,
         rawHeaders: head.rawHeaders,
         hasBody: head.hasBody,
-      });
+        forward,
+      };
+      if (policies.afterAuth) this.#edge = edge;
+      const refusal = policies.check(edge);
       if (refusal) {
         // A body left unread is not read at all: the connection closes after the answer.
         const a = refusalAnswer(refusal, this.requestId, head.hasBody);
@@ -214,7 +222,7 @@ export class Trip {
         return;
       }
     }
-    this.headers = upstreamHeaders(head.rawHeaders, {
+    this.headers = upstreamHeaders(withPolicyHeaders(head.rawHeaders, policies, forward), {
       clientAddress: head.clientAddress,
       proto: "http",
       host,
@@ -228,7 +236,7 @@ export class Trip {
    */
   authorize(): OwnAnswer | undefined | Promise<OwnAnswer | undefined> {
     const auth = this.#o.auth;
-    if (!auth?.active) return undefined;
+    if (!auth?.active) return this.#authenticated(undefined);
     const decision = auth.check(this.method, this.#host ?? "", this.path, this.#authorization);
     if (decision instanceof Promise)
       return decision.then(
@@ -244,8 +252,19 @@ export class Trip {
     return this.#decided(decision);
   }
 
+  /** The policies that wait for the verified subject (a rate limit by JWT subject). */
+  #authenticated(subject: string | undefined): OwnAnswer | undefined {
+    const edge = this.#edge;
+    if (edge === undefined) return undefined;
+    const refusal = this.#o.policies?.checkAuthenticated(edge, subject);
+    if (!refusal) return undefined;
+    const a = refusalAnswer(refusal, this.requestId, this.hasBody);
+    this.finish(statusClass(a.status));
+    return a;
+  }
+
   #decided(d: AuthDecision): OwnAnswer | undefined {
-    if (d.type === "pass") return undefined;
+    if (d.type === "pass") return this.#authenticated(d.subject);
     const a = authAnswer(d);
     const headers: Record<string, string> = {
       ...a.headers,

@@ -9,22 +9,15 @@ import { resources } from "../kube/resources.js";
 import { Informer, type ListWatchClient } from "../kube/informer.js";
 import type { Logger } from "../base/log.js";
 import type { AddressMapping } from "../contracts/address-map.js";
-import type { EdgeAuthPolicy, HoldPolicy } from "../contracts/routing.js";
-import type { EdgePolicy } from "../contracts/edge-policy.js";
 import { buildTable, readPolicy, type RoutingTable } from "./table.js";
 
-export interface RoutingUpdate {
+/** The table, and the policy's auth, hold, edge policies and API keys (absent: none). */
+export interface RoutingUpdate extends Pick<RoutingPolicy, "auth" | "hold" | "policies" | "apiKeys"> {
   readonly table: RoutingTable;
   /** A policy has been read (else the table routes by the default policy, and is not ready). */
   readonly policyKnown: boolean;
   readonly policyError: string | undefined;
   readonly problems: readonly string[];
-  /** The policy's API authentication section (absent: none). */
-  readonly auth?: EdgeAuthPolicy;
-  /** Scale to zero: how requests are held while no instance is routable (absent: they are not). */
-  readonly hold?: HoldPolicy;
-  /** The environment's edge policies in order (absent: none). */
-  readonly policies?: readonly EdgePolicy[];
 }
 
 export interface RoutingSourceOptions {
@@ -129,6 +122,7 @@ export class RoutingSource {
       auth: policy.auth,
       hold: policy.hold,
       policies: policy.policies,
+      apiKeys: policy.apiKeys,
     });
   }
 }

@@ -289,6 +289,7 @@ export class Sentinel {
     this.auth.setPolicy(u.policyKnown ? u.auth : u.policyError !== undefined ? FAIL_CLOSED : undefined);
     // The last good document's list stays in force while a newer one is refused or ctrl is down.
     this.policies.set(u.policies);
+    this.policies.setKeys(u.apiKeys);
     this.#table = table;
     this.#policyKnown = u.policyKnown;
     if (u.policyError !== this.#policyError) {

@@ -8,7 +8,8 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
-import { refusalAnswer, type EdgePolicies } from "./policies.js";
+import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
+import type { Refusal } from "../contracts/edge-policy.js";
 import type { Balancer } from "./balancer.js";
 import {
   causeOf,
@@ -100,22 +101,23 @@ export class UpgradeRelay {
       writeRawAnswer(socket, "not-ready", requestId);
       return;
     }
-    const refusal = this.#o.policies?.active
-      ? this.#o.policies.check({
-          method: req.method ?? "GET",
-          path: req.url ?? "/",
-          peer: req.socket.remoteAddress ?? "",
-          rawHeaders: req.rawHeaders,
-          hasBody: false,
-        })
-      : undefined;
-    if (refusal) {
+    const forward: string[] = [];
+    const edge = {
+      method: req.method ?? "GET",
+      path: req.url ?? "/",
+      peer: req.socket.remoteAddress ?? "",
+      rawHeaders: req.rawHeaders,
+      hasBody: false,
+      forward,
+    };
+    const refuse = (refusal: Refusal): void => {
       const a = refusalAnswer(refusal, requestId, true);
       const lines = [`HTTP/1.1 ${a.status} Refused`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`)];
       socket.end(`${lines.join("\r\n")}\r\nconnection: close\r\n\r\n${a.body}`);
-      return;
-    }
-    const headers = upstreamHeaders(req.rawHeaders, {
+    };
+    const refusal = this.#o.policies?.active ? this.#o.policies.check(edge) : undefined;
+    if (refusal) return refuse(refusal);
+    const headers = upstreamHeaders(withPolicyHeaders(req.rawHeaders, this.#o.policies, forward), {
       clientAddress: req.socket.remoteAddress ?? "",
       proto: "http",
       host,
@@ -124,6 +126,8 @@ export class UpgradeRelay {
     headers.push("connection", "upgrade", "upgrade", String(req.headers.upgrade ?? "websocket"));
     const go = (d: AuthDecision): void => {
       if (d.type === "pass") {
+        const late = this.#o.policies?.checkAuthenticated(edge, d.subject);
+        if (late) return refuse(late);
         this.#attempt(req, socket, head, headers, requestId, undefined);
         return;
       }

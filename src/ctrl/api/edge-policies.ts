@@ -27,25 +27,40 @@ export function edgePolicyMsg(p: EdgePolicy): EdgePolicyMsg {
     name: p.name,
     summary: describeEdgePolicy(p),
     kind:
-      p.kind === "ip"
-        ? {
-            case: "ip",
-            value: {
-              allow: [...p.allow],
-              deny: [...p.deny],
-              trustedProxies: [...p.trustedProxies],
-              clientHeader: p.clientHeader,
-            },
-          }
-        : {
-            case: "limits",
-            value: {
-              maxBodyBytes: BigInt(p.maxBodyBytes ?? 0),
-              maxHeaderBytes: BigInt(p.maxHeaderBytes ?? 0),
-              methods: [...p.methods],
-              pathPrefixes: [...p.pathPrefixes],
-            },
-          },
+      // No message yet: ctrl does not keep API keys, so it never stores an apikey policy.
+      p.kind === "apikey"
+        ? { case: undefined }
+        : p.kind === "ratelimit"
+          ? {
+              case: "rateLimit",
+              value: {
+                key: p.key,
+                header: p.header,
+                limit: BigInt(p.limit),
+                windowSeconds: BigInt(p.windowSeconds),
+                trustedProxies: [...p.trustedProxies],
+                clientHeader: p.clientHeader,
+              },
+            }
+          : p.kind === "ip"
+            ? {
+                case: "ip",
+                value: {
+                  allow: [...p.allow],
+                  deny: [...p.deny],
+                  trustedProxies: [...p.trustedProxies],
+                  clientHeader: p.clientHeader,
+                },
+              }
+            : {
+                case: "limits",
+                value: {
+                  maxBodyBytes: BigInt(p.maxBodyBytes ?? 0),
+                  maxHeaderBytes: BigInt(p.maxHeaderBytes ?? 0),
+                  methods: [...p.methods],
+                  pathPrefixes: [...p.pathPrefixes],
+                },
+              },
   });
 }
 
@@ -53,6 +68,11 @@ const snake = (s: string): string => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCas
 
 function bytes(v: bigint): number | null {
   return v === 0n ? null : v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v);
+}
+
+/** A required count: out of a safe integer's range, a value the parser refuses. */
+function count(v: bigint): number {
+  return v > BigInt(Number.MAX_SAFE_INTEGER) || v < BigInt(Number.MIN_SAFE_INTEGER) ? -1 : Number(v);
 }
 
 /** The request's policy, checked; a problem names its field in the request. */
@@ -78,7 +98,18 @@ export function policyFromMsg(m: EdgePolicyMsg | undefined): EdgePolicy {
             methods: k.value.methods,
             pathPrefixes: k.value.pathPrefixes,
           }
-        : { name: m.name, kind: undefined };
+        : k.case === "rateLimit"
+          ? {
+              name: m.name,
+              kind: "ratelimit",
+              key: k.value.key,
+              header: k.value.header,
+              limit: count(k.value.limit),
+              windowSeconds: count(k.value.windowSeconds),
+              trustedProxies: k.value.trustedProxies,
+              clientHeader: k.value.clientHeader,
+            }
+          : { name: m.name, kind: undefined };
   try {
     return parseEdgePolicy("policy", raw);
   } catch (err) {

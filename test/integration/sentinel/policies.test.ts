@@ -2,7 +2,8 @@
 // cluster) reading its routing document from the cluster as the agent writes it: each kind lets
 // through what it allows (the instance answers) and refuses what it refuses (the sentinel answers,
 // naming the policy, and no instance does), a forwarding header counts only from a trusted proxy,
-// each decision is counted by policy, and a refused document leaves the last good list in force.
+// each decision is counted by policy, a rate limit answers 429 with Retry-After and the RateLimit
+// headers, and a refused document leaves the last good list in force.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Pool } from "undici";
@@ -61,7 +62,12 @@ async function send(
   path: string,
   headers: Record<string, string> = {},
   body?: string,
-): Promise<{ status: number; cause: string | undefined; pod: string | undefined }> {
+): Promise<{
+  status: number;
+  cause: string | undefined;
+  pod: string | undefined;
+  headers: Record<string, unknown>;
+}> {
   const res = await pool.request({
     method: method as "GET",
     path,
@@ -78,7 +84,12 @@ async function send(
     pod = undefined;
   }
   const cause = res.headers["x-krane-sentinel-error"];
-  return { status: res.statusCode, cause: typeof cause === "string" ? cause : undefined, pod };
+  return {
+    status: res.statusCode,
+    cause: typeof cause === "string" ? cause : undefined,
+    pod,
+    headers: res.headers,
+  };
 }
 
 before(
@@ -187,4 +198,34 @@ test("limits: methods, path prefixes, header and body sizes; a refused document 
   );
   assert.equal((await sentinelStatus(sentinel)).routingVersion, 5);
   assert.equal((await send("DELETE", "/api/books")).status, 405, "version 5's limits still hold");
+});
+
+test("ratelimit: past the limit, 429 with Retry-After and the RateLimit headers; each key its own budget", async () => {
+  await publish(7, [
+    { name: "per-tenant", kind: "ratelimit", key: "header", header: "x-tenant", limit: 3, windowSeconds: 3600 },
+  ]);
+  await serving(7);
+  const acme = { "x-tenant": "acme" };
+  const passed = [await send("GET", "/", acme), await send("GET", "/", acme), await send("GET", "/", acme)];
+  assert.deepEqual(
+    passed.map((r) => [r.status, r.pod]),
+    [
+      [200, "policies-1"],
+      [200, "policies-1"],
+      [200, "policies-1"],
+    ],
+  );
+  const over = await send("GET", "/", acme);
+  assert.deepEqual([over.status, over.cause, over.pod], [429, "policy-ratelimit", undefined]);
+  const retry = Number(over.headers["retry-after"]);
+  assert.ok(
+    Number.isInteger(retry) && retry >= 1 && retry <= 3600,
+    `Retry-After ${String(over.headers["retry-after"])}`,
+  );
+  assert.equal(over.headers["ratelimit-policy"], '"per-tenant";q=3;w=3600');
+  assert.equal(over.headers.ratelimit, `"per-tenant";r=0;t=${retry}`);
+  assert.equal((await send("GET", "/", { "x-tenant": "globex" })).pod, "policies-1", "another key's budget");
+  const m = await sentinelMetrics(sentinel);
+  assert.equal(metricValue(m, "krane_sentinel_policy_decisions_total", { policy: "per-tenant", decision: "deny" }), 1);
+  assert.equal(metricValue(m, "krane_sentinel_policy_decisions_total", { policy: "per-tenant", decision: "allow" }), 4);
 });

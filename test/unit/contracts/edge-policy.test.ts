@@ -1,5 +1,5 @@
 // Edge policies (src/contracts/edge-policy.ts): CIDR parsing and matching, the client address
-// behind trusted proxies, each kind's decisions, and bad input named by field.
+// behind trusted proxies, each kind's decisions, rate limits' form, and bad input named by field.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
@@ -9,6 +9,9 @@ import {
   clientAddress,
   compileEdgePolicy,
   decideAll,
+  describeEdgePolicy,
+  isStateless,
+  edgePolicyJson,
   parseAddress,
   parseCidr,
   parseEdgePolicies,
@@ -114,7 +117,7 @@ describe("ip policies", () => {
   ]);
 
   it("allows listed addresses, refuses denied and unlisted ones (403)", () => {
-    assert.ok(ip);
+    assert.ok(ip && isStateless(ip));
     const p = compileEdgePolicy(ip);
     assert.equal(p.decide(req({ peer: "192.0.2.10" })), undefined);
     assert.equal(p.decide(req({ peer: "::ffff:192.0.2.10" })), undefined);
@@ -128,7 +131,7 @@ describe("ip policies", () => {
     const [behind] = parseEdgePolicies("policies", [
       { name: "lb", kind: "ip", allow: ["192.0.2.0/24"], trustedProxies: ["10.0.0.0/8"] },
     ]);
-    assert.ok(behind);
+    assert.ok(behind && isStateless(behind));
     const p = compileEdgePolicy(behind);
     const xff = (peer: string, v: string) => req({ peer, rawHeaders: ["X-Forwarded-For", v] });
     assert.equal(p.decide(xff("198.51.100.1", "192.0.2.10"))?.status, 403);
@@ -148,7 +151,7 @@ describe("limits policies", () => {
       pathPrefixes: ["/api", "/health"],
     },
   ]);
-  assert.ok(lim);
+  assert.ok(lim && isStateless(lim));
   const p = compileEdgePolicy(lim);
 
   it("passes what fits", () => {
@@ -197,7 +200,9 @@ describe("the list", () => {
     const list = parseEdgePolicies("policies", [
       { name: "a", kind: "limits", methods: ["GET"] },
       { name: "b", kind: "ip", deny: ["203.0.113.0/24"] },
-    ]).map(compileEdgePolicy);
+    ])
+      .filter(isStateless)
+      .map(compileEdgePolicy);
     assert.deepEqual(decideAll(list, req({ peer: "198.51.100.1" })), { passed: 2, refusal: undefined });
     const both = decideAll(list, req({ method: "PUT" }));
     assert.equal(both.passed, 0);
@@ -235,5 +240,47 @@ describe("the list", () => {
     assert.equal(bad({ name: "x", kind: "ip", allow: ["10.0.0.0/8"], deny: ["10.0.0.0/7", "::/0"] }), "policies[0]");
     // One family closed is allowed (an IPv4-only service).
     assert.equal(parseEdgePolicies("p", [{ name: "x", kind: "ip", deny: ["::/0"] }]).length, 1);
+  });
+});
+
+describe("rate limit policies", () => {
+  it("parse, travel in their stored form and describe themselves", () => {
+    const list = parseEdgePolicies("policies", [
+      { name: "per-ip", kind: "ratelimit", key: "address", limit: 100, windowSeconds: 60 },
+      { name: "per-tenant", kind: "ratelimit", key: "header", header: "x-tenant", limit: 5, windowSeconds: 1 },
+      {
+        name: "behind-lb",
+        kind: "ratelimit",
+        key: "address",
+        limit: 10,
+        windowSeconds: 3600,
+        trustedProxies: ["10.0.0.0/8"],
+      },
+    ]);
+    assert.deepEqual(parseEdgePolicies("again", list.map(edgePolicyJson)), list);
+    assert.deepEqual(list.map(describeEdgePolicy), [
+      "100 requests per 60 s per client address",
+      "5 requests per 1 s per header x-tenant",
+      "10 requests per 3600 s per client address (from x-forwarded-for via 10.0.0.0/8)",
+    ]);
+  });
+
+  it("bad input is refused naming the field", () => {
+    const bad = (v: Record<string, unknown>) =>
+      fieldOf(() => parseEdgePolicies("policies", [{ name: "r", kind: "ratelimit", ...v }]));
+    const ok = { key: "address", limit: 10, windowSeconds: 60 };
+    assert.equal(bad({ ...ok, limit: 0 }), "policies[0].limit");
+    assert.equal(bad({ ...ok, limit: -3 }), "policies[0].limit");
+    assert.equal(bad({ ...ok, limit: undefined }), "policies[0].limit");
+    assert.equal(bad({ ...ok, limit: 1.5 }), "policies[0].limit");
+    assert.equal(bad({ ...ok, windowSeconds: 0 }), "policies[0].windowSeconds");
+    assert.equal(bad({ ...ok, windowSeconds: 86_401 }), "policies[0].windowSeconds");
+    assert.equal(bad({ ...ok, key: "cookie" }), "policies[0].key");
+    assert.equal(bad({ ...ok, key: "header" }), "policies[0].header");
+    assert.equal(bad({ ...ok, key: "header", header: "X-Tenant" }), "policies[0].header");
+    assert.equal(bad({ ...ok, header: "x-tenant" }), "policies[0].header");
+    assert.equal(bad({ ...ok, key: "jwt", trustedProxies: ["10.0.0.0/8"] }), "policies[0].trustedProxies");
+    assert.equal(bad({ ...ok, trustedProxies: ["10.0.0.0/33"] }), "policies[0].trustedProxies[0]");
+    assert.equal(bad({ ...ok, clientHeader: "x-real-ip" }), "policies[0].clientHeader");
   });
 });

@@ -113,8 +113,38 @@ test("the agent reads the carried list, and refuses one it cannot read", () => {
   assert.equal(edgePoliciesOf(""), undefined);
   assert.equal(edgePoliciesOf("[]"), undefined);
   assert.deepEqual(edgePoliciesOf(JSON.stringify([a, b])), [a, b]);
-  assert.throws(
-    () => edgePoliciesOf(JSON.stringify([{ name: "x", kind: "ratelimit" }])),
-    /routing\.policies\[0\]\.kind/,
-  );
+  assert.throws(() => edgePoliciesOf(JSON.stringify([{ name: "x", kind: "waf" }])), /routing\.policies\[0\]\.kind/);
+});
+
+test("a rate limit round-trips; a zero, negative or huge limit and an unknown key name their field", () => {
+  const [r] = parseEdgePolicies("p", [
+    { name: "r", kind: "ratelimit", key: "address", limit: 100, windowSeconds: 60, trustedProxies: ["10.0.0.0/8"] },
+  ]) as [EdgePolicy];
+  assert.deepEqual(policyFromMsg(edgePolicyMsg(r)), r);
+  const rl = (value: Record<string, unknown>) =>
+    code(() =>
+      policyFromMsg(
+        create(EdgePolicySchema, {
+          name: "r",
+          kind: {
+            case: "rateLimit",
+            value: {
+              key: "address",
+              header: "",
+              limit: 10n,
+              windowSeconds: 60n,
+              trustedProxies: [],
+              clientHeader: "",
+              ...value,
+            } as never,
+          },
+        }),
+      ),
+    );
+  assert.equal(rl({ limit: 0n }), "invalid_argument policy.rate_limit.limit");
+  assert.equal(rl({ limit: -5n }), "invalid_argument policy.rate_limit.limit");
+  assert.equal(rl({ limit: 1n << 62n }), "invalid_argument policy.rate_limit.limit");
+  assert.equal(rl({ windowSeconds: 0n }), "invalid_argument policy.rate_limit.window_seconds");
+  assert.equal(rl({ key: "cookie" }), "invalid_argument policy.rate_limit.key");
+  assert.equal(rl({ key: "header" }), "invalid_argument policy.rate_limit.header");
 });

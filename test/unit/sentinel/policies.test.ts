@@ -125,3 +125,71 @@ test("the list travels in the routing document and back, in order", () => {
   (bad.policies[0] as { allow: string[] }).allow = ["10.0.0.1/8"];
   assert.throws(() => parseRoutingPolicy(JSON.stringify(bad)), /policies\[0\]\.allow\[0\]/);
 });
+
+test("a rate limit answers 429 with Retry-After and the RateLimit headers; a new version keeps its counts", async () => {
+  const { path, registry, policies } = setup();
+  let now = 5_000;
+  const clocked = new EdgePolicies(
+    createSentinelMetrics(() => [], new Registry(), false).policyDecisions,
+    "me",
+    () => now,
+  );
+  const limit = parseEdgePolicies("policies", [
+    { name: "per-ip", kind: "ratelimit", key: "address", limit: 2, windowSeconds: 60 },
+  ]);
+  clocked.set(limit);
+  const r = (peer: string) => ({ method: "GET", path: "/", peer, rawHeaders: [], hasBody: false });
+  assert.equal(clocked.check(r("192.0.2.1")), undefined);
+  assert.equal(clocked.check(r("192.0.2.1")), undefined);
+  const refused = clocked.check(r("::ffff:192.0.2.1"));
+  assert.deepEqual(refused?.headers, {
+    "ratelimit-policy": '"per-ip";q=2;w=60',
+    ratelimit: '"per-ip";r=0;t=55',
+    "retry-after": "55",
+  });
+  assert.equal(clocked.check(r("192.0.2.2")), undefined, "another address has its own budget");
+  // A new routing version carrying the same policy keeps the counts; a changed one starts anew.
+  clocked.set([...parseEdgePolicies("policies", [{ name: "office", kind: "ip", deny: ["203.0.113.0/24"] }]), ...limit]);
+  assert.equal(clocked.check(r("192.0.2.1"))?.status, 429);
+  clocked.set(
+    parseEdgePolicies("policies", [{ name: "per-ip", kind: "ratelimit", key: "address", limit: 3, windowSeconds: 60 }]),
+  );
+  assert.equal(clocked.check(r("192.0.2.1")), undefined);
+  now = 60_000;
+  assert.equal(clocked.check(r("192.0.2.2")), undefined, "the next window starts empty");
+
+  // Through the request path: the sentinel's own 429, nothing in flight.
+  policies.set(
+    parseEdgePolicies("policies", [
+      { name: "tiny", kind: "ratelimit", key: "header", header: "x-tenant", limit: 1, windowSeconds: 3600 },
+    ]),
+  );
+  const h = head({ rawHeaders: ["host", "shop.example.com", "x-tenant", "acme"] });
+  const first = path.begin(h);
+  assert.equal(first.refused, undefined);
+  first.finish("2xx");
+  const second = path.begin(h);
+  assert.equal(second.refused?.status, 429);
+  assert.equal(second.refused?.headers["x-krane-sentinel-error"], "policy-ratelimit");
+  assert.match(second.refused?.headers["retry-after"] ?? "", /^\d+$/);
+  assert.equal(path.begin(head({ rawHeaders: ["host", "x", "x-tenant", "other"] })).refused, undefined);
+  assert.equal(path.inFlight, 1);
+  assert.deepEqual((await decisions(registry))["tiny/deny"], 1);
+});
+
+test("a rate limit by JWT subject waits for authentication and counts the verified subject", () => {
+  const policies = new EdgePolicies(createSentinelMetrics(() => [], new Registry(), false).policyDecisions);
+  policies.set(
+    parseEdgePolicies("policies", [{ name: "per-user", kind: "ratelimit", key: "jwt", limit: 1, windowSeconds: 60 }]),
+  );
+  const r = { method: "GET", path: "/", peer: "192.0.2.1", rawHeaders: [], hasBody: false };
+  assert.equal(policies.check(r), undefined, "not at admission");
+  assert.equal(policies.check(r), undefined);
+  assert.ok(policies.afterAuth);
+  assert.equal(policies.checkAuthenticated(r, "iss\u0000alice"), undefined);
+  assert.equal(policies.checkAuthenticated(r, "iss\u0000alice")?.status, 429);
+  assert.equal(policies.checkAuthenticated(r, "iss\u0000bob"), undefined, "each subject its own budget");
+  // Without a verified token, requests share one budget.
+  assert.equal(policies.checkAuthenticated(r, undefined), undefined);
+  assert.equal(policies.checkAuthenticated(r, undefined)?.status, 429);
+});
