@@ -331,20 +331,9 @@ export async function revokeOwnedTokens(
   tx: WriteTx,
   owner: { memberId: string } | { serviceAccountId: string },
 ): Promise<string[]> {
-  const [column, id] =
-    "memberId" in owner
-      ? (["member_id", owner.memberId] as const)
-      : (["service_account_id", owner.serviceAccountId] as const);
-  const rows = await tx.trx.selectFrom("api_tokens").select(["id", "token_hash"]).where(column, "=", id).execute();
-  if (rows.length === 0) return [];
-  await tx.trx.deleteFrom("api_tokens").where(column, "=", id).execute();
-  for (const r of rows)
-    await tx.trx
-      .insertInto("revoked_tokens")
-      .values({ token_hash: r.token_hash, revoked_at: tx.now })
-      .onConflict((oc) => oc.column("token_hash").doNothing())
-      .execute();
-  return rows.map((r) => r.id);
+  return "memberId" in owner
+    ? revokeTokensWhere(tx, "member_id", owner.memberId)
+    : revokeTokensWhere(tx, "service_account_id", owner.serviceAccountId);
 }
 
 /**
@@ -352,13 +341,18 @@ export async function revokeOwnedTokens(
  * deletion: a workspace created again under the same slug starts with no token of the old one.
  */
 export async function revokeWorkspaceTokens(tx: WriteTx, workspaceId: string): Promise<string[]> {
-  const rows = await tx.trx
-    .selectFrom("api_tokens")
-    .select(["id", "token_hash"])
-    .where("workspace_id", "=", workspaceId)
-    .execute();
+  return revokeTokensWhere(tx, "workspace_id", workspaceId);
+}
+
+/** Deletes the tokens whose `column` is `id`, their hashes kept as revoked; returns their ids. */
+async function revokeTokensWhere(
+  tx: WriteTx,
+  column: "member_id" | "service_account_id" | "workspace_id",
+  id: string,
+): Promise<string[]> {
+  const rows = await tx.trx.selectFrom("api_tokens").select(["id", "token_hash"]).where(column, "=", id).execute();
   if (rows.length === 0) return [];
-  await tx.trx.deleteFrom("api_tokens").where("workspace_id", "=", workspaceId).execute();
+  await tx.trx.deleteFrom("api_tokens").where(column, "=", id).execute();
   for (const r of rows)
     await tx.trx
       .insertInto("revoked_tokens")

@@ -2,14 +2,10 @@
 // through the API stays revoked even when it is still given in ctrl's configuration
 // (`--admin-token` is registered at every start). Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("revoked_tokens")
-      .addColumn("token_hash", "text", (c) => c.primaryKey())
-      .addColumn("revoked_at", "bigint", (c) => c.notNull())
-      .execute();
+    await runSchema(db)`create table "revoked_tokens" ("token_hash" text primary key, "revoked_at" bigint not null);`;
   },
 };

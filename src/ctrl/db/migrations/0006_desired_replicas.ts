@@ -16,13 +16,13 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import { ApplyDeploymentSchema } from "../../../gen/krane/ctrl/v1/cluster_pb.js";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 const PAGE = 1000;
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("desired_objects").addColumn("replicas", "integer").execute();
+    await runSchema(db)`alter table "desired_objects" add column "replicas" integer;`;
     let region = "";
     let objectId = "";
     for (;;) {
@@ -56,6 +56,6 @@ export const migration: KraneMigration = {
       region = last.region;
       objectId = last.object_id;
     }
-    await db.schema.alterTable("rollout_revisions").dropColumn("replicas").execute();
+    await runSchema(db)`alter table "rollout_revisions" drop column "replicas";`;
   },
 };

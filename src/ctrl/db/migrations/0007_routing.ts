@@ -9,23 +9,16 @@
 // Existing environments start at version 1 of the "instances" policy, which is what they served.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .alterTable("environments")
-      .addColumn("routing_mode", "text", (c) => c.notNull().defaultTo("instances"))
-      .execute();
-    await db.schema
-      .alterTable("environments")
-      .addColumn("routing_weights", "text", (c) => c.notNull().defaultTo("[]"))
-      .execute();
-    await db.schema
-      .alterTable("environments")
-      .addColumn("routing_version", "bigint", (c) => c.notNull().defaultTo(1))
-      .execute();
-    await db.schema.alterTable("sentinels").addColumn("address", "text").execute();
-    await db.schema.alterTable("sentinels").addColumn("served_routing_version", "bigint").execute();
+    await runSchema(db)`
+      alter table "environments" add column "routing_mode" text default 'instances' not null;
+      alter table "environments" add column "routing_weights" text default '[]' not null;
+      alter table "environments" add column "routing_version" bigint default 1 not null;
+      alter table "sentinels" add column "address" text;
+      alter table "sentinels" add column "served_routing_version" bigint;
+    `;
   },
 };

@@ -5,56 +5,29 @@
 // with it (ON DELETE CASCADE), so deleting an environment needs no knowledge of these tables.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("endpoints")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("environment_id", "text", (c) => c.notNull().references("environments.id").onDelete("cascade"))
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("visibility", "text", (c) => c.notNull())
-      .addColumn("hostname", "text", (c) => c.notNull())
-      .addColumn("path_prefix", "text", (c) => c.notNull())
-      .addColumn("auth", "text")
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addUniqueConstraint("endpoints_environment_visibility", ["environment_id", "visibility"])
-      .addUniqueConstraint("endpoints_address", ["hostname", "path_prefix"])
-      .execute();
-    await db.schema.createIndex("endpoints_hostname").on("endpoints").column("hostname").execute();
-
-    await db.schema
-      .createTable("domains")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("environment_id", "text", (c) => c.notNull().references("environments.id").onDelete("cascade"))
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("hostname", "text", (c) => c.notNull().unique())
-      .addColumn("token", "text", (c) => c.notNull())
-      .addColumn("state", "text", (c) => c.notNull())
-      .addColumn("last_error", "text")
-      .addColumn("last_checked_at", "bigint")
-      .addColumn("verified_at", "bigint")
-      .addColumn("lost_since", "bigint")
-      .addColumn("next_check_at", "bigint", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema.createIndex("domains_environment").on("domains").column("environment_id").execute();
-    await db.schema.createIndex("domains_next_check").on("domains").column("next_check_at").execute();
-
-    await db.schema
-      .createTable("gateway_reports")
-      .addColumn("environment_id", "text", (c) => c.notNull().references("environments.id").onDelete("cascade"))
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("routes", "text", (c) => c.notNull())
-      .addColumn("rejected_reason", "text")
-      .addColumn("reported_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("gateway_reports_pk", ["environment_id", "region"])
-      .execute();
-
-    await db.schema.alterTable("environments").addColumn("edge_auth", "text").execute();
+    await runSchema(db)`
+      create table "endpoints" ("id" text primary key,
+        "environment_id" text not null references "environments" ("id") on delete cascade,
+        "workspace_id" text not null, "project_id" text not null, "visibility" text not null,
+        "hostname" text not null, "path_prefix" text not null, "auth" text, "created_at" bigint not null,
+        "updated_at" bigint not null, constraint "endpoints_environment_visibility" unique ("environment_id",
+        "visibility"), constraint "endpoints_address" unique ("hostname", "path_prefix"));
+      create index "endpoints_hostname" on "endpoints" ("hostname");
+      create table "domains" ("id" text primary key,
+        "environment_id" text not null references "environments" ("id") on delete cascade,
+        "workspace_id" text not null, "project_id" text not null, "hostname" text not null unique,
+        "token" text not null, "state" text not null, "last_error" text, "last_checked_at" bigint,
+        "verified_at" bigint, "lost_since" bigint, "next_check_at" bigint not null, "created_at" bigint not null);
+      create index "domains_environment" on "domains" ("environment_id");
+      create index "domains_next_check" on "domains" ("next_check_at");
+      create table "gateway_reports" ("environment_id" text not null references "environments" ("id") on delete cascade,
+        "region" text not null, "routes" text not null, "rejected_reason" text, "reported_at" bigint not null,
+        constraint "gateway_reports_pk" primary key ("environment_id", "region"));
+      alter table "environments" add column "edge_auth" text;
+    `;
   },
 };

@@ -18,167 +18,67 @@
 //  - pending_deletions (per object and region until its agent confirms), deletions, audit_log.
 // Never edit once shipped.
 import { sql, type Kysely } from "kysely";
-import type { KraneMigration, MigrationDialect } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration, type MigrationDialect } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect: MigrationDialect): Promise<void> {
-    await db.schema.alterTable("desired_objects").addColumn("environment_id", "text").execute();
+    const bytes = binaryType(db, dialect);
+    await runSchema(db)`alter table "desired_objects" add column "environment_id" text;`;
     await sql`UPDATE desired_objects SET environment_id = (SELECT d.environment_id FROM deployments d WHERE d.id = desired_objects.object_id) WHERE kind = 'deployment'`.execute(
       db,
     );
     await sql`UPDATE desired_objects SET environment_id = (SELECT s.environment_id FROM sentinels s WHERE s.id = desired_objects.object_id) WHERE kind = 'sentinel'`.execute(
       db,
     );
-    await db.schema
-      .createIndex("desired_objects_environment")
-      .on("desired_objects")
-      .columns(["environment_id"])
-      .execute();
+    await runSchema(db)`create index "desired_objects_environment" on "desired_objects" ("environment_id");`;
 
     for (const table of ["workspaces", "projects", "environments"]) {
       await db.schema.alterTable(table).addColumn("deleting_at", "bigint").execute();
     }
 
-    await db.schema
-      .createTable("environment_config")
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("key", "text", (c) => c.notNull())
-      .addColumn("value", "text", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("environment_config_pk", ["environment_id", "key"])
-      .execute();
-
-    await db.schema
-      .createTable("environment_secrets")
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("key", "text", (c) => c.notNull())
-      .addColumn("source", "text", (c) => c.notNull())
-      .addColumn("ciphertext", dialect.binaryType)
-      .addColumn("external_path", "text")
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("environment_secrets_pk", ["environment_id", "key"])
-      .execute();
-
-    await db.schema.alterTable("deployments").addColumn("config", "text").execute();
-    await db.schema.alterTable("deployments").addColumn("secrets", dialect.binaryType).execute();
-    await db.schema.alterTable("deployments").addColumn("secret_keys", "text").execute();
-    await db.schema.alterTable("deployments").addColumn("secrets_digest", "text").execute();
-    await db.schema.alterTable("deployments").addColumn("external_secrets", "text").execute();
-
-    await db.schema
-      .createTable("data_keys")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("environment_id", "text", (c) => c.notNull().unique())
-      .addColumn("wrapped", dialect.binaryType, (c) => c.notNull())
-      .addColumn("master_key_id", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("rotated_at", "bigint")
-      .execute();
-
-    await db.schema
-      .createTable("releases")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("version", "bigint", (c) => c.notNull())
-      .addColumn("digest", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addUniqueConstraint("releases_environment_name", ["environment_id", "name"])
-      .execute();
-
-    await db.schema
-      .createTable("release_objects")
-      .addColumn("release_id", "text", (c) => c.notNull())
-      .addColumn("object_id", "text", (c) => c.notNull())
-      .addColumn("seq", "integer", (c) => c.notNull())
-      .addColumn("api_group", "text", (c) => c.notNull())
-      .addColumn("api_version", "text", (c) => c.notNull())
-      .addColumn("kind", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("manifest", "text", (c) => c.notNull())
-      .addColumn("sealed", dialect.binaryType)
-      .addPrimaryKeyConstraint("release_objects_pk", ["release_id", "object_id"])
-      .execute();
-
-    await db.schema
-      .createTable("release_kinds")
-      .addColumn("release_id", "text", (c) => c.notNull())
-      .addColumn("api_group", "text", (c) => c.notNull())
-      .addColumn("api_version", "text", (c) => c.notNull())
-      .addColumn("kind", "text", (c) => c.notNull())
-      .addPrimaryKeyConstraint("release_kinds_pk", ["release_id", "api_group", "api_version", "kind"])
-      .execute();
-
-    await db.schema
-      .createTable("release_status")
-      .addColumn("release_id", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("observed_version", "bigint", (c) => c.notNull())
-      .addColumn("objects", "text", (c) => c.notNull())
-      .addColumn("rejected_reason", "text")
-      .addColumn("reported_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("release_status_pk", ["release_id", "region"])
-      .execute();
-
-    await db.schema
-      .createTable("jobs")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("k8s_name", "text", (c) => c.notNull())
-      .addColumn("spec", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addUniqueConstraint("jobs_environment_name", ["environment_id", "name"])
-      .execute();
-
-    await db.schema
-      .createTable("job_status")
-      .addColumn("job_id", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("runs", "text", (c) => c.notNull())
-      .addColumn("last_schedule", "bigint", (c) => c.notNull())
-      .addColumn("rejected_reason", "text")
-      .addColumn("reported_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("job_status_pk", ["job_id", "region"])
-      .execute();
-
-    await db.schema
-      .createTable("deletions")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("scope", "text", (c) => c.notNull())
-      .addColumn("requested_at", "bigint", (c) => c.notNull())
-      .addColumn("forced_regions", "text", (c) => c.notNull())
-      .execute();
-
-    await db.schema
-      .createTable("pending_deletions")
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("kind", "text", (c) => c.notNull())
-      .addColumn("object_id", "text", (c) => c.notNull())
-      .addColumn("requested_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("pending_deletions_pk", ["environment_id", "region", "kind", "object_id"])
-      .execute();
-    await db.schema
-      .createIndex("pending_deletions_object")
-      .on("pending_deletions")
-      .columns(["kind", "object_id", "region"])
-      .execute();
-
-    await db.schema
-      .createTable("audit_log")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("at", "bigint", (c) => c.notNull())
-      .addColumn("actor", "text", (c) => c.notNull())
-      .addColumn("action", "text", (c) => c.notNull())
-      .addColumn("target_id", "text", (c) => c.notNull())
-      .addColumn("detail", "text", (c) => c.notNull())
-      .execute();
+    await runSchema(db)`
+      create table "environment_config" ("environment_id" text not null, "key" text not null, "value" text not null,
+        "updated_at" bigint not null, constraint "environment_config_pk" primary key ("environment_id", "key"));
+      create table "environment_secrets" ("environment_id" text not null, "key" text not null, "source" text not null,
+        "ciphertext" ${bytes}, "external_path" text, "updated_at" bigint not null,
+        constraint "environment_secrets_pk" primary key ("environment_id", "key"));
+      alter table "deployments" add column "config" text;
+      alter table "deployments" add column "secrets" ${bytes};
+      alter table "deployments" add column "secret_keys" text;
+      alter table "deployments" add column "secrets_digest" text;
+      alter table "deployments" add column "external_secrets" text;
+      create table "data_keys" ("id" text primary key, "environment_id" text not null unique,
+        "wrapped" ${bytes} not null, "master_key_id" text not null, "created_at" bigint not null,
+        "rotated_at" bigint);
+      create table "releases" ("id" text primary key, "workspace_id" text not null, "project_id" text not null,
+        "environment_id" text not null, "name" text not null, "version" bigint not null, "digest" text not null,
+        "created_at" bigint not null, "updated_at" bigint not null,
+        constraint "releases_environment_name" unique ("environment_id", "name"));
+      create table "release_objects" ("release_id" text not null, "object_id" text not null, "seq" integer not null,
+        "api_group" text not null, "api_version" text not null, "kind" text not null, "name" text not null,
+        "manifest" text not null, "sealed" ${bytes}, constraint "release_objects_pk" primary key ("release_id",
+        "object_id"));
+      create table "release_kinds" ("release_id" text not null, "api_group" text not null,
+        "api_version" text not null, "kind" text not null, constraint "release_kinds_pk" primary key ("release_id",
+        "api_group", "api_version", "kind"));
+      create table "release_status" ("release_id" text not null, "region" text not null,
+        "observed_version" bigint not null, "objects" text not null, "rejected_reason" text,
+        "reported_at" bigint not null, constraint "release_status_pk" primary key ("release_id", "region"));
+      create table "jobs" ("id" text primary key, "workspace_id" text not null, "project_id" text not null,
+        "environment_id" text not null, "name" text not null, "k8s_name" text not null, "spec" text not null,
+        "created_at" bigint not null, "updated_at" bigint not null,
+        constraint "jobs_environment_name" unique ("environment_id", "name"));
+      create table "job_status" ("job_id" text not null, "region" text not null, "runs" text not null,
+        "last_schedule" bigint not null, "rejected_reason" text, "reported_at" bigint not null,
+        constraint "job_status_pk" primary key ("job_id", "region"));
+      create table "deletions" ("id" text primary key, "scope" text not null, "requested_at" bigint not null,
+        "forced_regions" text not null);
+      create table "pending_deletions" ("environment_id" text not null, "region" text not null, "kind" text not null,
+        "object_id" text not null, "requested_at" bigint not null,
+        constraint "pending_deletions_pk" primary key ("environment_id", "region", "kind", "object_id"));
+      create index "pending_deletions_object" on "pending_deletions" ("kind", "object_id", "region");
+      create table "audit_log" ("id" text primary key, "at" bigint not null, "actor" text not null,
+        "action" text not null, "target_id" text not null, "detail" text not null);
+    `;
   },
 };

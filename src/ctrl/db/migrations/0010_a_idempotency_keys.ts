@@ -4,22 +4,16 @@
 // in the same transaction as the change itself and deleted after the retention period, by age
 // (hence the index). Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration, MigrationDialect } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration, type MigrationDialect } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect: MigrationDialect): Promise<void> {
-    await db.schema
-      .createTable("idempotency_keys")
-      .addColumn("scope", "text", (c) => c.notNull())
-      .addColumn("method", "text", (c) => c.notNull())
-      .addColumn("idempotency_key", "text", (c) => c.notNull())
-      .addColumn("request_digest", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("owner", "text", (c) => c.notNull())
-      .addColumn("answer", dialect.binaryType)
-      .addColumn("answered_at", "bigint")
-      .addPrimaryKeyConstraint("idempotency_keys_pk", ["scope", "method", "idempotency_key"])
-      .execute();
-    await db.schema.createIndex("idempotency_keys_created_at").on("idempotency_keys").column("created_at").execute();
+    const bytes = binaryType(db, dialect);
+    await runSchema(db)`
+      create table "idempotency_keys" ("scope" text not null, "method" text not null, "idempotency_key" text not null,
+        "request_digest" text not null, "created_at" bigint not null, "owner" text not null, "answer" ${bytes},
+        "answered_at" bigint, constraint "idempotency_keys_pk" primary key ("scope", "method", "idempotency_key"));
+      create index "idempotency_keys_created_at" on "idempotency_keys" ("created_at");
+    `;
   },
 };

@@ -3,17 +3,13 @@
 // has not taken yet for every kind, including kinds added after the clusters table's
 // deployments_version / sentinels_version columns. Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("cluster_cursors")
-      .addColumn("cluster_id", "text", (c) => c.notNull())
-      .addColumn("kind", "text", (c) => c.notNull())
-      .addColumn("version", "bigint", (c) => c.notNull())
-      .addColumn("reported_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("cluster_cursors_pk", ["cluster_id", "kind"])
-      .execute();
+    await runSchema(db)`
+      create table "cluster_cursors" ("cluster_id" text not null, "kind" text not null, "version" bigint not null,
+        "reported_at" bigint not null, constraint "cluster_cursors_pk" primary key ("cluster_id", "kind"));
+    `;
   },
 };

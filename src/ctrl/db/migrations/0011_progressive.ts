@@ -8,19 +8,15 @@
 //    ProgressiveState), a pending command (promote / abort) and when to decide again.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("environments").addColumn("progressive", "text").execute();
-    await db.schema.alterTable("environments").addColumn("routing_regions", "text").execute();
-    await db.schema
-      .createTable("progressive_rollouts")
-      .addColumn("environment_id", "text", (c) => c.primaryKey())
-      .addColumn("state", "text", (c) => c.notNull())
-      .addColumn("command", "text")
-      .addColumn("wake_at", "bigint")
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
+    await runSchema(db)`
+      alter table "environments" add column "progressive" text;
+      alter table "environments" add column "routing_regions" text;
+      create table "progressive_rollouts" ("environment_id" text primary key, "state" text not null, "command" text,
+        "wake_at" bigint, "updated_at" bigint not null);
+    `;
   },
 };

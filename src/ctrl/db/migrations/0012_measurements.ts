@@ -4,26 +4,18 @@
 // age and with their environment. The key makes a report sent twice (a retry after a lost
 // answer) count once. Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("measurements")
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("deployment_id", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("from_ms", "bigint", (c) => c.notNull())
-      .addColumn("to_ms", "bigint", (c) => c.notNull())
-      .addColumn("r2xx", "bigint", (c) => c.notNull())
-      .addColumn("r3xx", "bigint", (c) => c.notNull())
-      .addColumn("r4xx", "bigint", (c) => c.notNull())
-      .addColumn("r5xx", "bigint", (c) => c.notNull())
-      // Non-cumulative latency observations per bucket, a JSON list of numbers (15 slots).
-      .addColumn("latency", "text", (c) => c.notNull())
-      .addColumn("received_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("measurements_pk", ["environment_id", "deployment_id", "region", "from_ms", "to_ms"])
-      .execute();
-    await db.schema.createIndex("measurements_to").on("measurements").columns(["to_ms"]).execute();
+    // measurements.latency: non-cumulative latency observations per bucket, a JSON list of numbers (15 slots).
+    await runSchema(db)`
+      create table "measurements" ("environment_id" text not null, "deployment_id" text not null,
+        "region" text not null, "from_ms" bigint not null, "to_ms" bigint not null, "r2xx" bigint not null,
+        "r3xx" bigint not null, "r4xx" bigint not null, "r5xx" bigint not null, "latency" text not null,
+        "received_at" bigint not null, constraint "measurements_pk" primary key ("environment_id", "deployment_id",
+        "region", "from_ms", "to_ms"));
+      create index "measurements_to" on "measurements" ("to_ms");
+    `;
   },
 };

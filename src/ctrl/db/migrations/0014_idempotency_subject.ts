@@ -2,10 +2,10 @@
 // in the same transaction as the change, so that a repeat whose first answer was lost in a crash
 // can be answered from the state the call left. Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("idempotency_keys").addColumn("subject", "text").execute();
+    await runSchema(db)`alter table "idempotency_keys" add column "subject" text;`;
   },
 };

@@ -6,7 +6,7 @@
 // had none of its own, so every sentinel serves the same policy before and after.
 // Never edit once shipped.
 import { sql, type Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 interface Weighted {
   id: string;
@@ -34,7 +34,9 @@ export const migration: KraneMigration = {
       if (Object.keys(routing).length === 0) continue;
       await sql`UPDATE environments SET routing_regions = ${JSON.stringify(routing)} WHERE id = ${e.id}`.execute(db);
     }
-    await db.schema.alterTable("environments").dropColumn("routing_mode").execute();
-    await db.schema.alterTable("environments").dropColumn("routing_weights").execute();
+    await runSchema(db)`
+      alter table "environments" drop column "routing_mode";
+      alter table "environments" drop column "routing_weights";
+    `;
   },
 };

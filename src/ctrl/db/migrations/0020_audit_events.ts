@@ -11,7 +11,7 @@
 // audit_log goes. Never edit once shipped.
 import { createHash } from "node:crypto";
 import { sql, type Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 interface LegacyRow {
   id: string;
@@ -26,60 +26,21 @@ const GENESIS = "0".repeat(64);
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("audit_events")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("seq", "bigint", (c) => c.notNull())
-      .addColumn("at", "bigint", (c) => c.notNull())
-      .addColumn("actor_kind", "text", (c) => c.notNull())
-      .addColumn("actor_id", "text", (c) => c.notNull())
-      .addColumn("actor_name", "text", (c) => c.notNull())
-      .addColumn("method", "text", (c) => c.notNull())
-      // JSON list of ids.
-      .addColumn("targets", "text", (c) => c.notNull())
-      .addColumn("request_id", "text", (c) => c.notNull())
-      .addColumn("client_ip", "text", (c) => c.notNull())
-      .addColumn("user_agent", "text", (c) => c.notNull())
-      .addColumn("idempotency_key", "text", (c) => c.notNull())
-      .addColumn("code", "text", (c) => c.notNull())
-      .addColumn("message", "text", (c) => c.notNull())
-      // JSON list of field changes.
-      .addColumn("changes", "text", (c) => c.notNull())
-      .addColumn("prev_hash", "text", (c) => c.notNull())
-      .addColumn("hash", "text", (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex("audit_events_chain")
-      .on("audit_events")
-      .columns(["workspace_id", "seq"])
-      .unique()
-      .execute();
-    await db.schema.createIndex("audit_events_at").on("audit_events").columns(["workspace_id", "at"]).execute();
-
-    await db.schema
-      .createTable("audit_chains")
-      .addColumn("workspace_id", "text", (c) => c.primaryKey())
-      .addColumn("seq", "bigint", (c) => c.notNull())
-      .addColumn("hash", "text", (c) => c.notNull())
-      .addColumn("pruned_through_seq", "bigint", (c) => c.notNull())
-      .addColumn("pruned_through_hash", "text", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
-
-    await db.schema
-      .createTable("audit_sink_cursors")
-      .addColumn("sink", "text", (c) => c.notNull())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("seq", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("audit_sink_cursors_pk", ["sink", "workspace_id"])
-      .execute();
-    await db.schema
-      .createTable("audit_sink_leases")
-      .addColumn("sink", "text", (c) => c.primaryKey())
-      .addColumn("owner", "text", (c) => c.notNull())
-      .addColumn("expires_at", "bigint", (c) => c.notNull())
-      .execute();
+    // audit_events.targets is a JSON list of ids, .changes a JSON list of field changes.
+    await runSchema(db)`
+      create table "audit_events" ("id" text primary key, "workspace_id" text not null, "seq" bigint not null,
+        "at" bigint not null, "actor_kind" text not null, "actor_id" text not null, "actor_name" text not null,
+        "method" text not null, "targets" text not null, "request_id" text not null, "client_ip" text not null,
+        "user_agent" text not null, "idempotency_key" text not null, "code" text not null, "message" text not null,
+        "changes" text not null, "prev_hash" text not null, "hash" text not null);
+      create unique index "audit_events_chain" on "audit_events" ("workspace_id", "seq");
+      create index "audit_events_at" on "audit_events" ("workspace_id", "at");
+      create table "audit_chains" ("workspace_id" text primary key, "seq" bigint not null, "hash" text not null,
+        "pruned_through_seq" bigint not null, "pruned_through_hash" text not null, "updated_at" bigint not null);
+      create table "audit_sink_cursors" ("sink" text not null, "workspace_id" text not null, "seq" bigint not null,
+        constraint "audit_sink_cursors_pk" primary key ("sink", "workspace_id"));
+      create table "audit_sink_leases" ("sink" text primary key, "owner" text not null, "expires_at" bigint not null);
+    `;
 
     const legacy = (
       await sql<LegacyRow>`SELECT id, at, actor, action, target_id, detail FROM audit_log ORDER BY at, id`.execute(db)
@@ -152,6 +113,6 @@ export const migration: KraneMigration = {
     if (seq > 0)
       await sql`INSERT INTO audit_chains (workspace_id, seq, hash, pruned_through_seq, pruned_through_hash, updated_at)
         VALUES ('', ${seq}, ${prev}, 0, ${GENESIS}, ${last})`.execute(db);
-    await db.schema.dropTable("audit_log").execute();
+    await runSchema(db)`drop table "audit_log";`;
   },
 };

@@ -8,90 +8,37 @@
 //   - webhook_deliveries: the deliveries a hook accepted, kept for the replay window.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration, MigrationDialect } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration, type MigrationDialect } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect: MigrationDialect): Promise<void> {
-    await db.schema
-      .createTable("previews")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("base_environment_id", "text", (c) => c.notNull())
-      .addColumn("environment_id", "text")
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("source", "text", (c) => c.notNull())
-      .addColumn("hook_id", "text")
-      .addColumn("repository", "text", (c) => c.notNull())
-      .addColumn("pr_number", "bigint", (c) => c.notNull())
-      .addColumn("head_sha", "text", (c) => c.notNull())
-      .addColumn("fork", "integer", (c) => c.notNull())
-      .addColumn("with_secrets", "integer", (c) => c.notNull())
-      .addColumn("image", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("cpu_millicores", "bigint", (c) => c.notNull())
-      .addColumn("memory_mib", "bigint", (c) => c.notNull())
-      .addColumn("ttl_ms", "bigint", (c) => c.notNull())
-      .addColumn("expires_at", "bigint", (c) => c.notNull())
-      .addColumn("state", "text", (c) => c.notNull())
-      .addColumn("approved_at", "bigint")
-      .addColumn("status_reported", "text", (c) => c.notNull())
-      .addColumn("status_due_at", "bigint")
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema.createIndex("previews_name").on("previews").columns(["project_id", "name"]).unique().execute();
-    await db.schema.createIndex("previews_environment").on("previews").columns(["environment_id"]).execute();
-    await db.schema.createIndex("previews_workspace").on("previews").columns(["workspace_id", "name"]).execute();
-    await db.schema.createIndex("previews_expiry").on("previews").columns(["expires_at"]).execute();
-    await db.schema.createIndex("previews_status_due").on("previews").columns(["status_due_at"]).execute();
-
-    await db.schema
-      .createTable("preview_limits")
-      .addColumn("workspace_id", "text", (c) => c.primaryKey())
-      .addColumn("max_previews", "bigint", (c) => c.notNull())
-      .addColumn("max_cpu_millicores", "bigint", (c) => c.notNull())
-      .addColumn("max_memory_mib", "bigint", (c) => c.notNull())
-      .addColumn("fork_approval", "integer", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
-
-    await db.schema
-      .createTable("preview_hooks")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("base_environment_id", "text", (c) => c.notNull())
-      .addColumn("provider", "text", (c) => c.notNull())
-      .addColumn("repository", "text", (c) => c.notNull())
-      // "hmac-sha256" (GitHub), "signing-token" or "secret-token" (GitLab).
-      .addColumn("verification", "text", (c) => c.notNull())
-      .addColumn("secret_sealed", dialect.binaryType, (c) => c.notNull())
-      .addColumn("status_token_sealed", dialect.binaryType)
-      .addColumn("status_api_url", "text", (c) => c.notNull())
-      .addColumn("image_template", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("ttl_ms", "bigint", (c) => c.notNull())
-      .addColumn("with_secrets", "integer", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex("preview_hooks_environment")
-      .on("preview_hooks")
-      .columns(["base_environment_id"])
-      .execute();
-
-    await db.schema
-      .createTable("webhook_deliveries")
-      .addColumn("hook_id", "text", (c) => c.notNull())
-      .addColumn("delivery_id", "text", (c) => c.notNull())
-      .addColumn("received_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("webhook_deliveries_pk", ["hook_id", "delivery_id"])
-      .execute();
-    await db.schema
-      .createIndex("webhook_deliveries_received")
-      .on("webhook_deliveries")
-      .columns(["received_at"])
-      .execute();
+    const bytes = binaryType(db, dialect);
+    // preview_hooks.verification: "hmac-sha256" (GitHub), "signing-token" or "secret-token" (GitLab).
+    await runSchema(db)`
+      create table "previews" ("id" text primary key, "workspace_id" text not null, "project_id" text not null,
+        "base_environment_id" text not null, "environment_id" text, "name" text not null, "source" text not null,
+        "hook_id" text, "repository" text not null, "pr_number" bigint not null, "head_sha" text not null,
+        "fork" integer not null, "with_secrets" integer not null, "image" text not null, "region" text not null,
+        "cpu_millicores" bigint not null, "memory_mib" bigint not null, "ttl_ms" bigint not null,
+        "expires_at" bigint not null, "state" text not null, "approved_at" bigint, "status_reported" text not null,
+        "status_due_at" bigint, "created_at" bigint not null, "updated_at" bigint not null);
+      create unique index "previews_name" on "previews" ("project_id", "name");
+      create index "previews_environment" on "previews" ("environment_id");
+      create index "previews_workspace" on "previews" ("workspace_id", "name");
+      create index "previews_expiry" on "previews" ("expires_at");
+      create index "previews_status_due" on "previews" ("status_due_at");
+      create table "preview_limits" ("workspace_id" text primary key, "max_previews" bigint not null,
+        "max_cpu_millicores" bigint not null, "max_memory_mib" bigint not null, "fork_approval" integer not null,
+        "updated_at" bigint not null);
+      create table "preview_hooks" ("id" text primary key, "workspace_id" text not null, "project_id" text not null,
+        "base_environment_id" text not null, "provider" text not null, "repository" text not null,
+        "verification" text not null, "secret_sealed" ${bytes} not null, "status_token_sealed" ${bytes},
+        "status_api_url" text not null, "image_template" text not null, "region" text not null,
+        "ttl_ms" bigint not null, "with_secrets" integer not null, "created_at" bigint not null);
+      create index "preview_hooks_environment" on "preview_hooks" ("base_environment_id");
+      create table "webhook_deliveries" ("hook_id" text not null, "delivery_id" text not null,
+        "received_at" bigint not null, constraint "webhook_deliveries_pk" primary key ("hook_id", "delivery_id"));
+      create index "webhook_deliveries_received" on "webhook_deliveries" ("received_at");
+    `;
   },
 };

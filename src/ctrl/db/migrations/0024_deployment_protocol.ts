@@ -2,13 +2,10 @@
 // or "grpc"). Existing revisions were all served in HTTP/1.1, so they get "http1".
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .alterTable("deployments")
-      .addColumn("protocol", "text", (c) => c.notNull().defaultTo("http1"))
-      .execute();
+    await runSchema(db)`alter table "deployments" add column "protocol" text default 'http1' not null;`;
   },
 };

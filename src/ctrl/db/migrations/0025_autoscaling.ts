@@ -6,21 +6,16 @@
 //     decided, why, and when (for `krane status`).
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("environments").addColumn("autoscale", "text").execute();
-    await db.schema.alterTable("environment_regions").addColumn("autoscale", "text").execute();
-    await db.schema
-      .createTable("autoscale_status")
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("region", "text", (c) => c.notNull())
-      .addColumn("replicas", "bigint", (c) => c.notNull())
-      .addColumn("reason", "text", (c) => c.notNull())
-      .addColumn("decided_at", "bigint", (c) => c.notNull())
-      .addColumn("reported_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("autoscale_status_pk", ["environment_id", "region"])
-      .execute();
+    await runSchema(db)`
+      alter table "environments" add column "autoscale" text;
+      alter table "environment_regions" add column "autoscale" text;
+      create table "autoscale_status" ("environment_id" text not null, "region" text not null,
+        "replicas" bigint not null, "reason" text not null, "decided_at" bigint not null,
+        "reported_at" bigint not null, constraint "autoscale_status_pk" primary key ("environment_id", "region"));
+    `;
   },
 };

@@ -6,12 +6,14 @@
 // scope a user token acted with (null: not a user token, or recorded before this migration).
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("api_tokens").addColumn("workspace_id", "text").execute();
-    await db.schema.createIndex("api_tokens_workspace").on("api_tokens").columns(["workspace_id", "name"]).execute();
-    await db.schema.alterTable("audit_events").addColumn("actor_scope", "text").execute();
+    await runSchema(db)`
+      alter table "api_tokens" add column "workspace_id" text;
+      create index "api_tokens_workspace" on "api_tokens" ("workspace_id", "name");
+      alter table "audit_events" add column "actor_scope" text;
+    `;
   },
 };

@@ -6,23 +6,17 @@
 //    sealed (AES-256-GCM) with a data key of its own, stored wrapped by the master key.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration, MigrationDialect } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration, type MigrationDialect } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect: MigrationDialect): Promise<void> {
-    await db.schema.alterTable("deployments").addColumn("image_digest", "text").execute();
-    await db.schema
-      .createTable("registry_credentials")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("host", "text", (c) => c.notNull())
-      .addColumn("username", "text", (c) => c.notNull())
-      .addColumn("sealed_password", dialect.binaryType, (c) => c.notNull())
-      .addColumn("wrapped_key", dialect.binaryType, (c) => c.notNull())
-      .addColumn("master_key_id", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .addUniqueConstraint("registry_credentials_workspace_host", ["workspace_id", "host"])
-      .execute();
+    const bytes = binaryType(db, dialect);
+    await runSchema(db)`
+      alter table "deployments" add column "image_digest" text;
+      create table "registry_credentials" ("id" text primary key, "workspace_id" text not null, "host" text not null,
+        "username" text not null, "sealed_password" ${bytes} not null, "wrapped_key" ${bytes} not null,
+        "master_key_id" text not null, "created_at" bigint not null, "updated_at" bigint not null,
+        constraint "registry_credentials_workspace_host" unique ("workspace_id", "host"));
+    `;
   },
 };

@@ -9,20 +9,16 @@
 //     rollout) and when it goes (null while the rollout that left it is under way).
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .alterTable("environments")
-      .addColumn("warm_window_seconds", "integer", (c) => c.notNull().defaultTo(1800))
-      .execute();
-    await db.schema.alterTable("environments").addColumn("pinned_deployment_id", "text").execute();
-    await db.schema.alterTable("rollouts").addColumn("warm_deployment_id", "text").execute();
-    await db.schema
-      .alterTable("rollouts")
-      .addColumn("warm_replicas", "integer", (c) => c.notNull().defaultTo(0))
-      .execute();
-    await db.schema.alterTable("rollouts").addColumn("warm_until", "bigint").execute();
+    await runSchema(db)`
+      alter table "environments" add column "warm_window_seconds" integer default 1800 not null;
+      alter table "environments" add column "pinned_deployment_id" text;
+      alter table "rollouts" add column "warm_deployment_id" text;
+      alter table "rollouts" add column "warm_replicas" integer default 0 not null;
+      alter table "rollouts" add column "warm_until" bigint;
+    `;
   },
 };

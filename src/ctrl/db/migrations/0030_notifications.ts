@@ -10,85 +10,32 @@
 //  - smtp_settings: the installation's SMTP server (one row), its password sealed.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect): Promise<void> {
-    await db.schema
-      .createTable("notification_channels")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("type", "text", (c) => c.notNull())
-      .addColumn("target", "text", (c) => c.notNull())
-      .addColumn("config", "text", (c) => c.notNull())
-      .addColumn("url_sealed", dialect.binaryType)
-      .addColumn("secret_sealed", dialect.binaryType)
-      .addColumn("events", "text", (c) => c.notNull())
-      .addColumn("environments", "text", (c) => c.notNull())
-      .addColumn("consecutive_failures", "integer", (c) => c.notNull())
-      .addColumn("last_error", "text")
-      .addColumn("last_failure_at", "bigint")
-      .addColumn("last_success_at", "bigint")
-      .addColumn("dropped", "bigint", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addUniqueConstraint("notification_channels_name", ["workspace_id", "name"])
-      .execute();
-
-    await db.schema
-      .createTable("notification_events")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("environment_id", "text")
-      .addColumn("lane", "text", (c) => c.notNull())
-      .addColumn("seq", "bigint", (c) => c.notNull())
-      .addColumn("type", "text", (c) => c.notNull())
-      .addColumn("at", "bigint", (c) => c.notNull())
-      .addColumn("body", "text", (c) => c.notNull())
-      .addUniqueConstraint("notification_events_lane_seq", ["lane", "seq"])
-      .execute();
-    await db.schema.createIndex("notification_events_at").on("notification_events").columns(["at"]).execute();
-
-    await db.schema
-      .createTable("notification_deliveries")
-      .addColumn("channel_id", "text", (c) => c.notNull())
-      .addColumn("event_id", "text", (c) => c.notNull())
-      .addColumn("lane", "text", (c) => c.notNull())
-      .addColumn("seq", "bigint", (c) => c.notNull())
-      .addColumn("state", "text", (c) => c.notNull())
-      .addColumn("attempts", "integer", (c) => c.notNull())
-      .addColumn("next_attempt_at", "bigint", (c) => c.notNull())
-      .addColumn("last_error", "text")
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("done_at", "bigint")
-      .addPrimaryKeyConstraint("notification_deliveries_pk", ["channel_id", "event_id"])
-      .execute();
-    await db.schema
-      .createIndex("notification_deliveries_due")
-      .on("notification_deliveries")
-      .columns(["state", "next_attempt_at"])
-      .execute();
-    await db.schema
-      .createIndex("notification_deliveries_lane")
-      .on("notification_deliveries")
-      .columns(["channel_id", "lane", "state", "seq"])
-      .execute();
-    await db.schema
-      .createIndex("notification_deliveries_event")
-      .on("notification_deliveries")
-      .columns(["event_id"])
-      .execute();
-
-    await db.schema
-      .createTable("smtp_settings")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("host", "text", (c) => c.notNull())
-      .addColumn("port", "integer", (c) => c.notNull())
-      .addColumn("security", "text", (c) => c.notNull())
-      .addColumn("username", "text", (c) => c.notNull())
-      .addColumn("password_sealed", dialect.binaryType)
-      .addColumn("from_address", "text", (c) => c.notNull())
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
+    const bytes = binaryType(db, dialect);
+    await runSchema(db)`
+      create table "notification_channels" ("id" text primary key, "workspace_id" text not null, "name" text not null,
+        "type" text not null, "target" text not null, "config" text not null, "url_sealed" ${bytes},
+        "secret_sealed" ${bytes}, "events" text not null, "environments" text not null,
+        "consecutive_failures" integer not null, "last_error" text, "last_failure_at" bigint,
+        "last_success_at" bigint, "dropped" bigint not null, "created_at" bigint not null,
+        constraint "notification_channels_name" unique ("workspace_id", "name"));
+      create table "notification_events" ("id" text primary key, "workspace_id" text not null, "environment_id" text,
+        "lane" text not null, "seq" bigint not null, "type" text not null, "at" bigint not null, "body" text not null,
+        constraint "notification_events_lane_seq" unique ("lane", "seq"));
+      create index "notification_events_at" on "notification_events" ("at");
+      create table "notification_deliveries" ("channel_id" text not null, "event_id" text not null,
+        "lane" text not null, "seq" bigint not null, "state" text not null, "attempts" integer not null,
+        "next_attempt_at" bigint not null, "last_error" text, "created_at" bigint not null, "done_at" bigint,
+        constraint "notification_deliveries_pk" primary key ("channel_id", "event_id"));
+      create index "notification_deliveries_due" on "notification_deliveries" ("state", "next_attempt_at");
+      create index "notification_deliveries_lane" on "notification_deliveries" ("channel_id", "lane", "state", "seq");
+      create index "notification_deliveries_event" on "notification_deliveries" ("event_id");
+      create table "smtp_settings" ("id" text primary key, "host" text not null, "port" integer not null,
+        "security" text not null, "username" text not null, "password_sealed" ${bytes}, "from_address" text not null,
+        "updated_at" bigint not null);
+    `;
   },
 };

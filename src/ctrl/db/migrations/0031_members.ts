@@ -12,7 +12,7 @@
 // Never edit once shipped.
 import { randomBytes } from "node:crypto";
 import { sql, type Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 
@@ -22,46 +22,21 @@ function saId(): string {
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("members")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("email", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("granted_role", "text")
-      .addColumn("group_role", "text")
-      .addColumn("subject", "text")
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("joined_at", "bigint")
-      .execute();
-    await db.schema
-      .createIndex("members_workspace_email")
-      .on("members")
-      .columns(["workspace_id", "email"])
-      .unique()
-      .execute();
-    await db.schema.createIndex("members_subject").on("members").column("subject").execute();
-    await db.schema.createIndex("members_email").on("members").column("email").execute();
-
-    await db.schema
-      .createTable("service_accounts")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("name", "text", (c) => c.notNull())
-      .addColumn("role", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex("service_accounts_workspace_name")
-      .on("service_accounts")
-      .columns(["workspace_id", "name"])
-      .unique()
-      .execute();
-
-    await db.schema.alterTable("api_tokens").addColumn("member_id", "text").execute();
-    await db.schema.alterTable("api_tokens").addColumn("service_account_id", "text").execute();
-    await db.schema.createIndex("api_tokens_member").on("api_tokens").column("member_id").execute();
-    await db.schema.createIndex("api_tokens_service_account").on("api_tokens").column("service_account_id").execute();
+    await runSchema(db)`
+      create table "members" ("id" text primary key, "workspace_id" text not null, "email" text not null,
+        "name" text not null, "granted_role" text, "group_role" text, "subject" text, "created_at" bigint not null,
+        "joined_at" bigint);
+      create unique index "members_workspace_email" on "members" ("workspace_id", "email");
+      create index "members_subject" on "members" ("subject");
+      create index "members_email" on "members" ("email");
+      create table "service_accounts" ("id" text primary key, "workspace_id" text not null, "name" text not null,
+        "role" text not null, "created_at" bigint not null);
+      create unique index "service_accounts_workspace_name" on "service_accounts" ("workspace_id", "name");
+      alter table "api_tokens" add column "member_id" text;
+      alter table "api_tokens" add column "service_account_id" text;
+      create index "api_tokens_member" on "api_tokens" ("member_id");
+      create index "api_tokens_service_account" on "api_tokens" ("service_account_id");
+    `;
     const legacy = await sql<{ id: string; name: string; workspace_id: string; created_at: number }>`
       SELECT id, name, workspace_id, created_at FROM api_tokens WHERE workspace_id IS NOT NULL`.execute(db);
     for (const t of legacy.rows) {
@@ -71,6 +46,6 @@ export const migration: KraneMigration = {
       await sql`UPDATE api_tokens SET service_account_id = ${id} WHERE id = ${t.id}`.execute(db);
     }
 
-    await db.schema.alterTable("audit_events").addColumn("actor_owner", "text").execute();
+    await runSchema(db)`alter table "audit_events" add column "actor_owner" text;`;
   },
 };

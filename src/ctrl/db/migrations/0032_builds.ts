@@ -6,45 +6,23 @@
 //    image and digest it pushed, and the revision it deployed.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { binaryType, runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>, dialect): Promise<void> {
-    await db.schema
-      .createTable("build_source_chunks")
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("digest", "text", (c) => c.notNull())
-      .addColumn("position", "bigint", (c) => c.notNull())
-      .addColumn("size", "bigint", (c) => c.notNull())
-      .addColumn("data", dialect.binaryType, (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addPrimaryKeyConstraint("build_source_chunks_pk", ["project_id", "digest", "position"])
-      .execute();
-    await db.schema
-      .createTable("builds")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("project_id", "text", (c) => c.notNull())
-      .addColumn("environment_id", "text", (c) => c.notNull())
-      .addColumn("production", "integer", (c) => c.notNull())
-      .addColumn("state", "text", (c) => c.notNull())
-      .addColumn("source_digest", "text", (c) => c.notNull())
-      .addColumn("dockerfile", "text")
-      .addColumn("deploy", "integer", (c) => c.notNull())
-      .addColumn("image", "text")
-      .addColumn("image_digest", "text")
-      .addColumn("deployment_id", "text")
-      .addColumn("error", "text")
-      .addColumn("failed_step", "text")
-      .addColumn("failed_output", "text")
-      .addColumn("log", "text", (c) => c.notNull())
-      .addColumn("log_lines", "integer", (c) => c.notNull())
-      .addColumn("lease_until", "bigint")
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("started_at", "bigint")
-      .addColumn("finished_at", "bigint")
-      .execute();
-    await db.schema.createIndex("builds_state").on("builds").columns(["state", "created_at"]).execute();
-    await db.schema.createIndex("builds_environment").on("builds").columns(["environment_id", "created_at"]).execute();
+    const bytes = binaryType(db, dialect);
+    await runSchema(db)`
+      create table "build_source_chunks" ("project_id" text not null, "digest" text not null,
+        "position" bigint not null, "size" bigint not null, "data" ${bytes} not null, "created_at" bigint not null,
+        constraint "build_source_chunks_pk" primary key ("project_id", "digest", "position"));
+      create table "builds" ("id" text primary key, "workspace_id" text not null, "project_id" text not null,
+        "environment_id" text not null, "production" integer not null, "state" text not null,
+        "source_digest" text not null, "dockerfile" text, "deploy" integer not null, "image" text,
+        "image_digest" text, "deployment_id" text, "error" text, "failed_step" text, "failed_output" text,
+        "log" text not null, "log_lines" integer not null, "lease_until" bigint, "created_at" bigint not null,
+        "started_at" bigint, "finished_at" bigint);
+      create index "builds_state" on "builds" ("state", "created_at");
+      create index "builds_environment" on "builds" ("environment_id", "created_at");
+    `;
   },
 };

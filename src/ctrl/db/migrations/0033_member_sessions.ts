@@ -8,49 +8,23 @@
 //     each expires. A revocation deletes the row.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("oidc_logins")
-      .addColumn("state_hash", "text", (c) => c.primaryKey())
-      .addColumn("nonce", "text", (c) => c.notNull())
-      .addColumn("code_verifier", "text", (c) => c.notNull())
-      .addColumn("redirect_uri", "text", (c) => c.notNull())
-      .addColumn("workspace", "text", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("expires_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema.createIndex("oidc_logins_expiry").on("oidc_logins").column("expires_at").execute();
-
-    await db.schema
-      .createTable("member_sessions")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("member_id", "text", (c) => c.notNull())
-      .addColumn("workspace_id", "text", (c) => c.notNull())
-      .addColumn("subject", "text", (c) => c.notNull())
-      .addColumn("client", "text", (c) => c.notNull())
-      .addColumn("access_hash", "text", (c) => c.notNull())
-      .addColumn("access_expires_at", "bigint", (c) => c.notNull())
-      .addColumn("refresh_hash", "text", (c) => c.notNull())
-      .addColumn("expires_at", "bigint", (c) => c.notNull())
-      .addColumn("created_at", "bigint", (c) => c.notNull())
-      .addColumn("refreshed_at", "bigint", (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex("member_sessions_access")
-      .on("member_sessions")
-      .column("access_hash")
-      .unique()
-      .execute();
-    await db.schema
-      .createIndex("member_sessions_refresh")
-      .on("member_sessions")
-      .column("refresh_hash")
-      .unique()
-      .execute();
-    await db.schema.createIndex("member_sessions_member").on("member_sessions").column("member_id").execute();
-    await db.schema.createIndex("member_sessions_expiry").on("member_sessions").column("expires_at").execute();
+    await runSchema(db)`
+      create table "oidc_logins" ("state_hash" text primary key, "nonce" text not null, "code_verifier" text not null,
+        "redirect_uri" text not null, "workspace" text not null, "created_at" bigint not null,
+        "expires_at" bigint not null);
+      create index "oidc_logins_expiry" on "oidc_logins" ("expires_at");
+      create table "member_sessions" ("id" text primary key, "member_id" text not null, "workspace_id" text not null,
+        "subject" text not null, "client" text not null, "access_hash" text not null,
+        "access_expires_at" bigint not null, "refresh_hash" text not null, "expires_at" bigint not null,
+        "created_at" bigint not null, "refreshed_at" bigint not null);
+      create unique index "member_sessions_access" on "member_sessions" ("access_hash");
+      create unique index "member_sessions_refresh" on "member_sessions" ("refresh_hash");
+      create index "member_sessions_member" on "member_sessions" ("member_id");
+      create index "member_sessions_expiry" on "member_sessions" ("expires_at");
+    `;
   },
 };

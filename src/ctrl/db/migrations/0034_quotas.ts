@@ -7,21 +7,15 @@
 //     previews' separate CPU and memory limits end: previews count in the workspace's own.
 // Never edit once shipped.
 import { sql, type Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("workspace_quotas")
-      .addColumn("workspace_id", "text", (c) => c.primaryKey())
-      .addColumn("cpu_millicores", "bigint")
-      .addColumn("memory_mib", "bigint")
-      .addColumn("instances", "bigint")
-      .addColumn("environments", "bigint")
-      .addColumn("previews", "bigint")
-      .addColumn("build_minutes", "bigint")
-      .addColumn("updated_at", "bigint", (c) => c.notNull())
-      .execute();
+    await runSchema(db)`
+      create table "workspace_quotas" ("workspace_id" text primary key, "cpu_millicores" bigint, "memory_mib" bigint,
+        "instances" bigint, "environments" bigint, "previews" bigint, "build_minutes" bigint,
+        "updated_at" bigint not null);
+    `;
     await sql`INSERT INTO workspace_quotas (workspace_id, previews, updated_at)
       SELECT workspace_id, max_previews, updated_at FROM preview_limits`.execute(db);
   },

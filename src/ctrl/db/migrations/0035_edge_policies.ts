@@ -3,10 +3,10 @@
 //     carried in its sentinels' routing document with the routing version it was set under.
 // Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema.alterTable("environments").addColumn("edge_policies", "text").execute();
+    await runSchema(db)`alter table "environments" add column "edge_policies" text;`;
   },
 };

@@ -6,7 +6,7 @@
 // its sentinels count them (they count per revision, not per instance). `step_ms` is 60000
 // (minutes, kept 7 days) or 3600000 (hours, kept 30 days). Never edit once shipped.
 import type { Kysely } from "kysely";
-import type { KraneMigration } from "./migration.js";
+import { runSchema, type KraneMigration } from "./migration.js";
 
 const LATENCY_SLOTS = 15;
 
@@ -39,6 +39,6 @@ export const migration: KraneMigration = {
       ])
       .execute();
     // Pruning and rollup read by step and time across environments.
-    await db.schema.createIndex("metric_points_step_at").on("metric_points").columns(["step_ms", "at_ms"]).execute();
+    await runSchema(db)`create index "metric_points_step_at" on "metric_points" ("step_ms", "at_ms");`;
   },
 };
