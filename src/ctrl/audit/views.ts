@@ -408,20 +408,18 @@ async function serviceAccountSubject(
 async function sessionSubject(db: Reader, wsRef: string, id: string): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
   if (!w) return undefined;
-  const s =
-    id === ""
-      ? undefined
-      : await db
-          .selectFrom("member_sessions as s")
-          .innerJoin("members as m", "m.id", "s.member_id")
-          .select(["s.id", "s.client", "m.email"])
-          .where("s.workspace_id", "=", w.id)
-          .where("s.id", "=", id)
-          .executeTakeFirst();
+  // An empty id matches no session: the event then names none.
+  const s = await db
+    .selectFrom("member_sessions as s")
+    .innerJoin("members as m", "m.id", "s.member_id")
+    .select(["s.client", "m.email"])
+    .where("s.workspace_id", "=", w.id)
+    .where("s.id", "=", id)
+    .executeTakeFirst();
   return {
     workspaceId: w.id,
     targets: id === "" ? [] : [id],
-    view: s ? { session: { member: s.email, client: s.client } } : null,
+    view: s ? { session: { client: s.client, member: s.email } } : null,
   };
 }
 
