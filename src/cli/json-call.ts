@@ -15,6 +15,7 @@
 // Outages are retried as the Connect client retries them (calls.ts).
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders } from "node:http2";
 import { isOutageCode, parseDuration, repeatWhileDown } from "./calls.js";
+import { commandBearer } from "./cli-config.js";
 import type { ConnectionFlags } from "./user-client.js";
 
 /** An error from a call: a Connect code's wire name ("not_found") and ctrl's message. */
@@ -59,15 +60,14 @@ interface Answer {
 /** A connection to ctrl for unary JSON calls; close() it when done. */
 export class JsonCtrl {
   readonly #url: string;
-  readonly #token: string;
+  readonly #token: () => Promise<string>;
   readonly #retryForMs: number;
   readonly #timeoutMs: number;
   #session: ClientHttp2Session | undefined;
 
   constructor(flags: ConnectionFlags, opts: { timeoutMs?: number } = {}) {
-    if (!flags.token) throw new Error("no API token: pass --token or set KRANE_TOKEN");
-    this.#url = flags.ctrlUrl ?? "http://127.0.0.1:7070";
-    this.#token = flags.token;
+    this.#url = flags.ctrlUrl || "http://127.0.0.1:7070";
+    this.#token = commandBearer(flags.token, this.#url).token;
     this.#retryForMs = parseDuration(flags.retryFor ?? "10s");
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
   }
@@ -88,7 +88,7 @@ export class JsonCtrl {
             : undefined,
         fail: (message, err) => new CallError(err.code, message),
       },
-      async () => parse<Res>(await this.#request(`/${service}/${method}`, JSON.stringify(req))),
+      async () => parse<Res>(await this.#request(`/${service}/${method}`, JSON.stringify(req), await this.#token())),
     );
   }
 
@@ -107,7 +107,7 @@ export class JsonCtrl {
     return session;
   }
 
-  #request(path: string, body: string): Promise<Answer> {
+  #request(path: string, body: string, token: string): Promise<Answer> {
     return new Promise((resolve, reject) => {
       const session = this.#connection();
       const stream = session.request({
@@ -116,7 +116,7 @@ export class JsonCtrl {
         "content-type": "application/json",
         "connect-protocol-version": "1",
         "connect-timeout-ms": String(this.#timeoutMs),
-        authorization: `Bearer ${this.#token}`,
+        authorization: `Bearer ${token}`,
       });
       const timer = setTimeout(() => {
         stream.close();

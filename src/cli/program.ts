@@ -16,6 +16,7 @@ import { registerExposureCommands } from "./exposure.js";
 import { registerPolicyCommands } from "./policy.js";
 import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
+import { registerLoginCommands } from "./login.js";
 import { registerMemberCommands } from "./member.js";
 import { registerNotifyCommands } from "./notify.js";
 import { registerProjectCommands } from "./project.js";
@@ -61,6 +62,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["quota", registerQuotaCommands],
   ["api-token", registerApiTokenCommands],
   ["member", registerMemberCommands],
+  ["login", registerLoginCommands],
   ["audit", registerAuditCommands],
   ["notify", registerNotifyCommands],
   ["project-file", registerProjectFileCommands],

@@ -37,6 +37,7 @@ import {
   type OutageRetryOptions,
 } from "./calls.js";
 import { EXIT_UNAVAILABLE } from "./exit-codes.js";
+import { commandBearer } from "./cli-config.js";
 
 export { EXIT_UNAVAILABLE };
 
@@ -128,20 +129,23 @@ export class Ctrl {
   /** ctrl's build, from the header of the last response (empty before the first call). */
   ctrlBuild = "";
   constructor(readonly flags: ConnectionFlags) {
-    if (!flags.token) throw new Error("no API token: pass --token or set KRANE_TOKEN");
-    const token = flags.token;
+    const baseUrl = flags.ctrlUrl || "http://127.0.0.1:7070";
+    const { token, signedIn } = bearerOf(flags.token, baseUrl);
     const build: Interceptor = (next) => async (req) => {
       const res = await next(req);
       this.ctrlBuild = res.header.get(CTRL_VERSION_HEADER) ?? this.ctrlBuild;
       return res;
     };
-    const baseUrl = flags.ctrlUrl ?? "http://127.0.0.1:7070";
     const retry = outageRetry({
       windowMs: parseDuration(flags.retryFor ?? "10s"),
       ctrlUrl: baseUrl,
       progress: (line) => process.stderr.write(`${line}\n`),
     });
-    this.transport = nodeTransport({ baseUrl, token, interceptors: [idempotencyKeys(), retry, build] });
+    this.transport = nodeTransport({
+      baseUrl,
+      token,
+      interceptors: [idempotencyKeys(), retry, build, ...(signedIn ? [signedIn] : [])],
+    });
   }
 
   /** The page size lists are read with: ctrl's maximum, so few round trips. */
@@ -188,6 +192,25 @@ export class Ctrl {
   }
 }
 
+/**
+ * A command's bearer token (cli-config.ts): a sign-in session's is refreshed before it ends, and
+ * once more when ctrl refuses it (a clock ahead of ctrl's; streams are not repeated).
+ */
+function bearerOf(flag: string | undefined, ctrlUrl: string): { token: () => Promise<string>; signedIn?: Interceptor } {
+  const { token, refresh } = commandBearer(flag, ctrlUrl);
+  if (!refresh) return { token };
+  const signedIn: Interceptor = (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (req.stream || !(err instanceof ConnectError) || err.code !== Code.Unauthenticated) throw err;
+      await refresh();
+      return next(req);
+    }
+  };
+  return { token, signedIn };
+}
+
 /** Connects, runs a command body, and turns ctrl errors into "code: message" with exit code 1. */
 export async function runUserCommand(flags: ConnectionFlags, body: (ctx: UserContext) => Promise<void>): Promise<void> {
   await run(async () => {
@@ -214,6 +237,10 @@ export async function run(body: () => Promise<void>): Promise<void> {
     await body();
   } catch (err) {
     if (err instanceof ConnectError) {
+      // Not ctrl's answer but this process's own failure (no token, a session over), which
+      // Connect wraps as unknown: said as it is.
+      if (err.code === Code.Unknown && err.cause instanceof Error && !(err.cause instanceof ConnectError))
+        throw err.cause;
       if (isOutage(err)) process.exitCode = EXIT_UNAVAILABLE;
       throw new Error(`${codeName(err.code)}: ${err.rawMessage}`);
     }

@@ -12,7 +12,8 @@ export type { ApiClients };
 
 export interface NodeTransportOptions {
   readonly baseUrl: string;
-  readonly token: string;
+  /** The bearer token, or how to get it before each call (a sign-in session's, refreshed). */
+  readonly token: string | (() => Promise<string>);
   /** Outermost first; the bearer token is set innermost. */
   readonly interceptors?: readonly Interceptor[];
   /** Each unary call's deadline (ms). */
@@ -20,8 +21,9 @@ export interface NodeTransportOptions {
 }
 
 export function nodeTransport(o: NodeTransportOptions): Transport {
-  const bearer: Interceptor = (next) => (req) => {
-    req.header.set("authorization", `Bearer ${o.token}`);
+  const token = o.token;
+  const bearer: Interceptor = (next) => async (req) => {
+    req.header.set("authorization", `Bearer ${typeof token === "string" ? token : await token()}`);
     return next(req);
   };
   return createConnectTransport({

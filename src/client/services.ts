@@ -13,7 +13,7 @@ import {
   WorkspaceService,
 } from "../gen/krane/ctrl/v1/api_pb.js";
 import { ProjectFileService } from "../gen/krane/ctrl/v1/apply_pb.js";
-import { MemberService } from "../gen/krane/ctrl/v1/access_pb.js";
+import { MemberService, SessionService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { BuildService } from "../gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
@@ -38,6 +38,7 @@ export const API_SERVICES = {
   tokens: ApiTokenService,
   registries: RegistryService,
   members: MemberService,
+  sessions: SessionService,
   rollouts: RolloutService,
   config: ConfigService,
   releases: ReleaseService,

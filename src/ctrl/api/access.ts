@@ -1,20 +1,33 @@
-// MemberService: a workspace's members and service accounts. The Authenticator has checked the
-// caller's scope and role (admin for changes) before these run; what is left here is the rule no
-// declaration holds: nobody grants a role above their own, and only an owner touches an owner
-// (../domain/members.ts checkGrant).
+// MemberService: a workspace's members and service accounts; SessionService: members' sign-in
+// sessions. The Authenticator has checked the caller's scope and role (admin for changes, viewer
+// for one's own sessions) before these run; what is left here is the rule no declaration holds:
+// nobody grants a role above their own, only an owner touches an owner (../domain/members.ts
+// checkGrant), and another member's sessions are an admin's business.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   MemberSchema,
   MemberService,
   ServiceAccountSchema,
+  SessionSchema,
+  SessionService,
   type Member,
   type ServiceAccount,
+  type Session,
 } from "../../gen/krane/ctrl/v1/access_pb.js";
+import { allows } from "../../contracts/roles.js";
 import { callerUser } from "../auth/principal.js";
 import { deleteServiceAccount, removeMember, setMemberRole, type Ended } from "../domain/access.js";
 import {
+  deleteMemberSession,
+  findMemberSession,
+  listMemberSessions,
+  type MemberSessionRecord,
+} from "../domain/member-sessions.js";
+import {
+  checkGrant,
   createServiceAccount,
+  findMember,
   inviteMember,
   memberRecord,
   normalEmail,
@@ -28,6 +41,7 @@ import { findWorkspace } from "../domain/tenancy.js";
 import { listMembers, listServiceAccounts, tokenIdsOfMember } from "../read/access.js";
 import { serviceAccountRef, workspaceRef } from "../validate/api.js";
 import { slug } from "../validate/rules.js";
+import { DomainError } from "../errors.js";
 import type { ApiDeps } from "./handlers.js";
 import { keys, listPage } from "./page-token.js";
 
@@ -138,6 +152,63 @@ export function memberServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof 
       );
       forget(ended);
       return { serviceAccount: serviceAccountMsg(serviceAccount) };
+    },
+  };
+}
+
+function sessionMsg(s: MemberSessionRecord, currentId: string): Session {
+  return create(SessionSchema, {
+    id: s.id,
+    memberId: s.memberId,
+    email: s.email,
+    client: s.client,
+    ip: s.ip,
+    createdAtUnixMs: BigInt(s.createdAt),
+    lastUsedAtUnixMs: BigInt(s.refreshedAt),
+    expiresAtUnixMs: BigInt(s.expiresAt),
+    current: s.id === currentId,
+  });
+}
+
+/** Refuses another member's sessions below admin, and an owner's below owner. */
+function checkOthersSessions(granter: Granter, role: Parameters<typeof checkGrant>[2]): void {
+  if (granter !== "installation" && !allows(granter, "admin"))
+    throw new DomainError("permission_denied", "only an admin sees or ends another member's sessions");
+  checkGrant(granter, null, role);
+}
+
+export function sessionServiceImpl({ store, auth }: ApiDeps): ServiceImpl<typeof SessionService> {
+  return {
+    async listSessions(req, ctx) {
+      const ws = await findWorkspace(store.db, workspaceRef("workspace", req.workspace));
+      const me = callerUser(ctx);
+      if (req.allMembers) checkOthersSessions(granterOf(ctx), null);
+      else if (!me.member) return { sessions: [] };
+      const sessions = await listMemberSessions(
+        store.db,
+        ws.id,
+        Date.now(),
+        req.allMembers ? undefined : me.member?.id,
+      );
+      return { sessions: sessions.map((s) => sessionMsg(s, me.tokenId)) };
+    },
+    async revokeSession(req, ctx) {
+      const ws = await findWorkspace(store.db, workspaceRef("workspace", req.workspace));
+      const id = req.id.trim();
+      if (!id.startsWith("mss_") || id.length > 64)
+        throw new DomainError("invalid_argument", "id: a session id (mss_…, krane session list)", "id");
+      const me = callerUser(ctx);
+      const found = await findMemberSession(store.db, ws.id, id);
+      if (!found) throw new DomainError("not_found", `session "${id}" not found (it may have ended)`);
+      if (found.memberId !== me.member?.id) {
+        const owner = await findMember(store.db, ws.id, found.memberId);
+        checkOthersSessions(granterOf(ctx), owner ? memberRecord(owner).role : null);
+      }
+      const [record] = (await listMemberSessions(store.db, ws.id, 0, found.memberId)).filter((s) => s.id === id);
+      const deleted = await store.write((tx) => deleteMemberSession(tx, id));
+      if (!deleted || !record) throw new DomainError("not_found", `session "${id}" not found (it may have ended)`);
+      auth?.forgetUserToken(id);
+      return { session: sessionMsg(record, me.tokenId) };
     },
   };
 }

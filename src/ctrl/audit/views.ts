@@ -404,6 +404,25 @@ async function serviceAccountSubject(
   };
 }
 
+/** A member's sign-in session, by id: whose it is and from which client (never its tokens). */
+async function sessionSubject(db: Reader, wsRef: string, id: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  // An empty id matches no session: the event then names none.
+  const s = await db
+    .selectFrom("member_sessions as s")
+    .innerJoin("members as m", "m.id", "s.member_id")
+    .select(["s.client", "m.email"])
+    .where("s.workspace_id", "=", w.id)
+    .where("s.id", "=", id)
+    .executeTakeFirst();
+  return {
+    workspaceId: w.id,
+    targets: id === "" ? [] : [id],
+    view: s ? { session: { client: s.client, member: s.email } } : null,
+  };
+}
+
 /** A build: its environment, state and what it made (its log is not audited). */
 async function buildSubject(db: Reader, wsRef: string, id: string | undefined): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
@@ -647,6 +666,8 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
     case Declared.BUILD:
       return (db, req, created) =>
         buildSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "build_id"));
+    case Declared.SESSION:
+      return (db, req) => sessionSubject(db, field(req, "workspace"), named("id")(req));
     case Declared.BUILD_SOURCE:
       return (db, req) => buildSourceSubject(db, field(req, "workspace"), field(req, "project"), named("digest")(req));
     default:

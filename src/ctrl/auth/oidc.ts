@@ -158,7 +158,7 @@ export class OidcSignIn {
    * Finishes a sign-in from the URL the provider sent the person back to (with its code and
    * state): a session of the member they are.
    */
-  async complete(callbackUrl: string, clientKind: "cli" | "dashboard"): Promise<SignedIn> {
+  async complete(callbackUrl: string, clientKind: "cli" | "dashboard", ip = ""): Promise<SignedIn> {
     let callback: URL;
     try {
       callback = new URL(callbackUrl);
@@ -218,7 +218,7 @@ export class OidcSignIn {
       if (err instanceof SignInRefused) throw err;
       throw new SignInRefused(`the provider's answer does not hold: ${whatFailed(err)}`);
     }
-    return this.sessionFor(who, groups, pending.workspace, clientKind);
+    return this.sessionFor(who, groups, pending.workspace, clientKind, ip);
   }
 
   private async sessionFor(
@@ -226,6 +226,7 @@ export class OidcSignIn {
     groups: string[],
     workspaceSlug: string,
     clientKind: "cli" | "dashboard",
+    ip: string,
   ): Promise<SignedIn> {
     const map = this.settings.groupRoles ?? [];
     return this.store.write(async (tx) => {
@@ -267,13 +268,13 @@ export class OidcSignIn {
         );
       if (member.role === null)
         throw new DomainError("permission_denied", `${member.email}: no role in workspace "${ws.slug}"`);
-      const tokens = await insertMemberSession(tx, member, clientKind, this.lifetimes);
+      const tokens = await insertMemberSession(tx, member, clientKind, this.lifetimes, ip);
       return { tokens, member, workspace: ws };
     });
   }
 
   /** A new access and refresh token for a session's refresh token; undefined: the session is over. */
-  refresh(refreshToken: string): Promise<SessionTokens | undefined> {
-    return refreshMemberSession(this.store, refreshToken, this.lifetimes.accessMs);
+  refresh(refreshToken: string, ip = ""): Promise<SessionTokens | undefined> {
+    return refreshMemberSession(this.store, refreshToken, this.lifetimes.accessMs, ip);
   }
 }

@@ -3,9 +3,10 @@
 // sign-in). The CLI's `krane login` uses them with a loopback redirect (../auth/oidc.ts):
 //
 //   POST /auth/oidc/begin     {"redirect_uri", "workspace"}   → {"authorization_url"}
-//   POST /auth/oidc/complete  {"callback_url"}                → the session (below)
+//   POST /auth/oidc/complete  {"callback_url", "client"?}     → the session (below)
 //   POST /auth/oidc/refresh   {"refresh_token"}               → the session with new tokens
 //
+// "client" is "cli" (the default) or "dashboard", as `krane session list` shows it.
 // A session answer: {"session_id", "access_token", "refresh_token", "access_expires_at",
 // "expires_at", "workspace": {"id", "slug"}?, "member": {"email", "role", "subject"}?} (times as
 // ISO 8601). Refusals are {"message"} with 400 (bad input, naming the field), 401 (the provider's
@@ -68,6 +69,8 @@ export async function answerSignIn(
   if (refusedByLimit(limiter, req, res)) return;
   try {
     const b = await body(req);
+    // The peer's address (a proxy's, behind one): shown in `krane session list`.
+    const ip = req.socket.remoteAddress ?? "";
     const what = path.slice(SIGN_IN_PREFIX.length);
     if (what === "begin") {
       const redirectUri = checkRedirectUri(field(b, "redirect_uri", 200));
@@ -76,7 +79,10 @@ export async function answerSignIn(
       return json(res, 200, { authorization_url: authorizationUrl });
     }
     if (what === "complete") {
-      const done = await oidc.complete(field(b, "callback_url", 4096), "cli");
+      const client = field(b, "client", 16) || "cli";
+      if (client !== "cli" && client !== "dashboard")
+        throw new DomainError("invalid_argument", 'client: "cli" or "dashboard"', "client");
+      const done = await oidc.complete(field(b, "callback_url", 4096), client, ip);
       return json(
         res,
         200,
@@ -87,7 +93,7 @@ export async function answerSignIn(
       );
     }
     if (what === "refresh") {
-      const t = await oidc.refresh(field(b, "refresh_token", 200));
+      const t = await oidc.refresh(field(b, "refresh_token", 200), ip);
       if (!t) return json(res, 401, { message: "the session is over or was revoked: krane login" });
       return json(res, 200, sessionAnswer(t));
     }

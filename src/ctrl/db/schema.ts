@@ -298,6 +298,8 @@ export interface MemberSessionsTable {
   expires_at: number;
   created_at: number;
   refreshed_at: number;
+  /** The address it was made or last refreshed from, as ctrl saw it (migration 0038). */
+  ip: string;
 }
 
 /** Migration 0005: digests of revoked user tokens, never registered again. */

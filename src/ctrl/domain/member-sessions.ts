@@ -106,6 +106,7 @@ export async function insertMemberSession(
   member: MemberRecord,
   client: "cli" | "dashboard",
   lifetimes: SessionLifetimes,
+  ip = "",
 ): Promise<SessionTokens> {
   const t: SessionTokens = {
     sessionId: `mss_${randomChars(20)}`,
@@ -128,6 +129,7 @@ export async function insertMemberSession(
       expires_at: t.expiresAt,
       created_at: tx.now,
       refreshed_at: tx.now,
+      ip: ip.slice(0, 64),
     })
     .execute();
   await noteWriteSubject(tx, t.sessionId);
@@ -192,6 +194,7 @@ export async function refreshMemberSession(
   store: Store,
   refreshToken: string,
   accessMs: number,
+  ip = "",
 ): Promise<SessionTokens | undefined> {
   const digest = hashToken(refreshToken);
   return store.write(async (tx) => {
@@ -215,6 +218,7 @@ export async function refreshMemberSession(
         access_expires_at: t.accessExpiresAt,
         refresh_hash: hashToken(t.refreshToken),
         refreshed_at: tx.now,
+        ip: ip.slice(0, 64),
       })
       .where("id", "=", s.id)
       .where("refresh_hash", "=", digest)
@@ -229,6 +233,7 @@ export interface MemberSessionRecord {
   email: string;
   subject: string;
   client: string;
+  ip: string;
   createdAt: number;
   refreshedAt: number;
   expiresAt: number;
@@ -250,6 +255,7 @@ export async function listMemberSessions(
       "m.email",
       "s.subject",
       "s.client",
+      "s.ip",
       "s.created_at",
       "s.refreshed_at",
       "s.expires_at",
@@ -264,6 +270,7 @@ export async function listMemberSessions(
     email: r.email,
     subject: r.subject,
     client: r.client,
+    ip: r.ip,
     createdAt: Number(r.created_at),
     refreshedAt: Number(r.refreshed_at),
     expiresAt: Number(r.expires_at),

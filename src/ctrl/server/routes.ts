@@ -48,8 +48,8 @@ import { registryServiceImpl } from "../api/registries.js";
 import { notificationServiceImpl } from "../api/notifications.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
-import { memberServiceImpl } from "../api/access.js";
-import { MemberService } from "../../gen/krane/ctrl/v1/access_pb.js";
+import { memberServiceImpl, sessionServiceImpl } from "../api/access.js";
+import { MemberService, SessionService } from "../../gen/krane/ctrl/v1/access_pb.js";
 import { rolloutServiceImpl } from "../api/rollout.js";
 import type { Authenticator } from "../auth/authenticator.js";
 import type { BuildWorker } from "../builds/worker.js";
@@ -152,6 +152,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
     router.service(QuotaService, quotaServiceImpl({ store }));
     router.service(MemberService, memberServiceImpl(deps));
+    router.service(SessionService, sessionServiceImpl(deps));
     const rollouts = rolloutServiceImpl({ store, driver: rollout });
     router.service(RolloutService, rollouts, rolloutReanswers(rollouts));
     const objects = { store, rollout, keyring: d.keyring, releaseKinds: d.releaseKinds };

@@ -22,7 +22,9 @@ import {
   RegionService,
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
-import { MemberService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
+import { MemberService, SessionService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
+import { DEFAULT_SESSION_LIFETIMES, insertMemberSession } from "../../../src/ctrl/domain/member-sessions.js";
+import { findMember, memberRecord } from "../../../src/ctrl/domain/members.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { BuildService } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
@@ -653,6 +655,20 @@ describe("the audit diff of every audited method", () => {
         },
       },
       (o) => members.setMemberRole({ workspace: WS, member: "ana@example.com", role: "developer" }, o),
+    );
+    // A member's sign-in session (made here as a sign-in would), ended: whose and which client.
+    const ana = await findMember(ctrl.store.db, workspace.id, "ana@example.com");
+    assert.ok(ana);
+    const session = await ctrl.store.write((tx) =>
+      insertMemberSession(tx, memberRecord(ana), "cli", DEFAULT_SESSION_LIFETIMES, "203.0.113.7"),
+    );
+    await step(
+      {
+        method: "SessionService/RevokeSession",
+        chain: "workspace",
+        diff: ["session.client removed", "session.member removed"],
+      },
+      (o) => ctrl.client(SessionService, t).revokeSession({ workspace: WS, id: session.sessionId }, o),
     );
     await step(
       {

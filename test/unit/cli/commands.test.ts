@@ -187,6 +187,9 @@ describe("the command tree", () => {
         "api-token",
         "member",
         "service-account",
+        "login",
+        "logout",
+        "session",
         "version",
         "config",
         "secret",
@@ -217,6 +220,7 @@ describe("the command tree", () => {
       "api-token": ["create", "list", "revoke"],
       member: ["list", "add", "set-role", "remove"],
       "service-account": ["create", "list", "delete"],
+      session: ["list", "revoke"],
       endpoint: ["set", "list", "delete"],
       domain: ["add", "list", "verify", "remove"],
       preview: ["create", "list", "delete", "approve", "limits", "hook"],
@@ -237,8 +241,11 @@ describe("the command tree", () => {
   });
 
   it("a user command without a token says how to give one", () => {
-    const r = krane("source", ["workspace", "list"]);
+    const r = krane("source", ["workspace", "list"], { KRANE_CONFIG: join(dir, "no-config.json") });
     assert.equal(r.status, 1);
-    assert.match(r.stderr, /^krane: no API token: pass --token or set KRANE_TOKEN$/m);
+    assert.match(
+      r.stderr,
+      /^krane: no API token: pass --token or set KRANE_TOKEN, or sign in with krane login --ctrl-url http:\/\/127.0.0.1:7070$/m,
+    );
   });
 });

@@ -153,6 +153,18 @@ test("no answer within the deadline is deadline_exceeded", async () => {
   }
 });
 
-test("no token is refused before anything is sent", () => {
-  assert.throws(() => new JsonCtrl({ ctrlUrl: "http://127.0.0.1:1" }), /no API token: pass --token or set KRANE_TOKEN/);
+test("no token (and no stored sign-in) is refused before anything is sent", async () => {
+  const before = process.env.KRANE_CONFIG;
+  process.env.KRANE_CONFIG = "/nonexistent/krane/config.json";
+  const ctrl = new JsonCtrl({ ctrlUrl: "http://127.0.0.1:1", retryFor: "0" });
+  try {
+    await assert.rejects(
+      ctrl.call("krane.ctrl.v1.StatusService", "GetStatus", {}),
+      /no API token: pass --token or set KRANE_TOKEN, or sign in with krane login/,
+    );
+  } finally {
+    ctrl.close();
+    if (before === undefined) delete process.env.KRANE_CONFIG;
+    else process.env.KRANE_CONFIG = before;
+  }
 });

@@ -15,7 +15,268 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/access.proto.
  */
 export const file_krane_ctrl_v1_access: GenFile = /*@__PURE__*/
-  fileDesc("ChprcmFuZS9jdHJsL3YxL2FjY2Vzcy5wcm90bxINa3JhbmUuY3RybC52MSK4AQoGTWVtYmVyEgoKAmlkGAEgASgJEhQKDHdvcmtzcGFjZV9pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIMCgRuYW1lGAQgASgJEgwKBHJvbGUYBSABKAkSDQoFc3RhdGUYCCABKAkSDwoHc3ViamVjdBgJIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYCiABKAMSGQoRam9pbmVkX2F0X3VuaXhfbXMYCyABKANKBAgGEAdKBAgHEAgiRQoTSW52aXRlTWVtYmVyUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDQoFZW1haWwYAiABKAkSDAoEcm9sZRgDIAEoCSI9ChRJbnZpdGVNZW1iZXJSZXNwb25zZRIlCgZtZW1iZXIYASABKAsyFS5rcmFuZS5jdHJsLnYxLk1lbWJlciJQChJMaXN0TWVtYmVyc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhIKCXBhZ2Vfc2l6ZRisAiABKAUSEwoKcGFnZV90b2tlbhitAiABKAkiVwoTTGlzdE1lbWJlcnNSZXNwb25zZRImCgdtZW1iZXJzGAEgAygLMhUua3JhbmUuY3RybC52MS5NZW1iZXISGAoPbmV4dF9wYWdlX3Rva2VuGKwCIAEoCSJHChRTZXRNZW1iZXJSb2xlUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDgoGbWVtYmVyGAIgASgJEgwKBHJvbGUYAyABKAkiPgoVU2V0TWVtYmVyUm9sZVJlc3BvbnNlEiUKBm1lbWJlchgBIAEoCzIVLmtyYW5lLmN0cmwudjEuTWVtYmVyIjgKE1JlbW92ZU1lbWJlclJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg4KBm1lbWJlchgCIAEoCSI9ChRSZW1vdmVNZW1iZXJSZXNwb25zZRIlCgZtZW1iZXIYASABKAsyFS5rcmFuZS5jdHJsLnYxLk1lbWJlciJqCg5TZXJ2aWNlQWNjb3VudBIKCgJpZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgRyb2xlGAQgASgJEhoKEmNyZWF0ZWRfYXRfdW5peF9tcxgFIAEoAyJMChtDcmVhdGVTZXJ2aWNlQWNjb3VudFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcm9sZRgDIAEoCSJWChxDcmVhdGVTZXJ2aWNlQWNjb3VudFJlc3BvbnNlEjYKD3NlcnZpY2VfYWNjb3VudBgBIAEoCzIdLmtyYW5lLmN0cmwudjEuU2VydmljZUFjY291bnQiWAoaTGlzdFNlcnZpY2VBY2NvdW50c1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhIKCXBhZ2Vfc2l6ZRisAiABKAUSEwoKcGFnZV90b2tlbhitAiABKAkicAobTGlzdFNlcnZpY2VBY2NvdW50c1Jlc3BvbnNlEjcKEHNlcnZpY2VfYWNjb3VudHMYASADKAsyHS5rcmFuZS5jdHJsLnYxLlNlcnZpY2VBY2NvdW50EhgKD25leHRfcGFnZV90b2tlbhisAiABKAkiPgobRGVsZXRlU2VydmljZUFjY291bnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJIlYKHERlbGV0ZVNlcnZpY2VBY2NvdW50UmVzcG9uc2USNgoPc2VydmljZV9hY2NvdW50GAEgASgLMh0ua3JhbmUuY3RybC52MS5TZXJ2aWNlQWNjb3VudDK0BgoNTWVtYmVyU2VydmljZRJqCgxJbnZpdGVNZW1iZXISIi5rcmFuZS5jdHJsLnYxLkludml0ZU1lbWJlclJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLkludml0ZU1lbWJlclJlc3BvbnNlIhGqnxkNCAIgAygOMgVlbWFpbBJjCgtMaXN0TWVtYmVycxIhLmtyYW5lLmN0cmwudjEuTGlzdE1lbWJlcnNSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlIg2QAgGqnxkGCAIgASgBEmkKDVNldE1lbWJlclJvbGUSIy5rcmFuZS5jdHJsLnYxLlNldE1lbWJlclJvbGVSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5TZXRNZW1iZXJSb2xlUmVzcG9uc2UiDZACAqqfGQYIAiADKA4SZgoMUmVtb3ZlTWVtYmVyEiIua3JhbmUuY3RybC52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5SZW1vdmVNZW1iZXJSZXNwb25zZSINkAICqp8ZBggCIAMoDhKBAQoUQ3JlYXRlU2VydmljZUFjY291bnQSKi5rcmFuZS5jdHJsLnYxLkNyZWF0ZVNlcnZpY2VBY2NvdW50UmVxdWVzdBorLmtyYW5lLmN0cmwudjEuQ3JlYXRlU2VydmljZUFjY291bnRSZXNwb25zZSIQqp8ZDAgCIAMoDzIEbmFtZRJ7ChNMaXN0U2VydmljZUFjY291bnRzEikua3JhbmUuY3RybC52MS5MaXN0U2VydmljZUFjY291bnRzUmVxdWVzdBoqLmtyYW5lLmN0cmwudjEuTGlzdFNlcnZpY2VBY2NvdW50c1Jlc3BvbnNlIg2QAgGqnxkGCAIgASgBEn4KFERlbGV0ZVNlcnZpY2VBY2NvdW50Eioua3JhbmUuY3RybC52MS5EZWxldGVTZXJ2aWNlQWNjb3VudFJlcXVlc3QaKy5rcmFuZS5jdHJsLnYxLkRlbGV0ZVNlcnZpY2VBY2NvdW50UmVzcG9uc2UiDZACAqqfGQYIAiADKA9iBnByb3RvMw", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChprcmFuZS9jdHJsL3YxL2FjY2Vzcy5wcm90bxINa3JhbmUuY3RybC52MSK6AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSDQoFZW1haWwYAyABKAkSDgoGY2xpZW50GAQgASgJEgoKAmlwGAUgASgJEhoKEmNyZWF0ZWRfYXRfdW5peF9tcxgGIAEoAxIcChRsYXN0X3VzZWRfYXRfdW5peF9tcxgHIAEoAxIaChJleHBpcmVzX2F0X3VuaXhfbXMYCCABKAMSDwoHY3VycmVudBgJIAEoCCI9ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRITCgthbGxfbWVtYmVycxgCIAEoCCJAChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIoCghzZXNzaW9ucxgBIAMoCzIWLmtyYW5lLmN0cmwudjEuU2Vzc2lvbiI1ChRSZXZva2VTZXNzaW9uUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSCgoCaWQYAiABKAkiQAoVUmV2b2tlU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5rcmFuZS5jdHJsLnYxLlNlc3Npb24iuAEKBk1lbWJlchIKCgJpZBgBIAEoCRIUCgx3b3Jrc3BhY2VfaWQYAiABKAkSDQoFZW1haWwYAyABKAkSDAoEbmFtZRgEIAEoCRIMCgRyb2xlGAUgASgJEg0KBXN0YXRlGAggASgJEg8KB3N1YmplY3QYCSABKAkSGgoSY3JlYXRlZF9hdF91bml4X21zGAogASgDEhkKEWpvaW5lZF9hdF91bml4X21zGAsgASgDSgQIBhAHSgQIBxAIIkUKE0ludml0ZU1lbWJlclJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg0KBWVtYWlsGAIgASgJEgwKBHJvbGUYAyABKAkiPQoUSW52aXRlTWVtYmVyUmVzcG9uc2USJQoGbWVtYmVyGAEgASgLMhUua3JhbmUuY3RybC52MS5NZW1iZXIiUAoSTGlzdE1lbWJlcnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRISCglwYWdlX3NpemUYrAIgASgFEhMKCnBhZ2VfdG9rZW4YrQIgASgJIlcKE0xpc3RNZW1iZXJzUmVzcG9uc2USJgoHbWVtYmVycxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuTWVtYmVyEhgKD25leHRfcGFnZV90b2tlbhisAiABKAkiRwoUU2V0TWVtYmVyUm9sZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg4KBm1lbWJlchgCIAEoCRIMCgRyb2xlGAMgASgJIj4KFVNldE1lbWJlclJvbGVSZXNwb25zZRIlCgZtZW1iZXIYASABKAsyFS5rcmFuZS5jdHJsLnYxLk1lbWJlciI4ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIOCgZtZW1iZXIYAiABKAkiPQoUUmVtb3ZlTWVtYmVyUmVzcG9uc2USJQoGbWVtYmVyGAEgASgLMhUua3JhbmUuY3RybC52MS5NZW1iZXIiagoOU2VydmljZUFjY291bnQSCgoCaWQYASABKAkSFAoMd29ya3NwYWNlX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDAoEcm9sZRgEIAEoCRIaChJjcmVhdGVkX2F0X3VuaXhfbXMYBSABKAMiTAobQ3JlYXRlU2VydmljZUFjY291bnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkiVgocQ3JlYXRlU2VydmljZUFjY291bnRSZXNwb25zZRI2Cg9zZXJ2aWNlX2FjY291bnQYASABKAsyHS5rcmFuZS5jdHJsLnYxLlNlcnZpY2VBY2NvdW50IlgKGkxpc3RTZXJ2aWNlQWNjb3VudHNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRISCglwYWdlX3NpemUYrAIgASgFEhMKCnBhZ2VfdG9rZW4YrQIgASgJInAKG0xpc3RTZXJ2aWNlQWNjb3VudHNSZXNwb25zZRI3ChBzZXJ2aWNlX2FjY291bnRzGAEgAygLMh0ua3JhbmUuY3RybC52MS5TZXJ2aWNlQWNjb3VudBIYCg9uZXh0X3BhZ2VfdG9rZW4YrAIgASgJIj4KG0RlbGV0ZVNlcnZpY2VBY2NvdW50UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSJWChxEZWxldGVTZXJ2aWNlQWNjb3VudFJlc3BvbnNlEjYKD3NlcnZpY2VfYWNjb3VudBgBIAEoCzIdLmtyYW5lLmN0cmwudjEuU2VydmljZUFjY291bnQytAYKDU1lbWJlclNlcnZpY2USagoMSW52aXRlTWVtYmVyEiIua3JhbmUuY3RybC52MS5JbnZpdGVNZW1iZXJSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5JbnZpdGVNZW1iZXJSZXNwb25zZSIRqp8ZDQgCIAMoDjIFZW1haWwSYwoLTGlzdE1lbWJlcnMSIS5rcmFuZS5jdHJsLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBoiLmtyYW5lLmN0cmwudjEuTGlzdE1lbWJlcnNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJpCg1TZXRNZW1iZXJSb2xlEiMua3JhbmUuY3RybC52MS5TZXRNZW1iZXJSb2xlUmVxdWVzdBokLmtyYW5lLmN0cmwudjEuU2V0TWVtYmVyUm9sZVJlc3BvbnNlIg2QAgKqnxkGCAIgAygOEmYKDFJlbW92ZU1lbWJlchIiLmtyYW5lLmN0cmwudjEuUmVtb3ZlTWVtYmVyUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2UiDZACAqqfGQYIAiADKA4SgQEKFENyZWF0ZVNlcnZpY2VBY2NvdW50Eioua3JhbmUuY3RybC52MS5DcmVhdGVTZXJ2aWNlQWNjb3VudFJlcXVlc3QaKy5rcmFuZS5jdHJsLnYxLkNyZWF0ZVNlcnZpY2VBY2NvdW50UmVzcG9uc2UiEKqfGQwIAiADKA8yBG5hbWUSewoTTGlzdFNlcnZpY2VBY2NvdW50cxIpLmtyYW5lLmN0cmwudjEuTGlzdFNlcnZpY2VBY2NvdW50c1JlcXVlc3QaKi5rcmFuZS5jdHJsLnYxLkxpc3RTZXJ2aWNlQWNjb3VudHNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJ+ChREZWxldGVTZXJ2aWNlQWNjb3VudBIqLmtyYW5lLmN0cmwudjEuRGVsZXRlU2VydmljZUFjY291bnRSZXF1ZXN0Gisua3JhbmUuY3RybC52MS5EZWxldGVTZXJ2aWNlQWNjb3VudFJlc3BvbnNlIg2QAgKqnxkGCAIgAygPMucBCg5TZXNzaW9uU2VydmljZRJmCgxMaXN0U2Vzc2lvbnMSIi5rcmFuZS5jdHJsLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIg2QAgGqnxkGCAIgASgBEm0KDVJldm9rZVNlc3Npb24SIy5rcmFuZS5jdHJsLnYxLlJldm9rZVNlc3Npb25SZXF1ZXN0GiQua3JhbmUuY3RybC52MS5SZXZva2VTZXNzaW9uUmVzcG9uc2UiEZACAqqfGQoIAiABKBQyAmlkYgZwcm90bzM", [file_krane_ctrl_v1_policy]);
+
+/**
+ * @generated from message krane.ctrl.v1.Session
+ */
+export type Session = Message<"krane.ctrl.v1.Session"> & {
+  /**
+   * mss_…
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string member_id = 2;
+   */
+  memberId: string;
+
+  /**
+   * @generated from field: string email = 3;
+   */
+  email: string;
+
+  /**
+   * "cli" or "dashboard".
+   *
+   * @generated from field: string client = 4;
+   */
+  client: string;
+
+  /**
+   * The address the session was made or last refreshed from, as ctrl saw it.
+   *
+   * @generated from field: string ip = 5;
+   */
+  ip: string;
+
+  /**
+   * @generated from field: int64 created_at_unix_ms = 6;
+   */
+  createdAtUnixMs: bigint;
+
+  /**
+   * The last refresh: the session was last used at most one access token lifetime (5 minutes)
+   * after it.
+   *
+   * @generated from field: int64 last_used_at_unix_ms = 7;
+   */
+  lastUsedAtUnixMs: bigint;
+
+  /**
+   * @generated from field: int64 expires_at_unix_ms = 8;
+   */
+  expiresAtUnixMs: bigint;
+
+  /**
+   * The session this call was made with.
+   *
+   * @generated from field: bool current = 9;
+   */
+  current: boolean;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.Session
+ */
+export type SessionJson = {
+  /**
+   * mss_…
+   *
+   * @generated from field: string id = 1;
+   */
+  id?: string;
+
+  /**
+   * @generated from field: string member_id = 2;
+   */
+  memberId?: string;
+
+  /**
+   * @generated from field: string email = 3;
+   */
+  email?: string;
+
+  /**
+   * "cli" or "dashboard".
+   *
+   * @generated from field: string client = 4;
+   */
+  client?: string;
+
+  /**
+   * The address the session was made or last refreshed from, as ctrl saw it.
+   *
+   * @generated from field: string ip = 5;
+   */
+  ip?: string;
+
+  /**
+   * @generated from field: int64 created_at_unix_ms = 6;
+   */
+  createdAtUnixMs?: string;
+
+  /**
+   * The last refresh: the session was last used at most one access token lifetime (5 minutes)
+   * after it.
+   *
+   * @generated from field: int64 last_used_at_unix_ms = 7;
+   */
+  lastUsedAtUnixMs?: string;
+
+  /**
+   * @generated from field: int64 expires_at_unix_ms = 8;
+   */
+  expiresAtUnixMs?: string;
+
+  /**
+   * The session this call was made with.
+   *
+   * @generated from field: bool current = 9;
+   */
+  current?: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.Session.
+ * Use `create(SessionSchema)` to create a new message.
+ */
+export const SessionSchema: GenMessage<Session, {jsonType: SessionJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_access, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.ListSessionsRequest
+ */
+export type ListSessionsRequest = Message<"krane.ctrl.v1.ListSessionsRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * Every member's sessions, not only the caller's (admin).
+   *
+   * @generated from field: bool all_members = 2;
+   */
+  allMembers: boolean;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.ListSessionsRequest
+ */
+export type ListSessionsRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * Every member's sessions, not only the caller's (admin).
+   *
+   * @generated from field: bool all_members = 2;
+   */
+  allMembers?: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest, {jsonType: ListSessionsRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_access, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.ListSessionsResponse
+ */
+export type ListSessionsResponse = Message<"krane.ctrl.v1.ListSessionsResponse"> & {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.Session sessions = 1;
+   */
+  sessions: Session[];
+};
+
+/**
+ * @generated from message krane.ctrl.v1.ListSessionsResponse
+ */
+export type ListSessionsResponseJson = {
+  /**
+   * @generated from field: repeated krane.ctrl.v1.Session sessions = 1;
+   */
+  sessions?: SessionJson[];
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse, {jsonType: ListSessionsResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_access, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeSessionRequest
+ */
+export type RevokeSessionRequest = Message<"krane.ctrl.v1.RevokeSessionRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeSessionRequest
+ */
+export type RevokeSessionRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeSessionRequest.
+ * Use `create(RevokeSessionRequestSchema)` to create a new message.
+ */
+export const RevokeSessionRequestSchema: GenMessage<RevokeSessionRequest, {jsonType: RevokeSessionRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_access, 3);
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeSessionResponse
+ */
+export type RevokeSessionResponse = Message<"krane.ctrl.v1.RevokeSessionResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.RevokeSessionResponse
+ */
+export type RevokeSessionResponseJson = {
+  /**
+   * @generated from field: krane.ctrl.v1.Session session = 1;
+   */
+  session?: SessionJson;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RevokeSessionResponse.
+ * Use `create(RevokeSessionResponseSchema)` to create a new message.
+ */
+export const RevokeSessionResponseSchema: GenMessage<RevokeSessionResponse, {jsonType: RevokeSessionResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_access, 4);
 
 /**
  * Roles by name: "viewer", "developer", "admin" or "owner".
@@ -146,7 +407,7 @@ export type MemberJson = {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member, {jsonType: MemberJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 0);
+  messageDesc(file_krane_ctrl_v1_access, 5);
 
 /**
  * @generated from message krane.ctrl.v1.InviteMemberRequest
@@ -193,7 +454,7 @@ export type InviteMemberRequestJson = {
  * Use `create(InviteMemberRequestSchema)` to create a new message.
  */
 export const InviteMemberRequestSchema: GenMessage<InviteMemberRequest, {jsonType: InviteMemberRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 1);
+  messageDesc(file_krane_ctrl_v1_access, 6);
 
 /**
  * @generated from message krane.ctrl.v1.InviteMemberResponse
@@ -220,7 +481,7 @@ export type InviteMemberResponseJson = {
  * Use `create(InviteMemberResponseSchema)` to create a new message.
  */
 export const InviteMemberResponseSchema: GenMessage<InviteMemberResponse, {jsonType: InviteMemberResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 2);
+  messageDesc(file_krane_ctrl_v1_access, 7);
 
 /**
  * @generated from message krane.ctrl.v1.ListMembersRequest
@@ -277,7 +538,7 @@ export type ListMembersRequestJson = {
  * Use `create(ListMembersRequestSchema)` to create a new message.
  */
 export const ListMembersRequestSchema: GenMessage<ListMembersRequest, {jsonType: ListMembersRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 3);
+  messageDesc(file_krane_ctrl_v1_access, 8);
 
 /**
  * @generated from message krane.ctrl.v1.ListMembersResponse
@@ -318,7 +579,7 @@ export type ListMembersResponseJson = {
  * Use `create(ListMembersResponseSchema)` to create a new message.
  */
 export const ListMembersResponseSchema: GenMessage<ListMembersResponse, {jsonType: ListMembersResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 4);
+  messageDesc(file_krane_ctrl_v1_access, 9);
 
 /**
  * @generated from message krane.ctrl.v1.SetMemberRoleRequest
@@ -369,7 +630,7 @@ export type SetMemberRoleRequestJson = {
  * Use `create(SetMemberRoleRequestSchema)` to create a new message.
  */
 export const SetMemberRoleRequestSchema: GenMessage<SetMemberRoleRequest, {jsonType: SetMemberRoleRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 5);
+  messageDesc(file_krane_ctrl_v1_access, 10);
 
 /**
  * @generated from message krane.ctrl.v1.SetMemberRoleResponse
@@ -396,7 +657,7 @@ export type SetMemberRoleResponseJson = {
  * Use `create(SetMemberRoleResponseSchema)` to create a new message.
  */
 export const SetMemberRoleResponseSchema: GenMessage<SetMemberRoleResponse, {jsonType: SetMemberRoleResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 6);
+  messageDesc(file_krane_ctrl_v1_access, 11);
 
 /**
  * @generated from message krane.ctrl.v1.RemoveMemberRequest
@@ -437,7 +698,7 @@ export type RemoveMemberRequestJson = {
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest, {jsonType: RemoveMemberRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 7);
+  messageDesc(file_krane_ctrl_v1_access, 12);
 
 /**
  * @generated from message krane.ctrl.v1.RemoveMemberResponse
@@ -464,7 +725,7 @@ export type RemoveMemberResponseJson = {
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse, {jsonType: RemoveMemberResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 8);
+  messageDesc(file_krane_ctrl_v1_access, 13);
 
 /**
  * @generated from message krane.ctrl.v1.ServiceAccount
@@ -531,7 +792,7 @@ export type ServiceAccountJson = {
  * Use `create(ServiceAccountSchema)` to create a new message.
  */
 export const ServiceAccountSchema: GenMessage<ServiceAccount, {jsonType: ServiceAccountJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 9);
+  messageDesc(file_krane_ctrl_v1_access, 14);
 
 /**
  * @generated from message krane.ctrl.v1.CreateServiceAccountRequest
@@ -582,7 +843,7 @@ export type CreateServiceAccountRequestJson = {
  * Use `create(CreateServiceAccountRequestSchema)` to create a new message.
  */
 export const CreateServiceAccountRequestSchema: GenMessage<CreateServiceAccountRequest, {jsonType: CreateServiceAccountRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 10);
+  messageDesc(file_krane_ctrl_v1_access, 15);
 
 /**
  * @generated from message krane.ctrl.v1.CreateServiceAccountResponse
@@ -609,7 +870,7 @@ export type CreateServiceAccountResponseJson = {
  * Use `create(CreateServiceAccountResponseSchema)` to create a new message.
  */
 export const CreateServiceAccountResponseSchema: GenMessage<CreateServiceAccountResponse, {jsonType: CreateServiceAccountResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 11);
+  messageDesc(file_krane_ctrl_v1_access, 16);
 
 /**
  * @generated from message krane.ctrl.v1.ListServiceAccountsRequest
@@ -656,7 +917,7 @@ export type ListServiceAccountsRequestJson = {
  * Use `create(ListServiceAccountsRequestSchema)` to create a new message.
  */
 export const ListServiceAccountsRequestSchema: GenMessage<ListServiceAccountsRequest, {jsonType: ListServiceAccountsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 12);
+  messageDesc(file_krane_ctrl_v1_access, 17);
 
 /**
  * @generated from message krane.ctrl.v1.ListServiceAccountsResponse
@@ -693,7 +954,7 @@ export type ListServiceAccountsResponseJson = {
  * Use `create(ListServiceAccountsResponseSchema)` to create a new message.
  */
 export const ListServiceAccountsResponseSchema: GenMessage<ListServiceAccountsResponse, {jsonType: ListServiceAccountsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 13);
+  messageDesc(file_krane_ctrl_v1_access, 18);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteServiceAccountRequest
@@ -734,7 +995,7 @@ export type DeleteServiceAccountRequestJson = {
  * Use `create(DeleteServiceAccountRequestSchema)` to create a new message.
  */
 export const DeleteServiceAccountRequestSchema: GenMessage<DeleteServiceAccountRequest, {jsonType: DeleteServiceAccountRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 14);
+  messageDesc(file_krane_ctrl_v1_access, 19);
 
 /**
  * @generated from message krane.ctrl.v1.DeleteServiceAccountResponse
@@ -761,7 +1022,7 @@ export type DeleteServiceAccountResponseJson = {
  * Use `create(DeleteServiceAccountResponseSchema)` to create a new message.
  */
 export const DeleteServiceAccountResponseSchema: GenMessage<DeleteServiceAccountResponse, {jsonType: DeleteServiceAccountResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_access, 15);
+  messageDesc(file_krane_ctrl_v1_access, 20);
 
 /**
  * Members and service accounts of a workspace. A member is invited by email address (an
@@ -840,4 +1101,37 @@ export const MemberService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_access, 0);
+
+/**
+ * Members' sign-in sessions (made by `POST /auth/oidc/complete`: `krane login`, the dashboard's
+ * sign-in). A member sees and ends their own; an admin (an owner for an owner's) those of the
+ * workspace's other members too.
+ *
+ * @generated from service krane.ctrl.v1.SessionService
+ */
+export const SessionService: GenService<{
+  /**
+   * The caller's own live sessions, newest first; with all_members, every member's (admin).
+   *
+   * @generated from rpc krane.ctrl.v1.SessionService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * Ends a session at once (`krane logout` ends the caller's own): its access and refresh tokens
+   * stop working on this ctrl now, on other replicas within their auth cache lifetime (5 s). A
+   * session already ended answers not_found.
+   *
+   * @generated from rpc krane.ctrl.v1.SessionService.RevokeSession
+   */
+  revokeSession: {
+    methodKind: "unary";
+    input: typeof RevokeSessionRequestSchema;
+    output: typeof RevokeSessionResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_krane_ctrl_v1_access, 1);
 
