@@ -33,6 +33,8 @@ export const COMPONENT = {
   gateway: "gateway",
   /** A workspace namespace's pull Secret: its registry credentials (contracts/images.ts). */
   pullSecret: "pull-secret",
+  /** A workspace namespace's ResourceQuota and LimitRange: its quota's backstop (agent/deployments/quota.ts). */
+  quota: "quota",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
