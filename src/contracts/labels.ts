@@ -38,6 +38,11 @@ export const COMPONENT = {
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
+/** An object of a whole workspace namespace (no region: every region's agent on a cluster writes it). */
+export function workspaceObjectLabels(component: Component, workspaceId: string): Record<string, string> {
+  return { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: component, [LABEL_WORKSPACE_ID]: workspaceId };
+}
+
 /**
  * The labels that make a namespace a workspace namespace: the agent's fence
  * (deploy/rbac/fence.yaml) lets the agent write only in namespaces carrying all three (plus

@@ -13,13 +13,7 @@
 // server-side apply under krane's field manager. Like the namespace, they are never deleted by
 // an agent; a quota made unlimited drops its line from `hard`.
 import type { WorkspaceQuota } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_MANAGED_BY,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { COMPONENT, workspaceObjectLabels } from "../../contracts/labels.js";
 import type { KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
@@ -68,11 +62,7 @@ export function quotaProblem(q: WorkspaceQuota | undefined): string | undefined 
 }
 
 function labels(workspaceId: string): Record<string, string> {
-  return {
-    [LABEL_MANAGED_BY]: MANAGED_BY,
-    [LABEL_COMPONENT]: COMPONENT.quota,
-    [LABEL_WORKSPACE_ID]: workspaceId,
-  };
+  return workspaceObjectLabels(COMPONENT.quota, workspaceId);
 }
 
 function hardOf(q: WorkspaceQuota): Record<string, string> {

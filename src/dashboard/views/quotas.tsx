@@ -60,16 +60,17 @@ export function Quotas(props: { workspace: string }) {
               </option>
             ))}
           </select>
-        </label>
+        </label>{" "}
         <button type="button" onClick={() => setTick((t) => t + 1)}>
           Refresh
         </button>
       </div>
-      {body === "refused" ? (
+      {error !== "" && (
         <p class="error" role="alert">
           {error}
         </p>
-      ) : body === "none" ? (
+      )}
+      {body === "refused" ? null : body === "none" ? (
         <p class="muted">
           No workspace to show: create one with <code>krane workspace create &lt;slug&gt;</code>.
         </p>
