@@ -2,7 +2,7 @@
 // what the workspace uses (its environments at their maximum), and setting them
 // ("cpu=4,memory=8Gi,previews=5"; "unlimited"; "default" for the installation's).
 import type { Command } from "commander";
-import { formatLimit, parseQuotaList, settingText, type QuotaName } from "../contracts/quotas.js";
+import { parseQuotaList, quotaUse, settingText } from "../contracts/quotas.js";
 import type { Quota } from "../gen/krane/ctrl/v1/quota_pb.js";
 import { userAction, withConnection, type ConnectionFlags, type UserContext } from "./command.js";
 
@@ -11,19 +11,10 @@ async function service(x: UserContext) {
   return { m, client: x.ctrl.client(m.QuotaService) };
 }
 
-/** One row of the table: the quota, its use, its limit, whose limit, and "over" past it. */
+/** One row of the table: the quota, its use, its limit, whose limit, and "OVER" past it. */
 export function quotaRow(q: Quota): string[] {
-  const name = q.name as QuotaName;
-  const limit = q.limit === undefined ? null : Number(q.limit);
-  const used = q.used === undefined ? null : Number(q.used);
-  const over = limit !== null && used !== null && used > limit;
-  return [
-    q.name,
-    used === null ? "-" : formatLimit(name, used),
-    formatLimit(name, limit),
-    q.own ? "workspace" : "default",
-    over ? "OVER" : "",
-  ];
+  const u = quotaUse(q);
+  return [u.name, u.used, u.limit, u.setBy, u.state === "over" ? "OVER" : ""];
 }
 
 export function registerQuotaCommands(program: Command): void {

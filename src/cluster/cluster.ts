@@ -897,6 +897,9 @@ function controllerManagerArgs(dir: string, kubeconfig: string, realNodes: boole
       "disruption-controller",
       "node-lifecycle-controller",
       "endpointslice-controller",
+      // ResourceQuota status (used): without it the API server refuses every pod of a namespace
+      // with a quota (the agent's quota backstop, src/agent/deployments/quota.ts).
+      "resourcequota-controller",
       // Scheduled jobs (CronJob → Job → pods, which KWOK completes) and Jobs a release holds.
       "job-controller",
       "cronjob-controller",

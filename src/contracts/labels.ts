@@ -33,8 +33,15 @@ export const COMPONENT = {
   gateway: "gateway",
   /** A workspace namespace's pull Secret: its registry credentials (contracts/images.ts). */
   pullSecret: "pull-secret",
+  /** A workspace namespace's ResourceQuota and LimitRange: its quota's backstop (agent/deployments/quota.ts). */
+  quota: "quota",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
+
+/** An object of a whole workspace namespace (no region: every region's agent on a cluster writes it). */
+export function workspaceObjectLabels(component: Component, workspaceId: string): Record<string, string> {
+  return { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: component, [LABEL_WORKSPACE_ID]: workspaceId };
+}
 
 /**
  * The labels that make a namespace a workspace namespace: the agent's fence

@@ -115,6 +115,32 @@ export function formatLimit(name: QuotaName, v: number | null): string {
   return String(v);
 }
 
+/** One quota as people read it (`krane quota get`, the dashboard): ctrl's Quota message written out. */
+export interface QuotaUse {
+  readonly name: string;
+  /** "-" when not counted (build minutes). */
+  readonly used: string;
+  readonly limit: string;
+  /** The workspace's own limit, or the installation's default. */
+  readonly setBy: "workspace" | "default";
+  /** "over": use past the limit (a limit set below use); "full": at it; "" otherwise or unlimited. */
+  readonly state: "over" | "full" | "";
+}
+
+export function quotaUse(q: { name: string; limit?: bigint; used?: bigint; own: boolean }): QuotaUse {
+  const name = q.name as QuotaName;
+  const limit = q.limit === undefined ? null : Number(q.limit);
+  const used = q.used === undefined ? null : Number(q.used);
+  const state = limit === null || used === null ? "" : used > limit ? "over" : used === limit ? "full" : "";
+  return {
+    name: q.name,
+    used: used === null ? "-" : formatLimit(name, used),
+    limit: formatLimit(name, limit),
+    setBy: q.own ? "workspace" : "default",
+    state,
+  };
+}
+
 // ------------------------------------------------------------------ use
 
 /** An environment's scale in one region: its replicas, or the autoscaler's max when it autoscales. */

@@ -4,9 +4,18 @@
 import { ConnectError } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { apiClients } from "../client/services.js";
+import { all } from "./paging.js";
 
 // Binary: smaller than JSON, and a live view's bytes are encoded once by ctrl for every stream.
 export const api = apiClients(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }));
+
+/** The slugs of every workspace the session may read (the audit and quotas pages' choice). */
+export function workspaceSlugs(): Promise<string[]> {
+  return all(async (pageToken) => {
+    const r = await api.workspaces.listWorkspaces({ pageToken, pageSize: 1000 });
+    return { items: r.workspaces.map((w) => w.slug), next: r.nextPageToken };
+  });
+}
 
 /** ctrl's own message for a refused call. */
 export function errorText(err: unknown): string {

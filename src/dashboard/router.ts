@@ -7,6 +7,7 @@
 //   #/env/<workspace>/<project>/<environment>[/<tab>]
 //   #/audit                                       the first audit chain listed
 //   #/audit/<workspace>, #/audit/*                a workspace's chain, the installation's
+//   #/quotas[/<workspace>]                        a workspace's quotas (the first listed)
 import { useEffect, useState } from "preact/hooks";
 
 export interface EnvRef {
@@ -31,6 +32,8 @@ export type Route =
   | { page: "env"; env: EnvRef; tab: EnvTab }
   /** `chain`: a workspace's slug, "*" for the installation's, "" for the first listed. */
   | { page: "audit"; chain: string }
+  /** `workspace`: a workspace's slug, "" for the first listed. */
+  | { page: "quotas"; workspace: string }
   /** An address the dashboard has no page for: the overview is shown, no menu entry is current. */
   | { page: "unknown" };
 
@@ -57,6 +60,7 @@ export function parseRoute(hash: string): Route {
     return { page: "env", env: { workspace: a, project: b, environment: c }, tab: isTab(tab) ? tab : "status" };
   }
   if (page === "audit") return { page: "audit", chain: a ?? "" };
+  if (page === "quotas") return { page: "quotas", workspace: a ?? "" };
   return { page: "unknown" };
 }
 
@@ -77,6 +81,8 @@ export function formatRoute(route: Route): string {
       return envHash(route.env, route.tab);
     case "audit":
       return route.chain === "" ? "#/audit" : `#/audit/${segments([route.chain])}`;
+    case "quotas":
+      return route.workspace === "" ? "#/quotas" : `#/quotas/${segments([route.workspace])}`;
     default:
       return "#/";
   }
@@ -97,6 +103,8 @@ export function routeKey(route: Route): string {
       return `env ${envKey(route.env)}`;
     case "audit":
       return `audit ${route.chain}`;
+    case "quotas":
+      return `quotas ${route.workspace}`;
     default:
       // An unknown address shows the overview: the same page.
       return "overview";

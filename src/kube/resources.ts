@@ -48,6 +48,8 @@ export const resources = {
     namespaced: true,
   },
   secrets: { group: "", version: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  resourceQuotas: { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", namespaced: true },
+  limitRanges: { group: "", version: "v1", kind: "LimitRange", plural: "limitranges", namespaced: true },
   // Why a pod does not start when its status cannot say (a volume that cannot be mounted): the
   // kubelet's and drivers' Warning events about pods, and nothing else of the Event API.
   podWarningEvents: {

@@ -4,7 +4,8 @@
 //   watches   Pods (an event re-reports the deployment's instance set and instance events), and
 //             Warning events about its pods that say why one does not start (events.ts)
 //   reads     Nodes (the zone of an instance)
-// Apply: the workspace Namespace (created if missing), the network policy, then the ReplicaSet,
+// Apply: the workspace Namespace (created if missing), its quota's ResourceQuota and LimitRange
+// (quota.ts), the network policy, then the ReplicaSet,
 // each only when the cache shows it differs; a scale-up first waits for the environment's
 // pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
@@ -36,6 +37,7 @@ import { trimEvent, trimNode, trimPod } from "../runtime/trim.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { PullSecrets } from "./pull-secret.js";
+import { WorkspaceQuotas } from "./quota.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
 import { cannotStart, eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
@@ -160,7 +162,9 @@ export function deploymentsController(
       },
       signal,
     );
-  /** The Namespace, then each rendered object that differs; a scale-up may first have to wait. */
+  // The workspace's quota backstop in its namespace (./quota.ts): written before any workload.
+  const quotas = new WorkspaceQuotas();
+  /** The Namespace, its quota, then each rendered object that differs; a scale-up may first have to wait. */
   const apply = async (
     d: ApplyDeployment,
     rendered: readonly KubeObject[],
@@ -177,6 +181,7 @@ export function deploymentsController(
           (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
         );
       await ns;
+      await quotas.ensure(ctx.kube, d.k8sNamespace, d.workspaceId, d.workspaceQuota, signal);
       for (const obj of rendered) {
         // The revision's Secret and the pull Secret go right before the ReplicaSet (their values come from ctrl).
         if (obj.kind === "ReplicaSet") {

@@ -10,13 +10,7 @@
 // the agent deletes the Secret by the name their live template still gives.
 import type { PullSecret } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { PULL_SECRET_KEY } from "../../contracts/images.js";
-import {
-  COMPONENT,
-  LABEL_COMPONENT,
-  LABEL_MANAGED_BY,
-  LABEL_WORKSPACE_ID,
-  MANAGED_BY,
-} from "../../contracts/labels.js";
+import { COMPONENT, workspaceObjectLabels } from "../../contracts/labels.js";
 import type { KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
@@ -52,11 +46,7 @@ export function renderPullSecret(
     metadata: {
       name: p.secretName,
       namespace,
-      labels: {
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-        [LABEL_COMPONENT]: COMPONENT.pullSecret,
-        [LABEL_WORKSPACE_ID]: workspaceId,
-      },
+      labels: workspaceObjectLabels(COMPONENT.pullSecret, workspaceId),
     },
     data,
   };

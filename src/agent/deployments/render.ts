@@ -33,6 +33,7 @@ import {
   zoneSpread,
 } from "../../contracts/cluster.js";
 import { pullSecretAnnotation, pullSecretPodParts } from "./pull-secret.js";
+import { quotaAnnotation } from "./quota.js";
 import { settingsPodParts } from "./settings.js";
 
 export const COMPONENT = COMPONENTS.deployment;
@@ -247,7 +248,11 @@ export function renderReplicaSet(d: ApplyDeployment, region: string): KubeObject
       name: d.k8sName,
       namespace: d.k8sNamespace,
       labels,
-      annotations: { [ANNOTATION_REVISION]: String(d.revision), ...pullSecretAnnotation(d.pullSecret) },
+      annotations: {
+        [ANNOTATION_REVISION]: String(d.revision),
+        ...pullSecretAnnotation(d.pullSecret),
+        ...quotaAnnotation(d.workspaceQuota),
+      },
     },
     spec,
   };

@@ -5,6 +5,7 @@ import type { ApplyDeployment, DeleteDeployment } from "../../gen/krane/ctrl/v1/
 import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, isLabelValue, labelValueProblem } from "../../contracts/labels.js";
 import { APP_PROTOCOLS, isAppProtocol } from "../../contracts/protocols.js";
+import { quotaProblem } from "./quota.js";
 
 /** Env var names krane sets itself; the user's env may not redefine them. */
 export function isReservedEnvName(name: string): boolean {
@@ -112,7 +113,7 @@ export function validateApplyDeployment(
     if (names.has(e.name)) return `env name "${e.name}" appears twice`;
     names.add(e.name);
   }
-  const settings = validateSettings(d, externalStore);
+  const settings = validateSettings(d, externalStore) ?? quotaProblem(d.workspaceQuota);
   if (settings !== undefined) return settings;
   const hc = d.healthCheck;
   if (hc) {

@@ -5,7 +5,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { QuotaSchema, type Quota, type QuotaService } from "../../gen/krane/ctrl/v1/quota_pb.js";
 import { callerScope } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { setQuotas } from "../domain/quotas.js";
+import { setQuotas } from "../domain/quota-settings.js";
 import { findWorkspace } from "../domain/tenancy.js";
 import { quotaViews, type QuotaView } from "../read/quotas.js";
 import { workspaceRef } from "../validate/api.js";

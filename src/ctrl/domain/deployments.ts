@@ -27,7 +27,7 @@ import { lockEnvironment, nextRevision, setPinned, setRegionReplicas } from "./e
 import { retargetNewest } from "./rollouts.js";
 import { purgeInstanceEvents, recordInstanceEvents, type ReportedEvent } from "./instance-events.js";
 import { notify } from "./notifications.js";
-import { guardQuota } from "./quotas.js";
+import { guardQuota, limitsOf } from "./quotas.js";
 import { pullSecretOf } from "./registries.js";
 import { revisionSettings } from "./revision-settings.js";
 import { deploymentK8sName, newId } from "./ids.js";
@@ -58,13 +58,16 @@ export async function setDesiredReplicas(
   replicas: number,
 ): Promise<void> {
   // The workspace's pull Secret as it is now: a credential change re-renders every desired
-  // revision of the workspace (./pull-secrets.ts), so the payload never names a stale version.
+  // revision of the workspace (./workload-refresh.ts), so the payload never names a stale version.
   const pullSecret = await pullSecretOf(tx.trx, ctx.workspace.id);
+  // Its quota as it is now, which the agent backs in the namespace; a change re-renders the same
+  // way (./quota-settings.ts).
+  const { limits } = await limitsOf(tx.trx, ctx.workspace.id);
   await tx.putDesired(
     region,
     deploymentPayloads.name,
     ctx.deployment.id,
-    encodeApplyDeployment(ctx, region, replicas, pullSecret),
+    encodeApplyDeployment(ctx, region, replicas, pullSecret, limits),
     replicas,
     ctx.environment.id,
   );

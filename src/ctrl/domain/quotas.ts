@@ -5,12 +5,10 @@
 // src/contracts/quotas.ts.
 import type { Kysely } from "kysely";
 import {
-  aboveCeiling,
   BUILT_IN_DEFAULTS,
   effectiveLimits,
   exceeded,
   exceededMessage,
-  formatLimit,
   QUOTA_NAMES,
   usageOf,
   type EnvironmentReach,
@@ -226,30 +224,4 @@ export async function withinQuota<T>(tx: WriteTx, workspaceId: string, change: (
   const out = await change();
   await guard.check();
   return out;
-}
-
-// ---------------------------------------------------------------- setting
-
-/**
- * Sets a workspace's quotas. Only an installation caller may go above the installation's
- * defaults (permission_denied naming the quota otherwise). A limit below use is kept: the
- * workspace shows as over it and can only shrink.
- */
-export async function setQuotas(
-  store: Store,
-  workspaceId: string,
-  settings: ReadonlyMap<QuotaName, QuotaSetting>,
-  caller: "installation" | "workspace",
-): Promise<void> {
-  await store.write(async (tx) => {
-    if (caller !== "installation") {
-      const over = aboveCeiling(settings, await installationDefaults(tx.trx));
-      if (over)
-        throw new DomainError(
-          "permission_denied",
-          `${over.quota}: ${formatLimit(over.quota, over.asked)} is above the installation's default of ${formatLimit(over.quota, over.ceiling)}, which only an installation token may exceed`,
-        );
-    }
-    await setQuotasIn(tx, workspaceId, settings);
-  });
 }

@@ -12,6 +12,7 @@ import {
   RevisionSecretsSchema,
   HealthCheckSchema,
   PullSecretSchema,
+  WorkspaceQuotaSchema,
   type ApplyDeployment,
   type HealthCheck,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
@@ -23,9 +24,22 @@ import {
   type WorkspaceRow,
 } from "../db/schema.js";
 import { imageAsRun } from "../../contracts/images.js";
+import type { Limits } from "../../contracts/quotas.js";
 import type { StoredEnvVar, StoredHealthCheck } from "../validate/types.js";
 import type { KindPayloads } from "./kind.js";
 import { revisionSettingsView } from "./revision-settings.js";
+
+/** The workspace's quota as the agent backs it (src/agent/deployments/quota.ts); unlimited ones absent. */
+export function workspaceQuotaMessage(limits: Limits): Pick<ApplyDeployment, "workspaceQuota"> {
+  const n = (v: number | null): bigint | undefined => (v === null ? undefined : BigInt(v));
+  return {
+    workspaceQuota: create(WorkspaceQuotaSchema, {
+      cpuMillicores: n(limits.cpu),
+      memoryMib: n(limits.memory),
+      instances: n(limits.instances),
+    }),
+  };
+}
 
 /** A workspace's pull Secret as payloads name it (../domain/registries.ts: pullSecretOf). */
 export interface PullSecretRef {
@@ -91,6 +105,7 @@ export function renderApplyDeployment(
   region: string,
   replicas: number,
   pullSecret?: PullSecretRef,
+  quota?: Limits,
 ): ApplyDeployment {
   const { workspace, project, environment, deployment: d } = ctx;
   return create(ApplyDeploymentSchema, {
@@ -110,6 +125,7 @@ export function renderApplyDeployment(
     minReadySeconds: environment.min_ready_seconds,
     ...revisionSettingsMessages(d),
     ...pullSecretMessage(pullSecret),
+    ...(quota ? workspaceQuotaMessage(quota) : {}),
   });
 }
 
@@ -143,8 +159,9 @@ export function encodeApplyDeployment(
   region: string,
   replicas: number,
   pullSecret?: PullSecretRef,
+  quota?: Limits,
 ): Uint8Array {
-  return toBinary(ApplyDeploymentSchema, renderApplyDeployment(ctx, region, replicas, pullSecret));
+  return toBinary(ApplyDeploymentSchema, renderApplyDeployment(ctx, region, replicas, pullSecret, quota));
 }
 
 export function encodeDeleteDeployment(workspace: WorkspaceRow, d: DeploymentRow): Uint8Array {

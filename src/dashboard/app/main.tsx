@@ -1,5 +1,6 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
-// krane's web dashboard: sign-in, then the overview, an environment's pages and the audit log.
+// krane's web dashboard: sign-in, then the overview, an environment's pages, the audit log and
+// a workspace's quotas.
 // Every figure comes from the public API through api.ts; what the pages show is pushed by ctrl's
 // LiveService streams (live.ts), never polled. The bundle's entry (scripts/build.mjs), in a folder
 // of its own: it imports the views, and they import the shared modules of ../, so beside those it
@@ -11,6 +12,7 @@ import { routeKey, useRoute } from "../router.js";
 import { Audit } from "../views/audit.js";
 import { EnvironmentPage } from "../views/environment/page.js";
 import { Overview } from "../views/overview.js";
+import { Quotas } from "../views/quotas.js";
 import { SignIn } from "../views/sign-in.js";
 
 function App() {
@@ -30,6 +32,9 @@ function App() {
           </a>
           <a href="#/audit" aria-current={route.page === "audit" ? "page" : undefined}>
             Audit log
+          </a>
+          <a href="#/quotas" aria-current={route.page === "quotas" ? "page" : undefined}>
+            Quotas
           </a>
         </nav>
         <span class="muted">
@@ -54,6 +59,8 @@ function App() {
         <EnvironmentPage key={routeKey(route)} {...route.env} tab={route.tab} />
       ) : route.page === "audit" ? (
         <Audit key={routeKey(route)} chain={route.chain} installation={me.workspace === null} />
+      ) : route.page === "quotas" ? (
+        <Quotas key={routeKey(route)} workspace={route.workspace} />
       ) : (
         <Overview installation={me.workspace === null} />
       )}

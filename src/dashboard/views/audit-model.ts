@@ -37,13 +37,14 @@ export function auditFilter(
 
 /**
  * What the page shows under its controls: ctrl's refusal (of the listing or of the chain), that
- * there is no chain to show, the wait, or the events.
+ * there is no chain to show, the wait, or the events (the quotas page reads its workspace's
+ * quotas by the same rule).
  */
 export function auditBody(
   error: string,
   chain: string,
   listed: readonly string[] | undefined,
-  events: readonly AuditEvent[] | undefined,
+  events: readonly unknown[] | undefined,
 ): "refused" | "none" | "loading" | "events" {
   if (error) return "refused";
   if (chain === "" && listed !== undefined) return "none";

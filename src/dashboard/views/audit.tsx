@@ -3,7 +3,7 @@
 // first, with what each accepted change changed (secrets and tokens: only that they changed).
 import { useEffect, useState } from "preact/hooks";
 import type { AuditEvent } from "../../gen/krane/ctrl/v1/audit_pb.js";
-import { api, errorText } from "../api.js";
+import { api, errorText, workspaceSlugs } from "../api.js";
 import { Toned } from "../components/badge.js";
 import { Table } from "../components/table.js";
 import { clock } from "../format.js";
@@ -36,10 +36,7 @@ export function Audit(props: { chain: string; installation: boolean }) {
   const [loaded, setLoaded] = useState<Loaded>({ of: "", error: "" });
   const [open, setOpen] = useState<{ of: string; event: AuditEvent }>();
   useEffect(() => {
-    void all(async (pageToken) => {
-      const r = await api.workspaces.listWorkspaces({ pageToken, pageSize: 1000 });
-      return { items: r.workspaces.map((w) => w.slug), next: r.nextPageToken };
-    }).then(
+    void workspaceSlugs().then(
       (ws) => {
         setWorkspaces(ws);
         if (chain === "") setChain(firstChain(ws, props.installation));

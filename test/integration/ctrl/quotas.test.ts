@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { clone } from "@bufbuild/protobuf";
+import { clone, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   DeploymentService,
@@ -18,6 +18,7 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
+import { ApplyDeploymentSchema } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { PreviewService } from "../../../src/gen/krane/ctrl/v1/preview_pb.js";
 import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
@@ -130,6 +131,24 @@ function suite(newDatabase: () => Promise<string>): void {
     assert.deepEqual(t.instances, [2, 3, true]);
     assert.deepEqual(t.environments, [1, null, false]);
     assert.deepEqual(t.build_minutes, [null, 600, true]);
+  });
+
+  it("carries the quota in every desired revision's payload, rendered again when it is set", async () => {
+    // What the agent backs with the namespace's ResourceQuota (src/agent/deployments/quota.ts).
+    const carried = async () =>
+      (
+        await ctrl.store.db.selectFrom("desired_objects").select("payload").where("kind", "=", "deployment").execute()
+      ).map((r) => {
+        const q = fromBinary(ApplyDeploymentSchema, r.payload).workspaceQuota;
+        return [q?.cpuMillicores, q?.memoryMib, q?.instances];
+      });
+    // The rollout driver makes the revision desired in the background.
+    for (let i = 0; i < 200 && (await carried()).length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(await carried(), [[1500n, 1024n, 3n]]);
+    await quotas().setQuota({ workspace: "acme", values: { cpu: "2", memory: "unlimited" } });
+    assert.deepEqual(await carried(), [[2000n, undefined, 3n]]);
+    await quotas().setQuota({ workspace: "acme", values: { cpu: "1500m", memory: "1Gi" } });
+    assert.deepEqual(await carried(), [[1500n, 1024n, 3n]]);
   });
 
   it("refuses each guarded change past a quota, naming it and the amounts, and keeps nothing of it", async () => {

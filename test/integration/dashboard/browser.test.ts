@@ -27,6 +27,7 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
+import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { startCtrl } from "../../../src/ctrl/server/server.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
 import { randomBytes } from "node:crypto";
@@ -256,6 +257,24 @@ describe("dashboard in a browser", { skip }, () => {
     assert.equal(await page.evaluate("window.__kraneMarker"), "no reload");
   });
 
+  it("shows a workspace's quotas: use against each limit, a limit set below use as over", async () => {
+    await ctrl
+      .client(QuotaService, ctrl.adminToken)
+      .setQuota({ workspace: "acme", values: { cpu: "10", instances: "4" } });
+    await page.goto(`${ctrl.url}/#/`);
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Quotas" }).click();
+    const table = page.getByRole("table", { name: "Quotas" });
+    await table.waitFor();
+    assert.equal(await page.getByLabel("Workspace").inputValue(), "acme");
+    const row = async (name: string): Promise<string> =>
+      (await table.locator("tbody tr", { hasText: name }).first().textContent()) ?? "";
+    // production at 2 + 3 and staging at 1: 6 instances against the 4 set, kept and shown as over.
+    assert.match(await row("instances"), /^instances64150%workspace.*over$/);
+    assert.match(await row("cpu"), /^cpu\d+m10000m\d+%workspace.*within$/);
+    assert.match(await row("memory"), /^memory\d+ MiBunlimited-default.*unlimited$/);
+    await shot("quotas");
+  });
+
   it("has no accessibility violations on the main pages", async () => {
     const pages: [string, string][] = [
       ["overview", "#/"],
@@ -265,6 +284,7 @@ describe("dashboard in a browser", { skip }, () => {
       ["charts", "#/env/acme/shop/production/charts"],
       ["config", "#/env/acme/shop/production/config"],
       ["audit", "#/audit"],
+      ["quotas", "#/quotas/acme"],
     ];
     for (const [name, hash] of pages) {
       await page.goto(`${ctrl.url}/${hash}`);
@@ -275,6 +295,7 @@ describe("dashboard in a browser", { skip }, () => {
         .catch(() => undefined);
       await page.locator("main h2").first().waitFor();
       if (name === "audit") await page.getByRole("table", { name: "Audit events" }).waitFor();
+      if (name === "quotas") await page.getByRole("table", { name: "Quotas" }).waitFor();
       if (name === "config") await shot("config");
       if (name === "audit") await shot("audit");
       if (name === "events") await shot("events");
@@ -351,6 +372,11 @@ describe("dashboard in a browser", { skip }, () => {
       await other.getByRole("table", { name: "Audit events" }).waitFor();
       const audit = (await other.locator("main").textContent()) ?? "";
       assert.doesNotMatch(audit, /acme|shop/);
+      // Its quotas: its own workspace only.
+      await other.goto(`${ctrl.url}/#/quotas`);
+      await other.getByRole("table", { name: "Quotas" }).waitFor();
+      assert.equal(await other.getByLabel("Workspace").inputValue(), "globex");
+      assert.doesNotMatch((await other.locator("main").textContent()) ?? "", /acme/);
     } finally {
       await context.close();
     }

@@ -10,6 +10,7 @@ import { deploymentK8sName, newId, sentinelK8sName, workspaceNamespace } from ".
 import { decodePoke, encodePoke } from "../../../src/ctrl/db/notify.js";
 import type { OutboxChange } from "../../../src/ctrl/db/outbox.js";
 import { renderApplyDeployment, type DeploymentContext } from "../../../src/ctrl/payloads/deployment.js";
+import { UNLIMITED } from "../../../src/contracts/quotas.js";
 import { encodeApplyJob } from "../../../src/ctrl/payloads/job.js";
 import { readTail } from "../../../src/ctrl/stream/feed.js";
 import { planResume } from "../../../src/ctrl/stream/watch.js";
@@ -172,10 +173,18 @@ const SAMPLE_CONTEXT: DeploymentContext = {
 
 describe("renderApplyDeployment", () => {
   it("fills every field of ApplyDeployment", () => {
-    const msg = renderApplyDeployment(SAMPLE_CONTEXT, "eu", 4, {
-      secretName: "krane-registry-credentials",
-      version: "0123456789abcdef",
-    });
+    const msg = renderApplyDeployment(
+      SAMPLE_CONTEXT,
+      "eu",
+      4,
+      { secretName: "krane-registry-credentials", version: "0123456789abcdef" },
+      { ...UNLIMITED, cpu: 4000, instances: 8 },
+    );
+    // The workspace's quota, which the agent backs in the namespace; unlimited ones absent.
+    assert.deepEqual(
+      [msg.workspaceQuota?.cpuMillicores, msg.workspaceQuota?.memoryMib, msg.workspaceQuota?.instances],
+      [4000n, undefined, 8n],
+    );
     // The pods run the digest the tag named at deploy, the tag dropped.
     assert.equal(msg.image, `app@sha256:${"d".repeat(64)}`);
     // The workspace's pull Secret by name and version (its content only through GetSecretValues).

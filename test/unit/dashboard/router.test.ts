@@ -15,6 +15,8 @@ describe("dashboard routes", () => {
     assert.deepEqual(parseRoute("#/audit"), { page: "audit", chain: "" });
     assert.deepEqual(parseRoute("#/audit/acme"), { page: "audit", chain: "acme" });
     assert.deepEqual(parseRoute("#/audit/*"), { page: "audit", chain: "*" });
+    assert.deepEqual(parseRoute("#/quotas"), { page: "quotas", workspace: "" });
+    assert.deepEqual(parseRoute("#/quotas/acme"), { page: "quotas", workspace: "acme" });
   });
 
   it("decodes each part on its own: an escaped slash stays inside its name", () => {
@@ -60,6 +62,7 @@ describe("dashboard routes", () => {
         })
         .map(({ tab, ...env }): Route => ({ page: "env", env, tab })),
       fc.oneof(name, fc.constant("*"), fc.constant("")).map((chain): Route => ({ page: "audit", chain })),
+      fc.oneof(name, fc.constant("")).map((workspace): Route => ({ page: "quotas", workspace })),
     );
     fc.assert(fc.property(route, (r) => assert.deepEqual(parseRoute(formatRoute(r)), r)));
   });
@@ -74,6 +77,8 @@ describe("dashboard routes", () => {
       routeKey(env({ workspace: "a/b", project: "c", environment: "d" }, "status")),
     );
     assert.notEqual(routeKey({ page: "audit", chain: "acme" }), routeKey({ page: "audit", chain: "globex" }));
+    assert.notEqual(routeKey({ page: "quotas", workspace: "acme" }), routeKey({ page: "quotas", workspace: "globex" }));
+    assert.notEqual(routeKey({ page: "quotas", workspace: "acme" }), routeKey({ page: "audit", chain: "acme" }));
     assert.notEqual(routeKey({ page: "audit", chain: "" }), routeKey({ page: "audit", chain: "acme" }));
     // An unknown address shows the overview: the same page, not a fresh one.
     assert.equal(routeKey({ page: "unknown" }), routeKey({ page: "overview" }));

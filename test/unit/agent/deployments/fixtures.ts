@@ -40,6 +40,7 @@ export function sampleDeployment(overrides: Partial<Omit<ApplyDeployment, "$type
       secrets: [{ key: "API_KEY", path: "secret/data/api#key" }],
     },
     pullSecret: { secretName: "krane-registry-credentials", version: "0123456789abcdef" },
+    workspaceQuota: { cpuMillicores: 4000n, memoryMib: 4096n, instances: 10n },
     ...overrides,
   });
 }

@@ -66,6 +66,14 @@ function settingsVariants(name: string): Partial<ApplyDeployment>[] {
         { pullSecret: { ...base.pullSecret, secretName: "other-pull" } as ApplyDeployment["pullSecret"] },
         { pullSecret: { ...base.pullSecret, version: "fedcba9876543210" } as ApplyDeployment["pullSecret"] },
       ];
+    case "workspace_quota":
+      // The namespace's ResourceQuota (quota.ts, tested there); the ReplicaSet carries what it holds.
+      return [
+        { workspaceQuota: { ...base.workspaceQuota, cpuMillicores: 1n } as ApplyDeployment["workspaceQuota"] },
+        { workspaceQuota: { ...base.workspaceQuota, memoryMib: 1n } as ApplyDeployment["workspaceQuota"] },
+        { workspaceQuota: { ...base.workspaceQuota, instances: 1n } as ApplyDeployment["workspaceQuota"] },
+        { workspaceQuota: undefined },
+      ];
     default:
       throw new Error(`no variants for message field ${name}: add them`);
   }
