@@ -6,6 +6,7 @@ import { Code } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { buildInfo, buildLabel } from "../../build-info.js";
 import type { MeasurementSource } from "../../contracts/analysis.js";
+import { AlertRunner } from "../alerts/runner.js";
 import { AuditRecorder } from "../audit/recorder.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import type { BuildWorker } from "../builds/worker.js";
@@ -361,6 +362,17 @@ export function historyRollup(b: CtrlBase): HistoryRollup {
     lateMs: MEASUREMENT_RETENTION_MS + MAX_SKEW_MS,
     logger: b.log,
     onError: b.backgroundFailure("metrics history upkeep failed; retrying"),
+  });
+}
+
+/** Alert rules' evaluation on the metrics history. */
+export function alertRunner(b: CtrlBase): AlertRunner {
+  return new AlertRunner({
+    store: b.store,
+    settleMs: b.config.alerts?.settleMs,
+    sweepIntervalMs: b.config.alerts?.sweepIntervalMs,
+    logger: b.log,
+    onError: b.backgroundFailure("alert evaluation failed; retrying"),
   });
 }
 

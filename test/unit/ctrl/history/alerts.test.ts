@@ -1,4 +1,4 @@
-// Alert rules' evaluator (src/ctrl/alerts/evaluate.ts), by properties over random minute series
+// Alert rules' evaluator (src/ctrl/history/alerts.ts), by properties over random minute series
 // (error rates, with gaps): transitions alternate firing, resolved, firing…; a firing comes only
 // after the condition was seen to hold for the `for` duration with no two missing minutes in a
 // row, a resolution only on a minute with data that does not hold; folding the series in any two
@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { INITIAL_STATE, evaluate, metricValue, type AlertCondition } from "../../../../src/ctrl/alerts/evaluate.js";
+import { INITIAL_STATE, evaluate, metricValue, type AlertCondition } from "../../../../src/ctrl/history/alerts.js";
 import { emptySums, type MetricSums } from "../../../../src/ctrl/history/sums.js";
 
 const MIN = 60_000;

@@ -1,7 +1,7 @@
 // Alert rules' pure core: a rule (a metric of an environment, a comparison, a bound and a `for`
 // duration) folded over the environment's minutes of the metrics history, one closed minute at a
 // time, into a state (inactive, pending, firing) and the transitions to notify (firing,
-// resolved). ./runner.ts stores the state after each fold, with the notifications, in one
+// resolved). ../domain/alerts.ts stores the state after each fold, with the notifications, in one
 // transaction.
 //
 // A minute's value is the environment's figure over that minute, every revision and region added
@@ -13,7 +13,7 @@
 // pending rule nor resolves a firing one). From the second missing minute in a row the rule knows
 // nothing: pending goes back to inactive (the condition was not seen to hold for `for`), firing
 // stays firing (silence is no all-clear; the next minute with data decides).
-import { figures, type MetricSums } from "../history/sums.js";
+import { figures, type MetricSums } from "./sums.js";
 
 export const ALERT_METRICS = {
   error_rate: "percent of requests answered 5xx",
