@@ -18,6 +18,7 @@ import { registerLogsCommand } from "./logs.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerMemberCommands } from "./member.js";
 import { registerNotifyCommands } from "./notify.js";
+import { registerAlertCommands } from "./alert.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
@@ -63,6 +64,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["member", registerMemberCommands],
   ["audit", registerAuditCommands],
   ["notify", registerNotifyCommands],
+  ["alert", registerAlertCommands],
   ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];

@@ -11,6 +11,7 @@ import type { WriteTx } from "../db/outbox.js";
 import type { AlertRuleRow, Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
+import type { AlertRuleInput } from "../validate/alerts.js";
 import type { EnvironmentRef } from "../validate/types.js";
 import { newId } from "./ids.js";
 import { notify } from "./notifications.js";
@@ -38,11 +39,6 @@ export const MAX_RULES_PER_ENVIRONMENT = 50;
  * fold as missing, so an episode long over is not notified late.
  */
 export const MAX_CATCH_UP_MS = 60 * MINUTE_MS;
-
-export interface AlertRuleInput extends AlertCondition {
-  readonly ref: EnvironmentRef;
-  readonly name: string;
-}
 
 export function conditionOf(r: AlertRuleRow): AlertCondition {
   return { metric: r.metric as AlertMetric, op: r.op as AlertOp, threshold: r.threshold, forMs: Number(r.for_ms) };
