@@ -16,17 +16,11 @@ import {
   listAlertRules,
   removeAlertRule,
 } from "../../../../src/ctrl/domain/alerts.js";
-import { createRegion } from "../../../../src/ctrl/domain/clusters.js";
-import { createEnvironment } from "../../../../src/ctrl/domain/environments.js";
-import { addChannel } from "../../../../src/ctrl/domain/notifications.js";
-import { createProject, createWorkspace } from "../../../../src/ctrl/domain/tenancy.js";
 import { addMinutes } from "../../../../src/ctrl/history/store.js";
 import { MINUTE_MS, emptySums } from "../../../../src/ctrl/history/sums.js";
-import { Keyring } from "../../../../src/ctrl/secrets/keyring.js";
+import { REF, seedEnvironment } from "./seed.js";
 
-const keyring = new Keyring(Buffer.alloc(32, 9));
 const M0 = 1_800_000_000_000 - (1_800_000_000_000 % MINUTE_MS);
-const REF = { workspace: "acme", project: "shop", environment: "prod" };
 const SETTLE = 5_000;
 
 describe("alert rules", () => {
@@ -48,36 +42,7 @@ describe("alert rules", () => {
 
   before(async () => {
     store = await Store.open({ url: ":memory:" }, { clock: () => now });
-    await createRegion(store, "eu");
-    await createWorkspace(store, { slug: "acme", name: "Acme" });
-    await createProject(store, { workspace: "acme", slug: "shop", name: "Shop" });
-    envId = (
-      await createEnvironment(store, {
-        workspace: "acme",
-        project: "shop",
-        slug: "prod",
-        regions: [{ region: "eu", replicas: 1 }],
-        sentinel: null,
-        rollout: {
-          strategy: "RollingUpdate",
-          maxSurge: "25%",
-          maxUnavailable: "25%",
-          minReadySeconds: 0,
-          progressDeadlineSeconds: 600,
-          warmWindowSeconds: 0,
-          revisionHistoryLimit: 10,
-          paused: false,
-          progressive: null,
-        },
-      })
-    ).environment.id;
-    await addChannel(store, keyring, {
-      workspace: "acme",
-      name: "oncall",
-      target: { type: "webhook", url: "https://hooks.example.com/x", secret: "alerts-test-key-0123456789" },
-      events: ["alert.firing", "alert.resolved"],
-      environments: [],
-    });
+    envId = (await seedEnvironment(store, ["alert.firing", "alert.resolved"])).environmentId;
   });
   after(() => store.close());
 
