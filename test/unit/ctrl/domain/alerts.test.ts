@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { NotificationBody } from "../../../../src/contracts/notifications.js";
-import { AlertRunner } from "../../../../src/ctrl/alerts/runner.js";
+import { alertRunner } from "../../../../src/ctrl/alerts/runner.js";
 import { Store } from "../../../../src/ctrl/db/store.js";
 import {
   addAlertRule,
@@ -91,7 +91,12 @@ describe("alert rules", () => {
     assert.deepEqual(await evaluateAlertRule(store, rule.id, SETTLE), []);
     assert.equal((await listAlertRules(store.db, REF))[0]?.phase, "firing");
     now = M0 + 3 * MINUTE_MS + SETTLE;
-    const runner = new AlertRunner({ store, settleMs: SETTLE, sweepIntervalMs: 0 });
+    const runner = alertRunner({
+      store,
+      settleMs: SETTLE,
+      sweepIntervalMs: 0,
+      onError: (err) => assert.fail(String(err)),
+    });
     await runner.sweep();
     await runner.stop();
     assert.deepEqual(await evaluateAlertRule(store, rule.id, SETTLE), []);
