@@ -19,6 +19,7 @@ import { registerPreviewCommands } from "./preview.js";
 import { registerLoginCommands } from "./login.js";
 import { registerMemberCommands } from "./member.js";
 import { registerNotifyCommands } from "./notify.js";
+import { registerAlertCommands } from "./alert.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
@@ -65,6 +66,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["login", registerLoginCommands],
   ["audit", registerAuditCommands],
   ["notify", registerNotifyCommands],
+  ["alert", registerAlertCommands],
   ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];

@@ -23,6 +23,7 @@ import { JobService } from "../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../gen/krane/ctrl/v1/notify_pb.js";
+import { AlertService } from "../gen/krane/ctrl/v1/alerts_pb.js";
 import { PreviewService } from "../gen/krane/ctrl/v1/preview_pb.js";
 import { QuotaService } from "../gen/krane/ctrl/v1/quota_pb.js";
 import { ReleaseService } from "../gen/krane/ctrl/v1/release_pb.js";
@@ -54,6 +55,7 @@ export const API_SERVICES = {
   previews: PreviewService,
   projectFiles: ProjectFileService,
   notifications: NotificationService,
+  alerts: AlertService,
   quotas: QuotaService,
   builds: BuildService,
 } as const;

@@ -14,6 +14,9 @@ export const NOTIFICATION_EVENTS = {
   "instance.crashloop": "an instance is crash-looping",
   "certificate.failing":
     "a domain's certificate that was ready in a region is not any more (expired, renewal failed, secret gone)",
+  "alert.firing": "an alert rule's condition held for its `for` duration (with the rule, the value and the window)",
+  "alert.resolved": "a firing alert rule's condition no longer holds (with the rule, the value and the episode)",
+  "build.failed": "a build from source failed (with the build's id, the failing step and its last log lines)",
 } as const;
 
 export type NotificationEventType = keyof typeof NOTIFICATION_EVENTS;

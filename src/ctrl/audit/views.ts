@@ -547,6 +547,36 @@ async function notificationChannelSubject(db: Reader, wsRef: string, name: strin
   };
 }
 
+/** An environment's alert rule: its condition (its evaluation state is not configuration). */
+async function alertRuleSubject(
+  db: Reader,
+  wsRef: string,
+  projectRef: string,
+  envRef: string,
+  name: string,
+): Promise<AuditSubject | undefined> {
+  const e = await environmentSubject(db, wsRef, projectRef, envRef);
+  if (!e) return undefined;
+  const envId = e.targets[2];
+  const r =
+    envId === undefined || name === ""
+      ? undefined
+      : await db
+          .selectFrom("alert_rules")
+          .select(["id", "metric", "op", "threshold", "for_ms"])
+          .where("environment_id", "=", envId)
+          .where("name", "=", name)
+          .executeTakeFirst();
+  if (!r) return { workspaceId: e.workspaceId, targets: e.targets, view: null };
+  return {
+    workspaceId: e.workspaceId,
+    targets: [...e.targets, r.id],
+    view: {
+      alert_rule: { metric: r.metric, op: r.op, threshold: Number(r.threshold), for_seconds: Number(r.for_ms) / 1000 },
+    },
+  };
+}
+
 async function smtpServerSubject(db: Reader): Promise<AuditSubject> {
   const s = await db.selectFrom("smtp_settings").selectAll().executeTakeFirst();
   return {
@@ -661,6 +691,15 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
         previewHookSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "hook_id"));
     case Declared.NOTIFICATION_CHANNEL:
       return (db, req) => notificationChannelSubject(db, field(req, "workspace"), named("name")(req));
+    case Declared.ALERT_RULE:
+      return (db, req) =>
+        alertRuleSubject(
+          db,
+          field(req, "workspace"),
+          field(req, "project"),
+          field(req, "environment"),
+          named("name")(req),
+        );
     case Declared.SMTP_SERVER:
       return (db) => smtpServerSubject(db);
     case Declared.BUILD:

@@ -795,6 +795,30 @@ export interface MetricPointsTable {
   restarts: number;
 }
 
+/** Migration 0042: an environment's alert rule and its evaluation state (domain/alerts.ts). */
+export interface AlertRulesTable {
+  id: string;
+  workspace_id: string;
+  environment_id: string;
+  name: string;
+  /** An AlertMetric (alerts/evaluate.ts). */
+  metric: string;
+  /** ">" or "<". */
+  op: string;
+  threshold: number;
+  for_ms: number;
+  /** "inactive", "pending" or "firing". */
+  phase: string;
+  since_ms: number;
+  gap_run: number;
+  /** 1: the last minute with data held the condition. */
+  last_held: number;
+  last_value: number | null;
+  /** The start of the first minute not evaluated yet. */
+  next_minute_ms: number;
+  created_at: number;
+}
+
 /** Migration 0022: one lifecycle fact of an instance's container (domain/instance-events.ts). */
 export interface InstanceEventsTable {
   environment_id: string;
@@ -981,6 +1005,7 @@ export interface Database {
   gateway_reports: GatewayReportsTable;
   measurements: MeasurementsTable;
   metric_points: MetricPointsTable;
+  alert_rules: AlertRulesTable;
   instance_events: InstanceEventsTable;
   notification_channels: NotificationChannelsTable;
   notification_events: NotificationEventsTable;
@@ -995,6 +1020,7 @@ export interface Database {
 export type WorkspaceRow = Selectable<WorkspacesTable>;
 export type ProjectRow = Selectable<ProjectsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type AlertRuleRow = Selectable<AlertRulesTable>;
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type BuildRow = Selectable<BuildsTable>;
 export type SentinelRow = Selectable<SentinelsTable>;

@@ -11,6 +11,7 @@ import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
 import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
 import { newId } from "./ids.js";
+import { notify } from "./notifications.js";
 
 type Reader = Kysely<Database>;
 
@@ -200,7 +201,13 @@ export interface Outcome {
   readonly deploymentId?: string;
 }
 
-/** Ends a build not finished yet; false when it already was (cancelled meanwhile, say). */
+/** The last lines of a failed build's output a notification carries. */
+export const NOTIFIED_LINES = 10;
+
+/**
+ * Ends a build not finished yet; false when it already was (cancelled meanwhile, say). A failure
+ * is notified (build.failed) in the same transaction, so it is told once, and always.
+ */
 async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
   const res = await tx.trx
     .updateTable("builds")
@@ -217,8 +224,25 @@ async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
     })
     .where("id", "=", id)
     .where("state", "in", ["queued", "running"])
+    .returning(["environment_id"])
     .executeTakeFirst();
-  return Number(res.numUpdatedRows) === 1;
+  if (!res) return false;
+  if (o.state === "failed") {
+    const last = (o.failedOutput ?? []).slice(-NOTIFIED_LINES);
+    const error = o.error ?? "failed";
+    await notify(tx, {
+      type: "build.failed",
+      severity: "critical",
+      environmentId: res.environment_id,
+      summary: "build failed",
+      text:
+        o.failedStep === undefined
+          ? `Build ${id} failed: ${error}`
+          : `Build ${id} failed at step ${o.failedStep}: ${error}`,
+      details: { build_id: id, step: o.failedStep ?? null, error, last_lines: last.join("\n") },
+    });
+  }
+  return true;
 }
 
 /** Cancels a queued or running build of the workspace; answers it as it is now. */

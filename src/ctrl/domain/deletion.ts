@@ -40,6 +40,7 @@ import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
 import { purgeMetricHistory } from "../history/store.js";
+import { purgeAlertRules } from "./alerts.js";
 import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
@@ -309,6 +310,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
   await purgeMetricHistory(tx.trx, id);
+  await purgeAlertRules(tx, id);
   await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
   await purgeEnvironmentRow(tx, id);

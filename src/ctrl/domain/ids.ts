@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 
 export type IdPrefix =
   | "ws"
+  | "alr"
   | "prj"
   | "env"
   | "dep"

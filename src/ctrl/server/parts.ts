@@ -6,6 +6,7 @@ import { Code } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { buildInfo, buildLabel } from "../../build-info.js";
 import type { MeasurementSource } from "../../contracts/analysis.js";
+import { alertRunner as newAlertRunner } from "../alerts/runner.js";
 import { AuditRecorder } from "../audit/recorder.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import type { BuildWorker } from "../builds/worker.js";
@@ -21,6 +22,7 @@ import { checkExposureSettings, DEFAULT_EXPOSURE, type ExposureSettings } from "
 import { MEASUREMENT_RETENTION_MS, StoredMeasurements } from "../domain/measurements.js";
 import { registerHistoryMetrics } from "../history/prometheus.js";
 import { HistoryRollup } from "../history/rollup.js";
+import type { DueWork } from "../../retry/due.js";
 import { minutePoints } from "../history/store.js";
 import { MAX_SKEW_MS } from "../validate/measurements.js";
 import { dropExpiredDeliveries, pruneNotifications } from "../domain/notifications.js";
@@ -362,6 +364,16 @@ export function historyRollup(b: CtrlBase): HistoryRollup {
     lateMs: MEASUREMENT_RETENTION_MS + MAX_SKEW_MS,
     logger: b.log,
     onError: b.backgroundFailure("metrics history upkeep failed; retrying"),
+  });
+}
+
+/** Alert rules' evaluation on the metrics history. */
+export function alertRunner(b: CtrlBase): DueWork {
+  return newAlertRunner({
+    store: b.store,
+    settleMs: b.config.alerts?.settleMs,
+    sweepIntervalMs: b.config.alerts?.sweepIntervalMs,
+    onError: b.backgroundFailure("alert evaluation failed; retrying"),
   });
 }
 

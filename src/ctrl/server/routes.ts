@@ -25,6 +25,7 @@ import { JobService } from "../../gen/krane/ctrl/v1/job_pb.js";
 import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js";
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../../gen/krane/ctrl/v1/notify_pb.js";
+import { AlertService } from "../../gen/krane/ctrl/v1/alerts_pb.js";
 import { QuotaService } from "../../gen/krane/ctrl/v1/quota_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
@@ -46,6 +47,7 @@ import { instanceEventServiceImpl } from "../api/instance-events.js";
 import { quotaServiceImpl } from "../api/quotas.js";
 import { registryServiceImpl } from "../api/registries.js";
 import { notificationServiceImpl } from "../api/notifications.js";
+import { alertServiceImpl } from "../api/alerts.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
 import { memberServiceImpl, sessionServiceImpl } from "../api/access.js";
@@ -197,6 +199,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
       }),
     );
     router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
+    router.service(AlertService, alertServiceImpl({ store }));
     const worker = d.builds;
     router.service(
       BuildService,

@@ -37,6 +37,7 @@ import {
   statusReporter,
   upkeep,
   historyRollup,
+  alertRunner,
   webhookListener,
 } from "./parts.js";
 import type { CtrlConfig, RunningCtrl } from "./settings.js";
@@ -132,6 +133,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   };
   mgr.add(upkeep(b, { audit, auditSink: sink, expirePreviews: expire, replayWindowMs }));
   mgr.add(historyRollup(b));
+  mgr.add(alertRunner(b));
   await mgr.start();
 
   const urls = { url: api.url, opsUrl: ops ? ops.url : null, webhookUrl: webhooks ? webhooks.url : null };

@@ -98,6 +98,8 @@ export interface CtrlConfig {
   dashboard?: { assetsDir?: string; sessionTtlMs?: number; signInLimit?: DashboardOptions["signInLimit"] };
   /** Notifications' delivery. */
   notifications?: NotificationSettings;
+  /** Alert rules' evaluation (src/ctrl/alerts/runner.ts). */
+  alerts?: { settleMs?: number; sweepIntervalMs?: number };
   /**
    * The installation's default quotas, written at start (replacing the ones before); undefined
    * leaves what the database holds.

@@ -31,6 +31,7 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService, PolicyService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
+import { AlertService } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
@@ -637,6 +638,21 @@ describe("the audit diff of every audited method", () => {
         diff: each("notification_channel", "removed", CHANNEL),
       },
       (o) => notify.removeChannel({ workspace: WS, name: "ops" }, o),
+    );
+    // An environment's alert rule: its condition, not its evaluation state.
+    const alerts = ctrl.client(AlertService, t);
+    const RULE = ["for_seconds", "metric", "op", "threshold"];
+    await step(
+      { method: "AlertService/AddAlertRule", chain: "workspace", diff: each("alert_rule", "added", RULE) },
+      (o) =>
+        alerts.addAlertRule(
+          { ...REF, name: "errors", metric: "error_rate", op: ">", threshold: 2, forSeconds: 300 },
+          o,
+        ),
+    );
+    await step(
+      { method: "AlertService/RemoveAlertRule", chain: "workspace", diff: each("alert_rule", "removed", RULE) },
+      (o) => alerts.removeAlertRule({ ...REF, name: "errors" }, o),
     );
     // Members and service accounts: their address or name and role, in the workspace's chain.
     const members = ctrl.client(MemberService, t);

@@ -27,6 +27,7 @@ import { file_krane_ctrl_v1_exposure } from "../../../src/gen/krane/ctrl/v1/expo
 import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
+import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
@@ -42,6 +43,7 @@ const services: DescService[] = [
   file_krane_ctrl_v1_job,
   file_krane_ctrl_v1_exposure,
   file_krane_ctrl_v1_quota,
+  file_krane_ctrl_v1_alerts,
 ].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
@@ -84,6 +86,9 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     RemoveRegistry: { workspace: "acme", host: "registry.example.com" },
     GetQuota: { workspace: "acme" },
     SetQuota: { workspace: "acme", values: { build_minutes: "600" } },
+    AddAlertRule: { ...target, name: "outage", metric: "error_rate", op: ">", threshold: 2, forSeconds: 300 },
+    ListAlertRules: target,
+    RemoveAlertRule: { ...target, name: "outage" },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

@@ -15,6 +15,7 @@ import { file_krane_ctrl_v1_apply } from "../../../src/gen/krane/ctrl/v1/apply_p
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { file_krane_ctrl_v1_build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
+import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
 import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
 
@@ -31,6 +32,7 @@ test("every public method is repeated after an outage as it is or only under its
     file_krane_ctrl_v1_apply,
     file_krane_ctrl_v1_quota,
     file_krane_ctrl_v1_build,
+    file_krane_ctrl_v1_alerts,
   ]
     .flatMap((f) => f.services)
     .flatMap((s) => s.methods);
@@ -61,6 +63,8 @@ test("every public method is repeated after an outage as it is or only under its
     "MemberService.CreateServiceAccount",
     // Each start queues one more build (and cancels the one before).
     "BuildService.StartBuild",
+    // A second add of the same rule would be refused (already_exists) instead of answered.
+    "AlertService.AddAlertRule",
   ];
   const name = (m: (typeof all)[number]) => `${m.parent.name}.${m.name}`;
   assert.deepEqual(
