@@ -18,6 +18,8 @@ export interface LogTarget {
   revisions: Map<string, number>;
   /** The deployments asked for (empty: every one). */
   deploymentIds: string[];
+  /** The instance asked for is gone (a history read: its lines are kept, there is nothing live). */
+  instanceGone: boolean;
 }
 
 export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogTarget> {
@@ -54,12 +56,22 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
             .where("deployment_id", "in", ids)
             .where("k8s_name", "=", q.instance)
             .executeTakeFirst();
+    if (!found && q.history)
+      return {
+        namespace: workspace.k8s_namespace,
+        environmentId: environment.id,
+        environmentSlug: environment.slug,
+        regions,
+        revisions,
+        deploymentIds,
+        instanceGone: true,
+      };
     if (!found)
       throw new DomainError(
         "not_found",
-        `instance "${q.instance}" no longer exists in environment "${environment.slug}" (or never did): krane reads ` +
-          "logs from running instances only; the lines of an instance that is gone are in your cluster's log store, " +
-          "if it ships logs to one (see docs/using.md: Logs)",
+        `instance "${q.instance}" no longer exists in environment "${environment.slug}" (or never did): without ` +
+          "--since or --grep krane reads running instances only; the lines of an instance that is gone are in the " +
+          "log history (see docs/using.md: Logs)",
       );
     regions = regions.filter((r) => r === found.region);
   }
@@ -70,6 +82,7 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
     regions,
     revisions,
     deploymentIds,
+    instanceGone: false,
   };
 }
 

@@ -37,6 +37,7 @@ import {
   statusReporter,
   upkeep,
   historyRollup,
+  logArchiver,
   webhookListener,
 } from "./parts.js";
 import type { CtrlConfig, RunningCtrl } from "./settings.js";
@@ -131,6 +132,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   };
   mgr.add(upkeep(b, { audit, auditSink: sink, expirePreviews: expire, replayWindowMs }));
   mgr.add(historyRollup(b));
+  const logArchive = mgr.add(logArchiver(b, logHub));
   await mgr.start();
 
   const urls = { url: api.url, opsUrl: ops ? ops.url : null, webhookUrl: webhooks ? webhooks.url : null };
@@ -141,6 +143,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     store,
     hub,
     logHub,
+    logArchive,
     metrics: b.metrics,
     rollout,
     domains,

@@ -78,7 +78,7 @@ const OLD_MIGRATIONS = [
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables;
  * 0032 the builds and their uploaded sources.
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
- * 0036 the metrics history (metric_points).
+ * 0036 the metrics history (metric_points). 0041 the log history (log_lines, log_retention).
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
@@ -111,6 +111,8 @@ const NEW_TABLES = [
   "build_source_chunks",
   "workspace_quotas",
   "metric_points",
+  "log_lines",
+  "log_retention",
   "oidc_logins",
   "member_sessions",
 ];

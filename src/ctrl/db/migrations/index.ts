@@ -34,6 +34,7 @@ import { migration as m0033 } from "./0033_member_sessions.js";
 import { migration as m0034 } from "./0034_quotas.js";
 import { migration as m0035 } from "./0035_edge_policies.js";
 import { migration as m0036 } from "./0036_metric_history.js";
+import { migration as m0041 } from "./0041_log_history.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -71,4 +72,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0034_quotas": m0034,
   "0035_edge_policies": m0035,
   "0036_metric_history": m0036,
+  "0041_log_history": m0041,
 };
