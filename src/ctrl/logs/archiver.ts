@@ -21,7 +21,7 @@ import type { Logger } from "pino";
 import { pino } from "pino";
 import type { Runnable } from "../../base/lifecycle.js";
 import { AgentLogRequestSchema, LogMarkerKind, type PushLogsRequest } from "../../gen/krane/ctrl/v1/logs_pb.js";
-import { DueWork } from "../../retry/due.js";
+import { upkeepWork, type DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { revisionSecrets } from "../domain/secret-values.js";
@@ -98,21 +98,17 @@ export class LogArchiver implements Runnable {
       if (o.onError) o.onError(err);
       else this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, "log archive upkeep failed");
     };
-    this.#work = new DueWork({
-      name: this.name,
-      due: () => Promise.resolve(this.#due()),
-      reconcile: (key) => this.#run(key),
-      sweepIntervalMs: o.sweepIntervalMs ?? 2_000,
-      sweepLimit: 2,
-      concurrency: 1,
-      retry: { baseMs: 1_000, capMs: 30_000, minMs: 500 },
-      sweepAtStart: true,
-      sweepWaitsForRuns: true,
-      onSweepError: failed,
-      onResult: (_key, r) => {
-        if (r.type === "retry") failed(r.error);
+    this.#work = upkeepWork(
+      {
+        name: this.name,
+        due: () => Promise.resolve(this.#due()),
+        reconcile: (key) => this.#run(key),
+        sweepIntervalMs: o.sweepIntervalMs ?? 2_000,
+        sweepLimit: 2,
+        retry: { baseMs: 1_000, capMs: 30_000, minMs: 500 },
       },
-    });
+      failed,
+    );
   }
 
   start(): void {
