@@ -2,7 +2,8 @@
 // merged by time (ctrl's StreamLogs), each with its region/instance and revision, coloured per
 // instance on a terminal. With -f it follows: instances join and leave with a marker line; a
 // stream that breaks (ctrl or an agent restarted) is resumed from the last line printed, with a
-// marker, and lines already printed are not printed again (log-lines.ts). It gives up after
+// marker, and lines already printed are not printed again (log-lines.ts). --since and --grep read
+// the log history first (ctrl keeps every line for the workspace's retention), then go on live. It gives up after
 // RESUME_WINDOW without a stream, with a message and exit code 69. With --events the instances'
 // events (InstanceEventService: OOM kills, exit codes, crash loops, pull errors) are interleaved
 // with the lines by time, each as a marker line of its instance; following, new events are asked
@@ -31,6 +32,7 @@ interface LogFlags {
   previous?: boolean;
   timestamps?: boolean;
   events?: boolean;
+  grep?: string;
 }
 
 /** How long a followed stream is retried after it broke before the command gives up. */
@@ -44,7 +46,14 @@ export function registerLogsCommand(program: Command): void {
       .command("logs <project/env>")
       .description("lines of every instance in every region, merged by time (-f: follow, as instances come and go)")
       .option("-f, --follow", "keep printing new lines; new instances join, removed ones leave")
-      .option("--since <time>", "only lines from this time (2025-05-01T10:00:00Z) or age (10m, 2h)")
+      .option(
+        "--since <time>",
+        "lines from this time (2025-05-01T10:00:00Z) or age (10m, 3d), kept ones included (instances that are gone too)",
+      )
+      .option(
+        "--grep <text|/regex/>",
+        "only lines containing the text, or matching /regex/ (flags imsu); kept ones included",
+      )
       .option("--tail <n>", "the last n lines of each instance", intArg("--tail"))
       .option("--revision <n>", "only this revision", intArg("--revision"))
       .option("--region <region>", "only this region")
@@ -63,6 +72,9 @@ export function registerLogsCommand(program: Command): void {
       if (f.revision !== undefined && f.revision < 1)
         throw new Error(`--revision: must be 1 or more, got ${f.revision}`);
       if (f.previous && f.follow) throw new Error("--previous cannot be combined with --follow");
+      // --since and --grep read the log history too (then the live lines), unless the read is one
+      // of the kubelet's own (--tail, --previous).
+      const history = (f.since !== undefined || f.grep !== undefined) && f.tail === undefined && !f.previous;
       const [{ LogService, LogMarkerKind }, { ResumeCursor, entryJson, formatEntry }, { Code, ConnectError }] =
         await Promise.all([
           import("../gen/krane/ctrl/v1/logs_pb.js"),
@@ -186,6 +198,8 @@ export function registerLogsCommand(program: Command): void {
                 region: f.region ?? "",
                 instance: f.instance ?? "",
                 previous: f.previous === true,
+                history,
+                grep: f.grep ?? "",
               },
               { timeoutMs: 0 },
             );

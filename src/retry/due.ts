@@ -126,3 +126,23 @@ export class DueWork implements Runnable {
     await this.#queue.stop();
   }
 }
+
+/**
+ * A part's upkeep as a DueWork: one key at a time, a sweep at start, sweeps that wait for their
+ * runs, and every failure (of a sweep or a run) told to `failed`.
+ */
+export function upkeepWork(
+  o: Pick<DueWorkOptions, "name" | "due" | "reconcile" | "sweepIntervalMs" | "sweepLimit" | "retry">,
+  failed: (err: unknown) => void,
+): DueWork {
+  return new DueWork({
+    ...o,
+    concurrency: 1,
+    sweepAtStart: true,
+    sweepWaitsForRuns: true,
+    onSweepError: failed,
+    onResult: (_key, r) => {
+      if (r.type === "retry") failed(r.error);
+    },
+  });
+}

@@ -303,7 +303,7 @@ describe("krane logs on real containers, across regions and ctrl replicas", { sk
       [["--since", "2999-01-01T00:00:00Z"], /--since: .* is in the future/],
       [["--revision", "99"], /invalid_argument: revision: environment "production" has no revision 99/],
       [["--region", "mars"], /invalid_argument: region: environment "production" does not run in region "mars"/],
-      [["--instance", "web-gone-12345"], /not_found: instance "web-gone-12345" no longer exists.*log store/],
+      [["--instance", "web-gone-12345"], /not_found: instance "web-gone-12345" no longer exists.*log history/],
     ] as const) {
       const r = await cli(cliEnv(), ["shop/production", ...args]);
       assert.notEqual(r.code, 0, args.join(" "));

@@ -761,6 +761,28 @@ export interface MeasurementsTable {
   received_at: number;
 }
 
+/** Migration 0041: one line an instance wrote, masked (logs/history.ts). */
+export interface LogLinesTable {
+  environment_id: string;
+  region: string;
+  instance: string;
+  /** The kubelet's time stamp, unix ns as 19 digits (sorts as text; too big for a double). */
+  time_ns: string;
+  workspace_id: string;
+  deployment_id: string;
+  revision: number;
+  /** "" while pods/log merges stdout and stderr. */
+  stream: string;
+  line: string;
+}
+
+/** Migration 0041: a workspace's log retention (absent: the default). */
+export interface LogRetentionTable {
+  workspace_id: string;
+  retention_ms: number;
+  updated_at: number;
+}
+
 /** Migration 0036: one series' figures over one minute or hour (domain/metric-history.ts). */
 export interface MetricPointsTable {
   environment_id: string;
@@ -1006,6 +1028,8 @@ export interface Database {
   measurements: MeasurementsTable;
   metric_points: MetricPointsTable;
   alert_rules: AlertRulesTable;
+  log_lines: LogLinesTable;
+  log_retention: LogRetentionTable;
   instance_events: InstanceEventsTable;
   notification_channels: NotificationChannelsTable;
   notification_events: NotificationEventsTable;

@@ -36,7 +36,8 @@ async function desiredPayload(db: Reader, region: string, kind: string, id: stri
   return row.payload;
 }
 
-async function revisionSecrets(
+/** A revision's secret values, opened in memory (GetSecretValues; the log archive's masking). */
+export async function revisionSecrets(
   db: Reader,
   keyring: Keyring,
   deploymentId: string,

@@ -5,7 +5,7 @@
 // replaces the hour's rows, so several ctrl replicas doing the same work agree.
 import { pino, type Logger } from "pino";
 import type { Runnable } from "../../base/lifecycle.js";
-import { DueWork } from "../../retry/due.js";
+import { upkeepWork, type DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { hoursToRoll, pruneHistory, rollupHour } from "./store.js";
@@ -38,21 +38,17 @@ export class HistoryRollup implements Runnable {
       if (o.onError) o.onError(err);
       else log.warn({ err: err instanceof Error ? err.message : String(err) }, "metrics history upkeep failed");
     };
-    this.#work = new DueWork({
-      name: this.name,
-      due: (limit) => this.#due(limit),
-      reconcile: (key) => this.#run(key),
-      sweepIntervalMs: o.sweepIntervalMs ?? 60_000,
-      sweepLimit: 48,
-      concurrency: 1,
-      retry: { baseMs: 1_000, capMs: 60_000, minMs: 500 },
-      sweepAtStart: true,
-      sweepWaitsForRuns: true,
-      onSweepError: failed,
-      onResult: (_key, r) => {
-        if (r.type === "retry") failed(r.error);
+    this.#work = upkeepWork(
+      {
+        name: this.name,
+        due: (limit) => this.#due(limit),
+        reconcile: (key) => this.#run(key),
+        sweepIntervalMs: o.sweepIntervalMs ?? 60_000,
+        sweepLimit: 48,
+        retry: { baseMs: 1_000, capMs: 60_000, minMs: 500 },
       },
-    });
+      failed,
+    );
   }
 
   start(): void {

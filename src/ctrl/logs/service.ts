@@ -29,6 +29,8 @@ import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
 import { entriesOfChunks } from "./chunks.js";
 import { logTarget, revisionsOf } from "./target.js";
+import { readHistory } from "./history-read.js";
+import { sourceKey, type InstanceCursors } from "./seam.js";
 
 export interface LogServiceOptions {
   /** A region whose agents say nothing for this long is given up (ms; default 10 s). */
@@ -116,6 +118,18 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
     async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
       const q = validateLogQuery(req, Date.now());
       const target = await logTarget(d.store.db, q);
+      /** With history: each instance's last kept line when the call began (the seam). */
+      let seam: InstanceCursors | undefined;
+      let liveSinceMs = q.since ?? 0;
+      if (q.history) {
+        const h = await readHistory(d.store.db, target, q);
+        seam = h.seam;
+        liveSinceMs = Number(h.liveSinceNs / 1_000_000n);
+        for await (const page of h.pages)
+          for (let i = 0; i < page.length; i += BATCH)
+            yield create(StreamLogsResponseSchema, { entries: page.slice(i, i + BATCH) });
+        if (target.instanceGone) return;
+      }
       const merger = new LogMerger<Held>({
         holdMs: d.holdMs ?? 100,
         maxAgeMs: d.maxAgeMs ?? 250,
@@ -139,7 +153,7 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             deploymentIds: target.deploymentIds,
             instance: q.instance ?? "",
             follow: q.follow,
-            sinceUnixMs: BigInt(q.since ?? 0),
+            sinceUnixMs: BigInt(liveSinceMs),
             tailLines: q.tail,
             previous: q.previous,
             chunks: true,
@@ -174,6 +188,10 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             for (const e of push.entries) {
               // The API server reads from whole seconds: earlier lines of that second go here.
               if (e.entry.case === "line" && e.timeUnixNano < sinceNs) continue;
+              // With history: kept lines were sent already; --grep: only the lines it matches.
+              if (e.entry.case === "line" && seam && !seam.isNew(sourceKey(st.region, e.instance), e.timeUnixNano))
+                continue;
+              if (e.entry.case === "line" && q.grep && !q.grep(e.entry.value)) continue;
               // What the agent says of region and revision is not taken: ctrl knows them.
               e.region = st.region;
               e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);

@@ -18,6 +18,8 @@ export interface LogTarget {
   revisions: Map<string, number>;
   /** The deployments asked for (empty: every one). */
   deploymentIds: string[];
+  /** The instance asked for is gone (a history read: its lines are kept, there is nothing live). */
+  instanceGone: boolean;
 }
 
 export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogTarget> {
@@ -43,6 +45,7 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
       );
     regions = [q.region];
   }
+  let instanceGone = false;
   if (q.instance !== undefined) {
     const ids = deploymentIds.length > 0 ? deploymentIds : [...revisions.keys()];
     const found =
@@ -54,14 +57,15 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
             .where("deployment_id", "in", ids)
             .where("k8s_name", "=", q.instance)
             .executeTakeFirst();
-    if (!found)
+    if (!found && q.history) instanceGone = true;
+    else if (!found)
       throw new DomainError(
         "not_found",
-        `instance "${q.instance}" no longer exists in environment "${environment.slug}" (or never did): krane reads ` +
-          "logs from running instances only; the lines of an instance that is gone are in your cluster's log store, " +
-          "if it ships logs to one (see docs/using.md: Logs)",
+        `instance "${q.instance}" no longer exists in environment "${environment.slug}" (or never did): without ` +
+          "--since or --grep krane reads running instances only; the lines of an instance that is gone are in the " +
+          "log history (see docs/using.md: Logs)",
       );
-    regions = regions.filter((r) => r === found.region);
+    else regions = regions.filter((r) => r === found.region);
   }
   return {
     namespace: workspace.k8s_namespace,
@@ -70,6 +74,7 @@ export async function logTarget(db: Kysely<Database>, q: LogQuery): Promise<LogT
     regions,
     revisions,
     deploymentIds,
+    instanceGone,
   };
 }
 

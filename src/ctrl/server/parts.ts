@@ -35,6 +35,7 @@ import { LiveHub } from "../live/hub.js";
 import { liveSource } from "../live/views.js";
 import { LocalLogBus, PgLogBus, type LogBus } from "../logs/bus.js";
 import type { LogHub } from "../logs/hub.js";
+import { LogArchiver } from "../logs/archiver.js";
 import { NotificationDeliverer } from "../notifications/deliverer.js";
 import { StatusReporter } from "../previews/status.js";
 import { WebhookReceiver } from "../previews/webhooks.js";
@@ -353,6 +354,18 @@ export function auditSink(b: CtrlBase): AuditWebhookSink | undefined {
     timeoutMs: hook.timeoutMs,
     logger: b.log,
     onDelivery: (ok, n) => b.metrics.auditDeliveries.inc({ result: ok ? "ok" : "failed" }, ok ? n : 1),
+  });
+}
+
+/** The log history: every environment's lines archived as they are written, and pruned. */
+export function logArchiver(b: CtrlBase, hub: LogHub): LogArchiver {
+  return new LogArchiver({
+    ...b.config.logArchive,
+    store: b.store,
+    hub,
+    keyring: b.config.keyring,
+    logger: b.log,
+    onError: b.backgroundFailure("log archive upkeep failed; retrying"),
   });
 }
 

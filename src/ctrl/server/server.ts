@@ -38,6 +38,7 @@ import {
   upkeep,
   historyRollup,
   alertRunner,
+  logArchiver,
   webhookListener,
 } from "./parts.js";
 import type { CtrlConfig, RunningCtrl } from "./settings.js";
@@ -134,6 +135,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   mgr.add(upkeep(b, { audit, auditSink: sink, expirePreviews: expire, replayWindowMs }));
   mgr.add(historyRollup(b));
   mgr.add(alertRunner(b));
+  const logArchive = mgr.add(logArchiver(b, logHub));
   await mgr.start();
 
   const urls = { url: api.url, opsUrl: ops ? ops.url : null, webhookUrl: webhooks ? webhooks.url : null };
@@ -144,6 +146,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     store,
     hub,
     logHub,
+    logArchive,
     metrics: b.metrics,
     rollout,
     domains,

@@ -24,6 +24,7 @@ import type { NotificationDeliverer } from "../notifications/deliverer.js";
 import type { StatusReporter } from "../previews/status.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 import type { Keyring } from "../secrets/keyring.js";
+import type { LogArchiver, LogArchiverOptions } from "../logs/archiver.js";
 import type { FeedHub } from "../stream/feed.js";
 import type { ListenAddress } from "./listen.js";
 import type { CtrlMetrics } from "./metrics.js";
@@ -85,6 +86,11 @@ export interface CtrlConfig {
   previews?: PreviewSettings;
   /** Logs (StreamLogs): how long a silent region is waited for, the merge's hold and room. */
   logs?: LogServiceOptions;
+  /** The log history's archive (../logs/archiver.ts): how often it looks, how long it keeps. */
+  logArchive?: Pick<
+    LogArchiverOptions,
+    "sweepIntervalMs" | "answerTimeoutMs" | "pruneIntervalMs" | "maxLinesPerEnvironment" | "lingerMs"
+  >;
   /** The live views' streams (LiveService) and how their views are read (coalescing). */
   live?: LiveServiceOptions & LiveHubOptions;
   /**
@@ -176,6 +182,8 @@ export interface RunningCtrl {
   hub: FeedHub;
   /** Log requests and the agents' log channels connected to this process. */
   logHub: LogHub;
+  /** The log history's archive (tests sweep it and wait for its writes). */
+  logArchive: LogArchiver;
   metrics: CtrlMetrics;
   rollout: RolloutDriver;
   /** Custom domains' DNS checks. */

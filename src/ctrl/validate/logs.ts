@@ -16,6 +16,10 @@ export interface LogQuery {
   region?: string;
   instance?: string;
   previous: boolean;
+  /** Kept lines first (the log history), then live ones. */
+  history: boolean;
+  /** The --grep pattern's matcher. */
+  grep?: LineMatcher;
 }
 
 /** Clocks of callers run a little ahead: a `since` this far in the future is taken as "now". */
@@ -35,6 +39,8 @@ export function validateLogQuery(
     region: string;
     instance: string;
     previous: boolean;
+    history?: boolean;
+    grep?: string;
   },
   now: number,
 ): LogQuery {
@@ -53,6 +59,15 @@ export function validateLogQuery(
   if (req.instance !== "" && (req.instance.length > 253 || !POD_NAME.test(req.instance)))
     throw invalidArgument("instance", "must be an instance name as `krane status` shows it");
   if (req.previous && req.follow) throw invalidArgument("previous", "cannot be combined with follow");
+  const history = req.history === true;
+  if (history && req.tailLines !== undefined) throw invalidArgument("history", "cannot be combined with tail_lines");
+  if (history && req.previous) throw invalidArgument("history", "cannot be combined with previous");
+  let grep: LineMatcher | undefined;
+  if (req.grep !== undefined && req.grep !== "") {
+    const m = lineMatcher(req.grep);
+    if (typeof m === "string") throw invalidArgument("grep", m);
+    grep = m;
+  }
   return {
     ref,
     follow: req.follow,
@@ -62,5 +77,27 @@ export function validateLogQuery(
     region,
     instance: req.instance === "" ? undefined : req.instance,
     previous: req.previous,
+    history,
+    grep,
   };
+}
+
+/** A `--grep` pattern: /regex/flags (JavaScript syntax), or else text matched as is. */
+export type LineMatcher = (line: string) => boolean;
+
+/** The longest pattern taken: a search runs on ctrl, over many lines. */
+export const MAX_GREP = 256;
+
+/** The matcher of a pattern, or an error message saying what is wrong with it. */
+export function lineMatcher(pattern: string): LineMatcher | string {
+  if (pattern.length > MAX_GREP) return `at most ${MAX_GREP} characters`;
+  const m = /^\/(.*)\/([imsu]*)$/s.exec(pattern);
+  if (!m) return (line) => line.includes(pattern);
+  let re: RegExp;
+  try {
+    re = new RegExp(m[1] ?? "", m[2]);
+  } catch (err) {
+    return `not a valid regular expression: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  return (line) => re.test(line);
 }

@@ -35,6 +35,7 @@ import { migration as m0034 } from "./0034_quotas.js";
 import { migration as m0035 } from "./0035_edge_policies.js";
 import { migration as m0036 } from "./0036_metric_history.js";
 import { migration as m0038 } from "./0038_session_addresses.js";
+import { migration as m0041 } from "./0041_log_history.js";
 import { migration as m0042 } from "./0042_alert_rules.js";
 import type { KraneMigration } from "./migration.js";
 
@@ -74,5 +75,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0035_edge_policies": m0035,
   "0036_metric_history": m0036,
   "0038_session_addresses": m0038,
+  "0041_log_history": m0041,
   "0042_alert_rules": m0042,
 };

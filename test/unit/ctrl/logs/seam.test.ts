@@ -1,0 +1,102 @@
+// The seam between kept and live lines, and the archive's "kept already": a cursor per instance.
+// Properties over any instances' lines, any prefix of each kept, any of them still running, a
+// live read from liveSince: kept lines up to the seam and live lines after it show every line
+// from `since` on exactly once (a deleted instance shows what was kept); an archive that hears
+// overlapping re-reads (a reconnect asks again from an earlier time) takes each line once.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { InstanceCursors, sourceKey } from "../../../../src/ctrl/logs/seam.js";
+import { lineMatcher } from "../../../../src/ctrl/validate/logs.js";
+
+/** Instances, each with its lines' distinct times in order, how many were kept, whether it runs. */
+const world = fc.array(
+  fc.record({
+    times: fc
+      .uniqueArray(fc.bigInt({ min: 1n, max: 10_000n }), { maxLength: 30 })
+      .map((t) => t.sort((a, b) => (a < b ? -1 : 1))),
+    keptShare: fc.double({ min: 0, max: 1, noNaN: true }),
+    running: fc.boolean(),
+  }),
+  { minLength: 1, maxLength: 6 },
+);
+
+describe("log seam", () => {
+  it("an instance without a cursor has nothing seen; admit moves the cursor, isNew does not", () => {
+    const c = new InstanceCursors([["eu/a", 10n]]);
+    assert.equal(c.isNew("eu/a", 10n), false);
+    assert.equal(c.isNew("eu/a", 11n), true);
+    assert.equal(c.isNew("eu/b", 1n), true);
+    assert.equal(c.admit("eu/a", 12n), true);
+    assert.equal(c.admit("eu/a", 12n), false, "the same line twice");
+    assert.equal(c.admit("eu/a", 11n), false, "an earlier line");
+    assert.equal(c.liveSince(["eu/a"], 0n), 12n);
+    assert.equal(c.liveSince(["eu/a", "eu/b"], 5n), 5n, "an instance without a cursor: from the floor");
+    assert.equal(c.liveSince(["eu/a"], 20n), 20n, "never before the floor");
+    assert.equal(c.liveSince([], 7n), 7n);
+  });
+
+  it("property: kept lines up to the seam, then live ones, show each line from `since` once", () => {
+    fc.assert(
+      fc.property(world, fc.bigInt({ min: 0n, max: 10_000n }), (instances, since) => {
+        const keys = instances.map((_, i) => sourceKey("eu", `pod-${i}`));
+        const kept = instances.map((x) => x.times.slice(0, Math.floor(x.times.length * x.keptShare)));
+        // The seam: each instance's last kept line.
+        const seam = new InstanceCursors(
+          kept.flatMap((k, i) => (k.length === 0 ? [] : [[keys[i] as string, k[k.length - 1] as bigint] as const])),
+        );
+        const shown = new Map<string, bigint[]>();
+        const show = (key: string, ns: bigint): void => void shown.set(key, [...(shown.get(key) ?? []), ns]);
+        // History: kept lines from since, up to the seam.
+        kept.forEach((k, i) => {
+          for (const ns of k) if (ns >= since && !seam.isNew(keys[i] as string, ns)) show(keys[i] as string, ns);
+        });
+        // Live: the running instances' lines from liveSince (the kubelet's read), later than the seam.
+        const running = keys.filter((_, i) => instances[i]?.running);
+        const liveSince = seam.liveSince(running, since);
+        instances.forEach((x, i) => {
+          if (!x.running) return;
+          for (const ns of x.times)
+            if (ns >= liveSince && ns >= since && seam.isNew(keys[i] as string, ns)) show(keys[i] as string, ns);
+        });
+        instances.forEach((x, i) => {
+          const key = keys[i] as string;
+          const want = (x.running ? x.times : (kept[i] as bigint[])).filter((ns) => ns >= since);
+          assert.deepEqual(shown.get(key) ?? [], want, `${key} (${x.running ? "running" : "gone"})`);
+        });
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("property: re-reads from earlier times (reconnects) are archived once each", () => {
+    fc.assert(
+      fc.property(world, fc.array(fc.nat({ max: 40 }), { maxLength: 5 }), (instances, restarts) => {
+        const c = new InstanceCursors();
+        const taken = new Map<number, bigint[]>();
+        // A first read, then re-reads each from an earlier position, as a reconnect would ask.
+        const starts = [0, ...restarts];
+        for (const start of starts)
+          instances.forEach((x, i) => {
+            for (const ns of x.times.slice(Math.min(start, x.times.length)))
+              if (c.admit(sourceKey("eu", `pod-${i}`), ns)) taken.set(i, [...(taken.get(i) ?? []), ns]);
+          });
+        instances.forEach((x, i) => assert.deepEqual(taken.get(i) ?? [], x.times));
+      }),
+    );
+  });
+
+  it("--grep: text as is, /regex/flags, and a clear error for a bad one", () => {
+    const text = lineMatcher("a.b");
+    assert.ok(typeof text === "function");
+    assert.equal(text("xa.by"), true);
+    assert.equal(text("xaXby"), false, "text is not a pattern");
+    const re = lineMatcher("/^err(or)? \\d+$/i");
+    assert.ok(typeof re === "function");
+    assert.equal(re("ERROR 42"), true);
+    assert.equal(re("an error 42"), false);
+    assert.match(String(lineMatcher("/(/")), /not a valid regular expression/);
+    assert.match(String(lineMatcher("x".repeat(300))), /at most 256/);
+    assert.ok(typeof lineMatcher("/half") === "function", "an unclosed slash is text");
+  });
+});
