@@ -17,6 +17,7 @@ import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 import type { MeasurementEntry, MeasurementReport } from "../validate/measurements.js";
 import { addMinutes } from "../history/store.js";
+import { reportScope } from "./report-scope.js";
 import { MINUTE_MS, emptySums, startOf, type Point } from "../history/sums.js";
 
 /** How long measurements are kept (analysis looks at minutes, not hours). */
@@ -41,26 +42,13 @@ export async function recordMeasurements(store: Store, region: string, report: M
   const entries = report.entries;
   if (entries.length === 0) return 0;
   const envs = [...new Set(entries.map((e) => e.environmentId))];
-  const deps = [...new Set(entries.map((e) => e.deploymentId))];
-  const withSentinel = new Set<string>();
-  for (let i = 0; i < envs.length; i += 500) {
-    const rows = await store.db
-      .selectFrom("sentinels")
-      .select("environment_id")
-      .where("region", "=", region)
-      .where("environment_id", "in", envs.slice(i, i + 500))
-      .execute();
-    for (const r of rows) withSentinel.add(r.environment_id);
-  }
-  const envOf = new Map<string, string>();
-  for (let i = 0; i < deps.length; i += 500) {
-    const rows = await store.db
-      .selectFrom("deployments")
-      .select(["id", "environment_id"])
-      .where("id", "in", deps.slice(i, i + 500))
-      .execute();
-    for (const r of rows) envOf.set(r.id, r.environment_id);
-  }
+  const { inRegion: withSentinel, envOf } = await reportScope(
+    store,
+    region,
+    "sentinels",
+    envs,
+    entries.map((e) => e.deploymentId),
+  );
   entries.forEach((e, i) => {
     if (!withSentinel.has(e.environmentId))
       throw permissionDenied(

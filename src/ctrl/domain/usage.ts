@@ -9,6 +9,7 @@
 import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 import { setUsageMinutes } from "../history/store.js";
+import { reportScope } from "./report-scope.js";
 import { emptySums, type Point } from "../history/sums.js";
 import type { UsageReport } from "../validate/usage.js";
 
@@ -20,27 +21,13 @@ function permissionDenied(field: string, problem: string): DomainError {
 export async function recordUsage(store: Store, region: string, report: UsageReport): Promise<number> {
   const entries = report.minutes.flatMap((m, i) => m.instances.map((e, j) => ({ e, i, j, minuteMs: m.minuteMs })));
   if (entries.length === 0) return 0;
-  const envs = [...new Set(entries.map(({ e }) => e.environmentId))];
-  const deps = [...new Set(entries.map(({ e }) => e.deploymentId))];
-  const inRegion = new Set<string>();
-  for (let i = 0; i < envs.length; i += 500) {
-    const rows = await store.db
-      .selectFrom("environment_regions")
-      .select("environment_id")
-      .where("region", "=", region)
-      .where("environment_id", "in", envs.slice(i, i + 500))
-      .execute();
-    for (const r of rows) inRegion.add(r.environment_id);
-  }
-  const envOf = new Map<string, string>();
-  for (let i = 0; i < deps.length; i += 500) {
-    const rows = await store.db
-      .selectFrom("deployments")
-      .select(["id", "environment_id"])
-      .where("id", "in", deps.slice(i, i + 500))
-      .execute();
-    for (const r of rows) envOf.set(r.id, r.environment_id);
-  }
+  const { inRegion, envOf } = await reportScope(
+    store,
+    region,
+    "environment_regions",
+    entries.map(({ e }) => e.environmentId),
+    entries.map(({ e }) => e.deploymentId),
+  );
   for (const { e, i, j } of entries) {
     const f = `minutes[${i}].instances[${j}]`;
     if (!inRegion.has(e.environmentId))
