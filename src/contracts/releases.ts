@@ -30,6 +30,16 @@ export const DEFAULT_RELEASE_KINDS: readonly AllowedKind[] = [
   { group: "autoscaling", kind: "HorizontalPodAutoscaler" },
 ];
 
+/**
+ * Kinds krane writes itself in a workspace's namespace (the quota backstop the agent renders from
+ * the workspace's quota, src/agent/deployments/quota.ts): never in a release, whatever the
+ * allow-list says, so a tenant cannot loosen or replace them.
+ */
+export const RESERVED_KINDS: readonly AllowedKind[] = [
+  { group: "", kind: "ResourceQuota" },
+  { group: "", kind: "LimitRange" },
+];
+
 /** Cluster-scoped kinds: never in a release, whatever the allow-list says. */
 export const CLUSTER_SCOPED_KINDS: readonly AllowedKind[] = [
   { group: "", kind: "Namespace" },

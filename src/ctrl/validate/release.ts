@@ -12,7 +12,13 @@
 // the field, never a Secret's value.
 import { parseAllDocuments } from "yaml";
 import { NODE_CLASS, NODE_CLASS_LABEL, nodeClassToleration, RUNTIME_CLASS } from "../../contracts/cluster.js";
-import { CLUSTER_SCOPED_KINDS, kindName, sameKind, type AllowedKind } from "../../contracts/releases.js";
+import {
+  CLUSTER_SCOPED_KINDS,
+  RESERVED_KINDS,
+  kindName,
+  sameKind,
+  type AllowedKind,
+} from "../../contracts/releases.js";
 import { invalidArgument } from "../errors.js";
 
 export const RELEASE_LIMITS = { objectsMax: 500, objectBytesMax: 256 * 1024, filesMax: 1000 } as const;
@@ -149,6 +155,11 @@ function checkObject(
     throw invalidArgument(
       `${field}.kind`,
       `${kindName(k)} is cluster-scoped: a release holds only objects of its workspace namespace`,
+    );
+  if (RESERVED_KINDS.some((c) => sameKind(c, k)))
+    throw invalidArgument(
+      `${field}.kind`,
+      `${kindName(k)} is krane's own (the workspace's quota backstop): a release cannot hold one`,
     );
   if (!allowed.some((a) => sameKind(a, k))) {
     throw invalidArgument(

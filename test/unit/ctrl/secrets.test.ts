@@ -168,6 +168,8 @@ items:
     ["apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}", /not on the platform's allow-list/],
     ["apiVersion: v1\nkind: Namespace\nmetadata: {name: x}", /cluster-scoped/],
     ["apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}", /cluster-scoped/],
+    ["apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: krane-workspace-quota}", /krane's own/],
+    ["apiVersion: v1\nkind: LimitRange\nmetadata: {name: x}", /krane's own/],
     [
       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}",
       /also defined/,
@@ -189,6 +191,15 @@ items:
     );
   }
   assert.throws(() => validateReleaseFiles([], NS, DEFAULT_RELEASE_KINDS), field("files"));
+  // Even where a platform allow-lists them, the quota backstop's kinds stay krane's.
+  assert.throws(
+    () =>
+      validateReleaseFiles(files("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: x}"), NS, [
+        ...DEFAULT_RELEASE_KINDS,
+        { group: "", kind: "ResourceQuota" },
+      ]),
+    /krane's own/,
+  );
   assert.deepEqual(parseAllowedKinds("ConfigMap, batch/Job,monitoring.coreos.com/ServiceMonitor"), [
     { group: "", kind: "ConfigMap" },
     { group: "batch", kind: "Job" },
