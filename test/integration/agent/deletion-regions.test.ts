@@ -23,7 +23,7 @@ import type { KubeClient } from "../../../src/kube/client.js";
 import type { KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
 import { silentLogger } from "../../../src/base/log.js";
-import { LABEL_MANAGED_BY, MANAGED_BY } from "../../../src/contracts/labels.js";
+import { COMPONENT, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from "../../../src/contracts/labels.js";
 import { adminKube, agentKubeConfig } from "./support.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 
@@ -91,7 +91,11 @@ after(async () => {
   dir.remove();
 });
 
-/** Every object krane manages in a cluster, of every type the agent knows (namespaces aside). */
+/**
+ * Every object krane manages in a cluster, of every type the agent knows, but the workspace
+ * namespace's own: the namespace, and its quota backstop (ResourceQuota, LimitRange), which
+ * belong to the workspace and stay with its namespace when an environment goes.
+ */
 async function managed(region: Region): Promise<string[]> {
   const kube = kubes.get(region);
   assert.ok(kube);
@@ -106,7 +110,9 @@ async function managed(region: Region): Promise<string[]> {
       if (/404|not found/i.test(String(err))) continue;
       throw err;
     }
-    for (const o of items) out.push(`${name} ${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`);
+    for (const o of items)
+      if (o.metadata.labels?.[LABEL_COMPONENT] !== COMPONENT.quota)
+        out.push(`${name} ${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`);
   }
   return out.sort();
 }
