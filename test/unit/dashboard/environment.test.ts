@@ -36,9 +36,11 @@ import { mergeEvents, timeline } from "../../../src/dashboard/views/environment/
 import { logFilters, logLine, matchingLines, type Line } from "../../../src/dashboard/views/environment/logs-model.js";
 import {
   MAX_INSTANCE_LINES,
+  alertRows,
   instanceSeries,
   revisionSeries,
 } from "../../../src/dashboard/views/environment/charts-model.js";
+import { AlertRuleSchema } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import {
   httpsPerRegion,
   readinessPerRegion,
@@ -409,6 +411,32 @@ describe("environment charts and config", () => {
     );
     const many = Array.from({ length: MAX_INSTANCE_LINES + 3 }, (_, i) => inst(`web-${i}`, [i]));
     assert.equal(instanceSeries(many, (p) => p.cpuMillicores).length, MAX_INSTANCE_LINES);
+  });
+
+  it("lists alert rules with their condition, a tone per state and the last minute's value", () => {
+    const rows = alertRows([
+      create(AlertRuleSchema, {
+        name: "errors",
+        metric: "error_rate",
+        op: ">",
+        threshold: 2,
+        forSeconds: 300,
+        state: "firing",
+        sinceUnixMs: 5_000n,
+        lastValue: 10.456,
+      }),
+      create(AlertRuleSchema, { name: "quiet", metric: "request_rate", op: "<", threshold: 1, forSeconds: 900 }),
+    ]);
+    assert.deepEqual(rows[0], {
+      name: "errors",
+      condition: "error_rate > 2 for 5m",
+      state: "firing",
+      tone: "bad",
+      last: "10.46",
+      sinceMs: 5_000,
+    });
+    assert.equal(rows[1]?.condition, "request_rate < 1 for 15m");
+    assert.equal(rows[1]?.last, "-");
   });
 
   it("says per region whether the HTTPS listeners are programmed, pending, refused or not reported", () => {

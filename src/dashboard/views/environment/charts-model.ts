@@ -1,6 +1,8 @@
 // The charts tab's series (pure): one line per revision of one measure, and one per instance of
-// its CPU or memory.
+// its CPU or memory; and the environment's alert rules as rows.
+import type { AlertRule } from "../../../gen/krane/ctrl/v1/alerts_pb.js";
 import type { MetricsSeries, RevisionMetrics } from "../../../gen/krane/ctrl/v1/live_pb.js";
+import type { Tone } from "../../components/badge.js";
 import type { Series } from "../../components/line-chart.js";
 
 /** Past the last latency bucket (reported as -1): drawn at 30 s. */
@@ -43,4 +45,30 @@ export function instanceSeries(
     .filter((s) => s.points.length > 0)
     .sort((a, b) => Math.max(...b.points.map((p) => p.v)) - Math.max(...a.points.map((p) => p.v)))
     .slice(0, MAX_INSTANCE_LINES);
+}
+
+/** An alert rule as the charts tab lists it. */
+export interface AlertRow {
+  readonly name: string;
+  /** e.g. "error_rate > 2 for 5m". */
+  readonly condition: string;
+  readonly state: string;
+  readonly tone: Tone;
+  /** The last minute's value, or "-". */
+  readonly last: string;
+  /** Since when it has been pending or firing (unix ms); 0 when inactive. */
+  readonly sinceMs: number;
+}
+
+const ALERT_TONE: Record<string, Tone> = { firing: "bad", pending: "warn", inactive: "ok" };
+
+export function alertRows(rules: readonly AlertRule[]): AlertRow[] {
+  return rules.map((r) => ({
+    name: r.name,
+    condition: `${r.metric} ${r.op} ${r.threshold} for ${Math.round(r.forSeconds / 60)}m`,
+    state: r.state,
+    tone: ALERT_TONE[r.state] ?? "",
+    last: r.lastValue === undefined ? "-" : String(Math.round(r.lastValue * 100) / 100),
+    sinceMs: Number(r.sinceUnixMs),
+  }));
 }
