@@ -38,9 +38,15 @@ export const COMPONENT = {
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 
-/** An object of a whole workspace namespace (no region: every region's agent on a cluster writes it). */
-export function workspaceObjectLabels(component: Component, workspaceId: string): Record<string, string> {
-  return { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: component, [LABEL_WORKSPACE_ID]: workspaceId };
+/**
+ * An object of a whole workspace namespace (the pull Secret, the quota backstop). No region: every
+ * region's agent on a cluster writes it. No workspace id either: the namespace is the workspace's,
+ * and a namespace that outlived a deleted workspace is taken over by a new one of the same slug,
+ * whose agent could not rewrite an object labelled with the old id (the fence keeps ownership
+ * labels as they are, deploy/rbac/fence.yaml).
+ */
+export function workspaceObjectLabels(component: Component): Record<string, string> {
+  return { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: component };
 }
 
 /**

@@ -149,7 +149,6 @@ export function deploymentsController(
       ctx.kube,
       {
         namespace: d.k8sNamespace,
-        workspaceId: d.workspaceId,
         pullSecret: d.pullSecret,
         live: ctx.primaryOf(d.deploymentId),
         fetch: async (s) =>
@@ -181,7 +180,7 @@ export function deploymentsController(
           (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
         );
       await ns;
-      await quotas.ensure(ctx.kube, d.k8sNamespace, d.workspaceId, d.workspaceQuota, signal);
+      await quotas.ensure(ctx.kube, d.k8sNamespace, d.workspaceQuota, signal);
       for (const obj of rendered) {
         // The revision's Secret and the pull Secret go right before the ReplicaSet (their values come from ctrl).
         if (obj.kind === "ReplicaSet") {

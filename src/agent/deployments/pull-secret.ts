@@ -32,7 +32,6 @@ export function pullSecretAnnotation(p: PullSecret | undefined): Record<string, 
 export function renderPullSecret(
   p: PullSecret,
   namespace: string,
-  workspaceId: string,
   values: readonly { key: string; value: Uint8Array }[],
 ): KubeObject {
   const data: Record<string, string> = {};
@@ -46,7 +45,7 @@ export function renderPullSecret(
     metadata: {
       name: p.secretName,
       namespace,
-      labels: workspaceObjectLabels(COMPONENT.pullSecret, workspaceId),
+      labels: workspaceObjectLabels(COMPONENT.pullSecret),
     },
     data,
   };
@@ -62,10 +61,9 @@ export function pullSecretNameOf(obj: KubeObject | undefined): string {
   return typeof name === "string" ? name : "";
 }
 
-/** What the pull Secret of one workload needs: where, whose, and how to fetch its content. */
+/** What the pull Secret of one workload needs: where, and how to fetch its content. */
 export interface PullSecretWant {
   readonly namespace: string;
-  readonly workspaceId: string;
   /** The payload's pull Secret; undefined when the workspace has no credential. */
   readonly pullSecret: PullSecret | undefined;
   /** The workload as it runs now (its template names the Secret it had). */
@@ -83,7 +81,7 @@ export class PullSecrets {
       const id = `${w.namespace}/${w.pullSecret.secretName}`;
       if (this.#written.get(id) === w.pullSecret.version) return;
       const values = await w.fetch(signal);
-      await kube.apply(resources.secrets, renderPullSecret(w.pullSecret, w.namespace, w.workspaceId, values), {
+      await kube.apply(resources.secrets, renderPullSecret(w.pullSecret, w.namespace, values), {
         force: true,
         signal,
       });

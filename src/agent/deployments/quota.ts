@@ -61,8 +61,8 @@ export function quotaProblem(q: WorkspaceQuota | undefined): string | undefined 
   return undefined;
 }
 
-function labels(workspaceId: string): Record<string, string> {
-  return workspaceObjectLabels(COMPONENT.quota, workspaceId);
+function labels(): Record<string, string> {
+  return workspaceObjectLabels(COMPONENT.quota);
 }
 
 function hardOf(q: WorkspaceQuota): Record<string, string> {
@@ -93,21 +93,21 @@ export function quotaAnnotation(q: WorkspaceQuota | undefined): Record<string, s
 }
 
 /** The ResourceQuota of the namespace: each limited quota with room; `hard` empty when none is. */
-export function renderResourceQuota(q: WorkspaceQuota, namespace: string, workspaceId: string): KubeObject {
+export function renderResourceQuota(q: WorkspaceQuota, namespace: string): KubeObject {
   return {
     apiVersion: "v1",
     kind: "ResourceQuota",
-    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels(workspaceId) },
+    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels() },
     spec: { hard: hardOf(q) },
   };
 }
 
 /** The LimitRange: a container naming no requests or limits gets a revision's default size. */
-export function renderLimitRange(namespace: string, workspaceId: string): KubeObject {
+export function renderLimitRange(namespace: string): KubeObject {
   return {
     apiVersion: "v1",
     kind: "LimitRange",
-    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels(workspaceId) },
+    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels() },
     spec: {
       limits: [
         {
@@ -129,18 +129,12 @@ export class WorkspaceQuotas {
    * this quota there yet (the LimitRange first: a pod the quota admits must have its defaults).
    * No quota in the payload (an older ctrl): nothing is written.
    */
-  async ensure(
-    kube: KubeClient,
-    namespace: string,
-    workspaceId: string,
-    q: WorkspaceQuota | undefined,
-    signal: AbortSignal,
-  ): Promise<void> {
+  async ensure(kube: KubeClient, namespace: string, q: WorkspaceQuota | undefined, signal: AbortSignal): Promise<void> {
     if (!q) return;
-    const quota = renderResourceQuota(q, namespace, workspaceId);
+    const quota = renderResourceQuota(q, namespace);
     const seen = JSON.stringify(quota.spec);
     if (this.#written.get(namespace) === seen) return;
-    await kube.apply(resources.limitRanges, renderLimitRange(namespace, workspaceId), { force: true, signal });
+    await kube.apply(resources.limitRanges, renderLimitRange(namespace), { force: true, signal });
     await kube.apply(resources.resourceQuotas, quota, { force: true, signal });
     this.#written.set(namespace, seen);
   }

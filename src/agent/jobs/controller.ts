@@ -94,7 +94,6 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
             ctx.kube,
             {
               namespace: j.k8sNamespace,
-              workspaceId: j.workspaceId,
               pullSecret: j.pullSecret,
               live: ctx.primaryOf(key),
               fetch: async (s) =>

@@ -65,7 +65,7 @@ export function Charts(props: { envRef: EnvRef; view: EnvironmentView }) {
       {data && revs.length === 0 && <p class="muted">No measurements in the last 15 minutes.</p>}
       <div class="charts">
         <LineChart
-          title="Requests by revision"
+          title="Requests"
           unit="per second"
           from={from}
           to={to}

@@ -67,9 +67,9 @@ test("a CronJob's runs name the pull Secret only when the payload does", () => {
   assert.equal(plain.metadata.annotations, undefined);
 });
 
-test("the Secret: dockerconfigjson, krane's labels and the workspace, no region; ctrl's content as it came", () => {
+test("the Secret: dockerconfigjson, krane's labels, no region and no workspace id; ctrl's content as it came", () => {
   const json = dockerConfigJson([{ host: "registry.example.com:5000", username: "bot", password: "pa:ss" }]);
-  const s = renderPullSecret(pull, "ws-acme", "ws_1", [
+  const s = renderPullSecret(pull, "ws-acme", [
     { key: "ignored", value: Buffer.from("x") },
     { key: PULL_SECRET_KEY, value: Buffer.from(json) },
   ]);
@@ -79,12 +79,14 @@ test("the Secret: dockerconfigjson, krane's labels and the workspace, no region;
   assert.deepEqual(s.metadata.labels, {
     [LABEL_MANAGED_BY]: "krane",
     [LABEL_COMPONENT]: COMPONENT.pullSecret,
-    [LABEL_WORKSPACE_ID]: "ws_1",
   });
+  // The namespace is the workspace's: one taken over by a new workspace of the same slug stays
+  // writable (the fence keeps ownership labels such as the workspace id as they are).
+  assert.ok(!Object.keys(s.metadata.labels ?? {}).includes(LABEL_WORKSPACE_ID));
   const data = s.data as Record<string, string>;
   assert.deepEqual(Object.keys(data), [PULL_SECRET_KEY]);
   assert.equal(Buffer.from(data[PULL_SECRET_KEY] ?? "", "base64").toString(), json);
-  assert.throws(() => renderPullSecret(pull, "ws-acme", "ws_1", []), /no \.dockerconfigjson/);
+  assert.throws(() => renderPullSecret(pull, "ws-acme", []), /no \.dockerconfigjson/);
 });
 
 test("a payload's pull Secret must be a valid name and version", () => {

@@ -59,7 +59,6 @@ test("the ResourceQuota carries each limited quota with room, requests and limit
   const rq = renderResourceQuota(
     create(WorkspaceQuotaSchema, { cpuMillicores: 2000n, memoryMib: 1025n, instances: 3n }),
     "ws-1",
-    "ws_1",
   );
   assert.equal(rq.apiVersion, "v1");
   assert.equal(rq.kind, "ResourceQuota");
@@ -77,18 +76,19 @@ test("the ResourceQuota carries each limited quota with room, requests and limit
   const labels = rq.metadata.labels ?? {};
   assert.equal(labels[LABEL_MANAGED_BY], "krane");
   assert.equal(labels[LABEL_COMPONENT], COMPONENT.quota);
-  assert.equal(labels[LABEL_WORKSPACE_ID], "ws_1");
+  // No workspace id: a namespace taken over by a new workspace of the same slug stays writable.
+  assert.equal(labels[LABEL_WORKSPACE_ID], undefined);
   // Shared by every region's agent on the cluster.
   assert.equal(labels[LABEL_REGION], undefined);
 });
 
 test("an unlimited quota leaves its lines out; all unlimited leaves hard empty (server-side apply drops them)", () => {
-  const some = renderResourceQuota(create(WorkspaceQuotaSchema, { instances: 2n }), "ws-1", "ws_1");
+  const some = renderResourceQuota(create(WorkspaceQuotaSchema, { instances: 2n }), "ws-1");
   assert.deepEqual(some.spec, { hard: { pods: "5" } });
-  const none = renderResourceQuota(create(WorkspaceQuotaSchema, {}), "ws-1", "ws_1");
+  const none = renderResourceQuota(create(WorkspaceQuotaSchema, {}), "ws-1");
   assert.deepEqual(none.spec, { hard: {} });
   // A limit of 0 is a limit (nothing may run), not unlimited.
-  const zero = renderResourceQuota(create(WorkspaceQuotaSchema, { cpuMillicores: 0n }), "ws-1", "ws_1");
+  const zero = renderResourceQuota(create(WorkspaceQuotaSchema, { cpuMillicores: 0n }), "ws-1");
   assert.deepEqual(zero.spec, { hard: { "requests.cpu": "0m", "limits.cpu": "0m" } });
 });
 
@@ -100,7 +100,7 @@ test("ctrl's payload carries its limits, unlimited ones absent", () => {
 });
 
 test("the LimitRange gives a container naming no size a revision's default, requests at half", () => {
-  const lr = renderLimitRange("ws-1", "ws_1");
+  const lr = renderLimitRange("ws-1");
   assert.equal(lr.kind, "LimitRange");
   assert.equal(lr.metadata.name, QUOTA_OBJECT_NAME);
   assert.equal(lr.metadata.labels?.[LABEL_COMPONENT], COMPONENT.quota);
