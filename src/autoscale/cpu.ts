@@ -15,7 +15,24 @@ export interface RevisionCpu {
 
 interface PodMetricsLike {
   readonly metadata?: { readonly labels?: Readonly<Record<string, string>> };
-  readonly containers?: readonly { readonly usage?: { readonly cpu?: unknown } }[];
+  readonly containers?: unknown;
+}
+
+/**
+ * A PodMetrics item's use of one resource, its containers added up, in thousandths of the base
+ * unit (millicores; memory in bytes × 1000), as parseQuantity gives it; undefined when the pod
+ * lists no container or a figure is not a quantity (never counted as idle).
+ */
+export function podUsage(containers: unknown, resource: "cpu" | "memory"): number | undefined {
+  if (!Array.isArray(containers) || containers.length === 0) return undefined;
+  let sum = 0;
+  for (const c of containers as { usage?: Record<string, unknown> }[]) {
+    const raw = c.usage?.[resource];
+    const q = typeof raw === "string" ? parseQuantity(raw) : undefined;
+    if (q === undefined || q < 0) return undefined;
+    sum += q;
+  }
+  return sum;
 }
 
 /**
@@ -27,15 +44,8 @@ export function cpuByRevision(items: readonly unknown[]): Map<string, RevisionCp
   for (const raw of items) {
     const pod = raw as PodMetricsLike;
     const id = pod.metadata?.labels?.[LABEL_DEPLOYMENT_ID];
-    if (typeof id !== "string" || id === "" || !Array.isArray(pod.containers) || pod.containers.length === 0) continue;
-    let millicores = 0;
-    let valid = true;
-    for (const c of pod.containers) {
-      const q = typeof c.usage?.cpu === "string" ? parseQuantity(c.usage.cpu) : undefined;
-      if (q === undefined || q < 0) valid = false;
-      else millicores += q;
-    }
-    if (!valid) continue;
+    const millicores = podUsage(pod.containers, "cpu");
+    if (typeof id !== "string" || id === "" || millicores === undefined) continue;
     const prev = out.get(id) ?? { millicores: 0, pods: 0 };
     out.set(id, { millicores: prev.millicores + millicores, pods: prev.pods + 1 });
   }

@@ -6,7 +6,7 @@
 // the figures are fresh), and ctrl keeps per instance and minute the report with the most
 // readings: sending a minute again, or out of order, never counts anything twice.
 import { LABEL_DEPLOYMENT_ID, LABEL_ENVIRONMENT_ID } from "../../contracts/labels.js";
-import { parseQuantity } from "../../kube/quantity.js";
+import { podUsage } from "../../autoscale/cpu.js";
 
 export const MINUTE_MS = 60_000;
 /** Minutes kept for sending at most (older ones are dropped: ctrl is unreachable that long). */
@@ -47,7 +47,7 @@ export interface Minute {
 
 interface PodMetricsLike {
   readonly metadata?: { readonly name?: unknown; readonly namespace?: unknown };
-  readonly containers?: readonly { readonly usage?: { readonly cpu?: unknown; readonly memory?: unknown } }[];
+  readonly containers?: unknown;
 }
 
 /**
@@ -60,21 +60,10 @@ export function useByPod(items: readonly unknown[]): Map<string, PodUse> {
     const pod = raw as PodMetricsLike;
     const name = pod.metadata?.name;
     const ns = pod.metadata?.namespace;
-    if (typeof name !== "string" || typeof ns !== "string" || !Array.isArray(pod.containers)) continue;
-    if (pod.containers.length === 0) continue;
-    let cpu = 0;
-    let memory = 0;
-    let valid = true;
-    for (const c of pod.containers) {
-      const q = typeof c.usage?.cpu === "string" ? parseQuantity(c.usage.cpu) : undefined;
-      const m = typeof c.usage?.memory === "string" ? parseQuantity(c.usage.memory) : undefined;
-      if (q === undefined || m === undefined || q < 0 || m < 0) valid = false;
-      else {
-        cpu += q;
-        memory += m / 1000;
-      }
-    }
-    if (valid) out.set(`${ns}/${name}`, { cpuMillicores: cpu, memoryBytes: memory });
+    const cpu = podUsage(pod.containers, "cpu");
+    const memory = podUsage(pod.containers, "memory");
+    if (typeof name !== "string" || typeof ns !== "string" || cpu === undefined || memory === undefined) continue;
+    out.set(`${ns}/${name}`, { cpuMillicores: cpu, memoryBytes: memory / 1000 });
   }
   return out;
 }

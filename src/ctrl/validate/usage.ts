@@ -5,12 +5,12 @@
 // (../domain/usage.ts), against the database.
 import type { ReportUsageRequest } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { invalidArgument } from "../errors.js";
+// How far ahead of ctrl's clock a report may be: the same clock skew as for measurements.
+import { MAX_SKEW_MS } from "./measurements.js";
 import * as r from "./rules.js";
 
 export const MAX_USAGE_MINUTES = 10;
 export const MAX_USAGE_INSTANCES = 2_000;
-/** How far ahead of ctrl's clock a minute may start (clock skew between agent and ctrl). */
-const MAX_SKEW_MS = 60_000;
 const MINUTE_MS = 60_000;
 /** Readings per minute: an agent reads at most every 100 ms. */
 const MAX_READINGS = 600;
