@@ -358,6 +358,9 @@ export const SENTINEL_METRICS = {
   upstreamConnectErrors: "krane_sentinel_upstream_connect_errors_total",
   ejections: "krane_sentinel_ejections_total",
   routingVersion: "krane_sentinel_routing_version",
+  /** The same as requests and duration, per instance (labels revision, instance): what served it. */
+  instanceRequests: "krane_sentinel_instance_requests_total",
+  instanceDuration: "krane_sentinel_instance_request_duration_seconds",
 } as const;
 
 /** One revision as a sentinel routes it (part of SentinelStatus). */

@@ -1,7 +1,8 @@
 // The sentinel's Prometheus metrics. The names the agent reads back for rollout analysis come
 // from SENTINEL_METRICS (src/contracts/routing.ts); the rest are for operators. Label values are
 // bounded: revisions (deployment ids of this environment, or "none" when the sentinel answered
-// itself) and status classes, never paths or pod names.
+// itself), status classes, and the instances (pod names) of the routing table, never paths. An
+// instance's figures are forgotten 10 minutes after it left the table, like a revision's.
 //
 // Per-request figures (count by status class, latency histogram) are kept in RequestStats, plain
 // counters indexed by revision, and turned into Prometheus samples only when scraped: the
@@ -20,7 +21,47 @@ interface RevisionCounts {
   count: number;
 }
 
-/** Requests by revision and status class, and their latency, for the scrape to read. */
+function add(r: RevisionCounts, code: string, seconds: number): void {
+  r.codes.set(code, (r.codes.get(code) ?? 0) + 1);
+  let i = 0;
+  while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] ?? Infinity)) i++;
+  r.buckets[i] = (r.buckets[i] ?? 0) + 1;
+  r.sum += seconds;
+  r.count++;
+}
+
+/** The key of an instance's series in RequestStats (pod names and deployment ids hold no tab). */
+export function instanceKey(revision: string, pod: string): string {
+  return `${revision}\t${pod}`;
+}
+
+interface TableInstances {
+  readonly revisions: readonly {
+    readonly deploymentId: string;
+    readonly endpoints: readonly { readonly pod: string | undefined }[];
+    readonly starting?: readonly { readonly pod: string | undefined }[];
+  }[];
+}
+
+/** The instance series a routing table keeps (its endpoints' and starting instances' pods). */
+export function instanceKeys(table: TableInstances): Set<string> {
+  const keys = new Set<string>();
+  for (const r of table.revisions)
+    for (const e of [...r.endpoints, ...(r.starting ?? [])])
+      if (e.pod !== undefined) keys.add(instanceKey(r.deploymentId, e.pod));
+  return keys;
+}
+
+/** The labels of a series key: a revision's, or an instance's (instanceKey). */
+function seriesLabels(key: string): { revision: string; instance?: string } {
+  const tab = key.indexOf("\t");
+  return tab < 0 ? { revision: key } : { revision: key.slice(0, tab), instance: key.slice(tab + 1) };
+}
+
+/**
+ * Requests by series (a revision, or a revision's instance: instanceKey) and status class, and
+ * their latency, for the scrape to read.
+ */
 export class RequestStats {
   readonly #byRevision = new Map<string, RevisionCounts>();
   readonly #leftAt = new Map<string, number>();
@@ -31,12 +72,7 @@ export class RequestStats {
       r = { codes: new Map(), buckets: new Array<number>(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
       this.#byRevision.set(revision, r);
     }
-    r.codes.set(code, (r.codes.get(code) ?? 0) + 1);
-    let i = 0;
-    while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] ?? Infinity)) i++;
-    r.buckets[i] = (r.buckets[i] ?? 0) + 1;
-    r.sum += seconds;
-    r.count++;
+    add(r, code, seconds);
   }
 
   /**
@@ -67,16 +103,20 @@ export class RequestStats {
   }
 }
 
+type SeriesLabel = "revision" | "instance";
+
 /** A prom-client Histogram whose samples come from RequestStats at scrape time. */
-class StatsHistogram extends Histogram<"revision"> {
+class StatsHistogram extends Histogram<SeriesLabel> {
   constructor(
     private readonly stats: RequestStats,
     registry: Registry,
+    private readonly metricName: string,
+    private readonly helpText: string,
   ) {
     super({
-      name: SENTINEL_METRICS.duration,
-      help: "Time from request to the end of the response, by revision.",
-      labelNames: ["revision"],
+      name: metricName,
+      help: helpText,
+      labelNames: ["revision", "instance"],
       buckets: [...DURATION_BUCKETS],
       registers: [registry],
     });
@@ -84,26 +124,23 @@ class StatsHistogram extends Histogram<"revision"> {
 
   // prom-client's registry (and Histogram.get) read histograms through getForPromString, which its
   // typings do not declare; this is that method, computing the samples from RequestStats.
-  async getForPromString(): ReturnType<Histogram<"revision">["get"]> {
-    const name = SENTINEL_METRICS.duration;
-    const values: Awaited<ReturnType<Histogram<"revision">["get"]>>["values"] = [];
-    for (const [revision, r] of this.stats.entries()) {
+  async getForPromString(): ReturnType<Histogram<SeriesLabel>["get"]> {
+    const name = this.metricName;
+    const values: Awaited<ReturnType<Histogram<SeriesLabel>["get"]>>["values"] = [];
+    for (const [key, r] of this.stats.entries()) {
+      const labels = seriesLabels(key);
       let acc = 0;
       DURATION_BUCKETS.forEach((le, i) => {
         acc += r.buckets[i] ?? 0;
-        values.push({ metricName: `${name}_bucket`, labels: { le, revision } as { revision: string }, value: acc });
+        values.push({ metricName: `${name}_bucket`, labels: { le, ...labels } as typeof labels, value: acc });
       });
-      values.push({
-        metricName: `${name}_bucket`,
-        labels: { le: "+Inf", revision } as { revision: string },
-        value: r.count,
-      });
-      values.push({ metricName: `${name}_sum`, labels: { revision }, value: r.sum });
-      values.push({ metricName: `${name}_count`, labels: { revision }, value: r.count });
+      values.push({ metricName: `${name}_bucket`, labels: { le: "+Inf", ...labels } as typeof labels, value: r.count });
+      values.push({ metricName: `${name}_sum`, labels, value: r.sum });
+      values.push({ metricName: `${name}_count`, labels, value: r.count });
     }
     return {
       name,
-      help: "Time from request to the end of the response, by revision.",
+      help: this.helpText,
       // prom-client types `type` as an enum that does not exist at run time; the registry wants the string.
       type: "histogram" as unknown as MetricType,
       aggregator: "sum",
@@ -113,10 +150,30 @@ class StatsHistogram extends Histogram<"revision"> {
   }
 }
 
+/** A counter of requests by series and status class, read from RequestStats at scrape time. */
+function statsCounter(stats: RequestStats, registry: Registry, name: string, help: string): void {
+  new Counter({
+    name,
+    help,
+    labelNames: ["revision", "instance", "code"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, c] of stats.entries())
+        for (const [code, n] of c.codes) this.inc({ ...seriesLabels(key), code }, n);
+    },
+  });
+}
+
 export interface SentinelMetrics {
   readonly registry: Registry;
   /** Requests and latency per revision (exposed as SENTINEL_METRICS.requests and .duration). */
   readonly stats: RequestStats;
+  /**
+   * The same per instance that answered, keys from instanceKey (SENTINEL_METRICS.instanceRequests
+   * and .instanceDuration): the sentinel's own answers count for no instance.
+   */
+  readonly instanceStats: RequestStats;
   readonly upstreamConnectErrors: Counter<"revision">;
   readonly upstreamResets: Counter<"revision">;
   readonly ejections: Counter<"revision">;
@@ -158,20 +215,26 @@ export function createSentinelMetrics(
   if (defaults) collectDefaultMetrics({ register: registry });
   const r = [registry];
   const stats = new RequestStats();
-  new StatsHistogram(stats, registry);
-  new Counter({
-    name: SENTINEL_METRICS.requests,
-    help: 'Requests answered, by revision and status class ("aborted": the client left first).',
-    labelNames: ["revision", "code"],
-    registers: r,
-    collect() {
-      this.reset();
-      for (const [revision, c] of stats.entries()) for (const [code, n] of c.codes) this.inc({ revision, code }, n);
-    },
-  });
+  const instanceStats = new RequestStats();
+  const duration = "Time from request to the end of the response";
+  new StatsHistogram(stats, registry, SENTINEL_METRICS.duration, `${duration}, by revision.`);
+  statsCounter(
+    stats,
+    registry,
+    SENTINEL_METRICS.requests,
+    'Requests answered, by revision and status class ("aborted": the client left first).',
+  );
+  new StatsHistogram(instanceStats, registry, SENTINEL_METRICS.instanceDuration, `${duration}, by instance.`);
+  statsCounter(
+    instanceStats,
+    registry,
+    SENTINEL_METRICS.instanceRequests,
+    "Requests an instance answered (or that failed on it), by revision, instance and status class.",
+  );
   const m: SentinelMetrics = {
     registry,
     stats,
+    instanceStats,
     inFlightNow: () => 0,
     upstreamConnectErrors: new Counter({
       name: SENTINEL_METRICS.upstreamConnectErrors,

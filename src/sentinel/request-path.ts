@@ -38,7 +38,7 @@ import { isIdempotent, isSaneRequestId, isValidHost, upstreamHeaders } from "./h
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { RETRY_AFTER_SECONDS, type Held, type HeldRequests } from "./hold.js";
 import { NO_REVISION } from "../contracts/routing.js";
-import { statusClass, type SentinelMetrics } from "./metrics.js";
+import { instanceKey, statusClass, type SentinelMetrics } from "./metrics.js";
 
 export interface RequestPathOptions {
   readonly balancer: Balancer;
@@ -387,7 +387,11 @@ export class Trip {
     this.#held?.cancel();
     this.release();
     this.#path.inFlight--;
-    this.#o.metrics.stats.record(this.revision, code, (performance.now() - this.#started) / 1000);
+    const seconds = (performance.now() - this.#started) / 1000;
+    this.#o.metrics.stats.record(this.revision, code, seconds);
+    // The instance of the last attempt answered, or its failure is the answer.
+    const pod = this.instance?.endpoint.pod;
+    if (pod !== undefined) this.#o.metrics.instanceStats.record(instanceKey(this.revision, pod), code, seconds);
   }
 
   get finished(): boolean {

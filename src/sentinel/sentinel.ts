@@ -21,7 +21,7 @@ import { EdgePolicies } from "./policies.js";
 import { Balancer, type HealthPolicy } from "./balancer.js";
 import { createHoldMetrics, HeldRequests } from "./hold.js";
 import type { SentinelSettings } from "./config.js";
-import { createSentinelMetrics, type SentinelMetrics } from "./metrics.js";
+import { createSentinelMetrics, instanceKeys, type SentinelMetrics } from "./metrics.js";
 import { RequestPath } from "./request-path.js";
 import { RoutingSource, type RoutingUpdate } from "./routing-source.js";
 import { runningOnBun, type ProxyShell, type ShellOptions } from "./shell.js";
@@ -313,7 +313,9 @@ export class Sentinel {
       else this.#warm.start();
     }
     this.#tableUpdatedAt = new Date();
-    this.metrics.stats.forgetExcept(new Set(table.revisions.map((r) => r.deploymentId)), Date.now());
+    const now = Date.now();
+    this.metrics.stats.forgetExcept(new Set(table.revisions.map((r) => r.deploymentId)), now);
+    this.metrics.instanceStats.forgetExcept(instanceKeys(table), now);
     this.metrics.tableUpdates.inc();
     this.metrics.routingVersion.set(table.version);
     if (!before || before.version !== table.version || endpointCount(before) !== endpointCount(table)) {

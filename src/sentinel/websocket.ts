@@ -24,7 +24,7 @@ import { isSaneRequestId, isValidHost, upstreamHeaders } from "./headers.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
 import { NO_REVISION } from "../contracts/routing.js";
-import type { SentinelMetrics } from "./metrics.js";
+import { instanceKey, type SentinelMetrics } from "./metrics.js";
 import { randomUUID } from "node:crypto";
 
 export interface UpgradeOptions {
@@ -199,7 +199,7 @@ export class UpgradeRelay {
       }
       this.#o.balancer.success(inst);
       up.setTimeout(0);
-      this.#count(revision, "1xx");
+      this.#count(revision, "1xx", inst.endpoint.pod);
       const hop = (n: string): boolean => n === "transfer-encoding" || n === "content-length";
       socket.write(`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}\r\n${headLines(res, hop)}\r\n`);
       if (upHead.length > 0) socket.write(upHead);
@@ -214,7 +214,7 @@ export class UpgradeRelay {
       }
       this.#o.balancer.success(inst);
       const status = res.statusCode ?? 502;
-      this.#count(revision, `${Math.floor(status / 100)}xx`);
+      this.#count(revision, `${Math.floor(status / 100)}xx`, inst.endpoint.pod);
       // The connection closes after the body, so no framing headers are needed.
       const skip = (n: string): boolean =>
         n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
@@ -236,7 +236,7 @@ export class UpgradeRelay {
         this.#attempt(req, socket, head, headers, requestId, new Set([inst.key]));
         return;
       }
-      this.#count(revision, "5xx");
+      this.#count(revision, "5xx", inst.endpoint.pod);
       writeRawAnswer(socket, causeOf(failure), requestId);
     });
     up.end();
@@ -267,8 +267,9 @@ export class UpgradeRelay {
     upstream.pipe(client);
   }
 
-  #count(revision: string, code: string): void {
+  #count(revision: string, code: string, pod?: string): void {
     this.#o.metrics.stats.record(revision, code, 0);
+    if (pod !== undefined) this.#o.metrics.instanceStats.record(instanceKey(revision, pod), code, 0);
   }
 
   closeAll(): void {

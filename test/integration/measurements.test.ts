@@ -9,7 +9,7 @@
 // through the real CLI) then shows each revision's requests and error rate within 5 % of what the
 // clients saw (the warm-up's requests included), the delayed revision's p50 within 5 % of its
 // 240 ms (the upper bound of the sentinel's 100–250 ms bucket) and its p95 and p99 in that bucket
-// or the next. An agent token of one region cannot report for another.
+// or the next, and each instance's requests within 5 % of what that pod answered. An agent token of one region cannot report for another.
 //
 // The weighted policy is written into ctrl's database here through the routing's owner
 // (domain/environments.ts setRouting: a new routing version, the sentinels re-rendered), standing
@@ -303,7 +303,7 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
       assert.equal(cli.status, 0, cli.stderr);
       const history = JSON.parse(cli.stdout) as GetMetricsHistoryResponseJson;
       const totalOf = (rev: string) => {
-        const s = (history.series ?? []).filter((x) => x.deploymentId === rev);
+        const s = (history.series ?? []).filter((x) => x.deploymentId === rev && (x.instance ?? "") === "");
         assert.equal(s.length, 1, `one series (region ${REGION}, instance "") for ${rev}: ${cli.stdout.slice(0, 400)}`);
         return s[0]?.total ?? {};
       };
@@ -333,6 +333,17 @@ describe("measurements from the sentinels reach ctrl's MeasurementSource", () =>
           for (const q of ["p95Ms", "p99Ms"] as const)
             assert.ok(Number(h[q]) >= DELAY_MS && Number(h[q]) <= 500, `${q} in the bucket or the next: ${note}`);
         } else assert.ok(Number(h.p50Ms) <= 25, `the good revision is fast: ${note}`);
+      }
+      // Per instance: what each pod answered, as the clients saw it (a pod's share of its revision).
+      const pods = new Map<string, number>();
+      for (const h of all) if (h.answer?.pod) pods.set(h.answer.pod, (pods.get(h.answer.pod) ?? 0) + 1);
+      assert.ok(pods.size >= 2, "several instances answered");
+      for (const [pod, n] of pods) {
+        const series = (history.series ?? []).filter((x) => x.instance === pod);
+        const got = series.reduce((a, x) => a + Number(x.total?.requests ?? 0), 0);
+        const note = `instance ${pod}: clients ${n}, krane metrics ${got}`;
+        t.diagnostic(note);
+        assert.ok(Math.abs(got - n) <= Math.max(3, n * 0.05), `an instance's requests within 5 %: ${note}`);
       }
     },
   );

@@ -120,25 +120,34 @@ export function buildReport(
   incs: readonly RoundIncrement[],
 ): ReportMeasurementsRequest | undefined {
   if (incs.length === 0) return undefined;
-  // Bounded: the busiest revisions first when a region has more than a report may carry.
+  // Bounded: the busiest entries first when a region has more than a report may carry.
   const total = (i: RoundIncrement): number => i.inc.classes.reduce((a, b) => a + b, 0);
-  const chosen =
-    incs.length > MAX_MEASUREMENTS_PER_REPORT
-      ? [...incs].sort((a, b) => total(b) - total(a)).slice(0, MAX_MEASUREMENTS_PER_REPORT)
-      : incs;
+  const busiest = (list: RoundIncrement[]): RoundIncrement[] =>
+    list.length > MAX_MEASUREMENTS_PER_REPORT
+      ? list.sort((a, b) => total(b) - total(a)).slice(0, MAX_MEASUREMENTS_PER_REPORT)
+      : list;
+  const counts = (i: RoundIncrement) => ({
+    environmentId: i.environmentId,
+    deploymentId: i.deploymentId,
+    responses2xx: BigInt(i.inc.classes[0] ?? 0),
+    responses3xx: BigInt(i.inc.classes[1] ?? 0),
+    responses4xx: BigInt(i.inc.classes[2] ?? 0),
+    responses5xx: BigInt(i.inc.classes[3] ?? 0),
+    latencyBuckets: i.inc.buckets.map((v) => BigInt(v)),
+  });
+  const revisions = busiest(incs.filter((i) => i.instance === undefined));
+  if (revisions.length === 0) return undefined;
+  // ctrl keeps an instance's figures only with its revision's, so only those are sent.
+  const sent = new Set(revisions.map((i) => `${i.environmentId}\n${i.deploymentId}`));
+  const instances = busiest(
+    incs.filter((i) => i.instance !== undefined && sent.has(`${i.environmentId}\n${i.deploymentId}`)),
+  );
   return create(ReportMeasurementsRequestSchema, {
     region,
     fromUnixMs: BigInt(fromMs),
     toUnixMs: BigInt(toMs),
-    revisions: chosen.map((i) => ({
-      environmentId: i.environmentId,
-      deploymentId: i.deploymentId,
-      responses2xx: BigInt(i.inc.classes[0] ?? 0),
-      responses3xx: BigInt(i.inc.classes[1] ?? 0),
-      responses4xx: BigInt(i.inc.classes[2] ?? 0),
-      responses5xx: BigInt(i.inc.classes[3] ?? 0),
-      latencyBuckets: i.inc.buckets.map((v) => BigInt(v)),
-    })),
+    revisions: revisions.map(counts),
+    instances: instances.map((i) => ({ ...counts(i), instance: i.instance ?? "" })),
   });
 }
 
@@ -150,6 +159,8 @@ export class MeasurementCollector {
   #retry: ReportMeasurementsRequest | undefined;
   /** Revisions of each environment seen in this cluster ("env\ndep" → last seen, ms). */
   readonly #revisions = new Map<string, number>();
+  /** Their pods ("env\ndep\npod" → last seen, ms): the instances a report may name. */
+  readonly #instances = new Map<string, number>();
 
   constructor(opts: CollectorOptions) {
     this.#o = opts;
@@ -203,7 +214,10 @@ export class MeasurementCollector {
     for (const env of envs) {
       for (const pod of ctx.informer(resources.pods).byIndex(labelIndex(LABEL_ENVIRONMENT_ID), env)) {
         const dep = deploymentKeyOf(pod);
-        if (dep !== undefined) this.#revisions.set(`${env}\n${dep}`, at);
+        if (dep === undefined) continue;
+        this.#revisions.set(`${env}\n${dep}`, at);
+        const name = pod.metadata?.name;
+        if (name !== undefined) this.#instances.set(`${env}\n${dep}\n${name}`, at);
       }
     }
     for (const key of ctx.activeKeys()) {
@@ -211,11 +225,15 @@ export class MeasurementCollector {
       for (const r of d?.routing?.revisions ?? [])
         this.#revisions.set(`${d?.environmentId ?? ""}\n${r.deploymentId}`, at);
     }
-    for (const [k, seen] of this.#revisions) if (at - seen > REVISION_MEMORY_MS) this.#revisions.delete(k);
+    for (const m of [this.#revisions, this.#instances])
+      for (const [k, seen] of m) if (at - seen > REVISION_MEMORY_MS) m.delete(k);
+    // Instances only as pods of that revision here: a name a sentinel made up is not reported.
     const incs = this.#tracker
       .round(at, scrapes)
-      .filter(
-        (i) => DEPLOYMENT_ID.test(i.deploymentId) && this.#revisions.has(`${i.environmentId}\n${i.deploymentId}`),
+      .filter((i) =>
+        i.instance === undefined
+          ? DEPLOYMENT_ID.test(i.deploymentId) && this.#revisions.has(`${i.environmentId}\n${i.deploymentId}`)
+          : this.#instances.has(`${i.environmentId}\n${i.deploymentId}\n${i.instance}`),
       );
     const fresh = from === undefined ? undefined : buildReport(this.#o.region, from, at, incs);
     const retry = this.#retry;

@@ -26,6 +26,8 @@ export const SLOTS = LATENCY_BUCKETS_MS.length + 1;
 export const MAX_SCRAPE_BYTES = 4 * 1024 * 1024;
 /** Refuse more revisions than this per pod. */
 export const MAX_REVISIONS_PER_POD = 1_000;
+/** Refuse more instance series than this per pod. */
+export const MAX_INSTANCES_PER_POD = 5_000;
 
 /** One revision's cumulative counters in one reading. */
 export interface RevisionCounters {
@@ -41,6 +43,8 @@ export interface PodReading {
   /** process_start_time_seconds × 1000, or undefined when absent. */
   readonly startedMs: number | undefined;
   readonly revisions: ReadonlyMap<string, RevisionCounters>;
+  /** Per instance that answered, keyed by instanceKey (empty from a sentinel that counts none). */
+  readonly instances: ReadonlyMap<string, RevisionCounters>;
 }
 
 export interface Sample {
@@ -137,8 +141,14 @@ export function parseExposition(text: string, keep?: ReadonlySet<string>): Sampl
 }
 
 const BUCKET = `${SENTINEL_METRICS.duration}_bucket`;
+const INSTANCE_BUCKET = `${SENTINEL_METRICS.instanceDuration}_bucket`;
 const START = "process_start_time_seconds";
-const KEEP = new Set([SENTINEL_METRICS.requests, BUCKET, START]);
+const KEEP = new Set([SENTINEL_METRICS.requests, BUCKET, SENTINEL_METRICS.instanceRequests, INSTANCE_BUCKET, START]);
+
+/** The key of an instance's counters in a reading (as the sentinel's own: revision, tab, pod). */
+export function instanceKey(revision: string, instance: string): string {
+  return `${revision}\t${instance}`;
+}
 
 /** The slot of a histogram `le` bound (seconds), or undefined when it is not one of ours. */
 function slotOf(le: string): number | undefined {
@@ -154,19 +164,66 @@ function counterValue(v: number, what: string): number {
   return v;
 }
 
-/** A sentinel pod's reading from its /metrics text. */
-export function parseSentinelMetrics(text: string): PodReading {
-  const revisions = new Map<string, RevisionCounters>();
-  const cumulative = new Map<string, (number | undefined)[]>();
-  const get = (rev: string): RevisionCounters => {
-    let r = revisions.get(rev);
+/** One family pair (requests by code, latency buckets) read into counters per series key. */
+class SeriesCounters {
+  readonly counters = new Map<string, RevisionCounters>();
+  readonly #cumulative = new Map<string, (number | undefined)[]>();
+
+  constructor(
+    private readonly bucketName: string,
+    private readonly max: number,
+  ) {}
+
+  get(key: string): RevisionCounters {
+    let r = this.counters.get(key);
     if (!r) {
-      if (revisions.size >= MAX_REVISIONS_PER_POD) throw new Error(`more than ${MAX_REVISIONS_PER_POD} revisions`);
+      if (this.counters.size >= this.max) throw new Error(`more than ${this.max} series of ${this.bucketName}`);
       r = { classes: [0, 0, 0, 0], other: 0, buckets: new Array<number>(SLOTS).fill(0) };
-      revisions.set(rev, r);
+      this.counters.set(key, r);
     }
     return r;
-  };
+  }
+
+  request(key: string, s: Sample): void {
+    const code = s.labels.get("code") ?? "";
+    const v = counterValue(s.value, s.name);
+    const i = (STATUS_CLASSES as readonly string[]).indexOf(code);
+    const r = this.get(key);
+    if (i >= 0) r.classes[i] = (r.classes[i] ?? 0) + v;
+    else r.other += v;
+  }
+
+  bucket(key: string, s: Sample): void {
+    const le = s.labels.get("le") ?? "";
+    const slot = slotOf(le);
+    if (slot === undefined) throw new Error(`${this.bucketName}: unexpected bucket le="${le.slice(0, 20)}"`);
+    this.get(key);
+    let c = this.#cumulative.get(key);
+    if (!c) this.#cumulative.set(key, (c = new Array<number | undefined>(SLOTS).fill(undefined)));
+    c[slot] = counterValue(s.value, this.bucketName);
+  }
+
+  /** The buckets made non-cumulative; throws when one is missing or they go down. */
+  finish(): Map<string, RevisionCounters> {
+    for (const [key, c] of this.#cumulative) {
+      const r = this.get(key);
+      let prev = 0;
+      for (let i = 0; i < SLOTS; i++) {
+        const v = c[i];
+        if (v === undefined) throw new Error(`${this.bucketName}: ${key.slice(0, 80)} lacks bucket ${i}`);
+        if (v < prev) throw new Error(`${this.bucketName}: ${key.slice(0, 80)} is not cumulative`);
+        r.buckets[i] = v - prev;
+        prev = v;
+      }
+    }
+    return this.counters;
+  }
+}
+
+/** A sentinel pod's reading from its /metrics text. */
+export function parseSentinelMetrics(text: string): PodReading {
+  const revisions = new SeriesCounters(BUCKET, MAX_REVISIONS_PER_POD);
+  const instances = new SeriesCounters(INSTANCE_BUCKET, MAX_INSTANCES_PER_POD);
   let startedMs: number | undefined;
   for (const s of parseExposition(text, KEEP)) {
     if (s.name === START) {
@@ -177,35 +234,17 @@ export function parseSentinelMetrics(text: string): PodReading {
     const rev = s.labels.get("revision");
     if (rev === undefined || rev === "") throw new Error(`${s.name}: sample without a revision label`);
     if (rev === NO_REVISION) continue;
-    if (s.name === SENTINEL_METRICS.requests) {
-      const code = s.labels.get("code") ?? "";
-      const v = counterValue(s.value, s.name);
-      const i = (STATUS_CLASSES as readonly string[]).indexOf(code);
-      const r = get(rev);
-      if (i >= 0) r.classes[i] = (r.classes[i] ?? 0) + v;
-      else r.other += v;
-      continue;
-    }
-    const le = s.labels.get("le") ?? "";
-    const slot = slotOf(le);
-    if (slot === undefined) throw new Error(`${BUCKET}: unexpected bucket le="${le.slice(0, 20)}"`);
-    get(rev);
-    let c = cumulative.get(rev);
-    if (!c) cumulative.set(rev, (c = new Array<number | undefined>(SLOTS).fill(undefined)));
-    c[slot] = counterValue(s.value, BUCKET);
-  }
-  for (const [rev, c] of cumulative) {
-    const r = get(rev);
-    let prev = 0;
-    for (let i = 0; i < SLOTS; i++) {
-      const v = c[i];
-      if (v === undefined) throw new Error(`${BUCKET}: revision ${rev.slice(0, 40)} lacks bucket ${i}`);
-      if (v < prev) throw new Error(`${BUCKET}: revision ${rev.slice(0, 40)} is not cumulative`);
-      r.buckets[i] = v - prev;
-      prev = v;
+    if (s.name === SENTINEL_METRICS.requests) revisions.request(rev, s);
+    else if (s.name === BUCKET) revisions.bucket(rev, s);
+    else {
+      const instance = s.labels.get("instance");
+      if (instance === undefined || instance === "" || instance.includes("\t"))
+        throw new Error(`${s.name}: sample without a valid instance label`);
+      if (s.name === SENTINEL_METRICS.instanceRequests) instances.request(instanceKey(rev, instance), s);
+      else instances.bucket(instanceKey(rev, instance), s);
     }
   }
-  return { startedMs, revisions };
+  return { startedMs, revisions: revisions.finish(), instances: instances.finish() };
 }
 
 /** One revision's increments since the previous reading (what a report carries). */
@@ -231,24 +270,29 @@ function wentDown(prev: RevisionCounters, cur: RevisionCounters): boolean {
 }
 
 /**
- * The increments of one pod between two readings (`prev` undefined: count everything). Never
- * negative: a revision whose counters went down restarted and counts from 0.
+ * The increments of one pod between two readings (`prev` undefined: count everything), per
+ * revision or per instance (`of`). Never negative: a series whose counters went down restarted and
+ * counts from 0.
  */
-export function podIncrements(prev: PodReading | undefined, cur: PodReading): Map<string, Increment> {
+export function podIncrements(
+  prev: PodReading | undefined,
+  cur: PodReading,
+  of: "revisions" | "instances" = "revisions",
+): Map<string, Increment> {
   const restarted =
     prev !== undefined &&
     prev.startedMs !== undefined &&
     cur.startedMs !== undefined &&
     prev.startedMs !== cur.startedMs;
   const out = new Map<string, Increment>();
-  for (const [rev, c] of cur.revisions) {
-    const p = restarted ? undefined : prev?.revisions.get(rev);
+  for (const [key, c] of cur[of]) {
+    const p = restarted ? undefined : prev?.[of].get(key);
     const base = p && !wentDown(p, c) ? p : undefined;
     const inc: Increment = {
       classes: c.classes.map((v, i) => v - (base?.classes[i] ?? 0)),
       buckets: c.buckets.map((v, i) => v - (base?.buckets[i] ?? 0)),
     };
-    if (!isEmpty(inc)) out.set(rev, inc);
+    if (!isEmpty(inc)) out.set(key, inc);
   }
   return out;
 }
@@ -283,10 +327,12 @@ export function readingFitsPod(reading: PodReading, podCreatedMs: number | undef
   );
 }
 
-/** Per (environment, revision) increments of a round, all pods added up. */
+/** Per (environment, revision) or (environment, revision, instance) increments of a round, all pods added up. */
 export interface RoundIncrement {
   readonly environmentId: string;
   readonly deploymentId: string;
+  /** The instance (pod) that answered; absent for the revision's own figures. */
+  readonly instance?: string;
   readonly inc: Increment;
 }
 
@@ -325,15 +371,22 @@ export class IncrementTracker {
       // New to us: all of its traffic is new if its process started after this tracker's first
       // round (nothing of it can have been counted); otherwise this reading is the baseline.
       if (!prev && !(s.reading.startedMs !== undefined && s.reading.startedMs >= this.#firstRoundMs)) continue;
-      for (const [rev, inc] of podIncrements(prev, s.reading)) {
-        const k = `${s.environmentId}\n${rev}`;
+      const add = (k: string, entry: RoundIncrement): void => {
         const acc = sum.get(k);
         if (!acc) {
-          sum.set(k, { environmentId: s.environmentId, deploymentId: rev, inc });
-          continue;
+          sum.set(k, entry);
+          return;
         }
-        inc.classes.forEach((v, i) => (acc.inc.classes[i] = (acc.inc.classes[i] ?? 0) + v));
-        inc.buckets.forEach((v, i) => (acc.inc.buckets[i] = (acc.inc.buckets[i] ?? 0) + v));
+        entry.inc.classes.forEach((v, i) => (acc.inc.classes[i] = (acc.inc.classes[i] ?? 0) + v));
+        entry.inc.buckets.forEach((v, i) => (acc.inc.buckets[i] = (acc.inc.buckets[i] ?? 0) + v));
+      };
+      for (const [rev, inc] of podIncrements(prev, s.reading))
+        add(`${s.environmentId}\n${rev}`, { environmentId: s.environmentId, deploymentId: rev, inc });
+      for (const [key, inc] of podIncrements(prev, s.reading, "instances")) {
+        const tab = key.indexOf("\t");
+        const deploymentId = key.slice(0, tab);
+        const instance = key.slice(tab + 1);
+        add(`${s.environmentId}\n${key}`, { environmentId: s.environmentId, deploymentId, instance, inc });
       }
     }
     for (const [k, r] of [...this.#prev]) {

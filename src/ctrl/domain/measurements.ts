@@ -16,7 +16,7 @@ import type { MeasurementsTable } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 import type { MeasurementEntry, MeasurementReport } from "../validate/measurements.js";
-import { addMinutes } from "../history/store.js";
+import { addInstanceMinutes, addMinutes } from "../history/store.js";
 import { reportScope } from "./report-scope.js";
 import { MINUTE_MS, emptySums, startOf, type Point } from "../history/sums.js";
 
@@ -41,28 +41,32 @@ const lastPrune = new WeakMap<Store, number>();
 export async function recordMeasurements(store: Store, region: string, report: MeasurementReport): Promise<number> {
   const entries = report.entries;
   if (entries.length === 0) return 0;
-  const envs = [...new Set(entries.map((e) => e.environmentId))];
+  const all = [...entries, ...report.instances];
+  const envs = [...new Set(all.map((e) => e.environmentId))];
   const { inRegion: withSentinel, envOf } = await reportScope(
     store,
     region,
     "sentinels",
     envs,
-    entries.map((e) => e.deploymentId),
+    all.map((e) => e.deploymentId),
   );
-  entries.forEach((e, i) => {
+  const check = (list: string, e: MeasurementEntry, i: number): void => {
     if (!withSentinel.has(e.environmentId))
       throw permissionDenied(
-        `revisions[${i}].environment_id`,
+        `${list}[${i}].environment_id`,
         `environment ${e.environmentId} has no sentinel in region ${region}`,
       );
     if (envOf.get(e.deploymentId) !== e.environmentId)
       throw permissionDenied(
-        `revisions[${i}].deployment_id`,
+        `${list}[${i}].deployment_id`,
         `${e.deploymentId} is not a revision of environment ${e.environmentId}`,
       );
-  });
+  };
+  entries.forEach((e, i) => check("revisions", e, i));
+  report.instances.forEach((e, i) => check("instances", e, i));
   const now = store.clock();
   let stored = 0;
+  const newRevisions = new Set<string>();
   await store.db.transaction().execute(async (trx) => {
     for (let i = 0; i < entries.length; i += CHUNK) {
       const rows = entries.slice(i, i + CHUNK).map((e) => ({
@@ -87,6 +91,7 @@ export async function recordMeasurements(store: Store, region: string, report: M
       stored += fresh.length;
       // Only the rows new to ctrl go into the history: a report sent twice counts once there too.
       const isNew = new Set(fresh.map((f) => `${f.environment_id}\n${f.deployment_id}`));
+      for (const f of fresh) newRevisions.add(`${f.environment_id}\n${f.deployment_id}`);
       await addMinutes(
         trx,
         entries
@@ -95,6 +100,13 @@ export async function recordMeasurements(store: Store, region: string, report: M
           .map((e) => measurementPoint(region, report.toMs, e)),
       );
     }
+    // An instance's figures count once too: only with its revision's new row.
+    await addInstanceMinutes(
+      trx,
+      report.instances
+        .filter((e) => newRevisions.has(`${e.environmentId}\n${e.deploymentId}`))
+        .map((e) => measurementPoint(region, report.toMs, e, e.instance)),
+    );
   });
   // Charts and analysis verdicts on the environments' pages.
   if (stored > 0) await store.publishChanges(envs.map((e) => `e:${e}`));
@@ -105,8 +117,11 @@ export async function recordMeasurements(store: Store, region: string, report: M
   return stored;
 }
 
-/** A report's entry as a point of the metrics history, in the minute its window ended in. */
-export function measurementPoint(region: string, toMs: number, e: MeasurementEntry): Point {
+/**
+ * A report's entry as a point of the metrics history, in the minute its window ended in: the
+ * revision's (instance "") or one instance's.
+ */
+export function measurementPoint(region: string, toMs: number, e: MeasurementEntry, instance = ""): Point {
   const sums = emptySums();
   sums.requests = e.classes.reduce((a, b) => a + b, 0);
   sums.errors = e.classes[3];
@@ -115,7 +130,7 @@ export function measurementPoint(region: string, toMs: number, e: MeasurementEnt
     environmentId: e.environmentId,
     deploymentId: e.deploymentId,
     region,
-    instance: "",
+    instance,
     atMs: startOf(toMs - 1, MINUTE_MS),
     sums,
   };

@@ -109,8 +109,27 @@ async function admitted(db: Db, points: readonly Point[], instances: boolean, ca
  * minute takes at most MAX_SERIES_PER_ENVIRONMENT series; returns how many points were dropped.
  */
 export async function addMinutes(db: Db, points: readonly Point[]): Promise<number> {
+  return add(db, points, false);
+}
+
+/**
+ * Adds instance minutes of requests, errors and latency (what the sentinels counted per instance)
+ * to what is stored: the same rows as the instance's CPU, memory and restarts (setUsageMinutes),
+ * whose columns these points leave as they are. An environment's minute takes at most
+ * MAX_INSTANCE_SERIES_PER_ENVIRONMENT instance series; returns how many points were dropped.
+ */
+export async function addInstanceMinutes(db: Db, points: readonly Point[]): Promise<number> {
+  return add(db, points, true);
+}
+
+async function add(db: Db, points: readonly Point[], instances: boolean): Promise<number> {
   if (points.length === 0) return 0;
-  const kept = await admitted(db, points, false, MAX_SERIES_PER_ENVIRONMENT);
+  const kept = await admitted(
+    db,
+    points,
+    instances,
+    instances ? MAX_INSTANCE_SERIES_PER_ENVIRONMENT : MAX_SERIES_PER_ENVIRONMENT,
+  );
   for (let i = 0; i < kept.length; i += CHUNK) {
     await db
       .insertInto("metric_points")
@@ -191,11 +210,11 @@ export async function rollupHour(db: Db, hourMs: number): Promise<number> {
       all.filter((p) => p.instance === ""),
       MAX_SERIES_PER_ENVIRONMENT,
     ),
-    // Instances by what they used.
+    // Instances by what they used and served.
     ...busiest(
       all.filter((p) => p.instance !== ""),
       MAX_INSTANCE_SERIES_PER_ENVIRONMENT,
-      (s) => s.cpuMillicoresSum + s.memoryBytesSum / 1e6 + s.restarts * 1e9,
+      (s) => s.cpuMillicoresSum + s.memoryBytesSum / 1e6 + s.requests + s.restarts * 1e9,
     ),
   ];
   await db.transaction().execute(async (trx) => {

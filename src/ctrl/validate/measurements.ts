@@ -25,10 +25,55 @@ export interface MeasurementEntry {
   readonly latency: readonly number[];
 }
 
+/** One instance's share of a revision's figures. */
+export interface InstanceMeasurementEntry extends MeasurementEntry {
+  /** The pod's name. */
+  readonly instance: string;
+}
+
 export interface MeasurementReport {
   readonly fromMs: number;
   readonly toMs: number;
   readonly entries: readonly MeasurementEntry[];
+  readonly instances: readonly InstanceMeasurementEntry[];
+}
+
+interface Counts {
+  readonly environmentId: string;
+  readonly deploymentId: string;
+  readonly responses2xx: bigint;
+  readonly responses3xx: bigint;
+  readonly responses4xx: bigint;
+  readonly responses5xx: bigint;
+  readonly latencyBuckets: readonly bigint[];
+}
+
+/** One entry's ids and counts, fields named under `f`. */
+function entry(f: string, m: Counts): MeasurementEntry {
+  const slots = LATENCY_BUCKETS_MS.length + 1;
+  const environmentId = r.id(`${f}.environment_id`, m.environmentId, "env");
+  const deploymentId = r.id(`${f}.deployment_id`, m.deploymentId, "dep");
+  if (m.latencyBuckets.length !== 0 && m.latencyBuckets.length !== slots) {
+    throw invalidArgument(
+      `${f}.latency_buckets`,
+      `must have ${slots} entries (${LATENCY_BUCKETS_MS.length} bounds and +Inf) or none`,
+    );
+  }
+  const latency =
+    m.latencyBuckets.length === 0
+      ? new Array<number>(slots).fill(0)
+      : m.latencyBuckets.map((v, j) => count(`${f}.latency_buckets[${j}]`, v));
+  return {
+    environmentId,
+    deploymentId,
+    classes: [
+      count(`${f}.responses_2xx`, m.responses2xx),
+      count(`${f}.responses_3xx`, m.responses3xx),
+      count(`${f}.responses_4xx`, m.responses4xx),
+      count(`${f}.responses_5xx`, m.responses5xx),
+    ],
+    latency,
+  };
 }
 
 function count(field: string, v: bigint): number {
@@ -50,36 +95,23 @@ export function validateMeasurementReport(
   if (toMs < nowMs - retentionMs)
     throw invalidArgument("to_unix_ms", `is older than the retention (${retentionMs / 1000} s)`);
   r.list("revisions", req.revisions, MAX_MEASUREMENTS);
-  const slots = LATENCY_BUCKETS_MS.length + 1;
+  r.list("instances", req.instances, MAX_MEASUREMENTS);
   const seen = new Set<string>();
   const entries = req.revisions.map((m, i): MeasurementEntry => {
-    const f = `revisions[${i}]`;
-    const environmentId = r.id(`${f}.environment_id`, m.environmentId, "env");
-    const deploymentId = r.id(`${f}.deployment_id`, m.deploymentId, "dep");
-    const key = `${environmentId}/${deploymentId}`;
-    if (seen.has(key)) throw invalidArgument(`${f}.deployment_id`, "is repeated for this environment");
+    const e = entry(`revisions[${i}]`, m);
+    const key = `${e.environmentId}/${e.deploymentId}`;
+    if (seen.has(key)) throw invalidArgument(`revisions[${i}].deployment_id`, "is repeated for this environment");
     seen.add(key);
-    if (m.latencyBuckets.length !== 0 && m.latencyBuckets.length !== slots) {
-      throw invalidArgument(
-        `${f}.latency_buckets`,
-        `must have ${slots} entries (${LATENCY_BUCKETS_MS.length} bounds and +Inf) or none`,
-      );
-    }
-    const latency =
-      m.latencyBuckets.length === 0
-        ? new Array<number>(slots).fill(0)
-        : m.latencyBuckets.map((v, j) => count(`${f}.latency_buckets[${j}]`, v));
-    return {
-      environmentId,
-      deploymentId,
-      classes: [
-        count(`${f}.responses_2xx`, m.responses2xx),
-        count(`${f}.responses_3xx`, m.responses3xx),
-        count(`${f}.responses_4xx`, m.responses4xx),
-        count(`${f}.responses_5xx`, m.responses5xx),
-      ],
-      latency,
-    };
+    return e;
   });
-  return { fromMs, toMs, entries };
+  const instances = req.instances.map((m, i): InstanceMeasurementEntry => {
+    const f = `instances[${i}]`;
+    const e = entry(f, m);
+    if (!r.POD_NAME.test(m.instance)) throw invalidArgument(`${f}.instance`, "must be a pod's name");
+    const key = `${e.environmentId}/${e.deploymentId}/${m.instance}`;
+    if (seen.has(key)) throw invalidArgument(`${f}.instance`, "is repeated for this revision");
+    seen.add(key);
+    return { ...e, instance: m.instance };
+  });
+  return { fromMs, toMs, entries, instances };
 }

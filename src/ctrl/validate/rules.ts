@@ -3,6 +3,9 @@
 import { REGION_REPLICAS_MAX } from "../../contracts/autoscaling.js";
 import { invalidArgument } from "../errors.js";
 
+/** A pod's name (a DNS subdomain: at most 253 characters). */
+export const POD_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
 export const LIMITS = {
   slugMax: 40,
   nameMax: 100,

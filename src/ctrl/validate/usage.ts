@@ -17,8 +17,6 @@ const MAX_READINGS = 600;
 /** Far above any pod: 1,000 cores and 1 PiB, times the readings. */
 const MAX_CPU_SUM = 1e6 * MAX_READINGS;
 const MAX_MEMORY_SUM = 2 ** 50 * MAX_READINGS;
-/** A pod's name (a DNS subdomain). */
-const POD_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 export interface InstanceUsageEntry {
   readonly environmentId: string;
@@ -60,7 +58,7 @@ export function validateUsageReport(req: ReportUsageRequest, nowMs: number, rete
           const g = `${f}.instances[${j}]`;
           const environmentId = r.id(`${g}.environment_id`, u.environmentId, "env");
           const deploymentId = r.id(`${g}.deployment_id`, u.deploymentId, "dep");
-          if (!POD_NAME.test(u.instance)) throw invalidArgument(`${g}.instance`, "must be a pod's name");
+          if (!r.POD_NAME.test(u.instance)) throw invalidArgument(`${g}.instance`, "must be a pod's name");
           const key = `${environmentId}/${deploymentId}/${u.instance}`;
           if (seen.has(key)) throw invalidArgument(`${g}.instance`, "is repeated in this minute");
           seen.add(key);

@@ -38,20 +38,29 @@ interface Entry {
   lat?: number[];
 }
 
-function report(region: string, fromMs: number, toMs: number, entries: Entry[]): ReportMeasurementsRequest {
+const counts = (e: Entry) => ({
+  environmentId: e.env,
+  deploymentId: e.dep,
+  responses2xx: BigInt(e.c[0]),
+  responses3xx: BigInt(e.c[1]),
+  responses4xx: BigInt(e.c[2]),
+  responses5xx: BigInt(e.c[3]),
+  latencyBuckets: (e.lat ?? []).map((v) => BigInt(v)),
+});
+
+function report(
+  region: string,
+  fromMs: number,
+  toMs: number,
+  entries: Entry[],
+  instances: (Entry & { instance: string })[] = [],
+): ReportMeasurementsRequest {
   return create(ReportMeasurementsRequestSchema, {
     region,
     fromUnixMs: BigInt(fromMs),
     toUnixMs: BigInt(toMs),
-    revisions: entries.map((e) => ({
-      environmentId: e.env,
-      deploymentId: e.dep,
-      responses2xx: BigInt(e.c[0]),
-      responses3xx: BigInt(e.c[1]),
-      responses4xx: BigInt(e.c[2]),
-      responses5xx: BigInt(e.c[3]),
-      latencyBuckets: (e.lat ?? []).map((v) => BigInt(v)),
-    })),
+    revisions: entries.map(counts),
+    instances: instances.map((e) => ({ ...counts(e), instance: e.instance })),
   });
 }
 
@@ -102,14 +111,34 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   const us = ctrl.client(ClusterService, tokens.us);
   const t0 = Date.now() - 30_000;
 
-  // Two windows in eu, one in us.
-  const first = report("eu", t0, t0 + 10_000, [
-    { env, dep: good, c: [90, 5, 5, 0], lat: slots(3, 100) },
-    { env, dep: bad, c: [80, 0, 0, 20], lat: slots(6, 100) },
-  ]);
+  // Two windows in eu, one in us. The first says which instances answered good's requests.
+  const first = report(
+    "eu",
+    t0,
+    t0 + 10_000,
+    [
+      { env, dep: good, c: [90, 5, 5, 0], lat: slots(3, 100) },
+      { env, dep: bad, c: [80, 0, 0, 20], lat: slots(6, 100) },
+    ],
+    [
+      { env, dep: good, instance: "shop-7f9c-a1", c: [60, 5, 0, 0], lat: slots(3, 65) },
+      { env, dep: good, instance: "shop-7f9c-b2", c: [30, 0, 5, 0], lat: slots(3, 35) },
+    ],
+  );
   assert.equal((await eu.reportMeasurements(first)).stored, 2);
   assert.equal(
-    (await eu.reportMeasurements(report("", t0 + 10_000, t0 + 20_000, [{ env, dep: good, c: [10, 0, 0, 0] }]))).stored,
+    (
+      await eu.reportMeasurements(
+        // An instance of a revision the report does not carry is ignored.
+        report(
+          "",
+          t0 + 10_000,
+          t0 + 20_000,
+          [{ env, dep: good, c: [10, 0, 0, 0] }],
+          [{ env, dep: bad, instance: "shop-other", c: [0, 0, 0, 3] }],
+        ),
+      )
+    ).stored,
     1,
   );
   assert.equal(
@@ -142,13 +171,21 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
   const history = await readPoints(ctrl.store.db, { environmentId: env, stepMs: MINUTE_MS, fromMs: 0 });
   const hist = (dep: string, region?: string) =>
     mergeSums(
-      history.filter((p) => p.deploymentId === dep && (region === undefined || p.region === region)).map((p) => p.sums),
+      history
+        .filter((p) => p.instance === "" && p.deploymentId === dep && (region === undefined || p.region === region))
+        .map((p) => p.sums),
     );
   assert.equal(hist(good).requests, 210);
   assert.equal(hist(good, "us").requests, 100);
   assert.equal(hist(bad).errors, 20);
   assert.equal(hist(bad).latency[6], 100);
-  assert.ok(history.every((p) => p.instance === "" && p.atMs % MINUTE_MS === 0));
+  assert.ok(history.every((p) => p.atMs % MINUTE_MS === 0));
+  // Per instance: what each answered, once (the retried report added nothing), apart from the revision's row.
+  const inst = (name: string) => mergeSums(history.filter((p) => p.instance === name).map((p) => p.sums));
+  assert.equal(inst("shop-7f9c-a1").requests, 65);
+  assert.equal(inst("shop-7f9c-a1").latency[3], 65);
+  assert.equal(inst("shop-7f9c-b2").requests, 35);
+  assert.ok(!history.some((p) => p.instance === "shop-other"));
 
   // By region, and since a time: windows whose end is at or after it.
   s = await source.samples(env, [good], 0, ["us"]);
@@ -183,6 +220,20 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
     Code.PermissionDenied,
     /revisions\[1\]\.deployment_id/,
   );
+  // An instance entry naming another workspace's revision: refused as well.
+  await expectCode(
+    eu.reportMeasurements(
+      report(
+        "eu",
+        t0 + 20_000,
+        t0 + 25_000,
+        [{ env, dep: good, c: [1, 0, 0, 0] }],
+        [{ env, dep: evilDep, instance: "evil-1", c: [1, 0, 0, 0] }],
+      ),
+    ),
+    Code.PermissionDenied,
+    /instances\[0\]\.deployment_id/,
+  );
   assert.equal(
     (await source.samples(env, [good], t0 + 20_000)).get(good)?.requests,
     10,
@@ -203,6 +254,19 @@ async function scenario(ctrl: TestCtrl): Promise<void> {
     /revisions\[0\]\.latency_buckets: must have 15 entries/,
   );
   await expectCode(bad1([], t0, t0), Code.InvalidArgument, /to_unix_ms: must be after from_unix_ms/);
+  await expectCode(
+    eu.reportMeasurements(
+      report(
+        "eu",
+        t0,
+        t0 + 1_000,
+        [{ env, dep: good, c: [1, 0, 0, 0] }],
+        [{ env, dep: good, instance: "Not A Pod", c: [1, 0, 0, 0] }],
+      ),
+    ),
+    Code.InvalidArgument,
+    /instances\[0\]\.instance: must be a pod's name/,
+  );
   await expectCode(bad1([], t0 - 7_200_000, t0), Code.InvalidArgument, /from_unix_ms/);
   await expectCode(
     bad1([], Date.now() + 3_600_000, Date.now() + 3_600_500),

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SENTINEL_METRICS } from "../../../src/contracts/routing.js";
-import { createSentinelMetrics, DURATION_BUCKETS } from "../../../src/sentinel/metrics.js";
+import { createSentinelMetrics, DURATION_BUCKETS, instanceKey, instanceKeys } from "../../../src/sentinel/metrics.js";
 
 test("requests by revision and status class, and a cumulative latency histogram, appear at scrape time", async () => {
   let inFlight = 3;
@@ -71,4 +71,31 @@ test("figures of revisions gone from the table for 10 minutes are dropped", () =
   assert.equal(m.stats.count("old", "2xx"), 0);
   assert.equal(m.stats.count("new", "2xx"), 1);
   assert.equal(m.stats.count("none", "5xx"), 1, "the sentinel's own answers stay");
+});
+
+test("requests per instance are exposed apart from the revision's, and forgotten 10 minutes after the instance left", async () => {
+  const m = createSentinelMetrics(() => [], undefined, false);
+  m.instanceStats.record(instanceKey("dep_a", "web-1"), "2xx", 0.004);
+  m.instanceStats.record(instanceKey("dep_a", "web-1"), "5xx", 0.3);
+  m.instanceStats.record(instanceKey("dep_a", "web-2"), "2xx", 0.002);
+  const text = await m.registry.metrics();
+  const IR = SENTINEL_METRICS.instanceRequests;
+  const ID = SENTINEL_METRICS.instanceDuration;
+  assert.ok(text.includes(`${IR}{revision="dep_a",instance="web-1",code="2xx"} 1`), text);
+  assert.ok(text.includes(`${IR}{revision="dep_a",instance="web-1",code="5xx"} 1`));
+  assert.ok(text.includes(`${ID}_bucket{le="0.005",revision="dep_a",instance="web-1"} 1`));
+  assert.ok(text.includes(`${ID}_bucket{le="+Inf",revision="dep_a",instance="web-2"} 1`));
+  assert.ok(
+    !text.includes(`${SENTINEL_METRICS.requests}{`),
+    "the revisions' series hold only what was recorded for them",
+  );
+  const table = {
+    revisions: [{ deploymentId: "dep_a", endpoints: [{ pod: "web-2" }], starting: [{ pod: undefined }] }],
+  };
+  assert.deepEqual([...instanceKeys(table)], [instanceKey("dep_a", "web-2")]);
+  m.instanceStats.forgetExcept(instanceKeys(table), 0);
+  m.instanceStats.forgetExcept(instanceKeys(table), 600_000);
+  const after = await m.registry.metrics();
+  assert.ok(!after.includes('instance="web-1"'), "web-1 left the table 10 minutes ago");
+  assert.ok(after.includes('instance="web-2"'));
 });

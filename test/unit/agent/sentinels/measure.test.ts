@@ -12,6 +12,7 @@ import { LATENCY_BUCKETS_MS } from "../../../../src/contracts/analysis.js";
 import { buildReport, MAX_MEASUREMENTS_PER_REPORT } from "../../../../src/agent/sentinels/collector.js";
 import {
   IncrementTracker,
+  instanceKey,
   parseExposition,
   parseSampleLine,
   parseSentinelMetrics,
@@ -22,7 +23,7 @@ import {
   type PodReading,
   type RevisionCounters,
 } from "../../../../src/agent/sentinels/measure.js";
-import { createSentinelMetrics } from "../../../../src/sentinel/metrics.js";
+import { createSentinelMetrics, instanceKey as sentinelInstanceKey } from "../../../../src/sentinel/metrics.js";
 
 async function sentinelText(
   record: (m: ReturnType<typeof createSentinelMetrics>) => void,
@@ -40,7 +41,7 @@ function reading(revs: Record<string, { c?: number[]; b?: number[]; other?: numb
     (v.b ?? []).forEach((x, i) => (buckets[i] = x));
     revisions.set(k, { classes: [...(v.c ?? [0, 0, 0, 0])], other: v.other ?? 0, buckets });
   }
-  return { startedMs, revisions };
+  return { startedMs, revisions, instances: new Map() };
 }
 
 describe("parser", () => {
@@ -72,6 +73,27 @@ describe("parser", () => {
     );
     assert.deepEqual(r.revisions.get("dep_b")?.classes, [0, 0, 1, 0]);
     assert.equal(r.revisions.get("dep_b")?.buckets[0], 1);
+  });
+
+  it("reads the real sentinel's per-instance series apart from the revisions'", async () => {
+    const text = await sentinelText((m) => {
+      m.stats.record("dep_a", "2xx", 0.003);
+      m.stats.record("dep_a", "5xx", 0.2);
+      m.instanceStats.record(sentinelInstanceKey("dep_a", "web-1"), "2xx", 0.003);
+      m.instanceStats.record(sentinelInstanceKey("dep_a", "web-2"), "5xx", 0.2);
+    });
+    const r = parseSentinelMetrics(text);
+    assert.deepEqual([...r.revisions.keys()], ["dep_a"]);
+    assert.deepEqual([...r.instances.keys()].sort(), [instanceKey("dep_a", "web-1"), instanceKey("dep_a", "web-2")]);
+    assert.deepEqual(r.instances.get(instanceKey("dep_a", "web-2"))?.classes, [0, 0, 0, 1]);
+    assert.equal(
+      r.instances.get(instanceKey("dep_a", "web-1"))?.buckets.reduce((x, y) => x + y, 0),
+      1,
+    );
+    assert.throws(
+      () => parseSentinelMetrics('krane_sentinel_instance_requests_total{revision="dep_a",code="2xx"} 1\n'),
+      /without a valid instance label/,
+    );
   });
 
   it("parses labels with escapes, timestamps and special values", () => {
@@ -262,6 +284,29 @@ describe("IncrementTracker", () => {
     assert.equal(readingFitsPod(p(1, 0), undefined), true);
   });
 
+  it("sums each instance's increments over the region's sentinel pods, beside the revision's", () => {
+    const t = new IncrementTracker();
+    const p = (n: number): PodReading => ({
+      ...reading({ dep_a: { c: [n, 0, 0, 0] } }, 1),
+      instances: new Map([[instanceKey("dep_a", "web-1"), { classes: [n, 0, 0, 0], other: 0, buckets: [] }]]),
+    });
+    t.round(1, [
+      { pod: "s/p1", environmentId: "env_1", reading: p(0) },
+      { pod: "s/p2", environmentId: "env_1", reading: p(0) },
+    ]);
+    const r = t.round(2, [
+      { pod: "s/p1", environmentId: "env_1", reading: p(3) },
+      { pod: "s/p2", environmentId: "env_1", reading: p(4) },
+    ]);
+    assert.deepEqual(
+      r.map((x) => [x.deploymentId, x.instance, x.inc.classes[0]]),
+      [
+        ["dep_a", undefined, 7],
+        ["dep_a", "web-1", 7],
+      ],
+    );
+  });
+
   it("keeps environments apart", () => {
     const t = new IncrementTracker();
     const p = (n: number): PodReading => reading({ dep_a: { c: [n, 0, 0, 0] } }, 1);
@@ -302,5 +347,23 @@ describe("buildReport", () => {
     const r = buildReport("eu", 1, 2, many);
     assert.equal(r?.revisions.length, MAX_MEASUREMENTS_PER_REPORT);
     assert.ok(!r?.revisions.some((x) => x.deploymentId === "dep_0"), "the quietest are left out");
+  });
+
+  it("carries instances only beside their revision's figures", () => {
+    const inc = { classes: [5, 0, 0, 0], buckets: new Array<number>(SLOTS).fill(0) };
+    const r = buildReport("eu", 1, 2, [
+      { environmentId: "env_1", deploymentId: "dep_a", inc },
+      { environmentId: "env_1", deploymentId: "dep_a", instance: "web-1", inc },
+      { environmentId: "env_1", deploymentId: "dep_b", instance: "web-9", inc },
+    ]);
+    assert.deepEqual(
+      r?.instances.map((i) => [i.deploymentId, i.instance, i.responses2xx]),
+      [["dep_a", "web-1", 5n]],
+    );
+    assert.equal(
+      buildReport("eu", 1, 2, [{ environmentId: "env_1", deploymentId: "dep_a", instance: "web-1", inc }]),
+      undefined,
+      "instances alone make no report",
+    );
   });
 });
