@@ -41,6 +41,18 @@ export interface StartKind {
   readonly runsc?: Readonly<Record<string, string>>;
   /** runsc's debug logs for this kind's pods (they cost the sandbox time themselves). */
   readonly traced?: boolean;
+  /**
+   * The RuntimeClass's pod overhead (CPU): the kubelet adds it to the pod cgroup's limit, where
+   * gVisor's sandbox (sentry, gofer) runs beside the app. With it, the bench makes a RuntimeClass
+   * of its own (`<runtimeClassName>-overhead-<cpu>`, same handler).
+   */
+  readonly overheadCpu?: string;
+}
+
+/** The RuntimeClass a kind's pods name (its own, with the pod overhead, when it has one). */
+export function runtimeClassOf(kind: StartKind): string | undefined {
+  if (!kind.runtimeClassName || !kind.overheadCpu) return kind.runtimeClassName;
+  return `${kind.runtimeClassName}-overhead-${kind.overheadCpu}`;
 }
 
 interface PodStatus {
@@ -103,6 +115,21 @@ export async function nodePhases(
     100,
   );
 
+  for (const kind of kinds) {
+    const name = runtimeClassOf(kind);
+    if (!kind.overheadCpu || !name || !kind.runtimeClassName) continue;
+    const base = await getJson<{ handler: string }>(ep, `/apis/node.k8s.io/v1/runtimeclasses/${kind.runtimeClassName}`);
+    const res = await kubeRequest(ep, "POST", "/apis/node.k8s.io/v1/runtimeclasses", {
+      apiVersion: "node.k8s.io/v1",
+      kind: "RuntimeClass",
+      metadata: { name },
+      handler: base.handler,
+      overhead: { podFixed: { cpu: kind.overheadCpu } },
+    });
+    if (res.status !== 201 && res.status !== 409)
+      throw new Error(`RuntimeClass ${name}: HTTP ${res.status} ${res.body}`);
+  }
+
   const ctr = join(await ensureGoBuild(CONTAINERD_BUILD), "bin", "ctr");
   const events: ContainerdEvent[] = [];
   const watcher = spawn(ctr, ["--address", dirs.containerdSocket, "events"], { stdio: ["ignore", "pipe", "inherit"] });
@@ -130,7 +157,7 @@ export async function nodePhases(
               : {}),
           }),
         );
-        const spec = barePodSpec(image, kind.runtimeClassName, kind.cpu);
+        const spec = barePodSpec(image, runtimeClassOf(kind), kind.cpu);
         const posted = Date.now();
         const res = await kubeRequest(ep, "POST", `/api/v1/namespaces/${ns}/pods`, {
           apiVersion: "v1",
@@ -183,6 +210,10 @@ export async function nodePhases(
           for (const [mark, at] of runscMarks(sandbox, runscLogs(debugDir, appId, year))) m.set(mark, at);
         }
         marks.get(kind.label)?.push(m);
+        if (round === 1)
+          console.log(
+            `autoscale: phases, ${kind.label}: containerd's topics in the window: ${[...new Set(window.map((e) => e.topic))].join(" ")}`,
+          );
         if (used) {
           cpu.get(kind.label)?.used.push(used.usedMs);
           cpu.get(kind.label)?.throttled.push(used.throttledMs);

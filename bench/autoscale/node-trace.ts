@@ -95,10 +95,22 @@ export function runscMarks(sandbox: readonly RunscLog[], app: readonly RunscLog[
   set("runsc create (sandbox)", first(sandbox, "create"));
   set("gofer running (sandbox)", first(sandbox, "gofer"));
   set("sentry booting", first(sandbox, "boot"));
-  // The sentry re-executes itself once set up (chroot, capabilities): the second banner.
+  // The sentry re-executes itself once set up (chroot, capabilities): the line after it said so.
+  const boot = sandbox.find((l) => l.command === "boot")?.lines ?? [];
+  set("sentry re-executed", boot[boot.findIndex((x) => x.msg.startsWith("Execve")) + 1]);
+  // Then the loader (platform, memory, the kernel), the sandbox's network stack and its seccomp
+  // filters (compiled at boot when runsc has no precompiled program for its configuration).
   set(
-    "sentry re-executed",
-    sandbox.find((l) => l.command === "boot")?.lines.filter((x) => x.msg.includes("*** gVisor ***"))[1],
+    "sentry kernel created",
+    find(sandbox, "boot", (m) => m.startsWith("Watchdog waiting")),
+  );
+  set(
+    "sandbox network set up",
+    find(sandbox, "boot", (m) => m.startsWith("Setting routes")),
+  );
+  set(
+    "seccomp compiling",
+    find(sandbox, "boot", (m) => m.startsWith("Installing seccomp filters")),
   );
   set(
     "seccomp installed",
