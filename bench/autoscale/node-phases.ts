@@ -13,7 +13,7 @@ import { CONTAINERD_BUILD, ensureGoBuild } from "../../src/cluster/build.js";
 import type { LocalCluster } from "../../src/cluster/cluster.js";
 import { getJson, kubeRequest } from "../../src/cluster/kube-http.js";
 import { nodeDirs } from "../../src/cluster/nodes/config.js";
-import { barePodSpec } from "../bare-pods.js";
+import { bareNamespace, barePodSpec } from "../bare-pods.js";
 import { load, pct, until } from "../support.js";
 import {
   appMarks,
@@ -107,14 +107,7 @@ export async function nodePhases(
   const ns = "bench-phases";
   const debugDir = join(cluster.dir, "runsc-debug");
   const original = readFileSync(dirs.runscConfig, "utf8");
-  await kubeRequest(ep, "POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-  await until(
-    "the default ServiceAccount",
-    async () => (await kubeRequest(ep, "GET", `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200,
-    60_000,
-    100,
-  );
-
+  await bareNamespace(ep, ns);
   for (const kind of kinds) {
     const name = runtimeClassOf(kind);
     if (!kind.overheadCpu || !name || !kind.runtimeClassName) continue;
