@@ -199,8 +199,10 @@ export async function nodePhases(
         ]);
         if (kind.traced) {
           const year = new Date(posted).getUTCFullYear();
-          const sandbox = runscLogs(debugDir, sandboxIdOf(window, appId), year);
-          for (const [mark, at] of runscMarks(sandbox, runscLogs(debugDir, appId, year))) m.set(mark, at);
+          const logs = [...runscLogs(debugDir, sandboxIdOf(window, appId), year), ...runscLogs(debugDir, appId, year)];
+          for (const [mark, at] of runscMarks(logs)) m.set(mark, at);
+          if (round === 1)
+            console.log(`autoscale: phases, ${kind.label}: runsc logs ${logs.map((l) => l.command).join(" ")}`);
         }
         marks.get(kind.label)?.push(m);
         if (round === 1)

@@ -77,52 +77,57 @@ export function runscLogCommand(fileName: string): string | undefined {
 }
 
 /**
- * Pure: gVisor's own steps of one pod from its runsc logs — the sandbox's (`sandbox`: the pause
- * container's create, boot and gofer) and the app container's (`app`: its create, gofer, start).
- * The sandbox's boot log also says when the app's process was executed inside the sandbox.
+ * Pure: gVisor's own steps of one pod from the runsc logs of its sandbox and its app container,
+ * wherever the shim put them (its `%ID%` may name either container). Each runsc command of the
+ * pause container comes before the app container's: the first `create`, `gofer` and `start` are
+ * the sandbox's, the second ones the app's. The sentry's boot log also says when the app's process
+ * was executed inside the sandbox.
  */
-export function runscMarks(sandbox: readonly RunscLog[], app: readonly RunscLog[]): Map<string, number> {
+export function runscMarks(logs: readonly RunscLog[]): Map<string, number> {
   const out = new Map<string, number>();
-  const first = (logs: readonly RunscLog[], command: string): RunscLine | undefined =>
-    logs.find((l) => l.command === command)?.lines[0];
-  const find = (logs: readonly RunscLog[], command: string, test: (msg: string) => boolean): RunscLine | undefined => {
-    for (const l of logs) if (l.command === command) for (const x of l.lines) if (test(x.msg)) return x;
+  const byTime = [...logs]
+    .filter((l) => l.lines.length > 0)
+    .sort((a, b) => (a.lines[0]?.at ?? 0) - (b.lines[0]?.at ?? 0));
+  const nth = (command: string, n: number): RunscLine | undefined =>
+    byTime.filter((l) => l.command === command)[n]?.lines[0];
+  const find = (command: string, test: (msg: string) => boolean): RunscLine | undefined => {
+    for (const l of byTime) if (l.command === command) for (const x of l.lines) if (test(x.msg)) return x;
     return undefined;
   };
   const set = (mark: string, l: RunscLine | undefined): void => {
     if (l && !out.has(mark)) out.set(mark, l.at);
   };
-  set("runsc create (sandbox)", first(sandbox, "create"));
-  set("gofer running (sandbox)", first(sandbox, "gofer"));
-  set("sentry booting", first(sandbox, "boot"));
+  set("runsc create (sandbox)", nth("create", 0));
+  set("gofer running (sandbox)", nth("gofer", 0));
+  set("sentry booting", nth("boot", 0));
   // The sentry re-executes itself once set up (chroot, capabilities): the line after it said so.
-  const boot = sandbox.find((l) => l.command === "boot")?.lines ?? [];
+  const boot = byTime.find((l) => l.command === "boot")?.lines ?? [];
   set("sentry re-executed", boot[boot.findIndex((x) => x.msg.startsWith("Execve")) + 1]);
   // Then the loader (platform, memory, the kernel), the sandbox's network stack and its seccomp
   // filters (compiled at boot when runsc has no precompiled program for its configuration).
   set(
     "sentry kernel created",
-    find(sandbox, "boot", (m) => m.startsWith("Watchdog waiting")),
+    find("boot", (m) => m.startsWith("Watchdog waiting")),
   );
   set(
     "sandbox network set up",
-    find(sandbox, "boot", (m) => m.startsWith("Setting routes")),
+    find("boot", (m) => m.startsWith("Setting routes")),
   );
   set(
     "seccomp compiling",
-    find(sandbox, "boot", (m) => m.startsWith("Installing seccomp filters")),
+    find("boot", (m) => m.startsWith("Installing seccomp filters")),
   );
   set(
     "seccomp installed",
-    find(sandbox, "boot", (m) => m.startsWith("Seccomp filters installed")),
+    find("boot", (m) => m.startsWith("Seccomp filters installed")),
   );
-  set("runsc create (app)", first(app, "create"));
-  set("gofer running (app)", first(app, "gofer"));
-  set("runsc start (app)", first(app, "start"));
+  set("runsc create (app)", nth("create", 1));
+  set("gofer running (app)", nth("gofer", 1));
+  set("runsc start (app)", nth("start", 1));
   // "EXEC: []string{"/pause"}" is the sandbox's own process; the app's is the next one.
   set(
     "app exec in the sentry",
-    find(sandbox, "boot", (m) => m.startsWith("EXEC:") && !m.includes("/pause")),
+    find("boot", (m) => m.startsWith("EXEC:") && !m.includes("/pause")),
   );
   return out;
 }
