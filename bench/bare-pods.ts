@@ -16,7 +16,11 @@ export async function bareNamespace(ep: KubeEndpoint, ns: string): Promise<void>
 }
 
 /** A bare Pod's spec like a deployment's: `runtimeClassName` "gvisor" as krane's, or none (runc). */
-export function barePodSpec(image: string, runtimeClassName: string | undefined): Record<string, unknown> {
+export function barePodSpec(
+  image: string,
+  runtimeClassName: string | undefined,
+  cpu = "100m",
+): Record<string, unknown> {
   return {
     ...(runtimeClassName ? { runtimeClassName } : {}),
     nodeName: "untrusted-real",
@@ -27,7 +31,7 @@ export function barePodSpec(image: string, runtimeClassName: string | undefined)
         name: "app",
         image,
         ports: [{ containerPort: 8080 }],
-        resources: { limits: { cpu: "100m", memory: "128Mi" } },
+        resources: { limits: { cpu, memory: "128Mi" } },
         readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
       },
     ],

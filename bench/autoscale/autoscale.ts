@@ -36,6 +36,7 @@ import { resources } from "../../src/kube/resources.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { bareNamespace, barePodSpec } from "../bare-pods.js";
 import { ColdTimeline, MILESTONES, type Milestone } from "./cold-timeline.js";
+import { nodePhases, type StartKind } from "./node-phases.js";
 import { ensureTools, NGINX, WRK } from "../tools.js";
 import { ENV, labels, startNginx, startSentinel, writeSlice, wrk } from "../sentinel/sentinel.js";
 import { startTestCtrl } from "../../test/integration/ctrl/support.js";
@@ -47,6 +48,25 @@ const ENVS = Number(process.env.KRANE_BENCH_AUTOSCALE_ENVS ?? "10");
 const IDLE_S = 30;
 /** Alternations of the throughput runs (off, on). */
 const ROUNDS = Number(process.env.KRANE_BENCH_AUTOSCALE_ROUNDS ?? "5");
+/** Rounds of the traced bare Pods (one start of every kind of PHASE_KINDS each). */
+const PHASE_RUNS = Number(process.env.KRANE_BENCH_AUTOSCALE_PHASE_RUNS ?? "5");
+/**
+ * The kinds of start traced below Kubernetes, in the same rounds: runc and gVisor as krane runs
+ * them, gVisor with runsc's debug logs (its own steps; the logging costs time itself), and the
+ * lever the trace points at.
+ */
+const PHASE_KINDS: readonly StartKind[] = [
+  { label: "runc, 100m", cpu: "100m" },
+  { label: "gVisor, 100m", runtimeClassName: "gvisor", cpu: "100m" },
+  { label: "gVisor traced, 100m", runtimeClassName: "gvisor", cpu: "100m", traced: true },
+  // The trace's finding: the sandbox's own start (sentry, gofer, seccomp) runs in the pod's CPU
+  // cgroup and is throttled by the app's limit; the lever is CPU while it starts.
+  { label: "runc, 500m", cpu: "500m" },
+  { label: "gVisor, 500m", runtimeClassName: "gvisor", cpu: "500m" },
+  // The same CPU for the sandbox the Kubernetes way: the RuntimeClass's pod overhead raises the
+  // pod cgroup's limit (where the sentry and gofer run), the container keeps its 100m.
+  { label: "gVisor, 100m + 400m overhead", runtimeClassName: "gvisor", cpu: "100m", overheadCpu: "400m" },
+];
 
 function line(what: string, ms: number[]): string {
   const s = [...ms].sort((a, b) => a - b);
@@ -174,8 +194,8 @@ interface Pod {
   };
 }
 
-/** Cold starts from zero and the reaction to a load step, on real nodes. */
-async function coldStarts(): Promise<void> {
+/** Cold starts from zero and the reaction to a load step, on real nodes (only the traced bare Pods with `phasesOnly`). */
+async function coldStarts(phasesOnly: boolean): Promise<void> {
   const support = await realNodeSupport();
   if (!support.ok) {
     console.log(`autoscale: cold starts skipped, this machine cannot run real nodes: ${support.reason}`);
@@ -187,6 +207,14 @@ async function coldStarts(): Promise<void> {
     realNodes: ["untrusted", "sentinel"],
     images: [images.krane, images.hello],
   });
+  if (phasesOnly) {
+    try {
+      await nodePhases(cluster, images.hello.names[0] ?? "", PHASE_RUNS, PHASE_KINDS);
+    } finally {
+      await cluster.stop();
+    }
+    return;
+  }
   const dir = mkdtempSync(join(tmpdir(), "krane-bench-autoscale-nodes-"));
   const ep = cluster.endpoint();
   const admin = cluster.kubeConfig();
@@ -399,6 +427,8 @@ async function coldStarts(): Promise<void> {
     };
     const bare = await barePods("bare", bareNs, barePodSpec(images.hello.names[0] ?? "", "gvisor"));
     const asKrane = last && kraneSpec ? await barePods("bare-krane", last.ns, kraneSpec) : undefined;
+    // Below Kubernetes: the same bare Pod traced through containerd, runsc and the app, runc beside gVisor.
+    await nodePhases(cluster, images.hello.names[0] ?? "", PHASE_RUNS, PHASE_KINDS);
 
     // ---- reaction to a load step
     const step = await environment("step", {
@@ -463,8 +493,8 @@ async function coldStarts(): Promise<void> {
 
 export async function benchAutoscale(): Promise<void> {
   const only = process.env.KRANE_BENCH_AUTOSCALE_ONLY;
-  if (only !== "nodes") await measurementCost();
-  if (only !== "sentinel") await coldStarts();
+  if (only !== "nodes" && only !== "phases") await measurementCost();
+  if (only !== "sentinel") await coldStarts(only === "phases");
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await benchAutoscale();
