@@ -71,47 +71,54 @@ describe("dashboard charts and alert rules in a browser", { skip }, () => {
     // The known load: 10 s into a 30 s bucket (the newest, so the chart's last point), 250
     // requests of which 50 answered 5xx; 200 within 2.5 ms and 50 within 100 ms.
     const bucket = Math.floor((Date.now() - 60_000) / 30_000) * 30_000;
-    const latency = new Array<bigint>(LATENCY_BUCKETS_MS.length + 1).fill(0n);
-    latency[LATENCY_BUCKETS_MS.indexOf(2.5)] = 200n;
-    latency[LATENCY_BUCKETS_MS.indexOf(100)] = 50n;
-    await eu.reportMeasurements({
-      region: "eu-west",
-      fromUnixMs: BigInt(bucket),
-      toUnixMs: BigInt(bucket + 10_000),
-      revisions: [
-        {
-          environmentId: environment.id,
-          deploymentId: deployment.id,
-          responses2xx: 180n,
-          responses3xx: 0n,
-          responses4xx: 20n,
-          responses5xx: 50n,
-          latencyBuckets: latency,
-        },
-      ],
-    });
-    // One instance over the last whole minute: 4 readings of 250 millicores and 64 MiB.
+    const report = (fromMs: number, toMs: number, r2xx: number, r4xx: number, r5xx: number, slow: number) => {
+      const latency = new Array<bigint>(LATENCY_BUCKETS_MS.length + 1).fill(0n);
+      latency[LATENCY_BUCKETS_MS.indexOf(2.5)] = BigInt(r2xx + r4xx + r5xx - slow);
+      latency[LATENCY_BUCKETS_MS.indexOf(100)] = BigInt(slow);
+      return eu.reportMeasurements({
+        region: "eu-west",
+        fromUnixMs: BigInt(fromMs),
+        toUnixMs: BigInt(toMs),
+        revisions: [
+          {
+            environmentId: environment.id,
+            deploymentId: deployment.id,
+            responses2xx: BigInt(r2xx),
+            responses3xx: 0n,
+            responses4xx: BigInt(r4xx),
+            responses5xx: BigInt(r5xx),
+            latencyBuckets: latency,
+          },
+        ],
+      });
+    };
+    // Before it, eight whole buckets of a lighter load (the lines' history in the screenshot).
+    for (let k = 8; k >= 1; k--) {
+      const from = bucket - k * 30_000;
+      await report(from, from + 29_000, 300 + 40 * (8 - k), 10, k % 3 === 0 ? 15 : 3, 3);
+    }
+    await report(bucket, bucket + 10_000, 180, 20, 50, 50);
+    // One instance over the last whole minute: 4 readings of 250 millicores and 64 MiB (less in
+    // the five minutes before).
     const minute = Math.floor(Date.now() / 60_000) * 60_000 - 60_000;
     const { stored } = await eu.reportUsage({
       region: "eu-west",
-      minutes: [
-        {
-          minuteUnixMs: BigInt(minute),
-          instances: [
-            {
-              environmentId: environment.id,
-              deploymentId: deployment.id,
-              instance: POD,
-              cpuMillicoresSum: 1_000,
-              memoryBytesSum: 4 * 64 * MIB,
-              readings: 4,
-              restarts: 1,
-            },
-          ],
-        },
-      ],
+      minutes: [5, 4, 3, 2, 1, 0].map((j) => ({
+        minuteUnixMs: BigInt(minute - j * 60_000),
+        instances: [
+          {
+            environmentId: environment.id,
+            deploymentId: deployment.id,
+            instance: POD,
+            cpuMillicoresSum: 4 * (250 - 30 * j),
+            memoryBytesSum: 4 * (64 - 4 * j) * MIB,
+            readings: 4,
+            restarts: j === 2 ? 1 : 0,
+          },
+        ],
+      })),
     });
-    assert.equal(stored, 1);
+    assert.equal(stored, 6);
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();

@@ -195,6 +195,11 @@ describe("line chart", () => {
       byTag(root, "polyline").map((p) => p.getAttribute("points")),
       ["28.0,64.0 412.0,8.0", ""],
     );
+    // A dot on the last point of each line that has one.
+    assert.deepEqual(
+      byTag(root, "circle").map((c) => [c.getAttribute("cx"), c.getAttribute("cy")]),
+      [["412.0", "8.0"]],
+    );
     assert.deepEqual(
       byTag(root, "li").map((li) => li.textContent.trim()),
       ["r1", "r2"],
