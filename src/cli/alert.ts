@@ -15,7 +15,8 @@ interface AddFlags extends ConnectionFlags {
   metric: string;
   above?: string;
   below?: string;
-  for: string;
+  for?: string;
+  window: string;
 }
 
 /** The comparison and bound of `--above` / `--below` (exactly one). */
@@ -27,10 +28,26 @@ export function bound(f: { above?: string; below?: string }): { op: ">" | "<"; t
   return { op, threshold: Number(v) };
 }
 
+/**
+ * `--window` and `--for` in seconds. `--for` is 5m by default, 1m with a window longer than a
+ * minute: "restarts > 3 in 10m" fires on the minute the window's count passes the bound.
+ */
+export function timing(f: { window: string; for?: string }): { windowSeconds: number; forSeconds: number } {
+  const windowMs = parseDuration(f.window);
+  const forMs = parseDuration(f.for ?? (windowMs > 60_000 ? "1m" : "5m"));
+  return { windowSeconds: Math.round(windowMs / 1000), forSeconds: Math.round(forMs / 1000) };
+}
+
+/** "restarts > 3 in 10m", or "error_rate > 2" for a one-minute window. */
+export function conditionText(r: Pick<AlertRule, "metric" | "op" | "threshold" | "windowSeconds">): string {
+  const over = r.windowSeconds > 60 ? ` in ${r.windowSeconds / 60}m` : "";
+  return `${r.metric} ${r.op} ${r.threshold}${over}`;
+}
+
 export function ruleRow(r: AlertRule): string[] {
   return [
     r.name,
-    `${r.metric} ${r.op} ${r.threshold}`,
+    conditionText(r),
     `${r.forSeconds / 60}m`,
     r.state,
     r.lastValue === undefined ? "-" : String(Math.round(r.lastValue * 100) / 100),
@@ -46,28 +63,28 @@ export function registerAlertCommands(program: Command): void {
     alert
       .command("add <project/env> <name>")
       .description("add a rule: fires once the metric stays above (or below) the bound for the duration")
-      .requiredOption("--metric <metric>", "error_rate (%), p50_ms, p95_ms, p99_ms or request_rate (per second)")
+      .requiredOption(
+        "--metric <metric>",
+        "error_rate (%), p50_ms, p95_ms, p99_ms, request_rate (per second) or restarts (a count)",
+      )
       .option("--above <n>", "fire while the metric is above this")
       .option("--below <n>", "fire while the metric is below this")
-      .option("--for <duration>", "how long it must hold: whole minutes, 1m to 60m", "5m"),
+      .option("--window <duration>", "the metric over this many minutes, ending with each (1m to 60m)", "1m")
+      .option("--for <duration>", "how long it must hold: 1m to 60m (default 5m; 1m with a --window)"),
     async (x, target: string, name: string, f: AddFlags) => {
       const { m, client } = await service(x);
       const { op, threshold } = bound(f);
-      const forMs = parseDuration(f.for);
       const { rule } = await client.addAlertRule({
         ...(await environmentRef(x, target)),
         name,
         metric: f.metric,
         op,
         threshold,
-        forSeconds: Math.round(forMs / 1000),
+        ...timing(f),
       });
       if (!rule) return;
       if (x.json) x.printJson(m.AlertRuleSchema, rule);
-      else
-        process.stdout.write(
-          `added alert rule ${rule.name}: ${rule.metric} ${rule.op} ${rule.threshold} for ${rule.forSeconds / 60}m\n`,
-        );
+      else process.stdout.write(`added alert rule ${rule.name}: ${conditionText(rule)} for ${rule.forSeconds / 60}m\n`);
     },
   );
   workspaceCommand(

@@ -28,7 +28,7 @@ export function latency(v: number | undefined): string {
   return v < 0 ? "> 30 s" : `≤ ${v} ms`;
 }
 
-/** A chart's figure: three significant digits at most, none wasted on large values. */
+/** A chart's figure: three significant digits at most, none wasted on large values or counts. */
 export function figure(v: number): string {
-  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return Number.isInteger(v) ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 }

@@ -16,6 +16,7 @@ export function alertRuleMsg(r: AlertRuleRow) {
     op: r.op,
     threshold: Number(r.threshold),
     forSeconds: Number(r.for_ms) / 1000,
+    windowSeconds: Number(r.window_ms) / 1000,
     state: r.phase,
     sinceUnixMs: BigInt(r.since_ms),
     ...(r.last_value === null ? {} : { lastValue: Number(r.last_value) }),

@@ -563,7 +563,7 @@ async function alertRuleSubject(
       ? undefined
       : await db
           .selectFrom("alert_rules")
-          .select(["id", "metric", "op", "threshold", "for_ms"])
+          .select(["id", "metric", "op", "threshold", "for_ms", "window_ms"])
           .where("environment_id", "=", envId)
           .where("name", "=", name)
           .executeTakeFirst();
@@ -572,7 +572,13 @@ async function alertRuleSubject(
     workspaceId: e.workspaceId,
     targets: [...e.targets, r.id],
     view: {
-      alert_rule: { metric: r.metric, op: r.op, threshold: Number(r.threshold), for_seconds: Number(r.for_ms) / 1000 },
+      alert_rule: {
+        metric: r.metric,
+        op: r.op,
+        threshold: Number(r.threshold),
+        for_seconds: Number(r.for_ms) / 1000,
+        window_seconds: Number(r.window_ms) / 1000,
+      },
     },
   };
 }

@@ -829,6 +829,8 @@ export interface AlertRulesTable {
   op: string;
   threshold: number;
   for_ms: number;
+  /** The span each minute's value covers, ending with it (migration 0046; one minute before). */
+  window_ms: number;
   /** "inactive", "pending" or "firing". */
   phase: string;
   since_ms: number;

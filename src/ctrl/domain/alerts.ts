@@ -41,7 +41,13 @@ export const MAX_RULES_PER_ENVIRONMENT = 50;
 export const MAX_CATCH_UP_MS = 60 * MINUTE_MS;
 
 export function conditionOf(r: AlertRuleRow): AlertCondition {
-  return { metric: r.metric as AlertMetric, op: r.op as AlertOp, threshold: r.threshold, forMs: Number(r.for_ms) };
+  return {
+    metric: r.metric as AlertMetric,
+    op: r.op as AlertOp,
+    threshold: r.threshold,
+    forMs: Number(r.for_ms),
+    windowMs: Number(r.window_ms),
+  };
 }
 
 export function stateOf(r: AlertRuleRow): AlertState {
@@ -81,6 +87,7 @@ export async function addAlertRule(store: Store, input: AlertRuleInput): Promise
       op: input.op,
       threshold: input.threshold,
       for_ms: input.forMs,
+      window_ms: input.windowMs,
       phase: "inactive",
       since_ms: 0,
       gap_run: 0,
@@ -167,7 +174,8 @@ function minutes(ms: number): string {
 
 async function notifyTransition(tx: WriteTx, r: AlertRuleRow, t: AlertTransition): Promise<void> {
   const c = conditionOf(r);
-  const expr = `${c.metric} ${c.op} ${c.threshold} for ${minutes(c.forMs)}`;
+  const over = c.windowMs > MINUTE_MS ? ` in ${minutes(c.windowMs)}` : "";
+  const expr = `${c.metric} ${c.op} ${c.threshold}${over} for ${minutes(c.forMs)}`;
   const firing = t.kind === "firing";
   await notify(tx, {
     type: firing ? "alert.firing" : "alert.resolved",
@@ -183,6 +191,7 @@ async function notifyTransition(tx: WriteTx, r: AlertRuleRow, t: AlertTransition
       op: c.op,
       threshold: c.threshold,
       for_seconds: c.forMs / 1000,
+      value_window_seconds: c.windowMs / 1000,
       value: t.value,
       window_start: new Date(t.fromMs).toISOString(),
       window_end: new Date(t.toMs).toISOString(),
@@ -201,8 +210,11 @@ export async function evaluateAlertRule(store: Store, id: string, settleMs: numb
     const from = Number(r.next_minute_ms);
     const until = closedUntil(tx.now, settleMs);
     if (until <= from) return [];
-    const points = await environmentMinutes(tx.trx, r.environment_id, Math.max(from, until - MAX_CATCH_UP_MS), until);
-    const { state, transitions } = evaluate(conditionOf(r), stateOf(r), from, until, points);
+    const c = conditionOf(r);
+    // A windowed rule's first minute needs the window's minutes before it.
+    const readFrom = Math.max(from, until - MAX_CATCH_UP_MS) - (c.windowMs - MINUTE_MS);
+    const points = await environmentMinutes(tx.trx, r.environment_id, readFrom, until);
+    const { state, transitions } = evaluate(c, stateOf(r), from, until, points);
     const res = await tx.trx
       .updateTable("alert_rules")
       .set({

@@ -4,16 +4,18 @@
 // resolved). ../domain/alerts.ts stores the state after each fold, with the notifications, in one
 // transaction.
 //
-// A minute's value is the environment's figure over that minute, every revision and region added
-// up (../history/sums.ts figures). A minute with points but no requests is an observation: its
-// error rate is 0 and its latencies unknown, so a rule on them does not hold.
+// A minute's value is the environment's figure over the rule's window ending with that minute
+// (one minute unless the rule names a longer one: "restarts > 3 in 10 minutes"), every revision,
+// region and instance added up (../history/sums.ts figures; sums add exactly, so a window's error
+// rate or p99 is that of all its requests). A minute with points but no requests is an
+// observation: its error rate is 0 and its latencies unknown, so a rule on them does not hold.
 //
 // Gaps (a minute with no point at all: no agent reported) are not observations. One missing
 // minute is bridged: it counts as the minute before it (a late or lost report neither resets a
 // pending rule nor resolves a firing one). From the second missing minute in a row the rule knows
 // nothing: pending goes back to inactive (the condition was not seen to hold for `for`), firing
 // stays firing (silence is no all-clear; the next minute with data decides).
-import { figures, type MetricSums } from "./sums.js";
+import { addInto, emptySums, figures, type MetricSums } from "./sums.js";
 
 export const ALERT_METRICS = {
   error_rate: "percent of requests answered 5xx",
@@ -21,6 +23,7 @@ export const ALERT_METRICS = {
   p95_ms: "95th-percentile latency (ms)",
   p99_ms: "99th-percentile latency (ms)",
   request_rate: "requests per second",
+  restarts: "instance restarts",
 } as const;
 
 export type AlertMetric = keyof typeof ALERT_METRICS;
@@ -37,6 +40,8 @@ export interface AlertCondition {
   readonly threshold: number;
   /** How long the condition must hold before the rule fires (a whole number of minutes, ≥ 1). */
   readonly forMs: number;
+  /** The span each minute's value covers, ending with that minute (whole minutes, ≥ 1). */
+  readonly windowMs: number;
 }
 
 export interface AlertState {
@@ -66,9 +71,12 @@ const MINUTE_MS = 60_000;
 /** Missing minutes in a row that are bridged. */
 export const BRIDGED_GAP = 1;
 
-/** The value of `metric` over one minute's sums (null: not known, e.g. latencies without requests). */
-export function metricValue(metric: AlertMetric, s: MetricSums): number | null {
-  const f = figures(s, MINUTE_MS);
+/**
+ * The value of `metric` over sums covering `spanMs` (one minute unless given; null: not known,
+ * e.g. latencies without requests). Restarts are a count over the span, not a rate.
+ */
+export function metricValue(metric: AlertMetric, s: MetricSums, spanMs = MINUTE_MS): number | null {
+  const f = figures(s, spanMs);
   switch (metric) {
     case "error_rate":
       return f.errorRatePercent;
@@ -80,6 +88,8 @@ export function metricValue(metric: AlertMetric, s: MetricSums): number | null {
       return f.p99Ms;
     case "request_rate":
       return f.requestsPerSecond;
+    case "restarts":
+      return f.restarts;
   }
 }
 
@@ -89,7 +99,26 @@ export function holds(c: AlertCondition, value: number | null): boolean {
 }
 
 /**
- * Folds minute `atMs` (its sums, or undefined for a gap) into `state`; returns the new state and
+ * The sums of the window ending with minute `atMs` (the minutes of it that have points), or
+ * undefined when minute `atMs` itself has none (a gap, whatever came before it).
+ */
+export function windowSums(
+  minutes: ReadonlyMap<number, MetricSums>,
+  atMs: number,
+  windowMs: number,
+): MetricSums | undefined {
+  const own = minutes.get(atMs);
+  if (own === undefined || windowMs <= MINUTE_MS) return own;
+  const acc = emptySums();
+  for (let at = atMs - windowMs + MINUTE_MS; at <= atMs; at += MINUTE_MS) {
+    const s = minutes.get(at);
+    if (s) addInto(acc, s);
+  }
+  return acc;
+}
+
+/**
+ * Folds minute `atMs` (the sums of the window ending with it, or undefined for a gap) into `state`; returns the new state and
  * the transition it caused, if any.
  */
 export function step(
@@ -111,7 +140,7 @@ export function step(
     held = state.lastHeld;
     value = state.lastValue;
   } else {
-    value = metricValue(c.metric, sums);
+    value = metricValue(c.metric, sums, c.windowMs);
     held = holds(c, value);
   }
   const end = atMs + MINUTE_MS;
@@ -132,7 +161,10 @@ export function step(
   return { state: { phase: "pending", sinceMs, ...base } };
 }
 
-/** Folds the minutes `fromMs`, `fromMs` + 1 min, … before `untilMs` (gaps where `minutes` has none). */
+/**
+ * Folds the minutes `fromMs`, `fromMs` + 1 min, … before `untilMs` (gaps where `minutes` has
+ * none); `minutes` holds, for a windowed rule, the window's minutes before `fromMs` too.
+ */
 export function evaluate(
   c: AlertCondition,
   state: AlertState,
@@ -143,7 +175,7 @@ export function evaluate(
   const transitions: AlertTransition[] = [];
   let s = state;
   for (let at = fromMs; at < untilMs; at += MINUTE_MS) {
-    const r = step(c, s, at, minutes.get(at));
+    const r = step(c, s, at, windowSums(minutes, at, c.windowMs));
     s = r.state;
     if (r.transition) transitions.push(r.transition);
   }

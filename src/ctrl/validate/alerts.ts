@@ -13,6 +13,8 @@ export interface AlertRuleInput extends AlertCondition {
 
 /** `for` bounds (seconds): whole minutes, 1 to 60. */
 export const FOR_SECONDS = { min: 60, max: 3_600 } as const;
+/** Window bounds (seconds): whole minutes, 1 to 60 (0 in a request: one minute). */
+export const WINDOW_SECONDS = { min: 60, max: 3_600 } as const;
 
 export function validateAddAlertRule(req: {
   workspace: string;
@@ -23,6 +25,7 @@ export function validateAddAlertRule(req: {
   op: string;
   threshold: number;
   forSeconds: number;
+  windowSeconds?: number;
 }): AlertRuleInput {
   const ref = validateEnvironmentRef(req);
   const name = r.slug("name", req.name);
@@ -36,7 +39,17 @@ export function validateAddAlertRule(req: {
     throw invalidArgument("threshold", "is a percentage: at most 100");
   const forSeconds = r.intRange("for_seconds", req.forSeconds, FOR_SECONDS.min, FOR_SECONDS.max);
   if (forSeconds % 60 !== 0) throw invalidArgument("for_seconds", "must be whole minutes");
-  return { ref, name, metric: req.metric, op, threshold: req.threshold, forMs: forSeconds * 1000 };
+  const windowSeconds = r.intRange("window_seconds", req.windowSeconds || 60, WINDOW_SECONDS.min, WINDOW_SECONDS.max);
+  if (windowSeconds % 60 !== 0) throw invalidArgument("window_seconds", "must be whole minutes");
+  return {
+    ref,
+    name,
+    metric: req.metric,
+    op,
+    threshold: req.threshold,
+    forMs: forSeconds * 1000,
+    windowMs: windowSeconds * 1000,
+  };
 }
 
 export function validateAlertRuleRef(req: { workspace: string; project: string; environment: string; name: string }): {

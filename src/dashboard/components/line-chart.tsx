@@ -110,6 +110,13 @@ export function LineChart(props: {
         {drawn.map((s, i) => (
           <polyline key={s.name} fill="none" stroke={COLORS[i % COLORS.length]} stroke-width={2} points={lines[i]} />
         ))}
+        {drawn.map((s, i) => {
+          // A dot on each line's last point: a line of one point (a first bucket) shows too.
+          const [cx, cy] = (lines[i] ?? "").split(" ").at(-1)?.split(",") ?? [];
+          return cx && cy ? (
+            <circle key={`last-${s.name}`} cx={cx} cy={cy} r={3} fill={COLORS[i % COLORS.length]} />
+          ) : null;
+        })}
       </svg>
       <ul class="legend">
         {props.series.map((s, i) => (

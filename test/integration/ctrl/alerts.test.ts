@@ -111,7 +111,12 @@ async function scenario(start: () => Promise<TestCtrl>): Promise<void> {
 
     // Bad input: each refused naming the field, nothing added.
     const rule = { ...REF, name: "errors", metric: "error_rate", op: ">", threshold: 2, forSeconds: 180 };
-    await expectCode(alerts(ctrl).addAlertRule({ ...rule, metric: "restarts" }), Code.InvalidArgument, /^metric: /);
+    await expectCode(alerts(ctrl).addAlertRule({ ...rule, metric: "cpu" }), Code.InvalidArgument, /^metric: /);
+    await expectCode(
+      alerts(ctrl).addAlertRule({ ...rule, windowSeconds: 90 }),
+      Code.InvalidArgument,
+      /^window_seconds: /,
+    );
     await expectCode(alerts(ctrl).addAlertRule({ ...rule, forSeconds: 90 }), Code.InvalidArgument, /^for_seconds: /);
     assert.deepEqual((await alerts(ctrl).listAlertRules(REF)).rules, []);
 

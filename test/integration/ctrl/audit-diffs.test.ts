@@ -641,7 +641,7 @@ describe("the audit diff of every audited method", () => {
     );
     // An environment's alert rule: its condition, not its evaluation state.
     const alerts = ctrl.client(AlertService, t);
-    const RULE = ["for_seconds", "metric", "op", "threshold"];
+    const RULE = ["for_seconds", "metric", "op", "threshold", "window_seconds"];
     await step(
       { method: "AlertService/AddAlertRule", chain: "workspace", diff: each("alert_rule", "added", RULE) },
       (o) =>

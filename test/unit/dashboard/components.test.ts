@@ -179,7 +179,7 @@ describe("line chart", () => {
     // x from the y axis (28) to the right edge (412); y from the x axis (120: 0) up to the top
     // (8: the largest value), so 2 of 4 is half way.
     assert.deepEqual(p.lines, ["28.0,64.0 412.0,8.0", ""]);
-    assert.equal(p.summary, "r1: last 4.00 per second; r2: last none per second");
+    assert.equal(p.summary, "r1: last 4 per second; r2: last none per second");
     assert.equal(plot([], 0, 0, "ms").summary, "");
   });
 
@@ -189,11 +189,16 @@ describe("line chart", () => {
     );
     assert.equal(
       byTag(root, "svg")[0]?.getAttribute("aria-label"),
-      "Requests: r1: last 4.00 per second; r2: last none per second",
+      "Requests: r1: last 4 per second; r2: last none per second",
     );
     assert.deepEqual(
       byTag(root, "polyline").map((p) => p.getAttribute("points")),
       ["28.0,64.0 412.0,8.0", ""],
+    );
+    // A dot on the last point of each line that has one.
+    assert.deepEqual(
+      byTag(root, "circle").map((c) => [c.getAttribute("cx"), c.getAttribute("cy")]),
+      [["412.0", "8.0"]],
     );
     assert.deepEqual(
       byTag(root, "li").map((li) => li.textContent.trim()),
@@ -256,7 +261,7 @@ describe("line chart", () => {
     assert.equal(byTag(root, "polygon").length, 2);
     assert.equal(
       byTag(root, "svg")[0]?.getAttribute("aria-label"),
-      "Requests: r1: last 2.00 per second; r2: last 2.00 per second",
+      "Requests: r1: last 2 per second; r2: last 2 per second",
     );
     // The top line reaches the total (4, the chart's top: y 8) at the end.
     assert.match(byTag(root, "polyline")[1]?.getAttribute("points") ?? "", /412\.0,8\.0$/);

@@ -426,6 +426,14 @@ describe("environment charts and config", () => {
         lastValue: 10.456,
       }),
       create(AlertRuleSchema, { name: "quiet", metric: "request_rate", op: "<", threshold: 1, forSeconds: 900 }),
+      create(AlertRuleSchema, {
+        name: "crashloop",
+        metric: "restarts",
+        op: ">",
+        threshold: 3,
+        forSeconds: 60,
+        windowSeconds: 600,
+      }),
     ]);
     assert.deepEqual(rows[0], {
       name: "errors",
@@ -437,6 +445,7 @@ describe("environment charts and config", () => {
     });
     assert.equal(rows[1]?.condition, "request_rate < 1 for 15m");
     assert.equal(rows[1]?.last, "-");
+    assert.equal(rows[2]?.condition, "restarts > 3 in 10m for 1m");
   });
 
   it("says per region whether the HTTPS listeners are programmed, pending, refused or not reported", () => {

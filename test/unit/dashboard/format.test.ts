@@ -38,6 +38,9 @@ describe("dashboard formatting", () => {
     assert.equal(figure(1234.5), "1235");
     assert.equal(figure(12.345), "12.3");
     assert.equal(figure(0.1234), "0.12");
+    // Counts (instances, restarts) read as counts.
+    assert.equal(figure(2), "2");
+    assert.equal(figure(0), "0");
   });
 
   it("waits 0.25 s after the first failed try, doubling up to 5 s", () => {

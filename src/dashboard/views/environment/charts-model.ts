@@ -50,7 +50,7 @@ export function instanceSeries(
 /** An alert rule as the charts tab lists it. */
 export interface AlertRow {
   readonly name: string;
-  /** e.g. "error_rate > 2 for 5m". */
+  /** e.g. "error_rate > 2 for 5m", "restarts > 3 in 10m for 1m". */
   readonly condition: string;
   readonly state: string;
   readonly tone: Tone;
@@ -65,7 +65,7 @@ const ALERT_TONE: Record<string, Tone> = { firing: "bad", pending: "warn", inact
 export function alertRows(rules: readonly AlertRule[]): AlertRow[] {
   return rules.map((r) => ({
     name: r.name,
-    condition: `${r.metric} ${r.op} ${r.threshold} for ${Math.round(r.forSeconds / 60)}m`,
+    condition: `${r.metric} ${r.op} ${r.threshold}${r.windowSeconds > 60 ? ` in ${Math.round(r.windowSeconds / 60)}m` : ""} for ${Math.round(r.forSeconds / 60)}m`,
     state: r.state,
     tone: ALERT_TONE[r.state] ?? "",
     last: r.lastValue === undefined ? "-" : String(Math.round(r.lastValue * 100) / 100),

@@ -3,21 +3,18 @@
 // requests/s stacked by revision, error rate, p50 and p99, in 30 s buckets over the last 15
 // minutes) and each instance's CPU and memory (MetricsService.GetMetricsHistory, per minute),
 // read again when the live view says a newer measurement was stored; drawn by
-// components/line-chart.tsx.
+// components/line-chart.tsx. Below them, the environment's alert rules (./alerts.tsx).
 import { useEffect, useState } from "preact/hooks";
-import type { ListAlertRulesResponse } from "../../../gen/krane/ctrl/v1/alerts_pb.js";
 import type {
   EnvironmentView,
   GetMetricsHistoryResponse,
   GetRevisionMetricsResponse,
 } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api, errorText } from "../../api.js";
-import { Toned } from "../../components/badge.js";
 import { LineChart } from "../../components/line-chart.js";
-import { Table } from "../../components/table.js";
-import { ago } from "../../format.js";
 import type { EnvRef } from "../../router.js";
-import { alertRows, instanceSeries, revisionSeries } from "./charts-model.js";
+import { AlertRules } from "./alerts.js";
+import { instanceSeries, revisionSeries } from "./charts-model.js";
 
 const WINDOW_MS = 15 * 60_000;
 const MIB = 2 ** 20;
@@ -25,7 +22,6 @@ const MIB = 2 ** 20;
 export function Charts(props: { envRef: EnvRef; view: EnvironmentView }) {
   const [data, setData] = useState<GetRevisionMetricsResponse>();
   const [usage, setUsage] = useState<GetMetricsHistoryResponse>();
-  const [alerts, setAlerts] = useState<ListAlertRulesResponse>();
   const [error, setError] = useState("");
   const { workspace, project, environment } = props.envRef;
   const through = props.view.measuredThroughUnixMs;
@@ -35,9 +31,8 @@ export function Charts(props: { envRef: EnvRef; view: EnvironmentView }) {
     Promise.all([
       api.metrics.getRevisionMetrics({ ...ref, bucketSeconds: 30 }),
       api.metrics.getMetricsHistory({ ...ref, sinceUnixMs: BigInt(Date.now() - WINDOW_MS), stepSeconds: 60 }),
-      api.alerts.listAlertRules(ref),
     ])
-      .then(([r, h, a]) => live && (setData(r), setUsage(h), setAlerts(a), setError("")))
+      .then(([r, h]) => live && (setData(r), setUsage(h), setError("")))
       .catch((err: unknown) => live && setError(errorText(err)));
     return () => {
       live = false;
@@ -90,33 +85,7 @@ export function Charts(props: { envRef: EnvRef; view: EnvironmentView }) {
           installed?).
         </p>
       )}
-      <h2>Alert rules</h2>
-      <Table
-        label="Alert rules"
-        empty={
-          <>
-            No alert rule: add one with{" "}
-            <code>
-              krane alert add {project}/{environment} &lt;name&gt; --metric error_rate --above 2 --for 5m
-            </code>
-            .
-          </>
-        }
-        rows={alertRows(alerts?.rules ?? [])}
-        rowKey={(r) => r.name}
-        columns={[
-          { key: "name", title: "Rule", value: (r) => r.name },
-          { key: "condition", title: "Condition", value: (r) => r.condition },
-          {
-            key: "state",
-            title: "State",
-            value: (r) => r.state,
-            render: (r) => <Toned tone={r.tone}>{r.state}</Toned>,
-          },
-          { key: "last", title: "Last minute", value: (r) => r.last },
-          { key: "since", title: "Since", value: (r) => r.sinceMs, render: (r) => (r.sinceMs ? ago(r.sinceMs) : "") },
-        ]}
-      />
+      <AlertRules envRef={props.envRef} through={through} />
     </>
   );
 }

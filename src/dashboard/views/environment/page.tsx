@@ -8,6 +8,7 @@ import { LiveBadge } from "../../components/badge.js";
 import { useLiveStream, type LiveState } from "../../live.js";
 import { ENV_TABS, envHash, type EnvRef, type EnvTab } from "../../router.js";
 import { Charts } from "./charts.js";
+import { recordRollout, type RolloutSample } from "./moves-model.js";
 import { Events } from "./events.js";
 import { Logs } from "./logs.js";
 import { Settings } from "./settings.js";
@@ -21,14 +22,19 @@ import { Status } from "./status.js";
 export function EnvironmentPage(props: EnvRef & { tab: EnvTab }) {
   const ref = { workspace: props.workspace, project: props.project, environment: props.environment };
   const [view, setView] = useState<EnvironmentView | undefined>(undefined);
+  // The rollout's instance counts per region as views arrive (the status tab's chart).
+  const [moves, setMoves] = useState<readonly RolloutSample[]>([]);
   const { state, error } = useLiveStream(
     (signal) => api.live.watchEnvironment(ref, { signal }),
     (m) => {
-      if (m.view) setView(m.view);
+      const v = m.view;
+      if (!v) return;
+      setView(v);
+      setMoves((prev) => recordRollout(prev, v.rollout, Date.now()));
     },
     [props.workspace, props.project, props.environment],
   );
-  return <EnvironmentBody envRef={ref} tab={props.tab} state={state} error={error} view={view} />;
+  return <EnvironmentBody envRef={ref} tab={props.tab} state={state} error={error} view={view} moves={moves} />;
 }
 
 /** What the page draws of its stream's state: the heading, the tabs, and the tab's body. */
@@ -38,6 +44,8 @@ export function EnvironmentBody(props: {
   state: LiveState;
   error: string;
   view: EnvironmentView | undefined;
+  /** The rollout's instance counts as views arrived (none: the chart is left out). */
+  moves?: readonly RolloutSample[];
 }) {
   const { envRef: ref, tab, view } = props;
   return (
@@ -68,7 +76,7 @@ export function EnvironmentBody(props: {
       ) : tab === "config" ? (
         <Settings envRef={ref} view={view} />
       ) : (
-        <Status envRef={ref} view={view} />
+        <Status envRef={ref} view={view} moves={props.moves ?? []} />
       )}
     </main>
   );

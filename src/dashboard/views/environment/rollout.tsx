@@ -1,18 +1,23 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // The rollout section of the status tab: the strategy and, for a progressive rollout, its phase
 // and step; the rollout per region; a canary's steps with where it is; the traffic weights per
-// region; the pin `krane rollback` left and the revision kept warm; the last analysis verdict with the measurements behind it.
+// region; the pin `krane rollback` left and the revision kept warm; the last analysis verdict with the measurements behind it;
+// the instances per region, old and new, as the rollout moved while the page was open.
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import type { RolloutStatus } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import { Table } from "../../components/table.js";
 import { ago, latency } from "../../format.js";
 import { Toned } from "../../components/badge.js";
+import { LineChart } from "../../components/line-chart.js";
+import { MOVES_WINDOW_MS, movesSeries, type RolloutSample } from "./moves-model.js";
 import { agentHint, canarySteps, regionState, rollbackLines, verdictTone } from "./status-model.js";
 
 export function Rollout(props: {
   view: EnvironmentView;
   rollout: RolloutStatus;
   revisionOf: (deploymentId: string) => bigint | undefined;
+  /** The instance counts per region as views arrived. */
+  moves: readonly RolloutSample[];
 }) {
   const { rollout, revisionOf } = props;
   const progressive = rollout.progressive;
@@ -71,6 +76,7 @@ export function Rollout(props: {
           { key: "msg", title: "Progress", wrap: true, value: (r) => r.message },
         ]}
       />
+      {props.moves.length > 0 && <Moves samples={props.moves} />}
       {steps.length > 0 && (
         <>
           <h3>Canary steps</h3>
@@ -137,6 +143,27 @@ export function Rollout(props: {
           />
         </>
       )}
+    </div>
+  );
+}
+
+/** Old and new instances per region since the page opened (at most the last 15 minutes). */
+function Moves(props: { samples: readonly RolloutSample[] }) {
+  const now = Date.now();
+  const from = Math.max(props.samples[0]?.atMs ?? now, now - MOVES_WINDOW_MS);
+  return (
+    <div class="charts">
+      <LineChart
+        title="Instances per region, new and old"
+        unit="instances"
+        from={from}
+        to={Math.max(now, from + 1)}
+        series={movesSeries(props.samples, from, now)}
+      />
+      <p class="muted">
+        New: the target revision's instances (updated replicas); old: earlier revisions' still running. As pushed since
+        this page opened.
+      </p>
     </div>
   );
 }

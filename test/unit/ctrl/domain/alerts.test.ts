@@ -4,7 +4,8 @@
 // restarted: the state is read from the database each time) notifies nothing more; a minute
 // without any report in the middle of the episode changes nothing; the first good minute resolves
 // it, once; the runner part's sweep does the same work; names are unique per environment and a
-// rule that is not there is not_found.
+// rule that is not there is not_found; a restarts rule over a 10-minute window adds up the
+// instances' restarts (the usage reports' minutes) of minutes before its first one.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { NotificationBody } from "../../../../src/contracts/notifications.js";
@@ -16,7 +17,7 @@ import {
   listAlertRules,
   removeAlertRule,
 } from "../../../../src/ctrl/domain/alerts.js";
-import { addMinutes } from "../../../../src/ctrl/history/store.js";
+import { addMinutes, setUsageMinutes } from "../../../../src/ctrl/history/store.js";
 import { MINUTE_MS, emptySums } from "../../../../src/ctrl/history/sums.js";
 import { REF, seedEnvironment } from "./seed.js";
 
@@ -59,6 +60,7 @@ describe("alert rules", () => {
       op: ">",
       threshold: 2,
       forMs: 3 * MINUTE_MS,
+      windowMs: MINUTE_MS,
     });
     assert.equal(Number(rule.next_minute_ms), M0 - 3 * MINUTE_MS);
     const fired = await evaluateAlertRule(store, rule.id, SETTLE);
@@ -75,6 +77,7 @@ describe("alert rules", () => {
       op: ">",
       threshold: 2,
       for_seconds: 180,
+      value_window_seconds: 60,
       value: 10,
       window_start: new Date(M0 - 3 * MINUTE_MS).toISOString(),
       window_end: new Date(M0).toISOString(),
@@ -111,10 +114,63 @@ describe("alert rules", () => {
   });
 
   it("refuses a second rule of the same name and removing one that is not there", async () => {
-    const again = { ref: REF, name: "errors", metric: "p99_ms", op: ">", threshold: 500, forMs: MINUTE_MS } as const;
+    const again = {
+      ref: REF,
+      name: "errors",
+      metric: "p99_ms",
+      op: ">",
+      threshold: 500,
+      forMs: MINUTE_MS,
+      windowMs: MINUTE_MS,
+    } as const;
     await assert.rejects(addAlertRule(store, again), /already exists/);
     await removeAlertRule(store, REF, "errors");
     await assert.rejects(removeAlertRule(store, REF, "errors"), /not found|not_found/i);
     assert.deepEqual(await listAlertRules(store.db, REF), []);
+  });
+
+  it("fires a restarts rule on the instances' restarts over its window, minutes before the rule included", async () => {
+    const base = M0 + 20 * MINUTE_MS;
+    const restarts: [number, string, number][] = [
+      [1, "pod-a", 1],
+      [5, "pod-a", 1],
+      [8, "pod-b", 2],
+      [9, "pod-a", 0],
+    ];
+    await setUsageMinutes(
+      store.db,
+      restarts.map(([m, instance, n]) => {
+        const sums = emptySums();
+        sums.usageSamples = 4;
+        sums.restarts = n;
+        return {
+          environmentId: envId,
+          deploymentId: "dep_1",
+          region: "eu",
+          instance,
+          atMs: base + m * MINUTE_MS,
+          sums,
+        };
+      }),
+    );
+    now = base + 10 * MINUTE_MS + 10_000;
+    const rule = await addAlertRule(store, {
+      ref: REF,
+      name: "crashloop",
+      metric: "restarts",
+      op: ">",
+      threshold: 3,
+      forMs: MINUTE_MS,
+      windowMs: 10 * MINUTE_MS,
+    });
+    now += SETTLE;
+    // Only minute base+9 is the rule's (0 restarts); the window reaches back to base.
+    assert.deepEqual(await evaluateAlertRule(store, rule.id, SETTLE), [
+      { kind: "firing", value: 4, fromMs: base + 9 * MINUTE_MS, toMs: base + 10 * MINUTE_MS },
+    ]);
+    const ev = (await events()).at(-1);
+    assert.equal(ev?.title, "alert crashloop firing: shop/prod");
+    assert.match(ev?.text ?? "", /instance restarts was 4 \(rule: restarts > 3 in 10 min for 1 min\)/);
+    assert.equal(ev?.details.value_window_seconds, 600);
   });
 });

@@ -3,7 +3,10 @@
 // after the condition was seen to hold for the `for` duration with no two missing minutes in a
 // row, a resolution only on a minute with data that does not hold; folding the series in any two
 // parts (a ctrl restart between them, the state stored) gives what folding it whole gives; one
-// missing minute never resolves or resets an episode, a long silence never resolves one.
+// missing minute never resolves or resets an episode, a long silence never resolves one. With a
+// window, each minute's value is that of the window ending with it (checked against sums added up
+// here by hand), and a restarts rule with a one-minute `for` is firing exactly after the minutes
+// whose window counts more restarts than its bound.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
@@ -12,13 +15,25 @@ import { emptySums, type MetricSums } from "../../../../src/ctrl/history/sums.js
 
 const MIN = 60_000;
 const T0 = 1_800_000_000_000 - (1_800_000_000_000 % MIN);
-const RULE: AlertCondition = { metric: "error_rate", op: ">", threshold: 2, forMs: 3 * MIN };
+const RULE: AlertCondition = { metric: "error_rate", op: ">", threshold: 2, forMs: 3 * MIN, windowMs: MIN };
 
-function minute(requests: number, errors: number): MetricSums {
+function minute(requests: number, errors: number, restarts = 0): MetricSums {
   const s = emptySums();
   s.requests = requests;
   s.errors = errors;
+  s.restarts = restarts;
   return s;
+}
+
+/** The error rate over the window of `windowMin` minutes ending with minute `i`, added up by hand. */
+function windowErrorRate(list: readonly (MetricSums | undefined)[], i: number, windowMin: number): number {
+  let requests = 0;
+  let errors = 0;
+  for (let j = Math.max(0, i - windowMin + 1); j <= i; j++) {
+    requests += list[j]?.requests ?? 0;
+    errors += list[j]?.errors ?? 0;
+  }
+  return requests > 0 ? (100 * errors) / requests : 0;
 }
 
 /** A series: per minute undefined (a gap) or the sums of that minute. */
@@ -43,6 +58,7 @@ const condition = fc.record({
   op: fc.constantFrom(">" as const, "<" as const),
   threshold: fc.integer({ min: 0, max: 100 }),
   forMs: fc.integer({ min: 1, max: 6 }).map((n) => n * MIN),
+  windowMs: fc.integer({ min: 1, max: 6 }).map((n) => n * MIN),
 });
 
 describe("alert evaluator", () => {
@@ -58,8 +74,8 @@ describe("alert evaluator", () => {
             // Decided by a minute with data that did not hold.
             const s = list[last];
             assert.ok(s, "a resolution needs data");
-            const v = metricValue(c.metric, s);
-            assert.ok(v !== null && !(c.op === ">" ? v > c.threshold : v < c.threshold));
+            const v = windowErrorRate(list, last, c.windowMs / MIN);
+            assert.ok(!(c.op === ">" ? v > c.threshold : v < c.threshold));
             continue;
           }
           assert.ok(t.toMs - t.fromMs >= c.forMs);
@@ -72,8 +88,8 @@ describe("alert evaluator", () => {
               continue;
             }
             gapRun = 0;
-            const v = metricValue(c.metric, s);
-            assert.ok(v !== null && (c.op === ">" ? v > c.threshold : v < c.threshold), "every minute held");
+            const v = windowErrorRate(list, (at - T0) / MIN, c.windowMs / MIN);
+            assert.ok(c.op === ">" ? v > c.threshold : v < c.threshold, "every minute held");
           }
         }
       }),
@@ -135,6 +151,67 @@ describe("alert evaluator", () => {
       { kind: "resolved", value: 1, fromMs: T0 + MIN, toMs: T0 + 7 * MIN },
     ]);
     assert.equal(state.phase, "inactive");
+  });
+
+  it("a restarts rule with a one-minute `for` fires after exactly the minutes whose window passes the bound", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined, freq: 4 }), { maxLength: 40 }),
+        fc.integer({ min: 1, max: 10 }),
+        fc.integer({ min: 0, max: 8 }),
+        (counts, windowMin, threshold) => {
+          const rule: AlertCondition = {
+            metric: "restarts",
+            op: ">",
+            threshold,
+            forMs: MIN,
+            windowMs: windowMin * MIN,
+          };
+          const list = counts.map((n) => (n === undefined ? undefined : minute(0, 0, n)));
+          const m = toMap(list);
+          let state = INITIAL_STATE;
+          let firings = 0;
+          list.forEach((s, i) => {
+            const before = state.phase;
+            const r = evaluate(rule, state, T0 + i * MIN, T0 + (i + 1) * MIN, m);
+            state = r.state;
+            if (r.transitions.some((t) => t.kind === "firing")) firings++;
+            if (s === undefined) {
+              // A missing minute changes nothing a one-minute rule shows.
+              assert.equal(state.phase, before);
+              return;
+            }
+            let sum = 0;
+            for (let j = Math.max(0, i - windowMin + 1); j <= i; j++) sum += counts[j] ?? 0;
+            assert.equal(state.phase, sum > threshold ? "firing" : "inactive", `minute ${i}: ${sum} restarts`);
+            assert.equal(state.lastValue, sum);
+          });
+          // As many firings as the whole fold gives.
+          const whole = evaluate(rule, INITIAL_STATE, T0, T0 + list.length * MIN, m);
+          assert.equal(whole.transitions.filter((t) => t.kind === "firing").length, firings);
+        },
+      ),
+    );
+  });
+
+  it("restarts > 3 in 10 minutes fires on the fourth restart and resolves when the first leaves the window", () => {
+    const counts = [1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    const list = counts.map((n) => minute(50, 0, n));
+    const rule: AlertCondition = { metric: "restarts", op: ">", threshold: 3, forMs: MIN, windowMs: 10 * MIN };
+    const { transitions } = evaluate(rule, INITIAL_STATE, T0, T0 + list.length * MIN, toMap(list));
+    assert.deepEqual(transitions, [
+      { kind: "firing", value: 4, fromMs: T0 + 3 * MIN, toMs: T0 + 4 * MIN },
+      { kind: "resolved", value: 3, fromMs: T0 + 3 * MIN, toMs: T0 + 11 * MIN },
+    ]);
+    // Its minutes before the first folded one count: the window reaches back into them.
+    const late = evaluate(rule, INITIAL_STATE, T0 + 3 * MIN, T0 + 4 * MIN, toMap(list));
+    assert.equal(late.transitions[0]?.value, 4);
+    // Over one minute, the same minutes never pass 3.
+    assert.deepEqual(
+      evaluate({ ...rule, windowMs: MIN }, INITIAL_STATE, T0, T0 + list.length * MIN, toMap(list)).transitions,
+      [],
+    );
+    assert.equal(metricValue("restarts", minute(0, 0, 2)), 2);
   });
 
   it("two missing minutes end a pending episode; a minute without requests has no latency", () => {

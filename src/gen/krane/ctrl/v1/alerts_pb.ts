@@ -1,6 +1,7 @@
 // Alert rules. An environment's rules on its metrics history (MetricsService.GetMetricsHistory):
-// a metric over each minute, every revision and region added up, compared with a bound, that must
-// hold for a duration before the rule fires. ctrl evaluates each minute once it has closed (half a
+// a metric over each minute (or over a window of minutes ending with it: "restarts > 3 in 10
+// minutes"), every revision, region and instance added up, compared with a bound, that must hold
+// for a duration before the rule fires. ctrl evaluates each minute once it has closed (half a
 // minute after its end, for the agents' reports to arrive) and sends "alert.firing" once per
 // episode and "alert.resolved" when a minute with data no longer holds, through the workspace's
 // notification channels (NotificationService). One minute without any report counts as the
@@ -20,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/alerts.proto.
  */
 export const file_krane_ctrl_v1_alerts: GenFile = /*@__PURE__*/
-  fileDesc("ChprcmFuZS9jdHJsL3YxL2FsZXJ0cy5wcm90bxINa3JhbmUuY3RybC52MSLoAQoJQWxlcnRSdWxlEgwKBG5hbWUYASABKAkSDgoGbWV0cmljGAIgASgJEgoKAm9wGAMgASgJEhEKCXRocmVzaG9sZBgEIAEoARITCgtmb3Jfc2Vjb25kcxgFIAEoBRINCgVzdGF0ZRgGIAEoCRIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCmxhc3RfdmFsdWUYCCABKAFIAIgBARIfChdldmFsdWF0ZWRfdW50aWxfdW5peF9tcxgJIAEoAxIaChJjcmVhdGVkX2F0X3VuaXhfbXMYCiABKANCDQoLX2xhc3RfdmFsdWUioAEKE0FkZEFsZXJ0UnVsZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDAoEbmFtZRgEIAEoCRIOCgZtZXRyaWMYBSABKAkSCgoCb3AYBiABKAkSEQoJdGhyZXNob2xkGAcgASgBEhMKC2Zvcl9zZWNvbmRzGAggASgFIj4KFEFkZEFsZXJ0UnVsZVJlc3BvbnNlEiYKBHJ1bGUYASABKAsyGC5rcmFuZS5jdHJsLnYxLkFsZXJ0UnVsZSJQChVMaXN0QWxlcnRSdWxlc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiQQoWTGlzdEFsZXJ0UnVsZXNSZXNwb25zZRInCgVydWxlcxgBIAMoCzIYLmtyYW5lLmN0cmwudjEuQWxlcnRSdWxlIl8KFlJlbW92ZUFsZXJ0UnVsZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDAoEbmFtZRgEIAEoCSIZChdSZW1vdmVBbGVydFJ1bGVSZXNwb25zZTLeAgoMQWxlcnRTZXJ2aWNlEmkKDEFkZEFsZXJ0UnVsZRIiLmtyYW5lLmN0cmwudjEuQWRkQWxlcnRSdWxlUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuQWRkQWxlcnRSdWxlUmVzcG9uc2UiEKqfGQwIAiACKBgyBG5hbWUSbAoOTGlzdEFsZXJ0UnVsZXMSJC5rcmFuZS5jdHJsLnYxLkxpc3RBbGVydFJ1bGVzUmVxdWVzdBolLmtyYW5lLmN0cmwudjEuTGlzdEFsZXJ0UnVsZXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJ1Cg9SZW1vdmVBbGVydFJ1bGUSJS5rcmFuZS5jdHJsLnYxLlJlbW92ZUFsZXJ0UnVsZVJlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLlJlbW92ZUFsZXJ0UnVsZVJlc3BvbnNlIhOQAgKqnxkMCAIgAigYMgRuYW1lYgZwcm90bzM", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChprcmFuZS9jdHJsL3YxL2FsZXJ0cy5wcm90bxINa3JhbmUuY3RybC52MSKAAgoJQWxlcnRSdWxlEgwKBG5hbWUYASABKAkSDgoGbWV0cmljGAIgASgJEgoKAm9wGAMgASgJEhEKCXRocmVzaG9sZBgEIAEoARITCgtmb3Jfc2Vjb25kcxgFIAEoBRINCgVzdGF0ZRgGIAEoCRIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCmxhc3RfdmFsdWUYCCABKAFIAIgBARIfChdldmFsdWF0ZWRfdW50aWxfdW5peF9tcxgJIAEoAxIaChJjcmVhdGVkX2F0X3VuaXhfbXMYCiABKAMSFgoOd2luZG93X3NlY29uZHMYCyABKAVCDQoLX2xhc3RfdmFsdWUiuAEKE0FkZEFsZXJ0UnVsZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDAoEbmFtZRgEIAEoCRIOCgZtZXRyaWMYBSABKAkSCgoCb3AYBiABKAkSEQoJdGhyZXNob2xkGAcgASgBEhMKC2Zvcl9zZWNvbmRzGAggASgFEhYKDndpbmRvd19zZWNvbmRzGAkgASgFIj4KFEFkZEFsZXJ0UnVsZVJlc3BvbnNlEiYKBHJ1bGUYASABKAsyGC5rcmFuZS5jdHJsLnYxLkFsZXJ0UnVsZSJQChVMaXN0QWxlcnRSdWxlc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiQQoWTGlzdEFsZXJ0UnVsZXNSZXNwb25zZRInCgVydWxlcxgBIAMoCzIYLmtyYW5lLmN0cmwudjEuQWxlcnRSdWxlIl8KFlJlbW92ZUFsZXJ0UnVsZVJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDAoEbmFtZRgEIAEoCSIZChdSZW1vdmVBbGVydFJ1bGVSZXNwb25zZTLeAgoMQWxlcnRTZXJ2aWNlEmkKDEFkZEFsZXJ0UnVsZRIiLmtyYW5lLmN0cmwudjEuQWRkQWxlcnRSdWxlUmVxdWVzdBojLmtyYW5lLmN0cmwudjEuQWRkQWxlcnRSdWxlUmVzcG9uc2UiEKqfGQwIAiACKBgyBG5hbWUSbAoOTGlzdEFsZXJ0UnVsZXMSJC5rcmFuZS5jdHJsLnYxLkxpc3RBbGVydFJ1bGVzUmVxdWVzdBolLmtyYW5lLmN0cmwudjEuTGlzdEFsZXJ0UnVsZXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJ1Cg9SZW1vdmVBbGVydFJ1bGUSJS5rcmFuZS5jdHJsLnYxLlJlbW92ZUFsZXJ0UnVsZVJlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLlJlbW92ZUFsZXJ0UnVsZVJlc3BvbnNlIhOQAgKqnxkMCAIgAigYMgRuYW1lYgZwcm90bzM", [file_krane_ctrl_v1_policy]);
 
 /**
  * @generated from message krane.ctrl.v1.AlertRule
@@ -36,7 +37,7 @@ export type AlertRule = Message<"krane.ctrl.v1.AlertRule"> & {
   /**
    * "error_rate" (percent of requests answered 5xx), "p50_ms", "p95_ms", "p99_ms" (latency
    * percentiles: the upper bound of the sentinel's bucket that holds them) or "request_rate"
-   * (requests per second).
+   * (requests per second), or "restarts" (instance restarts, a count over the window).
    *
    * @generated from field: string metric = 2;
    */
@@ -93,6 +94,13 @@ export type AlertRule = Message<"krane.ctrl.v1.AlertRule"> & {
    * @generated from field: int64 created_at_unix_ms = 10;
    */
   createdAtUnixMs: bigint;
+
+  /**
+   * The span each minute's value covers, ending with that minute: whole minutes, 1 to 60.
+   *
+   * @generated from field: int32 window_seconds = 11;
+   */
+  windowSeconds: number;
 };
 
 /**
@@ -109,7 +117,7 @@ export type AlertRuleJson = {
   /**
    * "error_rate" (percent of requests answered 5xx), "p50_ms", "p95_ms", "p99_ms" (latency
    * percentiles: the upper bound of the sentinel's bucket that holds them) or "request_rate"
-   * (requests per second).
+   * (requests per second), or "restarts" (instance restarts, a count over the window).
    *
    * @generated from field: string metric = 2;
    */
@@ -166,6 +174,13 @@ export type AlertRuleJson = {
    * @generated from field: int64 created_at_unix_ms = 10;
    */
   createdAtUnixMs?: string;
+
+  /**
+   * The span each minute's value covers, ending with that minute: whole minutes, 1 to 60.
+   *
+   * @generated from field: int32 window_seconds = 11;
+   */
+  windowSeconds?: number;
 };
 
 /**
@@ -218,6 +233,14 @@ export type AddAlertRuleRequest = Message<"krane.ctrl.v1.AddAlertRuleRequest"> &
    * @generated from field: int32 for_seconds = 8;
    */
   forSeconds: number;
+
+  /**
+   * The span each minute's value covers (sums over it: a count of restarts, the error rate of
+   * all its requests); 0 or unset: one minute.
+   *
+   * @generated from field: int32 window_seconds = 9;
+   */
+  windowSeconds: number;
 };
 
 /**
@@ -263,6 +286,14 @@ export type AddAlertRuleRequestJson = {
    * @generated from field: int32 for_seconds = 8;
    */
   forSeconds?: number;
+
+  /**
+   * The span each minute's value covers (sums over it: a count of restarts, the error rate of
+   * all its requests); 0 or unset: one minute.
+   *
+   * @generated from field: int32 window_seconds = 9;
+   */
+  windowSeconds?: number;
 };
 
 /**
