@@ -612,6 +612,22 @@ async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSub
   };
 }
 
+async function logRetentionSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const r = await db
+    .selectFrom("log_retention")
+    .select("retention_ms")
+    .where("workspace_id", "=", w.id)
+    .executeTakeFirst();
+  // Its own retention in days (absent: the default).
+  return {
+    workspaceId: w.id,
+    targets: [w.id],
+    view: r ? { log_retention: { days: Number(r.retention_ms) / 86_400_000 } } : null,
+  };
+}
+
 /**
  * Reads what a call is about, as of now in `db` (the change's transaction). `created` is what the
  * call's transaction said it created (noteWriteSubject), when it said.
@@ -678,6 +694,8 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
       return (db, req) => clusterSubject(db, field(req, "region"), named("cluster_name")(req));
     case Declared.API_TOKEN:
       return (db, req, created) => apiTokenSubject(db, createdOr(req, created, p.auditField || "token_id"));
+    case Declared.LOG_RETENTION:
+      return (db, req) => logRetentionSubject(db, named("workspace")(req));
     case Declared.PREVIEW_LIMITS:
       return (db, req) => previewLimitsSubject(db, named("workspace")(req));
     case Declared.MEMBER:

@@ -17,8 +17,6 @@ type Db = Kysely<Database>;
 export const DAY_MS = 86_400_000;
 /** How long lines are kept when a workspace set nothing. */
 export const DEFAULT_LOG_RETENTION_MS = 7 * DAY_MS;
-/** The longest retention a workspace may set. */
-export const MAX_LOG_RETENTION_MS = 90 * DAY_MS;
 /** Lines kept per environment at most (the oldest go first past it). */
 export const DEFAULT_MAX_LINES_PER_ENVIRONMENT = 2_000_000;
 

@@ -24,12 +24,15 @@ import {
 import { msToNs } from "../../contracts/logs.js";
 import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { validateLogQuery } from "../validate/logs.js";
+import { validateLogQuery, validateLogRetentionDays } from "../validate/logs.js";
 import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
 import { entriesOfChunks } from "./chunks.js";
 import { logTarget, revisionsOf } from "./target.js";
 import { readHistory } from "./history-read.js";
+import { DAY_MS, logRetention, setLogRetention } from "./history.js";
+import { findWorkspace } from "../domain/tenancy.js";
+import { workspaceRef } from "../validate/api.js";
 import { grepOf } from "./grep.js";
 import { sourceKey, type InstanceCursors } from "./seam.js";
 
@@ -115,7 +118,23 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
     }
     return name;
   };
+  const retention = async (workspaceId: string) => {
+    const r = await logRetention(d.store.db, workspaceId);
+    return { days: Math.round(r.ms / DAY_MS), own: r.own };
+  };
   return {
+    async getLogRetention(req) {
+      const ws = await findWorkspace(d.store.db, workspaceRef("workspace", req.workspace));
+      return { retention: await retention(ws.id) };
+    },
+    async setLogRetention(req) {
+      const ws = await findWorkspace(d.store.db, workspaceRef("workspace", req.workspace));
+      const days = validateLogRetentionDays(req.days);
+      await d.store.write(async (tx) => {
+        await setLogRetention(tx.trx, ws.id, days === undefined ? undefined : days * DAY_MS, d.store.clock());
+      });
+      return { retention: await retention(ws.id) };
+    },
     async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
       const q = validateLogQuery(req, Date.now());
       const target = await logTarget(d.store.db, q);

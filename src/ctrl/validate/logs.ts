@@ -105,3 +105,18 @@ export function grepPattern(pattern: string): GrepPattern | string {
   }
   return { source, flags };
 }
+
+/** A workspace's log retention: whole days within these bounds (90: what the embedded store is sized for). */
+export const MIN_LOG_RETENTION_DAYS = 1;
+export const MAX_LOG_RETENTION_DAYS = 90;
+
+/** SetLogRetention's days: whole days within the bounds, or undefined (back to the default). */
+export function validateLogRetentionDays(days: number | undefined): number | undefined {
+  if (days === undefined) return undefined;
+  if (!Number.isInteger(days) || days < MIN_LOG_RETENTION_DAYS || days > MAX_LOG_RETENTION_DAYS)
+    throw invalidArgument(
+      "days",
+      `must be whole days from ${MIN_LOG_RETENTION_DAYS} to ${MAX_LOG_RETENTION_DAYS} (absent: the default), got ${days}`,
+    );
+  return days;
+}

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { DomainError } from "../../../../src/ctrl/errors.js";
 import { grepOf, MAX_MATCHED_CHARS } from "../../../../src/ctrl/logs/grep.js";
-import { grepPattern } from "../../../../src/ctrl/validate/logs.js";
+import { grepPattern, validateLogRetentionDays } from "../../../../src/ctrl/validate/logs.js";
 
 function grep(pattern: string, deadlineMs?: number): ReturnType<typeof grepOf> {
   const p = grepPattern(pattern);
@@ -62,6 +62,27 @@ describe("--grep matching", () => {
     } finally {
       bad.close();
       good.close();
+    }
+  });
+});
+
+describe("log retention days", () => {
+  it("takes whole days from 1 to 90, or none (the default), and names the field otherwise", () => {
+    assert.equal(validateLogRetentionDays(1), 1);
+    assert.equal(validateLogRetentionDays(90), 90);
+    assert.equal(validateLogRetentionDays(undefined), undefined);
+    for (const bad of [0, -1, 91, 365]) {
+      const err = (() => {
+        try {
+          validateLogRetentionDays(bad);
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      assert.ok(err instanceof DomainError, `${bad} refused`);
+      assert.equal(err.field, "days");
+      assert.match(err.message, /whole days from 1 to 90/);
     }
   });
 });
