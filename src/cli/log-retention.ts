@@ -1,12 +1,19 @@
 // `krane log-retention get | set`: how long ctrl keeps a workspace's log lines (LogService's
-// Get/SetLogRetention): whole days from 1 to 90, or back to the default (7 days).
+// Get/SetLogRetention): whole days from 1 to 90, or "default" (7 days).
 import type { Command } from "commander";
 import type { LogRetention } from "../gen/krane/ctrl/v1/logs_pb.js";
-import { intArg, userAction, withConnection, type UserContext } from "./command.js";
+import { userAction, withConnection, type UserContext } from "./command.js";
 
 async function service(x: UserContext) {
   const m = await import("../gen/krane/ctrl/v1/logs_pb.js");
   return { m, client: x.ctrl.client(m.LogService) };
+}
+
+/** `set`'s <days>: whole days (ctrl checks the bounds), or "default" (undefined). */
+export function retentionDays(text: string): number | undefined {
+  if (text === "default") return undefined;
+  if (!/^\d{1,6}$/.test(text)) throw new Error(`<days>: expected whole days (1 to 90) or "default", got "${text}"`);
+  return Number(text);
 }
 
 function retentionRow(r: LogRetention | undefined): string[] {
@@ -29,16 +36,13 @@ export function registerLogRetentionCommands(program: Command): void {
   );
   withConnection(
     group
-      .command("set <workspace>")
-      .description("keep the workspace's lines this many days (1 to 90), or --default (7 days); needs the admin role")
-      .option("--days <n>", "whole days, 1 to 90", intArg("--days"))
-      .option("--default", "back to the default (7 days)"),
+      .command("set <workspace> <days>")
+      .description('keep the workspace\'s lines this many days (1 to 90), or "default" (7 days); needs the admin role'),
     { workspace: true },
   ).action(
-    userAction(async (x, workspace: string, f: { days?: number; default?: boolean }) => {
-      if ((f.days === undefined) === (f.default !== true)) throw new Error("give either --days <n> or --default");
+    userAction(async (x, workspace: string, text: string) => {
       const { m, client } = await service(x);
-      const res = await client.setLogRetention({ workspace, days: f.days });
+      const res = await client.setLogRetention({ workspace, days: retentionDays(text) });
       if (x.json) x.printJson(m.SetLogRetentionResponseSchema, res);
       else x.printTable(["RETENTION", "SET BY"], [retentionRow(res.retention)]);
     }),

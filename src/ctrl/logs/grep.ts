@@ -3,8 +3,8 @@
 // takes exponential time on a line of many a's, which on the event loop would stall every call
 // ctrl serves. So a regex runs on a worker thread of its own, a batch of lines at a time, each
 // batch with a deadline; past it the worker is terminated and the call ends with invalid_argument
-// naming grep. Input is bounded: a line is matched on its first MAX_MATCHED_CHARS characters (the
-// kubelet's lines are shorter: the container runtime splits at 16 KiB), a batch holds at most
+// naming grep. Input is bounded: a line is matched on its first MAX_MATCHED_CHARS characters (lines
+// are cut at 5,000 bytes where they are relayed, src/contracts/logs.ts), a batch holds at most
 // BATCH_CHARS characters, and at most MAX_REGEX_WORKERS regex searches run at once on a ctrl
 // (more: resource_exhausted, the reader tries again).
 import { Worker } from "node:worker_threads";

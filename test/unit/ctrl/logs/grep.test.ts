@@ -3,6 +3,7 @@
 // ctrl's event loop and other searches keep going (the match runs on a worker thread).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { retentionDays } from "../../../../src/cli/log-retention.js";
 import { DomainError } from "../../../../src/ctrl/errors.js";
 import { grepOf, MAX_MATCHED_CHARS } from "../../../../src/ctrl/logs/grep.js";
 import { grepPattern, validateLogRetentionDays } from "../../../../src/ctrl/validate/logs.js";
@@ -67,6 +68,12 @@ describe("--grep matching", () => {
 });
 
 describe("log retention days", () => {
+  it('the CLI takes whole days or "default", and refuses anything else before any call', () => {
+    assert.equal(retentionDays("30"), 30);
+    assert.equal(retentionDays("default"), undefined);
+    assert.throws(() => retentionDays("3d"), /<days>: expected whole days \(1 to 90\) or "default", got "3d"/);
+  });
+
   it("takes whole days from 1 to 90, or none (the default), and names the field otherwise", () => {
     assert.equal(validateLogRetentionDays(1), 1);
     assert.equal(validateLogRetentionDays(90), 90);
