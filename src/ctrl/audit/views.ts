@@ -597,35 +597,34 @@ async function smtpServerSubject(db: Reader): Promise<AuditSubject> {
   };
 }
 
-async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+/** A workspace-wide setting, in the workspace's chain; its view is null while it is not set. */
+async function workspaceSettingSubject(
+  db: Reader,
+  wsRef: string,
+  view: (workspaceId: string) => Promise<ViewTree | null>,
+): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
   if (!w) return undefined;
-  const l = await db.selectFrom("preview_limits").selectAll().where("workspace_id", "=", w.id).executeTakeFirst();
-  return {
-    workspaceId: w.id,
-    targets: [w.id],
-    view: l
-      ? {
-          preview_limits: { fork_approval: Number(l.fork_approval) === 1 },
-        }
-      : null,
-  };
+  return { workspaceId: w.id, targets: [w.id], view: await view(w.id) };
 }
 
-async function logRetentionSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
-  const w = await workspaceRow(db, wsRef);
-  if (!w) return undefined;
-  const r = await db
-    .selectFrom("log_retention")
-    .select("retention_ms")
-    .where("workspace_id", "=", w.id)
-    .executeTakeFirst();
-  // Its own retention in days (absent: the default).
-  return {
-    workspaceId: w.id,
-    targets: [w.id],
-    view: r ? { log_retention: { days: Number(r.retention_ms) / 86_400_000 } } : null,
-  };
+function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  return workspaceSettingSubject(db, wsRef, async (id) => {
+    const l = await db.selectFrom("preview_limits").selectAll().where("workspace_id", "=", id).executeTakeFirst();
+    return l ? { preview_limits: { fork_approval: Number(l.fork_approval) === 1 } } : null;
+  });
+}
+
+/** Its own retention in days (not set: the default). */
+function logRetentionSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  return workspaceSettingSubject(db, wsRef, async (id) => {
+    const r = await db
+      .selectFrom("log_retention")
+      .select("retention_ms")
+      .where("workspace_id", "=", id)
+      .executeTakeFirst();
+    return r ? { log_retention: { days: Number(r.retention_ms) / 86_400_000 } } : null;
+  });
 }
 
 /**
