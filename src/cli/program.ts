@@ -15,6 +15,7 @@ import { registerMetricsCommand } from "./metrics.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerPolicyCommands } from "./policy.js";
 import { registerLogsCommand } from "./logs.js";
+import { registerLogRetentionCommands } from "./log-retention.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerLoginCommands } from "./login.js";
 import { registerMemberCommands } from "./member.js";
@@ -54,6 +55,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["status", registerStatusCommand],
   ["events", registerEventsCommand],
   ["logs", registerLogsCommand],
+  ["log-retention", registerLogRetentionCommands],
   ["metrics", registerMetricsCommand],
   ["exposure", registerExposureCommands],
   ["policy", registerPolicyCommands],

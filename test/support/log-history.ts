@@ -17,7 +17,8 @@ import {
   type StoredLine,
 } from "../../src/ctrl/logs/history.js";
 import { InstanceCursors } from "../../src/ctrl/logs/seam.js";
-import { lineMatcher, type LineMatcher } from "../../src/ctrl/validate/logs.js";
+import { grepOf, type Grep } from "../../src/ctrl/logs/grep.js";
+import { grepPattern } from "../../src/ctrl/validate/logs.js";
 
 const NOW = 1_800_000_000_000;
 const ns = (ms: number, extra = 0): bigint => BigInt(ms) * 1_000_000n + BigInt(extra);
@@ -38,7 +39,7 @@ function line(over: Partial<StoredLine> & { ns: bigint }): StoredLine {
 
 async function all(
   store: Store,
-  q: { upTo: InstanceCursors; matcher?: LineMatcher; instance?: string; deploymentIds?: string[]; sinceNs?: bigint },
+  q: { upTo: InstanceCursors; matcher?: Grep; instance?: string; deploymentIds?: string[]; sinceNs?: bigint },
 ): Promise<HistoryLine[]> {
   const out: HistoryLine[] = [];
   for await (const page of searchHistory(store.db, {
@@ -84,12 +85,17 @@ export async function checkLogHistory(store: Store): Promise<void> {
     got.map((l) => l.ns),
     [ns(NOW - 3_000, 123_456), ns(NOW - 2_000, 999_999)],
   );
-  const grep = lineMatcher("/^error/i");
-  assert.ok(typeof grep === "function");
-  assert.deepEqual(
-    (await all(store, { upTo: cursors, matcher: grep })).map((l) => l.line),
-    ["ERROR boom"],
-  );
+  const pattern = grepPattern("/^error/i");
+  assert.ok(typeof pattern !== "string");
+  const grep = grepOf(pattern);
+  try {
+    assert.deepEqual(
+      (await all(store, { upTo: cursors, matcher: grep })).map((l) => l.line),
+      ["ERROR boom"],
+    );
+  } finally {
+    grep.close();
+  }
   assert.deepEqual(
     (await all(store, { upTo: cursors, deploymentIds: ["dep_2"] })).map((l) => l.instance),
     ["web-2"],

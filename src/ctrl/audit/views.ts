@@ -603,19 +603,34 @@ async function smtpServerSubject(db: Reader): Promise<AuditSubject> {
   };
 }
 
-async function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+/** A workspace-wide setting, in the workspace's chain; its view is null while it is not set. */
+async function workspaceSettingSubject(
+  db: Reader,
+  wsRef: string,
+  view: (workspaceId: string) => Promise<ViewTree | null>,
+): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
   if (!w) return undefined;
-  const l = await db.selectFrom("preview_limits").selectAll().where("workspace_id", "=", w.id).executeTakeFirst();
-  return {
-    workspaceId: w.id,
-    targets: [w.id],
-    view: l
-      ? {
-          preview_limits: { fork_approval: Number(l.fork_approval) === 1 },
-        }
-      : null,
-  };
+  return { workspaceId: w.id, targets: [w.id], view: await view(w.id) };
+}
+
+function previewLimitsSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  return workspaceSettingSubject(db, wsRef, async (id) => {
+    const l = await db.selectFrom("preview_limits").selectAll().where("workspace_id", "=", id).executeTakeFirst();
+    return l ? { preview_limits: { fork_approval: Number(l.fork_approval) === 1 } } : null;
+  });
+}
+
+/** Its own retention in days (not set: the default). */
+function logRetentionSubject(db: Reader, wsRef: string): Promise<AuditSubject | undefined> {
+  return workspaceSettingSubject(db, wsRef, async (id) => {
+    const r = await db
+      .selectFrom("log_retention")
+      .select("retention_ms")
+      .where("workspace_id", "=", id)
+      .executeTakeFirst();
+    return r ? { log_retention: { days: Number(r.retention_ms) / 86_400_000 } } : null;
+  });
 }
 
 /**
@@ -684,6 +699,8 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
       return (db, req) => clusterSubject(db, field(req, "region"), named("cluster_name")(req));
     case Declared.API_TOKEN:
       return (db, req, created) => apiTokenSubject(db, createdOr(req, created, p.auditField || "token_id"));
+    case Declared.LOG_RETENTION:
+      return (db, req) => logRetentionSubject(db, named("workspace")(req));
     case Declared.PREVIEW_LIMITS:
       return (db, req) => previewLimitsSubject(db, named("workspace")(req));
     case Declared.MEMBER:

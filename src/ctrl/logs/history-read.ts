@@ -11,6 +11,7 @@ import type { LogQuery } from "../validate/logs.js";
 import { searchHistory, storedCursors } from "./history.js";
 import { sourceKey, type InstanceCursors } from "./seam.js";
 import type { LogTarget } from "./target.js";
+import type { Grep } from "./grep.js";
 
 export interface HistoryRead {
   readonly seam: InstanceCursors;
@@ -19,7 +20,12 @@ export interface HistoryRead {
   readonly pages: AsyncGenerator<LogEntry[]>;
 }
 
-export async function readHistory(db: Kysely<Database>, target: LogTarget, q: LogQuery): Promise<HistoryRead> {
+export async function readHistory(
+  db: Kysely<Database>,
+  target: LogTarget,
+  q: LogQuery,
+  grep: Grep | undefined,
+): Promise<HistoryRead> {
   const sinceNs = msToNs(q.since ?? 0);
   const seam = await storedCursors(db, target.environmentId);
   let running = db
@@ -35,7 +41,7 @@ export async function readHistory(db: Kysely<Database>, target: LogTarget, q: Lo
   return {
     seam,
     liveSinceNs: seam.liveSince(live, sinceNs),
-    pages: entries(db, target, q, seam, sinceNs),
+    pages: entries(db, target, q, seam, sinceNs, grep),
   };
 }
 
@@ -45,6 +51,7 @@ async function* entries(
   q: LogQuery,
   seam: InstanceCursors,
   sinceNs: bigint,
+  grep: Grep | undefined,
 ): AsyncGenerator<LogEntry[]> {
   for await (const page of searchHistory(db, {
     environmentId: target.environmentId,
@@ -52,7 +59,7 @@ async function* entries(
     deploymentIds: target.deploymentIds,
     regions: target.regions,
     instance: q.instance,
-    matcher: q.grep,
+    matcher: grep,
     upTo: seam,
   }))
     yield page.map((l): LogEntry => ({

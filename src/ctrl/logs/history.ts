@@ -9,7 +9,7 @@
 // docs/operations.md "Log history".
 import type { Kysely } from "kysely";
 import type { Database } from "../db/schema.js";
-import type { LineMatcher } from "../validate/logs.js";
+import type { Grep } from "./grep.js";
 import { InstanceCursors, sourceKey } from "./seam.js";
 
 type Db = Kysely<Database>;
@@ -17,8 +17,6 @@ type Db = Kysely<Database>;
 export const DAY_MS = 86_400_000;
 /** How long lines are kept when a workspace set nothing. */
 export const DEFAULT_LOG_RETENTION_MS = 7 * DAY_MS;
-/** The longest retention a workspace may set. */
-export const MAX_LOG_RETENTION_MS = 90 * DAY_MS;
 /** Lines kept per environment at most (the oldest go first past it). */
 export const DEFAULT_MAX_LINES_PER_ENVIRONMENT = 2_000_000;
 
@@ -83,7 +81,7 @@ export interface HistoryQuery {
   deploymentIds: readonly string[];
   regions: readonly string[];
   instance?: string;
-  matcher?: LineMatcher;
+  matcher?: Grep;
   /** Only lines up to each instance's cursor (the seam); an instance without one gives none. */
   upTo: InstanceCursors;
 }
@@ -124,12 +122,11 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
       );
     }
     const rows = await s.orderBy("time_ns").orderBy("region").orderBy("instance").limit(PAGE).execute();
-    const out: HistoryLine[] = [];
+    let out: HistoryLine[] = [];
     for (const r of rows) {
       const ns = BigInt(r.time_ns);
       const last = q.upTo.get(sourceKey(r.region, r.instance));
       if (last === undefined || ns > last) continue;
-      if (q.matcher && !q.matcher(r.line)) continue;
       out.push({
         ns,
         region: r.region,
@@ -138,6 +135,10 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
         revision: Number(r.revision),
         line: r.line,
       });
+    }
+    if (q.matcher && out.length > 0) {
+      const keep = await q.matcher.keep(out.map((l) => l.line));
+      out = out.filter((_, i) => keep[i]);
     }
     if (out.length > 0) yield out;
     const last = rows[rows.length - 1];

@@ -18,8 +18,8 @@ export interface LogQuery {
   previous: boolean;
   /** Kept lines first (the log history), then live ones. */
   history: boolean;
-  /** The --grep pattern's matcher. */
-  grep?: LineMatcher;
+  /** The --grep pattern (matched by src/ctrl/logs/grep.ts). */
+  grep?: GrepPattern;
 }
 
 /** Clocks of callers run a little ahead: a `since` this far in the future is taken as "now". */
@@ -62,9 +62,9 @@ export function validateLogQuery(
   const history = req.history === true;
   if (history && req.tailLines !== undefined) throw invalidArgument("history", "cannot be combined with tail_lines");
   if (history && req.previous) throw invalidArgument("history", "cannot be combined with previous");
-  let grep: LineMatcher | undefined;
+  let grep: GrepPattern | undefined;
   if (req.grep !== undefined && req.grep !== "") {
-    const m = lineMatcher(req.grep);
+    const m = grepPattern(req.grep);
     if (typeof m === "string") throw invalidArgument("grep", m);
     grep = m;
   }
@@ -83,21 +83,40 @@ export function validateLogQuery(
 }
 
 /** A `--grep` pattern: /regex/flags (JavaScript syntax), or else text matched as is. */
-export type LineMatcher = (line: string) => boolean;
+export type GrepPattern = { readonly text: string } | { readonly source: string; readonly flags: string };
 
 /** The longest pattern taken: a search runs on ctrl, over many lines. */
 export const MAX_GREP = 256;
 
-/** The matcher of a pattern, or an error message saying what is wrong with it. */
-export function lineMatcher(pattern: string): LineMatcher | string {
+/**
+ * The pattern, or an error message saying what is wrong with it. A regex is compiled here to
+ * check it (compiling is linear in the pattern); it is run on a worker (src/ctrl/logs/grep.ts).
+ */
+export function grepPattern(pattern: string): GrepPattern | string {
   if (pattern.length > MAX_GREP) return `at most ${MAX_GREP} characters`;
   const m = /^\/(.*)\/([imsu]*)$/s.exec(pattern);
-  if (!m) return (line) => line.includes(pattern);
-  let re: RegExp;
+  if (!m) return { text: pattern };
+  const source = m[1] ?? "";
+  const flags = m[2] ?? "";
   try {
-    re = new RegExp(m[1] ?? "", m[2]);
+    new RegExp(source, flags);
   } catch (err) {
     return `not a valid regular expression: ${err instanceof Error ? err.message : String(err)}`;
   }
-  return (line) => re.test(line);
+  return { source, flags };
+}
+
+/** A workspace's log retention: whole days within these bounds (90: what the embedded store is sized for). */
+export const MIN_LOG_RETENTION_DAYS = 1;
+export const MAX_LOG_RETENTION_DAYS = 90;
+
+/** SetLogRetention's days: whole days within the bounds, or undefined (back to the default). */
+export function validateLogRetentionDays(days: number | undefined): number | undefined {
+  if (days === undefined) return undefined;
+  if (!Number.isInteger(days) || days < MIN_LOG_RETENTION_DAYS || days > MAX_LOG_RETENTION_DAYS)
+    throw invalidArgument(
+      "days",
+      `must be whole days from ${MIN_LOG_RETENTION_DAYS} to ${MAX_LOG_RETENTION_DAYS} (absent: the default), got ${days}`,
+    );
+  return days;
 }

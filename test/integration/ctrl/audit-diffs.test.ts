@@ -32,6 +32,7 @@ import { DomainService, EndpointService, PolicyService } from "../../../src/gen/
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
 import { AlertService } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
+import { LogService } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
@@ -653,6 +654,27 @@ describe("the audit diff of every audited method", () => {
     await step(
       { method: "AlertService/RemoveAlertRule", chain: "workspace", diff: each("alert_rule", "removed", RULE) },
       (o) => alerts.removeAlertRule({ ...REF, name: "errors" }, o),
+    );
+    // The workspace's log retention: its own days, changed, then back to the default.
+    const logs = ctrl.client(LogService, t);
+    await step({ method: "LogService/SetLogRetention", chain: "workspace", diff: ["log_retention.days added"] }, (o) =>
+      logs.setLogRetention({ workspace: WS, days: 30 }, o),
+    );
+    await step(
+      {
+        method: "LogService/SetLogRetention",
+        chain: "workspace",
+        diff: ["log_retention.days set"],
+        check: (e) => {
+          const c = e.changes.find((x) => x.field === "log_retention.days");
+          assert.deepEqual([c?.beforeJson, c?.afterJson], ["30", "3"]);
+        },
+      },
+      (o) => logs.setLogRetention({ workspace: WS, days: 3 }, o),
+    );
+    await step(
+      { method: "LogService/SetLogRetention", chain: "workspace", diff: ["log_retention.days removed"] },
+      (o) => logs.setLogRetention({ workspace: WS }, o),
     );
     // Members and service accounts: their address or name and role, in the workspace's chain.
     const members = ctrl.client(MemberService, t);

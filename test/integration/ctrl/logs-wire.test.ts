@@ -5,7 +5,8 @@
 // two clusters is read whole even when one cluster answers after the other finished, and a
 // cluster that never answers ends the read with a marker naming it; a reader that stops reading
 // never holds up an agent, and once it reads again it is told how many lines it missed; ctrl's
-// HTTP/2 receive windows are wide enough that a batch of lines is not held to 64 KiB per round trip.
+// HTTP/2 receive windows are wide enough that a batch of lines is not held to 64 KiB per round trip;
+// a --grep regex that backtracks without end is stopped on its worker while ctrl answers other calls.
 import assert from "node:assert/strict";
 import * as http2 from "node:http2";
 import { join } from "node:path";
@@ -335,6 +336,32 @@ describe("StreamLogs over gRPC and gRPC-Web, and the clusters of a region", () =
       for (let i = 1; i < numbers.length; i++) assert.ok((numbers[i - 1] as number) < (numbers[i] as number));
     } finally {
       abort.abort();
+      agent.stop();
+      await channels(0);
+    }
+  });
+
+  it("a --grep regex that backtracks without end ends its call with invalid_argument naming grep; other calls go on", async () => {
+    // 40 a's before a mismatch: /(a+)+$/ tries 2^40 ways on ctrl's event loop without the worker.
+    const agent = scriptedAgent(ctrl.url, await ctrl.agentToken("eu", "grep"), "grep", () => [
+      { delayMs: 0, lines: ["ok 1", `${"a".repeat(40)}!`, "ok 2"], done: true },
+    ]);
+    agents.push(agent);
+    try {
+      await channels(1);
+      const api = createClient(LogService, transport(ctrl.url, ctrl.adminToken, "connect"));
+      const stuck = expectCode(
+        readAll(api, { grep: "/(a+)+$/" }),
+        Code.InvalidArgument,
+        /grep: the regular expression took more than 2 s over 3 line\(s\) and was stopped/,
+      );
+      // The lines reached ctrl (its PushLogs answered): the match is under way while ctrl answers more.
+      while (agent.pushed < 3) await new Promise((r) => setTimeout(r, 10));
+      assert.deepEqual(linesOf(await readAll(api, { grep: "/^ok \\d$/" })), ["grep-pod: ok 1", "grep-pod: ok 2"]);
+      const ws = await ctrl.client(WorkspaceService, ctrl.adminToken).getWorkspace({ workspace: REF.workspace });
+      assert.equal(ws.workspace?.slug, REF.workspace);
+      await stuck;
+    } finally {
       agent.stop();
       await channels(0);
     }

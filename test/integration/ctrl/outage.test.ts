@@ -89,6 +89,8 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     AddAlertRule: { ...target, name: "outage", metric: "error_rate", op: ">", threshold: 2, forSeconds: 300 },
     ListAlertRules: target,
     RemoveAlertRule: { ...target, name: "outage" },
+    GetLogRetention: { workspace: "acme" },
+    SetLogRetention: { workspace: "acme", days: 30 },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { InstanceCursors, sourceKey } from "../../../../src/ctrl/logs/seam.js";
-import { lineMatcher } from "../../../../src/ctrl/validate/logs.js";
+import { grepPattern } from "../../../../src/ctrl/validate/logs.js";
 
 /** Instances, each with its lines' distinct times in order, how many were kept, whether it runs. */
 const world = fc.array(
@@ -87,16 +87,10 @@ describe("log seam", () => {
   });
 
   it("--grep: text as is, /regex/flags, and a clear error for a bad one", () => {
-    const text = lineMatcher("a.b");
-    assert.ok(typeof text === "function");
-    assert.equal(text("xa.by"), true);
-    assert.equal(text("xaXby"), false, "text is not a pattern");
-    const re = lineMatcher("/^err(or)? \\d+$/i");
-    assert.ok(typeof re === "function");
-    assert.equal(re("ERROR 42"), true);
-    assert.equal(re("an error 42"), false);
-    assert.match(String(lineMatcher("/(/")), /not a valid regular expression/);
-    assert.match(String(lineMatcher("x".repeat(300))), /at most 256/);
-    assert.ok(typeof lineMatcher("/half") === "function", "an unclosed slash is text");
+    assert.deepEqual(grepPattern("a.b"), { text: "a.b" }, "text is not a pattern");
+    assert.deepEqual(grepPattern("/^err(or)? \\d+$/i"), { source: "^err(or)? \\d+$", flags: "i" });
+    assert.match(String(grepPattern("/(/")), /not a valid regular expression/);
+    assert.match(String(grepPattern("x".repeat(300))), /at most 256/);
+    assert.deepEqual(grepPattern("/half"), { text: "/half" }, "an unclosed slash is text");
   });
 });

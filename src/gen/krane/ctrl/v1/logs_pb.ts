@@ -19,7 +19,174 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/logs.proto.
  */
 export const file_krane_ctrl_v1_logs: GenFile = /*@__PURE__*/
-  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEigAIKEVN0cmVhbUxvZ3NSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBmZvbGxvdxgEIAEoCBIVCg1zaW5jZV91bml4X21zGAUgASgDEhcKCnRhaWxfbGluZXMYBiABKAVIAIgBARIQCghyZXZpc2lvbhgHIAEoAxIOCgZyZWdpb24YCCABKAkSEAoIaW5zdGFuY2UYCSABKAkSEAoIcHJldmlvdXMYCiABKAgSDwoHaGlzdG9yeRgLIAEoCBIMCgRncmVwGAwgASgJQg0KC190YWlsX2xpbmVzIj4KElN0cmVhbUxvZ3NSZXNwb25zZRIoCgdlbnRyaWVzGAEgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeSJZCglMb2dNYXJrZXISKgoEa2luZBgBIAEoDjIcLmtyYW5lLmN0cmwudjEuTG9nTWFya2VyS2luZBIPCgdkcm9wcGVkGAIgASgEEg8KB21lc3NhZ2UYAyABKAkisgEKCExvZ0VudHJ5EhYKDnRpbWVfdW5peF9uYW5vGAEgASgDEg4KBnJlZ2lvbhgCIAEoCRIQCghpbnN0YW5jZRgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIVCg1kZXBsb3ltZW50X2lkGAUgASgJEg4KBGxpbmUYBiABKAlIABIqCgZtYXJrZXIYByABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAQgcKBWVudHJ5IicKFU9wZW5Mb2dDaGFubmVsUmVxdWVzdBIOCgZyZWdpb24YASABKAkijwEKEUxvZ0NoYW5uZWxNZXNzYWdlEh8KFWtlZXBhbGl2ZV9pbnRlcnZhbF9tcxgBIAEoDUgAEjEKB3JlcXVlc3QYAiABKAsyHi5rcmFuZS5jdHJsLnYxLkFnZW50TG9nUmVxdWVzdEgAEhsKEWNhbmNlbF9yZXF1ZXN0X2lkGAMgASgJSABCCQoHbWVzc2FnZSLvAQoPQWdlbnRMb2dSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSFQoNazhzX25hbWVzcGFjZRgCIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgDIAEoCRIWCg5kZXBsb3ltZW50X2lkcxgEIAMoCRIQCghpbnN0YW5jZRgFIAEoCRIOCgZmb2xsb3cYBiABKAgSFQoNc2luY2VfdW5peF9tcxgHIAEoAxIXCgp0YWlsX2xpbmVzGAggASgFSACIAQESEAoIcHJldmlvdXMYCSABKAgSDgoGY2h1bmtzGAogASgIQg0KC190YWlsX2xpbmVzIrIBCg9QdXNoTG9nc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSKAoHZW50cmllcxgDIAMoCzIXLmtyYW5lLmN0cmwudjEuTG9nRW50cnkSDAoEZG9uZRgEIAEoCBINCgVlcnJvchgFIAEoCRInCgZjaHVua3MYBiADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0NodW5rEgsKA3NlcRgHIAEoBCKaAQoITG9nQ2h1bmsSEAoIaW5zdGFuY2UYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRIPCgVsaW5lcxgDIAEoDEgAEioKBm1hcmtlchgEIAEoCzIYLmtyYW5lLmN0cmwudjEuTG9nTWFya2VySAASHQoVbWFya2VyX3RpbWVfdW5peF9uYW5vGAUgASgDQgkKB2NvbnRlbnQiJQoQUHVzaExvZ3NSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgqngEKDUxvZ01hcmtlcktpbmQSHwobTE9HX01BUktFUl9LSU5EX1VOU1BFQ0lGSUVEEAASGgoWTE9HX01BUktFUl9LSU5EX0pPSU5FRBABEhgKFExPR19NQVJLRVJfS0lORF9MRUZUEAISGwoXTE9HX01BUktFUl9LSU5EX0RST1BQRUQQAxIZChVMT0dfTUFSS0VSX0tJTkRfRVJST1IQBDJwCgpMb2dTZXJ2aWNlEmIKClN0cmVhbUxvZ3MSIC5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5TdHJlYW1Mb2dzUmVzcG9uc2UiDZACAaqfGQYIAiABKAEwATLQAQoRTG9nQ2hhbm5lbFNlcnZpY2USZAoOT3BlbkxvZ0NoYW5uZWwSJC5rcmFuZS5jdHJsLnYxLk9wZW5Mb2dDaGFubmVsUmVxdWVzdBogLmtyYW5lLmN0cmwudjEuTG9nQ2hhbm5lbE1lc3NhZ2UiCKqfGQQIBSgBMAESVQoIUHVzaExvZ3MSHi5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVxdWVzdBofLmtyYW5lLmN0cmwudjEuUHVzaExvZ3NSZXNwb25zZSIIqp8ZBAgFKAFiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEiKQoMTG9nUmV0ZW50aW9uEgwKBGRheXMYASABKAUSCwoDb3duGAIgASgIIisKFkdldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkkKF0dldExvZ1JldGVudGlvblJlc3BvbnNlEi4KCXJldGVudGlvbhgBIAEoCzIbLmtyYW5lLmN0cmwudjEuTG9nUmV0ZW50aW9uIkcKFlNldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhEKBGRheXMYAiABKAVIAIgBAUIHCgVfZGF5cyJJChdTZXRMb2dSZXRlbnRpb25SZXNwb25zZRIuCglyZXRlbnRpb24YASABKAsyGy5rcmFuZS5jdHJsLnYxLkxvZ1JldGVudGlvbiKAAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGZm9sbG93GAQgASgIEhUKDXNpbmNlX3VuaXhfbXMYBSABKAMSFwoKdGFpbF9saW5lcxgGIAEoBUgAiAEBEhAKCHJldmlzaW9uGAcgASgDEg4KBnJlZ2lvbhgIIAEoCRIQCghpbnN0YW5jZRgJIAEoCRIQCghwcmV2aW91cxgKIAEoCBIPCgdoaXN0b3J5GAsgASgIEgwKBGdyZXAYDCABKAlCDQoLX3RhaWxfbGluZXMiPgoSU3RyZWFtTG9nc1Jlc3BvbnNlEigKB2VudHJpZXMYASADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5IlkKCUxvZ01hcmtlchIqCgRraW5kGAEgASgOMhwua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJLaW5kEg8KB2Ryb3BwZWQYAiABKAQSDwoHbWVzc2FnZRgDIAEoCSKyAQoITG9nRW50cnkSFgoOdGltZV91bml4X25hbm8YASABKAMSDgoGcmVnaW9uGAIgASgJEhAKCGluc3RhbmNlGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEhUKDWRlcGxveW1lbnRfaWQYBSABKAkSDgoEbGluZRgGIAEoCUgAEioKBm1hcmtlchgHIAEoCzIYLmtyYW5lLmN0cmwudjEuTG9nTWFya2VySABCBwoFZW50cnkiJwoVT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCSKPAQoRTG9nQ2hhbm5lbE1lc3NhZ2USHwoVa2VlcGFsaXZlX2ludGVydmFsX21zGAEgASgNSAASMQoHcmVxdWVzdBgCIAEoCzIeLmtyYW5lLmN0cmwudjEuQWdlbnRMb2dSZXF1ZXN0SAASGwoRY2FuY2VsX3JlcXVlc3RfaWQYAyABKAlIAEIJCgdtZXNzYWdlIu8BCg9BZ2VudExvZ1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEhYKDmRlcGxveW1lbnRfaWRzGAQgAygJEhAKCGluc3RhbmNlGAUgASgJEg4KBmZvbGxvdxgGIAEoCBIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCnRhaWxfbGluZXMYCCABKAVIAIgBARIQCghwcmV2aW91cxgJIAEoCBIOCgZjaHVua3MYCiABKAhCDQoLX3RhaWxfbGluZXMisgEKD1B1c2hMb2dzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIoCgdlbnRyaWVzGAMgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeRIMCgRkb25lGAQgASgIEg0KBWVycm9yGAUgASgJEicKBmNodW5rcxgGIAMoCzIXLmtyYW5lLmN0cmwudjEuTG9nQ2h1bmsSCwoDc2VxGAcgASgEIpoBCghMb2dDaHVuaxIQCghpbnN0YW5jZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg8KBWxpbmVzGAMgASgMSAASKgoGbWFya2VyGAQgASgLMhgua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJIABIdChVtYXJrZXJfdGltZV91bml4X25hbm8YBSABKANCCQoHY29udGVudCIlChBQdXNoTG9nc1Jlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCqeAQoNTG9nTWFya2VyS2luZBIfChtMT0dfTUFSS0VSX0tJTkRfVU5TUEVDSUZJRUQQABIaChZMT0dfTUFSS0VSX0tJTkRfSk9JTkVEEAESGAoUTE9HX01BUktFUl9LSU5EX0xFRlQQAhIbChdMT0dfTUFSS0VSX0tJTkRfRFJPUFBFRBADEhkKFUxPR19NQVJLRVJfS0lORF9FUlJPUhAEMtICCgpMb2dTZXJ2aWNlEmIKClN0cmVhbUxvZ3MSIC5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5TdHJlYW1Mb2dzUmVzcG9uc2UiDZACAaqfGQYIAiABKAEwARJvCg9HZXRMb2dSZXRlbnRpb24SJS5rcmFuZS5jdHJsLnYxLkdldExvZ1JldGVudGlvblJlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLkdldExvZ1JldGVudGlvblJlc3BvbnNlIg2QAgGqnxkGCAIgASgBEm8KD1NldExvZ1JldGVudGlvbhIlLmtyYW5lLmN0cmwudjEuU2V0TG9nUmV0ZW50aW9uUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuU2V0TG9nUmV0ZW50aW9uUmVzcG9uc2UiDZACAqqfGQYIAiADKBcy0AEKEUxvZ0NoYW5uZWxTZXJ2aWNlEmQKDk9wZW5Mb2dDaGFubmVsEiQua3JhbmUuY3RybC52MS5PcGVuTG9nQ2hhbm5lbFJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkxvZ0NoYW5uZWxNZXNzYWdlIgiqnxkECAUoATABElUKCFB1c2hMb2dzEh4ua3JhbmUuY3RybC52MS5QdXNoTG9nc1JlcXVlc3QaHy5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVzcG9uc2UiCKqfGQQIBSgBYgZwcm90bzM", [file_krane_ctrl_v1_policy]);
+
+/**
+ * @generated from message krane.ctrl.v1.LogRetention
+ */
+export type LogRetention = Message<"krane.ctrl.v1.LogRetention"> & {
+  /**
+   * How long lines are kept (days).
+   *
+   * @generated from field: int32 days = 1;
+   */
+  days: number;
+
+  /**
+   * Set by the workspace; false: the default.
+   *
+   * @generated from field: bool own = 2;
+   */
+  own: boolean;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.LogRetention
+ */
+export type LogRetentionJson = {
+  /**
+   * How long lines are kept (days).
+   *
+   * @generated from field: int32 days = 1;
+   */
+  days?: number;
+
+  /**
+   * Set by the workspace; false: the default.
+   *
+   * @generated from field: bool own = 2;
+   */
+  own?: boolean;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.LogRetention.
+ * Use `create(LogRetentionSchema)` to create a new message.
+ */
+export const LogRetentionSchema: GenMessage<LogRetention, {jsonType: LogRetentionJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 0);
+
+/**
+ * @generated from message krane.ctrl.v1.GetLogRetentionRequest
+ */
+export type GetLogRetentionRequest = Message<"krane.ctrl.v1.GetLogRetentionRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.GetLogRetentionRequest
+ */
+export type GetLogRetentionRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetLogRetentionRequest.
+ * Use `create(GetLogRetentionRequestSchema)` to create a new message.
+ */
+export const GetLogRetentionRequestSchema: GenMessage<GetLogRetentionRequest, {jsonType: GetLogRetentionRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 1);
+
+/**
+ * @generated from message krane.ctrl.v1.GetLogRetentionResponse
+ */
+export type GetLogRetentionResponse = Message<"krane.ctrl.v1.GetLogRetentionResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.LogRetention retention = 1;
+   */
+  retention?: LogRetention | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.GetLogRetentionResponse
+ */
+export type GetLogRetentionResponseJson = {
+  /**
+   * @generated from field: krane.ctrl.v1.LogRetention retention = 1;
+   */
+  retention?: LogRetentionJson;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.GetLogRetentionResponse.
+ * Use `create(GetLogRetentionResponseSchema)` to create a new message.
+ */
+export const GetLogRetentionResponseSchema: GenMessage<GetLogRetentionResponse, {jsonType: GetLogRetentionResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 2);
+
+/**
+ * @generated from message krane.ctrl.v1.SetLogRetentionRequest
+ */
+export type SetLogRetentionRequest = Message<"krane.ctrl.v1.SetLogRetentionRequest"> & {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * Whole days, 1 to 90; absent: back to the default.
+   *
+   * @generated from field: optional int32 days = 2;
+   */
+  days?: number | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.SetLogRetentionRequest
+ */
+export type SetLogRetentionRequestJson = {
+  /**
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * Whole days, 1 to 90; absent: back to the default.
+   *
+   * @generated from field: optional int32 days = 2;
+   */
+  days?: number;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.SetLogRetentionRequest.
+ * Use `create(SetLogRetentionRequestSchema)` to create a new message.
+ */
+export const SetLogRetentionRequestSchema: GenMessage<SetLogRetentionRequest, {jsonType: SetLogRetentionRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 3);
+
+/**
+ * @generated from message krane.ctrl.v1.SetLogRetentionResponse
+ */
+export type SetLogRetentionResponse = Message<"krane.ctrl.v1.SetLogRetentionResponse"> & {
+  /**
+   * @generated from field: krane.ctrl.v1.LogRetention retention = 1;
+   */
+  retention?: LogRetention | undefined;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.SetLogRetentionResponse
+ */
+export type SetLogRetentionResponseJson = {
+  /**
+   * @generated from field: krane.ctrl.v1.LogRetention retention = 1;
+   */
+  retention?: LogRetentionJson;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.SetLogRetentionResponse.
+ * Use `create(SetLogRetentionResponseSchema)` to create a new message.
+ */
+export const SetLogRetentionResponseSchema: GenMessage<SetLogRetentionResponse, {jsonType: SetLogRetentionResponseJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 4);
 
 /**
  * @generated from message krane.ctrl.v1.StreamLogsRequest
@@ -204,7 +371,7 @@ export type StreamLogsRequestJson = {
  * Use `create(StreamLogsRequestSchema)` to create a new message.
  */
 export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest, {jsonType: StreamLogsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 0);
+  messageDesc(file_krane_ctrl_v1_logs, 5);
 
 /**
  * @generated from message krane.ctrl.v1.StreamLogsResponse
@@ -231,7 +398,7 @@ export type StreamLogsResponseJson = {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse, {jsonType: StreamLogsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 1);
+  messageDesc(file_krane_ctrl_v1_logs, 6);
 
 /**
  * @generated from message krane.ctrl.v1.LogMarker
@@ -278,7 +445,7 @@ export type LogMarkerJson = {
  * Use `create(LogMarkerSchema)` to create a new message.
  */
 export const LogMarkerSchema: GenMessage<LogMarker, {jsonType: LogMarkerJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 2);
+  messageDesc(file_krane_ctrl_v1_logs, 7);
 
 /**
  * @generated from message krane.ctrl.v1.LogEntry
@@ -388,7 +555,7 @@ export type LogEntryJson = {
  * Use `create(LogEntrySchema)` to create a new message.
  */
 export const LogEntrySchema: GenMessage<LogEntry, {jsonType: LogEntryJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 3);
+  messageDesc(file_krane_ctrl_v1_logs, 8);
 
 /**
  * @generated from message krane.ctrl.v1.OpenLogChannelRequest
@@ -415,7 +582,7 @@ export type OpenLogChannelRequestJson = {
  * Use `create(OpenLogChannelRequestSchema)` to create a new message.
  */
 export const OpenLogChannelRequestSchema: GenMessage<OpenLogChannelRequest, {jsonType: OpenLogChannelRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 4);
+  messageDesc(file_krane_ctrl_v1_logs, 9);
 
 /**
  * @generated from message krane.ctrl.v1.LogChannelMessage
@@ -474,7 +641,7 @@ export type LogChannelMessageJson = {
  * Use `create(LogChannelMessageSchema)` to create a new message.
  */
 export const LogChannelMessageSchema: GenMessage<LogChannelMessage, {jsonType: LogChannelMessageJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 5);
+  messageDesc(file_krane_ctrl_v1_logs, 10);
 
 /**
  * What to read, in one region: the pods of the environment (optionally some revisions, or one pod).
@@ -605,7 +772,7 @@ export type AgentLogRequestJson = {
  * Use `create(AgentLogRequestSchema)` to create a new message.
  */
 export const AgentLogRequestSchema: GenMessage<AgentLogRequest, {jsonType: AgentLogRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 6);
+  messageDesc(file_krane_ctrl_v1_logs, 11);
 
 /**
  * @generated from message krane.ctrl.v1.PushLogsRequest
@@ -720,7 +887,7 @@ export type PushLogsRequestJson = {
  * Use `create(PushLogsRequestSchema)` to create a new message.
  */
 export const PushLogsRequestSchema: GenMessage<PushLogsRequest, {jsonType: PushLogsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 7);
+  messageDesc(file_krane_ctrl_v1_logs, 12);
 
 /**
  * An instance's complete lines, or a marker, in the order the agent saw them.
@@ -806,7 +973,7 @@ export type LogChunkJson = {
  * Use `create(LogChunkSchema)` to create a new message.
  */
 export const LogChunkSchema: GenMessage<LogChunk, {jsonType: LogChunkJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 8);
+  messageDesc(file_krane_ctrl_v1_logs, 13);
 
 /**
  * @generated from message krane.ctrl.v1.PushLogsResponse
@@ -837,7 +1004,7 @@ export type PushLogsResponseJson = {
  * Use `create(PushLogsResponseSchema)` to create a new message.
  */
 export const PushLogsResponseSchema: GenMessage<PushLogsResponse, {jsonType: PushLogsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 9);
+  messageDesc(file_krane_ctrl_v1_logs, 14);
 
 /**
  * @generated from enum krane.ctrl.v1.LogMarkerKind
@@ -907,6 +1074,27 @@ export const LogService: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamLogsRequestSchema;
     output: typeof StreamLogsResponseSchema;
+  },
+  /**
+   * How long the workspace's lines are kept, and whether it set that itself.
+   *
+   * @generated from rpc krane.ctrl.v1.LogService.GetLogRetention
+   */
+  getLogRetention: {
+    methodKind: "unary";
+    input: typeof GetLogRetentionRequestSchema;
+    output: typeof GetLogRetentionResponseSchema;
+  },
+  /**
+   * Sets how long the workspace's lines are kept (whole days, 1 to 90), or back to the default
+   * (7 days). Lines past a shorter retention go at the next prune (within 10 minutes).
+   *
+   * @generated from rpc krane.ctrl.v1.LogService.SetLogRetention
+   */
+  setLogRetention: {
+    methodKind: "unary";
+    input: typeof SetLogRetentionRequestSchema;
+    output: typeof SetLogRetentionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_krane_ctrl_v1_logs, 0);
