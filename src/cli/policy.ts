@@ -145,7 +145,10 @@ export function registerPolicyCommands(program: Command): void {
       .option("--max-header <size>", "limits: total request header size, e.g. 16k")
       .option("--method <m>", "limits: an allowed method (repeatable)", collect)
       .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect)
-      .option("--per <key>", "ratelimit: what a budget is per: address, header or jwt (the verified subject)")
+      .option(
+        "--per <key>",
+        "ratelimit: what a budget is per: address, header, jwt (the verified subject) or apikey (the key an apikey policy before it verified)",
+      )
       .option(
         "--header <name>",
         "ratelimit: with --per header, the header whose value is the key; apikey: the header carrying the key (default x-api-key)",

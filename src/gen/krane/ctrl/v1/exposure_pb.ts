@@ -1260,8 +1260,9 @@ export const RequestLimitsSchema: GenMessage<RequestLimits, {jsonType: RequestLi
  */
 export type RateLimit = Message<"krane.ctrl.v1.RateLimit"> & {
   /**
-   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`) or "jwt"
-   * (the verified token's issuer and subject). Requests without one share one budget.
+   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`), "jwt"
+   * (the verified token's issuer and subject) or "apikey" (the key an ApiKeyRequirement earlier in
+   * the list verified; refused without one). Requests without one share one budget.
    *
    * @generated from field: string key = 1;
    */
@@ -1309,8 +1310,9 @@ export type RateLimit = Message<"krane.ctrl.v1.RateLimit"> & {
  */
 export type RateLimitJson = {
   /**
-   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`) or "jwt"
-   * (the verified token's issuer and subject). Requests without one share one budget.
+   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`), "jwt"
+   * (the verified token's issuer and subject) or "apikey" (the key an ApiKeyRequirement earlier in
+   * the list verified; refused without one). Requests without one share one budget.
    *
    * @generated from field: string key = 1;
    */
