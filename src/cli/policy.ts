@@ -145,14 +145,8 @@ export function registerPolicyCommands(program: Command): void {
       .option("--max-header <size>", "limits: total request header size, e.g. 16k")
       .option("--method <m>", "limits: an allowed method (repeatable)", collect)
       .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect)
-      .option(
-        "--per <key>",
-        "ratelimit: what a budget is per: address, header, jwt (the verified subject) or apikey (the key an apikey policy before it verified)",
-      )
-      .option(
-        "--header <name>",
-        "ratelimit: with --per header, the header whose value is the key; apikey: the header carrying the key (default x-api-key)",
-      )
+      .option("--per <key>", "ratelimit: a budget per address, header, jwt (verified subject) or apikey (verified key)")
+      .option("--header <name>", "ratelimit --per header: the counted header; apikey: the key's (default x-api-key)")
       .option("--forward-header <name>", "apikey: the header the app gets the key's id, name and metadata in")
       .option("--limit <n>", "ratelimit: requests allowed per window")
       .option("--window <w>", "ratelimit: the window, e.g. 60s, 1m, 1h"),

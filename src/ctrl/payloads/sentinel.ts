@@ -164,14 +164,14 @@ export function renderApplySentinel(
         }),
     routing: {
       ...routingPolicyOf(environment, s.region),
-      // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
-      ...(environment.edge_auth !== null
-        ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
-        : {}),
       // The edge policies (environments.edge_policies, kept by ../domain/edge-policies.ts).
       policiesJson: environment.edge_policies ?? "",
       // The API keys the policies check (environments.edge_api_keys, kept by ../domain/api-keys.ts).
       apiKeysJson: environment.edge_api_keys ?? "",
+      // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
+      ...(environment.edge_auth !== null
+        ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
+        : {}),
     },
     workspaceId: s.workspace_id,
     projectId: s.project_id,
