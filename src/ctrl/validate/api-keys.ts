@@ -3,6 +3,7 @@
 // the request's field. Pure.
 import { parseApiKey } from "../../contracts/api-keys.js";
 import { PolicyFieldError } from "../../contracts/edge-policy.js";
+import type { CreateApiKeyRequest } from "../../gen/krane/ctrl/v1/keys_pb.js";
 import { invalidArgument } from "../errors.js";
 import { validateEnvironmentRef } from "./api.js";
 import type { EnvironmentRef } from "./types.js";
@@ -32,19 +33,7 @@ function optional(v: bigint): number | null {
   return v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v);
 }
 
-export function validateCreateApiKey(
-  req: {
-    workspace: string;
-    project: string;
-    environment: string;
-    name: string;
-    expiresAtUnixMs: bigint;
-    rateLimit: bigint;
-    rateWindowSeconds: bigint;
-    metadata: Record<string, string>;
-  },
-  now: number,
-): ApiKeyInput {
+export function validateCreateApiKey(req: Omit<CreateApiKeyRequest, "$typeName">, now: number): ApiKeyInput {
   const ref = validateEnvironmentRef(req);
   const expiresAt = optional(req.expiresAtUnixMs);
   if ((req.rateLimit === 0n) !== (req.rateWindowSeconds === 0n))
