@@ -22,6 +22,7 @@ interface AddFlags extends ConnectionFlags {
   header?: string;
   limit?: string;
   window?: string;
+  forwardHeader?: string;
 }
 
 /** "100" → 100n; anything else is left for ctrl to name (0n is refused there as limit 0). */
@@ -89,7 +90,9 @@ export function policyOfFlags(f: AddFlags) {
       clientHeader: f.clientHeader ?? "",
     };
     kind = { case: "rateLimit" as const, value };
-  } else throw new Error(`--kind: expected ip, limits or ratelimit, got "${f.kind}"`);
+  } else if (f.kind === "apikey") {
+    kind = { case: "apiKey" as const, value: { header: f.header ?? "", forwardHeader: f.forwardHeader ?? "" } };
+  } else throw new Error(`--kind: expected ip, limits, ratelimit or apikey, got "${f.kind}"`);
   return { name: f.name, kind };
 }
 
@@ -128,7 +131,7 @@ export function registerPolicyCommands(program: Command): void {
       .command("add <project/env>")
       .description("add a policy (last, or at --position)")
       .requiredOption("--name <name>", "unique in the environment: lowercase letters, digits, dashes")
-      .requiredOption("--kind <kind>", "ip, limits or ratelimit")
+      .requiredOption("--kind <kind>", "ip, limits, ratelimit or apikey (keys from `krane key create`)")
       .option("--position <n>", "where in the list (0 is first; default last)")
       .option("--allow <cidr>", "ip: an allowed CIDR, IPv4 or IPv6 (repeatable, or comma-separated)", collect)
       .option("--deny <cidr>", "ip: a denied CIDR (repeatable)", collect)
@@ -142,8 +145,9 @@ export function registerPolicyCommands(program: Command): void {
       .option("--max-header <size>", "limits: total request header size, e.g. 16k")
       .option("--method <m>", "limits: an allowed method (repeatable)", collect)
       .option("--path-prefix <p>", "limits: an allowed path prefix, e.g. /api (repeatable)", collect)
-      .option("--per <key>", "ratelimit: what a budget is per: address, header or jwt (the verified subject)")
-      .option("--header <name>", "ratelimit: with --per header, the header whose value is the key")
+      .option("--per <key>", "ratelimit: a budget per address, header, jwt (verified subject) or apikey (verified key)")
+      .option("--header <name>", "ratelimit --per header: the counted header; apikey: the key's (default x-api-key)")
+      .option("--forward-header <name>", "apikey: the header the app gets the key's id, name and metadata in")
       .option("--limit <n>", "ratelimit: requests allowed per window")
       .option("--window <w>", "ratelimit: the window, e.g. 60s, 1m, 1h"),
     { workspace: true },

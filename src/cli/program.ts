@@ -21,6 +21,7 @@ import { registerLoginCommands } from "./login.js";
 import { registerMemberCommands } from "./member.js";
 import { registerNotifyCommands } from "./notify.js";
 import { registerAlertCommands } from "./alert.js";
+import { registerKeyCommands } from "./key.js";
 import { registerProjectCommands } from "./project.js";
 import { registerProjectFileCommands } from "./project-file.js";
 import { registerRegionCommands } from "./region.js";
@@ -69,6 +70,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["audit", registerAuditCommands],
   ["notify", registerNotifyCommands],
   ["alert", registerAlertCommands],
+  ["key", registerKeyCommands],
   ["project-file", registerProjectFileCommands],
   ["version", registerVersionCommand],
 ];

@@ -24,6 +24,7 @@ import { LiveService, MetricsService } from "../gen/krane/ctrl/v1/live_pb.js";
 import { LogService } from "../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../gen/krane/ctrl/v1/notify_pb.js";
 import { AlertService } from "../gen/krane/ctrl/v1/alerts_pb.js";
+import { ApiKeyService } from "../gen/krane/ctrl/v1/keys_pb.js";
 import { PreviewService } from "../gen/krane/ctrl/v1/preview_pb.js";
 import { QuotaService } from "../gen/krane/ctrl/v1/quota_pb.js";
 import { ReleaseService } from "../gen/krane/ctrl/v1/release_pb.js";
@@ -56,6 +57,7 @@ export const API_SERVICES = {
   projectFiles: ProjectFileService,
   notifications: NotificationService,
   alerts: AlertService,
+  apiKeys: ApiKeyService,
   quotas: QuotaService,
   builds: BuildService,
 } as const;

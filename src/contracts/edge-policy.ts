@@ -11,7 +11,8 @@
 //  - "ratelimit": at most `limit` requests per `windowSeconds` per key: the client's address (as
 //    "ip" finds it), a header's value, or the verified JWT's issuer and subject. Stateful, so the
 //    sentinel compiles it itself (src/sentinel/rate-limit.ts); a JWT-keyed limit is counted only
-//    once the token is verified, so a forged token cannot spend another subject's allowance.
+//    once the token is verified, so a forged token cannot spend another subject's allowance. A
+//    limit per "apikey" counts by the key an "apikey" policy earlier in the list verified.
 //  - "apikey": a request must carry one of the environment's API keys (./api-keys.ts) in a header;
 //    the key's name and metadata reach the app in another header, which a client cannot set.
 //
@@ -45,7 +46,7 @@ export interface LimitsPolicy {
   readonly pathPrefixes: readonly string[];
 }
 
-export const RATE_LIMIT_KEYS = ["address", "header", "jwt"] as const;
+export const RATE_LIMIT_KEYS = ["address", "header", "jwt", "apikey"] as const;
 export type RateLimitKey = (typeof RATE_LIMIT_KEYS)[number];
 export const MAX_RATE_LIMIT = 1_000_000_000;
 export const MAX_RATE_WINDOW_SECONDS = 86_400;
@@ -375,10 +376,15 @@ export function parseEdgePolicies(field: string, v: unknown): EdgePolicy[] {
   if (!Array.isArray(v)) fail(field, "must be a list");
   if (v.length > MAX_EDGE_POLICIES) fail(field, `has more than ${MAX_EDGE_POLICIES} policies`);
   const seen = new Set<string>();
+  let keyed = false;
   return v.map((x: unknown, i) => {
     const policy = parseEdgePolicy(`${field}[${i}]`, x);
     if (seen.has(policy.name)) fail(`${field}[${i}].name`, `repeats ${policy.name}`);
     seen.add(policy.name);
+    // A limit per API key counts the key a policy before it verified: without one, nothing would.
+    if (policy.kind === "ratelimit" && policy.key === "apikey" && !keyed)
+      fail(`${field}[${i}].key`, "apikey needs an apikey policy before it in the list");
+    keyed ||= policy.kind === "apikey";
     return policy;
   });
 }
@@ -430,9 +436,11 @@ export function describeEdgePolicy(p: EdgePolicy): string {
         ? `header ${p.header}`
         : p.key === "jwt"
           ? "JWT subject"
-          : p.trustedProxies.length > 0
-            ? `client address (from ${p.clientHeader || DEFAULT_CLIENT_HEADER} via ${p.trustedProxies.join(",")})`
-            : "client address";
+          : p.key === "apikey"
+            ? "API key"
+            : p.trustedProxies.length > 0
+              ? `client address (from ${p.clientHeader || DEFAULT_CLIENT_HEADER} via ${p.trustedProxies.join(",")})`
+              : "client address";
     return `${p.limit} requests per ${p.windowSeconds} s per ${per}`;
   }
   if (p.kind === "ip") {

@@ -5,7 +5,8 @@
 // counters (./rate-limit.ts) outlive a new routing version that carries the same policy. An
 // "apikey" policy looks the key's SHA-256 up in the document's keys (no call anywhere), refuses a
 // missing, unknown or expired key (401) or one past its own rate limit (429), and tells the app
-// which key it was in a header a client's own copy of is dropped. Every
+// which key it was in a header a client's own copy of is dropped; a rate limit per "apikey" after
+// it counts by that key. Every
 // decision of every policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
 import { hostname } from "node:os";
 import type { Counter } from "prom-client";
@@ -77,23 +78,32 @@ export function withPolicyHeaders(
   return out;
 }
 
+/** The API key an "apikey" policy verified for a request (by id), for rate limits per key. */
+export type VerifiedKeys = WeakMap<EdgeRequest, string>;
+
 /** The key a request is counted under; "" when it has none (those requests share one budget). */
-function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest): string {
+function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest, verified?: VerifiedKeys): string {
   if (p.key === "header") return headerValue(r.rawHeaders, p.header) ?? "";
   if (p.key === "jwt") return r.subject ?? "";
+  if (p.key === "apikey") return verified?.get(r) ?? "";
   const h = trusted.size > 0 ? headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER) : undefined;
   const a = clientAddress(r.peer, h, trusted);
   return a === undefined ? "" : `${a.v6 ? 6 : 4}:${a.value.toString(16)}`;
 }
 
 /** A rate limit ready to decide, counting in `limiter`; `now` is the clock (ms). */
-export function compileRateLimit(p: RateLimitPolicy, limiter: RateLimiter, now: () => number): CompiledPolicy {
+export function compileRateLimit(
+  p: RateLimitPolicy,
+  limiter: RateLimiter,
+  now: () => number,
+  verified?: VerifiedKeys,
+): CompiledPolicy {
   const trusted = CidrSet.of(p.trustedProxies);
   return {
     name: p.name,
     kind: p.kind,
     decide(r) {
-      const d = limiter.take(keyFor(p, trusted, r), now());
+      const d = limiter.take(keyFor(p, trusted, r, verified), now());
       if (d.admitted) return undefined;
       return {
         policy: p.name,
@@ -106,12 +116,16 @@ export function compileRateLimit(p: RateLimitPolicy, limiter: RateLimiter, now: 
   };
 }
 
-/** An "apikey" policy against the keys `keys()` holds (by hash); per-key limits count in `limiters`. */
+/**
+ * An "apikey" policy against the keys `keys()` holds (by hash); per-key limits count in `limiters`.
+ * A key let through is noted in `verified` for the rate limits per API key after it.
+ */
 export function compileApiKey(
   p: ApiKeyPolicy,
   keys: () => ReadonlyMap<string, CarriedApiKey>,
   limiterOf: (k: CarriedApiKey & { limit: number; windowSeconds: number }) => RateLimiter,
   now: () => number,
+  verified?: VerifiedKeys,
 ): CompiledPolicy {
   const header = p.header || DEFAULT_API_KEY_HEADER;
   const forward = p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER;
@@ -144,6 +158,7 @@ export function compileApiKey(
           };
       }
       r.forward?.push(forward, JSON.stringify({ id: k.id, name: k.name, metadata: k.metadata }));
+      verified?.set(r, k.id);
       return undefined;
     },
   };
@@ -162,6 +177,8 @@ export class EdgePolicies {
   #keys: ReadonlyMap<string, CarriedApiKey> = new Map();
   #keySource: readonly CarriedApiKey[] | undefined;
   #keyLimiters = new Map<string, RateLimiter>();
+  /** Which key each request in flight was let through with (for limits per API key). */
+  readonly #verified: VerifiedKeys = new WeakMap();
   /** Headers a client may not set because a policy sets them for the app (lowercase). */
   #owned: ReadonlySet<string> = new Set();
 
@@ -186,13 +203,14 @@ export class EdgePolicies {
         const id = JSON.stringify(edgePolicyJson(p));
         const limiter = this.#limiters.get(id) ?? new RateLimiter(p.limit, p.windowSeconds * 1000, this.#self);
         limiters.set(id, limiter);
-        policy = compileRateLimit(p, limiter, this.#now);
+        policy = compileRateLimit(p, limiter, this.#now, this.#verified);
       } else if (p.kind === "apikey") {
         policy = compileApiKey(
           p,
           () => this.#keys,
           (k) => this.#keyLimiter(k),
           this.#now,
+          this.#verified,
         );
       } else policy = compileEdgePolicy(p);
       return {

@@ -12,6 +12,7 @@
 // that no longer have pods here.
 import type { ApplySentinel, EdgeAuth } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { InstanceStatus } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { parseApiKeys, type CarriedApiKey } from "../../contracts/api-keys.js";
 import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
 import { appProtocolFrom, appProtocolOf, LABEL_APP_PROTOCOL } from "../../contracts/protocols.js";
 import { LABEL_DEPLOYMENT_ID, LABEL_SENTINEL_ID, ownerLabels } from "../../contracts/labels.js";
@@ -82,12 +83,20 @@ export function edgePoliciesOf(json: string | undefined): EdgePolicy[] | undefin
   return list.length > 0 ? list : undefined;
 }
 
+/** The API keys of the desired state (none when empty); like the policies, a bad list throws. */
+export function apiKeysOf(json: string | undefined): CarriedApiKey[] | undefined {
+  if (json === undefined || json === "") return undefined;
+  const list = parseApiKeys("routing.apiKeys", JSON.parse(json) as unknown);
+  return list.length > 0 ? list : undefined;
+}
+
 /** The policy a sentinel's desired state asks for (no policy: by instance count). */
 export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
   const r = s.routing;
   const auth = edgeAuthOf(r?.auth);
   const hold = holdPolicyOf(s);
   const policies = edgePoliciesOf(r?.policiesJson);
+  const apiKeys = apiKeysOf(r?.apiKeysJson);
   return {
     version: r ? Number(r.version) : 0,
     environmentId: s.environmentId,
@@ -97,6 +106,7 @@ export function routingPolicyOf(s: ApplySentinel): RoutingPolicy {
     ...(r !== undefined && r.previewDeploymentId !== "" ? { preview: r.previewDeploymentId } : {}),
     ...(hold ? { hold } : {}),
     ...(policies ? { policies } : {}),
+    ...(apiKeys ? { apiKeys } : {}),
   };
 }
 

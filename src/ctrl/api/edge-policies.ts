@@ -27,9 +27,8 @@ export function edgePolicyMsg(p: EdgePolicy): EdgePolicyMsg {
     name: p.name,
     summary: describeEdgePolicy(p),
     kind:
-      // No message yet: ctrl does not keep API keys, so it never stores an apikey policy.
       p.kind === "apikey"
-        ? { case: undefined }
+        ? { case: "apiKey", value: { header: p.header, forwardHeader: p.forwardHeader } }
         : p.kind === "ratelimit"
           ? {
               case: "rateLimit",
@@ -109,7 +108,9 @@ export function policyFromMsg(m: EdgePolicyMsg | undefined): EdgePolicy {
               trustedProxies: k.value.trustedProxies,
               clientHeader: k.value.clientHeader,
             }
-          : { name: m.name, kind: undefined };
+          : k.case === "apiKey"
+            ? { name: m.name, kind: "apikey", header: k.value.header, forwardHeader: k.value.forwardHeader }
+            : { name: m.name, kind: undefined };
   try {
     return parseEdgePolicy("policy", raw);
   } catch (err) {

@@ -583,6 +583,42 @@ async function alertRuleSubject(
   };
 }
 
+/** An environment's API key: its name, limits, metadata and revocation (never the key nor its digest). */
+async function apiKeySubject(
+  db: Reader,
+  req: RequestFields,
+  id: string | undefined,
+): Promise<AuditSubject | undefined> {
+  const e = await environmentSubject(db, field(req, "workspace"), field(req, "project"), field(req, "environment"));
+  if (!e) return undefined;
+  const envId = e.targets[2];
+  const k =
+    envId === undefined || id === undefined
+      ? undefined
+      : await db
+          .selectFrom("api_keys")
+          .select(["id", "name", "expires_at", "rate_limit", "rate_window_seconds", "metadata", "revoked_at"])
+          .where("environment_id", "=", envId)
+          .where("id", "=", id)
+          .executeTakeFirst();
+  if (!k) return { workspaceId: e.workspaceId, targets: e.targets, view: null };
+  const n = (v: number | null): number | null => (v === null ? null : Number(v));
+  return {
+    workspaceId: e.workspaceId,
+    targets: [...e.targets, k.id],
+    view: {
+      api_key: {
+        name: k.name,
+        expires_at: n(k.expires_at),
+        rate_limit: n(k.rate_limit),
+        rate_window_seconds: n(k.rate_window_seconds),
+        metadata: JSON.parse(k.metadata) as Record<string, string>,
+        revoked_at: n(k.revoked_at),
+      },
+    },
+  };
+}
+
 async function smtpServerSubject(db: Reader): Promise<AuditSubject> {
   const s = await db.selectFrom("smtp_settings").selectAll().executeTakeFirst();
   return {
@@ -723,6 +759,8 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
           field(req, "environment"),
           named("name")(req),
         );
+    case Declared.API_KEY:
+      return (db, req, created) => apiKeySubject(db, req, createdOr(req, created, p.auditField || "key_id"));
     case Declared.SMTP_SERVER:
       return (db) => smtpServerSubject(db);
     case Declared.BUILD:

@@ -65,6 +65,8 @@ export interface EnvironmentsTable {
   edge_auth: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0035: the ordered edge policies (JSON list, src/contracts/edge-policy.ts), null: none. */
   edge_policies: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Migration 0044: the API keys its sentinels carry (src/contracts/api-keys.ts JSON), null: none. */
+  edge_api_keys: ColumnType<string | null, string | null | undefined, string | null>;
   /** Migration 0007: grows with every change of the routing policy. */
   routing_version: ColumnType<number, number | undefined, number>;
   /** Migration 0009: when its deletion was requested; null while it lives. */
@@ -817,6 +819,26 @@ export interface MetricPointsTable {
   restarts: number;
 }
 
+/** Migration 0044: an environment's API key, by its SHA-256 only (domain/api-keys.ts). */
+export interface ApiKeysTable {
+  id: string;
+  workspace_id: string;
+  environment_id: string;
+  name: string;
+  /** SHA-256 of the key, lowercase hex. */
+  digest: string;
+  /** The key's last 4 characters. */
+  hint: string;
+  expires_at: number | null;
+  rate_limit: number | null;
+  rate_window_seconds: number | null;
+  /** Flat string map as JSON. */
+  metadata: string;
+  created_by: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
 /** Migration 0042: an environment's alert rule and its evaluation state (domain/alerts.ts). */
 export interface AlertRulesTable {
   id: string;
@@ -1030,6 +1052,7 @@ export interface Database {
   measurements: MeasurementsTable;
   metric_points: MetricPointsTable;
   alert_rules: AlertRulesTable;
+  api_keys: ApiKeysTable;
   log_lines: LogLinesTable;
   log_retention: LogRetentionTable;
   instance_events: InstanceEventsTable;
@@ -1047,6 +1070,7 @@ export type WorkspaceRow = Selectable<WorkspacesTable>;
 export type ProjectRow = Selectable<ProjectsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type AlertRuleRow = Selectable<AlertRulesTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type BuildRow = Selectable<BuildsTable>;
 export type SentinelRow = Selectable<SentinelsTable>;

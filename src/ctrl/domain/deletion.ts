@@ -41,6 +41,7 @@ import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
 import { purgeMetricHistory } from "../history/store.js";
 import { purgeAlertRules } from "./alerts.js";
+import { purgeApiKeys } from "./api-keys.js";
 import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
 import { purgeReleases } from "./releases.js";
@@ -311,6 +312,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await purgeMeasurements(tx, id);
   await purgeMetricHistory(tx.trx, id);
   await purgeAlertRules(tx, id);
+  await purgeApiKeys(tx, id);
   await purgePreviews(tx, id);
   await tx.trx.deleteFrom("deletions").where("id", "=", id).execute();
   await purgeEnvironmentRow(tx, id);

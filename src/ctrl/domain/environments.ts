@@ -77,6 +77,7 @@ export async function insertEnvironment(
     last_revision: 0,
     edge_auth: null,
     edge_policies: null,
+    edge_api_keys: null,
     created_at: tx.now,
     updated_at: tx.now,
     routing_version: 1,
@@ -279,6 +280,7 @@ const SAVED = [
   ...ENVIRONMENT_SETTINGS,
   "edge_auth",
   "edge_policies",
+  "edge_api_keys",
   "routing_regions",
   "routing_version",
   "updated_at",
@@ -286,8 +288,8 @@ const SAVED = [
 
 /**
  * Stores the environment's changed columns (of SAVED) in the caller's transaction, and makes its
- * sentinels follow (created, dropped, re-rendered: ./sentinels.ts). A routing or an edge policy
- * list that differs from the stored one gets the next routing version. Returns the row as stored.
+ * sentinels follow (created, dropped, re-rendered: ./sentinels.ts). A routing, an edge policy
+ * list or an API key list that differs from the stored one gets the next routing version. Returns the row as stored.
  */
 export async function saveEnvironment(
   tx: WriteTx,
@@ -297,7 +299,9 @@ export async function saveEnvironment(
 ): Promise<EnvironmentRow> {
   tx.environmentChanged(before.id);
   const stored: EnvironmentRow =
-    after.routing_regions !== before.routing_regions || after.edge_policies !== before.edge_policies
+    after.routing_regions !== before.routing_regions ||
+    after.edge_policies !== before.edge_policies ||
+    after.edge_api_keys !== before.edge_api_keys
       ? { ...after, routing_version: Number(before.routing_version) + 1 }
       : { ...after, routing_version: before.routing_version };
   const patch: Partial<Record<(typeof SAVED)[number], unknown>> = {};

@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 export type IdPrefix =
   | "ws"
   | "alr"
+  | "key"
   | "prj"
   | "env"
   | "dep"

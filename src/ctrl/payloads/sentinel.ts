@@ -1,8 +1,8 @@
 // The sentinel kind's payloads: an environment's routing proxy in one region, rendered from the
 // environment's sentinel settings, its routing (environments.routing_regions and
 // routing_version), its edge auth section (environments.edge_auth), its edge policies
-// (environments.edge_policies) and the autoscaling policy of
-// its region (environments.autoscale, or the region's own). Pure.
+// (environments.edge_policies) with their API keys (environments.edge_api_keys) and the
+// autoscaling policy of its region (environments.autoscale, or the region's own). Pure.
 import { create, toBinary } from "@bufbuild/protobuf";
 import {
   ApplySentinelSchema,
@@ -164,12 +164,14 @@ export function renderApplySentinel(
         }),
     routing: {
       ...routingPolicyOf(environment, s.region),
+      // The edge policies (environments.edge_policies, kept by ../domain/edge-policies.ts).
+      policiesJson: environment.edge_policies ?? "",
+      // The API keys the policies check (environments.edge_api_keys, kept by ../domain/api-keys.ts).
+      apiKeysJson: environment.edge_api_keys ?? "",
       // The edge auth section (environments.edge_auth, kept by ../domain/exposure.ts).
       ...(environment.edge_auth !== null
         ? { auth: edgeAuthMsg(JSON.parse(environment.edge_auth) as EdgeAuthPolicy) }
         : {}),
-      // The edge policies (environments.edge_policies, kept by ../domain/edge-policies.ts).
-      policiesJson: environment.edge_policies ?? "",
     },
     workspaceId: s.workspace_id,
     projectId: s.project_id,

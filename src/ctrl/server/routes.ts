@@ -26,6 +26,7 @@ import { LiveService, MetricsService } from "../../gen/krane/ctrl/v1/live_pb.js"
 import { LogChannelService, LogService } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { NotificationService } from "../../gen/krane/ctrl/v1/notify_pb.js";
 import { AlertService } from "../../gen/krane/ctrl/v1/alerts_pb.js";
+import { ApiKeyService } from "../../gen/krane/ctrl/v1/keys_pb.js";
 import { QuotaService } from "../../gen/krane/ctrl/v1/quota_pb.js";
 import { PreviewService } from "../../gen/krane/ctrl/v1/preview_pb.js";
 import { ReleaseService } from "../../gen/krane/ctrl/v1/release_pb.js";
@@ -48,6 +49,7 @@ import { quotaServiceImpl } from "../api/quotas.js";
 import { registryServiceImpl } from "../api/registries.js";
 import { notificationServiceImpl } from "../api/notifications.js";
 import { alertServiceImpl } from "../api/alerts.js";
+import { apiKeyServiceImpl } from "../api/api-keys.js";
 import { previewServiceImpl } from "../api/previews.js";
 import { projectFileServiceImpl } from "../api/project-file.js";
 import { memberServiceImpl, sessionServiceImpl } from "../api/access.js";
@@ -200,6 +202,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     );
     router.service(NotificationService, notificationServiceImpl({ store, keyring: d.keyring, ...d.notifications }));
     router.service(AlertService, alertServiceImpl({ store }));
+    router.service(ApiKeyService, apiKeyServiceImpl({ store }));
     const worker = d.builds;
     router.service(
       BuildService,

@@ -26,6 +26,7 @@ import { MemberService, SessionService } from "../../../src/gen/krane/ctrl/v1/ac
 import { DEFAULT_SESSION_LIFETIMES, insertMemberSession } from "../../../src/ctrl/domain/member-sessions.js";
 import { findMember, memberRecord } from "../../../src/ctrl/domain/members.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
+import { hashApiKey } from "../../../src/contracts/api-keys.js";
 import { BuildService } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService, PolicyService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
@@ -33,6 +34,7 @@ import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { NotificationService } from "../../../src/gen/krane/ctrl/v1/notify_pb.js";
 import { AlertService } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { LogService } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { ApiKeyService } from "../../../src/gen/krane/ctrl/v1/keys_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { EnvironmentFileSchema } from "../../../src/gen/krane/ctrl/v1/project_file_pb.js";
@@ -675,6 +677,39 @@ describe("the audit diff of every audited method", () => {
     await step(
       { method: "LogService/SetLogRetention", chain: "workspace", diff: ["log_retention.days removed"] },
       (o) => logs.setLogRetention({ workspace: WS }, o),
+    );
+    // An environment's API key: its name, limits and metadata, never the key nor its digest.
+    const apiKeys = ctrl.client(ApiKeyService, t);
+    let secret = "";
+    const noKey = (e: AuditEvent) => {
+      const text = JSON.stringify(e, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v));
+      assert.ok(secret !== "" && !text.includes(secret), "the event holds no key");
+      assert.ok(!text.includes(hashApiKey(secret)), "nor its digest");
+    };
+    const made = await step(
+      {
+        method: "ApiKeyService/CreateApiKey",
+        chain: "workspace",
+        diff: each("api_key", "added", ["expires_at", "metadata.plan", "name", "rate_limit", "rate_window_seconds"]),
+        check: noKey,
+      },
+      (o) =>
+        apiKeys.createApiKey(
+          {
+            ...REF,
+            name: "mobile",
+            expiresAtUnixMs: BigInt(Date.now() + 86_400_000),
+            rateLimit: 5n,
+            rateWindowSeconds: 60n,
+            metadata: { plan: "pro" },
+          },
+          o,
+        ),
+    );
+    secret = made.secret;
+    await step(
+      { method: "ApiKeyService/RevokeApiKey", chain: "workspace", diff: ["api_key.revoked_at added"], check: noKey },
+      (o) => apiKeys.revokeApiKey({ ...REF, keyId: made.key?.id ?? "" }, o),
     );
     // Members and service accounts: their address or name and role, in the workspace's chain.
     const members = ctrl.client(MemberService, t);

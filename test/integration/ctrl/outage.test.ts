@@ -28,6 +28,7 @@ import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
+import { file_krane_ctrl_v1_keys } from "../../../src/gen/krane/ctrl/v1/keys_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
@@ -44,6 +45,7 @@ const services: DescService[] = [
   file_krane_ctrl_v1_exposure,
   file_krane_ctrl_v1_quota,
   file_krane_ctrl_v1_alerts,
+  file_krane_ctrl_v1_keys,
 ].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
@@ -91,6 +93,9 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     RemoveAlertRule: { ...target, name: "outage" },
     GetLogRetention: { workspace: "acme" },
     SetLogRetention: { workspace: "acme", days: 30 },
+    CreateApiKey: { ...target, name: "outage" },
+    ListApiKeys: target,
+    RevokeApiKey: { ...target, keyId: "key_0123456789abcdefghij" },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

@@ -79,8 +79,8 @@ const OLD_MIGRATIONS = [
  * 0032 the builds and their uploaded sources.
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
  * 0036 the metrics history (metric_points). 0038 adds a column only (member_sessions.ip).
- * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules); 0046 adds a
- * column only (alert_rules.window_ms).
+ * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules). 0044 API keys
+ * (api_keys, and environments.edge_api_keys). 0046 adds a column only (alert_rules.window_ms).
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
@@ -114,6 +114,7 @@ const NEW_TABLES = [
   "workspace_quotas",
   "metric_points",
   "alert_rules",
+  "api_keys",
   "log_lines",
   "log_retention",
   "oidc_logins",
@@ -339,13 +340,15 @@ function scenario(name: "sqlite" | "postgres", load: () => Promise<{ url: string
           "warm_window_seconds",
           "pinned_deployment_id",
           "edge_policies",
+          "edge_api_keys",
         ];
         assert.deepEqual(added.reduce(without, environments), rowsOf(before, "environments"));
         for (const e of environments)
           assert.deepEqual(
             added.map((c) => e[c]),
-            // Migration 0029: the default warm window (30 minutes), nothing pinned; 0035: no edge policies.
-            ["1", null, null, null, null, null, "1800", null, null],
+            // Migration 0029: the default warm window (30 minutes), nothing pinned; 0035: no edge
+            // policies; 0044: no API keys.
+            ["1", null, null, null, null, null, "1800", null, null, null],
           );
         // Migration 0029: no region keeps a revision warm yet.
         const warmColumns = ["warm_deployment_id", "warm_replicas", "warm_until"];

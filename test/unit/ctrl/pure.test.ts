@@ -132,6 +132,7 @@ const SAMPLE_CONTEXT: DeploymentContext = {
     last_revision: 3,
     edge_auth: null,
     edge_policies: null,
+    edge_api_keys: null,
     created_at: 1,
     updated_at: 1,
     deleting_at: null,

@@ -127,3 +127,28 @@ test("a bad carried key names its field", () => {
     (err: unknown) => err instanceof PolicyFieldError && err.field === "p[0].forwardHeader",
   );
 });
+
+test("a rate limit per API key counts by the key the apikey policy before it verified", () => {
+  const [a, b] = [newApiKey(), newApiKey()];
+  const p = new EdgePolicies(createSentinelMetrics(() => [], new Registry(), false).policyDecisions, "me", () => 1_000);
+  p.set(
+    parseEdgePolicies("policies", [
+      { name: "keys", kind: "apikey" },
+      { name: "per-key", kind: "ratelimit", key: "apikey", limit: 2, windowSeconds: 60 },
+    ]),
+  );
+  p.setKeys([carried(a), carried(b, { id: "k2" })]);
+  const status = (key: string) => p.check(req(key))?.status ?? 200;
+  assert.deepEqual([status(a), status(a), status(a)], [200, 200, 429], "a's budget: 2");
+  assert.deepEqual([status(b), status(b)], [200, 200], "b has its own budget");
+  assert.equal(p.check(req(a))?.policy, "per-key");
+  // Without an apikey policy before it, a limit per key is refused naming the field.
+  assert.throws(
+    () =>
+      parseEdgePolicies("policies", [
+        { name: "per-key", kind: "ratelimit", key: "apikey", limit: 2, windowSeconds: 60 },
+        { name: "keys", kind: "apikey" },
+      ]),
+    (err: unknown) => err instanceof PolicyFieldError && err.field === "policies[0].key",
+  );
+});

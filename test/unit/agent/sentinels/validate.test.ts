@@ -72,6 +72,7 @@ test("a routing policy: known mode, label-valued unique revisions, weights 0-100
         version: 3n,
         previewDeploymentId: "",
         policiesJson: "",
+        apiKeysJson: "",
         mode,
         revisions: revisions.map(([deploymentId, weight]) => ({
           $typeName: "krane.ctrl.v1.RevisionWeight",

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/exposure.proto.
  */
 export const file_krane_ctrl_v1_exposure: GenFile = /*@__PURE__*/
-  fileDesc("ChxrcmFuZS9jdHJsL3YxL2V4cG9zdXJlLnByb3RvEg1rcmFuZS5jdHJsLnYxIo0BCgxFbmRwb2ludEF1dGgSEAoIandrc191cmwYASABKAkSDgoGaXNzdWVyGAIgASgJEhEKCWF1ZGllbmNlcxgDIAMoCRIwCgpvcGVyYXRpb25zGAQgAygLMhwua3JhbmUuY3RybC52MS5BdXRoT3BlcmF0aW9uEhYKDmRlZmF1bHRfYWN0aW9uGAUgASgJItkBCghFbmRwb2ludBIKCgJpZBgBIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEhAKCGhvc3RuYW1lGAQgASgJEhMKC3BhdGhfcHJlZml4GAUgASgJEgsKA3VybBgGIAEoCRIpCgRhdXRoGAcgASgLMhsua3JhbmUuY3RybC52MS5FbmRwb2ludEF1dGgSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyK3AQoSU2V0RW5kcG9pbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEhIKCnZpc2liaWxpdHkYBCABKAkSFAoMcGF0aF9yb3V0aW5nGAUgASgIEhMKC3BhdGhfcHJlZml4GAYgASgJEikKBGF1dGgYByABKAsyGy5rcmFuZS5jdHJsLnYxLkVuZHBvaW50QXV0aCJAChNTZXRFbmRwb2ludFJlc3BvbnNlEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJPChRMaXN0RW5kcG9pbnRzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJDChVMaXN0RW5kcG9pbnRzUmVzcG9uc2USKgoJZW5kcG9pbnRzGAEgAygLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJkChVEZWxldGVFbmRwb2ludFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEgoKdmlzaWJpbGl0eRgEIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIv8BCgZEb21haW4SCgoCaWQYASABKAkSFgoOZW52aXJvbm1lbnRfaWQYAiABKAkSEAoIaG9zdG5hbWUYAyABKAkSDQoFc3RhdGUYBCABKAkSEAoIdHh0X25hbWUYBSABKAkSEQoJdHh0X3ZhbHVlGAYgASgJEhIKCmxhc3RfZXJyb3IYByABKAkSHwoXbGFzdF9jaGVja2VkX2F0X3VuaXhfbXMYCCABKAMSGwoTdmVyaWZpZWRfYXRfdW5peF9tcxgJIAEoAxIdChVuZXh0X2NoZWNrX2F0X3VuaXhfbXMYCiABKAMSGgoSY3JlYXRlZF9hdF91bml4X21zGAsgASgDIl0KEEFkZERvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiOgoRQWRkRG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iTQoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIj0KE0xpc3REb21haW5zUmVzcG9uc2USJgoHZG9tYWlucxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuRG9tYWluImAKE1ZlcmlmeURvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiPQoUVmVyaWZ5RG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iYAoTUmVtb3ZlRG9tYWluUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIQCghob3N0bmFtZRgEIAEoCSIWChRSZW1vdmVEb21haW5SZXNwb25zZSJ7ChNBZGRyZXNzUmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIwCgVyb3V0ZRgCIAEoCzIhLmtyYW5lLmN0cmwudjEuR2F0ZXdheVJvdXRlU3RhdHVzEhEKCXJlYWRpbmVzcxgDIAEoCRIPCgdtZXNzYWdlGAQgASgJInAKDkVuZHBvaW50U3RhdHVzEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludBIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzImoKDERvbWFpblN0YXR1cxIlCgZkb21haW4YASABKAsyFS5rcmFuZS5jdHJsLnYxLkRvbWFpbhIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzIlUKBklwUnVsZRINCgVhbGxvdxgBIAMoCRIMCgRkZW55GAIgAygJEhcKD3RydXN0ZWRfcHJveGllcxgDIAMoCRIVCg1jbGllbnRfaGVhZGVyGAQgASgJImkKDVJlcXVlc3RMaW1pdHMSFgoObWF4X2JvZHlfYnl0ZXMYASABKAMSGAoQbWF4X2hlYWRlcl9ieXRlcxgCIAEoAxIPCgdtZXRob2RzGAMgAygJEhUKDXBhdGhfcHJlZml4ZXMYBCADKAkifwoJUmF0ZUxpbWl0EgsKA2tleRgBIAEoCRIOCgZoZWFkZXIYAiABKAkSDQoFbGltaXQYAyABKAMSFgoOd2luZG93X3NlY29uZHMYBCABKAMSFwoPdHJ1c3RlZF9wcm94aWVzGAUgAygJEhUKDWNsaWVudF9oZWFkZXIYBiABKAkiuAEKCkVkZ2VQb2xpY3kSDAoEbmFtZRgBIAEoCRIjCgJpcBgCIAEoCzIVLmtyYW5lLmN0cmwudjEuSXBSdWxlSAASLgoGbGltaXRzGAMgASgLMhwua3JhbmUuY3RybC52MS5SZXF1ZXN0TGltaXRzSAASLgoKcmF0ZV9saW1pdBgEIAEoCzIYLmtyYW5lLmN0cmwudjEuUmF0ZUxpbWl0SAASDwoHc3VtbWFyeRgUIAEoCUIGCgRraW5kIpoBChBBZGRQb2xpY3lSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEikKBnBvbGljeRgEIAEoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIVCghwb3NpdGlvbhgFIAEoDUgAiAEBQgsKCV9wb3NpdGlvbiJZChFBZGRQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiTgoTTGlzdFBvbGljaWVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJcChRMaXN0UG9saWNpZXNSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiXAoTUmVtb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJIlwKFFJlbW92ZVBvbGljeVJlc3BvbnNlEisKCHBvbGljaWVzGAEgAygLMhkua3JhbmUuY3RybC52MS5FZGdlUG9saWN5EhcKD3JvdXRpbmdfdmVyc2lvbhgCIAEoBCJsChFNb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJEhAKCHBvc2l0aW9uGAUgASgNIloKEk1vdmVQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQyzwIKD0VuZHBvaW50U2VydmljZRJjCgtTZXRFbmRwb2ludBIhLmtyYW5lLmN0cmwudjEuU2V0RW5kcG9pbnRSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5TZXRFbmRwb2ludFJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmkKDUxpc3RFbmRwb2ludHMSIy5rcmFuZS5jdHJsLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbAoORGVsZXRlRW5kcG9pbnQSJC5rcmFuZS5jdHJsLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBolLmtyYW5lLmN0cmwudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZSINkAICqp8ZBggCIAIoBDKjAwoNRG9tYWluU2VydmljZRJdCglBZGREb21haW4SHy5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmMKC0xpc3REb21haW5zEiEua3JhbmUuY3RybC52MS5MaXN0RG9tYWluc1JlcXVlc3QaIi5rcmFuZS5jdHJsLnYxLkxpc3REb21haW5zUmVzcG9uc2UiDZACAaqfGQYIAiABKAESZgoMVmVyaWZ5RG9tYWluEiIua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXF1ZXN0GiMua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXNwb25zZSINkAICqp8ZBggCIAIoBBJmCgxSZW1vdmVEb21haW4SIi5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEMp0DCg1Qb2xpY3lTZXJ2aWNlEloKCUFkZFBvbGljeRIfLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVxdWVzdBogLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVzcG9uc2UiCqqfGQYIAiACKAQSZgoMTGlzdFBvbGljaWVzEiIua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJmCgxSZW1vdmVQb2xpY3kSIi5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmAKCk1vdmVQb2xpY3kSIC5rcmFuZS5jdHJsLnYxLk1vdmVQb2xpY3lSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5Nb3ZlUG9saWN5UmVzcG9uc2UiDZACAqqfGQYIAiACKARiBnByb3RvMw", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_cluster]);
+  fileDesc("ChxrcmFuZS9jdHJsL3YxL2V4cG9zdXJlLnByb3RvEg1rcmFuZS5jdHJsLnYxIo0BCgxFbmRwb2ludEF1dGgSEAoIandrc191cmwYASABKAkSDgoGaXNzdWVyGAIgASgJEhEKCWF1ZGllbmNlcxgDIAMoCRIwCgpvcGVyYXRpb25zGAQgAygLMhwua3JhbmUuY3RybC52MS5BdXRoT3BlcmF0aW9uEhYKDmRlZmF1bHRfYWN0aW9uGAUgASgJItkBCghFbmRwb2ludBIKCgJpZBgBIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEhAKCGhvc3RuYW1lGAQgASgJEhMKC3BhdGhfcHJlZml4GAUgASgJEgsKA3VybBgGIAEoCRIpCgRhdXRoGAcgASgLMhsua3JhbmUuY3RybC52MS5FbmRwb2ludEF1dGgSGgoSY3JlYXRlZF9hdF91bml4X21zGAggASgDEhoKEnVwZGF0ZWRfYXRfdW5peF9tcxgJIAEoAyK3AQoSU2V0RW5kcG9pbnRSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEhIKCnZpc2liaWxpdHkYBCABKAkSFAoMcGF0aF9yb3V0aW5nGAUgASgIEhMKC3BhdGhfcHJlZml4GAYgASgJEikKBGF1dGgYByABKAsyGy5rcmFuZS5jdHJsLnYxLkVuZHBvaW50QXV0aCJAChNTZXRFbmRwb2ludFJlc3BvbnNlEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJPChRMaXN0RW5kcG9pbnRzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJDChVMaXN0RW5kcG9pbnRzUmVzcG9uc2USKgoJZW5kcG9pbnRzGAEgAygLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludCJkChVEZWxldGVFbmRwb2ludFJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEgoKdmlzaWJpbGl0eRgEIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIv8BCgZEb21haW4SCgoCaWQYASABKAkSFgoOZW52aXJvbm1lbnRfaWQYAiABKAkSEAoIaG9zdG5hbWUYAyABKAkSDQoFc3RhdGUYBCABKAkSEAoIdHh0X25hbWUYBSABKAkSEQoJdHh0X3ZhbHVlGAYgASgJEhIKCmxhc3RfZXJyb3IYByABKAkSHwoXbGFzdF9jaGVja2VkX2F0X3VuaXhfbXMYCCABKAMSGwoTdmVyaWZpZWRfYXRfdW5peF9tcxgJIAEoAxIdChVuZXh0X2NoZWNrX2F0X3VuaXhfbXMYCiABKAMSGgoSY3JlYXRlZF9hdF91bml4X21zGAsgASgDIl0KEEFkZERvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiOgoRQWRkRG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iTQoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJIj0KE0xpc3REb21haW5zUmVzcG9uc2USJgoHZG9tYWlucxgBIAMoCzIVLmtyYW5lLmN0cmwudjEuRG9tYWluImAKE1ZlcmlmeURvbWFpblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSEAoIaG9zdG5hbWUYBCABKAkiPQoUVmVyaWZ5RG9tYWluUmVzcG9uc2USJQoGZG9tYWluGAEgASgLMhUua3JhbmUuY3RybC52MS5Eb21haW4iYAoTUmVtb3ZlRG9tYWluUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIQCghob3N0bmFtZRgEIAEoCSIWChRSZW1vdmVEb21haW5SZXNwb25zZSJ7ChNBZGRyZXNzUmVnaW9uU3RhdHVzEg4KBnJlZ2lvbhgBIAEoCRIwCgVyb3V0ZRgCIAEoCzIhLmtyYW5lLmN0cmwudjEuR2F0ZXdheVJvdXRlU3RhdHVzEhEKCXJlYWRpbmVzcxgDIAEoCRIPCgdtZXNzYWdlGAQgASgJInAKDkVuZHBvaW50U3RhdHVzEikKCGVuZHBvaW50GAEgASgLMhcua3JhbmUuY3RybC52MS5FbmRwb2ludBIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzImoKDERvbWFpblN0YXR1cxIlCgZkb21haW4YASABKAsyFS5rcmFuZS5jdHJsLnYxLkRvbWFpbhIzCgdyZWdpb25zGAIgAygLMiIua3JhbmUuY3RybC52MS5BZGRyZXNzUmVnaW9uU3RhdHVzIlUKBklwUnVsZRINCgVhbGxvdxgBIAMoCRIMCgRkZW55GAIgAygJEhcKD3RydXN0ZWRfcHJveGllcxgDIAMoCRIVCg1jbGllbnRfaGVhZGVyGAQgASgJImkKDVJlcXVlc3RMaW1pdHMSFgoObWF4X2JvZHlfYnl0ZXMYASABKAMSGAoQbWF4X2hlYWRlcl9ieXRlcxgCIAEoAxIPCgdtZXRob2RzGAMgAygJEhUKDXBhdGhfcHJlZml4ZXMYBCADKAkifwoJUmF0ZUxpbWl0EgsKA2tleRgBIAEoCRIOCgZoZWFkZXIYAiABKAkSDQoFbGltaXQYAyABKAMSFgoOd2luZG93X3NlY29uZHMYBCABKAMSFwoPdHJ1c3RlZF9wcm94aWVzGAUgAygJEhUKDWNsaWVudF9oZWFkZXIYBiABKAkiOwoRQXBpS2V5UmVxdWlyZW1lbnQSDgoGaGVhZGVyGAEgASgJEhYKDmZvcndhcmRfaGVhZGVyGAIgASgJIu0BCgpFZGdlUG9saWN5EgwKBG5hbWUYASABKAkSIwoCaXAYAiABKAsyFS5rcmFuZS5jdHJsLnYxLklwUnVsZUgAEi4KBmxpbWl0cxgDIAEoCzIcLmtyYW5lLmN0cmwudjEuUmVxdWVzdExpbWl0c0gAEi4KCnJhdGVfbGltaXQYBCABKAsyGC5rcmFuZS5jdHJsLnYxLlJhdGVMaW1pdEgAEjMKB2FwaV9rZXkYBSABKAsyIC5rcmFuZS5jdHJsLnYxLkFwaUtleVJlcXVpcmVtZW50SAASDwoHc3VtbWFyeRgUIAEoCUIGCgRraW5kIpoBChBBZGRQb2xpY3lSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEikKBnBvbGljeRgEIAEoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIVCghwb3NpdGlvbhgFIAEoDUgAiAEBQgsKCV9wb3NpdGlvbiJZChFBZGRQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiTgoTTGlzdFBvbGljaWVzUmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCSJcChRMaXN0UG9saWNpZXNSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQiXAoTUmVtb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJIlwKFFJlbW92ZVBvbGljeVJlc3BvbnNlEisKCHBvbGljaWVzGAEgAygLMhkua3JhbmUuY3RybC52MS5FZGdlUG9saWN5EhcKD3JvdXRpbmdfdmVyc2lvbhgCIAEoBCJsChFNb3ZlUG9saWN5UmVxdWVzdBIRCgl3b3Jrc3BhY2UYASABKAkSDwoHcHJvamVjdBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIMCgRuYW1lGAQgASgJEhAKCHBvc2l0aW9uGAUgASgNIloKEk1vdmVQb2xpY3lSZXNwb25zZRIrCghwb2xpY2llcxgBIAMoCzIZLmtyYW5lLmN0cmwudjEuRWRnZVBvbGljeRIXCg9yb3V0aW5nX3ZlcnNpb24YAiABKAQyzwIKD0VuZHBvaW50U2VydmljZRJjCgtTZXRFbmRwb2ludBIhLmtyYW5lLmN0cmwudjEuU2V0RW5kcG9pbnRSZXF1ZXN0GiIua3JhbmUuY3RybC52MS5TZXRFbmRwb2ludFJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmkKDUxpc3RFbmRwb2ludHMSIy5rcmFuZS5jdHJsLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiQua3JhbmUuY3RybC52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbAoORGVsZXRlRW5kcG9pbnQSJC5rcmFuZS5jdHJsLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBolLmtyYW5lLmN0cmwudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZSINkAICqp8ZBggCIAIoBDKjAwoNRG9tYWluU2VydmljZRJdCglBZGREb21haW4SHy5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkFkZERvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmMKC0xpc3REb21haW5zEiEua3JhbmUuY3RybC52MS5MaXN0RG9tYWluc1JlcXVlc3QaIi5rcmFuZS5jdHJsLnYxLkxpc3REb21haW5zUmVzcG9uc2UiDZACAaqfGQYIAiABKAESZgoMVmVyaWZ5RG9tYWluEiIua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXF1ZXN0GiMua3JhbmUuY3RybC52MS5WZXJpZnlEb21haW5SZXNwb25zZSINkAICqp8ZBggCIAIoBBJmCgxSZW1vdmVEb21haW4SIi5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZURvbWFpblJlc3BvbnNlIg2QAgKqnxkGCAIgAigEMp0DCg1Qb2xpY3lTZXJ2aWNlEloKCUFkZFBvbGljeRIfLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVxdWVzdBogLmtyYW5lLmN0cmwudjEuQWRkUG9saWN5UmVzcG9uc2UiCqqfGQYIAiACKAQSZgoMTGlzdFBvbGljaWVzEiIua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXF1ZXN0GiMua3JhbmUuY3RybC52MS5MaXN0UG9saWNpZXNSZXNwb25zZSINkAIBqp8ZBggCIAEoARJmCgxSZW1vdmVQb2xpY3kSIi5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlcXVlc3QaIy5rcmFuZS5jdHJsLnYxLlJlbW92ZVBvbGljeVJlc3BvbnNlIg2QAgKqnxkGCAIgAigEEmAKCk1vdmVQb2xpY3kSIC5rcmFuZS5jdHJsLnYxLk1vdmVQb2xpY3lSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5Nb3ZlUG9saWN5UmVzcG9uc2UiDZACAqqfGQYIAiACKARiBnByb3RvMw", [file_krane_ctrl_v1_policy, file_krane_ctrl_v1_cluster]);
 
 /**
  * JWT validation at the edge for an endpoint (enforced by the sentinel).
@@ -1260,8 +1260,9 @@ export const RequestLimitsSchema: GenMessage<RequestLimits, {jsonType: RequestLi
  */
 export type RateLimit = Message<"krane.ctrl.v1.RateLimit"> & {
   /**
-   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`) or "jwt"
-   * (the verified token's issuer and subject). Requests without one share one budget.
+   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`), "jwt"
+   * (the verified token's issuer and subject) or "apikey" (the key an ApiKeyRequirement earlier in
+   * the list verified; refused without one). Requests without one share one budget.
    *
    * @generated from field: string key = 1;
    */
@@ -1309,8 +1310,9 @@ export type RateLimit = Message<"krane.ctrl.v1.RateLimit"> & {
  */
 export type RateLimitJson = {
   /**
-   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`) or "jwt"
-   * (the verified token's issuer and subject). Requests without one share one budget.
+   * "address" (the client's, as an IpRule finds it), "header" (the value of `header`), "jwt"
+   * (the verified token's issuer and subject) or "apikey" (the key an ApiKeyRequirement earlier in
+   * the list verified; refused without one). Requests without one share one budget.
    *
    * @generated from field: string key = 1;
    */
@@ -1358,6 +1360,59 @@ export const RateLimitSchema: GenMessage<RateLimit, {jsonType: RateLimitJson}> =
   messageDesc(file_krane_ctrl_v1_exposure, 22);
 
 /**
+ * A request must carry one of the environment's API keys (ApiKeyService) in `header`; a
+ * missing, unknown, expired or revoked key gets 401, a key past its own rate limit 429. The app
+ * gets the key's id, name and metadata as JSON in `forward_header` (a client's own copy dropped).
+ *
+ * @generated from message krane.ctrl.v1.ApiKeyRequirement
+ */
+export type ApiKeyRequirement = Message<"krane.ctrl.v1.ApiKeyRequirement"> & {
+  /**
+   * Lowercase; empty: x-api-key.
+   *
+   * @generated from field: string header = 1;
+   */
+  header: string;
+
+  /**
+   * Lowercase; empty: x-krane-api-key.
+   *
+   * @generated from field: string forward_header = 2;
+   */
+  forwardHeader: string;
+};
+
+/**
+ * A request must carry one of the environment's API keys (ApiKeyService) in `header`; a
+ * missing, unknown, expired or revoked key gets 401, a key past its own rate limit 429. The app
+ * gets the key's id, name and metadata as JSON in `forward_header` (a client's own copy dropped).
+ *
+ * @generated from message krane.ctrl.v1.ApiKeyRequirement
+ */
+export type ApiKeyRequirementJson = {
+  /**
+   * Lowercase; empty: x-api-key.
+   *
+   * @generated from field: string header = 1;
+   */
+  header?: string;
+
+  /**
+   * Lowercase; empty: x-krane-api-key.
+   *
+   * @generated from field: string forward_header = 2;
+   */
+  forwardHeader?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.ApiKeyRequirement.
+ * Use `create(ApiKeyRequirementSchema)` to create a new message.
+ */
+export const ApiKeyRequirementSchema: GenMessage<ApiKeyRequirement, {jsonType: ApiKeyRequirementJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_exposure, 23);
+
+/**
  * @generated from message krane.ctrl.v1.EdgePolicy
  */
 export type EdgePolicy = Message<"krane.ctrl.v1.EdgePolicy"> & {
@@ -1389,6 +1444,12 @@ export type EdgePolicy = Message<"krane.ctrl.v1.EdgePolicy"> & {
      */
     value: RateLimit;
     case: "rateLimit";
+  } | {
+    /**
+     * @generated from field: krane.ctrl.v1.ApiKeyRequirement api_key = 5;
+     */
+    value: ApiKeyRequirement;
+    case: "apiKey";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -1426,6 +1487,11 @@ export type EdgePolicyJson = {
   rateLimit?: RateLimitJson;
 
   /**
+   * @generated from field: krane.ctrl.v1.ApiKeyRequirement api_key = 5;
+   */
+  apiKey?: ApiKeyRequirementJson;
+
+  /**
    * One line, for people.
    *
    * @generated from field: string summary = 20;
@@ -1438,7 +1504,7 @@ export type EdgePolicyJson = {
  * Use `create(EdgePolicySchema)` to create a new message.
  */
 export const EdgePolicySchema: GenMessage<EdgePolicy, {jsonType: EdgePolicyJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 23);
+  messageDesc(file_krane_ctrl_v1_exposure, 24);
 
 /**
  * @generated from message krane.ctrl.v1.AddPolicyRequest
@@ -1505,7 +1571,7 @@ export type AddPolicyRequestJson = {
  * Use `create(AddPolicyRequestSchema)` to create a new message.
  */
 export const AddPolicyRequestSchema: GenMessage<AddPolicyRequest, {jsonType: AddPolicyRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 24);
+  messageDesc(file_krane_ctrl_v1_exposure, 25);
 
 /**
  * @generated from message krane.ctrl.v1.AddPolicyResponse
@@ -1546,7 +1612,7 @@ export type AddPolicyResponseJson = {
  * Use `create(AddPolicyResponseSchema)` to create a new message.
  */
 export const AddPolicyResponseSchema: GenMessage<AddPolicyResponse, {jsonType: AddPolicyResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 25);
+  messageDesc(file_krane_ctrl_v1_exposure, 26);
 
 /**
  * @generated from message krane.ctrl.v1.ListPoliciesRequest
@@ -1593,7 +1659,7 @@ export type ListPoliciesRequestJson = {
  * Use `create(ListPoliciesRequestSchema)` to create a new message.
  */
 export const ListPoliciesRequestSchema: GenMessage<ListPoliciesRequest, {jsonType: ListPoliciesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 26);
+  messageDesc(file_krane_ctrl_v1_exposure, 27);
 
 /**
  * @generated from message krane.ctrl.v1.ListPoliciesResponse
@@ -1634,7 +1700,7 @@ export type ListPoliciesResponseJson = {
  * Use `create(ListPoliciesResponseSchema)` to create a new message.
  */
 export const ListPoliciesResponseSchema: GenMessage<ListPoliciesResponse, {jsonType: ListPoliciesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 27);
+  messageDesc(file_krane_ctrl_v1_exposure, 28);
 
 /**
  * @generated from message krane.ctrl.v1.RemovePolicyRequest
@@ -1691,7 +1757,7 @@ export type RemovePolicyRequestJson = {
  * Use `create(RemovePolicyRequestSchema)` to create a new message.
  */
 export const RemovePolicyRequestSchema: GenMessage<RemovePolicyRequest, {jsonType: RemovePolicyRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 28);
+  messageDesc(file_krane_ctrl_v1_exposure, 29);
 
 /**
  * @generated from message krane.ctrl.v1.RemovePolicyResponse
@@ -1728,7 +1794,7 @@ export type RemovePolicyResponseJson = {
  * Use `create(RemovePolicyResponseSchema)` to create a new message.
  */
 export const RemovePolicyResponseSchema: GenMessage<RemovePolicyResponse, {jsonType: RemovePolicyResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 29);
+  messageDesc(file_krane_ctrl_v1_exposure, 30);
 
 /**
  * @generated from message krane.ctrl.v1.MovePolicyRequest
@@ -1795,7 +1861,7 @@ export type MovePolicyRequestJson = {
  * Use `create(MovePolicyRequestSchema)` to create a new message.
  */
 export const MovePolicyRequestSchema: GenMessage<MovePolicyRequest, {jsonType: MovePolicyRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 30);
+  messageDesc(file_krane_ctrl_v1_exposure, 31);
 
 /**
  * @generated from message krane.ctrl.v1.MovePolicyResponse
@@ -1832,7 +1898,7 @@ export type MovePolicyResponseJson = {
  * Use `create(MovePolicyResponseSchema)` to create a new message.
  */
 export const MovePolicyResponseSchema: GenMessage<MovePolicyResponse, {jsonType: MovePolicyResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_exposure, 31);
+  messageDesc(file_krane_ctrl_v1_exposure, 32);
 
 /**
  * @generated from service krane.ctrl.v1.EndpointService
