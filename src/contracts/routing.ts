@@ -54,7 +54,7 @@ export const SENTINEL_OPS_PORT = 8041;
  * messages only, never the public port. Named SENTINEL_PEER_PORT_NAME on the sentinel's Service,
  * whose EndpointSlices list the replicas.
  */
-export const SENTINEL_PEER_PORT = 8042;
+export const SENTINEL_PEER_PORT = 8043;
 export const SENTINEL_PEER_PORT_NAME = "peers";
 
 /** Endpoints per EndpointSlice (the API's limit is 1,000); larger revisions get several slices. */

@@ -166,10 +166,9 @@ export function resolveSentinelSettings(
   if (settings.peerService !== undefined) {
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(settings.peerService))
       problems.push("peerService must be a Service name (DNS label)");
-    if ((settings.peerSecret ?? "").length < MIN_PEER_SECRET_LENGTH)
-      problems.push(
-        `peerSecret must have at least ${MIN_PEER_SECRET_LENGTH} characters when peerService is set (${envNames.peerSecret})`,
-      );
+    // No secret at all: the exchange stays off (the sentinel warns) rather than routing stopping.
+    if (settings.peerSecret !== undefined && settings.peerSecret.length < MIN_PEER_SECRET_LENGTH)
+      problems.push(`peerSecret must have at least ${MIN_PEER_SECRET_LENGTH} characters (${envNames.peerSecret})`);
     if (settings.peerPort !== 0 && (settings.peerPort === settings.port || settings.peerPort === settings.opsPort))
       problems.push("peerPort must differ from port and opsPort");
   }

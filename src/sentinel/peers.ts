@@ -5,7 +5,7 @@
 // TTL to wait out, and starting pods are listed too. Every SYNC_MS the replica POSTs its counts,
 // signed, to every address there (its own included: a message from itself is ignored), then
 // rebalances each limiter among the peers heard within PEER_TIMEOUT_MS. Peers answer on their
-// own port (`--peer-port`, 8042), never the public one.
+// own port (`--peer-port`, 8043), never the public one.
 import * as http from "node:http";
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";

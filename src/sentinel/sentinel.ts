@@ -147,6 +147,11 @@ export class Sentinel {
             limiters: () => this.policies.limiters(),
           })
         : undefined;
+    if (s.peerService !== undefined && s.peerSecret === undefined)
+      o.log.warn(
+        { peerService: s.peerService },
+        "no peer secret: rate limits are counted by this replica alone (each replica admits up to the limit)",
+      );
     this.#source = new RoutingSource({
       environmentId: s.environmentId,
       region: s.region,

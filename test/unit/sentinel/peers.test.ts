@@ -209,16 +209,18 @@ describe("peer addresses", () => {
 
 describe("settings", () => {
   const env = { KRANE_ENVIRONMENT_ID: "e", KRANE_REGION: "r" };
-  it("the exchange is off without a Service, and needs a long enough secret and its own port with one", () => {
+  it("the exchange is off without a Service, and with one a secret (if any) of at least 32 characters and its own port", () => {
     const off = resolveSentinelSettings({}, env).settings;
     assert.equal(off?.peerService, undefined);
-    assert.equal(off?.peerPort, 8042);
+    assert.equal(off?.peerPort, 8043);
     const on = resolveSentinelSettings(
       {},
       { ...env, KRANE_SENTINEL_PEER_SERVICE: "shop-prod", KRANE_SENTINEL_PEER_SECRET: SECRET },
     ).settings;
     assert.equal(on?.peerService, "shop-prod");
     assert.equal(on?.peerSecret, SECRET);
+    const noSecret = resolveSentinelSettings({}, { ...env, KRANE_SENTINEL_PEER_SERVICE: "shop-prod" }).settings;
+    assert.deepEqual([noSecret?.peerService, noSecret?.peerSecret], ["shop-prod", undefined], "runs alone, warned");
     const bad = resolveSentinelSettings(
       { peerService: "Shop_Prod", peerPort: "8041" },
       { ...env, KRANE_SENTINEL_PEER_SECRET: "short" },
