@@ -67,6 +67,11 @@ export function registerSentinelCommand(program: Command): void {
       "--pod-address-map <from=to>",
       `local cluster only: connect to pod IPs in FROM_CIDR at the same offset in TO_CIDR; env ${e.podAddressMap}`,
     )
+    .option(
+      "--peer-service <name>",
+      `rate limits: the sentinel's Service in namespace sentinel, whose EndpointSlices list the replicas to exchange counts with (default: none, each replica counts alone); env ${e.peerService}, with the exchange's HMAC key in ${e.peerSecret} (never a flag: argv is visible to every process)`,
+    )
+    .option("--peer-port <port>", `rate limits: port of the replicas' exchange (default 8043); env ${e.peerPort}`)
     .option("--log-level <level>", `debug|info|warn|error (default info); env ${e.logLevel}`)
     .action(async (flags: SentinelFlags) => {
       const { settings, problems } = resolveSentinelSettings(flags, process.env);

@@ -49,6 +49,13 @@ export const READINESS_PATH_ANNOTATION = "krane.dev/readiness-path";
 export const READINESS_PATH_RE = /^\/[\x21-\x7E]{0,1023}$/;
 /** The sentinel's HTTP/1.1 ops port: /healthz, /readyz, /metrics, /status. */
 export const SENTINEL_OPS_PORT = 8041;
+/**
+ * The sentinel's port for its replicas' rate-limit exchange (src/sentinel/peers.ts): signed
+ * messages only, never the public port. Named SENTINEL_PEER_PORT_NAME on the sentinel's Service,
+ * whose EndpointSlices list the replicas.
+ */
+export const SENTINEL_PEER_PORT = 8043;
+export const SENTINEL_PEER_PORT_NAME = "peers";
 
 /** Endpoints per EndpointSlice (the API's limit is 1,000); larger revisions get several slices. */
 export const ENDPOINTS_PER_SLICE = 1000;
@@ -406,6 +413,11 @@ export interface SentinelStatus {
   readonly lastRequestAt?: string | null;
   /** Requests held now because no instance is routable (scale to zero). Absent: an older sentinel. */
   readonly held?: number;
+  /**
+   * The rate-limit exchange (absent: off): addresses listed on the sentinel's Service, and the
+   * peers heard recently, which share the environment's budgets with this one.
+   */
+  readonly peers?: { readonly targets: number; readonly live: readonly string[] };
 }
 
 /**

@@ -2,7 +2,7 @@
 // settings or a list of problems naming each bad field out), so precedence and checks are
 // unit-tested. The sentinel Deployment sets KRANE_ENVIRONMENT_ID and KRANE_REGION.
 import { SENTINEL_PORT } from "../contracts/cluster.js";
-import { SENTINEL_OPS_PORT } from "../contracts/routing.js";
+import { SENTINEL_OPS_PORT, SENTINEL_PEER_PORT } from "../contracts/routing.js";
 import { parseAddressMapping, type AddressMapping } from "../contracts/address-map.js";
 
 export interface SentinelSettings {
@@ -35,6 +35,14 @@ export interface SentinelSettings {
   readonly jwksCooldownMs: number;
   readonly podAddressMap: AddressMapping | undefined;
   readonly logLevel: string;
+  /**
+   * The rate-limit exchange with the environment's other replicas (src/sentinel/peers.ts): the
+   * sentinel's Service, whose EndpointSlices list them (undefined: no exchange, each replica
+   * counts alone), the port they speak on, and the secret their messages are signed with.
+   */
+  readonly peerService: string | undefined;
+  readonly peerPort: number;
+  readonly peerSecret: string | undefined;
 }
 
 export type SentinelFlags = Partial<Record<Exclude<keyof SentinelSettings, "podAddressMap">, string>> & {
@@ -61,6 +69,9 @@ const envNames: Record<keyof SentinelSettings, string> = {
   jwksCooldownMs: "KRANE_SENTINEL_JWKS_COOLDOWN_MS",
   podAddressMap: "KRANE_SENTINEL_POD_ADDRESS_MAP",
   logLevel: "KRANE_LOG_LEVEL",
+  peerService: "KRANE_SENTINEL_PEER_SERVICE",
+  peerPort: "KRANE_SENTINEL_PEER_PORT",
+  peerSecret: "KRANE_SENTINEL_PEER_SECRET",
 };
 
 export const SENTINEL_ENV = envNames;
@@ -84,7 +95,11 @@ const defaults: Partial<Record<keyof SentinelSettings, string>> = {
   jwksCacheMs: "600000",
   jwksCooldownMs: "30000",
   logLevel: "info",
+  peerPort: String(SENTINEL_PEER_PORT),
 };
+
+/** The least length of the peer secret (an HMAC key: 32 characters of a random token). */
+export const MIN_PEER_SECRET_LENGTH = 32;
 
 const LOG_LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
 
@@ -143,8 +158,20 @@ export function resolveSentinelSettings(
     jwksCooldownMs: int("jwksCooldownMs", 0, 3_600_000),
     podAddressMap,
     logLevel,
+    peerService: str("peerService", false),
+    peerPort: int("peerPort", 0, 65_535),
+    peerSecret: str("peerSecret", false),
   };
   if (settings.port !== 0 && settings.port === settings.opsPort) problems.push("port and opsPort must differ");
+  if (settings.peerService !== undefined) {
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(settings.peerService))
+      problems.push("peerService must be a Service name (DNS label)");
+    // No secret at all: the exchange stays off (the sentinel warns) rather than routing stopping.
+    if (settings.peerSecret !== undefined && settings.peerSecret.length < MIN_PEER_SECRET_LENGTH)
+      problems.push(`peerSecret must have at least ${MIN_PEER_SECRET_LENGTH} characters (${envNames.peerSecret})`);
+    if (settings.peerPort !== 0 && (settings.peerPort === settings.port || settings.peerPort === settings.opsPort))
+      problems.push("peerPort must differ from port and opsPort");
+  }
   return problems.length > 0 ? { problems } : { settings, problems };
 }
 

@@ -8,6 +8,7 @@
 // which key it was in a header a client's own copy of is dropped; a rate limit per "apikey" after
 // it counts by that key. Every
 // decision of every policy is counted in krane_sentinel_policy_decisions_total{policy,decision}.
+import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import type { Counter } from "prom-client";
 import { hashApiKey, type CarriedApiKey } from "../contracts/api-keys.js";
@@ -81,10 +82,17 @@ export function withPolicyHeaders(
 /** The API key an "apikey" policy verified for a request (by id), for rate limits per key. */
 export type VerifiedKeys = WeakMap<EdgeRequest, string>;
 
+/** Keys longer than this are counted under their hash: bounded memory and exchange messages. */
+export const MAX_PLAIN_KEY = 128;
+
+function bounded(key: string): string {
+  return key.length <= MAX_PLAIN_KEY ? key : `#${createHash("sha256").update(key).digest("base64url")}`;
+}
+
 /** The key a request is counted under; "" when it has none (those requests share one budget). */
 function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest, verified?: VerifiedKeys): string {
-  if (p.key === "header") return headerValue(r.rawHeaders, p.header) ?? "";
-  if (p.key === "jwt") return r.subject ?? "";
+  if (p.key === "header") return bounded(headerValue(r.rawHeaders, p.header) ?? "");
+  if (p.key === "jwt") return bounded(r.subject ?? "");
   if (p.key === "apikey") return verified?.get(r) ?? "";
   const h = trusted.size > 0 ? headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER) : undefined;
   const a = clientAddress(r.peer, h, trusted);
@@ -244,6 +252,16 @@ export class EdgePolicies {
       this.#keyLimiters.set(id, l);
     }
     return l;
+  }
+
+  /**
+   * Every limiter with an id all replicas derive alike from the same document (the exchange's,
+   * ./peers.ts): a policy's by the hash of its stored form, a key's by the hash of its id and limit.
+   */
+  *limiters(): Iterable<readonly [string, RateLimiter]> {
+    const hash = (id: string): string => createHash("sha256").update(id).digest("base64url");
+    for (const [id, l] of this.#limiters) yield [`p:${hash(id)}`, l];
+    for (const [id, l] of this.#keyLimiters) yield [`k:${hash(id)}`, l];
   }
 
   /** Headers the policies set for the app: a client's own copies are dropped (lowercase names). */

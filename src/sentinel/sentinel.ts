@@ -27,6 +27,7 @@ import { RoutingSource, type RoutingUpdate } from "./routing-source.js";
 import { runningOnBun, type ProxyShell, type ShellOptions } from "./shell.js";
 import { endpointCount, promote, startingKeys, type RoutingTable } from "./table.js";
 import { PROMOTION_TTL_MS, WarmUp } from "./warm.js";
+import { PeerExchange, peerId } from "./peers.js";
 
 /** The proxy port's shell for the runtime this process runs on, loaded only there. */
 async function createShell(o: ShellOptions): Promise<ProxyShell> {
@@ -83,6 +84,8 @@ export class Sentinel {
   /** Starting instances found answering while requests were held (./warm.ts): key → when. */
   readonly #promoted = new Map<string, number>();
   readonly #warm: WarmUp;
+  /** The rate-limit exchange with the environment's other replicas (undefined: counts alone). */
+  readonly #peers: PeerExchange | undefined;
 
   constructor(o: SentinelOptions) {
     const s = o.settings;
@@ -92,7 +95,8 @@ export class Sentinel {
     this.metrics = createSentinelMetrics(() => this.#endpointCounts(), o.registry);
     this.auth = new EdgeAuth({ cacheMaxAgeMs: s.jwksCacheMs, cooldownMs: s.jwksCooldownMs });
     this.held = new HeldRequests(createHoldMetrics(this.metrics.registry));
-    this.policies = new EdgePolicies(this.metrics.policyDecisions);
+    const self = peerId();
+    this.policies = new EdgePolicies(this.metrics.policyDecisions, self);
     this.#warm = new WarmUp({
       table: () => this.#table,
       holding: () => this.held.held > 0 && !this.#draining,
@@ -127,6 +131,27 @@ export class Sentinel {
       });
       client = this.#kube;
     }
+    this.#peers =
+      s.peerService !== undefined && s.peerSecret !== undefined
+        ? new PeerExchange({
+            self,
+            environmentId: s.environmentId,
+            secret: s.peerSecret,
+            service: s.peerService,
+            listen: s.listen,
+            port: s.peerPort,
+            client,
+            log: o.log,
+            registry: this.metrics.registry,
+            addressMap: s.podAddressMap,
+            limiters: () => this.policies.limiters(),
+          })
+        : undefined;
+    if (s.peerService !== undefined && s.peerSecret === undefined)
+      o.log.warn(
+        { peerService: s.peerService },
+        "no peer secret: rate limits are counted by this replica alone (each replica admits up to the limit)",
+      );
     this.#source = new RoutingSource({
       environmentId: s.environmentId,
       region: s.region,
@@ -143,9 +168,17 @@ export class Sentinel {
     });
   }
 
-  /** Routing, and not draining: what /readyz reports. */
+  /**
+   * Routing, not draining, and (with the exchange) its peers known: what /readyz reports. A
+   * replica that admitted before hearing its peers would spend the budget they already spent.
+   */
   get ready(): boolean {
-    return this.#table !== undefined && this.#policyKnown && !this.#draining;
+    return this.#table !== undefined && this.#policyKnown && !this.#draining && (this.#peers?.settled ?? true);
+  }
+
+  /** The exchange's own port (undefined: no exchange). */
+  get peerAddress(): AddressInfo | undefined {
+    return this.#peers?.address;
   }
 
   get address(): AddressInfo | undefined {
@@ -178,6 +211,7 @@ export class Sentinel {
         ops.listen(s.opsPort, s.listen, () => resolve(ops.address() as AddressInfo));
       });
     }
+    await this.#peers?.start();
     this.#source.start();
     this.#log.info(
       {
@@ -185,6 +219,7 @@ export class Sentinel {
         region: s.region,
         port: this.#address.port,
         opsPort: this.#opsAddress?.port,
+        peerPort: this.#peers?.address?.port,
         runtime: shell.runtime,
       },
       "sentinel listening",
@@ -224,6 +259,7 @@ export class Sentinel {
 
   async #shutdown(): Promise<void> {
     this.held.close();
+    await this.#peers?.stop();
     await this.#source.stop();
     this.#kube?.close();
     const ops = this.#ops;
@@ -263,6 +299,7 @@ export class Sentinel {
         ? null
         : new Date(Date.now() - (performance.now() - this.#path.lastStarted)).toISOString(),
       held: this.held.held,
+      ...(this.#peers ? { peers: this.#peers.status() } : {}),
     };
   }
 
@@ -359,7 +396,9 @@ export class Sentinel {
               ? "draining\n"
               : this.#table === undefined
                 ? "no routing table yet\n"
-                : "no routing policy yet\n",
+                : !this.#policyKnown
+                  ? "no routing policy yet\n"
+                  : "rate-limit peers not heard yet\n",
           );
       } else if (path === "/metrics")
         send(200, this.metrics.registry.contentType, await this.metrics.registry.metrics());

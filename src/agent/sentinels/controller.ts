@@ -3,6 +3,7 @@
 // queue and resync, so a failing deployment stream never stalls it). Key = sentinel id.
 //   owns     the sentinel's Deployment in namespace `sentinel`
 //   renders  its Service (owned by the Deployment) and the routing policy ConfigMap;
+//   creates  once, its replicas' peer Secret (the rate-limit exchange's key; deleted with it);
 //            derives one EndpointSlice per revision from the pods (sentinels/routing.ts)
 //   watches  the environment's user pods (a pod that becomes routable, or stops being so,
 //            reaches the table without a round trip through ctrl)
@@ -10,9 +11,10 @@
 //   observes the sentinel pods: the routing version they serve (observer.ts) and their
 //            per-revision request counters, reported for rollout analysis (collector.ts)
 // Everything it writes carries the sentinel id, so slices of revisions that left are pruned.
-// Apply: the `sentinel` Namespace (created if missing), the Deployment, the Service, then the
-// routing table. Status: available replicas and health from the Deployment's status.
-// Delete: the Service and the Deployment, then whatever else carries the sentinel id.
+// Apply: the `sentinel` Namespace (created if missing), the peer Secret (created once), the
+// Deployment, the Service, then the routing table. Status: available replicas and health from the Deployment's status.
+// Delete: the Service, the Deployment and the peer Secret, then whatever else carries the sentinel id.
+import { randomBytes } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   ReportSentinelStatusRequestSchema,
@@ -50,7 +52,14 @@ import { oneKey, type KindEnv } from "../runtime/kind.js";
 import type { SentinelEnv } from "./settings.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { trimNode, trimPod } from "../runtime/trim.js";
-import { renderSentinelDeployment, renderSentinelNamespace, renderSentinelService } from "./render.js";
+import {
+  isOwnSentinel,
+  peerSecretName,
+  renderPeerSecret,
+  renderSentinelDeployment,
+  renderSentinelNamespace,
+  renderSentinelService,
+} from "./render.js";
 import { MeasurementCollector } from "./collector.js";
 import { USAGE_INTERVAL_MS, UsageReader } from "../usage/reader.js";
 import { SentinelObserver, sentinelPods } from "./observer.js";
@@ -129,6 +138,8 @@ export function sentinelsController(
   });
   // Once created the namespace is assumed present; a failed apply checks it again.
   let namespaceEnsured = false;
+  /** Sentinels whose peer Secret this process created or found there (by name). */
+  const peerSecrets = new Set<string>();
   const report = (
     change: MessageInitShape<typeof ReportSentinelStatusRequestSchema>["change"],
   ): ReportSentinelStatusRequest => create(ReportSentinelStatusRequestSchema, { region, change });
@@ -160,6 +171,13 @@ export function sentinelsController(
       namespaceEnsured = true;
     }
     try {
+      // The rate-limit exchange's key before the pods that read it: created once with random
+      // bytes, left as it is when it exists (every replica must keep the same one).
+      if (isOwnSentinel(s, defaults) && !peerSecrets.has(s.k8sName)) {
+        const key = randomBytes(32).toString("base64url");
+        await ctx.kube.create(resources.secrets, renderPeerSecret(s, region, key), signal);
+        peerSecrets.add(s.k8sName);
+      }
       // The Deployment first: the Service's ownerReference needs its uid.
       let deployment = ctx.primaryOf(s.sentinelId);
       const wanted = renderSentinelDeployment(s, region, defaults);
@@ -273,6 +291,8 @@ export function sentinelsController(
             // Both explicitly, so the Service goes even if its ownerReference was lost.
             await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
             await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
+            await ctx.kube.delete(resources.secrets, SENTINEL_NAMESPACE, peerSecretName(want.ref.k8sName), signal);
+            peerSecrets.delete(want.ref.k8sName);
             return ctx.deleted(key, want, signal);
           }
           const s = want.desired;

@@ -31,7 +31,7 @@ import {
   SENTINEL_SERVICE_ACCOUNT,
   zoneSpread,
 } from "../../contracts/cluster.js";
-import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
+import { SENTINEL_OPS_PORT, SENTINEL_PEER_PORT, SENTINEL_PEER_PORT_NAME } from "../../contracts/routing.js";
 import type { SentinelDefaults } from "./settings.js";
 
 export { SENTINEL_NAMESPACE, SENTINEL_PORT };
@@ -95,7 +95,11 @@ function proxyContainer(
   const ports: Array<Record<string, unknown>> = [
     { name: SENTINEL_PORT_NAME, containerPort: SENTINEL_PORT, protocol: "TCP" },
   ];
-  if (own) ports.push({ name: "ops", containerPort: SENTINEL_OPS_PORT, protocol: "TCP" });
+  if (own)
+    ports.push(
+      { name: "ops", containerPort: SENTINEL_OPS_PORT, protocol: "TCP" },
+      { name: SENTINEL_PEER_PORT_NAME, containerPort: SENTINEL_PEER_PORT, protocol: "TCP" },
+    );
   const container: Record<string, unknown> = {
     name: CONTAINER_NAME,
     image: own ? defaults.image : s.image,
@@ -108,6 +112,18 @@ function proxyContainer(
       { name: "KRANE_PROJECT_ID", value: s.projectId },
       { name: "KRANE_ENVIRONMENT_ID", value: s.environmentId },
       { name: "KRANE_SENTINEL_ID", value: s.sentinelId },
+      // The replicas exchange rate-limit counts (src/sentinel/peers.ts): peers from the Service's
+      // EndpointSlices, messages signed with the Secret the agent creates beside the Deployment
+      // (optional: without it the pod still starts, and each replica counts alone).
+      ...(own
+        ? [
+            { name: "KRANE_SENTINEL_PEER_SERVICE", value: s.k8sName },
+            {
+              name: "KRANE_SENTINEL_PEER_SECRET",
+              valueFrom: { secretKeyRef: { name: peerSecretName(s.k8sName), key: PEER_SECRET_KEY, optional: true } },
+            },
+          ]
+        : []),
     ],
     resources: resources(s),
     readinessProbe: own
@@ -151,7 +167,7 @@ function repository(image: string): string {
  * sentinel only prints its help, so naming it can only mean krane's own; any tag counts (the
  * agent's image is run), so an image upgrade does not turn such an environment into a custom one.
  */
-function isOwnSentinel(s: ApplySentinel, defaults: SentinelDefaults): boolean {
+export function isOwnSentinel(s: ApplySentinel, defaults: SentinelDefaults): boolean {
   return s.image === "" || repository(s.image) === repository(defaults.image);
 }
 
@@ -218,8 +234,30 @@ export function renderSentinelService(s: ApplySentinel, region: string, ownerUid
           protocol: "TCP",
           appProtocol: APP_PROTOCOL_H2C,
         },
+        { name: SENTINEL_PEER_PORT_NAME, port: SENTINEL_PEER_PORT, targetPort: SENTINEL_PEER_PORT, protocol: "TCP" },
       ],
     },
+  };
+}
+
+/** The Secret holding the HMAC key of the replicas' rate-limit exchange. */
+export function peerSecretName(k8sName: string): string {
+  return `${k8sName}-peers`;
+}
+export const PEER_SECRET_KEY = "secret";
+
+/**
+ * The exchange's Secret, created once with a random key before the Deployment (its pods read it
+ * when they start), never read back nor compared (the agent may not read Secrets); deleted with
+ * the sentinel.
+ */
+export function renderPeerSecret(s: ApplySentinel, region: string, key: string): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: peerSecretName(s.k8sName), namespace: SENTINEL_NAMESPACE, labels: sentinelLabels(s, region) },
+    type: "Opaque",
+    data: { [PEER_SECRET_KEY]: Buffer.from(key).toString("base64") },
   };
 }
 

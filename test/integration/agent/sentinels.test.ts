@@ -327,6 +327,36 @@ test(
 );
 
 test(
+  "krane's own sentinel: its replicas' peer Secret is created before its pods and deleted with it",
+  { timeout: 120_000 },
+  async () => {
+    ctrl.applySentinel(REGION, sentinel("snt_own", { image: "", replicas: 1 }));
+    const d = await eventually("the own sentinel's Deployment", () => getDeployment("snt-snt-own"), 60_000);
+    const secret = await admin.get(resources.secrets, NS, "snt-snt-own-peers");
+    assert.ok(secret, "the peer Secret exists once the Deployment does");
+    const key = Buffer.from(String((secret.data as Record<string, string>).secret), "base64").toString();
+    assert.ok(key.length >= 32, "a random key of at least 32 characters");
+    const template = spec(d).template as { spec: { containers: { env: { name: string; valueFrom?: unknown }[] }[] } };
+    const env = template.spec.containers[0]?.env ?? [];
+    assert.deepEqual(env.find((e) => e.name === "KRANE_SENTINEL_PEER_SECRET")?.valueFrom, {
+      secretKeyRef: { name: "snt-snt-own-peers", key: "secret", optional: true },
+    });
+    ctrl.deleteSentinel(REGION, "snt_own");
+    await eventually(
+      "the Deployment and the peer Secret gone",
+      async () => {
+        const [dep, sec] = await Promise.all([
+          getDeployment("snt-snt-own"),
+          admin.get(resources.secrets, NS, "snt-snt-own-peers"),
+        ]);
+        return !dep && !sec ? true : undefined;
+      },
+      60_000,
+    );
+  },
+);
+
+test(
   "orphans: unknown sentinels of this region are deleted, other regions' are left alone",
   { timeout: 120_000 },
   async () => {

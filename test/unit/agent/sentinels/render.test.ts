@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import { create, type DescField } from "@bufbuild/protobuf";
 import { ApplySentinelSchema, type ApplySentinel } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import {
+  peerSecretName,
+  renderPeerSecret,
   renderSentinel,
   renderSentinelDeployment,
   renderSentinelService,
@@ -172,6 +174,8 @@ test("the Service: ClusterIP on 8040, same labels, selects the pods, owned by th
     [
       [8040, 8040, "TCP", undefined],
       [8042, 8040, "TCP", "kubernetes.io/h2c"],
+      // 8043: the replicas' rate-limit exchange (its EndpointSlices list the peers).
+      [8043, 8043, "TCP", undefined],
     ],
   );
   // Without a uid (the drift check) there is no owner, and everything else is identical.
@@ -217,6 +221,33 @@ test("krane's own sentinel (no image named): krane's image as `krane sentinel`, 
   assert.deepEqual(c.args, ["sentinel"]);
   assert.deepEqual([c.readinessProbe.httpGet.path, c.readinessProbe.httpGet.port], ["/readyz", 8041]);
   assert.deepEqual([c.livenessProbe.httpGet.path, c.livenessProbe.httpGet.port], ["/healthz", 8041]);
+  // The replicas' rate-limit exchange: its port, its Service, its key from the peer Secret (optional).
+  assert.deepEqual(
+    (c.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]),
+    [
+      ["http", 8040],
+      ["ops", 8041],
+      ["peers", 8043],
+    ],
+  );
+  const s = sampleSentinel({ image: "" });
+  const env = c.env as { name: string; value?: string; valueFrom?: unknown }[];
+  assert.deepEqual(
+    env.filter((e) => e.name.startsWith("KRANE_SENTINEL_PEER")),
+    [
+      { name: "KRANE_SENTINEL_PEER_SERVICE", value: s.k8sName },
+      {
+        name: "KRANE_SENTINEL_PEER_SECRET",
+        valueFrom: { secretKeyRef: { name: peerSecretName(s.k8sName), key: "secret", optional: true } },
+      },
+    ],
+  );
+  const secret = renderPeerSecret(s, REGION, "k".repeat(43));
+  assert.deepEqual([secret.metadata.name, secret.metadata.namespace], [`${s.k8sName}-peers`, "sentinel"]);
+  assert.equal(
+    Buffer.from(String((secret.data as Record<string, string>).secret), "base64").toString(),
+    "k".repeat(43),
+  );
   assert.deepEqual(c.securityContext, {
     allowPrivilegeEscalation: false,
     runAsNonRoot: true,
@@ -229,6 +260,8 @@ test("krane's own sentinel (no image named): krane's image as `krane sentinel`, 
   };
   assert.equal(custom.spec.template.spec.automountServiceAccountToken, false);
   assert.equal(custom.spec.template.spec.serviceAccountName, undefined);
+  const customEnv = (custom.spec.template.spec.containers as { env: { name: string }[] }[])[0]?.env ?? [];
+  assert.ok(!customEnv.some((e) => e.name.startsWith("KRANE_SENTINEL_PEER")), "no exchange key for a custom image");
   // and runs sandboxed like a workload; krane's own sentinel runs on the node's default runtime.
   assert.equal(custom.spec.template.spec.runtimeClassName, "gvisor");
   assert.equal(pod.runtimeClassName, undefined);
