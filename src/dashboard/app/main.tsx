@@ -8,6 +8,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { signOut, whoAmI, type Me, type SignedOut } from "../api.js";
+import { RoleContext } from "../permissions.js";
 import { routeKey, useRoute } from "../router.js";
 import { Audit } from "../views/audit.js";
 import { EnvironmentPage } from "../views/environment/page.js";
@@ -23,7 +24,7 @@ function App() {
   if (me === null) return <p class="muted">Loading…</p>;
   if ("signedOut" in me) return <SignIn oidc={me.oidc} onDone={check} />;
   return (
-    <>
+    <RoleContext.Provider value={me.role}>
       <header>
         <h1>krane</h1>
         <nav aria-label="Main">
@@ -65,7 +66,7 @@ function App() {
       ) : (
         <Overview installation={me.workspace === null} />
       )}
-    </>
+    </RoleContext.Provider>
   );
 }
 
