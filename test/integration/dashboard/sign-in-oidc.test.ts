@@ -3,7 +3,8 @@
 // playwright-core: the page's "Sign in with …" link, the provider's own login and consent pages,
 // back on the dashboard as the member (their name, their role), their session listed by
 // `krane session list` as client "dashboard", and `krane session revoke` ending the browser's
-// access. The failure cases fail closed with plain HTTP as the browser: a callback not started in
+// access; a viewer is shown no deploy or rollback but why, and ctrl's refusal of their call names
+// the role needed. The failure cases fail closed with plain HTTP as the browser: a callback not started in
 // that browser, a replayed state, a nonce mismatch, another audience and an expired ID token each
 // refused with no cookie set and no session made.
 import assert from "node:assert/strict";
@@ -12,7 +13,13 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { MemberService, SessionService } from "../../../src/gen/krane/ctrl/v1/access_pb.js";
-import { WorkspaceService } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
+import {
+  DeploymentService,
+  EnvironmentService,
+  ProjectService,
+  RegionService,
+  WorkspaceService,
+} from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { CLIENT_ID, CLIENT_SECRET, newSigningKey, TestProvider } from "../../support/oidc-provider.js";
 import { exitAfterLastHook } from "../../support/exit.js";
 import { freePort } from "../../support/ports.js";
@@ -59,6 +66,17 @@ describe("dashboard sign-in through a real OpenID provider", { skip }, () => {
     const members = ctrl.client(MemberService, t);
     await members.inviteMember({ workspace: "acme", email: "ana@example.com", role: "developer" });
     await members.inviteMember({ workspace: "acme", email: "vic@example.com", role: "viewer" });
+    // An environment with two revisions: a developer is offered a rollback to the first.
+    await ctrl.client(RegionService, t).createRegion({ name: "eu-west" });
+    await ctrl.client(ProjectService, t).createProject({ workspace: "acme", slug: "shop" });
+    const env = { workspace: "acme", project: "shop" };
+    await ctrl
+      .client(EnvironmentService, t)
+      .createEnvironment({ ...env, slug: "production", regions: [{ region: "eu-west", replicas: 1 }] });
+    for (const tag of ["1.0", "1.1"])
+      await ctrl
+        .client(DeploymentService, t)
+        .createDeployment({ ...env, environment: "production", image: `registry.example.com/shop:${tag}`, port: 8080 });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   });
@@ -154,6 +172,41 @@ describe("dashboard sign-in through a real OpenID provider", { skip }, () => {
     assert.deepEqual(await dashboardSessions(), [], "no session left listed");
   });
 
+  it("shows a viewer no deploy or rollback, says why, and a refused call names the role needed", async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    try {
+      const viewer = await context.newPage();
+      await viewer.goto(ctrl.url);
+      await viewer.getByRole("link", { name: /Sign in with/ }).click();
+      await throughProvider(viewer, "vic-1");
+      await viewer.getByText("signed in as Vic Viewer (workspace acme) · viewer").waitFor();
+      await viewer.goto(`${ctrl.url}#/env/acme/shop/production/status`);
+      await viewer.getByRole("table", { name: "Revisions" }).getByText("registry.example.com/shop:1.0").waitFor();
+      await viewer.getByText(/Deploy, Scale, .* and Roll back need the developer role; you are a viewer\./).waitFor();
+      assert.equal(await viewer.getByRole("button", { name: "Deploy" }).count(), 0);
+      assert.equal(await viewer.getByRole("button", { name: /Roll back/ }).count(), 0);
+      // ctrl decides regardless: the viewer's own call with the cookie is refused, naming the role.
+      const refusal = (await viewer.evaluate(`fetch("/krane.ctrl.v1.DeploymentService/CreateDeployment", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ workspace: "acme", project: "shop", environment: "production", image: "x:1", inherit: true }),
+        }).then(async (r) => [r.status, (await r.json()).message])`)) as [number, string];
+      assert.equal(refusal[0], 403);
+      assert.match(refusal[1], /CreateDeployment needs the developer role in workspace "acme" .*viewer/);
+    } finally {
+      await context.close();
+    }
+    // The developer is offered both.
+    await page.goto(ctrl.url);
+    await page.getByRole("link", { name: /Sign in with/ }).click();
+    await throughProvider(page, "ana-1");
+    await page.getByText("signed in as Ana Lima").waitFor();
+    await page.goto(`${ctrl.url}#/env/acme/shop/production/status`);
+    await page.getByRole("button", { name: "Deploy" }).waitFor();
+    await page.getByRole("button", { name: "Roll back to revision 1" }).waitFor();
+    assert.equal(await page.getByRole("note").count(), 0, "nothing hidden from a developer");
+  });
+
   // --- The failure cases, with plain HTTP as the browser (its cookie jar held by hand). ---
 
   async function get(url: string, cookie = ""): Promise<Answer> {
@@ -186,6 +239,7 @@ describe("dashboard sign-in through a real OpenID provider", { skip }, () => {
   }
 
   it("refuses a callback not started in this browser, and a replayed one", async () => {
+    const before = (await dashboardSessions()).length;
     const { callback, cookie } = await started("vic-1");
     // Handed to another browser (a login CSRF): refused, the sign-in not used up.
     refused(await get(callback), 401, /not started in this browser/);
@@ -196,7 +250,7 @@ describe("dashboard sign-in through a real OpenID provider", { skip }, () => {
     assert.ok(ok.cookies.some((c) => /^krane_session=[A-Za-z0-9_-]+;.*HttpOnly.*SameSite=Strict/.test(c)));
     // Replayed, even with the browser's cookie: the state was good once.
     refused(await get(callback, cookie), 401, /unknown, already used or expired/);
-    assert.equal((await dashboardSessions()).length, 1, "one session from the one good answer");
+    assert.equal((await dashboardSessions()).length, before + 1, "one session from the one good answer");
   });
 
   it("refuses a nonce mismatch, another audience and an expired ID token, making no session", async () => {
