@@ -22,21 +22,13 @@ export function providerSignInHref(workspace: string): string {
 
 function ProviderSignIn(props: { issuer: string }) {
   const [workspace, setWorkspace] = useState("");
+  const onInput = (e: { currentTarget: HTMLInputElement }) => setWorkspace(e.currentTarget.value);
   return (
     <section aria-label="Single sign-on">
       <label>
-        Workspace (optional)
-        <input
-          name="workspace"
-          autocomplete="off"
-          value={workspace}
-          onInput={(e) => setWorkspace(e.currentTarget.value)}
-          aria-describedby="signin-workspace-hint"
-        />
+        Workspace (only for a member of several)
+        <input name="workspace" autocomplete="off" value={workspace} onInput={onInput} />
       </label>
-      <p id="signin-workspace-hint" class="muted">
-        Needed only when you are a member of several workspaces.
-      </p>
       {/* A link, not a form: the page's CSP allows no form submission. */}
       <a class="button primary" href={providerSignInHref(workspace)}>
         Sign in with {providerName(props.issuer)}
