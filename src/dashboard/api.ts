@@ -36,11 +36,23 @@ export interface Me {
   name: string;
   /** The workspace the session's token is bound to; null: an installation token. */
   workspace: { id: string; slug: string } | null;
+  /** The role the session acts with in its workspace; null: an installation token (everything). */
+  role: string | null;
+  /** The member signed in through the provider; null: an API token's session. */
+  member: { email: string } | null;
 }
 
-export async function whoAmI(): Promise<Me | undefined> {
+/** Not signed in: whether ctrl offers the sign-in through its OpenID provider. */
+export interface SignedOut {
+  signedOut: true;
+  oidc: { issuer: string } | null;
+}
+
+export async function whoAmI(): Promise<Me | SignedOut> {
   const res = await fetch("/dashboard/session", { credentials: "same-origin" });
-  return res.ok ? ((await res.json()) as Me) : undefined;
+  if (res.ok) return (await res.json()) as Me;
+  const body = (await res.json().catch(() => ({}))) as { oidc?: { issuer: string } | null };
+  return { signedOut: true, oidc: body.oidc ?? null };
 }
 
 /** Signs in: the token goes in this POST's body only, and is not kept. */

@@ -86,7 +86,9 @@ export class TestProvider {
           client_id: CLIENT_ID,
           client_secret: CLIENT_SECRET,
           application_type: "native",
-          redirect_uris: ["http://127.0.0.1/callback"],
+          // The CLI's loopback listener and ctrl's own (the dashboard's sign-in): a native
+          // client's loopback URIs match on any port.
+          redirect_uris: ["http://127.0.0.1/callback", "http://127.0.0.1/auth/oidc/callback"],
           grant_types: ["authorization_code", "refresh_token"],
           response_types: ["code"],
         },

@@ -132,7 +132,7 @@ export class OidcSignIn {
   }
 
   /** Starts a sign-in: the provider's URL to send the person to. */
-  async begin(input: { redirectUri: string; workspace: string }): Promise<{ authorizationUrl: string }> {
+  async begin(input: { redirectUri: string; workspace: string }): Promise<{ authorizationUrl: string; state: string }> {
     const { config } = await this.provider();
     const state = client.randomState();
     const nonce = client.randomNonce();
@@ -151,7 +151,7 @@ export class OidcSignIn {
       code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
       code_challenge_method: "S256",
     });
-    return { authorizationUrl: url.href };
+    return { authorizationUrl: url.href, state };
   }
 
   /**

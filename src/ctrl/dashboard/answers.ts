@@ -52,6 +52,12 @@ export function refusedByLimit(limiter: SignInLimiter, req: Request, res: Respon
   return true;
 }
 
+/** The origin a request was sent to (scheme and its Host or :authority), e.g. http://127.0.0.1:7070. */
+export function ownOrigin(req: Request, secure: boolean): string {
+  const authority = "authority" in req && typeof req.authority === "string" ? req.authority : req.headers.host;
+  return `${secure ? "https" : "http"}://${authority ?? ""}`;
+}
+
 export async function readBody(req: Request): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;

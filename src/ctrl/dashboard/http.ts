@@ -1,16 +1,20 @@
 // The web dashboard's HTTP side, on ctrl's API port next to the RPCs: the built page and its
 // assets at `/`, sign-in/sign-out at `/dashboard/session`, and members' sign-in through the
-// OpenID provider at `/auth/oidc/…` (./sign-in.ts). Everything else the page does is
-// a call of the public API (Connect over HTTP/1.1 or HTTP/2) carrying the session cookie; there
-// is no backend-for-frontend.
+// OpenID provider at `/auth/oidc/…` (./sign-in.ts for the CLI, ./provider-sign-in.ts for the
+// page). Everything else the page does is a call of the public API (Connect over HTTP/1.1 or
+// HTTP/2) carrying the session cookie; there is no backend-for-frontend.
 //
 //   POST   /dashboard/session  {"token": "krane_user_…"}  → the session cookie (HttpOnly, SameSite=Strict)
 //   GET    /dashboard/session                              → who the cookie's session is, or 401
-//
-// Both answer {"name", "workspace"}: the token's name, and the workspace its token is bound to
-// ({"id", "slug"}) or null for an installation token — what the page may show (a workspace
-// session reaches nothing outside that workspace: ../auth/scope.ts).
 //   DELETE /dashboard/session                              → sign-out: the session is deleted
+//   GET    /auth/oidc/dashboard?workspace=…                → the sign-in through the provider
+//
+// GET answers {"name", "workspace", "role", "member"} (POST the first two): the token's name (a
+// member's own after a sign-in through the provider), the workspace its token is bound to
+// ({"id", "slug"}) or null for an installation token — what the page may show (a workspace
+// session reaches nothing outside that workspace: ../auth/scope.ts) — the role it acts with
+// (null: an installation token, which may do everything) and the member ({"email"}) or null.
+// Its 401 says whether the provider's sign-in is offered: {"message", "oidc": {"issuer"} | null}.
 //
 // The token travels only in that POST's body: never in a URL, never back to the page, never in
 // web storage (the page keeps nothing of it).
@@ -19,11 +23,23 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import type { Store } from "../db/store.js";
+import { findMember } from "../domain/members.js";
 import { createSession, deleteSession } from "../domain/sessions.js";
+import type { RoleName } from "../../contracts/roles.js";
 import { findUserTokenByHash, hashToken } from "../domain/tokens.js";
 import { crossSiteRefusal, readCookie, sessionCookie } from "../auth/browser.js";
-import { header, json, PAGE_HEADERS, readBody, refusedByLimit, type Request, type Response } from "./answers.js";
+import {
+  header,
+  json,
+  ownOrigin,
+  PAGE_HEADERS,
+  readBody,
+  refusedByLimit,
+  type Request,
+  type Response,
+} from "./answers.js";
 import { SignInLimiter, type LimitPolicy } from "./limiter.js";
+import { answerProviderSignIn } from "./provider-sign-in.js";
 import { answerSignIn, SIGN_IN_PREFIX } from "./sign-in.js";
 import type { OidcSignIn } from "../auth/oidc.js";
 
@@ -36,9 +52,16 @@ export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /** What the sessions need of the Authenticator (../auth/authenticator.ts). */
 export interface SessionAuth {
   readonly sessionCookieName: string;
-  authenticateSession(
-    id: string,
-  ): Promise<{ tokenId: string; name: string; workspace: { id: string; slug: string } | null } | undefined>;
+  authenticateSession(id: string): Promise<
+    | {
+        tokenId: string;
+        name: string;
+        workspace: { id: string; slug: string } | null;
+        role?: RoleName;
+        member?: { id: string; email: string };
+      }
+    | undefined
+  >;
   forgetSession(id: string): void;
 }
 
@@ -103,11 +126,6 @@ export function loadAssets(dir: string): Map<string, Asset> {
   return assets;
 }
 
-function ownOrigin(req: Request, secure: boolean): string {
-  const authority = "authority" in req && typeof req.authority === "string" ? req.authority : req.headers.host;
-  return `${secure ? "https" : "http"}://${authority ?? ""}`;
-}
-
 export function createDashboardHandler(opts: DashboardOptions): (req: Request, res: Response) => void {
   const assets = loadAssets(opts.assetsDir ?? DEFAULT_ASSETS_DIR);
   const ttl = opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS;
@@ -143,13 +161,26 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
   const who = async (req: Request, res: Response): Promise<void> => {
     const id = readCookie(header(req, "cookie"), cookieName);
     const user = id === undefined ? undefined : await opts.auth.authenticateSession(id);
-    if (!user) return json(res, 401, { message: "not signed in" });
-    json(res, 200, { name: user.name, workspace: user.workspace });
+    if (!user)
+      return json(res, 401, {
+        message: "not signed in",
+        oidc: opts.oidc ? { issuer: opts.oidc.settings.issuer } : null,
+      });
+    // A member's session names them (the provider's name, else their address) and their role.
+    const member =
+      user.member && user.workspace ? await findMember(opts.store.db, user.workspace.id, user.member.id) : undefined;
+    json(res, 200, {
+      name: member ? member.name || member.email : user.name,
+      workspace: user.workspace,
+      role: user.role ?? null,
+      member: member ? { email: member.email } : null,
+    });
   };
 
   const signOut = async (req: Request, res: Response): Promise<void> => {
     const id = readCookie(header(req, "cookie"), cookieName);
     if (id !== undefined) {
+      // A sign-in's session ends with its member session (no longer listed).
       await deleteSession(opts.store, hashToken(id));
       opts.auth.forgetSession(id);
     }
@@ -191,6 +222,8 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const method = req.method ?? "GET";
     const work = async (): Promise<void> => {
+      const browser = { store: opts.store, oidc: opts.oidc, secure: opts.secure, limiter };
+      if (await answerProviderSignIn(req, res, path, browser)) return;
       if (path.startsWith(SIGN_IN_PREFIX)) return answerSignIn(req, res, path, opts.oidc, limiter);
       if (path === "/dashboard/session") {
         if (method === "GET") return who(req, res);

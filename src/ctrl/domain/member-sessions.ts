@@ -176,6 +176,19 @@ export async function findSessionByAccess(db: Reader, digest: string, now: numbe
     .where("s.expires_at", ">", now)
     .executeTakeFirst();
   if (!s || !digestsEqual(s.access_hash, digest)) return undefined;
+  return sessionToken(s);
+}
+
+function sessionToken(s: {
+  id: string;
+  email: string;
+  subject: string | null;
+  member_id: string;
+  workspace_id: string;
+  workspace_slug: string;
+  granted_role: string | null;
+  group_role: string | null;
+}): UserToken | undefined {
   const role = roleOf(s.granted_role, s.group_role);
   if (role === null) return undefined;
   return {
@@ -184,6 +197,16 @@ export async function findSessionByAccess(db: Reader, digest: string, now: numbe
     workspace: { id: s.workspace_id, slug: s.workspace_slug },
     owner: { role, member: { id: s.member_id, email: s.email, subject: s.subject ?? "" } },
   };
+}
+
+/**
+ * The live session with this id as the token it stands for (the dashboard's cookie sessions of
+ * a sign-in, ./sessions.ts, act as their member session): undefined when over, revoked, or its
+ * member gone or without a role.
+ */
+export async function findMemberSessionById(db: Reader, id: string, now: number): Promise<UserToken | undefined> {
+  const s = await sessionsWithMembers(db).where("s.id", "=", id).where("s.expires_at", ">", now).executeTakeFirst();
+  return s ? sessionToken(s) : undefined;
 }
 
 /**

@@ -7,7 +7,8 @@
 // would make a folder cycle.
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { signOut, whoAmI, type Me } from "../api.js";
+import { signOut, whoAmI, type Me, type SignedOut } from "../api.js";
+import { RoleContext } from "../permissions.js";
 import { routeKey, useRoute } from "../router.js";
 import { Audit } from "../views/audit.js";
 import { EnvironmentPage } from "../views/environment/page.js";
@@ -16,14 +17,14 @@ import { Quotas } from "../views/quotas.js";
 import { SignIn } from "../views/sign-in.js";
 
 function App() {
-  const [me, setMe] = useState<Me | undefined | null>(null);
+  const [me, setMe] = useState<Me | SignedOut | null>(null);
   const route = useRoute();
   const check = () => void whoAmI().then(setMe);
   useEffect(check, []);
   if (me === null) return <p class="muted">Loading…</p>;
-  if (me === undefined) return <SignIn onDone={check} />;
+  if ("signedOut" in me) return <SignIn oidc={me.oidc} onDone={check} />;
   return (
-    <>
+    <RoleContext.Provider value={me.role}>
       <header>
         <h1>krane</h1>
         <nav aria-label="Main">
@@ -40,13 +41,14 @@ function App() {
         <span class="muted">
           signed in as {me.name}
           {me.workspace ? ` (workspace ${me.workspace.slug})` : ""}
+          {me.role ? ` · ${me.role}` : ""}
         </span>
         <button
           type="button"
           onClick={() =>
             void signOut().then(() => {
               location.hash = "#/";
-              setMe(undefined);
+              check();
             })
           }
         >
@@ -64,7 +66,7 @@ function App() {
       ) : (
         <Overview installation={me.workspace === null} />
       )}
-    </>
+    </RoleContext.Provider>
   );
 }
 

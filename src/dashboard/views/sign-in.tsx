@@ -1,14 +1,49 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
-// The sign-in page: an API token, traded by ctrl for a session cookie; the page keeps nothing.
+// The sign-in page: through the installation's OpenID provider when ctrl has one (a link to
+// ctrl's start of that sign-in: ctrl takes the provider's answer itself, the page never sees a
+// token), or an API token, traded by ctrl for a session cookie; the page keeps nothing.
 import { useRef, useState } from "preact/hooks";
 import { signIn } from "../api.js";
 
-export function SignIn(props: { onDone: () => void }) {
+/** The provider as a person knows it: its host name. */
+export function providerName(issuer: string): string {
+  try {
+    return new URL(issuer).host;
+  } catch {
+    return issuer;
+  }
+}
+
+/** Where the provider's sign-in starts, for a workspace slug or none (ctrl then finds the member's only one). */
+export function providerSignInHref(workspace: string): string {
+  const w = workspace.trim();
+  return w === "" ? "/auth/oidc/dashboard" : `/auth/oidc/dashboard?workspace=${encodeURIComponent(w)}`;
+}
+
+function ProviderSignIn(props: { issuer: string }) {
+  const [workspace, setWorkspace] = useState("");
+  const onInput = (e: { currentTarget: HTMLInputElement }) => setWorkspace(e.currentTarget.value);
+  return (
+    <section aria-label="Single sign-on">
+      <label>
+        Workspace (only for a member of several)
+        <input name="workspace" autocomplete="off" value={workspace} onInput={onInput} />
+      </label>
+      {/* A link, not a form: the page's CSP allows no form submission. */}
+      <a class="button primary" href={providerSignInHref(workspace)}>
+        Sign in with {providerName(props.issuer)}
+      </a>
+    </section>
+  );
+}
+
+export function SignIn(props: { oidc: { issuer: string } | null; onDone: () => void }) {
   const [error, setError] = useState("");
   const input = useRef<HTMLInputElement>(null);
   return (
     <main class="signin">
       <h1>Sign in to krane</h1>
+      {props.oidc ? <ProviderSignIn issuer={props.oidc.issuer} /> : null}
       <form
         onSubmit={async (e) => {
           e.preventDefault();

@@ -64,7 +64,7 @@ describe("dashboard sessions", () => {
     const created = await call(CREATE, cookie, { origin }, '{"slug":"from-browser"}');
     assert.equal(created.status, 200, await created.clone().text());
     const who = await fetch(`${ctrl.url}/dashboard/session`, { headers: { cookie } });
-    assert.deepEqual(await who.json(), { name: "admin", workspace: null });
+    assert.deepEqual(await who.json(), { name: "admin", workspace: null, role: null, member: null });
   });
 
   it("refuses a cross-site sign-in and sets no cookie", async () => {

@@ -2,10 +2,12 @@
 // The revisions table of the status tab: every revision, newest first, with a rollback to any
 // but the rollout's target, confirmed after a diff of what it changes.
 import type { Deployment } from "../../../gen/krane/ctrl/v1/api_pb.js";
+import { RolloutService } from "../../../gen/krane/ctrl/v1/rollout_pb.js";
 import { api } from "../../api.js";
 import type { PendingAction } from "../../components/confirm.js";
 import { Table } from "../../components/table.js";
 import { ago } from "../../format.js";
+import { useMayCall } from "../../permissions.js";
 import type { EnvRef } from "../../router.js";
 import { offersRollback, rollbackDiff, type Revisions } from "./status-model.js";
 
@@ -36,6 +38,8 @@ export function RollbackDiff(props: { from: Deployment | undefined; to: Deployme
 export function RevisionsTable(props: { envRef: EnvRef; revisions: Revisions; act: (p: PendingAction) => void }) {
   const ref = props.envRef;
   const { all, current } = props.revisions;
+  // Hidden where the session's role may not (the actions above say why).
+  const mayRollBack = useMayCall()(RolloutService.method.undo);
   return (
     <Table
       label="Revisions"
@@ -65,7 +69,11 @@ export function RevisionsTable(props: { envRef: EnvRef; revisions: Revisions; ac
           title: "Rollback",
           value: () => "",
           render: (d) =>
-            offersRollback(d, current) ? (
+            !offersRollback(d, current) ? (
+              <span class="muted">target</span>
+            ) : !mayRollBack ? (
+              <span class="muted">—</span>
+            ) : (
               <button
                 type="button"
                 aria-label={`Roll back to revision ${d.deployment.revision}`}
@@ -81,8 +89,6 @@ export function RevisionsTable(props: { envRef: EnvRef; revisions: Revisions; ac
               >
                 Roll back
               </button>
-            ) : (
-              <span class="muted">target</span>
             ),
         },
       ]}

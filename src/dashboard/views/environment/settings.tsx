@@ -3,14 +3,16 @@
 // value is write-only, sent once and never shown again), and its endpoints and custom domains
 // with their verification and readiness per region. Setting or removing a value makes a new
 // revision, rolled out like a deploy; each change asks first and shows ctrl's refusal next to
-// its field.
-import { useState } from "preact/hooks";
+// its field. Changes the session's role may not make are hidden, with a line saying why.
+import { useContext, useState } from "preact/hooks";
+import { ConfigService } from "../../../gen/krane/ctrl/v1/config_pb.js";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "../../api.js";
 import { Toned } from "../../components/badge.js";
 import { useConfirmedActions } from "../../components/confirm.js";
 import { Table, type Column } from "../../components/table.js";
 import { ago } from "../../format.js";
+import { hiddenNote, RoleContext, useMayCall } from "../../permissions.js";
 import type { EnvRef } from "../../router.js";
 import { httpsPerRegion, readinessPerRegion, secretSource } from "./settings-model.js";
 
@@ -21,12 +23,21 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
   const [configValue, setConfigValue] = useState("");
   const [secretKey, setSecretKey] = useState("");
   const ask = (title: string, field: string, run: () => Promise<unknown>) => act({ title, field, run });
+  const mayCall = useMayCall();
+  const m = ConfigService.method;
+  const hidden = hiddenNote(useContext(RoleContext), [
+    ["Setting a value", m.setConfig],
+    ["Removing a value", m.unsetConfig],
+    ["Setting a secret", m.setSecrets],
+    ["Removing a secret", m.unsetSecrets],
+  ]);
   // The last columns of a stored key, a config value's or a secret's alike: when it last changed,
   // and removing it (a new revision, asked first; a refusal shows next to `field`).
   const keyColumns = (
     name: (key: string) => string,
     field: string,
     unset: (keys: string[]) => Promise<unknown>,
+    mayUnset: boolean,
   ): Column<{ key: string; updatedAtUnixMs: bigint }>[] => [
     {
       key: "updated",
@@ -34,24 +45,34 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
       value: (r) => Number(r.updatedAtUnixMs),
       render: (r) => ago(r.updatedAtUnixMs),
     },
-    {
-      key: "unset",
-      title: "Remove",
-      value: () => "",
-      render: (r) => (
-        <button
-          type="button"
-          aria-label={`Remove ${name(r.key)}`}
-          onClick={() => ask(`Remove ${name(r.key)} (a new revision)`, field, () => unset([r.key]))}
-        >
-          Remove
-        </button>
-      ),
-    },
+    ...(mayUnset ? [removeColumn(name, field, unset)] : []),
   ];
+  const removeColumn = (
+    name: (key: string) => string,
+    field: string,
+    unset: (keys: string[]) => Promise<unknown>,
+  ): Column<{ key: string; updatedAtUnixMs: bigint }> => ({
+    key: "unset",
+    title: "Remove",
+    value: () => "",
+    render: (r) => (
+      <button
+        type="button"
+        aria-label={`Remove ${name(r.key)}`}
+        onClick={() => ask(`Remove ${name(r.key)} (a new revision)`, field, () => unset([r.key]))}
+      >
+        Remove
+      </button>
+    ),
+  });
   const status = props.view.status;
   return (
     <>
+      {hidden !== undefined && (
+        <p class="muted" role="note">
+          {hidden}
+        </p>
+      )}
       <h2>Configuration</h2>
       <Table
         label="Configuration"
@@ -69,42 +90,45 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             (key) => key,
             "config",
             (keys) => api.config.unsetConfig({ ...ref, keys }),
+            mayCall(m.unsetConfig),
           ),
         ]}
       />
-      <form
-        class="actions"
-        onSubmit={(e) => {
-          e.preventDefault();
-          const key = configKey.trim();
-          const value = configValue;
-          ask(`Set ${key} (a new revision)`, "config", () =>
-            api.config.setConfig({ ...ref, values: [{ key, value }] }),
-          );
-        }}
-      >
-        <label>
-          Key
-          <input
-            value={configKey}
-            onInput={(e) => setConfigKey(e.currentTarget.value)}
-            required
-            aria-describedby="config-error"
-          />
-        </label>
-        <label>
-          Value
-          <input
-            value={configValue}
-            onInput={(e) => setConfigValue(e.currentTarget.value)}
-            aria-describedby="config-error"
-          />
-        </label>
-        <button type="submit">Set</button>
-        <span id="config-error" class="error" role="alert">
-          {errors.config ?? ""}
-        </span>
-      </form>
+      {mayCall(m.setConfig) && (
+        <form
+          class="actions"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const key = configKey.trim();
+            const value = configValue;
+            ask(`Set ${key} (a new revision)`, "config", () =>
+              api.config.setConfig({ ...ref, values: [{ key, value }] }),
+            );
+          }}
+        >
+          <label>
+            Key
+            <input
+              value={configKey}
+              onInput={(e) => setConfigKey(e.currentTarget.value)}
+              required
+              aria-describedby="config-error"
+            />
+          </label>
+          <label>
+            Value
+            <input
+              value={configValue}
+              onInput={(e) => setConfigValue(e.currentTarget.value)}
+              aria-describedby="config-error"
+            />
+          </label>
+          <button type="submit">Set</button>
+          <span id="config-error" class="error" role="alert">
+            {errors.config ?? ""}
+          </span>
+        </form>
+      )}
 
       <h2>Secrets</h2>
       <p class="muted">Names only: a secret's value is write-only and never shown.</p>
@@ -129,42 +153,45 @@ export function Settings(props: { envRef: EnvRef; view: EnvironmentView }) {
             (key) => `secret ${key}`,
             "secret",
             (keys) => api.config.unsetSecrets({ ...ref, keys }),
+            mayCall(m.unsetSecrets),
           ),
         ]}
       />
-      <form
-        class="actions"
-        onSubmit={(e) => {
-          e.preventDefault();
-          const form = e.currentTarget;
-          const field = form.elements.namedItem("secret-value") as HTMLInputElement;
-          const value = field.value;
-          // The value leaves the page as soon as it is taken.
-          field.value = "";
-          const key = secretKey.trim();
-          ask(`Set secret ${key} (a new revision)`, "secret", () =>
-            api.config.setSecrets({ ...ref, secrets: [{ key, source: { case: "value", value } }] }),
-          );
-        }}
-      >
-        <label>
-          Name
-          <input
-            value={secretKey}
-            onInput={(e) => setSecretKey(e.currentTarget.value)}
-            required
-            aria-describedby="secret-error"
-          />
-        </label>
-        <label>
-          Value (write-only)
-          <input name="secret-value" type="password" autocomplete="off" required aria-describedby="secret-error" />
-        </label>
-        <button type="submit">Set secret</button>
-        <span id="secret-error" class="error" role="alert">
-          {errors.secret ?? ""}
-        </span>
-      </form>
+      {mayCall(m.setSecrets) && (
+        <form
+          class="actions"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const form = e.currentTarget;
+            const field = form.elements.namedItem("secret-value") as HTMLInputElement;
+            const value = field.value;
+            // The value leaves the page as soon as it is taken.
+            field.value = "";
+            const key = secretKey.trim();
+            ask(`Set secret ${key} (a new revision)`, "secret", () =>
+              api.config.setSecrets({ ...ref, secrets: [{ key, source: { case: "value", value } }] }),
+            );
+          }}
+        >
+          <label>
+            Name
+            <input
+              value={secretKey}
+              onInput={(e) => setSecretKey(e.currentTarget.value)}
+              required
+              aria-describedby="secret-error"
+            />
+          </label>
+          <label>
+            Value (write-only)
+            <input name="secret-value" type="password" autocomplete="off" required aria-describedby="secret-error" />
+          </label>
+          <button type="submit">Set secret</button>
+          <span id="secret-error" class="error" role="alert">
+            {errors.secret ?? ""}
+          </span>
+        </form>
+      )}
 
       <h2>Endpoints</h2>
       <Table
