@@ -28,6 +28,7 @@ import { file_krane_ctrl_v1_job } from "../../../src/gen/krane/ctrl/v1/job_pb.js
 import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
+import { file_krane_ctrl_v1_repository } from "../../../src/gen/krane/ctrl/v1/repository_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
@@ -44,6 +45,7 @@ const services: DescService[] = [
   file_krane_ctrl_v1_exposure,
   file_krane_ctrl_v1_quota,
   file_krane_ctrl_v1_alerts,
+  file_krane_ctrl_v1_repository,
 ].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
@@ -89,6 +91,18 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     AddAlertRule: { ...target, name: "outage", metric: "error_rate", op: ">", threshold: 2, forSeconds: 300 },
     ListAlertRules: target,
     RemoveAlertRule: { ...target, name: "outage" },
+    ConnectRepository: {
+      workspace: "acme",
+      project: "web",
+      provider: "github",
+      url: "https://git.example.com/acme/web.git",
+      webhookSecret: "s".repeat(32),
+      branches: ["main=prod"],
+    },
+    ListRepositories: { workspace: "acme" },
+    GetRepository: { workspace: "acme", project: "web" },
+    UpdateRepository: { workspace: "acme", project: "web", branches: ["main=prod"] },
+    DisconnectRepository: { workspace: "acme", project: "web" },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

@@ -79,7 +79,8 @@ const OLD_MIGRATIONS = [
  * 0032 the builds and their uploaded sources.
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
  * 0036 the metrics history (metric_points). 0038 adds a column only (member_sessions.ip).
- * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules).
+ * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules). 0043 repositories
+ * (and columns of builds).
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
@@ -113,6 +114,7 @@ const NEW_TABLES = [
   "workspace_quotas",
   "metric_points",
   "alert_rules",
+  "repositories",
   "log_lines",
   "log_retention",
   "oidc_logins",

@@ -16,6 +16,7 @@ import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/relea
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { file_krane_ctrl_v1_build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
+import { file_krane_ctrl_v1_repository } from "../../../src/gen/krane/ctrl/v1/repository_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
 import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
 
@@ -33,6 +34,7 @@ test("every public method is repeated after an outage as it is or only under its
     file_krane_ctrl_v1_quota,
     file_krane_ctrl_v1_build,
     file_krane_ctrl_v1_alerts,
+    file_krane_ctrl_v1_repository,
   ]
     .flatMap((f) => f.services)
     .flatMap((s) => s.methods);
@@ -65,6 +67,8 @@ test("every public method is repeated after an outage as it is or only under its
     "BuildService.StartBuild",
     // A second add of the same rule would be refused (already_exists) instead of answered.
     "AlertService.AddAlertRule",
+    // A second connect would be refused (already_exists) instead of answered.
+    "RepositoryService.ConnectRepository",
   ];
   const name = (m: (typeof all)[number]) => `${m.parent.name}.${m.name}`;
   assert.deepEqual(

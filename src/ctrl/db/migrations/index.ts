@@ -37,6 +37,7 @@ import { migration as m0036 } from "./0036_metric_history.js";
 import { migration as m0038 } from "./0038_session_addresses.js";
 import { migration as m0041 } from "./0041_log_history.js";
 import { migration as m0042 } from "./0042_alert_rules.js";
+import { migration as m0043 } from "./0043_repositories.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -77,4 +78,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0038_session_addresses": m0038,
   "0041_log_history": m0041,
   "0042_alert_rules": m0042,
+  "0043_repositories": m0043,
 };
