@@ -786,7 +786,7 @@ describe("the audit diff of every audited method", () => {
       {
         method: "RepositoryService/DisconnectRepository",
         chain: "workspace",
-        diff: each("repository", "removed", [...REPOSITORY.filter((f) => f !== "branches.main"), "branches.release"]),
+        diff: each("repository", "removed", ["branches.release", ...REPOSITORY.filter((f) => f !== "branches.main")]),
       },
       (o) => repos.disconnectRepository({ workspace: WS, project: REF.project }, o),
     );
