@@ -98,12 +98,14 @@ interface LogsFlags extends ConnectionFlags {
   follow?: boolean;
 }
 
-const HEAD = ["ID", "STATE", "DEPLOY", "IMAGE", "CREATED", "ERROR"];
+const HEAD = ["ID", "STATE", "SOURCE", "DEPLOY", "IMAGE", "CREATED", "ERROR"];
 
 function row(b: Build): string[] {
   return [
     b.id,
     b.state,
+    // A repository build's branch and commit; an upload's digest.
+    b.commit === "" ? b.sourceDigest.slice(0, 19) : `${b.branch}@${b.commit.slice(0, 12)}`,
     b.deploy ? b.deploymentId || "yes" : "no",
     b.imageDigest === "" ? "-" : `${b.image.replace(/:[^:/]+$/, "")}@${b.imageDigest}`,
     when(b.createdAtUnixMs),

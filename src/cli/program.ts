@@ -9,6 +9,7 @@ import { registerApiTokenCommands } from "./api-token.js";
 import { registerAuditCommands } from "./audit.js";
 import { registerDeployCommands } from "./deploy.js";
 import { registerBuildCommands } from "./build.js";
+import { registerRepoCommands } from "./repo.js";
 import { registerEnvCommands } from "./env.js";
 import { registerEventsCommand } from "./events.js";
 import { registerMetricsCommand } from "./metrics.js";
@@ -50,6 +51,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["env", registerEnvCommands],
   ["deploy", registerDeployCommands],
   ["build", registerBuildCommands],
+  ["repo", registerRepoCommands],
   ["settings", registerSettingsCommands],
   ["release", registerReleaseCommands],
   ["rollout", registerRolloutCommands],

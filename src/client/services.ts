@@ -16,6 +16,7 @@ import { ProjectFileService } from "../gen/krane/ctrl/v1/apply_pb.js";
 import { MemberService, SessionService } from "../gen/krane/ctrl/v1/access_pb.js";
 import { AuditService } from "../gen/krane/ctrl/v1/audit_pb.js";
 import { BuildService } from "../gen/krane/ctrl/v1/build_pb.js";
+import { RepositoryService } from "../gen/krane/ctrl/v1/repository_pb.js";
 import { ConfigService } from "../gen/krane/ctrl/v1/config_pb.js";
 import { InstanceEventService } from "../gen/krane/ctrl/v1/events_pb.js";
 import { DomainService, EndpointService, PolicyService } from "../gen/krane/ctrl/v1/exposure_pb.js";
@@ -60,6 +61,7 @@ export const API_SERVICES = {
   apiKeys: ApiKeyService,
   quotas: QuotaService,
   builds: BuildService,
+  repositories: RepositoryService,
 } as const;
 
 export type ApiClients = { readonly [K in keyof typeof API_SERVICES]: Client<(typeof API_SERVICES)[K]> };

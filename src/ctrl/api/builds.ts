@@ -51,6 +51,8 @@ export function buildMsg(b: BuildRow, names: { project: string; environment: str
     createdAtUnixMs: BigInt(b.created_at),
     startedAtUnixMs: BigInt(b.started_at ?? 0),
     finishedAtUnixMs: BigInt(b.finished_at ?? 0),
+    commit: b.commit_sha ?? "",
+    branch: b.branch ?? "",
   });
 }
 

@@ -423,6 +423,40 @@ async function sessionSubject(db: Reader, wsRef: string, id: string): Promise<Au
   };
 }
 
+/** A project's repository: where it is and its branch map; its credentials by when they were set. */
+async function repositorySubject(db: Reader, wsRef: string, projectRef: string): Promise<AuditSubject | undefined> {
+  const w = await workspaceRow(db, wsRef);
+  if (!w) return undefined;
+  const p = await db
+    .selectFrom("projects")
+    .select("id")
+    .where("workspace_id", "=", w.id)
+    .where(projectRef.startsWith("prj_") ? "id" : "slug", "=", projectRef)
+    .executeTakeFirst();
+  const r = p
+    ? await db.selectFrom("repositories").selectAll().where("project_id", "=", p.id).executeTakeFirst()
+    : undefined;
+  const set = (v: Uint8Array | null): Sensitive | null =>
+    v === null ? null : new Sensitive(String(Number(r?.created_at)));
+  return {
+    workspaceId: w.id,
+    targets: p ? (r ? [p.id, r.id] : [p.id]) : [],
+    view: r
+      ? {
+          repository: {
+            url: r.url,
+            provider: r.provider,
+            credential_kind: r.credential_kind,
+            credential: set(r.credential_sealed),
+            webhook_secret: set(r.webhook_secret_sealed),
+            status_token: set(r.status_token_sealed),
+            branches: JSON.parse(r.branches) as ViewValue,
+          },
+        }
+      : null,
+  };
+}
+
 /** A build: its environment, state and what it made (its log is not audited). */
 async function buildSubject(db: Reader, wsRef: string, id: string | undefined): Promise<AuditSubject | undefined> {
   const w = await workspaceRow(db, wsRef);
@@ -768,6 +802,8 @@ export function subjectReader(method: DescMethod): SubjectReader | undefined {
         buildSubject(db, field(req, "workspace"), createdOr(req, created, p.auditField || "build_id"));
     case Declared.SESSION:
       return (db, req) => sessionSubject(db, field(req, "workspace"), named("id")(req));
+    case Declared.REPOSITORY:
+      return (db, req) => repositorySubject(db, field(req, "workspace"), field(req, "project"));
     case Declared.BUILD_SOURCE:
       return (db, req) => buildSourceSubject(db, field(req, "workspace"), field(req, "project"), named("digest")(req));
     default:

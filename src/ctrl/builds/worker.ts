@@ -19,6 +19,10 @@ import { BuildFailed, buildImage, startBuildkitd, type Buildkitd } from "../../b
 import { sourceProjectFile, type SourceProjectFile, SOURCE_PROJECT_FILE } from "../../builds/project-file.js";
 import { pushOciArchive, type PushTarget } from "../../builds/push.js";
 import { readTar } from "../../builds/tar.js";
+import { fetchCommit, GitFetchFailed, type GitCredential } from "../../builds/git.js";
+import { mib, packSourceDir, SourceDirError } from "../../builds/source-dir.js";
+import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
+import type { Keyring } from "../secrets/keyring.js";
 import { refusalLine } from "../../project-file/read.js";
 import { CreateDeploymentRequestSchema } from "../../gen/krane/ctrl/v1/api_pb.js";
 import { DueWork } from "../../retry/due.js";
@@ -57,6 +61,8 @@ export interface BuildSettings {
   readonly maxSourceBytes?: number;
   readonly sweepIntervalMs?: number;
   readonly leaseMs?: number;
+  /** CA certificates (a PEM file) repositories' HTTPS certificates may come from, beside the system's. */
+  readonly gitCaFile?: string;
 }
 
 export interface BuildWorkerDeps {
@@ -66,6 +72,8 @@ export interface BuildWorkerDeps {
   readonly log: (msg: string, fields?: Record<string, unknown>) => void;
   /** What applying a source's krane.yaml needs (as ProjectFileService has it). */
   readonly projectFile: { readonly settings: ExposureSettings; readonly policy: DomainCheckPolicy };
+  /** Opens repositories' fetch credentials. */
+  readonly keyring: Keyring | undefined;
 }
 
 const FLUSH_MS = 1_000;
@@ -191,6 +199,51 @@ export class BuildWorker implements Runnable {
     return createAskedDeployment(store, ask, currentRevision);
   }
 
+  /**
+   * A repository build's source: its commit fetched (with the repository's credential, opened in
+   * memory only) into a scratch directory and packed as an upload would be, so the build, its
+   * krane.yaml and its deploy go the way an uploaded source's do.
+   */
+  async #fetch(
+    row: BuildRow,
+    work: string,
+    maxBytes: number,
+    log: (line: string) => void,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    const { store, keyring } = this.#d;
+    const commit = row.commit_sha ?? "";
+    const repo = row.repository_id === null ? undefined : await repositoryById(store.db, row.repository_id);
+    if (!repo) throw new Error("its repository was disconnected");
+    const secret = await openRepositorySecret(store.db, keyring, repo, "credential");
+    if (repo.credential_kind !== "none" && secret === undefined)
+      throw new Error("the repository's credential cannot be opened (this ctrl lacks its master key)");
+    const credential: GitCredential | undefined =
+      secret === undefined
+        ? undefined
+        : repo.credential_kind === "token"
+          ? { kind: "token", token: secret, username: repo.credential_username }
+          : { kind: "deploy_key", privateKey: secret };
+    const dir = join(work, "checkout");
+    log(`fetching ${commit} (${row.branch ?? ""}) from ${repo.url}`);
+    try {
+      await fetchCommit({
+        url: repo.url,
+        commit,
+        dir,
+        signal,
+        ...(credential ? { credential } : {}),
+        ...(this.#s.gitCaFile === undefined ? {} : { caFile: this.#s.gitCaFile }),
+      });
+      const packed = await packSourceDir(dir, { maxBytes, maxArchiveBytes: maxBytes });
+      log(`fetched ${commit}: ${packed.files} files, ${mib(packed.bytes)}`);
+      return packed.archive;
+    } catch (err) {
+      if (err instanceof GitFetchFailed || err instanceof SourceDirError) throw new BuildFailed(err.message, []);
+      throw err;
+    }
+  }
+
   async #run(id: string, stop: AbortSignal): Promise<Result> {
     const { store } = this.#d;
     const row = await buildById(store.db, id);
@@ -221,9 +274,13 @@ export class BuildWorker implements Runnable {
     const work = await mkdtemp(join(tmpdir(), "krane-build-out-"));
     let outcome: Outcome;
     try {
-      const archive = await readSource(store.db, row.project_id, row.source_digest);
+      const maxSource = this.#s.maxSourceBytes ?? 64 * 1024 * 1024;
+      const archive =
+        row.commit_sha === null
+          ? await readSource(store.db, row.project_id, row.source_digest)
+          : await this.#fetch(row, work, maxSource, log, abort.signal);
       if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
-      const limits = { maxBytes: 4 * (this.#s.maxSourceBytes ?? 64 * 1024 * 1024), maxEntries: 100_000 };
+      const limits = { maxBytes: 4 * maxSource, maxEntries: 100_000 };
       // A deploy reads the source's krane.yaml first: a file it would refuse fails the build before it runs.
       const file: SourceProjectFile =
         Number(row.deploy) === 1

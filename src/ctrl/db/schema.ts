@@ -997,9 +997,44 @@ export interface BuildsTable {
   created_at: number;
   started_at: number | null;
   finished_at: number | null;
+  /** Migration 0043: the repository, branch and commit built (null: an uploaded source). */
+  repository_id: string | null;
+  branch: string | null;
+  commit_sha: string | null;
+  /** The commit status posted last (JSON), and when the next is due (null: none). */
+  status_reported: string | null;
+  status_due_at: number | null;
+}
+
+/** Migration 0043: a project's git repository. */
+export interface RepositoriesTable {
+  id: string;
+  workspace_id: string;
+  project_id: string;
+  /** "github" or "gitlab". */
+  provider: string;
+  url: string;
+  /** "https" or "ssh". */
+  transport: string;
+  /** The repository's path at its host ("owner/name"), what push events name. */
+  path: string;
+  /** "token", "deploy_key" or "none". */
+  credential_kind: string;
+  credential_username: string;
+  credential_sealed: Uint8Array | null;
+  /** As preview_hooks.verification. */
+  webhook_verification: string;
+  webhook_secret_sealed: Uint8Array;
+  status_api_url: string;
+  status_token_sealed: Uint8Array | null;
+  /** JSON object: branch → environment slug. */
+  branches: string;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface Database {
+  repositories: RepositoriesTable;
   build_source_chunks: BuildSourceChunksTable;
   builds: BuildsTable;
   workspaces: WorkspacesTable;
@@ -1071,6 +1106,7 @@ export type ProjectRow = Selectable<ProjectsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type AlertRuleRow = Selectable<AlertRulesTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type RepositoryRow = Selectable<RepositoriesTable>;
 export type DeploymentRow = Selectable<DeploymentsTable>;
 export type BuildRow = Selectable<BuildsTable>;
 export type SentinelRow = Selectable<SentinelsTable>;

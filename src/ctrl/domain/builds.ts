@@ -118,43 +118,88 @@ export async function createBuild(store: Store, b: NewBuild): Promise<{ build: B
     await store.write((tx) => dropSource(tx, b.projectId, b.sourceDigest));
     throw invalidArgument("source_digest", `is ${b.sourceDigest}, but the uploaded bytes' digest is ${actual}`);
   }
-  return store.write(async (tx) => {
-    const id = newId("bld");
-    const build: BuildRow = {
-      id,
-      workspace_id: b.workspaceId,
-      project_id: b.projectId,
-      environment_id: b.environmentId,
-      production: b.production ? 1 : 0,
-      state: "queued",
-      source_digest: b.sourceDigest,
-      dockerfile: b.dockerfile ?? null,
-      deploy: b.deploy ? 1 : 0,
-      image: null,
-      image_digest: null,
-      deployment_id: null,
-      error: null,
-      failed_step: null,
-      failed_output: null,
-      log: "",
-      log_lines: 0,
-      lease_until: null,
-      created_at: tx.now,
-      started_at: null,
-      finished_at: null,
-    };
-    await tx.trx.insertInto("builds").values(build).execute();
-    await noteWriteSubject(tx, id);
-    const open = await tx.trx
+  return store.write((tx) => queueBuildIn(tx, b));
+}
+
+/** A commit of a connected repository to build (instead of an uploaded archive). */
+export interface GitSource {
+  readonly repositoryId: string;
+  readonly branch: string;
+  readonly commit: string;
+}
+
+/**
+ * Queues a build in the caller's transaction and cancels the environment's older open builds. A
+ * commit already queued or building for the environment is not queued twice: that build is
+ * answered (with nothing cancelled).
+ */
+export async function queueBuildIn(
+  tx: WriteTx,
+  b: NewBuild & { readonly git?: GitSource },
+): Promise<{ build: BuildRow; cancelled: string[] }> {
+  if (b.git) {
+    const same = await tx.trx
       .selectFrom("builds")
-      .select(["id", "environment_id", "production", "created_at", "state"])
+      .selectAll()
       .where("environment_id", "=", b.environmentId)
+      .where("commit_sha", "=", b.git.commit)
       .where("state", "in", ["queued", "running"])
-      .execute();
-    const cancelled = supersededBy(open.map(queued), queued(build));
-    for (const old of cancelled) await finish(tx, old, { state: "cancelled", error: `superseded by build ${id}` });
-    return { build, cancelled };
-  });
+      .executeTakeFirst();
+    if (same) return { build: same, cancelled: [] };
+  }
+  const id = newId("bld");
+  const build: BuildRow = {
+    id,
+    workspace_id: b.workspaceId,
+    project_id: b.projectId,
+    environment_id: b.environmentId,
+    production: b.production ? 1 : 0,
+    state: "queued",
+    source_digest: b.sourceDigest,
+    dockerfile: b.dockerfile ?? null,
+    deploy: b.deploy ? 1 : 0,
+    image: null,
+    image_digest: null,
+    deployment_id: null,
+    error: null,
+    failed_step: null,
+    failed_output: null,
+    log: "",
+    log_lines: 0,
+    lease_until: null,
+    created_at: tx.now,
+    started_at: null,
+    finished_at: null,
+    repository_id: b.git?.repositoryId ?? null,
+    branch: b.git?.branch ?? null,
+    commit_sha: b.git?.commit ?? null,
+    status_reported: null,
+    // A repository build's commit status is due with each change of its state (the reporter
+    // posts it: ../repositories/statuses.ts), written in the change's transaction.
+    status_due_at: b.git ? tx.now : null,
+  };
+  await tx.trx.insertInto("builds").values(build).execute();
+  await noteWriteSubject(tx, id);
+  const open = await tx.trx
+    .selectFrom("builds")
+    .select(["id", "environment_id", "production", "created_at", "state"])
+    .where("environment_id", "=", b.environmentId)
+    .where("state", "in", ["queued", "running"])
+    .execute();
+  const cancelled = supersededBy(open.map(queued), queued(build));
+  for (const old of cancelled) await finish(tx, old, { state: "cancelled", error: `superseded by build ${id}` });
+  return { build, cancelled };
+}
+
+/** The commit status of these builds (those of a repository) is due now. */
+async function statusDue(tx: WriteTx, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.trx
+    .updateTable("builds")
+    .set({ status_due_at: tx.now })
+    .where("id", "in", ids)
+    .where("repository_id", "is not", null)
+    .execute();
 }
 
 async function dropSource(tx: WriteTx, projectId: string, digest: string): Promise<void> {
@@ -227,6 +272,7 @@ async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
     .returning(["environment_id"])
     .executeTakeFirst();
   if (!res) return false;
+  await statusDue(tx, [id]);
   if (o.state === "failed") {
     const last = (o.failedOutput ?? []).slice(-NOTIFIED_LINES);
     const error = o.error ?? "failed";
@@ -265,12 +311,17 @@ export async function finishBuild(store: Store, id: string, o: Outcome): Promise
  */
 export async function claimBuilds(store: Store, slots: number, leaseMs: number): Promise<string[]> {
   return store.write(async (tx) => {
-    await tx.trx
+    const lapsed = await tx.trx
       .updateTable("builds")
       .set({ state: "queued", lease_until: null, started_at: null })
       .where("state", "=", "running")
       .where("lease_until", "<", tx.now)
+      .returning("id")
       .execute();
+    await statusDue(
+      tx,
+      lapsed.map((r) => r.id),
+    );
     const open = await tx.trx
       .selectFrom("builds")
       .select(["id", "environment_id", "production", "created_at", "state"])
@@ -287,6 +338,7 @@ export async function claimBuilds(store: Store, slots: number, leaseMs: number):
         .executeTakeFirst();
       if (Number(res.numUpdatedRows) === 1) out.push(id);
     }
+    await statusDue(tx, out);
     return out;
   });
 }

@@ -44,6 +44,7 @@ import { purgeAlertRules } from "./alerts.js";
 import { purgeApiKeys } from "./api-keys.js";
 import { purgeWorkspaceNotifications } from "./notifications.js";
 import { purgePreviews } from "./previews.js";
+import { purgeProjectRepository } from "./repositories.js";
 import { purgeReleases } from "./releases.js";
 import { purgeRollouts } from "./rollouts.js";
 import { purgeSentinels } from "./sentinels.js";
@@ -384,6 +385,7 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       if (left) return 0;
       await tx.trx.deleteFrom("deletions").where("id", "=", p.id).execute();
       if (!(await purgeTenant(tx, "project", p.id))) return 0;
+      await purgeProjectRepository(tx, p.id);
       await audit(tx, "Project", p.workspace_id, [p.workspace_id, p.id], p.slug);
       return 1;
     });

@@ -28,7 +28,8 @@ export type IdPrefix =
   | "rcr"
   | "nch"
   | "nev"
-  | "bld";
+  | "bld"
+  | "rep";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 

@@ -35,7 +35,7 @@ import { guardQuota } from "./quotas.js";
 import { copySettings, currentRevision } from "./settings.js";
 import { findEnvironment, findProject, type EnvironmentContext } from "./tenancy.js";
 import type { EndpointAuthSettings, Visibility } from "../validate/exposure.js";
-import type { PreviewHookInput } from "../validate/preview.js";
+import { webhookVerification, type PreviewHookInput } from "../validate/preview.js";
 
 export interface PreviewDeps {
   readonly keyring?: Keyring;
@@ -410,12 +410,7 @@ export async function createPreviewHook(
       base_environment_id: base.environment.id,
       provider: spec.provider,
       repository: spec.repository,
-      verification:
-        spec.provider === "github"
-          ? "hmac-sha256"
-          : spec.secret.startsWith("whsec_")
-            ? "signing-token"
-            : "secret-token",
+      verification: webhookVerification(spec.provider, spec.secret),
       secret_sealed: sealWith(key, spec.secret, hookSecretAad(id, "secret")),
       status_token_sealed:
         spec.statusToken === undefined ? null : sealWith(key, spec.statusToken, hookSecretAad(id, "status-token")),

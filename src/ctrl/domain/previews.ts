@@ -1,4 +1,5 @@
-// Previews (tables previews, preview_limits, preview_hooks, webhook_deliveries): the record of
+// Previews (tables previews, preview_limits, preview_hooks, webhook_deliveries — which also
+// holds the deliveries of repositories' push hooks, ./repositories.ts): the record of
 // each preview environment, a workspace's preview settings (fork approval; how many previews
 // it may have is its quota, ./quotas.ts), the pull-request hooks of environments
 // and the deliveries those hooks accepted. What a preview does as a whole (create, update,
@@ -272,8 +273,13 @@ export async function deletePreviewHook(store: Store, workspaceId: string, id: s
       .where("workspace_id", "=", workspaceId)
       .executeTakeFirst();
     if (Number(res.numDeletedRows) === 0) throw notFound(`preview hook "${id}"`);
-    await tx.trx.deleteFrom("webhook_deliveries").where("hook_id", "=", id).execute();
+    await forgetDeliveries(tx, id);
   });
+}
+
+/** Forgets the deliveries a hook (a preview hook, or a repository's) accepted: it is gone. */
+export async function forgetDeliveries(tx: WriteTx, hookId: string): Promise<void> {
+  await tx.trx.deleteFrom("webhook_deliveries").where("hook_id", "=", hookId).execute();
 }
 
 /**

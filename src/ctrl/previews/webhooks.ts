@@ -48,6 +48,7 @@ import {
   type Headers,
   type Provider,
   type PullRequestEvent,
+  type Verdict,
 } from "./providers.js";
 import { openHookSecret } from "./status.js";
 
@@ -85,7 +86,8 @@ interface Pinned {
   imageDigest: string | null;
 }
 
-class Refusal extends Error {
+/** A delivery refused before or instead of its work: the HTTP status, the error's code and why. */
+export class Refusal extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
@@ -110,7 +112,7 @@ const tooLarge = (close = false): Refusal =>
  * reads and drops the rest, keeping the connection); one that turns out larger is read to its
  * end and dropped, then refused, so either way the sender reads the 413.
  */
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
+export function readBody(req: http.IncomingMessage): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
   if (declared > MAX_BODY) return Promise.reject(tooLarge(declared > MAX_DRAIN));
   return new Promise((resolve, reject) => {
@@ -128,50 +130,150 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
   });
 }
 
-function headersOf(req: http.IncomingMessage): Headers {
+export function headersOf(req: http.IncomingMessage): Headers {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string") out[k] = v;
   return out;
+}
+
+/** Answers a delivery with what `work` resolves to (200, JSON), or its refusal's status and reason. */
+export function answerDelivery(
+  res: http.ServerResponse,
+  work: Promise<object>,
+  o: { readonly log: Logger; readonly isOutage?: (err: unknown) => boolean },
+): void {
+  work.then(
+    (answer) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(answer)}\n`),
+    (err: unknown) => {
+      const r =
+        err instanceof Refusal
+          ? err
+          : err instanceof DomainError
+            ? new Refusal(HTTP_STATUS[err.code] ?? 400, err.code, err.message)
+            : o.isOutage?.(err)
+              ? new Refusal(503, "unavailable", "ctrl's database is unavailable; deliver again later")
+              : undefined;
+      if (!r) o.log.error({ err: err instanceof Error ? err.message : String(err) }, "webhook failed");
+      const status = r?.status ?? 500;
+      if (!res.headersSent)
+        res
+          .writeHead(status, {
+            "content-type": "application/json",
+            connection: r?.close ? "close" : "keep-alive",
+          })
+          .end(`${JSON.stringify({ error: r?.message ?? "internal error" })}\n`);
+    },
+  );
+}
+
+/** A delivery as the audit log's call (anonymous until its signature is checked). */
+export function deliveryCall(req: http.IncomingMessage, h: Headers, method: string): CallInfo {
+  return {
+    method,
+    requestId: "",
+    clientIp: req.socket.remoteAddress ?? "",
+    userAgent: (h["user-agent"] ?? "").replace(/[^\x20-\x7e]/g, "?").slice(0, 512),
+    idempotencyKey: "",
+    actor: () => actorOf(undefined),
+  };
+}
+
+/** The caller once a delivery's signature holds: the hook, and who the provider says acted. */
+export function hookCaller(anonymous: CallInfo, deliveryId: string, hookId: string, name: string) {
+  return (sender: string): CallInfo => ({
+    ...anonymous,
+    requestId: deliveryId,
+    actor: () => ({ kind: "webhook", id: hookId, name: `${name}${sender === "" ? "" : ` (${sender})`}` }),
+  });
+}
+
+/** A signed delivery's body as JSON. */
+export function deliveryJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString("utf8")) as unknown;
+  } catch {
+    throw invalidArgument("body", "is not JSON");
+  }
+}
+
+/** The event must be about the hook's repository (a secret shared by two hooks signs for both). */
+export function checkRepository(named: readonly string[], mine: string): void {
+  if (!named.some((r) => r.toLowerCase() === mine.toLowerCase()))
+    throw new DomainError(
+      "permission_denied",
+      `the event is about ${named.join(" / ") || "no repository"}, not ${mine} (this hook's)`,
+    );
+}
+
+/** Checks a delivery with the hook's secret, as its provider signs. */
+export function verifyDelivery(provider: Provider, secret: string, h: Headers, body: Buffer): Verdict {
+  return provider === "github" ? verifyGithub(secret, h, body) : verifyGitlab(secret, h, body);
+}
+
+/** Refuses a delivery older (or further ahead) than the replay window, or one that holds no time. */
+export function checkFresh(at: number | undefined, now: number, windowMs: number): void {
+  if (at === undefined) throw invalidArgument("body", "holds no time to check the delivery's age against");
+  const age = now - at;
+  if (age > windowMs || -age > windowMs)
+    throw failedPrecondition(
+      `the delivery is ${Math.round(age / 1000)} s old, outside the replay window of ${Math.round(windowMs / 1000)} s`,
+    );
+}
+
+/**
+ * The audit events of refused deliveries: unsigned ones in the installation's chain, folded past
+ * a rate per address like any caller without a credential; signed ones in their hook's workspace.
+ */
+export class HookRefusals {
+  readonly #store: Store;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #limiter = new RefusalLimiter({ perSecond: 5, burst: 50, total: { perSecond: 50, burst: 500 } });
+
+  constructor(store: Store, log: Logger, now: () => number) {
+    this.#store = store;
+    this.#log = log;
+    this.#now = now;
+  }
+
+  async anonymous(call: CallInfo, message: string): Promise<void> {
+    const a = this.#limiter.admit(call.clientIp, this.#now());
+    if (!a.record) return;
+    const note = a.folded > 0 ? ` (and ${a.folded} more refused deliveries from this address)` : "";
+    await recordRefused(this.#store, call, {
+      workspaceId: INSTALLATION_CHAIN,
+      targets: [],
+      code: "unauthenticated",
+      message: `${message}${note}`,
+    }).catch((err: unknown) => this.#log.error({ err: String(err) }, "an audit event could not be written"));
+  }
+
+  async signed(workspaceId: string, targets: string[], call: CallInfo, err: unknown): Promise<void> {
+    const code = err instanceof DomainError ? err.code : err instanceof Refusal ? err.code : "internal";
+    const message = err instanceof Error ? err.message : String(err);
+    await recordRefused(this.#store, call, { workspaceId, targets, code, message }).catch((e: unknown) =>
+      this.#log.error({ err: String(e) }, "an audit event could not be written"),
+    );
+  }
 }
 
 export class WebhookReceiver {
   readonly #o: WebhookReceiverOptions;
   readonly #log: Logger;
   readonly #now: () => number;
-  /** Unsigned deliveries are folded past a rate, like any caller without a credential. */
-  readonly #limiter = new RefusalLimiter({ perSecond: 5, burst: 50, total: { perSecond: 50, burst: 500 } });
+  /** Shared with the repositories' push hooks on the same listener. */
+  readonly refusals: HookRefusals;
 
   constructor(o: WebhookReceiverOptions) {
     this.#o = o;
     this.#log = o.logger ?? pino({ level: "silent" });
     this.#now = o.now ?? Date.now;
+    this.refusals = new HookRefusals(o.store, this.#log, this.#now);
   }
 
   /** The node:http request listener. */
-  readonly handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
-    this.#handle(req).then(
-      (answer) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(answer)}\n`),
-      (err: unknown) => {
-        const r =
-          err instanceof Refusal
-            ? err
-            : err instanceof DomainError
-              ? new Refusal(HTTP_STATUS[err.code] ?? 400, err.code, err.message)
-              : this.#o.isOutage?.(err)
-                ? new Refusal(503, "unavailable", "ctrl's database is unavailable; deliver again later")
-                : undefined;
-        if (!r) this.#log.error({ err: err instanceof Error ? err.message : String(err) }, "webhook failed");
-        const status = r?.status ?? 500;
-        if (!res.headersSent)
-          res
-            .writeHead(status, {
-              "content-type": "application/json",
-              connection: r?.close ? "close" : "keep-alive",
-            })
-            .end(`${JSON.stringify({ error: r?.message ?? "internal error" })}\n`);
-      },
-    );
-  };
+  readonly handle = (req: http.IncomingMessage, res: http.ServerResponse): void =>
+    answerDelivery(res, this.#handle(req), { log: this.#log, isOutage: this.#o.isOutage });
 
   async #handle(req: http.IncomingMessage): Promise<object> {
     const m = /^\/hooks\/(pwh_[a-z0-9]{1,60})$/.exec((req.url ?? "").split("?", 1)[0] ?? "");
@@ -179,55 +281,29 @@ export class WebhookReceiver {
     const hookId = m[1];
     const body = await readBody(req);
     const h = headersOf(req);
-    const info = (provider: string): CallInfo => ({
-      method: `PreviewWebhook/${provider}`,
-      requestId: "",
-      clientIp: req.socket.remoteAddress ?? "",
-      userAgent: (h["user-agent"] ?? "").replace(/[^\x20-\x7e]/g, "?").slice(0, 512),
-      idempotencyKey: "",
-      actor: () => actorOf(undefined),
-    });
+    const info = (provider: string): CallInfo => deliveryCall(req, h, `PreviewWebhook/${provider}`);
     const hook = await previewHook(this.#o.store.db, hookId);
     const secret = hook ? await openHookSecret(this.#o.store, this.#o.deps.keyring, hook, "secret") : undefined;
     const verdict =
       hook === undefined || secret === undefined
         ? { ok: false as const, reason: `no hook ${hookId}` }
-        : hook.provider === "github"
-          ? verifyGithub(secret, h, body)
-          : verifyGitlab(secret, h, body);
+        : verifyDelivery(hook.provider as Provider, secret, h, body);
     if (!hook || !verdict.ok) {
       const reason = verdict.ok ? "" : verdict.reason;
-      await this.#refusedAnonymous(info(hook?.provider ?? "unknown"), `hook ${hookId}: ${reason}`);
+      await this.refusals.anonymous(info(hook?.provider ?? "unknown"), `hook ${hookId}: ${reason}`);
       if (!hook) throw new Refusal(404, "not_found", `no hook ${hookId}`);
       throw new Refusal(401, "unauthenticated", reason);
     }
     // Signed by the hook's secret: from here on the caller is the hook.
     const provider = hook.provider as Provider;
     let ev: PullRequestEvent;
-    const who = (sender: string): CallInfo => ({
-      ...info(provider),
-      requestId: verdict.deliveryId,
-      actor: () => ({
-        kind: "webhook",
-        id: hook.id,
-        name: `${provider} ${hook.repository}${sender === "" ? "" : ` (${sender})`}`,
-      }),
-    });
+    const who = hookCaller(info(provider), verdict.deliveryId, hook.id, `${provider} ${hook.repository}`);
     try {
-      let json: unknown;
-      try {
-        json = JSON.parse(body.toString("utf8"));
-      } catch {
-        throw invalidArgument("body", "is not JSON");
-      }
+      const json = deliveryJson(body);
       ev = provider === "github" ? parseGithub(h["x-github-event"], json) : parseGitlab(h["x-gitlab-event"], json);
       if (ev.action === "ignore") return { ignored: ev.ignored ?? "" };
-      this.#checkFresh(verdict.signedAt ?? ev.updatedAt);
-      if (!ev.repository.some((r) => r.toLowerCase() === hook.repository.toLowerCase()))
-        throw new DomainError(
-          "permission_denied",
-          `the event is about ${ev.repository.join(" / ") || "no repository"}, not ${hook.repository} (this hook's)`,
-        );
+      checkFresh(verdict.signedAt ?? ev.updatedAt, this.#now(), this.#o.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS);
+      checkRepository(ev.repository, hook.repository);
     } catch (err) {
       await this.#refused(hook, who(""), err);
       throw err;
@@ -303,36 +379,12 @@ export class WebhookReceiver {
     return { image, imageDigest: await pinImage(images, store.db, deps.keyring, hook.workspace_id, "image", image) };
   }
 
-  #checkFresh(at: number | undefined): void {
-    const window = this.#o.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
-    if (at === undefined) throw invalidArgument("body", "holds no time to check the delivery's age against");
-    const age = this.#now() - at;
-    if (age > window || -age > window)
-      throw failedPrecondition(
-        `the delivery is ${Math.round(age / 1000)} s old, outside the replay window of ${Math.round(window / 1000)} s`,
-      );
-  }
-
-  async #refusedAnonymous(call: CallInfo, message: string): Promise<void> {
-    const a = this.#limiter.admit(call.clientIp, this.#now());
-    if (!a.record) return;
-    const note = a.folded > 0 ? ` (and ${a.folded} more refused deliveries from this address)` : "";
-    await recordRefused(this.#o.store, call, {
-      workspaceId: INSTALLATION_CHAIN,
-      targets: [],
-      code: "unauthenticated",
-      message: `${message}${note}`,
-    }).catch((err: unknown) => this.#log.error({ err: String(err) }, "an audit event could not be written"));
-  }
-
-  async #refused(hook: PreviewHookRow, call: CallInfo, err: unknown): Promise<void> {
-    const code = err instanceof DomainError ? err.code : err instanceof Refusal ? err.code : "internal";
-    const message = err instanceof Error ? err.message : String(err);
-    await recordRefused(this.#o.store, call, {
-      workspaceId: hook.workspace_id,
-      targets: [hook.workspace_id, hook.project_id, hook.base_environment_id, hook.id],
-      code,
-      message,
-    }).catch((e: unknown) => this.#log.error({ err: String(e) }, "an audit event could not be written"));
+  #refused(hook: PreviewHookRow, call: CallInfo, err: unknown): Promise<void> {
+    return this.refusals.signed(
+      hook.workspace_id,
+      [hook.workspace_id, hook.project_id, hook.base_environment_id, hook.id],
+      call,
+      err,
+    );
   }
 }

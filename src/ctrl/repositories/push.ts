@@ -1,10 +1,9 @@
 // Push events of GitHub and GitLab, for a repository's builds (pure; signatures are checked by
 // ../previews/providers.ts's verifyGithub / verifyGitlab, the same as the preview hooks'): which
 // branch got which commit, or why the event builds nothing (another event, a tag, a deleted
-// branch); and a project's branch → environment map (`--branch main=production`).
+// branch). The branch → environment map is ../validate/repository.ts's.
 import { invalidArgument } from "../errors.js";
 import { isObject, obj, str, time } from "../previews/providers.js";
-import * as r from "../validate/rules.js";
 
 export interface PushEvent {
   readonly action: "build" | "ignore";
@@ -81,41 +80,4 @@ export function parseGitlabPush(event: string | undefined, body: unknown): PushE
     repository: [str(project.path_with_namespace), str(body.project_id || project.id)].filter((x) => x !== ""),
     sender: str(body.user_username),
   };
-}
-
-/** A branch name as git allows it (git check-ref-format's rules, for one branch). */
-function branchName(field: string, v: string): string {
-  if (
-    v === "" ||
-    v.length > 255 ||
-    [...v].some((c) => c <= " " || c === "\x7f") ||
-    /[~^:?*[\\]/.test(v) ||
-    v.includes("..") ||
-    v.includes("@{") ||
-    v.includes("//") ||
-    v.startsWith("/") ||
-    v.startsWith("-") ||
-    v.endsWith("/") ||
-    v.endsWith(".") ||
-    v.endsWith(".lock") ||
-    v === "@"
-  )
-    throw invalidArgument(field, `"${v}" is not a branch name git allows`);
-  return v;
-}
-
-/** `branch=environment` entries as a map; each branch at most once. */
-export function parseBranchMap(field: string, entries: readonly string[]): Record<string, string> {
-  r.list(field, entries, 50);
-  const out: Record<string, string> = {};
-  entries.forEach((e, i) => {
-    const at = `${field}[${i}]`;
-    const eq = e.lastIndexOf("=");
-    if (eq <= 0) throw invalidArgument(at, `"${e}" is not branch=environment (e.g. main=production)`);
-    const branch = branchName(at, e.slice(0, eq));
-    const environment = r.slug(at, e.slice(eq + 1));
-    if (branch in out) throw invalidArgument(at, `branch "${branch}" is mapped twice`);
-    out[branch] = environment;
-  });
-  return out;
 }

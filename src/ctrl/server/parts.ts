@@ -39,6 +39,7 @@ import { LogArchiver } from "../logs/archiver.js";
 import { NotificationDeliverer } from "../notifications/deliverer.js";
 import { StatusReporter } from "../previews/status.js";
 import { WebhookReceiver } from "../previews/webhooks.js";
+import { PushReceiver } from "../repositories/hooks.js";
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
 import type { FeedHub } from "../stream/feed.js";
 import { ApiServer } from "./api-server.js";
@@ -315,12 +316,20 @@ export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
   });
 }
 
-/** Pull-request webhooks: a listener of their own (HTTP/1.1, as GitHub and GitLab send). */
+/**
+ * Pull-request webhooks and repositories' push hooks: a listener of their own (HTTP/1.1, as
+ * GitHub and GitLab send).
+ */
 export function webhookListener(
   b: CtrlBase,
   address: ListenAddress,
   replayWindowMs: number,
-  p: { rollout: RolloutDriver; statusDue: () => void; images: ImageResolver | undefined },
+  p: {
+    rollout: RolloutDriver;
+    statusDue: () => void;
+    images: ImageResolver | undefined;
+    builds: BuildWorker | undefined;
+  },
 ): HttpListener {
   const { store } = b;
   const receiver = new WebhookReceiver({
@@ -334,8 +343,20 @@ export function webhookListener(
     isOutage: (err) => b.isOutage(err),
     logger: b.log,
   });
+  const builds = p.builds;
+  const pushes = new PushReceiver({
+    store,
+    keyring: b.config.keyring,
+    refusals: receiver.refusals,
+    builds: builds && { queued: () => builds.queued() },
+    replayWindowMs,
+    isOutage: (err) => b.isOutage(err),
+    logger: b.log,
+  });
   // Slow or idle senders are cut off: the listener faces the internet.
-  const server = http.createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, receiver.handle);
+  const server = http.createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) =>
+    (req.url ?? "").startsWith("/hooks/repositories/") ? pushes.handle(req, res) : receiver.handle(req, res),
+  );
   server.keepAliveTimeout = 5_000;
   return new HttpListener("webhooks", server, address);
 }

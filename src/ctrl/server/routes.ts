@@ -59,6 +59,8 @@ import type { Authenticator } from "../auth/authenticator.js";
 import type { BuildWorker } from "../builds/worker.js";
 import { buildServiceImpl, DEFAULT_MAX_SOURCE_BYTES } from "../api/builds.js";
 import { BuildService } from "../../gen/krane/ctrl/v1/build_pb.js";
+import { RepositoryService } from "../../gen/krane/ctrl/v1/repository_pb.js";
+import { repositoryServiceImpl } from "../api/repositories.js";
 import { clusterServiceImpl } from "../cluster-service/handlers.js";
 import type { Store } from "../db/store.js";
 import { finishDeletions } from "../domain/deletion.js";
@@ -214,5 +216,6 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
         },
       }),
     );
+    router.service(RepositoryService, repositoryServiceImpl({ store, keyring: d.keyring }));
   };
 }

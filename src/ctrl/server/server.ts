@@ -116,6 +116,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
         environmentChanged: (id) => rollout.environmentChanged(id),
         log: (msg, fields) => log.warn(fields ?? {}, msg),
         projectFile: { settings: b.exposure, policy: domains.policy },
+        keyring: config.keyring,
       }),
     );
   const api = mgr.add(
@@ -123,7 +124,8 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   );
   const replayWindowMs = config.previews?.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS;
   const hooksAt = config.previews?.webhookListen;
-  const webhooks = hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue, images }));
+  const webhooks =
+    hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue, images, builds }));
   mgr.add(previewStatus);
   const sink = auditSink(b);
   if (sink) mgr.add(sink);

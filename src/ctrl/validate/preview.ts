@@ -57,7 +57,7 @@ export function validatePreviewLimits(l: { forkApproval: boolean } | undefined) 
 const GITHUB_REPO = /^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}$/;
 const GITLAB_REPO = /^([0-9]{1,20}|[A-Za-z0-9_.-]{1,255}(\/[A-Za-z0-9_.-]{1,255}){1,20})$/;
 
-function statusApiUrl(field: string, v: string): string {
+export function statusApiUrl(field: string, v: string): string {
   let u: URL;
   try {
     u = new URL(v);
@@ -69,6 +69,30 @@ function statusApiUrl(field: string, v: string): string {
     throw invalidArgument(field, "must be an https:// URL (http:// only on a loopback host)");
   if (u.username !== "" || u.password !== "") throw invalidArgument(field, "must not hold credentials");
   return v.replace(/\/+$/, "");
+}
+
+/** A webhook's secret as the provider signs with it (GitHub HMAC; GitLab a signing or secret token). */
+export function webhookSecret(field: string, provider: "github" | "gitlab", secret: string): string {
+  if (secret.length > 512) throw invalidArgument(field, "must be at most 512 characters");
+  if (provider === "gitlab" && secret.startsWith("whsec_")) {
+    if (Buffer.from(secret.slice(6), "base64").length !== 32)
+      throw invalidArgument(field, 'a GitLab signing token is "whsec_" and the base64 of 32 bytes');
+  } else if (secret.length < 16 || !/^[\x21-\x7e]+$/.test(secret)) {
+    throw invalidArgument(field, "must be at least 16 printable characters without spaces");
+  }
+  return secret;
+}
+
+/** An API token: printable characters without spaces, at most 512 ("" when none is given). */
+export function printableToken(field: string, token: string): string {
+  if (token !== "" && (token.length > 512 || !/^[\x21-\x7e]+$/.test(token)))
+    throw invalidArgument(field, "must be printable characters without spaces, at most 512");
+  return token;
+}
+
+/** How a hook's deliveries are signed, as preview_hooks.verification and repositories.webhook_verification say. */
+export function webhookVerification(provider: "github" | "gitlab", secret: string): string {
+  return provider === "github" ? "hmac-sha256" : secret.startsWith("whsec_") ? "signing-token" : "secret-token";
 }
 
 export interface PreviewHookInput {
@@ -108,14 +132,7 @@ export function validateCreatePreviewHook(req: {
       "repository",
       provider === "github" ? 'must be "owner/name"' : 'must be the project\'s path ("group/name") or numeric id',
     );
-  const secret = req.secret;
-  if (secret.length > 512) throw invalidArgument("secret", "must be at most 512 characters");
-  if (provider === "gitlab" && secret.startsWith("whsec_")) {
-    if (Buffer.from(secret.slice(6), "base64").length !== 32)
-      throw invalidArgument("secret", 'a GitLab signing token is "whsec_" and the base64 of 32 bytes');
-  } else if (secret.length < 16 || !/^[\x21-\x7e]+$/.test(secret)) {
-    throw invalidArgument("secret", "must be at least 16 printable characters without spaces");
-  }
+  const secret = webhookSecret("secret", provider, req.secret);
   const imageTemplate = r.text("image_template", req.imageTemplate, r.LIMITS.imageMax, true);
   // The template must make a valid image for any pull request.
   r.image(
@@ -126,9 +143,7 @@ export function validateCreatePreviewHook(req: {
       .replaceAll("{pr}", "12345")
       .replaceAll("{branch}", "feature-x"),
   );
-  const token = req.statusToken;
-  if (token !== "" && (token.length > 512 || !/^[\x21-\x7e]+$/.test(token)))
-    throw invalidArgument("status_token", "must be printable characters without spaces, at most 512");
+  const token = printableToken("status_token", req.statusToken);
   return {
     workspace: workspaceRef("workspace", req.workspace),
     project: projectRef("project", req.project),

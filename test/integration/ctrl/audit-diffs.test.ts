@@ -28,6 +28,7 @@ import { findMember, memberRecord } from "../../../src/ctrl/domain/members.js";
 import { AuditService, type AuditEvent } from "../../../src/gen/krane/ctrl/v1/audit_pb.js";
 import { hashApiKey } from "../../../src/contracts/api-keys.js";
 import { BuildService } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
+import { RepositoryService } from "../../../src/gen/krane/ctrl/v1/repository_pb.js";
 import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { DomainService, EndpointService, PolicyService } from "../../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
@@ -790,6 +791,61 @@ describe("the audit diff of every audited method", () => {
     );
     await step({ method: "BuildService/CancelBuild", chain: "workspace", diff: ["build.state set"] }, (o) =>
       builds.cancelBuild({ workspace: WS, buildId: queued.build?.id ?? "" }, o),
+    );
+
+    // A project's repository: where it is, its branch map, and that its credentials were set (never them).
+    const repos = ctrl.client(RepositoryService, t);
+    const REPOSITORY = [
+      "branches.main",
+      "credential",
+      "credential_kind",
+      "provider",
+      "status_token",
+      "url",
+      "webhook_secret",
+    ];
+    await step(
+      {
+        method: "RepositoryService/ConnectRepository",
+        chain: "workspace",
+        diff: each("repository", "added", REPOSITORY),
+        check: (e) =>
+          assert.ok(
+            !JSON.stringify(e, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)).includes(
+              "repo-token-never-shown",
+            ),
+            "the token is not in the event",
+          ),
+      },
+      (o) =>
+        repos.connectRepository(
+          {
+            workspace: WS,
+            project: REF.project,
+            provider: "github",
+            url: "https://git.example.com/acme/web.git",
+            token: "repo-token-never-shown",
+            webhookSecret: HOOK_SECRET,
+            branches: ["main=prod"],
+          },
+          o,
+        ),
+    );
+    await step(
+      {
+        method: "RepositoryService/UpdateRepository",
+        chain: "workspace",
+        diff: ["repository.branches.main removed", "repository.branches.release added"],
+      },
+      (o) => repos.updateRepository({ workspace: WS, project: REF.project, branches: ["release=prod"] }, o),
+    );
+    await step(
+      {
+        method: "RepositoryService/DisconnectRepository",
+        chain: "workspace",
+        diff: each("repository", "removed", ["branches.release", ...REPOSITORY.filter((f) => f !== "branches.main")]),
+      },
+      (o) => repos.disconnectRepository({ workspace: WS, project: REF.project }, o),
     );
 
     // API tokens: a workspace's in its chain, whoever makes or revokes them; the installation's in its own.

@@ -29,6 +29,7 @@ import { file_krane_ctrl_v1_release } from "../../../src/gen/krane/ctrl/v1/relea
 import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { file_krane_ctrl_v1_keys } from "../../../src/gen/krane/ctrl/v1/keys_pb.js";
+import { file_krane_ctrl_v1_repository } from "../../../src/gen/krane/ctrl/v1/repository_pb.js";
 import { generateToken } from "../../../src/ctrl/domain/tokens.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
 import { spawnCtrl, type CtrlProcess } from "./process.js";
@@ -46,6 +47,7 @@ const services: DescService[] = [
   file_krane_ctrl_v1_quota,
   file_krane_ctrl_v1_alerts,
   file_krane_ctrl_v1_keys,
+  file_krane_ctrl_v1_repository,
 ].flatMap((f) => f.services);
 const dir = tempDir();
 const admin = generateToken("user");
@@ -96,6 +98,18 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     CreateApiKey: { ...target, name: "outage" },
     ListApiKeys: target,
     RevokeApiKey: { ...target, keyId: "key_0123456789abcdefghij" },
+    ConnectRepository: {
+      workspace: "acme",
+      project: "web",
+      provider: "github",
+      url: "https://git.example.com/acme/web.git",
+      webhookSecret: "s".repeat(32),
+      branches: ["main=prod"],
+    },
+    ListRepositories: { workspace: "acme" },
+    GetRepository: { workspace: "acme", project: "web" },
+    UpdateRepository: { workspace: "acme", project: "web", branches: ["main=prod"] },
+    DisconnectRepository: { workspace: "acme", project: "web" },
     CreateClusterToken: { region: "local", clusterName: "second" },
     ListClusters: { region: "local" },
     RevokeClusterToken: { region: "local", clusterName: "default" },

@@ -79,8 +79,9 @@ const OLD_MIGRATIONS = [
  * 0032 the builds and their uploaded sources.
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
  * 0036 the metrics history (metric_points). 0038 adds a column only (member_sessions.ip).
- * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules). 0044 API keys
- * (api_keys, and environments.edge_api_keys). 0046 adds a column only (alert_rules.window_ms).
+ * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules). 0043 repositories
+ * (and columns of builds). 0044 API keys (api_keys, and environments.edge_api_keys). 0046 adds a
+ * column only (alert_rules.window_ms).
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
@@ -115,6 +116,7 @@ const NEW_TABLES = [
   "metric_points",
   "alert_rules",
   "api_keys",
+  "repositories",
   "log_lines",
   "log_retention",
   "oidc_logins",

@@ -17,6 +17,7 @@ import { file_krane_ctrl_v1_quota } from "../../../src/gen/krane/ctrl/v1/quota_p
 import { file_krane_ctrl_v1_build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { file_krane_ctrl_v1_alerts } from "../../../src/gen/krane/ctrl/v1/alerts_pb.js";
 import { file_krane_ctrl_v1_keys } from "../../../src/gen/krane/ctrl/v1/keys_pb.js";
+import { file_krane_ctrl_v1_repository } from "../../../src/gen/krane/ctrl/v1/repository_pb.js";
 import { IDEMPOTENCY_KEY_HEADER } from "../../../src/contracts/headers.js";
 import { idempotencyKeys, outageRetry, parseDuration, repeatable } from "../../../src/cli/user-client.js";
 
@@ -35,6 +36,7 @@ test("every public method is repeated after an outage as it is or only under its
     file_krane_ctrl_v1_build,
     file_krane_ctrl_v1_alerts,
     file_krane_ctrl_v1_keys,
+    file_krane_ctrl_v1_repository,
   ]
     .flatMap((f) => f.services)
     .flatMap((s) => s.methods);
@@ -69,6 +71,8 @@ test("every public method is repeated after an outage as it is or only under its
     "AlertService.AddAlertRule",
     // Each create makes another key.
     "ApiKeyService.CreateApiKey",
+    // A second connect would be refused (already_exists) instead of answered.
+    "RepositoryService.ConnectRepository",
   ];
   const name = (m: (typeof all)[number]) => `${m.parent.name}.${m.name}`;
   assert.deepEqual(

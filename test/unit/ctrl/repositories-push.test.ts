@@ -3,7 +3,8 @@
 // nothing, saying why; a malformed push is refused naming its field.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { parseBranchMap, parseGithubPush, parseGitlabPush } from "../../../src/ctrl/repositories/push.js";
+import { parseGithubPush, parseGitlabPush } from "../../../src/ctrl/repositories/push.js";
+import { parseBranchMap } from "../../../src/ctrl/validate/repository.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";

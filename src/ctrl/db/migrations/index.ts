@@ -37,6 +37,7 @@ import { migration as m0036 } from "./0036_metric_history.js";
 import { migration as m0038 } from "./0038_session_addresses.js";
 import { migration as m0041 } from "./0041_log_history.js";
 import { migration as m0042 } from "./0042_alert_rules.js";
+import { migration as m0043 } from "./0043_repositories.js";
 import { migration as m0044 } from "./0044_api_keys.js";
 import { migration as m0046 } from "./0046_alert_windows.js";
 import type { KraneMigration } from "./migration.js";
@@ -79,6 +80,7 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0038_session_addresses": m0038,
   "0041_log_history": m0041,
   "0042_alert_rules": m0042,
+  "0043_repositories": m0043,
   "0044_api_keys": m0044,
   "0046_alert_windows": m0046,
 };
