@@ -373,3 +373,44 @@ export function logFrom(row: Pick<BuildRow, "log" | "log_lines">, from: number):
   const first = total - kept.length;
   return { lines: kept.slice(Math.max(0, from - first)), next: total };
 }
+
+/**
+ * Claims the repository builds whose commit status is due: moves their next look `leaseMs` ahead
+ * (another ctrl replica's sweep skips them meanwhile) and returns their ids.
+ */
+export async function claimDueBuildStatuses(store: Store, limit: number, leaseMs: number): Promise<string[]> {
+  return store.write(async (tx) => {
+    const ids = (
+      await tx.trx
+        .selectFrom("builds")
+        .select("id")
+        .where("status_due_at", "<=", tx.now)
+        .orderBy("status_due_at")
+        .limit(limit)
+        .execute()
+    ).map((d) => d.id);
+    if (ids.length > 0)
+      await tx.trx
+        .updateTable("builds")
+        .set({ status_due_at: tx.now + leaseMs })
+        .where("id", "in", ids)
+        .execute();
+    return ids;
+  });
+}
+
+/**
+ * Records the commit status posted for a build (null: nothing posted) and that none is due —
+ * unless its state changed since it was read (`seenState`): then the change's own due time stands.
+ */
+export async function recordBuildStatus(
+  store: Store,
+  id: string,
+  reported: string | null,
+  seenState: string,
+): Promise<void> {
+  await store.write(async (tx) => {
+    const q = tx.trx.updateTable("builds").where("id", "=", id).where("state", "=", seenState);
+    await (reported === null ? q : q.set({ status_reported: reported })).set({ status_due_at: null }).execute();
+  });
+}

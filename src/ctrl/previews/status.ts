@@ -126,6 +126,17 @@ export interface StatusReporterOptions {
   readonly logger?: Logger;
 }
 
+/** The URL of an environment's most visible endpoint ("" when it has none). */
+export async function environmentUrl(store: Store, environmentId: string, exposure: ExposureSettings): Promise<string> {
+  const endpoint = await store.db
+    .selectFrom("endpoints")
+    .select(["hostname", "path_prefix"])
+    .where("environment_id", "=", environmentId)
+    .orderBy("visibility", "desc")
+    .executeTakeFirst();
+  return endpoint ? endpointUrl(exposure, endpoint.hostname, endpoint.path_prefix) : "";
+}
+
 /** What the preview's pull request should show now (undefined: nothing to report). */
 async function statusOf(
   store: Store,
@@ -143,13 +154,7 @@ async function statusOf(
       settled: true,
     };
   if (p.environment_id === null) return undefined;
-  const endpoint = await store.db
-    .selectFrom("endpoints")
-    .select(["hostname", "path_prefix"])
-    .where("environment_id", "=", p.environment_id)
-    .orderBy("visibility", "desc")
-    .executeTakeFirst();
-  const url = endpoint ? endpointUrl(exposure, endpoint.hostname, endpoint.path_prefix) : "";
+  const url = await environmentUrl(store, p.environment_id, exposure);
   const newest = await store.db
     .selectFrom("deployments")
     .select("id")
@@ -173,6 +178,37 @@ async function statusOf(
       };
 }
 
+/**
+ * The work queue of a commit-status reporter: a sweep every `sweepIntervalMs` (default 1 s) claims
+ * what is due, and each id is reported with STATUS_RETRY's backoff when a post fails.
+ */
+export function statusWork(
+  name: string,
+  claim: (limit: number) => Promise<string[]>,
+  report: (id: string) => Promise<Result>,
+  sweepIntervalMs: number | undefined,
+  logger: Logger | undefined,
+): DueWork {
+  const log = logger ?? pino({ level: "silent" });
+  return new DueWork({
+    name,
+    due: claim,
+    reconcile: report,
+    sweepIntervalMs: sweepIntervalMs ?? 1000,
+    sweepLimit: 200,
+    concurrency: 8,
+    retry: STATUS_RETRY,
+    onSweepError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, `${name} sweep failed`),
+    onResult: (id, r) => {
+      if (r.type === "retry")
+        log.warn(
+          { id, err: r.error instanceof Error ? r.error.message : String(r.error) },
+          `${name} not reported; retrying`,
+        );
+    },
+  });
+}
+
 export class StatusReporter implements Runnable {
   readonly name = "preview status";
   readonly #o: StatusReporterOptions;
@@ -180,25 +216,13 @@ export class StatusReporter implements Runnable {
 
   constructor(o: StatusReporterOptions) {
     this.#o = o;
-    const log = o.logger ?? pino({ level: "silent" });
-    this.#work = new DueWork({
-      name: this.name,
-      due: (limit) => claimDueStatuses(o.store, limit, o.leaseMs ?? 30_000),
-      reconcile: (id) => this.#report(id),
-      sweepIntervalMs: o.sweepIntervalMs ?? 1000,
-      sweepLimit: 200,
-      concurrency: 8,
-      retry: STATUS_RETRY,
-      onSweepError: (err) =>
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, "preview status sweep failed"),
-      onResult: (id, r) => {
-        if (r.type === "retry")
-          log.warn(
-            { preview: id, err: r.error instanceof Error ? r.error.message : String(r.error) },
-            "preview status not reported; retrying",
-          );
-      },
-    });
+    this.#work = statusWork(
+      this.name,
+      (limit) => claimDueStatuses(o.store, limit, o.leaseMs ?? 30_000),
+      (id) => this.#report(id),
+      o.sweepIntervalMs,
+      o.logger,
+    );
   }
 
   start(): void {

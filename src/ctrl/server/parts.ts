@@ -38,6 +38,7 @@ import type { LogHub } from "../logs/hub.js";
 import { LogArchiver } from "../logs/archiver.js";
 import { NotificationDeliverer } from "../notifications/deliverer.js";
 import { StatusReporter } from "../previews/status.js";
+import { BuildStatusReporter } from "../repositories/statuses.js";
 import { WebhookReceiver } from "../previews/webhooks.js";
 import { PushReceiver } from "../repositories/hooks.js";
 import { RolloutDriver, storeRolloutSource } from "../rollout/driver.js";
@@ -199,6 +200,17 @@ export function statusReporter(b: CtrlBase): StatusReporter {
     exposure: b.exposure,
     sweepIntervalMs: p?.statusSweepIntervalMs,
     recheckMs: p?.statusRecheckMs,
+    logger: b.log,
+  });
+}
+
+/** Reports repository builds' states to their commits. */
+export function buildStatusReporter(b: CtrlBase): BuildStatusReporter {
+  return new BuildStatusReporter({
+    store: b.store,
+    keyring: b.config.keyring,
+    exposure: b.exposure,
+    sweepIntervalMs: b.config.previews?.statusSweepIntervalMs,
     logger: b.log,
   });
 }

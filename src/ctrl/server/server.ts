@@ -35,6 +35,7 @@ import {
   opsListener,
   rolloutDriver,
   statusReporter,
+  buildStatusReporter,
   upkeep,
   historyRollup,
   alertRunner,
@@ -102,7 +103,11 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   mgr.add(onStop("feeds", () => hub.close()));
   const audit = auditRecorder(b);
   const previewStatus = statusReporter(b);
-  const statusDue = (): void => void previewStatus.sweep();
+  const buildStatus = buildStatusReporter(b);
+  const statusDue = (): void => {
+    void previewStatus.sweep();
+    void buildStatus.sweep();
+  };
   const images = config.images && new ImageResolver(config.images);
   if (images) mgr.add(onStop("image resolver", () => images.close()));
   // Delivery stops after the listeners (they may still be sending a test message).
@@ -127,6 +132,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
   const webhooks =
     hooksAt && mgr.add(webhookListener(b, hooksAt, replayWindowMs, { rollout, statusDue, images, builds }));
   mgr.add(previewStatus);
+  mgr.add(buildStatus);
   const sink = auditSink(b);
   if (sink) mgr.add(sink);
   const expire = async (): Promise<number> => {
@@ -155,6 +161,7 @@ export async function startCtrl(config: CtrlConfig): Promise<RunningCtrl> {
     auditSink: sink,
     flushAuditRefusals: () => audit.flushFolded(),
     previewStatus,
+    buildStatus,
     notifications,
     expirePreviews: expire,
     shutdownSignal: api.stopped,

@@ -22,6 +22,7 @@ import type { LogHub } from "../logs/hub.js";
 import type { LogServiceOptions } from "../logs/service.js";
 import type { NotificationDeliverer } from "../notifications/deliverer.js";
 import type { StatusReporter } from "../previews/status.js";
+import type { BuildStatusReporter } from "../repositories/statuses.js";
 import type { RolloutDriver } from "../rollout/driver.js";
 import type { Keyring } from "../secrets/keyring.js";
 import type { LogArchiver, LogArchiverOptions } from "../logs/archiver.js";
@@ -196,6 +197,8 @@ export interface RunningCtrl {
   webhookUrl: string | null;
   /** Reports previews' URLs and states to their pull requests. */
   previewStatus: StatusReporter;
+  /** Reports repository builds' states to their commits. */
+  buildStatus: BuildStatusReporter;
   /** Delivers notifications (the outbox of notification_deliveries). */
   notifications: NotificationDeliverer;
   /** Deletes the previews whose TTL passed now (the upkeep does it every expiryIntervalMs). */

@@ -120,11 +120,15 @@ describe("dashboard watching real rollouts", { skip }, () => {
       // Every state the rollout row shows, as the page draws it.
       await page.evaluate(`
       window.__kraneStates = [];
+      window.__kraneMoves = [];
       new MutationObserver(() => {
         const row = document.querySelector('table[aria-label="Rollout per region"] tbody tr td:nth-child(2)');
         const s = row ? row.textContent : "";
         if (s && window.__kraneStates.at(-1) !== s) window.__kraneStates.push(s);
-      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+        const chart = document.querySelector('svg[aria-label^="Instances per region"]');
+        const c = chart ? chart.getAttribute("aria-label") : "";
+        if (c && window.__kraneMoves.at(-1) !== c) window.__kraneMoves.push(c);
+      }).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
     `);
       await deploy("krane.local/hello:v1");
       await rolloutRow()
@@ -138,6 +142,18 @@ describe("dashboard watching real rollouts", { skip }, () => {
       assert.ok(states.includes("◐ progressing"), `states seen: ${states.join(", ")}`);
       assert.equal(states.at(-1), "✓ complete");
       assert.equal(await page.evaluate("window.__kraneMarker"), "no reload");
+      // The rollout chart moved with it: eu's new instances from fewer than 2 up to 2, as pushed.
+      const moves = (await page.evaluate("window.__kraneMoves")) as string[];
+      const newOf = (label: string): number => Number(/eu new: last (\d+)/.exec(label)?.[1] ?? NaN);
+      assert.ok(
+        moves.some((m) => newOf(m) < 2),
+        `the chart's labels: ${moves.join(" | ")}`,
+      );
+      await page.waitForFunction(
+        `/eu new: last 2 instances/.test(document.querySelector('svg[aria-label^="Instances per region"]')?.getAttribute("aria-label") ?? "")`,
+        undefined,
+        { timeout: LONG },
+      );
       await shot("rollout");
     },
   );

@@ -1,0 +1,103 @@
+// The reporter of repository builds' commit statuses: each change of a repository build's state
+// makes its status due in the change's transaction (../domain/builds.ts: an outbox, so a crash
+// between the change and the post loses nothing); a sweep claims the due builds (moving their next
+// look ahead by a lease, so ctrl replicas do not post the same one at once) and posts what the
+// commit should show now (./status.ts) under the environment's context, when it differs from what
+// was posted last. A failed post retries with backoff; the lease brings it back after a crash.
+import type { Logger } from "pino";
+import type { Runnable } from "../../base/lifecycle.js";
+import type { DueWork } from "../../retry/due.js";
+import { Result } from "../../retry/queue.js";
+import type { Store } from "../db/store.js";
+import { buildById, claimDueBuildStatuses, recordBuildStatus } from "../domain/builds.js";
+import type { ExposureSettings } from "../domain/exposure.js";
+import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
+import type { Keyring } from "../secrets/keyring.js";
+import { environmentUrl, postCommitStatus, statusWork } from "../previews/status.js";
+import type { Provider } from "../previews/providers.js";
+import { buildCommitStatus, buildStatusContext } from "./status.js";
+
+export interface BuildStatusReporterOptions {
+  readonly store: Store;
+  readonly keyring: Keyring | undefined;
+  readonly exposure: ExposureSettings;
+  /** How often due statuses are looked for (ms; default 1 s). */
+  readonly sweepIntervalMs?: number;
+  readonly leaseMs?: number;
+  readonly logger?: Logger;
+}
+
+export class BuildStatusReporter implements Runnable {
+  readonly name = "build status";
+  readonly #o: BuildStatusReporterOptions;
+  readonly #work: DueWork;
+
+  constructor(o: BuildStatusReporterOptions) {
+    this.#o = o;
+    this.#work = statusWork(
+      this.name,
+      (limit) => claimDueBuildStatuses(o.store, limit, o.leaseMs ?? 30_000),
+      (id) => this.#report(id),
+      o.sweepIntervalMs,
+      o.logger,
+    );
+  }
+
+  start(): void {
+    this.#work.start();
+  }
+
+  /** Queues the builds whose status is due (also: right after a push queued one). */
+  sweep(): Promise<void> {
+    return this.#work.sweep();
+  }
+
+  async #report(id: string): Promise<Result> {
+    const store = this.#o.store;
+    const b = await buildById(store.db, id);
+    if (!b) return Result.done;
+    const repo = b.repository_id === null ? undefined : await repositoryById(store.db, b.repository_id);
+    const token = repo ? await openRepositorySecret(store.db, this.#o.keyring, repo, "status-token") : undefined;
+    const env = await store.db
+      .selectFrom("environments")
+      .select("slug")
+      .where("id", "=", b.environment_id)
+      .executeTakeFirst();
+    if (!repo || token === undefined || b.commit_sha === null || !env) {
+      // Nothing to post to (disconnected, no status token): none is due any more.
+      await recordBuildStatus(store, id, null, b.state);
+      return Result.done;
+    }
+    const status = buildCommitStatus({
+      state: b.state,
+      environment: env.slug,
+      deploy: b.deploy === 1,
+      error: b.error ?? "",
+      url: b.state === "succeeded" ? await environmentUrl(store, b.environment_id, this.#o.exposure) : "",
+      logUrl: "",
+    });
+    const reported = JSON.stringify(status);
+    if (reported !== b.status_reported)
+      await postCommitStatus(
+        {
+          provider: repo.provider as Provider,
+          apiUrl: repo.status_api_url,
+          token,
+          repository: repo.path,
+          sha: b.commit_sha,
+          context: buildStatusContext(env.slug),
+        },
+        status,
+      );
+    await recordBuildStatus(store, id, reported, b.state);
+    return Result.done;
+  }
+
+  idle(): Promise<void> {
+    return this.#work.idle();
+  }
+
+  stop(): Promise<void> {
+    return this.#work.stop();
+  }
+}
