@@ -482,7 +482,13 @@ function suite(newUrl: () => Promise<string>): void {
     });
     const cookie = (signIn.headers.get("set-cookie") ?? "").split(";", 1)[0] ?? "";
     const who = await fetch(`${ctrl.url}/dashboard/session`, { headers: { cookie } });
-    assert.deepEqual(await who.json(), { name: "ci", workspace: { id: evilWorkspaceId, slug: "evil" } });
+    // The token's own role in its workspace; no member (a token, not a sign-in).
+    assert.deepEqual(await who.json(), {
+      name: "ci",
+      workspace: { id: evilWorkspaceId, slug: "evil" },
+      role: "admin",
+      member: null,
+    });
     const call = (method: string, body: unknown) =>
       fetch(`${ctrl.url}/${method}`, {
         method: "POST",
