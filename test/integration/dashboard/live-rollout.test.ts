@@ -100,6 +100,19 @@ describe("dashboard watching real rollouts", { skip }, () => {
     await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
   }
 
+  /**
+   * Until `expr` is true in the page. Polled from here: page.waitForFunction evaluates its
+   * predicate with eval inside the page, which the dashboard's CSP (no unsafe-eval) refuses as soon
+   * as it has to poll.
+   */
+  async function pageUntil(expr: string): Promise<void> {
+    const deadline = Date.now() + LONG;
+    while (!(await page.evaluate(expr))) {
+      assert.ok(Date.now() < deadline, `timed out waiting for ${expr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   /** Deploys from the page's form, confirming the dialog. */
   async function deploy(image: string): Promise<void> {
     await page.getByLabel("Image").fill(image);
@@ -149,10 +162,8 @@ describe("dashboard watching real rollouts", { skip }, () => {
         moves.some((m) => newOf(m) < 2),
         `the chart's labels: ${moves.join(" | ")}`,
       );
-      await page.waitForFunction(
+      await pageUntil(
         `/eu new: last 2 instances/.test(document.querySelector('svg[aria-label^="Instances per region"]')?.getAttribute("aria-label") ?? "")`,
-        undefined,
-        { timeout: LONG },
       );
       await shot("rollout");
     },
@@ -173,10 +184,8 @@ describe("dashboard watching real rollouts", { skip }, () => {
     await revisions.getByRole("row", { name: /hello:v1.*eu 2\/2/ }).waitFor({ timeout: LONG });
     await revisions.getByRole("row", { name: /hello:v2.*eu 0\/0/ }).waitFor({ timeout: LONG });
     const instances = page.getByRole("table", { name: "Instances" });
-    await page.waitForFunction(
+    await pageUntil(
       `[...document.querySelectorAll('table[aria-label="Instances"] tbody tr')].every((r) => r.children[2]?.textContent === "1")`,
-      undefined,
-      { timeout: LONG },
     );
     assert.ok((await instances.getByText("running").count()) >= 2);
     assert.equal(await page.evaluate("window.__kraneMarker"), "no reload");
