@@ -370,6 +370,14 @@ export const SENTINEL_METRICS = {
   instanceDuration: "krane_sentinel_instance_request_duration_seconds",
 } as const;
 
+/**
+ * The key of an instance's request figures (revision, tab, pod name: neither holds a tab), as the
+ * sentinel keeps them and the agent reads them back.
+ */
+export function instanceSeriesKey(revision: string, pod: string): string {
+  return `${revision}\t${pod}`;
+}
+
 /** One revision as a sentinel routes it (part of SentinelStatus). */
 export interface SentinelRevisionStatus {
   readonly deploymentId: string;

@@ -8,7 +8,7 @@
 // counters indexed by revision, and turned into Prometheus samples only when scraped: the
 // request path pays a map lookup and a few increments, not prom-client's label hashing.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricType } from "prom-client";
-import { NO_REVISION, SENTINEL_METRICS } from "../contracts/routing.js";
+import { instanceSeriesKey, NO_REVISION, SENTINEL_METRICS } from "../contracts/routing.js";
 
 /** Latency buckets in seconds. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
@@ -30,10 +30,8 @@ function add(r: RevisionCounts, code: string, seconds: number): void {
   r.count++;
 }
 
-/** The key of an instance's series in RequestStats (pod names and deployment ids hold no tab). */
-export function instanceKey(revision: string, pod: string): string {
-  return `${revision}\t${pod}`;
-}
+/** The key of an instance's series in RequestStats. */
+export const instanceKey = instanceSeriesKey;
 
 interface TableInstances {
   readonly revisions: readonly {

@@ -15,7 +15,7 @@
 // A reading whose process started well before its pod was created is another pod's, answering on
 // an address handed out again, and counts as not scraped.
 import { LATENCY_BUCKETS_MS } from "../../contracts/analysis.js";
-import { SENTINEL_METRICS } from "../../contracts/routing.js";
+import { instanceSeriesKey, SENTINEL_METRICS } from "../../contracts/routing.js";
 // The sentinel's label for requests it answered without a revision (never reported).
 import { NO_REVISION } from "../../contracts/routing.js";
 
@@ -145,10 +145,8 @@ const INSTANCE_BUCKET = `${SENTINEL_METRICS.instanceDuration}_bucket`;
 const START = "process_start_time_seconds";
 const KEEP = new Set([SENTINEL_METRICS.requests, BUCKET, SENTINEL_METRICS.instanceRequests, INSTANCE_BUCKET, START]);
 
-/** The key of an instance's counters in a reading (as the sentinel's own: revision, tab, pod). */
-export function instanceKey(revision: string, instance: string): string {
-  return `${revision}\t${instance}`;
-}
+/** The key of an instance's counters in a reading (as the sentinel's own). */
+export const instanceKey = instanceSeriesKey;
 
 /** The slot of a histogram `le` bound (seconds), or undefined when it is not one of ours. */
 function slotOf(le: string): number | undefined {

@@ -90,13 +90,12 @@ export async function recordMeasurements(store: Store, region: string, report: M
         .execute();
       stored += fresh.length;
       // Only the rows new to ctrl go into the history: a report sent twice counts once there too.
-      const isNew = new Set(fresh.map((f) => `${f.environment_id}\n${f.deployment_id}`));
       for (const f of fresh) newRevisions.add(`${f.environment_id}\n${f.deployment_id}`);
       await addMinutes(
         trx,
         entries
           .slice(i, i + CHUNK)
-          .filter((e) => isNew.has(`${e.environmentId}\n${e.deploymentId}`))
+          .filter((e) => newRevisions.has(`${e.environmentId}\n${e.deploymentId}`))
           .map((e) => measurementPoint(region, report.toMs, e)),
       );
     }

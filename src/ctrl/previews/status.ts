@@ -179,62 +179,74 @@ async function statusOf(
 }
 
 /**
- * The work queue of a commit-status reporter: a sweep every `sweepIntervalMs` (default 1 s) claims
- * what is due, and each id is reported with STATUS_RETRY's backoff when a post fails.
+ * A commit-status reporter: a sweep every `sweepIntervalMs` (default 1 s) claims what is due, and
+ * each id is reported (`report`) with STATUS_RETRY's backoff when a post fails.
  */
-export function statusWork(
-  name: string,
-  claim: (limit: number) => Promise<string[]>,
-  report: (id: string) => Promise<Result>,
-  sweepIntervalMs: number | undefined,
-  logger: Logger | undefined,
-): DueWork {
-  const log = logger ?? pino({ level: "silent" });
-  return new DueWork({
-    name,
-    due: claim,
-    reconcile: report,
-    sweepIntervalMs: sweepIntervalMs ?? 1000,
-    sweepLimit: 200,
-    concurrency: 8,
-    retry: STATUS_RETRY,
-    onSweepError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, `${name} sweep failed`),
-    onResult: (id, r) => {
-      if (r.type === "retry")
-        log.warn(
-          { id, err: r.error instanceof Error ? r.error.message : String(r.error) },
-          `${name} not reported; retrying`,
-        );
-    },
-  });
-}
-
-export class StatusReporter implements Runnable {
-  readonly name = "preview status";
-  readonly #o: StatusReporterOptions;
+export abstract class CommitStatusReporter implements Runnable {
   readonly #work: DueWork;
 
-  constructor(o: StatusReporterOptions) {
-    this.#o = o;
-    this.#work = statusWork(
-      this.name,
-      (limit) => claimDueStatuses(o.store, limit, o.leaseMs ?? 30_000),
-      (id) => this.#report(id),
-      o.sweepIntervalMs,
-      o.logger,
-    );
+  constructor(
+    readonly name: string,
+    claim: (limit: number) => Promise<string[]>,
+    sweepIntervalMs: number | undefined,
+    logger: Logger | undefined,
+  ) {
+    const log = logger ?? pino({ level: "silent" });
+    this.#work = new DueWork({
+      name,
+      due: claim,
+      reconcile: (id) => this.report(id),
+      sweepIntervalMs: sweepIntervalMs ?? 1000,
+      sweepLimit: 200,
+      concurrency: 8,
+      retry: STATUS_RETRY,
+      onSweepError: (err) =>
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, `${name} sweep failed`),
+      onResult: (id, r) => {
+        if (r.type === "retry")
+          log.warn(
+            { id, err: r.error instanceof Error ? r.error.message : String(r.error) },
+            `${name} not reported; retrying`,
+          );
+      },
+    });
   }
+
+  /** Posts what `id`'s commit should show now. */
+  protected abstract report(id: string): Promise<Result>;
 
   start(): void {
     this.#work.start();
   }
 
-  /** Queues the previews whose status is due (also: right after a webhook changed one). */
+  /** Queues what is due now (also: right after a change made one due). */
   sweep(): Promise<void> {
     return this.#work.sweep();
   }
 
-  async #report(id: string): Promise<Result> {
+  idle(): Promise<void> {
+    return this.#work.idle();
+  }
+
+  stop(): Promise<void> {
+    return this.#work.stop();
+  }
+}
+
+export class StatusReporter extends CommitStatusReporter {
+  readonly #o: StatusReporterOptions;
+
+  constructor(o: StatusReporterOptions) {
+    super(
+      "preview status",
+      (limit) => claimDueStatuses(o.store, limit, o.leaseMs ?? 30_000),
+      o.sweepIntervalMs,
+      o.logger,
+    );
+    this.#o = o;
+  }
+
+  protected async report(id: string): Promise<Result> {
     const store = this.#o.store;
     const p = await previewById(store.db, id);
     if (!p) return Result.done;
@@ -260,13 +272,5 @@ export class StatusReporter implements Runnable {
       );
     await recordStatusReport(store, id, reported, next, Number(p.updated_at));
     return Result.done;
-  }
-
-  idle(): Promise<void> {
-    return this.#work.idle();
-  }
-
-  stop(): Promise<void> {
-    return this.#work.stop();
   }
 }

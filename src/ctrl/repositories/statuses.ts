@@ -5,15 +5,13 @@
 // commit should show now (./status.ts) under the environment's context, when it differs from what
 // was posted last. A failed post retries with backoff; the lease brings it back after a crash.
 import type { Logger } from "pino";
-import type { Runnable } from "../../base/lifecycle.js";
-import type { DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { buildById, claimDueBuildStatuses, recordBuildStatus } from "../domain/builds.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
 import type { Keyring } from "../secrets/keyring.js";
-import { environmentUrl, postCommitStatus, statusWork } from "../previews/status.js";
+import { CommitStatusReporter, environmentUrl, postCommitStatus } from "../previews/status.js";
 import type { Provider } from "../previews/providers.js";
 import { buildCommitStatus, buildStatusContext } from "./status.js";
 
@@ -27,32 +25,20 @@ export interface BuildStatusReporterOptions {
   readonly logger?: Logger;
 }
 
-export class BuildStatusReporter implements Runnable {
-  readonly name = "build status";
+export class BuildStatusReporter extends CommitStatusReporter {
   readonly #o: BuildStatusReporterOptions;
-  readonly #work: DueWork;
 
   constructor(o: BuildStatusReporterOptions) {
-    this.#o = o;
-    this.#work = statusWork(
-      this.name,
+    super(
+      "build status",
       (limit) => claimDueBuildStatuses(o.store, limit, o.leaseMs ?? 30_000),
-      (id) => this.#report(id),
       o.sweepIntervalMs,
       o.logger,
     );
+    this.#o = o;
   }
 
-  start(): void {
-    this.#work.start();
-  }
-
-  /** Queues the builds whose status is due (also: right after a push queued one). */
-  sweep(): Promise<void> {
-    return this.#work.sweep();
-  }
-
-  async #report(id: string): Promise<Result> {
+  protected async report(id: string): Promise<Result> {
     const store = this.#o.store;
     const b = await buildById(store.db, id);
     if (!b) return Result.done;
@@ -91,13 +77,5 @@ export class BuildStatusReporter implements Runnable {
       );
     await recordBuildStatus(store, id, reported, b.state);
     return Result.done;
-  }
-
-  idle(): Promise<void> {
-    return this.#work.idle();
-  }
-
-  stop(): Promise<void> {
-    return this.#work.stop();
   }
 }
