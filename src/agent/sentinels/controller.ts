@@ -2,7 +2,8 @@
 // table, on the shared runtime next to the deployment kind (its own stream, cursor, breaker,
 // queue and resync, so a failing deployment stream never stalls it). Key = sentinel id.
 //   owns     the sentinel's Deployment in namespace `sentinel`
-//   renders  its Service (owned by the Deployment) and the routing policy ConfigMap;
+//   renders  its Service (owned by the Deployment), its ingress CiliumNetworkPolicy and the
+//            routing policy ConfigMap;
 //   creates  once, its replicas' peer Secret (the rate-limit exchange's key; deleted with it);
 //            derives one EndpointSlice per revision from the pods (sentinels/routing.ts)
 //   watches  the environment's user pods (a pod that becomes routable, or stops being so,
@@ -12,8 +13,8 @@
 //            per-revision request counters, reported for rollout analysis (collector.ts)
 // Everything it writes carries the sentinel id, so slices of revisions that left are pruned.
 // Apply: the `sentinel` Namespace (created if missing), the peer Secret (created once), the
-// Deployment, the Service, then the routing table. Status: available replicas and health from the Deployment's status.
-// Delete: the Service, the Deployment and the peer Secret, then whatever else carries the sentinel id.
+// Deployment, the Service, then the network policy and the routing table. Status: available replicas and health from the Deployment's status.
+// Delete: the Service, the Deployment, the network policy and the peer Secret, then whatever else carries the sentinel id.
 import { randomBytes } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -58,6 +59,7 @@ import {
   renderPeerSecret,
   renderSentinelDeployment,
   renderSentinelNamespace,
+  renderSentinelNetworkPolicy,
   renderSentinelService,
 } from "./render.js";
 import { MeasurementCollector } from "./collector.js";
@@ -249,6 +251,10 @@ export function sentinelsController(
       // so the agent needs no cluster-wide read of Deployments, Services or ConfigMaps.
       .renders(resources.services, { keysOf: (svc) => oneKey(sentinelKeyOf(svc)), namespace: SENTINEL_NAMESPACE })
       .renders(resources.configMaps, { keysOf: (cm) => oneKey(routingKeyOf(cm)), namespace: SENTINEL_NAMESPACE })
+      .renders(resources.ciliumNetworkPolicies, {
+        keysOf: (cnp) => oneKey(sentinelKeyOf(cnp)),
+        namespace: SENTINEL_NAMESPACE,
+      })
       // Only the agent's own slices: Kubernetes' EndpointSlice controller copies the sentinel
       // Service's labels (the sentinel id among them) onto the Service's slices, and a slice
       // carrying the key's owner label that the render does not name would be pruned — the
@@ -283,6 +289,7 @@ export function sentinelsController(
         render: (s) => [
           renderSentinelDeployment(s, region, defaults),
           renderSentinelService(s, region),
+          renderSentinelNetworkPolicy(s, region, defaults),
           renderRoutingPolicy(s, region),
         ],
 
@@ -291,6 +298,7 @@ export function sentinelsController(
             // Both explicitly, so the Service goes even if its ownerReference was lost.
             await ctx.kube.delete(resources.services, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
             await ctx.kube.delete(resources.deployments, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
+            await ctx.kube.delete(resources.ciliumNetworkPolicies, SENTINEL_NAMESPACE, want.ref.k8sName, signal);
             await ctx.kube.delete(resources.secrets, SENTINEL_NAMESPACE, peerSecretName(want.ref.k8sName), signal);
             peerSecrets.delete(want.ref.k8sName);
             return ctx.deleted(key, want, signal);

@@ -20,6 +20,7 @@ import {
   ownerLabels,
 } from "../../contracts/labels.js";
 import {
+  AGENT_NAMESPACE,
   NODE_CLASS,
   onNodeClass,
   RUNTIME_CLASS,
@@ -237,6 +238,37 @@ export function renderSentinelService(s: ApplySentinel, region: string, ownerUid
         { name: SENTINEL_PEER_PORT_NAME, port: SENTINEL_PEER_PORT, targetPort: SENTINEL_PEER_PORT, protocol: "TCP" },
       ],
     },
+  };
+}
+
+/**
+ * The sentinel's ingress fence, a CiliumNetworkPolicy over its pods (Cilium denies an endpoint
+ * every ingress its policies do not allow, port by port):
+ *  - the proxy port from anywhere (Gateways, in the cluster or on hosts, and callers inside it);
+ *  - krane's own sentinel also has the ops port (probes, /metrics) from the nodes and from the
+ *    agent's namespace, and the rate-limit exchange's port from this sentinel's own replicas
+ *    only (the HMAC behind it stays: a policy is a second fence, not the first).
+ * A sentinel image of the user's listens on its proxy port alone, so that is all it is reached on.
+ * Other scrapers of /metrics (a Prometheus) need a policy of the operator's allowing them:
+ * Cilium adds policies up.
+ */
+export function renderSentinelNetworkPolicy(s: ApplySentinel, region: string, defaults: SentinelDefaults): KubeObject {
+  const tcp = (port: number) => [{ ports: [{ port: String(port), protocol: "TCP" }] }];
+  const ingress: Array<Record<string, unknown>> = [{ fromEntities: ["all"], toPorts: tcp(SENTINEL_PORT) }];
+  if (isOwnSentinel(s, defaults))
+    ingress.push(
+      { fromEntities: ["host", "remote-node"], toPorts: tcp(SENTINEL_OPS_PORT) },
+      {
+        fromEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": AGENT_NAMESPACE } }],
+        toPorts: tcp(SENTINEL_OPS_PORT),
+      },
+      { fromEndpoints: [{ matchLabels: sentinelSelector(s) }], toPorts: tcp(SENTINEL_PEER_PORT) },
+    );
+  return {
+    apiVersion: "cilium.io/v2",
+    kind: "CiliumNetworkPolicy",
+    metadata: { name: s.k8sName, namespace: SENTINEL_NAMESPACE, labels: sentinelLabels(s, region) },
+    spec: { endpointSelector: { matchLabels: sentinelSelector(s) }, ingress },
   };
 }
 

@@ -24,7 +24,11 @@ import { isRecord, type KubeObject } from "../../../src/kube/object.js";
 import { Agent } from "../../../src/agent/agent.js";
 import { silentLogger } from "../../../src/base/log.js";
 import { findDrift } from "../../../src/agent/runtime/drift.js";
-import { renderSentinelDeployment, renderSentinelService } from "../../../src/agent/sentinels/render.js";
+import {
+  renderSentinelDeployment,
+  renderSentinelNetworkPolicy,
+  renderSentinelService,
+} from "../../../src/agent/sentinels/render.js";
 import {
   TestCtrl,
   type ClusterMethod,
@@ -85,6 +89,10 @@ function spec(o: KubeObject | undefined): Record<string, unknown> {
 
 const getDeployment = (name: string): Promise<KubeObject | undefined> => admin.get(resources.deployments, NS, name);
 const getService = (name: string): Promise<KubeObject | undefined> => admin.get(resources.services, NS, name);
+const getPolicy = (name: string): Promise<KubeObject | undefined> =>
+  admin.get(resources.ciliumNetworkPolicies, NS, name);
+/** What the drift checks render with: every sentinel they check names an image of its own. */
+const DEFAULTS = { image: "unused: every sentinel here names its image" };
 
 function runtime(name: string): NonNullable<ReturnType<Agent["runtime"]>> {
   const rt = agent.runtime(name);
@@ -113,14 +121,11 @@ async function converged(s: SentinelInit): Promise<KubeObject> {
       const d = await getDeployment(desired.k8sName);
       const svc = await getService(desired.k8sName);
       if (!d || !svc) return undefined;
-      if (
-        findDrift(
-          renderSentinelDeployment(desired, REGION, { image: "unused: every sentinel here names its image" }),
-          d,
-        ) !== undefined
-      )
-        return undefined;
+      if (findDrift(renderSentinelDeployment(desired, REGION, DEFAULTS), d) !== undefined) return undefined;
       if (findDrift(renderSentinelService(desired, REGION, d.metadata.uid), svc) !== undefined) return undefined;
+      const cnp = await getPolicy(desired.k8sName);
+      if (!cnp || findDrift(renderSentinelNetworkPolicy(desired, REGION, DEFAULTS), cnp) !== undefined)
+        return undefined;
       return d;
     },
     60_000,
@@ -258,6 +263,10 @@ test(
     const before = await converged(want);
     const svcBefore = await getService("snt-snt-a");
     await admin.delete(resources.services, NS, "snt-snt-a");
+    // The ingress fence deleted too: the peers' port would be open to every pod.
+    const policyBefore = await getPolicy("snt-snt-a");
+    assert.ok(policyBefore, "the sentinel's CiliumNetworkPolicy exists");
+    await admin.delete(resources.ciliumNetworkPolicies, NS, "snt-snt-a");
     // Seen gone, or already re-created (a new uid): either proves the deletion happened.
     await eventually(
       "the Service deleted",
@@ -268,6 +277,8 @@ test(
       30_000,
     );
     await converged(want);
+    const policyAfter = await getPolicy("snt-snt-a");
+    assert.notEqual(policyAfter?.metadata.uid, policyBefore.metadata.uid, "the policy was re-created");
 
     await admin.apply(
       resources.deployments,
@@ -341,15 +352,32 @@ test(
     assert.deepEqual(env.find((e) => e.name === "KRANE_SENTINEL_PEER_SECRET")?.valueFrom, {
       secretKeyRef: { name: "snt-snt-own-peers", key: "secret", optional: true },
     });
+    // Its ingress fence: the exchange's port from its own replicas only, the ops port from the
+    // nodes and the agent's namespace, the proxy port from anywhere; nothing else.
+    const cnp = await eventually("the own sentinel's policy", () => getPolicy("snt-snt-own"), 60_000);
+    const ingress = (cnp.spec as { ingress: { toPorts: { ports: { port: string }[] }[] }[] }).ingress;
+    const from = (port: number) =>
+      ingress.filter((r) => r.toPorts.some((t) => t.ports.some((x) => x.port === String(port))));
+    assert.deepEqual(
+      from(8043).map((r) => ({ ...r, toPorts: undefined })),
+      [{ fromEndpoints: [{ matchLabels: { "krane.dev/sentinel-id": "snt_own" } }], toPorts: undefined }],
+    );
+    assert.equal(from(8041).length, 2);
+    assert.deepEqual(
+      from(8040).map((r) => (r as { fromEntities?: string[] }).fromEntities),
+      [["all"]],
+    );
+    assert.equal(ingress.length, 4, "no other rule");
     ctrl.deleteSentinel(REGION, "snt_own");
     await eventually(
-      "the Deployment and the peer Secret gone",
+      "the Deployment, the policy and the peer Secret gone",
       async () => {
-        const [dep, sec] = await Promise.all([
+        const [dep, sec, pol] = await Promise.all([
           getDeployment("snt-snt-own"),
           admin.get(resources.secrets, NS, "snt-snt-own-peers"),
+          getPolicy("snt-snt-own"),
         ]);
-        return !dep && !sec ? true : undefined;
+        return !dep && !sec && !pol ? true : undefined;
       },
       60_000,
     );

@@ -7,6 +7,7 @@ import {
   renderPeerSecret,
   renderSentinel,
   renderSentinelDeployment,
+  renderSentinelNetworkPolicy,
   renderSentinelService,
 } from "../../../../src/agent/sentinels/render.js";
 import { validateApplySentinel } from "../../../../src/agent/sentinels/validate.js";
@@ -305,5 +306,47 @@ test("an environment naming krane's own image (any tag or digest) gets krane's o
     assert.equal(pod.serviceAccountName, undefined, image);
     assert.equal(pod.containers[0]?.image, image);
     assert.equal(pod.containers[0]?.args, undefined, image);
+  }
+});
+
+test("the ingress policy covers exactly the ports the pods listen on; the peers' port only from the same sentinel's pods", () => {
+  interface Rule {
+    fromEntities?: string[];
+    fromEndpoints?: { matchLabels: Record<string, string> }[];
+    toPorts: { ports: { port: string; protocol: string }[] }[];
+  }
+  for (const image of ["", "ghcr.io/acme/proxy:2"]) {
+    const s = sampleSentinel({ image });
+    const d = renderSentinelDeployment(s, REGION, DEFAULTS) as unknown as {
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        template: { spec: { containers: { ports: { containerPort: number }[] }[] } };
+      };
+    };
+    const listened = d.spec.template.spec.containers.flatMap((c) => c.ports.map((p) => String(p.containerPort)));
+    const obj = renderSentinelNetworkPolicy(s, REGION, DEFAULTS);
+    const cnp = obj as unknown as {
+      metadata: { name: string; namespace: string; labels: Record<string, string> };
+      spec: { endpointSelector: { matchLabels: Record<string, string> }; ingress: Rule[] };
+    };
+    assert.equal(cnp.metadata.name, s.k8sName);
+    assert.equal(cnp.metadata.namespace, "sentinel");
+    assert.equal(cnp.metadata.labels["krane.dev/sentinel-id"], s.sentinelId);
+    assert.deepEqual(cnp.spec.endpointSelector.matchLabels, d.spec.selector.matchLabels, "over the sentinel's pods");
+    const covered = new Set(cnp.spec.ingress.flatMap((r) => r.toPorts.flatMap((t) => t.ports.map((p) => p.port))));
+    assert.deepEqual([...covered].sort(), [...new Set(listened)].sort(), `image ${JSON.stringify(image)}`);
+    for (const r of cnp.spec.ingress) {
+      const ports = r.toPorts.flatMap((t) => t.ports.map((p) => p.port));
+      const entities = r.fromEntities ?? [];
+      if (ports.includes("8043"))
+        assert.deepEqual(r, {
+          fromEndpoints: [{ matchLabels: d.spec.selector.matchLabels }],
+          toPorts: [{ ports: [{ port: "8043", protocol: "TCP" }] }],
+        });
+      if (ports.includes("8041")) assert.ok(!entities.some((e) => e === "all" || e === "world"));
+    }
+    // Rendered twice, the same; and it matches itself (no drift on a resync).
+    assert.equal(JSON.stringify(cnp), JSON.stringify(renderSentinelNetworkPolicy(s, REGION, DEFAULTS)));
+    assert.equal(findDrift(obj, JSON.parse(JSON.stringify(obj))), undefined);
   }
 });
