@@ -22,6 +22,7 @@ export const ENV_TABS = [
   ["events", "Events"],
   ["logs", "Logs"],
   ["charts", "Charts"],
+  ["builds", "Builds"],
   ["config", "Config and domains"],
 ] as const;
 

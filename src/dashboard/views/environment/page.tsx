@@ -1,12 +1,14 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
-// An environment's page: one live view (LiveService.WatchEnvironment) feeds every tab (status,
-// events, logs, charts, config and domains; a tab's own file says what it shows).
+// An environment's page: one live view (LiveService.WatchEnvironment) feeds its tabs (status,
+// events, logs, charts, config and domains; a tab's own file says what it shows); the builds
+// tab asks BuildService itself.
 import { useState } from "preact/hooks";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "../../api.js";
 import { LiveBadge } from "../../components/badge.js";
 import { useLiveStream, type LiveState } from "../../live.js";
 import { ENV_TABS, envHash, type EnvRef, type EnvTab } from "../../router.js";
+import { Builds } from "./builds.js";
 import { Charts } from "./charts.js";
 import { recordRollout, type RolloutSample } from "./moves-model.js";
 import { Events } from "./events.js";
@@ -73,6 +75,8 @@ export function EnvironmentBody(props: {
         <Logs envRef={ref} view={view} />
       ) : tab === "charts" ? (
         <Charts envRef={ref} view={view} />
+      ) : tab === "builds" ? (
+        <Builds envRef={ref} />
       ) : tab === "config" ? (
         <Settings envRef={ref} view={view} />
       ) : (
