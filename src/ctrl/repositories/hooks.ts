@@ -2,7 +2,8 @@
 // beside the preview hooks (../previews/webhooks.ts, whose body bound, signature check, replay
 // window and refusal records it shares). A delivery is checked as a preview hook's is — signed by
 // the repository's webhook secret (else 401), about this repository (else 403), within the
-// replay window (else 409) — then read as a push (../repositories/push.ts): a push to a branch
+// replay window (else 409; a GitLab push sent with the plain secret token, whose body holds no
+// time, is dated by its receipt: ./push.ts pushDeliveryTime) — then read as a push (../repositories/push.ts): a push to a branch
 // the map names queues a build of exactly the pushed commit for that branch's environment, in one
 // transaction with the record of the delivery id (a replay is refused, 409; a failure leaves no
 // record and can be delivered again); the queue cancels that environment's older open builds. A
@@ -47,7 +48,7 @@ import {
 import { parseGithub, parseGitlab, type Provider, type PullRequestEvent } from "../previews/providers.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { isPullRequestEvent, pullRequestPlan, type PullRequestPlan } from "./pull-requests.js";
-import { parseGithubPush, parseGitlabPush, type PushEvent } from "./push.js";
+import { parseGithubPush, parseGitlabPush, pushDeliveryTime, type PushEvent } from "./push.js";
 
 type Tx = Parameters<Parameters<Store["write"]>[0]>[0];
 
@@ -126,7 +127,8 @@ export class PushReceiver {
       ev =
         provider === "github" ? parseGithubPush(h["x-github-event"], json) : parseGitlabPush(h["x-gitlab-event"], json);
       if (ev.action === "ignore") return { ignored: ev.ignored ?? "" };
-      checkFresh(verdict.signedAt ?? ev.pushedAt, this.#now(), this.#o.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS);
+      const now = this.#now();
+      checkFresh(pushDeliveryTime(verdict, ev, now), now, this.#o.replayWindowMs ?? DEFAULT_REPLAY_WINDOW_MS);
       checkRepository(ev.repository, repo.path);
       environment = branchesOf(repo)[ev.branch];
       if (environment !== undefined && !this.#o.builds)
