@@ -4,7 +4,9 @@
 //
 // Order: production environments first, then the oldest request first (ties by id, so every
 // replica picks the same). A newer build of the same environment cancels the older ones still
-// queued or running: only the newest source of an environment is worth building.
+// queued or running: only the newest source of an environment is worth building. A pull request's
+// build (for its preview) is in a lane of its own beside its base environment's: a newer push to
+// the same pull request cancels its older builds, and nothing else's.
 
 export type BuildState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
 
@@ -18,6 +20,8 @@ export function isFinished(state: BuildState): boolean {
 export interface QueuedBuild {
   readonly id: string;
   readonly environmentId: string;
+  /** The preview a pull request's build makes (undefined: the environment's own build). */
+  readonly preview?: string;
   readonly production: boolean;
   readonly createdAt: number;
   readonly state: BuildState;
@@ -41,13 +45,14 @@ export function buildsToStart(builds: readonly QueuedBuild[], slots: number): st
     .map((b) => b.id);
 }
 
-/** The builds `newer` supersedes: the same environment's, requested before it, not finished. */
+/** The builds `newer` supersedes: the same environment's (and preview's), requested before it, not finished. */
 export function supersededBy(builds: readonly QueuedBuild[], newer: QueuedBuild): string[] {
   return builds
     .filter(
       (b) =>
         b.id !== newer.id &&
         b.environmentId === newer.environmentId &&
+        b.preview === newer.preview &&
         !isFinished(b.state) &&
         compareAge(b, newer) < 0,
     )

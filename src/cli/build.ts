@@ -104,8 +104,10 @@ function row(b: Build): string[] {
   return [
     b.id,
     b.state,
-    // A repository build's branch and commit; an upload's digest.
-    b.commit === "" ? b.sourceDigest.slice(0, 19) : `${b.branch}@${b.commit.slice(0, 12)}`,
+    // A repository build's branch and commit (and a pull request's preview); an upload's digest.
+    b.commit === ""
+      ? b.sourceDigest.slice(0, 19)
+      : `${b.branch}@${b.commit.slice(0, 12)}${b.preview === "" ? "" : ` → ${b.preview}`}`,
     b.deploy ? b.deploymentId || "yes" : "no",
     b.imageDigest === "" ? "-" : `${b.image.replace(/:[^:/]+$/, "")}@${b.imageDigest}`,
     when(b.createdAtUnixMs),

@@ -45,6 +45,7 @@ interface ServeFlags {
   buildStateDir?: string;
   buildSlots?: string;
   buildTimeout?: string;
+  gitCaFile?: string;
   oidcIssuer?: string;
   oidcClientId?: string;
   oidcClientSecretFile?: string;
@@ -186,6 +187,10 @@ export function registerCtrlCommands(program: Command): void {
     .option("--build-slots <n>", "builds at once (default 1); env KRANE_BUILD_SLOTS")
     .option("--build-timeout <duration>", "a build's time limit (default 15m); env KRANE_BUILD_TIMEOUT")
     .option(
+      "--git-ca-file <file>",
+      "CA certificates (PEM) repositories' HTTPS certificates may come from, beside the system's; env KRANE_GIT_CA_FILE",
+    )
+    .option(
       "--oidc-issuer <url>",
       "sign members in through this OpenID provider (https; its discovery document is read at the first sign-in); env KRANE_OIDC_ISSUER",
     )
@@ -247,6 +252,7 @@ export function registerCtrlCommands(program: Command): void {
         buildStateDir: flags.buildStateDir,
         buildSlots: flags.buildSlots,
         buildTimeout: flags.buildTimeout,
+        gitCaFile: flags.gitCaFile,
         oidcIssuer: flags.oidcIssuer,
         oidcClientId: flags.oidcClientId,
         oidcClientSecretFile: flags.oidcClientSecretFile,

@@ -1,6 +1,7 @@
 // `krane repo connect | list | show | update | disconnect`: a project's git repository through
 // ctrl's RepositoryService. Its pushes (GitHub or GitLab push events to the webhook path) build
-// the pushed commit and deploy it to the environment its branch is mapped to. The token, deploy
+// the pushed commit and deploy it to the environment its branch is mapped to; with --previews, its
+// pull requests build their head commit into a preview of that environment. The token, deploy
 // key and webhook secret are read from a file, stdin ("-") or env:NAME, never from the command
 // line, and ctrl never shows them again.
 import type { Command } from "commander";
@@ -12,7 +13,7 @@ async function service(x: UserContext) {
   return { m, client: x.ctrl.client(m.RepositoryService) };
 }
 
-const HEAD = ["PROJECT", "URL", "PROVIDER", "CREDENTIAL", "BRANCHES", "STATUSES", "WEBHOOK PATH"];
+const HEAD = ["PROJECT", "URL", "PROVIDER", "CREDENTIAL", "BRANCHES", "PREVIEWS", "STATUSES", "WEBHOOK PATH"];
 
 function row(r: Repository): string[] {
   return [
@@ -21,12 +22,16 @@ function row(r: Repository): string[] {
     r.provider,
     r.credential,
     r.branches.join(" "),
+    r.previews === "" ? "-" : `${r.previews}${r.buildForks ? " (forks too)" : ""}`,
     r.reportsStatus ? "yes" : "no",
     r.webhookPath,
   ];
 }
 
 const collect = (v: string, all: string[]): string[] => [...all, v];
+
+const PREVIEWS_HELP = "build each pull request's head commit into a preview made from this environment";
+const FORKS_HELP = "build pull requests from forks too (their code runs in the build; off by default)";
 
 export function registerRepoCommands(program: Command): void {
   const repo = program
@@ -49,7 +54,9 @@ export function registerRepoCommands(program: Command): void {
       .option(
         "--status-api-url <url>",
         "the provider's API (default https://api.github.com, https://gitlab.com/api/v4)",
-      ),
+      )
+      .option("--previews <env>", PREVIEWS_HELP)
+      .option("--build-forks", FORKS_HELP),
     async (
       x,
       project: string,
@@ -63,6 +70,8 @@ export function registerRepoCommands(program: Command): void {
         deployKeyFile?: string;
         statusTokenFile?: string;
         statusApiUrl?: string;
+        previews?: string;
+        buildForks?: boolean;
       },
     ) => {
       const { m, client } = await service(x);
@@ -78,12 +87,14 @@ export function registerRepoCommands(program: Command): void {
         deployKey: f.deployKeyFile === undefined ? "" : `${await readSecret("--deploy-key-file", f.deployKeyFile)}\n`,
         statusToken: await readSecret("--status-token-file", f.statusTokenFile),
         statusApiUrl: f.statusApiUrl ?? "",
+        previews: f.previews ?? "",
+        buildForks: f.buildForks === true,
       });
       if (!r) return;
       if (x.json) x.printJson(m.RepositorySchema, r);
       else
         process.stdout.write(
-          `connected ${r.project} to ${r.url}: give ${r.provider} the URL <ctrl's webhook address>${r.webhookPath} (content type application/json, push events) and the same secret\n`,
+          `connected ${r.project} to ${r.url}: give ${r.provider} the URL <ctrl's webhook address>${r.webhookPath} (content type application/json, push${r.previews === "" ? "" : " and pull request"} events) and the same secret\n`,
         );
     },
   );
@@ -111,6 +122,7 @@ export function registerRepoCommands(program: Command): void {
             ["path", r.path],
             ["credential", r.credential],
             ["branches", r.branches.join(" ")],
+            ["previews", r.previews === "" ? "-" : `from ${r.previews}${r.buildForks ? ", forks too" : ", not forks"}`],
             ["webhook path", r.webhookPath],
             ["status api", r.reportsStatus ? r.statusApiUrl : "-"],
             ["connected", when(r.createdAtUnixMs)],
@@ -122,14 +134,19 @@ export function registerRepoCommands(program: Command): void {
   workspaceCommand(
     repo
       .command("update <project>")
-      .description("replace the branch → environment map")
-      .requiredOption("--branch <branch=env>", "map a branch to an environment (repeat)", collect, []),
-    async (x, project: string, f: ConnectionFlags & { branch: string[] }) => {
+      .description("replace the branch → environment map, or how pull requests build")
+      .option("--branch <branch=env>", "map a branch to an environment (repeat; the whole map)", collect, [])
+      .option("--previews <env>", `${PREVIEWS_HELP}; "" turns them off`)
+      .option("--build-forks", FORKS_HELP)
+      .option("--no-build-forks", "stop building forks' pull requests"),
+    async (x, project: string, f: ConnectionFlags & { branch: string[]; previews?: string; buildForks?: boolean }) => {
       const { m, client } = await service(x);
       const { repository: r } = await client.updateRepository({
         workspace: await x.ctrl.workspace(),
         project,
         branches: f.branch,
+        ...(f.previews === undefined ? {} : { previews: f.previews }),
+        ...(f.buildForks === undefined ? {} : { buildForks: f.buildForks }),
       });
       if (!r) return;
       if (x.json) x.printJson(m.RepositorySchema, r);

@@ -53,6 +53,7 @@ export function buildMsg(b: BuildRow, names: { project: string; environment: str
     finishedAtUnixMs: BigInt(b.finished_at ?? 0),
     commit: b.commit_sha ?? "",
     branch: b.branch ?? "",
+    preview: b.preview ?? "",
   });
 }
 

@@ -13,11 +13,12 @@ import {
   findRepository,
   listRepositories,
   repositoryHookPath,
-  updateRepositoryBranches,
+  updateRepository,
 } from "../domain/repositories.js";
 import { findProject, findWorkspace } from "../domain/tenancy.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { projectRef, workspaceRef } from "../validate/api.js";
+import { slug } from "../validate/rules.js";
 import { validateBranches, validateConnectRepository } from "../validate/repository.js";
 
 export interface RepositoryApiDeps {
@@ -43,6 +44,8 @@ export function repositoryMsg(r: RepositoryRow, project: string): Repository {
     reportsStatus: r.status_token_sealed !== null,
     createdAtUnixMs: BigInt(r.created_at),
     updatedAtUnixMs: BigInt(r.updated_at),
+    previews: r.preview_base,
+    buildForks: Number(r.preview_forks) === 1,
   });
 }
 
@@ -72,8 +75,13 @@ export function repositoryServiceImpl({ store, keyring }: RepositoryApiDeps): Se
     },
     async updateRepository(req) {
       const { workspace, project } = ref(req);
-      const branches = validateBranches(req.branches);
-      const row = await updateRepositoryBranches(store, workspace, project, branches);
+      // An empty map keeps the one there is when only how pull requests build changes.
+      const keepMap = req.branches.length === 0 && (req.previews !== undefined || req.buildForks !== undefined);
+      const row = await updateRepository(store, workspace, project, {
+        ...(keepMap ? {} : { branches: validateBranches(req.branches) }),
+        ...(req.previews === undefined ? {} : { previews: req.previews === "" ? "" : slug("previews", req.previews) }),
+        ...(req.buildForks === undefined ? {} : { buildForks: req.buildForks }),
+      });
       return { repository: repositoryMsg(row, await slugOf(row)) };
     },
     async disconnectRepository(req) {

@@ -2,7 +2,10 @@
 // lease it renews as the build logs: src/ctrl/domain/builds.ts) and runs each with the BuildKit
 // runner (src/builds/buildkit.ts: one buildkitd per project, so caches are per project; no network
 // for RUN steps), pushes the image to the build registry, and for a deploy build records the
-// digest as the environment's new revision.
+// digest as the environment's new revision. A pull request's build (row.preview set; its
+// environment is the preview's base) creates or updates that preview instead, with the base's part
+// of the commit's krane.yaml (../domain/preview-builds.ts), unless its pull request was closed
+// while it built.
 //
 // Why in ctrl and not, as DESIGN §10 has it, work an agent pulls into builder pods: this is the
 // first step, with the same records, queue and API an agent-side builder will use. A builder kind
@@ -34,8 +37,9 @@ import { createAskedDeployment } from "../domain/deployments.js";
 import type { DomainCheckPolicy } from "../domain/domains.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import { applyEnvironmentFile, type BuiltImage } from "../domain/project-file.js";
+import { deployBuiltPreview } from "../domain/preview-builds.js";
+import { holdRunningBuild } from "../domain/builds.js";
 import { DomainError } from "../errors.js";
-import type { DeploymentContext } from "../payloads/deployment.js";
 import { currentRevision } from "../rollout/actions.js";
 import { validateCreateDeployment } from "../validate/api.js";
 
@@ -166,8 +170,9 @@ export class BuildWorker implements Runnable {
     names: { workspace: string; project: string; environment: string },
     file: SourceProjectFile,
     built: BuiltImage,
-  ): Promise<DeploymentContext> {
+  ): Promise<{ deployment?: { id: string; revision: number }; environmentId?: string }> {
     const { store } = this.#d;
+    if (row.preview !== null) return this.#deployPreview(row, names, file, built);
     if (file.kind === "environment") {
       try {
         const applied = await applyEnvironmentFile(
@@ -197,6 +202,50 @@ export class BuildWorker implements Runnable {
     );
     ask.imageDigest = built.imageDigest;
     return createAskedDeployment(store, ask, currentRevision);
+  }
+
+  /** A pull request's build: its preview made or updated, with the base's part of the file. */
+  async #deployPreview(
+    row: BuildRow,
+    names: { workspace: string; project: string; environment: string },
+    file: SourceProjectFile,
+    built: BuiltImage,
+  ): Promise<{ deployment?: { id: string; revision: number }; environmentId?: string }> {
+    const { store, keyring, projectFile } = this.#d;
+    const repo = row.repository_id === null ? undefined : await repositoryById(store.db, row.repository_id);
+    if (!repo || row.preview === null) throw new Error("its repository was disconnected");
+    const name = row.preview;
+    try {
+      const done = await store.write(async (tx) => {
+        // Its pull request closed meanwhile: no preview comes back.
+        if (!(await holdRunningBuild(tx, row.id))) throw new BuildFailed("the build was cancelled", []);
+        return deployBuiltPreview(
+          tx,
+          { keyring, exposure: projectFile.settings, policy: projectFile.policy },
+          {
+            workspaceId: row.workspace_id,
+            projectId: row.project_id,
+            baseEnvironmentId: row.environment_id,
+            name,
+            pullRequest: {
+              provider: repo.provider === "gitlab" ? "gitlab" : "github",
+              repositoryId: repo.id,
+              repository: repo.path,
+              number: Number(row.pr_number ?? 0),
+              headSha: row.commit_sha ?? "",
+              fork: Number(row.pr_fork) === 1,
+            },
+            built,
+            desired: file.kind === "environment" ? file.desired : undefined,
+          },
+        );
+      });
+      return done;
+    } catch (err) {
+      if (err instanceof DomainError && file.kind === "environment")
+        throw new Error(refusalLine(SOURCE_PROJECT_FILE, file.source, names.environment, err.message));
+      throw err;
+    }
   }
 
   /**
@@ -288,7 +337,11 @@ export class BuildWorker implements Runnable {
           : { kind: "none" };
       if (file.kind === "other") log(file.note);
       if (file.kind === "environment")
-        log(`${SOURCE_PROJECT_FILE}: the deploy applies environments.${names.environment} with the new revision`);
+        log(
+          row.preview === null
+            ? `${SOURCE_PROJECT_FILE}: the deploy applies environments.${names.environment} with the new revision`
+            : `${SOURCE_PROJECT_FILE}: preview ${row.preview} takes environments.${names.environment}'s deployment and config`,
+        );
       const daemon = await this.#daemon(row.project_id);
       const repository = `${names.workspace}/${names.project}`;
       const image = `${this.#s.registry}/${repository}:${id}`;
@@ -316,9 +369,13 @@ export class BuildWorker implements Runnable {
         await flush();
         if (abort.signal.aborted) throw new BuildFailed("the build was cancelled", []);
         const deployed = await this.#deploy(row, names, file, { image, imageDigest: digest, buildId: id });
-        deploymentId = deployed.deployment.id;
-        log(`deployed as revision ${deployed.deployment.revision} (${deploymentId})`);
-        await this.#d.environmentChanged(row.environment_id);
+        if (deployed.deployment) {
+          deploymentId = deployed.deployment.id;
+          log(
+            `deployed ${row.preview ?? names.environment} as revision ${deployed.deployment.revision} (${deploymentId})`,
+          );
+          await this.#d.environmentChanged(deployed.environmentId ?? row.environment_id);
+        } else log(`preview ${row.preview ?? ""} is from a fork and waits for approval (krane preview approve)`);
       }
       outcome = { state: "succeeded", image, imageDigest: digest, ...(deploymentId ? { deploymentId } : {}) };
     } catch (err) {

@@ -1004,6 +1004,11 @@ export interface BuildsTable {
   /** The commit status posted last (JSON), and when the next is due (null: none). */
   status_reported: string | null;
   status_due_at: number | null;
+  /** Migration 0045: the preview a pull request's build makes (null: a branch's build). */
+  preview: string | null;
+  pr_number: number | null;
+  /** 1: the pull request comes from a fork. */
+  pr_fork: number | null;
 }
 
 /** Migration 0043: a project's git repository. */
@@ -1029,6 +1034,10 @@ export interface RepositoriesTable {
   status_token_sealed: Uint8Array | null;
   /** JSON object: branch → environment slug. */
   branches: string;
+  /** Migration 0045: the environment (slug) pull requests' previews are made from; "": none. */
+  preview_base: string;
+  /** 1: pull requests from forks are built too. */
+  preview_forks: number;
   created_at: number;
   updated_at: number;
 }

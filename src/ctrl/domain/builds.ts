@@ -93,10 +93,13 @@ export interface NewBuild {
   readonly deploy: boolean;
 }
 
-function queued(r: Pick<BuildRow, "id" | "environment_id" | "production" | "created_at" | "state">): QueuedBuild {
+function queued(
+  r: Pick<BuildRow, "id" | "environment_id" | "preview" | "production" | "created_at" | "state">,
+): QueuedBuild {
   return {
     id: r.id,
     environmentId: r.environment_id,
+    ...(r.preview === null ? {} : { preview: r.preview }),
     production: Number(r.production) === 1,
     createdAt: Number(r.created_at),
     state: r.state as BuildState,
@@ -128,6 +131,14 @@ export interface GitSource {
   readonly commit: string;
 }
 
+/** A pull request's build: the preview it makes from its base environment (the build's environment). */
+export interface PreviewTarget {
+  /** The preview's name ("pr-7", "mr-7"). */
+  readonly name: string;
+  readonly number: number;
+  readonly fork: boolean;
+}
+
 /**
  * Queues a build in the caller's transaction and cancels the environment's older open builds. A
  * commit already queued or building for the environment is not queued twice: that build is
@@ -135,16 +146,18 @@ export interface GitSource {
  */
 export async function queueBuildIn(
   tx: WriteTx,
-  b: NewBuild & { readonly git?: GitSource },
+  b: NewBuild & { readonly git?: GitSource; readonly preview?: PreviewTarget },
 ): Promise<{ build: BuildRow; cancelled: string[] }> {
   if (b.git) {
-    const same = await tx.trx
+    const sameLane = tx.trx
       .selectFrom("builds")
       .selectAll()
       .where("environment_id", "=", b.environmentId)
       .where("commit_sha", "=", b.git.commit)
-      .where("state", "in", ["queued", "running"])
-      .executeTakeFirst();
+      .where("state", "in", ["queued", "running"]);
+    const same = await (
+      b.preview ? sameLane.where("preview", "=", b.preview.name) : sameLane.where("preview", "is", null)
+    ).executeTakeFirst();
     if (same) return { build: same, cancelled: [] };
   }
   const id = newId("bld");
@@ -177,12 +190,15 @@ export async function queueBuildIn(
     // A repository build's commit status is due with each change of its state (the reporter
     // posts it: ../repositories/statuses.ts), written in the change's transaction.
     status_due_at: b.git ? tx.now : null,
+    preview: b.preview?.name ?? null,
+    pr_number: b.preview?.number ?? null,
+    pr_fork: b.preview === undefined ? null : b.preview.fork ? 1 : 0,
   };
   await tx.trx.insertInto("builds").values(build).execute();
   await noteWriteSubject(tx, id);
   const open = await tx.trx
     .selectFrom("builds")
-    .select(["id", "environment_id", "production", "created_at", "state"])
+    .select(["id", "environment_id", "preview", "production", "created_at", "state"])
     .where("environment_id", "=", b.environmentId)
     .where("state", "in", ["queued", "running"])
     .execute();
@@ -291,6 +307,39 @@ async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
   return true;
 }
 
+/** Cancels a pull request's open builds (it was closed): answers their ids. */
+export async function cancelPreviewBuildsIn(
+  tx: WriteTx,
+  projectId: string,
+  preview: string,
+  why: string,
+): Promise<string[]> {
+  const open = await tx.trx
+    .selectFrom("builds")
+    .select("id")
+    .where("project_id", "=", projectId)
+    .where("preview", "=", preview)
+    .where("state", "in", ["queued", "running"])
+    .execute();
+  const out: string[] = [];
+  for (const b of open) if (await finish(tx, b.id, { state: "cancelled", error: why })) out.push(b.id);
+  return out;
+}
+
+/**
+ * Whether the build is still running, holding its row until the transaction ends (an UPDATE locks
+ * it): a build cancelled meanwhile (its pull request closed) must not deploy.
+ */
+export async function holdRunningBuild(tx: WriteTx, id: string): Promise<boolean> {
+  const res = await tx.trx
+    .updateTable("builds")
+    .set({ state: "running" })
+    .where("id", "=", id)
+    .where("state", "=", "running")
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows) === 1;
+}
+
 /** Cancels a queued or running build of the workspace; answers it as it is now. */
 export async function cancelBuild(store: Store, workspaceId: string, id: string): Promise<BuildRow> {
   return store.write(async (tx) => {
@@ -324,7 +373,7 @@ export async function claimBuilds(store: Store, slots: number, leaseMs: number):
     );
     const open = await tx.trx
       .selectFrom("builds")
-      .select(["id", "environment_id", "production", "created_at", "state"])
+      .select(["id", "environment_id", "preview", "production", "created_at", "state"])
       .where("state", "in", ["queued", "running"])
       .execute();
     const start = buildsToStart(open.map(queued), slots);

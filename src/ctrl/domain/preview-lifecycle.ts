@@ -65,6 +65,8 @@ export interface PreviewSpec {
   region: string | undefined;
   withSecrets: boolean;
   pullRequest?: PullRequestRef;
+  /** The build that made `image` (a pull request of a connected repository); its revision names it. */
+  buildId?: string;
 }
 
 export interface PreviewOutcome {
@@ -112,7 +114,14 @@ async function startPreviewEnvironment(
   tx: WriteTx,
   deps: PreviewDeps,
   base: EnvironmentContext,
-  p: { name: string; region: string; image: string; imageDigest: string | null; withSecrets: boolean },
+  p: {
+    name: string;
+    region: string;
+    image: string;
+    imageDigest: string | null;
+    withSecrets: boolean;
+    buildId?: string;
+  },
 ): Promise<EnvironmentContext> {
   const b = base.environment;
   let environment: EnvironmentRow;
@@ -188,7 +197,7 @@ async function startPreviewEnvironment(
     ...settings,
     image: p.image,
     imageDigest: p.imageDigest,
-    buildId: "",
+    buildId: p.buildId ?? "",
     replicas: null,
   });
   return ctx;
@@ -225,6 +234,7 @@ export async function createPreviewIn(tx: WriteTx, deps: PreviewDeps, spec: Prev
         image: spec.image,
         imageDigest: spec.imageDigest,
         withSecrets,
+        ...(spec.buildId === undefined ? {} : { buildId: spec.buildId }),
       });
   const pr = spec.pullRequest;
   const preview = await insertPreview(tx, {
@@ -267,7 +277,7 @@ export async function createPreview(store: Store, deps: PreviewDeps, spec: Previ
 export async function updatePreviewIn(
   tx: WriteTx,
   preview: PreviewRow,
-  change: { image: string; imageDigest: string | null; headSha: string; fork: boolean },
+  change: { image: string; imageDigest: string | null; headSha: string; fork: boolean; buildId?: string },
 ): Promise<PreviewOutcome> {
   const p = await lockPreview(tx, preview.id);
   if (!p) throw notFound(`preview "${preview.name}"`);
@@ -293,6 +303,7 @@ export async function updatePreviewIn(
     ...revisionCopyOf(running),
     image: change.image,
     imageDigest: change.imageDigest,
+    ...(change.buildId === undefined ? {} : { buildId: change.buildId }),
     replicas: null,
   });
   return { preview: { ...p, ...patch }, environmentId: p.environment_id };

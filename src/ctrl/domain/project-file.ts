@@ -293,7 +293,7 @@ export async function applyEnvironmentFile(
   domainPolicy: DomainCheckPolicy,
 ): Promise<Applied> {
   try {
-    return await store.write((tx) => applyIn(tx, input, settings, domainPolicy));
+    return await store.write((tx) => applyEnvironmentFileIn(tx, input, settings, domainPolicy));
   } catch (err) {
     // Another apply created the environment, or another environment claimed a domain, meanwhile.
     if (store.isUniqueViolation(err))
@@ -304,7 +304,8 @@ export async function applyEnvironmentFile(
   }
 }
 
-async function applyIn(
+/** applyEnvironmentFile inside the caller's transaction (a preview's build: with its preview's change). */
+export async function applyEnvironmentFileIn(
   tx: WriteTx,
   input: ApplyInput,
   settings: ExposureSettings,

@@ -40,9 +40,14 @@ export function branchesOf(row: Pick<RepositoryRow, "branches">): Record<string,
   return out;
 }
 
-/** Each mapped environment must exist in the project. */
-async function checkEnvironments(db: Reader, projectId: string, branches: Record<string, string>): Promise<void> {
-  const wanted = [...new Set(Object.values(branches))];
+/** Each mapped environment, and the previews' base, must exist in the project. */
+async function checkEnvironments(
+  db: Reader,
+  projectId: string,
+  branches: Record<string, string>,
+  previews: string,
+): Promise<void> {
+  const wanted = [...new Set([...Object.values(branches), ...(previews === "" ? [] : [previews])])];
   const have = await db
     .selectFrom("environments")
     .select("slug")
@@ -55,6 +60,8 @@ async function checkEnvironments(db: Reader, projectId: string, branches: Record
       throw failedPrecondition(
         `branches: branch "${branch}" is mapped to environment "${env}", which this project has not`,
       );
+  if (previews !== "" && !known.has(previews))
+    throw failedPrecondition(`previews: this project has no environment "${previews}" to make previews from`);
 }
 
 function needKeyring(keyring: Keyring | undefined): Keyring {
@@ -83,7 +90,7 @@ export async function connectRepository(
         "already_exists",
         `project "${project.slug}" is already connected to ${existing.url} (krane repo disconnect ${project.slug} first)`,
       );
-    await checkEnvironments(tx.trx, project.id, spec.branches);
+    await checkEnvironments(tx.trx, project.id, spec.branches, spec.pullRequests.previews);
     const key = await dataKeyFor(tx, ring, workspace.id);
     const id = newId("rep");
     const c = spec.credential;
@@ -107,6 +114,8 @@ export async function connectRepository(
       status_token_sealed:
         statusToken === undefined ? null : sealWith(key, statusToken, repositorySecretAad(id, "status-token")),
       branches: JSON.stringify(spec.branches),
+      preview_base: spec.pullRequests.previews,
+      preview_forks: spec.pullRequests.buildForks ? 1 : 0,
       created_at: tx.now,
       updated_at: tx.now,
     };
@@ -143,22 +152,29 @@ export async function listRepositories(
   return rows.map(({ project_slug, ...repository }) => ({ repository, project: project_slug }));
 }
 
-export async function updateRepositoryBranches(
+/** Replaces the branch map (undefined: kept) and how pull requests build (each field undefined: kept). */
+export async function updateRepository(
   store: Store,
   workspace: string,
   project: string,
-  branches: Record<string, string>,
+  change: { branches?: Record<string, string>; previews?: string; buildForks?: boolean },
 ): Promise<RepositoryRow> {
   return store.write(async (tx) => {
     const row = await findRepository(tx.trx, workspace, project);
-    await checkEnvironments(tx.trx, row.project_id, branches);
-    const next = { ...row, branches: JSON.stringify(branches), updated_at: tx.now };
-    await tx.trx
-      .updateTable("repositories")
-      .set({ branches: next.branches, updated_at: tx.now })
-      .where("id", "=", row.id)
-      .execute();
-    return next;
+    const branches = change.branches ?? branchesOf(row);
+    const previews = change.previews ?? row.preview_base;
+    const forks = change.buildForks ?? Number(row.preview_forks) === 1;
+    if (forks && previews === "")
+      throw failedPrecondition("build_forks: pull requests build no previews (give previews an environment)");
+    await checkEnvironments(tx.trx, row.project_id, branches, previews);
+    const set = {
+      branches: JSON.stringify(branches),
+      preview_base: previews,
+      preview_forks: forks ? 1 : 0,
+      updated_at: tx.now,
+    };
+    await tx.trx.updateTable("repositories").set(set).where("id", "=", row.id).execute();
+    return { ...row, ...set };
   });
 }
 

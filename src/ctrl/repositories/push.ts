@@ -81,3 +81,19 @@ export function parseGitlabPush(event: string | undefined, body: unknown): PushE
     sender: str(body.user_username),
   };
 }
+
+/**
+ * The time a push delivery's age is measured from: the signed timestamp (GitLab's signing token),
+ * else the push's time in the signed body (GitHub), else — GitLab's plain secret token, whose
+ * push body holds no time of the push — its receipt. That token signs nothing: whoever holds it
+ * can send any delivery, so a time in the body could not be trusted either; what refuses a replay
+ * of such a delivery is its X-Gitlab-Event-UUID, recorded with what it did and kept twice the
+ * replay window. Undefined: nothing to date it by (refused).
+ */
+export function pushDeliveryTime(
+  verdict: { readonly method: string; readonly signedAt?: number },
+  ev: Pick<PushEvent, "pushedAt">,
+  receivedAt: number,
+): number | undefined {
+  return verdict.signedAt ?? ev.pushedAt ?? (verdict.method === "secret-token" ? receivedAt : undefined);
+}

@@ -3,11 +3,13 @@
 // between the change and the post loses nothing); a sweep claims the due builds (moving their next
 // look ahead by a lease, so ctrl replicas do not post the same one at once) and posts what the
 // commit should show now (./status.ts) under the environment's context, when it differs from what
-// was posted last. A failed post retries with backoff; the lease brings it back after a crash.
+// was posted last. A failed post retries with backoff; the lease brings it back after a crash. A
+// pull request's build reports under its preview's name, its URL the preview's.
 import type { Logger } from "pino";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
 import { buildById, claimDueBuildStatuses, recordBuildStatus } from "../domain/builds.js";
+import { findPreview } from "../domain/previews.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
 import type { Keyring } from "../secrets/keyring.js";
@@ -54,12 +56,16 @@ export class BuildStatusReporter extends CommitStatusReporter {
       await recordBuildStatus(store, id, null, b.state);
       return Result.done;
     }
+    // A pull request's build: its preview's name and environment.
+    const target = b.preview ?? env.slug;
+    const preview = b.preview === null ? undefined : await findPreview(store.db, b.project_id, b.preview);
+    const envId = b.preview === null ? b.environment_id : preview?.environment_id;
     const status = buildCommitStatus({
       state: b.state,
-      environment: env.slug,
+      environment: target,
       deploy: b.deploy === 1,
       error: b.error ?? "",
-      url: b.state === "succeeded" ? await environmentUrl(store, b.environment_id, this.#o.exposure) : "",
+      url: b.state === "succeeded" && envId ? await environmentUrl(store, envId, this.#o.exposure) : "",
       logUrl: "",
     });
     const reported = JSON.stringify(status);
@@ -71,7 +77,7 @@ export class BuildStatusReporter extends CommitStatusReporter {
           token,
           repository: repo.path,
           sha: b.commit_sha,
-          context: buildStatusContext(env.slug),
+          context: buildStatusContext(target),
         },
         status,
       );

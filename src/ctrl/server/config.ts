@@ -42,6 +42,7 @@
 //   --build-state-dir    KRANE_BUILD_STATE_DIR      buildStateDir       <database dir>/builds (BuildKit's caches, per project)
 //   --build-slots        KRANE_BUILD_SLOTS          buildSlots          1 (builds at once)
 //   --build-timeout      KRANE_BUILD_TIMEOUT        buildTimeout        15m (a build's time limit)
+//   --git-ca-file        KRANE_GIT_CA_FILE          gitCaFile           (none: the system's) extra CAs of repositories' HTTPS certificates, PEM
 //   --oidc-issuer        KRANE_OIDC_ISSUER          oidcIssuer          (none: no sign-in) the OpenID provider, https (http only on loopback)
 //   --oidc-client-id     KRANE_OIDC_CLIENT_ID       oidcClientId        ctrl's client id at the provider (needed with an issuer)
 //   --oidc-client-secret-file KRANE_OIDC_CLIENT_SECRET_FILE oidcClientSecretFile (none: a public client, PKCE only)
@@ -112,6 +113,8 @@ export interface CtrlSettings {
     stateDir: string;
     slots: number;
     timeoutMs: number;
+    /** CAs (a PEM file) repositories' HTTPS certificates may come from, beside the system's. */
+    gitCaFile?: string;
   } | null;
   /** Sign-in through an OpenID provider (undefined: none, API tokens only). */
   oidc:
@@ -164,6 +167,7 @@ const ENV = {
   buildStateDir: "KRANE_BUILD_STATE_DIR",
   buildSlots: "KRANE_BUILD_SLOTS",
   buildTimeout: "KRANE_BUILD_TIMEOUT",
+  gitCaFile: "KRANE_GIT_CA_FILE",
   oidcIssuer: "KRANE_OIDC_ISSUER",
   oidcClientId: "KRANE_OIDC_CLIENT_ID",
   oidcClientSecretFile: "KRANE_OIDC_CLIENT_SECRET_FILE",
@@ -327,6 +331,7 @@ function buildSettings(
       "build bases: builds need the base images' OCI layout (--build-bases; scripts/build-bases.sh makes it)",
     );
   const slots = Number(pick("buildSlots") ?? "1");
+  const gitCaFile = pick("gitCaFile");
   if (!Number.isInteger(slots) || slots < 1 || slots > 64) throw new Error("build slots: an integer from 1 to 64");
   return {
     registry: registry.toLowerCase(),
@@ -338,6 +343,7 @@ function buildSettings(
     stateDir: pick("buildStateDir") ?? defaultStateDir,
     slots,
     timeoutMs: parseDurationMs("build timeout", pick("buildTimeout") ?? "15m"),
+    ...(gitCaFile === undefined || gitCaFile === "" ? {} : { gitCaFile }),
   };
 }
 

@@ -361,6 +361,7 @@ export function webhookListener(
     keyring: b.config.keyring,
     refusals: receiver.refusals,
     builds: builds && { queued: () => builds.queued() },
+    onDeleted: () => void finishDeletions(store).catch(b.backgroundFailure("finishing a deletion failed")),
     replayWindowMs,
     isOutage: (err) => b.isOutage(err),
     logger: b.log,

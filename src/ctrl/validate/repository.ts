@@ -27,6 +27,23 @@ export interface ConnectRepositoryInput {
   readonly statusApiUrl: string | undefined;
   /** "" : the fetch token when there is one, else no statuses. */
   readonly statusToken: string;
+  /** How pull requests are built (previews "": not at all). */
+  readonly pullRequests: PullRequestBuilds;
+}
+
+export interface PullRequestBuilds {
+  /** The environment (slug) a pull request's preview is made from; "": pull requests build nothing. */
+  readonly previews: string;
+  /** Pull requests from forks are built too. */
+  readonly buildForks: boolean;
+}
+
+/** How pull requests are built: a preview base is a slug; forks need one. */
+export function validatePullRequestBuilds(req: { previews: string; buildForks: boolean }): PullRequestBuilds {
+  const previews = req.previews === "" ? "" : r.slug("previews", req.previews);
+  if (req.buildForks && previews === "")
+    throw invalidArgument("build_forks", "builds forks' pull requests into previews: name the previews' base too");
+  return { previews, buildForks: req.buildForks };
 }
 
 /** The repository's path at its host ("owner/name", "group/sub/name"), without ".git". */
@@ -72,6 +89,8 @@ export interface ConnectRequestFields {
   branches: readonly string[];
   statusApiUrl: string;
   statusToken: string;
+  previews: string;
+  buildForks: boolean;
 }
 
 export function validateConnectRepository(req: ConnectRequestFields): ConnectRepositoryInput {
@@ -94,6 +113,7 @@ export function validateConnectRepository(req: ConnectRequestFields): ConnectRep
     branches: validateBranches(req.branches),
     statusApiUrl: req.statusApiUrl === "" ? undefined : statusApiUrl("status_api_url", req.statusApiUrl),
     statusToken: printableToken("status_token", req.statusToken),
+    pullRequests: validatePullRequestBuilds(req),
   };
 }
 

@@ -1,5 +1,5 @@
 // The build queue's rules: production first, then the oldest; slots bound what runs; a newer build
-// of an environment supersedes its older unfinished ones and nothing else.
+// of an environment (or of one pull request) supersedes its older unfinished ones and nothing else.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { buildsToStart, supersededBy, type BuildState, type QueuedBuild } from "../../../src/builds/queue.js";
@@ -51,4 +51,19 @@ test("a newer build supersedes the same environment's queued and running older b
   // Never the newer one, never itself.
   assert.ok(!supersededBy([...q, newest], newest).includes("newer"));
   assert.deepEqual(supersededBy([newest], newest), []);
+});
+
+test("a pull request's build supersedes that pull request's older builds only, never its base's", () => {
+  const pr = (id: string, preview: string, createdAt: number, state: BuildState = "queued"): QueuedBuild => ({
+    ...b(id, "production", createdAt, state),
+    preview,
+  });
+  const q = [b("base", "production", 1, "running", true), pr("pr7-old", "pr-7", 2, "running"), pr("pr8", "pr-8", 3)];
+  const newer = pr("pr7-new", "pr-7", 4);
+  assert.deepEqual(supersededBy([...q, newer], newer), ["pr7-old"]);
+  // A push to the base's branch cancels the base's builds, not the pull requests'.
+  const push = b("base-new", "production", 5, "queued", true);
+  assert.deepEqual(supersededBy([...q, newer, push], push), ["base"]);
+  // Production goes first when slots are full, before an older pull request's build.
+  assert.deepEqual(buildsToStart([pr("p", "pr-1", 1), b("prod", "production", 2, "queued", true)], 1), ["prod"]);
 });

@@ -3,7 +3,9 @@
 // nothing, saying why; a malformed push is refused naming its field.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { parseGithubPush, parseGitlabPush } from "../../../src/ctrl/repositories/push.js";
+import { parseGithubPush, parseGitlabPush, pushDeliveryTime } from "../../../src/ctrl/repositories/push.js";
+import { verifyGitlab } from "../../../src/ctrl/previews/providers.js";
+import { checkFresh } from "../../../src/ctrl/previews/webhooks.js";
 import { parseBranchMap } from "../../../src/ctrl/validate/repository.js";
 import { DomainError } from "../../../src/ctrl/errors.js";
 
@@ -78,4 +80,33 @@ test("the branch map: branch=environment, each branch once, names git and krane 
   refusedAt("branches[0]", () => parseBranchMap("branches", ["bad..name=production"]));
   refusedAt("branches[0]", () => parseBranchMap("branches", ["a b=production"]));
   refusedAt("branches[0]", () => parseBranchMap("branches", ["main=Not A Slug"]));
+});
+
+test("a GitLab push sent with the plain secret token is dated by its receipt; a signed one by its timestamp", () => {
+  const body = Buffer.from(
+    JSON.stringify({
+      object_kind: "push",
+      ref: "refs/heads/main",
+      after: SHA,
+      project: { path_with_namespace: "acme/app", id: 1 },
+      user_username: "ada",
+    }),
+  );
+  const ev = parseGitlabPush("Push Hook", JSON.parse(body.toString()));
+  const verdict = verifyGitlab(
+    "plain-secret-token-123456",
+    { "x-gitlab-token": "plain-secret-token-123456", "x-gitlab-event-uuid": "u-1" },
+    body,
+  );
+  assert.ok(verdict.ok);
+  const now = 1_700_000_000_000;
+  // The body holds no time: the push is accepted (its event UUID is what refuses a replay).
+  assert.equal(pushDeliveryTime(verdict, ev, now), now);
+  checkFresh(pushDeliveryTime(verdict, ev, now), now, 600_000);
+  // A signed timestamp, or the body's push time, still rules when there is one.
+  assert.equal(pushDeliveryTime({ method: "signing-token", signedAt: now - 5_000 }, ev, now), now - 5_000);
+  assert.equal(pushDeliveryTime({ method: "hmac-sha256" }, { pushedAt: now - 7_000 }, now), now - 7_000);
+  // A GitHub delivery with no time in its body is still refused for it.
+  assert.equal(pushDeliveryTime({ method: "hmac-sha256" }, {}, now), undefined);
+  assert.throws(() => checkFresh(pushDeliveryTime({ method: "hmac-sha256" }, {}, now), now, 600_000), /holds no time/);
 });

@@ -39,6 +39,7 @@ import { migration as m0041 } from "./0041_log_history.js";
 import { migration as m0042 } from "./0042_alert_rules.js";
 import { migration as m0043 } from "./0043_repositories.js";
 import { migration as m0044 } from "./0044_api_keys.js";
+import { migration as m0045 } from "./0045_pull_request_builds.js";
 import { migration as m0046 } from "./0046_alert_windows.js";
 import type { KraneMigration } from "./migration.js";
 
@@ -82,5 +83,6 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0042_alert_rules": m0042,
   "0043_repositories": m0043,
   "0044_api_keys": m0044,
+  "0045_pull_request_builds": m0045,
   "0046_alert_windows": m0046,
 };

@@ -132,6 +132,17 @@ describe("ctrl settings", () => {
       slots: 3,
       timeoutMs: 300_000,
     });
+    // Repositories' own CA (a git server behind a private CA): flag, variable or file, like the rest.
+    const ca = { database: "/var/lib/krane/ctrl.db", buildRegistry: "r:5000", buildBases: "/b" };
+    assert.equal(
+      resolveCtrlSettings({ ...ca, gitCaFile: "/etc/git-ca.pem" }, {}, {}).builds?.gitCaFile,
+      "/etc/git-ca.pem",
+    );
+    assert.equal(resolveCtrlSettings(ca, { KRANE_GIT_CA_FILE: "/env/ca.pem" }, {}).builds?.gitCaFile, "/env/ca.pem");
+    assert.equal(
+      resolveCtrlSettings(ca, {}, parseCtrlConfigFile("gitCaFile: /f/ca.pem\n")).builds?.gitCaFile,
+      "/f/ca.pem",
+    );
     assert.throws(() => resolveCtrlSettings({ buildRegistry: "registry.example" }, {}, {}), /build bases: /);
     assert.throws(
       () => resolveCtrlSettings({ buildRegistry: "https://x/y", buildBases: "/b" }, {}, {}),

@@ -1,6 +1,6 @@
 // RepositoryService's validation: the URL (https or ssh, no credentials in it), which credential
-// goes with which transport, the webhook secret and the branch map; a credential never appears
-// in an error.
+// goes with which transport, the webhook secret, the branch map and how pull requests build; a
+// credential never appears in an error.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { DomainError } from "../../../../src/ctrl/errors.js";
@@ -19,6 +19,8 @@ const base = {
   branches: ["main=production"],
   statusApiUrl: "",
   statusToken: "",
+  previews: "",
+  buildForks: false,
 };
 
 function refused(field: string, req: Partial<typeof base>, secret?: string): void {
@@ -69,4 +71,18 @@ test("bad input is refused naming its field, never echoing a credential", () => 
   refused("branches[0]", { branches: ["main"] });
   refused("branches[1]", { branches: ["main=production", "main=staging"] });
   refused("status_api_url", { statusApiUrl: "http://api.example.com" });
+});
+
+test("pull requests build previews of a named environment; forks only with one, and only when asked", () => {
+  assert.deepEqual(validateConnectRepository(base).pullRequests, { previews: "", buildForks: false });
+  assert.deepEqual(validateConnectRepository({ ...base, previews: "staging" }).pullRequests, {
+    previews: "staging",
+    buildForks: false,
+  });
+  assert.deepEqual(validateConnectRepository({ ...base, previews: "staging", buildForks: true }).pullRequests, {
+    previews: "staging",
+    buildForks: true,
+  });
+  refused("previews", { previews: "Not A Slug" } as Partial<typeof base>);
+  refused("build_forks", { buildForks: true } as Partial<typeof base>);
 });
