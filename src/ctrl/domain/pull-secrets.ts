@@ -52,12 +52,18 @@ export async function ensureBuildPullCredential(
   host: string,
 ): Promise<boolean> {
   if (await hasBuildPullCredential(store.db, workspaceId, host)) return false;
-  return store.write(async (tx) => {
-    // Again inside the transaction: two builds of one workspace at once make one credential.
-    if (await hasBuildPullCredential(tx.trx, workspaceId, host)) return false;
-    const password = randomBytes(32).toString("base64url");
-    await putRegistryCredentialIn(tx, keyring, workspaceId, host, buildPullUsername(workspaceId), password);
-    await refreshWorkspaceWorkloads(tx, workspaceId);
-    return true;
-  });
+  try {
+    return await store.write(async (tx) => {
+      if (await hasBuildPullCredential(tx.trx, workspaceId, host)) return false;
+      const password = randomBytes(32).toString("base64url");
+      await putRegistryCredentialIn(tx, keyring, workspaceId, host, buildPullUsername(workspaceId), password);
+      await refreshWorkspaceWorkloads(tx, workspaceId);
+      return true;
+    });
+  } catch (err) {
+    // Two builds of one workspace at once (PostgreSQL): the other one's insert won the unique
+    // (workspace, host) row, which is as good.
+    if (await hasBuildPullCredential(store.db, workspaceId, host)) return false;
+    throw err;
+  }
 }
