@@ -65,17 +65,16 @@ export function workspacePrefix(workspaceSlug: string): string {
   return `${workspaceSlug}/`;
 }
 
-/** The issuer ctrl's tokens name (the registry's auth.token.issuer). */
+/** The issuer ctrl's tokens name (the registry's auth.token.issuer), and their lifetime. */
 export const TOKEN_ISSUER = "krane";
+const TOKEN_SECONDS = 300;
 /** The registry's auth.token.service unless the installation names another. */
 export const DEFAULT_TOKEN_SERVICE = "krane-build-registry";
-const TOKEN_SECONDS = 300;
+/** The subject of the tokens ctrl signs for its own pushes. */
+export const CTRL_PUSH_SUBJECT = "krane-ctrl";
 
-export interface SignedToken {
-  readonly token: string;
-  readonly expiresIn: number;
-  readonly issuedAt: string;
-}
+/** A signed token, its lifetime in seconds and when it was issued (as the token realm answers). */
+export type SignedToken = { readonly token: string; readonly expiresIn: number; readonly issuedAt: string };
 
 /** Signs registry tokens with ctrl's key (ES256). */
 export class RegistryTokens {
@@ -94,6 +93,14 @@ export class RegistryTokens {
     const key = privateKeyOf(pem);
     const jwk = await publicJwk(key);
     return new RegistryTokens(service, key, jwk.kid ?? "");
+  }
+
+  /**
+   * The Authorization header for a request on a repository (src/builds/push.ts asks per
+   * request): a fresh token for that repository alone, so a long push never outlives one.
+   */
+  bearerFor(subject: string, actions: RegistryAction[]): (repository: string) => Promise<string> {
+    return async (name) => `Bearer ${(await this.sign(subject, [{ type: "repository", name, actions }])).token}`;
   }
 
   /** A token for `subject` granting `access` (audience: the service), valid five minutes. */

@@ -23,7 +23,7 @@ import { fetchCommit, GitFetchFailed, type GitCredential } from "../../builds/gi
 import { mib, packSourceDir, SourceDirError } from "../../builds/source-dir.js";
 import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
 import { ensureBuildPullCredential } from "../domain/pull-secrets.js";
-import type { RegistryTokens } from "./registry-token.js";
+import { CTRL_PUSH_SUBJECT, type RegistryTokens } from "./registry-token.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { refusalLine } from "../../project-file/read.js";
 import { CreateDeploymentRequestSchema } from "../../gen/krane/ctrl/v1/api_pb.js";
@@ -85,8 +85,6 @@ export interface BuildWorkerDeps {
 }
 
 const FLUSH_MS = 1_000;
-/** The subject of the tokens ctrl signs for its own pushes. */
-const CTRL_SUBJECT = "krane-ctrl";
 
 export class BuildWorker implements Runnable {
   readonly name = "build worker";
@@ -168,11 +166,7 @@ export class BuildWorker implements Runnable {
       username === undefined ? "" : `Basic ${Buffer.from(`${username}:${password ?? ""}`).toString("base64")}`;
     return {
       base: `https://${this.#s.registry}`,
-      // A token per request (signing is cheap): a long push never outlives one.
-      authorization: tokens
-        ? async (repository) =>
-            `Bearer ${(await tokens.sign(CTRL_SUBJECT, [{ type: "repository", name: repository, actions: ["pull", "push"] }])).token}`
-        : () => Promise.resolve(basic),
+      authorization: tokens ? tokens.bearerFor(CTRL_PUSH_SUBJECT, ["pull", "push"]) : () => Promise.resolve(basic),
       dispatcher: this.#dispatcher,
     };
   }

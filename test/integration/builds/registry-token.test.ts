@@ -234,8 +234,7 @@ describe("ctrl issues the build registry's tokens", { skip }, () => {
     const globexDigest = await pushManifest(
       {
         base: `https://${registry.host}`,
-        authorization: async (repository) =>
-          `Bearer ${(await tokens.sign("krane-ctrl", [{ type: "repository", name: repository, actions: ["pull", "push"] }])).token}`,
+        authorization: tokens.bearerFor("krane-ctrl", ["pull", "push"]),
         dispatcher,
       },
       `globex/${PROJECT}`,

@@ -7,6 +7,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { test } from "node:test";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 import {
+  CTRL_PUSH_SUBJECT,
   grantAccess,
   parseScope,
   RegistryTokens,
@@ -98,6 +99,19 @@ test("tokens verify against the printed JWKS with the service as audience, and c
   assert.ok((payload.exp ?? 0) - (payload.iat ?? 0) === 300);
   // A JWKS of another key does not verify it.
   await assert.rejects(jwtVerify(token, createLocalJWKSet(await registryJwks([other]))));
+});
+
+test("ctrl's own push authorization: a fresh token per request, for that one repository", async () => {
+  const pem = ecPem("prime256v1");
+  const tokens = await RegistryTokens.fromPem(pem, "svc");
+  const header = await tokens.bearerFor(CTRL_PUSH_SUBJECT, ["pull", "push"])("acme/shop");
+  assert.match(header, /^Bearer /);
+  const { payload } = await jwtVerify(header.slice("Bearer ".length), createLocalJWKSet(await registryJwks([pem])), {
+    issuer: TOKEN_ISSUER,
+    audience: "svc",
+  });
+  assert.equal(payload.sub, CTRL_PUSH_SUBJECT);
+  assert.deepEqual(payload.access, [{ type: "repository", name: "acme/shop", actions: ["pull", "push"] }]);
 });
 
 test("a key that is not EC P-256 is refused naming the setting", async () => {
