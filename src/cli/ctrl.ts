@@ -39,6 +39,8 @@ interface ServeFlags {
   defaultQuota?: string;
   buildRegistry?: string;
   buildRegistryUsername?: string;
+  buildRegistryTokenKey?: string;
+  buildRegistryService?: string;
   buildkitd?: string;
   buildctl?: string;
   buildBases?: string;
@@ -177,6 +179,14 @@ export function registerCtrlCommands(program: Command): void {
       "turns on builds from source (krane build, deploy --source): the registry built images are pushed to, over TLS (its password: env KRANE_BUILD_REGISTRY_PASSWORD); env KRANE_BUILD_REGISTRY",
     )
     .option("--build-registry-username <name>", "the build registry's user; env KRANE_BUILD_REGISTRY_USERNAME")
+    .option(
+      "--build-registry-token-key <file>",
+      "token mode: ctrl is the build registry's token issuer, signing with this EC P-256 key (PEM; the registry's JWKS: krane ctrl registry-jwks); each workspace pulls only its own repositories; env KRANE_BUILD_REGISTRY_TOKEN_KEY_FILE",
+    )
+    .option(
+      "--build-registry-service <name>",
+      "the build registry's auth.token.service (default krane-build-registry); env KRANE_BUILD_REGISTRY_SERVICE",
+    )
     .option("--buildkitd <path>", "buildkitd (default: on PATH); env KRANE_BUILDKITD")
     .option("--buildctl <path>", "buildctl (default: on PATH); env KRANE_BUILDCTL")
     .option("--build-bases <dir>", "the base images' OCI layout (scripts/build-bases.sh); env KRANE_BUILD_BASES")
@@ -246,6 +256,8 @@ export function registerCtrlCommands(program: Command): void {
         defaultQuota: flags.defaultQuota,
         buildRegistry: flags.buildRegistry,
         buildRegistryUsername: flags.buildRegistryUsername,
+        buildRegistryTokenKeyFile: flags.buildRegistryTokenKey,
+        buildRegistryService: flags.buildRegistryService,
         buildkitd: flags.buildkitd,
         buildctl: flags.buildctl,
         buildBases: flags.buildBases,
@@ -338,6 +350,14 @@ export function registerCtrlCommands(program: Command): void {
         builds: settings.builds
           ? {
               ...settings.builds,
+              tokens: settings.builds.token
+                ? await (
+                    await import("../ctrl/builds/registry-token.js")
+                  ).RegistryTokens.fromPem(
+                    readFileSync(settings.builds.token.keyFile, "utf8"),
+                    settings.builds.token.service,
+                  )
+                : undefined,
               ca: settings.images?.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
             }
           : undefined,
@@ -374,6 +394,19 @@ export function registerCtrlCommands(program: Command): void {
         process.on("SIGINT", stop);
         process.on("SIGTERM", stop);
       });
+    });
+  ctrl
+    .command("registry-jwks")
+    .description(
+      "Print the JWKS the build registry's auth.token.jwks file must hold for ctrl's token key (--build-registry-token-key): the public keys of these key files (repeat --key during a rotation: the new key and the old one)",
+    )
+    .option("--key <file>", "an EC P-256 private key (PEM); repeatable", collectList)
+    .action(async (flags: { key?: string[] }) => {
+      const { readFileSync } = await import("node:fs");
+      const { registryJwks } = await import("../ctrl/builds/registry-token.js");
+      const keys = flags.key ?? [];
+      if (keys.length === 0) throw new Error("--key: at least one key file");
+      console.log(JSON.stringify(await registryJwks(keys.map((f) => readFileSync(f, "utf8"))), null, 2));
     });
   ctrl
     .command("rotate-key")

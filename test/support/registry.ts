@@ -53,7 +53,7 @@ export interface TestRegistry {
 }
 
 /** A port free on `address` now (the registry listens on it right after). */
-function freePortOn(address: string): Promise<number> {
+export function freePortOn(address: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);
@@ -124,6 +124,12 @@ export async function startTestRegistry(opts: {
   address?: string;
   users?: RegistryUser[];
   auth?: "htpasswd" | "token";
+  /**
+   * With auth "token": another token issuer (ctrl's) instead of the one here — its realm, the
+   * service and issuer its tokens name, and the JWKS file of its key. The registry's own pushes
+   * (push, pushTiny, deleteManifest) then have no credential.
+   */
+  issuer?: { realm: string; service: string; issuer: string; jwks: string };
 }): Promise<TestRegistry> {
   const address = opts.address ?? "127.0.0.1";
   const users = opts.users ?? [{ username: "ci", password: randomBytes(12).toString("hex") }];
@@ -145,9 +151,10 @@ export async function startTestRegistry(opts: {
   const caPem = await readFile(certs.ca, "utf8");
   const tokenRequests = { granted: 0, refused: 0 };
   const tokens =
-    opts.auth === "token"
+    opts.auth === "token" && !opts.issuer
       ? await startTokenService(address, certs, users, join(dir, "jwks.json"), tokenRequests)
       : undefined;
+  const tokenAuth = opts.issuer ?? (tokens && { ...tokens, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER });
   const config = join(dir, "config.yml");
   await writeFile(
     config,
@@ -167,13 +174,13 @@ export async function startTestRegistry(opts: {
       `    certificate: ${certs.crt}`,
       `    key: ${certs.key}`,
       "auth:",
-      ...(tokens
+      ...(tokenAuth
         ? [
             "  token:",
-            `    realm: ${tokens.realm}`,
-            `    service: ${TOKEN_SERVICE}`,
-            `    issuer: ${TOKEN_ISSUER}`,
-            `    jwks: ${tokens.jwks}`,
+            `    realm: ${tokenAuth.realm}`,
+            `    service: ${tokenAuth.service}`,
+            `    issuer: ${tokenAuth.issuer}`,
+            `    jwks: ${tokenAuth.jwks}`,
           ]
         : ["  htpasswd:", "    realm: krane-test", `    path: ${htpasswd}`]),
       "",
@@ -231,31 +238,8 @@ export async function startTestRegistry(opts: {
 
   /** A tiny image (one small layer, a config naming `label`) as `repository:tag`; its digest. */
   async function pushTiny(repository: string, tag: string, label: string): Promise<string> {
-    const layer = Buffer.from(`krane test layer ${label}\n`);
-    const config = Buffer.from(
-      JSON.stringify({
-        architecture: "amd64",
-        os: "linux",
-        config: { Labels: { "krane.test": label } },
-        rootfs: { type: "layers", diff_ids: [sha256Digest(layer)] },
-      }),
-    );
-    const manifest = Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_MANIFEST,
-        config: {
-          mediaType: "application/vnd.oci.image.config.v1+json",
-          digest: sha256Digest(config),
-          size: config.length,
-        },
-        layers: [
-          { mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha256Digest(layer), size: layer.length },
-        ],
-      }),
-    );
-    const blobs = [config, layer].map((b) => ({ digest: sha256Digest(b), bytes: async () => b }));
-    return pushManifest(target, repository, tag, blobs, manifest, OCI_MANIFEST);
+    const t = tinyImage(label);
+    return pushManifest(target, repository, tag, t.blobs, t.manifest, t.mediaType);
   }
 
   return {
@@ -279,6 +263,39 @@ export async function startTestRegistry(opts: {
       if (tokens) await new Promise<void>((resolve) => tokens.server.close(() => resolve()));
     },
   };
+}
+
+/** A tiny image (not runnable: one small layer) whose config names `label`: its blobs and manifest. */
+export function tinyImage(label: string): {
+  blobs: { digest: string; bytes: () => Promise<Uint8Array> }[];
+  manifest: Buffer;
+  mediaType: string;
+} {
+  const layer = Buffer.from(`krane test layer ${label}\n`);
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: "amd64",
+      os: "linux",
+      config: { Labels: { "krane.test": label } },
+      rootfs: { type: "layers", diff_ids: [sha256Digest(layer)] },
+    }),
+  );
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: sha256Digest(config),
+        size: config.length,
+      },
+      layers: [
+        { mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha256Digest(layer), size: layer.length },
+      ],
+    }),
+  );
+  const blobs = [config, layer].map((b) => ({ digest: sha256Digest(b), bytes: async () => b }));
+  return { blobs, manifest, mediaType: OCI_MANIFEST };
 }
 
 const TOKEN_SERVICE = "krane-test-registry";

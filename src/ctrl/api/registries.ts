@@ -7,7 +7,7 @@ import { RegistrySchema, type Registry, type RegistryService } from "../../gen/k
 import type { Store } from "../db/store.js";
 import { addRegistry, removeRegistry } from "../domain/pull-secrets.js";
 import { listRegistryCredentials, type RegistryCredentialInfo } from "../domain/registries.js";
-import { failedPrecondition } from "../errors.js";
+import { failedPrecondition, invalidArgument } from "../errors.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { registryHostField, validateRegistryCredential, workspaceRef } from "../validate/api.js";
 
@@ -23,14 +23,22 @@ function registryMsg(r: RegistryCredentialInfo): Registry {
 export function registryServiceImpl({
   store,
   keyring,
+  managedHost,
 }: {
   store: Store;
   keyring: Keyring | undefined;
+  /** The build registry whose credentials ctrl makes itself (token mode): not added by hand. */
+  managedHost?: string | undefined;
 }): ServiceImpl<typeof RegistryService> {
   return {
     async addRegistry(req) {
       const workspace = workspaceRef("workspace", req.workspace);
       const host = registryHostField("host", req.host);
+      if (host === managedHost)
+        throw invalidArgument(
+          "host",
+          `${host} is ctrl's build registry: ctrl makes each workspace's credential for it (the next build does)`,
+        );
       const { username, password } = validateRegistryCredential(req.username, req.password);
       if (!keyring) throw failedPrecondition("this ctrl has no master key for secrets (--master-key-file)");
       const { credential, replaced } = await addRegistry(store, keyring, workspace, host, username, password);

@@ -25,6 +25,8 @@ import { readTar } from "../../builds/tar.js";
 import { fetchCommit, GitFetchFailed, type GitCredential } from "../../builds/git.js";
 import { mib, packSourceDir, SourceDirError } from "../../builds/source-dir.js";
 import { openRepositorySecret, repositoryById } from "../domain/repositories.js";
+import { ensureBuildPullCredential } from "../domain/pull-secrets.js";
+import { CTRL_PUSH_SUBJECT, type RegistryTokens } from "./registry-token.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { refusalLine } from "../../project-file/read.js";
 import { CreateDeploymentRequestSchema } from "../../gen/krane/ctrl/v1/api_pb.js";
@@ -46,9 +48,15 @@ import { validateCreateDeployment } from "../validate/api.js";
 export interface BuildSettings {
   /** The registry built images are pushed to, host:port (what image names start with). */
   readonly registry: string;
-  /** Its credentials (Basic); none: it takes anonymous pushes. */
+  /** Its credentials (Basic); none: it takes anonymous pushes (or tokens). */
   readonly username?: string;
   readonly password?: string;
+  /**
+   * Token mode (the registry's `auth: token` trusts ctrl's key): pushes carry a token ctrl
+   * signs for the one repository, and each building workspace gets a pull identity that its
+   * pull Secret carries and ctrl's token endpoint checks (./token-endpoint.ts).
+   */
+  readonly tokens?: RegistryTokens;
   /** Extra CAs (PEM) its TLS certificate may come from. */
   readonly ca?: readonly string[];
   readonly buildkitd: string;
@@ -95,6 +103,8 @@ export class BuildWorker implements Runnable {
     this.#s = s;
     this.#d = d;
     this.#leaseMs = s.leaseMs ?? 60_000;
+    if (s.tokens && !d.keyring)
+      throw new Error("build registry tokens: the pull identities are sealed, so ctrl needs its master key");
     const slots = s.slots ?? 1;
     this.#dispatcher = new Agent({ connect: s.ca && s.ca.length > 0 ? { ca: [...rootCertificates, ...s.ca] } : {} });
     this.#work = new DueWork({
@@ -108,6 +118,11 @@ export class BuildWorker implements Runnable {
       sweepAtStart: true,
       onSweepError: (err) => d.log("claiming builds failed; retrying", { err: String(err) }),
     });
+  }
+
+  /** The build registry when ctrl issues its tokens (its pull credentials are ctrl's own). */
+  get tokenRegistry(): string | undefined {
+    return this.#s.tokens ? this.#s.registry : undefined;
   }
 
   get maxSourceBytes(): number | undefined {
@@ -150,12 +165,12 @@ export class BuildWorker implements Runnable {
   }
 
   #target(): PushTarget {
-    const { username, password } = this.#s;
+    const { username, password, tokens } = this.#s;
     const basic =
       username === undefined ? "" : `Basic ${Buffer.from(`${username}:${password ?? ""}`).toString("base64")}`;
     return {
       base: `https://${this.#s.registry}`,
-      authorization: () => Promise.resolve(basic),
+      authorization: tokens ? tokens.bearerFor(CTRL_PUSH_SUBJECT, ["pull", "push"]) : () => Promise.resolve(basic),
       dispatcher: this.#dispatcher,
     };
   }
@@ -359,6 +374,13 @@ export class BuildWorker implements Runnable {
         timeoutMs: this.#s.timeoutMs ?? 15 * 60_000,
         signal: abort.signal,
       });
+      const { keyring } = this.#d;
+      if (
+        this.#s.tokens &&
+        keyring &&
+        (await ensureBuildPullCredential(store, keyring, row.workspace_id, this.#s.registry))
+      )
+        log(`the workspace's pull credential for ${this.#s.registry} is new; its pull Secret carries it`);
       log(`pushing ${image}`);
       const digest = await pushOciArchive(this.#target(), output, repository, id);
       if (digest !== built.digest) log(`the registry holds the manifest as ${digest} (BuildKit said ${built.digest})`);

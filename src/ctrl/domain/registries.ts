@@ -195,3 +195,36 @@ export async function rewrapRegistryKeys(
     return { rewrapped, total: rows.length };
   });
 }
+
+// ---------------------------------------------------------------- the build registry's pull identity
+
+const BUILD_PULL_PREFIX = "krane-pull-";
+
+/**
+ * The user name of a workspace's pull identity at the build registry (token mode): it names the
+ * workspace's id, which the token endpoint reads back (`buildPullWorkspace`).
+ */
+export function buildPullUsername(workspaceId: string): string {
+  return `${BUILD_PULL_PREFIX}${workspaceId}`;
+}
+
+/** The workspace id a build-registry pull user name names; undefined for any other name. Pure. */
+export function buildPullWorkspace(username: string): string | undefined {
+  if (!username.startsWith(BUILD_PULL_PREFIX)) return undefined;
+  const id = username.slice(BUILD_PULL_PREFIX.length);
+  return /^ws_[A-Za-z0-9]{1,64}$/.test(id) ? id : undefined;
+}
+
+/**
+ * Whether the workspace's credential for the build registry `host` is ctrl's own pull identity
+ * (a workspace's `krane registry add` of that host replaces it; the next build puts it back).
+ */
+export async function hasBuildPullCredential(db: Reader, workspaceId: string, host: string): Promise<boolean> {
+  const row = await db
+    .selectFrom("registry_credentials")
+    .select("username")
+    .where("workspace_id", "=", workspaceId)
+    .where("host", "=", host)
+    .executeTakeFirst();
+  return row?.username === buildPullUsername(workspaceId);
+}

@@ -37,6 +37,8 @@
 //   --build-registry     KRANE_BUILD_REGISTRY       buildRegistry       off (builds from source push here, host:port; TLS, CAs of --registry-ca-file)
 //   --build-registry-username KRANE_BUILD_REGISTRY_USERNAME buildRegistryUsername (none: anonymous pushes)
 //   (env only)           KRANE_BUILD_REGISTRY_PASSWORD buildRegistryPassword its password
+//   --build-registry-token-key KRANE_BUILD_REGISTRY_TOKEN_KEY_FILE buildRegistryTokenKeyFile (none: Basic) token mode: ctrl signs the registry's tokens with this EC P-256 key (PEM)
+//   --build-registry-service KRANE_BUILD_REGISTRY_SERVICE buildRegistryService krane-build-registry (the registry's auth.token.service)
 //   --buildkitd/--buildctl KRANE_BUILDKITD/_BUILDCTL buildkitd/buildctl buildkitd, buildctl on PATH
 //   --build-bases        KRANE_BUILD_BASES          buildBases          (required with builds) the base images' OCI layout
 //   --build-state-dir    KRANE_BUILD_STATE_DIR      buildStateDir       <database dir>/builds (BuildKit's caches, per project)
@@ -61,6 +63,7 @@ import { parse as parseYaml } from "yaml";
 import { registryHost } from "../../contracts/images.js";
 import { parseQuotaList, type QuotaName, type QuotaSetting } from "../../contracts/quotas.js";
 import { DEFAULT_LOCAL_IMAGE_HOSTS } from "../images/resolve.js";
+import { DEFAULT_TOKEN_SERVICE } from "../builds/registry-token.js";
 import { parseGroupRole, type GroupRole } from "../auth/oidc-rules.js";
 import { DEFAULT_RELEASE_KINDS, parseAllowedKinds, type AllowedKind } from "../../contracts/releases.js";
 import type { ListenAddress } from "./server.js";
@@ -107,6 +110,8 @@ export interface CtrlSettings {
     registry: string;
     username: string | undefined;
     password: string | undefined;
+    /** Token mode: the signing key's file and the registry's service name (undefined: Basic). */
+    token: { keyFile: string; service: string } | undefined;
     buildkitd: string;
     buildctl: string;
     basesLayout: string;
@@ -161,6 +166,8 @@ const ENV = {
   buildRegistry: "KRANE_BUILD_REGISTRY",
   buildRegistryUsername: "KRANE_BUILD_REGISTRY_USERNAME",
   buildRegistryPassword: "KRANE_BUILD_REGISTRY_PASSWORD",
+  buildRegistryTokenKeyFile: "KRANE_BUILD_REGISTRY_TOKEN_KEY_FILE",
+  buildRegistryService: "KRANE_BUILD_REGISTRY_SERVICE",
   buildkitd: "KRANE_BUILDKITD",
   buildctl: "KRANE_BUILDCTL",
   buildBases: "KRANE_BUILD_BASES",
@@ -333,10 +340,19 @@ function buildSettings(
   const slots = Number(pick("buildSlots") ?? "1");
   const gitCaFile = pick("gitCaFile");
   if (!Number.isInteger(slots) || slots < 1 || slots > 64) throw new Error("build slots: an integer from 1 to 64");
+  const keyFile = pick("buildRegistryTokenKeyFile");
+  const service = pick("buildRegistryService") ?? DEFAULT_TOKEN_SERVICE;
+  if (keyFile !== undefined && keyFile !== "" && pick("buildRegistryUsername") !== undefined)
+    throw new Error(
+      "build registry token key: with tokens ctrl signs its own pushes; leave out --build-registry-username",
+    );
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/.test(service))
+    throw new Error(`build registry service: "${service}" is not a service name (letters, digits, . _ : -)`);
   return {
     registry: registry.toLowerCase(),
     username: pick("buildRegistryUsername"),
     password: pick("buildRegistryPassword"),
+    token: keyFile === undefined || keyFile === "" ? undefined : { keyFile, service },
     buildkitd: pick("buildkitd") ?? "buildkitd",
     buildctl: pick("buildctl") ?? "buildctl",
     basesLayout,

@@ -10,6 +10,7 @@ import { alertRunner as newAlertRunner } from "../alerts/runner.js";
 import { AuditRecorder } from "../audit/recorder.js";
 import { AuditWebhookSink } from "../audit/sink.js";
 import type { BuildWorker } from "../builds/worker.js";
+import { registryTokenHandler, REGISTRY_TOKEN_PATH } from "../builds/token-endpoint.js";
 import { Authenticator } from "../auth/authenticator.js";
 import { OidcSignIn } from "../auth/oidc.js";
 import { createDashboardHandler } from "../dashboard/http.js";
@@ -51,7 +52,7 @@ import { HttpListener, type ListenAddress } from "./listen.js";
 import { CtrlMetrics } from "./metrics.js";
 import { OutageWatch } from "./outage.js";
 import { apiRoutes } from "./routes.js";
-import { createRpcHandler } from "./rpc-handler.js";
+import { createRpcHandler, type NodeRequest, type NodeResponse } from "./rpc-handler.js";
 import { DEFAULT_AUDIT_RETENTION_MS, SHUTDOWN_GRACE_MS, type CtrlConfig } from "./settings.js";
 import { Upkeep } from "./upkeep.js";
 
@@ -247,6 +248,24 @@ export interface ApiParts {
   readonly builds: BuildWorker | undefined;
 }
 
+/** The build registry's token realm beside the dashboard, when ctrl issues its tokens. */
+function withRegistryToken(
+  b: CtrlBase,
+  dashboard: (req: NodeRequest, res: NodeResponse) => void,
+): (req: NodeRequest, res: NodeResponse) => void {
+  const builds = b.config.builds;
+  if (!builds?.tokens) return dashboard;
+  const tokens = registryTokenHandler({
+    store: b.store,
+    keyring: b.config.keyring,
+    registry: builds.registry,
+    tokens: builds.tokens,
+    onError: (err) => b.log.warn({ err: err instanceof Error ? err.message : String(err) }, "registry token failed"),
+  });
+  return (req: NodeRequest, res: NodeResponse): void =>
+    ((req.url ?? "").split("?", 1)[0] === REGISTRY_TOKEN_PATH ? tokens : dashboard)(req, res);
+}
+
 /**
  * The API port: every service behind the interceptors (audit first, so it sees every outcome;
  * then metrics and deadlines, authentication, idempotency keys) and the dashboard beside them.
@@ -299,16 +318,20 @@ export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
     readMaxBytes: 4 * 1024 * 1024,
     onEarlyEnd: (method, code) =>
       metrics.rpcTotal.inc({ service: method.parent.name, method: method.name, code: Code[code] }),
-    fallback: createDashboardHandler({
-      store,
-      auth,
-      secure: config.tls !== undefined,
-      assetsDir: config.dashboard?.assetsDir,
-      sessionTtlMs: config.dashboard?.sessionTtlMs,
-      signInLimit: config.dashboard?.signInLimit,
-      oidc: config.oidc ? new OidcSignIn(store, config.oidc) : undefined,
-      onError: (err) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
-    }),
+    fallback: withRegistryToken(
+      b,
+      createDashboardHandler({
+        store,
+        auth,
+        secure: config.tls !== undefined,
+        assetsDir: config.dashboard?.assetsDir,
+        sessionTtlMs: config.dashboard?.sessionTtlMs,
+        signInLimit: config.dashboard?.signInLimit,
+        oidc: config.oidc ? new OidcSignIn(store, config.oidc) : undefined,
+        onError: (err) =>
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, "dashboard answer failed"),
+      }),
+    ),
     onHandlerError: (method, err) =>
       log.warn(
         { method: `${method.parent.name}/${method.name}`, err: err instanceof Error ? err.message : String(err) },

@@ -155,7 +155,10 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(RegionService, regionServiceImpl(deps));
     router.service(StatusService, statusServiceImpl(deps));
     router.service(ApiTokenService, apiTokenServiceImpl(deps));
-    router.service(RegistryService, registryServiceImpl({ store, keyring: d.keyring }));
+    router.service(
+      RegistryService,
+      registryServiceImpl({ store, keyring: d.keyring, managedHost: d.builds?.tokenRegistry }),
+    );
     router.service(QuotaService, quotaServiceImpl({ store }));
     router.service(MemberService, memberServiceImpl(deps));
     router.service(SessionService, sessionServiceImpl(deps));

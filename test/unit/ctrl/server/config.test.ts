@@ -125,6 +125,7 @@ describe("ctrl settings", () => {
       registry: "registry.example:5000",
       username: "ci",
       password: "pw",
+      token: undefined,
       buildkitd: "buildkitd",
       buildctl: "buildctl",
       basesLayout: "/srv/bases",
@@ -151,6 +152,28 @@ describe("ctrl settings", () => {
     assert.throws(
       () => resolveCtrlSettings({ buildRegistry: "r:5000", buildBases: "/b", buildSlots: "0" }, {}, {}),
       /build slots/,
+    );
+  });
+
+  it("builds' token mode: the key file and the service; no Basic user beside it; a service name checked", () => {
+    const base = { buildRegistry: "r:5000", buildBases: "/b" };
+    assert.deepEqual(
+      resolveCtrlSettings(base, { KRANE_BUILD_REGISTRY_TOKEN_KEY_FILE: "/etc/krane/token.pem" }, {}).builds?.token,
+      { keyFile: "/etc/krane/token.pem", service: "krane-build-registry" },
+    );
+    assert.deepEqual(
+      resolveCtrlSettings({ ...base, buildRegistryTokenKeyFile: "/k.pem", buildRegistryService: "reg.example" }, {}, {})
+        .builds?.token,
+      { keyFile: "/k.pem", service: "reg.example" },
+    );
+    assert.equal(resolveCtrlSettings(base, {}, {}).builds?.token, undefined, "Basic mode unless a key is given");
+    assert.throws(
+      () => resolveCtrlSettings({ ...base, buildRegistryTokenKeyFile: "/k.pem", buildRegistryUsername: "ci" }, {}, {}),
+      /build registry token key: .*leave out --build-registry-username/,
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ ...base, buildRegistryService: "a b" }, {}, {}),
+      /build registry service: "a b" is not a service name/,
     );
   });
 
