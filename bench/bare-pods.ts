@@ -15,6 +15,12 @@ export async function bareNamespace(ep: KubeEndpoint, ns: string): Promise<void>
   );
 }
 
+/** Half of a CPU quantity in millicores ("100m" → "50m", "1" → "500m"). */
+function halfCpu(cpu: string): string {
+  const m = cpu.endsWith("m") ? Number(cpu.slice(0, -1)) : Number(cpu) * 1000;
+  return `${Math.max(1, Math.floor(m / 2))}m`;
+}
+
 /** A bare Pod's spec like a deployment's: `runtimeClassName` "gvisor" as krane's, or none (runc). */
 export function barePodSpec(
   image: string,
@@ -31,7 +37,9 @@ export function barePodSpec(
         name: "app",
         image,
         ports: [{ containerPort: 8080 }],
-        resources: { limits: { cpu, memory: "128Mi" } },
+        // Requests half the limits, as a deployment's pods (render.ts: REQUEST_DIVISOR): Burstable,
+        // so the startup CPU boost can raise the CPU limit alone.
+        resources: { limits: { cpu, memory: "128Mi" }, requests: { cpu: halfCpu(cpu), memory: "64Mi" } },
         readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 2 },
       },
     ],

@@ -66,6 +66,10 @@ const PHASE_KINDS: readonly StartKind[] = [
   // The same CPU for the sandbox the Kubernetes way: the RuntimeClass's pod overhead raises the
   // pod cgroup's limit (where the sentry and gofer run), the container keeps its 100m.
   { label: "gVisor, 100m + 400m overhead", runtimeClassName: "gvisor", cpu: "100m", overheadCpu: "400m" },
+  // What krane ships for it: the agent's startup CPU boost, a whole core until Ready (pods/resize).
+  { label: "gVisor, 100m boosted to 1000m until Ready", runtimeClassName: "gvisor", cpu: "100m", boostCpu: "1000m" },
+  { label: "gVisor, 500m boosted to 1000m until Ready", runtimeClassName: "gvisor", cpu: "500m", boostCpu: "1000m" },
+  { label: "runc, 100m boosted to 1000m until Ready", cpu: "100m", boostCpu: "1000m" },
 ];
 
 function line(what: string, ms: number[]): string {

@@ -13,6 +13,7 @@ import { CONTAINERD_BUILD, ensureGoBuild } from "../../src/cluster/build.js";
 import type { LocalCluster } from "../../src/cluster/cluster.js";
 import { getJson, kubeRequest } from "../../src/cluster/kube-http.js";
 import { nodeDirs } from "../../src/cluster/nodes/config.js";
+import { resizePatch } from "../../src/agent/deployments/boost.js";
 import { bareNamespace, barePodSpec } from "../bare-pods.js";
 import { load, pct, until } from "../support.js";
 import {
@@ -47,6 +48,11 @@ export interface StartKind {
    * of its own (`<runtimeClassName>-overhead-<cpu>`, same handler).
    */
   readonly overheadCpu?: string;
+  /**
+   * The agent's startup CPU boost (src/agent/deployments/boost.ts): the pod's CPU limit raised to
+   * this through pods/resize right after the POST, and back to `cpu` once Ready.
+   */
+  readonly boostCpu?: string;
 }
 
 /** The RuntimeClass a kind's pods name (its own, with the pod overhead, when it has one). */
@@ -159,8 +165,20 @@ export async function nodePhases(
           spec,
         });
         if (res.status !== 201) throw new Error(`phases: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+        const resize = async (cpu: string): Promise<void> => {
+          const r = await kubeRequest(
+            ep,
+            "PATCH",
+            `/api/v1/namespaces/${ns}/pods/${name}/resize`,
+            resizePatch(0, cpu),
+            "application/json-patch+json",
+          );
+          if (r.status !== 200) throw new Error(`phases: resize of ${name}: HTTP ${r.status} ${r.body.slice(0, 200)}`);
+        };
+        if (kind.boostCpu) await resize(kind.boostCpu);
         let answered: number | undefined;
         let ready: number | undefined;
+        let unboosted = false;
         let used: { usedMs: number; throttledMs: number } | undefined;
         let pod: PodStatus | undefined;
         await until(
@@ -173,6 +191,10 @@ export async function nodePhases(
               (pod.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True")
             )
               ready = Date.now();
+            if (ready !== undefined && kind.boostCpu && !unboosted) {
+              unboosted = true;
+              await resize(kind.cpu);
+            }
             if (answered === undefined && ip) {
               const r = await fetch(`http://${ip}:8080/`, { signal: AbortSignal.timeout(2_000) }).catch(
                 () => undefined,

@@ -21,6 +21,7 @@ import type { ClusterClient } from "./runtime/kind.js";
 import type { Logger } from "../base/log.js";
 import { Manager } from "./runtime/manager.js";
 import { agentMetrics } from "./runtime/metrics.js";
+import { DEFAULT_BOOST_MILLICORES } from "./deployments/boost.js";
 
 export interface AgentConfig {
   readonly ctrlUrl: string;
@@ -52,6 +53,8 @@ export interface AgentConfig {
   readonly usageIntervalMs?: number;
   /** How often the region's autoscaler decides from what the sentinels last said (default 2 s). */
   readonly autoscaleIntervalMs?: number;
+  /** A starting instance's CPU limit until it is Ready (millicores; default 1000, 0: off): src/agent/deployments/boost.ts. */
+  readonly startupCpuBoostMillicores?: number;
   /**
    * Leader election among several replicas of this cluster's agent (a Lease; default off).
    * Only the leader runs controllers and heartbeats; the others keep their caches warm.
@@ -179,6 +182,10 @@ export class Agent {
       },
       secretStore: cfg.secretStore,
       gateway: cfg.gateway,
+      startupBoost: {
+        millicores: cfg.startupCpuBoostMillicores ?? DEFAULT_BOOST_MILLICORES,
+        registry: this.registry,
+      },
     };
     for (const register of KINDS) register(this.manager, env, opts);
     this.logs = new LogChannel({

@@ -43,6 +43,8 @@ export interface AgentSettings {
   measureIntervalSeconds: number;
   /** Seconds ctrl has to accept a stream and to answer an HTTP/2 PING (PINGs after twice this without data). */
   ctrlTimeoutSeconds: number;
+  /** A starting instance's CPU limit until it is Ready, in millicores (0: no startup boost). */
+  startupCpuBoostMillicores: number;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -73,6 +75,7 @@ const envNames: Record<keyof AgentSettings, string> = {
   podAddressMap: "KRANE_POD_ADDRESS_MAP",
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
   ctrlTimeoutSeconds: "KRANE_CTRL_TIMEOUT_SECONDS",
+  startupCpuBoostMillicores: "KRANE_STARTUP_CPU_BOOST_MILLICORES",
 };
 
 const defaults: Raw = {
@@ -86,6 +89,7 @@ const defaults: Raw = {
   measureIntervalSeconds: 10,
   ctrlTimeoutSeconds: 5,
   httpsPort: 443,
+  startupCpuBoostMillicores: 1_000,
 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -197,6 +201,7 @@ export function resolveAgentSettings(
     podAddressMap: str("podAddressMap", false),
     measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
     ctrlTimeoutSeconds: seconds("ctrlTimeoutSeconds", 0.1, 300),
+    startupCpuBoostMillicores: int("startupCpuBoostMillicores", 0, 64_000),
   };
   if (settings.secretStoreParameters !== undefined) {
     try {

@@ -3,7 +3,7 @@
 // Deployments and sentinels are registered together: the region's autoscaler reads the sentinels'
 // measurements and sizes a settled environment's ReplicaSet through the deployment kind's render.
 import { RegionAutoscaler } from "./autoscale/autoscaler.js";
-import { deploymentsController } from "./deployments/controller.js";
+import { deploymentsController, type DeploymentEnv } from "./deployments/controller.js";
 import { gatewaysController } from "./gateways/controller.js";
 import { jobsController } from "./jobs/controller.js";
 import { releasesController } from "./releases/controller.js";
@@ -14,7 +14,7 @@ import { sentinelsController } from "./sentinels/controller.js";
 import type { SentinelEnv } from "./sentinels/settings.js";
 
 /** What the agent gives its kinds: the runtime's KindEnv and each kind's own settings. */
-export type AgentKindEnv = KindEnv & SentinelEnv & SecretStoreEnv & GatewayEnv;
+export type AgentKindEnv = KindEnv & SentinelEnv & SecretStoreEnv & GatewayEnv & DeploymentEnv;
 
 /** The deployment and sentinel kinds, sharing the region's autoscaler. */
 const autoscaled: KindRegistration<AgentKindEnv> = (manager, env, opts) => {

@@ -31,6 +31,7 @@ interface AgentFlags {
   podAddressMap?: string;
   measureInterval?: string;
   ctrlTimeout?: string;
+  startupCpuBoost?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -79,6 +80,10 @@ export function registerAgentCommands(program: Command): void {
     .option(
       "--ctrl-timeout <seconds>",
       "how long ctrl has to accept a stream and to answer an HTTP/2 PING (sent after twice this without data) (default 5); env KRANE_CTRL_TIMEOUT_SECONDS",
+    )
+    .option(
+      "--startup-cpu-boost <millicores>",
+      "a starting instance's CPU limit until it is Ready, then its own (in-place resize; default 1000, 0: off); env KRANE_STARTUP_CPU_BOOST_MILLICORES",
     )
     .option(
       "--sentinel-image <image>",
@@ -143,6 +148,7 @@ export function registerAgentCommands(program: Command): void {
           podAddressMap: flags.podAddressMap,
           measureIntervalSeconds: flags.measureInterval,
           ctrlTimeoutSeconds: flags.ctrlTimeout,
+          startupCpuBoostMillicores: flags.startupCpuBoost,
         },
         process.env,
         file,
@@ -176,6 +182,7 @@ export function registerAgentCommands(program: Command): void {
         podAddressMap: settings.podAddressMap,
         measureIntervalMs: settings.measureIntervalSeconds * 1000,
         ctrlTimeoutMs: Math.round(settings.ctrlTimeoutSeconds * 1000),
+        startupCpuBoostMillicores: settings.startupCpuBoostMillicores,
         log,
       });
       await agent.start();

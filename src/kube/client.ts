@@ -261,6 +261,24 @@ export class KubeClient {
     });
   }
 
+  /** A JSON patch of an object's subresource (pods/resize), a write like apply (fenced by the write guard). */
+  async patchSubresource(
+    r: ResourceType,
+    namespace: string,
+    name: string,
+    subresource: string,
+    patch: unknown[],
+    signal?: AbortSignal,
+  ): Promise<void> {
+    this.#guard();
+    await this.#request("apply", r, "PATCH", `${resourcePath(r, namespace, name)}/${subresource}`, {
+      query: { fieldManager: this.fieldManager },
+      body: patch,
+      contentType: "application/json-patch+json",
+      signal,
+    });
+  }
+
   /** A raw JSON request (subresources such as serviceaccounts/token); counted under `resource`. */
   async raw(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<unknown> {
     const r: ResourceType = { group: "", version: "", kind: "", plural: resourceLabel(path), namespaced: false };

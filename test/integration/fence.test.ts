@@ -12,6 +12,7 @@ import { kubeRequest, type KubeEndpoint, type KubeResponse } from "../../src/clu
 import { AS_UNRESTRICTED_AGENT } from "../../src/cluster/index.js";
 import { agentKubeConfigFrom } from "../../src/agent/rbac.js";
 import { renderDeployment } from "../../src/agent/deployments/render.js";
+import { resizePatch } from "../../src/agent/deployments/boost.js";
 import { renderRoutes, renderStatic } from "../../src/agent/gateways/render.js";
 import { create } from "@bufbuild/protobuf";
 import { ApplyGatewaySchema } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
@@ -165,6 +166,34 @@ interface Attempt {
 
 const post = (name: string, path: string, body: Obj): Attempt => ({ name, method: "POST", path, body });
 
+/** A pods/resize of the app container's resources (strategic merge). */
+function resize(name: string, ns: string, pod: string, resources: Obj): Attempt {
+  return {
+    name,
+    method: "PATCH",
+    path: core(ns, "pods", pod) + "/resize",
+    body: { spec: { containers: [{ name: "app", resources }] } },
+    contentType: "application/strategic-merge-patch+json",
+  };
+}
+
+/**
+ * A pod as its ReplicaSet makes it: the user pod spec with a revision's limits (requests half).
+ * Never scheduled (no node has its class): the API server refuses to resize a pod on a node that
+ * does not say it supports resizing, as KWOK's nodes do not, before admission would see it.
+ */
+function sizedPod(ns: string, name: string, labels: Record<string, string>): Obj {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: ns, labels },
+    spec: withContainer(
+      { resources: { limits: { cpu: "100m", memory: "128Mi" }, requests: { cpu: "50m", memory: "64Mi" } } },
+      userPodSpec({ nodeSelector: { "node-class": "untrusted", "krane.dev/test": "never-scheduled" } }),
+    ),
+  };
+}
+
 /** Every way a compromised agent could try to escalate through the API server. Each must be refused. */
 function escalations(): Attempt[] {
   let n = 0;
@@ -263,6 +292,19 @@ function escalations(): Attempt[] {
       method: "PATCH",
       path: rsPath(VICTIM_NS, "krane-web") + "/scale",
       body: { spec: { replicas: 50 } },
+      contentType: MERGE,
+    },
+    resize("resize a non-krane pod's CPU limit (workspace namespace)", VICTIM_NS, "hand-made-pod", {
+      limits: { cpu: "4" },
+    }),
+    resize("resize a non-krane pod's CPU limit (other namespace)", OTHER_NS, "payments-pod", { limits: { cpu: "4" } }),
+    resize("resize a krane pod's memory limit", VICTIM_NS, "krane-pod", { limits: { memory: "8Gi" } }),
+    resize("resize a krane pod's CPU request", VICTIM_NS, "krane-pod", { requests: { cpu: "60m" } }),
+    {
+      name: "write a krane pod's status subresource",
+      method: "PATCH",
+      path: core(VICTIM_NS, "pods", "krane-pod") + "/status",
+      body: { status: { phase: "Failed" } },
       contentType: MERGE,
     },
     userRs("hostPath volume", userPodSpec({ volumes: [{ name: "root", hostPath: { path: "/" } }] })),
@@ -574,6 +616,9 @@ before(async () => {
   );
   await adminSend("POST", rsPath(VICTIM_NS), replicaSet(VICTIM_NS, "hand-made", {}, userPodSpec(), "nginx:1"));
   await adminSend("POST", rsPath(VICTIM_NS), replicaSet(VICTIM_NS, "krane-web", OWNED, userPodSpec()));
+  await adminSend("POST", core(VICTIM_NS, "pods"), sizedPod(VICTIM_NS, "krane-pod", OWNED));
+  await adminSend("POST", core(VICTIM_NS, "pods"), sizedPod(VICTIM_NS, "hand-made-pod", {}));
+  await adminSend("POST", core(OTHER_NS, "pods"), sizedPod(OTHER_NS, "payments-pod", {}));
   await adminSend("POST", cnpPath(OTHER_NS), cnp(OTHER_NS, "deny-all", {}));
   await adminSend("POST", cnpPath(VICTIM_NS), cnp(VICTIM_NS, "hand-made", {}));
 });
@@ -611,6 +656,12 @@ describe("escalations are refused", () => {
     assert.equal((kraneWeb.spec as Obj).replicas, 0);
     await get(cnpPath(OTHER_NS, "deny-all"));
     await get(cnpPath(VICTIM_NS, "hand-made"));
+    const resources = async (ns: string, pod: string): Promise<unknown> =>
+      ((((await get(core(ns, "pods", pod))).spec as Obj).containers as Obj[])[0] as Obj).resources;
+    const sized = (sizedPod("", "", {}).spec as { containers: Obj[] }).containers[0]?.resources;
+    assert.deepEqual(await resources(VICTIM_NS, "krane-pod"), sized);
+    assert.deepEqual(await resources(VICTIM_NS, "hand-made-pod"), sized);
+    assert.deepEqual(await resources(OTHER_NS, "payments-pod"), sized);
     const kubeSystemRs = JSON.parse((await adminSend("GET", rsPath("kube-system"))).body) as { items: unknown[] };
     assert.equal(kubeSystemRs.items.length, 0);
     const ns = JSON.parse((await adminSend("GET", "/api/v1/namespaces/kube-system")).body) as Obj;
@@ -669,6 +720,25 @@ describe("the agent's own writes pass", () => {
     assert.equal(updated.status, 200, updated.body.slice(0, 300));
     assert.equal((await who.send("DELETE", rsPath(d.k8sNamespace, d.k8sName))).status, 200);
     assert.equal((await who.send("DELETE", cnpPath(d.k8sNamespace, r.networkPolicy.metadata.name ?? ""))).status, 200);
+  });
+
+  test("the startup CPU boost: a krane pod's CPU limit resized up and back, as boost.ts patches it", async () => {
+    for (const who of identities()) {
+      for (const cpu of ["1", "100m"]) {
+        const res = await who.send(
+          "PATCH",
+          core(VICTIM_NS, "pods", "krane-pod") + "/resize",
+          resizePatch(0, cpu),
+          "application/json-patch+json",
+        );
+        assert.equal(res.status, 200, `${who.name}, cpu ${cpu}: ${res.body.slice(0, 300)}`);
+        const pod = JSON.parse(res.body) as { spec: { containers: { resources: Obj }[] } };
+        assert.deepEqual(pod.spec.containers[0]?.resources, {
+          limits: { cpu, memory: "128Mi" },
+          requests: { cpu: "50m", memory: "64Mi" },
+        });
+      }
+    }
   });
 
   test("a sentinel as the sentinel controller renders it: Deployment and Service; delete", async () => {

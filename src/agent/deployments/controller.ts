@@ -40,6 +40,7 @@ import { PullSecrets } from "./pull-secret.js";
 import { WorkspaceQuotas } from "./quota.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
 import { cannotStart, eventsFingerprint, eventsKey, eventsOf } from "./events.js";
+import { boostKey, DEFAULT_BOOST_MILLICORES, StartupBoost, type BoostSettings } from "./boost.js";
 import { instanceKey, instancesFingerprint, instancesOf } from "./status.js";
 import { validateApplyDeployment, validateDeleteDeployment } from "./validate.js";
 
@@ -82,10 +83,17 @@ function warningKey(ev: KubeObject | undefined): string {
   return `${String(e.reason)}|${String(e.firstTimestamp)}|${String(e.message)}`;
 }
 
+/** The deployment kind's own settings. */
+export interface DeploymentEnv {
+  /** Startup CPU boost (./boost.ts); default DEFAULT_BOOST_MILLICORES. */
+  readonly startupBoost?: BoostSettings;
+}
+
 export function deploymentsController(
-  { region, ctrl, secretStore }: KindEnv & SecretStoreEnv,
+  { region, ctrl, secretStore, startupBoost }: KindEnv & SecretStoreEnv & DeploymentEnv,
   autoscaler?: ReplicaSizer,
 ): DeploymentDeclaration {
+  const boost = new StartupBoost(startupBoost ?? { millicores: DEFAULT_BOOST_MILLICORES });
   const zoneOf =
     (ctx: Ctx) =>
     (node: string): string =>
@@ -205,6 +213,7 @@ export function deploymentsController(
   /** The ReplicaSet and the revision's Secret (the rest carries its id and is pruned). */
   const remove = async (key: string, ref: DeleteDeployment, ctx: Ctx, signal: AbortSignal): Promise<void> => {
     waiting.delete(key);
+    boost.forget(key);
     await ctx.kube.delete(resources.replicaSets, ref.k8sNamespace, ref.k8sName, signal);
     // The revision's Secret by name (the agent cannot list Secrets); its ConfigMap and
     // SecretProviderClass carry its id and are pruned by the runtime right after.
@@ -285,6 +294,7 @@ export function deploymentsController(
         const now = instanceKey(pod);
         if (now !== instanceKey(old)) return true;
         if (eventsKey(pod) !== eventsKey(old)) return true;
+        if (boostKey(pod) !== boostKey(old)) return true;
         return now !== "" && pod !== undefined && old !== undefined && deploymentKeyOf(pod) !== deploymentKeyOf(old);
       },
       labelIndexes: [LABEL_DEPLOYMENT_ID],
@@ -331,8 +341,18 @@ export function deploymentsController(
         // The autoscaler's own size of a settled target, where it has one (src/agent/autoscale).
         const d = autoscaler ? autoscaler.sized(want.desired) : want.desired;
         const result = await ctx.sync(key, want.rendered, signal, () => apply(d, want.rendered, ctx, signal));
-        if (result.type === "done") ctx.report(key, () => status(key, ctx));
-        return result;
+        if (result.type !== "done") return result;
+        ctx.report(key, () => status(key, ctx));
+        // Starting pods get the boosted CPU limit, Ready ones their own back; look again when a boost's window ends.
+        const pods = ctx.informer(resources.pods).byIndex(labelIndex(LABEL_DEPLOYMENT_ID), key);
+        const after = await boost.apply(ctx.kube, key, pods, Number(d.cpuMillicores), signal, (pod, err) =>
+          // Counted (krane_agent_startup_cpu_boosts_total{step="refused"}); KWOK's nodes refuse every resize.
+          ctx.log.debug(
+            { controller: "deployments", key, pod, err: err instanceof Error ? err.message : String(err) },
+            "startup CPU boost resize refused",
+          ),
+        );
+        return after === undefined ? result : Result.requeueAfter(after);
       },
 
       ...(autoscaler ? { observe: (ctx, signal) => autoscaler.attachDeployments(ctx, signal) } : {}),

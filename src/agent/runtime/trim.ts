@@ -261,7 +261,8 @@ export function trimPod(p: KubeObject): KubeObject {
       nodeName: internValue(spec.nodeName),
       containers: list(spec.containers, (c) => {
         if (!isRecord(c)) return undefined;
-        const out: Json = {};
+        // The name: the startup CPU boost resizes the app container by it (deployments/boost.ts).
+        const out: Json = typeof c.name === "string" ? { name: intern(c.name) } : {};
         const ports = list(
           c.ports,
           (x) => internDeep(pick(x, ["name", "containerPort", "protocol"])) as Json | undefined,

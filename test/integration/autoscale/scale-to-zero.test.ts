@@ -2,7 +2,8 @@
 // own sentinel holds the requests that reach an environment asleep at 0, the agent's wake
 // long-poll starts the scale-up at once, and the hello app under gVisor answers them once the
 // kubelet finds it Ready.
-//  - Idle → 0; 1,000 concurrent requests at zero are all answered by the app, none dropped.
+//  - Idle → 0; 1,000 concurrent requests at zero are all answered by the app, none dropped; the
+//    woken pod starts with the agent's startup CPU boost and is back at its own limit once Ready.
 //  - Over the held-request bound: 503 with Retry-After (never a drop), and the sentinel stays
 //    healthy and serves the next request.
 import assert from "node:assert/strict";
@@ -14,6 +15,13 @@ import { tempDir } from "../ctrl/support.js";
 import { dbIn, step, World } from "./support.js";
 
 const skip = await realNodesSkip();
+
+/** The agent's startup CPU boost resizes so far (src/agent/deployments/boost.ts), by step. */
+async function boosts(w: World, step: "up" | "down" | "refused"): Promise<number> {
+  const m = w.agent.registry.getSingleMetric("krane_agent_startup_cpu_boosts_total");
+  const values = m ? (await m.get()).values : [];
+  return values.find((v) => v.labels.step === step)?.value ?? 0;
+}
 
 describe("scale to zero on real containers", { skip }, () => {
   const h = useRealCluster(["untrusted", "sentinel"]);
@@ -41,6 +49,7 @@ describe("scale to zero on real containers", { skip }, () => {
     assert.equal(await w.regionCount(), 0);
     assert.match((await w.status()).autoscale[0]?.reason ?? "", /scaled to zero/);
 
+    const boostsBefore = { up: await boosts(w, "up"), down: await boosts(w, "down") };
     const client = new HttpAgent({ connections: 1000, keepAliveTimeout: 10_000 });
     const started = performance.now();
     const answers = await Promise.all(
@@ -65,6 +74,31 @@ describe("scale to zero on real containers", { skip }, () => {
       (await w.sentinelMetric('krane_sentinel_held_requests_total{outcome="released"}')) >= 1,
       "held requests released",
     );
+    // The startup CPU boost (src/agent/deployments/boost.ts): the woken pod started with the
+    // boosted limit and, once Ready, runs at its revision's own again (spec and kubelet's status).
+    assert.ok((await boosts(w, "up")) > boostsBefore.up, "the woken pod was boosted");
+    assert.equal(await boosts(w, "refused"), 0);
+    await w.until(
+      "the woken pod back at its own CPU limit",
+      async () => {
+        const pods = await kubectlJson<{
+          items: {
+            spec: { containers: { resources: { limits: { cpu: string } } }[] };
+            status: { containerStatuses?: { resources?: { limits?: { cpu?: string } } }[] };
+          }[];
+        }>(h.cluster, ["pods", "-n", "ws-acme"]);
+        return (
+          pods.items.length > 0 &&
+          pods.items.every(
+            (p) =>
+              p.spec.containers[0]?.resources.limits.cpu === "500m" &&
+              p.status.containerStatuses?.[0]?.resources?.limits?.cpu === "500m",
+          )
+        );
+      },
+      60_000,
+    );
+    assert.ok((await boosts(w, "down")) > boostsBefore.down, "and resized back by the agent");
   });
 
   it("over the held-request bound: 503 with Retry-After, none dropped, and the sentinel stays healthy", async () => {

@@ -72,3 +72,17 @@ test("HTTPS listeners need a GatewayClass name, an issuer and a public Gateway; 
   const none = resolveAgentSettings({ ...base, certificateIssuer: "ClusterIssuer/ca" }, {}, {}).settings;
   assert.equal(none && gatewaySettingsOf(none)?.https, undefined, "no class: no HTTPS listeners");
 });
+
+test("the startup CPU boost is in millicores, 1000 by default, 0 turns it off", () => {
+  const base = { ctrlUrl: "http://ctrl:7070", token: "t", region: "eu" };
+  assert.equal(resolveAgentSettings(base, {}, {}).settings?.startupCpuBoostMillicores, 1000);
+  assert.equal(
+    resolveAgentSettings(base, { KRANE_STARTUP_CPU_BOOST_MILLICORES: "0" }, {}).settings?.startupCpuBoostMillicores,
+    0,
+  );
+  for (const bad of ["-1", "1.5", "lots"]) {
+    const { settings, problems } = resolveAgentSettings({ ...base, startupCpuBoostMillicores: bad }, {}, {});
+    assert.equal(settings, undefined, bad);
+    assert.ok(problems.some((p) => p.startsWith("startupCpuBoostMillicores must be")));
+  }
+});

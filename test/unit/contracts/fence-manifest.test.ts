@@ -122,6 +122,7 @@ test("every string the fence compares with is a contract value", () => {
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
     "kubernetes.io/service-account-token",
+    "resize",
     "CREATE",
     "UPDATE",
     "DELETE",
@@ -170,10 +171,12 @@ test("the agent's RBAC never grants what the fence cannot guard", () => {
       assert.ok(!groups.includes("rbac.authorization.k8s.io"), where);
       for (const v of ["escalate", "bind", "impersonate"]) assert.ok(!verbs.includes(v), `${v} in ${where}`);
       // No subresource but reading pods' logs (`krane logs`): a read, which admission never sees,
-      // so the agent keeps to workspace namespaces itself (agent.yaml's notes); never exec,
-      // attach, port-forward or any write to a subresource.
+      // so the agent keeps to workspace namespaces itself (agent.yaml's notes); and patching
+      // pods/resize (the startup CPU boost), which the fence narrows to CPU limits of krane's
+      // pods in workspace namespaces; never exec, attach, port-forward or any other write.
       const logsOnly = (r: string): boolean => r === "pods/log" && verbs.every((v) => v === "get");
-      assert.ok(!resources.some((r) => r.includes("/") && !logsOnly(r)), `subresource in ${where}`);
+      const resizeOnly = (r: string): boolean => r === "pods/resize" && verbs.every((v) => v === "patch");
+      assert.ok(!resources.some((r) => r.includes("/") && !logsOnly(r) && !resizeOnly(r)), `subresource in ${where}`);
       // Secrets are write-only for the agent (it creates, patches and deletes its own;
       // the fence guards every write), never readable: listing every Secret of the cluster is
       // not a right a leaked agent token may carry. ServiceAccounts are written only without
