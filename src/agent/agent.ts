@@ -189,6 +189,7 @@ export class Agent {
       leading: () => this.manager.leading,
       reconnect: rt.reconnect,
       callTimeoutMs: cfg.callTimeoutMs,
+      addressMap: env.sentinel.podAddressMap,
     });
   }
 
