@@ -3,7 +3,7 @@
 // header or query value), one line each (request-lines.ts). It always follows, until interrupted;
 // a stream that breaks (ctrl or an agent restarted) is opened again, for up to RESUME_WINDOW_MS.
 import type { Command } from "commander";
-import { EXIT_UNAVAILABLE } from "./exit-codes.js";
+import { EXIT_UNAVAILABLE, isResumable } from "./exit-codes.js";
 import { environmentRef, workspaceCommand } from "./command.js";
 import { formatRequest, requestJson } from "./request-lines.js";
 
@@ -64,14 +64,7 @@ export function registerRequestsCommand(program: Command): void {
           throw new ConnectError("ctrl ended the stream", Code.Unavailable);
         } catch (err) {
           const ce = ConnectError.from(err);
-          const transient = [
-            Code.Unavailable,
-            Code.Internal,
-            Code.Unknown,
-            Code.Aborted,
-            Code.DeadlineExceeded,
-          ].includes(ce.code);
-          if (!transient) throw err;
+          if (!isResumable(ce.code)) throw err;
           brokeAt ??= Date.now();
           if (Date.now() - brokeAt > RESUME_WINDOW_MS) {
             process.exitCode = EXIT_UNAVAILABLE;

@@ -462,9 +462,6 @@ export const SENTINEL_STATUS_PATH = "/status";
  * nothing until it is asked, and stops REQUESTS_IDLE_MS after the last ask.
  */
 export const SENTINEL_REQUESTS_PATH = "/requests";
-export const REQUESTS_IDLE_MS = 5_000;
-/** Records a sentinel pod keeps per second at most; the rest are counted as skipped. */
-export const REQUESTS_PER_SECOND = 50;
 
 /** One request as the view shows it: no header, no query value, no body. */
 export interface SentinelRequestRecord {
@@ -497,6 +494,10 @@ export interface SentinelRequests {
   readonly records: readonly SentinelRequestRecord[];
 }
 
+/** A sentinel stops recording this long after the last ask. */
+export const REQUESTS_IDLE_MS = 5_000;
+/** Records a sentinel pod keeps per second at most; the rest are counted as skipped. */
+export const REQUESTS_PER_SECOND = 50;
 const MAX_VIEW_PATH = 256;
 
 /**

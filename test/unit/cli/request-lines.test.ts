@@ -53,3 +53,19 @@ test("-o json: one object per request, the revision as a number", () => {
     key: "",
   });
 });
+
+test("a followed stream is opened again after exactly the transient codes", async () => {
+  const { Code } = await import("@connectrpc/connect");
+  const { isResumable } = await import("../../../src/cli/exit-codes.js");
+  const resumable = Object.values(Code)
+    .filter((c): c is Code => typeof c === "number" && isResumable(c))
+    .map((c) => Code[c]);
+  assert.deepEqual(resumable.sort(), [
+    "Aborted",
+    "DeadlineExceeded",
+    "Internal",
+    "ResourceExhausted",
+    "Unavailable",
+    "Unknown",
+  ]);
+});
