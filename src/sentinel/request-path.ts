@@ -37,7 +37,8 @@ import {
 import { isIdempotent, isSaneRequestId, isValidHost, upstreamHeaders } from "./headers.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { RETRY_AFTER_SECONDS, type Held, type HeldRequests } from "./hold.js";
-import { NO_REVISION, requestViewPath } from "../contracts/routing.js";
+import { NO_REVISION } from "../contracts/routing.js";
+import { requestViewPath } from "../contracts/request-view.js";
 import { instanceKey, statusClass, type SentinelMetrics } from "./metrics.js";
 import type { RequestTap } from "./tap.js";
 

@@ -8,7 +8,6 @@ import type { Registry } from "prom-client";
 import {
   SENTINEL_STATUS_PATH,
   SENTINEL_WAKE_PATH,
-  SENTINEL_REQUESTS_PATH,
   WAKE_POLL_MS,
   type EdgeAuthPolicy,
   type SentinelStatus,
@@ -30,6 +29,7 @@ import { endpointCount, promote, startingKeys, type RoutingTable } from "./table
 import { PROMOTION_TTL_MS, WarmUp } from "./warm.js";
 import { PeerExchange, peerId } from "./peers.js";
 import { RequestTap } from "./tap.js";
+import { SENTINEL_REQUESTS_PATH } from "../contracts/request-view.js";
 
 /** The proxy port's shell for the runtime this process runs on, loaded only there. */
 async function createShell(o: ShellOptions): Promise<ProxyShell> {

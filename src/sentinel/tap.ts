@@ -7,7 +7,7 @@ import {
   REQUESTS_PER_SECOND,
   type SentinelRequestRecord,
   type SentinelRequests,
-} from "../contracts/routing.js";
+} from "../contracts/request-view.js";
 
 /** Records kept for the next ask (a few seconds at the rate bound). */
 const RING = 256;

@@ -25,7 +25,8 @@ import {
 import { InstanceStatus } from "../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { PolicyService } from "../../src/gen/krane/ctrl/v1/exposure_pb.js";
 import type { KubeClient } from "../../src/kube/client.js";
-import { SENTINEL_OPS_PORT, SENTINEL_REQUESTS_PATH, type SentinelRequests } from "../../src/contracts/routing.js";
+import { SENTINEL_OPS_PORT } from "../../src/contracts/routing.js";
+import { SENTINEL_REQUESTS_PATH, type SentinelRequests } from "../../src/contracts/request-view.js";
 import { applySentinelRbac } from "../../src/sentinel/rbac.js";
 import { eventually, useCluster } from "../support/cluster.js";
 import { adminKube, routingAgent } from "./agent/support.js";

@@ -13,13 +13,13 @@ import { SENTINEL_NAMESPACE } from "../../contracts/cluster.js";
 import { COMPONENT, LABEL_ENVIRONMENT_ID, managedSelector } from "../../contracts/labels.js";
 import { msToNs } from "../../contracts/logs.js";
 import { mapAddress, type AddressMapping } from "../../contracts/address-map.js";
+import { SENTINEL_OPS_PORT } from "../../contracts/routing.js";
 import {
   REQUESTS_PER_SECOND,
-  SENTINEL_OPS_PORT,
   SENTINEL_REQUESTS_PATH,
   type SentinelRequestRecord,
   type SentinelRequests,
-} from "../../contracts/routing.js";
+} from "../../contracts/request-view.js";
 import type { KubeClient } from "../../kube/client.js";
 import { isRecord } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";

@@ -8,7 +8,7 @@ import { Registry } from "prom-client";
 import { silentLogger } from "../../../src/base/log.js";
 import { hashApiKey } from "../../../src/contracts/api-keys.js";
 import { parseEdgePolicies } from "../../../src/contracts/edge-policy.js";
-import { requestViewPath, type SentinelRequestRecord } from "../../../src/contracts/routing.js";
+import { requestViewPath, type SentinelRequestRecord } from "../../../src/contracts/request-view.js";
 import { Balancer } from "../../../src/sentinel/balancer.js";
 import { createSentinelMetrics } from "../../../src/sentinel/metrics.js";
 import { EdgePolicies } from "../../../src/sentinel/policies.js";
