@@ -1,6 +1,6 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // An environment's page: one live view (LiveService.WatchEnvironment) feeds every tab (status,
-// events, logs, charts, config and domains; a tab's own file says what it shows).
+// events, logs, requests, policies, charts, config and domains; a tab's own file says what it shows).
 import { useState } from "preact/hooks";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "../../api.js";
@@ -11,6 +11,8 @@ import { Charts } from "./charts.js";
 import { recordRollout, type RolloutSample } from "./moves-model.js";
 import { Events } from "./events.js";
 import { Logs } from "./logs.js";
+import { Policies } from "./policies.js";
+import { Requests } from "./requests.js";
 import { Settings } from "./settings.js";
 import { Status } from "./status.js";
 
@@ -71,6 +73,10 @@ export function EnvironmentBody(props: {
         <Events envRef={ref} view={view} />
       ) : tab === "logs" ? (
         <Logs envRef={ref} view={view} />
+      ) : tab === "requests" ? (
+        <Requests envRef={ref} />
+      ) : tab === "policies" ? (
+        <Policies envRef={ref} />
       ) : tab === "charts" ? (
         <Charts envRef={ref} view={view} />
       ) : tab === "config" ? (
