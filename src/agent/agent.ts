@@ -196,6 +196,7 @@ export class Agent {
       leading: () => this.manager.leading,
       reconnect: rt.reconnect,
       callTimeoutMs: cfg.callTimeoutMs,
+      addressMap: env.sentinel.podAddressMap,
     });
   }
 

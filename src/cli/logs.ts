@@ -11,7 +11,7 @@
 // stderr, and exits 1 when what it printed instead were errors (an instance that is a stand-in
 // of the local cluster, with no container and so no log; a log that could not be read).
 import type { Command } from "commander";
-import { EXIT_UNAVAILABLE } from "./exit-codes.js";
+import { EXIT_UNAVAILABLE, isResumable } from "./exit-codes.js";
 import { environmentRef, intArg, workspaceCommand } from "./command.js";
 import { parseTime } from "./audit.js";
 import type { PrintedEntry } from "./log-lines.js";
@@ -254,15 +254,7 @@ export function registerLogsCommand(program: Command): void {
           } catch (err) {
             await flush();
             const ce = ConnectError.from(err);
-            const transient = [
-              Code.Unavailable,
-              Code.Internal,
-              Code.Unknown,
-              Code.Aborted,
-              Code.DeadlineExceeded,
-              Code.ResourceExhausted,
-            ].includes(ce.code);
-            if (!f.follow || !transient) throw err;
+            if (!f.follow || !isResumable(ce.code)) throw err;
             brokeAt ??= Date.now();
             if (Date.now() - brokeAt > RESUME_WINDOW_MS) {
               process.exitCode = EXIT_UNAVAILABLE;

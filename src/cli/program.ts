@@ -16,6 +16,7 @@ import { registerMetricsCommand } from "./metrics.js";
 import { registerExposureCommands } from "./exposure.js";
 import { registerPolicyCommands } from "./policy.js";
 import { registerLogsCommand } from "./logs.js";
+import { registerRequestsCommand } from "./requests.js";
 import { registerLogRetentionCommands } from "./log-retention.js";
 import { registerPreviewCommands } from "./preview.js";
 import { registerLoginCommands } from "./login.js";
@@ -58,6 +59,7 @@ export const USER_GROUPS: readonly Group[] = [
   ["status", registerStatusCommand],
   ["events", registerEventsCommand],
   ["logs", registerLogsCommand],
+  ["requests", registerRequestsCommand],
   ["log-retention", registerLogRetentionCommands],
   ["metrics", registerMetricsCommand],
   ["exposure", registerExposureCommands],

@@ -478,6 +478,8 @@ export interface EdgeRequest {
   readonly subject?: string;
   /** Headers (flat name, value) a passing policy adds for the app ("apikey"'s forwarded key). */
   readonly forward?: string[];
+  /** Set by an "apikey" policy: the verified key's name (the live request view shows it). */
+  keyName?: string;
 }
 
 export interface Refusal {

@@ -21,6 +21,8 @@ export const ENV_TABS = [
   ["status", "Status"],
   ["events", "Events"],
   ["logs", "Logs"],
+  ["requests", "Requests"],
+  ["policies", "Policies"],
   ["charts", "Charts"],
   ["builds", "Builds"],
   ["config", "Config and domains"],

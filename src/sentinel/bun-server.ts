@@ -281,7 +281,7 @@ export class BunProxyServer implements ProxyShell {
     const body = up.body;
     if (body === null || trip.method === "HEAD" || NO_BODY_STATUS.has(status)) {
       void body?.cancel();
-      trip.finish(statusClass(status));
+      trip.finish(statusClass(status), status);
       return new Response(null, init);
     }
     const reader = body.getReader();
@@ -297,7 +297,7 @@ export class BunProxyServer implements ProxyShell {
       if (over) return;
       over = true;
       clearTimeout(idle);
-      trip.finish(result);
+      trip.finish(result, result === "aborted" ? 0 : status);
     };
     return new Response(
       directStream({
@@ -392,7 +392,7 @@ export class BunProxyServer implements ProxyShell {
       this.#relays.add(relay);
       o.metrics.webSockets.inc();
       // A handshake is counted as answered (1xx), as on Node; the trip no longer waits.
-      trip.finish("1xx");
+      trip.finish("1xx", 101);
       return undefined;
     }
   }

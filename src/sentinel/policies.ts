@@ -154,6 +154,7 @@ export function compileApiKey(
       if (k === undefined) return refuse("the API key is not valid");
       const t = now();
       if (k.expiresAt !== null && k.expiresAt <= t) return refuse("the API key has expired");
+      r.keyName = k.name;
       if (k.limit !== null && k.windowSeconds !== null) {
         const d = limiterOf({ ...k, limit: k.limit, windowSeconds: k.windowSeconds }).take(k.id, t);
         if (!d.admitted)

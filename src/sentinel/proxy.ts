@@ -320,12 +320,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.#heldHeaders !== undefined) {
       respondTrailersOnly(res, { ...this.#heldHeaders, ...downstreamTrailers(trailers) });
       this.#heldHeaders = undefined;
-      this.#trip.finish(statusClass(200));
+      this.#trip.finish(statusClass(200), 200);
       return;
     }
     if (Object.keys(trailers).length > 0) res.addTrailers(downstreamTrailers(trailers));
     if (!this.#ended) res.end();
-    this.#trip.finish(statusClass(res.statusCode));
+    this.#trip.finish(statusClass(res.statusCode), res.statusCode);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {

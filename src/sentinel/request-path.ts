@@ -38,7 +38,9 @@ import { isIdempotent, isSaneRequestId, isValidHost, upstreamHeaders } from "./h
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { RETRY_AFTER_SECONDS, type Held, type HeldRequests } from "./hold.js";
 import { NO_REVISION } from "../contracts/routing.js";
+import { requestViewPath } from "../contracts/request-view.js";
 import { instanceKey, statusClass, type SentinelMetrics } from "./metrics.js";
+import type { RequestTap } from "./tap.js";
 
 export interface RequestPathOptions {
   readonly balancer: Balancer;
@@ -54,6 +56,8 @@ export interface RequestPathOptions {
   readonly held?: HeldRequests;
   /** The environment's edge policies, checked at admission before authentication (./policies.ts). */
   readonly policies?: EdgePolicies;
+  /** The live request view (./tap.ts): records finished requests while someone watches. */
+  readonly tap?: RequestTap;
 }
 
 /** What a shell knows of a client request once its head has arrived. */
@@ -170,6 +174,12 @@ export class Trip {
   #held: Held | undefined;
   /** What the policies saw, kept when some wait for authentication. */
   #edge: EdgeRequest | undefined;
+  /** What the policies saw (the request view reads the API key's name from it). */
+  #seen: EdgeRequest | undefined;
+  /** The policy that refused the request. */
+  #refusedBy = "";
+  readonly #target: string;
+  readonly #client: string;
 
   constructor(path: RequestPath, head: RequestHead, started: number) {
     this.#path = path;
@@ -183,6 +193,8 @@ export class Trip {
     this.#preview = head.preview === PREVIEW_HEADER_VALUE;
     this.#authorization = head.authorization;
     this.#host = head.host;
+    this.#target = head.target;
+    this.#client = head.clientAddress;
     const host = head.host;
     if (host === undefined ? head.hostRequired : !isValidHost(host)) {
       this.#o.metrics.clientErrors.inc({ reason: "invalid-host" });
@@ -204,7 +216,7 @@ export class Trip {
     let forward: string[] | undefined;
     if (policies?.active) {
       forward = [];
-      const edge = {
+      const edge: EdgeRequest = {
         method: head.method,
         path: p,
         peer: head.clientAddress,
@@ -213,11 +225,13 @@ export class Trip {
         forward,
       };
       if (policies.afterAuth) this.#edge = edge;
+      this.#seen = edge;
       const refusal = policies.check(edge);
       if (refusal) {
         // A body left unread is not read at all: the connection closes after the answer.
         const a = refusalAnswer(refusal, this.requestId, head.hasBody);
-        this.finish(statusClass(a.status));
+        this.#refusedBy = refusal.policy;
+        this.finish(statusClass(a.status), a.status);
         this.refused = a;
         return;
       }
@@ -259,7 +273,8 @@ export class Trip {
     const refusal = this.#o.policies?.checkAuthenticated(edge, subject);
     if (!refusal) return undefined;
     const a = refusalAnswer(refusal, this.requestId, this.hasBody);
-    this.finish(statusClass(a.status));
+    this.#refusedBy = refusal.policy;
+    this.finish(statusClass(a.status), a.status);
     return a;
   }
 
@@ -272,7 +287,7 @@ export class Trip {
     };
     headers[REQUEST_ID_HEADER] = this.requestId;
     this.#o.metrics.authRefusals.inc({ status: String(d.status) });
-    this.finish(statusClass(a.status));
+    this.finish(statusClass(a.status), a.status);
     return { status: a.status, headers, body: a.body, closeConnection: false };
   }
 
@@ -375,12 +390,15 @@ export class Trip {
   /** The sentinel's own answer for `cause`; the trip is finished with its status class. */
   answer(cause: ProxyErrorCause, closeConnection = false): OwnAnswer {
     const a = ownAnswer(cause, this.requestId, closeConnection);
-    this.finish(statusClass(a.status));
+    this.finish(statusClass(a.status), a.status);
     return a;
   }
 
-  /** Ends the trip: out of flight, counted by revision and status class ("aborted": cut short). */
-  finish(code: string): void {
+  /**
+   * Ends the trip: out of flight, counted by revision and status class ("aborted": cut short);
+   * `status` is the answer's (0 when cut short), for the request view.
+   */
+  finish(code: string, status = 0): void {
     if (this.#finished) return;
     this.#finished = true;
     // The client left while its request was held.
@@ -392,6 +410,19 @@ export class Trip {
     // The instance of the last attempt answered, or its failure is the answer.
     const pod = this.instance?.endpoint.pod;
     if (pod !== undefined) this.#o.metrics.instanceStats.record(instanceKey(this.revision, pod), code, seconds);
+    if (this.#o.tap?.active)
+      this.#o.tap.record({
+        timeMs: Date.now(),
+        method: this.method,
+        path: requestViewPath(this.path === "" ? this.#target : this.path),
+        status,
+        latencyMs: seconds * 1000,
+        deploymentId: this.revision === NO_REVISION ? "" : this.revision,
+        instance: pod ?? "",
+        policy: this.#refusedBy,
+        client: this.#client,
+        key: this.#seen?.keyName ?? "",
+      });
   }
 
   get finished(): boolean {

@@ -28,6 +28,8 @@ import { runningOnBun, type ProxyShell, type ShellOptions } from "./shell.js";
 import { endpointCount, promote, startingKeys, type RoutingTable } from "./table.js";
 import { PROMOTION_TTL_MS, WarmUp } from "./warm.js";
 import { PeerExchange, peerId } from "./peers.js";
+import { RequestTap } from "./tap.js";
+import { SENTINEL_REQUESTS_PATH } from "../contracts/request-view.js";
 
 /** The proxy port's shell for the runtime this process runs on, loaded only there. */
 async function createShell(o: ShellOptions): Promise<ProxyShell> {
@@ -62,6 +64,8 @@ export class Sentinel {
   readonly auth: EdgeAuth;
   /** Requests held while the environment is at zero (the policy's hold section). */
   readonly held: HeldRequests;
+  /** The live request view's records (./tap.ts). */
+  readonly tap = new RequestTap();
   /** The environment's edge policies (the policy's policies section). */
   readonly policies: EdgePolicies;
   readonly #log: Logger;
@@ -112,6 +116,7 @@ export class Sentinel {
     });
     this.held.onColdStart = () => this.#warm.start();
     this.#path = new RequestPath({
+      tap: this.tap,
       auth: this.auth,
       held: this.held,
       policies: this.policies,
@@ -259,6 +264,7 @@ export class Sentinel {
 
   async #shutdown(): Promise<void> {
     this.held.close();
+    this.tap.close();
     await this.#peers?.stop();
     await this.#source.stop();
     this.#kube?.close();
@@ -410,6 +416,10 @@ export class Sentinel {
         res.once("close", () => gone.abort());
         const wake = await this.held.waitForWake(Number.isFinite(after) ? after : -1, WAKE_POLL_MS, gone.signal);
         if (!gone.signal.aborted) send(200, "application/json", `${JSON.stringify(wake)}\n`);
+      } else if (path === SENTINEL_REQUESTS_PATH) {
+        // The agent, while someone watches the request view: the records since its last ask.
+        const after = Number(new URL(req.url ?? "/", "http://ops").searchParams.get("after") ?? "0");
+        send(200, "application/json", `${JSON.stringify(this.tap.read(Number.isFinite(after) ? after : 0))}\n`);
       } else send(404, "text/plain", "not found\n");
     } catch (err) {
       send(500, "text/plain", `${err instanceof Error ? err.message : String(err)}\n`);

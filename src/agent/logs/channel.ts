@@ -8,7 +8,9 @@ import type { KubeClient } from "../../kube/client.js";
 import { fullJitterDelay, sleep, type BackoffPolicy } from "../../retry/backoff.js";
 import type { Logger } from "../../base/log.js";
 import type { BufferLimits } from "./buffer.js";
-import { LogSession } from "./session.js";
+import { LogSession, type PushRequest } from "./session.js";
+import { RequestSession } from "./requests.js";
+import type { AddressMapping } from "../../contracts/address-map.js";
 
 export interface LogChannelOptions {
   readonly transport: Transport;
@@ -21,6 +23,8 @@ export interface LogChannelOptions {
   readonly buffer?: BufferLimits;
   readonly heartbeatMs?: number;
   readonly callTimeoutMs?: number;
+  /** Local cluster only: where pod IPs are served on this machine (the request view dials sentinel pods). */
+  readonly addressMap?: AddressMapping;
 }
 
 const RECONNECT: BackoffPolicy = { baseMs: 100, capMs: 2_000 };
@@ -28,7 +32,7 @@ const RECONNECT: BackoffPolicy = { baseMs: 100, capMs: 2_000 };
 export class LogChannel {
   readonly #o: LogChannelOptions;
   readonly #client: Client<typeof LogChannelService>;
-  readonly #sessions = new Map<string, LogSession>();
+  readonly #sessions = new Map<string, LogSession | RequestSession>();
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
   #connected = false;
@@ -114,17 +118,24 @@ export class LogChannel {
   /** Runs a request (once per id: a request heard twice, over two channels, is answered once). */
   #startSession(req: AgentLogRequest): void {
     if (this.#sessions.has(req.requestId) || this.#stop.signal.aborted) return;
-    const session = new LogSession(
-      {
-        kube: this.#o.kube,
-        region: this.#o.region,
-        log: this.#o.log,
-        buffer: this.#o.buffer,
-        heartbeatMs: this.#o.heartbeatMs,
-        push: (r) => this.#client.pushLogs(r, { timeoutMs: this.#o.callTimeoutMs ?? 10_000 }),
-      },
-      req,
-    );
+    const push = (r: PushRequest): Promise<{ cancelled: boolean }> =>
+      this.#client.pushLogs(r, { timeoutMs: this.#o.callTimeoutMs ?? 10_000 });
+    const session = req.requests
+      ? new RequestSession(
+          { kube: this.#o.kube, region: this.#o.region, log: this.#o.log, addressMap: this.#o.addressMap, push },
+          req,
+        )
+      : new LogSession(
+          {
+            kube: this.#o.kube,
+            region: this.#o.region,
+            log: this.#o.log,
+            buffer: this.#o.buffer,
+            heartbeatMs: this.#o.heartbeatMs,
+            push,
+          },
+          req,
+        );
     this.#sessions.set(req.requestId, session);
     void session.done.finally(() => this.#sessions.delete(req.requestId));
   }

@@ -33,7 +33,8 @@ export interface SentinelObservation {
   readonly pods: ReadonlyMap<string, SentinelStatus>;
 }
 
-function podIp(pod: KubeObject): string | undefined {
+/** The IP of a pod that serves now (running, not being deleted). */
+export function podIp(pod: KubeObject): string | undefined {
   const status = isRecord(pod.status) ? pod.status : {};
   return !pod.metadata.deletionTimestamp &&
     status.phase === "Running" &&

@@ -309,6 +309,20 @@ export function splitPush(push: PushLogsRequest): PushLogsRequest[] {
 }
 
 function entrySize(e: LogEntry): number {
-  const text = e.entry.case === "line" ? e.entry.value : e.entry.case === "marker" ? e.entry.value.message : "";
-  return Buffer.byteLength(text) + e.instance.length + e.deploymentId.length + e.region.length + 40;
+  return Buffer.byteLength(entryText(e)) + e.instance.length + e.deploymentId.length + e.region.length + 40;
+}
+
+function entryText(e: LogEntry): string {
+  switch (e.entry.case) {
+    case "line":
+      return e.entry.value;
+    case "marker":
+      return e.entry.value.message;
+    case "request": {
+      const r = e.entry.value;
+      return r.method + r.path + r.policy + r.client + r.key;
+    }
+    default:
+      return "";
+  }
 }

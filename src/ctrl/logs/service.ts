@@ -8,7 +8,7 @@
 // ends the stream `unavailable`, and the reader resumes).
 import { randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   AgentLogRequestSchema,
   LogChannelMessageSchema,
@@ -24,7 +24,7 @@ import {
 import { msToNs } from "../../contracts/logs.js";
 import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import type { Store } from "../db/store.js";
-import { validateLogQuery, validateLogRetentionDays } from "../validate/logs.js";
+import { validateLogQuery, validateLogRetentionDays, type LogQuery } from "../validate/logs.js";
 import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
 import { entriesOfChunks } from "./chunks.js";
@@ -135,270 +135,281 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
       });
       return { retention: await retention(ws.id) };
     },
-    async *streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
-      const q = validateLogQuery(req, Date.now());
-      const target = await logTarget(d.store.db, q);
-      // A regex runs on a worker of its own, ended with the call (grep.ts).
-      const grep = q.grep ? grepOf(q.grep) : undefined;
-      try {
-        /** With history: each instance's last kept line when the call began (the seam). */
-        let seam: InstanceCursors | undefined;
-        let liveSinceMs = q.since ?? 0;
-        if (q.history) {
-          const h = await readHistory(d.store.db, target, q, grep);
-          seam = h.seam;
-          liveSinceMs = Number(h.liveSinceNs / 1_000_000n);
-          for await (const page of h.pages)
-            for (let i = 0; i < page.length; i += BATCH)
-              yield create(StreamLogsResponseSchema, { entries: page.slice(i, i + BATCH) });
-          if (target.instanceGone) return;
+    streamLogs(req, ctx): AsyncGenerator<StreamLogsResponse> {
+      return stream(validateLogQuery(req, Date.now()), ctx, false);
+    },
+    streamRequests(req, ctx): AsyncGenerator<StreamLogsResponse> {
+      const q = validateLogQuery(
+        { ...req, follow: true, sinceUnixMs: 0n, revision: 0n, instance: "", previous: false },
+        Date.now(),
+      );
+      return stream(q, ctx, true);
+    },
+  };
+  /** A StreamLogs call, or (`requests`) a StreamRequests call: the same asking, merging and ending. */
+  async function* stream(q: LogQuery, ctx: HandlerContext, requests: boolean): AsyncGenerator<StreamLogsResponse> {
+    const target = await logTarget(d.store.db, q);
+    // A regex runs on a worker of its own, ended with the call (grep.ts).
+    const grep = q.grep ? grepOf(q.grep) : undefined;
+    try {
+      /** With history: each instance's last kept line when the call began (the seam). */
+      let seam: InstanceCursors | undefined;
+      let liveSinceMs = q.since ?? 0;
+      if (q.history) {
+        const h = await readHistory(d.store.db, target, q, grep);
+        seam = h.seam;
+        liveSinceMs = Number(h.liveSinceNs / 1_000_000n);
+        for await (const page of h.pages)
+          for (let i = 0; i < page.length; i += BATCH)
+            yield create(StreamLogsResponseSchema, { entries: page.slice(i, i + BATCH) });
+        if (target.instanceGone) return;
+      }
+      const merger = new LogMerger<Held>({
+        holdMs: d.holdMs ?? 100,
+        maxAgeMs: d.maxAgeMs ?? 250,
+        liveFromMs: Date.now(),
+        capacity,
+      });
+      const sinceNs = msToNs(q.since ?? 0);
+      let wake: (() => void) | undefined;
+      const regions: RegionState[] = [];
+      const late: LogEntry[] = [];
+      /** Deployments the lines named that were not known when the call started (a rollout since). */
+      const unknown = new Set<string>();
+      const looked = new Set<string>();
+      const signal = AbortSignal.any([ctx.signal, d.stop]);
+      /** --grep's matching of live lines, in arrival order, and its failure (a regex past its deadline). */
+      let grepping: Promise<void> = Promise.resolve();
+      let grepFailed: unknown;
+      const hold = (held: Held[], now: number): void => {
+        const lines = held.flatMap((h) => (h.entry.entry.case === "line" ? [h.entry.entry.value] : []));
+        if (!grep || lines.length === 0) {
+          for (const h of held) merger.add(h, now);
+          return;
         }
-        const merger = new LogMerger<Held>({
-          holdMs: d.holdMs ?? 100,
-          maxAgeMs: d.maxAgeMs ?? 250,
-          liveFromMs: Date.now(),
-          capacity,
-        });
-        const sinceNs = msToNs(q.since ?? 0);
-        let wake: (() => void) | undefined;
-        const regions: RegionState[] = [];
-        const late: LogEntry[] = [];
-        /** Deployments the lines named that were not known when the call started (a rollout since). */
-        const unknown = new Set<string>();
-        const looked = new Set<string>();
-        const signal = AbortSignal.any([ctx.signal, d.stop]);
-        /** --grep's matching of live lines, in arrival order, and its failure (a regex past its deadline). */
-        let grepping: Promise<void> = Promise.resolve();
-        let grepFailed: unknown;
-        const hold = (held: Held[], now: number): void => {
-          const lines = held.flatMap((h) => (h.entry.entry.case === "line" ? [h.entry.entry.value] : []));
-          if (!grep || lines.length === 0) {
-            for (const h of held) merger.add(h, now);
-            return;
-          }
-          grepping = grepping
-            .then(async () => {
-              const keep = await grep.keep(lines);
-              let i = 0;
-              for (const h of held) if (h.entry.entry.case !== "line" || keep[i++]) merger.add(h, now);
-            })
-            .catch((err: unknown) => {
-              grepFailed ??= err;
-            })
-            .finally(() => wake?.());
-        };
-        try {
-          const ask = (st: RegionState): void => {
-            const agentReq = create(AgentLogRequestSchema, {
-              requestId: `log_${randomBytes(12).toString("hex")}`,
-              k8sNamespace: target.namespace,
-              environmentId: target.environmentId,
-              deploymentIds: target.deploymentIds,
-              instance: q.instance ?? "",
-              follow: q.follow,
-              sinceUnixMs: BigInt(liveSinceMs),
-              tailLines: q.tail,
-              previous: q.previous,
-              chunks: true,
-            });
-            st.askedAt = Date.now();
-            const id = agentReq.requestId;
-            const onAsked = (clusterIds: readonly string[]): void => {
-              if (st.ended) return;
-              const now = Date.now();
-              for (const c of clusterIds)
-                if (!st.clusters.has(c))
-                  st.clusters.set(c, { answered: false, done: false, lastHeard: now, warned: false });
-            };
-            const onPush = (clusterId: string, push: PushLogsRequest): void => {
-              if (st.ended) return;
-              if (!st.answered)
-                // The first request the agent answers is the one: an agent slow to start may answer
-                // an earlier ask after a later one went out.
-                for (const [other, cancel] of st.asks)
-                  if (other !== id) {
-                    cancel();
-                    st.asks.delete(other);
-                  }
-              const now = Date.now();
-              st.answered = true;
-              const c = st.clusters.get(clusterId);
-              if (c) {
-                c.answered = true;
-                c.lastHeard = now;
-                c.done ||= push.done;
-              } else st.clusters.set(clusterId, { answered: true, done: push.done, lastHeard: now, warned: false });
-              const held: Held[] = [];
-              for (const e of push.entries) {
-                // The API server reads from whole seconds: earlier lines of that second go here.
-                if (e.entry.case === "line" && e.timeUnixNano < sinceNs) continue;
-                // With history: kept lines were sent already; --grep: only the lines it matches.
-                if (e.entry.case === "line" && seam && !seam.isNew(sourceKey(st.region, e.instance), e.timeUnixNano))
-                  continue;
-                // What the agent says of region and revision is not taken: ctrl knows them.
-                e.region = st.region;
-                e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
-                if (e.revision === 0n && e.deploymentId !== "") unknown.add(e.deploymentId);
-                held.push({ ns: e.timeUnixNano, source: `${st.region}/${e.instance}`, entry: e });
-              }
-              hold(held, now);
-              if (push.error !== "")
-                late.push(
-                  marker(
-                    st.region,
-                    LogMarkerKind.ERROR,
-                    `region ${st.region}: the agent could not read logs: ${push.error}`,
-                  ),
-                );
-              if ([...st.clusters.values()].every((x) => x.done)) st.ended = true;
-              wake?.();
-            };
-            st.asks.set(id, d.hub.request(st.region, agentReq, onPush, onAsked));
-          };
-          for (const region of target.regions) {
-            const st: RegionState = {
-              region,
-              asks: new Map(),
-              askedAt: 0,
-              answered: false,
-              clusters: new Map(),
-              ended: false,
-              warned: false,
-            };
-            regions.push(st);
-            ask(st);
-          }
-          if (regions.length === 0) return;
-          let nextWait = 0;
-          for (;;) {
-            if (nextWait > 0) {
-              await new Promise<void>((resolve) => {
-                const done = (): void => {
-                  clearTimeout(t);
-                  signal.removeEventListener("abort", done);
-                  wake = undefined;
-                  resolve();
-                };
-                const t = setTimeout(done, nextWait);
-                signal.addEventListener("abort", done, { once: true });
-                wake = done;
-              });
-            }
-            if (ctx.signal.aborted) return;
-            if (d.stop.aborted) throw new ConnectError("ctrl is shutting down; resume elsewhere", Code.Unavailable);
-            if (grepFailed !== undefined) throw grepFailed;
+        grepping = grepping
+          .then(async () => {
+            const keep = await grep.keep(lines);
+            let i = 0;
+            for (const h of held) if (h.entry.entry.case !== "line" || keep[i++]) merger.add(h, now);
+          })
+          .catch((err: unknown) => {
+            grepFailed ??= err;
+          })
+          .finally(() => wake?.());
+      };
+      try {
+        const ask = (st: RegionState): void => {
+          const agentReq = create(AgentLogRequestSchema, {
+            requestId: `log_${randomBytes(12).toString("hex")}`,
+            k8sNamespace: target.namespace,
+            environmentId: target.environmentId,
+            deploymentIds: target.deploymentIds,
+            instance: q.instance ?? "",
+            follow: q.follow,
+            sinceUnixMs: BigInt(liveSinceMs),
+            tailLines: q.tail,
+            previous: q.previous,
+            chunks: true,
+            requests,
+          });
+          st.askedAt = Date.now();
+          const id = agentReq.requestId;
+          const onAsked = (clusterIds: readonly string[]): void => {
+            if (st.ended) return;
             const now = Date.now();
-            const within = `${Math.round(answerTimeoutMs / 1000)} s`;
-            for (const st of regions) {
-              if (st.ended) continue;
-              for (const [id, c] of st.clusters) {
-                if (c.done || now - c.lastHeard <= answerTimeoutMs) continue;
-                const name = await clusterName(id);
-                if (q.follow) {
-                  if (c.answered)
-                    throw new ConnectError(
-                      `the agent of cluster ${name} in region ${st.region} stopped answering (restarted or disconnected); resume from the last line`,
-                      Code.Unavailable,
-                    );
-                  if (!c.warned)
-                    late.push(
-                      marker(
-                        st.region,
-                        LogMarkerKind.ERROR,
-                        `region ${st.region}: cluster ${name} did not answer within ${within} (see krane region clusters); its lines are missing until it does`,
-                      ),
-                    );
-                  c.warned = true;
-                  continue;
+            for (const c of clusterIds)
+              if (!st.clusters.has(c))
+                st.clusters.set(c, { answered: false, done: false, lastHeard: now, warned: false });
+          };
+          const onPush = (clusterId: string, push: PushLogsRequest): void => {
+            if (st.ended) return;
+            if (!st.answered)
+              // The first request the agent answers is the one: an agent slow to start may answer
+              // an earlier ask after a later one went out.
+              for (const [other, cancel] of st.asks)
+                if (other !== id) {
+                  cancel();
+                  st.asks.delete(other);
                 }
-                c.done = true;
-                late.push(
-                  marker(
-                    st.region,
-                    LogMarkerKind.ERROR,
-                    c.answered
-                      ? `region ${st.region}: cluster ${name} stopped answering; lines may be missing`
-                      : `region ${st.region}: cluster ${name} did not answer within ${within}; its lines are missing`,
-                  ),
-                );
-              }
-              if (st.clusters.size > 0 && [...st.clusters.values()].every((c) => c.done)) {
-                st.ended = true;
-                cancelAll(st);
+            const now = Date.now();
+            st.answered = true;
+            const c = st.clusters.get(clusterId);
+            if (c) {
+              c.answered = true;
+              c.lastHeard = now;
+              c.done ||= push.done;
+            } else st.clusters.set(clusterId, { answered: true, done: push.done, lastHeard: now, warned: false });
+            const held: Held[] = [];
+            for (const e of push.entries) {
+              // The API server reads from whole seconds: earlier lines of that second go here.
+              if (e.entry.case === "line" && e.timeUnixNano < sinceNs) continue;
+              // With history: kept lines were sent already; --grep: only the lines it matches.
+              if (e.entry.case === "line" && seam && !seam.isNew(sourceKey(st.region, e.instance), e.timeUnixNano))
                 continue;
-              }
-              if (!st.answered && st.clusters.size === 0 && now - st.askedAt > answerTimeoutMs) {
-                if (!st.warned)
+              // What the agent says of region and revision is not taken: ctrl knows them.
+              e.region = st.region;
+              e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
+              if (e.revision === 0n && e.deploymentId !== "") unknown.add(e.deploymentId);
+              held.push({ ns: e.timeUnixNano, source: `${st.region}/${e.instance}`, entry: e });
+            }
+            hold(held, now);
+            if (push.error !== "")
+              late.push(
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  `region ${st.region}: the agent could not read logs: ${push.error}`,
+                ),
+              );
+            if ([...st.clusters.values()].every((x) => x.done)) st.ended = true;
+            wake?.();
+          };
+          st.asks.set(id, d.hub.request(st.region, agentReq, onPush, onAsked));
+        };
+        for (const region of target.regions) {
+          const st: RegionState = {
+            region,
+            asks: new Map(),
+            askedAt: 0,
+            answered: false,
+            clusters: new Map(),
+            ended: false,
+            warned: false,
+          };
+          regions.push(st);
+          ask(st);
+        }
+        if (regions.length === 0) return;
+        let nextWait = 0;
+        for (;;) {
+          if (nextWait > 0) {
+            await new Promise<void>((resolve) => {
+              const done = (): void => {
+                clearTimeout(t);
+                signal.removeEventListener("abort", done);
+                wake = undefined;
+                resolve();
+              };
+              const t = setTimeout(done, nextWait);
+              signal.addEventListener("abort", done, { once: true });
+              wake = done;
+            });
+          }
+          if (ctx.signal.aborted) return;
+          if (d.stop.aborted) throw new ConnectError("ctrl is shutting down; resume elsewhere", Code.Unavailable);
+          if (grepFailed !== undefined) throw grepFailed;
+          const now = Date.now();
+          const within = `${Math.round(answerTimeoutMs / 1000)} s`;
+          for (const st of regions) {
+            if (st.ended) continue;
+            for (const [id, c] of st.clusters) {
+              if (c.done || now - c.lastHeard <= answerTimeoutMs) continue;
+              const name = await clusterName(id);
+              if (q.follow) {
+                if (c.answered)
+                  throw new ConnectError(
+                    `the agent of cluster ${name} in region ${st.region} stopped answering (restarted or disconnected); resume from the last line`,
+                    Code.Unavailable,
+                  );
+                if (!c.warned)
                   late.push(
                     marker(
                       st.region,
                       LogMarkerKind.ERROR,
-                      `region ${st.region}: no agent answered within ${within} (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
+                      `region ${st.region}: cluster ${name} did not answer within ${within} (see krane region clusters); its lines are missing until it does`,
                     ),
                   );
-                st.warned = true;
-                // Following, the region is asked again until its agent answers (it may be reconnecting).
-                if (q.follow) ask(st);
-                else {
-                  st.ended = true;
-                  cancelAll(st);
-                }
+                c.warned = true;
+                continue;
+              }
+              c.done = true;
+              late.push(
+                marker(
+                  st.region,
+                  LogMarkerKind.ERROR,
+                  c.answered
+                    ? `region ${st.region}: cluster ${name} stopped answering; lines may be missing`
+                    : `region ${st.region}: cluster ${name} did not answer within ${within}; its lines are missing`,
+                ),
+              );
+            }
+            if (st.clusters.size > 0 && [...st.clusters.values()].every((c) => c.done)) {
+              st.ended = true;
+              cancelAll(st);
+              continue;
+            }
+            if (!st.answered && st.clusters.size === 0 && now - st.askedAt > answerTimeoutMs) {
+              if (!st.warned)
+                late.push(
+                  marker(
+                    st.region,
+                    LogMarkerKind.ERROR,
+                    `region ${st.region}: no agent answered within ${within} (is the region's agent connected? see krane region clusters)${q.follow ? "; asking again" : ""}`,
+                  ),
+                );
+              st.warned = true;
+              // Following, the region is asked again until its agent answers (it may be reconnecting).
+              if (q.follow) ask(st);
+              else {
+                st.ended = true;
+                cancelAll(st);
               }
             }
-            if (unknown.size > 0) {
-              const ids = [...unknown].filter((id) => !looked.has(id));
-              unknown.clear();
-              for (const id of ids) looked.add(id);
-              for (const [id, revision] of await revisionsOf(d.store.db, target.environmentId, ids))
-                target.revisions.set(id, revision);
-            }
-            const allEnded = regions.every((r) => r.ended);
-            // Ended: the lines still being matched are part of what it sends.
-            if (allEnded) {
-              await grepping;
-              if (grepFailed !== undefined) throw grepFailed;
-            }
-            let out: LogEntry[] = late.splice(0);
-            for (const drop of merger.drops())
-              out.push(
-                create(LogEntrySchema, {
-                  timeUnixNano: drop.first.entry.timeUnixNano,
-                  region: drop.first.entry.region,
-                  instance: drop.first.entry.instance,
-                  revision: drop.first.entry.revision,
-                  deploymentId: drop.first.entry.deploymentId,
-                  entry: {
-                    case: "marker",
-                    value: {
-                      kind: LogMarkerKind.DROPPED,
-                      dropped: BigInt(drop.n),
-                      message: "the reader did not keep up",
-                    },
-                  },
-                }),
-              );
-            if (q.follow) out = out.concat(merger.take(now).map((h) => h.entry));
-            else if (allEnded) out = out.concat(merger.take(now, true).map((h) => h.entry));
-            else if (merger.size >= capacity * 0.8)
-              out = out.concat(merger.takeOldest(Math.floor(capacity / 2)).map((h) => h.entry));
-            for (const e of out)
-              if (e.revision === 0n && e.deploymentId !== "")
-                e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
-            for (let i = 0; i < out.length; i += BATCH)
-              yield create(StreamLogsResponseSchema, { entries: out.slice(i, i + BATCH) });
-            // Following, regions whose agents finished (nothing to follow there) keep the stream open.
-            if (allEnded && merger.size === 0 && !q.follow) return;
-            const due = merger.nextDue();
-            nextWait = q.follow ? Math.max(10, Math.min(due === undefined ? 250 : due - Date.now(), 250)) : 100;
           }
-        } finally {
-          for (const st of regions) cancelAll(st);
+          if (unknown.size > 0) {
+            const ids = [...unknown].filter((id) => !looked.has(id));
+            unknown.clear();
+            for (const id of ids) looked.add(id);
+            for (const [id, revision] of await revisionsOf(d.store.db, target.environmentId, ids))
+              target.revisions.set(id, revision);
+          }
+          const allEnded = regions.every((r) => r.ended);
+          // Ended: the lines still being matched are part of what it sends.
+          if (allEnded) {
+            await grepping;
+            if (grepFailed !== undefined) throw grepFailed;
+          }
+          let out: LogEntry[] = late.splice(0);
+          for (const drop of merger.drops())
+            out.push(
+              create(LogEntrySchema, {
+                timeUnixNano: drop.first.entry.timeUnixNano,
+                region: drop.first.entry.region,
+                instance: drop.first.entry.instance,
+                revision: drop.first.entry.revision,
+                deploymentId: drop.first.entry.deploymentId,
+                entry: {
+                  case: "marker",
+                  value: {
+                    kind: LogMarkerKind.DROPPED,
+                    dropped: BigInt(drop.n),
+                    message: "the reader did not keep up",
+                  },
+                },
+              }),
+            );
+          if (q.follow) out = out.concat(merger.take(now).map((h) => h.entry));
+          else if (allEnded) out = out.concat(merger.take(now, true).map((h) => h.entry));
+          else if (merger.size >= capacity * 0.8)
+            out = out.concat(merger.takeOldest(Math.floor(capacity / 2)).map((h) => h.entry));
+          for (const e of out)
+            if (e.revision === 0n && e.deploymentId !== "")
+              e.revision = BigInt(target.revisions.get(e.deploymentId) ?? 0);
+          for (let i = 0; i < out.length; i += BATCH)
+            yield create(StreamLogsResponseSchema, { entries: out.slice(i, i + BATCH) });
+          // Following, regions whose agents finished (nothing to follow there) keep the stream open.
+          if (allEnded && merger.size === 0 && !q.follow) return;
+          const due = merger.nextDue();
+          nextWait = q.follow ? Math.max(10, Math.min(due === undefined ? 250 : due - Date.now(), 250)) : 100;
         }
       } finally {
-        grep?.close();
+        for (const st of regions) cancelAll(st);
       }
-    },
-  };
+    } finally {
+      grep?.close();
+    }
+  }
 }
 
 export function logChannelServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogChannelService> {

@@ -4,6 +4,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { errorText } from "../api.js";
+import type { Column } from "./table.js";
 
 /** A modal dialog asking to confirm an action (Escape or Cancel: no). */
 export function Confirm(props: { title: string; children: ComponentChildren; onYes: () => void; onNo: () => void }) {
@@ -71,4 +72,30 @@ export function useConfirmedActions(): {
     </Confirm>
   );
   return { act, errors, dialog };
+}
+
+/**
+ * A table's last column: a Remove button per row that asks first (`act`), its confirmation titled
+ * and its button labelled `Remove <what>`; ctrl's refusal lands under the field "remove".
+ */
+export function removeColumn<T>(
+  act: (p: PendingAction) => void,
+  what: (row: T) => string,
+  run: (row: T) => Promise<unknown>,
+  onDone: () => void,
+): Column<T> {
+  return {
+    key: "remove",
+    title: "Remove",
+    value: () => "",
+    render: (row) => (
+      <button
+        type="button"
+        aria-label={`Remove ${what(row)}`}
+        onClick={() => act({ title: `Remove ${what(row)}`, field: "remove", run: () => run(row), onDone })}
+      >
+        Remove
+      </button>
+    ),
+  };
 }

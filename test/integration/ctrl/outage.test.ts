@@ -94,6 +94,7 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     ListAlertRules: target,
     RemoveAlertRule: { ...target, name: "outage" },
     GetLogRetention: { workspace: "acme" },
+    StreamRequests: target,
     SetLogRetention: { workspace: "acme", days: 30 },
     CreateApiKey: { ...target, name: "outage" },
     ListApiKeys: target,

@@ -30,7 +30,9 @@ describe("environment page", () => {
     assert.deepEqual(buttons(root), [], "nothing acts on the missing environment");
     assert.deepEqual(
       byTag(the(root, "nav", ["aria-label", "Environment"]), "a").map((a) => a.getAttribute("href")),
-      ["status", "events", "logs", "charts", "builds", "config"].map((t) => `#/env/acme/shop/doesnotexist/${t}`),
+      ["status", "events", "logs", "requests", "policies", "charts", "builds", "config"].map(
+        (t) => `#/env/acme/shop/doesnotexist/${t}`,
+      ),
     );
     await unmount();
   });

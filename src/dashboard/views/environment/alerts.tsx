@@ -7,7 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { ListAlertRulesResponse } from "../../../gen/krane/ctrl/v1/alerts_pb.js";
 import { api, errorText } from "../../api.js";
 import { Toned } from "../../components/badge.js";
-import { useConfirmedActions } from "../../components/confirm.js";
+import { removeColumn, useConfirmedActions } from "../../components/confirm.js";
 import { Table } from "../../components/table.js";
 import { ago } from "../../format.js";
 import type { EnvRef } from "../../router.js";
@@ -71,27 +71,12 @@ export function AlertRules(props: { envRef: EnvRef; through: bigint }) {
           },
           { key: "last", title: "Last minute", value: (r) => r.last },
           { key: "since", title: "Since", value: (r) => r.sinceMs, render: (r) => (r.sinceMs ? ago(r.sinceMs) : "") },
-          {
-            key: "remove",
-            title: "Remove",
-            value: () => "",
-            render: (r) => (
-              <button
-                type="button"
-                aria-label={`Remove alert rule ${r.name}`}
-                onClick={() =>
-                  act({
-                    title: `Remove alert rule ${r.name}`,
-                    field: "remove",
-                    run: () => api.alerts.removeAlertRule({ workspace, project, environment, name: r.name }),
-                    onDone: reload,
-                  })
-                }
-              >
-                Remove
-              </button>
-            ),
-          },
+          removeColumn(
+            act,
+            (r: { name: string }) => `alert rule ${r.name}`,
+            (r) => api.alerts.removeAlertRule({ workspace, project, environment, name: r.name }),
+            reload,
+          ),
         ]}
       />
       {errors.remove && (

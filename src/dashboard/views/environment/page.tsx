@@ -1,7 +1,7 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // An environment's page: one live view (LiveService.WatchEnvironment) feeds its tabs (status,
-// events, logs, charts, config and domains; a tab's own file says what it shows); the builds
-// tab asks BuildService itself.
+// events, logs, requests, policies, charts, config and domains; a tab's own file says what it
+// shows); the builds tab asks BuildService itself.
 import { useState } from "preact/hooks";
 import type { EnvironmentView } from "../../../gen/krane/ctrl/v1/live_pb.js";
 import { api } from "../../api.js";
@@ -13,6 +13,8 @@ import { Charts } from "./charts.js";
 import { recordRollout, type RolloutSample } from "./moves-model.js";
 import { Events } from "./events.js";
 import { Logs } from "./logs.js";
+import { Policies } from "./policies.js";
+import { Requests } from "./requests.js";
 import { Settings } from "./settings.js";
 import { Status } from "./status.js";
 
@@ -73,6 +75,10 @@ export function EnvironmentBody(props: {
         <Events envRef={ref} view={view} />
       ) : tab === "logs" ? (
         <Logs envRef={ref} view={view} />
+      ) : tab === "requests" ? (
+        <Requests envRef={ref} />
+      ) : tab === "policies" ? (
+        <Policies envRef={ref} />
       ) : tab === "charts" ? (
         <Charts envRef={ref} view={view} />
       ) : tab === "builds" ? (

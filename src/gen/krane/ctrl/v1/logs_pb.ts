@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/logs.proto.
  */
 export const file_krane_ctrl_v1_logs: GenFile = /*@__PURE__*/
-  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEiKQoMTG9nUmV0ZW50aW9uEgwKBGRheXMYASABKAUSCwoDb3duGAIgASgIIisKFkdldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkkKF0dldExvZ1JldGVudGlvblJlc3BvbnNlEi4KCXJldGVudGlvbhgBIAEoCzIbLmtyYW5lLmN0cmwudjEuTG9nUmV0ZW50aW9uIkcKFlNldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhEKBGRheXMYAiABKAVIAIgBAUIHCgVfZGF5cyJJChdTZXRMb2dSZXRlbnRpb25SZXNwb25zZRIuCglyZXRlbnRpb24YASABKAsyGy5rcmFuZS5jdHJsLnYxLkxvZ1JldGVudGlvbiKAAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGZm9sbG93GAQgASgIEhUKDXNpbmNlX3VuaXhfbXMYBSABKAMSFwoKdGFpbF9saW5lcxgGIAEoBUgAiAEBEhAKCHJldmlzaW9uGAcgASgDEg4KBnJlZ2lvbhgIIAEoCRIQCghpbnN0YW5jZRgJIAEoCRIQCghwcmV2aW91cxgKIAEoCBIPCgdoaXN0b3J5GAsgASgIEgwKBGdyZXAYDCABKAlCDQoLX3RhaWxfbGluZXMiPgoSU3RyZWFtTG9nc1Jlc3BvbnNlEigKB2VudHJpZXMYASADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5IlkKCUxvZ01hcmtlchIqCgRraW5kGAEgASgOMhwua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJLaW5kEg8KB2Ryb3BwZWQYAiABKAQSDwoHbWVzc2FnZRgDIAEoCSKyAQoITG9nRW50cnkSFgoOdGltZV91bml4X25hbm8YASABKAMSDgoGcmVnaW9uGAIgASgJEhAKCGluc3RhbmNlGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEhUKDWRlcGxveW1lbnRfaWQYBSABKAkSDgoEbGluZRgGIAEoCUgAEioKBm1hcmtlchgHIAEoCzIYLmtyYW5lLmN0cmwudjEuTG9nTWFya2VySABCBwoFZW50cnkiJwoVT3BlbkxvZ0NoYW5uZWxSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCSKPAQoRTG9nQ2hhbm5lbE1lc3NhZ2USHwoVa2VlcGFsaXZlX2ludGVydmFsX21zGAEgASgNSAASMQoHcmVxdWVzdBgCIAEoCzIeLmtyYW5lLmN0cmwudjEuQWdlbnRMb2dSZXF1ZXN0SAASGwoRY2FuY2VsX3JlcXVlc3RfaWQYAyABKAlIAEIJCgdtZXNzYWdlIu8BCg9BZ2VudExvZ1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIVCg1rOHNfbmFtZXNwYWNlGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEhYKDmRlcGxveW1lbnRfaWRzGAQgAygJEhAKCGluc3RhbmNlGAUgASgJEg4KBmZvbGxvdxgGIAEoCBIVCg1zaW5jZV91bml4X21zGAcgASgDEhcKCnRhaWxfbGluZXMYCCABKAVIAIgBARIQCghwcmV2aW91cxgJIAEoCBIOCgZjaHVua3MYCiABKAhCDQoLX3RhaWxfbGluZXMisgEKD1B1c2hMb2dzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIoCgdlbnRyaWVzGAMgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeRIMCgRkb25lGAQgASgIEg0KBWVycm9yGAUgASgJEicKBmNodW5rcxgGIAMoCzIXLmtyYW5lLmN0cmwudjEuTG9nQ2h1bmsSCwoDc2VxGAcgASgEIpoBCghMb2dDaHVuaxIQCghpbnN0YW5jZRgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEg8KBWxpbmVzGAMgASgMSAASKgoGbWFya2VyGAQgASgLMhgua3JhbmUuY3RybC52MS5Mb2dNYXJrZXJIABIdChVtYXJrZXJfdGltZV91bml4X25hbm8YBSABKANCCQoHY29udGVudCIlChBQdXNoTG9nc1Jlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCqeAQoNTG9nTWFya2VyS2luZBIfChtMT0dfTUFSS0VSX0tJTkRfVU5TUEVDSUZJRUQQABIaChZMT0dfTUFSS0VSX0tJTkRfSk9JTkVEEAESGAoUTE9HX01BUktFUl9LSU5EX0xFRlQQAhIbChdMT0dfTUFSS0VSX0tJTkRfRFJPUFBFRBADEhkKFUxPR19NQVJLRVJfS0lORF9FUlJPUhAEMtICCgpMb2dTZXJ2aWNlEmIKClN0cmVhbUxvZ3MSIC5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0GiEua3JhbmUuY3RybC52MS5TdHJlYW1Mb2dzUmVzcG9uc2UiDZACAaqfGQYIAiABKAEwARJvCg9HZXRMb2dSZXRlbnRpb24SJS5rcmFuZS5jdHJsLnYxLkdldExvZ1JldGVudGlvblJlcXVlc3QaJi5rcmFuZS5jdHJsLnYxLkdldExvZ1JldGVudGlvblJlc3BvbnNlIg2QAgGqnxkGCAIgASgBEm8KD1NldExvZ1JldGVudGlvbhIlLmtyYW5lLmN0cmwudjEuU2V0TG9nUmV0ZW50aW9uUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuU2V0TG9nUmV0ZW50aW9uUmVzcG9uc2UiDZACAqqfGQYIAiADKBcy0AEKEUxvZ0NoYW5uZWxTZXJ2aWNlEmQKDk9wZW5Mb2dDaGFubmVsEiQua3JhbmUuY3RybC52MS5PcGVuTG9nQ2hhbm5lbFJlcXVlc3QaIC5rcmFuZS5jdHJsLnYxLkxvZ0NoYW5uZWxNZXNzYWdlIgiqnxkECAUoATABElUKCFB1c2hMb2dzEh4ua3JhbmUuY3RybC52MS5QdXNoTG9nc1JlcXVlc3QaHy5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVzcG9uc2UiCKqfGQQIBSgBYgZwcm90bzM", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEiKQoMTG9nUmV0ZW50aW9uEgwKBGRheXMYASABKAUSCwoDb3duGAIgASgIIisKFkdldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkkKF0dldExvZ1JldGVudGlvblJlc3BvbnNlEi4KCXJldGVudGlvbhgBIAEoCzIbLmtyYW5lLmN0cmwudjEuTG9nUmV0ZW50aW9uIkcKFlNldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhEKBGRheXMYAiABKAVIAIgBAUIHCgVfZGF5cyJJChdTZXRMb2dSZXRlbnRpb25SZXNwb25zZRIuCglyZXRlbnRpb24YASABKAsyGy5rcmFuZS5jdHJsLnYxLkxvZ1JldGVudGlvbiKAAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGZm9sbG93GAQgASgIEhUKDXNpbmNlX3VuaXhfbXMYBSABKAMSFwoKdGFpbF9saW5lcxgGIAEoBUgAiAEBEhAKCHJldmlzaW9uGAcgASgDEg4KBnJlZ2lvbhgIIAEoCRIQCghpbnN0YW5jZRgJIAEoCRIQCghwcmV2aW91cxgKIAEoCBIPCgdoaXN0b3J5GAsgASgIEgwKBGdyZXAYDCABKAlCDQoLX3RhaWxfbGluZXMiYAoVU3RyZWFtUmVxdWVzdHNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCSJ+Cg1SZXF1ZXN0UmVjb3JkEg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBnN0YXR1cxgDIAEoDRISCgpsYXRlbmN5X21zGAQgASgBEg4KBnBvbGljeRgFIAEoCRIOCgZjbGllbnQYBiABKAkSCwoDa2V5GAcgASgJIj4KElN0cmVhbUxvZ3NSZXNwb25zZRIoCgdlbnRyaWVzGAEgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeSJZCglMb2dNYXJrZXISKgoEa2luZBgBIAEoDjIcLmtyYW5lLmN0cmwudjEuTG9nTWFya2VyS2luZBIPCgdkcm9wcGVkGAIgASgEEg8KB21lc3NhZ2UYAyABKAki4wEKCExvZ0VudHJ5EhYKDnRpbWVfdW5peF9uYW5vGAEgASgDEg4KBnJlZ2lvbhgCIAEoCRIQCghpbnN0YW5jZRgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIVCg1kZXBsb3ltZW50X2lkGAUgASgJEg4KBGxpbmUYBiABKAlIABIqCgZtYXJrZXIYByABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEi8KB3JlcXVlc3QYCCABKAsyHC5rcmFuZS5jdHJsLnYxLlJlcXVlc3RSZWNvcmRIAEIHCgVlbnRyeSInChVPcGVuTG9nQ2hhbm5lbFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIo8BChFMb2dDaGFubmVsTWVzc2FnZRIfChVrZWVwYWxpdmVfaW50ZXJ2YWxfbXMYASABKA1IABIxCgdyZXF1ZXN0GAIgASgLMh4ua3JhbmUuY3RybC52MS5BZ2VudExvZ1JlcXVlc3RIABIbChFjYW5jZWxfcmVxdWVzdF9pZBgDIAEoCUgAQgkKB21lc3NhZ2UigQIKD0FnZW50TG9nUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEhUKDWs4c19uYW1lc3BhY2UYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSFgoOZGVwbG95bWVudF9pZHMYBCADKAkSEAoIaW5zdGFuY2UYBSABKAkSDgoGZm9sbG93GAYgASgIEhUKDXNpbmNlX3VuaXhfbXMYByABKAMSFwoKdGFpbF9saW5lcxgIIAEoBUgAiAEBEhAKCHByZXZpb3VzGAkgASgIEg4KBmNodW5rcxgKIAEoCBIQCghyZXF1ZXN0cxgLIAEoCEINCgtfdGFpbF9saW5lcyKyAQoPUHVzaExvZ3NSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEigKB2VudHJpZXMYAyADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5EgwKBGRvbmUYBCABKAgSDQoFZXJyb3IYBSABKAkSJwoGY2h1bmtzGAYgAygLMhcua3JhbmUuY3RybC52MS5Mb2dDaHVuaxILCgNzZXEYByABKAQimgEKCExvZ0NodW5rEhAKCGluc3RhbmNlGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSDwoFbGluZXMYAyABKAxIABIqCgZtYXJrZXIYBCABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEh0KFW1hcmtlcl90aW1lX3VuaXhfbmFubxgFIAEoA0IJCgdjb250ZW50IiUKEFB1c2hMb2dzUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIKp4BCg1Mb2dNYXJrZXJLaW5kEh8KG0xPR19NQVJLRVJfS0lORF9VTlNQRUNJRklFRBAAEhoKFkxPR19NQVJLRVJfS0lORF9KT0lORUQQARIYChRMT0dfTUFSS0VSX0tJTkRfTEVGVBACEhsKF0xPR19NQVJLRVJfS0lORF9EUk9QUEVEEAMSGQoVTE9HX01BUktFUl9LSU5EX0VSUk9SEAQyvgMKCkxvZ1NlcnZpY2USYgoKU3RyZWFtTG9ncxIgLmtyYW5lLmN0cmwudjEuU3RyZWFtTG9nc1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEmoKDlN0cmVhbVJlcXVlc3RzEiQua3JhbmUuY3RybC52MS5TdHJlYW1SZXF1ZXN0c1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEm8KD0dldExvZ1JldGVudGlvbhIlLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbwoPU2V0TG9nUmV0ZW50aW9uEiUua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXF1ZXN0GiYua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXNwb25zZSINkAICqp8ZBggCIAMoFzLQAQoRTG9nQ2hhbm5lbFNlcnZpY2USZAoOT3BlbkxvZ0NoYW5uZWwSJC5rcmFuZS5jdHJsLnYxLk9wZW5Mb2dDaGFubmVsUmVxdWVzdBogLmtyYW5lLmN0cmwudjEuTG9nQ2hhbm5lbE1lc3NhZ2UiCKqfGQQIBSgBMAESVQoIUHVzaExvZ3MSHi5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVxdWVzdBofLmtyYW5lLmN0cmwudjEuUHVzaExvZ3NSZXNwb25zZSIIqp8ZBAgFKAFiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
 
 /**
  * @generated from message krane.ctrl.v1.LogRetention
@@ -374,6 +374,184 @@ export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest, {jsonType: S
   messageDesc(file_krane_ctrl_v1_logs, 5);
 
 /**
+ * @generated from message krane.ctrl.v1.StreamRequestsRequest
+ */
+export type StreamRequestsRequest = Message<"krane.ctrl.v1.StreamRequestsRequest"> & {
+  /**
+   * The environment: a workspace, project and environment slug (or id).
+   *
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment: string;
+
+  /**
+   * Only this region (empty: every region of the environment). Must be one of its regions.
+   *
+   * @generated from field: string region = 4;
+   */
+  region: string;
+};
+
+/**
+ * @generated from message krane.ctrl.v1.StreamRequestsRequest
+ */
+export type StreamRequestsRequestJson = {
+  /**
+   * The environment: a workspace, project and environment slug (or id).
+   *
+   * @generated from field: string workspace = 1;
+   */
+  workspace?: string;
+
+  /**
+   * @generated from field: string project = 2;
+   */
+  project?: string;
+
+  /**
+   * @generated from field: string environment = 3;
+   */
+  environment?: string;
+
+  /**
+   * Only this region (empty: every region of the environment). Must be one of its regions.
+   *
+   * @generated from field: string region = 4;
+   */
+  region?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.StreamRequestsRequest.
+ * Use `create(StreamRequestsRequestSchema)` to create a new message.
+ */
+export const StreamRequestsRequestSchema: GenMessage<StreamRequestsRequest, {jsonType: StreamRequestsRequestJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 6);
+
+/**
+ * One request through a sentinel (LogEntry.request): its instance and revision are the entry's
+ * (empty and 0 when no instance answered), its time when it finished.
+ *
+ * @generated from message krane.ctrl.v1.RequestRecord
+ */
+export type RequestRecord = Message<"krane.ctrl.v1.RequestRecord"> & {
+  /**
+   * @generated from field: string method = 1;
+   */
+  method: string;
+
+  /**
+   * The path; query parameter names are kept, their values shown as "…". At most 256 characters.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * The answer's status; 0: the client left before the answer ended.
+   *
+   * @generated from field: uint32 status = 3;
+   */
+  status: number;
+
+  /**
+   * @generated from field: double latency_ms = 4;
+   */
+  latencyMs: number;
+
+  /**
+   * The policy that refused the request (empty: none did).
+   *
+   * @generated from field: string policy = 5;
+   */
+  policy: string;
+
+  /**
+   * The client's address as the sentinel's socket saw it.
+   *
+   * @generated from field: string client = 6;
+   */
+  client: string;
+
+  /**
+   * The API key's name, when an "apikey" policy verified one.
+   *
+   * @generated from field: string key = 7;
+   */
+  key: string;
+};
+
+/**
+ * One request through a sentinel (LogEntry.request): its instance and revision are the entry's
+ * (empty and 0 when no instance answered), its time when it finished.
+ *
+ * @generated from message krane.ctrl.v1.RequestRecord
+ */
+export type RequestRecordJson = {
+  /**
+   * @generated from field: string method = 1;
+   */
+  method?: string;
+
+  /**
+   * The path; query parameter names are kept, their values shown as "…". At most 256 characters.
+   *
+   * @generated from field: string path = 2;
+   */
+  path?: string;
+
+  /**
+   * The answer's status; 0: the client left before the answer ended.
+   *
+   * @generated from field: uint32 status = 3;
+   */
+  status?: number;
+
+  /**
+   * @generated from field: double latency_ms = 4;
+   */
+  latencyMs?: number | "NaN" | "Infinity" | "-Infinity";
+
+  /**
+   * The policy that refused the request (empty: none did).
+   *
+   * @generated from field: string policy = 5;
+   */
+  policy?: string;
+
+  /**
+   * The client's address as the sentinel's socket saw it.
+   *
+   * @generated from field: string client = 6;
+   */
+  client?: string;
+
+  /**
+   * The API key's name, when an "apikey" policy verified one.
+   *
+   * @generated from field: string key = 7;
+   */
+  key?: string;
+};
+
+/**
+ * Describes the message krane.ctrl.v1.RequestRecord.
+ * Use `create(RequestRecordSchema)` to create a new message.
+ */
+export const RequestRecordSchema: GenMessage<RequestRecord, {jsonType: RequestRecordJson}> = /*@__PURE__*/
+  messageDesc(file_krane_ctrl_v1_logs, 7);
+
+/**
  * @generated from message krane.ctrl.v1.StreamLogsResponse
  */
 export type StreamLogsResponse = Message<"krane.ctrl.v1.StreamLogsResponse"> & {
@@ -398,7 +576,7 @@ export type StreamLogsResponseJson = {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse, {jsonType: StreamLogsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 6);
+  messageDesc(file_krane_ctrl_v1_logs, 8);
 
 /**
  * @generated from message krane.ctrl.v1.LogMarker
@@ -445,7 +623,7 @@ export type LogMarkerJson = {
  * Use `create(LogMarkerSchema)` to create a new message.
  */
 export const LogMarkerSchema: GenMessage<LogMarker, {jsonType: LogMarkerJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 7);
+  messageDesc(file_krane_ctrl_v1_logs, 9);
 
 /**
  * @generated from message krane.ctrl.v1.LogEntry
@@ -499,6 +677,14 @@ export type LogEntry = Message<"krane.ctrl.v1.LogEntry"> & {
      */
     value: LogMarker;
     case: "marker";
+  } | {
+    /**
+     * StreamRequests: one request.
+     *
+     * @generated from field: krane.ctrl.v1.RequestRecord request = 8;
+     */
+    value: RequestRecord;
+    case: "request";
   } | { case: undefined; value?: undefined };
 };
 
@@ -548,6 +734,13 @@ export type LogEntryJson = {
    * @generated from field: krane.ctrl.v1.LogMarker marker = 7;
    */
   marker?: LogMarkerJson;
+
+  /**
+   * StreamRequests: one request.
+   *
+   * @generated from field: krane.ctrl.v1.RequestRecord request = 8;
+   */
+  request?: RequestRecordJson;
 };
 
 /**
@@ -555,7 +748,7 @@ export type LogEntryJson = {
  * Use `create(LogEntrySchema)` to create a new message.
  */
 export const LogEntrySchema: GenMessage<LogEntry, {jsonType: LogEntryJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 8);
+  messageDesc(file_krane_ctrl_v1_logs, 10);
 
 /**
  * @generated from message krane.ctrl.v1.OpenLogChannelRequest
@@ -582,7 +775,7 @@ export type OpenLogChannelRequestJson = {
  * Use `create(OpenLogChannelRequestSchema)` to create a new message.
  */
 export const OpenLogChannelRequestSchema: GenMessage<OpenLogChannelRequest, {jsonType: OpenLogChannelRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 9);
+  messageDesc(file_krane_ctrl_v1_logs, 11);
 
 /**
  * @generated from message krane.ctrl.v1.LogChannelMessage
@@ -641,7 +834,7 @@ export type LogChannelMessageJson = {
  * Use `create(LogChannelMessageSchema)` to create a new message.
  */
 export const LogChannelMessageSchema: GenMessage<LogChannelMessage, {jsonType: LogChannelMessageJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 10);
+  messageDesc(file_krane_ctrl_v1_logs, 12);
 
 /**
  * What to read, in one region: the pods of the environment (optionally some revisions, or one pod).
@@ -703,6 +896,14 @@ export type AgentLogRequest = Message<"krane.ctrl.v1.AgentLogRequest"> & {
    * @generated from field: bool chunks = 10;
    */
   chunks: boolean;
+
+  /**
+   * Not logs: the request records of the environment's sentinels in this region (follow is set;
+   * the other fields but the ids are unset).
+   *
+   * @generated from field: bool requests = 11;
+   */
+  requests: boolean;
 };
 
 /**
@@ -765,6 +966,14 @@ export type AgentLogRequestJson = {
    * @generated from field: bool chunks = 10;
    */
   chunks?: boolean;
+
+  /**
+   * Not logs: the request records of the environment's sentinels in this region (follow is set;
+   * the other fields but the ids are unset).
+   *
+   * @generated from field: bool requests = 11;
+   */
+  requests?: boolean;
 };
 
 /**
@@ -772,7 +981,7 @@ export type AgentLogRequestJson = {
  * Use `create(AgentLogRequestSchema)` to create a new message.
  */
 export const AgentLogRequestSchema: GenMessage<AgentLogRequest, {jsonType: AgentLogRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 11);
+  messageDesc(file_krane_ctrl_v1_logs, 13);
 
 /**
  * @generated from message krane.ctrl.v1.PushLogsRequest
@@ -887,7 +1096,7 @@ export type PushLogsRequestJson = {
  * Use `create(PushLogsRequestSchema)` to create a new message.
  */
 export const PushLogsRequestSchema: GenMessage<PushLogsRequest, {jsonType: PushLogsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 12);
+  messageDesc(file_krane_ctrl_v1_logs, 14);
 
 /**
  * An instance's complete lines, or a marker, in the order the agent saw them.
@@ -973,7 +1182,7 @@ export type LogChunkJson = {
  * Use `create(LogChunkSchema)` to create a new message.
  */
 export const LogChunkSchema: GenMessage<LogChunk, {jsonType: LogChunkJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 13);
+  messageDesc(file_krane_ctrl_v1_logs, 15);
 
 /**
  * @generated from message krane.ctrl.v1.PushLogsResponse
@@ -1004,7 +1213,7 @@ export type PushLogsResponseJson = {
  * Use `create(PushLogsResponseSchema)` to create a new message.
  */
 export const PushLogsResponseSchema: GenMessage<PushLogsResponse, {jsonType: PushLogsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_krane_ctrl_v1_logs, 14);
+  messageDesc(file_krane_ctrl_v1_logs, 16);
 
 /**
  * @generated from enum krane.ctrl.v1.LogMarkerKind
@@ -1073,6 +1282,20 @@ export const LogService: GenService<{
   streamLogs: {
     methodKind: "server_streaming";
     input: typeof StreamLogsRequestSchema;
+    output: typeof StreamLogsResponseSchema;
+  },
+  /**
+   * The live request view: requests through the environment's sentinels as they finish, sampled
+   * (at most 50 a second per sentinel pod and per region; the rest are counted in DROPPED
+   * markers), with no header, no query value and no body. Always follows; a region whose agent
+   * stops answering ends the stream `unavailable` (call again). The sentinels record nothing
+   * while nobody watches.
+   *
+   * @generated from rpc krane.ctrl.v1.LogService.StreamRequests
+   */
+  streamRequests: {
+    methodKind: "server_streaming";
+    input: typeof StreamRequestsRequestSchema;
     output: typeof StreamLogsResponseSchema;
   },
   /**
