@@ -52,6 +52,7 @@ interface ServeFlags {
   oidcClientId?: string;
   oidcClientSecretFile?: string;
   oidcGroupRole?: string[];
+  publicUrl?: string;
 }
 
 function collectList(value: string, previous: string[] = []): string[] {
@@ -201,6 +202,10 @@ export function registerCtrlCommands(program: Command): void {
       "CA certificates (PEM) repositories' HTTPS certificates may come from, beside the system's; env KRANE_GIT_CA_FILE",
     )
     .option(
+      "--public-url <url>",
+      "the origin browsers reach ctrl at, e.g. https://krane.example.com when a TLS-terminating proxy is in front of ctrl on plain HTTP: the dashboard's sign-in redirect URI, the origin its calls must come from, Secure cookies (default: each request's own scheme and host; forwarded headers are never trusted); env KRANE_PUBLIC_URL",
+    )
+    .option(
       "--oidc-issuer <url>",
       "sign members in through this OpenID provider (https; its discovery document is read at the first sign-in); env KRANE_OIDC_ISSUER",
     )
@@ -270,6 +275,7 @@ export function registerCtrlCommands(program: Command): void {
         oidcClientSecretFile: flags.oidcClientSecretFile,
         oidcGroupRoles:
           flags.oidcGroupRole && flags.oidcGroupRole.length > 0 ? flags.oidcGroupRole.join(",") : undefined,
+        publicUrl: flags.publicUrl,
       };
       for (const k of Object.keys(raw) as (keyof RawSettings)[]) if (raw[k] === undefined) delete raw[k];
       const settings = resolveCtrlSettings(raw, process.env, file);
@@ -322,6 +328,7 @@ export function registerCtrlCommands(program: Command): void {
       }
       const running = await startCtrl({
         oidc,
+        ...(settings.publicUrl !== undefined ? { publicUrl: settings.publicUrl } : {}),
         keyring,
         releaseKinds: settings.releaseKinds,
         databaseUrl: settings.databaseUrl,

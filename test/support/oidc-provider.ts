@@ -33,6 +33,8 @@ export async function newSigningKey(kid: string): Promise<SigningKey> {
 
 export const CLIENT_ID = "krane-test";
 export const CLIENT_SECRET = "krane-test-secret-0123456789abcdef";
+/** ctrl's public URL behind a proxy, as the provider knows it (its redirect URI's origin). */
+export const PUBLIC_URL = "https://krane.example.test";
 
 export class TestProvider {
   private server: Server | null = null;
@@ -87,8 +89,13 @@ export class TestProvider {
           client_secret: CLIENT_SECRET,
           application_type: "native",
           // The CLI's loopback listener and ctrl's own (the dashboard's sign-in): a native
-          // client's loopback URIs match on any port.
-          redirect_uris: ["http://127.0.0.1/callback", "http://127.0.0.1/auth/oidc/callback"],
+          // client's loopback URIs match on any port; and ctrl's behind a TLS-terminating proxy
+          // at its public URL (test/integration/ctrl/public-url.test.ts).
+          redirect_uris: [
+            "http://127.0.0.1/callback",
+            "http://127.0.0.1/auth/oidc/callback",
+            `${PUBLIC_URL}/auth/oidc/callback`,
+          ],
           grant_types: ["authorization_code", "refresh_token"],
           response_types: ["code"],
         },

@@ -4,8 +4,9 @@
 //   watches   Pods (an event re-reports the deployment's instance set and instance events), and
 //             Warning events about its pods that say why one does not start (events.ts)
 //   reads     Nodes (the zone of an instance)
-// Apply: the workspace Namespace (created if missing), its quota's ResourceQuota and LimitRange
-// (quota.ts), the network policy, then the ReplicaSet,
+// Apply: the workspace Namespace (created if missing), its quota's LimitRange and ResourceQuota
+// (quota.ts: rendered and watched, so one deleted or edited is repaired), the network policy,
+// then the ReplicaSet,
 // each only when the cache shows it differs; a scale-up first waits for the environment's
 // pending scale-downs (order.ts). Status: the deployment's full instance set.
 // Delete: the ReplicaSet; the network policy goes with the environment's last deployment here.
@@ -37,7 +38,7 @@ import { trimEvent, trimNode, trimPod } from "../runtime/trim.js";
 import { scaleDownsFirst, SCALE_UP_RECHECK_MS, SCALE_UP_WAIT_MS, type Sibling } from "./order.js";
 import { deploymentLabels, renderDeployment } from "./render.js";
 import { PullSecrets } from "./pull-secret.js";
-import { WorkspaceQuotas } from "./quota.js";
+import { renderQuotaObjects, rendersWorkspaceQuota } from "./quota.js";
 import { renderConfigMap, renderSecret, renderSecretProviderClass, secretNameOfReplicaSet } from "./settings.js";
 import { cannotStart, eventsFingerprint, eventsKey, eventsOf } from "./events.js";
 import { boostKey, DEFAULT_BOOST_MILLICORES, StartupBoost, type BoostSettings } from "./boost.js";
@@ -169,8 +170,6 @@ export function deploymentsController(
       },
       signal,
     );
-  // The workspace's quota backstop in its namespace (./quota.ts): written before any workload.
-  const quotas = new WorkspaceQuotas();
   /** The Namespace, its quota, then each rendered object that differs; a scale-up may first have to wait. */
   const apply = async (
     d: ApplyDeployment,
@@ -188,7 +187,6 @@ export function deploymentsController(
           (ns = ctx.kube.create(resources.namespaces, renderDeployment(d, region).namespace, signal)),
         );
       await ns;
-      await quotas.ensure(ctx.kube, d.k8sNamespace, d.workspaceQuota, signal);
       for (const obj of rendered) {
         // The revision's Secret and the pull Secret go right before the ReplicaSet (their values come from ctrl).
         if (obj.kind === "ReplicaSet") {
@@ -313,6 +311,7 @@ export function deploymentsController(
       trim: trimEvent,
     })
     .reads(resources.nodes, { selector: ZONE_LABEL, trim: trimNode });
+  rendersWorkspaceQuota(builder, (d) => d.k8sNamespace);
   // External secrets only where this cluster has a store: the SecretProviderClass CRD exists only there.
   if (secretStore) builder.renders(resources.secretProviderClasses, { keysOf: (spc) => oneKey(deploymentKeyOf(spc)) });
   return builder
@@ -328,9 +327,10 @@ export function deploymentsController(
         if (secretStore && d.externalSecrets && d.externalSecrets.secrets.length > 0) {
           settings.push(renderSecretProviderClass(d.externalSecrets, secretStore, d.k8sNamespace, labels));
         }
-        // The network policy first: pods must never run without their ingress fence; then what
-        // the pods read; the ReplicaSet last.
-        return [r.networkPolicy, ...settings, r.replicaSet];
+        // The namespace's quota objects first (./quota.ts: a workload is never written before
+        // them), the network policy next: pods must never run without their ingress fence;
+        // then what the pods read; the ReplicaSet last.
+        return [...renderQuotaObjects(d.workspaceQuota, d.k8sNamespace), r.networkPolicy, ...settings, r.replicaSet];
       },
 
       async reconcile(key, want, ctx, signal) {

@@ -5,18 +5,26 @@
 // limits (a release's, a cron job's) the size of a revision by default, since a namespace with a
 // ResourceQuota on requests and limits refuses pods that name none.
 //
-// The quota rides every ApplyDeployment (workspace_quota): a workspace's pods run only where its
-// deployments made the namespace, and ctrl re-renders the workspace's desired revisions when the
-// quota changes (src/ctrl/domain/quota-settings.ts); the ReplicaSet carries what it was rendered
-// with (an annotation: no pod changes), so a new quota is a change the kind applies. Both objects carry no region label: every
-// region's agent on a cluster writes the same content into the shared namespace, with
-// server-side apply under krane's field manager. Like the namespace, they are never deleted by
-// an agent; a quota made unlimited drops its line from `hard`.
+// The quota rides every payload that puts pods in the namespace (ApplyDeployment, ApplyJob,
+// ApplyRelease: workspace_quota), and ctrl re-renders them when the quota changes
+// (src/ctrl/domain/quota-settings.ts). Each of those kinds renders both objects first among its
+// own and watches them (`rendersWorkspaceQuota`), so a quota object deleted or edited by hand is
+// drift the runtime repairs, like any rendered object. The ResourceQuota carries what it holds in
+// an annotation, so a line dropped (a quota made unlimited) is a difference too; so does the
+// ReplicaSet (no pod changes). Both objects carry no region label: every kind and every region's
+// agent on a cluster writes the same content into the shared namespace, with server-side apply
+// under krane's field manager. Like the namespace, they are never deleted by an agent.
 import type { WorkspaceQuota } from "../../gen/krane/ctrl/v1/cluster_pb.js";
-import { COMPONENT, workspaceObjectLabels } from "../../contracts/labels.js";
-import type { KubeClient } from "../../kube/client.js";
+import {
+  COMPONENT,
+  LABEL_COMPONENT,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+  workspaceObjectLabels,
+} from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
+import type { ControllerBuilder, KindContext } from "../runtime/builder.js";
 
 export const QUOTA_OBJECT_NAME = "krane-workspace-quota";
 
@@ -97,7 +105,7 @@ export function renderResourceQuota(q: WorkspaceQuota, namespace: string): KubeO
   return {
     apiVersion: "v1",
     kind: "ResourceQuota",
-    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels() },
+    metadata: { name: QUOTA_OBJECT_NAME, namespace, labels: labels(), annotations: quotaAnnotation(q) },
     spec: { hard: hardOf(q) },
   };
 }
@@ -120,22 +128,29 @@ export function renderLimitRange(namespace: string): KubeObject {
   };
 }
 
-/** The quota objects a kind wrote in this process (namespace → what it wrote). */
-export class WorkspaceQuotas {
-  readonly #written = new Map<string, string>();
+/** The namespace's quota objects, the LimitRange first (a pod the quota admits must have its defaults); none without a quota (an older ctrl). */
+export function renderQuotaObjects(q: WorkspaceQuota | undefined, namespace: string): KubeObject[] {
+  return q ? [renderLimitRange(namespace), renderResourceQuota(q, namespace)] : [];
+}
 
-  /**
-   * Writes the namespace's LimitRange, then its ResourceQuota, when this process has not written
-   * this quota there yet (the LimitRange first: a pod the quota admits must have its defaults).
-   * No quota in the payload (an older ctrl): nothing is written.
-   */
-  async ensure(kube: KubeClient, namespace: string, q: WorkspaceQuota | undefined, signal: AbortSignal): Promise<void> {
-    if (!q) return;
-    const quota = renderResourceQuota(q, namespace);
-    const seen = JSON.stringify(quota.spec);
-    if (this.#written.get(namespace) === seen) return;
-    await kube.apply(resources.limitRanges, renderLimitRange(namespace), { force: true, signal });
-    await kube.apply(resources.resourceQuotas, quota, { force: true, signal });
-    this.#written.set(namespace, seen);
-  }
+/** The shared caches' selector of the quota objects (they carry no region label). */
+export const QUOTA_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=${COMPONENT.quota}`;
+
+/**
+ * Declares the quota objects rendered by a kind whose desired states name a namespace: an event
+ * of either (a deletion, an edit) concerns every key of that namespace, whose sync repairs it.
+ */
+export function rendersWorkspaceQuota<Msg, D, Del, R>(
+  b: ControllerBuilder<Msg, D, Del, R>,
+  namespaceOf: (d: D) => string,
+): ControllerBuilder<Msg, D, Del, R> {
+  const keysOf = function* (obj: KubeObject, ctx: KindContext<D>): Iterable<string> {
+    for (const k of ctx.activeKeys()) {
+      const d = ctx.desiredOf(k);
+      if (d !== undefined && namespaceOf(d) === obj.metadata.namespace) yield k;
+    }
+  };
+  return b
+    .renders(resources.limitRanges, { selector: QUOTA_SELECTOR, keysOf })
+    .renders(resources.resourceQuotas, { selector: QUOTA_SELECTOR, keysOf });
 }

@@ -1,7 +1,10 @@
 // The job controller kind: an environment's cron jobs on the shared runtime. Key = job id.
 //   owns     CronJobs (one per job and region) in workspace namespaces
 //   watches  Jobs (a run started or finished re-reports the job's runs)
-// Apply: the CronJob (server-side apply), only when the cache shows it differs. Its runs read the
+// Apply: the workspace Namespace (created if missing: a job may come before any deployment), its
+// quota's LimitRange and ResourceQuota (../deployments/quota.ts: rendered and watched, so a
+// namespace with only cron jobs is held to its quota too), then the CronJob (server-side apply),
+// each only when the cache shows it differs. Its runs read the
 // configuration and Secret of the revision the region runs, which the deployment kind keeps.
 // Status: the last runs (started, finished, succeeded/failed/running) and the last schedule.
 // Delete: the CronJob; its Jobs and their pods follow by owner reference (background deletion).
@@ -16,12 +19,14 @@ import {
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { COMPONENT, LABEL_COMPONENT, LABEL_JOB_ID } from "../../contracts/labels.js";
 import type { KubeObject } from "../../kube/object.js";
-import { resources } from "../../kube/resources.js";
+import { resourceOf, resources } from "../../kube/resources.js";
 import { controller, labelIndex, type ControllerDeclaration, type KindContext } from "../runtime/builder.js";
 import type { SecretStoreEnv } from "../deployments/secret-store.js";
 import { oneKey, type KindEnv } from "../runtime/kind.js";
 import { clusterProtocol } from "../runtime/kstate.js";
 import { PullSecrets } from "../deployments/pull-secret.js";
+import { renderQuotaObjects, rendersWorkspaceQuota } from "../deployments/quota.js";
+import { WorkspaceNamespaces } from "../runtime/namespaces.js";
 import { renderCronJob } from "./render.js";
 import { lastScheduleOf, runsFingerprint, runsOf } from "./status.js";
 import { validateApplyJob, validateDeleteJob } from "./validate.js";
@@ -59,7 +64,8 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
   };
   // The workspace's pull Secret, written before the CronJob that names it (../deployments/pull-secret.ts).
   const pullSecrets = new PullSecrets();
-  return controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
+  const namespaces = new WorkspaceNamespaces();
+  const builder = controller<JobState, ApplyJob, DeleteJob, ReportJobStatusRequest>("jobs")
     .protocol(
       clusterProtocol({ region, ctrl }, { state: JobStateSchema, report: ReportJobStatusRequestSchema, key: "jobId" }),
     )
@@ -78,11 +84,12 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
       keysOf: (job) => oneKey(runKeyOf(job)),
       labelIndexes: [LABEL_JOB_ID],
       readsStatus: true,
-    })
+    });
+  return rendersWorkspaceQuota(builder, (j) => j.k8sNamespace)
     .reconciler({
       validate: (j) => validateApplyJob(j, region, secretStore !== undefined),
       validateDelete: validateDeleteJob,
-      render: (j) => [renderCronJob(j, region)],
+      render: (j) => [...renderQuotaObjects(j.workspaceQuota, j.k8sNamespace), renderCronJob(j, region)],
       async reconcile(key, want, ctx, signal) {
         if (want.type === "delete") {
           await ctx.kube.delete(resources.cronJobs, want.ref.k8sNamespace, want.ref.k8sName, signal);
@@ -90,6 +97,7 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
         }
         const j = want.desired;
         const result = await ctx.sync(key, want.rendered, signal, async () => {
+          await namespaces.ensure(ctx.kube, j.k8sNamespace, j.workspaceId, signal);
           await pullSecrets.ensure(
             ctx.kube,
             {
@@ -106,8 +114,13 @@ export function jobsController({ region, ctrl, secretStore }: KindEnv & SecretSt
             },
             signal,
           );
-          for (const obj of want.rendered)
-            if (!ctx.isCurrent(obj)) await ctx.kube.apply(resources.cronJobs, obj, { force: true, signal });
+          // The quota objects first (rendered first), then the CronJob.
+          for (const obj of want.rendered) {
+            if (ctx.isCurrent(obj)) continue;
+            const r = resourceOf(obj);
+            if (!r) throw new Error(`job ${j.jobId}: no resource type for ${obj.apiVersion}/${obj.kind}`);
+            await ctx.apply(r, obj, signal);
+          }
         });
         if (result.type === "done") ctx.report(key, () => status(key, ctx));
         return result;

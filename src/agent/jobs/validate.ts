@@ -3,6 +3,7 @@ import type { ApplyJob, DeleteJob } from "../../gen/krane/ctrl/v1/cluster_pb.js"
 import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, labelValueProblem } from "../../contracts/labels.js";
 import { validateSettings } from "../deployments/validate.js";
+import { quotaProblem } from "../deployments/quota.js";
 
 export function validateApplyJob(j: ApplyJob, agentRegion: string, externalStore: boolean): string | undefined {
   const badId = labelValueProblem([
@@ -12,6 +13,8 @@ export function validateApplyJob(j: ApplyJob, agentRegion: string, externalStore
     ["job_id", j.jobId],
   ]);
   if (badId !== undefined) return badId;
+  const quota = quotaProblem(j.workspaceQuota);
+  if (quota !== undefined) return quota;
   if (!isDnsLabel(j.k8sNamespace) || isReservedNamespace(j.k8sNamespace))
     return `k8s_namespace "${j.k8sNamespace}" is not usable`;
   if (!isDnsLabel(j.k8sName) || j.k8sName.length > 52)

@@ -58,6 +58,7 @@ import {
   type RenderedReleaseObject,
 } from "./render.js";
 import { validateApplyRelease, validateDeleteRelease } from "./validate.js";
+import { renderQuotaObjects, rendersWorkspaceQuota } from "../deployments/quota.js";
 import { forEachLimit } from "../runtime/limit.js";
 
 export type ReleaseDeclaration = ControllerDeclaration<
@@ -254,6 +255,10 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
   const apply = async (r: ApplyRelease, ctx: Ctx, signal: AbortSignal): Promise<void> => {
     setup(ctx);
     await namespaces.ensure(ctx.kube, r.k8sNamespace, r.workspaceId, signal);
+    // The namespace's quota objects before any of the release's (a Job's pods need its defaults).
+    for (const q of renderQuotaObjects(r.workspaceQuota, r.k8sNamespace))
+      if (!ctx.isCurrent(q))
+        await ctx.apply(q.kind === "LimitRange" ? resources.limitRanges : resources.resourceQuotas, q, signal);
     const rendered = renderReleaseObjects(r, region);
     const keep = new Set<string>();
     const writes: { o: RenderedReleaseObject; resource: ResourceType }[] = [];
@@ -301,7 +306,7 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
     };
   };
 
-  return controller<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>("releases")
+  const builder = controller<ReleaseState, ApplyRelease, DeleteRelease, ReportReleaseStatusRequest>("releases")
     .protocol(
       clusterProtocol(
         { region, ctrl },
@@ -316,11 +321,12 @@ export function releasesController({ region, ctrl }: KindEnv): ReleaseDeclaratio
         k8sNamespace: cm.metadata.namespace ?? "",
         kindsEver: inventoryKinds(cm).map((k) => create(ReleaseKindSchema, k)),
       }),
-    })
+    });
+  return rendersWorkspaceQuota(builder, (r) => r.k8sNamespace)
     .reconciler({
       validate: (r) => validateApplyRelease(r, region),
       validateDelete: validateDeleteRelease,
-      render: (r) => [renderInventory(r, region)],
+      render: (r) => [...renderQuotaObjects(r.workspaceQuota, r.k8sNamespace), renderInventory(r, region)],
       cacheFor: (obj) => caches?.forObject(obj),
 
       async reconcile(key, want, ctx, signal) {

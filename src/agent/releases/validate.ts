@@ -4,6 +4,7 @@
 import type { ApplyRelease, DeleteRelease } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import { isReservedNamespace } from "../../contracts/cluster.js";
 import { isDnsLabel, labelValueProblem } from "../../contracts/labels.js";
+import { quotaProblem } from "../deployments/quota.js";
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
@@ -15,6 +16,8 @@ export function validateApplyRelease(r: ApplyRelease, agentRegion: string): stri
     ["release_id", r.releaseId],
   ]);
   if (badId !== undefined) return badId;
+  const quota = quotaProblem(r.workspaceQuota);
+  if (quota !== undefined) return quota;
   if (!isDnsLabel(r.k8sNamespace) || isReservedNamespace(r.k8sNamespace)) {
     return `k8s_namespace "${r.k8sNamespace}" is not a workspace namespace`;
   }

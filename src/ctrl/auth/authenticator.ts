@@ -66,8 +66,10 @@ export interface AuthOptions {
   streamRecheckMs?: number;
   /** Least time between two recorded uses of one user token (ms). Default one minute. */
   usageIntervalMs?: number;
-  /** The dashboard's session cookie is Secure (ctrl serves TLS). */
+  /** The dashboard's session cookie is Secure (ctrl serves TLS, or its public URL is https). */
   secureCookies?: boolean;
+  /** The origin browsers' calls must come from (ctrl's public URL); default: the request's own. */
+  publicOrigin?: string;
 }
 
 /** An open server stream, and whose credential it lives on. */
@@ -103,6 +105,7 @@ export class Authenticator implements RevocationListener {
   private readonly cookieName: string;
   private recheckTimer: NodeJS.Timeout | null = null;
   private rechecking = false;
+  private readonly publicOrigin: string | undefined;
 
   constructor(
     private readonly store: Store,
@@ -113,6 +116,7 @@ export class Authenticator implements RevocationListener {
     this.recheckMs = options.streamRecheckMs ?? 30_000;
     this.usageMs = options.usageIntervalMs ?? 60_000;
     this.cookieName = sessionCookieName(options.secureCookies ?? false);
+    this.publicOrigin = options.publicOrigin;
   }
 
   /** The session cookie's name (the dashboard's sign-in sets it). */
@@ -236,7 +240,7 @@ export class Authenticator implements RevocationListener {
       if (sessionId !== undefined) {
         // A browser's call: from the dashboard's own origin only, then as the session's user.
         const refusal = crossSiteRefusal({
-          ownOrigin: new URL(req.url).origin,
+          ownOrigin: this.publicOrigin ?? new URL(req.url).origin,
           origin: req.header.get("origin"),
           secFetchSite: req.header.get("sec-fetch-site"),
         });

@@ -52,8 +52,13 @@ export function refusedByLimit(limiter: SignInLimiter, req: Request, res: Respon
   return true;
 }
 
-/** The origin a request was sent to (scheme and its Host or :authority), e.g. http://127.0.0.1:7070. */
-export function ownOrigin(req: Request, secure: boolean): string {
+/**
+ * The origin a request was sent to: ctrl's public URL when it has one (a proxy's; never a
+ * forwarded header, which anyone can send), else the scheme and its Host or :authority, e.g.
+ * http://127.0.0.1:7070.
+ */
+export function ownOrigin(req: Request, secure: boolean, publicOrigin?: string): string {
+  if (publicOrigin !== undefined) return publicOrigin;
   const authority = "authority" in req && typeof req.authority === "string" ? req.authority : req.headers.host;
   return `${secure ? "https" : "http"}://${authority ?? ""}`;
 }

@@ -68,8 +68,10 @@ export interface SessionAuth {
 export interface DashboardOptions {
   store: Store;
   auth: SessionAuth;
-  /** ctrl serves TLS: the cookie is Secure. */
+  /** ctrl serves TLS, or its public URL is https: the cookie is Secure. */
   secure: boolean;
+  /** The origin browsers reach ctrl at (`ctrl serve --public-url`); default: each request's own. */
+  publicOrigin?: string;
   /** The built page; default DEFAULT_ASSETS_DIR. */
   assetsDir?: string;
   sessionTtlMs?: number;
@@ -222,7 +224,13 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const method = req.method ?? "GET";
     const work = async (): Promise<void> => {
-      const browser = { store: opts.store, oidc: opts.oidc, secure: opts.secure, limiter };
+      const browser = {
+        store: opts.store,
+        oidc: opts.oidc,
+        secure: opts.secure,
+        publicOrigin: opts.publicOrigin,
+        limiter,
+      };
       if (await answerProviderSignIn(req, res, path, browser)) return;
       if (path.startsWith(SIGN_IN_PREFIX)) return answerSignIn(req, res, path, opts.oidc, limiter);
       if (path === "/dashboard/session") {
@@ -230,7 +238,7 @@ export function createDashboardHandler(opts: DashboardOptions): (req: Request, r
         if (method !== "POST" && method !== "DELETE") return json(res, 405, { message: "GET, POST or DELETE" });
         // Signing in or out changes state: only from the dashboard's own page.
         const refusal = crossSiteRefusal({
-          ownOrigin: ownOrigin(req, opts.secure),
+          ownOrigin: ownOrigin(req, opts.secure, opts.publicOrigin),
           origin: header(req, "origin"),
           secFetchSite: header(req, "sec-fetch-site"),
         });

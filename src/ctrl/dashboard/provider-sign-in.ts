@@ -69,6 +69,8 @@ export interface ProviderSignInOptions {
   store: Store;
   oidc: OidcSignIn | undefined;
   secure: boolean;
+  /** ctrl's public URL (the redirect URI's origin); default: the request's own. */
+  publicOrigin?: string;
   limiter: SignInLimiter;
 }
 
@@ -95,7 +97,7 @@ export async function answerProviderSignIn(
     return true;
   }
   if (refusedByLimit(opts.limiter, req, res)) return true;
-  const origin = ownOrigin(req, secure);
+  const origin = ownOrigin(req, secure, opts.publicOrigin);
   const url = new URL(req.url ?? "/", origin);
   const redirectUri = `${origin}${DASHBOARD_CALLBACK}`;
   try {

@@ -10,6 +10,8 @@ import type { DeploymentRow, EnvironmentRow, WorkspaceRow } from "../db/schema.j
 import { deletePayload } from "../payloads/delete-payload.js";
 import { encodeApplyJob, jobPayloads } from "../payloads/job.js";
 import { encodeApplyRelease, releasePayloads } from "../payloads/release.js";
+import type { Limits } from "../../contracts/quotas.js";
+import { limitsOf } from "./quotas.js";
 import { pullSecretOf } from "./registries.js";
 
 /** The revision each region runs (its rollout target), else the environment's newest. */
@@ -66,6 +68,10 @@ export async function syncEnvironmentObjects(
   const stored = new Map(current.map((c) => [`${c.kind}/${c.object_id}/${c.region}`, c.payload]));
   const wanted = new Set<string>();
   let changes = 0;
+  // The workspace's quota as it is now: the agent backs it in the namespace for the pods of
+  // releases and jobs too; a change re-renders them (./workload-refresh.ts).
+  let quota: Limits | undefined;
+  const quotaNow = async (): Promise<Limits> => (quota ??= (await limitsOf(tx.trx, ws.id)).limits);
   const put = async (kind: string, id: string, region: string, payload: Uint8Array): Promise<void> => {
     const key = `${kind}/${id}/${region}`;
     wanted.add(key);
@@ -76,6 +82,7 @@ export async function syncEnvironmentObjects(
   };
 
   const releases = await tx.trx.selectFrom("releases").selectAll().where("environment_id", "=", envId).execute();
+  if (releases.length > 0) await quotaNow();
   for (const release of releases) {
     const objects = await tx.trx
       .selectFrom("release_objects")
@@ -92,11 +99,12 @@ export async function syncEnvironmentObjects(
         releasePayloads.name,
         release.id,
         region,
-        encodeApplyRelease({ workspace: ws, environment, release, objects, kindsEver }, region),
+        encodeApplyRelease({ workspace: ws, environment, release, objects, kindsEver, quota }, region),
       );
   }
   const jobs = await tx.trx.selectFrom("jobs").selectAll().where("environment_id", "=", envId).execute();
   if (jobs.length > 0) {
+    await quotaNow();
     const { byRegion, newest } = await revisionsByRegion(tx, envId);
     const pullSecret = await pullSecretOf(tx.trx, ws.id);
     for (const job of jobs) {
@@ -106,7 +114,7 @@ export async function syncEnvironmentObjects(
           job.id,
           region,
           encodeApplyJob(
-            { workspace: ws, environment, job, revision: byRegion.get(region) ?? newest, pullSecret },
+            { workspace: ws, environment, job, revision: byRegion.get(region) ?? newest, pullSecret, quota },
             region,
           ),
         );

@@ -20,7 +20,6 @@ import {
 import { parseStoredPolicy, regionPolicy, type AutoscalePolicy } from "../../contracts/autoscaling.js";
 import type { WriteTx } from "../db/outbox.js";
 import type { Database, WorkspaceQuotasTable } from "../db/schema.js";
-import type { Store } from "../db/store.js";
 import { DomainError } from "../errors.js";
 
 type Reader = Kysely<Database>;
@@ -94,12 +93,12 @@ export async function setQuotasIn(
 }
 
 /** Replaces the installation's defaults with exactly `settings` (what ctrl serve was given). */
-export async function setInstallationDefaults(
-  store: Store,
+export async function setInstallationDefaultsIn(
+  tx: WriteTx,
   settings: ReadonlyMap<QuotaName, QuotaSetting>,
 ): Promise<void> {
   const all = new Map<QuotaName, QuotaSetting>(QUOTA_NAMES.map((q) => [q, settings.get(q) ?? { kind: "default" }]));
-  await store.write((tx) => setQuotasIn(tx, INSTALLATION_DEFAULTS, all));
+  await setQuotasIn(tx, INSTALLATION_DEFAULTS, all);
 }
 
 // ---------------------------------------------------------------- use

@@ -6,7 +6,13 @@ import { ApplyJobSchema, DeleteJobSchema } from "../../gen/krane/ctrl/v1/cluster
 import type { DeploymentRow, EnvironmentRow, JobRow, WorkspaceRow } from "../db/schema.js";
 import type { StoredJobSpec } from "../validate/types.js";
 import { imageAsRun } from "../../contracts/images.js";
-import { pullSecretMessage, revisionSettingsMessages, type PullSecretRef } from "./deployment.js";
+import {
+  pullSecretMessage,
+  revisionSettingsMessages,
+  workspaceQuotaMessage,
+  type PullSecretRef,
+} from "./deployment.js";
+import type { Limits } from "../../contracts/quotas.js";
 import type { KindPayloads } from "./kind.js";
 
 export interface JobContext {
@@ -17,6 +23,8 @@ export interface JobContext {
   revision: DeploymentRow | undefined;
   /** The workspace's pull Secret; undefined when it has no registry credential. */
   pullSecret?: PullSecretRef;
+  /** The workspace's quota, which the agent backs in the namespace; undefined: none sent. */
+  quota?: Limits;
 }
 
 export function jobSpecOf(job: JobRow): StoredJobSpec {
@@ -55,6 +63,7 @@ export function encodeApplyJob(ctx: JobContext, region: string): Uint8Array {
       deploymentId: revision?.id ?? "",
       ...settings,
       ...pullSecretMessage(ctx.pullSecret),
+      ...(ctx.quota ? workspaceQuotaMessage(ctx.quota) : {}),
     }),
   );
 }

@@ -10,6 +10,8 @@ import {
   ReleaseObjectSchema,
 } from "../../gen/krane/ctrl/v1/cluster_pb.js";
 import type { EnvironmentRow, ReleaseKindsTable, ReleaseObjectsTable, ReleaseRow, WorkspaceRow } from "../db/schema.js";
+import type { Limits } from "../../contracts/quotas.js";
+import { workspaceQuotaMessage } from "./deployment.js";
 import type { KindPayloads } from "./kind.js";
 
 export interface ReleaseContext {
@@ -18,6 +20,8 @@ export interface ReleaseContext {
   release: ReleaseRow;
   objects: Selectable<ReleaseObjectsTable>[];
   kindsEver: Selectable<ReleaseKindsTable>[];
+  /** The workspace's quota, which the agent backs in the namespace; undefined: none sent. */
+  quota?: Limits;
 }
 
 function kindsOf(rows: readonly { api_group: string; api_version: string; kind: string }[]) {
@@ -49,6 +53,7 @@ export function encodeApplyRelease(ctx: ReleaseContext, region: string): Uint8Ar
           }),
         ),
       kindsEver: kindsOf(ctx.kindsEver),
+      ...(ctx.quota ? workspaceQuotaMessage(ctx.quota) : {}),
     }),
   );
 }

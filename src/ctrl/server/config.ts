@@ -50,6 +50,7 @@
 //   --oidc-client-secret-file KRANE_OIDC_CLIENT_SECRET_FILE oidcClientSecretFile (none: a public client, PKCE only)
 //   (env only)           KRANE_OIDC_CLIENT_SECRET   oidcClientSecret    the secret itself
 //   --oidc-group-role    KRANE_OIDC_GROUP_ROLES     oidcGroupRoles      (none) group=role or group=workspace:role, comma-separated in env/file
+//   --public-url         KRANE_PUBLIC_URL           publicUrl           (none: each request's own origin) the origin browsers use, e.g. behind a TLS proxy
 //
 // Bootstrap: a given admin token is registered as a user API token (idempotent; never again
 // once revoked through the API: ctrl then logs an error and serves without it). Without one, the
@@ -125,6 +126,8 @@ export interface CtrlSettings {
   oidc:
     | { issuer: string; clientId: string; clientSecret: { value?: string; file?: string }; groupRoles: GroupRole[] }
     | undefined;
+  /** The origin browsers reach ctrl at (a TLS-terminating proxy's); undefined: each request's own. */
+  publicUrl: string | undefined;
 }
 
 export type RawSettings = Partial<Record<keyof typeof ENV, string>>;
@@ -180,6 +183,7 @@ const ENV = {
   oidcClientSecretFile: "KRANE_OIDC_CLIENT_SECRET_FILE",
   oidcClientSecret: "KRANE_OIDC_CLIENT_SECRET",
   oidcGroupRoles: "KRANE_OIDC_GROUP_ROLES",
+  publicUrl: "KRANE_PUBLIC_URL",
 } as const;
 
 /** Bounds of the stream keepalive interval, in seconds: below, bookmarks would be busy work. */
@@ -321,7 +325,27 @@ export function resolveCtrlSettings(flags: RawSettings, env: NodeJS.ProcessEnv, 
       isPg || databaseUrl === ":memory:" ? "./.krane/builds" : join(dirname(databaseUrl), "builds"),
     ),
     oidc: oidcSettings(pick),
+    publicUrl: parsePublicUrl(pick("publicUrl")),
   };
+}
+
+/**
+ * The public URL: an http(s) origin with nothing after it (no path, query, fragment or
+ * credentials), as browsers type it; returned as the origin ("https://krane.example.com").
+ */
+export function parsePublicUrl(v: string | undefined): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`public url: "${v}" is not a URL`);
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:")
+    throw new Error(`public url: "${v}" must be https:// (or http://)`);
+  if (u.username !== "" || u.password !== "" || u.search !== "" || u.hash !== "" || u.pathname !== "/")
+    throw new Error(`public url: "${v}" must be an origin only (scheme, host and port; no path, query or credentials)`);
+  return u.origin;
 }
 
 function buildSettings(

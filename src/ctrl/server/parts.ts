@@ -272,7 +272,9 @@ function withRegistryToken(
  */
 export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
   const { config, store, log, metrics } = b;
-  const auth = new Authenticator(store, { secureCookies: config.tls !== undefined, ...config.auth });
+  // Behind a TLS-terminating proxy the browser's origin is the public URL's, not what ctrl sees.
+  const secure = config.tls !== undefined || config.publicUrl?.startsWith("https:") === true;
+  const auth = new Authenticator(store, { secureCookies: secure, publicOrigin: config.publicUrl, ...config.auth });
   const inflight = new InflightTracker();
   const streamsStop = new AbortController();
   const adapterStop = new AbortController();
@@ -323,7 +325,8 @@ export function apiServer(b: CtrlBase, p: ApiParts): ApiServer {
       createDashboardHandler({
         store,
         auth,
-        secure: config.tls !== undefined,
+        secure,
+        publicOrigin: config.publicUrl,
         assetsDir: config.dashboard?.assetsDir,
         sessionTtlMs: config.dashboard?.sessionTtlMs,
         signInLimit: config.dashboard?.signInLimit,

@@ -22,7 +22,7 @@ import { DEFAULT_REPLAY_WINDOW_MS } from "../previews/webhooks.js";
 import { FeedHub } from "../stream/feed.js";
 import { storeFeedSource } from "../stream/watch.js";
 import { bootstrapAdminToken } from "./admin-token.js";
-import { setInstallationDefaults } from "../domain/quotas.js";
+import { setInstallationDefaults } from "../domain/quota-settings.js";
 import {
   apiServer,
   auditRecorder,

@@ -37,6 +37,12 @@ export interface CtrlConfig {
   /** The HTTP/1.1 ops port; null disables it. */
   opsListen: ListenAddress | null;
   tls?: { certFile: string; keyFile: string };
+  /**
+   * The origin browsers reach ctrl at, when that is not what ctrl sees (a TLS-terminating proxy in
+   * front of plain HTTP): the dashboard's sign-in redirect URI, the origin its cross-site checks
+   * expect, and Secure cookies when it is https. Undefined: each request's own scheme and Host.
+   */
+  publicUrl?: string;
   /** Versions kept per stream before compaction. */
   outboxRetention?: number;
   compactIntervalMs?: number;

@@ -1,13 +1,16 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // The audit page: ListAuditEvents of one chain (a workspace's, or the installation's), newest
 // first, with what each accepted change changed (secrets and tokens: only that they changed).
-import { useEffect, useState } from "preact/hooks";
-import type { AuditEvent } from "../../gen/krane/ctrl/v1/audit_pb.js";
+// Reading it needs the admin role: a session below it is told so and nothing is asked of ctrl.
+// The page writes nothing (its buttons open an event's details or read again).
+import { useContext, useEffect, useState } from "preact/hooks";
+import { AuditService, type AuditEvent } from "../../gen/krane/ctrl/v1/audit_pb.js";
 import { api, errorText, workspaceSlugs } from "../api.js";
 import { Toned } from "../components/badge.js";
 import { Table } from "../components/table.js";
 import { clock } from "../format.js";
 import { all } from "../paging.js";
+import { hiddenNote, RoleContext } from "../permissions.js";
 import { auditBody, auditFilter, chainOptions, firstChain, hasDetails } from "./audit-model.js";
 
 /** Pages of 1,000 read at most (the newest 10,000 events of a chain are enough for a page). */
@@ -26,6 +29,7 @@ interface Loaded {
  * workspace's is not offered the installation's chain (ctrl would refuse it).
  */
 export function Audit(props: { chain: string; installation: boolean }) {
+  const hidden = hiddenNote(useContext(RoleContext), [["Reading the audit log", AuditService.method.listAuditEvents]]);
   const [workspaces, setWorkspaces] = useState<string[]>();
   const [chain, setChain] = useState(props.chain);
   const [refusedOnly, setRefusedOnly] = useState(false);
@@ -45,7 +49,7 @@ export function Audit(props: { chain: string; installation: boolean }) {
     );
   }, []);
   useEffect(() => {
-    if (chain === "") return;
+    if (chain === "" || hidden !== undefined) return;
     let current = true;
     const filter = auditFilter(chain, refusedOnly);
     void all(async (pageToken) => {
@@ -65,6 +69,15 @@ export function Audit(props: { chain: string; installation: boolean }) {
   const error = listError || mine?.error || "";
   const detail = open?.of === of ? open.event : undefined;
   const body = auditBody(error, chain, workspaces, events);
+  if (hidden !== undefined)
+    return (
+      <main>
+        <h2>Audit log</h2>
+        <p class="muted" role="note">
+          {hidden}
+        </p>
+      </main>
+    );
   return (
     <main>
       <h2>Audit log</h2>

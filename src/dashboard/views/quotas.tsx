@@ -1,6 +1,8 @@
 /** @jsxRuntime automatic @jsxImportSource preact */
 // The quotas page: a workspace's quotas with what it uses against each limit (QuotaService's
-// GetQuota, the read `krane quota get` makes). A limit set below use shows as over.
+// GetQuota, the read `krane quota get` makes). A limit set below use shows as over. Every role
+// may read it, and the page writes nothing (setting quotas is `krane quota set`, the owner's), so
+// it hides nothing.
 import { useEffect, useState } from "preact/hooks";
 import type { Quota } from "../../gen/krane/ctrl/v1/quota_pb.js";
 import { api, errorText, workspaceSlugs } from "../api.js";

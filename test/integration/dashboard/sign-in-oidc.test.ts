@@ -4,9 +4,10 @@
 // back on the dashboard as the member (their name, their role), their session listed by
 // `krane session list` as client "dashboard", and `krane session revoke` ending the browser's
 // access; a viewer is shown no deploy or rollback but why, and ctrl's refusal of their call names
-// the role needed. The failure cases fail closed with plain HTTP as the browser: a callback not started in
-// that browser, a replayed state, a nonce mismatch, another audience and an expired ID token each
-// refused with no cookie set and no session made.
+// the role needed; the audit page tells a viewer it needs the admin role without asking ctrl, the
+// quotas page (no writes) shows them the table. The failure cases fail closed with plain HTTP as
+// the browser: a callback not started in that browser, a replayed state, a nonce mismatch,
+// another audience and an expired ID token each refused with no cookie set and no session made.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -193,6 +194,23 @@ describe("dashboard sign-in through a real OpenID provider", { skip }, () => {
         }).then(async (r) => [r.status, (await r.json()).message])`)) as [number, string];
       assert.equal(refusal[0], 403);
       assert.match(refusal[1], /CreateDeployment needs the developer role in workspace "acme" .*viewer/);
+
+      // The audit log needs the admin role: the page says so and asks ctrl nothing.
+      const asked: string[] = [];
+      viewer.on("request", (r) => {
+        if (r.url().includes("AuditService/ListAuditEvents")) asked.push(r.url());
+      });
+      await viewer.goto(`${ctrl.url}#/audit`);
+      await viewer
+        .getByRole("note")
+        .getByText("Reading the audit log needs the admin role; you are a viewer.")
+        .waitFor();
+      assert.equal(await viewer.getByRole("table", { name: "Audit events" }).count(), 0);
+      assert.deepEqual(asked, []);
+      // The quotas page writes nothing and every role reads it: shown, nothing hidden.
+      await viewer.goto(`${ctrl.url}#/quotas`);
+      await viewer.getByRole("table", { name: "Quotas" }).waitFor();
+      assert.equal(await viewer.getByRole("note").count(), 0);
     } finally {
       await context.close();
     }

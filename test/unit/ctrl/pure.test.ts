@@ -235,7 +235,15 @@ describe("encodeApplyJob", () => {
     const pullSecret = { secretName: "krane-registry-credentials", version: "0123456789abcdef" };
     const a = fromBinary(
       ApplyJobSchema,
-      encodeApplyJob({ workspace, environment, job, revision: deployment, pullSecret }, "eu"),
+      encodeApplyJob(
+        { workspace, environment, job, revision: deployment, pullSecret, quota: { ...UNLIMITED, cpu: 2000 } },
+        "eu",
+      ),
+    );
+    // The workspace's quota, which the agent backs in the namespace of a job with no deployment too.
+    assert.deepEqual(
+      [a.workspaceQuota?.cpuMillicores, a.workspaceQuota?.memoryMib, a.workspaceQuota?.instances],
+      [2000n, undefined, undefined],
     );
     assert.equal(a.image, `app@sha256:${"d".repeat(64)}`);
     assert.deepEqual([a.pullSecret?.secretName, a.pullSecret?.version], [pullSecret.secretName, pullSecret.version]);
@@ -253,6 +261,7 @@ describe("encodeApplyJob", () => {
     );
     assert.equal(own.image, "tools:2");
     assert.equal(own.pullSecret, undefined);
+    assert.equal(own.workspaceQuota, undefined);
   });
 });
 

@@ -1,15 +1,22 @@
 // The workspace quota's backstop as the agent renders it (src/agent/deployments/quota.ts): the
 // ResourceQuota's numbers are ctrl's limits with room for a warm previous revision and a surge,
 // rounded up; unlimited quotas leave their line out; both objects are krane's with no region
-// label; a pod naming no size gets a revision's default; a negative limit is refused.
+// label; a pod naming no size gets a revision's default; a negative limit is refused; every kind
+// that puts pods in the namespace renders both, the LimitRange first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
-import { WorkspaceQuotaSchema } from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
+import {
+  ApplyJobSchema,
+  ApplyReleaseSchema,
+  WorkspaceQuotaSchema,
+} from "../../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import {
   ANNOTATION_WORKSPACE_QUOTA,
   QUOTA_OBJECT_NAME,
+  QUOTA_SELECTOR,
   renderLimitRange,
+  renderQuotaObjects,
   renderResourceQuota,
   ROOM,
   ROOM_FACTOR,
@@ -17,6 +24,8 @@ import {
 } from "../../../../src/agent/deployments/quota.js";
 import { REQUEST_DIVISOR, renderReplicaSet } from "../../../../src/agent/deployments/render.js";
 import { validateApplyDeployment } from "../../../../src/agent/deployments/validate.js";
+import { validateApplyJob } from "../../../../src/agent/jobs/validate.js";
+import { validateApplyRelease } from "../../../../src/agent/releases/validate.js";
 import { workspaceQuotaMessage } from "../../../../src/ctrl/payloads/deployment.js";
 import {
   COMPONENT,
@@ -137,4 +146,53 @@ test("the ReplicaSet carries the quota it was rendered with (a new quota is a ch
   assert.equal(unlimited.metadata.annotations?.[ANNOTATION_WORKSPACE_QUOTA], "");
   const older = renderReplicaSet(sampleDeployment({ workspaceQuota: undefined }), "local");
   assert.equal(older.metadata.annotations?.[ANNOTATION_WORKSPACE_QUOTA], undefined);
+});
+
+test("the quota objects a kind renders: the LimitRange first, then the ResourceQuota naming what it holds; none without a quota", () => {
+  const q = create(WorkspaceQuotaSchema, { cpuMillicores: 1000n, instances: 2n });
+  const [lr, rq, ...rest] = renderQuotaObjects(q, "ws-1");
+  assert.deepEqual([lr?.kind, rq?.kind, rest.length], ["LimitRange", "ResourceQuota", 0]);
+  // A quota made unlimited drops a line of `hard`, which a drift check of the rendered fields
+  // cannot see; the annotation changes, so the object is written again.
+  assert.equal(rq?.metadata.annotations?.[ANNOTATION_WORKSPACE_QUOTA], "requests.cpu=2500m,limits.cpu=2500m,pods=5");
+  assert.equal(
+    renderQuotaObjects(create(WorkspaceQuotaSchema, { instances: 2n }), "ws-1")[1]?.metadata.annotations?.[
+      ANNOTATION_WORKSPACE_QUOTA
+    ],
+    "pods=5",
+  );
+  assert.deepEqual(renderQuotaObjects(undefined, "ws-1"), []);
+  // The caches find them by label alone: they carry no region.
+  assert.equal(QUOTA_SELECTOR, `${LABEL_MANAGED_BY}=krane,${LABEL_COMPONENT}=${COMPONENT.quota}`);
+  for (const o of [lr, rq])
+    for (const [k, v] of QUOTA_SELECTOR.split(",").map((kv) => kv.split("=")))
+      assert.equal(o?.metadata.labels?.[k ?? ""], v);
+});
+
+test("a cron job or a release with a negative limit in its quota is refused, naming the field", () => {
+  const bad = create(WorkspaceQuotaSchema, { instances: -2n });
+  const job = create(ApplyJobSchema, {
+    workspaceId: "ws_1",
+    projectId: "prj_1",
+    environmentId: "env_1",
+    jobId: "job_1",
+    k8sNamespace: "ws-acme",
+    k8sName: "job-report",
+    schedule: "* * * * *",
+    image: "tools:1",
+    workspaceQuota: bad,
+  });
+  assert.equal(validateApplyJob(job, "local", false), "workspace_quota.instances must be >= 0 (got -2)");
+  const release = create(ApplyReleaseSchema, {
+    workspaceId: "ws_1",
+    projectId: "prj_1",
+    environmentId: "env_1",
+    releaseId: "rel_1",
+    k8sNamespace: "ws-acme",
+    name: "infra",
+    version: 1n,
+    workspaceQuota: bad,
+  });
+  assert.equal(validateApplyRelease(release, "local"), "workspace_quota.instances must be >= 0 (got -2)");
+  assert.equal(validateApplyRelease({ ...release, workspaceQuota: undefined }, "local"), undefined);
 });

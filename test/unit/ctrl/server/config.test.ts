@@ -213,4 +213,28 @@ describe("ctrl settings", () => {
       /--oidc-group-role: "eng=root"/,
     );
   });
+
+  it("reads the public URL as an origin, refusing anything more or other", () => {
+    assert.equal(resolveCtrlSettings({}, {}, {}).publicUrl, undefined, "each request's own origin unless set");
+    assert.equal(
+      resolveCtrlSettings({ publicUrl: "https://Krane.Example.com/" }, {}, {}).publicUrl,
+      "https://krane.example.com",
+    );
+    assert.equal(
+      resolveCtrlSettings({}, { KRANE_PUBLIC_URL: "https://krane.example.com:8443" }, {}).publicUrl,
+      "https://krane.example.com:8443",
+    );
+    assert.equal(
+      resolveCtrlSettings({}, {}, parseCtrlConfigFile("publicUrl: http://10.0.0.5:7070\n")).publicUrl,
+      "http://10.0.0.5:7070",
+    );
+    for (const bad of [
+      "krane.example.com",
+      "ftp://krane.example.com",
+      "https://krane.example.com/krane",
+      "https://krane.example.com/?a=b",
+      "https://user:pw@krane.example.com",
+    ])
+      assert.throws(() => resolveCtrlSettings({ publicUrl: bad }, {}, {}), /^Error: public url: /, bad);
+  });
 });
