@@ -24,13 +24,11 @@ import { AgentLogRequestSchema, LogMarkerKind, type PushLogsRequest } from "../.
 import { upkeepWork, type DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
-import { revisionSecrets } from "../domain/secret-values.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { DEFAULT_MAX_LINES_PER_ENVIRONMENT, pruneLogs, storedCursors, storeLines, type StoredLine } from "./history.js";
 import type { LogHub } from "./hub.js";
-import { secretMasker, type Masker } from "./mask.js";
+import { EnvironmentSecrets } from "./secrets.js";
 import { InstanceCursors, sourceKey } from "./seam.js";
-import { revisionsOf } from "./target.js";
 
 export interface LogArchiverOptions {
   readonly store: Store;
@@ -73,10 +71,8 @@ interface Archive {
   failed: boolean;
   asking: boolean;
   goneSince: number | undefined;
-  readonly revisions: Map<string, number>;
-  /** Secret values per deployment, and the masker of all of them. */
-  readonly secrets: Map<string, string[]>;
-  masker: Masker;
+  /** The revisions and secret values of the deployments whose lines came. */
+  readonly secrets: EnvironmentSecrets;
 }
 
 const ARCHIVE = "archive";
@@ -192,9 +188,7 @@ export class LogArchiver implements Runnable {
           failed: false,
           asking: false,
           goneSince: undefined,
-          revisions: new Map(),
-          secrets: new Map(),
-          masker: (line) => line,
+          secrets: new EnvironmentSecrets(this.#o.store.db, this.#o.keyring, t.environmentId),
         };
         this.#archives.set(key, a);
       }
@@ -284,10 +278,7 @@ export class LogArchiver implements Runnable {
     a.writing = a.writing
       .then(async () => {
         if (a.failed) return;
-        await this.#know(
-          a,
-          lines.map((l) => l.deploymentId),
-        );
+        await a.secrets.learn(lines.map((l) => l.deploymentId));
         const rows: StoredLine[] = lines.map((l) => ({
           environmentId: a.target.environmentId,
           workspaceId: a.target.workspaceId,
@@ -295,9 +286,9 @@ export class LogArchiver implements Runnable {
           instance: l.instance,
           ns: l.ns,
           deploymentId: l.deploymentId,
-          revision: a.revisions.get(l.deploymentId) ?? 0,
+          revision: a.secrets.revision(l.deploymentId),
           stream: "",
-          line: a.masker(l.text),
+          line: a.secrets.mask(l.text),
         }));
         await storeLines(this.#o.store.db, rows);
         this.#o.onLines?.(rows.length, 0);
@@ -307,23 +298,5 @@ export class LogArchiver implements Runnable {
         a.failed = true;
         this.#o.onError?.(err);
       });
-  }
-
-  /** Learns the revisions and secret values of deployments first seen. */
-  async #know(a: Archive, ids: readonly string[]): Promise<void> {
-    const fresh = [...new Set(ids)].filter((id) => id !== "" && !a.secrets.has(id));
-    if (fresh.length === 0) return;
-    const db = this.#o.store.db;
-    for (const [id, revision] of await revisionsOf(db, a.target.environmentId, fresh)) a.revisions.set(id, revision);
-    for (const id of fresh) {
-      // A deployment of another environment (not in revisionsOf's answer) is not opened.
-      const keyring = this.#o.keyring;
-      const values = keyring && a.revisions.has(id) ? await revisionSecrets(db, keyring, id) : [];
-      a.secrets.set(
-        id,
-        values.map((v) => v.value.toString("utf8")),
-      );
-    }
-    a.masker = secretMasker([...a.secrets.values()].flat());
   }
 }
