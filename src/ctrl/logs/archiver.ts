@@ -12,10 +12,15 @@
 // store's key (instance, time) drops what two replicas both relayed. A line the agent dropped for
 // want of room (its buffer full) is lost and counted (krane_log_archive_dropped_lines_total).
 //
-// Its upkeep is a DueWork: the key "archive" (every sweep) starts, re-asks and ends requests;
-// "prune" (every pruneIntervalMs) deletes lines past their workspace's retention and the oldest
-// past an environment's bound.
+// With several ctrl replicas, one archives an environment at a time: the one that holds its lease
+// (lease.ts), renewed at every sweep; another takes over once the lease ends (leaseMs) or at once
+// when its holder stops (it gives its leases up).
+//
+// Its upkeep is a DueWork: the key "archive" (every sweep) renews the leases, starts, re-asks and
+// ends requests; "prune" (every pruneIntervalMs) deletes lines past their workspace's retention
+// and the oldest past an environment's bound, and forgets leases that ended.
 import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { pino } from "pino";
@@ -27,6 +32,7 @@ import type { Store } from "../db/store.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { DEFAULT_MAX_LINES_PER_ENVIRONMENT, pruneLogs, storedCursors, storeLines, type StoredLine } from "./history.js";
 import type { LogHub } from "./hub.js";
+import { ARCHIVE_LEASE_MS, forgetExpiredLeases, leaseEnvironments, releaseLeases } from "./lease.js";
 import { EnvironmentSecrets } from "./secrets.js";
 import { InstanceCursors, sourceKey } from "./seam.js";
 
@@ -46,6 +52,8 @@ export interface LogArchiverOptions {
   readonly maxLinesPerEnvironment?: number;
   /** An environment-region without instances for this long stops being archived (ms; default 30 s). */
   readonly lingerMs?: number;
+  /** How long this replica's lease on an environment lasts without renewal (ms; default ARCHIVE_LEASE_MS). */
+  readonly leaseMs?: number;
   /** Told of a sweep or run that failed. */
   readonly onError?: (err: unknown) => void;
   /** Told of lines taken and dropped (metrics). */
@@ -84,6 +92,8 @@ export class LogArchiver implements Runnable {
   readonly #work: DueWork;
   readonly #log: Logger;
   readonly #archives = new Map<string, Archive>();
+  /** This replica, as its leases name it. */
+  readonly holder = `${hostname()}/${randomBytes(6).toString("hex")}`;
   #prunedAt = -Infinity;
   #stopped = false;
 
@@ -126,6 +136,8 @@ export class LogArchiver implements Runnable {
     await this.#work.stop();
     for (const a of this.#archives.values()) a.cancel?.();
     await this.flushed();
+    // Another replica takes these environments at its next sweep, from what was stored.
+    await releaseLeases(this.#o.store.db, this.holder).catch((err: unknown) => this.#o.onError?.(err));
   }
 
   #due(): string[] {
@@ -142,6 +154,7 @@ export class LogArchiver implements Runnable {
         store.clock(),
         this.#o.maxLinesPerEnvironment ?? DEFAULT_MAX_LINES_PER_ENVIRONMENT,
       );
+      await forgetExpiredLeases(store.db, store.clock());
       this.#prunedAt = store.clock();
       if (r.overflow > 0)
         this.#log.warn({ lines: r.overflow }, "log history: environments past their bound lost their oldest lines");
@@ -173,7 +186,23 @@ export class LogArchiver implements Runnable {
     const now = this.#o.store.clock();
     const timeout = this.#o.answerTimeoutMs ?? 10_000;
     const seen = new Set<string>();
-    for (const t of await this.#targets()) {
+    const targets = await this.#targets();
+    // This replica archives the environments whose lease it holds (those it archives still
+    // lingering included); the archives of the others end at once.
+    const held = await leaseEnvironments(
+      this.#o.store,
+      this.holder,
+      [...targets.map((t) => t.environmentId), ...[...this.#archives.values()].map((a) => a.target.environmentId)],
+      this.#o.leaseMs ?? ARCHIVE_LEASE_MS,
+    );
+    if (this.#stopped) return;
+    for (const [key, a] of this.#archives)
+      if (!held.has(a.target.environmentId)) {
+        a.cancel?.();
+        this.#archives.delete(key);
+      }
+    for (const t of targets) {
+      if (!held.has(t.environmentId)) continue;
       const key = `${t.environmentId}|${t.region}`;
       seen.add(key);
       let a = this.#archives.get(key);

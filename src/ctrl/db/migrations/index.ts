@@ -40,6 +40,7 @@ import { migration as m0042 } from "./0042_alert_rules.js";
 import { migration as m0043 } from "./0043_repositories.js";
 import { migration as m0044 } from "./0044_api_keys.js";
 import { migration as m0046 } from "./0046_alert_windows.js";
+import { migration as m0048 } from "./0048_log_archive_leases.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -83,4 +84,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0043_repositories": m0043,
   "0044_api_keys": m0044,
   "0046_alert_windows": m0046,
+  "0048_log_archive_leases": m0048,
 };
