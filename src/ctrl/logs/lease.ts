@@ -50,8 +50,8 @@ export async function leaseEnvironments(
       if (take.length > 0)
         await tx.trx
           .updateTable("log_archive_leases")
-          .set({ holder, expires_at: tx.now + ttlMs })
           .where("environment_id", "in", take)
+          .set({ holder, expires_at: tx.now + ttlMs })
           .execute();
       return take;
     });

@@ -2,16 +2,13 @@
 // (src/ctrl/logs/lease.ts). One row per environment: the replica holding it and when its lease
 // ends unless renewed (unix ms); another replica takes the environment once it has. Never edit
 // once shipped.
-import type { Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import type { KraneMigration } from "./migration.js";
 
 export const migration: KraneMigration = {
   async up(db: Kysely<unknown>): Promise<void> {
-    await db.schema
-      .createTable("log_archive_leases")
-      .addColumn("environment_id", "text", (c) => c.primaryKey())
-      .addColumn("holder", "text", (c) => c.notNull())
-      .addColumn("expires_at", "bigint", (c) => c.notNull())
-      .execute();
+    await sql`
+      create table "log_archive_leases" ("environment_id" text primary key, "holder" text not null, "expires_at" bigint not null)
+    `.execute(db);
   },
 };
