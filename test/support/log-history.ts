@@ -2,7 +2,8 @@
 // PostgreSQL (test/integration/ctrl/log-history.test.ts): a line stored twice is kept once; the
 // cursors are each instance's last line; a search pages in time order, stops at the seam, filters
 // by revision, region, instance and --grep; pruning removes lines past their workspace's retention
-// (the default, or the workspace's own) and the oldest past an environment's bound.
+// (the default, or the workspace's own) and the oldest past an environment's bound. And the
+// archive's leases (one replica per environment).
 import assert from "node:assert/strict";
 import type { Store } from "../../src/ctrl/db/store.js";
 import {
@@ -17,6 +18,7 @@ import {
   type StoredLine,
 } from "../../src/ctrl/logs/history.js";
 import { InstanceCursors } from "../../src/ctrl/logs/seam.js";
+import { forgetExpiredLeases, leaseEnvironments, leaseHolders, releaseLeases } from "../../src/ctrl/logs/lease.js";
 import { grepOf, type Grep } from "../../src/ctrl/logs/grep.js";
 import { grepPattern } from "../../src/ctrl/validate/logs.js";
 
@@ -140,4 +142,39 @@ export async function checkLogHistory(store: Store): Promise<void> {
   assert.deepEqual(after, before.slice(-100), "the newest 100 are kept");
   await setLogRetention(db, "ws_b", undefined, NOW);
   assert.equal((await logRetention(db, "ws_b")).own, false);
+}
+
+/**
+ * The archive's leases: one holder per environment; its renewals keep it; another takes it only
+ * once it expired (or was given up), and the first then holds it no more. `clock` is the store's
+ * (the test moves it).
+ */
+export async function checkArchiveLeases(store: Store, clock: { now: number }): Promise<void> {
+  const db = store.db;
+  const TTL = 15_000;
+  assert.deepEqual([...(await leaseEnvironments(store, "a", ["env_1", "env_2"], TTL))].sort(), ["env_1", "env_2"]);
+  // b gets only what a does not hold.
+  assert.deepEqual([...(await leaseEnvironments(store, "b", ["env_2", "env_3"], TTL))], ["env_3"]);
+  clock.now += TTL - 1;
+  // a renews (just in time); b still waits.
+  assert.deepEqual([...(await leaseEnvironments(store, "a", ["env_1", "env_2"], TTL))].sort(), ["env_1", "env_2"]);
+  clock.now += TTL - 1;
+  assert.deepEqual([...(await leaseEnvironments(store, "b", ["env_1", "env_2", "env_3"], TTL))], ["env_3"]);
+  // a stops renewing env_2: it is b's once the lease ended, and a does not get it back.
+  clock.now += 1;
+  assert.deepEqual([...(await leaseEnvironments(store, "a", ["env_1"], TTL))], ["env_1"]);
+  clock.now += TTL;
+  assert.deepEqual([...(await leaseEnvironments(store, "b", ["env_2"], TTL))], ["env_2"]);
+  assert.deepEqual([...(await leaseEnvironments(store, "a", ["env_1", "env_2"], TTL))], ["env_1"]);
+  assert.deepEqual([...(await leaseHolders(db, clock.now))].sort(), [
+    ["env_1", "a"],
+    ["env_2", "b"],
+  ]);
+  // A replica that stops gives its leases up: the other takes them at once.
+  await releaseLeases(db, "a");
+  assert.deepEqual([...(await leaseEnvironments(store, "b", ["env_1"], TTL))], ["env_1"]);
+  // Ended leases are forgotten (a replica that renews them no more: their environments are gone).
+  clock.now += TTL + 1;
+  assert.equal(await forgetExpiredLeases(db, clock.now), 3);
+  assert.equal((await leaseHolders(db, clock.now)).size, 0);
 }

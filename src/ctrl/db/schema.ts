@@ -785,6 +785,13 @@ export interface LogRetentionTable {
   updated_at: number;
 }
 
+/** Migration 0048: the ctrl replica that archives an environment's lines, until expires_at (logs/lease.ts). */
+export interface LogArchiveLeasesTable {
+  environment_id: string;
+  holder: string;
+  expires_at: number;
+}
+
 /** Migration 0036: one series' figures over one minute or hour (domain/metric-history.ts). */
 export interface MetricPointsTable {
   environment_id: string;
@@ -1099,6 +1106,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   log_lines: LogLinesTable;
   log_retention: LogRetentionTable;
+  log_archive_leases: LogArchiveLeasesTable;
   instance_events: InstanceEventsTable;
   notification_channels: NotificationChannelsTable;
   notification_events: NotificationEventsTable;

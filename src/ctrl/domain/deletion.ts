@@ -19,7 +19,8 @@
 // again and its first snapshot's orphan collection deletes them; a region whose agents have not
 // said which kinds they run (older agents) is waited for in full, as before. Once nothing is
 // pending, `finishDeletions` purges the rows — the environment's revisions, sentinels, rollouts,
-// configuration, secrets and their data key, releases, jobs, reports, measurements — and
+// configuration, secrets and their data key, releases, jobs, reports, measurements, kept log
+// lines — and
 // then the project or workspace once its last environment is gone, leaving one event per purge in
 // the workspace's audit chain (./audit.ts; the call that asked for the deletion has its own event).
 // Nothing waits on anything but confirmations and the operator: no finalizer can stick.
@@ -40,6 +41,7 @@ import { appendAuditEvent } from "./audit.js";
 import { purgeJobs } from "./jobs.js";
 import { purgeMeasurements } from "./measurements.js";
 import { purgeMetricHistory } from "../history/store.js";
+import { purgeEnvironmentLogs, purgeWorkspaceLogs } from "../history/log-purge.js";
 import { purgeAlertRules } from "./alerts.js";
 import { purgeApiKeys } from "./api-keys.js";
 import { purgeWorkspaceNotifications } from "./notifications.js";
@@ -312,6 +314,7 @@ async function purgeEnvironment(tx: WriteTx, env: EnvironmentRow): Promise<void>
   await tx.trx.deleteFrom("pending_deletions").where("environment_id", "=", id).execute();
   await purgeMeasurements(tx, id);
   await purgeMetricHistory(tx.trx, id);
+  await purgeEnvironmentLogs(tx.trx, id);
   await purgeAlertRules(tx, id);
   await purgeApiKeys(tx, id);
   await purgePreviews(tx, id);
@@ -412,6 +415,7 @@ async function finish(store: Store, only: string | undefined): Promise<number> {
       // And its registry credentials (sealed, but nothing of a deleted workspace stays).
       await purgeRegistryCredentials(tx, w.id);
       await purgeWorkspaceNotifications(tx, w.id);
+      await purgeWorkspaceLogs(tx.trx, w.id);
       await removeWorkspaceAccess(tx, w.id);
       await audit(tx, "Workspace", w.id, [w.id], w.slug);
       return 1;

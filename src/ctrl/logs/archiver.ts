@@ -12,10 +12,15 @@
 // store's key (instance, time) drops what two replicas both relayed. A line the agent dropped for
 // want of room (its buffer full) is lost and counted (krane_log_archive_dropped_lines_total).
 //
-// Its upkeep is a DueWork: the key "archive" (every sweep) starts, re-asks and ends requests;
-// "prune" (every pruneIntervalMs) deletes lines past their workspace's retention and the oldest
-// past an environment's bound.
+// With several ctrl replicas, one archives an environment at a time: the one that holds its lease
+// (lease.ts), renewed at every sweep; another takes over once the lease ends (leaseMs) or at once
+// when its holder stops (it gives its leases up).
+//
+// Its upkeep is a DueWork: the key "archive" (every sweep) renews the leases, starts, re-asks and
+// ends requests; "prune" (every pruneIntervalMs) deletes lines past their workspace's retention
+// and the oldest past an environment's bound, and forgets leases that ended.
 import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { pino } from "pino";
@@ -24,13 +29,12 @@ import { AgentLogRequestSchema, LogMarkerKind, type PushLogsRequest } from "../.
 import { upkeepWork, type DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { Store } from "../db/store.js";
-import { revisionSecrets } from "../domain/secret-values.js";
 import type { Keyring } from "../secrets/keyring.js";
 import { DEFAULT_MAX_LINES_PER_ENVIRONMENT, pruneLogs, storedCursors, storeLines, type StoredLine } from "./history.js";
 import type { LogHub } from "./hub.js";
-import { secretMasker, type Masker } from "./mask.js";
+import { ARCHIVE_LEASE_MS, forgetExpiredLeases, leaseEnvironments, releaseLeases } from "./lease.js";
+import { EnvironmentSecrets } from "./secrets.js";
 import { InstanceCursors, sourceKey } from "./seam.js";
-import { revisionsOf } from "./target.js";
 
 export interface LogArchiverOptions {
   readonly store: Store;
@@ -48,6 +52,8 @@ export interface LogArchiverOptions {
   readonly maxLinesPerEnvironment?: number;
   /** An environment-region without instances for this long stops being archived (ms; default 30 s). */
   readonly lingerMs?: number;
+  /** How long this replica's lease on an environment lasts without renewal (ms; default ARCHIVE_LEASE_MS). */
+  readonly leaseMs?: number;
   /** Told of a sweep or run that failed. */
   readonly onError?: (err: unknown) => void;
   /** Told of lines taken and dropped (metrics). */
@@ -73,10 +79,8 @@ interface Archive {
   failed: boolean;
   asking: boolean;
   goneSince: number | undefined;
-  readonly revisions: Map<string, number>;
-  /** Secret values per deployment, and the masker of all of them. */
-  readonly secrets: Map<string, string[]>;
-  masker: Masker;
+  /** The revisions and secret values of the deployments whose lines came. */
+  readonly secrets: EnvironmentSecrets;
 }
 
 const ARCHIVE = "archive";
@@ -88,6 +92,8 @@ export class LogArchiver implements Runnable {
   readonly #work: DueWork;
   readonly #log: Logger;
   readonly #archives = new Map<string, Archive>();
+  /** This replica, as its leases name it. */
+  readonly holder = `${hostname()}/${randomBytes(6).toString("hex")}`;
   #prunedAt = -Infinity;
   #stopped = false;
 
@@ -130,6 +136,8 @@ export class LogArchiver implements Runnable {
     await this.#work.stop();
     for (const a of this.#archives.values()) a.cancel?.();
     await this.flushed();
+    // Another replica takes these environments at its next sweep, from what was stored.
+    await releaseLeases(this.#o.store.db, this.holder).catch((err: unknown) => this.#o.onError?.(err));
   }
 
   #due(): string[] {
@@ -146,6 +154,7 @@ export class LogArchiver implements Runnable {
         store.clock(),
         this.#o.maxLinesPerEnvironment ?? DEFAULT_MAX_LINES_PER_ENVIRONMENT,
       );
+      await forgetExpiredLeases(store.db, store.clock());
       this.#prunedAt = store.clock();
       if (r.overflow > 0)
         this.#log.warn({ lines: r.overflow }, "log history: environments past their bound lost their oldest lines");
@@ -177,7 +186,23 @@ export class LogArchiver implements Runnable {
     const now = this.#o.store.clock();
     const timeout = this.#o.answerTimeoutMs ?? 10_000;
     const seen = new Set<string>();
-    for (const t of await this.#targets()) {
+    const targets = await this.#targets();
+    // This replica archives the environments whose lease it holds (those it archives still
+    // lingering included); the archives of the others end at once.
+    const held = await leaseEnvironments(
+      this.#o.store,
+      this.holder,
+      [...targets.map((t) => t.environmentId), ...[...this.#archives.values()].map((a) => a.target.environmentId)],
+      this.#o.leaseMs ?? ARCHIVE_LEASE_MS,
+    );
+    if (this.#stopped) return;
+    for (const [key, a] of this.#archives)
+      if (!held.has(a.target.environmentId)) {
+        a.cancel?.();
+        this.#archives.delete(key);
+      }
+    for (const t of targets) {
+      if (!held.has(t.environmentId)) continue;
       const key = `${t.environmentId}|${t.region}`;
       seen.add(key);
       let a = this.#archives.get(key);
@@ -192,9 +217,7 @@ export class LogArchiver implements Runnable {
           failed: false,
           asking: false,
           goneSince: undefined,
-          revisions: new Map(),
-          secrets: new Map(),
-          masker: (line) => line,
+          secrets: new EnvironmentSecrets(this.#o.store.db, this.#o.keyring, t.environmentId),
         };
         this.#archives.set(key, a);
       }
@@ -284,10 +307,7 @@ export class LogArchiver implements Runnable {
     a.writing = a.writing
       .then(async () => {
         if (a.failed) return;
-        await this.#know(
-          a,
-          lines.map((l) => l.deploymentId),
-        );
+        await a.secrets.learn(lines.map((l) => l.deploymentId));
         const rows: StoredLine[] = lines.map((l) => ({
           environmentId: a.target.environmentId,
           workspaceId: a.target.workspaceId,
@@ -295,9 +315,9 @@ export class LogArchiver implements Runnable {
           instance: l.instance,
           ns: l.ns,
           deploymentId: l.deploymentId,
-          revision: a.revisions.get(l.deploymentId) ?? 0,
+          revision: a.secrets.revision(l.deploymentId),
           stream: "",
-          line: a.masker(l.text),
+          line: a.secrets.mask(l.text),
         }));
         await storeLines(this.#o.store.db, rows);
         this.#o.onLines?.(rows.length, 0);
@@ -307,23 +327,5 @@ export class LogArchiver implements Runnable {
         a.failed = true;
         this.#o.onError?.(err);
       });
-  }
-
-  /** Learns the revisions and secret values of deployments first seen. */
-  async #know(a: Archive, ids: readonly string[]): Promise<void> {
-    const fresh = [...new Set(ids)].filter((id) => id !== "" && !a.secrets.has(id));
-    if (fresh.length === 0) return;
-    const db = this.#o.store.db;
-    for (const [id, revision] of await revisionsOf(db, a.target.environmentId, fresh)) a.revisions.set(id, revision);
-    for (const id of fresh) {
-      // A deployment of another environment (not in revisionsOf's answer) is not opened.
-      const keyring = this.#o.keyring;
-      const values = keyring && a.revisions.has(id) ? await revisionSecrets(db, keyring, id) : [];
-      a.secrets.set(
-        id,
-        values.map((v) => v.value.toString("utf8")),
-      );
-    }
-    a.masker = secretMasker([...a.secrets.values()].flat());
   }
 }

@@ -8,7 +8,7 @@ import type { Database } from "../db/schema.js";
 import type { LogEntry } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { msToNs } from "../../contracts/logs.js";
 import type { LogQuery } from "../validate/logs.js";
-import { searchHistory, storedCursors } from "./history.js";
+import { searchHistory, storedCursors, type LineMask } from "./history.js";
 import { sourceKey, type InstanceCursors } from "./seam.js";
 import type { LogTarget } from "./target.js";
 import type { Grep } from "./grep.js";
@@ -25,6 +25,7 @@ export async function readHistory(
   target: LogTarget,
   q: LogQuery,
   grep: Grep | undefined,
+  mask: LineMask,
 ): Promise<HistoryRead> {
   const sinceNs = msToNs(q.since ?? 0);
   const seam = await storedCursors(db, target.environmentId);
@@ -41,7 +42,7 @@ export async function readHistory(
   return {
     seam,
     liveSinceNs: seam.liveSince(live, sinceNs),
-    pages: entries(db, target, q, seam, sinceNs, grep),
+    pages: entries(db, target, q, seam, sinceNs, grep, mask),
   };
 }
 
@@ -52,6 +53,7 @@ async function* entries(
   seam: InstanceCursors,
   sinceNs: bigint,
   grep: Grep | undefined,
+  mask: LineMask,
 ): AsyncGenerator<LogEntry[]> {
   for await (const page of searchHistory(db, {
     environmentId: target.environmentId,
@@ -60,6 +62,7 @@ async function* entries(
     regions: target.regions,
     instance: q.instance,
     matcher: grep,
+    mask,
     upTo: seam,
   }))
     yield page.map((l): LogEntry => ({

@@ -74,6 +74,12 @@ export async function storedCursors(db: Db, environmentId: string, region?: stri
   return new InstanceCursors(rows.map((r) => [sourceKey(r.region, r.instance), BigInt(r.last)] as const));
 }
 
+/** Masks lines before they are matched and sent (secrets.ts's EnvironmentSecrets). */
+export interface LineMask {
+  learn(deploymentIds: Iterable<string>): Promise<void>;
+  mask(line: string): string;
+}
+
 export interface HistoryQuery {
   environmentId: string;
   sinceNs: bigint;
@@ -82,6 +88,8 @@ export interface HistoryQuery {
   regions: readonly string[];
   instance?: string;
   matcher?: Grep;
+  /** Applied to every line before the matcher (lines kept before a secret was known are masked too). */
+  mask?: LineMask;
   /** Only lines up to each instance's cursor (the seam); an instance without one gives none. */
   upTo: InstanceCursors;
 }
@@ -135,6 +143,10 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
         revision: Number(r.revision),
         line: r.line,
       });
+    }
+    if (q.mask && out.length > 0) {
+      await q.mask.learn(out.map((l) => l.deploymentId));
+      for (const l of out) l.line = q.mask.mask(l.line);
     }
     if (q.matcher && out.length > 0) {
       const keep = await q.matcher.keep(out.map((l) => l.line));

@@ -35,6 +35,8 @@ import { findWorkspace } from "../domain/tenancy.js";
 import { workspaceRef } from "../validate/api.js";
 import { grepOf } from "./grep.js";
 import { sourceKey, type InstanceCursors } from "./seam.js";
+import { EnvironmentSecrets } from "./secrets.js";
+import type { Keyring } from "../secrets/keyring.js";
 
 export interface LogServiceOptions {
   /** A region whose agents say nothing for this long is given up (ms; default 10 s). */
@@ -55,6 +57,8 @@ export interface LogServiceOptions {
 export interface LogServiceDeps extends LogServiceOptions {
   readonly store: Store;
   readonly hub: LogHub;
+  /** Opens the secret values masked in every line sent (absent: no secrets can be set). */
+  readonly keyring?: Keyring;
   /** Aborted when ctrl drains: open streams end (readers resume elsewhere). */
   readonly stop: AbortSignal;
 }
@@ -151,12 +155,14 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
     const target = await logTarget(d.store.db, q);
     // A regex runs on a worker of its own, ended with the call (grep.ts).
     const grep = q.grep ? grepOf(q.grep) : undefined;
+    // Every line sent is masked before --grep sees it, kept or live (secrets.ts).
+    const secrets = new EnvironmentSecrets(d.store.db, d.keyring, target.environmentId);
     try {
       /** With history: each instance's last kept line when the call began (the seam). */
       let seam: InstanceCursors | undefined;
       let liveSinceMs = q.since ?? 0;
       if (q.history) {
-        const h = await readHistory(d.store.db, target, q, grep);
+        const h = await readHistory(d.store.db, target, q, grep, secrets);
         seam = h.seam;
         liveSinceMs = Number(h.liveSinceNs / 1_000_000n);
         for await (const page of h.pages)
@@ -178,20 +184,29 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
       const unknown = new Set<string>();
       const looked = new Set<string>();
       const signal = AbortSignal.any([ctx.signal, d.stop]);
-      /** --grep's matching of live lines, in arrival order, and its failure (a regex past its deadline). */
+      /**
+       * The masking and --grep's matching of live lines, in arrival order, and its failure (a
+       * regex past its deadline, secret values that could not be opened: nothing goes out unmasked).
+       */
       let grepping: Promise<void> = Promise.resolve();
       let grepFailed: unknown;
       const hold = (held: Held[], now: number): void => {
-        const lines = held.flatMap((h) => (h.entry.entry.case === "line" ? [h.entry.entry.value] : []));
-        if (!grep || lines.length === 0) {
-          for (const h of held) merger.add(h, now);
-          return;
-        }
+        if (held.length === 0) return;
         grepping = grepping
           .then(async () => {
-            const keep = await grep.keep(lines);
+            const lines: { entry: LogEntry; text: string }[] = [];
+            for (const h of held)
+              if (h.entry.entry.case === "line") lines.push({ entry: h.entry, text: h.entry.entry.value });
+            if (lines.length > 0) {
+              await secrets.learn(lines.map((l) => l.entry.deploymentId));
+              for (const l of lines) {
+                l.text = secrets.mask(l.text);
+                l.entry.entry = { case: "line", value: l.text };
+              }
+            }
+            const keep = grep && lines.length > 0 ? await grep.keep(lines.map((l) => l.text)) : undefined;
             let i = 0;
-            for (const h of held) if (h.entry.entry.case !== "line" || keep[i++]) merger.add(h, now);
+            for (const h of held) if (h.entry.entry.case !== "line" || !keep || keep[i++]) merger.add(h, now);
           })
           .catch((err: unknown) => {
             grepFailed ??= err;

@@ -180,7 +180,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
     router.service(ProjectFileService, projectFileServiceImpl({ ...exposureDeps, rollout }));
     router.service(AuditService, auditServiceImpl({ store }));
     router.service(InstanceEventService, instanceEventServiceImpl({ store }));
-    const logDeps = { ...d.logs, store, hub: d.logHub, stop: d.streamsStop };
+    const logDeps = { ...d.logs, store, hub: d.logHub, keyring: d.keyring, stop: d.streamsStop };
     router.service(LogService, logServiceImpl(logDeps));
     router.service(
       LiveService,

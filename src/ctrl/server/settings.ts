@@ -96,7 +96,7 @@ export interface CtrlConfig {
   /** The log history's archive (../logs/archiver.ts): how often it looks, how long it keeps. */
   logArchive?: Pick<
     LogArchiverOptions,
-    "sweepIntervalMs" | "answerTimeoutMs" | "pruneIntervalMs" | "maxLinesPerEnvironment" | "lingerMs"
+    "sweepIntervalMs" | "answerTimeoutMs" | "pruneIntervalMs" | "maxLinesPerEnvironment" | "lingerMs" | "leaseMs"
   >;
   /** The live views' streams (LiveService) and how their views are read (coalescing). */
   live?: LiveServiceOptions & LiveHubOptions;

@@ -21,6 +21,7 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { JobService } from "../../../src/gen/krane/ctrl/v1/job_pb.js";
 import { ReleaseService } from "../../../src/gen/krane/ctrl/v1/release_pb.js";
 import { Keyring } from "../../../src/ctrl/secrets/keyring.js";
+import { DAY_MS, logRetention, setLogRetention, storeLines, type StoredLine } from "../../../src/ctrl/logs/history.js";
 import { eventually } from "../../support/cluster.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
@@ -152,6 +153,28 @@ describe("deletion", () => {
     const envIds = await setup();
     const admin = ctrl.adminToken;
     const projects = ctrl.client(ProjectService, admin);
+    // Kept log lines of both environments, the workspace's retention, and another workspace's line.
+    const wsId = (
+      await ctrl.store.db.selectFrom("workspaces").select("id").where("slug", "=", WS).executeTakeFirstOrThrow()
+    ).id;
+    const logLine = (environmentId: string, workspaceId: string, ns: number): StoredLine => ({
+      environmentId,
+      workspaceId,
+      region: "eu",
+      instance: "web-1",
+      ns: BigInt(ns),
+      deploymentId: "",
+      revision: 1,
+      stream: "",
+      line: "kept",
+    });
+    await storeLines(ctrl.store.db, [
+      ...envIds.map((id, i) => logLine(id, wsId, i + 1)),
+      logLine("env_other", "ws_other", 1),
+    ]);
+    await setLogRetention(ctrl.store.db, wsId, DAY_MS, Date.now());
+    const logsOf = async (): Promise<string[]> =>
+      (await ctrl.store.db.selectFrom("log_lines").select("workspace_id").execute()).map((r) => r.workspace_id).sort();
     // Desired in both regions before: deployments, sentinels, releases, jobs.
     const kinds = await ctrl.store.db
       .selectFrom("desired_objects")
@@ -245,12 +268,19 @@ describe("deletion", () => {
     );
     assert.ok(audit.some((a) => a.method === "ProjectService/DeleteProject" && a.code === "ok"));
 
+    // The environments' kept lines went with them (not waiting for their retention).
+    assert.deepEqual(await logsOf(), ["ws_other"]);
+    assert.equal((await logRetention(ctrl.store.db, wsId)).own, true);
+
     // The workspace goes once its last project is gone.
     const ws = await ctrl
       .client(WorkspaceService, admin)
       .deleteWorkspace({ workspace: WS, confirm: WS, forceRegions: [] });
     assert.equal(ws.deletion?.done, true);
     await expectCode(ctrl.client(WorkspaceService, admin).getWorkspace({ workspace: WS }), Code.NotFound);
+    // Its log retention went with it; another workspace's lines stay.
+    assert.deepEqual(await logsOf(), ["ws_other"]);
+    assert.equal((await logRetention(ctrl.store.db, wsId)).own, false);
   });
 
   it("a kind no agent of a region runs (its heartbeat says so) is not waited for; an agent that never said is waited for in full", async () => {

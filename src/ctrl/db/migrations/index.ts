@@ -41,6 +41,7 @@ import { migration as m0043 } from "./0043_repositories.js";
 import { migration as m0044 } from "./0044_api_keys.js";
 import { migration as m0045 } from "./0045_pull_request_builds.js";
 import { migration as m0046 } from "./0046_alert_windows.js";
+import { migration as m0048 } from "./0048_log_archive_leases.js";
 import type { KraneMigration } from "./migration.js";
 
 export type { KraneMigration, MigrationDialect } from "./migration.js";
@@ -85,4 +86,5 @@ export const MIGRATIONS: Readonly<Record<string, KraneMigration>> = {
   "0044_api_keys": m0044,
   "0045_pull_request_builds": m0045,
   "0046_alert_windows": m0046,
+  "0048_log_archive_leases": m0048,
 };
