@@ -80,9 +80,9 @@ const OLD_MIGRATIONS = [
  * 0034 the workspaces' quotas (copied from preview_limits, which the fixture has none of).
  * 0036 the metrics history (metric_points). 0038 adds a column only (member_sessions.ip).
  * 0041 the log history (log_lines, log_retention). 0042 alert rules (alert_rules). 0043 repositories
-   * (and columns of builds). 0044 API keys (api_keys, and environments.edge_api_keys). 0045 adds
-   * columns only (repositories.preview_base and preview_forks; builds.preview, pr_number, pr_fork).
-   * 0046 adds a column only (alert_rules.window_ms). 0048 the log archive's leases (log_archive_leases).
+ * (and columns of builds). 0044 API keys (api_keys, and environments.edge_api_keys). 0045 adds
+ * columns only (repositories.preview_base and preview_forks; builds.preview, pr_number, pr_fork).
+ * 0046 adds a column only (alert_rules.window_ms). 0048 the log archive's leases (log_archive_leases).
  * window and pin of environments, the warm revision of rollouts); 0030 adds the notification tables; 0033 the sign-in tables.
  */
 const NEW_TABLES = [
