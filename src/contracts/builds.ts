@@ -51,5 +51,7 @@ export const STATIC_SERVER = "/usr/local/lib/krane/static-server.mjs";
 export const BUILDER_GATE_PORT = 8050;
 export const BUILDER_SOCKET = "/run/buildkit/buildkitd.sock";
 export const BUILDER_KEY_FILE = "/etc/krane-builder/key";
+/** The gate's compiled modules the builder image carries (under /usr/local/lib/krane). */
+export const GATE_MODULES: readonly string[] = ["builds/gate-main.js", "builds/gate.js", "contracts/builds.js"];
 /** The builder image as the local cluster's nodes know it (src/cluster/bases.ts builds it). */
 export const LOCAL_BUILDER_IMAGE = "krane.local/builder:builder";

@@ -2,30 +2,25 @@
 //
 // The pod runs under gVisor on an untrusted node like user code, with no ServiceAccount token
 // and no service links, restartPolicy Never and activeDeadlineSeconds from the build's time
-// limit (the kubelet ends it past that, whatever the agent does). Two containers:
-// - `buildkitd` (the builder image, scripts/bases/builder-entry.sh): the daemon as the sandbox's
-//   root with the default capabilities, in user, mount, PID and network namespaces of its own
-//   (steps get no network), bounded by the build's CPU and memory;
-// - `gate` (krane's image, src/builds/gate.ts): the only way in, on the pod's network, for
-//   connections that hold the build's key; non-root, no capabilities, read-only root.
-// They share the daemon's socket on a memory-backed volume.
+// limit (the kubelet ends it past that, whatever the agent does). One container, the builder
+// image (scripts/bases/builder-entry.sh), as the sandbox's root with the default capabilities and
+// the build's CPU and memory as limits: buildkitd in user, mount, PID and network namespaces of
+// its own (steps get no network), and beside it the gate (src/builds/gate.ts, as 65532 without
+// capabilities), the only way in, for connections that hold the build's key.
 import { randomBytes } from "node:crypto";
 import { BUILDS_NAMESPACE, NODE_CLASS, onNodeClass, RUNTIME_CLASS } from "../../contracts/cluster.js";
-import { BASE_USER, BUILDER_GATE_PORT, BUILDER_KEY_FILE, BUILDER_SOCKET } from "../../contracts/builds.js";
+import { BASE_USER, BUILDER_GATE_PORT, BUILDER_KEY_FILE } from "../../contracts/builds.js";
 import { COMPONENT, LABEL_BUILD_ID, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from "../../contracts/labels.js";
 import { GATE_KEY_BYTES } from "../../builds/gate.js";
 import type { KubeObject } from "../../kube/object.js";
 
-export const BUILDKITD_CONTAINER = "buildkitd";
-export const GATE_CONTAINER = "gate";
+export const BUILDER_CONTAINER = "builder";
 
 export interface BuilderPodSpec {
   /** The build's id (ctrl's): names the pod, labels it. */
   readonly buildId: string;
-  /** The builder image (scripts/build-bases.sh --buildkitd). */
+  /** The builder image (scripts/build-builder.sh). */
   readonly builderImage: string;
-  /** krane's image, whose dist/builds/gate-main.js is the gate. */
-  readonly gateImage: string;
   readonly cpuMillicores: number;
   readonly memoryMib: number;
   /** The build's time limit; the pod's activeDeadlineSeconds. */
@@ -69,10 +64,8 @@ export function renderBuilderPod(s: BuilderPodSpec): KubeObject {
   if (!Number.isInteger(s.deadlineSeconds) || s.deadlineSeconds < 1)
     throw new Error(`deadline_seconds: must be a positive whole number (got ${String(s.deadlineSeconds)})`);
   const name = builderName(s.buildId);
-  const [uid, gid] = BASE_USER.split(":").map(Number);
-  const run = { name: "run", mountPath: BUILDER_SOCKET.slice(0, BUILDER_SOCKET.lastIndexOf("/")) };
+  const gid = Number(BASE_USER.split(":")[1]);
   const size = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMib}Mi` };
-  const gateSize = { cpu: "100m", memory: "96Mi" };
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -87,40 +80,20 @@ export function renderBuilderPod(s: BuilderPodSpec): KubeObject {
       terminationGracePeriodSeconds: 5,
       // The key's file is the gate's group's to read.
       securityContext: { fsGroup: gid },
-      volumes: [
-        { name: "run", emptyDir: { medium: "Memory", sizeLimit: "1Mi" } },
-        { name: "key", secret: { secretName: name, defaultMode: 0o440 } },
-      ],
+      volumes: [{ name: "key", secret: { secretName: name, defaultMode: 0o440 } }],
       containers: [
         {
-          name: BUILDKITD_CONTAINER,
+          name: BUILDER_CONTAINER,
           image: s.builderImage,
           imagePullPolicy: "IfNotPresent",
+          env: [{ name: "KRANE_BUILDER_KEY_FILE", value: BUILDER_KEY_FILE }],
+          ports: [{ name: "gate", containerPort: BUILDER_GATE_PORT }],
+          readinessProbe: { tcpSocket: { port: BUILDER_GATE_PORT }, periodSeconds: 1 },
           resources: { limits: size, requests: size },
           // The sandbox's root with the default capabilities: the entry point's user namespace
           // gives buildkitd what it needs over its own namespaces, and nothing over the pod's.
           securityContext: { runAsUser: 0, runAsGroup: 0 },
-          volumeMounts: [run],
-        },
-        {
-          name: GATE_CONTAINER,
-          image: s.gateImage,
-          imagePullPolicy: "IfNotPresent",
-          command: ["/usr/local/bin/node", "/app/dist/builds/gate-main.js"],
-          env: [{ name: "KRANE_BUILDER_KEY_FILE", value: BUILDER_KEY_FILE }],
-          ports: [{ name: "gate", containerPort: BUILDER_GATE_PORT }],
-          readinessProbe: { tcpSocket: { port: BUILDER_GATE_PORT }, periodSeconds: 1 },
-          resources: { limits: gateSize, requests: gateSize },
-          securityContext: {
-            runAsUser: uid,
-            runAsGroup: gid,
-            runAsNonRoot: true,
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            capabilities: { drop: ["ALL"] },
-          },
           volumeMounts: [
-            run,
             { name: "key", mountPath: BUILDER_KEY_FILE.slice(0, BUILDER_KEY_FILE.lastIndexOf("/")), readOnly: true },
           ],
         },

@@ -20,9 +20,8 @@ import type { KubeClient } from "../../kube/client.js";
 import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import {
-  BUILDKITD_CONTAINER,
+  BUILDER_CONTAINER,
   builderName,
-  GATE_CONTAINER,
   newGateKey,
   renderBuilderPod,
   renderBuilderSecret,
@@ -123,10 +122,10 @@ async function waitForAddress(
   }
 }
 
-/** The last lines of each of the builder pod's containers, "<container>: <line>". */
+/** The last lines of the builder pod's log (buildkitd's and the gate's), "builder: <line>". */
 async function podTails(kube: KubeClient, name: string): Promise<string[]> {
   const lines: string[] = [];
-  for (const container of [BUILDKITD_CONTAINER, GATE_CONTAINER]) {
+  for (const container of [BUILDER_CONTAINER]) {
     const chunks: Buffer[] = [];
     await kube
       .streamBytes(

@@ -9,7 +9,6 @@ import type { KubeObject } from "../../../../src/kube/object.js";
 const SPEC = {
   buildId: "b-42",
   builderImage: "krane.local/builder:builder",
-  gateImage: "krane.local/krane:1",
   cpuMillicores: 2000,
   memoryMib: 1024,
   deadlineSeconds: 900,
@@ -43,14 +42,10 @@ test("a builder pod runs under gVisor on untrusted nodes, without a token, bound
   assert.equal(spec.automountServiceAccountToken, false);
   assert.equal(spec.restartPolicy, "Never");
   assert.equal(spec.activeDeadlineSeconds, 900);
-  const [daemon, gate] = spec.containers;
-  assert.deepEqual(daemon?.resources.limits, { cpu: "2000m", memory: "1024Mi" });
-  for (const c of spec.containers) {
-    assert.equal(c.securityContext.privileged, undefined, `${c.name} is not privileged`);
-    assert.equal((c.securityContext.capabilities as { add?: unknown } | undefined)?.add, undefined);
-  }
-  assert.equal(gate?.securityContext.runAsNonRoot, true);
-  assert.deepEqual(gate?.securityContext.capabilities, { drop: ["ALL"] });
+  assert.equal(spec.containers.length, 1);
+  const [builder] = spec.containers;
+  assert.deepEqual(builder?.resources.limits, { cpu: "2000m", memory: "1024Mi" });
+  assert.deepEqual(builder?.securityContext, { runAsUser: 0, runAsGroup: 0 }, "no privilege, no added capability");
   assert.ok(spec.volumes.some((v) => v.secret?.secretName === "build-b-42"));
   const secret = renderBuilderSecret(SPEC) as unknown as { stringData: { key: string } };
   assert.equal(secret.stringData.key, SPEC.keyHex);
@@ -82,16 +77,19 @@ test("a builder pod says why it will not build", () => {
     podProblem(
       pod({
         phase: "Running",
-        containerStatuses: [{ name: "buildkitd", state: { terminated: { reason: "OOMKilled", exitCode: 137 } } }],
+        containerStatuses: [{ name: "builder", state: { terminated: { reason: "OOMKilled", exitCode: 137 } } }],
       }),
     ),
-    "the build ran out of its memory limit (1024Mi): its builder pod's buildkitd was killed",
+    "the build ran out of its memory limit (1024Mi): its builder pod's builder was killed",
   );
   assert.match(
     podProblem(
-      pod({ phase: "Pending", containerStatuses: [{ name: "gate", state: { waiting: { reason: "ErrImagePull" } } }] }),
+      pod({
+        phase: "Pending",
+        containerStatuses: [{ name: "builder", state: { waiting: { reason: "ErrImagePull" } } }],
+      }),
     ) ?? "",
-    /gate cannot start: ErrImagePull/,
+    /builder cannot start: ErrImagePull/,
   );
   assert.equal(
     podProblem(
