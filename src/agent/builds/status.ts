@@ -1,6 +1,7 @@
 // Pure: why a builder pod will not build (any more), in words for the build's record; undefined
 // while it is starting or running.
 import type { KubeObject } from "../../kube/object.js";
+import { failingReasons } from "../deployments/status.js";
 
 interface ContainerState {
   readonly waiting?: { reason?: string; message?: string };
@@ -17,16 +18,6 @@ interface PodSpecPart {
   readonly containers?: readonly { name: string; resources?: { limits?: { cpu?: string; memory?: string } } }[];
 }
 
-/** Waiting reasons that do not go away by waiting. */
-const STUCK = new Set([
-  "ErrImagePull",
-  "ImagePullBackOff",
-  "InvalidImageName",
-  "CreateContainerConfigError",
-  "CreateContainerError",
-  "RunContainerError",
-]);
-
 export function podProblem(pod: KubeObject): string | undefined {
   const status = (pod as { status?: PodStatus }).status ?? {};
   const spec = (pod as { spec?: PodSpecPart }).spec ?? {};
@@ -40,7 +31,7 @@ export function podProblem(pod: KubeObject): string | undefined {
     }
     if (t) return `the builder pod's ${c.name} ended (${t.reason ?? `exit code ${String(t.exitCode ?? "?")}`})`;
     const w = c.state?.waiting;
-    if (w?.reason !== undefined && STUCK.has(w.reason))
+    if (w?.reason !== undefined && failingReasons.has(w.reason))
       return `the builder pod's ${c.name} cannot start: ${w.reason}${w.message ? `: ${w.message}` : ""}`;
   }
   if (status.phase === "Failed" || status.phase === "Succeeded")
