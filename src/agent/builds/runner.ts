@@ -17,7 +17,6 @@ import { dialGate, parseGateKey } from "../../builds/gate.js";
 import { BUILDER_GATE_PORT } from "../../contracts/builds.js";
 import { BUILDS_NAMESPACE } from "../../contracts/cluster.js";
 import type { KubeClient } from "../../kube/client.js";
-import type { KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import {
   BUILDER_CONTAINER,
@@ -46,7 +45,6 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
   const log = run.build.log;
   const signal = run.build.signal;
   const work = await mkdtemp(join(tmpdir(), "krane-builder-"));
-  let podObject: KubeObject | undefined;
   try {
     await kube.create(resources.secrets, renderBuilderSecret(spec), signal);
     const created = await kube.create(resources.pods, renderBuilderPod(spec), signal);
@@ -61,26 +59,27 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
     });
     try {
       let problem: string | undefined;
+      // A pod that ends (OOMKilled, past its deadline) leaves the client waiting on a connection
+      // nothing answers any more: the pod's end cancels the build.
+      const ended = new AbortController();
       const watching = setInterval(() => {
         void kube.get(resources.pods, BUILDS_NAMESPACE, name).then(
-          (p) => (podObject = p),
+          (p) => {
+            problem = p === undefined ? `builder pod ${BUILDS_NAMESPACE}/${name} is gone` : podProblem(p);
+            if (problem !== undefined) ended.abort();
+          },
           () => {},
         );
       }, 1_000);
+      const cancel = signal === undefined ? ended.signal : AbortSignal.any([signal, ended.signal]);
       try {
-        await waitForBuildkitd(
-          run.build.buildctl,
-          dialer.socket,
-          run.startTimeoutMs ?? 120_000,
-          () => (problem = podObject === undefined ? undefined : podProblem(podObject)),
-          signal,
-        );
+        await waitForBuildkitd(run.build.buildctl, dialer.socket, run.startTimeoutMs ?? 120_000, () => problem, cancel);
         log(`builder pod ${BUILDS_NAMESPACE}/${name} (${ip}): buildkitd answers`);
-        return await buildImage({ ...run.build, socket: dialer.socket });
+        return await buildImage({ ...run.build, socket: dialer.socket, signal: cancel });
       } catch (err) {
         // A pod that ended explains a build that broke off better than BuildKit's client does.
-        const ended = await kube.get(resources.pods, BUILDS_NAMESPACE, name).catch(() => undefined);
-        problem = ended === undefined ? problem : podProblem(ended);
+        const last = await kube.get(resources.pods, BUILDS_NAMESPACE, name).catch(() => undefined);
+        problem = last === undefined ? problem : (podProblem(last) ?? problem);
         if (problem !== undefined) throw new BuildFailed(problem, err instanceof BuildFailed ? err.lastLines : []);
         if (err instanceof BuildFailed) throw err;
         // Not the build's own failure: what the pod's containers last said is the operator's clue.
