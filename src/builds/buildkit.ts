@@ -84,22 +84,42 @@ export async function startBuildkitd(o: BuildkitdOptions): Promise<Buildkitd> {
   let exited = false;
   child.once("exit", () => (exited = true));
   const close = () => stop(child);
-  const deadline = Date.now() + (o.startTimeoutMs ?? 60_000);
-  for (;;) {
-    if (exited) throw new Error(`buildkitd exited at start:\n${tail.join("\n")}`);
-    const ok = await run(o.buildctl, ["--addr", `unix://${socket}`, "debug", "workers"]).then(
-      () => true,
-      () => false,
+  try {
+    await waitForBuildkitd(o.buildctl, socket, o.startTimeoutMs ?? 60_000, () =>
+      exited ? `buildkitd exited at start:\n${tail.join("\n")}` : undefined,
     );
-    if (ok) break;
-    if (Date.now() > deadline) {
-      await close();
-      throw new Error(`buildkitd did not answer on ${socket} in time:\n${tail.join("\n")}`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
+  } catch (err) {
+    await close();
+    throw err instanceof Error && !exited ? new Error(`${err.message}:\n${tail.join("\n")}`) : err;
   }
   log(`buildkitd is up on ${socket} (state in ${o.stateDir})`);
   return { socket, close };
+}
+
+/**
+ * Waits until a buildkitd answers on `socket` (its workers listed), for at most `timeoutMs`;
+ * `gone` says why it never will (its process exited, its pod failed), which ends the wait at once.
+ */
+export async function waitForBuildkitd(
+  buildctl: string,
+  socket: string,
+  timeoutMs: number,
+  gone: () => string | undefined = () => undefined,
+  signal?: AbortSignal,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const why = gone();
+    if (why !== undefined) throw new Error(why);
+    signal?.throwIfAborted();
+    const ok = await run(buildctl, ["--addr", `unix://${socket}`, "debug", "workers"]).then(
+      () => true,
+      () => false,
+    );
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`buildkitd did not answer on ${socket} in time`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 async function stop(child: ChildProcess): Promise<void> {

@@ -43,3 +43,15 @@ export const BASE_USER = "65532:65532";
 
 /** Where the node base keeps the static-site server generated images of static sites run. */
 export const STATIC_SERVER = "/usr/local/lib/krane/static-server.mjs";
+
+/**
+ * Builder pods (src/agent/builds, in BUILDS_NAMESPACE of ./cluster.ts): the port of their gate,
+ * and where the gate finds the daemon's socket and the build's key.
+ */
+export const BUILDER_GATE_PORT = 8050;
+export const BUILDER_SOCKET = "/run/buildkit/buildkitd.sock";
+export const BUILDER_KEY_FILE = "/etc/krane-builder/key";
+/** The gate's compiled modules the builder image carries (under /usr/local/lib/krane). */
+export const GATE_MODULES: readonly string[] = ["builds/gate-main.js", "builds/gate.js", "contracts/builds.js"];
+/** The builder image as the local cluster's nodes know it (src/cluster/bases.ts builds it). */
+export const LOCAL_BUILDER_IMAGE = "krane.local/builder:builder";

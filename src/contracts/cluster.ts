@@ -4,6 +4,12 @@
 
 /** The namespace every region's sentinels (and their routing tables) live in. */
 export const SENTINEL_NAMESPACE = "sentinel";
+/**
+ * Where source builds' builder pods run (src/agent/builds): deploy/rbac/agent.yaml makes it and
+ * lets the agent create pods and Secrets there alone; the fence holds them to gVisor on untrusted
+ * nodes without a token.
+ */
+export const BUILDS_NAMESPACE = "krane-builds";
 /** The port a sentinel listens on and its Service exposes. */
 export const SENTINEL_PORT = 8040;
 export const SENTINEL_PORT_NAME = "http";
@@ -77,6 +83,7 @@ export const RESERVED_NAMESPACES: readonly string[] = [
   "kube-node-lease",
   SENTINEL_NAMESPACE,
   AGENT_NAMESPACE,
+  BUILDS_NAMESPACE,
 ];
 
 /** Whether user objects must stay out of `namespace`: a reserved one, or any `kube-` namespace. */

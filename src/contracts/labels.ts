@@ -35,6 +35,8 @@ export const COMPONENT = {
   pullSecret: "pull-secret",
   /** A workspace namespace's ResourceQuota and LimitRange: its quota's backstop (agent/deployments/quota.ts). */
   quota: "quota",
+  /** A source build's builder pod and its key's Secret (agent/builds), in BUILDS_NAMESPACE. */
+  builder: "builder",
 } as const;
 export type Component = (typeof COMPONENT)[keyof typeof COMPONENT];
 

@@ -17,7 +17,8 @@ import type { KubeObject } from "../../kube/object.js";
 import { isRecord } from "../../kube/object.js";
 import { parseQuantity } from "../../kube/quantity.js";
 
-const failingReasons = new Set([
+/** Waiting reasons of a container that do not go away by waiting (also the builder pods', agent/builds). */
+export const failingReasons: ReadonlySet<string> = new Set([
   "CrashLoopBackOff",
   "ErrImagePull",
   "ImagePullBackOff",
