@@ -163,6 +163,8 @@ export interface BuildRequest {
   readonly secrets?: Readonly<Record<string, string>>;
   /** The build's time limit; past it the build is cancelled and fails saying so. */
   readonly timeoutMs?: number;
+  /** Why the time limit is what it is, when not the build's own (a quota's minutes left): the failure's reason. */
+  readonly timeLimitReason?: string;
   /** Cancels the build (a newer one superseded it, someone cancelled it). */
   readonly signal?: AbortSignal;
 }
@@ -315,7 +317,8 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
     if (cancelled) throw new BuildFailed("the build was cancelled", lines.slice(-30));
     if (timedOut)
       throw new BuildFailed(
-        `the build ran past its time limit of ${Math.round((req.timeoutMs ?? 0) / 1000)} s and was cancelled`,
+        req.timeLimitReason ??
+          `the build ran past its time limit of ${Math.round((req.timeoutMs ?? 0) / 1000)} s and was cancelled`,
         lines.slice(-30),
       );
     if (code !== 0) {

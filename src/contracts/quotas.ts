@@ -118,7 +118,7 @@ export function formatLimit(name: QuotaName, v: number | null): string {
 /** One quota as people read it (`krane quota get`, the dashboard): ctrl's Quota message written out. */
 export interface QuotaUse {
   readonly name: string;
-  /** "-" when not counted (build minutes). */
+  /** "-" when ctrl did not count it (an older ctrl, for build minutes). */
   readonly used: string;
   readonly limit: string;
   /** The workspace's own limit, or the installation's default. */
@@ -243,4 +243,57 @@ export function aboveCeiling(
     if (s.value > ceiling) return { quota: q, asked: s.value, ceiling };
   }
   return null;
+}
+
+// ---------------------------------------------------------------- build minutes
+
+const MINUTE_MS = 60_000;
+
+/** The first instant (UTC) of the calendar month `nowMs` is in: build minutes count from it. */
+export function monthStartMs(nowMs: number): number {
+  const d = new Date(nowMs);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/**
+ * Build minutes used in the calendar month of `nowMs`: each build's running time within the
+ * month (a running build's so far), rounded up to a whole minute per build, as CI providers bill.
+ */
+export function buildMinutesUsed(
+  builds: readonly { readonly startedAtMs: number; readonly finishedAtMs: number | null }[],
+  nowMs: number,
+): number {
+  const from = monthStartMs(nowMs);
+  let minutes = 0;
+  for (const b of builds) {
+    const ms = Math.min(b.finishedAtMs ?? nowMs, nowMs) - Math.max(b.startedAtMs, from);
+    if (ms > 0) minutes += Math.ceil(ms / MINUTE_MS);
+  }
+  return minutes;
+}
+
+/** What a build may run now: refused once the month's minutes are spent, else its time limit capped at what is left. */
+export type BuildAllowance =
+  | { readonly ok: false; readonly message: string }
+  | { readonly ok: true; readonly timeoutMs: number; readonly cappedBy?: string };
+
+export function buildAllowance(
+  workspace: string,
+  limit: number | null,
+  usedMinutes: number,
+  timeoutMs: number,
+): BuildAllowance {
+  if (limit === null) return { ok: true, timeoutMs };
+  const left = limit - usedMinutes;
+  if (left <= 0)
+    return {
+      ok: false,
+      message: `workspace "${workspace}" has used its build_minutes quota: ${usedMinutes} of ${limit} minutes this month (krane quota get ${workspace})`,
+    };
+  if (left * MINUTE_MS >= timeoutMs) return { ok: true, timeoutMs };
+  return {
+    ok: true,
+    timeoutMs: left * MINUTE_MS,
+    cappedBy: `workspace "${workspace}" ran out of build minutes during the build: its build_minutes quota is ${limit} minutes this month (krane quota get ${workspace})`,
+  };
 }

@@ -10,7 +10,8 @@ import type { BuildRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { appendSourceChunk, cancelBuild, createBuild, getBuild, listBuilds, logFrom } from "../domain/builds.js";
 import { findEnvironment, findProject, findWorkspace } from "../domain/tenancy.js";
-import { failedPrecondition, invalidArgument } from "../errors.js";
+import { buildAllowanceOf } from "../domain/quotas.js";
+import { DomainError, failedPrecondition, invalidArgument } from "../errors.js";
 import * as r from "../validate/rules.js";
 import { projectRef, validateEnvironmentRef, workspaceRef } from "../validate/api.js";
 
@@ -104,6 +105,10 @@ export function buildServiceImpl({ store, worker }: BuildApiDeps): ServiceImpl<t
           "this ctrl does not build from source (start it with --build-registry and the BuildKit flags)",
         );
       const ctx = await findEnvironment(store.db, ref);
+      // A workspace whose build minutes are spent queues nothing (only the refusal matters here:
+      // the worker caps the time limit when the build starts).
+      const allowance = await buildAllowanceOf(store.db, ctx.workspace.id, 0, Date.now());
+      if (!allowance.ok) throw new DomainError("resource_exhausted", allowance.message);
       const { build, cancelled } = await createBuild(store, {
         workspaceId: ctx.workspace.id,
         projectId: ctx.project.id,

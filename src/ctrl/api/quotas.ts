@@ -16,7 +16,7 @@ function quotaMsg(v: QuotaView): Quota {
     name: v.name,
     unit: v.unit,
     limit: v.limit === null ? undefined : BigInt(v.limit),
-    used: v.used === null ? undefined : BigInt(v.used),
+    used: BigInt(v.used),
     own: v.own,
   });
 }

@@ -34,13 +34,21 @@ import { DueWork } from "../../retry/due.js";
 import { Result } from "../../retry/queue.js";
 import type { BuildRow } from "../db/schema.js";
 import type { Store } from "../db/store.js";
-import { buildById, claimBuilds, finishBuild, logBuild, readSource, type Outcome } from "../domain/builds.js";
+import {
+  buildById,
+  claimBuilds,
+  finishBuild,
+  holdRunningBuild,
+  logBuild,
+  readSource,
+  type Outcome,
+} from "../domain/builds.js";
+import { buildAllowanceOf } from "../domain/quotas.js";
 import { createAskedDeployment } from "../domain/deployments.js";
 import type { DomainCheckPolicy } from "../domain/domains.js";
 import type { ExposureSettings } from "../domain/exposure.js";
 import { applyEnvironmentFile, type BuiltImage } from "../domain/project-file.js";
 import { deployBuiltPreview } from "../domain/preview-builds.js";
-import { holdRunningBuild } from "../domain/builds.js";
 import { DomainError } from "../errors.js";
 import { currentRevision } from "../rollout/actions.js";
 import { validateCreateDeployment } from "../validate/api.js";
@@ -98,11 +106,14 @@ export class BuildWorker implements Runnable {
   readonly #daemons = new Map<string, Promise<Buildkitd>>();
   readonly #dispatcher: Agent;
   readonly #leaseMs: number;
+  /** A build's own time limit (a workspace with fewer build minutes left gets less). */
+  readonly #timeoutMs: number;
 
   constructor(s: BuildSettings, d: BuildWorkerDeps) {
     this.#s = s;
     this.#d = d;
     this.#leaseMs = s.leaseMs ?? 60_000;
+    this.#timeoutMs = s.timeoutMs ?? 15 * 60_000;
     if (s.tokens && !d.keyring)
       throw new Error("build registry tokens: the pull identities are sealed, so ctrl needs its master key");
     const slots = s.slots ?? 1;
@@ -323,6 +334,13 @@ export class BuildWorker implements Runnable {
       await finishBuild(store, id, { state: "failed", error: "its environment is gone" });
       return Result.done;
     }
+    // The workspace's build minutes: none left fails the build saying so; fewer than its time
+    // limit cap it, and a build that reaches them fails naming the quota.
+    const allowance = await buildAllowanceOf(store.db, row.workspace_id, this.#timeoutMs, Date.now(), id);
+    if (!allowance.ok) {
+      await finishBuild(store, id, { state: "failed", error: allowance.message });
+      return Result.done;
+    }
     const abort = new AbortController();
     const onStop = (): void => abort.abort();
     stop.addEventListener("abort", onStop, { once: true });
@@ -371,7 +389,8 @@ export class BuildWorker implements Runnable {
         imageName: image,
         output,
         log,
-        timeoutMs: this.#s.timeoutMs ?? 15 * 60_000,
+        timeoutMs: allowance.timeoutMs,
+        ...(allowance.cappedBy === undefined ? {} : { timeLimitReason: allowance.cappedBy }),
         signal: abort.signal,
       });
       const { keyring } = this.#d;

@@ -5,6 +5,10 @@
 // src/contracts/quotas.ts.
 import type { Kysely } from "kysely";
 import {
+  buildAllowance,
+  buildMinutesUsed,
+  monthStartMs,
+  type BuildAllowance,
   BUILT_IN_DEFAULTS,
   effectiveLimits,
   exceeded,
@@ -189,6 +193,60 @@ export async function workspaceUsage(db: Reader, workspaceId: string): Promise<U
         memoryMib: Number(p.memory_mib),
       });
   return usageOf(reach);
+}
+
+/** The workspace's build minutes this calendar month (builds started, running or finished). */
+export async function buildMinutesOf(db: Reader, workspaceId: string, nowMs: number): Promise<number> {
+  const rows = await db
+    .selectFrom("builds")
+    .select(["started_at", "finished_at"])
+    .where("workspace_id", "=", workspaceId)
+    .where("started_at", "is not", null)
+    .where((eb) => eb.or([eb("finished_at", "is", null), eb("finished_at", ">=", monthStartMs(nowMs))]))
+    .execute();
+  return buildMinutesUsed(
+    rows.map((r) => ({
+      startedAtMs: Number(r.started_at),
+      finishedAtMs: r.finished_at === null ? null : Number(r.finished_at),
+    })),
+    nowMs,
+  );
+}
+
+/**
+ * What a build of the workspace may run now (its own minutes so far not counted: it is about to
+ * start, or `excludeBuildId` is it): refused once the month's build minutes are spent, else its
+ * time limit capped at the minutes left.
+ */
+export async function buildAllowanceOf(
+  db: Reader,
+  workspaceId: string,
+  timeoutMs: number,
+  nowMs: number,
+  excludeBuildId?: string,
+): Promise<BuildAllowance> {
+  const { limits } = await limitsOf(db, workspaceId);
+  if (limits.build_minutes === null) return { ok: true, timeoutMs };
+  const ws = await db.selectFrom("workspaces").select("slug").where("id", "=", workspaceId).executeTakeFirst();
+  let used = await buildMinutesOf(db, workspaceId, nowMs);
+  if (excludeBuildId !== undefined) {
+    const own = await db
+      .selectFrom("builds")
+      .select(["started_at", "finished_at"])
+      .where("id", "=", excludeBuildId)
+      .executeTakeFirst();
+    if (own?.started_at != null)
+      used -= buildMinutesUsed(
+        [
+          {
+            startedAtMs: Number(own.started_at),
+            finishedAtMs: own.finished_at === null ? null : Number(own.finished_at),
+          },
+        ],
+        nowMs,
+      );
+  }
+  return buildAllowance(ws?.slug ?? workspaceId, limits.build_minutes, used, timeoutMs);
 }
 
 // ---------------------------------------------------------------- the guard

@@ -3,25 +3,27 @@
 import type { Kysely } from "kysely";
 import { QUOTA_NAMES, QUOTA_UNITS, type QuotaName } from "../../contracts/quotas.js";
 import type { Database } from "../db/schema.js";
-import { limitsOf, workspaceUsage } from "../domain/quotas.js";
+import { buildMinutesOf, limitsOf, workspaceUsage } from "../domain/quotas.js";
 
 export interface QuotaView {
   name: QuotaName;
   unit: string;
   limit: number | null;
-  /** Null: not counted here (build minutes). */
-  used: number | null;
+  used: number;
   own: boolean;
 }
 
 export async function quotaViews(db: Kysely<Database>, workspaceId: string): Promise<QuotaView[]> {
   const { limits, own } = await limitsOf(db, workspaceId);
-  const used = await workspaceUsage(db, workspaceId);
+  const used = {
+    ...(await workspaceUsage(db, workspaceId)),
+    build_minutes: await buildMinutesOf(db, workspaceId, Date.now()),
+  };
   return QUOTA_NAMES.map((q) => ({
     name: q,
     unit: QUOTA_UNITS[q],
     limit: limits[q],
-    used: q === "build_minutes" ? null : used[q],
+    used: used[q],
     own: own.has(q),
   }));
 }

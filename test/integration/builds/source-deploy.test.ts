@@ -26,6 +26,7 @@ import {
   WorkspaceService,
 } from "../../../src/gen/krane/ctrl/v1/api_pb.js";
 import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
+import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { KRANE_BIN } from "../ctrl/process.js";
@@ -326,5 +327,39 @@ describe("builds from source through ctrl", { skip }, () => {
     assert.doesNotMatch(early.stderr, /build plan:/, "nothing was built");
     assert.equal((await deployments()).length, after.length, "nothing deployed");
     assert.equal((await exported()).environments.production?.config.GREETING, "hello");
+  });
+
+  it("build minutes: counted in GetQuota; with none left StartBuild is refused, and a queued build fails naming the quota", async () => {
+    const quotas = ctrl.client(QuotaService, ctrl.adminToken);
+    const minutes = async (): Promise<bigint | undefined> =>
+      (await quotas.getQuota({ workspace: WS })).quotas.find((q) => q.name === "build_minutes")?.used;
+    const before = (await minutes()) ?? 0n;
+    assert.ok(before >= 1n, `the builds above used minutes (GetQuota says ${before})`);
+    // The slot held by a sleeping build; a production build queued behind it while minutes are left.
+    const slow = await upload(
+      source("slow-2", { Dockerfile: "FROM krane.local/base/run:12\nRUN sleep 600\n", "b.txt": "slow\n" }),
+    );
+    const node = await upload(source("node", nodeApp));
+    const running = (
+      await builds().startBuild({ workspace: WS, project: PROJECT, environment: "staging", sourceDigest: slow })
+    ).build!;
+    await waitFor(running.id, (b) => b.state === "running");
+    const queued = (
+      await builds().startBuild({ workspace: WS, project: PROJECT, environment: "production", sourceDigest: node })
+    ).build!;
+    assert.equal(queued.state, "queued");
+
+    await quotas.setQuota({ workspace: WS, values: { build_minutes: "1" } });
+    await expectCode(
+      builds().startBuild({ workspace: WS, project: PROJECT, environment: "staging", sourceDigest: node }),
+      Code.ResourceExhausted,
+      /used its build_minutes quota: \d+ of 1 minutes this month/,
+    );
+    await builds().cancelBuild({ workspace: WS, buildId: running.id });
+    const failed = await waitFor(queued.id, (b) => b.state !== "queued" && b.state !== "running");
+    assert.equal(failed.state, "failed");
+    assert.match(failed.error, /workspace "acme" has used its build_minutes quota/);
+    assert.equal(failed.imageDigest, "", "nothing was built");
+    await quotas.setQuota({ workspace: WS, values: { build_minutes: "default" } });
   });
 });

@@ -105,7 +105,7 @@ function suite(newDatabase: () => Promise<string>): void {
       instances: [2, null, false],
       environments: [1, null, false],
       previews: [0, 10, false],
-      build_minutes: [null, null, false],
+      build_minutes: [0, null, false],
     });
   });
 
@@ -130,7 +130,7 @@ function suite(newDatabase: () => Promise<string>): void {
     assert.deepEqual(t.memory, [512, 1024, true]);
     assert.deepEqual(t.instances, [2, 3, true]);
     assert.deepEqual(t.environments, [1, null, false]);
-    assert.deepEqual(t.build_minutes, [null, 600, true]);
+    assert.deepEqual(t.build_minutes, [0, 600, true], "no build ran: none used");
   });
 
   it("carries the quota in every desired revision's payload, rendered again when it is set", async () => {

@@ -19,6 +19,9 @@ import {
   type Limits,
   type QuotaName,
   type Usage,
+  buildAllowance,
+  buildMinutesUsed,
+  monthStartMs,
 } from "../../../src/contracts/quotas.js";
 
 test("values are read in the units people write", () => {
@@ -210,4 +213,52 @@ test("a workspace cannot set itself above the installation's default", () => {
     asked: null,
     ceiling: 8000,
   });
+});
+
+test("build minutes: each build's time in this month, rounded up per build; additive; never more than the month holds", () => {
+  const now = Date.UTC(2026, 10, 20, 12, 0, 0);
+  assert.equal(monthStartMs(now), Date.UTC(2026, 10, 1));
+  assert.equal(monthStartMs(Date.UTC(2026, 11, 31, 23, 59, 59)), Date.UTC(2026, 11, 1));
+  assert.equal(
+    buildMinutesUsed([{ startedAtMs: now - 61_000, finishedAtMs: now - 60_000 }], now),
+    1,
+    "1 s is a minute",
+  );
+  assert.equal(buildMinutesUsed([{ startedAtMs: now - 120_000, finishedAtMs: now - 60_000 }], now), 1);
+  assert.equal(buildMinutesUsed([{ startedAtMs: now - 120_001, finishedAtMs: now }], now), 3);
+  assert.equal(buildMinutesUsed([{ startedAtMs: now - 90_000, finishedAtMs: null }], now), 2, "running: so far");
+  const month = monthStartMs(now);
+  assert.equal(buildMinutesUsed([{ startedAtMs: month - 600_000, finishedAtMs: month - 1 }], now), 0, "last month's");
+  assert.equal(buildMinutesUsed([{ startedAtMs: month - 600_000, finishedAtMs: month + 30_000 }], now), 1);
+  const build = fc
+    .tuple(fc.integer({ min: month - 3_600_000, max: now }), fc.integer({ min: 0, max: 3_600_000 }), fc.boolean())
+    .map(([start, len, done]) => ({ startedAtMs: start, finishedAtMs: done ? Math.min(start + len, now) : null }));
+  fc.assert(
+    fc.property(fc.array(build, { maxLength: 20 }), fc.array(build, { maxLength: 20 }), (a, b) => {
+      const all = buildMinutesUsed([...a, ...b], now);
+      assert.equal(all, buildMinutesUsed(a, now) + buildMinutesUsed(b, now));
+      // At most one minute of rounding per build beyond the exact time in the month.
+      const exact = [...a, ...b].reduce(
+        (s, x) => s + Math.max(0, (x.finishedAtMs ?? now) - Math.max(x.startedAtMs, month)) / 60_000,
+        0,
+      );
+      assert.ok(all >= exact && all < exact + a.length + b.length + 1e-9);
+    }),
+  );
+});
+
+test("a build's allowance: the time limit, capped at the minutes left with the quota as reason, refused at none", () => {
+  const limit = 15 * 60_000;
+  assert.deepEqual(buildAllowance("acme", null, 10_000, limit), { ok: true, timeoutMs: limit });
+  assert.deepEqual(buildAllowance("acme", 100, 10, limit), { ok: true, timeoutMs: limit });
+  const capped = buildAllowance("acme", 100, 95, limit);
+  assert.ok(capped.ok);
+  assert.equal(capped.timeoutMs, 5 * 60_000);
+  assert.match(capped.cappedBy ?? "", /build_minutes quota is 100 minutes/);
+  for (const used of [100, 130]) {
+    const refused = buildAllowance("acme", 100, used, limit);
+    assert.equal(refused.ok, false);
+    assert.ok(!refused.ok);
+    assert.match(refused.message, new RegExp(`used its build_minutes quota: ${used} of 100`));
+  }
 });

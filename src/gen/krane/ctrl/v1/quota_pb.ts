@@ -47,7 +47,8 @@ export type Quota = Message<"krane.ctrl.v1.Quota"> & {
   limit?: bigint | undefined;
 
   /**
-   * Absent: not counted by ctrl (build minutes are counted by builds).
+   * What the workspace uses (build minutes: this calendar month's, each build rounded up to a
+   * whole minute). Absent only from a ctrl that did not count it.
    *
    * @generated from field: optional int64 used = 4;
    */
@@ -87,7 +88,8 @@ export type QuotaJson = {
   limit?: string;
 
   /**
-   * Absent: not counted by ctrl (build minutes are counted by builds).
+   * What the workspace uses (build minutes: this calendar month's, each build rounded up to a
+   * whole minute). Absent only from a ctrl that did not count it.
    *
    * @generated from field: optional int64 used = 4;
    */
