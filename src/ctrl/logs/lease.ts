@@ -60,13 +60,28 @@ export async function leaseEnvironments(
   return held;
 }
 
+// The two deletes below look first and write only when there is something to delete: a write
+// takes the database's write lock, and an idle ctrl must not ask for it every sweep (on SQLite,
+// another process holding the file makes each such write wait out the busy timeout).
+
 /** Gives up `holder`'s leases (a replica that stops: another takes its environments at once). */
 export async function releaseLeases(db: Kysely<Database>, holder: string): Promise<void> {
-  await db.deleteFrom("log_archive_leases").where("holder", "=", holder).execute();
+  const any = await db
+    .selectFrom("log_archive_leases")
+    .select("environment_id")
+    .where("holder", "=", holder)
+    .executeTakeFirst();
+  if (any) await db.deleteFrom("log_archive_leases").where("holder", "=", holder).execute();
 }
 
 /** Forgets leases that ended (environments no replica archives any more: gone, or without instances). */
 export async function forgetExpiredLeases(db: Kysely<Database>, now: number): Promise<number> {
+  const any = await db
+    .selectFrom("log_archive_leases")
+    .select("environment_id")
+    .where("expires_at", "<", now)
+    .executeTakeFirst();
+  if (!any) return 0;
   const r = await db.deleteFrom("log_archive_leases").where("expires_at", "<", now).executeTakeFirst();
   return Number(r.numDeletedRows);
 }
