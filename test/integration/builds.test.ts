@@ -5,7 +5,7 @@
 // second build of the same source comes from the cache; and build steps that try to read the
 // machine's files or reach a server on the machine (standing in for the API server and ctrl) fail.
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
@@ -18,16 +18,9 @@ import { BuildFailed, buildImage, startBuildkitd, type Buildkitd } from "../../s
 import { packSourceDir } from "../../src/builds/source-dir.js";
 import { ensureBuildkit } from "../../src/cluster/build.js";
 import { ensureBases } from "../../src/cluster/bases.js";
+import { buildsSkip } from "../support/build-tools.js";
 
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
-const skip =
-  missing.length > 0
-    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-    : process.getuid?.() !== 0
-      ? "buildkitd runs as root in namespaces of its own"
-      : false;
+const skip = buildsSkip;
 
 const dir = mkdtempSync(join(tmpdir(), "krane-builds-"));
 const LIMITS = { maxBytes: 64 * 1024 * 1024, maxEntries: 10_000 };

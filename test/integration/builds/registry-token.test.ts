@@ -8,7 +8,6 @@
 // revokes it at once, and the workspace's next build makes a new one.
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -33,16 +32,9 @@ import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_p
 import { ApplyDeploymentSchema, ClusterService } from "../../../src/gen/krane/ctrl/v1/cluster_pb.js";
 import { freePortOn, startTestRegistry, tinyImage, type TestRegistry } from "../../support/registry.js";
 import { expectCode, randomKeyring, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { buildsSkip } from "../../support/build-tools.js";
 
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
-const skip =
-  missing.length > 0
-    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-    : process.getuid?.() !== 0
-      ? "buildkitd runs as root in namespaces of its own"
-      : false;
+const skip = buildsSkip;
 
 const SERVICE = "krane-test-build-registry";
 const PROJECT = "shop";

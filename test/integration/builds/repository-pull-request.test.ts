@@ -8,7 +8,6 @@
 // preview a new revision with the new file; "closed" deletes the preview. A bad signature, a pull
 // request about another repository and a replayed delivery are refused and queue nothing.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -31,16 +30,9 @@ import { startFakeProviders, type FakeProviders } from "../../support/git-provid
 import { startGitServer, type GitServer } from "../../support/git-server.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { buildsSkip } from "../../support/build-tools.js";
 
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
-const skip =
-  missing.length > 0
-    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-    : process.getuid?.() !== 0
-      ? "buildkitd runs as root in namespaces of its own"
-      : false;
+const skip = buildsSkip;
 
 const WS = "acme";
 const PROJECT = "shop";

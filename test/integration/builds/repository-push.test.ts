@@ -8,7 +8,6 @@
 // build naming it, nothing deployed. The token and webhook secret appear in no API answer, audit
 // event or log line.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -33,16 +32,9 @@ import { RepositorySchema, RepositoryService } from "../../../src/gen/krane/ctrl
 import { startGitServer, type GitServer } from "../../support/git-server.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { buildsSkip } from "../../support/build-tools.js";
 
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
-const skip =
-  missing.length > 0
-    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-    : process.getuid?.() !== 0
-      ? "buildkitd runs as root in namespaces of its own"
-      : false;
+const skip = buildsSkip;
 
 const WS = "acme";
 const PROJECT = "shop";

@@ -7,7 +7,7 @@
 // neither see nor cancel a build. The source's krane.yaml applies with the revision its build
 // makes, or fails the build naming the file's line, nothing deployed.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -31,16 +31,9 @@ import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_p
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { KRANE_BIN } from "../ctrl/process.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
+import { buildsSkip } from "../../support/build-tools.js";
 
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
-const skip =
-  missing.length > 0
-    ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-    : process.getuid?.() !== 0
-      ? "buildkitd runs as root in namespaces of its own"
-      : false;
+const skip = buildsSkip;
 
 const WS = "acme";
 const PROJECT = "shop";

@@ -5,7 +5,7 @@
 // as it grows and it is cancelled from the page after asking (an admin); a viewer's page offers
 // no Cancel and says why. No accessibility violations with a failed build open.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -26,22 +26,16 @@ import { startTestRegistry, type TestRegistry } from "../../support/registry.js"
 import { KRANE_BIN } from "../ctrl/process.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
 import { axeViolations } from "./axe.js";
+import { buildsSkip } from "../../support/build-tools.js";
 
 const CHROMIUM = process.env.KRANE_CHROMIUM ?? "/usr/bin/chromium";
 const SHOTS = process.env.KRANE_SCREENSHOTS_DIR;
 const DIST = join(import.meta.dirname, "..", "..", "..", "dist", "dashboard", "index.html");
-const missing = ["unshare", "runc", "mmdebstrap", "umoci"].filter(
-  (t) => spawnSync("sh", ["-c", `command -v ${t}`]).status !== 0,
-);
 const skip = !existsSync(CHROMIUM)
   ? `no chromium at ${CHROMIUM} (Debian's chromium package; KRANE_CHROMIUM names another)`
   : !existsSync(DIST)
     ? "the dashboard is not built (npm run build)"
-    : missing.length > 0
-      ? `source builds need ${missing.join(", ")} (Debian: apt-get install runc mmdebstrap umoci)`
-      : process.getuid?.() !== 0
-        ? "buildkitd runs as root in namespaces of its own"
-        : false;
+    : buildsSkip;
 
 const WS = "acme";
 
