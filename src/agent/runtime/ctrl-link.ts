@@ -52,6 +52,8 @@ export interface CtrlLinkOptions {
   readonly registry: Registry;
   readonly callTimeoutMs?: number;
   readonly reconnect?: BackoffPolicy;
+  /** A failed report's backoff (default the reporter's). */
+  readonly reportRetry?: BackoffPolicy;
   readonly breaker?: Partial<BreakerConfig>;
   /** How long ctrl has to accept a stream (default DEFAULT_OPEN_TIMEOUT_MS in stream.ts). */
   readonly openTimeoutMs?: number;
@@ -102,6 +104,7 @@ export class CtrlLink<Msg, D, Del, R> {
       breaker: this.breaker,
       send: (req, o) => this.#count("report", () => protocol.sendReport(req, o)),
       timeoutMs: opts.callTimeoutMs,
+      retry: opts.reportRetry,
       log: opts.log,
       onSent: (result) => m.reportsSent.inc({ ...labels, result }),
       onDeduplicated: () => m.reportsDeduplicated.inc(labels),
@@ -118,7 +121,13 @@ export class CtrlLink<Msg, D, Del, R> {
       openTimeoutMs: opts.openTimeoutMs,
       onOpenTimeout: opts.onOpenTimeout,
       log: opts.log,
-      onConnectedChange: (c) => m.streamConnected.set(labels, c ? 1 : 0),
+      onConnectedChange: (c) => {
+        m.streamConnected.set(labels, c ? 1 : 0);
+        // ctrl answers again: reports that failed while it was away go now, not after the
+        // backoff they built up (up to 30 s), which ctrl's rollouts would wait out (a scale-up
+        // waits for the reported scale-down: ../../ctrl/rollout/plan.ts holdScaleUp).
+        if (c) this.#reporter.retryPending();
+      },
       onCursor: (c) => m.cursor.set(labels, Number(c)),
       onReconnect: (reason) => m.streamReconnects.inc({ ...labels, reason }),
     });

@@ -5,7 +5,8 @@
 // fingerprint matches is not sent. Reports wait in a keys-only WorkQueue (the newest report of a
 // key replaces an unsent one, so a burst of pod events becomes one call with the newest instance
 // set) and go through the controller's circuit breaker, each with a deadline. A failed report is
-// retried with the key's backoff — while the breaker is open, after the breaker's retry-after.
+// retried with the key's backoff — while the breaker is open, after the breaker's retry-after —
+// or at once when the kind's stream connects again (retryPending).
 import { Result, WorkQueue } from "../../retry/queue.js";
 import type { BackoffPolicy } from "../../retry/backoff.js";
 import { BreakerOpenError, type CircuitBreaker } from "./breaker.js";
@@ -60,6 +61,11 @@ export class Reporter<R> {
     }
     this.#pending.set(key, { fingerprint, request });
     this.#queue.add(key, { resetBackoff: true });
+  }
+
+  /** Sends every waiting report now, whatever backoff it built up (ctrl is reachable again). */
+  retryPending(): void {
+    for (const key of this.#pending.keys()) this.#queue.add(key, { resetBackoff: true });
   }
 
   /** Forget what ctrl acknowledged (e.g. after a snapshot: ctrl may have lost state). */

@@ -22,6 +22,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import {
   DeploymentService,
   EnvironmentService,
+  StatusService,
   ProjectService,
   RegionService,
   WorkspaceService,
@@ -344,6 +345,28 @@ export class Link {
     return { deployments, sentinels, jobs, releases };
   }
 
+  /** What ctrl and the cluster hold for the environment, for a failure's message. */
+  async describe(): Promise<string> {
+    const json = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? String(x) : x));
+    const status = await this.client(StatusService)
+      .getEnvironmentStatus(this.ref)
+      .then(json, (err: unknown) => String(err));
+    const rss = await this.kube.list(resources.replicaSets, { namespace: this.namespace }).then(
+      ({ items }) =>
+        json(
+          items.map((r) => {
+            const o = r as {
+              metadata?: { name?: string; labels?: Record<string, string> };
+              spec?: { replicas?: number };
+            };
+            return [o.metadata?.name, o.metadata?.labels?.[LABEL_DEPLOYMENT_ID], o.spec?.replicas];
+          }),
+        ),
+      (err: unknown) => String(err),
+    );
+    return `environment status: ${status}\nreplica sets: ${rss}`;
+  }
+
   async close(): Promise<void> {
     await this.agent?.stop();
     await this.proxy?.close();
@@ -468,7 +491,10 @@ export async function ctrlKills(
     }
     const changes = await link.changeEveryKind(30_000);
     for (const k of LINK_KINDS)
-      if (changes[k] === undefined) problems.push(`a ${k} change made after the restarts did not reach the cluster`);
+      if (changes[k] === undefined)
+        problems.push(
+          `a ${k} change made after the restarts did not reach the cluster; ${await link.describe()}\nagent:\n${link.agent.output.slice(-4000)}\nctrl:\n${link.ctrl.output.slice(-4000)}`,
+        );
     return { problems, kills, changes };
   } catch (err) {
     problems.push(`${String(err)}\n${link.agent.output.slice(-2000)}`);

@@ -204,7 +204,7 @@ export class CtrlChild {
         `127.0.0.1:${this.opsPort}`,
         ...this.extraArgs,
       ],
-      { KRANE_LOG_LEVEL: "warn" },
+      { KRANE_LOG_LEVEL: process.env.KRANE_TEST_CTRL_LOG_LEVEL ?? "warn" },
     );
   }
 
@@ -317,7 +317,7 @@ export class AgentChild {
       "--resync-period",
       "30",
       "--log-level",
-      "warn",
+      process.env.KRANE_TEST_AGENT_LOG_LEVEL ?? "warn",
       ...(o.leaderElect ? ["--leader-elect"] : []),
       ...(o.extraArgs ?? []),
     ]);
