@@ -41,7 +41,7 @@ import {
   type EnvironmentFacts,
   type RevisionFacts,
 } from "./plan.js";
-import { afterEngine, asEngineSees, regionWeights, stepWarm, type WarmState } from "./warm.js";
+import { afterEngine, asEngineSees, regionWeights, stepWarm, type WarmState, type WarmStep } from "./warm.js";
 
 /** How soon a pass held back by an unapplied scale-down looks again without a report. */
 const SCALE_DOWN_RECHECK_MS = 1000;
@@ -177,8 +177,12 @@ export async function runPass(store: Store, environmentId: string, region: strin
       nameOf: (id) => byId.get(id)?.k8s_name ?? id,
     });
     // A revision let go is desired at the size the engine counted for it, before the engine runs.
+    const shrunk: WarmStep["release"] = [];
     for (const r of warmStep.release)
-      if (desiredOf.get(r.deploymentId) !== r.replicas) desiredOf.set(r.deploymentId, r.replicas);
+      if (desiredOf.get(r.deploymentId) !== r.replicas) {
+        desiredOf.set(r.deploymentId, r.replicas);
+        shrunk.push(r);
+      }
     let warm = warmStep.warm;
 
     const revisions: RevisionFacts[] = [];
@@ -230,10 +234,23 @@ export async function runPass(store: Store, environmentId: string, region: strin
     const now = tx.now;
     const out = planRollout(buildRolloutInput(env, engineRevisions, now));
     const w = planWrites(env, engineRevisions, out);
-    // The agent's report of the scale-down runs the next pass; the wake is a backstop. (A
-    // revision let go above is let go again by that pass.)
-    if (holdScaleUp(engineRevisions, w.revisions))
+    // The agent's report of the scale-down runs the next pass; the wake is a backstop. A revision
+    // let go above is often the scale-down waited for (a new target arrives while one is warm):
+    // its size is written now, else nothing would ever shrink it. That pass lets it go again
+    // with nothing left to write.
+    if (holdScaleUp(engineRevisions, w.revisions)) {
+      if (shrunk.length > 0) {
+        const { workspace, project } = await environmentContext(tx.trx, environment);
+        for (const r of shrunk) {
+          const deployment = byId.get(r.deploymentId);
+          if (deployment !== undefined)
+            await setDesiredReplicas(tx, { workspace, project, environment, deployment }, region, r.replicas);
+        }
+        const released = warmStep.events.filter((e) => e.reason === "WarmRevisionReleased");
+        if (released.length > 0) await appendEvents(tx, environmentId, region, released);
+      }
       return { ran: true, changed: false, wakeAt: now + SCALE_DOWN_RECHECK_MS };
+    }
 
     const { workspace, project } = await environmentContext(tx.trx, environment);
     const ctxOf = (id: string): DeploymentContext => {

@@ -238,6 +238,43 @@ function scenarios(name: string, databaseUrl: () => Promise<string>): void {
         (e: unknown) => e instanceof ConnectError && e.code === Code.FailedPrecondition,
       );
     });
+
+    it("a third rolling update while a revision is warm lets that one go and rolls out", async () => {
+      const ref = { ...REF, environment: "qa" };
+      await ctrl.client(EnvironmentService, ctrl.adminToken).createEnvironment({
+        workspace: REF.workspace,
+        project: REF.project,
+        slug: "qa",
+        regions: [{ region: REGION, replicas: 2 }],
+        rollout: { maxSurge: "1", maxUnavailable: "0" },
+        sentinel: {},
+      });
+      const deployments = ctrl.client(DeploymentService, ctrl.adminToken);
+      const rollouts = ctrl.client(RolloutService, ctrl.adminToken);
+      const agentFor = await FakeAgent.start(ctrl, REGION);
+      const status = async (): Promise<RegionRollout | undefined> =>
+        (await rollouts.getRolloutStatus(ref)).status?.regions[0];
+      const rollOut = async (image: string): Promise<string> => {
+        const id = (await deployments.createDeployment({ ...ref, image })).deployment?.id ?? "";
+        await eventually(
+          async () => !(await agentFor.converge(ref)) && (await status())?.targetDeploymentId === id,
+          `${image} to roll out`,
+        );
+        await eventually(async () => !(await agentFor.converge(ref)) && (await status())?.complete === true, image);
+        return id;
+      };
+      const a = await rollOut("shop:qa-1");
+      const b = await rollOut("shop:qa-2");
+      assert.equal((await status())?.warm?.deploymentId, a);
+      // The pass that takes the third revision lets the first go; before the fix it waited for
+      // that revision's pods to go while it never wrote its scale-down, and the rollout stood.
+      const c = await rollOut("shop:qa-3");
+      const r = await status();
+      assert.equal(r?.targetDeploymentId, c);
+      assert.equal(r?.warm?.deploymentId, b);
+      assert.equal(r?.revisions.find((x) => x.deploymentId === a)?.desiredReplicas ?? 0, 0);
+      assert.ok(r?.events.some((e) => e.reason === "WarmRevisionReleased" && /previous revision now/.test(e.message)));
+    });
   });
 }
 
