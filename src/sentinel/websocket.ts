@@ -4,12 +4,16 @@
 // (bytes, not frames: the proxy never parses WebSocket traffic); any other answer is relayed as
 // it came and the connection closed. Instance choice, health and retry follow the same rules as
 // plain requests (a handshake is a GET, so a failed connect is retried once elsewhere).
+// The live request view (./tap.ts) gets one record per handshake when it is answered (the 101 with
+// the revision and instance, or the refusal with the deciding policy), its latency the time to
+// that answer; an upgraded connection's lifetime is not recorded (a record is handed out as soon
+// as the agent asks, so it cannot be completed later).
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
-import type { Refusal } from "../contracts/edge-policy.js";
+import type { EdgeRequest, Refusal } from "../contracts/edge-policy.js";
 import type { Balancer } from "./balancer.js";
 import {
   causeOf,
@@ -26,6 +30,9 @@ import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
 import { NO_REVISION } from "../contracts/routing.js";
 import { instanceKey, type SentinelMetrics } from "./metrics.js";
 import { randomUUID } from "node:crypto";
+import { requestViewPath } from "../contracts/request-view.js";
+import type { Instance } from "./balancer.js";
+import type { RequestTap } from "./tap.js";
 
 export interface UpgradeOptions {
   readonly balancer: Balancer;
@@ -38,7 +45,12 @@ export interface UpgradeOptions {
   readonly auth?: EdgeAuth;
   /** The environment's edge policies: an upgrade they refuse is answered, never relayed. */
   readonly policies?: EdgePolicies;
+  /** The live request view: each handshake's answer is a record while someone watches. */
+  readonly tap?: RequestTap;
 }
+
+/** Records a handshake's answer in the request view, once: its status (0: the client left), who answered or refused. */
+type NoteAnswer = (status: number, inst?: Instance, policy?: string) => void;
 
 const STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
@@ -47,13 +59,13 @@ const STATUS_TEXT: Record<number, string> = {
   504: "Gateway Timeout",
 };
 
-/** Writes one of the sentinel's own answers on a raw socket and closes it. */
-export function writeRawAnswer(socket: Duplex, cause: ProxyErrorCause, requestId?: string): void {
+/** Writes one of the sentinel's own answers on a raw socket and closes it; returns its status. */
+export function writeRawAnswer(socket: Duplex, cause: ProxyErrorCause, requestId?: string): number {
+  const { status, body } = errorAnswer(cause);
   if (socket.destroyed || !socket.writable) {
     socket.destroy();
-    return;
+    return status;
   }
-  const { status, body } = errorAnswer(cause);
   const lines = [
     `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}`,
     "content-type: text/plain; charset=utf-8",
@@ -63,6 +75,7 @@ export function writeRawAnswer(socket: Duplex, cause: ProxyErrorCause, requestId
     "connection: close",
   ];
   socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
+  return status;
 }
 
 function headLines(res: IncomingMessage, skip: (name: string) => boolean): string {
@@ -85,24 +98,37 @@ export class UpgradeRelay {
     this.#o = o;
   }
 
+  /** The request view's note for one handshake (nothing is kept while nobody watches). */
+  #noter(req: IncomingMessage, edge: EdgeRequest): NoteAnswer {
+    const tap = this.#o.tap;
+    const started = performance.now();
+    let noted = false;
+    return (status, inst, policy = "") => {
+      if (noted || !tap?.active) return;
+      noted = true;
+      tap.record({
+        timeMs: Date.now(),
+        method: edge.method,
+        path: requestViewPath(req.url ?? ""),
+        status,
+        latencyMs: performance.now() - started,
+        deploymentId: inst?.endpoint.deploymentId ?? "",
+        instance: inst?.endpoint.pod ?? "",
+        policy,
+        client: edge.peer,
+        key: edge.keyName ?? "",
+      });
+    };
+  }
+
   readonly handle = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on("error", () => socket.destroy());
     const incoming = req.headers[REQUEST_ID_HEADER];
     const requestId = isSaneRequestId(typeof incoming === "string" ? incoming : undefined)
       ? (incoming as string)
       : randomUUID();
-    const host = req.headers.host;
-    if (host === undefined || !isValidHost(host) || (req.url ?? "").charCodeAt(0) !== 47) {
-      this.#o.metrics.clientErrors.inc({ reason: "invalid-upgrade" });
-      writeRawAnswer(socket, host === undefined || !isValidHost(host) ? "invalid-host" : "bad-request", requestId);
-      return;
-    }
-    if (!this.#o.hasTable()) {
-      writeRawAnswer(socket, "not-ready", requestId);
-      return;
-    }
     const forward: string[] = [];
-    const edge = {
+    const edge: EdgeRequest = {
       method: req.method ?? "GET",
       path: req.url ?? "/",
       peer: req.socket.remoteAddress ?? "",
@@ -110,8 +136,22 @@ export class UpgradeRelay {
       hasBody: false,
       forward,
     };
+    const note = this.#noter(req, edge);
+    const host = req.headers.host;
+    if (host === undefined || !isValidHost(host) || (req.url ?? "").charCodeAt(0) !== 47) {
+      this.#o.metrics.clientErrors.inc({ reason: "invalid-upgrade" });
+      note(
+        writeRawAnswer(socket, host === undefined || !isValidHost(host) ? "invalid-host" : "bad-request", requestId),
+      );
+      return;
+    }
+    if (!this.#o.hasTable()) {
+      note(writeRawAnswer(socket, "not-ready", requestId));
+      return;
+    }
     const refuse = (refusal: Refusal): void => {
       const a = refusalAnswer(refusal, requestId, true);
+      note(a.status, undefined, refusal.policy);
       const lines = [`HTTP/1.1 ${a.status} Refused`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`)];
       socket.end(`${lines.join("\r\n")}\r\nconnection: close\r\n\r\n${a.body}`);
     };
@@ -128,12 +168,13 @@ export class UpgradeRelay {
       if (d.type === "pass") {
         const late = this.#o.policies?.checkAuthenticated(edge, d.subject);
         if (late) return refuse(late);
-        this.#attempt(req, socket, head, headers, requestId, undefined);
+        this.#attempt(req, socket, head, headers, requestId, note, undefined);
         return;
       }
       // Refused at the edge, like a plain request (./auth.ts).
       this.#o.metrics.authRefusals.inc({ status: String(d.status) });
       const a = authAnswer(d);
+      note(a.status);
       const lines = [
         `HTTP/1.1 ${a.status} ${a.status === 401 ? "Unauthorized" : a.status === 403 ? "Forbidden" : "Bad Request"}`,
         ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`),
@@ -157,13 +198,14 @@ export class UpgradeRelay {
     head: Buffer,
     headers: string[],
     requestId: string,
+    note: NoteAnswer,
     tried: Set<string> | undefined,
   ): void {
     // Blue-green preview: an upgrade carrying the preview header goes to the preview revision too.
     const inst = this.#o.balancer.pick(tried, req.headers[PREVIEW_HEADER] === PREVIEW_HEADER_VALUE);
     if (!inst) {
       this.#count(NO_REVISION, "5xx");
-      writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId);
+      note(writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId));
       return;
     }
     const revision = inst.endpoint.deploymentId;
@@ -185,7 +227,9 @@ export class UpgradeRelay {
       agent: false,
     });
     const onClientGone = (): void => {
-      if (settle()) up.destroy();
+      if (!settle()) return;
+      note(0, inst);
+      up.destroy();
     };
     socket.once("close", onClientGone);
     up.setTimeout(this.#o.upstreamTimeoutMs, () =>
@@ -200,6 +244,7 @@ export class UpgradeRelay {
       this.#o.balancer.success(inst);
       up.setTimeout(0);
       this.#count(revision, "1xx", inst.endpoint.pod);
+      note(101, inst);
       const hop = (n: string): boolean => n === "transfer-encoding" || n === "content-length";
       socket.write(`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}\r\n${headLines(res, hop)}\r\n`);
       if (upHead.length > 0) socket.write(upHead);
@@ -215,6 +260,7 @@ export class UpgradeRelay {
       this.#o.balancer.success(inst);
       const status = res.statusCode ?? 502;
       this.#count(revision, `${Math.floor(status / 100)}xx`, inst.endpoint.pod);
+      note(status, inst);
       // The connection closes after the body, so no framing headers are needed.
       const skip = (n: string): boolean =>
         n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
@@ -233,11 +279,11 @@ export class UpgradeRelay {
       }
       if (failure === "connect" && !tried && !socket.destroyed) {
         this.#o.metrics.retries.inc({ revision });
-        this.#attempt(req, socket, head, headers, requestId, new Set([inst.key]));
+        this.#attempt(req, socket, head, headers, requestId, note, new Set([inst.key]));
         return;
       }
       this.#count(revision, "5xx", inst.endpoint.pod);
-      writeRawAnswer(socket, causeOf(failure), requestId);
+      note(writeRawAnswer(socket, causeOf(failure), requestId), inst);
     });
     up.end();
   }
