@@ -6,8 +6,8 @@
 // plain requests (a handshake is a GET, so a failed connect is retried once elsewhere).
 // The live request view (./tap.ts) gets one record per handshake when it is answered (the 101 with
 // the revision and instance, or the refusal with the deciding policy), its latency the time to
-// that answer; an upgraded connection's lifetime is not recorded (a record is handed out as soon
-// as the agent asks, so it cannot be completed later).
+// that answer, and, for a 101, a second record when the connection closes, with how long it was
+// open (a record is handed out as soon as the agent asks, so the first cannot be completed later).
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../base/log.js";
@@ -49,8 +49,13 @@ export interface UpgradeOptions {
   readonly tap?: RequestTap;
 }
 
-/** Records a handshake's answer in the request view, once: its status (0: the client left), who answered or refused. */
-type NoteAnswer = (status: number, inst?: Instance, policy?: string) => void;
+/** One handshake's records in the request view (each kept only while someone watches). */
+interface ViewNotes {
+  /** The answer, once: its status (0: the client left), who answered or refused. */
+  answered(status: number, inst?: Instance, policy?: string): void;
+  /** The upgraded connection closed: a second record with how long it was open. */
+  closed(inst: Instance): void;
+}
 
 const STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
@@ -98,26 +103,32 @@ export class UpgradeRelay {
     this.#o = o;
   }
 
-  /** The request view's note for one handshake (nothing is kept while nobody watches). */
-  #noter(req: IncomingMessage, edge: EdgeRequest): NoteAnswer {
+  /** The request view's notes for one handshake. */
+  #noter(req: IncomingMessage, edge: EdgeRequest): ViewNotes {
     const tap = this.#o.tap;
     const started = performance.now();
-    let noted = false;
-    return (status, inst, policy = "") => {
-      if (noted || !tap?.active) return;
-      noted = true;
-      tap.record({
+    let answeredAt = Number.NaN;
+    const record = (status: number, inst: Instance | undefined, policy: string, openMs?: number): void =>
+      tap?.record({
         timeMs: Date.now(),
         method: edge.method,
         path: requestViewPath(req.url ?? ""),
         status,
-        latencyMs: performance.now() - started,
+        latencyMs: answeredAt - started,
         deploymentId: inst?.endpoint.deploymentId ?? "",
         instance: inst?.endpoint.pod ?? "",
         policy,
         client: edge.peer,
         key: edge.keyName ?? "",
+        ...(openMs === undefined ? {} : { openMs }),
       });
+    return {
+      answered: (status, inst, policy = "") => {
+        if (!Number.isNaN(answeredAt)) return;
+        answeredAt = performance.now();
+        record(status, inst, policy);
+      },
+      closed: (inst) => record(101, inst, "", performance.now() - answeredAt),
     };
   }
 
@@ -140,18 +151,18 @@ export class UpgradeRelay {
     const host = req.headers.host;
     if (host === undefined || !isValidHost(host) || (req.url ?? "").charCodeAt(0) !== 47) {
       this.#o.metrics.clientErrors.inc({ reason: "invalid-upgrade" });
-      note(
+      note.answered(
         writeRawAnswer(socket, host === undefined || !isValidHost(host) ? "invalid-host" : "bad-request", requestId),
       );
       return;
     }
     if (!this.#o.hasTable()) {
-      note(writeRawAnswer(socket, "not-ready", requestId));
+      note.answered(writeRawAnswer(socket, "not-ready", requestId));
       return;
     }
     const refuse = (refusal: Refusal): void => {
       const a = refusalAnswer(refusal, requestId, true);
-      note(a.status, undefined, refusal.policy);
+      note.answered(a.status, undefined, refusal.policy);
       const lines = [`HTTP/1.1 ${a.status} Refused`, ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`)];
       socket.end(`${lines.join("\r\n")}\r\nconnection: close\r\n\r\n${a.body}`);
     };
@@ -174,7 +185,7 @@ export class UpgradeRelay {
       // Refused at the edge, like a plain request (./auth.ts).
       this.#o.metrics.authRefusals.inc({ status: String(d.status) });
       const a = authAnswer(d);
-      note(a.status);
+      note.answered(a.status);
       const lines = [
         `HTTP/1.1 ${a.status} ${a.status === 401 ? "Unauthorized" : a.status === 403 ? "Forbidden" : "Bad Request"}`,
         ...Object.entries(a.headers).map(([k, v]) => `${k}: ${v}`),
@@ -198,14 +209,14 @@ export class UpgradeRelay {
     head: Buffer,
     headers: string[],
     requestId: string,
-    note: NoteAnswer,
+    note: ViewNotes,
     tried: Set<string> | undefined,
   ): void {
     // Blue-green preview: an upgrade carrying the preview header goes to the preview revision too.
     const inst = this.#o.balancer.pick(tried, req.headers[PREVIEW_HEADER] === PREVIEW_HEADER_VALUE);
     if (!inst) {
       this.#count(NO_REVISION, "5xx");
-      note(writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId));
+      note.answered(writeRawAnswer(socket, tried ? "all-instances-failing" : "no-instance", requestId));
       return;
     }
     const revision = inst.endpoint.deploymentId;
@@ -228,7 +239,7 @@ export class UpgradeRelay {
     });
     const onClientGone = (): void => {
       if (!settle()) return;
-      note(0, inst);
+      note.answered(0, inst);
       up.destroy();
     };
     socket.once("close", onClientGone);
@@ -244,12 +255,12 @@ export class UpgradeRelay {
       this.#o.balancer.success(inst);
       up.setTimeout(0);
       this.#count(revision, "1xx", inst.endpoint.pod);
-      note(101, inst);
+      note.answered(101, inst);
       const hop = (n: string): boolean => n === "transfer-encoding" || n === "content-length";
       socket.write(`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}\r\n${headLines(res, hop)}\r\n`);
       if (upHead.length > 0) socket.write(upHead);
       if (head.length > 0) upSocket.write(head);
-      this.#pipe(socket, upSocket);
+      this.#pipe(socket, upSocket, () => note.closed(inst));
     });
     up.on("response", (res) => {
       socket.off("close", onClientGone);
@@ -260,7 +271,7 @@ export class UpgradeRelay {
       this.#o.balancer.success(inst);
       const status = res.statusCode ?? 502;
       this.#count(revision, `${Math.floor(status / 100)}xx`, inst.endpoint.pod);
-      note(status, inst);
+      note.answered(status, inst);
       // The connection closes after the body, so no framing headers are needed.
       const skip = (n: string): boolean =>
         n === "connection" || n === "transfer-encoding" || n === "content-length" || n === "keep-alive";
@@ -283,12 +294,12 @@ export class UpgradeRelay {
         return;
       }
       this.#count(revision, "5xx", inst.endpoint.pod);
-      note(writeRawAnswer(socket, causeOf(failure), requestId), inst);
+      note.answered(writeRawAnswer(socket, causeOf(failure), requestId), inst);
     });
     up.end();
   }
 
-  #pipe(client: Duplex, upstream: Duplex): void {
+  #pipe(client: Duplex, upstream: Duplex, onClose: () => void): void {
     this.open.add(client);
     this.#o.metrics.webSockets.inc();
     for (const s of [client, upstream]) {
@@ -304,6 +315,7 @@ export class UpgradeRelay {
       this.#o.metrics.webSockets.dec();
       client.destroy();
       upstream.destroy();
+      onClose();
     };
     client.on("close", close);
     upstream.on("close", close);

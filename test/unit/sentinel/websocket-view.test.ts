@@ -2,7 +2,8 @@
 // through real sockets: a client (ws) → the Node shell's upgrade relay on a real listener → an app
 // (ws server). Each handshake is one record when it is answered: a 101 with the revision and
 // instance, the app's own refusal with the instance, a policy's refusal with the policy and no
-// instance; query values and the key never kept; nothing while nobody watches.
+// instance; an upgraded connection is a second record when it closes, with how long it was open;
+// query values and the key never kept; nothing while nobody watches.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -117,13 +118,30 @@ test("each WebSocket handshake is one request-view record when it is answered", 
   const key = { "x-api-key": "the-key" };
   // Nobody watches: a handshake leaves nothing.
   assert.equal(await handshake(port, "/chat", key), "open");
+  for (let i = 0; i < 200 && relay.open.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(relay.open.size, 0, "the unwatched connection is closed before anyone watches");
   tap.read(0);
   assert.equal(await handshake(port, "/chat?token=s3cret", key), "open");
   assert.equal(await handshake(port, "/private", key), 403);
   assert.equal(await handshake(port, "/chat"), 401, "no key: the policy refuses before any instance is dialled");
 
-  const records = tap.read(0).records;
-  const shown = records.map((r): Partial<SentinelRequestRecord> => {
+  // The close of the upgraded connection comes once both sides closed, whenever that is.
+  let records: readonly SentinelRequestRecord[] = [];
+  for (let i = 0; i < 200 && !records.some((r) => r.openMs !== undefined); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    records = tap.read(0).records;
+  }
+  const closes = records.filter((r) => r.openMs !== undefined);
+  assert.equal(closes.length, 1, "one close, of the one connection upgraded while watched");
+  const [close] = closes;
+  assert.ok(close && close.openMs !== undefined && close.openMs > 0);
+  const answered = records.filter((r) => r.openMs === undefined);
+  assert.ok(close.latencyMs === answered[0]?.latencyMs, "the close repeats its handshake's answer");
+  assert.deepEqual(
+    { ...close, latencyMs: 0, timeMs: 0, seq: 0, openMs: 0 },
+    { ...answered[0], latencyMs: 0, timeMs: 0, seq: 0, openMs: 0 },
+  );
+  const shown = answered.map((r): Partial<SentinelRequestRecord> => {
     assert.ok(r.latencyMs >= 0 && Number.isFinite(r.latencyMs) && r.timeMs > 0);
     const { latencyMs: _l, timeMs: _t, seq: _s, ...rest } = r;
     return rest;
