@@ -14,16 +14,9 @@ import type { Logger } from "../base/log.js";
 import { authAnswer, type AuthDecision, type EdgeAuth } from "./auth.js";
 import { refusalAnswer, withPolicyHeaders, type EdgePolicies } from "./policies.js";
 import type { EdgeRequest, Refusal } from "../contracts/edge-policy.js";
-import type { Balancer } from "./balancer.js";
-import {
-  causeOf,
-  classifyUpstreamError,
-  countsAgainstInstance,
-  errorAnswer,
-  ERROR_HEADER,
-  type ProxyErrorCause,
-  type UpstreamFailure,
-} from "./errors.js";
+import type { Balancer, Instance } from "./balancer.js";
+import { causeOf, classifyUpstreamError, countsAgainstInstance, errorAnswer, ERROR_HEADER } from "./errors.js";
+import type { ProxyErrorCause, UpstreamFailure } from "./errors.js";
 import { isSaneRequestId, isValidHost, upstreamHeaders } from "./headers.js";
 import { REQUEST_ID_HEADER } from "../contracts/headers.js";
 import { PREVIEW_HEADER, PREVIEW_HEADER_VALUE } from "../contracts/routing.js";
@@ -31,7 +24,6 @@ import { NO_REVISION } from "../contracts/routing.js";
 import { instanceKey, type SentinelMetrics } from "./metrics.js";
 import { randomUUID } from "node:crypto";
 import { requestViewPath } from "../contracts/request-view.js";
-import type { Instance } from "./balancer.js";
 import type { RequestTap } from "./tap.js";
 
 export interface UpgradeOptions {
