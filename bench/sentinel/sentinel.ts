@@ -11,11 +11,17 @@
 //    through its Lua delay() hook): p50/p99 of each path, microsecond resolution;
 //  - EndpointSlice change → first request routed to the new instance, and → last request routed
 //    to the removed one, p50/p99/max over repeated changes (the Node.js sentinel);
-//  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them).
+//  - the sentinel's memory with 1,000 instances in its table (after traffic to all of them);
+//  - what the edge policies cost (policyCosts below): the Node.js sentinel with no policies, a
+//    rate limit by client address, API-key verification and the request view on, one sentinel
+//    each (an environment each), measured in interleaved rounds: requests/s and requests per
+//    CPU-second with wrk -c64, added p99 at 1,000 requests/s, each against "no policies".
 // The sentinels run as their own processes with the krane-sentinel ServiceAccount, reading their
 // table from a local cluster. Needs Debian's nginx and wrk (../tools.ts installs them as root, or
 // names the apt-get line).
-// KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures.
+// KRANE_BENCH_SENTINEL_ONLY=proxies stops after the throughput and latency figures;
+// KRANE_BENCH_SENTINEL_ONLY=policies measures only the policies' cost (KRANE_BENCH_SENTINEL_ROUNDS
+// rounds, 3).
 // KRANE_BENCH_PROF_DIR=<dir> writes the Node.js sentinel's CPU profile there (node --cpu-prof).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -41,8 +47,11 @@ import {
   ROUTING_COMPONENT,
   type SentinelStatus,
 } from "../../src/contracts/routing.js";
+import { hashApiKey, newApiKey } from "../../src/contracts/api-keys.js";
+import { MAX_RATE_LIMIT, parseEdgePolicies } from "../../src/contracts/edge-policy.js";
+import { SENTINEL_REQUESTS_PATH, type SentinelRequests } from "../../src/contracts/request-view.js";
 import { applySentinelRbac, sentinelKubeConfigFrom } from "../../src/sentinel/rbac.js";
-import { cpuSeconds, freePort, load, percentileOf, ROOT, until, spawnBenchSentinel } from "../support.js";
+import { cpuSeconds, freePort, load, metricSum, percentileOf, ROOT, until, spawnBenchSentinel } from "../support.js";
 import { ensureTools, NGINX, WRK } from "../tools.js";
 
 export const ENV = "env_bench";
@@ -52,6 +61,8 @@ const CHANGES = Number(process.env.KRANE_BENCH_SENTINEL_CHANGES ?? 30);
 const HOST = "bench.example.com";
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
 const ONLY_PROXIES = process.env.KRANE_BENCH_SENTINEL_ONLY === "proxies";
+const ONLY_POLICIES = process.env.KRANE_BENCH_SENTINEL_ONLY === "policies";
+const ROUNDS = Number(process.env.KRANE_BENCH_SENTINEL_ROUNDS ?? 3);
 
 /** A process and all its descendants (a cluster's workers, nginx's worker). */
 function processTree(root: number): number[] {
@@ -84,19 +95,25 @@ const waitFor = <T>(
   stepMs = 20,
 ): Promise<T> => until(what, check, timeoutMs, stepMs, true);
 
-export function labels(deploymentId?: string): Record<string, string> {
+export function labels(deploymentId?: string, env = ENV): Record<string, string> {
   return {
     [LABEL_MANAGED_BY]: MANAGED_BY,
     [LABEL_COMPONENT]: ROUTING_COMPONENT,
-    [LABEL_ENVIRONMENT_ID]: ENV,
+    [LABEL_ENVIRONMENT_ID]: env,
     [LABEL_REGION]: REGION,
     ...(deploymentId ? { [LABEL_DEPLOYMENT_ID]: deploymentId } : {}),
   };
 }
 
-export async function writeSlice(kube: KubeClient, deploymentId: string, ips: string[], port: number): Promise<void> {
+export async function writeSlice(
+  kube: KubeClient,
+  deploymentId: string,
+  ips: string[],
+  port: number,
+  env = ENV,
+): Promise<void> {
   await kube.apply(resources.endpointSlices, {
-    metadata: { name: `bench-${deploymentId}`, namespace: SENTINEL_NAMESPACE, labels: labels(deploymentId) },
+    metadata: { name: `bench-${deploymentId}`, namespace: SENTINEL_NAMESPACE, labels: labels(deploymentId, env) },
     addressType: "IPv4",
     ports: [{ name: "http", port, protocol: "TCP" }],
     endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
@@ -126,12 +143,20 @@ function toMs(v: string): number {
 /** Each wrk connection waits this long before its next request (10 connections → ~1,000/s). */
 const PACED_SCRIPT = "function delay()\n  return 10\nend\n";
 
-export function wrk(url: string, seconds: number, paced = false, dir = tmpdir(), pid?: number): WrkResult {
+export function wrk(
+  url: string,
+  seconds: number,
+  paced = false,
+  dir = tmpdir(),
+  pid?: number,
+  headers: readonly string[] = [],
+): WrkResult {
   const args = paced ? ["-t1", "-c10", "-s", join(dir, "paced.lua")] : ["-t1", "-c64"];
   if (paced) writeFileSync(join(dir, "paced.lua"), PACED_SCRIPT);
   const cpu0 = pid === undefined ? NaN : treeCpuSeconds(pid);
   const t0 = performance.now();
-  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, url], {
+  const extra = headers.flatMap((h) => ["-H", h]);
+  const out = spawnSync("wrk", [...args, `-d${seconds}s`, "--latency", "-H", `Host: ${HOST}`, ...extra, url], {
     encoding: "utf8",
   });
   const cores = pid === undefined ? NaN : (treeCpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
@@ -247,6 +272,7 @@ export async function startSentinel(
   port: number,
   opsPort: number,
   runtime: "node" | "bun",
+  env = ENV,
 ): Promise<ChildProcess> {
   const kc = await sentinelKubeConfigFrom(cluster.kubeConfig());
   const kubeconfig = join(dir, "sentinel.kubeconfig");
@@ -254,7 +280,7 @@ export async function startSentinel(
   const net = cluster.podNetwork;
   if (!net) throw new Error("the cluster has no pod network");
   const child = spawnBenchSentinel({
-    environmentId: ENV,
+    environmentId: env,
     region: REGION,
     port,
     opsPort,
@@ -289,6 +315,10 @@ export async function benchSentinel(): Promise<void> {
     // The upstream every path shares.
     const upstream = await startNginx("upstream", appLocal, undefined);
     children.push(upstream);
+    if (ONLY_POLICIES) {
+      await policyCosts({ cluster, kube, dir, children, app, appPort, appLocal });
+      return;
+    }
     const a = `10.${net.slot}.0.20`;
     const b = `10.${net.slot}.0.21`;
     const many = Array.from({ length: 1000 }, (_, i) => pod(i));
@@ -382,6 +412,7 @@ export async function benchSentinel(): Promise<void> {
       );
     }
     if (ONLY_PROXIES) return;
+    await policyCosts({ cluster, kube, dir, children, app, appPort, appLocal });
     // A new client: the first one's keep-alive connections sat idle through minutes of wrk, and a
     // connection the API server closed meanwhile fails its first write (EPIPE), which KubeClient
     // does not take for a stale socket.
@@ -484,6 +515,175 @@ export async function benchSentinel(): Promise<void> {
     kube.close();
     await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface PolicyCase {
+  readonly name: "none" | "ratelimit" | "apikey" | "view";
+  readonly what: string;
+  /** The most of the throughput it may cost (none: the baseline). */
+  readonly goal?: number;
+  readonly policies?: unknown[];
+  readonly key?: string;
+}
+
+interface PolicyRun {
+  readonly tput: WrkResult;
+  readonly paced: WrkResult;
+  readonly direct: WrkResult;
+}
+
+/** Polls the request view on an ops port as the agent does while someone watches (every 500 ms). */
+function startWatcher(opsPort: number): ChildProcess {
+  const script = `let after = 0;
+for (;;) {
+  try { after = (await (await fetch(process.argv[1] + "?after=" + after)).json()).seq; } catch {}
+  await new Promise((r) => setTimeout(r, 500));
+}`;
+  return spawn(
+    process.execPath,
+    ["--input-type=module", "-e", script, `http://127.0.0.1:${opsPort}${SENTINEL_REQUESTS_PATH}`],
+    {
+      stdio: "ignore",
+    },
+  );
+}
+
+/**
+ * What each edge policy costs the Node.js sentinel: one sentinel (its own environment) per case,
+ * all against the same upstream, measured in ROUNDS interleaved rounds (the order rotating, so the
+ * machine's other load falls on each case alike); the median round of each is compared with "no
+ * policies".
+ */
+async function policyCosts(o: {
+  cluster: LocalCluster;
+  kube: KubeClient;
+  dir: string;
+  children: ChildProcess[];
+  app: string;
+  appPort: number;
+  appLocal: string;
+}): Promise<void> {
+  const key = newApiKey();
+  const cases: PolicyCase[] = [
+    { name: "none", what: "no policies" },
+    {
+      name: "ratelimit",
+      what: "rate limit by client address (nothing refused)",
+      goal: 0.1,
+      policies: [{ name: "per-address", kind: "ratelimit", key: "address", limit: MAX_RATE_LIMIT, windowSeconds: 60 }],
+    },
+    {
+      name: "apikey",
+      what: "API key verified (a valid key on every request)",
+      goal: 0.1,
+      policies: [{ name: "keys", kind: "apikey" }],
+      key,
+    },
+    { name: "view", what: "request view on (someone watching)", goal: 0.03 },
+  ];
+  const started = new Map<string, { url: string; opsPort: number; pid: number | undefined }>();
+  for (const c of cases) {
+    const env = `env_bench_${c.name}`;
+    await o.kube.apply(resources.configMaps, {
+      metadata: { name: `bench-policy-${c.name}`, namespace: SENTINEL_NAMESPACE, labels: labels(undefined, env) },
+      data: {
+        [POLICY_KEY]: formatRoutingPolicy({
+          version: 1,
+          environmentId: env,
+          mode: "instances",
+          revisions: [],
+          ...(c.policies ? { policies: parseEdgePolicies("policies", c.policies) } : {}),
+          ...(c.key
+            ? {
+                apiKeys: [
+                  {
+                    id: "key_bench",
+                    hash: hashApiKey(c.key),
+                    name: "bench",
+                    expiresAt: null,
+                    limit: null,
+                    windowSeconds: null,
+                    metadata: { plan: "bench" },
+                  },
+                ],
+              }
+            : {}),
+        }),
+      },
+    });
+    await writeSlice(o.kube, `p-${c.name}`, [o.app], o.appPort, env);
+    const [port, opsPort] = [await freePort(), await freePort()];
+    const child = await startSentinel(o.cluster, o.dir, port, opsPort, "node", env);
+    o.children.push(child);
+    started.set(c.name, { url: `http://127.0.0.1:${port}/`, opsPort, pid: child.pid });
+    // Which CPU profile is whose (KRANE_BENCH_PROF_DIR: named by process id).
+    if (process.env.KRANE_BENCH_PROF_DIR) console.log(`sentinel policies: ${c.name} is process ${child.pid}`);
+  }
+  // The policies are in force: a request without the key is refused.
+  const keyed = started.get("apikey");
+  const unkeyed = keyed ? await fetch(keyed.url) : undefined;
+  if (unkeyed?.status !== 401) throw new Error(`the apikey sentinel answered ${unkeyed?.status} without a key`);
+  const view = started.get("view");
+  if (view) o.children.push(startWatcher(view.opsPort));
+  await sleep(1_000);
+
+  console.log(
+    `sentinel policies: Node.js sentinel, one per case; ${ROUNDS} rounds of wrk -c64 ${DURATION_S} s and ~1,000 req/s ${DURATION_S} s each; ${load()}`,
+  );
+  const runs = new Map<string, PolicyRun[]>(cases.map((c) => [c.name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = cases.map((_, i) => cases[(i + round) % cases.length] as PolicyCase);
+    wrk(`http://${o.appLocal}/`, 1, true, o.dir);
+    const direct = wrk(`http://${o.appLocal}/`, DURATION_S, true, o.dir);
+    for (const c of order) {
+      const t = started.get(c.name);
+      if (!t) continue;
+      const headers = c.key ? [`x-api-key: ${c.key}`] : [];
+      wrk(t.url, 2, false, o.dir, undefined, headers);
+      const tput = wrk(t.url, DURATION_S, false, o.dir, t.pid, headers);
+      wrk(t.url, 1, true, o.dir, undefined, headers);
+      const paced = wrk(t.url, DURATION_S, true, o.dir, undefined, headers);
+      runs.get(c.name)?.push({ tput, paced, direct });
+      console.log(
+        `sentinel policies: round ${round + 1} ${c.name.padEnd(9)} ${tput.rps.toFixed(0).padStart(6)} req/s   ${(tput.rps / tput.cores).toFixed(0).padStart(6)} req per CPU-s   p99 at ~1,000 req/s ${paced.p99.toFixed(3)} ms (direct ${direct.p99.toFixed(3)} ms)   ${load()}`,
+      );
+    }
+  }
+  // Each case did what it says: the rate limit counted every request, the view recorded. Asked
+  // twice at most: the keep-alive connection of the readiness polls may have been closed while
+  // wrk held the event loop, and is found dead only by this first use.
+  const twice = <T>(f: () => Promise<T>): Promise<T> => f().catch(() => f());
+  const limited = await twice(() =>
+    metricSum(
+      `http://127.0.0.1:${started.get("ratelimit")?.opsPort ?? 0}`,
+      "krane_sentinel_policy_decisions_total",
+      (l) => l.includes('policy="per-address"'),
+    ),
+  );
+  if (limited === 0) throw new Error("the rate limit decided nothing");
+  const seen = await twice(
+    async () =>
+      (await (
+        await fetch(`http://127.0.0.1:${view?.opsPort ?? 0}${SENTINEL_REQUESTS_PATH}?after=0`)
+      ).json()) as SentinelRequests,
+  );
+  if (seen.seq === 0) throw new Error("the request view recorded nothing");
+
+  const median = (c: string, f: (r: PolicyRun) => number): number => percentileOf((runs.get(c) ?? []).map(f), 50);
+  const rps = (c: string): number => median(c, (r) => r.tput.rps);
+  const perCpu = (c: string): number => median(c, (r) => r.tput.rps / r.tput.cores);
+  const added = (c: string): number => median(c, (r) => r.paced.p99 - r.direct.p99);
+  console.log(
+    `sentinel policies: no policies (median of ${ROUNDS}): ${rps("none").toFixed(0)} req/s, ${perCpu("none").toFixed(0)} req per CPU-s, added p99 at ~1,000 req/s +${added("none").toFixed(3)} ms`,
+  );
+  for (const c of cases) {
+    if (c.goal === undefined) continue;
+    const cpuRatio = perCpu(c.name) / perCpu("none");
+    const verdict = 1 - cpuRatio <= c.goal ? "met" : "NOT met";
+    console.log(
+      `sentinel policies: ${c.what}: ${rps(c.name).toFixed(0)} req/s (${(rps(c.name) / rps("none")).toFixed(2)}×), ${perCpu(c.name).toFixed(0)} req per CPU-s (${cpuRatio.toFixed(2)}×; goal ≥ ${(1 - c.goal).toFixed(2)}×: ${verdict}), added p99 +${added(c.name).toFixed(3)} ms (none +${added("none").toFixed(3)} ms)`,
+    );
   }
 }
 

@@ -1,5 +1,6 @@
 // How `krane requests` prints a request (pure): one line per request, a marker for requests not
 // shown, NDJSON for -o json. Nothing here reads protobuf: the command hands plain fields.
+import { closedAfter } from "../contracts/request-view.js";
 
 export interface PrintedRequest {
   readonly timeMs: number;
@@ -14,6 +15,8 @@ export interface PrintedRequest {
   readonly policy: string;
   readonly client: string;
   readonly key: string;
+  /** An upgraded connection that closed: how long it was open (0 or absent: any other record). */
+  readonly openMs?: number;
 }
 
 /** One request as the terminal shows it: time, region, method, status, latency, path, then who answered or refused it. */
@@ -29,8 +32,9 @@ export function formatRequest(r: PrintedRequest): string {
         : r.instance !== ""
           ? r.instance
           : "sentinel";
+  const closed = closedAfter(r.openMs);
   const extra = [`client ${r.client}`, ...(r.key === "" ? [] : [`key ${r.key}`])].join(" ");
-  return `${time} ${r.region} ${r.method.padEnd(6)} ${status} ${latency.padStart(7)} ${r.path}  (${by}; ${extra})`;
+  return `${time} ${r.region} ${r.method.padEnd(6)} ${status} ${latency.padStart(7)} ${r.path}  (${by}${closed}; ${extra})`;
 }
 
 /** One request as an NDJSON object. */
@@ -47,5 +51,6 @@ export function requestJson(r: PrintedRequest): Record<string, unknown> {
     policy: r.policy,
     client: r.client,
     key: r.key,
+    ...(r.openMs !== undefined && r.openMs > 0 ? { openMs: r.openMs } : {}),
   };
 }

@@ -48,6 +48,7 @@ export function registerRequestsCommand(program: Command): void {
                   policy: r.policy,
                   client: r.client,
                   key: r.key,
+                  openMs: r.openMs,
                 };
                 out += `${x.json ? JSON.stringify(requestJson(p)) : formatRequest(p)}\n`;
               } else if (e.entry.case === "marker") {

@@ -6,7 +6,7 @@
 // is refused as soon as each sentinel reads the new version.
 //
 // Pure: making and hashing keys, and parsing the carried list (each bad field named).
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { PolicyFieldError } from "./edge-policy.js";
 
 export const API_KEY_PREFIX = "krane_";
@@ -36,8 +36,9 @@ export function newApiKey(): string {
   return `${API_KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
 }
 
+/** The key's SHA-256, lowercase hex (one-shot: a third of createHash's time, once per request at the sentinel). */
 export function hashApiKey(key: string): string {
-  return createHash("sha256").update(key).digest("hex");
+  return hash("sha256", key, "hex");
 }
 
 function fail(field: string, problem: string): never {

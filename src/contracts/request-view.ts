@@ -23,6 +23,17 @@ export interface SentinelRequestRecord {
   readonly client: string;
   /** The API key's name, when an "apikey" policy verified one. */
   readonly key: string;
+  /**
+   * An upgraded connection (WebSocket) that closed: how long it was open. Its handshake's answer
+   * was an earlier record (this one repeats it, status 101); absent on every other record.
+   */
+  readonly openMs?: number;
+}
+
+/** How an upgraded connection's close shows beside who answered it ("" when the record is no close). */
+export function closedAfter(openMs: number | undefined): string {
+  if (openMs === undefined || !(openMs > 0)) return "";
+  return `, closed after ${openMs < 10_000 ? (openMs / 1000).toFixed(1) : Math.round(openMs / 1000)} s`;
 }
 
 /** The answer of SENTINEL_REQUESTS_PATH. */

@@ -89,13 +89,35 @@ function bounded(key: string): string {
   return key.length <= MAX_PLAIN_KEY ? key : `#${createHash("sha256").update(key).digest("base64url")}`;
 }
 
+/** Socket peers' counting keys remembered per rate limit (parsing an address is its main cost). */
+const PEER_KEYS = 10_000;
+
 /** The key a request is counted under; "" when it has none (those requests share one budget). */
-function keyFor(p: RateLimitPolicy, trusted: CidrSet, r: EdgeRequest, verified?: VerifiedKeys): string {
+function keyFor(
+  p: RateLimitPolicy,
+  trusted: CidrSet,
+  r: EdgeRequest,
+  verified: VerifiedKeys | undefined,
+  peers: Map<string, string>,
+): string {
   if (p.key === "header") return bounded(headerValue(r.rawHeaders, p.header) ?? "");
   if (p.key === "jwt") return bounded(r.subject ?? "");
   if (p.key === "apikey") return verified?.get(r) ?? "";
-  const h = trusted.size > 0 ? headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER) : undefined;
-  const a = clientAddress(r.peer, h, trusted);
+  // Without trusted proxies the key depends on the socket's peer alone.
+  if (trusted.size === 0) {
+    let k = peers.get(r.peer);
+    if (k === undefined) {
+      k = addressKey(r.peer, undefined, trusted);
+      if (peers.size >= PEER_KEYS) peers.clear();
+      peers.set(r.peer, k);
+    }
+    return k;
+  }
+  return addressKey(r.peer, headerValue(r.rawHeaders, p.clientHeader || DEFAULT_CLIENT_HEADER), trusted);
+}
+
+function addressKey(peer: string, header: string | undefined, trusted: CidrSet): string {
+  const a = clientAddress(peer, header, trusted);
   return a === undefined ? "" : `${a.v6 ? 6 : 4}:${a.value.toString(16)}`;
 }
 
@@ -107,11 +129,12 @@ export function compileRateLimit(
   verified?: VerifiedKeys,
 ): CompiledPolicy {
   const trusted = CidrSet.of(p.trustedProxies);
+  const peers = new Map<string, string>();
   return {
     name: p.name,
     kind: p.kind,
     decide(r) {
-      const d = limiter.take(keyFor(p, trusted, r, verified), now());
+      const d = limiter.take(keyFor(p, trusted, r, verified, peers), now());
       if (d.admitted) return undefined;
       return {
         policy: p.name,
@@ -137,6 +160,8 @@ export function compileApiKey(
 ): CompiledPolicy {
   const header = p.header || DEFAULT_API_KEY_HEADER;
   const forward = p.forwardHeader || DEFAULT_API_KEY_FORWARD_HEADER;
+  // What the app is told of each key, made once per key rather than per request.
+  const told = new WeakMap<CarriedApiKey, string>();
   const refuse = (why: string): Refusal => ({
     policy: p.name,
     status: 401,
@@ -166,7 +191,12 @@ export function compileApiKey(
             headers: rateLimitHeaders(`key-${k.id}`, k.limit, k.windowSeconds, d),
           };
       }
-      r.forward?.push(forward, JSON.stringify({ id: k.id, name: k.name, metadata: k.metadata }));
+      let tell = told.get(k);
+      if (tell === undefined) {
+        tell = JSON.stringify({ id: k.id, name: k.name, metadata: k.metadata });
+        told.set(k, tell);
+      }
+      r.forward?.push(forward, tell);
       verified?.set(r, k.id);
       return undefined;
     },
@@ -206,20 +236,23 @@ export class EdgePolicies {
     if (list === this.#source) return;
     this.#source = list;
     const limiters = new Map<string, RateLimiter>();
+    // Which key let a request through is noted only when a rate limit per API key reads it.
+    const perKey = (list ?? []).some((p) => p.kind === "ratelimit" && p.key === "apikey");
+    const verified = perKey ? this.#verified : undefined;
     this.#list = (list ?? []).map((p) => {
       let policy: CompiledPolicy;
       if (p.kind === "ratelimit") {
         const id = JSON.stringify(edgePolicyJson(p));
         const limiter = this.#limiters.get(id) ?? new RateLimiter(p.limit, p.windowSeconds * 1000, this.#self);
         limiters.set(id, limiter);
-        policy = compileRateLimit(p, limiter, this.#now, this.#verified);
+        policy = compileRateLimit(p, limiter, this.#now, verified);
       } else if (p.kind === "apikey") {
         policy = compileApiKey(
           p,
           () => this.#keys,
           (k) => this.#keyLimiter(k),
           this.#now,
-          this.#verified,
+          verified,
         );
       } else policy = compileEdgePolicy(p);
       return {

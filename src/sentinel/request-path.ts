@@ -410,9 +410,11 @@ export class Trip {
     // The instance of the last attempt answered, or its failure is the answer.
     const pod = this.instance?.endpoint.pod;
     if (pod !== undefined) this.#o.metrics.instanceStats.record(instanceKey(this.revision, pod), code, seconds);
-    if (this.#o.tap?.active)
-      this.#o.tap.record({
-        timeMs: Date.now(),
+    const tap = this.#o.tap;
+    const now = tap?.active ? Date.now() : 0;
+    if (tap?.admit(now))
+      tap.keep({
+        timeMs: now,
         method: this.method,
         path: requestViewPath(this.path === "" ? this.#target : this.path),
         status,

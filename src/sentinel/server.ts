@@ -246,6 +246,7 @@ export function createNodeShell(o: ShellOptions): ProxyShell {
     hasTable: o.hasTable,
     auth: o.auth,
     policies: o.policies,
+    tap: o.path.o.tap,
   });
   const server = new ProxyServer({
     path: o.path,

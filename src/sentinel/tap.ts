@@ -31,18 +31,33 @@ export class RequestTap {
     this.#idleMs = o.idleMs ?? REQUESTS_IDLE_MS;
   }
 
-  record(r: Omit<SentinelRequestRecord, "seq">): void {
-    if (!this.active) return;
-    const second = Math.floor(r.timeMs / 1000);
+  /**
+   * Whether a request finished at `timeMs` is kept (someone watches, and the second has room);
+   * one that is not is counted as skipped. The request path asks this before it makes a record,
+   * so past the bound a request costs a clock read and a comparison.
+   */
+  admit(timeMs: number): boolean {
+    if (!this.active) return false;
+    const second = Math.floor(timeMs / 1000);
     if (second !== this.#second) {
       this.#second = second;
       this.#inSecond = 0;
     }
     if (this.#inSecond >= this.#perSecond) {
       this.#skipped++;
-      return;
+      return false;
     }
     this.#inSecond++;
+    return true;
+  }
+
+  /** Records `r` when admit() keeps it. */
+  record(r: Omit<SentinelRequestRecord, "seq">): void {
+    if (this.admit(r.timeMs)) this.keep(r);
+  }
+
+  /** Keeps a record admit() let through. */
+  keep(r: Omit<SentinelRequestRecord, "seq">): void {
     this.#records.push({ ...r, seq: ++this.#seq });
     if (this.#records.length > RING) {
       const gone = this.#records.shift();

@@ -66,6 +66,7 @@ export function requestEntry(r: SentinelRequestRecord): LogEntry {
         policy: str(r.policy),
         client: str(r.client),
         key: str(r.key),
+        openMs: num(r.openMs),
       },
     },
   });

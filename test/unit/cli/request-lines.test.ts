@@ -38,6 +38,17 @@ test("a served request names its revision and instance; a refused one its policy
   assert.match(formatRequest({ ...base, status: 0 }), / --- /, "cut short: no status");
 });
 
+test("an upgraded connection's close says how long it was open, in the line and in -o json", () => {
+  const closed = { ...base, path: "/chat", status: 101, latencyMs: 3.2, openMs: 12_345 };
+  assert.equal(
+    formatRequest(closed),
+    "01:02:03.456 eu GET    101   3.2ms /chat  (r3 shop-abc, closed after 12 s; client 192.0.2.7)",
+  );
+  assert.match(formatRequest({ ...closed, openMs: 1_250 }), /closed after 1\.3 s;/);
+  assert.equal(requestJson(closed).openMs, 12_345);
+  assert.ok(!("openMs" in requestJson(base)), "absent on every other record");
+});
+
 test("-o json: one object per request, the revision as a number", () => {
   assert.deepEqual(requestJson(base), {
     time: "2026-11-30T01:02:03.456Z",

@@ -43,6 +43,17 @@ describe("requestRow", () => {
     assert.deepEqual([requestRow(cut, 0).status, requestRow(cut, 0).by], ["cut short", "sentinel"]);
   });
 
+  it("an upgraded connection's close says how long it was open", () => {
+    const closed = create(LogEntrySchema, {
+      timeUnixNano: T,
+      region: "eu",
+      instance: "web-1",
+      revision: 3n,
+      entry: { case: "request", value: { method: "GET", path: "/chat", status: 101, latencyMs: 2, openMs: 61_000 } },
+    });
+    assert.equal(requestRow(closed, 0).by, "r3 web-1, closed after 61 s");
+  });
+
   it("a marker's message goes in the path column, with its count", () => {
     const m = create(LogEntrySchema, {
       timeUnixNano: T,

@@ -193,3 +193,17 @@ test("a rate limit by JWT subject waits for authentication and counts the verifi
   assert.equal(policies.checkAuthenticated(r, undefined), undefined);
   assert.equal(policies.checkAuthenticated(r, undefined)?.status, 429);
 });
+
+test("a rate limit by address counts each address alike whether its key was remembered or parsed again", () => {
+  const p = new EdgePolicies(createSentinelMetrics(() => [], new Registry(), false).policyDecisions, "me", () => 1_000);
+  p.set(
+    parseEdgePolicies("policies", [{ name: "per-ip", kind: "ratelimit", key: "address", limit: 2, windowSeconds: 60 }]),
+  );
+  const r = (peer: string) => ({ method: "GET", path: "/", peer, rawHeaders: [], hasBody: false });
+  assert.equal(p.check(r("192.0.2.1")), undefined);
+  // More peers than are remembered: the first address's key is forgotten, then parsed anew.
+  for (let i = 0; i < 10_001; i++)
+    assert.equal(p.check(r(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`)), undefined);
+  assert.equal(p.check(r("::ffff:192.0.2.1")), undefined, "the same address, written as IPv6");
+  assert.equal(p.check(r("192.0.2.1"))?.status, 429, "its third request in the window");
+});

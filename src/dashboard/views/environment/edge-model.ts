@@ -4,6 +4,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { EdgePolicySchema } from "../../../gen/krane/ctrl/v1/exposure_pb.js";
 import { LogMarkerKind, type LogEntry } from "../../../gen/krane/ctrl/v1/logs_pb.js";
+import { closedAfter } from "../../../contracts/request-view.js";
 
 /** Requests kept in the page (the newest). */
 export const KEEP_REQUESTS = 500;
@@ -45,11 +46,11 @@ export function requestRow(e: LogEntry, n: number): RequestRow {
     latency: `${r.latencyMs < 10 ? r.latencyMs.toFixed(1) : Math.round(r.latencyMs)} ms`,
     path: r.path,
     by:
-      r.policy !== ""
+      (r.policy !== ""
         ? `refused by ${r.policy}`
         : e.revision > 0n
           ? `r${e.revision} ${e.instance}`
-          : e.instance || "sentinel",
+          : e.instance || "sentinel") + closedAfter(r.openMs),
     client: r.client,
     key: r.key,
   };
