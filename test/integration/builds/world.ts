@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Logger } from "pino";
 import { request } from "undici";
 import type { Agent } from "../../../src/agent/agent.js";
 import { ensureBases } from "../../../src/cluster/bases.js";
@@ -69,7 +70,8 @@ export class BuildWorld {
     readonly workspace: string,
   ) {}
 
-  async start(sentinelImage: string, log: (line: string) => void = console.log): Promise<void> {
+  /** `logger`: ctrl's (the tests' default: none). */
+  async start(sentinelImage: string, log: (line: string) => void = console.log, logger?: Logger): Promise<void> {
     const plan = this.cluster.realNodes;
     if (!plan) throw new Error("the cluster has no real nodes");
     await applySentinelRbac(this.cluster.kubeConfig());
@@ -94,6 +96,7 @@ export class BuildWorld {
     this.ctrl = await startTestCtrl(join(this.dir, "ctrl.db"), {
       listen: { host: plan.hostIp, port },
       keyring: randomKeyring(),
+      ...(logger ? { logger } : {}),
       // Builds deploy their digest; nothing here names a tag to resolve.
       images: undefined,
       previews: { webhookListen: { host: "127.0.0.1", port: 0 } },
@@ -125,8 +128,14 @@ export class BuildWorld {
     await this.registry?.stop();
   }
 
-  /** `project` with a production environment (one sentinel replica); `repository`: `main` builds it. */
-  async project(project: string, repository = true): Promise<ConnectedProject> {
+  /**
+   * `project` with a production environment (one sentinel replica); `repository`: `main` builds
+   * it; `warmWindowSeconds`: how long the previous revision stays warm (unset: the default).
+   */
+  async project(
+    project: string,
+    o: { repository?: boolean; warmWindowSeconds?: number } = {},
+  ): Promise<ConnectedProject> {
     const t = this.ctrl.adminToken;
     await this.ctrl.client(ProjectService, t).createProject({ workspace: this.workspace, slug: project });
     const { environment } = await this.ctrl.client(EnvironmentService, t).createEnvironment({
@@ -135,11 +144,15 @@ export class BuildWorld {
       slug: "production",
       regions: [{ region: REGION, replicas: 1 }],
       sentinel: { image: "", replicas: 1 },
-      rollout: { maxSurge: "1", maxUnavailable: "0" },
+      rollout: {
+        maxSurge: "1",
+        maxUnavailable: "0",
+        ...(o.warmWindowSeconds === undefined ? {} : { warmWindowSeconds: o.warmWindowSeconds }),
+      },
     });
     assert.ok(environment);
     const repo = `${this.workspace}/${project}.git`;
-    if (!repository) return { project, repo, hook: "", environmentId: environment.id };
+    if (o.repository === false) return { project, repo, hook: "", environmentId: environment.id };
     const { repository: connected } = await this.ctrl.client(RepositoryService, t).connectRepository({
       workspace: this.workspace,
       project,
