@@ -3,6 +3,7 @@
 import { benchAgent } from "./agent/agent.js";
 import { benchAudit } from "./audit/audit.js";
 import { benchAutoscale } from "./autoscale/autoscale.js";
+import { benchBuild } from "./build.js";
 import { benchCli } from "./cli/cli.js";
 import { benchCluster } from "./cluster.js";
 import { benchCtrl } from "./ctrl/ctrl.js";
@@ -44,6 +45,7 @@ const benches: Record<string, () => Promise<void>> = {
   logs: benchLogs,
   dashboard: benchDashboard,
   autoscale: benchAutoscale,
+  build: benchBuild,
 };
 
 const wanted = process.argv.slice(2);
