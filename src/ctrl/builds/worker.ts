@@ -7,10 +7,15 @@
 // of the commit's krane.yaml (../domain/preview-builds.ts), unless its pull request was closed
 // while it built.
 //
-// Why in ctrl and not, as DESIGN §10 has it, work an agent pulls into builder pods: this is the
-// first step, with the same records, queue and API an agent-side builder will use. A builder kind
-// on the agent replaces `run` below; the rest stays. A build whose worker dies (ctrl stopped
-// mid-build) goes back to the queue when its lease lapses.
+// Where a build runs (`--builds-in`): "ctrl" (the default) here, with the local BuildKit; "cluster"
+// (DESIGN §10: work an agent pulls) in builder pods of the environment's first region: the worker
+// claims it the same way, readies its source (a repository's commit is fetched here and kept as
+// the project's archive), checks its krane.yaml, and hands it to the region as desired state of
+// the build kind (`#handOff`); the region's agent (src/agent/builds) builds and pushes it and
+// reports its log (renewing the lease) and outcome (../cluster-service/builds.ts), and `complete`
+// does what follows a push here (`#deliver`: the pull credential, the deploy), then finishes it.
+// A build whose worker or agent dies (ctrl stopped mid-build, the agent gone) goes back to the
+// queue when its lease lapses, taken back from its region in the same transaction.
 import { rootCertificates } from "node:tls";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
