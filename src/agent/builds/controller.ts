@@ -47,13 +47,9 @@ export function buildsController({ region, ctrl, builds }: KindEnv & BuildEnv): 
   /** The builds this agent runs, by id; an ended one stays (it is not run twice) until its Delete. */
   const runs = new Map<string, { abort: AbortController; done: Promise<void>; ended: boolean }>();
   const running = (): number => [...runs.values()].filter((r) => !r.ended).length;
+  const messages = { state: BuildStateSchema, report: ReportBuildStatusRequestSchema, key: "buildId" } as const;
   return controller<BuildState, ApplyBuild, DeleteBuild, ReportBuildStatusRequest>("builds")
-    .protocol(
-      clusterProtocol(
-        { region, ctrl },
-        { state: BuildStateSchema, report: ReportBuildStatusRequestSchema, key: "buildId" },
-      ),
-    )
+    .protocol(clusterProtocol({ region, ctrl }, messages))
     .owns(resources.pods, {
       namespace: BUILDS_NAMESPACE,
       selector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=${COMPONENT.builder}`,

@@ -86,7 +86,7 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
         // client's broken connection ("EOF").
         if ((last !== undefined && pastDeadline(last)) || Date.now() - createdAt >= spec.deadlineSeconds * 1000)
           throw new BuildFailed(
-            timeLimitReason(run.build.timeoutMs ?? spec.deadlineSeconds * 1000, run.build.timeLimitReason),
+            timeLimitReason(spec.deadlineSeconds * 1000, run.build.timeLimitReason),
             err instanceof BuildFailed ? err.lastLines : [],
           );
         problem = last === undefined ? problem : (podProblem(last) ?? problem);
