@@ -371,7 +371,8 @@ export function registerCtrlCommands(program: Command): void {
                     settings.builds.token.service,
                   )
                 : undefined,
-              ca: settings.images?.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
+              // The build registry's CA whether deploys resolve digests or not (--image-digests off).
+              ca: settings.builds.registryCaFile ? [readFileSync(settings.builds.registryCaFile, "utf8")] : undefined,
             }
           : undefined,
       });

@@ -55,7 +55,9 @@ const MAX_LINES = 500;
 export function outcomeOf(result: { digest: string } | { error: unknown }, aborted: boolean): Outcome {
   if ("digest" in result) return { case: "succeeded", value: { imageDigest: result.digest } };
   const err = result.error;
-  const message = err instanceof Error ? err.message : String(err);
+  // undici's "fetch failed" says why only in its cause (a refused connection, a certificate).
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : "";
+  const message = err instanceof Error ? (cause === "" ? err.message : `${err.message}: ${cause}`) : String(err);
   return {
     case: "failed",
     value: {

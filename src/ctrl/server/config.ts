@@ -124,6 +124,8 @@ export interface CtrlSettings {
     runIn: "ctrl" | "cluster";
     /** CAs (a PEM file) repositories' HTTPS certificates may come from, beside the system's. */
     gitCaFile?: string;
+    /** Extra CAs (a PEM file) of the build registry: --registry-ca-file's, whether deploys resolve digests or not. */
+    registryCaFile?: string;
   } | null;
   /** Sign-in through an OpenID provider (undefined: none, API tokens only). */
   oidc:
@@ -371,6 +373,7 @@ function buildSettings(
     );
   const slots = Number(pick("buildSlots") ?? "1");
   const gitCaFile = pick("gitCaFile");
+  const registryCaFile = pick("registryCaFile");
   if (!Number.isInteger(slots) || slots < 1 || slots > 64) throw new Error("build slots: an integer from 1 to 64");
   const keyFile = pick("buildRegistryTokenKeyFile");
   const service = pick("buildRegistryService") ?? DEFAULT_TOKEN_SERVICE;
@@ -393,6 +396,7 @@ function buildSettings(
     timeoutMs: parseDurationMs("build timeout", pick("buildTimeout") ?? "15m"),
     runIn,
     ...(gitCaFile === undefined || gitCaFile === "" ? {} : { gitCaFile }),
+    ...(registryCaFile === undefined || registryCaFile === "" ? {} : { registryCaFile }),
   };
 }
 

@@ -61,6 +61,20 @@ test("a build's end is reported as the digest, a failure with its step and last 
       cancelled: false,
     },
   });
+  const refused = new Error("fetch failed", { cause: new Error("unable to verify the first certificate") });
+  assert.deepEqual(
+    outcomeOf({ error: refused }, false),
+    {
+      case: "failed",
+      value: {
+        error: "fetch failed: unable to verify the first certificate",
+        failedStep: "",
+        failedOutput: [],
+        cancelled: false,
+      },
+    },
+    "the cause of a failed fetch is said",
+  );
   assert.deepEqual(outcomeOf({ error: new Error("pod gone") }, true), {
     case: "failed",
     value: { error: "the build was cancelled", failedStep: "", failedOutput: [], cancelled: true },

@@ -148,6 +148,15 @@ describe("ctrl settings", () => {
       resolveCtrlSettings({ buildRegistry: "r:5000" }, {}, parseCtrlConfigFile("buildsIn: cluster\n")).builds?.runIn,
       "cluster",
     );
+    // The build registry's CA stays when deploys do not resolve digests (it was lost with them).
+    assert.equal(
+      resolveCtrlSettings(
+        { buildRegistry: "r:5000", buildBases: "/b", imageDigests: "off", registryCaFile: "/etc/registry-ca.pem" },
+        {},
+        {},
+      ).builds?.registryCaFile,
+      "/etc/registry-ca.pem",
+    );
     assert.throws(
       () => resolveCtrlSettings({ buildRegistry: "r:5000", buildsIn: "agent" }, {}, {}),
       /builds in: "agent" is not where builds run \(ctrl or cluster\)/,
