@@ -84,7 +84,9 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
         // Past the time limit (the kubelet stopped the pod at its deadline, which also counts its
         // start, or it is just due): the same reason as a build past it anywhere else, not the
         // client's broken connection ("EOF").
-        if ((last !== undefined && pastDeadline(last)) || Date.now() - createdAt >= spec.deadlineSeconds * 1000)
+        const pastLimit =
+          (last !== undefined && pastDeadline(last)) || Date.now() - createdAt >= spec.deadlineSeconds * 1000;
+        if (pastLimit && signal?.aborted !== true)
           throw new BuildFailed(
             timeLimitReason(spec.deadlineSeconds * 1000, run.build.timeLimitReason),
             err instanceof BuildFailed ? err.lastLines : [],
