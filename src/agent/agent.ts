@@ -17,6 +17,7 @@ import { KINDS } from "./kinds.js";
 import { LogChannel } from "./logs/channel.js";
 import type { Controller, ControllerOptions } from "./runtime/controller.js";
 import type { GatewaySettings } from "./gateways/settings.js";
+import type { BuilderSettings } from "./builds/run.js";
 import type { ClusterClient } from "./runtime/kind.js";
 import type { Logger } from "../base/log.js";
 import { Manager } from "./runtime/manager.js";
@@ -43,6 +44,8 @@ export interface AgentConfig {
   readonly secretStore?: { readonly provider: string; readonly parameters: Readonly<Record<string, string>> };
   /** Exposure through the cluster's Gateways (absent: the gateway kind does not run). */
   readonly gateway?: GatewaySettings;
+  /** Builds from source in builder pods (absent: the build kind does not run). */
+  readonly builds?: BuilderSettings;
   /** Local cluster only: where pod IPs are served on this machine ("10.S.0.0/16=127.S.0.0/16"). */
   readonly podAddressMap?: string;
   /** How often sentinel pods are asked what they serve (default 5 s). */
@@ -182,6 +185,7 @@ export class Agent {
       },
       secretStore: cfg.secretStore,
       gateway: cfg.gateway,
+      ...(cfg.builds ? { builds: cfg.builds } : {}),
       startupBoost: {
         millicores: cfg.startupCpuBoostMillicores ?? DEFAULT_BOOST_MILLICORES,
         registry: this.registry,

@@ -4,6 +4,8 @@ import { parse } from "yaml";
 import type { GatewayRef, GatewaySettings } from "./gateways/settings.js";
 import { parseAddressMapping } from "../contracts/address-map.js";
 import { AGENT_NAMESPACE } from "../contracts/cluster.js";
+import { LOCAL_BUILDER_IMAGE } from "../contracts/builds.js";
+import type { BuilderSettings } from "./builds/run.js";
 
 export interface AgentSettings {
   ctrlUrl: string;
@@ -45,6 +47,12 @@ export interface AgentSettings {
   ctrlTimeoutSeconds: number;
   /** A starting instance's CPU limit until it is Ready, in millicores (0: no startup boost). */
   startupCpuBoostMillicores: number;
+  /** Builds from source run at once in builder pods (0: the build kind does not run). */
+  builds: number;
+  /** buildctl, the base images' OCI layout and the builder image, for those builds. */
+  buildctl?: string;
+  buildBases?: string;
+  builderImage?: string;
 }
 
 type Raw = Partial<Record<keyof AgentSettings, string | number | boolean | undefined>>;
@@ -76,6 +84,10 @@ const envNames: Record<keyof AgentSettings, string> = {
   measureIntervalSeconds: "KRANE_MEASURE_INTERVAL_SECONDS",
   ctrlTimeoutSeconds: "KRANE_CTRL_TIMEOUT_SECONDS",
   startupCpuBoostMillicores: "KRANE_STARTUP_CPU_BOOST_MILLICORES",
+  builds: "KRANE_BUILDS",
+  buildctl: "KRANE_BUILDCTL",
+  buildBases: "KRANE_BUILD_BASES",
+  builderImage: "KRANE_BUILDER_IMAGE",
 };
 
 const defaults: Raw = {
@@ -90,6 +102,7 @@ const defaults: Raw = {
   ctrlTimeoutSeconds: 5,
   httpsPort: 443,
   startupCpuBoostMillicores: 1_000,
+  builds: 0,
 };
 
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -121,6 +134,17 @@ export function gatewaySettingsOf(s: AgentSettings): GatewaySettings | undefined
         ? undefined
         : { className: s.httpsGatewayClass, port: s.httpsPort },
     removeSecurityPolicies: s.envoyGatewayPolicies,
+  };
+}
+
+/** The build kind's settings, or undefined when this agent runs no builds. */
+export function builderSettingsOf(s: AgentSettings): BuilderSettings | undefined {
+  if (s.builds === 0) return undefined;
+  return {
+    maxBuilds: s.builds,
+    buildctl: s.buildctl ?? "buildctl",
+    basesLayout: s.buildBases ?? "",
+    builderImage: s.builderImage ?? LOCAL_BUILDER_IMAGE,
   };
 }
 
@@ -202,7 +226,13 @@ export function resolveAgentSettings(
     measureIntervalSeconds: int("measureIntervalSeconds", 0, 3_600),
     ctrlTimeoutSeconds: seconds("ctrlTimeoutSeconds", 0.1, 300),
     startupCpuBoostMillicores: int("startupCpuBoostMillicores", 0, 64_000),
+    builds: int("builds", 0, 64),
+    buildctl: str("buildctl", false),
+    buildBases: str("buildBases", false),
+    builderImage: str("builderImage", false),
   };
+  if (settings.builds > 0 && settings.buildBases === undefined)
+    problems.push("builds need buildBases (the base images' OCI layout: scripts/build-bases.sh)");
   if (settings.secretStoreParameters !== undefined) {
     try {
       parseStoreParameters(settings.secretStoreParameters);

@@ -3,6 +3,7 @@
 // Deployments and sentinels are registered together: the region's autoscaler reads the sentinels'
 // measurements and sizes a settled environment's ReplicaSet through the deployment kind's render.
 import { RegionAutoscaler } from "./autoscale/autoscaler.js";
+import { buildsController, type BuildEnv } from "./builds/controller.js";
 import { deploymentsController, type DeploymentEnv } from "./deployments/controller.js";
 import { gatewaysController } from "./gateways/controller.js";
 import { jobsController } from "./jobs/controller.js";
@@ -14,7 +15,7 @@ import { sentinelsController } from "./sentinels/controller.js";
 import type { SentinelEnv } from "./sentinels/settings.js";
 
 /** What the agent gives its kinds: the runtime's KindEnv and each kind's own settings. */
-export type AgentKindEnv = KindEnv & SentinelEnv & SecretStoreEnv & GatewayEnv & DeploymentEnv;
+export type AgentKindEnv = KindEnv & SentinelEnv & SecretStoreEnv & GatewayEnv & DeploymentEnv & BuildEnv;
 
 /** The deployment and sentinel kinds, sharing the region's autoscaler. */
 const autoscaled: KindRegistration<AgentKindEnv> = (manager, env, opts) => {
@@ -33,4 +34,5 @@ export const KINDS: readonly KindRegistration<AgentKindEnv>[] = [
   kind(jobsController),
   kind(releasesController),
   optionalKind(gatewaysController),
+  optionalKind(buildsController),
 ];

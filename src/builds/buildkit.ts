@@ -175,6 +175,14 @@ export interface BuildResult {
   readonly plan: BuildPlan;
 }
 
+/**
+ * Why a build past its time limit failed: `reason` when the limit is not the build's own (a
+ * quota's minutes left), else the limit. The same words wherever the build ran (here, a builder pod).
+ */
+export function timeLimitReason(timeoutMs: number, reason?: string): string {
+  return reason ?? `the build ran past its time limit of ${Math.round(timeoutMs / 1000)} s and was cancelled`;
+}
+
 /** A build that failed; `lastLines` are BuildKit's last lines of output (the failed step's). */
 export class BuildFailed extends Error {
   constructor(
@@ -315,12 +323,7 @@ export async function buildImage(req: BuildRequest): Promise<BuildResult> {
       child.once("close", (c) => resolve(c));
     });
     if (cancelled) throw new BuildFailed("the build was cancelled", lines.slice(-30));
-    if (timedOut)
-      throw new BuildFailed(
-        req.timeLimitReason ??
-          `the build ran past its time limit of ${Math.round((req.timeoutMs ?? 0) / 1000)} s and was cancelled`,
-        lines.slice(-30),
-      );
+    if (timedOut) throw new BuildFailed(timeLimitReason(req.timeoutMs ?? 0, req.timeLimitReason), lines.slice(-30));
     if (code !== 0) {
       const why = [...lines].reverse().find((l) => l.startsWith("error:")) ?? `buildctl exited with ${String(code)}`;
       const failed = failedStep(lines);

@@ -32,6 +32,10 @@ interface AgentFlags {
   measureInterval?: string;
   ctrlTimeout?: string;
   startupCpuBoost?: string;
+  builds?: string;
+  buildctl?: string;
+  buildBases?: string;
+  builderImage?: string;
 }
 
 export function registerAgentCommands(program: Command): void {
@@ -114,9 +118,19 @@ export function registerAgentCommands(program: Command): void {
       "--envoy-gateway-policies",
       "on Envoy Gateway clusters: delete the JWT SecurityPolicies earlier krane versions rendered (none are rendered now: the sentinel enforces); env KRANE_ENVOY_GATEWAY_POLICIES",
     )
+    .option(
+      "--builds <n>",
+      "run up to n builds from source at once in builder pods (ctrl in --builds-in cluster mode hands them to this region; default 0: none); env KRANE_BUILDS",
+    )
+    .option("--buildctl <path>", "buildctl, for those builds (default: on PATH); env KRANE_BUILDCTL")
+    .option("--build-bases <dir>", "the base images' OCI layout (scripts/build-bases.sh); env KRANE_BUILD_BASES")
+    .option(
+      "--builder-image <image>",
+      "the builder pods' image (scripts/build-builder.sh; default krane.local/builder:builder); env KRANE_BUILDER_IMAGE",
+    )
     .action(async (flags: AgentFlags) => {
       const { readFileSync } = await import("node:fs");
-      const { gatewaySettingsOf, parseConfigFile, parseStoreParameters, resolveAgentSettings } =
+      const { builderSettingsOf, gatewaySettingsOf, parseConfigFile, parseStoreParameters, resolveAgentSettings } =
         await import("../agent/config.js");
       const configPath = flags.config ?? process.env.KRANE_AGENT_CONFIG;
       const file = configPath ? parseConfigFile(readFileSync(configPath, "utf8")) : {};
@@ -149,6 +163,10 @@ export function registerAgentCommands(program: Command): void {
           measureIntervalSeconds: flags.measureInterval,
           ctrlTimeoutSeconds: flags.ctrlTimeout,
           startupCpuBoostMillicores: flags.startupCpuBoost,
+          builds: flags.builds,
+          buildctl: flags.buildctl,
+          buildBases: flags.buildBases,
+          builderImage: flags.builderImage,
         },
         process.env,
         file,
@@ -183,6 +201,7 @@ export function registerAgentCommands(program: Command): void {
         measureIntervalMs: settings.measureIntervalSeconds * 1000,
         ctrlTimeoutMs: Math.round(settings.ctrlTimeoutSeconds * 1000),
         startupCpuBoostMillicores: settings.startupCpuBoostMillicores,
+        builds: builderSettingsOf(settings),
         log,
       });
       await agent.start();

@@ -47,6 +47,7 @@ interface ServeFlags {
   buildStateDir?: string;
   buildSlots?: string;
   buildTimeout?: string;
+  buildsIn?: string;
   gitCaFile?: string;
   oidcIssuer?: string;
   oidcClientId?: string;
@@ -198,6 +199,10 @@ export function registerCtrlCommands(program: Command): void {
     .option("--build-slots <n>", "builds at once (default 1); env KRANE_BUILD_SLOTS")
     .option("--build-timeout <duration>", "a build's time limit (default 15m); env KRANE_BUILD_TIMEOUT")
     .option(
+      "--builds-in <where>",
+      "where builds run: ctrl (default; BuildKit beside ctrl) or cluster (builder pods of the environment's first region, pulled by its agent); env KRANE_BUILDS_IN",
+    )
+    .option(
       "--git-ca-file <file>",
       "CA certificates (PEM) repositories' HTTPS certificates may come from, beside the system's; env KRANE_GIT_CA_FILE",
     )
@@ -269,6 +274,7 @@ export function registerCtrlCommands(program: Command): void {
         buildStateDir: flags.buildStateDir,
         buildSlots: flags.buildSlots,
         buildTimeout: flags.buildTimeout,
+        buildsIn: flags.buildsIn,
         gitCaFile: flags.gitCaFile,
         oidcIssuer: flags.oidcIssuer,
         oidcClientId: flags.oidcClientId,
@@ -365,7 +371,8 @@ export function registerCtrlCommands(program: Command): void {
                     settings.builds.token.service,
                   )
                 : undefined,
-              ca: settings.images?.caFile ? [readFileSync(settings.images.caFile, "utf8")] : undefined,
+              // The build registry's CA whether deploys resolve digests or not (--image-digests off).
+              ca: settings.builds.registryCaFile ? [readFileSync(settings.builds.registryCaFile, "utf8")] : undefined,
             }
           : undefined,
       });

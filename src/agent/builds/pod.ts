@@ -34,9 +34,9 @@ export function newGateKey(): string {
   return randomBytes(GATE_KEY_BYTES).toString("hex");
 }
 
-/** The pod's and Secret's name: "build-" and the id, as a DNS label. */
+/** The pod's and Secret's name: "build-" and the id as a DNS label (ctrl's "bld_…" ids: "_" → "-"). */
 export function builderName(buildId: string): string {
-  const id = buildId.toLowerCase();
+  const id = buildId.toLowerCase().replace(/_/g, "-");
   if (!/^[a-z0-9]([a-z0-9-]{0,55}[a-z0-9])?$/.test(id))
     throw new Error(`build id "${buildId}" cannot name a builder pod (letters, digits and "-", at most 57)`);
   return `build-${id}`;

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import {
   BuildFailed,
   buildImage,
+  timeLimitReason,
   waitForBuildkitd,
   type BuildRequest,
   type BuildResult,
@@ -26,7 +27,7 @@ import {
   renderBuilderSecret,
   type BuilderPodSpec,
 } from "./pod.js";
-import { podProblem } from "./status.js";
+import { pastDeadline, podProblem } from "./status.js";
 
 export interface BuilderPodRun {
   readonly kube: KubeClient;
@@ -48,6 +49,7 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
   try {
     await kube.create(resources.secrets, renderBuilderSecret(spec), signal);
     const created = await kube.create(resources.pods, renderBuilderPod(spec), signal);
+    const createdAt = Date.now();
     if (created === "exists") throw new Error(`builder pod ${BUILDS_NAMESPACE}/${name} already exists`);
     log(`builder pod ${BUILDS_NAMESPACE}/${name}: starting`);
     const ip = await waitForAddress(kube, name, run.startTimeoutMs ?? 120_000, signal);
@@ -79,6 +81,16 @@ export async function buildInPod(run: BuilderPodRun): Promise<BuildResult> {
       } catch (err) {
         // A pod that ended explains a build that broke off better than BuildKit's client does.
         const last = await kube.get(resources.pods, BUILDS_NAMESPACE, name).catch(() => undefined);
+        // Past the time limit (the kubelet stopped the pod at its deadline, which also counts its
+        // start, or it is just due): the same reason as a build past it anywhere else, not the
+        // client's broken connection ("EOF").
+        const pastLimit =
+          (last !== undefined && pastDeadline(last)) || Date.now() - createdAt >= spec.deadlineSeconds * 1000;
+        if (pastLimit && signal?.aborted !== true)
+          throw new BuildFailed(
+            timeLimitReason(spec.deadlineSeconds * 1000, run.build.timeLimitReason),
+            err instanceof BuildFailed ? err.lastLines : [],
+          );
         problem = last === undefined ? problem : (podProblem(last) ?? problem);
         if (problem !== undefined) throw new BuildFailed(problem, err instanceof BuildFailed ? err.lastLines : []);
         if (err instanceof BuildFailed) throw err;

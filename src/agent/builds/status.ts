@@ -18,6 +18,11 @@ interface PodSpecPart {
   readonly containers?: readonly { name: string; resources?: { limits?: { cpu?: string; memory?: string } } }[];
 }
 
+/** Whether the kubelet stopped the pod at its activeDeadlineSeconds (the build's time limit). */
+export function pastDeadline(pod: KubeObject): boolean {
+  return (pod as { status?: PodStatus }).status?.reason === "DeadlineExceeded";
+}
+
 export function podProblem(pod: KubeObject): string | undefined {
   const status = (pod as { status?: PodStatus }).status ?? {};
   const spec = (pod as { spec?: PodSpecPart }).spec ?? {};

@@ -7,10 +7,15 @@
 // of the commit's krane.yaml (../domain/preview-builds.ts), unless its pull request was closed
 // while it built.
 //
-// Why in ctrl and not, as DESIGN §10 has it, work an agent pulls into builder pods: this is the
-// first step, with the same records, queue and API an agent-side builder will use. A builder kind
-// on the agent replaces `run` below; the rest stays. A build whose worker dies (ctrl stopped
-// mid-build) goes back to the queue when its lease lapses.
+// Where a build runs (`--builds-in`): "ctrl" (the default) here, with the local BuildKit; "cluster"
+// (DESIGN §10: work an agent pulls) in builder pods of the environment's first region: the worker
+// claims it the same way, readies its source (a repository's commit is fetched here and kept as
+// the project's archive), checks its krane.yaml, and hands it to the region as desired state of
+// the build kind (`#handOff`); the region's agent (src/agent/builds) builds and pushes it and
+// reports its log (renewing the lease) and outcome (../cluster-service/builds.ts), and `complete`
+// does what follows a push here (`#deliver`: the pull credential, the deploy), then finishes it.
+// A build whose worker or agent dies (ctrl stopped mid-build, the agent gone) goes back to the
+// queue when its lease lapses, taken back from its region in the same transaction.
 import { rootCertificates } from "node:tls";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -40,9 +45,13 @@ import {
   finishBuild,
   holdRunningBuild,
   logBuild,
+  handBuildTo,
+  keepFetchedSource,
   readSource,
   type Outcome,
 } from "../domain/builds.js";
+import { environmentRegions } from "../domain/environments.js";
+import { builtImageName, encodeApplyBuild } from "../payloads/build.js";
 import { buildAllowanceOf } from "../domain/quotas.js";
 import { createAskedDeployment } from "../domain/deployments.js";
 import type { DomainCheckPolicy } from "../domain/domains.js";
@@ -83,7 +92,28 @@ export interface BuildSettings {
   readonly leaseMs?: number;
   /** CA certificates (a PEM file) repositories' HTTPS certificates may come from, beside the system's. */
   readonly gitCaFile?: string;
+  /**
+   * Where builds run: "ctrl" (default) in this worker with the local BuildKit; "cluster" in
+   * builder pods of the environment's first region, handed to its agent as the build kind's
+   * desired state (`--builds-in cluster`).
+   */
+  readonly runIn?: BuildsIn;
+  /** A builder pod's CPU (millicores, default 1000) and memory (MiB, default 2048) in cluster mode. */
+  readonly cpuMillicores?: number;
+  readonly memoryMib?: number;
 }
+
+export type BuildsIn = "ctrl" | "cluster";
+
+/** What a region's agent reports at the end of a build it ran. */
+export type RemoteOutcome =
+  | { readonly state: "succeeded"; readonly imageDigest: string }
+  | {
+      readonly state: "failed" | "cancelled";
+      readonly error: string;
+      readonly failedStep?: string;
+      readonly failedOutput: readonly string[];
+    };
 
 export interface BuildWorkerDeps {
   readonly store: Store;
@@ -108,6 +138,8 @@ export class BuildWorker implements Runnable {
   readonly #leaseMs: number;
   /** A build's own time limit (a workspace with fewer build minutes left gets less). */
   readonly #timeoutMs: number;
+  /** Remote builds whose outcome is being recorded (`complete`), by id. */
+  readonly #completing = new Map<string, Promise<void>>();
 
   constructor(s: BuildSettings, d: BuildWorkerDeps) {
     this.#s = s;
@@ -319,17 +351,207 @@ export class BuildWorker implements Runnable {
     }
   }
 
-  async #run(id: string, stop: AbortSignal): Promise<Result> {
+  /**
+   * After the image is in the registry (pushed here or by a region's agent): the workspace's pull
+   * credential, and a deploy build's deploy, unless it was cancelled meanwhile (`stillRunning`).
+   */
+  async #deliver(
+    row: BuildRow,
+    names: Names,
+    file: SourceProjectFile,
+    image: string,
+    digest: string,
+    log: (line: string) => void,
+    stillRunning: () => Promise<boolean>,
+  ): Promise<Outcome> {
+    const { store, keyring } = this.#d;
+    if (
+      this.#s.tokens &&
+      keyring &&
+      (await ensureBuildPullCredential(store, keyring, row.workspace_id, this.#s.registry))
+    )
+      log(`the workspace's pull credential for ${this.#s.registry} is new; its pull Secret carries it`);
+    let deploymentId: string | undefined;
+    if (Number(row.deploy) === 1) {
+      // A build cancelled while it pushed deploys nothing.
+      if (!(await stillRunning())) throw new BuildFailed("the build was cancelled", []);
+      const deployed = await this.#deploy(row, names, file, { image, imageDigest: digest, buildId: row.id });
+      if (deployed.deployment) {
+        deploymentId = deployed.deployment.id;
+        log(
+          `deployed ${row.preview ?? names.environment} as revision ${deployed.deployment.revision} (${deploymentId})`,
+        );
+        await this.#d.environmentChanged(deployed.environmentId ?? row.environment_id);
+      } else log(`preview ${row.preview ?? ""} is from a fork and waits for approval (krane preview approve)`);
+    }
+    return { state: "succeeded", image, imageDigest: digest, ...(deploymentId ? { deploymentId } : {}) };
+  }
+
+  /** A deploy build's krane.yaml, read from its source (a file the deploy would refuse throws), said in its log. */
+  #projectFile(row: BuildRow, names: Names, archive: Buffer, log: (line: string) => void): SourceProjectFile {
+    const file: SourceProjectFile =
+      Number(row.deploy) === 1
+        ? sourceProjectFile(readTar(archive, this.#limits), names.project, names.environment)
+        : { kind: "none" };
+    if (file.kind === "other") log(file.note);
+    if (file.kind === "environment")
+      log(
+        row.preview === null
+          ? `${SOURCE_PROJECT_FILE}: the deploy applies environments.${names.environment} with the new revision`
+          : `${SOURCE_PROJECT_FILE}: preview ${row.preview} takes environments.${names.environment}'s deployment and config`,
+      );
+    return file;
+  }
+
+  get #maxSource(): number {
+    return this.#s.maxSourceBytes ?? 64 * 1024 * 1024;
+  }
+
+  /** The bounds of an unpacked source. */
+  get #limits(): { maxBytes: number; maxEntries: number } {
+    return { maxBytes: 4 * this.#maxSource, maxEntries: 100_000 };
+  }
+
+  /**
+   * Cluster mode: the build's source made ready (a repository's commit fetched and kept as the
+   * project's archive), its krane.yaml checked, and the build handed to its environment's first
+   * region (alphabetically) as desired state of the build kind. Its agent's reports renew its lease
+   * and end it (`complete`); an agent that stops reporting lets the lease lapse, and the build goes
+   * back to the queue (taken back from the region in the same transaction).
+   */
+  async #handOff(
+    row: BuildRow,
+    names: Names,
+    allowance: { timeoutMs: number; cappedBy?: string },
+    stop: AbortSignal,
+  ): Promise<Result> {
+    const { store } = this.#d;
+    const lines: string[] = [];
+    const log = (line: string): void => void lines.push(line);
+    const work = await mkdtemp(join(tmpdir(), "krane-build-src-"));
+    try {
+      let digest = row.source_digest;
+      let archive: Buffer | undefined;
+      if (row.commit_sha === null) archive = await readSource(store.db, row.project_id, digest);
+      else {
+        archive = await this.#fetch(row, work, this.#maxSource, log, stop);
+        digest = await keepFetchedSource(store, row, archive);
+      }
+      if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
+      this.#projectFile(row, names, archive, log);
+      const region = (await environmentRegions(store.db, row.environment_id))[0]?.region;
+      if (region === undefined) throw new BuildFailed("its environment runs in no region, so no cluster builds it", []);
+      const payload = encodeApplyBuild({
+        buildId: row.id,
+        workspaceId: row.workspace_id,
+        projectId: row.project_id,
+        environmentId: row.environment_id,
+        sourceDigest: digest,
+        dockerfile: row.dockerfile,
+        registry: this.#s.registry,
+        repository: `${names.workspace}/${names.project}`,
+        registryCa: this.#s.ca ?? [],
+        cpuMillicores: this.#s.cpuMillicores ?? 1000,
+        memoryMib: this.#s.memoryMib ?? 2048,
+        timeoutMs: allowance.timeoutMs,
+        ...(allowance.cappedBy === undefined ? {} : { timeLimitReason: allowance.cappedBy }),
+        maxSourceBytes: this.#limits.maxBytes,
+      });
+      if (await handBuildTo(store, row.id, region, row.environment_id, payload))
+        log(`handed to the builder pods of region ${region}`);
+      await logBuild(store, row.id, lines, this.#leaseMs);
+    } catch (err) {
+      if (stop.aborted) return Result.done; // ctrl stopping: the lease lapses, it runs again
+      const outcome = failure(err, false, log);
+      await logBuild(store, row.id, lines, this.#leaseMs).catch(() => {});
+      await finishBuild(store, row.id, outcome);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+    return Result.done;
+  }
+
+  /** The Authorization a region's agent pushes a build's image with (GetBuildPushAuthorization). */
+  async pushAuthorization(row: BuildRow): Promise<string> {
+    const names = await this.#names(row);
+    if (!names) throw new Error("its environment is gone");
+    return this.#target().authorization(`${names.workspace}/${names.project}`);
+  }
+
+  /** How long a build's lease lasts from its last log lines (its agent's last report). */
+  get leaseMs(): number {
+    return this.#leaseMs;
+  }
+
+  /**
+   * A region's agent ended a build it ran: a failure is recorded; a pushed image is delivered as
+   * after this worker's own builds (the pull credential, the deploy), then recorded. One at a time
+   * per build in this process: an agent's retry of a report still being handled waits its turn
+   * and finds the build finished.
+   */
+  async complete(row: BuildRow, outcome: RemoteOutcome): Promise<void> {
+    const previous = this.#completing.get(row.id) ?? Promise.resolve();
+    const done = previous.then(() => this.#complete(row.id, outcome));
+    const settled = done.catch(() => {});
+    this.#completing.set(row.id, settled);
+    try {
+      await done;
+    } finally {
+      if (this.#completing.get(row.id) === settled) this.#completing.delete(row.id);
+    }
+  }
+
+  async #complete(id: string, outcome: RemoteOutcome): Promise<void> {
     const { store } = this.#d;
     const row = await buildById(store.db, id);
-    if (row?.state !== "running") return Result.done;
-    const names = await store.db
+    if (row?.state !== "running") return;
+    const lines: string[] = [];
+    const log = (line: string): void => void lines.push(line);
+    let result: Outcome;
+    if (outcome.state !== "succeeded") {
+      log(`build failed: ${outcome.error}`);
+      result = {
+        state: outcome.state,
+        error: outcome.error,
+        ...(outcome.failedStep === undefined ? {} : { failedStep: outcome.failedStep }),
+        failedOutput: outcome.failedOutput.slice(-30),
+      };
+    } else {
+      try {
+        const names = await this.#names(row);
+        if (!names) throw new Error("its environment is gone");
+        const archive = await readSource(store.db, row.project_id, row.source_digest);
+        if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
+        const repository = `${names.workspace}/${names.project}`;
+        log(`pushed ${this.#s.registry}/${repository}@${outcome.imageDigest}`);
+        const file = this.#projectFile(row, names, archive, () => {});
+        const image = builtImageName(this.#s.registry, repository, id);
+        result = await this.#deliver(row, names, file, image, outcome.imageDigest, log, async () => {
+          return (await logBuild(store, id, lines.splice(0), this.#leaseMs)) === "running";
+        });
+      } catch (err) {
+        result = failure(err, false, log);
+      }
+    }
+    await logBuild(store, id, lines, this.#leaseMs).catch(() => {});
+    await finishBuild(store, id, result);
+  }
+
+  #names(row: BuildRow): Promise<Names | undefined> {
+    return this.#d.store.db
       .selectFrom("environments as e")
       .innerJoin("projects as p", "p.id", "e.project_id")
       .innerJoin("workspaces as w", "w.id", "e.workspace_id")
       .select(["w.slug as workspace", "p.slug as project", "e.slug as environment"])
       .where("e.id", "=", row.environment_id)
       .executeTakeFirst();
+  }
+
+  async #run(id: string, stop: AbortSignal): Promise<Result> {
+    const { store } = this.#d;
+    const row = await buildById(store.db, id);
+    if (row?.state !== "running") return Result.done;
+    const names = await this.#names(row);
     if (!names) {
       await finishBuild(store, id, { state: "failed", error: "its environment is gone" });
       return Result.done;
@@ -341,6 +563,7 @@ export class BuildWorker implements Runnable {
       await finishBuild(store, id, { state: "failed", error: allowance.message });
       return Result.done;
     }
+    if (this.#s.runIn === "cluster") return this.#handOff(row, names, allowance, stop);
     const abort = new AbortController();
     const onStop = (): void => abort.abort();
     stop.addEventListener("abort", onStop, { once: true });
@@ -356,34 +579,22 @@ export class BuildWorker implements Runnable {
     const work = await mkdtemp(join(tmpdir(), "krane-build-out-"));
     let outcome: Outcome;
     try {
-      const maxSource = this.#s.maxSourceBytes ?? 64 * 1024 * 1024;
       const archive =
         row.commit_sha === null
           ? await readSource(store.db, row.project_id, row.source_digest)
-          : await this.#fetch(row, work, maxSource, log, abort.signal);
+          : await this.#fetch(row, work, this.#maxSource, log, abort.signal);
       if (!archive) throw new Error(`the source archive ${row.source_digest} is gone`);
-      const limits = { maxBytes: 4 * maxSource, maxEntries: 100_000 };
       // A deploy reads the source's krane.yaml first: a file it would refuse fails the build before it runs.
-      const file: SourceProjectFile =
-        Number(row.deploy) === 1
-          ? sourceProjectFile(readTar(archive, limits), names.project, names.environment)
-          : { kind: "none" };
-      if (file.kind === "other") log(file.note);
-      if (file.kind === "environment")
-        log(
-          row.preview === null
-            ? `${SOURCE_PROJECT_FILE}: the deploy applies environments.${names.environment} with the new revision`
-            : `${SOURCE_PROJECT_FILE}: preview ${row.preview} takes environments.${names.environment}'s deployment and config`,
-        );
+      const file = this.#projectFile(row, names, archive, log);
       const daemon = await this.#daemon(row.project_id);
       const repository = `${names.workspace}/${names.project}`;
-      const image = `${this.#s.registry}/${repository}:${id}`;
+      const image = builtImageName(this.#s.registry, repository, id);
       const output = join(work, "image.oci.tar");
       const built = await buildImage({
         buildctl: this.#s.buildctl,
         socket: daemon.socket,
         archive,
-        limits,
+        limits: this.#limits,
         ...(row.dockerfile === null ? {} : { dockerfile: row.dockerfile }),
         basesLayout: this.#s.basesLayout,
         imageName: image,
@@ -393,44 +604,16 @@ export class BuildWorker implements Runnable {
         ...(allowance.cappedBy === undefined ? {} : { timeLimitReason: allowance.cappedBy }),
         signal: abort.signal,
       });
-      const { keyring } = this.#d;
-      if (
-        this.#s.tokens &&
-        keyring &&
-        (await ensureBuildPullCredential(store, keyring, row.workspace_id, this.#s.registry))
-      )
-        log(`the workspace's pull credential for ${this.#s.registry} is new; its pull Secret carries it`);
       log(`pushing ${image}`);
       const digest = await pushOciArchive(this.#target(), output, repository, id);
       if (digest !== built.digest) log(`the registry holds the manifest as ${digest} (BuildKit said ${built.digest})`);
       log(`pushed ${this.#s.registry}/${repository}@${digest}`);
-      let deploymentId: string | undefined;
-      if (Number(row.deploy) === 1) {
-        // A build cancelled while it pushed deploys nothing.
+      outcome = await this.#deliver(row, names, file, image, digest, log, async () => {
         await flush();
-        if (abort.signal.aborted) throw new BuildFailed("the build was cancelled", []);
-        const deployed = await this.#deploy(row, names, file, { image, imageDigest: digest, buildId: id });
-        if (deployed.deployment) {
-          deploymentId = deployed.deployment.id;
-          log(
-            `deployed ${row.preview ?? names.environment} as revision ${deployed.deployment.revision} (${deploymentId})`,
-          );
-          await this.#d.environmentChanged(deployed.environmentId ?? row.environment_id);
-        } else log(`preview ${row.preview ?? ""} is from a fork and waits for approval (krane preview approve)`);
-      }
-      outcome = { state: "succeeded", image, imageDigest: digest, ...(deploymentId ? { deploymentId } : {}) };
+        return !abort.signal.aborted;
+      });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      log(`build failed: ${message}`);
-      outcome =
-        err instanceof BuildFailed
-          ? {
-              state: abort.signal.aborted ? "cancelled" : "failed",
-              error: message,
-              ...(err.step === undefined ? {} : { failedStep: err.step }),
-              failedOutput: err.lastLines.slice(-30),
-            }
-          : { state: "failed", error: message };
+      outcome = failure(err, abort.signal.aborted, log);
     } finally {
       clearInterval(timer);
       stop.removeEventListener("abort", onStop);
@@ -441,4 +624,20 @@ export class BuildWorker implements Runnable {
     await finishBuild(store, id, outcome);
     return Result.done;
   }
+}
+
+type Names = { workspace: string; project: string; environment: string };
+
+/** A build's failure as its outcome (cancelled when it was aborted), said in its log. */
+function failure(err: unknown, aborted: boolean, log: (line: string) => void): Outcome {
+  const message = err instanceof Error ? err.message : String(err);
+  log(`build failed: ${message}`);
+  return err instanceof BuildFailed
+    ? {
+        state: aborted ? "cancelled" : "failed",
+        error: message,
+        ...(err.step === undefined ? {} : { failedStep: err.step }),
+        failedOutput: err.lastLines.slice(-30),
+      }
+    : { state: "failed", error: message };
 }

@@ -6,6 +6,7 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { ClusterService, type GetSecretValuesRequest } from "../../gen/krane/ctrl/v1/cluster_pb.js";
+import { buildMethods, type ClusterBuilds } from "./builds.js";
 import { FRAME_SINK, joinFrames } from "./frame-sink.js";
 import { agentPrincipal, agentRegion } from "../auth/principal.js";
 import { readDesired } from "../db/outbox.js";
@@ -56,6 +57,8 @@ export interface ClusterServiceDeps {
   onDeletionConfirmed?: (environmentId: string) => void;
   /** Told when an autoscaling decision changed a region's count (the rollout driver runs a pass). */
   onRegionScaled?: (environmentId: string, region: string) => void;
+  /** ctrl's build worker, for the build methods beside the build kind (absent: they answer failed_precondition). */
+  builds?: ClusterBuilds;
 }
 
 function cursorOf(v: bigint): number {
@@ -222,6 +225,7 @@ export function clusterServiceImpl(deps: ClusterServiceDeps): ServiceImpl<typeof
       await recordHeartbeat(deps.store, { clusterId, region, ...validateHeartbeat(req) });
       return {};
     },
+    ...buildMethods(deps.store, deps.builds),
   };
   for (const kind of deps.kinds ?? KINDS) {
     for (const [name, method] of Object.entries(kindMethods(kind, kindHandlers(kind, deps)))) {

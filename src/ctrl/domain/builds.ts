@@ -5,11 +5,12 @@
 import { createHash } from "node:crypto";
 import type { Kysely } from "kysely";
 import { buildsToStart, isFinished, supersededBy, type BuildState, type QueuedBuild } from "../../builds/queue.js";
-import type { WriteTx } from "../db/outbox.js";
+import { readDesired, type WriteTx } from "../db/outbox.js";
 import type { BuildRow, Database } from "../db/schema.js";
 import type { Store } from "../db/store.js";
 import { noteWriteSubject } from "../db/write-hook.js";
-import { failedPrecondition, invalidArgument, notFound } from "../errors.js";
+import { DomainError, failedPrecondition, invalidArgument, notFound } from "../errors.js";
+import { buildPayloads, encodeDeleteBuild } from "../payloads/build.js";
 import { newId } from "./ids.js";
 import { notify } from "./notifications.js";
 
@@ -288,6 +289,7 @@ async function finish(tx: WriteTx, id: string, o: Outcome): Promise<boolean> {
     .returning(["environment_id"])
     .executeTakeFirst();
   if (!res) return false;
+  await dropHandoff(tx, id);
   await statusDue(tx, [id]);
   if (o.state === "failed") {
     const last = (o.failedOutput ?? []).slice(-NOTIFIED_LINES);
@@ -367,6 +369,8 @@ export async function claimBuilds(store: Store, slots: number, leaseMs: number):
       .where("lease_until", "<", tx.now)
       .returning("id")
       .execute();
+    // A lapsed build handed to a region (its agent stopped reporting) is taken back from it.
+    for (const r of lapsed) await dropHandoff(tx, r.id);
     await statusDue(
       tx,
       lapsed.map((r) => r.id),
@@ -461,5 +465,79 @@ export async function recordBuildStatus(
   await store.write(async (tx) => {
     const q = tx.trx.updateTable("builds").where("id", "=", id).where("state", "=", seenState);
     await (reported === null ? q : q.set({ status_reported: reported })).set({ status_due_at: null }).execute();
+  });
+}
+
+// ---------------------------------------------------------------- builds run by a region's agent
+
+/**
+ * Removes a build handed to a region's builder pods from that region's desired state: its agent
+ * aborts the build if it still runs it. Nothing when it was not handed to any.
+ */
+async function dropHandoff(tx: WriteTx, id: string): Promise<void> {
+  const desired = await tx.trx
+    .selectFrom("desired_objects")
+    .select("region")
+    .where("kind", "=", buildPayloads.name)
+    .where("object_id", "=", id)
+    .execute();
+  for (const d of desired) await tx.removeDesired(d.region, buildPayloads.name, id, encodeDeleteBuild(id));
+}
+
+/**
+ * Hands a running build to a region's builder pods (`--builds-in cluster`): its ApplyBuild becomes
+ * desired there, in the transaction that checks it still runs. False: it no longer runs.
+ */
+export async function handBuildTo(
+  store: Store,
+  id: string,
+  region: string,
+  environmentId: string,
+  payload: Uint8Array,
+): Promise<boolean> {
+  return store.write(async (tx) => {
+    if (!(await holdRunningBuild(tx, id))) return false;
+    await tx.putDesired(region, buildPayloads.name, id, payload, null, environmentId);
+    return true;
+  });
+}
+
+/** The build when it is handed to this region's builder pods; undefined for any other build. */
+export async function buildHandedTo(db: Reader, region: string, id: string): Promise<BuildRow | undefined> {
+  const desired = await readDesired(db, region, buildPayloads.name, [id]);
+  return desired.has(id) ? buildById(db, id) : undefined;
+}
+
+/**
+ * Keeps a source ctrl fetched (a repository's commit) as an archive of the build's project under
+ * its digest, and names it the build's source: a region's agent asks for it by the build's id.
+ * Answers the digest.
+ */
+export async function keepFetchedSource(store: Store, row: BuildRow, archive: Buffer): Promise<string> {
+  const digest = `sha256:${createHash("sha256").update(archive).digest("hex")}`;
+  await appendSourceChunk(store, {
+    projectId: row.project_id,
+    digest,
+    size: archive.length,
+    position: 0,
+    data: archive,
+  });
+  await store.write((tx) =>
+    tx.trx.updateTable("builds").set({ source_digest: digest }).where("id", "=", row.id).execute(),
+  );
+  return digest;
+}
+
+/** Records a build kind's report: a build the region's agent refused fails with its reason. */
+export type BuildReport =
+  | { type: "update" | "delete"; id: string; k8sName: string }
+  | { type: "rejected"; id: string; k8sName: string; reason: string };
+
+export async function recordBuildReport(store: Store, region: string, report: BuildReport): Promise<void> {
+  if (report.type !== "rejected") return;
+  await store.write(async (tx) => {
+    if (!(await readDesired(tx.trx, region, buildPayloads.name, [report.id])).has(report.id))
+      throw new DomainError("permission_denied", `build ${report.id} is not handed to region ${region}`);
+    await finish(tx, report.id, { state: "failed", error: `region ${region}'s agent refused it: ${report.reason}` });
   });
 }

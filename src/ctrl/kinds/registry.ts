@@ -4,6 +4,7 @@
 // payloads in ../payloads, and one line in each registry; ClusterService, the outbox, the streams
 // and the region counters pick it up from them.
 import type { StreamedKind } from "../payloads/registry.js";
+import { buildKind } from "./build.js";
 import { deploymentKind } from "./deployment.js";
 import { gatewayKind } from "./gateway.js";
 import { jobKind } from "./job.js";
@@ -17,6 +18,7 @@ const BY_NAME: { readonly [K in StreamedKind]: Kind } = {
   release: releaseKind,
   job: jobKind,
   gateway: gatewayKind,
+  build: buildKind,
 };
 
 export const KINDS: readonly Kind[] = Object.values(BY_NAME);

@@ -5,6 +5,7 @@
 // The descriptors (../kinds/registry.ts) are keyed by the same names, so the compiler wants one
 // for each kind here, and none more.
 import type { KindName } from "../db/schema.js";
+import { buildPayloads } from "./build.js";
 import { deploymentPayloads } from "./deployment.js";
 import { gatewayPayloads } from "./gateway.js";
 import { jobPayloads } from "./job.js";
@@ -18,6 +19,7 @@ export const KIND_PAYLOADS = {
   release: releasePayloads,
   job: jobPayloads,
   gateway: gatewayPayloads,
+  build: buildPayloads,
 } as const satisfies Readonly<Record<KindName, KindPayloads>>;
 
 /** The name of a kind this ctrl streams. */

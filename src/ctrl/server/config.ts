@@ -44,6 +44,7 @@
 //   --build-state-dir    KRANE_BUILD_STATE_DIR      buildStateDir       <database dir>/builds (BuildKit's caches, per project)
 //   --build-slots        KRANE_BUILD_SLOTS          buildSlots          1 (builds at once)
 //   --build-timeout      KRANE_BUILD_TIMEOUT        buildTimeout        15m (a build's time limit)
+//   --builds-in          KRANE_BUILDS_IN            buildsIn            ctrl (or cluster: builder pods, pulled by agents)
 //   --git-ca-file        KRANE_GIT_CA_FILE          gitCaFile           (none: the system's) extra CAs of repositories' HTTPS certificates, PEM
 //   --oidc-issuer        KRANE_OIDC_ISSUER          oidcIssuer          (none: no sign-in) the OpenID provider, https (http only on loopback)
 //   --oidc-client-id     KRANE_OIDC_CLIENT_ID       oidcClientId        ctrl's client id at the provider (needed with an issuer)
@@ -119,8 +120,12 @@ export interface CtrlSettings {
     stateDir: string;
     slots: number;
     timeoutMs: number;
+    /** Where builds run: in ctrl's worker, or in builder pods of a region's agent. */
+    runIn: "ctrl" | "cluster";
     /** CAs (a PEM file) repositories' HTTPS certificates may come from, beside the system's. */
     gitCaFile?: string;
+    /** Extra CAs (a PEM file) of the build registry: --registry-ca-file's, whether deploys resolve digests or not. */
+    registryCaFile?: string;
   } | null;
   /** Sign-in through an OpenID provider (undefined: none, API tokens only). */
   oidc:
@@ -177,6 +182,7 @@ const ENV = {
   buildStateDir: "KRANE_BUILD_STATE_DIR",
   buildSlots: "KRANE_BUILD_SLOTS",
   buildTimeout: "KRANE_BUILD_TIMEOUT",
+  buildsIn: "KRANE_BUILDS_IN",
   gitCaFile: "KRANE_GIT_CA_FILE",
   oidcIssuer: "KRANE_OIDC_ISSUER",
   oidcClientId: "KRANE_OIDC_CLIENT_ID",
@@ -356,13 +362,18 @@ function buildSettings(
   if (registry === undefined || registry === "" || registry === "off") return null;
   if (registryHost(registry) !== registry.toLowerCase())
     throw new Error(`build registry: "${registry}" is not a registry host (host or host:port)`);
-  const basesLayout = pick("buildBases");
-  if (basesLayout === undefined || basesLayout === "")
+  const runIn = pick("buildsIn") ?? "ctrl";
+  if (runIn !== "ctrl" && runIn !== "cluster")
+    throw new Error(`builds in: "${runIn}" is not where builds run (ctrl or cluster)`);
+  // In cluster mode the agents build on their own copy of the bases.
+  const basesLayout = pick("buildBases") ?? (runIn === "cluster" ? "" : undefined);
+  if (basesLayout === undefined || (basesLayout === "" && runIn === "ctrl"))
     throw new Error(
       "build bases: builds need the base images' OCI layout (--build-bases; scripts/build-bases.sh makes it)",
     );
   const slots = Number(pick("buildSlots") ?? "1");
   const gitCaFile = pick("gitCaFile");
+  const registryCaFile = pick("registryCaFile");
   if (!Number.isInteger(slots) || slots < 1 || slots > 64) throw new Error("build slots: an integer from 1 to 64");
   const keyFile = pick("buildRegistryTokenKeyFile");
   const service = pick("buildRegistryService") ?? DEFAULT_TOKEN_SERVICE;
@@ -383,7 +394,9 @@ function buildSettings(
     stateDir: pick("buildStateDir") ?? defaultStateDir,
     slots,
     timeoutMs: parseDurationMs("build timeout", pick("buildTimeout") ?? "15m"),
+    runIn,
     ...(gitCaFile === undefined || gitCaFile === "" ? {} : { gitCaFile }),
+    ...(registryCaFile === undefined || registryCaFile === "" ? {} : { registryCaFile }),
   };
 }
 

@@ -140,6 +140,7 @@ export function apiRoutes(d: RouteDeps): (connectRouter: ConnectRouter) => void 
             .environmentChanged(environmentId)
             .catch(d.backgroundFailure("a rollout pass after autoscaling failed")),
         keyring: d.keyring,
+        ...(d.builds ? { builds: d.builds } : {}),
         onDeletionConfirmed: (environmentId) =>
           void finishDeletions(store, environmentId).catch(d.backgroundFailure("finishing a deletion failed")),
       }),

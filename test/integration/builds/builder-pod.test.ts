@@ -5,9 +5,9 @@
 // the pod's gate with the build's key, builds a Dockerfile on krane's bases (named contexts from
 // the agent's side of the session) and pushes the image to a real registry. The isolation proofs
 // are builds that fail with their reason: a step that tries the API server, a server on the
-// machine (where ctrl listens) or the node's files; a step past the build's memory. (A build
-// past its time limit is stopped by the pod's activeDeadlineSeconds, but the reason it reports is
-// still BuildKit's client losing its connection: not tested here yet.)
+// machine (where ctrl listens) or the node's files; a step past the build's memory; a build past
+// its time limit (the pod's activeDeadlineSeconds), which says so as a build past it anywhere else
+// does, not as BuildKit's client losing its connection.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { once } from "node:events";
@@ -202,5 +202,15 @@ describe("source builds in builder pods under gVisor", { skip }, () => {
     );
     console.log(`memory: ${err.message}\n${err.lastLines.join("\n")}`);
     assert.match(`${err.message}\n${err.lastLines.join("\n")}`, /memory limit|exit code: 137|Killed|out of memory/i);
+  });
+
+  it("a build past its time limit fails saying so, as a build past it anywhere else does", async () => {
+    // The kubelet stops the pod at its deadline (its start counts): the client's connection breaks.
+    const err = await failing(
+      { Dockerfile: "FROM krane.local/base/run:12\nRUN echo waiting && sleep 600\n" },
+      { deadlineSeconds: 45 },
+    );
+    console.log(`time limit: ${err.message}`);
+    assert.equal(err.message, "the build ran past its time limit of 45 s and was cancelled");
   });
 });

@@ -1,6 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { gatewaySettingsOf, parseConfigFile, resolveAgentSettings } from "../../../src/agent/config.js";
+import {
+  builderSettingsOf,
+  gatewaySettingsOf,
+  parseConfigFile,
+  resolveAgentSettings,
+} from "../../../src/agent/config.js";
 
 test("flags beat env, env beats the config file, the file beats defaults", () => {
   const file = parseConfigFile("ctrl-url: http://file:7070\ntoken: file-token\nregion: file-region\nconcurrency: 4\n");
@@ -85,4 +90,25 @@ test("the startup CPU boost is in millicores, 1000 by default, 0 turns it off", 
     assert.equal(settings, undefined, bad);
     assert.ok(problems.some((p) => p.startsWith("startupCpuBoostMillicores must be")));
   }
+});
+
+test("builds from source run only with --builds N, and need the base images' layout", () => {
+  const base = { ctrlUrl: "http://ctrl:7070", token: "t", region: "eu" };
+  const off = resolveAgentSettings(base, {}, {}).settings;
+  assert.ok(off);
+  assert.equal(builderSettingsOf(off), undefined, "no build kind by default");
+  const on = resolveAgentSettings({ ...base, builds: "2" }, { KRANE_BUILD_BASES: "/srv/bases" }, {}).settings;
+  assert.ok(on);
+  assert.deepEqual(builderSettingsOf(on), {
+    maxBuilds: 2,
+    buildctl: "buildctl",
+    basesLayout: "/srv/bases",
+    builderImage: "krane.local/builder:builder",
+  });
+  const noBases = resolveAgentSettings({ ...base, builds: "1" }, {}, {});
+  assert.equal(noBases.settings, undefined);
+  assert.ok(noBases.problems.some((p) => p.startsWith("builds need buildBases")));
+  assert.ok(
+    resolveAgentSettings({ ...base, builds: "-1" }, {}, {}).problems.some((p) => p.startsWith("builds must be")),
+  );
 });

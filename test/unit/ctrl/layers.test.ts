@@ -73,7 +73,7 @@ describe("kinds", () => {
   } as unknown as ClusterServiceDeps;
 
   it("are registered once each, under distinct names and id prefixes", () => {
-    assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job", "gateway"]);
+    assert.deepEqual(KIND_NAMES, ["deployment", "sentinel", "release", "job", "gateway", "build"]);
     assert.equal(new Set(KINDS.map((k) => k.idPrefix)).size, KINDS.length);
   });
 

@@ -132,7 +132,35 @@ describe("ctrl settings", () => {
       stateDir: "/var/lib/krane/builds",
       slots: 3,
       timeoutMs: 300_000,
+      runIn: "ctrl",
     });
+    // Builds in builder pods (pulled by agents): from a flag, the environment or the file; the
+    // bases are then the agents' (ctrl needs none).
+    assert.equal(
+      resolveCtrlSettings({ buildRegistry: "r:5000", buildsIn: "cluster" }, {}, {}).builds?.runIn,
+      "cluster",
+    );
+    assert.equal(
+      resolveCtrlSettings({ buildRegistry: "r:5000" }, { KRANE_BUILDS_IN: "cluster" }, {}).builds?.runIn,
+      "cluster",
+    );
+    assert.equal(
+      resolveCtrlSettings({ buildRegistry: "r:5000" }, {}, parseCtrlConfigFile("buildsIn: cluster\n")).builds?.runIn,
+      "cluster",
+    );
+    // The build registry's CA stays when deploys do not resolve digests (it was lost with them).
+    assert.equal(
+      resolveCtrlSettings(
+        { buildRegistry: "r:5000", buildBases: "/b", imageDigests: "off", registryCaFile: "/etc/registry-ca.pem" },
+        {},
+        {},
+      ).builds?.registryCaFile,
+      "/etc/registry-ca.pem",
+    );
+    assert.throws(
+      () => resolveCtrlSettings({ buildRegistry: "r:5000", buildsIn: "agent" }, {}, {}),
+      /builds in: "agent" is not where builds run \(ctrl or cluster\)/,
+    );
     // Repositories' own CA (a git server behind a private CA): flag, variable or file, like the rest.
     const ca = { database: "/var/lib/krane/ctrl.db", buildRegistry: "r:5000", buildBases: "/b" };
     assert.equal(
