@@ -40,8 +40,9 @@ export function nsText(ns: bigint): string {
 
 const INSERT_ROWS = 500;
 
-/** Stores lines; one already stored (same instance and time) is left as it is. */
-export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<void> {
+/** Stores lines; one already stored (same instance and time) is left as it is. Answers how many were new. */
+export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<number> {
+  let stored = 0;
   for (let i = 0; i < lines.length; i += INSERT_ROWS) {
     const rows = lines.slice(i, i + INSERT_ROWS).map((l) => ({
       environment_id: l.environmentId,
@@ -54,12 +55,14 @@ export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<
       stream: l.stream,
       line: l.line,
     }));
-    await db
+    const [r] = await db
       .insertInto("log_lines")
       .values(rows)
       .onConflict((oc) => oc.columns(["environment_id", "region", "instance", "time_ns"]).doNothing())
       .execute();
+    stored += Number(r?.numInsertedOrUpdatedRows ?? 0);
   }
+  return stored;
 }
 
 /** The time of each instance's last stored line (region/instance → ns) in an environment (optionally one region). */

@@ -67,7 +67,21 @@ export class CtrlMetrics {
     registers: [this.registry],
   });
 
+  readonly logArchiveStored = new Counter({
+    name: "krane_log_archive_stored_lines_total",
+    help: "Log lines the log archive stored in the log history (a line relayed twice counts once).",
+    registers: [this.registry],
+  });
+  readonly logArchiveDropped = new Counter({
+    name: "krane_log_archive_dropped_lines_total",
+    help: "Log lines the log archive did not keep, by reason: flood (an agent's buffer was full; never stored), bound (the oldest of an environment past its line bound), retention (past the workspace's retention).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+
   constructor(defaultMetrics = true) {
+    // Every reason shows from the start (at 0), so a rate over it needs no first drop.
+    for (const reason of ["flood", "bound", "retention"]) this.logArchiveDropped.inc({ reason }, 0);
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: "krane_ctrl_" });
   }
 }
