@@ -4,11 +4,12 @@
 // pod's pods/log, new instances join, restarted containers are read from their start), and stores
 // what comes back in the log history (history.ts), masked (mask.ts).
 //
-// No line twice, none lost: the archive keeps a cursor per instance (the time of its last line
-// taken: the kubelet's stamps are in order per instance). When it asks again — the agent went
+// No line twice, none lost: the archive keeps a cursor per instance and stream (the time of its
+// last line taken: the kubelet's stamps are in order per stream; seam.ts). When it asks again — the agent went
 // silent past answerTimeoutMs (restarted, disconnected), a write failed — it reads the cursors back
 // from what was stored and asks from the earliest cursor of the instances still running (from the
-// start when one of them has none), dropping each line not later than its instance's cursor; the
+// start when one of them, or one of its streams, has none), dropping each line not later than its
+// stream's cursor; the
 // store's key (instance, time) drops what two replicas both relayed.
 //
 // What the archive does not keep is counted by reason (onDropped; ctrl's
@@ -38,7 +39,8 @@ import { DEFAULT_MAX_LINES_PER_ENVIRONMENT, pruneLogs, storedCursors, storeLines
 import type { LogHub } from "./hub.js";
 import { ARCHIVE_LEASE_MS, forgetExpiredLeases, leaseEnvironments, releaseLeases } from "./lease.js";
 import { EnvironmentSecrets } from "./secrets.js";
-import { InstanceCursors, sourceKey } from "./seam.js";
+import { InstanceCursors, sourceKey, type StreamName } from "./seam.js";
+import { streamName } from "./chunks.js";
 
 export interface LogArchiverOptions {
   readonly store: Store;
@@ -302,7 +304,7 @@ export class LogArchiver implements Runnable {
     // A request the agent ended (it failed as a whole) is asked again at the next sweep.
     if (push.done) a.heard.set(clusterId, -Infinity);
     const region = a.target.region;
-    const lines: { ns: bigint; instance: string; deploymentId: string; text: string }[] = [];
+    const lines: { ns: bigint; instance: string; deploymentId: string; stream: StreamName; text: string }[] = [];
     let dropped = 0;
     for (const e of push.entries) {
       if (e.entry.case === "marker") {
@@ -310,8 +312,15 @@ export class LogArchiver implements Runnable {
         continue;
       }
       if (e.entry.case !== "line") continue;
-      if (!a.cursors.admit(sourceKey(region, e.instance), e.timeUnixNano)) continue;
-      lines.push({ ns: e.timeUnixNano, instance: e.instance, deploymentId: e.deploymentId, text: e.entry.value });
+      const stream = streamName(e.stream);
+      if (!a.cursors.admit(sourceKey(region, e.instance), e.timeUnixNano, stream)) continue;
+      lines.push({
+        ns: e.timeUnixNano,
+        instance: e.instance,
+        deploymentId: e.deploymentId,
+        stream,
+        text: e.entry.value,
+      });
     }
     if (dropped > 0) this.#o.onDropped?.("flood", dropped);
     if (lines.length === 0) return;
@@ -327,7 +336,7 @@ export class LogArchiver implements Runnable {
           ns: l.ns,
           deploymentId: l.deploymentId,
           revision: a.secrets.revision(l.deploymentId),
-          stream: "",
+          stream: l.stream,
           line: a.secrets.mask(l.text),
         }));
         this.#o.onStored?.(await storeLines(this.#o.store.db, rows));
