@@ -111,7 +111,10 @@ export class ResumeCursor {
       return true;
     }
     if (!i) this.#seen.set(key, (i = { streams: new Map(), live: true }));
-    const s = i.streams.get(e.stream ?? "");
+    // Lines printed merged (a --tail read knows no stream) cover both streams up to their last:
+    // a resumed read, which has no tail, gives them again with their streams.
+    const merged = i.streams.get("");
+    const s = merged && e.ns <= merged.ns ? merged : i.streams.get(e.stream ?? "");
     if (!s) {
       i.streams.set(e.stream ?? "", { ns: e.ns, atNs: 1, again: 1 });
       return true;

@@ -132,6 +132,19 @@ test("a resumed stream repeats nothing of either stream; a stream behind the oth
   assert.equal(c.admit(at(10_000_000, "stdout", "o1")), false);
 });
 
+test("lines printed merged (--tail) are not printed again when the resumed read gives them with their streams", () => {
+  const c = new ResumeCursor();
+  assert.ok(c.admit(e("a", 5_000_000, "1")));
+  assert.ok(c.admit(e("a", 6_000_000, "2")));
+  c.restart();
+  const at = (ns: number, stream: "stdout" | "stderr", line: string): PrintedEntry => ({ ...e("a", ns, line), stream });
+  assert.equal(c.admit(at(5_000_000, "stdout", "1")), false);
+  assert.equal(c.admit(at(6_000_000, "stderr", "2")), false);
+  assert.ok(c.admit(at(6_000_000, "stdout", "2b")), "a second line at the same time is new");
+  assert.ok(c.admit(at(7_000_000, "stdout", "3")));
+  assert.ok(c.admit(at(6_500_000, "stderr", "e")), "stderr behind stdout, after the merged lines");
+});
+
 test("a resumed stream repeats nothing: older and equal-time lines already printed are dropped", () => {
   const c = new ResumeCursor();
   const joined = (i: string): PrintedEntry => ({
