@@ -1,7 +1,8 @@
 // How `krane logs` prints entries, and what it has printed (pure): the prefix and colour of each
-// instance, markers as lines of their own, NDJSON for -o json; and the cursor a resumed stream
-// starts from (the earliest last line of the instances still running) with the lines it repeats
-// dropped, so a stream that broke and came back prints every line once.
+// instance (and "stderr" for a line written there), markers as lines of their own, NDJSON for
+// -o json; and the cursor a resumed stream starts from (the earliest last line of the instances
+// still running, of either stream) with the lines it repeats dropped, so a stream that broke and
+// came back prints every line once.
 import { formatNs } from "../contracts/logs.js";
 
 export interface PrintedEntry {
@@ -10,6 +11,8 @@ export interface PrintedEntry {
   readonly instance: string;
   readonly revision: bigint;
   readonly line?: string;
+  /** A line's stream, when known. */
+  readonly stream?: "stdout" | "stderr";
   readonly marker?: {
     readonly kind: "joined" | "left" | "dropped" | "error" | "resumed" | "event";
     readonly dropped: bigint;
@@ -42,7 +45,7 @@ export function formatEntry(e: PrintedEntry, o: PrintOptions): string {
   const prefix = prefixOf(e);
   const painted = o.color ? `\u001b[${colorOf(`${e.region}/${e.instance}`)}m${prefix}\u001b[0m` : prefix;
   const time = o.timestamps ? `${formatNs(e.ns)} ` : "";
-  if (e.line !== undefined) return `${time}[${painted}] ${e.line}`;
+  if (e.line !== undefined) return `${time}[${painted}${e.stream === "stderr" ? " stderr" : ""}] ${e.line}`;
   const m = e.marker;
   const what =
     m?.kind === "joined"
@@ -63,7 +66,7 @@ export function entryJson(e: PrintedEntry): Record<string, unknown> {
     instance: e.instance,
     revision: Number(e.revision),
   };
-  if (e.line !== undefined) return { ...base, line: e.line };
+  if (e.line !== undefined) return { ...base, stream: e.stream ?? "unknown", line: e.line };
   return {
     ...base,
     marker: e.marker?.kind,
@@ -73,12 +76,17 @@ export function entryJson(e: PrintedEntry): Record<string, unknown> {
 }
 
 interface Seen {
+  /** Per stream ("" unknown), the last line printed. */
+  streams: Map<string, Last>;
+  live: boolean;
+}
+
+interface Last {
   ns: bigint;
   /** Lines printed at exactly `ns` (timestamps can repeat). */
   atNs: number;
   /** Of those, how many this attempt has passed over again. */
   again: number;
-  live: boolean;
 }
 
 /** What has been printed per instance, to resume a stream and drop what it repeats. */
@@ -87,22 +95,28 @@ export class ResumeCursor {
 
   /** A new attempt starts: repeated lines are counted afresh. */
   restart(): void {
-    for (const s of this.#seen.values()) s.again = 0;
+    for (const s of this.#seen.values()) for (const l of s.streams.values()) l.again = 0;
   }
 
   /** Whether to print the entry (false: already printed before the stream broke). */
   admit(e: PrintedEntry): boolean {
     const key = `${e.region}/${e.instance}`;
-    const s = this.#seen.get(key);
+    let i = this.#seen.get(key);
     if (e.marker) {
       if (e.marker.kind === "joined") {
-        if (s?.live) return false;
-        this.#seen.set(key, { ns: s?.ns ?? 0n, atNs: s?.atNs ?? 0, again: 0, live: true });
-      } else if (e.marker.kind === "left" && s) s.live = false;
+        if (i?.live) return false;
+        if (i) i.live = true;
+        else this.#seen.set(key, { streams: new Map(), live: true });
+      } else if (e.marker.kind === "left" && i) i.live = false;
       return true;
     }
+    if (!i) this.#seen.set(key, (i = { streams: new Map(), live: true }));
+    // Lines printed merged (a --tail read knows no stream) cover both streams up to their last:
+    // a resumed read, which has no tail, gives them again with their streams.
+    const merged = i.streams.get("");
+    const s = merged && e.ns <= merged.ns ? merged : i.streams.get(e.stream ?? "");
     if (!s) {
-      this.#seen.set(key, { ns: e.ns, atNs: 1, again: 1, live: true });
+      i.streams.set(e.stream ?? "", { ns: e.ns, atNs: 1, again: 1 });
       return true;
     }
     if (e.ns < s.ns) return false;
@@ -124,9 +138,11 @@ export class ResumeCursor {
   /** Where a resumed stream starts (unix ms): the oldest last line of the running instances; undefined before any line. */
   sinceMs(): number | undefined {
     let min: bigint | undefined;
-    for (const s of this.#seen.values()) if (s.live && s.ns > 0n && (min === undefined || s.ns < min)) min = s.ns;
+    for (const i of this.#seen.values())
+      for (const s of i.streams.values()) if (i.live && s.ns > 0n && (min === undefined || s.ns < min)) min = s.ns;
     if (min === undefined)
-      for (const s of this.#seen.values()) if (s.ns > 0n && (min === undefined || s.ns > min)) min = s.ns;
+      for (const i of this.#seen.values())
+        for (const s of i.streams.values()) if (s.ns > 0n && (min === undefined || s.ns > min)) min = s.ns;
     return min === undefined ? undefined : Number(min / 1_000_000n);
   }
 }

@@ -33,6 +33,7 @@ interface LogFlags {
   timestamps?: boolean;
   events?: boolean;
   grep?: string;
+  stream?: string;
 }
 
 /** How long a followed stream is retried after it broke before the command gives up. */
@@ -60,6 +61,10 @@ export function registerLogsCommand(program: Command): void {
       .option("--instance <name>", "only this instance (as krane status shows it)")
       .option("--previous", "the previous container of each instance (the one that crashed)")
       .option("--timestamps", "print each line's time (the kubelet's)")
+      .option(
+        "--stream <stdout|stderr>",
+        "only lines written to this stream (lines whose stream is not known are left out; not with --tail)",
+      )
       .option("--events", "interleave the instances' events (OOM kills, exit codes, crash loops, pull errors)"),
     async (x, target: string, f: LogFlags) => {
       const now = Date.now();
@@ -72,15 +77,22 @@ export function registerLogsCommand(program: Command): void {
       if (f.revision !== undefined && f.revision < 1)
         throw new Error(`--revision: must be 1 or more, got ${f.revision}`);
       if (f.previous && f.follow) throw new Error("--previous cannot be combined with --follow");
+      if (f.stream !== undefined && f.stream !== "stdout" && f.stream !== "stderr")
+        throw new Error(`--stream: must be stdout or stderr, got ${f.stream}`);
+      if (f.stream !== undefined && f.tail !== undefined)
+        throw new Error("--stream cannot be combined with --tail (a tail is read with both streams merged)");
       // --since and --grep read the log history too (then the live lines), unless the read is one
       // of the kubelet's own (--tail, --previous).
       const history = (f.since !== undefined || f.grep !== undefined) && f.tail === undefined && !f.previous;
-      const [{ LogService, LogMarkerKind }, { ResumeCursor, entryJson, formatEntry }, { Code, ConnectError }] =
-        await Promise.all([
-          import("../gen/krane/ctrl/v1/logs_pb.js"),
-          import("./log-lines.js"),
-          import("@connectrpc/connect"),
-        ]);
+      const [
+        { LogService, LogMarkerKind, LogStream },
+        { ResumeCursor, entryJson, formatEntry },
+        { Code, ConnectError },
+      ] = await Promise.all([
+        import("../gen/krane/ctrl/v1/logs_pb.js"),
+        import("./log-lines.js"),
+        import("@connectrpc/connect"),
+      ]);
       const kinds = {
         [LogMarkerKind.JOINED]: "joined",
         [LogMarkerKind.LEFT]: "left",
@@ -200,6 +212,12 @@ export function registerLogsCommand(program: Command): void {
                 previous: f.previous === true,
                 history,
                 grep: f.grep ?? "",
+                stream:
+                  f.stream === "stdout"
+                    ? LogStream.STDOUT
+                    : f.stream === "stderr"
+                      ? LogStream.STDERR
+                      : LogStream.UNSPECIFIED,
               },
               { timeoutMs: 0 },
             );
@@ -228,7 +246,15 @@ export function registerLogsCommand(program: Command): void {
                   instance: e.instance,
                   revision: e.revision,
                   ...(e.entry.case === "line"
-                    ? { line: e.entry.value }
+                    ? {
+                        line: e.entry.value,
+                        stream:
+                          e.stream === LogStream.STDOUT
+                            ? ("stdout" as const)
+                            : e.stream === LogStream.STDERR
+                              ? ("stderr" as const)
+                              : undefined,
+                      }
                     : e.entry.case === "marker"
                       ? {
                           marker: {

@@ -31,6 +31,7 @@ import {
   type KubeAssets,
 } from "./build.js";
 import { createIfMissing, getJson, kubeRequest, type KubeEndpoint } from "./kube-http.js";
+import { featureGatesFlag } from "./nodes/feature-gates.js";
 import {
   ComponentStartError,
   isAlive,
@@ -854,6 +855,8 @@ function apiserverArgs(
     "800",
     "--max-mutating-requests-inflight",
     "400",
+    "--feature-gates",
+    featureGatesFlag(),
     "-v=1",
   ];
   if (!real) {

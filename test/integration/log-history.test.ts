@@ -3,6 +3,9 @@
 // while the first pod ran (so it reads kept lines, then live ones), prints every instance's lines
 // once each, none missing, across the seam and both rollouts; afterwards `--since … --grep` finds
 // the deleted pods' lines, all of them; the secret's value was stored masked, never in clear.
+// And streams (the local cluster has the PodLogsQuerySplitStreams gate): a pod that writes
+// numbered lines to stdout and stderr in turn has each line kept and shown with its stream, in
+// time order, once each across the seam, and `--stream stderr` shows only its stderr lines.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
@@ -37,9 +40,18 @@ const printer = (): string[] => [
     `require("http").createServer((q,s)=>s.end("ok")).listen(8080);process.on("SIGTERM",()=>process.exit(0));`,
 ];
 
+/** Numbered lines, odd ones on stdout and even ones on stderr, in turn. */
+const twoStreams = (): string[] => [
+  "node",
+  "-e",
+  `let n=0;setInterval(()=>{n++;(n%2?process.stdout:process.stderr).write("n="+n+"\\n")},50);` +
+    `require("http").createServer((q,s)=>s.end("ok")).listen(8080);process.on("SIGTERM",()=>process.exit(0));`,
+];
+
 interface Printed {
   instance: string;
   revision: number;
+  stream?: string;
   line?: string;
   marker?: string;
 }
@@ -243,6 +255,85 @@ describe("log history on a real node: deleted pods stay searchable, -f from hist
         .where("line", "like", `%${SECRET}%`)
         .execute();
       assert.equal(clear.length, 0, "no line holds the secret in clear");
+    },
+  );
+
+  it(
+    "a pod writing to stdout and stderr: each line with its stream, in order, once each from history to live; --stream",
+    { timeout: 600_000 },
+    async () => {
+      const ref = { ...REF, environment: "streams" };
+      const t = ctrl.adminToken;
+      await ctrl.client(EnvironmentService, t).createEnvironment({
+        ...ref,
+        slug: ref.environment,
+        regions: [{ region: "eu", replicas: 1 }],
+      });
+      const since = new Date(Date.now() - 60_000).toISOString();
+      await ctrl.client(DeploymentService, t).createDeployment({
+        ...ref,
+        image: "krane.local/hello:v1",
+        command: twoStreams(),
+        port: 8080,
+        cpuMillicores: 100n,
+        memoryMib: 128n,
+      });
+      const pod = await eventually(
+        "the pod running",
+        async () => {
+          const s = await ctrl.client(StatusService, t).getEnvironmentStatus(ref);
+          return s.deployments
+            .flatMap((d) => d.regions.flatMap((r) => r.instances))
+            .find((i) => i.status === InstanceStatus.RUNNING)?.k8sName;
+        },
+        300_000,
+      );
+      await eventually("its lines kept", async () => ((await kept(pod)) >= 40 ? true : undefined), 60_000);
+      const streams = await ctrl.store.db
+        .selectFrom("log_lines")
+        .select("stream")
+        .distinct()
+        .where("instance", "=", pod)
+        .execute();
+      assert.deepEqual(streams.map((r) => r.stream).sort(), ["stderr", "stdout"], "kept with their streams");
+
+      /** The numbers printed, checked: in order, 1, 2, 3, … and each on its stream. */
+      const numbers = (printed: readonly Printed[], what: string): number[] => {
+        const ns: number[] = [];
+        for (const p of printed) {
+          const m = /^n=(\d+)$/.exec(p.line ?? "");
+          if (!m) continue;
+          const n = Number(m[1]);
+          assert.equal(p.stream, n % 2 ? "stdout" : "stderr", `${what}: n=${n}`);
+          ns.push(n);
+        }
+        return ns;
+      };
+      const keptBefore = await kept(pod);
+      const follow = krane(env(), ["shop/streams", "--since", since, "-f"]);
+      await eventually(
+        "the follow goes on live",
+        () => Promise.resolve((numbers(follow.out, "-f").at(-1) ?? 0) >= keptBefore + 40 ? true : undefined),
+        60_000,
+      );
+      follow.child.kill("SIGTERM");
+      const followed = numbers(follow.out, "-f");
+      assert.deepEqual(
+        followed,
+        Array.from({ length: followed.length }, (_, i) => i + 1),
+        "every line once, in time order, across the seam",
+      );
+
+      const errs = numbers(
+        await finished(krane(env(), ["shop/streams", "--since", since, "--stream", "stderr"])),
+        "--stream",
+      );
+      assert.ok(errs.length >= 20, `${errs.length} stderr lines`);
+      assert.deepEqual(
+        errs,
+        Array.from({ length: errs.length }, (_, i) => 2 * (i + 1)),
+        "stderr's lines only, each once",
+      );
     },
   );
 });

@@ -65,8 +65,12 @@ export async function checkLogHistory(store: Store): Promise<void> {
     line({ ns: ns(NOW - 2_000, 999_999), line: "ERROR boom" }),
     line({ ns: ns(NOW - 1_000, 1), instance: "web-2", region: "us", deploymentId: "dep_2", revision: 2 }),
   ];
-  await storeLines(db, first);
-  await storeLines(db, [...first, line({ ns: ns(NOW - 500, 7), line: "later" })]);
+  assert.equal(await storeLines(db, first), 3);
+  assert.equal(
+    await storeLines(db, [...first, line({ ns: ns(NOW - 500, 7), line: "later" })]),
+    1,
+    "only the new line counts",
+  );
   const cursors = await storedCursors(db, "env_a");
   assert.equal(cursors.get("eu/web-1"), ns(NOW - 500, 7));
   assert.equal(cursors.get("us/web-2"), ns(NOW - 1_000, 1));

@@ -19,8 +19,13 @@ export interface OutEntry {
   ns: bigint;
   /** Complete lines of pods/log, each with its time stamp and newline. */
   data?: Buffer;
+  /** The stream the data was read from (undefined: stdout and stderr merged). */
+  stream?: LogStreamName;
   marker?: OutMarker;
 }
+
+/** A container's stream, as pods/log's `stream` parameter names it. */
+export type LogStreamName = "Stdout" | "Stderr";
 
 export interface BufferLimits {
   /** Chunks kept waiting at most (markers are not counted). */
@@ -92,12 +97,12 @@ export class OutBuffer {
 
   /**
    * Takes entries from the front, oldest first, up to about `maxBytes` of data; each instance's
-   * chunks with no marker of it between them come out joined, as one entry.
+   * chunks of one stream with no marker of the instance between them come out joined, as one entry.
    */
   take(maxBytes = Number.POSITIVE_INFINITY): OutEntry[] {
     const out: OutEntry[] = [];
-    /** Per instance, the data entry being joined and its parts. */
-    const open = new Map<string, { entry: OutEntry; parts: Buffer[] }>();
+    /** Per instance and stream, the data entry being joined and its parts. */
+    const open = new Map<string, Map<string, { entry: OutEntry; parts: Buffer[] }>>();
     const joined: { entry: OutEntry; parts: Buffer[] }[] = [];
     let bytes = 0;
     while (this.#head < this.#queue.length && bytes < maxBytes) {
@@ -106,11 +111,13 @@ export class OutBuffer {
         this.#chunks--;
         this.#bytes -= e.data.length;
         bytes += e.data.length;
-        const o = open.get(e.instance);
+        let streams = open.get(e.instance);
+        if (!streams) open.set(e.instance, (streams = new Map()));
+        const o = streams.get(e.stream ?? "");
         if (o) o.parts.push(e.data);
         else {
           const j = { entry: { ...e }, parts: [e.data] };
-          open.set(e.instance, j);
+          streams.set(e.stream ?? "", j);
           joined.push(j);
           out.push(j.entry);
         }

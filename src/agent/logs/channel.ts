@@ -9,6 +9,7 @@ import { fullJitterDelay, sleep, type BackoffPolicy } from "../../retry/backoff.
 import type { Logger } from "../../base/log.js";
 import type { BufferLimits } from "./buffer.js";
 import { LogSession, type PushRequest } from "./session.js";
+import { StreamSupport } from "./streams.js";
 import { RequestSession } from "./requests.js";
 import type { AddressMapping } from "../../contracts/address-map.js";
 
@@ -33,6 +34,8 @@ export class LogChannel {
   readonly #o: LogChannelOptions;
   readonly #client: Client<typeof LogChannelService>;
   readonly #sessions = new Map<string, LogSession | RequestSession>();
+  /** Whether the cluster reads log streams apart, as its sessions found out. */
+  readonly #streams = new StreamSupport();
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
   #connected = false;
@@ -132,6 +135,7 @@ export class LogChannel {
             log: this.#o.log,
             buffer: this.#o.buffer,
             heartbeatMs: this.#o.heartbeatMs,
+            streams: this.#streams,
             push,
           },
           req,

@@ -3,6 +3,11 @@
 // pushed to ctrl in batches. Following, a watch on the pods lets new instances join (a rollout, a
 // scale-up; a restarted container too) and a log that ends leaves with a marker.
 //
+// Each container is read twice, once per stream (stdout, stderr), so every line says which it
+// came from, where the cluster allows it (streams.ts: the PodLogsQuerySplitStreams feature gate,
+// found out by asking) and the read has no tail (the API server takes no tailLines with a
+// stream); otherwise once, both merged, the stream unknown.
+//
 // The agent does as little as it can per line: what pods/log gives it goes on as bytes, cut only
 // at the last newline of each chunk (lines.ts), and ctrl splits the lines and reads their times
 // (the chunk form of PushLogs). Only for a ctrl that predates the chunk form does the agent split
@@ -24,7 +29,7 @@ import type {
   LogMarkerSchema,
   PushLogsRequestSchema,
 } from "../../gen/krane/ctrl/v1/logs_pb.js";
-import { LogMarkerKind } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { LogMarkerKind, LogStream } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import {
   COMPONENT,
   isWorkspaceNamespace,
@@ -35,14 +40,15 @@ import {
 } from "../../contracts/labels.js";
 import { forEachStampedLine, msToNs } from "../../contracts/logs.js";
 import { isGone, type KubeClient } from "../../kube/client.js";
-import type { KubeObject } from "../../kube/object.js";
+import { isRecord, type KubeObject } from "../../kube/object.js";
 import { resources } from "../../kube/resources.js";
 import { CONTAINER_NAME } from "../deployments/render.js";
 import type { Logger } from "../../base/log.js";
 import { sleep } from "../../retry/backoff.js";
-import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type OutEntry } from "./buffer.js";
+import { DEFAULT_BUFFER, OutBuffer, type BufferLimits, type LogStreamName, type OutEntry } from "./buffer.js";
 import { lastLineNs, LineChunker, linesAfter } from "./lines.js";
 import { appContainer, isStandIn, runningContainer } from "./pods.js";
+import { refusedByApiServer, refusesStreams, StreamSupport } from "./streams.js";
 
 export type PushRequest = MessageInitShape<typeof PushLogsRequestSchema>;
 
@@ -53,6 +59,8 @@ export interface LogSessionDeps {
   push(req: PushRequest): Promise<{ cancelled: boolean }>;
   readonly log: Logger;
   readonly buffer?: BufferLimits;
+  /** What the cluster said of split streams (shared by the agent's sessions; default: this session's own). */
+  readonly streams?: StreamSupport;
   /** Empty pushes while quiet, so ctrl knows the request is served (default 2 s). */
   readonly heartbeatMs?: number;
   /** While data keeps coming, pushes start at most this often (ms; default PUSH_INTERVAL_MS). */
@@ -93,6 +101,15 @@ const MARKER_KINDS = {
   error: LogMarkerKind.ERROR,
 } as const;
 
+/** How one read of a container's log ended. */
+type ReadEnd =
+  | { kind: "done" | "stopped" | "left" }
+  | { kind: "error"; message: string }
+  /** A split read the cluster refused, before any line. */
+  | { kind: "refused"; apiServer: boolean };
+
+const STREAMS: readonly LogStreamName[] = ["Stdout", "Stderr"];
+
 interface Reader {
   containerId: string;
   abort: AbortController;
@@ -104,6 +121,7 @@ export class LogSession {
   readonly #req: AgentLogRequest;
   readonly #buffer: OutBuffer;
   readonly #stop = new AbortController();
+  readonly #streams: StreamSupport;
   /** The reader of each pod (the container it reads); kept after it ended, so a log is read once. */
   readonly #readers = new Map<string, Reader>();
   /** Stand-in pods seen (each said once). */
@@ -118,6 +136,7 @@ export class LogSession {
     this.#d = d;
     this.#req = req;
     this.#buffer = new OutBuffer(d.buffer ?? DEFAULT_BUFFER);
+    this.#streams = d.streams ?? new StreamSupport();
     // One listener per pod read (each reader stops with the session): no cap on instances.
     setMaxListeners(0, this.#stop.signal);
     this.done = this.#run();
@@ -252,13 +271,46 @@ export class LogSession {
     const stop = (): void => abort.abort();
     this.#stop.signal.addEventListener("abort", stop, { once: true });
     const reader: Reader = { containerId: c.id, abort, done: Promise.resolve() };
-    reader.done = this.#readPod(pod, c.id, fresh, abort.signal).finally(() =>
+    reader.done = this.#readContainer(pod, c.id, fresh, abort.signal).finally(() =>
       this.#stop.signal.removeEventListener("abort", stop),
     );
     this.#readers.set(name, reader);
   }
 
-  async #readPod(pod: KubeObject, containerId: string, fresh: boolean, signal: AbortSignal): Promise<void> {
+  /** Reads a container's log, split by stream where the cluster allows, with its markers. */
+  async #readContainer(pod: KubeObject, containerId: string, fresh: boolean, signal: AbortSignal): Promise<void> {
+    const r = this.#req;
+    if (r.follow) this.#marker(pod, "joined");
+    const node = isRecord(pod.spec) && typeof pod.spec.nodeName === "string" ? pod.spec.nodeName : "";
+    let ends: ReadEnd[] | undefined;
+    if (r.tailLines === undefined && this.#streams.split(node)) {
+      ends = await Promise.all(STREAMS.map((s) => this.#readPod(pod, containerId, fresh, signal, s)));
+      const refused = ends.find((e) => e.kind === "refused");
+      if (refused?.kind === "refused") {
+        this.#streams.refused(node, refused.apiServer);
+        this.#d.log.info(
+          { node, apiServer: refused.apiServer },
+          "log streams cannot be read apart here; reading them merged",
+        );
+        // Both refuse alike (the same API server and kubelet): nothing was read yet.
+        ends = undefined;
+      }
+    }
+    ends ??= [await this.#readPod(pod, containerId, fresh, signal, undefined)];
+    if (signal.aborted) return;
+    const error = ends.find((e) => e.kind === "error");
+    if (error?.kind === "error") this.#marker(pod, "error", error.message);
+    else if (ends.some((e) => e.kind === "left")) this.#marker(pod, "left");
+  }
+
+  /** Reads one stream of a container's log (`stream` undefined: both, merged). */
+  async #readPod(
+    pod: KubeObject,
+    containerId: string,
+    fresh: boolean,
+    signal: AbortSignal,
+    stream: LogStreamName | undefined,
+  ): Promise<ReadEnd> {
     const name = pod.metadata.name ?? "";
     const namespace = pod.metadata.namespace ?? this.#req.k8sNamespace;
     const deploymentId = pod.metadata.labels?.[LABEL_DEPLOYMENT_ID] ?? "";
@@ -274,8 +326,8 @@ export class LogSession {
       // (or, for a ctrl that takes no chunks, when the lines are split at push time).
       sinceTime: since ? new Date(Math.floor(Number(r.sinceUnixMs) / 1000) * 1000).toISOString() : undefined,
       tailLines: r.tailLines !== undefined && !fresh ? r.tailLines : undefined,
+      stream,
     };
-    if (r.follow) this.#marker(pod, "joined");
     /**
      * The last lines passed on: their last line's time is read only when the stream is opened
      * again, not for every chunk (a chunk is about a line: reading its time was a fifth of the
@@ -292,7 +344,7 @@ export class LogSession {
       }
       if (!data) return false;
       lastData = data;
-      this.#emit({ instance: name, deploymentId, ns: 0n, data });
+      this.#emit({ instance: name, deploymentId, ns: 0n, data, stream });
       return true;
     };
     for (let broken = 0; ;) {
@@ -302,39 +354,39 @@ export class LogSession {
       try {
         await this.#d.kube.streamBytes(path, query, (chunk) => (heard = emit(lines.feed(chunk)) || heard), signal);
       } catch (err) {
-        if (signal.aborted) return;
+        if (signal.aborted) return { kind: "stopped" };
+        if (stream !== undefined && lastData === undefined && !heard && refusesStreams(err))
+          return { kind: "refused", apiServer: refusedByApiServer(err) };
         failure = err instanceof Error ? err.message : String(err);
-        if (!r.follow) {
-          this.#marker(pod, "error", `cannot read the log: ${failure}`);
-          return;
-        }
+        if (!r.follow) return { kind: "error", message: `cannot read the log: ${failure}` };
       }
       if (!r.follow) emit(lines.end());
-      if (!r.follow || signal.aborted) return;
+      if (!r.follow) return { kind: "done" };
+      if (signal.aborted) return { kind: "stopped" };
       // A followed log ends when its container stops, but also when the connection to the API
       // server (or the API server's to the kubelet) breaks: an API server restarting or being
       // replaced. While the same container still runs, its log is read again from the last line
       // passed on (from that second; what was passed on already is skipped).
       broken = heard ? 1 : broken + 1;
       this.#d.log.debug(
-        { request: this.id, pod: name, failure, broken },
+        { request: this.id, pod: name, stream, failure, broken },
         "log stream ended; reading it again if it runs",
       );
       // Unsure (the API server does not answer yet): tried again, within the attempts.
       const givenUp = broken > REOPEN_ATTEMPTS;
       const running = givenUp ? "no" : await this.#stillRunning(namespace, name, containerId, signal);
       if (running === "no") {
-        if (signal.aborted) return;
+        if (signal.aborted) return { kind: "stopped" };
         emit(lines.end());
         // A container that is gone has left, however its stream ended: a stream cut while the
         // kubelet stops a container is the usual end of a rolling update, not an error. Only a
         // stream given up on while the container may still run is one.
-        if (givenUp && failure !== "") this.#marker(pod, "error", `cannot read the log: ${failure}`);
-        else this.#marker(pod, "left");
-        return;
+        return givenUp && failure !== ""
+          ? { kind: "error", message: `cannot read the log: ${failure}` }
+          : { kind: "left" };
       }
       await sleep(Math.min(5_000, 250 * 2 ** (broken - 1)), signal);
-      if (signal.aborted) return;
+      if (signal.aborted) return { kind: "stopped" };
       const lastNs = lastData === undefined ? undefined : lastLineNs(lastData);
       if (lastNs !== undefined) {
         const second = lastNs / 1_000_000_000n;
@@ -456,6 +508,7 @@ export function lineEntries(batch: readonly OutEntry[], sinceNs: bigint): Messag
           instance: e.instance,
           deploymentId: e.deploymentId,
           entry: { case: "line", value: text },
+          stream: streamOf(e),
         }),
       );
     else out.push({ timeUnixNano: e.ns, instance: e.instance, deploymentId: e.deploymentId, entry: markerOf(e) });
@@ -476,13 +529,22 @@ function markerOf(e: OutEntry): { case: "marker"; value: MessageInitShape<typeof
 
 function toChunk(e: OutEntry): MessageInitShape<typeof LogChunkSchema> {
   return e.data !== undefined
-    ? { instance: e.instance, deploymentId: e.deploymentId, content: { case: "lines", value: e.data } }
+    ? {
+        instance: e.instance,
+        deploymentId: e.deploymentId,
+        content: { case: "lines", value: e.data },
+        stream: streamOf(e),
+      }
     : {
         instance: e.instance,
         deploymentId: e.deploymentId,
         content: { case: "marker", value: markerOf(e).value },
         markerTimeUnixNano: e.ns,
       };
+}
+
+function streamOf(e: OutEntry): LogStream {
+  return e.stream === "Stdout" ? LogStream.STDOUT : e.stream === "Stderr" ? LogStream.STDERR : LogStream.UNSPECIFIED;
 }
 
 function isPod(o: unknown): o is KubeObject {

@@ -2,6 +2,7 @@
 // containerd (config version 3), gVisor's shim, the CNI network, the kubelet and, per cluster,
 // kube-proxy and the DNS server. node.ts writes them and starts the processes.
 import type { RealNodeSpec, RealNodesPlan } from "./plan.js";
+import { FEATURE_GATES } from "./feature-gates.js";
 
 /** Where one node keeps everything (all under the cluster's directory). */
 export interface NodeDirs {
@@ -263,6 +264,7 @@ export function kubeletConfig(dirs: NodeDirs, node: RealNodeSpec, plan: RealNode
       // The kubelet reads these from the masked files (kubelet.ts) and finds them as it wants them.
       protectKernelDefaults: false,
       localStorageCapacityIsolation: true,
+      featureGates: FEATURE_GATES,
     },
     null,
     2,

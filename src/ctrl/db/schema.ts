@@ -773,7 +773,7 @@ export interface LogLinesTable {
   workspace_id: string;
   deployment_id: string;
   revision: number;
-  /** "" while pods/log merges stdout and stderr. */
+  /** "stdout" or "stderr"; "" when not known (pods/log gave both merged). */
   stream: string;
   line: string;
 }

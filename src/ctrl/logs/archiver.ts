@@ -4,13 +4,18 @@
 // pod's pods/log, new instances join, restarted containers are read from their start), and stores
 // what comes back in the log history (history.ts), masked (mask.ts).
 //
-// No line twice, none lost: the archive keeps a cursor per instance (the time of its last line
-// taken: the kubelet's stamps are in order per instance). When it asks again — the agent went
+// No line twice, none lost: the archive keeps a cursor per instance and stream (the time of its
+// last line taken: the kubelet's stamps are in order per stream; seam.ts). When it asks again — the agent went
 // silent past answerTimeoutMs (restarted, disconnected), a write failed — it reads the cursors back
 // from what was stored and asks from the earliest cursor of the instances still running (from the
-// start when one of them has none), dropping each line not later than its instance's cursor; the
-// store's key (instance, time) drops what two replicas both relayed. A line the agent dropped for
-// want of room (its buffer full) is lost and counted (krane_log_archive_dropped_lines_total).
+// start when one of them, or one of its streams, has none), dropping each line not later than its
+// stream's cursor; the
+// store's key (instance, time) drops what two replicas both relayed.
+//
+// What the archive does not keep is counted by reason (onDropped; ctrl's
+// krane_log_archive_dropped_lines_total{reason}): "flood", lines an agent dropped for want of room
+// (its buffer full under a flood), never stored; "bound", the oldest lines of an environment past
+// its line bound; "retention", lines past their workspace's retention.
 //
 // With several ctrl replicas, one archives an environment at a time: the one that holds its lease
 // (lease.ts), renewed at every sweep; another takes over once the lease ends (leaseMs) or at once
@@ -34,7 +39,8 @@ import { DEFAULT_MAX_LINES_PER_ENVIRONMENT, pruneLogs, storedCursors, storeLines
 import type { LogHub } from "./hub.js";
 import { ARCHIVE_LEASE_MS, forgetExpiredLeases, leaseEnvironments, releaseLeases } from "./lease.js";
 import { EnvironmentSecrets } from "./secrets.js";
-import { InstanceCursors, sourceKey } from "./seam.js";
+import { InstanceCursors, sourceKey, type StreamName } from "./seam.js";
+import { streamName } from "./chunks.js";
 
 export interface LogArchiverOptions {
   readonly store: Store;
@@ -56,9 +62,14 @@ export interface LogArchiverOptions {
   readonly leaseMs?: number;
   /** Told of a sweep or run that failed. */
   readonly onError?: (err: unknown) => void;
-  /** Told of lines taken and dropped (metrics). */
-  readonly onLines?: (stored: number, dropped: number) => void;
+  /** Told of lines stored (metrics). */
+  readonly onStored?: (lines: number) => void;
+  /** Told of lines not kept, and why (metrics). */
+  readonly onDropped?: (reason: DropReason, lines: number) => void;
 }
+
+/** Why lines were not kept: an agent's full buffer, an environment's bound, a workspace's retention. */
+export type DropReason = "flood" | "bound" | "retention";
 
 interface Target {
   readonly environmentId: string;
@@ -156,6 +167,8 @@ export class LogArchiver implements Runnable {
       );
       await forgetExpiredLeases(store.db, store.clock());
       this.#prunedAt = store.clock();
+      if (r.expired > 0) this.#o.onDropped?.("retention", r.expired);
+      if (r.overflow > 0) this.#o.onDropped?.("bound", r.overflow);
       if (r.overflow > 0)
         this.#log.warn({ lines: r.overflow }, "log history: environments past their bound lost their oldest lines");
       return Result.done;
@@ -291,7 +304,7 @@ export class LogArchiver implements Runnable {
     // A request the agent ended (it failed as a whole) is asked again at the next sweep.
     if (push.done) a.heard.set(clusterId, -Infinity);
     const region = a.target.region;
-    const lines: { ns: bigint; instance: string; deploymentId: string; text: string }[] = [];
+    const lines: { ns: bigint; instance: string; deploymentId: string; stream: StreamName; text: string }[] = [];
     let dropped = 0;
     for (const e of push.entries) {
       if (e.entry.case === "marker") {
@@ -299,10 +312,17 @@ export class LogArchiver implements Runnable {
         continue;
       }
       if (e.entry.case !== "line") continue;
-      if (!a.cursors.admit(sourceKey(region, e.instance), e.timeUnixNano)) continue;
-      lines.push({ ns: e.timeUnixNano, instance: e.instance, deploymentId: e.deploymentId, text: e.entry.value });
+      const stream = streamName(e.stream);
+      if (!a.cursors.admit(sourceKey(region, e.instance), e.timeUnixNano, stream)) continue;
+      lines.push({
+        ns: e.timeUnixNano,
+        instance: e.instance,
+        deploymentId: e.deploymentId,
+        stream,
+        text: e.entry.value,
+      });
     }
-    if (dropped > 0) this.#o.onLines?.(0, dropped);
+    if (dropped > 0) this.#o.onDropped?.("flood", dropped);
     if (lines.length === 0) return;
     a.writing = a.writing
       .then(async () => {
@@ -316,11 +336,10 @@ export class LogArchiver implements Runnable {
           ns: l.ns,
           deploymentId: l.deploymentId,
           revision: a.secrets.revision(l.deploymentId),
-          stream: "",
+          stream: l.stream,
           line: a.secrets.mask(l.text),
         }));
-        await storeLines(this.#o.store.db, rows);
-        this.#o.onLines?.(rows.length, 0);
+        this.#o.onStored?.(await storeLines(this.#o.store.db, rows));
       })
       .catch((err: unknown) => {
         // The cursors moved past lines not stored: asked again from what was.

@@ -5,10 +5,21 @@
 // the reader fills them in. An entry is written as the plain object protobuf-es's create() would
 // make (every field of a proto3 message, at its default where unset): create() walks the schema
 // for each, and ctrl makes one per line (about 6 times the cost, measured).
-import type { LogChunk, LogEntry } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import { LogStream, type LogChunk, type LogEntry } from "../../gen/krane/ctrl/v1/logs_pb.js";
+import type { StreamName } from "./seam.js";
 import { forEachStampedLine } from "../../contracts/logs.js";
 
-function lineEntry(ns: bigint, instance: string, deploymentId: string, text: string): LogEntry {
+/** A line's stream as kept ("" unknown). */
+export function streamName(s: LogStream): StreamName {
+  return s === LogStream.STDOUT ? "stdout" : s === LogStream.STDERR ? "stderr" : "";
+}
+
+/** A kept stream name on the wire (anything else: unknown). */
+export function logStream(name: string): LogStream {
+  return name === "stdout" ? LogStream.STDOUT : name === "stderr" ? LogStream.STDERR : LogStream.UNSPECIFIED;
+}
+
+function lineEntry(ns: bigint, instance: string, deploymentId: string, text: string, stream: LogStream): LogEntry {
   return {
     $typeName: "krane.ctrl.v1.LogEntry",
     timeUnixNano: ns,
@@ -17,6 +28,7 @@ function lineEntry(ns: bigint, instance: string, deploymentId: string, text: str
     revision: 0n,
     deploymentId,
     entry: { case: "line", value: text },
+    stream,
   };
 }
 
@@ -24,10 +36,12 @@ export function entriesOfChunks(chunks: readonly LogChunk[]): LogEntry[] {
   const out: LogEntry[] = [];
   for (const c of chunks) {
     if (c.content.case === "lines")
-      forEachStampedLine(c.content.value, 0n, (ns, text) => out.push(lineEntry(ns, c.instance, c.deploymentId, text)));
+      forEachStampedLine(c.content.value, 0n, (ns, text) =>
+        out.push(lineEntry(ns, c.instance, c.deploymentId, text, c.stream)),
+      );
     else if (c.content.case === "marker")
       out.push({
-        ...lineEntry(c.markerTimeUnixNano, c.instance, c.deploymentId, ""),
+        ...lineEntry(c.markerTimeUnixNano, c.instance, c.deploymentId, "", LogStream.UNSPECIFIED),
         entry: { case: "marker", value: c.content.value },
       });
   }

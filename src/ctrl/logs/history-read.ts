@@ -9,6 +9,7 @@ import type { LogEntry } from "../../gen/krane/ctrl/v1/logs_pb.js";
 import { msToNs } from "../../contracts/logs.js";
 import type { LogQuery } from "../validate/logs.js";
 import { searchHistory, storedCursors, type LineMask } from "./history.js";
+import { logStream } from "./chunks.js";
 import { sourceKey, type InstanceCursors } from "./seam.js";
 import type { LogTarget } from "./target.js";
 import type { Grep } from "./grep.js";
@@ -61,6 +62,7 @@ async function* entries(
     deploymentIds: target.deploymentIds,
     regions: target.regions,
     instance: q.instance,
+    stream: q.stream,
     matcher: grep,
     mask,
     upTo: seam,
@@ -73,5 +75,6 @@ async function* entries(
       revision: BigInt(l.revision),
       deploymentId: l.deploymentId,
       entry: { case: "line", value: l.line },
+      stream: logStream(l.stream),
     }));
 }

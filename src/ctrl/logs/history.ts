@@ -10,7 +10,7 @@
 import type { Kysely } from "kysely";
 import type { Database } from "../db/schema.js";
 import type { Grep } from "./grep.js";
-import { InstanceCursors, sourceKey } from "./seam.js";
+import { InstanceCursors, sourceKey, type StreamName } from "./seam.js";
 
 type Db = Kysely<Database>;
 
@@ -28,8 +28,8 @@ export interface StoredLine {
   ns: bigint;
   deploymentId: string;
   revision: number;
-  /** "" (stdout and stderr merged, as pods/log gives them). */
-  stream: string;
+  /** "stdout", "stderr", or "" (not known: stdout and stderr merged, as pods/log gives them without split streams). */
+  stream: StreamName;
   line: string;
 }
 
@@ -40,8 +40,9 @@ export function nsText(ns: bigint): string {
 
 const INSERT_ROWS = 500;
 
-/** Stores lines; one already stored (same instance and time) is left as it is. */
-export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<void> {
+/** Stores lines; one already stored (same instance and time) is left as it is. Answers how many were new. */
+export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<number> {
+  let stored = 0;
   for (let i = 0; i < lines.length; i += INSERT_ROWS) {
     const rows = lines.slice(i, i + INSERT_ROWS).map((l) => ({
       environment_id: l.environmentId,
@@ -54,24 +55,32 @@ export async function storeLines(db: Db, lines: readonly StoredLine[]): Promise<
       stream: l.stream,
       line: l.line,
     }));
-    await db
+    const [r] = await db
       .insertInto("log_lines")
       .values(rows)
       .onConflict((oc) => oc.columns(["environment_id", "region", "instance", "time_ns"]).doNothing())
       .execute();
+    stored += Number(r?.numInsertedOrUpdatedRows ?? 0);
   }
+  return stored;
 }
 
-/** The time of each instance's last stored line (region/instance → ns) in an environment (optionally one region). */
+/** The time of each instance's last stored line of each stream (region/instance → ns) in an environment (optionally one region). */
 export async function storedCursors(db: Db, environmentId: string, region?: string): Promise<InstanceCursors> {
   let q = db
     .selectFrom("log_lines")
-    .select(["region", "instance", (eb) => eb.fn.max("time_ns").as("last")])
+    .select(["region", "instance", "stream", (eb) => eb.fn.max("time_ns").as("last")])
     .where("environment_id", "=", environmentId)
-    .groupBy(["region", "instance"]);
+    .groupBy(["region", "instance", "stream"]);
   if (region !== undefined) q = q.where("region", "=", region);
   const rows = await q.execute();
-  return new InstanceCursors(rows.map((r) => [sourceKey(r.region, r.instance), BigInt(r.last)] as const));
+  return new InstanceCursors(
+    rows.map((r) => [sourceKey(r.region, r.instance), BigInt(r.last), keptStream(r.stream)] as const),
+  );
+}
+
+function keptStream(s: string): StreamName {
+  return s === "stdout" || s === "stderr" ? s : "";
 }
 
 /** Masks lines before they are matched and sent (secrets.ts's EnvironmentSecrets). */
@@ -87,6 +96,8 @@ export interface HistoryQuery {
   deploymentIds: readonly string[];
   regions: readonly string[];
   instance?: string;
+  /** Only lines of this stream (undefined: all). */
+  stream?: StreamName;
   matcher?: Grep;
   /** Applied to every line before the matcher (lines kept before a secret was known are masked too). */
   mask?: LineMask;
@@ -100,6 +111,7 @@ export interface HistoryLine {
   instance: string;
   deploymentId: string;
   revision: number;
+  stream: StreamName;
   line: string;
 }
 
@@ -113,12 +125,13 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
   for (;;) {
     let s = db
       .selectFrom("log_lines")
-      .select(["time_ns", "region", "instance", "deployment_id", "revision", "line"])
+      .select(["time_ns", "region", "instance", "deployment_id", "revision", "stream", "line"])
       .where("environment_id", "=", q.environmentId)
       .where("time_ns", ">=", nsText(q.sinceNs))
       .where("region", "in", [...q.regions]);
     if (q.deploymentIds.length > 0) s = s.where("deployment_id", "in", [...q.deploymentIds]);
     if (q.instance !== undefined) s = s.where("instance", "=", q.instance);
+    if (q.stream !== undefined) s = s.where("stream", "=", q.stream);
     if (after) {
       const a = after;
       s = s.where((eb) =>
@@ -133,7 +146,8 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
     let out: HistoryLine[] = [];
     for (const r of rows) {
       const ns = BigInt(r.time_ns);
-      const last = q.upTo.get(sourceKey(r.region, r.instance));
+      const stream = keptStream(r.stream);
+      const last = q.upTo.get(sourceKey(r.region, r.instance), stream);
       if (last === undefined || ns > last) continue;
       out.push({
         ns,
@@ -141,6 +155,7 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
         instance: r.instance,
         deploymentId: r.deployment_id,
         revision: Number(r.revision),
+        stream,
         line: r.line,
       });
     }

@@ -27,7 +27,7 @@ import type { Store } from "../db/store.js";
 import { validateLogQuery, validateLogRetentionDays, type LogQuery } from "../validate/logs.js";
 import type { LogHub } from "./hub.js";
 import { LogMerger } from "./merge.js";
-import { entriesOfChunks } from "./chunks.js";
+import { entriesOfChunks, streamName } from "./chunks.js";
 import { logTarget, revisionsOf } from "./target.js";
 import { readHistory } from "./history-read.js";
 import { DAY_MS, logRetention, setLogRetention } from "./history.js";
@@ -259,8 +259,14 @@ export function logServiceImpl(d: LogServiceDeps): ServiceImpl<typeof LogService
             for (const e of push.entries) {
               // The API server reads from whole seconds: earlier lines of that second go here.
               if (e.entry.case === "line" && e.timeUnixNano < sinceNs) continue;
+              // --stream: only lines known to be of it.
+              if (e.entry.case === "line" && q.stream !== undefined && streamName(e.stream) !== q.stream) continue;
               // With history: kept lines were sent already; --grep: only the lines it matches.
-              if (e.entry.case === "line" && seam && !seam.isNew(sourceKey(st.region, e.instance), e.timeUnixNano))
+              if (
+                e.entry.case === "line" &&
+                seam &&
+                !seam.isNew(sourceKey(st.region, e.instance), e.timeUnixNano, streamName(e.stream))
+              )
                 continue;
               // What the agent says of region and revision is not taken: ctrl knows them.
               e.region = st.region;

@@ -426,6 +426,8 @@ export function logArchiver(b: CtrlBase, hub: LogHub): LogArchiver {
     keyring: b.config.keyring,
     logger: b.log,
     onError: b.backgroundFailure("log archive upkeep failed; retrying"),
+    onStored: (n) => b.metrics.logArchiveStored.inc(n),
+    onDropped: (reason, n) => b.metrics.logArchiveDropped.inc({ reason }, n),
   });
 }
 

@@ -20,6 +20,8 @@ export interface LogQuery {
   history: boolean;
   /** The --grep pattern (matched by src/ctrl/logs/grep.ts). */
   grep?: GrepPattern;
+  /** Only lines known to be of this stream (undefined: all). */
+  stream?: "stdout" | "stderr";
 }
 
 /** Clocks of callers run a little ahead: a `since` this far in the future is taken as "now". */
@@ -41,6 +43,8 @@ export function validateLogQuery(
     previous: boolean;
     history?: boolean;
     grep?: string;
+    /** LogStream: 0 all, 1 stdout, 2 stderr. */
+    stream?: number;
   },
   now: number,
 ): LogQuery {
@@ -62,6 +66,12 @@ export function validateLogQuery(
   const history = req.history === true;
   if (history && req.tailLines !== undefined) throw invalidArgument("history", "cannot be combined with tail_lines");
   if (history && req.previous) throw invalidArgument("history", "cannot be combined with previous");
+  const stream = req.stream === 1 ? "stdout" : req.stream === 2 ? "stderr" : undefined;
+  if (req.stream !== undefined && req.stream !== 0 && stream === undefined)
+    throw invalidArgument("stream", "must be stdout or stderr (or unset for both)");
+  // The API server reads a tail of both streams merged: no line of it knows its stream.
+  if (stream !== undefined && req.tailLines !== undefined)
+    throw invalidArgument("stream", "cannot be combined with tail_lines");
   let grep: GrepPattern | undefined;
   if (req.grep !== undefined && req.grep !== "") {
     const m = grepPattern(req.grep);
@@ -79,6 +89,7 @@ export function validateLogQuery(
     previous: req.previous,
     history,
     grep,
+    stream,
   };
 }
 

@@ -7,7 +7,7 @@
 // records every request heard, in order.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { LogChannelService, type AgentLogRequest } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
+import { LogChannelService, LogMarkerKind, type AgentLogRequest } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { msToNs } from "../../../src/contracts/logs.js";
 import { bearer } from "./support.js";
 
@@ -16,6 +16,8 @@ export interface PodLine {
   readonly instance: string;
   readonly deploymentId: string;
   readonly text: string;
+  /** A DROPPED marker of this many lines instead of a line (the agent's buffer was full). */
+  readonly dropped?: number;
 }
 
 export interface PodLogAgentOptions {
@@ -49,6 +51,12 @@ export class PodLogAgent {
     const line = { ns, instance, deploymentId, text };
     this.lines.push(line);
     return line;
+  }
+
+  /** The agent drops `count` lines of a pod for want of room: a DROPPED marker, as the real agent sends. */
+  drop(instance: string, deploymentId: string, count: number): void {
+    const line = this.write(instance, deploymentId, "");
+    this.lines[this.lines.length - 1] = { ...line, dropped: count };
   }
 
   /** The requests heard whose id starts with `prefix` ("arc_": the archive's, "log_": readers'). */
@@ -106,7 +114,10 @@ export class PodLogAgent {
             timeUnixNano: l.ns,
             instance: l.instance,
             deploymentId: l.deploymentId,
-            entry: { case: "line" as const, value: l.text },
+            entry:
+              l.dropped === undefined
+                ? { case: "line" as const, value: l.text }
+                : { case: "marker" as const, value: { kind: LogMarkerKind.DROPPED, dropped: BigInt(l.dropped) } },
           })),
         });
         if (res.cancelled) {

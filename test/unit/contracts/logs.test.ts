@@ -112,6 +112,39 @@ test("entries print with region/instance and revision; markers on their own line
   });
 });
 
+test("a stderr line is marked; -o json says each line's stream", () => {
+  const o = { timestamps: false, color: false };
+  assert.equal(formatEntry({ ...e("web-1", 1, "bad"), stream: "stderr" }, o), "[eu/web-1 r3 stderr] bad");
+  assert.equal(formatEntry({ ...e("web-1", 1, "ok"), stream: "stdout" }, o), "[eu/web-1 r3] ok");
+  assert.equal(entryJson({ ...e("web-1", 1, "bad"), stream: "stderr" }).stream, "stderr");
+  assert.equal(entryJson(e("web-1", 1, "merged")).stream, "unknown");
+});
+
+test("a resumed stream repeats nothing of either stream; a stream behind the other is not dropped", () => {
+  const c = new ResumeCursor();
+  const at = (ns: number, stream: "stdout" | "stderr", line: string): PrintedEntry => ({ ...e("a", ns, line), stream });
+  assert.ok(c.admit(at(10_000_000, "stdout", "o1")));
+  assert.ok(c.admit(at(5_000_000, "stderr", "e1")), "an earlier line of the other stream is printed");
+  assert.equal(c.sinceMs(), 5, "resumed from the stream furthest behind");
+  c.restart();
+  assert.equal(c.admit(at(5_000_000, "stderr", "e1")), false);
+  assert.ok(c.admit(at(7_000_000, "stderr", "e2")));
+  assert.equal(c.admit(at(10_000_000, "stdout", "o1")), false);
+});
+
+test("lines printed merged (--tail) are not printed again when the resumed read gives them with their streams", () => {
+  const c = new ResumeCursor();
+  assert.ok(c.admit(e("a", 5_000_000, "1")));
+  assert.ok(c.admit(e("a", 6_000_000, "2")));
+  c.restart();
+  const at = (ns: number, stream: "stdout" | "stderr", line: string): PrintedEntry => ({ ...e("a", ns, line), stream });
+  assert.equal(c.admit(at(5_000_000, "stdout", "1")), false);
+  assert.equal(c.admit(at(6_000_000, "stderr", "2")), false);
+  assert.ok(c.admit(at(6_000_000, "stdout", "2b")), "a second line at the same time is new");
+  assert.ok(c.admit(at(7_000_000, "stdout", "3")));
+  assert.ok(c.admit(at(6_500_000, "stderr", "e")), "stderr behind stdout, after the merged lines");
+});
+
 test("a resumed stream repeats nothing: older and equal-time lines already printed are dropped", () => {
   const c = new ResumeCursor();
   const joined = (i: string): PrintedEntry => ({

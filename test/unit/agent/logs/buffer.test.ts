@@ -49,6 +49,23 @@ test("a full buffer drops new chunks and says how many lines, after the data bef
   assert.equal(b.dropped, 6);
 });
 
+test("an instance's chunks of two streams are joined per stream, each keeping its stream", () => {
+  const b = new OutBuffer();
+  b.push({ ...chunk("a", 1), stream: "Stdout" });
+  b.push({ ...chunk("a", 2), stream: "Stderr" });
+  b.push({ ...chunk("a", 3), stream: "Stdout" });
+  b.push({ ...chunk("a", 4), stream: "Stderr" });
+  const taken = b.take();
+  assert.deepEqual(taken.map(show), [
+    ["l1", "l3"],
+    ["l2", "l4"],
+  ]);
+  assert.deepEqual(
+    taken.map((e) => e.stream),
+    ["Stdout", "Stderr"],
+  );
+});
+
 test("the byte bound counts too, and a take stops near its byte budget", () => {
   const one = chunk("a", 1).data?.length ?? 0;
   const b = new OutBuffer({ maxEntries: 100, maxBytes: 2 * one });

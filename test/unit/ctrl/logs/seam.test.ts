@@ -86,6 +86,85 @@ describe("log seam", () => {
     );
   });
 
+  it("streams: a merged cursor covers both; a merged line is seen up to where both were; a stream without a cursor reads from the floor", () => {
+    const c = new InstanceCursors([
+      ["eu/a", 10n, ""],
+      ["eu/b", 20n, "stdout"],
+      ["eu/b", 15n, "stderr"],
+      ["eu/c", 30n, "stdout"],
+    ]);
+    assert.equal(c.isNew("eu/a", 9n, "stderr"), false, "kept merged before streams were");
+    assert.equal(c.isNew("eu/a", 11n, "stderr"), true);
+    assert.equal(c.isNew("eu/b", 17n, "stderr"), true, "stderr is behind stdout");
+    assert.equal(c.isNew("eu/b", 17n, "stdout"), false);
+    assert.equal(c.isNew("eu/b", 16n, ""), true, "a merged line may be stderr's");
+    assert.equal(c.isNew("eu/b", 15n, ""), false);
+    assert.equal(c.liveSince(["eu/a", "eu/b"], 0n), 10n);
+    assert.equal(c.liveSince(["eu/b"], 0n), 15n, "from the stream furthest behind");
+    assert.equal(c.liveSince(["eu/c"], 3n), 3n, "c's stderr has no cursor: from the floor");
+    assert.equal(c.admit("eu/b", 16n, "stderr"), true);
+    assert.equal(c.admit("eu/b", 16n, "stderr"), false);
+  });
+
+  it("property: two streams read apart, each kept to its own point: kept then live lines show each line once", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            lines: fc
+              .uniqueArray(fc.bigInt({ min: 1n, max: 10_000n }), { maxLength: 30 })
+              .map((t) => t.sort((a, b) => (a < b ? -1 : 1)))
+              .chain((t) =>
+                fc.tuple(fc.constant(t), fc.array(fc.boolean(), { minLength: t.length, maxLength: t.length })),
+              ),
+            keptShare: fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })),
+            running: fc.boolean(),
+          }),
+          { minLength: 1, maxLength: 5 },
+        ),
+        fc.bigInt({ min: 0n, max: 10_000n }),
+        (instances, since) => {
+          type L = { ns: bigint; stream: "stdout" | "stderr" };
+          const all = instances.map(({ lines: [times, err] }) =>
+            times.map((ns, j): L => ({ ns, stream: err[j] ? "stderr" : "stdout" })),
+          );
+          // Each stream's kept prefix is its own (the two are archived apart).
+          const kept = all.map((ls, i) =>
+            (["stdout", "stderr"] as const).flatMap((s, k) => {
+              const of = ls.filter((l) => l.stream === s);
+              return of.slice(0, Math.floor(of.length * (instances[i]?.keptShare[k] ?? 0)));
+            }),
+          );
+          const seam = new InstanceCursors(
+            kept.flatMap((k, i) =>
+              (["stdout", "stderr"] as const).flatMap((s) => {
+                const last = k.filter((l) => l.stream === s).at(-1);
+                return last ? [[`eu/pod-${i}`, last.ns, s] as const] : [];
+              }),
+            ),
+          );
+          const running = instances.flatMap((x, i) => (x.running ? [`eu/pod-${i}`] : []));
+          const liveSince = seam.liveSince(running, since);
+          instances.forEach((x, i) => {
+            const key = `eu/pod-${i}`;
+            const shown: bigint[] = [];
+            for (const l of kept[i] ?? []) if (l.ns >= since && !seam.isNew(key, l.ns, l.stream)) shown.push(l.ns);
+            if (x.running)
+              for (const l of all[i] ?? [])
+                if (l.ns >= liveSince && l.ns >= since && seam.isNew(key, l.ns, l.stream)) shown.push(l.ns);
+            const want = (x.running ? (all[i] ?? []) : (kept[i] ?? [])).map((l) => l.ns).filter((ns) => ns >= since);
+            assert.deepEqual(
+              shown.sort((a, b) => (a < b ? -1 : 1)),
+              want.sort((a, b) => (a < b ? -1 : 1)),
+              key,
+            );
+          });
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
   it("--grep: text as is, /regex/flags, and a clear error for a bad one", () => {
     assert.deepEqual(grepPattern("a.b"), { text: "a.b" }, "text is not a pattern");
     assert.deepEqual(grepPattern("/^err(or)? \\d+$/i"), { source: "^err(or)? \\d+$", flags: "i" });

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file krane/ctrl/v1/logs.proto.
  */
 export const file_krane_ctrl_v1_logs: GenFile = /*@__PURE__*/
-  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEiKQoMTG9nUmV0ZW50aW9uEgwKBGRheXMYASABKAUSCwoDb3duGAIgASgIIisKFkdldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkkKF0dldExvZ1JldGVudGlvblJlc3BvbnNlEi4KCXJldGVudGlvbhgBIAEoCzIbLmtyYW5lLmN0cmwudjEuTG9nUmV0ZW50aW9uIkcKFlNldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhEKBGRheXMYAiABKAVIAIgBAUIHCgVfZGF5cyJJChdTZXRMb2dSZXRlbnRpb25SZXNwb25zZRIuCglyZXRlbnRpb24YASABKAsyGy5rcmFuZS5jdHJsLnYxLkxvZ1JldGVudGlvbiKAAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGZm9sbG93GAQgASgIEhUKDXNpbmNlX3VuaXhfbXMYBSABKAMSFwoKdGFpbF9saW5lcxgGIAEoBUgAiAEBEhAKCHJldmlzaW9uGAcgASgDEg4KBnJlZ2lvbhgIIAEoCRIQCghpbnN0YW5jZRgJIAEoCRIQCghwcmV2aW91cxgKIAEoCBIPCgdoaXN0b3J5GAsgASgIEgwKBGdyZXAYDCABKAlCDQoLX3RhaWxfbGluZXMiYAoVU3RyZWFtUmVxdWVzdHNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCSKPAQoNUmVxdWVzdFJlY29yZBIOCgZtZXRob2QYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZzdGF0dXMYAyABKA0SEgoKbGF0ZW5jeV9tcxgEIAEoARIOCgZwb2xpY3kYBSABKAkSDgoGY2xpZW50GAYgASgJEgsKA2tleRgHIAEoCRIPCgdvcGVuX21zGAggASgBIj4KElN0cmVhbUxvZ3NSZXNwb25zZRIoCgdlbnRyaWVzGAEgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeSJZCglMb2dNYXJrZXISKgoEa2luZBgBIAEoDjIcLmtyYW5lLmN0cmwudjEuTG9nTWFya2VyS2luZBIPCgdkcm9wcGVkGAIgASgEEg8KB21lc3NhZ2UYAyABKAki4wEKCExvZ0VudHJ5EhYKDnRpbWVfdW5peF9uYW5vGAEgASgDEg4KBnJlZ2lvbhgCIAEoCRIQCghpbnN0YW5jZRgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIVCg1kZXBsb3ltZW50X2lkGAUgASgJEg4KBGxpbmUYBiABKAlIABIqCgZtYXJrZXIYByABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEi8KB3JlcXVlc3QYCCABKAsyHC5rcmFuZS5jdHJsLnYxLlJlcXVlc3RSZWNvcmRIAEIHCgVlbnRyeSInChVPcGVuTG9nQ2hhbm5lbFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIo8BChFMb2dDaGFubmVsTWVzc2FnZRIfChVrZWVwYWxpdmVfaW50ZXJ2YWxfbXMYASABKA1IABIxCgdyZXF1ZXN0GAIgASgLMh4ua3JhbmUuY3RybC52MS5BZ2VudExvZ1JlcXVlc3RIABIbChFjYW5jZWxfcmVxdWVzdF9pZBgDIAEoCUgAQgkKB21lc3NhZ2UigQIKD0FnZW50TG9nUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEhUKDWs4c19uYW1lc3BhY2UYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSFgoOZGVwbG95bWVudF9pZHMYBCADKAkSEAoIaW5zdGFuY2UYBSABKAkSDgoGZm9sbG93GAYgASgIEhUKDXNpbmNlX3VuaXhfbXMYByABKAMSFwoKdGFpbF9saW5lcxgIIAEoBUgAiAEBEhAKCHByZXZpb3VzGAkgASgIEg4KBmNodW5rcxgKIAEoCBIQCghyZXF1ZXN0cxgLIAEoCEINCgtfdGFpbF9saW5lcyKyAQoPUHVzaExvZ3NSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEigKB2VudHJpZXMYAyADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5EgwKBGRvbmUYBCABKAgSDQoFZXJyb3IYBSABKAkSJwoGY2h1bmtzGAYgAygLMhcua3JhbmUuY3RybC52MS5Mb2dDaHVuaxILCgNzZXEYByABKAQimgEKCExvZ0NodW5rEhAKCGluc3RhbmNlGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSDwoFbGluZXMYAyABKAxIABIqCgZtYXJrZXIYBCABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEh0KFW1hcmtlcl90aW1lX3VuaXhfbmFubxgFIAEoA0IJCgdjb250ZW50IiUKEFB1c2hMb2dzUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIKp4BCg1Mb2dNYXJrZXJLaW5kEh8KG0xPR19NQVJLRVJfS0lORF9VTlNQRUNJRklFRBAAEhoKFkxPR19NQVJLRVJfS0lORF9KT0lORUQQARIYChRMT0dfTUFSS0VSX0tJTkRfTEVGVBACEhsKF0xPR19NQVJLRVJfS0lORF9EUk9QUEVEEAMSGQoVTE9HX01BUktFUl9LSU5EX0VSUk9SEAQyvgMKCkxvZ1NlcnZpY2USYgoKU3RyZWFtTG9ncxIgLmtyYW5lLmN0cmwudjEuU3RyZWFtTG9nc1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEmoKDlN0cmVhbVJlcXVlc3RzEiQua3JhbmUuY3RybC52MS5TdHJlYW1SZXF1ZXN0c1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEm8KD0dldExvZ1JldGVudGlvbhIlLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbwoPU2V0TG9nUmV0ZW50aW9uEiUua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXF1ZXN0GiYua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXNwb25zZSINkAICqp8ZBggCIAMoFzLQAQoRTG9nQ2hhbm5lbFNlcnZpY2USZAoOT3BlbkxvZ0NoYW5uZWwSJC5rcmFuZS5jdHJsLnYxLk9wZW5Mb2dDaGFubmVsUmVxdWVzdBogLmtyYW5lLmN0cmwudjEuTG9nQ2hhbm5lbE1lc3NhZ2UiCKqfGQQIBSgBMAESVQoIUHVzaExvZ3MSHi5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVxdWVzdBofLmtyYW5lLmN0cmwudjEuUHVzaExvZ3NSZXNwb25zZSIIqp8ZBAgFKAFiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
+  fileDesc("ChhrcmFuZS9jdHJsL3YxL2xvZ3MucHJvdG8SDWtyYW5lLmN0cmwudjEiKQoMTG9nUmV0ZW50aW9uEgwKBGRheXMYASABKAUSCwoDb3duGAIgASgIIisKFkdldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJIkkKF0dldExvZ1JldGVudGlvblJlc3BvbnNlEi4KCXJldGVudGlvbhgBIAEoCzIbLmtyYW5lLmN0cmwudjEuTG9nUmV0ZW50aW9uIkcKFlNldExvZ1JldGVudGlvblJlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEhEKBGRheXMYAiABKAVIAIgBAUIHCgVfZGF5cyJJChdTZXRMb2dSZXRlbnRpb25SZXNwb25zZRIuCglyZXRlbnRpb24YASABKAsyGy5rcmFuZS5jdHJsLnYxLkxvZ1JldGVudGlvbiKqAgoRU3RyZWFtTG9nc1JlcXVlc3QSEQoJd29ya3NwYWNlGAEgASgJEg8KB3Byb2plY3QYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSDgoGZm9sbG93GAQgASgIEhUKDXNpbmNlX3VuaXhfbXMYBSABKAMSFwoKdGFpbF9saW5lcxgGIAEoBUgAiAEBEhAKCHJldmlzaW9uGAcgASgDEg4KBnJlZ2lvbhgIIAEoCRIQCghpbnN0YW5jZRgJIAEoCRIQCghwcmV2aW91cxgKIAEoCBIPCgdoaXN0b3J5GAsgASgIEgwKBGdyZXAYDCABKAkSKAoGc3RyZWFtGA0gASgOMhgua3JhbmUuY3RybC52MS5Mb2dTdHJlYW1CDQoLX3RhaWxfbGluZXMiYAoVU3RyZWFtUmVxdWVzdHNSZXF1ZXN0EhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnJlZ2lvbhgEIAEoCSKPAQoNUmVxdWVzdFJlY29yZBIOCgZtZXRob2QYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZzdGF0dXMYAyABKA0SEgoKbGF0ZW5jeV9tcxgEIAEoARIOCgZwb2xpY3kYBSABKAkSDgoGY2xpZW50GAYgASgJEgsKA2tleRgHIAEoCRIPCgdvcGVuX21zGAggASgBIj4KElN0cmVhbUxvZ3NSZXNwb25zZRIoCgdlbnRyaWVzGAEgAygLMhcua3JhbmUuY3RybC52MS5Mb2dFbnRyeSJZCglMb2dNYXJrZXISKgoEa2luZBgBIAEoDjIcLmtyYW5lLmN0cmwudjEuTG9nTWFya2VyS2luZBIPCgdkcm9wcGVkGAIgASgEEg8KB21lc3NhZ2UYAyABKAkijQIKCExvZ0VudHJ5EhYKDnRpbWVfdW5peF9uYW5vGAEgASgDEg4KBnJlZ2lvbhgCIAEoCRIQCghpbnN0YW5jZRgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIVCg1kZXBsb3ltZW50X2lkGAUgASgJEg4KBGxpbmUYBiABKAlIABIqCgZtYXJrZXIYByABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEi8KB3JlcXVlc3QYCCABKAsyHC5rcmFuZS5jdHJsLnYxLlJlcXVlc3RSZWNvcmRIABIoCgZzdHJlYW0YCSABKA4yGC5rcmFuZS5jdHJsLnYxLkxvZ1N0cmVhbUIHCgVlbnRyeSInChVPcGVuTG9nQ2hhbm5lbFJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIo8BChFMb2dDaGFubmVsTWVzc2FnZRIfChVrZWVwYWxpdmVfaW50ZXJ2YWxfbXMYASABKA1IABIxCgdyZXF1ZXN0GAIgASgLMh4ua3JhbmUuY3RybC52MS5BZ2VudExvZ1JlcXVlc3RIABIbChFjYW5jZWxfcmVxdWVzdF9pZBgDIAEoCUgAQgkKB21lc3NhZ2UigQIKD0FnZW50TG9nUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEhUKDWs4c19uYW1lc3BhY2UYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSFgoOZGVwbG95bWVudF9pZHMYBCADKAkSEAoIaW5zdGFuY2UYBSABKAkSDgoGZm9sbG93GAYgASgIEhUKDXNpbmNlX3VuaXhfbXMYByABKAMSFwoKdGFpbF9saW5lcxgIIAEoBUgAiAEBEhAKCHByZXZpb3VzGAkgASgIEg4KBmNodW5rcxgKIAEoCBIQCghyZXF1ZXN0cxgLIAEoCEINCgtfdGFpbF9saW5lcyKyAQoPUHVzaExvZ3NSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEigKB2VudHJpZXMYAyADKAsyFy5rcmFuZS5jdHJsLnYxLkxvZ0VudHJ5EgwKBGRvbmUYBCABKAgSDQoFZXJyb3IYBSABKAkSJwoGY2h1bmtzGAYgAygLMhcua3JhbmUuY3RybC52MS5Mb2dDaHVuaxILCgNzZXEYByABKAQixAEKCExvZ0NodW5rEhAKCGluc3RhbmNlGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSDwoFbGluZXMYAyABKAxIABIqCgZtYXJrZXIYBCABKAsyGC5rcmFuZS5jdHJsLnYxLkxvZ01hcmtlckgAEh0KFW1hcmtlcl90aW1lX3VuaXhfbmFubxgFIAEoAxIoCgZzdHJlYW0YBiABKA4yGC5rcmFuZS5jdHJsLnYxLkxvZ1N0cmVhbUIJCgdjb250ZW50IiUKEFB1c2hMb2dzUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIKp4BCg1Mb2dNYXJrZXJLaW5kEh8KG0xPR19NQVJLRVJfS0lORF9VTlNQRUNJRklFRBAAEhoKFkxPR19NQVJLRVJfS0lORF9KT0lORUQQARIYChRMT0dfTUFSS0VSX0tJTkRfTEVGVBACEhsKF0xPR19NQVJLRVJfS0lORF9EUk9QUEVEEAMSGQoVTE9HX01BUktFUl9LSU5EX0VSUk9SEAQqVQoJTG9nU3RyZWFtEhoKFkxPR19TVFJFQU1fVU5TUEVDSUZJRUQQABIVChFMT0dfU1RSRUFNX1NURE9VVBABEhUKEUxPR19TVFJFQU1fU1RERVJSEAIyvgMKCkxvZ1NlcnZpY2USYgoKU3RyZWFtTG9ncxIgLmtyYW5lLmN0cmwudjEuU3RyZWFtTG9nc1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEmoKDlN0cmVhbVJlcXVlc3RzEiQua3JhbmUuY3RybC52MS5TdHJlYW1SZXF1ZXN0c1JlcXVlc3QaIS5rcmFuZS5jdHJsLnYxLlN0cmVhbUxvZ3NSZXNwb25zZSINkAIBqp8ZBggCIAEoATABEm8KD0dldExvZ1JldGVudGlvbhIlLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVxdWVzdBomLmtyYW5lLmN0cmwudjEuR2V0TG9nUmV0ZW50aW9uUmVzcG9uc2UiDZACAaqfGQYIAiABKAESbwoPU2V0TG9nUmV0ZW50aW9uEiUua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXF1ZXN0GiYua3JhbmUuY3RybC52MS5TZXRMb2dSZXRlbnRpb25SZXNwb25zZSINkAICqp8ZBggCIAMoFzLQAQoRTG9nQ2hhbm5lbFNlcnZpY2USZAoOT3BlbkxvZ0NoYW5uZWwSJC5rcmFuZS5jdHJsLnYxLk9wZW5Mb2dDaGFubmVsUmVxdWVzdBogLmtyYW5lLmN0cmwudjEuTG9nQ2hhbm5lbE1lc3NhZ2UiCKqfGQQIBSgBMAESVQoIUHVzaExvZ3MSHi5rcmFuZS5jdHJsLnYxLlB1c2hMb2dzUmVxdWVzdBofLmtyYW5lLmN0cmwudjEuUHVzaExvZ3NSZXNwb25zZSIIqp8ZBAgFKAFiBnByb3RvMw", [file_krane_ctrl_v1_policy]);
 
 /**
  * @generated from message krane.ctrl.v1.LogRetention
@@ -275,6 +275,14 @@ export type StreamLogsRequest = Message<"krane.ctrl.v1.StreamLogsRequest"> & {
    * @generated from field: string grep = 12;
    */
   grep: string;
+
+  /**
+   * Only lines of this stream (unspecified: all). Lines whose stream is not known (read from a
+   * cluster without split log streams, or with tail_lines) are left out by either.
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 13;
+   */
+  stream: LogStream;
 };
 
 /**
@@ -364,6 +372,14 @@ export type StreamLogsRequestJson = {
    * @generated from field: string grep = 12;
    */
   grep?: string;
+
+  /**
+   * Only lines of this stream (unspecified: all). Lines whose stream is not known (read from a
+   * cluster without split log streams, or with tail_lines) are left out by either.
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 13;
+   */
+  stream?: LogStreamJson;
 };
 
 /**
@@ -702,6 +718,13 @@ export type LogEntry = Message<"krane.ctrl.v1.LogEntry"> & {
     value: RequestRecord;
     case: "request";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The line's stream (lines only).
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 9;
+   */
+  stream: LogStream;
 };
 
 /**
@@ -757,6 +780,13 @@ export type LogEntryJson = {
    * @generated from field: krane.ctrl.v1.RequestRecord request = 8;
    */
   request?: RequestRecordJson;
+
+  /**
+   * The line's stream (lines only).
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 9;
+   */
+  stream?: LogStreamJson;
 };
 
 /**
@@ -1155,6 +1185,13 @@ export type LogChunk = Message<"krane.ctrl.v1.LogChunk"> & {
    * @generated from field: int64 marker_time_unix_nano = 5;
    */
   markerTimeUnixNano: bigint;
+
+  /**
+   * The stream the lines were read from (unspecified: both, merged).
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 6;
+   */
+  stream: LogStream;
 };
 
 /**
@@ -1191,6 +1228,13 @@ export type LogChunkJson = {
    * @generated from field: int64 marker_time_unix_nano = 5;
    */
   markerTimeUnixNano?: string;
+
+  /**
+   * The stream the lines were read from (unspecified: both, merged).
+   *
+   * @generated from field: krane.ctrl.v1.LogStream stream = 6;
+   */
+  stream?: LogStreamJson;
 };
 
 /**
@@ -1279,6 +1323,44 @@ export type LogMarkerKindJson = "LOG_MARKER_KIND_UNSPECIFIED" | "LOG_MARKER_KIND
  */
 export const LogMarkerKindSchema: GenEnum<LogMarkerKind, LogMarkerKindJson> = /*@__PURE__*/
   enumDesc(file_krane_ctrl_v1_logs, 0);
+
+/**
+ * Which of a container's streams a line was written to.
+ *
+ * @generated from enum krane.ctrl.v1.LogStream
+ */
+export enum LogStream {
+  /**
+   * Not known: the API server gave stdout and stderr merged (a cluster without the
+   * PodLogsQuerySplitStreams feature gate, a read with tail_lines, a line kept before streams were).
+   *
+   * @generated from enum value: LOG_STREAM_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: LOG_STREAM_STDOUT = 1;
+   */
+  STDOUT = 1,
+
+  /**
+   * @generated from enum value: LOG_STREAM_STDERR = 2;
+   */
+  STDERR = 2,
+}
+
+/**
+ * Which of a container's streams a line was written to.
+ *
+ * @generated from enum krane.ctrl.v1.LogStream
+ */
+export type LogStreamJson = "LOG_STREAM_UNSPECIFIED" | "LOG_STREAM_STDOUT" | "LOG_STREAM_STDERR";
+
+/**
+ * Describes the enum krane.ctrl.v1.LogStream.
+ */
+export const LogStreamSchema: GenEnum<LogStream, LogStreamJson> = /*@__PURE__*/
+  enumDesc(file_krane_ctrl_v1_logs, 1);
 
 /**
  * The public API: lines of every instance of an environment, in every region, merged by time.
