@@ -21,6 +21,7 @@ import { benchProgressive } from "./progressive.js";
 import { benchNodes } from "./nodes.js";
 import { benchLogs } from "./logs/logs.js";
 import { benchDashboard } from "./dashboard.js";
+import { benchObserve } from "./observe/observe.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -44,6 +45,7 @@ const benches: Record<string, () => Promise<void>> = {
   logs: benchLogs,
   dashboard: benchDashboard,
   autoscale: benchAutoscale,
+  observe: benchObserve,
 };
 
 const wanted = process.argv.slice(2);
