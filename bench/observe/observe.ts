@@ -258,20 +258,17 @@ async function prepareWeek(store: Store, e: Env): Promise<void> {
       sums.requests = 540;
       sums.errors = 6;
       sums.latency[4] = 540;
-      rev.push({
+      const point: Point = {
         environmentId: e.environmentId,
         deploymentId: e.deploymentId,
         region: REGION,
         instance: "",
         atMs: m,
         sums,
-      });
+      };
+      rev.push(point);
       for (let j = 0; j < INSTANCES; j++)
-        inst.push({
-          ...rev[rev.length - 1]!,
-          instance: podOf(e, j),
-          sums: { ...sums, requests: 180, latency: [...sums.latency] },
-        });
+        inst.push({ ...point, instance: podOf(e, j), sums: { ...sums, requests: 180, latency: [...sums.latency] } });
     }
     await addMinutes(store.db, rev);
     await addInstanceMinutes(store.db, inst);
