@@ -22,6 +22,7 @@ import { benchProgressive } from "./progressive.js";
 import { benchNodes } from "./nodes.js";
 import { benchLogs } from "./logs/logs.js";
 import { benchDashboard } from "./dashboard.js";
+import { benchObserve } from "./observe/observe.js";
 
 const benches: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
@@ -46,6 +47,7 @@ const benches: Record<string, () => Promise<void>> = {
   dashboard: benchDashboard,
   autoscale: benchAutoscale,
   build: benchBuild,
+  observe: benchObserve,
 };
 
 const wanted = process.argv.slice(2);
