@@ -134,13 +134,18 @@ export async function* searchHistory(db: Db, q: HistoryQuery): AsyncGenerator<Hi
     if (q.stream !== undefined) s = s.where("stream", "=", q.stream);
     if (after) {
       const a = after;
-      s = s.where((eb) =>
-        eb.or([
-          eb("time_ns", ">", a.t),
-          eb.and([eb("time_ns", "=", a.t), eb("region", ">", a.region)]),
-          eb.and([eb("time_ns", "=", a.t), eb("region", "=", a.region), eb("instance", ">", a.instance)]),
-        ]),
-      );
+      // The plain bound first: the index on (environment_id, time_ns) starts each page at the
+      // cursor with it, where the `or` alone left every page to scan from the range's start
+      // (`npm run bench -- observe`: a grep over 864,000 lines, 33 s → 8.6 s).
+      s = s
+        .where("time_ns", ">=", a.t)
+        .where((eb) =>
+          eb.or([
+            eb("time_ns", ">", a.t),
+            eb.and([eb("time_ns", "=", a.t), eb("region", ">", a.region)]),
+            eb.and([eb("time_ns", "=", a.t), eb("region", "=", a.region), eb("instance", ">", a.instance)]),
+          ]),
+        );
     }
     const rows = await s.orderBy("time_ns").orderBy("region").orderBy("instance").limit(PAGE).execute();
     let out: HistoryLine[] = [];
