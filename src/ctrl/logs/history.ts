@@ -4,7 +4,7 @@
 // written with "on conflict do nothing", so a line relayed twice is stored once, whichever ctrl
 // replica stores it. Times are 19-digit text (nsText): unix ns do not fit a double.
 //
-// The embedded store suits a small installation (a few hundred lines a second in all); one that
+// The embedded store suits a small installation (about a hundred lines a second in all); one that
 // outgrows it ships logs to an engine built for them (VictoriaLogs, Loki) instead: see
 // docs/operations.md "Log history".
 import type { Kysely } from "kysely";
