@@ -66,9 +66,11 @@ export function buildMethods(store: Store, builds: ClusterBuilds | undefined): C
     ctx: HandlerContext,
   ): Promise<{ region: string; row: BuildRow; builds: ClusterBuilds }> => {
     const region = agentRegion(ctx, req.region);
-    if (!builds) throw new ConnectError("this ctrl runs no builds", Code.FailedPrecondition);
+    // The store first: a ctrl that runs no builds has handed none (not_found), and every method
+    // answers unavailable alike while the database is down.
     const row = await buildHandedTo(store.db, region, rules.id("build_id", req.buildId, "bld"));
     if (!row) throw new ConnectError(`build "${req.buildId}" is not handed to region ${region}`, Code.NotFound);
+    if (!builds) throw new ConnectError("this ctrl runs no builds", Code.FailedPrecondition);
     return { region, row, builds };
   };
   return {
@@ -87,10 +89,10 @@ export function buildMethods(store: Store, builds: ClusterBuilds | undefined): C
       const id = rules.id("build_id", req.buildId, "bld");
       rules.list("lines", req.lines, MAX_LINES);
       const outcome = reportedOutcome(req);
-      if (!builds) throw new ConnectError("this ctrl runs no builds", Code.FailedPrecondition);
       // A build no longer handed to the region (finished, cancelled, requeued) is not running there.
       const row = await buildHandedTo(store.db, region, id);
       if (!row) return { running: false };
+      if (!builds) throw new ConnectError("this ctrl runs no builds", Code.FailedPrecondition);
       const state = await logBuild(
         store,
         id,

@@ -158,6 +158,13 @@ function requestFor(m: DescMethod): Record<string, unknown> | undefined {
     GetDesiredJobState: { region: "local", jobId: "job_none" },
     GetDesiredJobStates: { region: "local", jobIds: ["job_none"] },
     ReportJobStatus: { region: "local", change: { case: "delete", value: { jobId: "job_none", k8sName: "job-x" } } },
+    WatchBuilds: { region: "local", versionLastSeen: 0n },
+    GetDesiredBuildState: { region: "local", buildId: "bld_none" },
+    GetDesiredBuildStates: { region: "local", buildIds: ["bld_none"] },
+    ReportBuildStatus: { region: "local", change: { case: "delete", value: { buildId: "bld_none" } } },
+    GetBuildSource: { region: "local", buildId: "bld_none" },
+    GetBuildPushAuthorization: { region: "local", buildId: "bld_none" },
+    ReportBuildProgress: { region: "local", buildId: "bld_none", lines: ["a line"] },
     GetSecretValues: { region: "local", owner: { case: "deploymentId", value: deploymentId } },
     ReportMeasurements: {
       region: "local",

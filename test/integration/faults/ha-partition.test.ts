@@ -4,13 +4,17 @@
 // timing whose leader is killed with SIGKILL (failover measured at the API server's Lease) or
 // frozen with SIGSTOP past its lease (it must write nothing once woken: audited by the proxy in
 // front of its API server connection, outside the process).
-import { test } from "node:test";
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { useCluster } from "../../support/cluster.js";
 import { agentCtrlPartition, agentFailover } from "../../support/faults/scenarios.js";
 import { ms, percentile } from "../../support/faults/processes.js";
+import { exitAfterLastHook } from "../../support/exit.js";
 
 const handle = useCluster({ pods: { readyDelayMs: 300, readyJitterMs: 700 } });
+// Its HTTP/2 sessions went through a partition: see test/support/exit.ts (this stop's CI: both
+// tests passed, then the file spun until the 10-minute limit).
+after(() => exitAfterLastHook());
 
 test(
   "agent↔ctrl partitioned 30 s during changes: ctrl shows the region behind, then all converges in order",
