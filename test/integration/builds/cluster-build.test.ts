@@ -7,9 +7,6 @@
 // the registry holds; the build's log is kept with it (`krane build logs`). A cancelled build's
 // builder pod is deleted (the agent aborts it on the Delete of its desired state).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { release } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -32,9 +29,9 @@ import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_p
 import { KubeClient } from "../../../src/kube/client.js";
 import { resources } from "../../../src/kube/resources.js";
 import { agentKubeConfigFrom } from "../../../src/agent/rbac.js";
-import { buildsSkip } from "../../support/build-tools.js";
+import { buildsSkip, runKrane, writeSource } from "../../support/build-tools.js";
 import { useCluster } from "../../support/cluster.js";
-import { AgentChild, CtrlChild, KRANE_BIN, until, writeKubeconfig } from "../../support/faults/processes.js";
+import { AgentChild, CtrlChild, until, writeKubeconfig } from "../../support/faults/processes.js";
 import { realNodesSkip } from "../../support/real-nodes.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
 import { transportFor } from "../ctrl/support.js";
@@ -62,27 +59,9 @@ describe("builds in builder pods, pulled by the region's agent", { skip }, () =>
 
   const builds = () => createClient(BuildService, transportFor(ctrl.url, admin));
 
-  function source(name: string, files: Record<string, string>): string {
-    const src = join(dir.path, "src", name);
-    for (const [p, text] of Object.entries(files)) {
-      mkdirSync(join(src, p, ".."), { recursive: true });
-      writeFileSync(join(src, p), text);
-    }
-    return src;
-  }
-
-  async function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [KRANE_BIN, ...args, "--retry-for", "0"], {
-      env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: admin, KRANE_WORKSPACE: WS },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const [status] = (await once(child, "exit")) as [number | null];
-    return { status, stdout, stderr };
-  }
+  const source = (name: string, files: Record<string, string>): string => writeSource(dir.path, name, files);
+  const cli = (args: string[]): ReturnType<typeof runKrane> =>
+    runKrane({ url: ctrl.url, token: admin, workspace: WS }, args);
 
   async function state(id: string): Promise<Build | undefined> {
     return (await builds().getBuild({ workspace: WS, buildId: id })).build;

@@ -7,9 +7,6 @@
 // neither see nor cancel a build. The source's krane.yaml applies with the revision its build
 // makes, or fails the build naming the file's line, nothing deployed.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
@@ -29,9 +26,8 @@ import { ProjectFileService } from "../../../src/gen/krane/ctrl/v1/apply_pb.js";
 import { QuotaService } from "../../../src/gen/krane/ctrl/v1/quota_pb.js";
 import { BuildService, type Build } from "../../../src/gen/krane/ctrl/v1/build_pb.js";
 import { startTestRegistry, type TestRegistry } from "../../support/registry.js";
-import { KRANE_BIN } from "../ctrl/process.js";
 import { expectCode, startTestCtrl, tempDir, type TestCtrl } from "../ctrl/support.js";
-import { buildsSkip } from "../../support/build-tools.js";
+import { buildsSkip, runKrane, writeSource } from "../../support/build-tools.js";
 
 const skip = buildsSkip;
 
@@ -50,27 +46,9 @@ describe("builds from source through ctrl", { skip }, () => {
   let ctrl: TestCtrl;
   let otherToken = "";
 
-  function source(name: string, files: Record<string, string>): string {
-    const src = join(dir.path, "src", name);
-    for (const [p, text] of Object.entries(files)) {
-      mkdirSync(join(src, p, ".."), { recursive: true });
-      writeFileSync(join(src, p), text);
-    }
-    return src;
-  }
-
-  async function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [KRANE_BIN, ...args, "--retry-for", "0"], {
-      env: { ...process.env, KRANE_CTRL_URL: ctrl.url, KRANE_TOKEN: ctrl.adminToken, KRANE_WORKSPACE: WS },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const [status] = (await once(child, "exit")) as [number | null];
-    return { status, stdout, stderr };
-  }
+  const source = (name: string, files: Record<string, string>): string => writeSource(dir.path, name, files);
+  const cli = (args: string[]): ReturnType<typeof runKrane> =>
+    runKrane({ url: ctrl.url, token: ctrl.adminToken, workspace: WS }, args);
 
   const builds = () => ctrl.client(BuildService, ctrl.adminToken);
 

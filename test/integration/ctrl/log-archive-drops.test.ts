@@ -17,7 +17,7 @@ import {
 import { DAY_MS, storeLines } from "../../../src/ctrl/logs/history.js";
 import { msToNs } from "../../../src/contracts/logs.js";
 import { eventually } from "../../support/cluster.js";
-import { PodLogAgent } from "./pod-log-agent.js";
+import { insertRunningInstance, PodLogAgent } from "./pod-log-agent.js";
 import { startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const REF = { workspace: "acme", project: "shop", environment: "production" };
@@ -70,22 +70,7 @@ describe("the log archive's dropped lines on /metrics", () => {
       .selectFrom("deployments")
       .select(["id", "workspace_id", "environment_id"])
       .executeTakeFirstOrThrow();
-    await db
-      .insertInto("instances")
-      .values({
-        deployment_id: dep.id,
-        region: "eu",
-        k8s_name: POD,
-        address: "10.0.0.1",
-        status: "running",
-        cpu_millicores: 0,
-        memory_mib: 0,
-        node_name: "node-1",
-        zone: "",
-        ready_since: Date.now(),
-        reported_at: Date.now(),
-      })
-      .execute();
+    await insertRunningInstance(db, { deploymentId: dep.id, region: "eu", pod: POD, address: "10.0.0.1" });
     // Three lines of a pod long gone, past the workspace's 7 days.
     const old = msToNs(Date.now() - 8 * DAY_MS);
     await storeLines(

@@ -17,7 +17,7 @@ import {
 import { leaseHolders } from "../../../src/ctrl/logs/lease.js";
 import { eventually } from "../../support/cluster.js";
 import { startPostgres, type TestPostgres } from "../../support/postgres.js";
-import { PodLogAgent } from "./pod-log-agent.js";
+import { insertRunningInstance, PodLogAgent } from "./pod-log-agent.js";
 import { startTestCtrl, type TestCtrl } from "./support.js";
 
 const REF = { workspace: "acme", project: "shop", environment: "production" };
@@ -74,22 +74,7 @@ describe("the log archive with two ctrl replicas on one PostgreSQL", () => {
     const dep = await a.store.db.selectFrom("deployments").select("id").executeTakeFirstOrThrow();
     // The first replica takes the environment's lease once it has an instance; the second, started
     // since, finds it held.
-    await a.store.db
-      .insertInto("instances")
-      .values({
-        deployment_id: dep.id,
-        region: "eu",
-        k8s_name: POD,
-        address: "10.0.0.1",
-        status: "running",
-        cpu_millicores: 0,
-        memory_mib: 0,
-        node_name: "node-1",
-        zone: "",
-        ready_since: Date.now(),
-        reported_at: Date.now(),
-      })
-      .execute();
+    await insertRunningInstance(a.store.db, { deploymentId: dep.id, region: "eu", pod: POD, address: "10.0.0.1" });
     const environmentId = (await a.store.db.selectFrom("environments").select("id").executeTakeFirstOrThrow()).id;
     await eventually("the first replica holds the lease", async () =>
       (await leaseHolders(a.store.db, Date.now())).get(environmentId) === a.logArchive.holder ? true : undefined,

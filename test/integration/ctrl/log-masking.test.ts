@@ -17,7 +17,7 @@ import { ConfigService } from "../../../src/gen/krane/ctrl/v1/config_pb.js";
 import { LogService, type LogEntry } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { MASK } from "../../../src/ctrl/logs/mask.js";
 import { eventually } from "../../support/cluster.js";
-import { PodLogAgent } from "./pod-log-agent.js";
+import { insertRunningInstance, PodLogAgent } from "./pod-log-agent.js";
 import { randomKeyring, startTestCtrl, tempDir, type TestCtrl } from "./support.js";
 
 const REF = { workspace: "acme", project: "shop", environment: "production" };
@@ -61,22 +61,12 @@ describe("secret values are masked in every line StreamLogs sends, before --grep
       .executeTakeFirstOrThrow();
     deploymentId = dep.id;
     // What an agent's report would have recorded: the revision's instance in eu.
-    await ctrl.store.db
-      .insertInto("instances")
-      .values({
-        deployment_id: deploymentId,
-        region: "eu",
-        k8s_name: POD,
-        address: "10.0.0.2",
-        status: "running",
-        cpu_millicores: 0,
-        memory_mib: 0,
-        node_name: "node-1",
-        zone: "",
-        ready_since: Date.now(),
-        reported_at: Date.now(),
-      })
-      .execute();
+    await insertRunningInstance(ctrl.store.db, {
+      deploymentId: deploymentId,
+      region: "eu",
+      pod: POD,
+      address: "10.0.0.2",
+    });
     agent = new PodLogAgent({
       url: ctrl.url,
       token: await ctrl.agentToken("eu"),

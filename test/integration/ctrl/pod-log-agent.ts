@@ -9,7 +9,32 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { LogChannelService, LogMarkerKind, type AgentLogRequest } from "../../../src/gen/krane/ctrl/v1/logs_pb.js";
 import { msToNs } from "../../../src/contracts/logs.js";
+import type { Kysely } from "kysely";
+import type { Database } from "../../../src/ctrl/db/schema.js";
 import { bearer } from "./support.js";
+
+/** What an agent's report would have recorded: a running instance `pod` of the deployment in `region`. */
+export async function insertRunningInstance(
+  db: Kysely<Database>,
+  o: { deploymentId: string; region: string; pod: string; address: string },
+): Promise<void> {
+  await db
+    .insertInto("instances")
+    .values({
+      deployment_id: o.deploymentId,
+      region: o.region,
+      k8s_name: o.pod,
+      address: o.address,
+      status: "running",
+      cpu_millicores: 0,
+      memory_mib: 0,
+      node_name: "node-1",
+      zone: "",
+      ready_since: Date.now(),
+      reported_at: Date.now(),
+    })
+    .execute();
+}
 
 export interface PodLine {
   readonly ns: bigint;
